@@ -1,0 +1,143 @@
+// Package pgtest gives tests their own real PostgreSQL database.
+//
+// Server selection: if SEARCHD_TEST_DATABASE_URL (else DATABASE_URL) is set,
+// that server is used through an admin connection able to CREATE DATABASE.
+// Otherwise the first NewDB or NewDBURL call of a test binary starts a
+// throwaway cluster: initdb into a fresh temporary directory, then postgres
+// listening only on a unix socket in that directory, running as the user
+// postgres (or nobody) when the tests run as root. The binaries are looked
+// up in $SEARCHD_PG_BIN, `pg_config --bindir`, /usr/lib/postgresql/*/bin and
+// $PATH, in that order. The postgres process carries a parent-death signal,
+// so it cannot outlive the test binary even if that is SIGKILLed.
+//
+// Isolation: once per test binary, the harness makes sure a template
+// database searchd_tmpl_<hash of migrations.FS> exists, migrated with
+// migrations.Up; builds are serialised across processes with an advisory
+// lock and published by renaming, so a half-built template is never used.
+// Each NewDB clones it into a new database that is dropped at cleanup.
+//
+// Use Main from TestMain so the throwaway cluster is stopped cleanly:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// Without it the cluster is still killed when the test binary exits, but
+// its temporary directory is only removed by a later run.
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultMaxConns is the MaxConns of pools returned by NewDB.
+const DefaultMaxConns = 32
+
+// setupTimeout bounds starting the cluster, building the template and
+// creating one database.
+const setupTimeout = 3 * time.Minute
+
+// shared is the cluster of this test binary, started on first use.
+var shared struct {
+	mu      sync.Mutex
+	cluster *Cluster
+	err     error // sticky: every test fails with the same start error
+}
+
+func sharedCluster() (*Cluster, error) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.cluster == nil && shared.err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		shared.cluster, shared.err = Start(ctx)
+	}
+	return shared.cluster, shared.err
+}
+
+// NewDB returns a pool (MaxConns DefaultMaxConns) connected to a fresh,
+// migrated database used by this test only. At cleanup the pool is closed
+// and the database dropped. It is safe to call from parallel tests.
+//
+// NewDB never returns an error: any failure (no server or binaries, startup,
+// migration or CREATE DATABASE failure) ends the test with t.Fatal, and a
+// failure to drop the database at cleanup is reported with t.Error.
+func NewDB(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	dbURL := NewDBURL(t)
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatalf("pgtest: parsing %s: %v", dbURL, err)
+	}
+	cfg.MaxConns = DefaultMaxConns
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("pgtest: opening pool: %v", err)
+	}
+	// Registered after NewDBURL's cleanup, so it runs before the drop.
+	t.Cleanup(pool.Close)
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatalf("pgtest: connecting to test database: %v", err)
+	}
+	return pool
+}
+
+// NewDBURL is like NewDB but returns the connection string of the new
+// database, for code that opens its own connections (a server under test,
+// a benchmark). Connections still open at cleanup are terminated by the
+// drop. Failures are reported as for NewDB.
+func NewDBURL(t testing.TB) string {
+	t.Helper()
+	c, err := sharedCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	dbURL, drop, err := c.createDB(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return dbURL
+}
+
+// Server returns the admin connection string of the server used by this
+// test binary, starting the throwaway cluster on first use. Tests that
+// change server-wide state affect every other test. Failures end the test
+// with t.Fatal.
+func Server(t testing.TB) string {
+	t.Helper()
+	c, err := sharedCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.URL()
+}
+
+// Main runs the tests, stops the cluster of this test binary if one was
+// started, and exits with the tests' status. Call it from TestMain. A
+// failure to stop is printed to stderr but does not change the exit status.
+func Main(m *testing.M) {
+	code := m.Run()
+	shared.mu.Lock()
+	c := shared.cluster
+	shared.mu.Unlock()
+	if c != nil {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	os.Exit(code)
+}
