@@ -1,0 +1,218 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DBTX is what the plane needs of a database handle: a *pgxpool.Pool, a
+// *pgx.Conn or a pgx.Tx. Passing a transaction makes a completion commit or
+// roll back with the caller's own writes.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Status is the state of a stored claim.
+type Status string
+
+const (
+	// StatusProcessing is a claim a worker holds and has not ended.
+	StatusProcessing Status = "processing"
+	// StatusCompleted is a claim that stores its answer.
+	StatusCompleted Status = "completed"
+)
+
+// Record is one row of agent.idempotency_keys, as the repository read it.
+type Record struct {
+	ID             uuid.UUID
+	OrganizationID uuid.UUID
+	Scope          string
+	Key            string
+	RequestHash    string
+	Status         Status
+	LeaseToken     uuid.UUID
+	ResourceType   string // empty when the claim names no resource
+	ResourceID     string // empty when the claim names no resource
+	Response       json.RawMessage
+	ClaimedAt      time.Time
+	LeaseExpiresAt time.Time
+	RetainUntil    time.Time
+	// ObservedAt is the database clock at the statement that read the row.
+	// Lease and retention are judged against it, never the process clock.
+	ObservedAt time.Time
+}
+
+// LeaseLive reports whether the lease had not passed when the row was read.
+func (r *Record) LeaseLive() bool { return r.LeaseExpiresAt.After(r.ObservedAt) }
+
+// Retained reports whether the retention had not passed when the row was
+// read. A row past its retention answers nothing, whether or not the sweeper
+// has deleted it yet.
+func (r *Record) Retained() bool { return r.RetainUntil.After(r.ObservedAt) }
+
+// ClaimParams are the inputs of [Repository.TryClaim],
+// [Repository.Reclaim] and [Repository.ReplaceExpired].
+type ClaimParams struct {
+	// ID is the id of a new row (TryClaim, ReplaceExpired). The caller mints
+	// it; Reclaim keeps the row's id.
+	ID             uuid.UUID
+	OrganizationID uuid.UUID
+	Scope          string
+	Key            string
+	RequestHash    string
+	// LeaseToken is the fence the claimer will carry to Complete or
+	// Release. The caller mints a new one for every claim and reclaim.
+	LeaseToken uuid.UUID
+	// Lease sets lease_expires_at to the database clock plus Lease.
+	Lease time.Duration
+	// Retention sets retain_until to the database clock plus the longer of
+	// Retention and Lease, so the row's retain_until >= lease_expires_at
+	// check holds whatever lease a caller asks for. A reclaim never
+	// shortens an existing retain_until.
+	Retention time.Duration
+}
+
+// Repository runs the plane's atomic SQL. Each method is one statement;
+// none retries and none decides what a conflict means, which is the
+// [Service]'s job. Methods return driver errors wrapped with the operation.
+type Repository struct {
+	db  DBTX
+	now func() time.Time
+}
+
+// NewRepository returns a repository on db. now stubs the database clock for
+// tests; nil uses the database's now().
+func NewRepository(db DBTX, now func() time.Time) *Repository {
+	return &Repository{db: db, now: now}
+}
+
+// WithTx returns a repository that runs its statements on tx, with the same
+// clock.
+func (r *Repository) WithTx(tx DBTX) *Repository {
+	return &Repository{db: tx, now: r.now}
+}
+
+// nowArg is the $now argument: NULL in production, the stub in tests.
+func (r *Repository) nowArg() any {
+	if r.now == nil {
+		return nil
+	}
+	return r.now()
+}
+
+// TryClaim inserts a new processing claim and returns it. It returns nil and
+// no error when the key is already stored, whatever its state: the caller
+// reads the row with Get and decides.
+func (r *Repository) TryClaim(ctx context.Context, p ClaimParams) (*Record, error) {
+	rec, err := scanRecord(r.db.QueryRow(ctx, claimInsert,
+		p.ID, p.OrganizationID, p.Scope, p.Key, p.RequestHash, p.LeaseToken,
+		p.Lease.Microseconds(), p.Retention.Microseconds(), r.nowArg()))
+	return orNil(rec, err, "try claim")
+}
+
+// Reclaim moves the lease of a processing claim whose lease has passed, whose
+// request hash equals p.RequestHash and whose retention still holds, to
+// p.LeaseToken, and returns the row. It returns nil and no error when the row
+// is not reclaimable: absent, completed, a live lease (another worker took it
+// first), a different hash or a passed retention. The claim keeps its id and
+// its retain_until never shrinks.
+func (r *Repository) Reclaim(ctx context.Context, p ClaimParams) (*Record, error) {
+	rec, err := scanRecord(r.db.QueryRow(ctx, claimReclaim,
+		p.OrganizationID, p.Scope, p.Key, p.RequestHash, p.LeaseToken,
+		p.Lease.Microseconds(), p.Retention.Microseconds(), r.nowArg()))
+	return orNil(rec, err, "reclaim")
+}
+
+// ReplaceExpired turns a row whose retention has passed into a new
+// processing claim with id p.ID, as if the key had been absent, and returns
+// it. It returns nil and no error when the row is absent or still retained.
+func (r *Repository) ReplaceExpired(ctx context.Context, p ClaimParams) (*Record, error) {
+	rec, err := scanRecord(r.db.QueryRow(ctx, claimReplaceExpired,
+		p.ID, p.OrganizationID, p.Scope, p.Key, p.RequestHash, p.LeaseToken,
+		p.Lease.Microseconds(), p.Retention.Microseconds(), r.nowArg()))
+	return orNil(rec, err, "replace expired claim")
+}
+
+// Get returns the stored claim for the key, or nil and no error when none is
+// stored. It reports rows past their retention as they are; judging them is
+// the service's job.
+func (r *Repository) Get(ctx context.Context, organizationID uuid.UUID, scope, key string) (*Record, error) {
+	rec, err := scanRecord(r.db.QueryRow(ctx, claimGet, organizationID, scope, key, r.nowArg()))
+	return orNil(rec, err, "get claim")
+}
+
+// Complete stores the answer of the processing claim claimID held with
+// leaseToken and returns the completed row. It returns nil and no error when
+// the fence moved on: another worker reclaimed the key, the claim was
+// released, or it is already completed. The caller must then do nothing.
+// An empty resourceType and resourceID store NULL; a nil response stores NULL.
+func (r *Repository) Complete(ctx context.Context, claimID, leaseToken uuid.UUID, resourceType, resourceID string, response json.RawMessage) (*Record, error) {
+	rec, err := scanRecord(r.db.QueryRow(ctx, claimComplete,
+		claimID, leaseToken, nullString(resourceType), nullString(resourceID), nullJSON(response), r.nowArg()))
+	return orNil(rec, err, "complete claim")
+}
+
+// Release deletes the unfinished claim claimID still held with leaseToken. It
+// reports false and no error when the fence moved on; the caller must then do
+// nothing, because another worker owns the key.
+func (r *Repository) Release(ctx context.Context, claimID, leaseToken uuid.UUID) (bool, error) {
+	tag, err := r.db.Exec(ctx, claimRelease, claimID, leaseToken)
+	if err != nil {
+		return false, fmt.Errorf("idempotency: release claim: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func scanRecord(row pgx.Row) (*Record, error) {
+	var (
+		rec                      Record
+		status                   string
+		resourceType, resourceID *string
+	)
+	err := row.Scan(&rec.ID, &rec.OrganizationID, &rec.Scope, &rec.Key, &rec.RequestHash, &status,
+		&rec.LeaseToken, &resourceType, &resourceID, &rec.Response,
+		&rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.RetainUntil, &rec.ObservedAt)
+	if err != nil {
+		return nil, err
+	}
+	rec.Status = Status(status)
+	if resourceType != nil {
+		rec.ResourceType = *resourceType
+	}
+	if resourceID != nil {
+		rec.ResourceID = *resourceID
+	}
+	return &rec, nil
+}
+
+func orNil(rec *Record, err error, op string) (*Record, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: %s: %w", op, err)
+	}
+	return rec, nil
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}

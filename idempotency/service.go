@@ -1,0 +1,386 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Kind says which of the endings of a claim a caller holds.
+type Kind uint8
+
+const (
+	// KindAbsent: the journal has no answer. Only [Service.Read] answers it:
+	// for no row, for a processing row whose lease has passed (its worker is
+	// gone, and the next Claim reclaims it) and for a row past its retention.
+	KindAbsent Kind = iota + 1
+	// KindClaimed: the caller owns the key. Execute, then Complete or Release.
+	KindClaimed
+	// KindCompleted: the stored answer. Return it and mark the call replayed.
+	KindCompleted
+	// KindProcessing: another worker holds a live lease. The effect may be in
+	// flight, so this is never a value: retry later, or drop at an HTTP edge.
+	KindProcessing
+	// KindConflict: the key is stored for a different request hash.
+	KindConflict
+)
+
+// String returns the kind's name as the seed and the metrics spell it.
+func (k Kind) String() string {
+	switch k {
+	case KindAbsent:
+		return "absent"
+	case KindClaimed:
+		return "claimed"
+	case KindCompleted:
+		return "completed"
+	case KindProcessing:
+		return "processing"
+	case KindConflict:
+		return "conflict"
+	}
+	return "unknown"
+}
+
+// Claim is a claim the caller owns: what [Service.Complete] and
+// [Service.Release] need to end it.
+type Claim struct {
+	ID             uuid.UUID
+	OrganizationID uuid.UUID
+	Scope          string
+	Key            string
+	RequestHash    string
+	// LeaseToken is the fence this claim carries to its ending.
+	LeaseToken     uuid.UUID
+	ClaimedAt      time.Time
+	LeaseExpiresAt time.Time
+	RetainUntil    time.Time
+	// Reclaimed reports whether the claim was taken over from a worker
+	// whose lease had passed, rather than inserted new.
+	Reclaimed bool
+}
+
+// Outcome is what Read and Claim answer. Each field but Kind belongs to one
+// kind and is zero for every other.
+type Outcome struct {
+	Kind Kind
+	// Claim is set for KindClaimed alone.
+	Claim *Claim
+	// Response, ResourceType and ResourceID are set for KindCompleted alone:
+	// the stored answer.
+	Response     json.RawMessage
+	ResourceType string
+	ResourceID   string
+	// RetryAfter is set for KindProcessing alone: the time until the live
+	// lease passes, by the database clock.
+	RetryAfter time.Duration
+}
+
+// InFlight returns an [*InFlightError] for a processing outcome and nil for
+// every other kind. A caller that an orchestrator replays returns it, so the
+// step fails and is retried after the lease.
+func (o Outcome) InFlight(scope, key string) error {
+	if o.Kind != KindProcessing {
+		return nil
+	}
+	return &InFlightError{Scope: scope, Key: key, RetryAfter: o.RetryAfter}
+}
+
+// Completion is the answer a claim stores. It names a resource (both
+// ResourceType and ResourceID), carries a Response, or both; one that records
+// neither would replay an empty success and is refused.
+type Completion struct {
+	ResourceType string
+	ResourceID   string
+	// Response must be a JSON object when set.
+	Response json.RawMessage
+}
+
+// Config configures a [Service].
+type Config struct {
+	// Now stubs the database clock, for tests. Nil (the default) passes
+	// NULL into the SQL, so every replica shares the database's clock.
+	Now func() time.Time
+}
+
+// Service owns duplicate semantics on top of a [Repository]. It is safe for
+// concurrent use.
+type Service struct {
+	repo *Repository
+}
+
+// NewService returns a service running its statements on db, usually a
+// *pgxpool.Pool.
+func NewService(db DBTX, cfg Config) *Service {
+	return &Service{repo: NewRepository(db, cfg.Now)}
+}
+
+// Repository returns the repository the service runs on.
+func (s *Service) Repository() *Repository { return s.repo }
+
+// maxClaimRounds bounds how often Claim goes round when the row changes
+// between its statements (released, swept, reclaimed by another worker).
+// Each round needs another worker to change the row in between, so running
+// out means the key is being worked on: the answer is processing.
+const maxClaimRounds = 4
+
+// Read answers what the journal holds for the key, and never writes. It
+// returns absent when nothing is stored, when a processing claim's lease has
+// passed (so the caller's Claim reclaims it) and when a row's retention has
+// passed. The request hash is compared first, whatever the lease says.
+// Invalid input returns an error wrapping [ErrInvalid] or [ErrUnknownScope]
+// before any SQL runs.
+func (s *Service) Read(ctx context.Context, organizationID uuid.UUID, scope, key, requestHash string) (Outcome, error) {
+	if _, err := validateKey(organizationID, scope, key, requestHash); err != nil {
+		return Outcome{}, err
+	}
+	rec, err := s.repo.Get(ctx, organizationID, scope, key)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if rec == nil || !rec.Retained() {
+		return Outcome{Kind: KindAbsent}, nil
+	}
+	if out, settled := judge(rec, requestHash); settled {
+		return out, nil
+	}
+	return Outcome{Kind: KindAbsent}, nil // processing, lease passed: reclaimable
+}
+
+// Claim claims the key for requestHash with a lease of the given length, or
+// answers what holds it: completed, processing (a live lease, never stolen)
+// or conflict (a different hash, whatever the lease says). A processing claim
+// whose lease has passed is reclaimed atomically, by exactly one of any
+// number of racing callers; a row past its retention is replaced as if absent.
+//
+// The retention is the scope's constant from [Retention], raised to the
+// lease when the lease is longer. Invalid input returns an error wrapping
+// [ErrInvalid] or [ErrUnknownScope] before any SQL runs; other errors come
+// from the database.
+//
+// A new claim costs one statement, a replay two, a reclaim three.
+func (s *Service) Claim(ctx context.Context, organizationID uuid.UUID, scope, key, requestHash string, lease time.Duration) (Outcome, error) {
+	retention, err := validateKey(organizationID, scope, key, requestHash)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if lease <= 0 || lease > MaxLease {
+		return Outcome{}, &InputError{Field: "lease", Reason: "must be positive and at most " + MaxLease.String()}
+	}
+	p := ClaimParams{
+		OrganizationID: organizationID,
+		Scope:          scope,
+		Key:            key,
+		RequestHash:    requestHash,
+		Lease:          lease,
+		Retention:      retention,
+	}
+	for range maxClaimRounds {
+		p.ID, p.LeaseToken = uuid.New(), uuid.New()
+		rec, err := s.repo.TryClaim(ctx, p)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if rec != nil {
+			return claimed(rec, false), nil
+		}
+		rec, err = s.repo.Get(ctx, organizationID, scope, key)
+		if err != nil {
+			return Outcome{}, err
+		}
+		switch {
+		case rec == nil:
+			continue // released or swept since the insert: claim again
+		case !rec.Retained():
+			p.ID, p.LeaseToken = uuid.New(), uuid.New()
+			if rec, err = s.repo.ReplaceExpired(ctx, p); err != nil {
+				return Outcome{}, err
+			}
+			if rec != nil {
+				return claimed(rec, false), nil
+			}
+			continue
+		}
+		if out, settled := judge(rec, requestHash); settled {
+			return out, nil
+		}
+		// Processing, same hash, lease passed: its worker is gone. The
+		// reclaim is conditional, so of racing callers exactly one wins; a
+		// loser goes round and reads the winner's live lease.
+		p.LeaseToken = uuid.New()
+		if rec, err = s.repo.Reclaim(ctx, p); err != nil {
+			return Outcome{}, err
+		}
+		if rec != nil {
+			return claimed(rec, true), nil
+		}
+	}
+	return Outcome{Kind: KindProcessing, RetryAfter: time.Second}, nil
+}
+
+// judge classifies a retained row for requestHash. It reports settled false
+// for a processing row whose lease has passed, which the caller may reclaim.
+func judge(rec *Record, requestHash string) (Outcome, bool) {
+	switch {
+	case rec.RequestHash != requestHash:
+		return Outcome{Kind: KindConflict}, true
+	case rec.Status == StatusCompleted:
+		return Outcome{
+			Kind:         KindCompleted,
+			Response:     rec.Response,
+			ResourceType: rec.ResourceType,
+			ResourceID:   rec.ResourceID,
+		}, true
+	case rec.LeaseLive():
+		return Outcome{Kind: KindProcessing, RetryAfter: rec.LeaseExpiresAt.Sub(rec.ObservedAt)}, true
+	}
+	return Outcome{}, false
+}
+
+func claimed(rec *Record, reclaimed bool) Outcome {
+	return Outcome{Kind: KindClaimed, Claim: &Claim{
+		ID:             rec.ID,
+		OrganizationID: rec.OrganizationID,
+		Scope:          rec.Scope,
+		Key:            rec.Key,
+		RequestHash:    rec.RequestHash,
+		LeaseToken:     rec.LeaseToken,
+		ClaimedAt:      rec.ClaimedAt,
+		LeaseExpiresAt: rec.LeaseExpiresAt,
+		RetainUntil:    rec.RetainUntil,
+		Reclaimed:      reclaimed,
+	}}
+}
+
+// Complete stores c as the answer of claim. It reports false and no error
+// when the fence moved on (another worker reclaimed the key, or the claim
+// already ended): the caller must then neither retry nor raise. An invalid
+// completion returns an error wrapping [ErrInvalid] before any SQL runs.
+func (s *Service) Complete(ctx context.Context, claim *Claim, c Completion) (bool, error) {
+	return s.complete(ctx, s.repo, claim, c)
+}
+
+// CompleteTx is [Service.Complete] inside the caller's transaction tx, so a
+// local effect and the completion commit or roll back together. When it
+// reports false the caller should roll back: the key belongs to another
+// worker.
+func (s *Service) CompleteTx(ctx context.Context, tx DBTX, claim *Claim, c Completion) (bool, error) {
+	return s.complete(ctx, s.repo.WithTx(tx), claim, c)
+}
+
+func (s *Service) complete(ctx context.Context, repo *Repository, claim *Claim, c Completion) (bool, error) {
+	if claim == nil {
+		return false, &InputError{Field: "claim", Reason: "is nil; only a claimed outcome can be completed"}
+	}
+	if err := validateCompletion(c); err != nil {
+		return false, err
+	}
+	rec, err := repo.Complete(ctx, claim.ID, claim.LeaseToken, c.ResourceType, c.ResourceID, c.Response)
+	if err != nil {
+		return false, err
+	}
+	return rec != nil, nil
+}
+
+// Release deletes claim, which made no effect, so the next attempt executes.
+// It reports false and no error when the fence moved on; the caller must
+// then do nothing, because another worker owns the key.
+func (s *Service) Release(ctx context.Context, claim *Claim) (bool, error) {
+	if claim == nil {
+		return false, &InputError{Field: "claim", Reason: "is nil; only a claimed outcome can be released"}
+	}
+	return s.repo.Release(ctx, claim.ID, claim.LeaseToken)
+}
+
+// MaxKeyLen is the longest key, in bytes.
+const MaxKeyLen = 255
+
+// maxHashLen bounds a request hash; a hex SHA-256 is 64 bytes.
+const maxHashLen = 128
+
+// validateKey checks the inputs that address a claim and returns the scope's
+// retention.
+func validateKey(organizationID uuid.UUID, scope, key, requestHash string) (time.Duration, error) {
+	if organizationID == uuid.Nil {
+		return 0, &InputError{Field: "organization_id", Reason: "is the nil UUID"}
+	}
+	if scope == "" {
+		return 0, &InputError{Field: "scope", Reason: "is empty"}
+	}
+	retention, err := Retention(scope)
+	if err != nil {
+		return 0, err
+	}
+	if err := ValidateKey(key); err != nil {
+		return 0, err
+	}
+	if requestHash == "" || len(requestHash) > maxHashLen || !printableASCII(requestHash) {
+		return 0, &InputError{Field: "request_hash", Reason: "must be 1 to 128 printable ASCII characters"}
+	}
+	return retention, nil
+}
+
+// ValidateKey returns an [*InputError] when key is empty, longer than
+// [MaxKeyLen] bytes, not valid UTF-8 or holds a control character.
+func ValidateKey(key string) error {
+	switch {
+	case key == "":
+		return &InputError{Field: "key", Reason: "is empty"}
+	case len(key) > MaxKeyLen:
+		return &InputError{Field: "key", Reason: "is longer than 255 bytes"}
+	case !utf8.ValidString(key):
+		return &InputError{Field: "key", Reason: "is not valid UTF-8"}
+	}
+	for _, r := range key {
+		if unicode.IsControl(r) {
+			return &InputError{Field: "key", Reason: "holds a control character"}
+		}
+	}
+	return nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// maxResourceLen bounds a resource type or id.
+const maxResourceLen = 255
+
+func validateCompletion(c Completion) error {
+	if (c.ResourceType == "") != (c.ResourceID == "") {
+		return &InputError{Field: "completion", Reason: "a resource needs both its type and its id"}
+	}
+	if len(c.ResourceType) > maxResourceLen || len(c.ResourceID) > maxResourceLen {
+		return &InputError{Field: "completion", Reason: "resource type and id are at most 255 bytes"}
+	}
+	if len(c.Response) == 0 && c.ResourceID == "" {
+		return &InputError{Field: "completion", Reason: "records neither a response nor a resource"}
+	}
+	if len(c.Response) > 0 && !isJSONObject(c.Response) {
+		return &InputError{Field: "response", Reason: "is not a JSON object"}
+	}
+	return nil
+}
+
+// isJSONObject reports whether b is valid JSON whose top value is an object.
+func isJSONObject(b json.RawMessage) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return json.Valid(b)
+		}
+		return false
+	}
+	return false
+}
