@@ -1,0 +1,747 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/savedsearch"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// clock is a stub of the database clock that tests move by hand. The plane
+// and the starter share it.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+type bundle struct {
+	ctx      context.Context
+	db       *pgxpool.Pool
+	clock    *clock
+	plane    *idempotency.Service
+	searches *savedsearch.Store
+	starter  *Starter
+	org      uuid.UUID
+	search   *savedsearch.SavedSearch
+}
+
+func setup(t *testing.T) bundle {
+	t.Helper()
+	db := pgtest.NewDB(t)
+	return newBundle(t, db)
+}
+
+func newBundle(t *testing.T, db *pgxpool.Pool) bundle {
+	t.Helper()
+	c := &clock{now: time.Now().UTC().Truncate(time.Microsecond)}
+	b := bundle{
+		ctx:      context.Background(),
+		db:       db,
+		clock:    c,
+		plane:    idempotency.NewService(db, idempotency.Config{Now: c.Now}),
+		searches: savedsearch.NewStore(db),
+		org:      uuid.New(),
+	}
+	b.starter = b.newStarter(nil)
+	ss, err := b.searches.Create(b.ctx, b.org, savedsearch.CreateParams{
+		Name:     "rust jobs",
+		Brief:    savedsearch.Brief{Query: "rust", Filters: map[string]any{"remote": true}},
+		Baseline: savedsearch.Baseline{Items: []string{"seen-1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.search = ss
+	return b
+}
+
+// newStarter returns a starter sharing the bundle's clock, with a hook that
+// runs inside the preparation transaction just before the freeze.
+func (b bundle) newStarter(beforeFreeze func(ctx context.Context) error) *Starter {
+	return NewStarter(b.db, b.plane, Config{Now: b.clock.Now, beforeFreeze: beforeFreeze})
+}
+
+func (b bundle) start(key string) SavedSearchStart {
+	return SavedSearchStart{Org: b.org, SavedSearchID: b.search.ID, IdempotencyKey: key, Actor: "user-1"}
+}
+
+// count returns the number of rows of table (one of the three below).
+func (b bundle) count(t *testing.T, table string) int {
+	t.Helper()
+	queries := map[string]string{
+		"snapshots": `SELECT count(*) FROM agent.saved_search_snapshots`,
+		"runs":      `SELECT count(*) FROM agent.runs`,
+		"claims":    `SELECT count(*) FROM agent.idempotency_keys`,
+	}
+	var n int
+	if err := b.db.QueryRow(b.ctx, queries[table]).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (b bundle) wantCounts(t *testing.T, snapshots, runs int) {
+	t.Helper()
+	if s, r := b.count(t, "snapshots"), b.count(t, "runs"); s != snapshots || r != runs {
+		t.Errorf("%d snapshots and %d runs, want %d and %d", s, r, snapshots, runs)
+	}
+}
+
+// claimRow reads the stored claim of key.
+func (b bundle) claimRow(t *testing.T, key string) *idempotency.Record {
+	t.Helper()
+	rec, err := b.plane.Repository().Get(b.ctx, b.org, idempotency.ScopeSavedSearchStart, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func wantInFlight(t *testing.T, err error) *idempotency.InFlightError {
+	t.Helper()
+	var inFlight *idempotency.InFlightError
+	if !errors.As(err, &inFlight) {
+		t.Fatalf("error = %v, want an *idempotency.InFlightError", err)
+	}
+	if inFlight.RetryAfter < time.Second {
+		t.Errorf("RetryAfter = %v, want at least 1s", inFlight.RetryAfter)
+	}
+	return inFlight
+}
+
+func TestStartAdmitsARunOnAFrozenSnapshot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res, err := b.starter.StartSavedSearch(b.ctx, b.start("k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, snap := res.Run, res.Snapshot
+	if !res.Created || run.Kind != runs.KindSavedSearch || *run.SavedSearchID != b.search.ID ||
+		*run.SnapshotID != snap.ID || *run.Name != "rust jobs" || run.Input != nil || run.Status != runs.StatusQueued {
+		t.Errorf("StartSavedSearch = %+v, %+v", run, snap)
+	}
+	var opts StartOptions
+	if err := json.Unmarshal(run.Options, &opts); err != nil || opts != (StartOptions{MaxResults: 100}) {
+		t.Errorf("Run options = %s, %v; want the normalized defaults", run.Options, err)
+	}
+	if snap.SavedSearchID != b.search.ID || snap.SavedSearchVersion != 1 || len(snap.ContentHash) != 64 {
+		t.Errorf("snapshot = %+v", snap)
+	}
+	if !run.RetainUntil.Equal(run.CreatedAt.Add(runs.Retention)) || !run.CreatedAt.Equal(b.clock.Now()) {
+		t.Errorf("created_at %v retain_until %v; want the stubbed now and 396 days after", run.CreatedAt, run.RetainUntil)
+	}
+	rec := b.claimRow(t, "k1")
+	if rec == nil || rec.Status != idempotency.StatusCompleted || rec.ResourceType != ResourceType || rec.ResourceID != snap.ID.String() {
+		t.Errorf("claim = %+v, want completed naming snapshot %s", rec, snap.ID)
+	}
+	b.wantCounts(t, 1, 1)
+
+	again, err := b.starter.StartSavedSearch(b.ctx, b.start("k1"))
+	if err != nil || again.Created || again.Run.ID != run.ID || *again.Snapshot != *snap {
+		t.Errorf("repeat = %+v, %v; want Run %s replayed with the same snapshot", again, err, run.ID)
+	}
+	b.wantCounts(t, 1, 1)
+}
+
+func TestConcurrentStartsMakeOneSnapshotAndOneRun(t *testing.T) {
+	t.Parallel()
+	const callers = 20
+	tests := []struct {
+		name string
+		// hold keeps the caller that won the claim inside its preparation
+		// until every other caller has answered, so they all meet the live
+		// lease; without it the callers race freely.
+		hold bool
+	}{
+		{"racing", false},
+		{"winner holds the claim", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			var answered atomic.Int32
+			starter := b.starter
+			if tt.hold {
+				starter = b.newStarter(func(context.Context) error {
+					deadline := time.Now().Add(10 * time.Second)
+					for answered.Load() < callers-1 && time.Now().Before(deadline) {
+						time.Sleep(5 * time.Millisecond)
+					}
+					return nil
+				})
+			}
+			var (
+				wg       sync.WaitGroup
+				mu       sync.Mutex
+				ready    = make(chan struct{})
+				runIDs   = map[uuid.UUID]int{}
+				created  int
+				inFlight int
+			)
+			for range callers {
+				wg.Go(func() {
+					<-ready
+					res, err := starter.StartSavedSearch(b.ctx, b.start("same"))
+					answered.Add(1)
+					mu.Lock()
+					defer mu.Unlock()
+					var ife *idempotency.InFlightError
+					switch {
+					case errors.As(err, &ife):
+						inFlight++
+						if ife.RetryAfter < time.Second {
+							t.Errorf("RetryAfter = %v, want at least 1s", ife.RetryAfter)
+						}
+					case err != nil:
+						t.Errorf("StartSavedSearch: %v", err)
+					default:
+						runIDs[res.Run.ID]++
+						if res.Created {
+							created++
+						}
+						if *res.Run.SnapshotID != res.Snapshot.ID {
+							t.Errorf("answer names snapshot %s, its Run %s", res.Snapshot.ID, *res.Run.SnapshotID)
+						}
+					}
+				})
+			}
+			close(ready)
+			wg.Wait()
+			t.Logf("%d callers: %d got the Run, %d in progress", callers, callers-inFlight, inFlight)
+			if len(runIDs) != 1 || created != 1 {
+				t.Errorf("answers named %d Runs with %d created; want 1 and 1", len(runIDs), created)
+			}
+			if tt.hold && inFlight != callers-1 {
+				t.Errorf("%d callers answered in progress while the winner held the claim, want %d", inFlight, callers-1)
+			}
+			b.wantCounts(t, 1, 1)
+		})
+	}
+}
+
+func TestLivePreparationAnswersInProgressThenOneCallerReclaims(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.start("k")
+	hash := SavedSearchRequestHash(b.search.ID, p.Options)
+	held, err := b.plane.Claim(b.ctx, b.org, idempotency.ScopeSavedSearchStart, "k", hash, idempotency.SavedSearchStartLease)
+	if err != nil || held.Kind != idempotency.KindClaimed {
+		t.Fatalf("Claim = %v, %v", held.Kind, err)
+	}
+
+	_, err = b.starter.StartSavedSearch(b.ctx, p)
+	if ife := wantInFlight(t, err); ife.RetryAfter != 30*time.Second {
+		t.Errorf("RetryAfter = %v, want 30s (the whole lease)", ife.RetryAfter)
+	}
+	b.wantCounts(t, 0, 0)
+
+	b.clock.Advance(idempotency.SavedSearchStartLease + time.Second)
+	const callers = 8
+	var (
+		wg      sync.WaitGroup
+		created atomic.Int32
+		ids     sync.Map
+	)
+	for range callers {
+		wg.Go(func() {
+			res, err := b.starter.StartSavedSearch(b.ctx, p)
+			var ife *idempotency.InFlightError
+			switch {
+			case errors.As(err, &ife):
+			case err != nil:
+				t.Errorf("StartSavedSearch after the lease: %v", err)
+			default:
+				ids.Store(res.Run.ID, true)
+				if res.Created {
+					created.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if created.Load() != 1 {
+		t.Errorf("%d callers created a Run, want exactly 1", created.Load())
+	}
+	b.wantCounts(t, 1, 1)
+	if ok, err := b.plane.Complete(b.ctx, held.Claim, idempotency.Completion{Response: json.RawMessage(`{}`)}); ok || err != nil {
+		t.Errorf("the replaced worker's Complete = %v, %v; want false", ok, err)
+	}
+	if rec := b.claimRow(t, "k"); rec == nil || rec.Status != idempotency.StatusCompleted || rec.ResourceType != ResourceType {
+		t.Errorf("claim = %+v, want completed by the reclaimer", rec)
+	}
+}
+
+func TestPreparationWithLostFenceWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.start("k")
+	hash := SavedSearchRequestHash(b.search.ID, p.Options)
+	var thief *idempotency.Claim
+	var once sync.Once
+	// The worker stalls inside its preparation past its lease, and another
+	// worker reclaims the key meanwhile.
+	stalled := b.newStarter(func(ctx context.Context) error {
+		var err error
+		once.Do(func() {
+			b.clock.Advance(idempotency.SavedSearchStartLease + time.Second)
+			var out idempotency.Outcome
+			out, err = b.plane.Claim(ctx, b.org, idempotency.ScopeSavedSearchStart, "k", hash, idempotency.SavedSearchStartLease)
+			if err == nil && out.Kind != idempotency.KindClaimed {
+				err = errors.New("the second worker did not reclaim: " + out.Kind.String())
+			}
+			thief = out.Claim
+		})
+		return err
+	})
+	_, err := stalled.StartSavedSearch(b.ctx, p)
+	wantInFlight(t, err)
+	b.wantCounts(t, 0, 0)
+	rec := b.claimRow(t, "k")
+	if thief == nil || !thief.Reclaimed || rec == nil || rec.Status != idempotency.StatusProcessing || rec.LeaseToken != thief.LeaseToken {
+		t.Fatalf("claim = %+v, want it still processing under the reclaimer's token", rec)
+	}
+
+	// The reclaimer dies too; after its lease the next start completes.
+	b.clock.Advance(idempotency.SavedSearchStartLease + time.Second)
+	res, err := b.starter.StartSavedSearch(b.ctx, p)
+	if err != nil || !res.Created {
+		t.Fatalf("start after both leases = %+v, %v; want a new Run", res, err)
+	}
+	b.wantCounts(t, 1, 1)
+}
+
+func TestDirectStartWritesNoClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	d := DirectStart{Org: b.org, Kind: runs.KindCapability, Name: "enrich.company",
+		Input: json.RawMessage(`{"domain":"example.com","depth":2}`), IdempotencyKey: "dk", Actor: "user-1"}
+	res, err := b.starter.StartDirect(b.ctx, d)
+	if err != nil || !res.Created || res.Snapshot != nil {
+		t.Fatalf("StartDirect = %+v, %v; want a new Run and no snapshot", res, err)
+	}
+	if run := res.Run; run.Kind != runs.KindCapability || *run.Name != "enrich.company" || run.SavedSearchID != nil ||
+		run.SnapshotID != nil || run.Options != nil {
+		t.Errorf("Run = %+v", run)
+	}
+
+	// Written differently, the same request replays.
+	d.Input = json.RawMessage("{ \"depth\" : 2,\n \"domain\": \"example.com\" }")
+	again, err := b.starter.StartDirect(b.ctx, d)
+	if err != nil || again.Created || again.Run.ID != res.Run.ID {
+		t.Errorf("repeat = %+v, %v; want Run %s replayed", again, err, res.Run.ID)
+	}
+	d.Input = json.RawMessage(`{"domain":"example.org","depth":2}`)
+	if _, err := b.starter.StartDirect(b.ctx, d); !errors.Is(err, ErrKeyReused) {
+		t.Errorf("same key, other input = %v, want ErrKeyReused", err)
+	}
+	d.Input, d.Kind = json.RawMessage(`{"domain":"example.com","depth":2}`), runs.KindDefinition
+	if _, err := b.starter.StartDirect(b.ctx, d); !errors.Is(err, ErrKeyReused) {
+		t.Errorf("same key, other kind = %v, want ErrKeyReused", err)
+	}
+	if n := b.count(t, "claims"); n != 0 {
+		t.Errorf("%d rows in agent.idempotency_keys after direct starts, want 0", n)
+	}
+
+	for name, bad := range map[string]DirectStart{
+		"unknown kind":     {Org: b.org, Kind: "saved_search", Name: "n", IdempotencyKey: "x"},
+		"no name":          {Org: b.org, Kind: runs.KindCapability, IdempotencyKey: "x"},
+		"array input":      {Org: b.org, Kind: runs.KindCapability, Name: "n", Input: json.RawMessage(`[1]`), IdempotencyKey: "x"},
+		"malformed input":  {Org: b.org, Kind: runs.KindCapability, Name: "n", Input: json.RawMessage(`{"a":`), IdempotencyKey: "x"},
+		"no key":           {Org: b.org, Kind: runs.KindCapability, Name: "n"},
+		"control char key": {Org: b.org, Kind: runs.KindCapability, Name: "n", IdempotencyKey: "a\nb"},
+	} {
+		if _, err := b.starter.StartDirect(b.ctx, bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("StartDirect(%s) = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+func TestOneKeyOnBothSurfacesNamesTwoRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ss, err := b.starter.StartSavedSearch(b.ctx, b.start("shared"))
+	if err != nil || !ss.Created {
+		t.Fatalf("saved-search start = %v, %v", ss.Created, err)
+	}
+	d, err := b.starter.StartDirect(b.ctx, DirectStart{Org: b.org, Kind: runs.KindDefinition, Name: "digest",
+		IdempotencyKey: "shared"})
+	if err != nil || !d.Created || d.Run.ID == ss.Run.ID {
+		t.Errorf("direct start with the same key = %+v, %v; want a second, new Run", d, err)
+	}
+	b.wantCounts(t, 1, 2)
+}
+
+func TestStableKeyReplaysTheRunAfterTheClaimIsGone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first, err := b.starter.StartSavedSearch(b.ctx, b.start("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A day later the claim's retention has passed; the saved search has
+	// changed since, which must not matter to the replay.
+	b.clock.Advance(25 * time.Hour)
+	if _, err := b.searches.ReplaceBaseline(b.ctx, b.org, b.search.ID, savedsearch.Baseline{Items: []string{"new"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.starter.StartSavedSearch(b.ctx, b.start("k"))
+	if err != nil || res.Created || res.Run.ID != first.Run.ID || *res.Snapshot != *first.Snapshot {
+		t.Errorf("replay after 25 h = %+v, %v; want Run %s", res, err, first.Run.ID)
+	}
+	// The sweeper deletes the claim: the Run still answers.
+	if _, err := b.db.Exec(b.ctx, `DELETE FROM agent.idempotency_keys`); err != nil {
+		t.Fatal(err)
+	}
+	res, err = b.starter.StartSavedSearch(b.ctx, b.start("k"))
+	if err != nil || res.Created || res.Run.ID != first.Run.ID {
+		t.Errorf("replay after the sweep = %+v, %v; want Run %s", res, err, first.Run.ID)
+	}
+	if _, err := b.starter.StartSavedSearch(b.ctx, SavedSearchStart{Org: b.org, SavedSearchID: b.search.ID,
+		IdempotencyKey: "k", Options: StartOptions{MaxResults: 5}}); !errors.Is(err, ErrKeyReused) {
+		t.Errorf("same key, other options, after the sweep = %v, want ErrKeyReused", err)
+	}
+	b.wantCounts(t, 1, 1)
+	if n := b.count(t, "claims"); n != 0 {
+		t.Errorf("replays wrote %d claims, want 0", n)
+	}
+}
+
+// queryCounter counts the statements a pool sends.
+type queryCounter struct{ n atomic.Int64 }
+
+func (c *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func TestReplayCostsOneStatement(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDBURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &queryCounter{}
+	cfg.ConnConfig.Tracer = counter
+	db, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	b := newBundle(t, db)
+	if _, err := b.starter.StartSavedSearch(b.ctx, b.start("k")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.starter.StartDirect(b.ctx, DirectStart{Org: b.org, Kind: runs.KindCapability, Name: "n", IdempotencyKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, replay := range map[string]func() (Result, error){
+		"saved search": func() (Result, error) { return b.starter.StartSavedSearch(b.ctx, b.start("k")) },
+		"direct": func() (Result, error) {
+			return b.starter.StartDirect(b.ctx, DirectStart{Org: b.org, Kind: runs.KindCapability, Name: "n", IdempotencyKey: "k"})
+		},
+	} {
+		before := counter.n.Load()
+		res, err := replay()
+		if err != nil || res.Created {
+			t.Fatalf("%s replay = %+v, %v", name, res, err)
+		}
+		if n := counter.n.Load() - before; n > 2 {
+			t.Errorf("%s replay sent %d statements, want at most 2", name, n)
+		}
+	}
+}
+
+func TestAbsentSavedSearchAnswersNotFoundBeforeAnyClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	archived, err := b.searches.Create(b.ctx, b.org, savedsearch.CreateParams{Name: "old", Brief: savedsearch.Brief{Query: "q"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.searches.Archive(b.ctx, b.org, archived.ID); err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]SavedSearchStart{
+		"absent":    {Org: b.org, SavedSearchID: uuid.New(), IdempotencyKey: "k1"},
+		"archived":  {Org: b.org, SavedSearchID: archived.ID, IdempotencyKey: "k2"},
+		"other org": {Org: uuid.New(), SavedSearchID: b.search.ID, IdempotencyKey: "k3"},
+	} {
+		if _, err := b.starter.StartSavedSearch(b.ctx, p); !errors.Is(err, ErrNotFound) {
+			t.Errorf("StartSavedSearch(%s) = %v, want ErrNotFound", name, err)
+		}
+	}
+	if n := b.count(t, "claims"); n != 0 {
+		t.Errorf("%d claims written for absent saved searches, want 0", n)
+	}
+	b.wantCounts(t, 0, 0)
+}
+
+func TestSavedSearchVanishingBeforeTheFreezeCompletesNotFound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var once sync.Once
+	archiving := b.newStarter(func(ctx context.Context) error {
+		var err error
+		once.Do(func() { err = b.searches.Archive(ctx, b.org, b.search.ID) })
+		return err
+	})
+	if _, err := archiving.StartSavedSearch(b.ctx, b.start("k")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("start whose saved search vanished = %v, want ErrNotFound", err)
+	}
+	rec := b.claimRow(t, "k")
+	if rec == nil || rec.Status != idempotency.StatusCompleted || rec.ResourceID != "" {
+		t.Fatalf("claim = %+v, want completed with no resource", rec)
+	}
+	var answer map[string]any
+	if err := json.Unmarshal(rec.Response, &answer); err != nil || answer["error"] != "not_found" {
+		t.Errorf("stored answer = %s, want {\"error\":\"not_found\"}", rec.Response)
+	}
+
+	// Even once the saved search is back, the key answers what it answered.
+	if _, err := b.db.Exec(b.ctx, `UPDATE agent.saved_searches SET archived_at = NULL WHERE id = $1`, b.search.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.starter.StartSavedSearch(b.ctx, b.start("k")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("repeat = %v, want the stored ErrNotFound", err)
+	}
+	b.wantCounts(t, 0, 0)
+}
+
+func TestRetryableFailureReleasesTheClaim(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		fail func(cancel context.CancelFunc) error
+		want error
+	}{
+		{"cancelled context", func(cancel context.CancelFunc) error { cancel(); return context.Canceled }, context.Canceled},
+		{"lost connection", func(context.CancelFunc) error { return errLostConnection }, errLostConnection},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx, cancel := context.WithCancel(b.ctx)
+			defer cancel()
+			var once sync.Once
+			failing := b.newStarter(func(context.Context) error {
+				var err error
+				once.Do(func() { err = tt.fail(cancel) })
+				return err
+			})
+			_, err := failing.StartSavedSearch(ctx, b.start("k"))
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("start = %v, want %v", err, tt.want)
+			}
+			if n := b.count(t, "claims"); n != 0 {
+				t.Errorf("%d claims left after a retryable failure, want 0 (released)", n)
+			}
+			b.wantCounts(t, 0, 0)
+			res, err := failing.StartSavedSearch(b.ctx, b.start("k"))
+			if err != nil || !res.Created {
+				t.Errorf("retry = %+v, %v; want a new Run", res, err)
+			}
+			b.wantCounts(t, 1, 1)
+		})
+	}
+}
+
+var errLostConnection = errors.New("test: connection lost")
+
+func TestCompletedPreparationIsAdmittedWithoutANewSnapshot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.start("k")
+	hash := SavedSearchRequestHash(b.search.ID, p.Options)
+	// A start that crashed after its preparation, before admission.
+	prep, err := b.starter.prepare(b.ctx, p, hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.wantCounts(t, 1, 0)
+	res, err := b.starter.StartSavedSearch(b.ctx, p)
+	if err != nil || !res.Created || res.Snapshot.ID != prep.Snapshot.ID {
+		t.Errorf("start after the crash = %+v, %v; want a new Run on snapshot %s", res, err, prep.Snapshot.ID)
+	}
+	b.wantCounts(t, 1, 1)
+}
+
+func TestKeyReusedForDifferentOptions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// Conflict at the claim: the key is claimed for other options.
+	other := SavedSearchRequestHash(b.search.ID, StartOptions{MaxResults: 7})
+	if _, err := b.plane.Claim(b.ctx, b.org, idempotency.ScopeSavedSearchStart, "k1", other, idempotency.SavedSearchStartLease); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.starter.StartSavedSearch(b.ctx, b.start("k1")); !errors.Is(err, ErrKeyReused) {
+		t.Errorf("start on a key claimed for other options = %v, want ErrKeyReused", err)
+	}
+	// Conflict at the Run.
+	if _, err := b.starter.StartSavedSearch(b.ctx, b.start("k2")); err != nil {
+		t.Fatal(err)
+	}
+	p := b.start("k2")
+	p.Options.Note = "different"
+	if _, err := b.starter.StartSavedSearch(b.ctx, p); !errors.Is(err, ErrKeyReused) || !errors.Is(err, runs.ErrKeyReused) {
+		t.Errorf("start with other options = %v, want ErrKeyReused", err)
+	}
+	for name, bad := range map[string]StartOptions{
+		"max_results 0 after defaults is fine, 1001 is not": {MaxResults: 1001},
+		"negative max_results":                              {MaxResults: -1},
+		"long note":                                         {Note: string(make([]byte, 501))},
+	} {
+		p := b.start("k3")
+		p.Options = bad
+		if _, err := b.starter.StartSavedSearch(b.ctx, p); !errors.Is(err, ErrInvalid) {
+			t.Errorf("start(%s) = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+func TestRequestHashNormalization(t *testing.T) {
+	t.Parallel()
+	id := uuid.New()
+	decode := func(body string) StartOptions {
+		var o StartOptions
+		if body != "" {
+			if err := json.Unmarshal([]byte(body), &o); err != nil {
+				t.Fatalf("decoding %q: %v", body, err)
+			}
+		}
+		return o
+	}
+	base := SavedSearchRequestHash(id, decode(`{"max_results":100,"note":""}`))
+	tests := []struct {
+		name  string
+		id    uuid.UUID
+		body  string
+		equal bool
+	}{
+		{"key order and white space", id, "{ \"note\" : \"\",\n\t\"max_results\" : 100 }", true},
+		{"omitted max_results", id, `{"note":""}`, true},
+		{"omitted note", id, `{"max_results":100}`, true},
+		{"empty object", id, `{}`, true},
+		{"no body", id, ``, true},
+		{"other max_results", id, `{"max_results":99}`, false},
+		{"other note", id, `{"note":"x"}`, false},
+		{"other saved search", uuid.New(), `{}`, false},
+	}
+	for _, tt := range tests {
+		got := SavedSearchRequestHash(tt.id, decode(tt.body))
+		if (got == base) != tt.equal {
+			t.Errorf("SavedSearchRequestHash(%s: %s) = %s, base %s; want equal %v", tt.name, tt.body, got, base, tt.equal)
+		}
+	}
+
+	direct := func(kind, name, input string) string {
+		h, err := DirectRequestHash(kind, name, json.RawMessage(input))
+		if err != nil {
+			t.Fatalf("DirectRequestHash(%s): %v", input, err)
+		}
+		return h
+	}
+	dbase := direct("capability", "n", `{"a":1,"b":{"c":[1,2],"d":"x"}}`)
+	directTests := []struct {
+		name               string
+		kind, cname, input string
+		equal              bool
+	}{
+		{"key order and white space", "capability", "n", "{ \"b\": {\"d\":\"x\", \"c\":[1, 2]},\n\"a\":1 }", true},
+		{"escaped character", "capability", "n", `{"a":1,"b":{"c":[1,2],"d":"\u0078"}}`, true},
+		{"array order", "capability", "n", `{"a":1,"b":{"c":[2,1],"d":"x"}}`, false},
+		{"other value", "capability", "n", `{"a":2,"b":{"c":[1,2],"d":"x"}}`, false},
+		{"other kind", "definition", "n", `{"a":1,"b":{"c":[1,2],"d":"x"}}`, false},
+		{"other name", "capability", "m", `{"a":1,"b":{"c":[1,2],"d":"x"}}`, false},
+	}
+	for _, tt := range directTests {
+		if got := direct(tt.kind, tt.cname, tt.input); (got == dbase) != tt.equal {
+			t.Errorf("DirectRequestHash(%s) = %s, base %s; want equal %v", tt.name, got, dbase, tt.equal)
+		}
+	}
+	if empty, null, obj := direct("capability", "n", ""), direct("capability", "n", "null"), direct("capability", "n", "{}"); empty != obj || null != obj {
+		t.Errorf("empty, null and {} inputs hash %s, %s, %s; want equal", empty, null, obj)
+	}
+	if direct("capability", "n", "{}") == SavedSearchRequestHash(uuid.Nil, StartOptions{}) {
+		t.Error("a direct hash equals a saved-search hash")
+	}
+	if _, err := DirectRequestHash("capability", "n", json.RawMessage(`[]`)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("DirectRequestHash([]) = %v, want ErrInvalid", err)
+	}
+}
+
+func TestLargeSnapshotIsStoredInTheClaimByReference(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	items := make([]string, savedsearch.MaxBaselineSize)
+	for i := range items {
+		items[i] = uuid.NewString()
+	}
+	if _, err := b.searches.ReplaceBaseline(b.ctx, b.org, b.search.ID, savedsearch.Baseline{Items: items}); err != nil {
+		t.Fatal(err)
+	}
+	small := b.start("small")
+	other, err := b.searches.Create(b.ctx, b.org, savedsearch.CreateParams{Name: "small", Brief: savedsearch.Brief{Query: "q"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small.SavedSearchID = other.ID
+	for _, tt := range []struct {
+		p      SavedSearchStart
+		inline bool
+	}{
+		{b.start("large"), false},
+		{small, true},
+	} {
+		prep, err := b.starter.prepare(b.ctx, tt.p, SavedSearchRequestHash(tt.p.SavedSearchID, tt.p.Options))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := b.claimRow(t, tt.p.IdempotencyKey)
+		var stored struct {
+			Snapshot map[string]json.RawMessage `json:"snapshot"`
+		}
+		if err := json.Unmarshal(rec.Response, &stored); err != nil {
+			t.Fatal(err)
+		}
+		_, hasBrief := stored.Snapshot["brief"]
+		if hasBrief != tt.inline || len(rec.Response) > maxInlineAnswer {
+			t.Errorf("%s: stored answer of %d bytes holds the brief %v, want %v", tt.p.IdempotencyKey, len(rec.Response), hasBrief, tt.inline)
+		}
+		res, err := b.starter.StartSavedSearch(b.ctx, tt.p)
+		if err != nil || !res.Created || res.Snapshot.ID != prep.Snapshot.ID || *res.Run.Name != prep.SavedSearchName {
+			t.Errorf("%s: start from the stored answer = %+v, %v; want a Run on snapshot %s", tt.p.IdempotencyKey, res, err, prep.Snapshot.ID)
+		}
+	}
+	b.wantCounts(t, 2, 2)
+}

@@ -1,0 +1,113 @@
+package admission
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/internal/canonjson"
+)
+
+// Defaults and limits of [StartOptions].
+const (
+	DefaultMaxResults = 100
+	MaxMaxResults     = 1000
+	MaxNoteLen        = 500
+)
+
+// StartOptions are the options of a saved-search start: the request body.
+type StartOptions struct {
+	// MaxResults is 1 to 1000; zero (omitted) means DefaultMaxResults.
+	MaxResults int `json:"max_results" validate:"omitempty,min=1,max=1000"`
+	// Note is up to 500 characters; empty by default.
+	Note string `json:"note" validate:"max=500"`
+}
+
+// Normalize returns o with its defaults applied, so that an omitted field
+// and the same field set to its default are one request.
+func (o StartOptions) Normalize() StartOptions {
+	if o.MaxResults == 0 {
+		o.MaxResults = DefaultMaxResults
+	}
+	return o
+}
+
+// Request-hash domains: a saved-search hash and a direct hash can never be
+// equal by accident, and a later encoding gets a new version.
+const (
+	savedSearchHashDomain = "searchd.saved_search.start.v1\n"
+	directHashDomain      = "searchd.direct.start.v1\n"
+)
+
+// SavedSearchRequestHash returns the request hash of a saved-search start:
+// the hex SHA-256 of the canonical JSON of the saved search id and the
+// normalized options. Requests written differently (key order, white space,
+// an omitted field equal to its default) decode to the same options and
+// hash the same; requests that differ in any option or in the saved search
+// hash differently.
+func SavedSearchRequestHash(savedSearchID uuid.UUID, o StartOptions) string {
+	o = o.Normalize()
+	doc, err := canonjson.Marshal(struct {
+		SavedSearchID uuid.UUID    `json:"saved_search_id"`
+		Options       StartOptions `json:"options"`
+	}{savedSearchID, o})
+	if err != nil {
+		// A uuid, an int and a string always encode.
+		panic(fmt.Sprintf("admission: encoding a saved-search request: %v", err))
+	}
+	return hashDoc(savedSearchHashDomain, doc)
+}
+
+// DirectRequestHash returns the request hash of a direct start: the hex
+// SHA-256 of the canonical JSON (sorted keys, no white space, numbers as
+// written) of kind, name and input. An empty or null input is the empty
+// object. It returns an error wrapping [ErrInvalid] when input is not a JSON
+// object.
+func DirectRequestHash(kind, name string, input json.RawMessage) (string, error) {
+	canon, err := canonicalInput(input)
+	if err != nil {
+		return "", err
+	}
+	return directHash(kind, name, canon), nil
+}
+
+func directHash(kind, name string, canonInput json.RawMessage) string {
+	doc, err := canonjson.Marshal(struct {
+		Kind  string          `json:"kind"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	}{kind, name, canonInput})
+	if err != nil {
+		panic(fmt.Sprintf("admission: encoding a direct request: %v", err))
+	}
+	return hashDoc(directHashDomain, doc)
+}
+
+// canonicalInput returns the canonical form of a direct start's input, the
+// form both hashed and stored. Empty and null are the empty object.
+func canonicalInput(input json.RawMessage) (json.RawMessage, error) {
+	if len(input) == 0 {
+		return json.RawMessage(`{}`), nil
+	}
+	canon, err := canonjson.Canonicalize(input)
+	if err != nil {
+		return nil, fmt.Errorf("%w: input: %w", ErrInvalid, err)
+	}
+	switch {
+	case string(canon) == "null":
+		return json.RawMessage(`{}`), nil
+	case canon[0] != '{':
+		return nil, fmt.Errorf("%w: input is not a JSON object", ErrInvalid)
+	}
+	return canon, nil
+}
+
+func hashDoc(domain string, doc []byte) string {
+	h := sha256.New()
+	h.Write([]byte(domain))
+	h.Write(doc)
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,418 @@
+package admission
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-playground/validator/v10"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
+)
+
+var (
+	// ErrNotFound reports a saved search the organization does not have
+	// live, found before any claim or by the freeze itself, and every
+	// repeat of a start whose freeze found it gone.
+	ErrNotFound = errors.New("admission: saved search not found")
+	// ErrKeyReused reports an Idempotency-Key already used for a different
+	// request, by the claim or by the Run. It is [runs.ErrKeyReused], so
+	// either name matches it.
+	ErrKeyReused = runs.ErrKeyReused
+	// ErrInvalid is wrapped by every error about a start refused before any
+	// SQL runs; validator.ValidationErrors, when wrapped too, name the
+	// fields.
+	ErrInvalid = errors.New("admission: invalid start")
+)
+
+// ResourceType names the resource a completed surface.saved_search.start
+// claim stores: its resource id is the snapshot id.
+const ResourceType = "saved_search_snapshot"
+
+// maxInlineAnswer bounds the stored answer of a claim. A snapshot whose JSON
+// is larger (a baseline of thousands of items) is stored as its summary
+// alone, a reference to the immutable snapshot record, which outlives the
+// claim anyway.
+const maxInlineAnswer = 64 << 10
+
+// Config configures a [Starter].
+type Config struct {
+	// Now stubs the database clock that stamps a Run's created_at and
+	// retain_until, for tests; nil (the default) uses the database's
+	// now(). The plane's own clock is its idempotency.Config.Now: give both
+	// the same stub.
+	Now func() time.Time
+	// ReleaseTimeout bounds releasing a claim after a retryable failure.
+	// The release runs on a context detached from the caller's, which may
+	// be the very reason the preparation failed. Default 5 s.
+	ReleaseTimeout time.Duration
+
+	// beforeFreeze, set by tests alone, runs inside the preparation
+	// transaction just before the freeze; an error it returns is a failure
+	// of the freeze.
+	beforeFreeze func(ctx context.Context) error
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	c.ReleaseTimeout = cmp.Or(c.ReleaseTimeout, 5*time.Second)
+	return c
+}
+
+// Starter starts Runs. It is safe for concurrent use.
+type Starter struct {
+	pool      *pgxpool.Pool
+	plane     *idempotency.Service
+	searches  *savedsearch.Store
+	snapshots *snapshot.Store
+	runs      *runs.Store
+	cfg       Config
+}
+
+// NewStarter returns a starter on pool that claims saved-search
+// preparations through plane.
+func NewStarter(pool *pgxpool.Pool, plane *idempotency.Service, cfg Config) *Starter {
+	cfg = cfg.WithDefaults()
+	return &Starter{
+		pool:      pool,
+		plane:     plane,
+		searches:  savedsearch.NewStore(pool),
+		snapshots: snapshot.NewStore(pool),
+		runs:      runs.NewStore(pool, runs.Config{Now: cfg.Now}),
+		cfg:       cfg,
+	}
+}
+
+// Result is the answer of a start.
+type Result struct {
+	Run *runs.Run
+	// Snapshot is the frozen input of a saved-search Run; nil for a direct
+	// one.
+	Snapshot *snapshot.Summary
+	// Created reports whether this call admitted the Run (201); false is a
+	// replay (200).
+	Created bool
+}
+
+// SavedSearchStart are the inputs of [Starter.StartSavedSearch].
+type SavedSearchStart struct {
+	Org           uuid.UUID
+	SavedSearchID uuid.UUID
+	// IdempotencyKey is the client's key, unquoted: 1 to 255 bytes.
+	IdempotencyKey string
+	// Options are normalized before they are hashed and stored.
+	Options StartOptions
+	// Actor is recorded on the snapshot and the Run; empty records NULL.
+	Actor string
+}
+
+// DirectStart are the inputs of [Starter.StartDirect]. The json names are
+// those of the HTTP request body.
+type DirectStart struct {
+	Org uuid.UUID `json:"-"`
+	// Kind is "capability" or "definition".
+	Kind string `json:"kind" validate:"required,oneof=capability definition"`
+	// Name is 1 to 200 characters.
+	Name string `json:"name" validate:"required,max=200"`
+	// Input is a JSON object; empty or null is {}.
+	Input          json.RawMessage `json:"input"`
+	IdempotencyKey string          `json:"-"`
+	Actor          string          `json:"-"`
+}
+
+var validate = validator.New(validator.WithRequiredStructEnabled())
+
+func check(v any) error {
+	if err := validate.Struct(v); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+func checkKey(key string) error {
+	if err := idempotency.ValidateKey(key); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// StartSavedSearch starts a Run on a frozen copy of the saved search, or
+// replays the Run the same Idempotency-Key already started.
+//
+// The flow, in order:
+//  0. The Run under the stable start key answers first: same request, a
+//     replay; different request, ErrKeyReused. A replay is this one
+//     statement, and it works for the Run's 396 days, long after the claim's
+//     24 hours.
+//  1. A saved search org does not have live answers ErrNotFound, before any
+//     claim is written.
+//  2. The preparation is claimed in scope surface.saved_search.start with
+//     its 30 s lease. Claimed: the snapshot is frozen and the claim
+//     completed with it in one transaction. Completed: the stored snapshot
+//     is used and none is written. Processing: *idempotency.InFlightError.
+//     Conflict: ErrKeyReused.
+//  3. The Run is admitted under the start key, carrying the snapshot, the
+//     normalized options and the saved search's name at the freeze.
+//
+// Errors: an error wrapping [ErrInvalid] for a refused key or options;
+// [ErrNotFound] (also replayed from a claim whose freeze found the saved
+// search gone); an [*idempotency.InFlightError] with RetryAfter of at least
+// a second when another caller holds a live preparation or took it over;
+// [ErrKeyReused]. Any other error is a retryable failure: the claim, if this
+// call held one, has been released, and a retry runs the preparation again.
+func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (Result, error) {
+	if err := checkKey(p.IdempotencyKey); err != nil {
+		return Result{}, err
+	}
+	opts := p.Options.Normalize()
+	if err := check(opts); err != nil {
+		return Result{}, err
+	}
+	hash := SavedSearchRequestHash(p.SavedSearchID, opts)
+	startKey := runs.SavedSearchStartKey(p.IdempotencyKey)
+
+	run, sum, err := s.runs.LookupStart(ctx, p.Org, startKey)
+	switch {
+	case err == nil && run.RequestHash != hash:
+		return Result{}, ErrKeyReused
+	case err == nil:
+		return Result{Run: run, Snapshot: sum}, nil
+	case !errors.Is(err, runs.ErrNotFound):
+		return Result{}, err
+	}
+
+	live, err := s.searches.Exists(ctx, p.Org, p.SavedSearchID)
+	if err != nil {
+		return Result{}, err
+	}
+	if !live {
+		return Result{}, ErrNotFound
+	}
+
+	prep, err := s.prepare(ctx, p, hash)
+	if err != nil {
+		return Result{}, err
+	}
+	return s.admitSavedSearch(ctx, p, hash, opts, prep)
+}
+
+// prepared is what admission needs of a completed preparation. Its JSON is
+// the claim's stored answer.
+type prepared struct {
+	// Error is "not_found" for the business answer of a freeze that found
+	// the saved search gone; everything else is then empty.
+	Error string `json:"error,omitempty"`
+	// Snapshot holds the snapshot: the whole of it, or its summary alone
+	// when the whole is larger than maxInlineAnswer. Reading decodes the
+	// summary fields, present in both.
+	Snapshot *snapshot.Summary `json:"snapshot,omitempty"`
+	// SavedSearchName names the Run.
+	SavedSearchName string `json:"saved_search_name,omitempty"`
+}
+
+const answerNotFound = "not_found"
+
+// errFenceLost reports a completion the plane refused because another
+// worker took the claim over after its lease passed.
+var errFenceLost = errors.New("admission: claim fence lost")
+
+// prepare claims the preparation of p's start and returns the snapshot it
+// made or the one a completed claim stores.
+func (s *Starter) prepare(ctx context.Context, p SavedSearchStart, hash string) (*prepared, error) {
+	out, err := s.plane.Claim(ctx, p.Org, idempotency.ScopeSavedSearchStart, p.IdempotencyKey, hash,
+		idempotency.SavedSearchStartLease)
+	if err != nil {
+		return nil, fmt.Errorf("admission: claim: %w", err)
+	}
+	switch out.Kind {
+	case idempotency.KindClaimed:
+		return s.freeze(ctx, p, out.Claim)
+	case idempotency.KindCompleted:
+		return storedAnswer(out)
+	case idempotency.KindProcessing:
+		return nil, inFlight(p.IdempotencyKey, out.RetryAfter)
+	case idempotency.KindConflict:
+		return nil, ErrKeyReused
+	}
+	return nil, fmt.Errorf("admission: claim answered %s", out.Kind)
+}
+
+// freeze does the work claim owns and ends the claim. In one transaction it
+// freezes the snapshot and completes the claim with it, so the snapshot
+// exists exactly when the claim is completed:
+//   - a saved search gone since the check is a business answer: the claim
+//     is completed with it, and every repeat answers ErrNotFound;
+//   - a completion refused by the fence (our lease passed and another
+//     worker reclaimed the key) rolls everything back: that worker owns the
+//     preparation, and the answer is in progress;
+//   - any other failure is retryable: the claim is released, so the next
+//     attempt runs instead of waiting out the lease.
+func (s *Starter) freeze(ctx context.Context, p SavedSearchStart, claim *idempotency.Claim) (*prepared, error) {
+	var prep *prepared
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if s.cfg.beforeFreeze != nil {
+			if err := s.cfg.beforeFreeze(ctx); err != nil {
+				return err
+			}
+		}
+		snap, err := snapshot.Freeze(ctx, tx, p.Org, p.SavedSearchID, p.Actor)
+		var c idempotency.Completion
+		switch {
+		case errors.Is(err, snapshot.ErrNotFound):
+			prep = &prepared{Error: answerNotFound}
+			if c.Response, err = json.Marshal(prep); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		default:
+			prep = &prepared{Snapshot: new(snap.Summary()), SavedSearchName: snap.SavedSearchName}
+			c.ResourceType, c.ResourceID = ResourceType, snap.ID.String()
+			if c.Response, err = answer(snap); err != nil {
+				return err
+			}
+		}
+		ok, err := s.plane.CompleteTx(ctx, tx, claim, c)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errFenceLost
+		}
+		return nil
+	})
+	switch {
+	case err == nil && prep.Error == answerNotFound:
+		return nil, ErrNotFound
+	case err == nil:
+		return prep, nil
+	case errors.Is(err, errFenceLost):
+		return nil, inFlight(p.IdempotencyKey, time.Second)
+	}
+	// The release is fenced and conditional on the claim being unfinished,
+	// so it is safe even when the commit went through and only its answer
+	// was lost: it then deletes nothing, and a retry reads the completion.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
+	defer cancel()
+	if _, rerr := s.plane.Release(rctx, claim); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("release claim: %w", rerr))
+	}
+	return nil, fmt.Errorf("admission: prepare: %w", err)
+}
+
+// answer returns the claim response for snap: the whole snapshot with the
+// saved search's name, or its summary when the whole is too large.
+func answer(snap *snapshot.Snapshot) (json.RawMessage, error) {
+	b, err := json.Marshal(struct {
+		Snapshot        *snapshot.Snapshot `json:"snapshot"`
+		SavedSearchName string             `json:"saved_search_name"`
+	}{snap, snap.SavedSearchName})
+	if err != nil || len(b) <= maxInlineAnswer {
+		return b, err
+	}
+	return json.Marshal(prepared{Snapshot: new(snap.Summary()), SavedSearchName: snap.SavedSearchName})
+}
+
+// storedAnswer reads the answer of a completed claim.
+func storedAnswer(out idempotency.Outcome) (*prepared, error) {
+	var prep prepared
+	if err := json.Unmarshal(out.Response, &prep); err != nil {
+		return nil, fmt.Errorf("admission: decoding the stored answer: %w", err)
+	}
+	if prep.Error == answerNotFound {
+		return nil, ErrNotFound
+	}
+	if out.ResourceType != ResourceType || prep.Snapshot == nil || prep.Snapshot.ID.String() != out.ResourceID {
+		return nil, fmt.Errorf("admission: the stored answer names no snapshot (resource %s %s)",
+			out.ResourceType, out.ResourceID)
+	}
+	return &prep, nil
+}
+
+// inFlight is the in-progress answer. Retry-After is whole seconds and at
+// least one, so a client never retries in a tight loop.
+func inFlight(key string, retryAfter time.Duration) error {
+	retryAfter = max(time.Second, (retryAfter + time.Second - 1).Truncate(time.Second))
+	return &idempotency.InFlightError{Scope: idempotency.ScopeSavedSearchStart, Key: key, RetryAfter: retryAfter}
+}
+
+// admitSavedSearch admits the Run of a prepared start.
+func (s *Starter) admitSavedSearch(ctx context.Context, p SavedSearchStart, hash string, opts StartOptions, prep *prepared) (Result, error) {
+	options, err := json.Marshal(opts)
+	if err != nil {
+		return Result{}, fmt.Errorf("admission: encoding options: %w", err)
+	}
+	var name *string
+	if prep.SavedSearchName != "" {
+		name = &prep.SavedSearchName
+	}
+	run, created, err := s.runs.Admit(ctx, runs.AdmitParams{
+		OrganizationID: p.Org,
+		Kind:           runs.KindSavedSearch,
+		StartKey:       runs.SavedSearchStartKey(p.IdempotencyKey),
+		RequestHash:    hash,
+		SavedSearchID:  &p.SavedSearchID,
+		SnapshotID:     &prep.Snapshot.ID,
+		Name:           name,
+		Options:        options,
+		Actor:          p.Actor,
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	sum := prep.Snapshot
+	if run.SnapshotID != nil && *run.SnapshotID != sum.ID {
+		// The Run was admitted from an earlier preparation of this key,
+		// whose claim has since expired: answer with that Run's snapshot.
+		snap, err := s.snapshots.Get(ctx, p.Org, *run.SnapshotID)
+		if err != nil {
+			return Result{}, fmt.Errorf("admission: reading the Run's snapshot: %w", err)
+		}
+		sum = new(snap.Summary())
+	}
+	return Result{Run: run, Snapshot: sum, Created: created}, nil
+}
+
+// StartDirect starts a capability or definition Run, or replays the Run the
+// same Idempotency-Key already started. Admission is the agent.runs insert
+// alone; no row is written in agent.idempotency_keys.
+//
+// Errors: an error wrapping [ErrInvalid] for a refused key, kind, name or
+// input (not a JSON object); [ErrKeyReused] when the key started a Run for a
+// different kind, name or input. Other errors come from the database and are
+// retryable.
+func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (Result, error) {
+	if err := checkKey(p.IdempotencyKey); err != nil {
+		return Result{}, err
+	}
+	if err := check(p); err != nil {
+		return Result{}, err
+	}
+	input, err := canonicalInput(p.Input)
+	if err != nil {
+		return Result{}, err
+	}
+	name := p.Name
+	run, created, err := s.runs.Admit(ctx, runs.AdmitParams{
+		OrganizationID: p.Org,
+		Kind:           p.Kind,
+		StartKey:       runs.DirectStartKey(p.IdempotencyKey),
+		RequestHash:    directHash(p.Kind, p.Name, input),
+		Name:           &name,
+		Input:          input,
+		Actor:          p.Actor,
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Run: run, Created: created}, nil
+}

@@ -1,0 +1,74 @@
+package runs
+
+// The SQL of Runs, in one place. Statements that write a time take the clock
+// as coalesce($now::timestamptz, now()): production passes NULL, tests a
+// stubbed instant. Durations travel as microseconds.
+
+const runColumns = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
+	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options, r.input,
+	r.created_by, r.created_at, r.retain_until`
+
+// runInsert admits a Run, or does nothing when its start key is taken.
+// DO NOTHING rather than DO UPDATE: the duplicate takes no row lock and
+// writes nothing, and the caller reads the existing Run.
+// $1 id, $2 org, $3 kind, $4 start_key, $5 request_hash, $6 saved_search_id,
+// $7 snapshot_id, $8 name, $9 options, $10 input, $11 created_by,
+// $12 retention µs, $13 now.
+const runInsert = `
+INSERT INTO agent.runs AS r
+	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
+	 name, status, options, input, created_by, created_at, retain_until)
+SELECT $1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::uuid, $7::uuid,
+	$8::text, 'queued', $9::jsonb, $10::jsonb, $11::text,
+	c.now, c.now + $12::bigint * interval '1 microsecond'
+FROM (SELECT coalesce($13::timestamptz, now()) AS now) c
+ON CONFLICT (organization_id, start_key) DO NOTHING
+RETURNING ` + runColumns
+
+// runGetByStartKey reads the Run admitted under a start key. $1 org,
+// $2 start_key.
+const runGetByStartKey = `
+SELECT ` + runColumns + `
+FROM agent.runs r
+WHERE r.organization_id = $1 AND r.start_key = $2`
+
+// runWithSnapshotByStartKey reads the Run admitted under a start key with
+// the summary of its snapshot (NULLs for a direct Run): the whole answer of
+// a replayed start, in one statement. $1 org, $2 start_key.
+const runWithSnapshotByStartKey = `
+SELECT ` + runColumns + `,
+	sn.id, sn.saved_search_id, sn.saved_search_version, sn.content_hash, sn.created_at
+FROM agent.runs r
+LEFT JOIN agent.saved_search_snapshots sn
+	ON sn.organization_id = r.organization_id AND sn.id = r.snapshot_id
+WHERE r.organization_id = $1 AND r.start_key = $2`
+
+// runGet reads one Run. $1 org, $2 id.
+const runGet = `
+SELECT ` + runColumns + `
+FROM agent.runs r
+WHERE r.organization_id = $1 AND r.id = $2`
+
+// runList reads a page of an organization's Runs, newest first, after the
+// position ($2 created_at, $3 id); NULLs mean before every row. $1 org,
+// $4 limit.
+const runList = `
+SELECT ` + runColumns + `
+FROM agent.runs r
+WHERE r.organization_id = $1
+	AND (r.created_at, r.id) < (coalesce($2::timestamptz, 'infinity'),
+		coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+ORDER BY r.created_at DESC, r.id DESC
+LIMIT $4`
+
+// runListBySavedSearch is runList for the Runs of one saved search, $5.
+// A statement of its own rather than an optional filter, so its plan uses
+// the (organization_id, saved_search_id, created_at) index.
+const runListBySavedSearch = `
+SELECT ` + runColumns + `
+FROM agent.runs r
+WHERE r.organization_id = $1 AND r.saved_search_id = $5
+	AND (r.created_at, r.id) < (coalesce($2::timestamptz, 'infinity'),
+		coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+ORDER BY r.created_at DESC, r.id DESC
+LIMIT $4`

@@ -1,0 +1,366 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/snapshot"
+)
+
+var (
+	// ErrNotFound reports a Run that does not exist in the organization.
+	ErrNotFound = errors.New("runs: not found")
+	// ErrKeyReused reports a start key already admitted for a different
+	// request hash: the key answers for another request.
+	ErrKeyReused = errors.New("runs: start key reused for a different request")
+	// ErrInvalid reports admission input the store or the table refuses.
+	ErrInvalid = errors.New("runs: invalid input")
+	// ErrInvalidCursor reports a list cursor this package did not write.
+	ErrInvalidCursor = errors.New("runs: invalid cursor")
+)
+
+// Retention is how long a Run, and so its start key's replay, is kept:
+// retain_until is its creation plus Retention.
+const Retention = 396 * 24 * time.Hour
+
+// Kinds of Run.
+const (
+	KindSavedSearch = "saved_search"
+	KindCapability  = "capability"
+	KindDefinition  = "definition"
+)
+
+// StatusQueued is the status of a newly admitted Run.
+const StatusQueued = "queued"
+
+// MaxStartKeyLen bounds a start key, in bytes: the longest namespace prefix
+// plus the longest Idempotency-Key.
+const MaxStartKeyLen = 300
+
+// Start-key namespaces.
+const (
+	savedSearchPrefix = "saved_search:"
+	directPrefix      = "direct:"
+)
+
+// SavedSearchStartKey returns the start key of the saved-search start
+// idempotencyKey names. Its namespace differs from [DirectStartKey]'s.
+func SavedSearchStartKey(idempotencyKey string) string { return savedSearchPrefix + idempotencyKey }
+
+// DirectStartKey returns the start key of the direct (capability or
+// definition) start idempotencyKey names.
+func DirectStartKey(idempotencyKey string) string { return directPrefix + idempotencyKey }
+
+// Run is an admitted Run. Fields that do not apply to its kind are nil and
+// written as null.
+type Run struct {
+	ID             uuid.UUID `json:"id"`
+	OrganizationID uuid.UUID `json:"organization_id"`
+	// Kind is KindSavedSearch, KindCapability or KindDefinition.
+	Kind string `json:"kind"`
+	// SavedSearchID and SnapshotID are set for saved-search Runs alone.
+	SavedSearchID *uuid.UUID `json:"saved_search_id"`
+	SnapshotID    *uuid.UUID `json:"snapshot_id"`
+	// Name is the definition or capability name of a direct Run, and the
+	// saved search's name at the freeze for a saved-search Run.
+	Name   *string `json:"name"`
+	Status string  `json:"status"`
+	// Options are the normalized start options of a saved-search Run.
+	Options json.RawMessage `json:"options"`
+	// Input is the canonical input of a direct Run.
+	Input       json.RawMessage `json:"input"`
+	CreatedAt   time.Time       `json:"created_at"`
+	RetainUntil time.Time       `json:"retain_until"`
+
+	// StartKey, RequestHash and CreatedBy are stored but not part of the
+	// Run's JSON.
+	StartKey    string  `json:"-"`
+	RequestHash string  `json:"-"`
+	CreatedBy   *string `json:"-"`
+}
+
+// AdmitParams are the inputs of [Store.Admit].
+type AdmitParams struct {
+	OrganizationID uuid.UUID
+	// Kind is KindSavedSearch, KindCapability or KindDefinition.
+	Kind string
+	// StartKey is built by SavedSearchStartKey or DirectStartKey.
+	StartKey string
+	// RequestHash identifies the request; a later Admit with the same
+	// StartKey and another hash answers ErrKeyReused.
+	RequestHash string
+	// SavedSearchID and SnapshotID are required for a saved-search Run
+	// and must be nil for a direct one.
+	SavedSearchID *uuid.UUID
+	SnapshotID    *uuid.UUID
+	// Name is required for a direct Run.
+	Name *string
+	// Options (a JSON object) and Input are stored as given; nil stores
+	// NULL. A saved-search Run has no Input.
+	Options json.RawMessage
+	Input   json.RawMessage
+	// Actor is recorded as created_by; empty records NULL.
+	Actor string
+}
+
+// ListParams are the inputs of [Store.List].
+type ListParams struct {
+	// SavedSearchID, when set, lists the Runs of that saved search alone.
+	SavedSearchID *uuid.UUID
+	// Limit is the page size: 1 to MaxListLimit; zero or less means
+	// DefaultListLimit, more means MaxListLimit.
+	Limit int
+	// Cursor is the next cursor a previous page returned; empty for the
+	// first page.
+	Cursor string
+}
+
+// Page sizes of [Store.List].
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 200
+)
+
+// Config configures a [Store].
+type Config struct {
+	// Now stubs the database clock that stamps created_at and
+	// retain_until, for tests. Nil (the default) passes NULL, so every
+	// replica uses the database's now().
+	Now func() time.Time
+}
+
+// DBTX is what the store needs of a database handle: a *pgxpool.Pool, a
+// *pgx.Conn or a pgx.Tx.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Store admits and reads Runs. It is safe for concurrent use.
+type Store struct {
+	db  DBTX
+	now func() time.Time
+}
+
+// NewStore returns a store running its statements on db, usually a
+// *pgxpool.Pool.
+func NewStore(db DBTX, cfg Config) *Store { return &Store{db: db, now: cfg.Now} }
+
+func (s *Store) nowArg() any {
+	if s.now == nil {
+		return nil
+	}
+	return s.now()
+}
+
+// maxAdmitRounds bounds how often Admit goes round when the Run holding its
+// key disappears between the insert and the read (a retention sweep).
+const maxAdmitRounds = 3
+
+// Admit admits a Run: it inserts it and reports created true, or, when
+// p.StartKey is already admitted in the organization, returns that Run and
+// created false. It never touches agent.idempotency_keys: the unique index
+// on (organization_id, start_key) is the admission.
+//
+// It returns [ErrKeyReused] when the existing Run was admitted for a
+// different request hash, and an error wrapping [ErrInvalid] for params the
+// store or the table's checks refuse (a missing field, a saved-search Run
+// without its snapshot, a start key outside its kind's namespace). Other
+// errors come from the database.
+//
+// A new Run costs one statement, a replay two.
+func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created bool, err error) {
+	if err := p.validate(); err != nil {
+		return nil, false, err
+	}
+	for range maxAdmitRounds {
+		run, err := scanRun(s.db.QueryRow(ctx, runInsert,
+			uuid.New(), p.OrganizationID, p.Kind, p.StartKey, p.RequestHash,
+			p.SavedSearchID, p.SnapshotID, p.Name, nullJSON(p.Options), nullJSON(p.Input),
+			nullString(p.Actor), Retention.Microseconds(), s.nowArg()))
+		if err == nil {
+			return run, true, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, translate("admit", err)
+		}
+		run, err = s.GetByStartKey(ctx, p.OrganizationID, p.StartKey)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted since the insert: admit again
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if run.RequestHash != p.RequestHash {
+			return nil, false, ErrKeyReused
+		}
+		return run, false, nil
+	}
+	return nil, false, fmt.Errorf("runs: admit: the Run under start key %q kept disappearing", p.StartKey)
+}
+
+func (p AdmitParams) validate() error {
+	invalid := func(reason string) error { return fmt.Errorf("%w: %s", ErrInvalid, reason) }
+	switch {
+	case p.OrganizationID == uuid.Nil:
+		return invalid("organization id is the nil UUID")
+	case p.Kind != KindSavedSearch && p.Kind != KindCapability && p.Kind != KindDefinition:
+		return invalid(fmt.Sprintf("unknown kind %q", p.Kind))
+	case p.StartKey == "" || len(p.StartKey) > MaxStartKeyLen:
+		return invalid("start key must be 1 to 300 bytes")
+	case p.RequestHash == "":
+		return invalid("request hash is empty")
+	case len(p.Options) > 0 && !json.Valid(p.Options):
+		return invalid("options are not valid JSON")
+	case len(p.Input) > 0 && !json.Valid(p.Input):
+		return invalid("input is not valid JSON")
+	}
+	return nil
+}
+
+// GetByStartKey returns the Run admitted under startKey in org. It returns
+// [ErrNotFound] when there is none.
+func (s *Store) GetByStartKey(ctx context.Context, org uuid.UUID, startKey string) (*Run, error) {
+	run, err := scanRun(s.db.QueryRow(ctx, runGetByStartKey, org, startKey))
+	if err != nil {
+		return nil, translate("get by start key", err)
+	}
+	return run, nil
+}
+
+// LookupStart returns the Run admitted under startKey in org with the
+// summary of its snapshot (nil for a direct Run), in one statement: all a
+// replayed start answers. It returns [ErrNotFound] when there is none.
+func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string) (*Run, *snapshot.Summary, error) {
+	var (
+		run       Run
+		snapID    *uuid.UUID
+		searchID  *uuid.UUID
+		version   *int64
+		hash      *string
+		createdAt *time.Time
+	)
+	dest := append(run.scanDest(), &snapID, &searchID, &version, &hash, &createdAt)
+	if err := s.db.QueryRow(ctx, runWithSnapshotByStartKey, org, startKey).Scan(dest...); err != nil {
+		return nil, nil, translate("lookup start", err)
+	}
+	if snapID == nil {
+		return &run, nil, nil
+	}
+	return &run, &snapshot.Summary{
+		ID:                 *snapID,
+		SavedSearchID:      *searchID,
+		SavedSearchVersion: *version,
+		ContentHash:        *hash,
+		CreatedAt:          *createdAt,
+	}, nil
+}
+
+// Get returns Run id of org. It returns [ErrNotFound] when org has no such
+// Run, including another organization's.
+func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (*Run, error) {
+	run, err := scanRun(s.db.QueryRow(ctx, runGet, org, id))
+	if err != nil {
+		return nil, translate("get", err)
+	}
+	return run, nil
+}
+
+// List returns a page of org's Runs, newest first, optionally of one saved
+// search, and the cursor of the next page ("" after the last page). A saved
+// search with no Runs, or another organization's, gives an empty page. It
+// returns [ErrInvalidCursor] for a cursor it did not write.
+func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]Run, string, error) {
+	pos, err := keyset.Decode(p.Cursor)
+	if err != nil {
+		return nil, "", ErrInvalidCursor
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	createdAt, id := keyset.Args(pos)
+	// One row more than the page says whether a next page exists.
+	var rows pgx.Rows
+	if p.SavedSearchID != nil {
+		rows, err = s.db.Query(ctx, runListBySavedSearch, org, createdAt, id, limit+1, *p.SavedSearchID)
+	} else {
+		rows, err = s.db.Query(ctx, runList, org, createdAt, id, limit+1)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("runs: list: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Run, error) {
+		var run Run
+		err := r.Scan(run.scanDest()...)
+		return run, err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("runs: list: %w", err)
+	}
+	if list == nil {
+		list = []Run{}
+	}
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		last := list[limit-1]
+		next = keyset.Encode(keyset.Position{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return list, next, nil
+}
+
+// scanDest returns the destinations of runColumns.
+func (r *Run) scanDest() []any {
+	return []any{&r.ID, &r.OrganizationID, &r.Kind, &r.StartKey, &r.RequestHash,
+		&r.SavedSearchID, &r.SnapshotID, &r.Name, &r.Status, &r.Options, &r.Input,
+		&r.CreatedBy, &r.CreatedAt, &r.RetainUntil}
+}
+
+func scanRun(row pgx.Row) (*Run, error) {
+	var run Run
+	if err := row.Scan(run.scanDest()...); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// translate turns the driver's answer into the package's: no row is
+// ErrNotFound, a refused check or foreign key is ErrInvalid.
+func translate(op string, err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23514", "23503", "23502", "22P02": // check, foreign key, not null, bad text
+			return fmt.Errorf("%w: %s: %s", ErrInvalid, pgErr.ConstraintName, pgErr.Message)
+		}
+	}
+	return fmt.Errorf("runs: %s: %w", op, err)
+}
+
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

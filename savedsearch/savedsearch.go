@@ -1,0 +1,380 @@
+package savedsearch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-playground/validator/v10"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/internal/keyset"
+)
+
+var (
+	// ErrNotFound reports a saved search that does not exist, belongs to
+	// another organization or is archived.
+	ErrNotFound = errors.New("savedsearch: not found")
+	// ErrInvalid is wrapped by every error about input the store refuses
+	// before it runs any SQL. The same error also wraps the
+	// validator.ValidationErrors that name the fields.
+	ErrInvalid = errors.New("savedsearch: invalid input")
+	// ErrInvalidCursor reports a list cursor this package did not write.
+	ErrInvalidCursor = errors.New("savedsearch: invalid cursor")
+)
+
+// Limits of a saved search, as the validate tags below state them.
+const (
+	MaxNameLen      = 200
+	MaxQueryLen     = 2000
+	MaxItemLen      = 200
+	MaxBaselineSize = 10000
+)
+
+// Brief is what a saved search looks for.
+type Brief struct {
+	// Query is 1 to 2000 characters.
+	Query   string         `json:"query" validate:"required,max=2000"`
+	Filters map[string]any `json:"filters,omitempty"`
+}
+
+// UnmarshalJSON decodes a brief keeping the numbers in Filters as
+// json.Number, so a filter value survives a round trip through the database
+// exactly as the client wrote it (float64 would round large integers).
+func (b *Brief) UnmarshalJSON(data []byte) error {
+	type plain Brief
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var p plain
+	if err := dec.Decode(&p); err != nil {
+		return err
+	}
+	*b = Brief(p)
+	return nil
+}
+
+// Baseline is the results a saved search has already seen.
+type Baseline struct {
+	// Items holds at most 10000 strings of 1 to 200 characters. It is
+	// written as [] when empty, never null.
+	Items []string `json:"items" validate:"max=10000,dive,required,max=200"`
+	// Cursor is where the last search stopped; nil when it has not run.
+	Cursor *string `json:"cursor"`
+}
+
+// MarshalJSON writes the baseline with Items as [] when empty.
+func (b Baseline) MarshalJSON() ([]byte, error) {
+	type plain Baseline
+	if b.Items == nil {
+		b.Items = []string{}
+	}
+	return json.Marshal(plain(b))
+}
+
+// SavedSearch is a live saved search with its baseline.
+type SavedSearch struct {
+	ID             uuid.UUID `json:"id"`
+	OrganizationID uuid.UUID `json:"organization_id"`
+	Name           string    `json:"name"`
+	Brief          Brief     `json:"brief"`
+	Baseline       Baseline  `json:"baseline"`
+	// Version starts at 1 and grows by one on every change to the name,
+	// the brief or the baseline.
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// CreateParams are the inputs of [Store.Create]. The json names are those of
+// the HTTP request body.
+type CreateParams struct {
+	// Name is 1 to 200 characters.
+	Name  string `json:"name" validate:"required,max=200"`
+	Brief Brief  `json:"brief"`
+	// Baseline defaults to no items and no cursor.
+	Baseline Baseline `json:"baseline"`
+	// Actor is recorded as created_by; empty records NULL.
+	Actor string `json:"-"`
+}
+
+// Validate returns an error wrapping [ErrInvalid] and the
+// validator.ValidationErrors naming each refused field, or nil.
+func (p CreateParams) Validate() error { return check(p) }
+
+// UpdateParams are the inputs of [Store.Update]: a nil field keeps its value.
+type UpdateParams struct {
+	// Name, when set, is 1 to 200 characters.
+	Name *string `json:"name" validate:"omitnil,min=1,max=200"`
+	// Brief, when set, replaces the whole brief.
+	Brief *Brief `json:"brief"`
+}
+
+// Validate returns an error wrapping [ErrInvalid] and the
+// validator.ValidationErrors naming each refused field, or nil.
+func (p UpdateParams) Validate() error { return check(p) }
+
+// ListParams are the inputs of [Store.List].
+type ListParams struct {
+	// Limit is the page size: 1 to MaxListLimit; zero or less means
+	// DefaultListLimit, more means MaxListLimit.
+	Limit int
+	// Cursor is the next cursor a previous page returned; empty for the
+	// first page.
+	Cursor string
+}
+
+// Page sizes of [Store.List].
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 200
+)
+
+var validate = validator.New(validator.WithRequiredStructEnabled())
+
+func check(v any) error {
+	if err := validate.Struct(v); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// DBTX is what the SQL-running helpers need: a *pgxpool.Pool or a pgx.Tx.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Store reads and writes saved searches. It is safe for concurrent use.
+type Store struct {
+	db *pgxpool.Pool
+}
+
+// NewStore returns a store on db.
+func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
+
+// Create stores a new saved search at version 1 with its baseline and
+// returns it. It returns an error wrapping [ErrInvalid] for input
+// [CreateParams.Validate] refuses; other errors come from the database.
+func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (*SavedSearch, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	brief, err := json.Marshal(p.Brief)
+	if err != nil {
+		return nil, fmt.Errorf("%w: brief: %w", ErrInvalid, err)
+	}
+	row := s.db.QueryRow(ctx, savedSearchInsert, uuid.New(), org, p.Name, string(brief),
+		nullString(p.Actor), items(p.Baseline.Items), p.Baseline.Cursor)
+	ss, err := scanSavedSearch(row)
+	if err != nil {
+		return nil, fmt.Errorf("savedsearch: create: %w", err)
+	}
+	return ss, nil
+}
+
+// Get returns the live saved search id of org. It returns [ErrNotFound] when
+// there is none: absent, archived, or another organization's.
+func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (*SavedSearch, error) {
+	return getSavedSearch(ctx, s.db, org, id)
+}
+
+// List returns a page of org's live saved searches, newest first, and the
+// cursor of the next page ("" after the last page). It returns
+// [ErrInvalidCursor] for a cursor it did not write.
+func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]SavedSearch, string, error) {
+	pos, err := keyset.Decode(p.Cursor)
+	if err != nil {
+		return nil, "", ErrInvalidCursor
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	createdAt, id := keyset.Args(pos)
+	// One row more than the page says whether a next page exists.
+	rows, err := s.db.Query(ctx, savedSearchList, org, createdAt, id, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("savedsearch: list: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SavedSearch, error) {
+		ss, err := scanSavedSearch(r)
+		if err != nil {
+			return SavedSearch{}, err
+		}
+		return *ss, nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("savedsearch: list: %w", err)
+	}
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		last := list[limit-1]
+		next = keyset.Encode(keyset.Position{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return list, next, nil
+}
+
+// Update changes the name and/or the brief of a live saved search, bumps its
+// version and returns it. With neither set it changes nothing and returns
+// the saved search as it is. It returns an error wrapping [ErrInvalid] for
+// input [UpdateParams.Validate] refuses and [ErrNotFound] as [Store.Get].
+func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (*SavedSearch, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if p.Name == nil && p.Brief == nil {
+		return s.Get(ctx, org, id)
+	}
+	var brief any
+	if p.Brief != nil {
+		b, err := json.Marshal(p.Brief)
+		if err != nil {
+			return nil, fmt.Errorf("%w: brief: %w", ErrInvalid, err)
+		}
+		brief = string(b)
+	}
+	var ss *SavedSearch
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var err error
+		if ss, err = updateSavedSearch(ctx, tx, org, id, p.Name, brief); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, baselineGet, id).Scan(&ss.Baseline.Items, &ss.Baseline.Cursor)
+	})
+	if err != nil {
+		return nil, wrap("update", err)
+	}
+	ss.Baseline.Items = items(ss.Baseline.Items)
+	return ss, nil
+}
+
+// ReplaceBaseline sets the whole baseline of a live saved search to b, bumps
+// its version and returns it. It returns an error wrapping [ErrInvalid] when
+// b breaks the limits of [Baseline] and [ErrNotFound] as [Store.Get].
+func (s *Store) ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b Baseline) (*SavedSearch, error) {
+	if err := check(b); err != nil {
+		return nil, err
+	}
+	var ss *SavedSearch
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var err error
+		// The saved search first: its row lock orders this writer after
+		// every other, and the version bump commits with the baseline.
+		if ss, err = updateSavedSearch(ctx, tx, org, id, nil, nil); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, baselineReplace, id, items(b.Items), b.Cursor).
+			Scan(&ss.Baseline.Items, &ss.Baseline.Cursor)
+	})
+	if err != nil {
+		return nil, wrap("replace baseline", err)
+	}
+	ss.Baseline.Items = items(ss.Baseline.Items)
+	return ss, nil
+}
+
+// Archive archives a live saved search: later reads and starts answer
+// [ErrNotFound], while its snapshots and Runs stay readable. It returns
+// [ErrNotFound] as [Store.Get], so archiving twice answers ErrNotFound.
+func (s *Store) Archive(ctx context.Context, org, id uuid.UUID) error {
+	tag, err := s.db.Exec(ctx, savedSearchArchive, org, id)
+	if err != nil {
+		return fmt.Errorf("savedsearch: archive: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Exists reports whether org has a live saved search id. Errors come from
+// the database.
+func (s *Store) Exists(ctx context.Context, org, id uuid.UUID) (bool, error) {
+	var ok bool
+	if err := s.db.QueryRow(ctx, savedSearchExists, org, id).Scan(&ok); err != nil {
+		return false, fmt.Errorf("savedsearch: exists: %w", err)
+	}
+	return ok, nil
+}
+
+func getSavedSearch(ctx context.Context, db DBTX, org, id uuid.UUID) (*SavedSearch, error) {
+	ss, err := scanSavedSearch(db.QueryRow(ctx, savedSearchGet, org, id))
+	if err != nil {
+		return nil, wrap("get", err)
+	}
+	return ss, nil
+}
+
+// updateSavedSearch runs savedSearchUpdate and returns the saved search
+// without its baseline, or ErrNotFound.
+func updateSavedSearch(ctx context.Context, db DBTX, org, id uuid.UUID, name *string, brief any) (*SavedSearch, error) {
+	var (
+		ss  SavedSearch
+		raw []byte
+	)
+	err := db.QueryRow(ctx, savedSearchUpdate, org, id, name, brief).Scan(
+		&ss.ID, &ss.OrganizationID, &ss.Name, &raw, &ss.Version, &ss.CreatedAt, &ss.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, &ss.Brief); err != nil {
+		return nil, fmt.Errorf("decode brief: %w", err)
+	}
+	return &ss, nil
+}
+
+func scanSavedSearch(row pgx.Row) (*SavedSearch, error) {
+	var (
+		ss  SavedSearch
+		raw []byte
+	)
+	err := row.Scan(&ss.ID, &ss.OrganizationID, &ss.Name, &raw, &ss.Version,
+		&ss.CreatedAt, &ss.UpdatedAt, &ss.Baseline.Items, &ss.Baseline.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, &ss.Brief); err != nil {
+		return nil, fmt.Errorf("decode brief: %w", err)
+	}
+	ss.Baseline.Items = items(ss.Baseline.Items)
+	return &ss, nil
+}
+
+// wrap translates the driver's answer at the boundary: no row is
+// ErrNotFound, anything else names the operation.
+func wrap(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrNoRows), errors.Is(err, ErrNotFound):
+		return ErrNotFound
+	}
+	return fmt.Errorf("savedsearch: %s: %w", op, err)
+}
+
+// items stores a nil baseline as the empty array the column requires.
+func items(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,45 @@
+package snapshot
+
+// The SQL of snapshots, in one place. Time comes from the database.
+
+// savedSearchFreezeRead reads what a freeze copies: the live saved search's
+// name, brief and version and its baseline, joined in ONE statement so they
+// come from one MVCC snapshot and cannot mix two versions. $1 org, $2 id.
+const savedSearchFreezeRead = `
+SELECT s.name, s.brief, s.version, b.items, b.cursor
+FROM agent.saved_searches s
+JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
+WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
+
+// snapshotInsert writes a snapshot. $1 id, $2 org, $3 saved_search_id,
+// $4 version, $5 name, $6 brief, $7 baseline, $8 content_hash, $9 created_by.
+const snapshotInsert = `
+INSERT INTO agent.saved_search_snapshots
+	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
+	 brief, baseline, content_hash, created_by, created_at)
+VALUES ($1::uuid, $2::uuid, $3::uuid, $4::bigint, $5::text,
+	$6::jsonb, $7::jsonb, $8::text, $9::text, now())
+RETURNING created_at`
+
+const snapshotColumns = `sn.id, sn.organization_id, sn.saved_search_id, sn.saved_search_version,
+	sn.saved_search_name, sn.brief, sn.baseline, sn.content_hash, sn.created_by, sn.created_at`
+
+// snapshotGet reads one snapshot. $1 org, $2 id.
+const snapshotGet = `
+SELECT ` + snapshotColumns + `
+FROM agent.saved_search_snapshots sn
+WHERE sn.organization_id = $1 AND sn.id = $2`
+
+// snapshotListBySavedSearch reads a saved search's snapshots, newest first.
+// $1 org, $2 saved_search_id.
+const snapshotListBySavedSearch = `
+SELECT ` + snapshotColumns + `
+FROM agent.saved_search_snapshots sn
+WHERE sn.organization_id = $1 AND sn.saved_search_id = $2
+ORDER BY sn.created_at DESC, sn.id DESC`
+
+// savedSearchKnown reports whether org has the saved search, archived or
+// not: the audit trail outlives the archive. $1 org, $2 id.
+const savedSearchKnown = `
+SELECT EXISTS (
+	SELECT 1 FROM agent.saved_searches s WHERE s.organization_id = $1 AND s.id = $2)`

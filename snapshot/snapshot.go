@@ -1,0 +1,223 @@
+package snapshot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/internal/canonjson"
+	"github.com/searchd/searchd/savedsearch"
+)
+
+// ErrNotFound reports a snapshot, or a saved search to freeze or list, that
+// does not exist in the organization. [Freeze] also answers it for an
+// archived saved search.
+var ErrNotFound = errors.New("snapshot: not found")
+
+// Snapshot is an immutable copy of a saved search's brief and baseline.
+type Snapshot struct {
+	ID             uuid.UUID `json:"id"`
+	OrganizationID uuid.UUID `json:"organization_id"`
+	SavedSearchID  uuid.UUID `json:"saved_search_id"`
+	// SavedSearchVersion is the version of the saved search the brief and
+	// the baseline were both copied at.
+	SavedSearchVersion int64 `json:"saved_search_version"`
+	// SavedSearchName is the saved search's name at the freeze; it names
+	// the Run. It is stored but not part of the snapshot's JSON.
+	SavedSearchName string               `json:"-"`
+	Brief           savedsearch.Brief    `json:"brief"`
+	Baseline        savedsearch.Baseline `json:"baseline"`
+	// ContentHash is [ContentHash] of Brief and Baseline: equal content,
+	// equal hash, whatever the version.
+	ContentHash string `json:"content_hash"`
+	// CreatedBy is the actor that started the freeze; nil when unknown.
+	CreatedBy *string   `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Summary is the part of a snapshot a start answers with.
+type Summary struct {
+	ID                 uuid.UUID `json:"id"`
+	SavedSearchID      uuid.UUID `json:"saved_search_id"`
+	SavedSearchVersion int64     `json:"saved_search_version"`
+	ContentHash        string    `json:"content_hash"`
+	CreatedAt          time.Time `json:"created_at"`
+}
+
+// Summary returns the summary of s.
+func (s *Snapshot) Summary() Summary {
+	return Summary{
+		ID:                 s.ID,
+		SavedSearchID:      s.SavedSearchID,
+		SavedSearchVersion: s.SavedSearchVersion,
+		ContentHash:        s.ContentHash,
+		CreatedAt:          s.CreatedAt,
+	}
+}
+
+// ContentHash returns the hex SHA-256 of the canonical JSON (see
+// internal/canonjson: sorted keys, no white space, numbers as written) of
+// {"baseline": baseline, "brief": brief}, with empty items written as []
+// and empty filters omitted. It returns an error only for a brief whose
+// filters cannot be encoded as JSON.
+func ContentHash(brief savedsearch.Brief, baseline savedsearch.Baseline) (string, error) {
+	doc, err := canonjson.Marshal(struct {
+		Baseline savedsearch.Baseline `json:"baseline"`
+		Brief    savedsearch.Brief    `json:"brief"`
+	}{baseline, brief})
+	if err != nil {
+		return "", fmt.Errorf("snapshot: content hash: %w", err)
+	}
+	sum := sha256.Sum256(doc)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// DBTX is what the SQL-running functions need: a pgx.Tx, a *pgxpool.Pool or
+// a *pgx.Conn.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Freeze copies the live saved search savedSearchID of org into a new
+// snapshot, on tx, and returns it. actor is recorded as created_by (empty
+// records NULL).
+//
+// The brief, the baseline and the version are read in one statement, so
+// the snapshot is one consistent picture whatever tx's isolation level, and
+// tx may even be a pool. Pass the transaction that also completes the
+// surface claim, so the snapshot exists exactly when the claim says so.
+//
+// It returns [ErrNotFound] when org has no live saved search savedSearchID
+// (absent, archived, or another organization's); the transaction is then
+// still usable. Other errors come from the database.
+func Freeze(ctx context.Context, tx DBTX, org, savedSearchID uuid.UUID, actor string) (*Snapshot, error) {
+	snap := Snapshot{
+		ID:             uuid.New(),
+		OrganizationID: org,
+		SavedSearchID:  savedSearchID,
+	}
+	var rawBrief []byte
+	err := tx.QueryRow(ctx, savedSearchFreezeRead, org, savedSearchID).Scan(
+		&snap.SavedSearchName, &rawBrief, &snap.SavedSearchVersion,
+		&snap.Baseline.Items, &snap.Baseline.Cursor)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: freeze: read saved search: %w", err)
+	}
+	if err := json.Unmarshal(rawBrief, &snap.Brief); err != nil {
+		return nil, fmt.Errorf("snapshot: freeze: decode brief: %w", err)
+	}
+	if snap.Baseline.Items == nil {
+		snap.Baseline.Items = []string{}
+	}
+	if snap.ContentHash, err = ContentHash(snap.Brief, snap.Baseline); err != nil {
+		return nil, err
+	}
+	brief, err := json.Marshal(snap.Brief)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: freeze: encode brief: %w", err)
+	}
+	baseline, err := json.Marshal(snap.Baseline)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: freeze: encode baseline: %w", err)
+	}
+	if actor != "" {
+		snap.CreatedBy = &actor
+	}
+	err = tx.QueryRow(ctx, snapshotInsert, snap.ID, org, savedSearchID, snap.SavedSearchVersion,
+		snap.SavedSearchName, string(brief), string(baseline), snap.ContentHash, snap.CreatedBy).
+		Scan(&snap.CreatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: freeze: insert: %w", err)
+	}
+	return &snap, nil
+}
+
+// Store reads snapshots. It is safe for concurrent use.
+type Store struct {
+	db DBTX
+}
+
+// NewStore returns a store on db.
+func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
+
+// Get returns snapshot id of org. It returns [ErrNotFound] when org has no
+// such snapshot, including another organization's.
+func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (*Snapshot, error) {
+	snap, err := scanSnapshot(s.db.QueryRow(ctx, snapshotGet, org, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: get: %w", err)
+	}
+	return snap, nil
+}
+
+// ListBySavedSearch returns the snapshots of org's saved search
+// savedSearchID, newest first: the audit trail of its starts. It works for
+// an archived saved search too. It returns [ErrNotFound] when org has no
+// such saved search, archived or not, and an empty slice when it has no
+// snapshots.
+func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID) ([]Snapshot, error) {
+	var known bool
+	if err := s.db.QueryRow(ctx, savedSearchKnown, org, savedSearchID).Scan(&known); err != nil {
+		return nil, fmt.Errorf("snapshot: list: %w", err)
+	}
+	if !known {
+		return nil, ErrNotFound
+	}
+	rows, err := s.db.Query(ctx, snapshotListBySavedSearch, org, savedSearchID)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: list: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Snapshot, error) {
+		snap, err := scanSnapshot(r)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		return *snap, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: list: %w", err)
+	}
+	if list == nil {
+		list = []Snapshot{}
+	}
+	return list, nil
+}
+
+func scanSnapshot(row pgx.Row) (*Snapshot, error) {
+	var (
+		snap            Snapshot
+		brief, baseline []byte
+	)
+	err := row.Scan(&snap.ID, &snap.OrganizationID, &snap.SavedSearchID, &snap.SavedSearchVersion,
+		&snap.SavedSearchName, &brief, &baseline, &snap.ContentHash, &snap.CreatedBy, &snap.CreatedAt)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(brief, &snap.Brief); err != nil {
+		return nil, fmt.Errorf("decode brief: %w", err)
+	}
+	if err := json.Unmarshal(baseline, &snap.Baseline); err != nil {
+		return nil, fmt.Errorf("decode baseline: %w", err)
+	}
+	if snap.Baseline.Items == nil {
+		snap.Baseline.Items = []string{}
+	}
+	return &snap, nil
+}
