@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -703,9 +705,9 @@ func TestRequestHashNormalization(t *testing.T) {
 func TestLargeSnapshotIsStoredInTheClaimByReference(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	items := make([]string, savedsearch.MaxBaselineSize)
+	items := make([]string, savedsearch.MaxBaselineSize) // 10000 items of 200 characters
 	for i := range items {
-		items[i] = uuid.NewString()
+		items[i] = strings.Repeat(fmt.Sprintf("%08d", i), 25)
 	}
 	if _, err := b.searches.ReplaceBaseline(b.ctx, b.org, b.search.ID, savedsearch.Baseline{Items: items}); err != nil {
 		t.Fatal(err)
@@ -730,17 +732,31 @@ func TestLargeSnapshotIsStoredInTheClaimByReference(t *testing.T) {
 		rec := b.claimRow(t, tt.p.IdempotencyKey)
 		var stored struct {
 			Snapshot map[string]json.RawMessage `json:"snapshot"`
+			Ref      *idempotency.ResourceRef   `json:"resource_ref"`
 		}
 		if err := json.Unmarshal(rec.Response, &stored); err != nil {
 			t.Fatal(err)
 		}
 		_, hasBrief := stored.Snapshot["brief"]
-		if hasBrief != tt.inline || len(rec.Response) > maxInlineAnswer {
+		if hasBrief != tt.inline || len(rec.Response) > idempotency.DefaultMaxResponseBytes {
 			t.Errorf("%s: stored answer of %d bytes holds the brief %v, want %v", tt.p.IdempotencyKey, len(rec.Response), hasBrief, tt.inline)
 		}
+		if !tt.inline && (stored.Ref == nil || stored.Ref.Type != ResourceType || stored.Ref.ID != prep.Snapshot.ID.String()) {
+			t.Errorf("%s: stored answer %.200s, want a reference to snapshot %s", tt.p.IdempotencyKey, rec.Response, prep.Snapshot.ID)
+		}
+		if rec.ResourceType != ResourceType || rec.ResourceID != prep.Snapshot.ID.String() {
+			t.Errorf("%s: claim names resource %s/%s, want the snapshot", tt.p.IdempotencyKey, rec.ResourceType, rec.ResourceID)
+		}
+		// The start resumes from the completed claim, through the
+		// reference for the large one, and its replay answers the same.
 		res, err := b.starter.StartSavedSearch(b.ctx, tt.p)
 		if err != nil || !res.Created || res.Snapshot.ID != prep.Snapshot.ID || *res.Run.Name != prep.SavedSearchName {
 			t.Errorf("%s: start from the stored answer = %+v, %v; want a Run on snapshot %s", tt.p.IdempotencyKey, res, err, prep.Snapshot.ID)
+		}
+		again, err := b.starter.StartSavedSearch(b.ctx, tt.p)
+		if err != nil || again.Created || again.Run.ID != res.Run.ID || again.Snapshot.ID != prep.Snapshot.ID ||
+			again.Snapshot.ContentHash != prep.Snapshot.ContentHash {
+			t.Errorf("%s: replay = %+v, %v; want Run %s on snapshot %s", tt.p.IdempotencyKey, again, err, res.Run.ID, prep.Snapshot.ID)
 		}
 	}
 	b.wantCounts(t, 2, 2)

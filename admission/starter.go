@@ -38,12 +38,6 @@ var (
 // claim stores: its resource id is the snapshot id.
 const ResourceType = "saved_search_snapshot"
 
-// maxInlineAnswer bounds the stored answer of a claim. A snapshot whose JSON
-// is larger (a baseline of thousands of items) is stored as its summary
-// alone, a reference to the immutable snapshot record, which outlives the
-// claim anyway.
-const maxInlineAnswer = 64 << 10
-
 // Config configures a [Starter].
 type Config struct {
 	// Now stubs the database clock that stamps a Run's created_at and
@@ -211,9 +205,9 @@ type prepared struct {
 	// Error is "not_found" for the business answer of a freeze that found
 	// the saved search gone; everything else is then empty.
 	Error string `json:"error,omitempty"`
-	// Snapshot holds the snapshot: the whole of it, or its summary alone
-	// when the whole is larger than maxInlineAnswer. Reading decodes the
-	// summary fields, present in both.
+	// Snapshot holds the whole snapshot; reading decodes its summary
+	// fields. A snapshot larger than the plane's store limit is stored as a
+	// reference to the snapshot record instead (idempotency.ResourceRef).
 	Snapshot *snapshot.Summary `json:"snapshot,omitempty"`
 	// SavedSearchName names the Run.
 	SavedSearchName string `json:"saved_search_name,omitempty"`
@@ -237,7 +231,7 @@ func (s *Starter) prepare(ctx context.Context, p SavedSearchStart, hash string) 
 	case idempotency.KindClaimed:
 		return s.freeze(ctx, p, out.Claim)
 	case idempotency.KindCompleted:
-		return storedAnswer(out)
+		return s.storedAnswer(ctx, p.Org, out)
 	case idempotency.KindProcessing:
 		return nil, inFlight(p.IdempotencyKey, out.RetryAfter)
 	case idempotency.KindConflict:
@@ -310,20 +304,30 @@ func (s *Starter) freeze(ctx context.Context, p SavedSearchStart, claim *idempot
 }
 
 // answer returns the claim response for snap: the whole snapshot with the
-// saved search's name, or its summary when the whole is too large.
+// saved search's name. The plane stores a reference to the snapshot record
+// in its place when it is larger than the store limit.
 func answer(snap *snapshot.Snapshot) (json.RawMessage, error) {
-	b, err := json.Marshal(struct {
+	return json.Marshal(struct {
 		Snapshot        *snapshot.Snapshot `json:"snapshot"`
 		SavedSearchName string             `json:"saved_search_name"`
 	}{snap, snap.SavedSearchName})
-	if err != nil || len(b) <= maxInlineAnswer {
-		return b, err
-	}
-	return json.Marshal(prepared{Snapshot: new(snap.Summary()), SavedSearchName: snap.SavedSearchName})
 }
 
-// storedAnswer reads the answer of a completed claim.
-func storedAnswer(out idempotency.Outcome) (*prepared, error) {
+// storedAnswer reads the answer of a completed claim: inline, or through the
+// reference the plane stored for a large snapshot, from the immutable
+// snapshot record, which outlives the claim.
+func (s *Starter) storedAnswer(ctx context.Context, org uuid.UUID, out idempotency.Outcome) (*prepared, error) {
+	if out.Ref != nil {
+		id, err := uuid.Parse(out.Ref.ID)
+		if out.Ref.Type != ResourceType || err != nil {
+			return nil, fmt.Errorf("admission: the stored answer refers to %s %q, not a snapshot", out.Ref.Type, out.Ref.ID)
+		}
+		snap, err := s.snapshots.Get(ctx, org, id)
+		if err != nil {
+			return nil, fmt.Errorf("admission: reading the referred snapshot: %w", err)
+		}
+		return &prepared{Snapshot: new(snap.Summary()), SavedSearchName: snap.SavedSearchName}, nil
+	}
 	var prep prepared
 	if err := json.Unmarshal(out.Response, &prep); err != nil {
 		return nil, fmt.Errorf("admission: decoding the stored answer: %w", err)

@@ -1,8 +1,11 @@
 package idempotency
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -75,9 +78,39 @@ type Outcome struct {
 	Response     json.RawMessage
 	ResourceType string
 	ResourceID   string
+	// Ref is set for KindCompleted alone, when the stored response was
+	// larger than the store limit and a reference to the resource stands
+	// in its place: Response then holds the reference, and the caller reads
+	// the body from the resource.
+	Ref *ResourceRef
 	// RetryAfter is set for KindProcessing alone: the time until the live
 	// lease passes, by the database clock.
 	RetryAfter time.Duration
+}
+
+// ResourceRef stands in for a response larger than the store limit. It is
+// stored as {"resource_ref": {"type": ..., "id": ...}}, so a large answer is
+// not kept for the whole retention of its claim: the resource holds it.
+type ResourceRef struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+}
+
+// refPrefix starts every stored reference, as jsonb prints it.
+var refPrefix = []byte(`{"resource_ref":`)
+
+// parseRef returns the reference a stored response holds, or nil.
+func parseRef(response json.RawMessage) *ResourceRef {
+	if !bytes.HasPrefix(response, refPrefix) {
+		return nil
+	}
+	var v struct {
+		Ref *ResourceRef `json:"resource_ref"`
+	}
+	if json.Unmarshal(response, &v) != nil || v.Ref == nil || v.Ref.ID == "" {
+		return nil
+	}
+	return v.Ref
 }
 
 // InFlight returns an [*InFlightError] for a processing outcome and nil for
@@ -96,7 +129,9 @@ func (o Outcome) InFlight(scope, key string) error {
 type Completion struct {
 	ResourceType string
 	ResourceID   string
-	// Response must be a JSON object when set.
+	// Response must be a JSON object when set. One larger than
+	// [Config.MaxResponseBytes] is stored as a [ResourceRef] to the named
+	// resource, so it must name one.
 	Response json.RawMessage
 }
 
@@ -105,18 +140,41 @@ type Config struct {
 	// Now stubs the database clock, for tests. Nil (the default) passes
 	// NULL into the SQL, so every replica shares the database's clock.
 	Now func() time.Time
+	// MaxResponseBytes is the store limit: a completion whose response is
+	// larger stores a [ResourceRef] in its place. Default
+	// [DefaultMaxResponseBytes].
+	MaxResponseBytes int
+}
+
+// DefaultMaxResponseBytes is the default store limit of a response, 64 KiB.
+const DefaultMaxResponseBytes = 64 << 10
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, DefaultMaxResponseBytes)
+	return c
+}
+
+// Validate reports a configuration that cannot work, naming the field.
+func (c Config) Validate() error {
+	if c.MaxResponseBytes < 0 {
+		return fmt.Errorf("idempotency: MaxResponseBytes is %d, want a positive size", c.MaxResponseBytes)
+	}
+	return nil
 }
 
 // Service owns duplicate semantics on top of a [Repository]. It is safe for
 // concurrent use.
 type Service struct {
-	repo *Repository
+	repo             *Repository
+	maxResponseBytes int
 }
 
 // NewService returns a service running its statements on db, usually a
-// *pgxpool.Pool.
+// *pgxpool.Pool. Zero fields of cfg take their defaults.
 func NewService(db DBTX, cfg Config) *Service {
-	return &Service{repo: NewRepository(db, cfg.Now)}
+	cfg = cfg.WithDefaults()
+	return &Service{repo: NewRepository(db, cfg.Now), maxResponseBytes: cfg.MaxResponseBytes}
 }
 
 // Repository returns the repository the service runs on.
@@ -234,6 +292,7 @@ func judge(rec *Record, requestHash string) (Outcome, bool) {
 			Response:     rec.Response,
 			ResourceType: rec.ResourceType,
 			ResourceID:   rec.ResourceID,
+			Ref:          parseRef(rec.Response),
 		}, true
 	case rec.LeaseLive():
 		return Outcome{Kind: KindProcessing, RetryAfter: rec.LeaseExpiresAt.Sub(rec.ObservedAt)}, true
@@ -278,6 +337,19 @@ func (s *Service) complete(ctx context.Context, repo *Repository, claim *Claim, 
 	}
 	if err := validateCompletion(c); err != nil {
 		return false, err
+	}
+	if len(c.Response) > s.maxResponseBytes {
+		if c.ResourceID == "" {
+			return false, &InputError{Field: "response", Reason: fmt.Sprintf(
+				"is %d bytes, over the store limit of %d, and names no resource to refer to", len(c.Response), s.maxResponseBytes)}
+		}
+		ref, err := json.Marshal(struct {
+			Ref ResourceRef `json:"resource_ref"`
+		}{ResourceRef{Type: c.ResourceType, ID: c.ResourceID}})
+		if err != nil {
+			return false, err
+		}
+		c.Response = ref
 	}
 	rec, err := repo.Complete(ctx, claim.ID, claim.LeaseToken, c.ResourceType, c.ResourceID, c.Response)
 	if err != nil {

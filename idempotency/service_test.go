@@ -583,3 +583,56 @@ func TestTableConstraints(t *testing.T) {
 		t.Fatalf("valid completed row refused: %v", err)
 	}
 }
+
+func TestLargeResponseIsStoredAsAResourceRef(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	svc := idempotency.NewService(b.pool, idempotency.Config{Now: b.clock.Now, MaxResponseBytes: 64})
+	body := func(n int) json.RawMessage { // a JSON object of exactly n bytes
+		return json.RawMessage(`{"b":"` + strings.Repeat("x", n-8) + `"}`)
+	}
+	claim := func(key string) *idempotency.Claim {
+		out, err := svc.Claim(ctx, b.org, toolScope, key, hashA, toolLease)
+		if err != nil || out.Kind != idempotency.KindClaimed {
+			t.Fatalf("Claim(%s) = %v, %v", key, out.Kind, err)
+		}
+		return out.Claim
+	}
+
+	large := claim("large")
+	ok, err := svc.Complete(ctx, large, idempotency.Completion{ResourceType: "snapshot", ResourceID: "s-1", Response: body(65)})
+	if err != nil || !ok {
+		t.Fatalf("Complete(65 bytes) = %v, %v", ok, err)
+	}
+	out, err := svc.Claim(ctx, b.org, toolScope, "large", hashA, toolLease)
+	if err != nil || out.Kind != idempotency.KindCompleted {
+		t.Fatalf("replay = %v, %v", out.Kind, err)
+	}
+	if out.Ref == nil || *out.Ref != (idempotency.ResourceRef{Type: "snapshot", ID: "s-1"}) {
+		t.Fatalf("replay Ref = %v, want snapshot/s-1", out.Ref)
+	}
+	if out.ResourceType != "snapshot" || out.ResourceID != "s-1" {
+		t.Fatalf("replay resource = %s/%s, want snapshot/s-1", out.ResourceType, out.ResourceID)
+	}
+	if strings.Contains(string(out.Response), "xxxx") || !strings.Contains(string(out.Response), `"resource_ref"`) {
+		t.Fatalf("stored response = %s, want the reference instead of the body", out.Response)
+	}
+
+	atLimit := claim("at-limit")
+	if ok, err := svc.Complete(ctx, atLimit, idempotency.Completion{Response: body(64)}); err != nil || !ok {
+		t.Fatalf("Complete(64 bytes) = %v, %v", ok, err)
+	}
+	out, _ = svc.Read(ctx, b.org, toolScope, "at-limit", hashA)
+	if out.Ref != nil || !strings.Contains(string(out.Response), "xxxx") {
+		t.Fatalf("a response at the limit = %s (ref %v), want it inline", out.Response, out.Ref)
+	}
+
+	anonymous := claim("anonymous")
+	if ok, err := svc.Complete(ctx, anonymous, idempotency.Completion{Response: body(65)}); ok || !errors.Is(err, idempotency.ErrInvalid) {
+		t.Fatalf("Complete(large, no resource) = %v, %v; want false, ErrInvalid", ok, err)
+	}
+	if rec := b.row(t, toolScope, "anonymous"); rec.Status != idempotency.StatusProcessing {
+		t.Fatalf("refused completion wrote status %s", rec.Status)
+	}
+}
