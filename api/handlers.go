@@ -1,0 +1,321 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
+)
+
+// HeaderIdempotentReplayed marks a start answered from an earlier admission.
+const HeaderIdempotentReplayed = "Idempotent-Replayed"
+
+// page is a page of a cursor-paginated list. NextCursor is null on the last
+// page; pass it back as ?cursor= for the next.
+type page[T any] struct {
+	Items      []T     `json:"items"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// list is a whole list.
+type list[T any] struct {
+	Items []T `json:"items"`
+}
+
+// startResponse answers a start: the Run and, for a saved-search start, the
+// snapshot it runs on (null for a direct start).
+type startResponse struct {
+	Run      *runs.Run         `json:"run"`
+	Snapshot *snapshot.Summary `json:"snapshot"`
+}
+
+// startRequest is the optional body of a saved-search start. Pointers tell
+// an omitted field (the default) from one set out of range, such as
+// max_results 0.
+type startRequest struct {
+	MaxResults *int    `json:"max_results" validate:"omitnil,min=1,max=1000"`
+	Note       *string `json:"note" validate:"omitnil,max=500"`
+}
+
+var errNoSuchPath = &apiError{status: http.StatusNotFound, code: CodeNotFound, detail: "no such resource"}
+
+// pathID returns the :id of the route. An id that is not a UUID names
+// nothing and answers 404, as a missing one does.
+func pathID(c echo.Context) (uuid.UUID, error) {
+	id, err := uuid.Parse(c.Param("id"))
+	if err != nil {
+		return uuid.Nil, errNoSuchPath
+	}
+	return id, nil
+}
+
+// listQuery reads ?limit= (1 to maxLimit; omitted means the store's
+// default, returned as 0) and ?cursor=.
+func listQuery(c echo.Context, maxLimit int) (limit int, cursor string, err error) {
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLimit {
+			return 0, "", validationFailed(FieldError{Field: "limit",
+				Message: "must be an integer from 1 to " + strconv.Itoa(maxLimit)})
+		}
+		limit = n
+	}
+	return limit, c.QueryParam("cursor"), nil
+}
+
+func nextCursor(next string) *string {
+	if next == "" {
+		return nil
+	}
+	return &next
+}
+
+func (s *Server) createSavedSearch(c echo.Context) error {
+	var req savedsearch.CreateParams
+	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+		return err
+	}
+	p := principal(c)
+	req.Actor = p.Actor
+	ss, err := s.savedSearches.Create(c.Request().Context(), p.OrganizationID, req)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/saved-searches/"+ss.ID.String())
+	return c.JSON(http.StatusCreated, ss)
+}
+
+func (s *Server) listSavedSearches(c echo.Context) error {
+	limit, cursor, err := listQuery(c, savedsearch.MaxListLimit)
+	if err != nil {
+		return err
+	}
+	items, next, err := s.savedSearches.List(c.Request().Context(), principal(c).OrganizationID,
+		savedsearch.ListParams{Limit: limit, Cursor: cursor})
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		items = []savedsearch.SavedSearch{}
+	}
+	return c.JSON(http.StatusOK, page[savedsearch.SavedSearch]{Items: items, NextCursor: nextCursor(next)})
+}
+
+func (s *Server) getSavedSearch(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	ss, err := s.savedSearches.Get(c.Request().Context(), principal(c).OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ss)
+}
+
+// updateSavedSearch changes the name and/or the brief. A body that sets
+// neither is refused: "name and/or brief" means at least one.
+func (s *Server) updateSavedSearch(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	var req savedsearch.UpdateParams
+	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+		return err
+	}
+	if req.Name == nil && req.Brief == nil {
+		return validationFailed(
+			FieldError{Field: "name", Message: "is required when brief is absent"},
+			FieldError{Field: "brief", Message: "is required when name is absent"})
+	}
+	ss, err := s.savedSearches.Update(c.Request().Context(), principal(c).OrganizationID, id, req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ss)
+}
+
+func (s *Server) replaceBaseline(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	var req savedsearch.Baseline
+	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+		return err
+	}
+	ss, err := s.savedSearches.ReplaceBaseline(c.Request().Context(), principal(c).OrganizationID, id, req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ss)
+}
+
+func (s *Server) archiveSavedSearch(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.savedSearches.Archive(c.Request().Context(), principal(c).OrganizationID, id); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) listSnapshots(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	items, err := s.snapshots.ListBySavedSearch(c.Request().Context(), principal(c).OrganizationID, id)
+	if errors.Is(err, snapshot.ErrNotFound) {
+		return savedsearch.ErrNotFound // what is missing is the saved search
+	}
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		items = []snapshot.Snapshot{}
+	}
+	return c.JSON(http.StatusOK, list[snapshot.Snapshot]{Items: items})
+}
+
+func (s *Server) getSnapshot(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	snap, err := s.snapshots.Get(c.Request().Context(), principal(c).OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, snap)
+}
+
+// startSavedSearch admits a Run on a frozen copy of the saved search. The
+// checks run cheapest first and all before any claim: the path, the
+// Idempotency-Key, the body.
+func (s *Server) startSavedSearch(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	key, err := s.idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	var req startRequest
+	if err := s.decodeBody(c, &req, bodyOptional); err != nil {
+		return err
+	}
+	var opts admission.StartOptions
+	if req.MaxResults != nil {
+		opts.MaxResults = *req.MaxResults
+	}
+	if req.Note != nil {
+		opts.Note = *req.Note
+	}
+	p := principal(c)
+	res, err := s.starter.StartSavedSearch(c.Request().Context(), admission.SavedSearchStart{
+		Org:            p.OrganizationID,
+		SavedSearchID:  id,
+		IdempotencyKey: key,
+		Options:        opts,
+		Actor:          p.Actor,
+	})
+	if err != nil {
+		return err
+	}
+	return startAnswer(c, res)
+}
+
+// startDirect admits a capability or definition Run.
+func (s *Server) startDirect(c echo.Context) error {
+	key, err := s.idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	var req admission.DirectStart
+	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+		return err
+	}
+	if in := bytes.TrimSpace(req.Input); len(in) > 0 && in[0] != '{' && string(in) != "null" {
+		return validationFailed(FieldError{Field: "input", Message: "must be an object"})
+	}
+	p := principal(c)
+	req.Org, req.IdempotencyKey, req.Actor = p.OrganizationID, key, p.Actor
+	res, err := s.starter.StartDirect(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	return startAnswer(c, res)
+}
+
+// startAnswer writes a start's answer: 201 for the admission, 200 with
+// Idempotent-Replayed: true and the same body for every repeat.
+func startAnswer(c echo.Context, res admission.Result) error {
+	h := c.Response().Header()
+	h.Set(echo.HeaderLocation, "/v1/runs/"+res.Run.ID.String())
+	status := http.StatusCreated
+	if !res.Created {
+		status = http.StatusOK
+		h.Set(HeaderIdempotentReplayed, "true")
+	}
+	return c.JSON(status, startResponse{Run: res.Run, Snapshot: res.Snapshot})
+}
+
+func (s *Server) listRuns(c echo.Context) error {
+	limit, cursor, err := listQuery(c, runs.MaxListLimit)
+	if err != nil {
+		return err
+	}
+	params := runs.ListParams{Limit: limit, Cursor: cursor}
+	if v := c.QueryParam("saved_search_id"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return validationFailed(FieldError{Field: "saved_search_id", Message: "must be a UUID"})
+		}
+		params.SavedSearchID = &id
+	}
+	items, next, err := s.runs.List(c.Request().Context(), principal(c).OrganizationID, params)
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		items = []runs.Run{}
+	}
+	return c.JSON(http.StatusOK, page[runs.Run]{Items: items, NextCursor: nextCursor(next)})
+}
+
+func (s *Server) getRun(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	run, err := s.runs.Get(c.Request().Context(), principal(c).OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, run)
+}
+
+// idempotencyKey reads the request's Idempotency-Key header as a problem.
+func (s *Server) idempotencyKey(c echo.Context) (string, error) {
+	key, err := idempotencyKey(c.Request().Header)
+	switch err {
+	case nil:
+		return key, nil
+	case errKeyMissing:
+		return "", &apiError{status: http.StatusBadRequest, code: CodeMissingIdempotencyKey, detail: err.Error()}
+	}
+	return "", &apiError{status: http.StatusBadRequest, code: CodeInvalidIdempotencyKey, detail: err.Error()}
+}

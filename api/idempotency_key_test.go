@@ -1,0 +1,89 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/idempotency"
+)
+
+func TestParseIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("k", api.MaxIdempotencyKeyLen)
+	tests := []struct {
+		in   string
+		want string // "" means refused
+	}{
+		{"abc", "abc"},
+		{"8e03978e-40d5-43e8-bc93-6894a57f9324", "8e03978e-40d5-43e8-bc93-6894a57f9324"},
+		{`"abc"`, "abc"},
+		{`"a\"b\\c"`, `a"b\c`},
+		{`  "abc"  `, "abc"},
+		{" abc\t", "abc"},
+		{"a b", "a b"},
+		{`"a b"`, "a b"},
+		{`a"b`, `a"b`},
+		{long, long},
+		{`"` + long + `"`, long},
+		{"~!@#$%^&*()_+{}|:<>?", "~!@#$%^&*()_+{}|:<>?"},
+
+		{"", ""},
+		{"   ", ""},
+		{`""`, ""},
+		{long + "k", ""},
+		{`"` + long + `k"`, ""},
+		{`" abc"`, ""}, // a space may not start a key
+		{`"abc "`, ""},
+		{`"abc`, ""},
+		{`"abc"x`, ""},
+		{`"abc";p=1`, ""},
+		{`"a\nb"`, ""},
+		{`"a\`, ""},
+		{"a\tb", ""},
+		{"a\x00b", ""},
+		{"a\x7fb", ""},
+		{"clé", ""},
+		{"\"ab\x01\"", ""},
+	}
+	for _, tt := range tests {
+		got, err := api.ParseIdempotencyKey(tt.in)
+		switch {
+		case tt.want == "" && err == nil:
+			t.Errorf("ParseIdempotencyKey(%q) = %q, want an error", tt.in, got)
+		case tt.want != "" && (err != nil || got != tt.want):
+			t.Errorf("ParseIdempotencyKey(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// FuzzParseIdempotencyKey checks the properties every accepted key has,
+// whatever the header held: it never panics, the key is 1 to 255 printable
+// ASCII characters without a space at either end, the plane accepts it, and
+// its quoted form names the same key.
+func FuzzParseIdempotencyKey(f *testing.F) {
+	for _, s := range []string{"abc", `"abc"`, `"a\"b"`, `"a\\"`, " x ", `"`, `""`, "\x00", strings.Repeat("a", 256)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		key, err := api.ParseIdempotencyKey(in)
+		if err != nil {
+			return
+		}
+		if key == "" || len(key) > api.MaxIdempotencyKeyLen || key[0] == ' ' || key[len(key)-1] == ' ' {
+			t.Fatalf("ParseIdempotencyKey(%q) = %q: bad length or edge space", in, key)
+		}
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x20 || key[i] > 0x7e {
+				t.Fatalf("ParseIdempotencyKey(%q) = %q: byte %#x is not printable ASCII", in, key, key[i])
+			}
+		}
+		if err := idempotency.ValidateKey(key); err != nil {
+			t.Fatalf("ParseIdempotencyKey(%q) = %q, which the plane refuses: %v", in, key, err)
+		}
+		quoted := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
+		if again, err := api.ParseIdempotencyKey(quoted); err != nil || again != key {
+			t.Fatalf("ParseIdempotencyKey(%q) = %q, %v; want %q back from its quoted form", quoted, again, err, key)
+		}
+	})
+}

@@ -1,0 +1,72 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
+)
+
+func TestProblemForMapsEveryDomainOutcome(t *testing.T) {
+	t.Parallel()
+	wrap := func(err error) error { return fmt.Errorf("layer: %w", err) }
+	domainInvalid := savedsearch.UpdateParams{Name: new("")}.Validate()
+	tests := []struct {
+		name       string
+		err        error
+		status     int // 0: unknown, a 500
+		code       string
+		retryAfter time.Duration
+	}{
+		{"saved search not found", wrap(savedsearch.ErrNotFound), 404, CodeNotFound, 0},
+		{"start of a missing saved search", admission.ErrNotFound, 404, CodeNotFound, 0},
+		{"snapshot not found", snapshot.ErrNotFound, 404, CodeNotFound, 0},
+		{"run not found", wrap(runs.ErrNotFound), 404, CodeNotFound, 0},
+		{"key reused", admission.ErrKeyReused, 422, CodeKeyReused, 0},
+		{"in flight", wrap(&idempotency.InFlightError{RetryAfter: 2500 * time.Millisecond}), 409, CodeInProgress, 2500 * time.Millisecond},
+		{"in flight, bare sentinel", idempotency.ErrClaimInFlight, 409, CodeInProgress, time.Second},
+		{"bad cursor", runs.ErrInvalidCursor, 400, CodeValidationFailed, 0},
+		{"plane refuses a key", wrap(&idempotency.InputError{Field: "key", Reason: "x"}), 400, CodeInvalidIdempotencyKey, 0},
+		{"domain refuses input", domainInvalid, 400, CodeValidationFailed, 0},
+		{"connection refused", wrap(&pgconn.ConnectError{}), 503, CodeUnavailable, unavailableRetryAfter},
+		{"server shutting down", wrap(&pgconn.PgError{Code: "57P01"}), 503, CodeUnavailable, unavailableRetryAfter},
+		{"serialization failure", &pgconn.PgError{Code: "40001"}, 503, CodeUnavailable, unavailableRetryAfter},
+		{"timeout", wrap(context.DeadlineExceeded), 503, CodeUnavailable, unavailableRetryAfter},
+		{"value PostgreSQL cannot store", wrap(&pgconn.PgError{Code: "22P05"}), 400, CodeValidationFailed, 0},
+		{"unique violation nobody translated", &pgconn.PgError{Code: "23505"}, 0, "", 0},
+		{"plain bug", errors.New("nil map"), 0, "", 0},
+	}
+	for _, tt := range tests {
+		p := problemFor(tt.err)
+		switch {
+		case tt.status == 0 && p != nil:
+			t.Errorf("%s: problemFor = %d %s, want unknown (a 500)", tt.name, p.status, p.code)
+		case tt.status != 0 && (p == nil || p.status != tt.status || p.code != tt.code || p.retryAfter != tt.retryAfter):
+			t.Errorf("%s: problemFor = %+v, want %d %s retry %s", tt.name, p, tt.status, tt.code, tt.retryAfter)
+		}
+	}
+	if p := problemFor(domainInvalid); len(p.fields) != 1 || p.fields[0].Field != "name" {
+		t.Errorf("domain validation fields = %+v, want the JSON name", p.fields)
+	}
+	if got := snakePath("Baseline.Items[3]"); got != "baseline.items[3]" {
+		t.Errorf("snakePath = %q", got)
+	}
+	if got := snakePath("MaxResults"); got != "max_results" {
+		t.Errorf("snakePath = %q", got)
+	}
+	if got := retryAfterSeconds(1500 * time.Millisecond); got != 2 {
+		t.Errorf("retryAfterSeconds(1.5s) = %d, want 2", got)
+	}
+	if got := retryAfterSeconds(0); got != 1 {
+		t.Errorf("retryAfterSeconds(0) = %d, want 1", got)
+	}
+}

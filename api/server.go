@@ -1,0 +1,259 @@
+// Package api is the HTTP edge of searchd: JSON over HTTP with echo, the
+// routes of the saved-search surface, Run starts and reads, health checks
+// and the OpenAPI document that describes them (openapi.json, served at
+// GET /openapi.json).
+//
+// The package decides what the domain packages cannot: who the caller is
+// (an HS256 bearer token; the organization comes from its org_id claim and
+// from nowhere else), what a well-formed request is (the Idempotency-Key
+// header, JSON bodies, field rules), and how every outcome reads on the
+// wire. Errors are RFC 9457 problem documents with a machine code; the one
+// table that turns domain errors into statuses is in problem.go. No input
+// of any shape is meant to produce a 500: a 500 is a bug, logged with the
+// request id the response carries.
+//
+// Identifiers in paths are UUIDs. A path id that is not a UUID names no
+// resource, so it answers 404 not_found like an id of another
+// organization; a malformed id in a query parameter answers 400
+// validation_failed, because there the client sent a filter, not a name.
+package api
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/labstack/echo/v4"
+
+	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/migrations"
+	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
+)
+
+// SavedSearches is what the API needs of the saved-search store; a
+// *savedsearch.Store has it.
+type SavedSearches interface {
+	Create(ctx context.Context, org uuid.UUID, p savedsearch.CreateParams) (*savedsearch.SavedSearch, error)
+	Get(ctx context.Context, org, id uuid.UUID) (*savedsearch.SavedSearch, error)
+	List(ctx context.Context, org uuid.UUID, p savedsearch.ListParams) ([]savedsearch.SavedSearch, string, error)
+	Update(ctx context.Context, org, id uuid.UUID, p savedsearch.UpdateParams) (*savedsearch.SavedSearch, error)
+	ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b savedsearch.Baseline) (*savedsearch.SavedSearch, error)
+	Archive(ctx context.Context, org, id uuid.UUID) error
+}
+
+// Snapshots is what the API needs of the snapshot store; a *snapshot.Store
+// has it.
+type Snapshots interface {
+	Get(ctx context.Context, org, id uuid.UUID) (*snapshot.Snapshot, error)
+	ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID) ([]snapshot.Snapshot, error)
+}
+
+// Runs is what the API needs of the Run store; a *runs.Store has it.
+type Runs interface {
+	Get(ctx context.Context, org, id uuid.UUID) (*runs.Run, error)
+	List(ctx context.Context, org uuid.UUID, p runs.ListParams) ([]runs.Run, string, error)
+}
+
+// Starter starts Runs; an *admission.Starter is one.
+type Starter interface {
+	StartSavedSearch(ctx context.Context, p admission.SavedSearchStart) (admission.Result, error)
+	StartDirect(ctx context.Context, p admission.DirectStart) (admission.Result, error)
+}
+
+// Deps are what a [Server] is built from.
+type Deps struct {
+	// Pool is the database /readyz checks. Required.
+	Pool *pgxpool.Pool
+	// The domain services. Required.
+	SavedSearches SavedSearches
+	Snapshots     Snapshots
+	Runs          Runs
+	Starter       Starter
+	// JWTSecret verifies bearer tokens (HS256); at least
+	// [MinJWTSecretLen] bytes. Required.
+	JWTSecret []byte
+	// Logger receives the access log and the errors; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock tokens expire by; nil is time.Now.
+	Now func() time.Time
+	// MaxBodyBytes limits request bodies; zero is [DefaultMaxBodyBytes].
+	MaxBodyBytes int64
+	// Ready, when set, replaces the readiness check of /readyz: it returns
+	// nil when the service can take traffic. The default pings Pool and
+	// checks that its schema is at the newest migration.
+	Ready func(ctx context.Context) error
+}
+
+// Server is the HTTP API. It is safe for concurrent use.
+type Server struct {
+	echo          *echo.Echo
+	savedSearches SavedSearches
+	snapshots     Snapshots
+	runs          Runs
+	starter       Starter
+	jwtSecret     []byte
+	logger        *slog.Logger
+	now           func() time.Time
+	maxBodyBytes  int64
+	ready         func(ctx context.Context) error
+}
+
+// New returns the API server built on d. It returns an error naming the
+// first dependency that is missing or invalid.
+func New(d Deps) (*Server, error) {
+	switch {
+	case d.Pool == nil && d.Ready == nil:
+		return nil, errors.New("api: Deps.Pool is required")
+	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.Starter == nil:
+		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs and Starter are required")
+	case len(d.JWTSecret) < MinJWTSecretLen:
+		return nil, fmt.Errorf("api: Deps.JWTSecret is %d bytes; it must be at least %d", len(d.JWTSecret), MinJWTSecretLen)
+	case d.MaxBodyBytes < 0:
+		return nil, errors.New("api: Deps.MaxBodyBytes is negative")
+	}
+	s := &Server{
+		savedSearches: d.SavedSearches,
+		snapshots:     d.Snapshots,
+		runs:          d.Runs,
+		starter:       d.Starter,
+		jwtSecret:     d.JWTSecret,
+		logger:        d.Logger,
+		now:           d.Now,
+		maxBodyBytes:  d.MaxBodyBytes,
+		ready:         d.Ready,
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.maxBodyBytes == 0 {
+		s.maxBodyBytes = DefaultMaxBodyBytes
+	}
+	if s.ready == nil {
+		s.ready = poolReady(d.Pool, stdlib.OpenDBFromPool(d.Pool))
+	}
+	s.echo = s.routes()
+	return s, nil
+}
+
+// Handler returns the http.Handler that serves the API.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.requestID, s.accessLog, s.recoverPanic)
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/openapi.json", serveOpenAPI)
+
+	v1 := e.Group("/v1", s.authenticate)
+	v1.POST("/saved-searches", s.createSavedSearch)
+	v1.GET("/saved-searches", s.listSavedSearches)
+	v1.GET("/saved-searches/:id", s.getSavedSearch)
+	v1.PATCH("/saved-searches/:id", s.updateSavedSearch)
+	v1.DELETE("/saved-searches/:id", s.archiveSavedSearch)
+	v1.PUT("/saved-searches/:id/baseline", s.replaceBaseline)
+	v1.POST("/saved-searches/:id/start", s.startSavedSearch)
+	v1.GET("/saved-searches/:id/snapshots", s.listSnapshots)
+	v1.POST("/runs", s.startDirect)
+	v1.GET("/runs", s.listRuns)
+	v1.GET("/runs/:id", s.getRun)
+	v1.GET("/snapshots/:id", s.getSnapshot)
+	return e
+}
+
+// requestID gives every request a fresh id, sent back in X-Request-Id and
+// written in every log line about the request. A client-sent id is not
+// trusted into the log.
+func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderXRequestID, uuid.NewString())
+		return next(c)
+	}
+}
+
+// accessLog logs one line per request, after the error handler has
+// rendered any error, so the status is the one the client saw.
+func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			s.handleError(err, c)
+		}
+		res := c.Response()
+		s.logger.LogAttrs(context.WithoutCancel(c.Request().Context()), slog.LevelInfo, "request",
+			slog.String("request_id", res.Header().Get(echo.HeaderXRequestID)),
+			slog.String("method", c.Request().Method),
+			slog.String("route", c.Path()),
+			slog.Int("status", res.Status),
+			slog.Int64("bytes", res.Size),
+			slog.Duration("duration", time.Since(start)))
+		return nil
+	}
+}
+
+// recoverPanic turns a panic in a handler into an error, which becomes a
+// logged 500, instead of a dropped connection.
+func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return next(c)
+	}
+}
+
+// healthz answers 200 while the process serves HTTP at all.
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyTimeout bounds the readiness check, so a hung database answers 503
+// rather than hanging the prober.
+const readyTimeout = 3 * time.Second
+
+// readyz answers 200 when the database is reachable and its schema is at
+// the newest migration, else 503 unavailable.
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
+	defer cancel()
+	if err := s.ready(ctx); err != nil {
+		s.logger.LogAttrs(ctx, slog.LevelWarn, "not ready",
+			slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
+			slog.String("error", err.Error()))
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
+			detail:     "the service is not ready: its database is unreachable or its schema is not current",
+			retryAfter: unavailableRetryAfter}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// poolReady is the default readiness check.
+func poolReady(pool *pgxpool.Pool, db *sql.DB) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if err := pool.Ping(ctx); err != nil {
+			return err
+		}
+		return migrations.CheckDB(ctx, db)
+	}
+}

@@ -1,0 +1,329 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// testSecret signs the tokens of every test server.
+var testSecret = []byte("test-secret-test-secret-test-secret-0123")
+
+// bundle is one test's server and what it needs to talk to it.
+type bundle struct {
+	t      testing.TB
+	pool   *pgxpool.Pool
+	server *httptest.Server
+	api    *api.Server
+	// org is the caller's organization; token authenticates as it.
+	org   uuid.UUID
+	token string
+	logs  *syncBuffer
+}
+
+// setupOpts tune setup; the zero value is a plain server on a fresh
+// database.
+type setupOpts struct {
+	// pool, when set, is used instead of a fresh test database.
+	pool *pgxpool.Pool
+	// now stubs the database clock of the plane and of admission.
+	now func() time.Time
+	// deps edits the dependencies before the server is built.
+	deps func(d *api.Deps)
+}
+
+func setup(t testing.TB, opts setupOpts) *bundle {
+	t.Helper()
+	pool := opts.pool
+	if pool == nil {
+		pool = pgtest.NewDB(t)
+	}
+	logs := &syncBuffer{}
+	d := api.Deps{
+		Pool:          pool,
+		SavedSearches: savedsearch.NewStore(pool),
+		Snapshots:     snapshot.NewStore(pool),
+		Runs:          runs.NewStore(pool, runs.Config{Now: opts.now}),
+		Starter: admission.NewStarter(pool, idempotency.NewService(pool, idempotency.Config{Now: opts.now}),
+			admission.Config{Now: opts.now}),
+		JWTSecret: testSecret,
+		Logger:    slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if opts.deps != nil {
+		opts.deps(&d)
+	}
+	srv, err := api.New(d)
+	if err != nil {
+		t.Fatalf("api.New: %v", err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	b := &bundle{t: t, pool: pool, server: ts, api: srv, org: uuid.New(), logs: logs}
+	b.token = b.tokenFor(b.org, "tester")
+	return b
+}
+
+// tokenFor returns a valid token for org with sub actor.
+func (b *bundle) tokenFor(org uuid.UUID, actor string) string {
+	b.t.Helper()
+	tok, err := api.SignToken(testSecret, org, actor, time.Now(), time.Hour)
+	if err != nil {
+		b.t.Fatalf("SignToken: %v", err)
+	}
+	return tok
+}
+
+// response is what a request answered.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// decode decodes the body into v, failing the test when it is not JSON.
+func (r *response) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decoding %s: %v", r.body, err)
+	}
+}
+
+// problem decodes a problem body and checks its media type and shape.
+func (r *response) problem(t *testing.T) api.Problem {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != api.MediaTypeProblem {
+		t.Fatalf("Content-Type = %q, want %q (body %s)", ct, api.MediaTypeProblem, r.body)
+	}
+	var p api.Problem
+	r.decode(t, &p)
+	if p.Status != r.status || p.Type != api.ProblemTypeBase+p.Code || p.Title == "" || p.Detail == "" {
+		t.Fatalf("problem %+v does not match status %d or lacks a member", p, r.status)
+	}
+	return p
+}
+
+// req describes one request; do sends it.
+type req struct {
+	method, path string
+	// body is sent as is when a string or []byte, else encoded as JSON.
+	// nil sends no body.
+	body any
+	// header is added; Content-Type defaults to application/json when a
+	// body is sent, Authorization to the bundle's token.
+	header map[string]string
+	// noAuth sends no Authorization header.
+	noAuth bool
+}
+
+// do sends r and returns the answer, after validating it against the
+// OpenAPI document: every response any test receives is checked.
+func (b *bundle) do(r req) *response {
+	b.t.Helper()
+	res, err := b.send(r)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return res
+}
+
+// send is do for any goroutine: it reports failures as errors, including
+// an answer the OpenAPI document does not allow.
+func (b *bundle) send(r req) (*response, error) {
+	var body io.Reader
+	switch v := r.body.(type) {
+	case nil:
+	case string:
+		body = strings.NewReader(v)
+	case []byte:
+		body = bytes.NewReader(v)
+	default:
+		buf, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("encoding body: %w", err)
+		}
+		body = bytes.NewReader(buf)
+	}
+	hr, err := http.NewRequest(r.method, b.server.URL+r.path, body)
+	if err != nil {
+		return nil, err
+	}
+	if r.body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	if !r.noAuth {
+		hr.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	for k, v := range r.header {
+		if v == "" {
+			hr.Header.Del(k)
+			continue
+		}
+		hr.Header.Set(k, v)
+	}
+	res, err := b.server.Client().Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", r.method, r.path, err)
+	}
+	defer res.Body.Close()
+	buf, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: reading answer: %w", r.method, r.path, err)
+	}
+	out := &response{status: res.StatusCode, header: res.Header, body: buf}
+	if err := validateAgainstOpenAPI(hr, out); err != nil {
+		return out, fmt.Errorf("%s %s answered %d %s, which the OpenAPI document does not allow: %w",
+			r.method, r.path, out.status, out.body, err)
+	}
+	return out, nil
+}
+
+// openAPI is the loaded document and its router, shared by all tests.
+var openAPI = sync.OnceValues(func() (routers.Router, error) {
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(api.OpenAPI)
+	if err != nil {
+		return nil, err
+	}
+	if err := doc.Validate(loader.Context); err != nil {
+		return nil, err
+	}
+	return gorillamux.NewRouter(doc)
+})
+
+// validateAgainstOpenAPI checks res, the answer to hr, against the OpenAPI
+// document: its status must be documented for the operation, and its
+// headers and body must match. A request no operation of the document
+// names (an unknown path or method) has nothing to check.
+func validateAgainstOpenAPI(hr *http.Request, res *response) error {
+	router, err := openAPI()
+	if err != nil {
+		return err
+	}
+	// The router matches on the path alone; the host of the test server
+	// is not the document's.
+	route, params, err := router.FindRoute(hr)
+	if err != nil {
+		return nil
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{
+			Request:    hr,
+			PathParams: params,
+			Route:      route,
+		},
+		Status:  res.status,
+		Header:  res.header,
+		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	in.SetBodyBytes(res.body)
+	return openapi3filter.ValidateResponse(context.Background(), in)
+}
+
+// seedOpts describe a saved search to seed.
+type seedOpts struct {
+	org      uuid.UUID // default: the bundle's organization
+	name     string
+	query    string
+	items    []string
+	archived bool
+}
+
+// seedSavedSearch creates a saved search through the store, not the API.
+func (b *bundle) seedSavedSearch(o seedOpts) *savedsearch.SavedSearch {
+	b.t.Helper()
+	if o.org == uuid.Nil {
+		o.org = b.org
+	}
+	if o.name == "" {
+		o.name = "seeded " + uuid.NewString()[:8]
+	}
+	if o.query == "" {
+		o.query = "golang jobs"
+	}
+	store := savedsearch.NewStore(b.pool)
+	ss, err := store.Create(context.Background(), o.org, savedsearch.CreateParams{
+		Name:     o.name,
+		Brief:    savedsearch.Brief{Query: o.query, Filters: map[string]any{"remote": true}},
+		Baseline: savedsearch.Baseline{Items: o.items},
+		Actor:    "seed",
+	})
+	if err != nil {
+		b.t.Fatalf("seeding saved search: %v", err)
+	}
+	if o.archived {
+		if err := store.Archive(context.Background(), o.org, ss.ID); err != nil {
+			b.t.Fatalf("archiving seeded saved search: %v", err)
+		}
+	}
+	return ss
+}
+
+// start posts a saved-search start with key and body.
+func (b *bundle) start(id uuid.UUID, key string, body any) *response {
+	b.t.Helper()
+	return b.do(req{method: http.MethodPost, path: "/v1/saved-searches/" + id.String() + "/start",
+		body: body, header: map[string]string{"Idempotency-Key": key}})
+}
+
+// count returns the number of rows a query counts.
+func (b *bundle) count(query string, args ...any) int {
+	b.t.Helper()
+	var n int
+	if err := b.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		b.t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's concurrent logging.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("json.Marshal(%v): %v", v, err)
+	}
+	return b
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/api"
+)
+
+// Environment variables searchd reads. Each setting also has a flag on the
+// subcommands that use it; a flag wins over the variable.
+const (
+	EnvDatabaseURL   = "DATABASE_URL"
+	EnvAddr          = "SEARCHD_ADDR"
+	EnvJWTSecret     = "SEARCHD_JWT_SECRET"
+	EnvShutdownGrace = "SEARCHD_SHUTDOWN_GRACE"
+	EnvMaxBodyBytes  = "SEARCHD_MAX_BODY_BYTES"
+	EnvLogLevel      = "SEARCHD_LOG_LEVEL"
+	EnvLogFormat     = "SEARCHD_LOG_FORMAT"
+	EnvDevDir        = "SEARCHD_DEV_DIR"
+	EnvPGBin         = "SEARCHD_PG_BIN"
+)
+
+// Defaults of the settings.
+const (
+	DefaultAddr          = ":8080"
+	DefaultDevAddr       = "127.0.0.1:8080"
+	DefaultShutdownGrace = 10 * time.Second
+	DefaultDevDir        = ".searchd-dev"
+
+	minMaxBodyBytes  = 1 << 10
+	maxMaxBodyBytes  = 1 << 30
+	maxShutdownGrace = time.Hour
+)
+
+// usageError is a mistake in the command line or the configuration: the
+// process exits with status 2 and the message says what to change.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
+
+// serverConfig is the configuration of `searchd serve` and `searchd dev`.
+type serverConfig struct {
+	// Addr is the TCP address to listen on.
+	Addr string
+	// DatabaseURL is the PostgreSQL connection string; dev may leave it
+	// empty to run its own cluster.
+	DatabaseURL string
+	// JWTSecret verifies the HS256 bearer tokens, as raw bytes; dev may
+	// leave it empty to use its generated secret.
+	JWTSecret string
+	// ShutdownGrace is how long a shutdown waits for requests in flight.
+	ShutdownGrace time.Duration
+	// MaxBodyBytes limits request bodies.
+	MaxBodyBytes int64
+	// LogLevel and LogFormat ("json" or "text") shape the log on stderr.
+	LogLevel  slog.Level
+	LogFormat string
+	// DevDir holds the local cluster and the dev secret (dev alone).
+	DevDir string
+}
+
+// setting is one configuration value and where it came from, so a message
+// about it names what the user set: the flag when given, else the variable.
+type setting struct {
+	name  string // "--addr" or "SEARCHD_ADDR"
+	value string
+}
+
+// lookup reads a setting from flag fl when it was given on fs, else from the
+// environment variable env.
+func lookup(fs *flag.FlagSet, fl string, env string, getenv func(string) string) setting {
+	s := setting{name: env, value: getenv(env)}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == fl {
+			s = setting{name: "--" + fl, value: f.Value.String()}
+		}
+	})
+	return s
+}
+
+// serverFlags registers the flags of the server settings on fs.
+func serverFlags(fs *flag.FlagSet) {
+	fs.String("addr", "", "address to listen on (env "+EnvAddr+")")
+	fs.String("shutdown-grace", "", "how long to drain requests on SIGTERM (env "+EnvShutdownGrace+")")
+	fs.String("max-body-bytes", "", "largest request body in bytes (env "+EnvMaxBodyBytes+")")
+	fs.String("log-level", "", "debug, info, warn or error (env "+EnvLogLevel+")")
+	fs.String("log-format", "", "json or text (env "+EnvLogFormat+")")
+}
+
+// loadServerConfig reads the server settings from the flags on fs and the
+// environment. dev relaxes DATABASE_URL and SEARCHD_JWT_SECRET to optional
+// and changes the defaults of the address and the log format. Every problem
+// is reported, one per line, in a *usageError.
+func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (serverConfig, error) {
+	var cfg serverConfig
+	var problems []string
+	bad := func(s setting, format string, args ...any) {
+		problems = append(problems, s.name+": "+fmt.Sprintf(format, args...))
+	}
+
+	addr := lookup(fs, "addr", EnvAddr, getenv)
+	cfg.Addr = addr.value
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+		if dev {
+			cfg.Addr = DefaultDevAddr
+		}
+	}
+	if _, port, err := net.SplitHostPort(cfg.Addr); err != nil {
+		bad(addr, "%q is not a host:port address (for example :8080 or 127.0.0.1:8080)", cfg.Addr)
+	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		bad(addr, "port %q is not a number from 0 to 65535", port)
+	}
+
+	db := setting{name: EnvDatabaseURL, value: getenv(EnvDatabaseURL)}
+	cfg.DatabaseURL = db.value
+	switch {
+	case cfg.DatabaseURL == "" && !dev:
+		bad(db, "is required: the PostgreSQL connection string, such as postgres://user:password@localhost:5432/searchd")
+	case cfg.DatabaseURL != "":
+		if _, err := pgxpool.ParseConfig(cfg.DatabaseURL); err != nil {
+			// The parser's message may quote the string, password and all.
+			bad(db, "is not a valid PostgreSQL connection string (postgres://user:password@host:port/database)")
+		}
+	}
+
+	secret := setting{name: EnvJWTSecret, value: getenv(EnvJWTSecret)}
+	cfg.JWTSecret = secret.value
+	switch {
+	case cfg.JWTSecret == "" && !dev:
+		bad(secret, "is required: at least %d bytes of secret for HS256 tokens (generate one with `openssl rand -base64 48`)", api.MinJWTSecretLen)
+	case cfg.JWTSecret != "" && len(cfg.JWTSecret) < api.MinJWTSecretLen:
+		bad(secret, "is %d bytes long; it must be at least %d (generate one with `openssl rand -base64 48`)", len(cfg.JWTSecret), api.MinJWTSecretLen)
+	}
+
+	grace := lookup(fs, "shutdown-grace", EnvShutdownGrace, getenv)
+	cfg.ShutdownGrace = DefaultShutdownGrace
+	if grace.value != "" {
+		d, err := time.ParseDuration(grace.value)
+		switch {
+		case err != nil:
+			bad(grace, "%q is not a duration (write it like 10s or 1m30s)", grace.value)
+		case d < 0 || d > maxShutdownGrace:
+			bad(grace, "%s is out of range: from 0s to %s", d, maxShutdownGrace)
+		default:
+			cfg.ShutdownGrace = d
+		}
+	}
+
+	body := lookup(fs, "max-body-bytes", EnvMaxBodyBytes, getenv)
+	cfg.MaxBodyBytes = api.DefaultMaxBodyBytes
+	if body.value != "" {
+		n, err := strconv.ParseInt(body.value, 10, 64)
+		switch {
+		case err != nil:
+			bad(body, "%q is not a whole number of bytes", body.value)
+		case n < minMaxBodyBytes || n > maxMaxBodyBytes:
+			bad(body, "%d is out of range: from %d to %d", n, minMaxBodyBytes, maxMaxBodyBytes)
+		default:
+			cfg.MaxBodyBytes = n
+		}
+	}
+
+	level := lookup(fs, "log-level", EnvLogLevel, getenv)
+	if level.value != "" {
+		if err := cfg.LogLevel.UnmarshalText([]byte(level.value)); err != nil {
+			bad(level, "%q is not a level: use debug, info, warn or error", level.value)
+		}
+	}
+
+	format := lookup(fs, "log-format", EnvLogFormat, getenv)
+	cfg.LogFormat = strings.ToLower(format.value)
+	switch cfg.LogFormat {
+	case "":
+		cfg.LogFormat = "json"
+		if dev {
+			cfg.LogFormat = "text"
+		}
+	case "json", "text":
+	default:
+		bad(format, "%q is not a log format: use json or text", format.value)
+	}
+
+	if dev {
+		cfg.DevDir = getenv(EnvDevDir)
+		if cfg.DevDir == "" {
+			cfg.DevDir = DefaultDevDir
+		}
+	}
+
+	if len(problems) > 0 {
+		return cfg, &usageError{msg: "invalid configuration:\n  " + strings.Join(problems, "\n  ")}
+	}
+	return cfg, nil
+}
+
+// errHelp is returned for -h: usage was printed, and the exit status is 0.
+var errHelp = errors.New("help requested")

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/internal/pgcluster"
+	"github.com/searchd/searchd/migrations"
+	"github.com/searchd/searchd/savedsearch"
+)
+
+// DemoOrganization is the organization `searchd dev` creates its demo data
+// in and mints its token for. It is fixed, so tokens and ids printed on one
+// run stay valid on the next.
+var DemoOrganization = uuid.MustParse("d0d0d0d0-0000-4000-8000-000000000001")
+
+const (
+	// devDatabase is the database dev creates on its local cluster.
+	devDatabase = "searchd"
+	// devSecretFile, inside the dev directory, keeps the dev JWT secret.
+	devSecretFile = "jwt-secret"
+	// demoName names the demo saved search; dev finds it again by it.
+	demoName = "Demo: PostgreSQL engineer roles"
+	// devTokenTTL is the life of the token dev prints.
+	devTokenTTL = 24 * time.Hour
+	devActor    = "dev"
+)
+
+// dev runs searchd locally with one command: its own PostgreSQL (unless
+// DATABASE_URL names one), migrations, demo data, a token, and the server.
+func (a *app) dev(ctx context.Context, args []string) error {
+	fs := a.flagSet("dev")
+	serverFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadServerConfig(fs, a.getenv, true)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(a.stderr, cfg)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	dir, err := filepath.Abs(cfg.DevDir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", EnvDevDir, err)
+	}
+	var bins pgcluster.Binaries
+	if cfg.DatabaseURL == "" {
+		// Before anything is created: a missing PostgreSQL leaves no trace.
+		if bins, err = pgcluster.FindBinaries(a.getenv(EnvPGBin)); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("%s: cannot create %s: %w", EnvDevDir, dir, err)
+	}
+
+	if cfg.DatabaseURL == "" {
+		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: dir, Binaries: bins})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := cluster.Stop(); err != nil {
+				logger.Warn("stopping PostgreSQL", slog.String("error", err.Error()))
+			}
+		}()
+		if _, err := cluster.CreateDatabase(ctx, devDatabase); err != nil {
+			return err
+		}
+		cfg.DatabaseURL = cluster.URL(devDatabase)
+		how := "started"
+		if cluster.Initialized {
+			how = "initialized and started"
+		}
+		fmt.Fprintf(a.stdout, "PostgreSQL %s in %s (log: %s)\n", how, filepath.Join(dir, "data"), cluster.LogPath())
+	}
+
+	applied, err := migrations.Up(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, appliedMessage(applied))
+
+	secret := []byte(cfg.JWTSecret)
+	if len(secret) == 0 {
+		if secret, err = devSecret(dir); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "WARNING: using the development JWT secret in %s; it is for local development only, never for a real deployment\n",
+			filepath.Join(dir, devSecretFile))
+	}
+
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("opening the database pool: %w", err)
+	}
+	defer pool.Close()
+	demo, err := demoSavedSearch(ctx, savedsearch.NewStore(pool))
+	if err != nil {
+		return fmt.Errorf("creating the demo saved search: %w", err)
+	}
+	tok, err := api.SignToken(secret, DemoOrganization, devActor, a.now(), devTokenTTL)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("%s=%s: cannot listen: %w", EnvAddr, cfg.Addr, err)
+	}
+	base := "http://" + dialable(ln.Addr())
+	fmt.Fprintf(a.stdout, `
+organization  %s
+saved search  %s (%s)
+token         %s
+              (valid %s; make another with: SEARCHD_JWT_SECRET=... searchd token --org %s)
+
+Start a Run on the demo saved search:
+
+curl -sS -X POST '%s/v1/saved-searches/%s/start' \
+  -H 'Authorization: Bearer %s' \
+  -H "Idempotency-Key: $(date +%%s%%N)" \
+  -H 'Content-Type: application/json' \
+  -d '{"max_results": 10}'
+
+Serving on %s (Ctrl-C stops the server and PostgreSQL)
+`, DemoOrganization, demo.ID, demo.Name, tok, devTokenTTL, DemoOrganization, base, demo.ID, tok, base)
+	// The dev secret signs the token above; the server must verify with it.
+	cfg.JWTSecret = string(secret)
+	return a.runServer(ctx, cfg, ln, pool, logger)
+}
+
+// devSecret returns the dev JWT secret kept in dir, generating and storing
+// it on first use.
+func devSecret(dir string) ([]byte, error) {
+	path := filepath.Join(dir, devSecretFile)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		s := strings.TrimSpace(string(b))
+		if len(s) < api.MinJWTSecretLen {
+			return nil, fmt.Errorf("%s holds fewer than %d bytes; delete it and a new secret is made", path, api.MinJWTSecretLen)
+		}
+		return []byte(s), nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	raw := make([]byte, 48)
+	_, _ = rand.Read(raw) // never fails
+	s := base64.RawURLEncoding.EncodeToString(raw)
+	if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("storing the dev secret: %w", err)
+	}
+	return []byte(s), nil
+}
+
+// demoSavedSearch returns the demo organization's demo saved search,
+// creating it on the first run (and again if it was archived).
+func demoSavedSearch(ctx context.Context, store *savedsearch.Store) (*savedsearch.SavedSearch, error) {
+	cursor := ""
+	for {
+		items, next, err := store.List(ctx, DemoOrganization, savedsearch.ListParams{Limit: savedsearch.MaxListLimit, Cursor: cursor})
+		if err != nil {
+			return nil, err
+		}
+		for i := range items {
+			if items[i].Name == demoName {
+				return &items[i], nil
+			}
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	return store.Create(ctx, DemoOrganization, savedsearch.CreateParams{
+		Name: demoName,
+		Brief: savedsearch.Brief{
+			Query:   "senior PostgreSQL engineer",
+			Filters: map[string]any{"location": "Berlin", "remote": true},
+		},
+		Baseline: savedsearch.Baseline{Items: []string{"https://jobs.example.com/postings/1001"}},
+		Actor:    devActor,
+	})
+}
+
+// dialable returns addr as a client can dial it: an unspecified listen
+// address (":8080", "[::]:8080") becomes loopback.
+func dialable(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}

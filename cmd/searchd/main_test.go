@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const goodSecret = "0123456789abcdef0123456789abcdef-test"
+
+// harness runs the command in process with its own environment.
+type harness struct {
+	app    *app
+	stdout *syncBuffer
+	stderr *syncBuffer
+	addrs  chan string
+}
+
+func newHarness(env map[string]string) *harness {
+	h := &harness{stdout: &syncBuffer{}, stderr: &syncBuffer{}, addrs: make(chan string, 1)}
+	h.app = &app{
+		stdout: h.stdout,
+		stderr: h.stderr,
+		getenv: func(k string) string { return env[k] },
+		now:    time.Now,
+		ready:  func(addr string) { h.addrs <- addr },
+	}
+	return h
+}
+
+func (h *harness) run(args ...string) int {
+	return h.app.run(context.Background(), args)
+}
+
+func TestConfigErrorsNameTheSetting(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"DATABASE_URL":       "postgres://searchd@localhost:5432/searchd",
+		"SEARCHD_JWT_SECRET": goodSecret,
+	}
+	with := func(kv ...string) map[string]string {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			env[kv[i]] = kv[i+1]
+		}
+		return env
+	}
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string // substrings of stderr
+	}{
+		{"nothing set", map[string]string{}, []string{"serve"},
+			[]string{"DATABASE_URL: is required", "SEARCHD_JWT_SECRET: is required"}},
+		{"short secret", with("SEARCHD_JWT_SECRET", "short"), []string{"serve"},
+			[]string{"SEARCHD_JWT_SECRET: is 5 bytes long; it must be at least 32"}},
+		{"address without port", with("SEARCHD_ADDR", "localhost"), []string{"serve"},
+			[]string{`SEARCHD_ADDR: "localhost" is not a host:port address`}},
+		{"port out of range", with("SEARCHD_ADDR", ":70000"), []string{"serve"},
+			[]string{`SEARCHD_ADDR: port "70000" is not a number from 0 to 65535`}},
+		{"flag named, not the variable", with(), []string{"serve", "--addr", "nope"},
+			[]string{`--addr: "nope" is not a host:port address`}},
+		{"grace not a duration", with("SEARCHD_SHUTDOWN_GRACE", "ten"), []string{"serve"},
+			[]string{`SEARCHD_SHUTDOWN_GRACE: "ten" is not a duration`}},
+		{"negative grace", with("SEARCHD_SHUTDOWN_GRACE", "-1s"), []string{"serve"},
+			[]string{"SEARCHD_SHUTDOWN_GRACE: -1s is out of range"}},
+		{"body limit too small", with("SEARCHD_MAX_BODY_BYTES", "12"), []string{"serve"},
+			[]string{"SEARCHD_MAX_BODY_BYTES: 12 is out of range: from 1024"}},
+		{"body limit not a number", with("SEARCHD_MAX_BODY_BYTES", "8MiB"), []string{"serve"},
+			[]string{`SEARCHD_MAX_BODY_BYTES: "8MiB" is not a whole number of bytes`}},
+		{"log level", with("SEARCHD_LOG_LEVEL", "loud"), []string{"serve"},
+			[]string{`SEARCHD_LOG_LEVEL: "loud" is not a level`}},
+		{"log format", with("SEARCHD_LOG_FORMAT", "xml"), []string{"serve"},
+			[]string{`SEARCHD_LOG_FORMAT: "xml" is not a log format`}},
+		{"database URL, password kept quiet", with("DATABASE_URL", "postgres://u:hunter2@db:notaport/x"), []string{"serve"},
+			[]string{"DATABASE_URL: is not a valid PostgreSQL connection string"}},
+		{"dev checks what it is given", with("SEARCHD_JWT_SECRET", "short", "SEARCHD_ADDR", "x"), []string{"dev"},
+			[]string{"SEARCHD_JWT_SECRET: is 5 bytes", `SEARCHD_ADDR: "x"`}},
+		{"migrate without a database", map[string]string{}, []string{"migrate"},
+			[]string{"DATABASE_URL: is required"}},
+		{"unknown flag", with(), []string{"serve", "--port", "1"},
+			[]string{"flag provided but not defined: -port"}},
+		{"stray argument", with(), []string{"migrate", "now"},
+			[]string{`unexpected argument "now"`}},
+		{"unknown command", with(), []string{"server"},
+			[]string{`unknown command "server"`}},
+		{"token without org", with(), []string{"token"},
+			[]string{"--org: is required"}},
+		{"token with a bad org", with(), []string{"token", "--org", "acme"},
+			[]string{`--org: "acme" is not a UUID`}},
+		{"token with the nil org", with(), []string{"token", "--org", uuid.Nil.String()},
+			[]string{"--org: is the nil UUID"}},
+		{"token with a bad ttl", with(), []string{"token", "--org", uuid.NewString(), "--ttl", "-1h"},
+			[]string{"--ttl: -1h0m0s is out of range"}},
+		{"token without a secret", map[string]string{}, []string{"token", "--org", uuid.NewString()},
+			[]string{"SEARCHD_JWT_SECRET: is required"}},
+	}
+	for _, tt := range tests {
+		h := newHarness(tt.env)
+		code := h.run(tt.args...)
+		stderr := h.stderr.String()
+		if code != 2 {
+			t.Errorf("%s: exit %d, want 2 (stderr %q)", tt.name, code, stderr)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr %q does not say %q", tt.name, stderr, w)
+			}
+		}
+		if strings.Contains(stderr, "hunter2") || strings.Contains(stderr, "goroutine") {
+			t.Errorf("%s: stderr %q shows a password or a stack", tt.name, stderr)
+		}
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	t.Parallel()
+	h := newHarness(nil)
+	if code := h.run("help"); code != 0 || !strings.Contains(h.stdout.String(), "SEARCHD_JWT_SECRET") {
+		t.Errorf("help = %d, %q", code, h.stdout.String())
+	}
+	if code := newHarness(nil).run(); code != 2 {
+		t.Errorf("no command = %d, want 2", code)
+	}
+}
+
+func TestTokenPrintsAVerifiableToken(t *testing.T) {
+	t.Parallel()
+	org := uuid.New()
+	h := newHarness(map[string]string{"SEARCHD_JWT_SECRET": goodSecret})
+	now := time.Now().Truncate(time.Second)
+	h.app.now = func() time.Time { return now }
+	if code := h.run("token", "--org", org.String(), "--sub", "alice", "--ttl", "2h"); code != 0 {
+		t.Fatalf("token = %d, stderr %q", code, h.stderr.String())
+	}
+	out := h.stdout.String()
+	if strings.Count(out, "\n") != 1 {
+		t.Fatalf("token printed %q, want one line", out)
+	}
+	var claims api.Claims
+	tok, err := jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired()).
+		ParseWithClaims(strings.TrimSpace(out), &claims, func(*jwt.Token) (any, error) { return []byte(goodSecret), nil })
+	if err != nil || !tok.Valid {
+		t.Fatalf("parsing the printed token: %v", err)
+	}
+	if claims.OrgID != org.String() || claims.Subject != "alice" {
+		t.Errorf("claims org_id %q sub %q, want %s and alice", claims.OrgID, claims.Subject, org)
+	}
+	if got := claims.ExpiresAt.Time; !got.Equal(now.Add(2 * time.Hour)) {
+		t.Errorf("exp = %s, want %s", got, now.Add(2*time.Hour))
+	}
+	// Without --sub there is no sub claim; the default ttl is an hour.
+	h = newHarness(map[string]string{"SEARCHD_JWT_SECRET": goodSecret})
+	h.app.now = func() time.Time { return now }
+	h.run("token", "--org", org.String())
+	claims = api.Claims{}
+	if _, err := jwt.NewParser().ParseWithClaims(strings.TrimSpace(h.stdout.String()), &claims,
+		func(*jwt.Token) (any, error) { return []byte(goodSecret), nil }); err != nil {
+		t.Fatal(err)
+	}
+	if claims.Subject != "" || !claims.ExpiresAt.Time.Equal(now.Add(time.Hour)) {
+		t.Errorf("default token: sub %q exp %s, want no sub and an hour", claims.Subject, claims.ExpiresAt.Time)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a command writing while a test
+// reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/searchd/searchd/internal/pgtest"
+)
+
+// emptyDatabase creates a database with no schema at all and returns its
+// URL; it is dropped at cleanup.
+func emptyDatabase(t *testing.T) string {
+	t.Helper()
+	admin := pgtest.Server(t)
+	u, err := url.Parse(admin)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Skipf("the test server's URL %q is not a postgres:// URL", admin)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	name := "searchd_cmd_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), admin)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Error(err)
+		}
+	})
+	u.Path = "/" + name
+	return u.String()
+}
+
+func TestMigrateThenServe(t *testing.T) {
+	t.Parallel()
+	dbURL := emptyDatabase(t)
+	env := map[string]string{
+		"DATABASE_URL":       dbURL,
+		"SEARCHD_JWT_SECRET": goodSecret,
+		"SEARCHD_ADDR":       "127.0.0.1:0",
+	}
+
+	// serve refuses a schema behind the newest migration, and says what to do.
+	h := newHarness(env)
+	if code := h.run("serve"); code != 1 {
+		t.Fatalf("serve on an empty database = %d, want 1", code)
+	}
+	if stderr := h.stderr.String(); !strings.Contains(stderr, "refusing to start") ||
+		!strings.Contains(stderr, "not at the newest migration") || !strings.Contains(stderr, "searchd migrate") {
+		t.Errorf("serve on an empty database said %q", stderr)
+	}
+
+	h = newHarness(env)
+	if code := h.run("migrate"); code != 0 {
+		t.Fatalf("migrate = %d: %s", code, h.stderr.String())
+	}
+	if out := h.stdout.String(); !strings.Contains(out, "applied version 1, 2") {
+		t.Errorf("migrate printed %q, want the versions applied", out)
+	}
+	h = newHarness(env)
+	if code := h.run("migrate"); code != 0 || !strings.Contains(h.stdout.String(), "nothing applied") {
+		t.Errorf("second migrate = %d %q, want 0 and nothing applied", code, h.stdout.String())
+	}
+
+	// Now serve starts, answers, and stops cleanly when told to.
+	h = newHarness(env)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exit := make(chan int, 1)
+	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
+	var addr string
+	select {
+	case addr = <-h.addrs:
+	case code := <-exit:
+		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	res, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("/readyz = %d, want 200", res.StatusCode)
+	}
+	cancel()
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Errorf("serve exited %d after the signal, want 0: %s", code, h.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+func TestServeHTTPDrainsRequestsInFlight(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		io.WriteString(w, "finished")
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- serveHTTP(ctx, ln, h, 10*time.Second, slog.New(slog.DiscardHandler)) }()
+
+	type answer struct {
+		body string
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		res, err := http.Get("http://" + ln.Addr().String() + "/slow")
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		answered <- answer{string(b), err}
+	}()
+	<-entered
+	cancel() // the signal arrives while a request is in flight
+
+	// New connections are refused while the request drains.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+		if err != nil {
+			break
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the listener still accepts connections after shutdown began")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("serveHTTP returned %v before the request in flight finished", err)
+	default:
+	}
+	close(release)
+	if a := <-answered; a.err != nil || a.body != "finished" {
+		t.Errorf("the request in flight got %q, %v; want it finished", a.body, a.err)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("serveHTTP = %v, want nil after a clean drain", err)
+	}
+}
+
+func TestServeHTTPCutsOffAfterTheGrace(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- serveHTTP(ctx, ln, h, 200*time.Millisecond, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		if res, err := http.Get("http://" + ln.Addr().String() + "/stuck"); err == nil {
+			res.Body.Close()
+		}
+	}()
+	<-entered
+	cancel()
+	select {
+	case err := <-stopped:
+		if err == nil || !strings.Contains(err.Error(), "cut off") {
+			t.Errorf("serveHTTP = %v, want the requests cut off after the grace", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serveHTTP did not give up after its grace")
+	}
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/api"
+)
+
+// maxTokenTTL bounds --ttl: a token is a credential, and one that outlives
+// a year is a leak waiting to happen.
+const maxTokenTTL = 366 * 24 * time.Hour
+
+// token prints a bearer token for an organization, signed with
+// SEARCHD_JWT_SECRET.
+func (a *app) token(args []string) error {
+	fs := a.flagSet("token")
+	org := fs.String("org", "", "organization id (UUID; required)")
+	sub := fs.String("sub", "", "subject, recorded as the actor of starts (optional)")
+	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var problems []string
+	orgID, err := uuid.Parse(*org)
+	switch {
+	case *org == "":
+		problems = append(problems, "--org: is required: the organization id, a UUID")
+	case err != nil:
+		problems = append(problems, fmt.Sprintf("--org: %q is not a UUID", *org))
+	case orgID == uuid.Nil:
+		problems = append(problems, "--org: is the nil UUID, which names no organization")
+	}
+	if *ttl <= 0 || *ttl > maxTokenTTL {
+		problems = append(problems, fmt.Sprintf("--ttl: %s is out of range: more than 0s, at most %s", *ttl, maxTokenTTL))
+	}
+	secret := a.getenv(EnvJWTSecret)
+	switch {
+	case secret == "":
+		problems = append(problems, EnvJWTSecret+": is required: the secret the server verifies tokens with")
+	case len(secret) < api.MinJWTSecretLen:
+		problems = append(problems, fmt.Sprintf("%s: is %d bytes long; it must be at least %d", EnvJWTSecret, len(secret), api.MinJWTSecretLen))
+	}
+	if len(problems) > 0 {
+		return &usageError{msg: "invalid configuration:\n  " + strings.Join(problems, "\n  ")}
+	}
+	tok, err := api.SignToken([]byte(secret), orgID, *sub, a.now(), *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, tok)
+	return nil
+}

@@ -1,0 +1,406 @@
+// Package pgcluster runs a local PostgreSQL server from the installed
+// binaries, for `searchd dev` and for harnesses that need a server of their
+// own.
+//
+// A cluster lives in one directory that outlives the process: the data
+// directory is created with initdb on the first start and reused after, so
+// what a developer created survives restarts. The server listens on a unix
+// socket only (listen_addresses is empty), accepts the superuser postgres
+// without a password on that socket (trust; the socket directory is private
+// to the server's user), and runs in its own process group, so a Ctrl-C in
+// the terminal reaches the parent alone, which stops the server last, after
+// its own shutdown. PostgreSQL refuses to run as root, so when the parent is
+// root the server runs as the user postgres (or nobody), which then owns the
+// cluster directory.
+package pgcluster
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const (
+	// DefaultStartTimeout bounds how long Start waits for the server.
+	DefaultStartTimeout = 60 * time.Second
+	// DefaultStopTimeout bounds a fast shutdown before Stop kills the server.
+	DefaultStopTimeout = 30 * time.Second
+	// socketPort only names the socket file; no TCP port is opened.
+	socketPort = 5432
+	// maxSocketPath is the longest unix socket path Linux accepts, less
+	// room for the ".lock" suffix PostgreSQL adds.
+	maxSocketPath = 107 - len(".lock")
+)
+
+// Config configures [Start].
+type Config struct {
+	// Dir holds the cluster: the data directory Dir/data, the server log
+	// Dir/postgres.log and, when the path is short enough, the socket. It is
+	// created when missing. Required.
+	Dir string
+	// Binaries are the programs to run. The zero value looks them up with
+	// [FindBinaries] and the environment variable [EnvPGBin].
+	Binaries Binaries
+	// Settings are extra server settings, passed as -c name=value.
+	Settings map[string]string
+	// StartTimeout defaults to [DefaultStartTimeout].
+	StartTimeout time.Duration
+	// StopTimeout defaults to [DefaultStopTimeout].
+	StopTimeout time.Duration
+}
+
+// Cluster is a running local server. Stop it with [Cluster.Stop].
+type Cluster struct {
+	dir       string
+	socketDir string
+	tmpSocket bool // socketDir is a temporary directory Stop removes
+	logPath   string
+	stopAfter time.Duration
+	proc      *process
+	// Initialized reports whether Start ran initdb, that is, whether this
+	// is the cluster's first start.
+	Initialized bool
+}
+
+// Start starts the cluster in cfg.Dir, running initdb first when the data
+// directory does not exist yet, and waits until the server accepts
+// connections. It returns an error wrapping [ErrNoBinaries] when the
+// programs are missing, and a descriptive error when the directory cannot
+// be used, another server already runs on it, initdb fails, or the server
+// does not come up in time (with the tail of its log). Nothing is left
+// running when it fails.
+func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("pgcluster: Config.Dir is required")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("pgcluster: %w", err)
+	}
+	bins := cfg.Binaries
+	if bins == (Binaries{}) {
+		if bins, err = FindBinaries(os.Getenv(EnvPGBin)); err != nil {
+			return nil, err
+		}
+	}
+	cred, err := serverCredential()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("pgcluster: creating %s: %w", dir, err)
+	}
+	if cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, fmt.Errorf("pgcluster: giving %s to the server's user: %w", dir, err)
+		}
+		if err := checkReachable(dir, cred); err != nil {
+			return nil, err
+		}
+	}
+	dataDir := filepath.Join(dir, "data")
+	if pid, ok := livePostmaster(dataDir); ok {
+		return nil, fmt.Errorf("pgcluster: a PostgreSQL server (pid %d) already runs on %s; stop it (or the other `searchd dev`) first", pid, dataDir)
+	}
+
+	c := &Cluster{
+		dir:       dir,
+		logPath:   filepath.Join(dir, "postgres.log"),
+		stopAfter: cmp.Or(cfg.StopTimeout, DefaultStopTimeout),
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		initLog := filepath.Join(dir, "initdb.log")
+		cmd := exec.Command(bins.Initdb, "-D", dataDir, "-U", "postgres", "-A", "trust",
+			"-E", "UTF8", "--locale=C", "--no-instructions")
+		if err := run(ctx, cmd, dir, initLog, cred); err != nil {
+			_ = os.RemoveAll(dataDir) // a half-made data directory would fail every later start
+			return nil, fmt.Errorf("pgcluster: %s failed: %w\n%s", bins.Initdb, err, logTail(initLog))
+		}
+		c.Initialized = true
+	}
+
+	c.socketDir = dir
+	if len(filepath.Join(dir, ".s.PGSQL."+strconv.Itoa(socketPort))) > maxSocketPath {
+		if c.socketDir, err = os.MkdirTemp("/tmp", "searchd-pg-"); err != nil {
+			return nil, fmt.Errorf("pgcluster: socket directory: %w", err)
+		}
+		c.tmpSocket = true
+		if cred != nil {
+			if err := os.Chown(c.socketDir, int(cred.Uid), int(cred.Gid)); err != nil {
+				_ = os.RemoveAll(c.socketDir)
+				return nil, fmt.Errorf("pgcluster: %w", err)
+			}
+		}
+	}
+	defer func() {
+		if err != nil && c.tmpSocket {
+			_ = os.RemoveAll(c.socketDir)
+		}
+	}()
+
+	args := []string{"-D", dataDir, "-k", c.socketDir, "-p", strconv.Itoa(socketPort),
+		"-c", "listen_addresses="}
+	for k, v := range cfg.Settings {
+		args = append(args, "-c", k+"="+v)
+	}
+	c.proc, err = start(exec.Command(bins.Postgres, args...), dir, c.logPath, cred)
+	if err != nil {
+		return nil, fmt.Errorf("pgcluster: starting %s: %w", bins.Postgres, err)
+	}
+	if err := c.waitReady(ctx, cmp.Or(cfg.StartTimeout, DefaultStartTimeout)); err != nil {
+		c.proc.kill()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Dir returns the cluster directory.
+func (c *Cluster) Dir() string { return c.dir }
+
+// LogPath returns the path of the server log.
+func (c *Cluster) LogPath() string { return c.logPath }
+
+// URL returns the connection string of database on the cluster, as the
+// superuser postgres over the unix socket.
+func (c *Cluster) URL(database string) string {
+	return (&url.URL{
+		Scheme: "postgres",
+		User:   url.User("postgres"),
+		Path:   "/" + database,
+		RawQuery: url.Values{
+			"host":    {c.socketDir},
+			"port":    {strconv.Itoa(socketPort)},
+			"sslmode": {"disable"},
+		}.Encode(),
+	}).String()
+}
+
+// CreateDatabase creates database name unless it exists, and reports
+// whether it created it.
+func (c *Cluster) CreateDatabase(ctx context.Context, name string) (bool, error) {
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return false, fmt.Errorf("pgcluster: connecting: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return false, fmt.Errorf("pgcluster: looking up database %s: %w", name, err)
+	}
+	if exists {
+		return false, nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return false, fmt.Errorf("pgcluster: creating database %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// Stop shuts the server down: a fast shutdown (SIGINT: sessions are ended,
+// data is flushed), then SIGKILL after the stop timeout. The data directory
+// is kept. Calling Stop again does nothing.
+func (c *Cluster) Stop() error {
+	if c.proc == nil {
+		return nil
+	}
+	defer func() {
+		c.proc = nil
+		if c.tmpSocket {
+			_ = os.RemoveAll(c.socketDir)
+		}
+	}()
+	_ = c.proc.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-c.proc.done:
+		return nil
+	case <-time.After(c.stopAfter):
+		c.proc.kill()
+		return fmt.Errorf("pgcluster: server did not stop within %s and was killed", c.stopAfter)
+	}
+}
+
+func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
+		conn, err := pgx.Connect(attempt, c.URL("postgres"))
+		cancelAttempt()
+		if err == nil {
+			return conn.Close(ctx)
+		}
+		select {
+		case <-c.proc.done:
+			return fmt.Errorf("pgcluster: postgres exited while starting (%v)\n%s", c.proc.err, logTail(c.logPath))
+		case <-ctx.Done():
+			return fmt.Errorf("pgcluster: postgres not ready after %s: %v\n%s", timeout, err, logTail(c.logPath))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// process is a child started from a goroutine locked to its OS thread, so
+// that its parent-death signal fires when this process dies, not when the
+// Go runtime happens to retire the thread that forked it.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // cmd.Wait's result, set before done closes
+}
+
+func start(cmd *exec.Cmd, dir, logPath string, cred *syscall.Credential) (*process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening log: %w", err)
+	}
+	defer logFile.Close() // the child has its own descriptor
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Dir = dir
+	cmd.Env = childEnv()
+	// Setpgid keeps a terminal's SIGINT from reaching the server before
+	// the parent has drained its requests; Pdeathsig stops the server
+	// cleanly if the parent dies without stopping it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGINT}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// Never unlocked: the goroutine ends with the child, and a locked
+		// thread is then retired rather than reused, as Pdeathsig needs.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// run runs cmd to completion like start, killing it when ctx ends.
+func run(ctx context.Context, cmd *exec.Cmd, dir, logPath string, cred *syscall.Credential) error {
+	p, err := start(cmd, dir, logPath, cred)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		p.kill()
+		return ctx.Err()
+	}
+}
+
+// childEnv is this process's environment without the libpq and locale
+// variables, which could point the programs elsewhere or change the
+// cluster's collation.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "PG") || strings.HasPrefix(k, "LC_") || k == "LANG" || k == "LANGUAGE" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "LC_ALL=C")
+}
+
+// serverCredential returns the user to run the server as: nil (ourselves)
+// unless we are root, else postgres or, failing that, nobody.
+func serverCredential() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+		if err1 == nil && err2 == nil && uid != 0 {
+			return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+		}
+	}
+	return nil, errors.New("pgcluster: running as root, and neither user postgres nor nobody exists to run PostgreSQL as (PostgreSQL refuses root)")
+}
+
+// checkReachable reports an error when the user cred cannot traverse every
+// parent of dir, which initdb would otherwise report obscurely.
+func checkReachable(dir string, cred *syscall.Credential) error {
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("pgcluster: %w", err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		mode := fi.Mode().Perm()
+		switch {
+		case !ok,
+			mode&0o001 != 0,
+			st.Uid == cred.Uid && mode&0o100 != 0,
+			st.Gid == cred.Gid && mode&0o010 != 0:
+		default:
+			return fmt.Errorf("pgcluster: PostgreSQL runs as uid %d, which cannot enter %s; "+
+				"allow it (chmod o+x %s) or choose a cluster directory elsewhere", cred.Uid, p, p)
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
+// livePostmaster reports the pid of a server that still runs on dataDir.
+func livePostmaster(dataDir string) (int, bool) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	err = syscall.Kill(pid, 0)
+	return pid, err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// logTail returns the end of the log at path, for error messages.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(no log at %s: %v)", path, err)
+	}
+	const n = 4 << 10
+	if len(b) > n {
+		b = b[len(b)-n:]
+		if i := strings.IndexByte(string(b), '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return "--- " + path + " (end) ---\n" + strings.TrimRight(string(b), "\n")
+}
