@@ -144,7 +144,27 @@ type Config struct {
 	// larger stores a [ResourceRef] in its place. Default
 	// [DefaultMaxResponseBytes].
 	MaxResponseBytes int
+	// Observer is told every claim outcome and every lost fence, for
+	// metrics and traces. Nil observes nothing.
+	Observer Observer
 }
+
+// Observer watches the plane. Its methods are called synchronously on the
+// claim path, so they must be fast and must not block.
+type Observer interface {
+	// ObserveClaim is called once per Claim (and ClaimWait round) that
+	// returns without error, with the outcome's kind; reclaimed reports a
+	// claimed outcome that took over a passed lease.
+	ObserveClaim(scope string, kind Kind, reclaimed bool)
+	// ObserveFenceLost is called when Complete ("complete") or Release
+	// ("release") finds that the lease moved on.
+	ObserveFenceLost(scope, op string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) ObserveClaim(string, Kind, bool) {}
+func (nopObserver) ObserveFenceLost(string, string) {}
 
 // DefaultMaxResponseBytes is the default store limit of a response, 64 KiB.
 const DefaultMaxResponseBytes = 64 << 10
@@ -168,13 +188,18 @@ func (c Config) Validate() error {
 type Service struct {
 	repo             *Repository
 	maxResponseBytes int
+	observer         Observer
 }
 
 // NewService returns a service running its statements on db, usually a
 // *pgxpool.Pool. Zero fields of cfg take their defaults.
 func NewService(db DBTX, cfg Config) *Service {
 	cfg = cfg.WithDefaults()
-	return &Service{repo: NewRepository(db, cfg.Now), maxResponseBytes: cfg.MaxResponseBytes}
+	s := &Service{repo: NewRepository(db, cfg.Now), maxResponseBytes: cfg.MaxResponseBytes, observer: cfg.Observer}
+	if s.observer == nil {
+		s.observer = nopObserver{}
+	}
+	return s
 }
 
 // Repository returns the repository the service runs on.
@@ -222,6 +247,14 @@ func (s *Service) Read(ctx context.Context, organizationID uuid.UUID, scope, key
 //
 // A new claim costs one statement, a replay two, a reclaim three.
 func (s *Service) Claim(ctx context.Context, organizationID uuid.UUID, scope, key, requestHash string, lease time.Duration) (Outcome, error) {
+	out, err := s.claim(ctx, organizationID, scope, key, requestHash, lease)
+	if err == nil {
+		s.observer.ObserveClaim(scope, out.Kind, out.Claim != nil && out.Claim.Reclaimed)
+	}
+	return out, err
+}
+
+func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, key, requestHash string, lease time.Duration) (Outcome, error) {
 	retention, err := validateKey(organizationID, scope, key, requestHash)
 	if err != nil {
 		return Outcome{}, err
@@ -355,6 +388,9 @@ func (s *Service) complete(ctx context.Context, repo *Repository, claim *Claim, 
 	if err != nil {
 		return false, err
 	}
+	if rec == nil {
+		s.observer.ObserveFenceLost(claim.Scope, "complete")
+	}
 	return rec != nil, nil
 }
 
@@ -365,7 +401,11 @@ func (s *Service) Release(ctx context.Context, claim *Claim) (bool, error) {
 	if claim == nil {
 		return false, &InputError{Field: "claim", Reason: "is nil; only a claimed outcome can be released"}
 	}
-	return s.repo.Release(ctx, claim.ID, claim.LeaseToken)
+	ok, err := s.repo.Release(ctx, claim.ID, claim.LeaseToken)
+	if err == nil && !ok {
+		s.observer.ObserveFenceLost(claim.Scope, "release")
+	}
+	return ok, err
 }
 
 // MaxKeyLen is the longest key, in bytes.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -634,5 +636,68 @@ func TestLargeResponseIsStoredAsAResourceRef(t *testing.T) {
 	}
 	if rec := b.row(t, toolScope, "anonymous"); rec.Status != idempotency.StatusProcessing {
 		t.Fatalf("refused completion wrote status %s", rec.Status)
+	}
+}
+
+type recordingObserver struct {
+	mu        sync.Mutex
+	claims    []string
+	fenceLost []string
+}
+
+func (o *recordingObserver) ObserveClaim(scope string, kind idempotency.Kind, reclaimed bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := scope + " " + kind.String()
+	if reclaimed {
+		s += " reclaimed"
+	}
+	o.claims = append(o.claims, s)
+}
+
+func (o *recordingObserver) ObserveFenceLost(scope, op string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.fenceLost = append(o.fenceLost, scope+" "+op)
+}
+
+func TestObserverSeesOutcomesAndLostFences(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	obs := &recordingObserver{}
+	svc := idempotency.NewService(b.pool, idempotency.Config{Now: b.clock.Now, Observer: obs})
+	claim := func(hash string) idempotency.Outcome {
+		out, err := svc.Claim(ctx, b.org, toolScope, "k", hash, toolLease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	stale := claim(hashA).Claim
+	claim(hashA)
+	claim(hashB)
+	b.clock.Advance(toolLease)
+	owner := claim(hashA).Claim
+	if ok, _ := svc.Complete(ctx, stale, answer("stale")); ok {
+		t.Fatal("stale completion succeeded")
+	}
+	if ok, _ := svc.Release(ctx, stale); ok {
+		t.Fatal("stale release succeeded")
+	}
+	if ok, err := svc.Complete(ctx, owner, answer("x")); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	claim(hashA)
+	if _, err := svc.Claim(ctx, b.org, "", "k", hashA, toolLease); err == nil {
+		t.Fatal("empty scope accepted")
+	}
+	wantClaims := []string{
+		toolScope + " claimed", toolScope + " processing", toolScope + " conflict",
+		toolScope + " claimed reclaimed", toolScope + " completed",
+	}
+	wantLost := []string{toolScope + " complete", toolScope + " release"}
+	if fmt.Sprint(obs.claims) != fmt.Sprint(wantClaims) || fmt.Sprint(obs.fenceLost) != fmt.Sprint(wantLost) {
+		t.Fatalf("observed claims %q, fences lost %q; want %q, %q", obs.claims, obs.fenceLost, wantClaims, wantLost)
 	}
 }

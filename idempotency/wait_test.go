@@ -1,0 +1,203 @@
+package idempotency_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/idempotency"
+)
+
+const startScope = idempotency.ScopeSavedSearchStart
+
+// waitSetup is setup with the real database clock (waiters use real
+// timers) and a running hub.
+func waitSetup(t *testing.T, maxConns int32) (*bundle, *idempotency.Service, *idempotency.Hub) {
+	t.Helper()
+	b := setup(t)
+	cfg := b.pool.Config()
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	svc := idempotency.NewService(pool, idempotency.Config{})
+	hub := idempotency.NewHub(cfg.ConnConfig, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); hub.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return b, svc, hub
+}
+
+type waitResult struct {
+	out     idempotency.Outcome
+	err     error
+	elapsed time.Duration
+}
+
+func waitAsync(svc *idempotency.Service, hub *idempotency.Hub, b *bundle, key string, lease, wait time.Duration) <-chan waitResult {
+	ch := make(chan waitResult, 1)
+	go func() {
+		start := time.Now()
+		out, err := svc.ClaimWait(context.Background(), hub, b.org, startScope, key, hashA, lease, wait)
+		ch <- waitResult{out, err, time.Since(start)}
+	}()
+	return ch
+}
+
+func TestWaiterGetsTheAnswerWhenTheHolderCompletes(t *testing.T) {
+	t.Parallel()
+	b, svc, hub := waitSetup(t, 8)
+	ctx := context.Background()
+	out, err := svc.Claim(ctx, b.org, startScope, "k", hashA, 30*time.Second)
+	if err != nil || out.Kind != idempotency.KindClaimed {
+		t.Fatalf("holder Claim = %v, %v", out.Kind, err)
+	}
+	res := waitAsync(svc, hub, b, "k", 30*time.Second, 20*time.Second)
+	time.Sleep(200 * time.Millisecond) // let the waiter meet the live lease
+	select {
+	case r := <-res:
+		t.Fatalf("waiter answered %v before the holder completed", r.out.Kind)
+	default:
+	}
+	if ok, err := svc.Complete(ctx, out.Claim, answer("done")); !ok || err != nil {
+		t.Fatalf("Complete = %v, %v", ok, err)
+	}
+	r := <-res
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	wantCompleted(t, r.out, "done")
+	// Neither the 30 s lease nor the 20 s wait ran out: the notification
+	// woke it.
+	if r.elapsed > 10*time.Second {
+		t.Fatalf("waiter took %v, want it woken by the completion", r.elapsed)
+	}
+}
+
+func TestWaiterWhoseWaitRunsOutAnswersProcessing(t *testing.T) {
+	t.Parallel()
+	b, svc, hub := waitSetup(t, 8)
+	if out, err := svc.Claim(context.Background(), b.org, startScope, "k", hashA, 30*time.Second); err != nil || out.Kind != idempotency.KindClaimed {
+		t.Fatalf("holder Claim = %v, %v", out.Kind, err)
+	}
+	r := <-waitAsync(svc, hub, b, "k", 30*time.Second, 300*time.Millisecond)
+	if r.err != nil || r.out.Kind != idempotency.KindProcessing || r.out.RetryAfter <= 0 {
+		t.Fatalf("ClaimWait = %v (retry after %v), %v; want processing", r.out.Kind, r.out.RetryAfter, r.err)
+	}
+	if r.elapsed < 300*time.Millisecond {
+		t.Fatalf("ClaimWait answered after %v, before its wait ran out", r.elapsed)
+	}
+}
+
+func TestWaiterReclaimsWhenTheLeasePasses(t *testing.T) {
+	t.Parallel()
+	b, svc, hub := waitSetup(t, 8)
+	if out, err := svc.Claim(context.Background(), b.org, startScope, "k", hashA, time.Second); err != nil || out.Kind != idempotency.KindClaimed {
+		t.Fatalf("holder Claim = %v, %v", out.Kind, err)
+	}
+	// The holder dies: no completion, no release, no notification.
+	r := <-waitAsync(svc, hub, b, "k", 30*time.Second, 20*time.Second)
+	if r.err != nil || r.out.Kind != idempotency.KindClaimed || !r.out.Claim.Reclaimed {
+		t.Fatalf("ClaimWait = %+v, %v; want the claim reclaimed", r.out, r.err)
+	}
+}
+
+func TestWaiterIsWokenByARelease(t *testing.T) {
+	t.Parallel()
+	b, svc, hub := waitSetup(t, 8)
+	ctx := context.Background()
+	out, err := svc.Claim(ctx, b.org, startScope, "k", hashA, 30*time.Second)
+	if err != nil || out.Kind != idempotency.KindClaimed {
+		t.Fatalf("holder Claim = %v, %v", out.Kind, err)
+	}
+	res := waitAsync(svc, hub, b, "k", 30*time.Second, 20*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	if ok, err := svc.Release(ctx, out.Claim); !ok || err != nil {
+		t.Fatalf("Release = %v, %v", ok, err)
+	}
+	r := <-res
+	if r.err != nil || r.out.Kind != idempotency.KindClaimed || r.out.Claim.Reclaimed || r.elapsed > 10*time.Second {
+		t.Fatalf("ClaimWait after a release = %+v, %v in %v; want a new claim", r.out, r.err, r.elapsed)
+	}
+}
+
+func TestWaitersSurviveTheListenerConnectionDropping(t *testing.T) {
+	t.Parallel()
+	b, svc, hub := waitSetup(t, 8)
+	ctx := context.Background()
+	out, err := svc.Claim(ctx, b.org, startScope, "k", hashA, 30*time.Second)
+	if err != nil || out.Kind != idempotency.KindClaimed {
+		t.Fatalf("holder Claim = %v, %v", out.Kind, err)
+	}
+	res := waitAsync(svc, hub, b, "k", 30*time.Second, 20*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	// Cut the hub's connection, and complete while it is down: the
+	// notification is lost, and the reconnect must wake the waiter.
+	var killed int
+	if err := b.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND query LIKE 'LISTEN %'`).Scan(&killed); err != nil || killed != 1 {
+		t.Fatalf("terminating the listener: %d, %v", killed, err)
+	}
+	if ok, err := svc.Complete(ctx, out.Claim, answer("done")); !ok || err != nil {
+		t.Fatalf("Complete = %v, %v", ok, err)
+	}
+	r := <-res
+	if r.err != nil || r.elapsed > 10*time.Second {
+		t.Fatalf("ClaimWait = %v in %v", r.err, r.elapsed)
+	}
+	wantCompleted(t, r.out, "done")
+}
+
+func TestManyWaitersAreAllAnsweredOnBoundedConnections(t *testing.T) {
+	t.Parallel()
+	const waiters, poolSize = 200, 10
+	b, svc, hub := waitSetup(t, poolSize)
+	ctx := context.Background()
+	out, err := svc.Claim(ctx, b.org, startScope, "k", hashA, 30*time.Second)
+	if err != nil || out.Kind != idempotency.KindClaimed {
+		t.Fatalf("holder Claim = %v, %v", out.Kind, err)
+	}
+	results := make([]waitResult, waiters)
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = <-waitAsync(svc, hub, b, "k", 30*time.Second, 25*time.Second)
+		}()
+	}
+	time.Sleep(time.Second) // every waiter has met the live lease and sleeps
+	var conns int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`).Scan(&conns); err != nil {
+		t.Fatal(err)
+	}
+	// The service's pool, the hub's one connection, and this test's own
+	// pool (one connection, the one asking).
+	if conns > poolSize+1+1 {
+		t.Fatalf("%d connections while %d callers wait, want at most %d", conns, waiters, poolSize+2)
+	}
+	if ok, err := svc.Complete(ctx, out.Claim, answer("done")); !ok || err != nil {
+		t.Fatalf("Complete = %v, %v", ok, err)
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("waiter %d: %v", i, r.err)
+		}
+		wantCompleted(t, r.out, "done")
+	}
+}
+
+func TestClaimWaitWithoutAHubIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.svc.ClaimWait(context.Background(), nil, b.org, startScope, "k", hashA, time.Second, time.Second); err != idempotency.ErrNoHub {
+		t.Fatalf("ClaimWait(nil hub) = %v, want ErrNoHub", err)
+	}
+}
