@@ -18,6 +18,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -38,6 +39,9 @@ const (
 	CodeUnsupportedMediaType  = "unsupported_media_type"
 	CodeUnavailable           = "unavailable"
 	CodeInternal              = "internal"
+	CodeAlreadyRegistered     = "already_registered"
+	CodeMissingDeliveryID     = "missing_delivery_id"
+	CodeInvalidDeliveryID     = "invalid_delivery_id"
 )
 
 // ProblemTypeBase prefixes the "type" URI of every problem; the code
@@ -79,6 +83,9 @@ var titles = map[string]string{
 	CodeUnsupportedMediaType:  "Unsupported media type",
 	CodeUnavailable:           "Service unavailable",
 	CodeInternal:              "Internal server error",
+	CodeAlreadyRegistered:     "Already registered",
+	CodeMissingDeliveryID:     "X-Delivery-Id header missing",
+	CodeInvalidDeliveryID:     "X-Delivery-Id header invalid",
 }
 
 // apiError is an error the HTTP layer itself decided on: its status, code
@@ -110,6 +117,10 @@ var errorTable = []struct {
 		"this Idempotency-Key was already used for a different request; use a new key"},
 	{runs.ErrKeyReused, http.StatusUnprocessableEntity, CodeKeyReused,
 		"this Idempotency-Key was already used for a different request; use a new key"},
+	{providerjobs.ErrNotFound, http.StatusNotFound, CodeNotFound, "no such provider job in your organization"},
+	{providerjobs.ErrRunNotFound, http.StatusNotFound, CodeNotFound, "no such run in your organization"},
+	{providerjobs.ErrAlreadyRegistered, http.StatusConflict, CodeAlreadyRegistered,
+		"this provider's job id is registered already; a provider job id names one job"},
 }
 
 // problemFor decides the answer to err. It never returns a body that
@@ -167,7 +178,7 @@ func problemFor(err error) *apiError {
 // isInvalid reports whether err is a domain package's refusal of input.
 func isInvalid(err error) bool {
 	return errors.Is(err, savedsearch.ErrInvalid) || errors.Is(err, admission.ErrInvalid) ||
-		errors.Is(err, runs.ErrInvalid)
+		errors.Is(err, runs.ErrInvalid) || errors.Is(err, providerjobs.ErrInvalid)
 }
 
 // domainFields names the fields of validator errors a domain package

@@ -5,15 +5,17 @@
 //
 // The package decides what the domain packages cannot: who the caller is
 // (an HS256 bearer token; the organization comes from its org_id claim and
-// from nowhere else), what a well-formed request is (the Idempotency-Key
-// header, JSON bodies, field rules), and how every outcome reads on the
-// wire. Errors are RFC 9457 problem documents with a machine code; the one
-// table that turns domain errors into statuses is in problem.go. No input
-// of any shape is meant to produce a 500: a 500 is a bug, logged with the
-// request id the response carries.
+// from nowhere else; a provider callback is authenticated by the HMAC of
+// its body instead, see providerjobs.go), what a well-formed request is
+// (the Idempotency-Key header, JSON bodies, field rules), and how every
+// outcome reads on the wire. Errors are RFC 9457 problem documents with a
+// machine code; the one table that turns domain errors into statuses is in
+// problem.go. No input of any shape is meant to produce a 500: a 500 is a
+// bug, logged with the request id the response carries.
 //
-// Identifiers in paths are UUIDs. A path id that is not a UUID names no
-// resource, so it answers 404 not_found like an id of another
+// Identifiers in paths are UUIDs, but for a provider callback's, which are
+// the provider's name and its own job id. A path id that is not a UUID
+// names no resource, so it answers 404 not_found like an id of another
 // organization; a malformed id in a query parameter answers 400
 // validation_failed, because there the client sent a filter, not a name.
 package api
@@ -34,6 +36,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/migrations"
+	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -69,6 +72,14 @@ type Starter interface {
 	StartDirect(ctx context.Context, p admission.DirectStart) (admission.Result, error)
 }
 
+// ProviderJobs registers and reads provider jobs and receives their
+// callbacks; a *providerjobs.Service is one.
+type ProviderJobs interface {
+	Register(ctx context.Context, org uuid.UUID, p providerjobs.RegisterParams) (*providerjobs.Job, error)
+	Get(ctx context.Context, org, id uuid.UUID) (*providerjobs.Job, error)
+	Receive(ctx context.Context, d providerjobs.Delivery) (providerjobs.Outcome, error)
+}
+
 // Deps are what a [Server] is built from.
 type Deps struct {
 	// Pool is the database /readyz checks. Required.
@@ -78,6 +89,12 @@ type Deps struct {
 	Snapshots     Snapshots
 	Runs          Runs
 	Starter       Starter
+	ProviderJobs  ProviderJobs
+	// ProviderSecrets maps each provider name to the secret its callbacks
+	// are signed with (HMAC-SHA256). Names must pass
+	// providerjobs.ValidateProvider and secrets must not be empty. A
+	// callback from a provider missing here answers 401; nil allows none.
+	ProviderSecrets map[string][]byte
 	// JWTSecret verifies bearer tokens (HS256); at least
 	// [MinJWTSecretLen] bytes. Required.
 	JWTSecret []byte
@@ -100,11 +117,15 @@ type Server struct {
 	snapshots     Snapshots
 	runs          Runs
 	starter       Starter
+	providerJobs  ProviderJobs
 	jwtSecret     []byte
 	logger        *slog.Logger
 	now           func() time.Time
 	maxBodyBytes  int64
 	ready         func(ctx context.Context) error
+
+	// providerSecrets is a copy of Deps.ProviderSecrets.
+	providerSecrets map[string][]byte
 }
 
 // New returns the API server built on d. It returns an error naming the
@@ -113,24 +134,30 @@ func New(d Deps) (*Server, error) {
 	switch {
 	case d.Pool == nil && d.Ready == nil:
 		return nil, errors.New("api: Deps.Pool is required")
-	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.Starter == nil:
-		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs and Starter are required")
+	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.Starter == nil, d.ProviderJobs == nil:
+		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs, Starter and ProviderJobs are required")
 	case len(d.JWTSecret) < MinJWTSecretLen:
 		return nil, fmt.Errorf("api: Deps.JWTSecret is %d bytes; it must be at least %d", len(d.JWTSecret), MinJWTSecretLen)
 	case d.MaxBodyBytes < 0:
 		return nil, errors.New("api: Deps.MaxBodyBytes is negative")
+	}
+	secrets, err := copySecrets(d.ProviderSecrets)
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{
 		savedSearches: d.SavedSearches,
 		snapshots:     d.Snapshots,
 		runs:          d.Runs,
 		starter:       d.Starter,
+		providerJobs:  d.ProviderJobs,
 		jwtSecret:     d.JWTSecret,
 		logger:        d.Logger,
 		now:           d.Now,
 		maxBodyBytes:  d.MaxBodyBytes,
 		ready:         d.Ready,
 	}
+	s.providerSecrets = secrets
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -159,6 +186,9 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.json", serveOpenAPI)
+	// Outside the /v1 group: a provider authenticates by the signature of
+	// its body, not by a bearer token.
+	e.POST("/v1/callbacks/:provider/jobs/:job_id", s.receiveCallback)
 
 	v1 := e.Group("/v1", s.authenticate)
 	v1.POST("/saved-searches", s.createSavedSearch)
@@ -173,6 +203,8 @@ func (s *Server) routes() *echo.Echo {
 	v1.GET("/runs", s.listRuns)
 	v1.GET("/runs/:id", s.getRun)
 	v1.GET("/snapshots/:id", s.getSnapshot)
+	v1.POST("/provider-jobs", s.registerProviderJob)
+	v1.GET("/provider-jobs/:id", s.getProviderJob)
 	return e
 }
 

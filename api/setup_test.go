@@ -25,6 +25,7 @@ import (
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -52,8 +53,11 @@ type bundle struct {
 type setupOpts struct {
 	// pool, when set, is used instead of a fresh test database.
 	pool *pgxpool.Pool
-	// now stubs the database clock of the plane and of admission.
+	// now stubs the database clock of the plane, of admission and of
+	// provider jobs.
 	now func() time.Time
+	// observer counts the drops of provider callbacks; nil observes none.
+	observer providerjobs.Observer
 	// deps edits the dependencies before the server is built.
 	deps func(d *api.Deps)
 }
@@ -65,15 +69,18 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 		pool = pgtest.NewDB(t)
 	}
 	logs := &syncBuffer{}
+	plane := idempotency.NewService(pool, idempotency.Config{Now: opts.now})
 	d := api.Deps{
 		Pool:          pool,
 		SavedSearches: savedsearch.NewStore(pool),
 		Snapshots:     snapshot.NewStore(pool),
 		Runs:          runs.NewStore(pool, runs.Config{Now: opts.now}),
-		Starter: admission.NewStarter(pool, idempotency.NewService(pool, idempotency.Config{Now: opts.now}),
-			admission.Config{Now: opts.now}),
-		JWTSecret: testSecret,
-		Logger:    slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Starter:       admission.NewStarter(pool, plane, admission.Config{Now: opts.now}),
+		ProviderJobs: providerjobs.New(pool, plane,
+			providerjobs.Config{Now: opts.now, Observer: opts.observer}),
+		ProviderSecrets: map[string][]byte{acme: acmeSecret, otherProvider: otherSecret},
+		JWTSecret:       testSecret,
+		Logger:          slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if opts.deps != nil {
 		opts.deps(&d)

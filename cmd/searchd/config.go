@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/providerjobs"
 )
 
 // Environment variables searchd reads. Each setting also has a flag on the
@@ -27,6 +28,9 @@ const (
 	EnvLogFormat     = "SEARCHD_LOG_FORMAT"
 	EnvDevDir        = "SEARCHD_DEV_DIR"
 	EnvPGBin         = "SEARCHD_PG_BIN"
+	// EnvProviderSecrets holds the secrets provider callbacks are signed
+	// with, as provider=secret pairs separated by commas.
+	EnvProviderSecrets = "SEARCHD_PROVIDER_SECRETS"
 )
 
 // Defaults of the settings.
@@ -68,6 +72,9 @@ type serverConfig struct {
 	LogFormat string
 	// DevDir holds the local cluster and the dev secret (dev alone).
 	DevDir string
+	// ProviderSecrets maps each provider to the secret its callbacks are
+	// signed with; empty when no provider may call back.
+	ProviderSecrets map[string][]byte
 }
 
 // setting is one configuration value and where it came from, so a message
@@ -96,6 +103,7 @@ func serverFlags(fs *flag.FlagSet) {
 	fs.String("max-body-bytes", "", "largest request body in bytes (env "+EnvMaxBodyBytes+")")
 	fs.String("log-level", "", "debug, info, warn or error (env "+EnvLogLevel+")")
 	fs.String("log-format", "", "json or text (env "+EnvLogFormat+")")
+	fs.String("provider-secrets", "", "provider callback secrets, provider=secret,... (env "+EnvProviderSecrets+")")
 }
 
 // loadServerConfig reads the server settings from the flags on fs and the
@@ -192,6 +200,13 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 		bad(format, "%q is not a log format: use json or text", format.value)
 	}
 
+	providers := lookup(fs, "provider-secrets", EnvProviderSecrets, getenv)
+	var secretProblems []string
+	cfg.ProviderSecrets, secretProblems = parseProviderSecrets(providers.value)
+	for _, p := range secretProblems {
+		bad(providers, "%s", p)
+	}
+
 	if dev {
 		cfg.DevDir = getenv(EnvDevDir)
 		if cfg.DevDir == "" {
@@ -203,6 +218,43 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 		return cfg, &usageError{msg: "invalid configuration:\n  " + strings.Join(problems, "\n  ")}
 	}
 	return cfg, nil
+}
+
+// parseProviderSecrets reads provider callback secrets written as
+// "acme=secret1,other=secret2": comma-separated entries, each a provider
+// name, "=", and the secret, which is everything after the first "=" (so a
+// base64 secret may end in "="; it cannot hold a comma). White space around
+// names and secrets is ignored. Names are claim scope names (lower-case
+// dotted identifiers) and appear once; secrets are not empty. An empty
+// value configures no provider. It returns every problem found; none
+// quotes a secret.
+func parseProviderSecrets(value string) (map[string][]byte, []string) {
+	secrets := map[string][]byte{}
+	if strings.TrimSpace(value) == "" {
+		return secrets, nil
+	}
+	var problems []string
+	for i, entry := range strings.Split(value, ",") {
+		n := i + 1
+		entry = strings.TrimSpace(entry)
+		name, secret, found := strings.Cut(entry, "=")
+		name, secret = strings.TrimSpace(name), strings.TrimSpace(secret)
+		switch {
+		case entry == "":
+			problems = append(problems, fmt.Sprintf("entry %d is empty; write provider=secret pairs separated by commas", n))
+		case !found:
+			problems = append(problems, fmt.Sprintf("entry %d has no \"=\"; write it as provider=secret", n))
+		case providerjobs.ValidateProvider(name) != nil:
+			problems = append(problems, fmt.Sprintf("entry %d: %q is not a provider name: use lower-case letters, digits, '_' and '-', with dots between them, at most 100 characters", n, name))
+		case secret == "":
+			problems = append(problems, fmt.Sprintf("entry %d: the secret of provider %q is empty", n, name))
+		case secrets[name] != nil:
+			problems = append(problems, fmt.Sprintf("entry %d: provider %q appears more than once", n, name))
+		default:
+			secrets[name] = []byte(secret)
+		}
+	}
+	return secrets, problems
 }
 
 // errHelp is returned for -h: usage was printed, and the exit status is 0.

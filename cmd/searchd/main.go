@@ -61,6 +61,9 @@ environment:
   SEARCHD_MAX_BODY_BYTES  largest request body (default 8388608)
   SEARCHD_LOG_LEVEL       debug, info, warn or error (default info)
   SEARCHD_LOG_FORMAT      json or text (default json; dev: text)
+  SEARCHD_PROVIDER_SECRETS
+                          provider callback secrets: acme=secret1,other=secret2
+                          (names lower-case dotted identifiers; default: none)
   SEARCHD_DEV_DIR         dev: cluster and secret directory (default ./.searchd-dev)
   SEARCHD_PG_BIN          dev: directory of initdb and postgres (default: searched)
 `

@@ -18,6 +18,7 @@ import (
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/migrations"
+	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -82,7 +83,7 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 // runServer serves the API on ln until ctx ends, then drains: requests in
 // flight get cfg.ShutdownGrace to finish, new connections are refused.
 func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, pool *pgxpool.Pool, logger *slog.Logger) error {
-	srv, err := newAPI(pool, []byte(cfg.JWTSecret), cfg.MaxBodyBytes, logger)
+	srv, err := newAPI(pool, cfg, logger)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -95,16 +96,19 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 }
 
 // newAPI wires the domain services on pool into the API.
-func newAPI(pool *pgxpool.Pool, secret []byte, maxBody int64, logger *slog.Logger) (*api.Server, error) {
+func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger) (*api.Server, error) {
+	plane := idempotency.NewService(pool, idempotency.Config{})
 	return api.New(api.Deps{
-		Pool:          pool,
-		SavedSearches: savedsearch.NewStore(pool),
-		Snapshots:     snapshot.NewStore(pool),
-		Runs:          runs.NewStore(pool, runs.Config{}),
-		Starter:       admission.NewStarter(pool, idempotency.NewService(pool, idempotency.Config{}), admission.Config{}),
-		JWTSecret:     secret,
-		Logger:        logger,
-		MaxBodyBytes:  maxBody,
+		Pool:            pool,
+		SavedSearches:   savedsearch.NewStore(pool),
+		Snapshots:       snapshot.NewStore(pool),
+		Runs:            runs.NewStore(pool, runs.Config{}),
+		Starter:         admission.NewStarter(pool, plane, admission.Config{}),
+		ProviderJobs:    providerjobs.New(pool, plane, providerjobs.Config{}),
+		ProviderSecrets: cfg.ProviderSecrets,
+		JWTSecret:       []byte(cfg.JWTSecret),
+		Logger:          logger,
+		MaxBodyBytes:    cfg.MaxBodyBytes,
 	})
 }
 

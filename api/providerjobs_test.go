@@ -1,0 +1,851 @@
+package api_test
+
+import (
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/runs"
+)
+
+// The providers every test server holds a callback secret for.
+const (
+	acme          = "acme"
+	otherProvider = "other.vendor"
+)
+
+var (
+	acmeSecret  = []byte("acme-callback-secret")
+	otherSecret = []byte("other-callback-secret")
+)
+
+// dropCounter is an Observer that counts drops by provider and reason.
+type dropCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (d *dropCounter) ObserveDrop(provider, reason string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n == nil {
+		d.n = map[string]int{}
+	}
+	d.n[provider+"/"+reason]++
+}
+
+// counts returns a copy of the counts, keyed "provider/reason".
+func (d *dropCounter) counts() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range d.n {
+		out[k] = v
+	}
+	return out
+}
+
+// seedRun admits a direct Run in org through the store and returns its id.
+func (b *bundle) seedRun(org uuid.UUID) uuid.UUID {
+	b.t.Helper()
+	name := "seeded capability"
+	run, _, err := runs.NewStore(b.pool, runs.Config{}).Admit(context.Background(), runs.AdmitParams{
+		OrganizationID: org,
+		Kind:           runs.KindCapability,
+		StartKey:       runs.DirectStartKey(uuid.NewString()),
+		RequestHash:    "seed",
+		Name:           &name,
+	})
+	if err != nil {
+		b.t.Fatalf("seeding a Run: %v", err)
+	}
+	return run.ID
+}
+
+// seedJob registers an acme job with providerJobID for a new Run of the
+// bundle's organization, through the service, not the API.
+func (b *bundle) seedJob(providerJobID string) *providerjobs.Job {
+	b.t.Helper()
+	job, err := providerjobs.New(b.pool, idempotency.NewService(b.pool, idempotency.Config{}), providerjobs.Config{}).
+		Register(context.Background(), b.org, providerjobs.RegisterParams{
+			RunID: b.seedRun(b.org), Provider: acme, ProviderJobID: providerJobID,
+		})
+	if err != nil {
+		b.t.Fatalf("seeding a provider job: %v", err)
+	}
+	return job
+}
+
+// jobState is what a delivery may change of a job.
+type jobState struct {
+	status  string
+	result  string // the jsonb text, "" for NULL
+	version int64
+}
+
+func (b *bundle) jobState(id uuid.UUID) jobState {
+	b.t.Helper()
+	var s jobState
+	var result *string
+	if err := b.pool.QueryRow(context.Background(),
+		`SELECT status, result::text, version FROM agent.provider_jobs WHERE id = $1`, id).
+		Scan(&s.status, &result, &s.version); err != nil {
+		b.t.Fatalf("reading job %s: %v", id, err)
+	}
+	if result != nil {
+		s.result = *result
+	}
+	return s
+}
+
+// dropRow is one row of agent.webhook_drops.
+type dropRow struct {
+	provider, providerJobID, deliveryID, requestHash, reason string
+	org                                                      *uuid.UUID
+}
+
+func (b *bundle) drops() []dropRow {
+	b.t.Helper()
+	rows, err := b.pool.Query(context.Background(), `
+		SELECT provider, provider_job_id, delivery_id, request_hash, reason, organization_id
+		FROM agent.webhook_drops ORDER BY received_at, id`)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []dropRow
+	for rows.Next() {
+		var d dropRow
+		if err := rows.Scan(&d.provider, &d.providerJobID, &d.deliveryID, &d.requestHash, &d.reason, &d.org); err != nil {
+			b.t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		b.t.Fatal(err)
+	}
+	return out
+}
+
+// claimRow is the stored claim of a delivery.
+type claimRow struct {
+	status, resourceType, resourceID, response string
+}
+
+// claims returns the stored claims of provider's deliveries, by delivery id.
+func (b *bundle) claims(provider string) map[string]claimRow {
+	b.t.Helper()
+	rows, err := b.pool.Query(context.Background(), `
+		SELECT key, status, coalesce(resource_type, ''), coalesce(resource_id, ''), coalesce(response::text, '')
+		FROM agent.idempotency_keys WHERE scope = $1`, providerjobs.Scope(provider))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]claimRow{}
+	for rows.Next() {
+		var key string
+		var c claimRow
+		if err := rows.Scan(&key, &c.status, &c.resourceType, &c.resourceID, &c.response); err != nil {
+			b.t.Fatal(err)
+		}
+		out[key] = c
+	}
+	return out
+}
+
+func sign(secret, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// callbackBody returns the raw body of a delivery about jobID.
+func callbackBody(jobID, status string, result any) []byte {
+	m := map[string]any{"job_id": jobID, "status": status}
+	if result != nil {
+		m["result"] = result
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// delivery describes one provider callback; callback sends it.
+type delivery struct {
+	provider   string // default acme
+	jobID      string // the path's job id
+	deliveryID string // "" sends no X-Delivery-Id
+	body       []byte
+	// signature overrides the X-Signature header; "" signs body with the
+	// provider's secret, "-" sends none.
+	signature string
+	header    map[string]string
+}
+
+func (b *bundle) callbackReq(d delivery) req {
+	if d.provider == "" {
+		d.provider = acme
+	}
+	h := map[string]string{}
+	if d.deliveryID != "" {
+		h[api.HeaderDeliveryID] = d.deliveryID
+	}
+	switch d.signature {
+	case "":
+		secret := acmeSecret
+		if d.provider == otherProvider {
+			secret = otherSecret
+		}
+		h[api.HeaderSignature] = sign(secret, d.body)
+	case "-":
+	default:
+		h[api.HeaderSignature] = d.signature
+	}
+	for k, v := range d.header {
+		h[k] = v
+	}
+	return req{method: http.MethodPost, noAuth: true, body: d.body, header: h,
+		path: "/v1/callbacks/" + url.PathEscape(d.provider) + "/jobs/" + url.PathEscape(d.jobID)}
+}
+
+func (b *bundle) callback(d delivery) *response {
+	b.t.Helper()
+	return b.do(b.callbackReq(d))
+}
+
+// answer decodes the 200 answer of a callback.
+func (r *response) answer(t *testing.T) (status, reason string) {
+	t.Helper()
+	if r.status != http.StatusOK {
+		t.Fatalf("callback = %d %s, want 200", r.status, r.body)
+	}
+	var a struct{ Status, Reason string }
+	r.decode(t, &a)
+	return a.Status, a.Reason
+}
+
+// callbackFixture is a server on a stubbed clock with one pending acme job
+// and an observer of its drops.
+type callbackFixture struct {
+	*bundle
+	clk   *clock
+	obs   *dropCounter
+	plane *idempotency.Service // on the same clock as the server's
+	job   *providerjobs.Job
+}
+
+func newCallbackFixture(t *testing.T) *callbackFixture {
+	t.Helper()
+	clk := &clock{t: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	obs := &dropCounter{}
+	b := setup(t, setupOpts{now: clk.now, observer: obs})
+	return &callbackFixture{
+		bundle: b,
+		clk:    clk,
+		obs:    obs,
+		plane:  idempotency.NewService(b.pool, idempotency.Config{Now: clk.now}),
+		job:    b.seedJob("job-" + uuid.NewString()[:8]),
+	}
+}
+
+// wantDropped checks that res dropped the delivery for reason, that the
+// only drop recorded is it, with the job's organization (none for
+// unknown_job), that the observer counted it once, and that the job is
+// still as it was.
+func (f *callbackFixture) wantDropped(t *testing.T, res *response, d delivery, reason string, before jobState) {
+	t.Helper()
+	if status, got := res.answer(t); status != "dropped" || got != reason {
+		t.Fatalf("callback answered %s, want dropped %s", res.body, reason)
+	}
+	drops := f.drops()
+	if len(drops) != 1 {
+		t.Fatalf("drops = %+v, want exactly one", drops)
+	}
+	dr := drops[0]
+	wantOrg := reason != "unknown_job"
+	if dr.reason != reason || dr.deliveryID != d.deliveryID || dr.provider != acme ||
+		dr.requestHash != providerjobs.RequestHash(d.body) || (dr.org != nil) != wantOrg ||
+		(wantOrg && *dr.org != f.org) {
+		t.Errorf("drop = %+v, want reason %s for delivery %s of the organization (%v)", dr, reason, d.deliveryID, wantOrg)
+	}
+	if got := f.obs.counts(); len(got) != 1 || got[acme+"/"+reason] != 1 {
+		t.Errorf("observer counted %v, want one %s/%s", got, acme, reason)
+	}
+	if after := f.jobState(f.job.ID); after != before {
+		t.Errorf("job = %+v after a dropped delivery, want it unchanged %+v", after, before)
+	}
+}
+
+func TestCallbackAcceptedAppliesTheUpdate(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	d := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-1",
+		body: callbackBody(f.job.ProviderJobID, "running", map[string]any{"progress": 0.5})}
+	if status, reason := f.callback(d).answer(t); status != "accepted" || reason != "" {
+		t.Fatalf("callback = %s %s, want accepted", status, reason)
+	}
+	if got, want := f.jobState(f.job.ID), (jobState{"running", `{"progress": 0.5}`, 2}); got != want {
+		t.Errorf("job = %+v, want %+v", got, want)
+	}
+	claim, ok := f.claims(acme)["d-1"]
+	if !ok || claim.status != "completed" || claim.resourceType != "provider_job" || claim.resourceID != f.job.ID.String() ||
+		claim.response != `{"status": "running", "applied": true}` {
+		t.Errorf("claim = %+v, want completed for provider_job %s, applied running", claim, f.job.ID)
+	}
+	if drops := f.drops(); len(drops) != 0 || len(f.obs.counts()) != 0 {
+		t.Errorf("an accepted delivery recorded drops %+v, observed %v", drops, f.obs.counts())
+	}
+
+	// The job reads back through the API with the callback's result.
+	var job providerjobs.Job
+	res := f.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + f.job.ID.String()})
+	res.decode(t, &job)
+	if res.status != http.StatusOK || job.Status != providerjobs.StatusRunning || string(job.Result) != `{"progress":0.5}` || job.Version != 2 {
+		t.Errorf("GET job = %d %s, want running with the result, version 2", res.status, res.body)
+	}
+}
+
+func TestCallbackDuplicateAfterCompleted(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	d := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-1", body: callbackBody(f.job.ProviderJobID, "running", nil)}
+	if status, _ := f.callback(d).answer(t); status != "accepted" {
+		t.Fatalf("first delivery was not accepted")
+	}
+	before := f.jobState(f.job.ID)
+	f.wantDropped(t, f.callback(d), d, "duplicate", before)
+	if before.version != 2 {
+		t.Errorf("job version = %d after one applied delivery, want 2", before.version)
+	}
+}
+
+func TestCallbackDuplicateWhileProcessing(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	d := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-1", body: callbackBody(f.job.ProviderJobID, "succeeded", nil)}
+	// Another worker is applying this very delivery right now.
+	out, err := f.plane.Claim(context.Background(), f.org, providerjobs.Scope(acme), d.deliveryID,
+		providerjobs.RequestHash(d.body), idempotency.WebhookLease)
+	if err != nil || out.Kind != idempotency.KindClaimed {
+		t.Fatalf("Claim = %v, %v; want claimed", out.Kind, err)
+	}
+	before := f.jobState(f.job.ID)
+	f.wantDropped(t, f.callback(d), d, "duplicate", before)
+	if before != (jobState{"pending", "", 1}) {
+		t.Errorf("job = %+v, want it pending and untouched", before)
+	}
+	if c := f.claims(acme)[d.deliveryID]; c.status != "processing" {
+		t.Errorf("the holder's claim = %+v, want it still processing", c)
+	}
+}
+
+func TestCallbackHashMismatch(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	first := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-1", body: callbackBody(f.job.ProviderJobID, "running", nil)}
+	if status, _ := f.callback(first).answer(t); status != "accepted" {
+		t.Fatalf("first delivery was not accepted")
+	}
+	before := f.jobState(f.job.ID)
+	// The same delivery id, with other content.
+	other := first
+	other.body = callbackBody(f.job.ProviderJobID, "succeeded", map[string]any{"rows": 3})
+	f.wantDropped(t, f.callback(other), other, "hash_mismatch", before)
+}
+
+func TestCallbackUnknownJob(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, jobID, stored string
+	}{
+		{"not registered", "no-such-job", "no-such-job"},
+		{"registered for another provider", "", ""}, // the fixture's job id, under other.vendor
+		{"longer than any job id", strings.Repeat("x", 300), strings.Repeat("x", 255)},
+		{"NUL and bad UTF-8 in the path", "a\x00b\xffc", "a\uFFFDb\uFFFDc"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newCallbackFixture(t)
+			d := delivery{jobID: tt.jobID, deliveryID: "d-1"}
+			if tt.jobID == "" {
+				d.provider, d.jobID, tt.stored = otherProvider, f.job.ProviderJobID, f.job.ProviderJobID
+			}
+			// A body cannot carry the NUL; the path is resolved first anyway.
+			d.body = callbackBody(strings.ReplaceAll(d.jobID, "\x00", ""), "running", nil)
+			before := f.jobState(f.job.ID)
+			res := f.callback(d)
+			if status, reason := res.answer(t); status != "dropped" || reason != "unknown_job" {
+				t.Fatalf("callback = %s, want dropped unknown_job", res.body)
+			}
+			drops := f.drops()
+			if len(drops) != 1 || drops[0].reason != "unknown_job" || drops[0].org != nil ||
+				drops[0].providerJobID != tt.stored || drops[0].provider != cmp.Or(d.provider, acme) {
+				t.Errorf("drops = %+v, want one unknown_job without an organization, naming %q", drops, tt.stored)
+			}
+			if got := f.obs.counts(); len(got) != 1 || got[cmp.Or(d.provider, acme)+"/unknown_job"] != 1 {
+				t.Errorf("observer counted %v, want one unknown_job", got)
+			}
+			if n := f.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
+				t.Errorf("%d claims for a job nobody holds, want 0: the tenant is resolved before the claim", n)
+			}
+			if after := f.jobState(f.job.ID); after != before {
+				t.Errorf("job = %+v, want it unchanged %+v", after, before)
+			}
+		})
+	}
+}
+
+func TestCallbackJobMismatch(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	other := f.seedJob("job-other-" + uuid.NewString()[:8])
+	// The path names the fixture's job, the body another one of ours.
+	d := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-1", body: callbackBody(other.ProviderJobID, "succeeded", nil)}
+	before := f.jobState(f.job.ID)
+	f.wantDropped(t, f.callback(d), d, "job_mismatch", before)
+	if s := f.jobState(other.ID); s.version != 1 {
+		t.Errorf("the job the body named = %+v, want it untouched", s)
+	}
+	if n := f.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
+		t.Errorf("%d claims for a mismatched delivery, want 0", n)
+	}
+}
+
+// wantNothingRecorded fails unless no claim and no drop exist, no drop was
+// observed, and the job is as it was.
+func (f *callbackFixture) wantNothingRecorded(t *testing.T, what string, before jobState) {
+	t.Helper()
+	if n := f.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
+		t.Errorf("%s: %d claims, want none", what, n)
+	}
+	if drops := f.drops(); len(drops) != 0 {
+		t.Errorf("%s: drops %+v, want none", what, drops)
+	}
+	if got := f.obs.counts(); len(got) != 0 {
+		t.Errorf("%s: observed %v, want nothing", what, got)
+	}
+	if after := f.jobState(f.job.ID); after != before {
+		t.Errorf("%s: job = %+v, want it unchanged %+v", what, after, before)
+	}
+}
+
+func TestCallbackSignatureIsChecked(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	body := callbackBody(f.job.ProviderJobID, "succeeded", nil)
+	good := sign(acmeSecret, body)
+	for _, tt := range []struct {
+		name string
+		d    delivery
+	}{
+		{"missing", delivery{signature: "-"}},
+		{"empty", delivery{signature: " "}},
+		{"no algorithm", delivery{signature: strings.TrimPrefix(good, "sha256=")}},
+		{"another algorithm", delivery{signature: "sha1=" + strings.TrimPrefix(good, "sha256=")}},
+		{"not hex", delivery{signature: "sha256=" + strings.Repeat("zz", 32)}},
+		{"too short", delivery{signature: good[:len(good)-2]}},
+		{"too long", delivery{signature: good + "00"}},
+		{"wrong secret", delivery{signature: sign([]byte("not-acme's-secret"), body)}},
+		{"another provider's secret", delivery{signature: sign(otherSecret, body)}},
+		{"the signature of another body", delivery{signature: sign(acmeSecret, callbackBody(f.job.ProviderJobID, "failed", nil))}},
+		{"unknown provider", delivery{provider: "nobody", signature: good}},
+		{"provider in capitals", delivery{provider: "ACME", signature: good}},
+		{"a bearer token instead", delivery{signature: "-", header: map[string]string{"Authorization": "Bearer " + f.token}}},
+	} {
+		d := tt.d
+		d.jobID, d.deliveryID, d.body = f.job.ProviderJobID, "d-"+tt.name, body
+		res := f.callback(d)
+		if res.status != http.StatusUnauthorized || res.problem(t).Code != "unauthorized" {
+			t.Errorf("%s: callback = %d %s, want 401 unauthorized", tt.name, res.status, res.body)
+		}
+	}
+	f.wantNothingRecorded(t, "after refused signatures", jobState{"pending", "", 1})
+
+	// The control: the same delivery, signed right, is applied.
+	if status, _ := f.callback(delivery{jobID: f.job.ProviderJobID, deliveryID: "d-good", body: body}).answer(t); status != "accepted" {
+		t.Errorf("a well-signed delivery was not accepted")
+	}
+}
+
+func TestCallbackRefusesUnusableSignedDeliveries(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	job := f.job.ProviderJobID
+	for _, tt := range []struct {
+		name       string
+		deliveryID string
+		body       string
+		code       string
+	}{
+		{"no delivery id", "", string(callbackBody(job, "running", nil)), "missing_delivery_id"},
+		{"blank delivery id", " ", string(callbackBody(job, "running", nil)), "missing_delivery_id"},
+		{"delivery id too long", strings.Repeat("d", 256), string(callbackBody(job, "running", nil)), "invalid_delivery_id"},
+		{"empty body", "d", "", "malformed_json"},
+		{"not JSON", "d", `{"job_id": `, "malformed_json"},
+		{"an array", "d", `[]`, "malformed_json"},
+		{"two values", "d", `{} {}`, "malformed_json"},
+		{"no job id", "d", `{"status": "running"}`, "validation_failed"},
+		{"job id not a string", "d", `{"job_id": 7, "status": "running"}`, "validation_failed"},
+		{"no status", "d", `{"job_id": "` + job + `"}`, "validation_failed"},
+		{"pending is not reported", "d", `{"job_id": "` + job + `", "status": "pending"}`, "validation_failed"},
+		{"unknown status", "d", `{"job_id": "` + job + `", "status": "done"}`, "validation_failed"},
+		{"result not an object", "d", `{"job_id": "` + job + `", "status": "running", "result": [1]}`, "validation_failed"},
+		{"duplicate member", "d", `{"job_id": "` + job + `", "status": "running", "status": "failed"}`, "validation_failed"},
+		{"NUL in the result", "d", `{"job_id": "` + job + `", "status": "running", "result": {"a": "\u0000"}}`, "validation_failed"},
+	} {
+		res := f.callback(delivery{jobID: job, deliveryID: tt.deliveryID, body: []byte(tt.body)})
+		if res.status != http.StatusBadRequest || res.problem(t).Code != tt.code {
+			t.Errorf("%s: callback = %d %s, want 400 %s", tt.name, res.status, res.body, tt.code)
+		}
+	}
+	f.wantNothingRecorded(t, "after refused deliveries", jobState{"pending", "", 1})
+
+	// Members beyond the three are the provider's business: ignored.
+	body := `{"job_id": "` + job + `", "status": "running", "result": null, "attempt": 2}`
+	if status, _ := f.callback(delivery{jobID: job, deliveryID: "d-extra", body: []byte(body)}).answer(t); status != "accepted" {
+		t.Errorf("a delivery with an extra member was not accepted")
+	}
+}
+
+func TestCallbackBodyLimitHoldsBeforeTheSignature(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{deps: func(d *api.Deps) { d.MaxBodyBytes = 1024 }})
+	body := callbackBody("j", "running", map[string]any{"blob": strings.Repeat("x", 2000)})
+	res := b.callback(delivery{jobID: "j", deliveryID: "d", body: body})
+	if res.status != http.StatusRequestEntityTooLarge || res.problem(t).Code != "payload_too_large" {
+		t.Errorf("a 2 KiB callback = %d %s, want 413 payload_too_large", res.status, res.body)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.webhook_drops`); n != 0 {
+		t.Errorf("%d drops recorded for a refused body, want 0", n)
+	}
+}
+
+func TestCallbackSetToValueNeverLeavesATerminalStatus(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	job := f.job.ProviderJobID
+	steps := []struct {
+		deliveryID, status string
+		result             any
+		want               jobState
+		applied            bool
+	}{
+		{"d-1", "running", map[string]any{"p": 1}, jobState{"running", `{"p": 1}`, 2}, true},
+		// running over running: the value is set again, not merged.
+		{"d-2", "running", nil, jobState{"running", "", 3}, true},
+		{"d-3", "succeeded", map[string]any{"rows": 9}, jobState{"succeeded", `{"rows": 9}`, 4}, true},
+		// Late and contradicting deliveries leave the terminal status.
+		{"d-4", "running", map[string]any{"p": 2}, jobState{"succeeded", `{"rows": 9}`, 4}, false},
+		{"d-5", "failed", map[string]any{"error": "x"}, jobState{"succeeded", `{"rows": 9}`, 4}, false},
+		{"d-6", "succeeded", map[string]any{"rows": 10}, jobState{"succeeded", `{"rows": 9}`, 4}, false},
+	}
+	for _, s := range steps {
+		d := delivery{jobID: job, deliveryID: s.deliveryID, body: callbackBody(job, s.status, s.result)}
+		if status, _ := f.callback(d).answer(t); status != "accepted" {
+			t.Fatalf("%s (%s) was not accepted", s.deliveryID, s.status)
+		}
+		if got := f.jobState(f.job.ID); got != s.want {
+			t.Errorf("after %s (%s): job = %+v, want %+v", s.deliveryID, s.status, got, s.want)
+		}
+		c := f.claims(acme)[s.deliveryID]
+		wantResponse := `{"status": "` + s.want.status + `", "applied": ` + map[bool]string{true: "true", false: "false"}[s.applied] + `}`
+		if c.status != "completed" || c.response != wantResponse {
+			t.Errorf("claim of %s = %+v, want completed with %s", s.deliveryID, c, wantResponse)
+		}
+	}
+	if drops := f.drops(); len(drops) != 0 {
+		t.Errorf("late deliveries were recorded as drops %+v; they are accepted and left the job alone", drops)
+	}
+}
+
+func TestCallbackConcurrentDeliveriesApplyOnce(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	const n = 50
+	d := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-concurrent",
+		body: callbackBody(f.job.ProviderJobID, "succeeded", map[string]any{"rows": 1})}
+	r := f.callbackReq(d)
+	answers := make([]*response, n)
+	errs := make([]error, n)
+	var start, done sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		done.Go(func() {
+			start.Wait()
+			answers[i], errs[i] = f.send(r)
+		})
+	}
+	start.Done()
+	done.Wait()
+	kinds := map[string]int{}
+	for i, res := range answers {
+		if errs[i] != nil {
+			t.Fatalf("delivery %d: %v", i, errs[i])
+		}
+		status, reason := res.answer(t)
+		kinds[status+" "+reason]++
+	}
+	if kinds["accepted "] != 1 || kinds["dropped duplicate"] != n-1 || len(kinds) != 2 {
+		t.Fatalf("answers = %v, want 1 accepted and %d dropped duplicate", kinds, n-1)
+	}
+	if got := f.jobState(f.job.ID); got != (jobState{"succeeded", `{"rows": 1}`, 2}) {
+		t.Errorf("job = %+v, want succeeded and applied once (version 2)", got)
+	}
+	claims := f.claims(acme)
+	if len(claims) != 1 || claims[d.deliveryID].status != "completed" {
+		t.Errorf("claims = %+v, want one completed", claims)
+	}
+	if n := f.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`); n != 49 {
+		t.Errorf("%d duplicate drops recorded, want 49", n)
+	}
+	if got := f.obs.counts(); len(got) != 1 || got[acme+"/duplicate"] != 49 {
+		t.Errorf("observer counted %v, want 49 acme/duplicate", got)
+	}
+}
+
+func TestCallbackRedeliveryAfterACrashReclaimsAfterTheLease(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	d := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-crash",
+		body: callbackBody(f.job.ProviderJobID, "succeeded", map[string]any{"rows": 4})}
+	// A handler claimed the delivery, then crashed before it completed.
+	out, err := f.plane.Claim(context.Background(), f.org, providerjobs.Scope(acme), d.deliveryID,
+		providerjobs.RequestHash(d.body), idempotency.WebhookLease)
+	if err != nil || out.Kind != idempotency.KindClaimed {
+		t.Fatalf("Claim = %v, %v; want claimed", out.Kind, err)
+	}
+
+	// Inside its lease the crashed handler cannot be told from a slow one.
+	f.clk.advance(idempotency.WebhookLease - time.Second)
+	before := f.jobState(f.job.ID)
+	f.wantDropped(t, f.callback(d), d, "duplicate", before)
+
+	// After the lease it is presumed dead, and the redelivery takes over.
+	f.clk.advance(2 * time.Second)
+	if status, _ := f.callback(d).answer(t); status != "accepted" {
+		t.Fatalf("the redelivery after the lease was not accepted")
+	}
+	if got := f.jobState(f.job.ID); got != (jobState{"succeeded", `{"rows": 4}`, 2}) {
+		t.Errorf("job = %+v, want succeeded, applied once (version 2)", got)
+	}
+	if c := f.claims(acme)[d.deliveryID]; c.status != "completed" {
+		t.Errorf("claim = %+v, want completed", c)
+	}
+	// The crashed handler wakes up: its fence moved on, it can end nothing.
+	if ok, err := f.plane.Complete(context.Background(), out.Claim, idempotency.Completion{Response: json.RawMessage(`{"stale":true}`)}); ok || err != nil {
+		t.Errorf("the crashed handler's Complete = %v, %v; want false, nil", ok, err)
+	}
+	// And one more redelivery is a duplicate again.
+	f.callback(d).answer(t)
+	if n := f.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`); n != 2 {
+		t.Errorf("%d duplicate drops, want 2 (inside the lease, after completion)", n)
+	}
+	if got := f.jobState(f.job.ID); got.version != 2 {
+		t.Errorf("job version = %d, want 2", got.version)
+	}
+}
+
+func TestProviderJobsAnswer503WhenTheDatabaseIsDown(t *testing.T) {
+	t.Parallel()
+	down, err := pgxpool.New(context.Background(), "postgres://searchd@127.0.0.1:1/searchd?connect_timeout=2&sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(down.Close)
+	b := setup(t, setupOpts{pool: down})
+	body := callbackBody("job-1", "running", nil)
+	for _, r := range []req{
+		b.callbackReq(delivery{jobID: "job-1", deliveryID: "d-1", body: body}),
+		{method: http.MethodPost, path: "/v1/provider-jobs", body: map[string]any{"run_id": uuid.NewString(), "provider": acme, "provider_job_id": "j"}},
+		{method: http.MethodGet, path: "/v1/provider-jobs/" + uuid.NewString()},
+	} {
+		res := b.do(r)
+		if res.status != http.StatusServiceUnavailable || res.problem(t).Code != "unavailable" || res.header.Get("Retry-After") == "" {
+			t.Errorf("%s %s with the database down = %d %s (Retry-After %q), want 503 unavailable with Retry-After",
+				r.method, r.path, res.status, res.body, res.header.Get("Retry-After"))
+		}
+	}
+	// A delivery refused before the database is needed is still refused.
+	res := b.callback(delivery{jobID: "job-1", deliveryID: "d-1", body: body, signature: "-"})
+	if res.status != http.StatusUnauthorized {
+		t.Errorf("an unsigned callback with the database down = %d, want 401", res.status)
+	}
+}
+
+func TestRegisterProviderJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	run := b.seedRun(b.org)
+	body := map[string]any{"run_id": run.String(), "provider": acme, "provider_job_id": "job/42 ü"}
+	res := b.do(req{method: http.MethodPost, path: "/v1/provider-jobs", body: body})
+	if res.status != http.StatusCreated {
+		t.Fatalf("register = %d %s, want 201", res.status, res.body)
+	}
+	var job providerjobs.Job
+	res.decode(t, &job)
+	if job.OrganizationID != b.org || job.RunID != run || job.Provider != acme || job.ProviderJobID != "job/42 ü" ||
+		job.Status != providerjobs.StatusPending || string(job.Result) != "null" || job.Version != 1 {
+		t.Errorf("registered job = %+v, want a pending acme job of the Run", job)
+	}
+	if loc, want := res.header.Get("Location"), "/v1/provider-jobs/"+job.ID.String(); loc != want {
+		t.Errorf("Location = %q, want %q", loc, want)
+	}
+	got := b.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + job.ID.String()})
+	if got.status != http.StatusOK || string(got.body) != string(res.body) {
+		t.Errorf("GET = %d %s, want 200 and the registered job %s", got.status, got.body, res.body)
+	}
+
+	// Its callbacks find it by its path-escaped id, slash and all.
+	d := delivery{jobID: job.ProviderJobID, deliveryID: "d-1", body: callbackBody(job.ProviderJobID, "running", nil)}
+	if status, reason := b.callback(d).answer(t); status != "accepted" {
+		t.Errorf("callback for the registered job = %s %s, want accepted", status, reason)
+	}
+
+	// Registering the same provider job again is refused, from any organization.
+	other := uuid.New()
+	otherToken := b.tokenFor(other, "intruder")
+	for _, tt := range []struct {
+		name  string
+		token string
+		run   uuid.UUID
+	}{
+		{"same organization, same Run", b.token, run},
+		{"same organization, another Run", b.token, b.seedRun(b.org)},
+		{"another organization, its own Run", otherToken, b.seedRun(other)},
+	} {
+		res := b.do(req{method: http.MethodPost, path: "/v1/provider-jobs", header: map[string]string{"Authorization": "Bearer " + tt.token},
+			body: map[string]any{"run_id": tt.run.String(), "provider": acme, "provider_job_id": "job/42 ü"}})
+		if res.status != http.StatusConflict || res.problem(t).Code != "already_registered" {
+			t.Errorf("%s: register again = %d %s, want 409 already_registered", tt.name, res.status, res.body)
+		}
+	}
+	// The same provider job id at another provider is another job.
+	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
+		body: map[string]any{"run_id": run.String(), "provider": otherProvider, "provider_job_id": "job/42 ü"}})
+	if res.status != http.StatusCreated {
+		t.Errorf("the same job id at another provider = %d %s, want 201", res.status, res.body)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 2 {
+		t.Errorf("%d jobs, want 2", n)
+	}
+}
+
+func TestProviderJobsAreTenantScoped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	other := uuid.New()
+	otherToken := b.tokenFor(other, "intruder")
+	job := b.seedJob("tenant-job")
+
+	// Another organization's Run cannot carry our job, nor ours theirs.
+	res := b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
+		body: map[string]any{"run_id": b.seedRun(other).String(), "provider": acme, "provider_job_id": "stolen"}})
+	if res.status != http.StatusNotFound || res.problem(t).Code != "not_found" {
+		t.Errorf("register on another organization's Run = %d %s, want 404 not_found", res.status, res.body)
+	}
+	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
+		body: map[string]any{"run_id": uuid.NewString(), "provider": acme, "provider_job_id": "nowhere"}})
+	if res.status != http.StatusNotFound {
+		t.Errorf("register on an unknown Run = %d %s, want 404", res.status, res.body)
+	}
+	// Another organization cannot read our job.
+	res = b.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + job.ID.String(),
+		header: map[string]string{"Authorization": "Bearer " + otherToken}})
+	if res.status != http.StatusNotFound || res.problem(t).Code != "not_found" {
+		t.Errorf("another organization's GET = %d %s, want 404 not_found", res.status, res.body)
+	}
+	for _, path := range []string{"/v1/provider-jobs/" + uuid.NewString(), "/v1/provider-jobs/not-a-uuid"} {
+		if res := b.do(req{method: http.MethodGet, path: path}); res.status != http.StatusNotFound {
+			t.Errorf("GET %s = %d, want 404", path, res.status)
+		}
+	}
+	if res := b.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + job.ID.String(), noAuth: true}); res.status != http.StatusUnauthorized {
+		t.Errorf("GET without a token = %d, want 401", res.status)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 1 {
+		t.Errorf("%d jobs, want only the seeded one", n)
+	}
+}
+
+func TestRegisterProviderJobRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	run := b.seedRun(b.org).String()
+	for _, tt := range []struct {
+		name  string
+		body  any
+		field string
+	}{
+		{"run id not a UUID", map[string]any{"run_id": "run-1", "provider": acme, "provider_job_id": "j"}, "run_id"},
+		{"nil run id", map[string]any{"run_id": uuid.Nil.String(), "provider": acme, "provider_job_id": "j"}, "run_id"},
+		{"no run id", map[string]any{"provider": acme, "provider_job_id": "j"}, "run_id"},
+		{"provider without a secret", map[string]any{"run_id": run, "provider": "nobody", "provider_job_id": "j"}, "provider"},
+		{"provider in capitals", map[string]any{"run_id": run, "provider": "ACME", "provider_job_id": "j"}, "provider"},
+		{"empty provider", map[string]any{"run_id": run, "provider": "", "provider_job_id": "j"}, "provider"},
+		{"empty job id", map[string]any{"run_id": run, "provider": acme, "provider_job_id": ""}, "provider_job_id"},
+		{"job id too long", map[string]any{"run_id": run, "provider": acme, "provider_job_id": strings.Repeat("j", 256)}, "provider_job_id"},
+		{"control character in the job id", map[string]any{"run_id": run, "provider": acme, "provider_job_id": "a\tb"}, "provider_job_id"},
+		{"unknown field", map[string]any{"run_id": run, "provider": acme, "provider_job_id": "j", "status": "running"}, "status"},
+	} {
+		res := b.do(req{method: http.MethodPost, path: "/v1/provider-jobs", body: tt.body})
+		if res.status != http.StatusBadRequest {
+			t.Errorf("%s: register = %d %s, want 400", tt.name, res.status, res.body)
+			continue
+		}
+		p := res.problem(t)
+		if p.Code != "validation_failed" || len(p.Errors) == 0 || p.Errors[0].Field != tt.field {
+			t.Errorf("%s: problem %+v, want validation_failed naming %s", tt.name, p, tt.field)
+		}
+	}
+	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 0 {
+		t.Errorf("%d jobs registered from bad input, want 0", n)
+	}
+}
+
+// TestOpenAPIValidatesProviderJobResponses drives every documented answer
+// of the provider-job operations through do(), which validates it, and
+// proves the callback answer's schema is not vacuous.
+func TestOpenAPIValidatesProviderJobResponses(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	job := b.seedJob("openapi-job")
+	d := delivery{jobID: job.ProviderJobID, deliveryID: "d-1", body: callbackBody(job.ProviderJobID, "running", map[string]any{"a": 1})}
+	for _, r := range []req{
+		b.callbackReq(d), // accepted
+		b.callbackReq(d), // dropped duplicate
+		b.callbackReq(delivery{jobID: job.ProviderJobID, signature: "-", body: d.body}),       // 401
+		b.callbackReq(delivery{jobID: job.ProviderJobID, body: d.body}),                       // 400 missing_delivery_id
+		b.callbackReq(delivery{jobID: job.ProviderJobID, deliveryID: "x", body: []byte(`{`)}), // 400 malformed_json
+		{method: http.MethodGet, path: "/v1/provider-jobs/" + job.ID.String()},
+		{method: http.MethodPost, path: "/v1/provider-jobs", body: map[string]any{"run_id": job.RunID.String(), "provider": acme, "provider_job_id": "openapi-job"}},
+		{method: http.MethodPost, path: "/v1/provider-jobs", body: map[string]any{"run_id": job.RunID.String(), "provider": acme, "provider_job_id": "openapi-2"}},
+		{method: http.MethodPost, path: "/v1/provider-jobs", body: map[string]any{"run_id": uuid.NewString(), "provider": acme, "provider_job_id": "openapi-3"}},
+		{method: http.MethodPost, path: "/v1/provider-jobs", body: `{`},
+	} {
+		b.do(r)
+	}
+
+	hr, _ := http.NewRequest(http.MethodPost, b.server.URL+"/v1/callbacks/acme/jobs/j", nil)
+	for _, body := range []string{`{"status": "dropped"}`, `{"status": "accepted", "reason": "duplicate"}`,
+		`{"status": "dropped", "reason": "lost"}`, `{"status": "ok"}`} {
+		broken := &response{status: http.StatusOK, header: http.Header{"Content-Type": {"application/json"}}, body: []byte(body)}
+		if err := validateAgainstOpenAPI(hr, broken); err == nil {
+			t.Errorf("callback answer %s passed validation", body)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/searchd/searchd/internal/pgtest"
+)
+
+func TestParseProviderSecrets(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		value    string
+		want     map[string]string
+		problems []string // substrings, one per problem, in order
+	}{
+		{"", map[string]string{}, nil},
+		{"   ", map[string]string{}, nil},
+		{"acme=secret1,other=secret2", map[string]string{"acme": "secret1", "other": "secret2"}, nil},
+		{" acme = s1 , other.vendor=s2 ", map[string]string{"acme": "s1", "other.vendor": "s2"}, nil},
+		{"acme=YmFzZTY0==", map[string]string{"acme": "YmFzZTY0=="}, nil},
+		{"acme", nil, []string{`entry 1 has no "="`}},
+		{"acme=s,", nil, []string{"entry 2 is empty"}},
+		{"Acme=s", nil, []string{`entry 1: "Acme" is not a provider name`}},
+		{"=s", nil, []string{`entry 1: "" is not a provider name`}},
+		{"acme/x=s", nil, []string{`entry 1: "acme/x" is not a provider name`}},
+		{"acme=", nil, []string{`entry 1: the secret of provider "acme" is empty`}},
+		{"acme= ", nil, []string{`entry 1: the secret of provider "acme" is empty`}},
+		{"acme=a,acme=b", nil, []string{`entry 2: provider "acme" appears more than once`}},
+		{"acme,,bad name=x,ok=y", nil, []string{"entry 1 has no", "entry 2 is empty", "entry 3: \"bad name\""}},
+	}
+	for _, tt := range tests {
+		got, problems := parseProviderSecrets(tt.value)
+		if len(problems) != len(tt.problems) {
+			t.Errorf("parseProviderSecrets(%q) problems = %q, want %d", tt.value, problems, len(tt.problems))
+			continue
+		}
+		for i, p := range problems {
+			if !strings.Contains(p, tt.problems[i]) {
+				t.Errorf("parseProviderSecrets(%q) problem %d = %q, want it to say %q", tt.value, i, p, tt.problems[i])
+			}
+		}
+		if tt.problems != nil {
+			continue
+		}
+		if !slices.Equal(slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(tt.want))) {
+			t.Errorf("parseProviderSecrets(%q) = providers %v, want %v", tt.value, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(tt.want)))
+			continue
+		}
+		for name, secret := range tt.want {
+			if string(got[name]) != secret {
+				t.Errorf("parseProviderSecrets(%q)[%q] is wrong", tt.value, name)
+			}
+		}
+	}
+}
+
+func TestProviderSecretsErrorsNameTheSettingAndHideTheSecrets(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"DATABASE_URL":             "postgres://searchd@localhost:5432/searchd",
+		"SEARCHD_JWT_SECRET":       goodSecret,
+		"SEARCHD_PROVIDER_SECRETS": "Acme=hunter2,other=",
+	}
+	h := newHarness(env)
+	if code := h.run("serve"); code != 2 {
+		t.Fatalf("serve with bad provider secrets = %d, want 2", code)
+	}
+	stderr := h.stderr.String()
+	for _, want := range []string{
+		`SEARCHD_PROVIDER_SECRETS: entry 1: "Acme" is not a provider name`,
+		`SEARCHD_PROVIDER_SECRETS: entry 2: the secret of provider "other" is empty`,
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr %q does not say %q", stderr, want)
+		}
+	}
+	if strings.Contains(stderr, "hunter2") {
+		t.Errorf("stderr %q shows a secret", stderr)
+	}
+
+	// The flag wins over the variable, and is named.
+	h = newHarness(env)
+	if code := h.run("serve", "--provider-secrets", "acme"); code != 2 ||
+		!strings.Contains(h.stderr.String(), `--provider-secrets: entry 1 has no "="`) {
+		t.Errorf("serve --provider-secrets acme = %d %q, want 2 naming the flag", code, h.stderr.String())
+	}
+}
+
+func TestServeWiresProviderCallbacks(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	serverFlags(fs)
+	if err := fs.Parse([]string{"--provider-secrets", "acme=s3cret"}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"DATABASE_URL": "postgres://searchd@localhost:5432/searchd", "SEARCHD_JWT_SECRET": goodSecret}
+	cfg, err := loadServerConfig(fs, func(k string) string { return env[k] }, false)
+	if err != nil {
+		t.Fatalf("loadServerConfig: %v", err)
+	}
+	srv, err := newAPI(pool, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("newAPI: %v", err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+
+	body := `{"job_id": "j-1", "status": "running"}`
+	post := func(secret string) (int, string) {
+		mac := hmac.New(sha256.New, []byte(secret))
+		io.WriteString(mac, body)
+		hr, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/callbacks/acme/jobs/j-1", strings.NewReader(body))
+		hr.Header.Set("X-Delivery-Id", "d-1")
+		hr.Header.Set("X-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		res, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if status, answer := post("s3cret"); status != http.StatusOK || !strings.Contains(answer, `"reason":"unknown_job"`) {
+		t.Errorf("a callback signed with the configured secret = %d %s, want 200 dropped unknown_job", status, answer)
+	}
+	if status, _ := post("another"); status != http.StatusUnauthorized {
+		t.Errorf("a callback signed with another secret = %d, want 401", status)
+	}
+}

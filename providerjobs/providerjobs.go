@@ -1,0 +1,243 @@
+package providerjobs
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/idempotency"
+)
+
+var (
+	// ErrNotFound reports a job that does not exist in the organization.
+	ErrNotFound = errors.New("providerjobs: job not found")
+	// ErrRunNotFound reports a registration for a Run the organization does
+	// not have.
+	ErrRunNotFound = errors.New("providerjobs: run not found")
+	// ErrAlreadyRegistered reports a registration of a (provider, provider
+	// job id) pair that names a job already, in any organization: a
+	// callback resolves its job by that pair alone.
+	ErrAlreadyRegistered = errors.New("providerjobs: provider job already registered")
+	// ErrInvalid is wrapped by every error about input the package refuses
+	// before it runs any SQL.
+	ErrInvalid = errors.New("providerjobs: invalid input")
+)
+
+// Status is the state of a job.
+type Status string
+
+// The statuses of a job. A job starts pending; succeeded and failed are
+// terminal.
+const (
+	StatusPending   Status = "pending"
+	StatusRunning   Status = "running"
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+)
+
+// Terminal reports whether s is a status a job never leaves.
+func (s Status) Terminal() bool { return s == StatusSucceeded || s == StatusFailed }
+
+// reported reports whether s is a status a delivery may report: every
+// status but pending, which only registration sets.
+func (s Status) reported() bool { return s == StatusRunning || s.Terminal() }
+
+// Job is a job searchd started at a provider for a Run.
+type Job struct {
+	ID             uuid.UUID `json:"id"`
+	OrganizationID uuid.UUID `json:"organization_id"`
+	RunID          uuid.UUID `json:"run_id"`
+	// Provider names the provider and its claim scope webhook.<provider>.
+	Provider string `json:"provider"`
+	// ProviderJobID is the provider's own id of the job.
+	ProviderJobID string `json:"provider_job_id"`
+	Status        Status `json:"status"`
+	// Result is the object the last applied delivery carried; null until
+	// one carries a result.
+	Result json.RawMessage `json:"result"`
+	// Version is 1 at registration and grows by one with every applied
+	// delivery.
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// RegisterParams are the inputs of [Service.Register].
+type RegisterParams struct {
+	// RunID is a Run of the organization.
+	RunID uuid.UUID
+	// Provider is a valid provider name; see [ValidateProvider].
+	Provider string
+	// ProviderJobID is the provider's id of the job; see [ValidateJobID].
+	ProviderJobID string
+}
+
+// MaxJobIDLen is the longest provider job id, in characters.
+const MaxJobIDLen = 255
+
+// ValidateProvider returns an error wrapping [ErrInvalid] unless name can
+// name a provider: the part after "webhook." of a claim scope the plane
+// accepts, a dotted lower-case identifier such as "acme" or "acme.jobs".
+func ValidateProvider(name string) error {
+	if _, err := idempotency.Retention(Scope(name)); err != nil {
+		return fmt.Errorf("%w: provider %q is not a lower-case dotted identifier of at most 100 characters "+
+			"(letters a-z, digits, '_', '-', dots between them)", ErrInvalid, name)
+	}
+	return nil
+}
+
+// Scope returns the claim scope of the deliveries of provider.
+func Scope(provider string) string { return idempotency.WebhookScopePrefix + provider }
+
+// ValidateJobID returns an error wrapping [ErrInvalid] unless id is 1 to
+// [MaxJobIDLen] characters of valid UTF-8 without control characters.
+func ValidateJobID(id string) error {
+	if !validJobID(id) {
+		return fmt.Errorf("%w: provider job id must be 1 to %d characters of UTF-8 without control characters",
+			ErrInvalid, MaxJobIDLen)
+	}
+	return nil
+}
+
+func validJobID(id string) bool {
+	if id == "" || !utf8.ValidString(id) || utf8.RuneCountInString(id) > MaxJobIDLen {
+		return false
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// DB is what the service needs of a database: statements, and transactions
+// to apply a delivery and complete its claim together. A *pgxpool.Pool has
+// it.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Config configures a [Service].
+type Config struct {
+	// Now stubs the database clock that stamps jobs and drops, for tests.
+	// Nil (the default) passes NULL, so every replica uses the database's
+	// now(). The plane has its own clock, idempotency.Config.Now: give both
+	// the same stub.
+	Now func() time.Time
+	// Observer counts drops. Default [NopObserver].
+	Observer Observer
+	// ReleaseTimeout bounds releasing a claim after a failure. The release
+	// runs on a context detached from the caller's, which may be the very
+	// reason the delivery failed. Default 5 s.
+	ReleaseTimeout time.Duration
+
+	// beforeApply, set by tests alone, runs inside the delivery's
+	// transaction just before the job is updated; an error it returns is a
+	// failure of the apply.
+	beforeApply func(ctx context.Context, tx pgx.Tx) error
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
+	}
+	c.ReleaseTimeout = cmp.Or(c.ReleaseTimeout, 5*time.Second)
+	return c
+}
+
+// Service registers and reads provider jobs and receives their callbacks.
+// It is safe for concurrent use.
+type Service struct {
+	db    DB
+	plane *idempotency.Service
+	cfg   Config
+}
+
+// New returns a service running its statements on db, usually a
+// *pgxpool.Pool, that claims deliveries through plane. Zero fields of cfg
+// take their defaults.
+func New(db DB, plane *idempotency.Service, cfg Config) *Service {
+	return &Service{db: db, plane: plane, cfg: cfg.WithDefaults()}
+}
+
+func (s *Service) nowArg() any {
+	if s.cfg.Now == nil {
+		return nil
+	}
+	return s.cfg.Now()
+}
+
+// Register registers a pending job for Run p.RunID of org and returns it.
+//
+// Errors: an error wrapping [ErrInvalid] for a nil organization or Run, or
+// a provider or job id the validators refuse; [ErrRunNotFound] when org has
+// no such Run (another organization's included); [ErrAlreadyRegistered]
+// when the (provider, job id) pair names a job already. Other errors come
+// from the database.
+func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams) (*Job, error) {
+	switch {
+	case org == uuid.Nil:
+		return nil, fmt.Errorf("%w: organization id is the nil UUID", ErrInvalid)
+	case p.RunID == uuid.Nil:
+		return nil, fmt.Errorf("%w: run id is the nil UUID", ErrInvalid)
+	}
+	if err := ValidateProvider(p.Provider); err != nil {
+		return nil, err
+	}
+	if err := ValidateJobID(p.ProviderJobID); err != nil {
+		return nil, err
+	}
+	job, err := scanJob(s.db.QueryRow(ctx, jobInsert,
+		uuid.New(), org, p.RunID, p.Provider, p.ProviderJobID, s.nowArg()))
+	if err == nil {
+		return job, nil
+	}
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, ErrRunNotFound
+	case errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "provider_jobs_provider_job_key":
+		return nil, ErrAlreadyRegistered
+	case errors.As(err, &pgErr) && pgErr.Code == "23503":
+		// The Run was deleted between the read and the insert.
+		return nil, ErrRunNotFound
+	}
+	return nil, fmt.Errorf("providerjobs: register: %w", err)
+}
+
+// Get returns job id of org. It returns [ErrNotFound] when org has no such
+// job, including another organization's.
+func (s *Service) Get(ctx context.Context, org, id uuid.UUID) (*Job, error) {
+	job, err := scanJob(s.db.QueryRow(ctx, jobGet, org, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("providerjobs: get: %w", err)
+	}
+	return job, nil
+}
+
+func scanJob(row pgx.Row) (*Job, error) {
+	var j Job
+	var status string
+	if err := row.Scan(&j.ID, &j.OrganizationID, &j.RunID, &j.Provider, &j.ProviderJobID,
+		&status, &j.Result, &j.Version, &j.CreatedAt, &j.UpdatedAt); err != nil {
+		return nil, err
+	}
+	j.Status = Status(status)
+	return &j, nil
+}

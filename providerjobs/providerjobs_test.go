@@ -1,0 +1,401 @@
+package providerjobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/runs"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// clock is a stubbed database clock tests move by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// counter is an Observer counting drops by "provider/reason".
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) ObserveDrop(provider, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[provider+"/"+reason]++
+}
+
+func (c *counter) get(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[key]
+}
+
+// bundle is what setup hands a test.
+type bundle struct {
+	t     *testing.T
+	pool  *pgxpool.Pool
+	clk   *clock
+	obs   *counter
+	plane *idempotency.Service
+	svc   *Service
+	org   uuid.UUID
+}
+
+// setupOpts tune setup; the zero value is a plain service.
+type setupOpts struct {
+	// beforeApply is the service's test hook.
+	beforeApply func(ctx context.Context, tx pgx.Tx) error
+}
+
+func setup(t *testing.T, opts setupOpts) *bundle {
+	t.Helper()
+	pool := pgtest.NewDB(t)
+	clk := &clock{t: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	obs := &counter{n: map[string]int{}}
+	plane := idempotency.NewService(pool, idempotency.Config{Now: clk.now})
+	return &bundle{
+		t: t, pool: pool, clk: clk, obs: obs, plane: plane, org: uuid.New(),
+		svc: New(pool, plane, Config{Now: clk.now, Observer: obs, beforeApply: opts.beforeApply}),
+	}
+}
+
+func (b *bundle) seedRun(org uuid.UUID) uuid.UUID {
+	b.t.Helper()
+	name := "capability"
+	run, _, err := runs.NewStore(b.pool, runs.Config{}).Admit(context.Background(), runs.AdmitParams{
+		OrganizationID: org, Kind: runs.KindCapability, StartKey: runs.DirectStartKey(uuid.NewString()),
+		RequestHash: "seed", Name: &name,
+	})
+	if err != nil {
+		b.t.Fatalf("seeding a Run: %v", err)
+	}
+	return run.ID
+}
+
+func (b *bundle) seedJob(providerJobID string) *Job {
+	b.t.Helper()
+	job, err := b.svc.Register(context.Background(), b.org,
+		RegisterParams{RunID: b.seedRun(b.org), Provider: "acme", ProviderJobID: providerJobID})
+	if err != nil {
+		b.t.Fatalf("Register: %v", err)
+	}
+	return job
+}
+
+func (b *bundle) count(query string, args ...any) int {
+	b.t.Helper()
+	var n int
+	if err := b.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		b.t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+func (b *bundle) job(id uuid.UUID) *Job {
+	b.t.Helper()
+	job, err := b.svc.Get(context.Background(), b.org, id)
+	if err != nil {
+		b.t.Fatalf("Get(%s): %v", id, err)
+	}
+	return job
+}
+
+// delivery returns a valid delivery of status about job.
+func delivery(job *Job, deliveryID string, status Status) Delivery {
+	body := []byte(`{"job_id":"` + job.ProviderJobID + `","status":"` + string(status) + `"}`)
+	return Delivery{Provider: job.Provider, JobID: job.ProviderJobID, DeliveryID: deliveryID, Body: body,
+		Update: Update{JobID: job.ProviderJobID, Status: status}}
+}
+
+func TestRegisterThenGet(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	run := b.seedRun(b.org)
+	job, err := b.svc.Register(context.Background(), b.org, RegisterParams{RunID: run, Provider: "acme.jobs", ProviderJobID: "j-1"})
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	if job.OrganizationID != b.org || job.RunID != run || job.Status != StatusPending || job.Result != nil ||
+		job.Version != 1 || !job.CreatedAt.Equal(b.clk.now()) || !job.UpdatedAt.Equal(job.CreatedAt) {
+		t.Errorf("registered %+v, want a pending job of the Run at the stubbed clock", job)
+	}
+	if got := b.job(job.ID); got.ID != job.ID || got.ProviderJobID != "j-1" {
+		t.Errorf("Get = %+v, want the registered job", got)
+	}
+	if _, err := b.svc.Get(context.Background(), uuid.New(), job.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get from another organization = %v, want ErrNotFound", err)
+	}
+}
+
+func TestRegisterRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	run := b.seedRun(b.org)
+	other := uuid.New()
+	if _, err := b.svc.Register(context.Background(), b.org, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: "taken"}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		org  uuid.UUID
+		p    RegisterParams
+		want error
+	}{
+		{"another organization's Run", b.org, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "j"}, ErrRunNotFound},
+		{"no such Run", b.org, RegisterParams{RunID: uuid.New(), Provider: "acme", ProviderJobID: "j"}, ErrRunNotFound},
+		{"registered already", b.org, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: "taken"}, ErrAlreadyRegistered},
+		{"registered already, by another organization", other, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "taken"}, ErrAlreadyRegistered},
+		{"nil organization", uuid.Nil, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: "j"}, ErrInvalid},
+		{"nil Run", b.org, RegisterParams{Provider: "acme", ProviderJobID: "j"}, ErrInvalid},
+		{"bad provider", b.org, RegisterParams{RunID: run, Provider: "Acme", ProviderJobID: "j"}, ErrInvalid},
+		{"empty job id", b.org, RegisterParams{RunID: run, Provider: "acme"}, ErrInvalid},
+		{"job id too long", b.org, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: strings.Repeat("é", 256)}, ErrInvalid},
+		{"job id with a newline", b.org, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: "a\nb"}, ErrInvalid},
+		{"job id not UTF-8", b.org, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: "a\xff"}, ErrInvalid},
+	}
+	for _, tt := range tests {
+		if _, err := b.svc.Register(context.Background(), tt.org, tt.p); !errors.Is(err, tt.want) {
+			t.Errorf("%s: Register = %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	// 255 characters of two bytes each is a valid id.
+	if _, err := b.svc.Register(context.Background(), b.org, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: strings.Repeat("é", 255)}); err != nil {
+		t.Errorf("Register of a 255-character id = %v, want it registered", err)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 2 {
+		t.Errorf("%d jobs, want 2", n)
+	}
+}
+
+func TestSchemaTiesAJobToItsOrganizationsRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	theirs := b.seedRun(uuid.New())
+	_, err := b.pool.Exec(context.Background(), `
+		INSERT INTO agent.provider_jobs (id, organization_id, run_id, provider, provider_job_id, created_at, updated_at)
+		VALUES ($1, $2, $3, 'acme', 'sneaky', now(), now())`, uuid.New(), b.org, theirs)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.ConstraintName != "provider_jobs_run_fkey" {
+		t.Errorf("a job of our organization on their Run = %v, want the tenant-checked foreign key to refuse it", err)
+	}
+
+	// A Run deleted by retention takes its jobs with it, and a callback
+	// for one of them then names a job nobody holds.
+	job := b.seedJob("doomed")
+	if _, err := b.pool.Exec(context.Background(), `DELETE FROM agent.runs WHERE id = $1`, job.RunID); err != nil {
+		t.Fatalf("deleting the Run: %v", err)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 0 {
+		t.Errorf("%d jobs after their Run was deleted, want 0", n)
+	}
+	out, err := b.svc.Receive(context.Background(), delivery(job, "d-1", StatusRunning))
+	if err != nil || out.Reason != DropUnknownJob {
+		t.Errorf("Receive for the deleted job = %+v, %v; want dropped unknown_job", out, err)
+	}
+}
+
+func TestReceiveReleasesTheClaimWhenTheApplyFails(t *testing.T) {
+	t.Parallel()
+	var failed bool
+	b := setup(t, setupOpts{beforeApply: func(ctx context.Context, tx pgx.Tx) error {
+		if failed {
+			return nil
+		}
+		failed = true
+		// The database goes away under the transaction: its connection
+		// is terminated, as a failover or a restart would.
+		_, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+		return err
+	}})
+	job := b.seedJob("j-1")
+	d := delivery(job, "d-1", StatusSucceeded)
+
+	_, err := b.svc.Receive(context.Background(), d)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "57P01" {
+		t.Fatalf("Receive with the connection terminated = %v, want the server's 57P01", err)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
+		t.Errorf("%d claims after a failed apply, want 0: the claim is released so the redelivery runs", n)
+	}
+	if got := b.job(job.ID); got.Status != StatusPending || got.Version != 1 {
+		t.Errorf("job = %+v after a failed apply, want it untouched", got)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.webhook_drops`); n != 0 {
+		t.Errorf("%d drops for a failure, want 0: a failure is not a drop", n)
+	}
+
+	// The provider redelivers; nothing waits for a lease.
+	out, err := b.svc.Receive(context.Background(), d)
+	if err != nil || !out.Accepted || !out.Applied || out.Status != StatusSucceeded {
+		t.Fatalf("redelivery = %+v, %v; want accepted and applied", out, err)
+	}
+	if got := b.job(job.ID); got.Status != StatusSucceeded || got.Version != 2 {
+		t.Errorf("job = %+v, want succeeded, applied once", got)
+	}
+}
+
+func TestReceiveDropsADuplicateWhenItsFenceIsLost(t *testing.T) {
+	t.Parallel()
+	var (
+		b        *bundle
+		d        Delivery
+		takeover idempotency.Outcome
+	)
+	b = setup(t, setupOpts{beforeApply: func(ctx context.Context, tx pgx.Tx) error {
+		// This worker stalls past its lease, and a redelivery reclaims the
+		// delivery meanwhile.
+		b.clk.advance(idempotency.WebhookLease + time.Second)
+		var err error
+		takeover, err = b.plane.Claim(ctx, b.org, Scope(d.Provider), d.DeliveryID, RequestHash(d.Body), idempotency.WebhookLease)
+		return err
+	}})
+	job := b.seedJob("j-fence")
+	d = delivery(job, "d-1", StatusRunning)
+	out, err := b.svc.Receive(context.Background(), d)
+	if err != nil || out.Reason != DropDuplicate || out.Accepted {
+		t.Fatalf("Receive = %+v, %v; want dropped duplicate", out, err)
+	}
+	if takeover.Kind != idempotency.KindClaimed || !takeover.Claim.Reclaimed {
+		t.Fatalf("the takeover = %+v, want a reclaim", takeover)
+	}
+	if got := b.job(job.ID); got.Status != StatusPending || got.Version != 1 {
+		t.Errorf("job = %+v, want the stalled worker's update rolled back", got)
+	}
+	var status string
+	if err := b.pool.QueryRow(context.Background(), `SELECT status FROM agent.idempotency_keys`).Scan(&status); err != nil || status != "processing" {
+		t.Errorf("claim = %q, %v; want it processing, held by the worker that reclaimed it", status, err)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate' AND organization_id = $1`, b.org); n != 1 || b.obs.get("acme/duplicate") != 1 {
+		t.Errorf("%d duplicate drops recorded, %d observed; want 1 and 1", n, b.obs.get("acme/duplicate"))
+	}
+}
+
+func TestReceiveDropsUnknownJobWhenTheJobVanishesBeforeTheApply(t *testing.T) {
+	t.Parallel()
+	var b *bundle
+	var jobID uuid.UUID
+	b = setup(t, setupOpts{beforeApply: func(ctx context.Context, tx pgx.Tx) error {
+		// The Run's retention passes between the resolution and the apply.
+		_, err := b.pool.Exec(ctx, `DELETE FROM agent.provider_jobs WHERE id = $1`, jobID)
+		return err
+	}})
+	job := b.seedJob("j-vanishing")
+	jobID = job.ID
+	out, err := b.svc.Receive(context.Background(), delivery(job, "d-1", StatusRunning))
+	if err != nil || out.Reason != DropUnknownJob || out.JobID != job.ID {
+		t.Fatalf("Receive = %+v, %v; want dropped unknown_job", out, err)
+	}
+	var response string
+	if err := b.pool.QueryRow(context.Background(),
+		`SELECT response::text FROM agent.idempotency_keys WHERE status = 'completed'`).Scan(&response); err != nil {
+		t.Fatalf("reading the completed claim: %v", err)
+	}
+	if response != `{"applied": false, "dropped": "unknown_job"}` {
+		t.Errorf("claim response = %s, want the drop as the business answer", response)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'unknown_job'`); n != 1 || b.obs.get("acme/unknown_job") != 1 {
+		t.Errorf("%d unknown_job drops, %d observed; want 1 and 1", n, b.obs.get("acme/unknown_job"))
+	}
+}
+
+func TestReceiveRefusesInvalidDeliveriesBeforeAnySQL(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	job := b.seedJob("j-1")
+	good := delivery(job, "d-1", StatusRunning)
+	tests := []struct {
+		name   string
+		modify func(d *Delivery)
+	}{
+		{"bad provider", func(d *Delivery) { d.Provider = "acme!" }},
+		{"no delivery id", func(d *Delivery) { d.DeliveryID = "" }},
+		{"delivery id too long", func(d *Delivery) { d.DeliveryID = strings.Repeat("d", 256) }},
+		{"delivery id with a control character", func(d *Delivery) { d.DeliveryID = "d\x01" }},
+		{"pending reported", func(d *Delivery) { d.Update.Status = StatusPending }},
+		{"unknown status", func(d *Delivery) { d.Update.Status = "done" }},
+		{"no body job id", func(d *Delivery) { d.Update.JobID = "" }},
+		{"result an array", func(d *Delivery) { d.Update.Result = json.RawMessage(`[1]`) }},
+		{"result null", func(d *Delivery) { d.Update.Result = json.RawMessage(`null`) }},
+		{"result not JSON", func(d *Delivery) { d.Update.Result = json.RawMessage(`{`) }},
+	}
+	for _, tt := range tests {
+		d := good
+		tt.modify(&d)
+		if _, err := b.svc.Receive(context.Background(), d); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Receive = %v, want ErrInvalid", tt.name, err)
+		}
+	}
+	if n := b.count(`SELECT (SELECT count(*) FROM agent.idempotency_keys) + (SELECT count(*) FROM agent.webhook_drops)`); n != 0 {
+		t.Errorf("%d rows written for invalid deliveries, want 0", n)
+	}
+}
+
+func TestValidateProvider(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		ok   bool
+	}{
+		{"acme", true},
+		{"acme.jobs", true},
+		{"a-b_c.d9", true},
+		{strings.Repeat("a", 100), true},
+		{"", false},
+		{"Acme", false},
+		{".acme", false},
+		{"acme.", false},
+		{"a..b", false},
+		{"a b", false},
+		{"acme/jobs", false},
+		{strings.Repeat("a", 101), false},
+	} {
+		if err := ValidateProvider(tt.name); (err == nil) != tt.ok {
+			t.Errorf("ValidateProvider(%q) = %v, want ok %v", tt.name, err, tt.ok)
+		}
+	}
+}
+
+func TestStorable(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in, want string
+	}{
+		{"job-1", "job-1"},
+		{"a\x00b", "a\uFFFDb"},
+		{"a\xffb", "a\uFFFDb"},
+		{strings.Repeat("é", 300), strings.Repeat("é", 255)},
+		{"", ""},
+	} {
+		if got := storable(tt.in, MaxJobIDLen); got != tt.want {
+			t.Errorf("storable(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package providerjobs
+
+// The SQL of provider jobs and drops, in one place. Statements that write a
+// time take the clock as coalesce($now::timestamptz, now()): production
+// passes NULL, tests a stubbed instant.
+
+const jobColumns = `j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id,
+	j.status, j.result, j.version, j.created_at, j.updated_at`
+
+// jobInsert registers a pending job for a Run of the organization. The Run
+// is read in the same statement, scoped to the organization, so a Run of
+// another organization inserts nothing and the caller answers not found;
+// the composite foreign key enforces the same tenant rule in the schema.
+// $1 id, $2 org, $3 run_id, $4 provider, $5 provider_job_id, $6 now.
+const jobInsert = `
+INSERT INTO agent.provider_jobs AS j
+	(id, organization_id, run_id, provider, provider_job_id, status, created_at, updated_at)
+SELECT $1::uuid, r.organization_id, r.id, $4::text, $5::text, 'pending', c.now, c.now
+FROM agent.runs r, (SELECT coalesce($6::timestamptz, now()) AS now) c
+WHERE r.organization_id = $2 AND r.id = $3
+RETURNING ` + jobColumns
+
+// jobGet reads one job of an organization. $1 org, $2 id.
+const jobGet = `
+SELECT ` + jobColumns + `
+FROM agent.provider_jobs j
+WHERE j.organization_id = $1 AND j.id = $2`
+
+// jobResolve finds the job a callback names and its organization, on the
+// unique (provider, provider_job_id) index. $1 provider, $2 provider_job_id.
+const jobResolve = `
+SELECT j.id, j.organization_id
+FROM agent.provider_jobs j
+WHERE j.provider = $1 AND j.provider_job_id = $2`
+
+// jobApply sets the job to the delivery's status and result. The status
+// condition is the terminal rule: a job that succeeded or failed is never
+// changed again, so a late running, or a second terminal status, matches no
+// row. Two deliveries for one job serialize on the row lock, and the second
+// re-checks the condition against the first one's write.
+// $1 org, $2 id, $3 status, $4 result, $5 now.
+const jobApply = `
+UPDATE agent.provider_jobs AS j
+SET status = $3, result = $4::jsonb, version = j.version + 1,
+	updated_at = greatest(j.updated_at, coalesce($5::timestamptz, now()))
+WHERE j.organization_id = $1 AND j.id = $2
+	AND j.status NOT IN ('succeeded', 'failed')
+RETURNING j.status`
+
+// jobStatus reads the status of a job the apply left unchanged. $1 org,
+// $2 id.
+const jobStatus = `
+SELECT j.status
+FROM agent.provider_jobs j
+WHERE j.organization_id = $1 AND j.id = $2`
+
+// dropInsert records a dropped delivery. $1 id, $2 provider,
+// $3 provider_job_id, $4 delivery_id, $5 request_hash, $6 reason, $7 org
+// (NULL for unknown_job), $8 now.
+const dropInsert = `
+INSERT INTO agent.webhook_drops
+	(id, provider, provider_job_id, delivery_id, request_hash, reason, organization_id, received_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::timestamptz, now()))`
