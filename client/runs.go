@@ -1,0 +1,171 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// headerIdempotencyKey names a start; headerReplayed marks a replayed one.
+const (
+	headerIdempotencyKey = "Idempotency-Key"
+	headerReplayed       = "Idempotent-Replayed"
+)
+
+// maxKeyLen is the longest Idempotency-Key the API accepts.
+const maxKeyLen = 255
+
+// NewIdempotencyKey returns a fresh Idempotency-Key: a random UUID. Mint
+// one, persist it with the intent to start, and pass it with
+// [WithIdempotencyKey] on every try, so that a start survives the
+// restart of the process that asked for it.
+func NewIdempotencyKey() string { return uuid.NewString() }
+
+// StartOption tunes one start.
+type StartOption func(*startConfig)
+
+type startConfig struct {
+	key    string
+	keySet bool
+}
+
+// WithIdempotencyKey sends the start with key instead of a freshly minted
+// one. The key is 1 to 255 printable ASCII characters that neither start
+// nor end with a space; others fail the call with
+// [ErrInvalidIdempotencyKey] before anything is sent. Repeats with the same
+// key and an equal request replay the first admission; the same key with a
+// different request answers [ErrKeyReused].
+func WithIdempotencyKey(key string) StartOption {
+	return func(c *startConfig) { c.key, c.keySet = key, true }
+}
+
+// startRequest returns the request of a start at path with body in and
+// the key opts choose.
+func startRequest(path string, in any, opts []StartOption) (request, error) {
+	var cfg startConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if !cfg.keySet {
+		cfg.key = NewIdempotencyKey()
+	} else if err := checkKey(cfg.key); err != nil {
+		return request{}, err
+	}
+	r, err := newRequest(http.MethodPost, path, in, repeatable)
+	if err != nil {
+		return request{}, err
+	}
+	r.key = cfg.key
+	return r, nil
+}
+
+// checkKey refuses a key the API would refuse, before it is sent: net/http
+// itself refuses some (control characters) with an error that is not the
+// server's answer.
+func checkKey(key string) error {
+	if key == "" || len(key) > maxKeyLen || key[0] == ' ' || key[len(key)-1] == ' ' {
+		return fmt.Errorf("client: idempotency key: %w: 1 to %d printable ASCII characters, no space at either end", ErrInvalidIdempotencyKey, maxKeyLen)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return fmt.Errorf("client: idempotency key: %w: byte %#x at %d is not printable ASCII", ErrInvalidIdempotencyKey, key[i], i)
+		}
+	}
+	return nil
+}
+
+// keyHeader returns the Idempotency-Key header value that names key. The
+// server reads a value that starts with a double quote as a
+// structured-field string (RFC 8941), so such a key is sent in that form,
+// escaped; any other key is sent as it is.
+func keyHeader(key string) string {
+	if !strings.HasPrefix(key, `"`) {
+		return key
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
+}
+
+// StartSavedSearch starts a Run on a frozen snapshot of the saved search
+// id, or replays the Run its key already started. The call mints one
+// Idempotency-Key, unless [WithIdempotencyKey] gives it, and sends every
+// retry with it, so however many attempts it makes, the saved search is
+// started at most once for the key.
+//
+// Errors: [ErrNotFound] for a saved search the organization does not have
+// live; [ErrKeyReused] when the key started a different request;
+// [ErrValidation] for options out of range; [ErrInProgress] when another
+// request with the key was still being prepared after the retries ran out;
+// [ErrInvalidIdempotencyKey]. After a connection error or ErrInProgress
+// the start may or may not be admitted; only a repeat with the same key
+// settles it, so a caller that must know mints the key itself
+// ([NewIdempotencyKey]) and passes it with WithIdempotencyKey.
+func (c *Client) StartSavedSearch(ctx context.Context, id string, o StartOptions, opts ...StartOption) (*StartResult, error) {
+	if id == "" {
+		return nil, errEmptyID
+	}
+	r, err := startRequest("/v1/saved-searches/"+url.PathEscape(id)+"/start", o, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.start(ctx, r)
+}
+
+// StartRun starts a capability or definition Run, or replays the Run its
+// key already started, with the key rules of [Client.StartSavedSearch].
+//
+// Errors: [ErrValidation] for a kind, name or input the API refuses;
+// [ErrKeyReused] when the key started a Run for a different kind, name or
+// input; [ErrInvalidIdempotencyKey].
+func (c *Client) StartRun(ctx context.Context, d DirectStart, opts ...StartOption) (*StartResult, error) {
+	r, err := startRequest("/v1/runs", d, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.start(ctx, r)
+}
+
+func (c *Client) start(ctx context.Context, r request) (*StartResult, error) {
+	var out StartResult
+	res, err := c.call(ctx, r, &out)
+	if err != nil {
+		return nil, err
+	}
+	out.Created = res.status == http.StatusCreated
+	out.Replayed = res.header.Get(headerReplayed) == "true"
+	out.IdempotencyKey = r.key
+	out.Attempts = res.attempts
+	return &out, nil
+}
+
+// GetRun reads a Run. It returns [ErrNotFound] for one of another
+// organization or none.
+func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
+	if id == "" {
+		return nil, errEmptyID
+	}
+	var run Run
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/runs/" + url.PathEscape(id), safety: repeatable}, &run); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// ListRuns returns a page of Runs, newest first. It returns
+// [ErrValidation] for a SavedSearchID that is not a UUID, a limit out of
+// range or a cursor the server did not write.
+func (c *Client) ListRuns(ctx context.Context, p ListRunsParams) (*RunPage, error) {
+	q := url.Values{}
+	if p.SavedSearchID != "" {
+		q.Set("saved_search_id", p.SavedSearchID)
+	}
+	var page RunPage
+	path := "/v1/runs" + listQuery(q, p.Limit, p.Cursor)
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: path, safety: repeatable}, &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}

@@ -1,0 +1,188 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The types below mirror the bodies of the API (api/openapi.json): the same
+// snake_case JSON names, ids as the UUID strings the API writes, times as
+// RFC 3339. Unknown fields in answers are ignored, so a newer server does
+// not break an older client.
+
+// Brief is what a saved search looks for.
+type Brief struct {
+	// Query is 1 to 2000 characters.
+	Query string `json:"query"`
+	// Filters are free-form. Numbers in answers decode as json.Number, so
+	// a filter value survives a round trip exactly as it was written.
+	Filters map[string]any `json:"filters,omitempty"`
+}
+
+// Baseline is the results a saved search has already seen.
+type Baseline struct {
+	// Items holds at most 10000 strings of 1 to 200 characters. Nil in a
+	// request means none.
+	Items []string `json:"items"`
+	// Cursor is where the last search stopped; nil when it has not run.
+	Cursor *string `json:"cursor"`
+}
+
+// SavedSearch is a live saved search with its baseline.
+type SavedSearch struct {
+	ID             string   `json:"id"`
+	OrganizationID string   `json:"organization_id"`
+	Name           string   `json:"name"`
+	Brief          Brief    `json:"brief"`
+	Baseline       Baseline `json:"baseline"`
+	// Version starts at 1 and grows by one on every change.
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// CreateSavedSearchParams are the body of [Client.CreateSavedSearch].
+type CreateSavedSearchParams struct {
+	// Name is 1 to 200 characters. Required.
+	Name string `json:"name"`
+	// Brief is required.
+	Brief Brief `json:"brief"`
+	// Baseline defaults to no items and a nil cursor.
+	Baseline *Baseline `json:"baseline,omitempty"`
+}
+
+// UpdateSavedSearchParams are the body of [Client.UpdateSavedSearch]: a
+// nil field keeps its value; at least one must be set.
+type UpdateSavedSearchParams struct {
+	// Name, when set, is 1 to 200 characters.
+	Name *string `json:"name,omitempty"`
+	// Brief, when set, replaces the whole brief.
+	Brief *Brief `json:"brief,omitempty"`
+}
+
+// ListParams select a page of a list.
+type ListParams struct {
+	// Limit is the page size, 1 to 200; zero means the server's default
+	// (50).
+	Limit int
+	// Cursor is the NextCursor of the previous page; empty for the first.
+	Cursor string
+}
+
+// ListRunsParams select a page of Runs.
+type ListRunsParams struct {
+	// SavedSearchID, when set, keeps the Runs of that saved search alone.
+	SavedSearchID string
+	// Limit is the page size, 1 to 200; zero means the server's default
+	// (50).
+	Limit int
+	// Cursor is the NextCursor of the previous page; empty for the first.
+	Cursor string
+}
+
+// SavedSearchPage is a page of saved searches, newest first.
+type SavedSearchPage struct {
+	Items []SavedSearch `json:"items"`
+	// NextCursor fetches the next page; empty on the last page.
+	NextCursor string `json:"next_cursor"`
+}
+
+// RunPage is a page of Runs, newest first.
+type RunPage struct {
+	Items []Run `json:"items"`
+	// NextCursor fetches the next page; empty on the last page.
+	NextCursor string `json:"next_cursor"`
+}
+
+// Kinds of Run.
+const (
+	KindSavedSearch = "saved_search"
+	KindCapability  = "capability"
+	KindDefinition  = "definition"
+)
+
+// Run is an admitted Run.
+type Run struct {
+	ID             string `json:"id"`
+	OrganizationID string `json:"organization_id"`
+	// Kind is KindSavedSearch, KindCapability or KindDefinition.
+	Kind string `json:"kind"`
+	// SavedSearchID and SnapshotID are set for a saved-search Run alone.
+	SavedSearchID *string `json:"saved_search_id"`
+	SnapshotID    *string `json:"snapshot_id"`
+	Name          *string `json:"name"`
+	// Status is queued, running, succeeded, failed or cancelled.
+	Status string `json:"status"`
+	// Options are the normalized start options of a saved-search Run.
+	Options json.RawMessage `json:"options"`
+	// Input is the canonical input of a direct Run.
+	Input     json.RawMessage `json:"input"`
+	CreatedAt time.Time       `json:"created_at"`
+	// RetainUntil is CreatedAt plus 396 days: until then the start's
+	// Idempotency-Key replays this Run.
+	RetainUntil time.Time `json:"retain_until"`
+}
+
+// SnapshotSummary names the frozen input of a saved-search start.
+type SnapshotSummary struct {
+	ID                 string    `json:"id"`
+	SavedSearchID      string    `json:"saved_search_id"`
+	SavedSearchVersion int64     `json:"saved_search_version"`
+	ContentHash        string    `json:"content_hash"`
+	CreatedAt          time.Time `json:"created_at"`
+}
+
+// Snapshot is the immutable copy of a saved search's brief and baseline a
+// start froze.
+type Snapshot struct {
+	ID                 string   `json:"id"`
+	OrganizationID     string   `json:"organization_id"`
+	SavedSearchID      string   `json:"saved_search_id"`
+	SavedSearchVersion int64    `json:"saved_search_version"`
+	Brief              Brief    `json:"brief"`
+	Baseline           Baseline `json:"baseline"`
+	ContentHash        string   `json:"content_hash"`
+	// CreatedBy is the sub claim of the token that started it, if any.
+	CreatedBy *string   `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// StartOptions are the body of a saved-search start. The zero value takes
+// every default.
+type StartOptions struct {
+	// MaxResults is 1 to 1000; zero means the server's default (100).
+	MaxResults int `json:"max_results,omitempty"`
+	// Note is up to 500 characters.
+	Note string `json:"note,omitempty"`
+}
+
+// DirectStart is the body of a capability or definition start.
+type DirectStart struct {
+	// Kind is KindCapability or KindDefinition. Required.
+	Kind string `json:"kind"`
+	// Name is 1 to 200 characters. Required.
+	Name string `json:"name"`
+	// Input is anything that encodes as a JSON object (a map, a struct, a
+	// json.RawMessage); nil means {}.
+	Input any `json:"input,omitempty"`
+}
+
+// StartResult is the answer of a start.
+type StartResult struct {
+	Run Run `json:"run"`
+	// Snapshot is the frozen input of a saved-search start; nil for a
+	// direct start.
+	Snapshot *SnapshotSummary `json:"snapshot"`
+	// Created reports whether the answer was the admission itself (201).
+	// When an attempt admitted the Run but its answer was lost, the retry
+	// that follows is answered as a replay: Created is false and Replayed
+	// true, though this call's key did start the Run.
+	Created bool `json:"-"`
+	// Replayed reports whether the answer was a replay of an earlier
+	// admission under the same key (200 with Idempotent-Replayed: true).
+	Replayed bool `json:"-"`
+	// IdempotencyKey is the key the start was sent with, minted or given.
+	IdempotencyKey string `json:"-"`
+	// Attempts is how many attempts the call made.
+	Attempts int `json:"-"`
+}
