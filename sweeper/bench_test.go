@@ -1,0 +1,215 @@
+package sweeper
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
+)
+
+// TestSweepBench measures what sweeping costs the claim path: the claim
+// latency of concurrent clients claiming new keys, with no sweep running and
+// with bounded passes running back-to-back over a table of expired claims,
+// in alternating phases on the same pool and database. It prints p50 and p99
+// of each, the p99 ratio (target ≤ 1.25×) and the rows the sweep deleted per
+// second. A measurement, not a timed assertion, so it runs only when asked:
+//
+//	SEARCHD_BENCH=1 go test -run TestSweepBench -v ./sweeper/
+//
+// SEARCHD_BENCH_ROWS (default 1000000 expired claims), SEARCHD_BENCH_CLIENTS
+// (default 16), SEARCHD_BENCH_SECONDS (default 5 per phase),
+// SEARCHD_BENCH_ROUNDS (default 4 pairs of phases) and SEARCHD_BENCH_BOUND
+// (default DefaultBound) size it. A sweep phase ends early when no expired
+// row is left, so it never measures a sweep with nothing to do.
+func TestSweepBench(t *testing.T) {
+	if os.Getenv("SEARCHD_BENCH") == "" {
+		t.Skip("a benchmark: set SEARCHD_BENCH=1 to run it")
+	}
+	var (
+		rows    = envInt("SEARCHD_BENCH_ROWS", 1_000_000)
+		clients = envInt("SEARCHD_BENCH_CLIENTS", 16)
+		phase   = time.Duration(envInt("SEARCHD_BENCH_SECONDS", 5)) * time.Second
+		rounds  = envInt("SEARCHD_BENCH_ROUNDS", 4)
+		bound   = envInt("SEARCHD_BENCH_BOUND", DefaultBound)
+		ctx     = context.Background()
+	)
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDBURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = int32(clients + 2)
+	cfg.MinConns = cfg.MaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	// The expired claims: 30-day tool claims whose retention passed a
+	// minute to an hour ago, a millisecond apart, in one statement.
+	start := time.Now()
+	_, err = pool.Exec(ctx, `
+INSERT INTO agent.idempotency_keys
+	(id, organization_id, scope, key, request_hash, status, lease_token,
+	 resource_type, resource_id, response, claimed_at, lease_expires_at, retain_until)
+SELECT gen_random_uuid(), o.org, 'tool.email.send', 'expired-' || i, 'hash', 'completed',
+	gen_random_uuid(), 'message', 'm-' || i, '{"ok":true}', c.at - interval '30 days', c.at - interval '30 days',
+	c.at - i * interval '1 millisecond'
+FROM generate_series(1, $1::int) i,
+	(SELECT now() - interval '1 minute' AS at) c,
+	(SELECT gen_random_uuid() AS org) o`, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE agent.idempotency_keys`); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("\nsweeper: inserted %d expired claims in %s\n", rows, time.Since(start).Round(time.Millisecond))
+
+	s, err := New(pool, Config{Bound: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plane := idempotency.NewService(pool, idempotency.Config{})
+	org := uuid.New()
+	claims := target{table: TableClaims, read: claimExpiredRead, delete: claimExpiredDelete}
+
+	// claimFor runs the clients for d or until stop closes, and returns the
+	// latency of every claim.
+	claimFor := func(d time.Duration, stop <-chan struct{}) ([]time.Duration, error) {
+		var (
+			mu      sync.Mutex
+			all     []time.Duration
+			firstEr error
+			wg      sync.WaitGroup
+		)
+		deadline := time.Now().Add(d)
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				lat := make([]time.Duration, 0, 4096)
+				defer func() {
+					mu.Lock()
+					all = append(all, lat...)
+					mu.Unlock()
+				}()
+				for time.Now().Before(deadline) {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					t0 := time.Now()
+					out, err := plane.Claim(ctx, org, "tool.email.send", uuid.NewString(), "hash", time.Minute)
+					if err == nil && out.Kind != idempotency.KindClaimed {
+						err = fmt.Errorf("claim of a new key answered %v", out.Kind)
+					}
+					if err != nil {
+						mu.Lock()
+						firstEr = err
+						mu.Unlock()
+						return
+					}
+					lat = append(lat, time.Since(t0))
+				}
+			}()
+		}
+		wg.Wait()
+		return all, firstEr
+	}
+
+	var (
+		base, swept []time.Duration
+		deleted     int
+		sweeping    time.Duration
+		passes      int
+	)
+	// Warm the pool and the plan caches.
+	if _, err := claimFor(time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < rounds; r++ {
+		lat, err := claimFor(phase, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base = append(base, lat...)
+
+		stop := make(chan struct{})
+		sweepErr := make(chan error, 1)
+		go func() {
+			defer close(stop)
+			t0 := time.Now()
+			defer func() { sweeping += time.Since(t0) }()
+			for time.Since(t0) < phase {
+				read, del, err := s.pass(ctx, claims)
+				if err != nil {
+					sweepErr <- err
+					return
+				}
+				passes++
+				deleted += del
+				if read < bound {
+					return // drained
+				}
+			}
+		}()
+		lat, err = claimFor(phase, stop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-stop
+		select {
+		case err := <-sweepErr:
+			t.Fatal(err)
+		default:
+		}
+		swept = append(swept, lat...)
+		if deleted >= rows {
+			break
+		}
+	}
+
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM agent.idempotency_keys WHERE retain_until <= now()`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	bp50, bp99 := percentile(base, 50), percentile(base, 99)
+	sp50, sp99 := percentile(swept, 50), percentile(swept, 99)
+	fmt.Printf("sweeper: %d clients claiming new keys; bound %d; phases of %s\n", clients, bound, phase)
+	fmt.Printf("%-26s %10s %10s %10s\n", "claim latency", "claims", "p50", "p99")
+	fmt.Printf("%-26s %10d %10s %10s\n", "without the sweep", len(base), bp50, bp99)
+	fmt.Printf("%-26s %10d %10s %10s\n", "with passes back-to-back", len(swept), sp50, sp99)
+	fmt.Printf("p99 ratio %.2f× (target ≤ 1.25×)\n", float64(sp99)/float64(bp99))
+	fmt.Printf("swept %d rows in %d passes over %s: %.0f rows/s; %d expired rows left\n",
+		deleted, passes, sweeping.Round(time.Millisecond), float64(deleted)/sweeping.Seconds(), left)
+}
+
+// percentile returns the p-th percentile of xs, nearest rank.
+func percentile(xs []time.Duration, p int) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := (len(s)*p+99)/100 - 1
+	return s[max(i, 0)].Round(time.Microsecond)
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}

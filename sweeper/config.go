@@ -1,0 +1,129 @@
+package sweeper
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultMaxBound is the default ceiling on Bound: PostgREST's
+	// db-max-rows as searchd deploys it.
+	DefaultMaxBound = 1000
+	// DefaultBound is the default number of rows one pass reads, when
+	// MaxBound allows it.
+	DefaultBound = 1000
+	// DefaultMaxPasses is the default number of passes per table per run.
+	// With the default bound and interval a run keeps up with 10000 expired
+	// rows per table per hour.
+	DefaultMaxPasses = 10
+	// DefaultInterval is the time between two runs of [Sweeper.Run]: an
+	// hour, 24 times finer than the shortest retention it enforces.
+	DefaultInterval = time.Hour
+)
+
+// ErrInvalidConfig is wrapped by every error [Config.Validate] returns.
+var ErrInvalidConfig = errors.New("sweeper: invalid config")
+
+// Config configures a [Sweeper]. The zero value is the production
+// configuration.
+type Config struct {
+	// Bound is the most rows one pass reads, and so deletes, from one
+	// table. Default DefaultBound, or MaxBound when that is lower. A Bound
+	// above MaxBound is refused, never clamped.
+	Bound int
+	// MaxBound is the ceiling on Bound, standing in for PostgREST's
+	// db-max-rows. Default DefaultMaxBound (1000).
+	MaxBound int
+	// MaxPasses is the most passes a run makes on one table; a run stops
+	// earlier on a table when a pass reads less than Bound. Default
+	// DefaultMaxPasses (10).
+	MaxPasses int
+	// Interval is the time between two runs of [Sweeper.Run]. Default
+	// DefaultInterval (1 h).
+	Interval time.Duration
+	// Jitter is the most random delay added to each wait of [Sweeper.Run],
+	// so replicas do not sweep in lock-step; it is also the most the first
+	// run waits after start. Default Interval/10; negative disables it. At
+	// most Interval.
+	Jitter time.Duration
+	// Logger receives the run summaries and the backlog warnings. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Observer is told about every pass, for metrics. Default none.
+	Observer Observer
+	// Now stubs the database clock, for tests. Nil (the default) passes
+	// NULL into the SQL, so every replica judges retention by the
+	// database's now().
+	Now func() time.Time
+
+	// beforeDelete, set by tests alone, runs inside a pass between its read
+	// and its delete, while the pass holds the locks of its batch; an error
+	// it returns fails the pass.
+	beforeDelete func(ctx context.Context, table string, ids []uuid.UUID) error
+}
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	c.MaxBound = cmp.Or(c.MaxBound, DefaultMaxBound)
+	c.Bound = cmp.Or(c.Bound, min(DefaultBound, c.MaxBound))
+	c.MaxPasses = cmp.Or(c.MaxPasses, DefaultMaxPasses)
+	c.Interval = cmp.Or(c.Interval, DefaultInterval)
+	c.Jitter = cmp.Or(c.Jitter, c.Interval/10)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Observer == nil {
+		c.Observer = ObserverFunc(func(string, int, int, time.Duration) {})
+	}
+	return c
+}
+
+// Validate returns an error wrapping [ErrInvalidConfig] that names the field
+// and its allowed range when c, with its defaults applied, cannot run. A Bound
+// above MaxBound is refused with both numbers in the message.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.MaxBound < 1:
+		return invalid("MaxBound %d: must be at least 1", c.MaxBound)
+	case c.Bound < 1:
+		return invalid("Bound %d: must be 1 to MaxBound (%d)", c.Bound, c.MaxBound)
+	case c.Bound > c.MaxBound:
+		return invalid("Bound %d exceeds MaxBound %d: a larger bound is refused, not clamped; "+
+			"lower Bound, or raise MaxBound with PostgREST's db-max-rows", c.Bound, c.MaxBound)
+	case c.MaxPasses < 1:
+		return invalid("MaxPasses %d: must be at least 1", c.MaxPasses)
+	case c.Interval < 0:
+		return invalid("Interval %s: must be positive", c.Interval)
+	case c.Jitter > c.Interval:
+		return invalid("Jitter %s: must be at most Interval (%s)", c.Jitter, c.Interval)
+	}
+	return nil
+}
+
+// Observer is told about every pass the sweeper makes and commits, so metrics
+// can be attached (counters of rows read and deleted per table, a histogram of pass
+// durations). table is one of [TableClaims], [TableRuns], [TableSnapshots].
+// Calls come from the goroutine running the sweep; an implementation must
+// not block.
+type Observer interface {
+	ObservePass(table string, read, deleted int, d time.Duration)
+}
+
+// ObserverFunc adapts a function to an [Observer].
+type ObserverFunc func(table string, read, deleted int, d time.Duration)
+
+// ObservePass calls f.
+func (f ObserverFunc) ObservePass(table string, read, deleted int, d time.Duration) {
+	f(table, read, deleted, d)
+}

@@ -1,0 +1,59 @@
+// Package sweeper enforces retention: it deletes what searchd has promised to
+// remember only for a while, once that while has passed.
+//
+// Three tables, in this order on every run:
+//
+//   - agent.idempotency_keys: a claim past retain_until. Nothing else deletes
+//     a completed claim (Release removes only an unfinished one), because a
+//     completed claim is the replay journal. Once its retention has passed no
+//     replay can reach it: the plane already answers such a row as absent and
+//     replaces it in place on the next claim, so the sweep changes no answer,
+//     it only reclaims the space.
+//   - agent.runs: a Run past retain_until (396 days, runs.Retention). Until
+//     then its stable start key replays it.
+//   - agent.saved_search_snapshots: a snapshot no Run refers to, that no
+//     retained surface.saved_search.start claim names as its resource, and
+//     that is older than [SnapshotMinAge]. The claim is what holds a snapshot
+//     frozen for a start whose Run is not admitted yet; the age keeps every
+//     snapshot a start may still be preparing or admitting. A snapshot whose
+//     claim passed without a Run is an orphan, and goes. Runs are swept
+//     first, so the snapshots of Runs deleted in a run go in the same run.
+//
+// Bounded passes. A pass reads at most Bound rows of one table, oldest first
+// (the read count), then deletes those it read that are still past their
+// retention (the delete count), in one short transaction. The read locks its
+// rows with FOR UPDATE SKIP LOCKED, so a pass never waits on a claim, a
+// reclaim or a completion holding a row; it skips that row, and the writer
+// that meets a row of the batch waits for that one batch only. A row a
+// claimer renewed before the pass read it no longer qualifies; one it tries
+// to renew after waits, then finds it gone and inserts a fresh claim. Several
+// replicas sweeping at once read disjoint batches, so each row is deleted
+// once, and none of them errs.
+//
+// The two counts answer different questions. The read count says whether the
+// sweep keeps up: a pass whose read fills its bound left rows behind. The
+// delete count says what was removed. It is lower than the read only when a
+// read row stopped qualifying before the delete: for claims and Runs the
+// read's lock rules that out, and the delete's re-check of the retention is a
+// second guard; for a snapshot the delete re-checks on a newer view than the
+// read, and a Run or claim that came to refer to it in between keeps it.
+//
+// Passes per run. A run sweeps a table until a pass reads less than Bound, or
+// MaxPasses passes have run. A run that ends on a full pass leaves a backlog:
+// it is flagged in the [Report] and logged as a warning, so a backlog that
+// never drains is visible without reading every quiet pass. A full pass that
+// the next pass of the same run drains is not a backlog and logs no warning.
+//
+// The bound stands in for PostgREST's db-max-rows, above which a read is
+// silently truncated: [Config.Validate] refuses a Bound above MaxBound rather
+// than clamping it, so a misconfiguration fails at start-up.
+//
+// Scheduling. [Sweeper.Run] is the in-process loop of `searchd serve`: it
+// runs shortly after start (within Jitter), then every Interval plus up to
+// Jitter, so replicas started together drift apart. [Sweeper.RunOnce] is one
+// run, for `searchd sweep` under an outside scheduler. Counts go to the
+// [Report], to the log and to an [Observer], where metrics attach.
+//
+// Time comes from the database unless [Config.Now] stubs it, like the rest of
+// searchd: every replica judges retention by one clock.
+package sweeper

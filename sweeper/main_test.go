@@ -1,0 +1,201 @@
+package sweeper
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// clock is a stubbed database clock that tests move by hand. The plane and
+// the sweeper of a bundle share it.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock(t time.Time) *clock { return &clock{t: t.UTC().Truncate(time.Microsecond)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// logBuffer is a log sink tests read back; handlers write to it from the
+// sweeping goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// bundle is what setup hands a test.
+type bundle struct {
+	ctx   context.Context
+	db    *pgxpool.Pool
+	clock *clock
+	plane *idempotency.Service // on the stubbed clock
+	org   uuid.UUID
+	logs  *logBuffer
+}
+
+// setup gives a test its own migrated database and a plane on a clock
+// stubbed at a fixed instant.
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	db := pgtest.NewDB(t)
+	c := newClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	return &bundle{
+		ctx:   context.Background(),
+		db:    db,
+		clock: c,
+		plane: idempotency.NewService(db, idempotency.Config{Now: c.Now}),
+		org:   uuid.New(),
+		logs:  &logBuffer{},
+	}
+}
+
+// sweeper returns a sweeper on the bundle's database that logs every level
+// to b.logs and, unless cfg sets its own clock, runs on the bundle's clock.
+func (b *bundle) sweeper(t *testing.T, cfg Config) *Sweeper {
+	t.Helper()
+	if cfg.Now == nil {
+		cfg.Now = b.clock.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	s, err := New(b.db, cfg)
+	if err != nil {
+		t.Fatalf("New(%+v) = %v", cfg, err)
+	}
+	return s
+}
+
+// runOnce runs s once and fails the test on an error.
+func (b *bundle) runOnce(t *testing.T, s *Sweeper) Report {
+	t.Helper()
+	rep, err := s.RunOnce(b.ctx)
+	if err != nil {
+		t.Fatalf("RunOnce = %+v, %v", rep, err)
+	}
+	return rep
+}
+
+// claim claims key in scope on plane with lease, failing the test unless the
+// outcome is claimed.
+func (b *bundle) claim(t *testing.T, plane *idempotency.Service, scope, key string, lease time.Duration) *idempotency.Claim {
+	t.Helper()
+	out, err := plane.Claim(b.ctx, b.org, scope, key, "hash", lease)
+	if err != nil || out.Kind != idempotency.KindClaimed {
+		t.Fatalf("Claim(%q) = %v, %v; want claimed", key, out.Kind, err)
+	}
+	return out.Claim
+}
+
+// answer is the completion tests store: it names the key.
+func answer(key string) idempotency.Completion {
+	return idempotency.Completion{
+		ResourceType: "test_resource",
+		ResourceID:   key,
+		Response:     json.RawMessage(fmt.Sprintf(`{"key":%q}`, key)),
+	}
+}
+
+// claimDone claims key on the bundle's plane and completes it.
+func (b *bundle) claimDone(t *testing.T, scope, key string, lease time.Duration) *idempotency.Claim {
+	t.Helper()
+	c := b.claim(t, b.plane, scope, key, lease)
+	if ok, err := b.plane.Complete(b.ctx, c, answer(key)); !ok || err != nil {
+		t.Fatalf("Complete(%q) = %v, %v", key, ok, err)
+	}
+	return c
+}
+
+// keys returns the keys of the stored claims of the bundle's organization.
+func (b *bundle) keys(t *testing.T) map[string]bool {
+	t.Helper()
+	rows, err := b.db.Query(b.ctx, `SELECT key FROM agent.idempotency_keys WHERE organization_id = $1`, b.org)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	set := map[string]bool{}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		set[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// count returns the number of rows of table.
+func (b *bundle) count(t *testing.T, table string) int {
+	t.Helper()
+	var n int
+	// table is one of this package's constants, never input.
+	if err := b.db.QueryRow(b.ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// seedExpired inserts n claims of the bundle's organization whose retention
+// passed an hour before the bundle's clock, in one statement, keyed
+// prefix-0, prefix-1, ...
+func (b *bundle) seedExpired(t *testing.T, prefix string, n int) {
+	t.Helper()
+	_, err := b.db.Exec(b.ctx, `
+INSERT INTO agent.idempotency_keys
+	(id, organization_id, scope, key, request_hash, status, lease_token,
+	 resource_type, resource_id, response, claimed_at, lease_expires_at, retain_until)
+SELECT gen_random_uuid(), $1, 'webhook.nylas', $2 || i, 'hash', 'completed', gen_random_uuid(),
+	'test_resource', $2 || i, '{}', c.at - interval '25 hours' - i * interval '1 millisecond',
+	c.at - interval '25 hours', c.at - interval '1 hour' - i * interval '1 millisecond'
+FROM generate_series(0, $3::int - 1) i, (SELECT $4::timestamptz AS at) c`,
+		b.org, prefix+"-", n, b.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+}

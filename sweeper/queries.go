@@ -1,0 +1,103 @@
+package sweeper
+
+// The SQL of the sweeper, in one place. A pass is two statements in one short
+// transaction: a read that selects and locks at most $2 (the bound) rows past
+// their retention, oldest first, and a delete of those it read that are still
+// past it. Every statement takes the clock as coalesce($now::timestamptz,
+// now()): production passes NULL, and inside one transaction now() is the
+// transaction's start, so the read and the delete of a pass judge by the same
+// instant; tests pass the same stubbed instant to both.
+//
+// The reads lock with FOR UPDATE SKIP LOCKED:
+//   - the sweeper never waits: a row a claim, reclaim or completion holds
+//     right now is skipped and left for the next pass;
+//   - replicas sweeping at once take disjoint batches, so each row is read,
+//     and deleted, by one of them;
+//   - a writer that reaches a locked row waits for this one batch, never for
+//     the run; the reads are bounded, so no pass locks more than one batch.
+//
+// The deletes re-check the retention anyway. Under the lock nothing can
+// change a read row, so today the re-check never fires; it is what keeps a
+// renewed row alive if the read ever stops locking, and it costs nothing.
+
+// claimExpiredRead selects expired claims, oldest first, on the retain_until
+// index. $1 now, $2 bound.
+const claimExpiredRead = `
+SELECT k.id
+FROM agent.idempotency_keys k
+WHERE k.retain_until <= coalesce($1::timestamptz, now())
+ORDER BY k.retain_until
+LIMIT $2
+FOR UPDATE SKIP LOCKED`
+
+// claimExpiredDelete deletes the claims of $2 still past their retention.
+// idempotency.ReplaceExpired rewrites an expired row in place (new id, new
+// retain_until), so a row a claimer has just taken over no longer matches
+// either condition. $1 now, $2 ids.
+const claimExpiredDelete = `
+DELETE FROM agent.idempotency_keys k
+WHERE k.id = ANY($2::uuid[])
+	AND k.retain_until <= coalesce($1::timestamptz, now())`
+
+// runExpiredRead selects Runs past their retention, oldest first, on
+// runs_retain_until_idx. $1 now, $2 bound.
+const runExpiredRead = `
+SELECT r.id
+FROM agent.runs r
+WHERE r.retain_until <= coalesce($1::timestamptz, now())
+ORDER BY r.retain_until
+LIMIT $2
+FOR UPDATE SKIP LOCKED`
+
+// runExpiredDelete deletes the Runs of $2 still past their retention.
+// $1 now, $2 ids.
+const runExpiredDelete = `
+DELETE FROM agent.runs r
+WHERE r.id = ANY($2::uuid[])
+	AND r.retain_until <= coalesce($1::timestamptz, now())`
+
+// snapshotDeletable is the condition that lets a snapshot go, on alias s:
+//   - it is older than the minimum age ($3, µs), so a snapshot a start is
+//     freezing or admitting right now is never a candidate;
+//   - no Run refers to it (runs_snapshot_idx);
+//   - no retained claim in the saved-search start scope ($4) names it as its
+//     resource: a start whose preparation completed but whose Run is not yet
+//     admitted finds its snapshot through that claim (the organization and
+//     scope prefix of the claim's unique index narrows the probe).
+//
+// $1 now.
+const snapshotDeletable = `
+	s.created_at <= coalesce($1::timestamptz, now()) - $3::bigint * interval '1 microsecond'
+	AND NOT EXISTS (
+		SELECT 1 FROM agent.runs r WHERE r.snapshot_id = s.id)
+	AND NOT EXISTS (
+		SELECT 1 FROM agent.idempotency_keys k
+		WHERE k.organization_id = s.organization_id
+			AND k.scope = $4::text
+			AND k.resource_id = s.id::text
+			AND k.retain_until > coalesce($1::timestamptz, now()))`
+
+// snapshotOrphanRead selects deletable snapshots, oldest first, and locks
+// them. The lock conflicts with the FOR KEY SHARE lock the runs_snapshot_fkey
+// check takes, so a Run being admitted on a snapshot right now makes the read
+// skip it, and a Run admitted after the read waits for this batch and then
+// fails its foreign key check: it loses cleanly, and the snapshot it would
+// have named was past every retention. $1 now, $2 bound, $3 minimum age µs,
+// $4 scope.
+const snapshotOrphanRead = `
+SELECT s.id
+FROM agent.saved_search_snapshots s
+WHERE` + snapshotDeletable + `
+ORDER BY s.created_at
+LIMIT $2
+FOR UPDATE OF s SKIP LOCKED`
+
+// snapshotOrphanDelete deletes the snapshots of $2 still deletable. Unlike
+// the other deletes, its re-check can fire: it runs on a newer MVCC snapshot
+// than the read, so it sees a Run or a claim committed between the two, and
+// that keeps the snapshot (and the foreign key from ever failing here).
+// $1 now, $2 ids, $3 minimum age µs, $4 scope.
+const snapshotOrphanDelete = `
+DELETE FROM agent.saved_search_snapshots s
+WHERE s.id = ANY($2::uuid[])
+	AND` + snapshotDeletable

@@ -1,0 +1,239 @@
+package sweeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
+)
+
+// admitDirect admits a direct Run under key on a store whose clock reads at.
+func (b *bundle) admitDirect(t *testing.T, at time.Time, key string) *runs.Run {
+	t.Helper()
+	name := "digest"
+	store := runs.NewStore(b.db, runs.Config{Now: func() time.Time { return at }})
+	run, created, err := store.Admit(b.ctx, runs.AdmitParams{
+		OrganizationID: b.org,
+		Kind:           runs.KindDefinition,
+		StartKey:       runs.DirectStartKey(key),
+		RequestHash:    "hash",
+		Name:           &name,
+		Input:          json.RawMessage(`{}`),
+	})
+	if err != nil || !created {
+		t.Fatalf("Admit(%q) = %v, %v", key, created, err)
+	}
+	return run
+}
+
+func TestRunRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := time.Now()
+	old := b.admitDirect(t, now.Add(-runs.Retention-day), "old")
+	inside := b.admitDirect(t, now.Add(-runs.Retention+day), "inside")
+
+	// On the database's clock, as in production.
+	s, err := New(b.db, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := b.runOnce(t, s)
+	if r := rep.Runs; r.Read != 1 || r.Deleted != 1 || r.Backlog {
+		t.Errorf("runs report = %+v, want 1 read and 1 deleted", r)
+	}
+
+	store := runs.NewStore(b.db, runs.Config{})
+	got, err := store.GetByStartKey(b.ctx, b.org, runs.DirectStartKey("old"))
+	if !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("GetByStartKey(old) = %v, %v; want ErrNotFound: Run %s is past its 396 days", got, err, old.ID)
+	}
+	// Inside its window the start key still replays the Run.
+	got, err = store.GetByStartKey(b.ctx, b.org, runs.DirectStartKey("inside"))
+	if err != nil || got.ID != inside.ID {
+		t.Errorf("GetByStartKey(inside) = %v, %v; want Run %s", got, err, inside.ID)
+	}
+}
+
+// snapshotBundle adds a saved search and starters on clocks of the test's
+// choosing to a bundle.
+type snapshotBundle struct {
+	*bundle
+	search *savedsearch.SavedSearch
+}
+
+func setupSnapshots(t *testing.T) snapshotBundle {
+	t.Helper()
+	b := setup(t)
+	ss, err := savedsearch.NewStore(b.db).Create(b.ctx, b.org, savedsearch.CreateParams{
+		Name:     "rust jobs",
+		Brief:    savedsearch.Brief{Query: "rust"},
+		Baseline: savedsearch.Baseline{Items: []string{"seen-1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snapshotBundle{bundle: b, search: ss}
+}
+
+// start runs a whole saved-search start under key, with the plane and the
+// Run on a clock that reads at. The snapshot is stamped by the database's
+// own clock.
+func (b snapshotBundle) start(t *testing.T, at time.Time, key string) admission.Result {
+	t.Helper()
+	now := func() time.Time { return at }
+	plane := idempotency.NewService(b.db, idempotency.Config{Now: now})
+	res, err := admission.NewStarter(b.db, plane, admission.Config{Now: now}).StartSavedSearch(b.ctx,
+		admission.SavedSearchStart{Org: b.org, SavedSearchID: b.search.ID, IdempotencyKey: key})
+	if err != nil || !res.Created {
+		t.Fatalf("StartSavedSearch(%q) = %+v, %v", key, res, err)
+	}
+	return res
+}
+
+// prepare does what a saved-search start does before admission, and stops
+// there: it claims key on a plane whose clock reads at, freezes a snapshot
+// and completes the claim with it in one transaction. No Run refers to the
+// snapshot; the claim holds it.
+func (b snapshotBundle) prepare(t *testing.T, at time.Time, key string) uuid.UUID {
+	t.Helper()
+	plane := idempotency.NewService(b.db, idempotency.Config{Now: func() time.Time { return at }})
+	c := b.claim(t, plane, idempotency.ScopeSavedSearchStart, key, idempotency.SavedSearchStartLease)
+	var id uuid.UUID
+	err := pgx.BeginFunc(b.ctx, b.db, func(tx pgx.Tx) error {
+		snap, err := snapshot.Freeze(b.ctx, tx, b.org, b.search.ID, "")
+		if err != nil {
+			return err
+		}
+		id = snap.ID
+		ok, err := plane.CompleteTx(b.ctx, tx, c, idempotency.Completion{
+			ResourceType: admission.ResourceType,
+			ResourceID:   snap.ID.String(),
+			Response:     json.RawMessage(`{"snapshot":{}}`),
+		})
+		if err == nil && !ok {
+			err = errors.New("fence lost")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("prepare(%q): %v", key, err)
+	}
+	return id
+}
+
+// snapshots returns the ids of the stored snapshots.
+func (b snapshotBundle) snapshots(t *testing.T) map[uuid.UUID]bool {
+	t.Helper()
+	rows, err := b.db.Query(b.ctx, `SELECT id FROM agent.saved_search_snapshots`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[uuid.UUID]bool{}
+	for _, id := range ids {
+		set[id] = true
+	}
+	return set
+}
+
+func TestSnapshotRetention(t *testing.T) {
+	t.Parallel()
+	b := setupSnapshots(t)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+
+	// Referenced: a whole start; its Run keeps the snapshot for 396 days.
+	referenced := *b.start(t, now, "referenced").Snapshot
+	// Of a Run past its retention: the Run goes, then its snapshot.
+	ofOldRun := *b.start(t, now.Add(-runs.Retention-day), "old-run").Snapshot
+	// Frozen, claim completed, Run not yet admitted, and the claim was
+	// taken three hours after the others, so it is retained longest.
+	held := b.prepare(t, now.Add(3*time.Hour), "held")
+	// Frozen and claimed, and the Run never came: an orphan once the
+	// claim is gone.
+	orphan := b.prepare(t, now, "orphan")
+	if n := len(b.snapshots(t)); n != 4 {
+		t.Fatalf("%d snapshots, want 4", n)
+	}
+	s := b.sweeper(t, Config{})
+
+	// 24.5 hours later every claim but held's has passed, and no snapshot
+	// is old enough to go: one a start may still be admitting stays, claim
+	// or no claim.
+	b.clock.Set(now.Add(24*time.Hour + 30*time.Minute))
+	rep := b.runOnce(t, s)
+	if rep.Runs.Deleted != 1 || rep.Snapshots.Read != 0 || len(b.snapshots(t)) != 4 {
+		t.Errorf("at 24.5 h: report %+v and %d snapshots, want the old Run deleted and every snapshot kept",
+			rep, len(b.snapshots(t)))
+	}
+
+	// Past SnapshotMinAge: the orphan and the snapshot of the deleted Run
+	// go; the referenced one and the held one stay.
+	b.clock.Set(now.Add(SnapshotMinAge + time.Hour))
+	rep = b.runOnce(t, s)
+	if got := b.snapshots(t); len(got) != 2 || !got[referenced.ID] || !got[held] {
+		t.Errorf("at %s: snapshots %v, want referenced %s and held %s", SnapshotMinAge+time.Hour, got, referenced.ID, held)
+	}
+	if sn := rep.Snapshots; sn.Read != 2 || sn.Deleted != 2 {
+		t.Errorf("snapshots report = %+v, want 2 read (orphan %s, of the old Run %s) and 2 deleted", sn, orphan, ofOldRun.ID)
+	}
+
+	// Once held's claim has passed too, nothing holds it.
+	b.clock.Set(now.Add(3*time.Hour + idempotency.SavedSearchStartRetention + time.Minute))
+	rep = b.runOnce(t, s)
+	if got := b.snapshots(t); len(got) != 1 || !got[referenced.ID] {
+		t.Errorf("after held's claim passed: snapshots %v, want referenced %s alone", got, referenced.ID)
+	}
+	if rep.Snapshots.Deleted != 1 {
+		t.Errorf("snapshots report = %+v, want 1 deleted", rep.Snapshots)
+	}
+	// The referenced snapshot's Run still replays its start key, with it.
+	run, sum, err := runs.NewStore(b.db, runs.Config{}).LookupStart(b.ctx, b.org, runs.SavedSearchStartKey("referenced"))
+	if err != nil || sum == nil || sum.ID != referenced.ID {
+		t.Errorf("LookupStart(referenced) = %v, %v, %v; want its Run and snapshot %s", run, sum, err, referenced.ID)
+	}
+}
+
+func TestSnapshotClaimedBetweenReadAndDeleteStays(t *testing.T) {
+	t.Parallel()
+	b := setupSnapshots(t)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	id := b.prepare(t, now, "orphan")
+	b.clock.Set(now.Add(SnapshotMinAge + time.Hour))
+
+	// Between the read and the delete, a claim comes to name the snapshot.
+	// The delete's re-check sees it: the read counts the snapshot, the
+	// delete keeps it.
+	plane := idempotency.NewService(b.db, idempotency.Config{Now: b.clock.Now})
+	s := b.sweeper(t, Config{beforeDelete: func(ctx context.Context, table string, ids []uuid.UUID) error {
+		if table != TableSnapshots {
+			return nil
+		}
+		c, err := plane.Claim(ctx, b.org, idempotency.ScopeSavedSearchStart, "late", "hash", idempotency.SavedSearchStartLease)
+		if err != nil {
+			return err
+		}
+		_, err = plane.Complete(ctx, c.Claim, idempotency.Completion{ResourceType: admission.ResourceType, ResourceID: id.String()})
+		return err
+	}})
+	rep := b.runOnce(t, s)
+	if sn := rep.Snapshots; sn.Read != 1 || sn.Deleted != 0 {
+		t.Errorf("snapshots report = %+v, want 1 read and 0 deleted", sn)
+	}
+	if !b.snapshots(t)[id] {
+		t.Errorf("snapshot %s deleted though a retained claim named it before the delete", id)
+	}
+}

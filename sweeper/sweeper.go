@@ -1,0 +1,280 @@
+package sweeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/searchd/searchd/idempotency"
+)
+
+// The tables the sweeper deletes from, as [TableReport.Table] and
+// [Observer] name them.
+const (
+	TableClaims    = "agent.idempotency_keys"
+	TableRuns      = "agent.runs"
+	TableSnapshots = "agent.saved_search_snapshots"
+)
+
+// SnapshotMinAge is how old a snapshot must be before it may be deleted: the
+// retention of the surface.saved_search.start claim that answers with it,
+// plus an hour. The claim is completed in the transaction that freezes the
+// snapshot, so for the claim's whole retention the snapshot is younger than
+// that; the hour covers a start that read the completed claim just before it
+// expired and is admitting its Run on the snapshot right now.
+const SnapshotMinAge = idempotency.SavedSearchStartRetention + time.Hour
+
+// DB is what the sweeper needs of a database handle, usually a
+// *pgxpool.Pool: each pass is one transaction.
+type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// TableReport is what one run did to one table.
+type TableReport struct {
+	// Table is TableClaims, TableRuns or TableSnapshots.
+	Table string
+	// Read is the number of rows the passes selected as past retention.
+	Read int
+	// Deleted is the number of rows the passes deleted: Read, less the
+	// rows that changed between a pass's read and its delete.
+	Deleted int
+	// Passes is the number of passes made, 0 when the run ended before the
+	// first.
+	Passes int
+	// Duration is the time the passes took.
+	Duration time.Duration
+	// Backlog reports whether the last pass read a full bound: rows past
+	// retention were left for the next run.
+	Backlog bool
+}
+
+// Report is what one run did.
+type Report struct {
+	Claims    TableReport
+	Runs      TableReport
+	Snapshots TableReport
+	// Duration is the time the whole run took.
+	Duration time.Duration
+}
+
+// Tables returns the table reports in the order the run swept them.
+func (r Report) Tables() []TableReport {
+	return []TableReport{r.Claims, r.Runs, r.Snapshots}
+}
+
+// Backlog reports whether any table was left with a backlog.
+func (r Report) Backlog() bool {
+	return r.Claims.Backlog || r.Runs.Backlog || r.Snapshots.Backlog
+}
+
+// target is one table's pair of statements. Reads take ($1 now, $2 bound,
+// extra...), deletes ($1 now, $2 ids, extra...).
+type target struct {
+	table        string
+	read, delete string
+	extra        []any
+	report       func(*Report) *TableReport
+}
+
+var targets = []target{
+	{
+		table: TableClaims, read: claimExpiredRead, delete: claimExpiredDelete,
+		report: func(r *Report) *TableReport { return &r.Claims },
+	},
+	{
+		table: TableRuns, read: runExpiredRead, delete: runExpiredDelete,
+		report: func(r *Report) *TableReport { return &r.Runs },
+	},
+	{
+		// After the Runs, so the snapshots of Runs deleted in this run go
+		// in this run too.
+		table: TableSnapshots, read: snapshotOrphanRead, delete: snapshotOrphanDelete,
+		extra:  []any{SnapshotMinAge.Microseconds(), idempotency.ScopeSavedSearchStart},
+		report: func(r *Report) *TableReport { return &r.Snapshots },
+	},
+}
+
+// Sweeper deletes rows past their retention in bounded passes. It is safe for
+// concurrent use, and any number of sweepers, in one process or many, may run
+// on one database at once.
+type Sweeper struct {
+	db  DB
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a sweeper running its passes on db. It returns the error of
+// [Config.Validate] when cfg, with its defaults applied, cannot run.
+func New(db DB, cfg Config) (*Sweeper, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	return &Sweeper{db: db, cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Config returns the sweeper's configuration, with its defaults applied.
+func (s *Sweeper) Config() Config { return s.cfg }
+
+// RunOnce sweeps each table once: claims, then Runs, then snapshots, each
+// until a pass reads less than Bound or MaxPasses passes have run. It logs a
+// summary per table, and a warning for every table it leaves with a backlog.
+//
+// It returns the report of what it did, complete or partial, and an error
+// joining the failures of the tables that failed; a failed table does not
+// stop the others, and what a failed pass read is not deleted. It stops at
+// ctx's end and returns ctx's error with the report so far.
+func (s *Sweeper) RunOnce(ctx context.Context) (Report, error) {
+	var (
+		rep   Report
+		errs  []error
+		start = time.Now()
+	)
+	for _, t := range targets {
+		if ctx.Err() != nil {
+			break
+		}
+		tr, err := s.sweep(ctx, t)
+		*t.report(&rep) = tr
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	rep.Duration = time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return rep, fmt.Errorf("sweeper: run stopped: %w", err)
+	}
+	return rep, errors.Join(errs...)
+}
+
+// sweep runs the passes of one table and logs what they did.
+func (s *Sweeper) sweep(ctx context.Context, t target) (TableReport, error) {
+	tr := TableReport{Table: t.table}
+	start := time.Now()
+	var err error
+	for tr.Passes < s.cfg.MaxPasses && ctx.Err() == nil {
+		var read, deleted int
+		passStart := time.Now()
+		read, deleted, err = s.pass(ctx, t)
+		if err != nil {
+			err = fmt.Errorf("sweeper: %s pass %d: %w", t.table, tr.Passes+1, err)
+			break
+		}
+		d := time.Since(passStart)
+		tr.Passes++
+		tr.Read += read
+		tr.Deleted += deleted
+		tr.Backlog = read >= s.cfg.Bound
+		s.cfg.Observer.ObservePass(t.table, read, deleted, d)
+		s.log.LogAttrs(ctx, slog.LevelDebug, "sweeper: pass",
+			slog.String("table", t.table), slog.Int("pass", tr.Passes),
+			slog.Int("read", read), slog.Int("deleted", deleted), slog.Duration("duration", d))
+		if !tr.Backlog {
+			break
+		}
+	}
+	tr.Duration = time.Since(start)
+
+	attrs := []slog.Attr{
+		slog.String("table", t.table), slog.Int("read", tr.Read), slog.Int("deleted", tr.Deleted),
+		slog.Int("passes", tr.Passes), slog.Int("bound", s.cfg.Bound), slog.Duration("duration", tr.Duration),
+	}
+	// The log context outlives ctx: a warning about a backlog matters most
+	// when the run was cut short.
+	lctx := context.WithoutCancel(ctx)
+	switch {
+	case tr.Backlog:
+		s.log.LogAttrs(lctx, slog.LevelWarn,
+			"sweeper: backlog remains: the last pass read a full bound, rows past retention are left for the next run",
+			append(attrs, slog.Int("max_passes", s.cfg.MaxPasses))...)
+	case tr.Read > 0:
+		s.log.LogAttrs(lctx, slog.LevelInfo, "sweeper: swept", attrs...)
+	default:
+		s.log.LogAttrs(lctx, slog.LevelDebug, "sweeper: nothing past retention", attrs...)
+	}
+	return tr, err
+}
+
+// pass reads at most Bound rows of t past retention, locking them, and
+// deletes those still past it, in one transaction. It reports no rows read
+// or deleted when it fails: the transaction is rolled back.
+func (s *Sweeper) pass(ctx context.Context, t target) (read, deleted int, err error) {
+	now := s.nowArg()
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, t.read, append([]any{now, s.cfg.Bound}, t.extra...)...)
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		if read = len(ids); read == 0 {
+			return nil
+		}
+		if s.cfg.beforeDelete != nil {
+			if err := s.cfg.beforeDelete(ctx, t.table, ids); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(ctx, t.delete, append([]any{now, ids}, t.extra...)...)
+		if err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+		deleted = int(tag.RowsAffected())
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return read, deleted, nil
+}
+
+// nowArg is the $now argument: NULL in production, the stub in tests. One
+// value serves both statements of a pass.
+func (s *Sweeper) nowArg() any {
+	if s.cfg.Now == nil {
+		return nil
+	}
+	return s.cfg.Now()
+}
+
+// Run sweeps until ctx ends: first after a random delay of at most Jitter,
+// then every Interval plus a random delay of at most Jitter, so replicas
+// started together do not sweep in lock-step, and a process restarted more
+// often than Interval still sweeps. A failed run is logged as an error and
+// the next one retries; nothing is lost by waiting, because every pass
+// re-reads what is past retention. Run returns when ctx ends, abandoning a
+// run in progress (its current pass rolls back).
+func (s *Sweeper) Run(ctx context.Context) {
+	wait := s.jitter()
+	for {
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		if _, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			s.log.LogAttrs(ctx, slog.LevelError, "sweeper: run failed; the next run retries",
+				slog.String("error", err.Error()))
+		}
+		wait = s.cfg.Interval + s.jitter()
+	}
+}
+
+// jitter returns a random delay from 0 to Jitter.
+func (s *Sweeper) jitter() time.Duration {
+	if s.cfg.Jitter <= 0 {
+		return 0
+	}
+	return rand.N(s.cfg.Jitter + 1)
+}

@@ -1,0 +1,501 @@
+package sweeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/idempotency"
+)
+
+const day = 24 * time.Hour
+
+func TestSweepDeletesExpiredClaimsAndKeepsLiveOnes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const lease = time.Minute
+
+	// Claims made 31 days before the sweep.
+	b.claimDone(t, "tool.email.send", "tool-31-days", lease)
+	b.claim(t, b.plane, "tool.crm.update", "tool-31-days-processing", lease)
+	b.clock.Advance(2 * day)
+	// Claims made 29 days before the sweep.
+	b.claimDone(t, "tool.email.send", "tool-29-days", lease)
+	b.claimDone(t, "webhook.nylas", "webhook-29-days", idempotency.WebhookLease)
+	b.claimDone(t, idempotency.ScopeSavedSearchStart, "start-29-days", idempotency.SavedSearchStartLease)
+	b.clock.Advance(29*day - time.Hour)
+	// A processing claim an hour old: its lease passed long ago, its
+	// retention holds, so it is the journal of a worker that died, still
+	// to be reclaimed, and must stay.
+	b.claim(t, b.plane, "tool.email.send", "tool-lease-passed", lease)
+	// A claim whose retention passes exactly at the sweep: gone.
+	b.clock.Advance(time.Hour - idempotency.WebhookRetention)
+	b.claimDone(t, "webhook.nylas", "webhook-24-hours", idempotency.WebhookLease)
+	b.clock.Advance(idempotency.WebhookRetention)
+
+	var observed struct {
+		sync.Mutex
+		read, deleted map[string]int
+	}
+	observed.read, observed.deleted = map[string]int{}, map[string]int{}
+	s := b.sweeper(t, Config{Observer: ObserverFunc(func(table string, read, deleted int, _ time.Duration) {
+		observed.Lock()
+		defer observed.Unlock()
+		observed.read[table] += read
+		observed.deleted[table] += deleted
+	})})
+	rep := b.runOnce(t, s)
+
+	want := map[string]bool{"tool-29-days": true, "tool-lease-passed": true}
+	if got := b.keys(t); !maps.Equal(got, want) {
+		t.Errorf("claims after the sweep = %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+	if c := rep.Claims; c.Read != 5 || c.Deleted != 5 || c.Passes != 1 || c.Backlog {
+		t.Errorf("claims report = %+v, want 5 read, 5 deleted, 1 pass, no backlog", c)
+	}
+	if observed.read[TableClaims] != 5 || observed.deleted[TableClaims] != 5 {
+		t.Errorf("observer saw %d read, %d deleted on %s, want 5 and 5",
+			observed.read[TableClaims], observed.deleted[TableClaims], TableClaims)
+	}
+	if rep.Runs.Passes != 1 || rep.Snapshots.Passes != 1 {
+		t.Errorf("report = %+v, want one pass on each table", rep)
+	}
+	// The 29-day tool claim still replays.
+	out, err := b.plane.Read(b.ctx, b.org, "tool.email.send", "tool-29-days", "hash")
+	if err != nil || out.Kind != idempotency.KindCompleted || out.ResourceID != "tool-29-days" {
+		t.Errorf("Read(tool-29-days) after the sweep = %+v, %v; want its stored answer", out, err)
+	}
+	// A second run finds nothing.
+	if rep := b.runOnce(t, s); rep.Claims.Read != 0 || rep.Claims.Deleted != 0 {
+		t.Errorf("second run = %+v, want nothing read", rep.Claims)
+	}
+}
+
+func TestFullBoundLeavesABacklogAndWarns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.seedExpired(t, "old", 12)
+
+	s := b.sweeper(t, Config{Bound: 5, MaxPasses: 1})
+	rep := b.runOnce(t, s)
+	if c := rep.Claims; c.Read != 5 || c.Deleted != 5 || c.Passes != 1 || !c.Backlog || !rep.Backlog() {
+		t.Errorf("claims report = %+v, want 5 read, 5 deleted, 1 pass, a backlog", c)
+	}
+	if n := b.count(t, TableClaims); n != 7 {
+		t.Errorf("%d claims left, want 7", n)
+	}
+	// The oldest went first.
+	for i := range 12 {
+		key := fmt.Sprintf("old-%d", i)
+		// seedExpired makes old-11 the oldest.
+		if gone := !b.keys(t)[key]; gone != (i >= 7) {
+			t.Errorf("claim %s gone = %v, want %v", key, gone, i >= 7)
+		}
+	}
+	logs := b.logs.String()
+	if !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "backlog remains") ||
+		!strings.Contains(logs, "table="+TableClaims) || !strings.Contains(logs, "read=5") {
+		t.Errorf("log = %q, want a warning that a backlog remains on %s", logs, TableClaims)
+	}
+
+	// Passes that drain the backlog within one run warn of nothing.
+	b.logs = &logBuffer{}
+	s = b.sweeper(t, Config{Bound: 5, MaxPasses: 3})
+	rep = b.runOnce(t, s)
+	if c := rep.Claims; c.Read != 7 || c.Deleted != 7 || c.Passes != 2 || c.Backlog {
+		t.Errorf("claims report = %+v, want 7 read, 7 deleted, 2 passes, no backlog", c)
+	}
+	if logs := b.logs.String(); strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "read=7 deleted=7") {
+		t.Errorf("log = %q, want an info summary of 7 read and 7 deleted and no warning", logs)
+	}
+}
+
+func TestConfigRefusesABoundAboveItsCeiling(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		cfg  Config
+		want []string // in the error; nil when valid
+	}{
+		{Config{}, nil},
+		{Config{Bound: 1000}, nil},
+		{Config{Bound: 1001}, []string{"Bound 1001", "MaxBound 1000", "refused"}},
+		{Config{Bound: 5000, MaxBound: 2000}, []string{"Bound 5000", "MaxBound 2000"}},
+		{Config{Bound: 2000, MaxBound: 2000}, nil},
+		{Config{Bound: -1}, []string{"Bound -1"}},
+		{Config{MaxBound: -5}, []string{"MaxBound -5"}},
+		{Config{MaxPasses: -1}, []string{"MaxPasses -1"}},
+		{Config{Interval: -time.Second}, []string{"Interval -1s"}},
+		{Config{Interval: time.Minute, Jitter: 2 * time.Minute}, []string{"Jitter 2m0s", "Interval (1m0s)"}},
+		{Config{Jitter: -1}, nil}, // no jitter
+	}
+	for _, tt := range tests {
+		err := tt.cfg.Validate()
+		if tt.want == nil {
+			if err != nil {
+				t.Errorf("Validate(%+v) = %v, want nil", tt.cfg, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("Validate(%+v) = %v, want ErrInvalidConfig", tt.cfg, err)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("Validate(%+v) = %q, want it to name %q", tt.cfg, err, w)
+			}
+		}
+		if s, nerr := New(nil, tt.cfg); s != nil || !errors.Is(nerr, ErrInvalidConfig) {
+			t.Errorf("New(%+v) = %v, %v; want ErrInvalidConfig", tt.cfg, s, nerr)
+		}
+	}
+
+	// Defaults: a lower ceiling lowers the default bound, never the reverse.
+	if c := (Config{MaxBound: 200}).WithDefaults(); c.Bound != 200 || c.MaxBound != 200 {
+		t.Errorf("defaults with MaxBound 200 = Bound %d, MaxBound %d; want 200, 200", c.Bound, c.MaxBound)
+	}
+	c := Config{}.WithDefaults()
+	if c.Bound != 1000 || c.MaxBound != 1000 || c.MaxPasses != 10 || c.Interval != time.Hour || c.Jitter != 6*time.Minute {
+		t.Errorf("defaults = %+v", c)
+	}
+}
+
+func TestSweepRacingClaimersLosesNoLiveClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const (
+		claimers  = 20
+		expired   = 300
+		freshEach = 20
+		scope     = "webhook.nylas"
+	)
+	for i := range expired {
+		b.claimDone(t, scope, fmt.Sprintf("expired-%d", i), idempotency.WebhookLease)
+	}
+	b.clock.Advance(idempotency.WebhookRetention + time.Minute)
+
+	// A small bound and a pause inside each pass, between the read and the
+	// delete, while the pass holds its batch: many passes, each racing the
+	// claimers on the rows it holds.
+	var swept atomic.Int64
+	s := b.sweeper(t, Config{Bound: 7, MaxPasses: 1,
+		beforeDelete: func(context.Context, string, []uuid.UUID) error {
+			time.Sleep(time.Millisecond)
+			return nil
+		}})
+
+	type owned struct {
+		claimer int
+		claim   *idempotency.Claim
+	}
+	var (
+		mu      sync.Mutex
+		owners  = map[string][]owned{}
+		errs    []error
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		claimed = make(chan struct{})
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}
+	for w := range claimers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			keys := make([]string, 0, expired+freshEach)
+			for i := range expired {
+				keys = append(keys, fmt.Sprintf("expired-%d", i))
+			}
+			for i := range freshEach {
+				keys = append(keys, fmt.Sprintf("fresh-%d-%d", w, i))
+			}
+			rand.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+			<-start
+			for _, key := range keys {
+				out, err := b.plane.Claim(b.ctx, b.org, scope, key, "hash", idempotency.WebhookLease)
+				if err != nil {
+					fail(fmt.Errorf("Claim(%q): %w", key, err))
+					return
+				}
+				if out.Kind != idempotency.KindClaimed {
+					continue
+				}
+				// Told it owns the key, the claimer completes it, and the
+				// fence must still be its own.
+				ok, err := b.plane.Complete(b.ctx, out.Claim, answer(key))
+				if err != nil || !ok {
+					fail(fmt.Errorf("Complete(%q) of a claim owned by claimer %d = %v, %v; want true", key, w, ok, err))
+					continue
+				}
+				mu.Lock()
+				owners[key] = append(owners[key], owned{w, out.Claim})
+				mu.Unlock()
+			}
+		}()
+	}
+	sweepDone := make(chan error, 1)
+	go func() {
+		<-start
+		for {
+			select {
+			case <-claimed:
+				sweepDone <- nil
+				return
+			default:
+			}
+			rep, err := s.RunOnce(b.ctx)
+			if err != nil {
+				sweepDone <- err
+				return
+			}
+			swept.Add(int64(rep.Claims.Deleted))
+		}
+	}()
+	close(start)
+	wg.Wait()
+	close(claimed)
+	if err := <-sweepDone; err != nil {
+		t.Fatalf("a sweep racing the claimers failed: %v", err)
+	}
+	for _, err := range errs {
+		t.Error(err)
+	}
+
+	// Every claim a claimer owned and completed is stored as it left it.
+	for key, own := range owners {
+		if len(own) != 1 {
+			t.Errorf("key %s owned by %d claimers, want 1", key, len(own))
+			continue
+		}
+		c := own[0].claim
+		rec, err := b.plane.Repository().Get(b.ctx, b.org, scope, key)
+		if err != nil || rec == nil {
+			t.Errorf("claim %s of claimer %d: gone after the race (%v)", key, own[0].claimer, err)
+			continue
+		}
+		if rec.ID != c.ID || rec.LeaseToken != c.LeaseToken || rec.Status != idempotency.StatusCompleted || rec.ResourceID != key {
+			t.Errorf("claim %s = %+v, want the completed claim %s of claimer %d", key, rec, c.ID, own[0].claimer)
+		}
+	}
+	if len(owners) != expired+claimers*freshEach {
+		t.Errorf("%d keys owned, want %d: every key claimed once", len(owners), expired+claimers*freshEach)
+	}
+	// Nothing else is stored: each expired row was deleted by the sweep or
+	// taken over in place by a claimer, and a final run finds nothing.
+	if n := b.count(t, TableClaims); n != len(owners) {
+		t.Errorf("%d claims stored, want the %d owned", n, len(owners))
+	}
+	if rep := b.runOnce(t, s); rep.Claims.Read != 0 {
+		t.Errorf("final run read %d claims, want 0", rep.Claims.Read)
+	}
+	if swept.Load() == 0 {
+		t.Errorf("the sweep deleted nothing during the race; the test raced nothing")
+	}
+	t.Logf("of %d expired claims, the sweep deleted %d and claimers took over %d in place",
+		expired, swept.Load(), int64(expired)-swept.Load())
+}
+
+func TestConcurrentSweepersDeleteEachRowOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const expired = 2000
+	b.seedExpired(t, "old", expired)
+	b.claimDone(t, "tool.email.send", "live", time.Minute)
+
+	const sweepers = 2
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		reports [sweepers]Report
+		errs    [sweepers]error
+	)
+	for i := range sweepers {
+		s := b.sweeper(t, Config{Bound: 50, MaxPasses: 100})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			reports[i], errs[i] = s.RunOnce(b.ctx)
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	read, deleted := 0, 0
+	for i := range sweepers {
+		if errs[i] != nil {
+			t.Errorf("sweeper %d: %v", i, errs[i])
+		}
+		read += reports[i].Claims.Read
+		deleted += reports[i].Claims.Deleted
+		t.Logf("sweeper %d: %+v", i, reports[i].Claims)
+	}
+	if deleted != expired {
+		t.Errorf("the sweepers deleted %d claims in total, want %d: each once", deleted, expired)
+	}
+	// The reads lock with SKIP LOCKED, so the sweepers split the work and
+	// no row is counted twice.
+	if read != expired {
+		t.Errorf("the sweepers read %d claims in total, want %d: each by one of them", read, expired)
+	}
+	if got := b.keys(t); !maps.Equal(got, map[string]bool{"live": true}) {
+		t.Errorf("%d claims left, want the live one alone", len(got))
+	}
+}
+
+func TestSweepSkipsARowAWriterHolds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// A processing claim whose retention passes while its worker is still
+	// completing it, inside a transaction that holds the row.
+	c := b.claim(t, b.plane, "webhook.nylas", "held", idempotency.WebhookLease)
+	b.seedExpired(t, "old", 3)
+	b.clock.Advance(idempotency.WebhookRetention)
+	tx, err := b.db.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(b.ctx)
+	if ok, err := b.plane.CompleteTx(b.ctx, tx, c, answer("held")); !ok || err != nil {
+		t.Fatalf("CompleteTx = %v, %v", ok, err)
+	}
+
+	// The sweep neither waits for the writer nor deletes under it.
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	s := b.sweeper(t, Config{})
+	rep, err := s.RunOnce(ctx)
+	if err != nil || rep.Claims.Read != 3 || rep.Claims.Deleted != 3 {
+		t.Fatalf("RunOnce while a writer holds a row = %+v, %v; want the 3 other rows deleted", rep.Claims, err)
+	}
+	if err := tx.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Once the writer is done, the next run takes the row.
+	if rep := b.runOnce(t, s); rep.Claims.Deleted != 1 || b.count(t, TableClaims) != 0 {
+		t.Errorf("run after the writer committed = %+v, want the held row deleted", rep.Claims)
+	}
+}
+
+func TestRunSweepsUntilTheContextEnds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// The database's own clock: claims made 31 days ago have expired.
+	b.clock.Set(time.Now().Add(-31 * day).UTC().Truncate(time.Microsecond))
+	b.claimDone(t, "tool.email.send", "old-1", time.Minute)
+	b.claimDone(t, "tool.email.send", "old-2", time.Minute)
+	b.clock.Set(time.Now().UTC().Truncate(time.Microsecond))
+	b.claimDone(t, "tool.email.send", "live", time.Minute)
+
+	passes := make(chan int, 100)
+	s, err := New(b.db, Config{
+		Interval: 10 * time.Millisecond,
+		Jitter:   5 * time.Millisecond,
+		Logger:   slog.New(slog.NewTextHandler(b.logs, nil)),
+		Observer: ObserverFunc(func(table string, read, _ int, _ time.Duration) {
+			if table == TableClaims {
+				select {
+				case passes <- read:
+				default:
+				}
+			}
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	// Two runs at least: the first deletes, a later one finds nothing.
+	var reads []int
+	for len(reads) < 2 {
+		select {
+		case n := <-passes:
+			reads = append(reads, n)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Run made passes reading %v in 10 s, want at least two runs", reads)
+		}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if reads[0] != 2 || reads[1] != 0 {
+		t.Errorf("passes read %v, want 2 then 0", reads)
+	}
+	if got := b.keys(t); !maps.Equal(got, map[string]bool{"live": true}) {
+		t.Errorf("claims after Run = %v, want the live one alone", got)
+	}
+	if strings.Contains(b.logs.String(), "level=ERROR") {
+		t.Errorf("log = %q, want no error: a cancelled run is not a failure", b.logs.String())
+	}
+}
+
+func TestJitterStaysWithinItsBound(t *testing.T) {
+	t.Parallel()
+	s, err := New(nil, Config{Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[time.Duration]bool{}
+	for range 1000 {
+		j := s.jitter()
+		if j < 0 || j > 6*time.Minute {
+			t.Fatalf("jitter() = %s, want 0 to 6m", j)
+		}
+		seen[j] = true
+	}
+	if len(seen) < 900 {
+		t.Errorf("1000 jitters took %d values, want them spread", len(seen))
+	}
+	s, err = New(nil, Config{Interval: time.Hour, Jitter: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := s.jitter(); j != 0 {
+		t.Errorf("jitter() with Jitter disabled = %s, want 0", j)
+	}
+}
+
+func TestFailedTableDoesNotStopTheOthers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.seedExpired(t, "old", 2)
+	boom := errors.New("boom")
+	s := b.sweeper(t, Config{beforeDelete: func(_ context.Context, table string, _ []uuid.UUID) error {
+		if table == TableClaims {
+			return boom
+		}
+		return nil
+	}})
+	rep, err := s.RunOnce(b.ctx)
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), TableClaims) {
+		t.Errorf("RunOnce = %v, want boom naming %s", err, TableClaims)
+	}
+	if rep.Claims.Deleted != 0 || rep.Runs.Passes != 1 || rep.Snapshots.Passes != 1 {
+		t.Errorf("report = %+v, want nothing deleted from claims and the other tables swept", rep)
+	}
+	if n := b.count(t, TableClaims); n != 2 {
+		t.Errorf("%d claims left after a failed pass, want 2: it rolls back", n)
+	}
+}
