@@ -1,7 +1,7 @@
 # The README names these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test ci bench-plane run
+.PHONY: setup test ci bench-plane bench-http bench-sweep run
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -29,3 +29,11 @@ run:
 # The idempotency plane against raw pgx issuing the same SQL.
 bench-plane:
 	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestBenchReport -v ./idempotency/
+
+# searchd's HTTP starts against a thin echo + pgx handler issuing the same SQL.
+bench-http:
+	$(GO) run ./bench/http
+
+# Claim latency while the sweeper deletes a million expired rows.
+bench-sweep:
+	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestSweepBench -v -timeout 30m ./sweeper/

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/migrations"
+	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
+)
+
+var errNotCurrent = errors.New("the database named by -database-url is not at the newest migration; run `searchd migrate` first")
+
+// setupTimeout bounds starting the cluster, creating and seeding the
+// database and starting both servers.
+const setupTimeout = 3 * time.Minute
+
+// The HTTP server timeouts of cmd/searchd/serve.go.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = time.Minute
+	writeTimeout      = time.Minute
+	idleTimeout       = 2 * time.Minute
+)
+
+// benchActor is the token's sub, recorded on snapshots and Runs; the thin
+// handler records the same.
+const benchActor = "bench"
+
+// env is the database and the two servers under load.
+type env struct {
+	real, thin    *target
+	dbDescription string
+	pgVersion     string
+	pgSettings    string
+	maxConns      int32
+	pg            pgCPU
+	org           uuid.UUID
+	// admin runs the benchmark's own statements, outside both counted
+	// pools.
+	admin   *pgxpool.Pool
+	closers []func()
+}
+
+// analyze refreshes the statistics of the tables a start reads and writes.
+//
+// Without it the cached generic plans of a measure depend on when each
+// connection made them. A plan made while agent.runs has no statistics
+// (autovacuum looks at a table once a minute, and a round is seconds)
+// estimates one row for any index on organization_id, and may then pick
+// runs_org_id_key (organization_id, id) over runs_org_start_key_key for
+// the start-key lookup: a scan of the organization's every Run per replay,
+// kept until the next ANALYZE. Which connections got such a plan decided
+// the replay ratio (0.10× to 1.0× between runs) before this was added.
+// ANALYZE invalidates every cached plan on the tables, so both handlers
+// plan afresh on the same statistics.
+func (e *env) analyze(ctx context.Context) error {
+	_, err := e.admin.Exec(ctx, `ANALYZE agent.runs, agent.saved_search_snapshots, agent.idempotency_keys,
+		agent.saved_searches, agent.saved_search_baselines`)
+	if err != nil {
+		return fmt.Errorf("analyzing: %w", err)
+	}
+	return nil
+}
+
+// checkRows checks that every admitted start, on either handler, left
+// exactly one Run, one snapshot and one completed claim: the two handlers
+// did the same writes.
+func (e *env) checkRows(ctx context.Context, starts int) error {
+	var runs, snapshots, claims int
+	err := e.admin.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM agent.runs WHERE organization_id = $1),
+		(SELECT count(*) FROM agent.saved_search_snapshots WHERE organization_id = $1),
+		(SELECT count(*) FROM agent.idempotency_keys WHERE organization_id = $1 AND status = 'completed')`,
+		e.org).Scan(&runs, &snapshots, &claims)
+	if err != nil {
+		return fmt.Errorf("counting the rows the starts wrote: %w", err)
+	}
+	if runs != starts || snapshots != starts || claims != starts {
+		return fmt.Errorf("%d starts admitted, but the database holds %d Runs, %d snapshots and %d completed claims",
+			starts, runs, snapshots, claims)
+	}
+	return nil
+}
+
+// close stops the servers and releases the database, last opened first.
+func (e *env) close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+}
+
+func setUp(ctx context.Context, cfg config) (_ *env, err error) {
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	e := &env{}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+
+	dbURL := cfg.databaseURL
+	if dbURL != "" {
+		switch err := migrations.Check(ctx, dbURL); {
+		case errors.Is(err, migrations.ErrNotCurrent):
+			return nil, fmt.Errorf("%w: %w", errNotCurrent, err)
+		case err != nil:
+			return nil, fmt.Errorf("checking the database named by -database-url: %w", err)
+		}
+		e.dbDescription = "the database named by -database-url"
+	} else {
+		cluster, err := pgtest.Start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		e.closers = append(e.closers, func() { _ = cluster.Stop() })
+		url, drop, err := cluster.CreateDB(ctx)
+		if err != nil {
+			return nil, err
+		}
+		e.closers = append(e.closers, drop)
+		dbURL = url
+		if cluster.External() {
+			e.dbDescription = "a fresh database on the server named by SEARCHD_TEST_DATABASE_URL or DATABASE_URL"
+		} else {
+			e.dbDescription = "a fresh database on a throwaway cluster (internal/pgtest), over a unix socket"
+		}
+	}
+
+	org := uuid.New()
+	e.org = org
+	searches, err := seed(ctx, e, dbURL, org, cfg)
+	if err != nil {
+		return nil, err
+	}
+
+	secret := make([]byte, api.MinJWTSecretLen)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	token, err := api.SignToken(secret, org, benchActor, time.Now(), time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	auth := "Bearer " + token
+
+	// The real server, assembled as cmd/searchd's newAPI assembles it.
+	realPool, realTrace, err := openPool(ctx, e, dbURL, cfg.maxConns)
+	if err != nil {
+		return nil, err
+	}
+	e.maxConns = realPool.Config().MaxConns
+	logger := slog.New(slog.DiscardHandler)
+	if cfg.accessLog == "json" {
+		logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	plane := idempotency.NewService(realPool, idempotency.Config{})
+	srv, err := api.New(api.Deps{
+		Pool:          realPool,
+		SavedSearches: savedsearch.NewStore(realPool),
+		Snapshots:     snapshot.NewStore(realPool),
+		Runs:          runs.NewStore(realPool, runs.Config{}),
+		Starter:       admission.NewStarter(realPool, plane, admission.Config{}),
+		ProviderJobs:  providerjobs.New(realPool, plane, providerjobs.Config{}),
+		JWTSecret:     secret,
+		Logger:        logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	realBase, err := listen(e, srv.Handler())
+	if err != nil {
+		return nil, err
+	}
+	e.real = newTarget("real", realBase, cfg.clients, realTrace, e.pg, auth, searches)
+
+	thinPool, thinTrace, err := openPool(ctx, e, dbURL, cfg.maxConns)
+	if err != nil {
+		return nil, err
+	}
+	thinBase, err := listen(e, (&thin{pool: thinPool, org: org, actor: benchActor}).handler())
+	if err != nil {
+		return nil, err
+	}
+	e.thin = newTarget("thin", thinBase, cfg.clients, thinTrace, e.pg, auth, searches)
+	return e, nil
+}
+
+// openPool opens a pool on dbURL configured as pgxpool.New configures it
+// (MaxConns overridden when maxConns > 0), with a statement counter.
+func openPool(ctx context.Context, e *env, dbURL string, maxConns int) (*pgxpool.Pool, *sqlTrace, error) {
+	pcfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parsing the database URL: %w", err)
+	}
+	if maxConns > 0 {
+		pcfg.MaxConns = int32(maxConns)
+	}
+	trace := &sqlTrace{}
+	pcfg.ConnConfig.Tracer = trace
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening a pool: %w", err)
+	}
+	e.closers = append(e.closers, pool.Close)
+	if err := pool.Ping(ctx); err != nil {
+		return nil, nil, fmt.Errorf("connecting: %w", err)
+	}
+	return pool, trace, nil
+}
+
+// listen serves h on a fresh 127.0.0.1 port with searchd serve's timeouts
+// and returns its base URL.
+func listen(e *env, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+	}
+	go func() { _ = srv.Serve(ln) }()
+	e.closers = append(e.closers, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			_ = srv.Close()
+		}
+	})
+	return "http://" + ln.Addr().String(), nil
+}
+
+// seed opens e.admin, reads the server's version and settings, and creates
+// cfg.savedSearches saved searches of org through the real store.
+func seed(ctx context.Context, e *env, dbURL string, org uuid.UUID, cfg config) ([]uuid.UUID, error) {
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("opening a pool: %w", err)
+	}
+	e.admin = pool
+	e.closers = append(e.closers, pool.Close)
+	var fsync, syncCommit, fpw, sharedBuffers, maxConnections string
+	var backend int
+	err = pool.QueryRow(ctx, `SELECT version(), current_setting('fsync'), current_setting('synchronous_commit'),
+		current_setting('full_page_writes'), current_setting('shared_buffers'), current_setting('max_connections'),
+		pg_backend_pid()`).
+		Scan(&e.pgVersion, &fsync, &syncCommit, &fpw, &sharedBuffers, &maxConnections, &backend)
+	if err != nil {
+		return nil, fmt.Errorf("reading the server's settings: %w", err)
+	}
+	e.pg = newPGCPU(backend)
+	e.pgSettings = fmt.Sprintf("fsync=%s synchronous_commit=%s full_page_writes=%s shared_buffers=%s max_connections=%s",
+		fsync, syncCommit, fpw, sharedBuffers, maxConnections)
+
+	store := savedsearch.NewStore(pool)
+	ids := make([]uuid.UUID, cfg.savedSearches)
+	for i := range ids {
+		items := make([]string, cfg.baselineItems)
+		for j := range items {
+			items[j] = fmt.Sprintf("https://example.com/results/%d/%d", i, j)
+		}
+		ss, err := store.Create(ctx, org, savedsearch.CreateParams{
+			Name: fmt.Sprintf("bench saved search %d", i),
+			Brief: savedsearch.Brief{
+				Query:   fmt.Sprintf("laptops under 1000 euros, batch %d", i),
+				Filters: map[string]any{"lang": "en", "max_age_days": 30},
+			},
+			Baseline: savedsearch.Baseline{Items: items},
+			Actor:    benchActor,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("seeding saved search %d: %w", i, err)
+		}
+		ids[i] = ss.ID
+	}
+	return ids, nil
+}

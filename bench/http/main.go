@@ -1,0 +1,362 @@
+// Command http measures searchd's saved-search start through HTTP on
+// loopback, against a thin baseline measured in the same run.
+//
+//	go run ./bench/http [-clients 16] [-rounds 5] [-duration 3s] [-database-url URL]
+//
+// It creates a database (a fresh one cloned from the migrated template by
+// internal/pgtest: a throwaway cluster, or the server SEARCHD_TEST_DATABASE_URL
+// or DATABASE_URL names; or the migrated database -database-url names),
+// seeds an organization and its saved searches, and serves two handlers on
+// 127.0.0.1 ports of their own:
+//
+//   - real: the searchd API, assembled as `searchd serve` assembles it
+//     (api.New with the stores and the admission.Starter on a pgxpool with
+//     the default configuration) behind a net/http server;
+//   - thin: an echo handler issuing the same SQL straight through pgx, with
+//     none of the rest (see thin.go).
+//
+// Before measuring, one start and one replay on each handler prove that
+// both issue the same statements in the same order; the program stops if
+// they do not. Then a load generator drives each handler with -clients
+// keep-alive clients in rounds of -duration, alternating real and thin and
+// which goes first: first new starts (a fresh Idempotency-Key on every
+// request), then replays (keys those rounds started). Each measure starts
+// with an unmeasured warm-up of both handlers and an ANALYZE, so both plan
+// their statements on the same statistics (see env.analyze). At the end
+// the database must hold one Run, one snapshot and one completed claim per
+// admitted start, whichever handler admitted it.
+//
+// It prints each round, then the medians of the rounds: requests per
+// second, p50 and p99 latency, SQL statements per request (a pgx
+// QueryTracer on each server's pool), the time spent inside statements,
+// the CPU time per request of this process and of the PostgreSQL server
+// (when it runs on this machine), and the ratio real/thin against the
+// targets of issue 3: new starts and replays at least 0.80x the thin
+// handler, a replay at most 2 statements.
+//
+// Everything listens on loopback only, and the whole run is bounded: the
+// program stops by itself, and on SIGINT.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	clients       int
+	rounds        int
+	duration      time.Duration
+	warmup        time.Duration
+	databaseURL   string
+	savedSearches int
+	baselineItems int
+	maxConns      int
+	accessLog     string
+	cpuProfile    string
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.clients, "clients", 16, "concurrent clients, each with one request in flight")
+	flag.IntVar(&cfg.rounds, "rounds", 5, "measured rounds per handler and measure")
+	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "length of one round")
+	flag.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured warm-up per handler before each measure")
+	flag.StringVar(&cfg.databaseURL, "database-url", "",
+		"a migrated database to use; the run adds a new organization's rows and leaves them "+
+			"(default: a fresh database from internal/pgtest, dropped at the end)")
+	flag.IntVar(&cfg.savedSearches, "saved-searches", 100, "saved searches seeded; each start picks one at random")
+	flag.IntVar(&cfg.baselineItems, "baseline-items", 50, "baseline items of each saved search, copied by every freeze")
+	flag.IntVar(&cfg.maxConns, "max-conns", 0,
+		"pool size of each server; 0 keeps pgxpool's default (max(4, CPUs)), as searchd serve does")
+	flag.StringVar(&cfg.accessLog, "access-log", "json",
+		"the real server's logger: json (searchd serve's JSON access log, formatted and discarded) or off")
+	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "",
+		"write a CPU profile of every measured round to PREFIX-<measure>-<handler>-r<N>.pprof")
+	flag.Parse()
+	if err := cfg.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/http:", err)
+		os.Exit(2)
+	}
+	// Setup, then two measures of rounds on two handlers, each with its
+	// warm-up, plus slack for draining and the database's drop.
+	budget := 3*time.Minute + time.Duration(2*2*(cfg.rounds+1))*(cfg.duration+cfg.warmup+5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/http:", err)
+		os.Exit(1)
+	}
+}
+
+func (c config) validate() error {
+	switch {
+	case c.clients < 1 || c.clients > 1024:
+		return fmt.Errorf("-clients is %d, want 1 to 1024", c.clients)
+	case c.rounds < 1 || c.rounds > 100:
+		return fmt.Errorf("-rounds is %d, want 1 to 100", c.rounds)
+	case c.duration < 100*time.Millisecond || c.duration > 5*time.Minute:
+		return fmt.Errorf("-duration is %s, want 100ms to 5m", c.duration)
+	case c.warmup < 0 || c.warmup > time.Minute:
+		return fmt.Errorf("-warmup is %s, want 0 to 1m", c.warmup)
+	case c.savedSearches < 1 || c.savedSearches > 10000:
+		return fmt.Errorf("-saved-searches is %d, want 1 to 10000", c.savedSearches)
+	case c.baselineItems < 0 || c.baselineItems > 10000:
+		return fmt.Errorf("-baseline-items is %d, want 0 to 10000", c.baselineItems)
+	case c.maxConns < 0:
+		return fmt.Errorf("-max-conns is %d, want 0 (the default) or more", c.maxConns)
+	case c.accessLog != "json" && c.accessLog != "off":
+		return fmt.Errorf("-access-log is %q, want json or off", c.accessLog)
+	}
+	return nil
+}
+
+// Targets of issue 3.
+const (
+	targetRatio       = 0.80
+	targetReplayStmts = 2
+	ratioLabel        = "≥ 0.80×"
+)
+
+func run(ctx context.Context, cfg config, out io.Writer) error {
+	loadStart := loadAverage()
+	env, err := setUp(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+
+	realT, thinT := env.real, env.thin
+	fmt.Fprintf(out, "searchd HTTP start benchmark: the real handler against a thin echo+pgx handler issuing the same SQL\n\n")
+	fmt.Fprintf(out, "machine     %d CPUs, GOMAXPROCS %d, %s %s/%s; load average before setup: %s\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, loadStart)
+	fmt.Fprintf(out, "database    %s\n", env.dbDescription)
+	fmt.Fprintf(out, "            %s\n", env.pgVersion)
+	fmt.Fprintf(out, "            %s\n", env.pgSettings)
+	fmt.Fprintf(out, "pools       MaxConns %d per server (%s), statements counted by a pgx QueryTracer on each\n",
+		env.maxConns, map[bool]string{true: "-max-conns", false: "pgxpool's default, as searchd serve"}[cfg.maxConns > 0])
+	if env.pg.ok() {
+		fmt.Fprintf(out, "PG CPU      every process of the server whose postmaster is PID %d, read from /proc\n", env.pg.postmaster)
+	}
+	fmt.Fprintf(out, "seed        1 organization, %d saved searches with %d baseline items each\n",
+		cfg.savedSearches, cfg.baselineItems)
+	fmt.Fprintf(out, "load        %d keep-alive clients on 127.0.0.1, %d rounds of %s per handler and measure, "+
+		"alternating which handler goes first, %s warm-up; real access log: %s\n\n",
+		cfg.clients, cfg.rounds, cfg.duration, cfg.warmup, cfg.accessLog)
+
+	// The same SQL, or no measurement.
+	realStart, realReplay, err := realT.probe(ctx)
+	if err != nil {
+		return err
+	}
+	thinStart, thinReplay, err := thinT.probe(ctx)
+	if err != nil {
+		return err
+	}
+	if err := sameSQL("new start", realStart, thinStart); err != nil {
+		return err
+	}
+	if err := sameSQL("replay", realReplay, thinReplay); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "SQL check   both handlers issue the same statements in the same order\n")
+	fmt.Fprintf(out, "            new start (%d): %s\n", len(realStart), statementList(realStart))
+	fmt.Fprintf(out, "            replay (%d): %s\n\n", len(realReplay), statementList(realReplay))
+
+	type figures struct{ real, thin []round }
+	results := map[measure]*figures{}
+	for _, m := range []measure{newStarts, replays} {
+		f := &figures{}
+		results[m] = f
+		if cfg.warmup > 0 {
+			for _, t := range []*target{realT, thinT} {
+				if _, err := t.run(ctx, m, cfg.clients, cfg.warmup); err != nil {
+					return fmt.Errorf("warm-up: %w", err)
+				}
+			}
+		}
+		if err := env.analyze(ctx); err != nil {
+			return err
+		}
+		for r := range cfg.rounds {
+			order := []*target{realT, thinT}
+			if r%2 == 1 {
+				order = []*target{thinT, realT}
+			}
+			line := fmt.Sprintf("%-10s round %d:", m, r+1)
+			for _, t := range order {
+				res, err := measureRound(ctx, cfg, t, m, r)
+				if err != nil {
+					return err
+				}
+				if t == realT {
+					f.real = append(f.real, res)
+				} else {
+					f.thin = append(f.thin, res)
+				}
+				line += fmt.Sprintf("  %s %5.0f/s p50 %7s p99 %7s", t.name, res.rate(),
+					ms(res.quantile(0.50)), ms(res.quantile(0.99)))
+			}
+			last := len(f.real) - 1
+			fmt.Fprintf(out, "%s  real/thin %.2f×\n", line, f.real[last].rate()/f.thin[last].rate())
+		}
+	}
+	loadEnd := loadAverage()
+	if err := env.checkRows(ctx, len(realT.keys)+len(thinT.keys)+2); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "\nmedians of %d rounds; the ratio is median real req/s over median thin req/s\n", cfg.rounds)
+	fmt.Fprintf(out, "%-11s %-5s %7s %9s %9s %9s %10s %10s %10s\n", "measure", "", "req/s", "p50", "p99",
+		"stmts/req", "SQL ms/req", "Go µs/req", "PG µs/req")
+	var verdicts []string
+	for _, m := range []measure{newStarts, replays} {
+		f := results[m]
+		for _, side := range []struct {
+			name   string
+			rounds []round
+		}{{"real", f.real}, {"thin", f.thin}} {
+			rs := side.rounds
+			med := func(f func(round) time.Duration) time.Duration {
+				return time.Duration(medianOf(rs, func(r round) float64 { return float64(f(r)) }))
+			}
+			pg := "n/a"
+			if env.pg.ok() {
+				pg = us(med(round.pgCPUPerRequest))
+			}
+			fmt.Fprintf(out, "%-11s %-5s %7.0f %9s %9s %9.2f %10s %10s %10s\n", m, side.name, medianOf(rs, round.rate),
+				ms(med(func(r round) time.Duration { return r.quantile(0.50) })),
+				ms(med(func(r round) time.Duration { return r.quantile(0.99) })),
+				medianOf(rs, round.statementsPerRequest), ms(med(round.dbPerRequest)),
+				us(med(round.cpuPerRequest)), pg)
+		}
+		ratio := medianOf(f.real, round.rate) / medianOf(f.thin, round.rate)
+		paired := make([]float64, len(f.real))
+		for i := range f.real {
+			paired[i] = f.real[i].rate() / f.thin[i].rate()
+		}
+		slices.Sort(paired)
+		fmt.Fprintf(out, "%-11s %-5s %6.2f×  target %s: %s; rounds' real/thin, sorted: %s\n", m, "ratio", ratio,
+			ratioLabel, verdict(ratio >= targetRatio), ratios(paired))
+		if env.pg.ok() {
+			cpu := func(rs []round) float64 {
+				return medianOf(rs, func(r round) float64 { return float64(r.cpuPerRequest() + r.pgCPUPerRequest()) })
+			}
+			fmt.Fprintf(out, "%-11s %-5s %6.2f×  thin/real CPU per request (Go + PG): the ratio when the CPUs are the limit\n",
+				m, "", cpu(f.thin)/cpu(f.real))
+		}
+		verdicts = append(verdicts, fmt.Sprintf("%s %.2f× (%s)", m, ratio, verdict(ratio >= targetRatio)))
+	}
+	replayStmts := medianOf(results[replays].real, round.statementsPerRequest)
+	fmt.Fprintf(out, "\nreal replay: %.2f SQL statements per request, target ≤ %d: %s\n",
+		replayStmts, targetReplayStmts, verdict(replayStmts <= targetReplayStmts))
+	fmt.Fprintf(out, "real new start: %.2f SQL statements per request\n",
+		medianOf(results[newStarts].real, round.statementsPerRequest))
+	fmt.Fprintf(out, "summary: %s; load average after: %s\n", strings.Join(verdicts, ", "), loadEnd)
+	fmt.Fprintf(out, "\nSQL ms/req: time inside statements, from the driver's call to the answer, waits for the CPU included.\n"+
+		"Go µs/req: CPU time of this whole process (servers and load generator) per request.\n"+
+		"PG µs/req: CPU time of the PostgreSQL server's processes per request.\n")
+	return nil
+}
+
+// measureRound runs one measured round on t, under a CPU profile when
+// asked.
+func measureRound(ctx context.Context, cfg config, t *target, m measure, r int) (round, error) {
+	if cfg.cpuProfile != "" {
+		name := fmt.Sprintf("%s-%s-%s-r%d.pprof", cfg.cpuProfile, strings.ReplaceAll(m.String(), " ", "-"), t.name, r+1)
+		f, err := os.Create(name)
+		if err != nil {
+			return round{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return round{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	res, err := t.run(ctx, m, cfg.clients, cfg.duration)
+	if err != nil {
+		return round{}, fmt.Errorf("%s round %d on %s: %w", m, r+1, t.name, err)
+	}
+	return res, nil
+}
+
+// sameSQL returns an error naming the first difference between the
+// statements of the real and the thin handler.
+func sameSQL(what string, realSQL, thinSQL []string) error {
+	n := max(len(realSQL), len(thinSQL))
+	for i := range n {
+		var r, t string
+		if i < len(realSQL) {
+			r = normalizeSQL(realSQL[i])
+		}
+		if i < len(thinSQL) {
+			t = normalizeSQL(thinSQL[i])
+		}
+		if r != t {
+			return fmt.Errorf("the thin handler no longer issues the real handler's SQL for a %s: "+
+				"statement %d is\n  real: %s\n  thin: %s\nupdate bench/http/thin.go from the queries.go files\n"+
+				"real: %s\nthin: %s", what, i+1, r, t, statementList(realSQL), statementList(thinSQL))
+		}
+	}
+	return nil
+}
+
+func medianOf(rs []round, f func(round) float64) float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = f(r)
+	}
+	slices.Sort(xs)
+	if len(xs) == 0 {
+		return 0
+	}
+	if len(xs)%2 == 0 {
+		return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+	}
+	return xs[len(xs)/2]
+}
+
+func ratios(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(parts, " ")
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d)/float64(time.Microsecond)) }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// loadAverage returns the 1, 5 and 15 minute load averages, or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+
+	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/runs"
+)
+
+// The statements of a saved-search start, copied as they stand in the
+// packages' queries.go (runs, savedsearch, idempotency, snapshot). The thin
+// handler must issue exactly what the real one issues, or the ratio compares
+// two different workloads; sameSQL (main.go) refuses to measure when the real
+// handler's statements differ from these, so a change to a queries.go shows
+// up here as a failure to start, not as a quietly wrong figure.
+
+// runs.runWithSnapshotByStartKey, with runs.runColumns expanded.
+const thinRunWithSnapshotByStartKey = `
+SELECT ` + thinRunColumns + `,
+	sn.id, sn.saved_search_id, sn.saved_search_version, sn.content_hash, sn.created_at
+FROM agent.runs r
+LEFT JOIN agent.saved_search_snapshots sn
+	ON sn.organization_id = r.organization_id AND sn.id = r.snapshot_id
+WHERE r.organization_id = $1 AND r.start_key = $2`
+
+// runs.runColumns.
+const thinRunColumns = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
+	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options, r.input,
+	r.created_by, r.created_at, r.retain_until`
+
+// savedsearch.savedSearchExists.
+const thinSavedSearchExists = `
+SELECT EXISTS (
+	SELECT 1 FROM agent.saved_searches s
+	WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL)`
+
+// idempotency.recordColumns.
+const thinRecordColumns = `k.id, k.organization_id, k.scope, k.key, k.request_hash, k.status,
+	k.lease_token, k.resource_type, k.resource_id, k.response,
+	k.claimed_at, k.lease_expires_at, k.retain_until`
+
+// idempotency.claimInsert.
+const thinClaimInsert = `
+INSERT INTO agent.idempotency_keys AS k
+	(id, organization_id, scope, key, request_hash, status, lease_token,
+	 claimed_at, lease_expires_at, retain_until)
+SELECT $1, $2, $3, $4, $5, 'processing', $6,
+	c.now, c.now + $7::bigint * interval '1 microsecond',
+	c.now + greatest($7::bigint, $8::bigint) * interval '1 microsecond'
+FROM (SELECT coalesce($9::timestamptz, now()) AS now) c
+ON CONFLICT (organization_id, scope, key) DO NOTHING
+RETURNING ` + thinRecordColumns + `, coalesce($9::timestamptz, now())`
+
+// snapshot.savedSearchFreezeRead.
+const thinSavedSearchFreezeRead = `
+SELECT s.name, s.brief, s.version, b.items, b.cursor
+FROM agent.saved_searches s
+JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
+WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
+
+// snapshot.snapshotInsert.
+const thinSnapshotInsert = `
+INSERT INTO agent.saved_search_snapshots
+	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
+	 brief, baseline, content_hash, created_by, created_at)
+VALUES ($1::uuid, $2::uuid, $3::uuid, $4::bigint, $5::text,
+	$6::jsonb, $7::jsonb, $8::text, $9::text, now())
+RETURNING created_at`
+
+// idempotency.claimComplete.
+const thinClaimComplete = `
+UPDATE agent.idempotency_keys AS k
+SET status = 'completed', resource_type = $3, resource_id = $4, response = $5
+WHERE k.id = $1 AND k.lease_token = $2 AND k.status = 'processing'
+RETURNING ` + thinRecordColumns + `, coalesce($6::timestamptz, now())`
+
+// runs.runInsert.
+const thinRunInsert = `
+INSERT INTO agent.runs AS r
+	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
+	 name, status, options, input, created_by, created_at, retain_until)
+SELECT $1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::uuid, $7::uuid,
+	$8::text, 'queued', $9::jsonb, $10::jsonb, $11::text,
+	c.now, c.now + $12::bigint * interval '1 microsecond'
+FROM (SELECT coalesce($13::timestamptz, now()) AS now) c
+ON CONFLICT (organization_id, start_key) DO NOTHING
+RETURNING ` + thinRunColumns
+
+// statementNames names the statements a start issues, for the report. pgx
+// sends "begin" and "commit" for a transaction with default options.
+var statementNames = map[string]string{
+	normalizeSQL(thinRunWithSnapshotByStartKey): "runWithSnapshotByStartKey",
+	normalizeSQL(thinSavedSearchExists):         "savedSearchExists",
+	normalizeSQL(thinClaimInsert):               "claimInsert",
+	"begin":                                     "begin",
+	normalizeSQL(thinSavedSearchFreezeRead):     "savedSearchFreezeRead",
+	normalizeSQL(thinSnapshotInsert):            "snapshotInsert",
+	normalizeSQL(thinClaimComplete):             "claimComplete",
+	"commit":                                    "commit",
+	normalizeSQL(thinRunInsert):                 "runInsert",
+}
+
+// thin is the baseline: an echo handler running the start's statements
+// straight through pgx. It does the same database work as the real handler
+// and answers the same JSON shape, and skips everything else the real one
+// does: token verification (its organization and actor are fixed), header
+// and body validation, option normalization beyond the default, canonical
+// JSON for the hashes, problem documents, request ids and the access log.
+type thin struct {
+	pool  *pgxpool.Pool
+	org   uuid.UUID
+	actor string
+}
+
+func (t *thin) handler() http.Handler {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.POST("/v1/saved-searches/:id/start", t.start)
+	return e
+}
+
+type thinRun struct {
+	ID             uuid.UUID       `json:"id"`
+	OrganizationID uuid.UUID       `json:"organization_id"`
+	Kind           string          `json:"kind"`
+	SavedSearchID  *uuid.UUID      `json:"saved_search_id"`
+	SnapshotID     *uuid.UUID      `json:"snapshot_id"`
+	Name           *string         `json:"name"`
+	Status         string          `json:"status"`
+	Options        json.RawMessage `json:"options"`
+	Input          json.RawMessage `json:"input"`
+	CreatedAt      time.Time       `json:"created_at"`
+	RetainUntil    time.Time       `json:"retain_until"`
+	StartKey       string          `json:"-"`
+	RequestHash    string          `json:"-"`
+	CreatedBy      *string         `json:"-"`
+}
+
+func (r *thinRun) dest() []any {
+	return []any{&r.ID, &r.OrganizationID, &r.Kind, &r.StartKey, &r.RequestHash,
+		&r.SavedSearchID, &r.SnapshotID, &r.Name, &r.Status, &r.Options, &r.Input,
+		&r.CreatedBy, &r.CreatedAt, &r.RetainUntil}
+}
+
+type thinSummary struct {
+	ID                 uuid.UUID `json:"id"`
+	SavedSearchID      uuid.UUID `json:"saved_search_id"`
+	SavedSearchVersion int64     `json:"saved_search_version"`
+	ContentHash        string    `json:"content_hash"`
+	CreatedAt          time.Time `json:"created_at"`
+}
+
+type thinAnswer struct {
+	Run      *thinRun     `json:"run"`
+	Snapshot *thinSummary `json:"snapshot"`
+}
+
+// thinRecord receives the columns of an idempotency claim, scanned as the
+// plane's repository scans them.
+type thinRecord struct {
+	id, org, leaseToken                       uuid.UUID
+	scope, key, hash, status                  string
+	resourceType, resourceID                  *string
+	response                                  json.RawMessage
+	claimedAt, leaseExpires, retain, observed time.Time
+}
+
+func (r *thinRecord) dest() []any {
+	return []any{&r.id, &r.org, &r.scope, &r.key, &r.hash, &r.status, &r.leaseToken,
+		&r.resourceType, &r.resourceID, &r.response, &r.claimedAt, &r.leaseExpires, &r.retain, &r.observed}
+}
+
+type thinOptions struct {
+	MaxResults int    `json:"max_results"`
+	Note       string `json:"note"`
+}
+
+func (t *thin) start(c echo.Context) error {
+	ctx := c.Request().Context()
+	ssID, err := uuid.Parse(c.Param("id"))
+	if err != nil {
+		return c.NoContent(http.StatusNotFound)
+	}
+	key := c.Request().Header.Get("Idempotency-Key")
+	if key == "" {
+		return c.NoContent(http.StatusBadRequest)
+	}
+	var opts thinOptions
+	if c.Request().ContentLength != 0 {
+		if err := json.NewDecoder(c.Request().Body).Decode(&opts); err != nil {
+			return c.NoContent(http.StatusBadRequest)
+		}
+	}
+	if opts.MaxResults == 0 {
+		opts.MaxResults = admission.DefaultMaxResults
+	}
+	sum := sha256.Sum256([]byte(ssID.String() + "\n" + strconv.Itoa(opts.MaxResults) + "\n" + opts.Note))
+	hash := hex.EncodeToString(sum[:])
+	startKey := runs.SavedSearchStartKey(key)
+
+	// The replay: one statement.
+	var (
+		run                thinRun
+		snapID, snapSearch *uuid.UUID
+		snapVersion        *int64
+		snapHash           *string
+		snapCreated        *time.Time
+	)
+	err = t.pool.QueryRow(ctx, thinRunWithSnapshotByStartKey, t.org, startKey).
+		Scan(append(run.dest(), &snapID, &snapSearch, &snapVersion, &snapHash, &snapCreated)...)
+	switch {
+	case err == nil && run.RequestHash != hash:
+		return c.NoContent(http.StatusUnprocessableEntity)
+	case err == nil:
+		var sn *thinSummary
+		if snapID != nil {
+			sn = &thinSummary{ID: *snapID, SavedSearchID: *snapSearch, SavedSearchVersion: *snapVersion,
+				ContentHash: *snapHash, CreatedAt: *snapCreated}
+		}
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+		return c.JSON(http.StatusOK, thinAnswer{Run: &run, Snapshot: sn})
+	case !errors.Is(err, pgx.ErrNoRows):
+		return err
+	}
+
+	// A new start: exists, claim, {freeze, complete}, admit.
+	var live bool
+	if err := t.pool.QueryRow(ctx, thinSavedSearchExists, t.org, ssID).Scan(&live); err != nil {
+		return err
+	}
+	if !live {
+		return c.NoContent(http.StatusNotFound)
+	}
+	var claim thinRecord
+	err = t.pool.QueryRow(ctx, thinClaimInsert, uuid.New(), t.org, idempotency.ScopeSavedSearchStart, key, hash,
+		uuid.New(), idempotency.SavedSearchStartLease.Microseconds(),
+		idempotency.SavedSearchStartRetention.Microseconds(), nil).Scan(claim.dest()...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c.NoContent(http.StatusConflict) // never reached by the benchmark: every key is fresh
+	}
+	if err != nil {
+		return err
+	}
+	var snap thinSnapshot
+	err = pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
+		var brief []byte
+		snap = thinSnapshot{ID: uuid.New(), OrganizationID: t.org, SavedSearchID: ssID, CreatedBy: &t.actor}
+		err := tx.QueryRow(ctx, thinSavedSearchFreezeRead, t.org, ssID).Scan(
+			&snap.name, &brief, &snap.SavedSearchVersion, &snap.Baseline.Items, &snap.Baseline.Cursor)
+		if err != nil {
+			return fmt.Errorf("freeze read: %w", err)
+		}
+		snap.Brief = brief
+		baseline, err := json.Marshal(snap.Baseline)
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		h.Write(brief)
+		h.Write(baseline)
+		snap.ContentHash = hex.EncodeToString(h.Sum(nil))
+		err = tx.QueryRow(ctx, thinSnapshotInsert, snap.ID, t.org, ssID, snap.SavedSearchVersion,
+			snap.name, string(brief), string(baseline), snap.ContentHash, t.actor).Scan(&snap.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("snapshot insert: %w", err)
+		}
+		response, err := json.Marshal(struct {
+			Snapshot        *thinSnapshot `json:"snapshot"`
+			SavedSearchName string        `json:"saved_search_name"`
+		}{&snap, snap.name})
+		if err != nil {
+			return err
+		}
+		var done thinRecord
+		return tx.QueryRow(ctx, thinClaimComplete, claim.id, claim.leaseToken, admission.ResourceType,
+			snap.ID.String(), string(response), nil).Scan(done.dest()...)
+	})
+	if err != nil {
+		return err
+	}
+	options, err := json.Marshal(opts)
+	if err != nil {
+		return err
+	}
+	err = t.pool.QueryRow(ctx, thinRunInsert, uuid.New(), t.org, runs.KindSavedSearch, startKey, hash,
+		ssID, snap.ID, snap.name, string(options), nil, t.actor, runs.Retention.Microseconds(), nil).
+		Scan(run.dest()...)
+	if err != nil {
+		return fmt.Errorf("run insert: %w", err)
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/runs/"+run.ID.String())
+	return c.JSON(http.StatusCreated, thinAnswer{Run: &run, Snapshot: &thinSummary{
+		ID: snap.ID, SavedSearchID: ssID, SavedSearchVersion: snap.SavedSearchVersion,
+		ContentHash: snap.ContentHash, CreatedAt: snap.CreatedAt}})
+}
+
+// thinSnapshot is the snapshot the claim stores as its answer, the same
+// fields the real handler stores.
+type thinSnapshot struct {
+	ID                 uuid.UUID       `json:"id"`
+	OrganizationID     uuid.UUID       `json:"organization_id"`
+	SavedSearchID      uuid.UUID       `json:"saved_search_id"`
+	SavedSearchVersion int64           `json:"saved_search_version"`
+	Brief              json.RawMessage `json:"brief"`
+	Baseline           thinBaseline    `json:"baseline"`
+	ContentHash        string          `json:"content_hash"`
+	CreatedBy          *string         `json:"created_by"`
+	CreatedAt          time.Time       `json:"created_at"`
+	name               string
+}
+
+type thinBaseline struct {
+	Items  []string `json:"items"`
+	Cursor *string  `json:"cursor"`
+}
