@@ -49,6 +49,11 @@ type Config struct {
 	// The release runs on a context detached from the caller's, which may
 	// be the very reason the preparation failed. Default 5 s.
 	ReleaseTimeout time.Duration
+	// Hub wakes a start that waits for a preparation another caller holds
+	// ([SavedSearchStart.Wait]); it must be running ([idempotency.Hub.Run]).
+	// Nil (the default) never waits: a live preparation answers in progress
+	// at once, whatever Wait says.
+	Hub *idempotency.Hub
 
 	// beforeFreeze, set by tests alone, runs inside the preparation
 	// transaction just before the freeze; an error it returns is a failure
@@ -107,6 +112,12 @@ type SavedSearchStart struct {
 	Options StartOptions
 	// Actor is recorded on the snapshot and the Run; empty records NULL.
 	Actor string
+	// Wait is how long to wait for a preparation of the same key another
+	// caller holds (a live claim) to end, instead of answering in progress
+	// at once: woken when it completes or is released, reclaiming it when
+	// its lease passes. Zero (the default) does not wait; so does a Starter
+	// without [Config.Hub]. The caller bounds it (the API to 30 s).
+	Wait time.Duration
 }
 
 // DirectStart are the inputs of [Starter.StartDirect]. The json names are
@@ -152,8 +163,11 @@ func checkKey(key string) error {
 //  2. The preparation is claimed in scope surface.saved_search.start with
 //     its 30 s lease. Claimed: the snapshot is frozen and the claim
 //     completed with it in one transaction. Completed: the stored snapshot
-//     is used and none is written. Processing: *idempotency.InFlightError.
-//     Conflict: ErrKeyReused.
+//     is used and none is written. Processing: with p.Wait and a hub, the
+//     start first waits that long for the holder's claim to end and takes
+//     whichever of these it then meets (a completion, or a claim of its
+//     own after a release or a passed lease); otherwise, or when the wait
+//     runs out, *idempotency.InFlightError. Conflict: ErrKeyReused.
 //  3. The Run is admitted under the start key, carrying the snapshot, the
 //     normalized options and the saved search's name at the freeze.
 //
@@ -222,8 +236,13 @@ var errFenceLost = errors.New("admission: claim fence lost")
 // prepare claims the preparation of p's start and returns the snapshot it
 // made or the one a completed claim stores.
 func (s *Starter) prepare(ctx context.Context, p SavedSearchStart, hash string) (*prepared, error) {
-	out, err := s.plane.Claim(ctx, p.Org, idempotency.ScopeSavedSearchStart, p.IdempotencyKey, hash,
-		idempotency.SavedSearchStartLease)
+	// Without a hub nobody would wake the wait, so it does not begin.
+	wait := p.Wait
+	if s.cfg.Hub == nil {
+		wait = 0
+	}
+	out, err := s.plane.ClaimWait(ctx, s.cfg.Hub, p.Org, idempotency.ScopeSavedSearchStart, p.IdempotencyKey, hash,
+		idempotency.SavedSearchStartLease, wait)
 	if err != nil {
 		return nil, fmt.Errorf("admission: claim: %w", err)
 	}

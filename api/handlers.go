@@ -203,7 +203,9 @@ func (s *Server) getSnapshot(c echo.Context) error {
 
 // startSavedSearch admits a Run on a frozen copy of the saved search. The
 // checks run cheapest first and all before any claim: the path, the
-// Idempotency-Key, the body.
+// Idempotency-Key, the body. A Prefer: wait=N lets the start wait for a
+// preparation of the same key in flight instead of answering 409 at once
+// (see waitPreference).
 func (s *Server) startSavedSearch(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -224,6 +226,7 @@ func (s *Server) startSavedSearch(c echo.Context) error {
 	if req.Note != nil {
 		opts.Note = *req.Note
 	}
+	wait, applied := s.waitPreference(c.Request().Header)
 	p := principal(c)
 	res, err := s.starter.StartSavedSearch(c.Request().Context(), admission.SavedSearchStart{
 		Org:            p.OrganizationID,
@@ -231,7 +234,9 @@ func (s *Server) startSavedSearch(c echo.Context) error {
 		IdempotencyKey: key,
 		Options:        opts,
 		Actor:          p.Actor,
+		Wait:           wait,
 	})
+	markPreferenceApplied(c, applied, err)
 	if err != nil {
 		return err
 	}

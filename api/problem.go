@@ -62,7 +62,8 @@ type Problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
 	Code   string `json:"code"`
-	// RequestID is set on 500s, so a report can be matched to the log.
+	// RequestID is the request's X-Request-Id, set on every problem, so
+	// a report can be matched to the log and the trace.
 	RequestID string `json:"request_id,omitempty"`
 	// Errors lists the refused fields of a validation_failed problem.
 	Errors []FieldError `json:"errors,omitempty"`
@@ -312,9 +313,9 @@ func (s *Server) writeProblem(c echo.Context, p *apiError, reqID string) {
 		Detail: p.detail,
 		Code:   p.code,
 		Errors: p.fields,
-	}
-	if p.status >= 500 {
-		body.RequestID = reqID
+		// Every problem, not only a 500: a client's 409 or 422 is worth
+		// finding in the log too.
+		RequestID: reqID,
 	}
 	h := c.Response().Header()
 	if p.retryAfter > 0 {

@@ -33,8 +33,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -99,11 +101,26 @@ type Deps struct {
 	// [MinJWTSecretLen] bytes. Required.
 	JWTSecret []byte
 	// Logger receives the access log and the errors; nil discards them.
+	// Every line about a request carries its request_id.
 	Logger *slog.Logger
+	// Metrics counts every request and is served at GET /metrics; share
+	// it with the plane's and the provider jobs' observers so their
+	// counts are on the same page. Nil makes a private one with the HTTP
+	// metrics, the Go and process collectors and Pool's gauges.
+	Metrics *telemetry.Metrics
+	// TracerProvider, when set, makes a span of every request, named
+	// after its route, with the claim outcome on a start's. Nil (the
+	// default) traces nothing and adds nothing to a request.
+	TracerProvider trace.TracerProvider
 	// Now is the clock tokens expire by; nil is time.Now.
 	Now func() time.Time
 	// MaxBodyBytes limits request bodies; zero is [DefaultMaxBodyBytes].
 	MaxBodyBytes int64
+	// MaxPreferWait is the longest Prefer: wait=N a saved-search start
+	// honours, in whole seconds, at most [PreferWaitLimit]; a longer
+	// N is cut to it. Zero (the default) ignores the preference: set it
+	// only when Starter can wait (admission.Config.Hub).
+	MaxPreferWait time.Duration
 	// Ready, when set, replaces the readiness check of /readyz: it returns
 	// nil when the service can take traffic. The default pings Pool and
 	// checks that its schema is at the newest migration.
@@ -122,10 +139,17 @@ type Server struct {
 	logger        *slog.Logger
 	now           func() time.Time
 	maxBodyBytes  int64
+	maxPreferWait time.Duration
 	ready         func(ctx context.Context) error
 
 	// providerSecrets is a copy of Deps.ProviderSecrets.
 	providerSecrets map[string][]byte
+
+	// metrics, traceHTTP (nil when tracing is off) and knownRoutes (the
+	// route patterns, which bound the route label) are telemetry.go's.
+	metrics     *telemetry.Metrics
+	traceHTTP   func(http.Handler) http.Handler
+	knownRoutes map[string]bool
 }
 
 // New returns the API server built on d. It returns an error naming the
@@ -140,6 +164,8 @@ func New(d Deps) (*Server, error) {
 		return nil, fmt.Errorf("api: Deps.JWTSecret is %d bytes; it must be at least %d", len(d.JWTSecret), MinJWTSecretLen)
 	case d.MaxBodyBytes < 0:
 		return nil, errors.New("api: Deps.MaxBodyBytes is negative")
+	case d.MaxPreferWait < 0 || d.MaxPreferWait > PreferWaitLimit || d.MaxPreferWait%time.Second != 0:
+		return nil, fmt.Errorf("api: Deps.MaxPreferWait is %s; it must be whole seconds from 0s to %s", d.MaxPreferWait, PreferWaitLimit)
 	}
 	secrets, err := copySecrets(d.ProviderSecrets)
 	if err != nil {
@@ -155,6 +181,7 @@ func New(d Deps) (*Server, error) {
 		logger:        d.Logger,
 		now:           d.Now,
 		maxBodyBytes:  d.MaxBodyBytes,
+		maxPreferWait: d.MaxPreferWait,
 		ready:         d.Ready,
 	}
 	s.providerSecrets = secrets
@@ -170,7 +197,9 @@ func New(d Deps) (*Server, error) {
 	if s.ready == nil {
 		s.ready = poolReady(d.Pool, stdlib.OpenDBFromPool(d.Pool))
 	}
+	s.initTelemetry(d)
 	s.echo = s.routes()
+	s.knownRoutes = routeSet(s.echo)
 	return s, nil
 }
 
@@ -181,11 +210,12 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.requestID, s.accessLog, s.recoverPanic)
+	e.Use(s.requestID, s.trace, s.measure, s.accessLog, s.recoverPanic, s.traceStart)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.json", serveOpenAPI)
+	e.GET("/metrics", s.serveMetrics)
 	// Outside the /v1 group: a provider authenticates by the signature of
 	// its body, not by a bearer token.
 	e.POST("/v1/callbacks/:provider/jobs/:job_id", s.receiveCallback)
@@ -208,12 +238,15 @@ func (s *Server) routes() *echo.Echo {
 	return e
 }
 
-// requestID gives every request a fresh id, sent back in X-Request-Id and
-// written in every log line about the request. A client-sent id is not
-// trusted into the log.
+// requestID gives every request a fresh id, sent back in X-Request-Id, put
+// in every problem and, through the request's context, in every log line
+// about the request. A client-sent id is not trusted into the log.
 func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		c.Response().Header().Set(echo.HeaderXRequestID, uuid.NewString())
+		id := uuid.NewString()
+		c.Response().Header().Set(echo.HeaderXRequestID, id)
+		r := c.Request()
+		c.SetRequest(r.WithContext(telemetry.WithRequestID(r.Context(), id)))
 		return next(c)
 	}
 }

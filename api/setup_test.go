@@ -132,6 +132,9 @@ func (r *response) problem(t *testing.T) api.Problem {
 	if p.Status != r.status || p.Type != api.ProblemTypeBase+p.Code || p.Title == "" || p.Detail == "" {
 		t.Fatalf("problem %+v does not match status %d or lacks a member", p, r.status)
 	}
+	if id := r.header.Get("X-Request-Id"); p.RequestID == "" || p.RequestID != id {
+		t.Fatalf("problem request_id = %q, X-Request-Id = %q; want the same id in both", p.RequestID, id)
+	}
 	return p
 }
 

@@ -10,14 +10,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/providerjobs"
 )
 
 // Environment variables searchd reads. Each setting also has a flag on the
-// subcommands that use it; a flag wins over the variable.
+// subcommands that use it, which wins over the variable, but for the two
+// secrets (SEARCHD_JWT_SECRET, SEARCHD_PROVIDER_SECRETS): a flag's value is
+// in the process list for every local user to read. See settings.go.
 const (
 	EnvDatabaseURL   = "DATABASE_URL"
 	EnvAddr          = "SEARCHD_ADDR"
@@ -72,9 +72,18 @@ type serverConfig struct {
 	LogFormat string
 	// DevDir holds the local cluster and the dev secret (dev alone).
 	DevDir string
+	// PGBin is the directory of initdb and postgres, empty to search for
+	// them (dev alone).
+	PGBin string
 	// ProviderSecrets maps each provider to the secret its callbacks are
 	// signed with; empty when no provider may call back.
 	ProviderSecrets map[string][]byte
+	// DBMaxConns sizes the database pool; zero leaves it to the
+	// connection string (pool_max_conns) or pgx's default.
+	DBMaxConns int32
+	// MaxPreferWait is the longest Prefer: wait a start honours; zero
+	// never waits, and then no claim listener runs.
+	MaxPreferWait time.Duration
 }
 
 // setting is one configuration value and where it came from, so a message
@@ -96,15 +105,9 @@ func lookup(fs *flag.FlagSet, fl string, env string, getenv func(string) string)
 	return s
 }
 
-// serverFlags registers the flags of the server settings on fs.
-func serverFlags(fs *flag.FlagSet) {
-	fs.String("addr", "", "address to listen on (env "+EnvAddr+")")
-	fs.String("shutdown-grace", "", "how long to drain requests on SIGTERM (env "+EnvShutdownGrace+")")
-	fs.String("max-body-bytes", "", "largest request body in bytes (env "+EnvMaxBodyBytes+")")
-	fs.String("log-level", "", "debug, info, warn or error (env "+EnvLogLevel+")")
-	fs.String("log-format", "", "json or text (env "+EnvLogFormat+")")
-	fs.String("provider-secrets", "", "provider callback secrets, provider=secret,... (env "+EnvProviderSecrets+")")
-}
+// serverFlags registers the flags of the server settings on fs, and its
+// --help; see [serverOptions]. The secrets have no flag.
+func serverFlags(fs *flag.FlagSet) { registerOptions(fs, serveCommand) }
 
 // loadServerConfig reads the server settings from the flags on fs and the
 // environment. dev relaxes DATABASE_URL and SEARCHD_JWT_SECRET to optional
@@ -131,15 +134,14 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 		bad(addr, "port %q is not a number from 0 to 65535", port)
 	}
 
-	db := setting{name: EnvDatabaseURL, value: getenv(EnvDatabaseURL)}
+	db := lookup(fs, "database-url", EnvDatabaseURL, getenv)
 	cfg.DatabaseURL = db.value
 	switch {
 	case cfg.DatabaseURL == "" && !dev:
 		bad(db, "is required: the PostgreSQL connection string, such as postgres://user:password@localhost:5432/searchd")
 	case cfg.DatabaseURL != "":
-		if _, err := pgxpool.ParseConfig(cfg.DatabaseURL); err != nil {
-			// The parser's message may quote the string, password and all.
-			bad(db, "is not a valid PostgreSQL connection string (postgres://user:password@host:port/database)")
+		if p := databaseURLProblem(db); p != "" {
+			bad(db, "%s", p)
 		}
 	}
 
@@ -180,27 +182,13 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 		}
 	}
 
-	level := lookup(fs, "log-level", EnvLogLevel, getenv)
-	if level.value != "" {
-		if err := cfg.LogLevel.UnmarshalText([]byte(level.value)); err != nil {
-			bad(level, "%q is not a level: use debug, info, warn or error", level.value)
-		}
-	}
+	var logProblems []string
+	cfg.LogLevel, cfg.LogFormat, logProblems = readLogSettings(fs, getenv, dev)
+	problems = append(problems, logProblems...)
+	problems = append(problems, readPoolAndWaitSettings(fs, getenv, &cfg)...)
 
-	format := lookup(fs, "log-format", EnvLogFormat, getenv)
-	cfg.LogFormat = strings.ToLower(format.value)
-	switch cfg.LogFormat {
-	case "":
-		cfg.LogFormat = "json"
-		if dev {
-			cfg.LogFormat = "text"
-		}
-	case "json", "text":
-	default:
-		bad(format, "%q is not a log format: use json or text", format.value)
-	}
-
-	providers := lookup(fs, "provider-secrets", EnvProviderSecrets, getenv)
+	// Environment only: a flag would show the secrets in the process list.
+	providers := setting{name: EnvProviderSecrets, value: getenv(EnvProviderSecrets)}
 	var secretProblems []string
 	cfg.ProviderSecrets, secretProblems = parseProviderSecrets(providers.value)
 	for _, p := range secretProblems {
@@ -208,10 +196,11 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 	}
 
 	if dev {
-		cfg.DevDir = getenv(EnvDevDir)
+		cfg.DevDir = lookup(fs, "dev-dir", EnvDevDir, getenv).value
 		if cfg.DevDir == "" {
 			cfg.DevDir = DefaultDevDir
 		}
+		cfg.PGBin = lookup(fs, "pg-bin", EnvPGBin, getenv).value
 	}
 
 	if len(problems) > 0 {

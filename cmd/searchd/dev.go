@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/internal/pgcluster"
@@ -45,7 +44,7 @@ const (
 // DATABASE_URL names one), migrations, demo data, a token, and the server.
 func (a *app) dev(ctx context.Context, args []string) error {
 	fs := a.flagSet("dev")
-	serverFlags(fs)
+	registerOptions(fs, devCommand)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -64,7 +63,7 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	var bins pgcluster.Binaries
 	if cfg.DatabaseURL == "" {
 		// Before anything is created: a missing PostgreSQL leaves no trace.
-		if bins, err = pgcluster.FindBinaries(a.getenv(EnvPGBin)); err != nil {
+		if bins, err = pgcluster.FindBinaries(cfg.PGBin); err != nil {
 			return err
 		}
 	}
@@ -108,7 +107,12 @@ func (a *app) dev(ctx context.Context, args []string) error {
 			filepath.Join(dir, devSecretFile))
 	}
 
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	obs, err := newObservability(ctx, a.getenv)
+	if err != nil {
+		return err
+	}
+	defer obs.shutdown(logger)
+	pool, err := obs.openPool(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("opening the database pool: %w", err)
 	}
@@ -145,7 +149,7 @@ Serving on %s (Ctrl-C stops the server and PostgreSQL)
 `, DemoOrganization, demo.ID, demo.Name, tok, devTokenTTL, DemoOrganization, base, demo.ID, tok, base)
 	// The dev secret signs the token above; the server must verify with it.
 	cfg.JWTSecret = string(secret)
-	return a.runServer(ctx, cfg, ln, pool, logger)
+	return a.runServer(ctx, cfg, ln, pool, logger, obs)
 }
 
 // devSecret returns the dev JWT secret kept in dir, generating and storing

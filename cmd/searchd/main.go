@@ -7,10 +7,13 @@
 //	searchd token --org UUID [--sub S] [--ttl 1h]
 //	                                      print a bearer token
 //	searchd dev                           local PostgreSQL + demo data + serve
+//	searchd claims show|release --org UUID --scope S --key K
+//	                                      inspect or force-release one claim
 //
 // Configuration comes from the environment, and from flags that win over
-// it; see `searchd help`. Exit status: 0 success, 1 failure, 2 usage or
-// configuration error.
+// it, but for secrets, which are read from the environment alone; see
+// `searchd help` and `searchd <command> --help`. Exit status: 0 success,
+// 1 failure, 2 usage or configuration error.
 package main
 
 import (
@@ -51,13 +54,22 @@ commands:
   token     print an HS256 bearer token: searchd token --org UUID [--sub S] [--ttl 1h]
   dev       run locally: start PostgreSQL under ./.searchd-dev (unless DATABASE_URL
             is set), migrate, create demo data, print a token and a curl command, serve
+  claims    show or force-release one claim: searchd claims show|release --org UUID
+            --scope S --key K [--json | --reason TEXT]
   help      print this text
+
+Every setting has a flag, which wins, and an environment variable; secrets
+have the variable alone. searchd <command> --help lists a command's settings
+with their flags, variables, defaults and meanings.
 
 environment:
   DATABASE_URL            PostgreSQL connection string (migrate, serve; dev: optional)
   SEARCHD_ADDR            listen address (default :8080; dev: 127.0.0.1:8080)
   SEARCHD_JWT_SECRET      HS256 secret, at least 32 bytes (serve, token; dev: generated)
   SEARCHD_SHUTDOWN_GRACE  how long to drain requests on SIGTERM/SIGINT (default 10s)
+  SEARCHD_DB_MAX_CONNS    database pool size (default: pool_max_conns of DATABASE_URL)
+  SEARCHD_MAX_PREFER_WAIT
+                          longest Prefer: wait a start honours (default 30s; 0s: never)
   SEARCHD_MAX_BODY_BYTES  largest request body (default 8388608)
   SEARCHD_LOG_LEVEL       debug, info, warn or error (default info)
   SEARCHD_LOG_FORMAT      json or text (default json; dev: text)
@@ -84,6 +96,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.token(rest)
 	case "dev":
 		err = a.dev(ctx, rest)
+	case "claims":
+		err = a.claims(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(a.stdout, usage)
 		return 0

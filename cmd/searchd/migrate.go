@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/migrations"
 )
@@ -14,10 +13,11 @@ import (
 // migrate applies the migrations to DATABASE_URL and prints what it did.
 func (a *app) migrate(ctx context.Context, args []string) error {
 	fs := a.flagSet("migrate")
+	registerOptions(fs, migrateCommand)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	dbURL, err := requiredDatabaseURL(a.getenv)
+	dbURL, err := requiredDatabaseURL(fs, a.getenv)
 	if err != nil {
 		return err
 	}
@@ -29,16 +29,28 @@ func (a *app) migrate(ctx context.Context, args []string) error {
 	return nil
 }
 
-// requiredDatabaseURL reads DATABASE_URL, which must be set and parse.
-func requiredDatabaseURL(getenv func(string) string) (string, error) {
-	u := getenv(EnvDatabaseURL)
-	if u == "" {
-		return "", usagef("invalid configuration:\n  %s: is required: the PostgreSQL connection string, such as postgres://user:password@localhost:5432/searchd", EnvDatabaseURL)
-	}
-	if _, err := pgxpool.ParseConfig(u); err != nil {
-		return "", usagef("invalid configuration:\n  %s: is not a valid PostgreSQL connection string (postgres://user:password@host:port/database)", EnvDatabaseURL)
+// requiredDatabaseURL reads --database-url from fs, else DATABASE_URL: it
+// must be set and parse, and a flag must hold no password.
+func requiredDatabaseURL(fs *flag.FlagSet, getenv func(string) string) (string, error) {
+	u, problem := readDatabaseURL(fs, getenv)
+	if problem != "" {
+		return "", invalid([]string{problem})
 	}
 	return u, nil
+}
+
+// readDatabaseURL reads the required connection string of a command that
+// has no other use for it than connecting, and returns it, or the problem
+// with it, naming the setting.
+func readDatabaseURL(fs *flag.FlagSet, getenv func(string) string) (string, string) {
+	db := lookup(fs, "database-url", EnvDatabaseURL, getenv)
+	if db.value == "" {
+		return "", db.name + ": is required: the PostgreSQL connection string, such as postgres://user:password@localhost:5432/searchd"
+	}
+	if p := databaseURLProblem(db); p != "" {
+		return "", db.name + ": " + p
+	}
+	return db.value, ""
 }
 
 func appliedMessage(applied []int64) string {

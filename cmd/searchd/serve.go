@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os/signal"
 	"syscall"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -47,22 +47,27 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(a.stderr, cfg)
+	obs, err := newObservability(ctx, a.getenv)
+	if err != nil {
+		return err
+	}
+	defer obs.shutdown(logger) // after the pool: the last spans are flushed
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
 	if err := checkSchema(ctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pool, err := obs.openPool(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("opening the database pool: %w", err)
 	}
-	defer pool.Close()
+	defer pool.Close() // last: after the hub has stopped and every request ended
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("%s=%s: cannot listen: %w", EnvAddr, cfg.Addr, err)
 	}
-	return a.runServer(ctx, cfg, ln, pool, logger)
+	return a.runServer(ctx, cfg, ln, pool, logger, obs)
 }
 
 // checkSchema refuses a database whose schema is not at the newest
@@ -81,9 +86,13 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 }
 
 // runServer serves the API on ln until ctx ends, then drains: requests in
-// flight get cfg.ShutdownGrace to finish, new connections are refused.
-func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, pool *pgxpool.Pool, logger *slog.Logger) error {
-	srv, err := newAPI(pool, cfg, logger)
+// flight get cfg.ShutdownGrace to finish, new connections are refused, and
+// what still runs is cancelled (see serveHTTP). The claim listener of
+// Prefer: wait runs for as long as the server does.
+func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, pool *pgxpool.Pool, logger *slog.Logger, obs observability) error {
+	hub, stopHub := startHub(ctx, pool, cfg, logger)
+	defer stopHub()
+	srv, err := newAPI(pool, cfg, logger, hub, obs)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -95,60 +104,43 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	return serveHTTP(ctx, ln, srv.Handler(), cfg.ShutdownGrace, logger)
 }
 
-// newAPI wires the domain services on pool into the API.
-func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger) (*api.Server, error) {
-	plane := idempotency.NewService(pool, idempotency.Config{})
+// newAPI wires the domain services on pool into the API. Starts wait on
+// Prefer: wait when hub is set, and not at all when it is nil. The plane
+// and the provider jobs report to the metrics the API serves.
+func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idempotency.Hub, obs observability) (*api.Server, error) {
+	if obs.metrics == nil {
+		obs.metrics = telemetry.NewMetrics()
+		_ = obs.metrics.WatchPool(pool) // a fresh registry: it cannot collide
+	}
+	plane := idempotency.NewService(pool, idempotency.Config{Observer: obs.metrics})
+	maxWait := cfg.MaxPreferWait
+	if hub == nil {
+		maxWait = 0
+	}
 	return api.New(api.Deps{
 		Pool:            pool,
 		SavedSearches:   savedsearch.NewStore(pool),
 		Snapshots:       snapshot.NewStore(pool),
 		Runs:            runs.NewStore(pool, runs.Config{}),
-		Starter:         admission.NewStarter(pool, plane, admission.Config{}),
-		ProviderJobs:    providerjobs.New(pool, plane, providerjobs.Config{}),
+		Starter:         admission.NewStarter(pool, plane, admission.Config{Hub: hub}),
+		ProviderJobs:    providerjobs.New(pool, plane, providerjobs.Config{Observer: obs.metrics}),
 		ProviderSecrets: cfg.ProviderSecrets,
 		JWTSecret:       []byte(cfg.JWTSecret),
 		Logger:          logger,
 		MaxBodyBytes:    cfg.MaxBodyBytes,
+		MaxPreferWait:   maxWait,
+		Metrics:         obs.metrics,
+		TracerProvider:  obs.tracerProvider(),
 	})
 }
 
-// serveHTTP serves h on ln until ctx ends, then shuts down gracefully:
-// it stops accepting, waits up to grace for requests in flight, and cuts
-// off whatever still runs after that. It returns an error when serving
-// fails or when requests had to be cut off.
-func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, logger *slog.Logger) error {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
-	}
-	logger.Info("shutting down; draining requests in flight", slog.Duration("grace", grace))
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	<-served // http.ErrServerClosed, now that Shutdown has begun
-	if err != nil {
-		_ = srv.Close()
-		return fmt.Errorf("requests still running after the %s grace were cut off", grace)
-	}
-	logger.Info("stopped")
-	return nil
-}
-
+// newLogger returns the logger of cfg's level and format. A line logged
+// with a request's context names the request (and its trace, when traced).
 func newLogger(w io.Writer, cfg serverConfig) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if cfg.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(telemetry.NewLogHandler(h))
 }

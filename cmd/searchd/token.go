@@ -18,6 +18,7 @@ const maxTokenTTL = 366 * 24 * time.Hour
 // SEARCHD_JWT_SECRET.
 func (a *app) token(args []string) error {
 	fs := a.flagSet("token")
+	registerOptions(fs, tokenCommand)
 	org := fs.String("org", "", "organization id (UUID; required)")
 	sub := fs.String("sub", "", "subject, recorded as the actor of starts (optional)")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")

@@ -1,0 +1,183 @@
+package api
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric/noop"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/telemetry"
+)
+
+// Span attributes searchd adds to the span of a request.
+const (
+	// AttrRequestID is the request's X-Request-Id, so a problem's
+	// request_id finds its trace.
+	AttrRequestID = "searchd.request_id"
+	// AttrClaimOutcome is the outcome of a saved-search start's claim as
+	// the answer shows it: claimed (201), completed (200, a replay),
+	// processing (409 in_progress) or conflict (422 key_reused).
+	AttrClaimOutcome = "searchd.claim.outcome"
+	// AttrReplayed is true on a start answered from an earlier admission.
+	AttrReplayed = "searchd.replayed"
+)
+
+// unmatchedRoute is the route label of a request no route matched. Labels
+// are route patterns, never raw paths: a client could otherwise grow the
+// number of series without bound.
+const unmatchedRoute = "unmatched"
+
+// The start routes: a saved-search start's span carries its claim
+// outcome; a direct start writes no claim, so only its replay is marked.
+const (
+	startRoute       = "/v1/saved-searches/:id/start"
+	directStartRoute = "/v1/runs"
+)
+
+// initTelemetry sets up the metrics, the tracing and the log handler from
+// d. It runs before the routes are built.
+func (s *Server) initTelemetry(d Deps) {
+	s.logger = slog.New(telemetry.NewLogHandler(s.logger.Handler()))
+	s.metrics = d.Metrics
+	if s.metrics == nil {
+		s.metrics = telemetry.NewMetrics()
+		if d.Pool != nil {
+			_ = s.metrics.WatchPool(d.Pool) // a fresh registry: it cannot collide
+		}
+	}
+	if d.TracerProvider != nil {
+		s.traceHTTP = otelhttp.NewMiddleware("searchd",
+			otelhttp.WithTracerProvider(d.TracerProvider),
+			otelhttp.WithPropagators(telemetry.Propagator()),
+			// The request metrics are Prometheus's (measure); otelhttp's
+			// own would go nowhere.
+			otelhttp.WithMeterProvider(noop.NewMeterProvider()))
+	}
+}
+
+// routeSet returns the route patterns e serves, without echo's own
+// catch-alls.
+func routeSet(e *echo.Echo) map[string]bool {
+	set := map[string]bool{}
+	for _, r := range e.Routes() {
+		if !strings.HasPrefix(r.Method, "echo_") {
+			set[r.Path] = true
+		}
+	}
+	return set
+}
+
+// routeLabel names the route of c: the pattern echo matched, or
+// [unmatchedRoute].
+func (s *Server) routeLabel(c echo.Context) string {
+	if p := c.Path(); s.knownRoutes[p] {
+		return p
+	}
+	return unmatchedRoute
+}
+
+// methodLabel bounds the method label to the standard methods.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
+}
+
+// serveMetrics serves the Prometheus metrics. It is unauthenticated, like
+// the health checks: the page names routes, scopes and providers, never an
+// organization, a key or a body.
+func (s *Server) serveMetrics(c echo.Context) error {
+	s.metrics.Handler().ServeHTTP(c.Response(), c.Request())
+	return nil
+}
+
+// measure counts every request by route, method and status and times it.
+// It runs outside accessLog, which renders errors, so the status is the
+// one the client saw.
+func (s *Server) measure(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		s.metrics.ObserveRequest(s.routeLabel(c), methodLabel(c.Request().Method), c.Response().Status, time.Since(start))
+		return err
+	}
+}
+
+// trace makes a span of every request when tracing is on: otelhttp
+// extracts the caller's traceparent, starts the span and records the
+// status; the span is named after the route pattern and carries the
+// request id. Off, it is not in the chain at all.
+func (s *Server) trace(next echo.HandlerFunc) echo.HandlerFunc {
+	if s.traceHTTP == nil {
+		return next
+	}
+	return func(c echo.Context) (err error) {
+		h := s.traceHTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c.SetRequest(r)
+			c.SetResponse(echo.NewResponse(w, c.Echo()))
+			span := trace.SpanFromContext(r.Context())
+			if route := s.routeLabel(c); route != unmatchedRoute {
+				span.SetName(r.Method + " " + route)
+				span.SetAttributes(semconv.HTTPRoute(route))
+			}
+			span.SetAttributes(attribute.String(AttrRequestID, telemetry.RequestID(r.Context())))
+			err = next(c)
+		}))
+		h.ServeHTTP(c.Response(), c.Request())
+		return err
+	}
+}
+
+// traceStart marks the span of a start with its outcome. It sits inside
+// accessLog, so it sees the handler's error before it is rendered.
+//
+// The outcome is the one the answer shows: a saved-search start replayed
+// from its Run never reaches the claim, yet its answer is the completed
+// one, so it reads completed. The plane's own count of claim outcomes is
+// the searchd_claims_total metric.
+func (s *Server) traceStart(next echo.HandlerFunc) echo.HandlerFunc {
+	if s.traceHTTP == nil {
+		return next
+	}
+	return func(c echo.Context) error {
+		err := next(c)
+		route := c.Path()
+		if c.Request().Method != http.MethodPost || (route != startRoute && route != directStartRoute) {
+			return err
+		}
+		span := trace.SpanFromContext(c.Request().Context())
+		if !span.IsRecording() {
+			return err
+		}
+		replayed := err == nil && c.Response().Header().Get(HeaderIdempotentReplayed) == "true"
+		var outcome idempotency.Kind
+		switch {
+		case err == nil && c.Response().Status == http.StatusCreated:
+			outcome = idempotency.KindClaimed
+		case replayed:
+			outcome = idempotency.KindCompleted
+			span.SetAttributes(attribute.Bool(AttrReplayed, true))
+		case errors.Is(err, idempotency.ErrClaimInFlight):
+			outcome = idempotency.KindProcessing
+		case errors.Is(err, admission.ErrKeyReused):
+			outcome = idempotency.KindConflict
+		}
+		if outcome != 0 && route == startRoute {
+			span.SetAttributes(attribute.String(AttrClaimOutcome, outcome.String()))
+		}
+		return err
+	}
+}

@@ -1,0 +1,364 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/idempotency"
+)
+
+// maxReasonLen bounds --reason: a sentence for the log, not a document.
+const maxReasonLen = 500
+
+const claimsUsage = `usage: searchd claims <show|release> [flags]
+
+Inspect, or force-release, one claim of the idempotency plane
+(agent.idempotency_keys), for an operator facing a stuck key.
+
+  show     print the claim: status, request hash, lease, retention, resource
+  release  delete a PROCESSING claim, logging --reason; a completed claim is
+           the journal of its answer and is refused
+
+Run searchd claims show --help or searchd claims release --help for flags.
+`
+
+var (
+	claimsShowCommand = command{"searchd claims show --org UUID --scope SCOPE --key KEY [--json]",
+		"Print one claim. The lease token, the fence, is never printed, nor the stored response: only its size.",
+		[]option{optDatabaseURL}}
+	claimsReleaseCommand = command{"searchd claims release --org UUID --scope SCOPE --key KEY --reason TEXT",
+		"Delete one PROCESSING claim, fenced by the lease token it reads first: a claim that changes in between " +
+			"(completed, released, or taken over by a worker) is left alone. The next attempt with the key then runs " +
+			"afresh. A holder still alive keeps running, but its fence stops it from recording an answer; release a " +
+			"live lease only for a holder you know is gone. Completed claims are refused: each is the stored answer " +
+			"every repeat of its key replays. The release is logged with --reason.",
+		[]option{optDatabaseURL, optLogLevel, optLogFormat}}
+)
+
+// claims runs `searchd claims show|release`.
+func (a *app) claims(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(a.stderr, claimsUsage)
+		return usagef("claims: name a subcommand: show or release")
+	}
+	switch sub, rest := args[0], args[1:]; sub {
+	case "show":
+		return a.claimsShow(ctx, rest)
+	case "release":
+		return a.claimsRelease(ctx, rest)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(a.stdout, claimsUsage)
+		return nil
+	default:
+		return usagef("claims: unknown subcommand %q: use show or release", sub)
+	}
+}
+
+// claimAddress is what names a claim: its unique key.
+type claimAddress struct {
+	org   uuid.UUID
+	scope string
+	key   string
+}
+
+func (c claimAddress) String() string {
+	return fmt.Sprintf("organization %s, scope %s, key %q", c.org, c.scope, c.key)
+}
+
+// claimFlags registers --org, --scope and --key on fs.
+func claimFlags(fs *flag.FlagSet) (org, scope, key *string) {
+	org = fs.String("org", "", "organization id (UUID; required)")
+	scope = fs.String("scope", "", "claim scope, such as "+idempotency.ScopeSavedSearchStart+", tool.email.send or webhook.acme (required)")
+	key = fs.String("key", "", "the idempotency key, as stored: unquoted (required)")
+	return org, scope, key
+}
+
+// readClaimAddress checks the flags that name a claim and returns every
+// problem, each naming its flag.
+func readClaimAddress(org, scope, key string) (claimAddress, []string) {
+	var problems []string
+	id, err := uuid.Parse(org)
+	switch {
+	case org == "":
+		problems = append(problems, "--org: is required: the organization id, a UUID")
+	case err != nil:
+		problems = append(problems, fmt.Sprintf("--org: %q is not a UUID", org))
+	case id == uuid.Nil:
+		problems = append(problems, "--org: is the nil UUID, which names no organization")
+	}
+	if scope == "" {
+		problems = append(problems, "--scope: is required: "+idempotency.ScopeSavedSearchStart+", tool.<name> or webhook.<name>")
+	} else if _, err := idempotency.Retention(scope); err != nil {
+		problems = append(problems, fmt.Sprintf("--scope: %q is not a scope of the plane: use %s, tool.<name> or webhook.<name>",
+			scope, idempotency.ScopeSavedSearchStart))
+	}
+	if key == "" {
+		problems = append(problems, "--key: is required: the idempotency key")
+	} else if err := idempotency.ValidateKey(key); err != nil {
+		var ie *idempotency.InputError
+		if errors.As(err, &ie) {
+			problems = append(problems, "--key: "+ie.Reason)
+		} else {
+			problems = append(problems, "--key: is invalid")
+		}
+	}
+	return claimAddress{org: id, scope: scope, key: key}, problems
+}
+
+// invalid is the usage error that lists every problem of a command line.
+func invalid(problems []string) error {
+	return &usageError{msg: "invalid configuration:\n  " + strings.Join(problems, "\n  ")}
+}
+
+// openClaimsPool opens a small pool: the command runs a statement or two.
+func openClaimsPool(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection string", EnvDatabaseURL)
+	}
+	pc.MaxConns, pc.MinConns = 1, 0
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("opening the database: %w", err)
+	}
+	return pool, nil
+}
+
+// errNoClaim reports that nothing is stored for the address.
+var errNoClaim = errors.New("no claim is stored")
+
+func getClaim(ctx context.Context, repo *idempotency.Repository, at claimAddress) (*idempotency.Record, error) {
+	rec, err := repo.Get(ctx, at.org, at.scope, at.key)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("%w for %s", errNoClaim, at)
+	}
+	return rec, nil
+}
+
+func (a *app) claimsShow(ctx context.Context, args []string) error {
+	fs := a.flagSet("claims show")
+	registerOptions(fs, claimsShowCommand)
+	org, scope, key := claimFlags(fs)
+	asJSON := fs.Bool("json", false, "print the claim as one JSON object")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	at, problems := readClaimAddress(*org, *scope, *key)
+	dbURL, problem := readDatabaseURL(fs, a.getenv)
+	if problem != "" {
+		problems = append(problems, problem)
+	}
+	if len(problems) > 0 {
+		return invalid(problems)
+	}
+	pool, err := openClaimsPool(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rec, err := getClaim(ctx, idempotency.NewRepository(pool, nil), at)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(claimView(rec))
+	}
+	printClaim(a.stdout, rec)
+	return nil
+}
+
+// claimJSON is the --json form of a claim. It leaves out the lease token
+// (the fence: whoever holds it can end the claim) and the response body,
+// which may hold customer data; its size is given.
+type claimJSON struct {
+	ID             uuid.UUID `json:"id"`
+	OrganizationID uuid.UUID `json:"organization_id"`
+	Scope          string    `json:"scope"`
+	Key            string    `json:"key"`
+	Status         string    `json:"status"`
+	RequestHash    string    `json:"request_hash"`
+	ClaimedAt      time.Time `json:"claimed_at"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	// LeaseLive and Retained are judged by the database clock at the read,
+	// ObservedAt.
+	LeaseLive     bool      `json:"lease_live"`
+	RetainUntil   time.Time `json:"retain_until"`
+	Retained      bool      `json:"retained"`
+	ResourceType  *string   `json:"resource_type"`
+	ResourceID    *string   `json:"resource_id"`
+	ResponseBytes int       `json:"response_bytes"`
+	ObservedAt    time.Time `json:"observed_at"`
+}
+
+func claimView(rec *idempotency.Record) claimJSON {
+	v := claimJSON{
+		ID:             rec.ID,
+		OrganizationID: rec.OrganizationID,
+		Scope:          rec.Scope,
+		Key:            rec.Key,
+		Status:         string(rec.Status),
+		RequestHash:    rec.RequestHash,
+		ClaimedAt:      rec.ClaimedAt.UTC(),
+		LeaseExpiresAt: rec.LeaseExpiresAt.UTC(),
+		LeaseLive:      rec.LeaseLive(),
+		RetainUntil:    rec.RetainUntil.UTC(),
+		Retained:       rec.Retained(),
+		ResponseBytes:  len(rec.Response),
+		ObservedAt:     rec.ObservedAt.UTC(),
+	}
+	if rec.ResourceID != "" {
+		v.ResourceType, v.ResourceID = &rec.ResourceType, &rec.ResourceID
+	}
+	return v
+}
+
+// printClaim writes rec for a person. Lease and retention are judged by
+// the database clock at the read, as the plane judges them.
+func printClaim(w io.Writer, rec *idempotency.Record) {
+	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	span := func(d time.Duration) string { return d.Abs().Round(time.Second).String() }
+	lease := ts(rec.LeaseExpiresAt)
+	switch {
+	case rec.Status == idempotency.StatusCompleted:
+		lease += ", ended: the claim is completed"
+	case rec.LeaseLive():
+		lease += ", live: passes in " + span(rec.LeaseExpiresAt.Sub(rec.ObservedAt))
+	default:
+		lease += ", passed " + span(rec.ObservedAt.Sub(rec.LeaseExpiresAt)) + " ago: the next claim of the key reclaims it"
+	}
+	retention := ts(rec.RetainUntil)
+	if rec.Retained() {
+		retention += ", retained: " + span(rec.RetainUntil.Sub(rec.ObservedAt)) + " left"
+	} else {
+		retention += ", passed: the claim answers nothing, and the sweeper deletes it"
+	}
+	resource := "none"
+	if rec.ResourceID != "" {
+		resource = rec.ResourceType + " " + rec.ResourceID
+	}
+	response := "none"
+	if n := len(rec.Response); n > 0 {
+		response = fmt.Sprintf("%d bytes", n)
+		if strings.HasPrefix(string(rec.Response), `{"resource_ref":`) {
+			response += " (a reference to the resource: the answer was over the store limit)"
+		}
+	}
+	for _, line := range [][2]string{
+		{"claim", rec.ID.String()},
+		{"organization", rec.OrganizationID.String()},
+		{"scope", rec.Scope},
+		{"key", fmt.Sprintf("%q", rec.Key)},
+		{"status", string(rec.Status)},
+		{"request hash", rec.RequestHash},
+		{"claimed at", ts(rec.ClaimedAt)},
+		{"lease until", lease},
+		{"retain until", retention},
+		{"resource", resource},
+		{"response", response},
+	} {
+		fmt.Fprintf(w, "%-13s %s\n", line[0], line[1])
+	}
+}
+
+func (a *app) claimsRelease(ctx context.Context, args []string) error {
+	fs := a.flagSet("claims release")
+	registerOptions(fs, claimsReleaseCommand)
+	org, scope, key := claimFlags(fs)
+	reason := fs.String("reason", "", fmt.Sprintf("why the claim is released, for the log (required, 1 to %d characters, one line)", maxReasonLen))
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	at, problems := readClaimAddress(*org, *scope, *key)
+	why := strings.TrimSpace(*reason)
+	switch {
+	case why == "":
+		problems = append(problems, "--reason: is required: say why the claim is released; it is logged")
+	case utf8.RuneCountInString(why) > maxReasonLen || !utf8.ValidString(why):
+		problems = append(problems, fmt.Sprintf("--reason: must be valid UTF-8 of at most %d characters", maxReasonLen))
+	case strings.ContainsFunc(why, unicode.IsControl):
+		problems = append(problems, "--reason: must be one line, without control characters")
+	}
+	level, format, logProblems := readLogSettings(fs, a.getenv, false)
+	problems = append(problems, logProblems...)
+	dbURL, problem := readDatabaseURL(fs, a.getenv)
+	if problem != "" {
+		problems = append(problems, problem)
+	}
+	if len(problems) > 0 {
+		return invalid(problems)
+	}
+	logger := newLogger(a.stderr, serverConfig{LogLevel: level, LogFormat: format})
+
+	pool, err := openClaimsPool(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	repo := idempotency.NewRepository(pool, nil)
+	rec, err := getClaim(ctx, repo, at)
+	if err != nil {
+		return err
+	}
+	if err := releaseClaim(ctx, repo, rec, why, logger); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "released claim %s (%s); the next attempt with this key runs afresh\n", rec.ID, at)
+	return nil
+}
+
+// errCompletedClaim refuses the release of a completed claim.
+var errCompletedClaim = errors.New("a completed claim is never released")
+
+// errClaimChanged reports a release the fence refused.
+var errClaimChanged = errors.New("the claim changed since it was read; nothing was released")
+
+// releaseClaim deletes rec, as read, if it is processing and still holds
+// the lease token it was read with, and logs the release with reason.
+//
+// A completed claim is refused with errCompletedClaim: it is the journal,
+// the answer every repeat of its key replays, and deleting it would let a
+// repeat make the effect again. The delete is the plane's fenced Release,
+// so a claim that moved on since the read (completed, released, or
+// reclaimed with a new token) is left alone and errClaimChanged returned.
+func releaseClaim(ctx context.Context, repo *idempotency.Repository, rec *idempotency.Record, reason string, logger *slog.Logger) error {
+	if rec.Status != idempotency.StatusProcessing {
+		return fmt.Errorf("claim %s is %s: %w; it stores the answer every repeat of key %q replays until %s, when the sweeper deletes it",
+			rec.ID, rec.Status, errCompletedClaim, rec.Key, rec.RetainUntil.UTC().Format(time.RFC3339))
+	}
+	released, err := repo.Release(ctx, rec.ID, rec.LeaseToken)
+	if err != nil {
+		return err
+	}
+	attrs := []slog.Attr{
+		slog.String("organization_id", rec.OrganizationID.String()),
+		slog.String("scope", rec.Scope),
+		slog.String("key", rec.Key),
+		slog.String("claim_id", rec.ID.String()),
+		slog.String("reason", reason),
+		slog.Bool("lease_live", rec.LeaseLive()),
+	}
+	if !released {
+		logger.LogAttrs(ctx, slog.LevelWarn, "claim release refused: the claim changed since it was read", attrs...)
+		return fmt.Errorf("claim %s: %w (it was completed, released, or taken over by a worker); run searchd claims show to see it now",
+			rec.ID, errClaimChanged)
+	}
+	logger.LogAttrs(ctx, slog.LevelWarn, "claim force-released by an operator", attrs...)
+	return nil
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/idempotency"
+)
+
+// openPool opens the database pool of serve and dev, sized by
+// cfg.DBMaxConns when it is set. Each prepare edits the config before the
+// pool opens (observability.openPool sets the tracer).
+func openPool(ctx context.Context, cfg serverConfig, prepare ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		// Validated already; the message may quote a password.
+		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection string", EnvDatabaseURL)
+	}
+	if cfg.DBMaxConns > 0 {
+		pc.MaxConns = cfg.DBMaxConns
+		pc.MinConns = min(pc.MinConns, pc.MaxConns)
+	}
+	for _, p := range prepare {
+		p(pc)
+	}
+	return pgxpool.NewWithConfig(ctx, pc)
+}
+
+// startHub starts the claim listener that wakes starts waiting on
+// Prefer: wait, and returns it with the function that stops it. With
+// waiting off (cfg.MaxPreferWait zero) there is no hub, and no connection
+// spent on one.
+//
+// The hub outlives ctx, the signal: while the server drains, requests
+// still waiting need it. The caller stops it once the server has stopped.
+func startHub(ctx context.Context, pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger) (*idempotency.Hub, func()) {
+	if cfg.MaxPreferWait <= 0 {
+		return nil, func() {}
+	}
+	hub := idempotency.NewHub(pool.Config().ConnConfig, logger)
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hub.Run(hctx) // returns hctx's error: we stopped it
+	}()
+	return hub, func() {
+		cancel()
+		<-done
+	}
+}
+
+// cancelTimeout is how long requests cancelled at the end of the grace
+// get to return. A cancelled start releases its claim on a context of its
+// own, bounded by admission's release timeout (5 s); this adds a margin.
+const cancelTimeout = 10 * time.Second
+
+// serveHTTP serves h on ln until ctx ends, then shuts down:
+//
+//  1. it stops accepting and lets the requests in flight finish, for up
+//     to grace;
+//  2. it cancels the requests still running after that. A start cut off
+//     inside its freeze then releases its claim (on a context detached
+//     from the request's) and answers 503 with Retry-After, so a retry
+//     runs at once instead of meeting a claim left processing until its
+//     lease passes; a start waiting on Prefer: wait answers 409;
+//  3. it waits up to cancelTimeout for them to return and their answers
+//     to be written, then closes every connection.
+//
+// Requests run on a base context of their own rather than ctx, so that
+// the signal does not cancel them before their grace. It returns an error
+// when serving fails or when requests had to be cancelled.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, logger *slog.Logger) error {
+	base, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	var running atomic.Int64
+	srv := &http.Server{
+		Handler:           track(&running, h),
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down; draining requests in flight", slog.Duration("grace", grace))
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	<-served // http.ErrServerClosed, now that Shutdown has begun
+	if err == nil {
+		logger.Info("stopped")
+		return nil
+	}
+
+	n := running.Load()
+	logger.Warn("grace over; cancelling the requests still running", slog.Int64("requests", n))
+	cancelRequests()
+	// Shutdown again: it returns once every cancelled request has returned
+	// and its answer is written (the connection then closes), which a
+	// count of running handlers alone would not know.
+	wctx, wcancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer wcancel()
+	ended := srv.Shutdown(wctx) == nil
+	_ = srv.Close()
+	if !ended {
+		return fmt.Errorf("requests still running after the %s grace were cut off; %d did not end within %s of being cancelled",
+			grace, running.Load(), cancelTimeout)
+	}
+	return fmt.Errorf("requests still running after the %s grace were cut off: %d cancelled, and each answered", grace, n)
+}
+
+// track counts the requests h is serving in n, for the shutdown's log.
+func track(n *atomic.Int64, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		defer n.Add(-1)
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/api"
+)
+
+// Environment variables of the settings added with waiting and the pool.
+const (
+	// EnvDBMaxConns sizes the database pool of serve and dev.
+	EnvDBMaxConns = "SEARCHD_DB_MAX_CONNS"
+	// EnvMaxPreferWait is the longest Prefer: wait a start honours.
+	EnvMaxPreferWait = "SEARCHD_MAX_PREFER_WAIT"
+)
+
+// Defaults and limits of those settings.
+const (
+	// DefaultMaxPreferWait is the ceiling the API allows.
+	DefaultMaxPreferWait = api.PreferWaitLimit
+	maxDBMaxConns        = 1000
+)
+
+// option is one setting of a command: the flag and the environment
+// variable it is read from (a flag given on the command line wins), its
+// default as --help shows it, and what it means. Every setting has both,
+// but for secrets, which have no flag: a flag's value is in the process
+// list (ps, /proc/<pid>/cmdline) for every local user to read.
+//
+// A new setting is one entry in [serverOptions] (or the command's list)
+// and its parsing in the command's loader, which names the setting in
+// every message through [lookup].
+type option struct {
+	flag string // without dashes; "" for an environment-only secret
+	env  string
+	def  string
+	help string
+}
+
+// Options shared by several commands.
+var (
+	optDatabaseURL = option{"database-url", EnvDatabaseURL, "required",
+		"PostgreSQL connection string, such as postgres://user@host:5432/searchd; pgx settings such as " +
+			"pool_max_conns may be added to it. As a flag it must hold no password (ps shows flags): " +
+			"use the variable, PGPASSWORD or a ~/.pgpass file"}
+	optLogLevel  = option{"log-level", EnvLogLevel, "info", "debug, info, warn or error"}
+	optLogFormat = option{"log-format", EnvLogFormat, "json", "json or text"}
+	optJWTSecret = option{"", EnvJWTSecret, "required",
+		"HS256 secret the bearer tokens are signed with, at least 32 bytes (openssl rand -base64 48)"}
+)
+
+// serverOptions are the settings of serve, or of dev when dev is true:
+// dev changes some defaults and adds its own.
+func serverOptions(dev bool) []option {
+	db, addr, secret, format := optDatabaseURL, option{"addr", EnvAddr, DefaultAddr, "address to listen on, host:port"}, optJWTSecret, optLogFormat
+	if dev {
+		db.def = "none: run a local cluster"
+		addr.def = DefaultDevAddr
+		secret.def = "generated, kept in the dev directory"
+		format.def = "text"
+	}
+	opts := []option{
+		db,
+		{"db-max-conns", EnvDBMaxConns, "pool_max_conns of the URL, else max(4, CPUs)",
+			fmt.Sprintf("most connections in the database pool, 1 to %d; with waiting on, one more listens for claims", maxDBMaxConns)},
+		addr,
+		secret,
+		{"", EnvProviderSecrets, "none",
+			"secrets provider callbacks are signed with: acme=secret1,other=secret2 (names lower-case dotted identifiers)"},
+		{"shutdown-grace", EnvShutdownGrace, DefaultShutdownGrace.String(),
+			"on SIGTERM or SIGINT, how long requests in flight may finish before they are cancelled (their claims released), 0s to 1h"},
+		{"max-body-bytes", EnvMaxBodyBytes, strconv.Itoa(api.DefaultMaxBodyBytes),
+			fmt.Sprintf("largest request body, %d to %d bytes", minMaxBodyBytes, maxMaxBodyBytes)},
+		{"max-prefer-wait", EnvMaxPreferWait, DefaultMaxPreferWait.String(),
+			"longest Prefer: wait=N a start honours (a longer N is cut to it), whole seconds from 0s (never wait) to 30s"},
+		optLogLevel,
+		format,
+	}
+	if dev {
+		opts = append(opts,
+			option{"dev-dir", EnvDevDir, "./" + DefaultDevDir, "directory of the local cluster, its log and the dev secret"},
+			option{"pg-bin", EnvPGBin, "searched: pg_config --bindir, /usr/lib/postgresql/*/bin, PATH", "directory of initdb and postgres"})
+	}
+	return opts
+}
+
+// command describes a subcommand for its --help.
+type command struct {
+	usage   string // "searchd serve [flags]"
+	about   string
+	options []option
+}
+
+var (
+	serveCommand = command{"searchd serve [flags]",
+		"Serve the HTTP API until SIGTERM or SIGINT, then drain (see --shutdown-grace).",
+		serverOptions(false)}
+	devCommand = command{"searchd dev [flags]",
+		"Run locally: PostgreSQL under the dev directory (unless DATABASE_URL is set), migrations, demo data, a token, the API.",
+		serverOptions(true)}
+	migrateCommand = command{"searchd migrate [flags]",
+		"Apply the database migrations and print the versions applied.",
+		[]option{optDatabaseURL}}
+	tokenCommand = command{"searchd token --org UUID [--sub S] [--ttl 1h]",
+		"Print an HS256 bearer token for the organization, signed with the secret the server verifies with.",
+		[]option{optJWTSecret}}
+)
+
+// registerOptions adds a string flag for every option of c that has one,
+// and makes --help print c's usage, its own flags and every setting.
+func registerOptions(fs *flag.FlagSet, c command) {
+	settingFlags := map[string]bool{}
+	for _, o := range c.options {
+		if o.flag != "" {
+			fs.String(o.flag, "", o.help)
+			settingFlags[o.flag] = true
+		}
+	}
+	fs.Usage = func() { printUsage(fs, c, settingFlags) }
+}
+
+// printUsage writes c's help: the flags of the command itself (registered
+// on fs besides the settings), then every setting with its flag, its
+// variable, its default and its meaning.
+func printUsage(fs *flag.FlagSet, c command, settingFlags map[string]bool) {
+	w := fs.Output()
+	fmt.Fprintf(w, "usage: %s\n\n", c.usage)
+	for _, line := range wrap(c.about, 78) {
+		fmt.Fprintln(w, line)
+	}
+	var own []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		if !settingFlags[f.Name] {
+			own = append(own, f)
+		}
+	})
+	if len(own) > 0 {
+		fmt.Fprintf(w, "\nflags:\n")
+		for _, f := range own {
+			def := ""
+			if f.DefValue != "" && f.DefValue != "false" {
+				def = " (default " + f.DefValue + ")"
+			}
+			fmt.Fprintf(w, "  --%s%s\n        %s\n", f.Name, def, f.Usage)
+		}
+	}
+	if len(c.options) > 0 {
+		fmt.Fprintf(w, "\nsettings: a flag given wins over its environment variable\n")
+		for _, o := range c.options {
+			printOption(w, o)
+		}
+	}
+}
+
+func printOption(w io.Writer, o option) {
+	name := "--" + o.flag + ", " + o.env
+	if o.flag == "" {
+		name = o.env + " (environment only: a secret)"
+	}
+	fmt.Fprintf(w, "  %s\n        default: %s\n", name, o.def)
+	for _, line := range wrap(o.help, 70) {
+		fmt.Fprintf(w, "        %s\n", line)
+	}
+}
+
+// wrap breaks text into lines of at most width bytes, at spaces; a word
+// longer than width stands on a line of its own.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// passwordInDSN matches the password keyword of a keyword/value
+// connection string.
+var passwordInDSN = regexp.MustCompile(`(^|\s)password\s*=`)
+
+// holdsPassword reports whether the connection string dsn carries a
+// password, in a URL's user info or query, or as a keyword.
+func holdsPassword(dsn string) bool {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return strings.Contains(dsn, "@") // unparseable: assume the worst
+		}
+		_, has := u.User.Password()
+		return has || u.Query().Has("password")
+	}
+	return passwordInDSN.MatchString(dsn)
+}
+
+// databaseURLProblem checks the connection string a setting holds and
+// returns what is wrong with it, or "". None of the messages quotes the
+// string, which may hold a password.
+func databaseURLProblem(s setting) string {
+	if _, err := pgxpool.ParseConfig(s.value); err != nil {
+		// The parser's message may quote the string, password and all.
+		return "is not a valid PostgreSQL connection string (postgres://user:password@host:port/database)"
+	}
+	if strings.HasPrefix(s.name, "--") && holdsPassword(s.value) {
+		return "holds a password, which every local user can read in the process list; set " + EnvDatabaseURL +
+			" instead, or give the password in PGPASSWORD or a ~/.pgpass file"
+	}
+	return ""
+}
+
+// readLogSettings reads the log level and format from the flags on fs and
+// the environment, dev choosing text as the default format, and returns
+// what is wrong with them, one message per setting.
+func readLogSettings(fs *flag.FlagSet, getenv func(string) string, dev bool) (slog.Level, string, []string) {
+	var level slog.Level
+	var problems []string
+	ls := lookup(fs, "log-level", EnvLogLevel, getenv)
+	if ls.value != "" {
+		if err := level.UnmarshalText([]byte(ls.value)); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %q is not a level: use debug, info, warn or error", ls.name, ls.value))
+		}
+	}
+	fset := lookup(fs, "log-format", EnvLogFormat, getenv)
+	format := strings.ToLower(fset.value)
+	switch format {
+	case "":
+		format = "json"
+		if dev {
+			format = "text"
+		}
+	case "json", "text":
+	default:
+		problems = append(problems, fmt.Sprintf("%s: %q is not a log format: use json or text", fset.name, fset.value))
+	}
+	return level, format, problems
+}
+
+// readPoolAndWaitSettings reads --db-max-conns and --max-prefer-wait into
+// cfg and returns what is wrong with them.
+func readPoolAndWaitSettings(fs *flag.FlagSet, getenv func(string) string, cfg *serverConfig) []string {
+	var problems []string
+	conns := lookup(fs, "db-max-conns", EnvDBMaxConns, getenv)
+	if conns.value != "" {
+		n, err := strconv.Atoi(conns.value)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: %q is not a whole number of connections", conns.name, conns.value))
+		case n < 1 || n > maxDBMaxConns:
+			problems = append(problems, fmt.Sprintf("%s: %d is out of range: from 1 to %d", conns.name, n, maxDBMaxConns))
+		default:
+			cfg.DBMaxConns = int32(n)
+		}
+	}
+	wait := lookup(fs, "max-prefer-wait", EnvMaxPreferWait, getenv)
+	cfg.MaxPreferWait = DefaultMaxPreferWait
+	if wait.value != "" {
+		d, err := time.ParseDuration(wait.value)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: %q is not a duration (write it like 30s, or 0s to never wait)", wait.name, wait.value))
+		case d < 0 || d > api.PreferWaitLimit || d%time.Second != 0:
+			problems = append(problems, fmt.Sprintf("%s: %s is out of range: whole seconds from 0s to %s", wait.name, d, api.PreferWaitLimit))
+		default:
+			cfg.MaxPreferWait = d
+		}
+	}
+	return problems
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/searchd/searchd/internal/pgtest"
+)
+
+// serveSettings lists every setting of serve as --help must show it: the
+// flag ("" for a secret, which has none), the variable and the default.
+var serveSettings = []struct{ flag, env, def string }{
+	{"database-url", "DATABASE_URL", "required"},
+	{"db-max-conns", "SEARCHD_DB_MAX_CONNS", "pool_max_conns of the URL"},
+	{"addr", "SEARCHD_ADDR", ":8080"},
+	{"", "SEARCHD_JWT_SECRET", "required"},
+	{"", "SEARCHD_PROVIDER_SECRETS", "none"},
+	{"shutdown-grace", "SEARCHD_SHUTDOWN_GRACE", "10s"},
+	{"max-body-bytes", "SEARCHD_MAX_BODY_BYTES", "8388608"},
+	{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "30s"},
+	{"log-level", "SEARCHD_LOG_LEVEL", "info"},
+	{"log-format", "SEARCHD_LOG_FORMAT", "json"},
+}
+
+func TestServeHelpListsEverySetting(t *testing.T) {
+	t.Parallel()
+	h := newHarness(nil)
+	if code := h.run("serve", "--help"); code != 0 {
+		t.Fatalf("serve --help = %d, want 0", code)
+	}
+	help := h.stderr.String()
+	for _, s := range serveSettings {
+		name := "--" + s.flag + ", " + s.env
+		if s.flag == "" {
+			name = s.env + " (environment only: a secret)"
+		}
+		if entry := "\n  " + name + "\n        default: " + s.def; !strings.Contains(help, entry) {
+			t.Errorf("serve --help does not list %q with its default %q:\n%s", name, s.def, help)
+		}
+	}
+	// Every flag serve accepts is a listed setting: none is left out.
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	serverFlags(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(help, "--"+f.Name+", ") {
+			t.Errorf("flag --%s is not in serve --help", f.Name)
+		}
+	})
+
+	h = newHarness(nil)
+	if code := h.run("dev", "--help"); code != 0 ||
+		!strings.Contains(h.stderr.String(), "--dev-dir, SEARCHD_DEV_DIR") ||
+		!strings.Contains(h.stderr.String(), "--pg-bin, SEARCHD_PG_BIN") ||
+		!strings.Contains(h.stderr.String(), "default: 127.0.0.1:8080") {
+		t.Errorf("dev --help = %d:\n%s\nwant dev's own settings and defaults", code, h.stderr.String())
+	}
+	for _, cmd := range [][]string{{"migrate", "--help"}, {"token", "--help"}, {"claims", "show", "--help"}, {"claims", "release", "--help"}} {
+		h = newHarness(nil)
+		if code := h.run(cmd...); code != 0 || !strings.Contains(h.stderr.String(), "usage: searchd "+cmd[0]) {
+			t.Errorf("%v = %d %q, want 0 and its usage", cmd, code, h.stderr.String())
+		}
+	}
+}
+
+func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"DATABASE_URL":       "postgres://searchd@localhost:5432/searchd",
+		"SEARCHD_JWT_SECRET": goodSecret,
+	}
+	tests := []struct {
+		flag, env, bad, want string // want: the message after "<name>: "
+	}{
+		{"addr", "SEARCHD_ADDR", "nope", `"nope" is not a host:port address`},
+		{"database-url", "DATABASE_URL", "postgres://u@h:notaport/x", "is not a valid PostgreSQL connection string"},
+		{"db-max-conns", "SEARCHD_DB_MAX_CONNS", "many", `"many" is not a whole number of connections`},
+		{"db-max-conns", "SEARCHD_DB_MAX_CONNS", "0", "0 is out of range: from 1 to 1000"},
+		{"db-max-conns", "SEARCHD_DB_MAX_CONNS", "1001", "1001 is out of range: from 1 to 1000"},
+		{"shutdown-grace", "SEARCHD_SHUTDOWN_GRACE", "ten", `"ten" is not a duration`},
+		{"max-body-bytes", "SEARCHD_MAX_BODY_BYTES", "12", "12 is out of range"},
+		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "soon", `"soon" is not a duration`},
+		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "31s", "31s is out of range: whole seconds from 0s to 30s"},
+		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "1500ms", "1.5s is out of range: whole seconds"},
+		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "-1s", "-1s is out of range"},
+		{"log-level", "SEARCHD_LOG_LEVEL", "loud", `"loud" is not a level`},
+		{"log-format", "SEARCHD_LOG_FORMAT", "xml", `"xml" is not a log format`},
+	}
+	for _, tt := range tests {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		env[tt.env] = tt.bad
+		h := newHarness(env)
+		if code := h.run("serve"); code != 2 || !strings.Contains(h.stderr.String(), tt.env+": "+tt.want) {
+			t.Errorf("%s=%s: serve = %d %q, want 2 saying %q", tt.env, tt.bad, code, h.stderr.String(), tt.env+": "+tt.want)
+		}
+		h = newHarness(base)
+		if code := h.run("serve", "--"+tt.flag, tt.bad); code != 2 || !strings.Contains(h.stderr.String(), "--"+tt.flag+": "+tt.want) {
+			t.Errorf("--%s %s: serve = %d %q, want 2 saying %q", tt.flag, tt.bad, code, h.stderr.String(), "--"+tt.flag+": "+tt.want)
+		}
+	}
+}
+
+func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
+	t.Parallel()
+	load := func(env map[string]string, dev bool, args ...string) serverConfig {
+		t.Helper()
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		if dev {
+			registerOptions(fs, devCommand)
+		} else {
+			serverFlags(fs)
+		}
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadServerConfig(fs, func(k string) string { return env[k] }, dev)
+		if err != nil {
+			t.Fatalf("loadServerConfig(%v, %v): %v", env, args, err)
+		}
+		return cfg
+	}
+	env := map[string]string{"DATABASE_URL": "postgres://env@localhost/db", "SEARCHD_JWT_SECRET": goodSecret}
+	cfg := load(env, false)
+	if cfg.MaxPreferWait != 30*time.Second || cfg.DBMaxConns != 0 || cfg.ShutdownGrace != 10*time.Second ||
+		cfg.Addr != ":8080" || cfg.LogFormat != "json" {
+		t.Errorf("defaults = %+v", cfg)
+	}
+	env["SEARCHD_MAX_PREFER_WAIT"], env["SEARCHD_DB_MAX_CONNS"] = "5s", "7"
+	if cfg = load(env, false); cfg.MaxPreferWait != 5*time.Second || cfg.DBMaxConns != 7 {
+		t.Errorf("from the variables: wait %s, conns %d; want 5s and 7", cfg.MaxPreferWait, cfg.DBMaxConns)
+	}
+	cfg = load(env, false, "--max-prefer-wait", "0s", "--db-max-conns", "3", "--database-url", "postgres://flag@localhost/db")
+	if cfg.MaxPreferWait != 0 || cfg.DBMaxConns != 3 || cfg.DatabaseURL != "postgres://flag@localhost/db" {
+		t.Errorf("flags over variables: wait %s, conns %d, url %q", cfg.MaxPreferWait, cfg.DBMaxConns, cfg.DatabaseURL)
+	}
+	cfg = load(map[string]string{"SEARCHD_DEV_DIR": "/env/dir"}, true, "--pg-bin", "/flag/bin")
+	if cfg.DevDir != "/env/dir" || cfg.PGBin != "/flag/bin" || cfg.Addr != "127.0.0.1:8080" || cfg.LogFormat != "text" {
+		t.Errorf("dev = %+v, want the dir from the variable, the binaries from the flag and dev's defaults", cfg)
+	}
+}
+
+func TestADatabaseURLFlagMustNotHoldAPassword(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"SEARCHD_JWT_SECRET": goodSecret}
+	for _, u := range []string{
+		"postgres://searchd:hunter2@localhost:5432/searchd",
+		"postgres://searchd@localhost:5432/searchd?password=hunter2",
+		"host=localhost user=searchd password=hunter2",
+	} {
+		for _, args := range [][]string{{"serve", "--database-url", u}, {"migrate", "--database-url", u}} {
+			h := newHarness(env)
+			if code := h.run(args...); code != 2 || !strings.Contains(h.stderr.String(), "--database-url: holds a password") {
+				t.Errorf("%s --database-url (password) = %d %q, want 2: a flag with a password is refused", args[0], code, h.stderr.String())
+			}
+			if strings.Contains(h.stderr.String(), "hunter2") {
+				t.Errorf("%s: stderr %q shows the password", args[0], h.stderr.String())
+			}
+		}
+	}
+	// In the variable a password is where it belongs.
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	serverFlags(fs)
+	env["DATABASE_URL"] = "postgres://searchd:hunter2@localhost:5432/searchd"
+	if _, err := loadServerConfig(fs, func(k string) string { return env[k] }, false); err != nil {
+		t.Errorf("DATABASE_URL with a password: %v, want it accepted", err)
+	}
+}
+
+func TestMigrateTakesTheDatabaseFromItsFlag(t *testing.T) {
+	t.Parallel()
+	dbURL := emptyDatabase(t)
+	h := newHarness(nil)
+	if code := h.run("migrate", "--database-url", dbURL); code != 0 || !strings.Contains(h.stdout.String(), "applied version") {
+		t.Errorf("migrate --database-url = %d %q %q, want the migrations applied", code, h.stdout.String(), h.stderr.String())
+	}
+}
+
+func TestPoolSizeSetting(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDBURL(t)
+	sep := "?"
+	if strings.Contains(dbURL, "?") {
+		sep = "&"
+	}
+	for _, tt := range []struct {
+		url   string
+		conns int32
+		want  int32
+	}{
+		{dbURL + sep + "pool_max_conns=5", 0, 5},
+		{dbURL + sep + "pool_max_conns=5", 3, 3},
+		{dbURL, 2, 2},
+	} {
+		pool, err := openPool(context.Background(), serverConfig{DatabaseURL: tt.url, DBMaxConns: tt.conns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pool.Config().MaxConns; got != tt.want {
+			t.Errorf("openPool(pool_max_conns in %q, DBMaxConns %d) has MaxConns %d, want %d", tt.url, tt.conns, got, tt.want)
+		}
+		pool.Close()
+	}
+}

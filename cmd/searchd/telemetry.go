@@ -1,0 +1,144 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/searchd/searchd/internal/telemetry"
+)
+
+// The standard OpenTelemetry variables searchd reads itself, to decide
+// whether to trace and where to. The exporter and the SDK read the others
+// from the process environment: OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT,
+// _COMPRESSION, _CERTIFICATE (and their TRACES_ forms),
+// OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER(_ARG), OTEL_BSP_*.
+const (
+	EnvOTelSDKDisabled    = "OTEL_SDK_DISABLED"
+	EnvOTelTracesExporter = "OTEL_TRACES_EXPORTER"
+	EnvOTelEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	EnvOTelTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	EnvOTelProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	EnvOTelTracesProtocol = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	EnvOTelServiceName    = "OTEL_SERVICE_NAME"
+)
+
+// otlpTracesPath is what OTLP/HTTP appends to OTEL_EXPORTER_OTLP_ENDPOINT
+// for traces; OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as is.
+const otlpTracesPath = "/v1/traces"
+
+// traceFlushTimeout bounds the flush of the spans still batched at exit.
+const traceFlushTimeout = 5 * time.Second
+
+// observability is what serve and dev observe the service with. The zero
+// value is valid: metrics of the API's own, no tracing.
+type observability struct {
+	// metrics is shared by the API, the plane and the provider jobs (and
+	// the sweeper, once one runs in serve); nil lets the API make its own.
+	metrics *telemetry.Metrics
+	// tracer is nil when tracing is off.
+	tracer *sdktrace.TracerProvider
+}
+
+// newObservability builds the metrics and, when the OTEL_* variables ask
+// for it, the tracer provider. A variable set to something searchd cannot
+// do is a usage error naming it.
+func newObservability(ctx context.Context, getenv func(string) string) (observability, error) {
+	o := observability{metrics: telemetry.NewMetrics()}
+	cfg, on, err := tracingConfig(getenv)
+	if err != nil || !on {
+		return o, err
+	}
+	if o.tracer, err = telemetry.NewTracerProvider(ctx, cfg); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// tracingConfig reads the OTEL_* variables. Tracing is on when an OTLP
+// endpoint is set, unless OTEL_SDK_DISABLED is true or
+// OTEL_TRACES_EXPORTER is none.
+func tracingConfig(getenv func(string) string) (telemetry.TracingConfig, bool, error) {
+	var cfg telemetry.TracingConfig
+	if strings.EqualFold(strings.TrimSpace(getenv(EnvOTelSDKDisabled)), "true") {
+		return cfg, false, nil
+	}
+	switch exp := strings.TrimSpace(getenv(EnvOTelTracesExporter)); exp {
+	case "none":
+		return cfg, false, nil
+	case "", "otlp":
+	default:
+		return cfg, false, usagef("%s: %q is not an exporter searchd has: use otlp or none", EnvOTelTracesExporter, exp)
+	}
+	name, endpoint := EnvOTelTracesEndpoint, getenv(EnvOTelTracesEndpoint)
+	if endpoint == "" {
+		name, endpoint = EnvOTelEndpoint, getenv(EnvOTelEndpoint)
+		if endpoint != "" {
+			endpoint = strings.TrimSuffix(endpoint, "/") + otlpTracesPath
+		}
+	}
+	if endpoint == "" {
+		return cfg, false, nil
+	}
+	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return cfg, false, usagef("%s: %q is not an http:// or https:// URL", name, getenv(name))
+	}
+	protoName, proto := EnvOTelTracesProtocol, getenv(EnvOTelTracesProtocol)
+	if proto == "" {
+		protoName, proto = EnvOTelProtocol, getenv(EnvOTelProtocol)
+	}
+	if p := cmp.Or(proto, "http/protobuf"); p != "http/protobuf" {
+		return cfg, false, usagef("%s: %q is not supported: searchd exports traces over http/protobuf", protoName, p)
+	}
+	cfg.EndpointURL = endpoint
+	cfg.ServiceName = getenv(EnvOTelServiceName)
+	return cfg, true, nil
+}
+
+// tracerProvider returns the tracer provider, or nil (not a nil pointer in
+// an interface) when tracing is off.
+func (o observability) tracerProvider() trace.TracerProvider {
+	if o.tracer == nil {
+		return nil
+	}
+	return o.tracer
+}
+
+// openPool opens the pool of serve and dev (see the function openPool)
+// observed: a span per SQL statement when tracing is on, and the pool's
+// statistics on the metrics page.
+func (o observability) openPool(ctx context.Context, cfg serverConfig) (*pgxpool.Pool, error) {
+	pool, err := openPool(ctx, cfg, func(pc *pgxpool.Config) {
+		if o.tracer != nil {
+			pc.ConnConfig.Tracer = telemetry.PoolTracer(o.tracer)
+		}
+	})
+	if err != nil || o.metrics == nil {
+		return pool, err
+	}
+	if err := o.metrics.WatchPool(pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("watching the database pool: %w", err)
+	}
+	return pool, nil
+}
+
+// shutdown flushes the spans still batched, within traceFlushTimeout.
+func (o observability) shutdown(logger *slog.Logger) {
+	if o.tracer == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+	defer cancel()
+	if err := o.tracer.Shutdown(ctx); err != nil {
+		logger.Warn("flushing traces", slog.String("error", err.Error()))
+	}
+}

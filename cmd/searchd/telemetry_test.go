@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/internal/pgtest"
+)
+
+func TestTracingConfigFromTheOTELVariables(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		env      map[string]string
+		on       bool
+		endpoint string
+		service  string
+		err      string // a part of the usage error; "" for none
+	}{
+		{name: "nothing set", env: nil},
+		{name: "base endpoint", env: map[string]string{EnvOTelEndpoint: "http://collector:4318"},
+			on: true, endpoint: "http://collector:4318/v1/traces"},
+		{name: "base endpoint with a path", env: map[string]string{EnvOTelEndpoint: "https://otel.example/prefix/"},
+			on: true, endpoint: "https://otel.example/prefix/v1/traces"},
+		{name: "traces endpoint as is, over the base", env: map[string]string{
+			EnvOTelEndpoint: "http://base:4318", EnvOTelTracesEndpoint: "http://traces:4318/custom"},
+			on: true, endpoint: "http://traces:4318/custom"},
+		{name: "service name", env: map[string]string{EnvOTelEndpoint: "http://c:4318", EnvOTelServiceName: "search-eu"},
+			on: true, endpoint: "http://c:4318/v1/traces", service: "search-eu"},
+		{name: "explicit otlp over http/protobuf", env: map[string]string{EnvOTelEndpoint: "http://c:4318",
+			EnvOTelTracesExporter: "otlp", EnvOTelProtocol: "http/protobuf"}, on: true, endpoint: "http://c:4318/v1/traces"},
+		{name: "SDK disabled", env: map[string]string{EnvOTelEndpoint: "http://c:4318", EnvOTelSDKDisabled: "TRUE"}},
+		{name: "SDK not disabled", env: map[string]string{EnvOTelEndpoint: "http://c:4318", EnvOTelSDKDisabled: "false"},
+			on: true, endpoint: "http://c:4318/v1/traces"},
+		{name: "exporter none", env: map[string]string{EnvOTelEndpoint: "http://c:4318", EnvOTelTracesExporter: "none"}},
+		{name: "another exporter", env: map[string]string{EnvOTelEndpoint: "http://c:4318", EnvOTelTracesExporter: "zipkin"},
+			err: EnvOTelTracesExporter + `: "zipkin" is not an exporter`},
+		{name: "grpc", env: map[string]string{EnvOTelEndpoint: "http://c:4317", EnvOTelProtocol: "grpc"},
+			err: EnvOTelProtocol + `: "grpc" is not supported`},
+		{name: "grpc for traces alone", env: map[string]string{EnvOTelEndpoint: "http://c:4317", EnvOTelTracesProtocol: "grpc"},
+			err: EnvOTelTracesProtocol + `: "grpc" is not supported`},
+		{name: "not a URL", env: map[string]string{EnvOTelEndpoint: "collector:4318"},
+			err: EnvOTelEndpoint + `: "collector:4318" is not an http:// or https:// URL`},
+		{name: "no host", env: map[string]string{EnvOTelTracesEndpoint: "http:///v1/traces"},
+			err: EnvOTelTracesEndpoint + `: "http:///v1/traces" is not`},
+	} {
+		cfg, on, err := tracingConfig(func(k string) string { return tt.env[k] })
+		var uerr *usageError
+		switch {
+		case tt.err != "":
+			if !errors.As(err, &uerr) || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s: tracingConfig = %v, want a usage error with %q", tt.name, err, tt.err)
+			}
+		case err != nil:
+			t.Errorf("%s: tracingConfig: %v", tt.name, err)
+		case on != tt.on || cfg.EndpointURL != tt.endpoint || cfg.ServiceName != tt.service:
+			t.Errorf("%s: tracingConfig = %+v, on %v; want endpoint %q, service %q, on %v",
+				tt.name, cfg, on, tt.endpoint, tt.service, tt.on)
+		}
+	}
+}
+
+func TestServeRefusesAnUnusableOTELSetting(t *testing.T) {
+	t.Parallel()
+	h := newHarness(map[string]string{
+		"DATABASE_URL":       "postgres://searchd@localhost:5432/searchd",
+		"SEARCHD_JWT_SECRET": goodSecret,
+		EnvOTelEndpoint:      "http://c:4317",
+		EnvOTelProtocol:      "grpc",
+	})
+	if code := h.run("serve"); code != 2 || !strings.Contains(h.stderr.String(), EnvOTelProtocol) {
+		t.Errorf("serve with %s=grpc = %d %q, want 2 naming the variable", EnvOTelProtocol, code, h.stderr.String())
+	}
+}
+
+// collector is a fake OTLP/HTTP trace collector: it keeps what it is sent.
+type collector struct {
+	*httptest.Server
+	mu      sync.Mutex
+	exports [][]byte
+}
+
+func newCollector(t *testing.T) *collector {
+	c := &collector{}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/v1/traces" {
+			c.mu.Lock()
+			c.exports = append(c.exports, body)
+			c.mu.Unlock()
+		}
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+// received returns everything exported so far, concatenated.
+func (c *collector) received() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Join(c.exports, nil)
+}
+
+// TestServeTracesAndMeasuresWhenConfigured runs serve as an operator would,
+// with an OTLP endpoint: its requests and their SQL are exported as spans
+// by the time it stops, /metrics counts them and shows the pool, and the
+// log lines name the request and its trace.
+func TestServeTracesAndMeasuresWhenConfigured(t *testing.T) {
+	t.Parallel()
+	col := newCollector(t)
+	h := newHarness(map[string]string{
+		"DATABASE_URL":       pgtest.NewDBURL(t),
+		"SEARCHD_JWT_SECRET": goodSecret,
+		"SEARCHD_ADDR":       "127.0.0.1:0",
+		EnvOTelEndpoint:      col.URL,
+		EnvOTelServiceName:   "searchd-under-test",
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exit := make(chan int, 1)
+	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
+	var base string
+	select {
+	case addr := <-h.addrs:
+		base = "http://" + addr
+	case code := <-exit:
+		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+
+	tok, err := api.SignToken([]byte(goodSecret), uuid.New(), "tester", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, _ := http.NewRequest(http.MethodPost, base+"/v1/runs", strings.NewReader(`{"kind": "capability", "name": "c"}`))
+	hr.Header.Set("Authorization", "Bearer "+tok)
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Idempotency-Key", "k1")
+	res, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /v1/runs = %d, want 201", res.StatusCode)
+	}
+	reqID := res.Header.Get("X-Request-Id")
+
+	res, err = http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{
+		`searchd_http_requests_total{method="POST",route="/v1/runs",status="201"} 1`,
+		"searchd_db_pool_max_conns ",
+		"searchd_db_pool_acquires_total ",
+	} {
+		if !bytes.Contains(page, []byte("\n"+want)) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	cancel()
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Fatalf("serve exited %d: %s", code, h.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	// Stopping flushed the batched spans: the request's, its statements'.
+	got := col.received()
+	for _, want := range []string{"POST /v1/runs", "INSERT", "INSERT INTO agent.runs", "searchd-under-test", reqID} {
+		if !bytes.Contains(got, []byte(want)) {
+			t.Errorf("the exported spans lack %q", want)
+		}
+	}
+
+	var traced bool
+	for _, line := range strings.Split(h.stderr.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil || m["request_id"] != reqID {
+			continue
+		}
+		// OTLP's protobuf carries the 16 bytes the log spells in hex.
+		id, _ := hex.DecodeString(fmt.Sprint(m["trace_id"]))
+		if len(id) == 16 && bytes.Contains(got, id) {
+			traced = true
+		}
+	}
+	if !traced {
+		t.Errorf("no log line of request %s names a trace the collector received: %s", reqID, h.stderr.String())
+	}
+}

@@ -1,0 +1,147 @@
+package telemetry
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/searchd/searchd/idempotency"
+)
+
+// namespace prefixes every metric searchd defines itself.
+const namespace = "searchd"
+
+// Metrics are the Prometheus metrics of one searchd process, on a registry
+// of their own. A *Metrics is an idempotency.Observer, a
+// providerjobs.Observer and a sweeper.Observer; give the same value to all
+// of them and to the API, which serves [Metrics.Handler]. It is safe for
+// concurrent use; its Observe methods never block.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	httpRequests *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
+
+	claims     *prometheus.CounterVec
+	reclaims   *prometheus.CounterVec
+	fencesLost *prometheus.CounterVec
+
+	webhookDrops *prometheus.CounterVec
+
+	sweptRead    *prometheus.CounterVec
+	sweptDeleted *prometheus.CounterVec
+	sweepPass    *prometheus.HistogramVec
+}
+
+// NewMetrics returns the metrics of a process on a fresh registry that
+// also holds the Go runtime and process collectors. Call
+// [Metrics.WatchPool] to add the database pool's gauges.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "http", Name: "requests_total",
+			Help: "HTTP requests answered, by route pattern (\"unmatched\" when no route matched), method and status.",
+		}, []string{"route", "method", "status"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "http", Name: "request_duration_seconds",
+			Help:    "Time to answer an HTTP request, by route pattern and method.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route", "method"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "claims_total",
+			Help: "Idempotency claims, by scope and outcome kind (claimed, completed, processing, conflict, absent).",
+		}, []string{"scope", "kind"}),
+		reclaims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "claim_reclaims_total",
+			Help: "Claims taken over from a worker whose lease had passed, by scope.",
+		}, []string{"scope"}),
+		fencesLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "claim_fences_lost_total",
+			Help: "Completes and releases refused because the claim's lease had moved on, by scope and op (complete, release).",
+		}, []string{"scope", "op"}),
+		webhookDrops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "webhook_drops_total",
+			Help: "Provider callbacks dropped, by provider and reason.",
+		}, []string{"provider", "reason"}),
+		sweptRead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "sweeper", Name: "rows_read_total",
+			Help: "Expired rows the sweeper read, by table.",
+		}, []string{"table"}),
+		sweptDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "sweeper", Name: "rows_deleted_total",
+			Help: "Expired rows the sweeper deleted, by table.",
+		}, []string{"table"}),
+		sweepPass: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "sweeper", Name: "pass_duration_seconds",
+			Help:    "Time of one committed sweeper pass, by table.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"table"}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.httpRequests, m.httpDuration,
+		m.claims, m.reclaims, m.fencesLost,
+		m.webhookDrops,
+		m.sweptRead, m.sweptDeleted, m.sweepPass,
+	)
+	return m
+}
+
+// WatchPool adds the gauges and counters of pool's statistics to the
+// metrics, read at every scrape. It returns an error when a pool is
+// watched already: the series have no label to tell two pools apart.
+func (m *Metrics) WatchPool(pool *pgxpool.Pool) error {
+	return m.reg.Register(newPoolCollector(pool))
+}
+
+// Handler serves the metrics in the Prometheus text format (or OpenMetrics
+// when the scraper asks for it). A collector that fails is left out of the
+// page rather than failing the scrape.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      m.reg, // counts the scrapes that failed
+	})
+}
+
+// ObserveRequest records one answered HTTP request. route must be a route
+// pattern or "unmatched", and method one of a bounded set, never the raw
+// request line: every distinct value is a series kept for the life of the
+// process.
+func (m *Metrics) ObserveRequest(route, method string, status int, d time.Duration) {
+	m.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.httpDuration.WithLabelValues(route, method).Observe(d.Seconds())
+}
+
+// ObserveClaim implements idempotency.Observer: it counts the outcome, and
+// the reclaim when the claim took over a passed lease.
+func (m *Metrics) ObserveClaim(scope string, kind idempotency.Kind, reclaimed bool) {
+	m.claims.WithLabelValues(scope, kind.String()).Inc()
+	if reclaimed {
+		m.reclaims.WithLabelValues(scope).Inc()
+	}
+}
+
+// ObserveFenceLost implements idempotency.Observer.
+func (m *Metrics) ObserveFenceLost(scope, op string) {
+	m.fencesLost.WithLabelValues(scope, op).Inc()
+}
+
+// ObserveDrop implements providerjobs.Observer.
+func (m *Metrics) ObserveDrop(provider, reason string) {
+	m.webhookDrops.WithLabelValues(provider, reason).Inc()
+}
+
+// ObservePass implements sweeper.Observer.
+func (m *Metrics) ObservePass(table string, read, deleted int, d time.Duration) {
+	m.sweptRead.WithLabelValues(table).Add(float64(read))
+	m.sweptDeleted.WithLabelValues(table).Add(float64(deleted))
+	m.sweepPass.WithLabelValues(table).Observe(d.Seconds())
+}

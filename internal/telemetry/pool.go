@@ -1,0 +1,77 @@
+package telemetry
+
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// poolCollector turns pgxpool's statistics into metrics at scrape time.
+// The pool keeps the counts itself, so watching it costs nothing between
+// scrapes; what pgxpool counts up for ever is exposed as a counter, what
+// it reads now as a gauge.
+type poolCollector struct {
+	pool  *pgxpool.Pool
+	descs []poolMetric
+}
+
+// poolMetric is one series of the pool's statistics.
+type poolMetric struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(*pgxpool.Stat) float64
+}
+
+func newPoolCollector(pool *pgxpool.Pool) *poolCollector {
+	metric := func(name, help string, kind prometheus.ValueType, value func(*pgxpool.Stat) float64) poolMetric {
+		return poolMetric{
+			desc:  prometheus.NewDesc(prometheus.BuildFQName(namespace, "db_pool", name), help, nil, nil),
+			kind:  kind,
+			value: value,
+		}
+	}
+	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
+	return &poolCollector{pool: pool, descs: []poolMetric{
+		metric("total_conns", "Connections open now: idle, acquired and being opened.", gauge,
+			func(s *pgxpool.Stat) float64 { return float64(s.TotalConns()) }),
+		metric("idle_conns", "Connections open and idle now.", gauge,
+			func(s *pgxpool.Stat) float64 { return float64(s.IdleConns()) }),
+		metric("acquired_conns", "Connections in use now.", gauge,
+			func(s *pgxpool.Stat) float64 { return float64(s.AcquiredConns()) }),
+		metric("constructing_conns", "Connections being opened now.", gauge,
+			func(s *pgxpool.Stat) float64 { return float64(s.ConstructingConns()) }),
+		metric("max_conns", "The most connections the pool opens (pool_max_conns).", gauge,
+			func(s *pgxpool.Stat) float64 { return float64(s.MaxConns()) }),
+		metric("acquires_total", "Connections acquired from the pool.", counter,
+			func(s *pgxpool.Stat) float64 { return float64(s.AcquireCount()) }),
+		metric("acquire_duration_seconds_total", "Time spent acquiring connections, successful acquires only.", counter,
+			func(s *pgxpool.Stat) float64 { return s.AcquireDuration().Seconds() }),
+		metric("empty_acquires_total", "Acquires that found no idle connection and had to wait for one.", counter,
+			func(s *pgxpool.Stat) float64 { return float64(s.EmptyAcquireCount()) }),
+		metric("empty_acquire_wait_seconds_total", "Time acquires spent waiting for a connection when none was idle.", counter,
+			func(s *pgxpool.Stat) float64 { return s.EmptyAcquireWaitTime().Seconds() }),
+		metric("canceled_acquires_total", "Acquires canceled by their context.", counter,
+			func(s *pgxpool.Stat) float64 { return float64(s.CanceledAcquireCount()) }),
+		metric("new_conns_total", "Connections opened.", counter,
+			func(s *pgxpool.Stat) float64 { return float64(s.NewConnsCount()) }),
+		metric("max_lifetime_destroys_total", "Connections closed for passing pool_max_conn_lifetime.", counter,
+			func(s *pgxpool.Stat) float64 { return float64(s.MaxLifetimeDestroyCount()) }),
+		metric("max_idle_destroys_total", "Connections closed for passing pool_max_conn_idle_time.", counter,
+			func(s *pgxpool.Stat) float64 { return float64(s.MaxIdleDestroyCount()) }),
+	}}
+}
+
+// Describe implements prometheus.Collector.
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.descs {
+		ch <- m.desc
+	}
+}
+
+// Collect implements prometheus.Collector: one Stat per scrape, so the
+// series of a scrape agree with each other.
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.pool.Stat()
+	for _, m := range c.descs {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(s))
+	}
+}
