@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -136,11 +137,14 @@ type Server struct {
 	starter       Starter
 	providerJobs  ProviderJobs
 	jwtSecret     []byte
-	logger        *slog.Logger
-	now           func() time.Time
-	maxBodyBytes  int64
-	maxPreferWait time.Duration
-	ready         func(ctx context.Context) error
+	// tokenParser and verifiedTokens serve authenticate.
+	tokenParser    *jwt.Parser
+	verifiedTokens *tokenCache
+	logger         *slog.Logger
+	now            func() time.Time
+	maxBodyBytes   int64
+	maxPreferWait  time.Duration
+	ready          func(ctx context.Context) error
 
 	// providerSecrets is a copy of Deps.ProviderSecrets.
 	providerSecrets map[string][]byte
@@ -191,6 +195,7 @@ func New(d Deps) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.tokenParser, s.verifiedTokens = newTokenParser(s.now), newTokenCache(tokenCacheSize)
 	if s.maxBodyBytes == 0 {
 		s.maxBodyBytes = DefaultMaxBodyBytes
 	}
