@@ -59,10 +59,23 @@ func TestParseIdempotencyKey(t *testing.T) {
 
 // FuzzParseIdempotencyKey checks the properties every accepted key has,
 // whatever the header held: it never panics, the key is 1 to 255 printable
-// ASCII characters without a space at either end, the plane accepts it, and
-// its quoted form names the same key.
+// ASCII characters without a space at either end, the plane accepts it,
+// its quoted form names the same key, white space around the value changes
+// nothing, and a key that does not start with a quote is its own bare form.
 func FuzzParseIdempotencyKey(f *testing.F) {
 	for _, s := range []string{"abc", `"abc"`, `"a\"b"`, `"a\\"`, " x ", `"`, `""`, "\x00", strings.Repeat("a", 256)} {
+		f.Add(s)
+	}
+	// Quoted forms and their escapes, the length bounds in both forms, and
+	// what lies just outside printable ASCII.
+	for _, s := range []string{
+		`"a\"b\\c"`, `"\\"`, `"\""`, `"\"`, `"\a"`, `"\u0041"`, `"a"b"`, `"a" `, ` "a"`, `"a";x`, `"a",`, `"a"  "b"`,
+		`"` + strings.Repeat(`\"`, 255) + `"`, `"` + strings.Repeat(`\"`, 256) + `"`,
+		strings.Repeat("k", 255), strings.Repeat("k", 256), `"` + strings.Repeat("k", 255) + `"`, `"` + strings.Repeat("k", 256) + `"`,
+		"\t" + strings.Repeat("k", 255) + " ", "a b", " a b ", `" a"`, `"a "`,
+		"clé", "\u00e9", "\xff", "\xc3\xa9", "\U0001F600", `"é"`, "a\x7fb", "a\x1fb", "\x20", "~", "!", `"~"`,
+		"a\r\nb", "a\nb", "\x00\"abc\"",
+	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
@@ -84,6 +97,16 @@ func FuzzParseIdempotencyKey(f *testing.F) {
 		quoted := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
 		if again, err := api.ParseIdempotencyKey(quoted); err != nil || again != key {
 			t.Fatalf("ParseIdempotencyKey(%q) = %q, %v; want %q back from its quoted form", quoted, again, err, key)
+		}
+		// White space around the header value is no part of the key.
+		if again, err := api.ParseIdempotencyKey(" \t" + in + "\t "); err != nil || again != key {
+			t.Fatalf("ParseIdempotencyKey(%q with white space around) = %q, %v; want %q", in, again, err, key)
+		}
+		// A key that does not start with a quote is its own bare form.
+		if key[0] != '"' {
+			if again, err := api.ParseIdempotencyKey(key); err != nil || again != key {
+				t.Fatalf("ParseIdempotencyKey(%q) = %q, %v; want the bare key back", key, again, err)
+			}
 		}
 	})
 }
