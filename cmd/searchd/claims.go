@@ -122,8 +122,9 @@ func invalid(problems []string) error {
 	return &usageError{msg: "invalid configuration:\n  " + strings.Join(problems, "\n  ")}
 }
 
-// openClaimsPool opens a small pool: the command runs a statement or two.
-func openClaimsPool(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
+// openSmallPool opens a pool of one connection, for a command that runs
+// one statement or transaction at a time (claims, sweep).
+func openSmallPool(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection string", EnvDatabaseURL)
@@ -166,7 +167,7 @@ func (a *app) claimsShow(ctx context.Context, args []string) error {
 	if len(problems) > 0 {
 		return invalid(problems)
 	}
-	pool, err := openClaimsPool(ctx, dbURL)
+	pool, err := openSmallPool(ctx, dbURL)
 	if err != nil {
 		return err
 	}
@@ -306,7 +307,7 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 	}
 	logger := newLogger(a.stderr, serverConfig{LogLevel: level, LogFormat: format})
 
-	pool, err := openClaimsPool(ctx, dbURL)
+	pool, err := openSmallPool(ctx, dbURL)
 	if err != nil {
 		return err
 	}

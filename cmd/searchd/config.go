@@ -12,6 +12,7 @@ import (
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/sweeper"
 )
 
 // Environment variables searchd reads. Each setting also has a flag on the
@@ -84,6 +85,11 @@ type serverConfig struct {
 	// MaxPreferWait is the longest Prefer: wait a start honours; zero
 	// never waits, and then no claim listener runs.
 	MaxPreferWait time.Duration
+	// Sweep configures the in-process sweeper, but for its Logger and
+	// Observer, which the server sets. Its Interval is always explicit:
+	// zero runs no sweeper (rather than the sweeper's default hour), for
+	// a deployment that runs searchd sweep from an outside scheduler.
+	Sweep sweeper.Config
 }
 
 // setting is one configuration value and where it came from, so a message
@@ -186,6 +192,9 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 	cfg.LogLevel, cfg.LogFormat, logProblems = readLogSettings(fs, getenv, dev)
 	problems = append(problems, logProblems...)
 	problems = append(problems, readPoolAndWaitSettings(fs, getenv, &cfg)...)
+	var sweepProblems []string
+	cfg.Sweep, sweepProblems = readSweepSettings(fs, getenv, true)
+	problems = append(problems, sweepProblems...)
 
 	// Environment only: a flag would show the secrets in the process list.
 	providers := setting{name: EnvProviderSecrets, value: getenv(EnvProviderSecrets)}

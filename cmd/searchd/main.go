@@ -1,6 +1,7 @@
 // Command searchd is the saved-search service: it migrates its database,
-// serves the HTTP API, mints development tokens and runs a complete local
-// setup with one command.
+// serves the HTTP API (and sweeps what is past its retention while it
+// does), sweeps once for an outside scheduler, mints development tokens
+// and runs a complete local setup with one command.
 //
 //	searchd migrate                       apply the database migrations
 //	searchd serve                         serve the API
@@ -9,6 +10,7 @@
 //	searchd dev                           local PostgreSQL + demo data + serve
 //	searchd claims show|release --org UUID --scope S --key K
 //	                                      inspect or force-release one claim
+//	searchd sweep                         delete what is past its retention, once
 //
 // Configuration comes from the environment, and from flags that win over
 // it, but for secrets, which are read from the environment alone; see
@@ -56,6 +58,9 @@ commands:
             is set), migrate, create demo data, print a token and a curl command, serve
   claims    show or force-release one claim: searchd claims show|release --org UUID
             --scope S --key K [--json | --reason TEXT]
+  sweep     delete the claims, Runs and snapshots past their retention, once, in
+            bounded passes, and print the counts (for cron or a Kubernetes CronJob;
+            serve also sweeps, every SEARCHD_SWEEP_INTERVAL)
   help      print this text
 
 Every setting has a flag, which wins, and an environment variable; secrets
@@ -63,7 +68,8 @@ have the variable alone. searchd <command> --help lists a command's settings
 with their flags, variables, defaults and meanings.
 
 environment:
-  DATABASE_URL            PostgreSQL connection string (migrate, serve; dev: optional)
+  DATABASE_URL            PostgreSQL connection string (migrate, serve, claims, sweep;
+                          dev: optional)
   SEARCHD_ADDR            listen address (default :8080; dev: 127.0.0.1:8080)
   SEARCHD_JWT_SECRET      HS256 secret, at least 32 bytes (serve, token; dev: generated)
   SEARCHD_SHUTDOWN_GRACE  how long to drain requests on SIGTERM/SIGINT (default 10s)
@@ -71,6 +77,13 @@ environment:
   SEARCHD_MAX_PREFER_WAIT
                           longest Prefer: wait a start honours (default 30s; 0s: never)
   SEARCHD_MAX_BODY_BYTES  largest request body (default 8388608)
+  SEARCHD_SWEEP_INTERVAL  time between two sweeps in serve (default 1h; 0s: none)
+  SEARCHD_SWEEP_JITTER    most random delay added to each (default 10% of the interval)
+  SEARCHD_SWEEP_BOUND     most rows a sweep pass reads from a table (default 1000)
+  SEARCHD_SWEEP_MAX_BOUND ceiling on the bound, PostgREST's db-max-rows (default 1000);
+                          a larger bound is refused, never clamped
+  SEARCHD_SWEEP_MAX_PASSES
+                          most passes a sweep makes on a table (default 10)
   SEARCHD_LOG_LEVEL       debug, info, warn or error (default info)
   SEARCHD_LOG_FORMAT      json or text (default json; dev: text)
   SEARCHD_PROVIDER_SECRETS
@@ -98,6 +111,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.dev(ctx, rest)
 	case "claims":
 		err = a.claims(ctx, rest)
+	case "sweep":
+		err = a.sweep(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(a.stdout, usage)
 		return 0

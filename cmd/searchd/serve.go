@@ -88,10 +88,18 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 // runServer serves the API on ln until ctx ends, then drains: requests in
 // flight get cfg.ShutdownGrace to finish, new connections are refused, and
 // what still runs is cancelled (see serveHTTP). The claim listener of
-// Prefer: wait runs for as long as the server does.
+// Prefer: wait runs for as long as the server does; the sweeper until ctx
+// ends. Both have returned when runServer does, so the caller may close
+// the pool.
 func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, pool *pgxpool.Pool, logger *slog.Logger, obs observability) error {
 	hub, stopHub := startHub(ctx, pool, cfg, logger)
 	defer stopHub()
+	stopSweeper, err := startSweeper(ctx, pool, cfg, logger, obs.metrics)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopSweeper()
 	srv, err := newAPI(pool, cfg, logger, hub, obs)
 	if err != nil {
 		_ = ln.Close()

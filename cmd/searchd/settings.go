@@ -83,9 +83,11 @@ func serverOptions(dev bool) []option {
 			fmt.Sprintf("largest request body, %d to %d bytes", minMaxBodyBytes, maxMaxBodyBytes)},
 		{"max-prefer-wait", EnvMaxPreferWait, DefaultMaxPreferWait.String(),
 			"longest Prefer: wait=N a start honours (a longer N is cut to it), whole seconds from 0s (never wait) to 30s"},
-		optLogLevel,
-		format,
+		optSweepInterval,
+		optSweepJitter,
 	}
+	opts = append(opts, sweepBoundOptions()...)
+	opts = append(opts, optLogLevel, format)
 	if dev {
 		opts = append(opts,
 			option{"dev-dir", EnvDevDir, "./" + DefaultDevDir, "directory of the local cluster, its log and the dev secret"},

@@ -21,6 +21,11 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"shutdown-grace", "SEARCHD_SHUTDOWN_GRACE", "10s"},
 	{"max-body-bytes", "SEARCHD_MAX_BODY_BYTES", "8388608"},
 	{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "30s"},
+	{"sweep-interval", "SEARCHD_SWEEP_INTERVAL", "1h"},
+	{"sweep-jitter", "SEARCHD_SWEEP_JITTER", "10% of the interval (6m at 1h)"},
+	{"sweep-bound", "SEARCHD_SWEEP_BOUND", "1000, or the ceiling when that is lower"},
+	{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "1000"},
+	{"sweep-max-passes", "SEARCHD_SWEEP_MAX_PASSES", "10"},
 	{"log-level", "SEARCHD_LOG_LEVEL", "info"},
 	{"log-format", "SEARCHD_LOG_FORMAT", "json"},
 }
@@ -57,7 +62,7 @@ func TestServeHelpListsEverySetting(t *testing.T) {
 		!strings.Contains(h.stderr.String(), "default: 127.0.0.1:8080") {
 		t.Errorf("dev --help = %d:\n%s\nwant dev's own settings and defaults", code, h.stderr.String())
 	}
-	for _, cmd := range [][]string{{"migrate", "--help"}, {"token", "--help"}, {"claims", "show", "--help"}, {"claims", "release", "--help"}} {
+	for _, cmd := range [][]string{{"migrate", "--help"}, {"token", "--help"}, {"claims", "show", "--help"}, {"claims", "release", "--help"}, {"sweep", "--help"}} {
 		h = newHarness(nil)
 		if code := h.run(cmd...); code != 0 || !strings.Contains(h.stderr.String(), "usage: searchd "+cmd[0]) {
 			t.Errorf("%v = %d %q, want 0 and its usage", cmd, code, h.stderr.String())
@@ -85,6 +90,15 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "31s", "31s is out of range: whole seconds from 0s to 30s"},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "1500ms", "1.5s is out of range: whole seconds"},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "-1s", "-1s is out of range"},
+		{"sweep-interval", "SEARCHD_SWEEP_INTERVAL", "hourly", `"hourly" is not a duration`},
+		{"sweep-interval", "SEARCHD_SWEEP_INTERVAL", "-1h", "-1h is out of range: 0s (no sweeper) or more"},
+		{"sweep-jitter", "SEARCHD_SWEEP_JITTER", "some", `"some" is not a duration`},
+		{"sweep-jitter", "SEARCHD_SWEEP_JITTER", "90m", "1h30m is out of range: from 0s to the sweep interval (1h)"},
+		{"sweep-jitter", "SEARCHD_SWEEP_JITTER", "-1s", "-1s is out of range"},
+		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "0", "0 is out of range: at least 1"},
+		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "1001", "Bound 1001 exceeds MaxBound 1000"},
+		{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "x", `"x" is not a whole number`},
+		{"sweep-max-passes", "SEARCHD_SWEEP_MAX_PASSES", "0", "0 is out of range: at least 1"},
 		{"log-level", "SEARCHD_LOG_LEVEL", "loud", `"loud" is not a level`},
 		{"log-format", "SEARCHD_LOG_FORMAT", "xml", `"xml" is not a log format`},
 	}

@@ -41,8 +41,9 @@ const traceFlushTimeout = 5 * time.Second
 // observability is what serve and dev observe the service with. The zero
 // value is valid: metrics of the API's own, no tracing.
 type observability struct {
-	// metrics is shared by the API, the plane and the provider jobs (and
-	// the sweeper, once one runs in serve); nil lets the API make its own.
+	// metrics is shared by the API, the plane, the provider jobs and the
+	// sweeper; nil lets the API make its own, and the sweeper report to
+	// none.
 	metrics *telemetry.Metrics
 	// tracer is nil when tracing is off.
 	tracer *sdktrace.TracerProvider

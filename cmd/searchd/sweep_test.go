@@ -1,0 +1,483 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/sweeper"
+)
+
+// sweepBundle is a migrated database, a pool on it and the organization
+// the test seeds its claims in.
+type sweepBundle struct {
+	dbURL string
+	pool  *pgxpool.Pool
+	plane *idempotency.Service
+	org   uuid.UUID
+}
+
+func sweepSetup(t *testing.T) *sweepBundle {
+	t.Helper()
+	dbURL := pgtest.NewDBURL(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return &sweepBundle{dbURL: dbURL, pool: pool, plane: idempotency.NewService(pool, idempotency.Config{}), org: uuid.New()}
+}
+
+// expiredOpts shapes a claim seeded past its retention.
+type expiredOpts struct {
+	// Processing seeds an unfinished claim; the default is a completed
+	// one with an answer.
+	Processing bool
+}
+
+// expired inserts a webhook claim keyed key whose retention passed an hour
+// ago by the database clock, as the sweeper judges it.
+func (b *sweepBundle) expired(t *testing.T, key string, opts expiredOpts) {
+	t.Helper()
+	status, resType, resID, response := "completed", any("test_resource"), any(key), any(`{}`)
+	if opts.Processing {
+		status, resType, resID, response = "processing", nil, nil, nil
+	}
+	_, err := b.pool.Exec(context.Background(), `
+INSERT INTO agent.idempotency_keys
+	(id, organization_id, scope, key, request_hash, status, lease_token,
+	 resource_type, resource_id, response, claimed_at, lease_expires_at, retain_until)
+VALUES (gen_random_uuid(), $1, 'webhook.acme', $2, 'hash', $3, gen_random_uuid(),
+	$4::text, $5::text, $6::jsonb, now() - interval '25 hours', now() - interval '25 hours' + interval '1 minute',
+	now() - interval '1 hour')`, b.org, key, status, resType, resID, response)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// live claims key through the plane, completing it unless processing is
+// set: its retention is a day from now.
+func (b *sweepBundle) live(t *testing.T, key string, processing bool) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := b.plane.Claim(ctx, b.org, "webhook.acme", key, "hash", time.Millisecond)
+	if err != nil || out.Kind != idempotency.KindClaimed {
+		t.Fatalf("Claim(%q) = %v, %v; want claimed", key, out.Kind, err)
+	}
+	if processing {
+		return
+	}
+	if ok, err := b.plane.Complete(ctx, out.Claim, idempotency.Completion{Response: json.RawMessage(`{"ok":true}`)}); !ok || err != nil {
+		t.Fatalf("Complete(%q) = %v, %v", key, ok, err)
+	}
+}
+
+// keys returns the keys of the organization's stored claims, sorted.
+func (b *sweepBundle) keys(t *testing.T) []string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(),
+		`SELECT key FROM agent.idempotency_keys WHERE organization_id = $1 ORDER BY key`, b.org)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// logLines parses the JSON log lines of stderr, skipping any other line.
+func logLines(stderr string) []map[string]any {
+	var lines []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(stderr))
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			lines = append(lines, m)
+		}
+	}
+	return lines
+}
+
+// logLine returns the first log line of stderr with message msg, or nil.
+func logLine(stderr, msg string) map[string]any {
+	for _, l := range logLines(stderr) {
+		if l["msg"] == msg {
+			return l
+		}
+	}
+	return nil
+}
+
+// claimsRow matches the claims table's row of the sweep report:
+// read, deleted, passes, duration, backlog.
+var claimsRow = regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(sweeper.TableClaims) + `\s+(\d+)\s+(\d+)\s+(\d+)\s+\S+\s+(yes|no)\s*$`)
+
+func TestSweepDeletesExpiredClaimsAndKeepsLiveOnes(t *testing.T) {
+	t.Parallel()
+	b := sweepSetup(t)
+	b.expired(t, "expired-completed", expiredOpts{})
+	b.expired(t, "expired-processing", expiredOpts{Processing: true})
+	b.live(t, "live-completed", false)
+	// Its lease has passed, its retention holds: the journal of a worker
+	// that died, for the next claim to take over, not the sweeper's.
+	b.live(t, "live-lease-passed", true)
+
+	h := newHarness(map[string]string{"DATABASE_URL": b.dbURL})
+	if code := h.run("sweep"); code != 0 {
+		t.Fatalf("sweep = %d, want 0; stdout %q, stderr %q", code, h.stdout.String(), h.stderr.String())
+	}
+	if got, want := b.keys(t), []string{"live-completed", "live-lease-passed"}; !slices.Equal(got, want) {
+		t.Errorf("claims after the sweep = %q, want %q", got, want)
+	}
+
+	out := h.stdout.String()
+	m := claimsRow.FindStringSubmatch(out)
+	if m == nil || m[1] != "2" || m[2] != "2" || m[3] != "1" || m[4] != "no" {
+		t.Errorf("sweep printed\n%s\nwant a %s row of 2 read, 2 deleted, 1 pass, no backlog", out, sweeper.TableClaims)
+	}
+	for _, want := range []string{"table", "read", "deleted", "passes", "duration", "backlog",
+		sweeper.TableRuns, sweeper.TableSnapshots, "swept in ", "read 2, deleted 2 (bound 1000, max passes 10)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sweep printed\n%s\nwithout %q", out, want)
+		}
+	}
+	// The log line of the run carries both counts of each table.
+	done := logLine(h.stderr.String(), "sweep done")
+	claims, _ := done["claims"].(map[string]any)
+	if claims == nil || claims["table"] != sweeper.TableClaims || claims["read"] != 2.0 || claims["deleted"] != 2.0 ||
+		claims["passes"] != 1.0 || claims["backlog"] != false {
+		t.Errorf(`log line "sweep done" = %v, want claims read 2, deleted 2, 1 pass, no backlog; stderr:\n%s`, done, h.stderr.String())
+	}
+	if _, ok := done["runs"].(map[string]any); !ok {
+		t.Errorf(`log line "sweep done" = %v, want the runs' counts too`, done)
+	}
+
+	// A second sweep finds nothing, and says so.
+	h = newHarness(map[string]string{"DATABASE_URL": b.dbURL})
+	if code := h.run("sweep"); code != 0 {
+		t.Fatalf("second sweep = %d: %s", code, h.stderr.String())
+	}
+	if m := claimsRow.FindStringSubmatch(h.stdout.String()); m == nil || m[1] != "0" || m[2] != "0" {
+		t.Errorf("second sweep printed\n%s\nwant 0 read and 0 deleted", h.stdout.String())
+	}
+}
+
+func TestSweepLeavesABacklogAndSaysSo(t *testing.T) {
+	t.Parallel()
+	b := sweepSetup(t)
+	for _, k := range []string{"a", "b", "c"} {
+		b.expired(t, k, expiredOpts{})
+	}
+	h := newHarness(map[string]string{"DATABASE_URL": b.dbURL, "SEARCHD_SWEEP_MAX_PASSES": "1"})
+	if code := h.run("sweep", "--sweep-bound", "2"); code != 0 {
+		t.Fatalf("sweep with a backlog = %d, want 0 (a backlog is no error): %s", code, h.stderr.String())
+	}
+	if got := b.keys(t); len(got) != 1 {
+		t.Errorf("claims after one pass of 2 = %q, want one left", got)
+	}
+	out := h.stdout.String()
+	if m := claimsRow.FindStringSubmatch(out); m == nil || m[1] != "2" || m[2] != "2" || m[3] != "1" || m[4] != "yes" {
+		t.Errorf("sweep printed\n%s\nwant a %s row of 2 read, 2 deleted, 1 pass, a backlog", out, sweeper.TableClaims)
+	}
+	if !strings.Contains(out, "backlog: the last pass on "+sweeper.TableClaims+" read a full bound") {
+		t.Errorf("sweep printed\n%s\nwithout the backlog", out)
+	}
+	if l := logLine(h.stderr.String(), "sweep done; a backlog remains for the next run"); l == nil || l["level"] != "WARN" {
+		t.Errorf("the run's log line = %v, want a warning of the backlog; stderr:\n%s", l, h.stderr.String())
+	}
+}
+
+func TestSweepExitsOneOnAnError(t *testing.T) {
+	t.Parallel()
+	h := newHarness(map[string]string{"DATABASE_URL": emptyDatabase(t)})
+	if code := h.run("sweep"); code != 1 {
+		t.Fatalf("sweep on an unmigrated database = %d, want 1", code)
+	}
+	if stderr := h.stderr.String(); !strings.Contains(stderr, "refusing to start") || !strings.Contains(stderr, "searchd migrate") {
+		t.Errorf("sweep on an unmigrated database said %q", stderr)
+	}
+}
+
+func TestABoundOverTheCeilingIsRefusedAtStartUp(t *testing.T) {
+	t.Parallel()
+	// A database that is never reached: the refusal comes first.
+	base := map[string]string{
+		"DATABASE_URL":       "postgres://searchd@127.0.0.1:1/unreachable",
+		"SEARCHD_JWT_SECRET": goodSecret,
+		"SEARCHD_DEV_DIR":    t.TempDir(),
+	}
+	tests := []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{map[string]string{"SEARCHD_SWEEP_BOUND": "2000"}, []string{"sweep"},
+			"SEARCHD_SWEEP_BOUND: Bound 2000 exceeds MaxBound 1000: a larger bound is refused, not clamped"},
+		{nil, []string{"sweep", "--sweep-bound", "1500", "--sweep-max-bound", "1200"},
+			"--sweep-bound: Bound 1500 exceeds MaxBound 1200: a larger bound is refused, not clamped; lower Bound, or raise MaxBound " +
+				"with PostgREST's db-max-rows (Bound is --sweep-bound, MaxBound is --sweep-max-bound)"},
+		{map[string]string{"SEARCHD_SWEEP_BOUND": "1001"}, []string{"serve"},
+			"SEARCHD_SWEEP_BOUND: Bound 1001 exceeds MaxBound 1000"},
+		{map[string]string{"SEARCHD_SWEEP_MAX_BOUND": "500"}, []string{"serve", "--sweep-bound", "501"},
+			"--sweep-bound: Bound 501 exceeds MaxBound 500: a larger bound is refused, not clamped; lower Bound, or raise MaxBound " +
+				"with PostgREST's db-max-rows (Bound is --sweep-bound, MaxBound is SEARCHD_SWEEP_MAX_BOUND)"},
+		{map[string]string{"SEARCHD_SWEEP_BOUND": "5000"}, []string{"dev"},
+			"SEARCHD_SWEEP_BOUND: Bound 5000 exceeds MaxBound 1000"},
+	}
+	for _, tt := range tests {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		for k, v := range tt.env {
+			env[k] = v
+		}
+		h := newHarness(env)
+		if code := h.run(tt.args...); code != 2 || !strings.Contains(h.stderr.String(), tt.want) {
+			t.Errorf("%v with %v = %d, stderr %q; want 2 saying %q", tt.args, tt.env, code, h.stderr.String(), tt.want)
+		}
+		if h.stdout.String() != "" {
+			t.Errorf("%v with %v printed %q, want nothing: it must not start", tt.args, tt.env, h.stdout.String())
+		}
+	}
+}
+
+func TestSweepSettingsAreCheckedAndNamed(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"DATABASE_URL": "postgres://searchd@127.0.0.1:1/unreachable"}
+	for _, tt := range []struct {
+		flag, env, bad, want string
+	}{
+		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "lots", `"lots" is not a whole number`},
+		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "0", "0 is out of range: at least 1"},
+		{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "-5", "-5 is out of range: at least 1"},
+		{"sweep-max-passes", "SEARCHD_SWEEP_MAX_PASSES", "0", "0 is out of range: at least 1"},
+		{"log-level", "SEARCHD_LOG_LEVEL", "loud", `"loud" is not a level`},
+	} {
+		env := map[string]string{tt.env: tt.bad}
+		for k, v := range base {
+			env[k] = v
+		}
+		h := newHarness(env)
+		if code := h.run("sweep"); code != 2 || !strings.Contains(h.stderr.String(), tt.env+": "+tt.want) {
+			t.Errorf("%s=%s: sweep = %d %q, want 2 saying %q", tt.env, tt.bad, code, h.stderr.String(), tt.env+": "+tt.want)
+		}
+		h = newHarness(base)
+		if code := h.run("sweep", "--"+tt.flag, tt.bad); code != 2 || !strings.Contains(h.stderr.String(), "--"+tt.flag+": "+tt.want) {
+			t.Errorf("--%s %s: sweep = %d %q, want 2 saying %q", tt.flag, tt.bad, code, h.stderr.String(), "--"+tt.flag+": "+tt.want)
+		}
+	}
+	h := newHarness(nil)
+	if code := h.run("sweep"); code != 2 || !strings.Contains(h.stderr.String(), "DATABASE_URL: is required") {
+		t.Errorf("sweep without a database = %d %q, want 2 naming DATABASE_URL", code, h.stderr.String())
+	}
+	// One run has no schedule: the interval is serve's.
+	h = newHarness(base)
+	if code := h.run("sweep", "--sweep-interval", "1h"); code != 2 || !strings.Contains(h.stderr.String(), "flag provided but not defined: -sweep-interval") {
+		t.Errorf("sweep --sweep-interval = %d %q, want 2: no such flag", code, h.stderr.String())
+	}
+}
+
+func TestSweepSettingsDefaultsAndOverrides(t *testing.T) {
+	t.Parallel()
+	load := func(env map[string]string, args ...string) sweeper.Config {
+		t.Helper()
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		serverFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		all := map[string]string{"DATABASE_URL": "postgres://searchd@localhost/db", "SEARCHD_JWT_SECRET": goodSecret}
+		for k, v := range env {
+			all[k] = v
+		}
+		cfg, err := loadServerConfig(fs, func(k string) string { return all[k] }, false)
+		if err != nil {
+			t.Fatalf("loadServerConfig(%v, %v): %v", env, args, err)
+		}
+		return cfg.Sweep
+	}
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		// want is the configuration the sweeper runs with, its defaults
+		// applied; Interval zero is no sweeper.
+		want sweeper.Config
+	}{
+		{"defaults", nil, nil,
+			sweeper.Config{Interval: time.Hour, Jitter: 6 * time.Minute, Bound: 1000, MaxBound: 1000, MaxPasses: 10}},
+		{"jitter is a tenth of the interval", map[string]string{"SEARCHD_SWEEP_INTERVAL": "10m"}, nil,
+			sweeper.Config{Interval: 10 * time.Minute, Jitter: time.Minute, Bound: 1000, MaxBound: 1000, MaxPasses: 10}},
+		{"from the variables", map[string]string{"SEARCHD_SWEEP_INTERVAL": "30m", "SEARCHD_SWEEP_JITTER": "30m",
+			"SEARCHD_SWEEP_BOUND": "1200", "SEARCHD_SWEEP_MAX_BOUND": "1200", "SEARCHD_SWEEP_MAX_PASSES": "3"}, nil,
+			sweeper.Config{Interval: 30 * time.Minute, Jitter: 30 * time.Minute, Bound: 1200, MaxBound: 1200, MaxPasses: 3}},
+		{"flags over variables", map[string]string{"SEARCHD_SWEEP_INTERVAL": "30m", "SEARCHD_SWEEP_BOUND": "900"},
+			[]string{"--sweep-interval", "2h", "--sweep-bound", "100", "--sweep-max-passes", "20"},
+			sweeper.Config{Interval: 2 * time.Hour, Jitter: 12 * time.Minute, Bound: 100, MaxBound: 1000, MaxPasses: 20}},
+		{"a lower ceiling lowers the default bound", map[string]string{"SEARCHD_SWEEP_MAX_BOUND": "500"}, nil,
+			sweeper.Config{Interval: time.Hour, Jitter: 6 * time.Minute, Bound: 500, MaxBound: 500, MaxPasses: 10}},
+		{"0s of jitter is none", nil, []string{"--sweep-interval", "200ms", "--sweep-jitter", "0s"},
+			sweeper.Config{Interval: 200 * time.Millisecond, Jitter: -1, Bound: 1000, MaxBound: 1000, MaxPasses: 10}},
+	} {
+		got := load(tt.env, tt.args...).WithDefaults()
+		if got.Interval != tt.want.Interval || got.Jitter != tt.want.Jitter || got.Bound != tt.want.Bound ||
+			got.MaxBound != tt.want.MaxBound || got.MaxPasses != tt.want.MaxPasses {
+			t.Errorf("%s: sweep config = interval %s jitter %s bound %d max bound %d max passes %d; want %s %s %d %d %d",
+				tt.name, got.Interval, got.Jitter, got.Bound, got.MaxBound, got.MaxPasses,
+				tt.want.Interval, tt.want.Jitter, tt.want.Bound, tt.want.MaxBound, tt.want.MaxPasses)
+		}
+	}
+	// 0s turns the sweeper off: the interval stays zero, not the
+	// sweeper's default hour.
+	if got := load(map[string]string{"SEARCHD_SWEEP_INTERVAL": "0s"}); got.Interval != 0 {
+		t.Errorf("SEARCHD_SWEEP_INTERVAL=0s: interval %s, want 0 (no sweeper)", got.Interval)
+	}
+}
+
+func TestServeWithoutASweepIntervalRunsNoSweeper(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	// No pool: a sweeper that started would need one.
+	stop, err := startSweeper(context.Background(), nil, serverConfig{}, logger, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if l := logLine(logs.String(), "sweeper off: the sweep interval is 0s; run searchd sweep from an outside scheduler to enforce retention"); l == nil {
+		t.Errorf("startSweeper with no interval logged %q, want that the sweeper is off", logs.String())
+	}
+}
+
+func TestServeSweepsWhileItServes(t *testing.T) {
+	t.Parallel()
+	b := sweepSetup(t)
+	b.expired(t, "expired-before-start", expiredOpts{})
+	b.live(t, "live", false)
+
+	h := newHarness(map[string]string{
+		"DATABASE_URL":       b.dbURL,
+		"SEARCHD_JWT_SECRET": goodSecret,
+		"SEARCHD_ADDR":       "127.0.0.1:0",
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exit := make(chan int, 1)
+	go func() {
+		exit <- h.app.run(ctx, []string{"serve", "--sweep-interval", "200ms", "--sweep-jitter", "0s"})
+	}()
+	var addr string
+	select {
+	case addr = <-h.addrs:
+	case code := <-exit:
+		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+
+	// eventually polls cond until it holds, or fails the test.
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 20s; serve logged:\n%s", what, h.stderr.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	eventually("the claim expired before start is swept", func() bool {
+		return slices.Equal(b.keys(t), []string{"live"})
+	})
+	// The sweeper runs again: a claim that expires while serving goes too.
+	b.expired(t, "expired-while-serving", expiredOpts{})
+	eventually("the claim expired while serving is swept", func() bool {
+		return slices.Equal(b.keys(t), []string{"live"})
+	})
+	// The metrics the API serves count both, read and deleted apart.
+	for _, series := range []string{"searchd_sweeper_rows_read_total", "searchd_sweeper_rows_deleted_total"} {
+		want := series + `{table="` + sweeper.TableClaims + `"} 2`
+		eventually("/metrics shows "+want, func() bool {
+			res, err := http.Get("http://" + addr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			body, _ := io.ReadAll(res.Body)
+			return strings.Contains(string(body), want)
+		})
+	}
+	sched := logLine(h.stderr.String(), "sweeper scheduled")
+	if sched == nil || sched["interval"] != float64(200*time.Millisecond) || sched["jitter"] != 0.0 || sched["bound"] != 1000.0 {
+		t.Errorf(`log line "sweeper scheduled" = %v, want interval 200ms, no jitter, bound 1000`, sched)
+	}
+	if l := logLine(h.stderr.String(), "sweeper: swept"); l == nil || l["table"] != sweeper.TableClaims || l["deleted"] != 1.0 {
+		t.Errorf(`log line "sweeper: swept" = %v, want the server's logger to report the claims deleted`, l)
+	}
+
+	cancel()
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Errorf("serve exited %d after the signal, want 0: %s", code, h.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if strings.Contains(h.stderr.String(), "sweeper: run failed") {
+		t.Errorf("a sweep failed while serving:\n%s", h.stderr.String())
+	}
+}
+
+func TestSweepHelpListsItsSettings(t *testing.T) {
+	t.Parallel()
+	h := newHarness(nil)
+	if code := h.run("sweep", "--help"); code != 0 {
+		t.Fatalf("sweep --help = %d, want 0", code)
+	}
+	help := h.stderr.String()
+	for _, s := range []struct{ flag, env, def string }{
+		{"database-url", "DATABASE_URL", "required"},
+		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "1000, or the ceiling when that is lower"},
+		{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "1000"},
+		{"sweep-max-passes", "SEARCHD_SWEEP_MAX_PASSES", "10"},
+		{"log-level", "SEARCHD_LOG_LEVEL", "info"},
+		{"log-format", "SEARCHD_LOG_FORMAT", "json"},
+	} {
+		if entry := "\n  --" + s.flag + ", " + s.env + "\n        default: " + s.def + "\n"; !strings.Contains(help, entry) {
+			t.Errorf("sweep --help does not list --%s, %s with its default %q:\n%s", s.flag, s.env, s.def, help)
+		}
+	}
+	if !strings.HasPrefix(help, "usage: searchd sweep") || strings.Contains(help, "sweep-interval") {
+		t.Errorf("sweep --help =\n%s\nwant its usage, and no schedule: one run has none", help)
+	}
+	h = newHarness(nil)
+	if code := h.run("help"); code != 0 || !strings.Contains(h.stdout.String(), "\n  sweep ") ||
+		!strings.Contains(h.stdout.String(), "SEARCHD_SWEEP_MAX_BOUND") {
+		t.Errorf("help = %d:\n%s\nwant the sweep command and its settings", code, h.stdout.String())
+	}
+}
