@@ -1,7 +1,7 @@
 # The README names these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test ci bench-plane bench-http bench-sweep run
+.PHONY: setup test ci e2e soak bench-plane bench-http bench-sweep run
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -21,6 +21,16 @@ test:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 ci: test
+
+# The fault suite: three replicas on one PostgreSQL, clients retrying
+# overlapping keys, and one fault at a time (kill -9, SIGSTOP past the
+# lease, an immediate PostgreSQL restart, a proxy that cuts connections).
+# About 3 minutes; soak repeats the faults for 10 minutes per scenario.
+e2e:
+	$(GO) test -tags e2e -count=1 -v -timeout 15m ./test/e2e/
+
+soak:
+	SEARCHD_E2E_DURATION=10m $(GO) test -tags e2e -count=1 -v -timeout 2h ./test/e2e/
 
 # Runs searchd against a local default database under .searchd-dev/.
 run:

@@ -264,7 +264,7 @@ func (s *Sweeper) Run(ctx context.Context) {
 		case <-timer.C:
 		}
 		if _, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			s.log.LogAttrs(ctx, slog.LevelError, "sweeper: run failed; the next run retries",
+			s.log.LogAttrs(ctx, slog.LevelWarn, "sweeper: run failed; the next run retries",
 				slog.String("error", err.Error()))
 		}
 		wait = s.cfg.Interval + s.jitter()

@@ -1,0 +1,230 @@
+//go:build e2e
+
+// Package e2e is the fault suite of searchd: real processes on loopback.
+// It builds the binary, starts a PostgreSQL cluster of its own, three
+// `searchd serve` replicas that reach it through a TCP proxy, and many
+// clients (the real Go client) that start saved searches with keys they
+// share, while it breaks one thing at a time: a replica killed, a replica
+// stopped past its lease inside its freeze or inside its commit, the
+// database restarted immediately, the network to the database cut and
+// slowed. Probes hold a replica's start at a chosen point (with a row lock
+// or an advisory lock) so that each fault lands while the replica owns a
+// claim. After each scenario every key is started until it succeeds, and
+// the suite checks, from the database and from every answer a client saw,
+// that each key made exactly one snapshot and one Run.
+//
+// The tests are behind the build tag e2e. Run them with
+//
+//	go test -tags e2e -count=1 -v ./test/e2e/
+//
+// The environment sizes them: SEARCHD_E2E_DURATION (load per scenario,
+// default 6s; faults repeat while it lasts, a lease apart),
+// SEARCHD_E2E_CLIENTS (default 24), SEARCHD_E2E_CLIENTS_PER_KEY (default 3),
+// SEARCHD_E2E_RACE=1 (build the replicas with the race detector),
+// SEARCHD_E2E_KEEP=1 (keep the logs and the data directory). SEARCHD_PG_BIN
+// names the directory of initdb and postgres when they are not found on
+// their own.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/idempotency"
+)
+
+// setupTimeout bounds building the binary and starting a process.
+const setupTimeout = 3 * time.Minute
+
+// config sizes the suite; see the package comment.
+type config struct {
+	duration time.Duration
+	clients  int
+	perKey   int
+	race     bool
+}
+
+// loadConfig reads the config from the environment. Its errors name the
+// variable and the allowed range.
+func loadConfig() (config, error) {
+	cfg := config{duration: 6 * time.Second, clients: 24, perKey: 3}
+	if v := os.Getenv("SEARCHD_E2E_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > 24*time.Hour {
+			return cfg, fmt.Errorf("SEARCHD_E2E_DURATION=%q: want a duration from 1s to 24h", v)
+		}
+		cfg.duration = d
+	}
+	for _, it := range []struct {
+		name     string
+		dst      *int
+		min, max int
+	}{
+		{"SEARCHD_E2E_CLIENTS", &cfg.clients, 1, 512},
+		{"SEARCHD_E2E_CLIENTS_PER_KEY", &cfg.perKey, 1, 16},
+	} {
+		if v := os.Getenv(it.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < it.min || n > it.max {
+				return cfg, fmt.Errorf("%s=%q: want a whole number from %d to %d", it.name, v, it.min, it.max)
+			}
+			*it.dst = n
+		}
+	}
+	if cfg.clients < cfg.perKey {
+		return cfg, fmt.Errorf("SEARCHD_E2E_CLIENTS=%d is less than SEARCHD_E2E_CLIENTS_PER_KEY=%d", cfg.clients, cfg.perKey)
+	}
+	cfg.race = os.Getenv("SEARCHD_E2E_RACE") == "1"
+	return cfg, nil
+}
+
+// harness is what every scenario shares: the binary, the database, the
+// proxy and the replicas.
+type harness struct {
+	cfg      config
+	dir      string
+	pg       *postgres
+	proxy    *faultProxy
+	replicas []*replica
+	// db is the harness's own pool, straight to the unix socket: the
+	// checks never go through the proxy the faults live in.
+	db *pgxpool.Pool
+}
+
+// setup builds and starts everything, and registers its teardown.
+func setup(t *testing.T, cfg config) *harness {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	// Not t.TempDir: PostgreSQL runs as another user, who must be able to
+	// enter the directory.
+	dir, err := os.MkdirTemp("", "searchd-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{cfg: cfg, dir: dir}
+	t.Cleanup(func() {
+		for _, r := range h.replicas {
+			r.Kill()
+		}
+		if h.db != nil {
+			h.db.Close()
+		}
+		if h.proxy != nil {
+			h.proxy.Close()
+		}
+		if h.pg != nil {
+			h.pg.Stop()
+		}
+		if os.Getenv("SEARCHD_E2E_KEEP") == "1" {
+			t.Logf("kept %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+
+	start := time.Now()
+	bin, err := buildSearchd(ctx, dir, cfg.race)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.pg, err = startPostgres(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(ctx, bin, h.pg.URL(dbName)); err != nil {
+		t.Fatal(err)
+	}
+	if h.db, err = pgxpool.New(ctx, h.pg.URL(dbName)+"&pool_max_conns=4&application_name=e2e-harness"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.db.Exec(ctx, holdCompletionSQL); err != nil {
+		t.Fatalf("installing the commit-probe trigger: %v", err)
+	}
+	if h.proxy, err = newFaultProxy(h.pg.TCPAddr()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		r, err := newReplica(fmt.Sprintf("searchd-r%d", i+1), bin, h.proxy.Addr(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.replicas = append(h.replicas, r)
+		if err := r.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("setup: searchd built (race %v), PostgreSQL on %s, proxy on %s, replicas %s %s %s, in %s",
+		cfg.race, h.pg.TCPAddr(), h.proxy.Addr(), h.replicas[0].addr, h.replicas[1].addr, h.replicas[2].addr,
+		time.Since(start).Round(time.Millisecond))
+	return h
+}
+
+// heal undoes whatever a scenario left broken: a stopped replica is
+// continued, a killed one started, the proxy made transparent, a crashed
+// database started. It is the teardown of every scenario.
+func (h *harness) heal(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	h.proxy.SetLatency(0)
+	h.pg.mu.Lock()
+	pgDown := h.pg.proc == nil
+	h.pg.mu.Unlock()
+	if pgDown {
+		if err := h.pg.Start(ctx); err != nil {
+			t.Fatalf("heal: %v", err)
+		}
+	}
+	for _, r := range h.replicas {
+		r.mu.Lock()
+		running := r.proc != nil
+		r.mu.Unlock()
+		switch {
+		case running && !r.Exited():
+			_ = r.Signal(syscall.SIGCONT)
+		default:
+			r.Kill()
+			if err := r.Start(ctx); err != nil {
+				t.Fatalf("heal: %v", err)
+			}
+		}
+	}
+}
+
+// TestFaults runs the scenarios one at a time against one set of
+// processes, each with an organization of its own.
+func TestFaults(t *testing.T) {
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := setup(t, cfg)
+	// First, cheaply: a checker that cannot fail would pass every scenario.
+	if !t.Run("ChecksCatchPlantedViolations", func(t *testing.T) { testChecksCatchPlantedViolations(t, h) }) {
+		t.FailNow()
+	}
+	var summaries []string
+	for _, sc := range scenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			defer h.heal(t)
+			summaries = append(summaries, runScenario(t, h, sc))
+		})
+	}
+	for _, s := range summaries {
+		t.Log(s)
+	}
+}
+
+// lease is the lease of a saved-search preparation the replicas use: the
+// product's constant, which no setting shortens yet.
+const lease = idempotency.SavedSearchStartLease

@@ -1,0 +1,142 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// faultProxy forwards TCP connections from the replicas to PostgreSQL. It is
+// transparent until told otherwise: SetLatency delays every chunk in both
+// directions, and Cut resets every live connection at once, the way a
+// failing network or a restarted middlebox does.
+type faultProxy struct {
+	ln     net.Listener
+	target string
+
+	latency atomic.Int64 // nanoseconds added before each chunk is passed on
+	cuts    atomic.Int64 // connections reset by Cut
+	accepts atomic.Int64
+
+	mu    sync.Mutex
+	conns map[*proxyConn]struct{}
+	done  bool
+}
+
+type proxyConn struct{ client, server net.Conn }
+
+// newFaultProxy listens on a free loopback port and forwards to target.
+func newFaultProxy(target string) (*faultProxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &faultProxy{ln: ln, target: target, conns: map[*proxyConn]struct{}{}}
+	go p.serve()
+	return p, nil
+}
+
+// Addr is the host:port the replicas connect to.
+func (p *faultProxy) Addr() string { return p.ln.Addr().String() }
+
+// SetLatency sets the delay added to every chunk, each way; 0 for none.
+func (p *faultProxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// Cut resets every live connection and returns how many it cut.
+func (p *faultProxy) Cut() int {
+	p.mu.Lock()
+	cs := make([]*proxyConn, 0, len(p.conns))
+	for c := range p.conns {
+		cs = append(cs, c)
+		delete(p.conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		reset(c.client)
+		reset(c.server)
+	}
+	p.cuts.Add(int64(len(cs)))
+	return len(cs)
+}
+
+// Close stops accepting and closes every connection.
+func (p *faultProxy) Close() {
+	p.mu.Lock()
+	p.done = true
+	p.mu.Unlock()
+	p.ln.Close()
+	p.Cut()
+}
+
+func (p *faultProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.accepts.Add(1)
+		go p.forward(c)
+	}
+}
+
+func (p *faultProxy) forward(client net.Conn) {
+	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		// The database is down: the replica sees its connection closed,
+		// as it would see a refused one behind a real proxy.
+		reset(client)
+		return
+	}
+	pc := &proxyConn{client: client, server: server}
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		client.Close()
+		server.Close()
+		return
+	}
+	p.conns[pc] = struct{}{}
+	p.mu.Unlock()
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); p.pipe(server, client) }()
+	go func() { defer wg.Done(); p.pipe(client, server) }()
+	wg.Wait()
+	p.mu.Lock()
+	delete(p.conns, pc)
+	p.mu.Unlock()
+}
+
+// pipe copies from src to dst, delaying each chunk by the latency, until
+// either side fails; then it closes both, so the other direction ends too.
+func (p *faultProxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if d := time.Duration(p.latency.Load()); d > 0 {
+				time.Sleep(d)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// reset closes c with an RST instead of a FIN where it can.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}

@@ -1,0 +1,233 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// jwtSecret signs the tokens every replica accepts.
+const jwtSecret = "e2e-fault-suite-secret-e2e-fault-suite-secret"
+
+// buildSearchd builds ./cmd/searchd into dir, with the race detector when
+// race is set, and returns the binary's path.
+func buildSearchd(ctx context.Context, dir string, race bool) (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(dir, "searchd")
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	out, err := exec.CommandContext(ctx, goBin, append(args, "github.com/searchd/searchd/cmd/searchd")...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build ./cmd/searchd: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// migrate runs `searchd migrate` against dbURL.
+func migrate(ctx context.Context, bin, dbURL string) error {
+	cmd := exec.CommandContext(ctx, bin, "migrate")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + dbURL}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("searchd migrate: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// replica is one `searchd serve` process on its own loopback port. It can
+// be killed, stopped, continued and started again on the same port.
+type replica struct {
+	name    string // also its application_name in pg_stat_activity
+	bin     string
+	dbURL   string
+	addr    string
+	logPath string
+
+	mu   sync.Mutex
+	proc *process
+}
+
+// newReplica prepares a replica named name that reaches PostgreSQL at
+// dbHostPort (the proxy), logging to a file in dir. It does not start it.
+func newReplica(name, bin, dbHostPort, dir string) (*replica, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	// The application name tells the harness which replica a session
+	// belongs to; a short connect timeout keeps a dial through a wedged
+	// proxy from outliving the client's attempt.
+	dbURL := fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&application_name=%s&connect_timeout=5",
+		dbHostPort, dbName, name)
+	return &replica{
+		name: name, bin: bin, dbURL: dbURL,
+		addr:    "127.0.0.1:" + strconv.Itoa(port),
+		logPath: filepath.Join(dir, name+".log"),
+	}, nil
+}
+
+// Start starts the process and waits until /readyz answers 200.
+func (r *replica) Start(ctx context.Context) error {
+	cmd := exec.Command(r.bin, "serve")
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"DATABASE_URL=" + r.dbURL,
+		"SEARCHD_ADDR=" + r.addr,
+		"SEARCHD_JWT_SECRET=" + jwtSecret,
+		"SEARCHD_SHUTDOWN_GRACE=1s",
+		"SEARCHD_LOG_FORMAT=text",
+		// warn: the 503s with their cause and every 500, not the access log.
+		"SEARCHD_LOG_LEVEL=warn",
+	}
+	if v, ok := os.LookupEnv("GORACE"); ok {
+		cmd.Env = append(cmd.Env, "GORACE="+v)
+	}
+	// The replica dies with the test binary, however that ends.
+	p, err := startProcess(cmd, r.logPath, &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL})
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", r.name, err)
+	}
+	r.mu.Lock()
+	r.proc = p
+	r.mu.Unlock()
+
+	deadline := time.Now().Add(setupTimeout)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for {
+		res, err := hc.Get(r.URL() + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited before serving (%v):\n%s", r.name, p.err, tail(r.logPath))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %s:\n%s", r.name, setupTimeout, tail(r.logPath))
+		}
+	}
+}
+
+// URL is the replica's base URL.
+func (r *replica) URL() string { return "http://" + r.addr }
+
+// Kill is kill -9: the crash no code of the server sees coming. It waits
+// for the process to be gone.
+func (r *replica) Kill() {
+	r.mu.Lock()
+	p := r.proc
+	r.proc = nil
+	r.mu.Unlock()
+	if p != nil {
+		p.kill()
+	}
+}
+
+// Signal sends sig (SIGSTOP, SIGCONT) to the running process.
+func (r *replica) Signal(sig syscall.Signal) error {
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%s is not running", r.name)
+	}
+	return p.signal(sig)
+}
+
+// State returns the state letter of the process in /proc (R, S, T for
+// stopped...), or "" when it is not running.
+func (r *replica) State() string {
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
+	if p == nil {
+		return ""
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return ""
+	}
+	// pid (comm) state ...: comm may hold spaces, so read after the last ')'.
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(fields) == 0 {
+		return ""
+	}
+	return fields[0]
+}
+
+// Exited reports whether the process was started and has exited on its
+// own (not through Kill).
+func (r *replica) Exited() bool {
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// logProblems reads the replica's log. bad holds the lines no fault
+// excuses: a panic, a data race report, a fatal runtime error, and the
+// API's "internal error" (an answer of 500, which a client that gave up on
+// its attempt never sees). other holds the rest of the lines at level
+// ERROR, such as a background job's failure while the database is down.
+func (r *replica) logProblems() (bad, other []string) {
+	f, err := os.Open(r.logPath)
+	if err != nil {
+		return nil, nil
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "panic:"), strings.Contains(line, "WARNING: DATA RACE"),
+			strings.HasPrefix(line, "fatal error:"),
+			strings.Contains(line, "level=ERROR") && strings.Contains(line, `msg="internal error"`):
+			bad = append(bad, line)
+		case strings.Contains(line, "level=ERROR"):
+			other = append(other, line)
+		}
+	}
+	return bad, other
+}
+
+// freePort returns a loopback TCP port nobody listens on now.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
