@@ -5,12 +5,14 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Kind says which of the endings of a claim a caller holds.
@@ -401,11 +403,50 @@ func (s *Service) Release(ctx context.Context, claim *Claim) (bool, error) {
 	if claim == nil {
 		return false, &InputError{Field: "claim", Reason: "is nil; only a claimed outcome can be released"}
 	}
-	ok, err := s.repo.Release(ctx, claim.ID, claim.LeaseToken)
+	var (
+		ok  bool
+		err error
+	)
+	// A release usually follows a failure, often of the very connection it
+	// would run on. The delete is fenced and idempotent (a second one finds
+	// nothing to delete), so a transport failure is retried: a release that
+	// fails once would leave the key blocked for a whole lease.
+	for attempt := range releaseAttempts {
+		if ok, err = s.repo.Release(ctx, claim.ID, claim.LeaseToken); !retryableTransport(err) {
+			break
+		}
+		if attempt+1 < releaseAttempts && sleep(ctx, time.Duration(attempt+1)*50*time.Millisecond) != nil {
+			break
+		}
+	}
 	if err == nil && !ok {
 		s.observer.ObserveFenceLost(claim.Scope, "release")
 	}
 	return ok, err
+}
+
+// releaseAttempts bounds the attempts of one Release.
+const releaseAttempts = 3
+
+// retryableTransport reports whether err is a failure of the connection
+// rather than an answer of the server: no PostgreSQL error came back.
+func retryableTransport(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // MaxKeyLen is the longest key, in bytes.

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
@@ -699,5 +701,50 @@ func TestObserverSeesOutcomesAndLostFences(t *testing.T) {
 	wantLost := []string{toolScope + " complete", toolScope + " release"}
 	if fmt.Sprint(obs.claims) != fmt.Sprint(wantClaims) || fmt.Sprint(obs.fenceLost) != fmt.Sprint(wantLost) {
 		t.Fatalf("observed claims %q, fences lost %q; want %q, %q", obs.claims, obs.fenceLost, wantClaims, wantLost)
+	}
+}
+
+// flakyDB fails the first n Exec calls the way a cut connection does, then
+// passes every statement to the real pool.
+type flakyDB struct {
+	*pgxpool.Pool
+	failures atomic.Int32
+	execs    atomic.Int32
+}
+
+func (f *flakyDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	f.execs.Add(1)
+	if f.failures.Add(-1) >= 0 {
+		return pgconn.CommandTag{}, errors.New("write tcp 127.0.0.1:5432: connection reset by peer")
+	}
+	return f.Pool.Exec(ctx, sql, args...)
+}
+
+func TestReleaseSurvivesACutConnection(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	db := &flakyDB{Pool: b.pool}
+	svc := idempotency.NewService(db, idempotency.Config{Now: b.clock.Now})
+	c := b.mustClaim(t, toolScope, "k", hashA, toolLease)
+
+	db.failures.Store(1)
+	if ok, err := svc.Release(ctx, c); !ok || err != nil {
+		t.Fatalf("Release over a connection cut once = %v, %v; want true, nil", ok, err)
+	}
+	if n := b.rowCount(t); n != 0 {
+		t.Fatalf("rows after the release = %d, want 0: the key would stay blocked for a lease", n)
+	}
+
+	// A connection that stays cut is reported, after a bounded number of
+	// attempts, and the claim is left for its lease to pass.
+	c = b.mustClaim(t, toolScope, "k2", hashA, toolLease)
+	db.failures.Store(100)
+	db.execs.Store(0)
+	if ok, err := svc.Release(ctx, c); ok || err == nil {
+		t.Fatalf("Release over a dead connection = %v, %v; want false and the error", ok, err)
+	}
+	if n := db.execs.Load(); n < 2 || n > 5 {
+		t.Fatalf("Release made %d attempts, want a few", n)
 	}
 }
