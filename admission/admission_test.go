@@ -340,6 +340,66 @@ func TestPreparationWithLostFenceWritesNothing(t *testing.T) {
 	b.wantCounts(t, 1, 1)
 }
 
+func TestPreparationClaimsWithTheConfiguredLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.start("k")
+	hash := SavedSearchRequestHash(b.search.ID, p.Options)
+	const lease = 5 * time.Second
+	var retryAfter time.Duration
+	var reclaimed idempotency.Outcome
+	var once sync.Once
+	// While the short-leased starter prepares, another start of the key is
+	// told to come back when that lease ends, and once it has passed
+	// (long before the default 30 s) the key can be reclaimed.
+	short := NewStarter(b.db, b.plane, Config{Now: b.clock.Now, Lease: lease, beforeFreeze: func(ctx context.Context) error {
+		var err error
+		once.Do(func() {
+			_, serr := b.starter.StartSavedSearch(ctx, p)
+			var ife *idempotency.InFlightError
+			if !errors.As(serr, &ife) {
+				err = fmt.Errorf("a start during the preparation = %v, want in progress", serr)
+				return
+			}
+			retryAfter = ife.RetryAfter
+			b.clock.Advance(lease + time.Second)
+			reclaimed, err = b.plane.Claim(ctx, b.org, idempotency.ScopeSavedSearchStart, "k", hash, idempotency.SavedSearchStartLease)
+		})
+		return err
+	}})
+	_, err := short.StartSavedSearch(b.ctx, p)
+	if retryAfter != lease {
+		t.Errorf("RetryAfter during a preparation with Lease %s = %s, want %s", lease, retryAfter, lease)
+	}
+	if reclaimed.Kind != idempotency.KindClaimed || reclaimed.Claim == nil || !reclaimed.Claim.Reclaimed {
+		t.Errorf("Claim %s after a %s lease = %v, want the key reclaimed", lease+time.Second, lease, reclaimed.Kind)
+	}
+	wantInFlight(t, err) // its completion is fenced off by the reclaim
+}
+
+func TestConfigValidateBoundsTheLease(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		lease   time.Duration
+		wantErr bool
+	}{
+		{0, false}, // the default
+		{time.Second, false},
+		{idempotency.MaxLease, false},
+		{-time.Second, true},
+		{idempotency.MaxLease + time.Second, true},
+	}
+	for _, tt := range tests {
+		err := Config{Lease: tt.lease}.Validate()
+		if (err != nil) != tt.wantErr || (err != nil && !strings.Contains(err.Error(), "Lease")) {
+			t.Errorf("Config{Lease: %s}.Validate() = %v, want an error naming Lease: %v", tt.lease, err, tt.wantErr)
+		}
+	}
+	if got := (Config{}).WithDefaults().Lease; got != idempotency.SavedSearchStartLease {
+		t.Errorf("Config{}.WithDefaults().Lease = %s, want %s", got, idempotency.SavedSearchStartLease)
+	}
+}
+
 func TestDirectStartWritesNoClaim(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -54,6 +54,13 @@ type Config struct {
 	// Nil (the default) never waits: a live preparation answers in progress
 	// at once, whatever Wait says.
 	Hub *idempotency.Hub
+	// Lease is the lease of a saved-search preparation's claim: how long
+	// another caller waits after a crash before it reclaims the key. The
+	// freeze is one short transaction, so a long lease only delays the
+	// recovery; tests shorten it so a scenario that waits out a crashed
+	// holder takes seconds. Default [idempotency.SavedSearchStartLease]
+	// (30 s); at most [idempotency.MaxLease].
+	Lease time.Duration
 
 	// beforeFreeze, set by tests alone, runs inside the preparation
 	// transaction just before the freeze; an error it returns is a failure
@@ -64,7 +71,23 @@ type Config struct {
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	c.ReleaseTimeout = cmp.Or(c.ReleaseTimeout, 5*time.Second)
+	c.Lease = cmp.Or(c.Lease, idempotency.SavedSearchStartLease)
 	return c
+}
+
+// Validate returns an error naming the field and its allowed range when c,
+// with its defaults applied, cannot run. [NewStarter] does not call it: a
+// Starter with an invalid Lease fails every claim, so check the config
+// where it is read.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	switch {
+	case c.Lease <= 0 || c.Lease > idempotency.MaxLease:
+		return fmt.Errorf("admission: Lease is %s, want more than 0s and at most %s", c.Lease, idempotency.MaxLease)
+	case c.ReleaseTimeout < 0:
+		return fmt.Errorf("admission: ReleaseTimeout is %s, want 0s (the default) or more", c.ReleaseTimeout)
+	}
+	return nil
 }
 
 // Starter starts Runs. It is safe for concurrent use.
@@ -161,7 +184,7 @@ func checkKey(key string) error {
 //  1. A saved search org does not have live answers ErrNotFound, before any
 //     claim is written.
 //  2. The preparation is claimed in scope surface.saved_search.start with
-//     its 30 s lease. Claimed: the snapshot is frozen and the claim
+//     the lease of [Config.Lease] (30 s by default). Claimed: the snapshot is frozen and the claim
 //     completed with it in one transaction. Completed: the stored snapshot
 //     is used and none is written. Processing: with p.Wait and a hub, the
 //     start first waits that long for the holder's claim to end and takes
@@ -242,7 +265,7 @@ func (s *Starter) prepare(ctx context.Context, p SavedSearchStart, hash string) 
 		wait = 0
 	}
 	out, err := s.plane.ClaimWait(ctx, s.cfg.Hub, p.Org, idempotency.ScopeSavedSearchStart, p.IdempotencyKey, hash,
-		idempotency.SavedSearchStartLease, wait)
+		s.cfg.Lease, wait)
 	if err != nil {
 		return nil, fmt.Errorf("admission: claim: %w", err)
 	}

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/sweeper"
 )
@@ -85,6 +87,9 @@ type serverConfig struct {
 	// MaxPreferWait is the longest Prefer: wait a start honours; zero
 	// never waits, and then no claim listener runs.
 	MaxPreferWait time.Duration
+	// SavedSearchLease is the lease of a saved-search preparation
+	// (admission.Config.Lease).
+	SavedSearchLease time.Duration
 	// Sweep configures the in-process sweeper, but for its Logger and
 	// Observer, which the server sets. Its Interval is always explicit:
 	// zero runs no sweeper (rather than the sweeper's default hour), for
@@ -171,6 +176,21 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 			bad(grace, "%s is out of range: from 0s to %s", d, maxShutdownGrace)
 		default:
 			cfg.ShutdownGrace = d
+		}
+	}
+
+	lease := lookup(fs, "saved-search-lease", EnvSavedSearchLease, getenv)
+	cfg.SavedSearchLease = DefaultSavedSearchLease
+	if lease.value != "" {
+		d, err := time.ParseDuration(lease.value)
+		switch {
+		case err != nil:
+			bad(lease, "%q is not a duration (write it like 30s or 3s)", lease.value)
+		case admission.Config{Lease: d}.Validate() != nil || d == 0:
+			// Zero would mean the default to admission; here it is a mistake.
+			bad(lease, "%s is out of range: more than 0s and at most %s", d, idempotency.MaxLease)
+		default:
+			cfg.SavedSearchLease = d
 		}
 	}
 

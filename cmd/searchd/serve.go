@@ -121,6 +121,10 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 		_ = obs.metrics.WatchPool(pool) // a fresh registry: it cannot collide
 	}
 	plane := idempotency.NewService(pool, idempotency.Config{Observer: obs.metrics})
+	startCfg := admission.Config{Hub: hub, Lease: cfg.SavedSearchLease}
+	if err := startCfg.Validate(); err != nil {
+		return nil, err
+	}
 	maxWait := cfg.MaxPreferWait
 	if hub == nil {
 		maxWait = 0
@@ -130,7 +134,7 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 		SavedSearches:   savedsearch.NewStore(pool),
 		Snapshots:       snapshot.NewStore(pool),
 		Runs:            runs.NewStore(pool, runs.Config{}),
-		Starter:         admission.NewStarter(pool, plane, admission.Config{Hub: hub}),
+		Starter:         admission.NewStarter(pool, plane, startCfg),
 		ProviderJobs:    providerjobs.New(pool, plane, providerjobs.Config{Observer: obs.metrics}),
 		ProviderSecrets: cfg.ProviderSecrets,
 		JWTSecret:       []byte(cfg.JWTSecret),

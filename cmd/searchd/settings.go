@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/idempotency"
 )
 
 // Environment variables of the settings added with waiting and the pool.
@@ -22,13 +23,17 @@ const (
 	EnvDBMaxConns = "SEARCHD_DB_MAX_CONNS"
 	// EnvMaxPreferWait is the longest Prefer: wait a start honours.
 	EnvMaxPreferWait = "SEARCHD_MAX_PREFER_WAIT"
+	// EnvSavedSearchLease is the lease of a saved-search preparation.
+	EnvSavedSearchLease = "SEARCHD_SAVED_SEARCH_LEASE"
 )
 
 // Defaults and limits of those settings.
 const (
 	// DefaultMaxPreferWait is the ceiling the API allows.
 	DefaultMaxPreferWait = api.PreferWaitLimit
-	maxDBMaxConns        = 1000
+	// DefaultSavedSearchLease is the seed's lease, which the product keeps.
+	DefaultSavedSearchLease = idempotency.SavedSearchStartLease
+	maxDBMaxConns           = 1000
 )
 
 // option is one setting of a command: the flag and the environment
@@ -83,6 +88,9 @@ func serverOptions(dev bool) []option {
 			fmt.Sprintf("largest request body, %d to %d bytes", minMaxBodyBytes, maxMaxBodyBytes)},
 		{"max-prefer-wait", EnvMaxPreferWait, DefaultMaxPreferWait.String(),
 			"longest Prefer: wait=N a start honours (a longer N is cut to it), whole seconds from 0s (never wait) to 30s"},
+		{"saved-search-lease", EnvSavedSearchLease, DefaultSavedSearchLease.String(),
+			"lease of a saved-search preparation: how long a start waits before it reclaims the key of a crashed replica, " +
+				"more than 0s and at most " + idempotency.MaxLease.String() + "; for tests and tuning; the seed's value is 30 s"},
 		optSweepInterval,
 		optSweepJitter,
 	}

@@ -21,6 +21,7 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"shutdown-grace", "SEARCHD_SHUTDOWN_GRACE", "10s"},
 	{"max-body-bytes", "SEARCHD_MAX_BODY_BYTES", "8388608"},
 	{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "30s"},
+	{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "30s"},
 	{"sweep-interval", "SEARCHD_SWEEP_INTERVAL", "1h"},
 	{"sweep-jitter", "SEARCHD_SWEEP_JITTER", "10% of the interval (6m at 1h)"},
 	{"sweep-bound", "SEARCHD_SWEEP_BOUND", "1000, or the ceiling when that is lower"},
@@ -90,6 +91,10 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "31s", "31s is out of range: whole seconds from 0s to 30s"},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "1500ms", "1.5s is out of range: whole seconds"},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "-1s", "-1s is out of range"},
+		{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "long", `"long" is not a duration`},
+		{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "0s", "0s is out of range: more than 0s and at most 720h0m0s"},
+		{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "-3s", "-3s is out of range"},
+		{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "721h", "721h0m0s is out of range"},
 		{"sweep-interval", "SEARCHD_SWEEP_INTERVAL", "hourly", `"hourly" is not a duration`},
 		{"sweep-interval", "SEARCHD_SWEEP_INTERVAL", "-1h", "-1h is out of range: 0s (no sweeper) or more"},
 		{"sweep-jitter", "SEARCHD_SWEEP_JITTER", "some", `"some" is not a duration`},
@@ -141,16 +146,17 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": "postgres://env@localhost/db", "SEARCHD_JWT_SECRET": goodSecret}
 	cfg := load(env, false)
 	if cfg.MaxPreferWait != 30*time.Second || cfg.DBMaxConns != 0 || cfg.ShutdownGrace != 10*time.Second ||
-		cfg.Addr != ":8080" || cfg.LogFormat != "json" {
+		cfg.Addr != ":8080" || cfg.LogFormat != "json" || cfg.SavedSearchLease != 30*time.Second {
 		t.Errorf("defaults = %+v", cfg)
 	}
-	env["SEARCHD_MAX_PREFER_WAIT"], env["SEARCHD_DB_MAX_CONNS"] = "5s", "7"
-	if cfg = load(env, false); cfg.MaxPreferWait != 5*time.Second || cfg.DBMaxConns != 7 {
-		t.Errorf("from the variables: wait %s, conns %d; want 5s and 7", cfg.MaxPreferWait, cfg.DBMaxConns)
+	env["SEARCHD_MAX_PREFER_WAIT"], env["SEARCHD_DB_MAX_CONNS"], env["SEARCHD_SAVED_SEARCH_LEASE"] = "5s", "7", "3s"
+	if cfg = load(env, false); cfg.MaxPreferWait != 5*time.Second || cfg.DBMaxConns != 7 || cfg.SavedSearchLease != 3*time.Second {
+		t.Errorf("from the variables: wait %s, conns %d, lease %s; want 5s, 7 and 3s", cfg.MaxPreferWait, cfg.DBMaxConns, cfg.SavedSearchLease)
 	}
-	cfg = load(env, false, "--max-prefer-wait", "0s", "--db-max-conns", "3", "--database-url", "postgres://flag@localhost/db")
-	if cfg.MaxPreferWait != 0 || cfg.DBMaxConns != 3 || cfg.DatabaseURL != "postgres://flag@localhost/db" {
-		t.Errorf("flags over variables: wait %s, conns %d, url %q", cfg.MaxPreferWait, cfg.DBMaxConns, cfg.DatabaseURL)
+	cfg = load(env, false, "--max-prefer-wait", "0s", "--db-max-conns", "3", "--database-url", "postgres://flag@localhost/db",
+		"--saved-search-lease", "1500ms")
+	if cfg.MaxPreferWait != 0 || cfg.DBMaxConns != 3 || cfg.DatabaseURL != "postgres://flag@localhost/db" || cfg.SavedSearchLease != 1500*time.Millisecond {
+		t.Errorf("flags over variables: wait %s, conns %d, url %q, lease %s", cfg.MaxPreferWait, cfg.DBMaxConns, cfg.DatabaseURL, cfg.SavedSearchLease)
 	}
 	cfg = load(map[string]string{"SEARCHD_DEV_DIR": "/env/dir"}, true, "--pg-bin", "/flag/bin")
 	if cfg.DevDir != "/env/dir" || cfg.PGBin != "/flag/bin" || cfg.Addr != "127.0.0.1:8080" || cfg.LogFormat != "text" {

@@ -203,7 +203,7 @@ func (s *scenarioRun) verify(ctx context.Context) verdict {
 	slow := map[string]bool{}
 	for _, c := range calls {
 		v.slowest = max(v.slowest, c.end.Sub(c.start))
-		if c.end.Sub(c.start) >= slowCall && !slow[c.key] {
+		if c.end.Sub(c.start) >= s.h.cfg.slowCall() && !slow[c.key] {
 			slow[c.key] = true
 			v.slowKeys++
 		}

@@ -17,8 +17,11 @@
 //
 //	go test -tags e2e -count=1 -v ./test/e2e/
 //
-// The environment sizes them: SEARCHD_E2E_DURATION (load per scenario,
-// default 6s; faults repeat while it lasts, a lease apart),
+// The environment sizes them: SEARCHD_E2E_LEASE (the saved-search lease
+// the replicas run with, SEARCHD_SAVED_SEARCH_LEASE; default 3s, so each
+// scenario takes seconds; 30s is the product's), SEARCHD_E2E_DURATION
+// (load per scenario, default 6s; faults repeat while it lasts, a lease
+// apart),
 // SEARCHD_E2E_CLIENTS (default 24), SEARCHD_E2E_CLIENTS_PER_KEY (default 3),
 // SEARCHD_E2E_RACE=1 (build the replicas with the race detector),
 // SEARCHD_E2E_KEEP=1 (keep the logs and the data directory). SEARCHD_PG_BIN
@@ -45,6 +48,9 @@ const setupTimeout = 3 * time.Minute
 
 // config sizes the suite; see the package comment.
 type config struct {
+	// lease is the lease of a saved-search preparation the replicas run
+	// with; every wait for a reclaim is derived from it.
+	lease    time.Duration
 	duration time.Duration
 	clients  int
 	perKey   int
@@ -54,7 +60,14 @@ type config struct {
 // loadConfig reads the config from the environment. Its errors name the
 // variable and the allowed range.
 func loadConfig() (config, error) {
-	cfg := config{duration: 6 * time.Second, clients: 24, perKey: 3}
+	cfg := config{lease: defaultLease, duration: 6 * time.Second, clients: 24, perKey: 3}
+	if v := os.Getenv("SEARCHD_E2E_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > idempotency.MaxLease {
+			return cfg, fmt.Errorf("SEARCHD_E2E_LEASE=%q: want a duration from 1s to %s", v, idempotency.MaxLease)
+		}
+		cfg.lease = d
+	}
 	if v := os.Getenv("SEARCHD_E2E_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Second || d > 24*time.Hour {
@@ -154,7 +167,7 @@ func setup(t *testing.T, cfg config) *harness {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		r, err := newReplica(fmt.Sprintf("searchd-r%d", i+1), bin, h.proxy.Addr(), dir)
+		r, err := newReplica(fmt.Sprintf("searchd-r%d", i+1), bin, h.proxy.Addr(), dir, cfg.lease)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,8 +176,8 @@ func setup(t *testing.T, cfg config) *harness {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("setup: searchd built (race %v), PostgreSQL on %s, proxy on %s, replicas %s %s %s, in %s",
-		cfg.race, h.pg.TCPAddr(), h.proxy.Addr(), h.replicas[0].addr, h.replicas[1].addr, h.replicas[2].addr,
+	t.Logf("setup: searchd built (race %v), PostgreSQL on %s, proxy on %s, replicas %s %s %s with a %s lease, in %s",
+		cfg.race, h.pg.TCPAddr(), h.proxy.Addr(), h.replicas[0].addr, h.replicas[1].addr, h.replicas[2].addr, cfg.lease,
 		time.Since(start).Round(time.Millisecond))
 	return h
 }
@@ -225,6 +238,20 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// lease is the lease of a saved-search preparation the replicas use: the
-// product's constant, which no setting shortens yet.
-const lease = idempotency.SavedSearchStartLease
+// defaultLease is the suite's saved-search lease: a tenth of the
+// product's, long enough for a healthy freeze under the network faults and
+// short enough that a scenario waiting out a crashed holder takes seconds.
+const defaultLease = 3 * time.Second
+
+// callTimeout is the deadline of one logical start: a claim orphaned by a
+// fault blocks its key for up to a lease, then it is reclaimed.
+func (c config) callTimeout() time.Duration { return c.lease + 25*time.Second }
+
+// soakGap is the healthy load between two faults when the duration allows
+// more than one: long enough for the claims one fault orphaned to be
+// reclaimed before the next, so no call meets two leases.
+func (c config) soakGap() time.Duration { return c.lease + 5*time.Second }
+
+// slowCall is how long a call must take to count as having waited out a
+// lease: its key's claim was orphaned by the fault.
+func (c config) slowCall() time.Duration { return c.lease / 2 }

@@ -59,14 +59,16 @@ type replica struct {
 	dbURL   string
 	addr    string
 	logPath string
+	lease   time.Duration // SEARCHD_SAVED_SEARCH_LEASE
 
 	mu   sync.Mutex
 	proc *process
 }
 
 // newReplica prepares a replica named name that reaches PostgreSQL at
-// dbHostPort (the proxy), logging to a file in dir. It does not start it.
-func newReplica(name, bin, dbHostPort, dir string) (*replica, error) {
+// dbHostPort (the proxy), logging to a file in dir, whose saved-search
+// preparations take lease. It does not start it.
+func newReplica(name, bin, dbHostPort, dir string, lease time.Duration) (*replica, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -77,7 +79,7 @@ func newReplica(name, bin, dbHostPort, dir string) (*replica, error) {
 	dbURL := fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&application_name=%s&connect_timeout=5",
 		dbHostPort, dbName, name)
 	return &replica{
-		name: name, bin: bin, dbURL: dbURL,
+		name: name, bin: bin, dbURL: dbURL, lease: lease,
 		addr:    "127.0.0.1:" + strconv.Itoa(port),
 		logPath: filepath.Join(dir, name+".log"),
 	}, nil
@@ -92,6 +94,7 @@ func (r *replica) Start(ctx context.Context) error {
 		"SEARCHD_ADDR=" + r.addr,
 		"SEARCHD_JWT_SECRET=" + jwtSecret,
 		"SEARCHD_SHUTDOWN_GRACE=1s",
+		"SEARCHD_SAVED_SEARCH_LEASE=" + r.lease.String(),
 		"SEARCHD_LOG_FORMAT=text",
 		// warn: the 503s with their cause and every 500, not the access log.
 		"SEARCHD_LOG_LEVEL=warn",

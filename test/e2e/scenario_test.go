@@ -23,10 +23,9 @@ import (
 
 // Timings of the scenarios. Every wait of the suite is bounded by one of
 // these.
+// Those derived from the lease are methods of config: callTimeout, soakGap
+// and slowCall.
 const (
-	// callTimeout is the deadline of one logical start: a claim orphaned
-	// by a fault blocks its key for up to a lease, then it is reclaimed.
-	callTimeout = lease + 25*time.Second
 	// stuckMargin is how long past its lease a claim may stay processing.
 	stuckMargin = 5 * time.Second
 	// downMargin is how long after the database is back a 503 is still
@@ -42,13 +41,6 @@ const (
 	searchPool = 16
 	// maxCycles bounds the fault cycles of one scenario.
 	maxCycles = 1000
-	// soakGap is the healthy load between two faults when the duration
-	// allows more than one: long enough for the claims one fault orphaned
-	// to be reclaimed before the next, so no call meets two leases.
-	soakGap = lease + 5*time.Second
-	// slowCall is how long a call must take to count as having waited out
-	// a lease: its key's claim was orphaned by the fault.
-	slowCall = lease / 2
 )
 
 // scenario is one kind of fault, repeated while the load lasts.
@@ -151,7 +143,7 @@ func (s *scenarioRun) register(key string, seed int) keySpec {
 
 // start makes one logical start of key with c and records what it saw.
 func (s *scenarioRun) start(ctx context.Context, c *client.Client, who, key string, spec keySpec, pinned bool) call {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.h.cfg.callTimeout())
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	cl := call{key: key, client: who, start: time.Now(), deadline: deadline, pinned: pinned}
@@ -243,6 +235,7 @@ type wedge struct {
 	conn       *pgx.Conn // holds the lock; closing it releases the hold
 	leaseToken string    // the lease token the victim holds
 	pinned     chan call
+	timeout    time.Duration // bounds waiting for the pinned start
 }
 
 // wedgeOn sends a probe start to victim and returns once victim's session
@@ -266,7 +259,7 @@ func (s *scenarioRun) wedgeOn(ctx context.Context, victim *replica, point wedgeP
 	if err != nil {
 		return nil, err
 	}
-	w := &wedge{key: key, victim: victim, conn: conn, pinned: make(chan call, 1)}
+	w := &wedge{key: key, victim: victim, conn: conn, pinned: make(chan call, 1), timeout: s.h.cfg.callTimeout()}
 	if point == inFreeze {
 		if _, err = conn.Exec(ctx, "BEGIN"); err == nil {
 			_, err = conn.Exec(ctx, "SELECT 1 FROM agent.saved_searches WHERE id = $1 FOR UPDATE", ss)
@@ -327,8 +320,8 @@ func (w *wedge) wait() (call, error) {
 	select {
 	case c := <-w.pinned:
 		return c, nil
-	case <-time.After(callTimeout):
-		return call{}, fmt.Errorf("probe %s: the pinned start on %s did not end within %s", w.key, w.victim.name, callTimeout)
+	case <-time.After(w.timeout):
+		return call{}, fmt.Errorf("probe %s: the pinned start on %s did not end within %s", w.key, w.victim.name, w.timeout)
 	}
 }
 
@@ -386,7 +379,7 @@ func stopReplicaPastLease(ctx context.Context, s *scenarioRun, cycle int) error 
 	// The pinned client waits out the stop on its first attempt, then
 	// retries on the same replica.
 	w, err := s.wedgeOn(ctx, victim, inFreeze, client.RetryPolicy{
-		MaxAttempts: 5, AttemptTimeout: 2*lease + time.Minute, MaxRetryAfter: 500 * time.Millisecond})
+		MaxAttempts: 5, AttemptTimeout: 2*s.h.cfg.lease + time.Minute, MaxRetryAfter: 500 * time.Millisecond})
 	if err != nil {
 		return err
 	}
@@ -403,14 +396,14 @@ func stopReplicaPastLease(ctx context.Context, s *scenarioRun, cycle int) error 
 		return err
 	}
 	reclaimed := false
-	for deadline := time.Now().Add(2 * lease); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * s.h.cfg.lease); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		tok, status, err := s.claimState(ctx, w.key)
 		if err == nil && tok != w.leaseToken && status == "completed" {
 			reclaimed = true
 			break
 		}
 	}
-	if rest := lease + 2*time.Second - time.Since(stopped); rest > 0 {
+	if rest := s.h.cfg.lease + 2*time.Second - time.Since(stopped); rest > 0 {
 		time.Sleep(rest)
 	}
 	stoppedFor := time.Since(stopped)
@@ -456,7 +449,7 @@ func stopReplicaPastLease(ctx context.Context, s *scenarioRun, cycle int) error 
 func stopReplicaInsideCommit(ctx context.Context, s *scenarioRun, cycle int) error {
 	victim := s.h.replicas[cycle%len(s.h.replicas)]
 	w, err := s.wedgeOn(ctx, victim, inCommit, client.RetryPolicy{
-		MaxAttempts: 5, AttemptTimeout: 2*lease + time.Minute, MaxRetryAfter: 500 * time.Millisecond})
+		MaxAttempts: 5, AttemptTimeout: 2*s.h.cfg.lease + time.Minute, MaxRetryAfter: 500 * time.Millisecond})
 	if err != nil {
 		return err
 	}
@@ -470,7 +463,7 @@ func stopReplicaInsideCommit(ctx context.Context, s *scenarioRun, cycle int) err
 		return err
 	}
 	maxWaiting, maxSessions := 0, 0
-	for time.Since(stopped) < lease+2*time.Second {
+	for time.Since(stopped) < s.h.cfg.lease+2*time.Second {
 		var waiting, sessions int
 		err := s.h.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'), count(*)
 			FROM pg_stat_activity WHERE application_name LIKE 'searchd-%'`).Scan(&waiting, &sessions)
@@ -631,18 +624,19 @@ func runScenario(t *testing.T, h *harness, sc scenario) string {
 			break
 		}
 		faults++
-		if time.Since(began)+soakGap >= h.cfg.duration {
+		if time.Since(began)+h.cfg.soakGap() >= h.cfg.duration {
 			break
 		}
-		time.Sleep(soakGap)
+		time.Sleep(h.cfg.soakGap())
 	}
 	if rest := h.cfg.duration - time.Since(began); rest > 0 {
 		time.Sleep(rest)
 	}
 	stop.Store(true)
 	faultEnd := time.Now()
-	if !waitFor(&load, callTimeout+10*time.Second) || !waitFor(&s.bg, callTimeout+10*time.Second) {
-		t.Errorf("the clients did not stop within %s of the end of the load", callTimeout+10*time.Second)
+	drainTimeout := h.cfg.callTimeout() + 10*time.Second
+	if !waitFor(&load, drainTimeout) || !waitFor(&s.bg, drainTimeout) {
+		t.Errorf("the clients did not stop within %s of the end of the load", drainTimeout)
 	}
 	loadEnd := time.Now()
 
