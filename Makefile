@@ -1,7 +1,7 @@
 # The README names these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test ci e2e soak bench-plane bench-http bench-sweep run
+.PHONY: setup test ci e2e soak bench bench-plane bench-http bench-sweep run
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -47,3 +47,9 @@ bench-http:
 # Claim latency while the sweeper deletes a million expired rows.
 bench-sweep:
 	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestSweepBench -v -timeout 30m ./sweeper/
+
+# All three benchmarks in one go (plane, sweeper, HTTP at 1 to 64 clients),
+# written to docs/bench-report.md with a chart in docs/bench-report.svg.
+# About 10 minutes on 2 CPUs; `go run ./bench/report -quick` takes about 2.
+bench:
+	$(GO) run ./bench/report

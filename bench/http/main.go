@@ -1,7 +1,7 @@
 // Command http measures searchd's saved-search start through HTTP on
 // loopback, against a thin baseline measured in the same run.
 //
-//	go run ./bench/http [-clients 16] [-rounds 5] [-duration 3s] [-database-url URL]
+//	go run ./bench/http [-clients 16] [-rounds 5] [-duration 3s] [-database-url URL] [-json FILE]
 //
 // It creates a database (a fresh one cloned from the migrated template by
 // internal/pgtest: a throwaway cluster, or the server SEARCHD_TEST_DATABASE_URL
@@ -34,6 +34,9 @@
 // targets of issue 3: new starts and replays at least 0.80x the thin
 // handler, a replay at most 2 statements.
 //
+// With -json it also writes those medians to a file as JSON (see
+// jsonSummary), for bench/report.
+//
 // Everything listens on loopback only, and the whole run is bounded: the
 // program stops by itself, and on SIGINT.
 package main
@@ -64,6 +67,7 @@ type config struct {
 	maxConns      int
 	accessLog     string
 	cpuProfile    string
+	jsonOut       string
 }
 
 func main() {
@@ -83,6 +87,7 @@ func main() {
 		"the real server's logger: json (searchd serve's JSON access log, formatted and discarded) or off")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "",
 		"write a CPU profile of every measured round to PREFIX-<measure>-<handler>-r<N>.pprof")
+	flag.StringVar(&cfg.jsonOut, "json", "", "also write the medians as JSON to this file (for bench/report)")
 	flag.Parse()
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/http:", err)
@@ -218,6 +223,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 
+	summary := jsonSummary{Clients: cfg.clients, Rounds: cfg.rounds, Duration: cfg.duration.String(),
+		MaxConns: env.maxConns, PGVersion: env.pgVersion, PGSettings: env.pgSettings,
+		LoadBefore: loadStart, LoadAfter: loadEnd}
 	fmt.Fprintf(out, "\nmedians of %d rounds; the ratio is median real req/s over median thin req/s\n", cfg.rounds)
 	fmt.Fprintf(out, "%-11s %-5s %7s %9s %9s %9s %10s %10s %10s\n", "measure", "", "req/s", "p50", "p99",
 		"stmts/req", "SQL ms/req", "Go µs/req", "PG µs/req")
@@ -258,6 +266,8 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 				m, "", cpu(f.thin)/cpu(f.real))
 		}
 		verdicts = append(verdicts, fmt.Sprintf("%s %.2f× (%s)", m, ratio, verdict(ratio >= targetRatio)))
+		summary.Measures = append(summary.Measures, jsonMeasure{
+			Measure: m.String(), Real: sideSummary(f.real), Thin: sideSummary(f.thin), Ratio: ratio})
 	}
 	replayStmts := medianOf(results[replays].real, round.statementsPerRequest)
 	fmt.Fprintf(out, "\nreal replay: %.2f SQL statements per request, target ≤ %d: %s\n",
@@ -265,6 +275,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "real new start: %.2f SQL statements per request\n",
 		medianOf(results[newStarts].real, round.statementsPerRequest))
 	fmt.Fprintf(out, "summary: %s; load average after: %s\n", strings.Join(verdicts, ", "), loadEnd)
+	summary.ReplayStatements = replayStmts
+	summary.StartStatements = medianOf(results[newStarts].real, round.statementsPerRequest)
+	if cfg.jsonOut != "" {
+		if err := writeJSON(cfg.jsonOut, summary); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(out, "\nSQL ms/req: time inside statements, from the driver's call to the answer, waits for the CPU included.\n"+
 		"Go µs/req: CPU time of this whole process (servers and load generator) per request.\n"+
 		"PG µs/req: CPU time of the PostgreSQL server's processes per request.\n")

@@ -1,0 +1,146 @@
+// Command report runs searchd's three benchmarks in one go and writes a
+// Markdown report of their figures, each beside its baseline and ratio,
+// with an SVG chart of requests per second against concurrency.
+//
+//	go run ./bench/report [-out docs/bench-report.md] [-quick]
+//
+// It runs, one after the other so they do not share the CPUs:
+//
+//   - the idempotency plane against raw pgx (idempotency's TestBenchReport,
+//     as a `go test` subprocess with SEARCHD_BENCH=1);
+//   - the sweeper's claim latency with and without a sweep (sweeper's
+//     TestSweepBench, likewise);
+//   - the HTTP start benchmark (bench/http, built once) at 1, 2, 4, 8, 16,
+//     32 and 64 clients, each a run of its own with -json.
+//
+// The tests print their tables and the report parses them, so the tests
+// stay the one definition of what is measured. -quick shrinks every run
+// (fewer rounds, shorter phases, 100000 swept rows instead of a million)
+// so the whole report takes a few minutes; its figures are noisier.
+//
+// The chart is written beside the report, with the same name and .svg.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// clientCounts are the concurrencies of the HTTP sweep.
+var clientCounts = []int{1, 2, 4, 8, 16, 32, 64}
+
+type config struct {
+	out   string
+	quick bool
+}
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.out, "out", "docs/bench-report.md", "the Markdown report; the chart goes beside it as .svg")
+	flag.BoolVar(&cfg.quick, "quick", false, "small runs (a few minutes in all), noisier figures")
+	flag.Parse()
+	// A full report takes about 10 minutes on 2 CPUs; an hour bounds a
+	// stuck run.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/report:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config) error {
+	began := time.Now()
+	r := &report{began: began.UTC(), quick: cfg.quick}
+	r.machine = readMachine(ctx)
+	r.loadBefore = loadAverage()
+
+	sz := sizes(cfg.quick)
+	logf("plane benchmark (%s)", sz.planeDesc)
+	planeOut, err := goTest(ctx, "./idempotency/", "TestBenchReport", sz.planeEnv)
+	if err != nil {
+		return err
+	}
+	if r.plane, err = parsePlane(planeOut); err != nil {
+		return err
+	}
+
+	logf("sweeper benchmark (%s)", sz.sweepDesc)
+	sweepOut, err := goTest(ctx, "./sweeper/", "TestSweepBench", sz.sweepEnv)
+	if err != nil {
+		return err
+	}
+	if r.sweep, err = parseSweep(sweepOut); err != nil {
+		return err
+	}
+
+	dir, err := os.MkdirTemp("", "searchd-bench-report-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "http")
+	if err := command(ctx, nil, "go", "build", "-o", bin, "./bench/http").Run(); err != nil {
+		return fmt.Errorf("building bench/http: %w", err)
+	}
+	r.httpArgs = sz.httpArgs
+	for _, c := range clientCounts {
+		logf("HTTP benchmark, %d clients (%s)", c, strings.Join(sz.httpArgs, " "))
+		res, err := runHTTP(ctx, bin, dir, c, sz.httpArgs)
+		if err != nil {
+			return err
+		}
+		r.http = append(r.http, res)
+	}
+
+	r.loadAfter = loadAverage()
+	r.elapsed = time.Since(began)
+	svgPath := strings.TrimSuffix(cfg.out, filepath.Ext(cfg.out)) + ".svg"
+	r.chartName = filepath.Base(svgPath)
+	if err := os.WriteFile(svgPath, chart(r.http), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(cfg.out, r.markdown(), 0o644); err != nil {
+		return err
+	}
+	logf("wrote %s and %s in %s", cfg.out, svgPath, r.elapsed.Round(time.Second))
+	return nil
+}
+
+// size is how big each run is.
+type size struct {
+	planeEnv, sweepEnv   []string
+	planeDesc, sweepDesc string
+	httpArgs             []string
+}
+
+func sizes(quick bool) size {
+	if quick {
+		return size{
+			planeEnv:  []string{"SEARCHD_BENCH_ROUNDS=3", "SEARCHD_BENCH_OPS=500"},
+			planeDesc: "3 rounds of 500 ops",
+			sweepEnv: []string{"SEARCHD_BENCH_ROWS=100000", "SEARCHD_BENCH_SECONDS=2",
+				"SEARCHD_BENCH_ROUNDS=2"},
+			sweepDesc: "100000 rows, 2 pairs of 2 s phases",
+			httpArgs:  []string{"-rounds", "1", "-duration", "1s", "-warmup", "500ms"},
+		}
+	}
+	return size{
+		planeDesc: "the test's defaults: 7 rounds of 2000 ops",
+		sweepDesc: "the test's defaults: 1000000 rows, 4 pairs of 5 s phases",
+		httpArgs:  []string{"-rounds", "3", "-duration", "3s"},
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench/report: "+format+"\n", args...)
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// httpTargetRatio and httpTargetReplayStmts are issue 3's targets, as
+// bench/http prints them.
+const (
+	httpTargetRatio       = "≥ 0.80×"
+	httpTargetReplayStmts = 2
+	// headlineClients is the concurrency of the summary's HTTP figures:
+	// bench/http's default.
+	headlineClients = 16
+)
+
+type report struct {
+	began                 time.Time
+	elapsed               time.Duration
+	quick                 bool
+	machine               machine
+	loadBefore, loadAfter string
+	plane                 planeResult
+	sweep                 sweepResult
+	http                  []httpResult
+	httpArgs              []string
+	chartName             string
+}
+
+func verdictOf(ratio float64, target string) string {
+	met, ok := meets(ratio, target)
+	switch {
+	case !ok:
+		return "?"
+	case met:
+		return "met"
+	}
+	return "**missed**"
+}
+
+func (r *report) markdown() []byte {
+	var b bytes.Buffer
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	cmd := "go run ./bench/report"
+	if r.quick {
+		cmd += " -quick"
+	}
+	p("# searchd benchmark report\n\n")
+	p("Written by `%s` on %s; the runs took %s.", cmd,
+		r.began.Format("2006-01-02 15:04 MST"), r.elapsed.Round(time.Second))
+	if r.quick {
+		p(" **Quick mode**: every run was shrunk (fewer rounds, one 1 s HTTP round per concurrency, " +
+			"100000 swept rows), so the figures are much noisier than those of a full run (`make bench`).")
+	}
+	p("\n\nEvery figure stands beside a baseline measured in the same run on the same machine, " +
+		"and the ratio between them is what the targets bound; the absolute figures only describe this machine. " +
+		"How each benchmark works: [benchmarks.md](benchmarks.md).\n\n")
+
+	p("## Machine\n\n| | |\n|---|---|\n")
+	p("| CPUs | %d (%s) |\n", r.machine.cpus, r.machine.cpuModel)
+	p("| memory | %s |\n", r.machine.memory)
+	p("| OS | %s |\n", r.machine.kernel)
+	p("| Go | %s |\n", r.machine.goVersion)
+	if len(r.http) > 0 {
+		p("| PostgreSQL | %s |\n", r.http[0].PGVersion)
+		p("| PostgreSQL settings | %s |\n", r.http[0].PGSettings)
+	}
+	p("| load average (1, 5, 15 min) | before %s, after %s |\n\n", r.loadBefore, r.loadAfter)
+
+	p("## Summary\n\n")
+	p("| benchmark | figure | searchd | baseline | ratio | target | |\n|---|---|---:|---:|---:|---|---|\n")
+	for _, row := range r.plane.rows {
+		p("| plane vs raw pgx | %s | %s | %s | %.2f× | %s | %s |\n", row.name,
+			unitFigure(row.plane, row.unit), unitFigure(row.raw, row.unit), row.ratio, row.target,
+			verdictOf(row.ratio, row.target))
+	}
+	if h, ok := r.httpAt(headlineClients); ok {
+		for _, name := range []string{"new starts", "replays"} {
+			m := h.measure(name)
+			p("| HTTP, %d clients, vs thin handler | %s, req/s | %.0f/s | %.0f/s | %.2f× | %s | %s |\n",
+				h.Clients, name, m.Real.RPS, m.Thin.RPS, m.Ratio, httpTargetRatio, verdictOf(m.Ratio, httpTargetRatio))
+		}
+		stmtVerdict := "met"
+		if h.ReplayStatements > httpTargetReplayStmts {
+			stmtVerdict = "**missed**"
+		}
+		p("| HTTP | SQL statements per replay | %.2f | %.2f | | ≤ %d | %s |\n",
+			h.ReplayStatements, h.measure("replays").Thin.Stmts, httpTargetReplayStmts, stmtVerdict)
+	}
+	s := r.sweep
+	p("| sweeper vs no sweep | claim p99 | %s | %s | %.2f× | %s | %s |\n",
+		dur(s.sweptP99), dur(s.baseP99), s.ratio, s.target, verdictOf(s.ratio, s.target))
+	p("| sweeper vs no sweep | claim p50 | %s | %s | %.2f× | | |\n",
+		dur(s.sweptP50), dur(s.baseP50), float64(s.sweptP50)/float64(s.baseP50))
+	p("\nBaselines: the plane against raw pgx issuing the same SQL (%s); "+
+		"searchd's HTTP start against a thin echo + pgx handler issuing the same SQL; "+
+		"claims while the sweeper deletes expired rows against claims with no sweep (%s; %s).\n\n",
+		r.plane.header, s.setup, s.load)
+	p("The load average is the machine's: anything else running on it during the report shows there " +
+		"and weighs on both sides of each ratio, but not always equally.\n\n")
+	if s.rate != "" {
+		p("Sweeper: %s.\n\n", s.rate)
+	}
+
+	p("## HTTP starts against concurrency\n\n")
+	p("![requests per second against concurrent clients, searchd and the thin handler](%s)\n\n", r.chartName)
+	p("Each concurrency is a separate `bench/http -clients N %s` run on a fresh database; "+
+		"the figures are medians of its rounds, and the ratio is searchd's median req/s over the thin handler's. "+
+		"Both servers use pgxpool's default pool (MaxConns %d here).\n\n",
+		strings.Join(r.httpArgs, " "), r.maxConns())
+	p("| clients | new starts: searchd | thin | ratio | searchd p99 | replays: searchd | thin | ratio | searchd p99 |\n")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, h := range r.http {
+		n, rp := h.measure("new starts"), h.measure("replays")
+		p("| %d | %.0f/s | %.0f/s | %.2f× | %.1f ms | %.0f/s | %.0f/s | %.2f× | %.1f ms |\n", h.Clients,
+			n.Real.RPS, n.Thin.RPS, n.Ratio, n.Real.P99Ms, rp.Real.RPS, rp.Thin.RPS, rp.Ratio, rp.Real.P99Ms)
+	}
+	p("\nThe whole run shares %d CPUs between the load generator, both servers and PostgreSQL, "+
+		"so requests per second flatten once those CPUs are busy; the ratio is the figure to compare "+
+		"between machines.\n", r.machine.cpus)
+	return b.Bytes()
+}
+
+func (r *report) httpAt(clients int) (httpResult, bool) {
+	for _, h := range r.http {
+		if h.Clients == clients {
+			return h, true
+		}
+	}
+	return httpResult{}, false
+}
+
+func (r *report) maxConns() int32 {
+	if len(r.http) == 0 {
+		return 0
+	}
+	return r.http[0].MaxConns
+}
+
+func unitFigure(v float64, unit string) string {
+	if unit == "/s" {
+		return fmt.Sprintf("%.0f/s", v)
+	}
+	return fmt.Sprintf("%.1f µs", v)
+}
+
+func dur(d time.Duration) string {
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
