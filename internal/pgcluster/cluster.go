@@ -96,7 +96,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	cred, err := serverCredential()
+	cred, err := ServerCredential()
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +269,7 @@ func start(cmd *exec.Cmd, dir, logPath string, cred *syscall.Credential) (*proce
 	defer logFile.Close() // the child has its own descriptor
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Dir = dir
-	cmd.Env = childEnv()
+	cmd.Env = ChildEnv()
 	// Setpgid keeps a terminal's SIGINT from reaching the server before
 	// the parent has drained its requests; Pdeathsig stops the server
 	// cleanly if the parent dies without stopping it.
@@ -314,10 +314,10 @@ func run(ctx context.Context, cmd *exec.Cmd, dir, logPath string, cred *syscall.
 	}
 }
 
-// childEnv is this process's environment without the libpq and locale
+// ChildEnv is this process's environment without the libpq and locale
 // variables, which could point the programs elsewhere or change the
 // cluster's collation.
-func childEnv() []string {
+func ChildEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -329,9 +329,9 @@ func childEnv() []string {
 	return append(env, "LC_ALL=C")
 }
 
-// serverCredential returns the user to run the server as: nil (ourselves)
+// ServerCredential returns the user to run the server as: nil (ourselves)
 // unless we are root, else postgres or, failing that, nobody.
-func serverCredential() (*syscall.Credential, error) {
+func ServerCredential() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}

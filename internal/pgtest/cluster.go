@@ -11,10 +11,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/migrations"
 )
 
@@ -373,7 +372,7 @@ func startLocal(ctx context.Context) (_ *localServer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cred, err := childCredential()
+	cred, err := pgcluster.ServerCredential()
 	if err != nil {
 		return nil, err
 	}
@@ -412,14 +411,14 @@ func startLocal(ctx context.Context) (_ *localServer, err error) {
 	}
 
 	initLog := filepath.Join(dir, "initdb.log")
-	initdb := exec.Command(bins.initdb, "-D", dataDir, "-A", "trust", "-U", "postgres",
+	initdb := exec.Command(bins.Initdb, "-D", dataDir, "-A", "trust", "-U", "postgres",
 		"--no-sync", "-E", "UTF8", "--locale=C")
 	if err := runPinned(ctx, initdb, dir, initLog, cred); err != nil {
-		return nil, fmt.Errorf("pgtest: %s failed: %w\n%s", bins.initdb, err, logTail(initLog))
+		return nil, fmt.Errorf("pgtest: %s failed: %w\n%s", bins.Initdb, err, logTail(initLog))
 	}
 
 	logPath := filepath.Join(dir, "postgres.log")
-	server := exec.Command(bins.postgres, "-D", dataDir,
+	server := exec.Command(bins.Postgres, "-D", dataDir,
 		"-k", sockDir,
 		"-c", "listen_addresses=",
 		"-p", localPort,
@@ -431,7 +430,7 @@ func startLocal(ctx context.Context) (_ *localServer, err error) {
 	)
 	proc, err := startPinned(server, dir, logPath, cred)
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: starting %s: %w", bins.postgres, err)
+		return nil, fmt.Errorf("pgtest: starting %s: %w", bins.Postgres, err)
 	}
 	ls := &localServer{dir: dir, logPath: logPath, proc: proc}
 	ls.adminURL = (&url.URL{
@@ -516,7 +515,7 @@ func startPinned(cmd *exec.Cmd, dir, logPath string, cred *syscall.Credential) (
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Dir = dir
-	cmd.Env = childEnv()
+	cmd.Env = pgcluster.ChildEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
 
 	p := &pinnedProc{cmd: cmd, done: make(chan struct{})}
@@ -554,111 +553,15 @@ func runPinned(ctx context.Context, cmd *exec.Cmd, dir, logPath string, cred *sy
 	}
 }
 
-// childEnv is the environment for initdb and postgres: ours without libpq
-// and locale variables, which could redirect or alter the cluster.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "PG") || strings.HasPrefix(k, "LC_") || k == "LANG" || k == "LANGUAGE" {
-			continue
-		}
-		env = append(env, kv)
+// findBinaries locates initdb and postgres through [pgcluster.FindBinaries]
+// ($SEARCHD_PG_BIN, `pg_config --bindir`, /usr/lib/postgresql/*/bin, $PATH),
+// adding the test-only way out: a server to use instead.
+func findBinaries() (pgcluster.Binaries, error) {
+	b, err := pgcluster.FindBinaries(os.Getenv(EnvPGBin))
+	if err != nil {
+		return b, fmt.Errorf("pgtest: %w; or set %s to the URL of a server to use", err, EnvDatabaseURL)
 	}
-	return append(env, "LC_ALL=C")
-}
-
-// childCredential returns the credential to run initdb and postgres with:
-// nil when not root, else the user postgres, falling back to nobody
-// (PostgreSQL refuses to run as root). It fails when running as root and
-// neither user exists.
-func childCredential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	for _, name := range []string{"postgres", "nobody"} {
-		u, err := user.Lookup(name)
-		if err != nil {
-			continue
-		}
-		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-		if err1 != nil || err2 != nil || uid == 0 {
-			continue
-		}
-		// Groups is empty, so the child also drops root's
-		// supplementary groups.
-		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-	}
-	return nil, errors.New("pgtest: running as root, but neither user postgres nor nobody exists to run PostgreSQL as")
-}
-
-type binaries struct{ initdb, postgres string }
-
-// findBinaries locates initdb and postgres: in $SEARCHD_PG_BIN if set (and
-// nowhere else), else in `pg_config --bindir`, else in the highest version
-// under /usr/lib/postgresql/*/bin, else on $PATH.
-func findBinaries() (binaries, error) {
-	inDir := func(dir string) (binaries, bool) {
-		b := binaries{initdb: filepath.Join(dir, "initdb"), postgres: filepath.Join(dir, "postgres")}
-		return b, isExecutable(b.initdb) && isExecutable(b.postgres)
-	}
-	if dir := os.Getenv(EnvPGBin); dir != "" {
-		if b, ok := inDir(dir); ok {
-			return b, nil
-		}
-		return binaries{}, fmt.Errorf("pgtest: %s=%s does not contain executable initdb and postgres; "+
-			"point it at PostgreSQL's bin directory (e.g. /usr/lib/postgresql/15/bin after `apt-get install postgresql`) or unset it", EnvPGBin, dir)
-	}
-	if pgConfig, err := exec.LookPath("pg_config"); err == nil {
-		if out, err := exec.Command(pgConfig, "--bindir").Output(); err == nil {
-			if b, ok := inDir(strings.TrimSpace(string(out))); ok {
-				return b, nil
-			}
-		}
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	slices.SortFunc(dirs, func(a, b string) int {
-		return compareVersions(filepath.Base(filepath.Dir(a)), filepath.Base(filepath.Dir(b)))
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if b, ok := inDir(dirs[i]); ok {
-			return b, nil
-		}
-	}
-	initdb, err1 := exec.LookPath("initdb")
-	postgres, err2 := exec.LookPath("postgres")
-	if err1 == nil && err2 == nil {
-		return binaries{initdb: initdb, postgres: postgres}, nil
-	}
-	return binaries{}, fmt.Errorf("pgtest: PostgreSQL server binaries (initdb, postgres) not found in $%s, "+
-		"`pg_config --bindir`, /usr/lib/postgresql/*/bin or $PATH. Install PostgreSQL "+
-		"(e.g. `apt-get install postgresql`), set %s to the directory holding initdb and postgres, "+
-		"or set %s to the URL of a server to use", EnvPGBin, EnvPGBin, EnvDatabaseURL)
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
-}
-
-// compareVersions compares dotted numeric versions such as "9.6" and "15";
-// non-numeric parts compare as 0.
-func compareVersions(a, b string) int {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < max(len(as), len(bs)); i++ {
-		var x, y int
-		if i < len(as) {
-			x, _ = strconv.Atoi(as[i])
-		}
-		if i < len(bs) {
-			y, _ = strconv.Atoi(bs[i])
-		}
-		if x != y {
-			return x - y
-		}
-	}
-	return 0
+	return b, nil
 }
 
 // sweepStaleDirs removes the temporary directories of throwaway clusters

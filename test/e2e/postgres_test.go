@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -48,7 +47,7 @@ func startPostgres(ctx context.Context, parent string) (*postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	cred, err := serverCredential()
+	cred, err := pgcluster.ServerCredential()
 	if err != nil {
 		return nil, err
 	}
@@ -230,26 +229,6 @@ func (p *process) signal(sig syscall.Signal) error {
 	default:
 	}
 	return p.cmd.Process.Signal(sig)
-}
-
-// serverCredential is the user PostgreSQL runs as: nil (ourselves) unless
-// we are root, which PostgreSQL refuses, else postgres or nobody.
-func serverCredential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	for _, name := range []string{"postgres", "nobody"} {
-		u, err := user.Lookup(name)
-		if err != nil {
-			continue
-		}
-		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-		if err1 == nil && err2 == nil && uid != 0 {
-			return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-		}
-	}
-	return nil, errors.New("running as root, and neither user postgres nor nobody exists to run PostgreSQL as")
 }
 
 // pgEnv is our environment without the libpq and locale variables, which
