@@ -21,7 +21,9 @@
 //
 // Bounded passes. A pass reads at most Bound rows of one table, oldest first
 // (the read count), then deletes those it read that are still past their
-// retention (the delete count), in one short transaction. The read locks its
+// retention (the delete count), in one short transaction. The delete finds
+// its rows by the ctids the read returned, straight in the heap, not through
+// the primary key. The read locks its
 // rows with FOR UPDATE SKIP LOCKED, so a pass never waits on a claim, a
 // reclaim or a completion holding a row; it skips that row, and the writer
 // that meets a row of the batch waits for that one batch only. A row a

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/searchd/searchd/idempotency"
 )
@@ -75,7 +76,8 @@ func (r Report) Backlog() bool {
 }
 
 // target is one table's pair of statements. Reads take ($1 now, $2 bound,
-// extra...), deletes ($1 now, $2 ids, extra...).
+// extra...) and return (id, ctid) rows; deletes take ($1 now, $2 ctids,
+// extra...).
 type target struct {
 	table        string
 	read, delete string
@@ -212,7 +214,16 @@ func (s *Sweeper) pass(ctx context.Context, t target) (read, deleted int, err er
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		var (
+			ids   = make([]uuid.UUID, 0, s.cfg.Bound)
+			ctids = make([]pgtype.TID, 0, s.cfg.Bound)
+			id    uuid.UUID
+			ctid  pgtype.TID
+		)
+		_, err = pgx.ForEachRow(rows, []any{&id, &ctid}, func() error {
+			ids, ctids = append(ids, id), append(ctids, ctid)
+			return nil
+		})
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
@@ -224,7 +235,7 @@ func (s *Sweeper) pass(ctx context.Context, t target) (read, deleted int, err er
 				return err
 			}
 		}
-		tag, err := tx.Exec(ctx, t.delete, append([]any{now, ids}, t.extra...)...)
+		tag, err := tx.Exec(ctx, t.delete, append([]any{now, ctids}, t.extra...)...)
 		if err != nil {
 			return fmt.Errorf("delete: %w", err)
 		}
