@@ -26,6 +26,9 @@ const (
 	// DefaultInterval is the time between two runs of [Sweeper.Run]: an
 	// hour, 24 times finer than the shortest retention it enforces.
 	DefaultInterval = time.Hour
+	// DefaultDuty is the default share of a run's time spent in passes: a
+	// quarter, so a run rests three times as long as each pass took.
+	DefaultDuty = 0.25
 )
 
 // ErrInvalidConfig is wrapped by every error [Config.Validate] returns.
@@ -45,6 +48,15 @@ type Config struct {
 	// earlier on a table when a pass reads less than Bound. Default
 	// DefaultMaxPasses (10).
 	MaxPasses int
+	// Duty is the most of a run's time spent in passes, from above 0 to 1:
+	// after a pass that took d and left a backlog, the run rests
+	// d×(1/Duty−1) before its next pass on the table. A pass is quick
+	// (milliseconds for a full bound) but busy, and back-to-back passes
+	// take a core of the database away from the claim path; resting in
+	// proportion to each pass bounds that share, and backs off by itself
+	// when a loaded database makes passes slow. 1 runs passes back to
+	// back. Default DefaultDuty (0.25).
+	Duty float64
 	// Interval is the time between two runs of [Sweeper.Run]. Default
 	// DefaultInterval (1 h).
 	Interval time.Duration
@@ -67,6 +79,9 @@ type Config struct {
 	// and its delete, while the pass holds the locks of its batch; an error
 	// it returns fails the pass.
 	beforeDelete func(ctx context.Context, table string, ids []uuid.UUID) error
+	// rest, set by tests alone, replaces the timer of the rest between two
+	// passes; it reports false when the run should stop.
+	rest func(ctx context.Context, d time.Duration) bool
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
@@ -74,6 +89,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxBound = cmp.Or(c.MaxBound, DefaultMaxBound)
 	c.Bound = cmp.Or(c.Bound, min(DefaultBound, c.MaxBound))
 	c.MaxPasses = cmp.Or(c.MaxPasses, DefaultMaxPasses)
+	c.Duty = cmp.Or(c.Duty, DefaultDuty)
 	c.Interval = cmp.Or(c.Interval, DefaultInterval)
 	c.Jitter = cmp.Or(c.Jitter, c.Interval/10)
 	if c.Logger == nil {
@@ -103,6 +119,8 @@ func (c Config) Validate() error {
 			"lower Bound, or raise MaxBound with PostgREST's db-max-rows", c.Bound, c.MaxBound)
 	case c.MaxPasses < 1:
 		return invalid("MaxPasses %d: must be at least 1", c.MaxPasses)
+	case !(c.Duty > 0 && c.Duty <= 1):
+		return invalid("Duty %g: must be above 0 and at most 1", c.Duty)
 	case c.Interval < 0:
 		return invalid("Interval %s: must be positive", c.Interval)
 	case c.Jitter > c.Interval:

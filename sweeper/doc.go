@@ -41,7 +41,12 @@
 // read, and a Run or claim that came to refer to it in between keeps it.
 //
 // Passes per run. A run sweeps a table until a pass reads less than Bound, or
-// MaxPasses passes have run. A run that ends on a full pass leaves a backlog:
+// MaxPasses passes have run. Between two passes it rests in proportion to
+// the pass it just made, so that passes take at most [Config.Duty] of the
+// run's time (a quarter by default). Back-to-back passes are cheap each but
+// busy together: on a small database they take a core from the claim path
+// and raise its tail latency; resting bounds that share, and a loaded
+// database, whose passes run slower, gets longer rests by itself. A run that ends on a full pass leaves a backlog:
 // it is flagged in the [Report] and logged as a warning, so a backlog that
 // never drains is visible without reading every quiet pass. A full pass that
 // the next pass of the same run drains is not a backlog and logs no warning.

@@ -49,7 +49,8 @@ type TableReport struct {
 	// Passes is the number of passes made, 0 when the run ended before the
 	// first.
 	Passes int
-	// Duration is the time the passes took.
+	// Duration is the time the run spent on the table: its passes and the
+	// rests between them.
 	Duration time.Duration
 	// Backlog reports whether the last pass read a full bound: rows past
 	// retention were left for the next run.
@@ -126,8 +127,9 @@ func New(db DB, cfg Config) (*Sweeper, error) {
 func (s *Sweeper) Config() Config { return s.cfg }
 
 // RunOnce sweeps each table once: claims, then Runs, then snapshots, each
-// until a pass reads less than Bound or MaxPasses passes have run. It logs a
-// summary per table, and a warning for every table it leaves with a backlog.
+// until a pass reads less than Bound or MaxPasses passes have run, resting
+// between passes as Duty asks. It logs a summary per table, and a warning
+// for every table it leaves with a backlog.
 //
 // It returns the report of what it did, complete or partial, and an error
 // joining the failures of the tables that failed; a failed table does not
@@ -178,7 +180,10 @@ func (s *Sweeper) sweep(ctx context.Context, t target) (TableReport, error) {
 		s.log.LogAttrs(ctx, slog.LevelDebug, "sweeper: pass",
 			slog.String("table", t.table), slog.Int("pass", tr.Passes),
 			slog.Int("read", read), slog.Int("deleted", deleted), slog.Duration("duration", d))
-		if !tr.Backlog {
+		if !tr.Backlog || tr.Passes == s.cfg.MaxPasses {
+			break
+		}
+		if !s.rest(ctx, d) {
 			break
 		}
 	}
@@ -246,6 +251,26 @@ func (s *Sweeper) pass(ctx context.Context, t target) (read, deleted int, err er
 		return 0, 0, err
 	}
 	return read, deleted, nil
+}
+
+// rest waits d×(1/Duty−1) after a pass that took d, and reports false when
+// ctx ended first.
+func (s *Sweeper) rest(ctx context.Context, d time.Duration) bool {
+	if s.cfg.Duty >= 1 {
+		return ctx.Err() == nil
+	}
+	d = time.Duration(float64(d) * (1/s.cfg.Duty - 1))
+	if s.cfg.rest != nil {
+		return s.cfg.rest(ctx, d)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
 }
 
 // nowArg is the $now argument: NULL in production, the stub in tests. One

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -138,6 +139,12 @@ func TestConfigRefusesABoundAboveItsCeiling(t *testing.T) {
 		{Config{Interval: -time.Second}, []string{"Interval -1s"}},
 		{Config{Interval: time.Minute, Jitter: 2 * time.Minute}, []string{"Jitter 2m0s", "Interval (1m0s)"}},
 		{Config{Jitter: -1}, nil}, // no jitter
+		{Config{Duty: 1}, nil},
+		{Config{Duty: 0.01}, nil},
+		{Config{Duty: -0.5}, []string{"Duty -0.5", "above 0 and at most 1"}},
+		{Config{Duty: 1.5}, []string{"Duty 1.5"}},
+		{Config{Duty: math.NaN()}, []string{"Duty NaN"}},
+		{Config{Duty: math.Inf(1)}, []string{"Duty +Inf"}},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()
@@ -166,8 +173,139 @@ func TestConfigRefusesABoundAboveItsCeiling(t *testing.T) {
 		t.Errorf("defaults with MaxBound 200 = Bound %d, MaxBound %d; want 200, 200", c.Bound, c.MaxBound)
 	}
 	c := Config{}.WithDefaults()
-	if c.Bound != 1000 || c.MaxBound != 1000 || c.MaxPasses != 10 || c.Interval != time.Hour || c.Jitter != 6*time.Minute {
+	if c.Bound != 1000 || c.MaxBound != 1000 || c.MaxPasses != 10 || c.Interval != time.Hour || c.Jitter != 6*time.Minute ||
+		c.Duty != 0.25 {
 		t.Errorf("defaults = %+v", c)
+	}
+}
+
+// pass is what an Observer was told of one pass, and when.
+type pass struct {
+	read int
+	d    time.Duration
+	at   time.Time
+}
+
+// passLog records the passes an Observer is told of.
+type passLog struct {
+	mu     sync.Mutex
+	passes []pass
+}
+
+func (l *passLog) ObservePass(_ string, read, _ int, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.passes = append(l.passes, pass{read: read, d: d, at: time.Now()})
+}
+
+func (l *passLog) all() []pass {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.passes)
+}
+
+func TestPassesRestInProportionToTheirDuration(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name      string
+		duty      float64
+		maxPasses int
+		seeded    int
+		reads     []int // per pass, bound 5
+		rests     int   // rests between passes: never after a run's last pass
+	}{
+		{"drained on the third pass", 0.25, 10, 12, []int{5, 5, 2}, 2},
+		{"the last pass allowed leaves a backlog", 0.25, 2, 15, []int{5, 5}, 1},
+		{"a tenth", 0.1, 10, 7, []int{5, 2}, 1},
+		{"back to back", 1, 10, 12, []int{5, 5, 2}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.seedExpired(t, "old", tt.seeded)
+			var (
+				log   passLog
+				mu    sync.Mutex
+				rests []time.Duration
+			)
+			s := b.sweeper(t, Config{Bound: 5, MaxPasses: tt.maxPasses, Duty: tt.duty, Observer: &log,
+				rest: func(ctx context.Context, d time.Duration) bool {
+					mu.Lock()
+					defer mu.Unlock()
+					rests = append(rests, d)
+					return true
+				}})
+			b.runOnce(t, s)
+			passes := log.all()
+			var reads []int
+			for _, p := range passes {
+				reads = append(reads, p.read)
+			}
+			// The runs and snapshots tables have nothing to sweep: one
+			// pass each that reads nothing.
+			if want := append(slices.Clone(tt.reads), 0, 0); !slices.Equal(reads, want) {
+				t.Fatalf("passes read %v, want %v", reads, want)
+			}
+			if len(rests) != tt.rests {
+				t.Fatalf("rested %d times (%v), want %d", len(rests), rests, tt.rests)
+			}
+			for i, r := range rests {
+				// The rest after pass i is its duration times 1/Duty−1.
+				if want := time.Duration(float64(passes[i].d) * (1/tt.duty - 1)); r != want || r <= 0 {
+					t.Errorf("rest %d = %s after a pass of %s, want %s (duty %g)", i, r, passes[i].d, want, tt.duty)
+				}
+			}
+		})
+	}
+}
+
+func TestRestWaitsAndStopsWithTheContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.seedExpired(t, "old", 10)
+
+	// Resting 9 times each pass: the second pass ends at least 9 times the
+	// first pass's duration after the first, plus its own.
+	var log passLog
+	s := b.sweeper(t, Config{Bound: 5, Duty: 0.1, Observer: &log})
+	b.runOnce(t, s)
+	p := log.all()
+	if len(p) < 2 || p[0].read != 5 {
+		t.Fatalf("passes = %+v, want a full first pass and a second", p)
+	}
+	if gap, least := p[1].at.Sub(p[0].at), 9*p[0].d+p[1].d; gap < least {
+		t.Errorf("the second pass ended %s after the first, want at least %s: 9×%s of rest and its own %s",
+			gap, least, p[0].d, p[1].d)
+	}
+
+	// A rest of a million times a pass (over 15 minutes for any pass of a
+	// millisecond or more) ends with the context.
+	b.seedExpired(t, "again", 10)
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	log = passLog{}
+	s = b.sweeper(t, Config{Bound: 5, Duty: 1e-6, Observer: ObserverFunc(func(table string, read, deleted int, d time.Duration) {
+		log.ObservePass(table, read, deleted, d)
+		cancel() // the run is resting after this pass
+	})})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.RunOnce(ctx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("RunOnce cancelled while resting = %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunOnce did not return within 30s of its context's end: the rest ignores the context")
+	}
+	if p := log.all(); len(p) != 1 || p[0].read != 5 {
+		t.Errorf("passes = %+v, want the one full pass before the cancel", p)
+	}
+	if n := b.count(t, TableClaims); n != 5 {
+		t.Errorf("%d claims left, want the 5 the cancelled run had not reached", n)
 	}
 }
 

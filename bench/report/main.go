@@ -136,7 +136,7 @@ func sizes(quick bool) size {
 	}
 	return size{
 		planeDesc: "the test's defaults: 7 rounds of 2000 ops",
-		sweepDesc: "the test's defaults: 1000000 rows, 4 pairs of 5 s phases",
+		sweepDesc: "the test's defaults: 1000000 rows, pairs of 5 s phases until the sweep drains them (at most 40)",
 		httpArgs:  []string{"-rounds", "3", "-duration", "3s"},
 	}
 }

@@ -69,7 +69,7 @@ type sweepResult struct {
 }
 
 var (
-	sweepLatency = regexp.MustCompile(`^(without the sweep|with passes back-to-back)\s+(\d+)\s+(\S+)\s+(\S+)$`)
+	sweepLatency = regexp.MustCompile(`^(without the sweep|with the sweep running)\s+(\d+)\s+(\S+)\s+(\S+)$`)
 	sweepRatio   = regexp.MustCompile(`^p99 ratio ([\d.]+)× \(target (.+)\)$`)
 )
 

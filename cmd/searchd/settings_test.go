@@ -27,6 +27,7 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"sweep-bound", "SEARCHD_SWEEP_BOUND", "1000, or the ceiling when that is lower"},
 	{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "1000"},
 	{"sweep-max-passes", "SEARCHD_SWEEP_MAX_PASSES", "10"},
+	{"sweep-duty", "SEARCHD_SWEEP_DUTY", "0.25"},
 	{"log-level", "SEARCHD_LOG_LEVEL", "info"},
 	{"log-format", "SEARCHD_LOG_FORMAT", "json"},
 }
@@ -104,6 +105,7 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "1001", "Bound 1001 exceeds MaxBound 1000"},
 		{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "x", `"x" is not a whole number`},
 		{"sweep-max-passes", "SEARCHD_SWEEP_MAX_PASSES", "0", "0 is out of range: at least 1"},
+		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "1.5", "1.5 is out of range: above 0 and at most 1"},
 		{"log-level", "SEARCHD_LOG_LEVEL", "loud", `"loud" is not a level`},
 		{"log-format", "SEARCHD_LOG_FORMAT", "xml", `"xml" is not a log format`},
 	}

@@ -32,6 +32,8 @@ const (
 	EnvSweepMaxBound = "SEARCHD_SWEEP_MAX_BOUND"
 	// EnvSweepMaxPasses is the most passes a run makes on one table.
 	EnvSweepMaxPasses = "SEARCHD_SWEEP_MAX_PASSES"
+	// EnvSweepDuty is the most of a run's time spent in passes.
+	EnvSweepDuty = "SEARCHD_SWEEP_DUTY"
 )
 
 // The sweeper's settings. The schedule is serve's and dev's alone: `searchd
@@ -54,11 +56,15 @@ var (
 	optSweepMaxPasses = option{"sweep-max-passes", EnvSweepMaxPasses, strconv.Itoa(sweeper.DefaultMaxPasses),
 		"most passes one run makes on one table, at least 1; a run whose last pass read a full bound leaves a " +
 			"backlog for the next run and logs a warning"}
+	optSweepDuty = option{"sweep-duty", EnvSweepDuty, strconv.FormatFloat(sweeper.DefaultDuty, 'g', -1, 64),
+		"most of a run's time spent in passes, above 0 to 1: after each pass that leaves a backlog the run rests " +
+			"in proportion (0.25 rests three times the pass), so a long sweep leaves the database to the claim path; " +
+			"1 runs passes back to back"}
 )
 
 // sweepBoundOptions are the settings of one run of the sweeper.
 func sweepBoundOptions() []option {
-	return []option{optSweepBound, optSweepMaxBound, optSweepMaxPasses}
+	return []option{optSweepBound, optSweepMaxBound, optSweepMaxPasses, optSweepDuty}
 }
 
 var sweepCommand = command{"searchd sweep [flags]",
@@ -70,8 +76,8 @@ var sweepCommand = command{"searchd sweep [flags]",
 
 // readSweepSettings reads the sweeper's settings from the flags on fs and
 // the environment, the schedule too when schedule is set, and returns them
-// with what is wrong with them, one message per setting. Bound, MaxBound
-// and MaxPasses are left zero, the sweeper's defaults, when unset; with
+// with what is wrong with them, one message per setting. Bound, MaxBound,
+// MaxPasses and Duty are left zero, the sweeper's defaults, when unset; with
 // schedule, Interval and Jitter are always set: Interval zero means no
 // sweeper (not the sweeper's default hour), and a Jitter of 0s is given to
 // the sweeper as negative, which is how it is told to add none.
@@ -135,6 +141,17 @@ func readSweepSettings(fs *flag.FlagSet, getenv func(string) string, schedule bo
 	bound, cfg.Bound = count("sweep-bound", EnvSweepBound)
 	maxBound, cfg.MaxBound = count("sweep-max-bound", EnvSweepMaxBound)
 	_, cfg.MaxPasses = count("sweep-max-passes", EnvSweepMaxPasses)
+	if duty := lookup(fs, "sweep-duty", EnvSweepDuty, getenv); duty.value != "" {
+		f, err := strconv.ParseFloat(duty.value, 64)
+		switch {
+		case err != nil:
+			bad(duty, "%q is not a number (write it like 0.25)", duty.value)
+		case !(f > 0 && f <= 1):
+			bad(duty, "%s is out of range: above 0 and at most 1", duty.value)
+		default:
+			cfg.Duty = f
+		}
+	}
 
 	// The settings are each in range; what is left for Validate is the
 	// bound against its ceiling.
@@ -170,7 +187,8 @@ func startSweeper(ctx context.Context, pool *pgxpool.Pool, cfg serverConfig, log
 	c := s.Config()
 	logger.Info("sweeper scheduled",
 		slog.Duration("interval", c.Interval), slog.Duration("jitter", max(c.Jitter, 0)),
-		slog.Int("bound", c.Bound), slog.Int("max_bound", c.MaxBound), slog.Int("max_passes", c.MaxPasses))
+		slog.Int("bound", c.Bound), slog.Int("max_bound", c.MaxBound), slog.Int("max_passes", c.MaxPasses),
+		slog.Float64("duty", c.Duty))
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

@@ -275,6 +275,10 @@ func TestSweepSettingsAreCheckedAndNamed(t *testing.T) {
 		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "0", "0 is out of range: at least 1"},
 		{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "-5", "-5 is out of range: at least 1"},
 		{"sweep-max-passes", "SEARCHD_SWEEP_MAX_PASSES", "0", "0 is out of range: at least 1"},
+		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "0", "0 is out of range: above 0 and at most 1"},
+		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "-0.5", "-0.5 is out of range: above 0 and at most 1"},
+		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "NaN", "NaN is out of range: above 0 and at most 1"},
+		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "quarter", `"quarter" is not a number (write it like 0.25)`},
 		{"log-level", "SEARCHD_LOG_LEVEL", "loud", `"loud" is not a level`},
 	} {
 		env := map[string]string{tt.env: tt.bad}
@@ -329,26 +333,28 @@ func TestSweepSettingsDefaultsAndOverrides(t *testing.T) {
 		want sweeper.Config
 	}{
 		{"defaults", nil, nil,
-			sweeper.Config{Interval: time.Hour, Jitter: 6 * time.Minute, Bound: 1000, MaxBound: 1000, MaxPasses: 10}},
+			sweeper.Config{Interval: time.Hour, Jitter: 6 * time.Minute, Bound: 1000, MaxBound: 1000, MaxPasses: 10, Duty: 0.25}},
 		{"jitter is a tenth of the interval", map[string]string{"SEARCHD_SWEEP_INTERVAL": "10m"}, nil,
-			sweeper.Config{Interval: 10 * time.Minute, Jitter: time.Minute, Bound: 1000, MaxBound: 1000, MaxPasses: 10}},
+			sweeper.Config{Interval: 10 * time.Minute, Jitter: time.Minute, Bound: 1000, MaxBound: 1000, MaxPasses: 10, Duty: 0.25}},
 		{"from the variables", map[string]string{"SEARCHD_SWEEP_INTERVAL": "30m", "SEARCHD_SWEEP_JITTER": "30m",
-			"SEARCHD_SWEEP_BOUND": "1200", "SEARCHD_SWEEP_MAX_BOUND": "1200", "SEARCHD_SWEEP_MAX_PASSES": "3"}, nil,
-			sweeper.Config{Interval: 30 * time.Minute, Jitter: 30 * time.Minute, Bound: 1200, MaxBound: 1200, MaxPasses: 3}},
-		{"flags over variables", map[string]string{"SEARCHD_SWEEP_INTERVAL": "30m", "SEARCHD_SWEEP_BOUND": "900"},
-			[]string{"--sweep-interval", "2h", "--sweep-bound", "100", "--sweep-max-passes", "20"},
-			sweeper.Config{Interval: 2 * time.Hour, Jitter: 12 * time.Minute, Bound: 100, MaxBound: 1000, MaxPasses: 20}},
+			"SEARCHD_SWEEP_BOUND": "1200", "SEARCHD_SWEEP_MAX_BOUND": "1200", "SEARCHD_SWEEP_MAX_PASSES": "3",
+			"SEARCHD_SWEEP_DUTY": "1"}, nil,
+			sweeper.Config{Interval: 30 * time.Minute, Jitter: 30 * time.Minute, Bound: 1200, MaxBound: 1200, MaxPasses: 3, Duty: 1}},
+		{"flags over variables", map[string]string{"SEARCHD_SWEEP_INTERVAL": "30m", "SEARCHD_SWEEP_BOUND": "900",
+			"SEARCHD_SWEEP_DUTY": "0.9"},
+			[]string{"--sweep-interval", "2h", "--sweep-bound", "100", "--sweep-max-passes", "20", "--sweep-duty", "0.5"},
+			sweeper.Config{Interval: 2 * time.Hour, Jitter: 12 * time.Minute, Bound: 100, MaxBound: 1000, MaxPasses: 20, Duty: 0.5}},
 		{"a lower ceiling lowers the default bound", map[string]string{"SEARCHD_SWEEP_MAX_BOUND": "500"}, nil,
-			sweeper.Config{Interval: time.Hour, Jitter: 6 * time.Minute, Bound: 500, MaxBound: 500, MaxPasses: 10}},
+			sweeper.Config{Interval: time.Hour, Jitter: 6 * time.Minute, Bound: 500, MaxBound: 500, MaxPasses: 10, Duty: 0.25}},
 		{"0s of jitter is none", nil, []string{"--sweep-interval", "200ms", "--sweep-jitter", "0s"},
-			sweeper.Config{Interval: 200 * time.Millisecond, Jitter: -1, Bound: 1000, MaxBound: 1000, MaxPasses: 10}},
+			sweeper.Config{Interval: 200 * time.Millisecond, Jitter: -1, Bound: 1000, MaxBound: 1000, MaxPasses: 10, Duty: 0.25}},
 	} {
 		got := load(tt.env, tt.args...).WithDefaults()
 		if got.Interval != tt.want.Interval || got.Jitter != tt.want.Jitter || got.Bound != tt.want.Bound ||
-			got.MaxBound != tt.want.MaxBound || got.MaxPasses != tt.want.MaxPasses {
-			t.Errorf("%s: sweep config = interval %s jitter %s bound %d max bound %d max passes %d; want %s %s %d %d %d",
-				tt.name, got.Interval, got.Jitter, got.Bound, got.MaxBound, got.MaxPasses,
-				tt.want.Interval, tt.want.Jitter, tt.want.Bound, tt.want.MaxBound, tt.want.MaxPasses)
+			got.MaxBound != tt.want.MaxBound || got.MaxPasses != tt.want.MaxPasses || got.Duty != tt.want.Duty {
+			t.Errorf("%s: sweep config = interval %s jitter %s bound %d max bound %d max passes %d duty %g; want %s %s %d %d %d %g",
+				tt.name, got.Interval, got.Jitter, got.Bound, got.MaxBound, got.MaxPasses, got.Duty,
+				tt.want.Interval, tt.want.Jitter, tt.want.Bound, tt.want.MaxBound, tt.want.MaxPasses, tt.want.Duty)
 		}
 	}
 	// 0s turns the sweeper off: the interval stays zero, not the
@@ -465,6 +471,7 @@ func TestSweepHelpListsItsSettings(t *testing.T) {
 		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "1000, or the ceiling when that is lower"},
 		{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "1000"},
 		{"sweep-max-passes", "SEARCHD_SWEEP_MAX_PASSES", "10"},
+		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "0.25"},
 		{"log-level", "SEARCHD_LOG_LEVEL", "info"},
 		{"log-format", "SEARCHD_LOG_FORMAT", "json"},
 	} {
