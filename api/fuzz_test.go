@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/searchd/searchd/api"
 )
@@ -13,9 +14,10 @@ import (
 // FuzzEndpoints sends arbitrary requests to every route the router
 // registers, against one live server on a real database: a route picked
 // by index, arbitrary path parameters and query, body, Content-Type and
-// Idempotency-Key (X-Delivery-Id on the callback), and a credential picked
+// Idempotency-Key (webhook-id on the callback), and a credential picked
 // among a valid token, another organization's token and every bad one
-// (on the callback: a right, missing or wrong signature). Whatever the
+// (on the callback: a right, missing or wrong signature, over the
+// webhook-id, a current webhook-timestamp and the body). Whatever the
 // input, the answer
 //
 //   - is never a 5xx: no input may produce a 500;
@@ -91,6 +93,8 @@ func FuzzEndpoints(f *testing.F) {
 		}
 	}
 	for _, p := range []string{"acme/unknown-job", "ACME/world-job", "other.vendor/world-job", "nobody/x",
+		"acme/world-job", "other.vendor/" + pathOf(w.job), "ACME/" + pathOf(w.job), "acme/" + strings.ToUpper(pathOf(w.job)),
+		"acme/00000000-0000-0000-0000-000000000000", "acme/{" + pathOf(w.job) + "}",
 		"acme/" + strings.Repeat("j", 300), "acme/\x00", "acme/a%2Fb", "/"} {
 		add(callbackRoute, p, "", `{"job_id":"world-job","status":"running"}`, js, "d-1", 0)
 	}
@@ -133,13 +137,17 @@ func FuzzEndpoints(f *testing.F) {
 			if secret == nil {
 				secret = acmeSecret
 			}
+			// Signed as the server will read the id: HTTP drops the white
+			// space around a header value.
+			now := time.Now()
+			rq.header[api.HeaderTimestamp] = unix(now)
 			switch auth % 3 {
 			case 0:
-				rq.header[api.HeaderSignature] = sign(secret, body)
+				rq.header[api.HeaderSignature] = sign(secret, strings.TrimSpace(key), now, body)
 			case 1:
 				rq.header[api.HeaderSignature] = ""
 			case 2:
-				rq.header[api.HeaderSignature] = sign(testSecret, body)
+				rq.header[api.HeaderSignature] = sign(testSecret, strings.TrimSpace(key), now, body)
 			}
 		}
 

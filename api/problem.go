@@ -85,8 +85,8 @@ var titles = map[string]string{
 	CodeUnavailable:           "Service unavailable",
 	CodeInternal:              "Internal server error",
 	CodeAlreadyRegistered:     "Already registered",
-	CodeMissingDeliveryID:     "X-Delivery-Id header missing",
-	CodeInvalidDeliveryID:     "X-Delivery-Id header invalid",
+	CodeMissingDeliveryID:     "webhook-id header missing",
+	CodeInvalidDeliveryID:     "webhook-id header invalid",
 }
 
 // apiError is an error the HTTP layer itself decided on: its status, code
@@ -121,7 +121,8 @@ var errorTable = []struct {
 	{providerjobs.ErrNotFound, http.StatusNotFound, CodeNotFound, "no such provider job in your organization"},
 	{providerjobs.ErrRunNotFound, http.StatusNotFound, CodeNotFound, "no such run in your organization"},
 	{providerjobs.ErrAlreadyRegistered, http.StatusConflict, CodeAlreadyRegistered,
-		"this provider's job id is registered already; a provider job id names one job"},
+		"this provider job id is registered already in your organization, for another run; " +
+			"a provider job id names one job of an organization"},
 }
 
 // problemFor decides the answer to err. It never returns a body that

@@ -3,9 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,27 +13,48 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/providerjobs"
 )
 
-// Headers of a provider callback.
+// Headers of a provider callback: those of Standard Webhooks
+// (https://www.standardwebhooks.com/).
 const (
-	// HeaderDeliveryID carries the provider's id of one delivery: the key
-	// a delivery is claimed under, so a redelivery is recognised.
-	HeaderDeliveryID = "X-Delivery-Id"
-	// HeaderSignature carries "sha256=" and the hex HMAC-SHA256 of the raw
-	// body under the provider's secret.
-	HeaderSignature = "X-Signature"
+	// HeaderDeliveryID carries the provider's id of one delivery, the same
+	// on every redelivery: the key a delivery is claimed under, so a
+	// redelivery is recognised. It is signed, so a captured body cannot be
+	// replayed under a fresh id.
+	HeaderDeliveryID = standardwebhooks.HeaderWebhookID
+	// HeaderTimestamp carries the time the delivery was signed, in unix
+	// seconds. It is signed, and a delivery is accepted only within
+	// [CallbackTolerance] of the server's clock, so a captured delivery
+	// cannot be replayed later.
+	HeaderTimestamp = standardwebhooks.HeaderWebhookTimestamp
+	// HeaderSignature carries space-separated signatures, each a version,
+	// a comma and the signature. Version v1 is the base64 HMAC-SHA256 of
+	// "<webhook-id>.<webhook-timestamp>.<raw body>" under the provider's
+	// secret; other versions are ignored, and one matching v1 signature
+	// authenticates the delivery (so a provider can rotate its secret).
+	HeaderSignature = standardwebhooks.HeaderWebhookSignature
 )
 
-// signaturePrefix starts every X-Signature value.
-const signaturePrefix = "sha256="
+// CallbackTolerance is how far the webhook-timestamp of a callback may be
+// from the server's clock, either way: the window in which a captured
+// delivery could be re-sent at all. Within it, a re-sent delivery carries
+// its delivery id, which the idempotency plane remembers far longer (the
+// webhook.* retention), so it is a duplicate. Standard Webhooks' value.
+const CallbackTolerance = 5 * time.Minute
+
+// signatureVersion starts every signature this server verifies.
+const signatureVersion = "v1"
 
 // Answers of a callback, in its "status" member.
 const (
@@ -42,10 +62,30 @@ const (
 	callbackDropped  = "dropped"
 )
 
-// copySecrets validates the provider secrets of [Deps] and returns a copy,
-// so a caller changing its map later changes nothing here.
-func copySecrets(in map[string][]byte) (map[string][]byte, error) {
-	out := make(map[string][]byte, len(in))
+// callbackPath returns the path a provider calls back on about job: the
+// provider's name and searchd's id of the job, which only the job's
+// organization learns (a provider job id can be registered by anyone).
+func callbackPath(job *providerjobs.Job) string {
+	return "/v1/callbacks/" + job.Provider + "/jobs/" + job.ID.String()
+}
+
+// providerJobResponse is a job as the API shows it: with the callback path
+// the caller hands to the provider.
+type providerJobResponse struct {
+	*providerjobs.Job
+	CallbackPath string `json:"callback_path"`
+}
+
+func jobResponse(job *providerjobs.Job) providerJobResponse {
+	return providerJobResponse{Job: job, CallbackPath: callbackPath(job)}
+}
+
+// providerWebhooks validates the provider secrets of [Deps] and returns a
+// verifier of each provider's signatures, holding a copy of its secret, so
+// a caller changing its map later changes nothing here. A secret is used
+// as its raw bytes.
+func providerWebhooks(in map[string][]byte) (map[string]*standardwebhooks.Webhook, error) {
+	out := make(map[string]*standardwebhooks.Webhook, len(in))
 	for name, secret := range in {
 		if err := providerjobs.ValidateProvider(name); err != nil {
 			return nil, fmt.Errorf("api: Deps.ProviderSecrets: %w", err)
@@ -53,7 +93,11 @@ func copySecrets(in map[string][]byte) (map[string][]byte, error) {
 		if len(secret) == 0 {
 			return nil, fmt.Errorf("api: Deps.ProviderSecrets: the secret of provider %q is empty", name)
 		}
-		out[name] = bytes.Clone(secret)
+		wh, err := standardwebhooks.NewWebhookRaw(bytes.Clone(secret))
+		if err != nil {
+			return nil, fmt.Errorf("api: Deps.ProviderSecrets: provider %q: %w", name, err)
+		}
+		out[name] = wh
 	}
 	return out, nil
 }
@@ -67,9 +111,19 @@ type registerProviderJobRequest struct {
 }
 
 // registerProviderJob registers a job for a Run of the caller's
-// organization. The provider must be one this server holds a callback
-// secret for: a job whose callbacks could never be authenticated would
-// never move, and nothing would say why.
+// organization: 201 with the job and its callback_path, which the caller
+// hands to the provider. The provider must be one this server holds a
+// callback secret for: a job whose callbacks could never be authenticated
+// would never move, and nothing would say why.
+//
+// A registration is safe to retry: the same provider job id registered
+// again by the organization for the same Run answers 200 with the job as
+// it is now (Location names it too); for another Run, 409
+// already_registered. Another organization's job with the same provider
+// job id is not a conflict: the id names one job per organization, and a
+// callback addresses searchd's job id, so nobody can register an id to
+// receive another organization's callbacks. A body that fails the checks
+// is 400 validation_failed; a Run the organization does not have is 404.
 func (s *Server) registerProviderJob(c echo.Context) error {
 	var req registerProviderJobRequest
 	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
@@ -83,7 +137,7 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	if providerjobs.ValidateProvider(req.Provider) != nil {
 		fields = append(fields, FieldError{Field: "provider",
 			Message: "must be a lower-case dotted identifier: letters a-z, digits, '_' and '-', with dots between them"})
-	} else if _, ok := s.providerSecrets[req.Provider]; !ok {
+	} else if _, ok := s.providerWebhooks[req.Provider]; !ok {
 		fields = append(fields, FieldError{Field: "provider",
 			Message: "is not a provider this server holds a callback secret for"})
 	}
@@ -94,7 +148,7 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	if len(fields) > 0 {
 		return validationFailed(fields...)
 	}
-	job, err := s.providerJobs.Register(c.Request().Context(), principal(c).OrganizationID, providerjobs.RegisterParams{
+	job, created, err := s.providerJobs.Register(c.Request().Context(), principal(c).OrganizationID, providerjobs.RegisterParams{
 		RunID:         runID,
 		Provider:      req.Provider,
 		ProviderJobID: req.ProviderJobID,
@@ -103,7 +157,11 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 		return err
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/provider-jobs/"+job.ID.String())
-	return c.JSON(http.StatusCreated, job)
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return c.JSON(status, jobResponse(job))
 }
 
 func (s *Server) getProviderJob(c echo.Context) error {
@@ -115,7 +173,7 @@ func (s *Server) getProviderJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, job)
+	return c.JSON(http.StatusOK, jobResponse(job))
 }
 
 // callbackAnswer is the body of every callback a provider signed: accepted,
@@ -127,60 +185,92 @@ type callbackAnswer struct {
 
 var (
 	errBadSignature = &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized,
-		detail: "a valid X-Signature header is required: sha256= and the hex HMAC-SHA256 of the raw body under the provider's secret"}
+		detail: "a valid webhook-signature header is required (Standard Webhooks): v1, a comma and the base64 " +
+			"HMAC-SHA256 of \"<webhook-id>.<webhook-timestamp>.<raw body>\" under the provider's secret"}
+	errBadTimestamp = &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized,
+		detail: "a webhook-timestamp header is required: one value, the time the delivery was signed in unix seconds"}
+	errStaleTimestamp = &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized,
+		detail: "the webhook-timestamp is more than 5 minutes from the server's clock: a delivery is accepted only " +
+			"within 5 minutes of its signing, so sign every attempt afresh (same webhook-id, new timestamp)"}
 	errDeliveryIDMissing = &apiError{status: http.StatusBadRequest, code: CodeMissingDeliveryID,
-		detail: "the X-Delivery-Id header is required: without it a redelivery cannot be recognised"}
+		detail: "the webhook-id header is required: without it a redelivery cannot be recognised"}
 	errDeliveryIDInvalid = &apiError{status: http.StatusBadRequest, code: CodeInvalidDeliveryID,
-		detail: "the X-Delivery-Id header must be one value of 1 to 255 bytes of UTF-8 without control characters"}
+		detail: "the webhook-id header must be one value of 1 to 255 bytes of UTF-8 without control characters"}
 )
 
-// receiveCallback takes a provider's callback about one of its jobs. It is
-// not behind the bearer token: the provider authenticates by signing the
-// raw body with its secret. The checks run in this order, and only a
-// delivery that passes the signature can leave a trace:
+// receiveCallback takes a provider's callback about one of its jobs, on
+// the path its registration's callback_path names. It is not behind the
+// bearer token: the provider authenticates with Standard Webhooks
+// signatures. The checks run in this order, and only a delivery that
+// passes the signature can leave a trace; every refusal below records
+// nothing:
 //
-//   - an unknown provider, or an X-Signature that is missing, not one
-//     sha256=<64 hex digits>, or not the HMAC of the body: 401 unauthorized,
-//     and nothing is recorded. The body is read (with the size limit, 413
-//     payload_too_large beyond it) before it is verified and verified
-//     before it is parsed, with a constant-time comparison;
-//   - a missing X-Delivery-Id: 400 missing_delivery_id; one that cannot be
-//     a claim key: 400 invalid_delivery_id. A delivery without an id
-//     cannot be told from its redeliveries, so it cannot be applied safely;
+//   - an unknown provider; a webhook-signature that is missing, repeated,
+//     or holds no well-formed v1 signature (v1, a comma, the base64 of 32
+//     bytes); a webhook-timestamp that is missing, repeated or not unix
+//     seconds: 401 unauthorized;
+//   - a webhook-timestamp more than [CallbackTolerance] from the server's
+//     clock, either way: 401 unauthorized, with a detail that says so. A
+//     captured delivery cannot be re-sent after the window, and within it
+//     its delivery id makes it a duplicate;
+//   - a missing webhook-id: 400 missing_delivery_id; a repeated one, or
+//     one that cannot be a claim key: 400 invalid_delivery_id. A delivery
+//     without an id cannot be told from its redeliveries, so it cannot be
+//     applied safely; and the id is checked before the signature because
+//     the signature covers it;
+//   - the body is read, with the size limit (413 payload_too_large beyond
+//     it), then verified before it is parsed: no v1 signature is the
+//     HMAC of "<webhook-id>.<webhook-timestamp>.<body>", compared in
+//     constant time: 401 unauthorized. The id and the timestamp are
+//     signed, so neither can be changed to replay a captured body;
 //   - a body that is not a JSON object: 400 malformed_json; one whose
 //     job_id, status or result have the wrong shape: 400
 //     validation_failed. Members beyond those three are ignored, so a
 //     provider may add some without breaking its deliveries. The
 //     Content-Type is not checked: the signature, not the label,
 //     vouches for the bytes;
-//   - then the delivery is processed (see package providerjobs), and the
-//     answer is 200 {"status": "accepted"} or 200 {"status": "dropped",
-//     "reason": ...}. A duplicate is not an error to the provider, and a
-//     5xx would make it retry a delivery that was handled. A database
-//     that cannot be reached answers 503 unavailable with Retry-After, so
-//     the provider redelivers; nothing was applied then.
+//   - then the delivery is processed (see package providerjobs): the
+//     path's job_id is searchd's id of the job, and the body's job_id must
+//     be the provider's id registered for it. The answer is 200
+//     {"status": "accepted"} or 200 {"status": "dropped", "reason": ...}
+//     (a path naming no job of the provider, a job_id that is not a UUID
+//     included, drops as unknown_job). A duplicate is not an error to the
+//     provider, and a 5xx would make it retry a delivery that was handled.
+//     A database that cannot be reached answers 503 unavailable with
+//     Retry-After, so the provider redelivers; nothing was applied then.
 func (s *Server) receiveCallback(c echo.Context) error {
 	provider := pathParam(c, "provider")
-	secret, known := s.providerSecrets[provider]
+	wh, known := s.providerWebhooks[provider]
 	if !known {
 		return errBadSignature
 	}
-	sig, ok := signatureHeader(c.Request().Header)
+	h := c.Request().Header
+	sig, ok := signatureHeader(h)
 	if !ok {
 		return errBadSignature
+	}
+	ts, err := s.timestampHeader(h)
+	if err != nil {
+		return err
+	}
+	deliveryID, err := deliveryIDHeader(h)
+	if err != nil {
+		return err
 	}
 	body, err := s.readRawBody(c)
 	if err != nil {
 		return err
 	}
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	if !hmac.Equal(mac.Sum(nil), sig) {
+	// The library verifies the very values checked above: one of each,
+	// trimmed as they were. The window was checked on the server's clock,
+	// which tests can stub and the library cannot, so it verifies the
+	// signature alone.
+	signed := http.Header{}
+	signed.Set(HeaderDeliveryID, deliveryID)
+	signed.Set(HeaderTimestamp, ts)
+	signed.Set(HeaderSignature, sig)
+	if wh.VerifyIgnoringTimestamp(body, signed) != nil {
 		return errBadSignature
-	}
-	deliveryID, err := deliveryIDHeader(c.Request().Header)
-	if err != nil {
-		return err
 	}
 	update, err := parseCallbackBody(body)
 	if err != nil {
@@ -222,26 +312,55 @@ func pathParam(c echo.Context, name string) string {
 	return v
 }
 
-// signatureHeader returns the MAC an X-Signature header carries. It
-// reports false unless there is exactly one header, "sha256=" followed by
-// 64 hex digits.
-func signatureHeader(h http.Header) ([]byte, bool) {
+// signatureHeader returns the webhook-signature of h, trimmed. It reports
+// false unless there is exactly one header holding at least one
+// well-formed v1 signature: "v1," and the standard base64 of an
+// HMAC-SHA256. Entries of other versions are allowed beside it (and
+// ignored): Standard Webhooks defines more than one.
+func signatureHeader(h http.Header) (string, bool) {
 	values := h.Values(HeaderSignature)
 	if len(values) != 1 {
-		return nil, false
+		return "", false
 	}
-	digits, ok := strings.CutPrefix(strings.TrimSpace(values[0]), signaturePrefix)
-	if !ok || len(digits) != 2*sha256.Size {
-		return nil, false
+	v := strings.TrimSpace(values[0])
+	for entry := range strings.SplitSeq(v, " ") {
+		version, sig, ok := strings.Cut(entry, ",")
+		if !ok || version != signatureVersion {
+			continue
+		}
+		if mac, err := base64.StdEncoding.Strict().DecodeString(sig); err == nil && len(mac) == sha256.Size {
+			return v, true
+		}
 	}
-	sig, err := hex.DecodeString(digits)
-	if err != nil {
-		return nil, false
-	}
-	return sig, true
+	return "", false
 }
 
-// deliveryIDHeader returns the X-Delivery-Id of h, or errDeliveryIDMissing
+// timestampHeader returns the webhook-timestamp of h, or errBadTimestamp
+// unless there is exactly one, a non-negative count of unix seconds in
+// decimal without a sign or leading zeros (the text is signed, so it must
+// read back as itself), or errStaleTimestamp when it is more than
+// [CallbackTolerance] from the server's clock.
+func (s *Server) timestampHeader(h http.Header) (string, error) {
+	values := h.Values(HeaderTimestamp)
+	if len(values) != 1 {
+		return "", errBadTimestamp
+	}
+	v := strings.TrimSpace(values[0])
+	secs, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || secs < 0 || strconv.FormatInt(secs, 10) != v {
+		return "", errBadTimestamp
+	}
+	now := s.now()
+	// Compared in seconds: a time.Duration cannot hold every int64 of
+	// seconds, and an absurd timestamp must not overflow into the window.
+	limit := int64(CallbackTolerance / time.Second)
+	if d := now.Unix() - secs; d > limit || d < -limit {
+		return "", errStaleTimestamp
+	}
+	return v, nil
+}
+
+// deliveryIDHeader returns the webhook-id of h, or errDeliveryIDMissing
 // or errDeliveryIDInvalid. The id becomes a claim key, so the plane's rule
 // for keys decides what is valid.
 func deliveryIDHeader(h http.Header) (string, error) {
@@ -302,7 +421,7 @@ func parseCallbackBody(buf []byte) (providerjobs.Update, error) {
 	}
 	var u providerjobs.Update
 	var fields []FieldError
-	if err := stringMember(members, "job_id", &u.JobID); err != nil {
+	if err := stringMember(members, "job_id", &u.ProviderJobID); err != nil {
 		fields = append(fields, *err)
 	}
 	var status string

@@ -1,14 +1,14 @@
 package api_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/idempotency"
@@ -81,12 +82,12 @@ func (b *bundle) seedRun(org uuid.UUID) uuid.UUID {
 // bundle's organization, through the service, not the API.
 func (b *bundle) seedJob(providerJobID string) *providerjobs.Job {
 	b.t.Helper()
-	job, err := providerjobs.New(b.pool, idempotency.NewService(b.pool, idempotency.Config{}), providerjobs.Config{}).
+	job, created, err := providerjobs.New(b.pool, idempotency.NewService(b.pool, idempotency.Config{}), providerjobs.Config{}).
 		Register(context.Background(), b.org, providerjobs.RegisterParams{
 			RunID: b.seedRun(b.org), Provider: acme, ProviderJobID: providerJobID,
 		})
-	if err != nil {
-		b.t.Fatalf("seeding a provider job: %v", err)
+	if err != nil || !created {
+		b.t.Fatalf("seeding a provider job: created %v, %v", created, err)
 	}
 	return job
 }
@@ -115,14 +116,14 @@ func (b *bundle) jobState(id uuid.UUID) jobState {
 
 // dropRow is one row of agent.webhook_drops.
 type dropRow struct {
-	provider, providerJobID, deliveryID, requestHash, reason string
-	org                                                      *uuid.UUID
+	provider, pathJobID, deliveryID, requestHash, reason string
+	org                                                  *uuid.UUID
 }
 
 func (b *bundle) drops() []dropRow {
 	b.t.Helper()
 	rows, err := b.pool.Query(context.Background(), `
-		SELECT provider, provider_job_id, delivery_id, request_hash, reason, organization_id
+		SELECT provider, path_job_id, delivery_id, request_hash, reason, organization_id
 		FROM agent.webhook_drops ORDER BY received_at, id`)
 	if err != nil {
 		b.t.Fatal(err)
@@ -131,7 +132,7 @@ func (b *bundle) drops() []dropRow {
 	var out []dropRow
 	for rows.Next() {
 		var d dropRow
-		if err := rows.Scan(&d.provider, &d.providerJobID, &d.deliveryID, &d.requestHash, &d.reason, &d.org); err != nil {
+		if err := rows.Scan(&d.provider, &d.pathJobID, &d.deliveryID, &d.requestHash, &d.reason, &d.org); err != nil {
 			b.t.Fatal(err)
 		}
 		out = append(out, d)
@@ -169,10 +170,33 @@ func (b *bundle) claims(provider string) map[string]claimRow {
 	return out
 }
 
-func sign(secret, body []byte) string {
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+// sign returns the webhook-signature of a delivery, signed with the
+// reference library: "v1," and the base64 HMAC-SHA256 of
+// "<deliveryID>.<unix seconds of ts>.<body>" under secret.
+func sign(secret []byte, deliveryID string, ts time.Time, body []byte) string {
+	wh, err := standardwebhooks.NewWebhookRaw(secret)
+	if err != nil {
+		panic(err)
+	}
+	sig, err := wh.Sign(deliveryID, ts, body)
+	if err != nil {
+		panic(err)
+	}
+	return sig
+}
+
+// unix is the webhook-timestamp of ts.
+func unix(ts time.Time) string { return strconv.FormatInt(ts.Unix(), 10) }
+
+// signedHeaders returns the Standard Webhooks headers of a delivery signed
+// with secret now.
+func signedHeaders(secret []byte, deliveryID string, body []byte) map[string]string {
+	now := time.Now()
+	return map[string]string{
+		api.HeaderDeliveryID: deliveryID,
+		api.HeaderTimestamp:  unix(now),
+		api.HeaderSignature:  sign(secret, deliveryID, now, body),
+	}
 }
 
 // callbackBody returns the raw body of a delivery about jobID.
@@ -188,22 +212,40 @@ func callbackBody(jobID, status string, result any) []byte {
 // delivery describes one provider callback; callback sends it.
 type delivery struct {
 	provider   string // default acme
-	jobID      string // the path's job id
-	deliveryID string // "" sends no X-Delivery-Id
+	jobID      string // the path's job id: searchd's id of the job
+	deliveryID string // "" sends no webhook-id
 	body       []byte
-	// signature overrides the X-Signature header; "" signs body with the
-	// provider's secret, "-" sends none.
+	// at is the time the delivery is signed, sent as webhook-timestamp;
+	// zero is now.
+	at time.Time
+	// timestamp overrides the webhook-timestamp header; "-" sends none.
+	timestamp string
+	// signature overrides the webhook-signature header; "" signs the
+	// delivery id, at and body with the provider's secret, "-" sends none.
 	signature string
 	header    map[string]string
 }
+
+// pathOf is the path's job id of job: searchd's id.
+func pathOf(job *providerjobs.Job) string { return job.ID.String() }
 
 func (b *bundle) callbackReq(d delivery) req {
 	if d.provider == "" {
 		d.provider = acme
 	}
+	if d.at.IsZero() {
+		d.at = time.Now()
+	}
 	h := map[string]string{}
 	if d.deliveryID != "" {
 		h[api.HeaderDeliveryID] = d.deliveryID
+	}
+	switch d.timestamp {
+	case "":
+		h[api.HeaderTimestamp] = unix(d.at)
+	case "-":
+	default:
+		h[api.HeaderTimestamp] = d.timestamp
 	}
 	switch d.signature {
 	case "":
@@ -211,7 +253,7 @@ func (b *bundle) callbackReq(d delivery) req {
 		if d.provider == otherProvider {
 			secret = otherSecret
 		}
-		h[api.HeaderSignature] = sign(secret, d.body)
+		h[api.HeaderSignature] = sign(secret, d.deliveryID, d.at, d.body)
 	case "-":
 	default:
 		h[api.HeaderSignature] = d.signature
@@ -278,7 +320,7 @@ func (f *callbackFixture) wantDropped(t *testing.T, res *response, d delivery, r
 	}
 	dr := drops[0]
 	wantOrg := reason != "unknown_job"
-	if dr.reason != reason || dr.deliveryID != d.deliveryID || dr.provider != acme ||
+	if dr.reason != reason || dr.deliveryID != d.deliveryID || dr.provider != acme || dr.pathJobID != d.jobID ||
 		dr.requestHash != providerjobs.RequestHash(d.body) || (dr.org != nil) != wantOrg ||
 		(wantOrg && *dr.org != f.org) {
 		t.Errorf("drop = %+v, want reason %s for delivery %s of the organization (%v)", dr, reason, d.deliveryID, wantOrg)
@@ -294,7 +336,7 @@ func (f *callbackFixture) wantDropped(t *testing.T, res *response, d delivery, r
 func TestCallbackAcceptedAppliesTheUpdate(t *testing.T) {
 	t.Parallel()
 	f := newCallbackFixture(t)
-	d := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-1",
+	d := delivery{jobID: pathOf(f.job), deliveryID: "d-1",
 		body: callbackBody(f.job.ProviderJobID, "running", map[string]any{"progress": 0.5})}
 	if status, reason := f.callback(d).answer(t); status != "accepted" || reason != "" {
 		t.Fatalf("callback = %s %s, want accepted", status, reason)
@@ -311,19 +353,24 @@ func TestCallbackAcceptedAppliesTheUpdate(t *testing.T) {
 		t.Errorf("an accepted delivery recorded drops %+v, observed %v", drops, f.obs.counts())
 	}
 
-	// The job reads back through the API with the callback's result.
-	var job providerjobs.Job
+	// The job reads back through the API with the callback's result, and
+	// the path the delivery came on.
+	var job struct {
+		providerjobs.Job
+		CallbackPath string `json:"callback_path"`
+	}
 	res := f.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + f.job.ID.String()})
 	res.decode(t, &job)
-	if res.status != http.StatusOK || job.Status != providerjobs.StatusRunning || string(job.Result) != `{"progress":0.5}` || job.Version != 2 {
-		t.Errorf("GET job = %d %s, want running with the result, version 2", res.status, res.body)
+	if res.status != http.StatusOK || job.Status != providerjobs.StatusRunning || string(job.Result) != `{"progress":0.5}` || job.Version != 2 ||
+		job.CallbackPath != f.callbackReq(d).path {
+		t.Errorf("GET job = %d %s, want running with the result, version 2, and callback_path %s", res.status, res.body, f.callbackReq(d).path)
 	}
 }
 
 func TestCallbackDuplicateAfterCompleted(t *testing.T) {
 	t.Parallel()
 	f := newCallbackFixture(t)
-	d := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-1", body: callbackBody(f.job.ProviderJobID, "running", nil)}
+	d := delivery{jobID: pathOf(f.job), deliveryID: "d-1", body: callbackBody(f.job.ProviderJobID, "running", nil)}
 	if status, _ := f.callback(d).answer(t); status != "accepted" {
 		t.Fatalf("first delivery was not accepted")
 	}
@@ -337,7 +384,7 @@ func TestCallbackDuplicateAfterCompleted(t *testing.T) {
 func TestCallbackDuplicateWhileProcessing(t *testing.T) {
 	t.Parallel()
 	f := newCallbackFixture(t)
-	d := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-1", body: callbackBody(f.job.ProviderJobID, "succeeded", nil)}
+	d := delivery{jobID: pathOf(f.job), deliveryID: "d-1", body: callbackBody(f.job.ProviderJobID, "succeeded", nil)}
 	// Another worker is applying this very delivery right now.
 	out, err := f.plane.Claim(context.Background(), f.org, providerjobs.Scope(acme), d.deliveryID,
 		providerjobs.RequestHash(d.body), idempotency.WebhookLease)
@@ -357,7 +404,7 @@ func TestCallbackDuplicateWhileProcessing(t *testing.T) {
 func TestCallbackHashMismatch(t *testing.T) {
 	t.Parallel()
 	f := newCallbackFixture(t)
-	first := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-1", body: callbackBody(f.job.ProviderJobID, "running", nil)}
+	first := delivery{jobID: pathOf(f.job), deliveryID: "d-1", body: callbackBody(f.job.ProviderJobID, "running", nil)}
 	if status, _ := f.callback(first).answer(t); status != "accepted" {
 		t.Fatalf("first delivery was not accepted")
 	}
@@ -373,8 +420,13 @@ func TestCallbackUnknownJob(t *testing.T) {
 	for _, tt := range []struct {
 		name, jobID, stored string
 	}{
-		{"not registered", "no-such-job", "no-such-job"},
-		{"registered for another provider", "", ""}, // the fixture's job id, under other.vendor
+		{"not registered", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566"},
+		// The fixture's job, under other.vendor: a job is the provider's
+		// whose secret signed the delivery, or nobody's.
+		{"registered for another provider", "", ""},
+		// The provider's job id is no address: callbacks name searchd's id.
+		{"the provider's job id", "provider-id", "provider-id"},
+		{"the nil UUID", "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"},
 		{"longer than any job id", strings.Repeat("x", 300), strings.Repeat("x", 255)},
 		{"NUL and bad UTF-8 in the path", "a\x00b\xffc", "a\uFFFDb\uFFFDc"},
 	} {
@@ -382,11 +434,15 @@ func TestCallbackUnknownJob(t *testing.T) {
 			t.Parallel()
 			f := newCallbackFixture(t)
 			d := delivery{jobID: tt.jobID, deliveryID: "d-1"}
-			if tt.jobID == "" {
-				d.provider, d.jobID, tt.stored = otherProvider, f.job.ProviderJobID, f.job.ProviderJobID
+			switch tt.jobID {
+			case "":
+				d.provider, d.jobID, tt.stored = otherProvider, pathOf(f.job), pathOf(f.job)
+			case "provider-id":
+				d.jobID, tt.stored = f.job.ProviderJobID, f.job.ProviderJobID
 			}
-			// A body cannot carry the NUL; the path is resolved first anyway.
-			d.body = callbackBody(strings.ReplaceAll(d.jobID, "\x00", ""), "running", nil)
+			// The body names the fixture's job rightly: the path alone is
+			// wrong, and it is resolved first.
+			d.body = callbackBody(f.job.ProviderJobID, "running", nil)
 			before := f.jobState(f.job.ID)
 			res := f.callback(d)
 			if status, reason := res.answer(t); status != "dropped" || reason != "unknown_job" {
@@ -394,7 +450,7 @@ func TestCallbackUnknownJob(t *testing.T) {
 			}
 			drops := f.drops()
 			if len(drops) != 1 || drops[0].reason != "unknown_job" || drops[0].org != nil ||
-				drops[0].providerJobID != tt.stored || drops[0].provider != cmp.Or(d.provider, acme) {
+				drops[0].pathJobID != tt.stored || drops[0].provider != cmp.Or(d.provider, acme) {
 				t.Errorf("drops = %+v, want one unknown_job without an organization, naming %q", drops, tt.stored)
 			}
 			if got := f.obs.counts(); len(got) != 1 || got[cmp.Or(d.provider, acme)+"/unknown_job"] != 1 {
@@ -415,7 +471,7 @@ func TestCallbackJobMismatch(t *testing.T) {
 	f := newCallbackFixture(t)
 	other := f.seedJob("job-other-" + uuid.NewString()[:8])
 	// The path names the fixture's job, the body another one of ours.
-	d := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-1", body: callbackBody(other.ProviderJobID, "succeeded", nil)}
+	d := delivery{jobID: pathOf(f.job), deliveryID: "d-1", body: callbackBody(other.ProviderJobID, "succeeded", nil)}
 	before := f.jobState(f.job.ID)
 	f.wantDropped(t, f.callback(d), d, "job_mismatch", before)
 	if s := f.jobState(other.ID); s.version != 1 {
@@ -448,27 +504,47 @@ func TestCallbackSignatureIsChecked(t *testing.T) {
 	t.Parallel()
 	f := newCallbackFixture(t)
 	body := callbackBody(f.job.ProviderJobID, "succeeded", nil)
-	good := sign(acmeSecret, body)
+	now := time.Now()
+	good := sign(acmeSecret, "d-x", now, body) // what every case below is sent as
+	mac := strings.TrimPrefix(good, "v1,")
 	for _, tt := range []struct {
 		name string
 		d    delivery
 	}{
 		{"missing", delivery{signature: "-"}},
 		{"empty", delivery{signature: " "}},
-		{"no algorithm", delivery{signature: strings.TrimPrefix(good, "sha256=")}},
-		{"another algorithm", delivery{signature: "sha1=" + strings.TrimPrefix(good, "sha256=")}},
-		{"not hex", delivery{signature: "sha256=" + strings.Repeat("zz", 32)}},
-		{"too short", delivery{signature: good[:len(good)-2]}},
-		{"too long", delivery{signature: good + "00"}},
-		{"wrong secret", delivery{signature: sign([]byte("not-acme's-secret"), body)}},
-		{"another provider's secret", delivery{signature: sign(otherSecret, body)}},
-		{"the signature of another body", delivery{signature: sign(acmeSecret, callbackBody(f.job.ProviderJobID, "failed", nil))}},
+		{"no version", delivery{signature: mac}},
+		{"another version", delivery{signature: "v2," + mac}},
+		{"the asymmetric version", delivery{signature: "v1a," + mac}},
+		{"version in capitals", delivery{signature: "V1," + mac}},
+		{"not base64", delivery{signature: "v1," + strings.Repeat("!", 44)}},
+		{"base64 without its padding", delivery{signature: "v1," + strings.TrimRight(mac, "=")}},
+		{"too short", delivery{signature: "v1," + mac[:40]}},
+		{"too long", delivery{signature: "v1," + mac[:43] + "AAAAA="}},
+		{"the old scheme", delivery{signature: "sha256=" + strings.Repeat("ab", 32)}},
+		{"wrong secret", delivery{signature: sign([]byte("not-acme's-secret"), "d-x", now, body)}},
+		{"another provider's secret", delivery{signature: sign(otherSecret, "d-x", now, body)}},
+		{"the signature of another body", delivery{signature: sign(acmeSecret, "d-x", now, callbackBody(f.job.ProviderJobID, "failed", nil))}},
+		{"the signature of another delivery id", delivery{signature: sign(acmeSecret, "d-y", now, body)}},
+		{"the signature of another second", delivery{signature: sign(acmeSecret, "d-x", now.Add(-time.Second), body)}},
+		{"the signature of the body alone", delivery{signature: sign(acmeSecret, "", time.Unix(0, 0), body)}},
+		{"two wrong signatures", delivery{signature: sign(otherSecret, "d-x", now, body) + " " + sign([]byte("x"), "d-x", now, body)}},
 		{"unknown provider", delivery{provider: "nobody", signature: good}},
 		{"provider in capitals", delivery{provider: "ACME", signature: good}},
 		{"a bearer token instead", delivery{signature: "-", header: map[string]string{"Authorization": "Bearer " + f.token}}},
+		{"no timestamp", delivery{timestamp: "-", signature: good}},
+		{"empty timestamp", delivery{timestamp: " ", signature: good}},
+		{"timestamp not a number", delivery{timestamp: "soon", signature: good}},
+		{"timestamp in milliseconds", delivery{timestamp: strconv.FormatInt(now.UnixMilli(), 10), signature: good}},
+		{"timestamp with a fraction", delivery{timestamp: unix(now) + ".0", signature: good}},
+		{"timestamp with a sign", delivery{timestamp: "+" + unix(now), signature: good}},
+		{"timestamp with a leading zero", delivery{timestamp: "0" + unix(now), signature: good}},
+		{"timestamp as a date", delivery{timestamp: now.UTC().Format(time.RFC3339), signature: good}},
+		{"negative timestamp", delivery{timestamp: "-1", signature: good}},
+		{"timestamp past int64", delivery{timestamp: "99999999999999999999", signature: good}},
 	} {
 		d := tt.d
-		d.jobID, d.deliveryID, d.body = f.job.ProviderJobID, "d-"+tt.name, body
+		d.jobID, d.deliveryID, d.body, d.at = pathOf(f.job), "d-x", body, now
 		res := f.callback(d)
 		if res.status != http.StatusUnauthorized || res.problem(t).Code != "unauthorized" {
 			t.Errorf("%s: callback = %d %s, want 401 unauthorized", tt.name, res.status, res.body)
@@ -476,9 +552,46 @@ func TestCallbackSignatureIsChecked(t *testing.T) {
 	}
 	f.wantNothingRecorded(t, "after refused signatures", jobState{"pending", "", 1})
 
-	// The control: the same delivery, signed right, is applied.
-	if status, _ := f.callback(delivery{jobID: f.job.ProviderJobID, deliveryID: "d-good", body: body}).answer(t); status != "accepted" {
+	// The control: the same delivery, signed right, is applied, and one
+	// matching v1 signature among others (a secret being rotated) is
+	// enough.
+	d := delivery{jobID: pathOf(f.job), deliveryID: "d-x", body: body, at: now,
+		signature: "v1a,c2lnbmF0dXJl " + sign(otherSecret, "d-x", now, body) + " " + good}
+	if status, _ := f.callback(d).answer(t); status != "accepted" {
 		t.Errorf("a well-signed delivery was not accepted")
+	}
+}
+
+// TestCallbackTimestampWindowIsTheServersClock stubs the server's clock
+// and moves the signing time around it: within 5 minutes either way a
+// delivery is accepted, beyond them it is refused with a detail that
+// says why, and nothing is recorded.
+func TestCallbackTimestampWindowIsTheServersClock(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	obs := &dropCounter{}
+	b := setup(t, setupOpts{now: clk.now, observer: obs, deps: func(d *api.Deps) { d.Now = clk.now }})
+	f := &callbackFixture{bundle: b, clk: clk, obs: obs, job: b.seedJob("job-window")}
+	body := callbackBody(f.job.ProviderJobID, "running", nil)
+	for _, skew := range []time.Duration{
+		-api.CallbackTolerance - time.Second, api.CallbackTolerance + time.Second,
+		-24 * time.Hour, 365 * 24 * time.Hour, -time.Duration(clk.now().Unix()) * time.Second,
+	} {
+		d := delivery{jobID: pathOf(f.job), deliveryID: "d-stale", body: body, at: clk.now().Add(skew)}
+		res := f.callback(d)
+		if res.status != http.StatusUnauthorized || res.problem(t).Code != "unauthorized" ||
+			!strings.Contains(res.problem(t).Detail, "more than 5 minutes from the server's clock") {
+			t.Errorf("signed %s from the server's clock: callback = %d %s, want 401 saying the timestamp is out of the window",
+				skew, res.status, res.body)
+		}
+	}
+	f.wantNothingRecorded(t, "after stale timestamps", jobState{"pending", "", 1})
+
+	for i, skew := range []time.Duration{-api.CallbackTolerance, api.CallbackTolerance, 0} {
+		d := delivery{jobID: pathOf(f.job), deliveryID: "d-" + strconv.Itoa(i), body: body, at: clk.now().Add(skew)}
+		if status, reason := f.callback(d).answer(t); status != "accepted" {
+			t.Errorf("signed %s from the server's clock: callback = %s %s, want accepted", skew, status, reason)
+		}
 	}
 }
 
@@ -508,16 +621,31 @@ func TestCallbackRefusesUnusableSignedDeliveries(t *testing.T) {
 		{"duplicate member", "d", `{"job_id": "` + job + `", "status": "running", "status": "failed"}`, "validation_failed"},
 		{"NUL in the result", "d", `{"job_id": "` + job + `", "status": "running", "result": {"a": "\u0000"}}`, "validation_failed"},
 	} {
-		res := f.callback(delivery{jobID: job, deliveryID: tt.deliveryID, body: []byte(tt.body)})
+		res := f.callback(delivery{jobID: pathOf(f.job), deliveryID: tt.deliveryID, body: []byte(tt.body)})
 		if res.status != http.StatusBadRequest || res.problem(t).Code != tt.code {
 			t.Errorf("%s: callback = %d %s, want 400 %s", tt.name, res.status, res.body, tt.code)
 		}
 	}
+	// Two webhook-id headers, the first one signed: which would the claim
+	// be keyed by?
+	body := callbackBody(job, "running", nil)
+	now := time.Now()
+	hr, err := http.NewRequest(http.MethodPost, f.server.URL+f.callbackReq(delivery{jobID: pathOf(f.job)}).path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Header.Add(api.HeaderDeliveryID, "d-a")
+	hr.Header.Add(api.HeaderDeliveryID, "d-b")
+	hr.Header.Set(api.HeaderTimestamp, unix(now))
+	hr.Header.Set(api.HeaderSignature, sign(acmeSecret, "d-a", now, body))
+	if res := f.raw(hr); res.status != http.StatusBadRequest || res.problem(t).Code != "invalid_delivery_id" {
+		t.Errorf("two webhook-id headers: callback = %d %s, want 400 invalid_delivery_id", res.status, res.body)
+	}
 	f.wantNothingRecorded(t, "after refused deliveries", jobState{"pending", "", 1})
 
 	// Members beyond the three are the provider's business: ignored.
-	body := `{"job_id": "` + job + `", "status": "running", "result": null, "attempt": 2}`
-	if status, _ := f.callback(delivery{jobID: job, deliveryID: "d-extra", body: []byte(body)}).answer(t); status != "accepted" {
+	extra := `{"job_id": "` + job + `", "status": "running", "result": null, "attempt": 2}`
+	if status, _ := f.callback(delivery{jobID: pathOf(f.job), deliveryID: "d-extra", body: []byte(extra)}).answer(t); status != "accepted" {
 		t.Errorf("a delivery with an extra member was not accepted")
 	}
 }
@@ -555,7 +683,7 @@ func TestCallbackSetToValueNeverLeavesATerminalStatus(t *testing.T) {
 		{"d-6", "succeeded", map[string]any{"rows": 10}, jobState{"succeeded", `{"rows": 9}`, 4}, false},
 	}
 	for _, s := range steps {
-		d := delivery{jobID: job, deliveryID: s.deliveryID, body: callbackBody(job, s.status, s.result)}
+		d := delivery{jobID: pathOf(f.job), deliveryID: s.deliveryID, body: callbackBody(job, s.status, s.result)}
 		if status, _ := f.callback(d).answer(t); status != "accepted" {
 			t.Fatalf("%s (%s) was not accepted", s.deliveryID, s.status)
 		}
@@ -577,7 +705,7 @@ func TestCallbackConcurrentDeliveriesApplyOnce(t *testing.T) {
 	t.Parallel()
 	f := newCallbackFixture(t)
 	const n = 50
-	d := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-concurrent",
+	d := delivery{jobID: pathOf(f.job), deliveryID: "d-concurrent",
 		body: callbackBody(f.job.ProviderJobID, "succeeded", map[string]any{"rows": 1})}
 	r := f.callbackReq(d)
 	answers := make([]*response, n)
@@ -621,7 +749,7 @@ func TestCallbackConcurrentDeliveriesApplyOnce(t *testing.T) {
 func TestCallbackRedeliveryAfterACrashReclaimsAfterTheLease(t *testing.T) {
 	t.Parallel()
 	f := newCallbackFixture(t)
-	d := delivery{jobID: f.job.ProviderJobID, deliveryID: "d-crash",
+	d := delivery{jobID: pathOf(f.job), deliveryID: "d-crash",
 		body: callbackBody(f.job.ProviderJobID, "succeeded", map[string]any{"rows": 4})}
 	// A handler claimed the delivery, then crashed before it completed.
 	out, err := f.plane.Claim(context.Background(), f.org, providerjobs.Scope(acme), d.deliveryID,
@@ -670,7 +798,8 @@ func TestProviderJobsAnswer503WhenTheDatabaseIsDown(t *testing.T) {
 	b := setup(t, setupOpts{pool: down})
 	body := callbackBody("job-1", "running", nil)
 	for _, r := range []req{
-		b.callbackReq(delivery{jobID: "job-1", deliveryID: "d-1", body: body}),
+		b.callbackReq(delivery{jobID: uuid.NewString(), deliveryID: "d-1", body: body}), // resolving the job
+		b.callbackReq(delivery{jobID: "job-1", deliveryID: "d-1", body: body}),          // recording unknown_job
 		{method: http.MethodPost, path: "/v1/provider-jobs", body: map[string]any{"run_id": uuid.NewString(), "provider": acme, "provider_job_id": "j"}},
 		{method: http.MethodGet, path: "/v1/provider-jobs/" + uuid.NewString()},
 	} {
@@ -681,10 +810,20 @@ func TestProviderJobsAnswer503WhenTheDatabaseIsDown(t *testing.T) {
 		}
 	}
 	// A delivery refused before the database is needed is still refused.
-	res := b.callback(delivery{jobID: "job-1", deliveryID: "d-1", body: body, signature: "-"})
-	if res.status != http.StatusUnauthorized {
-		t.Errorf("an unsigned callback with the database down = %d, want 401", res.status)
+	for _, d := range []delivery{
+		{jobID: "job-1", deliveryID: "d-1", body: body, signature: "-"},
+		{jobID: "job-1", deliveryID: "d-1", body: body, at: time.Now().Add(-time.Hour)},
+	} {
+		if res := b.callback(d); res.status != http.StatusUnauthorized {
+			t.Errorf("an unsigned or stale callback with the database down = %d, want 401", res.status)
+		}
 	}
+}
+
+// registeredJob is a provider job as the API answers it.
+type registeredJob struct {
+	providerjobs.Job
+	CallbackPath string `json:"callback_path"`
 }
 
 func TestRegisterProviderJob(t *testing.T) {
@@ -696,11 +835,14 @@ func TestRegisterProviderJob(t *testing.T) {
 	if res.status != http.StatusCreated {
 		t.Fatalf("register = %d %s, want 201", res.status, res.body)
 	}
-	var job providerjobs.Job
+	var job registeredJob
 	res.decode(t, &job)
 	if job.OrganizationID != b.org || job.RunID != run || job.Provider != acme || job.ProviderJobID != "job/42 ü" ||
 		job.Status != providerjobs.StatusPending || string(job.Result) != "null" || job.Version != 1 {
 		t.Errorf("registered job = %+v, want a pending acme job of the Run", job)
+	}
+	if want := "/v1/callbacks/acme/jobs/" + job.ID.String(); job.CallbackPath != want {
+		t.Errorf("callback_path = %q, want %q: searchd's id, not the provider's", job.CallbackPath, want)
 	}
 	if loc, want := res.header.Get("Location"), "/v1/provider-jobs/"+job.ID.String(); loc != want {
 		t.Errorf("Location = %q, want %q", loc, want)
@@ -710,29 +852,47 @@ func TestRegisterProviderJob(t *testing.T) {
 		t.Errorf("GET = %d %s, want 200 and the registered job %s", got.status, got.body, res.body)
 	}
 
-	// Its callbacks find it by its path-escaped id, slash and all.
-	d := delivery{jobID: job.ProviderJobID, deliveryID: "d-1", body: callbackBody(job.ProviderJobID, "running", nil)}
+	// A retry of the registration (its answer was lost) finds the same
+	// job: 200, the same body, the same Location, nothing new.
+	again := b.do(req{method: http.MethodPost, path: "/v1/provider-jobs", body: body})
+	if again.status != http.StatusOK || string(again.body) != string(res.body) ||
+		again.header.Get("Location") != res.header.Get("Location") {
+		t.Errorf("register again for the same Run = %d %s (Location %q), want 200 with %s",
+			again.status, again.body, again.header.Get("Location"), res.body)
+	}
+
+	// Its callbacks come on its callback_path; the body names the
+	// provider's id, slash and all.
+	d := delivery{jobID: pathOf(&job.Job), deliveryID: "d-1", body: callbackBody(job.ProviderJobID, "running", nil)}
+	if p := b.callbackReq(d).path; p != job.CallbackPath {
+		t.Fatalf("the callback is sent on %s, want the callback_path %s", p, job.CallbackPath)
+	}
 	if status, reason := b.callback(d).answer(t); status != "accepted" {
 		t.Errorf("callback for the registered job = %s %s, want accepted", status, reason)
 	}
+	// A retry after a callback answers the job as it is now.
+	again = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs", body: body})
+	var now registeredJob
+	again.decode(t, &now)
+	if again.status != http.StatusOK || now.ID != job.ID || now.Status != providerjobs.StatusRunning || now.Version != 2 {
+		t.Errorf("register again after a callback = %d %s, want 200 with the job, running", again.status, again.body)
+	}
 
-	// Registering the same provider job again is refused, from any organization.
+	// For another Run of the organization it is a conflict: a provider
+	// job id names one job of an organization.
+	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
+		body: map[string]any{"run_id": b.seedRun(b.org).String(), "provider": acme, "provider_job_id": "job/42 ü"}})
+	if res.status != http.StatusConflict || res.problem(t).Code != "already_registered" {
+		t.Errorf("register again for another Run = %d %s, want 409 already_registered", res.status, res.body)
+	}
+	// Another organization gets a job of its own, with its own path.
 	other := uuid.New()
-	otherToken := b.tokenFor(other, "intruder")
-	for _, tt := range []struct {
-		name  string
-		token string
-		run   uuid.UUID
-	}{
-		{"same organization, same Run", b.token, run},
-		{"same organization, another Run", b.token, b.seedRun(b.org)},
-		{"another organization, its own Run", otherToken, b.seedRun(other)},
-	} {
-		res := b.do(req{method: http.MethodPost, path: "/v1/provider-jobs", header: map[string]string{"Authorization": "Bearer " + tt.token},
-			body: map[string]any{"run_id": tt.run.String(), "provider": acme, "provider_job_id": "job/42 ü"}})
-		if res.status != http.StatusConflict || res.problem(t).Code != "already_registered" {
-			t.Errorf("%s: register again = %d %s, want 409 already_registered", tt.name, res.status, res.body)
-		}
+	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs", header: map[string]string{"Authorization": "Bearer " + b.tokenFor(other, "other")},
+		body: map[string]any{"run_id": b.seedRun(other).String(), "provider": acme, "provider_job_id": "job/42 ü"}})
+	var theirs registeredJob
+	res.decode(t, &theirs)
+	if res.status != http.StatusCreated || theirs.ID == job.ID || theirs.OrganizationID != other || theirs.CallbackPath == job.CallbackPath {
+		t.Errorf("another organization's registration = %d %s, want 201 with a job of its own", res.status, res.body)
 	}
 	// The same provider job id at another provider is another job.
 	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
@@ -740,8 +900,63 @@ func TestRegisterProviderJob(t *testing.T) {
 	if res.status != http.StatusCreated {
 		t.Errorf("the same job id at another provider = %d %s, want 201", res.status, res.body)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 2 {
-		t.Errorf("%d jobs, want 2", n)
+	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 3 {
+		t.Errorf("%d jobs, want 3", n)
+	}
+}
+
+// TestProviderJobIDsAreScopedToTheOrganization was a finding of the
+// review of issue 7: a provider job id named one job across all
+// organizations, first registration won, and callbacks resolved their job
+// by that id. So organization B could register the id of a job the
+// provider runs for organization A (ids are the provider's, often
+// sequential); A's registration then answered 409, and the provider's
+// callbacks about A's job were applied to B's job, where B read A's
+// result. Now each organization registers its own job, and a callback
+// addresses searchd's job id, which only A learns.
+func TestProviderJobIDsAreScopedToTheOrganization(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, setupOpts{})
+	const jobID = "acme-job-1001" // the id acme will give A's next job
+	bRun := w.seedRun(w.otherOrg)
+	res := w.asOther(req{method: http.MethodPost, path: "/v1/provider-jobs",
+		body: fmt.Sprintf(`{"run_id":%q,"provider":"acme","provider_job_id":%q}`, bRun, jobID)})
+	var bJob registeredJob
+	res.decode(t, &bJob)
+	if res.status != http.StatusCreated {
+		t.Fatalf("B's registration = %d %s", res.status, res.body)
+	}
+
+	// A starts its job at acme, gets that id, and registers it.
+	res = w.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
+		body: fmt.Sprintf(`{"run_id":%q,"provider":"acme","provider_job_id":%q}`, w.runID, jobID)})
+	var aJob registeredJob
+	res.decode(t, &aJob)
+	if res.status != http.StatusCreated || aJob.ID == bJob.ID || aJob.OrganizationID != w.org {
+		t.Fatalf("A's registration of its own job = %d %s, want 201 with a job of A's", res.status, res.body)
+	}
+
+	// acme calls back about A's job, on the path A handed it.
+	body := callbackBody(jobID, "succeeded", map[string]any{"a_private_result": "organization A's data"})
+	d := delivery{jobID: pathOf(&aJob.Job), deliveryID: "d-" + uuid.NewString(), body: body}
+	if status, reason := w.callback(d).answer(t); status != "accepted" {
+		t.Errorf("acme's callback about A's job = %s %s, want accepted", status, reason)
+	}
+	got := w.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + aJob.ID.String()})
+	if !strings.Contains(string(got.body), "organization A's data") {
+		t.Errorf("A's job after acme's callback = %s, want A's result", got.body)
+	}
+	got = w.asOther(req{method: http.MethodGet, path: "/v1/provider-jobs/" + bJob.ID.String()})
+	var bNow registeredJob
+	got.decode(t, &bNow)
+	if strings.Contains(string(got.body), "organization A's data") || bNow.Status != providerjobs.StatusPending || bNow.Version != 1 {
+		t.Errorf("organization B's squatted registration = %s, want it pending and without A's result", got.body)
+	}
+
+	// A callback on the provider's job id, the old address, finds nothing.
+	d = delivery{jobID: jobID, deliveryID: "d-" + uuid.NewString(), body: body}
+	if status, reason := w.callback(d).answer(t); status != "dropped" || reason != "unknown_job" {
+		t.Errorf("a callback addressed by the provider's job id = %s %s, want dropped unknown_job", status, reason)
 	}
 }
 
@@ -824,23 +1039,36 @@ func TestOpenAPIValidatesProviderJobResponses(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	job := b.seedJob("openapi-job")
-	d := delivery{jobID: job.ProviderJobID, deliveryID: "d-1", body: callbackBody(job.ProviderJobID, "running", map[string]any{"a": 1})}
+	d := delivery{jobID: pathOf(job), deliveryID: "d-1", body: callbackBody(job.ProviderJobID, "running", map[string]any{"a": 1})}
 	for _, r := range []req{
 		b.callbackReq(d), // accepted
 		b.callbackReq(d), // dropped duplicate
-		b.callbackReq(delivery{jobID: job.ProviderJobID, signature: "-", body: d.body}),       // 401
-		b.callbackReq(delivery{jobID: job.ProviderJobID, body: d.body}),                       // 400 missing_delivery_id
-		b.callbackReq(delivery{jobID: job.ProviderJobID, deliveryID: "x", body: []byte(`{`)}), // 400 malformed_json
+		b.callbackReq(delivery{jobID: pathOf(job), signature: "-", body: d.body}),                                    // 401
+		b.callbackReq(delivery{jobID: pathOf(job), deliveryID: "d-2", body: d.body, at: time.Now().Add(-time.Hour)}), // 401 stale
+		b.callbackReq(delivery{jobID: pathOf(job), body: d.body}),                                                    // 400 missing_delivery_id
+		b.callbackReq(delivery{jobID: pathOf(job), deliveryID: "x", body: []byte(`{`)}),                              // 400 malformed_json
+		b.callbackReq(delivery{jobID: "not-a-uuid", deliveryID: "d-3", body: d.body}),                                // dropped unknown_job
 		{method: http.MethodGet, path: "/v1/provider-jobs/" + job.ID.String()},
-		{method: http.MethodPost, path: "/v1/provider-jobs", body: map[string]any{"run_id": job.RunID.String(), "provider": acme, "provider_job_id": "openapi-job"}},
-		{method: http.MethodPost, path: "/v1/provider-jobs", body: map[string]any{"run_id": job.RunID.String(), "provider": acme, "provider_job_id": "openapi-2"}},
-		{method: http.MethodPost, path: "/v1/provider-jobs", body: map[string]any{"run_id": uuid.NewString(), "provider": acme, "provider_job_id": "openapi-3"}},
+		{method: http.MethodPost, path: "/v1/provider-jobs", body: map[string]any{"run_id": job.RunID.String(), "provider": acme, "provider_job_id": "openapi-job"}},        // 200
+		{method: http.MethodPost, path: "/v1/provider-jobs", body: map[string]any{"run_id": b.seedRun(b.org).String(), "provider": acme, "provider_job_id": "openapi-job"}}, // 409
+		{method: http.MethodPost, path: "/v1/provider-jobs", body: map[string]any{"run_id": job.RunID.String(), "provider": acme, "provider_job_id": "openapi-2"}},          // 201
+		{method: http.MethodPost, path: "/v1/provider-jobs", body: map[string]any{"run_id": uuid.NewString(), "provider": acme, "provider_job_id": "openapi-3"}},            // 404
 		{method: http.MethodPost, path: "/v1/provider-jobs", body: `{`},
 	} {
 		b.do(r)
 	}
 
-	hr, _ := http.NewRequest(http.MethodPost, b.server.URL+"/v1/callbacks/acme/jobs/j", nil)
+	// A job answer must carry its callback_path.
+	res := b.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + job.ID.String()})
+	var members map[string]any
+	res.decode(t, &members)
+	delete(members, "callback_path")
+	hr, _ := http.NewRequest(http.MethodGet, b.server.URL+"/v1/provider-jobs/"+job.ID.String(), nil)
+	if err := validateAgainstOpenAPI(hr, &response{status: http.StatusOK, header: res.header, body: mustJSON(t, members)}); err == nil {
+		t.Errorf("a job without callback_path passed validation")
+	}
+
+	hr, _ = http.NewRequest(http.MethodPost, b.server.URL+"/v1/callbacks/acme/jobs/"+pathOf(job), nil)
 	for _, body := range []string{`{"status": "dropped"}`, `{"status": "accepted", "reason": "duplicate"}`,
 		`{"status": "dropped", "reason": "lost"}`, `{"status": "ok"}`} {
 		broken := &response{status: http.StatusOK, header: http.Header{"Content-Type": {"application/json"}}, body: []byte(body)}

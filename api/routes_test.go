@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -22,7 +23,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/savedsearch"
 )
@@ -47,8 +47,9 @@ var publicRoutes = map[string]bool{
 	"GET /metrics":      true,
 }
 
-// callbackRoute authenticates by the HMAC of its body instead of a bearer
-// token; its own tests (providerjobs_test.go, security_test.go) cover it.
+// callbackRoute authenticates by a Standard Webhooks signature instead of a
+// bearer token; its own tests (providerjobs_test.go, security_test.go)
+// cover it.
 const callbackRoute = "POST /v1/callbacks/:provider/jobs/:job_id"
 
 // routes returns the routes the server registers, sorted, without echo's
@@ -158,7 +159,7 @@ func (w *world) url(r route, values ...string) string {
 		case "provider":
 			v = acme
 		case "job_id":
-			v = w.job.ProviderJobID
+			v = pathOf(w.job)
 		default:
 			if v = w.resourceID(r.path); v == "" {
 				v = uuid.NewString() // names nothing
@@ -198,8 +199,7 @@ func (w *world) validRequest(r route) req {
 		rq.noAuth = true
 		body := callbackBody(w.job.ProviderJobID, "running", map[string]any{"p": 1})
 		rq.body = body
-		rq.header[api.HeaderDeliveryID] = "d-" + uuid.NewString()
-		rq.header[api.HeaderSignature] = sign(acmeSecret, body)
+		maps.Copy(rq.header, signedHeaders(acmeSecret, "d-"+uuid.NewString(), body))
 	default:
 		if r.method == http.MethodPost || r.method == http.MethodPut || r.method == http.MethodPatch {
 			rq.body = `{}`
@@ -334,7 +334,7 @@ func TestFingerprintSeesEveryWrite(t *testing.T) {
 		{"a locking read", `SELECT id FROM agent.saved_searches FOR UPDATE`, false},
 		{"an update", `UPDATE agent.saved_searches SET name = name || '!'`, true},
 		{"an update to the same value", `UPDATE agent.provider_jobs SET status = status`, true},
-		{"an insert", `INSERT INTO agent.webhook_drops (id, provider, provider_job_id, delivery_id, request_hash, reason, received_at)
+		{"an insert", `INSERT INTO agent.webhook_drops (id, provider, path_job_id, delivery_id, request_hash, reason, received_at)
 			VALUES (gen_random_uuid(), 'acme', 'j', 'd', repeat('0', 64), 'unknown_job', now())`, true},
 		{"a delete", `DELETE FROM agent.webhook_drops`, true},
 	} {

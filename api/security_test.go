@@ -3,10 +3,12 @@ package api_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -276,8 +278,9 @@ func TestNoSecretInAnyAnswerOrLog(t *testing.T) {
 	}
 	// The callback, signed wrong in every way, or carrying a bearer token.
 	body := callbackBody(w.job.ProviderJobID, "running", nil)
-	for _, sig := range []string{"", "-", sign(otherSecret, body), "sha256=" + hex.EncodeToString(acmeSecret), string(acmeSecret)} {
-		rq := w.callbackReq(delivery{jobID: w.job.ProviderJobID, deliveryID: "d-" + uuid.NewString(), body: body, signature: sig,
+	for _, sig := range []string{"", "-", sign(otherSecret, "d", time.Now(), body), "v1," + base64.StdEncoding.EncodeToString(acmeSecret),
+		"sha256=" + hex.EncodeToString(acmeSecret), string(acmeSecret)} {
+		rq := w.callbackReq(delivery{jobID: pathOf(w.job), deliveryID: "d-" + uuid.NewString(), body: body, signature: sig,
 			header: map[string]string{"Authorization": "Bearer " + w.token}})
 		send(rq)
 	}
@@ -540,13 +543,15 @@ func (c *countingBody) Read(p []byte) (int, error) {
 
 // TestCallbackSignatureBindsTheExactBody adds to TestCallbackSignatureIsChecked
 // the forgeries that reuse a genuine signature: on a body changed by one
-// byte, on another provider's path, twice in one request, and a bearer
-// token beside a bad signature. Each answers 401 and records nothing.
+// byte, on another provider's path, under another delivery id or
+// timestamp, twice in one request, and a bearer token beside a bad
+// signature. Each answers 401 and records nothing.
 func TestCallbackSignatureBindsTheExactBody(t *testing.T) {
 	t.Parallel()
 	f := newCallbackFixture(t)
 	body := callbackBody(f.job.ProviderJobID, "succeeded", map[string]any{"n": 1})
-	good := sign(acmeSecret, body)
+	now := time.Now()
+	good := sign(acmeSecret, "d-good", now, body)
 	fp := fingerprintQuery(f.agentTables(t))
 	before, err := f.fingerprint(fp)
 	if err != nil {
@@ -556,39 +561,142 @@ func TestCallbackSignatureBindsTheExactBody(t *testing.T) {
 		name string
 		d    delivery
 	}{
-		{"a trailing newline", delivery{body: append(slices.Clone(body), '\n'), signature: good}},
-		{"white space inside", delivery{body: bytes.Replace(body, []byte(`,`), []byte(`, `), 1), signature: good}},
-		{"the body cut short", delivery{body: body[:len(body)-1], signature: good}},
-		{"an empty body", delivery{body: []byte{}, signature: good}},
-		{"acme's signature on the other provider's path", delivery{provider: otherProvider, body: body, signature: good}},
-		{"a valid bearer token and no signature", delivery{body: body, signature: "-",
+		{"a trailing newline", delivery{body: append(slices.Clone(body), '\n')}},
+		{"white space inside", delivery{body: bytes.Replace(body, []byte(`,`), []byte(`, `), 1)}},
+		{"the body cut short", delivery{body: body[:len(body)-1]}},
+		{"an empty body", delivery{body: []byte{}}},
+		{"acme's signature on the other provider's path", delivery{provider: otherProvider}},
+		{"another delivery id", delivery{deliveryID: "d-other"}},
+		{"the delivery id in capitals", delivery{deliveryID: "D-GOOD"}},
+		{"another timestamp", delivery{at: now.Add(time.Second)}},
+		{"a valid bearer token and no signature", delivery{signature: "-",
 			header: map[string]string{"Authorization": "Bearer " + f.token}}},
-		{"the MAC in upper-case prefix", delivery{body: body, signature: "SHA256=" + strings.TrimPrefix(good, "sha256=")}},
+		{"the version in capitals", delivery{signature: "V1," + strings.TrimPrefix(good, "v1,")}},
+		{"the MAC as hex", delivery{signature: "v1," + hex.EncodeToString(must(base64.StdEncoding.DecodeString(strings.TrimPrefix(good, "v1,"))))}},
 	} {
 		d := tt.d
-		d.jobID, d.deliveryID = f.job.ProviderJobID, "d-"+uuid.NewString()
+		d.jobID = pathOf(f.job)
+		d.deliveryID = cmp.Or(d.deliveryID, "d-good")
+		if d.body == nil {
+			d.body = body
+		}
+		if d.at.IsZero() {
+			d.at = now
+		}
+		d.signature = cmp.Or(d.signature, good)
 		res := f.callback(d)
 		if res.status != http.StatusUnauthorized || res.problem(t).Code != api.CodeUnauthorized {
 			t.Errorf("%s: callback = %d %s, want 401 unauthorized", tt.name, res.status, res.body)
 		}
 	}
-	// Two X-Signature headers, the genuine one first.
-	hr, err := http.NewRequest(http.MethodPost, f.server.URL+"/v1/callbacks/acme/jobs/"+f.job.ProviderJobID, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set(api.HeaderDeliveryID, "d-two")
-	hr.Header.Add(api.HeaderSignature, good)
-	hr.Header.Add(api.HeaderSignature, good)
-	if res := f.raw(hr); res.status != http.StatusUnauthorized {
-		t.Errorf("two X-Signature headers = %d %s, want 401", res.status, res.body)
+	// Two webhook-signature headers, the genuine one first, and two
+	// webhook-timestamp headers, the signed one first.
+	for _, h := range []struct {
+		name string
+		add  func(h http.Header)
+	}{
+		{"two signature headers", func(h http.Header) {
+			h.Set(api.HeaderTimestamp, unix(now))
+			h.Add(api.HeaderSignature, good)
+			h.Add(api.HeaderSignature, good)
+		}},
+		{"two timestamp headers", func(h http.Header) {
+			h.Add(api.HeaderTimestamp, unix(now))
+			h.Add(api.HeaderTimestamp, unix(now.Add(time.Second)))
+			h.Set(api.HeaderSignature, good)
+		}},
+	} {
+		hr, err := http.NewRequest(http.MethodPost, f.server.URL+"/v1/callbacks/acme/jobs/"+pathOf(f.job), bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set(api.HeaderDeliveryID, "d-good")
+		h.add(hr.Header)
+		if res := f.raw(hr); res.status != http.StatusUnauthorized {
+			t.Errorf("%s = %d %s, want 401", h.name, res.status, res.body)
+		}
 	}
 	if after, err := f.fingerprint(fp); err != nil || after != before {
 		t.Errorf("forged callbacks wrote rows: fingerprint %s, want %s (%v)", after, before, err)
 	}
-	// The control: the genuine pair is accepted.
-	if status, _ := f.callback(delivery{jobID: f.job.ProviderJobID, deliveryID: "d-good", body: body}).answer(t); status != "accepted" {
+	// The control: the genuine delivery is accepted.
+	d := delivery{jobID: pathOf(f.job), deliveryID: "d-good", body: body, at: now, signature: good}
+	if status, _ := f.callback(d).answer(t); status != "accepted" {
 		t.Errorf("the genuine delivery was not accepted")
+	}
+}
+
+// must returns v, panicking on err.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestCallbackReplayUnderAFreshDeliveryIDIsRefused was a finding of the
+// review of issue 7: the signature covered the body alone, and the body
+// carries no time or nonce, so a signed body captured once could be
+// replayed any time under a new delivery id, each replay a new claim,
+// applied: a running job's result went back to the replayed one. Now the
+// delivery id and a timestamp are signed with the body, and the timestamp
+// must be within 5 minutes of the server's clock.
+func TestCallbackReplayUnderAFreshDeliveryIDIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	job := f.job.ProviderJobID
+	first := delivery{jobID: pathOf(f.job), deliveryID: "d-0", body: callbackBody(job, "running", map[string]any{"progress": 1})}
+	second := delivery{jobID: pathOf(f.job), deliveryID: "d-1", body: callbackBody(job, "running", map[string]any{"progress": 2})}
+	captured := f.callbackReq(first) // what an eavesdropper keeps
+	for i, r := range []req{captured, f.callbackReq(second)} {
+		if status, _ := f.do(r).answer(t); status != "accepted" {
+			t.Fatalf("delivery %d not accepted", i)
+		}
+	}
+	fp := fingerprintQuery(f.agentTables(t))
+	before, err := f.fingerprint(fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := f.jobState(f.job.ID)
+
+	// The captured body and signature under a fresh delivery id, with the
+	// captured timestamp or a fresh one: the signature does not match.
+	replay := captured
+	replay.header = maps.Clone(captured.header)
+	replay.header[api.HeaderDeliveryID] = "d-replayed"
+	res := f.do(replay)
+	if res.status != http.StatusUnauthorized || res.problem(t).Code != api.CodeUnauthorized {
+		t.Errorf("the captured body under a fresh delivery id = %d %s, want 401", res.status, res.body)
+	}
+	replay.header[api.HeaderTimestamp] = unix(time.Now())
+	if res := f.do(replay); res.status != http.StatusUnauthorized {
+		t.Errorf("the captured body under a fresh delivery id and timestamp = %d %s, want 401", res.status, res.body)
+	}
+	// The captured delivery, whole, later than the window: refused too.
+	stale := f.callbackReq(delivery{jobID: pathOf(f.job), deliveryID: "d-0", body: first.body,
+		at: time.Now().Add(-api.CallbackTolerance - time.Minute)})
+	res = f.do(stale)
+	if res.status != http.StatusUnauthorized || !strings.Contains(res.problem(t).Detail, "5 minutes") {
+		t.Errorf("the delivery signed 6 minutes ago = %d %s, want 401 saying the timestamp is out of the window", res.status, res.body)
+	}
+	if after, err := f.fingerprint(fp); err != nil || after != before {
+		t.Errorf("replays wrote rows: fingerprint %s, want %s (%v)", after, before, err)
+	}
+	if after := f.jobState(f.job.ID); after != state {
+		t.Errorf("replays moved the job from %+v to %+v", state, after)
+	}
+
+	// The same delivery re-sent whole within the window (a redelivery, or
+	// a replay of one) is what it always was: a recorded duplicate.
+	if status, reason := f.do(captured).answer(t); status != "dropped" || reason != "duplicate" {
+		t.Errorf("the captured delivery re-sent within the window = %s %s, want dropped duplicate", status, reason)
+	}
+	if drops := f.drops(); len(drops) != 1 || drops[0].deliveryID != "d-0" || drops[0].reason != "duplicate" {
+		t.Errorf("drops = %+v, want one duplicate of d-0", drops)
+	}
+	if after := f.jobState(f.job.ID); after != state {
+		t.Errorf("the duplicate moved the job from %+v to %+v", state, after)
 	}
 }

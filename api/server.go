@@ -5,19 +5,21 @@
 //
 // The package decides what the domain packages cannot: who the caller is
 // (an HS256 bearer token; the organization comes from its org_id claim and
-// from nowhere else; a provider callback is authenticated by the HMAC of
-// its body instead, see providerjobs.go), what a well-formed request is
+// from nowhere else; a provider callback is authenticated by a Standard
+// Webhooks signature over its delivery id, timestamp and body instead, see
+// providerjobs.go), what a well-formed request is
 // (the Idempotency-Key header, JSON bodies, field rules), and how every
 // outcome reads on the wire. Errors are RFC 9457 problem documents with a
 // machine code; the one table that turns domain errors into statuses is in
 // problem.go. No input of any shape is meant to produce a 500: a 500 is a
 // bug, logged with the request id the response carries.
 //
-// Identifiers in paths are UUIDs, but for a provider callback's, which are
-// the provider's name and its own job id. A path id that is not a UUID
-// names no resource, so it answers 404 not_found like an id of another
-// organization; a malformed id in a query parameter answers 400
-// validation_failed, because there the client sent a filter, not a name.
+// Identifiers in paths are UUIDs; a provider callback's path also names
+// the provider. A path id that is not a UUID names no resource, so it
+// answers 404 not_found like an id of another organization (on a callback,
+// which is always acknowledged, it drops as unknown_job); a malformed id in
+// a query parameter answers 400 validation_failed, because there the
+// client sent a filter, not a name.
 package api
 
 import (
@@ -34,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/labstack/echo/v4"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/searchd/searchd/admission"
@@ -78,7 +81,7 @@ type Starter interface {
 // ProviderJobs registers and reads provider jobs and receives their
 // callbacks; a *providerjobs.Service is one.
 type ProviderJobs interface {
-	Register(ctx context.Context, org uuid.UUID, p providerjobs.RegisterParams) (*providerjobs.Job, error)
+	Register(ctx context.Context, org uuid.UUID, p providerjobs.RegisterParams) (job *providerjobs.Job, created bool, err error)
 	Get(ctx context.Context, org, id uuid.UUID) (*providerjobs.Job, error)
 	Receive(ctx context.Context, d providerjobs.Delivery) (providerjobs.Outcome, error)
 }
@@ -94,7 +97,8 @@ type Deps struct {
 	Starter       Starter
 	ProviderJobs  ProviderJobs
 	// ProviderSecrets maps each provider name to the secret its callbacks
-	// are signed with (HMAC-SHA256). Names must pass
+	// are signed with (Standard Webhooks v1: HMAC-SHA256 over the delivery
+	// id, timestamp and body), used as these raw bytes. Names must pass
 	// providerjobs.ValidateProvider and secrets must not be empty. A
 	// callback from a provider missing here answers 401; nil allows none.
 	ProviderSecrets map[string][]byte
@@ -113,7 +117,8 @@ type Deps struct {
 	// after its route, with the claim outcome on a start's. Nil (the
 	// default) traces nothing and adds nothing to a request.
 	TracerProvider trace.TracerProvider
-	// Now is the clock tokens expire by; nil is time.Now.
+	// Now is the clock tokens expire by and callback timestamps are
+	// checked against ([CallbackTolerance]); nil is time.Now.
 	Now func() time.Time
 	// MaxBodyBytes limits request bodies; zero is [DefaultMaxBodyBytes].
 	MaxBodyBytes int64
@@ -146,8 +151,9 @@ type Server struct {
 	maxPreferWait  time.Duration
 	ready          func(ctx context.Context) error
 
-	// providerSecrets is a copy of Deps.ProviderSecrets.
-	providerSecrets map[string][]byte
+	// providerWebhooks verifies each provider's callbacks, with a copy of
+	// its secret from Deps.ProviderSecrets.
+	providerWebhooks map[string]*standardwebhooks.Webhook
 
 	// metrics, traceHTTP (nil when tracing is off) and knownRoutes (the
 	// route patterns, which bound the route label) are telemetry.go's.
@@ -171,7 +177,7 @@ func New(d Deps) (*Server, error) {
 	case d.MaxPreferWait < 0 || d.MaxPreferWait > PreferWaitLimit || d.MaxPreferWait%time.Second != 0:
 		return nil, fmt.Errorf("api: Deps.MaxPreferWait is %s; it must be whole seconds from 0s to %s", d.MaxPreferWait, PreferWaitLimit)
 	}
-	secrets, err := copySecrets(d.ProviderSecrets)
+	webhooks, err := providerWebhooks(d.ProviderSecrets)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +194,7 @@ func New(d Deps) (*Server, error) {
 		maxPreferWait: d.MaxPreferWait,
 		ready:         d.Ready,
 	}
-	s.providerSecrets = secrets
+	s.providerWebhooks = webhooks
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}

@@ -291,8 +291,9 @@ func TestLogsNeverCarryCredentialsOrBodies(t *testing.T) {
 	}
 	clientID := "client-id-" + canary
 	cbBody := callbackBody("job-"+canary, "running", map[string]any{"note": canary})
-	goodSig := sign(acmeSecret, cbBody)
-	badSig := sign([]byte("wrong-"+canary), cbBody)
+	cbAt := time.Now()
+	goodSig := sign(acmeSecret, "d-1", cbAt, cbBody)
+	badSig := sign([]byte("wrong-"+canary), "d-1", cbAt, cbBody)
 
 	var responses []*response
 	send := func(r req) {
@@ -316,9 +317,9 @@ func TestLogsNeverCarryCredentialsOrBodies(t *testing.T) {
 		header: map[string]string{"Authorization": "Bearer " + forged}})
 	send(req{method: http.MethodGet, path: "/v1/runs?cursor=" + canary})
 	send(req{method: http.MethodPost, path: "/v1/callbacks/acme/jobs/job-" + canary, noAuth: true, body: cbBody,
-		header: map[string]string{api.HeaderDeliveryID: "d-1", api.HeaderSignature: goodSig}})
+		header: map[string]string{api.HeaderDeliveryID: "d-1", api.HeaderTimestamp: unix(cbAt), api.HeaderSignature: goodSig}})
 	send(req{method: http.MethodPost, path: "/v1/callbacks/acme/jobs/job-" + canary, noAuth: true, body: cbBody,
-		header: map[string]string{api.HeaderDeliveryID: "d-1", api.HeaderSignature: badSig}})
+		header: map[string]string{api.HeaderDeliveryID: "d-1", api.HeaderTimestamp: unix(cbAt), api.HeaderSignature: badSig}})
 
 	logs := b.logs.String()
 	for name, secret := range map[string]string{
@@ -326,8 +327,8 @@ func TestLogsNeverCarryCredentialsOrBodies(t *testing.T) {
 		"the forged token":       forged,
 		"the JWT secret":         string(testSecret),
 		"the provider secret":    string(acmeSecret),
-		"the valid signature":    strings.TrimPrefix(goodSig, "sha256="),
-		"the invalid signature":  strings.TrimPrefix(badSig, "sha256="),
+		"the valid signature":    strings.TrimPrefix(goodSig, "v1,"),
+		"the invalid signature":  strings.TrimPrefix(badSig, "v1,"),
 		"a body's content":       canary,
 		"the client's own id":    clientID,
 		"the Authorization name": "Authorization",
@@ -342,7 +343,7 @@ func TestLogsNeverCarryCredentialsOrBodies(t *testing.T) {
 		t.Fatalf("%d spans, encoding: %v", len(exp.GetSpans()), err)
 	}
 	for name, secret := range map[string]string{"the bearer token": b.token, "the forged token": forged,
-		"the valid signature": strings.TrimPrefix(goodSig, "sha256=")} {
+		"the valid signature": strings.TrimPrefix(goodSig, "v1,")} {
 		if strings.Contains(string(spans), secret) {
 			t.Errorf("a span holds %s", name)
 		}

@@ -2,18 +2,32 @@
 // outside providers for its Runs, and the processing of the providers'
 // callbacks about them.
 //
+// A job is addressed by searchd's own id, [Job.ID], never by the
+// provider's: the provider's job id names one job per organization (two
+// organizations may register the same one, and neither can take the
+// other's), while [Job.ID] is a random UUID that only the registering
+// organization learns. The organization hands the provider the callback
+// path that holds it (/v1/callbacks/<provider>/jobs/<id> at the HTTP edge),
+// so every callback names the registration it is about. Registering the
+// same provider job id again in the same organization is a retry when it
+// is for the same Run (the existing job is returned) and a conflict
+// otherwise ([ErrAlreadyRegistered]).
+//
 // A provider reports progress by calling back once per change, and it
 // redelivers whatever it thinks was not received. So a callback is a
-// delivery with an id of its own (X-Delivery-Id at the HTTP edge), and the
+// delivery with an id of its own (webhook-id at the HTTP edge), and the
 // same delivery may arrive any number of times, concurrently, or long after
-// a newer one. [Service.Receive] makes every delivery take effect at most
+// a newer one. The caller authenticates a delivery before it gets here
+// (the HTTP edge checks a signature over the delivery id, its timestamp and
+// the body). [Service.Receive] makes every delivery take effect at most
 // once, through the idempotency plane, and never loses one silently:
 //
 //  1. It resolves the tenant first. A claim key is scoped to one
 //     organization and a callback names none, only (provider, job id), so
 //     the job is read from agent.provider_jobs before anything is claimed.
-//     A path naming no job drops as [DropUnknownJob]; a body naming a
-//     different job than the path drops as [DropJobMismatch].
+//     A path whose job id is not a UUID, or names no job of the provider,
+//     drops as [DropUnknownJob]; a body naming another provider job id
+//     than the job's drops as [DropJobMismatch].
 //  2. It claims the delivery in scope webhook.<provider>, keyed by the
 //     delivery id, with the hex SHA-256 of the raw body as the request
 //     hash and the plane's webhook lease. A completed or a processing claim

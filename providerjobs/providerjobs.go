@@ -24,8 +24,9 @@ var (
 	// not have.
 	ErrRunNotFound = errors.New("providerjobs: run not found")
 	// ErrAlreadyRegistered reports a registration of a (provider, provider
-	// job id) pair that names a job already, in any organization: a
-	// callback resolves its job by that pair alone.
+	// job id) pair that names a job of the organization already, for
+	// another Run. The pair names one job per organization, and a job
+	// belongs to one Run. Another organization's jobs never conflict.
 	ErrAlreadyRegistered = errors.New("providerjobs: provider job already registered")
 	// ErrInvalid is wrapped by every error about input the package refuses
 	// before it runs any SQL.
@@ -53,12 +54,16 @@ func (s Status) reported() bool { return s == StatusRunning || s.Terminal() }
 
 // Job is a job searchd started at a provider for a Run.
 type Job struct {
+	// ID is searchd's id of the job. Callbacks address the job by it
+	// (with its provider), never by the provider's id, which another
+	// organization may have registered too.
 	ID             uuid.UUID `json:"id"`
 	OrganizationID uuid.UUID `json:"organization_id"`
 	RunID          uuid.UUID `json:"run_id"`
 	// Provider names the provider and its claim scope webhook.<provider>.
 	Provider string `json:"provider"`
-	// ProviderJobID is the provider's own id of the job.
+	// ProviderJobID is the provider's own id of the job, unique within
+	// the organization and provider. A callback body names the job by it.
 	ProviderJobID string `json:"provider_job_id"`
 	Status        Status `json:"status"`
 	// Result is the object the last applied delivery carried; null until
@@ -180,42 +185,78 @@ func (s *Service) nowArg() any {
 	return s.cfg.Now()
 }
 
-// Register registers a pending job for Run p.RunID of org and returns it.
+// registerAttempts bounds the retries of a registration whose conflicting
+// job vanished (with its Run) between the insert and the lookup.
+const registerAttempts = 3
+
+// Register registers a pending job for Run p.RunID of org and returns it,
+// reporting whether this call created it. Registration is safe to retry:
+// when org has registered the (provider, provider job id) pair for the same
+// Run already, Register returns that job and false, changing nothing.
 //
 // Errors: an error wrapping [ErrInvalid] for a nil organization or Run, or
-// a provider or job id the validators refuse; [ErrRunNotFound] when org has
-// no such Run (another organization's included); [ErrAlreadyRegistered]
-// when the (provider, job id) pair names a job already. Other errors come
-// from the database.
-func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams) (*Job, error) {
+// a provider or job id the validators refuse, before any SQL runs;
+// [ErrRunNotFound] when org has no such Run (another organization's
+// included), checked before the pair; [ErrAlreadyRegistered] when org has
+// registered the pair for another Run. Another organization's job with the
+// same pair is no conflict: each organization gets its own job. Other
+// errors come from the database.
+func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams) (*Job, bool, error) {
 	switch {
 	case org == uuid.Nil:
-		return nil, fmt.Errorf("%w: organization id is the nil UUID", ErrInvalid)
+		return nil, false, fmt.Errorf("%w: organization id is the nil UUID", ErrInvalid)
 	case p.RunID == uuid.Nil:
-		return nil, fmt.Errorf("%w: run id is the nil UUID", ErrInvalid)
+		return nil, false, fmt.Errorf("%w: run id is the nil UUID", ErrInvalid)
 	}
 	if err := ValidateProvider(p.Provider); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := ValidateJobID(p.ProviderJobID); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	job, err := scanJob(s.db.QueryRow(ctx, jobInsert,
-		uuid.New(), org, p.RunID, p.Provider, p.ProviderJobID, s.nowArg()))
-	if err == nil {
-		return job, nil
+	for range registerAttempts {
+		job, err := scanJob(s.db.QueryRow(ctx, jobInsert,
+			uuid.New(), org, p.RunID, p.Provider, p.ProviderJobID, s.nowArg()))
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			return job, true, nil
+		case errors.As(err, &pgErr) && pgErr.Code == "23503":
+			// The Run was deleted between the read and the insert.
+			return nil, false, ErrRunNotFound
+		case !errors.Is(err, pgx.ErrNoRows):
+			return nil, false, fmt.Errorf("providerjobs: register: %w", err)
+		}
+		// Nothing inserted: the Run is not the organization's, or the pair
+		// names a job of the organization already. The insert does nothing
+		// on a conflict rather than fail, so a retried registration leaves
+		// no error in the database's log; this statement sees the
+		// conflicting job even when it was committed after the insert began.
+		var runFound bool
+		var existingID, existingRun *uuid.UUID
+		if err := s.db.QueryRow(ctx, jobRegistered, org, p.RunID, p.Provider, p.ProviderJobID).
+			Scan(&runFound, &existingID, &existingRun); err != nil {
+			return nil, false, fmt.Errorf("providerjobs: register: read the registered job: %w", err)
+		}
+		switch {
+		case !runFound:
+			return nil, false, ErrRunNotFound
+		case existingID == nil:
+			// The conflicting job went with its Run meanwhile: try again.
+			continue
+		case *existingRun != p.RunID:
+			return nil, false, ErrAlreadyRegistered
+		}
+		job, err = s.Get(ctx, org, *existingID)
+		switch {
+		case err == nil:
+			return job, false, nil
+		case !errors.Is(err, ErrNotFound):
+			return nil, false, fmt.Errorf("providerjobs: register: %w", err)
+		}
+		// Gone since the lookup, with its Run: the next insert says so.
 	}
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil, ErrRunNotFound
-	case errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "provider_jobs_provider_job_key":
-		return nil, ErrAlreadyRegistered
-	case errors.As(err, &pgErr) && pgErr.Code == "23503":
-		// The Run was deleted between the read and the insert.
-		return nil, ErrRunNotFound
-	}
-	return nil, fmt.Errorf("providerjobs: register: %w", err)
+	return nil, false, fmt.Errorf("providerjobs: register: the job (%s, %q) kept changing; retry", p.Provider, p.ProviderJobID)
 }
 
 // Get returns job id of org. It returns [ErrNotFound] when org has no such

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -101,10 +102,10 @@ func (b *bundle) seedRun(org uuid.UUID) uuid.UUID {
 
 func (b *bundle) seedJob(providerJobID string) *Job {
 	b.t.Helper()
-	job, err := b.svc.Register(context.Background(), b.org,
+	job, created, err := b.svc.Register(context.Background(), b.org,
 		RegisterParams{RunID: b.seedRun(b.org), Provider: "acme", ProviderJobID: providerJobID})
-	if err != nil {
-		b.t.Fatalf("Register: %v", err)
+	if err != nil || !created {
+		b.t.Fatalf("Register = created %v, %v; want created", created, err)
 	}
 	return job
 }
@@ -127,20 +128,21 @@ func (b *bundle) job(id uuid.UUID) *Job {
 	return job
 }
 
-// delivery returns a valid delivery of status about job.
+// delivery returns a valid delivery of status about job: on the path of
+// searchd's id, naming the provider's id in the body.
 func delivery(job *Job, deliveryID string, status Status) Delivery {
 	body := []byte(`{"job_id":"` + job.ProviderJobID + `","status":"` + string(status) + `"}`)
-	return Delivery{Provider: job.Provider, JobID: job.ProviderJobID, DeliveryID: deliveryID, Body: body,
-		Update: Update{JobID: job.ProviderJobID, Status: status}}
+	return Delivery{Provider: job.Provider, JobID: job.ID.String(), DeliveryID: deliveryID, Body: body,
+		Update: Update{ProviderJobID: job.ProviderJobID, Status: status}}
 }
 
 func TestRegisterThenGet(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	run := b.seedRun(b.org)
-	job, err := b.svc.Register(context.Background(), b.org, RegisterParams{RunID: run, Provider: "acme.jobs", ProviderJobID: "j-1"})
-	if err != nil {
-		t.Fatalf("Register: %v", err)
+	job, created, err := b.svc.Register(context.Background(), b.org, RegisterParams{RunID: run, Provider: "acme.jobs", ProviderJobID: "j-1"})
+	if err != nil || !created {
+		t.Fatalf("Register = created %v, %v; want created", created, err)
 	}
 	if job.OrganizationID != b.org || job.RunID != run || job.Status != StatusPending || job.Result != nil ||
 		job.Version != 1 || !job.CreatedAt.Equal(b.clk.now()) || !job.UpdatedAt.Equal(job.CreatedAt) {
@@ -159,7 +161,7 @@ func TestRegisterRefusals(t *testing.T) {
 	b := setup(t, setupOpts{})
 	run := b.seedRun(b.org)
 	other := uuid.New()
-	if _, err := b.svc.Register(context.Background(), b.org, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: "taken"}); err != nil {
+	if _, _, err := b.svc.Register(context.Background(), b.org, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: "taken"}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -170,8 +172,10 @@ func TestRegisterRefusals(t *testing.T) {
 	}{
 		{"another organization's Run", b.org, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "j"}, ErrRunNotFound},
 		{"no such Run", b.org, RegisterParams{RunID: uuid.New(), Provider: "acme", ProviderJobID: "j"}, ErrRunNotFound},
-		{"registered already", b.org, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: "taken"}, ErrAlreadyRegistered},
-		{"registered already, by another organization", other, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "taken"}, ErrAlreadyRegistered},
+		{"registered already, for another Run", b.org, RegisterParams{RunID: b.seedRun(b.org), Provider: "acme", ProviderJobID: "taken"}, ErrAlreadyRegistered},
+		// The Run is checked first.
+		{"registered already, for a Run of another organization", b.org, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "taken"}, ErrRunNotFound},
+		{"registered already, for no Run", b.org, RegisterParams{RunID: uuid.New(), Provider: "acme", ProviderJobID: "taken"}, ErrRunNotFound},
 		{"nil organization", uuid.Nil, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: "j"}, ErrInvalid},
 		{"nil Run", b.org, RegisterParams{Provider: "acme", ProviderJobID: "j"}, ErrInvalid},
 		{"bad provider", b.org, RegisterParams{RunID: run, Provider: "Acme", ProviderJobID: "j"}, ErrInvalid},
@@ -181,16 +185,141 @@ func TestRegisterRefusals(t *testing.T) {
 		{"job id not UTF-8", b.org, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: "a\xff"}, ErrInvalid},
 	}
 	for _, tt := range tests {
-		if _, err := b.svc.Register(context.Background(), tt.org, tt.p); !errors.Is(err, tt.want) {
-			t.Errorf("%s: Register = %v, want %v", tt.name, err, tt.want)
+		if job, _, err := b.svc.Register(context.Background(), tt.org, tt.p); !errors.Is(err, tt.want) || job != nil {
+			t.Errorf("%s: Register = %v, %v; want %v", tt.name, job, err, tt.want)
 		}
 	}
 	// 255 characters of two bytes each is a valid id.
-	if _, err := b.svc.Register(context.Background(), b.org, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: strings.Repeat("é", 255)}); err != nil {
+	if _, _, err := b.svc.Register(context.Background(), b.org, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: strings.Repeat("é", 255)}); err != nil {
 		t.Errorf("Register of a 255-character id = %v, want it registered", err)
 	}
 	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 2 {
 		t.Errorf("%d jobs, want 2", n)
+	}
+}
+
+func TestRegisterIsSafeToRetryAndScopedToTheOrganization(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	run := b.seedRun(b.org)
+	p := RegisterParams{RunID: run, Provider: "acme", ProviderJobID: "j-1"}
+	first, created, err := b.svc.Register(ctx, b.org, p)
+	if err != nil || !created {
+		t.Fatalf("Register = created %v, %v; want created", created, err)
+	}
+	b.clk.advance(time.Minute)
+	again, created, err := b.svc.Register(ctx, b.org, p)
+	if err != nil || created || again.ID != first.ID || !again.CreatedAt.Equal(first.CreatedAt) || again.Version != 1 {
+		t.Errorf("Register again = %+v, created %v, %v; want the first job, not created", again, created, err)
+	}
+
+	// Another organization registers the same provider job id: its own job.
+	other := uuid.New()
+	theirs, created, err := b.svc.Register(ctx, other, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "j-1"})
+	if err != nil || !created || theirs.ID == first.ID || theirs.OrganizationID != other {
+		t.Fatalf("another organization's Register = %+v, created %v, %v; want a job of its own", theirs, created, err)
+	}
+	// Each job is found by its own id alone: a delivery on one path never
+	// reaches the other organization's job.
+	out, err := b.svc.Receive(ctx, delivery(first, "d-1", StatusSucceeded))
+	if err != nil || !out.Accepted || out.JobID != first.ID {
+		t.Fatalf("Receive for our job = %+v, %v; want accepted for %s", out, err, first.ID)
+	}
+	if got, err := b.svc.Get(ctx, other, theirs.ID); err != nil || got.Status != StatusPending || got.Version != 1 {
+		t.Errorf("their job = %+v, %v; want it pending, untouched by our delivery", got, err)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 2 {
+		t.Errorf("%d jobs, want 2", n)
+	}
+}
+
+// TestRegisterConcurrentRetriesCreateOneJob races identical registrations,
+// as a client retrying while its first attempt is still in flight would:
+// one creates the job, every other finds it.
+func TestRegisterConcurrentRetriesCreateOneJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	p := RegisterParams{RunID: b.seedRun(b.org), Provider: "acme", ProviderJobID: "j-race"}
+	const n = 20
+	jobs := make([]*Job, n)
+	created := make([]bool, n)
+	errs := make([]error, n)
+	var start, done sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		done.Go(func() {
+			start.Wait()
+			jobs[i], created[i], errs[i] = b.svc.Register(context.Background(), b.org, p)
+		})
+	}
+	start.Done()
+	done.Wait()
+	creators := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("Register %d = %v", i, errs[i])
+		}
+		if created[i] {
+			creators++
+		}
+		if jobs[i].ID != jobs[0].ID {
+			t.Errorf("Register %d = job %s, want %s: one job for all", i, jobs[i].ID, jobs[0].ID)
+		}
+	}
+	if creators != 1 {
+		t.Errorf("%d registrations created the job, want 1", creators)
+	}
+	if c := b.count(`SELECT count(*) FROM agent.provider_jobs`); c != 1 {
+		t.Errorf("%d jobs, want 1", c)
+	}
+}
+
+func TestReceiveResolvesTheJobBySearchdsID(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	job := b.seedJob("j-1")
+	tests := []struct {
+		name   string
+		modify func(d *Delivery)
+		want   DropReason
+		org    bool // the drop names the job's organization
+	}{
+		{"the provider's id in the path", func(d *Delivery) { d.JobID = job.ProviderJobID }, DropUnknownJob, false},
+		{"no such job", func(d *Delivery) { d.JobID = uuid.NewString() }, DropUnknownJob, false},
+		{"the job under another provider", func(d *Delivery) { d.Provider = "other" }, DropUnknownJob, false},
+		{"empty path id", func(d *Delivery) { d.JobID = "" }, DropUnknownJob, false},
+		{"the body names another provider job", func(d *Delivery) { d.Update.ProviderJobID = "j-2" }, DropJobMismatch, true},
+		{"the body names searchd's id", func(d *Delivery) { d.Update.ProviderJobID = job.ID.String() }, DropJobMismatch, true},
+	}
+	for i, tt := range tests {
+		d := delivery(job, "d-"+strconv.Itoa(i), StatusRunning)
+		tt.modify(&d)
+		out, err := b.svc.Receive(ctx, d)
+		if err != nil || out.Accepted || out.Reason != tt.want {
+			t.Errorf("%s: Receive = %+v, %v; want dropped %s", tt.name, out, err, tt.want)
+			continue
+		}
+		var pathJobID string
+		var org *uuid.UUID
+		if err := b.pool.QueryRow(ctx, `SELECT path_job_id, organization_id FROM agent.webhook_drops WHERE delivery_id = $1`,
+			d.DeliveryID).Scan(&pathJobID, &org); err != nil {
+			t.Fatalf("%s: reading the drop: %v", tt.name, err)
+		}
+		if pathJobID != d.JobID || (org != nil) != tt.org || (tt.org && *org != b.org) {
+			t.Errorf("%s: drop names path job %q and organization %v, want %q and the organization: %v", tt.name, pathJobID, org, d.JobID, tt.org)
+		}
+	}
+	if n := b.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
+		t.Errorf("%d claims for deliveries that name no job of theirs, want 0", n)
+	}
+	if got := b.job(job.ID); got.Status != StatusPending || got.Version != 1 {
+		t.Errorf("job = %+v, want it untouched", got)
+	}
+	// The control: the same delivery, on the right path, is applied.
+	if out, err := b.svc.Receive(ctx, delivery(job, "d-right", StatusRunning)); err != nil || !out.Accepted || !out.Applied {
+		t.Errorf("Receive on searchd's id = %+v, %v; want accepted and applied", out, err)
 	}
 }
 
@@ -341,7 +470,7 @@ func TestReceiveRefusesInvalidDeliveriesBeforeAnySQL(t *testing.T) {
 		{"delivery id with a control character", func(d *Delivery) { d.DeliveryID = "d\x01" }},
 		{"pending reported", func(d *Delivery) { d.Update.Status = StatusPending }},
 		{"unknown status", func(d *Delivery) { d.Update.Status = "done" }},
-		{"no body job id", func(d *Delivery) { d.Update.JobID = "" }},
+		{"no body job id", func(d *Delivery) { d.Update.ProviderJobID = "" }},
 		{"result an array", func(d *Delivery) { d.Update.Result = json.RawMessage(`[1]`) }},
 		{"result null", func(d *Delivery) { d.Update.Result = json.RawMessage(`null`) }},
 		{"result not JSON", func(d *Delivery) { d.Update.Result = json.RawMessage(`{`) }},

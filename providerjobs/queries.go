@@ -11,6 +11,10 @@ const jobColumns = `j.id, j.organization_id, j.run_id, j.provider, j.provider_jo
 // is read in the same statement, scoped to the organization, so a Run of
 // another organization inserts nothing and the caller answers not found;
 // the composite foreign key enforces the same tenant rule in the schema.
+// A job the organization registered already under the same (provider,
+// provider_job_id) also inserts nothing, without an error, and
+// jobRegistered tells the two apart. Other organizations' jobs never
+// conflict: the unique key starts with the organization.
 // $1 id, $2 org, $3 run_id, $4 provider, $5 provider_job_id, $6 now.
 const jobInsert = `
 INSERT INTO agent.provider_jobs AS j
@@ -18,7 +22,20 @@ INSERT INTO agent.provider_jobs AS j
 SELECT $1::uuid, r.organization_id, r.id, $4::text, $5::text, 'pending', c.now, c.now
 FROM agent.runs r, (SELECT coalesce($6::timestamptz, now()) AS now) c
 WHERE r.organization_id = $2 AND r.id = $3
+ON CONFLICT (organization_id, provider, provider_job_id) DO NOTHING
 RETURNING ` + jobColumns
+
+// jobRegistered explains a jobInsert that inserted nothing: whether the
+// organization has the Run, and the id and Run of the job it registered
+// under the pair, NULL when none. A statement of its own, so it sees a
+// conflicting job committed after the insert's snapshot was taken.
+// $1 org, $2 run_id, $3 provider, $4 provider_job_id.
+const jobRegistered = `
+SELECT EXISTS (SELECT 1 FROM agent.runs r WHERE r.organization_id = $1 AND r.id = $2),
+	j.id, j.run_id
+FROM (SELECT) AS one
+LEFT JOIN agent.provider_jobs j
+	ON j.organization_id = $1 AND j.provider = $3 AND j.provider_job_id = $4`
 
 // jobGet reads one job of an organization. $1 org, $2 id.
 const jobGet = `
@@ -26,12 +43,15 @@ SELECT ` + jobColumns + `
 FROM agent.provider_jobs j
 WHERE j.organization_id = $1 AND j.id = $2`
 
-// jobResolve finds the job a callback names and its organization, on the
-// unique (provider, provider_job_id) index. $1 provider, $2 provider_job_id.
+// jobResolve finds the job a callback's path names, by searchd's id and
+// the provider, with its organization and the provider's id of the job,
+// which the body must name. A job of another provider is not found: the
+// path's provider is the one whose secret signed the delivery.
+// $1 id, $2 provider.
 const jobResolve = `
-SELECT j.id, j.organization_id
+SELECT j.organization_id, j.provider_job_id
 FROM agent.provider_jobs j
-WHERE j.provider = $1 AND j.provider_job_id = $2`
+WHERE j.id = $1 AND j.provider = $2`
 
 // jobApply sets the job to the delivery's status and result. The status
 // condition is the terminal rule: a job that succeeded or failed is never
@@ -55,9 +75,10 @@ FROM agent.provider_jobs j
 WHERE j.organization_id = $1 AND j.id = $2`
 
 // dropInsert records a dropped delivery. $1 id, $2 provider,
-// $3 provider_job_id, $4 delivery_id, $5 request_hash, $6 reason, $7 org
-// (NULL for unknown_job), $8 now.
+// $3 path_job_id (the path's job id as received, made storable),
+// $4 delivery_id, $5 request_hash, $6 reason, $7 org (NULL for
+// unknown_job), $8 now.
 const dropInsert = `
 INSERT INTO agent.webhook_drops
-	(id, provider, provider_job_id, delivery_id, request_hash, reason, organization_id, received_at)
+	(id, provider, path_job_id, delivery_id, request_hash, reason, organization_id, received_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::timestamptz, now()))`

@@ -32,9 +32,13 @@ const (
 	// The key already answers for other content, so applying this body
 	// would be unsafe, and calling it a duplicate would be false.
 	DropHashMismatch DropReason = "hash_mismatch"
-	// DropUnknownJob: the path names a job this platform does not hold.
+	// DropUnknownJob: the path names no job of the provider on this
+	// platform: its job id is not a UUID, or no job of the provider has
+	// it (including a job registered for another provider, and one that
+	// went with its Run).
 	DropUnknownJob DropReason = "unknown_job"
-	// DropJobMismatch: the body names a different job than the path.
+	// DropJobMismatch: the body names a different provider job id than
+	// the one registered for the job the path names.
 	DropJobMismatch DropReason = "job_mismatch"
 )
 
@@ -61,7 +65,9 @@ type Delivery struct {
 	// Provider is the provider that signed the delivery; see
 	// [ValidateProvider].
 	Provider string
-	// JobID is the provider's job id the request path names, as received.
+	// JobID is searchd's id of the job ([Job.ID]) as the request path
+	// names it, unparsed: one that is not a UUID names no job, and is
+	// recorded as received (made storable) when the delivery drops.
 	JobID string
 	// DeliveryID is the provider's id of this delivery, the claim key: 1 to
 	// 255 bytes of UTF-8 without control characters.
@@ -74,9 +80,9 @@ type Delivery struct {
 
 // Update is the content of a delivery.
 type Update struct {
-	// JobID is the provider's job id the body names; it must equal the
-	// path's.
-	JobID string
+	// ProviderJobID is the provider's id of the job the body names; it
+	// must equal the [Job.ProviderJobID] of the job the path names.
+	ProviderJobID string
 	// Status is running, succeeded or failed.
 	Status Status
 	// Result is a JSON object, or nil for none. The job's result is set to
@@ -140,22 +146,26 @@ func (s *Service) Receive(ctx context.Context, d Delivery) (Outcome, error) {
 		return Outcome{}, err
 	}
 	hash := RequestHash(d.Body)
-	if !validJobID(d.JobID) {
-		// No job could have this id; PostgreSQL could not even compare it.
+	jobID, err := uuid.Parse(d.JobID)
+	if err != nil {
+		// No job could have this id.
 		return s.drop(ctx, s.db, d, hash, DropUnknownJob, uuid.Nil)
 	}
 
 	// The tenant first: the claim key is scoped to an organization, and
-	// only the job knows which.
-	var jobID, org uuid.UUID
-	err := s.db.QueryRow(ctx, jobResolve, d.Provider, d.JobID).Scan(&jobID, &org)
+	// only the job knows which. The job is searchd's registration, which
+	// only its organization knows the id of: the provider's job id could
+	// be registered by any organization, so it must not pick the tenant.
+	var org uuid.UUID
+	var providerJobID string
+	err = s.db.QueryRow(ctx, jobResolve, jobID, d.Provider).Scan(&org, &providerJobID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return s.drop(ctx, s.db, d, hash, DropUnknownJob, uuid.Nil)
 	case err != nil:
 		return Outcome{}, fmt.Errorf("providerjobs: resolve job: %w", err)
 	}
-	if d.Update.JobID != d.JobID {
+	if d.Update.ProviderJobID != providerJobID {
 		out, err := s.drop(ctx, s.db, d, hash, DropJobMismatch, org)
 		out.JobID = jobID
 		return out, err
@@ -309,7 +319,7 @@ func (d Delivery) validate() error {
 	switch {
 	case !d.Update.Status.reported():
 		return fmt.Errorf("%w: status %q is not one a delivery reports (running, succeeded, failed)", ErrInvalid, d.Update.Status)
-	case d.Update.JobID == "":
+	case d.Update.ProviderJobID == "":
 		return fmt.Errorf("%w: the body names no job", ErrInvalid)
 	case d.Update.Result != nil && !isJSONObject(d.Update.Result):
 		return fmt.Errorf("%w: result is not a JSON object", ErrInvalid)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -243,9 +244,12 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 // name, "=", and the secret, which is everything after the first "=" (so a
 // base64 secret may end in "="; it cannot hold a comma). White space around
 // names and secrets is ignored. Names are claim scope names (lower-case
-// dotted identifiers) and appear once; secrets are not empty. An empty
-// value configures no provider. It returns every problem found; none
-// quotes a secret.
+// dotted identifiers) and appear once; secrets are not empty. A secret is
+// used as its raw bytes, except one written as Standard Webhooks prints
+// them, "whsec_" and standard base64: then the key is the decoded bytes,
+// which is what a Standard Webhooks provider signs with. An empty value
+// configures no provider. It returns every problem found; none quotes a
+// secret.
 func parseProviderSecrets(value string) (map[string][]byte, []string) {
 	secrets := map[string][]byte{}
 	if strings.TrimSpace(value) == "" {
@@ -269,10 +273,37 @@ func parseProviderSecrets(value string) (map[string][]byte, []string) {
 		case secrets[name] != nil:
 			problems = append(problems, fmt.Sprintf("entry %d: provider %q appears more than once", n, name))
 		default:
-			secrets[name] = []byte(secret)
+			key, err := providerSecret(secret)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("entry %d: the secret of provider %q %v", n, name, err))
+				continue
+			}
+			secrets[name] = key
 		}
 	}
 	return secrets, problems
+}
+
+// standardWebhooksSecretPrefix starts a secret written as Standard Webhooks
+// prints them: the prefix, then the key in standard base64.
+const standardWebhooksSecretPrefix = "whsec_"
+
+// providerSecret returns the key of a provider secret as written: its raw
+// bytes, or the decoded key of a "whsec_" secret. The error completes "the
+// secret of provider ... " and never quotes the secret.
+func providerSecret(secret string) ([]byte, error) {
+	encoded, ok := strings.CutPrefix(secret, standardWebhooksSecretPrefix)
+	if !ok {
+		return []byte(secret), nil
+	}
+	key, err := base64.StdEncoding.DecodeString(encoded)
+	switch {
+	case err != nil:
+		return nil, errors.New(`starts with "whsec_" but the rest is not standard base64`)
+	case len(key) == 0:
+		return nil, errors.New(`is "whsec_" and nothing else`)
+	}
+	return key, nil
 }
 
 // errHelp is returned for -h: usage was printed, and the exit status is 0.

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
 	"io"
 	"log/slog"
@@ -11,8 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/internal/pgtest"
 )
@@ -29,6 +31,11 @@ func TestParseProviderSecrets(t *testing.T) {
 		{"acme=secret1,other=secret2", map[string]string{"acme": "secret1", "other": "secret2"}, nil},
 		{" acme = s1 , other.vendor=s2 ", map[string]string{"acme": "s1", "other.vendor": "s2"}, nil},
 		{"acme=YmFzZTY0==", map[string]string{"acme": "YmFzZTY0=="}, nil},
+		// Standard Webhooks secrets are their decoded key.
+		{"acme=whsec_c2VjcmV0LWtleQ==", map[string]string{"acme": "secret-key"}, nil},
+		{"acme=whsec_c2VjcmV0LWtleQ==,other=whsec", map[string]string{"acme": "secret-key", "other": "whsec"}, nil},
+		{"acme=whsec_not base64!", nil, []string{`entry 1: the secret of provider "acme" starts with "whsec_" but the rest is not standard base64`}},
+		{"acme=whsec_", nil, []string{`entry 1: the secret of provider "acme" is "whsec_" and nothing else`}},
 		{"acme", nil, []string{`entry 1 has no "="`}},
 		{"acme=s,", nil, []string{"entry 2 is empty"}},
 		{"Acme=s", nil, []string{`entry 1: "Acme" is not a provider name`}},
@@ -121,11 +128,21 @@ func TestServeWiresProviderCallbacks(t *testing.T) {
 
 	body := `{"job_id": "j-1", "status": "running"}`
 	post := func(secret string) (int, string) {
-		mac := hmac.New(sha256.New, []byte(secret))
-		io.WriteString(mac, body)
-		hr, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/callbacks/acme/jobs/j-1", strings.NewReader(body))
-		hr.Header.Set("X-Delivery-Id", "d-1")
-		hr.Header.Set("X-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		// Standard Webhooks, signed by its reference library with the
+		// configured secret's raw bytes.
+		wh, err := standardwebhooks.NewWebhookRaw([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		sig, err := wh.Sign("d-1", now, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/callbacks/acme/jobs/"+uuid.NewString(), strings.NewReader(body))
+		hr.Header.Set("webhook-id", "d-1")
+		hr.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+		hr.Header.Set("webhook-signature", sig)
 		res, err := http.DefaultClient.Do(hr)
 		if err != nil {
 			t.Fatal(err)
