@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -97,7 +98,20 @@ type apiError struct {
 	detail     string
 	fields     []FieldError
 	retryAfter time.Duration
+	// challenge is the WWW-Authenticate of a 401; empty for the bearer
+	// token's, [bearerChallenge].
+	challenge string
 }
+
+// The WWW-Authenticate challenges of a 401: every 401 carries one (RFC 9110
+// §11.6.1), naming the scheme that would have been accepted.
+const (
+	bearerChallenge = `Bearer realm="searchd"`
+	// signatureChallenge answers a provider callback, which is signed
+	// (Standard Webhooks), not behind a bearer token: a client told to
+	// send a token there would be told wrong.
+	signatureChallenge = `Webhook-Signature realm="searchd provider callbacks"`
+)
 
 func (e *apiError) Error() string { return e.code + ": " + e.detail }
 
@@ -323,7 +337,7 @@ func (s *Server) writeProblem(c echo.Context, p *apiError, reqID string) {
 		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.retryAfter)))
 	}
 	if p.status == http.StatusUnauthorized {
-		h.Set(echo.HeaderWWWAuthenticate, `Bearer realm="searchd"`)
+		h.Set(echo.HeaderWWWAuthenticate, cmp.Or(p.challenge, bearerChallenge))
 	}
 	h.Set(echo.HeaderContentType, MediaTypeProblem)
 	if c.Request().Method == http.MethodHead {

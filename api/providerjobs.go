@@ -184,12 +184,12 @@ type callbackAnswer struct {
 }
 
 var (
-	errBadSignature = &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized,
+	errBadSignature = &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, challenge: signatureChallenge,
 		detail: "a valid webhook-signature header is required (Standard Webhooks): v1, a comma and the base64 " +
 			"HMAC-SHA256 of \"<webhook-id>.<webhook-timestamp>.<raw body>\" under the provider's secret"}
-	errBadTimestamp = &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized,
+	errBadTimestamp = &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, challenge: signatureChallenge,
 		detail: "a webhook-timestamp header is required: one value, the time the delivery was signed in unix seconds"}
-	errStaleTimestamp = &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized,
+	errStaleTimestamp = &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized, challenge: signatureChallenge,
 		detail: "the webhook-timestamp is more than 5 minutes from the server's clock: a delivery is accepted only " +
 			"within 5 minutes of its signing, so sign every attempt afresh (same webhook-id, new timestamp)"}
 	errDeliveryIDMissing = &apiError{status: http.StatusBadRequest, code: CodeMissingDeliveryID,

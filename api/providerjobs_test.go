@@ -549,6 +549,11 @@ func TestCallbackSignatureIsChecked(t *testing.T) {
 		if res.status != http.StatusUnauthorized || res.problem(t).Code != "unauthorized" {
 			t.Errorf("%s: callback = %d %s, want 401 unauthorized", tt.name, res.status, res.body)
 		}
+		// The challenge names the signature, not the bearer token the
+		// callback route does not take.
+		if ch := res.header.Get("WWW-Authenticate"); !strings.HasPrefix(ch, "Webhook-Signature ") {
+			t.Errorf("%s: WWW-Authenticate = %q, want a Webhook-Signature challenge", tt.name, ch)
+		}
 	}
 	f.wantNothingRecorded(t, "after refused signatures", jobState{"pending", "", 1})
 

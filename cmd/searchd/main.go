@@ -87,8 +87,10 @@ environment:
   SEARCHD_LOG_LEVEL       debug, info, warn or error (default info)
   SEARCHD_LOG_FORMAT      json or text (default json; dev: text)
   SEARCHD_PROVIDER_SECRETS
-                          provider callback secrets: acme=secret1,other=secret2
-                          (names lower-case dotted identifiers; default: none)
+                          provider callback secrets: acme=secret1,other=whsec_BASE64
+                          (names lower-case dotted identifiers; a whsec_ secret
+                          is its base64 key, as Standard Webhooks prints it;
+                          default: none)
   SEARCHD_DEV_DIR         dev: cluster and secret directory (default ./.searchd-dev)
   SEARCHD_PG_BIN          dev: directory of initdb and postgres (default: searched)
 `

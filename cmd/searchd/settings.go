@@ -81,7 +81,8 @@ func serverOptions(dev bool) []option {
 		addr,
 		secret,
 		{"", EnvProviderSecrets, "none",
-			"secrets provider callbacks are signed with: acme=secret1,other=secret2 (names lower-case dotted identifiers)"},
+			"secrets provider callbacks are signed with (Standard Webhooks): acme=secret1,other=whsec_BASE64 (names lower-case " +
+				"dotted identifiers; a secret is its raw bytes, or after whsec_ its base64 key)"},
 		{"shutdown-grace", EnvShutdownGrace, DefaultShutdownGrace.String(),
 			"on SIGTERM or SIGINT, how long requests in flight may finish before they are cancelled (their claims released), 0s to 1h"},
 		{"max-body-bytes", EnvMaxBodyBytes, strconv.Itoa(api.DefaultMaxBodyBytes),
