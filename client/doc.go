@@ -1,6 +1,9 @@
 // Package client is the Go client of the searchd HTTP API: saved searches,
-// their snapshots, and Run starts and reads, with typed requests, answers
-// and errors, and retries that never start a Run twice.
+// their snapshots, Run starts and reads, and the registration and reads of
+// provider jobs, with typed requests, answers and errors, and retries that
+// never start a Run or register a job twice. The provider callbacks are
+// not calls of this client: the provider makes them, signed with its own
+// secret.
 //
 // searchd admits each start exactly once per Idempotency-Key, so the
 // client's part of "exactly once" is to send every repeat of one logical
@@ -17,10 +20,12 @@
 // failed attempt is repeated depends on what the failure proves and on the
 // request:
 //
-//   - Safe requests are the reads (GET) and the starts, which always carry
-//     an Idempotency-Key, so a repeat replays rather than starts again. They
-//     are retried after a connection error (refused, reset, closed before
-//     the answer, an attempt that ran out of [RetryPolicy.AttemptTimeout]),
+//   - Safe requests are the reads (GET), the starts, which always carry
+//     an Idempotency-Key, so a repeat replays rather than starts again, and
+//     [Client.RegisterProviderJob], whose provider job id is its key: a
+//     repeat for the same Run answers the job registered before. They are
+//     retried after a connection error (refused, reset, closed before the
+//     answer, an attempt that ran out of [RetryPolicy.AttemptTimeout]),
 //     409 in_progress (another attempt with the key is still being
 //     prepared), 429, 502, 503 and 504.
 //   - Writes without a key (create, update and archive a saved search,

@@ -40,6 +40,10 @@ var (
 	// ErrKeyReused: the Idempotency-Key was used before for a different
 	// request (422). Never retried: the key names the other request.
 	ErrKeyReused = errors.New("searchd: key_reused")
+	// ErrAlreadyRegistered: the organization registered the provider job
+	// id with that provider already, for another Run (409). Never retried:
+	// the id names the other Run's job.
+	ErrAlreadyRegistered = errors.New("searchd: already_registered")
 	// ErrPayloadTooLarge (413).
 	ErrPayloadTooLarge = errors.New("searchd: payload_too_large")
 	// ErrUnsupportedMediaType (415).
@@ -64,6 +68,7 @@ var codeErrors = map[string]error{
 	"method_not_allowed":      ErrMethodNotAllowed,
 	codeInProgress:            ErrInProgress,
 	"key_reused":              ErrKeyReused,
+	"already_registered":      ErrAlreadyRegistered,
 	"payload_too_large":       ErrPayloadTooLarge,
 	"unsupported_media_type":  ErrUnsupportedMediaType,
 	"unavailable":             ErrUnavailable,

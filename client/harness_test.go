@@ -29,6 +29,13 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // testSecret signs the tokens of every searchd the tests start.
 const testSecret = "client-test-secret-client-test-secret-0123"
 
+// testProvider is the one provider every searchd the tests start holds a
+// callback secret for, testProviderSecret (used as its raw bytes).
+const (
+	testProvider       = "acme"
+	testProviderSecret = "client-test-provider-secret"
+)
+
 // setupTimeout bounds building the binary and starting a server.
 const setupTimeout = 3 * time.Minute
 
@@ -112,6 +119,7 @@ func (s *searchd) start() {
 		"SEARCHD_ADDR=" + s.addr,
 		"SEARCHD_JWT_SECRET=" + testSecret,
 		"SEARCHD_LOG_FORMAT=text",
+		"SEARCHD_PROVIDER_SECRETS=" + testProvider + "=" + testProviderSecret,
 	}
 	cmd.Stdout, cmd.Stderr = &s.log, &s.log
 	// The server dies with the test binary, however that ends. The signal

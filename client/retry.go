@@ -106,8 +106,9 @@ const (
 	// dialOnly is a write without an Idempotency-Key: a repeat could apply
 	// it twice, so it is retried only when it never left the client.
 	dialOnly safety = iota
-	// repeatable is a read or a keyed start: a repeat has no further
-	// effect, so every transient failure is retried.
+	// repeatable is a read, a keyed start or a provider job registration
+	// (which the provider job id keys): a repeat has no further effect, so
+	// every transient failure is retried.
 	repeatable
 )
 

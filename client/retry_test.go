@@ -132,6 +132,24 @@ func started(status int) http.HandlerFunc {
 	}
 }
 
+const providerJobJSON = `{"id":"3e0c7a1b-2d4f-4a6b-8c9d-0e1f2a3b4c55","organization_id":"0b7e2d5c-8f07-4b6f-a3a5-77d8d0e1f9c2",` +
+	`"run_id":"8c0b9a8e-7b2c-4d0f-9d38-3f6d2f1f2a11","provider":"acme","provider_job_id":"acme-1","status":"pending",` +
+	`"result":null,"version":1,"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:05Z",` +
+	`"callback_path":"/v1/callbacks/acme/jobs/3e0c7a1b-2d4f-4a6b-8c9d-0e1f2a3b4c55"}`
+
+// registered answers a provider job registration: 201 for the one that
+// created the job, 200 for a repeat.
+func registered(status int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		io.WriteString(w, providerJobJSON)
+	}
+}
+
+// registerParams is a registration for the fakes.
+var registerParams = RegisterProviderJobParams{RunID: "8c0b9a8e-7b2c-4d0f-9d38-3f6d2f1f2a11", Provider: "acme", ProviderJobID: "acme-1"}
+
 func runOK(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	io.WriteString(w, runJSON)
@@ -252,6 +270,39 @@ func TestTransientFailuresOfSafeRequestsAreRetried(t *testing.T) {
 				t.Errorf("requests = %+v, want 2 with one key", reqs)
 			}
 		})
+		// A registration carries no key: the provider job id keys it, so
+		// the repeat, with the same body, finds the job.
+		t.Run(tt.name+"/provider job registration", func(t *testing.T) {
+			t.Parallel()
+			f, ts := serve(t, tt.first, registered(http.StatusOK))
+			c, w := newTestClient(t, ts.URL, RetryPolicy{})
+			res, err := c.RegisterProviderJob(context.Background(), registerParams)
+			if err != nil {
+				t.Fatalf("RegisterProviderJob: %v", err)
+			}
+			reqs := f.requests()
+			if len(reqs) != 2 || reqs[0].body != reqs[1].body || reqs[1].method != http.MethodPost || reqs[1].path != "/v1/provider-jobs" {
+				t.Errorf("requests = %+v, want the same POST /v1/provider-jobs twice", reqs)
+			}
+			if res.Created || res.Attempts != 2 || res.Job.ProviderJobID != "acme-1" {
+				t.Errorf("result = %+v, want the job answered 200 on attempt 2, not created", res)
+			}
+			if got := w.list(); len(got) != 1 || got[0] < tt.wantWait {
+				t.Errorf("waits = %v, want one of at least %s", got, tt.wantWait)
+			}
+		})
+		t.Run(tt.name+"/provider job read", func(t *testing.T) {
+			t.Parallel()
+			f, ts := serve(t, tt.first, registered(http.StatusOK))
+			c, _ := newTestClient(t, ts.URL, RetryPolicy{})
+			job, err := c.GetProviderJob(context.Background(), "3e0c7a1b-2d4f-4a6b-8c9d-0e1f2a3b4c55")
+			if err != nil {
+				t.Fatalf("GetProviderJob: %v", err)
+			}
+			if n := len(f.requests()); n != 2 || job.Status != "pending" {
+				t.Errorf("GetProviderJob made %d requests and read %+v, want 2 and the job", n, job)
+			}
+		})
 	}
 }
 
@@ -267,31 +318,48 @@ func TestFinalAnswersAreNotRetried(t *testing.T) {
 		{http.StatusUnauthorized, "unauthorized", ErrUnauthorized},
 		{http.StatusNotFound, "not_found", ErrNotFound},
 		{http.StatusMethodNotAllowed, "method_not_allowed", ErrMethodNotAllowed},
-		{http.StatusConflict, "already_registered", nil},
+		{http.StatusConflict, "already_registered", ErrAlreadyRegistered},
 		{http.StatusRequestEntityTooLarge, "payload_too_large", ErrPayloadTooLarge},
 		{http.StatusUnsupportedMediaType, "unsupported_media_type", ErrUnsupportedMediaType},
 		{http.StatusUnprocessableEntity, "key_reused", ErrKeyReused},
 		{http.StatusInternalServerError, "internal", ErrInternal},
 	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%d %s", tt.status, tt.code), func(t *testing.T) {
-			t.Parallel()
-			// Retry-After is present to show it does not make a final
-			// answer retryable.
-			f, ts := serve(t, problem(tt.status, tt.code, "1"), started(http.StatusCreated))
-			c, w := newTestClient(t, ts.URL, RetryPolicy{})
+	calls := []struct {
+		name string
+		call func(c *Client) error
+		// then answers the attempt a wrong retry would make.
+		then http.HandlerFunc
+	}{
+		{"StartSavedSearch", func(c *Client) error {
 			_, err := c.StartSavedSearch(context.Background(), "s", StartOptions{})
-			var ae *APIError
-			if !errors.As(err, &ae) || ae.Status != tt.status || ae.Code != tt.code {
-				t.Fatalf("StartSavedSearch error = %v, want an APIError %d %s", err, tt.status, tt.code)
-			}
-			if tt.want != nil && !errors.Is(err, tt.want) {
-				t.Errorf("errors.Is(%v, %v) = false", err, tt.want)
-			}
-			if n := len(f.requests()); n != 1 || len(w.list()) != 0 {
-				t.Errorf("made %d requests and %d waits, want 1 and none", n, len(w.list()))
-			}
-		})
+			return err
+		}, started(http.StatusCreated)},
+		{"RegisterProviderJob", func(c *Client) error {
+			_, err := c.RegisterProviderJob(context.Background(), registerParams)
+			return err
+		}, registered(http.StatusCreated)},
+	}
+	for _, tt := range tests {
+		for _, call := range calls {
+			t.Run(fmt.Sprintf("%d %s/%s", tt.status, tt.code, call.name), func(t *testing.T) {
+				t.Parallel()
+				// Retry-After is present to show it does not make a final
+				// answer retryable.
+				f, ts := serve(t, problem(tt.status, tt.code, "1"), call.then)
+				c, w := newTestClient(t, ts.URL, RetryPolicy{})
+				err := call.call(c)
+				var ae *APIError
+				if !errors.As(err, &ae) || ae.Status != tt.status || ae.Code != tt.code {
+					t.Fatalf("%s error = %v, want an APIError %d %s", call.name, err, tt.status, tt.code)
+				}
+				if !errors.Is(err, tt.want) {
+					t.Errorf("errors.Is(%v, %v) = false", err, tt.want)
+				}
+				if n := len(f.requests()); n != 1 || len(w.list()) != 0 {
+					t.Errorf("made %d requests and %d waits, want 1 and none", n, len(w.list()))
+				}
+			})
+		}
 	}
 }
 

@@ -34,6 +34,8 @@ func TestAgainstSearchd(t *testing.T) {
 		testKillDuringFreeze(t, bin)
 	})
 	t.Run("ConcurrentStartsWithOneKeyMakeOneRun", func(t *testing.T) { t.Parallel(); testConcurrentStarts(t, bin) })
+	t.Run("ProviderJobsRegisterOncePerRunAndRead", func(t *testing.T) { t.Parallel(); testProviderJobs(t, bin) })
+	t.Run("LostRegistrationAnswerIsRetriedToTheOneJob", func(t *testing.T) { t.Parallel(); testLostRegistration(t, bin) })
 }
 
 // newClient returns a client of baseURL whose attempts are recorded. Each

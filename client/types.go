@@ -186,3 +186,77 @@ type StartResult struct {
 	// Attempts is how many attempts the call made.
 	Attempts int `json:"-"`
 }
+
+// RegisterProviderJobParams are the body of [Client.RegisterProviderJob].
+// All three fields are required.
+type RegisterProviderJobParams struct {
+	// RunID is a Run of the caller's organization.
+	RunID string `json:"run_id"`
+	// Provider names the provider that runs the job: a lower-case dotted
+	// identifier (letters a-z, digits, '_' and '-', dots between them, at
+	// most 100 characters) the server holds a callback secret for
+	// (SEARCHD_PROVIDER_SECRETS).
+	Provider string `json:"provider"`
+	// ProviderJobID is the provider's own id of the job: 1 to 255
+	// characters without control characters. It names one job per
+	// organization and provider.
+	ProviderJobID string `json:"provider_job_id"`
+}
+
+// ProviderJob is a job started at an outside provider for a Run, as
+// searchd tracks it from the provider's callbacks.
+type ProviderJob struct {
+	// ID is searchd's id of the job, not the provider's: callbacks and
+	// [Client.GetProviderJob] address the job by it.
+	ID string `json:"id"`
+	// OrganizationID is the organization that registered the job.
+	OrganizationID string `json:"organization_id"`
+	// RunID is the Run the job was registered for.
+	RunID string `json:"run_id"`
+	// Provider names the provider that runs the job.
+	Provider string `json:"provider"`
+	// ProviderJobID is the provider's own id of the job, unique within
+	// the organization and provider; a callback's body names the job by
+	// it.
+	ProviderJobID string `json:"provider_job_id"`
+	// Status is pending at registration, then running, succeeded or
+	// failed as the provider's callbacks say. succeeded and failed are
+	// final: no later callback changes the job.
+	Status string `json:"status"`
+	// Result is the object the last applied callback carried; nil when
+	// it carried none (the API's null), as at registration. Numbers
+	// decode as json.Number, so they survive exactly as the provider
+	// wrote them.
+	Result map[string]any `json:"result"`
+	// Version is 1 at registration and grows by one with every applied
+	// callback.
+	Version int64 `json:"version"`
+	// CreatedAt is when the job was registered; UpdatedAt when it last
+	// changed (CreatedAt until a callback is applied).
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// CallbackPath is the path the provider calls back on about this job,
+	// "/v1/callbacks/<provider>/jobs/<id>" (searchd's id, never the
+	// provider's). Hand it to the provider, joined to searchd's public
+	// base URL, as the job's callback URL. The callbacks themselves are the
+	// provider's, signed with its secret (Standard Webhooks), not calls of
+	// this client.
+	CallbackPath string `json:"callback_path"`
+}
+
+// RegisterProviderJobResult is the answer of [Client.RegisterProviderJob].
+type RegisterProviderJobResult struct {
+	// Job is the registered job as it is now: pending after a fresh
+	// registration, possibly moved on by callbacks after a repeated one.
+	Job ProviderJob
+	// Created reports whether the answer was the registration itself
+	// (201): the call's final attempt created the job. False means the
+	// job already existed for this Run when that attempt arrived (200):
+	// registered by an earlier call, or by an earlier attempt of this very
+	// call whose answer was lost, so Created false with Attempts above 1
+	// cannot tell the two apart. Either way the job is registered once
+	// and Job is it.
+	Created bool
+	// Attempts is how many attempts the call made.
+	Attempts int
+}
