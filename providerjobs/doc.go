@@ -51,5 +51,7 @@
 // a database failure is an error, and the provider redelivers after it.
 //
 // Every drop is written to agent.webhook_drops with its reason and counted
-// through the [Observer], so the audit and the metrics both see it.
+// through the [Observer], so the audit and the metrics both see it. The
+// audit keeps a drop for [DropRetention] (30 days) after it was received;
+// the sweeper deletes it then.
 package providerjobs

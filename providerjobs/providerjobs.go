@@ -89,6 +89,14 @@ type RegisterParams struct {
 // MaxJobIDLen is the longest provider job id, in characters.
 const MaxJobIDLen = 255
 
+// DropRetention is how long a dropped delivery stays in agent.webhook_drops
+// after it was received; the sweeper deletes it then. A constant, like the
+// retention of each claim scope: the ceiling of the plane's retentions (the
+// 30 days of tool claims), which outlives every claim a drop may be
+// compared with, so the audit of a drop answers for as long as anything
+// could ask about its delivery.
+const DropRetention = idempotency.ToolRetention
+
 // ValidateProvider returns an error wrapping [ErrInvalid] unless name can
 // name a provider: the part after "webhook." of a claim scope the plane
 // accepts, a dotted lower-case identifier such as "acme" or "acme.jobs".

@@ -1,7 +1,7 @@
 // Package sweeper enforces retention: it deletes what searchd has promised to
 // remember only for a while, once that while has passed.
 //
-// Three tables, in this order on every run:
+// Four tables, in this order on every run:
 //
 //   - agent.idempotency_keys: a claim past retain_until. Nothing else deletes
 //     a completed claim (Release removes only an unfinished one), because a
@@ -18,6 +18,10 @@
 //     snapshot a start may still be preparing or admitting. A snapshot whose
 //     claim passed without a Run is an orphan, and goes. Runs are swept
 //     first, so the snapshots of Runs deleted in a run go in the same run.
+//   - agent.webhook_drops: a dropped provider delivery received longer ago
+//     than providerjobs.DropRetention (30 days). The drop audit is written
+//     once and never read by the service, only by people: it is kept as
+//     long as any claim its delivery could be compared with.
 //
 // Bounded passes. A pass reads at most Bound rows of one table, oldest first
 // (the read count), then deletes those it read that are still past their

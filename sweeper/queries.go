@@ -109,3 +109,22 @@ const snapshotOrphanDelete = `
 DELETE FROM agent.saved_search_snapshots s
 WHERE s.ctid = ANY($2::tid[])
 	AND` + snapshotDeletable
+
+// dropExpiredRead selects dropped deliveries received longer ago than their
+// retention ($3, µs), oldest first, on webhook_drops_received_at_idx. Drops
+// are written once and never updated, so nothing but another sweeper ever
+// holds one. $1 now, $2 bound, $3 retention µs.
+const dropExpiredRead = `
+SELECT d.id, d.ctid
+FROM agent.webhook_drops d
+WHERE d.received_at <= coalesce($1::timestamptz, now()) - $3::bigint * interval '1 microsecond'
+ORDER BY d.received_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED`
+
+// dropExpiredDelete deletes the drops at the ctids $2 still past their
+// retention. $1 now, $2 ctids, $3 retention µs.
+const dropExpiredDelete = `
+DELETE FROM agent.webhook_drops d
+WHERE d.ctid = ANY($2::tid[])
+	AND d.received_at <= coalesce($1::timestamptz, now()) - $3::bigint * interval '1 microsecond'`

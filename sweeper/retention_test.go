@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -235,5 +238,57 @@ func TestSnapshotClaimedBetweenReadAndDeleteStays(t *testing.T) {
 	}
 	if !b.snapshots(t)[id] {
 		t.Errorf("snapshot %s deleted though a retained claim named it before the delete", id)
+	}
+}
+
+// TestDropRetention: a dropped delivery stays in the audit for
+// providerjobs.DropRetention after it was received, to the microsecond on
+// the stubbed clock, and goes after it; each table's pass is its own, so
+// the drops' counts are reported apart.
+func TestDropRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := b.clock.Now()
+	drop := func(deliveryID string, received time.Time) {
+		t.Helper()
+		_, err := b.db.Exec(b.ctx, `
+INSERT INTO agent.webhook_drops
+	(id, provider, path_job_id, delivery_id, request_hash, reason, organization_id, received_at)
+VALUES ($1, 'acme', 'job', $2, repeat('0', 64), 'duplicate', $3, $4)`, uuid.New(), deliveryID, b.org, received)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	drop("older", now.Add(-providerjobs.DropRetention-day))
+	drop("exactly-at-retention", now.Add(-providerjobs.DropRetention))
+	drop("a-microsecond-inside", now.Add(-providerjobs.DropRetention+time.Microsecond))
+	drop("recent", now.Add(-time.Hour))
+
+	var observed []string
+	s := b.sweeper(t, Config{Observer: ObserverFunc(func(table string, read, deleted int, _ time.Duration) {
+		if table == TableDrops {
+			observed = append(observed, fmt.Sprintf("%d/%d", read, deleted))
+		}
+	})})
+	rep := b.runOnce(t, s)
+	if d := rep.Drops; d.Table != TableDrops || d.Read != 2 || d.Deleted != 2 || d.Passes != 1 || d.Backlog {
+		t.Errorf("drops report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", d)
+	}
+	if len(observed) != 1 || observed[0] != "2/2" {
+		t.Errorf("observer saw drop passes %v, want one of 2 read, 2 deleted", observed)
+	}
+	if c := rep.Claims; c.Read != 0 {
+		t.Errorf("claims report = %+v, want nothing: the drops are a table of their own", c)
+	}
+	rows, err := b.db.Query(b.ctx, `SELECT delivery_id FROM agent.webhook_drops ORDER BY delivery_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a-microsecond-inside", "recent"}; !slices.Equal(left, want) {
+		t.Errorf("drops left = %q, want %q", left, want)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/providerjobs"
 )
 
 // The tables the sweeper deletes from, as [TableReport.Table] and
@@ -21,6 +22,7 @@ const (
 	TableClaims    = "agent.idempotency_keys"
 	TableRuns      = "agent.runs"
 	TableSnapshots = "agent.saved_search_snapshots"
+	TableDrops     = "agent.webhook_drops"
 )
 
 // SnapshotMinAge is how old a snapshot must be before it may be deleted: the
@@ -39,7 +41,7 @@ type DB interface {
 
 // TableReport is what one run did to one table.
 type TableReport struct {
-	// Table is TableClaims, TableRuns or TableSnapshots.
+	// Table is TableClaims, TableRuns, TableSnapshots or TableDrops.
 	Table string
 	// Read is the number of rows the passes selected as past retention.
 	Read int
@@ -62,18 +64,19 @@ type Report struct {
 	Claims    TableReport
 	Runs      TableReport
 	Snapshots TableReport
+	Drops     TableReport
 	// Duration is the time the whole run took.
 	Duration time.Duration
 }
 
 // Tables returns the table reports in the order the run swept them.
 func (r Report) Tables() []TableReport {
-	return []TableReport{r.Claims, r.Runs, r.Snapshots}
+	return []TableReport{r.Claims, r.Runs, r.Snapshots, r.Drops}
 }
 
 // Backlog reports whether any table was left with a backlog.
 func (r Report) Backlog() bool {
-	return r.Claims.Backlog || r.Runs.Backlog || r.Snapshots.Backlog
+	return r.Claims.Backlog || r.Runs.Backlog || r.Snapshots.Backlog || r.Drops.Backlog
 }
 
 // target is one table's pair of statements. Reads take ($1 now, $2 bound,
@@ -102,6 +105,11 @@ var targets = []target{
 		extra:  []any{SnapshotMinAge.Microseconds(), idempotency.ScopeSavedSearchStart},
 		report: func(r *Report) *TableReport { return &r.Snapshots },
 	},
+	{
+		table: TableDrops, read: dropExpiredRead, delete: dropExpiredDelete,
+		extra:  []any{providerjobs.DropRetention.Microseconds()},
+		report: func(r *Report) *TableReport { return &r.Drops },
+	},
 }
 
 // Sweeper deletes rows past their retention in bounded passes. It is safe for
@@ -126,7 +134,8 @@ func New(db DB, cfg Config) (*Sweeper, error) {
 // Config returns the sweeper's configuration, with its defaults applied.
 func (s *Sweeper) Config() Config { return s.cfg }
 
-// RunOnce sweeps each table once: claims, then Runs, then snapshots, each
+// RunOnce sweeps each table once: claims, then Runs, then snapshots, then
+// dropped deliveries, each
 // until a pass reads less than Bound or MaxPasses passes have run, resting
 // between passes as Duty asks. It logs a summary per table, and a warning
 // for every table it leaves with a backlog.

@@ -69,7 +69,7 @@ func TestSweepDeletesExpiredClaimsAndKeepsLiveOnes(t *testing.T) {
 		t.Errorf("observer saw %d read, %d deleted on %s, want 5 and 5",
 			observed.read[TableClaims], observed.deleted[TableClaims], TableClaims)
 	}
-	if rep.Runs.Passes != 1 || rep.Snapshots.Passes != 1 {
+	if rep.Runs.Passes != 1 || rep.Snapshots.Passes != 1 || rep.Drops.Passes != 1 {
 		t.Errorf("report = %+v, want one pass on each table", rep)
 	}
 	// The 29-day tool claim still replays.
@@ -241,9 +241,9 @@ func TestPassesRestInProportionToTheirDuration(t *testing.T) {
 			for _, p := range passes {
 				reads = append(reads, p.read)
 			}
-			// The runs and snapshots tables have nothing to sweep: one
-			// pass each that reads nothing.
-			if want := append(slices.Clone(tt.reads), 0, 0); !slices.Equal(reads, want) {
+			// The runs, snapshots and drops tables have nothing to
+			// sweep: one pass each that reads nothing.
+			if want := append(slices.Clone(tt.reads), 0, 0, 0); !slices.Equal(reads, want) {
 				t.Fatalf("passes read %v, want %v", reads, want)
 			}
 			if len(rests) != tt.rests {
@@ -630,7 +630,7 @@ func TestFailedTableDoesNotStopTheOthers(t *testing.T) {
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), TableClaims) {
 		t.Errorf("RunOnce = %v, want boom naming %s", err, TableClaims)
 	}
-	if rep.Claims.Deleted != 0 || rep.Runs.Passes != 1 || rep.Snapshots.Passes != 1 {
+	if rep.Claims.Deleted != 0 || rep.Runs.Passes != 1 || rep.Snapshots.Passes != 1 || rep.Drops.Passes != 1 {
 		t.Errorf("report = %+v, want nothing deleted from claims and the other tables swept", rep)
 	}
 	if n := b.count(t, TableClaims); n != 2 {

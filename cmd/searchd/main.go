@@ -58,9 +58,9 @@ commands:
             is set), migrate, create demo data, print a token and a curl command, serve
   claims    show or force-release one claim: searchd claims show|release --org UUID
             --scope S --key K [--json | --reason TEXT]
-  sweep     delete the claims, Runs and snapshots past their retention, once, in
-            bounded passes, and print the counts (for cron or a Kubernetes CronJob;
-            serve also sweeps, every SEARCHD_SWEEP_INTERVAL)
+  sweep     delete the claims, Runs, snapshots and dropped deliveries past their
+            retention, once, in bounded passes, and print the counts (for cron or
+            a Kubernetes CronJob; serve also sweeps, every SEARCHD_SWEEP_INTERVAL)
   help      print this text
 
 Every setting has a flag, which wins, and an environment variable; secrets

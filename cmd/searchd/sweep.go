@@ -40,7 +40,7 @@ const (
 // sweep` is one run, scheduled from outside.
 var (
 	optSweepInterval = option{"sweep-interval", EnvSweepInterval, shortDuration(sweeper.DefaultInterval),
-		"time between two runs of the in-process sweeper, which deletes the claims, Runs and snapshots past their " +
+		"time between two runs of the in-process sweeper, which deletes the claims, Runs, snapshots and dropped deliveries past their " +
 			"retention in bounded passes; the first run is within the jitter of start. 0s runs no sweeper: then run " +
 			"searchd sweep from an outside scheduler (cron, a Kubernetes CronJob)"}
 	optSweepJitter = option{"sweep-jitter", EnvSweepJitter,
@@ -68,8 +68,8 @@ func sweepBoundOptions() []option {
 }
 
 var sweepCommand = command{"searchd sweep [flags]",
-	"Run the sweeper once, for an outside scheduler (cron, a Kubernetes CronJob): delete the claims, Runs and " +
-		"snapshots past their retention in bounded passes, print what each table read and deleted, and exit 0, " +
+	"Run the sweeper once, for an outside scheduler (cron, a Kubernetes CronJob): delete the claims, Runs, " +
+		"snapshots and dropped deliveries past their retention in bounded passes, print what each table read and deleted, and exit 0, " +
 		"or 1 on an error. A backlog left for the next run is warned of, not an error. A sweep never blocks a " +
 		"claim, and any number may run at once, with serve's own sweepers too.",
 	append(append([]option{optDatabaseURL}, sweepBoundOptions()...), optLogLevel, optLogFormat)}
@@ -250,11 +250,11 @@ func (a *app) sweep(ctx context.Context, args []string) error {
 // the rows read and deleted, the passes, the time and the backlog. The
 // sweeper has logged each table already; this line is the run's outcome.
 func logSweepReport(ctx context.Context, logger *slog.Logger, rep sweeper.Report, err error) {
-	attrs := make([]slog.Attr, 0, 5)
+	attrs := make([]slog.Attr, 0, 6)
 	for _, t := range []struct {
 		name string
 		tr   sweeper.TableReport
-	}{{"claims", rep.Claims}, {"runs", rep.Runs}, {"snapshots", rep.Snapshots}} {
+	}{{"claims", rep.Claims}, {"runs", rep.Runs}, {"snapshots", rep.Snapshots}, {"drops", rep.Drops}} {
 		tr := t.tr
 		attrs = append(attrs, slog.Group(t.name,
 			slog.String("table", tr.Table), slog.Int("read", tr.Read), slog.Int("deleted", tr.Deleted),

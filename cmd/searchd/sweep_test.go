@@ -159,7 +159,7 @@ func TestSweepDeletesExpiredClaimsAndKeepsLiveOnes(t *testing.T) {
 		t.Errorf("sweep printed\n%s\nwant a %s row of 2 read, 2 deleted, 1 pass, no backlog", out, sweeper.TableClaims)
 	}
 	for _, want := range []string{"table", "read", "deleted", "passes", "duration", "backlog",
-		sweeper.TableRuns, sweeper.TableSnapshots, "swept in ", "read 2, deleted 2 (bound 1000, max passes 10)"} {
+		sweeper.TableRuns, sweeper.TableSnapshots, sweeper.TableDrops, "swept in ", "read 2, deleted 2 (bound 1000, max passes 10)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("sweep printed\n%s\nwithout %q", out, want)
 		}
@@ -171,8 +171,10 @@ func TestSweepDeletesExpiredClaimsAndKeepsLiveOnes(t *testing.T) {
 		claims["passes"] != 1.0 || claims["backlog"] != false {
 		t.Errorf(`log line "sweep done" = %v, want claims read 2, deleted 2, 1 pass, no backlog; stderr:\n%s`, done, h.stderr.String())
 	}
-	if _, ok := done["runs"].(map[string]any); !ok {
-		t.Errorf(`log line "sweep done" = %v, want the runs' counts too`, done)
+	for _, table := range []string{"runs", "snapshots", "drops"} {
+		if _, ok := done[table].(map[string]any); !ok {
+			t.Errorf(`log line "sweep done" = %v, want the %s' counts too`, done, table)
+		}
 	}
 
 	// A second sweep finds nothing, and says so.
