@@ -141,6 +141,7 @@ FROM generate_series(1, $1::int) i,
 
 	var (
 		base, swept []time.Duration
+		ratios      []float64 // each round's p99 with the sweep over its p99 without
 		deleted     int
 		sweeping    time.Duration
 		passes      int
@@ -150,11 +151,11 @@ FROM generate_series(1, $1::int) i,
 		t.Fatal(err)
 	}
 	for r := 0; r < rounds; r++ {
-		lat, err := claimFor(phase, nil)
+		baseLat, err := claimFor(phase, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		base = append(base, lat...)
+		base = append(base, baseLat...)
 
 		stop := make(chan struct{})
 		sweepErr := make(chan error, 1)
@@ -172,7 +173,7 @@ FROM generate_series(1, $1::int) i,
 			deleted += tr.Deleted
 			sweeping += tr.Duration
 		}()
-		lat, err = claimFor(phase, stop)
+		lat, err := claimFor(phase, stop)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,6 +184,9 @@ FROM generate_series(1, $1::int) i,
 		default:
 		}
 		swept = append(swept, lat...)
+		if len(lat) > 0 && len(baseLat) > 0 {
+			ratios = append(ratios, float64(percentile(lat, 99))/float64(percentile(baseLat, 99)))
+		}
 		if deleted >= rows {
 			break
 		}
@@ -199,6 +203,13 @@ FROM generate_series(1, $1::int) i,
 	fmt.Printf("%-26s %10d %10s %10s\n", "without the sweep", len(base), bp50, bp99)
 	fmt.Printf("%-26s %10d %10s %10s\n", "with the sweep running", len(swept), sp50, sp99)
 	fmt.Printf("p99 ratio %.2f× (target ≤ 1.25×)\n", float64(sp99)/float64(bp99))
+	if len(ratios) > 0 {
+		// The same ratio round by round: the machine's drift between
+		// rounds weighs on each round's two phases alike.
+		slices.Sort(ratios)
+		fmt.Printf("per-round p99 ratios: median %.2f×, from %.2f× to %.2f× over %d rounds\n",
+			ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1], len(ratios))
+	}
 	// The rate counts the rows gone from the table: a pass the end of a
 	// phase cut off during its commit may have committed without its
 	// caller hearing so, and is missing from the passes' own count.
