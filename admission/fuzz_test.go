@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/internal/canonjson"
+	"github.com/searchd/searchd/internal/jsonforms"
 )
 
 // FuzzSavedSearchRequestHash checks the two promises of the saved-search
@@ -42,7 +42,7 @@ func FuzzSavedSearchRequestHash(f *testing.F) {
 		if got := SavedSearchRequestHash(id, o.Normalize()); got != want {
 			t.Fatalf("hash of %+v = %s, of its normalized form %s", o, want, got)
 		}
-		w := jsonWriter{rng: rand.New(rand.NewPCG(style, 7))}
+		w := jsonWriter{jsonforms.Writer{Rng: rand.New(rand.NewPCG(style, 7))}}
 		for _, form := range w.optionForms(o) {
 			var got StartOptions
 			if len(form) > 0 {
@@ -86,18 +86,18 @@ func (w jsonWriter) optionForms(o StartOptions) [][]byte {
 	forms = append(forms, plain)
 	for range 3 {
 		members := []string{
-			w.ws() + w.str("max_results") + w.ws() + ":" + w.ws() + strconv.Itoa(o.MaxResults) + w.ws(),
-			w.ws() + w.str("note") + w.ws() + ":" + w.ws() + w.str(o.Note) + w.ws(),
+			w.WS() + w.Str("max_results") + w.WS() + ":" + w.WS() + strconv.Itoa(o.MaxResults) + w.WS(),
+			w.WS() + w.Str("note") + w.WS() + ":" + w.WS() + w.Str(o.Note) + w.WS(),
 		}
 		if n.MaxResults == DefaultMaxResults {
-			members[0] = w.pick(members[0], "", `"max_results":null`)
+			members[0] = w.Pick(members[0], "", `"max_results":null`)
 		}
 		if o.Note == "" {
-			members[1] = w.pick(members[1], "", w.ws()+`"note"`+w.ws()+":"+w.ws()+"null")
+			members[1] = w.Pick(members[1], "", w.WS()+`"note"`+w.WS()+":"+w.WS()+"null")
 		}
-		w.rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+		w.Rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
 		members = slices.DeleteFunc(members, func(m string) bool { return m == "" })
-		forms = append(forms, []byte(w.ws()+"{"+strings.Join(members, ",")+"}"+w.ws()))
+		forms = append(forms, []byte(w.WS()+"{"+strings.Join(members, ",")+"}"+w.WS()))
 	}
 	if n == (StartOptions{}).Normalize() {
 		forms = append(forms, nil, []byte(`{}`))
@@ -153,9 +153,9 @@ func FuzzDirectRequestHash(f *testing.F) {
 			}
 			return h
 		}
-		w := jsonWriter{rng: rand.New(rand.NewPCG(style, 11))}
+		w := jsonWriter{jsonforms.Writer{Rng: rand.New(rand.NewPCG(style, 11))}}
 		for range 4 {
-			if form := w.value(v); hash(form) != want {
+			if form := w.Value(v); hash(form) != want {
 				t.Fatalf("input %q written as %s hashes %s, want %s", input, form, hash(form), want)
 			}
 		}
@@ -180,16 +180,16 @@ func FuzzDirectRequestHash(f *testing.F) {
 		for _, ok := obj[key]; ok; _, ok = obj[key] {
 			key += "~"
 		}
-		differ("extra member", hash(w.value(with(obj, key, json.Number("0")))))
+		differ("extra member", hash(w.Value(with(obj, key, json.Number("0")))))
 		if len(obj) > 0 {
 			keys := sortedKeys(obj)
-			differ("first member removed", hash(w.value(without(obj, keys[0]))))
+			differ("first member removed", hash(w.Value(without(obj, keys[0]))))
 		}
 		if m, ok := mutateFirst(v, numberLeaf); ok {
-			differ("first number written in another form", hash(w.value(m)))
+			differ("first number written in another form", hash(w.Value(m)))
 		}
 		if m, ok := mutateFirst(v, stringLeaf); ok {
-			differ("first string changed", hash(w.value(m)))
+			differ("first string changed", hash(w.Value(m)))
 		}
 	})
 }
@@ -277,96 +277,9 @@ func mutateFirst(v any, kind leafKind) (any, bool) {
 	return v, false
 }
 
-// jsonWriter writes JSON values in arbitrary but equivalent forms, its
-// choices drawn from rng: members in any order, any white space between
-// tokens, and each character of a string either as itself or escaped.
-// (api/fuzz_hash_test.go has its twin: test helpers cannot be shared
-// across packages.)
-type jsonWriter struct{ rng *rand.Rand }
-
-func (w jsonWriter) pick(choices ...string) string { return choices[w.rng.IntN(len(choices))] }
-
-func (w jsonWriter) ws() string { return w.pick("", "", " ", "\n", "\t", "\r\n  ") }
-
-func (w jsonWriter) value(v any) []byte {
-	var b strings.Builder
-	w.write(&b, v)
-	return []byte(b.String())
-}
-
-func (w jsonWriter) write(b *strings.Builder, v any) {
-	b.WriteString(w.ws())
-	switch x := v.(type) {
-	case nil:
-		b.WriteString("null")
-	case bool:
-		b.WriteString(strconv.FormatBool(x))
-	case json.Number:
-		b.WriteString(string(x))
-	case string:
-		b.WriteString(w.str(x))
-	case []any:
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			w.write(b, e)
-		}
-		b.WriteString(w.ws() + "]")
-	case map[string]any:
-		keys := sortedKeys(x)
-		w.rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(w.ws() + w.str(k) + w.ws() + ":")
-			w.write(b, x[k])
-		}
-		b.WriteString(w.ws() + "}")
-	default:
-		panic(fmt.Sprintf("jsonWriter: %T", v))
-	}
-	b.WriteString(w.ws())
-}
-
-// str writes s, valid UTF-8, as a JSON string, escaping each character or
-// not at random where JSON allows both.
-func (w jsonWriter) str(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		escape := w.rng.IntN(3) == 0
-		switch {
-		case r == '"' || r == '\\':
-			if escape {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			} else {
-				b.WriteByte('\\')
-				b.WriteRune(r)
-			}
-		case r < 0x20:
-			short := map[rune]string{'\b': `\b`, '\f': `\f`, '\n': `\n`, '\r': `\r`, '\t': `\t`}[r]
-			if short == "" || escape {
-				short = fmt.Sprintf(`\u%04X`, r)
-			}
-			b.WriteString(short)
-		case r == '/' && escape:
-			b.WriteString(`\/`)
-		case !escape:
-			b.WriteRune(r)
-		case r > 0xFFFF:
-			r -= 0x10000
-			fmt.Fprintf(&b, `\u%04x\u%04X`, 0xD800+(r>>10), 0xDC00+(r&0x3FF))
-		default:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+// jsonWriter writes JSON values in arbitrary but equivalent forms (see
+// package jsonforms), with this file's forms of whole requests beside.
+type jsonWriter struct{ jsonforms.Writer }
 
 // TestDirectRequestHashNumberPolicy pins the number policy the fuzz target
 // relies on: numbers are kept as written, so equal values in different

@@ -20,6 +20,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/internal/jsonforms"
 	"github.com/searchd/searchd/runs"
 )
 
@@ -165,7 +166,7 @@ func FuzzStartRequestHash(f *testing.F) {
 		}
 		id := uuid.NewSHA1(uuid.NameSpaceOID, []byte(note+strconv.Itoa(maxRes)))
 		path := "/v1/saved-searches/" + id.String() + "/start"
-		w := jsonWriter{rng: rand.New(rand.NewPCG(style, 5))}
+		w := jsonWriter{jsonforms.Writer{Rng: rand.New(rand.NewPCG(style, 5))}}
 
 		// hashOf sends a form and returns the hash of what the starter
 		// was asked, failing unless the start was admitted.
@@ -198,8 +199,8 @@ func FuzzStartRequestHash(f *testing.F) {
 			path string
 			body string
 		}{
-			{"max_results changed", path, fmt.Sprintf(`{"max_results":%d,"note":%s}`, other, w.str(note))},
-			{"note changed", path, fmt.Sprintf(`{"max_results":%d,"note":%s}`, normal, w.str(note+"!"))},
+			{"max_results changed", path, fmt.Sprintf(`{"max_results":%d,"note":%s}`, other, w.Str(note))},
+			{"note changed", path, fmt.Sprintf(`{"max_results":%d,"note":%s}`, normal, w.Str(note+"!"))},
 			{"another saved search", "/v1/saved-searches/" + uuid.NewString() + "/start", string(forms[0].body)},
 		} {
 			if d.what == "note changed" && utf8.RuneCountInString(note) == admission.MaxNoteLen {
@@ -207,7 +208,7 @@ func FuzzStartRequestHash(f *testing.F) {
 				if strings.HasPrefix(note, first) {
 					first = "?"
 				}
-				d.body = fmt.Sprintf(`{"max_results":%d,"note":%s}`, normal, w.str(first+string([]rune(note)[1:])))
+				d.body = fmt.Sprintf(`{"max_results":%d,"note":%s}`, normal, w.Str(first+string([]rune(note)[1:])))
 			}
 			if got, _ := hashOf(d.path, startBody{body: []byte(d.body), contentType: "application/json", key: key}); got == want {
 				t.Fatalf("%s: %s hashes the same %s as %q", d.what, d.body, got, forms[0].body)
@@ -242,21 +243,21 @@ func (w jsonWriter) startForms(maxRes int, note, key string) []startBody {
 	forms := []startBody{{body: plain, contentType: js, key: key}}
 	for range 4 {
 		members := []string{
-			w.ws() + w.str("max_results") + w.ws() + ":" + w.ws() + strconv.Itoa(explicit) + w.ws(),
-			w.ws() + w.str("note") + w.ws() + ":" + w.ws() + w.str(note) + w.ws(),
+			w.WS() + w.Str("max_results") + w.WS() + ":" + w.WS() + strconv.Itoa(explicit) + w.WS(),
+			w.WS() + w.Str("note") + w.WS() + ":" + w.WS() + w.Str(note) + w.WS(),
 		}
 		if explicit == admission.DefaultMaxResults {
-			members[0] = w.pick(members[0], "", `"max_results"`+w.ws()+":"+w.ws()+"null")
+			members[0] = w.Pick(members[0], "", `"max_results"`+w.WS()+":"+w.WS()+"null")
 		}
 		if note == "" {
-			members[1] = w.pick(members[1], "", `"note":null`)
+			members[1] = w.Pick(members[1], "", `"note":null`)
 		}
-		w.rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+		w.Rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
 		members = slices.DeleteFunc(members, func(m string) bool { return m == "" })
 		forms = append(forms, startBody{
-			body:        []byte(w.ws() + "{" + strings.Join(members, ",") + "}" + w.ws()),
-			contentType: w.pick(js, "application/json; charset=utf-8", "application/json;charset=UTF-8", "application/vnd.searchd+json"),
-			key:         w.pick(key, quoted, " "+key+"\t", "\t"+quoted+" "),
+			body:        []byte(w.WS() + "{" + strings.Join(members, ",") + "}" + w.WS()),
+			contentType: w.Pick(js, "application/json; charset=utf-8", "application/json;charset=UTF-8", "application/vnd.searchd+json"),
+			key:         w.Pick(key, quoted, " "+key+"\t", "\t"+quoted+" "),
 		})
 	}
 	if explicit == admission.DefaultMaxResults && note == "" {
@@ -301,7 +302,7 @@ func FuzzDirectStartRequestHash(f *testing.F) {
 		if definition {
 			kind = "definition"
 		}
-		w := jsonWriter{rng: rand.New(rand.NewPCG(style, 9))}
+		w := jsonWriter{jsonforms.Writer{Rng: rand.New(rand.NewPCG(style, 9))}}
 		send := func(body []byte) (int, string, []admission.DirectStart) {
 			status, answer := rig.post("/v1/runs", body, "application/json", "key")
 			_, direct := rig.starter.take()
@@ -320,7 +321,7 @@ func FuzzDirectStartRequestHash(f *testing.F) {
 			return h
 		}
 
-		first := []byte(`{"kind":` + w.str(kind) + `,"name":` + w.str(name) + `,"input":` + string(input) + `}`)
+		first := []byte(`{"kind":` + w.Str(kind) + `,"name":` + w.Str(name) + `,"input":` + string(input) + `}`)
 		status, answer, direct := send(first)
 		switch {
 		case status >= 500:
@@ -351,17 +352,17 @@ func FuzzDirectStartRequestHash(f *testing.F) {
 
 		body := func(kind, name string, input []byte) []byte {
 			members := []string{
-				w.ws() + w.str("kind") + w.ws() + ":" + w.ws() + w.str(kind),
-				w.ws() + w.str("name") + w.ws() + ":" + w.ws() + w.str(name),
+				w.WS() + w.Str("kind") + w.WS() + ":" + w.WS() + w.Str(kind),
+				w.WS() + w.Str("name") + w.WS() + ":" + w.WS() + w.Str(name),
 			}
 			if input != nil {
-				members = append(members, w.ws()+w.str("input")+w.ws()+":"+string(input))
+				members = append(members, w.WS()+w.Str("input")+w.WS()+":"+string(input))
 			}
-			w.rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
-			return []byte(w.ws() + "{" + strings.Join(members, ",") + w.ws() + "}" + w.ws())
+			w.Rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+			return []byte(w.WS() + "{" + strings.Join(members, ",") + w.WS() + "}" + w.WS())
 		}
 		for range 4 {
-			if b := body(kind, name, w.value(v)); hashOf(b) != want {
+			if b := body(kind, name, w.Value(v)); hashOf(b) != want {
 				t.Fatalf("%s hashes %s; %s hashes %s", b, hashOf(b), first, want)
 			}
 		}
@@ -380,13 +381,13 @@ func FuzzDirectStartRequestHash(f *testing.F) {
 			}
 		}
 		otherKind := map[string]string{"capability": "definition", "definition": "capability"}[kind]
-		differ("kind changed", body(otherKind, name, w.value(v)))
-		differ("name changed", body(kind, name+"!", w.value(v)))
+		differ("kind changed", body(otherKind, name, w.Value(v)))
+		differ("name changed", body(kind, name+"!", w.Value(v)))
 		key := "~"
 		for _, ok := obj[key]; ok; _, ok = obj[key] {
 			key += "~"
 		}
-		differ("member added", body(kind, name, w.value(with(obj, key, json.Number("0")))))
+		differ("member added", body(kind, name, w.Value(with(obj, key, json.Number("0")))))
 		if len(obj) > 0 {
 			keys := slices.Sorted(func(yield func(string) bool) {
 				for k := range obj {
@@ -395,19 +396,19 @@ func FuzzDirectStartRequestHash(f *testing.F) {
 					}
 				}
 			})
-			differ("member removed", body(kind, name, w.value(without(obj, keys[0]))))
+			differ("member removed", body(kind, name, w.Value(without(obj, keys[0]))))
 		}
 		if m, ok := mutateFirst(v, numberLeaf); ok {
 			// A number in another form may leave float64's range; then the
 			// API refuses it, which is no merge either.
-			if status, answer, _ := send(body(kind, name, w.value(m))); status == http.StatusCreated {
-				differ("a number written in another form", body(kind, name, w.value(m)))
+			if status, answer, _ := send(body(kind, name, w.Value(m))); status == http.StatusCreated {
+				differ("a number written in another form", body(kind, name, w.Value(m)))
 			} else if status >= 500 {
 				t.Fatalf("%d %s", status, answer)
 			}
 		}
 		if m, ok := mutateFirst(v, stringLeaf); ok {
-			differ("a string changed", body(kind, name, w.value(m)))
+			differ("a string changed", body(kind, name, w.Value(m)))
 		}
 	})
 }
@@ -487,95 +488,6 @@ func mutateFirst(v any, kind leafKind) (any, bool) {
 	return v, false
 }
 
-// jsonWriter writes JSON values in arbitrary but equivalent forms, its
-// choices drawn from rng: members in any order, any white space between
-// tokens, and each character of a string either as itself or escaped.
-type jsonWriter struct{ rng *rand.Rand }
-
-func (w jsonWriter) pick(choices ...string) string { return choices[w.rng.IntN(len(choices))] }
-
-func (w jsonWriter) ws() string { return w.pick("", "", " ", "\n", "\t", "\r\n  ") }
-
-func (w jsonWriter) value(v any) []byte {
-	var b strings.Builder
-	w.write(&b, v)
-	return []byte(b.String())
-}
-
-func (w jsonWriter) write(b *strings.Builder, v any) {
-	b.WriteString(w.ws())
-	switch x := v.(type) {
-	case nil:
-		b.WriteString("null")
-	case bool:
-		b.WriteString(strconv.FormatBool(x))
-	case json.Number:
-		b.WriteString(string(x))
-	case string:
-		b.WriteString(w.str(x))
-	case []any:
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			w.write(b, e)
-		}
-		b.WriteString(w.ws() + "]")
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		w.rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(w.ws() + w.str(k) + w.ws() + ":")
-			w.write(b, x[k])
-		}
-		b.WriteString(w.ws() + "}")
-	default:
-		panic(fmt.Sprintf("jsonWriter: %T", v))
-	}
-	b.WriteString(w.ws())
-}
-
-// str writes s, valid UTF-8, as a JSON string, escaping each character or
-// not at random where JSON allows both.
-func (w jsonWriter) str(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		escape := w.rng.IntN(3) == 0
-		switch {
-		case r == '"' || r == '\\':
-			if escape {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			} else {
-				b.WriteByte('\\')
-				b.WriteRune(r)
-			}
-		case r < 0x20:
-			short := map[rune]string{'\b': `\b`, '\f': `\f`, '\n': `\n`, '\r': `\r`, '\t': `\t`}[r]
-			if short == "" || escape {
-				short = fmt.Sprintf(`\u%04X`, r)
-			}
-			b.WriteString(short)
-		case r == '/' && escape:
-			b.WriteString(`\/`)
-		case !escape:
-			b.WriteRune(r)
-		case r > 0xFFFF:
-			r -= 0x10000
-			fmt.Fprintf(&b, `\u%04x\u%04X`, 0xD800+(r>>10), 0xDC00+(r&0x3FF))
-		default:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+// jsonWriter writes JSON values in arbitrary but equivalent forms (see
+// package jsonforms), with this file's forms of whole requests beside.
+type jsonWriter struct{ jsonforms.Writer }
