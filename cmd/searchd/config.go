@@ -13,7 +13,6 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
-	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/sweeper"
 )
@@ -187,9 +186,10 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 		switch {
 		case err != nil:
 			bad(lease, "%q is not a duration (write it like 30s or 3s)", lease.value)
-		case admission.Config{Lease: d}.Validate() != nil || d == 0:
+		case d <= 0 || d > MaxSavedSearchLease || admission.Config{Lease: d}.Validate() != nil:
 			// Zero would mean the default to admission; here it is a mistake.
-			bad(lease, "%s is out of range: more than 0s and at most %s", d, idempotency.MaxLease)
+			bad(lease, "%s is out of range: more than 0s and at most %s, the limit of a saved-search lease "+
+				"(after a crash the key is blocked for a whole lease)", d, MaxSavedSearchLease)
 		default:
 			cfg.SavedSearchLease = d
 		}

@@ -33,7 +33,14 @@ const (
 	DefaultMaxPreferWait = api.PreferWaitLimit
 	// DefaultSavedSearchLease is the seed's lease, which the product keeps.
 	DefaultSavedSearchLease = idempotency.SavedSearchStartLease
-	maxDBMaxConns           = 1000
+	// MaxSavedSearchLease bounds the saved-search lease. A preparation is
+	// one short transaction, so the lease matters only after a crash: it is
+	// how long the crashed replica's claim blocks every retry of its key.
+	// The retention is raised to a longer lease, so without this bound one
+	// crash could block a key for the plane's MaxLease of 30 days. Five
+	// minutes is ten times the seed's 30 s.
+	MaxSavedSearchLease = 5 * time.Minute
+	maxDBMaxConns       = 1000
 )
 
 // option is one setting of a command: the flag and the environment
@@ -91,7 +98,7 @@ func serverOptions(dev bool) []option {
 			"longest Prefer: wait=N a start honours (a longer N is cut to it), whole seconds from 0s (never wait) to 30s"},
 		{"saved-search-lease", EnvSavedSearchLease, DefaultSavedSearchLease.String(),
 			"lease of a saved-search preparation: how long a start waits before it reclaims the key of a crashed replica, " +
-				"more than 0s and at most " + idempotency.MaxLease.String() + "; for tests and tuning; the seed's value is 30 s"},
+				"more than 0s and at most " + MaxSavedSearchLease.String() + " (the limit of a saved-search lease); for tests and tuning; the seed's value is 30 s"},
 		optSweepInterval,
 		optSweepJitter,
 	}

@@ -93,8 +93,10 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "1500ms", "1.5s is out of range: whole seconds"},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "-1s", "-1s is out of range"},
 		{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "long", `"long" is not a duration`},
-		{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "0s", "0s is out of range: more than 0s and at most 720h0m0s"},
+		{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "0s", "0s is out of range: more than 0s and at most 5m0s, the limit of a saved-search lease"},
 		{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "-3s", "-3s is out of range"},
+		{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "5m1s", "5m1s is out of range: more than 0s and at most 5m0s, the limit of a saved-search lease"},
+		{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "720h", "720h0m0s is out of range: more than 0s and at most 5m0s"},
 		{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "721h", "721h0m0s is out of range"},
 		{"sweep-interval", "SEARCHD_SWEEP_INTERVAL", "hourly", `"hourly" is not a duration`},
 		{"sweep-interval", "SEARCHD_SWEEP_INTERVAL", "-1h", "-1h is out of range: 0s (no sweeper) or more"},
@@ -159,6 +161,10 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 		"--saved-search-lease", "1500ms")
 	if cfg.MaxPreferWait != 0 || cfg.DBMaxConns != 3 || cfg.DatabaseURL != "postgres://flag@localhost/db" || cfg.SavedSearchLease != 1500*time.Millisecond {
 		t.Errorf("flags over variables: wait %s, conns %d, url %q, lease %s", cfg.MaxPreferWait, cfg.DBMaxConns, cfg.DatabaseURL, cfg.SavedSearchLease)
+	}
+	// The limit itself is a lease.
+	if cfg = load(env, false, "--saved-search-lease", MaxSavedSearchLease.String()); cfg.SavedSearchLease != 5*time.Minute {
+		t.Errorf("--saved-search-lease %s: lease %s, want the limit accepted", MaxSavedSearchLease, cfg.SavedSearchLease)
 	}
 	cfg = load(map[string]string{"SEARCHD_DEV_DIR": "/env/dir"}, true, "--pg-bin", "/flag/bin")
 	if cfg.DevDir != "/env/dir" || cfg.PGBin != "/flag/bin" || cfg.Addr != "127.0.0.1:8080" || cfg.LogFormat != "text" {
