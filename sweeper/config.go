@@ -139,6 +139,15 @@ type Observer interface {
 	ObservePass(table string, read, deleted int, d time.Duration)
 }
 
+// BacklogObserver is an [Observer] that is also told of every committed pass
+// whose read filled the bound, such as a counter of backlog passes per table.
+// The sweeper calls ObserveBacklogPass, after ObservePass, when its Observer
+// implements it.
+type BacklogObserver interface {
+	Observer
+	ObserveBacklogPass(table string)
+}
+
 // ObserverFunc adapts a function to an [Observer].
 type ObserverFunc func(table string, read, deleted int, d time.Duration)
 

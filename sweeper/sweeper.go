@@ -57,6 +57,12 @@ type TableReport struct {
 	// Backlog reports whether the last pass read a full bound: rows past
 	// retention were left for the next run.
 	Backlog bool
+	// FullPasses is the number of passes whose read filled the bound. Each
+	// one is warned of and counted as it happens, whatever the passes after
+	// it did: a run that drains its table in its last pass still had a
+	// backlog, and a backlog that fills a pass every hour is one the
+	// sweeper only just keeps up with.
+	FullPasses int
 }
 
 // Report is what one run did.
@@ -186,9 +192,24 @@ func (s *Sweeper) sweep(ctx context.Context, t target) (TableReport, error) {
 		tr.Deleted += deleted
 		tr.Backlog = read >= s.cfg.Bound
 		s.cfg.Observer.ObservePass(t.table, read, deleted, d)
-		s.log.LogAttrs(ctx, slog.LevelDebug, "sweeper: pass",
+		passAttrs := []slog.Attr{
 			slog.String("table", t.table), slog.Int("pass", tr.Passes),
-			slog.Int("read", read), slog.Int("deleted", deleted), slog.Duration("duration", d))
+			slog.Int("read", read), slog.Int("deleted", deleted), slog.Duration("duration", d),
+		}
+		if tr.Backlog {
+			// The read is what says whether the sweep keeps up, so every
+			// full one is warned of here, before a later pass of the run
+			// can drain the table and make the summary look quiet.
+			tr.FullPasses++
+			if bo, ok := s.cfg.Observer.(BacklogObserver); ok {
+				bo.ObserveBacklogPass(t.table)
+			}
+			s.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn,
+				"sweeper: a pass read a full bound: rows past retention are left behind it",
+				append(passAttrs, slog.Int("bound", s.cfg.Bound))...)
+		} else {
+			s.log.LogAttrs(ctx, slog.LevelDebug, "sweeper: pass", passAttrs...)
+		}
 		if !tr.Backlog || tr.Passes == s.cfg.MaxPasses {
 			break
 		}
@@ -200,7 +221,8 @@ func (s *Sweeper) sweep(ctx context.Context, t target) (TableReport, error) {
 
 	attrs := []slog.Attr{
 		slog.String("table", t.table), slog.Int("read", tr.Read), slog.Int("deleted", tr.Deleted),
-		slog.Int("passes", tr.Passes), slog.Int("bound", s.cfg.Bound), slog.Duration("duration", tr.Duration),
+		slog.Int("passes", tr.Passes), slog.Int("full_passes", tr.FullPasses), slog.Int("bound", s.cfg.Bound),
+		slog.Duration("duration", tr.Duration),
 	}
 	// The log context outlives ctx: a warning about a backlog matters most
 	// when the run was cut short.

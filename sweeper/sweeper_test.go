@@ -110,15 +110,64 @@ func TestFullBoundLeavesABacklogAndWarns(t *testing.T) {
 		t.Errorf("log = %q, want a warning that a backlog remains on %s", logs, TableClaims)
 	}
 
-	// Passes that drain the backlog within one run warn of nothing.
+	// Passes that drain the backlog within one run leave none behind, but
+	// the pass that read a full bound is still warned of: the read is what
+	// says whether the sweep keeps up, whatever later passes do.
 	b.logs = &logBuffer{}
 	s = b.sweeper(t, Config{Bound: 5, MaxPasses: 3})
 	rep = b.runOnce(t, s)
-	if c := rep.Claims; c.Read != 7 || c.Deleted != 7 || c.Passes != 2 || c.Backlog {
-		t.Errorf("claims report = %+v, want 7 read, 7 deleted, 2 passes, no backlog", c)
+	if c := rep.Claims; c.Read != 7 || c.Deleted != 7 || c.Passes != 2 || c.Backlog || c.FullPasses != 1 {
+		t.Errorf("claims report = %+v, want 7 read, 7 deleted, 2 passes, 1 full, no backlog", c)
 	}
-	if logs := b.logs.String(); strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "read=7 deleted=7") {
-		t.Errorf("log = %q, want an info summary of 7 read and 7 deleted and no warning", logs)
+	logs = b.logs.String()
+	if n := strings.Count(logs, "level=WARN"); n != 1 || !strings.Contains(logs, "a pass read a full bound") ||
+		!strings.Contains(logs, "pass=1 read=5") || !strings.Contains(logs, "read=7 deleted=7") {
+		t.Errorf("log = %q, want one warning of the full first pass and an info summary of 7 read and 7 deleted", logs)
+	}
+}
+
+// backlogLog counts the backlog passes a BacklogObserver is told of.
+type backlogLog struct {
+	passLog
+	full map[string]int
+}
+
+func (l *backlogLog) ObserveBacklogPass(table string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.full[table]++
+}
+
+func TestEveryFullPassIsWarnedOfAndCounted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// 12 rows, bound 5: passes read 5, 5 and 2. The run drains the table,
+	// and both full passes are warned of and counted.
+	b.seedExpired(t, "old", 12)
+	obs := &backlogLog{full: map[string]int{}}
+	rep := b.runOnce(t, b.sweeper(t, Config{Bound: 5, MaxPasses: 10, Duty: 1, Observer: obs}))
+	if c := rep.Claims; c.Read != 12 || c.Passes != 3 || c.FullPasses != 2 || c.Backlog || rep.Backlog() {
+		t.Errorf("claims report = %+v, want 12 read in 3 passes, 2 of them full, no backlog left", c)
+	}
+	if got := obs.full; len(got) != 1 || got[TableClaims] != 2 {
+		t.Errorf("backlog passes observed = %v, want 2 on %s", got, TableClaims)
+	}
+	logs := b.logs.String()
+	for _, want := range []string{"pass=1 read=5", "pass=2 read=5"} {
+		if !strings.Contains(logs, "level=WARN msg=\"sweeper: a pass read a full bound: rows past retention are left behind it\" table="+TableClaims+" "+want) {
+			t.Errorf("log = %q, want a warning of the full pass %q", logs, want)
+		}
+	}
+	if n := strings.Count(logs, "level=WARN"); n != 2 {
+		t.Errorf("log = %q, want exactly 2 warnings", logs)
+	}
+	// A quiet run warns of nothing and counts nothing.
+	b.logs = &logBuffer{}
+	obs.full = map[string]int{}
+	b.seedExpired(t, "few", 3)
+	rep = b.runOnce(t, b.sweeper(t, Config{Bound: 5, Observer: obs}))
+	if rep.Claims.FullPasses != 0 || len(obs.full) != 0 || strings.Contains(b.logs.String(), "level=WARN") {
+		t.Errorf("a pass of 3 under a bound of 5: report %+v, observed %v, log %q; want no backlog pass", rep.Claims, obs.full, b.logs.String())
 	}
 }
 

@@ -36,6 +36,7 @@ type Metrics struct {
 	sweptRead    *prometheus.CounterVec
 	sweptDeleted *prometheus.CounterVec
 	sweepPass    *prometheus.HistogramVec
+	sweepFull    *prometheus.CounterVec
 }
 
 // NewMetrics returns the metrics of a process on a fresh registry that
@@ -82,6 +83,10 @@ func NewMetrics() *Metrics {
 			Help:    "Time of one committed sweeper pass, by table.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"table"}),
+		sweepFull: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "sweeper", Name: "backlog_passes_total",
+			Help: "Sweeper passes whose read filled the bound, leaving rows past retention behind, by table.",
+		}, []string{"table"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -90,6 +95,7 @@ func NewMetrics() *Metrics {
 		m.claims, m.reclaims, m.fencesLost,
 		m.webhookDrops,
 		m.sweptRead, m.sweptDeleted, m.sweepPass,
+		m.sweepFull,
 	)
 	return m
 }
@@ -144,4 +150,9 @@ func (m *Metrics) ObservePass(table string, read, deleted int, d time.Duration) 
 	m.sweptRead.WithLabelValues(table).Add(float64(read))
 	m.sweptDeleted.WithLabelValues(table).Add(float64(deleted))
 	m.sweepPass.WithLabelValues(table).Observe(d.Seconds())
+}
+
+// ObserveBacklogPass implements sweeper.BacklogObserver.
+func (m *Metrics) ObserveBacklogPass(table string) {
+	m.sweepFull.WithLabelValues(table).Inc()
 }

@@ -119,6 +119,12 @@ func TestMetricsCountDropsAndSweeps(t *testing.T) {
 	m.ObserveDrop("acme", "hash_mismatch")
 	m.ObservePass(sweeper.TableRuns, 1000, 998, 2*time.Second)
 	m.ObservePass(sweeper.TableRuns, 10, 10, 50*time.Millisecond)
+	var obs sweeper.Observer = m
+	bo, ok := obs.(sweeper.BacklogObserver)
+	if !ok {
+		t.Fatal("*Metrics is not a sweeper.BacklogObserver: the sweeper would count no backlog pass")
+	}
+	bo.ObserveBacklogPass(sweeper.TableRuns)
 
 	for _, tt := range []struct {
 		name string
@@ -138,6 +144,7 @@ func TestMetricsCountDropsAndSweeps(t *testing.T) {
 	for _, line := range []string{
 		`searchd_sweeper_pass_duration_seconds_count{table="` + sweeper.TableRuns + `"} 2`,
 		`searchd_sweeper_pass_duration_seconds_sum{table="` + sweeper.TableRuns + `"} 2.05`,
+		`searchd_sweeper_backlog_passes_total{table="` + sweeper.TableRuns + `"} 1`,
 	} {
 		if !hasLine(page, line) {
 			t.Errorf("the metrics page lacks %q", line)
