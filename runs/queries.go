@@ -25,23 +25,38 @@ FROM (SELECT coalesce($13::timestamptz, now()) AS now) c
 ON CONFLICT (organization_id, start_key) DO NOTHING
 RETURNING ` + runColumns
 
-// runGetByStartKey reads the Run admitted under a start key. $1 org,
-// $2 start_key.
+// runGetByStartKey reads the Run admitted under a start key while its
+// retention holds. A Run past retain_until answers nothing, as the plane
+// treats a claim past its retention: whether its key still replays must not
+// depend on when the sweeper last ran. $1 org, $2 start_key, $3 now.
 const runGetByStartKey = `
 SELECT ` + runColumns + `
 FROM agent.runs r
-WHERE r.organization_id = $1 AND r.start_key = $2`
+WHERE r.organization_id = $1 AND r.start_key = $2
+	AND r.retain_until > coalesce($3::timestamptz, now())`
 
 // runWithSnapshotByStartKey reads the Run admitted under a start key with
 // the summary of its snapshot (NULLs for a direct Run): the whole answer of
-// a replayed start, in one statement. $1 org, $2 start_key.
+// a replayed start, in one statement. Like runGetByStartKey it answers
+// nothing for a Run past its retention. $1 org, $2 start_key, $3 now.
 const runWithSnapshotByStartKey = `
 SELECT ` + runColumns + `,
 	sn.id, sn.saved_search_id, sn.saved_search_version, sn.content_hash, sn.created_at
 FROM agent.runs r
 LEFT JOIN agent.saved_search_snapshots sn
 	ON sn.organization_id = r.organization_id AND sn.id = r.snapshot_id
-WHERE r.organization_id = $1 AND r.start_key = $2`
+WHERE r.organization_id = $1 AND r.start_key = $2
+	AND r.retain_until > coalesce($3::timestamptz, now())`
+
+// runDeleteExpiredByStartKey deletes the Run under a start key once its
+// retention has passed, as the sweeper would, so that a new start with the
+// key is admitted instead of meeting a Run nothing replays any more. The
+// condition is re-checked under the row lock; a Run still retained is never
+// deleted. $1 org, $2 start_key, $3 now.
+const runDeleteExpiredByStartKey = `
+DELETE FROM agent.runs r
+WHERE r.organization_id = $1 AND r.start_key = $2
+	AND r.retain_until <= coalesce($3::timestamptz, now())`
 
 // runGet reads one Run. $1 org, $2 id.
 const runGet = `

@@ -169,7 +169,9 @@ const maxAdmitRounds = 3
 // Admit admits a Run: it inserts it and reports created true, or, when
 // p.StartKey is already admitted in the organization, returns that Run and
 // created false. It never touches agent.idempotency_keys: the unique index
-// on (organization_id, start_key) is the admission.
+// on (organization_id, start_key) is the admission. A Run under the key whose
+// retention has passed is absent: it is deleted, as the sweeper would, and a
+// new Run admitted in its place.
 //
 // It returns [ErrKeyReused] when the existing Run was admitted for a
 // different request hash, and an error wrapping [ErrInvalid] for params the
@@ -195,7 +197,13 @@ func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created boo
 		}
 		run, err = s.GetByStartKey(ctx, p.OrganizationID, p.StartKey)
 		if errors.Is(err, ErrNotFound) {
-			continue // deleted since the insert: admit again
+			// Deleted since the insert, or past its retention: such a Run
+			// is absent, so it goes (as the sweeper would take it) and
+			// the start is admitted again.
+			if _, err := s.db.Exec(ctx, runDeleteExpiredByStartKey, p.OrganizationID, p.StartKey, s.nowArg()); err != nil {
+				return nil, false, translate("admit: delete expired", err)
+			}
+			continue
 		}
 		if err != nil {
 			return nil, false, err
@@ -228,9 +236,10 @@ func (p AdmitParams) validate() error {
 }
 
 // GetByStartKey returns the Run admitted under startKey in org. It returns
-// [ErrNotFound] when there is none.
+// [ErrNotFound] when there is none, or when its retention has passed by the
+// database clock (the sweeper may not have deleted it yet).
 func (s *Store) GetByStartKey(ctx context.Context, org uuid.UUID, startKey string) (*Run, error) {
-	run, err := scanRun(s.db.QueryRow(ctx, runGetByStartKey, org, startKey))
+	run, err := scanRun(s.db.QueryRow(ctx, runGetByStartKey, org, startKey, s.nowArg()))
 	if err != nil {
 		return nil, translate("get by start key", err)
 	}
@@ -239,7 +248,10 @@ func (s *Store) GetByStartKey(ctx context.Context, org uuid.UUID, startKey strin
 
 // LookupStart returns the Run admitted under startKey in org with the
 // summary of its snapshot (nil for a direct Run), in one statement: all a
-// replayed start answers. It returns [ErrNotFound] when there is none.
+// replayed start answers. It returns [ErrNotFound] when there is none, and
+// when the Run's retention has passed by the database clock, whether or not
+// the sweeper has deleted it yet: a start key replays for [Retention] and
+// not a moment longer.
 func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string) (*Run, *snapshot.Summary, error) {
 	var (
 		run       Run
@@ -250,7 +262,7 @@ func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string)
 		createdAt *time.Time
 	)
 	dest := append(run.scanDest(), &snapID, &searchID, &version, &hash, &createdAt)
-	if err := s.db.QueryRow(ctx, runWithSnapshotByStartKey, org, startKey).Scan(dest...); err != nil {
+	if err := s.db.QueryRow(ctx, runWithSnapshotByStartKey, org, startKey, s.nowArg()).Scan(dest...); err != nil {
 		return nil, nil, translate("lookup start", err)
 	}
 	if snapID == nil {

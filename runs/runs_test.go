@@ -297,6 +297,64 @@ func TestLookupStartJoinsTheSnapshotSummary(t *testing.T) {
 	}
 }
 
+// TestStartKeyReplaysUntilItsRetentionPassesAndNotAfter checks both sides
+// of the Run retention with a stubbed database clock: the start key replays
+// at its last retained microsecond, and at retain_until it answers nothing,
+// although the sweeper has not deleted the Run. A start with the key is then
+// admitted afresh rather than handed the Run nothing replays any more.
+func TestStartKeyReplaysUntilItsRetentionPassesAndNotAfter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.savedSearchRun(t, "k")
+	run, _, err := b.store.Admit(b.ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := direct(b.org, "d", "h")
+	drun, _, err := b.store.Admit(b.ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	b.clock.Advance(runs.Retention - time.Microsecond)
+	if got, sum, err := b.store.LookupStart(b.ctx, b.org, p.StartKey); err != nil || got.ID != run.ID || sum == nil {
+		t.Fatalf("LookupStart a microsecond before retain_until = %v, %v, %v; want Run %s", got, sum, err, run.ID)
+	}
+	if got, err := b.store.GetByStartKey(b.ctx, b.org, d.StartKey); err != nil || got.ID != drun.ID {
+		t.Fatalf("GetByStartKey a microsecond before retain_until = %v, %v; want Run %s", got, err, drun.ID)
+	}
+	if again, created, err := b.store.Admit(b.ctx, d); err != nil || created || again.ID != drun.ID {
+		t.Fatalf("Admit a microsecond before retain_until = %v, %v, %v; want Run %s replayed", again, created, err, drun.ID)
+	}
+
+	b.clock.Advance(time.Microsecond)
+	if got, _, err := b.store.LookupStart(b.ctx, b.org, p.StartKey); !errors.Is(err, runs.ErrNotFound) {
+		t.Fatalf("LookupStart at retain_until = %v, %v; want ErrNotFound", got, err)
+	}
+	if got, err := b.store.GetByStartKey(b.ctx, b.org, d.StartKey); !errors.Is(err, runs.ErrNotFound) {
+		t.Fatalf("GetByStartKey at retain_until = %v, %v; want ErrNotFound", got, err)
+	}
+	var stored int
+	if err := b.db.QueryRow(b.ctx, `SELECT count(*) FROM agent.runs WHERE organization_id = $1`, b.org).Scan(&stored); err != nil || stored != 2 {
+		t.Fatalf("%d Runs stored (%v), want both still there: the sweeper has not run", stored, err)
+	}
+
+	// A new start with the key is a new Run, even for another request.
+	d.RequestHash = "h-other"
+	fresh, created, err := b.store.Admit(b.ctx, d)
+	if err != nil || !created || fresh.ID == drun.ID || !fresh.CreatedAt.Equal(b.clock.Now()) {
+		t.Fatalf("Admit after retain_until = %v, %v, %v; want a new Run created now", fresh, created, err)
+	}
+	if got, err := b.store.Get(b.ctx, b.org, drun.ID); !errors.Is(err, runs.ErrNotFound) {
+		t.Fatalf("the expired Run = %v, %v; want it gone", got, err)
+	}
+	// The saved-search Run past retention is still stored, untouched by the
+	// direct start's admission.
+	if got, err := b.store.Get(b.ctx, b.org, run.ID); err != nil || got.ID != run.ID {
+		t.Fatalf("Get(expired saved-search Run) = %v, %v; want it stored until the sweeper runs", got, err)
+	}
+}
+
 func TestListPagesNewestFirstAndFiltersBySavedSearch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
