@@ -44,17 +44,24 @@ WHERE s.organization_id = $1 AND s.archived_at IS NULL
 ORDER BY s.created_at DESC, s.id DESC
 LIMIT $4`
 
-// savedSearchUpdate changes the name and brief (NULL keeps the stored value)
-// and bumps the version. It is also the first statement of a baseline
-// replace, with both NULL: its row lock orders every writer of the saved
-// search, which is what keeps a reader's brief and baseline from mixing.
-// $1 org, $2 id, $3 name, $4 brief.
+// savedSearchChanged is whether savedSearchUpdate's values differ from the
+// stored ones. The brief is compared as jsonb text, which ignores key order
+// and white space but keeps a number as written, as the stored brief does.
+const savedSearchChanged = `(coalesce($3::text, s.name) IS DISTINCT FROM s.name
+	OR coalesce($4::jsonb, s.brief)::text IS DISTINCT FROM s.brief::text)`
+
+// savedSearchUpdate sets the name and brief (NULL keeps the stored value).
+// It is a set-to-value write, so it bumps the version and updated_at only
+// when a value changes: a repeat of it changes nothing further. It is also
+// the first statement of a baseline replace, with both NULL: its row lock
+// orders every writer of the saved search, which is what keeps a reader's
+// brief and baseline from mixing. $1 org, $2 id, $3 name, $4 brief.
 const savedSearchUpdate = `
 UPDATE agent.saved_searches AS s
 SET name = coalesce($3::text, s.name),
 	brief = coalesce($4::jsonb, s.brief),
-	version = s.version + 1,
-	updated_at = now()
+	version = s.version + CASE WHEN ` + savedSearchChanged + ` THEN 1 ELSE 0 END,
+	updated_at = CASE WHEN ` + savedSearchChanged + ` THEN now() ELSE s.updated_at END
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL
 RETURNING s.id, s.organization_id, s.name, s.brief, s.version, s.created_at, s.updated_at`
 
@@ -64,13 +71,26 @@ RETURNING s.id, s.organization_id, s.name, s.brief, s.version, s.created_at, s.u
 const baselineGet = `
 SELECT b.items, b.cursor FROM agent.saved_search_baselines b WHERE b.saved_search_id = $1`
 
-// baselineReplace sets the whole baseline. $1 saved_search_id, $2 items,
-// $3 cursor.
+// baselineReplace sets the whole baseline and bumps the saved search's
+// version, when the baseline differs from the stored one; when it does not,
+// it writes nothing and returns no row: a repeat of a replace changes nothing
+// further. Run after savedSearchUpdate, which holds the saved search's row
+// lock. $1 saved_search_id, $2 items, $3 cursor.
 const baselineReplace = `
-UPDATE agent.saved_search_baselines AS b
-SET items = $2::text[], cursor = $3::text, updated_at = now()
-WHERE b.saved_search_id = $1
-RETURNING b.items, b.cursor`
+WITH b AS (
+	UPDATE agent.saved_search_baselines AS b
+	SET items = $2::text[], cursor = $3::text, updated_at = now()
+	WHERE b.saved_search_id = $1
+		AND (b.items IS DISTINCT FROM $2::text[] OR b.cursor IS DISTINCT FROM $3::text)
+	RETURNING b.saved_search_id, b.items, b.cursor
+), s AS (
+	UPDATE agent.saved_searches AS s
+	SET version = s.version + 1, updated_at = now()
+	FROM b
+	WHERE s.id = b.saved_search_id
+	RETURNING s.version, s.updated_at
+)
+SELECT b.items, b.cursor, s.version, s.updated_at FROM b, s`
 
 // savedSearchArchive archives a live saved search; archiving is a change, so
 // it bumps the version too. $1 org, $2 id.

@@ -224,8 +224,9 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]SavedS
 }
 
 // Update changes the name and/or the brief of a live saved search, bumps its
-// version and returns it. With neither set it changes nothing and returns
-// the saved search as it is. It returns an error wrapping [ErrInvalid] for
+// version and returns it. With neither set, or with the values it already
+// has, it changes nothing (the version and updated_at stay) and returns the
+// saved search as it is: it sets values, so a repeat changes nothing further. It returns an error wrapping [ErrInvalid] for
 // input [UpdateParams.Validate] refuses and [ErrNotFound] as [Store.Get].
 func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (*SavedSearch, error) {
 	if err := p.Validate(); err != nil {
@@ -258,8 +259,10 @@ func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (
 }
 
 // ReplaceBaseline sets the whole baseline of a live saved search to b, bumps
-// its version and returns it. It returns an error wrapping [ErrInvalid] when
-// b breaks the limits of [Baseline] and [ErrNotFound] as [Store.Get].
+// its version and returns it. A baseline equal to the stored one changes
+// nothing: the version and updated_at stay. It returns an error wrapping
+// [ErrInvalid] when b breaks the limits of [Baseline] and [ErrNotFound] as
+// [Store.Get].
 func (s *Store) ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b Baseline) (*SavedSearch, error) {
 	if err := check(b); err != nil {
 		return nil, err
@@ -269,11 +272,18 @@ func (s *Store) ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b Baseli
 		var err error
 		// The saved search first: its row lock orders this writer after
 		// every other, and the version bump commits with the baseline.
+		// With nothing to set it bumps nothing either.
 		if ss, err = updateSavedSearch(ctx, tx, org, id, nil, nil); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, baselineReplace, id, items(b.Items), b.Cursor).
-			Scan(&ss.Baseline.Items, &ss.Baseline.Cursor)
+		err = tx.QueryRow(ctx, baselineReplace, id, items(b.Items), b.Cursor).
+			Scan(&ss.Baseline.Items, &ss.Baseline.Cursor, &ss.Version, &ss.UpdatedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The stored baseline is b already: nothing changed.
+			ss.Baseline = Baseline{Items: b.Items, Cursor: b.Cursor}
+			return nil
+		}
+		return err
 	})
 	if err != nil {
 		return nil, wrap("replace baseline", err)

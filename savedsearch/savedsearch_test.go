@@ -12,6 +12,7 @@ import (
 
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -150,8 +151,9 @@ func TestEveryChangeBumpsTheVersion(t *testing.T) {
 		{"baseline replace", func() (*savedsearch.SavedSearch, error) {
 			return b.store.ReplaceBaseline(b.ctx, b.org, ss.ID, savedsearch.Baseline{Items: []string{"x"}})
 		}},
-		{"same baseline again", func() (*savedsearch.SavedSearch, error) {
-			return b.store.ReplaceBaseline(b.ctx, b.org, ss.ID, savedsearch.Baseline{Items: []string{"x"}})
+		{"same items, a cursor", func() (*savedsearch.SavedSearch, error) {
+			cursor := "page-2"
+			return b.store.ReplaceBaseline(b.ctx, b.org, ss.ID, savedsearch.Baseline{Items: []string{"x"}, Cursor: &cursor})
 		}},
 	}
 	for i, step := range steps {
@@ -195,6 +197,110 @@ func TestEveryChangeBumpsTheVersion(t *testing.T) {
 	}
 	if version != 7 {
 		t.Errorf("version after archive = %d, want 7", version)
+	}
+}
+
+// TestSettingTheValuesItHasChangesNothing: a PATCH or a baseline PUT is a
+// set-to-value write, so one that sets the values already stored changes
+// nothing, neither the version nor updated_at, and a start frozen after it
+// snapshots the same content under the same version.
+func TestSettingTheValuesItHasChangesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ss := b.create(t, createOpts{Items: []string{"a", "b"}})
+	var brief savedsearch.Brief
+	if err := json.Unmarshal([]byte(`{"query":"rust engineer","filters":{"remote":true,"salary":{"min":100000,"max":150000.0},"tags":["x","y"]}}`), &brief); err != nil {
+		t.Fatal(err)
+	}
+	cursor := "page-3"
+	if _, err := b.store.Update(b.ctx, b.org, ss.ID, savedsearch.UpdateParams{Brief: &brief}); err != nil {
+		t.Fatal(err)
+	}
+	base, err := b.store.ReplaceBaseline(b.ctx, b.org, ss.ID, savedsearch.Baseline{Items: []string{"a", "b"}, Cursor: &cursor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base.Version != 3 {
+		t.Fatalf("after a brief and a baseline change version = %d, want 3", base.Version)
+	}
+	before, err := snapshot.Freeze(b.ctx, b.db, b.org, ss.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	baselineUpdatedAt := func() (at string) {
+		t.Helper()
+		if err := b.db.QueryRow(b.ctx, `SELECT updated_at::text FROM agent.saved_search_baselines WHERE saved_search_id = $1`, ss.ID).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	baseAt := baselineUpdatedAt()
+
+	// The same brief written in another key order and spacing is the same
+	// brief.
+	var reordered savedsearch.Brief
+	if err := json.Unmarshal([]byte(`{ "filters": {"tags": ["x", "y"], "salary": {"max": 150000.0, "min": 100000}, "remote": true}, "query": "rust engineer" }`), &reordered); err != nil {
+		t.Fatal(err)
+	}
+	name := ss.Name
+	for _, step := range []struct {
+		what string
+		do   func() (*savedsearch.SavedSearch, error)
+	}{
+		{"PATCH the same name", func() (*savedsearch.SavedSearch, error) {
+			return b.store.Update(b.ctx, b.org, ss.ID, savedsearch.UpdateParams{Name: &name})
+		}},
+		{"PATCH the same brief", func() (*savedsearch.SavedSearch, error) {
+			return b.store.Update(b.ctx, b.org, ss.ID, savedsearch.UpdateParams{Brief: &brief})
+		}},
+		{"PATCH the same brief reordered, and the same name", func() (*savedsearch.SavedSearch, error) {
+			return b.store.Update(b.ctx, b.org, ss.ID, savedsearch.UpdateParams{Name: &name, Brief: &reordered})
+		}},
+		{"PUT the same baseline", func() (*savedsearch.SavedSearch, error) {
+			return b.store.ReplaceBaseline(b.ctx, b.org, ss.ID, savedsearch.Baseline{Items: []string{"a", "b"}, Cursor: &cursor})
+		}},
+	} {
+		for range 2 {
+			got, err := step.do()
+			if err != nil {
+				t.Fatalf("%s: %v", step.what, err)
+			}
+			if got.Version != base.Version || !got.UpdatedAt.Equal(base.UpdatedAt) {
+				t.Fatalf("%s: version %d updated_at %v, want %d and %v unchanged", step.what, got.Version, got.UpdatedAt, base.Version, base.UpdatedAt)
+			}
+			if got.Name != name || got.Brief.Query != "rust engineer" || strings.Join(got.Baseline.Items, ",") != "a,b" ||
+				got.Baseline.Cursor == nil || *got.Baseline.Cursor != cursor {
+				t.Fatalf("%s: answered %+v, want the saved search as stored", step.what, got)
+			}
+		}
+	}
+	if at := baselineUpdatedAt(); at != baseAt {
+		t.Errorf("the baseline's updated_at moved from %s to %s on a replace that changed nothing", baseAt, at)
+	}
+	stored, err := b.store.Get(b.ctx, b.org, ss.ID)
+	if err != nil || stored.Version != base.Version || !stored.UpdatedAt.Equal(base.UpdatedAt) {
+		t.Fatalf("Get = %+v, %v; want version %d unchanged", stored, err, base.Version)
+	}
+	after, err := snapshot.Freeze(b.ctx, b.db, b.org, ss.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ContentHash != before.ContentHash || after.SavedSearchVersion != before.SavedSearchVersion {
+		t.Errorf("snapshot after the no-op writes = (%s, v%d), want (%s, v%d)",
+			after.ContentHash, after.SavedSearchVersion, before.ContentHash, before.SavedSearchVersion)
+	}
+
+	// Anything that does differ is a change: a number written differently
+	// (kept as written), and a cursor cleared.
+	var rewritten savedsearch.Brief
+	if err := json.Unmarshal([]byte(`{"query":"rust engineer","filters":{"remote":true,"salary":{"min":100000,"max":150000},"tags":["x","y"]}}`), &rewritten); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.store.Update(b.ctx, b.org, ss.ID, savedsearch.UpdateParams{Brief: &rewritten}); err != nil || got.Version != base.Version+1 || !got.UpdatedAt.After(base.UpdatedAt) {
+		t.Fatalf("PATCH 150000.0 -> 150000 = %+v, %v; want version %d", got, err, base.Version+1)
+	}
+	if got, err := b.store.ReplaceBaseline(b.ctx, b.org, ss.ID, savedsearch.Baseline{Items: []string{"a", "b"}}); err != nil || got.Version != base.Version+2 || got.Baseline.Cursor != nil {
+		t.Fatalf("PUT without the cursor = %+v, %v; want version %d and no cursor", got, err, base.Version+2)
 	}
 }
 
