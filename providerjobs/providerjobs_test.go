@@ -323,6 +323,49 @@ func TestReceiveResolvesTheJobBySearchdsID(t *testing.T) {
 	}
 }
 
+// TestAnUpdateToTheStateAJobHasChangesNothing: a callback sets the job's
+// status and result, so another delivery (a new delivery id, not a
+// redelivery) that reports the state the job already has changes nothing:
+// neither its version nor its updated_at.
+func TestAnUpdateToTheStateAJobHasChangesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	job := b.seedJob("j-1")
+	progress := func(id string, result string) Delivery {
+		d := delivery(job, id, StatusRunning)
+		d.Update.Result = json.RawMessage(result)
+		d.Body = []byte(`{"job_id":"` + job.ProviderJobID + `","status":"running","result":` + result + `,"n":"` + id + `"}`)
+		return d
+	}
+	receive := func(d Delivery) *Job {
+		t.Helper()
+		if out, err := b.svc.Receive(ctx, d); err != nil || !out.Accepted {
+			t.Fatalf("Receive(%s) = %+v, %v; want accepted", d.DeliveryID, out, err)
+		}
+		return b.job(job.ID)
+	}
+
+	first := receive(progress("d-1", `{"progress": 0.5, "stage": "crawl"}`))
+	if first.Version != 2 || first.Status != StatusRunning {
+		t.Fatalf("after the first running = %+v, want version 2", first)
+	}
+	b.clk.advance(time.Minute)
+	// The same state, its result written in another key order.
+	if got := receive(progress("d-2", `{"stage":"crawl","progress":0.5}`)); got.Version != 2 || !got.UpdatedAt.Equal(first.UpdatedAt) {
+		t.Fatalf("after the same running again = version %d updated_at %v, want 2 and %v unchanged", got.Version, got.UpdatedAt, first.UpdatedAt)
+	}
+	b.clk.advance(time.Minute)
+	moved := receive(progress("d-3", `{"progress":0.75,"stage":"crawl"}`))
+	if moved.Version != 3 || !moved.UpdatedAt.After(first.UpdatedAt) || string(moved.Result) != `{"stage": "crawl", "progress": 0.75}` {
+		t.Fatalf("after new progress = %+v (result %s), want version 3 and a later updated_at", moved, moved.Result)
+	}
+	done := receive(delivery(job, "d-4", StatusSucceeded))
+	if done.Version != 4 || done.Status != StatusSucceeded || done.Result != nil {
+		t.Fatalf("after succeeded = %+v, want version 4, succeeded, no result", done)
+	}
+}
+
 func TestSchemaTiesAJobToItsOrganizationsRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})

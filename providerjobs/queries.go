@@ -57,15 +57,23 @@ WHERE j.id = $1 AND j.provider = $2`
 // condition is the terminal rule: a job that succeeded or failed is never
 // changed again, so a late running, or a second terminal status, matches no
 // row. Two deliveries for one job serialize on the row lock, and the second
-// re-checks the condition against the first one's write.
-// $1 org, $2 id, $3 status, $4 result, $5 now.
+// re-checks the condition against the first one's write. It is a
+// set-to-value write: when the job already has the status and the result
+// (compared as jsonb text), version and updated_at stay, so a repeat changes
+// nothing further. $1 org, $2 id, $3 status, $4 result, $5 now.
 const jobApply = `
 UPDATE agent.provider_jobs AS j
-SET status = $3, result = $4::jsonb, version = j.version + 1,
-	updated_at = greatest(j.updated_at, coalesce($5::timestamptz, now()))
+SET status = $3, result = $4::jsonb,
+	version = j.version + CASE WHEN ` + jobChanged + ` THEN 1 ELSE 0 END,
+	updated_at = CASE WHEN ` + jobChanged + `
+		THEN greatest(j.updated_at, coalesce($5::timestamptz, now())) ELSE j.updated_at END
 WHERE j.organization_id = $1 AND j.id = $2
 	AND j.status NOT IN ('succeeded', 'failed')
 RETURNING j.status`
+
+// jobChanged is whether jobApply's status and result differ from the job's.
+const jobChanged = `(j.status IS DISTINCT FROM $3::text
+	OR j.result::text IS DISTINCT FROM ($4::jsonb)::text)`
 
 // jobStatus reads the status of a job the apply left unchanged. $1 org,
 // $2 id.
