@@ -207,6 +207,11 @@ func NewService(db DBTX, cfg Config) *Service {
 // Repository returns the repository the service runs on.
 func (s *Service) Repository() *Repository { return s.repo }
 
+// MaxResponseBytes returns the store limit of a response, [Config.MaxResponseBytes]
+// with its default applied. A caller whose answer must replay whole (not as a
+// [ResourceRef]) fits its response under it before it completes.
+func (s *Service) MaxResponseBytes() int { return s.maxResponseBytes }
+
 // maxClaimRounds bounds how often Claim goes round when the row changes
 // between its statements (released, swept, reclaimed by another worker).
 // Each round needs another worker to change the row in between, so running

@@ -185,7 +185,7 @@ func wantReplay(t *testing.T, res, live tools.Result) {
 func equalResults(a, b tools.Result) bool {
 	return a.OK == b.OK && a.Outcome == b.Outcome && string(a.Output) == string(b.Output) &&
 		a.Message == b.Message && a.ResourceType == b.ResourceType && a.ResourceID == b.ResourceID &&
-		a.OutputOmitted == b.OutputOmitted && a.Replayed == b.Replayed
+		a.OutputOmitted == b.OutputOmitted && a.Replayed == b.Replayed && a.ResolvedBy == b.ResolvedBy
 }
 
 // policy is a checkpoint that answers decision and counts how often it was

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -37,13 +39,27 @@ type Checkpoint func(ctx context.Context, c Call) (Decision, error)
 // AllowAll is a [Checkpoint] that allows every call.
 func AllowAll(context.Context, Call) (Decision, error) { return DecisionAllow, nil }
 
-// MaxStoredOutput bounds the Output the journal stores. A larger output is
-// replaced by OutputOmitted, in the live result as in every replay, so a
-// replay answers exactly what the live call answered.
-const MaxStoredOutput = 64 << 10
+// MaxStoredOutput bounds the Output the journal stores: 60 KiB, which leaves
+// the rest of the plane's default store limit of 64 KiB
+// ([idempotency.DefaultMaxResponseBytes]) to what is stored beside it. A
+// larger output is replaced by OutputOmitted, in the live result as in every
+// replay, so a replay answers exactly what the live call answered.
+//
+// The whole stored answer must fit the plane's limit, or the plane would
+// store a reference to the resource in its place (and refuse it when the call
+// names none): a replay would then answer something the live call never did,
+// and a refused completion would leave the claim processing. So the answer is
+// fitted before it is stored: the Message is cut first, and the Output is
+// omitted only when it does not fit by itself (a plane configured with a
+// limit under MaxStoredOutput).
+const MaxStoredOutput = 60 << 10
 
 // maxStoredMessage bounds the Message the journal stores.
 const maxStoredMessage = 2 << 10
+
+// maxStoredOutcome bounds the Outcome the journal stores: a tool's failure
+// code, an identifier.
+const maxStoredOutcome = 64
 
 // Config configures a [Runner].
 type Config struct {
@@ -207,6 +223,13 @@ func (r *Runner) Execute(ctx context.Context, c Call, policy Checkpoint) (Result
 func settled(out idempotency.Outcome, jk journalKey) (Result, error) {
 	switch out.Kind {
 	case idempotency.KindCompleted:
+		if out.Ref != nil {
+			// The Runner fits every answer under the store limit, so some
+			// other writer stored this one over it: its body is gone, and a
+			// zero Result would report a failure nobody observed.
+			return Result{}, fmt.Errorf("tools: %s key %s: the stored answer is a reference to %s %s, not the answer: it was stored over the limit",
+				jk.scope, jk.key, out.Ref.Type, out.Ref.ID)
+		}
 		res, err := decodeAnswer(out.Response, out.ResourceType, out.ResourceID)
 		if err != nil {
 			return Result{}, fmt.Errorf("tools: %s key %s: %w", jk.scope, jk.key, err)
@@ -273,15 +296,16 @@ func (r *Runner) run(ctx context.Context, c Call, jk journalKey, claim *idempote
 
 // complete stores res as the answer of claim and returns what it stored, so
 // the live result and every replay answer the same.
+//
+// The answer is fitted to the store limit of the plane the Runner runs on
+// (see [MaxStoredOutput]) and normalized to what the plane accepts, so the
+// plane never refuses it nor stores a reference in its place: a refused
+// completion would leave the claim processing, in flight to every retry for
+// a lease and then reclaimed as uncertain, for a call that was made. (A
+// plane limit too small for {"ok":...,"outcome":...,"output_omitted":true},
+// some 60 bytes, is the one configuration it cannot serve.)
 func (r *Runner) complete(ctx context.Context, jk journalKey, claim *idempotency.Claim, res Result) (Result, error) {
-	res = normalize(res)
-	body, err := json.Marshal(answer{
-		OK:            res.OK,
-		Outcome:       res.Outcome,
-		Output:        res.Output,
-		OutputOmitted: res.OutputOmitted,
-		Message:       res.Message,
-	})
+	res, body, err := fitAnswer(normalize(res), r.plane.MaxResponseBytes())
 	if err != nil {
 		return Result{}, fmt.Errorf("tools: %s key %s: encoding the answer: %w", jk.scope, jk.key, err)
 	}
@@ -324,6 +348,68 @@ type answer struct {
 	Output        json.RawMessage `json:"output,omitempty"`
 	OutputOmitted bool            `json:"output_omitted,omitempty"`
 	Message       string          `json:"message,omitempty"`
+	// ResolvedBy names the person who resolved an uncertain call as
+	// delivered; see [Resolver].
+	ResolvedBy string `json:"resolved_by,omitempty"`
+}
+
+// encodeAnswer returns the stored form of res: JSON without HTML escaping,
+// so the canonical Output is stored byte for byte (encoding/json would write
+// each <, > and & of it as six bytes).
+func encodeAnswer(res Result) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(answer{
+		OK:            res.OK,
+		Outcome:       res.Outcome,
+		Output:        res.Output,
+		OutputOmitted: res.OutputOmitted,
+		Message:       res.Message,
+		ResolvedBy:    res.ResolvedBy,
+	}); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// fitAnswer returns res, changed as little as it takes for its stored form
+// to fit limit bytes, and that form. The Output is omitted when the answer
+// does not fit even without a message; otherwise the Message is cut to its
+// longest prefix that fits (a binary search: a character may take up to six
+// bytes once escaped).
+func fitAnswer(res Result, limit int) (Result, []byte, error) {
+	body, err := encodeAnswer(res)
+	if err != nil || len(body) <= limit {
+		return res, body, err
+	}
+	bare := res
+	bare.Message = ""
+	b, err := encodeAnswer(bare)
+	if err != nil {
+		return res, nil, err
+	}
+	if len(b) > limit && len(res.Output) > 0 {
+		res.Output, res.OutputOmitted = nil, true
+		return fitAnswer(res, limit)
+	}
+	if len(b) > limit {
+		return res, nil, fmt.Errorf("an answer of %d bytes does not fit the store limit of %d", len(b), limit)
+	}
+	msg := res.Message
+	lo, hi := 0, len(msg) // a prefix of lo bytes fits; hi bytes do not
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		res.Message = strings.ToValidUTF8(msg[:mid], "")
+		if b, err := encodeAnswer(res); err == nil && len(b) <= limit {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	res.Message = strings.ToValidUTF8(msg[:lo], "")
+	body, err = encodeAnswer(res)
+	return res, body, err
 }
 
 // normalize makes res storable: an outcome that agrees with OK, an output
@@ -333,7 +419,7 @@ type answer struct {
 // these rules has still made its call, so its answer is trimmed, never
 // refused: refusing it would leave the claim unended.
 func normalize(res Result) Result {
-	res.Replayed = false
+	res.Replayed, res.ResolvedBy = false, ""
 	switch {
 	case res.OK:
 		res.Outcome = OutcomeOK
@@ -347,9 +433,10 @@ func normalize(res Result) Result {
 		}
 		res.Output = canon
 	}
-	if len(res.Message) > maxStoredMessage {
-		res.Message = strings.ToValidUTF8(res.Message[:maxStoredMessage], "")
+	if len(res.Outcome) > maxStoredOutcome || !utf8.ValidString(res.Outcome) {
+		res.Outcome = strings.ToValidUTF8(res.Outcome[:min(len(res.Outcome), maxStoredOutcome)], "")
 	}
+	res.Message = strings.ToValidUTF8(res.Message[:min(len(res.Message), maxStoredMessage)], "")
 	if res.ResourceType == "" || res.ResourceID == "" || len(res.ResourceType) > 255 || len(res.ResourceID) > 255 {
 		res.ResourceType, res.ResourceID = "", ""
 	}
@@ -376,6 +463,7 @@ func decodeAnswer(body json.RawMessage, resourceType, resourceID string) (Result
 		Output:        a.Output,
 		OutputOmitted: a.OutputOmitted,
 		Message:       a.Message,
+		ResolvedBy:    a.ResolvedBy,
 		ResourceType:  resourceType,
 		ResourceID:    resourceID,
 	}, nil

@@ -82,6 +82,10 @@ type Result struct {
 	// Replayed reports that the result is the journal's stored answer of an
 	// earlier attempt, and nothing was called this time.
 	Replayed bool
+	// ResolvedBy is set on the answer of a call that was uncertain until a
+	// person marked it delivered ([Resolver]): the actor who did. The
+	// result is then OK with [OutcomeOK], and nothing was called.
+	ResolvedBy string
 }
 
 // Uncertain reports whether the call may or may not have had its effect.
