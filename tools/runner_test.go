@@ -368,6 +368,29 @@ func TestUncertainSendIsStoredAndNeverRetried(t *testing.T) {
 	b.wantCounts(t, 1, 1)
 }
 
+func TestVendorFailureWithoutIdempotencyIsUncertainAndNeverRetried(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{500, 503} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, opts{idempotent: false})
+			b.vendor.Script(emailtest.Step{Status: status})
+			c := b.call(sendInput, 1)
+			live := b.execute(t, c, tools.AllowAll)
+			if live.OK || !live.Uncertain() || live.Replayed || !strings.Contains(live.Message, "may have been sent") {
+				t.Fatalf("Execute after a vendor %d without idempotency = %+v, want an uncertain result", status, live)
+			}
+			if rec := b.row(t, c); rec == nil || rec.Status != idempotency.StatusCompleted {
+				t.Fatalf("claim = %+v, want completed as uncertain", rec)
+			}
+			// Neither a repeat nor one after the lease sends again.
+			b.clock.Advance(c.Spec.Lease() + time.Hour)
+			wantReplay(t, b.execute(t, c, tools.AllowAll), live)
+			b.wantCounts(t, 1, 0)
+		})
+	}
+}
+
 func TestUnansweredSendToAnIdempotentVendorIsRetriedWithTheSameKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{idempotent: true, timeout: 300 * time.Millisecond})

@@ -8,9 +8,10 @@
 //
 // The package's job is to say which ending each answer takes (see
 // [tools.ToolError]); [tools.Runner] does the rest. The one hard case is a
-// call that ended without an answer once the request was on the wire: the
-// vendor may have sent. With the key the vendor dedupes a retry, so it is
-// retryable; without one it is uncertain and stays so.
+// call that ended without an acknowledgement once the request was on the
+// wire (a timeout, a reset, a 5xx): the vendor may have sent. With the key
+// the vendor dedupes a retry, so it is retryable; without one it is
+// uncertain and stays so until a person resolves it ([tools.Resolver]).
 package email
 
 import (
@@ -52,7 +53,8 @@ const (
 	// no failure is stored for a call a fixed key would make.
 	CodeUnauthorized = "unauthorized"
 	// CodeVendorError: the vendor failed (5xx) or asked to come back (408,
-	// 409, 425). Retryable.
+	// 409, 425). Retryable, but for a 5xx without an idempotency key: the
+	// vendor read the request and may have sent, so it is uncertain.
 	CodeVendorError = "vendor_error"
 	// CodeUnreachable: the request never reached the wire. Retryable.
 	CodeUnreachable = "unreachable"
@@ -147,7 +149,11 @@ type Output struct {
 //   - an input that does not decode or validate, 400 or 422: a business
 //     failure, tools.OutcomeInvalidInput; 404: tools.OutcomeNotFound;
 //     another 4xx: CodeRejected;
-//   - 401, 403, 408, 409, 425, 429 and a 5xx but 504: retryable;
+//   - 401, 403, 408, 409, 425 and 429: retryable, for the vendor refused
+//     before acting;
+//   - a 5xx but 504: retryable when cc carries an idempotency key, and
+//     uncertain when it does not: the vendor read the request, and its
+//     failure does not say it did not send;
 //   - no answer after the request was written (a timeout, a reset, a 504, an
 //     unreadable status): retryable when cc carries an idempotency key, for
 //     the vendor dedupes the retry, and uncertain when it does not;
@@ -231,7 +237,11 @@ func (s *Sender) Call(ctx context.Context, cc tools.CallContext, input json.RawM
 	case code >= 400 && code < 500:
 		return tools.Result{}, &tools.ToolError{Code: CodeRejected, Err: vendorError(resp, raw)}
 	case code >= 500:
-		return tools.Result{}, &tools.ToolError{Code: CodeVendorError, Retryable: true, Err: vendorError(resp, raw)}
+		// The vendor failed after it read the request, and a 5xx does not
+		// say it did not send: the state is uncertain until it
+		// acknowledges. With the key its retry is deduplicated, so it is
+		// retryable; without one it is uncertain and stays so.
+		return tools.Result{}, vendorFailed(cc, vendorError(resp, raw))
 	}
 	return tools.Result{}, noAnswer(cc, vendorError(resp, raw))
 }
@@ -243,6 +253,16 @@ func noAnswer(cc tools.CallContext, err error) *tools.ToolError {
 		return &tools.ToolError{Code: CodeNoAnswer, Retryable: true, Err: err}
 	}
 	return &tools.ToolError{Code: CodeNoAnswer, Uncertain: true, Err: fmt.Errorf("the message may have been sent: %w", err)}
+}
+
+// vendorFailed is the failure of a request the vendor read and answered
+// with a 5xx (but 504): retryable when the vendor dedupes by the key,
+// uncertain when nothing would dedupe the retry.
+func vendorFailed(cc tools.CallContext, err error) *tools.ToolError {
+	if cc.IdempotencyKey != "" {
+		return &tools.ToolError{Code: CodeVendorError, Retryable: true, Err: err}
+	}
+	return &tools.ToolError{Code: CodeVendorError, Uncertain: true, Err: fmt.Errorf("the message may have been sent: %w", err)}
 }
 
 func vendorError(resp *http.Response, raw []byte) error {

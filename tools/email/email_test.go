@@ -87,9 +87,11 @@ func TestVendorAnswersMapToEndings(t *testing.T) {
 		{408, ending{email.CodeVendorError, true, false}},
 		{409, ending{email.CodeVendorError, true, false}},
 		{429, ending{email.CodeRateLimited, true, false}},
-		{500, ending{email.CodeVendorError, true, false}},
-		{502, ending{email.CodeVendorError, true, false}},
-		{503, ending{email.CodeVendorError, true, false}},
+		// The vendor read the request and failed: without a key nothing
+		// dedupes a retry, so the send is uncertain.
+		{500, ending{email.CodeVendorError, false, true}},
+		{502, ending{email.CodeVendorError, false, true}},
+		{503, ending{email.CodeVendorError, false, true}},
 	} {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
 			t.Parallel()
@@ -104,6 +106,28 @@ func TestVendorAnswersMapToEndings(t *testing.T) {
 				t.Fatalf("Call after %d = %+v, want %+v", tc.status, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestVendorFailureIsRetryableOnlyWithAKey(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{500, 502, 503, 599} {
+		v := emailtest.NewVendor(t, emailtest.Options{})
+		v.Script(emailtest.Step{Status: status}, emailtest.Step{Status: status})
+		s := newSender(t, v.URL(), 5*time.Second)
+		for _, tc := range []struct {
+			key                  string
+			retryable, uncertain bool
+		}{
+			{"tk1_abc", true, false},
+			{"", false, true},
+		} {
+			_, err := call(s, tc.key)
+			var te *tools.ToolError
+			if !errors.As(err, &te) || te.Code != email.CodeVendorError || te.Retryable != tc.retryable || te.Uncertain != tc.uncertain {
+				t.Fatalf("Call(key %q) after %d = %v, want vendor_error retryable %v uncertain %v", tc.key, status, err, tc.retryable, tc.uncertain)
+			}
+		}
 	}
 }
 
