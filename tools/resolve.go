@@ -1,0 +1,241 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/idempotency"
+)
+
+// Resolution is what a person decided about an uncertain call.
+type Resolution string
+
+const (
+	// ResolutionDelivered: the call had its effect (the person checked,
+	// say in the vendor's console). The stored answer becomes a success
+	// naming the actor in ResolvedBy, and every repeat of the call replays
+	// it without calling the tool.
+	ResolutionDelivered Resolution = "delivered"
+	// ResolutionRetry: the call had no effect, and may be made once more
+	// with the same key. The uncertain answer leaves the journal, so the
+	// next Execute of the call claims its key and calls the tool; what that
+	// attempt answers is stored under the key as any answer is, and one
+	// that is uncertain again waits for a person again.
+	ResolutionRetry Resolution = "retry"
+)
+
+// ResolutionRetention is how long a resolution is recorded: as long as a Run
+// is kept (396 days), for a resolution is part of what the Run did.
+const ResolutionRetention = 396 * 24 * time.Hour
+
+// Limits of [ResolveParams].
+const (
+	MaxActorLen  = 255
+	MaxReasonLen = 500
+)
+
+var (
+	// ErrNoCall reports that the journal holds no answer under the key: no
+	// claim, or one past its retention.
+	ErrNoCall = errors.New("tools: no call is stored under the key")
+	// ErrNotUncertain reports that the call under the key is not uncertain:
+	// it is still in flight, or its answer is a success or a business
+	// failure, or a person resolved it already. Nothing was written.
+	ErrNotUncertain = errors.New("tools: the call is not uncertain")
+)
+
+// ResolveParams name an uncertain call and what a person decided about it.
+type ResolveParams struct {
+	OrganizationID uuid.UUID
+	// Scope is the call's claim scope, "tool.<name>" ([ToolSpec.Scope]).
+	Scope string
+	// Key is the call's key ([Key]), as stored.
+	Key        string
+	Resolution Resolution
+	// Actor names the person who decided: 1 to [MaxActorLen] characters of
+	// one line. It is recorded, and a delivered answer carries it.
+	Actor string
+	// Reason says why, with the evidence: 1 to [MaxReasonLen] characters of
+	// one line. It is recorded.
+	Reason string
+}
+
+// Resolved is a recorded resolution.
+type Resolved struct {
+	// ID is the resolution's id in agent.tool_call_resolutions.
+	ID uuid.UUID
+	// ClaimID is the id of the claim that held the uncertain answer.
+	ClaimID    uuid.UUID
+	Resolution Resolution
+	Actor      string
+	Reason     string
+	ResolvedAt time.Time
+	// Uncertain is the answer the call had before, as a replay answered it.
+	Uncertain Result
+}
+
+// ResolverDB is what a [Resolver] needs of a database handle, usually a
+// *pgxpool.Pool: each resolution is one transaction.
+type ResolverDB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// ResolverConfig configures a [Resolver].
+type ResolverConfig struct {
+	// Now stubs the database clock, for tests. Nil (the default) uses the
+	// database's now().
+	Now func() time.Time
+}
+
+// Resolver records a person's resolution of an uncertain call: the one way an
+// uncertain answer changes. It is the store behind `searchd claims resolve`,
+// and what an API for the console would call. It is safe for concurrent use.
+type Resolver struct {
+	db  ResolverDB
+	now func() time.Time
+}
+
+// NewResolver returns a resolver on db.
+func NewResolver(db ResolverDB, cfg ResolverConfig) *Resolver {
+	return &Resolver{db: db, now: cfg.Now}
+}
+
+// Validate returns an error wrapping [ErrInvalid] that names the field when
+// p cannot be a resolution.
+func (p ResolveParams) Validate() error {
+	invalid := func(field, reason string) error { return fmt.Errorf("%w: %s %s", ErrInvalid, field, reason) }
+	switch {
+	case p.OrganizationID == uuid.Nil:
+		return invalid("organization id", "is the nil UUID")
+	case !strings.HasPrefix(p.Scope, idempotency.ToolScopePrefix):
+		return invalid("scope", fmt.Sprintf("%q is not a tool scope (tool.<name>): only a tool call is ever uncertain", p.Scope))
+	case p.Resolution != ResolutionDelivered && p.Resolution != ResolutionRetry:
+		return invalid("resolution", fmt.Sprintf("%q is neither %s nor %s", p.Resolution, ResolutionDelivered, ResolutionRetry))
+	}
+	if _, err := idempotency.Retention(p.Scope); err != nil {
+		return invalid("scope", fmt.Sprintf("%q is not a tool scope (tool.<name>)", p.Scope))
+	}
+	if err := idempotency.ValidateKey(p.Key); err != nil {
+		return fmt.Errorf("%w: key: %w", ErrInvalid, err)
+	}
+	if reason := oneLine(p.Actor, MaxActorLen); reason != "" {
+		return invalid("actor", reason)
+	}
+	if reason := oneLine(p.Reason, MaxReasonLen); reason != "" {
+		return invalid("reason", reason)
+	}
+	return nil
+}
+
+// oneLine says what is wrong with s as one line of at most n characters, or
+// "" when nothing is.
+func oneLine(s string, n int) string {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return "is required"
+	case !utf8.ValidString(s) || utf8.RuneCountInString(s) > n:
+		return fmt.Sprintf("must be valid UTF-8 of at most %d characters", n)
+	case strings.ContainsFunc(s, unicode.IsControl):
+		return "must be one line, without control characters"
+	}
+	return ""
+}
+
+// Resolve records p: it marks the uncertain call delivered, or authorizes one
+// retry of it with the same key, and records who did it, why, and the
+// uncertain answer, in one transaction. Two resolutions of one call
+// serialize on its claim's row lock, so only the first finds it uncertain.
+//
+// Errors: an error wrapping [ErrInvalid] for params [ResolveParams.Validate]
+// refuses, before any SQL; [ErrNoCall] when no retained answer is stored
+// under the key; [ErrNotUncertain] when the call is not uncertain (in
+// flight, answered, or resolved already). Nothing is written on any error.
+// Others come from the database.
+func (r *Resolver) Resolve(ctx context.Context, p ResolveParams) (*Resolved, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p.Actor, p.Reason = strings.TrimSpace(p.Actor), strings.TrimSpace(p.Reason)
+	now := r.nowArg()
+	var out *Resolved
+	err := pgx.BeginFunc(ctx, r.db, func(tx pgx.Tx) error {
+		var (
+			claimID  uuid.UUID
+			status   string
+			response json.RawMessage
+			retained bool
+			observed time.Time
+		)
+		err := tx.QueryRow(ctx, callLock, p.OrganizationID, p.Scope, p.Key, now).
+			Scan(&claimID, &status, &response, &retained, &observed)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return ErrNoCall
+		case err != nil:
+			return err
+		case !retained:
+			return ErrNoCall
+		case status != string(idempotency.StatusCompleted):
+			return fmt.Errorf("%w: the call is still in flight (its claim is %s)", ErrNotUncertain, status)
+		}
+		prev, err := decodeAnswer(response, "", "")
+		if err != nil {
+			return fmt.Errorf("%w: its stored answer is not a tool answer", ErrNotUncertain)
+		}
+		if !prev.Uncertain() {
+			return fmt.Errorf("%w: its answer is %s", ErrNotUncertain, prev.Outcome)
+		}
+
+		var tag pgconn.CommandTag
+		switch p.Resolution {
+		case ResolutionDelivered:
+			body, err := encodeAnswer(Result{OK: true, Outcome: OutcomeOK, ResolvedBy: p.Actor})
+			if err != nil {
+				return err
+			}
+			tag, err = tx.Exec(ctx, callMarkDelivered, claimID, string(body))
+			if err != nil {
+				return err
+			}
+		case ResolutionRetry:
+			if tag, err = tx.Exec(ctx, callAuthorizeRetry, claimID); err != nil {
+				return err
+			}
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("%w: another resolution came first", ErrNotUncertain)
+		}
+		res := &Resolved{ID: uuid.New(), ClaimID: claimID, Resolution: p.Resolution, Actor: p.Actor, Reason: p.Reason, Uncertain: prev}
+		if err := tx.QueryRow(ctx, resolutionInsert, res.ID, p.OrganizationID, p.Scope, p.Key, claimID,
+			string(p.Resolution), p.Actor, p.Reason, string(response), ResolutionRetention.Microseconds(), now).
+			Scan(&res.ResolvedAt); err != nil {
+			return err
+		}
+		out = res
+		return nil
+	})
+	switch {
+	case errors.Is(err, ErrNoCall), errors.Is(err, ErrNotUncertain):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("tools: resolve %s key %s: %w", p.Scope, p.Key, err)
+	}
+	return out, nil
+}
+
+func (r *Resolver) nowArg() any {
+	if r.now == nil {
+		return nil
+	}
+	return r.now()
+}
