@@ -17,21 +17,26 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/tools"
 )
 
 // maxReasonLen bounds --reason: a sentence for the log, not a document.
 const maxReasonLen = 500
 
-const claimsUsage = `usage: searchd claims <show|release> [flags]
+const claimsUsage = `usage: searchd claims <show|release|resolve> [flags]
 
 Inspect, or force-release, one claim of the idempotency plane
-(agent.idempotency_keys), for an operator facing a stuck key.
+(agent.idempotency_keys), for an operator facing a stuck key; or resolve a
+tool call the journal recorded as uncertain.
 
   show     print the claim: status, request hash, lease, retention, resource
   release  delete a PROCESSING claim, logging --reason; a completed claim is
            the journal of its answer and is refused
+  resolve  resolve an UNCERTAIN tool call (sent, no acknowledgement, vendor
+           without idempotency): --as delivered, or --as retry to authorize
+           one retry with the same key; recorded with --actor and --reason
 
-Run searchd claims show --help or searchd claims release --help for flags.
+Run searchd claims <subcommand> --help for flags.
 `
 
 var (
@@ -45,24 +50,34 @@ var (
 			"live lease only for a holder you know is gone. Completed claims are refused: each is the stored answer " +
 			"every repeat of its key replays. The release is logged with --reason.",
 		[]option{optDatabaseURL, optLogLevel, optLogFormat}}
+	claimsResolveCommand = command{"searchd claims resolve --org UUID --scope tool.NAME --key KEY --as delivered|retry --actor WHO --reason TEXT",
+		"Resolve a tool call the journal recorded as uncertain: it was sent to a vendor without idempotency support and " +
+			"no acknowledgement came, so nothing retries it by itself. --as delivered: the call had its effect; its answer " +
+			"becomes a success naming --actor, which every repeat replays. --as retry: it had none; its uncertain answer " +
+			"leaves the journal, and the next attempt of the call makes it once more with the same key. The resolution, " +
+			"--actor, --reason and the uncertain answer are recorded in agent.tool_call_resolutions (396 days) and logged. " +
+			"A call that is not uncertain (in flight, answered, or resolved already) is refused and nothing is written.",
+		[]option{optDatabaseURL, optLogLevel, optLogFormat}}
 )
 
 // claims runs `searchd claims show|release`.
 func (a *app) claims(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(a.stderr, claimsUsage)
-		return usagef("claims: name a subcommand: show or release")
+		return usagef("claims: name a subcommand: show, release or resolve")
 	}
 	switch sub, rest := args[0], args[1:]; sub {
 	case "show":
 		return a.claimsShow(ctx, rest)
 	case "release":
 		return a.claimsRelease(ctx, rest)
+	case "resolve":
+		return a.claimsResolve(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(a.stdout, claimsUsage)
 		return nil
 	default:
-		return usagef("claims: unknown subcommand %q: use show or release", sub)
+		return usagef("claims: unknown subcommand %q: use show, release or resolve", sub)
 	}
 }
 
@@ -361,5 +376,87 @@ func releaseClaim(ctx context.Context, repo *idempotency.Repository, rec *idempo
 			rec.ID, errClaimChanged)
 	}
 	logger.LogAttrs(ctx, slog.LevelWarn, "claim force-released by an operator", attrs...)
+	return nil
+}
+
+func (a *app) claimsResolve(ctx context.Context, args []string) error {
+	fs := a.flagSet("claims resolve")
+	registerOptions(fs, claimsResolveCommand)
+	org, scope, key := claimFlags(fs)
+	as := fs.String("as", "", "the resolution: delivered (the call had its effect) or retry (it had none: make it once more, same key) (required)")
+	actor := fs.String("actor", "", fmt.Sprintf("who decides, recorded and named by a delivered answer (required, 1 to %d characters, one line)", tools.MaxActorLen))
+	reason := fs.String("reason", "", fmt.Sprintf("why, with the evidence, recorded and logged (required, 1 to %d characters, one line)", tools.MaxReasonLen))
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	at, problems := readClaimAddress(*org, *scope, *key)
+	if *scope != "" && !strings.HasPrefix(*scope, idempotency.ToolScopePrefix) {
+		problems = append(problems, fmt.Sprintf("--scope: %q is not a tool scope: only a tool call (tool.<name>) is ever uncertain", *scope))
+	}
+	p := tools.ResolveParams{OrganizationID: at.org, Scope: at.scope, Key: at.key,
+		Resolution: tools.Resolution(*as), Actor: strings.TrimSpace(*actor), Reason: strings.TrimSpace(*reason)}
+	switch p.Resolution {
+	case tools.ResolutionDelivered, tools.ResolutionRetry:
+	case "":
+		problems = append(problems, "--as: is required: delivered or retry")
+	default:
+		problems = append(problems, fmt.Sprintf("--as: %q is neither delivered nor retry", *as))
+	}
+	for _, f := range []struct {
+		flag, value string
+		max         int
+	}{{"actor", p.Actor, tools.MaxActorLen}, {"reason", p.Reason, tools.MaxReasonLen}} {
+		switch {
+		case f.value == "":
+			problems = append(problems, "--"+f.flag+": is required: it is recorded with the resolution")
+		case utf8.RuneCountInString(f.value) > f.max || !utf8.ValidString(f.value):
+			problems = append(problems, fmt.Sprintf("--%s: must be valid UTF-8 of at most %d characters", f.flag, f.max))
+		case strings.ContainsFunc(f.value, unicode.IsControl):
+			problems = append(problems, "--"+f.flag+": must be one line, without control characters")
+		}
+	}
+	level, format, logProblems := readLogSettings(fs, a.getenv, false)
+	problems = append(problems, logProblems...)
+	dbURL, problem := readDatabaseURL(fs, a.getenv)
+	if problem != "" {
+		problems = append(problems, problem)
+	}
+	if len(problems) > 0 {
+		return invalid(problems)
+	}
+	logger := newLogger(a.stderr, serverConfig{LogLevel: level, LogFormat: format})
+
+	pool, err := openSmallPool(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	res, err := tools.NewResolver(pool, tools.ResolverConfig{}).Resolve(ctx, p)
+	switch {
+	case errors.Is(err, tools.ErrNoCall):
+		return fmt.Errorf("%w for %s", errNoClaim, at)
+	case errors.Is(err, tools.ErrNotUncertain):
+		return fmt.Errorf("%s: %w; run searchd claims show to see it", at, err)
+	case err != nil:
+		return err
+	}
+	logger.LogAttrs(ctx, slog.LevelWarn, "uncertain tool call resolved by a person",
+		slog.String("organization_id", at.org.String()),
+		slog.String("scope", at.scope),
+		slog.String("key", at.key),
+		slog.String("claim_id", res.ClaimID.String()),
+		slog.String("resolution", string(res.Resolution)),
+		slog.String("actor", res.Actor),
+		slog.String("reason", res.Reason),
+		slog.String("resolution_id", res.ID.String()))
+	switch res.Resolution {
+	case tools.ResolutionDelivered:
+		fmt.Fprintf(a.stdout, "resolved claim %s (%s) as delivered by %s; every repeat of the call now answers ok and calls nothing\n",
+			res.ClaimID, at, res.Actor)
+	default:
+		fmt.Fprintf(a.stdout, "authorized one retry of claim %s (%s) by %s; the next attempt of the call makes it again with the same key\n",
+			res.ClaimID, at, res.Actor)
+	}
+	fmt.Fprintf(a.stdout, "recorded as resolution %s at %s\n", res.ID, res.ResolvedAt.UTC().Format(time.RFC3339))
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/tools"
 )
 
 const startScope = idempotency.ScopeSavedSearchStart
@@ -247,7 +248,7 @@ func TestClaimsCommandLineErrorsNameTheFlag(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{env, []string{"claims"}, []string{"name a subcommand: show or release"}},
+		{env, []string{"claims"}, []string{"name a subcommand: show, release or resolve"}},
 		{env, []string{"claims", "drop"}, []string{`unknown subcommand "drop"`}},
 		{env, []string{"claims", "show"}, []string{"--org: is required", "--scope: is required", "--key: is required"}},
 		{env, []string{"claims", "show", "--org", "acme", "--scope", "tool", "--key", "k"},
@@ -264,6 +265,12 @@ func TestClaimsCommandLineErrorsNameTheFlag(t *testing.T) {
 			[]string{"--reason: must be valid UTF-8 of at most 500 characters"}},
 		{env, []string{"claims", "release", "--org", org, "--scope", startScope, "--key", "k", "--reason", "r", "--log-format", "xml"},
 			[]string{`--log-format: "xml" is not a log format`}},
+		{env, []string{"claims", "resolve", "--org", org, "--scope", "tool.email.send", "--key", "k"},
+			[]string{"--as: is required: delivered or retry", "--actor: is required", "--reason: is required"}},
+		{env, []string{"claims", "resolve", "--org", org, "--scope", startScope, "--key", "k", "--as", "undo", "--actor", "ada", "--reason", "r"},
+			[]string{`--scope: "` + startScope + `" is not a tool scope`, `--as: "undo" is neither delivered nor retry`}},
+		{env, []string{"claims", "resolve", "--org", org, "--scope", "tool.email.send", "--key", "k", "--as", "retry", "--actor", "a\nb", "--reason", strings.Repeat("x", 501)},
+			[]string{"--actor: must be one line", "--reason: must be valid UTF-8 of at most 500 characters"}},
 	}
 	for _, tt := range tests {
 		h := newHarness(tt.env)
@@ -276,5 +283,118 @@ func TestClaimsCommandLineErrorsNameTheFlag(t *testing.T) {
 				t.Errorf("%q: stderr %q does not say %q", tt.args, h.stderr.String(), w)
 			}
 		}
+	}
+}
+
+// uncertain leaves a tool call in the journal as uncertain, as the Runner
+// records a send to a vendor without idempotency support that was never
+// acknowledged, and returns its key.
+func (b *claimsBundle) uncertain(t *testing.T, occurrence int) string {
+	t.Helper()
+	c := tools.Call{
+		OrganizationID: b.org, RunID: uuid.New(), Occurrence: occurrence,
+		Spec:  tools.ToolSpec{Name: "email.send", Timeout: time.Second},
+		Input: json.RawMessage(`{"to":"ada@example.com"}`),
+		Tool: toolFunc(func(context.Context, tools.CallContext, json.RawMessage) (tools.Result, error) {
+			return tools.Result{}, &tools.ToolError{Code: "no_answer", Uncertain: true, Err: errors.New("timeout after sending")}
+		}),
+	}
+	res, err := tools.NewRunner(b.plane, tools.Config{}).Execute(context.Background(), c, tools.AllowAll)
+	if err != nil || !res.Uncertain() {
+		t.Fatalf("Execute = %+v, %v; want uncertain", res, err)
+	}
+	key, err := tools.Key(c.RunID, c.Spec.Name, c.Input, c.Occurrence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+type toolFunc func(ctx context.Context, cc tools.CallContext, input json.RawMessage) (tools.Result, error)
+
+func (f toolFunc) Call(ctx context.Context, cc tools.CallContext, input json.RawMessage) (tools.Result, error) {
+	return f(ctx, cc, input)
+}
+
+func TestClaimsResolveRecordsThePersonsDecision(t *testing.T) {
+	t.Parallel()
+	b := claimsSetup(t)
+	const scope = "tool.email.send"
+	resolutions := func(key string) (rows []string) {
+		t.Helper()
+		r, err := b.pool.Query(context.Background(), `SELECT resolution || ' ' || actor || ' ' || reason FROM agent.tool_call_resolutions
+WHERE organization_id = $1 AND scope = $2 AND key = $3 ORDER BY resolved_at`, b.org, scope, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r.Next() {
+			var s string
+			if err := r.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, s)
+		}
+		return rows
+	}
+	resolve := func(key, as string) *harness {
+		h := newHarness(b.env)
+		h.run("claims", "resolve", "--org", b.org.String(), "--scope", scope, "--key", key,
+			"--as", as, "--actor", "ada@ops", "--reason", "vendor console shows it sent; INC-7")
+		return h
+	}
+
+	sent := b.uncertain(t, 1)
+	claim, err := b.plane.Repository().Get(context.Background(), b.org, scope, sent)
+	if err != nil || claim == nil {
+		t.Fatal(claim, err)
+	}
+	h := resolve(sent, "delivered")
+	if !strings.Contains(h.stdout.String(), "resolved claim "+claim.ID.String()) || !strings.Contains(h.stdout.String(), "as delivered by ada@ops") {
+		t.Fatalf("claims resolve --as delivered printed %q (stderr %q)", h.stdout.String(), h.stderr.String())
+	}
+	out, err := b.plane.Read(context.Background(), b.org, scope, sent, claim.RequestHash)
+	if err != nil || out.Kind != idempotency.KindCompleted || !strings.Contains(string(out.Response), `"resolved_by": "ada@ops"`) ||
+		!strings.Contains(string(out.Response), `"outcome": "ok"`) {
+		t.Fatalf("the call after --as delivered = %+v (%s), %v; want an ok answer resolved by ada@ops", out, out.Response, err)
+	}
+	var line map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(h.stderr.String())), &line); err != nil {
+		t.Fatalf("the log %q is not one JSON line: %v", h.stderr.String(), err)
+	}
+	for k, v := range map[string]any{"level": "WARN", "actor": "ada@ops", "resolution": "delivered", "key": sent,
+		"claim_id": claim.ID.String(), "reason": "vendor console shows it sent; INC-7"} {
+		if line[k] != v {
+			t.Errorf("log %s = %v, want %v (line %s)", k, line[k], v, h.stderr.String())
+		}
+	}
+	if got := resolutions(sent); len(got) != 1 || got[0] != "delivered ada@ops vendor console shows it sent; INC-7" {
+		t.Fatalf("recorded = %q, want the delivered resolution by ada@ops", got)
+	}
+	// Resolved: a second resolution is refused, and records nothing.
+	h = newHarness(b.env)
+	if code := h.run("claims", "resolve", "--org", b.org.String(), "--scope", scope, "--key", sent,
+		"--as", "retry", "--actor", "bob@ops", "--reason", "again"); code != 1 || !strings.Contains(h.stderr.String(), "not uncertain") {
+		t.Fatalf("a second resolve = %d %q, want 1 saying the call is not uncertain", code, h.stderr.String())
+	}
+	if got := resolutions(sent); len(got) != 1 {
+		t.Fatalf("recorded = %q after a refused resolve, want one", got)
+	}
+
+	retried := b.uncertain(t, 2)
+	h = resolve(retried, "retry")
+	if !strings.Contains(h.stdout.String(), "authorized one retry") {
+		t.Fatalf("claims resolve --as retry printed %q (stderr %q)", h.stdout.String(), h.stderr.String())
+	}
+	if rec, err := b.plane.Repository().Get(context.Background(), b.org, scope, retried); err != nil || rec != nil {
+		t.Fatalf("the call after --as retry = %+v, %v; want its uncertain answer gone from the journal", rec, err)
+	}
+	if got := resolutions(retried); len(got) != 1 || !strings.HasPrefix(got[0], "retry ada@ops ") {
+		t.Fatalf("recorded = %q, want the retry by ada@ops", got)
+	}
+
+	h = newHarness(b.env)
+	if code := h.run("claims", "resolve", "--org", b.org.String(), "--scope", scope, "--key", "tk1_nothing",
+		"--as", "retry", "--actor", "ada", "--reason", "r"); code != 1 || !strings.Contains(h.stderr.String(), "no claim is stored") {
+		t.Fatalf("resolve of no claim = %d %q, want 1 saying no claim is stored", code, h.stderr.String())
 	}
 }

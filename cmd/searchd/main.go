@@ -10,6 +10,8 @@
 //	searchd dev                           local PostgreSQL + demo data + serve
 //	searchd claims show|release --org UUID --scope S --key K
 //	                                      inspect or force-release one claim
+//	searchd claims resolve --org UUID --scope tool.N --key K --as delivered|retry --actor A --reason R
+//	                                      resolve an uncertain tool call
 //	searchd sweep                         delete what is past its retention, once
 //
 // Configuration comes from the environment, and from flags that win over
@@ -57,7 +59,8 @@ commands:
   dev       run locally: start PostgreSQL under ./.searchd-dev (unless DATABASE_URL
             is set), migrate, create demo data, print a token and a curl command, serve
   claims    show or force-release one claim: searchd claims show|release --org UUID
-            --scope S --key K [--json | --reason TEXT]
+            --scope S --key K [--json | --reason TEXT]; or resolve an uncertain tool
+            call: searchd claims resolve ... --as delivered|retry --actor WHO --reason TEXT
   sweep     delete the claims, Runs, snapshots and dropped deliveries past their
             retention, once, in bounded passes, and print the counts (for cron or
             a Kubernetes CronJob; serve also sweeps, every SEARCHD_SWEEP_INTERVAL)
