@@ -132,7 +132,7 @@ func (c Config) Validate() error {
 // Observer is told about every pass the sweeper makes and commits, so metrics
 // can be attached (counters of rows read and deleted per table, a histogram of pass
 // durations). table is one of [TableClaims], [TableRuns], [TableSnapshots],
-// [TableDrops].
+// [TableDrops], [TableResolutions].
 // Calls come from the goroutine running the sweep; an implementation must
 // not block.
 type Observer interface {

@@ -128,3 +128,21 @@ const dropExpiredDelete = `
 DELETE FROM agent.webhook_drops d
 WHERE d.ctid = ANY($2::tid[])
 	AND d.received_at <= coalesce($1::timestamptz, now()) - $3::bigint * interval '1 microsecond'`
+
+// resolutionExpiredRead selects resolutions of uncertain tool calls past
+// their retention, oldest first, on tool_call_resolutions_retain_until_idx.
+// Resolutions are written once and never updated. $1 now, $2 bound.
+const resolutionExpiredRead = `
+SELECT r.id, r.ctid
+FROM agent.tool_call_resolutions r
+WHERE r.retain_until <= coalesce($1::timestamptz, now())
+ORDER BY r.retain_until
+LIMIT $2
+FOR UPDATE SKIP LOCKED`
+
+// resolutionExpiredDelete deletes the resolutions at the ctids $2 still past
+// their retention. $1 now, $2 ctids.
+const resolutionExpiredDelete = `
+DELETE FROM agent.tool_call_resolutions r
+WHERE r.ctid = ANY($2::tid[])
+	AND r.retain_until <= coalesce($1::timestamptz, now())`

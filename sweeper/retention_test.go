@@ -18,6 +18,7 @@ import (
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
+	"github.com/searchd/searchd/tools"
 )
 
 // admitDirect admits a direct Run under key on a store whose clock reads at.
@@ -290,5 +291,45 @@ VALUES ($1, 'acme', 'job', $2, repeat('0', 64), 'duplicate', $3, $4)`, uuid.New(
 	}
 	if want := []string{"a-microsecond-inside", "recent"}; !slices.Equal(left, want) {
 		t.Errorf("drops left = %q, want %q", left, want)
+	}
+}
+
+// TestResolutionRetention: a person's resolution of an uncertain tool call
+// is kept until its retain_until (tools.ResolutionRetention after it was
+// made), to the microsecond on the stubbed clock, and goes at it.
+func TestResolutionRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := b.clock.Now()
+	resolution := func(key string, resolvedAt time.Time) {
+		t.Helper()
+		_, err := b.db.Exec(b.ctx, `
+INSERT INTO agent.tool_call_resolutions
+	(id, organization_id, scope, key, claim_id, resolution, actor, reason, uncertain_answer, resolved_at, retain_until)
+VALUES ($1, $2, 'tool.email.send', $3, $1, 'retry', 'ada@ops', 'checked', '{"ok": false, "outcome": "uncertain"}', $4, $5)`,
+			uuid.New(), b.org, key, resolvedAt, resolvedAt.Add(tools.ResolutionRetention))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	resolution("older", now.Add(-tools.ResolutionRetention-day))
+	resolution("exactly-at-retention", now.Add(-tools.ResolutionRetention))
+	resolution("a-microsecond-inside", now.Add(-tools.ResolutionRetention+time.Microsecond))
+	resolution("recent", now.Add(-time.Hour))
+
+	rep := b.runOnce(t, b.sweeper(t, Config{}))
+	if r := rep.Resolutions; r.Table != TableResolutions || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
+		t.Errorf("resolutions report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
+	}
+	rows, err := b.db.Query(b.ctx, `SELECT key FROM agent.tool_call_resolutions ORDER BY key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a-microsecond-inside", "recent"}; !slices.Equal(left, want) {
+		t.Errorf("resolutions left = %q, want %q", left, want)
 	}
 }

@@ -23,6 +23,9 @@ const (
 	TableRuns      = "agent.runs"
 	TableSnapshots = "agent.saved_search_snapshots"
 	TableDrops     = "agent.webhook_drops"
+	// TableResolutions holds the resolutions of uncertain tool calls,
+	// kept tools.ResolutionRetention.
+	TableResolutions = "agent.tool_call_resolutions"
 )
 
 // SnapshotMinAge is how old a snapshot must be before it may be deleted: the
@@ -71,18 +74,20 @@ type Report struct {
 	Runs      TableReport
 	Snapshots TableReport
 	Drops     TableReport
+	// Resolutions is the report of TableResolutions.
+	Resolutions TableReport
 	// Duration is the time the whole run took.
 	Duration time.Duration
 }
 
 // Tables returns the table reports in the order the run swept them.
 func (r Report) Tables() []TableReport {
-	return []TableReport{r.Claims, r.Runs, r.Snapshots, r.Drops}
+	return []TableReport{r.Claims, r.Runs, r.Snapshots, r.Drops, r.Resolutions}
 }
 
 // Backlog reports whether any table was left with a backlog.
 func (r Report) Backlog() bool {
-	return r.Claims.Backlog || r.Runs.Backlog || r.Snapshots.Backlog || r.Drops.Backlog
+	return r.Claims.Backlog || r.Runs.Backlog || r.Snapshots.Backlog || r.Drops.Backlog || r.Resolutions.Backlog
 }
 
 // target is one table's pair of statements. Reads take ($1 now, $2 bound,
@@ -116,6 +121,10 @@ var targets = []target{
 		extra:  []any{providerjobs.DropRetention.Microseconds()},
 		report: func(r *Report) *TableReport { return &r.Drops },
 	},
+	{
+		table: TableResolutions, read: resolutionExpiredRead, delete: resolutionExpiredDelete,
+		report: func(r *Report) *TableReport { return &r.Resolutions },
+	},
 }
 
 // Sweeper deletes rows past their retention in bounded passes. It is safe for
@@ -141,7 +150,7 @@ func New(db DB, cfg Config) (*Sweeper, error) {
 func (s *Sweeper) Config() Config { return s.cfg }
 
 // RunOnce sweeps each table once: claims, then Runs, then snapshots, then
-// dropped deliveries, each
+// dropped deliveries, then resolutions of uncertain tool calls, each
 // until a pass reads less than Bound or MaxPasses passes have run, resting
 // between passes as Duty asks. It logs a summary per table, and a warning
 // for every table it leaves with a backlog.

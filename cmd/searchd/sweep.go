@@ -254,7 +254,8 @@ func logSweepReport(ctx context.Context, logger *slog.Logger, rep sweeper.Report
 	for _, t := range []struct {
 		name string
 		tr   sweeper.TableReport
-	}{{"claims", rep.Claims}, {"runs", rep.Runs}, {"snapshots", rep.Snapshots}, {"drops", rep.Drops}} {
+	}{{"claims", rep.Claims}, {"runs", rep.Runs}, {"snapshots", rep.Snapshots}, {"drops", rep.Drops},
+		{"resolutions", rep.Resolutions}} {
 		tr := t.tr
 		attrs = append(attrs, slog.Group(t.name,
 			slog.String("table", tr.Table), slog.Int("read", tr.Read), slog.Int("deleted", tr.Deleted),
