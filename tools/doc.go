@@ -33,6 +33,12 @@
 //     acknowledgement completes as [OutcomeUncertain]: the message may or may
 //     not have gone out, an automatic retry is a coin flip between a
 //     duplicate and a delivery, so the answer is surfaced and never retried.
+//     A person resolves it with [Resolver]: delivered (the answer becomes a
+//     success naming them) or one retry with the same key.
+//
+// Every answer is fitted under the plane's store limit before it is stored
+// (see [MaxStoredOutput]), so a replay answers exactly what the live call
+// did at every output size, and a completion is never refused.
 //
 // A live claim held by another worker is never a result: Execute returns an
 // [*idempotency.InFlightError], which matches [ErrClaimInFlight], so the
