@@ -130,3 +130,39 @@ func TestAPlaneWithASmallLimitStillStoresAnswersWhole(t *testing.T) {
 		wantReplay(t, replay, live)
 	}
 }
+
+// TestAStoredReferenceIsAnErrorNeverAResult: an answer some other writer
+// stored over the plane's limit holds a reference in place of the body. A
+// replay cannot answer what the live call did from it, so it is an error,
+// never the zero Result (not OK, no outcome) that would report a failure
+// nobody observed, and the tool is not called again.
+func TestAStoredReferenceIsAnErrorNeverAResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t, opts{})
+	c := b.call(`{"ref":1}`, 1)
+	c.Spec = tools.ToolSpec{Name: "custom.call", Timeout: time.Second}
+	called := 0
+	c.Tool = toolFunc(func(context.Context, tools.CallContext, json.RawMessage) (tools.Result, error) {
+		called++
+		return tools.Result{OK: true}, nil
+	})
+	hash, err := tools.RequestHash(c.Spec.Name, c.Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := b.plane.Claim(b.ctx, b.org, c.Spec.Scope(), b.key(t, c), hash, c.Spec.Lease())
+	if err != nil || out.Kind != idempotency.KindClaimed {
+		t.Fatalf("Claim = %v, %v", out.Kind, err)
+	}
+	big := json.RawMessage(`{"ok":true,"outcome":"ok","output":"` + strings.Repeat("z", idempotency.DefaultMaxResponseBytes) + `"}`)
+	if ok, err := b.plane.Complete(b.ctx, out.Claim, idempotency.Completion{ResourceType: "blob", ResourceID: "b-1", Response: big}); !ok || err != nil {
+		t.Fatalf("Complete = %v, %v", ok, err)
+	}
+	res, err := b.runner.Execute(b.ctx, c, tools.AllowAll)
+	if err == nil || !strings.Contains(err.Error(), "reference to blob b-1") || !equalResults(res, tools.Result{}) {
+		t.Fatalf("Execute over a stored reference = %+v, %v; want an error naming the reference and no result", res, err)
+	}
+	if called != 0 {
+		t.Fatalf("the tool was called %d times, want 0", called)
+	}
+}
