@@ -149,6 +149,10 @@ type Config struct {
 	// Observer is told every claim outcome and every lost fence, for
 	// metrics and traces. Nil observes nothing.
 	Observer Observer
+	// OrphanReleaseTimeout bounds the release Claim makes when the reply
+	// to its insert (or reclaim) is lost, so the claim it may have written
+	// does not block the key for a lease. Default 5 s.
+	OrphanReleaseTimeout time.Duration
 }
 
 // Observer watches the plane. Its methods are called synchronously on the
@@ -174,6 +178,7 @@ const DefaultMaxResponseBytes = 64 << 10
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, DefaultMaxResponseBytes)
+	c.OrphanReleaseTimeout = cmp.Or(c.OrphanReleaseTimeout, 5*time.Second)
 	return c
 }
 
@@ -188,16 +193,18 @@ func (c Config) Validate() error {
 // Service owns duplicate semantics on top of a [Repository]. It is safe for
 // concurrent use.
 type Service struct {
-	repo             *Repository
-	maxResponseBytes int
-	observer         Observer
+	repo                 *Repository
+	maxResponseBytes     int
+	observer             Observer
+	orphanReleaseTimeout time.Duration
 }
 
 // NewService returns a service running its statements on db, usually a
 // *pgxpool.Pool. Zero fields of cfg take their defaults.
 func NewService(db DBTX, cfg Config) *Service {
 	cfg = cfg.WithDefaults()
-	s := &Service{repo: NewRepository(db, cfg.Now), maxResponseBytes: cfg.MaxResponseBytes, observer: cfg.Observer}
+	s := &Service{repo: NewRepository(db, cfg.Now), maxResponseBytes: cfg.MaxResponseBytes, observer: cfg.Observer,
+		orphanReleaseTimeout: cfg.OrphanReleaseTimeout}
 	if s.observer == nil {
 		s.observer = nopObserver{}
 	}
@@ -250,7 +257,13 @@ func (s *Service) Read(ctx context.Context, organizationID uuid.UUID, scope, key
 // The retention is the scope's constant from [Retention], raised to the
 // lease when the lease is longer. Invalid input returns an error wrapping
 // [ErrInvalid] or [ErrUnknownScope] before any SQL runs; other errors come
-// from the database.
+// from the database. When the reply to the statement that writes the claim
+// is lost (a cut connection, a timeout, ctx ending), the claim it may have
+// committed is released before Claim returns its error, so a retry of the
+// key proceeds at once instead of meeting a claim nobody holds for a whole
+// lease; see [Config.OrphanReleaseTimeout]. (A statement still running in
+// the server when the release runs, and committing after it, is not
+// covered: its claim falls to the lease rules.)
 //
 // A new claim costs one statement, a replay two, a reclaim three.
 func (s *Service) Claim(ctx context.Context, organizationID uuid.UUID, scope, key, requestHash string, lease time.Duration) (Outcome, error) {
@@ -281,7 +294,7 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		p.ID, p.LeaseToken = uuid.New(), uuid.New()
 		rec, err := s.repo.TryClaim(ctx, p)
 		if err != nil {
-			return Outcome{}, err
+			return Outcome{}, s.releaseOrphan(ctx, p.ID, p.LeaseToken, err)
 		}
 		if rec != nil {
 			return claimed(rec, false), nil
@@ -296,7 +309,7 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		case !rec.Retained():
 			p.ID, p.LeaseToken = uuid.New(), uuid.New()
 			if rec, err = s.repo.ReplaceExpired(ctx, p); err != nil {
-				return Outcome{}, err
+				return Outcome{}, s.releaseOrphan(ctx, p.ID, p.LeaseToken, err)
 			}
 			if rec != nil {
 				return claimed(rec, false), nil
@@ -310,8 +323,9 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		// reclaim is conditional, so of racing callers exactly one wins; a
 		// loser goes round and reads the winner's live lease.
 		p.LeaseToken = uuid.New()
+		rowID := rec.ID // a reclaim keeps the row's id
 		if rec, err = s.repo.Reclaim(ctx, p); err != nil {
-			return Outcome{}, err
+			return Outcome{}, s.releaseOrphan(ctx, rowID, p.LeaseToken, err)
 		}
 		if rec != nil {
 			return claimed(rec, true), nil
@@ -408,26 +422,56 @@ func (s *Service) Release(ctx context.Context, claim *Claim) (bool, error) {
 	if claim == nil {
 		return false, &InputError{Field: "claim", Reason: "is nil; only a claimed outcome can be released"}
 	}
-	var (
-		ok  bool
-		err error
-	)
-	// A release usually follows a failure, often of the very connection it
-	// would run on. The delete is fenced and idempotent (a second one finds
-	// nothing to delete), so a transport failure is retried: a release that
-	// fails once would leave the key blocked for a whole lease.
+	ok, err := s.releaseRetrying(ctx, claim.ID, claim.LeaseToken)
+	if err == nil && !ok {
+		s.observer.ObserveFenceLost(claim.Scope, "release")
+	}
+	return ok, err
+}
+
+// releaseRetrying deletes the processing claim (id, token). A release
+// usually follows a failure, often of the very connection it would run on.
+// The delete is fenced and idempotent (a second one finds nothing to
+// delete), so a transport failure is retried: a release that fails once
+// would leave the key blocked for a whole lease.
+func (s *Service) releaseRetrying(ctx context.Context, id, token uuid.UUID) (ok bool, err error) {
 	for attempt := range releaseAttempts {
-		if ok, err = s.repo.Release(ctx, claim.ID, claim.LeaseToken); !retryableTransport(err) {
+		if ok, err = s.repo.Release(ctx, id, token); !retryableTransport(err) {
 			break
 		}
 		if attempt+1 < releaseAttempts && sleep(ctx, time.Duration(attempt+1)*50*time.Millisecond) != nil {
 			break
 		}
 	}
-	if err == nil && !ok {
-		s.observer.ObserveFenceLost(claim.Scope, "release")
-	}
 	return ok, err
+}
+
+// releaseOrphan is what Claim does when a statement that may have written
+// the claim (id, token) failed without an answer from the server: a cut
+// connection, a timeout, the caller's context ending. The statement may
+// have committed and only its reply been lost; the claim would then sit
+// processing, held by nobody, and every retry would meet its live lease
+// for a whole lease (at a webhook edge, a retry that meets it is dropped
+// as a duplicate: the delivery would be lost). The id and the token were
+// minted before the statement, so that exact claim is released, on a
+// context detached from the caller's (which may be the very failure) and
+// bounded by [Config.OrphanReleaseTimeout]. The release is fenced by the
+// token: when the statement never ran it deletes nothing, and it can never
+// delete a claim another worker holds. An answer of the server (a
+// PostgreSQL error) means the statement failed and wrote nothing, so none
+// is needed. It returns cause, joined with the release's error when the
+// release failed too.
+func (s *Service) releaseOrphan(ctx context.Context, id, token uuid.UUID, cause error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(cause, &pgErr) {
+		return cause
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.orphanReleaseTimeout)
+	defer cancel()
+	if _, err := s.releaseRetrying(rctx, id, token); err != nil {
+		return errors.Join(cause, fmt.Errorf("idempotency: release the claim the failed statement may have written: %w", err))
+	}
+	return cause
 }
 
 // releaseAttempts bounds the attempts of one Release.

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -746,5 +749,113 @@ func TestReleaseSurvivesACutConnection(t *testing.T) {
 	}
 	if n := db.execs.Load(); n < 2 || n > 5 {
 		t.Fatalf("Release made %d attempts, want a few", n)
+	}
+}
+
+// lostReplyDB runs every statement on the real pool, but for those whose
+// text starts with one of the prefixes in cut: it runs that statement to
+// its commit on a connection of its own, then cuts that connection (closes
+// its socket) and answers the caller as a connection reset would, so the
+// caller never learns that the statement committed. It cuts once per
+// armed count.
+type lostReplyDB struct {
+	*pgxpool.Pool
+	prefix string
+	armed  atomic.Int32
+	cuts   atomic.Int32
+}
+
+func (f *lostReplyDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if !strings.HasPrefix(strings.TrimSpace(sql), f.prefix) || f.armed.Add(-1) < 0 {
+		return f.Pool.QueryRow(ctx, sql, args...)
+	}
+	conn, err := f.Pool.Acquire(ctx)
+	if err != nil {
+		return errRow{err}
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		return errRow{err}
+	}
+	// The statement committed; the reply is lost with the connection.
+	_ = conn.Conn().PgConn().Conn().Close()
+	f.cuts.Add(1)
+	return errRow{&net.OpError{Op: "read", Net: "unix", Err: syscall.ECONNRESET}}
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// TestClaimReleasesTheClaimWhoseInsertReplyWasLost is point 3 of issue 11:
+// the plane mints a claim's id and token before its insert, and when the
+// reply is lost after the insert committed, Claim releases that exact
+// claim before it returns the error. Without it the key is held by nobody
+// and every retry meets a live lease (a webhook redelivery would be dropped
+// as a duplicate and lost; a saved-search start answers 409 for a lease).
+// The same for a reclaim whose reply is lost.
+func TestClaimReleasesTheClaimWhoseInsertReplyWasLost(t *testing.T) {
+	t.Parallel()
+	for _, scope := range []string{idempotency.ScopeSavedSearchStart, "webhook.acme"} {
+		t.Run(scope, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := context.Background()
+			db := &lostReplyDB{Pool: b.pool, prefix: "INSERT INTO agent.idempotency_keys"}
+			svc := idempotency.NewService(db, idempotency.Config{Now: b.clock.Now})
+
+			db.armed.Store(1)
+			if _, err := svc.Claim(ctx, b.org, scope, "k", hashA, 30*time.Second); err == nil {
+				t.Fatal("Claim over a cut connection: no error, want the transport error")
+			}
+			if db.cuts.Load() != 1 {
+				t.Fatalf("cuts = %d, want 1: the insert did not run", db.cuts.Load())
+			}
+			if n := b.rowCount(t); n != 0 {
+				t.Fatalf("claims after the lost reply = %d, want 0: the orphan blocks the key for a lease", n)
+			}
+			// The retry proceeds at once, well within the lease.
+			if out := b.claim(t, scope, "k", hashA, 30*time.Second); out.Kind != idempotency.KindClaimed {
+				t.Fatalf("retry after the lost reply = %v, want claimed", out.Kind)
+			}
+
+			// A reclaim whose reply is lost: the row keeps its id and now
+			// holds the token the lost statement carried; it is released.
+			b.clock.Advance(31 * time.Second)
+			db.prefix = "UPDATE agent.idempotency_keys"
+			db.armed.Store(1)
+			if _, err := svc.Claim(ctx, b.org, scope, "k", hashA, 30*time.Second); err == nil {
+				t.Fatal("reclaim over a cut connection: no error, want the transport error")
+			}
+			if db.cuts.Load() != 2 {
+				t.Fatalf("cuts = %d, want 2: the reclaim did not run", db.cuts.Load())
+			}
+			if n := b.rowCount(t); n != 0 {
+				t.Fatalf("claims after the lost reclaim reply = %d, want 0", n)
+			}
+			if out := b.claim(t, scope, "k", hashA, 30*time.Second); out.Kind != idempotency.KindClaimed || out.Claim.Reclaimed {
+				t.Fatalf("retry after the lost reclaim reply = %v (reclaimed %v), want a new claim", out.Kind, out.Claim != nil && out.Claim.Reclaimed)
+			}
+		})
+	}
+}
+
+// TestOrphanReleaseNeverTouchesAnotherWorkersClaim: the release after a
+// lost reply is fenced by the token the lost statement carried, so when
+// that statement never wrote (the key was someone else's), the other
+// worker's claim stays.
+func TestOrphanReleaseNeverTouchesAnotherWorkersClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	held := b.mustClaim(t, toolScope, "k", hashA, toolLease)
+	db := &lostReplyDB{Pool: b.pool, prefix: "INSERT INTO agent.idempotency_keys"}
+	svc := idempotency.NewService(db, idempotency.Config{Now: b.clock.Now})
+	db.armed.Store(1)
+	if _, err := svc.Claim(ctx, b.org, toolScope, "k", hashA, toolLease); err == nil {
+		t.Fatal("Claim over a cut connection: no error")
+	}
+	if rec := b.row(t, toolScope, "k"); rec.LeaseToken != held.LeaseToken || rec.Status != idempotency.StatusProcessing {
+		t.Fatalf("the holder's claim = %s/%s, want it untouched (token %s)", rec.Status, rec.LeaseToken, held.LeaseToken)
 	}
 }
