@@ -60,6 +60,8 @@ const signatureVersion = "v1"
 const (
 	callbackAccepted = "accepted"
 	callbackDropped  = "dropped"
+	// callbackQueued: stored in the inbox, applied later by the applier.
+	callbackQueued = "queued"
 )
 
 // callbackPath returns the path a provider calls back on about job: the
@@ -229,15 +231,19 @@ var (
 //     provider may add some without breaking its deliveries. The
 //     Content-Type is not checked: the signature, not the label,
 //     vouches for the bytes;
-//   - then the delivery is processed (see package providerjobs): the
-//     path's job_id is searchd's id of the job, and the body's job_id must
-//     be the provider's id registered for it. The answer is 200
-//     {"status": "accepted"} or 200 {"status": "dropped", "reason": ...}
-//     (a path naming no job of the provider, a job_id that is not a UUID
-//     included, drops as unknown_job). A duplicate is not an error to the
-//     provider, and a 5xx would make it retry a delivery that was handled.
-//     A database that cannot be reached answers 503 unavailable with
-//     Retry-After, so the provider redelivers; nothing was applied then.
+//   - then the delivery is processed (see package providerjobs): it is
+//     landed in the inbox and committed before any answer, then applied.
+//     The path's job_id is searchd's id of the job, and the body's job_id
+//     must be the provider's id registered for it. The answer is 200
+//     {"status": "accepted"}, 200 {"status": "queued"} (stored, and
+//     applied once by the applier) or 200 {"status": "dropped", "reason":
+//     ...} (a path naming no job of the provider, a job_id that is not a
+//     UUID included, drops as unknown_job; a stored delivery id on another
+//     path as path_mismatch). Every 200 means the delivery is durable. A
+//     duplicate is not an error to the provider, and a 5xx would make it
+//     retry a delivery that was handled. A database that cannot be
+//     reached answers 503 unavailable with Retry-After, so the provider
+//     redelivers; nothing was stored then.
 func (s *Server) receiveCallback(c echo.Context) error {
 	provider := pathParam(c, "provider")
 	wh, known := s.providerWebhooks[provider]
@@ -289,6 +295,9 @@ func (s *Server) receiveCallback(c echo.Context) error {
 	}
 	if out.Accepted {
 		return c.JSON(http.StatusOK, callbackAnswer{Status: callbackAccepted})
+	}
+	if out.Queued {
+		return c.JSON(http.StatusOK, callbackAnswer{Status: callbackQueued})
 	}
 	s.logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "callback dropped",
 		slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),

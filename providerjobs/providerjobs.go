@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -139,6 +140,7 @@ func validJobID(id string) bool {
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
@@ -155,11 +157,33 @@ type Config struct {
 	// runs on a context detached from the caller's, which may be the very
 	// reason the delivery failed. Default 5 s.
 	ReleaseTimeout time.Duration
+	// Lease is the lease of a delivery: of its webhook.<provider> claim,
+	// and of its arrival in the inbox while a worker applies it; the
+	// applier takes a pending arrival over once it has passed. Default
+	// idempotency.WebhookLease (30 s); shorter for tests.
+	Lease time.Duration
+	// ApplyTimeout bounds the handler's apply of the arrival it landed.
+	// Default half the Lease, so a handler never applies past its lease.
+	ApplyTimeout time.Duration
+	// MaxBackoff bounds the wait between two failed attempts to apply an
+	// arrival, which doubles from a second. Default 1 min.
+	MaxBackoff time.Duration
+	// Logger receives the failures that do not change an answer: an apply
+	// left to the applier, a drop the audit could not record. Default
+	// discards.
+	Logger *slog.Logger
+	// Wake, when set, is called (and must not block) when a copy meets an
+	// arrival whose worker's lease has passed, so the applier of this
+	// process takes it without waiting for its next poll.
+	Wake func()
 
 	// beforeApply, set by tests alone, runs inside the delivery's
 	// transaction just before the job is updated; an error it returns is a
 	// failure of the apply.
 	beforeApply func(ctx context.Context, tx pgx.Tx) error
+	// beforeAudit, set by tests alone, runs before each write to the drop
+	// audit; an error it returns is a failure of that write.
+	beforeAudit func() error
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -168,27 +192,46 @@ func (c Config) WithDefaults() Config {
 		c.Observer = NopObserver{}
 	}
 	c.ReleaseTimeout = cmp.Or(c.ReleaseTimeout, 5*time.Second)
+	c.Lease = cmp.Or(c.Lease, idempotency.WebhookLease)
+	c.ApplyTimeout = cmp.Or(c.ApplyTimeout, c.Lease/2)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, time.Minute)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
 	return c
 }
 
 // Service registers and reads provider jobs and receives their callbacks.
 // It is safe for concurrent use.
 type Service struct {
-	db    DB
-	plane *idempotency.Service
-	cfg   Config
+	db       DB
+	plane    *idempotency.Service
+	cfg      Config
+	observer InboxObserver
 }
 
 // New returns a service running its statements on db, usually a
 // *pgxpool.Pool, that claims deliveries through plane. Zero fields of cfg
 // take their defaults.
 func New(db DB, plane *idempotency.Service, cfg Config) *Service {
-	return &Service{db: db, plane: plane, cfg: cfg.WithDefaults()}
+	cfg = cfg.WithDefaults()
+	obs, ok := cfg.Observer.(InboxObserver)
+	if !ok {
+		obs = NopObserver{}
+	}
+	return &Service{db: db, plane: plane, cfg: cfg, observer: obs}
 }
 
 func (s *Service) nowArg() any {
 	if s.cfg.Now == nil {
 		return nil
+	}
+	return s.cfg.Now()
+}
+
+func (s *Service) now() time.Time {
+	if s.cfg.Now == nil {
+		return time.Now()
 	}
 	return s.cfg.Now()
 }

@@ -119,6 +119,15 @@ func (b *bundle) count(query string, args ...any) int {
 	return n
 }
 
+func (b *bundle) arrival(deliveryID string) *InboxEntry {
+	b.t.Helper()
+	e, err := b.svc.GetArrival(context.Background(), "acme", deliveryID)
+	if err != nil {
+		b.t.Fatalf("GetArrival(%s): %v", deliveryID, err)
+	}
+	return e
+}
+
 func (b *bundle) job(id uuid.UUID) *Job {
 	b.t.Helper()
 	job, err := b.svc.Get(context.Background(), b.org, id)
@@ -393,7 +402,7 @@ func TestSchemaTiesAJobToItsOrganizationsRun(t *testing.T) {
 	}
 }
 
-func TestReceiveReleasesTheClaimWhenTheApplyFails(t *testing.T) {
+func TestReceiveQueuesTheArrivalWhenTheApplyFails(t *testing.T) {
 	t.Parallel()
 	var failed bool
 	b := setup(t, setupOpts{beforeApply: func(ctx context.Context, tx pgx.Tx) error {
@@ -409,13 +418,14 @@ func TestReceiveReleasesTheClaimWhenTheApplyFails(t *testing.T) {
 	job := b.seedJob("j-1")
 	d := delivery(job, "d-1", StatusSucceeded)
 
-	_, err := b.svc.Receive(context.Background(), d)
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "57P01" {
-		t.Fatalf("Receive with the connection terminated = %v, want the server's 57P01", err)
+	// The arrival was committed before the apply failed: the answer is an
+	// acknowledgement, the delivery is queued.
+	out, err := b.svc.Receive(context.Background(), d)
+	if err != nil || !out.Queued || out.Accepted || out.Reason != "" {
+		t.Fatalf("Receive with the connection terminated = %+v, %v; want queued", out, err)
 	}
 	if n := b.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
-		t.Errorf("%d claims after a failed apply, want 0: the claim is released so the redelivery runs", n)
+		t.Errorf("%d claims after a failed apply, want 0: the claim is released so the applier runs it", n)
 	}
 	if got := b.job(job.ID); got.Status != StatusPending || got.Version != 1 {
 		t.Errorf("job = %+v after a failed apply, want it untouched", got)
@@ -423,14 +433,28 @@ func TestReceiveReleasesTheClaimWhenTheApplyFails(t *testing.T) {
 	if n := b.count(`SELECT count(*) FROM agent.webhook_drops`); n != 0 {
 		t.Errorf("%d drops for a failure, want 0: a failure is not a drop", n)
 	}
+	e := b.arrival("d-1")
+	if e.Status != InboxPending || e.Attempts != 1 || !strings.Contains(e.LastError, "57P01") {
+		t.Errorf("arrival = %+v, want pending after one attempt, with its error", e)
+	}
 
-	// The provider redelivers; nothing waits for a lease.
-	out, err := b.svc.Receive(context.Background(), d)
-	if err != nil || !out.Accepted || !out.Applied || out.Status != StatusSucceeded {
-		t.Fatalf("redelivery = %+v, %v; want accepted and applied", out, err)
+	// The provider redelivers: a copy of a durable arrival, acknowledged.
+	if out, err := b.svc.Receive(context.Background(), d); err != nil || out.Reason != DropDuplicate {
+		t.Fatalf("redelivery = %+v, %v; want dropped duplicate", out, err)
+	}
+	// The applier takes it after its backoff, and applies it once.
+	if rep, err := b.svc.ApplyPending(context.Background(), 10); err != nil || rep.Taken != 0 {
+		t.Fatalf("ApplyPending inside the backoff = %+v, %v; want nothing taken", rep, err)
+	}
+	b.clk.advance(2 * time.Second)
+	if rep, err := b.svc.ApplyPending(context.Background(), 10); err != nil || rep != (PassReport{Taken: 1, Applied: 1}) {
+		t.Fatalf("ApplyPending after the backoff = %+v, %v; want one applied", rep, err)
 	}
 	if got := b.job(job.ID); got.Status != StatusSucceeded || got.Version != 2 {
 		t.Errorf("job = %+v, want succeeded, applied once", got)
+	}
+	if e := b.arrival("d-1"); e.Status != InboxApplied || e.AppliedBy != ByApplier || e.LastError != "" {
+		t.Errorf("arrival = %+v, want applied by the applier", e)
 	}
 }
 

@@ -90,3 +90,105 @@ const dropInsert = `
 INSERT INTO agent.webhook_drops
 	(id, provider, path_job_id, delivery_id, request_hash, reason, organization_id, received_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::timestamptz, now()))`
+
+// The inbox: stage one of a callback (see inbox.go).
+
+const inboxColumns = `i.id, i.provider, i.delivery_id, i.path_job_id, i.job_id, i.organization_id,
+	i.request_hash, i.body_job_id, i.body_status, i.body_result, i.received_at, i.status,
+	coalesce(i.reason, ''), coalesce(i.applied_by, ''), i.finished_at, i.lease_expires_at, i.attempts,
+	coalesce(i.last_error, '')`
+
+// inboxInsert lands an arrival, or nothing when its identity is stored
+// already. DO NOTHING: a copy is told apart by the caller, which read the
+// stored arrival first (a read waits for no lock). The lease is the
+// handler's own, for the apply it makes right after the commit.
+// $1 id, $2 provider, $3 delivery_id, $4 path_job_id, $5 job_id, $6 org,
+// $7 request_hash, $8 body_job_id, $9 body_status, $10 body_result,
+// $11 lease µs, $12 now.
+const inboxInsert = `
+INSERT INTO agent.provider_inbox AS i
+	(id, provider, delivery_id, path_job_id, job_id, organization_id, request_hash,
+	 body_job_id, body_status, body_result, received_at, lease_expires_at, attempts)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, c.now, c.now + $11::bigint * interval '1 microsecond', 1
+FROM (SELECT coalesce($12::timestamptz, now()) AS now) c
+ON CONFLICT (provider, delivery_id) DO NOTHING
+RETURNING ` + inboxColumns
+
+// inboxGet reads the arrival of a delivery. $1 provider, $2 delivery_id.
+const inboxGet = `
+SELECT ` + inboxColumns + `
+FROM agent.provider_inbox i
+WHERE i.provider = $1 AND i.delivery_id = $2`
+
+// inboxGetByID reads one arrival. $1 id.
+const inboxGetByID = `
+SELECT ` + inboxColumns + `
+FROM agent.provider_inbox i
+WHERE i.id = $1`
+
+// inboxCopy counts a copy of an arrival by the reason it was dropped for,
+// and returns that reason's count, so the first copy of each reason is
+// written to the drop audit and the rest are counted alone.
+// $1 inbox id, $2 reason, $3 now.
+const inboxCopy = `
+INSERT INTO agent.provider_inbox_copies AS c
+	(inbox_id, duplicates, hash_mismatches, path_mismatches, first_copy_at, last_copy_at)
+VALUES ($1,
+	CASE WHEN $2 = 'duplicate' THEN 1 ELSE 0 END,
+	CASE WHEN $2 = 'hash_mismatch' THEN 1 ELSE 0 END,
+	CASE WHEN $2 = 'path_mismatch' THEN 1 ELSE 0 END,
+	coalesce($3::timestamptz, now()), coalesce($3::timestamptz, now()))
+ON CONFLICT (inbox_id) DO UPDATE SET
+	duplicates = c.duplicates + EXCLUDED.duplicates,
+	hash_mismatches = c.hash_mismatches + EXCLUDED.hash_mismatches,
+	path_mismatches = c.path_mismatches + EXCLUDED.path_mismatches,
+	last_copy_at = greatest(c.last_copy_at, EXCLUDED.last_copy_at)
+RETURNING CASE $2 WHEN 'duplicate' THEN c.duplicates
+	WHEN 'hash_mismatch' THEN c.hash_mismatches ELSE c.path_mismatches END`
+
+// inboxFinish marks a pending arrival applied or dropped. Conditional on
+// pending, so of two workers that both reach it only one finishes it.
+// $1 id, $2 status, $3 reason (NULL unless dropped), $4 applied_by, $5 now.
+const inboxFinish = `
+UPDATE agent.provider_inbox AS i
+SET status = $2, reason = $3, applied_by = $4, finished_at = coalesce($5::timestamptz, now()), last_error = NULL
+WHERE i.id = $1 AND i.status = 'pending'`
+
+// inboxTake leases at most $3 pending arrivals whose lease has passed, for
+// the applier, oldest lease first. SKIP LOCKED: the applier never waits on
+// an arrival another worker is taking or finishing, and replicas take
+// disjoint batches. $1 now, $2 lease µs, $3 bound.
+const inboxTake = `
+UPDATE agent.provider_inbox AS i
+SET lease_expires_at = coalesce($1::timestamptz, now()) + $2::bigint * interval '1 microsecond',
+	attempts = i.attempts + 1
+WHERE i.id IN (
+	SELECT p.id FROM agent.provider_inbox p
+	WHERE p.status = 'pending' AND p.lease_expires_at <= coalesce($1::timestamptz, now())
+	ORDER BY p.lease_expires_at
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED)
+	AND i.status = 'pending'
+RETURNING ` + inboxColumns
+
+// inboxRetry sets the time of a pending arrival's next attempt and the
+// error of the last one. $1 id, $2 delay µs, $3 error, $4 now.
+const inboxRetry = `
+UPDATE agent.provider_inbox AS i
+SET lease_expires_at = coalesce($4::timestamptz, now()) + $2::bigint * interval '1 microsecond',
+	last_error = left($3, 1000)
+WHERE i.id = $1 AND i.status = 'pending'`
+
+// inboxStats counts the pending arrivals and the age of the oldest, by the
+// database clock: the applier's lag. $1 now.
+const inboxStats = `
+SELECT count(*), coalesce(extract(epoch FROM coalesce($1::timestamptz, now()) - min(i.received_at)), 0)::float8
+FROM agent.provider_inbox i
+WHERE i.status = 'pending'`
+
+// inboxCopies reads the copy counters of an arrival (zeros when none).
+// $1 inbox id.
+const inboxCopies = `
+SELECT coalesce(c.duplicates, 0), coalesce(c.hash_mismatches, 0), coalesce(c.path_mismatches, 0), c.last_copy_at
+FROM (SELECT) AS one
+LEFT JOIN agent.provider_inbox_copies c ON c.inbox_id = $1`

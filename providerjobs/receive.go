@@ -2,18 +2,15 @@ package providerjobs
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/idempotency"
 )
@@ -40,6 +37,12 @@ const (
 	// DropJobMismatch: the body names a different provider job id than
 	// the one registered for the job the path names.
 	DropJobMismatch DropReason = "job_mismatch"
+	// DropPathMismatch: the delivery id is stored for this body, but it
+	// arrived on another job's path. A delivery is bound to the path it
+	// first arrived on: a captured delivery re-posted to another job's
+	// path (another organization's, with the same provider job id) is
+	// never applied there.
+	DropPathMismatch DropReason = "path_mismatch"
 )
 
 // ResourceType names the resource a completed delivery claim stores: its
@@ -54,11 +57,36 @@ type Observer interface {
 	ObserveDrop(provider, reason string)
 }
 
+// InboxObserver is told about the inbox, when the [Observer] given in
+// [Config] has these methods too: arrivals applied (by ByHandler or
+// ByApplier), copies counted by reason, drops the audit failed to record,
+// and, at every poll of the applier, the pending arrivals and the age of
+// the oldest. Implementations must be safe for concurrent use and must not
+// block.
+type InboxObserver interface {
+	ObserveApplied(provider, by string)
+	ObserveCopy(provider, reason string)
+	ObserveAuditFailure(provider, reason string)
+	ObserveInbox(pending int64, oldest time.Duration)
+}
+
 // NopObserver observes nothing. It is the default [Observer].
 type NopObserver struct{}
 
 // ObserveDrop does nothing.
 func (NopObserver) ObserveDrop(string, string) {}
+
+// ObserveApplied does nothing.
+func (NopObserver) ObserveApplied(string, string) {}
+
+// ObserveCopy does nothing.
+func (NopObserver) ObserveCopy(string, string) {}
+
+// ObserveAuditFailure does nothing.
+func (NopObserver) ObserveAuditFailure(string, string) {}
+
+// ObserveInbox does nothing.
+func (NopObserver) ObserveInbox(int64, time.Duration) {}
 
 // Delivery is one callback of a provider, authenticated by the caller.
 type Delivery struct {
@@ -90,9 +118,14 @@ type Update struct {
 	Result json.RawMessage
 }
 
-// Outcome is the ending of a delivery. Exactly one of Accepted and Reason
-// is set.
+// Outcome is the ending of a delivery. Exactly one of Accepted, Queued and
+// Reason is set.
 type Outcome struct {
+	// Queued reports that the delivery is stored in the inbox and not yet
+	// applied: its apply right after the landing failed or met another
+	// worker's claim. The applier applies (or drops) it once; the
+	// acknowledgement is as safe as for an applied one.
+	Queued bool
 	// Accepted reports that this call claimed the delivery and completed
 	// its claim: the update was applied, or found the job already in a
 	// terminal status and left it there.
@@ -124,172 +157,6 @@ type claimAnswer struct {
 	// Dropped is set when the job disappeared between the resolution and
 	// the apply (its Run was deleted).
 	Dropped DropReason `json:"dropped,omitempty"`
-}
-
-// errFenceLost reports a completion the plane refused because another
-// worker took the claim over after its lease passed.
-var errFenceLost = errors.New("providerjobs: claim fence lost")
-
-// Receive processes a delivery the caller has authenticated, and answers
-// how it ended: accepted, or dropped with a reason (see the package
-// documentation for the order of the checks). A dropped delivery is
-// recorded and observed before Receive returns.
-//
-// Errors: an error wrapping [ErrInvalid] for a delivery the caller should
-// have refused (a provider or delivery id the validators refuse, a status
-// a delivery cannot report, a result that is not an object), before any
-// SQL runs. Any other error comes from the database and means nothing was
-// applied: a claim this call held has been released, so the provider's
-// redelivery is processed afresh.
-func (s *Service) Receive(ctx context.Context, d Delivery) (Outcome, error) {
-	if err := d.validate(); err != nil {
-		return Outcome{}, err
-	}
-	hash := RequestHash(d.Body)
-	jobID, err := uuid.Parse(d.JobID)
-	if err != nil {
-		// No job could have this id.
-		return s.drop(ctx, s.db, d, hash, DropUnknownJob, uuid.Nil)
-	}
-
-	// The tenant first: the claim key is scoped to an organization, and
-	// only the job knows which. The job is searchd's registration, which
-	// only its organization knows the id of: the provider's job id could
-	// be registered by any organization, so it must not pick the tenant.
-	var org uuid.UUID
-	var providerJobID string
-	err = s.db.QueryRow(ctx, jobResolve, jobID, d.Provider).Scan(&org, &providerJobID)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return s.drop(ctx, s.db, d, hash, DropUnknownJob, uuid.Nil)
-	case err != nil:
-		return Outcome{}, fmt.Errorf("providerjobs: resolve job: %w", err)
-	}
-	if d.Update.ProviderJobID != providerJobID {
-		out, err := s.drop(ctx, s.db, d, hash, DropJobMismatch, org)
-		out.JobID = jobID
-		return out, err
-	}
-
-	claimed, err := s.plane.Claim(ctx, org, Scope(d.Provider), d.DeliveryID, hash, idempotency.WebhookLease)
-	if err != nil {
-		return Outcome{}, fmt.Errorf("providerjobs: claim delivery: %w", err)
-	}
-	var out Outcome
-	switch claimed.Kind {
-	case idempotency.KindClaimed:
-		return s.apply(ctx, d, hash, org, jobID, claimed.Claim)
-	case idempotency.KindCompleted, idempotency.KindProcessing:
-		// Completed: the provider redelivered a handled delivery.
-		// Processing: a healthy worker is applying it now; a crashed one's
-		// lease would have passed and this claim reclaimed it.
-		out, err = s.drop(ctx, s.db, d, hash, DropDuplicate, org)
-	case idempotency.KindConflict:
-		out, err = s.drop(ctx, s.db, d, hash, DropHashMismatch, org)
-	default:
-		return Outcome{}, fmt.Errorf("providerjobs: claim answered %s", claimed.Kind)
-	}
-	out.JobID = jobID
-	return out, err
-}
-
-// apply applies a claimed delivery and completes its claim in one
-// transaction, so the job changes exactly when the claim records it.
-func (s *Service) apply(ctx context.Context, d Delivery, hash string, org, jobID uuid.UUID, claim *idempotency.Claim) (Outcome, error) {
-	var answer claimAnswer
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		answer = claimAnswer{}
-		if s.cfg.beforeApply != nil {
-			if err := s.cfg.beforeApply(ctx, tx); err != nil {
-				return err
-			}
-		}
-		var status string
-		err := tx.QueryRow(ctx, jobApply, org, jobID, string(d.Update.Status), nullJSON(d.Update.Result), s.nowArg()).Scan(&status)
-		switch {
-		case err == nil:
-			answer.Applied = true
-		case errors.Is(err, pgx.ErrNoRows):
-			// Terminal already: the job keeps its status.
-			err = tx.QueryRow(ctx, jobStatus, org, jobID).Scan(&status)
-			if errors.Is(err, pgx.ErrNoRows) {
-				// Gone since the resolution, with its Run. The delivery
-				// names a job this platform no longer holds.
-				answer.Dropped = DropUnknownJob
-				err = s.recordDrop(ctx, tx, d, hash, DropUnknownJob, org)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		answer.Status = Status(status)
-		c := idempotency.Completion{ResourceType: ResourceType, ResourceID: jobID.String()}
-		if answer.Dropped != "" {
-			c = idempotency.Completion{}
-		}
-		c.Response, err = json.Marshal(answer)
-		if err != nil {
-			return err
-		}
-		ok, err := s.plane.CompleteTx(ctx, tx, claim, c)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errFenceLost
-		}
-		return nil
-	})
-	switch {
-	case err == nil && answer.Dropped != "":
-		s.cfg.Observer.ObserveDrop(d.Provider, string(answer.Dropped))
-		return Outcome{Reason: answer.Dropped, JobID: jobID}, nil
-	case err == nil:
-		return Outcome{Accepted: true, Applied: answer.Applied, Status: answer.Status, JobID: jobID}, nil
-	case errors.Is(err, errFenceLost):
-		// Our lease passed and another worker reclaimed the delivery: it
-		// owns the effect now, and ours rolled back.
-		out, err := s.drop(ctx, s.db, d, hash, DropDuplicate, org)
-		out.JobID = jobID
-		return out, err
-	}
-	// The release is fenced and conditional on the claim being unfinished,
-	// so it is safe even when the commit went through and only its answer
-	// was lost: it then deletes nothing, and the redelivery is a duplicate.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
-	defer cancel()
-	if _, rerr := s.plane.Release(rctx, claim); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("release claim: %w", rerr))
-	}
-	return Outcome{}, fmt.Errorf("providerjobs: apply delivery: %w", err)
-}
-
-// dbtx is what recording a drop needs: the pool, or the delivery's
-// transaction.
-type dbtx interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// drop records a dropped delivery on db, then observes it.
-func (s *Service) drop(ctx context.Context, db dbtx, d Delivery, hash string, reason DropReason, org uuid.UUID) (Outcome, error) {
-	if err := s.recordDrop(ctx, db, d, hash, reason, org); err != nil {
-		return Outcome{}, err
-	}
-	s.cfg.Observer.ObserveDrop(d.Provider, string(reason))
-	return Outcome{Reason: reason}, nil
-}
-
-func (s *Service) recordDrop(ctx context.Context, db dbtx, d Delivery, hash string, reason DropReason, org uuid.UUID) error {
-	var orgArg any
-	if org != uuid.Nil {
-		orgArg = org
-	}
-	_, err := db.Exec(ctx, dropInsert, uuid.New(), d.Provider, storable(d.JobID, MaxJobIDLen),
-		d.DeliveryID, hash, string(reason), orgArg, s.nowArg())
-	if err != nil {
-		return fmt.Errorf("providerjobs: record %s drop: %w", reason, err)
-	}
-	return nil
 }
 
 // storable returns s as PostgreSQL text can hold it, for the audit: invalid

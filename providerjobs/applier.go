@@ -1,0 +1,180 @@
+package providerjobs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// ApplierConfig configures [Service.RunApplier].
+type ApplierConfig struct {
+	// Interval is the time between two polls of the inbox. Default 1 s.
+	Interval time.Duration
+	// Batch is the most arrivals one poll takes. Default 100.
+	Batch int
+	// MaxIdleBackoff bounds the wait after polls that failed (the database
+	// down), which doubles from Interval. Default 30 s.
+	MaxIdleBackoff time.Duration
+	// Wake, when set, wakes the applier before its next poll is due; see
+	// [Config.Wake].
+	Wake <-chan struct{}
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c ApplierConfig) WithDefaults() ApplierConfig {
+	c.Interval = cmp.Or(c.Interval, time.Second)
+	c.Batch = cmp.Or(c.Batch, 100)
+	c.MaxIdleBackoff = cmp.Or(c.MaxIdleBackoff, 30*time.Second)
+	return c
+}
+
+// Validate reports a configuration that cannot work, naming the field.
+func (c ApplierConfig) Validate() error {
+	c = c.WithDefaults()
+	switch {
+	case c.Interval < 0:
+		return fmt.Errorf("providerjobs: ApplierConfig.Interval %s: must be positive", c.Interval)
+	case c.Batch < 1 || c.Batch > 1000:
+		return fmt.Errorf("providerjobs: ApplierConfig.Batch %d: must be 1 to 1000", c.Batch)
+	case c.MaxIdleBackoff < c.Interval:
+		return fmt.Errorf("providerjobs: ApplierConfig.MaxIdleBackoff %s: must be at least Interval (%s)", c.MaxIdleBackoff, c.Interval)
+	}
+	return nil
+}
+
+// PassReport is what one pass of the applier did.
+type PassReport struct {
+	// Taken is the number of arrivals the pass leased.
+	Taken int
+	// Applied, Dropped and Failed count how they ended: applied, dropped
+	// with a reason, or left pending for a later attempt (a failure, or a
+	// claim another worker holds live).
+	Applied, Dropped, Failed int
+}
+
+// ApplyPending is one pass of the applier: it leases at most batch pending
+// arrivals whose lease has passed (a handler that crashed, stalled or
+// failed mid-apply, or a failed attempt whose backoff is over), with FOR
+// UPDATE SKIP LOCKED so that replicas take disjoint batches and never wait
+// on one another, then applies each through the plane exactly as the
+// handler does. An arrival whose attempt fails stays pending, with its
+// next attempt after a backoff. The plane's claim makes the apply happen at
+// most once whatever races: a handler that wakes after its lease finds its
+// fence gone.
+//
+// It returns an error only when the lease statement fails.
+func (s *Service) ApplyPending(ctx context.Context, batch int) (PassReport, error) {
+	var rep PassReport
+	rows, err := s.db.Query(ctx, inboxTake, s.nowArg(), s.cfg.Lease.Microseconds(), batch)
+	if err != nil {
+		return rep, fmt.Errorf("providerjobs: take pending arrivals: %w", err)
+	}
+	var taken []*InboxEntry
+	for rows.Next() {
+		e, err := scanEntry(rows)
+		if err != nil {
+			rows.Close()
+			return rep, fmt.Errorf("providerjobs: take pending arrivals: %w", err)
+		}
+		taken = append(taken, e)
+	}
+	if err := rows.Err(); err != nil {
+		return rep, fmt.Errorf("providerjobs: take pending arrivals: %w", err)
+	}
+	rep.Taken = len(taken)
+	for _, e := range taken {
+		if ctx.Err() != nil {
+			// Left leased; taken again when the lease passes.
+			break
+		}
+		actx, cancel := context.WithTimeout(ctx, s.cfg.ApplyTimeout)
+		out, err := s.applyEntry(actx, e, ByApplier)
+		cancel()
+		switch {
+		case err != nil:
+			rep.Failed++
+			var inFlight *errInFlight
+			if !errors.As(err, &inFlight) {
+				s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "providerjobs: applier: attempt failed; retrying after a backoff",
+					slog.String("provider", e.Provider), slog.String("delivery_id", e.DeliveryID),
+					slog.Int("attempt", e.Attempts), slog.String("error", err.Error()))
+			}
+			s.retryLater(ctx, e, s.backoff(e.Attempts), err)
+		case out.Accepted:
+			rep.Applied++
+		default:
+			rep.Dropped++
+		}
+	}
+	return rep, nil
+}
+
+// Stats returns the number of pending arrivals and the age of the oldest,
+// by the database clock.
+func (s *Service) Stats(ctx context.Context) (pending int64, oldest time.Duration, err error) {
+	var secs float64
+	if err := s.db.QueryRow(ctx, inboxStats, s.nowArg()).Scan(&pending, &secs); err != nil {
+		return 0, 0, fmt.Errorf("providerjobs: inbox stats: %w", err)
+	}
+	return pending, time.Duration(secs * float64(time.Second)), nil
+}
+
+// RunApplier runs the background applier until ctx ends: every Interval
+// (with a random tenth added, so replicas do not poll in lock-step), or
+// when woken, it makes passes of [Service.ApplyPending] until a pass takes
+// less than a full batch, then reports the inbox's pending count and lag to
+// the observer. After a pass that failed it waits longer, doubling up to
+// MaxIdleBackoff, so a database that is down is not polled in a loop. Every
+// serve process runs one; they share the work through SKIP LOCKED.
+func (s *Service) RunApplier(ctx context.Context, cfg ApplierConfig) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg = cfg.WithDefaults()
+	wait := cfg.Interval
+	for {
+		timer := time.NewTimer(wait + rand.N(wait/10+1))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C:
+		case <-cfg.Wake:
+			timer.Stop()
+		}
+		failed := false
+		for ctx.Err() == nil {
+			rep, err := s.ApplyPending(ctx, cfg.Batch)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "providerjobs: applier: pass failed; backing off",
+						slog.String("error", err.Error()), slog.Duration("next", min(2*wait, cfg.MaxIdleBackoff)))
+				}
+				failed = true
+				break
+			}
+			if rep.Taken > 0 {
+				s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "providerjobs: applier: pass",
+					slog.Int("taken", rep.Taken), slog.Int("applied", rep.Applied),
+					slog.Int("dropped", rep.Dropped), slog.Int("failed", rep.Failed))
+			}
+			if rep.Taken < cfg.Batch {
+				break
+			}
+		}
+		if !failed {
+			if pending, oldest, err := s.Stats(ctx); err == nil {
+				s.observer.ObserveInbox(pending, oldest)
+			}
+		}
+		if failed {
+			wait = min(2*wait, cfg.MaxIdleBackoff)
+		} else {
+			wait = cfg.Interval
+		}
+	}
+}

@@ -1,0 +1,483 @@
+package providerjobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/idempotency"
+)
+
+// InboxStatus is the state of an arrival in the inbox.
+type InboxStatus string
+
+// The states of an arrival: pending until stage two applied or dropped it.
+const (
+	InboxPending InboxStatus = "pending"
+	InboxApplied InboxStatus = "applied"
+	InboxDropped InboxStatus = "dropped"
+)
+
+// Who finished an arrival, in [InboxEntry.AppliedBy].
+const (
+	// ByHandler: the callback handler, right after it landed the arrival.
+	ByHandler = "handler"
+	// ByApplier: the background applier, after the handler's lease passed.
+	ByApplier = "applier"
+)
+
+// InboxEntry is one arrival in agent.provider_inbox: a delivery as it
+// first landed, and what stage two made of it.
+type InboxEntry struct {
+	ID         uuid.UUID
+	Provider   string
+	DeliveryID string
+	// PathJobID is the {job_id} of the path the delivery first arrived on,
+	// as received (made storable).
+	PathJobID string
+	// JobID and OrganizationID are the job the path resolved to when the
+	// delivery landed, and its tenant; the nil UUID when it named none.
+	JobID          uuid.UUID
+	OrganizationID uuid.UUID
+	RequestHash    string
+	// Update is the parsed content of the body, which stage two applies.
+	Update     Update
+	ReceivedAt time.Time
+	Status     InboxStatus
+	// Reason is set for a dropped arrival.
+	Reason DropReason
+	// AppliedBy is ByHandler or ByApplier once the arrival is finished.
+	AppliedBy  string
+	FinishedAt *time.Time
+	// LeaseExpiresAt is, while pending, when the worker applying it loses
+	// it, or when its next attempt is due.
+	LeaseExpiresAt time.Time
+	Attempts       int
+	// LastError is the error of the last failed attempt, while pending.
+	LastError string
+}
+
+func scanEntry(row pgx.Row) (*InboxEntry, error) {
+	var (
+		e          InboxEntry
+		jobID, org *uuid.UUID
+		bodyStatus string
+		status     string
+		reason     string
+		result     []byte
+	)
+	if err := row.Scan(&e.ID, &e.Provider, &e.DeliveryID, &e.PathJobID, &jobID, &org,
+		&e.RequestHash, &e.Update.ProviderJobID, &bodyStatus, &result, &e.ReceivedAt, &status,
+		&reason, &e.AppliedBy, &e.FinishedAt, &e.LeaseExpiresAt, &e.Attempts, &e.LastError); err != nil {
+		return nil, err
+	}
+	if jobID != nil {
+		e.JobID = *jobID
+	}
+	if org != nil {
+		e.OrganizationID = *org
+	}
+	if result != nil {
+		e.Update.Result = json.RawMessage(result)
+	}
+	e.Update.Status, e.Status, e.Reason = Status(bodyStatus), InboxStatus(status), DropReason(reason)
+	return &e, nil
+}
+
+// Receive processes a delivery the caller has authenticated, in two stages,
+// and answers how it ended (see the package documentation):
+//
+//  1. It lands the delivery in the inbox, under its identity (provider,
+//     delivery id), and commits it. Nothing is acknowledged before that
+//     commit: an error here means nothing was stored, and the provider
+//     must redeliver. A delivery whose identity is stored already is a
+//     copy: dropped as [DropDuplicate], [DropHashMismatch] (another body)
+//     or [DropPathMismatch] (another path), counted on the arrival, and
+//     answered at once, whatever stage two of the arrival is doing.
+//  2. The arrival it landed it applies at once (the fast path). When that
+//     fails, or meets another worker's claim, the arrival stays pending
+//     and the outcome is [Outcome.Queued]: the applier of some replica
+//     applies it once the handler's lease passes.
+//
+// Errors: an error wrapping [ErrInvalid] for a delivery the caller should
+// have refused, before any SQL runs; any other error comes from the
+// database and means the delivery was not stored.
+func (s *Service) Receive(ctx context.Context, d Delivery) (Outcome, error) {
+	if err := d.validate(); err != nil {
+		return Outcome{}, err
+	}
+	e, fresh, err := s.land(ctx, d)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if !fresh {
+		return s.copied(ctx, e, d), nil
+	}
+	// The arrival is durable: from here on every ending is an
+	// acknowledgement. The apply runs on a context detached from the
+	// request's, bounded by the lease: a provider that hangs up early
+	// does not cut the apply short and leave it to the applier.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ApplyTimeout)
+	defer cancel()
+	out, err := s.applyEntry(actx, e, ByHandler)
+	if err != nil {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "providerjobs: apply failed; the arrival is queued for the applier",
+			slog.String("provider", e.Provider), slog.String("delivery_id", e.DeliveryID), slog.String("error", err.Error()))
+		s.retryLater(actx, e, s.backoff(e.Attempts), err)
+		return Outcome{Queued: true, JobID: e.JobID}, nil
+	}
+	return out, nil
+}
+
+// land stores the arrival of d and reports whether this call inserted it;
+// otherwise it returns the stored arrival. The stored arrival is read
+// first: a read waits for no lock, so a copy is answered at once even while
+// a stalled worker holds the arrival's row inside its apply. The tenant is
+// resolved before the insert, so the arrival names it from the start.
+func (s *Service) land(ctx context.Context, d Delivery) (*InboxEntry, bool, error) {
+	e, err := scanEntry(s.db.QueryRow(ctx, inboxGet, d.Provider, d.DeliveryID))
+	switch {
+	case err == nil:
+		return e, false, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, false, fmt.Errorf("providerjobs: read the inbox: %w", err)
+	}
+	var jobArg, orgArg any
+	if jobID, perr := uuid.Parse(d.JobID); perr == nil {
+		var org uuid.UUID
+		var providerJobID string
+		err := s.db.QueryRow(ctx, jobResolve, jobID, d.Provider).Scan(&org, &providerJobID)
+		switch {
+		case err == nil:
+			jobArg, orgArg = jobID, org
+		case !errors.Is(err, pgx.ErrNoRows):
+			return nil, false, fmt.Errorf("providerjobs: resolve job: %w", err)
+		}
+	}
+	e, err = scanEntry(s.db.QueryRow(ctx, inboxInsert, uuid.New(), d.Provider, d.DeliveryID,
+		storable(d.JobID, MaxJobIDLen), jobArg, orgArg, RequestHash(d.Body),
+		d.Update.ProviderJobID, string(d.Update.Status), nullJSON(d.Update.Result),
+		s.cfg.Lease.Microseconds(), s.nowArg()))
+	switch {
+	case err == nil:
+		return e, true, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, false, fmt.Errorf("providerjobs: land the delivery: %w", err)
+	}
+	// Landed by a concurrent copy between the read and the insert.
+	e, err = scanEntry(s.db.QueryRow(ctx, inboxGet, d.Provider, d.DeliveryID))
+	if err != nil {
+		return nil, false, fmt.Errorf("providerjobs: read the inbox after a conflict: %w", err)
+	}
+	return e, false, nil
+}
+
+// copied answers a copy of the stored arrival e: dropped for its reason,
+// counted on the arrival, written to the drop audit once per reason and
+// arrival. The request hash is compared first: a different body is a
+// hash_mismatch whatever its path. Counting and the audit never decide the
+// answer: the arrival is durable, and a failure to record a copy is logged
+// and counted, never a 5xx.
+func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome {
+	hash := RequestHash(d.Body)
+	reason := DropDuplicate
+	switch {
+	case e.RequestHash != hash:
+		reason = DropHashMismatch
+	case e.PathJobID != storable(d.JobID, MaxJobIDLen):
+		reason = DropPathMismatch
+	}
+	s.observer.ObserveCopy(d.Provider, string(reason))
+	s.cfg.Observer.ObserveDrop(d.Provider, string(reason))
+	var n int64
+	err := s.db.QueryRow(ctx, inboxCopy, e.ID, string(reason), s.nowArg()).Scan(&n)
+	switch {
+	case err != nil:
+		s.auditFailed(ctx, d.Provider, d.DeliveryID, reason, fmt.Errorf("count the copy: %w", err))
+	case n == 1 && e.OrganizationID != uuid.Nil:
+		// The first copy of its reason: the audit gets a row, the next
+		// copies are counted alone. A copy of an arrival that resolved to
+		// no tenant is counted alone: its arrival's unknown_job is the
+		// audit's row.
+		if err := s.recordDrop(ctx, s.db, d.Provider, d.JobID, d.DeliveryID, hash, reason, e.OrganizationID); err != nil {
+			s.auditFailed(ctx, d.Provider, d.DeliveryID, reason, err)
+		}
+	}
+	if e.Status == InboxPending && !e.LeaseExpiresAt.After(s.now()) && s.cfg.Wake != nil {
+		// The arrival's worker is gone: the applier need not wait for its
+		// next poll.
+		s.cfg.Wake()
+	}
+	return Outcome{Reason: reason, JobID: e.JobID}
+}
+
+// auditFailed logs and counts a drop the audit could not record. The
+// acknowledgement never depends on the audit.
+func (s *Service) auditFailed(ctx context.Context, provider, deliveryID string, reason DropReason, err error) {
+	s.observer.ObserveAuditFailure(provider, string(reason))
+	s.cfg.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelError, "providerjobs: the drop audit could not record a drop; the delivery was acknowledged",
+		slog.String("provider", provider), slog.String("delivery_id", deliveryID),
+		slog.String("reason", string(reason)), slog.String("error", err.Error()))
+}
+
+// errFenceLost reports a completion the plane refused because another
+// worker took the claim over after its lease passed.
+var errFenceLost = errors.New("providerjobs: claim fence lost")
+
+// errFinished reports an arrival another worker finished first.
+var errFinished = errors.New("providerjobs: arrival finished by another worker")
+
+// errInFlight reports an arrival whose claim another worker holds, live.
+type errInFlight struct{ retryAfter time.Duration }
+
+func (e *errInFlight) Error() string {
+	return fmt.Sprintf("providerjobs: another worker holds the delivery's claim; lease passes in %s", e.retryAfter)
+}
+
+// applyEntry is stage two: it applies the pending arrival e through the
+// plane, or drops it with its reason, and finishes the arrival in the same
+// transaction as the effect. by is ByHandler or ByApplier.
+//
+// It returns an error, and leaves e pending, when the database failed or
+// another worker holds the delivery's claim live ([*errInFlight]); a claim
+// this call held has been released then.
+func (s *Service) applyEntry(ctx context.Context, e *InboxEntry, by string) (Outcome, error) {
+	jobID, err := uuid.Parse(e.PathJobID)
+	if err != nil {
+		return s.dropEntry(ctx, e, DropUnknownJob, uuid.Nil, uuid.Nil, by)
+	}
+	// The tenant first: the claim key is scoped to an organization, and
+	// only the job knows which. Resolved again, not taken from the
+	// landing: the job may have gone with its Run since.
+	var org uuid.UUID
+	var providerJobID string
+	err = s.db.QueryRow(ctx, jobResolve, jobID, e.Provider).Scan(&org, &providerJobID)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return s.dropEntry(ctx, e, DropUnknownJob, uuid.Nil, uuid.Nil, by)
+	case err != nil:
+		return Outcome{}, fmt.Errorf("providerjobs: resolve job: %w", err)
+	}
+	if e.Update.ProviderJobID != providerJobID {
+		return s.dropEntry(ctx, e, DropJobMismatch, org, jobID, by)
+	}
+
+	claimed, err := s.plane.Claim(ctx, org, Scope(e.Provider), e.DeliveryID, e.RequestHash, s.cfg.Lease)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("providerjobs: claim delivery: %w", err)
+	}
+	switch claimed.Kind {
+	case idempotency.KindClaimed:
+		return s.apply(ctx, e, org, jobID, claimed.Claim, by)
+	case idempotency.KindCompleted:
+		// Applied already, by a worker that finished the claim but not the
+		// arrival: one that ran before the inbox existed.
+		return s.dropEntry(ctx, e, DropDuplicate, org, jobID, by)
+	case idempotency.KindProcessing:
+		return Outcome{}, &errInFlight{retryAfter: claimed.RetryAfter}
+	case idempotency.KindConflict:
+		return s.dropEntry(ctx, e, DropHashMismatch, org, jobID, by)
+	}
+	return Outcome{}, fmt.Errorf("providerjobs: claim answered %s", claimed.Kind)
+}
+
+// apply applies a claimed delivery, completes its claim and finishes its
+// arrival in one transaction, so the job changes exactly when the claim and
+// the inbox record it.
+func (s *Service) apply(ctx context.Context, e *InboxEntry, org, jobID uuid.UUID, claim *idempotency.Claim, by string) (Outcome, error) {
+	var answer claimAnswer
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		answer = claimAnswer{}
+		if s.cfg.beforeApply != nil {
+			if err := s.cfg.beforeApply(ctx, tx); err != nil {
+				return err
+			}
+		}
+		var status string
+		err := tx.QueryRow(ctx, jobApply, org, jobID, string(e.Update.Status), nullJSON(e.Update.Result), s.nowArg()).Scan(&status)
+		switch {
+		case err == nil:
+			answer.Applied = true
+		case errors.Is(err, pgx.ErrNoRows):
+			// Terminal already: the job keeps its status.
+			err = tx.QueryRow(ctx, jobStatus, org, jobID).Scan(&status)
+			if errors.Is(err, pgx.ErrNoRows) {
+				// Gone since the resolution, with its Run.
+				answer.Dropped, err = DropUnknownJob, nil
+			}
+		}
+		if err != nil {
+			return err
+		}
+		answer.Status = Status(status)
+		c := idempotency.Completion{ResourceType: ResourceType, ResourceID: jobID.String()}
+		if answer.Dropped != "" {
+			c = idempotency.Completion{}
+		}
+		if c.Response, err = json.Marshal(answer); err != nil {
+			return err
+		}
+		ok, err := s.plane.CompleteTx(ctx, tx, claim, c)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errFenceLost
+		}
+		finished, reason := InboxApplied, any(nil)
+		if answer.Dropped != "" {
+			finished, reason = InboxDropped, any(string(answer.Dropped))
+		}
+		tag, err := tx.Exec(ctx, inboxFinish, e.ID, string(finished), reason, by, s.nowArg())
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return errFinished
+		}
+		return nil
+	})
+	switch {
+	case err == nil && answer.Dropped != "":
+		s.dropped(ctx, e, answer.Dropped, org)
+		return Outcome{Reason: answer.Dropped, JobID: jobID}, nil
+	case err == nil:
+		s.observer.ObserveApplied(e.Provider, by)
+		return Outcome{Accepted: true, Applied: answer.Applied, Status: answer.Status, JobID: jobID}, nil
+	case errors.Is(err, errFenceLost):
+		// Our lease passed and another worker took the delivery over: it
+		// owns the effect and the arrival now, and ours rolled back.
+		s.dropped(ctx, e, DropDuplicate, org)
+		return Outcome{Reason: DropDuplicate, JobID: jobID}, nil
+	case errors.Is(err, errFinished):
+		// Another worker finished the arrival (dropped it) while we held
+		// the claim; ours rolled back, and the claim we hold must not be
+		// left processing.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
+		defer cancel()
+		_, _ = s.plane.Release(rctx, claim)
+		s.cfg.Observer.ObserveDrop(e.Provider, string(DropDuplicate))
+		return Outcome{Reason: DropDuplicate, JobID: jobID}, nil
+	}
+	// The release is fenced and conditional on the claim being unfinished,
+	// so it is safe even when the commit went through and only its answer
+	// was lost: it then deletes nothing, and the arrival is finished.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
+	defer cancel()
+	if _, rerr := s.plane.Release(rctx, claim); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("release claim: %w", rerr))
+	}
+	return Outcome{}, fmt.Errorf("providerjobs: apply delivery: %w", err)
+}
+
+// dropEntry finishes the pending arrival e as dropped for reason and
+// records the drop. When another worker finished it first, it answers what
+// that worker made of it.
+func (s *Service) dropEntry(ctx context.Context, e *InboxEntry, reason DropReason, org, jobID uuid.UUID, by string) (Outcome, error) {
+	tag, err := s.db.Exec(ctx, inboxFinish, e.ID, string(InboxDropped), string(reason), by, s.nowArg())
+	if err != nil {
+		return Outcome{}, fmt.Errorf("providerjobs: finish the arrival: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		s.cfg.Observer.ObserveDrop(e.Provider, string(DropDuplicate))
+		return Outcome{Reason: DropDuplicate, JobID: jobID}, nil
+	}
+	s.dropped(ctx, e, reason, org)
+	return Outcome{Reason: reason, JobID: jobID}, nil
+}
+
+// dropped writes the drop of the arrival e to the audit and counts it. The
+// arrival records its reason durably already; a failed audit write is
+// logged and counted.
+func (s *Service) dropped(ctx context.Context, e *InboxEntry, reason DropReason, org uuid.UUID) {
+	if err := s.recordDrop(ctx, s.db, e.Provider, e.PathJobID, e.DeliveryID, e.RequestHash, reason, org); err != nil {
+		s.auditFailed(ctx, e.Provider, e.DeliveryID, reason, err)
+	}
+	s.cfg.Observer.ObserveDrop(e.Provider, string(reason))
+}
+
+// dbtx is what recording a drop needs.
+type dbtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func (s *Service) recordDrop(ctx context.Context, db dbtx, provider, pathJobID, deliveryID, hash string, reason DropReason, org uuid.UUID) error {
+	if s.cfg.beforeAudit != nil {
+		if err := s.cfg.beforeAudit(); err != nil {
+			return err
+		}
+	}
+	var orgArg any
+	if org != uuid.Nil && reason != DropUnknownJob {
+		orgArg = org
+	}
+	_, err := db.Exec(ctx, dropInsert, uuid.New(), provider, storable(pathJobID, MaxJobIDLen),
+		deliveryID, hash, string(reason), orgArg, s.nowArg())
+	if err != nil {
+		return fmt.Errorf("providerjobs: record %s drop: %w", reason, err)
+	}
+	return nil
+}
+
+// retryLater sets the next attempt of the pending arrival e after delay,
+// recording cause. Best effort: when it fails the arrival keeps the lease
+// it has, and the applier takes it when that passes.
+func (s *Service) retryLater(ctx context.Context, e *InboxEntry, delay time.Duration, cause error) {
+	var inFlight *errInFlight
+	if errors.As(cause, &inFlight) {
+		// Another worker holds the claim: try again when its lease passes.
+		delay = inFlight.retryAfter + 10*time.Millisecond
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
+	defer cancel()
+	if _, err := s.db.Exec(rctx, inboxRetry, e.ID, delay.Microseconds(), cause.Error(), s.nowArg()); err != nil {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "providerjobs: could not schedule the retry of an arrival; the applier takes it when its lease passes",
+			slog.String("provider", e.Provider), slog.String("delivery_id", e.DeliveryID), slog.String("error", err.Error()))
+	}
+}
+
+// backoff returns the wait before the next attempt of an arrival whose
+// attempt number attempts failed: doubling from a second, at most
+// MaxBackoff.
+func (s *Service) backoff(attempts int) time.Duration {
+	d := time.Second
+	for i := 1; i < attempts && d < s.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, s.cfg.MaxBackoff)
+}
+
+// GetArrival returns the arrival of a delivery, or [ErrNotFound].
+func (s *Service) GetArrival(ctx context.Context, provider, deliveryID string) (*InboxEntry, error) {
+	e, err := scanEntry(s.db.QueryRow(ctx, inboxGet, provider, deliveryID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("providerjobs: read the inbox: %w", err)
+	}
+	return e, nil
+}
+
+// Copies is what the copies of one arrival were dropped for.
+type Copies struct {
+	Duplicates, HashMismatches, PathMismatches int64
+	// LastAt is when the last copy arrived; nil when none did.
+	LastAt *time.Time
+}
+
+// ArrivalCopies returns the copy counters of the arrival id.
+func (s *Service) ArrivalCopies(ctx context.Context, id uuid.UUID) (Copies, error) {
+	var c Copies
+	if err := s.db.QueryRow(ctx, inboxCopies, id).Scan(&c.Duplicates, &c.HashMismatches, &c.PathMismatches, &c.LastAt); err != nil {
+		return Copies{}, fmt.Errorf("providerjobs: read the copies: %w", err)
+	}
+	return c, nil
+}
