@@ -392,6 +392,12 @@ func TestCallbackDuplicateWhileProcessing(t *testing.T) {
 		t.Fatalf("Claim = %v, %v; want claimed", out.Kind, err)
 	}
 	before := f.jobState(f.job.ID)
+	// The delivery is stored, and acknowledged as queued: its apply met
+	// the other worker's live claim, so the applier finishes it later.
+	if status, reason := f.callback(d).answer(t); status != "queued" || reason != "" {
+		t.Fatalf("callback while another worker holds the claim = %s %s, want queued", status, reason)
+	}
+	// A copy of the stored arrival is a duplicate.
 	f.wantDropped(t, f.callback(d), d, "duplicate", before)
 	if before != (jobState{"pending", "", 1}) {
 		t.Errorf("job = %+v, want it pending and untouched", before)
@@ -743,35 +749,52 @@ func TestCallbackConcurrentDeliveriesApplyOnce(t *testing.T) {
 	if len(claims) != 1 || claims[d.deliveryID].status != "completed" {
 		t.Errorf("claims = %+v, want one completed", claims)
 	}
-	if n := f.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`); n != 49 {
-		t.Errorf("%d duplicate drops recorded, want 49", n)
+	// Copies are counted on the one arrival, not multiplied: one audit
+	// row for the reason, 49 on the counter.
+	if n := f.count(`SELECT count(*) FROM agent.provider_inbox WHERE delivery_id = $1 AND status = 'applied'`, d.deliveryID); n != 1 {
+		t.Errorf("%d applied arrivals, want one", n)
+	}
+	if n := f.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`); n != 1 {
+		t.Errorf("%d duplicate drops recorded, want 1", n)
+	}
+	if n := f.count(`SELECT c.duplicates FROM agent.provider_inbox_copies c JOIN agent.provider_inbox i ON i.id = c.inbox_id
+		WHERE i.delivery_id = $1`, d.deliveryID); n != 49 {
+		t.Errorf("%d copies counted on the arrival, want 49", n)
 	}
 	if got := f.obs.counts(); len(got) != 1 || got[acme+"/duplicate"] != 49 {
 		t.Errorf("observer counted %v, want 49 acme/duplicate", got)
 	}
 }
 
-func TestCallbackRedeliveryAfterACrashReclaimsAfterTheLease(t *testing.T) {
+func TestCallbackRedeliveryAfterACrashIsAppliedOnceByTheApplier(t *testing.T) {
 	t.Parallel()
 	f := newCallbackFixture(t)
 	d := delivery{jobID: pathOf(f.job), deliveryID: "d-crash",
 		body: callbackBody(f.job.ProviderJobID, "succeeded", map[string]any{"rows": 4})}
-	// A handler claimed the delivery, then crashed before it completed.
+	// A handler claimed the delivery, then crashed before it completed;
+	// the delivery itself is stored (answered queued: its apply met the
+	// crashed handler's live claim).
 	out, err := f.plane.Claim(context.Background(), f.org, providerjobs.Scope(acme), d.deliveryID,
 		providerjobs.RequestHash(d.body), idempotency.WebhookLease)
 	if err != nil || out.Kind != idempotency.KindClaimed {
 		t.Fatalf("Claim = %v, %v; want claimed", out.Kind, err)
 	}
+	if status, _ := f.callback(d).answer(t); status != "queued" {
+		t.Fatalf("the delivery was not queued")
+	}
 
-	// Inside its lease the crashed handler cannot be told from a slow one.
+	// Inside its lease the crashed handler cannot be told from a slow one:
+	// a redelivery is a copy of the stored arrival, acknowledged.
 	f.clk.advance(idempotency.WebhookLease - time.Second)
 	before := f.jobState(f.job.ID)
 	f.wantDropped(t, f.callback(d), d, "duplicate", before)
 
-	// After the lease it is presumed dead, and the redelivery takes over.
+	// After the lease it is presumed dead, and the applier (of any
+	// replica: here a second service on the same database) takes over.
 	f.clk.advance(2 * time.Second)
-	if status, _ := f.callback(d).answer(t); status != "accepted" {
-		t.Fatalf("the redelivery after the lease was not accepted")
+	applier := providerjobs.New(f.pool, f.plane, providerjobs.Config{Now: f.clk.now})
+	if rep, err := applier.ApplyPending(context.Background(), 10); err != nil || rep.Applied != 1 {
+		t.Fatalf("ApplyPending after the lease = %+v, %v; want one applied", rep, err)
 	}
 	if got := f.jobState(f.job.ID); got != (jobState{"succeeded", `{"rows": 4}`, 2}) {
 		t.Errorf("job = %+v, want succeeded, applied once (version 2)", got)
@@ -783,10 +806,12 @@ func TestCallbackRedeliveryAfterACrashReclaimsAfterTheLease(t *testing.T) {
 	if ok, err := f.plane.Complete(context.Background(), out.Claim, idempotency.Completion{Response: json.RawMessage(`{"stale":true}`)}); ok || err != nil {
 		t.Errorf("the crashed handler's Complete = %v, %v; want false, nil", ok, err)
 	}
-	// And one more redelivery is a duplicate again.
-	f.callback(d).answer(t)
-	if n := f.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`); n != 2 {
-		t.Errorf("%d duplicate drops, want 2 (inside the lease, after completion)", n)
+	// And one more redelivery is a duplicate again, counted on the arrival.
+	if status, reason := f.callback(d).answer(t); status != "dropped" || reason != "duplicate" {
+		t.Errorf("the last redelivery = %s %s, want dropped duplicate", status, reason)
+	}
+	if n := f.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`); n != 1 {
+		t.Errorf("%d duplicate drops, want 1: the first copy; the next is counted on the arrival", n)
 	}
 	if got := f.jobState(f.job.ID); got.version != 2 {
 		t.Errorf("job version = %d, want 2", got.version)

@@ -31,7 +31,13 @@ type Metrics struct {
 	reclaims   *prometheus.CounterVec
 	fencesLost *prometheus.CounterVec
 
-	webhookDrops *prometheus.CounterVec
+	webhookDrops  *prometheus.CounterVec
+	auditFailures *prometheus.CounterVec
+
+	inboxPending prometheus.Gauge
+	inboxLag     prometheus.Gauge
+	inboxApplied *prometheus.CounterVec
+	inboxCopies  *prometheus.CounterVec
 
 	sweptRead    *prometheus.CounterVec
 	sweptDeleted *prometheus.CounterVec
@@ -70,6 +76,26 @@ func NewMetrics() *Metrics {
 			Namespace: namespace, Name: "webhook_drops_total",
 			Help: "Provider callbacks dropped, by provider and reason.",
 		}, []string{"provider", "reason"}),
+		auditFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "webhook_drop_audit_failures_total",
+			Help: "Drops of provider callbacks the audit (agent.webhook_drops) failed to record, by provider and reason; the deliveries were acknowledged all the same.",
+		}, []string{"provider", "reason"}),
+		inboxPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "inbox", Name: "pending",
+			Help: "Provider deliveries stored in the inbox and not yet applied or dropped, read by the applier at each poll.",
+		}),
+		inboxLag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "inbox", Name: "lag_seconds",
+			Help: "Age of the oldest pending delivery in the inbox (0 when none), by the database clock: the applier's lag.",
+		}),
+		inboxApplied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "inbox", Name: "applied_total",
+			Help: "Provider deliveries applied from the inbox, by provider and by whom (handler: right after landing; applier: after the handler's lease passed).",
+		}, []string{"provider", "by"}),
+		inboxCopies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "inbox", Name: "copies_total",
+			Help: "Copies of deliveries stored in the inbox already, by provider and the reason each was dropped for (duplicate, hash_mismatch, path_mismatch).",
+		}, []string{"provider", "reason"}),
 		sweptRead: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "sweeper", Name: "rows_read_total",
 			Help: "Expired rows the sweeper read, by table.",
@@ -93,7 +119,8 @@ func NewMetrics() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.httpRequests, m.httpDuration,
 		m.claims, m.reclaims, m.fencesLost,
-		m.webhookDrops,
+		m.webhookDrops, m.auditFailures,
+		m.inboxPending, m.inboxLag, m.inboxApplied, m.inboxCopies,
 		m.sweptRead, m.sweptDeleted, m.sweepPass,
 		m.sweepFull,
 	)
@@ -143,6 +170,27 @@ func (m *Metrics) ObserveFenceLost(scope, op string) {
 // ObserveDrop implements providerjobs.Observer.
 func (m *Metrics) ObserveDrop(provider, reason string) {
 	m.webhookDrops.WithLabelValues(provider, reason).Inc()
+}
+
+// ObserveApplied implements providerjobs.InboxObserver.
+func (m *Metrics) ObserveApplied(provider, by string) {
+	m.inboxApplied.WithLabelValues(provider, by).Inc()
+}
+
+// ObserveCopy implements providerjobs.InboxObserver.
+func (m *Metrics) ObserveCopy(provider, reason string) {
+	m.inboxCopies.WithLabelValues(provider, reason).Inc()
+}
+
+// ObserveAuditFailure implements providerjobs.InboxObserver.
+func (m *Metrics) ObserveAuditFailure(provider, reason string) {
+	m.auditFailures.WithLabelValues(provider, reason).Inc()
+}
+
+// ObserveInbox implements providerjobs.InboxObserver.
+func (m *Metrics) ObserveInbox(pending int64, oldest time.Duration) {
+	m.inboxPending.Set(float64(pending))
+	m.inboxLag.Set(oldest.Seconds())
 }
 
 // ObservePass implements sweeper.Observer.

@@ -392,3 +392,30 @@ func TestLogHandlerAddsTheRequestAndTraceIDs(t *testing.T) {
 		t.Errorf("traced line = %v, want the request, trace and span ids", m)
 	}
 }
+
+func TestMetricsCountTheInbox(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics()
+	var _ providerjobs.InboxObserver = m
+	m.ObserveApplied("acme", providerjobs.ByHandler)
+	m.ObserveApplied("acme", providerjobs.ByApplier)
+	m.ObserveApplied("acme", providerjobs.ByApplier)
+	m.ObserveCopy("acme", "duplicate")
+	m.ObserveCopy("acme", "path_mismatch")
+	m.ObserveAuditFailure("acme", "duplicate")
+	m.ObserveInbox(7, 1500*time.Millisecond)
+	page := scrape(t, m)
+	for _, line := range []string{
+		`searchd_inbox_applied_total{by="handler",provider="acme"} 1`,
+		`searchd_inbox_applied_total{by="applier",provider="acme"} 2`,
+		`searchd_inbox_copies_total{provider="acme",reason="duplicate"} 1`,
+		`searchd_inbox_copies_total{provider="acme",reason="path_mismatch"} 1`,
+		`searchd_webhook_drop_audit_failures_total{provider="acme",reason="duplicate"} 1`,
+		`searchd_inbox_pending 7`,
+		`searchd_inbox_lag_seconds 1.5`,
+	} {
+		if !strings.Contains(page, line+"\n") {
+			t.Errorf("metrics page lacks %q", line)
+		}
+	}
+}
