@@ -146,3 +146,27 @@ const resolutionExpiredDelete = `
 DELETE FROM agent.tool_call_resolutions r
 WHERE r.ctid = ANY($2::tid[])
 	AND r.retain_until <= coalesce($1::timestamptz, now())`
+
+// inboxExpiredRead selects finished arrivals of the provider inbox received
+// longer ago than their retention ($3, µs: the drop audit's), oldest first,
+// on provider_inbox_received_at_idx. A pending arrival is never swept: it
+// is a delivery that was acknowledged and not yet applied, and deleting it
+// would lose it; the inbox's lag gauge shows one that stays. SKIP LOCKED
+// passes over an arrival being applied or counted right now. Its copies go
+// with it (ON DELETE CASCADE). $1 now, $2 bound, $3 retention µs.
+const inboxExpiredRead = `
+SELECT i.id, i.ctid
+FROM agent.provider_inbox i
+WHERE i.received_at <= coalesce($1::timestamptz, now()) - $3::bigint * interval '1 microsecond'
+	AND i.status <> 'pending'
+ORDER BY i.received_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED`
+
+// inboxExpiredDelete deletes the arrivals at the ctids $2 still past their
+// retention and finished. $1 now, $2 ctids, $3 retention µs.
+const inboxExpiredDelete = `
+DELETE FROM agent.provider_inbox i
+WHERE i.ctid = ANY($2::tid[])
+	AND i.received_at <= coalesce($1::timestamptz, now()) - $3::bigint * interval '1 microsecond'
+	AND i.status <> 'pending'`

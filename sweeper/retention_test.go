@@ -333,3 +333,62 @@ VALUES ($1, $2, 'tool.email.send', $3, $1, 'retry', 'ada@ops', 'checked', '{"ok"
 		t.Errorf("resolutions left = %q, want %q", left, want)
 	}
 }
+
+// TestInboxRetention: a finished arrival of the provider inbox is kept as
+// long as the drop audit (providerjobs.DropRetention after it was
+// received) and goes after it with its copies; a pending arrival, a
+// delivery acknowledged and not yet applied, is never swept.
+func TestInboxRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := b.clock.Now()
+	arrival := func(deliveryID, status string, received time.Time) {
+		t.Helper()
+		id := uuid.New()
+		var reason, finished any
+		if status != "pending" {
+			finished = received
+		}
+		if status == "dropped" {
+			reason = "unknown_job"
+		}
+		_, err := b.db.Exec(b.ctx, `
+INSERT INTO agent.provider_inbox
+	(id, provider, delivery_id, path_job_id, request_hash, body_job_id, body_status,
+	 received_at, status, reason, finished_at, lease_expires_at)
+VALUES ($1, 'acme', $2, 'job', repeat('0', 64), 'j', 'running', $3, $4, $5, $6, $3)`,
+			id, deliveryID, received, status, reason, finished)
+		if err == nil {
+			_, err = b.db.Exec(b.ctx, `INSERT INTO agent.provider_inbox_copies (inbox_id, duplicates, first_copy_at, last_copy_at)
+				VALUES ($1, 3, $2, $2)`, id, received)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := now.Add(-providerjobs.DropRetention - day)
+	arrival("applied-old", "applied", old)
+	arrival("dropped-at-retention", "dropped", now.Add(-providerjobs.DropRetention))
+	arrival("pending-old", "pending", old)
+	arrival("applied-inside", "applied", now.Add(-providerjobs.DropRetention+time.Microsecond))
+
+	rep := b.runOnce(t, b.sweeper(t, Config{}))
+	if r := rep.Inbox; r.Table != TableInbox || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
+		t.Errorf("inbox report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
+	}
+	rows, err := b.db.Query(b.ctx, `SELECT delivery_id FROM agent.provider_inbox ORDER BY delivery_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"applied-inside", "pending-old"}; !slices.Equal(left, want) {
+		t.Errorf("arrivals left = %q, want %q", left, want)
+	}
+	var copies int
+	if err := b.db.QueryRow(b.ctx, `SELECT count(*) FROM agent.provider_inbox_copies`).Scan(&copies); err != nil || copies != 2 {
+		t.Errorf("copies rows left = %d, %v; want 2: they go with their arrival", copies, err)
+	}
+}

@@ -26,6 +26,7 @@ const (
 	// TableResolutions holds the resolutions of uncertain tool calls,
 	// kept tools.ResolutionRetention.
 	TableResolutions = "agent.tool_call_resolutions"
+	TableInbox       = "agent.provider_inbox"
 )
 
 // SnapshotMinAge is how old a snapshot must be before it may be deleted: the
@@ -44,7 +45,8 @@ type DB interface {
 
 // TableReport is what one run did to one table.
 type TableReport struct {
-	// Table is TableClaims, TableRuns, TableSnapshots or TableDrops.
+	// Table is TableClaims, TableRuns, TableSnapshots, TableDrops or
+	// TableInbox.
 	Table string
 	// Read is the number of rows the passes selected as past retention.
 	Read int
@@ -76,18 +78,20 @@ type Report struct {
 	Drops     TableReport
 	// Resolutions is the report of TableResolutions.
 	Resolutions TableReport
+	Inbox       TableReport
 	// Duration is the time the whole run took.
 	Duration time.Duration
 }
 
 // Tables returns the table reports in the order the run swept them.
 func (r Report) Tables() []TableReport {
-	return []TableReport{r.Claims, r.Runs, r.Snapshots, r.Drops, r.Resolutions}
+	return []TableReport{r.Claims, r.Runs, r.Snapshots, r.Drops, r.Resolutions, r.Inbox}
 }
 
 // Backlog reports whether any table was left with a backlog.
 func (r Report) Backlog() bool {
-	return r.Claims.Backlog || r.Runs.Backlog || r.Snapshots.Backlog || r.Drops.Backlog || r.Resolutions.Backlog
+	return r.Claims.Backlog || r.Runs.Backlog || r.Snapshots.Backlog || r.Drops.Backlog || r.Resolutions.Backlog ||
+		r.Inbox.Backlog
 }
 
 // target is one table's pair of statements. Reads take ($1 now, $2 bound,
@@ -125,6 +129,12 @@ var targets = []target{
 		table: TableResolutions, read: resolutionExpiredRead, delete: resolutionExpiredDelete,
 		report: func(r *Report) *TableReport { return &r.Resolutions },
 	},
+	{
+		// Kept as long as the drop audit, which may name its deliveries.
+		table: TableInbox, read: inboxExpiredRead, delete: inboxExpiredDelete,
+		extra:  []any{providerjobs.DropRetention.Microseconds()},
+		report: func(r *Report) *TableReport { return &r.Inbox },
+	},
 }
 
 // Sweeper deletes rows past their retention in bounded passes. It is safe for
@@ -150,7 +160,8 @@ func New(db DB, cfg Config) (*Sweeper, error) {
 func (s *Sweeper) Config() Config { return s.cfg }
 
 // RunOnce sweeps each table once: claims, then Runs, then snapshots, then
-// dropped deliveries, then resolutions of uncertain tool calls, each
+// dropped deliveries, then resolutions of uncertain tool calls, then the
+// inbox's finished arrivals, each
 // until a pass reads less than Bound or MaxPasses passes have run, resting
 // between passes as Duty asks. It logs a summary per table, and a warning
 // for every table it leaves with a backlog.

@@ -61,8 +61,8 @@ commands:
   claims    show or force-release one claim: searchd claims show|release --org UUID
             --scope S --key K [--json | --reason TEXT]; or resolve an uncertain tool
             call: searchd claims resolve ... --as delivered|retry --actor WHO --reason TEXT
-  sweep     delete the claims, Runs, snapshots, dropped deliveries and resolutions
-            past their retention, once, in bounded passes, and print the counts (for cron or
+  sweep     delete the claims, Runs, snapshots, dropped deliveries, resolutions and inbox
+            arrivals past their retention, once, in bounded passes, and print the counts (for cron or
             a Kubernetes CronJob; serve also sweeps, every SEARCHD_SWEEP_INTERVAL)
   help      print this text
 

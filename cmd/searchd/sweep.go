@@ -255,7 +255,7 @@ func logSweepReport(ctx context.Context, logger *slog.Logger, rep sweeper.Report
 		name string
 		tr   sweeper.TableReport
 	}{{"claims", rep.Claims}, {"runs", rep.Runs}, {"snapshots", rep.Snapshots}, {"drops", rep.Drops},
-		{"resolutions", rep.Resolutions}} {
+		{"resolutions", rep.Resolutions}, {"inbox", rep.Inbox}} {
 		tr := t.tr
 		attrs = append(attrs, slog.Group(t.name,
 			slog.String("table", tr.Table), slog.Int("read", tr.Read), slog.Int("deleted", tr.Deleted),
