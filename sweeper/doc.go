@@ -22,6 +22,10 @@
 //     than providerjobs.DropRetention (30 days). The drop audit is written
 //     once and never read by the service, only by people: it is kept as
 //     long as any claim its delivery could be compared with.
+//   - agent.provider_inbox: a finished (applied or dropped) arrival of a
+//     provider delivery received longer ago than the same 30 days, with its
+//     copy counters. A pending arrival is never swept: it was acknowledged
+//     and is not applied yet.
 //
 // Bounded passes. A pass reads at most Bound rows of one table, oldest first
 // (the read count), then deletes those it read that are still past their
