@@ -481,3 +481,52 @@ func (s *Service) ArrivalCopies(ctx context.Context, id uuid.UUID) (Copies, erro
 	}
 	return c, nil
 }
+
+// ListArrivalsParams filter [Service.ListArrivals].
+type ListArrivalsParams struct {
+	// Provider and Status, when set, keep the arrivals that have them.
+	Provider string
+	Status   InboxStatus
+	// Limit is the most arrivals returned, 1 to 1000. Default 50.
+	Limit int
+}
+
+// ListArrivals returns arrivals newest first. It returns an error wrapping
+// [ErrInvalid] for a limit out of range or an unknown status, before any
+// SQL runs.
+func (s *Service) ListArrivals(ctx context.Context, p ListArrivalsParams) ([]InboxEntry, error) {
+	if p.Limit == 0 {
+		p.Limit = 50
+	}
+	if p.Limit < 1 || p.Limit > 1000 {
+		return nil, fmt.Errorf("%w: limit %d: must be 1 to 1000", ErrInvalid, p.Limit)
+	}
+	var provider, status any
+	if p.Provider != "" {
+		provider = p.Provider
+	}
+	switch p.Status {
+	case "":
+	case InboxPending, InboxApplied, InboxDropped:
+		status = string(p.Status)
+	default:
+		return nil, fmt.Errorf("%w: status %q: must be pending, applied or dropped", ErrInvalid, p.Status)
+	}
+	rows, err := s.db.Query(ctx, inboxList, provider, status, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("providerjobs: list the inbox: %w", err)
+	}
+	defer rows.Close()
+	var out []InboxEntry
+	for rows.Next() {
+		e, err := scanEntry(rows)
+		if err != nil {
+			return nil, fmt.Errorf("providerjobs: list the inbox: %w", err)
+		}
+		out = append(out, *e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("providerjobs: list the inbox: %w", err)
+	}
+	return out, nil
+}

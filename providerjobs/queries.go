@@ -192,3 +192,12 @@ const inboxCopies = `
 SELECT coalesce(c.duplicates, 0), coalesce(c.hash_mismatches, 0), coalesce(c.path_mismatches, 0), c.last_copy_at
 FROM (SELECT) AS one
 LEFT JOIN agent.provider_inbox_copies c ON c.inbox_id = $1`
+
+// inboxList reads arrivals newest first, optionally of one provider ($1,
+// NULL for all) and one status ($2, NULL for all), at most $3.
+const inboxList = `
+SELECT ` + inboxColumns + `
+FROM agent.provider_inbox i
+WHERE ($1::text IS NULL OR i.provider = $1) AND ($2::text IS NULL OR i.status = $2)
+ORDER BY i.received_at DESC, i.id DESC
+LIMIT $3`

@@ -95,6 +95,12 @@ type serverConfig struct {
 	// zero runs no sweeper (rather than the sweeper's default hour), for
 	// a deployment that runs searchd sweep from an outside scheduler.
 	Sweep sweeper.Config
+	// Inbox configures the provider inbox's lease and its applier, and
+	// Session the server-side bounds of every session (inboxsettings.go).
+	Inbox   inboxConfig
+	Session sessionBounds
+	// wake, set by runServer, wakes this process's applier.
+	wake func()
 }
 
 // setting is one configuration value and where it came from, so a message
@@ -216,6 +222,9 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 	var sweepProblems []string
 	cfg.Sweep, sweepProblems = readSweepSettings(fs, getenv, true)
 	problems = append(problems, sweepProblems...)
+	var inboxProblems []string
+	cfg.Inbox, cfg.Session, inboxProblems = readInboxSettings(fs, getenv)
+	problems = append(problems, inboxProblems...)
 
 	// Environment only: a flag would show the secrets in the process list.
 	providers := setting{name: EnvProviderSecrets, value: getenv(EnvProviderSecrets)}

@@ -27,6 +27,11 @@ func openPool(ctx context.Context, cfg serverConfig, prepare ...func(*pgxpool.Co
 		pc.MaxConns = cfg.DBMaxConns
 		pc.MinConns = min(pc.MinConns, pc.MaxConns)
 	}
+	// Server-side bounds on every session, so a replica stopped inside a
+	// transaction loses its locks within seconds (see inboxsettings.go).
+	for k, v := range cfg.Session.runtimeParams() {
+		pc.ConnConfig.RuntimeParams[k] = v
+	}
 	for _, p := range prepare {
 		p(pc)
 	}

@@ -13,6 +13,7 @@
 //	searchd claims resolve --org UUID --scope tool.N --key K --as delivered|retry --actor A --reason R
 //	                                      resolve an uncertain tool call
 //	searchd sweep                         delete what is past its retention, once
+//	searchd inbox show|list               inspect the provider inbox
 //
 // Configuration comes from the environment, and from flags that win over
 // it, but for secrets, which are read from the environment alone; see
@@ -64,6 +65,8 @@ commands:
   sweep     delete the claims, Runs, snapshots, dropped deliveries, resolutions and inbox
             arrivals past their retention, once, in bounded passes, and print the counts (for cron or
             a Kubernetes CronJob; serve also sweeps, every SEARCHD_SWEEP_INTERVAL)
+  inbox     inspect the provider inbox: searchd inbox show --provider P --delivery-id ID
+            [--json], or searchd inbox list [--provider P] [--status S] [--limit N] [--json]
   help      print this text
 
 Every setting has a flag, which wins, and an environment variable; secrets
@@ -87,6 +90,11 @@ environment:
                           a larger bound is refused, never clamped
   SEARCHD_SWEEP_MAX_PASSES
                           most passes a sweep makes on a table (default 10)
+  SEARCHD_WEBHOOK_LEASE   lease of a provider delivery before another replica applies it (default 30s)
+  SEARCHD_APPLIER_INTERVAL, SEARCHD_APPLIER_BATCH
+                          polls of the inbox applier (default 1s, 100; 0s: none)
+  SEARCHD_DB_IDLE_IN_TRANSACTION_TIMEOUT, SEARCHD_DB_LOCK_TIMEOUT, SEARCHD_DB_STATEMENT_TIMEOUT
+                          server-side bounds of every session (default 5s, 10s, 30s; 0s: none)
   SEARCHD_LOG_LEVEL       debug, info, warn or error (default info)
   SEARCHD_LOG_FORMAT      json or text (default json; dev: text)
   SEARCHD_PROVIDER_SECRETS
@@ -118,6 +126,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.claims(ctx, rest)
 	case "sweep":
 		err = a.sweep(ctx, rest)
+	case "inbox":
+		err = a.inbox(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(a.stdout, usage)
 		return 0

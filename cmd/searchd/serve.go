@@ -18,7 +18,6 @@ import (
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/migrations"
-	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -100,6 +99,15 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 		return err
 	}
 	defer stopSweeper()
+	wake := make(chan struct{}, 1)
+	cfg.wake = func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	stopApplier := startApplier(ctx, pool, cfg, logger, obs, wake)
+	defer stopApplier()
 	srv, err := newAPI(pool, cfg, logger, hub, obs)
 	if err != nil {
 		_ = ln.Close()
@@ -120,7 +128,7 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 		obs.metrics = telemetry.NewMetrics()
 		_ = obs.metrics.WatchPool(pool) // a fresh registry: it cannot collide
 	}
-	plane := idempotency.NewService(pool, idempotency.Config{Observer: obs.metrics})
+	plane := newPlane(pool, obs)
 	startCfg := admission.Config{Hub: hub, Lease: cfg.SavedSearchLease}
 	if err := startCfg.Validate(); err != nil {
 		return nil, err
@@ -135,7 +143,7 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 		Snapshots:       snapshot.NewStore(pool),
 		Runs:            runs.NewStore(pool, runs.Config{}),
 		Starter:         admission.NewStarter(pool, plane, startCfg),
-		ProviderJobs:    providerjobs.New(pool, plane, providerjobs.Config{Observer: obs.metrics}),
+		ProviderJobs:    newProviderJobs(pool, plane, cfg, logger, obs),
 		ProviderSecrets: cfg.ProviderSecrets,
 		JWTSecret:       []byte(cfg.JWTSecret),
 		Logger:          logger,

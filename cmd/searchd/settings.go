@@ -103,6 +103,7 @@ func serverOptions(dev bool) []option {
 		optSweepJitter,
 	}
 	opts = append(opts, sweepBoundOptions()...)
+	opts = append(opts, inboxOptions()...)
 	opts = append(opts, optLogLevel, format)
 	if dev {
 		opts = append(opts,
