@@ -163,6 +163,9 @@ func setup(t *testing.T, cfg config) *harness {
 	if _, err := h.db.Exec(ctx, holdCompletionSQL); err != nil {
 		t.Fatalf("installing the commit-probe trigger: %v", err)
 	}
+	if _, err := h.db.Exec(ctx, holdInsertSQL); err != nil {
+		t.Fatalf("installing the cut-probe triggers: %v", err)
+	}
 	if h.proxy, err = newFaultProxy(h.pg.TCPAddr()); err != nil {
 		t.Fatal(err)
 	}
@@ -231,6 +234,12 @@ func TestFaults(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			defer h.heal(t)
 			summaries = append(summaries, runScenario(t, h, sc))
+		})
+	}
+	for _, sc := range inboxScenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			defer h.heal(t)
+			summaries = append(summaries, runInboxScenario(t, h, sc))
 		})
 	}
 	for _, s := range summaries {

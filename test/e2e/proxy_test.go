@@ -18,6 +18,7 @@ type faultProxy struct {
 	target string
 
 	latency atomic.Int64 // nanoseconds added before each chunk is passed on
+	swallow atomic.Bool  // drop what the server sends, until the next Cut
 	cuts    atomic.Int64 // connections reset by Cut
 	accepts atomic.Int64
 
@@ -45,8 +46,14 @@ func (p *faultProxy) Addr() string { return p.ln.Addr().String() }
 // SetLatency sets the delay added to every chunk, each way; 0 for none.
 func (p *faultProxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
 
+// Swallow makes the proxy drop everything the server sends to the
+// replicas, until the next Cut: a statement sent now runs, and commits, but
+// its reply is lost, as in a network that fails right after the commit.
+func (p *faultProxy) Swallow() { p.swallow.Store(true) }
+
 // Cut resets every live connection and returns how many it cut.
 func (p *faultProxy) Cut() int {
+	defer p.swallow.Store(false)
 	p.mu.Lock()
 	cs := make([]*proxyConn, 0, len(p.conns))
 	for c := range p.conns {
@@ -103,17 +110,18 @@ func (p *faultProxy) forward(client net.Conn) {
 
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.pipe(server, client) }()
-	go func() { defer wg.Done(); p.pipe(client, server) }()
+	go func() { defer wg.Done(); p.pipe(server, client, false) }()
+	go func() { defer wg.Done(); p.pipe(client, server, true) }()
 	wg.Wait()
 	p.mu.Lock()
 	delete(p.conns, pc)
 	p.mu.Unlock()
 }
 
-// pipe copies from src to dst, delaying each chunk by the latency, until
-// either side fails; then it closes both, so the other direction ends too.
-func (p *faultProxy) pipe(dst, src net.Conn) {
+// pipe copies from src to dst, delaying each chunk by the latency (and
+// dropping it while swallowing, toward the client), until either side
+// fails; then it closes both, so the other direction ends too.
+func (p *faultProxy) pipe(dst, src net.Conn, toClient bool) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
@@ -122,6 +130,9 @@ func (p *faultProxy) pipe(dst, src net.Conn) {
 		if n > 0 {
 			if d := time.Duration(p.latency.Load()); d > 0 {
 				time.Sleep(d)
+			}
+			if toClient && p.swallow.Load() {
+				continue
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return

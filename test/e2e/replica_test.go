@@ -22,6 +22,14 @@ import (
 // jwtSecret signs the tokens every replica accepts.
 const jwtSecret = "e2e-fault-suite-secret-e2e-fault-suite-secret"
 
+// providerSecret signs the callbacks of the suite's provider, acme.
+const providerSecret = "e2e-provider-secret-acme"
+
+// idleBound is the replicas' SEARCHD_DB_IDLE_IN_TRANSACTION_TIMEOUT: a
+// replica stopped inside a transaction loses its session, and its locks,
+// this long after its last statement.
+const idleBound = 2 * time.Second
+
 // buildSearchd builds ./cmd/searchd into dir, with the race detector when
 // race is set, and returns the binary's path.
 func buildSearchd(ctx context.Context, dir string, race bool) (string, error) {
@@ -95,6 +103,11 @@ func (r *replica) Start(ctx context.Context) error {
 		"SEARCHD_JWT_SECRET=" + jwtSecret,
 		"SEARCHD_SHUTDOWN_GRACE=1s",
 		"SEARCHD_SAVED_SEARCH_LEASE=" + r.lease.String(),
+		// The provider inbox: a delivery's lease is the suite's lease, so
+		// the applier takes over a stalled replica's within seconds.
+		"SEARCHD_PROVIDER_SECRETS=acme=" + providerSecret,
+		"SEARCHD_WEBHOOK_LEASE=" + r.lease.String(),
+		"SEARCHD_DB_IDLE_IN_TRANSACTION_TIMEOUT=" + idleBound.String(),
 		"SEARCHD_LOG_FORMAT=text",
 		// warn: the 503s with their cause and every 500, not the access log.
 		"SEARCHD_LOG_LEVEL=warn",
