@@ -249,6 +249,7 @@ func isUnavailable(err error) bool {
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
 			strings.HasPrefix(pgErr.Code, "57"), // operator intervention: shutdown, cancel, timeout
+			pgErr.Code == "25P03",               // idle_in_transaction_session_timeout: the session was ended
 			pgErr.Code == "40001",               // serialization_failure
 			pgErr.Code == "40P01",               // deadlock_detected
 			pgErr.Code == "55P03":               // lock_not_available

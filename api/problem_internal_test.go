@@ -38,6 +38,7 @@ func TestProblemForMapsEveryDomainOutcome(t *testing.T) {
 		{"plane refuses a key", wrap(&idempotency.InputError{Field: "key", Reason: "x"}), 400, CodeInvalidIdempotencyKey, 0},
 		{"domain refuses input", domainInvalid, 400, CodeValidationFailed, 0},
 		{"connection refused", wrap(&pgconn.ConnectError{}), 503, CodeUnavailable, unavailableRetryAfter},
+		{"session ended idle in its transaction", wrap(&pgconn.PgError{Severity: "FATAL", Code: "25P03"}), 503, CodeUnavailable, unavailableRetryAfter},
 		{"server shutting down", wrap(&pgconn.PgError{Code: "57P01"}), 503, CodeUnavailable, unavailableRetryAfter},
 		{"serialization failure", &pgconn.PgError{Code: "40001"}, 503, CodeUnavailable, unavailableRetryAfter},
 		{"timeout", wrap(context.DeadlineExceeded), 503, CodeUnavailable, unavailableRetryAfter},

@@ -422,7 +422,7 @@ func (s *Service) Release(ctx context.Context, claim *Claim) (bool, error) {
 	if claim == nil {
 		return false, &InputError{Field: "claim", Reason: "is nil; only a claimed outcome can be released"}
 	}
-	ok, err := s.releaseRetrying(ctx, claim.ID, claim.LeaseToken)
+	ok, err := s.releaseRetrying(ctx, claim.ID, claim.LeaseToken, releaseAttempts)
 	if err == nil && !ok {
 		s.observer.ObserveFenceLost(claim.Scope, "release")
 	}
@@ -434,12 +434,12 @@ func (s *Service) Release(ctx context.Context, claim *Claim) (bool, error) {
 // The delete is fenced and idempotent (a second one finds nothing to
 // delete), so a transport failure is retried: a release that fails once
 // would leave the key blocked for a whole lease.
-func (s *Service) releaseRetrying(ctx context.Context, id, token uuid.UUID) (ok bool, err error) {
-	for attempt := range releaseAttempts {
+func (s *Service) releaseRetrying(ctx context.Context, id, token uuid.UUID, attempts int) (ok bool, err error) {
+	for attempt := range attempts {
 		if ok, err = s.repo.Release(ctx, id, token); !retryableTransport(err) {
 			break
 		}
-		if attempt+1 < releaseAttempts && sleep(ctx, time.Duration(attempt+1)*50*time.Millisecond) != nil {
+		if attempt+1 < attempts && sleep(ctx, min(time.Duration(attempt+1)*50*time.Millisecond, 500*time.Millisecond)) != nil {
 			break
 		}
 	}
@@ -468,14 +468,21 @@ func (s *Service) releaseOrphan(ctx context.Context, id, token uuid.UUID, cause 
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.orphanReleaseTimeout)
 	defer cancel()
-	if _, err := s.releaseRetrying(rctx, id, token); err != nil {
+	// More attempts than a Release: the failure that lost the reply (a cut
+	// network, a restarted server) has usually taken every idle connection
+	// of the pool with it, and each attempt may draw one that is dead.
+	if _, err := s.releaseRetrying(rctx, id, token, orphanReleaseAttempts); err != nil {
 		return errors.Join(cause, fmt.Errorf("idempotency: release the claim the failed statement may have written: %w", err))
 	}
 	return cause
 }
 
-// releaseAttempts bounds the attempts of one Release.
-const releaseAttempts = 3
+// releaseAttempts bounds the attempts of one Release, and
+// orphanReleaseAttempts those of the release after a lost reply.
+const (
+	releaseAttempts       = 3
+	orphanReleaseAttempts = 10
+)
 
 // retryableTransport reports whether err is a failure of the connection
 // rather than an answer of the server: no PostgreSQL error came back.
