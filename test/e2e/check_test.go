@@ -247,7 +247,7 @@ func (s *scenarioRun) verify(ctx context.Context) verdict {
 			v.conflicts++
 		case a.status == http.StatusServiceUnavailable && a.code == "unavailable":
 			v.unavailable++
-			if !isDown(a.at) {
+			if !isDown(a.at) && !s.sessionEnded(a.replica, a.at) {
 				fail("key %s: %s answered 503 unavailable at %s, while the database was up",
 					a.key, a.replica, a.at.Format("15:04:05.000"))
 			}

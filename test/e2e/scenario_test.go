@@ -86,12 +86,29 @@ type scenarioRun struct {
 	// wedged maps each probe key to the lease token of the replica the
 	// harness broke while it held the claim: another must have taken it.
 	wedged map[string]string
+	// ended holds, per replica, the windows in which PostgreSQL had ended
+	// its sessions (idle in a transaction while it was stopped): its 503s
+	// then are the answer of a replica whose transaction the server ended.
+	ended map[string][]window
+}
+
+// sessionEnded reports whether replica's sessions had been ended by the
+// server at at.
+func (s *scenarioRun) sessionEnded(replica string, at time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.ended[replica] {
+		if !at.Before(w.from) && !at.After(w.to) {
+			return true
+		}
+	}
+	return false
 }
 
 // newScenarioRun makes the scenario's organization and its saved searches.
 func newScenarioRun(ctx context.Context, t *testing.T, h *harness, name string) (*scenarioRun, error) {
 	s := &scenarioRun{t: t, h: h, name: name, org: uuid.New(), rec: &recorder{}, keys: map[string]keySpec{},
-		wedged: map[string]string{}}
+		wedged: map[string]string{}, ended: map[string][]window{}}
 	var err error
 	if s.token, err = api.SignToken([]byte(jwtSecret), s.org, "e2e-"+name, time.Now(), 24*time.Hour); err != nil {
 		return nil, err
@@ -480,6 +497,9 @@ func stopReplicaInsideCommit(ctx context.Context, s *scenarioRun, cycle int) err
 	}
 	stoppedFor := time.Since(stopped)
 	tokBefore, _, _ := s.claimState(ctx, w.key)
+	s.mu.Lock()
+	s.ended[victim.name] = append(s.ended[victim.name], window{stopped, time.Now().Add(downMargin)})
+	s.mu.Unlock()
 	if err := victim.Signal(syscall.SIGCONT); err != nil {
 		return err
 	}
