@@ -983,6 +983,27 @@ func TestProviderJobIDsAreScopedToTheOrganization(t *testing.T) {
 		t.Errorf("organization B's squatted registration = %s, want it pending and without A's result", got.body)
 	}
 
+	// The captured delivery, posted unchanged to B's job path (same
+	// provider job id, so its body matches B's registration too): the
+	// delivery id is bound to the path it arrived on, and it is dropped as
+	// path_mismatch, never applied to B (issue 11.4).
+	replay := d
+	replay.jobID = pathOf(&bJob.Job)
+	if status, reason := w.callback(replay).answer(t); status != "dropped" || reason != "path_mismatch" {
+		t.Errorf("A's delivery replayed on B's job path = %s %s, want dropped path_mismatch", status, reason)
+	}
+	got = w.asOther(req{method: http.MethodGet, path: "/v1/provider-jobs/" + bJob.ID.String()})
+	got.decode(t, &bNow)
+	if strings.Contains(string(got.body), "organization A's data") || bNow.Version != 1 {
+		t.Errorf("B's job after the replay = %s, want it untouched", got.body)
+	}
+	var reason, org string
+	if err := w.pool.QueryRow(context.Background(), `SELECT reason, organization_id::text FROM agent.webhook_drops
+		WHERE delivery_id = $1 AND path_job_id = $2`, d.deliveryID, replay.jobID).Scan(&reason, &org); err != nil ||
+		reason != "path_mismatch" || org != w.org.String() {
+		t.Errorf("the replay's drop = %q of %q, %v; want path_mismatch recorded for the delivery's organization", reason, org, err)
+	}
+
 	// A callback on the provider's job id, the old address, finds nothing.
 	d = delivery{jobID: jobID, deliveryID: "d-" + uuid.NewString(), body: body}
 	if status, reason := w.callback(d).answer(t); status != "dropped" || reason != "unknown_job" {
