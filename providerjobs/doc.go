@@ -20,7 +20,23 @@
 // a newer one. The caller authenticates a delivery before it gets here
 // (the HTTP edge checks a signature over the delivery id, its timestamp and
 // the body). [Service.Receive] makes every delivery take effect at most
-// once, through the idempotency plane, and never loses one silently:
+// once, and never loses one it acknowledged, in two stages:
+//
+//  0. It lands the delivery in the inbox (agent.provider_inbox) under its
+//     identity (provider, delivery id), across organizations, with the path
+//     it arrived on, the job and tenant that path resolves to, the body's
+//     parsed content and hash, and commits it before anything is
+//     answered. A delivery whose identity is stored already is a copy: it
+//     drops as [DropDuplicate], [DropHashMismatch] (another body) or
+//     [DropPathMismatch] (another path: a delivery is bound to the path it
+//     first arrived on), is counted on the arrival rather than stored
+//     again, and is answered at once, whatever the arrival's apply is
+//     doing. Then the arrival is applied, right away by the handler that
+//     landed it (the fast path), or later by the applier of any replica
+//     ([Service.RunApplier], [Service.ApplyPending]) once the handler's
+//     lease on it has passed: a handler that crashed, stalled or failed.
+//
+// The apply is what a delivery always went through:
 //
 //  1. It resolves the tenant first. A claim key is scoped to one
 //     organization and a callback names none, only (provider, job id), so
@@ -30,28 +46,31 @@
 //     than the job's drops as [DropJobMismatch].
 //  2. It claims the delivery in scope webhook.<provider>, keyed by the
 //     delivery id, with the hex SHA-256 of the raw body as the request
-//     hash and the plane's webhook lease. A completed or a processing claim
-//     drops as [DropDuplicate]: the effect is done, or in flight in a
-//     healthy worker. A claim for a different body drops as
-//     [DropHashMismatch]: the id already answers for other content, so the
-//     delivery is neither a duplicate nor safe to apply.
-//  3. A claimed delivery is applied and its claim completed in one
-//     transaction. The update is a set-to-value, never an increment: the
-//     job takes the delivery's status and result, except that succeeded and
-//     failed are terminal, so a late or repeated delivery cannot move a job
-//     backwards. If the claim's fence moved on meanwhile, the transaction
-//     rolls back and the delivery drops as a duplicate: another worker owns
-//     it now. Any other failure releases the claim, so the provider's
-//     redelivery runs it.
+//     hash and the delivery's lease ([Config.Lease]). A processing claim
+//     (a live worker) leaves the arrival pending for a later attempt; a
+//     completed one (applied before the inbox existed) drops as
+//     [DropDuplicate]; one for a different body as [DropHashMismatch].
+//  3. A claimed delivery is applied, its claim completed and its arrival
+//     finished in one transaction. The update is a set-to-value, never an
+//     increment: the job takes the delivery's status and result, except
+//     that succeeded and failed are terminal, so a late or repeated
+//     delivery cannot move a job backwards. If the claim's fence moved on
+//     meanwhile, the transaction rolls back: another worker owns it now.
+//     Any other failure releases the claim and leaves the arrival pending,
+//     retried after a backoff.
 //
 // At an HTTP edge a duplicate is not an error. The edge is the outermost
 // frame, and a 5xx would tell the provider that a delivery which was handled
 // failed (some providers disable an endpoint that answers 5xx often). So
-// every ending above is an [Outcome], answered with an acknowledgement; only
-// a database failure is an error, and the provider redelivers after it.
+// every ending after the landing is an [Outcome], answered with an
+// acknowledgement; only a failure to land is an error, and the provider
+// redelivers after it.
 //
-// Every drop is written to agent.webhook_drops with its reason and counted
-// through the [Observer], so the audit and the metrics both see it. The
-// audit keeps a drop for [DropRetention] (30 days) after it was received;
-// the sweeper deletes it then.
+// Every drop is recorded with its reason: on the arrival, and in the drop
+// audit agent.webhook_drops (once per arrival and reason: the next copies
+// are counted on the arrival alone), and counted through the [Observer],
+// so the audit and the metrics both see it. A failed audit write is logged
+// and counted ([InboxObserver]) and never changes the answer. The audit
+// keeps a drop, and the inbox a finished arrival, for [DropRetention] (30
+// days) after it was received; the sweeper deletes them then.
 package providerjobs

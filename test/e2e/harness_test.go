@@ -11,7 +11,13 @@
 // or an advisory lock) so that each fault lands while the replica owns a
 // claim. After each scenario every key is started until it succeeds, and
 // the suite checks, from the database and from every answer a client saw,
-// that each key made exactly one snapshot and one Run.
+// that each key made exactly one snapshot and one Run. The inbox
+// scenarios (inbox_test.go) play a provider instead: signed callbacks with
+// a 2 s timeout, redelivered to healthy replicas until acknowledged, while
+// a replica is stopped inside its apply transactions and killed, the
+// database connection is cut after the inbox or the claim insert commits,
+// or PostgreSQL restarts; every acknowledged delivery must take effect
+// exactly once.
 //
 // The tests are behind the build tag e2e. Run them with
 //
