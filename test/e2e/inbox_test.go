@@ -414,7 +414,7 @@ func restartPostgresMidBurst(ctx context.Context, r *inboxRun) error {
 	for r.sentCount.Load() < int64(len(r.jobs)/3) && ctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
-	from := time.Now()
+	from, sentBefore := time.Now(), r.sentCount.Load()
 	if err := r.h.pg.Crash(); err != nil {
 		return err
 	}
@@ -425,7 +425,8 @@ func restartPostgresMidBurst(ctx context.Context, r *inboxRun) error {
 	r.mu.Lock()
 	r.downs = append(r.downs, window{from, time.Now().Add(downMargin)})
 	r.mu.Unlock()
-	r.note("PostgreSQL immediate restart after %d deliveries, down for %s", r.sentCount.Load(), time.Since(from).Round(time.Millisecond))
+	r.note("PostgreSQL immediate restart after %d of %d deliveries were sent, down for %s (%d sent by then)",
+		sentBefore, len(r.jobs), time.Since(from).Round(time.Millisecond), r.sentCount.Load())
 	return nil
 }
 
