@@ -111,10 +111,14 @@ type cachedToken struct {
 }
 
 // newTokenParser returns the parser every token goes through: HS256 pinned,
-// exp required, judged by now.
+// exp required, judged by now, and every segment in canonical base64url
+// (strict decoding: no padding, and the unused low bits of the last
+// character zero), so one signature has exactly one spelling. The claims
+// are read exactly, by [Claims.UnmarshalJSON].
 func newTokenParser(now func() time.Time) *jwt.Parser {
 	return jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithStrictDecoding(),
 		jwt.WithExpirationRequired(),
 		jwt.WithTimeFunc(now),
 	)
