@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -57,6 +58,17 @@ func pathID(c echo.Context) (uuid.UUID, error) {
 	return id, nil
 }
 
+// Ceilings of list answers, in bytes, as the README and the OpenAPI
+// document state them. Each follows from the bounded fields of its items
+// (names of 200 and queries of 2000 characters, notes of 500, actors of 255
+// bytes, every character escaped at most six bytes wide) times
+// MaxListLimit; a page cannot exceed them, whatever the rows hold.
+const (
+	MaxSavedSearchPageBytes = 3 << 20
+	MaxRunPageBytes         = 1 << 20
+	MaxSnapshotPageBytes    = 512 << 10
+)
+
 // listQuery reads ?limit= (1 to maxLimit; omitted means the store's
 // default, returned as 0) and ?cursor=.
 func listQuery(c echo.Context, maxLimit int) (limit int, cursor string, err error) {
@@ -104,9 +116,9 @@ func (s *Server) listSavedSearches(c echo.Context) error {
 		return err
 	}
 	if items == nil {
-		items = []savedsearch.SavedSearch{}
+		items = []savedsearch.Summary{}
 	}
-	return c.JSON(http.StatusOK, page[savedsearch.SavedSearch]{Items: items, NextCursor: nextCursor(next)})
+	return c.JSON(http.StatusOK, page[savedsearch.Summary]{Items: items, NextCursor: nextCursor(next)})
 }
 
 func (s *Server) getSavedSearch(c echo.Context) error {
@@ -176,7 +188,12 @@ func (s *Server) listSnapshots(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	items, err := s.snapshots.ListBySavedSearch(c.Request().Context(), principal(c).OrganizationID, id)
+	limit, cursor, err := listQuery(c, snapshot.MaxListLimit)
+	if err != nil {
+		return err
+	}
+	items, next, err := s.snapshots.ListBySavedSearch(c.Request().Context(), principal(c).OrganizationID, id,
+		snapshot.ListParams{Limit: limit, Cursor: cursor})
 	if errors.Is(err, snapshot.ErrNotFound) {
 		return savedsearch.ErrNotFound // what is missing is the saved search
 	}
@@ -184,9 +201,9 @@ func (s *Server) listSnapshots(c echo.Context) error {
 		return err
 	}
 	if items == nil {
-		items = []snapshot.Snapshot{}
+		items = []snapshot.ListItem{}
 	}
-	return c.JSON(http.StatusOK, list[snapshot.Snapshot]{Items: items})
+	return c.JSON(http.StatusOK, page[snapshot.ListItem]{Items: items, NextCursor: nextCursor(next)})
 }
 
 func (s *Server) getSnapshot(c echo.Context) error {
@@ -243,6 +260,11 @@ func (s *Server) startSavedSearch(c echo.Context) error {
 	return startAnswer(c, res)
 }
 
+// MaxDirectInputBytes bounds the input of a direct start, in bytes of its
+// JSON as sent. A Run keeps its input for 396 days and the Run list pages
+// leave it out, so the bound is what one Run read can cost.
+const MaxDirectInputBytes = 64 << 10
+
 // startDirect admits a capability or definition Run.
 func (s *Server) startDirect(c echo.Context) error {
 	key, err := s.idempotencyKey(c)
@@ -255,6 +277,10 @@ func (s *Server) startDirect(c echo.Context) error {
 	}
 	if in := bytes.TrimSpace(req.Input); len(in) > 0 && in[0] != '{' && string(in) != "null" {
 		return validationFailed(FieldError{Field: "input", Message: "must be an object"})
+	}
+	if len(req.Input) > MaxDirectInputBytes {
+		return validationFailed(FieldError{Field: "input", Message: fmt.Sprintf(
+			"must be at most %d bytes of JSON as sent (the input size limit); it is %d", MaxDirectInputBytes, len(req.Input))})
 	}
 	p := principal(c)
 	req.Org, req.IdempotencyKey, req.Actor = p.OrganizationID, key, p.Actor
@@ -296,9 +322,9 @@ func (s *Server) listRuns(c echo.Context) error {
 		return err
 	}
 	if items == nil {
-		items = []runs.Run{}
+		items = []runs.ListItem{}
 	}
-	return c.JSON(http.StatusOK, page[runs.Run]{Items: items, NextCursor: nextCursor(next)})
+	return c.JSON(http.StatusOK, page[runs.ListItem]{Items: items, NextCursor: nextCursor(next)})
 }
 
 func (s *Server) getRun(c echo.Context) error {

@@ -201,6 +201,14 @@ func isInvalid(err error) bool {
 // wrapped. Its validator speaks Go field names, which become the JSON names
 // by the snake_case convention every request type follows.
 func domainFields(err error) []FieldError {
+	var limits *savedsearch.LimitError
+	if errors.As(err, &limits) {
+		fields := make([]FieldError, 0, min(len(limits.Fields), maxFieldErrors))
+		for _, f := range limits.Fields[:min(len(limits.Fields), maxFieldErrors)] {
+			fields = append(fields, FieldError{Field: f.Field, Message: f.Message})
+		}
+		return fields
+	}
 	var verrs validator.ValidationErrors
 	if !errors.As(err, &verrs) {
 		return []FieldError{{Field: "", Message: "is invalid"}}
@@ -232,7 +240,8 @@ func snakePath(path string) string {
 
 // isCursorError reports whether err is a domain package's invalid cursor.
 func isCursorError(err error) bool {
-	return errors.Is(err, savedsearch.ErrInvalidCursor) || errors.Is(err, runs.ErrInvalidCursor)
+	return errors.Is(err, savedsearch.ErrInvalidCursor) || errors.Is(err, runs.ErrInvalidCursor) ||
+		errors.Is(err, snapshot.ErrInvalidCursor)
 }
 
 // isUnavailable reports whether err says the database could not be used

@@ -53,7 +53,7 @@ import (
 type SavedSearches interface {
 	Create(ctx context.Context, org uuid.UUID, p savedsearch.CreateParams) (*savedsearch.SavedSearch, error)
 	Get(ctx context.Context, org, id uuid.UUID) (*savedsearch.SavedSearch, error)
-	List(ctx context.Context, org uuid.UUID, p savedsearch.ListParams) ([]savedsearch.SavedSearch, string, error)
+	List(ctx context.Context, org uuid.UUID, p savedsearch.ListParams) ([]savedsearch.Summary, string, error)
 	Update(ctx context.Context, org, id uuid.UUID, p savedsearch.UpdateParams) (*savedsearch.SavedSearch, error)
 	ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b savedsearch.Baseline) (*savedsearch.SavedSearch, error)
 	Archive(ctx context.Context, org, id uuid.UUID) error
@@ -63,13 +63,13 @@ type SavedSearches interface {
 // has it.
 type Snapshots interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*snapshot.Snapshot, error)
-	ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID) ([]snapshot.Snapshot, error)
+	ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID, p snapshot.ListParams) ([]snapshot.ListItem, string, error)
 }
 
 // Runs is what the API needs of the Run store; a *runs.Store has it.
 type Runs interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*runs.Run, error)
-	List(ctx context.Context, org uuid.UUID, p runs.ListParams) ([]runs.Run, string, error)
+	List(ctx context.Context, org uuid.UUID, p runs.ListParams) ([]runs.ListItem, string, error)
 }
 
 // Starter starts Runs; an *admission.Starter is one.

@@ -103,21 +103,20 @@ func (c *Client) ArchiveSavedSearch(ctx context.Context, id string) error {
 	return err
 }
 
-// ListSnapshots returns every snapshot of a saved search, newest first,
-// archived saved searches included. It returns [ErrNotFound] for a saved
-// search the organization never had.
-func (c *Client) ListSnapshots(ctx context.Context, savedSearchID string) ([]Snapshot, error) {
+// ListSnapshots returns a page of a saved search's snapshots, newest
+// first, archived saved searches included. It returns [ErrNotFound] for a
+// saved search the organization never had and [ErrValidation] for a limit
+// out of range or a cursor the server did not write.
+func (c *Client) ListSnapshots(ctx context.Context, savedSearchID string, p ListParams) (*SnapshotPage, error) {
 	if savedSearchID == "" {
 		return nil, errEmptyID
 	}
-	var list struct {
-		Items []Snapshot `json:"items"`
-	}
-	path := "/v1/saved-searches/" + url.PathEscape(savedSearchID) + "/snapshots"
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: path, safety: repeatable}, &list); err != nil {
+	var page SnapshotPage
+	path := "/v1/saved-searches/" + url.PathEscape(savedSearchID) + "/snapshots" + listQuery(nil, p.Limit, p.Cursor)
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: path, safety: repeatable}, &page); err != nil {
 		return nil, err
 	}
-	return list.Items, nil
+	return &page, nil
 }
 
 // GetSnapshot reads a snapshot. It returns [ErrNotFound] for one of

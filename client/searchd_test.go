@@ -213,9 +213,9 @@ func testRoundTrip(t *testing.T, bin string) {
 	if err := c.ArchiveSavedSearch(ctx, ss.ID); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("ArchiveSavedSearch twice: %v, want ErrNotFound", err)
 	}
-	snaps, err := c.ListSnapshots(ctx, ss.ID)
-	if err != nil || len(snaps) != 1 || snaps[0].ID != first.Snapshot.ID {
-		t.Errorf("ListSnapshots after archive = %+v, %v; want the one snapshot", snaps, err)
+	snaps, err := c.ListSnapshots(ctx, ss.ID, client.ListParams{Limit: 1})
+	if err != nil || len(snaps.Items) != 1 || snaps.Items[0].ID != first.Snapshot.ID || snaps.NextCursor != "" {
+		t.Errorf("ListSnapshots after archive = %+v, %v; want the one snapshot, last page", snaps, err)
 	}
 
 	// Refusals.

@@ -80,16 +80,51 @@ type ListRunsParams struct {
 	Cursor string
 }
 
-// SavedSearchPage is a page of saved searches, newest first.
+// SavedSearchSummary is a saved search as the list shows it: without the
+// filters and the baseline, which [Client.GetSavedSearch] reads.
+type SavedSearchSummary struct {
+	ID             string `json:"id"`
+	OrganizationID string `json:"organization_id"`
+	Name           string `json:"name"`
+	// Query is the brief's query.
+	Query     string    `json:"query"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// BriefBytes is the stored brief's size as JSON text; BaselineItems
+	// counts the baseline's items.
+	BriefBytes    int64 `json:"brief_bytes"`
+	BaselineItems int64 `json:"baseline_items"`
+}
+
+// SavedSearchPage is a page of saved-search summaries, newest first.
 type SavedSearchPage struct {
-	Items []SavedSearch `json:"items"`
+	Items []SavedSearchSummary `json:"items"`
 	// NextCursor fetches the next page; empty on the last page.
 	NextCursor string `json:"next_cursor"`
 }
 
-// RunPage is a page of Runs, newest first.
+// RunListItem is a Run as the list shows it: without its input, which
+// [Client.GetRun] reads, and with the input's size instead.
+type RunListItem struct {
+	ID             string          `json:"id"`
+	OrganizationID string          `json:"organization_id"`
+	Kind           string          `json:"kind"`
+	SavedSearchID  *string         `json:"saved_search_id"`
+	SnapshotID     *string         `json:"snapshot_id"`
+	Name           *string         `json:"name"`
+	Status         string          `json:"status"`
+	Options        json.RawMessage `json:"options"`
+	// InputBytes is the size of a direct Run's input as JSON text; nil
+	// for a saved-search Run.
+	InputBytes  *int64    `json:"input_bytes"`
+	CreatedAt   time.Time `json:"created_at"`
+	RetainUntil time.Time `json:"retain_until"`
+}
+
+// RunPage is a page of Run list items, newest first.
 type RunPage struct {
-	Items []Run `json:"items"`
+	Items []RunListItem `json:"items"`
 	// NextCursor fetches the next page; empty on the last page.
 	NextCursor string `json:"next_cursor"`
 }
@@ -145,6 +180,28 @@ type Snapshot struct {
 	// CreatedBy is the sub claim of the token that started it, if any.
 	CreatedBy *string   `json:"created_by"`
 	CreatedAt time.Time `json:"created_at"`
+}
+
+// SnapshotListItem is a snapshot as its saved search's audit trail lists
+// it: without the brief and the baseline, which [Client.GetSnapshot]
+// reads.
+type SnapshotListItem struct {
+	ID                 string    `json:"id"`
+	SavedSearchID      string    `json:"saved_search_id"`
+	SavedSearchVersion int64     `json:"saved_search_version"`
+	ContentHash        string    `json:"content_hash"`
+	CreatedBy          *string   `json:"created_by"`
+	CreatedAt          time.Time `json:"created_at"`
+	BriefBytes         int64     `json:"brief_bytes"`
+	BaselineBytes      int64     `json:"baseline_bytes"`
+	BaselineItems      int64     `json:"baseline_items"`
+}
+
+// SnapshotPage is a page of a saved search's snapshots, newest first.
+type SnapshotPage struct {
+	Items []SnapshotListItem `json:"items"`
+	// NextCursor fetches the next page; empty on the last page.
+	NextCursor string `json:"next_cursor"`
 }
 
 // StartOptions are the body of a saved-search start. The zero value takes

@@ -64,11 +64,16 @@ SELECT ` + runColumns + `
 FROM agent.runs r
 WHERE r.organization_id = $1 AND r.id = $2`
 
+// runListColumns are what a list reads of a Run: all but the input, whose
+// stored size stands in for it, and the columns that are not in its JSON.
+const runListColumns = `r.id, r.organization_id, r.kind, r.saved_search_id, r.snapshot_id,
+	r.name, r.status, r.options, r.input_bytes, r.created_at, r.retain_until`
+
 // runList reads a page of an organization's Runs, newest first, after the
 // position ($2 created_at, $3 id); NULLs mean before every row. $1 org,
 // $4 limit.
 const runList = `
-SELECT ` + runColumns + `
+SELECT ` + runListColumns + `
 FROM agent.runs r
 WHERE r.organization_id = $1
 	AND (r.created_at, r.id) < (coalesce($2::timestamptz, 'infinity'),
@@ -80,7 +85,7 @@ LIMIT $4`
 // A statement of its own rather than an optional filter, so its plan uses
 // the (organization_id, saved_search_id, created_at) index.
 const runListBySavedSearch = `
-SELECT ` + runColumns + `
+SELECT ` + runListColumns + `
 FROM agent.runs r
 WHERE r.organization_id = $1 AND r.saved_search_id = $5
 	AND (r.created_at, r.id) < (coalesce($2::timestamptz, 'infinity'),

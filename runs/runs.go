@@ -87,6 +87,26 @@ type Run struct {
 	CreatedBy   *string `json:"-"`
 }
 
+// ListItem is a Run as a list shows it: the Run without its input, which
+// [Store.Get] has, and with the input's size instead. Every field is
+// bounded, so a page of MaxListLimit items is too, whatever the inputs hold.
+type ListItem struct {
+	ID             uuid.UUID  `json:"id"`
+	OrganizationID uuid.UUID  `json:"organization_id"`
+	Kind           string     `json:"kind"`
+	SavedSearchID  *uuid.UUID `json:"saved_search_id"`
+	SnapshotID     *uuid.UUID `json:"snapshot_id"`
+	Name           *string    `json:"name"`
+	Status         string     `json:"status"`
+	// Options are the normalized start options of a saved-search Run.
+	Options json.RawMessage `json:"options"`
+	// InputBytes is the size of a direct Run's stored input as JSON
+	// text; nil for a saved-search Run, which has none.
+	InputBytes  *int64    `json:"input_bytes"`
+	CreatedAt   time.Time `json:"created_at"`
+	RetainUntil time.Time `json:"retain_until"`
+}
+
 // AdmitParams are the inputs of [Store.Admit].
 type AdmitParams struct {
 	OrganizationID uuid.UUID
@@ -287,11 +307,12 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (*Run, error) {
 	return run, nil
 }
 
-// List returns a page of org's Runs, newest first, optionally of one saved
-// search, and the cursor of the next page ("" after the last page). A saved
-// search with no Runs, or another organization's, gives an empty page. It
-// returns [ErrInvalidCursor] for a cursor it did not write.
-func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]Run, string, error) {
+// List returns a page of org's Runs as [ListItem] values, newest first,
+// optionally of one saved search, and the cursor of the next page ("" after
+// the last page). A saved search with no Runs, or another organization's,
+// gives an empty page. It returns [ErrInvalidCursor] for a cursor it did
+// not write.
+func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]ListItem, string, error) {
 	pos, err := keyset.Decode(p.Cursor)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
@@ -312,16 +333,17 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]Run, s
 	if err != nil {
 		return nil, "", fmt.Errorf("runs: list: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Run, error) {
-		var run Run
-		err := r.Scan(run.scanDest()...)
-		return run, err
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ListItem, error) {
+		var it ListItem
+		err := r.Scan(&it.ID, &it.OrganizationID, &it.Kind, &it.SavedSearchID, &it.SnapshotID,
+			&it.Name, &it.Status, &it.Options, &it.InputBytes, &it.CreatedAt, &it.RetainUntil)
+		return it, err
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("runs: list: %w", err)
 	}
 	if list == nil {
-		list = []Run{}
+		list = []ListItem{}
 	}
 	next := ""
 	if len(list) > limit {

@@ -31,11 +31,14 @@ FROM agent.saved_searches s
 JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 
-// savedSearchList reads a page of live saved searches, newest first, after
-// the position ($2 created_at, $3 id); NULLs mean before every row.
-// $1 org, $4 limit.
+// savedSearchList reads a page of live saved-search summaries, newest
+// first, after the position ($2 created_at, $3 id); NULLs mean before every
+// row. It reads the stored sizes and the query (cut to MaxQueryLen
+// characters, which every write has held it to), never the filters or the
+// baseline items. $1 org, $4 limit.
 const savedSearchList = `
-SELECT ` + savedSearchColumns + `
+SELECT s.id, s.organization_id, s.name, left(s.brief ->> 'query', ` + maxQueryLenSQL + `), s.version,
+	s.created_at, s.updated_at, s.brief_bytes, b.item_count
 FROM agent.saved_searches s
 JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.archived_at IS NULL

@@ -29,6 +29,9 @@ var (
 	ErrInvalidCursor = errors.New("savedsearch: invalid cursor")
 )
 
+// maxQueryLenSQL is MaxQueryLen for the list query.
+const maxQueryLenSQL = "2000"
+
 // Limits of a saved search, as the validate tags below state them.
 const (
 	MaxNameLen      = 200
@@ -91,6 +94,25 @@ type SavedSearch struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// Summary is a saved search as its list shows it: what names it and how
+// large it is, without the filters and the baseline ([Store.Get] has
+// those). Every field is bounded, so a page of MaxListLimit summaries is
+// too, whatever the saved searches hold.
+type Summary struct {
+	ID             uuid.UUID `json:"id"`
+	OrganizationID uuid.UUID `json:"organization_id"`
+	Name           string    `json:"name"`
+	// Query is the brief's query, at most MaxQueryLen characters.
+	Query     string    `json:"query"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// BriefBytes is the size of the stored brief as JSON text;
+	// BaselineItems counts the baseline's items.
+	BriefBytes    int64 `json:"brief_bytes"`
+	BaselineItems int64 `json:"baseline_items"`
+}
+
 // CreateParams are the inputs of [Store.Create]. The json names are those of
 // the HTTP request body.
 type CreateParams struct {
@@ -104,8 +126,14 @@ type CreateParams struct {
 }
 
 // Validate returns an error wrapping [ErrInvalid] and the
-// validator.ValidationErrors naming each refused field, or nil.
-func (p CreateParams) Validate() error { return check(p) }
+// validator.ValidationErrors naming each refused field, or, for input over
+// a size limit (see [MaxSavedSearchBytes]), a [*LimitError]; or nil.
+func (p CreateParams) Validate() error {
+	if err := check(p); err != nil {
+		return err
+	}
+	return limitError(append(checkBriefLimits(&p.Brief, "brief"), checkBaselineLimits(&p.Baseline, "baseline")...))
+}
 
 // UpdateParams are the inputs of [Store.Update]: a nil field keeps its value.
 type UpdateParams struct {
@@ -116,8 +144,27 @@ type UpdateParams struct {
 }
 
 // Validate returns an error wrapping [ErrInvalid] and the
-// validator.ValidationErrors naming each refused field, or nil.
-func (p UpdateParams) Validate() error { return check(p) }
+// validator.ValidationErrors naming each refused field, or a [*LimitError]
+// for a brief over a size limit; or nil.
+func (p UpdateParams) Validate() error {
+	if err := check(p); err != nil {
+		return err
+	}
+	if p.Brief == nil {
+		return nil
+	}
+	return limitError(checkBriefLimits(p.Brief, "brief"))
+}
+
+// Validate returns an error wrapping [ErrInvalid] and the
+// validator.ValidationErrors naming each refused field, or a [*LimitError]
+// for a baseline over a size limit; or nil.
+func (b Baseline) Validate() error {
+	if err := check(b); err != nil {
+		return err
+	}
+	return limitError(checkBaselineLimits(&b, ""))
+}
 
 // ListParams are the inputs of [Store.List].
 type ListParams struct {
@@ -185,10 +232,10 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (*SavedSearch, error
 	return getSavedSearch(ctx, s.db, org, id)
 }
 
-// List returns a page of org's live saved searches, newest first, and the
-// cursor of the next page ("" after the last page). It returns
-// [ErrInvalidCursor] for a cursor it did not write.
-func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]SavedSearch, string, error) {
+// List returns a page of org's live saved searches as [Summary] values,
+// newest first, and the cursor of the next page ("" after the last page).
+// It returns [ErrInvalidCursor] for a cursor it did not write.
+func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]Summary, string, error) {
 	pos, err := keyset.Decode(p.Cursor)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
@@ -204,12 +251,15 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]SavedS
 	if err != nil {
 		return nil, "", fmt.Errorf("savedsearch: list: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SavedSearch, error) {
-		ss, err := scanSavedSearch(r)
-		if err != nil {
-			return SavedSearch{}, err
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Summary, error) {
+		var it Summary
+		var query *string
+		err := r.Scan(&it.ID, &it.OrganizationID, &it.Name, &query, &it.Version,
+			&it.CreatedAt, &it.UpdatedAt, &it.BriefBytes, &it.BaselineItems)
+		if query != nil {
+			it.Query = *query
 		}
-		return *ss, nil
+		return it, err
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("savedsearch: list: %w", err)
@@ -261,10 +311,10 @@ func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (
 // ReplaceBaseline sets the whole baseline of a live saved search to b, bumps
 // its version and returns it. A baseline equal to the stored one changes
 // nothing: the version and updated_at stay. It returns an error wrapping
-// [ErrInvalid] when b breaks the limits of [Baseline] and [ErrNotFound] as
-// [Store.Get].
+// [ErrInvalid] when b breaks the limits of [Baseline] ([Baseline.Validate])
+// and [ErrNotFound] as [Store.Get].
 func (s *Store) ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b Baseline) (*SavedSearch, error) {
-	if err := check(b); err != nil {
+	if err := b.Validate(); err != nil {
 		return nil, err
 	}
 	var ss *SavedSearch

@@ -459,7 +459,7 @@ func TestValidationRefusesOutOfRangeInput(t *testing.T) {
 	}
 }
 
-func ids(list []savedsearch.SavedSearch) []uuid.UUID {
+func ids(list []savedsearch.Summary) []uuid.UUID {
 	out := make([]uuid.UUID, 0, len(list))
 	for _, ss := range list {
 		out = append(out, ss.ID)

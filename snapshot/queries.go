@@ -30,13 +30,20 @@ SELECT ` + snapshotColumns + `
 FROM agent.saved_search_snapshots sn
 WHERE sn.organization_id = $1 AND sn.id = $2`
 
-// snapshotListBySavedSearch reads a saved search's snapshots, newest first.
-// $1 org, $2 saved_search_id.
+// snapshotListBySavedSearch reads a page of a saved search's snapshot
+// summaries, newest first, after the position ($3 created_at, $4 id; NULLs
+// mean before every row), by the (organization_id, saved_search_id,
+// created_at DESC, id DESC) index. It reads the stored sizes, never the
+// brief or the baseline. $1 org, $2 saved_search_id, $5 limit.
 const snapshotListBySavedSearch = `
-SELECT ` + snapshotColumns + `
+SELECT sn.id, sn.saved_search_id, sn.saved_search_version, sn.content_hash, sn.created_by,
+	sn.created_at, sn.brief_bytes, sn.baseline_bytes, sn.baseline_items
 FROM agent.saved_search_snapshots sn
 WHERE sn.organization_id = $1 AND sn.saved_search_id = $2
-ORDER BY sn.created_at DESC, sn.id DESC`
+	AND (sn.created_at, sn.id) < (coalesce($3::timestamptz, 'infinity'),
+		coalesce($4::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+ORDER BY sn.created_at DESC, sn.id DESC
+LIMIT $5`
 
 // savedSearchKnown reports whether org has the saved search, archived or
 // not: the audit trail outlives the archive. $1 org, $2 id.

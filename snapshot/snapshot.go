@@ -15,13 +15,53 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/internal/canonjson"
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/savedsearch"
 )
 
-// ErrNotFound reports a snapshot, or a saved search to freeze or list, that
-// does not exist in the organization. [Freeze] also answers it for an
-// archived saved search.
-var ErrNotFound = errors.New("snapshot: not found")
+var (
+	// ErrNotFound reports a snapshot, or a saved search to freeze or list,
+	// that does not exist in the organization. [Freeze] also answers it
+	// for an archived saved search.
+	ErrNotFound = errors.New("snapshot: not found")
+	// ErrInvalidCursor reports a list cursor this package did not write.
+	ErrInvalidCursor = errors.New("snapshot: invalid cursor")
+)
+
+// Page sizes of [Store.ListBySavedSearch].
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 200
+)
+
+// ListParams are the inputs of [Store.ListBySavedSearch].
+type ListParams struct {
+	// Limit is the page size: 1 to MaxListLimit; zero or less means
+	// DefaultListLimit, more means MaxListLimit.
+	Limit int
+	// Cursor is the next cursor a previous page returned; empty for the
+	// first page.
+	Cursor string
+}
+
+// ListItem is a snapshot as its saved search's audit trail lists it: what
+// identifies it and how large it is, without the brief and the baseline
+// (GET /v1/snapshots/{id} has those). Every field is bounded, so a page of
+// MaxListLimit items is too, whatever the snapshots hold.
+type ListItem struct {
+	ID                 uuid.UUID `json:"id"`
+	SavedSearchID      uuid.UUID `json:"saved_search_id"`
+	SavedSearchVersion int64     `json:"saved_search_version"`
+	ContentHash        string    `json:"content_hash"`
+	// CreatedBy is the actor that started the freeze; nil when unknown.
+	CreatedBy *string   `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+	// BriefBytes and BaselineBytes are the sizes of the stored brief and
+	// baseline as JSON text; BaselineItems counts the baseline's items.
+	BriefBytes    int64 `json:"brief_bytes"`
+	BaselineBytes int64 `json:"baseline_bytes"`
+	BaselineItems int64 `json:"baseline_items"`
+}
 
 // Snapshot is an immutable copy of a saved search's brief and baseline.
 type Snapshot struct {
@@ -167,37 +207,54 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (*Snapshot, error) {
 	return snap, nil
 }
 
-// ListBySavedSearch returns the snapshots of org's saved search
-// savedSearchID, newest first: the audit trail of its starts. It works for
-// an archived saved search too. It returns [ErrNotFound] when org has no
-// such saved search, archived or not, and an empty slice when it has no
-// snapshots.
-func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID) ([]Snapshot, error) {
+// ListBySavedSearch returns a page of the snapshots of org's saved search
+// savedSearchID, newest first, as [ListItem] summaries (the audit trail of
+// its starts), and the cursor of the next page ("" after the last). It
+// works for an archived saved search too. It returns [ErrNotFound] when org
+// has no such saved search, archived or not, [ErrInvalidCursor] for a
+// cursor it did not write, and an empty page when there are no snapshots.
+func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID, p ListParams) ([]ListItem, string, error) {
+	pos, err := keyset.Decode(p.Cursor)
+	if err != nil {
+		return nil, "", ErrInvalidCursor
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
 	var known bool
 	if err := s.db.QueryRow(ctx, savedSearchKnown, org, savedSearchID).Scan(&known); err != nil {
-		return nil, fmt.Errorf("snapshot: list: %w", err)
+		return nil, "", fmt.Errorf("snapshot: list: %w", err)
 	}
 	if !known {
-		return nil, ErrNotFound
+		return nil, "", ErrNotFound
 	}
-	rows, err := s.db.Query(ctx, snapshotListBySavedSearch, org, savedSearchID)
+	createdAt, id := keyset.Args(pos)
+	// One row more than the page says whether a next page exists.
+	rows, err := s.db.Query(ctx, snapshotListBySavedSearch, org, savedSearchID, createdAt, id, limit+1)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: list: %w", err)
+		return nil, "", fmt.Errorf("snapshot: list: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Snapshot, error) {
-		snap, err := scanSnapshot(r)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		return *snap, nil
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ListItem, error) {
+		var it ListItem
+		err := r.Scan(&it.ID, &it.SavedSearchID, &it.SavedSearchVersion, &it.ContentHash, &it.CreatedBy,
+			&it.CreatedAt, &it.BriefBytes, &it.BaselineBytes, &it.BaselineItems)
+		return it, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: list: %w", err)
+		return nil, "", fmt.Errorf("snapshot: list: %w", err)
 	}
 	if list == nil {
-		list = []Snapshot{}
+		list = []ListItem{}
 	}
-	return list, nil
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		last := list[limit-1]
+		next = keyset.Encode(keyset.Position{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return list, next, nil
 }
 
 func scanSnapshot(row pgx.Row) (*Snapshot, error) {

@@ -208,9 +208,9 @@ func TestListBySavedSearchIsTheAuditTrail(t *testing.T) {
 	ss := b.createSearch(t, "q")
 	other := b.createSearch(t, "other")
 
-	empty, err := b.store.ListBySavedSearch(b.ctx, b.org, ss.ID)
-	if err != nil || empty == nil || len(empty) != 0 {
-		t.Errorf("ListBySavedSearch(no snapshots) = %v, %v; want an empty slice", empty, err)
+	empty, next, err := b.store.ListBySavedSearch(b.ctx, b.org, ss.ID, snapshot.ListParams{})
+	if err != nil || empty == nil || len(empty) != 0 || next != "" {
+		t.Errorf("ListBySavedSearch(no snapshots) = %v, %q, %v; want an empty slice", empty, next, err)
 	}
 	var want []uuid.UUID
 	for range 3 {
@@ -226,10 +226,7 @@ func TestListBySavedSearchIsTheAuditTrail(t *testing.T) {
 	if err := b.searches.Archive(b.ctx, b.org, ss.ID); err != nil {
 		t.Fatal(err)
 	}
-	list, err := b.store.ListBySavedSearch(b.ctx, b.org, ss.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := listAll(t, b, b.org, ss.ID, 2)
 	var got []uuid.UUID
 	for _, s := range list {
 		got = append(got, s.ID)
@@ -242,11 +239,14 @@ func TestListBySavedSearchIsTheAuditTrail(t *testing.T) {
 	}
 
 	foreign := uuid.New()
-	if _, err := b.store.ListBySavedSearch(b.ctx, foreign, ss.ID); !errors.Is(err, snapshot.ErrNotFound) {
+	if _, _, err := b.store.ListBySavedSearch(b.ctx, foreign, ss.ID, snapshot.ListParams{}); !errors.Is(err, snapshot.ErrNotFound) {
 		t.Errorf("ListBySavedSearch(other org) = %v, want ErrNotFound", err)
 	}
-	if _, err := b.store.ListBySavedSearch(b.ctx, b.org, uuid.New()); !errors.Is(err, snapshot.ErrNotFound) {
+	if _, _, err := b.store.ListBySavedSearch(b.ctx, b.org, uuid.New(), snapshot.ListParams{}); !errors.Is(err, snapshot.ErrNotFound) {
 		t.Errorf("ListBySavedSearch(absent) = %v, want ErrNotFound", err)
+	}
+	if _, _, err := b.store.ListBySavedSearch(b.ctx, b.org, ss.ID, snapshot.ListParams{Cursor: "nope"}); !errors.Is(err, snapshot.ErrInvalidCursor) {
+		t.Errorf("ListBySavedSearch(bad cursor) = %v, want ErrInvalidCursor", err)
 	}
 	if _, err := b.store.Get(b.ctx, foreign, want[0]); !errors.Is(err, snapshot.ErrNotFound) {
 		t.Errorf("Get(other org) = %v, want ErrNotFound", err)
@@ -313,15 +313,19 @@ func TestFreezeNeverMixesVersions(t *testing.T) {
 		return
 	}
 
-	list, err := b.store.ListBySavedSearch(b.ctx, b.org, ss.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := listAll(t, b, b.org, ss.ID, snapshot.MaxListLimit)
 	if int64(len(list)) != freezes.Load() || len(list) < 10 {
 		t.Fatalf("%d snapshots stored, %d freezes made; want equal and at least 10", len(list), freezes.Load())
 	}
 	versions := map[int64]bool{}
-	for _, snap := range list {
+	for _, item := range list {
+		snap, err := b.store.Get(b.ctx, b.org, item.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.SavedSearchVersion != item.SavedSearchVersion || snap.ContentHash != item.ContentHash {
+			t.Errorf("list item %+v disagrees with the snapshot %+v", item, snap)
+		}
 		want, ok := history[snap.SavedSearchVersion]
 		got := state{snap.Brief.Query, ""}
 		if len(snap.Baseline.Items) == 1 {
@@ -333,4 +337,58 @@ func TestFreezeNeverMixesVersions(t *testing.T) {
 		versions[snap.SavedSearchVersion] = true
 	}
 	t.Logf("%d snapshots over %d distinct versions", len(list), len(versions))
+}
+
+// listAll pages through the snapshot list of a saved search, limit at a
+// time, and returns every item, failing on a page over limit or a list that
+// never ends.
+func listAll(t *testing.T, b bundle, org, id uuid.UUID, limit int) []snapshot.ListItem {
+	t.Helper()
+	var all []snapshot.ListItem
+	cursor := ""
+	for pages := 0; ; pages++ {
+		page, next, err := b.store.ListBySavedSearch(b.ctx, org, id, snapshot.ListParams{Limit: limit, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > limit || pages > 10000 {
+			t.Fatalf("page %d holds %d items, limit %d", pages, len(page), limit)
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all
+		}
+		cursor = next
+	}
+}
+
+// TestListItemsSummarizeTheSnapshot checks that a list item names the
+// snapshot and its sizes: the item count and sizes of the brief and the
+// baseline it leaves out, consistent with the full snapshot.
+func TestListItemsSummarizeTheSnapshot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ss := b.createSearch(t, "sizes", "a", "bb", "ccc")
+	snap, err := b.freeze(b.org, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _, err := b.store.ListBySavedSearch(b.ctx, b.org, ss.ID, snapshot.ListParams{})
+	if err != nil || len(page) != 1 {
+		t.Fatalf("ListBySavedSearch = %v, %v; want one item", page, err)
+	}
+	it := page[0]
+	brief, _ := json.Marshal(snap.Brief)
+	baseline, _ := json.Marshal(snap.Baseline)
+	switch {
+	case it.ID != snap.ID || it.ContentHash != snap.ContentHash || it.SavedSearchVersion != snap.SavedSearchVersion ||
+		!it.CreatedAt.Equal(snap.CreatedAt):
+		t.Errorf("item %+v does not name snapshot %+v", it, snap)
+	case it.BaselineItems != 3:
+		t.Errorf("BaselineItems = %d, want 3", it.BaselineItems)
+	case it.BriefBytes < int64(len(brief)) || it.BriefBytes > 2*int64(len(brief)):
+		t.Errorf("BriefBytes = %d for a brief of %d bytes of JSON", it.BriefBytes, len(brief))
+	case it.BaselineBytes < int64(len(baseline)) || it.BaselineBytes > 2*int64(len(baseline)):
+		t.Errorf("BaselineBytes = %d for a baseline of %d bytes of JSON", it.BaselineBytes, len(baseline))
+	}
 }

@@ -187,7 +187,7 @@ func demoSavedSearch(ctx context.Context, store *savedsearch.Store) (*savedsearc
 		}
 		for i := range items {
 			if items[i].Name == demoName {
-				return &items[i], nil
+				return store.Get(ctx, DemoOrganization, items[i].ID)
 			}
 		}
 		if next == "" {

@@ -1,0 +1,187 @@
+package savedsearch
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Size limits of a saved search. A start copies the whole saved search into
+// a snapshot kept with its Run for 396 days, so whatever a saved search may
+// hold, every start multiplies; these bound it. They are checked in Go
+// before any SQL, on create, update and baseline replace. Rows written
+// before a limit existed are never re-checked: they still read and start.
+const (
+	// MaxCursorBytes bounds a baseline cursor, in bytes: a resume token,
+	// not a document.
+	MaxCursorBytes = 4 << 10
+	// MaxFilterDepth bounds how deeply brief filters nest: the filters
+	// object is level 1, a value inside it level 2.
+	MaxFilterDepth = 8
+	// MaxFilterKeys bounds the object members of brief filters, counted
+	// at every depth.
+	MaxFilterKeys = 256
+	// MaxFilterBytes bounds brief filters as JSON (the encoding searchd
+	// stores), in bytes.
+	MaxFilterBytes = 16 << 10
+	// MaxBriefBytes bounds the whole brief as JSON. A query of
+	// MaxQueryLen characters and filters of MaxFilterBytes fit.
+	MaxBriefBytes = 32 << 10
+	// MaxBaselineBytes bounds the baseline as JSON (items and cursor), in
+	// bytes; it holds MaxBaselineSize items of about 100 bytes.
+	MaxBaselineBytes = 1 << 20
+	// MaxSavedSearchBytes bounds brief and baseline together, and so the
+	// content of every snapshot made from now on. Since each part has a
+	// bound of its own, it is their sum: a baseline replace, which does
+	// not read the brief, can check it without SQL.
+	MaxSavedSearchBytes = MaxBriefBytes + MaxBaselineBytes
+)
+
+// FieldError names one refused field: Field is its JSON path
+// ("brief.filters", "baseline.cursor") and Message says which limit it
+// breaks.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+// LimitError is the refusal of input over a size limit. It is wrapped with
+// [ErrInvalid], so errors.Is(err, ErrInvalid) holds for it too.
+type LimitError struct {
+	Fields []FieldError
+}
+
+func (e *LimitError) Error() string {
+	parts := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		parts[i] = f.Field + " " + f.Message
+	}
+	return strings.Join(parts, "; ")
+}
+
+// checkBriefLimits returns the limits b breaks, if any.
+func checkBriefLimits(b *Brief, field string) []FieldError {
+	var out []FieldError
+	if len(b.Filters) > 0 {
+		raw, err := json.Marshal(b.Filters)
+		if err != nil {
+			return []FieldError{{join(field, "filters"), "cannot be encoded as JSON"}}
+		}
+		switch depth, keys := filterShape(raw); {
+		case len(raw) > MaxFilterBytes:
+			out = append(out, FieldError{join(field, "filters"),
+				fmt.Sprintf("must be at most %d bytes of JSON (the filter size limit); it is %d", MaxFilterBytes, len(raw))})
+		case depth > MaxFilterDepth:
+			out = append(out, FieldError{join(field, "filters"),
+				fmt.Sprintf("must nest at most %d levels (the filter depth limit); it nests %d", MaxFilterDepth, depth)})
+		case keys > MaxFilterKeys:
+			out = append(out, FieldError{join(field, "filters"),
+				fmt.Sprintf("must hold at most %d object members at all depths (the filter key limit); it holds %d", MaxFilterKeys, keys)})
+		}
+	}
+	if len(out) == 0 {
+		if raw, err := json.Marshal(b); err == nil && len(raw) > MaxBriefBytes {
+			out = append(out, FieldError{field,
+				fmt.Sprintf("must be at most %d bytes of JSON (the brief size limit); it is %d", MaxBriefBytes, len(raw))})
+		}
+	}
+	return out
+}
+
+// checkBaselineLimits returns the limits b breaks, if any.
+func checkBaselineLimits(b *Baseline, field string) []FieldError {
+	if b.Cursor != nil && len(*b.Cursor) > MaxCursorBytes {
+		return []FieldError{{join(field, "cursor"),
+			fmt.Sprintf("must be at most %d bytes (the cursor limit); it is %d", MaxCursorBytes, len(*b.Cursor))}}
+	}
+	// The JSON size without encoding it: each item costs its bytes, its
+	// quotes and a comma, and escapes only grow it, so count those too.
+	size := len(`{"items":[],"cursor":null}`)
+	for _, it := range b.Items {
+		size += jsonStringLen(it) + 1
+		if size > MaxBaselineBytes {
+			break
+		}
+	}
+	if b.Cursor != nil {
+		size += jsonStringLen(*b.Cursor)
+	}
+	if size > MaxBaselineBytes {
+		return []FieldError{{join(field, "items"),
+			fmt.Sprintf("with the cursor, must be at most %d bytes of JSON (the baseline size limit)", MaxBaselineBytes)}}
+	}
+	return nil
+}
+
+// jsonStringLen returns the length of s as encoding/json writes it.
+func jsonStringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+			n += 2
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			n += 6
+		case c == 0xe2 && i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xa8 || s[i+2] == 0xa9):
+			n += 6 // U+2028, U+2029
+			i += 2
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// filterShape returns the nesting depth (the filters object is 1) and the
+// number of object members of the JSON object raw.
+func filterShape(raw []byte) (depth, keys int) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	level := 0
+	var stack []bool // true for an object
+	expectKey := false
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF || err != nil {
+			return depth, keys
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				level++
+				depth = max(depth, level)
+				stack = append(stack, d == '{')
+				expectKey = d == '{'
+			default:
+				level--
+				stack = stack[:len(stack)-1]
+				expectKey = len(stack) > 0 && stack[len(stack)-1]
+			}
+			continue
+		}
+		if len(stack) > 0 && stack[len(stack)-1] {
+			if expectKey {
+				keys++
+			}
+			expectKey = !expectKey
+		}
+	}
+}
+
+// limitError wraps fields, when there are any, as an error the callers see
+// as [ErrInvalid].
+func limitError(fields []FieldError) error {
+	if len(fields) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalid, &LimitError{Fields: fields})
+}
+
+// join returns the JSON path of member name under field ("" for the body).
+func join(field, name string) string {
+	if field == "" {
+		return name
+	}
+	return field + "." + name
+}
