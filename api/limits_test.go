@@ -57,7 +57,9 @@ func TestInputOverASizeLimitIsRefusedNamingTheLimit(t *testing.T) {
 	// Filters of one string over and under the byte limit.
 	bytesOver := map[string]any{"s": strings.Repeat("x", savedsearch.MaxFilterBytes)}
 	bytesUnder := map[string]any{"s": strings.Repeat("x", savedsearch.MaxFilterBytes-16)}
-	input := func(n int) map[string]any { return map[string]any{"kind": "capability", "name": "c", "input": map[string]any{"s": strings.Repeat("x", n)}} }
+	input := func(n int) map[string]any {
+		return map[string]any{"kind": "capability", "name": "c", "input": map[string]any{"s": strings.Repeat("x", n)}}
+	}
 	direct := map[string]string{"Idempotency-Key": "limits-direct"}
 
 	tests := []struct {
@@ -168,8 +170,8 @@ func TestListPagesStayUnderTheirDocumentedSize(t *testing.T) {
 	var last *savedsearch.SavedSearch
 	for range savedsearch.MaxListLimit {
 		ss, err := store.Create(ctx, b.org, savedsearch.CreateParams{
-			Name:  wide(savedsearch.MaxNameLen),
-			Brief: savedsearch.Brief{Query: wide(savedsearch.MaxQueryLen), Filters: map[string]any{"s": wide(2000)}},
+			Name:     wide(savedsearch.MaxNameLen),
+			Brief:    savedsearch.Brief{Query: wide(savedsearch.MaxQueryLen), Filters: map[string]any{"s": wide(2000)}},
 			Baseline: savedsearch.Baseline{Items: []string{wide(200), wide(200)}, Cursor: ptr(wide(1000))},
 		})
 		if err != nil {
