@@ -43,6 +43,7 @@ const (
 	CodeAlreadyRegistered     = "already_registered"
 	CodeMissingDeliveryID     = "missing_delivery_id"
 	CodeInvalidDeliveryID     = "invalid_delivery_id"
+	CodeRateLimited           = "rate_limited"
 )
 
 // ProblemTypeBase prefixes the "type" URI of every problem; the code
@@ -88,6 +89,7 @@ var titles = map[string]string{
 	CodeAlreadyRegistered:     "Already registered",
 	CodeMissingDeliveryID:     "webhook-id header missing",
 	CodeInvalidDeliveryID:     "webhook-id header invalid",
+	CodeRateLimited:           "Too many requests in flight",
 }
 
 // apiError is an error the HTTP layer itself decided on: its status, code

@@ -23,6 +23,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -129,8 +130,14 @@ type Deps struct {
 	MaxPreferWait time.Duration
 	// Ready, when set, replaces the readiness check of /readyz: it returns
 	// nil when the service can take traffic. The default pings Pool and
-	// checks that its schema is at the newest migration.
+	// checks that its schema is at the newest migration, on every probe;
+	// a [ReadyChecker]'s Ready answers from a check it refreshes in the
+	// background on a connection of its own instead.
 	Ready func(ctx context.Context) error
+	// OrgMaxInFlight is the most requests of one organization the /v1
+	// routes serve at once; more answer 429 rate_limited. Zero is
+	// [DefaultOrgMaxInFlight].
+	OrgMaxInFlight int
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -150,6 +157,7 @@ type Server struct {
 	maxBodyBytes   int64
 	maxPreferWait  time.Duration
 	ready          func(ctx context.Context) error
+	orgLimiter     *orgLimiter
 
 	// providerWebhooks verifies each provider's callbacks, with a copy of
 	// its secret from Deps.ProviderSecrets.
@@ -172,6 +180,8 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs, Starter and ProviderJobs are required")
 	case len(d.JWTSecret) < MinJWTSecretLen:
 		return nil, fmt.Errorf("api: Deps.JWTSecret is %d bytes; it must be at least %d", len(d.JWTSecret), MinJWTSecretLen)
+	case d.OrgMaxInFlight < 0:
+		return nil, errors.New("api: Deps.OrgMaxInFlight is negative")
 	case d.MaxBodyBytes < 0:
 		return nil, errors.New("api: Deps.MaxBodyBytes is negative")
 	case d.MaxPreferWait < 0 || d.MaxPreferWait > PreferWaitLimit || d.MaxPreferWait%time.Second != 0:
@@ -195,6 +205,7 @@ func New(d Deps) (*Server, error) {
 		ready:         d.Ready,
 	}
 	s.providerWebhooks = webhooks
+	s.orgLimiter = newOrgLimiter(cmp.Or(d.OrgMaxInFlight, DefaultOrgMaxInFlight))
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -231,7 +242,7 @@ func (s *Server) routes() *echo.Echo {
 	// its body, not by a bearer token.
 	e.POST("/v1/callbacks/:provider/jobs/:job_id", s.receiveCallback)
 
-	v1 := e.Group("/v1", s.authenticate)
+	v1 := e.Group("/v1", s.authenticate, s.limitOrganization)
 	v1.POST("/saved-searches", s.createSavedSearch)
 	v1.GET("/saved-searches", s.listSavedSearches)
 	v1.GET("/saved-searches/:id", s.getSavedSearch)

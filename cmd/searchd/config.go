@@ -82,8 +82,11 @@ type serverConfig struct {
 	// signed with; empty when no provider may call back.
 	ProviderSecrets map[string][]byte
 	// DBMaxConns sizes the database pool; zero leaves it to the
-	// connection string (pool_max_conns) or pgx's default.
+	// connection string (pool_max_conns), else DefaultDBMaxConns.
 	DBMaxConns int32
+	// OrgMaxInFlight caps one organization's requests in flight; zero is
+	// a quarter of the pool, at least 2.
+	OrgMaxInFlight int
 	// MaxPreferWait is the longest Prefer: wait a start honours; zero
 	// never waits, and then no claim listener runs.
 	MaxPreferWait time.Duration

@@ -36,14 +36,15 @@ const (
 // session, so the session is ended after 5 s idle in a transaction, and
 // its claims fall to the lease rules. A statement waits for a lock at most
 // 10 s, longer than that, so a waiter outlasts a stalled holder rather
-// than failing first; no statement runs longer than 30 s.
+// than failing first; no statement runs longer than 15 s, so one slow
+// statement (a tenant's heavy list) cannot hold a pool connection long.
 const (
 	DefaultWebhookLease             = idempotency.WebhookLease
 	DefaultApplierInterval          = time.Second
 	DefaultApplierBatch             = 100
 	DefaultIdleInTransactionTimeout = 5 * time.Second
 	DefaultLockTimeout              = 10 * time.Second
-	DefaultStatementTimeout         = 30 * time.Second
+	DefaultStatementTimeout         = 15 * time.Second
 	maxWebhookLease                 = 10 * time.Minute
 	maxApplierInterval              = time.Hour
 	maxApplierBatch                 = 1000
@@ -142,9 +143,17 @@ func readInboxSettings(fs *flag.FlagSet, getenv func(string) string) (inboxConfi
 		DefaultIdleInTransactionTimeout, 0, maxSessionTimeout, false)
 	sb.Lock = duration("db-lock-timeout", EnvLockTimeout, DefaultLockTimeout, 0, maxSessionTimeout, false)
 	sb.Statement = duration("db-statement-timeout", EnvStatementTimeout, DefaultStatementTimeout, 0, maxSessionTimeout, false)
-	for name, d := range map[string]time.Duration{"idle": sb.IdleInTransaction, "lock": sb.Lock, "statement": sb.Statement} {
-		if d%time.Millisecond != 0 {
-			problems = append(problems, fmt.Sprintf("the %s timeout %s: PostgreSQL takes whole milliseconds", name, d))
+	for _, b := range []struct {
+		fl, env string
+		d       time.Duration
+	}{
+		{"db-idle-in-transaction-timeout", EnvIdleInTransactionTimeout, sb.IdleInTransaction},
+		{"db-lock-timeout", EnvLockTimeout, sb.Lock},
+		{"db-statement-timeout", EnvStatementTimeout, sb.Statement},
+	} {
+		if b.d%time.Millisecond != 0 {
+			problems = append(problems, fmt.Sprintf("%s: %s is out of range: PostgreSQL takes whole milliseconds",
+				lookup(fs, b.fl, b.env, getenv).name, b.d))
 		}
 	}
 	return ic, sb, problems

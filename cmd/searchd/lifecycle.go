@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,12 +24,18 @@ func openPool(ctx context.Context, cfg serverConfig, prepare ...func(*pgxpool.Co
 		// Validated already; the message may quote a password.
 		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection string", EnvDatabaseURL)
 	}
-	if cfg.DBMaxConns > 0 {
+	switch {
+	case cfg.DBMaxConns > 0:
 		pc.MaxConns = cfg.DBMaxConns
-		pc.MinConns = min(pc.MinConns, pc.MaxConns)
+	case !strings.Contains(cfg.DatabaseURL, "pool_max_conns"):
+		pc.MaxConns = DefaultDBMaxConns // see its comment: commits, not CPUs
 	}
-	// Server-side bounds on every session, so a replica stopped inside a
-	// transaction loses its locks within seconds (see inboxsettings.go).
+	pc.MinConns = min(pc.MinConns, pc.MaxConns)
+	// Server-side bounds on every session (see inboxsettings.go): a
+	// replica stopped inside a transaction loses its locks within seconds,
+	// and one slow statement (a tenant's heavy list, a lock wait) gives its
+	// connection back within the statement timeout instead of holding it
+	// while others queue.
 	for k, v := range cfg.Session.runtimeParams() {
 		pc.ConnConfig.RuntimeParams[k] = v
 	}

@@ -119,7 +119,7 @@ func TestServeWiresProviderCallbacks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("loadServerConfig: %v", err)
 	}
-	srv, err := newAPI(pool, cfg, slog.New(slog.DiscardHandler), nil, observability{})
+	srv, err := newAPI(pool, cfg, slog.New(slog.DiscardHandler), nil, observability{}, nil)
 	if err != nil {
 		t.Fatalf("newAPI: %v", err)
 	}

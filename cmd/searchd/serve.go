@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,7 +109,21 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	}
 	stopApplier := startApplier(ctx, pool, cfg, logger, obs, wake)
 	defer stopApplier()
-	srv, err := newAPI(pool, cfg, logger, hub, obs)
+	// Readiness is checked in the background on a connection of its own,
+	// so probes cost the request pool nothing (see api.ReadyChecker).
+	ready := api.NewReadyChecker(pool.Config().ConnConfig, api.DefaultReadyInterval)
+	ready.Check(ctx) // ready from the first probe
+	rctx, stopReady := context.WithCancel(context.WithoutCancel(ctx))
+	readyDone := make(chan struct{})
+	go func() {
+		defer close(readyDone)
+		ready.Run(rctx)
+	}()
+	defer func() {
+		stopReady()
+		<-readyDone
+	}()
+	srv, err := newAPI(pool, cfg, logger, hub, obs, ready)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -122,8 +137,12 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 
 // newAPI wires the domain services on pool into the API. Starts wait on
 // Prefer: wait when hub is set, and not at all when it is nil. The plane
-// and the provider jobs report to the metrics the API serves.
-func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idempotency.Hub, obs observability) (*api.Server, error) {
+// and the provider jobs report to the metrics the API serves. /readyz
+// answers from ready when it is set, else checks on pool per probe. One
+// organization may have cfg.OrgMaxInFlight requests in flight, by default
+// a quarter of the pool (at least 2), so that one tenant cannot hold the
+// whole pool.
+func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *api.ReadyChecker) (*api.Server, error) {
 	if obs.metrics == nil {
 		obs.metrics = telemetry.NewMetrics()
 		_ = obs.metrics.WatchPool(pool) // a fresh registry: it cannot collide
@@ -137,7 +156,13 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 	if hub == nil {
 		maxWait = 0
 	}
+	var readyFunc func(context.Context) error
+	if ready != nil {
+		readyFunc = ready.Ready
+	}
 	return api.New(api.Deps{
+		Ready:           readyFunc,
+		OrgMaxInFlight:  cmp.Or(cfg.OrgMaxInFlight, max(2, int(pool.Config().MaxConns)/4)),
 		Pool:            pool,
 		SavedSearches:   savedsearch.NewStore(pool),
 		Snapshots:       snapshot.NewStore(pool),

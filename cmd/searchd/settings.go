@@ -25,6 +25,22 @@ const (
 	EnvMaxPreferWait = "SEARCHD_MAX_PREFER_WAIT"
 	// EnvSavedSearchLease is the lease of a saved-search preparation.
 	EnvSavedSearchLease = "SEARCHD_SAVED_SEARCH_LEASE"
+	// EnvOrgMaxInFlight caps one organization's requests in flight.
+	EnvOrgMaxInFlight = "SEARCHD_ORG_MAX_IN_FLIGHT"
+)
+
+// Defaults and limits of the pool and fairness settings.
+const (
+	// DefaultDBMaxConns sizes the pool when neither the setting nor the
+	// URL's pool_max_conns does. A start is a few short statements and a
+	// commit, and a commit waits for its WAL flush (fsync) with no CPU
+	// used on either side, so the work is bound by commit latency, not by
+	// cores: connections beyond the CPU count keep the CPUs busy while
+	// others wait on the disk, and PostgreSQL flushes the commits waiting
+	// together in one fsync (group commit). pgx's max(4, CPUs) left a
+	// 2-core server at 4, which four slow requests of one tenant filled.
+	DefaultDBMaxConns = 16
+	maxOrgMaxInFlight = 10000
 )
 
 // Defaults and limits of those settings.
@@ -83,8 +99,11 @@ func serverOptions(dev bool) []option {
 	}
 	opts := []option{
 		db,
-		{"db-max-conns", EnvDBMaxConns, "pool_max_conns of the URL, else max(4, CPUs)",
-			fmt.Sprintf("most connections in the database pool, 1 to %d; with waiting on, one more listens for claims", maxDBMaxConns)},
+		{"db-max-conns", EnvDBMaxConns, "pool_max_conns of the URL, else " + strconv.Itoa(DefaultDBMaxConns),
+			fmt.Sprintf("most connections in the database pool, 1 to %d; with waiting on, one more listens for claims, "+
+				"and /readyz checks on one more of its own", maxDBMaxConns)},
+		{"org-max-in-flight", EnvOrgMaxInFlight, "a quarter of the pool, at least 2",
+			fmt.Sprintf("most requests of one organization served at once, 1 to %d; more answer 429 rate_limited", maxOrgMaxInFlight)},
 		addr,
 		secret,
 		{"", EnvProviderSecrets, "none",
@@ -287,6 +306,18 @@ func readPoolAndWaitSettings(fs *flag.FlagSet, getenv func(string) string, cfg *
 			problems = append(problems, fmt.Sprintf("%s: %d is out of range: from 1 to %d", conns.name, n, maxDBMaxConns))
 		default:
 			cfg.DBMaxConns = int32(n)
+		}
+	}
+	inFlight := lookup(fs, "org-max-in-flight", EnvOrgMaxInFlight, getenv)
+	if inFlight.value != "" {
+		n, err := strconv.Atoi(inFlight.value)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: %q is not a whole number of requests", inFlight.name, inFlight.value))
+		case n < 1 || n > maxOrgMaxInFlight:
+			problems = append(problems, fmt.Sprintf("%s: %d is out of range: from 1 to %d", inFlight.name, n, maxOrgMaxInFlight))
+		default:
+			cfg.OrgMaxInFlight = n
 		}
 	}
 	wait := lookup(fs, "max-prefer-wait", EnvMaxPreferWait, getenv)

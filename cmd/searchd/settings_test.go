@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/internal/pgtest"
 )
@@ -14,7 +17,9 @@ import (
 // flag ("" for a secret, which has none), the variable and the default.
 var serveSettings = []struct{ flag, env, def string }{
 	{"database-url", "DATABASE_URL", "required"},
-	{"db-max-conns", "SEARCHD_DB_MAX_CONNS", "pool_max_conns of the URL"},
+	{"db-max-conns", "SEARCHD_DB_MAX_CONNS", "pool_max_conns of the URL, else 16"},
+	{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "15s"},
+	{"org-max-in-flight", "SEARCHD_ORG_MAX_IN_FLIGHT", "a quarter of the pool, at least 2"},
 	{"addr", "SEARCHD_ADDR", ":8080"},
 	{"", "SEARCHD_JWT_SECRET", "required"},
 	{"", "SEARCHD_PROVIDER_SECRETS", "none"},
@@ -108,6 +113,11 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "x", `"x" is not a whole number`},
 		{"sweep-max-passes", "SEARCHD_SWEEP_MAX_PASSES", "0", "0 is out of range: at least 1"},
 		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "1.5", "1.5 is out of range: above 0 and at most 1"},
+		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "long", `"long" is not a duration`},
+		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "2h", "2h0m0s is out of range: from 0s at most 1h0m0s"},
+		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "1500us", "1.5ms is out of range"},
+		{"org-max-in-flight", "SEARCHD_ORG_MAX_IN_FLIGHT", "lots", `"lots" is not a whole number of requests`},
+		{"org-max-in-flight", "SEARCHD_ORG_MAX_IN_FLIGHT", "0", "0 is out of range: from 1 to 10000"},
 		{"log-level", "SEARCHD_LOG_LEVEL", "loud", `"loud" is not a level`},
 		{"log-format", "SEARCHD_LOG_FORMAT", "xml", `"xml" is not a log format`},
 	}
@@ -223,6 +233,7 @@ func TestPoolSizeSetting(t *testing.T) {
 		{dbURL + sep + "pool_max_conns=5", 0, 5},
 		{dbURL + sep + "pool_max_conns=5", 3, 3},
 		{dbURL, 2, 2},
+		{dbURL, 0, DefaultDBMaxConns}, // sized for commits, not pgx's max(4, CPUs)
 	} {
 		pool, err := openPool(context.Background(), serverConfig{DatabaseURL: tt.url, DBMaxConns: tt.conns})
 		if err != nil {
@@ -232,5 +243,36 @@ func TestPoolSizeSetting(t *testing.T) {
 			t.Errorf("openPool(pool_max_conns in %q, DBMaxConns %d) has MaxConns %d, want %d", tt.url, tt.conns, got, tt.want)
 		}
 		pool.Close()
+	}
+}
+
+// TestStatementTimeoutBoundsEveryPoolStatement opens the request pool with
+// a 200 ms statement timeout: a statement that runs longer is cancelled by
+// PostgreSQL (57014, which the API answers 503), and a shorter one runs.
+// With the setting at 0s the pool sets none.
+func TestStatementTimeoutBoundsEveryPoolStatement(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDBURL(t)
+	ctx := context.Background()
+	pool, err := openPool(ctx, serverConfig{DatabaseURL: dbURL, Session: sessionBounds{Statement: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var pgErr *pgconn.PgError
+	if _, err := pool.Exec(ctx, `SELECT pg_sleep(2)`); !errors.As(err, &pgErr) || pgErr.Code != "57014" {
+		t.Errorf("a 2 s statement under a 200 ms timeout = %v, want 57014 query_canceled", err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT pg_sleep(0.01)`); err != nil {
+		t.Errorf("a 10 ms statement: %v", err)
+	}
+	none, err := openPool(ctx, serverConfig{DatabaseURL: dbURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer none.Close()
+	var setting string
+	if err := none.QueryRow(ctx, `SHOW statement_timeout`).Scan(&setting); err != nil || setting != "0" {
+		t.Errorf("statement_timeout with the setting at 0s = %q, %v; want 0", setting, err)
 	}
 }

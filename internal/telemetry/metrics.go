@@ -43,6 +43,8 @@ type Metrics struct {
 	sweptDeleted *prometheus.CounterVec
 	sweepPass    *prometheus.HistogramVec
 	sweepFull    *prometheus.CounterVec
+
+	rateLimited *prometheus.CounterVec
 }
 
 // NewMetrics returns the metrics of a process on a fresh registry that
@@ -113,6 +115,10 @@ func NewMetrics() *Metrics {
 			Namespace: namespace, Subsystem: "sweeper", Name: "backlog_passes_total",
 			Help: "Sweeper passes whose read filled the bound, leaving rows past retention behind, by table.",
 		}, []string{"table"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "http", Name: "rate_limited_total",
+			Help: "Requests refused 429 rate_limited because their organization had its most requests in flight, by route pattern.",
+		}, []string{"route"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -123,6 +129,7 @@ func NewMetrics() *Metrics {
 		m.inboxPending, m.inboxLag, m.inboxApplied, m.inboxCopies,
 		m.sweptRead, m.sweptDeleted, m.sweepPass,
 		m.sweepFull,
+		m.rateLimited,
 	)
 	return m
 }
@@ -203,4 +210,12 @@ func (m *Metrics) ObservePass(table string, read, deleted int, d time.Duration) 
 // ObserveBacklogPass implements sweeper.BacklogObserver.
 func (m *Metrics) ObserveBacklogPass(table string) {
 	m.sweepFull.WithLabelValues(table).Inc()
+}
+
+// ObserveRateLimited counts one request refused by the per-organization
+// cap on requests in flight. route is a route pattern, as for
+// [Metrics.ObserveRequest]; the organization is not a label, since every
+// distinct one would be a series kept for the life of the process.
+func (m *Metrics) ObserveRateLimited(route string) {
+	m.rateLimited.WithLabelValues(route).Inc()
 }

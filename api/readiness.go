@@ -1,0 +1,96 @@
+package api
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/searchd/searchd/migrations"
+)
+
+// DefaultReadyInterval is how often a [ReadyChecker] checks by default.
+const DefaultReadyInterval = 2 * time.Second
+
+// errNotCheckedYet is the readiness of a checker whose first check has not
+// finished.
+var errNotCheckedYet = errors.New("api: readiness not checked yet")
+
+// ReadyChecker checks readiness (the database answers and its schema is
+// at the newest migration) in the background, every interval, on one
+// connection of its own, and answers /readyz from the last result. A probe
+// then costs no round trip on the request pool, however many probers there
+// are, and a pool held by slow requests does not make readiness flap. It
+// is safe for concurrent use.
+type ReadyChecker struct {
+	db       *sql.DB
+	interval time.Duration
+	last     atomic.Pointer[readyResult]
+}
+
+type readyResult struct {
+	err error
+	at  time.Time
+}
+
+// NewReadyChecker returns a checker that connects with cfg (a copy; the
+// caller may pass a pool's ConnConfig) and checks every interval (zero is
+// [DefaultReadyInterval]). It opens no connection until [ReadyChecker.Run].
+func NewReadyChecker(cfg *pgx.ConnConfig, interval time.Duration) *ReadyChecker {
+	if interval <= 0 {
+		interval = DefaultReadyInterval
+	}
+	db := stdlib.OpenDB(*cfg.Copy())
+	// One connection, kept: database/sql reconnects after a failure.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	r := &ReadyChecker{db: db, interval: interval}
+	r.last.Store(&readyResult{err: errNotCheckedYet, at: time.Now()})
+	return r
+}
+
+// Run checks at once and then every interval until ctx ends, then closes
+// its connection and returns.
+func (r *ReadyChecker) Run(ctx context.Context) {
+	defer r.db.Close()
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		r.Check(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Check checks once, now, and keeps the result for [ReadyChecker.Ready]:
+// a server checks before it serves, so it is ready from its first probe.
+func (r *ReadyChecker) Check(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	err := r.db.PingContext(ctx)
+	if err == nil {
+		err = migrations.CheckDB(ctx, r.db)
+	}
+	r.last.Store(&readyResult{err: err, at: time.Now()})
+}
+
+// Ready returns the result of the last check: nil when the database
+// answered and its schema was current. A result older than three
+// intervals plus the check's timeout is an error too, so a checker that
+// stopped (or hangs) does not keep answering ready. It never touches the
+// database; ctx is unused.
+func (r *ReadyChecker) Ready(context.Context) error {
+	last := r.last.Load()
+	if age := time.Since(last.at); age > 3*r.interval+readyTimeout {
+		return fmt.Errorf("api: the last readiness check is %s old", age.Round(time.Second))
+	}
+	return last.err
+}
