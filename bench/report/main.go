@@ -10,6 +10,8 @@
 //     as a `go test` subprocess with SEARCHD_BENCH=1);
 //   - the sweeper's claim latency with and without a sweep (sweeper's
 //     TestSweepBench, likewise);
+//   - one organization's start and replay p99 while another hammers
+//     (api's TestFairnessBench, likewise);
 //   - the HTTP start benchmark (bench/http, built once) at 1, 2, 4, 8, 16,
 //     32 and 64 clients, each a run of its own with -json.
 //
@@ -83,6 +85,13 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 
+	logf("fairness benchmark (%s)", sz.fairDesc)
+	fairOut, err := goTest(ctx, "./api/", "TestFairnessBench", sz.fairEnv)
+	if err != nil {
+		return err
+	}
+	r.fairness = parseFairness(fairOut)
+
 	dir, err := os.MkdirTemp("", "searchd-bench-report-")
 	if err != nil {
 		return err
@@ -118,9 +127,9 @@ func run(ctx context.Context, cfg config) error {
 
 // size is how big each run is.
 type size struct {
-	planeEnv, sweepEnv   []string
-	planeDesc, sweepDesc string
-	httpArgs             []string
+	planeEnv, sweepEnv, fairEnv    []string
+	planeDesc, sweepDesc, fairDesc string
+	httpArgs                       []string
 }
 
 func sizes(quick bool) size {
@@ -131,12 +140,15 @@ func sizes(quick bool) size {
 			sweepEnv: []string{"SEARCHD_BENCH_ROWS=100000", "SEARCHD_BENCH_SECONDS=2",
 				"SEARCHD_BENCH_ROUNDS=2"},
 			sweepDesc: "100000 rows, 2 pairs of 2 s phases",
+			fairEnv:   []string{"SEARCHD_BENCH_ROUNDS=2", "SEARCHD_BENCH_SECONDS=2"},
+			fairDesc:  "2 rounds of 2 s phases",
 			httpArgs:  []string{"-rounds", "1", "-duration", "1s", "-warmup", "500ms"},
 		}
 	}
 	return size{
 		planeDesc: "the test's defaults: 7 rounds of 2000 ops",
 		sweepDesc: "the test's defaults: 1000000 rows, pairs of 5 s phases until the sweep drains them (at most 40)",
+		fairDesc:  "the test's defaults: 5 rounds of 4 s phases",
 		httpArgs:  []string{"-rounds", "3", "-duration", "3s"},
 	}
 }

@@ -28,6 +28,9 @@ type report struct {
 	http                  []httpResult
 	httpArgs              []string
 	chartName             string
+	// fairness is the lines TestFairnessBench printed: its setup and its
+	// Markdown table, kept as the test wrote them.
+	fairness []string
 }
 
 func verdictOf(ratio float64, target string) string {
@@ -103,6 +106,21 @@ func (r *report) markdown() []byte {
 		"and weighs on both sides of each ratio, but not always equally.\n\n")
 	if s.rate != "" {
 		p("Sweeper: %s.\n\n", s.rate)
+	}
+
+	if len(r.fairness) > 0 {
+		p("## One organization hammering, another starting\n\n")
+		p("api's `TestFairnessBench`: one organization hammers lists (pages of 200) and starts while another " +
+			"starts and replays; its p99 beside its p99 alone, with the per-organization cap and without it. " +
+			"It runs on a durable cluster of its own.\n\n")
+		for _, l := range r.fairness {
+			if strings.HasPrefix(l, "|") {
+				p("%s\n", l)
+			} else {
+				p("%s\n\n", strings.TrimPrefix(l, "fairness: "))
+			}
+		}
+		p("\n")
 	}
 
 	p("## HTTP starts against concurrency\n\n")

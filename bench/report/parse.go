@@ -140,3 +140,15 @@ func meets(ratio float64, target string) (met, ok bool) {
 	}
 	return ratio >= v, true
 }
+
+// parseFairness returns the lines TestFairnessBench printed for the report:
+// those starting "fairness: " and its table rows.
+func parseFairness(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "fairness: ") || strings.HasPrefix(l, "| ") || strings.HasPrefix(l, "|---") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
