@@ -19,9 +19,13 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// DefaultMaxBodyBytes is the default limit on a request body: a baseline of
-// 10,000 items of 200 four-byte characters, with its JSON punctuation, fits.
-const DefaultMaxBodyBytes = 8 << 20
+// DefaultMaxBodyBytes is the default limit on a request body. The largest
+// body the size limits allow is a saved search of about 1 MiB of JSON
+// (savedsearch.MaxSavedSearchBytes, as searchd encodes it); 4 MiB leaves
+// room for a client that escapes what searchd would not (every non-ASCII
+// character as \uXXXX), and bounds what a request can make the server
+// buffer.
+const DefaultMaxBodyBytes = 4 << 20
 
 // maxJSONDepth bounds how deeply a request body may nest objects and arrays.
 // The bodies this API defines nest four levels; the free-form filters and

@@ -82,7 +82,7 @@ environment:
   SEARCHD_DB_MAX_CONNS    database pool size (default: pool_max_conns of DATABASE_URL)
   SEARCHD_MAX_PREFER_WAIT
                           longest Prefer: wait a start honours (default 30s; 0s: never)
-  SEARCHD_MAX_BODY_BYTES  largest request body (default 8388608)
+  SEARCHD_MAX_BODY_BYTES  largest request body (default 4194304)
   SEARCHD_SWEEP_INTERVAL  time between two sweeps in serve (default 1h; 0s: none)
   SEARCHD_SWEEP_JITTER    most random delay added to each (default 10% of the interval)
   SEARCHD_SWEEP_BOUND     most rows a sweep pass reads from a table (default 1000)

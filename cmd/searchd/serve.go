@@ -27,7 +27,7 @@ import (
 // startupTimeout bounds the database checks before serving.
 const startupTimeout = 30 * time.Second
 
-// HTTP server timeouts: generous for a JSON API with 8 MiB bodies, finite
+// HTTP server timeouts: generous for a JSON API with 4 MiB bodies, finite
 // so a slow or idle client cannot hold a connection for ever.
 const (
 	readHeaderTimeout = 10 * time.Second

@@ -24,7 +24,7 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"", "SEARCHD_JWT_SECRET", "required"},
 	{"", "SEARCHD_PROVIDER_SECRETS", "none"},
 	{"shutdown-grace", "SEARCHD_SHUTDOWN_GRACE", "10s"},
-	{"max-body-bytes", "SEARCHD_MAX_BODY_BYTES", "8388608"},
+	{"max-body-bytes", "SEARCHD_MAX_BODY_BYTES", "4194304"},
 	{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "30s"},
 	{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "30s"},
 	{"sweep-interval", "SEARCHD_SWEEP_INTERVAL", "1h"},
