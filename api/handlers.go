@@ -26,11 +26,6 @@ type page[T any] struct {
 	NextCursor *string `json:"next_cursor"`
 }
 
-// list is a whole list.
-type list[T any] struct {
-	Items []T `json:"items"`
-}
-
 // startResponse answers a start: the Run and, for a saved-search start, the
 // snapshot it runs on (null for a direct start).
 type startResponse struct {
