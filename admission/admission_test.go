@@ -765,7 +765,9 @@ func TestRequestHashNormalization(t *testing.T) {
 func TestLargeSnapshotIsStoredInTheClaimByReference(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	items := make([]string, savedsearch.MaxBaselineSize) // 10000 items of 200 characters
+	// 4000 items of 200 characters: 800 KB, twelve times the store limit
+	// and within savedsearch.MaxBaselineBytes.
+	items := make([]string, 4000)
 	for i := range items {
 		items[i] = strings.Repeat(fmt.Sprintf("%08d", i), 25)
 	}

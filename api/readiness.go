@@ -45,7 +45,9 @@ func NewReadyChecker(cfg *pgx.ConnConfig, interval time.Duration) *ReadyChecker 
 	if interval <= 0 {
 		interval = DefaultReadyInterval
 	}
-	db := stdlib.OpenDB(*cfg.Copy())
+	conn := cfg.Copy()
+	conn.Tracer = nil // a probe every interval is not worth a span each
+	db := stdlib.OpenDB(*conn)
 	// One connection, kept: database/sql reconnects after a failure.
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)

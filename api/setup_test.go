@@ -81,6 +81,10 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 		ProviderSecrets: map[string][]byte{acme: acmeSecret, otherProvider: otherSecret},
 		JWTSecret:       testSecret,
 		Logger:          slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		// Many tests race dozens of one organization's requests on
+		// purpose; the per-organization cap has tests of its own
+		// (fairness_test.go), which set it through deps.
+		OrgMaxInFlight: 1 << 20,
 	}
 	if opts.deps != nil {
 		opts.deps(&d)

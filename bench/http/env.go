@@ -181,6 +181,9 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		ProviderJobs:  providerjobs.New(realPool, plane, providerjobs.Config{}),
 		JWTSecret:     secret,
 		Logger:        logger,
+		// One organization's throughput is the measure here: no cap on
+		// its requests in flight (api's TestFairnessBench measures it).
+		OrgMaxInFlight: 1 << 20,
 	})
 	if err != nil {
 		return nil, err
