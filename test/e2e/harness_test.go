@@ -180,6 +180,10 @@ func setup(t *testing.T, cfg config) *harness {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The clients of a scenario are one organization, many of them
+		// on each replica at once on purpose: the per-organization cap
+		// is not what the faults test (TestMemoryStaysBounded runs it).
+		r.env = []string{"SEARCHD_ORG_MAX_IN_FLIGHT=10000"}
 		h.replicas = append(h.replicas, r)
 		if err := r.Start(ctx); err != nil {
 			t.Fatal(err)

@@ -68,6 +68,8 @@ type replica struct {
 	addr    string
 	logPath string
 	lease   time.Duration // SEARCHD_SAVED_SEARCH_LEASE
+	// env is added to the process's environment, after the defaults.
+	env []string
 
 	mu   sync.Mutex
 	proc *process
@@ -112,6 +114,7 @@ func (r *replica) Start(ctx context.Context) error {
 		// warn: the 503s with their cause and every 500, not the access log.
 		"SEARCHD_LOG_LEVEL=warn",
 	}
+	cmd.Env = append(cmd.Env, r.env...)
 	if v, ok := os.LookupEnv("GORACE"); ok {
 		cmd.Env = append(cmd.Env, "GORACE="+v)
 	}
