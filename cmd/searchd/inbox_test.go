@@ -76,8 +76,8 @@ func TestSessionBoundsEndAStalledTransaction(t *testing.T) {
 	fs := h.app.flagSet("serve")
 	serverFlags(fs)
 	_, sb, problems := readInboxSettings(fs, func(string) string { return "" })
-	if len(problems) != 0 || sb != (sessionBounds{5 * time.Second, 10 * time.Second, 30 * time.Second}) {
-		t.Errorf("default bounds = %+v (%v), want 5s, 10s, 30s", sb, problems)
+	if len(problems) != 0 || sb != (sessionBounds{5 * time.Second, 10 * time.Second, 15 * time.Second}) {
+		t.Errorf("default bounds = %+v (%v), want 5s, 10s, 15s", sb, problems)
 	}
 	bad := map[string]string{EnvIdleInTransactionTimeout: "2h", EnvLockTimeout: "soon", EnvWebhookLease: "0s", EnvApplierBatch: "0"}
 	_, _, problems = readInboxSettings(fs, func(k string) string { return bad[k] })
