@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -46,6 +47,12 @@ const (
 	HeaderSignature = standardwebhooks.HeaderWebhookSignature
 )
 
+// DefaultCallbackMaxBodyBytes is the default limit on a callback body. A
+// callback is a job's status and result; anyone can send one, and its body
+// is held until its signature is checked, so the limit is its own, well
+// below [DefaultMaxBodyBytes].
+const DefaultCallbackMaxBodyBytes = 1 << 20
+
 // CallbackTolerance is how far the webhook-timestamp of a callback may be
 // from the server's clock, either way: the window in which a captured
 // delivery could be re-sent at all. Within it, a re-sent delivery carries
@@ -82,12 +89,12 @@ func jobResponse(job *providerjobs.Job) providerJobResponse {
 	return providerJobResponse{Job: job, CallbackPath: callbackPath(job)}
 }
 
-// providerWebhooks validates the provider secrets of [Deps] and returns a
-// verifier of each provider's signatures, holding a copy of its secret, so
-// a caller changing its map later changes nothing here. A secret is used
-// as its raw bytes.
-func providerWebhooks(in map[string][]byte) (map[string]*standardwebhooks.Webhook, error) {
-	out := make(map[string]*standardwebhooks.Webhook, len(in))
+// providerSecrets validates the provider secrets of [Deps] and returns a
+// copy of them, so a caller changing its map later changes nothing here. A
+// secret is used as its raw bytes: the HMAC key of the provider's
+// signatures.
+func providerSecrets(in map[string][]byte) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(in))
 	for name, secret := range in {
 		if err := providerjobs.ValidateProvider(name); err != nil {
 			return nil, fmt.Errorf("api: Deps.ProviderSecrets: %w", err)
@@ -95,11 +102,7 @@ func providerWebhooks(in map[string][]byte) (map[string]*standardwebhooks.Webhoo
 		if len(secret) == 0 {
 			return nil, fmt.Errorf("api: Deps.ProviderSecrets: the secret of provider %q is empty", name)
 		}
-		wh, err := standardwebhooks.NewWebhookRaw(bytes.Clone(secret))
-		if err != nil {
-			return nil, fmt.Errorf("api: Deps.ProviderSecrets: provider %q: %w", name, err)
-		}
-		out[name] = wh
+		out[name] = bytes.Clone(secret)
 	}
 	return out, nil
 }
@@ -139,7 +142,7 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	if providerjobs.ValidateProvider(req.Provider) != nil {
 		fields = append(fields, FieldError{Field: "provider",
 			Message: "must be a lower-case dotted identifier: letters a-z, digits, '_' and '-', with dots between them"})
-	} else if _, ok := s.providerWebhooks[req.Provider]; !ok {
+	} else if _, ok := s.providerSecrets[req.Provider]; !ok {
 		fields = append(fields, FieldError{Field: "provider",
 			Message: "is not a provider this server holds a callback secret for"})
 	}
@@ -205,7 +208,10 @@ var (
 // bearer token: the provider authenticates with Standard Webhooks
 // signatures. The checks run in this order, and only a delivery that
 // passes the signature can leave a trace; every refusal below records
-// nothing:
+// nothing. Everything up to the body is decided on the path and the
+// headers alone, before a byte of the body is read: anyone can send a
+// callback, so refusing a stranger costs no memory or work in proportion
+// to what the stranger sends.
 //
 //   - an unknown provider; a webhook-signature that is missing, repeated,
 //     or holds no well-formed v1 signature (v1, a comma, the base64 of 32
@@ -220,11 +226,15 @@ var (
 //     without an id cannot be told from its redeliveries, so it cannot be
 //     applied safely; and the id is checked before the signature because
 //     the signature covers it;
-//   - the body is read, with the size limit (413 payload_too_large beyond
-//     it), then verified before it is parsed: no v1 signature is the
-//     HMAC of "<webhook-id>.<webhook-timestamp>.<body>", compared in
-//     constant time: 401 unauthorized. The id and the timestamp are
-//     signed, so neither can be changed to replay a captured body;
+//   - the body is read with the callback's own limit
+//     (Deps.CallbackMaxBodyBytes): a declared length beyond it is refused
+//     before a byte is read, and a body of unknown length after the
+//     limit and one byte, 413 payload_too_large. The HMAC of
+//     "<webhook-id>.<webhook-timestamp>.<body>" is computed as the body
+//     streams in, and the body is parsed only if one v1 signature equals
+//     it, compared in constant time; else 401 unauthorized. The id and
+//     the timestamp are signed, so neither can be changed to replay a
+//     captured body;
 //   - a body that is not a JSON object: 400 malformed_json; one whose
 //     job_id, status or result have the wrong shape: 400
 //     validation_failed. Members beyond those three are ignored, so a
@@ -246,7 +256,7 @@ var (
 //     redelivers; nothing was stored then.
 func (s *Server) receiveCallback(c echo.Context) error {
 	provider := pathParam(c, "provider")
-	wh, known := s.providerWebhooks[provider]
+	secret, known := s.providerSecrets[provider]
 	if !known {
 		return errBadSignature
 	}
@@ -263,20 +273,9 @@ func (s *Server) receiveCallback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := s.readRawBody(c)
+	body, err := s.readSignedBody(c, secret, deliveryID, ts, sig)
 	if err != nil {
 		return err
-	}
-	// The library verifies the very values checked above: one of each,
-	// trimmed as they were. The window was checked on the server's clock,
-	// which tests can stub and the library cannot, so it verifies the
-	// signature alone.
-	signed := http.Header{}
-	signed.Set(HeaderDeliveryID, deliveryID)
-	signed.Set(HeaderTimestamp, ts)
-	signed.Set(HeaderSignature, sig)
-	if wh.VerifyIgnoringTimestamp(body, signed) != nil {
-		return errBadSignature
 	}
 	update, err := parseCallbackBody(body)
 	if err != nil {
@@ -387,26 +386,78 @@ func deliveryIDHeader(h http.Header) (string, error) {
 	return id, nil
 }
 
-// readRawBody reads the whole body of c, refusing one longer than the
-// limit while reading, so an oversized body is never held in memory whole.
-func (s *Server) readRawBody(c echo.Context) ([]byte, error) {
+// readSignedBody reads the callback body of c, at most
+// s.callbackMaxBodyBytes of it, feeding the HMAC-SHA256 under secret of
+// "<deliveryID>.<ts>.<body>" as it goes, and returns the body when one v1
+// signature of sig (a header signatureHeader passed) is that HMAC. It
+// returns the 413 of the limit when the body is longer, refusing a
+// declared length over it before reading, and errBadSignature when no
+// signature matches.
+//
+// This is Standard Webhooks' verification, done here rather than by the
+// reference library, whose Verify takes the whole body and copies it
+// again into the signed message: streamed, the only buffer is the body
+// itself, sized by its declared length, which the limit bounds.
+func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, sig string) ([]byte, error) {
 	r := c.Request()
-	if r.ContentLength > s.maxBodyBytes {
-		return nil, s.tooLarge()
+	limit := s.callbackMaxBodyBytes
+	if r.ContentLength > limit {
+		return nil, s.callbackTooLarge()
 	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
+	mac := hmac.New(sha256.New, secret)
+	_, _ = io.WriteString(mac, deliveryID)
+	_, _ = io.WriteString(mac, ".")
+	_, _ = io.WriteString(mac, ts)
+	_, _ = io.WriteString(mac, ".")
+	var body []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		size := int64(bytes.MinRead)
+		if r.ContentLength > 0 {
+			// Room for the declared body and the read that sees its end,
+			// so an honest body is read into one allocation.
+			size += r.ContentLength
+		}
+		buf := bytes.NewBuffer(make([]byte, 0, size))
+		// MaxBytesReader asks the body for at most limit+1 bytes, and
+		// tells net/http to close the connection after a body over it.
+		_, err := buf.ReadFrom(io.TeeReader(http.MaxBytesReader(c.Response(), r.Body, limit), mac))
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			return nil, s.callbackTooLarge()
+		case err != nil:
+			return nil, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
+				detail: "the request body could not be read"}
+		}
+		body = buf.Bytes()
 	}
-	buf, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, s.maxBodyBytes))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return nil, s.tooLarge()
-	case err != nil:
-		return nil, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-			detail: "the request body could not be read"}
+	if !signatureMatches(sig, mac.Sum(nil)) {
+		return nil, errBadSignature
 	}
-	return buf, nil
+	return body, nil
+}
+
+// signatureMatches reports whether one v1 entry of the webhook-signature
+// sig is the standard base64 of mac, compared in constant time. Entries
+// of other versions are ignored, as Standard Webhooks says.
+func signatureMatches(sig string, mac []byte) bool {
+	var want [44]byte // base64 of an HMAC-SHA256
+	base64.StdEncoding.Encode(want[:], mac)
+	matched := false
+	for entry := range strings.SplitSeq(sig, " ") {
+		version, got, ok := strings.Cut(entry, ",")
+		// Every entry is compared, so the time taken says nothing about
+		// which one matched.
+		if ok && version == signatureVersion && hmac.Equal([]byte(got), want[:]) {
+			matched = true
+		}
+	}
+	return matched
+}
+
+func (s *Server) callbackTooLarge() error {
+	return &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
+		detail: fmt.Sprintf("the callback body is larger than %d bytes", s.callbackMaxBodyBytes)}
 }
 
 // parseCallbackBody reads a verified callback body: a JSON object with

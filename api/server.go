@@ -37,7 +37,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/labstack/echo/v4"
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/searchd/searchd/admission"
@@ -123,6 +122,12 @@ type Deps struct {
 	Now func() time.Time
 	// MaxBodyBytes limits request bodies; zero is [DefaultMaxBodyBytes].
 	MaxBodyBytes int64
+	// CallbackMaxBodyBytes limits the body of a provider callback, which
+	// anyone can send: it is buffered (to be parsed and stored once its
+	// signature holds), so its limit is its own and small. Zero is
+	// [DefaultCallbackMaxBodyBytes], or MaxBodyBytes when that is lower;
+	// more than MaxBodyBytes is an error.
+	CallbackMaxBodyBytes int64
 	// MaxPreferWait is the longest Prefer: wait=N a saved-search start
 	// honours, in whole seconds, at most [PreferWaitLimit]; a longer
 	// N is cut to it. Zero (the default) ignores the preference: set it
@@ -155,13 +160,15 @@ type Server struct {
 	logger         *slog.Logger
 	now            func() time.Time
 	maxBodyBytes   int64
-	maxPreferWait  time.Duration
-	ready          func(ctx context.Context) error
-	orgLimiter     *orgLimiter
+	// callbackMaxBodyBytes limits a callback body (Deps.CallbackMaxBodyBytes).
+	callbackMaxBodyBytes int64
+	maxPreferWait        time.Duration
+	ready                func(ctx context.Context) error
+	orgLimiter           *orgLimiter
 
-	// providerWebhooks verifies each provider's callbacks, with a copy of
-	// its secret from Deps.ProviderSecrets.
-	providerWebhooks map[string]*standardwebhooks.Webhook
+	// providerSecrets holds a copy of each provider's callback secret
+	// from Deps.ProviderSecrets: the key of its signatures' HMAC.
+	providerSecrets map[string][]byte
 
 	// metrics, traceHTTP (nil when tracing is off) and knownRoutes (the
 	// route patterns, which bound the route label) are telemetry.go's.
@@ -184,10 +191,15 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("api: Deps.OrgMaxInFlight is negative")
 	case d.MaxBodyBytes < 0:
 		return nil, errors.New("api: Deps.MaxBodyBytes is negative")
+	case d.CallbackMaxBodyBytes < 0:
+		return nil, errors.New("api: Deps.CallbackMaxBodyBytes is negative")
+	case d.CallbackMaxBodyBytes > cmp.Or(d.MaxBodyBytes, DefaultMaxBodyBytes):
+		return nil, fmt.Errorf("api: Deps.CallbackMaxBodyBytes is %d; it must be at most MaxBodyBytes (%d)",
+			d.CallbackMaxBodyBytes, cmp.Or(d.MaxBodyBytes, DefaultMaxBodyBytes))
 	case d.MaxPreferWait < 0 || d.MaxPreferWait > PreferWaitLimit || d.MaxPreferWait%time.Second != 0:
 		return nil, fmt.Errorf("api: Deps.MaxPreferWait is %s; it must be whole seconds from 0s to %s", d.MaxPreferWait, PreferWaitLimit)
 	}
-	webhooks, err := providerWebhooks(d.ProviderSecrets)
+	secrets, err := providerSecrets(d.ProviderSecrets)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +216,7 @@ func New(d Deps) (*Server, error) {
 		maxPreferWait: d.MaxPreferWait,
 		ready:         d.Ready,
 	}
-	s.providerWebhooks = webhooks
+	s.providerSecrets = secrets
 	s.orgLimiter = newOrgLimiter(cmp.Or(d.OrgMaxInFlight, DefaultOrgMaxInFlight))
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -216,6 +228,7 @@ func New(d Deps) (*Server, error) {
 	if s.maxBodyBytes == 0 {
 		s.maxBodyBytes = DefaultMaxBodyBytes
 	}
+	s.callbackMaxBodyBytes = cmp.Or(d.CallbackMaxBodyBytes, min(DefaultCallbackMaxBodyBytes, s.maxBodyBytes))
 	if s.ready == nil {
 		s.ready = poolReady(d.Pool, stdlib.OpenDBFromPool(d.Pool))
 	}
