@@ -34,6 +34,9 @@ const (
 	// EnvProviderSecrets holds the secrets provider callbacks are signed
 	// with, as provider=secret pairs separated by commas.
 	EnvProviderSecrets = "SEARCHD_PROVIDER_SECRETS"
+	// EnvCallbackMaxBodyBytes limits a provider callback's body, below
+	// SEARCHD_MAX_BODY_BYTES: anyone can send one.
+	EnvCallbackMaxBodyBytes = "SEARCHD_CALLBACK_MAX_BODY_BYTES"
 )
 
 // Defaults of the settings.
@@ -70,6 +73,9 @@ type serverConfig struct {
 	ShutdownGrace time.Duration
 	// MaxBodyBytes limits request bodies.
 	MaxBodyBytes int64
+	// CallbackMaxBodyBytes limits a provider callback's body; at most
+	// MaxBodyBytes.
+	CallbackMaxBodyBytes int64
 	// LogLevel and LogFormat ("json" or "text") shape the log on stderr.
 	LogLevel  slog.Level
 	LogFormat string
@@ -215,6 +221,22 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 			bad(body, "%d is out of range: from %d to %d", n, minMaxBodyBytes, maxMaxBodyBytes)
 		default:
 			cfg.MaxBodyBytes = n
+		}
+	}
+
+	// The callback limit defaults to 1 MiB, or the body limit when that is
+	// lower; set above the body limit, it would be no limit of its own.
+	cbBody := lookup(fs, "callback-max-body-bytes", EnvCallbackMaxBodyBytes, getenv)
+	cfg.CallbackMaxBodyBytes = min(api.DefaultCallbackMaxBodyBytes, cfg.MaxBodyBytes)
+	if cbBody.value != "" {
+		n, err := strconv.ParseInt(cbBody.value, 10, 64)
+		switch {
+		case err != nil:
+			bad(cbBody, "%q is not a whole number of bytes", cbBody.value)
+		case n < minMaxBodyBytes || n > cfg.MaxBodyBytes:
+			bad(cbBody, "%d is out of range: from %d to the body limit, %s (%d)", n, minMaxBodyBytes, body.name, cfg.MaxBodyBytes)
+		default:
+			cfg.CallbackMaxBodyBytes = n
 		}
 	}
 

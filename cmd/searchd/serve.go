@@ -161,21 +161,22 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 		readyFunc = ready.Ready
 	}
 	return api.New(api.Deps{
-		Ready:           readyFunc,
-		OrgMaxInFlight:  cmp.Or(cfg.OrgMaxInFlight, max(2, int(pool.Config().MaxConns)/4)),
-		Pool:            pool,
-		SavedSearches:   savedsearch.NewStore(pool),
-		Snapshots:       snapshot.NewStore(pool),
-		Runs:            runs.NewStore(pool, runs.Config{}),
-		Starter:         admission.NewStarter(pool, plane, startCfg),
-		ProviderJobs:    newProviderJobs(pool, plane, cfg, logger, obs),
-		ProviderSecrets: cfg.ProviderSecrets,
-		JWTSecret:       []byte(cfg.JWTSecret),
-		Logger:          logger,
-		MaxBodyBytes:    cfg.MaxBodyBytes,
-		MaxPreferWait:   maxWait,
-		Metrics:         obs.metrics,
-		TracerProvider:  obs.tracerProvider(),
+		Ready:                readyFunc,
+		OrgMaxInFlight:       cmp.Or(cfg.OrgMaxInFlight, max(2, int(pool.Config().MaxConns)/4)),
+		Pool:                 pool,
+		SavedSearches:        savedsearch.NewStore(pool),
+		Snapshots:            snapshot.NewStore(pool),
+		Runs:                 runs.NewStore(pool, runs.Config{}),
+		Starter:              admission.NewStarter(pool, plane, startCfg),
+		ProviderJobs:         newProviderJobs(pool, plane, cfg, logger, obs),
+		ProviderSecrets:      cfg.ProviderSecrets,
+		JWTSecret:            []byte(cfg.JWTSecret),
+		Logger:               logger,
+		MaxBodyBytes:         cfg.MaxBodyBytes,
+		CallbackMaxBodyBytes: cfg.CallbackMaxBodyBytes,
+		MaxPreferWait:        maxWait,
+		Metrics:              obs.metrics,
+		TracerProvider:       obs.tracerProvider(),
 	})
 }
 

@@ -113,6 +113,9 @@ func serverOptions(dev bool) []option {
 			"on SIGTERM or SIGINT, how long requests in flight may finish before they are cancelled (their claims released), 0s to 1h"},
 		{"max-body-bytes", EnvMaxBodyBytes, strconv.Itoa(api.DefaultMaxBodyBytes),
 			fmt.Sprintf("largest request body, %d to %d bytes", minMaxBodyBytes, maxMaxBodyBytes)},
+		{"callback-max-body-bytes", EnvCallbackMaxBodyBytes, "1048576, or the body limit when lower",
+			fmt.Sprintf("largest provider callback body, %d bytes to the body limit: anyone can send a callback, "+
+				"and its body is held until its signature is checked", minMaxBodyBytes)},
 		{"max-prefer-wait", EnvMaxPreferWait, DefaultMaxPreferWait.String(),
 			"longest Prefer: wait=N a start honours (a longer N is cut to it), whole seconds from 0s (never wait) to 30s"},
 		{"saved-search-lease", EnvSavedSearchLease, DefaultSavedSearchLease.String(),

@@ -25,6 +25,7 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"", "SEARCHD_PROVIDER_SECRETS", "none"},
 	{"shutdown-grace", "SEARCHD_SHUTDOWN_GRACE", "10s"},
 	{"max-body-bytes", "SEARCHD_MAX_BODY_BYTES", "4194304"},
+	{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "1048576, or the body limit when lower"},
 	{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "30s"},
 	{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "30s"},
 	{"sweep-interval", "SEARCHD_SWEEP_INTERVAL", "1h"},
@@ -93,6 +94,9 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"db-max-conns", "SEARCHD_DB_MAX_CONNS", "1001", "1001 is out of range: from 1 to 1000"},
 		{"shutdown-grace", "SEARCHD_SHUTDOWN_GRACE", "ten", `"ten" is not a duration`},
 		{"max-body-bytes", "SEARCHD_MAX_BODY_BYTES", "12", "12 is out of range"},
+		{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "1MiB", `"1MiB" is not a whole number of bytes`},
+		{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "12", "12 is out of range: from 1024 to the body limit, SEARCHD_MAX_BODY_BYTES (4194304)"},
+		{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "4194305", "4194305 is out of range: from 1024 to the body limit"},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "soon", `"soon" is not a duration`},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "31s", "31s is out of range: whole seconds from 0s to 30s"},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "1500ms", "1.5s is out of range: whole seconds"},
@@ -176,6 +180,22 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 	if cfg = load(env, false, "--saved-search-lease", MaxSavedSearchLease.String()); cfg.SavedSearchLease != 5*time.Minute {
 		t.Errorf("--saved-search-lease %s: lease %s, want the limit accepted", MaxSavedSearchLease, cfg.SavedSearchLease)
 	}
+	// The callback body limit: 1 MiB, or the body limit when lower; set,
+	// the flag over the variable.
+	if cfg = load(env, false); cfg.CallbackMaxBodyBytes != 1<<20 || cfg.MaxBodyBytes != 4<<20 {
+		t.Errorf("default body limits: callback %d, others %d; want 1048576 and 4194304", cfg.CallbackMaxBodyBytes, cfg.MaxBodyBytes)
+	}
+	if cfg = load(env, false, "--max-body-bytes", "4096"); cfg.CallbackMaxBodyBytes != 4096 {
+		t.Errorf("--max-body-bytes 4096: callback limit %d, want the body limit, 4096", cfg.CallbackMaxBodyBytes)
+	}
+	env["SEARCHD_CALLBACK_MAX_BODY_BYTES"] = "65536"
+	if cfg = load(env, false); cfg.CallbackMaxBodyBytes != 65536 {
+		t.Errorf("SEARCHD_CALLBACK_MAX_BODY_BYTES=65536: callback limit %d", cfg.CallbackMaxBodyBytes)
+	}
+	if cfg = load(env, false, "--callback-max-body-bytes", "2048"); cfg.CallbackMaxBodyBytes != 2048 {
+		t.Errorf("--callback-max-body-bytes 2048 over the variable: callback limit %d", cfg.CallbackMaxBodyBytes)
+	}
+	delete(env, "SEARCHD_CALLBACK_MAX_BODY_BYTES")
 	cfg = load(map[string]string{"SEARCHD_DEV_DIR": "/env/dir"}, true, "--pg-bin", "/flag/bin")
 	if cfg.DevDir != "/env/dir" || cfg.PGBin != "/flag/bin" || cfg.Addr != "127.0.0.1:8080" || cfg.LogFormat != "text" {
 		t.Errorf("dev = %+v, want the dir from the variable, the binaries from the flag and dev's defaults", cfg)
