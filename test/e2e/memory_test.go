@@ -39,9 +39,8 @@ const memoryCeiling = 256 << 20
 // while. The process's peak resident memory (VmHWM) must stay under
 // memoryCeiling, and every request of the well-behaved client must succeed.
 //
-// The unsigned 8 MiB callback attack is not among them: the callback path
-// reads its body before checking the signature until issue 14's point 3
-// lands, and this test would fail on it.
+// The unsigned 8 MiB callback attack has a test of its own,
+// TestCallbackFloodMemory (callback_flood_test.go), under the same ceiling.
 func TestMemoryStaysBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
