@@ -640,16 +640,36 @@ func TestRetryableFailureReleasesTheClaim(t *testing.T) {
 
 var errLostConnection = errors.New("test: connection lost")
 
+// prepareWithoutRun prepares p's start and takes its Run away again: the
+// state a start of an earlier version of searchd left when it crashed
+// between its preparation's commit and its Run's. The claim, completed by
+// the production code, stays as it stored it.
+func (b bundle) prepareWithoutRun(t *testing.T, p SavedSearchStart, hash string) *prepared {
+	t.Helper()
+	options, err := json.Marshal(p.Options.Normalize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, prep, err := b.starter.prepare(b.ctx, admit{SavedSearchStart: p, hash: hash, options: options})
+	if err != nil || prep != nil || !res.Created {
+		t.Fatalf("prepare = %+v, %v, %v; want a Run admitted with its preparation", res, prep, err)
+	}
+	tag, err := b.db.Exec(b.ctx, `DELETE FROM agent.runs WHERE id = $1`, res.Run.ID)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("deleting Run %s: %v, %v", res.Run.ID, tag, err)
+	}
+	return &prepared{Snapshot: res.Snapshot, SavedSearchName: *res.Run.Name}
+}
+
 func TestCompletedPreparationIsAdmittedWithoutANewSnapshot(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	p := b.start("k")
 	hash := SavedSearchRequestHash(b.search.ID, p.Options)
-	// A start that crashed after its preparation, before admission.
-	prep, err := b.starter.prepare(b.ctx, p, hash)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A start of an earlier version of searchd (which admitted the Run in a
+	// transaction of its own) that crashed after its preparation, before
+	// admission.
+	prep := b.prepareWithoutRun(t, p, hash)
 	b.wantCounts(t, 1, 0)
 	res, err := b.starter.StartSavedSearch(b.ctx, p)
 	if err != nil || !res.Created || res.Snapshot.ID != prep.Snapshot.ID {
@@ -787,10 +807,7 @@ func TestLargeSnapshotIsStoredInTheClaimByReference(t *testing.T) {
 		{b.start("large"), false},
 		{small, true},
 	} {
-		prep, err := b.starter.prepare(b.ctx, tt.p, SavedSearchRequestHash(tt.p.SavedSearchID, tt.p.Options))
-		if err != nil {
-			t.Fatal(err)
-		}
+		prep := b.prepareWithoutRun(t, tt.p, SavedSearchRequestHash(tt.p.SavedSearchID, tt.p.Options))
 		rec := b.claimRow(t, tt.p.IdempotencyKey)
 		var stored struct {
 			Snapshot map[string]json.RawMessage `json:"snapshot"`

@@ -11,6 +11,7 @@ import (
 	"github.com/go-playground/validator/v10"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
@@ -229,11 +230,44 @@ func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (Res
 		return Result{}, ErrNotFound
 	}
 
-	prep, err := s.prepare(ctx, p, hash)
+	options, err := json.Marshal(opts)
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("admission: encoding options: %w", err)
 	}
-	return s.admitSavedSearch(ctx, p, hash, opts, prep)
+	a := admit{SavedSearchStart: p, hash: hash, options: options}
+	res, prep, err := s.prepare(ctx, a)
+	if err != nil || prep == nil {
+		return res, err
+	}
+	return s.admitSavedSearch(ctx, a, prep)
+}
+
+// admit is a saved-search start on its way to admission: its inputs, its
+// request hash and its normalized options as stored on the Run.
+type admit struct {
+	SavedSearchStart
+	hash    string
+	options json.RawMessage
+}
+
+// params returns the Run admission of a on snapshot snapID, named name (the
+// saved search's name at the freeze; empty stores NULL).
+func (a admit) params(snapID uuid.UUID, name string) runs.AdmitParams {
+	var n *string
+	if name != "" {
+		n = &name
+	}
+	return runs.AdmitParams{
+		OrganizationID: a.Org,
+		Kind:           runs.KindSavedSearch,
+		StartKey:       runs.SavedSearchStartKey(a.IdempotencyKey),
+		RequestHash:    a.hash,
+		SavedSearchID:  &a.SavedSearchID,
+		SnapshotID:     &snapID,
+		Name:           n,
+		Options:        a.options,
+		Actor:          a.Actor,
+	}
 }
 
 // prepared is what admission needs of a completed preparation. Its JSON is
@@ -256,93 +290,166 @@ const answerNotFound = "not_found"
 // worker took the claim over after its lease passed.
 var errFenceLost = errors.New("admission: claim fence lost")
 
-// prepare claims the preparation of p's start and returns the snapshot it
-// made or the one a completed claim stores.
-func (s *Starter) prepare(ctx context.Context, p SavedSearchStart, hash string) (*prepared, error) {
+// prepare claims the preparation of a's start. A claim of its own is
+// frozen and admitted in one transaction (see freeze), and prepare returns
+// that Result; a completed claim returns the answer it stores, for
+// admitSavedSearch to admit.
+func (s *Starter) prepare(ctx context.Context, a admit) (Result, *prepared, error) {
 	// Without a hub nobody would wake the wait, so it does not begin.
-	wait := p.Wait
+	wait := a.Wait
 	if s.cfg.Hub == nil {
 		wait = 0
 	}
-	out, err := s.plane.ClaimWait(ctx, s.cfg.Hub, p.Org, idempotency.ScopeSavedSearchStart, p.IdempotencyKey, hash,
+	out, err := s.plane.ClaimWait(ctx, s.cfg.Hub, a.Org, idempotency.ScopeSavedSearchStart, a.IdempotencyKey, a.hash,
 		s.cfg.Lease, wait)
 	if err != nil {
-		return nil, fmt.Errorf("admission: claim: %w", err)
+		return Result{}, nil, fmt.Errorf("admission: claim: %w", err)
 	}
 	switch out.Kind {
 	case idempotency.KindClaimed:
-		return s.freeze(ctx, p, out.Claim)
+		res, err := s.freeze(ctx, a, out.Claim)
+		return res, nil, err
 	case idempotency.KindCompleted:
-		return s.storedAnswer(ctx, p.Org, out)
+		prep, err := s.storedAnswer(ctx, a.Org, out)
+		return Result{}, prep, err
 	case idempotency.KindProcessing:
-		return nil, inFlight(p.IdempotencyKey, out.RetryAfter)
+		return Result{}, nil, inFlight(a.IdempotencyKey, out.RetryAfter)
 	case idempotency.KindConflict:
-		return nil, ErrKeyReused
+		return Result{}, nil, ErrKeyReused
 	}
-	return nil, fmt.Errorf("admission: claim answered %s", out.Kind)
+	return Result{}, nil, fmt.Errorf("admission: claim answered %s", out.Kind)
 }
 
-// freeze does the work claim owns and ends the claim. In one transaction it
-// freezes the snapshot and completes the claim with it, so the snapshot
-// exists exactly when the claim is completed:
+// The statements that begin and end the preparation's transaction, queued
+// in its two batches.
+const (
+	txBegin  = "begin"
+	txCommit = "commit"
+)
+
+// freeze does the work claim owns, ends the claim and admits the Run, in
+// ONE transaction of two round trips: BEGIN with the freeze read, then the
+// fenced completion, the snapshot, the Run and COMMIT, pipelined. So the
+// snapshot, the completion and the Run exist together or not at all, and a
+// new start commits twice in all (the claim, then this):
 //   - a saved search gone since the check is a business answer: the claim
 //     is completed with it, and every repeat answers ErrNotFound;
 //   - a completion refused by the fence (our lease passed and another
-//     worker reclaimed the key) rolls everything back: that worker owns the
-//     preparation, and the answer is in progress;
+//     worker reclaimed the key) aborts the transaction before its COMMIT:
+//     nothing is written, that worker owns the preparation, and the answer
+//     is in progress;
 //   - any other failure is retryable: the claim is released, so the next
 //     attempt runs instead of waiting out the lease.
-func (s *Starter) freeze(ctx context.Context, p SavedSearchStart, claim *idempotency.Claim) (*prepared, error) {
-	var prep *prepared
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if s.cfg.beforeFreeze != nil {
-			if err := s.cfg.beforeFreeze(ctx); err != nil {
-				return err
-			}
-		}
-		snap, err := snapshot.Freeze(ctx, tx, p.Org, p.SavedSearchID, p.Actor)
-		var c idempotency.Completion
-		switch {
-		case errors.Is(err, snapshot.ErrNotFound):
-			prep = &prepared{Error: answerNotFound}
-			if c.Response, err = json.Marshal(prep); err != nil {
-				return err
-			}
-		case err != nil:
-			return err
-		default:
-			prep = &prepared{Snapshot: new(snap.Summary()), SavedSearchName: snap.SavedSearchName}
-			c.ResourceType, c.ResourceID = ResourceType, snap.ID.String()
-			if c.Response, err = answer(snap); err != nil {
-				return err
-			}
-		}
-		ok, err := s.plane.CompleteTx(ctx, tx, claim, c)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errFenceLost
-		}
-		return nil
-	})
+//
+// The Run insert is admission as ever: the unique start key decides, and a
+// Run already admitted under it (by an earlier preparation whose claim has
+// expired) is read after the commit and answered.
+func (s *Starter) freeze(ctx context.Context, a admit, claim *idempotency.Claim) (Result, error) {
+	res, prep, err := s.freezeTx(ctx, a, claim)
 	switch {
-	case err == nil && prep.Error == answerNotFound:
-		return nil, ErrNotFound
+	case err == nil && prep != nil:
+		// The start key was admitted before this preparation: answer that
+		// Run, as admitSavedSearch answers any repeat.
+		return s.admitSavedSearch(ctx, a, prep)
 	case err == nil:
-		return prep, nil
-	case errors.Is(err, errFenceLost):
-		return nil, inFlight(p.IdempotencyKey, time.Second)
+		return res, nil
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrKeyReused):
+		return Result{}, err
+	case errors.Is(err, idempotency.ErrFenceLost):
+		return Result{}, inFlight(a.IdempotencyKey, time.Second)
 	}
 	// The release is fenced and conditional on the claim being unfinished,
 	// so it is safe even when the commit went through and only its answer
-	// was lost: it then deletes nothing, and a retry reads the completion.
+	// was lost: it then deletes nothing, and a retry finds the Run.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
 	defer cancel()
 	if _, rerr := s.plane.Release(rctx, claim); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("release claim: %w", rerr))
 	}
-	return nil, fmt.Errorf("admission: prepare: %w", err)
+	return Result{}, fmt.Errorf("admission: prepare: %w", err)
+}
+
+// freezeTx runs freeze's transaction. It returns the Result of the Run it
+// admitted, or, when the start key was taken, what it prepared, for
+// admitSavedSearch to answer that Run with.
+func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Claim) (_ Result, _ *prepared, err error) {
+	if s.cfg.beforeFreeze != nil {
+		if err := s.cfg.beforeFreeze(ctx); err != nil {
+			return Result{}, nil, err
+		}
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	defer conn.Release()
+	defer func() {
+		// A failed batch leaves the transaction open or aborted: end it, so
+		// the connection goes back to the pool clean. (A connection still
+		// in a transaction would be closed by Release instead.)
+		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
+			defer cancel()
+			_, _ = conn.Exec(rctx, "rollback")
+		}
+	}()
+
+	// Round trip 1: BEGIN and the freeze read.
+	first := &pgx.Batch{}
+	first.Queue(txBegin)
+	read := snapshot.QueueRead(first, a.Org, a.SavedSearchID, a.Actor)
+	if err := conn.SendBatch(ctx, first).Close(); err != nil {
+		return Result{}, nil, err
+	}
+	snap, err := read.Snapshot()
+	notFound := errors.Is(err, snapshot.ErrNotFound)
+	if err != nil && !notFound {
+		return Result{}, nil, err
+	}
+
+	// Round trip 2: the fenced completion first, so a lost fence skips the
+	// rest; the snapshot, then the Run that refers to it; COMMIT.
+	second := &pgx.Batch{}
+	var admitted *runs.QueuedAdmit
+	if notFound {
+		c := idempotency.Completion{Response: json.RawMessage(`{"error":"` + answerNotFound + `"}`)}
+		if err := s.plane.QueueComplete(second, claim, c); err != nil {
+			return Result{}, nil, err
+		}
+	} else {
+		c := idempotency.Completion{ResourceType: ResourceType, ResourceID: snap.ID.String()}
+		if c.Response, err = answer(snap); err != nil {
+			return Result{}, nil, err
+		}
+		if err := s.plane.QueueComplete(second, claim, c); err != nil {
+			return Result{}, nil, err
+		}
+		snapshot.QueueInsert(second, snap)
+		if admitted, err = s.runs.QueueAdmit(second, a.params(snap.ID, snap.SavedSearchName)); err != nil {
+			return Result{}, nil, err
+		}
+	}
+	second.Queue(txCommit).Exec(func(tag pgconn.CommandTag) error {
+		if tag.String() != "COMMIT" {
+			return fmt.Errorf("admission: the preparation's transaction ended with %s", tag)
+		}
+		return nil
+	})
+	if err := conn.SendBatch(ctx, second).Close(); err != nil {
+		return Result{}, nil, err
+	}
+	if notFound {
+		return Result{}, nil, ErrNotFound
+	}
+	run, err := admitted.Run()
+	if err != nil {
+		return Result{}, nil, err
+	}
+	sum := snap.Summary()
+	if run == nil {
+		return Result{}, &prepared{Snapshot: &sum, SavedSearchName: snap.SavedSearchName}, nil
+	}
+	return Result{Run: run, Snapshot: &sum, Created: true}, nil, nil
 }
 
 // answer returns the claim response for snap: the whole snapshot with the
@@ -391,27 +498,11 @@ func inFlight(key string, retryAfter time.Duration) error {
 	return &idempotency.InFlightError{Scope: idempotency.ScopeSavedSearchStart, Key: key, RetryAfter: retryAfter}
 }
 
-// admitSavedSearch admits the Run of a prepared start.
-func (s *Starter) admitSavedSearch(ctx context.Context, p SavedSearchStart, hash string, opts StartOptions, prep *prepared) (Result, error) {
-	options, err := json.Marshal(opts)
-	if err != nil {
-		return Result{}, fmt.Errorf("admission: encoding options: %w", err)
-	}
-	var name *string
-	if prep.SavedSearchName != "" {
-		name = &prep.SavedSearchName
-	}
-	run, created, err := s.runs.Admit(ctx, runs.AdmitParams{
-		OrganizationID: p.Org,
-		Kind:           runs.KindSavedSearch,
-		StartKey:       runs.SavedSearchStartKey(p.IdempotencyKey),
-		RequestHash:    hash,
-		SavedSearchID:  &p.SavedSearchID,
-		SnapshotID:     &prep.Snapshot.ID,
-		Name:           name,
-		Options:        options,
-		Actor:          p.Actor,
-	})
+// admitSavedSearch admits the Run of a start whose preparation another
+// caller completed (or, from an earlier version of searchd, completed
+// without admitting its Run): usually the Run exists and this is a replay.
+func (s *Starter) admitSavedSearch(ctx context.Context, a admit, prep *prepared) (Result, error) {
+	run, created, err := s.runs.Admit(ctx, a.params(prep.Snapshot.ID, prep.SavedSearchName))
 	if err != nil {
 		return Result{}, err
 	}
@@ -419,7 +510,7 @@ func (s *Starter) admitSavedSearch(ctx context.Context, p SavedSearchStart, hash
 	if run.SnapshotID != nil && *run.SnapshotID != sum.ID {
 		// The Run was admitted from an earlier preparation of this key,
 		// whose claim has since expired: answer with that Run's snapshot.
-		snap, err := s.snapshots.Get(ctx, p.Org, *run.SnapshotID)
+		snap, err := s.snapshots.Get(ctx, a.Org, *run.SnapshotID)
 		if err != nil {
 			return Result{}, fmt.Errorf("admission: reading the Run's snapshot: %w", err)
 		}

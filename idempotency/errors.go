@@ -17,7 +17,18 @@ var (
 	// and runs again; it is never turned into a result. [*InFlightError]
 	// matches it with errors.Is.
 	ErrClaimInFlight = errors.New("idempotency: claim in flight")
+	// ErrFenceLost reports that a completion queued with
+	// [Service.QueueComplete] found the lease moved on: another worker
+	// reclaimed the key, or the claim already ended. Its transaction was
+	// aborted before its COMMIT, so nothing of it was written. Like a false
+	// from [Service.Complete], it is not a failure to retry: the key belongs
+	// to another worker.
+	ErrFenceLost = errors.New("idempotency: claim fence lost")
 )
+
+// sqlStateFenceLost is the SQLSTATE agent.idempotency_fence_lost raises
+// (migration 00012).
+const sqlStateFenceLost = "SD409"
 
 // InputError names the field the plane refused and why. It matches
 // [ErrInvalid] with errors.Is.

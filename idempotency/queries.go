@@ -89,3 +89,19 @@ RETURNING ` + recordColumns + `, coalesce($6::timestamptz, now())`
 const claimRelease = `
 DELETE FROM agent.idempotency_keys
 WHERE id = $1 AND lease_token = $2 AND status = 'processing'`
+
+// claimCompleteOrAbort is claimComplete for a completion pipelined with the
+// caller's other writes and its COMMIT in one round trip: when the fence has
+// moved on (no row updated) it calls agent.idempotency_fence_lost, which
+// raises SQLSTATE SD409 and so aborts the transaction before its COMMIT
+// runs. CASE evaluates the call only when the update found nothing, and a
+// data-modifying WITH runs to completion whether or not it is read.
+// $1 id, $2 lease_token, $3 resource_type, $4 resource_id, $5 response.
+const claimCompleteOrAbort = `
+WITH done AS (
+	UPDATE agent.idempotency_keys AS k
+	SET status = 'completed', resource_type = $3, resource_id = $4, response = $5
+	WHERE k.id = $1 AND k.lease_token = $2 AND k.status = 'processing'
+	RETURNING k.id)
+SELECT CASE WHEN EXISTS (SELECT FROM done) THEN true
+	ELSE agent.idempotency_fence_lost($1::uuid) END`

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -385,25 +386,74 @@ func (s *Service) CompleteTx(ctx context.Context, tx DBTX, claim *Claim, c Compl
 	return s.complete(ctx, s.repo.WithTx(tx), claim, c)
 }
 
-func (s *Service) complete(ctx context.Context, repo *Repository, claim *Claim, c Completion) (bool, error) {
+// QueueComplete queues on b the completion of claim with c, fenced by its
+// lease token, for a caller that sends it in one round trip with its own
+// writes and the COMMIT of their transaction (a [pgx.Batch] that began the
+// transaction, or the batch after it). [Service.CompleteTx] reports a lost
+// fence as false for the caller to roll back; a queued completion cannot,
+// since the COMMIT is on its way before the answer comes back. So it fails
+// instead: when the fence has moved on, the statement raises, the
+// transaction is aborted, the statements queued after it (the COMMIT too)
+// do not run, and nothing the transaction wrote is kept. The batch's
+// results then return an error wrapping [ErrFenceLost]; the caller rolls
+// back and must neither retry nor report a failure, because another worker
+// owns the key.
+//
+// An invalid completion returns an error wrapping [ErrInvalid] and queues
+// nothing.
+func (s *Service) QueueComplete(b *pgx.Batch, claim *Claim, c Completion) error {
+	c, err := s.storedCompletion(claim, c)
+	if err != nil {
+		return err
+	}
+	scope, id := claim.Scope, claim.ID
+	b.Queue(claimCompleteOrAbort, claim.ID, claim.LeaseToken,
+		nullString(c.ResourceType), nullString(c.ResourceID), nullJSON(c.Response)).
+		QueryRow(func(row pgx.Row) error {
+			var ok bool
+			err := row.Scan(&ok)
+			var pgErr *pgconn.PgError
+			switch {
+			case errors.As(err, &pgErr) && pgErr.Code == sqlStateFenceLost:
+				s.observer.ObserveFenceLost(scope, "complete")
+				return fmt.Errorf("%w: claim %s", ErrFenceLost, id)
+			case err != nil:
+				return fmt.Errorf("idempotency: complete claim: %w", err)
+			}
+			return nil
+		})
+	return nil
+}
+
+// storedCompletion checks c and returns what is stored for it: c, or c
+// with a [ResourceRef] in place of a response over the store limit.
+func (s *Service) storedCompletion(claim *Claim, c Completion) (Completion, error) {
 	if claim == nil {
-		return false, &InputError{Field: "claim", Reason: "is nil; only a claimed outcome can be completed"}
+		return c, &InputError{Field: "claim", Reason: "is nil; only a claimed outcome can be completed"}
 	}
 	if err := validateCompletion(c); err != nil {
-		return false, err
+		return c, err
 	}
 	if len(c.Response) > s.maxResponseBytes {
 		if c.ResourceID == "" {
-			return false, &InputError{Field: "response", Reason: fmt.Sprintf(
+			return c, &InputError{Field: "response", Reason: fmt.Sprintf(
 				"is %d bytes, over the store limit of %d, and names no resource to refer to", len(c.Response), s.maxResponseBytes)}
 		}
 		ref, err := json.Marshal(struct {
 			Ref ResourceRef `json:"resource_ref"`
 		}{ResourceRef{Type: c.ResourceType, ID: c.ResourceID}})
 		if err != nil {
-			return false, err
+			return c, err
 		}
 		c.Response = ref
+	}
+	return c, nil
+}
+
+func (s *Service) complete(ctx context.Context, repo *Repository, claim *Claim, c Completion) (bool, error) {
+	c, err := s.storedCompletion(claim, c)
+	if err != nil {
+		return false, err
 	}
 	rec, err := repo.Complete(ctx, claim.ID, claim.LeaseToken, c.ResourceType, c.ResourceID, c.Response)
 	if err != nil {

@@ -205,10 +205,7 @@ func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created boo
 		return nil, false, err
 	}
 	for range maxAdmitRounds {
-		run, err := scanRun(s.db.QueryRow(ctx, runInsert,
-			uuid.New(), p.OrganizationID, p.Kind, p.StartKey, p.RequestHash,
-			p.SavedSearchID, p.SnapshotID, p.Name, nullJSON(p.Options), nullJSON(p.Input),
-			nullString(p.Actor), Retention.Microseconds(), s.nowArg()))
+		run, err := scanRun(s.db.QueryRow(ctx, runInsert, s.insertArgs(p)...))
 		if err == nil {
 			return run, true, nil
 		}
@@ -234,6 +231,57 @@ func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created boo
 		return run, false, nil
 	}
 	return nil, false, fmt.Errorf("runs: admit: the Run under start key %q kept disappearing", p.StartKey)
+}
+
+// QueuedAdmit is a Run insert queued on a batch by [Store.QueueAdmit].
+type QueuedAdmit struct {
+	run  *Run
+	done bool
+}
+
+// QueueAdmit queues on b the insert that begins [Store.Admit], for a caller
+// that admits the Run in one round trip with its own writes and the COMMIT
+// of their transaction: the Run is then admitted exactly when those writes
+// are. [QueuedAdmit.Run] answers once b's results are closed. A refused
+// insert fails the batch (an error wrapping [ErrInvalid] for a refused
+// check), which aborts the transaction.
+//
+// Invalid params return an error wrapping [ErrInvalid] and queue nothing.
+func (s *Store) QueueAdmit(b *pgx.Batch, p AdmitParams) (*QueuedAdmit, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	q := &QueuedAdmit{}
+	b.Queue(runInsert, s.insertArgs(p)...).QueryRow(func(row pgx.Row) error {
+		q.done = true
+		run, err := scanRun(row)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil // the start key is taken: Run answers nil
+		case err != nil:
+			return translate("admit", err)
+		}
+		q.run = run
+		return nil
+	})
+	return q, nil
+}
+
+// Run returns the Run the queued insert admitted. It returns nil and no
+// error when the start key was already admitted: [Store.Admit] with the
+// same params then answers that Run (or [ErrKeyReused]). It returns an
+// error when the batch did not get as far as the insert.
+func (q *QueuedAdmit) Run() (*Run, error) {
+	if !q.done {
+		return nil, errors.New("runs: the queued admission has not run")
+	}
+	return q.run, nil
+}
+
+func (s *Store) insertArgs(p AdmitParams) []any {
+	return []any{uuid.New(), p.OrganizationID, p.Kind, p.StartKey, p.RequestHash,
+		p.SavedSearchID, p.SnapshotID, p.Name, nullJSON(p.Options), nullJSON(p.Input),
+		nullString(p.Actor), Retention.Microseconds(), s.nowArg()}
 }
 
 func (p AdmitParams) validate() error {

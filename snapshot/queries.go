@@ -4,22 +4,26 @@ package snapshot
 
 // savedSearchFreezeRead reads what a freeze copies: the live saved search's
 // name, brief and version and its baseline, joined in ONE statement so they
-// come from one MVCC snapshot and cannot mix two versions. $1 org, $2 id.
+// come from one MVCC snapshot and cannot mix two versions, and the database
+// clock, which stamps the snapshot. In a transaction now() is its start and
+// does not move, so the snapshot's created_at is known before its insert is
+// sent, and the claim that stores the snapshot can be queued beside it.
+// $1 org, $2 id.
 const savedSearchFreezeRead = `
-SELECT s.name, s.brief, s.version, b.items, b.cursor
+SELECT s.name, s.brief, s.version, b.items, b.cursor, now()
 FROM agent.saved_searches s
 JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 
 // snapshotInsert writes a snapshot. $1 id, $2 org, $3 saved_search_id,
-// $4 version, $5 name, $6 brief, $7 baseline, $8 content_hash, $9 created_by.
+// $4 version, $5 name, $6 brief, $7 baseline, $8 content_hash, $9 created_by,
+// $10 created_at (the clock savedSearchFreezeRead read).
 const snapshotInsert = `
 INSERT INTO agent.saved_search_snapshots
 	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
 	 brief, baseline, content_hash, created_by, created_at)
 VALUES ($1::uuid, $2::uuid, $3::uuid, $4::bigint, $5::text,
-	$6::jsonb, $7::jsonb, $8::text, $9::text, now())
-RETURNING created_at`
+	$6::jsonb, $7::jsonb, $8::text, $9::text, $10::timestamptz)`
 
 const snapshotColumns = `sn.id, sn.organization_id, sn.saved_search_id, sn.saved_search_version,
 	sn.saved_search_name, sn.brief, sn.baseline, sn.content_hash, sn.created_by, sn.created_at`

@@ -82,6 +82,10 @@ type Snapshot struct {
 	// CreatedBy is the actor that started the freeze; nil when unknown.
 	CreatedBy *string   `json:"created_by"`
 	CreatedAt time.Time `json:"created_at"`
+
+	// rawBrief and rawBaseline are the stored JSON of a snapshot a freeze
+	// made, set by [Read.Snapshot].
+	rawBrief, rawBaseline []byte
 }
 
 // Summary is the part of a snapshot a start answers with.
@@ -141,49 +145,124 @@ type DBTX interface {
 // It returns [ErrNotFound] when org has no live saved search savedSearchID
 // (absent, archived, or another organization's); the transaction is then
 // still usable. Other errors come from the database.
+//
+// Freeze costs two round trips; [QueueRead] and [QueueInsert] are the same
+// two statements for a caller that pipelines them with its own.
 func Freeze(ctx context.Context, tx DBTX, org, savedSearchID uuid.UUID, actor string) (*Snapshot, error) {
-	snap := Snapshot{
-		ID:             uuid.New(),
-		OrganizationID: org,
-		SavedSearchID:  savedSearchID,
+	r := newRead(org, savedSearchID, actor)
+	if err := r.scan(tx.QueryRow(ctx, savedSearchFreezeRead, org, savedSearchID)); err != nil {
+		return nil, err
 	}
-	var rawBrief []byte
-	err := tx.QueryRow(ctx, savedSearchFreezeRead, org, savedSearchID).Scan(
-		&snap.SavedSearchName, &rawBrief, &snap.SavedSearchVersion,
-		&snap.Baseline.Items, &snap.Baseline.Cursor)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+	snap, err := r.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	tag, err := tx.Exec(ctx, snapshotInsert, snap.insertArgs()...)
+	if err == nil && tag.RowsAffected() != 1 {
+		err = fmt.Errorf("inserted %d rows", tag.RowsAffected())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: freeze: read saved search: %w", err)
+		return nil, fmt.Errorf("snapshot: freeze: insert: %w", err)
 	}
-	if err := json.Unmarshal(rawBrief, &snap.Brief); err != nil {
+	return snap, nil
+}
+
+// Read is the first half of a freeze queued on a batch: the copy of a saved
+// search, not yet stored. [Read.Snapshot] answers once the batch's results
+// are closed.
+type Read struct {
+	snap  Snapshot
+	brief []byte
+	err   error
+	done  bool
+}
+
+func newRead(org, savedSearchID uuid.UUID, actor string) *Read {
+	r := &Read{snap: Snapshot{ID: uuid.New(), OrganizationID: org, SavedSearchID: savedSearchID}}
+	if actor != "" {
+		r.snap.CreatedBy = &actor
+	}
+	return r
+}
+
+// QueueRead queues on b the read of [Freeze]: the live saved search
+// savedSearchID of org with its baseline and the database clock, in one
+// statement. Queue it in the transaction that will store the snapshot
+// (after [pgx.Batch.BeginTx], or on the transaction), then queue the
+// insert with [QueueInsert] in the next batch. actor is recorded as
+// created_by (empty records NULL).
+func QueueRead(b *pgx.Batch, org, savedSearchID uuid.UUID, actor string) *Read {
+	r := newRead(org, savedSearchID, actor)
+	b.Queue(savedSearchFreezeRead, org, savedSearchID).QueryRow(func(row pgx.Row) error {
+		r.done = true
+		if err := r.scan(row); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return nil
+	})
+	return r
+}
+
+// scan reads the freeze read's row into r; a missing row is ErrNotFound.
+func (r *Read) scan(row pgx.Row) error {
+	r.done = true
+	err := row.Scan(&r.snap.SavedSearchName, &r.brief, &r.snap.SavedSearchVersion,
+		&r.snap.Baseline.Items, &r.snap.Baseline.Cursor, &r.snap.CreatedAt)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		r.err = ErrNotFound
+	case err != nil:
+		r.err = fmt.Errorf("snapshot: freeze: read saved search: %w", err)
+	}
+	return r.err
+}
+
+// Snapshot returns the snapshot the read copied, with its id, content hash
+// and created_at (the database clock of the read) set, not yet stored. It
+// returns [ErrNotFound] when org had no live saved search savedSearchID,
+// and an error when the read did not run or failed.
+func (r *Read) Snapshot() (*Snapshot, error) {
+	switch {
+	case !r.done:
+		return nil, errors.New("snapshot: the freeze read has not run")
+	case r.err != nil:
+		return nil, r.err
+	}
+	snap := r.snap
+	if err := json.Unmarshal(r.brief, &snap.Brief); err != nil {
 		return nil, fmt.Errorf("snapshot: freeze: decode brief: %w", err)
 	}
 	if snap.Baseline.Items == nil {
 		snap.Baseline.Items = []string{}
 	}
+	var err error
 	if snap.ContentHash, err = ContentHash(snap.Brief, snap.Baseline); err != nil {
 		return nil, err
 	}
-	brief, err := json.Marshal(snap.Brief)
-	if err != nil {
+	if snap.rawBrief, err = json.Marshal(snap.Brief); err != nil {
 		return nil, fmt.Errorf("snapshot: freeze: encode brief: %w", err)
 	}
-	baseline, err := json.Marshal(snap.Baseline)
-	if err != nil {
+	if snap.rawBaseline, err = json.Marshal(snap.Baseline); err != nil {
 		return nil, fmt.Errorf("snapshot: freeze: encode baseline: %w", err)
 	}
-	if actor != "" {
-		snap.CreatedBy = &actor
-	}
-	err = tx.QueryRow(ctx, snapshotInsert, snap.ID, org, savedSearchID, snap.SavedSearchVersion,
-		snap.SavedSearchName, string(brief), string(baseline), snap.ContentHash, snap.CreatedBy).
-		Scan(&snap.CreatedAt)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot: freeze: insert: %w", err)
-	}
 	return &snap, nil
+}
+
+// QueueInsert queues on b the insert that stores snap, a snapshot
+// [Read.Snapshot] returned: the second half of [Freeze]. The batch's
+// results return an error when the insert fails.
+func QueueInsert(b *pgx.Batch, snap *Snapshot) {
+	b.Queue(snapshotInsert, snap.insertArgs()...).Exec(func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("snapshot: freeze: insert: inserted %d rows", tag.RowsAffected())
+		}
+		return nil
+	})
+}
+
+func (s *Snapshot) insertArgs() []any {
+	return []any{s.ID, s.OrganizationID, s.SavedSearchID, s.SavedSearchVersion,
+		s.SavedSearchName, string(s.rawBrief), string(s.rawBaseline), s.ContentHash, s.CreatedBy, s.CreatedAt}
 }
 
 // Store reads snapshots. It is safe for concurrent use.

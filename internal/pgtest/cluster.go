@@ -87,11 +87,28 @@ type Cluster struct {
 // connections within 30 seconds (the error then includes the tail of the
 // server log), the external server cannot be reached, or ctx ends first.
 func Start(ctx context.Context) (*Cluster, error) {
+	return StartWith(ctx, Options{})
+}
+
+// Options configure [StartWith].
+type Options struct {
+	// Durable starts the throwaway cluster as users run PostgreSQL:
+	// fsync=on, synchronous_commit=on and full_page_writes=on, so every
+	// commit waits for its WAL flush. The default (false) turns all three
+	// off, which is right for tests and wrong for anything that measures
+	// commits: benchmarks set Durable. An external server (EnvDatabaseURL)
+	// is used as it is configured; print its settings ([Cluster.Settings])
+	// to see what was measured.
+	Durable bool
+}
+
+// StartWith is [Start] with options.
+func StartWith(ctx context.Context, opts Options) (*Cluster, error) {
 	c := &Cluster{}
 	if u := externalURL(); u != "" {
 		c.adminURL = u
 	} else {
-		ls, err := startLocal(ctx)
+		ls, err := startLocal(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -128,6 +145,21 @@ func externalURL() string {
 		return u
 	}
 	return os.Getenv("DATABASE_URL")
+}
+
+// Settings returns the server's version and the settings that decide what a
+// commit costs, in one line, for a benchmark to print at its top.
+func (c *Cluster) Settings(ctx context.Context) (string, error) {
+	var version, fsync, syncCommit, fpw, walSync, sharedBuffers, maxConns string
+	err := c.admin.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'),
+		current_setting('synchronous_commit'), current_setting('full_page_writes'),
+		current_setting('wal_sync_method'), current_setting('shared_buffers'), current_setting('max_connections')`).
+		Scan(&version, &fsync, &syncCommit, &fpw, &walSync, &sharedBuffers, &maxConns)
+	if err != nil {
+		return "", fmt.Errorf("pgtest: reading the server's settings: %w", err)
+	}
+	return fmt.Sprintf("PostgreSQL %s: fsync=%s synchronous_commit=%s full_page_writes=%s wal_sync_method=%s shared_buffers=%s max_connections=%s",
+		version, fsync, syncCommit, fpw, walSync, sharedBuffers, maxConns), nil
 }
 
 // URL returns the admin connection string of the server.
@@ -367,7 +399,7 @@ type localServer struct {
 // startLocal initialises and starts a throwaway cluster and waits until it
 // accepts connections. On error nothing is left running and the temporary
 // directory is removed.
-func startLocal(ctx context.Context) (_ *localServer, err error) {
+func startLocal(ctx context.Context, opts Options) (_ *localServer, err error) {
 	bins, err := findBinaries()
 	if err != nil {
 		return nil, err
@@ -413,6 +445,12 @@ func startLocal(ctx context.Context) (_ *localServer, err error) {
 	initLog := filepath.Join(dir, "initdb.log")
 	initdb := exec.Command(bins.Initdb, "-D", dataDir, "-A", "trust", "-U", "postgres",
 		"--no-sync", "-E", "UTF8", "--locale=C")
+	// Durability: off for tests, which commit thousands of throwaway rows;
+	// on for benchmarks, which must pay what a commit costs in production.
+	durability := "off"
+	if opts.Durable {
+		durability = "on"
+	}
 	if err := runPinned(ctx, initdb, dir, initLog, cred); err != nil {
 		return nil, fmt.Errorf("pgtest: %s failed: %w\n%s", bins.Initdb, err, logTail(initLog))
 	}
@@ -422,9 +460,9 @@ func startLocal(ctx context.Context) (_ *localServer, err error) {
 		"-k", sockDir,
 		"-c", "listen_addresses=",
 		"-p", localPort,
-		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off",
+		"-c", "fsync="+durability,
+		"-c", "synchronous_commit="+durability,
+		"-c", "full_page_writes="+durability,
 		"-c", "max_connections=300",
 		"-c", "shared_buffers=128MB",
 	)

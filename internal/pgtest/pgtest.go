@@ -42,23 +42,44 @@ const DefaultMaxConns = 32
 // creating one database.
 const setupTimeout = 3 * time.Minute
 
-// shared is the cluster of this test binary, started on first use.
-var shared struct {
+// sharedServer is a cluster of this test binary, started on first use.
+type sharedServer struct {
 	mu      sync.Mutex
+	opts    Options
 	cluster *Cluster
 	err     error // sticky: every test fails with the same start error
 }
 
-func sharedCluster() (*Cluster, error) {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.cluster == nil && shared.err == nil {
+// shared is the tests' cluster; durable is the benchmarks' (see
+// [NewDurableDBURL]), started only by a binary that asks for it.
+var (
+	shared  = &sharedServer{}
+	durable = &sharedServer{opts: Options{Durable: true}}
+)
+
+func (s *sharedServer) get() (*Cluster, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cluster == nil && s.err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 		defer cancel()
-		shared.cluster, shared.err = Start(ctx)
+		s.cluster, s.err = StartWith(ctx, s.opts)
 	}
-	return shared.cluster, shared.err
+	return s.cluster, s.err
 }
+
+func (s *sharedServer) stop() {
+	s.mu.Lock()
+	c := s.cluster
+	s.mu.Unlock()
+	if c != nil {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+}
+
+func sharedCluster() (*Cluster, error) { return shared.get() }
 
 // NewDB returns a pool (MaxConns DefaultMaxConns) connected to a fresh,
 // migrated database used by this test only. At cleanup the pool is closed
@@ -95,7 +116,39 @@ func NewDB(t testing.TB) *pgxpool.Pool {
 // drop. Failures are reported as for NewDB.
 func NewDBURL(t testing.TB) string {
 	t.Helper()
-	c, err := sharedCluster()
+	return newDBURL(t, shared)
+}
+
+// NewDurableDBURL is [NewDBURL] on a second throwaway cluster of this test
+// binary that runs with fsync, synchronous_commit and full_page_writes on,
+// as users run PostgreSQL: for benchmarks, whose figures must include what
+// a commit costs. With EnvDatabaseURL set it is that server, whatever its
+// settings; [DurableSettings] tells them.
+func NewDurableDBURL(t testing.TB) string {
+	t.Helper()
+	return newDBURL(t, durable)
+}
+
+// DurableSettings returns the settings line ([Cluster.Settings]) of the
+// server NewDurableDBURL uses, starting it on first use.
+func DurableSettings(t testing.TB) string {
+	t.Helper()
+	c, err := durable.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	s, err := c.Settings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newDBURL(t testing.TB, s *sharedServer) string {
+	t.Helper()
+	c, err := s.get()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,18 +179,12 @@ func Server(t testing.TB) string {
 	return c.URL()
 }
 
-// Main runs the tests, stops the cluster of this test binary if one was
+// Main runs the tests, stops the clusters of this test binary if any were
 // started, and exits with the tests' status. Call it from TestMain. A
 // failure to stop is printed to stderr but does not change the exit status.
 func Main(m *testing.M) {
 	code := m.Run()
-	shared.mu.Lock()
-	c := shared.cluster
-	shared.mu.Unlock()
-	if c != nil {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
+	shared.stop()
+	durable.stop()
 	os.Exit(code)
 }
