@@ -840,3 +840,70 @@ func TestLargeSnapshotIsStoredInTheClaimByReference(t *testing.T) {
 	}
 	b.wantCounts(t, 2, 2)
 }
+
+// TestNewStartCommitsTwiceInFiveRoundTrips counts, with a tracer on the
+// pool, what a new saved-search start costs the database: the claim's
+// commit and the preparation's, in at most five round trips; a replay is
+// one statement and commits nothing. PostgreSQL's own count of write
+// transactions (transaction ids handed out) must agree with the tracer.
+// Not parallel, so no other test of this binary hands out transaction ids
+// meanwhile.
+func TestNewStartCommitsTwiceInFiveRoundTrips(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDBURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracer := &pgtest.Tracer{}
+	cfg.ConnConfig.Tracer = tracer
+	db, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	b := newBundle(t, db)
+	xid := func() int64 {
+		t.Helper()
+		var x int64
+		// txid_current() hands out an id itself, so consecutive calls
+		// differ by one plus the write transactions in between.
+		if err := b.db.QueryRow(b.ctx, `SELECT txid_current()`).Scan(&x); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	// Warm the connection's statement cache: a statement's first use on a
+	// connection costs one more round trip, to prepare it.
+	if _, err := b.starter.StartSavedSearch(b.ctx, b.start("warm")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		key := fmt.Sprintf("k%d", i)
+		x0 := xid()
+		before := tracer.Counts()
+		res, err := b.starter.StartSavedSearch(b.ctx, b.start(key))
+		got := tracer.Counts().Sub(before)
+		writes := xid() - x0 - 1
+		if err != nil || !res.Created {
+			t.Fatalf("new start = %+v, %v", res, err)
+		}
+		t.Logf("new start %s: %d commits, %d round trips, %d statements", key, got.Commits, got.RoundTrips, got.Statements)
+		if got.Commits != 2 || got.RoundTrips > 5 || writes != 2 {
+			t.Errorf("new start %s: %d commits (PostgreSQL: %d write transactions) in %d round trips (%d statements); want 2 commits in at most 5",
+				key, got.Commits, writes, got.RoundTrips, got.Statements)
+		}
+
+		x0 = xid()
+		before = tracer.Counts()
+		again, err := b.starter.StartSavedSearch(b.ctx, b.start(key))
+		got = tracer.Counts().Sub(before)
+		writes = xid() - x0 - 1
+		if err != nil || again.Created || again.Run.ID != res.Run.ID {
+			t.Fatalf("replay = %+v, %v", again, err)
+		}
+		if got.Statements != 1 || got.RoundTrips != 1 || got.Commits != 0 || writes != 0 {
+			t.Errorf("replay %s: %d statements in %d round trips, %d commits (PostgreSQL: %d write transactions); want 1 statement and no commit",
+				key, got.Statements, got.RoundTrips, got.Commits, writes)
+		}
+	}
+	b.wantCounts(t, 4, 4)
+}

@@ -859,3 +859,81 @@ func TestOrphanReleaseNeverTouchesAnotherWorkersClaim(t *testing.T) {
 		t.Fatalf("the holder's claim = %s/%s, want it untouched (token %s)", rec.Status, rec.LeaseToken, held.LeaseToken)
 	}
 }
+
+// TestQueuedCompletionAbortsItsTransactionWhenTheFenceMoved pipelines a
+// completion with another write and COMMIT in one batch, the way a
+// saved-search start does: with the fence held, both commit; with the
+// lease taken over, the completion raises ErrFenceLost, the COMMIT never
+// runs, the other write is rolled back and the new owner's claim is
+// untouched.
+func TestQueuedCompletionAbortsItsTransactionWhenTheFenceMoved(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	obs := &recordingObserver{}
+	svc := idempotency.NewService(b.pool, idempotency.Config{Now: b.clock.Now, Observer: obs})
+	if _, err := b.pool.Exec(ctx, `CREATE TABLE effects (key text PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	// pipeline completes claim with v and records the effect v in one
+	// transaction of two round trips, as admission does.
+	pipeline := func(claim *idempotency.Claim, v string) error {
+		conn, err := b.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		if _, err := conn.Exec(ctx, "begin"); err != nil {
+			t.Fatal(err)
+		}
+		batch := &pgx.Batch{}
+		if err := svc.QueueComplete(batch, claim, answer(v)); err != nil {
+			t.Fatal(err)
+		}
+		batch.Queue(`INSERT INTO effects VALUES ($1)`, v)
+		batch.Queue("commit")
+		err = conn.SendBatch(ctx, batch).Close()
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			if _, rerr := conn.Exec(ctx, "rollback"); rerr != nil {
+				t.Fatal(rerr)
+			}
+		}
+		return err
+	}
+	effects := func() int {
+		var n int
+		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM effects`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	held := b.mustClaim(t, toolScope, "held", hashA, toolLease)
+	if err := pipeline(held, "held"); err != nil {
+		t.Fatalf("queued completion under a held fence: %v", err)
+	}
+	wantCompleted(t, b.claim(t, toolScope, "held", hashA, toolLease), "held")
+	if n := effects(); n != 1 {
+		t.Fatalf("%d effects after the committed batch, want 1", n)
+	}
+
+	stale := b.mustClaim(t, toolScope, "moved", hashA, toolLease)
+	b.clock.Advance(toolLease)
+	owner := b.mustClaim(t, toolScope, "moved", hashA, toolLease)
+	err := pipeline(stale, "stale")
+	if !errors.Is(err, idempotency.ErrFenceLost) {
+		t.Fatalf("queued completion after the lease moved = %v, want ErrFenceLost", err)
+	}
+	if n := effects(); n != 1 {
+		t.Errorf("%d effects after the aborted batch, want 1 (its write rolled back)", n)
+	}
+	if rec := b.row(t, toolScope, "moved"); rec.Status != idempotency.StatusProcessing || rec.LeaseToken != owner.LeaseToken {
+		t.Errorf("claim after the stale completion = %s under %s, want processing under the owner's token", rec.Status, rec.LeaseToken)
+	}
+	if len(obs.fenceLost) != 1 || obs.fenceLost[0] != toolScope+" complete" {
+		t.Errorf("observed lost fences %v, want one complete", obs.fenceLost)
+	}
+	if err := svc.QueueComplete(&pgx.Batch{}, owner, idempotency.Completion{}); !errors.Is(err, idempotency.ErrInvalid) {
+		t.Errorf("QueueComplete of an empty completion = %v, want ErrInvalid", err)
+	}
+}

@@ -1,0 +1,154 @@
+package pgtest
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Tracer is a pgx tracer (set it as ConnConfig.Tracer) that counts what a
+// pool costs the database: round trips, statements, commits, and the time
+// spent waiting for answers. Tests assert on it and benchmarks print it per
+// call; its cost, a few atomic adds per statement, falls on both sides of a
+// benchmark's ratio when both pools carry one. It is safe for concurrent
+// use.
+//
+// A round trip is one Query, QueryRow or Exec, or one SendBatch however many
+// statements it pipelines. A commit is a transaction that ended in COMMIT,
+// or a statement or batch run outside a transaction (autocommit) that wrote
+// a row: what makes PostgreSQL flush its WAL on a durable server.
+type Tracer struct {
+	roundTrips atomic.Int64
+	statements atomic.Int64
+	commits    atomic.Int64
+	busy       atomic.Int64 // nanoseconds from sending to the last answer
+
+	recording atomic.Bool
+	mu        sync.Mutex
+	recorded  [][]string
+}
+
+// Counts are a Tracer's totals.
+type Counts struct {
+	RoundTrips, Statements, Commits int64
+	// Busy is the time spent from sending round trips to their answers,
+	// waits for a CPU included.
+	Busy time.Duration
+}
+
+// Sub returns c minus earlier, the counts of what ran in between.
+func (c Counts) Sub(earlier Counts) Counts {
+	return Counts{c.RoundTrips - earlier.RoundTrips, c.Statements - earlier.Statements,
+		c.Commits - earlier.Commits, c.Busy - earlier.Busy}
+}
+
+// Counts returns the totals so far.
+func (t *Tracer) Counts() Counts {
+	return Counts{t.roundTrips.Load(), t.statements.Load(), t.commits.Load(), time.Duration(t.busy.Load())}
+}
+
+// Record runs f and returns the statements the pool ran meanwhile, one
+// slice per round trip. f must be the only user of the pool.
+func (t *Tracer) Record(f func() error) ([][]string, error) {
+	t.mu.Lock()
+	t.recorded = nil
+	t.mu.Unlock()
+	t.recording.Store(true)
+	err := f()
+	t.recording.Store(false)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.recorded, err
+}
+
+func (t *Tracer) record(sqls ...string) {
+	if t.recording.Load() {
+		t.mu.Lock()
+		t.recorded = append(t.recorded, sqls)
+		t.mu.Unlock()
+	}
+}
+
+type traceKey struct{}
+
+// traceStart is what a round trip carries from its start to its end.
+type traceStart struct {
+	at         time.Time
+	autocommit bool // the connection was outside a transaction when it began
+	wrote      bool // batches: a statement of it wrote a row
+	explicit   bool // batches: it began a transaction itself
+}
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (t *Tracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	t.roundTrips.Add(1)
+	t.statements.Add(1)
+	t.record(d.SQL)
+	return context.WithValue(ctx, traceKey{}, &traceStart{at: time.Now(), autocommit: conn.PgConn().TxStatus() == 'I'})
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (t *Tracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	st, ok := ctx.Value(traceKey{}).(*traceStart)
+	if !ok {
+		return
+	}
+	t.busy.Add(int64(time.Since(st.at)))
+	if d.Err == nil && (isCommit(d.CommandTag) || st.autocommit && wroteRows(d.CommandTag)) {
+		t.commits.Add(1)
+	}
+}
+
+// TraceBatchStart implements pgx.BatchTracer.
+func (t *Tracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	t.roundTrips.Add(1)
+	sqls := make([]string, len(d.Batch.QueuedQueries))
+	for i, q := range d.Batch.QueuedQueries {
+		sqls[i] = q.SQL
+	}
+	t.record(sqls...)
+	st := &traceStart{at: time.Now(), autocommit: conn.PgConn().TxStatus() == 'I'}
+	if len(sqls) > 0 && strings.EqualFold(strings.TrimSpace(sqls[0]), "begin") {
+		st.explicit = true
+	}
+	return context.WithValue(ctx, traceKey{}, st)
+}
+
+// TraceBatchQuery implements pgx.BatchTracer.
+func (t *Tracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	t.statements.Add(1)
+	if d.Err != nil {
+		return
+	}
+	if isCommit(d.CommandTag) {
+		t.commits.Add(1)
+	}
+	if st, ok := ctx.Value(traceKey{}).(*traceStart); ok && wroteRows(d.CommandTag) {
+		st.wrote = true
+	}
+}
+
+// TraceBatchEnd implements pgx.BatchTracer.
+func (t *Tracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchEndData) {
+	st, ok := ctx.Value(traceKey{}).(*traceStart)
+	if !ok {
+		return
+	}
+	t.busy.Add(int64(time.Since(st.at)))
+	// A batch sent outside a transaction that began none is one implicit
+	// transaction, committed at its end when nothing failed.
+	if d.Err == nil && st.autocommit && !st.explicit && st.wrote {
+		t.commits.Add(1)
+	}
+}
+
+func isCommit(tag pgconn.CommandTag) bool { return tag.String() == "COMMIT" }
+
+func wroteRows(tag pgconn.CommandTag) bool {
+	return (tag.Insert() || tag.Update() || tag.Delete()) && tag.RowsAffected() > 0
+}
