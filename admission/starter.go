@@ -206,8 +206,10 @@ func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (Res
 		return Result{}, err
 	}
 	opts := p.Options.Normalize()
-	if err := check(opts); err != nil {
-		return Result{}, err
+	if !opts.valid() {
+		if err := check(opts); err != nil {
+			return Result{}, err
+		}
 	}
 	hash := SavedSearchRequestHash(p.SavedSearchID, opts)
 	startKey := runs.SavedSearchStartKey(p.IdempotencyKey)

@@ -47,6 +47,12 @@ func (c Counts) Sub(earlier Counts) Counts {
 		c.Commits - earlier.Commits, c.Busy - earlier.Busy}
 }
 
+// Add returns c plus other.
+func (c Counts) Add(other Counts) Counts {
+	return Counts{c.RoundTrips + other.RoundTrips, c.Statements + other.Statements,
+		c.Commits + other.Commits, c.Busy + other.Busy}
+}
+
 // Counts returns the totals so far.
 func (t *Tracer) Counts() Counts {
 	return Counts{t.roundTrips.Load(), t.statements.Load(), t.commits.Load(), time.Duration(t.busy.Load())}
