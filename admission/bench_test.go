@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
@@ -608,12 +609,26 @@ type rawSnapshot struct {
 	name        string
 }
 
-// replay is the floor of a replay: the one statement and its scan.
-func (f rawFlows) replay(ctx context.Context, key string) (*rawRun, error) {
-	var r rawRun
-	err := f.pool.QueryRow(ctx, rawLookup, f.org, "saved_search:"+key).
-		Scan(append(r.runDest(), &r.SnapID, &r.SnapSearch, &r.SnapVersion, &r.SnapHash, &r.SnapCreated)...)
+// replay is the floor of a replay: the one statement and its scan, with
+// pgx's cheapest uuid encoding and decoding (pgtype.UUID, [16]byte).
+func (f rawFlows) replay(ctx context.Context, key string) (*rawReplay, error) {
+	var r rawReplay
+	err := f.pool.QueryRow(ctx, rawLookup, pgtype.UUID{Bytes: f.org, Valid: true}, "saved_search:"+key).Scan(
+		&r.ID, &r.Org, &r.Kind, &r.StartKey, &r.Hash, &r.SavedSearch, &r.Snapshot, &r.Name, &r.Status,
+		&r.Options, &r.Input, &r.CreatedBy, &r.CreatedAt, &r.RetainUntil,
+		&r.SnapID, &r.SnapSearch, &r.SnapVersion, &r.SnapHash, &r.SnapCreated)
 	return &r, err
+}
+
+type rawReplay struct {
+	ID, Org                                   [16]byte
+	Kind, StartKey, Hash, Status              string
+	SavedSearch, Snapshot, SnapID, SnapSearch pgtype.UUID
+	Name, CreatedBy, SnapHash                 *string
+	Options, Input                            json.RawMessage
+	CreatedAt, RetainUntil                    time.Time
+	SnapVersion                               *int64
+	SnapCreated                               *time.Time
 }
 
 func rawHash(ssID uuid.UUID) string {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/snapshot"
@@ -321,24 +322,39 @@ func (s *Store) GetByStartKey(ctx context.Context, org uuid.UUID, startKey strin
 // the sweeper has deleted it yet: a start key replays for [Retention] and
 // not a moment longer.
 func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string) (*Run, *snapshot.Summary, error) {
+	// The replay path: every argument and column goes through pgx's
+	// binary uuid codec directly. A uuid.UUID argument is encoded through
+	// its driver.Valuer (a string that fails the binary encoding, then is
+	// parsed back) and a *uuid.UUID column scanned through sql.Scanner;
+	// both cost more than the rest of the scan.
 	var (
-		run       Run
-		snapID    *uuid.UUID
-		searchID  *uuid.UUID
-		version   *int64
-		hash      *string
-		createdAt *time.Time
+		run                Run
+		searchID, runSnap  pgtype.UUID
+		snapID, snapSearch pgtype.UUID
+		version            *int64
+		hash               *string
+		createdAt          *time.Time
 	)
-	dest := append(run.scanDest(), &snapID, &searchID, &version, &hash, &createdAt)
-	if err := s.db.QueryRow(ctx, runWithSnapshotByStartKey, org, startKey, s.nowArg()).Scan(dest...); err != nil {
+	err := s.db.QueryRow(ctx, runWithSnapshotByStartKey, pgtype.UUID{Bytes: org, Valid: true}, startKey, s.nowArg()).Scan(
+		(*[16]byte)(&run.ID), (*[16]byte)(&run.OrganizationID), &run.Kind, &run.StartKey, &run.RequestHash,
+		&searchID, &runSnap, &run.Name, &run.Status, &run.Options, &run.Input,
+		&run.CreatedBy, &run.CreatedAt, &run.RetainUntil,
+		&snapID, &snapSearch, &version, &hash, &createdAt)
+	if err != nil {
 		return nil, nil, translate("lookup start", err)
 	}
-	if snapID == nil {
+	if searchID.Valid {
+		run.SavedSearchID = (*uuid.UUID)(&searchID.Bytes)
+	}
+	if runSnap.Valid {
+		run.SnapshotID = (*uuid.UUID)(&runSnap.Bytes)
+	}
+	if !snapID.Valid {
 		return &run, nil, nil
 	}
 	return &run, &snapshot.Summary{
-		ID:                 *snapID,
-		SavedSearchID:      *searchID,
+		ID:                 snapID.Bytes,
+		SavedSearchID:      snapSearch.Bytes,
 		SavedSearchVersion: *version,
 		ContentHash:        *hash,
 		CreatedAt:          *createdAt,
