@@ -105,3 +105,14 @@ WITH done AS (
 	RETURNING k.id)
 SELECT CASE WHEN EXISTS (SELECT FROM done) THEN true
 	ELSE agent.idempotency_fence_lost($1::uuid) END`
+
+// claimMarkWaited marks a processing claim as waited for, so that its
+// completion notifies (migration 00012): a completion whose claim nobody
+// marked sends no NOTIFY, and so takes no database-wide lock at its
+// commit. It is an UPDATE of the claim row, so it is ordered against the
+// completion by the row lock: after a completion it finds the status
+// completed and updates nothing, and the waiter reads the answer instead.
+// $1 org, $2 scope, $3 key.
+const claimMarkWaited = `
+UPDATE agent.idempotency_keys AS k SET waited = true
+WHERE k.organization_id = $1 AND k.scope = $2 AND k.key = $3 AND k.status = 'processing'`

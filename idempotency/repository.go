@@ -171,6 +171,19 @@ func (r *Repository) Release(ctx context.Context, claimID, leaseToken uuid.UUID)
 	return tag.RowsAffected() == 1, nil
 }
 
+// MarkWaited marks the processing claim of the key as waited for, so its
+// completion notifies the waiters (see [Service.ClaimWait]). It reports
+// false and no error when the key holds no processing claim: it completed
+// or was released meanwhile, and the caller reads it again instead of
+// waiting.
+func (r *Repository) MarkWaited(ctx context.Context, organizationID uuid.UUID, scope, key string) (bool, error) {
+	tag, err := r.db.Exec(ctx, claimMarkWaited, organizationID, scope, key)
+	if err != nil {
+		return false, fmt.Errorf("idempotency: mark claim waited: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 func scanRecord(row pgx.Row) (*Record, error) {
 	var (
 		rec                      Record

@@ -14,9 +14,9 @@ import (
 )
 
 // NotifyChannel is the channel on which the database announces that a
-// surface.saved_search.start claim ended (completed, or released while
-// processing); see migrations/00005_claim_notify.sql. Only that scope
-// notifies.
+// surface.saved_search.start claim ended (completed after a waiter marked
+// it, or released while processing); see migrations/00005_claim_notify.sql
+// and 00012_pipelined_completion.sql. Only that scope notifies.
 const NotifyChannel = "searchd_claim_ended"
 
 // notifyPayload is the payload the trigger sends for a key:
@@ -180,6 +180,20 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 		left := time.Until(deadline)
 		if left <= 0 {
 			return out, nil
+		}
+		// A completion notifies only a claim marked as waited for, so that
+		// starts nobody waits for commit without NOTIFY's lock. The mark is
+		// ordered against the completion by the claim's row lock: when it
+		// finds nothing processing any more, the claim ended meanwhile, and
+		// the next round reads the answer.
+		if scope == ScopeSavedSearchStart {
+			marked, err := s.repo.MarkWaited(ctx, organizationID, scope, key)
+			if err != nil {
+				return Outcome{}, err
+			}
+			if !marked {
+				continue
+			}
 		}
 		// Past the holder's lease the claim is ours to reclaim; the small
 		// margin keeps us from reading a lease that has not quite passed.

@@ -201,3 +201,60 @@ func TestClaimWaitWithoutAHubIsRefused(t *testing.T) {
 		t.Fatalf("ClaimWait(nil hub) = %v, want ErrNoHub", err)
 	}
 }
+
+// TestOnlyACompletionSomeoneWaitsForNotifies listens on the channel while
+// two saved-search claims complete: the one nobody waited for sends no
+// notification (so its commit took no NOTIFY lock), the one a waiter marked
+// sends one.
+func TestOnlyACompletionSomeoneWaitsForNotifies(t *testing.T) {
+	t.Parallel()
+	b, svc, hub := waitSetup(t, 8)
+	ctx := context.Background()
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+idempotency.NotifyChannel); err != nil {
+		t.Fatal(err)
+	}
+	notified := func() bool {
+		wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		_, err := conn.Conn().WaitForNotification(wctx)
+		return err == nil
+	}
+	claim := func(key string) *idempotency.Claim {
+		out, err := svc.Claim(ctx, b.org, startScope, key, hashA, 30*time.Second)
+		if err != nil || out.Kind != idempotency.KindClaimed {
+			t.Fatalf("Claim(%s) = %v, %v", key, out.Kind, err)
+		}
+		return out.Claim
+	}
+
+	alone := claim("alone")
+	if ok, err := svc.Complete(ctx, alone, answer("alone")); !ok || err != nil {
+		t.Fatalf("Complete = %v, %v", ok, err)
+	}
+	if notified() {
+		t.Error("a completion nobody waited for notified")
+	}
+
+	waited := claim("waited")
+	res := waitAsync(svc, hub, b, "waited", 30*time.Second, 20*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for marked := false; !marked && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if err := b.pool.QueryRow(ctx, `SELECT waited FROM agent.idempotency_keys WHERE key = 'waited'`).Scan(&marked); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := svc.Complete(ctx, waited, answer("waited")); !ok || err != nil {
+		t.Fatalf("Complete = %v, %v", ok, err)
+	}
+	if !notified() {
+		t.Error("the completion of a claim a waiter marked did not notify")
+	}
+	if r := <-res; r.err != nil || r.elapsed > 10*time.Second {
+		t.Fatalf("waiter = %v after %s, want woken by the completion", r.err, r.elapsed)
+	}
+}
