@@ -94,14 +94,6 @@ func TestStartBench(t *testing.T) {
 	defer admin.Close()
 	org := uuid.New()
 	searches := seedBench(t, admin, org, 100, 50)
-	if os.Getenv("SEARCHD_BENCH_NO_NOTIFY") != "" {
-		// A diagnosis, not the product: without the trigger that wakes
-		// Prefer: wait, no commit takes NOTIFY's database-wide lock.
-		if _, err := admin.Exec(ctx, `ALTER TABLE agent.idempotency_keys DISABLE TRIGGER idempotency_keys_completed_notify`); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Printf("diagnosis   the completion's NOTIFY trigger is DISABLED (SEARCHD_BENCH_NO_NOTIFY)\n")
-	}
 	fmt.Printf("seed        1 organization, %d saved searches with %d baseline items each\n\n", len(searches), 50)
 
 	// open returns a pool of n connections, opened up front, with a tracer.

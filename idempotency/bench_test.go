@@ -35,7 +35,9 @@ func TestBenchReport(t *testing.T) {
 	rounds := envInt("SEARCHD_BENCH_ROUNDS", 7)
 	ops := envInt("SEARCHD_BENCH_OPS", 2000)
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDBURL(t))
+	// On a durable cluster (fsync and synchronous_commit on), so every
+	// claim pays its WAL flush as it does in production.
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDurableDBURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +176,8 @@ func TestBenchReport(t *testing.T) {
 		},
 	}
 
-	fmt.Printf("\nidempotency plane vs raw pgx, %d rounds, %d serial ops per round (median of rounds)\n", rounds, ops)
+	fmt.Printf("\ndatabase %s\n", pgtest.DurableSettings(t))
+	fmt.Printf("idempotency plane vs raw pgx, %d rounds, %d serial ops per round (median of rounds)\n", rounds, ops)
 	fmt.Printf("%-36s %14s %14s %8s %8s\n", "measure", "plane", "raw", "ratio", "target")
 	for _, m := range measures {
 		var planes, raws []float64

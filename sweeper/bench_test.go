@@ -50,7 +50,10 @@ func TestSweepBench(t *testing.T) {
 		duty    = envFloat("SEARCHD_BENCH_DUTY", DefaultDuty)
 		ctx     = context.Background()
 	)
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDBURL(t))
+	// On a durable cluster (fsync and synchronous_commit on): a sweep's
+	// deletes and the claims' inserts share its WAL flushes, as in
+	// production.
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDurableDBURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +64,7 @@ func TestSweepBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
+	fmt.Printf("\nsweeper: database %s\n", pgtest.DurableSettings(t))
 
 	// The expired claims: 30-day tool claims whose retention passed a
 	// minute to an hour ago, a millisecond apart, in one statement.
