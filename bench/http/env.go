@@ -126,7 +126,9 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		}
 		e.dbDescription = "the database named by -database-url"
 	} else {
-		cluster, err := pgtest.Start(ctx)
+		// Durable, as users run PostgreSQL: every commit waits for its
+		// WAL flush, which is most of what a new start costs.
+		cluster, err := pgtest.StartWith(ctx, pgtest.Options{Durable: true})
 		if err != nil {
 			return nil, err
 		}
@@ -140,7 +142,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		if cluster.External() {
 			e.dbDescription = "a fresh database on the server named by SEARCHD_TEST_DATABASE_URL or DATABASE_URL"
 		} else {
-			e.dbDescription = "a fresh database on a throwaway cluster (internal/pgtest), over a unix socket"
+			e.dbDescription = "a fresh database on a durable throwaway cluster (internal/pgtest), over a unix socket"
 		}
 	}
 

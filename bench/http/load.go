@@ -101,6 +101,8 @@ type round struct {
 	elapsed    time.Duration
 	latencies  []time.Duration // sorted
 	statements int64
+	roundTrips int64
+	commits    int64
 	// dbTime is the time spent in statements, from the driver's call to its
 	// answer, summed over the round's statements.
 	dbTime time.Duration
@@ -135,6 +137,20 @@ func (r round) statementsPerRequest() float64 {
 		return 0
 	}
 	return float64(r.statements) / float64(r.requests)
+}
+
+func (r round) roundTripsPerRequest() float64 {
+	if r.requests == 0 {
+		return 0
+	}
+	return float64(r.roundTrips) / float64(r.requests)
+}
+
+func (r round) commitsPerRequest() float64 {
+	if r.requests == 0 {
+		return 0
+	}
+	return float64(r.commits) / float64(r.requests)
 }
 
 func (r round) dbPerRequest() time.Duration    { return r.perRequest(r.dbTime) }
@@ -172,7 +188,7 @@ func (t *target) run(ctx context.Context, m measure, clients int, d time.Duratio
 	}
 	results := make([]result, clients)
 	var wg sync.WaitGroup
-	statements, busy, cpu, pgCPU := t.trace.n.Load(), t.trace.busy.Load(), processCPU(), t.pg.used()
+	counts, cpu, pgCPU := t.trace.Counts(), processCPU(), t.pg.used()
 	begin := time.Now()
 	deadline := begin.Add(d)
 	for w := range clients {
@@ -207,8 +223,9 @@ func (t *target) run(ctx context.Context, m measure, clients int, d time.Duratio
 	if err := context.Cause(ctx); err != nil {
 		return round{}, err
 	}
-	r := round{elapsed: elapsed, statements: t.trace.n.Load() - statements,
-		dbTime: time.Duration(t.trace.busy.Load() - busy), cpu: processCPU() - cpu, pgCPU: t.pg.used() - pgCPU}
+	c := t.trace.Counts().Sub(counts)
+	r := round{elapsed: elapsed, statements: c.Statements, roundTrips: c.RoundTrips, commits: c.Commits,
+		dbTime: c.Busy, cpu: processCPU() - cpu, pgCPU: t.pg.used() - pgCPU}
 	for _, res := range results {
 		r.latencies = append(r.latencies, res.latencies...)
 		t.keys = append(t.keys, res.keys...)
@@ -233,10 +250,10 @@ type startAnswer struct {
 // probe sends one new start and one replay of it, alone on t, checks the
 // answers (201, then 200 replayed naming the same Run and snapshot) and
 // returns the statements each cost.
-func (t *target) probe(ctx context.Context) (startSQL, replaySQL []string, err error) {
+func (t *target) probe(ctx context.Context) (startSQL, replaySQL [][]string, err error) {
 	s := started{path: t.paths[0], key: "probe-" + uuid.NewString()}
 	var first startAnswer
-	startSQL, err = t.trace.record(func() error {
+	startSQL, err = t.trace.Record(func() error {
 		status, body, _, err := t.post(ctx, s, true)
 		if err != nil {
 			return err
@@ -253,7 +270,7 @@ func (t *target) probe(ctx context.Context) (startSQL, replaySQL []string, err e
 	if err != nil {
 		return nil, nil, err
 	}
-	replaySQL, err = t.trace.record(func() error {
+	replaySQL, err = t.trace.Record(func() error {
 		status, body, h, err := t.post(ctx, s, true)
 		if err != nil {
 			return err

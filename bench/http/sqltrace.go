@@ -1,58 +1,17 @@
 package main
 
 import (
-	"context"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/searchd/searchd/internal/pgtest"
 )
 
-// sqlTrace is a pgx QueryTracer that counts the statements a pool runs
-// (Query, QueryRow and Exec, including a transaction's begin and commit)
-// and, while recording, keeps their text. Both servers' pools carry one, so
-// its small cost falls on both sides of every ratio.
-type sqlTrace struct {
-	n         atomic.Int64
-	busy      atomic.Int64 // nanoseconds from the start to the end of statements
-	recording atomic.Bool
-	mu        sync.Mutex
-	recorded  []string
-}
-
-func (t *sqlTrace) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	t.n.Add(1)
-	if t.recording.Load() {
-		t.mu.Lock()
-		t.recorded = append(t.recorded, d.SQL)
-		t.mu.Unlock()
-	}
-	return context.WithValue(ctx, startedAtKey{}, time.Now())
-}
-
-func (t *sqlTrace) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
-	if at, ok := ctx.Value(startedAtKey{}).(time.Time); ok {
-		t.busy.Add(int64(time.Since(at)))
-	}
-}
-
-type startedAtKey struct{}
-
-// record runs f and returns the statements the pool ran meanwhile. f must
-// be the only user of the pool.
-func (t *sqlTrace) record(f func() error) ([]string, error) {
-	t.mu.Lock()
-	t.recorded = nil
-	t.mu.Unlock()
-	t.recording.Store(true)
-	err := f()
-	t.recording.Store(false)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.recorded, err
-}
+// sqlTrace is the tracer on each server's pool: a pgtest.Tracer, which
+// counts round trips (a batch is one), statements (a transaction's begin and
+// commit count) and commits, and records the statements of each round trip
+// while asked. Both servers' pools carry one, so its small cost falls on
+// both sides of every ratio.
+type sqlTrace = pgtest.Tracer
 
 // normalizeSQL folds white space, so statements compare by their words.
 func normalizeSQL(sql string) string { return strings.Join(strings.Fields(sql), " ") }
@@ -70,10 +29,28 @@ func statementName(sql string) string {
 	return "«" + n + "»"
 }
 
-func statementList(stmts []string) string {
-	names := make([]string, len(stmts))
-	for i, s := range stmts {
-		names[i] = statementName(s)
+// statementList names the statements of each round trip, a batch in
+// brackets.
+func statementList(trips [][]string) string {
+	parts := make([]string, len(trips))
+	for i, trip := range trips {
+		names := make([]string, len(trip))
+		for j, s := range trip {
+			names[j] = statementName(s)
+		}
+		parts[i] = strings.Join(names, ", ")
+		if len(trip) > 1 {
+			parts[i] = "[" + parts[i] + "]"
+		}
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(parts, " ")
+}
+
+// statementCount is the number of statements of a recording.
+func statementCount(trips [][]string) int {
+	n := 0
+	for _, trip := range trips {
+		n += len(trip)
+	}
+	return n
 }

@@ -34,10 +34,12 @@ type jsonMeasure struct {
 
 // jsonSide is one handler's medians over the rounds of a measure.
 type jsonSide struct {
-	RPS   float64 `json:"rps"`
-	P50Ms float64 `json:"p50_ms"`
-	P99Ms float64 `json:"p99_ms"`
-	Stmts float64 `json:"stmts_per_req"`
+	RPS     float64 `json:"rps"`
+	P50Ms   float64 `json:"p50_ms"`
+	P99Ms   float64 `json:"p99_ms"`
+	Stmts   float64 `json:"stmts_per_req"`
+	Trips   float64 `json:"round_trips_per_req"`
+	Commits float64 `json:"commits_per_req"`
 }
 
 func sideSummary(rs []round) jsonSide {
@@ -45,7 +47,8 @@ func sideSummary(rs []round) jsonSide {
 		return medianOf(rs, func(r round) float64 { return float64(r.quantile(q)) }) / float64(time.Millisecond)
 	}
 	return jsonSide{RPS: medianOf(rs, round.rate), P50Ms: msOf(0.50), P99Ms: msOf(0.99),
-		Stmts: medianOf(rs, round.statementsPerRequest)}
+		Stmts: medianOf(rs, round.statementsPerRequest), Trips: medianOf(rs, round.roundTripsPerRequest),
+		Commits: medianOf(rs, round.commitsPerRequest)}
 }
 
 func writeJSON(path string, s jsonSummary) error {

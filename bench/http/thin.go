@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
@@ -66,7 +67,7 @@ RETURNING ` + thinRecordColumns + `, coalesce($9::timestamptz, now())`
 
 // snapshot.savedSearchFreezeRead.
 const thinSavedSearchFreezeRead = `
-SELECT s.name, s.brief, s.version, b.items, b.cursor
+SELECT s.name, s.brief, s.version, b.items, b.cursor, now()
 FROM agent.saved_searches s
 JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
@@ -77,15 +78,17 @@ INSERT INTO agent.saved_search_snapshots
 	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
 	 brief, baseline, content_hash, created_by, created_at)
 VALUES ($1::uuid, $2::uuid, $3::uuid, $4::bigint, $5::text,
-	$6::jsonb, $7::jsonb, $8::text, $9::text, now())
-RETURNING created_at`
+	$6::jsonb, $7::jsonb, $8::text, $9::text, $10::timestamptz)`
 
-// idempotency.claimComplete.
-const thinClaimComplete = `
-UPDATE agent.idempotency_keys AS k
-SET status = 'completed', resource_type = $3, resource_id = $4, response = $5
-WHERE k.id = $1 AND k.lease_token = $2 AND k.status = 'processing'
-RETURNING ` + thinRecordColumns + `, coalesce($6::timestamptz, now())`
+// idempotency.claimCompleteOrAbort.
+const thinClaimCompleteOrAbort = `
+WITH done AS (
+	UPDATE agent.idempotency_keys AS k
+	SET status = 'completed', resource_type = $3, resource_id = $4, response = $5
+	WHERE k.id = $1 AND k.lease_token = $2 AND k.status = 'processing'
+	RETURNING k.id)
+SELECT CASE WHEN EXISTS (SELECT FROM done) THEN true
+	ELSE agent.idempotency_fence_lost($1::uuid) END`
 
 // runs.runInsert.
 const thinRunInsert = `
@@ -108,7 +111,7 @@ var statementNames = map[string]string{
 	"begin":                                     "begin",
 	normalizeSQL(thinSavedSearchFreezeRead):     "savedSearchFreezeRead",
 	normalizeSQL(thinSnapshotInsert):            "snapshotInsert",
-	normalizeSQL(thinClaimComplete):             "claimComplete",
+	normalizeSQL(thinClaimCompleteOrAbort):      "claimCompleteOrAbort",
 	"commit":                                    "commit",
 	normalizeSQL(thinRunInsert):                 "runInsert",
 }
@@ -136,8 +139,8 @@ type thinRun struct {
 	ID             uuid.UUID       `json:"id"`
 	OrganizationID uuid.UUID       `json:"organization_id"`
 	Kind           string          `json:"kind"`
-	SavedSearchID  *uuid.UUID      `json:"saved_search_id"`
-	SnapshotID     *uuid.UUID      `json:"snapshot_id"`
+	SavedSearchID  pgtype.UUID     `json:"saved_search_id"`
+	SnapshotID     pgtype.UUID     `json:"snapshot_id"`
 	Name           *string         `json:"name"`
 	Status         string          `json:"status"`
 	Options        json.RawMessage `json:"options"`
@@ -150,7 +153,7 @@ type thinRun struct {
 }
 
 func (r *thinRun) dest() []any {
-	return []any{&r.ID, &r.OrganizationID, &r.Kind, &r.StartKey, &r.RequestHash,
+	return []any{(*[16]byte)(&r.ID), (*[16]byte)(&r.OrganizationID), &r.Kind, &r.StartKey, &r.RequestHash,
 		&r.SavedSearchID, &r.SnapshotID, &r.Name, &r.Status, &r.Options, &r.Input,
 		&r.CreatedBy, &r.CreatedAt, &r.RetainUntil}
 }
@@ -214,20 +217,20 @@ func (t *thin) start(c echo.Context) error {
 	// The replay: one statement.
 	var (
 		run                thinRun
-		snapID, snapSearch *uuid.UUID
+		snapID, snapSearch pgtype.UUID
 		snapVersion        *int64
 		snapHash           *string
 		snapCreated        *time.Time
 	)
-	err = t.pool.QueryRow(ctx, thinRunWithSnapshotByStartKey, t.org, startKey).
+	err = t.pool.QueryRow(ctx, thinRunWithSnapshotByStartKey, pgtype.UUID{Bytes: t.org, Valid: true}, startKey).
 		Scan(append(run.dest(), &snapID, &snapSearch, &snapVersion, &snapHash, &snapCreated)...)
 	switch {
 	case err == nil && run.RequestHash != hash:
 		return c.NoContent(http.StatusUnprocessableEntity)
 	case err == nil:
 		var sn *thinSummary
-		if snapID != nil {
-			sn = &thinSummary{ID: *snapID, SavedSearchID: *snapSearch, SavedSearchVersion: *snapVersion,
+		if snapID.Valid {
+			sn = &thinSummary{ID: snapID.Bytes, SavedSearchID: snapSearch.Bytes, SavedSearchVersion: *snapVersion,
 				ContentHash: *snapHash, CreatedAt: *snapCreated}
 		}
 		c.Response().Header().Set("Idempotent-Replayed", "true")
@@ -236,7 +239,8 @@ func (t *thin) start(c echo.Context) error {
 		return err
 	}
 
-	// A new start: exists, claim, {freeze, complete}, admit.
+	// A new start: exists, claim, then one transaction that freezes,
+	// completes and admits.
 	var live bool
 	if err := t.pool.QueryRow(ctx, thinSavedSearchExists, t.org, ssID).Scan(&live); err != nil {
 		return err
@@ -254,40 +258,37 @@ func (t *thin) start(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var snap thinSnapshot
-	err = pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
+	// One transaction of two round trips: BEGIN and the freeze read, then
+	// the fenced completion, the snapshot, the Run and COMMIT.
+	conn, err := t.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	snap := thinSnapshot{ID: uuid.New(), OrganizationID: t.org, SavedSearchID: ssID, CreatedBy: &t.actor}
+	first := &pgx.Batch{}
+	first.Queue("begin")
+	first.Queue(thinSavedSearchFreezeRead, t.org, ssID).QueryRow(func(row pgx.Row) error {
 		var brief []byte
-		snap = thinSnapshot{ID: uuid.New(), OrganizationID: t.org, SavedSearchID: ssID, CreatedBy: &t.actor}
-		err := tx.QueryRow(ctx, thinSavedSearchFreezeRead, t.org, ssID).Scan(
-			&snap.name, &brief, &snap.SavedSearchVersion, &snap.Baseline.Items, &snap.Baseline.Cursor)
-		if err != nil {
-			return fmt.Errorf("freeze read: %w", err)
-		}
+		err := row.Scan(&snap.name, &brief, &snap.SavedSearchVersion, &snap.Baseline.Items, &snap.Baseline.Cursor, &snap.CreatedAt)
 		snap.Brief = brief
-		baseline, err := json.Marshal(snap.Baseline)
-		if err != nil {
-			return err
-		}
-		h := sha256.New()
-		h.Write(brief)
-		h.Write(baseline)
-		snap.ContentHash = hex.EncodeToString(h.Sum(nil))
-		err = tx.QueryRow(ctx, thinSnapshotInsert, snap.ID, t.org, ssID, snap.SavedSearchVersion,
-			snap.name, string(brief), string(baseline), snap.ContentHash, t.actor).Scan(&snap.CreatedAt)
-		if err != nil {
-			return fmt.Errorf("snapshot insert: %w", err)
-		}
-		response, err := json.Marshal(struct {
-			Snapshot        *thinSnapshot `json:"snapshot"`
-			SavedSearchName string        `json:"saved_search_name"`
-		}{&snap, snap.name})
-		if err != nil {
-			return err
-		}
-		var done thinRecord
-		return tx.QueryRow(ctx, thinClaimComplete, claim.id, claim.leaseToken, admission.ResourceType,
-			snap.ID.String(), string(response), nil).Scan(done.dest()...)
+		return err
 	})
+	if err := conn.SendBatch(ctx, first).Close(); err != nil {
+		return fmt.Errorf("freeze read: %w", err)
+	}
+	baseline, err := json.Marshal(snap.Baseline)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	h.Write(snap.Brief)
+	h.Write(baseline)
+	snap.ContentHash = hex.EncodeToString(h.Sum(nil))
+	response, err := json.Marshal(struct {
+		Snapshot        *thinSnapshot `json:"snapshot"`
+		SavedSearchName string        `json:"saved_search_name"`
+	}{&snap, snap.name})
 	if err != nil {
 		return err
 	}
@@ -295,11 +296,19 @@ func (t *thin) start(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	err = t.pool.QueryRow(ctx, thinRunInsert, uuid.New(), t.org, runs.KindSavedSearch, startKey, hash,
+	second := &pgx.Batch{}
+	second.Queue(thinClaimCompleteOrAbort, claim.id, claim.leaseToken, admission.ResourceType, snap.ID.String(), string(response))
+	second.Queue(thinSnapshotInsert, snap.ID, t.org, ssID, snap.SavedSearchVersion, snap.name, string(snap.Brief),
+		string(baseline), snap.ContentHash, t.actor, snap.CreatedAt)
+	second.Queue(thinRunInsert, uuid.New(), t.org, runs.KindSavedSearch, startKey, hash,
 		ssID, snap.ID, snap.name, string(options), nil, t.actor, runs.Retention.Microseconds(), nil).
-		Scan(run.dest()...)
-	if err != nil {
-		return fmt.Errorf("run insert: %w", err)
+		QueryRow(func(row pgx.Row) error { return row.Scan(run.dest()...) })
+	second.Queue("commit")
+	if err := conn.SendBatch(ctx, second).Close(); err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(ctx, "rollback")
+		}
+		return fmt.Errorf("preparation: %w", err)
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/runs/"+run.ID.String())
 	return c.JSON(http.StatusCreated, thinAnswer{Run: &run, Snapshot: &thinSummary{

@@ -57,10 +57,12 @@ type httpMeasure struct {
 }
 
 type httpSide struct {
-	RPS   float64 `json:"rps"`
-	P50Ms float64 `json:"p50_ms"`
-	P99Ms float64 `json:"p99_ms"`
-	Stmts float64 `json:"stmts_per_req"`
+	RPS     float64 `json:"rps"`
+	P50Ms   float64 `json:"p50_ms"`
+	P99Ms   float64 `json:"p99_ms"`
+	Stmts   float64 `json:"stmts_per_req"`
+	Trips   float64 `json:"round_trips_per_req"`
+	Commits float64 `json:"commits_per_req"`
 }
 
 // measure returns the named measure ("new starts" or "replays"), zero
