@@ -1,7 +1,7 @@
 # The README names these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test ci e2e soak bench bench-plane bench-http bench-sweep run
+.PHONY: setup test ci e2e soak bench bench-plane bench-http bench-sweep bench-start run
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -37,6 +37,11 @@ soak:
 # Runs searchd against a local default database under .searchd-dev/.
 run:
 	$(GO) run ./cmd/searchd dev
+
+# Saved-search starts in process against raw SQL (the two-commit flow, the
+# three-commit flow it replaced, a replay's one statement), on a durable cluster.
+bench-start:
+	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestStartBench -v -timeout 30m ./admission/
 
 # The idempotency plane against raw pgx issuing the same SQL.
 bench-plane:
