@@ -36,7 +36,7 @@ func parseStart(out string) (startResult, error) {
 		switch {
 		case strings.HasPrefix(line, "database "):
 			r.database = strings.TrimSpace(strings.TrimPrefix(line, "database"))
-		case strings.HasPrefix(line, "load "):
+		case strings.HasPrefix(line, "load ") && r.load == "":
 			r.load = strings.TrimSpace(strings.TrimPrefix(line, "load"))
 		case strings.HasPrefix(line, "start-bench-json: "):
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "start-bench-json: ")), &r.rows); err != nil {
