@@ -479,7 +479,8 @@ SELECT ` + rawRunColumns + `,
 FROM agent.runs r
 LEFT JOIN agent.saved_search_snapshots sn
 	ON sn.organization_id = r.organization_id AND sn.id = r.snapshot_id
-WHERE r.organization_id = $1 AND r.start_key = $2`
+WHERE r.organization_id = $1 AND r.start_key = $2
+	AND r.retain_until > coalesce($3::timestamptz, now())`
 	rawExists = `
 SELECT EXISTS (
 	SELECT 1 FROM agent.saved_searches s
@@ -613,7 +614,7 @@ type rawSnapshot struct {
 // pgx's cheapest uuid encoding and decoding (pgtype.UUID, [16]byte).
 func (f rawFlows) replay(ctx context.Context, key string) (*rawReplay, error) {
 	var r rawReplay
-	err := f.pool.QueryRow(ctx, rawLookup, pgtype.UUID{Bytes: f.org, Valid: true}, "saved_search:"+key).Scan(
+	err := f.pool.QueryRow(ctx, rawLookup, pgtype.UUID{Bytes: f.org, Valid: true}, "saved_search:"+key, nil).Scan(
 		&r.ID, &r.Org, &r.Kind, &r.StartKey, &r.Hash, &r.SavedSearch, &r.Snapshot, &r.Name, &r.Status,
 		&r.Options, &r.Input, &r.CreatedBy, &r.CreatedAt, &r.RetainUntil,
 		&r.SnapID, &r.SnapSearch, &r.SnapVersion, &r.SnapHash, &r.SnapCreated)
@@ -640,7 +641,7 @@ func rawHash(ssID uuid.UUID) string {
 // that the saved search is live, and the claim.
 func (f rawFlows) begin(ctx context.Context, ssID uuid.UUID, key string, r *rawRun) error {
 	hash := rawHash(ssID)
-	err := f.pool.QueryRow(ctx, rawLookup, f.org, "saved_search:"+key).
+	err := f.pool.QueryRow(ctx, rawLookup, f.org, "saved_search:"+key, nil).
 		Scan(append(r.runDest(), &r.SnapID, &r.SnapSearch, &r.SnapVersion, &r.SnapHash, &r.SnapCreated)...)
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("lookup of a new key: %v", err)

@@ -35,7 +35,8 @@ SELECT ` + thinRunColumns + `,
 FROM agent.runs r
 LEFT JOIN agent.saved_search_snapshots sn
 	ON sn.organization_id = r.organization_id AND sn.id = r.snapshot_id
-WHERE r.organization_id = $1 AND r.start_key = $2`
+WHERE r.organization_id = $1 AND r.start_key = $2
+	AND r.retain_until > coalesce($3::timestamptz, now())`
 
 // runs.runColumns.
 const thinRunColumns = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
@@ -222,7 +223,7 @@ func (t *thin) start(c echo.Context) error {
 		snapHash           *string
 		snapCreated        *time.Time
 	)
-	err = t.pool.QueryRow(ctx, thinRunWithSnapshotByStartKey, pgtype.UUID{Bytes: t.org, Valid: true}, startKey).
+	err = t.pool.QueryRow(ctx, thinRunWithSnapshotByStartKey, pgtype.UUID{Bytes: t.org, Valid: true}, startKey, nil).
 		Scan(append(run.dest(), &snapID, &snapSearch, &snapVersion, &snapHash, &snapCreated)...)
 	switch {
 	case err == nil && run.RequestHash != hash:
