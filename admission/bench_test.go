@@ -713,12 +713,12 @@ func (f rawFlows) twoCommits(ctx context.Context, ssID uuid.UUID, key string) er
 	}
 	options := `{"max_results":100,"note":""}`
 	second := &pgx.Batch{}
-	second.Queue(rawCompleteOrAbort, r.claimID, r.token, ResourceType, s.ID.String(), string(answer))
 	second.Queue(rawSnapshotInsert, s.ID, f.org, ssID, s.SavedSearchVersion, s.name, string(s.Brief), string(baseline),
 		s.ContentHash, f.actor, s.CreatedAt)
 	second.Queue(rawRunInsert, uuid.New(), f.org, runs.KindSavedSearch, "saved_search:"+key, rawHash(ssID), ssID, s.ID,
 		s.name, options, nil, f.actor, runs.Retention.Microseconds(), nil).
 		QueryRow(func(row pgx.Row) error { return row.Scan(r.runDest()...) })
+	second.Queue(rawCompleteOrAbort, r.claimID, r.token, ResourceType, s.ID.String(), string(answer))
 	second.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
 		if tag.String() != "COMMIT" {
 			return fmt.Errorf("ended with %s", tag)

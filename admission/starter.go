@@ -331,7 +331,7 @@ const (
 
 // freeze does the work claim owns, ends the claim and admits the Run, in
 // ONE transaction of two round trips: BEGIN with the freeze read, then the
-// fenced completion, the snapshot, the Run and COMMIT, pipelined. So the
+// snapshot, the Run, the fenced completion and COMMIT, pipelined. So the
 // snapshot, the completion and the Run exist together or not at all, and a
 // new start commits twice in all (the claim, then this):
 //   - a saved search gone since the check is a business answer: the claim
@@ -409,27 +409,27 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 		return Result{}, nil, err
 	}
 
-	// Round trip 2: the fenced completion first, so a lost fence skips the
-	// rest; the snapshot, then the Run that refers to it; COMMIT.
+	// Round trip 2: the snapshot, the Run that refers to it, the fenced
+	// completion, COMMIT. The completion goes last: from it to the COMMIT
+	// the transaction holds the claim's row lock, which a concurrent
+	// claim of the same key would wait on (ON CONFLICT waits for the
+	// row's updater), so it must not be held while an insert waits; a
+	// lost fence still aborts everything before it.
 	second := &pgx.Batch{}
 	var admitted *runs.QueuedAdmit
-	if notFound {
-		c := idempotency.Completion{Response: json.RawMessage(`{"error":"` + answerNotFound + `"}`)}
-		if err := s.plane.QueueComplete(second, claim, c); err != nil {
-			return Result{}, nil, err
-		}
-	} else {
-		c := idempotency.Completion{ResourceType: ResourceType, ResourceID: snap.ID.String()}
+	c := idempotency.Completion{Response: json.RawMessage(`{"error":"` + answerNotFound + `"}`)}
+	if !notFound {
+		c = idempotency.Completion{ResourceType: ResourceType, ResourceID: snap.ID.String()}
 		if c.Response, err = answer(snap); err != nil {
-			return Result{}, nil, err
-		}
-		if err := s.plane.QueueComplete(second, claim, c); err != nil {
 			return Result{}, nil, err
 		}
 		snapshot.QueueInsert(second, snap)
 		if admitted, err = s.runs.QueueAdmit(second, a.params(snap.ID, snap.SavedSearchName)); err != nil {
 			return Result{}, nil, err
 		}
+	}
+	if err := s.plane.QueueComplete(second, claim, c); err != nil {
+		return Result{}, nil, err
 	}
 	second.Queue(txCommit).Exec(func(tag pgconn.CommandTag) error {
 		if tag.String() != "COMMIT" {

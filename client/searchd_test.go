@@ -313,11 +313,14 @@ func holdLock(t *testing.T, s *searchd, table, mode string) (release func()) {
 }
 
 // testKillBeforeRunInsert SIGKILLs the server while its request is inside
-// the start: snapshot frozen and claim completed, Run insert not yet
-// committed (held back by a lock the test owns). The client sees its
-// connection die, retries through the outage with the same key, and the
-// restarted server finishes the start: one Run, on the snapshot frozen
-// before the crash.
+// the start: the preparation's one transaction (completion, snapshot, Run
+// insert and COMMIT, sent in one batch) is held back at the Run insert by a
+// lock the test owns, so nothing of it is visible yet: the claim is still
+// processing and there is no snapshot. The client sees its connection die
+// and retries through the outage with the same key; the dead server's
+// session may still commit the whole transaction once the lock goes, and
+// the restarted server must then replay that Run, not add one: one Run, on
+// the one snapshot.
 func testKillBeforeRunInsert(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	ss := createSavedSearch(t, s)
@@ -330,12 +333,12 @@ func testKillBeforeRunInsert(t *testing.T, bin string) {
 	release := holdLock(t, s, "agent.runs", "SHARE")
 	done := startInBackground(ctx, c, ss.ID, key)
 	s.waitForBlockedInsert("agent.runs")
-	if st := s.claimStatus(key); st != "completed" {
-		t.Fatalf("claim before the kill is %s, want completed", st)
+	// The completion commits with the Run, never before it.
+	if st := s.claimStatus(key); st != "processing" {
+		t.Fatalf("claim before the kill is %s, want processing", st)
 	}
-	var frozen string
-	if err := s.db.QueryRow(ctx, `SELECT id::text FROM agent.saved_search_snapshots WHERE saved_search_id = $1`, ss.ID).Scan(&frozen); err != nil {
-		t.Fatalf("reading the frozen snapshot: %v", err)
+	if n := s.snapshotsOf(ss.ID); n != 0 {
+		t.Fatalf("%d snapshots visible before the Run commits, want 0", n)
 	}
 
 	s.kill()
@@ -359,9 +362,16 @@ func testKillBeforeRunInsert(t *testing.T, bin string) {
 	if a.res.Attempts < 2 || outcomes[0] != "error" {
 		t.Errorf("attempts %q, want the first to lose its connection and a retry", outcomes)
 	}
+	var frozen string
+	if err := s.db.QueryRow(ctx, `SELECT id::text FROM agent.saved_search_snapshots WHERE saved_search_id = $1`, ss.ID).Scan(&frozen); err != nil {
+		t.Fatalf("reading the frozen snapshot: %v", err)
+	}
 	if a.res.Snapshot == nil || a.res.Snapshot.ID != frozen || a.res.Run.SnapshotID == nil || *a.res.Run.SnapshotID != frozen {
-		t.Errorf("start answered snapshot %+v and a Run on %v; want both the snapshot %s frozen before the crash",
+		t.Errorf("start answered snapshot %+v and a Run on %v; want both the one snapshot %s",
 			a.res.Snapshot, a.res.Run.SnapshotID, frozen)
+	}
+	if st := s.claimStatus(key); st != "completed" {
+		t.Errorf("claim after the start is %s, want completed", st)
 	}
 	if n := s.runsUnderKey("saved_search:" + key); n != 1 {
 		t.Errorf("%d Runs under the key, want 1", n)

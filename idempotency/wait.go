@@ -188,10 +188,16 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 		// the next round reads the answer.
 		if scope == ScopeSavedSearchStart {
 			marked, err := s.repo.MarkWaited(ctx, organizationID, scope, key)
+			if err != nil && ctx.Err() != nil {
+				return out, nil // cut off while waiting: processing, as below
+			}
 			if err != nil {
 				return Outcome{}, err
 			}
 			if !marked {
+				if ctx.Err() != nil {
+					return out, nil // the claim ended as the wait was cut off
+				}
 				continue
 			}
 		}
@@ -206,5 +212,9 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 			return out, nil
 		}
 		timer.Stop()
+		if ctx.Err() != nil {
+			// Woken and cut off at once: the answer is still processing.
+			return out, nil
+		}
 	}
 }

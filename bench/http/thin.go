@@ -260,7 +260,7 @@ func (t *thin) start(c echo.Context) error {
 		return err
 	}
 	// One transaction of two round trips: BEGIN and the freeze read, then
-	// the fenced completion, the snapshot, the Run and COMMIT.
+	// the snapshot, the Run, the fenced completion and COMMIT.
 	conn, err := t.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -298,12 +298,12 @@ func (t *thin) start(c echo.Context) error {
 		return err
 	}
 	second := &pgx.Batch{}
-	second.Queue(thinClaimCompleteOrAbort, claim.id, claim.leaseToken, admission.ResourceType, snap.ID.String(), string(response))
 	second.Queue(thinSnapshotInsert, snap.ID, t.org, ssID, snap.SavedSearchVersion, snap.name, string(snap.Brief),
 		string(baseline), snap.ContentHash, t.actor, snap.CreatedAt)
 	second.Queue(thinRunInsert, uuid.New(), t.org, runs.KindSavedSearch, startKey, hash,
 		ssID, snap.ID, snap.name, string(options), nil, t.actor, runs.Retention.Microseconds(), nil).
 		QueryRow(func(row pgx.Row) error { return row.Scan(run.dest()...) })
+	second.Queue(thinClaimCompleteOrAbort, claim.id, claim.leaseToken, admission.ResourceType, snap.ID.String(), string(response))
 	second.Queue("commit")
 	if err := conn.SendBatch(ctx, second).Close(); err != nil {
 		if conn.Conn().PgConn().TxStatus() != 'I' {
