@@ -214,10 +214,16 @@ func (s *scenarioRun) down(from, to time.Time) {
 type wedgePoint int
 
 const (
-	// inFreeze holds the start at its snapshot insert: the claim is taken,
-	// its lease runs, and it is not completed. The snapshot row's foreign
-	// key takes FOR KEY SHARE on the saved search, which the harness's FOR
-	// UPDATE blocks.
+	// inFreeze holds the start at its freeze read: the claim is taken, its
+	// lease runs, and nothing of the preparation is written. The read
+	// travels with BEGIN in the transaction's first round trip; the writes,
+	// the fenced completion and COMMIT follow in the second only once the
+	// read has answered, so a replica broken here never sent them. (Held
+	// at the snapshot insert instead, the replica would already have sent
+	// its COMMIT, and its session could commit the whole preparation after
+	// a kill -9.) A plain read waits only for a table lock: the harness
+	// takes ACCESS EXCLUSIVE on the baselines, which holds every start's
+	// freeze for the moment the probe is wedged.
 	inFreeze wedgePoint = iota
 	// inCommit holds the start after the UPDATE that completes the claim
 	// and before its commit: the replica's transaction holds the claim's
@@ -279,7 +285,7 @@ func (s *scenarioRun) wedgeOn(ctx context.Context, victim *replica, point wedgeP
 	w := &wedge{key: key, victim: victim, conn: conn, pinned: make(chan call, 1), timeout: s.h.cfg.callTimeout()}
 	if point == inFreeze {
 		if _, err = conn.Exec(ctx, "BEGIN"); err == nil {
-			_, err = conn.Exec(ctx, "SELECT 1 FROM agent.saved_searches WHERE id = $1 FOR UPDATE", ss)
+			_, err = conn.Exec(ctx, "LOCK TABLE agent.saved_search_baselines IN ACCESS EXCLUSIVE MODE")
 		}
 	} else {
 		_, err = conn.Exec(ctx, "SELECT pg_advisory_lock($1)", holdLockKey)
@@ -406,8 +412,9 @@ func stopReplicaPastLease(ctx context.Context, s *scenarioRun, cycle int) error 
 	}
 	stopped := time.Now()
 	stateAtStop := victim.State()
-	// Unblocked, the victim's backend inserts the snapshot and leaves the
-	// transaction open: the write the fence must keep from committing.
+	// Unblocked, the victim's backend answers the freeze read and leaves
+	// the transaction open, waiting for the stopped replica's writes: the
+	// writes the fence must keep from committing.
 	w.release(ctx)
 	if err := s.chase(ctx, w.key); err != nil {
 		return err
