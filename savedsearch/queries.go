@@ -16,8 +16,8 @@ WITH s AS (
 	VALUES ($1::uuid, $2::uuid, $3::text, $4::jsonb, $5::text, now(), now())
 	RETURNING *
 ), b AS (
-	INSERT INTO agent.saved_search_baselines (saved_search_id, items, cursor, updated_at)
-	SELECT s.id, $6::text[], $7::text, s.created_at FROM s
+	INSERT INTO agent.saved_search_baselines (saved_search_id, organization_id, items, cursor, updated_at)
+	SELECT s.id, s.organization_id, $6::text[], $7::text, s.created_at FROM s
 	RETURNING *
 )
 SELECT ` + savedSearchColumns + `
