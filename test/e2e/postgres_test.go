@@ -35,6 +35,12 @@ type postgres struct {
 	logPath string
 	port    int
 	cred    *syscall.Credential // nil when we are not root
+	// args are more server settings (-c name=value ...), such as the
+	// replication settings of a failover pair; groupKill starts the
+	// server in a process group of its own, so Kill takes its backends
+	// at once, the way a lost machine does.
+	args      []string
+	groupKill bool
 
 	mu   sync.Mutex
 	proc *process
@@ -109,11 +115,12 @@ func (pg *postgres) Start(ctx context.Context) error {
 	cmd := exec.Command(pg.bins.Postgres, "-D", pg.dataDir(), "-k", pg.dir, "-p", strconv.Itoa(pg.port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off",
 		"-c", "log_min_messages=warning", "-c", "log_line_prefix=%m [%p] %a ")
+	cmd.Args = append(cmd.Args, pg.args...)
 	cmd.Dir = pg.dir
 	cmd.Env = pgEnv()
 	// SIGQUIT is PostgreSQL's immediate shutdown: should the test binary die,
 	// the postmaster takes its backends with it at once.
-	p, err := startProcess(cmd, pg.logPath, &syscall.SysProcAttr{Credential: pg.cred, Pdeathsig: syscall.SIGQUIT})
+	p, err := startProcess(cmd, pg.logPath, &syscall.SysProcAttr{Credential: pg.cred, Pdeathsig: syscall.SIGQUIT, Setpgid: pg.groupKill})
 	if err != nil {
 		return fmt.Errorf("starting postgres: %w", err)
 	}
