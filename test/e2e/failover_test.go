@@ -140,6 +140,9 @@ type failoverReport struct {
 	// noWriter is the time from the kill to the promotion's request: no
 	// server accepted writes; promoteTook is how long pg_ctl promote took.
 	noWriter, promoteTook time.Duration
+	// lagBytes is how much WAL the standby had not flushed just before the
+	// kill.
+	lagBytes int64
 	// outage is the time from the kill to the first start answered 2xx;
 	// backAfterPromote the time from the promotion to it, and
 	// allBackAfterPromote to the first 2xx of the last replica.
@@ -155,11 +158,11 @@ type failoverReport struct {
 }
 
 func (r failoverReport) summary() string {
-	return fmt.Sprintf("%s failover: no writable server for %s (pg_ctl promote then took %s); starts back %s after the kill, %s after the promotion "+
+	return fmt.Sprintf("%s failover: standby %d WAL bytes behind at the kill; no writable server for %s (pg_ctl promote then took %s); starts back %s after the kill, %s after the promotion "+
 		"(all three replicas %s; LISTEN hubs %s); %d starts acknowledged, %d lost their Run; "+
 		"%d deliveries acknowledged, %d not applied, %d applied twice, %d lost to the callback gap; %d tool calls acknowledged, %d executed again after; "+
 		"%d 503s; %d violations",
-		r.mode, r.noWriter.Round(time.Millisecond), r.promoteTook.Round(time.Millisecond), r.outage.Round(time.Millisecond), r.backAfterPromote.Round(time.Millisecond),
+		r.mode, r.lagBytes, r.noWriter.Round(time.Millisecond), r.promoteTook.Round(time.Millisecond), r.outage.Round(time.Millisecond), r.backAfterPromote.Round(time.Millisecond),
 		r.allBackAfterPromote.Round(time.Millisecond), r.listenBack.Round(time.Millisecond),
 		r.starts, r.startsLost, r.deliveries, r.deliveriesLost, r.appliedTwice, r.deliveriesGap, r.toolCalls, r.toolsRepeated,
 		r.unavailable, r.violations)
@@ -274,7 +277,19 @@ func runFailover(t *testing.T, cfg config, fc failoverConfig, bin, parent string
 			t.Fatal(err)
 		}
 	}
+	// The machine is lost with what it was sending: the replication link
+	// is cut (a chunk the proxy holds for its latency is dropped, as on
+	// a wire that goes dead), then every process is killed. The standby
+	// retries its connection only after wal_retrieve_retry_interval (5 s),
+	// so nothing streams between the two.
+	// How far behind the standby is, just before: the WAL the primary has
+	// written and the standby has not flushed.
+	if err := h.db.QueryRow(ctx, `SELECT coalesce((SELECT pg_current_wal_lsn() - flush_lsn FROM pg_stat_replication
+		WHERE application_name = $1), -1)::bigint`, standbyName).Scan(&rep.lagBytes); err != nil {
+		t.Logf("reading the replication lag: %v", err)
+	}
 	killed := time.Now()
+	pair.repl.Cut()
 	if err := pair.primary.KillHost(); err != nil {
 		t.Fatal(err)
 	}
