@@ -32,6 +32,7 @@ var distributed = []string{
 	"agent.saved_search_baselines",
 	"agent.saved_search_snapshots",
 	"agent.saved_searches",
+	"agent.tool_call_resolutions",
 }
 
 // notDistributed are the tables that are not sharded by organization, each
@@ -103,10 +104,12 @@ func TestShardingCheckCatchesPlantedViolations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rep.unlisted, []string{"agent.planted_unlisted"}) {
+	// Contains, not Equal: a table a migration forgot to list is the other
+	// test's failure, not this one's.
+	if !slices.Contains(rep.unlisted, "agent.planted_unlisted") {
 		t.Errorf("unlisted = %q, want agent.planted_unlisted", rep.unlisted)
 	}
-	if !slices.Equal(rep.vanished, []string{"agent.planted_vanished"}) {
+	if !slices.Contains(rep.vanished, "agent.planted_vanished") {
 		t.Errorf("vanished = %q, want agent.planted_vanished", rep.vanished)
 	}
 	for _, want := range []string{
