@@ -41,6 +41,10 @@ var distributed = []string{
 var notDistributed = map[string]string{
 	"agent.webhook_drops": "the drop audit: an unknown_job drop names no organization (organization_id is NULL), " +
 		"so the row has no shard to go to; append-only and off the claim path, it stays a local table on the coordinator",
+	"agent.provider_inbox": "stage one of a provider callback: an arrival is unique by (provider, delivery_id) " +
+		"across organizations, because a delivery must be landed before its path is trusted to name a tenant " +
+		"(an unknown path names none); it stays a local table on the coordinator, which lands and applies arrivals",
+	"agent.provider_inbox_copies": "the copy counters of agent.provider_inbox, keyed by its id; local beside it",
 	"public.goose_db_version": "the migration bookkeeping of goose: one row per applied migration, " +
 		"read and written by `searchd migrate` alone; it stays on the coordinator, which applies DDL to every shard",
 }
