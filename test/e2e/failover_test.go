@@ -217,7 +217,10 @@ func runFailover(t *testing.T, cfg config, fc failoverConfig, bin, parent string
 			dbURL:   pair.URL("application_name=" + name + "&connect_timeout=5"),
 			addr:    fmt.Sprintf("127.0.0.1:%d", port),
 			logPath: fmt.Sprintf("%s/%s.log", dir, name),
-			env:     []string{"SEARCHD_PROVIDER_SECRETS=" + e2eProvider + "=" + failoverSecret},
+			// The load's clients are one organization, many at once on
+			// each replica: the per-organization cap is not what the
+			// failover tests, as in the fault suite.
+			env: []string{"SEARCHD_PROVIDER_SECRETS=" + e2eProvider + "=" + failoverSecret, "SEARCHD_ORG_MAX_IN_FLIGHT=10000"},
 		}
 		h.replicas = append(h.replicas, r)
 		if err := r.Start(sctx); err != nil {

@@ -68,7 +68,9 @@ func TestScalingReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.env = []string{"SEARCHD_LOG_LEVEL=error"}
+		// One organization measured at full tilt: the per-organization cap
+		// is lifted, as in the fault suite.
+		r.env = []string{"SEARCHD_LOG_LEVEL=error", "SEARCHD_ORG_MAX_IN_FLIGHT=10000"}
 		replicas = append(replicas, r)
 		if err := r.Start(ctx); err != nil {
 			t.Fatal(err)
