@@ -231,8 +231,8 @@ func seedAttacks(ctx context.Context, t *testing.T, db *pgxpool.Pool, attacker, 
 		{`INSERT INTO agent.saved_searches (id, organization_id, name, brief, created_at, updated_at)
 			VALUES ($1, $2, 'target', '{"query":"q"}', now(), now()), ($3, $4, 'victim', '{"query":"q"}', now(), now())`,
 			[]any{target, attacker, victim, neighbour}},
-		{`INSERT INTO agent.saved_search_baselines (saved_search_id, items, updated_at)
-			VALUES ($1, array_fill(repeat('i', 120), ARRAY[8500]), now()), ($2, '{a,b}', now())`, []any{target, victim}},
+		{`INSERT INTO agent.saved_search_baselines (saved_search_id, organization_id, items, updated_at)
+			VALUES ($1, $2, array_fill(repeat('i', 120), ARRAY[8500]), now()), ($3, $4, '{a,b}', now())`, []any{target, attacker, victim, neighbour}},
 		{`INSERT INTO agent.saved_search_snapshots (id, organization_id, saved_search_id, saved_search_version,
 				saved_search_name, brief, baseline, content_hash, created_at)
 			SELECT gen_random_uuid(), $1, $2, 1, 'target', '{"query":"q"}', b.doc, md5(i::text) || md5(i::text), now()
@@ -247,7 +247,7 @@ func seedAttacks(ctx context.Context, t *testing.T, db *pgxpool.Pool, attacker, 
 				INSERT INTO agent.saved_searches (id, organization_id, name, brief, created_at, updated_at)
 				SELECT gen_random_uuid(), $1, 'fat ' || i, jsonb_build_object('query', 'q', 'filters', jsonb_build_object('s', repeat('f', 1 << 20))), now(), now()
 				FROM generate_series(1, 50) i RETURNING id)
-			INSERT INTO agent.saved_search_baselines (saved_search_id, updated_at) SELECT id, now() FROM s`,
+			INSERT INTO agent.saved_search_baselines (saved_search_id, organization_id, updated_at) SELECT id, $1, now() FROM s`,
 			[]any{attacker}},
 	} {
 		if _, err := db.Exec(ctx, stmt.sql, stmt.args...); err != nil {
