@@ -108,9 +108,9 @@ func TestScalingReplicas(t *testing.T) {
 			perN[n] = append(perN[n], startRate(t, s, replicas[:n], cfg.clients, round))
 		}
 	}
-	base := median(perN[1])
+	base := medianRate(perN[1])
 	for n := 1; n <= 3; n++ {
-		m := median(perN[n])
+		m := medianRate(perN[n])
 		t.Logf("%d replica(s), %d clients: new starts %.0f /s (median of %d rounds of %s: %.0f), %.2fx one replica",
 			n, cfg.clients, m, rounds, round, perN[n], m/base)
 	}
@@ -145,7 +145,7 @@ func startRate(t *testing.T, s *scenarioRun, targets []*replica, clients int, d 
 	return float64(ok.Load()) / d.Seconds()
 }
 
-func median(xs []float64) float64 {
+func medianRate(xs []float64) float64 {
 	ys := slices.Clone(xs)
 	slices.Sort(ys)
 	if len(ys) == 0 {
