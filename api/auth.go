@@ -25,6 +25,9 @@ const maxTokenLen = 8 << 10
 // present, is recorded as the actor of snapshots and Runs.
 type Claims struct {
 	OrgID string `json:"org_id"`
+	// Role is empty for an organization's token and [RoleOperator] for an
+	// operator's (see role.go); any other value is refused.
+	Role string `json:"role,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -73,7 +76,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return errUnauthorized
 		}
 		org, err := uuid.Parse(claims.OrgID)
-		if err != nil || org == uuid.Nil || !validActor(claims.Subject) {
+		if err != nil || org == uuid.Nil || !validActor(claims.Subject) || !validRole(claims.Role) {
 			return errUnauthorized
 		}
 		p := caller{OrganizationID: org, Actor: claims.Subject}

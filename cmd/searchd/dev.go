@@ -38,6 +38,8 @@ const (
 	// devTokenTTL is the life of the token dev prints.
 	devTokenTTL = 24 * time.Hour
 	devActor    = "dev"
+	// devOperator is the sub of the operator token dev prints.
+	devOperator = "dev-operator"
 )
 
 // dev runs searchd locally with one command: its own PostgreSQL (unless
@@ -125,6 +127,10 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	opTok, err := api.SignOperatorToken(secret, uuid.Nil, devOperator, a.now(), devTokenTTL)
+	if err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -145,8 +151,11 @@ curl -sS -X POST '%s/v1/saved-searches/%s/start' \
   -H 'Content-Type: application/json' \
   -d '{"max_results": 10}'
 
+Console: %s/console/ (sign in with the token above; an operator signs in with
+              %s)
+
 Serving on %s (Ctrl-C stops the server and PostgreSQL)
-`, DemoOrganization, demo.ID, demo.Name, tok, devTokenTTL, DemoOrganization, base, demo.ID, tok, base)
+`, DemoOrganization, demo.ID, demo.Name, tok, devTokenTTL, DemoOrganization, base, demo.ID, tok, base, opTok, base)
 	// The dev secret signs the token above; the server must verify with it.
 	cfg.JWTSecret = string(secret)
 	return a.runServer(ctx, cfg, ln, pool, logger, obs)

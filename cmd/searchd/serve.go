@@ -16,6 +16,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/migrations"
@@ -128,11 +129,16 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 		_ = ln.Close()
 		return err
 	}
-	logger.Info("serving", slog.String("addr", ln.Addr().String()))
+	con, err := newConsole(pool, cfg, logger)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	logger.Info("serving", slog.String("addr", ln.Addr().String()), slog.String("console", console.Prefix))
 	if a.ready != nil {
 		a.ready(ln.Addr().String())
 	}
-	return serveHTTP(ctx, ln, srv.Handler(), cfg.ShutdownGrace, logger)
+	return serveHTTP(ctx, ln, con.Mount(srv.Handler()), cfg.ShutdownGrace, logger)
 }
 
 // newAPI wires the domain services on pool into the API. Starts wait on

@@ -152,8 +152,11 @@ var (
 	migrateCommand = command{"searchd migrate [flags]",
 		"Apply the database migrations and print the versions applied.",
 		[]option{optDatabaseURL}}
-	tokenCommand = command{"searchd token --org UUID [--sub S] [--ttl 1h]",
-		"Print an HS256 bearer token for the organization, signed with the secret the server verifies with.",
+	tokenCommand = command{"searchd token --org UUID [--sub S] [--ttl 1h] | searchd token --operator --sub NAME [--org UUID]",
+		"Print an HS256 bearer token for the organization, signed with the secret the server verifies with. " +
+			"With --operator, print an operator's token instead: the role claim \"operator\" opens the console's " +
+			"operator views (every organization's claims, force-release, the sweeper's runs), which an " +
+			"organization's token never reaches; --sub names the operator, recorded with every release.",
 		[]option{optJWTSecret}}
 )
 
