@@ -60,3 +60,24 @@ bench-sweep:
 # About 10 minutes on 2 CPUs; `go run ./bench/report -quick` takes about 2.
 bench:
 	$(GO) run ./bench/report
+
+# The console's browser tests (test/console/): Debian's chromium driven by
+# playwright-core against a real searchd serve on a throwaway PostgreSQL
+# that the Go fixture starts and seeds. Needs chromium and node/npm (.ci/run
+# installs them). SCREENSHOTS=dir also writes each page's screenshot there.
+CONSOLE_BUILD ?= $(CURDIR)/.build/console
+test-console:
+	mkdir -p $(CONSOLE_BUILD)
+	$(GO) build -o $(CONSOLE_BUILD)/searchd ./cmd/searchd
+	$(GO) build -o $(CONSOLE_BUILD)/fixture ./test/console/fixture
+	cd test/console && npm ci --no-audit --no-fund && \
+		SEARCHD_BIN=$(CONSOLE_BUILD)/searchd CONSOLE_FIXTURE=$(CONSOLE_BUILD)/fixture SCREENSHOTS=$(SCREENSHOTS) npm test
+
+# The browser tests, writing the README's screenshots to docs/console/.
+console-screenshots:
+	$(MAKE) test-console SCREENSHOTS=$(CURDIR)/docs/console
+
+# Every console page on 10,000 snapshots and 100,000 claims (a benchmark,
+# not a timed test): medians and p95 per page against a SELECT 1 baseline.
+bench-console:
+	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestConsoleBench -v -timeout 20m ./console/

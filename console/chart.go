@@ -148,12 +148,13 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours int) chart {
 		panel("Claims by the hour they were claimed, by state now", claimsTop, claimsH, claims, claimSeries),
 		panel("Dropped deliveries and force-releases", dropsTop, dropsH, drops, dropSeries),
 	}
-	for i := 0; i < hours; i += 3 {
+	for i := 0; i < hours-2; i += 3 {
 		ch.XLabels = append(ch.XLabels, chartText{
 			X:    float64(chartLeft) + float64(i)*slot + slot/2,
 			Text: first.Add(time.Duration(i) * time.Hour).Format("15:04"),
 		})
 	}
+	ch.XLabels = append(ch.XLabels, chartText{X: float64(chartLeft) + float64(hours-1)*slot + slot/2, Text: "now"})
 	return ch
 }
 
