@@ -99,10 +99,9 @@ type JobAudit interface {
 // has them.
 type Operator interface {
 	Claim(ctx context.Context, id uuid.UUID) (*idempotency.Record, error)
-	Counts(ctx context.Context) ([]operator.ScopeCount, error)
+	Overview(ctx context.Context, hours int) (*operator.Overview, error)
 	InFlight(ctx context.Context, f operator.ClaimFilter, p operator.PageParams) ([]idempotency.Record, string, error)
 	Stuck(ctx context.Context, f operator.ClaimFilter, p operator.PageParams) ([]idempotency.Record, string, error)
-	Hourly(ctx context.Context, hours int) ([]operator.Bucket, error)
 	Releases(ctx context.Context, f operator.ReleaseFilter, p operator.PageParams) ([]operator.Release, string, error)
 	ForceRelease(ctx context.Context, rec *idempotency.Record, p operator.ReleaseParams) (*operator.Release, error)
 }
@@ -130,7 +129,17 @@ type Deps struct {
 	// Now is the clock tokens expire by and "ago" is written against;
 	// nil is time.Now.
 	Now func() time.Time
+	// OverviewTTL is how long the claims page reuses the plane's counts
+	// and chart (one pass over agent.idempotency_keys) before reading
+	// them again; the stuck and in-flight lists are always read fresh.
+	// Zero is DefaultOverviewTTL; negative reads them on every request.
+	OverviewTTL time.Duration
 }
+
+// DefaultOverviewTTL is the default [Deps.OverviewTTL]: counts a few
+// seconds old, so operators refreshing the page do not each scan the
+// plane.
+const DefaultOverviewTTL = 5 * time.Second
 
 // Console serves the console. It is safe for concurrent use.
 type Console struct {
@@ -141,6 +150,7 @@ type Console struct {
 	handler  http.Handler
 	log      *slog.Logger
 	now      func() time.Time
+	overview overviewCache
 }
 
 // New returns the console built on d, or an error naming the first
@@ -162,6 +172,10 @@ func New(d Deps) (*Console, error) {
 	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	c.overview.ttl = d.OverviewTTL
+	if c.overview.ttl == 0 {
+		c.overview.ttl = DefaultOverviewTTL
 	}
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err

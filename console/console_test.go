@@ -41,7 +41,7 @@ type bundle struct {
 	log     *bytes.Buffer
 }
 
-func newConsole(t testing.TB, pool *pgxpool.Pool, log io.Writer) http.Handler {
+func newConsole(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL time.Duration) http.Handler {
 	t.Helper()
 	plane := idempotency.NewService(pool, idempotency.Config{})
 	c, err := console.New(console.Deps{
@@ -54,6 +54,7 @@ func newConsole(t testing.TB, pool *pgxpool.Pool, log io.Writer) http.Handler {
 		SweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),
 		JWTSecret:     secret,
 		Logger:        slog.New(slog.NewJSONHandler(log, nil)),
+		OverviewTTL:   overviewTTL,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +70,7 @@ func setup(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	return &bundle{pool: pool, world: w, handler: newConsole(t, pool, &log), log: &log}
+	return &bundle{pool: pool, world: w, handler: newConsole(t, pool, &log, 0), log: &log}
 }
 
 func (b *bundle) token(t *testing.T, org uuid.UUID, sub string) string {
@@ -453,6 +454,19 @@ func TestBadFiltersAndPathsAnswer4xx(t *testing.T) {
 	} {
 		if rec := b.do("GET", target, tok, nil, nil); rec.Code != want {
 			t.Errorf("GET %s = %d, want %d", target, rec.Code, want)
+		}
+	}
+	op := b.operatorToken(t)
+	for target, want := range map[string]int{
+		"/console/operator/claims?key=k":                      http.StatusBadRequest, // a key needs its organization and scope
+		"/console/operator/claims?org=nope":                   http.StatusBadRequest,
+		"/console/operator/claims?stuck=AAAA":                 http.StatusBadRequest,
+		"/console/operator/sweeper?cursor=AAAA":               http.StatusBadRequest,
+		"/console/operator/releases?actor=" + "%00":           http.StatusBadRequest,
+		"/console/operator/claims/" + uuid.NewString() + "/x": http.StatusNotFound,
+	} {
+		if rec := b.do("GET", target, op, nil, nil); rec.Code != want {
+			t.Errorf("operator GET %s = %d, want %d", target, rec.Code, want)
 		}
 	}
 }

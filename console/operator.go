@@ -1,10 +1,12 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/searchd/searchd/idempotency"
@@ -69,6 +71,40 @@ type claimsPage struct {
 	Released, Refused string
 	Filtered          bool
 	Now               time.Time
+	// CountedAt is when the counts and the chart were read.
+	CountedAt time.Time
+}
+
+// overviewCache keeps the last overview for its ttl; one reader at a time
+// refreshes it, and the others wait for that read.
+type overviewCache struct {
+	ttl    time.Duration
+	mu     sync.Mutex
+	at     time.Time
+	latest *operator.Overview
+}
+
+// invalidate makes the next get read afresh: after a release, the counts
+// should show it.
+func (oc *overviewCache) invalidate() {
+	oc.mu.Lock()
+	oc.latest = nil
+	oc.mu.Unlock()
+}
+
+func (oc *overviewCache) get(ctx context.Context, op Operator, now func() time.Time) (*operator.Overview, time.Time, error) {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	t := now()
+	if oc.latest != nil && oc.ttl > 0 && t.Sub(oc.at) < oc.ttl {
+		return oc.latest, oc.at, nil
+	}
+	ov, err := op.Overview(ctx, chartHours)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	oc.latest, oc.at = ov, t
+	return ov, t, nil
 }
 
 func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
@@ -86,24 +122,21 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Filtered = p.Org != "" || p.Scope != "" || p.Key != ""
 	ctx := r.Context()
-	counts, err := c.d.Operator.Counts(ctx)
+	ov, readAt, err := c.overview.get(ctx, c.d.Operator, c.now)
 	if c.operatorFailed(w, r, err) {
 		return
 	}
-	p.Counts = counts
-	for _, sc := range counts {
+	p.CountedAt = readAt
+	p.Counts = ov.Counts
+	for _, sc := range ov.Counts {
 		p.Total.Completed += sc.Completed
 		p.Total.InFlight += sc.InFlight
 		p.Total.Stuck += sc.Stuck
 		p.Total.Expired += sc.Expired
 	}
-	buckets, err := c.d.Operator.Hourly(ctx, chartHours)
-	if c.operatorFailed(w, r, err) {
-		return
-	}
 	now := c.now()
 	p.Now = now
-	p.Chart = buildChart(buckets, now, chartHours)
+	p.Chart = buildChart(ov.Buckets, now, chartHours)
 	filter := operator.ClaimFilter{OrganizationID: org, Scope: p.Scope, Key: p.Key}
 	p.Stuck, p.StuckNext, err = c.d.Operator.Stuck(ctx, filter, operator.PageParams{Limit: pageSize, Cursor: p.StuckCursor})
 	if c.operatorFailed(w, r, err) {
@@ -165,6 +198,7 @@ func (c *Console) releaseClaim(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		c.internal(w, r, err)
 	default:
+		c.overview.invalidate()
 		c.log.WarnContext(r.Context(), "claim force-released by an operator in the console",
 			"claim_id", rec.ID.String(), "organization_id", rec.OrganizationID.String(),
 			"scope", rec.Scope, "actor", s.Actor, "reason", reason)
@@ -233,8 +267,12 @@ func (c *Console) sweeperRuns(w http.ResponseWriter, r *http.Request) {
 
 // operatorFailed is readFailed for the operator's stores.
 func (c *Console) operatorFailed(w http.ResponseWriter, r *http.Request, err error) bool {
-	if errors.Is(err, operator.ErrInvalidCursor) || errors.Is(err, sweeper.ErrInvalidCursor) {
+	switch {
+	case errors.Is(err, operator.ErrInvalidCursor), errors.Is(err, sweeper.ErrInvalidCursor):
 		err = errInvalidCursor
+	case errors.Is(err, operator.ErrInvalid):
+		c.badFilters(w, r, errors.New(strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": ")))
+		return true
 	}
 	return c.readFailed(w, r, err)
 }

@@ -53,6 +53,13 @@ CREATE TABLE agent.sweeper_runs (
 
 CREATE INDEX sweeper_runs_finished_idx ON agent.sweeper_runs (finished_at DESC, id DESC);
 
+-- Claims by the end of their lease: the console's in-flight claims (the
+-- range after now, which holds almost only them) and stuck claims (walked
+-- from the oldest lease, skipping completed rows). No predicate on status,
+-- and no column a completion writes: a completion stays a HOT update, so
+-- the claim path pays one index insert per claim and nothing more.
+CREATE INDEX idempotency_keys_lease_idx ON agent.idempotency_keys (lease_expires_at, id);
+
 -- The drops of one job, newest first (the console's job page).
 CREATE INDEX webhook_drops_org_job_idx
     ON agent.webhook_drops (organization_id, path_job_id, received_at DESC, id DESC)
@@ -63,6 +70,7 @@ CREATE INDEX provider_jobs_org_created_idx
     ON agent.provider_jobs (organization_id, created_at DESC, id DESC);
 
 -- +goose Down
+DROP INDEX agent.idempotency_keys_lease_idx;
 DROP INDEX agent.provider_jobs_org_created_idx;
 DROP INDEX agent.webhook_drops_org_job_idx;
 DROP TABLE agent.sweeper_runs;

@@ -13,8 +13,8 @@
 // alone), and who released it and why is recorded in agent.claim_releases
 // in the same transaction.
 //
-// The reads ([Store.Counts], [Store.InFlight], [Store.Stuck],
-// [Store.Hourly], [Store.Releases]) span every organization: they serve
+// The reads ([Store.Overview], [Store.InFlight], [Store.Stuck],
+// [Store.Releases]) span every organization: they serve
 // the operator views alone, which an organization's token never reaches.
 // Lease and retention are judged by the database clock.
 package operator

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -230,24 +231,88 @@ type ScopeCount struct {
 	Expired int64
 }
 
-// Counts returns the claim counts of every scope, in scope order.
-func (s *Store) Counts(ctx context.Context) ([]ScopeCount, error) {
-	rows, err := s.db.Query(ctx, claimCounts, s.nowArg())
-	if err != nil {
-		return nil, fmt.Errorf("operator: counts: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ScopeCount, error) {
-		var c ScopeCount
-		err := r.Scan(&c.Scope, &c.Completed, &c.InFlight, &c.Stuck, &c.Expired)
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("operator: counts: %w", err)
-	}
-	return out, nil
+// Overview is the whole plane at one read: the counts of every scope and
+// the hourly events of the chart.
+type Overview struct {
+	// Counts are per scope, in scope order.
+	Counts []ScopeCount
+	// Buckets are the events of the last hours; hours with nothing are
+	// absent.
+	Buckets []Bucket
 }
 
-// ClaimFilter narrows the claim lists; zero fields match every claim.
+// Overview counts the claims of every scope by state, and the events of
+// the last hours (1 to 168), the current hour included: claims by the hour
+// they were last claimed and their state now, drops by reason, and
+// force-releases. The claims are read in one pass over the table.
+func (s *Store) Overview(ctx context.Context, hours int) (*Overview, error) {
+	if hours < 1 || hours > 168 {
+		return nil, fmt.Errorf("%w: hours %d: must be 1 to 168", ErrInvalid, hours)
+	}
+	rows, err := s.db.Query(ctx, claimOverview, s.nowArg(), hours)
+	if err != nil {
+		return nil, fmt.Errorf("operator: overview: %w", err)
+	}
+	byScope := map[string]*ScopeCount{}
+	hourly := map[[2]any]int64{}
+	var (
+		scope, state string
+		slot         *int
+		since        time.Time
+		n            int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&scope, &state, &slot, &since, &n}, func() error {
+		c := byScope[scope]
+		if c == nil {
+			c = &ScopeCount{Scope: scope}
+			byScope[scope] = c
+		}
+		switch state {
+		case "completed":
+			c.Completed += n
+		case "in_flight":
+			c.InFlight += n
+		case "stuck":
+			c.Stuck += n
+		case "expired":
+			c.Expired += n
+		}
+		if slot != nil && state != "expired" {
+			hourly[[2]any{since.Add(time.Duration(*slot) * time.Hour), state}] += n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("operator: overview: %w", err)
+	}
+	o := &Overview{}
+	for _, c := range byScope {
+		o.Counts = append(o.Counts, *c)
+	}
+	slices.SortFunc(o.Counts, func(a, b ScopeCount) int { return strings.Compare(a.Scope, b.Scope) })
+	for k, n := range hourly {
+		o.Buckets = append(o.Buckets, Bucket{Kind: "claim", Hour: k[0].(time.Time), What: k[1].(string), Count: n})
+	}
+	rows, err = s.db.Query(ctx, eventHourly, s.nowArg(), hours)
+	if err != nil {
+		return nil, fmt.Errorf("operator: overview: %w", err)
+	}
+	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Bucket, error) {
+		var b Bucket
+		err := r.Scan(&b.Kind, &b.Hour, &b.What, &b.Count)
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("operator: overview: %w", err)
+	}
+	o.Buckets = append(o.Buckets, events...)
+	return o, nil
+}
+
+// ClaimFilter narrows the claim lists; zero fields match every claim. A
+// Key names a claim within its organization and scope, so it needs both
+// (an error wrapping [ErrInvalid] otherwise): the lookup is then one
+// probe of the unique index.
 type ClaimFilter struct {
 	OrganizationID uuid.UUID
 	Scope          string
@@ -291,10 +356,16 @@ func (s *Store) processing(ctx context.Context, live bool, f ClaimFilter, p Page
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
+	if f.Key != "" {
+		return s.processingByKey(ctx, live, f, pos)
+	}
 	at, id := keyset.Args(pos)
 	limit := p.limit()
-	rows, err := s.db.Query(ctx, claimProcessingPage, s.nowArg(), at, id, limit+1, live,
-		nullUUID(f.OrganizationID), nullString(f.Scope), nullString(f.Key))
+	query := claimStuckPage
+	if live {
+		query = claimInFlightPage
+	}
+	rows, err := s.db.Query(ctx, query, s.nowArg(), at, id, limit+1, nullUUID(f.OrganizationID), nullString(f.Scope))
 	if err != nil {
 		return nil, "", fmt.Errorf("operator: processing claims: %w", err)
 	}
@@ -317,6 +388,27 @@ func (s *Store) processing(ctx context.Context, live bool, f ClaimFilter, p Page
 	return list, next, nil
 }
 
+// processingByKey is the one-claim page of a key: the claim when it is
+// processing with a lease live (live) or passed (not live), else none.
+func (s *Store) processingByKey(ctx context.Context, live bool, f ClaimFilter, pos *keyset.Position) ([]idempotency.Record, string, error) {
+	if f.OrganizationID == uuid.Nil || f.Scope == "" {
+		return nil, "", fmt.Errorf("%w: a key names a claim within an organization and a scope: give both", ErrInvalid)
+	}
+	if pos != nil {
+		return nil, "", nil // a key's page has one claim at most: nothing after it
+	}
+	rec, err := scanRecord(s.db.QueryRow(ctx, claimByKey, f.OrganizationID, f.Scope, f.Key, s.nowArg()))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, "", nil
+	case err != nil:
+		return nil, "", fmt.Errorf("operator: claim by key: %w", err)
+	case rec.Status != idempotency.StatusProcessing || rec.LeaseLive() != live || (!live && !rec.Retained()):
+		return nil, "", nil
+	}
+	return []idempotency.Record{*rec}, "", nil
+}
+
 // Bucket is one hour's count of one kind of event.
 type Bucket struct {
 	// Kind is "claim" (by the hour a claim was last claimed), "drop" (by
@@ -327,28 +419,6 @@ type Bucket struct {
 	// reason, or "released".
 	What  string
 	Count int64
-}
-
-// Hourly returns the event counts of the last hours (1 to 168), the
-// current hour included, for the console's chart. Hours with nothing are
-// absent.
-func (s *Store) Hourly(ctx context.Context, hours int) ([]Bucket, error) {
-	if hours < 1 || hours > 168 {
-		return nil, fmt.Errorf("%w: hours %d: must be 1 to 168", ErrInvalid, hours)
-	}
-	rows, err := s.db.Query(ctx, claimHourly, s.nowArg(), hours)
-	if err != nil {
-		return nil, fmt.Errorf("operator: hourly: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Bucket, error) {
-		var b Bucket
-		err := r.Scan(&b.Kind, &b.Hour, &b.What, &b.Count)
-		return b, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("operator: hourly: %w", err)
-	}
-	return out, nil
 }
 
 // ReleaseFilter narrows [Store.Releases]; zero fields match every release.

@@ -133,21 +133,35 @@ func TestClaimListsSplitInFlightFromStuckAndPage(t *testing.T) {
 	if err != nil || len(live) != 3 {
 		t.Errorf("InFlight = %d claims, %v; want 3", len(live), err)
 	}
-	counts, err := store.Counts(ctx)
-	if err != nil || len(counts) != 2 || counts[0].Scope != "tool.email.send" || counts[0].Stuck != 7 || counts[1].InFlight != 3 {
-		t.Errorf("Counts = %+v, %v; want 7 stuck tool claims and 3 live webhook claims", counts, err)
+	ov, err := store.Overview(ctx, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := ov.Counts
+	if len(counts) != 2 || counts[0].Scope != "tool.email.send" || counts[0].Stuck != 7 || counts[1].InFlight != 3 {
+		t.Errorf("Counts = %+v; want 7 stuck tool claims and 3 live webhook claims", counts)
 	}
 	if _, _, err := store.Stuck(ctx, operator.ClaimFilter{}, operator.PageParams{Cursor: "garbage"}); !errors.Is(err, operator.ErrInvalidCursor) {
 		t.Errorf("Stuck with a bad cursor = %v, want ErrInvalidCursor", err)
 	}
-	buckets, err := store.Hourly(ctx, 24)
 	var claims int64
-	for _, b := range buckets {
+	for _, b := range ov.Buckets {
 		if b.Kind == "claim" {
 			claims += b.Count
 		}
 	}
-	if err != nil || claims != 10 {
-		t.Errorf("Hourly counts %d claims, %v; want 10", claims, err)
+	if claims != 10 {
+		t.Errorf("Overview's hours count %d claims, want 10", claims)
+	}
+	// A key is looked up within its organization and scope.
+	if _, _, err := store.Stuck(ctx, operator.ClaimFilter{Key: "stuck-a"}, operator.PageParams{}); !errors.Is(err, operator.ErrInvalid) {
+		t.Errorf("Stuck by a key alone = %v, want ErrInvalid", err)
+	}
+	one, _, err := store.Stuck(ctx, operator.ClaimFilter{OrganizationID: org, Scope: "tool.email.send", Key: "stuck-a"}, operator.PageParams{})
+	if err != nil || len(one) != 1 || one[0].Key != "stuck-a" {
+		t.Errorf("Stuck by key = %+v, %v; want the one claim", one, err)
+	}
+	if none, _, _ := store.InFlight(ctx, operator.ClaimFilter{OrganizationID: org, Scope: "tool.email.send", Key: "stuck-a"}, operator.PageParams{}); len(none) != 0 {
+		t.Errorf("InFlight by a stuck claim's key = %+v, want none", none)
 	}
 }

@@ -13,53 +13,39 @@ SELECT ` + claimColumns + `, coalesce($2::timestamptz, now())
 FROM agent.idempotency_keys k
 WHERE k.id = $1`
 
-// claimCounts counts the claims by scope and state: completed, processing
-// with a live lease, processing with a passed lease (stuck). Rows past
-// their retention answer nothing and are counted apart. $1 now.
-const claimCounts = `
+// claimOverview reads the whole plane in one pass: claims counted by
+// scope, state now (completed, in_flight, stuck, expired) and, for those
+// claimed since the first hour of the chart (the since column, $2 hours
+// back from the current hour), the hour they were claimed as a slot
+// number from since (NULL before). One sequential scan serves both the
+// counts and the chart; the slot is epoch arithmetic, several times
+// cheaper per row than date_trunc on a timestamptz, and OFFSET 0 keeps
+// the clock's subquery from being flattened into a per-row computation.
+// $1 now, $2 hours.
+const claimOverview = `
 SELECT k.scope,
-	count(*) FILTER (WHERE k.status = 'completed' AND k.retain_until > c.now),
-	count(*) FILTER (WHERE k.status = 'processing' AND k.lease_expires_at > c.now),
-	count(*) FILTER (WHERE k.status = 'processing' AND k.lease_expires_at <= c.now AND k.retain_until > c.now),
-	count(*) FILTER (WHERE k.retain_until <= c.now)
-FROM agent.idempotency_keys k, (SELECT coalesce($1::timestamptz, now()) AS now) c
-GROUP BY k.scope
-ORDER BY k.scope`
+	CASE WHEN k.retain_until <= c.now THEN 'expired'
+		WHEN k.status = 'completed' THEN 'completed'
+		WHEN k.lease_expires_at > c.now THEN 'in_flight'
+		ELSE 'stuck' END AS state,
+	CASE WHEN k.claimed_at >= c.since
+		THEN floor((date_part('epoch', k.claimed_at) - c.since_epoch) / 3600)::int END AS slot,
+	c.since,
+	count(*)
+FROM agent.idempotency_keys k,
+	(SELECT n.now, n.since, date_part('epoch', n.since) AS since_epoch
+	 FROM (SELECT t.now, date_trunc('hour', t.now) - ($2::int - 1) * interval '1 hour' AS since
+	       FROM (SELECT coalesce($1::timestamptz, now()) AS now) t) n
+	 OFFSET 0) c
+GROUP BY 1, 2, 3, 4`
 
-// claimProcessingPage reads processing claims, soonest lease end first,
-// after the position ($2 lease_expires_at, $3 id). $1 now, $4 limit,
-// $5 true for live leases (in flight) or false for passed ones (stuck),
-// $6 organization, $7 scope, $8 key: NULL for any.
-const claimProcessingPage = `
-SELECT ` + claimColumns + `, c.now
-FROM agent.idempotency_keys k, (SELECT coalesce($1::timestamptz, now()) AS now) c
-WHERE k.status = 'processing'
-	AND (k.lease_expires_at > c.now) = $5::boolean
-	AND ($5::boolean OR k.retain_until > c.now)
-	AND ($6::uuid IS NULL OR k.organization_id = $6::uuid)
-	AND ($7::text IS NULL OR k.scope = $7::text)
-	AND ($8::text IS NULL OR k.key = $8::text)
-	AND (k.lease_expires_at, k.id) > (coalesce($2::timestamptz, '-infinity'),
-		coalesce($3::uuid, '00000000-0000-0000-0000-000000000000'))
-ORDER BY k.lease_expires_at, k.id
-LIMIT $4`
-
-// claimHourly buckets the claims of the last $2 hours by the hour they
-// were (last) claimed and their state now, and the drops by the hour they
-// were received and their reason. $1 now, $2 hours.
-const claimHourly = `
+// eventHourly buckets the drops by the hour they were received and their
+// reason, and the force-releases by the hour they were made, over the
+// last $2 hours (by their received_at and released_at indexes). $1 now.
+const eventHourly = `
 WITH c AS (SELECT coalesce($1::timestamptz, now()) AS now),
 w AS (SELECT date_trunc('hour', c.now) - ($2::int - 1) * interval '1 hour' AS since FROM c)
-SELECT 'claim' AS kind, date_trunc('hour', k.claimed_at) AS hour,
-	CASE WHEN k.status = 'completed' THEN 'completed'
-		WHEN k.lease_expires_at > c.now THEN 'in_flight'
-		ELSE 'stuck' END AS what,
-	count(*)
-FROM agent.idempotency_keys k, c, w
-WHERE k.claimed_at >= w.since
-GROUP BY 1, 2, 3
-UNION ALL
-SELECT 'drop', date_trunc('hour', d.received_at), d.reason, count(*)
+SELECT 'drop' AS kind, date_trunc('hour', d.received_at) AS hour, d.reason AS what, count(*)
 FROM agent.webhook_drops d, w
 WHERE d.received_at >= w.since
 GROUP BY 1, 2, 3
@@ -68,6 +54,45 @@ SELECT 'release', date_trunc('hour', r.released_at), 'released', count(*)
 FROM agent.claim_releases r, w
 WHERE r.released_at >= w.since
 GROUP BY 1, 2, 3`
+
+// claimStuckPage reads processing claims whose lease has passed and whose
+// retention holds, the longest stuck first, after the position
+// ($2 lease_expires_at, $3 id), walking idempotency_keys_lease_idx. $1 now,
+// $4 limit, $5 organization, $6 scope: NULL for any.
+const claimStuckPage = `
+SELECT ` + claimColumns + `, c.now
+FROM agent.idempotency_keys k, (SELECT coalesce($1::timestamptz, now()) AS now) c
+WHERE k.lease_expires_at <= c.now
+	AND k.status = 'processing' AND k.retain_until > c.now
+	AND ($5::uuid IS NULL OR k.organization_id = $5::uuid)
+	AND ($6::text IS NULL OR k.scope = $6::text)
+	AND (k.lease_expires_at, k.id) > (coalesce($2::timestamptz, '-infinity'),
+		coalesce($3::uuid, '00000000-0000-0000-0000-000000000000'))
+ORDER BY k.lease_expires_at, k.id
+LIMIT $4`
+
+// claimInFlightPage reads processing claims with a live lease, the soonest
+// to pass first, after ($2 lease_expires_at, $3 id): the range of
+// idempotency_keys_lease_idx after now, which holds little else. $1 now,
+// $4 limit, $5 organization, $6 scope: NULL for any.
+const claimInFlightPage = `
+SELECT ` + claimColumns + `, c.now
+FROM agent.idempotency_keys k, (SELECT coalesce($1::timestamptz, now()) AS now) c
+WHERE k.lease_expires_at > c.now
+	AND k.status = 'processing'
+	AND ($5::uuid IS NULL OR k.organization_id = $5::uuid)
+	AND ($6::text IS NULL OR k.scope = $6::text)
+	AND (k.lease_expires_at, k.id) > (coalesce($2::timestamptz, '-infinity'),
+		coalesce($3::uuid, '00000000-0000-0000-0000-000000000000'))
+ORDER BY k.lease_expires_at, k.id
+LIMIT $4`
+
+// claimByKey reads the one claim of a key, by the unique index, with the
+// database clock. $1 org, $2 scope, $3 key, $4 now.
+const claimByKey = `
+SELECT ` + claimColumns + `, coalesce($4::timestamptz, now())
+FROM agent.idempotency_keys k
+WHERE k.organization_id = $1 AND k.scope = $2 AND k.key = $3`
 
 // releaseInsert records a force-release. $1 id, $2 claim_id, $3 org,
 // $4 scope, $5 key, $6 request_hash, $7 claimed_at, $8 lease_expires_at,
