@@ -164,11 +164,6 @@ func TestConsoleBench(t *testing.T) {
 		d := measure(rounds, get)
 		med, p95, mx := d[len(d)/2], d[len(d)*95/100], d[len(d)-1]
 		worst = max(worst, med)
-		var load string
-		if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-			load = strings.Join(strings.Fields(string(b))[:3], " ")
-		}
-		fmt.Printf("load average before: %s\n", load)
 		fmt.Printf("%-30s %9s %9s %9s %9.2fx %9.1fx\n", p.name, fmtDur(med), fmtDur(p95), fmtDur(mx),
 			float64(med)/float64(100*time.Millisecond), float64(med)/float64(baseline[len(baseline)/2]))
 	}
