@@ -37,6 +37,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -188,13 +189,20 @@ func New(d Deps) (*Console, error) {
 func (c *Console) Handler() http.Handler { return c.handler }
 
 // Mount returns a handler that serves the console under [Prefix] and
-// everything else with next (the API).
+// everything else with next (the API). It dispatches on the path alone,
+// leaving the request as it came for next: a ServeMux would set
+// r.Pattern, which the API's tracing takes for its route.
 func (c *Console) Mount(next http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle(Prefix, c.handler)
-	mux.Handle("/console", http.RedirectHandler(Prefix, http.StatusMovedPermanently))
-	mux.Handle("/", next)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, Prefix):
+			c.handler.ServeHTTP(w, r)
+		case r.URL.Path == strings.TrimSuffix(Prefix, "/"):
+			http.Redirect(w, r, Prefix, http.StatusMovedPermanently)
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 func (c *Console) routes() http.Handler {

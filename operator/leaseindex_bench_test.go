@@ -29,7 +29,15 @@ func TestLeaseIndexBench(t *testing.T) {
 		t.Skip("set SEARCHD_BENCH=1")
 	}
 	ctx := context.Background()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: t.TempDir(),
+	dir, err := os.MkdirTemp("", "searchd-lease-bench-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil { // the server's user must enter it
+		t.Fatal(err)
+	}
+	cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: dir,
 		Settings: map[string]string{"fsync": "on", "synchronous_commit": "on"}})
 	if err != nil {
 		t.Fatal(err)
