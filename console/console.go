@@ -51,6 +51,7 @@ import (
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
+	"github.com/searchd/searchd/tools"
 )
 
 //go:embed templates/*.html
@@ -107,6 +108,19 @@ type Operator interface {
 	ForceRelease(ctx context.Context, rec *idempotency.Record, p operator.ReleaseParams) (*operator.Release, error)
 }
 
+// UncertainCalls reads the tool calls left uncertain and the decisions
+// made about them; a *tools.Inspector has it.
+type UncertainCalls interface {
+	Uncertain(ctx context.Context, p tools.InspectParams) ([]tools.UncertainCall, string, error)
+	Resolutions(ctx context.Context, p tools.InspectParams) ([]tools.PastResolution, string, error)
+}
+
+// Resolver records a person's decision about an uncertain call; a
+// *tools.Resolver is one.
+type Resolver interface {
+	Resolve(ctx context.Context, p tools.ResolveParams) (*tools.Resolved, error)
+}
+
 // SweeperRuns reads the sweeper's recorded runs; a *sweeper.RunLog has it.
 type SweeperRuns interface {
 	List(ctx context.Context, backlogOnly bool, limit int, cursor string) ([]sweeper.RunEntry, string, error)
@@ -121,6 +135,10 @@ type Deps struct {
 	JobAudit      JobAudit
 	Operator      Operator
 	SweeperRuns   SweeperRuns
+	// Uncertain and Resolver serve the operator's "Uncertain effects"
+	// panel; it is shown only when both are set.
+	Uncertain UncertainCalls
+	Resolver  Resolver
 	// JWTSecret verifies the tokens signed in with, as the API does, and
 	// keys the CSRF tokens; at least api.MinJWTSecretLen bytes.
 	JWTSecret []byte
@@ -226,7 +244,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /console/provider-jobs/{id}", c.session(auditor, c.providerJob))
 
 	// The operator's views: every organization's plane.
-	for _, p := range operatorPanels() {
+	for _, p := range c.operatorPanels() {
 		for _, r := range p.routes(c) {
 			mux.HandleFunc(r.pattern, c.session(operatorOnly, r.handler))
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
+	"github.com/searchd/searchd/tools"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -52,6 +53,8 @@ func newConsole(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL tim
 		JobAudit:      providerjobs.NewAudit(pool),
 		Operator:      operator.NewStore(pool, nil),
 		SweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),
+		Uncertain:     tools.NewInspector(pool, nil),
+		Resolver:      tools.NewResolver(pool, tools.ResolverConfig{}),
 		JWTSecret:     secret,
 		Logger:        slog.New(slog.NewJSONHandler(log, nil)),
 		OverviewTTL:   overviewTTL,
@@ -501,5 +504,65 @@ func TestRunListsPageThroughEveryRun(t *testing.T) {
 	}
 	if len(seen) != 120 || pages != 3 {
 		t.Errorf("paging the actor's Runs saw %d Runs in %d pages, want 120 in 3", len(seen), pages)
+	}
+}
+
+func TestAnOperatorResolvesUncertainCallsWithTheirEvidence(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world
+	op := b.operatorToken(t)
+	page := b.do("GET", "/console/operator/uncertain", op, nil, nil)
+	body := page.Body.String()
+	if page.Code != http.StatusOK {
+		t.Fatalf("GET uncertain = %d", page.Code)
+	}
+	for _, want := range []string{w.UncertainKey, w.UncertainRetryKey, "no acknowledgement after 30 s", "connection reset"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the uncertain page lacks %q", want)
+		}
+	}
+	if rec := b.do("GET", "/console/operator/uncertain", b.token(t, w.OrgA, "alice"), nil, nil); rec.Code != http.StatusForbidden {
+		t.Errorf("an organization token GET uncertain = %d, want 403", rec.Code)
+	}
+	csrf := csrfField.FindStringSubmatch(body)[1]
+	decide := func(key, as, reason, csrf string) *httptest.ResponseRecorder {
+		return b.do("POST", "/console/operator/uncertain/resolve", op, url.Values{"csrf": {csrf}, "org": {w.OrgA.String()},
+			"scope": {consoletest.UncertainScope}, "key": {key}, "as": {as}, "reason": {reason}}, nil)
+	}
+	answer := func(id uuid.UUID) string {
+		var out string
+		err := b.pool.QueryRow(context.Background(), `SELECT coalesce((SELECT response::text FROM agent.idempotency_keys WHERE id = $1), 'gone')`, id).Scan(&out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if rec := decide(w.UncertainKey, "delivered", "vendor console shows it sent", ""); rec.Code != http.StatusForbidden || !strings.Contains(answer(w.Uncertain), "uncertain") {
+		t.Errorf("a decision without the CSRF token = %d, answer %s; want 403 and the call still uncertain", rec.Code, answer(w.Uncertain))
+	}
+	if loc := decide(w.UncertainKey, "delivered", " ", csrf).Header().Get("Location"); !strings.Contains(loc, "refused=") || !strings.Contains(answer(w.Uncertain), "uncertain") {
+		t.Errorf("a decision without a reason went to %q; want refused", loc)
+	}
+	if loc := decide(w.UncertainKey, "delivered", "vendor console shows it sent", csrf).Header().Get("Location"); !strings.Contains(loc, "resolved=") {
+		t.Fatalf("mark delivered went to %q, want resolved", loc)
+	}
+	if got := answer(w.Uncertain); !strings.Contains(got, `"outcome": "ok"`) || !strings.Contains(got, `"resolved_by": "olga"`) {
+		t.Errorf("after mark delivered the answer is %s, want ok resolved by olga", got)
+	}
+	if loc := decide(w.UncertainKey, "retry", "again", csrf).Header().Get("Location"); !strings.Contains(loc, "not+uncertain") {
+		t.Errorf("a second decision went to %q, want refused as not uncertain", loc)
+	}
+	if loc := decide(w.UncertainRetryKey, "retry", "vendor has no record of it", csrf).Header().Get("Location"); !strings.Contains(loc, "resolved=") || answer(w.UncertainRetry) != "gone" {
+		t.Errorf("authorize retry went to %q with the answer %s; want resolved and the answer gone", loc, answer(w.UncertainRetry))
+	}
+	var n int
+	if err := b.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM agent.tool_call_resolutions WHERE actor = 'olga' AND organization_id = $1`, w.OrgA).Scan(&n); err != nil || n != 2 {
+		t.Errorf("recorded decisions by olga = %d (%v), want 2", n, err)
+	}
+	after := b.do("GET", "/console/operator/uncertain", op, nil, nil).Body.String()
+	if strings.Contains(after, `data-key="`+w.UncertainKey+`"`) || !strings.Contains(after, "vendor console shows it sent") {
+		t.Errorf("after the decisions the page still offers the call, or does not list the decision")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/sweeper"
+	"github.com/searchd/searchd/tools"
 )
 
 // errInvalidCursor is what the operator views answer for a cursor their
@@ -32,26 +33,36 @@ type route struct {
 
 // operatorPanels are the operator's views, in navigation order. A view of
 // another part of the plane joins as one more panel with its store in
-// Deps: the inbox backlog and the applier's lag ("Inbound", with
-// agent.inbox once it is on main) and outbound effects left uncertain for
-// a person to decide ("Uncertain effects": mark delivered, or authorize
-// one retry with the same key, the decision recorded with the actor) slot
-// in after Claims, each with its own routes under /console/operator/.
-func operatorPanels() []panel {
-	return []panel{
+// Deps, shown when the store is set: "Uncertain effects" (outbound tool
+// calls left uncertain, for a person to mark delivered or to allow one
+// retry with the same key) is one; the inbox backlog and the applier's lag
+// ("Inbound", once provider callbacks go through an inbox on main) slots
+// in the same way, after it.
+func (c *Console) operatorPanels() []panel {
+	panels := []panel{
 		{"Claims", "/console/operator/claims", "operator-claims", func(c *Console) []route {
 			return []route{
 				{"GET /console/operator/claims", c.claims},
 				{"POST /console/operator/claims/{id}/release", c.releaseClaim},
 			}
 		}},
-		{"Force-releases", "/console/operator/releases", "operator-releases", func(c *Console) []route {
+	}
+	if c.d.Uncertain != nil && c.d.Resolver != nil {
+		panels = append(panels, panel{"Uncertain effects", "/console/operator/uncertain", "operator-uncertain", func(c *Console) []route {
+			return []route{
+				{"GET /console/operator/uncertain", c.uncertain},
+				{"POST /console/operator/uncertain/resolve", c.resolve},
+			}
+		}})
+	}
+	return append(panels,
+		panel{"Force-releases", "/console/operator/releases", "operator-releases", func(c *Console) []route {
 			return []route{{"GET /console/operator/releases", c.releases}}
 		}},
-		{"Sweeper", "/console/operator/sweeper", "operator-sweeper", func(c *Console) []route {
+		panel{"Sweeper", "/console/operator/sweeper", "operator-sweeper", func(c *Console) []route {
 			return []route{{"GET /console/operator/sweeper", c.sweeperRuns}}
 		}},
-	}
+	)
 }
 
 // chartHours is how far back the claims chart looks.
@@ -268,7 +279,7 @@ func (c *Console) sweeperRuns(w http.ResponseWriter, r *http.Request) {
 // operatorFailed is readFailed for the operator's stores.
 func (c *Console) operatorFailed(w http.ResponseWriter, r *http.Request, err error) bool {
 	switch {
-	case errors.Is(err, operator.ErrInvalidCursor), errors.Is(err, sweeper.ErrInvalidCursor):
+	case errors.Is(err, operator.ErrInvalidCursor), errors.Is(err, sweeper.ErrInvalidCursor), errors.Is(err, tools.ErrInvalidCursor):
 		err = errInvalidCursor
 	case errors.Is(err, operator.ErrInvalid):
 		c.badFilters(w, r, errors.New(strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": ")))

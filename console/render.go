@@ -36,7 +36,7 @@ type navEntry struct {
 
 // nav returns the navigation s may use: the auditor's views when its token
 // names an organization, the operator's panels when it has the role.
-func nav(s *session) []navEntry {
+func (c *Console) nav(s *session) []navEntry {
 	if s == nil {
 		return nil
 	}
@@ -49,7 +49,7 @@ func nav(s *session) []navEntry {
 		)
 	}
 	if s.Operator {
-		for _, p := range operatorPanels() {
+		for _, p := range c.operatorPanels() {
 			out = append(out, navEntry{"Operator", p.label, p.href, p.section})
 		}
 	}
@@ -91,7 +91,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		return
 	}
 	s := sessionOf(r.Context())
-	p := page{Title: title, Session: s, Section: sectionOf(r.URL.Path), Nav: nav(s), Data: data, Now: c.now()}
+	p := page{Title: title, Session: s, Section: sectionOf(r.URL.Path), Nav: c.nav(s), Data: data, Now: c.now()}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
 		c.log.ErrorContext(r.Context(), "console: render", slog.String("template", name), slog.String("error", err.Error()))

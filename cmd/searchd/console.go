@@ -13,6 +13,7 @@ import (
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
+	"github.com/searchd/searchd/tools"
 )
 
 // newConsole wires the console (served under /console/ beside the API) on
@@ -26,6 +27,8 @@ func newConsole(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger) (*con
 		JobAudit:      providerjobs.NewAudit(pool),
 		Operator:      operator.NewStore(pool, nil),
 		SweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),
+		Uncertain:     tools.NewInspector(pool, nil),
+		Resolver:      tools.NewResolver(pool, tools.ResolverConfig{}),
 		JWTSecret:     []byte(cfg.JWTSecret),
 		Logger:        logger,
 	})

@@ -43,6 +43,11 @@ type World struct {
 	// one whose lease is live.
 	Stuck, InFlight uuid.UUID
 	StuckKey        string
+	// Uncertain and UncertainRetry are tool calls of org A whose answer
+	// is uncertain (a vendor that went silent after the send), awaiting a
+	// person; UncertainKey and UncertainRetryKey are their keys.
+	Uncertain, UncertainRetry       uuid.UUID
+	UncertainKey, UncertainRetryKey string
 	// SearchB is org B's saved search.
 	SearchB     uuid.UUID
 	SearchBName string
@@ -54,6 +59,8 @@ const (
 	ArchivedName = "Rust roles (retired)"
 	SearchBName  = "Globex confidential search"
 	Provider     = "acme"
+	// UncertainScope is the tool scope of the uncertain calls.
+	UncertainScope = "tool.sms.send"
 )
 
 // Seed makes the world on pool: two organizations, org A's saved search
@@ -163,6 +170,27 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 		return fail("live claim", err)
 	}
 	w.InFlight = live.Claim.ID
+
+	w.UncertainKey = "run-" + w.SecondRun.String()[:8] + "/sms.send/1"
+	w.UncertainRetryKey = "run-" + w.FirstRun.String()[:8] + "/sms.send/1"
+	for _, u := range []struct {
+		key string
+		id  *uuid.UUID
+		msg string
+	}{
+		{w.UncertainKey, &w.Uncertain, "the vendor took the request and timed out before it answered (no acknowledgement after 30 s)"},
+		{w.UncertainRetryKey, &w.UncertainRetry, "connection reset after the request was sent"},
+	} {
+		out, err := plane.Claim(ctx, w.OrgA, UncertainScope, u.key, "hash-"+u.key, time.Minute)
+		if err != nil {
+			return fail("uncertain claim", err)
+		}
+		body, _ := json.Marshal(map[string]any{"ok": false, "outcome": "uncertain", "message": u.msg})
+		if ok, err := plane.Complete(ctx, out.Claim, idempotency.Completion{Response: body}); !ok || err != nil {
+			return fail("uncertain answer", fmt.Errorf("completed %v: %w", ok, err))
+		}
+		*u.id = out.Claim.ID
+	}
 
 	ssB, err := store.Create(ctx, w.OrgB, savedsearch.CreateParams{Name: SearchBName,
 		Brief: savedsearch.Brief{Query: "globex internal"}, Actor: "eve"})
