@@ -49,13 +49,15 @@ func TestConsoleBench(t *testing.T) {
 			s.created_at + interval '396 days'
 		FROM s`,
 		// 100,000 claims of 100 organizations claimed over the last 24
-		// hours: 90% completed, 5% in flight, 5% stuck.
+		// hours: 90% completed (one in 600 of them, tool calls, uncertain),
+		// 5% in flight, 5% stuck.
 		`INSERT INTO agent.idempotency_keys (id, organization_id, scope, key, request_hash, status, lease_token,
 			resource_type, resource_id, response, claimed_at, lease_expires_at, retain_until)
 		SELECT gen_random_uuid(), ('00000000-0000-4000-8000-' || lpad((g % 100)::text, 12, '0'))::uuid,
 			(ARRAY['tool.email.send', 'webhook.acme', 'surface.saved_search.start'])[g % 3 + 1], 'bulk-' || g, 'h',
 			CASE WHEN g % 20 < 18 THEN 'completed' ELSE 'processing' END, gen_random_uuid(),
-			NULL, NULL, CASE WHEN g % 20 < 18 THEN '{"ok":true}'::jsonb END,
+			NULL, NULL, CASE WHEN g % 600 = 0 THEN '{"ok":false,"outcome":"uncertain","message":"timeout after send"}'::jsonb
+				WHEN g % 20 < 18 THEN '{"ok":true}'::jsonb END,
 			now() - (g % 1440) * interval '1 minute',
 			CASE WHEN g % 20 = 18 THEN now() + interval '10 minutes' ELSE now() - (g % 1440) * interval '1 minute' + interval '30 seconds' END,
 			now() + interval '1 day'
@@ -119,6 +121,7 @@ func TestConsoleBench(t *testing.T) {
 		{"operator: claims, uncached", "/console/operator/claims", op, true},
 		{"operator: claims by scope", "/console/operator/claims?scope=tool.email.send", op, false},
 		{"operator: claims by key", "/console/operator/claims?org=00000000-0000-4000-8000-000000000099&scope=tool.email.send&key=bulk-99", op, false},
+		{"operator: uncertain effects", "/console/operator/uncertain", op, false},
 		{"operator: releases", "/console/operator/releases", op, false},
 		{"operator: sweeper", "/console/operator/sweeper", op, false},
 	}

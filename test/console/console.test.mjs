@@ -190,6 +190,20 @@ test("an operator sees the stuck claim, force-releases it, and it is gone from t
   assert.equal(await ask("release " + world.stuck), world.operator + "|worker pod gone after node drain",
     "the release is recorded with who and why");
 
+  // An uncertain call: the evidence, and a decision recorded with the actor.
+  assert.equal(await ask("answer " + world.uncertain), "uncertain|");
+  await page.goto(world.base + "/console/operator/uncertain");
+  const call = page.locator(".uncertain-call", { hasText: world.uncertain_key });
+  await call.waitFor();
+  assert.match(await call.innerText(), /no acknowledgement/);
+  await shot(page, "uncertain");
+  await call.locator("input[name=reason]").fill("vendor console shows the message sent");
+  await Promise.all([page.waitForNavigation(), call.getByRole("button", { name: "Mark delivered" }).click()]);
+  await page.locator(".alert.a-ok", { hasText: "delivered" }).waitFor();
+  assert.equal(await page.locator(".uncertain-call", { hasText: world.uncertain_key }).count(), 0, "no longer awaiting");
+  assert.equal(await ask("answer " + world.uncertain), "ok|" + world.operator, "the answer is a success naming the operator");
+  assert.match(await page.locator("#decisions").innerText(), /vendor console shows the message sent/);
+
   await page.goto(world.base + "/console/operator/releases");
   const rel = await page.locator("main").innerText();
   assert.match(rel, new RegExp(world.operator));
