@@ -9,8 +9,9 @@
 // jobs with their applied and dropped deliveries. An operator (a token
 // with the role claim api.RoleOperator, minted by `searchd token
 // --operator`) sees the plane across organizations: claim counts, claims
-// in flight, stuck claims with a guarded force-release, the record of
-// force-releases and the sweeper's runs. Every read goes through the
+// in flight, stuck claims with a guarded force-release, tool calls left
+// uncertain with a person's decision (mark delivered, or one retry with
+// the same key), the record of force-releases and the sweeper's runs. Every read goes through the
 // domain stores with the organization of the token, as the API's do.
 //
 // Security. The bearer token is pasted once into a sign-in form (a POST
@@ -126,7 +127,9 @@ type SweeperRuns interface {
 	List(ctx context.Context, backlogOnly bool, limit int, cursor string) ([]sweeper.RunEntry, string, error)
 }
 
-// Deps are what a [Console] is built from. All are required but Logger.
+// Deps are what a [Console] is built from. All are required but Logger,
+// Now, OverviewTTL, and Uncertain and Resolver, whose panel is shown only
+// when both are set.
 type Deps struct {
 	SavedSearches SavedSearches
 	Snapshots     Snapshots
