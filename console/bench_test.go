@@ -121,6 +121,7 @@ func TestConsoleBench(t *testing.T) {
 		{"operator: claims, uncached", "/console/operator/claims", op, true},
 		{"operator: claims by scope", "/console/operator/claims?scope=tool.email.send", op, false},
 		{"operator: claims by key", "/console/operator/claims?org=00000000-0000-4000-8000-000000000099&scope=tool.email.send&key=bulk-99", op, false},
+		{"operator: inbound", "/console/operator/inbound", op, false},
 		{"operator: uncertain effects", "/console/operator/uncertain", op, false},
 		{"operator: releases", "/console/operator/releases", op, false},
 		{"operator: sweeper", "/console/operator/sweeper", op, false},

@@ -9,7 +9,8 @@
 // jobs with their applied and dropped deliveries. An operator (a token
 // with the role claim api.RoleOperator, minted by `searchd token
 // --operator`) sees the plane across organizations: claim counts, claims
-// in flight, stuck claims with a guarded force-release, tool calls left
+// in flight, stuck claims with a guarded force-release, the provider
+// inbox's backlog and the applier's lag, tool calls left
 // uncertain with a person's decision (mark delivered, or one retry with
 // the same key), the record of force-releases and the sweeper's runs. Every read goes through the
 // domain stores with the organization of the token, as the API's do.
@@ -109,6 +110,14 @@ type Operator interface {
 	ForceRelease(ctx context.Context, rec *idempotency.Record, p operator.ReleaseParams) (*operator.Release, error)
 }
 
+// Inbox reads the provider inbox: the applier's backlog and lag and the
+// arrivals; a *providerjobs.Audit has it.
+type Inbox interface {
+	InboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error)
+	InboxPending(ctx context.Context, p providerjobs.InboxListParams) ([]providerjobs.InboxEntry, string, error)
+	InboxArrivals(ctx context.Context, p providerjobs.InboxListParams) ([]providerjobs.InboxEntry, string, error)
+}
+
 // UncertainCalls reads the tool calls left uncertain and the decisions
 // made about them; a *tools.Inspector has it.
 type UncertainCalls interface {
@@ -128,8 +137,8 @@ type SweeperRuns interface {
 }
 
 // Deps are what a [Console] is built from. All are required but Logger,
-// Now, OverviewTTL, and Uncertain and Resolver, whose panel is shown only
-// when both are set.
+// Now, OverviewTTL, and the stores of the optional operator panels (Inbox;
+// Uncertain and Resolver), each panel shown when its stores are set.
 type Deps struct {
 	SavedSearches SavedSearches
 	Snapshots     Snapshots
@@ -138,6 +147,8 @@ type Deps struct {
 	JobAudit      JobAudit
 	Operator      Operator
 	SweeperRuns   SweeperRuns
+	// Inbox serves the operator's "Inbound" panel, shown when it is set.
+	Inbox Inbox
 	// Uncertain and Resolver serve the operator's "Uncertain effects"
 	// panel; it is shown only when both are set.
 	Uncertain UncertainCalls

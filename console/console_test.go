@@ -53,6 +53,7 @@ func newConsole(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL tim
 		JobAudit:      providerjobs.NewAudit(pool),
 		Operator:      operator.NewStore(pool, nil),
 		SweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),
+		Inbox:         providerjobs.NewAudit(pool),
 		Uncertain:     tools.NewInspector(pool, nil),
 		Resolver:      tools.NewResolver(pool, tools.ResolverConfig{}),
 		JWTSecret:     secret,
@@ -564,5 +565,34 @@ func TestAnOperatorResolvesUncertainCallsWithTheirEvidence(t *testing.T) {
 	after := b.do("GET", "/console/operator/uncertain", op, nil, nil).Body.String()
 	if strings.Contains(after, `data-key="`+w.UncertainKey+`"`) || !strings.Contains(after, "vendor console shows it sent") {
 		t.Errorf("after the decisions the page still offers the call, or does not list the decision")
+	}
+}
+
+func TestTheInboundPanelShowsTheBacklogAndTheApplierLag(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	op := b.operatorToken(t)
+	rec := b.do("GET", "/console/operator/inbound", op, nil, nil)
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET inbound = %d", rec.Code)
+	}
+	for _, want := range []string{
+		`<div class="tile-n">1</div><div class="tile-l">pending arrivals</div>`, // the stalled one
+		"12 min", "the applier is not keeping up", "lock timeout", b.world.PendingDelivery,
+		"msg_2Kx1", "msg_9Qa7", // applied arrivals
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the inbound page lacks %q", want)
+		}
+	}
+	if rec := b.do("GET", "/console/operator/inbound?status=pending", op, nil, nil); strings.Contains(rec.Body.String(), "msg_9Qa7") {
+		t.Errorf("the pending filter lists an applied arrival")
+	}
+	if rec := b.do("GET", "/console/operator/inbound?status=lost", op, nil, nil); rec.Code != http.StatusBadRequest {
+		t.Errorf("an unknown status = %d, want 400", rec.Code)
+	}
+	if rec := b.do("GET", "/console/operator/inbound", b.token(t, b.world.OrgA, "alice"), nil, nil); rec.Code != http.StatusForbidden {
+		t.Errorf("an organization token GET inbound = %d, want 403", rec.Code)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/operator"
+	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/tools"
 )
@@ -33,11 +34,10 @@ type route struct {
 
 // operatorPanels are the operator's views, in navigation order. A view of
 // another part of the plane joins as one more panel with its store in
-// Deps, shown when the store is set: "Uncertain effects" (outbound tool
+// Deps, shown when the store is set: "Inbound" (the provider inbox's
+// backlog and the applier's lag) and "Uncertain effects" (outbound tool
 // calls left uncertain, for a person to mark delivered or to allow one
-// retry with the same key) is one; the inbox backlog and the applier's lag
-// ("Inbound", once provider callbacks go through an inbox on main) slots
-// in the same way, after it.
+// retry with the same key) are two.
 func (c *Console) operatorPanels() []panel {
 	panels := []panel{
 		{"Claims", "/console/operator/claims", "operator-claims", func(c *Console) []route {
@@ -46,6 +46,11 @@ func (c *Console) operatorPanels() []panel {
 				{"POST /console/operator/claims/{id}/release", c.releaseClaim},
 			}
 		}},
+	}
+	if c.d.Inbox != nil {
+		panels = append(panels, panel{"Inbound", "/console/operator/inbound", "operator-inbound", func(c *Console) []route {
+			return []route{{"GET /console/operator/inbound", c.inbound}}
+		}})
 	}
 	if c.d.Uncertain != nil && c.d.Resolver != nil {
 		panels = append(panels, panel{"Uncertain effects", "/console/operator/uncertain", "operator-uncertain", func(c *Console) []route {
@@ -279,7 +284,8 @@ func (c *Console) sweeperRuns(w http.ResponseWriter, r *http.Request) {
 // operatorFailed is readFailed for the operator's stores.
 func (c *Console) operatorFailed(w http.ResponseWriter, r *http.Request, err error) bool {
 	switch {
-	case errors.Is(err, operator.ErrInvalidCursor), errors.Is(err, sweeper.ErrInvalidCursor), errors.Is(err, tools.ErrInvalidCursor):
+	case errors.Is(err, operator.ErrInvalidCursor), errors.Is(err, sweeper.ErrInvalidCursor), errors.Is(err, tools.ErrInvalidCursor),
+		errors.Is(err, providerjobs.ErrInvalidCursor):
 		err = errInvalidCursor
 	case errors.Is(err, operator.ErrInvalid):
 		c.badFilters(w, r, errors.New(strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": ")))

@@ -218,4 +218,3 @@ WHERE d.organization_id = $1 AND d.path_job_id = $2
 		coalesce($4::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
 ORDER BY d.received_at DESC, d.id DESC
 LIMIT $5`
-

@@ -27,6 +27,7 @@ func newConsole(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger) (*con
 		JobAudit:      providerjobs.NewAudit(pool),
 		Operator:      operator.NewStore(pool, nil),
 		SweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),
+		Inbox:         providerjobs.NewAudit(pool),
 		Uncertain:     tools.NewInspector(pool, nil),
 		Resolver:      tools.NewResolver(pool, tools.ResolverConfig{}),
 		JWTSecret:     []byte(cfg.JWTSecret),

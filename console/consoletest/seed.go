@@ -48,6 +48,9 @@ type World struct {
 	// person; UncertainKey and UncertainRetryKey are their keys.
 	Uncertain, UncertainRetry       uuid.UUID
 	UncertainKey, UncertainRetryKey string
+	// PendingDelivery is a callback of the job stalled in the inbox: four
+	// failed attempts, the next due in 10 minutes, received 12 minutes ago.
+	PendingDelivery string
 	// SearchB is org B's saved search.
 	SearchB     uuid.UUID
 	SearchBName string
@@ -157,6 +160,16 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 			DeliveryID: d.id, Body: []byte(d.body), Update: u}); err != nil {
 			return fail("deliver "+d.id, err)
 		}
+	}
+
+	w.PendingDelivery = "msg_stall_77"
+	if _, err := pool.Exec(ctx, `INSERT INTO agent.provider_inbox (id, provider, delivery_id, path_job_id, job_id,
+		organization_id, request_hash, body_job_id, body_status, received_at, lease_expires_at, attempts, last_error)
+		VALUES ($1, $2, $3, $4::text, $4::text::uuid, $5, encode(sha256('stall'::bytea), 'hex'), 'acme-job-5521', 'succeeded',
+			now() - interval '12 minutes', now() + interval '10 minutes', 4,
+			'applying: canceling statement due to lock timeout (SQLSTATE 55P03)')`,
+		uuid.New(), Provider, w.PendingDelivery, job.ID.String(), w.OrgA); err != nil {
+		return fail("plant a stalled arrival", err)
 	}
 
 	w.StuckKey = "run-" + w.SecondRun.String()[:8] + "/email.send/1"

@@ -204,6 +204,12 @@ test("an operator sees the stuck claim, force-releases it, and it is gone from t
   assert.equal(await ask("answer " + world.uncertain), "ok|" + world.operator, "the answer is a success naming the operator");
   assert.match(await page.locator("#decisions").innerText(), /vendor console shows the message sent/);
 
+  // The inbox: the stalled arrival is the backlog, and the lag is warned of.
+  await page.goto(world.base + "/console/operator/inbound");
+  await page.locator("tr.pending-row", { hasText: world.pending_delivery }).waitFor();
+  assert.match(await page.locator("main").innerText(), /not keeping up/);
+  await shot(page, "inbound");
+
   await page.goto(world.base + "/console/operator/releases");
   const rel = await page.locator("main").innerText();
   assert.match(rel, new RegExp(world.operator));
