@@ -65,6 +65,7 @@ bench:
 # playwright-core against a real searchd serve on a throwaway PostgreSQL
 # that the Go fixture starts and seeds. Needs chromium and node/npm (.ci/run
 # installs them). SCREENSHOTS=dir also writes each page's screenshot there.
+.PHONY: test-console console-screenshots bench-console
 CONSOLE_BUILD ?= $(CURDIR)/.build/console
 test-console:
 	mkdir -p $(CONSOLE_BUILD)
