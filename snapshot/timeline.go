@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,10 +10,6 @@ import (
 
 	"github.com/searchd/searchd/internal/keyset"
 )
-
-// ErrInvalidCursor reports a [Store.Timeline] cursor this package did not
-// write.
-var ErrInvalidCursor = errors.New("snapshot: invalid cursor")
 
 // TimelineEntry is one snapshot of a saved search's timeline: what names
 // it, without the brief and baseline it froze.
