@@ -67,6 +67,9 @@ type Config struct {
 	// transaction just before the freeze; an error it returns is a failure
 	// of the freeze.
 	beforeFreeze func(ctx context.Context) error
+	// afterFreeze, set by tests alone, runs after this call froze the
+	// snapshot and completed its claim, before it admits the Run.
+	afterFreeze func(ctx context.Context)
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -356,6 +359,9 @@ func (s *Starter) freeze(ctx context.Context, a admit, claim *idempotency.Claim)
 		// Run, as admitSavedSearch answers any repeat.
 		return s.admitSavedSearch(ctx, a, prep)
 	case err == nil:
+		if s.cfg.afterFreeze != nil {
+			s.cfg.afterFreeze(ctx)
+		}
 		return res, nil
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrKeyReused):
 		return Result{}, err

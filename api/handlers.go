@@ -275,6 +275,11 @@ func (s *Server) mergePatchSavedSearch(c echo.Context, id uuid.UUID) error {
 	if err := s.decodeBody(c, &body, bodyMandatory); err != nil {
 		return err
 	}
+	if body.Name == nil && body.Brief == nil {
+		return validationFailed(
+			FieldError{Field: "name", Message: "is required when brief is absent"},
+			FieldError{Field: "brief", Message: "is required when name is absent"})
+	}
 	patch := map[string]json.RawMessage{}
 	if body.Name != nil {
 		patch["name"] = body.Name

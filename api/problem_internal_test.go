@@ -74,3 +74,17 @@ func TestProblemForMapsEveryDomainOutcome(t *testing.T) {
 		t.Errorf("retryAfterSeconds(0) = %d, want 1", got)
 	}
 }
+
+// TestEveryProblemCodeHasItsPage: the page a problem's type names exists
+// for every code the API answers with (titles holds them all).
+func TestEveryProblemCodeHasItsPage(t *testing.T) {
+	for code := range titles {
+		doc, ok := problemDocFor(code)
+		if !ok || doc.Meaning == "" || doc.Action == "" || doc.Status < 400 {
+			t.Errorf("problem code %s has no documentation page (problemDocs)", code)
+		}
+	}
+	if len(problemDocs) != len(titles) {
+		t.Errorf("%d problem pages for %d codes", len(problemDocs), len(titles))
+	}
+}
