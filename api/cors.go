@@ -25,10 +25,11 @@ var (
 // corsMaxAge is how long a browser may cache a preflight, in seconds.
 const corsMaxAge = 600
 
-// validateOrigins checks [Deps.CORSOrigins]: each is "*" or an origin as a
+// ValidateCORSOrigins returns an error naming the first entry of origins
+// that [Deps.CORSOrigins] cannot hold: each is "*" or an origin as a
 // browser sends it, scheme://host[:port] with no path, and no wildcard
 // inside, since echo would read one as a pattern.
-func validateOrigins(origins []string) error {
+func ValidateCORSOrigins(origins []string) error {
 	for _, o := range origins {
 		if o == "*" {
 			continue

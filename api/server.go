@@ -249,7 +249,7 @@ func New(d Deps) (*Server, error) {
 		plane:         d.Plane,
 		corsOrigins:   d.CORSOrigins,
 	}
-	if err := validateOrigins(d.CORSOrigins); err != nil {
+	if err := ValidateCORSOrigins(d.CORSOrigins); err != nil {
 		return nil, err
 	}
 	if s.plane == nil && d.Pool != nil {

@@ -17,8 +17,8 @@ import (
 //		}
 //		fmt.Println(ss.Name)
 //	}
-func (c *Client) SavedSearches(ctx context.Context, p ListParams) iter.Seq2[SavedSearch, error] {
-	return pages(func(cursor string) ([]SavedSearch, string, error) {
+func (c *Client) SavedSearches(ctx context.Context, p ListParams) iter.Seq2[SavedSearchSummary, error] {
+	return pages(func(cursor string) ([]SavedSearchSummary, string, error) {
 		p.Cursor = cursor
 		page, err := c.ListSavedSearches(ctx, p)
 		if err != nil {
@@ -30,8 +30,8 @@ func (c *Client) SavedSearches(ctx context.Context, p ListParams) iter.Seq2[Save
 
 // Runs iterates over the Runs p selects, newest first, a page at a time,
 // as [Client.SavedSearches] does.
-func (c *Client) Runs(ctx context.Context, p ListRunsParams) iter.Seq2[Run, error] {
-	return pages(func(cursor string) ([]Run, string, error) {
+func (c *Client) Runs(ctx context.Context, p ListRunsParams) iter.Seq2[RunListItem, error] {
+	return pages(func(cursor string) ([]RunListItem, string, error) {
 		p.Cursor = cursor
 		page, err := c.ListRuns(ctx, p)
 		if err != nil {
