@@ -740,6 +740,22 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/validation_failed",
+                 *       "title": "Validation failed",
+                 *       "status": 400,
+                 *       "detail": "the request has invalid fields; see errors",
+                 *       "code": "validation_failed",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962",
+                 *       "errors": [
+                 *         {
+                 *           "field": "brief.query",
+                 *           "message": "is required"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -751,6 +767,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/unauthorized",
+                 *       "title": "Unauthorized",
+                 *       "status": 401,
+                 *       "detail": "the bearer token is invalid or expired: send an HS256 JWT with exp and org_id claims",
+                 *       "code": "unauthorized",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -761,6 +787,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/not_found",
+                 *       "title": "Not found",
+                 *       "status": 404,
+                 *       "detail": "no such saved search in your organization",
+                 *       "code": "not_found",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -772,6 +808,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/method_not_allowed",
+                 *       "title": "Method not allowed",
+                 *       "status": 405,
+                 *       "detail": "this resource does not support the request method",
+                 *       "code": "method_not_allowed",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -784,6 +830,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/in_progress",
+                 *       "title": "Request in progress",
+                 *       "status": 409,
+                 *       "detail": "a request with this Idempotency-Key is still being prepared; retry after the Retry-After delay",
+                 *       "code": "in_progress",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -794,6 +850,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/payload_too_large",
+                 *       "title": "Payload too large",
+                 *       "status": 413,
+                 *       "detail": "the request body is larger than 8388608 bytes",
+                 *       "code": "payload_too_large",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -804,6 +870,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/unsupported_media_type",
+                 *       "title": "Unsupported media type",
+                 *       "status": 415,
+                 *       "detail": "the request body must be JSON: send Content-Type: application/json",
+                 *       "code": "unsupported_media_type",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -814,6 +890,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/key_reused",
+                 *       "title": "Idempotency-Key reused",
+                 *       "status": 422,
+                 *       "detail": "this Idempotency-Key was already used for a different request; use a new key",
+                 *       "code": "key_reused",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -825,6 +911,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/unavailable",
+                 *       "title": "Service unavailable",
+                 *       "status": 503,
+                 *       "detail": "the service cannot reach its database; retry later",
+                 *       "code": "unavailable",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -835,6 +931,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/internal",
+                 *       "title": "Internal server error",
+                 *       "status": 500,
+                 *       "detail": "the server failed to answer; report the request_id if it persists",
+                 *       "code": "internal",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -845,6 +951,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/already_registered",
+                 *       "title": "Already registered",
+                 *       "status": 409,
+                 *       "detail": "this provider job id is registered already in your organization, for another run; a provider job id names one job of an organization",
+                 *       "code": "already_registered",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -855,6 +971,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/missing_delivery_id",
+                 *       "title": "webhook-id header missing",
+                 *       "status": 400,
+                 *       "detail": "the webhook-id header is required",
+                 *       "code": "missing_delivery_id",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -866,6 +992,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/unauthorized",
+                 *       "title": "Unauthorized",
+                 *       "status": 401,
+                 *       "detail": "the webhook-signature does not verify",
+                 *       "code": "unauthorized",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -877,6 +1013,17 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/precondition_failed",
+                 *       "title": "Precondition failed",
+                 *       "status": 412,
+                 *       "detail": "the saved search changed since the version If-Match names; read it again (its ETag) and reapply the change",
+                 *       "code": "precondition_failed",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962",
+                 *       "current_version": 4
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -889,6 +1036,16 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/already_registered",
+                 *       "title": "Already registered",
+                 *       "status": 409,
+                 *       "detail": "this provider job id is registered already in your organization, for another run; a provider job id names one job of an organization",
+                 *       "code": "already_registered",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
@@ -958,6 +1115,35 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *           "name": "PostgreSQL roles in Berlin",
+                     *           "brief": {
+                     *             "query": "senior PostgreSQL engineer",
+                     *             "filters": {
+                     *               "location": "Berlin",
+                     *               "remote": true
+                     *             }
+                     *           },
+                     *           "baseline": {
+                     *             "items": [
+                     *               "https://jobs.example.com/postings/1001"
+                     *             ],
+                     *             "cursor": null
+                     *           },
+                     *           "version": 3,
+                     *           "created_at": "2026-12-01T09:30:00.123456Z",
+                     *           "updated_at": "2026-12-01T09:31:12.5Z",
+                     *           "archived_at": null
+                     *         }
+                     *       ],
+                     *       "next_cursor": "AQAGYY5klTAZjoIWyqS9Q2md5O7f75HRZg"
+                     *     }
+                     */
                     "application/json": components["schemas"]["SavedSearchPage"];
                 };
             };
@@ -980,6 +1166,23 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "PostgreSQL roles in Berlin",
+                 *       "brief": {
+                 *         "query": "senior PostgreSQL engineer",
+                 *         "filters": {
+                 *           "location": "Berlin",
+                 *           "remote": true
+                 *         }
+                 *       },
+                 *       "baseline": {
+                 *         "items": [
+                 *           "https://jobs.example.com/postings/1001"
+                 *         ]
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["SavedSearchCreate"];
             };
         };
@@ -994,6 +1197,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "name": "PostgreSQL roles in Berlin",
+                     *       "brief": {
+                     *         "query": "senior PostgreSQL engineer",
+                     *         "filters": {
+                     *           "location": "Berlin",
+                     *           "remote": true
+                     *         }
+                     *       },
+                     *       "baseline": {
+                     *         "items": [
+                     *           "https://jobs.example.com/postings/1001"
+                     *         ],
+                     *         "cursor": null
+                     *       },
+                     *       "version": 1,
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z",
+                     *       "archived_at": null
+                     *     }
+                     */
                     "application/json": components["schemas"]["SavedSearch"];
                 };
             };
@@ -1006,6 +1233,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "name": "PostgreSQL roles in Berlin",
+                     *       "brief": {
+                     *         "query": "senior PostgreSQL engineer",
+                     *         "filters": {
+                     *           "location": "Berlin",
+                     *           "remote": true
+                     *         }
+                     *       },
+                     *       "baseline": {
+                     *         "items": [
+                     *           "https://jobs.example.com/postings/1001"
+                     *         ],
+                     *         "cursor": null
+                     *       },
+                     *       "version": 1,
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z",
+                     *       "archived_at": null
+                     *     }
+                     */
                     "application/json": components["schemas"]["SavedSearch"];
                 };
             };
@@ -1074,6 +1325,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "name": "PostgreSQL roles in Berlin",
+                     *       "brief": {
+                     *         "query": "senior PostgreSQL engineer",
+                     *         "filters": {
+                     *           "location": "Berlin",
+                     *           "remote": true
+                     *         }
+                     *       },
+                     *       "baseline": {
+                     *         "items": [
+                     *           "https://jobs.example.com/postings/1001"
+                     *         ],
+                     *         "cursor": null
+                     *       },
+                     *       "version": 3,
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:31:12.5Z",
+                     *       "archived_at": null
+                     *     }
+                     */
                     "application/json": components["schemas"]["SavedSearch"];
                 };
             };
@@ -1169,7 +1444,22 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "name": "PostgreSQL roles, Berlin or remote"
+                 *     }
+                 */
                 "application/json": components["schemas"]["SavedSearchUpdate"];
+                /**
+                 * @example {
+                 *       "brief": {
+                 *         "filters": {
+                 *           "remote": null,
+                 *           "level": "senior"
+                 *         }
+                 *       }
+                 *     }
+                 */
                 "application/merge-patch+json": components["schemas"]["SavedSearchMergePatch"];
             };
         };
@@ -1182,6 +1472,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "name": "PostgreSQL roles in Berlin",
+                     *       "brief": {
+                     *         "query": "senior PostgreSQL engineer",
+                     *         "filters": {
+                     *           "location": "Berlin",
+                     *           "remote": true
+                     *         }
+                     *       },
+                     *       "baseline": {
+                     *         "items": [
+                     *           "https://jobs.example.com/postings/1001"
+                     *         ],
+                     *         "cursor": null
+                     *       },
+                     *       "version": 4,
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:31:12.5Z",
+                     *       "archived_at": null
+                     *     }
+                     */
                     "application/json": components["schemas"]["SavedSearch"];
                 };
             };
@@ -1214,6 +1528,15 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "items": [
+                 *         "https://jobs.example.com/postings/1001",
+                 *         "https://jobs.example.com/postings/1002"
+                 *       ],
+                 *       "cursor": "page-2"
+                 *     }
+                 */
                 "application/json": components["schemas"]["BaselineInput"];
             };
         };
@@ -1226,6 +1549,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "name": "PostgreSQL roles in Berlin",
+                     *       "brief": {
+                     *         "query": "senior PostgreSQL engineer",
+                     *         "filters": {
+                     *           "location": "Berlin",
+                     *           "remote": true
+                     *         }
+                     *       },
+                     *       "baseline": {
+                     *         "items": [
+                     *           "https://jobs.example.com/postings/1001",
+                     *           "https://jobs.example.com/postings/1002"
+                     *         ],
+                     *         "cursor": "page-2"
+                     *       },
+                     *       "version": 4,
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:31:12.5Z",
+                     *       "archived_at": null
+                     *     }
+                     */
                     "application/json": components["schemas"]["SavedSearch"];
                 };
             };
@@ -1258,6 +1606,12 @@ export interface operations {
         /** @description Optional; an empty body takes every default. */
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "max_results": 10,
+                 *       "note": "weekly digest"
+                 *     }
+                 */
                 "application/json": components["schemas"]["StartOptions"];
             };
         };
@@ -1272,6 +1626,35 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "run": {
+                     *         "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
+                     *         "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *         "kind": "saved_search",
+                     *         "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *         "snapshot_id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                     *         "name": "PostgreSQL roles in Berlin",
+                     *         "status": "queued",
+                     *         "options": {
+                     *           "max_results": 10,
+                     *           "note": ""
+                     *         },
+                     *         "input": null,
+                     *         "created_at": "2026-12-01T09:31:12.5Z",
+                     *         "retain_until": "2028-01-01T09:31:12.5Z",
+                     *         "created_by": "user-42",
+                     *         "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                     *       },
+                     *       "snapshot": {
+                     *         "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                     *         "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *         "saved_search_version": 3,
+                     *         "content_hash": "0e19e1ed9c129c795a4a559125cbb04a9b8a24eed3e5acbd2c1c8e6493f10ea4",
+                     *         "created_at": "2026-12-01T09:31:12.5Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["StartResult"];
                 };
             };
@@ -1284,6 +1667,35 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "run": {
+                     *         "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
+                     *         "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *         "kind": "saved_search",
+                     *         "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *         "snapshot_id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                     *         "name": "PostgreSQL roles in Berlin",
+                     *         "status": "queued",
+                     *         "options": {
+                     *           "max_results": 10,
+                     *           "note": ""
+                     *         },
+                     *         "input": null,
+                     *         "created_at": "2026-12-01T09:31:12.5Z",
+                     *         "retain_until": "2028-01-01T09:31:12.5Z",
+                     *         "created_by": "user-42",
+                     *         "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                     *       },
+                     *       "snapshot": {
+                     *         "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                     *         "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *         "saved_search_version": 3,
+                     *         "content_hash": "0e19e1ed9c129c795a4a559125cbb04a9b8a24eed3e5acbd2c1c8e6493f10ea4",
+                     *         "created_at": "2026-12-01T09:31:12.5Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["StartResult"];
                 };
             };
@@ -1318,6 +1730,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                     *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *           "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *           "saved_search_version": 3,
+                     *           "brief": {
+                     *             "query": "senior PostgreSQL engineer",
+                     *             "filters": {
+                     *               "location": "Berlin",
+                     *               "remote": true
+                     *             }
+                     *           },
+                     *           "baseline": {
+                     *             "items": [
+                     *               "https://jobs.example.com/postings/1001"
+                     *             ],
+                     *             "cursor": null
+                     *           },
+                     *           "content_hash": "0e19e1ed9c129c795a4a559125cbb04a9b8a24eed3e5acbd2c1c8e6493f10ea4",
+                     *           "created_by": "user-42",
+                     *           "created_at": "2026-12-01T09:31:12.5Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["SnapshotList"];
                 };
             };
@@ -1378,6 +1818,48 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
+                     *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *           "kind": "saved_search",
+                     *           "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *           "snapshot_id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                     *           "name": "PostgreSQL roles in Berlin",
+                     *           "status": "queued",
+                     *           "options": {
+                     *             "max_results": 10,
+                     *             "note": ""
+                     *           },
+                     *           "input": null,
+                     *           "created_at": "2026-12-01T09:31:12.5Z",
+                     *           "retain_until": "2028-01-01T09:31:12.5Z",
+                     *           "created_by": "user-42",
+                     *           "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                     *         },
+                     *         {
+                     *           "id": "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                     *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *           "kind": "capability",
+                     *           "saved_search_id": null,
+                     *           "snapshot_id": null,
+                     *           "name": "web.search",
+                     *           "status": "queued",
+                     *           "options": null,
+                     *           "input": {
+                     *             "q": "postgres"
+                     *           },
+                     *           "created_at": "2026-12-01T09:31:12.5Z",
+                     *           "retain_until": "2028-01-01T09:31:12.5Z",
+                     *           "created_by": "user-42",
+                     *           "idempotency_key": "c2a0b1d4-7a1e-4c44-9d7e-1f1b1c1d1e1f"
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
                     "application/json": components["schemas"]["RunPage"];
                 };
             };
@@ -1400,6 +1882,15 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "kind": "capability",
+                 *       "name": "web.search",
+                 *       "input": {
+                 *         "q": "postgres"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["DirectStart"];
             };
         };
@@ -1413,6 +1904,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "run": {
+                     *         "id": "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                     *         "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *         "kind": "capability",
+                     *         "saved_search_id": null,
+                     *         "snapshot_id": null,
+                     *         "name": "web.search",
+                     *         "status": "queued",
+                     *         "options": null,
+                     *         "input": {
+                     *           "q": "postgres"
+                     *         },
+                     *         "created_at": "2026-12-01T09:31:12.5Z",
+                     *         "retain_until": "2028-01-01T09:31:12.5Z",
+                     *         "created_by": "user-42",
+                     *         "idempotency_key": "c2a0b1d4-7a1e-4c44-9d7e-1f1b1c1d1e1f"
+                     *       },
+                     *       "snapshot": null
+                     *     }
+                     */
                     "application/json": components["schemas"]["StartResult"];
                 };
             };
@@ -1424,6 +1937,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "run": {
+                     *         "id": "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                     *         "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *         "kind": "capability",
+                     *         "saved_search_id": null,
+                     *         "snapshot_id": null,
+                     *         "name": "web.search",
+                     *         "status": "queued",
+                     *         "options": null,
+                     *         "input": {
+                     *           "q": "postgres"
+                     *         },
+                     *         "created_at": "2026-12-01T09:31:12.5Z",
+                     *         "retain_until": "2028-01-01T09:31:12.5Z",
+                     *         "created_by": "user-42",
+                     *         "idempotency_key": "c2a0b1d4-7a1e-4c44-9d7e-1f1b1c1d1e1f"
+                     *       },
+                     *       "snapshot": null
+                     *     }
+                     */
                     "application/json": components["schemas"]["StartResult"];
                 };
             };
@@ -1487,6 +2022,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "kind": "saved_search",
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "snapshot_id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                     *       "name": "PostgreSQL roles in Berlin",
+                     *       "status": "queued",
+                     *       "options": {
+                     *         "max_results": 10,
+                     *         "note": ""
+                     *       },
+                     *       "input": null,
+                     *       "created_at": "2026-12-01T09:31:12.5Z",
+                     *       "retain_until": "2028-01-01T09:31:12.5Z",
+                     *       "created_by": "user-42",
+                     *       "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Run"];
                 };
             };
@@ -1543,6 +2098,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "saved_search_version": 3,
+                     *       "brief": {
+                     *         "query": "senior PostgreSQL engineer",
+                     *         "filters": {
+                     *           "location": "Berlin",
+                     *           "remote": true
+                     *         }
+                     *       },
+                     *       "baseline": {
+                     *         "items": [
+                     *           "https://jobs.example.com/postings/1001"
+                     *         ],
+                     *         "cursor": null
+                     *       },
+                     *       "content_hash": "0e19e1ed9c129c795a4a559125cbb04a9b8a24eed3e5acbd2c1c8e6493f10ea4",
+                     *       "created_by": "user-42",
+                     *       "created_at": "2026-12-01T09:31:12.5Z"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Snapshot"];
                 };
             };
@@ -1592,6 +2171,13 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "run_id": "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                 *       "provider": "acme",
+                 *       "provider_job_id": "acme-job-981"
+                 *     }
+                 */
                 "application/json": components["schemas"]["ProviderJobCreate"];
             };
         };
@@ -1605,6 +2191,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "7d2e5f10-3c4b-4a69-8e21-5f6a7b8c9d0e",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "run_id": "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                     *       "provider": "acme",
+                     *       "provider_job_id": "acme-job-981",
+                     *       "status": "pending",
+                     *       "result": null,
+                     *       "version": 1,
+                     *       "created_at": "2026-12-01T09:31:12.5Z",
+                     *       "updated_at": "2026-12-01T09:31:12.5Z",
+                     *       "callback_path": "/v1/callbacks/acme/jobs/7d2e5f10-3c4b-4a69-8e21-5f6a7b8c9d0e"
+                     *     }
+                     */
                     "application/json": components["schemas"]["ProviderJob"];
                 };
             };
@@ -1616,6 +2217,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "7d2e5f10-3c4b-4a69-8e21-5f6a7b8c9d0e",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "run_id": "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                     *       "provider": "acme",
+                     *       "provider_job_id": "acme-job-981",
+                     *       "status": "pending",
+                     *       "result": null,
+                     *       "version": 1,
+                     *       "created_at": "2026-12-01T09:31:12.5Z",
+                     *       "updated_at": "2026-12-01T09:31:12.5Z",
+                     *       "callback_path": "/v1/callbacks/acme/jobs/7d2e5f10-3c4b-4a69-8e21-5f6a7b8c9d0e"
+                     *     }
+                     */
                     "application/json": components["schemas"]["ProviderJob"];
                 };
             };
@@ -1650,6 +2266,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "id": "7d2e5f10-3c4b-4a69-8e21-5f6a7b8c9d0e",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "run_id": "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                     *       "provider": "acme",
+                     *       "provider_job_id": "acme-job-981",
+                     *       "status": "pending",
+                     *       "result": null,
+                     *       "version": 1,
+                     *       "created_at": "2026-12-01T09:31:12.5Z",
+                     *       "updated_at": "2026-12-01T09:31:12.5Z",
+                     *       "callback_path": "/v1/callbacks/acme/jobs/7d2e5f10-3c4b-4a69-8e21-5f6a7b8c9d0e"
+                     *     }
+                     */
                     "application/json": components["schemas"]["ProviderJob"];
                 };
             };
@@ -1708,6 +2339,15 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "job_id": "acme-job-981",
+                 *       "status": "succeeded",
+                 *       "result": {
+                 *         "hits": 3
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["ProviderCallback"];
             };
         };
@@ -1719,6 +2359,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "accepted"
+                     *     }
+                     */
                     "application/json": components["schemas"]["CallbackAnswer"];
                 };
             };
@@ -1746,6 +2391,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "ok"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Status"];
                 };
             };
@@ -1786,6 +2436,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "ready"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Status"];
                 };
             };
@@ -1827,6 +2482,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "openapi": "3.1.0",
+                     *       "info": {
+                     *         "title": "searchd",
+                     *         "version": "1.0.0"
+                     *       }
+                     *     }
+                     */
                     "application/json": Record<string, never>;
                 };
             };
@@ -1866,7 +2530,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example # HELP searchd_build_info 1, labelled with the version, the commit and the Go version searchd was built from.
+                     *     # TYPE searchd_build_info gauge
+                     *     searchd_build_info{commit="59b8403",goversion="go1.26.8",version="v1.0.0"} 1
+                     */
                     "text/plain": string;
+                    /**
+                     * @example # HELP searchd_build_info 1, labelled with the version, the commit and the Go version searchd was built from.
+                     *     # TYPE searchd_build_info gauge
+                     *     searchd_build_info{commit="59b8403",goversion="go1.26.8",version="v1.0.0"} 1
+                     */
                     "application/openmetrics-text": string;
                 };
             };
@@ -1910,6 +2584,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "1c9a5e1d-4b7f-4d0e-9a8b-2f3c4d5e6f70",
+                     *           "delivery_id": "evt_2Vx8",
+                     *           "reason": "duplicate",
+                     *           "request_hash": "0e19e1ed9c129c795a4a559125cbb04a9b8a24eed3e5acbd2c1c8e6493f10ea4",
+                     *           "received_at": "2026-12-01T09:31:12.5Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ProviderJobDropList"];
                 };
             };
