@@ -229,7 +229,7 @@ func TestGivenKeyIsSentOnEveryAttempt(t *testing.T) {
 
 func TestTransientFailuresOfSafeRequestsAreRetried(t *testing.T) {
 	t.Parallel()
-	httpDate := time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)
+	httpDate := time.Now().Add(10 * time.Second).UTC().Format(http.TimeFormat)
 	tests := []struct {
 		name  string
 		first http.HandlerFunc
