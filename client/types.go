@@ -337,7 +337,7 @@ type ProviderJobDrop struct {
 	ID string `json:"id"`
 	// DeliveryID is the delivery's webhook-id.
 	DeliveryID string `json:"delivery_id"`
-	// Reason is duplicate, hash_mismatch or job_mismatch.
+	// Reason is duplicate, hash_mismatch, job_mismatch or path_mismatch.
 	Reason string `json:"reason"`
 	// RequestHash is the hex SHA-256 of the delivery's raw body.
 	RequestHash string    `json:"request_hash"`

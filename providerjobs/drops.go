@@ -16,8 +16,9 @@ type Drop struct {
 	ID uuid.UUID `json:"id"`
 	// DeliveryID is the delivery's webhook-id.
 	DeliveryID string `json:"delivery_id"`
-	// Reason is why it was not applied: duplicate, hash_mismatch or
-	// job_mismatch (unknown_job names no job, so no job lists it).
+	// Reason is why it was not applied: duplicate, hash_mismatch,
+	// job_mismatch or path_mismatch (unknown_job names no job, so no job
+	// lists it).
 	Reason DropReason `json:"reason"`
 	// RequestHash is the hex SHA-256 of the delivery's raw body, the hash
 	// its claim compares, so a hash_mismatch can be told from the delivery

@@ -285,7 +285,7 @@ export interface paths {
         put?: never;
         /**
          * Receive a provider's callback about one of its jobs
-         * @description Authenticated by a Standard Webhooks signature (https://www.standardwebhooks.com/), not by a bearer token: webhook-signature holds v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>" under the provider's secret>, compared in constant time; one matching v1 signature among several is enough. The delivery id and the timestamp are signed with the body, so a captured body cannot be replayed under a fresh delivery id, and a webhook-timestamp more than 5 minutes from the server's clock, either way, is refused: a delivery is re-signed on every attempt, keeping its webhook-id. The checks run in this order: an unknown provider, a missing or malformed webhook-signature or webhook-timestamp, or a timestamp outside the 5 minutes answers 401; then a missing or invalid webhook-id answers 400; then the body is read (413 over the limit) and the signature verified (401); then the body is parsed (400). Nothing is recorded for any of these. Every delivery with a valid signature that can be processed is acknowledged with 200: {"status": "accepted"} when it was applied (or found its job already succeeded or failed, which are terminal and never left), or {"status": "dropped", "reason": ...} when it was not: duplicate (the delivery id was handled already, or is being handled now; a delivery re-sent whole within the 5 minutes is one), hash_mismatch (the delivery id was used for a different body), unknown_job (the path's job_id names no job of this provider) or job_mismatch (the body's job_id is not the provider job id registered for the path's job). Each drop is recorded with its reason. A 503 means the database could not be reached and nothing was applied; redeliver after Retry-After. Members of the body other than job_id, status and result are ignored; the Content-Type is not checked.
+         * @description Authenticated by a Standard Webhooks signature (https://www.standardwebhooks.com/), not by a bearer token: webhook-signature holds v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>" under the provider's secret>, compared in constant time; one matching v1 signature among several is enough. The delivery id and the timestamp are signed with the body, so a captured body cannot be replayed under a fresh delivery id, and a webhook-timestamp more than 5 minutes from the server's clock, either way, is refused: a delivery is re-signed on every attempt, keeping its webhook-id. The checks run in this order: an unknown provider, a missing or malformed webhook-signature or webhook-timestamp, or a timestamp outside the 5 minutes answers 401; then a missing or invalid webhook-id answers 400; then the body is read (413 over the limit) and the signature verified (401); then the body is parsed (400). Nothing is recorded for any of these. Every delivery with a valid signature that can be processed is first stored in the inbox under its identity (provider, webhook-id) and committed; only then is it acknowledged with 200, so every 200 means the delivery is durable and will take effect at most once: {"status": "queued"} when it is stored and will be applied by the background applier (its immediate apply failed or met another worker), {"status": "accepted"} when it was applied (or found its job already succeeded or failed, which are terminal and never left), or {"status": "dropped", "reason": ...} when it was not: duplicate (the delivery id was handled already, or is being handled now; a delivery re-sent whole within the 5 minutes is one), hash_mismatch (the delivery id was used for a different body), unknown_job (the path's job_id names no job of this provider) job_mismatch (the body's job_id is not the provider job id registered for the path's job) or path_mismatch (the webhook-id is stored for another job's path: a delivery is bound to the path it first arrived on). A copy of a stored delivery is counted on its arrival, not stored again. Each drop is recorded with its reason. A 503 means the database could not be reached and nothing was stored; redeliver after Retry-After. Members of the body other than job_id, status and result are ignored; the Content-Type is not checked.
          */
         post: operations["receiveProviderCallback"];
         delete?: never;
@@ -702,7 +702,10 @@ export interface components {
             /** @constant */
             status: "dropped";
             /** @enum {string} */
-            reason: "duplicate" | "hash_mismatch" | "unknown_job" | "job_mismatch";
+            reason: "duplicate" | "hash_mismatch" | "unknown_job" | "job_mismatch" | "path_mismatch";
+        } | {
+            /** @constant */
+            status: "queued";
         };
         /** @description An RFC 7396 merge patch of {name, brief}: a member set replaces, an object merges member by member, null removes (a filter; name and brief themselves cannot be removed). Other members are refused. */
         SavedSearchMergePatch: {
@@ -722,7 +725,7 @@ export interface components {
             /** @description The webhook-id of the delivery. */
             delivery_id: string;
             /** @enum {string} */
-            reason: "duplicate" | "hash_mismatch" | "job_mismatch";
+            reason: "duplicate" | "hash_mismatch" | "job_mismatch" | "path_mismatch";
             /** @description Hex SHA-256 of the raw body. */
             request_hash: string;
             /** Format: date-time */
