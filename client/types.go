@@ -104,6 +104,9 @@ type SavedSearchSummary struct {
 	// counts the baseline's items.
 	BriefBytes    int64 `json:"brief_bytes"`
 	BaselineItems int64 `json:"baseline_items"`
+	// ArchivedAt is when it was archived: set in a list of the archived
+	// ones (ListParams.Archived).
+	ArchivedAt *time.Time `json:"archived_at,omitempty"`
 }
 
 // SavedSearchPage is a page of saved-search summaries, newest first.

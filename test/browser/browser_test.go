@@ -143,10 +143,19 @@ func TestBrowserStartsReplaysAndReadsARunAcrossOrigins(t *testing.T) {
 			OK     bool   `json:"ok"`
 			Detail string `json:"detail"`
 		} `json:"steps"`
-		First       struct{ Created, Replayed bool; Run string } `json:"first"`
-		Replay      struct{ Created, Replayed bool; Run string } `json:"replay"`
-		DoubleClick []struct{ Created, Replayed bool; Run string }  `json:"doubleClick"`
-		Run         struct {
+		First struct {
+			Created, Replayed bool
+			Run               string
+		} `json:"first"`
+		Replay struct {
+			Created, Replayed bool
+			Run               string
+		} `json:"replay"`
+		DoubleClick []struct {
+			Created, Replayed bool
+			Run               string
+		} `json:"doubleClick"`
+		Run struct {
 			ID             string  `json:"id"`
 			CreatedBy      *string `json:"created_by"`
 			IdempotencyKey string  `json:"idempotency_key"`
