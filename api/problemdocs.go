@@ -45,6 +45,8 @@ var problemDocs = []problemDoc{
 		"A provider job id names one job of an organization: read the existing job, or register the provider's id of the other job."},
 	{CodePreconditionFailed, 412, "The If-Match header names a version of the saved search that is no longer current: someone changed it since you read it. current_version and the ETag header carry the version it is at.",
 		"Read the saved search again, reapply your change to what it is now, and send it with the new ETag in If-Match."},
+	{CodeRateLimited, 429, "Your organization has too many requests in flight at once (the per-organization concurrency cap); Retry-After says when to try again.",
+		"Retry after Retry-After with the same Idempotency-Key; send fewer requests at once."},
 	{CodePayloadTooLarge, 413, "The request body is larger than the server's limit (SEARCHD_MAX_BODY_BYTES, 8 MiB by default).",
 		"Send a smaller body; a baseline holds at most 10,000 items."},
 	{CodeUnsupportedMediaType, 415, "The body's Content-Type is not one the operation takes: application/json everywhere, and application/merge-patch+json (RFC 7396) on PATCH /v1/saved-searches/{id}.",

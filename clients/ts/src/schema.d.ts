@@ -125,7 +125,7 @@ export interface paths {
         };
         /**
          * The snapshots of a saved search, newest first (the audit trail)
-         * @description Works for an archived saved search too.
+         * @description Works for an archived saved search too. Lists summaries, newest first, a page at a time (limit, cursor); GET /v1/snapshots/{id} reads a whole snapshot.
          */
         get: operations["listSnapshots"];
         put?: never;
@@ -327,7 +327,7 @@ export interface paths {
         };
         /**
          * Readiness: the database is reachable and its schema at the newest migration
-         * @description Answers 200 when the database is reachable and its schema is at the newest migration, else 503.
+         * @description Answered from a check the server refreshes every 2 seconds in the background on a database connection of its own, so a probe costs no request-pool round trip; a check older than 9 seconds counts as not ready.
          */
         get: operations["readyz"];
         put?: never;
@@ -486,7 +486,7 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "missing_idempotency_key" | "invalid_idempotency_key" | "malformed_json" | "validation_failed" | "unauthorized" | "not_found" | "method_not_allowed" | "in_progress" | "key_reused" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "internal" | "already_registered" | "missing_delivery_id" | "invalid_delivery_id" | "precondition_failed";
+            code: "missing_idempotency_key" | "invalid_idempotency_key" | "malformed_json" | "validation_failed" | "unauthorized" | "not_found" | "method_not_allowed" | "in_progress" | "key_reused" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "internal" | "already_registered" | "missing_delivery_id" | "invalid_delivery_id" | "rate_limited" | "precondition_failed";
             /** @description The X-Request-Id of the request, to match a report with the server log. */
             request_id?: string;
             errors?: components["schemas"]["FieldError"][];
@@ -498,9 +498,10 @@ export interface components {
             field: string;
             message: string;
         };
+        /** @description What a saved search looks for. Limits, checked before anything is stored (400 validation_failed naming the field and the limit): the query 1 to 2000 characters; filters at most 16384 bytes of JSON, nesting at most 8 levels (the filters object is level 1), at most 256 object members counted at every depth; the whole brief at most 32768 bytes of JSON. A brief stored before a limit existed still reads and starts. */
         Brief: {
             query: string;
-            /** @description Free-form filters; numbers are kept exactly as written. */
+            /** @description Free-form filters; numbers are kept exactly as written. At most 16384 bytes of JSON, 8 levels deep, 256 object members at all depths. */
             filters?: {
                 [key: string]: unknown;
             };
@@ -510,9 +511,10 @@ export interface components {
             items: string[];
             cursor: string | null;
         };
-        /** @description A baseline as a request sets it: omitted items mean none, an omitted cursor means null. */
+        /** @description A baseline as a request sets it: omitted items mean none, an omitted cursor means null. Limits (400 validation_failed): at most 10000 items of 1 to 200 characters, a cursor of at most 4096 bytes, and items and cursor together at most 1048576 bytes of JSON. With the brief's 32768 that bounds a saved search, and so each snapshot a start makes, to 1081344 bytes of content. */
         BaselineInput: {
             items?: string[] | null;
+            /** @description At most 4096 bytes (UTF-8). */
             cursor?: string | null;
         };
         SavedSearch: {
@@ -546,8 +548,32 @@ export interface components {
             name?: string;
             brief?: components["schemas"]["Brief"];
         };
+        /** @description A saved search as the list shows it: without the filters and the baseline (GET /v1/saved-searches/{id} has them). Every field is bounded: name at most 200 and query at most 2000 characters. */
+        SavedSearchSummary: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            organization_id: string;
+            name: string;
+            query: string;
+            version: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+            /** @description Size of the stored brief as JSON text. */
+            brief_bytes: number;
+            /** @description Number of baseline items. */
+            baseline_items: number;
+            /**
+             * Format: date-time
+             * @description When it was archived: present in a list of the archived ones (?archived=true), absent for a live one.
+             */
+            archived_at?: string;
+        };
+        /** @description A page of saved-search summaries; at most 3 MiB (3145728 bytes) whatever the saved searches hold. */
         SavedSearchPage: {
-            items: components["schemas"]["SavedSearch"][];
+            items: components["schemas"]["SavedSearchSummary"][];
             /** @description Pass as ?cursor= for the next page; null on the last page. */
             next_cursor: string | null;
         };
@@ -561,7 +587,7 @@ export interface components {
             /** @enum {string} */
             kind: "capability" | "definition";
             name: string;
-            /** @description Defaults to {}. */
+            /** @description Defaults to {}. At most 65536 bytes of JSON as sent (400 validation_failed otherwise). */
             input?: {
                 [key: string]: unknown;
             } | null;
@@ -600,8 +626,38 @@ export interface components {
             /** @description The Idempotency-Key the client started the Run with. */
             idempotency_key: string;
         };
+        /** @description A Run as the list shows it: the Run without its input (GET /v1/runs/{id} has it), with the input's size instead. */
+        RunListItem: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            organization_id: string;
+            /** @enum {string} */
+            kind: "saved_search" | "capability" | "definition";
+            /** Format: uuid */
+            saved_search_id: string | null;
+            /** Format: uuid */
+            snapshot_id: string | null;
+            name: string | null;
+            /** @enum {string} */
+            status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            /** @description The normalized start options of a saved-search Run. */
+            options: {
+                [key: string]: unknown;
+            } | null;
+            /** @description Size of a direct Run's stored input as JSON text; null for a saved-search Run. */
+            input_bytes: number | null;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description created_at + 396 days; until then the Idempotency-Key replays this Run.
+             */
+            retain_until: string;
+        };
+        /** @description A page of Run list items; at most 1 MiB (1048576 bytes) whatever the inputs hold. */
         RunPage: {
-            items: components["schemas"]["Run"][];
+            items: components["schemas"]["RunListItem"][];
             next_cursor: string | null;
         };
         SnapshotSummary: {
@@ -629,8 +685,30 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
-        SnapshotList: {
-            items: components["schemas"]["Snapshot"][];
+        /** @description A snapshot as its saved search's audit trail lists it, without the brief and the baseline (GET /v1/snapshots/{id} has them). */
+        SnapshotListItem: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            saved_search_id: string;
+            saved_search_version: number;
+            content_hash: string;
+            /** @description The actor (token sub) that started the freeze. */
+            created_by: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** @description Size of the frozen brief as JSON text. */
+            brief_bytes: number;
+            /** @description Size of the frozen baseline as JSON text. */
+            baseline_bytes: number;
+            /** @description Number of frozen baseline items. */
+            baseline_items: number;
+        };
+        /** @description A page of snapshot summaries; at most 512 KiB (524288 bytes) whatever the snapshots hold. */
+        SnapshotPage: {
+            items: components["schemas"]["SnapshotListItem"][];
+            /** @description Pass as ?cursor= for the next page; null on the last page. */
+            next_cursor: string | null;
         };
         StartResult: {
             run: components["schemas"]["Run"];
@@ -846,7 +924,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description payload_too_large: the body exceeds the server's limit (8 MiB by default). */
+        /** @description payload_too_large: the body exceeds the server's limit (4 MiB by default). */
         PayloadTooLarge: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1008,6 +1086,27 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description rate_limited: your organization has the most requests in flight this server serves at once for one organization (SEARCHD_ORG_MAX_IN_FLIGHT, by default a quarter of the database pool); nothing was done. Retry after Retry-After seconds. */
+        RateLimited: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/rate_limited",
+                 *       "title": "Too many requests in flight",
+                 *       "status": 429,
+                 *       "detail": "your organization has too many requests in flight; retry after the Retry-After delay",
+                 *       "code": "rate_limited",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description precondition_failed: If-Match names a version that is no longer current. current_version and ETag carry the version it is at. */
         PreconditionFailed: {
             headers: {
@@ -1125,23 +1224,12 @@ export interface operations {
                      *           "id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
                      *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
                      *           "name": "PostgreSQL roles in Berlin",
-                     *           "brief": {
-                     *             "query": "senior PostgreSQL engineer",
-                     *             "filters": {
-                     *               "location": "Berlin",
-                     *               "remote": true
-                     *             }
-                     *           },
-                     *           "baseline": {
-                     *             "items": [
-                     *               "https://jobs.example.com/postings/1001"
-                     *             ],
-                     *             "cursor": null
-                     *           },
+                     *           "query": "senior PostgreSQL engineer",
                      *           "version": 3,
                      *           "created_at": "2026-12-01T09:30:00.123456Z",
                      *           "updated_at": "2026-12-01T09:31:12.5Z",
-                     *           "archived_at": null
+                     *           "brief_bytes": 92,
+                     *           "baseline_items": 1
                      *         }
                      *       ],
                      *       "next_cursor": "AQAGYY5klTAZjoIWyqS9Q2md5O7f75HRZg"
@@ -1153,6 +1241,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1270,6 +1359,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["KeyReused"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1301,6 +1391,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1359,6 +1450,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1393,6 +1485,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1425,6 +1518,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1509,6 +1603,7 @@ export interface operations {
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1587,6 +1682,7 @@ export interface operations {
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1710,13 +1806,19 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["KeyReused"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
     };
     listSnapshots: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Page size, 1 to 200; default 50. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The next_cursor of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
             header?: never;
             path: {
                 /** @description Saved search id. An id that is not a UUID answers 404. */
@@ -1726,7 +1828,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every snapshot of the saved search. */
+            /** @description A page of the saved search's snapshots. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -1738,42 +1840,39 @@ export interface operations {
                      *       "items": [
                      *         {
                      *           "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
-                     *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
                      *           "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
                      *           "saved_search_version": 3,
-                     *           "brief": {
-                     *             "query": "senior PostgreSQL engineer",
-                     *             "filters": {
-                     *               "location": "Berlin",
-                     *               "remote": true
-                     *             }
-                     *           },
-                     *           "baseline": {
-                     *             "items": [
-                     *               "https://jobs.example.com/postings/1001"
-                     *             ],
-                     *             "cursor": null
-                     *           },
                      *           "content_hash": "0e19e1ed9c129c795a4a559125cbb04a9b8a24eed3e5acbd2c1c8e6493f10ea4",
                      *           "created_by": "user-42",
-                     *           "created_at": "2026-12-01T09:31:12.5Z"
+                     *           "created_at": "2026-12-01T09:31:12.5Z",
+                     *           "brief_bytes": 92,
+                     *           "baseline_bytes": 58,
+                     *           "baseline_items": 1
                      *         }
-                     *       ]
+                     *       ],
+                     *       "next_cursor": null
                      *     }
                      */
-                    "application/json": components["schemas"]["SnapshotList"];
+                    "application/json": components["schemas"]["SnapshotPage"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
     };
     listSnapshotsHead: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Page size, 1 to 200; default 50. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The next_cursor of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
             header?: never;
             path: {
                 /** @description Saved search id. An id that is not a UUID answers 404. */
@@ -1783,7 +1882,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every snapshot of the saved search. */
+            /** @description A page of the saved search's snapshots. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -1791,9 +1890,11 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1836,11 +1937,9 @@ export interface operations {
                      *             "max_results": 10,
                      *             "note": ""
                      *           },
-                     *           "input": null,
                      *           "created_at": "2026-12-01T09:31:12.5Z",
                      *           "retain_until": "2028-01-01T09:31:12.5Z",
-                     *           "created_by": "user-42",
-                     *           "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                     *           "input_bytes": null
                      *         },
                      *         {
                      *           "id": "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
@@ -1851,13 +1950,9 @@ export interface operations {
                      *           "name": "web.search",
                      *           "status": "queued",
                      *           "options": null,
-                     *           "input": {
-                     *             "q": "postgres"
-                     *           },
                      *           "created_at": "2026-12-01T09:31:12.5Z",
                      *           "retain_until": "2028-01-01T09:31:12.5Z",
-                     *           "created_by": "user-42",
-                     *           "idempotency_key": "c2a0b1d4-7a1e-4c44-9d7e-1f1b1c1d1e1f"
+                     *           "input_bytes": 15
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -1869,6 +1964,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1971,6 +2067,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["KeyReused"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2002,6 +2099,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2051,6 +2149,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2078,6 +2177,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2131,6 +2231,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2158,6 +2259,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2246,6 +2348,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["KeyReused"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2290,6 +2393,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2317,6 +2421,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
