@@ -32,6 +32,7 @@ export type StartResult = components["schemas"]["StartResult"];
 export type Run = components["schemas"]["Run"];
 export type RunPage = components["schemas"]["RunPage"];
 export type SavedSearchPage = components["schemas"]["SavedSearchPage"];
+export type SavedSearchSummary = components["schemas"]["SavedSearchSummary"];
 export type Snapshot = components["schemas"]["Snapshot"];
 export type ProviderJob = components["schemas"]["ProviderJob"];
 export type ProviderJobCreate = components["schemas"]["ProviderJobCreate"];
@@ -237,7 +238,7 @@ export class SearchdClient {
   }
 
   /** Every saved search, a page at a time as the loop goes on. */
-  async *savedSearches(p: { limit?: number; archived?: boolean; signal?: AbortSignal } = {}): AsyncGenerator<SavedSearch> {
+  async *savedSearches(p: { limit?: number; archived?: boolean; signal?: AbortSignal } = {}): AsyncGenerator<SavedSearchSummary> {
     let cursor: string | undefined;
     do {
       const page = await this.listSavedSearches({ ...p, cursor });
