@@ -69,7 +69,7 @@ func (c *Console) savedSearch(w http.ResponseWriter, r *http.Request) {
 		c.badFilters(w, r, err)
 		return
 	}
-	ss, err := c.d.SavedSearches.GetAny(r.Context(), s.OrganizationID, id)
+	ss, err := c.d.SavedSearches.GetEntry(r.Context(), s.OrganizationID, id)
 	if c.readFailed(w, r, err) {
 		return
 	}
@@ -109,7 +109,7 @@ func (c *Console) compare(w http.ResponseWriter, r *http.Request) {
 		c.badFilters(w, r, err)
 		return
 	}
-	ss, err := c.d.SavedSearches.GetAny(r.Context(), s.OrganizationID, id)
+	ss, err := c.d.SavedSearches.GetEntry(r.Context(), s.OrganizationID, id)
 	if c.readFailed(w, r, err) {
 		return
 	}

@@ -69,7 +69,7 @@ const Prefix = "/console/"
 // *savedsearch.Store has it.
 type SavedSearches interface {
 	ListAll(ctx context.Context, org uuid.UUID, p savedsearch.AuditListParams) ([]savedsearch.Entry, string, error)
-	GetAny(ctx context.Context, org, id uuid.UUID) (*savedsearch.Entry, error)
+	GetEntry(ctx context.Context, org, id uuid.UUID) (*savedsearch.Entry, error)
 }
 
 // Snapshots is what the console reads of snapshots; a *snapshot.Store has

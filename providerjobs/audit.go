@@ -129,16 +129,6 @@ func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) ([]AppliedDel
 	return list, nil
 }
 
-// Drop is one dropped delivery of a job, as agent.webhook_drops holds it
-// (for [DropRetention]).
-type Drop struct {
-	ID          uuid.UUID
-	DeliveryID  string
-	RequestHash string
-	Reason      DropReason
-	ReceivedAt  time.Time
-}
-
 // Drops returns a page of the dropped deliveries of org's job jobID,
 // newest first, and the next cursor. The drops of an unknown job name no
 // organization, so they are no organization's to read. It returns

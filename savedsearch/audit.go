@@ -85,10 +85,10 @@ func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (
 	return list, next, nil
 }
 
-// GetAny returns org's saved search id, archived or not, with its current
+// GetEntry returns org's saved search id, archived or not, with its current
 // baseline. It returns [ErrNotFound] when org has none (another
 // organization's included).
-func (s *Store) GetAny(ctx context.Context, org, id uuid.UUID) (*Entry, error) {
+func (s *Store) GetEntry(ctx context.Context, org, id uuid.UUID) (*Entry, error) {
 	e, err := scanEntry(s.db.QueryRow(ctx, savedSearchAuditGet, org, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound

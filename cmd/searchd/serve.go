@@ -153,6 +153,10 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 		obs.metrics = telemetry.NewMetrics()
 		_ = obs.metrics.WatchPool(pool) // a fresh registry: it cannot collide
 	}
+	b := buildInfo()
+	// Registered once per registry: a second server on the same metrics
+	// (tests) keeps the first's, which says the same.
+	_ = obs.metrics.SetBuildInfo(b.Version, b.Commit, b.GoVersion)
 	plane := newPlane(pool, obs)
 	startCfg := admission.Config{Hub: hub, Lease: cfg.SavedSearchLease}
 	if err := startCfg.Validate(); err != nil {
@@ -183,6 +187,8 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 		MaxPreferWait:        maxWait,
 		Metrics:              obs.metrics,
 		TracerProvider:       obs.tracerProvider(),
+		Plane:                plane,
+		CORSOrigins:          cfg.CORSOrigins,
 	})
 }
 

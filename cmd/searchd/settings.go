@@ -121,6 +121,7 @@ func serverOptions(dev bool) []option {
 		{"saved-search-lease", EnvSavedSearchLease, DefaultSavedSearchLease.String(),
 			"lease of a saved-search preparation: how long a start waits before it reclaims the key of a crashed replica, " +
 				"more than 0s and at most " + MaxSavedSearchLease.String() + " (the limit of a saved-search lease); for tests and tuning; the seed's value is 30 s"},
+		optCORSOrigins,
 		optSweepInterval,
 		optSweepJitter,
 	}
