@@ -1,7 +1,7 @@
 # The README names these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-start run
+.PHONY: setup test ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-start run build ts browser openapi-lint
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -20,7 +20,30 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-ci: test
+ci: test ts openapi-lint browser
+
+# The binary: bin/searchd, stamped with its version and commit
+# (searchd version, the searchd_build_info metric).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/searchd ./cmd/searchd
+
+# The TypeScript client (clients/ts): npm ci from the committed lock file,
+# types generated from api/openapi.json, compiled, and its own tests with
+# node's test runner.
+ts:
+	cd clients/ts && npm ci --no-audit --no-fund && npm test
+
+# The OpenAPI document through a third-party linter (Redocly's), errors fail.
+openapi-lint:
+	cd clients/ts && npx --no-install redocly lint --config ../../api/redocly.yaml ../../api/openapi.json
+
+# The browser test: a page on one loopback origin calls a real searchd on
+# another with fetch() in headless Chromium (Debian's chromium package,
+# driven by playwright-core). Needs make ts first (the compiled client).
+browser:
+	$(GO) test -tags browser -count=1 -v -timeout 5m ./test/browser/
 
 # The fault suite: three replicas on one PostgreSQL, clients retrying
 # overlapping keys, and one fault at a time (kill -9, SIGSTOP past the
@@ -69,3 +92,28 @@ bench-sweep:
 # About 10 minutes on 2 CPUs; `go run ./bench/report -quick` takes about 2.
 bench:
 	$(GO) run ./bench/report
+
+# The console's browser tests (test/console/): Debian's chromium driven by
+# playwright-core against a real searchd serve on a throwaway PostgreSQL
+# that the Go fixture starts and seeds. Needs chromium and node/npm (.ci/run
+# installs them). SCREENSHOTS=dir also writes each page's screenshot there.
+.PHONY: test-console console-screenshots bench-console
+CONSOLE_BUILD ?= $(CURDIR)/.build/console
+test-console:
+	mkdir -p $(CONSOLE_BUILD)
+	$(GO) build -o $(CONSOLE_BUILD)/searchd ./cmd/searchd
+	$(GO) build -o $(CONSOLE_BUILD)/fixture ./test/console/fixture
+	cd test/console && npm ci --no-audit --no-fund && \
+		SEARCHD_BIN=$(CONSOLE_BUILD)/searchd CONSOLE_FIXTURE=$(CONSOLE_BUILD)/fixture SCREENSHOTS=$(SCREENSHOTS) npm test
+
+# The browser tests, writing the README's screenshots to docs/console/.
+console-screenshots:
+	$(MAKE) test-console SCREENSHOTS=$(CURDIR)/docs/console
+
+# Every console page on 10,000 snapshots and 100,000 claims (a benchmark,
+# not a timed test): medians and p95 per page against a SELECT 1 baseline;
+# then what the console's lease index costs the claim path, with and
+# without it in alternating rounds on a durable cluster.
+bench-console:
+	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestConsoleBench -v -timeout 20m ./console/
+	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestLeaseIndexBench -v -timeout 10m ./operator/

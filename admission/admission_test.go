@@ -671,9 +671,11 @@ func TestCompletedPreparationIsAdmittedWithoutANewSnapshot(t *testing.T) {
 	// admission.
 	prep := b.prepareWithoutRun(t, p, hash)
 	b.wantCounts(t, 1, 0)
+	// The Run is admitted now, on the stored snapshot; the start that
+	// prepared it was the one to answer 201, so this one is a repeat.
 	res, err := b.starter.StartSavedSearch(b.ctx, p)
-	if err != nil || !res.Created || res.Snapshot.ID != prep.Snapshot.ID {
-		t.Errorf("start after the crash = %+v, %v; want a new Run on snapshot %s", res, err, prep.Snapshot.ID)
+	if err != nil || res.Created || res.Run == nil || res.Snapshot.ID != prep.Snapshot.ID {
+		t.Errorf("start after the crash = %+v, %v; want a Run on snapshot %s, answered as a repeat (200)", res, err, prep.Snapshot.ID)
 	}
 	b.wantCounts(t, 1, 1)
 }
@@ -829,7 +831,7 @@ func TestLargeSnapshotIsStoredInTheClaimByReference(t *testing.T) {
 		// The start resumes from the completed claim, through the
 		// reference for the large one, and its replay answers the same.
 		res, err := b.starter.StartSavedSearch(b.ctx, tt.p)
-		if err != nil || !res.Created || res.Snapshot.ID != prep.Snapshot.ID || *res.Run.Name != prep.SavedSearchName {
+		if err != nil || res.Created || res.Snapshot.ID != prep.Snapshot.ID || *res.Run.Name != prep.SavedSearchName {
 			t.Errorf("%s: start from the stored answer = %+v, %v; want a Run on snapshot %s", tt.p.IdempotencyKey, res, err, prep.Snapshot.ID)
 		}
 		again, err := b.starter.StartSavedSearch(b.ctx, tt.p)

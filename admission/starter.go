@@ -67,6 +67,9 @@ type Config struct {
 	// transaction just before the freeze; an error it returns is a failure
 	// of the freeze.
 	beforeFreeze func(ctx context.Context) error
+	// afterFreeze, set by tests alone, runs after this call froze the
+	// snapshot and completed its claim, before it admits the Run.
+	afterFreeze func(ctx context.Context)
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -121,8 +124,10 @@ type Result struct {
 	// Snapshot is the frozen input of a saved-search Run; nil for a direct
 	// one.
 	Snapshot *snapshot.Summary
-	// Created reports whether this call admitted the Run (201); false is a
-	// replay (200).
+	// Created reports whether this call made the start (201): for a
+	// saved-search start, the call that froze the snapshot the Run carries,
+	// whichever call's insert admitted the Run; for a direct start, the
+	// call that admitted it. False is a replay (200).
 	Created bool
 }
 
@@ -354,6 +359,9 @@ func (s *Starter) freeze(ctx context.Context, a admit, claim *idempotency.Claim)
 		// Run, as admitSavedSearch answers any repeat.
 		return s.admitSavedSearch(ctx, a, prep)
 	case err == nil:
+		if s.cfg.afterFreeze != nil {
+			s.cfg.afterFreeze(ctx)
+		}
 		return res, nil
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrKeyReused):
 		return Result{}, err
@@ -504,7 +512,12 @@ func inFlight(key string, retryAfter time.Duration) error {
 // caller completed (or, from an earlier version of searchd, completed
 // without admitting its Run): usually the Run exists and this is a replay.
 func (s *Starter) admitSavedSearch(ctx context.Context, a admit, prep *prepared) (Result, error) {
-	run, created, err := s.runs.Admit(ctx, a.params(prep.Snapshot.ID, prep.SavedSearchName))
+	// 201 belongs to the start that froze the snapshot, and that start
+	// admitted its Run in the same transaction (freezeTx). Whoever gets
+	// here read a completed preparation or found the key admitted: it is
+	// a repeat of the start and answers 200, even when its insert admits
+	// the Run (of a preparation an earlier searchd completed without one).
+	run, _, err := s.runs.Admit(ctx, a.params(prep.Snapshot.ID, prep.SavedSearchName))
 	if err != nil {
 		return Result{}, err
 	}
@@ -518,7 +531,7 @@ func (s *Starter) admitSavedSearch(ctx context.Context, a admit, prep *prepared)
 		}
 		sum = new(snap.Summary())
 	}
-	return Result{Run: run, Snapshot: sum, Created: created}, nil
+	return Result{Run: run, Snapshot: sum}, nil
 }
 
 // StartDirect starts a capability or definition Run, or replays the Run the

@@ -90,3 +90,43 @@ func TestWaitingStartRunsItselfWhenTheHolderFailsAndReleases(t *testing.T) {
 	}
 	b.wantCounts(t, 1, 1)
 }
+
+// TestTheStartThatFrozeAnswersCreatedWhoeverAdmits proves 201 belongs to
+// the call that prepared the snapshot: a repeat that reads the completed
+// claim and reaches the Run insert first is still a repeat (200), and the
+// preparer, whose insert then finds the Run, answers 201.
+func TestTheStartThatFrozeAnswersCreatedWhoeverAdmits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	frozen, resume := make(chan struct{}), make(chan struct{})
+	preparer := NewStarter(b.db, b.plane, Config{Now: b.clock.Now, afterFreeze: func(context.Context) {
+		close(frozen)
+		<-resume
+	}})
+	type answer struct {
+		res Result
+		err error
+	}
+	first := make(chan answer, 1)
+	go func() {
+		res, err := preparer.StartSavedSearch(b.ctx, b.start("k"))
+		first <- answer{res, err}
+	}()
+	<-frozen
+	repeat, err := b.starter.StartSavedSearch(b.ctx, b.start("k"))
+	if err != nil {
+		t.Fatalf("repeat: %v", err)
+	}
+	close(resume)
+	got := <-first
+	if got.err != nil {
+		t.Fatalf("preparer: %v", got.err)
+	}
+	if repeat.Created || !got.res.Created {
+		t.Errorf("repeat Created = %v, preparer Created = %v; want false for the repeat that admitted first, true for the preparer",
+			repeat.Created, got.res.Created)
+	}
+	if repeat.Run.ID != got.res.Run.ID {
+		t.Errorf("repeat Run %s, preparer Run %s; want one Run", repeat.Run.ID, got.res.Run.ID)
+	}
+}

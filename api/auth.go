@@ -25,6 +25,9 @@ const maxTokenLen = 8 << 10
 // present, is recorded as the actor of snapshots and Runs.
 type Claims struct {
 	OrgID string `json:"org_id"`
+	// Role is empty for an organization's token and [RoleOperator] for an
+	// operator's (see role.go); any other value is refused.
+	Role string `json:"role,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -45,6 +48,13 @@ func principal(c echo.Context) caller {
 
 var errUnauthorized = &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized,
 	detail: "a valid bearer token is required: an HS256 JWT with exp and org_id claims"}
+
+// errInvalidToken is the 401 of a request that sent a bearer token the
+// server refused: its challenge says so (error="invalid_token", RFC 6750
+// §3.1), so a client knows to get a new token rather than add one.
+var errInvalidToken = &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized,
+	detail:    "the bearer token is invalid or expired: send an HS256 JWT with exp and org_id claims",
+	challenge: invalidTokenChallenge}
 
 // authenticate is the middleware that admits a request only with an
 // Authorization: Bearer token that is an HS256 JWT signed with the server's
@@ -70,11 +80,11 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		var claims Claims
 		if _, err := parser.ParseWithClaims(raw, &claims, keyFunc); err != nil {
-			return errUnauthorized
+			return errInvalidToken
 		}
 		org, err := uuid.Parse(claims.OrgID)
-		if err != nil || org == uuid.Nil || !validActor(claims.Subject) {
-			return errUnauthorized
+		if err != nil || org == uuid.Nil || !validActor(claims.Subject) || !validRole(claims.Role) {
+			return errInvalidToken
 		}
 		p := caller{OrganizationID: org, Actor: claims.Subject}
 		verified.put(raw, p, claims.ExpiresAt.Time, now)

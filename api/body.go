@@ -102,7 +102,8 @@ func (s *Server) decodeBody(c echo.Context, dst any, required bodyRequired) erro
 		return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
 			detail: "the request has a body but no Content-Type: send Content-Type: application/json"}
 	}
-	if err := checkJSON(buf, reflect.TypeOf(dst)); err != nil {
+	buf, err := integralNumbers(buf, reflect.TypeOf(dst))
+	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(buf, dst); err != nil {
@@ -148,36 +149,60 @@ func isJSONMediaType(ct string) bool {
 // case-insensitively, keep the last of duplicate names, ignore unknown ones
 // on request and name a wrong-typed array element without its index.
 func checkJSON(buf []byte, t reflect.Type) error {
+	_, err := walkJSON(buf, t)
+	return err
+}
+
+// integralNumbers is checkJSON that also returns buf with every integral
+// number written in another form where the schema has an integer (10.0,
+// 1e1, 1.0E+1) rewritten as the integer (10), so Go's decoder, which takes
+// integers written as integers alone, reads what JSON Schema's integer
+// accepts: a number whose value is integral.
+func integralNumbers(buf []byte, t reflect.Type) ([]byte, error) {
+	w, err := walkJSON(buf, t)
+	if err != nil || len(w.rewrites) == 0 {
+		return buf, err
+	}
+	var out []byte
+	at := 0
+	for _, r := range w.rewrites {
+		out = append(append(out, buf[at:r.start]...), r.text...)
+		at = r.end
+	}
+	return append(out, buf[at:]...), nil
+}
+
+func walkJSON(buf []byte, t reflect.Type) (*jsonWalker, error) {
 	if !utf8.Valid(buf) {
-		return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
+		return nil, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
 			detail: "the request body is not valid UTF-8"}
 	}
 	w := &jsonWalker{dec: json.NewDecoder(bytes.NewReader(buf))}
 	w.dec.UseNumber()
 	tok, err := w.dec.Token()
 	if err != nil {
-		return malformed(err)
+		return nil, malformed(err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
+		return nil, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
 			detail: "the request body must be a JSON object"}
 	}
 	if err := w.value(tok, t, "", 1); err != nil {
 		var deep *errTooDeep
 		if errors.As(err, &deep) {
-			return validationFailed(FieldError{Field: deep.path,
+			return nil, validationFailed(FieldError{Field: deep.path,
 				Message: fmt.Sprintf("nests objects and arrays deeper than %d levels", maxJSONDepth)})
 		}
-		return malformed(err)
+		return nil, malformed(err)
 	}
 	if _, err := w.dec.Token(); err != io.EOF {
-		return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
+		return nil, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
 			detail: "the request body holds more than one JSON value"}
 	}
 	if len(w.errs) > 0 {
-		return validationFailed(w.errs...)
+		return nil, validationFailed(w.errs...)
 	}
-	return nil
+	return w, nil
 }
 
 // malformed turns a decoder error into a malformed_json problem. The detail
@@ -201,6 +226,15 @@ func (e *errTooDeep) Error() string { return "too deep at " + e.path }
 type jsonWalker struct {
 	dec  *json.Decoder
 	errs []FieldError
+	// rewrites are the integral numbers at integer fields written in a
+	// form other than an integer, in the order of the body.
+	rewrites []numberRewrite
+}
+
+// numberRewrite replaces buf[start:end] with text.
+type numberRewrite struct {
+	start, end int
+	text       string
 }
 
 func (w *jsonWalker) fail(path, msg string) {
@@ -273,7 +307,21 @@ func (w *jsonWalker) value(tok json.Token, t reflect.Type, path string, depth in
 			w.fail(path, "must be an integer")
 			return w.free(tok, path, depth)
 		}
-		if i, err := strconv.ParseInt(string(n), 10, 64); err != nil || reflect.Zero(t).OverflowInt(i) {
+		i, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil {
+			var integral bool
+			if i, integral = integralValue(string(n)); !integral {
+				w.fail(path, "must be an integer")
+				return nil
+			}
+			if i == math.MinInt64 || i == math.MaxInt64 {
+				w.fail(path, "must be an integer in range")
+				return nil
+			}
+			end := int(w.dec.InputOffset())
+			w.rewrites = append(w.rewrites, numberRewrite{start: end - len(n), end: end, text: strconv.FormatInt(i, 10)})
+		}
+		if reflect.Zero(t).OverflowInt(i) {
 			w.fail(path, "must be an integer in range")
 		}
 		return nil
@@ -483,4 +531,56 @@ func plural(unit, count string) string {
 		return strings.TrimSuffix(unit, "s")
 	}
 	return unit
+}
+
+// integralValue reads a JSON number literal that is not written as an
+// integer (a fraction, an exponent or both) and reports whether its value
+// is an integer, as JSON Schema's integer type asks: 10.0 and 1e1 are 10.
+// The digits are shifted by the exponent as text, so the answer is exact
+// and costs nothing for a huge exponent. A value beyond int64 answers
+// math.MaxInt64 or math.MinInt64 with true, which every caller refuses as
+// out of range.
+func integralValue(lit string) (int64, bool) {
+	neg := strings.HasPrefix(lit, "-")
+	lit = strings.TrimPrefix(lit, "-")
+	mant, expPart, hasExp := strings.Cut(strings.ToLower(lit), "e")
+	exp := 0
+	if hasExp {
+		e, err := strconv.Atoi(strings.TrimPrefix(expPart, "+"))
+		if err != nil {
+			e = math.MaxInt32 // beyond any range; its sign decides below
+			if strings.HasPrefix(expPart, "-") {
+				e = math.MinInt32
+			}
+		}
+		exp = e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	point := len(intPart) + exp - (len(intPart+frac) - len(digits)) // digits before the point
+	digits = strings.TrimRight(digits, "0")
+	if digits == "" {
+		return 0, true
+	}
+	if point < len(digits) {
+		return 0, false // a non-zero digit after the point
+	}
+	if point > 19 {
+		if neg {
+			return math.MinInt64, true
+		}
+		return math.MaxInt64, true
+	}
+	v := digits + strings.Repeat("0", point-len(digits))
+	if neg {
+		v = "-" + v
+	}
+	i, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		if neg {
+			return math.MinInt64, true
+		}
+		return math.MaxInt64, true
+	}
+	return i, true
 }

@@ -38,6 +38,7 @@ func (c *Claims) UnmarshalJSON(data []byte) error {
 		dst  any
 	}{
 		{"org_id", &c.OrgID},
+		{"role", &c.Role},
 		{"sub", &c.Subject},
 		{"iss", &c.Issuer},
 		{"jti", &c.ID},

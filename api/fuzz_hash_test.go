@@ -215,10 +215,23 @@ func FuzzStartRequestHash(f *testing.F) {
 			}
 		}
 
+		// An integral max_results written as a fraction or with an
+		// exponent is the same integer (JSON Schema's integer is a value,
+		// not a spelling): it starts and hashes like the plain form.
+		for _, same := range []string{fmt.Sprintf("%d.0", normal), fmt.Sprintf("%de0", normal),
+			fmt.Sprintf("%d.000E+0", normal)} {
+			body := `{"max_results":` + same + `}`
+			got, _ := hashOf(path, startBody{body: []byte(body), contentType: "application/json", key: key})
+			plain, _ := hashOf(path, startBody{body: []byte(fmt.Sprintf(`{"max_results":%d}`, normal)), contentType: "application/json", key: key})
+			if got == "" || got != plain {
+				t.Fatalf("start %s hashes %q, want the hash %q of max_results %d", body, got, plain, normal)
+			}
+		}
+
 		// A max_results that is not an integer in range is refused, never
 		// read as another number.
 		for _, bad := range []string{
-			fmt.Sprintf("%d.0", normal), fmt.Sprintf("%de0", normal), fmt.Sprintf("%q", strconv.Itoa(normal)),
+			fmt.Sprintf("%d.5", normal), fmt.Sprintf("%de-1", normal*10+1), fmt.Sprintf("%q", strconv.Itoa(normal)),
 			"0", "-1", strconv.Itoa(admission.MaxMaxResults + 1), "1e400", "true", "[1]",
 		} {
 			body := `{"max_results":` + bad + `}`

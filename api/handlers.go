@@ -2,15 +2,22 @@ package api
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -85,28 +92,94 @@ func nextCursor(next string) *string {
 	return &next
 }
 
+// createSavedSearch creates a saved search: 201 with its ETag. With an
+// Idempotency-Key the create runs once per key on the plane: a repeat of
+// the request answers the saved search the key created, as it is now (an
+// archived one too), 200 with Idempotent-Replayed; the same key with
+// another body is 422 key_reused, and while the first request is still in
+// flight 409 in_progress.
 func (s *Server) createSavedSearch(c echo.Context) error {
+	key, hasKey, err := s.optionalKey(c)
+	if err != nil {
+		return err
+	}
 	var req savedsearch.CreateParams
 	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
 		return err
 	}
 	p := principal(c)
 	req.Actor = p.Actor
-	ss, err := s.savedSearches.Create(c.Request().Context(), p.OrganizationID, req)
-	if err != nil {
+	ctx := c.Request().Context()
+	var ss *savedsearch.SavedSearch
+	status := http.StatusCreated
+	if hasKey {
+		if req.Baseline.Items == nil {
+			req.Baseline.Items = []string{} // omitted and empty ask for the same
+		}
+		hash, err := requestHash("searchd.saved_search.create.v1", struct {
+			Name     string               `json:"name"`
+			Brief    savedsearch.Brief    `json:"brief"`
+			Baseline savedsearch.Baseline `json:"baseline"`
+		}{req.Name, req.Brief, req.Baseline})
+		if err != nil {
+			return err
+		}
+		id, first, err := s.createOnce(ctx, p.OrganizationID,
+			keyedCreate{scope: idempotency.ScopeSavedSearchCreate, key: key, hash: hash, resourceType: "saved_search"},
+			func(ctx context.Context, tx pgx.Tx) (string, error) {
+				created, err := s.savedSearches.CreateIn(ctx, tx, p.OrganizationID, req)
+				if err != nil {
+					return "", err
+				}
+				ss = created
+				return created.ID.String(), nil
+			})
+		if err != nil {
+			return err
+		}
+		if !first {
+			ssID, err := uuid.Parse(id)
+			if err != nil {
+				return fmt.Errorf("api: the claim names saved search %q: %w", id, err)
+			}
+			if ss, err = s.savedSearches.GetAny(ctx, p.OrganizationID, ssID); err != nil {
+				return err
+			}
+			status = http.StatusOK
+			markReplayed(c)
+		}
+	} else if ss, err = s.savedSearches.Create(ctx, p.OrganizationID, req); err != nil {
 		return err
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/saved-searches/"+ss.ID.String())
-	return c.JSON(http.StatusCreated, ss)
+	setETag(c, ss)
+	return c.JSON(status, ss)
 }
 
+// archivedQuery reads ?archived=: true or false (the default).
+func archivedQuery(c echo.Context) (bool, error) {
+	switch c.QueryParam("archived") {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, validationFailed(FieldError{Field: "archived", Message: "must be true or false"})
+}
+
+// listSavedSearches lists the live saved searches, or with ?archived=true
+// the archived ones, newest first.
 func (s *Server) listSavedSearches(c echo.Context) error {
 	limit, cursor, err := listQuery(c, savedsearch.MaxListLimit)
 	if err != nil {
 		return err
 	}
+	archived, err := archivedQuery(c)
+	if err != nil {
+		return err
+	}
 	items, next, err := s.savedSearches.List(c.Request().Context(), principal(c).OrganizationID,
-		savedsearch.ListParams{Limit: limit, Cursor: cursor})
+		savedsearch.ListParams{Limit: limit, Cursor: cursor, Archived: archived})
 	if err != nil {
 		return err
 	}
@@ -116,24 +189,56 @@ func (s *Server) listSavedSearches(c echo.Context) error {
 	return c.JSON(http.StatusOK, page[savedsearch.Summary]{Items: items, NextCursor: nextCursor(next)})
 }
 
+// getSavedSearch reads a live saved search, or with ?archived=true one
+// that may be archived (archived_at says whether it is), with its ETag.
 func (s *Server) getSavedSearch(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
 		return err
 	}
-	ss, err := s.savedSearches.Get(c.Request().Context(), principal(c).OrganizationID, id)
+	archived, err := archivedQuery(c)
 	if err != nil {
 		return err
 	}
+	get := s.savedSearches.Get
+	if archived {
+		get = s.savedSearches.GetAny
+	}
+	ss, err := get(c.Request().Context(), principal(c).OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	setETag(c, ss)
 	return c.JSON(http.StatusOK, ss)
 }
 
-// updateSavedSearch changes the name and/or the brief. A body that sets
-// neither is refused: "name and/or brief" means at least one.
+// MediaTypeMergePatch is the Content-Type of an RFC 7396 merge patch.
+const MediaTypeMergePatch = "application/merge-patch+json"
+
+// mergePatchAttempts bounds how often a merge patch without If-Match is
+// reapplied when another writer changed the saved search between the
+// read it was applied to and the write.
+const mergePatchAttempts = 5
+
+// updateSavedSearch changes the name and/or the brief. With
+// application/json a body sets name and/or brief, each replacing the whole
+// value; a body that sets neither is refused: "name and/or brief" means at
+// least one. With application/merge-patch+json the body is an RFC 7396
+// merge patch of {"name", "brief"}: a member null removes (a filter), a
+// member set replaces, objects merge member by member. Any other media
+// type is 415. If-Match makes the change conditional on the version
+// (412 precondition_failed otherwise); the answer carries the new ETag.
 func (s *Server) updateSavedSearch(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
 		return err
+	}
+	ct := c.Request().Header.Get(echo.HeaderContentType)
+	if mt, _, _ := mime.ParseMediaType(ct); mt == MediaTypeMergePatch {
+		return s.mergePatchSavedSearch(c, id)
+	} else if ct != "" && mt != echo.MIMEApplicationJSON {
+		return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
+			detail: "PATCH takes application/json (name and/or brief replaced whole) or application/merge-patch+json (RFC 7396)"}
 	}
 	var req savedsearch.UpdateParams
 	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
@@ -144,13 +249,102 @@ func (s *Server) updateSavedSearch(c echo.Context) error {
 			FieldError{Field: "name", Message: "is required when brief is absent"},
 			FieldError{Field: "brief", Message: "is required when name is absent"})
 	}
+	req.IfMatch = ifMatch(c.Request().Header)
 	ss, err := s.savedSearches.Update(c.Request().Context(), principal(c).OrganizationID, id, req)
 	if err != nil {
-		return err
+		return preconditionFailed(err)
 	}
+	setETag(c, ss)
 	return c.JSON(http.StatusOK, ss)
 }
 
+// savedSearchPatch is the body of a merge patch: the members a patch may
+// touch, kept as written (null included, which removes).
+type savedSearchPatch struct {
+	Name  json.RawMessage `json:"name"`
+	Brief json.RawMessage `json:"brief"`
+}
+
+// mergePatchSavedSearch applies an RFC 7396 merge patch to the name and
+// brief of saved search id. The patch is applied to the saved search as
+// read, and the write is conditional on the version read: a writer in
+// between makes it read and apply again (with If-Match, the client's
+// precondition decides instead, 412).
+func (s *Server) mergePatchSavedSearch(c echo.Context, id uuid.UUID) error {
+	var body savedSearchPatch
+	if err := s.decodeBody(c, &body, bodyMandatory); err != nil {
+		return err
+	}
+	if body.Name == nil && body.Brief == nil {
+		return validationFailed(
+			FieldError{Field: "name", Message: "is required when brief is absent"},
+			FieldError{Field: "brief", Message: "is required when name is absent"})
+	}
+	patch := map[string]json.RawMessage{}
+	if body.Name != nil {
+		patch["name"] = body.Name
+	}
+	if body.Brief != nil {
+		patch["brief"] = body.Brief
+	}
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	ctx, org := c.Request().Context(), principal(c).OrganizationID
+	clientMatch := ifMatch(c.Request().Header)
+	for attempt := 1; ; attempt++ {
+		cur, err := s.savedSearches.Get(ctx, org, id)
+		if err != nil {
+			return err
+		}
+		if clientMatch != nil && !clientMatch(cur.Version) {
+			return preconditionFailed(&savedsearch.VersionMismatchError{Current: cur.Version})
+		}
+		doc, err := json.Marshal(struct {
+			Name  string            `json:"name"`
+			Brief savedsearch.Brief `json:"brief"`
+		}{cur.Name, cur.Brief})
+		if err != nil {
+			return err
+		}
+		merged, err := jsonpatch.MergePatch(doc, raw)
+		if err != nil {
+			return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
+				detail: "the merge patch could not be applied: " + err.Error()}
+		}
+		var req savedsearch.UpdateParams
+		if err := checkJSON(merged, reflect.TypeOf(&req)); err != nil {
+			return err
+		}
+		if err := json.Unmarshal(merged, &req); err != nil {
+			return validationFailed(FieldError{Field: "", Message: "the patched saved search is invalid"})
+		}
+		switch {
+		case req.Name == nil:
+			return validationFailed(FieldError{Field: "name", Message: "is required: the patch may not remove it"})
+		case req.Brief == nil:
+			return validationFailed(FieldError{Field: "brief", Message: "is required: the patch may not remove it"})
+		}
+		if err := validate.Struct(&req); err != nil {
+			return validationProblem(err)
+		}
+		read := cur.Version
+		req.IfMatch = func(v int64) bool { return v == read }
+		ss, err := s.savedSearches.Update(ctx, org, id, req)
+		if errors.Is(err, savedsearch.ErrVersionMismatch) && clientMatch == nil && attempt < mergePatchAttempts {
+			continue
+		}
+		if err != nil {
+			return preconditionFailed(err)
+		}
+		setETag(c, ss)
+		return c.JSON(http.StatusOK, ss)
+	}
+}
+
+// replaceBaseline replaces the whole baseline; If-Match makes it
+// conditional on the version, and the answer carries the new ETag.
 func (s *Server) replaceBaseline(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -160,20 +354,25 @@ func (s *Server) replaceBaseline(c echo.Context) error {
 	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
 		return err
 	}
-	ss, err := s.savedSearches.ReplaceBaseline(c.Request().Context(), principal(c).OrganizationID, id, req)
+	ss, err := s.savedSearches.ReplaceBaselineIf(c.Request().Context(), principal(c).OrganizationID, id, req,
+		ifMatch(c.Request().Header))
 	if err != nil {
-		return err
+		return preconditionFailed(err)
 	}
+	setETag(c, ss)
 	return c.JSON(http.StatusOK, ss)
 }
 
+// archiveSavedSearch archives; If-Match makes it conditional on the
+// version.
 func (s *Server) archiveSavedSearch(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
 		return err
 	}
-	if err := s.savedSearches.Archive(c.Request().Context(), principal(c).OrganizationID, id); err != nil {
-		return err
+	if err := s.savedSearches.ArchiveIf(c.Request().Context(), principal(c).OrganizationID, id,
+		ifMatch(c.Request().Header)); err != nil {
+		return preconditionFailed(err)
 	}
 	return c.NoContent(http.StatusNoContent)
 }

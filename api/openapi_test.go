@@ -125,3 +125,49 @@ func TestOpenAPIValidatesRealResponses(t *testing.T) {
 		t.Error("an undocumented status passed validation")
 	}
 }
+
+// TestOpenAPIHasAnExampleForEveryBodyAndADescriptionForEveryOperation: a
+// reader of the document (and a generated client's docs) sees an example of
+// every request and answer body, valid against its schema, and what every
+// operation does.
+func TestOpenAPIHasAnExampleForEveryBodyAndADescriptionForEveryOperation(t *testing.T) {
+	t.Parallel()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(api.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(loader.Context, openapi3.EnableExamplesValidation()); err != nil {
+		t.Fatalf("an example does not match its schema: %v", err)
+	}
+	bodies := 0
+	check := func(where string, content openapi3.Content) {
+		for ct, m := range content {
+			bodies++
+			if m.Example == nil && len(m.Examples) == 0 {
+				t.Errorf("%s %s has no example", where, ct)
+			}
+		}
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if strings.TrimSpace(op.Description) == "" {
+				t.Errorf("%s %s has no description", method, path)
+			}
+			if op.RequestBody != nil && op.RequestBody.Value != nil {
+				check(method+" "+path+" request", op.RequestBody.Value.Content)
+			}
+			for status, r := range op.Responses.Map() {
+				if r.Ref == "" && r.Value != nil {
+					check(method+" "+path+" "+status, r.Value.Content)
+				}
+			}
+		}
+	}
+	for name, r := range doc.Components.Responses {
+		check("response "+name, r.Value.Content)
+	}
+	if bodies < 40 {
+		t.Fatalf("only %d bodies: the walk is broken", bodies)
+	}
+}

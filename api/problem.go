@@ -44,14 +44,21 @@ const (
 	CodeMissingDeliveryID     = "missing_delivery_id"
 	CodeInvalidDeliveryID     = "invalid_delivery_id"
 	CodeRateLimited           = "rate_limited"
+	CodePreconditionFailed    = "precondition_failed"
 )
 
 // ProblemTypeBase prefixes the "type" URI of every problem; the code
-// completes it. The URIs identify problem types; they are not fetched.
-const ProblemTypeBase = "https://searchd.dev/problems/"
+// completes it. It is a URI reference relative to the API (RFC 9457
+// §3.1.1), so it resolves to the page searchd itself serves about the
+// code: GET /problems/{code}.
+const ProblemTypeBase = problemsPath + "/"
 
 // MediaTypeProblem is the Content-Type of every error response (RFC 9457).
 const MediaTypeProblem = "application/problem+json"
+
+// inProgressRetryAfter is the most a 409 in_progress asks a client to
+// wait: a preparation in flight is usually done well within it.
+const inProgressRetryAfter = time.Second
 
 // unavailableRetryAfter is the Retry-After of a 503: long enough for a
 // restarted database or a drained pool, short enough not to strand clients.
@@ -69,6 +76,9 @@ type Problem struct {
 	RequestID string `json:"request_id,omitempty"`
 	// Errors lists the refused fields of a validation_failed problem.
 	Errors []FieldError `json:"errors,omitempty"`
+	// CurrentVersion is the version a precondition_failed change was
+	// judged against: the saved search's version now.
+	CurrentVersion *int64 `json:"current_version,omitempty"`
 }
 
 // titles holds the fixed title of each code.
@@ -90,6 +100,7 @@ var titles = map[string]string{
 	CodeMissingDeliveryID:     "webhook-id header missing",
 	CodeInvalidDeliveryID:     "webhook-id header invalid",
 	CodeRateLimited:           "Too many requests in flight",
+	CodePreconditionFailed:    "Precondition failed",
 }
 
 // apiError is an error the HTTP layer itself decided on: its status, code
@@ -103,12 +114,19 @@ type apiError struct {
 	// challenge is the WWW-Authenticate of a 401; empty for the bearer
 	// token's, [bearerChallenge].
 	challenge string
+	// currentVersion and etag describe the resource a 412 refused a
+	// change to.
+	currentVersion *int64
+	etag           string
 }
 
 // The WWW-Authenticate challenges of a 401: every 401 carries one (RFC 9110
 // §11.6.1), naming the scheme that would have been accepted.
 const (
 	bearerChallenge = `Bearer realm="searchd"`
+	// invalidTokenChallenge answers a request that sent a bearer token
+	// the server refused (RFC 6750 §3.1).
+	invalidTokenChallenge = `Bearer realm="searchd", error="invalid_token"`
 	// signatureChallenge answers a provider callback, which is signed
 	// (Standard Webhooks), not behind a bearer token: a client told to
 	// send a token there would be told wrong.
@@ -152,11 +170,20 @@ func problemFor(err error) *apiError {
 	if errors.As(err, &he) {
 		return echoProblem(he)
 	}
+	if errors.As(err, new(*savedsearch.VersionMismatchError)) {
+		return preconditionFailed(err).(*apiError)
+	}
 	if errors.Is(err, idempotency.ErrClaimInFlight) {
-		retryAfter := time.Second // the sentinel alone carries no delay
+		// Retry-After is a hint of when the answer is likely ready, not
+		// the lease: a preparation or a keyed create is one short
+		// transaction, done in milliseconds, while the lease is the bound
+		// on recovering from a crashed holder. So a retry comes after
+		// inProgressRetryAfter, or sooner when the lease passes sooner;
+		// a client that can wait asks for Prefer: wait instead.
+		retryAfter := inProgressRetryAfter
 		var inFlight *idempotency.InFlightError
-		if errors.As(err, &inFlight) {
-			retryAfter = inFlight.RetryAfter
+		if errors.As(err, &inFlight) && inFlight.RetryAfter > 0 {
+			retryAfter = min(inFlight.RetryAfter, inProgressRetryAfter)
 		}
 		return &apiError{status: http.StatusConflict, code: CodeInProgress,
 			detail:     "a request with this Idempotency-Key is still being prepared; retry after the Retry-After delay",
@@ -334,12 +361,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 
 func (s *Server) writeProblem(c echo.Context, p *apiError, reqID string) {
 	body := Problem{
-		Type:   ProblemTypeBase + p.code,
-		Title:  titles[p.code],
-		Status: p.status,
-		Detail: p.detail,
-		Code:   p.code,
-		Errors: p.fields,
+		Type:           ProblemTypeBase + p.code,
+		Title:          titles[p.code],
+		Status:         p.status,
+		Detail:         p.detail,
+		Code:           p.code,
+		Errors:         p.fields,
+		CurrentVersion: p.currentVersion,
 		// Every problem, not only a 500: a client's 409 or 422 is worth
 		// finding in the log too.
 		RequestID: reqID,
@@ -350,6 +378,9 @@ func (s *Server) writeProblem(c echo.Context, p *apiError, reqID string) {
 	}
 	if p.status == http.StatusUnauthorized {
 		h.Set(echo.HeaderWWWAuthenticate, cmp.Or(p.challenge, bearerChallenge))
+	}
+	if p.etag != "" {
+		h.Set(HeaderETag, p.etag)
 	}
 	h.Set(echo.HeaderContentType, MediaTypeProblem)
 	if c.Request().Method == http.MethodHead {

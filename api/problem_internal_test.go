@@ -32,7 +32,10 @@ func TestProblemForMapsEveryDomainOutcome(t *testing.T) {
 		{"snapshot not found", snapshot.ErrNotFound, 404, CodeNotFound, 0},
 		{"run not found", wrap(runs.ErrNotFound), 404, CodeNotFound, 0},
 		{"key reused", admission.ErrKeyReused, 422, CodeKeyReused, 0},
-		{"in flight", wrap(&idempotency.InFlightError{RetryAfter: 2500 * time.Millisecond}), 409, CodeInProgress, 2500 * time.Millisecond},
+		// Retry-After is a readiness hint: at most inProgressRetryAfter,
+		// sooner when the lease passes sooner, never the whole lease.
+		{"in flight", wrap(&idempotency.InFlightError{RetryAfter: 25 * time.Second}), 409, CodeInProgress, time.Second},
+		{"in flight, lease nearly over", wrap(&idempotency.InFlightError{RetryAfter: 300 * time.Millisecond}), 409, CodeInProgress, 300 * time.Millisecond},
 		{"in flight, bare sentinel", idempotency.ErrClaimInFlight, 409, CodeInProgress, time.Second},
 		{"bad cursor", runs.ErrInvalidCursor, 400, CodeValidationFailed, 0},
 		{"plane refuses a key", wrap(&idempotency.InputError{Field: "key", Reason: "x"}), 400, CodeInvalidIdempotencyKey, 0},
@@ -69,5 +72,19 @@ func TestProblemForMapsEveryDomainOutcome(t *testing.T) {
 	}
 	if got := retryAfterSeconds(0); got != 1 {
 		t.Errorf("retryAfterSeconds(0) = %d, want 1", got)
+	}
+}
+
+// TestEveryProblemCodeHasItsPage: the page a problem's type names exists
+// for every code the API answers with (titles holds them all).
+func TestEveryProblemCodeHasItsPage(t *testing.T) {
+	for code := range titles {
+		doc, ok := problemDocFor(code)
+		if !ok || doc.Meaning == "" || doc.Action == "" || doc.Status < 400 {
+			t.Errorf("problem code %s has no documentation page (problemDocs)", code)
+		}
+	}
+	if len(problemDocs) != len(titles) {
+		t.Errorf("%d problem pages for %d codes", len(problemDocs), len(titles))
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
@@ -130,6 +131,10 @@ type registerProviderJobRequest struct {
 // receive another organization's callbacks. A body that fails the checks
 // is 400 validation_failed; a Run the organization does not have is 404.
 func (s *Server) registerProviderJob(c echo.Context) error {
+	key, hasKey, err := s.optionalKey(c)
+	if err != nil {
+		return err
+	}
 	var req registerProviderJobRequest
 	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
 		return err
@@ -153,13 +158,51 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	if len(fields) > 0 {
 		return validationFailed(fields...)
 	}
-	job, created, err := s.providerJobs.Register(c.Request().Context(), principal(c).OrganizationID, providerjobs.RegisterParams{
-		RunID:         runID,
-		Provider:      req.Provider,
-		ProviderJobID: req.ProviderJobID,
-	})
-	if err != nil {
-		return err
+	org := principal(c).OrganizationID
+	params := providerjobs.RegisterParams{RunID: runID, Provider: req.Provider, ProviderJobID: req.ProviderJobID}
+	var (
+		job     *providerjobs.Job
+		created bool
+	)
+	if hasKey {
+		// On the plane: the first request with the key registers (201, or
+		// 200 when the job was registered for the Run before, as without
+		// a key); a repeat answers the job it registered, 200 with
+		// Idempotent-Replayed, whatever has been registered since.
+		hash, err := requestHash("searchd.provider_job.register.v1", params)
+		if err != nil {
+			return err
+		}
+		var registered bool
+		id, first, err := s.createOnce(c.Request().Context(), org,
+			keyedCreate{scope: idempotency.ScopeProviderJobRegister, key: key, hash: hash, resourceType: "provider_job"},
+			func(ctx context.Context, tx pgx.Tx) (string, error) {
+				j, made, err := s.providerJobs.RegisterIn(ctx, tx, org, params)
+				if err != nil {
+					return "", err
+				}
+				job, registered = j, made
+				return j.ID.String(), nil
+			})
+		if err != nil {
+			return err
+		}
+		if !first {
+			jobID, err := uuid.Parse(id)
+			if err != nil {
+				return fmt.Errorf("api: the claim names provider job %q: %w", id, err)
+			}
+			if job, err = s.providerJobs.Get(c.Request().Context(), org, jobID); err != nil {
+				return err
+			}
+			markReplayed(c)
+		}
+		created = first && registered
+	} else {
+		var err error
+		if job, created, err = s.providerJobs.Register(c.Request().Context(), org, params); err != nil {
+			return err
+		}
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/provider-jobs/"+job.ID.String())
 	status := http.StatusOK
@@ -167,6 +210,23 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 		status = http.StatusCreated
 	}
 	return c.JSON(status, jobResponse(job))
+}
+
+// listProviderJobDrops answers the deliveries of a job that were dropped
+// (duplicate, hash_mismatch, job_mismatch), newest first: the audit the
+// drops table keeps, readable by the job's organization alone.
+func (s *Server) listProviderJobDrops(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	drops, err := s.providerJobs.ListDrops(c.Request().Context(), principal(c).OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, struct {
+		Items []providerjobs.Drop `json:"items"`
+	}{drops})
 }
 
 func (s *Server) getProviderJob(c echo.Context) error {

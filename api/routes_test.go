@@ -45,6 +45,10 @@ var publicRoutes = map[string]bool{
 	"GET /readyz":       true,
 	"GET /openapi.json": true,
 	"GET /metrics":      true,
+	// The documentation of the problem types, which every problem's type
+	// names.
+	"GET /problems":       true,
+	"GET /problems/:code": true,
 }
 
 // callbackRoute authenticates by a Standard Webhooks signature instead of a
@@ -53,11 +57,14 @@ var publicRoutes = map[string]bool{
 const callbackRoute = "POST /v1/callbacks/:provider/jobs/:job_id"
 
 // routes returns the routes the server registers, sorted, without echo's
-// own catch-alls for a group's middleware.
+// own catch-alls for a group's middleware, and without the HEAD route of
+// each GET route: it runs the GET's handler and middleware, and
+// TestHeadAnswersEveryGetRoute checks it against its GET.
 func (b *bundle) routes() []route {
 	var out []route
 	for _, r := range b.api.Handler().(*echo.Echo).Routes() {
-		if strings.HasPrefix(r.Method, "echo_") || strings.HasSuffix(r.Path, "*") || r.Path == "/v1" {
+		if strings.HasPrefix(r.Method, "echo_") || strings.HasSuffix(r.Path, "*") || r.Path == "/v1" ||
+			r.Method == http.MethodHead {
 			continue
 		}
 		out = append(out, route{r.Method, r.Path})
@@ -160,6 +167,8 @@ func (w *world) url(r route, values ...string) string {
 			v = acme
 		case "job_id":
 			v = pathOf(w.job)
+		case "code":
+			v = "in_progress" // a problem type's page
 		default:
 			if v = w.resourceID(r.path); v == "" {
 				v = uuid.NewString() // names nothing

@@ -34,12 +34,14 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
@@ -52,6 +54,13 @@ import (
 // *savedsearch.Store has it.
 type SavedSearches interface {
 	Create(ctx context.Context, org uuid.UUID, p savedsearch.CreateParams) (*savedsearch.SavedSearch, error)
+	// CreateIn creates on tx: a keyed create completes its claim in the
+	// same transaction.
+	CreateIn(ctx context.Context, tx savedsearch.DBTX, org uuid.UUID, p savedsearch.CreateParams) (*savedsearch.SavedSearch, error)
+	// GetAny reads a live or an archived saved search.
+	GetAny(ctx context.Context, org, id uuid.UUID) (*savedsearch.SavedSearch, error)
+	ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b savedsearch.Baseline, ifMatch func(int64) bool) (*savedsearch.SavedSearch, error)
+	ArchiveIf(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) error
 	Get(ctx context.Context, org, id uuid.UUID) (*savedsearch.SavedSearch, error)
 	List(ctx context.Context, org uuid.UUID, p savedsearch.ListParams) ([]savedsearch.Summary, string, error)
 	Update(ctx context.Context, org, id uuid.UUID, p savedsearch.UpdateParams) (*savedsearch.SavedSearch, error)
@@ -83,6 +92,11 @@ type Starter interface {
 type ProviderJobs interface {
 	Register(ctx context.Context, org uuid.UUID, p providerjobs.RegisterParams) (job *providerjobs.Job, created bool, err error)
 	Get(ctx context.Context, org, id uuid.UUID) (*providerjobs.Job, error)
+	// RegisterIn registers on tx: a keyed registration completes its
+	// claim in the same transaction.
+	RegisterIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p providerjobs.RegisterParams) (job *providerjobs.Job, created bool, err error)
+	// ListDrops reads the dropped deliveries of a job.
+	ListDrops(ctx context.Context, org, id uuid.UUID) ([]providerjobs.Drop, error)
 	Receive(ctx context.Context, d providerjobs.Delivery) (providerjobs.Outcome, error)
 }
 
@@ -133,6 +147,17 @@ type Deps struct {
 	// N is cut to it. Zero (the default) ignores the preference: set it
 	// only when Starter can wait (admission.Config.Hub).
 	MaxPreferWait time.Duration
+	// Plane is the idempotency plane keyed creates (saved searches,
+	// provider-job registrations) claim their Idempotency-Key on. Nil
+	// makes one on Pool with the default config; give the same plane as
+	// the Starter's so its observer counts every claim.
+	Plane *idempotency.Service
+	// CORSOrigins are the origins (scheme://host[:port]) a browser page
+	// may call the API from: their preflights are answered without a
+	// token and their answers carry Access-Control-Allow-Origin and expose
+	// the headers a UI reads. Empty (the default) allows no other origin;
+	// "*" allows every origin.
+	CORSOrigins []string
 	// Ready, when set, replaces the readiness check of /readyz: it returns
 	// nil when the service can take traffic. The default pings Pool and
 	// checks that its schema is at the newest migration, on every probe;
@@ -165,6 +190,11 @@ type Server struct {
 	maxPreferWait        time.Duration
 	ready                func(ctx context.Context) error
 	orgLimiter           *orgLimiter
+	// pool and plane serve keyed creates (creates.go); corsOrigins the
+	// CORS middleware (cors.go).
+	pool        *pgxpool.Pool
+	plane       *idempotency.Service
+	corsOrigins []string
 
 	// providerSecrets holds a copy of each provider's callback secret
 	// from Deps.ProviderSecrets: the key of its signatures' HMAC.
@@ -215,6 +245,15 @@ func New(d Deps) (*Server, error) {
 		maxBodyBytes:  d.MaxBodyBytes,
 		maxPreferWait: d.MaxPreferWait,
 		ready:         d.Ready,
+		pool:          d.Pool,
+		plane:         d.Plane,
+		corsOrigins:   d.CORSOrigins,
+	}
+	if err := ValidateCORSOrigins(d.CORSOrigins); err != nil {
+		return nil, err
+	}
+	if s.plane == nil && d.Pool != nil {
+		s.plane = idempotency.NewService(d.Pool, idempotency.Config{})
 	}
 	s.providerSecrets = secrets
 	s.orgLimiter = newOrgLimiter(cmp.Or(d.OrgMaxInFlight, DefaultOrgMaxInFlight))
@@ -245,31 +284,45 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.requestID, s.trace, s.measure, s.accessLog, s.recoverPanic, s.traceStart)
+	e.Use(s.requestID, s.trace, s.measure, s.accessLog, s.recoverPanic, s.cors(), s.traceStart)
 
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
-	e.GET("/openapi.json", serveOpenAPI)
-	e.GET("/metrics", s.serveMetrics)
-	// Outside the /v1 group: a provider authenticates by the signature of
-	// its body, not by a bearer token.
+	// get registers a GET route and its HEAD (RFC 9110 §9.3.2: the same
+	// answer without the body, which net/http discards).
+	get := func(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+		e.GET(path, h, m...)
+		e.HEAD(path, h, m...)
+	}
+	get("/healthz", s.healthz)
+	get("/readyz", s.readyz)
+	get("/openapi.json", serveOpenAPI)
+	get("/metrics", s.serveMetrics)
+	get(problemsPath, s.serveProblemIndex)
+	get(problemsPath+"/:code", s.serveProblemPage)
+	// Outside the bearer token: a provider authenticates by the signature
+	// of its body.
 	e.POST("/v1/callbacks/:provider/jobs/:job_id", s.receiveCallback)
 
-	v1 := e.Group("/v1", s.authenticate, s.limitOrganization)
-	v1.POST("/saved-searches", s.createSavedSearch)
-	v1.GET("/saved-searches", s.listSavedSearches)
-	v1.GET("/saved-searches/:id", s.getSavedSearch)
-	v1.PATCH("/saved-searches/:id", s.updateSavedSearch)
-	v1.DELETE("/saved-searches/:id", s.archiveSavedSearch)
-	v1.PUT("/saved-searches/:id/baseline", s.replaceBaseline)
-	v1.POST("/saved-searches/:id/start", s.startSavedSearch)
-	v1.GET("/saved-searches/:id/snapshots", s.listSnapshots)
-	v1.POST("/runs", s.startDirect)
-	v1.GET("/runs", s.listRuns)
-	v1.GET("/runs/:id", s.getRun)
-	v1.GET("/snapshots/:id", s.getSnapshot)
-	v1.POST("/provider-jobs", s.registerProviderJob)
-	v1.GET("/provider-jobs/:id", s.getProviderJob)
+	// The /v1 routes authenticate route by route rather than through a
+	// group middleware: echo answers a group's unmatched methods with its
+	// catch-all 404, where a known path with a wrong method is a 405 with
+	// Allow. Each authenticates, then takes its organization's share of
+	// the concurrency cap, as the group did.
+	auth, limit := s.authenticate, s.limitOrganization
+	e.POST("/v1/saved-searches", s.createSavedSearch, auth, limit)
+	get("/v1/saved-searches", s.listSavedSearches, auth, limit)
+	get("/v1/saved-searches/:id", s.getSavedSearch, auth, limit)
+	e.PATCH("/v1/saved-searches/:id", s.updateSavedSearch, auth, limit)
+	e.DELETE("/v1/saved-searches/:id", s.archiveSavedSearch, auth, limit)
+	e.PUT("/v1/saved-searches/:id/baseline", s.replaceBaseline, auth, limit)
+	e.POST("/v1/saved-searches/:id/start", s.startSavedSearch, auth, limit)
+	get("/v1/saved-searches/:id/snapshots", s.listSnapshots, auth, limit)
+	e.POST("/v1/runs", s.startDirect, auth, limit)
+	get("/v1/runs", s.listRuns, auth, limit)
+	get("/v1/runs/:id", s.getRun, auth, limit)
+	get("/v1/snapshots/:id", s.getSnapshot, auth, limit)
+	e.POST("/v1/provider-jobs", s.registerProviderJob, auth, limit)
+	get("/v1/provider-jobs/:id", s.getProviderJob, auth, limit)
+	get("/v1/provider-jobs/:id/drops", s.listProviderJobDrops, auth, limit)
 	return e
 }
 

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -100,6 +101,10 @@ type request struct {
 	// key is the Idempotency-Key header; empty for none.
 	key    string
 	safety safety
+	// preferWait, when positive, is sent as Prefer: wait=N (whole seconds).
+	preferWait time.Duration
+	// ifMatch is the If-Match header; empty for none.
+	ifMatch string
 }
 
 // response is the answer of the attempt that succeeded.
@@ -207,6 +212,12 @@ func (c *Client) attempt(ctx context.Context, r request) (*response, error) {
 	req.Header.Set("User-Agent", c.userAgent)
 	if r.key != "" {
 		req.Header.Set(headerIdempotencyKey, keyHeader(r.key))
+	}
+	if r.preferWait >= time.Second {
+		req.Header.Set("Prefer", "wait="+strconv.Itoa(int(r.preferWait/time.Second)))
+	}
+	if r.ifMatch != "" {
+		req.Header.Set("If-Match", r.ifMatch)
 	}
 
 	res, err := c.http.Do(req)

@@ -20,16 +20,17 @@
 // failed attempt is repeated depends on what the failure proves and on the
 // request:
 //
-//   - Safe requests are the reads (GET), the starts, which always carry
-//     an Idempotency-Key, so a repeat replays rather than starts again, and
-//     [Client.RegisterProviderJob], whose provider job id is its key: a
-//     repeat for the same Run answers the job registered before. They are
+//   - Safe requests are the reads (GET), and the starts and creates
+//     ([Client.CreateSavedSearch], [Client.RegisterProviderJob]), which
+//     always carry an Idempotency-Key (minted per call, or given with
+//     [WithIdempotencyKey]), so a repeat replays rather than starts or
+//     creates again. They are
 //     retried after a connection error (refused, reset, closed before the
 //     answer, an attempt that ran out of [RetryPolicy.AttemptTimeout]),
 //     409 in_progress (another attempt with the key is still being
 //     prepared), 429, 502, 503 and 504.
-//   - Writes without a key (create, update and archive a saved search,
-//     replace its baseline) are retried only when the request provably never
+//   - Writes without a key (update and archive a saved search, replace its
+//     baseline) are retried only when the request provably never
 //     reached the server: the connection could not be made (dial errors,
 //     such as connection refused). A reset, a timeout or a 503 after the
 //     request was sent leaves open whether the server applied it, and
@@ -48,6 +49,16 @@
 // asks for longer, up to MaxRetryAfter. A call never waits past its
 // context's deadline: when the next wait would end after it, the call
 // returns the last attempt's error at once.
+//
+// A start also sends Prefer: wait=N ([RetryPolicy.PreferWait], 10 s by
+// default): when it meets another request with its key still being
+// prepared (a double submit), the server answers it the moment that
+// preparation ends, in the same request, rather than with a 409 to retry.
+//
+// # Lists
+//
+// [Client.SavedSearches] and [Client.Runs] are Go 1.23 iterators over every
+// item of a list, fetching a page at a time as the loop goes on.
 //
 // # Errors
 //

@@ -44,6 +44,10 @@ var (
 	// id with that provider already, for another Run (409). Never retried:
 	// the id names the other Run's job.
 	ErrAlreadyRegistered = errors.New("searchd: already_registered")
+	// ErrPreconditionFailed: a change made with If-Match (IfVersion) to a
+	// saved search at another version (412); the APIError's
+	// CurrentVersion says which. Never retried: read it again and reapply.
+	ErrPreconditionFailed = errors.New("searchd: precondition_failed")
 	// ErrPayloadTooLarge (413).
 	ErrPayloadTooLarge = errors.New("searchd: payload_too_large")
 	// ErrUnsupportedMediaType (415).
@@ -69,6 +73,7 @@ var codeErrors = map[string]error{
 	codeInProgress:            ErrInProgress,
 	"key_reused":              ErrKeyReused,
 	"already_registered":      ErrAlreadyRegistered,
+	"precondition_failed":     ErrPreconditionFailed,
 	"payload_too_large":       ErrPayloadTooLarge,
 	"unsupported_media_type":  ErrUnsupportedMediaType,
 	"unavailable":             ErrUnavailable,
@@ -110,6 +115,9 @@ type APIError struct {
 	// RetryAfter is the delay the Retry-After header asked for; zero when
 	// absent or unreadable.
 	RetryAfter time.Duration
+	// CurrentVersion is the version a precondition_failed change was
+	// judged against; zero otherwise.
+	CurrentVersion int64
 }
 
 // FieldError is one refused field of a validation_failed problem.
@@ -178,9 +186,11 @@ func newAPIError(status int, header http.Header, body []byte) *APIError {
 		Code      string       `json:"code"`
 		RequestID string       `json:"request_id"`
 		Errors    []FieldError `json:"errors"`
+		Current   int64        `json:"current_version"`
 	}
 	if json.Unmarshal(body, &p) == nil && p.Code != "" {
 		e.Code, e.Title, e.Detail, e.Errors = p.Code, p.Title, p.Detail, p.Errors
+		e.CurrentVersion = p.Current
 		e.RequestID = cmp.Or(p.RequestID, e.RequestID)
 		return e
 	}

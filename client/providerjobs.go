@@ -10,14 +10,13 @@ import (
 // provider for a Run, and returns it with its CallbackPath, which the
 // caller hands to the provider as the job's callback URL.
 //
-// A registration is safe to repeat: the server answers the same provider
-// job id registered again by the organization for the same Run with the
-// job as it is now, and changes nothing. So the call is retried on every
-// transient failure, like a start (see the package comment), although it
-// carries no Idempotency-Key: the provider job id is its key. After an
-// attempt whose answer was lost, the retry finds the job that attempt
-// registered; [RegisterProviderJobResult.Created] says what that means
-// for Created.
+// A registration is safe to repeat: it carries an Idempotency-Key (minted
+// per call unless [WithIdempotencyKey] gives one) that the server claims on
+// its idempotency plane, and the provider job id names one job per Run
+// besides. So the call is retried on every transient failure, like a
+// start (see the package comment). After an attempt whose answer was lost,
+// the retry replays what that attempt registered;
+// [RegisterProviderJobResult.Created] says what that means for Created.
 //
 // Errors: [ErrValidation] for a run_id that is not a UUID, a provider
 // name that is malformed or has no callback secret on the server, or a
@@ -27,8 +26,8 @@ import (
 // job id with the provider already, for another Run; [ErrUnauthorized].
 // Another organization's job with the same provider job id is no
 // conflict: each organization gets a job of its own.
-func (c *Client) RegisterProviderJob(ctx context.Context, p RegisterProviderJobParams) (*RegisterProviderJobResult, error) {
-	r, err := newRequest(http.MethodPost, "/v1/provider-jobs", p, repeatable)
+func (c *Client) RegisterProviderJob(ctx context.Context, p RegisterProviderJobParams, opts ...StartOption) (*RegisterProviderJobResult, error) {
+	r, err := keyedRequest(http.MethodPost, "/v1/provider-jobs", p, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -55,4 +54,22 @@ func (c *Client) GetProviderJob(ctx context.Context, id string) (*ProviderJob, e
 		return nil, err
 	}
 	return &job, nil
+}
+
+// ListProviderJobDrops returns the deliveries of a provider job that
+// searchd dropped (duplicate, hash_mismatch, job_mismatch), newest first,
+// at most 500. It returns [ErrNotFound] for a job the organization does
+// not have.
+func (c *Client) ListProviderJobDrops(ctx context.Context, id string) ([]ProviderJobDrop, error) {
+	if id == "" {
+		return nil, errEmptyID
+	}
+	var list struct {
+		Items []ProviderJobDrop `json:"items"`
+	}
+	path := "/v1/provider-jobs/" + url.PathEscape(id) + "/drops"
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: path, safety: repeatable}, &list); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
 }

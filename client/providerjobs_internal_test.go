@@ -49,9 +49,9 @@ func TestRegisterProviderJobSendsTheParamsAndReportsCreated(t *testing.T) {
 			t.Fatalf("made %d requests, want 1", len(reqs))
 		}
 		r := reqs[0]
-		if r.method != http.MethodPost || r.path != "/v1/provider-jobs" || r.key != "" ||
+		if r.method != http.MethodPost || r.path != "/v1/provider-jobs" || r.key == "" ||
 			r.body != `{"run_id":"8c0b9a8e-7b2c-4d0f-9d38-3f6d2f1f2a11","provider":"acme","provider_job_id":"acme-1"}` {
-			t.Errorf("request %s %s key %q body %s, want POST /v1/provider-jobs without a key, with the params", r.method, r.path, r.key, r.body)
+			t.Errorf("request %s %s key %q body %s, want POST /v1/provider-jobs with a key and the params", r.method, r.path, r.key, r.body)
 		}
 	}
 }

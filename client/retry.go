@@ -28,11 +28,18 @@ type RetryPolicy struct {
 	// MaxRetryAfter caps how long a Retry-After header can make the client
 	// wait. Default 30 s, the lease of a saved-search start, which bounds
 	// how long a start stays in_progress. searchd's Retry-After on
-	// in_progress is the time left on the holder's lease: exact when the
-	// holder died, an upper bound when it is alive and about to finish, so a
-	// caller racing itself (a double submit) waits up to 30 s for the
-	// replay. A lower cap polls sooner, at the cost of more attempts.
+	// in_progress is a hint of when the answer is likely ready (1 s).
 	MaxRetryAfter time.Duration
+	// PreferWait is the Prefer: wait=N every start sends (RFC 7240): a
+	// start that meets another request with its key still being prepared
+	// (a double submit) waits on the server up to N seconds for that
+	// preparation and answers its result in the same request, instead of
+	// a 409 to retry. Whole seconds, at most [MaxPreferWait]; the server
+	// may wait less. Default [DefaultPreferWait] (at most half of
+	// AttemptTimeout, and none below a second); negative sends none, so
+	// a start in progress is retried after Retry-After. It must be shorter
+	// than AttemptTimeout, which bounds the attempt that waits.
+	PreferWait time.Duration
 	// AttemptTimeout bounds one attempt, answer body included; an attempt
 	// that runs out is retried like a connection error. Default 30 s. An
 	// http.Client Timeout bounds attempts as well.
@@ -46,6 +53,10 @@ const (
 	DefaultMaxDelay       = 5 * time.Second
 	DefaultMaxRetryAfter  = 30 * time.Second
 	DefaultAttemptTimeout = 30 * time.Second
+	DefaultPreferWait     = 10 * time.Second
+	// MaxPreferWait is the most [RetryPolicy.PreferWait] may be: searchd
+	// waits at most 30 s.
+	MaxPreferWait = 30 * time.Second
 )
 
 // WithDefaults returns p with its zero fields set to their defaults.
@@ -55,6 +66,14 @@ func (p RetryPolicy) WithDefaults() RetryPolicy {
 	p.MaxDelay = cmp.Or(p.MaxDelay, max(DefaultMaxDelay, p.BaseDelay))
 	p.MaxRetryAfter = cmp.Or(p.MaxRetryAfter, DefaultMaxRetryAfter)
 	p.AttemptTimeout = cmp.Or(p.AttemptTimeout, DefaultAttemptTimeout)
+	if p.PreferWait == 0 {
+		// The default, within an attempt: at most half of AttemptTimeout,
+		// so the attempt that waits has time to carry the answer back.
+		p.PreferWait = min(DefaultPreferWait, (p.AttemptTimeout / 2).Truncate(time.Second))
+		if p.PreferWait < time.Second {
+			p.PreferWait = -1
+		}
+	}
 	return p
 }
 
@@ -71,6 +90,11 @@ func (p RetryPolicy) Validate() error {
 	case p.MaxDelay > 0 && p.MaxDelay < cmp.Or(p.BaseDelay, DefaultBaseDelay):
 		return fmt.Errorf("client: Retry.MaxDelay is %s; it must be at least Retry.BaseDelay (%s)",
 			p.MaxDelay, cmp.Or(p.BaseDelay, DefaultBaseDelay))
+	case p.PreferWait > MaxPreferWait || (p.PreferWait > 0 && p.PreferWait%time.Second != 0):
+		return fmt.Errorf("client: Retry.PreferWait is %s; it must be whole seconds up to %s (0 means %s, negative none)", p.PreferWait, MaxPreferWait, DefaultPreferWait)
+	case p.PreferWait > 0 && p.PreferWait >= cmp.Or(p.AttemptTimeout, DefaultAttemptTimeout):
+		return fmt.Errorf("client: Retry.PreferWait %s must be shorter than AttemptTimeout %s, which bounds the attempt that waits",
+			p.PreferWait, cmp.Or(p.AttemptTimeout, DefaultAttemptTimeout))
 	case p.MaxRetryAfter < 0:
 		return fmt.Errorf("client: Retry.MaxRetryAfter is %s; it must be positive (0 means %s)", p.MaxRetryAfter, DefaultMaxRetryAfter)
 	case p.AttemptTimeout < 0:

@@ -23,6 +23,7 @@ import (
 type seen struct {
 	method, path, query string
 	key, auth, agent    string
+	prefer, ifMatch     string
 	body                string
 }
 
@@ -42,6 +43,7 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		method: r.Method, path: r.URL.EscapedPath(), query: r.URL.RawQuery,
 		key: r.Header.Get("Idempotency-Key"), auth: r.Header.Get("Authorization"),
 		agent: r.Header.Get("User-Agent"), body: string(body),
+		prefer: r.Header.Get("Prefer"), ifMatch: r.Header.Get("If-Match"),
 	})
 	step := f.steps[min(n, len(f.steps)-1)]
 	f.mu.Unlock()
@@ -227,7 +229,7 @@ func TestGivenKeyIsSentOnEveryAttempt(t *testing.T) {
 
 func TestTransientFailuresOfSafeRequestsAreRetried(t *testing.T) {
 	t.Parallel()
-	httpDate := time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)
+	httpDate := time.Now().Add(10 * time.Second).UTC().Format(http.TimeFormat)
 	tests := []struct {
 		name  string
 		first http.HandlerFunc
@@ -378,13 +380,51 @@ func TestWritesWithoutKeyAreNotRetriedOnceSent(t *testing.T) {
 			t.Parallel()
 			f, ts := serve(t, tt.first, savedSearchCreated)
 			c, _ := newTestClient(t, ts.URL, RetryPolicy{})
-			if _, err := c.CreateSavedSearch(context.Background(), CreateSavedSearchParams{Name: "n", Brief: Brief{Query: "q"}}); err == nil {
-				t.Fatal("CreateSavedSearch succeeded, want the first failure")
+			name := "n"
+			if _, err := c.UpdateSavedSearch(context.Background(), "5f9f1c55-3a0e-4e6b-9b9c-2b7f6b0c1d22", UpdateSavedSearchParams{Name: &name}); err == nil {
+				t.Fatal("UpdateSavedSearch succeeded, want the first failure")
 			}
 			if n := len(f.requests()); n != 1 {
-				t.Errorf("CreateSavedSearch made %d requests, want 1: it may have been applied", n)
+				t.Errorf("UpdateSavedSearch made %d requests, want 1: it may have been applied", n)
 			}
 		})
+	}
+}
+
+// TestCreatesCarryAKeyAndRetryWithIt: a saved-search create sends an
+// Idempotency-Key and repeats it on every retry after an ambiguous
+// failure, so the server creates once; a given key is sent as it is.
+func TestCreatesCarryAKeyAndRetryWithIt(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		first http.HandlerFunc
+	}{
+		{"503", problem(http.StatusServiceUnavailable, "unavailable", "1")},
+		{"in progress", problem(http.StatusConflict, "in_progress", "1")},
+		{"connection closed before the answer", hangUp},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f, ts := serve(t, tt.first, savedSearchCreated)
+			c, _ := newTestClient(t, ts.URL, RetryPolicy{})
+			if _, err := c.CreateSavedSearch(context.Background(), CreateSavedSearchParams{Name: "n", Brief: Brief{Query: "q"}}); err != nil {
+				t.Fatalf("CreateSavedSearch: %v", err)
+			}
+			reqs := f.requests()
+			if len(reqs) != 2 || reqs[0].key == "" || reqs[0].key != reqs[1].key {
+				t.Errorf("requests %+v, want two with one Idempotency-Key", reqs)
+			}
+		})
+	}
+	f, ts := serve(t, savedSearchCreated)
+	c, _ := newTestClient(t, ts.URL, RetryPolicy{})
+	if _, err := c.CreateSavedSearch(context.Background(), CreateSavedSearchParams{Name: "n", Brief: Brief{Query: "q"}},
+		WithIdempotencyKey("create-42")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.requests()[0].key; got != "create-42" {
+		t.Errorf("key = %q, want create-42", got)
 	}
 }
 

@@ -25,7 +25,8 @@ const maxKeyLen = 255
 // restart of the process that asked for it.
 func NewIdempotencyKey() string { return uuid.NewString() }
 
-// StartOption tunes one start.
+// StartOption tunes one start, or one create (a saved search, a provider
+// job registration): the calls that carry an Idempotency-Key.
 type StartOption func(*startConfig)
 
 type startConfig struct {
@@ -46,6 +47,12 @@ func WithIdempotencyKey(key string) StartOption {
 // startRequest returns the request of a start at path with body in and
 // the key opts choose.
 func startRequest(path string, in any, opts []StartOption) (request, error) {
+	return keyedRequest(http.MethodPost, path, in, opts)
+}
+
+// keyedRequest returns a request that carries the Idempotency-Key opts
+// choose (a fresh one by default), and so is safe to repeat.
+func keyedRequest(method, path string, in any, opts []StartOption) (request, error) {
 	var cfg startConfig
 	for _, o := range opts {
 		o(&cfg)
@@ -55,7 +62,7 @@ func startRequest(path string, in any, opts []StartOption) (request, error) {
 	} else if err := checkKey(cfg.key); err != nil {
 		return request{}, err
 	}
-	r, err := newRequest(http.MethodPost, path, in, repeatable)
+	r, err := newRequest(method, path, in, repeatable)
 	if err != nil {
 		return request{}, err
 	}
@@ -129,6 +136,7 @@ func (c *Client) StartRun(ctx context.Context, d DirectStart, opts ...StartOptio
 }
 
 func (c *Client) start(ctx context.Context, r request) (*StartResult, error) {
+	r.preferWait = c.retry.PreferWait
 	var out StartResult
 	res, err := c.call(ctx, r, &out)
 	if err != nil {

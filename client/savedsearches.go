@@ -12,11 +12,15 @@ import (
 // address another route.
 var errEmptyID = errors.New("client: the id is empty")
 
-// CreateSavedSearch creates a saved search, at version 1. It is not
-// retried once the request may have reached the server (see the package
-// comment). Errors: [ErrValidation] and the other 4xx sentinels.
-func (c *Client) CreateSavedSearch(ctx context.Context, p CreateSavedSearchParams) (*SavedSearch, error) {
-	r, err := newRequest(http.MethodPost, "/v1/saved-searches", p, dialOnly)
+// CreateSavedSearch creates a saved search, at version 1. It carries an
+// Idempotency-Key, minted per call unless [WithIdempotencyKey] gives one,
+// and reuses it on every retry, so it is retried like a start: however
+// many attempts it makes, the key creates one saved search (a repeat
+// answers the one the first attempt created). Errors: [ErrValidation] and
+// the other 4xx sentinels; [ErrKeyReused] for a key given with another
+// body.
+func (c *Client) CreateSavedSearch(ctx context.Context, p CreateSavedSearchParams, opts ...StartOption) (*SavedSearch, error) {
+	r, err := keyedRequest(http.MethodPost, "/v1/saved-searches", p, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -28,13 +32,24 @@ func (c *Client) CreateSavedSearch(ctx context.Context, p CreateSavedSearchParam
 }
 
 // GetSavedSearch reads a live saved search. It returns [ErrNotFound] for
-// one that does not exist, belongs to another organization or is archived.
+// one that does not exist, belongs to another organization or is archived
+// (read those with [Client.GetArchivedSavedSearch]).
 func (c *Client) GetSavedSearch(ctx context.Context, id string) (*SavedSearch, error) {
+	return c.getSavedSearch(ctx, id, "")
+}
+
+// GetArchivedSavedSearch reads a saved search whether it is archived or
+// not (ArchivedAt says which): the start of an archived one's audit trail.
+func (c *Client) GetArchivedSavedSearch(ctx context.Context, id string) (*SavedSearch, error) {
+	return c.getSavedSearch(ctx, id, "?archived=true")
+}
+
+func (c *Client) getSavedSearch(ctx context.Context, id, query string) (*SavedSearch, error) {
 	if id == "" {
 		return nil, errEmptyID
 	}
 	var ss SavedSearch
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/saved-searches/" + url.PathEscape(id), safety: repeatable}, &ss); err != nil {
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/saved-searches/" + url.PathEscape(id) + query, safety: repeatable}, &ss); err != nil {
 		return nil, err
 	}
 	return &ss, nil
@@ -45,7 +60,11 @@ func (c *Client) GetSavedSearch(ctx context.Context, id string) (*SavedSearch, e
 // the server did not write.
 func (c *Client) ListSavedSearches(ctx context.Context, p ListParams) (*SavedSearchPage, error) {
 	var page SavedSearchPage
-	path := "/v1/saved-searches" + listQuery(nil, p.Limit, p.Cursor)
+	var q url.Values
+	if p.Archived {
+		q = url.Values{"archived": {"true"}}
+	}
+	path := "/v1/saved-searches" + listQuery(q, p.Limit, p.Cursor)
 	if _, err := c.call(ctx, request{method: http.MethodGet, path: path, safety: repeatable}, &page); err != nil {
 		return nil, err
 	}
@@ -54,8 +73,11 @@ func (c *Client) ListSavedSearches(ctx context.Context, p ListParams) (*SavedSea
 
 // UpdateSavedSearch changes the name and/or the brief and returns the
 // saved search one version later. It is not retried once the request may
-// have reached the server. Errors: [ErrNotFound], [ErrValidation] (also
-// when p sets neither field).
+// have reached the server. With p.IfVersion it changes exactly that
+// version (If-Match), so an edit made from a stale read is refused with
+// [ErrPreconditionFailed], whose APIError's CurrentVersion says where the
+// saved search is. Errors: [ErrNotFound], [ErrValidation] (also when p
+// sets neither field), ErrPreconditionFailed.
 func (c *Client) UpdateSavedSearch(ctx context.Context, id string, p UpdateSavedSearchParams) (*SavedSearch, error) {
 	if id == "" {
 		return nil, errEmptyID
@@ -64,6 +86,7 @@ func (c *Client) UpdateSavedSearch(ctx context.Context, id string, p UpdateSaved
 	if err != nil {
 		return nil, err
 	}
+	r.ifMatch = ifVersion(p.IfVersion)
 	var ss SavedSearch
 	if _, err := c.call(ctx, r, &ss); err != nil {
 		return nil, err
@@ -130,6 +153,14 @@ func (c *Client) GetSnapshot(ctx context.Context, id string) (*Snapshot, error) 
 		return nil, err
 	}
 	return &snap, nil
+}
+
+// ifVersion returns the If-Match of a version; "" for 0, none.
+func ifVersion(v int64) string {
+	if v == 0 {
+		return ""
+	}
+	return `"` + strconv.FormatInt(v, 10) + `"`
 }
 
 // listQuery returns the query string of a list call ("" for none), with q's

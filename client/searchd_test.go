@@ -36,6 +36,167 @@ func TestAgainstSearchd(t *testing.T) {
 	t.Run("ConcurrentStartsWithOneKeyMakeOneRun", func(t *testing.T) { t.Parallel(); testConcurrentStarts(t, bin) })
 	t.Run("ProviderJobsRegisterOncePerRunAndRead", func(t *testing.T) { t.Parallel(); testProviderJobs(t, bin) })
 	t.Run("LostRegistrationAnswerIsRetriedToTheOneJob", func(t *testing.T) { t.Parallel(); testLostRegistration(t, bin) })
+	t.Run("DoubleSubmitIsAnsweredWithoutWaitingOutTheLease", func(t *testing.T) { t.Parallel(); testDoubleSubmit(t, bin) })
+	t.Run("IteratorsAndTheSurfaceOfIssue15", func(t *testing.T) { t.Parallel(); testSurface(t, bin) })
+}
+
+// testDoubleSubmit is the double click of issue 15: two concurrent starts
+// with one key (two: the per-organization cap, at least 2, would answer a
+// third 429). With Prefer: wait (the client's default) every one is
+// answered as soon as the first preparation ends, in milliseconds, not
+// after the 30 s lease, and exactly one says Created.
+func testDoubleSubmit(t *testing.T, bin string) {
+	s := startSearchd(t, bin)
+	ss := createSavedSearch(t, s)
+	c, _ := newClient(t, s.url(), s.token, client.RetryPolicy{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	began := time.Now()
+	results := make([]*client.StartResult, 2)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			res, err := c.StartSavedSearch(ctx, ss.ID, client.StartOptions{MaxResults: 10}, client.WithIdempotencyKey("double-click"))
+			if err != nil {
+				t.Errorf("start %d: %v", i, err)
+				return
+			}
+			results[i] = res
+		})
+	}
+	wg.Wait()
+	took := time.Since(began)
+	created := 0
+	for _, r := range results {
+		if r == nil {
+			return
+		}
+		if r.Created {
+			created++
+		} else if !r.Replayed {
+			t.Errorf("a start neither created nor replayed: %+v", r)
+		}
+		if r.Run.ID != results[0].Run.ID {
+			t.Errorf("Runs %s and %s for one key", r.Run.ID, results[0].Run.ID)
+		}
+		// Prefer: wait answers a start in progress in the same request:
+		// no 409 to retry.
+		if r.Attempts != 1 {
+			t.Errorf("a start took %d attempts, want 1 (Prefer: wait)", r.Attempts)
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d starts say Created, want exactly 1", created)
+	}
+	if took > 5*time.Second {
+		t.Errorf("two concurrent starts took %s; want them answered within seconds (the lease is 30 s)", took)
+	}
+	t.Logf("two concurrent starts with one key answered in %s", took)
+}
+
+// testSurface: list iterators across pages, the Runs' actor and key,
+// If-Match through IfVersion, archived reads, keyed creates, drops.
+func testSurface(t *testing.T, bin string) {
+	s := startSearchd(t, bin)
+	c, rec := newClient(t, s.url(), s.token, client.RetryPolicy{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var ids []string
+	for i := range 5 {
+		ss, err := c.CreateSavedSearch(ctx, client.CreateSavedSearchParams{Name: "s" + string(rune('0'+i)), Brief: client.Brief{Query: "q"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ss.ID)
+	}
+	var seen []string
+	n := attemptsOf(rec, func() {
+		for ss, err := range c.SavedSearches(ctx, client.ListParams{Limit: 2}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen = append(seen, ss.ID)
+		}
+	})
+	slices.Reverse(ids) // newest first
+	if !slices.Equal(seen, ids) || n != 3 {
+		t.Errorf("SavedSearches yielded %v in %d requests, want %v in 3 pages", seen, n, ids)
+	}
+	n = attemptsOf(rec, func() {
+		for range c.SavedSearches(ctx, client.ListParams{Limit: 2}) {
+			break
+		}
+	})
+	if n != 1 {
+		t.Errorf("breaking after the first item made %d requests, want 1", n)
+	}
+
+	// A keyed create: the same key answers the same saved search.
+	p := client.CreateSavedSearchParams{Name: "keyed", Brief: client.Brief{Query: "q"}}
+	a, err := c.CreateSavedSearch(ctx, p, client.WithIdempotencyKey("create-once"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.CreateSavedSearch(ctx, p, client.WithIdempotencyKey("create-once"))
+	if err != nil || b.ID != a.ID {
+		t.Errorf("the same key created %s then %v (%v), want one saved search", a.ID, b, err)
+	}
+
+	// A stale edit is refused with the current version.
+	if _, err := c.UpdateSavedSearch(ctx, a.ID, client.UpdateSavedSearchParams{Name: new("v2"), IfVersion: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.UpdateSavedSearch(ctx, a.ID, client.UpdateSavedSearchParams{Name: new("lost"), IfVersion: 1})
+	var ae *client.APIError
+	if !errors.Is(err, client.ErrPreconditionFailed) || !errors.As(err, &ae) || ae.CurrentVersion != 2 {
+		t.Errorf("stale UpdateSavedSearch = %v, want ErrPreconditionFailed at version 2", err)
+	}
+
+	// The Run says who started it, with which key; archived reads.
+	res, err := c.StartSavedSearch(ctx, a.ID, client.StartOptions{}, client.WithIdempotencyKey("audit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Run.CreatedBy == nil || *res.Run.CreatedBy != "client-test" || res.Run.IdempotencyKey != "audit" {
+		t.Errorf("Run created_by %v, idempotency_key %q; want client-test and audit", res.Run.CreatedBy, res.Run.IdempotencyKey)
+	}
+	if err := c.ArchiveSavedSearch(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	arch, err := c.GetArchivedSavedSearch(ctx, a.ID)
+	if err != nil || arch.ArchivedAt == nil {
+		t.Errorf("GetArchivedSavedSearch = %+v, %v; want it with ArchivedAt", arch, err)
+	}
+	var archived []string
+	for ss, err := range c.SavedSearches(ctx, client.ListParams{Archived: true}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		archived = append(archived, ss.ID)
+	}
+	if !slices.Equal(archived, []string{a.ID}) {
+		t.Errorf("archived saved searches %v, want [%s]", archived, a.ID)
+	}
+	var runIDs []string
+	for r, err := range c.Runs(ctx, client.ListRunsParams{SavedSearchID: a.ID}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		runIDs = append(runIDs, r.ID)
+	}
+	if !slices.Equal(runIDs, []string{res.Run.ID}) {
+		t.Errorf("Runs of the archived saved search %v, want [%s]", runIDs, res.Run.ID)
+	}
+
+	// A job's drops read back.
+	job, err := c.RegisterProviderJob(ctx, client.RegisterProviderJobParams{RunID: res.Run.ID, Provider: testProvider, ProviderJobID: "j-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drops, err := c.ListProviderJobDrops(ctx, job.Job.ID)
+	if err != nil || len(drops) != 0 {
+		t.Errorf("ListProviderJobDrops = %v, %v; want none", drops, err)
+	}
 }
 
 // newClient returns a client of baseURL whose attempts are recorded. Each

@@ -39,6 +39,8 @@ type SavedSearch struct {
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// ArchivedAt is when it was archived; nil while it is live.
+	ArchivedAt *time.Time `json:"archived_at"`
 }
 
 // CreateSavedSearchParams are the body of [Client.CreateSavedSearch].
@@ -58,6 +60,10 @@ type UpdateSavedSearchParams struct {
 	Name *string `json:"name,omitempty"`
 	// Brief, when set, replaces the whole brief.
 	Brief *Brief `json:"brief,omitempty"`
+	// IfVersion, when not zero, makes the change conditional on the saved
+	// search being at that version (If-Match); see
+	// [Client.UpdateSavedSearch].
+	IfVersion int64 `json:"-"`
 }
 
 // ListParams select a page of a list.
@@ -67,6 +73,9 @@ type ListParams struct {
 	Limit int
 	// Cursor is the NextCursor of the previous page; empty for the first.
 	Cursor string
+	// Archived lists the archived saved searches instead of the live ones
+	// ([Client.ListSavedSearches] and [Client.SavedSearches] alone).
+	Archived bool
 }
 
 // ListRunsParams select a page of Runs.
@@ -95,6 +104,9 @@ type SavedSearchSummary struct {
 	// counts the baseline's items.
 	BriefBytes    int64 `json:"brief_bytes"`
 	BaselineItems int64 `json:"baseline_items"`
+	// ArchivedAt is when it was archived: set in a list of the archived
+	// ones (ListParams.Archived).
+	ArchivedAt *time.Time `json:"archived_at,omitempty"`
 }
 
 // SavedSearchPage is a page of saved-search summaries, newest first.
@@ -156,6 +168,11 @@ type Run struct {
 	// RetainUntil is CreatedAt plus 396 days: until then the start's
 	// Idempotency-Key replays this Run.
 	RetainUntil time.Time `json:"retain_until"`
+	// CreatedBy is the actor that started the Run (the token's sub); nil
+	// when it had none.
+	CreatedBy *string `json:"created_by"`
+	// IdempotencyKey is the key the Run was started with.
+	IdempotencyKey string `json:"idempotency_key"`
 }
 
 // SnapshotSummary names the frozen input of a saved-search start.
@@ -316,4 +333,16 @@ type RegisterProviderJobResult struct {
 	Created bool
 	// Attempts is how many attempts the call made.
 	Attempts int
+}
+
+// ProviderJobDrop is one delivery of a provider job that searchd dropped.
+type ProviderJobDrop struct {
+	ID string `json:"id"`
+	// DeliveryID is the delivery's webhook-id.
+	DeliveryID string `json:"delivery_id"`
+	// Reason is duplicate, hash_mismatch, job_mismatch or path_mismatch.
+	Reason string `json:"reason"`
+	// RequestHash is the hex SHA-256 of the delivery's raw body.
+	RequestHash string    `json:"request_hash"`
+	ReceivedAt  time.Time `json:"received_at"`
 }

@@ -12,6 +12,13 @@ const (
 	// ScopeSavedSearchStart is the surface claim that freezes a saved
 	// search's input before Run admission.
 	ScopeSavedSearchStart = "surface.saved_search.start"
+	// ScopeSavedSearchCreate is the surface claim of a saved-search create
+	// that carries an Idempotency-Key: its completion names the saved
+	// search the key created, in the same transaction as the insert.
+	ScopeSavedSearchCreate = "surface.saved_search.create"
+	// ScopeProviderJobRegister is the surface claim of a provider-job
+	// registration that carries an Idempotency-Key.
+	ScopeProviderJobRegister = "surface.provider_job.register"
 	// ToolScopePrefix starts every tool scope, as in "tool.email.send".
 	ToolScopePrefix = "tool."
 	// WebhookScopePrefix starts every webhook and provider callback scope,
@@ -30,6 +37,13 @@ const (
 	// SavedSearchStartRetention keeps the frozen snapshot answerable for the
 	// retries of one start; the Run itself is replayed from agent.runs.
 	SavedSearchStartRetention = 24 * time.Hour
+
+	// SurfaceCreateRetention keeps the answer of a keyed create for the
+	// retries of one client action, like a start's preparation.
+	SurfaceCreateRetention = 24 * time.Hour
+	// SurfaceCreateLease is the lease of a keyed create: one short
+	// transaction, so a retry after a crash waits at most this long.
+	SurfaceCreateLease = 30 * time.Second
 
 	// SavedSearchStartLease is the lease of a saved-search preparation: the
 	// freeze is one short transaction, and a retry waits at most this long
@@ -50,6 +64,8 @@ func Retention(scope string) (time.Duration, error) {
 	switch {
 	case scope == ScopeSavedSearchStart:
 		return SavedSearchStartRetention, nil
+	case scope == ScopeSavedSearchCreate, scope == ScopeProviderJobRegister:
+		return SurfaceCreateRetention, nil
 	case strings.HasPrefix(scope, ToolScopePrefix) && validScopeName(scope[len(ToolScopePrefix):]):
 		return ToolRetention, nil
 	case strings.HasPrefix(scope, WebhookScopePrefix) && validScopeName(scope[len(WebhookScopePrefix):]):

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -106,6 +107,29 @@ type ListItem struct {
 	InputBytes  *int64    `json:"input_bytes"`
 	CreatedAt   time.Time `json:"created_at"`
 	RetainUntil time.Time `json:"retain_until"`
+}
+
+// IdempotencyKey returns the client's Idempotency-Key the Run was started
+// with: its start key without the namespace.
+func (r *Run) IdempotencyKey() string {
+	for _, prefix := range []string{savedSearchPrefix, directPrefix} {
+		if strings.HasPrefix(r.StartKey, prefix) {
+			return r.StartKey[len(prefix):]
+		}
+	}
+	return r.StartKey
+}
+
+// MarshalJSON writes the Run with its actor (created_by: the token's sub,
+// null when it had none) and the client's idempotency_key, so the audit
+// trail of who started what, and with which key, reads without SQL.
+func (r Run) MarshalJSON() ([]byte, error) {
+	type plain Run
+	return json.Marshal(struct {
+		plain
+		CreatedBy      *string `json:"created_by"`
+		IdempotencyKey string  `json:"idempotency_key"`
+	}{plain(r), r.CreatedBy, r.IdempotencyKey()})
 }
 
 // AdmitParams are the inputs of [Store.Admit].

@@ -139,10 +139,13 @@ func TestRunJSONHasTheContractShape(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	want := []string{"created_at", "id", "input", "kind", "name", "options", "organization_id", "retain_until",
-		"saved_search_id", "snapshot_id", "status"}
+	want := []string{"created_at", "created_by", "id", "idempotency_key", "input", "kind", "name", "options",
+		"organization_id", "retain_until", "saved_search_id", "snapshot_id", "status"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("Run JSON keys = %v, want %v", keys, want)
+	}
+	if string(doc["idempotency_key"]) != `"k"` {
+		t.Errorf("Run idempotency_key = %s, want the client's key \"k\" without the start-key namespace", doc["idempotency_key"])
 	}
 	for _, k := range []string{"saved_search_id", "snapshot_id", "options"} {
 		if string(doc[k]) != "null" {

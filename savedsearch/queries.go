@@ -38,7 +38,7 @@ WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 // baseline items. $1 org, $4 limit.
 const savedSearchList = `
 SELECT s.id, s.organization_id, s.name, left(s.brief ->> 'query', ` + maxQueryLenSQL + `), s.version,
-	s.created_at, s.updated_at, s.brief_bytes, b.item_count
+	s.created_at, s.updated_at, s.brief_bytes, b.item_count, NULL::timestamptz
 FROM agent.saved_searches s
 JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.archived_at IS NULL
@@ -107,3 +107,32 @@ const savedSearchExists = `
 SELECT EXISTS (
 	SELECT 1 FROM agent.saved_searches s
 	WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL)`
+
+// savedSearchGetAny reads a saved search, live or archived, with its
+// baseline and archived_at. $1 org, $2 id.
+const savedSearchGetAny = `
+SELECT ` + savedSearchColumns + `, s.archived_at
+FROM agent.saved_searches s
+JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
+WHERE s.organization_id = $1 AND s.id = $2`
+
+// savedSearchListArchived reads a page of archived saved searches as
+// savedSearchList reads the live ones, newest first by creation, with
+// archived_at. $1 org, $2 created_at, $3 id, $4 limit.
+const savedSearchListArchived = `
+SELECT s.id, s.organization_id, s.name, left(s.brief ->> 'query', ` + maxQueryLenSQL + `), s.version,
+	s.created_at, s.updated_at, s.brief_bytes, b.item_count, s.archived_at
+FROM agent.saved_searches s
+JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
+WHERE s.organization_id = $1 AND s.archived_at IS NOT NULL
+	AND (s.created_at, s.id) < (coalesce($2::timestamptz, 'infinity'),
+		coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+ORDER BY s.created_at DESC, s.id DESC
+LIMIT $4`
+
+// savedSearchLockVersion locks a live saved search and reads its version,
+// for a change with a precondition on it. $1 org, $2 id.
+const savedSearchLockVersion = `
+SELECT s.version FROM agent.saved_searches s
+WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL
+FOR UPDATE`

@@ -92,6 +92,9 @@ type SavedSearch struct {
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// ArchivedAt is when the saved search was archived; nil (null) while
+	// it is live. Only [Store.GetAny] and an archived list read it.
+	ArchivedAt *time.Time `json:"archived_at"`
 }
 
 // Summary is a saved search as its list shows it: what names it and how
@@ -111,6 +114,9 @@ type Summary struct {
 	// BaselineItems counts the baseline's items.
 	BriefBytes    int64 `json:"brief_bytes"`
 	BaselineItems int64 `json:"baseline_items"`
+	// ArchivedAt is when it was archived: set in a list of the archived
+	// ones (ListParams.Archived), omitted for a live one.
+	ArchivedAt *time.Time `json:"archived_at,omitempty"`
 }
 
 // CreateParams are the inputs of [Store.Create]. The json names are those of
@@ -141,6 +147,11 @@ type UpdateParams struct {
 	Name *string `json:"name" validate:"omitnil,min=1,max=200"`
 	// Brief, when set, replaces the whole brief.
 	Brief *Brief `json:"brief"`
+	// IfMatch, when set, is a precondition on the version the change
+	// applies to: it is called with the stored version, under the row lock
+	// the change takes, and a false answer changes nothing and returns a
+	// [*VersionMismatchError]. Nil applies the change to any version.
+	IfMatch func(version int64) bool `json:"-"`
 }
 
 // Validate returns an error wrapping [ErrInvalid] and the
@@ -174,6 +185,9 @@ type ListParams struct {
 	// Cursor is the next cursor a previous page returned; empty for the
 	// first page.
 	Cursor string
+	// Archived lists the archived saved searches instead of the live ones,
+	// newest first by creation, each with its ArchivedAt.
+	Archived bool
 }
 
 // Page sizes of [Store.List].
@@ -210,6 +224,13 @@ func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
 // returns it. It returns an error wrapping [ErrInvalid] for input
 // [CreateParams.Validate] refuses; other errors come from the database.
 func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (*SavedSearch, error) {
+	return s.CreateIn(ctx, s.db, org, p)
+}
+
+// CreateIn is [Store.Create] run on db, a transaction of the caller's
+// (or the store's pool): a keyed create inserts the saved search and
+// completes its claim in one transaction.
+func (s *Store) CreateIn(ctx context.Context, db DBTX, org uuid.UUID, p CreateParams) (*SavedSearch, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -217,7 +238,7 @@ func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (*Sav
 	if err != nil {
 		return nil, fmt.Errorf("%w: brief: %w", ErrInvalid, err)
 	}
-	row := s.db.QueryRow(ctx, savedSearchInsert, uuid.New(), org, p.Name, string(brief),
+	row := db.QueryRow(ctx, savedSearchInsert, uuid.New(), org, p.Name, string(brief),
 		nullString(p.Actor), items(p.Baseline.Items), p.Baseline.Cursor)
 	ss, err := scanSavedSearch(row)
 	if err != nil {
@@ -246,8 +267,12 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]Summar
 	}
 	limit = min(limit, MaxListLimit)
 	createdAt, id := keyset.Args(pos)
+	query := savedSearchList
+	if p.Archived {
+		query = savedSearchListArchived
+	}
 	// One row more than the page says whether a next page exists.
-	rows, err := s.db.Query(ctx, savedSearchList, org, createdAt, id, limit+1)
+	rows, err := s.db.Query(ctx, query, org, createdAt, id, limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("savedsearch: list: %w", err)
 	}
@@ -255,7 +280,7 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]Summar
 		var it Summary
 		var query *string
 		err := r.Scan(&it.ID, &it.OrganizationID, &it.Name, &query, &it.Version,
-			&it.CreatedAt, &it.UpdatedAt, &it.BriefBytes, &it.BaselineItems)
+			&it.CreatedAt, &it.UpdatedAt, &it.BriefBytes, &it.BaselineItems, &it.ArchivedAt)
 		if query != nil {
 			it.Query = *query
 		}
@@ -295,6 +320,9 @@ func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (
 	}
 	var ss *SavedSearch
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if err := checkVersion(ctx, tx, org, id, p.IfMatch); err != nil {
+			return err
+		}
 		var err error
 		if ss, err = updateSavedSearch(ctx, tx, org, id, p.Name, brief); err != nil {
 			return err
@@ -314,11 +342,22 @@ func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (
 // [ErrInvalid] when b breaks the limits of [Baseline] ([Baseline.Validate])
 // and [ErrNotFound] as [Store.Get].
 func (s *Store) ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b Baseline) (*SavedSearch, error) {
+	return s.ReplaceBaselineIf(ctx, org, id, b, nil)
+}
+
+// ReplaceBaselineIf is [Store.ReplaceBaseline] with the precondition
+// ifMatch on the stored version, as [UpdateParams.IfMatch]: a false answer
+// changes nothing and returns a [*VersionMismatchError]. Nil is no
+// precondition.
+func (s *Store) ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b Baseline, ifMatch func(version int64) bool) (*SavedSearch, error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
 	var ss *SavedSearch
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if err := checkVersion(ctx, tx, org, id, ifMatch); err != nil {
+			return err
+		}
 		var err error
 		// The saved search first: its row lock orders this writer after
 		// every other, and the version bump commits with the baseline.
@@ -346,7 +385,26 @@ func (s *Store) ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b Baseli
 // [ErrNotFound], while its snapshots and Runs stay readable. It returns
 // [ErrNotFound] as [Store.Get], so archiving twice answers ErrNotFound.
 func (s *Store) Archive(ctx context.Context, org, id uuid.UUID) error {
-	tag, err := s.db.Exec(ctx, savedSearchArchive, org, id)
+	return s.ArchiveIf(ctx, org, id, nil)
+}
+
+// ArchiveIf is [Store.Archive] with the precondition ifMatch on the stored
+// version, as [UpdateParams.IfMatch]: a false answer archives nothing and
+// returns a [*VersionMismatchError]. Nil is no precondition.
+func (s *Store) ArchiveIf(ctx context.Context, org, id uuid.UUID, ifMatch func(version int64) bool) error {
+	if ifMatch != nil {
+		return wrap("archive", pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+			if err := checkVersion(ctx, tx, org, id, ifMatch); err != nil {
+				return err
+			}
+			return archive(ctx, tx, org, id)
+		}))
+	}
+	return archive(ctx, s.db, org, id)
+}
+
+func archive(ctx context.Context, db DBTX, org, id uuid.UUID) error {
+	tag, err := db.Exec(ctx, savedSearchArchive, org, id)
 	if err != nil {
 		return fmt.Errorf("savedsearch: archive: %w", err)
 	}
@@ -364,6 +422,74 @@ func (s *Store) Exists(ctx context.Context, org, id uuid.UUID) (bool, error) {
 		return false, fmt.Errorf("savedsearch: exists: %w", err)
 	}
 	return ok, nil
+}
+
+// GetAny returns the saved search id of org, live or archived (ArchivedAt
+// says which): the audit trail of an archived saved search starts here. It
+// returns [ErrNotFound] when org has no such saved search.
+func (s *Store) GetAny(ctx context.Context, org, id uuid.UUID) (*SavedSearch, error) {
+	ss, err := scanArchivable(s.db.QueryRow(ctx, savedSearchGetAny, org, id))
+	if err != nil {
+		return nil, wrap("get", err)
+	}
+	return ss, nil
+}
+
+// ErrVersionMismatch is matched by every [*VersionMismatchError].
+var ErrVersionMismatch = errors.New("savedsearch: version precondition failed")
+
+// VersionMismatchError reports a change refused by its precondition on the
+// version (an HTTP If-Match): Current is the stored version it was judged
+// against.
+type VersionMismatchError struct{ Current int64 }
+
+func (e *VersionMismatchError) Error() string {
+	return fmt.Sprintf("savedsearch: version precondition failed; the current version is %d", e.Current)
+}
+
+// Is makes errors.Is(err, [ErrVersionMismatch]) hold.
+func (e *VersionMismatchError) Is(target error) bool { return target == ErrVersionMismatch }
+
+// checkVersion, inside a writer's transaction, locks the live saved search
+// and judges ifMatch against its version before the change runs: the lock
+// is the one the change takes anyway, so no writer can move the version
+// between the check and the change. Nil checks nothing (and locks nothing
+// here). It returns ErrNotFound when there is no live saved search.
+func checkVersion(ctx context.Context, tx DBTX, org, id uuid.UUID, ifMatch func(int64) bool) error {
+	if ifMatch == nil {
+		return nil
+	}
+	var version int64
+	err := tx.QueryRow(ctx, savedSearchLockVersion, org, id).Scan(&version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if !ifMatch(version) {
+		return &VersionMismatchError{Current: version}
+	}
+	return nil
+}
+
+// scanArchivable scans the columns of savedSearchGetAny and
+// savedSearchListArchived: those of scanSavedSearch, then archived_at.
+func scanArchivable(row pgx.Row) (*SavedSearch, error) {
+	var (
+		ss  SavedSearch
+		raw []byte
+	)
+	err := row.Scan(&ss.ID, &ss.OrganizationID, &ss.Name, &raw, &ss.Version,
+		&ss.CreatedAt, &ss.UpdatedAt, &ss.Baseline.Items, &ss.Baseline.Cursor, &ss.ArchivedAt)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, &ss.Brief); err != nil {
+		return nil, fmt.Errorf("decode brief: %w", err)
+	}
+	ss.Baseline.Items = items(ss.Baseline.Items)
+	return &ss, nil
 }
 
 func getSavedSearch(ctx context.Context, db DBTX, org, id uuid.UUID) (*SavedSearch, error) {
@@ -415,11 +541,14 @@ func scanSavedSearch(row pgx.Row) (*SavedSearch, error) {
 // wrap translates the driver's answer at the boundary: no row is
 // ErrNotFound, anything else names the operation.
 func wrap(op string, err error) error {
+	var mismatch *VersionMismatchError
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, pgx.ErrNoRows), errors.Is(err, ErrNotFound):
 		return ErrNotFound
+	case errors.As(err, &mismatch):
+		return err
 	}
 	return fmt.Errorf("savedsearch: %s: %w", op, err)
 }

@@ -70,6 +70,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer is told about every pass, for metrics. Default none.
 	Observer Observer
+	// Recorder is told about every run when it ends, such as a [RunLog]
+	// keeping them for the console. Default none.
+	Recorder Recorder
 	// Now stubs the database clock, for tests. Nil (the default) passes
 	// NULL into the SQL, so every replica judges retention by the
 	// database's now().

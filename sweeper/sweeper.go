@@ -187,10 +187,15 @@ func (s *Sweeper) RunOnce(ctx context.Context) (Report, error) {
 		}
 	}
 	rep.Duration = time.Since(start)
-	if err := ctx.Err(); err != nil {
-		return rep, fmt.Errorf("sweeper: run stopped: %w", err)
+	err := errors.Join(errs...)
+	if ctx.Err() != nil {
+		err = fmt.Errorf("sweeper: run stopped: %w", ctx.Err())
 	}
-	return rep, errors.Join(errs...)
+	if s.cfg.Recorder != nil {
+		s.cfg.Recorder.RecordRun(context.WithoutCancel(ctx),
+			RunRecord{Report: rep, Err: err, Bound: s.cfg.Bound, MaxPasses: s.cfg.MaxPasses})
+	}
+	return rep, err
 }
 
 // sweep runs the passes of one table and logs what they did.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,11 +18,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/tools"
 )
 
-// maxReasonLen bounds --reason: a sentence for the log, not a document.
-const maxReasonLen = 500
+// maxReasonLen bounds --reason: a sentence for the log, not a document;
+// the same bound as the release record's.
+const maxReasonLen = operator.MaxReasonLen
 
 const claimsUsage = `usage: searchd claims <show|release|resolve> [flags]
 
@@ -48,7 +51,8 @@ var (
 			"(completed, released, or taken over by a worker) is left alone. The next attempt with the key then runs " +
 			"afresh. A holder still alive keeps running, but its fence stops it from recording an answer; release a " +
 			"live lease only for a holder you know is gone. Completed claims are refused: each is the stored answer " +
-			"every repeat of its key replays. The release is logged with --reason.",
+			"every repeat of its key replays. The release is logged with --reason and recorded, with --actor, in " +
+			"agent.claim_releases (the console's audit of releases).",
 		[]option{optDatabaseURL, optLogLevel, optLogFormat}}
 	claimsResolveCommand = command{"searchd claims resolve --org UUID --scope tool.NAME --key KEY --as delivered|retry --actor WHO --reason TEXT",
 		"Resolve a tool call the journal recorded as uncertain: it was sent to a vendor without idempotency support and " +
@@ -297,7 +301,8 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 	fs := a.flagSet("claims release")
 	registerOptions(fs, claimsReleaseCommand)
 	org, scope, key := claimFlags(fs)
-	reason := fs.String("reason", "", fmt.Sprintf("why the claim is released, for the log (required, 1 to %d characters, one line)", maxReasonLen))
+	reason := fs.String("reason", "", fmt.Sprintf("why the claim is released, for the log and the audit (required, 1 to %d characters, one line)", maxReasonLen))
+	actorFlag := fs.String("actor", "", "who releases, recorded with the release (default: $USER, else \"cli\")")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -310,6 +315,10 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 		problems = append(problems, fmt.Sprintf("--reason: must be valid UTF-8 of at most %d characters", maxReasonLen))
 	case strings.ContainsFunc(why, unicode.IsControl):
 		problems = append(problems, "--reason: must be one line, without control characters")
+	}
+	actor := cmp.Or(strings.TrimSpace(*actorFlag), a.getenv("USER"), "cli")
+	if len(actor) > operator.MaxActorLen || !utf8.ValidString(actor) || strings.ContainsFunc(actor, unicode.IsControl) {
+		problems = append(problems, fmt.Sprintf("--actor: must be valid UTF-8 of at most %d bytes, one line", operator.MaxActorLen))
 	}
 	level, format, logProblems := readLogSettings(fs, a.getenv, false)
 	problems = append(problems, logProblems...)
@@ -327,53 +336,46 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	repo := idempotency.NewRepository(pool, nil)
-	rec, err := getClaim(ctx, repo, at)
+	rec, err := getClaim(ctx, idempotency.NewRepository(pool, nil), at)
 	if err != nil {
 		return err
 	}
-	if err := releaseClaim(ctx, repo, rec, why, logger); err != nil {
+	if err := releaseClaim(ctx, operator.NewStore(pool, nil), rec, why, actor, logger); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "released claim %s (%s); the next attempt with this key runs afresh\n", rec.ID, at)
 	return nil
 }
 
-// errCompletedClaim refuses the release of a completed claim.
-var errCompletedClaim = errors.New("a completed claim is never released")
+// errCompletedClaim and errClaimChanged are the refusals of
+// operator.Store.ForceRelease, which holds the release's rules for the
+// CLI and the console alike.
+var (
+	errCompletedClaim = operator.ErrCompletedClaim
+	errClaimChanged   = operator.ErrClaimChanged
+)
 
-// errClaimChanged reports a release the fence refused.
-var errClaimChanged = errors.New("the claim changed since it was read; nothing was released")
-
-// releaseClaim deletes rec, as read, if it is processing and still holds
-// the lease token it was read with, and logs the release with reason.
-//
-// A completed claim is refused with errCompletedClaim: it is the journal,
-// the answer every repeat of its key replays, and deleting it would let a
-// repeat make the effect again. The delete is the plane's fenced Release,
-// so a claim that moved on since the read (completed, released, or
-// reclaimed with a new token) is left alone and errClaimChanged returned.
-func releaseClaim(ctx context.Context, repo *idempotency.Repository, rec *idempotency.Record, reason string, logger *slog.Logger) error {
-	if rec.Status != idempotency.StatusProcessing {
-		return fmt.Errorf("claim %s is %s: %w; it stores the answer every repeat of key %q replays until %s, when the sweeper deletes it",
-			rec.ID, rec.Status, errCompletedClaim, rec.Key, rec.RetainUntil.UTC().Format(time.RFC3339))
-	}
-	released, err := repo.Release(ctx, rec.ID, rec.LeaseToken)
-	if err != nil {
-		return err
-	}
+// releaseClaim force-releases rec, as read, with store (see
+// operator.Store.ForceRelease: completed claims are refused, the delete is
+// fenced by the token rec was read with, and the release is recorded in
+// agent.claim_releases with actor and reason), and logs it.
+func releaseClaim(ctx context.Context, store *operator.Store, rec *idempotency.Record, reason, actor string, logger *slog.Logger) error {
 	attrs := []slog.Attr{
 		slog.String("organization_id", rec.OrganizationID.String()),
 		slog.String("scope", rec.Scope),
 		slog.String("key", rec.Key),
 		slog.String("claim_id", rec.ID.String()),
 		slog.String("reason", reason),
+		slog.String("actor", actor),
 		slog.Bool("lease_live", rec.LeaseLive()),
 	}
-	if !released {
+	_, err := store.ForceRelease(ctx, rec, operator.ReleaseParams{Actor: actor, Reason: reason, Via: operator.ViaCLI})
+	switch {
+	case errors.Is(err, errClaimChanged):
 		logger.LogAttrs(ctx, slog.LevelWarn, "claim release refused: the claim changed since it was read", attrs...)
-		return fmt.Errorf("claim %s: %w (it was completed, released, or taken over by a worker); run searchd claims show to see it now",
-			rec.ID, errClaimChanged)
+		return fmt.Errorf("%w; run searchd claims show to see it now", err)
+	case err != nil:
+		return err
 	}
 	logger.LogAttrs(ctx, slog.LevelWarn, "claim force-released by an operator", attrs...)
 	return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/tools"
 )
 
@@ -206,7 +207,7 @@ func TestClaimsReleaseIsFencedByTheTokenItRead(t *testing.T) {
 	t.Parallel()
 	b := claimsSetup(t)
 	logger := slog.New(slog.DiscardHandler)
-	repo := b.plane.Repository()
+	store := operator.NewStore(b.pool, nil)
 	for _, tt := range []struct {
 		name   string
 		change func(t *testing.T, c *idempotency.Claim)
@@ -229,7 +230,7 @@ func TestClaimsReleaseIsFencedByTheTokenItRead(t *testing.T) {
 		claim := b.hold(t, key, time.Millisecond)
 		read := b.row(t, key) // what the command read
 		tt.change(t, claim)
-		err := releaseClaim(context.Background(), repo, read, "ops", logger)
+		err := releaseClaim(context.Background(), store, read, "ops", "tester", logger)
 		if !errors.Is(err, errClaimChanged) {
 			t.Errorf("%s: releaseClaim = %v, want errClaimChanged", tt.name, err)
 		}

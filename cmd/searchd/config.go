@@ -110,6 +110,8 @@ type serverConfig struct {
 	Session sessionBounds
 	// wake, set by runServer, wakes this process's applier.
 	wake func()
+	// CORSOrigins are the origins browser pages may call the API from.
+	CORSOrigins []string
 }
 
 // setting is one configuration value and where it came from, so a message
@@ -244,6 +246,7 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 	cfg.LogLevel, cfg.LogFormat, logProblems = readLogSettings(fs, getenv, dev)
 	problems = append(problems, logProblems...)
 	problems = append(problems, readPoolAndWaitSettings(fs, getenv, &cfg)...)
+	problems = append(problems, readCORSSetting(fs, getenv, &cfg)...)
 	var sweepProblems []string
 	cfg.Sweep, sweepProblems = readSweepSettings(fs, getenv, true)
 	problems = append(problems, sweepProblems...)

@@ -16,10 +16,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/migrations"
+	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 )
 
@@ -38,6 +42,8 @@ const (
 	// devTokenTTL is the life of the token dev prints.
 	devTokenTTL = 24 * time.Hour
 	devActor    = "dev"
+	// devOperator is the sub of the operator token dev prints.
+	devOperator = "dev-operator"
 )
 
 // dev runs searchd locally with one command: its own PostgreSQL (unless
@@ -55,6 +61,10 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	logger := newLogger(a.stderr, cfg)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// `go run ./cmd/searchd dev &` then `kill $!` kills go run, not this
+	// child; without this the server and its cluster would outlive it.
+	ctx, stopWatch := exitWithParent(ctx, logger)
+	defer stopWatch()
 
 	dir, err := filepath.Abs(cfg.DevDir)
 	if err != nil {
@@ -125,6 +135,18 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	opTok, err := api.SignOperatorToken(secret, uuid.Nil, devOperator, a.now(), devTokenTTL)
+	if err != nil {
+		return err
+	}
+	providerSecret, err := a.demoProviderSecret(dir, &cfg)
+	if err != nil {
+		return err
+	}
+	job, err := demoProviderJob(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("registering the demo provider job: %w", err)
+	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -135,7 +157,8 @@ func (a *app) dev(ctx context.Context, args []string) error {
 organization  %s
 saved search  %s (%s)
 token         %s
-              (valid %s; make another with: SEARCHD_JWT_SECRET=... searchd token --org %s)
+              (valid %s; make another with: SEARCHD_JWT_SECRET="$(cat %s)" bin/searchd token --org %s
+              after make build, which builds bin/searchd)
 
 Start a Run on the demo saved search:
 
@@ -145,8 +168,24 @@ curl -sS -X POST '%s/v1/saved-searches/%s/start' \
   -H 'Content-Type: application/json' \
   -d '{"max_results": 10}'
 
-Serving on %s (Ctrl-C stops the server and PostgreSQL)
-`, DemoOrganization, demo.ID, demo.Name, tok, devTokenTTL, DemoOrganization, base, demo.ID, tok, base)
+Call back as the demo provider %q about its job %s (provider job id %s), signed
+with the demo secret (Standard Webhooks: HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>"):
+
+body='{"job_id":"%s","status":"succeeded","result":{"hits":3}}'
+id="evt-$(date +%%s%%N)"; ts="$(date +%%s)"
+sig="$(printf '%%s.%%s.%%s' "$id" "$ts" "$body" | openssl dgst -sha256 -hmac '%s' -binary | base64)"
+curl -sS -X POST '%s%s' \
+  -H "webhook-id: $id" -H "webhook-timestamp: $ts" -H "webhook-signature: v1,$sig" \
+  -H 'Content-Type: application/json' -d "$body"
+
+Console: %s/console/ (sign in with the token above; an operator signs in with
+              %s)
+
+Serving on %s (Ctrl-C stops the server and PostgreSQL; so does the end of the process that started dev)
+`, DemoOrganization, demo.ID, demo.Name, tok, devTokenTTL, filepath.Join(dir, devSecretFile), DemoOrganization,
+		base, demo.ID, tok,
+		demoProvider, job.ID, job.ProviderJobID, job.ProviderJobID, providerSecret, base, "/v1/callbacks/"+demoProvider+"/jobs/"+job.ID.String(),
+		base, opTok, base)
 	// The dev secret signs the token above; the server must verify with it.
 	cfg.JWTSecret = string(secret)
 	return a.runServer(ctx, cfg, ln, pool, logger, obs)
@@ -217,4 +256,89 @@ func dialable(addr net.Addr) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// The demo provider dev configures, and the job it registers for it.
+const (
+	demoProvider          = "demo"
+	demoProviderJobID     = "demo-job-1"
+	demoProviderSecretFmt = "provider-secret-%s"
+	demoRunKey            = "dev-demo-provider-run"
+)
+
+// demoProviderSecret returns the secret of the demo provider and adds it
+// to cfg's provider secrets, unless SEARCHD_PROVIDER_SECRETS names the
+// demo provider already: generated on first use and kept in dir, printable
+// so the printed openssl command can use it as it is (a raw-bytes secret).
+func (a *app) demoProviderSecret(dir string, cfg *serverConfig) (string, error) {
+	if s, ok := cfg.ProviderSecrets[demoProvider]; ok {
+		return string(s), nil
+	}
+	path := filepath.Join(dir, fmt.Sprintf(demoProviderSecretFmt, demoProvider))
+	b, err := os.ReadFile(path)
+	s := strings.TrimSpace(string(b))
+	if errors.Is(err, os.ErrNotExist) || (err == nil && s == "") {
+		raw := make([]byte, 32)
+		_, _ = rand.Read(raw)
+		s = base64.RawURLEncoding.EncodeToString(raw)
+		if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
+			return "", fmt.Errorf("storing the demo provider secret: %w", err)
+		}
+	} else if err != nil {
+		return "", err
+	}
+	if cfg.ProviderSecrets == nil {
+		cfg.ProviderSecrets = map[string][]byte{}
+	}
+	cfg.ProviderSecrets[demoProvider] = []byte(s)
+	return s, nil
+}
+
+// demoProviderJob returns the demo provider's job, registering it (for a
+// demo Run of its own) on the first run; a later run finds both again.
+func demoProviderJob(ctx context.Context, pool *pgxpool.Pool) (*providerjobs.Job, error) {
+	name := "dev demo provider run"
+	run, _, err := runs.NewStore(pool, runs.Config{}).Admit(ctx, runs.AdmitParams{
+		OrganizationID: DemoOrganization,
+		Kind:           runs.KindCapability,
+		StartKey:       runs.DirectStartKey(demoRunKey),
+		RequestHash:    "dev-demo",
+		Name:           &name,
+	})
+	if err != nil {
+		return nil, err
+	}
+	plane := idempotency.NewService(pool, idempotency.Config{})
+	job, _, err := providerjobs.New(pool, plane, providerjobs.Config{}).Register(ctx, DemoOrganization,
+		providerjobs.RegisterParams{RunID: run.ID, Provider: demoProvider, ProviderJobID: demoProviderJobID})
+	return job, err
+}
+
+// parentPoll is how often dev checks that the process that started it is
+// still there.
+const parentPoll = 250 * time.Millisecond
+
+// exitWithParent returns a context that ends when ctx does or when the
+// process that started this one exits (this process is then re-parented,
+// and its parent pid changes), so dev never outlives what started it.
+func exitWithParent(ctx context.Context, logger *slog.Logger) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	parent := os.Getppid()
+	go func() {
+		t := time.NewTicker(parentPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if os.Getppid() != parent {
+					logger.Info("the process that started dev exited; stopping", slog.Int("parent_pid", parent))
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, cancel
 }

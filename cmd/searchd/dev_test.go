@@ -2,14 +2,20 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/searchd/searchd/internal/pgtest"
 )
 
 func TestDevWithoutPostgreSQLSaysHowToInstallIt(t *testing.T) {
@@ -128,6 +134,14 @@ func TestDevRunsEverythingAndKeepsItsData(t *testing.T) {
 		if res.StatusCode != http.StatusCreated || !strings.Contains(string(body), out.savedSearch) {
 			t.Errorf("the printed curl command answered %d %s, want 201 naming the demo saved search", res.StatusCode, body)
 		}
+		// The printed callback example, pasted into a shell as it is,
+		// is a delivery the server accepts: signed with the demo secret.
+		if got := runCallbackExample(t, out.stdout); got != `{"status":"accepted"}` {
+			t.Errorf("the printed callback example answered %q, want accepted", got)
+		}
+		if !strings.Contains(out.stdout, "bin/searchd token --org") || !strings.Contains(out.stdout, "make build") {
+			t.Errorf("dev printed\n%s\nwithout the bin/searchd token hint", out.stdout)
+		}
 	})
 	if _, err := os.Stat(filepath.Join(dir, "data", "postmaster.pid")); err == nil {
 		t.Error("PostgreSQL still runs after dev stopped")
@@ -150,4 +164,95 @@ func TestDevRunsEverythingAndKeepsItsData(t *testing.T) {
 	if first.savedSearch == "" || second.savedSearch != first.savedSearch {
 		t.Errorf("demo saved search %q then %q, want one, reused", first.savedSearch, second.savedSearch)
 	}
+}
+
+// runCallbackExample runs the callback example dev printed with bash, as a
+// user pasting it would, and returns what curl printed.
+func runCallbackExample(t *testing.T, stdout string) string {
+	t.Helper()
+	snippet := regexp.MustCompile(`(?s)body='\{.*?-d "\$body"`).FindString(stdout)
+	if snippet == "" {
+		t.Fatalf("dev printed no callback example:\n%s", stdout)
+	}
+	out, err := exec.Command("bash", "-c", snippet).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the callback example failed: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestDevExitsWhenItsParentDies starts `searchd dev` from a shell in the
+// background, as `go run ./cmd/searchd dev &` does, and kills the shell
+// with SIGKILL: dev notices it was re-parented and stops, leaving no
+// server behind.
+func TestDevExitsWhenItsParentDies(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "searchd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	logPath := filepath.Join(dir, "dev.log")
+	shell := exec.Command("sh", "-c", `"$0" dev >"$1" 2>&1 & echo $!; sleep 600`, bin, logPath)
+	shell.Env = append(os.Environ(), "DATABASE_URL="+pgtest.NewDBURL(t), "SEARCHD_ADDR="+addr,
+		"SEARCHD_DEV_DIR="+filepath.Join(dir, ".searchd-dev"))
+	stdout, err := shell.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shell.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var devPID int
+	if _, err := fmt.Fscan(stdout, &devPID); err != nil {
+		t.Fatalf("reading dev's pid: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(devPID, syscall.SIGKILL) })
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if res, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			res.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("dev did not serve:\n%s", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = shell.Process.Kill()
+	_ = shell.Wait()
+	deadline = time.Now().Add(15 * time.Second)
+	for alive(devPID) {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("dev (pid %d) still runs 15 s after its parent was killed:\n%s", devPID, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if res, err := http.Get("http://" + addr + "/healthz"); err == nil {
+		res.Body.Close()
+		t.Errorf("a server still answers on %s after dev stopped", addr)
+	}
+	if b, _ := os.ReadFile(logPath); !strings.Contains(string(b), "the process that started dev exited") {
+		t.Errorf("dev's log does not say why it stopped:\n%s", b)
+	}
+}
+
+// alive reports whether pid is a process that has not exited: a zombie
+// nobody reaped (re-parented to an init that does not reap) has.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }

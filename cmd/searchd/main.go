@@ -14,6 +14,7 @@
 //	                                      resolve an uncertain tool call
 //	searchd sweep                         delete what is past its retention, once
 //	searchd inbox show|list               inspect the provider inbox
+//	searchd version                       print the build's version and commit
 //
 // Configuration comes from the environment, and from flags that win over
 // it, but for secrets, which are read from the environment alone; see
@@ -67,6 +68,7 @@ commands:
             a Kubernetes CronJob; serve also sweeps, every SEARCHD_SWEEP_INTERVAL)
   inbox     inspect the provider inbox: searchd inbox show --provider P --delivery-id ID
             [--json], or searchd inbox list [--provider P] [--status S] [--limit N] [--json]
+  version   print the version, commit and Go version of this binary
   help      print this text
 
 Every setting has a flag, which wins, and an environment variable; secrets
@@ -128,6 +130,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.sweep(ctx, rest)
 	case "inbox":
 		err = a.inbox(ctx, rest)
+	case "version":
+		err = a.printVersion(rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(a.stdout, usage)
 		return 0

@@ -16,6 +16,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/migrations"
@@ -128,11 +129,16 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 		_ = ln.Close()
 		return err
 	}
-	logger.Info("serving", slog.String("addr", ln.Addr().String()))
+	con, err := newConsole(pool, cfg, logger)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	logger.Info("serving", slog.String("addr", ln.Addr().String()), slog.String("console", console.Prefix))
 	if a.ready != nil {
 		a.ready(ln.Addr().String())
 	}
-	return serveHTTP(ctx, ln, srv.Handler(), cfg.ShutdownGrace, logger)
+	return serveHTTP(ctx, ln, con.Mount(srv.Handler()), cfg.ShutdownGrace, logger)
 }
 
 // newAPI wires the domain services on pool into the API. Starts wait on
@@ -147,6 +153,10 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 		obs.metrics = telemetry.NewMetrics()
 		_ = obs.metrics.WatchPool(pool) // a fresh registry: it cannot collide
 	}
+	b := buildInfo()
+	// Registered once per registry: a second server on the same metrics
+	// (tests) keeps the first's, which says the same.
+	_ = obs.metrics.SetBuildInfo(b.Version, b.Commit, b.GoVersion)
 	plane := newPlane(pool, obs)
 	startCfg := admission.Config{Hub: hub, Lease: cfg.SavedSearchLease}
 	if err := startCfg.Validate(); err != nil {
@@ -177,6 +187,8 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 		MaxPreferWait:        maxWait,
 		Metrics:              obs.metrics,
 		TracerProvider:       obs.tracerProvider(),
+		Plane:                plane,
+		CORSOrigins:          cfg.CORSOrigins,
 	})
 }
 

@@ -121,6 +121,7 @@ func serverOptions(dev bool) []option {
 		{"saved-search-lease", EnvSavedSearchLease, DefaultSavedSearchLease.String(),
 			"lease of a saved-search preparation: how long a start waits before it reclaims the key of a crashed replica, " +
 				"more than 0s and at most " + MaxSavedSearchLease.String() + " (the limit of a saved-search lease); for tests and tuning; the seed's value is 30 s"},
+		optCORSOrigins,
 		optSweepInterval,
 		optSweepJitter,
 	}
@@ -152,8 +153,11 @@ var (
 	migrateCommand = command{"searchd migrate [flags]",
 		"Apply the database migrations and print the versions applied.",
 		[]option{optDatabaseURL}}
-	tokenCommand = command{"searchd token --org UUID [--sub S] [--ttl 1h]",
-		"Print an HS256 bearer token for the organization, signed with the secret the server verifies with.",
+	tokenCommand = command{"searchd token --org UUID [--sub S] [--ttl 1h] | searchd token --operator --sub NAME [--org UUID]",
+		"Print an HS256 bearer token for the organization, signed with the secret the server verifies with. " +
+			"With --operator, print an operator's token instead: the role claim \"operator\" opens the console's " +
+			"operator views (every organization's claims, force-release, the sweeper's runs), which an " +
+			"organization's token never reaches; --sub names the operator, recorded with every release.",
 		[]option{optJWTSecret}}
 )
 

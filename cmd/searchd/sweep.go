@@ -177,6 +177,7 @@ func startSweeper(ctx context.Context, pool *pgxpool.Pool, cfg serverConfig, log
 	}
 	scfg := cfg.Sweep
 	scfg.Logger = logger
+	scfg.Recorder = sweeper.NewRunLog(pool, sweeper.ViaServe, nil, recordFailed(logger))
 	if metrics != nil { // a nil *Metrics in the interface would not be nil
 		scfg.Observer = metrics
 	}
@@ -199,6 +200,14 @@ func startSweeper(ctx context.Context, pool *pgxpool.Pool, cfg serverConfig, log
 		cancel()
 		<-done
 	}, nil
+}
+
+// recordFailed logs a sweeper run that could not be recorded in
+// agent.sweeper_runs; the run itself stands.
+func recordFailed(logger *slog.Logger) func(error) {
+	return func(err error) {
+		logger.Warn("sweeper: the run is not recorded for the console", slog.String("error", err.Error()))
+	}
 }
 
 // sweep runs `searchd sweep`: one run of the sweeper.
@@ -236,6 +245,7 @@ func (a *app) sweep(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 	scfg.Logger = logger
+	scfg.Recorder = sweeper.NewRunLog(pool, sweeper.ViaSweep, nil, recordFailed(logger))
 	s, err := sweeper.New(pool, scfg)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -171,6 +172,8 @@ func TestServeTracesAndMeasuresWhenConfigured(t *testing.T) {
 		`searchd_http_requests_total{method="POST",route="/v1/runs",status="201"} 1`,
 		"searchd_db_pool_max_conns ",
 		"searchd_db_pool_acquires_total ",
+		// The build, so a dashboard tells which build each replica runs.
+		`searchd_build_info{commit="` + buildInfo().Commit + `",goversion="` + runtime.Version() + `",version="` + buildInfo().Version + `"} 1`,
 	} {
 		if !bytes.Contains(page, []byte("\n"+want)) {
 			t.Errorf("/metrics lacks %q", want)
@@ -208,5 +211,25 @@ func TestServeTracesAndMeasuresWhenConfigured(t *testing.T) {
 	}
 	if !traced {
 		t.Errorf("no log line of request %s names a trace the collector received: %s", reqID, h.stderr.String())
+	}
+}
+
+// TestVersionPrintsTheBuild: searchd version names the version, the commit
+// and the Go version, stamped by make build or recorded by the toolchain.
+func TestVersionPrintsTheBuild(t *testing.T) {
+	// Not parallel: it stamps the package's version and commit.
+	h := newHarness(nil)
+	if code := h.run("version"); code != 0 {
+		t.Fatalf("version = %d: %s", code, h.stderr.String())
+	}
+	b := buildInfo()
+	want := "searchd " + b.Version + " (commit " + b.Commit + ", " + runtime.Version() + ")\n"
+	if got := h.stdout.String(); got != want || b.Version == "" || b.Commit == "" {
+		t.Errorf("version printed %q, want %q", got, want)
+	}
+	version, commit = "v9.9.9", "abc123"
+	defer func() { version, commit = "", "" }()
+	if b := buildInfo(); b.Version != "v9.9.9" || b.Commit != "abc123" {
+		t.Errorf("stamped build = %+v, want v9.9.9 abc123", b)
 	}
 }

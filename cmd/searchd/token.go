@@ -19,15 +19,18 @@ const maxTokenTTL = 366 * 24 * time.Hour
 func (a *app) token(args []string) error {
 	fs := a.flagSet("token")
 	registerOptions(fs, tokenCommand)
-	org := fs.String("org", "", "organization id (UUID; required)")
+	org := fs.String("org", "", "organization id (UUID; required, but optional with --operator)")
 	sub := fs.String("sub", "", "subject, recorded as the actor of starts (optional)")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
+	asOperator := fs.Bool("operator", false, "mint an operator's token (role claim \"operator\"): --sub is required, --org optional")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	var problems []string
 	orgID, err := uuid.Parse(*org)
 	switch {
+	case *asOperator && *org == "":
+		orgID = uuid.Nil // an operator's token may name no organization
 	case *org == "":
 		problems = append(problems, "--org: is required: the organization id, a UUID")
 	case err != nil:
@@ -45,10 +48,17 @@ func (a *app) token(args []string) error {
 	case len(secret) < api.MinJWTSecretLen:
 		problems = append(problems, fmt.Sprintf("%s: is %d bytes long; it must be at least %d", EnvJWTSecret, len(secret), api.MinJWTSecretLen))
 	}
+	if *asOperator && *sub == "" {
+		problems = append(problems, "--sub: is required with --operator: it names the operator in every release recorded")
+	}
 	if len(problems) > 0 {
 		return &usageError{msg: "invalid configuration:\n  " + strings.Join(problems, "\n  ")}
 	}
-	tok, err := api.SignToken([]byte(secret), orgID, *sub, a.now(), *ttl)
+	sign := api.SignToken
+	if *asOperator {
+		sign = api.SignOperatorToken
+	}
+	tok, err := sign([]byte(secret), orgID, *sub, a.now(), *ttl)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,80 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/searchd/searchd/savedsearch"
+)
+
+// Headers of conditional requests (RFC 9110 §13).
+const (
+	// HeaderETag carries a saved search's entity tag: its version, as a
+	// strong tag ("3").
+	HeaderETag = "ETag"
+	// HeaderIfMatch makes a change conditional on the version it was
+	// made from: PATCH, PUT .../baseline and DELETE of a saved search.
+	HeaderIfMatch = "If-Match"
+)
+
+// etag returns the entity tag of a saved search at version: the version
+// as a strong tag. Every change to the name, the brief or the baseline
+// bumps the version, so equal tags mean equal representations.
+func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
+
+// setETag names the version of ss on the answer.
+func setETag(c echo.Context, ss *savedsearch.SavedSearch) {
+	c.Response().Header().Set(HeaderETag, etag(ss.Version))
+}
+
+// ifMatch returns the precondition the If-Match headers of h set on a
+// change, or nil when there is none. "*" matches any current version (the
+// saved search must exist, which the change checks anyway). A list
+// matches when any of its tags is the current version's; comparison is
+// strong (RFC 9110 §13.1.1), so a weak tag (W/"3") or a tag that is no
+// version of ours never matches and the change is refused.
+func ifMatch(h http.Header) func(int64) bool {
+	values := h.Values(HeaderIfMatch)
+	if len(values) == 0 {
+		return nil
+	}
+	var tags []string
+	for _, v := range values {
+		for _, t := range splitQuoted(v, ',') {
+			if t = strings.TrimSpace(t); t != "" {
+				tags = append(tags, t)
+			}
+		}
+	}
+	for _, t := range tags {
+		if t == "*" {
+			return nil
+		}
+	}
+	return func(version int64) bool {
+		want := etag(version)
+		for _, t := range tags {
+			if t == want {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// preconditionFailed answers a change refused by If-Match: 412 with the
+// version the saved search is at, so a client can read it and decide.
+func preconditionFailed(err error) error {
+	var mismatch *savedsearch.VersionMismatchError
+	if !errors.As(err, &mismatch) {
+		return err
+	}
+	v := mismatch.Current
+	return &apiError{status: http.StatusPreconditionFailed, code: CodePreconditionFailed,
+		detail:         "the saved search changed since the version If-Match names; read it again (its ETag) and reapply the change",
+		currentVersion: &v, etag: etag(v)}
+}

@@ -1,0 +1,67 @@
+package api
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+)
+
+// The request headers a browser page may send (a preflight names them),
+// and the answer headers it may read: those a UI acts on.
+var (
+	corsAllowHeaders = []string{
+		echo.HeaderAuthorization, echo.HeaderContentType, HeaderIdempotencyKey,
+		HeaderIfMatch, HeaderPrefer,
+	}
+	corsExposeHeaders = []string{
+		echo.HeaderLocation, "Retry-After", HeaderIdempotentReplayed, HeaderETag,
+		echo.HeaderXRequestID, HeaderPreferenceApplied, echo.HeaderAllow, echo.HeaderWWWAuthenticate,
+	}
+)
+
+// corsMaxAge is how long a browser may cache a preflight, in seconds.
+const corsMaxAge = 600
+
+// ValidateCORSOrigins returns an error naming the first entry of origins
+// that [Deps.CORSOrigins] cannot hold: each is "*" or an origin as a
+// browser sends it, scheme://host[:port] with no path, and no wildcard
+// inside, since echo would read one as a pattern.
+func ValidateCORSOrigins(origins []string) error {
+	for _, o := range origins {
+		if o == "*" {
+			continue
+		}
+		u, err := url.Parse(o)
+		switch {
+		case err != nil, u.Scheme != "http" && u.Scheme != "https", u.Host == "",
+			u.Path != "", u.RawQuery != "", u.Fragment != "", u.User != nil,
+			strings.ContainsAny(o, "*?"), strings.ToLower(o) != o:
+			return fmt.Errorf("api: Deps.CORSOrigins: %q is not an origin such as http://127.0.0.1:5173 "+
+				"(lower-case scheme://host[:port], no path, no wildcard) or *", o)
+		}
+	}
+	return nil
+}
+
+// cors is echo's CORS middleware on the allow-list, or nothing at all when
+// the list is empty: echo's default would allow every origin. It runs
+// before the route's authentication, so a preflight, which carries no
+// token, is answered 204 with the route's methods; an answer to an
+// allowed origin, a problem included, names it in
+// Access-Control-Allow-Origin, so a page can read a 401 or a 409.
+func (s *Server) cors() echo.MiddlewareFunc {
+	if len(s.corsOrigins) == 0 {
+		return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
+	}
+	return middleware.CORSWithConfig(middleware.CORSConfig{
+		AllowOrigins: s.corsOrigins,
+		// AllowMethods is left empty, so a preflight is answered with the
+		// methods the route has (echo's Allow).
+		AllowHeaders:  corsAllowHeaders,
+		ExposeHeaders: corsExposeHeaders,
+		MaxAge:        corsMaxAge,
+	})
+}

@@ -1,0 +1,363 @@
+// The TypeScript client of searchd, for the product UI (a browser) and
+// for Node. Its types are generated from api/openapi.json with
+// openapi-typescript (src/schema.d.ts, `npm run generate`); this file is
+// the small hand-written layer that carries the retry rules:
+//
+//   - one Idempotency-Key per logical action (a start, a create), minted
+//     once and reused on every retry of that action, so however often it
+//     is sent, the server makes one effect;
+//   - a start sends Prefer: wait=N, so a double submit is answered the
+//     moment the first preparation ends, in the same request;
+//   - a 409 in_progress, 429, 502, 503 and 504 and a network failure are
+//     retried, after Retry-After when the server sends it (capped), else
+//     after a capped exponential backoff with full jitter;
+//   - every other 4xx is final and never retried, and a write without a
+//     key (PATCH, PUT, DELETE) is never retried at all: a browser cannot
+//     tell a request that never left from one whose answer was lost.
+//
+// It uses nothing but fetch(), so it runs unchanged in a browser page and
+// in Node 18+.
+
+import type { components } from "./schema.js";
+
+export type SavedSearch = components["schemas"]["SavedSearch"];
+export type SavedSearchCreate = components["schemas"]["SavedSearchCreate"];
+export type SavedSearchUpdate = components["schemas"]["SavedSearchUpdate"];
+export type SavedSearchMergePatch = components["schemas"]["SavedSearchMergePatch"];
+export type Baseline = components["schemas"]["BaselineInput"];
+/** The start options; omitted members take their defaults (max_results 100). */
+export type StartOptions = Partial<components["schemas"]["StartOptions"]>;
+export type DirectStart = components["schemas"]["DirectStart"];
+export type StartResult = components["schemas"]["StartResult"];
+export type Run = components["schemas"]["Run"];
+export type RunPage = components["schemas"]["RunPage"];
+export type SavedSearchPage = components["schemas"]["SavedSearchPage"];
+export type SavedSearchSummary = components["schemas"]["SavedSearchSummary"];
+export type Snapshot = components["schemas"]["Snapshot"];
+export type ProviderJob = components["schemas"]["ProviderJob"];
+export type ProviderJobCreate = components["schemas"]["ProviderJobCreate"];
+export type ProviderJobDrop = components["schemas"]["ProviderJobDrop"];
+export type Problem = components["schemas"]["Problem"];
+export type ProblemCode = Problem["code"];
+
+/** How often and how long calls retry. Every field is optional. */
+export interface RetryPolicy {
+  /** Most attempts of one call, the first included. Default 8. */
+  maxAttempts?: number;
+  /** Backoff ceiling before the first retry, doubling up to maxDelayMs. Default 100. */
+  baseDelayMs?: number;
+  /** Cap of the backoff ceiling. Default 5000. */
+  maxDelayMs?: number;
+  /** Cap of a Retry-After wait. Default 30000. */
+  maxRetryAfterMs?: number;
+  /** The Prefer: wait=N of every start, whole seconds 1 to 30; 0 sends none. Default 10. */
+  preferWaitSeconds?: number;
+}
+
+export interface ClientOptions {
+  /** The searchd base URL, such as "http://127.0.0.1:8080". */
+  baseUrl: string;
+  /** The bearer token, or a function returning the token of each attempt. */
+  token: string | (() => string | Promise<string>);
+  retry?: RetryPolicy;
+  /** The fetch to use; default globalThis.fetch. */
+  fetch?: typeof fetch;
+  /** How to wait before a retry; tests replace it. Default setTimeout. */
+  sleep?: (ms: number) => Promise<void>;
+  /** Draws the jitter of a backoff, in [0, 1). Default Math.random. */
+  random?: () => number;
+}
+
+/** An answer other than 2xx, or a call whose attempts ran out. */
+export class SearchdError extends Error {
+  /** HTTP status; 0 for a network failure. */
+  readonly status: number;
+  /** The problem's machine code, such as "not_found"; undefined when the body was none. */
+  readonly code?: ProblemCode;
+  /** The problem document, when the server sent one. */
+  readonly problem?: Problem;
+  /** The request id (X-Request-Id), to find the request in the server log. */
+  readonly requestId?: string;
+  /** The Retry-After the answer asked for, in milliseconds. */
+  readonly retryAfterMs?: number;
+  /** How many attempts the call made. */
+  attempts = 1;
+
+  constructor(status: number, message: string, init: { problem?: Problem; requestId?: string; retryAfterMs?: number; cause?: unknown } = {}) {
+    super(message, { cause: init.cause });
+    this.name = "SearchdError";
+    this.status = status;
+    this.problem = init.problem;
+    this.code = init.problem?.code;
+    this.requestId = init.problem?.request_id ?? init.requestId;
+    this.retryAfterMs = init.retryAfterMs;
+  }
+}
+
+/** A fresh Idempotency-Key: a random UUID. Mint one per user action. */
+export function newIdempotencyKey(): string {
+  return crypto.randomUUID();
+}
+
+/** The options of a call that carries an Idempotency-Key. */
+export interface KeyOptions {
+  /** The key of the action; a fresh one when omitted. Persist it to survive a reload. */
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+}
+
+/** What a start answered, with what the headers said. */
+export interface Started extends StartResult {
+  /** True for the request that made the start (201). */
+  created: boolean;
+  /** True when the answer replays an earlier request's start (Idempotent-Replayed). */
+  replayed: boolean;
+  /** The key the start was sent with, on every attempt. */
+  idempotencyKey: string;
+  attempts: number;
+}
+
+/** A saved search with its ETag, for a later If-Match. */
+export interface Versioned {
+  savedSearch: SavedSearch;
+  etag: string;
+  replayed: boolean;
+}
+
+type Safety = "repeatable" | "once";
+
+interface Call {
+  method: string;
+  path: string;
+  body?: unknown;
+  contentType?: string;
+  key?: string;
+  headers?: Record<string, string>;
+  safety: Safety;
+  signal?: AbortSignal;
+}
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  body: unknown;
+  attempts: number;
+}
+
+const retriedStatuses = new Set([429, 502, 503, 504]);
+
+/** A client of one searchd. */
+export class SearchdClient {
+  private readonly base: string;
+  private readonly token: () => string | Promise<string>;
+  private readonly retry: Required<RetryPolicy>;
+  private readonly fetch: typeof fetch;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly random: () => number;
+
+  constructor(opts: ClientOptions) {
+    this.base = opts.baseUrl.replace(/\/+$/, "");
+    const token = opts.token;
+    this.token = typeof token === "string" ? () => token : token;
+    const r = opts.retry ?? {};
+    this.retry = {
+      maxAttempts: r.maxAttempts ?? 8,
+      baseDelayMs: r.baseDelayMs ?? 100,
+      maxDelayMs: r.maxDelayMs ?? 5000,
+      maxRetryAfterMs: r.maxRetryAfterMs ?? 30000,
+      preferWaitSeconds: r.preferWaitSeconds ?? 10,
+    };
+    if (!Number.isInteger(this.retry.preferWaitSeconds) || this.retry.preferWaitSeconds < 0 || this.retry.preferWaitSeconds > 30) {
+      throw new RangeError("retry.preferWaitSeconds must be a whole number of seconds from 0 to 30");
+    }
+    if (this.retry.maxAttempts < 1) throw new RangeError("retry.maxAttempts must be at least 1");
+    this.fetch = opts.fetch ?? globalThis.fetch.bind(globalThis);
+    this.sleep = opts.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.random = opts.random ?? Math.random;
+  }
+
+  /** Starts a Run on a frozen snapshot of saved search id, or replays the one its key started. */
+  async startSavedSearch(id: string, options: StartOptions = {}, o: KeyOptions = {}): Promise<Started> {
+    return this.start(`/v1/saved-searches/${encodeURIComponent(id)}/start`, options, o);
+  }
+
+  /** Starts a capability or definition Run, or replays the one its key started. */
+  async startRun(d: DirectStart, o: KeyOptions = {}): Promise<Started> {
+    return this.start("/v1/runs", d, o);
+  }
+
+  private async start(path: string, body: unknown, o: KeyOptions): Promise<Started> {
+    const key = o.idempotencyKey ?? newIdempotencyKey();
+    const headers: Record<string, string> = {};
+    if (this.retry.preferWaitSeconds > 0) headers["Prefer"] = `wait=${this.retry.preferWaitSeconds}`;
+    const a = await this.call({ method: "POST", path, body, key, headers, safety: "repeatable", signal: o.signal });
+    const res = a.body as StartResult;
+    return { ...res, created: a.status === 201, replayed: a.headers.get("Idempotent-Replayed") === "true", idempotencyKey: key, attempts: a.attempts };
+  }
+
+  /** Creates a saved search, once per key (a repeat answers the one the key created). */
+  async createSavedSearch(body: SavedSearchCreate, o: KeyOptions = {}): Promise<Versioned> {
+    const key = o.idempotencyKey ?? newIdempotencyKey();
+    const a = await this.call({ method: "POST", path: "/v1/saved-searches", body, key, safety: "repeatable", signal: o.signal });
+    return versioned(a);
+  }
+
+  /** Reads a saved search; with archived, an archived one too. */
+  async getSavedSearch(id: string, o: { archived?: boolean; signal?: AbortSignal } = {}): Promise<Versioned> {
+    const q = o.archived ? "?archived=true" : "";
+    return versioned(await this.call({ method: "GET", path: `/v1/saved-searches/${encodeURIComponent(id)}${q}`, safety: "repeatable", signal: o.signal }));
+  }
+
+  /**
+   * Changes the name and/or brief. With merge, the body is an RFC 7396 merge
+   * patch (a filter set to null is removed); without, each member given
+   * replaces its value whole. ifMatch (an ETag) makes it conditional: a
+   * change to another version fails with code precondition_failed. Never
+   * retried: it carries no key.
+   */
+  async updateSavedSearch(id: string, patch: SavedSearchUpdate | SavedSearchMergePatch, o: { ifMatch?: string; merge?: boolean; signal?: AbortSignal } = {}): Promise<Versioned> {
+    const headers: Record<string, string> = {};
+    if (o.ifMatch) headers["If-Match"] = o.ifMatch;
+    return versioned(await this.call({
+      method: "PATCH", path: `/v1/saved-searches/${encodeURIComponent(id)}`, body: patch, headers, safety: "once",
+      contentType: o.merge ? "application/merge-patch+json" : "application/json", signal: o.signal,
+    }));
+  }
+
+  /** Archives a saved search; with ifMatch, only that version. Never retried. */
+  async archiveSavedSearch(id: string, o: { ifMatch?: string; signal?: AbortSignal } = {}): Promise<void> {
+    const headers: Record<string, string> = {};
+    if (o.ifMatch) headers["If-Match"] = o.ifMatch;
+    await this.call({ method: "DELETE", path: `/v1/saved-searches/${encodeURIComponent(id)}`, headers, safety: "once", signal: o.signal });
+  }
+
+  /** A page of saved searches, newest first. */
+  async listSavedSearches(p: { limit?: number; cursor?: string; archived?: boolean; signal?: AbortSignal } = {}): Promise<SavedSearchPage> {
+    const q = query({ limit: p.limit, cursor: p.cursor, archived: p.archived ? "true" : undefined });
+    return (await this.call({ method: "GET", path: `/v1/saved-searches${q}`, safety: "repeatable", signal: p.signal })).body as SavedSearchPage;
+  }
+
+  /** Every saved search, a page at a time as the loop goes on. */
+  async *savedSearches(p: { limit?: number; archived?: boolean; signal?: AbortSignal } = {}): AsyncGenerator<SavedSearchSummary> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.listSavedSearches({ ...p, cursor });
+      yield* page.items;
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor);
+  }
+
+  /** Reads a Run. */
+  async getRun(id: string, o: { signal?: AbortSignal } = {}): Promise<Run> {
+    return (await this.call({ method: "GET", path: `/v1/runs/${encodeURIComponent(id)}`, safety: "repeatable", signal: o.signal })).body as Run;
+  }
+
+  /** A page of Runs, newest first; savedSearchId narrows it. */
+  async listRuns(p: { savedSearchId?: string; limit?: number; cursor?: string; signal?: AbortSignal } = {}): Promise<RunPage> {
+    const q = query({ saved_search_id: p.savedSearchId, limit: p.limit, cursor: p.cursor });
+    return (await this.call({ method: "GET", path: `/v1/runs${q}`, safety: "repeatable", signal: p.signal })).body as RunPage;
+  }
+
+  /** Registers a provider job for a Run, once per key. */
+  async registerProviderJob(body: ProviderJobCreate, o: KeyOptions = {}): Promise<{ job: ProviderJob; created: boolean; replayed: boolean }> {
+    const key = o.idempotencyKey ?? newIdempotencyKey();
+    const a = await this.call({ method: "POST", path: "/v1/provider-jobs", body, key, safety: "repeatable", signal: o.signal });
+    return { job: a.body as ProviderJob, created: a.status === 201, replayed: a.headers.get("Idempotent-Replayed") === "true" };
+  }
+
+  /** The dropped deliveries of a provider job, newest first. */
+  async listProviderJobDrops(id: string, o: { signal?: AbortSignal } = {}): Promise<ProviderJobDrop[]> {
+    const a = await this.call({ method: "GET", path: `/v1/provider-jobs/${encodeURIComponent(id)}/drops`, safety: "repeatable", signal: o.signal });
+    return (a.body as { items: ProviderJobDrop[] }).items;
+  }
+
+  /** Sends c until an attempt succeeds, one fails for good, or the attempts run out. */
+  private async call(c: Call): Promise<Answer> {
+    for (let n = 1; ; n++) {
+      let err: SearchdError;
+      try {
+        const a = await this.attempt(c);
+        return { ...a, attempts: n };
+      } catch (e) {
+        if (!(e instanceof SearchdError) || c.signal?.aborted) throw e;
+        err = e;
+      }
+      err.attempts = n;
+      if (!retryable(c.safety, err) || n >= this.retry.maxAttempts) throw err;
+      await this.sleep(this.delay(n, err.retryAfterMs));
+    }
+  }
+
+  /** The wait before retry n: full jitter under a doubling ceiling, or Retry-After when it asks for longer. */
+  private delay(n: number, retryAfterMs?: number): number {
+    const ceiling = Math.min(this.retry.maxDelayMs, this.retry.baseDelayMs * 2 ** (n - 1));
+    const backoff = Math.floor(this.random() * ceiling);
+    return retryAfterMs === undefined ? backoff : Math.max(backoff, Math.min(retryAfterMs, this.retry.maxRetryAfterMs));
+  }
+
+  private async attempt(c: Call): Promise<Omit<Answer, "attempts">> {
+    const headers: Record<string, string> = { Accept: "application/json, application/problem+json", ...c.headers };
+    headers["Authorization"] = `Bearer ${await this.token()}`;
+    if (c.key !== undefined) headers["Idempotency-Key"] = c.key;
+    let body: string | undefined;
+    if (c.body !== undefined) {
+      body = JSON.stringify(c.body);
+      headers["Content-Type"] = c.contentType ?? "application/json";
+    }
+    let res: Response;
+    try {
+      res = await this.fetch(this.base + c.path, { method: c.method, headers, body, signal: c.signal });
+    } catch (cause) {
+      if (c.signal?.aborted) throw cause;
+      throw new SearchdError(0, `searchd: ${c.method} ${c.path}: network failure: ${String(cause)}`, { cause });
+    }
+    const text = await res.text();
+    const parsed = text ? safeJSON(text) : undefined;
+    if (res.ok) return { status: res.status, headers: res.headers, body: parsed };
+    const problem = isProblem(parsed) ? parsed : undefined;
+    const retryAfterMs = parseRetryAfter(res.headers.get("Retry-After"));
+    const what = problem ? `${problem.code}: ${problem.detail}` : res.statusText;
+    throw new SearchdError(res.status, `searchd: ${c.method} ${c.path}: ${res.status} ${what}`, {
+      problem, requestId: res.headers.get("X-Request-Id") ?? undefined, retryAfterMs,
+    });
+  }
+}
+
+/** Whether a failed attempt of a request of safety s may be sent again. */
+export function retryable(s: Safety, err: SearchdError): boolean {
+  if (s !== "repeatable") return false;
+  if (err.status === 0) return true; // the network: the key makes a repeat harmless
+  if (err.status === 409) return err.code === "in_progress";
+  return retriedStatuses.has(err.status);
+}
+
+/** Reads Retry-After: delta-seconds or an HTTP date; undefined when absent or unreadable. */
+export function parseRetryAfter(v: string | null, now = Date.now()): number | undefined {
+  if (!v) return undefined;
+  if (/^\d+$/.test(v.trim())) return Number(v.trim()) * 1000;
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+function versioned(a: Answer): Versioned {
+  return { savedSearch: a.body as SavedSearch, etag: a.headers.get("ETag") ?? "", replayed: a.headers.get("Idempotent-Replayed") === "true" };
+}
+
+function query(params: Record<string, string | number | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== "") q.set(k, String(v));
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}
+
+function safeJSON(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function isProblem(v: unknown): v is Problem {
+  return typeof v === "object" && v !== null && typeof (v as { code?: unknown }).code === "string";
+}

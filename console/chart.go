@@ -1,0 +1,174 @@
+package console
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/searchd/searchd/operator"
+)
+
+// The claims chart: server-side SVG, stacked bars per hour. Colours come
+// from classes in console.css (the CSP admits no inline style).
+
+type chart struct {
+	Width, Height int
+	Panels        []chartPanel
+	XLabels       []chartText
+	// Claims, Drops and Releases are the totals over the window.
+	Claims, Drops, Releases int64
+	Hours                   int
+}
+
+type chartPanel struct {
+	Title  string
+	Top    int
+	Height int
+	Grid   []chartLine
+	Bars   []chartRect
+	Legend []chartLegend
+	TitleY int
+}
+
+type chartRect struct {
+	X, Y, W, H float64
+	Class      string
+	Title      string
+}
+
+type chartLine struct {
+	Y     float64
+	Label string
+}
+
+type chartText struct {
+	X    float64
+	Text string
+}
+
+type chartLegend struct {
+	X     float64
+	Class string
+	Text  string
+}
+
+const (
+	chartWidth  = 760
+	chartLeft   = 44
+	chartRight  = 10
+	claimsTop   = 28
+	claimsH     = 150
+	dropsTop    = claimsTop + claimsH + 44
+	dropsH      = 70
+	chartHeight = dropsTop + dropsH + 26
+)
+
+// series of each panel, bottom to top, with their classes and labels.
+var (
+	claimSeries = []struct{ what, class, label string }{
+		{"completed", "s-completed", "completed"},
+		{"in_flight", "s-inflight", "in flight"},
+		{"stuck", "s-stuck", "stuck"},
+	}
+	dropSeries = []struct{ what, class, label string }{
+		{"duplicate", "s-duplicate", "duplicate"},
+		{"hash_mismatch", "s-mismatch", "hash mismatch"},
+		{"unknown_job", "s-unknown", "unknown job"},
+		{"job_mismatch", "s-jobmismatch", "job mismatch"},
+		{"released", "s-released", "force-released"},
+	}
+)
+
+// buildChart lays out the buckets of the last hours hours ending with the
+// hour of now.
+func buildChart(buckets []operator.Bucket, now time.Time, hours int) chart {
+	first := now.UTC().Truncate(time.Hour).Add(-time.Duration(hours-1) * time.Hour)
+	claims := make([]map[string]int64, hours)
+	drops := make([]map[string]int64, hours)
+	for i := range claims {
+		claims[i], drops[i] = map[string]int64{}, map[string]int64{}
+	}
+	ch := chart{Width: chartWidth, Height: chartHeight, Hours: hours}
+	for _, b := range buckets {
+		i := int(b.Hour.UTC().Sub(first) / time.Hour)
+		if i < 0 || i >= hours {
+			continue
+		}
+		switch b.Kind {
+		case "claim":
+			claims[i][b.What] += b.Count
+			ch.Claims += b.Count
+		case "drop":
+			drops[i][b.What] += b.Count
+			ch.Drops += b.Count
+		case "release":
+			drops[i]["released"] += b.Count
+			ch.Releases += b.Count
+		}
+	}
+	plotW := float64(chartWidth - chartLeft - chartRight)
+	slot := plotW / float64(hours)
+	panel := func(title string, top, height int, data []map[string]int64, series []struct{ what, class, label string }) chartPanel {
+		p := chartPanel{Title: title, Top: top, Height: height, TitleY: top - 10}
+		var peak int64
+		for _, m := range data {
+			var sum int64
+			for _, s := range series {
+				sum += m[s.what]
+			}
+			peak = max(peak, sum)
+		}
+		scale := niceCeil(peak)
+		for _, frac := range []float64{0, 0.5, 1} {
+			y := float64(top+height) - frac*float64(height)
+			p.Grid = append(p.Grid, chartLine{Y: y, Label: fmt.Sprint(int64(frac * float64(scale)))})
+		}
+		for i, m := range data {
+			x := float64(chartLeft) + float64(i)*slot + slot*0.15
+			base := float64(top + height)
+			for _, s := range series {
+				n := m[s.what]
+				if n == 0 {
+					continue
+				}
+				h := float64(n) / float64(scale) * float64(height)
+				base -= h
+				hour := first.Add(time.Duration(i) * time.Hour)
+				p.Bars = append(p.Bars, chartRect{X: x, Y: base, W: slot * 0.7, H: h, Class: s.class,
+					Title: fmt.Sprintf("%s–%s UTC: %d %s", hour.Format("15:04"), hour.Add(time.Hour).Format("15:04"), n, s.label)})
+			}
+		}
+		lx := float64(chartLeft + 210)
+		for _, s := range series {
+			p.Legend = append(p.Legend, chartLegend{X: lx, Class: s.class, Text: s.label})
+			lx += 14 + 7.2*float64(len(s.label)) + 18
+		}
+		return p
+	}
+	ch.Panels = []chartPanel{
+		panel("Claims by the hour they were claimed, by state now", claimsTop, claimsH, claims, claimSeries),
+		panel("Dropped deliveries and force-releases", dropsTop, dropsH, drops, dropSeries),
+	}
+	for i := 0; i < hours-2; i += 3 {
+		ch.XLabels = append(ch.XLabels, chartText{
+			X:    float64(chartLeft) + float64(i)*slot + slot/2,
+			Text: first.Add(time.Duration(i) * time.Hour).Format("15:04"),
+		})
+	}
+	ch.XLabels = append(ch.XLabels, chartText{X: float64(chartLeft) + float64(hours-1)*slot + slot/2, Text: "now"})
+	return ch
+}
+
+// niceCeil rounds n up to 1, 2 or 5 times a power of ten (at least 2, so
+// the middle grid line is a whole number).
+func niceCeil(n int64) int64 {
+	if n <= 2 {
+		return 2
+	}
+	for p := int64(1); ; p *= 10 {
+		for _, m := range []int64{1, 2, 5} {
+			if m*p >= n {
+				return m * p
+			}
+		}
+	}
+}

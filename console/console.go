@@ -1,0 +1,345 @@
+// Package console is searchd's audit and operator console: server-rendered
+// HTML under /console/, served by `searchd serve` and `searchd dev` beside
+// the API.
+//
+// An organization's auditor (an ordinary organization token) sees that
+// organization's saved searches, archived ones included, each with its
+// snapshot timeline, a diff of brief and baseline between any two
+// snapshots and the Runs each snapshot started; its Runs; its provider
+// jobs with their applied and dropped deliveries. An operator (a token
+// with the role claim api.RoleOperator, minted by `searchd token
+// --operator`) sees the plane across organizations: claim counts, claims
+// in flight, stuck claims with a guarded force-release, the provider
+// inbox's backlog and the applier's lag, tool calls left
+// uncertain with a person's decision (mark delivered, or one retry with
+// the same key), the record of force-releases and the sweeper's runs. Every read goes through the
+// domain stores with the organization of the token, as the API's do.
+//
+// Security. The bearer token is pasted once into a sign-in form (a POST
+// body, never a URL) and kept in an HttpOnly, SameSite=Strict cookie
+// scoped to /console/, Secure when the request came over TLS; it is never
+// logged. Every POST is refused unless the browser says it is same-origin
+// (http.CrossOriginProtection: Sec-Fetch-Site, else Origin) and, once
+// signed in, unless it carries the CSRF token bound to the session cookie
+// (an HMAC of it under a key derived from the server's JWT secret). Every
+// response carries a strict Content-Security-Policy: scripts and styles
+// from the console's own embedded files only, no inline script or style,
+// no framing. The pages work without JavaScript; console.js only adds
+// conveniences.
+//
+// Templates and assets are embedded (go:embed), so `go build` needs no
+// front-end toolchain and there are no built assets to keep current.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/telemetry"
+	"github.com/searchd/searchd/operator"
+	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
+	"github.com/searchd/searchd/sweeper"
+	"github.com/searchd/searchd/tools"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Prefix is the path the console is served under.
+const Prefix = "/console/"
+
+// SavedSearches is what the console reads of saved searches; a
+// *savedsearch.Store has it.
+type SavedSearches interface {
+	ListAll(ctx context.Context, org uuid.UUID, p savedsearch.AuditListParams) ([]savedsearch.Entry, string, error)
+	GetEntry(ctx context.Context, org, id uuid.UUID) (*savedsearch.Entry, error)
+}
+
+// Snapshots is what the console reads of snapshots; a *snapshot.Store has
+// it.
+type Snapshots interface {
+	Get(ctx context.Context, org, id uuid.UUID) (*snapshot.Snapshot, error)
+	Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p snapshot.TimelineParams) ([]snapshot.TimelineEntry, string, error)
+}
+
+// Runs is what the console reads of Runs; a *runs.Store has it.
+type Runs interface {
+	Get(ctx context.Context, org, id uuid.UUID) (*runs.Run, error)
+	Search(ctx context.Context, org uuid.UUID, p runs.SearchParams) ([]runs.Run, string, error)
+}
+
+// ProviderJobs is what the console reads of provider jobs: a
+// *providerjobs.Service for Get and a *providerjobs.Audit for the rest.
+type ProviderJobs interface {
+	Get(ctx context.Context, org, id uuid.UUID) (*providerjobs.Job, error)
+}
+
+// JobAudit is the audit reads of provider jobs; a *providerjobs.Audit has
+// them.
+type JobAudit interface {
+	Jobs(ctx context.Context, org uuid.UUID, p providerjobs.JobListParams) ([]providerjobs.Job, string, error)
+	Deliveries(ctx context.Context, j *providerjobs.Job, limit int) ([]providerjobs.AppliedDelivery, error)
+	Drops(ctx context.Context, org, jobID uuid.UUID, limit int, cursor string) ([]providerjobs.Drop, string, error)
+}
+
+// Operator is the operator's reads and force-release; an *operator.Store
+// has them.
+type Operator interface {
+	Claim(ctx context.Context, id uuid.UUID) (*idempotency.Record, error)
+	Overview(ctx context.Context, hours int) (*operator.Overview, error)
+	InFlight(ctx context.Context, f operator.ClaimFilter, p operator.PageParams) ([]idempotency.Record, string, error)
+	Stuck(ctx context.Context, f operator.ClaimFilter, p operator.PageParams) ([]idempotency.Record, string, error)
+	Releases(ctx context.Context, f operator.ReleaseFilter, p operator.PageParams) ([]operator.Release, string, error)
+	ForceRelease(ctx context.Context, rec *idempotency.Record, p operator.ReleaseParams) (*operator.Release, error)
+}
+
+// Inbox reads the provider inbox: the applier's backlog and lag and the
+// arrivals; a *providerjobs.Audit has it.
+type Inbox interface {
+	InboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error)
+	InboxPending(ctx context.Context, p providerjobs.InboxListParams) ([]providerjobs.InboxEntry, string, error)
+	InboxArrivals(ctx context.Context, p providerjobs.InboxListParams) ([]providerjobs.InboxEntry, string, error)
+}
+
+// UncertainCalls reads the tool calls left uncertain and the decisions
+// made about them; a *tools.Inspector has it.
+type UncertainCalls interface {
+	Uncertain(ctx context.Context, p tools.InspectParams) ([]tools.UncertainCall, string, error)
+	Resolutions(ctx context.Context, p tools.InspectParams) ([]tools.PastResolution, string, error)
+}
+
+// Resolver records a person's decision about an uncertain call; a
+// *tools.Resolver is one.
+type Resolver interface {
+	Resolve(ctx context.Context, p tools.ResolveParams) (*tools.Resolved, error)
+}
+
+// SweeperRuns reads the sweeper's recorded runs; a *sweeper.RunLog has it.
+type SweeperRuns interface {
+	List(ctx context.Context, backlogOnly bool, limit int, cursor string) ([]sweeper.RunEntry, string, error)
+}
+
+// Deps are what a [Console] is built from. All are required but Logger,
+// Now, OverviewTTL, and the stores of the optional operator panels (Inbox;
+// Uncertain and Resolver), each panel shown when its stores are set.
+type Deps struct {
+	SavedSearches SavedSearches
+	Snapshots     Snapshots
+	Runs          Runs
+	ProviderJobs  ProviderJobs
+	JobAudit      JobAudit
+	Operator      Operator
+	SweeperRuns   SweeperRuns
+	// Inbox serves the operator's "Inbound" panel, shown when it is set.
+	Inbox Inbox
+	// Uncertain and Resolver serve the operator's "Uncertain effects"
+	// panel; it is shown only when both are set.
+	Uncertain UncertainCalls
+	Resolver  Resolver
+	// JWTSecret verifies the tokens signed in with, as the API does, and
+	// keys the CSRF tokens; at least api.MinJWTSecretLen bytes.
+	JWTSecret []byte
+	// Logger receives one line per request (never a token, a cookie or a
+	// query string) and the errors; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock tokens expire by and "ago" is written against;
+	// nil is time.Now.
+	Now func() time.Time
+	// OverviewTTL is how long the claims page reuses the plane's counts
+	// and chart (one pass over agent.idempotency_keys) before reading
+	// them again; the stuck and in-flight lists are always read fresh.
+	// Zero is DefaultOverviewTTL; negative reads them on every request.
+	OverviewTTL time.Duration
+}
+
+// DefaultOverviewTTL is the default [Deps.OverviewTTL]: counts a few
+// seconds old, so operators refreshing the page do not each scan the
+// plane.
+const DefaultOverviewTTL = 5 * time.Second
+
+// Console serves the console. It is safe for concurrent use.
+type Console struct {
+	d        Deps
+	verifier *api.TokenVerifier
+	csrfKey  []byte
+	pages    map[string]*template.Template
+	handler  http.Handler
+	log      *slog.Logger
+	now      func() time.Time
+	overview overviewCache
+}
+
+// New returns the console built on d, or an error naming the first
+// dependency missing.
+func New(d Deps) (*Console, error) {
+	switch {
+	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.ProviderJobs == nil, d.JobAudit == nil:
+		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs, ProviderJobs and JobAudit are required")
+	case d.Operator == nil, d.SweeperRuns == nil:
+		return nil, errors.New("console: Deps.Operator and SweeperRuns are required")
+	}
+	v, err := api.NewTokenVerifier(d.JWTSecret, d.Now)
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{d: d, verifier: v, csrfKey: deriveKey(d.JWTSecret, "searchd console csrf v1"), log: d.Logger, now: d.Now}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	c.overview.ttl = d.OverviewTTL
+	if c.overview.ttl == 0 {
+		c.overview.ttl = DefaultOverviewTTL
+	}
+	if c.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	c.handler = c.routes()
+	return c, nil
+}
+
+// Handler returns the http.Handler of the console: mount it at [Prefix].
+func (c *Console) Handler() http.Handler { return c.handler }
+
+// Mount returns a handler that serves the console under [Prefix] and
+// everything else with next (the API). It dispatches on the path alone,
+// leaving the request as it came for next: a ServeMux would set
+// r.Pattern, which the API's tracing takes for its route.
+func (c *Console) Mount(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, Prefix):
+			c.handler.ServeHTTP(w, r)
+		case r.URL.Path == strings.TrimSuffix(Prefix, "/"):
+			http.Redirect(w, r, Prefix, http.StatusMovedPermanently)
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+func (c *Console) routes() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(staticFS, "static")
+	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", staticHandler(static)))
+
+	mux.HandleFunc("GET /console/{$}", c.home)
+	mux.HandleFunc("GET /console/sign-in", c.signInForm)
+	mux.HandleFunc("POST /console/sign-in", c.signIn)
+	mux.HandleFunc("POST /console/sign-out", c.session(anyone, c.signOut))
+
+	// The auditor's views: one organization's records.
+	mux.HandleFunc("GET /console/saved-searches", c.session(auditor, c.savedSearches))
+	mux.HandleFunc("GET /console/saved-searches/{id}", c.session(auditor, c.savedSearch))
+	mux.HandleFunc("GET /console/saved-searches/{id}/compare", c.session(auditor, c.compare))
+	mux.HandleFunc("GET /console/snapshots/{id}", c.session(auditor, c.snapshot))
+	mux.HandleFunc("GET /console/runs", c.session(auditor, c.runs))
+	mux.HandleFunc("GET /console/runs/{id}", c.session(auditor, c.run))
+	mux.HandleFunc("GET /console/provider-jobs", c.session(auditor, c.providerJobs))
+	mux.HandleFunc("GET /console/provider-jobs/{id}", c.session(auditor, c.providerJob))
+
+	// The operator's views: every organization's plane.
+	for _, p := range c.operatorPanels() {
+		for _, r := range p.routes(c) {
+			mux.HandleFunc(r.pattern, c.session(operatorOnly, r.handler))
+		}
+	}
+	mux.HandleFunc("/console/", c.notFound)
+
+	csrf := http.NewCrossOriginProtection()
+	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusForbidden, "Cross-origin request refused",
+			"This form was sent from another site, so it was not carried out.")
+	}))
+	return c.logRequests(securityHeaders(csrf.Handler(mux)))
+}
+
+// contentSecurityPolicy admits the console's own script and stylesheet and
+// nothing else: no inline script or style, no other origin, no framing, and
+// forms post back to the console alone.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// securityHeaders sets the headers every console response carries.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		if r.TLS != nil {
+			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusWriter remembers the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// logRequests gives each request an id (X-Request-Id, and every log line
+// about it) and logs one line: the route pattern, never the raw path or
+// query, and never a header or cookie.
+func (c *Console) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := uuid.NewString()
+		w.Header().Set("X-Request-Id", id)
+		r = r.WithContext(telemetry.WithRequestID(r.Context(), id))
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		c.log.LogAttrs(context.WithoutCancel(r.Context()), slog.LevelInfo, "console request",
+			slog.String("request_id", id),
+			slog.String("method", r.Method),
+			slog.String("route", r.Pattern),
+			slog.Int("status", sw.status),
+			slog.Duration("duration", time.Since(start)))
+	})
+}
+
+// staticHandler serves the embedded assets, cacheable for an hour.
+func staticHandler(fsys fs.FS) http.Handler {
+	files := http.FileServerFS(fsys)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		files.ServeHTTP(w, r)
+	})
+}

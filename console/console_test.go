@@ -1,0 +1,598 @@
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/console"
+	"github.com/searchd/searchd/console/consoletest"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/operator"
+	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
+	"github.com/searchd/searchd/sweeper"
+	"github.com/searchd/searchd/tools"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var secret = []byte("console-test-secret-0123456789abcdef")
+
+type bundle struct {
+	pool    *pgxpool.Pool
+	world   *consoletest.World
+	handler http.Handler
+	log     *bytes.Buffer
+}
+
+func newConsole(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL time.Duration) http.Handler {
+	t.Helper()
+	plane := idempotency.NewService(pool, idempotency.Config{})
+	c, err := console.New(console.Deps{
+		SavedSearches: savedsearch.NewStore(pool),
+		Snapshots:     snapshot.NewStore(pool),
+		Runs:          runs.NewStore(pool, runs.Config{}),
+		ProviderJobs:  providerjobs.New(pool, plane, providerjobs.Config{}),
+		JobAudit:      providerjobs.NewAudit(pool),
+		Operator:      operator.NewStore(pool, nil),
+		SweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),
+		Inbox:         providerjobs.NewAudit(pool),
+		Uncertain:     tools.NewInspector(pool, nil),
+		Resolver:      tools.NewResolver(pool, tools.ResolverConfig{}),
+		JWTSecret:     secret,
+		Logger:        slog.New(slog.NewJSONHandler(log, nil)),
+		OverviewTTL:   overviewTTL,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Handler()
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	pool := pgtest.NewDB(t)
+	w, err := consoletest.Seed(context.Background(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	return &bundle{pool: pool, world: w, handler: newConsole(t, pool, &log, 0), log: &log}
+}
+
+func (b *bundle) token(t *testing.T, org uuid.UUID, sub string) string {
+	t.Helper()
+	tok, err := api.SignToken(secret, org, sub, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func (b *bundle) operatorToken(t *testing.T) string {
+	t.Helper()
+	tok, err := api.SignOperatorToken(secret, uuid.Nil, "olga", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// do serves one request; cookie, when set, is the session cookie's value.
+func (b *bundle) do(method, target, cookie string, form url.Values, header map[string]string) *httptest.ResponseRecorder {
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	r := httptest.NewRequest(method, target, body)
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if cookie != "" {
+		r.AddCookie(&http.Cookie{Name: "searchd_console", Value: cookie})
+	}
+	for k, v := range header {
+		r.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	b.handler.ServeHTTP(rec, r)
+	return rec
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrfOf returns the CSRF token a page of the session renders.
+func (b *bundle) csrfOf(t *testing.T, cookie, page string) string {
+	t.Helper()
+	rec := b.do("GET", page, cookie, nil, nil)
+	m := csrfField.FindStringSubmatch(rec.Body.String())
+	if rec.Code != http.StatusOK || m == nil {
+		t.Fatalf("GET %s = %d without a csrf field", page, rec.Code)
+	}
+	return m[1]
+}
+
+func (b *bundle) claimExists(t *testing.T, id uuid.UUID) bool {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM agent.idempotency_keys WHERE id = $1`, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+func TestSignInSetsAStrictHttpOnlyCookieAndNeverLogsTheToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok := b.token(t, b.world.OrgA, "alice")
+	for _, tt := range []struct {
+		target     string
+		wantSecure bool
+	}{
+		{"http://console.test/console/sign-in", false},
+		{"https://console.test/console/sign-in", true},
+	} {
+		rec := b.do("POST", tt.target, "", url.Values{"token": {tok}}, nil)
+		if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/console/saved-searches" {
+			t.Fatalf("POST %s = %d to %q, want 303 to the saved searches", tt.target, rec.Code, rec.Header().Get("Location"))
+		}
+		cookies := rec.Result().Cookies()
+		if len(cookies) != 1 {
+			t.Fatalf("sign-in set %d cookies, want 1", len(cookies))
+		}
+		c := cookies[0]
+		if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/console/" || c.Secure != tt.wantSecure {
+			t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, Path /console/, Secure %v", c, tt.wantSecure)
+		}
+		if strings.Contains(rec.Header().Get("Location"), tok) {
+			t.Errorf("the token is in the redirect")
+		}
+	}
+	if rec := b.do("GET", "/console/saved-searches", tok, nil, nil); rec.Code != http.StatusOK {
+		t.Fatalf("a signed-in GET = %d", rec.Code)
+	}
+	if strings.Contains(b.log.String(), tok) || strings.Contains(b.log.String(), tok[strings.LastIndex(tok, ".")+1:]) {
+		t.Errorf("the log holds the token:\n%s", b.log.String())
+	}
+	if !strings.Contains(b.log.String(), `"route":"GET /console/saved-searches"`) {
+		t.Errorf("the access log has no line for the request:\n%s", b.log.String())
+	}
+}
+
+func TestSignInRefusesTokensTheAPIWouldRefuse(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	expired, _ := api.SignToken(secret, b.world.OrgA, "alice", time.Now().Add(-2*time.Hour), time.Hour)
+	other, _ := api.SignToken([]byte("another-secret-0123456789abcdefghij"), b.world.OrgA, "alice", time.Now(), time.Hour)
+	for name, tok := range map[string]string{"garbage": "not-a-token", "expired": expired, "other secret": other, "empty": ""} {
+		rec := b.do("POST", "/console/sign-in", "", url.Values{"token": {tok}}, nil)
+		if rec.Code != http.StatusUnauthorized || len(rec.Result().Cookies()) != 0 {
+			t.Errorf("sign-in with a %s token = %d with %d cookies, want 401 and none", name, rec.Code, len(rec.Result().Cookies()))
+		}
+		if tok != "" {
+			if rec := b.do("GET", "/console/saved-searches", tok, nil, nil); rec.Code != http.StatusSeeOther {
+				t.Errorf("GET with a %s token as the cookie = %d, want 303 to sign in", name, rec.Code)
+			}
+		}
+	}
+}
+
+func TestEveryResponseCarriesAStrictContentSecurityPolicy(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok := b.token(t, b.world.OrgA, "alice")
+	op := b.operatorToken(t)
+	for _, tt := range []struct{ target, cookie string }{
+		{"/console/sign-in", ""},
+		{"/console/saved-searches", tok},
+		{"/console/saved-searches/" + b.world.Search.String(), tok},
+		{"/console/operator/claims", op},
+		{"/console/operator/claims", tok}, // 403
+		{"/console/no-such-page", tok},    // 404
+		{"/console/static/console.css", ""},
+	} {
+		rec := b.do("GET", tt.target, tt.cookie, nil, nil)
+		csp := rec.Header().Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'none'", "script-src 'self'", "style-src 'self'", "frame-ancestors 'none'", "form-action 'self'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("GET %s (%d): CSP %q lacks %q", tt.target, rec.Code, csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe") {
+			t.Errorf("GET %s: CSP %q allows unsafe sources", tt.target, csp)
+		}
+		if rec.Header().Get("X-Content-Type-Options") != "nosniff" || rec.Header().Get("X-Frame-Options") != "DENY" {
+			t.Errorf("GET %s: headers %v lack nosniff or DENY", tt.target, rec.Header())
+		}
+		if strings.Contains(rec.Body.String(), "<script>") || strings.Contains(rec.Body.String(), "style=") {
+			t.Errorf("GET %s renders inline script or style", tt.target)
+		}
+	}
+}
+
+func TestAnAuditorSeesNothingOfAnotherOrganization(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world
+	tokB := b.token(t, w.OrgB, "eve")
+	for _, target := range []string{
+		"/console/saved-searches/" + w.Search.String(),
+		"/console/saved-searches/" + w.Archived.String(),
+		"/console/saved-searches/" + w.Search.String() + "/compare?a=" + w.FirstSnapshot.String() + "&b=" + w.SecondSnapshot.String(),
+		"/console/snapshots/" + w.SecondSnapshot.String(),
+		"/console/runs/" + w.SecondRun.String(),
+		"/console/provider-jobs/" + w.Job.String(),
+	} {
+		rec := b.do("GET", target, tokB, nil, nil)
+		if rec.Code != http.StatusNotFound {
+			t.Errorf("org B GET %s = %d, want 404", target, rec.Code)
+		}
+		if strings.Contains(rec.Body.String(), consoletest.SearchName) {
+			t.Errorf("org B GET %s shows org A's saved search", target)
+		}
+	}
+	for _, target := range []string{
+		"/console/saved-searches?archived=1",
+		"/console/runs",
+		"/console/runs?key=" + w.SecondKey,
+		"/console/provider-jobs",
+		"/console/saved-searches/" + w.SearchB.String(),
+	} {
+		rec := b.do("GET", target, tokB, nil, nil)
+		body := rec.Body.String()
+		if rec.Code != http.StatusOK {
+			t.Fatalf("org B GET %s = %d", target, rec.Code)
+		}
+		for _, leak := range []string{consoletest.SearchName, consoletest.ArchivedName, w.SecondRun.String()[:8], "acme-job-5521", w.SecondKey} {
+			if leak == w.SecondKey && strings.Contains(target, "key=") {
+				body = strings.Replace(body, `value="`+w.SecondKey+`"`, "", 1) // the filter, echoed
+			}
+			if strings.Contains(body, leak) {
+				t.Errorf("org B GET %s shows org A's %q", target, leak)
+			}
+		}
+	}
+	// And org A does see its own: the checks above can fail.
+	tokA := b.token(t, w.OrgA, "alice")
+	if body := b.do("GET", "/console/runs?key="+w.SecondKey, tokA, nil, nil).Body.String(); !strings.Contains(body, w.SecondRun.String()[:8]) {
+		t.Errorf("org A's Run search by key does not show its Run")
+	}
+}
+
+func TestOperatorViewsRefuseOrganizationTokens(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tokA := b.token(t, b.world.OrgA, "alice")
+	for _, target := range []string{"/console/operator/claims", "/console/operator/releases", "/console/operator/sweeper"} {
+		rec := b.do("GET", target, tokA, nil, nil)
+		if rec.Code != http.StatusForbidden || strings.Contains(rec.Body.String(), b.world.StuckKey) {
+			t.Errorf("org token GET %s = %d, want 403 showing nothing", target, rec.Code)
+		}
+		if rec := b.do("GET", target, b.operatorToken(t), nil, nil); rec.Code != http.StatusOK {
+			t.Errorf("operator GET %s = %d, want 200", target, rec.Code)
+		}
+	}
+	// With the session's own CSRF token, a release by an organization's
+	// token is still refused.
+	csrf := b.csrfOf(t, tokA, "/console/saved-searches")
+	rec := b.do("POST", "/console/operator/claims/"+b.world.Stuck.String()+"/release", tokA,
+		url.Values{"csrf": {csrf}, "reason": {"try"}, "claimed_at": {time.Now().Format(time.RFC3339Nano)}}, nil)
+	if rec.Code != http.StatusForbidden || !b.claimExists(t, b.world.Stuck) {
+		t.Errorf("org token POST release = %d (claim kept %v), want 403 and the claim kept", rec.Code, b.claimExists(t, b.world.Stuck))
+	}
+	// The navigation offers no operator view to an organization.
+	if body := b.do("GET", "/console/saved-searches", tokA, nil, nil).Body.String(); strings.Contains(body, "/console/operator/") {
+		t.Errorf("an organization's navigation links an operator view")
+	}
+	// An operator token that names no organization reads no organization.
+	if rec := b.do("GET", "/console/saved-searches", b.operatorToken(t), nil, nil); rec.Code != http.StatusForbidden {
+		t.Errorf("operator without an organization GET saved searches = %d, want 403", rec.Code)
+	}
+}
+
+// stuckForm is the release form of the stuck claim as the claims page
+// renders it.
+func (b *bundle) stuckForm(t *testing.T, cookie string) url.Values {
+	t.Helper()
+	page := b.do("GET", "/console/operator/claims", cookie, nil, nil).Body.String()
+	m := regexp.MustCompile(`action="/console/operator/claims/` + b.world.Stuck.String() +
+		`/release" class="release">\s*<input type="hidden" name="csrf" value="([^"]+)">\s*<input type="hidden" name="claimed_at" value="([^"]+)">`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the claims page has no release form for the stuck claim:\n%s", page)
+	}
+	return url.Values{"csrf": {m[1]}, "claimed_at": {m[2]}, "reason": {"worker gone"}}
+}
+
+func TestForceReleaseNeedsTheSessionsCSRFTokenAndASameOriginPost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	op := b.operatorToken(t)
+	form := b.stuckForm(t, op)
+	target := "/console/operator/claims/" + b.world.Stuck.String() + "/release"
+	otherOp, _ := api.SignOperatorToken(secret, uuid.Nil, "mallory", time.Now(), time.Hour)
+	for _, tt := range []struct {
+		name   string
+		csrf   string
+		header map[string]string
+	}{
+		{"no csrf", "", nil},
+		{"another session's csrf", b.csrfOf(t, otherOp, "/console/operator/claims"), nil},
+		{"a cross-site post", form.Get("csrf"), map[string]string{"Sec-Fetch-Site": "cross-site"}},
+		{"another origin", form.Get("csrf"), map[string]string{"Origin": "https://evil.example"}},
+	} {
+		f := url.Values{"claimed_at": form["claimed_at"], "reason": form["reason"]}
+		if tt.csrf != "" {
+			f.Set("csrf", tt.csrf)
+		}
+		rec := b.do("POST", target, op, f, tt.header)
+		if rec.Code != http.StatusForbidden || !b.claimExists(t, b.world.Stuck) {
+			t.Errorf("%s: POST release = %d, claim kept %v; want 403 and the claim kept", tt.name, rec.Code, b.claimExists(t, b.world.Stuck))
+		}
+	}
+	rec := b.do("POST", target, op, form, map[string]string{"Sec-Fetch-Site": "same-origin"})
+	if rec.Code != http.StatusSeeOther || !strings.Contains(rec.Header().Get("Location"), "released=") {
+		t.Fatalf("a same-origin POST with the csrf token = %d to %q, want 303 released", rec.Code, rec.Header().Get("Location"))
+	}
+	if b.claimExists(t, b.world.Stuck) {
+		t.Fatalf("the stuck claim is still stored after its release")
+	}
+	var actor, reason, via string
+	if err := b.pool.QueryRow(context.Background(),
+		`SELECT actor, reason, via FROM agent.claim_releases WHERE claim_id = $1`, b.world.Stuck).Scan(&actor, &reason, &via); err != nil {
+		t.Fatalf("the release is not recorded: %v", err)
+	}
+	if actor != "olga" || reason != "worker gone" || via != "console" {
+		t.Errorf("release recorded as (%q, %q, %q), want (olga, worker gone, console)", actor, reason, via)
+	}
+	if body := b.do("GET", "/console/operator/releases", op, nil, nil).Body.String(); !strings.Contains(body, "worker gone") {
+		t.Errorf("the releases page does not show the release")
+	}
+}
+
+func TestForceReleaseRefusesLiveChangedAndReasonlessReleases(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	op := b.operatorToken(t)
+	form := b.stuckForm(t, op)
+	post := func(id uuid.UUID, f url.Values) string {
+		rec := b.do("POST", "/console/operator/claims/"+id.String()+"/release", op, f, nil)
+		if rec.Code != http.StatusSeeOther {
+			t.Fatalf("POST release = %d, want 303", rec.Code)
+		}
+		return rec.Header().Get("Location")
+	}
+	// The live claim: its lease has not passed.
+	var liveAt time.Time
+	if err := b.pool.QueryRow(context.Background(), `SELECT claimed_at FROM agent.idempotency_keys WHERE id = $1`, b.world.InFlight).Scan(&liveAt); err != nil {
+		t.Fatal(err)
+	}
+	live := url.Values{"csrf": form["csrf"], "reason": {"x"}, "claimed_at": {liveAt.Format(time.RFC3339Nano)}}
+	if loc := post(b.world.InFlight, live); !strings.Contains(loc, "refused=") || !b.claimExists(t, b.world.InFlight) {
+		t.Errorf("release of a live lease went to %q; want refused and the claim kept", loc)
+	}
+	changed := url.Values{"csrf": form["csrf"], "reason": {"x"}, "claimed_at": {time.Now().Add(-time.Hour).Format(time.RFC3339Nano)}}
+	if loc := post(b.world.Stuck, changed); !strings.Contains(loc, "changed") || !b.claimExists(t, b.world.Stuck) {
+		t.Errorf("release of a claim seen at another claimed_at went to %q; want refused and the claim kept", loc)
+	}
+	reasonless := url.Values{"csrf": form["csrf"], "reason": {"  "}, "claimed_at": form["claimed_at"]}
+	if loc := post(b.world.Stuck, reasonless); !strings.Contains(loc, "refused=") || !b.claimExists(t, b.world.Stuck) {
+		t.Errorf("release without a reason went to %q; want refused and the claim kept", loc)
+	}
+	var completed uuid.UUID
+	var completedAt time.Time
+	if err := b.pool.QueryRow(context.Background(),
+		`SELECT id, claimed_at FROM agent.idempotency_keys WHERE status = 'completed' LIMIT 1`).Scan(&completed, &completedAt); err != nil {
+		t.Fatal(err)
+	}
+	done := url.Values{"csrf": form["csrf"], "reason": {"x"}, "claimed_at": {completedAt.Format(time.RFC3339Nano)}}
+	if loc := post(completed, done); !strings.Contains(loc, "completed") || !b.claimExists(t, completed) {
+		t.Errorf("release of a completed claim went to %q; want refused and the claim kept", loc)
+	}
+}
+
+func TestCompareShowsTheBaselineAndBriefChanges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world
+	tok := b.token(t, w.OrgA, "alice")
+	// Either order: the older snapshot is always the left side.
+	for _, q := range []string{"a=" + w.FirstSnapshot.String() + "&b=" + w.SecondSnapshot.String(),
+		"a=" + w.SecondSnapshot.String() + "&b=" + w.FirstSnapshot.String()} {
+		rec := b.do("GET", "/console/saved-searches/"+w.Search.String()+"/compare?"+q, tok, nil, nil)
+		body := rec.Body.String()
+		if rec.Code != http.StatusOK {
+			t.Fatalf("compare = %d", rec.Code)
+		}
+		for _, want := range []string{
+			`<li class="added"><span class="sign">+</span>` + w.AddedItem,
+			`<li class="removed"><span class="sign">−</span>` + w.RemovedItem,
+			`filters.seniority`, `<h1>v1 → v3</h1>`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("compare?%s lacks %q", q, want)
+			}
+		}
+	}
+	// A snapshot of another saved search is not this one's to compare.
+	var other uuid.UUID
+	if err := b.pool.QueryRow(context.Background(),
+		`SELECT id FROM agent.saved_search_snapshots WHERE saved_search_id = $1`, w.Archived).Scan(&other); err != nil {
+		t.Fatal(err)
+	}
+	rec := b.do("GET", fmt.Sprintf("/console/saved-searches/%s/compare?a=%s&b=%s", w.Search, w.FirstSnapshot, other), tok, nil, nil)
+	if rec.Code != http.StatusNotFound {
+		t.Errorf("compare with another saved search's snapshot = %d, want 404", rec.Code)
+	}
+}
+
+func TestBadFiltersAndPathsAnswer4xx(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok := b.token(t, b.world.OrgA, "alice")
+	for target, want := range map[string]int{
+		"/console/runs?from=yesterday":                                    http.StatusBadRequest,
+		"/console/runs?status=lost":                                       http.StatusBadRequest,
+		"/console/runs?cursor=AAAA":                                       http.StatusBadRequest,
+		"/console/runs?key=" + strings.Repeat("k", 256):                   http.StatusBadRequest,
+		"/console/saved-searches?cursor=%ff":                              http.StatusBadRequest,
+		"/console/runs/not-a-uuid":                                        http.StatusNotFound,
+		"/console/runs/" + uuid.NewString():                               http.StatusNotFound,
+		"/console/saved-searches/" + b.world.Search.String() + "/compare": http.StatusBadRequest,
+	} {
+		if rec := b.do("GET", target, tok, nil, nil); rec.Code != want {
+			t.Errorf("GET %s = %d, want %d", target, rec.Code, want)
+		}
+	}
+	op := b.operatorToken(t)
+	for target, want := range map[string]int{
+		"/console/operator/claims?key=k":                      http.StatusBadRequest, // a key needs its organization and scope
+		"/console/operator/claims?org=nope":                   http.StatusBadRequest,
+		"/console/operator/claims?stuck=AAAA":                 http.StatusBadRequest,
+		"/console/operator/sweeper?cursor=AAAA":               http.StatusBadRequest,
+		"/console/operator/releases?actor=" + "%00":           http.StatusBadRequest,
+		"/console/operator/claims/" + uuid.NewString() + "/x": http.StatusNotFound,
+	} {
+		if rec := b.do("GET", target, op, nil, nil); rec.Code != want {
+			t.Errorf("operator GET %s = %d, want %d", target, rec.Code, want)
+		}
+	}
+}
+
+func TestRunListsPageThroughEveryRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	store := runs.NewStore(b.pool, runs.Config{})
+	for i := range 120 {
+		name := "cap"
+		if _, _, err := store.Admit(ctx, runs.AdmitParams{OrganizationID: b.world.OrgA, Kind: runs.KindCapability,
+			StartKey: runs.DirectStartKey(fmt.Sprintf("bulk-%03d", i)), RequestHash: "h", Name: &name, Actor: "bulk"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok := b.token(t, b.world.OrgA, "alice")
+	seen := map[string]bool{}
+	next := regexp.MustCompile(`href="(/console/runs\?[^"]*cursor=[^"]+)" class="next"`)
+	runLink := regexp.MustCompile(`href="/console/runs/([0-9a-f-]{36})"`)
+	target, pages := "/console/runs?actor=bulk", 0
+	for target != "" {
+		pages++
+		body := b.do("GET", strings.ReplaceAll(target, "&amp;", "&"), tok, nil, nil).Body.String()
+		for _, m := range runLink.FindAllStringSubmatch(body, -1) {
+			seen[m[1]] = true
+		}
+		target = ""
+		if m := next.FindStringSubmatch(body); m != nil {
+			target = m[1]
+		}
+	}
+	if len(seen) != 120 || pages != 3 {
+		t.Errorf("paging the actor's Runs saw %d Runs in %d pages, want 120 in 3", len(seen), pages)
+	}
+}
+
+func TestAnOperatorResolvesUncertainCallsWithTheirEvidence(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world
+	op := b.operatorToken(t)
+	page := b.do("GET", "/console/operator/uncertain", op, nil, nil)
+	body := page.Body.String()
+	if page.Code != http.StatusOK {
+		t.Fatalf("GET uncertain = %d", page.Code)
+	}
+	for _, want := range []string{w.UncertainKey, w.UncertainRetryKey, "no acknowledgement after 30 s", "connection reset"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the uncertain page lacks %q", want)
+		}
+	}
+	if rec := b.do("GET", "/console/operator/uncertain", b.token(t, w.OrgA, "alice"), nil, nil); rec.Code != http.StatusForbidden {
+		t.Errorf("an organization token GET uncertain = %d, want 403", rec.Code)
+	}
+	csrf := csrfField.FindStringSubmatch(body)[1]
+	decide := func(key, as, reason, csrf string) *httptest.ResponseRecorder {
+		return b.do("POST", "/console/operator/uncertain/resolve", op, url.Values{"csrf": {csrf}, "org": {w.OrgA.String()},
+			"scope": {consoletest.UncertainScope}, "key": {key}, "as": {as}, "reason": {reason}}, nil)
+	}
+	answer := func(id uuid.UUID) string {
+		var out string
+		err := b.pool.QueryRow(context.Background(), `SELECT coalesce((SELECT response::text FROM agent.idempotency_keys WHERE id = $1), 'gone')`, id).Scan(&out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if rec := decide(w.UncertainKey, "delivered", "vendor console shows it sent", ""); rec.Code != http.StatusForbidden || !strings.Contains(answer(w.Uncertain), "uncertain") {
+		t.Errorf("a decision without the CSRF token = %d, answer %s; want 403 and the call still uncertain", rec.Code, answer(w.Uncertain))
+	}
+	if loc := decide(w.UncertainKey, "delivered", " ", csrf).Header().Get("Location"); !strings.Contains(loc, "refused=") || !strings.Contains(answer(w.Uncertain), "uncertain") {
+		t.Errorf("a decision without a reason went to %q; want refused", loc)
+	}
+	if loc := decide(w.UncertainKey, "delivered", "vendor console shows it sent", csrf).Header().Get("Location"); !strings.Contains(loc, "resolved=") {
+		t.Fatalf("mark delivered went to %q, want resolved", loc)
+	}
+	if got := answer(w.Uncertain); !strings.Contains(got, `"outcome": "ok"`) || !strings.Contains(got, `"resolved_by": "olga"`) {
+		t.Errorf("after mark delivered the answer is %s, want ok resolved by olga", got)
+	}
+	if loc := decide(w.UncertainKey, "retry", "again", csrf).Header().Get("Location"); !strings.Contains(loc, "not+uncertain") {
+		t.Errorf("a second decision went to %q, want refused as not uncertain", loc)
+	}
+	if loc := decide(w.UncertainRetryKey, "retry", "vendor has no record of it", csrf).Header().Get("Location"); !strings.Contains(loc, "resolved=") || answer(w.UncertainRetry) != "gone" {
+		t.Errorf("authorize retry went to %q with the answer %s; want resolved and the answer gone", loc, answer(w.UncertainRetry))
+	}
+	var n int
+	if err := b.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM agent.tool_call_resolutions WHERE actor = 'olga' AND organization_id = $1`, w.OrgA).Scan(&n); err != nil || n != 2 {
+		t.Errorf("recorded decisions by olga = %d (%v), want 2", n, err)
+	}
+	after := b.do("GET", "/console/operator/uncertain", op, nil, nil).Body.String()
+	if strings.Contains(after, `data-key="`+w.UncertainKey+`"`) || !strings.Contains(after, "vendor console shows it sent") {
+		t.Errorf("after the decisions the page still offers the call, or does not list the decision")
+	}
+}
+
+func TestTheInboundPanelShowsTheBacklogAndTheApplierLag(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	op := b.operatorToken(t)
+	rec := b.do("GET", "/console/operator/inbound", op, nil, nil)
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET inbound = %d", rec.Code)
+	}
+	for _, want := range []string{
+		`<div class="tile-n">1</div><div class="tile-l">pending arrivals</div>`, // the stalled one
+		"12 min", "the applier is not keeping up", "lock timeout", b.world.PendingDelivery,
+		"msg_2Kx1", "msg_9Qa7", // applied arrivals
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the inbound page lacks %q", want)
+		}
+	}
+	if rec := b.do("GET", "/console/operator/inbound?status=pending", op, nil, nil); strings.Contains(rec.Body.String(), "msg_9Qa7") {
+		t.Errorf("the pending filter lists an applied arrival")
+	}
+	if rec := b.do("GET", "/console/operator/inbound?status=lost", op, nil, nil); rec.Code != http.StatusBadRequest {
+		t.Errorf("an unknown status = %d, want 400", rec.Code)
+	}
+	if rec := b.do("GET", "/console/operator/inbound", b.token(t, b.world.OrgA, "alice"), nil, nil); rec.Code != http.StatusForbidden {
+		t.Errorf("an organization token GET inbound = %d, want 403", rec.Code)
+	}
+}

@@ -1,0 +1,230 @@
+// Package consoletest seeds a database with the records the console shows,
+// made through the domain services as the API would make them, for the
+// console's tests, its benchmark and the browser tests' fixture.
+package consoletest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/sweeper"
+)
+
+// World is what [Seed] made.
+type World struct {
+	// OrgA is the organization with the story; OrgB another one, whose
+	// auditor must see none of it.
+	OrgA, OrgB uuid.UUID
+	// Search is org A's saved search, started twice with a change to its
+	// brief and baseline in between: FirstSnapshot (v1) and SecondSnapshot.
+	Search                        uuid.UUID
+	FirstSnapshot, SecondSnapshot uuid.UUID
+	FirstRun, SecondRun           uuid.UUID
+	// SecondKey is the Idempotency-Key of the second start.
+	SecondKey string
+	// AddedItem and RemovedItem are the baseline change between the two.
+	AddedItem, RemovedItem string
+	// Archived is an archived saved search of org A.
+	Archived uuid.UUID
+	// Job is a provider job of SecondRun with an applied delivery and a
+	// duplicate.
+	Job uuid.UUID
+	// Stuck is a processing claim of org A whose lease has passed; InFlight
+	// one whose lease is live.
+	Stuck, InFlight uuid.UUID
+	StuckKey        string
+	// Uncertain and UncertainRetry are tool calls of org A whose answer
+	// is uncertain (a vendor that went silent after the send), awaiting a
+	// person; UncertainKey and UncertainRetryKey are their keys.
+	Uncertain, UncertainRetry       uuid.UUID
+	UncertainKey, UncertainRetryKey string
+	// PendingDelivery is a callback of the job stalled in the inbox: four
+	// failed attempts, the next due in 10 minutes, received 12 minutes ago.
+	PendingDelivery string
+	// SearchB is org B's saved search.
+	SearchB     uuid.UUID
+	SearchBName string
+}
+
+// Names of the seeded records the tests look for.
+const (
+	SearchName   = "Berlin PostgreSQL engineers"
+	ArchivedName = "Rust roles (retired)"
+	SearchBName  = "Globex confidential search"
+	Provider     = "acme"
+	// UncertainScope is the tool scope of the uncertain calls.
+	UncertainScope = "tool.sms.send"
+)
+
+// Seed makes the world on pool: two organizations, org A's saved search
+// with two snapshots (the baseline gained AddedItem and lost RemovedItem,
+// a filter changed), Runs by two actors, an archived saved search, a
+// provider job with deliveries, a stuck and a live claim, a recorded
+// sweeper run. It returns an error naming what failed.
+func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
+	w := &World{OrgA: uuid.New(), OrgB: uuid.New(), AddedItem: "https://jobs.example.com/postings/1003",
+		RemovedItem: "https://jobs.example.com/postings/1002", SearchBName: SearchBName}
+	plane := idempotency.NewService(pool, idempotency.Config{})
+	store := savedsearch.NewStore(pool)
+	starter := admission.NewStarter(pool, plane, admission.Config{})
+	jobs := providerjobs.New(pool, plane, providerjobs.Config{})
+	fail := func(what string, err error) (*World, error) { return nil, fmt.Errorf("consoletest: %s: %w", what, err) }
+
+	ss, err := store.Create(ctx, w.OrgA, savedsearch.CreateParams{
+		Name: SearchName,
+		Brief: savedsearch.Brief{Query: "senior PostgreSQL engineer",
+			Filters: map[string]any{"location": "Berlin", "remote": true}},
+		Baseline: savedsearch.Baseline{Items: []string{"https://jobs.example.com/postings/1001", w.RemovedItem}},
+		Actor:    "alice",
+	})
+	if err != nil {
+		return fail("create the saved search", err)
+	}
+	w.Search = ss.ID
+	first, err := starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: w.OrgA, SavedSearchID: ss.ID,
+		IdempotencyKey: "weekly-2026-11-24", Actor: "alice", Options: admission.StartOptions{MaxResults: 25}})
+	if err != nil {
+		return fail("first start", err)
+	}
+	w.FirstSnapshot, w.FirstRun = first.Snapshot.ID, first.Run.ID
+	if _, err := store.ReplaceBaseline(ctx, w.OrgA, ss.ID, savedsearch.Baseline{
+		Items: []string{"https://jobs.example.com/postings/1001", w.AddedItem}}); err != nil {
+		return fail("replace the baseline", err)
+	}
+	brief := savedsearch.Brief{Query: "senior PostgreSQL engineer",
+		Filters: map[string]any{"location": "Berlin", "remote": false, "seniority": "staff"}}
+	if _, err := store.Update(ctx, w.OrgA, ss.ID, savedsearch.UpdateParams{Brief: &brief}); err != nil {
+		return fail("update the brief", err)
+	}
+	w.SecondKey = "weekly-2026-12-01"
+	second, err := starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: w.OrgA, SavedSearchID: ss.ID,
+		IdempotencyKey: w.SecondKey, Actor: "bob"})
+	if err != nil {
+		return fail("second start", err)
+	}
+	w.SecondSnapshot, w.SecondRun = second.Snapshot.ID, second.Run.ID
+	// A retried start: the same Run, no new snapshot.
+	if _, err := starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: w.OrgA, SavedSearchID: ss.ID,
+		IdempotencyKey: w.SecondKey, Actor: "bob"}); err != nil {
+		return fail("replayed start", err)
+	}
+	if _, err := starter.StartDirect(ctx, admission.DirectStart{Org: w.OrgA, Kind: "capability", Name: "enrich.company",
+		Input: json.RawMessage(`{"domain":"example.com"}`), IdempotencyKey: "enrich-1", Actor: "carol"}); err != nil {
+		return fail("direct start", err)
+	}
+
+	old, err := store.Create(ctx, w.OrgA, savedsearch.CreateParams{Name: ArchivedName,
+		Brief: savedsearch.Brief{Query: "rust backend"}, Actor: "alice"})
+	if err != nil {
+		return fail("create the archived saved search", err)
+	}
+	if _, err := starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: w.OrgA, SavedSearchID: old.ID,
+		IdempotencyKey: "rust-once", Actor: "alice"}); err != nil {
+		return fail("start the archived saved search", err)
+	}
+	if err := store.Archive(ctx, w.OrgA, old.ID); err != nil {
+		return fail("archive", err)
+	}
+	w.Archived = old.ID
+
+	job, _, err := jobs.Register(ctx, w.OrgA, providerjobs.RegisterParams{RunID: w.SecondRun, Provider: Provider, ProviderJobID: "acme-job-5521"})
+	if err != nil {
+		return fail("register the job", err)
+	}
+	w.Job = job.ID
+	for _, d := range []struct {
+		id, body string
+		status   providerjobs.Status
+		result   string
+	}{
+		{"msg_2Kx1", `{"job_id":"acme-job-5521","status":"running"}`, providerjobs.StatusRunning, ""},
+		{"msg_2Kx1", `{"job_id":"acme-job-5521","status":"running"}`, providerjobs.StatusRunning, ""},
+		{"msg_9Qa7", `{"job_id":"acme-job-5521","status":"succeeded","result":{"matches":12}}`, providerjobs.StatusSucceeded, `{"matches":12}`},
+		{"msg_9Qa7", `{"job_id":"acme-job-5521","status":"failed"}`, providerjobs.StatusFailed, ""},
+	} {
+		u := providerjobs.Update{ProviderJobID: "acme-job-5521", Status: d.status}
+		if d.result != "" {
+			u.Result = json.RawMessage(d.result)
+		}
+		if _, err := jobs.Receive(ctx, providerjobs.Delivery{Provider: Provider, JobID: job.ID.String(),
+			DeliveryID: d.id, Body: []byte(d.body), Update: u}); err != nil {
+			return fail("deliver "+d.id, err)
+		}
+	}
+
+	w.PendingDelivery = "msg_stall_77"
+	if _, err := pool.Exec(ctx, `INSERT INTO agent.provider_inbox (id, provider, delivery_id, path_job_id, job_id,
+		organization_id, request_hash, body_job_id, body_status, received_at, lease_expires_at, attempts, last_error)
+		VALUES ($1, $2, $3, $4::text, $4::text::uuid, $5, encode(sha256('stall'::bytea), 'hex'), 'acme-job-5521', 'succeeded',
+			now() - interval '12 minutes', now() + interval '10 minutes', 4,
+			'applying: canceling statement due to lock timeout (SQLSTATE 55P03)')`,
+		uuid.New(), Provider, w.PendingDelivery, job.ID.String(), w.OrgA); err != nil {
+		return fail("plant a stalled arrival", err)
+	}
+
+	w.StuckKey = "run-" + w.SecondRun.String()[:8] + "/email.send/1"
+	stuck, err := plane.Claim(ctx, w.OrgA, "tool.email.send", w.StuckKey, "hash-stuck", time.Millisecond)
+	if err != nil {
+		return fail("stuck claim", err)
+	}
+	w.Stuck = stuck.Claim.ID
+	live, err := plane.Claim(ctx, w.OrgA, "webhook."+Provider, "msg_live_1", "hash-live", 10*time.Minute)
+	if err != nil {
+		return fail("live claim", err)
+	}
+	w.InFlight = live.Claim.ID
+
+	w.UncertainKey = "run-" + w.SecondRun.String()[:8] + "/sms.send/1"
+	w.UncertainRetryKey = "run-" + w.FirstRun.String()[:8] + "/sms.send/1"
+	for _, u := range []struct {
+		key string
+		id  *uuid.UUID
+		msg string
+	}{
+		{w.UncertainKey, &w.Uncertain, "the vendor took the request and timed out before it answered (no acknowledgement after 30 s)"},
+		{w.UncertainRetryKey, &w.UncertainRetry, "connection reset after the request was sent"},
+	} {
+		out, err := plane.Claim(ctx, w.OrgA, UncertainScope, u.key, "hash-"+u.key, time.Minute)
+		if err != nil {
+			return fail("uncertain claim", err)
+		}
+		body, _ := json.Marshal(map[string]any{"ok": false, "outcome": "uncertain", "message": u.msg})
+		if ok, err := plane.Complete(ctx, out.Claim, idempotency.Completion{Response: body}); !ok || err != nil {
+			return fail("uncertain answer", fmt.Errorf("completed %v: %w", ok, err))
+		}
+		*u.id = out.Claim.ID
+	}
+
+	ssB, err := store.Create(ctx, w.OrgB, savedsearch.CreateParams{Name: SearchBName,
+		Brief: savedsearch.Brief{Query: "globex internal"}, Actor: "eve"})
+	if err != nil {
+		return fail("org B saved search", err)
+	}
+	w.SearchB = ssB.ID
+	if _, err := starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: w.OrgB, SavedSearchID: ssB.ID,
+		IdempotencyKey: "globex-1", Actor: "eve"}); err != nil {
+		return fail("org B start", err)
+	}
+
+	sw, err := sweeper.New(pool, sweeper.Config{Logger: slog.New(slog.DiscardHandler),
+		Recorder: sweeper.NewRunLog(pool, sweeper.ViaSweep, nil, nil)})
+	if err != nil {
+		return fail("sweeper", err)
+	}
+	if _, err := sw.RunOnce(ctx); err != nil {
+		return fail("sweep", err)
+	}
+	// The 1 ms lease has passed by now; make sure.
+	time.Sleep(5 * time.Millisecond)
+	return w, nil
+}

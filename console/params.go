@@ -1,0 +1,142 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Limits of the filters, enforced before any SQL.
+const (
+	maxFilterLen = 255 // actor, key, scope, provider: what the columns hold
+	maxNameLen   = 200 // a saved search's name
+)
+
+// filters reads a request's query parameters and collects what is wrong
+// with them, one message per parameter.
+type filters struct {
+	r        *http.Request
+	problems []string
+}
+
+func newFilters(r *http.Request) *filters { return &filters{r: r} }
+
+func (f *filters) bad(name, format string, args ...any) {
+	f.problems = append(f.problems, name+": "+fmt.Sprintf(format, args...))
+}
+
+// text returns parameter name trimmed, refusing over max characters,
+// invalid UTF-8 and control characters.
+func (f *filters) text(name string, max int) string {
+	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	switch {
+	case !utf8.ValidString(v) || utf8.RuneCountInString(v) > max:
+		f.bad(name, "at most %d characters of UTF-8", max)
+		return ""
+	case strings.ContainsFunc(v, unicode.IsControl):
+		f.bad(name, "must not hold control characters")
+		return ""
+	}
+	return v
+}
+
+// id returns parameter name as a UUID, uuid.Nil when empty.
+func (f *filters) id(name string) uuid.UUID {
+	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	if v == "" {
+		return uuid.Nil
+	}
+	id, err := uuid.Parse(v)
+	if err != nil {
+		f.bad(name, "%q is not a UUID", clip(v))
+		return uuid.Nil
+	}
+	return id
+}
+
+// timeLayouts are what a time filter accepts, read as UTC when no zone is
+// given: what <input type="datetime-local"> sends, a date, RFC 3339.
+var timeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02", time.RFC3339}
+
+// time returns parameter name as an instant, the zero time when empty.
+func (f *filters) time(name string) time.Time {
+	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	if v == "" {
+		return time.Time{}
+	}
+	for _, l := range timeLayouts {
+		if t, err := time.ParseInLocation(l, v, time.UTC); err == nil {
+			return t
+		}
+	}
+	f.bad(name, "%q is not a time: write it like 2026-12-01T09:30 (UTC) or 2026-12-01", clip(v))
+	return time.Time{}
+}
+
+// oneOf returns parameter name if it is empty or one of allowed.
+func (f *filters) oneOf(name string, allowed ...string) string {
+	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	if v == "" {
+		return ""
+	}
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	f.bad(name, "%q is not one of %s", clip(v), strings.Join(allowed, ", "))
+	return ""
+}
+
+// cursor returns parameter name, a page cursor, bounded in length; the
+// store says whether it wrote it.
+func (f *filters) cursor(name string) string {
+	v := f.r.URL.Query().Get(name)
+	if len(v) > 64 {
+		f.bad(name, "is not a cursor of this console")
+		return ""
+	}
+	return v
+}
+
+// err returns the problems as one error, nil when there are none.
+func (f *filters) err() error {
+	if len(f.problems) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(f.problems, "; "))
+}
+
+func (c *Console) badFilters(w http.ResponseWriter, r *http.Request, err error) {
+	c.fail(w, r, http.StatusBadRequest, "Filters not understood", err.Error())
+}
+
+// clip shortens a value quoted back in a message.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// pathID reads the {id} of the path; a path id that is not a UUID names
+// nothing, as in the API.
+func pathID(r *http.Request) (uuid.UUID, bool) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	return id, err == nil
+}
+
+// localInput writes t for an <input type="datetime-local"> (UTC), "" for
+// the zero time.
+func localInput(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04")
+}

@@ -1,0 +1,306 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/runs"
+)
+
+// page is what every template gets.
+type page struct {
+	Title   string
+	Session *session
+	// Section names the navigation entry to mark as current.
+	Section string
+	Nav     []navEntry
+	Data    any
+	Now     time.Time
+}
+
+type navEntry struct {
+	Group, Label, Href, Section string
+}
+
+// nav returns the navigation s may use: the auditor's views when its token
+// names an organization, the operator's panels when it has the role.
+func (c *Console) nav(s *session) []navEntry {
+	if s == nil {
+		return nil
+	}
+	var out []navEntry
+	if s.OrganizationID != uuid.Nil {
+		out = append(out,
+			navEntry{"Audit", "Saved searches", "/console/saved-searches", "saved-searches"},
+			navEntry{"Audit", "Runs", "/console/runs", "runs"},
+			navEntry{"Audit", "Provider jobs", "/console/provider-jobs", "provider-jobs"},
+		)
+	}
+	if s.Operator {
+		for _, p := range c.operatorPanels() {
+			out = append(out, navEntry{"Operator", p.label, p.href, p.section})
+		}
+	}
+	return out
+}
+
+// parsePages parses each page template with the layout.
+func parsePages() (map[string]*template.Template, error) {
+	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/_*.html")
+	if err != nil {
+		return nil, fmt.Errorf("console: layout: %w", err)
+	}
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	pages := make(map[string]*template.Template)
+	for _, n := range names {
+		name := strings.TrimSuffix(path.Base(n), ".html")
+		if name == "layout" || strings.HasPrefix(name, "_") {
+			continue
+		}
+		t, err := template.Must(layout.Clone()).ParseFS(templateFS, n)
+		if err != nil {
+			return nil, fmt.Errorf("console: %s: %w", n, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// render writes page name with data. A page is rendered into a buffer
+// first, so a template error is a clean 500, never half a page.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
+	t, ok := c.pages[name]
+	if !ok {
+		c.log.ErrorContext(r.Context(), "console: no such template", slog.String("template", name))
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	s := sessionOf(r.Context())
+	p := page{Title: title, Session: s, Section: sectionOf(r.URL.Path), Nav: c.nav(s), Data: data, Now: c.now()}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		c.log.ErrorContext(r.Context(), "console: render", slog.String("template", name), slog.String("error", err.Error()))
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// sectionOf names the navigation entry a path belongs to.
+func sectionOf(p string) string {
+	rest := strings.TrimPrefix(p, Prefix)
+	switch {
+	case strings.HasPrefix(rest, "operator/"):
+		parts := strings.SplitN(strings.TrimPrefix(rest, "operator/"), "/", 2)
+		return "operator-" + parts[0]
+	case strings.HasPrefix(rest, "snapshots/"):
+		return "saved-searches"
+	}
+	return strings.SplitN(rest, "/", 2)[0]
+}
+
+type failPage struct {
+	Status  int
+	Heading string
+	Detail  string
+}
+
+// fail renders an error page.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, heading, detail string) {
+	c.render(w, r, status, "error", heading, failPage{Status: status, Heading: heading, Detail: detail})
+}
+
+func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
+	c.fail(w, r, http.StatusNotFound, "Not found", "Nothing is here, or it belongs to another organization.")
+}
+
+// internal logs err and renders a 500 that says nothing internal.
+func (c *Console) internal(w http.ResponseWriter, r *http.Request, err error) {
+	c.log.LogAttrs(r.Context(), slog.LevelError, "console: request failed",
+		slog.String("route", r.Pattern), slog.String("error", err.Error()))
+	c.fail(w, r, http.StatusInternalServerError, "Something went wrong",
+		"The request failed on the server; it has been logged with request id "+w.Header().Get("X-Request-Id")+".")
+}
+
+var funcs = template.FuncMap{
+	// short is the first 8 characters of an id, for a table cell (the
+	// full id is the cell's title).
+	"short": func(v any) string {
+		s := fmt.Sprint(v)
+		if p, ok := v.(*uuid.UUID); ok && p != nil {
+			s = p.String()
+		}
+		if len(s) > 8 {
+			return s[:8]
+		}
+		return s
+	},
+	"ts": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			return v.UTC().Format("2006-01-02 15:04:05")
+		case *time.Time:
+			if v == nil {
+				return ""
+			}
+			return v.UTC().Format("2006-01-02 15:04:05")
+		}
+		return ""
+	},
+	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+	"ago": ago,
+	"dur": func(d time.Duration) string { return humanDuration(d) },
+	"deref": func(s *string) string {
+		if s == nil {
+			return ""
+		}
+		return *s
+	},
+	"json": func(v any) string {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return fmt.Sprint(v)
+		}
+		return string(b)
+	},
+	"rawjson": func(b json.RawMessage) string {
+		if len(b) == 0 {
+			return ""
+		}
+		var buf bytes.Buffer
+		if json.Indent(&buf, b, "", "  ") != nil {
+			return string(b)
+		}
+		return buf.String()
+	},
+	"query": func(base string, kv ...string) string {
+		v := url.Values{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if kv[i+1] != "" {
+				v.Set(kv[i], kv[i+1])
+			}
+		}
+		if len(v) == 0 {
+			return base
+		}
+		return base + "?" + v.Encode()
+	},
+	"uuidstr": func(p *uuid.UUID) string {
+		if p == nil {
+			return ""
+		}
+		return p.String()
+	},
+	"nonnil": func(id uuid.UUID) bool { return id != uuid.Nil },
+	"flag": func(b bool) string {
+		if b {
+			return "1"
+		}
+		return ""
+	},
+	// pager links the pages of a list at base, keeping the filters kv.
+	"pager": func(base, cursor, next string, kv ...string) pagerLinks {
+		return newPager(base, "cursor", cursor, next, kv...)
+	},
+	// pagerNamed is pager for a list whose cursor parameter is not
+	// "cursor" (two lists on one page).
+	"pagerNamed": newPager,
+	"add":        func(a, b int) int { return a + b },
+	"sub":        func(a, b int) int { return a - b },
+	"int":        func(n int64) int { return int(n) },
+	"keyOf":      idempotencyKey,
+	// left writes the time from now to t: a lease's time left.
+	"left":  func(now, t time.Time) string { return humanDuration(t.Sub(now)) },
+	"since": func(a, b time.Time) time.Duration { return b.Sub(a) },
+	"runsTable": func(rs []runs.Run, now time.Time) any {
+		return struct {
+			Runs []runs.Run
+			Now  time.Time
+		}{rs, now}
+	},
+	"jobsTable": func(js []providerjobs.Job, now time.Time) any {
+		return struct {
+			Jobs []providerjobs.Job
+			Now  time.Time
+		}{js, now}
+	},
+}
+
+// ago writes how long before now t was, for a person: "3 min ago".
+func ago(now, t time.Time) string {
+	d := now.Sub(t)
+	if d < 0 {
+		return "in " + humanDuration(-d)
+	}
+	return humanDuration(d) + " ago"
+}
+
+// humanDuration rounds d to what a person reads: 42 s, 7 min, 3 h 5 min,
+// 2 d 4 h.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		h := int(d.Hours())
+		m := int(d.Minutes()) - 60*h
+		if m == 0 {
+			return fmt.Sprintf("%d h", h)
+		}
+		return fmt.Sprintf("%d h %d min", h, m)
+	}
+	days := int(d.Hours() / 24)
+	return fmt.Sprintf("%d d %d h", days, int(d.Hours())-24*days)
+}
+
+// pagerLinks are the links of a list's pages.
+type pagerLinks struct {
+	Cursor, Next   string
+	First, NextURL string
+}
+
+func newPager(base, param, cursor, next string, kv ...string) pagerLinks {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			v.Set(kv[i], kv[i+1])
+		}
+	}
+	link := func(c string) string {
+		w := url.Values{}
+		for k, vs := range v {
+			w[k] = vs
+		}
+		if c != "" {
+			w.Set(param, c)
+		}
+		if len(w) == 0 {
+			return base
+		}
+		return base + "?" + w.Encode()
+	}
+	return pagerLinks{Cursor: cursor, Next: next, First: link(""), NextURL: link(next)}
+}

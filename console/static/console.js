@@ -1,0 +1,36 @@
+// searchd console: small conveniences. Every page works without this file.
+"use strict";
+document.addEventListener("DOMContentLoaded", () => {
+  // Click an id to copy it.
+  for (const el of document.querySelectorAll("[data-copy]")) {
+    el.addEventListener("click", async () => {
+      try {
+        await navigator.clipboard.writeText(el.dataset.copy);
+        el.classList.add("copied");
+        setTimeout(() => el.classList.remove("copied"), 1200);
+      } catch (_) { /* clipboard refused: nothing to do */ }
+    });
+  }
+  // Compare needs two different snapshots.
+  const form = document.getElementById("compare-form");
+  const button = document.getElementById("compare");
+  if (form && button) {
+    const check = () => {
+      const a = form.querySelector("input[name=a]:checked");
+      const b = form.querySelector("input[name=b]:checked");
+      button.disabled = !a || !b || a.value === b.value;
+    };
+    form.addEventListener("change", check);
+    check();
+  }
+  // A force-release asks once more, naming the key.
+  for (const f of document.querySelectorAll("form.release")) {
+    f.addEventListener("submit", (ev) => {
+      const row = f.closest("tr");
+      const key = row ? row.querySelector("td:nth-child(3)").textContent : "this claim";
+      if (!window.confirm("Force-release the claim of key " + key + "? The next attempt with the key runs afresh.")) {
+        ev.preventDefault();
+      }
+    });
+  }
+});

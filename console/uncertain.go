@@ -1,0 +1,84 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/tools"
+)
+
+// The "Uncertain effects" panel: tool calls sent to a vendor without
+// idempotency support that ended without an acknowledgement. Nothing
+// retries them by itself (a retry is a coin flip between a duplicate and a
+// delivery); a person looks at the evidence and marks the call delivered,
+// or authorizes one retry with the same key, through tools.Resolver, which
+// records the decision with the session's actor.
+
+type uncertainPage struct {
+	Calls              []tools.UncertainCall
+	Resolutions        []tools.PastResolution
+	Org, Scope         string
+	Cursor, Next       string
+	DecCursor, DecNext string
+	Resolved, Refused  string
+}
+
+func (c *Console) uncertain(w http.ResponseWriter, r *http.Request) {
+	f := newFilters(r)
+	org := f.id("org")
+	p := uncertainPage{Scope: f.text("scope", maxFilterLen), Cursor: f.cursor("cursor"), DecCursor: f.cursor("decisions"),
+		Resolved: f.text("resolved", 300), Refused: f.text("refused", 500)}
+	if err := f.err(); err != nil {
+		c.badFilters(w, r, err)
+		return
+	}
+	if org != uuid.Nil {
+		p.Org = org.String()
+	}
+	params := tools.InspectParams{OrganizationID: org, Scope: p.Scope, Limit: pageSize, Cursor: p.Cursor}
+	calls, next, err := c.d.Uncertain.Uncertain(r.Context(), params)
+	if c.operatorFailed(w, r, err) {
+		return
+	}
+	params.Cursor = p.DecCursor
+	decisions, decNext, err := c.d.Uncertain.Resolutions(r.Context(), params)
+	if c.operatorFailed(w, r, err) {
+		return
+	}
+	p.Calls, p.Next, p.Resolutions, p.DecNext = calls, next, decisions, decNext
+	c.render(w, r, http.StatusOK, "uncertain", "Uncertain effects", p)
+}
+
+// resolve records the operator's decision about one uncertain call.
+func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
+	s := sessionOf(r.Context())
+	back := func(key, value string) {
+		http.Redirect(w, r, "/console/operator/uncertain?"+url.Values{key: {value}}.Encode(), http.StatusSeeOther)
+	}
+	org, err := uuid.Parse(r.PostFormValue("org"))
+	if err != nil {
+		c.fail(w, r, http.StatusBadRequest, "Form not understood", "The form did not name the call's organization.")
+		return
+	}
+	p := tools.ResolveParams{OrganizationID: org, Scope: r.PostFormValue("scope"), Key: r.PostFormValue("key"),
+		Resolution: tools.Resolution(r.PostFormValue("as")), Actor: s.Actor, Reason: r.PostFormValue("reason")}
+	res, err := c.d.Resolver.Resolve(r.Context(), p)
+	switch {
+	case errors.Is(err, tools.ErrInvalid):
+		back("refused", strings.TrimPrefix(err.Error(), tools.ErrInvalid.Error()+": "))
+	case errors.Is(err, tools.ErrNoCall):
+		back("refused", "no answer is stored under that key any more")
+	case errors.Is(err, tools.ErrNotUncertain):
+		back("refused", "the call is not uncertain (any more): "+strings.TrimPrefix(err.Error(), tools.ErrNotUncertain.Error()+": "))
+	case err != nil:
+		c.internal(w, r, err)
+	default:
+		c.log.WarnContext(r.Context(), "uncertain tool call resolved by an operator in the console",
+			"organization_id", org.String(), "scope", p.Scope, "resolution", string(res.Resolution), "actor", s.Actor)
+		back("resolved", string(res.Resolution)+" "+p.Key)
+	}
+}

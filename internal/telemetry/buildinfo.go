@@ -1,0 +1,19 @@
+package telemetry
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// SetBuildInfo registers searchd_build_info, a gauge that is 1 with the
+// build's version, commit and Go version as labels (the Prometheus
+// convention for build metadata), so a dashboard can tell which build each
+// replica runs. It returns an error when it is registered already.
+func (m *Metrics) SetBuildInfo(version, commit, goVersion string) error {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help: "1, labelled with the version, the commit and the Go version searchd was built from.",
+	}, []string{"version", "commit", "goversion"})
+	if err := m.reg.Register(g); err != nil {
+		return err
+	}
+	g.WithLabelValues(version, commit, goVersion).Set(1)
+	return nil
+}

@@ -1,0 +1,103 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgcluster"
+	"github.com/searchd/searchd/migrations"
+)
+
+// TestLeaseIndexBench measures what idempotency_keys_lease_idx (migration
+// 00014, for the console's claim lists) costs the claim path: 16 workers
+// claim and complete new keys for 3 s, in rounds alternating without and
+// with the index, on a durable cluster of its own (fsync=on,
+// synchronous_commit=on); it prints the medians and their ratio. A
+// benchmark, not a timed test: SEARCHD_BENCH=1 (make bench-console).
+func TestLeaseIndexBench(t *testing.T) {
+	if os.Getenv("SEARCHD_BENCH") == "" {
+		t.Skip("set SEARCHD_BENCH=1")
+	}
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "searchd-lease-bench-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil { // the server's user must enter it
+		t.Fatal(err)
+	}
+	cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: dir,
+		Settings: map[string]string{"fsync": "on", "synchronous_commit": "on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Stop()
+	if _, err := cluster.CreateDatabase(ctx, "bench"); err != nil {
+		t.Fatal(err)
+	}
+	url := cluster.URL("bench")
+	if _, err := migrations.Up(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := pgxpool.ParseConfig(url)
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var fsync, sc string
+	_ = pool.QueryRow(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit')`).Scan(&fsync, &sc)
+	plane := idempotency.NewService(pool, idempotency.Config{})
+	org := uuid.New()
+	round := func() float64 {
+		var n atomic.Int64
+		deadline := time.Now().Add(3 * time.Second)
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for time.Now().Before(deadline) {
+					out, err := plane.Claim(ctx, org, "tool.bench", uuid.NewString(), "h", time.Minute)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if _, err := plane.Complete(ctx, out.Claim, idempotency.Completion{ResourceType: "x", ResourceID: "1"}); err != nil {
+						t.Error(err)
+						return
+					}
+					n.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		return float64(n.Load()) / 3
+	}
+	var without, with []float64
+	for r := range 5 {
+		if _, err := pool.Exec(ctx, `DROP INDEX IF EXISTS agent.idempotency_keys_lease_idx`); err != nil {
+			t.Fatal(err)
+		}
+		without = append(without, round())
+		if _, err := pool.Exec(ctx, `CREATE INDEX idempotency_keys_lease_idx ON agent.idempotency_keys (lease_expires_at, id)`); err != nil {
+			t.Fatal(err)
+		}
+		with = append(with, round())
+		fmt.Printf("round %d: without %.0f/s, with %.0f/s\n", r+1, without[r], with[r])
+	}
+	slices.Sort(without)
+	slices.Sort(with)
+	fmt.Printf("claim+complete, 16 workers, 5 rounds of 3 s, fsync=%s synchronous_commit=%s: median without the lease index %.0f/s, with it %.0f/s, ratio %.3f\n",
+		fsync, sc, without[2], with[2], with[2]/without[2])
+}

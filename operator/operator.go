@@ -1,0 +1,495 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/keyset"
+)
+
+var (
+	// ErrCompletedClaim refuses the release of a completed claim: it is
+	// the journal, the answer every repeat of its key replays, and
+	// deleting it would let a repeat make the effect again.
+	ErrCompletedClaim = errors.New("a completed claim is never released")
+	// ErrClaimChanged reports a release the fence refused: the claim was
+	// completed, released or reclaimed since it was read.
+	ErrClaimChanged = errors.New("the claim changed since it was read; nothing was released")
+	// ErrLeaseLive refuses, when [ReleaseParams.RequirePassedLease] is
+	// set, the release of a claim whose holder may still be working.
+	ErrLeaseLive = errors.New("the claim's lease is live: its holder may still be working")
+	// ErrNotFound reports a claim that is not stored.
+	ErrNotFound = errors.New("operator: claim not found")
+	// ErrInvalid is wrapped by every error about input refused before any
+	// SQL runs.
+	ErrInvalid = errors.New("operator: invalid input")
+	// ErrInvalidCursor reports a page cursor this package did not write.
+	ErrInvalidCursor = errors.New("operator: invalid cursor")
+)
+
+// Limits of a release's record.
+const (
+	// MaxReasonLen bounds a release's reason, in characters: a sentence,
+	// not a document.
+	MaxReasonLen = 500
+	// MaxActorLen bounds the actor, in bytes (a token's sub).
+	MaxActorLen = 255
+)
+
+// ReleaseRetention is how long a force-release is remembered: as long as
+// a Run, the longest any record a release may be asked about is kept.
+const ReleaseRetention = 396 * 24 * time.Hour
+
+// Via names the tool a release was made with.
+const (
+	ViaCLI     = "cli"
+	ViaConsole = "console"
+)
+
+// Page sizes of the lists.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 200
+)
+
+// CheckReason returns reason trimmed, or an error wrapping [ErrInvalid]
+// that says what is wrong: empty, over [MaxReasonLen] characters, not
+// UTF-8, or more than one line.
+func CheckReason(reason string) (string, error) {
+	why := strings.TrimSpace(reason)
+	switch {
+	case why == "":
+		return "", fmt.Errorf("%w: a reason is required: say why the claim is released; it is recorded", ErrInvalid)
+	case !utf8.ValidString(why) || utf8.RuneCountInString(why) > MaxReasonLen:
+		return "", fmt.Errorf("%w: the reason must be valid UTF-8 of at most %d characters", ErrInvalid, MaxReasonLen)
+	case strings.ContainsFunc(why, unicode.IsControl):
+		return "", fmt.Errorf("%w: the reason must be one line, without control characters", ErrInvalid)
+	}
+	return why, nil
+}
+
+// DB is what the store needs: statements and transactions. A
+// *pgxpool.Pool has it.
+type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Store reads the plane across organizations and force-releases claims.
+// It is safe for concurrent use.
+type Store struct {
+	db  DB
+	now func() time.Time
+}
+
+// NewStore returns a store on db. now stubs the database clock for tests;
+// nil uses the database's now().
+func NewStore(db DB, now func() time.Time) *Store { return &Store{db: db, now: now} }
+
+func (s *Store) nowArg() any {
+	if s.now == nil {
+		return nil
+	}
+	return s.now()
+}
+
+// Claim returns the claim id of any organization, as stored, with the
+// database clock of the read in ObservedAt. It returns [ErrNotFound] when
+// none is stored.
+func (s *Store) Claim(ctx context.Context, id uuid.UUID) (*idempotency.Record, error) {
+	rec, err := scanRecord(s.db.QueryRow(ctx, claimGetByID, id, s.nowArg()))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("operator: claim: %w", err)
+	}
+	return rec, nil
+}
+
+// ReleaseParams are the inputs of [Store.ForceRelease].
+type ReleaseParams struct {
+	// Actor is who releases: an operator token's sub, or the CLI's user.
+	// Required, at most [MaxActorLen] bytes.
+	Actor string
+	// Reason says why; see [CheckReason]. Required.
+	Reason string
+	// Via is ViaCLI or ViaConsole.
+	Via string
+	// RequirePassedLease refuses a claim whose lease is live with
+	// [ErrLeaseLive]. The console sets it: it offers the release for
+	// stuck claims alone. The CLI does not, for a holder known to be gone.
+	RequirePassedLease bool
+}
+
+// Release is the record of one force-release.
+type Release struct {
+	ID             uuid.UUID
+	ClaimID        uuid.UUID
+	OrganizationID uuid.UUID
+	Scope          string
+	Key            string
+	RequestHash    string
+	ClaimedAt      time.Time
+	LeaseExpiresAt time.Time
+	LeaseLive      bool
+	Actor          string
+	Reason         string
+	Via            string
+	ReleasedAt     time.Time
+}
+
+// ForceRelease deletes rec, as it was read, if it is processing and still
+// holds the lease token it was read with, and records who released it and
+// why in the same transaction; it returns the record.
+//
+// Errors: [ErrCompletedClaim] for a completed claim; [ErrLeaseLive] for a
+// live lease when p.RequirePassedLease is set; an error wrapping
+// [ErrInvalid] for a missing actor, a reason [CheckReason] refuses or an
+// unknown Via, before any SQL; [ErrClaimChanged] when the fence refused
+// the delete (the claim was completed, released or reclaimed since the
+// read), and then nothing is recorded either. Other errors come from the
+// database.
+func (s *Store) ForceRelease(ctx context.Context, rec *idempotency.Record, p ReleaseParams) (*Release, error) {
+	why, err := CheckReason(p.Reason)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case p.Actor == "" || len(p.Actor) > MaxActorLen || !utf8.ValidString(p.Actor) || strings.ContainsRune(p.Actor, 0):
+		return nil, fmt.Errorf("%w: the actor must be 1 to %d bytes of UTF-8", ErrInvalid, MaxActorLen)
+	case p.Via != ViaCLI && p.Via != ViaConsole:
+		return nil, fmt.Errorf("%w: via %q is neither %s nor %s", ErrInvalid, p.Via, ViaCLI, ViaConsole)
+	}
+	if rec.Status != idempotency.StatusProcessing {
+		return nil, fmt.Errorf("claim %s is %s: %w; it stores the answer every repeat of key %q replays until %s, when the sweeper deletes it",
+			rec.ID, rec.Status, ErrCompletedClaim, rec.Key, rec.RetainUntil.UTC().Format(time.RFC3339))
+	}
+	if p.RequirePassedLease && rec.LeaseLive() {
+		return nil, fmt.Errorf("claim %s: %w until %s; it is reclaimable, and releasable here, once the lease passes",
+			rec.ID, ErrLeaseLive, rec.LeaseExpiresAt.UTC().Format(time.RFC3339))
+	}
+	r := &Release{
+		ID: uuid.New(), ClaimID: rec.ID, OrganizationID: rec.OrganizationID, Scope: rec.Scope, Key: rec.Key,
+		RequestHash: rec.RequestHash, ClaimedAt: rec.ClaimedAt, LeaseExpiresAt: rec.LeaseExpiresAt,
+		LeaseLive: rec.LeaseLive(), Actor: p.Actor, Reason: why, Via: p.Via,
+	}
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		// The plane's own fenced Release: a claim that moved on since the
+		// read (completed, released, or reclaimed with a new token) is
+		// left alone.
+		released, err := idempotency.NewRepository(tx, s.now).Release(ctx, rec.ID, rec.LeaseToken)
+		if err != nil {
+			return err
+		}
+		if !released {
+			return ErrClaimChanged
+		}
+		if err := tx.QueryRow(ctx, releaseInsert, r.ID, r.ClaimID, r.OrganizationID, r.Scope, r.Key,
+			r.RequestHash, r.ClaimedAt, r.LeaseExpiresAt, r.LeaseLive, r.Actor, r.Reason, r.Via,
+			s.nowArg()).Scan(&r.ReleasedAt); err != nil {
+			return fmt.Errorf("record the release: %w", err)
+		}
+		_, err = tx.Exec(ctx, releasePrune, ReleaseRetention.Microseconds(), s.nowArg())
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrClaimChanged):
+		return nil, fmt.Errorf("claim %s: %w (it was completed, released, or taken over by a worker)", rec.ID, ErrClaimChanged)
+	case err != nil:
+		return nil, fmt.Errorf("operator: force-release: %w", err)
+	}
+	return r, nil
+}
+
+// ScopeCount is how many claims one scope holds, by state.
+type ScopeCount struct {
+	Scope string
+	// Completed counts completed claims still retained.
+	Completed int64
+	// InFlight counts processing claims with a live lease.
+	InFlight int64
+	// Stuck counts processing claims whose lease passed, still retained:
+	// the next claim of the key reclaims each, and a force-release may
+	// end one nobody retries.
+	Stuck int64
+	// Expired counts rows past their retention, which answer nothing and
+	// wait for the sweeper.
+	Expired int64
+}
+
+// Overview is the whole plane at one read: the counts of every scope and
+// the hourly events of the chart.
+type Overview struct {
+	// Counts are per scope, in scope order.
+	Counts []ScopeCount
+	// Buckets are the events of the last hours; hours with nothing are
+	// absent.
+	Buckets []Bucket
+}
+
+// Overview counts the claims of every scope by state, and the events of
+// the last hours (1 to 168), the current hour included: claims by the hour
+// they were last claimed and their state now, drops by reason, and
+// force-releases. The claims are read in one pass over the table.
+func (s *Store) Overview(ctx context.Context, hours int) (*Overview, error) {
+	if hours < 1 || hours > 168 {
+		return nil, fmt.Errorf("%w: hours %d: must be 1 to 168", ErrInvalid, hours)
+	}
+	rows, err := s.db.Query(ctx, claimOverview, s.nowArg(), hours)
+	if err != nil {
+		return nil, fmt.Errorf("operator: overview: %w", err)
+	}
+	byScope := map[string]*ScopeCount{}
+	hourly := map[[2]any]int64{}
+	var (
+		scope, state string
+		slot         *int
+		since        time.Time
+		n            int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&scope, &state, &slot, &since, &n}, func() error {
+		c := byScope[scope]
+		if c == nil {
+			c = &ScopeCount{Scope: scope}
+			byScope[scope] = c
+		}
+		switch state {
+		case "completed":
+			c.Completed += n
+		case "in_flight":
+			c.InFlight += n
+		case "stuck":
+			c.Stuck += n
+		case "expired":
+			c.Expired += n
+		}
+		if slot != nil && state != "expired" {
+			hourly[[2]any{since.Add(time.Duration(*slot) * time.Hour), state}] += n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("operator: overview: %w", err)
+	}
+	o := &Overview{}
+	for _, c := range byScope {
+		o.Counts = append(o.Counts, *c)
+	}
+	slices.SortFunc(o.Counts, func(a, b ScopeCount) int { return strings.Compare(a.Scope, b.Scope) })
+	for k, n := range hourly {
+		o.Buckets = append(o.Buckets, Bucket{Kind: "claim", Hour: k[0].(time.Time), What: k[1].(string), Count: n})
+	}
+	rows, err = s.db.Query(ctx, eventHourly, s.nowArg(), hours)
+	if err != nil {
+		return nil, fmt.Errorf("operator: overview: %w", err)
+	}
+	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Bucket, error) {
+		var b Bucket
+		err := r.Scan(&b.Kind, &b.Hour, &b.What, &b.Count)
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("operator: overview: %w", err)
+	}
+	o.Buckets = append(o.Buckets, events...)
+	return o, nil
+}
+
+// ClaimFilter narrows the claim lists; zero fields match every claim. A
+// Key names a claim within its organization and scope, so it needs both
+// (an error wrapping [ErrInvalid] otherwise): the lookup is then one
+// probe of the unique index.
+type ClaimFilter struct {
+	OrganizationID uuid.UUID
+	Scope          string
+	Key            string
+}
+
+// PageParams are a page's size and position.
+type PageParams struct {
+	// Limit is 1 to MaxPageSize; zero or less is DefaultPageSize, more
+	// is MaxPageSize.
+	Limit int
+	// Cursor is the next cursor of the previous page; "" for the first.
+	Cursor string
+}
+
+func (p PageParams) limit() int {
+	if p.Limit <= 0 {
+		return DefaultPageSize
+	}
+	return min(p.Limit, MaxPageSize)
+}
+
+// InFlight returns a page of processing claims with a live lease, the
+// soonest to pass first, and the next cursor ("" after the last page).
+// Each record's ObservedAt is the database clock, so the time left is
+// LeaseExpiresAt minus ObservedAt. It returns [ErrInvalidCursor] for a
+// cursor it did not write.
+func (s *Store) InFlight(ctx context.Context, f ClaimFilter, p PageParams) ([]idempotency.Record, string, error) {
+	return s.processing(ctx, true, f, p)
+}
+
+// Stuck returns a page of processing claims whose lease has passed and
+// whose retention holds, the longest stuck first, and the next cursor.
+// It returns [ErrInvalidCursor] for a cursor it did not write.
+func (s *Store) Stuck(ctx context.Context, f ClaimFilter, p PageParams) ([]idempotency.Record, string, error) {
+	return s.processing(ctx, false, f, p)
+}
+
+func (s *Store) processing(ctx context.Context, live bool, f ClaimFilter, p PageParams) ([]idempotency.Record, string, error) {
+	pos, err := keyset.Decode(p.Cursor)
+	if err != nil {
+		return nil, "", ErrInvalidCursor
+	}
+	if f.Key != "" {
+		return s.processingByKey(ctx, live, f, pos)
+	}
+	at, id := keyset.Args(pos)
+	limit := p.limit()
+	query := claimStuckPage
+	if live {
+		query = claimInFlightPage
+	}
+	rows, err := s.db.Query(ctx, query, s.nowArg(), at, id, limit+1, nullUUID(f.OrganizationID), nullString(f.Scope))
+	if err != nil {
+		return nil, "", fmt.Errorf("operator: processing claims: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (idempotency.Record, error) {
+		rec, err := scanRecord(r)
+		if err != nil {
+			return idempotency.Record{}, err
+		}
+		return *rec, nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("operator: processing claims: %w", err)
+	}
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		last := list[limit-1]
+		next = keyset.Encode(keyset.Position{CreatedAt: last.LeaseExpiresAt, ID: last.ID})
+	}
+	return list, next, nil
+}
+
+// processingByKey is the one-claim page of a key: the claim when it is
+// processing with a lease live (live) or passed (not live), else none.
+func (s *Store) processingByKey(ctx context.Context, live bool, f ClaimFilter, pos *keyset.Position) ([]idempotency.Record, string, error) {
+	if f.OrganizationID == uuid.Nil || f.Scope == "" {
+		return nil, "", fmt.Errorf("%w: a key names a claim within an organization and a scope: give both", ErrInvalid)
+	}
+	if pos != nil {
+		return nil, "", nil // a key's page has one claim at most: nothing after it
+	}
+	rec, err := scanRecord(s.db.QueryRow(ctx, claimByKey, f.OrganizationID, f.Scope, f.Key, s.nowArg()))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, "", nil
+	case err != nil:
+		return nil, "", fmt.Errorf("operator: claim by key: %w", err)
+	case rec.Status != idempotency.StatusProcessing || rec.LeaseLive() != live || (!live && !rec.Retained()):
+		return nil, "", nil
+	}
+	return []idempotency.Record{*rec}, "", nil
+}
+
+// Bucket is one hour's count of one kind of event.
+type Bucket struct {
+	// Kind is "claim" (by the hour a claim was last claimed), "drop" (by
+	// the hour a delivery was dropped) or "release" (force-releases).
+	Kind string
+	Hour time.Time
+	// What is a claim's state now (completed, in_flight, stuck), a drop's
+	// reason, or "released".
+	What  string
+	Count int64
+}
+
+// ReleaseFilter narrows [Store.Releases]; zero fields match every release.
+type ReleaseFilter struct {
+	OrganizationID uuid.UUID
+	Actor          string
+}
+
+// Releases returns a page of force-releases, newest first, and the next
+// cursor. It returns [ErrInvalidCursor] for a cursor it did not write.
+func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) ([]Release, string, error) {
+	pos, err := keyset.Decode(p.Cursor)
+	if err != nil {
+		return nil, "", ErrInvalidCursor
+	}
+	at, id := keyset.Args(pos)
+	limit := p.limit()
+	rows, err := s.db.Query(ctx, releasePage, at, id, limit+1, nullUUID(f.OrganizationID), nullString(f.Actor))
+	if err != nil {
+		return nil, "", fmt.Errorf("operator: releases: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Release, error) {
+		var r Release
+		err := row.Scan(&r.ID, &r.ClaimID, &r.OrganizationID, &r.Scope, &r.Key, &r.RequestHash,
+			&r.ClaimedAt, &r.LeaseExpiresAt, &r.LeaseLive, &r.Actor, &r.Reason, &r.Via, &r.ReleasedAt)
+		return r, err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("operator: releases: %w", err)
+	}
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		last := list[limit-1]
+		next = keyset.Encode(keyset.Position{CreatedAt: last.ReleasedAt, ID: last.ID})
+	}
+	return list, next, nil
+}
+
+func scanRecord(row pgx.Row) (*idempotency.Record, error) {
+	var (
+		rec                      idempotency.Record
+		status                   string
+		resourceType, resourceID *string
+	)
+	err := row.Scan(&rec.ID, &rec.OrganizationID, &rec.Scope, &rec.Key, &rec.RequestHash, &status,
+		&rec.LeaseToken, &resourceType, &resourceID, &rec.Response,
+		&rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.RetainUntil, &rec.ObservedAt)
+	if err != nil {
+		return nil, err
+	}
+	rec.Status = idempotency.Status(status)
+	if resourceType != nil {
+		rec.ResourceType = *resourceType
+	}
+	if resourceID != nil {
+		rec.ResourceID = *resourceID
+	}
+	return &rec, nil
+}
+
+func nullUUID(id uuid.UUID) any {
+	if id == uuid.Nil {
+		return nil
+	}
+	return id
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

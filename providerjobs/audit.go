@@ -1,0 +1,210 @@
+package providerjobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/searchd/searchd/internal/keyset"
+)
+
+// ErrInvalidCursor reports a list cursor this package did not write.
+var ErrInvalidCursor = errors.New("providerjobs: invalid cursor")
+
+// Querier is what the audit reads need of a database; a *pgxpool.Pool has
+// it.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Audit reads an organization's jobs with what happened to their
+// deliveries, for the console. Every read takes the organization and reads
+// nothing of another. It is safe for concurrent use.
+type Audit struct {
+	db Querier
+}
+
+// NewAudit returns the audit reads on db.
+func NewAudit(db Querier) *Audit { return &Audit{db: db} }
+
+// JobListParams are the inputs of [Audit.Jobs]; zero filters match every
+// job.
+type JobListParams struct {
+	RunID    uuid.UUID
+	Provider string
+	Status   Status
+	// Limit is 1 to 200; zero or less is 50. Cursor is the next cursor of
+	// the previous page, "" for the first.
+	Limit  int
+	Cursor string
+}
+
+// Jobs returns a page of org's jobs, newest first, and the cursor of the
+// next page ("" after the last). It returns [ErrInvalidCursor] for a
+// cursor it did not write.
+func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) ([]Job, string, error) {
+	pos, err := keyset.Decode(p.Cursor)
+	if err != nil {
+		return nil, "", ErrInvalidCursor
+	}
+	limit := pageLimit(p.Limit)
+	at, id := keyset.Args(pos)
+	var run, provider, status any
+	if p.RunID != uuid.Nil {
+		run = p.RunID
+	}
+	if p.Provider != "" {
+		provider = p.Provider
+	}
+	if p.Status != "" {
+		status = string(p.Status)
+	}
+	rows, err := a.db.Query(ctx, jobAuditList, org, at, id, limit+1, run, provider, status)
+	if err != nil {
+		return nil, "", fmt.Errorf("providerjobs: list: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) {
+		j, err := scanJob(r)
+		if err != nil {
+			return Job{}, err
+		}
+		return *j, nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("providerjobs: list: %w", err)
+	}
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		last := list[limit-1]
+		next = keyset.Encode(keyset.Position{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return list, next, nil
+}
+
+// AppliedDelivery is a delivery whose claim is completed for a job: it was
+// applied, or found the job terminal already. The plane remembers it for
+// the webhook retention (24 hours); the job's version counts every applied
+// delivery for ever.
+type AppliedDelivery struct {
+	// DeliveryID is the provider's webhook-id, the claim key.
+	DeliveryID  string
+	RequestHash string
+	ClaimedAt   time.Time
+	// Applied reports whether the delivery changed the job.
+	Applied bool
+	// Status is the job's status after it.
+	Status Status
+}
+
+// Deliveries returns the applied deliveries of job j still remembered by
+// the plane, newest first, at most limit (1 to 200; zero or less is 50).
+func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) ([]AppliedDelivery, error) {
+	rows, err := a.db.Query(ctx, deliveryAuditList, j.OrganizationID, Scope(j.Provider), j.ID.String(), pageLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("providerjobs: deliveries: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AppliedDelivery, error) {
+		var (
+			d   AppliedDelivery
+			raw []byte
+		)
+		if err := r.Scan(&d.DeliveryID, &d.RequestHash, &d.ClaimedAt, &raw); err != nil {
+			return d, err
+		}
+		var ans claimAnswer
+		if err := json.Unmarshal(raw, &ans); err == nil {
+			d.Applied, d.Status = ans.Applied, ans.Status
+		}
+		return d, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("providerjobs: deliveries: %w", err)
+	}
+	return list, nil
+}
+
+// Drops returns a page of the dropped deliveries of org's job jobID,
+// newest first, and the next cursor. The drops of an unknown job name no
+// organization, so they are no organization's to read. It returns
+// [ErrInvalidCursor] for a cursor it did not write.
+func (a *Audit) Drops(ctx context.Context, org, jobID uuid.UUID, limit int, cursor string) ([]Drop, string, error) {
+	pos, err := keyset.Decode(cursor)
+	if err != nil {
+		return nil, "", ErrInvalidCursor
+	}
+	limit = pageLimit(limit)
+	at, id := keyset.Args(pos)
+	rows, err := a.db.Query(ctx, dropAuditList, org, jobID.String(), at, id, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("providerjobs: drops: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Drop, error) {
+		var d Drop
+		var reason string
+		err := r.Scan(&d.ID, &d.DeliveryID, &d.RequestHash, &reason, &d.ReceivedAt)
+		d.Reason = DropReason(reason)
+		return d, err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("providerjobs: drops: %w", err)
+	}
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		last := list[limit-1]
+		next = keyset.Encode(keyset.Position{CreatedAt: last.ReceivedAt, ID: last.ID})
+	}
+	return list, next, nil
+}
+
+func pageLimit(n int) int {
+	if n <= 0 {
+		return 50
+	}
+	return min(n, 200)
+}
+
+// jobAuditList reads a page of an organization's jobs newest first after
+// ($2 created_at, $3 id), by provider_jobs_org_created_idx. $1 org,
+// $4 limit, $5 run, $6 provider, $7 status: NULL for any.
+const jobAuditList = `
+SELECT ` + jobColumns + `
+FROM agent.provider_jobs j
+WHERE j.organization_id = $1
+	AND ($5::uuid IS NULL OR j.run_id = $5::uuid)
+	AND ($6::text IS NULL OR j.provider = $6::text)
+	AND ($7::text IS NULL OR j.status = $7::text)
+	AND (j.created_at, j.id) < (coalesce($2::timestamptz, 'infinity'),
+		coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+ORDER BY j.created_at DESC, j.id DESC
+LIMIT $4`
+
+// deliveryAuditList reads the completed delivery claims of a job: scope
+// webhook.<provider> of its organization (the unique index's prefix),
+// resource the job. $1 org, $2 scope, $3 job id, $4 limit.
+const deliveryAuditList = `
+SELECT k.key, k.request_hash, k.claimed_at, k.response
+FROM agent.idempotency_keys k
+WHERE k.organization_id = $1 AND k.scope = $2
+	AND k.status = 'completed' AND k.resource_type = '` + ResourceType + `' AND k.resource_id = $3
+	AND k.retain_until > now()
+ORDER BY k.claimed_at DESC
+LIMIT $4`
+
+// dropAuditList reads a page of a job's drops newest first after
+// ($3 received_at, $4 id), by webhook_drops_org_job_idx. $1 org,
+// $2 the job id as the path named it, $5 limit.
+const dropAuditList = `
+SELECT d.id, d.delivery_id, d.request_hash, d.reason, d.received_at
+FROM agent.webhook_drops d
+WHERE d.organization_id = $1 AND d.path_job_id = $2
+	AND (d.received_at, d.id) < (coalesce($3::timestamptz, 'infinity'),
+		coalesce($4::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+ORDER BY d.received_at DESC, d.id DESC
+LIMIT $5`

@@ -1,0 +1,88 @@
+package providerjobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Drop is one dropped delivery of a job, as the audit in agent.webhook_drops
+// keeps it for [DropRetention].
+type Drop struct {
+	ID uuid.UUID `json:"id"`
+	// DeliveryID is the delivery's webhook-id.
+	DeliveryID string `json:"delivery_id"`
+	// Reason is why it was not applied: duplicate, hash_mismatch,
+	// job_mismatch or path_mismatch (unknown_job names no job, so no job
+	// lists it).
+	Reason DropReason `json:"reason"`
+	// RequestHash is the hex SHA-256 of the delivery's raw body, the hash
+	// its claim compares, so a hash_mismatch can be told from the delivery
+	// that holds the key.
+	RequestHash string    `json:"request_hash"`
+	ReceivedAt  time.Time `json:"received_at"`
+}
+
+// MaxDropsListed bounds the drops [Service.ListDrops] returns: the newest.
+const MaxDropsListed = 500
+
+// dropListByJob reads the newest drops recorded for a job of an
+// organization: those whose callback path named it. $1 org, $2 provider,
+// $3 path_job_id (the job's id as text), $4 limit.
+const dropListByJob = `
+SELECT d.id, d.delivery_id, d.reason, d.request_hash, d.received_at
+FROM agent.webhook_drops d
+WHERE d.organization_id = $1 AND d.provider = $2 AND d.path_job_id = $3
+ORDER BY d.received_at DESC, d.id DESC
+LIMIT $4`
+
+// querier is what ListDrops needs beyond [DB]; a *pgxpool.Pool has it.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// ListDrops returns the newest dropped deliveries (at most
+// [MaxDropsListed]) of job id of org, newest first: the audit of what the
+// provider sent that searchd did not apply, readable without SQL. It
+// returns [ErrNotFound] when org has no such job, and an empty slice when
+// nothing was dropped.
+func (s *Service) ListDrops(ctx context.Context, org, id uuid.UUID) ([]Drop, error) {
+	job, err := s.Get(ctx, org, id)
+	if err != nil {
+		return nil, err
+	}
+	q, ok := s.db.(querier)
+	if !ok {
+		return nil, errors.New("providerjobs: list drops: the service's database cannot run queries")
+	}
+	rows, err := q.Query(ctx, dropListByJob, org, job.Provider, job.ID.String(), MaxDropsListed)
+	if err != nil {
+		return nil, fmt.Errorf("providerjobs: list drops: %w", err)
+	}
+	drops, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Drop, error) {
+		var d Drop
+		var reason string
+		err := r.Scan(&d.ID, &d.DeliveryID, &reason, &d.RequestHash, &d.ReceivedAt)
+		d.Reason = DropReason(reason)
+		return d, err
+	})
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("providerjobs: list drops: %w", err)
+	}
+	if drops == nil {
+		drops = []Drop{}
+	}
+	return drops, nil
+}
+
+// RegisterIn is [Service.Register] run on tx, a transaction of the caller's:
+// a keyed registration registers the job and completes its claim in one
+// transaction.
+func (s *Service) RegisterIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p RegisterParams) (*Job, bool, error) {
+	in := &Service{db: tx, plane: s.plane, cfg: s.cfg}
+	return in.Register(ctx, org, p)
+}

@@ -1,0 +1,125 @@
+package providerjobs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/searchd/searchd/internal/keyset"
+)
+
+// The inbox as an operator reads it in the console: the backlog the
+// applier has not finished, and the arrivals as they landed. Every
+// provider's and organization's (an arrival of an unknown job has none).
+
+// InboxStats returns the number of pending arrivals and the age of the
+// oldest, by the database clock: the applier's lag (as [Service.Stats]).
+func (a *Audit) InboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error) {
+	rows, err := a.db.Query(ctx, inboxStats, nil)
+	if err != nil {
+		return 0, 0, fmt.Errorf("providerjobs: inbox stats: %w", err)
+	}
+	var secs float64
+	_, err = pgx.ForEachRow(rows, []any{&pending, &secs}, func() error { return nil })
+	if err != nil {
+		return 0, 0, fmt.Errorf("providerjobs: inbox stats: %w", err)
+	}
+	return pending, time.Duration(secs * float64(time.Second)), nil
+}
+
+// InboxListParams narrow and page the inbox lists; zero filters match
+// every arrival.
+type InboxListParams struct {
+	Provider string
+	// Status keeps the arrivals in it ([Audit.InboxArrivals] only).
+	Status InboxStatus
+	// Limit is 1 to 200; zero or less is 50. Cursor is the next cursor of
+	// the previous page, "" for the first.
+	Limit  int
+	Cursor string
+}
+
+// InboxPending returns a page of the pending arrivals, the one whose next
+// attempt is due first at the top (by the inbox's pending index), and the
+// next cursor. It returns [ErrInvalidCursor] for a cursor it did not write.
+func (a *Audit) InboxPending(ctx context.Context, p InboxListParams) ([]InboxEntry, string, error) {
+	return a.inboxPage(ctx, inboxPendingPage, p, func(e InboxEntry) keyset.Position {
+		return keyset.Position{CreatedAt: e.LeaseExpiresAt, ID: e.ID}
+	}, nil)
+}
+
+// InboxArrivals returns a page of the arrivals, the newest first, and the
+// next cursor. It returns an error wrapping [ErrInvalid] for an unknown
+// status and [ErrInvalidCursor] for a cursor it did not write.
+func (a *Audit) InboxArrivals(ctx context.Context, p InboxListParams) ([]InboxEntry, string, error) {
+	var status any
+	switch p.Status {
+	case "":
+	case InboxPending, InboxApplied, InboxDropped:
+		status = string(p.Status)
+	default:
+		return nil, "", fmt.Errorf("%w: status %q: must be pending, applied or dropped", ErrInvalid, p.Status)
+	}
+	return a.inboxPage(ctx, inboxArrivalPage, p, func(e InboxEntry) keyset.Position {
+		return keyset.Position{CreatedAt: e.ReceivedAt, ID: e.ID}
+	}, status)
+}
+
+func (a *Audit) inboxPage(ctx context.Context, query string, p InboxListParams, pos func(InboxEntry) keyset.Position, status any) ([]InboxEntry, string, error) {
+	at, err := keyset.Decode(p.Cursor)
+	if err != nil {
+		return nil, "", ErrInvalidCursor
+	}
+	t, id := keyset.Args(at)
+	limit := pageLimit(p.Limit)
+	var provider any
+	if p.Provider != "" {
+		provider = p.Provider
+	}
+	rows, err := a.db.Query(ctx, query, t, id, limit+1, provider, status)
+	if err != nil {
+		return nil, "", fmt.Errorf("providerjobs: inbox: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (InboxEntry, error) {
+		e, err := scanEntry(r)
+		if err != nil {
+			return InboxEntry{}, err
+		}
+		return *e, nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("providerjobs: inbox: %w", err)
+	}
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		next = keyset.Encode(pos(list[limit-1]))
+	}
+	return list, next, nil
+}
+
+// inboxPendingPage reads pending arrivals by their lease (the next attempt
+// due) after ($1 lease_expires_at, $2 id), on provider_inbox_pending_idx.
+// $3 limit, $4 provider or NULL; $5 unused (NULL).
+const inboxPendingPage = `
+SELECT ` + inboxColumns + `
+FROM agent.provider_inbox i
+WHERE i.status = 'pending' AND ($4::text IS NULL OR i.provider = $4::text) AND $5::text IS NULL
+	AND (i.lease_expires_at, i.id) > (coalesce($1::timestamptz, '-infinity'),
+		coalesce($2::uuid, '00000000-0000-0000-0000-000000000000'))
+ORDER BY i.lease_expires_at, i.id
+LIMIT $3`
+
+// inboxArrivalPage reads arrivals newest first after ($1 received_at,
+// $2 id), on provider_inbox_received_at_idx. $3 limit, $4 provider, $5
+// status: NULL for any.
+const inboxArrivalPage = `
+SELECT ` + inboxColumns + `
+FROM agent.provider_inbox i
+WHERE ($4::text IS NULL OR i.provider = $4::text) AND ($5::text IS NULL OR i.status = $5::text)
+	AND (i.received_at, i.id) < (coalesce($1::timestamptz, 'infinity'),
+		coalesce($2::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+ORDER BY i.received_at DESC, i.id DESC
+LIMIT $3`

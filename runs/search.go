@@ -1,0 +1,110 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/searchd/searchd/internal/keyset"
+)
+
+// SearchParams are the inputs of [Store.Search]; zero filters match every
+// Run.
+type SearchParams struct {
+	// SavedSearchID and SnapshotID keep the Runs of one saved search, or
+	// admitted on one snapshot.
+	SavedSearchID uuid.UUID
+	SnapshotID    uuid.UUID
+	// Actor keeps the Runs started by this actor (a token's sub).
+	Actor string
+	// Key keeps the Run started with this Idempotency-Key, on either
+	// surface (start keys saved_search:<key> and direct:<key>).
+	Key string
+	// Status keeps the Runs in this status.
+	Status string
+	// From and To keep the Runs created at or after From and before To.
+	From, To time.Time
+	// Limit and Cursor are as in [ListParams].
+	Limit  int
+	Cursor string
+}
+
+// Search returns a page of org's Runs that match p, newest first, and the
+// cursor of the next page ("" after the last). It returns
+// [ErrInvalidCursor] for a cursor it did not write.
+func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) ([]Run, string, error) {
+	pos, err := keyset.Decode(p.Cursor)
+	if err != nil {
+		return nil, "", ErrInvalidCursor
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	at, id := keyset.Args(pos)
+	var keys any
+	if p.Key != "" {
+		keys = []string{SavedSearchStartKey(p.Key), DirectStartKey(p.Key)}
+	}
+	rows, err := s.db.Query(ctx, runSearch, org, at, id, limit+1,
+		nullUUID(p.SavedSearchID), nullUUID(p.SnapshotID), nullString(p.Actor), keys,
+		nullString(p.Status), nullTime(p.From), nullTime(p.To))
+	if err != nil {
+		return nil, "", fmt.Errorf("runs: search: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Run, error) {
+		var run Run
+		err := r.Scan(run.scanDest()...)
+		return run, err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("runs: search: %w", err)
+	}
+	if list == nil {
+		list = []Run{}
+	}
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		last := list[limit-1]
+		next = keyset.Encode(keyset.Position{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return list, next, nil
+}
+
+// runSearch is runList with optional filters, NULL for none:
+// $5 saved_search_id, $6 snapshot_id, $7 created_by, $8 start keys,
+// $9 status, $10 from, $11 to.
+const runSearch = `
+SELECT ` + runColumns + `
+FROM agent.runs r
+WHERE r.organization_id = $1
+	AND ($5::uuid IS NULL OR r.saved_search_id = $5::uuid)
+	AND ($6::uuid IS NULL OR r.snapshot_id = $6::uuid)
+	AND ($7::text IS NULL OR r.created_by = $7::text)
+	AND ($8::text[] IS NULL OR r.start_key = ANY ($8::text[]))
+	AND ($9::text IS NULL OR r.status = $9::text)
+	AND ($10::timestamptz IS NULL OR r.created_at >= $10::timestamptz)
+	AND ($11::timestamptz IS NULL OR r.created_at < $11::timestamptz)
+	AND (r.created_at, r.id) < (coalesce($2::timestamptz, 'infinity'),
+		coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+ORDER BY r.created_at DESC, r.id DESC
+LIMIT $4`
+
+func nullUUID(id uuid.UUID) any {
+	if id == uuid.Nil {
+		return nil
+	}
+	return id
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}

@@ -1,0 +1,209 @@
+package sweeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/internal/keyset"
+)
+
+// Recorder is told about every run when it ends, with what it did; set
+// [Config.Recorder] to a [RunLog] to keep them in agent.sweeper_runs for
+// the console. It is called from the goroutine running the sweep, on a
+// context that outlives the run's own (a run cut short is recorded too).
+type Recorder interface {
+	RecordRun(ctx context.Context, r RunRecord)
+}
+
+// RunRecord is one finished run as a [Recorder] is told of it.
+type RunRecord struct {
+	Report Report
+	// Err is the run's error, nil when it succeeded.
+	Err error
+	// Bound and MaxPasses are the run's configuration.
+	Bound, MaxPasses int
+}
+
+// RunLog records runs in agent.sweeper_runs and reads them back. It is
+// safe for concurrent use.
+type RunLog struct {
+	db  RunLogDB
+	via string
+	now func() time.Time
+	// onError, when set, is told of a run that could not be recorded.
+	onError func(error)
+}
+
+// RunLogDB is what a [RunLog] needs of the database; a *pgxpool.Pool has
+// it.
+type RunLogDB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Who ran the sweeper, as [RunLog] records it.
+const (
+	ViaServe = "serve"
+	ViaSweep = "sweep"
+)
+
+// RunRetention is how long a recorded run is kept; each recorded run
+// deletes at most 100 older ones, so the log stays bounded without a
+// pass of its own.
+const RunRetention = 30 * 24 * time.Hour
+
+// NewRunLog returns a run log on db recording runs as made by via
+// (ViaServe or ViaSweep). onError, when not nil, is told of a run that
+// could not be recorded (the run itself is unaffected). now stubs the
+// database clock for tests; nil uses the database's.
+func NewRunLog(db RunLogDB, via string, now func() time.Time, onError func(error)) *RunLog {
+	return &RunLog{db: db, via: via, now: now, onError: onError}
+}
+
+func (l *RunLog) nowArg() any {
+	if l.now == nil {
+		return nil
+	}
+	return l.now()
+}
+
+// tableJSON is one table of a recorded run, as agent.sweeper_runs.tables
+// holds it.
+type tableJSON struct {
+	Table      string `json:"table"`
+	Read       int    `json:"read"`
+	Deleted    int    `json:"deleted"`
+	Passes     int    `json:"passes"`
+	DurationUS int64  `json:"duration_us"`
+	Backlog    bool   `json:"backlog"`
+}
+
+// RecordRun inserts r into agent.sweeper_runs. The run's start is the
+// database clock less the run's duration.
+func (l *RunLog) RecordRun(ctx context.Context, r RunRecord) {
+	tables := make([]tableJSON, 0, 4)
+	for _, tr := range r.Report.Tables() {
+		if tr.Table == "" {
+			continue // not reached
+		}
+		tables = append(tables, tableJSON{tr.Table, tr.Read, tr.Deleted, tr.Passes, tr.Duration.Microseconds(), tr.Backlog})
+	}
+	doc, err := json.Marshal(tables)
+	if err == nil {
+		var msg *string
+		if r.Err != nil {
+			s := r.Err.Error()
+			msg = &s
+		}
+		_, err = l.db.Exec(ctx, sweeperRunInsert, uuid.New(), l.via, r.Bound, r.MaxPasses, string(doc),
+			r.Report.Backlog(), msg, r.Report.Duration.Microseconds(), RunRetention.Microseconds(), l.nowArg())
+	}
+	if err != nil && l.onError != nil {
+		l.onError(fmt.Errorf("sweeper: record the run: %w", err))
+	}
+}
+
+// RunEntry is one recorded run.
+type RunEntry struct {
+	ID         uuid.UUID
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Via        string
+	Bound      int
+	MaxPasses  int
+	Tables     []TableReport
+	Backlog    bool
+	// Error is the run's error, "" when it succeeded.
+	Error string
+}
+
+// ErrInvalidCursor reports a [RunLog.List] cursor this package did not
+// write.
+var ErrInvalidCursor = errors.New("sweeper: invalid cursor")
+
+// List returns a page of recorded runs, newest first, of at most limit
+// (1 to 200; zero or less is 50) and the cursor of the next page ("" after
+// the last). backlogOnly keeps the runs that left a backlog. It returns
+// [ErrInvalidCursor] for a cursor it did not write.
+func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor string) ([]RunEntry, string, error) {
+	pos, err := keyset.Decode(cursor)
+	if err != nil {
+		return nil, "", ErrInvalidCursor
+	}
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 200)
+	at, id := keyset.Args(pos)
+	rows, err := l.db.Query(ctx, sweeperRunPage, at, id, limit+1, backlogOnly)
+	if err != nil {
+		return nil, "", fmt.Errorf("sweeper: list runs: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RunEntry, error) {
+		var (
+			e   RunEntry
+			doc []byte
+			msg *string
+		)
+		if err := row.Scan(&e.ID, &e.StartedAt, &e.FinishedAt, &e.Via, &e.Bound, &e.MaxPasses, &doc, &e.Backlog, &msg); err != nil {
+			return e, err
+		}
+		var tables []tableJSON
+		if err := json.Unmarshal(doc, &tables); err != nil {
+			return e, err
+		}
+		for _, t := range tables {
+			e.Tables = append(e.Tables, TableReport{Table: t.Table, Read: t.Read, Deleted: t.Deleted, Passes: t.Passes,
+				Duration: time.Duration(t.DurationUS) * time.Microsecond, Backlog: t.Backlog})
+		}
+		if msg != nil {
+			e.Error = *msg
+		}
+		return e, nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("sweeper: list runs: %w", err)
+	}
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		last := list[limit-1]
+		next = keyset.Encode(keyset.Position{CreatedAt: last.FinishedAt, ID: last.ID})
+	}
+	return list, next, nil
+}
+
+// sweeperRunInsert records a run and prunes at most 100 runs past
+// RunRetention. $1 id, $2 via, $3 bound, $4 max_passes, $5 tables,
+// $6 backlog, $7 error, $8 duration µs, $9 retention µs, $10 now.
+const sweeperRunInsert = `
+WITH c AS (SELECT coalesce($10::timestamptz, now()) AS now),
+pruned AS (
+	DELETE FROM agent.sweeper_runs
+	WHERE id IN (
+		SELECT r.id FROM agent.sweeper_runs r, c
+		WHERE r.finished_at < c.now - $9::bigint * interval '1 microsecond'
+		ORDER BY r.finished_at
+		LIMIT 100)
+)
+INSERT INTO agent.sweeper_runs (id, started_at, finished_at, via, bound, max_passes, tables, backlog, error)
+SELECT $1, c.now - $8::bigint * interval '1 microsecond', c.now, $2, $3, $4, $5::jsonb, $6, $7
+FROM c`
+
+// sweeperRunPage reads recorded runs newest first after ($1 finished_at,
+// $2 id). $3 limit, $4 backlog only.
+const sweeperRunPage = `
+SELECT r.id, r.started_at, r.finished_at, r.via, r.bound, r.max_passes, r.tables, r.backlog, r.error
+FROM agent.sweeper_runs r
+WHERE (NOT $4::boolean OR r.backlog)
+	AND (r.finished_at, r.id) < (coalesce($1::timestamptz, 'infinity'),
+		coalesce($2::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+ORDER BY r.finished_at DESC, r.id DESC
+LIMIT $3`

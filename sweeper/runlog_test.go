@@ -1,0 +1,56 @@
+package sweeper
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/searchd/searchd/internal/pgtest"
+)
+
+func TestARecordedRunIsListedWithItsCounts(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := context.Background()
+	var recordErr error
+	log := NewRunLog(pool, ViaSweep, nil, func(err error) { recordErr = err })
+	s, err := New(pool, Config{Logger: slog.New(slog.DiscardHandler), Recorder: log, Bound: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if recordErr != nil {
+		t.Fatalf("recording failed: %v", recordErr)
+	}
+	var all []RunEntry
+	cursor := ""
+	for {
+		page, next, err := log.List(ctx, false, 2, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, page...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(all) != 3 {
+		t.Fatalf("listed %d runs, want 3", len(all))
+	}
+	e := all[0]
+	if e.Via != ViaSweep || e.Bound != 7 || len(e.Tables) != len(Report{}.Tables()) || e.Tables[0].Table != TableClaims || e.Tables[0].Passes != 1 || e.Backlog {
+		t.Errorf("recorded run = %+v, want a sweep of every table with bound 7 and no backlog", e)
+	}
+	if backlog, _, err := log.List(ctx, true, 10, ""); err != nil || len(backlog) != 0 {
+		t.Errorf("List(backlog only) = %d, %v; want none", len(backlog), err)
+	}
+	if _, _, err := log.List(ctx, false, 10, "nope"); !errors.Is(err, ErrInvalidCursor) {
+		t.Errorf("List with a bad cursor = %v, want ErrInvalidCursor", err)
+	}
+}

@@ -1,0 +1,240 @@
+// Browser tests of the searchd console: Debian's chromium, driven by
+// playwright-core, against a real searchd serve on a throwaway PostgreSQL
+// (the Go fixture next to this file starts both and seeds them).
+//
+//   SEARCHD_BIN      the searchd binary (required; make test-console builds it)
+//   CONSOLE_FIXTURE  the fixture binary (required; likewise)
+//   CHROMIUM         the browser (default /usr/bin/chromium)
+//   SCREENSHOTS      a directory to write the pages' screenshots to (optional)
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const bin = process.env.SEARCHD_BIN;
+const fixtureBin = process.env.CONSOLE_FIXTURE;
+const shots = process.env.SCREENSHOTS || "";
+if (!bin || !fixtureBin) throw new Error("set SEARCHD_BIN and CONSOLE_FIXTURE (make test-console does)");
+
+let fixture, world, browser, lines;
+const answers = [];
+
+// ask asks the fixture a question about the database and returns its answer.
+function ask(question) {
+  return new Promise((resolve) => {
+    answers.push(resolve);
+    fixture.stdin.write(question + "\n");
+  });
+}
+
+before(async () => {
+  fixture = spawn(fixtureBin, ["-searchd", bin], { stdio: ["pipe", "pipe", "inherit"] });
+  lines = createInterface({ input: fixture.stdout });
+  world = await new Promise((resolve, reject) => {
+    fixture.once("exit", (code) => reject(new Error("fixture exited " + code)));
+    lines.once("line", (l) => resolve(JSON.parse(l)));
+  });
+  lines.on("line", (l) => answers.shift()?.(l));
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    args: ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-gpu"],
+  });
+  if (shots) mkdirSync(shots, { recursive: true });
+});
+
+after(async () => {
+  await browser?.close();
+  if (fixture) {
+    fixture.stdin.end();
+    await new Promise((r) => fixture.once("exit", r));
+  }
+});
+
+// session opens a browser context signed in with token, and collects
+// every CSP violation or page error so a test can assert there was none.
+async function session(token) {
+  const ctx = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  const page = await ctx.newPage();
+  page.problems = [];
+  page.on("console", (m) => { if (m.type() === "error") page.problems.push(m.text()); });
+  page.on("pageerror", (e) => page.problems.push(String(e)));
+  await page.goto(world.base + "/console/");
+  assert.match(page.url(), /\/console\/sign-in$/, "an unsigned visit lands on the sign-in form");
+  await page.fill("#token", token);
+  await Promise.all([page.waitForNavigation(), page.click("button[type=submit]")]);
+  assert.doesNotMatch(page.url(), /token|eyJ/, "the token is never in a URL");
+  return { ctx, page };
+}
+
+async function shot(page, name) {
+  if (shots) await page.screenshot({ path: join(shots, name + ".png"), fullPage: true });
+}
+
+test("sign-in page: a strict CSP and no token in the cookie's reach of scripts", async () => {
+  const ctx = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  const page = await ctx.newPage();
+  const resp = await page.goto(world.base + "/console/sign-in");
+  const csp = resp.headers()["content-security-policy"];
+  assert.match(csp, /script-src 'self'/);
+  assert.doesNotMatch(csp, /unsafe-inline/);
+  await shot(page, "sign-in");
+  await page.fill("#token", world.token_a);
+  await Promise.all([page.waitForNavigation(), page.click("button[type=submit]")]);
+  const cookies = await ctx.cookies();
+  const c = cookies.find((c) => c.name === "searchd_console");
+  assert.ok(c, "a session cookie is set");
+  assert.equal(c.httpOnly, true);
+  assert.equal(c.sameSite, "Strict");
+  assert.equal(await page.evaluate(() => document.cookie), "", "no script can read the session");
+  await ctx.close();
+});
+
+test("an auditor opens a saved search, compares two snapshots and opens a Run", async () => {
+  const { ctx, page } = await session(world.token_a);
+  assert.match(page.url(), /\/console\/saved-searches$/);
+  await page.getByRole("link", { name: world.search_name }).waitFor();
+  assert.equal(await page.getByText(world.search_b_name).count(), 0, "no other organization's saved search");
+  assert.equal(await page.getByText(world.archived_name).count(), 0, "archived ones are hidden by default");
+  await page.check("input[name=archived]");
+  await Promise.all([page.waitForNavigation(), page.click("form.filters button[type=submit]")]);
+  await page.getByText(world.archived_name).waitFor();
+  await shot(page, "saved-searches");
+
+  await Promise.all([page.waitForNavigation(), page.getByRole("link", { name: world.search_name }).click()]);
+  const rows = page.locator("table.timeline tbody tr");
+  assert.equal(await rows.count(), 2, "two snapshots on the timeline");
+  assert.match(await rows.nth(0).innerText(), /bob/);
+  assert.match(await rows.nth(1).innerText(), /alice/);
+  await shot(page, "saved-search");
+
+  // The newest is B and the one before A by default; compare them.
+  await Promise.all([page.waitForNavigation(), page.click("#compare")]);
+  assert.match(page.url(), /\/compare\?/);
+  assert.equal((await page.locator("ul.diff-items li.added").innerText()).replace(/^\+/, "").trim(), world.added_item);
+  assert.equal((await page.locator("ul.diff-items li.removed").innerText()).replace(/^−/, "").trim(), world.removed_item);
+  const fields = await page.locator("table.diff tbody").innerText();
+  assert.match(fields, /filters\.remote\s+changed\s+true\s+false/);
+  assert.match(fields, /filters\.seniority\s+added/);
+  await shot(page, "compare");
+
+  await page.goto(world.base + "/console/runs");
+  await page.fill("input[name=key]", world.second_key);
+  await Promise.all([page.waitForNavigation(), page.click("form.filters button[type=submit]")]);
+  const runRows = page.locator("table.list tbody tr");
+  assert.equal(await runRows.count(), 1, "the key filter finds one Run");
+  await shot(page, "runs");
+  await Promise.all([page.waitForNavigation(), runRows.first().locator("a").first().click()]);
+  assert.match(page.url(), new RegExp("/console/runs/" + world.second_run));
+  const body = await page.locator("main").innerText();
+  assert.match(body, new RegExp(world.second_key));
+  assert.match(body, /bob/);
+  assert.match(body, /queued/);
+  assert.match(body, /acme-job-5521/);
+  await shot(page, "run");
+
+  await Promise.all([page.waitForNavigation(), page.getByRole("link", { name: world.job.slice(0, 8) }).click()]);
+  const job = await page.locator("main").innerText();
+  assert.match(job, /msg_2Kx1/);
+  assert.match(job, /duplicate/);
+  assert.match(job, /hash_mismatch/);
+  await shot(page, "provider-job");
+
+  const resp = await page.goto(world.base + "/console/operator/claims");
+  assert.equal(resp.status(), 403, "an organization token never reaches the operator views");
+  assert.equal(await page.getByText(world.stuck_key).count(), 0);
+  assert.deepEqual(page.problems.filter((p) => !/403/.test(p)), [], "no CSP violation or script error");
+  await ctx.close();
+});
+
+test("an auditor of another organization sees none of it", async () => {
+  const { ctx, page } = await session(world.token_b);
+  await page.getByRole("link", { name: world.search_b_name }).waitFor();
+  assert.equal(await page.getByText(world.search_name).count(), 0);
+  for (const path of [
+    "/console/saved-searches/" + world.search,
+    "/console/saved-searches/" + world.search + "/compare?a=" + world.first_snapshot + "&b=" + world.second_snapshot,
+    "/console/snapshots/" + world.second_snapshot,
+    "/console/runs/" + world.second_run,
+    "/console/provider-jobs/" + world.job,
+  ]) {
+    const resp = await page.goto(world.base + path);
+    assert.equal(resp.status(), 404, path + " is another organization's");
+    assert.equal(await page.getByText(world.search_name).count(), 0);
+  }
+  await page.goto(world.base + "/console/runs?key=" + encodeURIComponent(world.second_key));
+  assert.match(await page.locator("table.list tbody").innerText(), /No Run/);
+  await page.goto(world.base + "/console/provider-jobs");
+  assert.equal(await page.getByText("acme-job-5521").count(), 0);
+  const resp = await page.goto(world.base + "/console/operator/claims");
+  assert.equal(resp.status(), 403);
+  await ctx.close();
+});
+
+test("an operator sees the stuck claim, force-releases it, and it is gone from the database", async () => {
+  assert.equal(await ask("claim " + world.stuck), "present");
+  const { ctx, page } = await session(world.token_operator);
+  assert.match(page.url(), /\/console\/operator\/claims$/);
+  const row = page.locator("tr.stuck-row", { hasText: world.stuck_key });
+  await row.waitFor();
+  await shot(page, "claims");
+  await row.locator("input[name=reason]").fill("worker pod gone after node drain");
+  page.once("dialog", (d) => d.accept());
+  await Promise.all([page.waitForNavigation(), row.locator("button.danger").click()]);
+  await page.locator(".alert.a-ok", { hasText: "Released claim" }).waitFor();
+  assert.equal(await page.locator("tr.stuck-row", { hasText: world.stuck_key }).count(), 0, "the row is gone");
+  assert.equal(await ask("claim " + world.stuck), "absent", "the claim is deleted");
+  assert.equal(await ask("release " + world.stuck), world.operator + "|worker pod gone after node drain",
+    "the release is recorded with who and why");
+
+  // An uncertain call: the evidence, and a decision recorded with the actor.
+  assert.equal(await ask("answer " + world.uncertain), "uncertain|");
+  await page.goto(world.base + "/console/operator/uncertain");
+  const call = page.locator(".uncertain-call", { hasText: world.uncertain_key });
+  await call.waitFor();
+  assert.match(await call.innerText(), /no acknowledgement/);
+  await shot(page, "uncertain");
+  await call.locator("input[name=reason]").fill("vendor console shows the message sent");
+  await Promise.all([page.waitForNavigation(), call.getByRole("button", { name: "Mark delivered" }).click()]);
+  await page.locator(".alert.a-ok", { hasText: "delivered" }).waitFor();
+  assert.equal(await page.locator(".uncertain-call", { hasText: world.uncertain_key }).count(), 0, "no longer awaiting");
+  assert.equal(await ask("answer " + world.uncertain), "ok|" + world.operator, "the answer is a success naming the operator");
+  assert.match(await page.locator("#decisions").innerText(), /vendor console shows the message sent/);
+
+  // The inbox: the stalled arrival is the backlog, and the lag is warned of.
+  await page.goto(world.base + "/console/operator/inbound");
+  await page.locator("tr.pending-row", { hasText: world.pending_delivery }).waitFor();
+  assert.match(await page.locator("main").innerText(), /not keeping up/);
+  await shot(page, "inbound");
+
+  await page.goto(world.base + "/console/operator/releases");
+  const rel = await page.locator("main").innerText();
+  assert.match(rel, new RegExp(world.operator));
+  assert.match(rel, /worker pod gone after node drain/);
+  await shot(page, "releases");
+  await page.goto(world.base + "/console/operator/sweeper");
+  await page.getByText("agent.idempotency_keys").first().waitFor();
+  await shot(page, "sweeper");
+  assert.deepEqual(page.problems, [], "no CSP violation or script error");
+
+  // The operator token names no organization: no audit view.
+  const resp = await page.goto(world.base + "/console/saved-searches");
+  assert.equal(resp.status(), 403);
+  await ctx.close();
+});
+
+test("a form posted without the session's CSRF token is refused", async () => {
+  const { ctx, page } = await session(world.token_operator);
+  const status = await page.evaluate(async (id) => {
+    const r = await fetch("/console/operator/claims/" + id + "/release", {
+      method: "POST", headers: { "Content-Type": "application/x-www-form-urlencoded" },
+      body: "reason=no+csrf&claimed_at=2026-01-01T00:00:00Z", redirect: "manual",
+    });
+    return r.status;
+  }, world.stuck);
+  assert.equal(status, 403);
+  await ctx.close();
+});

@@ -1,0 +1,225 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/searchd/searchd/internal/keyset"
+)
+
+// The reads a person needs to decide about uncertain calls: the calls
+// awaiting a decision, with the evidence the journal holds, and the
+// decisions made. They span every organization (an operator's view) unless
+// filtered; the decision itself is [Resolver.Resolve].
+
+// ErrInvalidCursor reports a page cursor this package did not write.
+var ErrInvalidCursor = errors.New("tools: invalid cursor")
+
+// UncertainCall is a call the journal recorded as uncertain and no person
+// has resolved: the evidence for a decision.
+type UncertainCall struct {
+	ClaimID        uuid.UUID
+	OrganizationID uuid.UUID
+	Scope          string
+	Key            string
+	// RequestHash is the hash of the call's canonical input.
+	RequestHash string
+	// ClaimedAt is when the call was (last) claimed, RetainUntil when its
+	// answer is forgotten (the journal's 30 days).
+	ClaimedAt   time.Time
+	RetainUntil time.Time
+	// Answer is the stored uncertain answer: what the tool said of the
+	// call (Message), any Output, and the resource it named.
+	Answer Result
+	// Raw is the stored answer as the journal holds it.
+	Raw json.RawMessage
+}
+
+// PastResolution is a recorded decision.
+type PastResolution struct {
+	Resolved
+	OrganizationID uuid.UUID
+	Scope          string
+	Key            string
+}
+
+// InspectDB is what [Inspector] needs; a *pgxpool.Pool has it.
+type InspectDB interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Inspector reads uncertain calls and their resolutions. It is safe for
+// concurrent use.
+type Inspector struct {
+	db  InspectDB
+	now func() time.Time
+}
+
+// NewInspector returns an inspector on db; now stubs the database clock
+// for tests (nil uses the database's).
+func NewInspector(db InspectDB, now func() time.Time) *Inspector {
+	return &Inspector{db: db, now: now}
+}
+
+// InspectParams narrow and page the lists; zero filters match everything.
+type InspectParams struct {
+	OrganizationID uuid.UUID
+	// Scope keeps one tool's calls (tool.<name>).
+	Scope string
+	// Limit is 1 to 200; zero or less is 50. Cursor is the next cursor of
+	// the previous page, "" for the first.
+	Limit  int
+	Cursor string
+}
+
+func (p InspectParams) limit() int {
+	if p.Limit <= 0 {
+		return 50
+	}
+	return min(p.Limit, 200)
+}
+
+// Uncertain returns a page of the uncertain calls awaiting a person, the
+// oldest first, and the next cursor ("" after the last page). It returns
+// [ErrInvalidCursor] for a cursor it did not write.
+func (in *Inspector) Uncertain(ctx context.Context, p InspectParams) ([]UncertainCall, string, error) {
+	pos, err := keyset.Decode(p.Cursor)
+	if err != nil {
+		return nil, "", ErrInvalidCursor
+	}
+	at, id := keyset.Args(pos)
+	limit := p.limit()
+	rows, err := in.db.Query(ctx, uncertainPage, in.nowArg(), at, id, limit+1, nullUUID(p.OrganizationID), nullText(p.Scope))
+	if err != nil {
+		return nil, "", fmt.Errorf("tools: uncertain calls: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (UncertainCall, error) {
+		var (
+			c          UncertainCall
+			rtype, rid *string
+		)
+		if err := r.Scan(&c.ClaimID, &c.OrganizationID, &c.Scope, &c.Key, &c.RequestHash, &rtype, &rid,
+			&c.Raw, &c.ClaimedAt, &c.RetainUntil); err != nil {
+			return c, err
+		}
+		var err error
+		if c.Answer, err = decodeAnswer(c.Raw, deref(rtype), deref(rid)); err != nil {
+			return c, err
+		}
+		return c, nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("tools: uncertain calls: %w", err)
+	}
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		last := list[limit-1]
+		next = keyset.Encode(keyset.Position{CreatedAt: last.ClaimedAt, ID: last.ClaimID})
+	}
+	return list, next, nil
+}
+
+// Resolutions returns a page of the recorded decisions, the newest first,
+// and the next cursor. It returns [ErrInvalidCursor] for a cursor it did
+// not write.
+func (in *Inspector) Resolutions(ctx context.Context, p InspectParams) ([]PastResolution, string, error) {
+	pos, err := keyset.Decode(p.Cursor)
+	if err != nil {
+		return nil, "", ErrInvalidCursor
+	}
+	at, id := keyset.Args(pos)
+	limit := p.limit()
+	rows, err := in.db.Query(ctx, resolutionPage, at, id, limit+1, nullUUID(p.OrganizationID), nullText(p.Scope))
+	if err != nil {
+		return nil, "", fmt.Errorf("tools: resolutions: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PastResolution, error) {
+		var (
+			pr         PastResolution
+			resolution string
+			raw        json.RawMessage
+		)
+		if err := r.Scan(&pr.ID, &pr.OrganizationID, &pr.Scope, &pr.Key, &pr.ClaimID, &resolution,
+			&pr.Actor, &pr.Reason, &raw, &pr.ResolvedAt); err != nil {
+			return pr, err
+		}
+		pr.Resolution = Resolution(resolution)
+		var err error
+		pr.Uncertain, err = decodeAnswer(raw, "", "")
+		return pr, err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("tools: resolutions: %w", err)
+	}
+	next := ""
+	if len(list) > limit {
+		list = list[:limit]
+		last := list[limit-1]
+		next = keyset.Encode(keyset.Position{CreatedAt: last.ResolvedAt, ID: last.ID})
+	}
+	return list, next, nil
+}
+
+func (in *Inspector) nowArg() any {
+	if in.now == nil {
+		return nil
+	}
+	return in.now()
+}
+
+func nullUUID(id uuid.UUID) any {
+	if id == uuid.Nil {
+		return nil
+	}
+	return id
+}
+
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// uncertainPage reads uncertain calls oldest first after ($2 claimed_at,
+// $3 id): completed tool claims whose answer is uncertain and whose
+// retention holds. $1 now, $4 limit, $5 organization, $6 scope: NULL for
+// any.
+const uncertainPage = `
+SELECT k.id, k.organization_id, k.scope, k.key, k.request_hash, k.resource_type, k.resource_id,
+	k.response, k.claimed_at, k.retain_until
+FROM agent.idempotency_keys k, (SELECT coalesce($1::timestamptz, now()) AS now) c
+WHERE k.scope LIKE 'tool.%' AND ` + callUncertain + ` AND k.retain_until > c.now
+	AND ($5::uuid IS NULL OR k.organization_id = $5::uuid)
+	AND ($6::text IS NULL OR k.scope = $6::text)
+	AND (k.claimed_at, k.id) > (coalesce($2::timestamptz, '-infinity'),
+		coalesce($3::uuid, '00000000-0000-0000-0000-000000000000'))
+ORDER BY k.claimed_at, k.id
+LIMIT $4`
+
+// resolutionPage reads decisions newest first after ($1 resolved_at,
+// $2 id). $3 limit, $4 organization, $5 scope: NULL for any.
+const resolutionPage = `
+SELECT r.id, r.organization_id, r.scope, r.key, r.claim_id, r.resolution, r.actor, r.reason,
+	r.uncertain_answer, r.resolved_at
+FROM agent.tool_call_resolutions r
+WHERE ($4::uuid IS NULL OR r.organization_id = $4::uuid)
+	AND ($5::text IS NULL OR r.scope = $5::text)
+	AND (r.resolved_at, r.id) < (coalesce($1::timestamptz, 'infinity'),
+		coalesce($2::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+ORDER BY r.resolved_at DESC, r.id DESC
+LIMIT $3`
