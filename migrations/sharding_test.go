@@ -45,6 +45,10 @@ var notDistributed = map[string]string{
 		"across organizations, because a delivery must be landed before its path is trusted to name a tenant " +
 		"(an unknown path names none); it stays a local table on the coordinator, which lands and applies arrivals",
 	"agent.provider_inbox_copies": "the copy counters of agent.provider_inbox, keyed by its id; local beside it",
+	"agent.claim_releases": "the operator's audit of force-releases: rare, append-only and read across " +
+		"organizations by the console's release log, off the claim path; a local table on the coordinator",
+	"agent.sweeper_runs": "the sweeper's run log: one row per run over every organization, naming none; " +
+		"a local table on the coordinator",
 	"public.goose_db_version": "the migration bookkeeping of goose: one row per applied migration, " +
 		"read and written by `searchd migrate` alone; it stays on the coordinator, which applies DDL to every shard",
 }
