@@ -267,4 +267,3 @@ func TestRefusingAnUnsignedCallbackCostsNothingLikeItsBody(t *testing.T) {
 			tc.name, bodySize, int(allocs), perRequest, float64(perRequest)/bodySize)
 	}
 }
-
