@@ -78,11 +78,15 @@ type inboxScenario struct {
 	// fault runs beside the burst, which sends every delivery to victim
 	// first; it returns once the fault is over.
 	fault func(ctx context.Context, r *inboxRun) error
+	// holdsFirst makes the burst wait until the fault calls r.armed (or
+	// returns): a fault that holds rows the burst must meet takes them
+	// before the first delivery is sent, not in a race with it.
+	holdsFirst bool
 }
 
 func inboxScenarios() []inboxScenario {
 	return []inboxScenario{
-		{name: "InboxStallAndKillMidBurst", jobs: 80, fault: stallAndKillMidBurst},
+		{name: "InboxStallAndKillMidBurst", jobs: 80, fault: stallAndKillMidBurst, holdsFirst: true},
 		{name: "InboxCutAfterInboxCommit", jobs: 20, probe: "cutinbox", fault: cutAfterInsert("cutinbox", holdInboxKey)},
 		{name: "InboxCutAfterClaimInsert", jobs: 20, probe: "cutclaim", fault: cutAfterInsert("cutclaim", holdClaimKey)},
 		{name: "InboxPostgresRestartMidBurst", jobs: 60, fault: restartPostgresMidBurst},
@@ -120,6 +124,9 @@ type inboxRun struct {
 	// sentCount counts first attempts sent, so a fault can strike
 	// mid-burst.
 	sentCount atomic.Int64
+	// ready, when set, holds the burst until it is closed (armed).
+	ready     chan struct{}
+	readyOnce sync.Once
 	mu        sync.Mutex
 	attempts  []sent
 	acked     map[string]bool
@@ -222,7 +229,18 @@ func (r *inboxRun) send(ctx context.Context, rep *replica, j inboxJob) sent {
 
 // burst sends every delivery once to the victim, from 16 workers at once,
 // as a provider reporting a batch of jobs does.
+// armed lets a burst held by a holdsFirst fault go; it may be called more
+// than once.
+func (r *inboxRun) armed() {
+	if r.ready != nil {
+		r.readyOnce.Do(func() { close(r.ready) })
+	}
+}
+
 func (r *inboxRun) burst(ctx context.Context) {
+	if r.ready != nil {
+		<-r.ready
+	}
 	work := make(chan inboxJob)
 	var wg sync.WaitGroup
 	for range 16 {
@@ -307,6 +325,7 @@ func stallAndKillMidBurst(ctx context.Context, r *inboxRun) error {
 			return err
 		}
 	}
+	r.armed() // the held rows are taken: the burst may meet them now
 	if !r.waitForSessions(ctx, r.victim, conn.PgConn().PID(), 20*time.Second) {
 		return fmt.Errorf("%s never reached the apply of a held job", r.victim.name)
 	}
@@ -448,8 +467,14 @@ func runInboxScenario(t *testing.T, h *harness, sc inboxScenario) string {
 		// The whole burst goes to every replica, not one victim.
 		r.victim = nil
 	}
+	if sc.holdsFirst {
+		r.ready = make(chan struct{})
+	}
 	faultDone := make(chan error, 1)
-	go func() { faultDone <- sc.fault(ctx, r) }()
+	go func() {
+		defer r.armed() // a fault that failed early must not hold the burst
+		faultDone <- sc.fault(ctx, r)
+	}()
 	if r.victim == nil {
 		r.burstAll(ctx)
 	} else {

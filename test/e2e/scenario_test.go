@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -316,7 +317,19 @@ func (s *scenarioRun) wedgeOn(ctx context.Context, victim *replica, point wedgeP
 			return nil, err
 		}
 		if waiting > 0 {
-			break
+			// The session held may be a load start of the victim's (the
+			// baselines lock holds every start's freeze) that got there
+			// before the probe: the probe is wedged once its claim exists
+			// too, since its freeze cannot pass the lock either.
+			tok, _, err := s.claimState(ctx, key)
+			if err == nil {
+				w.leaseToken = tok
+				break
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				w.release(ctx)
+				return nil, fmt.Errorf("probe %s: reading its claim: %w", key, err)
+			}
 		}
 		if time.Now().After(deadline) {
 			w.release(ctx)
@@ -324,12 +337,7 @@ func (s *scenarioRun) wedgeOn(ctx context.Context, victim *replica, point wedgeP
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	tok, _, err := s.claimState(ctx, key)
-	if err != nil {
-		w.release(ctx)
-		return nil, fmt.Errorf("probe %s: reading its claim: %w", key, err)
-	}
-	w.leaseToken = tok
+	tok := w.leaseToken
 	if point == inFreeze {
 		s.mu.Lock()
 		s.wedged[key] = tok
