@@ -285,7 +285,7 @@ export interface paths {
         put?: never;
         /**
          * Receive a provider's callback about one of its jobs
-         * @description Authenticated by a Standard Webhooks signature (https://www.standardwebhooks.com/), not by a bearer token: webhook-signature holds v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>" under the provider's secret>, compared in constant time; one matching v1 signature among several is enough. The delivery id and the timestamp are signed with the body, so a captured body cannot be replayed under a fresh delivery id, and a webhook-timestamp more than 5 minutes from the server's clock, either way, is refused: a delivery is re-signed on every attempt, keeping its webhook-id. The checks run in this order: an unknown provider, a missing or malformed webhook-signature or webhook-timestamp, or a timestamp outside the 5 minutes answers 401; then a missing or invalid webhook-id answers 400; then the body is read (413 over the limit) and the signature verified (401); then the body is parsed (400). Nothing is recorded for any of these. Every delivery with a valid signature that can be processed is first stored in the inbox under its identity (provider, webhook-id) and committed; only then is it acknowledged with 200, so every 200 means the delivery is durable and will take effect at most once: {"status": "queued"} when it is stored and will be applied by the background applier (its immediate apply failed or met another worker), {"status": "accepted"} when it was applied (or found its job already succeeded or failed, which are terminal and never left), or {"status": "dropped", "reason": ...} when it was not: duplicate (the delivery id was handled already, or is being handled now; a delivery re-sent whole within the 5 minutes is one), hash_mismatch (the delivery id was used for a different body), unknown_job (the path's job_id names no job of this provider) job_mismatch (the body's job_id is not the provider job id registered for the path's job) or path_mismatch (the webhook-id is stored for another job's path: a delivery is bound to the path it first arrived on). A copy of a stored delivery is counted on its arrival, not stored again. Each drop is recorded with its reason. A 503 means the database could not be reached and nothing was stored; redeliver after Retry-After. Members of the body other than job_id, status and result are ignored; the Content-Type is not checked.
+         * @description Authenticated by a Standard Webhooks signature (https://www.standardwebhooks.com/), not by a bearer token: webhook-signature holds v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>" under the provider's secret>, compared in constant time; one matching v1 signature among several is enough. The delivery id and the timestamp are signed with the body, so a captured body cannot be replayed under a fresh delivery id, and a webhook-timestamp more than 5 minutes from the server's clock, either way, is refused: a delivery is re-signed on every attempt, keeping its webhook-id. The checks run in this order: an unknown provider, a missing or malformed webhook-signature or webhook-timestamp, or a timestamp outside the 5 minutes answers 401; then a missing or invalid webhook-id answers 400; then the body is read, with a limit of its own (SEARCHD_CALLBACK_MAX_BODY_BYTES, 1 MiB by default: a declared length over it answers 413 before a byte is read, a body of unknown length once the limit and one byte have been read), the HMAC computed as it streams in, and the signature verified (401); none of the checks before this one reads the body, so refusing an unsigned or unknown caller costs nothing in proportion to what it sends; then the body is parsed (400). Nothing is recorded for any of these. Every delivery with a valid signature that can be processed is first stored in the inbox under its identity (provider, webhook-id) and committed; only then is it acknowledged with 200, so every 200 means the delivery is durable and will take effect at most once: {"status": "queued"} when it is stored and will be applied by the background applier (its immediate apply failed or met another worker), {"status": "accepted"} when it was applied (or found its job already succeeded or failed, which are terminal and never left), or {"status": "dropped", "reason": ...} when it was not: duplicate (the delivery id was handled already, or is being handled now; a delivery re-sent whole within the 5 minutes is one), hash_mismatch (the delivery id was used for a different body), unknown_job (the path's job_id names no job of this provider) job_mismatch (the body's job_id is not the provider job id registered for the path's job) or path_mismatch (the webhook-id is stored for another job's path: a delivery is bound to the path it first arrived on). A copy of a stored delivery is counted on its arrival, not stored again. Each drop is recorded with its reason. A 503 means the database could not be reached and nothing was stored; redeliver after Retry-After. Members of the body other than job_id, status and result are ignored; the Content-Type is not checked.
          */
         post: operations["receiveProviderCallback"];
         delete?: never;
@@ -2478,7 +2478,26 @@ export interface operations {
             400: components["responses"]["CallbackBadRequest"];
             401: components["responses"]["BadSignature"];
             405: components["responses"]["MethodNotAllowed"];
-            413: components["responses"]["PayloadTooLarge"];
+            /** @description payload_too_large: the callback body exceeds the callback limit (SEARCHD_CALLBACK_MAX_BODY_BYTES, 1 MiB by default), which is its own and lower than the other routes' limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "/problems/payload_too_large",
+                     *       "title": "Payload too large",
+                     *       "status": 413,
+                     *       "detail": "the callback body is larger than 1048576 bytes",
+                     *       "code": "payload_too_large",
+                     *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
