@@ -164,7 +164,9 @@ type Deps struct {
 	Now func() time.Time
 	// OverviewTTL is how long the claims page reuses the plane's counts
 	// and chart (one pass over agent.idempotency_keys) before reading
-	// them again; the stuck and in-flight lists are always read fresh.
+	// them again. Up to six times as old, the old counts are served at
+	// once while one background read replaces them; older, a page reads
+	// them itself. The stuck and in-flight lists are always read fresh.
 	// Zero is DefaultOverviewTTL; negative reads them on every request.
 	OverviewTTL time.Duration
 }
@@ -173,6 +175,11 @@ type Deps struct {
 // seconds old, so operators refreshing the page do not each scan the
 // plane.
 const DefaultOverviewTTL = 5 * time.Second
+
+// overviewStaleFactor times the OverviewTTL is how old the counts may be
+// and still be served while a background read replaces them: past it, a
+// page reads afresh.
+const overviewStaleFactor = 6
 
 // Console serves the console. It is safe for concurrent use.
 type Console struct {
@@ -210,6 +217,7 @@ func New(d Deps) (*Console, error) {
 	if c.overview.ttl == 0 {
 		c.overview.ttl = DefaultOverviewTTL
 	}
+	c.overview.staleFor = overviewStaleFactor * c.overview.ttl
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
 	}

@@ -44,6 +44,12 @@ type bundle struct {
 
 func newConsole(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL time.Duration) http.Handler {
 	t.Helper()
+	return newConsoleAt(t, pool, log, overviewTTL, nil)
+}
+
+// newConsoleAt is newConsole with the console's clock (nil: time.Now).
+func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL time.Duration, now func() time.Time) http.Handler {
+	t.Helper()
 	plane := idempotency.NewService(pool, idempotency.Config{})
 	c, err := console.New(console.Deps{
 		SavedSearches: savedsearch.NewStore(pool),
@@ -59,6 +65,7 @@ func newConsole(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL tim
 		JWTSecret:     secret,
 		Logger:        slog.New(slog.NewJSONHandler(log, nil)),
 		OverviewTTL:   overviewTTL,
+		Now:           now,
 	})
 	if err != nil {
 		t.Fatal(err)

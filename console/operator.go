@@ -1,8 +1,10 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -91,36 +93,104 @@ type claimsPage struct {
 	CountedAt time.Time
 }
 
-// overviewCache keeps the last overview for its ttl; one reader at a time
-// refreshes it, and the others wait for that read.
+// overviewCache keeps the last overview, so that a page need not wait for
+// the scan of the whole plane behind its counts. A copy younger than ttl
+// is served as it is. An older one, up to staleFor, is served at once
+// while one background read replaces it (stale-while-revalidate): the
+// page says when its counts were read. With no copy, or one older than
+// staleFor, the page reads afresh, one reader at a time, the others
+// waiting for that read.
 type overviewCache struct {
-	ttl    time.Duration
-	mu     sync.Mutex
-	at     time.Time
-	latest *operator.Overview
+	ttl time.Duration
+	// staleFor is how old a copy may be and still be served while a
+	// background read replaces it; zero serves no stale copy.
+	staleFor   time.Duration
+	mu         sync.Mutex // held by a foreground read
+	state      sync.Mutex // guards the fields below; never held across a read
+	at         time.Time
+	latest     *operator.Overview
+	refreshing bool
 }
+
+// overviewRefreshTimeout bounds a background read: it runs after the page
+// that started it has answered, so no request's context bounds it.
+const overviewRefreshTimeout = 30 * time.Second
 
 // invalidate makes the next get read afresh: after a release, the counts
 // should show it.
 func (oc *overviewCache) invalidate() {
-	oc.mu.Lock()
+	oc.state.Lock()
 	oc.latest = nil
-	oc.mu.Unlock()
+	oc.state.Unlock()
 }
 
-func (oc *overviewCache) get(ctx context.Context, op Operator, now func() time.Time) (*operator.Overview, time.Time, error) {
+// cached returns the copy to serve, if any, and whether a background read
+// should start.
+func (oc *overviewCache) cached(t time.Time) (ov *operator.Overview, at time.Time, refresh bool) {
+	oc.state.Lock()
+	defer oc.state.Unlock()
+	if oc.latest == nil || oc.ttl <= 0 {
+		return nil, time.Time{}, false
+	}
+	age := t.Sub(oc.at)
+	switch {
+	case age < oc.ttl:
+		return oc.latest, oc.at, false
+	case age < oc.staleFor:
+		refresh = !oc.refreshing
+		oc.refreshing = true
+		return oc.latest, oc.at, refresh
+	}
+	return nil, time.Time{}, false
+}
+
+func (oc *overviewCache) store(ov *operator.Overview, at time.Time) {
+	oc.state.Lock()
+	defer oc.state.Unlock()
+	if oc.latest == nil || at.After(oc.at) {
+		oc.latest, oc.at = ov, at
+	}
+}
+
+func (oc *overviewCache) get(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger) (*operator.Overview, time.Time, error) {
+	if ov, at, refresh := oc.cached(now()); ov != nil {
+		if refresh {
+			go oc.refresh(context.WithoutCancel(ctx), op, now, log)
+		}
+		return ov, at, nil
+	}
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
-	t := now()
-	if oc.latest != nil && oc.ttl > 0 && t.Sub(oc.at) < oc.ttl {
-		return oc.latest, oc.at, nil
+	// Another reader may have read while this one waited.
+	if ov, at, _ := oc.cached(now()); ov != nil {
+		return ov, at, nil
 	}
+	t := now()
 	ov, err := op.Overview(ctx, chartHours)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	oc.latest, oc.at = ov, t
+	oc.store(ov, t)
 	return ov, t, nil
+}
+
+// refresh reads the overview in the background and keeps it; a failure
+// leaves the old copy to age out, and is logged.
+func (oc *overviewCache) refresh(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger) {
+	defer func() {
+		oc.state.Lock()
+		oc.refreshing = false
+		oc.state.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, overviewRefreshTimeout)
+	defer cancel()
+	t := now()
+	ov, err := op.Overview(ctx, chartHours)
+	if err != nil {
+		log.Warn("console: background read of the claims overview failed", "error", err)
+		return
+	}
+	oc.store(ov, t)
 }
 
 func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
@@ -138,8 +208,24 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Filtered = p.Org != "" || p.Scope != "" || p.Key != ""
 	ctx := r.Context()
-	ov, readAt, err := c.overview.get(ctx, c.d.Operator, c.now)
-	if c.operatorFailed(w, r, err) {
+	// The overview (a scan of the plane, when not cached) and the two
+	// lists (index ranges) are read at once: the page waits for the
+	// slowest, not for the sum.
+	var (
+		wg     sync.WaitGroup
+		ov     *operator.Overview
+		readAt time.Time
+		ovErr  error
+	)
+	wg.Go(func() { ov, readAt, ovErr = c.overview.get(ctx, c.d.Operator, c.now, c.log) })
+	filter := operator.ClaimFilter{OrganizationID: org, Scope: p.Scope, Key: p.Key}
+	var stuckErr, flightErr error
+	p.Stuck, p.StuckNext, stuckErr = c.d.Operator.Stuck(ctx, filter, operator.PageParams{Limit: pageSize, Cursor: p.StuckCursor})
+	if stuckErr == nil {
+		p.InFlight, p.FlightNext, flightErr = c.d.Operator.InFlight(ctx, filter, operator.PageParams{Limit: pageSize, Cursor: p.FlightCursor})
+	}
+	wg.Wait()
+	if c.operatorFailed(w, r, cmp.Or(ovErr, stuckErr, flightErr)) {
 		return
 	}
 	p.CountedAt = readAt
@@ -153,15 +239,6 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 	now := c.now()
 	p.Now = now
 	p.Chart = buildChart(ov.Buckets, now, chartHours)
-	filter := operator.ClaimFilter{OrganizationID: org, Scope: p.Scope, Key: p.Key}
-	p.Stuck, p.StuckNext, err = c.d.Operator.Stuck(ctx, filter, operator.PageParams{Limit: pageSize, Cursor: p.StuckCursor})
-	if c.operatorFailed(w, r, err) {
-		return
-	}
-	p.InFlight, p.FlightNext, err = c.d.Operator.InFlight(ctx, filter, operator.PageParams{Limit: pageSize, Cursor: p.FlightCursor})
-	if c.operatorFailed(w, r, err) {
-		return
-	}
 	c.render(w, r, http.StatusOK, "claims", "Claims", p)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -95,8 +96,9 @@ type Store struct {
 	now func() time.Time
 }
 
-// NewStore returns a store on db. now stubs the database clock for tests;
-// nil uses the database's now().
+// NewStore returns a store on db, which must be safe for concurrent use
+// (a pool: [Store.Overview] reads on two connections at once). now stubs
+// the database clock for tests; nil uses the database's now().
 func NewStore(db DB, now func() time.Time) *Store { return &Store{db: db, now: now} }
 
 func (s *Store) nowArg() any {
@@ -249,6 +251,15 @@ func (s *Store) Overview(ctx context.Context, hours int) (*Overview, error) {
 	if hours < 1 || hours > 168 {
 		return nil, fmt.Errorf("%w: hours %d: must be 1 to 168", ErrInvalid, hours)
 	}
+	// The events (two index ranges) are read on a connection of their
+	// own while the claims are scanned.
+	var (
+		events    []Bucket
+		eventsErr error
+		wg        sync.WaitGroup
+	)
+	wg.Go(func() { events, eventsErr = s.hourlyEvents(ctx, hours) })
+	defer wg.Wait()
 	rows, err := s.db.Query(ctx, claimOverview, s.nowArg(), hours)
 	if err != nil {
 		return nil, fmt.Errorf("operator: overview: %w", err)
@@ -293,7 +304,17 @@ func (s *Store) Overview(ctx context.Context, hours int) (*Overview, error) {
 	for k, n := range hourly {
 		o.Buckets = append(o.Buckets, Bucket{Kind: "claim", Hour: k[0].(time.Time), What: k[1].(string), Count: n})
 	}
-	rows, err = s.db.Query(ctx, eventHourly, s.nowArg(), hours)
+	wg.Wait()
+	if eventsErr != nil {
+		return nil, eventsErr
+	}
+	o.Buckets = append(o.Buckets, events...)
+	return o, nil
+}
+
+// hourlyEvents reads the drops and force-releases of the last hours.
+func (s *Store) hourlyEvents(ctx context.Context, hours int) ([]Bucket, error) {
+	rows, err := s.db.Query(ctx, eventHourly, s.nowArg(), hours)
 	if err != nil {
 		return nil, fmt.Errorf("operator: overview: %w", err)
 	}
@@ -305,8 +326,7 @@ func (s *Store) Overview(ctx context.Context, hours int) (*Overview, error) {
 	if err != nil {
 		return nil, fmt.Errorf("operator: overview: %w", err)
 	}
-	o.Buckets = append(o.Buckets, events...)
-	return o, nil
+	return events, nil
 }
 
 // ClaimFilter narrows the claim lists; zero fields match every claim. A
