@@ -37,17 +37,21 @@ import (
 // PostgreSQL (fsync, synchronous_commit and full_page_writes on, a cluster
 // of its own). The server is built as cmd/searchd builds it: a pool of 16
 // (DefaultDBMaxConns) with a 5 s statement timeout. It runs the hammer
-// twice, against the per-organization cap at its default for that pool
-// (4) and with the cap off, so the cap's part is visible. Rounds
-// alternate the three phases; it prints the medians of each phase's p99
-// and their ratios to alone (target: at most 2x with the cap).
+// three times: against the server's limits at their defaults (the
+// per-organization cap for that pool, 4, and the heaviest organization
+// giving way while the processors are saturated, budget
+// DefaultMaxInFlight), against the cap alone, and with neither, so each
+// part is visible. Rounds alternate the four phases; it prints the
+// medians of each phase's p99 and their ratios to alone (target: at most
+// 2x with the limits).
 //
 //	SEARCHD_BENCH=1 go test -run TestFairnessBench -v ./api/
 //
 // SEARCHD_BENCH_ROUNDS (5), SEARCHD_BENCH_SECONDS (4, per phase),
 // SEARCHD_BENCH_HAMMERS (16 hammer clients), SEARCHD_BENCH_VICTIMS (2
-// victim clients) and SEARCHD_BENCH_ORG_CAP (the cap under test, default
-// DefaultOrgMaxInFlight) size it. A hammer client that meets 429 retries after
+// victim clients), SEARCHD_BENCH_ORG_CAP (the cap under test, default
+// DefaultOrgMaxInFlight) and SEARCHD_BENCH_BUDGET (default
+// DefaultMaxInFlight()) size it. A hammer client that meets 429 retries after
 // 10 ms, ignoring Retry-After, as an impatient client would.
 func TestFairnessBench(t *testing.T) {
 	if os.Getenv("SEARCHD_BENCH") == "" {
@@ -59,6 +63,7 @@ func TestFairnessBench(t *testing.T) {
 		hammers = benchEnv("SEARCHD_BENCH_HAMMERS", 16)
 		victims = benchEnv("SEARCHD_BENCH_VICTIMS", 2)
 		orgCap  = benchEnv("SEARCHD_BENCH_ORG_CAP", api.DefaultOrgMaxInFlight)
+		budget  = benchEnv("SEARCHD_BENCH_BUDGET", api.DefaultMaxInFlight())
 		ctx     = context.Background()
 	)
 	dir, err := os.MkdirTemp("", "searchd-fairness-")
@@ -119,7 +124,7 @@ func TestFairnessBench(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	newServer := func(orgMax int) (string, func()) {
+	newServer := func(orgMax, budget int) (string, func()) {
 		cfg, err := pgxpool.ParseConfig(dbURL)
 		if err != nil {
 			t.Fatal(err)
@@ -135,7 +140,7 @@ func TestFairnessBench(t *testing.T) {
 			Pool: pool, SavedSearches: savedsearch.NewStore(pool), Snapshots: snapshot.NewStore(pool),
 			Runs: runs.NewStore(pool, runs.Config{}), Starter: admission.NewStarter(pool, plane, admission.Config{}),
 			ProviderJobs: providerjobs.New(pool, plane, providerjobs.Config{}),
-			JWTSecret:    testSecret, Logger: slog.New(slog.DiscardHandler), OrgMaxInFlight: orgMax,
+			JWTSecret:    testSecret, Logger: slog.New(slog.DiscardHandler), OrgMaxInFlight: orgMax, MaxInFlight: budget,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -143,10 +148,15 @@ func TestFairnessBench(t *testing.T) {
 		ts := httptest.NewServer(srv.Handler())
 		return ts.URL, func() { ts.Close(); pool.Close() }
 	}
-	capped, closeCapped := newServer(orgCap)
-	defer closeCapped()
-	uncapped, closeUncapped := newServer(1 << 20)
-	defer closeUncapped()
+	// The server as cmd/searchd builds it (the cap and the fair share of
+	// the budget), one with the cap alone, and one with neither.
+	servers := map[string]string{}
+	for name, limits := range map[string][2]int{"shared": {orgCap, budget}, "capped": {orgCap, 1 << 20}, "uncapped": {1 << 20, 1 << 20}} {
+		url, closeServer := newServer(limits[0], limits[1])
+		defer closeServer()
+		servers[name] = url
+	}
+	capped := servers["shared"]
 
 	token := func(org uuid.UUID) string {
 		tok, err := api.SignToken(testSecret, org, "bench", time.Now(), 2*time.Hour)
@@ -255,13 +265,17 @@ func TestFairnessBench(t *testing.T) {
 		return starts, replays
 	}
 	type phaseResult struct{ start, replay []float64 }
-	results := map[string]*phaseResult{"alone": {}, "capped": {}, "uncapped": {}}
-	var limitedCapped, limitedUncapped atomic.Int64
+	phases := []string{"alone", "shared", "capped", "uncapped"}
+	results := map[string]*phaseResult{}
+	limited := map[string]*atomic.Int64{}
+	for _, name := range phases {
+		results[name], limited[name] = &phaseResult{}, &atomic.Int64{}
+	}
 	for r := range rounds {
-		for _, name := range []string{"alone", "capped", "uncapped"} {
-			base, limited := capped, &limitedCapped
-			if name == "uncapped" {
-				base, limited = uncapped, &limitedUncapped
+		for _, name := range phases {
+			base, limited := servers[name], limited[name]
+			if name == "alone" {
+				base = servers["shared"]
 			}
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
@@ -284,11 +298,11 @@ func TestFairnessBench(t *testing.T) {
 	}
 	med := func(xs []float64) float64 { s := slices.Clone(xs); slices.Sort(s); return s[len(s)/2] }
 	alone := results["alone"]
-	fmt.Printf("\nfairness: %d rounds of %s per phase, %d hammer clients (lists of 200 and starts of a 2000-item saved search), %d victim clients, pool 16, org cap %d, GOMAXPROCS %d\n",
-		rounds, phase, hammers, victims, orgCap, runtime.GOMAXPROCS(0))
+	fmt.Printf("\nfairness: %d rounds of %s per phase, %d hammer clients (lists of 200 and starts of a 2000-item saved search), %d victim clients, pool 16, org cap %d, budget %d, GOMAXPROCS %d\n",
+		rounds, phase, hammers, victims, orgCap, budget, runtime.GOMAXPROCS(0))
 	fmt.Printf("fairness: database %s\n", settings)
-	fmt.Printf("| victim p99 (median of rounds) | alone | hammer, cap %d | ratio | hammer, no cap | ratio | target |\n", orgCap)
-	fmt.Printf("|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| victim p99 (median of rounds) | alone | hammer, cap %d + fair share of %d | ratio | hammer, cap %d only | ratio | hammer, no limits | ratio | target |\n", orgCap, budget, orgCap)
+	fmt.Printf("|---|---|---|---|---|---|---|---|---|\n")
 	for _, m := range []struct {
 		name string
 		get  func(*phaseResult) []float64
@@ -296,10 +310,11 @@ func TestFairnessBench(t *testing.T) {
 		{"new start", func(p *phaseResult) []float64 { return p.start }},
 		{"replay", func(p *phaseResult) []float64 { return p.replay }},
 	} {
-		a, c, u := med(m.get(alone)), med(m.get(results["capped"])), med(m.get(results["uncapped"]))
-		fmt.Printf("| %s | %.1f ms | %.1f ms | %.2f× | %.1f ms | %.2f× | ≤ 2× with the cap |\n", m.name, a, c, c/a, u, u/a)
+		a, sh, c, u := med(m.get(alone)), med(m.get(results["shared"])), med(m.get(results["capped"])), med(m.get(results["uncapped"]))
+		fmt.Printf("| %s | %.1f ms | %.1f ms | %.2f× | %.1f ms | %.2f× | %.1f ms | %.2f× | ≤ 2× with the limits |\n", m.name, a, sh, sh/a, c, c/a, u, u/a)
 	}
-	fmt.Printf("fairness: hammer requests refused 429: %d with the cap, %d without\n", limitedCapped.Load(), limitedUncapped.Load())
+	fmt.Printf("fairness: hammer requests refused 429: %d with cap and share, %d with the cap only, %d without\n",
+		limited["shared"].Load(), limited["capped"].Load(), limited["uncapped"].Load())
 }
 
 func p99(ds []time.Duration) time.Duration {

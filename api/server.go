@@ -168,6 +168,13 @@ type Deps struct {
 	// routes serve at once; more answer 429 rate_limited. Zero is
 	// [DefaultOrgMaxInFlight].
 	OrgMaxInFlight int
+	// MaxInFlight is how many /v1 requests of all organizations together
+	// the process serves before it shares itself evenly: from there, an
+	// organization not alone in flight is admitted only below
+	// MaxInFlight divided by the organizations in flight (at least 1),
+	// and refused with 429 rate_limited above it. Zero is
+	// [DefaultMaxInFlight].
+	MaxInFlight int
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -219,6 +226,8 @@ func New(d Deps) (*Server, error) {
 		return nil, fmt.Errorf("api: Deps.JWTSecret is %d bytes; it must be at least %d", len(d.JWTSecret), MinJWTSecretLen)
 	case d.OrgMaxInFlight < 0:
 		return nil, errors.New("api: Deps.OrgMaxInFlight is negative")
+	case d.MaxInFlight < 0:
+		return nil, errors.New("api: Deps.MaxInFlight is negative")
 	case d.MaxBodyBytes < 0:
 		return nil, errors.New("api: Deps.MaxBodyBytes is negative")
 	case d.CallbackMaxBodyBytes < 0:
@@ -256,7 +265,7 @@ func New(d Deps) (*Server, error) {
 		s.plane = idempotency.NewService(d.Pool, idempotency.Config{})
 	}
 	s.providerSecrets = secrets
-	s.orgLimiter = newOrgLimiter(cmp.Or(d.OrgMaxInFlight, DefaultOrgMaxInFlight))
+	s.orgLimiter = newOrgLimiter(cmp.Or(d.OrgMaxInFlight, DefaultOrgMaxInFlight), cmp.Or(d.MaxInFlight, DefaultMaxInFlight()))
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}

@@ -85,6 +85,7 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 		// purpose; the per-organization cap has tests of its own
 		// (fairness_test.go), which set it through deps.
 		OrgMaxInFlight: 1 << 20,
+		MaxInFlight:    1 << 20,
 	}
 	if opts.deps != nil {
 		opts.deps(&d)

@@ -186,6 +186,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		// One organization's throughput is the measure here: no cap on
 		// its requests in flight (api's TestFairnessBench measures it).
 		OrgMaxInFlight: 1 << 20,
+		MaxInFlight:    1 << 20,
 	})
 	if err != nil {
 		return nil, err

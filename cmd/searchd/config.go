@@ -93,6 +93,10 @@ type serverConfig struct {
 	// OrgMaxInFlight caps one organization's requests in flight; zero is
 	// a quarter of the pool, at least 2.
 	OrgMaxInFlight int
+	// MaxInFlight is the requests in flight from which, while the
+	// processors are saturated, the heaviest organization gives way
+	// (api.Deps.MaxInFlight); zero is api.DefaultMaxInFlight.
+	MaxInFlight int
 	// MaxPreferWait is the longest Prefer: wait a start honours; zero
 	// never waits, and then no claim listener runs.
 	MaxPreferWait time.Duration

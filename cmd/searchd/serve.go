@@ -173,6 +173,7 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 	return api.New(api.Deps{
 		Ready:                readyFunc,
 		OrgMaxInFlight:       cmp.Or(cfg.OrgMaxInFlight, max(2, int(pool.Config().MaxConns)/4)),
+		MaxInFlight:          cfg.MaxInFlight,
 		Pool:                 pool,
 		SavedSearches:        savedsearch.NewStore(pool),
 		Snapshots:            snapshot.NewStore(pool),

@@ -27,6 +27,10 @@ const (
 	EnvSavedSearchLease = "SEARCHD_SAVED_SEARCH_LEASE"
 	// EnvOrgMaxInFlight caps one organization's requests in flight.
 	EnvOrgMaxInFlight = "SEARCHD_ORG_MAX_IN_FLIGHT"
+	// EnvMaxInFlight is how many requests the process serves before a
+	// heavy organization gives way to the others while the processors
+	// are saturated.
+	EnvMaxInFlight = "SEARCHD_MAX_IN_FLIGHT"
 )
 
 // Defaults and limits of the pool and fairness settings.
@@ -41,6 +45,7 @@ const (
 	// 2-core server at 4, which four slow requests of one tenant filled.
 	DefaultDBMaxConns = 16
 	maxOrgMaxInFlight = 10000
+	maxMaxInFlight    = 100000
 )
 
 // Defaults and limits of those settings.
@@ -104,6 +109,9 @@ func serverOptions(dev bool) []option {
 				"and /readyz checks on one more of its own", maxDBMaxConns)},
 		{"org-max-in-flight", EnvOrgMaxInFlight, "a quarter of the pool, at least 2",
 			fmt.Sprintf("most requests of one organization served at once, 1 to %d; more answer 429 rate_limited", maxOrgMaxInFlight)},
+		{"max-in-flight", EnvMaxInFlight, "processors + 1",
+			fmt.Sprintf("requests of all organizations in flight from which, while the processors are saturated, the organization "+
+				"with the most in flight gets only what the others leave (at least 1), more answering 429 rate_limited; 1 to %d", maxMaxInFlight)},
 		addr,
 		secret,
 		{"", EnvProviderSecrets, "none",
@@ -325,6 +333,18 @@ func readPoolAndWaitSettings(fs *flag.FlagSet, getenv func(string) string, cfg *
 			problems = append(problems, fmt.Sprintf("%s: %d is out of range: from 1 to %d", inFlight.name, n, maxOrgMaxInFlight))
 		default:
 			cfg.OrgMaxInFlight = n
+		}
+	}
+	budget := lookup(fs, "max-in-flight", EnvMaxInFlight, getenv)
+	if budget.value != "" {
+		n, err := strconv.Atoi(budget.value)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: %q is not a whole number of requests", budget.name, budget.value))
+		case n < 1 || n > maxMaxInFlight:
+			problems = append(problems, fmt.Sprintf("%s: %d is out of range: from 1 to %d", budget.name, n, maxMaxInFlight))
+		default:
+			cfg.MaxInFlight = n
 		}
 	}
 	wait := lookup(fs, "max-prefer-wait", EnvMaxPreferWait, getenv)

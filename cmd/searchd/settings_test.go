@@ -20,6 +20,7 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"db-max-conns", "SEARCHD_DB_MAX_CONNS", "pool_max_conns of the URL, else 16"},
 	{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "15s"},
 	{"org-max-in-flight", "SEARCHD_ORG_MAX_IN_FLIGHT", "a quarter of the pool, at least 2"},
+	{"max-in-flight", "SEARCHD_MAX_IN_FLIGHT", "processors + 1"},
 	{"addr", "SEARCHD_ADDR", ":8080"},
 	{"", "SEARCHD_JWT_SECRET", "required"},
 	{"", "SEARCHD_PROVIDER_SECRETS", "none"},
@@ -122,6 +123,8 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "1500us", "1.5ms is out of range"},
 		{"org-max-in-flight", "SEARCHD_ORG_MAX_IN_FLIGHT", "lots", `"lots" is not a whole number of requests`},
 		{"org-max-in-flight", "SEARCHD_ORG_MAX_IN_FLIGHT", "0", "0 is out of range: from 1 to 10000"},
+		{"max-in-flight", "SEARCHD_MAX_IN_FLIGHT", "many", `"many" is not a whole number of requests`},
+		{"max-in-flight", "SEARCHD_MAX_IN_FLIGHT", "0", "0 is out of range: from 1 to 100000"},
 		{"log-level", "SEARCHD_LOG_LEVEL", "loud", `"loud" is not a level`},
 		{"log-format", "SEARCHD_LOG_FORMAT", "xml", `"xml" is not a log format`},
 	}
@@ -196,6 +199,19 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 		t.Errorf("--callback-max-body-bytes 2048 over the variable: callback limit %d", cfg.CallbackMaxBodyBytes)
 	}
 	delete(env, "SEARCHD_CALLBACK_MAX_BODY_BYTES")
+	// The in-flight budget: zero (the API's default) unless set, the flag
+	// over the variable.
+	if cfg = load(env, false); cfg.MaxInFlight != 0 {
+		t.Errorf("default in-flight budget %d, want 0 (api.DefaultMaxInFlight)", cfg.MaxInFlight)
+	}
+	env["SEARCHD_MAX_IN_FLIGHT"] = "12"
+	if cfg = load(env, false); cfg.MaxInFlight != 12 {
+		t.Errorf("SEARCHD_MAX_IN_FLIGHT=12: budget %d", cfg.MaxInFlight)
+	}
+	if cfg = load(env, false, "--max-in-flight", "5"); cfg.MaxInFlight != 5 {
+		t.Errorf("--max-in-flight 5 over the variable: budget %d", cfg.MaxInFlight)
+	}
+	delete(env, "SEARCHD_MAX_IN_FLIGHT")
 	cfg = load(map[string]string{"SEARCHD_DEV_DIR": "/env/dir"}, true, "--pg-bin", "/flag/bin")
 	if cfg.DevDir != "/env/dir" || cfg.PGBin != "/flag/bin" || cfg.Addr != "127.0.0.1:8080" || cfg.LogFormat != "text" {
 		t.Errorf("dev = %+v, want the dir from the variable, the binaries from the flag and dev's defaults", cfg)

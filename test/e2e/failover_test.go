@@ -220,7 +220,7 @@ func runFailover(t *testing.T, cfg config, fc failoverConfig, bin, parent string
 			// The load's clients are one organization, many at once on
 			// each replica: the per-organization cap is not what the
 			// failover tests, as in the fault suite.
-			env: []string{"SEARCHD_PROVIDER_SECRETS=" + e2eProvider + "=" + failoverSecret, "SEARCHD_ORG_MAX_IN_FLIGHT=10000"},
+			env: []string{"SEARCHD_PROVIDER_SECRETS=" + e2eProvider + "=" + failoverSecret, "SEARCHD_ORG_MAX_IN_FLIGHT=10000", "SEARCHD_MAX_IN_FLIGHT=100000"},
 		}
 		h.replicas = append(h.replicas, r)
 		if err := r.Start(sctx); err != nil {

@@ -183,7 +183,7 @@ func setup(t *testing.T, cfg config) *harness {
 		// The clients of a scenario are one organization, many of them
 		// on each replica at once on purpose: the per-organization cap
 		// is not what the faults test (TestMemoryStaysBounded runs it).
-		r.env = []string{"SEARCHD_ORG_MAX_IN_FLIGHT=10000"}
+		r.env = []string{"SEARCHD_ORG_MAX_IN_FLIGHT=10000", "SEARCHD_MAX_IN_FLIGHT=100000"}
 		h.replicas = append(h.replicas, r)
 		if err := r.Start(ctx); err != nil {
 			t.Fatal(err)

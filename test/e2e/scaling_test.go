@@ -70,7 +70,7 @@ func TestScalingReplicas(t *testing.T) {
 		}
 		// One organization measured at full tilt: the per-organization cap
 		// is lifted, as in the fault suite.
-		r.env = []string{"SEARCHD_LOG_LEVEL=error", "SEARCHD_ORG_MAX_IN_FLIGHT=10000"}
+		r.env = []string{"SEARCHD_LOG_LEVEL=error", "SEARCHD_ORG_MAX_IN_FLIGHT=10000", "SEARCHD_MAX_IN_FLIGHT=100000"}
 		replicas = append(replicas, r)
 		if err := r.Start(ctx); err != nil {
 			t.Fatal(err)
