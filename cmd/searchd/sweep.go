@@ -162,8 +162,9 @@ func readSweepSettings(fs *flag.FlagSet, getenv func(string) string, schedule bo
 	return cfg, problems
 }
 
-// startSweeper starts the sweeper of serve and dev on pool, reporting to
-// logger and metrics (when not nil), and returns the function that stops
+// startSweeper starts the sweeper of serve and dev on st's pool, at st's
+// database clock and recording into st's run log, reporting to logger and
+// metrics (when not nil), and returns the function that stops
 // it and waits for it to return. It sweeps until ctx ends, the signal:
 // the sweeper has no request to drain, and a run cut short rolls its pass
 // back. The caller stops it before the pool closes. With cfg.Sweep.Interval
