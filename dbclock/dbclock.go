@@ -12,9 +12,9 @@
 // the operator and tool stores), the way river's baseservice.Archetype hands
 // one time generator to every service. The components built on another
 // (admission's Starter on the plane and the Run store, the provider jobs on
-// the plane) take the clock of what they are built on, and refuse
-// dependencies on different clocks, so a test cannot stub one and forget
-// another.
+// the plane) take no clock of their own: they run at the clock of what they
+// are built on, and the Starter refuses a plane and a Run store on
+// different clocks, so a test cannot stub one and forget another.
 package dbclock
 
 import "time"
@@ -29,11 +29,9 @@ type Clock struct {
 	now func() time.Time
 }
 
-// Stub returns a clock whose time is now(), for tests; [dbclocktest.Stub]
-// is one that tests move by hand. A nil now returns the nil Clock, the
-// database's.
-//
-// [dbclocktest.Stub]: https://pkg.go.dev/github.com/searchd/searchd/dbclock/dbclocktest#Stub
+// Stub returns a clock whose time is now(), for tests; the Stub of package
+// dbclocktest is one that tests move by hand. A nil now returns the nil
+// Clock, the database's.
 func Stub(now func() time.Time) *Clock {
 	if now == nil {
 		return nil
