@@ -15,37 +15,22 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// clock is a stub of the database clock that tests move by hand. The plane
-// and the starter share it.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 type bundle struct {
 	ctx      context.Context
 	db       *pgxpool.Pool
-	clock    *clock
+	clock    *dbclocktest.Stub // every store of deps runs at it
+	deps     Deps
 	plane    *idempotency.Service
 	searches *savedsearch.Store
 	starter  *Starter
@@ -61,13 +46,15 @@ func setup(t *testing.T) bundle {
 
 func newBundle(t *testing.T, db *pgxpool.Pool) bundle {
 	t.Helper()
-	c := &clock{now: time.Now().UTC().Truncate(time.Microsecond)}
+	c := dbclocktest.New(time.Now().UTC().Truncate(time.Microsecond))
+	deps := depsOn(db, c.Clock())
 	b := bundle{
 		ctx:      context.Background(),
 		db:       db,
 		clock:    c,
-		plane:    idempotency.NewService(db, idempotency.Config{Now: c.Now}),
-		searches: savedsearch.NewStore(db),
+		deps:     deps,
+		plane:    deps.Plane,
+		searches: deps.SavedSearches,
 		org:      uuid.New(),
 	}
 	b.starter = b.newStarter(nil)
@@ -83,10 +70,33 @@ func newBundle(t *testing.T, db *pgxpool.Pool) bundle {
 	return b
 }
 
-// newStarter returns a starter sharing the bundle's clock, with a hook that
-// runs inside the preparation transaction just before the freeze.
+// depsOn returns the dependencies of a Starter on db, each store built
+// once, all at clock.
+func depsOn(db *pgxpool.Pool, clock *dbclock.Clock) Deps {
+	return Deps{
+		Pool:          db,
+		Plane:         idempotency.NewService(db, idempotency.Config{Clock: clock}),
+		SavedSearches: savedsearch.NewStore(db),
+		Snapshots:     snapshot.NewStore(db),
+		Runs:          runs.NewStore(db, runs.Config{Clock: clock}),
+	}
+}
+
+// mustStarter is [NewStarter] for a test whose dependencies and config are
+// valid; it panics otherwise.
+func mustStarter(d Deps, cfg Config) *Starter {
+	s, err := NewStarter(d, cfg)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// newStarter returns a starter on the bundle's stores and clock, with a
+// hook that runs inside the preparation transaction just before the
+// freeze.
 func (b bundle) newStarter(beforeFreeze func(ctx context.Context) error) *Starter {
-	return NewStarter(b.db, b.plane, Config{Now: b.clock.Now, beforeFreeze: beforeFreeze})
+	return mustStarter(b.deps, Config{beforeFreeze: beforeFreeze})
 }
 
 func (b bundle) start(key string) SavedSearchStart {
@@ -352,7 +362,7 @@ func TestPreparationClaimsWithTheConfiguredLease(t *testing.T) {
 	// While the short-leased starter prepares, another start of the key is
 	// told to come back when that lease ends, and once it has passed
 	// (long before the default 30 s) the key can be reclaimed.
-	short := NewStarter(b.db, b.plane, Config{Now: b.clock.Now, Lease: lease, beforeFreeze: func(ctx context.Context) error {
+	short := mustStarter(b.deps, Config{Lease: lease, beforeFreeze: func(ctx context.Context) error {
 		var err error
 		once.Do(func() {
 			_, serr := b.starter.StartSavedSearch(ctx, p)

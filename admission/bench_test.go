@@ -119,7 +119,7 @@ func TestStartBench(t *testing.T) {
 	// sends, batch for batch, or its ratio compares two workloads.
 	{
 		pool, tr := open(1)
-		starter := NewStarter(pool, idempotency.NewService(pool, idempotency.Config{}), Config{})
+		starter := mustStarter(depsOn(pool, nil), Config{})
 		r := rawFlows{pool: pool, org: org, actor: actor}
 		p := SavedSearchStart{Org: org, SavedSearchID: searches[0], IdempotencyKey: "probe-" + uuid.NewString(), Actor: actor}
 		// Warm both: a statement's first use on a connection prepares it.
@@ -154,7 +154,7 @@ func TestStartBench(t *testing.T) {
 		starterPool, starterTr := open(clients)
 		rawPool, rawTr := open(clients)
 		old3Pool, old3Tr := open(clients)
-		starter := NewStarter(starterPool, idempotency.NewService(starterPool, idempotency.Config{}), Config{})
+		starter := mustStarter(depsOn(starterPool, nil), Config{})
 		raw := rawFlows{pool: rawPool, org: org, actor: actor}
 		old3 := rawFlows{pool: old3Pool, org: org, actor: actor}
 		prefix := uuid.NewString()[:8]

@@ -41,11 +41,6 @@ const ResourceType = "saved_search_snapshot"
 
 // Config configures a [Starter].
 type Config struct {
-	// Now stubs the database clock that stamps a Run's created_at and
-	// retain_until, for tests; nil (the default) uses the database's
-	// now(). The plane's own clock is its idempotency.Config.Now: give both
-	// the same stub.
-	Now func() time.Time
 	// ReleaseTimeout bounds releasing a claim after a retryable failure.
 	// The release runs on a context detached from the caller's, which may
 	// be the very reason the preparation failed. Default 5 s.
@@ -80,9 +75,8 @@ func (c Config) WithDefaults() Config {
 }
 
 // Validate returns an error naming the field and its allowed range when c,
-// with its defaults applied, cannot run. [NewStarter] does not call it: a
-// Starter with an invalid Lease fails every claim, so check the config
-// where it is read.
+// with its defaults applied, cannot run. [NewStarter] calls it; the binary
+// also checks the Lease where it reads it, to name the setting.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	switch {
@@ -92,6 +86,26 @@ func (c Config) Validate() error {
 		return fmt.Errorf("admission: ReleaseTimeout is %s, want 0s (the default) or more", c.ReleaseTimeout)
 	}
 	return nil
+}
+
+// Deps are the stores and the plane a [Starter] is built on. The caller
+// constructs each once (cmd/searchd does, for the API and the console
+// alike) and hands it in; every field is required.
+type Deps struct {
+	// Pool runs the preparation's transaction (the freeze), on a
+	// connection of its own.
+	Pool *pgxpool.Pool
+	// Plane claims the preparations (scope surface.saved_search.start).
+	Plane *idempotency.Service
+	// SavedSearches answers whether a saved search is live before any
+	// claim is written.
+	SavedSearches *savedsearch.Store
+	// Snapshots reads the frozen snapshot a replayed start carries.
+	Snapshots *snapshot.Store
+	// Runs admits and looks up the Runs. It must run at the plane's
+	// database clock (runs.Config.Clock is Plane.Clock()): a claim and
+	// the Run it admits are stamped by one clock.
+	Runs *runs.Store
 }
 
 // Starter starts Runs. It is safe for concurrent use.
@@ -104,18 +118,38 @@ type Starter struct {
 	cfg       Config
 }
 
-// NewStarter returns a starter on pool that claims saved-search
-// preparations through plane.
-func NewStarter(pool *pgxpool.Pool, plane *idempotency.Service, cfg Config) *Starter {
-	cfg = cfg.WithDefaults()
-	return &Starter{
-		pool:      pool,
-		plane:     plane,
-		searches:  savedsearch.NewStore(pool),
-		snapshots: snapshot.NewStore(pool),
-		runs:      runs.NewStore(pool, runs.Config{Now: cfg.Now}),
-		cfg:       cfg,
+// NewStarter returns a starter built on d that claims saved-search
+// preparations through d.Plane. Zero fields of cfg take their defaults.
+//
+// It returns an error naming the field when a dependency is missing, when
+// d.Runs and d.Plane run at different database clocks, or when cfg fails
+// [Config.Validate]; a Starter it returns can run.
+func NewStarter(d Deps, cfg Config) (*Starter, error) {
+	switch {
+	case d.Pool == nil:
+		return nil, errors.New("admission: Deps.Pool is required")
+	case d.Plane == nil:
+		return nil, errors.New("admission: Deps.Plane is required")
+	case d.SavedSearches == nil:
+		return nil, errors.New("admission: Deps.SavedSearches is required")
+	case d.Snapshots == nil:
+		return nil, errors.New("admission: Deps.Snapshots is required")
+	case d.Runs == nil:
+		return nil, errors.New("admission: Deps.Runs is required")
+	case d.Runs.Clock() != d.Plane.Clock():
+		return nil, errors.New("admission: Deps.Runs and Deps.Plane run at different database clocks; build both with the same one")
 	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Starter{
+		pool:      d.Pool,
+		plane:     d.Plane,
+		searches:  d.SavedSearches,
+		snapshots: d.Snapshots,
+		runs:      d.Runs,
+		cfg:       cfg.WithDefaults(),
+	}, nil
 }
 
 // Result is the answer of a start.

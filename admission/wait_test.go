@@ -43,7 +43,7 @@ func TestWaitingStartRunsItselfWhenTheHolderFailsAndReleases(t *testing.T) {
 	b := setup(t)
 	hub := b.runningHub(t)
 	entered, fail := make(chan struct{}), make(chan struct{})
-	holder := NewStarter(b.db, b.plane, Config{Now: b.clock.Now, Hub: hub, beforeFreeze: func(context.Context) error {
+	holder := mustStarter(b.deps, Config{Hub: hub, beforeFreeze: func(context.Context) error {
 		close(entered)
 		<-fail
 		return errLostConnection // retryable: the holder releases its claim
@@ -55,7 +55,7 @@ func TestWaitingStartRunsItselfWhenTheHolderFailsAndReleases(t *testing.T) {
 	}()
 	<-entered
 
-	waiter := NewStarter(b.db, b.plane, Config{Now: b.clock.Now, Hub: hub})
+	waiter := mustStarter(b.deps, Config{Hub: hub})
 	p := b.start("k")
 	p.Wait = 20 * time.Second
 	type result struct {
@@ -99,7 +99,7 @@ func TestTheStartThatFrozeAnswersCreatedWhoeverAdmits(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	frozen, resume := make(chan struct{}), make(chan struct{})
-	preparer := NewStarter(b.db, b.plane, Config{Now: b.clock.Now, afterFreeze: func(context.Context) {
+	preparer := mustStarter(b.deps, Config{afterFreeze: func(context.Context) {
 		close(frozen)
 		<-resume
 	}})

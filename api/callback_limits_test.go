@@ -11,12 +11,8 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
-	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/providerjobs"
-	"github.com/searchd/searchd/runs"
-	"github.com/searchd/searchd/savedsearch"
-	"github.com/searchd/searchd/snapshot"
 )
 
 // Issue 14.3: a callback is cheap to refuse. Anyone can post one, so its
@@ -119,15 +115,15 @@ func TestCallbackBodyLimitIsItsOwn(t *testing.T) {
 func TestCallbackLimitCannotExceedTheBodyLimit(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
-	plane := idempotency.NewService(pool, idempotency.Config{})
+	st := newStores(pool, nil)
 	for _, tc := range []struct{ body, callback int64 }{{2048, 4096}, {0, api.DefaultMaxBodyBytes + 1}, {0, -1}} {
 		_, err := api.New(api.Deps{
 			Pool:                 pool,
-			SavedSearches:        savedsearch.NewStore(pool),
-			Snapshots:            snapshot.NewStore(pool),
-			Runs:                 runs.NewStore(pool, runs.Config{}),
-			Starter:              admission.NewStarter(pool, plane, admission.Config{}),
-			ProviderJobs:         providerjobs.New(pool, plane, providerjobs.Config{}),
+			SavedSearches:        st.searches,
+			Snapshots:            st.snapshots,
+			Runs:                 st.runs,
+			Starter:              st.starter(t, admission.Config{}),
+			ProviderJobs:         providerjobs.New(pool, st.plane, providerjobs.Config{}),
 			JWTSecret:            testSecret,
 			MaxBodyBytes:         tc.body,
 			CallbackMaxBodyBytes: tc.callback,

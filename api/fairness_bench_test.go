@@ -22,13 +22,10 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
-	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
-	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
-	"github.com/searchd/searchd/snapshot"
 )
 
 // TestFairnessBench measures what one organization hammering lists and
@@ -135,11 +132,11 @@ func TestFairnessBench(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		plane := idempotency.NewService(pool, idempotency.Config{})
+		st := newStores(pool, nil)
 		srv, err := api.New(api.Deps{
-			Pool: pool, SavedSearches: savedsearch.NewStore(pool), Snapshots: snapshot.NewStore(pool),
-			Runs: runs.NewStore(pool, runs.Config{}), Starter: admission.NewStarter(pool, plane, admission.Config{}),
-			ProviderJobs: providerjobs.New(pool, plane, providerjobs.Config{}),
+			Pool: pool, SavedSearches: st.searches, Snapshots: st.snapshots,
+			Runs: st.runs, Starter: st.starter(t, admission.Config{}),
+			ProviderJobs: providerjobs.New(pool, st.plane, providerjobs.Config{}),
 			JWTSecret:    testSecret, Logger: slog.New(slog.DiscardHandler), OrgMaxInFlight: orgMax, MaxInFlight: budget,
 		})
 		if err != nil {

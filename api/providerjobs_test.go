@@ -19,6 +19,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -285,7 +286,7 @@ func (r *response) answer(t *testing.T) (status, reason string) {
 // and an observer of its drops.
 type callbackFixture struct {
 	*bundle
-	clk   *clock
+	clk   *dbclocktest.Stub
 	obs   *dropCounter
 	plane *idempotency.Service // on the same clock as the server's
 	job   *providerjobs.Job
@@ -293,14 +294,14 @@ type callbackFixture struct {
 
 func newCallbackFixture(t *testing.T) *callbackFixture {
 	t.Helper()
-	clk := &clock{t: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	clk := dbclocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	obs := &dropCounter{}
-	b := setup(t, setupOpts{now: clk.now, observer: obs})
+	b := setup(t, setupOpts{clock: clk.Clock(), observer: obs})
 	return &callbackFixture{
 		bundle: b,
 		clk:    clk,
 		obs:    obs,
-		plane:  idempotency.NewService(b.pool, idempotency.Config{Now: clk.now}),
+		plane:  idempotency.NewService(b.pool, idempotency.Config{Clock: clk.Clock()}),
 		job:    b.seedJob("job-" + uuid.NewString()[:8]),
 	}
 }
@@ -579,16 +580,16 @@ func TestCallbackSignatureIsChecked(t *testing.T) {
 // says why, and nothing is recorded.
 func TestCallbackTimestampWindowIsTheServersClock(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	clk := dbclocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	obs := &dropCounter{}
-	b := setup(t, setupOpts{now: clk.now, observer: obs, deps: func(d *api.Deps) { d.Now = clk.now }})
+	b := setup(t, setupOpts{clock: clk.Clock(), observer: obs, deps: func(d *api.Deps) { d.Now = clk.Now }})
 	f := &callbackFixture{bundle: b, clk: clk, obs: obs, job: b.seedJob("job-window")}
 	body := callbackBody(f.job.ProviderJobID, "running", nil)
 	for _, skew := range []time.Duration{
 		-api.CallbackTolerance - time.Second, api.CallbackTolerance + time.Second,
-		-24 * time.Hour, 365 * 24 * time.Hour, -time.Duration(clk.now().Unix()) * time.Second,
+		-24 * time.Hour, 365 * 24 * time.Hour, -time.Duration(clk.Now().Unix()) * time.Second,
 	} {
-		d := delivery{jobID: pathOf(f.job), deliveryID: "d-stale", body: body, at: clk.now().Add(skew)}
+		d := delivery{jobID: pathOf(f.job), deliveryID: "d-stale", body: body, at: clk.Now().Add(skew)}
 		res := f.callback(d)
 		if res.status != http.StatusUnauthorized || res.problem(t).Code != "unauthorized" ||
 			!strings.Contains(res.problem(t).Detail, "more than 5 minutes from the server's clock") {
@@ -599,7 +600,7 @@ func TestCallbackTimestampWindowIsTheServersClock(t *testing.T) {
 	f.wantNothingRecorded(t, "after stale timestamps", jobState{"pending", "", 1})
 
 	for i, skew := range []time.Duration{-api.CallbackTolerance, api.CallbackTolerance, 0} {
-		d := delivery{jobID: pathOf(f.job), deliveryID: "d-" + strconv.Itoa(i), body: body, at: clk.now().Add(skew)}
+		d := delivery{jobID: pathOf(f.job), deliveryID: "d-" + strconv.Itoa(i), body: body, at: clk.Now().Add(skew)}
 		if status, reason := f.callback(d).answer(t); status != "accepted" {
 			t.Errorf("signed %s from the server's clock: callback = %s %s, want accepted", skew, status, reason)
 		}
@@ -785,14 +786,14 @@ func TestCallbackRedeliveryAfterACrashIsAppliedOnceByTheApplier(t *testing.T) {
 
 	// Inside its lease the crashed handler cannot be told from a slow one:
 	// a redelivery is a copy of the stored arrival, acknowledged.
-	f.clk.advance(idempotency.WebhookLease - time.Second)
+	f.clk.Advance(idempotency.WebhookLease - time.Second)
 	before := f.jobState(f.job.ID)
 	f.wantDropped(t, f.callback(d), d, "duplicate", before)
 
 	// After the lease it is presumed dead, and the applier (of any
 	// replica: here a second service on the same database) takes over.
-	f.clk.advance(2 * time.Second)
-	applier := providerjobs.New(f.pool, f.plane, providerjobs.Config{Now: f.clk.now})
+	f.clk.Advance(2 * time.Second)
+	applier := providerjobs.New(f.pool, f.plane, providerjobs.Config{})
 	if rep, err := applier.ApplyPending(context.Background(), 10); err != nil || rep.Applied != 1 {
 		t.Fatalf("ApplyPending after the lease = %+v, %v; want one applied", rep, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/dbclock/dbclocktest"
 )
 
 // TestEveryBearerRouteRefusesBadTokens sends every credential a client can
@@ -78,9 +79,9 @@ func TestEveryBearerRouteRefusesBadTokens(t *testing.T) {
 // their expiry).
 func TestTokenStopsWorkingWhenItExpires(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Now()}
-	w := newWorld(t, setupOpts{deps: func(d *api.Deps) { d.Now = clk.now }})
-	tok, err := api.SignToken(testSecret, w.org, "short-lived", clk.now(), time.Minute)
+	clk := dbclocktest.New(time.Now())
+	w := newWorld(t, setupOpts{deps: func(d *api.Deps) { d.Now = clk.Now }})
+	tok, err := api.SignToken(testSecret, w.org, "short-lived", clk.Now(), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestTokenStopsWorkingWhenItExpires(t *testing.T) {
 			t.Fatalf("%s with a token valid for another minute = %d %s", r, res.status, res.body)
 		}
 	}
-	clk.advance(time.Minute + time.Second)
+	clk.Advance(time.Minute + time.Second)
 	for _, r := range routes {
 		rq := w.validRequest(r)
 		rq.header["Authorization"] = "Bearer " + tok

@@ -23,6 +23,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/providerjobs"
@@ -53,13 +54,47 @@ type bundle struct {
 type setupOpts struct {
 	// pool, when set, is used instead of a fresh test database.
 	pool *pgxpool.Pool
-	// now stubs the database clock of the plane, of admission and of
-	// provider jobs.
-	now func() time.Time
+	// clock is the database clock of every store: the plane, the Runs,
+	// and so admission and provider jobs. Nil is the database's now().
+	clock *dbclock.Clock
 	// observer counts the drops of provider callbacks; nil observes none.
 	observer providerjobs.Observer
 	// deps edits the dependencies before the server is built.
 	deps func(d *api.Deps)
+}
+
+// stores are the plane and the stores of a test server, each built once on
+// one pool at one database clock, as cmd/searchd builds them.
+type stores struct {
+	pool      *pgxpool.Pool
+	plane     *idempotency.Service
+	searches  *savedsearch.Store
+	snapshots *snapshot.Store
+	runs      *runs.Store
+}
+
+// newStores builds the stores on pool at clock (nil: the database's now()).
+func newStores(pool *pgxpool.Pool, clock *dbclock.Clock) stores {
+	return stores{
+		pool:      pool,
+		plane:     idempotency.NewService(pool, idempotency.Config{Clock: clock}),
+		searches:  savedsearch.NewStore(pool),
+		snapshots: snapshot.NewStore(pool),
+		runs:      runs.NewStore(pool, runs.Config{Clock: clock}),
+	}
+}
+
+// starter returns a starter on s with cfg; the test fails when
+// admission.NewStarter refuses them.
+func (s stores) starter(t testing.TB, cfg admission.Config) *admission.Starter {
+	t.Helper()
+	starter, err := admission.NewStarter(admission.Deps{
+		Pool: s.pool, Plane: s.plane, SavedSearches: s.searches, Snapshots: s.snapshots, Runs: s.runs,
+	}, cfg)
+	if err != nil {
+		t.Fatalf("admission.NewStarter: %v", err)
+	}
+	return starter
 }
 
 func setup(t testing.TB, opts setupOpts) *bundle {
@@ -69,15 +104,14 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 		pool = pgtest.NewDB(t)
 	}
 	logs := &syncBuffer{}
-	plane := idempotency.NewService(pool, idempotency.Config{Now: opts.now})
+	st := newStores(pool, opts.clock)
 	d := api.Deps{
-		Pool:          pool,
-		SavedSearches: savedsearch.NewStore(pool),
-		Snapshots:     snapshot.NewStore(pool),
-		Runs:          runs.NewStore(pool, runs.Config{Now: opts.now}),
-		Starter:       admission.NewStarter(pool, plane, admission.Config{Now: opts.now}),
-		ProviderJobs: providerjobs.New(pool, plane,
-			providerjobs.Config{Now: opts.now, Observer: opts.observer}),
+		Pool:            pool,
+		SavedSearches:   st.searches,
+		Snapshots:       st.snapshots,
+		Runs:            st.runs,
+		Starter:         st.starter(t, admission.Config{}),
+		ProviderJobs:    providerjobs.New(pool, st.plane, providerjobs.Config{Observer: opts.observer}),
 		ProviderSecrets: map[string][]byte{acme: acmeSecret, otherProvider: otherSecret},
 		JWTSecret:       testSecret,
 		Logger:          slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/snapshot"
@@ -139,40 +140,22 @@ func TestStartUnknownSavedSearchIsNotFoundBeforeAnyClaim(t *testing.T) {
 	}
 }
 
-// clock is a stubbed database clock tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func TestStartInProgressThenReclaimedAfterLease(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
-	b := setup(t, setupOpts{now: clk.now})
+	clk := dbclocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	b := setup(t, setupOpts{clock: clk.Clock()})
 	ss := b.seedSavedSearch(seedOpts{})
 
 	// Another worker holds a live preparation of this very request.
 	opts := admission.StartOptions{MaxResults: 7}
-	plane := idempotency.NewService(b.pool, idempotency.Config{Now: clk.now})
+	plane := idempotency.NewService(b.pool, idempotency.Config{Clock: clk.Clock()})
 	out, err := plane.Claim(context.Background(), b.org, idempotency.ScopeSavedSearchStart, "held",
 		admission.SavedSearchRequestHash(ss.ID, opts), idempotency.SavedSearchStartLease)
 	if err != nil || out.Kind != idempotency.KindClaimed {
 		t.Fatalf("Claim = %v, %v; want claimed", out.Kind, err)
 	}
 
-	clk.advance(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	res := b.start(ss.ID, "held", map[string]any{"max_results": 7})
 	if res.status != http.StatusConflict || res.problem(t).Code != "in_progress" {
 		t.Fatalf("start during a live preparation = %d %s, want 409 in_progress", res.status, res.body)
@@ -188,7 +171,7 @@ func TestStartInProgressThenReclaimedAfterLease(t *testing.T) {
 	}
 
 	// After the lease the holder is presumed dead: the next caller reclaims.
-	clk.advance(21 * time.Second)
+	clk.Advance(21 * time.Second)
 	res = b.start(ss.ID, "held", map[string]any{"max_results": 7})
 	if res.status != http.StatusCreated {
 		t.Fatalf("start after the lease = %d %s, want 201", res.status, res.body)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/telemetry"
@@ -24,9 +26,9 @@ import (
 
 // holdClaim claims key for the start of the saved search ssID with opts on
 // a plane of its own, as another worker preparing the same start would.
-func (b *bundle) holdClaim(now func() time.Time, ssID uuid.UUID, key string, opts admission.StartOptions) {
+func (b *bundle) holdClaim(clock *dbclock.Clock, ssID uuid.UUID, key string, opts admission.StartOptions) {
 	b.t.Helper()
-	plane := idempotency.NewService(b.pool, idempotency.Config{Now: now})
+	plane := idempotency.NewService(b.pool, idempotency.Config{Clock: clock})
 	out, err := plane.Claim(context.Background(), b.org, idempotency.ScopeSavedSearchStart, key,
 		admission.SavedSearchRequestHash(ssID, opts.Normalize()), idempotency.SavedSearchStartLease)
 	if err != nil || out.Kind != idempotency.KindClaimed {
@@ -44,11 +46,12 @@ func wantStatus(t *testing.T, what string, res *response, status int) {
 
 func TestMetricsCountRequestsClaimsAndDrops(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	clk := dbclocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	m := telemetry.NewMetrics()
-	b := setup(t, setupOpts{now: clk.now, observer: m, deps: func(d *api.Deps) {
-		plane := idempotency.NewService(d.Pool, idempotency.Config{Now: clk.now, Observer: m})
-		d.Starter = admission.NewStarter(d.Pool, plane, admission.Config{Now: clk.now})
+	b := setup(t, setupOpts{clock: clk.Clock(), observer: m, deps: func(d *api.Deps) {
+		st := newStores(d.Pool, clk.Clock())
+		st.plane = idempotency.NewService(d.Pool, idempotency.Config{Clock: clk.Clock(), Observer: m})
+		d.Starter = st.starter(t, admission.Config{})
 		d.Metrics = m
 		if err := m.WatchPool(d.Pool); err != nil {
 			t.Fatal(err)
@@ -58,10 +61,10 @@ func TestMetricsCountRequestsClaimsAndDrops(t *testing.T) {
 
 	wantStatus(t, "start", b.start(ss.ID, "k1", map[string]any{"max_results": 5}), http.StatusCreated)
 	wantStatus(t, "replay", b.start(ss.ID, "k1", map[string]any{"max_results": 5}), http.StatusOK)
-	b.holdClaim(clk.now, ss.ID, "held", admission.StartOptions{MaxResults: 7})
+	b.holdClaim(clk.Clock(), ss.ID, "held", admission.StartOptions{MaxResults: 7})
 	wantStatus(t, "start during a held claim", b.start(ss.ID, "held", map[string]any{"max_results": 7}), http.StatusConflict)
 	wantStatus(t, "start with another body", b.start(ss.ID, "held", map[string]any{"max_results": 8}), http.StatusUnprocessableEntity)
-	clk.advance(idempotency.SavedSearchStartLease + time.Second)
+	clk.Advance(idempotency.SavedSearchStartLease + time.Second)
 	wantStatus(t, "start after the lease", b.start(ss.ID, "held", map[string]any{"max_results": 7}), http.StatusCreated)
 	if _, reason := b.callback(delivery{jobID: "no-such-job", deliveryID: "d-1",
 		body: callbackBody("no-such-job", "running", nil)}).answer(t); reason != "unknown_job" {
@@ -164,10 +167,10 @@ func attr(s tracetest.SpanStub, key attribute.Key) attribute.Value {
 
 func TestTracingMarksStartsWithTheirClaimOutcome(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
-	b, exp := tracedSetup(t, setupOpts{now: clk.now})
+	clk := dbclocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	b, exp := tracedSetup(t, setupOpts{clock: clk.Clock()})
 	ss := b.seedSavedSearch(seedOpts{})
-	b.holdClaim(clk.now, ss.ID, "held", admission.StartOptions{MaxResults: 7})
+	b.holdClaim(clk.Clock(), ss.ID, "held", admission.StartOptions{MaxResults: 7})
 	direct := func() *response {
 		return b.do(req{method: http.MethodPost, path: "/v1/runs", body: map[string]any{"kind": "capability", "name": "c"},
 			header: map[string]string{"Idempotency-Key": "direct"}})

@@ -16,9 +16,6 @@ import (
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/providerjobs"
-	"github.com/searchd/searchd/runs"
-	"github.com/searchd/searchd/savedsearch"
-	"github.com/searchd/searchd/snapshot"
 )
 
 // waitBundle is a server that honours Prefer: wait, on a pool of its own
@@ -49,8 +46,7 @@ func waitSetup(t *testing.T, maxConns int32) *waitBundle {
 	go func() { defer close(done); hub.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	b := setup(t, setupOpts{pool: pool, deps: func(d *api.Deps) {
-		plane := idempotency.NewService(pool, idempotency.Config{})
-		d.Starter = admission.NewStarter(pool, plane, admission.Config{Hub: hub})
+		d.Starter = newStores(pool, nil).starter(t, admission.Config{Hub: hub})
 		d.MaxPreferWait = api.PreferWaitLimit
 	}})
 	return &waitBundle{bundle: b, admin: admin, maxConns: maxConns}
@@ -366,14 +362,14 @@ func TestServerThatDoesNotWaitIgnoresThePreference(t *testing.T) {
 func TestMaxPreferWaitIsValidated(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
-	plane := idempotency.NewService(pool, idempotency.Config{})
+	st := newStores(pool, nil)
 	deps := api.Deps{
 		Pool:          pool,
-		SavedSearches: savedsearch.NewStore(pool),
-		Snapshots:     snapshot.NewStore(pool),
-		Runs:          runs.NewStore(pool, runs.Config{}),
-		Starter:       admission.NewStarter(pool, plane, admission.Config{}),
-		ProviderJobs:  providerjobs.New(pool, plane, providerjobs.Config{}),
+		SavedSearches: st.searches,
+		Snapshots:     st.snapshots,
+		Runs:          st.runs,
+		Starter:       st.starter(t, admission.Config{}),
+		ProviderJobs:  providerjobs.New(pool, st.plane, providerjobs.Config{}),
 		JWTSecret:     testSecret,
 	}
 	for _, d := range []time.Duration{-time.Second, 31 * time.Second, 1500 * time.Millisecond} {

@@ -26,8 +26,8 @@
 //
 // Time. Every comparison of leases and retention uses the database clock, so
 // replicas whose clocks disagree still agree on who owns a key. Tests stub the
-// clock through [Config.Now], which is passed into the SQL as
-// coalesce($now, now()); production passes NULL.
+// clock through [Config.Clock] (a [dbclock.Clock]), which is passed into the
+// SQL as coalesce($now, now()); production passes NULL.
 //
 // The [Repository] owns the atomic SQL; the [Service] owns duplicate
 // semantics. Callers use the Service.

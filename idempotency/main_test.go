@@ -13,33 +13,18 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// clock is a stubbed database clock. Every statement of a service built with
-// it runs at clock.Now(), so tests move leases and retention without sleeping.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock {
-	return &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+// newClock returns a stubbed database clock. Every statement of a service
+// built on its Clock runs at its Now, so tests move leases and retention
+// without sleeping.
+func newClock() *dbclocktest.Stub {
+	return dbclocktest.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 }
 
 // statementCounter counts the statements a pool runs.
@@ -56,7 +41,7 @@ func (s *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQu
 type bundle struct {
 	pool  *pgxpool.Pool
 	svc   *idempotency.Service // on the stubbed clock
-	clock *clock
+	clock *dbclocktest.Stub
 	stmts *statementCounter
 	org   uuid.UUID
 }
@@ -81,7 +66,7 @@ func setup(t *testing.T) *bundle {
 	c := newClock()
 	return &bundle{
 		pool:  pool,
-		svc:   idempotency.NewService(pool, idempotency.Config{Now: c.Now}),
+		svc:   idempotency.NewService(pool, idempotency.Config{Clock: c.Clock()}),
 		clock: c,
 		stmts: stmts,
 		org:   uuid.New(),

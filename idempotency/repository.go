@@ -10,6 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/dbclock"
 )
 
 // DBTX is what the plane needs of a database handle: a *pgxpool.Pool, a
@@ -84,29 +86,24 @@ type ClaimParams struct {
 // none retries and none decides what a conflict means, which is the
 // [Service]'s job. Methods return driver errors wrapped with the operation.
 type Repository struct {
-	db  DBTX
-	now func() time.Time
+	db    DBTX
+	clock *dbclock.Clock
 }
 
-// NewRepository returns a repository on db. now stubs the database clock for
-// tests; nil uses the database's now().
-func NewRepository(db DBTX, now func() time.Time) *Repository {
-	return &Repository{db: db, now: now}
+// NewRepository returns a repository on db whose statements run at clock:
+// nil (production) is the database's now(), a stub is for tests.
+func NewRepository(db DBTX, clock *dbclock.Clock) *Repository {
+	return &Repository{db: db, clock: clock}
 }
 
 // WithTx returns a repository that runs its statements on tx, with the same
 // clock.
 func (r *Repository) WithTx(tx DBTX) *Repository {
-	return &Repository{db: tx, now: r.now}
+	return &Repository{db: tx, clock: r.clock}
 }
 
 // nowArg is the $now argument: NULL in production, the stub in tests.
-func (r *Repository) nowArg() any {
-	if r.now == nil {
-		return nil
-	}
-	return r.now()
-}
+func (r *Repository) nowArg() any { return r.clock.Arg() }
 
 // TryClaim inserts a new processing claim and returns it. It returns nil and
 // no error when the key is already stored, whatever its state: the caller

@@ -14,6 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/dbclock"
 )
 
 // Kind says which of the endings of a claim a caller holds.
@@ -140,9 +142,11 @@ type Completion struct {
 
 // Config configures a [Service].
 type Config struct {
-	// Now stubs the database clock, for tests. Nil (the default) passes
-	// NULL into the SQL, so every replica shares the database's clock.
-	Now func() time.Time
+	// Clock is the database clock every statement runs at. Nil (the
+	// default) passes NULL into the SQL, so every replica shares the
+	// database's clock; tests hand in a stub, and every component built on
+	// the service ([Service.Clock]) runs at the same one.
+	Clock *dbclock.Clock
 	// MaxResponseBytes is the store limit: a completion whose response is
 	// larger stores a [ResourceRef] in its place. Default
 	// [DefaultMaxResponseBytes].
@@ -201,10 +205,16 @@ type Service struct {
 }
 
 // NewService returns a service running its statements on db, usually a
-// *pgxpool.Pool. Zero fields of cfg take their defaults.
+// *pgxpool.Pool. Zero fields of cfg take their defaults. Every field is set
+// in code, never read from the environment, so a config that fails
+// [Config.Validate] is a programmer error: NewService panics with its
+// message.
 func NewService(db DBTX, cfg Config) *Service {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
 	cfg = cfg.WithDefaults()
-	s := &Service{repo: NewRepository(db, cfg.Now), maxResponseBytes: cfg.MaxResponseBytes, observer: cfg.Observer,
+	s := &Service{repo: NewRepository(db, cfg.Clock), maxResponseBytes: cfg.MaxResponseBytes, observer: cfg.Observer,
 		orphanReleaseTimeout: cfg.OrphanReleaseTimeout}
 	if s.observer == nil {
 		s.observer = nopObserver{}
@@ -214,6 +224,10 @@ func NewService(db DBTX, cfg Config) *Service {
 
 // Repository returns the repository the service runs on.
 func (s *Service) Repository() *Repository { return s.repo }
+
+// Clock returns the database clock the service runs at, [Config.Clock]. A
+// component built on the service runs at it too.
+func (s *Service) Clock() *dbclock.Clock { return s.repo.clock }
 
 // MaxResponseBytes returns the store limit of a response, [Config.MaxResponseBytes]
 // with its default applied. A caller whose answer must replay whole (not as a

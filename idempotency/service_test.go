@@ -595,7 +595,7 @@ func TestLargeResponseIsStoredAsAResourceRef(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	svc := idempotency.NewService(b.pool, idempotency.Config{Now: b.clock.Now, MaxResponseBytes: 64})
+	svc := idempotency.NewService(b.pool, idempotency.Config{Clock: b.clock.Clock(), MaxResponseBytes: 64})
 	body := func(n int) json.RawMessage { // a JSON object of exactly n bytes
 		return json.RawMessage(`{"b":"` + strings.Repeat("x", n-8) + `"}`)
 	}
@@ -671,7 +671,7 @@ func TestObserverSeesOutcomesAndLostFences(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	obs := &recordingObserver{}
-	svc := idempotency.NewService(b.pool, idempotency.Config{Now: b.clock.Now, Observer: obs})
+	svc := idempotency.NewService(b.pool, idempotency.Config{Clock: b.clock.Clock(), Observer: obs})
 	claim := func(hash string) idempotency.Outcome {
 		out, err := svc.Claim(ctx, b.org, toolScope, "k", hash, toolLease)
 		if err != nil {
@@ -728,7 +728,7 @@ func TestReleaseSurvivesACutConnection(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	db := &flakyDB{Pool: b.pool}
-	svc := idempotency.NewService(db, idempotency.Config{Now: b.clock.Now})
+	svc := idempotency.NewService(db, idempotency.Config{Clock: b.clock.Clock()})
 	c := b.mustClaim(t, toolScope, "k", hashA, toolLease)
 
 	db.failures.Store(1)
@@ -802,7 +802,7 @@ func TestClaimReleasesTheClaimWhoseInsertReplyWasLost(t *testing.T) {
 			b := setup(t)
 			ctx := context.Background()
 			db := &lostReplyDB{Pool: b.pool, prefix: "INSERT INTO agent.idempotency_keys"}
-			svc := idempotency.NewService(db, idempotency.Config{Now: b.clock.Now})
+			svc := idempotency.NewService(db, idempotency.Config{Clock: b.clock.Clock()})
 
 			db.armed.Store(1)
 			if _, err := svc.Claim(ctx, b.org, scope, "k", hashA, 30*time.Second); err == nil {
@@ -850,7 +850,7 @@ func TestOrphanReleaseNeverTouchesAnotherWorkersClaim(t *testing.T) {
 	ctx := context.Background()
 	held := b.mustClaim(t, toolScope, "k", hashA, toolLease)
 	db := &lostReplyDB{Pool: b.pool, prefix: "INSERT INTO agent.idempotency_keys"}
-	svc := idempotency.NewService(db, idempotency.Config{Now: b.clock.Now})
+	svc := idempotency.NewService(db, idempotency.Config{Clock: b.clock.Clock()})
 	db.armed.Store(1)
 	if _, err := svc.Claim(ctx, b.org, toolScope, "k", hashA, toolLease); err == nil {
 		t.Fatal("Claim over a cut connection: no error")
@@ -871,7 +871,7 @@ func TestQueuedCompletionAbortsItsTransactionWhenTheFenceMoved(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	obs := &recordingObserver{}
-	svc := idempotency.NewService(b.pool, idempotency.Config{Now: b.clock.Now, Observer: obs})
+	svc := idempotency.NewService(b.pool, idempotency.Config{Clock: b.clock.Clock(), Observer: obs})
 	if _, err := b.pool.Exec(ctx, `CREATE TABLE effects (key text PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}

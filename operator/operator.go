@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/keyset"
 )
@@ -92,21 +93,18 @@ type DB interface {
 // Store reads the plane across organizations and force-releases claims.
 // It is safe for concurrent use.
 type Store struct {
-	db  DB
-	now func() time.Time
+	db    DB
+	clock *dbclock.Clock
 }
 
 // NewStore returns a store on db, which must be safe for concurrent use
-// (a pool: [Store.Overview] reads on two connections at once). now stubs
-// the database clock for tests; nil uses the database's now().
-func NewStore(db DB, now func() time.Time) *Store { return &Store{db: db, now: now} }
+// (a pool: [Store.Overview] reads on two connections at once). Its
+// statements, and the force-release it makes through the plane's
+// repository, run at clock: nil (production) is the database's now(), a
+// stub is for tests.
+func NewStore(db DB, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
 
-func (s *Store) nowArg() any {
-	if s.now == nil {
-		return nil
-	}
-	return s.now()
-}
+func (s *Store) nowArg() any { return s.clock.Arg() }
 
 // Claim returns the claim id of any organization, as stored, with the
 // database clock of the read in ObservedAt. It returns [ErrNotFound] when
@@ -193,7 +191,7 @@ func (s *Store) ForceRelease(ctx context.Context, rec *idempotency.Record, p Rel
 		// The plane's own fenced Release: a claim that moved on since the
 		// read (completed, released, or reclaimed with a new token) is
 		// left alone.
-		released, err := idempotency.NewRepository(tx, s.now).Release(ctx, rec.ID, rec.LeaseToken)
+		released, err := idempotency.NewRepository(tx, s.clock).Release(ctx, rec.ID, rec.LeaseToken)
 		if err != nil {
 			return err
 		}

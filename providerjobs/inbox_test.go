@@ -26,7 +26,6 @@ func (c *inboxCounter) ObserveCopy(string, string)         { c.copies.Add(1) }
 func (c *inboxCounter) ObserveAuditFailure(string, string) { c.auditFailures.Add(1) }
 func (c *inboxCounter) ObserveInbox(int64, time.Duration)  {}
 func (b *bundle) withService(cfg Config) *Service {
-	cfg.Now = b.clk.now
 	return New(b.pool, b.plane, cfg)
 }
 func (b *bundle) versions(ids ...uuid.UUID) (out []int64) {
@@ -51,7 +50,7 @@ func TestReceiveLandsTheArrivalAndAppliesItBeforeAnswering(t *testing.T) {
 	e := b.arrival("d-1")
 	if e.Status != InboxApplied || e.AppliedBy != ByHandler || e.JobID != job.ID || e.OrganizationID != b.org ||
 		e.RequestHash != RequestHash(d.Body) || e.PathJobID != job.ID.String() || e.Update.Status != StatusSucceeded ||
-		e.Update.ProviderJobID != job.ProviderJobID || e.FinishedAt == nil || !e.ReceivedAt.Equal(b.clk.now()) {
+		e.Update.ProviderJobID != job.ProviderJobID || e.FinishedAt == nil || !e.ReceivedAt.Equal(b.clk.Now()) {
 		t.Errorf("arrival = %+v, want it applied by the handler, with the delivery's identity and content", e)
 	}
 	if n := b.count(`SELECT count(*) FROM agent.provider_inbox`); n != 1 {
@@ -79,7 +78,7 @@ func TestApplierFinishesAnArrivalWhoseHandlerDied(t *testing.T) {
 	}
 
 	// Inside the lease: the copy is acknowledged, the applier leaves it.
-	b.clk.advance(idempotency.WebhookLease - time.Second)
+	b.clk.Advance(idempotency.WebhookLease - time.Second)
 	if out, err := b.svc.Receive(context.Background(), d); err != nil || out.Reason != DropDuplicate {
 		t.Fatalf("copy inside the lease = %+v, %v; want dropped duplicate", out, err)
 	}
@@ -89,12 +88,12 @@ func TestApplierFinishesAnArrivalWhoseHandlerDied(t *testing.T) {
 	// Past the arrival's lease the applier takes it; the claim's lease
 	// passes a moment later (it was taken after the landing), so the first
 	// attempt may meet it live and back off until it passes.
-	b.clk.advance(2 * time.Second)
+	b.clk.Advance(2 * time.Second)
 	for range 3 {
 		if _, err := b.svc.ApplyPending(context.Background(), 10); err != nil {
 			t.Fatal(err)
 		}
-		b.clk.advance(time.Second)
+		b.clk.Advance(time.Second)
 	}
 	if got := b.job(job.ID); got.Status != StatusSucceeded || got.Version != 2 {
 		t.Fatalf("job = %+v, want succeeded, applied once (version 2)", got)
@@ -131,7 +130,7 @@ func TestAppliedAtMostOnceWhateverRaces(t *testing.T) {
 		}
 		jobs, ds = append(jobs, job), append(ds, d)
 	}
-	b.clk.advance(idempotency.WebhookLease + time.Second)
+	b.clk.Advance(idempotency.WebhookLease + time.Second)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4*n)
 	for range 4 {
@@ -324,7 +323,7 @@ func TestOutageStoresNothingHalfWay(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	db := &cutInboxDB{DB: b.pool}
-	svc := New(db, b.plane, Config{Now: b.clk.now})
+	svc := New(db, b.plane, Config{})
 	job := b.seedJob("j-outage")
 	d := delivery(job, "d-outage", StatusSucceeded)
 	db.down.Store(true)

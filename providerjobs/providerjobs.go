@@ -146,11 +146,6 @@ type DB interface {
 
 // Config configures a [Service].
 type Config struct {
-	// Now stubs the database clock that stamps jobs and drops, for tests.
-	// Nil (the default) passes NULL, so every replica uses the database's
-	// now(). The plane has its own clock, idempotency.Config.Now: give both
-	// the same stub.
-	Now func() time.Time
 	// Observer counts drops. Default [NopObserver].
 	Observer Observer
 	// ReleaseTimeout bounds releasing a claim after a failure. The release
@@ -211,8 +206,10 @@ type Service struct {
 }
 
 // New returns a service running its statements on db, usually a
-// *pgxpool.Pool, that claims deliveries through plane. Zero fields of cfg
-// take their defaults.
+// *pgxpool.Pool, that claims deliveries through plane. Its statements
+// (jobs, drops, the inbox) run at the plane's database clock
+// ([idempotency.Service.Clock]), so the two cannot disagree. Zero fields of
+// cfg take their defaults.
 func New(db DB, plane *idempotency.Service, cfg Config) *Service {
 	cfg = cfg.WithDefaults()
 	obs, ok := cfg.Observer.(InboxObserver)
@@ -222,19 +219,12 @@ func New(db DB, plane *idempotency.Service, cfg Config) *Service {
 	return &Service{db: db, plane: plane, cfg: cfg, observer: obs}
 }
 
-func (s *Service) nowArg() any {
-	if s.cfg.Now == nil {
-		return nil
-	}
-	return s.cfg.Now()
-}
+// nowArg is the $now argument: NULL in production, the stub in tests.
+func (s *Service) nowArg() any { return s.plane.Clock().Arg() }
 
-func (s *Service) now() time.Time {
-	if s.cfg.Now == nil {
-		return time.Now()
-	}
-	return s.cfg.Now()
-}
+// now is the clock of the one comparison made in Go (whether to wake the
+// applier): the stub in tests, the local clock in production.
+func (s *Service) now() time.Time { return s.plane.Clock().Now() }
 
 // registerAttempts bounds the retries of a registration whose conflicting
 // job vanished (with its Run) between the insert and the lookup.

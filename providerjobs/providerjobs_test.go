@@ -15,30 +15,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/runs"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// clock is a stubbed database clock tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // counter is an Observer counting drops by "provider/reason".
 type counter struct {
@@ -62,7 +45,7 @@ func (c *counter) get(key string) int {
 type bundle struct {
 	t     *testing.T
 	pool  *pgxpool.Pool
-	clk   *clock
+	clk   *dbclocktest.Stub // the plane, and so the service, run at it
 	obs   *counter
 	plane *idempotency.Service
 	svc   *Service
@@ -78,12 +61,12 @@ type setupOpts struct {
 func setup(t *testing.T, opts setupOpts) *bundle {
 	t.Helper()
 	pool := pgtest.NewDB(t)
-	clk := &clock{t: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	clk := dbclocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	obs := &counter{n: map[string]int{}}
-	plane := idempotency.NewService(pool, idempotency.Config{Now: clk.now})
+	plane := idempotency.NewService(pool, idempotency.Config{Clock: clk.Clock()})
 	return &bundle{
 		t: t, pool: pool, clk: clk, obs: obs, plane: plane, org: uuid.New(),
-		svc: New(pool, plane, Config{Now: clk.now, Observer: obs, beforeApply: opts.beforeApply}),
+		svc: New(pool, plane, Config{Observer: obs, beforeApply: opts.beforeApply}),
 	}
 }
 
@@ -154,7 +137,7 @@ func TestRegisterThenGet(t *testing.T) {
 		t.Fatalf("Register = created %v, %v; want created", created, err)
 	}
 	if job.OrganizationID != b.org || job.RunID != run || job.Status != StatusPending || job.Result != nil ||
-		job.Version != 1 || !job.CreatedAt.Equal(b.clk.now()) || !job.UpdatedAt.Equal(job.CreatedAt) {
+		job.Version != 1 || !job.CreatedAt.Equal(b.clk.Now()) || !job.UpdatedAt.Equal(job.CreatedAt) {
 		t.Errorf("registered %+v, want a pending job of the Run at the stubbed clock", job)
 	}
 	if got := b.job(job.ID); got.ID != job.ID || got.ProviderJobID != "j-1" {
@@ -217,7 +200,7 @@ func TestRegisterIsSafeToRetryAndScopedToTheOrganization(t *testing.T) {
 	if err != nil || !created {
 		t.Fatalf("Register = created %v, %v; want created", created, err)
 	}
-	b.clk.advance(time.Minute)
+	b.clk.Advance(time.Minute)
 	again, created, err := b.svc.Register(ctx, b.org, p)
 	if err != nil || created || again.ID != first.ID || !again.CreatedAt.Equal(first.CreatedAt) || again.Version != 1 {
 		t.Errorf("Register again = %+v, created %v, %v; want the first job, not created", again, created, err)
@@ -359,12 +342,12 @@ func TestAnUpdateToTheStateAJobHasChangesNothing(t *testing.T) {
 	if first.Version != 2 || first.Status != StatusRunning {
 		t.Fatalf("after the first running = %+v, want version 2", first)
 	}
-	b.clk.advance(time.Minute)
+	b.clk.Advance(time.Minute)
 	// The same state, its result written in another key order.
 	if got := receive(progress("d-2", `{"stage":"crawl","progress":0.5}`)); got.Version != 2 || !got.UpdatedAt.Equal(first.UpdatedAt) {
 		t.Fatalf("after the same running again = version %d updated_at %v, want 2 and %v unchanged", got.Version, got.UpdatedAt, first.UpdatedAt)
 	}
-	b.clk.advance(time.Minute)
+	b.clk.Advance(time.Minute)
 	moved := receive(progress("d-3", `{"progress":0.75,"stage":"crawl"}`))
 	if moved.Version != 3 || !moved.UpdatedAt.After(first.UpdatedAt) || string(moved.Result) != `{"stage": "crawl", "progress": 0.75}` {
 		t.Fatalf("after new progress = %+v (result %s), want version 3 and a later updated_at", moved, moved.Result)
@@ -446,7 +429,7 @@ func TestReceiveQueuesTheArrivalWhenTheApplyFails(t *testing.T) {
 	if rep, err := b.svc.ApplyPending(context.Background(), 10); err != nil || rep.Taken != 0 {
 		t.Fatalf("ApplyPending inside the backoff = %+v, %v; want nothing taken", rep, err)
 	}
-	b.clk.advance(2 * time.Second)
+	b.clk.Advance(2 * time.Second)
 	if rep, err := b.svc.ApplyPending(context.Background(), 10); err != nil || rep != (PassReport{Taken: 1, Applied: 1}) {
 		t.Fatalf("ApplyPending after the backoff = %+v, %v; want one applied", rep, err)
 	}
@@ -468,7 +451,7 @@ func TestReceiveDropsADuplicateWhenItsFenceIsLost(t *testing.T) {
 	b = setup(t, setupOpts{beforeApply: func(ctx context.Context, tx pgx.Tx) error {
 		// This worker stalls past its lease, and a redelivery reclaims the
 		// delivery meanwhile.
-		b.clk.advance(idempotency.WebhookLease + time.Second)
+		b.clk.Advance(idempotency.WebhookLease + time.Second)
 		var err error
 		takeover, err = b.plane.Claim(ctx, b.org, Scope(d.Provider), d.DeliveryID, RequestHash(d.Body), idempotency.WebhookLease)
 		return err

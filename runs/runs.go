@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/snapshot"
 )
@@ -176,10 +177,11 @@ const (
 
 // Config configures a [Store].
 type Config struct {
-	// Now stubs the database clock that stamps created_at and
-	// retain_until, for tests. Nil (the default) passes NULL, so every
-	// replica uses the database's now().
-	Now func() time.Time
+	// Clock is the database clock that stamps created_at and retain_until
+	// and judges retention. Nil (the default) passes NULL, so every replica
+	// uses the database's now(); tests hand in the stub the rest of their
+	// components run at.
+	Clock *dbclock.Clock
 }
 
 // DBTX is what the store needs of a database handle: a *pgxpool.Pool, a
@@ -192,20 +194,18 @@ type DBTX interface {
 
 // Store admits and reads Runs. It is safe for concurrent use.
 type Store struct {
-	db  DBTX
-	now func() time.Time
+	db    DBTX
+	clock *dbclock.Clock
 }
 
 // NewStore returns a store running its statements on db, usually a
-// *pgxpool.Pool.
-func NewStore(db DBTX, cfg Config) *Store { return &Store{db: db, now: cfg.Now} }
+// *pgxpool.Pool. Every Config is valid.
+func NewStore(db DBTX, cfg Config) *Store { return &Store{db: db, clock: cfg.Clock} }
 
-func (s *Store) nowArg() any {
-	if s.now == nil {
-		return nil
-	}
-	return s.now()
-}
+// Clock returns the database clock the store runs at, [Config.Clock].
+func (s *Store) Clock() *dbclock.Clock { return s.clock }
+
+func (s *Store) nowArg() any { return s.clock.Arg() }
 
 // maxAdmitRounds bounds how often Admit goes round when the Run holding its
 // key disappears between the insert and the read (a retention sweep).

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
@@ -20,28 +21,10 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// clock is a stub of the database clock that tests move by hand.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 type bundle struct {
 	ctx   context.Context
 	db    *pgxpool.Pool
-	clock *clock
+	clock *dbclocktest.Stub
 	store *runs.Store
 	org   uuid.UUID
 }
@@ -49,8 +32,8 @@ type bundle struct {
 func setup(t *testing.T) bundle {
 	t.Helper()
 	db := pgtest.NewDB(t)
-	c := &clock{now: time.Now().UTC().Truncate(time.Microsecond)}
-	return bundle{ctx: context.Background(), db: db, clock: c, store: runs.NewStore(db, runs.Config{Now: c.Now}), org: uuid.New()}
+	c := dbclocktest.New(time.Now().UTC().Truncate(time.Microsecond))
+	return bundle{ctx: context.Background(), db: db, clock: c, store: runs.NewStore(db, runs.Config{Clock: c.Clock()}), org: uuid.New()}
 }
 
 func direct(org uuid.UUID, key, hash string) runs.AdmitParams {

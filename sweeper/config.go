@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/dbclock"
 )
 
 // Defaults of [Config].
@@ -73,10 +75,11 @@ type Config struct {
 	// Recorder is told about every run when it ends, such as a [RunLog]
 	// keeping them for the console. Default none.
 	Recorder Recorder
-	// Now stubs the database clock, for tests. Nil (the default) passes
-	// NULL into the SQL, so every replica judges retention by the
-	// database's now().
-	Now func() time.Time
+	// Clock is the database clock retention is judged by. Nil (the
+	// default) passes NULL into the SQL, so every replica judges retention
+	// by the database's now(); tests hand in the stub the plane and the
+	// stores they seed with run at.
+	Clock *dbclock.Clock
 
 	// beforeDelete, set by tests alone, runs inside a pass between its read
 	// and its delete, while the pass holds the locks of its batch; an error

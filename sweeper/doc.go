@@ -69,6 +69,7 @@
 // run, for `searchd sweep` under an outside scheduler. Counts go to the
 // [Report], to the log and to an [Observer], where metrics attach.
 //
-// Time comes from the database unless [Config.Now] stubs it, like the rest of
-// searchd: every replica judges retention by one clock.
+// Time comes from the database unless [Config.Clock] stubs it, like the rest
+// of searchd (see package dbclock): every replica judges retention by one
+// clock.
 package sweeper

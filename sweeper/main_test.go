@@ -13,37 +13,17 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// clock is a stubbed database clock that tests move by hand. The plane and
-// the sweeper of a bundle share it.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock(t time.Time) *clock { return &clock{t: t.UTC().Truncate(time.Microsecond)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
+// newClock returns a stubbed database clock at t, to the microsecond the
+// database keeps. The plane and the sweeper of a bundle share it.
+func newClock(t time.Time) *dbclocktest.Stub {
+	return dbclocktest.New(t.UTC().Truncate(time.Microsecond))
 }
 
 // logBuffer is a log sink tests read back; handlers write to it from the
@@ -69,7 +49,7 @@ func (l *logBuffer) String() string {
 type bundle struct {
 	ctx   context.Context
 	db    *pgxpool.Pool
-	clock *clock
+	clock *dbclocktest.Stub
 	plane *idempotency.Service // on the stubbed clock
 	org   uuid.UUID
 	logs  *logBuffer
@@ -85,7 +65,7 @@ func setup(t *testing.T) *bundle {
 		ctx:   context.Background(),
 		db:    db,
 		clock: c,
-		plane: idempotency.NewService(db, idempotency.Config{Now: c.Now}),
+		plane: idempotency.NewService(db, idempotency.Config{Clock: c.Clock()}),
 		org:   uuid.New(),
 		logs:  &logBuffer{},
 	}
@@ -95,8 +75,8 @@ func setup(t *testing.T) *bundle {
 // to b.logs and, unless cfg sets its own clock, runs on the bundle's clock.
 func (b *bundle) sweeper(t *testing.T, cfg Config) *Sweeper {
 	t.Helper()
-	if cfg.Now == nil {
-		cfg.Now = b.clock.Now
+	if cfg.Clock == nil {
+		cfg.Clock = b.clock.Clock()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -25,7 +26,7 @@ import (
 func (b *bundle) admitDirect(t *testing.T, at time.Time, key string) *runs.Run {
 	t.Helper()
 	name := "digest"
-	store := runs.NewStore(b.db, runs.Config{Now: func() time.Time { return at }})
+	store := runs.NewStore(b.db, runs.Config{Clock: dbclocktest.New(at).Clock()})
 	run, created, err := store.Admit(b.ctx, runs.AdmitParams{
 		OrganizationID: b.org,
 		Kind:           runs.KindDefinition,
@@ -95,9 +96,18 @@ func setupSnapshots(t *testing.T) snapshotBundle {
 // own clock.
 func (b snapshotBundle) start(t *testing.T, at time.Time, key string) admission.Result {
 	t.Helper()
-	now := func() time.Time { return at }
-	plane := idempotency.NewService(b.db, idempotency.Config{Now: now})
-	res, err := admission.NewStarter(b.db, plane, admission.Config{Now: now}).StartSavedSearch(b.ctx,
+	clock := dbclocktest.New(at).Clock()
+	starter, err := admission.NewStarter(admission.Deps{
+		Pool:          b.db,
+		Plane:         idempotency.NewService(b.db, idempotency.Config{Clock: clock}),
+		SavedSearches: savedsearch.NewStore(b.db),
+		Snapshots:     snapshot.NewStore(b.db),
+		Runs:          runs.NewStore(b.db, runs.Config{Clock: clock}),
+	}, admission.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := starter.StartSavedSearch(b.ctx,
 		admission.SavedSearchStart{Org: b.org, SavedSearchID: b.search.ID, IdempotencyKey: key})
 	if err != nil || !res.Created {
 		t.Fatalf("StartSavedSearch(%q) = %+v, %v", key, res, err)
@@ -111,7 +121,7 @@ func (b snapshotBundle) start(t *testing.T, at time.Time, key string) admission.
 // snapshot; the claim holds it.
 func (b snapshotBundle) prepare(t *testing.T, at time.Time, key string) uuid.UUID {
 	t.Helper()
-	plane := idempotency.NewService(b.db, idempotency.Config{Now: func() time.Time { return at }})
+	plane := idempotency.NewService(b.db, idempotency.Config{Clock: dbclocktest.New(at).Clock()})
 	c := b.claim(t, plane, idempotency.ScopeSavedSearchStart, key, idempotency.SavedSearchStartLease)
 	var id uuid.UUID
 	err := pgx.BeginFunc(b.ctx, b.db, func(tx pgx.Tx) error {
@@ -221,7 +231,7 @@ func TestSnapshotClaimedBetweenReadAndDeleteStays(t *testing.T) {
 	// Between the read and the delete, a claim comes to name the snapshot.
 	// The delete's re-check sees it: the read counts the snapshot, the
 	// delete keeps it.
-	plane := idempotency.NewService(b.db, idempotency.Config{Now: b.clock.Now})
+	plane := idempotency.NewService(b.db, idempotency.Config{Clock: b.clock.Clock()})
 	s := b.sweeper(t, Config{beforeDelete: func(ctx context.Context, table string, ids []uuid.UUID) error {
 		if table != TableSnapshots {
 			return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/internal/keyset"
 )
 
@@ -34,9 +35,9 @@ type RunRecord struct {
 // RunLog records runs in agent.sweeper_runs and reads them back. It is
 // safe for concurrent use.
 type RunLog struct {
-	db  RunLogDB
-	via string
-	now func() time.Time
+	db    RunLogDB
+	via   string
+	clock *dbclock.Clock
 	// onError, when set, is told of a run that could not be recorded.
 	onError func(error)
 }
@@ -61,18 +62,13 @@ const RunRetention = 30 * 24 * time.Hour
 
 // NewRunLog returns a run log on db recording runs as made by via
 // (ViaServe or ViaSweep). onError, when not nil, is told of a run that
-// could not be recorded (the run itself is unaffected). now stubs the
-// database clock for tests; nil uses the database's.
-func NewRunLog(db RunLogDB, via string, now func() time.Time, onError func(error)) *RunLog {
-	return &RunLog{db: db, via: via, now: now, onError: onError}
+// could not be recorded (the run itself is unaffected). Its statements run
+// at clock: nil (production) is the database's now(), a stub is for tests.
+func NewRunLog(db RunLogDB, via string, clock *dbclock.Clock, onError func(error)) *RunLog {
+	return &RunLog{db: db, via: via, clock: clock, onError: onError}
 }
 
-func (l *RunLog) nowArg() any {
-	if l.now == nil {
-		return nil
-	}
-	return l.now()
-}
+func (l *RunLog) nowArg() any { return l.clock.Arg() }
 
 // tableJSON is one table of a recorded run, as agent.sweeper_runs.tables
 // holds it.

@@ -331,12 +331,7 @@ func (s *Sweeper) rest(ctx context.Context, d time.Duration) bool {
 
 // nowArg is the $now argument: NULL in production, the stub in tests. One
 // value serves both statements of a pass.
-func (s *Sweeper) nowArg() any {
-	if s.cfg.Now == nil {
-		return nil
-	}
-	return s.cfg.Now()
-}
+func (s *Sweeper) nowArg() any { return s.cfg.Clock.Arg() }
 
 // Run sweeps until ctx ends: first after a random delay of at most Jitter,
 // then every Interval plus a random delay of at most Jitter, so replicas

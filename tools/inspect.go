@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/internal/keyset"
 )
 
@@ -57,14 +58,14 @@ type InspectDB interface {
 // Inspector reads uncertain calls and their resolutions. It is safe for
 // concurrent use.
 type Inspector struct {
-	db  InspectDB
-	now func() time.Time
+	db    InspectDB
+	clock *dbclock.Clock
 }
 
-// NewInspector returns an inspector on db; now stubs the database clock
-// for tests (nil uses the database's).
-func NewInspector(db InspectDB, now func() time.Time) *Inspector {
-	return &Inspector{db: db, now: now}
+// NewInspector returns an inspector on db whose statements run at clock:
+// nil (production) is the database's now(), a stub is for tests.
+func NewInspector(db InspectDB, clock *dbclock.Clock) *Inspector {
+	return &Inspector{db: db, clock: clock}
 }
 
 // InspectParams narrow and page the lists; zero filters match everything.
@@ -167,12 +168,7 @@ func (in *Inspector) Resolutions(ctx context.Context, p InspectParams) ([]PastRe
 	return list, next, nil
 }
 
-func (in *Inspector) nowArg() any {
-	if in.now == nil {
-		return nil
-	}
-	return in.now()
-}
+func (in *Inspector) nowArg() any { return in.clock.Arg() }
 
 func nullUUID(id uuid.UUID) any {
 	if id == uuid.Nil {

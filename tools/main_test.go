@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/tools"
@@ -20,25 +21,6 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// clock is a stubbed database clock: the plane runs every statement at
-// clock.Now(), so tests pass leases and retention without sleeping.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // opts shape a test's world.
 type opts struct {
@@ -58,7 +40,7 @@ type bundle struct {
 	ctx    context.Context
 	pool   *pgxpool.Pool
 	plane  *idempotency.Service
-	clock  *clock
+	clock  *dbclocktest.Stub // the plane runs every statement at its Now
 	runner *tools.Runner
 	vendor *emailtest.Vendor
 	sender *email.Sender
@@ -71,8 +53,8 @@ type bundle struct {
 func setup(t *testing.T, o opts) *bundle {
 	t.Helper()
 	pool := pgtest.NewDB(t)
-	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	cfg := idempotency.Config{Now: c.Now}
+	c := dbclocktest.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	cfg := idempotency.Config{Clock: c.Clock()}
 	if o.dbClock {
 		cfg = idempotency.Config{}
 	}

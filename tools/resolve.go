@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/idempotency"
 )
 
@@ -92,22 +93,23 @@ type ResolverDB interface {
 
 // ResolverConfig configures a [Resolver].
 type ResolverConfig struct {
-	// Now stubs the database clock, for tests. Nil (the default) uses the
-	// database's now().
-	Now func() time.Time
+	// Clock is the database clock resolutions are stamped and retention
+	// judged by. Nil (the default) uses the database's now(); tests hand
+	// in the stub the plane runs at.
+	Clock *dbclock.Clock
 }
 
 // Resolver records a person's resolution of an uncertain call: the one way an
 // uncertain answer changes. It is the store behind `searchd claims resolve`,
 // and what an API for the console would call. It is safe for concurrent use.
 type Resolver struct {
-	db  ResolverDB
-	now func() time.Time
+	db    ResolverDB
+	clock *dbclock.Clock
 }
 
 // NewResolver returns a resolver on db.
 func NewResolver(db ResolverDB, cfg ResolverConfig) *Resolver {
-	return &Resolver{db: db, now: cfg.Now}
+	return &Resolver{db: db, clock: cfg.Clock}
 }
 
 // Validate returns an error wrapping [ErrInvalid] that names the field when
@@ -233,9 +235,4 @@ func (r *Resolver) Resolve(ctx context.Context, p ResolveParams) (*Resolved, err
 	return out, nil
 }
 
-func (r *Resolver) nowArg() any {
-	if r.now == nil {
-		return nil
-	}
-	return r.now()
-}
+func (r *Resolver) nowArg() any { return r.clock.Arg() }

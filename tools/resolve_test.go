@@ -29,7 +29,7 @@ func (b *bundle) uncertainCall(t *testing.T) (tools.Call, tools.Result) {
 }
 
 func (b *bundle) resolver() *tools.Resolver {
-	return tools.NewResolver(b.pool, tools.ResolverConfig{Now: b.clock.Now})
+	return tools.NewResolver(b.pool, tools.ResolverConfig{Clock: b.clock.Clock()})
 }
 
 func (b *bundle) resolve(c tools.Call, key string, r tools.Resolution, actor string) (*tools.Resolved, error) {

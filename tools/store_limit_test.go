@@ -93,7 +93,7 @@ func TestEveryOutputSizeReplaysWhatTheLiveCallAnswered(t *testing.T) {
 func TestAPlaneWithASmallLimitStillStoresAnswersWhole(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{})
-	plane := idempotency.NewService(b.pool, idempotency.Config{Now: b.clock.Now, MaxResponseBytes: 1 << 10})
+	plane := idempotency.NewService(b.pool, idempotency.Config{Clock: b.clock.Clock(), MaxResponseBytes: 1 << 10})
 	runner := tools.NewRunner(plane, tools.Config{})
 	for i, tc := range []struct {
 		size     int

@@ -173,13 +173,23 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if cfg.accessLog == "json" {
 		logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
+	// Each store once, shared by the starter and the API, as cmd/searchd
+	// wires them.
 	plane := idempotency.NewService(realPool, idempotency.Config{})
+	searchStore, snapStore := savedsearch.NewStore(realPool), snapshot.NewStore(realPool)
+	runStore := runs.NewStore(realPool, runs.Config{})
+	starter, err := admission.NewStarter(admission.Deps{
+		Pool: realPool, Plane: plane, SavedSearches: searchStore, Snapshots: snapStore, Runs: runStore,
+	}, admission.Config{})
+	if err != nil {
+		return nil, err
+	}
 	srv, err := api.New(api.Deps{
 		Pool:          realPool,
-		SavedSearches: savedsearch.NewStore(realPool),
-		Snapshots:     snapshot.NewStore(realPool),
-		Runs:          runs.NewStore(realPool, runs.Config{}),
-		Starter:       admission.NewStarter(realPool, plane, admission.Config{}),
+		SavedSearches: searchStore,
+		Snapshots:     snapStore,
+		Runs:          runStore,
+		Starter:       starter,
 		ProviderJobs:  providerjobs.New(realPool, plane, providerjobs.Config{}),
 		JWTSecret:     secret,
 		Logger:        logger,

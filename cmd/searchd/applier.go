@@ -6,15 +6,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/providerjobs"
 )
 
-// newPlane returns the idempotency plane on pool, reporting to the
+// newPlane returns the idempotency plane on pool at clock, reporting to the
 // metrics.
-func newPlane(pool *pgxpool.Pool, obs observability) *idempotency.Service {
-	cfg := idempotency.Config{}
+func newPlane(pool *pgxpool.Pool, clock *dbclock.Clock, obs observability) *idempotency.Service {
+	cfg := idempotency.Config{Clock: clock}
 	if obs.metrics != nil {
 		cfg.Observer = obs.metrics
 	}
@@ -22,9 +22,9 @@ func newPlane(pool *pgxpool.Pool, obs observability) *idempotency.Service {
 }
 
 // newProviderJobs returns the provider jobs service of serve and dev: the
-// callback handler's and the applier's.
-func newProviderJobs(pool *pgxpool.Pool, plane *idempotency.Service, cfg serverConfig, logger *slog.Logger, obs observability) *providerjobs.Service {
-	pcfg := providerjobs.Config{Lease: cfg.Inbox.Lease, Logger: logger, Wake: cfg.wake}
+// callback handler's and the applier's. wake wakes this process's applier.
+func newProviderJobs(pool *pgxpool.Pool, plane *idempotency.Service, cfg serverConfig, logger *slog.Logger, obs observability, wake func()) *providerjobs.Service {
+	pcfg := providerjobs.Config{Lease: cfg.Inbox.Lease, Logger: logger, Wake: wake}
 	if obs.metrics != nil {
 		pcfg.Observer = obs.metrics
 	}
@@ -34,17 +34,15 @@ func newProviderJobs(pool *pgxpool.Pool, plane *idempotency.Service, cfg serverC
 // startApplier starts the background applier of the provider inbox, and
 // returns the function that stops it and waits for it. It applies the
 // deliveries a replica stored and did not finish (see providerjobs). An
-// Interval of zero runs none.
-func startApplier(ctx context.Context, pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, obs observability, wake <-chan struct{}) func() {
+// Interval of zero runs none. It applies with st's provider jobs service,
+// the one the callback handler lands deliveries with.
+func startApplier(ctx context.Context, st *stores, cfg serverConfig, logger *slog.Logger) func() {
 	if cfg.Inbox.Applier.Interval <= 0 {
 		return func() {}
 	}
-	if obs.metrics == nil {
-		obs.metrics = telemetry.NewMetrics()
-	}
-	svc := newProviderJobs(pool, newPlane(pool, obs), cfg, logger, obs)
+	svc := st.providerJobs
 	acfg := cfg.Inbox.Applier
-	acfg.Wake = wake
+	acfg.Wake = st.wake
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

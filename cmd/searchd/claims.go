@@ -191,7 +191,7 @@ func (a *app) claimsShow(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	rec, err := getClaim(ctx, idempotency.NewRepository(pool, nil), at)
+	rec, err := getClaim(ctx, idempotency.NewRepository(pool, a.dbClock), at)
 	if err != nil {
 		return err
 	}
@@ -336,11 +336,11 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	rec, err := getClaim(ctx, idempotency.NewRepository(pool, nil), at)
+	rec, err := getClaim(ctx, idempotency.NewRepository(pool, a.dbClock), at)
 	if err != nil {
 		return err
 	}
-	if err := releaseClaim(ctx, operator.NewStore(pool, nil), rec, why, actor, logger); err != nil {
+	if err := releaseClaim(ctx, operator.NewStore(pool, a.dbClock), rec, why, actor, logger); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "released claim %s (%s); the next attempt with this key runs afresh\n", rec.ID, at)
@@ -433,7 +433,7 @@ func (a *app) claimsResolve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	res, err := tools.NewResolver(pool, tools.ResolverConfig{}).Resolve(ctx, p)
+	res, err := tools.NewResolver(pool, tools.ResolverConfig{Clock: a.dbClock}).Resolve(ctx, p)
 	switch {
 	case errors.Is(err, tools.ErrNoCall):
 		return fmt.Errorf("%w for %s", errNoClaim, at)

@@ -112,8 +112,6 @@ type serverConfig struct {
 	// Session the server-side bounds of every session (inboxsettings.go).
 	Inbox   inboxConfig
 	Session sessionBounds
-	// wake, set by runServer, wakes this process's applier.
-	wake func()
 	// CORSOrigins are the origins browser pages may call the API from.
 	CORSOrigins []string
 }

@@ -16,10 +16,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
-	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
@@ -127,7 +125,8 @@ func (a *app) dev(ctx context.Context, args []string) error {
 		return fmt.Errorf("opening the database pool: %w", err)
 	}
 	defer pool.Close()
-	demo, err := demoSavedSearch(ctx, savedsearch.NewStore(pool))
+	st := newStores(pool, a.dbClock, cfg, logger, obs)
+	demo, err := demoSavedSearch(ctx, st.savedSearches)
 	if err != nil {
 		return fmt.Errorf("creating the demo saved search: %w", err)
 	}
@@ -143,7 +142,7 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	job, err := demoProviderJob(ctx, pool)
+	job, err := demoProviderJob(ctx, st)
 	if err != nil {
 		return fmt.Errorf("registering the demo provider job: %w", err)
 	}
@@ -188,7 +187,7 @@ Serving on %s (Ctrl-C stops the server and PostgreSQL; so does the end of the pr
 		base, opTok, base)
 	// The dev secret signs the token above; the server must verify with it.
 	cfg.JWTSecret = string(secret)
-	return a.runServer(ctx, cfg, ln, pool, logger, obs)
+	return a.runServer(ctx, cfg, ln, st, logger, obs)
 }
 
 // devSecret returns the dev JWT secret kept in dir, generating and storing
@@ -296,9 +295,9 @@ func (a *app) demoProviderSecret(dir string, cfg *serverConfig) (string, error) 
 
 // demoProviderJob returns the demo provider's job, registering it (for a
 // demo Run of its own) on the first run; a later run finds both again.
-func demoProviderJob(ctx context.Context, pool *pgxpool.Pool) (*providerjobs.Job, error) {
+func demoProviderJob(ctx context.Context, st *stores) (*providerjobs.Job, error) {
 	name := "dev demo provider run"
-	run, _, err := runs.NewStore(pool, runs.Config{}).Admit(ctx, runs.AdmitParams{
+	run, _, err := st.runs.Admit(ctx, runs.AdmitParams{
 		OrganizationID: DemoOrganization,
 		Kind:           runs.KindCapability,
 		StartKey:       runs.DirectStartKey(demoRunKey),
@@ -308,8 +307,7 @@ func demoProviderJob(ctx context.Context, pool *pgxpool.Pool) (*providerjobs.Job
 	if err != nil {
 		return nil, err
 	}
-	plane := idempotency.NewService(pool, idempotency.Config{})
-	job, _, err := providerjobs.New(pool, plane, providerjobs.Config{}).Register(ctx, DemoOrganization,
+	job, _, err := st.providerJobs.Register(ctx, DemoOrganization,
 		providerjobs.RegisterParams{RunID: run.ID, Provider: demoProvider, ProviderJobID: demoProviderJobID})
 	return job, err
 }

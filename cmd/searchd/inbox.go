@@ -115,7 +115,7 @@ func (a *app) openInbox(ctx context.Context, dbURL string) (*providerjobs.Servic
 	if err != nil {
 		return nil, nil, err
 	}
-	return providerjobs.New(pool, idempotency.NewService(pool, idempotency.Config{}), providerjobs.Config{}), pool.Close, nil
+	return providerjobs.New(pool, idempotency.NewService(pool, idempotency.Config{Clock: a.dbClock}), providerjobs.Config{}), pool.Close, nil
 }
 
 func (a *app) inboxShow(ctx context.Context, args []string) error {

@@ -30,6 +30,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/searchd/searchd/dbclock"
 )
 
 func main() {
@@ -48,6 +50,9 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	now            func() time.Time
+	// dbClock is the one database clock every store of every command runs
+	// at: nil, the database's now(), outside tests (see package dbclock).
+	dbClock *dbclock.Clock
 	// ready, when set, is told the address serve listens on (tests).
 	ready func(addr string)
 }

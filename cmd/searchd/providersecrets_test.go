@@ -119,7 +119,8 @@ func TestServeWiresProviderCallbacks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("loadServerConfig: %v", err)
 	}
-	srv, err := newAPI(pool, cfg, slog.New(slog.DiscardHandler), nil, observability{}, nil)
+	logger := slog.New(slog.DiscardHandler)
+	srv, err := newAPI(newStores(pool, nil, cfg, logger, observability{}), cfg, logger, nil, observability{}, nil)
 	if err != nil {
 		t.Fatalf("newAPI: %v", err)
 	}

@@ -12,17 +12,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/migrations"
-	"github.com/searchd/searchd/runs"
-	"github.com/searchd/searchd/savedsearch"
-	"github.com/searchd/searchd/snapshot"
 )
 
 // startupTimeout bounds the database checks before serving.
@@ -68,7 +63,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s=%s: cannot listen: %w", EnvAddr, cfg.Addr, err)
 	}
-	return a.runServer(ctx, cfg, ln, pool, logger, obs)
+	return a.runServer(ctx, cfg, ln, newStores(pool, a.dbClock, cfg, logger, obs), logger, obs)
 }
 
 // checkSchema refuses a database whose schema is not at the newest
@@ -91,24 +86,18 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 // what still runs is cancelled (see serveHTTP). The claim listener of
 // Prefer: wait runs for as long as the server does; the sweeper until ctx
 // ends. Both have returned when runServer does, so the caller may close
-// the pool.
-func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, pool *pgxpool.Pool, logger *slog.Logger, obs observability) error {
+// the pool. Everything runs on st, the stores constructed once on the pool.
+func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, st *stores, logger *slog.Logger, obs observability) error {
+	pool := st.pool
 	hub, stopHub := startHub(ctx, pool, cfg, logger)
 	defer stopHub()
-	stopSweeper, err := startSweeper(ctx, pool, cfg, logger, obs.metrics)
+	stopSweeper, err := startSweeper(ctx, st, cfg, logger, obs.metrics)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
 	defer stopSweeper()
-	wake := make(chan struct{}, 1)
-	cfg.wake = func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	stopApplier := startApplier(ctx, pool, cfg, logger, obs, wake)
+	stopApplier := startApplier(ctx, st, cfg, logger)
 	defer stopApplier()
 	// Readiness is checked in the background on a connection of its own,
 	// so probes cost the request pool nothing (see api.ReadyChecker).
@@ -124,12 +113,12 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 		stopReady()
 		<-readyDone
 	}()
-	srv, err := newAPI(pool, cfg, logger, hub, obs, ready)
+	srv, err := newAPI(st, cfg, logger, hub, obs, ready)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	con, err := newConsole(pool, cfg, logger)
+	con, err := newConsole(st, cfg, logger)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -141,14 +130,15 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	return serveHTTP(ctx, ln, con.Mount(srv.Handler()), cfg.ShutdownGrace, logger)
 }
 
-// newAPI wires the domain services on pool into the API. Starts wait on
+// newAPI wires the domain services of st into the API. Starts wait on
 // Prefer: wait when hub is set, and not at all when it is nil. The plane
 // and the provider jobs report to the metrics the API serves. /readyz
 // answers from ready when it is set, else checks on pool per probe. One
 // organization may have cfg.OrgMaxInFlight requests in flight, by default
 // a quarter of the pool (at least 2), so that one tenant cannot hold the
 // whole pool.
-func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *api.ReadyChecker) (*api.Server, error) {
+func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *api.ReadyChecker) (*api.Server, error) {
+	pool := st.pool
 	if obs.metrics == nil {
 		obs.metrics = telemetry.NewMetrics()
 		_ = obs.metrics.WatchPool(pool) // a fresh registry: it cannot collide
@@ -157,9 +147,14 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 	// Registered once per registry: a second server on the same metrics
 	// (tests) keeps the first's, which says the same.
 	_ = obs.metrics.SetBuildInfo(b.Version, b.Commit, b.GoVersion)
-	plane := newPlane(pool, obs)
-	startCfg := admission.Config{Hub: hub, Lease: cfg.SavedSearchLease}
-	if err := startCfg.Validate(); err != nil {
+	starter, err := admission.NewStarter(admission.Deps{
+		Pool:          pool,
+		Plane:         st.plane,
+		SavedSearches: st.savedSearches,
+		Snapshots:     st.snapshots,
+		Runs:          st.runs,
+	}, admission.Config{Hub: hub, Lease: cfg.SavedSearchLease})
+	if err != nil {
 		return nil, err
 	}
 	maxWait := cfg.MaxPreferWait
@@ -175,11 +170,11 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 		OrgMaxInFlight:       cmp.Or(cfg.OrgMaxInFlight, max(2, int(pool.Config().MaxConns)/4)),
 		MaxInFlight:          cfg.MaxInFlight,
 		Pool:                 pool,
-		SavedSearches:        savedsearch.NewStore(pool),
-		Snapshots:            snapshot.NewStore(pool),
-		Runs:                 runs.NewStore(pool, runs.Config{}),
-		Starter:              admission.NewStarter(pool, plane, startCfg),
-		ProviderJobs:         newProviderJobs(pool, plane, cfg, logger, obs),
+		SavedSearches:        st.savedSearches,
+		Snapshots:            st.snapshots,
+		Runs:                 st.runs,
+		Starter:              starter,
+		ProviderJobs:         st.providerJobs,
 		ProviderSecrets:      cfg.ProviderSecrets,
 		JWTSecret:            []byte(cfg.JWTSecret),
 		Logger:               logger,
@@ -188,7 +183,7 @@ func newAPI(pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, hub *idem
 		MaxPreferWait:        maxWait,
 		Metrics:              obs.metrics,
 		TracerProvider:       obs.tracerProvider(),
-		Plane:                plane,
+		Plane:                st.plane,
 		CORSOrigins:          cfg.CORSOrigins,
 	})
 }

@@ -13,8 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/sweeper"
 )
@@ -164,24 +162,26 @@ func readSweepSettings(fs *flag.FlagSet, getenv func(string) string, schedule bo
 	return cfg, problems
 }
 
-// startSweeper starts the sweeper of serve and dev on pool, reporting to
-// logger and metrics (when not nil), and returns the function that stops
+// startSweeper starts the sweeper of serve and dev on st's pool, at st's
+// database clock and recording into st's run log, reporting to logger and
+// metrics (when not nil), and returns the function that stops
 // it and waits for it to return. It sweeps until ctx ends, the signal:
 // the sweeper has no request to drain, and a run cut short rolls its pass
 // back. The caller stops it before the pool closes. With cfg.Sweep.Interval
 // zero there is no sweeper.
-func startSweeper(ctx context.Context, pool *pgxpool.Pool, cfg serverConfig, logger *slog.Logger, metrics *telemetry.Metrics) (func(), error) {
+func startSweeper(ctx context.Context, st *stores, cfg serverConfig, logger *slog.Logger, metrics *telemetry.Metrics) (func(), error) {
 	if cfg.Sweep.Interval <= 0 {
 		logger.Info("sweeper off: the sweep interval is 0s; run searchd sweep from an outside scheduler to enforce retention")
 		return func() {}, nil
 	}
 	scfg := cfg.Sweep
 	scfg.Logger = logger
-	scfg.Recorder = sweeper.NewRunLog(pool, sweeper.ViaServe, nil, recordFailed(logger))
+	scfg.Recorder = st.sweeperRuns
+	scfg.Clock = st.clock
 	if metrics != nil { // a nil *Metrics in the interface would not be nil
 		scfg.Observer = metrics
 	}
-	s, err := sweeper.New(pool, scfg)
+	s, err := sweeper.New(st.pool, scfg)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +245,8 @@ func (a *app) sweep(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 	scfg.Logger = logger
-	scfg.Recorder = sweeper.NewRunLog(pool, sweeper.ViaSweep, nil, recordFailed(logger))
+	scfg.Recorder = sweeper.NewRunLog(pool, sweeper.ViaSweep, a.dbClock, recordFailed(logger))
+	scfg.Clock = a.dbClock
 	s, err := sweeper.New(pool, scfg)
 	if err != nil {
 		return err

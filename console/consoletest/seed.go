@@ -16,7 +16,9 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 )
 
@@ -76,9 +78,13 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 		RemovedItem: "https://jobs.example.com/postings/1002", SearchBName: SearchBName}
 	plane := idempotency.NewService(pool, idempotency.Config{})
 	store := savedsearch.NewStore(pool)
-	starter := admission.NewStarter(pool, plane, admission.Config{})
-	jobs := providerjobs.New(pool, plane, providerjobs.Config{})
 	fail := func(what string, err error) (*World, error) { return nil, fmt.Errorf("consoletest: %s: %w", what, err) }
+	starter, err := admission.NewStarter(admission.Deps{Pool: pool, Plane: plane, SavedSearches: store,
+		Snapshots: snapshot.NewStore(pool), Runs: runs.NewStore(pool, runs.Config{})}, admission.Config{})
+	if err != nil {
+		return fail("build the starter", err)
+	}
+	jobs := providerjobs.New(pool, plane, providerjobs.Config{})
 
 	ss, err := store.Create(ctx, w.OrgA, savedsearch.CreateParams{
 		Name: SearchName,

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/providerjobs"
@@ -35,30 +35,12 @@ var (
 	_ sweeper.Observer      = (*Metrics)(nil)
 )
 
-// clock is a stubbed database clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func TestMetricsCountEveryClaimOutcomeOfAPlane(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
 	m := NewMetrics()
-	clk := &clock{t: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
-	plane := idempotency.NewService(pool, idempotency.Config{Now: clk.now, Observer: m})
+	clk := dbclocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	plane := idempotency.NewService(pool, idempotency.Config{Clock: clk.Clock(), Observer: m})
 	ctx, org := context.Background(), uuid.New()
 	const scope, lease = idempotency.ScopeSavedSearchStart, 30 * time.Second
 
@@ -80,7 +62,7 @@ func TestMetricsCountEveryClaimOutcomeOfAPlane(t *testing.T) {
 
 	// A worker whose lease passed loses its fence to the one that reclaims.
 	stale := claim("f", "h1") // claimed
-	clk.advance(lease + time.Second)
+	clk.Advance(lease + time.Second)
 	if out := claim("f", "h1"); out.Kind != idempotency.KindClaimed || !out.Claim.Reclaimed {
 		t.Fatalf("claim after the lease = %v, want a reclaim", out.Kind)
 	}

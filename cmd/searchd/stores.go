@@ -1,0 +1,66 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/operator"
+	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
+	"github.com/searchd/searchd/sweeper"
+	"github.com/searchd/searchd/tools"
+)
+
+// stores are the stores and services of serve and dev, each constructed
+// once on the pool and handed to everything that uses it: the API, the
+// console, the applier, the sweeper's run log and dev's demo data. They all
+// run at one database clock.
+type stores struct {
+	pool          *pgxpool.Pool
+	clock         *dbclock.Clock
+	plane         *idempotency.Service
+	savedSearches *savedsearch.Store
+	snapshots     *snapshot.Store
+	runs          *runs.Store
+	// providerJobs is the callback handler's and the applier's; it sends
+	// to wake when a copy meets an arrival whose worker is gone.
+	providerJobs *providerjobs.Service
+	wake         chan struct{}
+	jobAudit     *providerjobs.Audit
+	operator     *operator.Store
+	sweeperRuns  *sweeper.RunLog
+	uncertain    *tools.Inspector
+	resolver     *tools.Resolver
+}
+
+// newStores constructs the stores of serve and dev on pool, at clock. The
+// plane and the provider jobs report to obs's metrics when it has them.
+func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cfg serverConfig, logger *slog.Logger, obs observability) *stores {
+	st := &stores{
+		pool:          pool,
+		clock:         clock,
+		plane:         newPlane(pool, clock, obs),
+		savedSearches: savedsearch.NewStore(pool),
+		snapshots:     snapshot.NewStore(pool),
+		runs:          runs.NewStore(pool, runs.Config{Clock: clock}),
+		wake:          make(chan struct{}, 1),
+		jobAudit:      providerjobs.NewAudit(pool),
+		operator:      operator.NewStore(pool, clock),
+		sweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, clock, recordFailed(logger)),
+		uncertain:     tools.NewInspector(pool, clock),
+		resolver:      tools.NewResolver(pool, tools.ResolverConfig{Clock: clock}),
+	}
+	wake := func() {
+		select {
+		case st.wake <- struct{}{}:
+		default:
+		}
+	}
+	st.providerJobs = newProviderJobs(pool, st.plane, cfg, logger, obs, wake)
+	return st
+}
