@@ -22,6 +22,11 @@
 //
 // Without it the cluster is still killed when the test binary exits, but
 // its temporary directory is only removed by a later run.
+//
+// A package whose code starts goroutines uses MainNoLeaks instead, which
+// also fails the binary when goroutines outlive the tests:
+//
+//	func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 package pgtest
 
 import (
@@ -33,6 +38,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 )
 
 // DefaultMaxConns is the MaxConns of pools returned by NewDB.
@@ -182,9 +188,30 @@ func Server(t testing.TB) string {
 // Main runs the tests, stops the clusters of this test binary if any were
 // started, and exits with the tests' status. Call it from TestMain. A
 // failure to stop is printed to stderr but does not change the exit status.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(run(m)) }
+
+// MainNoLeaks is [Main] for a package whose code starts goroutines (a
+// listener, a sweeper, an applier): once the tests passed and the clusters
+// stopped, it fails the binary when a goroutine is still running, with the
+// stacks of those left (go.uber.org/goleak; opts can ignore one known to
+// outlive its test). A test that forgot to stop what it started, or code
+// whose Stop or Close leaves a goroutine behind, then fails where it is
+// written, not as a slow leak in a long-running process.
+func MainNoLeaks(m *testing.M, opts ...goleak.Option) {
+	code := run(m)
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: goroutines still running after the tests passed: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// run runs the tests and stops the clusters of this test binary.
+func run(m *testing.M) int {
 	code := m.Run()
 	shared.stop()
 	durable.stop()
-	os.Exit(code)
+	return code
 }
