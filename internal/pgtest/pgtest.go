@@ -33,6 +33,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -208,10 +209,67 @@ func MainNoLeaks(m *testing.M, opts ...goleak.Option) {
 	os.Exit(code)
 }
 
-// run runs the tests and stops the clusters of this test binary.
+// run runs the tests, releases what [OpenDB] handed out, and stops the
+// clusters of this test binary.
 func run(m *testing.M) int {
 	code := m.Run()
+	atExit.mu.Lock()
+	fns := atExit.fns
+	atExit.fns = nil
+	atExit.mu.Unlock()
+	for _, f := range slices.Backward(fns) {
+		f()
+	}
 	shared.stop()
 	durable.stop()
 	return code
+}
+
+// atExit holds what run releases after the tests; see AtExit.
+var atExit struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+// AtExit registers f to run when [Main] or [MainNoLeaks] ends, after the
+// tests and before the clusters stop, in the reverse order of
+// registration: the cleanup of code that has no testing.TB, such as an
+// Example function's server.
+func AtExit(f func()) {
+	atExit.mu.Lock()
+	defer atExit.mu.Unlock()
+	atExit.fns = append(atExit.fns, f)
+}
+
+// OpenDB is [NewDB] for code that has no testing.TB, such as an Example
+// function: a pool (MaxConns DefaultMaxConns) on a fresh, migrated database
+// of this test binary's cluster. The pool is closed and the database
+// dropped when [Main] or [MainNoLeaks] ends, so only a binary whose
+// TestMain calls one of them may use it. It returns the errors NewDB would
+// end a test with.
+func OpenDB() (*pgxpool.Pool, error) {
+	c, err := shared.get()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	dbURL, drop, err := c.createDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err == nil {
+		cfg.MaxConns = DefaultMaxConns
+		var pool *pgxpool.Pool
+		if pool, err = pgxpool.NewWithConfig(ctx, cfg); err == nil {
+			if err = pool.Ping(ctx); err == nil {
+				AtExit(func() { pool.Close(); _ = drop() })
+				return pool, nil
+			}
+			pool.Close()
+		}
+	}
+	_ = drop()
+	return nil, fmt.Errorf("pgtest: opening pool: %w", err)
 }
