@@ -492,12 +492,12 @@ SELECT EXISTS (
 INSERT INTO agent.idempotency_keys AS k
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 claimed_at, lease_expires_at, retain_until)
-SELECT $1, $2, $3, $4, $5, 'processing', $6,
-	c.now, c.now + $7::bigint * interval '1 microsecond',
-	c.now + greatest($7::bigint, $8::bigint) * interval '1 microsecond'
-FROM (SELECT coalesce($9::timestamptz, now()) AS now) c
+SELECT @id, @org, @scope, @key, @request_hash, 'processing', @lease_token,
+	c.now, c.now + @lease_us::bigint * interval '1 microsecond',
+	c.now + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond'
+FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
 ON CONFLICT (organization_id, scope, key) DO NOTHING
-RETURNING ` + rawRecordColumns + `, coalesce($9::timestamptz, now())`
+RETURNING ` + rawRecordColumns + `, coalesce(@now::timestamptz, now())`
 	rawFreezeRead = `
 SELECT s.name, s.brief, s.version, b.items, b.cursor, now()
 FROM agent.saved_searches s
@@ -657,8 +657,11 @@ func (f rawFlows) begin(ctx context.Context, ssID uuid.UUID, key string, r *rawR
 		response                          json.RawMessage
 		claimedAt, leaseExpires, retained time.Time
 	)
-	return f.pool.QueryRow(ctx, rawClaimInsert, uuid.New(), f.org, idempotency.ScopeSavedSearchStart, key, hash,
-		uuid.New(), idempotency.SavedSearchStartLease.Microseconds(), idempotency.SavedSearchStartRetention.Microseconds(), nil).
+	return f.pool.QueryRow(ctx, rawClaimInsert, pgx.StrictNamedArgs{
+		"id": uuid.New(), "org": f.org, "scope": idempotency.ScopeSavedSearchStart, "key": key, "request_hash": hash,
+		"lease_token": uuid.New(), "lease_us": idempotency.SavedSearchStartLease.Microseconds(),
+		"retention_us": idempotency.SavedSearchStartRetention.Microseconds(), "now": nil,
+	}).
 		Scan(&r.claimID, &org, &scope, &k, &h, &status, &r.token, &resType, &resID, &response,
 			&claimedAt, &leaseExpires, &retained, &r.at)
 }
