@@ -27,15 +27,18 @@ type Process struct {
 
 // StartProcess starts cmd with attr as its SysProcAttr and its standard
 // output and error appended to the file at logPath (created 0600 when
-// missing). cmd.Dir and cmd.Env are the caller's. It returns an error when
-// the log cannot be opened or the program cannot be started.
+// missing); with an empty logPath they go where cmd.Stdout and cmd.Stderr
+// say. cmd.Dir and cmd.Env are the caller's. It returns an error when the
+// log cannot be opened or the program cannot be started.
 func StartProcess(cmd *exec.Cmd, logPath string, attr *syscall.SysProcAttr) (*Process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening log: %w", err)
+	if logPath != "" {
+		logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("opening log: %w", err)
+		}
+		defer logFile.Close() // the child has its own descriptor
+		cmd.Stdout, cmd.Stderr = logFile, logFile
 	}
-	defer logFile.Close() // the child has its own descriptor
-	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = attr
 	p := &Process{cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
