@@ -492,12 +492,12 @@ SELECT EXISTS (
 INSERT INTO agent.idempotency_keys AS k
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 claimed_at, lease_expires_at, retain_until)
-SELECT $1, $2, $3, $4, $5, 'processing', $6,
-	c.now, c.now + $7::bigint * interval '1 microsecond',
-	c.now + greatest($7::bigint, $8::bigint) * interval '1 microsecond'
-FROM (SELECT coalesce($9::timestamptz, now()) AS now) c
+SELECT @id, @org, @scope, @key, @request_hash, 'processing', @lease_token,
+	c.now, c.now + @lease_us::bigint * interval '1 microsecond',
+	c.now + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond'
+FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
 ON CONFLICT (organization_id, scope, key) DO NOTHING
-RETURNING ` + rawRecordColumns + `, coalesce($9::timestamptz, now())`
+RETURNING ` + rawRecordColumns + `, coalesce(@now::timestamptz, now())`
 	rawFreezeRead = `
 SELECT s.name, s.brief, s.version, b.items, b.cursor, now()
 FROM agent.saved_searches s
@@ -507,8 +507,8 @@ WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 INSERT INTO agent.saved_search_snapshots
 	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
 	 brief, baseline, content_hash, created_by, created_at)
-VALUES ($1::uuid, $2::uuid, $3::uuid, $4::bigint, $5::text,
-	$6::jsonb, $7::jsonb, $8::text, $9::text, $10::timestamptz)`
+VALUES (@id::uuid, @org::uuid, @saved_search_id::uuid, @version::bigint, @name::text,
+	@brief::jsonb, @baseline::jsonb, @content_hash::text, @created_by::text, @created_at::timestamptz)`
 	rawCompleteOrAbort = `
 WITH done AS (
 	UPDATE agent.idempotency_keys AS k
@@ -521,10 +521,10 @@ SELECT CASE WHEN EXISTS (SELECT FROM done) THEN true
 INSERT INTO agent.runs AS r
 	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
 	 name, status, options, input, created_by, created_at, retain_until)
-SELECT $1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::uuid, $7::uuid,
-	$8::text, 'queued', $9::jsonb, $10::jsonb, $11::text,
-	c.now, c.now + $12::bigint * interval '1 microsecond'
-FROM (SELECT coalesce($13::timestamptz, now()) AS now) c
+SELECT @id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
+	@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
+	@input::jsonb, @created_by::text, c.now, c.now + @retention_us::bigint * interval '1 microsecond'
+FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
 ON CONFLICT (organization_id, start_key) DO NOTHING
 RETURNING ` + rawRunColumns
 
@@ -657,8 +657,11 @@ func (f rawFlows) begin(ctx context.Context, ssID uuid.UUID, key string, r *rawR
 		response                          json.RawMessage
 		claimedAt, leaseExpires, retained time.Time
 	)
-	return f.pool.QueryRow(ctx, rawClaimInsert, uuid.New(), f.org, idempotency.ScopeSavedSearchStart, key, hash,
-		uuid.New(), idempotency.SavedSearchStartLease.Microseconds(), idempotency.SavedSearchStartRetention.Microseconds(), nil).
+	return f.pool.QueryRow(ctx, rawClaimInsert, pgx.StrictNamedArgs{
+		"id": uuid.New(), "org": f.org, "scope": idempotency.ScopeSavedSearchStart, "key": key, "request_hash": hash,
+		"lease_token": uuid.New(), "lease_us": idempotency.SavedSearchStartLease.Microseconds(),
+		"retention_us": idempotency.SavedSearchStartRetention.Microseconds(), "now": nil,
+	}).
 		Scan(&r.claimID, &org, &scope, &k, &h, &status, &r.token, &resType, &resID, &response,
 			&claimedAt, &leaseExpires, &retained, &r.at)
 }
@@ -713,10 +716,12 @@ func (f rawFlows) twoCommits(ctx context.Context, ssID uuid.UUID, key string) er
 	}
 	options := `{"max_results":100,"note":""}`
 	second := &pgx.Batch{}
-	second.Queue(rawSnapshotInsert, s.ID, f.org, ssID, s.SavedSearchVersion, s.name, string(s.Brief), string(baseline),
-		s.ContentHash, f.actor, s.CreatedAt)
-	second.Queue(rawRunInsert, uuid.New(), f.org, runs.KindSavedSearch, "saved_search:"+key, rawHash(ssID), ssID, s.ID,
-		s.name, options, nil, f.actor, runs.Retention.Microseconds(), nil).
+	second.Queue(rawSnapshotInsert, pgx.StrictNamedArgs{
+		"id": s.ID, "org": f.org, "saved_search_id": ssID, "version": s.SavedSearchVersion, "name": s.name,
+		"brief": string(s.Brief), "baseline": string(baseline), "content_hash": s.ContentHash,
+		"created_by": f.actor, "created_at": s.CreatedAt,
+	})
+	second.Queue(rawRunInsert, f.runArgs(ssID, s.ID, key, s.name, options)).
 		QueryRow(func(row pgx.Row) error { return row.Scan(r.runDest()...) })
 	second.Queue(rawCompleteOrAbort, r.claimID, r.token, ResourceType, s.ID.String(), string(answer))
 	second.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
@@ -780,6 +785,16 @@ func (f rawFlows) threeCommits(ctx context.Context, ssID uuid.UUID, key string) 
 		return err
 	}
 	s := &r.snapshot
-	return f.pool.QueryRow(ctx, rawRunInsert, uuid.New(), f.org, runs.KindSavedSearch, "saved_search:"+key, rawHash(ssID), ssID,
-		s.ID, s.name, `{"max_results":100,"note":""}`, nil, f.actor, runs.Retention.Microseconds(), nil).Scan(r.runDest()...)
+	return f.pool.QueryRow(ctx, rawRunInsert, f.runArgs(ssID, s.ID, key, s.name, `{"max_results":100,"note":""}`)).
+		Scan(r.runDest()...)
+}
+
+// runArgs are rawRunInsert's parameters for a saved-search Run.
+func (f rawFlows) runArgs(ssID, snapID uuid.UUID, key, name, options string) pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{
+		"id": uuid.New(), "org": f.org, "kind": runs.KindSavedSearch, "start_key": "saved_search:" + key,
+		"request_hash": rawHash(ssID), "saved_search_id": ssID, "snapshot_id": snapID, "name": name,
+		"options": options, "input": nil, "created_by": f.actor, "retention_us": runs.Retention.Microseconds(),
+		"now": nil,
+	}
 }

@@ -180,15 +180,15 @@ func FuzzDirectRequestHash(f *testing.F) {
 		for _, ok := obj[key]; ok; _, ok = obj[key] {
 			key += "~"
 		}
-		differ("extra member", hash(w.Value(with(obj, key, json.Number("0")))))
+		differ("extra member", hash(w.Value(jsonforms.With(obj, key, json.Number("0")))))
 		if len(obj) > 0 {
-			keys := sortedKeys(obj)
-			differ("first member removed", hash(w.Value(without(obj, keys[0]))))
+			keys := jsonforms.SortedKeys(obj)
+			differ("first member removed", hash(w.Value(jsonforms.Without(obj, keys[0]))))
 		}
-		if m, ok := mutateFirst(v, numberLeaf); ok {
+		if m, ok := jsonforms.MutateFirst(v, jsonforms.NumberLeaf); ok {
 			differ("first number written in another form", hash(w.Value(m)))
 		}
-		if m, ok := mutateFirst(v, stringLeaf); ok {
+		if m, ok := jsonforms.MutateFirst(v, jsonforms.StringLeaf); ok {
 			differ("first string changed", hash(w.Value(m)))
 		}
 	})
@@ -199,82 +199,6 @@ func must(h string, err error) string {
 		panic(err)
 	}
 	return h
-}
-
-func with(m map[string]any, k string, v any) map[string]any {
-	out := make(map[string]any, len(m)+1)
-	for k, v := range m {
-		out[k] = v
-	}
-	out[k] = v
-	return out
-}
-
-func without(m map[string]any, k string) map[string]any {
-	out := with(m, k, nil)
-	delete(out, k)
-	return out
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-type leafKind int
-
-const (
-	numberLeaf leafKind = iota
-	stringLeaf
-)
-
-// mutateFirst returns a copy of v with its first leaf of the kind (in
-// sorted key order) changed: a number to another literal of the same value
-// (1 → 1.0, 1.5 → 1.50, 1e2 → 1E2), a string by one more character. It
-// reports false when v has no such leaf.
-func mutateFirst(v any, kind leafKind) (any, bool) {
-	switch x := v.(type) {
-	case json.Number:
-		if kind != numberLeaf {
-			return v, false
-		}
-		s := string(x)
-		switch {
-		case strings.Contains(s, "e"):
-			s = strings.Replace(s, "e", "E", 1)
-		case strings.Contains(s, "E"):
-			s = strings.Replace(s, "E", "e", 1)
-		case strings.Contains(s, "."):
-			s += "0"
-		default:
-			s += ".0"
-		}
-		return json.Number(s), true
-	case string:
-		if kind != stringLeaf {
-			return v, false
-		}
-		return x + "x", true
-	case []any:
-		for i, e := range x {
-			if m, ok := mutateFirst(e, kind); ok {
-				out := slices.Clone(x)
-				out[i] = m
-				return out, true
-			}
-		}
-	case map[string]any:
-		for _, k := range sortedKeys(x) {
-			if m, ok := mutateFirst(x[k], kind); ok {
-				return with(x, k, m), true
-			}
-		}
-	}
-	return v, false
 }
 
 // jsonWriter writes JSON values in arbitrary but equivalent forms (see

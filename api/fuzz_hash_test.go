@@ -400,18 +400,12 @@ func FuzzDirectStartRequestHash(f *testing.F) {
 		for _, ok := obj[key]; ok; _, ok = obj[key] {
 			key += "~"
 		}
-		differ("member added", body(kind, name, w.Value(with(obj, key, json.Number("0")))))
+		differ("member added", body(kind, name, w.Value(jsonforms.With(obj, key, json.Number("0")))))
 		if len(obj) > 0 {
-			keys := slices.Sorted(func(yield func(string) bool) {
-				for k := range obj {
-					if !yield(k) {
-						return
-					}
-				}
-			})
-			differ("member removed", body(kind, name, w.Value(without(obj, keys[0]))))
+			keys := jsonforms.SortedKeys(obj)
+			differ("member removed", body(kind, name, w.Value(jsonforms.Without(obj, keys[0]))))
 		}
-		if m, ok := mutateFirst(v, numberLeaf); ok {
+		if m, ok := jsonforms.MutateFirst(v, jsonforms.NumberLeaf); ok {
 			// A number in another form may leave float64's range; then the
 			// API refuses it, which is no merge either.
 			if status, answer, _ := send(body(kind, name, w.Value(m))); status == http.StatusCreated {
@@ -420,85 +414,10 @@ func FuzzDirectStartRequestHash(f *testing.F) {
 				t.Fatalf("%d %s", status, answer)
 			}
 		}
-		if m, ok := mutateFirst(v, stringLeaf); ok {
+		if m, ok := jsonforms.MutateFirst(v, jsonforms.StringLeaf); ok {
 			differ("a string changed", body(kind, name, w.Value(m)))
 		}
 	})
-}
-
-// The helpers below are the twins of admission/fuzz_test.go's: test
-// helpers cannot be shared across packages.
-
-func with(m map[string]any, k string, v any) map[string]any {
-	out := make(map[string]any, len(m)+1)
-	for k, v := range m {
-		out[k] = v
-	}
-	out[k] = v
-	return out
-}
-
-func without(m map[string]any, k string) map[string]any {
-	out := with(m, k, nil)
-	delete(out, k)
-	return out
-}
-
-type leafKind int
-
-const (
-	numberLeaf leafKind = iota
-	stringLeaf
-)
-
-// mutateFirst returns a copy of v with its first leaf of the kind (in
-// sorted key order) changed: a number to another literal of the same value
-// (1 → 1.0, 1.5 → 1.50, 1e2 → 1E2), a string by one more character. It
-// reports false when v has no such leaf.
-func mutateFirst(v any, kind leafKind) (any, bool) {
-	switch x := v.(type) {
-	case json.Number:
-		if kind != numberLeaf {
-			return v, false
-		}
-		s := string(x)
-		switch {
-		case strings.Contains(s, "e"):
-			s = strings.Replace(s, "e", "E", 1)
-		case strings.Contains(s, "E"):
-			s = strings.Replace(s, "E", "e", 1)
-		case strings.Contains(s, "."):
-			s += "0"
-		default:
-			s += ".0"
-		}
-		return json.Number(s), true
-	case string:
-		if kind != stringLeaf {
-			return v, false
-		}
-		return x + "x", true
-	case []any:
-		for i, e := range x {
-			if m, ok := mutateFirst(e, kind); ok {
-				out := slices.Clone(x)
-				out[i] = m
-				return out, true
-			}
-		}
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			if m, ok := mutateFirst(x[k], kind); ok {
-				return with(x, k, m), true
-			}
-		}
-	}
-	return v, false
 }
 
 // jsonWriter writes JSON values in arbitrary but equivalent forms (see

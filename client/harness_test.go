@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
@@ -69,8 +70,7 @@ type searchd struct {
 	log   syncBuffer // every incarnation's stderr
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has been waited for
+	proc *pgcluster.Process
 }
 
 // startSearchd starts searchd from bin on a fresh database and returns it
@@ -122,27 +122,15 @@ func (s *searchd) start() {
 		"SEARCHD_PROVIDER_SECRETS=" + testProvider + "=" + testProviderSecret,
 	}
 	cmd.Stdout, cmd.Stderr = &s.log, &s.log
-	// The server dies with the test binary, however that ends. The signal
-	// follows the thread that forked the child, so the fork happens on a
-	// thread locked for the child's whole life (as pgtest does).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	done := make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread retires with the child
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		close(done)
-	}()
-	if err := <-started; err != nil {
+	// The server dies with the test binary, however that ends: pgcluster
+	// forks it from a thread locked for the child's whole life, which the
+	// parent-death signal follows.
+	p, err := pgcluster.StartProcess(cmd, "", &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL})
+	if err != nil {
 		s.t.Fatalf("starting searchd: %v", err)
 	}
 	s.mu.Lock()
-	s.cmd, s.done = cmd, done
+	s.proc = p
 	s.mu.Unlock()
 
 	deadline := time.Now().Add(setupTimeout)
@@ -155,7 +143,7 @@ func (s *searchd) start() {
 			}
 		}
 		select {
-		case <-done:
+		case <-p.Done():
 			s.t.Fatalf("searchd exited before serving:\n%s", s.log.String())
 		case <-time.After(50 * time.Millisecond):
 		}
@@ -169,14 +157,12 @@ func (s *searchd) start() {
 // waits for the process to be gone.
 func (s *searchd) kill() {
 	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.cmd = nil
+	p := s.proc
+	s.proc = nil
 	s.mu.Unlock()
-	if cmd == nil {
-		return
+	if p != nil {
+		p.Kill()
 	}
-	_ = cmd.Process.Kill()
-	<-done
 }
 
 // count runs a count(*) query on the server's database.

@@ -31,7 +31,7 @@ import (
 	"github.com/searchd/searchd/tools"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 var secret = []byte("console-test-secret-0123456789abcdef")
 

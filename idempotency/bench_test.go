@@ -53,8 +53,10 @@ func TestBenchReport(t *testing.T) {
 	retention := ToolRetention
 
 	rawClaim := func(key string) (*Record, error) {
-		rec, err := scanRecord(pool.QueryRow(ctx, claimInsert, uuid.New(), org, scope, key, hash, uuid.New(),
-			lease.Microseconds(), retention.Microseconds(), nil))
+		rec, err := scanRecord(pool.QueryRow(ctx, claimInsert, pgx.StrictNamedArgs{
+			"id": uuid.New(), "org": org, "scope": scope, "key": key, "request_hash": hash, "lease_token": uuid.New(),
+			"lease_us": lease.Microseconds(), "retention_us": retention.Microseconds(), "now": nil,
+		}))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil
 		}
@@ -135,8 +137,10 @@ func TestBenchReport(t *testing.T) {
 				if err != nil || rec == nil {
 					return fmt.Errorf("raw claim: %v", err)
 				}
-				_, err = scanRecord(pool.QueryRow(ctx, claimComplete, rec.ID, rec.LeaseToken,
-					completion.ResourceType, completion.ResourceID, string(completion.Response), nil))
+				_, err = scanRecord(pool.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
+					"id": rec.ID, "lease_token": rec.LeaseToken, "resource_type": completion.ResourceType,
+					"resource_id": completion.ResourceID, "response": string(completion.Response), "now": nil,
+				}))
 				return err
 			}),
 		},

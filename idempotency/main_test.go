@@ -18,7 +18,7 @@ import (
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 // newClock returns a stubbed database clock. Every statement of a service
 // built on its Clock runs at its Now, so tests move leases and retention

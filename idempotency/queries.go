@@ -3,6 +3,11 @@ package idempotency
 // The SQL of the plane, in one place. Every statement takes the clock as
 // coalesce($now::timestamptz, now()), so production uses the database clock
 // and tests pass a stubbed instant. Durations travel as microseconds.
+// Statements with many parameters name them (@name, with a
+// pgx.StrictNamedArgs that must supply exactly those names); pgx rewrites
+// them to $1, $2... on the client, always to the same text, so the
+// statement is still prepared once per connection and costs no extra round
+// trip.
 //
 // Each statement returns recordColumns followed by the instant it used as now,
 // so the service decides "lease passed" and "retention passed" by the same
@@ -15,36 +20,34 @@ const recordColumns = `k.id, k.organization_id, k.scope, k.key, k.request_hash, 
 // claimInsert inserts a new processing claim, or nothing when the key exists.
 // DO NOTHING, not DO UPDATE: a conflicting insert then takes no row lock and
 // writes nothing, so a replay stays a read-only transaction.
-// $1 id, $2 org, $3 scope, $4 key, $5 request_hash, $6 lease_token,
-// $7 lease µs, $8 retention µs, $9 now.
+// The lease and the retention are microseconds.
 const claimInsert = `
 INSERT INTO agent.idempotency_keys AS k
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 claimed_at, lease_expires_at, retain_until)
-SELECT $1, $2, $3, $4, $5, 'processing', $6,
-	c.now, c.now + $7::bigint * interval '1 microsecond',
-	c.now + greatest($7::bigint, $8::bigint) * interval '1 microsecond'
-FROM (SELECT coalesce($9::timestamptz, now()) AS now) c
+SELECT @id, @org, @scope, @key, @request_hash, 'processing', @lease_token,
+	c.now, c.now + @lease_us::bigint * interval '1 microsecond',
+	c.now + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond'
+FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
 ON CONFLICT (organization_id, scope, key) DO NOTHING
-RETURNING ` + recordColumns + `, coalesce($9::timestamptz, now())`
+RETURNING ` + recordColumns + `, coalesce(@now::timestamptz, now())`
 
 // claimReclaim moves a passed lease to a new worker. It is conditional on
 // everything that makes the row reclaimable (processing, lease passed, same
 // request hash, retention holding), so of two racing reclaims the second
 // re-checks the row the first wrote, finds a live lease and updates nothing.
 // The retention never shrinks: greatest() keeps the longer of the two.
-// $1 org, $2 scope, $3 key, $4 request_hash, $5 lease_token,
-// $6 lease µs, $7 retention µs, $8 now.
+// The lease and the retention are microseconds.
 const claimReclaim = `
 UPDATE agent.idempotency_keys AS k
-SET lease_token = $5,
+SET lease_token = @lease_token,
 	claimed_at = c.now,
-	lease_expires_at = c.now + $6::bigint * interval '1 microsecond',
+	lease_expires_at = c.now + @lease_us::bigint * interval '1 microsecond',
 	retain_until = greatest(k.retain_until,
-		c.now + greatest($6::bigint, $7::bigint) * interval '1 microsecond')
-FROM (SELECT coalesce($8::timestamptz, now()) AS now) c
-WHERE k.organization_id = $1 AND k.scope = $2 AND k.key = $3
-	AND k.request_hash = $4
+		c.now + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond')
+FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+WHERE k.organization_id = @org AND k.scope = @scope AND k.key = @key
+	AND k.request_hash = @request_hash
 	AND k.status = 'processing'
 	AND k.lease_expires_at <= c.now
 	AND k.retain_until > c.now
@@ -54,17 +57,16 @@ RETURNING ` + recordColumns + `, c.now`
 // key were absent: the sweeper has not run yet, and behaviour must not depend
 // on when it last did. The row gets a new id, so nothing addressed to the old
 // claim can reach the new one.
-// $1 id, $2 org, $3 scope, $4 key, $5 request_hash, $6 lease_token,
-// $7 lease µs, $8 retention µs, $9 now.
+// It takes the parameters of claimInsert.
 const claimReplaceExpired = `
 UPDATE agent.idempotency_keys AS k
-SET id = $1, request_hash = $5, status = 'processing', lease_token = $6,
+SET id = @id, request_hash = @request_hash, status = 'processing', lease_token = @lease_token,
 	resource_type = NULL, resource_id = NULL, response = NULL,
 	claimed_at = c.now,
-	lease_expires_at = c.now + $7::bigint * interval '1 microsecond',
-	retain_until = c.now + greatest($7::bigint, $8::bigint) * interval '1 microsecond'
-FROM (SELECT coalesce($9::timestamptz, now()) AS now) c
-WHERE k.organization_id = $2 AND k.scope = $3 AND k.key = $4
+	lease_expires_at = c.now + @lease_us::bigint * interval '1 microsecond',
+	retain_until = c.now + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond'
+FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+WHERE k.organization_id = @org AND k.scope = @scope AND k.key = @key
 	AND k.retain_until <= c.now
 RETURNING ` + recordColumns + `, c.now`
 
@@ -76,13 +78,12 @@ WHERE k.organization_id = $1 AND k.scope = $2 AND k.key = $3`
 
 // claimComplete ends a claim with its answer, fenced by the lease token. A
 // completed claim is terminal: the status condition makes a second completion
-// a no-op. $1 id, $2 lease_token, $3 resource_type, $4 resource_id,
-// $5 response, $6 now.
+// a no-op.
 const claimComplete = `
 UPDATE agent.idempotency_keys AS k
-SET status = 'completed', resource_type = $3, resource_id = $4, response = $5
-WHERE k.id = $1 AND k.lease_token = $2 AND k.status = 'processing'
-RETURNING ` + recordColumns + `, coalesce($6::timestamptz, now())`
+SET status = 'completed', resource_type = @resource_type, resource_id = @resource_id, response = @response
+WHERE k.id = @id AND k.lease_token = @lease_token AND k.status = 'processing'
+RETURNING ` + recordColumns + `, coalesce(@now::timestamptz, now())`
 
 // claimRelease deletes an unfinished claim, fenced by the lease token.
 // $1 id, $2 lease_token.

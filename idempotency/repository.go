@@ -105,13 +105,25 @@ func (r *Repository) WithTx(tx DBTX) *Repository {
 // nowArg is the $now argument: NULL in production, the stub in tests.
 func (r *Repository) nowArg() any { return r.clock.Arg() }
 
+// claimArgs are the parameters of claimInsert and claimReplaceExpired
+// (withID) or of claimReclaim, which keeps the row's id.
+func (r *Repository) claimArgs(p ClaimParams, withID bool) pgx.StrictNamedArgs {
+	args := pgx.StrictNamedArgs{
+		"org": p.OrganizationID, "scope": p.Scope, "key": p.Key, "request_hash": p.RequestHash,
+		"lease_token": p.LeaseToken, "lease_us": p.Lease.Microseconds(),
+		"retention_us": p.Retention.Microseconds(), "now": r.nowArg(),
+	}
+	if withID {
+		args["id"] = p.ID
+	}
+	return args
+}
+
 // TryClaim inserts a new processing claim and returns it. It returns nil and
 // no error when the key is already stored, whatever its state: the caller
 // reads the row with Get and decides.
 func (r *Repository) TryClaim(ctx context.Context, p ClaimParams) (*Record, error) {
-	rec, err := scanRecord(r.db.QueryRow(ctx, claimInsert,
-		p.ID, p.OrganizationID, p.Scope, p.Key, p.RequestHash, p.LeaseToken,
-		p.Lease.Microseconds(), p.Retention.Microseconds(), r.nowArg()))
+	rec, err := scanRecord(r.db.QueryRow(ctx, claimInsert, r.claimArgs(p, true)))
 	return orNil(rec, err, "try claim")
 }
 
@@ -122,9 +134,7 @@ func (r *Repository) TryClaim(ctx context.Context, p ClaimParams) (*Record, erro
 // first), a different hash or a passed retention. The claim keeps its id and
 // its retain_until never shrinks.
 func (r *Repository) Reclaim(ctx context.Context, p ClaimParams) (*Record, error) {
-	rec, err := scanRecord(r.db.QueryRow(ctx, claimReclaim,
-		p.OrganizationID, p.Scope, p.Key, p.RequestHash, p.LeaseToken,
-		p.Lease.Microseconds(), p.Retention.Microseconds(), r.nowArg()))
+	rec, err := scanRecord(r.db.QueryRow(ctx, claimReclaim, r.claimArgs(p, false)))
 	return orNil(rec, err, "reclaim")
 }
 
@@ -132,9 +142,7 @@ func (r *Repository) Reclaim(ctx context.Context, p ClaimParams) (*Record, error
 // processing claim with id p.ID, as if the key had been absent, and returns
 // it. It returns nil and no error when the row is absent or still retained.
 func (r *Repository) ReplaceExpired(ctx context.Context, p ClaimParams) (*Record, error) {
-	rec, err := scanRecord(r.db.QueryRow(ctx, claimReplaceExpired,
-		p.ID, p.OrganizationID, p.Scope, p.Key, p.RequestHash, p.LeaseToken,
-		p.Lease.Microseconds(), p.Retention.Microseconds(), r.nowArg()))
+	rec, err := scanRecord(r.db.QueryRow(ctx, claimReplaceExpired, r.claimArgs(p, true)))
 	return orNil(rec, err, "replace expired claim")
 }
 
@@ -152,8 +160,11 @@ func (r *Repository) Get(ctx context.Context, organizationID uuid.UUID, scope, k
 // released, or it is already completed. The caller must then do nothing.
 // An empty resourceType and resourceID store NULL; a nil response stores NULL.
 func (r *Repository) Complete(ctx context.Context, claimID, leaseToken uuid.UUID, resourceType, resourceID string, response json.RawMessage) (*Record, error) {
-	rec, err := scanRecord(r.db.QueryRow(ctx, claimComplete,
-		claimID, leaseToken, nullString(resourceType), nullString(resourceID), nullJSON(response), r.nowArg()))
+	rec, err := scanRecord(r.db.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
+		"id": claimID, "lease_token": leaseToken,
+		"resource_type": nullString(resourceType), "resource_id": nullString(resourceID),
+		"response": nullJSON(response), "now": r.nowArg(),
+	}))
 	return orNil(rec, err, "complete claim")
 }
 

@@ -456,6 +456,65 @@ func TestStatementCounts(t *testing.T) {
 	}
 }
 
+// TestNamedStatementsArePreparedOnce runs every statement of the plane many
+// times on one connection and finds each prepared once: pgx rewrites the
+// named parameters (@id, @now...) to the same $n text on every call, so
+// the statement cache keeps working and a call costs no extra round trip
+// (TestStatementCounts counts those).
+func TestNamedStatementsArePreparedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := b.pool.Config()
+	cfg.MaxConns = 1 // pg_prepared_statements is per session
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	c := newClock()
+	svc := idempotency.NewService(pool, idempotency.Config{Clock: c.Clock()})
+	for i := range 5 {
+		key := fmt.Sprintf("k%d", i)
+		out, err := svc.Claim(context.Background(), b.org, toolScope, key, hashA, toolLease)
+		if err != nil || out.Kind != idempotency.KindClaimed {
+			t.Fatalf("Claim(%q) = %v, %v; want claimed", key, out.Kind, err)
+		}
+		c.Advance(toolLease) // the next claim of key reclaims
+		if out, err = svc.Claim(context.Background(), b.org, toolScope, key, hashA, toolLease); err != nil || out.Kind != idempotency.KindClaimed {
+			t.Fatalf("reclaim of %q = %v, %v; want claimed", key, out.Kind, err)
+		}
+		if ok, err := svc.Complete(context.Background(), out.Claim, answer(key)); !ok || err != nil {
+			t.Fatalf("Complete(%q) = %v, %v", key, ok, err)
+		}
+	}
+	rows, err := pool.Query(context.Background(), `SELECT statement FROM pg_prepared_statements
+		WHERE statement LIKE '%agent.idempotency_keys%' AND statement NOT LIKE '%pg_prepared_statements%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, text := range texts {
+		seen[text]++
+		if strings.Contains(text, "@") {
+			t.Errorf("prepared with a named parameter left in it: %s", text)
+		}
+	}
+	for text, n := range seen {
+		if n != 1 {
+			t.Errorf("prepared %d times: %s", n, text)
+		}
+	}
+	// Insert, get, reclaim and complete: each once, however many calls.
+	if len(texts) != 4 {
+		t.Errorf("%d statements prepared on the connection, want 4 (insert, get, reclaim, complete):\n%s",
+			len(texts), strings.Join(texts, "\n---\n"))
+	}
+}
+
 func TestBadInputIsRefusedBeforeAnySQL(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -198,9 +198,11 @@ func (s *Store) ForceRelease(ctx context.Context, rec *idempotency.Record, p Rel
 		if !released {
 			return ErrClaimChanged
 		}
-		if err := tx.QueryRow(ctx, releaseInsert, r.ID, r.ClaimID, r.OrganizationID, r.Scope, r.Key,
-			r.RequestHash, r.ClaimedAt, r.LeaseExpiresAt, r.LeaseLive, r.Actor, r.Reason, r.Via,
-			s.nowArg()).Scan(&r.ReleasedAt); err != nil {
+		if err := tx.QueryRow(ctx, releaseInsert, pgx.StrictNamedArgs{
+			"id": r.ID, "claim_id": r.ClaimID, "org": r.OrganizationID, "scope": r.Scope, "key": r.Key,
+			"request_hash": r.RequestHash, "claimed_at": r.ClaimedAt, "lease_expires_at": r.LeaseExpiresAt,
+			"lease_live": r.LeaseLive, "actor": r.Actor, "reason": r.Reason, "via": r.Via, "now": s.nowArg(),
+		}).Scan(&r.ReleasedAt); err != nil {
 			return fmt.Errorf("record the release: %w", err)
 		}
 		_, err = tx.Exec(ctx, releasePrune, ReleaseRetention.Microseconds(), s.nowArg())

@@ -94,14 +94,13 @@ SELECT ` + claimColumns + `, coalesce($4::timestamptz, now())
 FROM agent.idempotency_keys k
 WHERE k.organization_id = $1 AND k.scope = $2 AND k.key = $3`
 
-// releaseInsert records a force-release. $1 id, $2 claim_id, $3 org,
-// $4 scope, $5 key, $6 request_hash, $7 claimed_at, $8 lease_expires_at,
-// $9 lease_live, $10 actor, $11 reason, $12 via, $13 now.
+// releaseInsert records a force-release. Its parameters are named (pgx.StrictNamedArgs).
 const releaseInsert = `
 INSERT INTO agent.claim_releases
 	(id, claim_id, organization_id, scope, key, request_hash, claimed_at,
 	 lease_expires_at, lease_live, actor, reason, via, released_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, coalesce($13::timestamptz, now()))
+VALUES (@id, @claim_id, @org, @scope, @key, @request_hash, @claimed_at,
+	@lease_expires_at, @lease_live, @actor, @reason, @via, coalesce(@now::timestamptz, now()))
 RETURNING released_at`
 
 // releaseColumns are the columns of agent.claim_releases as r.

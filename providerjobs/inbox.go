@@ -161,10 +161,13 @@ func (s *Service) land(ctx context.Context, d Delivery) (*InboxEntry, bool, erro
 			return nil, false, fmt.Errorf("providerjobs: resolve job: %w", err)
 		}
 	}
-	e, err = scanEntry(s.db.QueryRow(ctx, inboxInsert, uuid.New(), d.Provider, d.DeliveryID,
-		storable(d.JobID, MaxJobIDLen), jobArg, orgArg, RequestHash(d.Body),
-		d.Update.ProviderJobID, string(d.Update.Status), nullJSON(d.Update.Result),
-		s.cfg.Lease.Microseconds(), s.nowArg()))
+	e, err = scanEntry(s.db.QueryRow(ctx, inboxInsert, pgx.StrictNamedArgs{
+		"id": uuid.New(), "provider": d.Provider, "delivery_id": d.DeliveryID,
+		"path_job_id": storable(d.JobID, MaxJobIDLen), "job_id": jobArg, "org": orgArg,
+		"request_hash": RequestHash(d.Body), "body_job_id": d.Update.ProviderJobID,
+		"body_status": string(d.Update.Status), "body_result": nullJSON(d.Update.Result),
+		"lease_us": s.cfg.Lease.Microseconds(), "now": s.nowArg(),
+	}))
 	switch {
 	case err == nil:
 		return e, true, nil
@@ -418,8 +421,11 @@ func (s *Service) recordDrop(ctx context.Context, db dbtx, provider, pathJobID, 
 	if org != uuid.Nil && reason != DropUnknownJob {
 		orgArg = org
 	}
-	_, err := db.Exec(ctx, dropInsert, uuid.New(), provider, storable(pathJobID, MaxJobIDLen),
-		deliveryID, hash, string(reason), orgArg, s.nowArg())
+	_, err := db.Exec(ctx, dropInsert, pgx.StrictNamedArgs{
+		"id": uuid.New(), "provider": provider, "path_job_id": storable(pathJobID, MaxJobIDLen),
+		"delivery_id": deliveryID, "request_hash": hash, "reason": string(reason), "org": orgArg,
+		"now": s.nowArg(),
+	})
 	if err != nil {
 		return fmt.Errorf("providerjobs: record %s drop: %w", reason, err)
 	}

@@ -345,3 +345,42 @@ func TestOutageStoresNothingHalfWay(t *testing.T) {
 		t.Errorf("job = %+v, want applied once", got)
 	}
 }
+
+// TestRunApplierAppliesWhenWokenAndReturnsWithItsContext runs the
+// background applier as serve does: woken, it applies an arrival whose
+// handler died, and it returns nil once its context ends. The package's
+// TestMain (pgtest.MainNoLeaks) then fails the tests if anything it
+// started is still running.
+func TestRunApplierAppliesWhenWokenAndReturnsWithItsContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	job := b.seedJob("j-woken")
+	if _, fresh, err := b.svc.land(context.Background(), delivery(job, "d-woken", StatusSucceeded)); err != nil || !fresh {
+		t.Fatalf("land = %v, %v; want a fresh arrival", fresh, err)
+	}
+	b.clk.Advance(idempotency.WebhookLease + time.Second) // the handler is gone
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wake := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	// An hour between polls: only the wake can make this pass.
+	go func() { done <- b.svc.RunApplier(ctx, ApplierConfig{Interval: time.Hour, MaxIdleBackoff: time.Hour, Wake: wake}) }()
+	wake <- struct{}{}
+	deadline := time.Now().Add(30 * time.Second)
+	for b.job(job.ID).Status != StatusSucceeded {
+		if time.Now().After(deadline) {
+			t.Fatalf("job = %+v 30 s after the wake, want succeeded", b.job(job.ID))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("RunApplier = %v after its context ended, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunApplier still running 10 s after its context ended")
+	}
+}

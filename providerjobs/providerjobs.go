@@ -256,8 +256,10 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 		return nil, false, err
 	}
 	for range registerAttempts {
-		job, err := scanJob(s.db.QueryRow(ctx, jobInsert,
-			uuid.New(), org, p.RunID, p.Provider, p.ProviderJobID, s.nowArg()))
+		job, err := scanJob(s.db.QueryRow(ctx, jobInsert, pgx.StrictNamedArgs{
+			"id": uuid.New(), "org": org, "run_id": p.RunID, "provider": p.Provider,
+			"provider_job_id": p.ProviderJobID, "now": s.nowArg(),
+		}))
 		var pgErr *pgconn.PgError
 		switch {
 		case err == nil:

@@ -21,7 +21,7 @@ import (
 	"github.com/searchd/searchd/runs"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 // counter is an Observer counting drops by "provider/reason".
 type counter struct {

@@ -15,13 +15,13 @@ const jobColumns = `j.id, j.organization_id, j.run_id, j.provider, j.provider_jo
 // provider_job_id) also inserts nothing, without an error, and
 // jobRegistered tells the two apart. Other organizations' jobs never
 // conflict: the unique key starts with the organization.
-// $1 id, $2 org, $3 run_id, $4 provider, $5 provider_job_id, $6 now.
+// Its parameters are named (pgx.StrictNamedArgs).
 const jobInsert = `
 INSERT INTO agent.provider_jobs AS j
 	(id, organization_id, run_id, provider, provider_job_id, status, created_at, updated_at)
-SELECT $1::uuid, r.organization_id, r.id, $4::text, $5::text, 'pending', c.now, c.now
-FROM agent.runs r, (SELECT coalesce($6::timestamptz, now()) AS now) c
-WHERE r.organization_id = $2 AND r.id = $3
+SELECT @id::uuid, r.organization_id, r.id, @provider::text, @provider_job_id::text, 'pending', c.now, c.now
+FROM agent.runs r, (SELECT coalesce(@now::timestamptz, now()) AS now) c
+WHERE r.organization_id = @org AND r.id = @run_id
 ON CONFLICT (organization_id, provider, provider_job_id) DO NOTHING
 RETURNING ` + jobColumns
 
@@ -82,14 +82,14 @@ SELECT j.status
 FROM agent.provider_jobs j
 WHERE j.organization_id = $1 AND j.id = $2`
 
-// dropInsert records a dropped delivery. $1 id, $2 provider,
-// $3 path_job_id (the path's job id as received, made storable),
-// $4 delivery_id, $5 request_hash, $6 reason, $7 org (NULL for
-// unknown_job), $8 now.
+// dropInsert records a dropped delivery. Its parameters are named (pgx.StrictNamedArgs):
+// path_job_id is the path's job id as received, made storable; org is NULL
+// for unknown_job.
 const dropInsert = `
 INSERT INTO agent.webhook_drops
 	(id, provider, path_job_id, delivery_id, request_hash, reason, organization_id, received_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::timestamptz, now()))`
+VALUES (@id, @provider, @path_job_id, @delivery_id, @request_hash, @reason, @org,
+	coalesce(@now::timestamptz, now()))`
 
 // The inbox: stage one of a callback (see inbox.go).
 
@@ -102,15 +102,15 @@ const inboxColumns = `i.id, i.provider, i.delivery_id, i.path_job_id, i.job_id, 
 // already. DO NOTHING: a copy is told apart by the caller, which read the
 // stored arrival first (a read waits for no lock). The lease is the
 // handler's own, for the apply it makes right after the commit.
-// $1 id, $2 provider, $3 delivery_id, $4 path_job_id, $5 job_id, $6 org,
-// $7 request_hash, $8 body_job_id, $9 body_status, $10 body_result,
-// $11 lease µs, $12 now.
+// Its parameters are named (pgx.StrictNamedArgs); the lease is microseconds.
 const inboxInsert = `
 INSERT INTO agent.provider_inbox AS i
 	(id, provider, delivery_id, path_job_id, job_id, organization_id, request_hash,
 	 body_job_id, body_status, body_result, received_at, lease_expires_at, attempts)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, c.now, c.now + $11::bigint * interval '1 microsecond', 1
-FROM (SELECT coalesce($12::timestamptz, now()) AS now) c
+SELECT @id, @provider, @delivery_id, @path_job_id, @job_id, @org, @request_hash,
+	@body_job_id, @body_status, @body_result::jsonb,
+	c.now, c.now + @lease_us::bigint * interval '1 microsecond', 1
+FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
 ON CONFLICT (provider, delivery_id) DO NOTHING
 RETURNING ` + inboxColumns
 

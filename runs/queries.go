@@ -10,18 +10,16 @@ const runColumns = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash
 
 // runInsert admits a Run, or does nothing when its start key is taken.
 // DO NOTHING rather than DO UPDATE: the duplicate takes no row lock and
-// writes nothing, and the caller reads the existing Run.
-// $1 id, $2 org, $3 kind, $4 start_key, $5 request_hash, $6 saved_search_id,
-// $7 snapshot_id, $8 name, $9 options, $10 input, $11 created_by,
-// $12 retention µs, $13 now.
+// writes nothing, and the caller reads the existing Run. Its parameters are
+// named (pgx.StrictNamedArgs); the retention is microseconds.
 const runInsert = `
 INSERT INTO agent.runs AS r
 	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
 	 name, status, options, input, created_by, created_at, retain_until)
-SELECT $1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::uuid, $7::uuid,
-	$8::text, 'queued', $9::jsonb, $10::jsonb, $11::text,
-	c.now, c.now + $12::bigint * interval '1 microsecond'
-FROM (SELECT coalesce($13::timestamptz, now()) AS now) c
+SELECT @id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
+	@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
+	@input::jsonb, @created_by::text, c.now, c.now + @retention_us::bigint * interval '1 microsecond'
+FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
 ON CONFLICT (organization_id, start_key) DO NOTHING
 RETURNING ` + runColumns
 

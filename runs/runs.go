@@ -230,7 +230,7 @@ func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created boo
 		return nil, false, err
 	}
 	for range maxAdmitRounds {
-		run, err := scanRun(s.db.QueryRow(ctx, runInsert, s.insertArgs(p)...))
+		run, err := scanRun(s.db.QueryRow(ctx, runInsert, s.insertArgs(p)))
 		if err == nil {
 			return run, true, nil
 		}
@@ -277,7 +277,7 @@ func (s *Store) QueueAdmit(b *pgx.Batch, p AdmitParams) (*QueuedAdmit, error) {
 		return nil, err
 	}
 	q := &QueuedAdmit{}
-	b.Queue(runInsert, s.insertArgs(p)...).QueryRow(func(row pgx.Row) error {
+	b.Queue(runInsert, s.insertArgs(p)).QueryRow(func(row pgx.Row) error {
 		q.done = true
 		run, err := scanRun(row)
 		switch {
@@ -303,10 +303,13 @@ func (q *QueuedAdmit) Run() (*Run, error) {
 	return q.run, nil
 }
 
-func (s *Store) insertArgs(p AdmitParams) []any {
-	return []any{uuid.New(), p.OrganizationID, p.Kind, p.StartKey, p.RequestHash,
-		p.SavedSearchID, p.SnapshotID, p.Name, nullJSON(p.Options), nullJSON(p.Input),
-		nullString(p.Actor), Retention.Microseconds(), s.nowArg()}
+func (s *Store) insertArgs(p AdmitParams) pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{
+		"id": uuid.New(), "org": p.OrganizationID, "kind": p.Kind, "start_key": p.StartKey,
+		"request_hash": p.RequestHash, "saved_search_id": p.SavedSearchID, "snapshot_id": p.SnapshotID,
+		"name": p.Name, "options": nullJSON(p.Options), "input": nullJSON(p.Input),
+		"created_by": nullString(p.Actor), "retention_us": Retention.Microseconds(), "now": s.nowArg(),
+	}
 }
 
 func (p AdmitParams) validate() error {

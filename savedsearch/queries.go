@@ -7,17 +7,17 @@ const savedSearchColumns = `s.id, s.organization_id, s.name, s.brief, s.version,
 	s.created_at, s.updated_at, b.items, b.cursor`
 
 // savedSearchInsert creates a saved search and its baseline in one
-// statement, so neither exists without the other.
-// $1 id, $2 org, $3 name, $4 brief, $5 created_by, $6 items, $7 cursor.
+// statement, so neither exists without the other. Its parameters are named
+// (pgx.StrictNamedArgs).
 const savedSearchInsert = `
 WITH s AS (
 	INSERT INTO agent.saved_searches
 		(id, organization_id, name, brief, created_by, created_at, updated_at)
-	VALUES ($1::uuid, $2::uuid, $3::text, $4::jsonb, $5::text, now(), now())
+	VALUES (@id::uuid, @org::uuid, @name::text, @brief::jsonb, @created_by::text, now(), now())
 	RETURNING *
 ), b AS (
 	INSERT INTO agent.saved_search_baselines (saved_search_id, organization_id, items, cursor, updated_at)
-	SELECT s.id, s.organization_id, $6::text[], $7::text, s.created_at FROM s
+	SELECT s.id, s.organization_id, @items::text[], @cursor::text, s.created_at FROM s
 	RETURNING *
 )
 SELECT ` + savedSearchColumns + `

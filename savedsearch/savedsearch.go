@@ -238,8 +238,10 @@ func (s *Store) CreateIn(ctx context.Context, db DBTX, org uuid.UUID, p CreatePa
 	if err != nil {
 		return nil, fmt.Errorf("%w: brief: %w", ErrInvalid, err)
 	}
-	row := db.QueryRow(ctx, savedSearchInsert, uuid.New(), org, p.Name, string(brief),
-		nullString(p.Actor), items(p.Baseline.Items), p.Baseline.Cursor)
+	row := db.QueryRow(ctx, savedSearchInsert, pgx.StrictNamedArgs{
+		"id": uuid.New(), "org": org, "name": p.Name, "brief": string(brief),
+		"created_by": nullString(p.Actor), "items": items(p.Baseline.Items), "cursor": p.Baseline.Cursor,
+	})
 	ss, err := scanSavedSearch(row)
 	if err != nil {
 		return nil, fmt.Errorf("savedsearch: create: %w", err)

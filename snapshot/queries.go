@@ -15,15 +15,14 @@ FROM agent.saved_searches s
 JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 
-// snapshotInsert writes a snapshot. $1 id, $2 org, $3 saved_search_id,
-// $4 version, $5 name, $6 brief, $7 baseline, $8 content_hash, $9 created_by,
-// $10 created_at (the clock savedSearchFreezeRead read).
+// snapshotInsert writes a snapshot. Its parameters are named
+// (pgx.StrictNamedArgs); created_at is the clock savedSearchFreezeRead read.
 const snapshotInsert = `
 INSERT INTO agent.saved_search_snapshots
 	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
 	 brief, baseline, content_hash, created_by, created_at)
-VALUES ($1::uuid, $2::uuid, $3::uuid, $4::bigint, $5::text,
-	$6::jsonb, $7::jsonb, $8::text, $9::text, $10::timestamptz)`
+VALUES (@id::uuid, @org::uuid, @saved_search_id::uuid, @version::bigint, @name::text,
+	@brief::jsonb, @baseline::jsonb, @content_hash::text, @created_by::text, @created_at::timestamptz)`
 
 const snapshotColumns = `sn.id, sn.organization_id, sn.saved_search_id, sn.saved_search_version,
 	sn.saved_search_name, sn.brief, sn.baseline, sn.content_hash, sn.created_by, sn.created_at`

@@ -226,7 +226,7 @@ func Freeze(ctx context.Context, tx DBTX, org, savedSearchID uuid.UUID, actor st
 	if err != nil {
 		return nil, err
 	}
-	tag, err := tx.Exec(ctx, snapshotInsert, snap.insertArgs()...)
+	tag, err := tx.Exec(ctx, snapshotInsert, snap.insertArgs())
 	if err == nil && tag.RowsAffected() != 1 {
 		err = fmt.Errorf("inserted %d rows", tag.RowsAffected())
 	}
@@ -321,7 +321,7 @@ func (r *Read) Snapshot() (*Snapshot, error) {
 // [Read.Snapshot] returned: the second half of [Freeze]. The batch's
 // results return an error when the insert fails.
 func QueueInsert(b *pgx.Batch, snap *Snapshot) {
-	b.Queue(snapshotInsert, snap.insertArgs()...).Exec(func(tag pgconn.CommandTag) error {
+	b.Queue(snapshotInsert, snap.insertArgs()).Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("snapshot: freeze: insert: inserted %d rows", tag.RowsAffected())
 		}
@@ -329,9 +329,13 @@ func QueueInsert(b *pgx.Batch, snap *Snapshot) {
 	})
 }
 
-func (s *Snapshot) insertArgs() []any {
-	return []any{s.ID, s.OrganizationID, s.SavedSearchID, s.SavedSearchVersion,
-		s.SavedSearchName, string(s.rawBrief), string(s.rawBaseline), s.ContentHash, s.CreatedBy, s.CreatedAt}
+func (s *Snapshot) insertArgs() pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{
+		"id": s.ID, "org": s.OrganizationID, "saved_search_id": s.SavedSearchID,
+		"version": s.SavedSearchVersion, "name": s.SavedSearchName, "brief": string(s.rawBrief),
+		"baseline": string(s.rawBaseline), "content_hash": s.ContentHash, "created_by": s.CreatedBy,
+		"created_at": s.CreatedAt,
+	}
 }
 
 // Store reads snapshots. It is safe for concurrent use.

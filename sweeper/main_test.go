@@ -18,7 +18,7 @@ import (
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 // newClock returns a stubbed database clock at t, to the microsecond the
 // database keeps. The plane and the sweeper of a bundle share it.

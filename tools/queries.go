@@ -36,14 +36,13 @@ const callAuthorizeRetry = `
 DELETE FROM agent.idempotency_keys AS k
 WHERE k.id = $1 AND ` + callUncertain
 
-// resolutionInsert records a resolution. $1 id, $2 org, $3 scope, $4 key,
-// $5 claim_id, $6 resolution, $7 actor, $8 reason, $9 uncertain_answer,
-// $10 retention µs, $11 now.
+// resolutionInsert records a resolution. Its parameters are named (pgx.StrictNamedArgs); the retention is
+// microseconds.
 const resolutionInsert = `
 INSERT INTO agent.tool_call_resolutions
 	(id, organization_id, scope, key, claim_id, resolution, actor, reason,
 	 uncertain_answer, resolved_at, retain_until)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb,
-	c.now, c.now + $10::bigint * interval '1 microsecond'
-FROM (SELECT coalesce($11::timestamptz, now()) AS now) c
+SELECT @id, @org, @scope, @key, @claim_id, @resolution, @actor, @reason, @uncertain_answer::jsonb,
+	c.now, c.now + @retention_us::bigint * interval '1 microsecond'
+FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
 RETURNING resolved_at`

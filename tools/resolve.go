@@ -218,9 +218,11 @@ func (r *Resolver) Resolve(ctx context.Context, p ResolveParams) (*Resolved, err
 			return fmt.Errorf("%w: another resolution came first", ErrNotUncertain)
 		}
 		res := &Resolved{ID: uuid.New(), ClaimID: claimID, Resolution: p.Resolution, Actor: p.Actor, Reason: p.Reason, Uncertain: prev}
-		if err := tx.QueryRow(ctx, resolutionInsert, res.ID, p.OrganizationID, p.Scope, p.Key, claimID,
-			string(p.Resolution), p.Actor, p.Reason, string(response), ResolutionRetention.Microseconds(), now).
-			Scan(&res.ResolvedAt); err != nil {
+		if err := tx.QueryRow(ctx, resolutionInsert, pgx.StrictNamedArgs{
+			"id": res.ID, "org": p.OrganizationID, "scope": p.Scope, "key": p.Key, "claim_id": claimID,
+			"resolution": string(p.Resolution), "actor": p.Actor, "reason": p.Reason,
+			"uncertain_answer": string(response), "retention_us": ResolutionRetention.Microseconds(), "now": now,
+		}).Scan(&res.ResolvedAt); err != nil {
 			return err
 		}
 		out = res

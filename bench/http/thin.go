@@ -59,12 +59,12 @@ const thinClaimInsert = `
 INSERT INTO agent.idempotency_keys AS k
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 claimed_at, lease_expires_at, retain_until)
-SELECT $1, $2, $3, $4, $5, 'processing', $6,
-	c.now, c.now + $7::bigint * interval '1 microsecond',
-	c.now + greatest($7::bigint, $8::bigint) * interval '1 microsecond'
-FROM (SELECT coalesce($9::timestamptz, now()) AS now) c
+SELECT @id, @org, @scope, @key, @request_hash, 'processing', @lease_token,
+	c.now, c.now + @lease_us::bigint * interval '1 microsecond',
+	c.now + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond'
+FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
 ON CONFLICT (organization_id, scope, key) DO NOTHING
-RETURNING ` + thinRecordColumns + `, coalesce($9::timestamptz, now())`
+RETURNING ` + thinRecordColumns + `, coalesce(@now::timestamptz, now())`
 
 // snapshot.savedSearchFreezeRead.
 const thinSavedSearchFreezeRead = `
@@ -78,8 +78,8 @@ const thinSnapshotInsert = `
 INSERT INTO agent.saved_search_snapshots
 	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
 	 brief, baseline, content_hash, created_by, created_at)
-VALUES ($1::uuid, $2::uuid, $3::uuid, $4::bigint, $5::text,
-	$6::jsonb, $7::jsonb, $8::text, $9::text, $10::timestamptz)`
+VALUES (@id::uuid, @org::uuid, @saved_search_id::uuid, @version::bigint, @name::text,
+	@brief::jsonb, @baseline::jsonb, @content_hash::text, @created_by::text, @created_at::timestamptz)`
 
 // idempotency.claimCompleteOrAbort.
 const thinClaimCompleteOrAbort = `
@@ -96,10 +96,10 @@ const thinRunInsert = `
 INSERT INTO agent.runs AS r
 	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
 	 name, status, options, input, created_by, created_at, retain_until)
-SELECT $1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::uuid, $7::uuid,
-	$8::text, 'queued', $9::jsonb, $10::jsonb, $11::text,
-	c.now, c.now + $12::bigint * interval '1 microsecond'
-FROM (SELECT coalesce($13::timestamptz, now()) AS now) c
+SELECT @id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
+	@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
+	@input::jsonb, @created_by::text, c.now, c.now + @retention_us::bigint * interval '1 microsecond'
+FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
 ON CONFLICT (organization_id, start_key) DO NOTHING
 RETURNING ` + thinRunColumns
 
@@ -250,9 +250,11 @@ func (t *thin) start(c echo.Context) error {
 		return c.NoContent(http.StatusNotFound)
 	}
 	var claim thinRecord
-	err = t.pool.QueryRow(ctx, thinClaimInsert, uuid.New(), t.org, idempotency.ScopeSavedSearchStart, key, hash,
-		uuid.New(), idempotency.SavedSearchStartLease.Microseconds(),
-		idempotency.SavedSearchStartRetention.Microseconds(), nil).Scan(claim.dest()...)
+	err = t.pool.QueryRow(ctx, thinClaimInsert, pgx.StrictNamedArgs{
+		"id": uuid.New(), "org": t.org, "scope": idempotency.ScopeSavedSearchStart, "key": key, "request_hash": hash,
+		"lease_token": uuid.New(), "lease_us": idempotency.SavedSearchStartLease.Microseconds(),
+		"retention_us": idempotency.SavedSearchStartRetention.Microseconds(), "now": nil,
+	}).Scan(claim.dest()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c.NoContent(http.StatusConflict) // never reached by the benchmark: every key is fresh
 	}
@@ -298,10 +300,17 @@ func (t *thin) start(c echo.Context) error {
 		return err
 	}
 	second := &pgx.Batch{}
-	second.Queue(thinSnapshotInsert, snap.ID, t.org, ssID, snap.SavedSearchVersion, snap.name, string(snap.Brief),
-		string(baseline), snap.ContentHash, t.actor, snap.CreatedAt)
-	second.Queue(thinRunInsert, uuid.New(), t.org, runs.KindSavedSearch, startKey, hash,
-		ssID, snap.ID, snap.name, string(options), nil, t.actor, runs.Retention.Microseconds(), nil).
+	second.Queue(thinSnapshotInsert, pgx.StrictNamedArgs{
+		"id": snap.ID, "org": t.org, "saved_search_id": ssID, "version": snap.SavedSearchVersion, "name": snap.name,
+		"brief": string(snap.Brief), "baseline": string(baseline), "content_hash": snap.ContentHash,
+		"created_by": t.actor, "created_at": snap.CreatedAt,
+	})
+	second.Queue(thinRunInsert, pgx.StrictNamedArgs{
+		"id": uuid.New(), "org": t.org, "kind": runs.KindSavedSearch, "start_key": startKey,
+		"request_hash": hash, "saved_search_id": ssID, "snapshot_id": snap.ID, "name": snap.name,
+		"options": string(options), "input": nil, "created_by": t.actor,
+		"retention_us": runs.Retention.Microseconds(), "now": nil,
+	}).
 		QueryRow(func(row pgx.Row) error { return row.Scan(run.dest()...) })
 	second.Queue(thinClaimCompleteOrAbort, claim.id, claim.leaseToken, admission.ResourceType, snap.ID.String(), string(response))
 	second.Queue("commit")

@@ -19,12 +19,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
+	"maps"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,7 +68,7 @@ type Cluster struct {
 	tmpSocket bool // socketDir is a temporary directory Stop removes
 	logPath   string
 	stopAfter time.Duration
-	proc      *process
+	proc      *Process
 	// Initialized reports whether Start ran initdb, that is, whether this
 	// is the cluster's first start.
 	Initialized bool
@@ -122,12 +121,11 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		stopAfter: cmp.Or(cfg.StopTimeout, DefaultStopTimeout),
 	}
 	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		initLog := filepath.Join(dir, "initdb.log")
-		cmd := exec.Command(bins.Initdb, "-D", dataDir, "-U", "postgres", "-A", "trust",
-			"-E", "UTF8", "--locale=C", "--no-instructions")
-		if err := run(ctx, cmd, dir, initLog, cred); err != nil {
+		err := InitDB(ctx, InitConfig{Initdb: bins.Initdb, DataDir: dataDir, Dir: dir,
+			LogPath: filepath.Join(dir, "initdb.log"), Credential: cred, Args: []string{"--no-instructions"}})
+		if err != nil {
 			_ = os.RemoveAll(dataDir) // a half-made data directory would fail every later start
-			return nil, fmt.Errorf("pgcluster: %s failed: %w\n%s", bins.Initdb, err, logTail(initLog))
+			return nil, err
 		}
 		c.Initialized = true
 	}
@@ -151,17 +149,19 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 	}()
 
-	args := []string{"-D", dataDir, "-k", c.socketDir, "-p", strconv.Itoa(socketPort),
-		"-c", "listen_addresses="}
-	for k, v := range cfg.Settings {
-		args = append(args, "-c", k+"="+v)
+	var settings []string
+	for _, k := range slices.Sorted(maps.Keys(cfg.Settings)) {
+		settings = append(settings, k+"="+cfg.Settings[k])
 	}
-	c.proc, err = start(exec.Command(bins.Postgres, args...), dir, c.logPath, cred)
+	// Setpgid keeps a terminal's SIGINT from reaching the server before
+	// the parent has drained its requests; the parent-death signal SIGINT
+	// stops the server cleanly if the parent dies without stopping it.
+	c.proc, err = StartServer(ctx, ServerConfig{
+		Postgres: bins.Postgres, DataDir: dataDir, Dir: dir, SocketDir: c.socketDir, Port: socketPort,
+		Settings: settings, LogPath: c.logPath, Credential: cred,
+		Pdeathsig: syscall.SIGINT, Setpgid: true, StartTimeout: cfg.StartTimeout,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("pgcluster: starting %s: %w", bins.Postgres, err)
-	}
-	if err := c.waitReady(ctx, cmp.Or(cfg.StartTimeout, DefaultStartTimeout)); err != nil {
-		c.proc.kill()
 		return nil, err
 	}
 	return c, nil
@@ -175,18 +175,7 @@ func (c *Cluster) LogPath() string { return c.logPath }
 
 // URL returns the connection string of database on the cluster, as the
 // superuser postgres over the unix socket.
-func (c *Cluster) URL(database string) string {
-	return (&url.URL{
-		Scheme: "postgres",
-		User:   url.User("postgres"),
-		Path:   "/" + database,
-		RawQuery: url.Values{
-			"host":    {c.socketDir},
-			"port":    {strconv.Itoa(socketPort)},
-			"sslmode": {"disable"},
-		}.Encode(),
-	}).String()
-}
+func (c *Cluster) URL(database string) string { return SocketURL(c.socketDir, socketPort, database) }
 
 // CreateDatabase creates database name unless it exists, and reports
 // whether it created it.
@@ -222,96 +211,10 @@ func (c *Cluster) Stop() error {
 			_ = os.RemoveAll(c.socketDir)
 		}
 	}()
-	_ = c.proc.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-c.proc.done:
-		return nil
-	case <-time.After(c.stopAfter):
-		c.proc.kill()
+	if err := c.proc.Stop(syscall.SIGINT, c.stopAfter); err != nil {
 		return fmt.Errorf("pgcluster: server did not stop within %s and was killed", c.stopAfter)
 	}
-}
-
-func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
-		conn, err := pgx.Connect(attempt, c.URL("postgres"))
-		cancelAttempt()
-		if err == nil {
-			return conn.Close(ctx)
-		}
-		select {
-		case <-c.proc.done:
-			return fmt.Errorf("pgcluster: postgres exited while starting (%v)\n%s", c.proc.err, logTail(c.logPath))
-		case <-ctx.Done():
-			return fmt.Errorf("pgcluster: postgres not ready after %s: %v\n%s", timeout, err, logTail(c.logPath))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// process is a child started from a goroutine locked to its OS thread, so
-// that its parent-death signal fires when this process dies, not when the
-// Go runtime happens to retire the thread that forked it.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // cmd.Wait's result, set before done closes
-}
-
-func start(cmd *exec.Cmd, dir, logPath string, cred *syscall.Credential) (*process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening log: %w", err)
-	}
-	defer logFile.Close() // the child has its own descriptor
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Dir = dir
-	cmd.Env = ChildEnv()
-	// Setpgid keeps a terminal's SIGINT from reaching the server before
-	// the parent has drained its requests; Pdeathsig stops the server
-	// cleanly if the parent dies without stopping it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGINT}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		// Never unlocked: the goroutine ends with the child, and a locked
-		// thread is then retired rather than reused, as Pdeathsig needs.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *process) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-// run runs cmd to completion like start, killing it when ctx ends.
-func run(ctx context.Context, cmd *exec.Cmd, dir, logPath string, cred *syscall.Credential) error {
-	p, err := start(cmd, dir, logPath, cred)
-	if err != nil {
-		return err
-	}
-	select {
-	case <-p.done:
-		return p.err
-	case <-ctx.Done():
-		p.kill()
-		return ctx.Err()
-	}
+	return nil
 }
 
 // ChildEnv is this process's environment without the libpq and locale
@@ -387,20 +290,4 @@ func livePostmaster(dataDir string) (int, bool) {
 	}
 	err = syscall.Kill(pid, 0)
 	return pid, err == nil || errors.Is(err, syscall.EPERM)
-}
-
-// logTail returns the end of the log at path, for error messages.
-func logTail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(no log at %s: %v)", path, err)
-	}
-	const n = 4 << 10
-	if len(b) > n {
-		b = b[len(b)-n:]
-		if i := strings.IndexByte(string(b), '\n'); i >= 0 {
-			b = b[i+1:]
-		}
-	}
-	return "--- " + path + " (end) ---\n" + strings.TrimRight(string(b), "\n")
 }

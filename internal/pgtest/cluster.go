@@ -10,9 +10,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +47,7 @@ const (
 	ownerPIDFile = "owner.pid"
 	// localPort only names the socket file: the cluster listens on a unix
 	// socket in its own directory, so the number never clashes.
-	localPort = "5432"
+	localPort = 5432
 	// templateLockKey is the pg_advisory_lock key serialising template
 	// builds across test binaries sharing one external server.
 	templateLockKey int64 = 0x73656172636864 // "searchd"
@@ -391,9 +389,8 @@ func templateName() (string, error) {
 // localServer is a throwaway cluster run by this process.
 type localServer struct {
 	dir      string
-	logPath  string
 	adminURL string
-	proc     *pinnedProc
+	proc     *pgcluster.Process
 }
 
 // startLocal initialises and starts a throwaway cluster and waits until it
@@ -442,153 +439,50 @@ func startLocal(ctx context.Context, opts Options) (_ *localServer, err error) {
 		}
 	}
 
-	initLog := filepath.Join(dir, "initdb.log")
-	initdb := exec.Command(bins.Initdb, "-D", dataDir, "-A", "trust", "-U", "postgres",
-		"--no-sync", "-E", "UTF8", "--locale=C")
+	// --no-sync: a throwaway cluster need not survive a power cut.
+	err = pgcluster.InitDB(ctx, pgcluster.InitConfig{Initdb: bins.Initdb, DataDir: dataDir, Dir: dir,
+		LogPath: filepath.Join(dir, "initdb.log"), Credential: cred, Args: []string{"--no-sync"}})
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+
 	// Durability: off for tests, which commit thousands of throwaway rows;
 	// on for benchmarks, which must pay what a commit costs in production.
 	durability := "off"
 	if opts.Durable {
 		durability = "on"
 	}
-	if err := runPinned(ctx, initdb, dir, initLog, cred); err != nil {
-		return nil, fmt.Errorf("pgtest: %s failed: %w\n%s", bins.Initdb, err, logTail(initLog))
+	server := pgcluster.ServerConfig{
+		Postgres: bins.Postgres, DataDir: dataDir, Dir: dir, SocketDir: sockDir, Port: localPort,
+		Settings: []string{
+			"fsync=" + durability,
+			"synchronous_commit=" + durability,
+			"full_page_writes=" + durability,
+			"max_connections=300",
+			"shared_buffers=128MB",
+		},
+		LogPath:    filepath.Join(dir, "postgres.log"),
+		Credential: cred,
+		// SIGKILL: the cluster dies with the test binary, even when that
+		// is SIGKILLed, and its directory is swept by a later run.
+		Pdeathsig:    syscall.SIGKILL,
+		StartTimeout: startupTimeout,
 	}
-
-	logPath := filepath.Join(dir, "postgres.log")
-	server := exec.Command(bins.Postgres, "-D", dataDir,
-		"-k", sockDir,
-		"-c", "listen_addresses=",
-		"-p", localPort,
-		"-c", "fsync="+durability,
-		"-c", "synchronous_commit="+durability,
-		"-c", "full_page_writes="+durability,
-		"-c", "max_connections=300",
-		"-c", "shared_buffers=128MB",
-	)
-	proc, err := startPinned(server, dir, logPath, cred)
+	proc, err := pgcluster.StartServer(ctx, server)
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: starting %s: %w", bins.Postgres, err)
+		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	ls := &localServer{dir: dir, logPath: logPath, proc: proc}
-	ls.adminURL = (&url.URL{
-		Scheme:   "postgres",
-		User:     url.User("postgres"),
-		Path:     "/postgres",
-		RawQuery: url.Values{"host": {sockDir}, "port": {localPort}, "sslmode": {"disable"}}.Encode(),
-	}).String()
-	if err := ls.waitReady(ctx); err != nil {
-		ls.kill()
-		return nil, err
-	}
-	return ls, nil
-}
-
-// waitReady polls until the server accepts a connection.
-func (s *localServer) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	defer cancel()
-	for {
-		attemptCtx, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
-		conn, err := pgx.Connect(attemptCtx, s.adminURL)
-		cancelAttempt()
-		if err == nil {
-			return conn.Close(ctx)
-		}
-		select {
-		case <-s.proc.done:
-			return fmt.Errorf("pgtest: postgres exited during startup (%v)\n%s", s.proc.err, logTail(s.logPath))
-		case <-ctx.Done():
-			return fmt.Errorf("pgtest: postgres not ready after %v: %w (last error: %v)\n%s",
-				startupTimeout, ctx.Err(), err, logTail(s.logPath))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return &localServer{dir: dir, proc: proc, adminURL: server.URL("postgres")}, nil
 }
 
 // stop shuts the server down (fast shutdown, then SIGKILL after
 // stopTimeout) and removes its directory.
 func (s *localServer) stop() error {
-	_ = s.proc.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-s.proc.done:
-	case <-time.After(stopTimeout):
-		s.kill()
-	}
+	_ = s.proc.Stop(syscall.SIGINT, stopTimeout) // killed after stopTimeout
 	if err := os.RemoveAll(s.dir); err != nil {
 		return fmt.Errorf("pgtest: removing %s: %w", s.dir, err)
 	}
 	return nil
-}
-
-// kill kills the server and waits for it to exit, without removing its
-// directory.
-func (s *localServer) kill() {
-	_ = s.proc.cmd.Process.Kill()
-	<-s.proc.done
-}
-
-// pinnedProc is a child process started from a dedicated, locked OS thread.
-type pinnedProc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has been waited for
-	err  error         // result of cmd.Wait, valid once done is closed
-}
-
-// startPinned starts cmd with Pdeathsig=SIGKILL so that it dies with this
-// process, even on SIGKILL. The kernel delivers the parent-death signal when
-// the OS *thread* that forked the child exits, not the process, so cmd is
-// started from a goroutine locked to its thread that never unlocks: it stays
-// blocked in cmd.Wait for the child's whole life, and as it returns still
-// locked, the runtime retires the thread instead of reusing it.
-//
-// The child's stdout and stderr go to logPath, its working directory is dir,
-// and it runs as cred when cred is non-nil.
-func startPinned(cmd *exec.Cmd, dir, logPath string, cred *syscall.Credential) (*pinnedProc, error) {
-	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer logFile.Close() // the child holds its own descriptor
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	cmd.Dir = dir
-	cmd.Env = pgcluster.ChildEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
-
-	p := &pinnedProc{cmd: cmd, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // deliberately never unlocked; see above
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// runPinned runs cmd like startPinned and waits for it to finish, killing it
-// if ctx ends first.
-func runPinned(ctx context.Context, cmd *exec.Cmd, dir, logPath string, cred *syscall.Credential) error {
-	p, err := startPinned(cmd, dir, logPath, cred)
-	if err != nil {
-		return err
-	}
-	select {
-	case <-p.done:
-		return p.err
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		<-p.done
-		return ctx.Err()
-	}
 }
 
 // findBinaries locates initdb and postgres through [pgcluster.FindBinaries]
@@ -637,22 +531,6 @@ func readPID(path string) (int, bool) {
 func processExists(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
-// logTail returns the last few KiB of the log at path, for error messages.
-func logTail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	const n = 4096
-	if len(b) > n {
-		b = b[len(b)-n:]
-		if i := strings.IndexByte(string(b), '\n'); i >= 0 {
-			b = b[i+1:]
-		}
-	}
-	return "--- " + path + " (tail) ---\n" + strings.TrimRight(string(b), "\n")
 }
 
 // withDatabase returns connString with its database replaced by db. It

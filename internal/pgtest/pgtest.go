@@ -22,17 +22,24 @@
 //
 // Without it the cluster is still killed when the test binary exits, but
 // its temporary directory is only removed by a later run.
+//
+// A package whose code starts goroutines uses MainNoLeaks instead, which
+// also fails the binary when goroutines outlive the tests:
+//
+//	func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 package pgtest
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 )
 
 // DefaultMaxConns is the MaxConns of pools returned by NewDB.
@@ -182,9 +189,87 @@ func Server(t testing.TB) string {
 // Main runs the tests, stops the clusters of this test binary if any were
 // started, and exits with the tests' status. Call it from TestMain. A
 // failure to stop is printed to stderr but does not change the exit status.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(run(m)) }
+
+// MainNoLeaks is [Main] for a package whose code starts goroutines (a
+// listener, a sweeper, an applier): once the tests passed and the clusters
+// stopped, it fails the binary when a goroutine is still running, with the
+// stacks of those left (go.uber.org/goleak; opts can ignore one known to
+// outlive its test). A test that forgot to stop what it started, or code
+// whose Stop or Close leaves a goroutine behind, then fails where it is
+// written, not as a slow leak in a long-running process.
+func MainNoLeaks(m *testing.M, opts ...goleak.Option) {
+	code := run(m)
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: goroutines still running after the tests passed: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// run runs the tests, releases what [OpenDB] handed out, and stops the
+// clusters of this test binary.
+func run(m *testing.M) int {
 	code := m.Run()
+	atExit.mu.Lock()
+	fns := atExit.fns
+	atExit.fns = nil
+	atExit.mu.Unlock()
+	for _, f := range slices.Backward(fns) {
+		f()
+	}
 	shared.stop()
 	durable.stop()
-	os.Exit(code)
+	return code
+}
+
+// atExit holds what run releases after the tests; see AtExit.
+var atExit struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+// AtExit registers f to run when [Main] or [MainNoLeaks] ends, after the
+// tests and before the clusters stop, in the reverse order of
+// registration: the cleanup of code that has no testing.TB, such as an
+// Example function's server.
+func AtExit(f func()) {
+	atExit.mu.Lock()
+	defer atExit.mu.Unlock()
+	atExit.fns = append(atExit.fns, f)
+}
+
+// OpenDB is [NewDB] for code that has no testing.TB, such as an Example
+// function: a pool (MaxConns DefaultMaxConns) on a fresh, migrated database
+// of this test binary's cluster. The pool is closed and the database
+// dropped when [Main] or [MainNoLeaks] ends, so only a binary whose
+// TestMain calls one of them may use it. It returns the errors NewDB would
+// end a test with.
+func OpenDB() (*pgxpool.Pool, error) {
+	c, err := shared.get()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	dbURL, drop, err := c.createDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err == nil {
+		cfg.MaxConns = DefaultMaxConns
+		var pool *pgxpool.Pool
+		if pool, err = pgxpool.NewWithConfig(ctx, cfg); err == nil {
+			if err = pool.Ping(ctx); err == nil {
+				AtExit(func() { pool.Close(); _ = drop() })
+				return pool, nil
+			}
+			pool.Close()
+		}
+	}
+	_ = drop()
+	return nil, fmt.Errorf("pgtest: opening pool: %w", err)
 }

@@ -92,7 +92,7 @@ func TestCallbackFloodMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep.mu.Lock()
-	pid := rep.proc.cmd.Process.Pid
+	pid := rep.proc.Pid()
 	rep.mu.Unlock()
 
 	// A job to call back about, registered through the API.

@@ -80,7 +80,7 @@ func TestMemoryStaysBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Kill()
-	pid := r.proc.cmd.Process.Pid
+	pid := r.proc.Pid()
 	t.Logf("searchd pid %d: VmHWM %d KiB after start", pid, peakRSS(t, pid)>>10)
 
 	token := func(org uuid.UUID) string {

@@ -4,14 +4,11 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,7 +28,6 @@ type pgPair struct {
 	primary, standby *postgres
 	repl             *faultProxy
 	sync             bool
-	pgCtl            string
 }
 
 // startPair initdb's a primary under parent, creates the suite's database,
@@ -46,8 +42,7 @@ func startPair(ctx context.Context, parent string, sync bool, replLatency time.D
 	if err != nil {
 		return nil, err
 	}
-	binDir := filepath.Dir(bins.Postgres)
-	pair := &pgPair{sync: sync, pgCtl: filepath.Join(binDir, "pg_ctl")}
+	pair := &pgPair{sync: sync}
 	defer func() {
 		if err != nil {
 			pair.Stop()
@@ -59,7 +54,7 @@ func startPair(ctx context.Context, parent string, sync bool, replLatency time.D
 	// Synchronous replication is switched on once the standby streams: a
 	// primary waiting for a standby that does not exist yet would hang
 	// every commit, the base backup's included.
-	pair.primary.args = []string{"-c", "wal_level=replica", "-c", "max_wal_senders=4", "-c", "synchronous_commit=on"}
+	pair.primary.settings = []string{"wal_level=replica", "max_wal_senders=4", "synchronous_commit=on"}
 	if err := pair.primary.initdb(ctx); err != nil {
 		return nil, err
 	}
@@ -77,20 +72,17 @@ func startPair(ctx context.Context, parent string, sync bool, replLatency time.D
 	if pair.standby, err = newNode(bins, parent, "pg-standby"); err != nil {
 		return nil, err
 	}
-	backup := exec.CommandContext(ctx, filepath.Join(binDir, "pg_basebackup"), "-D", pair.standby.dataDir(),
+	err = pair.standby.runAsServer(ctx, "pg_basebackup", "-D", pair.standby.dataDir(),
 		"-h", pair.primary.dir, "-p", strconv.Itoa(pair.primary.port), "-U", "postgres",
 		"-X", "stream", "--checkpoint=fast")
-	backup.Dir = pair.standby.dir
-	backup.Env = pgEnv()
-	backup.SysProcAttr = &syscall.SysProcAttr{Credential: pair.standby.cred}
-	if out, err := backup.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("pg_basebackup: %w\n%s", err, out)
+	if err != nil {
+		return nil, err
 	}
 	if err := pair.standby.touch(filepath.Join(pair.standby.dataDir(), "standby.signal")); err != nil {
 		return nil, err
 	}
 	host, port, _ := strings.Cut(pair.repl.Addr(), ":")
-	pair.standby.args = []string{"-c", "hot_standby=on", "-c", fmt.Sprintf(
+	pair.standby.settings = []string{"hot_standby=on", fmt.Sprintf(
 		"primary_conninfo=host=%s port=%s user=postgres application_name=%s", host, port, standbyName)}
 	if err := pair.standby.Start(ctx); err != nil {
 		return nil, err
@@ -110,83 +102,6 @@ func startPair(ctx context.Context, parent string, sync bool, replLatency time.D
 		}
 	}
 	return pair, nil
-}
-
-// newNode prepares a server directory named name under parent, owned by
-// the server's user, on a free port. The node starts in a process group of
-// its own (see postgres.groupKill).
-func newNode(bins pgcluster.Binaries, parent, name string) (*postgres, error) {
-	cred, err := pgcluster.ServerCredential()
-	if err != nil {
-		return nil, err
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	pg := &postgres{bins: bins, dir: filepath.Join(parent, name), port: port, cred: cred, groupKill: true}
-	pg.logPath = filepath.Join(pg.dir, "postgres.log")
-	if err := os.Mkdir(pg.dir, 0o700); err != nil {
-		return nil, err
-	}
-	if cred != nil {
-		if err := os.Chown(pg.dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, err
-		}
-	}
-	return pg, nil
-}
-
-func (pg *postgres) initdb(ctx context.Context) error {
-	cmd := exec.CommandContext(ctx, pg.bins.Initdb, "-D", pg.dataDir(), "-U", "postgres", "-A", "trust",
-		"-E", "UTF8", "--locale=C", "--no-instructions")
-	cmd.Dir = pg.dir
-	cmd.Env = pgEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("initdb: %w\n%s", err, out)
-	}
-	return nil
-}
-
-// touch creates an empty file owned by the server's user.
-func (pg *postgres) touch(path string) error {
-	if err := os.WriteFile(path, nil, 0o600); err != nil {
-		return err
-	}
-	if pg.cred != nil {
-		return os.Chown(path, int(pg.cred.Uid), int(pg.cred.Gid))
-	}
-	return nil
-}
-
-// exec runs one statement in database over the unix socket.
-func (pg *postgres) exec(ctx context.Context, database, sql string) error {
-	conn, err := pgx.Connect(ctx, pg.URL(database))
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql)
-	return err
-}
-
-// KillHost is kill -9 of the server's whole process group, postmaster and
-// backends at once: the database machine is gone, and nothing of it writes
-// again. It returns once the postmaster has exited.
-func (pg *postgres) KillHost() error {
-	pg.mu.Lock()
-	p := pg.proc
-	pg.proc = nil
-	pg.mu.Unlock()
-	if p == nil {
-		return errors.New("postgres is not running")
-	}
-	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		return err
-	}
-	<-p.done
-	return nil
 }
 
 // waitStreaming waits until the primary reports the standby streaming with
@@ -216,12 +131,8 @@ func (pair *pgPair) waitStreaming(ctx context.Context, want string) error {
 // Promote is `pg_ctl promote -w`: the standby leaves recovery and accepts
 // writes. It returns once the standby is writable.
 func (pair *pgPair) Promote(ctx context.Context) error {
-	cmd := exec.CommandContext(ctx, pair.pgCtl, "promote", "-w", "-t", "60", "-D", pair.standby.dataDir())
-	cmd.Dir = pair.standby.dir
-	cmd.Env = pgEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pair.standby.cred}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pg_ctl promote: %w\n%s\n%s", err, out, tail(pair.standby.logPath))
+	if err := pair.standby.runAsServer(ctx, "pg_ctl", "promote", "-w", "-t", "60", "-D", pair.standby.dataDir()); err != nil {
+		return fmt.Errorf("%w\n%s", err, tail(pair.standby.logPath))
 	}
 	return nil
 }

@@ -6,11 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -28,22 +26,23 @@ const dbName = "searchd"
 // the harness and loopback TCP on a free port for the proxy the replicas
 // connect through. Unlike the clusters of pgtest and pgcluster it can be
 // restarted the hard way (Crash then Start), the semantics of
-// `pg_ctl restart -m immediate`.
+// `pg_ctl restart -m immediate`. Its processes are pgcluster's: one
+// launcher for every PostgreSQL the tests run.
 type postgres struct {
 	bins    pgcluster.Binaries
 	dir     string // owned by the server's user; holds data/ and the socket
 	logPath string
 	port    int
 	cred    *syscall.Credential // nil when we are not root
-	// args are more server settings (-c name=value ...), such as the
-	// replication settings of a failover pair; groupKill starts the
-	// server in a process group of its own, so Kill takes its backends
-	// at once, the way a lost machine does.
-	args      []string
+	// settings are more server settings ("name=value", later ones win),
+	// such as the replication settings of a failover pair; groupKill
+	// starts the server in a process group of its own, so KillHost takes
+	// its backends at once, the way a lost machine does.
+	settings  []string
 	groupKill bool
 
 	mu   sync.Mutex
-	proc *process
+	proc *pgcluster.Process
 }
 
 // startPostgres runs initdb in a new directory under parent and starts the
@@ -53,42 +52,18 @@ func startPostgres(ctx context.Context, parent string) (*postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	cred, err := pgcluster.ServerCredential()
+	pg, err := newNode(bins, parent, "pg")
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
+	pg.groupKill = false
+	if err := pg.initdb(ctx); err != nil {
 		return nil, err
-	}
-	pg := &postgres{bins: bins, dir: filepath.Join(parent, "pg"), port: port, cred: cred}
-	pg.logPath = filepath.Join(pg.dir, "postgres.log")
-	if err := os.Mkdir(pg.dir, 0o700); err != nil {
-		return nil, err
-	}
-	if cred != nil {
-		if err := os.Chown(pg.dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, err
-		}
-	}
-	initdb := exec.CommandContext(ctx, bins.Initdb, "-D", pg.dataDir(), "-U", "postgres", "-A", "trust",
-		"-E", "UTF8", "--locale=C", "--no-instructions")
-	initdb.Dir = pg.dir
-	initdb.Env = pgEnv()
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
 	if err := pg.Start(ctx); err != nil {
 		return nil, err
 	}
-	conn, err := pgx.Connect(ctx, pg.URL("postgres"))
-	if err != nil {
-		pg.Stop()
-		return nil, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+dbName); err != nil {
+	if err := pg.exec(ctx, "postgres", "CREATE DATABASE "+dbName); err != nil {
 		pg.Stop()
 		return nil, err
 	}
@@ -99,12 +74,17 @@ func (pg *postgres) dataDir() string { return filepath.Join(pg.dir, "data") }
 
 // URL is the connection string of database over the unix socket.
 func (pg *postgres) URL(database string) string {
-	return (&url.URL{Scheme: "postgres", User: url.User("postgres"), Path: "/" + database,
-		RawQuery: url.Values{"host": {pg.dir}, "port": {strconv.Itoa(pg.port)}, "sslmode": {"disable"}}.Encode()}).String()
+	return pgcluster.SocketURL(pg.dir, pg.port, database)
 }
 
 // TCPAddr is the loopback address the server listens on.
 func (pg *postgres) TCPAddr() string { return "127.0.0.1:" + strconv.Itoa(pg.port) }
+
+// initdb creates the data directory.
+func (pg *postgres) initdb(ctx context.Context) error {
+	return pgcluster.InitDB(ctx, pgcluster.InitConfig{Initdb: pg.bins.Initdb, DataDir: pg.dataDir(), Dir: pg.dir,
+		LogPath: filepath.Join(pg.dir, "initdb.log"), Credential: pg.cred, Args: []string{"--no-instructions"}})
+}
 
 // Start starts the server on the existing data directory and waits until it
 // accepts connections; after a Crash this includes crash recovery.
@@ -112,153 +92,122 @@ func (pg *postgres) Start(ctx context.Context) error {
 	// fsync=off is safe here: the faults are process crashes, never a lost
 	// page cache. synchronous_commit stays on, so a commit a client was told
 	// about survives an immediate shutdown, as it would in production.
-	cmd := exec.Command(pg.bins.Postgres, "-D", pg.dataDir(), "-k", pg.dir, "-p", strconv.Itoa(pg.port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off",
-		"-c", "log_min_messages=warning", "-c", "log_line_prefix=%m [%p] %a ")
-	cmd.Args = append(cmd.Args, pg.args...)
-	cmd.Dir = pg.dir
-	cmd.Env = pgEnv()
-	// SIGQUIT is PostgreSQL's immediate shutdown: should the test binary die,
-	// the postmaster takes its backends with it at once.
-	p, err := startProcess(cmd, pg.logPath, &syscall.SysProcAttr{Credential: pg.cred, Pdeathsig: syscall.SIGQUIT, Setpgid: pg.groupKill})
+	settings := append([]string{"fsync=off", "full_page_writes=off",
+		"log_min_messages=warning", "log_line_prefix=%m [%p] %a "}, pg.settings...)
+	p, err := pgcluster.StartServer(ctx, pgcluster.ServerConfig{
+		Postgres: pg.bins.Postgres, DataDir: pg.dataDir(), Dir: pg.dir, SocketDir: pg.dir, Port: pg.port,
+		ListenAddresses: "127.0.0.1", Settings: settings, LogPath: pg.logPath, Credential: pg.cred,
+		// SIGQUIT is PostgreSQL's immediate shutdown: should the test
+		// binary die, the postmaster takes its backends with it at once.
+		Pdeathsig: syscall.SIGQUIT, Setpgid: pg.groupKill, StartTimeout: setupTimeout,
+	})
 	if err != nil {
-		return fmt.Errorf("starting postgres: %w", err)
+		return err
 	}
 	pg.mu.Lock()
 	pg.proc = p
 	pg.mu.Unlock()
-	deadline := time.Now().Add(setupTimeout)
-	for {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		conn, err := pgx.Connect(actx, pg.URL("postgres"))
-		cancel()
-		if err == nil {
-			return conn.Close(ctx)
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("postgres exited while starting: %v\n%s", p.err, tail(pg.logPath))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("postgres not ready within %s: %v\n%s", setupTimeout, err, tail(pg.logPath))
-		}
-	}
+	return nil
+}
+
+// take returns the running server's process and forgets it, or nil.
+func (pg *postgres) take() *pgcluster.Process {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	p := pg.proc
+	pg.proc = nil
+	return p
 }
 
 // Crash is an immediate shutdown: SIGQUIT to the postmaster, which kills
 // every backend without a checkpoint, so the next Start runs crash
 // recovery. It returns once the postmaster has exited.
 func (pg *postgres) Crash() error {
-	pg.mu.Lock()
-	p := pg.proc
-	pg.proc = nil
-	pg.mu.Unlock()
+	p := pg.take()
 	if p == nil {
 		return errors.New("postgres is not running")
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(30 * time.Second):
-		p.kill()
-		return errors.New("postgres did not exit within 30s of SIGQUIT; killed")
-	}
+	return p.Stop(syscall.SIGQUIT, 30*time.Second)
 }
 
 // Stop shuts the server down fast (SIGINT), killing it after 30 s.
 func (pg *postgres) Stop() {
-	pg.mu.Lock()
-	p := pg.proc
-	pg.proc = nil
-	pg.mu.Unlock()
+	if p := pg.take(); p != nil {
+		_ = p.Stop(syscall.SIGINT, 30*time.Second)
+	}
+}
+
+// KillHost is kill -9 of the server's whole process group, postmaster and
+// backends at once: the database machine is gone, and nothing of it writes
+// again. It returns once the postmaster has exited.
+func (pg *postgres) KillHost() error {
+	p := pg.take()
 	if p == nil {
-		return
+		return errors.New("postgres is not running")
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		p.kill()
-	}
+	return p.KillGroup()
 }
 
-// process is a child forked from a goroutine locked to its OS thread for
-// the child's whole life: a parent-death signal follows the thread that
-// forked, and a locked thread is retired with its goroutine, never reused.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // cmd.Wait's result, set before done closes
-}
-
-// startProcess starts cmd with its output appended to logPath.
-func startProcess(cmd *exec.Cmd, logPath string, attr *syscall.SysProcAttr) (*process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+// newNode prepares a server directory named name under parent, owned by
+// the server's user, on a free port. The node starts in a process group of
+// its own (see postgres.groupKill).
+func newNode(bins pgcluster.Binaries, parent, name string) (*postgres, error) {
+	cred, err := pgcluster.ServerCredential()
 	if err != nil {
 		return nil, err
 	}
-	defer logFile.Close() // the child has its own descriptor
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = attr
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: see process
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
+	port, err := freePort()
+	if err != nil {
 		return nil, err
 	}
-	return p, nil
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *process) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-// signal sends sig unless the process has exited.
-func (p *process) signal(sig syscall.Signal) error {
-	select {
-	case <-p.done:
-		return errors.New("process has exited")
-	default:
+	pg := &postgres{bins: bins, dir: filepath.Join(parent, name), port: port, cred: cred, groupKill: true}
+	pg.logPath = filepath.Join(pg.dir, "postgres.log")
+	if err := os.Mkdir(pg.dir, 0o700); err != nil {
+		return nil, err
 	}
-	return p.cmd.Process.Signal(sig)
-}
-
-// pgEnv is our environment without the libpq and locale variables, which
-// could point initdb and postgres elsewhere.
-func pgEnv() []string {
-	env := []string{"LC_ALL=C"}
-	for _, name := range []string{"PATH", "HOME", "TMPDIR"} {
-		if v, ok := os.LookupEnv(name); ok {
-			env = append(env, name+"="+v)
+	if cred != nil {
+		if err := os.Chown(pg.dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, err
 		}
 	}
-	return env
+	return pg, nil
 }
 
-// tail returns the last 4 KiB of the file at path, for failure messages.
-func tail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(no log at %s: %v)", path, err)
+// touch creates an empty file owned by the server's user.
+func (pg *postgres) touch(path string) error {
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		return err
 	}
-	const n = 4 << 10
-	if len(b) > n {
-		b = b[len(b)-n:]
+	if pg.cred != nil {
+		return os.Chown(path, int(pg.cred.Uid), int(pg.cred.Gid))
 	}
-	return string(b)
+	return nil
 }
+
+// exec runs one statement in database over the unix socket.
+func (pg *postgres) exec(ctx context.Context, database, sql string) error {
+	conn, err := pgx.Connect(ctx, pg.URL(database))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// runAsServer runs one of the PostgreSQL client programs (pg_basebackup,
+// pg_ctl) as the server's user in pg's directory, and returns its error
+// with its output.
+func (pg *postgres) runAsServer(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(filepath.Dir(pg.bins.Postgres), name), args...)
+	cmd.Dir = pg.dir
+	cmd.Env = pgcluster.ChildEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w\n%s", name, err, out)
+	}
+	return nil
+}
+
+// tail returns the end of the log at path, for failure messages.
+func tail(path string) string { return pgcluster.LogTail(path) }

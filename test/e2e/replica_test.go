@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/searchd/searchd/internal/pgcluster"
 )
 
 // jwtSecret signs the tokens every replica accepts.
@@ -72,7 +74,7 @@ type replica struct {
 	env []string
 
 	mu   sync.Mutex
-	proc *process
+	proc *pgcluster.Process
 }
 
 // newReplica prepares a replica named name that reaches PostgreSQL at
@@ -119,7 +121,7 @@ func (r *replica) Start(ctx context.Context) error {
 		cmd.Env = append(cmd.Env, "GORACE="+v)
 	}
 	// The replica dies with the test binary, however that ends.
-	p, err := startProcess(cmd, r.logPath, &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL})
+	p, err := pgcluster.StartProcess(cmd, r.logPath, &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL})
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", r.name, err)
 	}
@@ -138,8 +140,8 @@ func (r *replica) Start(ctx context.Context) error {
 			}
 		}
 		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited before serving (%v):\n%s", r.name, p.err, tail(r.logPath))
+		case <-p.Done():
+			return fmt.Errorf("%s exited before serving (%v):\n%s", r.name, p.Err(), tail(r.logPath))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -161,7 +163,7 @@ func (r *replica) Kill() {
 	r.proc = nil
 	r.mu.Unlock()
 	if p != nil {
-		p.kill()
+		p.Kill()
 	}
 }
 
@@ -173,7 +175,7 @@ func (r *replica) Signal(sig syscall.Signal) error {
 	if p == nil {
 		return fmt.Errorf("%s is not running", r.name)
 	}
-	return p.signal(sig)
+	return p.Signal(sig)
 }
 
 // State returns the state letter of the process in /proc (R, S, T for
@@ -185,7 +187,7 @@ func (r *replica) State() string {
 	if p == nil {
 		return ""
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
 	if err != nil {
 		return ""
 	}
@@ -206,12 +208,7 @@ func (r *replica) Exited() bool {
 	if p == nil {
 		return false
 	}
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	return p.Exited()
 }
 
 // logProblems reads the replica's log. bad holds the lines no fault

@@ -163,7 +163,7 @@ func startDurable(ctx context.Context, parent string) (*postgres, error) {
 	}
 	pg.Stop()
 	// Later settings win: these override Start's fsync=off.
-	pg.args = []string{"-c", "fsync=on", "-c", "full_page_writes=on", "-c", "synchronous_commit=on"}
+	pg.settings = []string{"fsync=on", "full_page_writes=on", "synchronous_commit=on"}
 	if err := pg.Start(ctx); err != nil {
 		return nil, err
 	}

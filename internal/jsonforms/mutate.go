@@ -1,0 +1,95 @@
+package jsonforms
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+)
+
+// The helpers below build the near misses of a decoded JSON value, for fuzz
+// targets that check a hash or a request tells two values apart: a member
+// added or removed, a number written in another form, a string changed. They
+// never modify their input.
+
+// With returns a copy of m with m[k] set to v.
+func With(m map[string]any, k string, v any) map[string]any {
+	out := make(map[string]any, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	out[k] = v
+	return out
+}
+
+// Without returns a copy of m without the member k.
+func Without(m map[string]any, k string) map[string]any {
+	out := With(m, k, nil)
+	delete(out, k)
+	return out
+}
+
+// SortedKeys returns the member names of m in sorted order.
+func SortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// LeafKind names the kind of leaf [MutateFirst] changes.
+type LeafKind int
+
+const (
+	// NumberLeaf is a json.Number.
+	NumberLeaf LeafKind = iota
+	// StringLeaf is a string.
+	StringLeaf
+)
+
+// MutateFirst returns a copy of v with its first leaf of the kind (in
+// sorted key order) changed: a number to another literal of the same value
+// (1 → 1.0, 1.5 → 1.50, 1e2 → 1E2), a string by one more character. It
+// reports false when v has no such leaf. v holds what encoding/json decodes
+// into an any with UseNumber.
+func MutateFirst(v any, kind LeafKind) (any, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		if kind != NumberLeaf {
+			return v, false
+		}
+		s := string(x)
+		switch {
+		case strings.Contains(s, "e"):
+			s = strings.Replace(s, "e", "E", 1)
+		case strings.Contains(s, "E"):
+			s = strings.Replace(s, "E", "e", 1)
+		case strings.Contains(s, "."):
+			s += "0"
+		default:
+			s += ".0"
+		}
+		return json.Number(s), true
+	case string:
+		if kind != StringLeaf {
+			return v, false
+		}
+		return x + "x", true
+	case []any:
+		for i, e := range x {
+			if m, ok := MutateFirst(e, kind); ok {
+				out := slices.Clone(x)
+				out[i] = m
+				return out, true
+			}
+		}
+	case map[string]any:
+		for _, k := range SortedKeys(x) {
+			if m, ok := MutateFirst(x[k], kind); ok {
+				return With(x, k, m), true
+			}
+		}
+	}
+	return v, false
+}

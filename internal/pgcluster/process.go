@@ -1,0 +1,141 @@
+package pgcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// Process is a child process forked from a goroutine locked to its OS
+// thread for the child's whole life. The kernel sends a parent-death signal
+// (SysProcAttr.Pdeathsig) when the thread that forked the child exits, not
+// the process; a locked thread whose goroutine returns is retired with it
+// rather than reused, so the signal fires when this process dies, however it
+// dies, and never because the Go runtime happened to retire a thread. Every
+// PostgreSQL server of the tests, of the fault suite and of `searchd dev` is
+// started this way, and so are the fault suite's `searchd serve` replicas.
+type Process struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the child has been waited for
+	err  error         // cmd.Wait's result, set before done closes
+}
+
+// StartProcess starts cmd with attr as its SysProcAttr and its standard
+// output and error appended to the file at logPath (created 0600 when
+// missing); with an empty logPath they go where cmd.Stdout and cmd.Stderr
+// say. cmd.Dir and cmd.Env are the caller's. It returns an error when the
+// log cannot be opened or the program cannot be started.
+func StartProcess(cmd *exec.Cmd, logPath string, attr *syscall.SysProcAttr) (*Process, error) {
+	if logPath != "" {
+		logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("opening log: %w", err)
+		}
+		defer logFile.Close() // the child has its own descriptor
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+	}
+	cmd.SysProcAttr = attr
+	p := &Process{cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // deliberately never unlocked; see Process
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// RunProcess runs cmd like [StartProcess] and waits for it to exit, killing
+// it when ctx ends first. It returns cmd.Wait's error, or ctx's.
+func RunProcess(ctx context.Context, cmd *exec.Cmd, logPath string, attr *syscall.SysProcAttr) error {
+	p, err := StartProcess(cmd, logPath, attr)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		p.Kill()
+		return ctx.Err()
+	}
+}
+
+// Done is closed once the process has exited and been waited for.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Err is cmd.Wait's result; it is meaningful once Done is closed.
+func (p *Process) Err() error {
+	select {
+	case <-p.done:
+		return p.err
+	default:
+		return nil
+	}
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Signal sends sig (SIGSTOP, SIGCONT, ...) unless the process has exited.
+func (p *Process) Signal(sig syscall.Signal) error {
+	if p.Exited() {
+		return errors.New("process has exited")
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// Kill is kill -9: it sends SIGKILL and waits for the process to be gone.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// KillGroup sends SIGKILL to the process group the process leads (it must
+// have been started with Setpgid), children included, and waits for the
+// process to be gone.
+func (p *Process) KillGroup() error {
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		return err
+	}
+	<-p.done
+	return nil
+}
+
+// Stop sends sig and waits up to timeout for the process to exit; then it
+// kills it and returns an error saying so.
+func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) error {
+	_ = p.cmd.Process.Signal(sig)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return nil
+	case <-t.C:
+		p.Kill()
+		return fmt.Errorf("pid %d did not exit within %s of %s and was killed", p.Pid(), timeout, sig)
+	}
+}
