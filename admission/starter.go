@@ -18,13 +18,17 @@ import (
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
+
+	"github.com/searchd/searchd/internal/dberr"
+
+	"github.com/searchd/searchd/errs"
 )
 
 var (
 	// ErrNotFound reports a saved search the organization does not have
 	// live, found before any claim or by the freeze itself, and every
 	// repeat of a start whose freeze found it gone.
-	ErrNotFound = errors.New("admission: saved search not found")
+	ErrNotFound = errs.New(errs.NotFound, "admission: saved search not found")
 	// ErrKeyReused reports an Idempotency-Key already used for a different
 	// request, by the claim or by the Run. It is [runs.ErrKeyReused], so
 	// either name matches it.
@@ -32,7 +36,7 @@ var (
 	// ErrInvalid is wrapped by every error about a start refused before any
 	// SQL runs; validator.ValidationErrors, when wrapped too, name the
 	// fields.
-	ErrInvalid = errors.New("admission: invalid start")
+	ErrInvalid = errs.New(errs.Invalid, "admission: invalid start")
 )
 
 // ResourceType names the resource a completed surface.saved_search.start
@@ -240,7 +244,8 @@ func checkKey(key string) error {
 // a second when another caller holds a live preparation or took it over;
 // [ErrKeyReused]. Any other error is a retryable failure: the claim, if this
 // call held one, has been released, and a retry runs the preparation again.
-func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (Result, error) {
+func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (_ Result, err error) {
+	defer dberr.Annotate(&err)
 	if err := checkKey(p.IdempotencyKey); err != nil {
 		return Result{}, err
 	}
@@ -538,7 +543,7 @@ func (s *Starter) storedAnswer(ctx context.Context, org uuid.UUID, out idempoten
 // inFlight is the in-progress answer. Retry-After is whole seconds and at
 // least one, so a client never retries in a tight loop.
 func inFlight(key string, retryAfter time.Duration) error {
-	retryAfter = max(time.Second, (retryAfter + time.Second - 1).Truncate(time.Second))
+	retryAfter = time.Duration(idempotency.RetryAfterSeconds(retryAfter)) * time.Second
 	return &idempotency.InFlightError{Scope: idempotency.ScopeSavedSearchStart, Key: key, RetryAfter: retryAfter}
 }
 
@@ -576,7 +581,8 @@ func (s *Starter) admitSavedSearch(ctx context.Context, a admit, prep *prepared)
 // input (not a JSON object); [ErrKeyReused] when the key started a Run for a
 // different kind, name or input. Other errors come from the database and are
 // retryable.
-func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (Result, error) {
+func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (_ Result, err error) {
+	defer dberr.Annotate(&err)
 	if err := checkKey(p.IdempotencyKey); err != nil {
 		return Result{}, err
 	}

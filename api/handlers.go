@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,11 +12,9 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/admission"
-	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -113,38 +110,14 @@ func (s *Server) createSavedSearch(c echo.Context) error {
 	var ss *savedsearch.SavedSearch
 	status := http.StatusCreated
 	if hasKey {
-		if req.Baseline.Items == nil {
-			req.Baseline.Items = []string{} // omitted and empty ask for the same
+		if s.plane == nil {
+			return errNoPlane
 		}
-		hash, err := requestHash("searchd.saved_search.create.v1", struct {
-			Name     string               `json:"name"`
-			Brief    savedsearch.Brief    `json:"brief"`
-			Baseline savedsearch.Baseline `json:"baseline"`
-		}{req.Name, req.Brief, req.Baseline})
-		if err != nil {
-			return err
-		}
-		id, first, err := s.createOnce(ctx, p.OrganizationID,
-			keyedCreate{scope: idempotency.ScopeSavedSearchCreate, key: key, hash: hash, resourceType: "saved_search"},
-			func(ctx context.Context, tx pgx.Tx) (string, error) {
-				created, err := s.savedSearches.CreateIn(ctx, tx, p.OrganizationID, req)
-				if err != nil {
-					return "", err
-				}
-				ss = created
-				return created.ID.String(), nil
-			})
-		if err != nil {
+		var first bool
+		if ss, first, err = s.savedSearches.CreateOnce(ctx, s.plane, p.OrganizationID, key, req); err != nil {
 			return err
 		}
 		if !first {
-			ssID, err := uuid.Parse(id)
-			if err != nil {
-				return fmt.Errorf("api: the claim names saved search %q: %w", id, err)
-			}
-			if ss, err = s.savedSearches.GetAny(ctx, p.OrganizationID, ssID); err != nil {
-				return err
-			}
 			status = http.StatusOK
 			markReplayed(c)
 		}

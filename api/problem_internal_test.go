@@ -11,6 +11,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -50,7 +51,9 @@ func TestProblemForMapsEveryDomainOutcome(t *testing.T) {
 		{"plain bug", errors.New("nil map"), 0, "", 0},
 	}
 	for _, tt := range tests {
-		p := problemFor(tt.err)
+		// Every error reaches the API through a store's boundary, which
+		// translates the driver's errors into kinds (internal/dberr).
+		p := problemFor(dberr.Interpret(tt.err))
 		switch {
 		case tt.status == 0 && p != nil:
 			t.Errorf("%s: problemFor = %d %s, want unknown (a 500)", tt.name, p.status, p.code)
