@@ -15,16 +15,18 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
-
-	"github.com/searchd/searchd/internal/dberr"
-
-	"github.com/searchd/searchd/errs"
 )
 
+// The errors of this package carry the kinds of package errs (their
+// sentinels are errs.Error values of the kind their names say), and every
+// exported method that runs SQL returns a transient database failure as an
+// errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrNotFound reports a saved search the organization does not have
 	// live, found before any claim or by the freeze itself, and every

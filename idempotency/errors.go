@@ -8,6 +8,12 @@ import (
 	"github.com/searchd/searchd/errs"
 )
 
+// The plane's errors carry the kinds of package errs: [ErrInvalid] and
+// [*InputError] are errs.Invalid, [ErrClaimInFlight] and [*InFlightError]
+// errs.InProgress, [ErrKeyReused] errs.KeyReused; a transient database
+// failure from a [Service] method is an errs.Unavailable wrapping the
+// driver's error (internal/dberr), so errors.As still finds a
+// *pgconn.PgError in it.
 var (
 	// ErrInvalid is wrapped by every [*InputError]: input the plane refuses
 	// before it runs any SQL.

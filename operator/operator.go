@@ -16,14 +16,16 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/dbclock"
-	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/keyset"
-
-	"github.com/searchd/searchd/internal/dberr"
-
 	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/keyset"
 )
 
+// ErrNotFound, ErrInvalid and ErrInvalidCursor carry the kinds of package
+// errs their names say; the refusals of a release are the operator's own.
+// Every exported method that runs SQL returns a transient database failure
+// as an errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrCompletedClaim refuses the release of a completed claim: it is
 	// the journal, the answer every repeat of its key replays, and

@@ -9,11 +9,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/searchd/searchd/internal/keyset"
-
-	"github.com/searchd/searchd/internal/dberr"
-
 	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/keyset"
 )
 
 // ErrInvalidCursor reports a list cursor this package did not write.

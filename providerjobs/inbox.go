@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/idempotency"
-
 	"github.com/searchd/searchd/internal/dberr"
 )
 

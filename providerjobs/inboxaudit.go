@@ -7,9 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/searchd/searchd/internal/keyset"
-
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/keyset"
 )
 
 // The inbox as an operator reads it in the console: the backlog the

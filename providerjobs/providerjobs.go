@@ -15,13 +15,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/searchd/searchd/idempotency"
-
-	"github.com/searchd/searchd/internal/dberr"
-
 	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/dberr"
 )
 
+// The errors of this package carry the kinds of package errs (their
+// sentinels are errs.Error values of the kind their names say), and every
+// exported method that runs SQL returns a transient database failure as an
+// errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrNotFound reports a job that does not exist in the organization.
 	ErrNotFound = errs.New(errs.NotFound, "providerjobs: job not found")

@@ -14,14 +14,16 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/snapshot"
-
-	"github.com/searchd/searchd/internal/dberr"
-
-	"github.com/searchd/searchd/errs"
 )
 
+// The errors of this package carry the kinds of package errs (their
+// sentinels are errs.Error values of the kind their names say), and every
+// exported method that runs SQL returns a transient database failure as an
+// errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrNotFound reports a Run that does not exist in the organization.
 	ErrNotFound = errs.New(errs.NotFound, "runs: not found")

@@ -12,9 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/searchd/searchd/internal/keyset"
-
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/keyset"
 )
 
 // The audit reads of saved searches: the console's, which see archived

@@ -15,15 +15,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/canonjson"
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/savedsearch"
-
-	"github.com/searchd/searchd/internal/dberr"
-
-	"github.com/searchd/searchd/errs"
 )
 
+// The errors of this package carry the kinds of package errs (their
+// sentinels are errs.Error values of the kind their names say), and every
+// exported method that runs SQL returns a transient database failure as an
+// errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrNotFound reports a snapshot, or a saved search to freeze or list,
 	// that does not exist in the organization. [Freeze] also answers it

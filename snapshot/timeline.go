@@ -8,9 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/searchd/searchd/internal/keyset"
-
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/keyset"
 )
 
 // TimelineEntry is one snapshot of a saved search's timeline: what names
