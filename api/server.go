@@ -11,8 +11,16 @@
 // (the Idempotency-Key header, JSON bodies, field rules), and how every
 // outcome reads on the wire. Errors are RFC 9457 problem documents with a
 // machine code; the one table that turns domain errors into statuses is in
-// problem.go. No input of any shape is meant to produce a 500: a 500 is a
-// bug, logged with the request id the response carries.
+// problem.go, keyed by the kinds of package errs. No input of any shape is
+// meant to produce a 500: a 500 is a bug, logged with the request id the
+// response carries.
+//
+// The package knows no database: the stores translate their driver's
+// errors into kinds (internal/dberr), keyed creates run their transaction
+// in their domain package, and readiness is a function the binary hands in
+// (Deps.Ready, internal/readiness). Request bodies are the package's own
+// types; the domain packages decide the rules of what they carry, and the
+// handlers turn a domain refusal into the fields of a validation_failed.
 //
 // Identifiers in paths are UUIDs; a provider callback's path also names
 // the provider. A path id that is not a UUID names no resource, so it
