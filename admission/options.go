@@ -20,12 +20,44 @@ const (
 	MaxNoteLen        = 500
 )
 
-// StartOptions are the options of a saved-search start: the request body.
+// StartOptions are the options of a saved-search start. Their JSON is the
+// document a Run stores as its options and the request hash covers (see
+// [SavedSearchRequestHash]), so its names never change; an HTTP body is
+// the API's own type, translated with [NewStartOptions].
 type StartOptions struct {
-	// MaxResults is 1 to 1000; zero (omitted) means DefaultMaxResults.
-	MaxResults int `json:"max_results" validate:"omitempty,min=1,max=1000"`
-	// Note is up to 500 characters; empty by default.
-	Note string `json:"note" validate:"max=500"`
+	// MaxResults is 1 to [MaxMaxResults]; zero means DefaultMaxResults.
+	MaxResults int `json:"max_results"`
+	// Note is up to [MaxNoteLen] characters; empty by default.
+	Note string `json:"note"`
+}
+
+// optionRules are the rules of the options, the one place they are
+// stated: a field given (non-nil) must be in range; a field omitted takes
+// its default. The validator's errors name the Go fields (MaxResults,
+// Note), which an edge spells as it spells its own inputs.
+type optionRules struct {
+	MaxResults *int    `validate:"omitnil,min=1,max=1000"`
+	Note       *string `validate:"omitnil,max=500"`
+}
+
+// NewStartOptions returns the options of a start that gives maxResults
+// and note, nil for one omitted (its default). It returns an error of
+// kind errs.Invalid wrapping [ErrInvalid] and the validator.ValidationErrors
+// that name each refused field when a given value is out of range: a
+// max_results of 0 given explicitly is refused, since omitting it is how
+// a caller asks for the default.
+func NewStartOptions(maxResults *int, note *string) (StartOptions, error) {
+	if err := check(optionRules{MaxResults: maxResults, Note: note}); err != nil {
+		return StartOptions{}, err
+	}
+	var o StartOptions
+	if maxResults != nil {
+		o.MaxResults = *maxResults
+	}
+	if note != nil {
+		o.Note = *note
+	}
+	return o, nil
 }
 
 // Normalize returns o with its defaults applied, so that an omitted field
@@ -164,11 +196,21 @@ func hashDoc(domain string, doc []byte) string {
 	return hex.EncodeToString(h.Sum(sum[:0]))
 }
 
-// valid reports whether o, normalized, passes its validate tags, checked
-// by hand: the replay path runs it on every start, and the validator's
+// valid reports whether o, normalized, passes [optionRules], checked by
+// hand: the replay path runs it on every start, and the validator's
 // reflection cost more than the rest of the checks together. A false
-// answer goes to the validator, which names the field.
+// answer goes to the validator (see validate), which names the field; a
+// test pins the two to the same verdicts.
 func (o StartOptions) valid() bool {
 	return o.MaxResults >= 1 && o.MaxResults <= MaxMaxResults &&
 		(len(o.Note) <= MaxNoteLen || utf8.RuneCountInString(o.Note) <= MaxNoteLen)
+}
+
+// validate checks o, normalized, against [optionRules]: nil, or an error
+// wrapping [ErrInvalid] and the validator's errors.
+func (o StartOptions) validate() error {
+	if o.valid() {
+		return nil
+	}
+	return check(optionRules{MaxResults: &o.MaxResults, Note: &o.Note})
 }

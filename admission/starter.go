@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -14,17 +15,23 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
 )
 
+// The errors of this package carry the kinds of package errs (their
+// sentinels are errs.Error values of the kind their names say), and every
+// exported method that runs SQL returns a transient database failure as an
+// errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrNotFound reports a saved search the organization does not have
 	// live, found before any claim or by the freeze itself, and every
 	// repeat of a start whose freeze found it gone.
-	ErrNotFound = errors.New("admission: saved search not found")
+	ErrNotFound = errs.New(errs.NotFound, "admission: saved search not found")
 	// ErrKeyReused reports an Idempotency-Key already used for a different
 	// request, by the claim or by the Run. It is [runs.ErrKeyReused], so
 	// either name matches it.
@@ -32,7 +39,7 @@ var (
 	// ErrInvalid is wrapped by every error about a start refused before any
 	// SQL runs; validator.ValidationErrors, when wrapped too, name the
 	// fields.
-	ErrInvalid = errors.New("admission: invalid start")
+	ErrInvalid = errs.New(errs.Invalid, "admission: invalid start")
 )
 
 // ResourceType names the resource a completed surface.saved_search.start
@@ -183,18 +190,54 @@ type SavedSearchStart struct {
 	Wait time.Duration
 }
 
-// DirectStart are the inputs of [Starter.StartDirect]. The json names are
-// those of the HTTP request body.
+// DirectStart are the inputs of [Starter.StartDirect]; [DirectStart.Validate]
+// states their rules.
 type DirectStart struct {
-	Org uuid.UUID `json:"-"`
+	Org uuid.UUID
 	// Kind is "capability" or "definition".
-	Kind string `json:"kind" validate:"required,oneof=capability definition"`
+	Kind string `validate:"required,oneof=capability definition"`
 	// Name is 1 to 200 characters.
-	Name string `json:"name" validate:"required,max=200"`
-	// Input is a JSON object; empty or null is {}.
-	Input          json.RawMessage `json:"input"`
-	IdempotencyKey string          `json:"-"`
-	Actor          string          `json:"-"`
+	Name string `validate:"required,max=200"`
+	// Input is a JSON object of at most [MaxInputBytes] bytes as the
+	// caller wrote it; empty or null is {}.
+	Input json.RawMessage
+	// IdempotencyKey is the client's key, unquoted: 1 to 255 bytes.
+	IdempotencyKey string
+	// Actor is recorded on the Run; empty records NULL.
+	Actor string
+}
+
+// MaxInputBytes bounds the input of a direct start, in bytes of its JSON
+// as the caller wrote it. A Run keeps its input for 396 days and the Run
+// list pages leave it out, so the bound is what one Run read can cost.
+const MaxInputBytes = 64 << 10
+
+// Validate checks the kind, the name and the input of p (not its key,
+// which [Starter.StartDirect] checks first): the one statement of these
+// rules, which an edge runs before it starts anything. It returns nil, or
+// an error of kind errs.Invalid wrapping [ErrInvalid]: with the
+// validator.ValidationErrors naming Kind and Name when either is refused;
+// else with an errs.Field named "input" when the input is not a JSON
+// object or is over [MaxInputBytes]. Input is not parsed: a caller that
+// has not checked it is well-formed JSON learns so from StartDirect.
+func (p DirectStart) Validate() error {
+	if err := check(p); err != nil {
+		return err
+	}
+	if in := bytes.TrimSpace(p.Input); len(in) > 0 && in[0] != '{' && string(in) != "null" {
+		return invalidInput("must be an object")
+	}
+	if len(p.Input) > MaxInputBytes {
+		return invalidInput(fmt.Sprintf(
+			"must be at most %d bytes of JSON as sent (the input size limit); it is %d", MaxInputBytes, len(p.Input)))
+	}
+	return nil
+}
+
+// invalidInput is the refusal of a direct start's input for reason.
+func invalidInput(reason string) error {
+	return &errs.Error{Kind: errs.Invalid, Message: "admission: invalid start: input " + reason,
+		Fields: []errs.Field{{Name: "input", Message: reason}}, Err: ErrInvalid}
 }
 
 var validate = validator.New(validator.WithRequiredStructEnabled())
@@ -240,15 +283,14 @@ func checkKey(key string) error {
 // a second when another caller holds a live preparation or took it over;
 // [ErrKeyReused]. Any other error is a retryable failure: the claim, if this
 // call held one, has been released, and a retry runs the preparation again.
-func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (Result, error) {
+func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (_ Result, err error) {
+	defer dberr.Annotate(&err)
 	if err := checkKey(p.IdempotencyKey); err != nil {
 		return Result{}, err
 	}
 	opts := p.Options.Normalize()
-	if !opts.valid() {
-		if err := check(opts); err != nil {
-			return Result{}, err
-		}
+	if err := opts.validate(); err != nil {
+		return Result{}, err
 	}
 	hash := SavedSearchRequestHash(p.SavedSearchID, opts)
 	startKey := runs.SavedSearchStartKey(p.IdempotencyKey)
@@ -538,7 +580,7 @@ func (s *Starter) storedAnswer(ctx context.Context, org uuid.UUID, out idempoten
 // inFlight is the in-progress answer. Retry-After is whole seconds and at
 // least one, so a client never retries in a tight loop.
 func inFlight(key string, retryAfter time.Duration) error {
-	retryAfter = max(time.Second, (retryAfter + time.Second - 1).Truncate(time.Second))
+	retryAfter = time.Duration(idempotency.RetryAfterSeconds(retryAfter)) * time.Second
 	return &idempotency.InFlightError{Scope: idempotency.ScopeSavedSearchStart, Key: key, RetryAfter: retryAfter}
 }
 
@@ -573,14 +615,15 @@ func (s *Starter) admitSavedSearch(ctx context.Context, a admit, prep *prepared)
 // alone; no row is written in agent.idempotency_keys.
 //
 // Errors: an error wrapping [ErrInvalid] for a refused key, kind, name or
-// input (not a JSON object); [ErrKeyReused] when the key started a Run for a
+// input (see [DirectStart.Validate]); [ErrKeyReused] when the key started a Run for a
 // different kind, name or input. Other errors come from the database and are
 // retryable.
-func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (Result, error) {
+func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (_ Result, err error) {
+	defer dberr.Annotate(&err)
 	if err := checkKey(p.IdempotencyKey); err != nil {
 		return Result{}, err
 	}
-	if err := check(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return Result{}, err
 	}
 	input, err := canonicalInput(p.Input)

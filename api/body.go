@@ -480,9 +480,13 @@ var validate = func() *validator.Validate {
 	return v
 }()
 
+// validationFailedDetail is the detail of every validation_failed problem;
+// its errors member says the rest.
+const validationFailedDetail = "the request has invalid fields; see errors"
+
 func validationFailed(fields ...FieldError) error {
 	return &apiError{status: http.StatusBadRequest, code: CodeValidationFailed,
-		detail: "the request has invalid fields; see errors", fields: fields}
+		detail: validationFailedDetail, fields: fields}
 }
 
 // validationProblem turns validator errors into a validation_failed problem.

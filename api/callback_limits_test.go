@@ -12,6 +12,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/providerjobs"
 )
 
@@ -118,7 +119,7 @@ func TestCallbackLimitCannotExceedTheBodyLimit(t *testing.T) {
 	st := newStores(pool, nil)
 	for _, tc := range []struct{ body, callback int64 }{{2048, 4096}, {0, api.DefaultMaxBodyBytes + 1}, {0, -1}} {
 		_, err := api.New(api.Deps{
-			Pool:                 pool,
+			Ready:                readiness.Pool(pool),
 			SavedSearches:        st.searches,
 			Snapshots:            st.snapshots,
 			Runs:                 st.runs,

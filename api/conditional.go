@@ -67,14 +67,12 @@ func ifMatch(h http.Header) func(int64) bool {
 }
 
 // preconditionFailed answers a change refused by If-Match: 412 with the
-// version the saved search is at, so a client can read it and decide.
+// version the saved search is at, so a client can read it and decide
+// (the row of errs.PreconditionFailed in kindAnswers). Any other err is
+// returned as it is.
 func preconditionFailed(err error) error {
-	var mismatch *savedsearch.VersionMismatchError
-	if !errors.As(err, &mismatch) {
+	if !errors.As(err, new(*savedsearch.VersionMismatchError)) {
 		return err
 	}
-	v := mismatch.Current
-	return &apiError{status: http.StatusPreconditionFailed, code: CodePreconditionFailed,
-		detail:         "the saved search changed since the version If-Match names; read it again (its ETag) and reapply the change",
-		currentVersion: &v, etag: etag(v)}
+	return problemFor(err)
 }

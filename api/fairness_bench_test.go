@@ -23,6 +23,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/internal/pgcluster"
+	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/savedsearch"
@@ -134,7 +135,7 @@ func TestFairnessBench(t *testing.T) {
 		}
 		st := newStores(pool, nil)
 		srv, err := api.New(api.Deps{
-			Pool: pool, SavedSearches: st.searches, Snapshots: st.snapshots,
+			Ready: readiness.Pool(pool), Plane: st.plane, SavedSearches: st.searches, Snapshots: st.snapshots,
 			Runs: st.runs, Starter: st.starter(t, admission.Config{}),
 			ProviderJobs: providerjobs.New(pool, st.plane, providerjobs.Config{}),
 			JWTSecret:    testSecret, Logger: slog.New(slog.DiscardHandler), OrgMaxInFlight: orgMax, MaxInFlight: budget,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/readiness"
 )
 
 // TestOneOrganizationAtItsCapGets429AndOthersAreServed holds two requests
@@ -101,7 +102,7 @@ func TestReadyzFromTheCheckerCostsThePoolNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	checker := api.NewReadyChecker(pool.Config().ConnConfig, 50*time.Millisecond)
+	checker := readiness.NewChecker(pool.Config().ConnConfig, 50*time.Millisecond)
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); checker.Run(rctx) }()

@@ -1,11 +1,8 @@
 package api
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"mime"
 	"net/http"
 	"reflect"
@@ -13,11 +10,10 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/admission"
-	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -42,10 +38,28 @@ type startResponse struct {
 
 // startRequest is the optional body of a saved-search start. Pointers tell
 // an omitted field (the default) from one set out of range, such as
-// max_results 0.
+// max_results 0; admission.NewStartOptions decides the ranges.
 type startRequest struct {
-	MaxResults *int    `json:"max_results" validate:"omitnil,min=1,max=1000"`
-	Note       *string `json:"note" validate:"omitnil,max=500"`
+	MaxResults *int    `json:"max_results"`
+	Note       *string `json:"note"`
+}
+
+// directStartRequest is the body of a direct start; admission.DirectStart
+// decides its rules.
+type directStartRequest struct {
+	Kind  string          `json:"kind"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// refusedInput turns the domain's refusal of a request's input (an
+// errs.Invalid error) into the validation_failed problem that names its
+// fields as the body spells them; any other err is returned as it is.
+func refusedInput(err error) error {
+	if !errs.Is(err, errs.Invalid) {
+		return err
+	}
+	return validationFailed(invalidFields(err)...)
 }
 
 var errNoSuchPath = &apiError{status: http.StatusNotFound, code: CodeNotFound, detail: "no such resource"}
@@ -113,38 +127,14 @@ func (s *Server) createSavedSearch(c echo.Context) error {
 	var ss *savedsearch.SavedSearch
 	status := http.StatusCreated
 	if hasKey {
-		if req.Baseline.Items == nil {
-			req.Baseline.Items = []string{} // omitted and empty ask for the same
+		if s.plane == nil {
+			return errNoPlane
 		}
-		hash, err := requestHash("searchd.saved_search.create.v1", struct {
-			Name     string               `json:"name"`
-			Brief    savedsearch.Brief    `json:"brief"`
-			Baseline savedsearch.Baseline `json:"baseline"`
-		}{req.Name, req.Brief, req.Baseline})
-		if err != nil {
-			return err
-		}
-		id, first, err := s.createOnce(ctx, p.OrganizationID,
-			keyedCreate{scope: idempotency.ScopeSavedSearchCreate, key: key, hash: hash, resourceType: "saved_search"},
-			func(ctx context.Context, tx pgx.Tx) (string, error) {
-				created, err := s.savedSearches.CreateIn(ctx, tx, p.OrganizationID, req)
-				if err != nil {
-					return "", err
-				}
-				ss = created
-				return created.ID.String(), nil
-			})
-		if err != nil {
+		var first bool
+		if ss, first, err = s.savedSearches.CreateOnce(ctx, s.plane, p.OrganizationID, key, req); err != nil {
 			return err
 		}
 		if !first {
-			ssID, err := uuid.Parse(id)
-			if err != nil {
-				return fmt.Errorf("api: the claim names saved search %q: %w", id, err)
-			}
-			if ss, err = s.savedSearches.GetAny(ctx, p.OrganizationID, ssID); err != nil {
-				return err
-			}
 			status = http.StatusOK
 			markReplayed(c)
 		}
@@ -430,12 +420,9 @@ func (s *Server) startSavedSearch(c echo.Context) error {
 	if err := s.decodeBody(c, &req, bodyOptional); err != nil {
 		return err
 	}
-	var opts admission.StartOptions
-	if req.MaxResults != nil {
-		opts.MaxResults = *req.MaxResults
-	}
-	if req.Note != nil {
-		opts.Note = *req.Note
+	opts, err := admission.NewStartOptions(req.MaxResults, req.Note)
+	if err != nil {
+		return refusedInput(err)
 	}
 	wait, applied := s.waitPreference(c.Request().Header)
 	p := principal(c)
@@ -455,9 +442,8 @@ func (s *Server) startSavedSearch(c echo.Context) error {
 }
 
 // MaxDirectInputBytes bounds the input of a direct start, in bytes of its
-// JSON as sent. A Run keeps its input for 396 days and the Run list pages
-// leave it out, so the bound is what one Run read can cost.
-const MaxDirectInputBytes = 64 << 10
+// JSON as sent: admission.MaxInputBytes, which decides it.
+const MaxDirectInputBytes = admission.MaxInputBytes
 
 // startDirect admits a capability or definition Run.
 func (s *Server) startDirect(c echo.Context) error {
@@ -465,20 +451,17 @@ func (s *Server) startDirect(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req admission.DirectStart
+	var req directStartRequest
 	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
 		return err
 	}
-	if in := bytes.TrimSpace(req.Input); len(in) > 0 && in[0] != '{' && string(in) != "null" {
-		return validationFailed(FieldError{Field: "input", Message: "must be an object"})
-	}
-	if len(req.Input) > MaxDirectInputBytes {
-		return validationFailed(FieldError{Field: "input", Message: fmt.Sprintf(
-			"must be at most %d bytes of JSON as sent (the input size limit); it is %d", MaxDirectInputBytes, len(req.Input))})
-	}
 	p := principal(c)
-	req.Org, req.IdempotencyKey, req.Actor = p.OrganizationID, key, p.Actor
-	res, err := s.starter.StartDirect(c.Request().Context(), req)
+	start := admission.DirectStart{Org: p.OrganizationID, Kind: req.Kind, Name: req.Name, Input: req.Input,
+		IdempotencyKey: key, Actor: p.Actor}
+	if err := start.Validate(); err != nil {
+		return refusedInput(err)
+	}
+	res, err := s.starter.StartDirect(c.Request().Context(), start)
 	if err != nil {
 		return err
 	}

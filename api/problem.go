@@ -4,20 +4,17 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
-	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-playground/validator/v10"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -135,32 +132,57 @@ const (
 
 func (e *apiError) Error() string { return e.code + ": " + e.detail }
 
-// errorTable maps the sentinel errors of the domain packages to their
-// answer, checked with errors.Is in order. It is the one place a domain
-// outcome becomes an HTTP status; a domain error missing here is a 500.
-var errorTable = []struct {
-	err    error
+// kindAnswer is the answer to a domain error of one kind: its status, its
+// machine code and the detail it carries unless [details] says more.
+type kindAnswer struct {
 	status int
 	code   string
 	detail string
-}{
-	{savedsearch.ErrNotFound, http.StatusNotFound, CodeNotFound, "no such saved search in your organization"},
-	{admission.ErrNotFound, http.StatusNotFound, CodeNotFound, "no such saved search in your organization"},
-	{snapshot.ErrNotFound, http.StatusNotFound, CodeNotFound, "no such snapshot in your organization"},
-	{runs.ErrNotFound, http.StatusNotFound, CodeNotFound, "no such run in your organization"},
-	{admission.ErrKeyReused, http.StatusUnprocessableEntity, CodeKeyReused,
-		"this Idempotency-Key was already used for a different request; use a new key"},
-	{runs.ErrKeyReused, http.StatusUnprocessableEntity, CodeKeyReused,
-		"this Idempotency-Key was already used for a different request; use a new key"},
-	{providerjobs.ErrNotFound, http.StatusNotFound, CodeNotFound, "no such provider job in your organization"},
-	{providerjobs.ErrRunNotFound, http.StatusNotFound, CodeNotFound, "no such run in your organization"},
-	{providerjobs.ErrAlreadyRegistered, http.StatusConflict, CodeAlreadyRegistered,
-		"this provider job id is registered already in your organization, for another run; " +
-			"a provider job id names one job of an organization"},
 }
 
+// kindAnswers is the one table that turns domain outcomes into HTTP
+// statuses and codes: each kind of errs has its row, but errs.Internal,
+// which is a logged 500 with nothing of the error in its body. The API
+// reads no further into a domain error than its kind, the sentinels
+// [details] names and the typed errors that carry data for the answer (a
+// lease's time left, a saved search's current version, refused fields).
+var kindAnswers = map[errs.Kind]kindAnswer{
+	errs.Invalid:    {http.StatusBadRequest, CodeValidationFailed, validationFailedDetail},
+	errs.NotFound:   {http.StatusNotFound, CodeNotFound, "no such resource"},
+	errs.Conflict:   {http.StatusConflict, CodeAlreadyRegistered, "the name is taken in your organization already"},
+	errs.KeyReused:  {http.StatusUnprocessableEntity, CodeKeyReused, "this Idempotency-Key was already used for a different request; use a new key"},
+	errs.InProgress: {http.StatusConflict, CodeInProgress, "a request with this Idempotency-Key is still being prepared; retry after the Retry-After delay"},
+	errs.PreconditionFailed: {http.StatusPreconditionFailed, CodePreconditionFailed,
+		"the resource changed since the version If-Match names; read it again (its ETag) and reapply the change"},
+	errs.Unavailable: {http.StatusServiceUnavailable, CodeUnavailable, "the service cannot reach its database; retry later"},
+}
+
+// details holds the detail of particular domain errors, where it says
+// more than their kind's row in [kindAnswers]: checked with errors.Is, in
+// order, the first match wins.
+var details = []struct {
+	err    error
+	detail string
+}{
+	{savedsearch.ErrNotFound, "no such saved search in your organization"},
+	{admission.ErrNotFound, "no such saved search in your organization"},
+	{snapshot.ErrNotFound, "no such snapshot in your organization"},
+	{runs.ErrNotFound, "no such run in your organization"},
+	{providerjobs.ErrNotFound, "no such provider job in your organization"},
+	{providerjobs.ErrRunNotFound, "no such run in your organization"},
+	{providerjobs.ErrAlreadyRegistered, "this provider job id is registered already in your organization, for another run; " +
+		"a provider job id names one job of an organization"},
+	{savedsearch.ErrVersionMismatch,
+		"the saved search changed since the version If-Match names; read it again (its ETag) and reapply the change"},
+}
+
+// cursorErrors are the domain's refusals of a list cursor: the field is
+// the ?cursor= the client sent.
+var cursorErrors = []error{savedsearch.ErrInvalidCursor, runs.ErrInvalidCursor, snapshot.ErrInvalidCursor}
+
 // problemFor decides the answer to err. It never returns a body that
-// quotes err itself unless err is an *apiError, whose detail the API wrote.
+// quotes err itself unless err is an *apiError, whose detail the API
+// wrote. Nil means no rule knows err: a 500.
 func problemFor(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
@@ -170,60 +192,70 @@ func problemFor(err error) *apiError {
 	if errors.As(err, &he) {
 		return echoProblem(he)
 	}
-	if errors.As(err, new(*savedsearch.VersionMismatchError)) {
-		return preconditionFailed(err).(*apiError)
+	var keyErr *idempotency.InputError
+	if errors.As(err, &keyErr) && keyErr.Field == "key" {
+		// The key is a header, not a field of the body: its own code.
+		return &apiError{status: http.StatusBadRequest, code: CodeInvalidIdempotencyKey, detail: errKeyInvalid.Error()}
 	}
-	if errors.Is(err, idempotency.ErrClaimInFlight) {
+	kind := errs.KindOf(err)
+	row, ok := kindAnswers[kind]
+	if !ok {
+		return nil
+	}
+	p := &apiError{status: row.status, code: row.code, detail: row.detail}
+	for _, d := range details {
+		if errors.Is(err, d.err) {
+			p.detail = d.detail
+			break
+		}
+	}
+	switch kind {
+	case errs.Invalid:
+		// The API checks every body before a store sees it, so this is
+		// a rule the domain decides (or one the API lacks): still the
+		// client's input.
+		p.fields = invalidFields(err)
+	case errs.InProgress:
 		// Retry-After is a hint of when the answer is likely ready, not
 		// the lease: a preparation or a keyed create is one short
 		// transaction, done in milliseconds, while the lease is the bound
 		// on recovering from a crashed holder. So a retry comes after
 		// inProgressRetryAfter, or sooner when the lease passes sooner;
 		// a client that can wait asks for Prefer: wait instead.
-		retryAfter := inProgressRetryAfter
+		p.retryAfter = inProgressRetryAfter
 		var inFlight *idempotency.InFlightError
 		if errors.As(err, &inFlight) && inFlight.RetryAfter > 0 {
-			retryAfter = min(inFlight.RetryAfter, inProgressRetryAfter)
+			p.retryAfter = min(inFlight.RetryAfter, inProgressRetryAfter)
 		}
-		return &apiError{status: http.StatusConflict, code: CodeInProgress,
-			detail:     "a request with this Idempotency-Key is still being prepared; retry after the Retry-After delay",
-			retryAfter: retryAfter}
-	}
-	for _, row := range errorTable {
-		if errors.Is(err, row.err) {
-			return &apiError{status: row.status, code: row.code, detail: row.detail}
+	case errs.PreconditionFailed:
+		var mismatch *savedsearch.VersionMismatchError
+		if errors.As(err, &mismatch) {
+			v := mismatch.Current
+			p.currentVersion, p.etag = &v, etag(v)
 		}
+	case errs.Unavailable:
+		p.retryAfter = unavailableRetryAfter
 	}
-	var keyErr *idempotency.InputError
-	if errors.As(err, &keyErr) && keyErr.Field == "key" {
-		return &apiError{status: http.StatusBadRequest, code: CodeInvalidIdempotencyKey, detail: errKeyInvalid.Error()}
-	}
-	if isInvalid(err) {
-		// The API checks every body before a store sees it, so this is a
-		// rule the store has and the API lacks: still the client's input.
-		return validationFailed(domainFields(err)...).(*apiError)
-	}
-	if isCursorError(err) {
-		return validationFailed(FieldError{Field: "cursor", Message: "is not a cursor this API returned"}).(*apiError)
-	}
-	if isUnavailable(err) {
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
-			detail: "the service cannot reach its database; retry later", retryAfter: unavailableRetryAfter}
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
-		// Data exception: a value the request carried that PostgreSQL
-		// cannot store. The body checks should have caught it first; this
-		// keeps such input from ever becoming a 500.
-		return validationFailed(FieldError{Field: "", Message: "holds a value that cannot be stored"}).(*apiError)
-	}
-	return nil
+	return p
 }
 
-// isInvalid reports whether err is a domain package's refusal of input.
-func isInvalid(err error) bool {
-	return errors.Is(err, savedsearch.ErrInvalid) || errors.Is(err, admission.ErrInvalid) ||
-		errors.Is(err, runs.ErrInvalid) || errors.Is(err, providerjobs.ErrInvalid)
+// invalidFields names the refused fields of an [errs.Invalid] error: a
+// cursor, the fields the domain named (errs.Error.Fields), those of a
+// size limit or a validator, or the input as a whole.
+func invalidFields(err error) []FieldError {
+	for _, c := range cursorErrors {
+		if errors.Is(err, c) {
+			return []FieldError{{Field: "cursor", Message: "is not a cursor this API returned"}}
+		}
+	}
+	if named := errs.FieldsOf(err); len(named) > 0 {
+		fields := make([]FieldError, 0, min(len(named), maxFieldErrors))
+		for _, f := range named[:min(len(named), maxFieldErrors)] {
+			fields = append(fields, FieldError{Field: f.Name, Message: f.Message})
+		}
+		return fields
+	}
+	return domainFields(err)
 }
 
 // domainFields names the fields of validator errors a domain package
@@ -265,46 +297,6 @@ func snakePath(path string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// isCursorError reports whether err is a domain package's invalid cursor.
-func isCursorError(err error) bool {
-	return errors.Is(err, savedsearch.ErrInvalidCursor) || errors.Is(err, runs.ErrInvalidCursor) ||
-		errors.Is(err, snapshot.ErrInvalidCursor)
-}
-
-// isUnavailable reports whether err says the database could not be used
-// now, so that the same request may succeed later: no connection, a lost
-// connection, a timeout, a server shutting down or refusing connections, or
-// a transaction the server aborted for a conflict the caller did not retry.
-func isUnavailable(err error) bool {
-	var connectErr *pgconn.ConnectError
-	var netErr net.Error
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr):
-		switch {
-		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
-			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
-			strings.HasPrefix(pgErr.Code, "57"), // operator intervention: shutdown, cancel, timeout
-			pgErr.Code == "25P03",               // idle_in_transaction_session_timeout: the session was ended
-			pgErr.Code == "40001",               // serialization_failure
-			pgErr.Code == "40P01",               // deadlock_detected
-			pgErr.Code == "55P03":               // lock_not_available
-			return true
-		}
-		return false
-	case errors.As(err, &connectErr),
-		pgconn.SafeToRetry(err),
-		pgconn.Timeout(err),
-		errors.Is(err, pgconn.ErrConnClosed),
-		errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, io.EOF),
-		errors.As(err, &netErr):
-		return true
-	}
-	return false
 }
 
 // echoProblem maps the errors echo raises itself (no route, wrong method).
@@ -350,7 +342,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 			p = &apiError{status: http.StatusInternalServerError, code: CodeInternal,
 				detail: "the server failed to answer; report the request_id if it persists"}
 		}
-	} else if p.status == http.StatusServiceUnavailable || isInvalid(err) {
+	} else if p.status == http.StatusServiceUnavailable || errs.Is(err, errs.Invalid) {
 		// Worth a look: a database in trouble, or a domain rule the API's
 		// own checks do not know yet.
 		s.logger.LogAttrs(context.WithoutCancel(c.Request().Context()), slog.LevelWarn, p.code,
@@ -390,8 +382,8 @@ func (s *Server) writeProblem(c echo.Context, p *apiError, reqID string) {
 	_ = c.JSON(p.status, body)
 }
 
-// retryAfterSeconds rounds d up to whole seconds, at least 1: a client told
-// to retry after 0 seconds would meet the same live lease.
+// retryAfterSeconds is the Retry-After header of d: whole seconds, as
+// [idempotency.RetryAfterSeconds] rounds every Retry-After searchd gives.
 func retryAfterSeconds(d time.Duration) int {
-	return max(1, int(math.Ceil(d.Seconds())))
+	return idempotency.RetryAfterSeconds(d)
 }

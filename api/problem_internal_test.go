@@ -10,7 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -50,7 +52,9 @@ func TestProblemForMapsEveryDomainOutcome(t *testing.T) {
 		{"plain bug", errors.New("nil map"), 0, "", 0},
 	}
 	for _, tt := range tests {
-		p := problemFor(tt.err)
+		// Every error reaches the API through a store's boundary, which
+		// translates the driver's errors into kinds (internal/dberr).
+		p := problemFor(dberr.Interpret(tt.err))
 		switch {
 		case tt.status == 0 && p != nil:
 			t.Errorf("%s: problemFor = %d %s, want unknown (a 500)", tt.name, p.status, p.code)
@@ -86,5 +90,42 @@ func TestEveryProblemCodeHasItsPage(t *testing.T) {
 	}
 	if len(problemDocs) != len(titles) {
 		t.Errorf("%d problem pages for %d codes", len(problemDocs), len(titles))
+	}
+}
+
+// TestEveryKindHasOneAnswer: each kind of errs has its row in kindAnswers
+// (errs.Internal alone has none: a 500), a row's code has a title and a
+// problem page, and every per-case detail belongs to a kind with a row
+// whose status it keeps.
+func TestEveryKindHasOneAnswer(t *testing.T) {
+	t.Parallel()
+	for _, k := range errs.Kinds() {
+		row, ok := kindAnswers[k]
+		switch {
+		case k == errs.Internal && ok:
+			t.Errorf("kind %q has a row; it must stay a logged 500", k)
+		case k == errs.Internal:
+		case !ok:
+			t.Errorf("kind %q has no row in kindAnswers", k)
+		case row.status < 400 || row.detail == "" || titles[row.code] == "":
+			t.Errorf("kind %q answers %+v: want a 4xx or 5xx, a detail and a code with a title", k, row)
+		}
+		if p := problemFor(errs.New(k, "x")); ok != (p != nil) || (p != nil && (p.status != row.status || p.code != row.code)) {
+			t.Errorf("problemFor(a %q error) = %+v, want %d %s", k, p, row.status, row.code)
+		}
+	}
+	if len(kindAnswers) != len(errs.Kinds())-1 {
+		t.Errorf("kindAnswers has %d rows for %d kinds", len(kindAnswers), len(errs.Kinds())-1)
+	}
+	for _, d := range details {
+		k := errs.KindOf(d.err)
+		row, ok := kindAnswers[k]
+		if !ok {
+			t.Errorf("detail for %v: its kind %q has no row", d.err, k)
+			continue
+		}
+		if p := problemFor(fmt.Errorf("layer: %w", d.err)); p == nil || p.status != row.status || p.detail != d.detail {
+			t.Errorf("problemFor(%v) = %+v, want %d with detail %q", d.err, p, row.status, d.detail)
+		}
 	}
 }

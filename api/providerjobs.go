@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
@@ -169,35 +168,14 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 		// 200 when the job was registered for the Run before, as without
 		// a key); a repeat answers the job it registered, 200 with
 		// Idempotent-Replayed, whatever has been registered since.
-		hash, err := requestHash("searchd.provider_job.register.v1", params)
-		if err != nil {
+		var replayed bool
+		var err error
+		if job, created, replayed, err = s.providerJobs.RegisterOnce(c.Request().Context(), org, key, params); err != nil {
 			return err
 		}
-		var registered bool
-		id, first, err := s.createOnce(c.Request().Context(), org,
-			keyedCreate{scope: idempotency.ScopeProviderJobRegister, key: key, hash: hash, resourceType: "provider_job"},
-			func(ctx context.Context, tx pgx.Tx) (string, error) {
-				j, made, err := s.providerJobs.RegisterIn(ctx, tx, org, params)
-				if err != nil {
-					return "", err
-				}
-				job, registered = j, made
-				return j.ID.String(), nil
-			})
-		if err != nil {
-			return err
-		}
-		if !first {
-			jobID, err := uuid.Parse(id)
-			if err != nil {
-				return fmt.Errorf("api: the claim names provider job %q: %w", id, err)
-			}
-			if job, err = s.providerJobs.Get(c.Request().Context(), org, jobID); err != nil {
-				return err
-			}
+		if replayed {
 			markReplayed(c)
 		}
-		created = first && registered
 	} else {
 		var err error
 		if job, created, err = s.providerJobs.Register(c.Request().Context(), org, params); err != nil {

@@ -11,8 +11,16 @@
 // (the Idempotency-Key header, JSON bodies, field rules), and how every
 // outcome reads on the wire. Errors are RFC 9457 problem documents with a
 // machine code; the one table that turns domain errors into statuses is in
-// problem.go. No input of any shape is meant to produce a 500: a 500 is a
-// bug, logged with the request id the response carries.
+// problem.go, keyed by the kinds of package errs. No input of any shape is
+// meant to produce a 500: a 500 is a bug, logged with the request id the
+// response carries.
+//
+// The package knows no database: the stores translate their driver's
+// errors into kinds (internal/dberr), keyed creates run their transaction
+// in their domain package, and readiness is a function the binary hands in
+// (Deps.Ready, internal/readiness). Request bodies are the package's own
+// types; the domain packages decide the rules of what they carry, and the
+// handlers turn a domain refusal into the fields of a validation_failed.
 //
 // Identifiers in paths are UUIDs; a provider callback's path also names
 // the provider. A path id that is not a UUID names no resource, so it
@@ -25,7 +33,6 @@ package api
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,16 +41,12 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/telemetry"
-	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
@@ -54,9 +57,8 @@ import (
 // *savedsearch.Store has it.
 type SavedSearches interface {
 	Create(ctx context.Context, org uuid.UUID, p savedsearch.CreateParams) (*savedsearch.SavedSearch, error)
-	// CreateIn creates on tx: a keyed create completes its claim in the
-	// same transaction.
-	CreateIn(ctx context.Context, tx savedsearch.DBTX, org uuid.UUID, p savedsearch.CreateParams) (*savedsearch.SavedSearch, error)
+	// CreateOnce creates once per Idempotency-Key, claimed on plane.
+	CreateOnce(ctx context.Context, plane *idempotency.Service, org uuid.UUID, key string, p savedsearch.CreateParams) (ss *savedsearch.SavedSearch, created bool, err error)
 	// GetAny reads a live or an archived saved search.
 	GetAny(ctx context.Context, org, id uuid.UUID) (*savedsearch.SavedSearch, error)
 	ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b savedsearch.Baseline, ifMatch func(int64) bool) (*savedsearch.SavedSearch, error)
@@ -92,9 +94,8 @@ type Starter interface {
 type ProviderJobs interface {
 	Register(ctx context.Context, org uuid.UUID, p providerjobs.RegisterParams) (job *providerjobs.Job, created bool, err error)
 	Get(ctx context.Context, org, id uuid.UUID) (*providerjobs.Job, error)
-	// RegisterIn registers on tx: a keyed registration completes its
-	// claim in the same transaction.
-	RegisterIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p providerjobs.RegisterParams) (job *providerjobs.Job, created bool, err error)
+	// RegisterOnce registers once per Idempotency-Key.
+	RegisterOnce(ctx context.Context, org uuid.UUID, key string, p providerjobs.RegisterParams) (job *providerjobs.Job, created, replayed bool, err error)
 	// ListDrops reads the dropped deliveries of a job.
 	ListDrops(ctx context.Context, org, id uuid.UUID) ([]providerjobs.Drop, error)
 	Receive(ctx context.Context, d providerjobs.Delivery) (providerjobs.Outcome, error)
@@ -102,8 +103,6 @@ type ProviderJobs interface {
 
 // Deps are what a [Server] is built from.
 type Deps struct {
-	// Pool is the database /readyz checks. Required.
-	Pool *pgxpool.Pool
 	// The domain services. Required.
 	SavedSearches SavedSearches
 	Snapshots     Snapshots
@@ -124,8 +123,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Metrics counts every request and is served at GET /metrics; share
 	// it with the plane's and the provider jobs' observers so their
-	// counts are on the same page. Nil makes a private one with the HTTP
-	// metrics, the Go and process collectors and Pool's gauges.
+	// counts are on the same page (and watch the pool there: the API has
+	// none). Nil makes a private one with the HTTP metrics and the Go and
+	// process collectors.
 	Metrics *telemetry.Metrics
 	// TracerProvider, when set, makes a span of every request, named
 	// after its route, with the claim outcome on a start's. Nil (the
@@ -147,10 +147,9 @@ type Deps struct {
 	// N is cut to it. Zero (the default) ignores the preference: set it
 	// only when Starter can wait (admission.Config.Hub).
 	MaxPreferWait time.Duration
-	// Plane is the idempotency plane keyed creates (saved searches,
-	// provider-job registrations) claim their Idempotency-Key on. Nil
-	// makes one on Pool with the default config; give the same plane as
-	// the Starter's so its observer counts every claim.
+	// Plane is the idempotency plane keyed saved-search creates claim
+	// their Idempotency-Key on; give the same plane as the Starter's so
+	// its observer counts every claim. Nil answers every keyed create 500.
 	Plane *idempotency.Service
 	// CORSOrigins are the origins (scheme://host[:port]) a browser page
 	// may call the API from: their preflights are answered without a
@@ -158,11 +157,9 @@ type Deps struct {
 	// the headers a UI reads. Empty (the default) allows no other origin;
 	// "*" allows every origin.
 	CORSOrigins []string
-	// Ready, when set, replaces the readiness check of /readyz: it returns
-	// nil when the service can take traffic. The default pings Pool and
-	// checks that its schema is at the newest migration, on every probe;
-	// a [ReadyChecker]'s Ready answers from a check it refreshes in the
-	// background on a connection of its own instead.
+	// Ready is the readiness check of /readyz: it returns nil when the
+	// service can take traffic (the binary's is readiness.Checker.Ready:
+	// the database answers and its schema is current). Required.
 	Ready func(ctx context.Context) error
 	// OrgMaxInFlight is the most requests of one organization the /v1
 	// routes serve at once; more answer 429 rate_limited. Zero is
@@ -197,9 +194,8 @@ type Server struct {
 	maxPreferWait        time.Duration
 	ready                func(ctx context.Context) error
 	orgLimiter           *orgLimiter
-	// pool and plane serve keyed creates (creates.go); corsOrigins the
-	// CORS middleware (cors.go).
-	pool        *pgxpool.Pool
+	// plane serves keyed creates (creates.go); corsOrigins the CORS
+	// middleware (cors.go).
 	plane       *idempotency.Service
 	corsOrigins []string
 
@@ -218,8 +214,8 @@ type Server struct {
 // first dependency that is missing or invalid.
 func New(d Deps) (*Server, error) {
 	switch {
-	case d.Pool == nil && d.Ready == nil:
-		return nil, errors.New("api: Deps.Pool is required")
+	case d.Ready == nil:
+		return nil, errors.New("api: Deps.Ready is required")
 	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.Starter == nil, d.ProviderJobs == nil:
 		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs, Starter and ProviderJobs are required")
 	case len(d.JWTSecret) < MinJWTSecretLen:
@@ -254,15 +250,11 @@ func New(d Deps) (*Server, error) {
 		maxBodyBytes:  d.MaxBodyBytes,
 		maxPreferWait: d.MaxPreferWait,
 		ready:         d.Ready,
-		pool:          d.Pool,
 		plane:         d.Plane,
 		corsOrigins:   d.CORSOrigins,
 	}
 	if err := ValidateCORSOrigins(d.CORSOrigins); err != nil {
 		return nil, err
-	}
-	if s.plane == nil && d.Pool != nil {
-		s.plane = idempotency.NewService(d.Pool, idempotency.Config{})
 	}
 	s.providerSecrets = secrets
 	s.orgLimiter = newOrgLimiter(cmp.Or(d.OrgMaxInFlight, DefaultOrgMaxInFlight), cmp.Or(d.MaxInFlight, DefaultMaxInFlight()))
@@ -277,9 +269,6 @@ func New(d Deps) (*Server, error) {
 		s.maxBodyBytes = DefaultMaxBodyBytes
 	}
 	s.callbackMaxBodyBytes = cmp.Or(d.CallbackMaxBodyBytes, min(DefaultCallbackMaxBodyBytes, s.maxBodyBytes))
-	if s.ready == nil {
-		s.ready = poolReady(d.Pool, stdlib.OpenDBFromPool(d.Pool))
-	}
 	s.initTelemetry(d)
 	s.echo = s.routes()
 	s.knownRoutes = routeSet(s.echo)
@@ -408,14 +397,4 @@ func (s *Server) readyz(c echo.Context) error {
 			retryAfter: unavailableRetryAfter}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
-}
-
-// poolReady is the default readiness check.
-func poolReady(pool *pgxpool.Pool, db *sql.DB) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		if err := pool.Ping(ctx); err != nil {
-			return err
-		}
-		return migrations.CheckDB(ctx, db)
-	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
@@ -106,7 +107,10 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	logs := &syncBuffer{}
 	st := newStores(pool, opts.clock)
 	d := api.Deps{
-		Pool:            pool,
+		Ready: readiness.Pool(pool),
+		// The plane a server built without one made for itself: the
+		// default config, on the test's pool.
+		Plane:           idempotency.NewService(pool, idempotency.Config{}),
 		SavedSearches:   st.searches,
 		Snapshots:       st.snapshots,
 		Runs:            st.runs,

@@ -19,6 +19,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/savedsearch"
 )
 
@@ -383,7 +384,7 @@ func TestCORSAllowsListedOrigins(t *testing.T) {
 	if res := preflight(closed, origin); res.header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("a server without SEARCHD_CORS_ORIGINS allowed %s: %v", origin, res.header)
 	}
-	if _, err := api.New(api.Deps{Pool: b.pool, SavedSearches: savedsearch.NewStore(b.pool), CORSOrigins: []string{"http://*.example.com"}}); err == nil {
+	if _, err := api.New(api.Deps{Ready: readiness.Pool(b.pool), SavedSearches: savedsearch.NewStore(b.pool), CORSOrigins: []string{"http://*.example.com"}}); err == nil {
 		t.Error("api.New accepted a wildcard origin pattern")
 	}
 }

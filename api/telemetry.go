@@ -51,9 +51,6 @@ func (s *Server) initTelemetry(d Deps) {
 	s.metrics = d.Metrics
 	if s.metrics == nil {
 		s.metrics = telemetry.NewMetrics()
-		if d.Pool != nil {
-			_ = s.metrics.WatchPool(d.Pool) // a fresh registry: it cannot collide
-		}
 	}
 	if d.TracerProvider != nil {
 		s.traceHTTP = otelhttp.NewMiddleware("searchd",

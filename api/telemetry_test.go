@@ -48,12 +48,13 @@ func TestMetricsCountRequestsClaimsAndDrops(t *testing.T) {
 	t.Parallel()
 	clk := dbclocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	m := telemetry.NewMetrics()
-	b := setup(t, setupOpts{clock: clk.Clock(), observer: m, deps: func(d *api.Deps) {
-		st := newStores(d.Pool, clk.Clock())
-		st.plane = idempotency.NewService(d.Pool, idempotency.Config{Clock: clk.Clock(), Observer: m})
+	pool := pgtest.NewDB(t)
+	b := setup(t, setupOpts{pool: pool, clock: clk.Clock(), observer: m, deps: func(d *api.Deps) {
+		st := newStores(pool, clk.Clock())
+		st.plane = idempotency.NewService(pool, idempotency.Config{Clock: clk.Clock(), Observer: m})
 		d.Starter = st.starter(t, admission.Config{})
 		d.Metrics = m
-		if err := m.WatchPool(d.Pool); err != nil {
+		if err := m.WatchPool(pool); err != nil {
 			t.Fatal(err)
 		}
 	}})

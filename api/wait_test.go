@@ -15,6 +15,7 @@ import (
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/providerjobs"
 )
 
@@ -364,7 +365,7 @@ func TestMaxPreferWaitIsValidated(t *testing.T) {
 	pool := pgtest.NewDB(t)
 	st := newStores(pool, nil)
 	deps := api.Deps{
-		Pool:          pool,
+		Ready:         readiness.Pool(pool),
 		SavedSearches: st.searches,
 		Snapshots:     st.snapshots,
 		Runs:          st.runs,

@@ -42,7 +42,7 @@ func exampleServer() (baseURL, token string) {
 		log.Fatal(err)
 	}
 	srv, err := api.New(api.Deps{
-		Pool:          pool,
+		Plane:         plane,
 		SavedSearches: searches,
 		Snapshots:     snapshots,
 		Runs:          runStore,

@@ -4,19 +4,27 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/searchd/searchd/errs"
 )
 
+// The plane's errors carry the kinds of package errs: [ErrInvalid] and
+// [*InputError] are errs.Invalid, [ErrClaimInFlight] and [*InFlightError]
+// errs.InProgress, [ErrKeyReused] errs.KeyReused; a transient database
+// failure from a [Service] method is an errs.Unavailable wrapping the
+// driver's error (internal/dberr), so errors.As still finds a
+// *pgconn.PgError in it.
 var (
 	// ErrInvalid is wrapped by every [*InputError]: input the plane refuses
 	// before it runs any SQL.
-	ErrInvalid = errors.New("idempotency: invalid input")
+	ErrInvalid = errs.New(errs.Invalid, "idempotency: invalid input")
 	// ErrUnknownScope reports a scope the registry does not name.
 	ErrUnknownScope = errors.New("idempotency: unknown scope")
 	// ErrClaimInFlight reports that another worker holds a live lease on the
 	// key. Callers that an orchestrator replays return it, so the step fails
 	// and runs again; it is never turned into a result. [*InFlightError]
 	// matches it with errors.Is.
-	ErrClaimInFlight = errors.New("idempotency: claim in flight")
+	ErrClaimInFlight = errs.New(errs.InProgress, "idempotency: claim in flight")
 	// ErrFenceLost reports that a completion queued with
 	// [Service.QueueComplete] found the lease moved on: another worker
 	// reclaimed the key, or the claim already ended. Its transaction was
@@ -24,6 +32,10 @@ var (
 	// from [Service.Complete], it is not a failure to retry: the key belongs
 	// to another worker.
 	ErrFenceLost = errors.New("idempotency: claim fence lost")
+	// ErrKeyReused reports a key claimed before for a different request
+	// hash ([KindConflict]) where an error is the answer, as
+	// [Service.CreateOnce] gives it: a retry with the key never succeeds.
+	ErrKeyReused = errs.New(errs.KeyReused, "idempotency: key reused for a different request")
 )
 
 // sqlStateFenceLost is the SQLSTATE agent.idempotency_fence_lost raises
@@ -59,3 +71,18 @@ func (e *InFlightError) Error() string {
 
 // Is reports whether target is [ErrClaimInFlight].
 func (e *InFlightError) Is(target error) bool { return target == ErrClaimInFlight }
+
+// ErrorKind returns [errs.Invalid]: the plane refused the input before it
+// ran any SQL.
+func (e *InputError) ErrorKind() errs.Kind { return errs.Invalid }
+
+// ErrorKind returns [errs.InProgress]: a retry after RetryAfter is
+// answered.
+func (e *InFlightError) ErrorKind() errs.Kind { return errs.InProgress }
+
+// RetryAfterSeconds returns d rounded up to whole seconds, at least 1: the
+// one rounding of every Retry-After searchd gives, since a client told to
+// retry after 0 seconds would meet the same live lease.
+func RetryAfterSeconds(d time.Duration) int {
+	return int(max(time.Second, (d+time.Second-1).Truncate(time.Second)) / time.Second)
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/internal/dberr"
 )
 
 // Kind says which of the endings of a claim a caller holds.
@@ -246,7 +247,8 @@ const maxClaimRounds = 4
 // passed. The request hash is compared first, whatever the lease says.
 // Invalid input returns an error wrapping [ErrInvalid] or [ErrUnknownScope]
 // before any SQL runs.
-func (s *Service) Read(ctx context.Context, organizationID uuid.UUID, scope, key, requestHash string) (Outcome, error) {
+func (s *Service) Read(ctx context.Context, organizationID uuid.UUID, scope, key, requestHash string) (_ Outcome, err error) {
+	defer dberr.Annotate(&err)
 	if _, err := validateKey(organizationID, scope, key, requestHash); err != nil {
 		return Outcome{}, err
 	}
@@ -281,7 +283,8 @@ func (s *Service) Read(ctx context.Context, organizationID uuid.UUID, scope, key
 // covered: its claim falls to the lease rules.)
 //
 // A new claim costs one statement, a replay two, a reclaim three.
-func (s *Service) Claim(ctx context.Context, organizationID uuid.UUID, scope, key, requestHash string, lease time.Duration) (Outcome, error) {
+func (s *Service) Claim(ctx context.Context, organizationID uuid.UUID, scope, key, requestHash string, lease time.Duration) (_ Outcome, err error) {
+	defer dberr.Annotate(&err)
 	out, err := s.claim(ctx, organizationID, scope, key, requestHash, lease)
 	if err == nil {
 		s.observer.ObserveClaim(scope, out.Kind, out.Claim != nil && out.Claim.Reclaimed)
@@ -388,7 +391,8 @@ func claimed(rec *Record, reclaimed bool) Outcome {
 // when the fence moved on (another worker reclaimed the key, or the claim
 // already ended): the caller must then neither retry nor raise. An invalid
 // completion returns an error wrapping [ErrInvalid] before any SQL runs.
-func (s *Service) Complete(ctx context.Context, claim *Claim, c Completion) (bool, error) {
+func (s *Service) Complete(ctx context.Context, claim *Claim, c Completion) (_ bool, err error) {
+	defer dberr.Annotate(&err)
 	return s.complete(ctx, s.repo, claim, c)
 }
 
@@ -396,7 +400,8 @@ func (s *Service) Complete(ctx context.Context, claim *Claim, c Completion) (boo
 // local effect and the completion commit or roll back together. When it
 // reports false the caller should roll back: the key belongs to another
 // worker.
-func (s *Service) CompleteTx(ctx context.Context, tx DBTX, claim *Claim, c Completion) (bool, error) {
+func (s *Service) CompleteTx(ctx context.Context, tx DBTX, claim *Claim, c Completion) (_ bool, err error) {
+	defer dberr.Annotate(&err)
 	return s.complete(ctx, s.repo.WithTx(tx), claim, c)
 }
 
@@ -482,7 +487,8 @@ func (s *Service) complete(ctx context.Context, repo *Repository, claim *Claim, 
 // Release deletes claim, which made no effect, so the next attempt executes.
 // It reports false and no error when the fence moved on; the caller must
 // then do nothing, because another worker owns the key.
-func (s *Service) Release(ctx context.Context, claim *Claim) (bool, error) {
+func (s *Service) Release(ctx context.Context, claim *Claim) (_ bool, err error) {
+	defer dberr.Annotate(&err)
 	if claim == nil {
 		return false, &InputError{Field: "claim", Reason: "is nil; only a claimed outcome can be released"}
 	}
@@ -500,7 +506,7 @@ func (s *Service) Release(ctx context.Context, claim *Claim) (bool, error) {
 // would leave the key blocked for a whole lease.
 func (s *Service) releaseRetrying(ctx context.Context, id, token uuid.UUID, attempts int) (ok bool, err error) {
 	for attempt := range attempts {
-		if ok, err = s.repo.Release(ctx, id, token); !retryableTransport(err) {
+		if ok, err = s.repo.Release(ctx, id, token); !dberr.Transport(err) {
 			break
 		}
 		if attempt+1 < attempts && sleep(ctx, min(time.Duration(attempt+1)*50*time.Millisecond, 500*time.Millisecond)) != nil {
@@ -526,8 +532,7 @@ func (s *Service) releaseRetrying(ctx context.Context, id, token uuid.UUID, atte
 // is needed. It returns cause, joined with the release's error when the
 // release failed too.
 func (s *Service) releaseOrphan(ctx context.Context, id, token uuid.UUID, cause error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(cause, &pgErr) {
+	if dberr.Answered(cause) {
 		return cause
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.orphanReleaseTimeout)
@@ -547,16 +552,6 @@ const (
 	releaseAttempts       = 3
 	orphanReleaseAttempts = 10
 )
-
-// retryableTransport reports whether err is a failure of the connection
-// rather than an answer of the server: no PostgreSQL error came back.
-func retryableTransport(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var pgErr *pgconn.PgError
-	return !errors.As(err, &pgErr)
-}
 
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/searchd/searchd/internal/dberr"
 )
 
 // NotifyChannel is the channel on which the database announces that a
@@ -160,7 +162,8 @@ var ErrNoHub = errors.New("idempotency: waiting needs a Hub")
 //
 // A wait of zero or less is Claim. Errors are those of Claim, and
 // [ErrNoHub] when wait is positive and hub is nil.
-func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.UUID, scope, key, requestHash string, lease, wait time.Duration) (Outcome, error) {
+func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.UUID, scope, key, requestHash string, lease, wait time.Duration) (_ Outcome, err error) {
+	defer dberr.Annotate(&err)
 	if wait <= 0 {
 		return s.Claim(ctx, organizationID, scope, key, requestHash, lease)
 	}

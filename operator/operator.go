@@ -16,10 +16,16 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
 )
 
+// ErrNotFound, ErrInvalid and ErrInvalidCursor carry the kinds of package
+// errs their names say; the refusals of a release are the operator's own.
+// Every exported method that runs SQL returns a transient database failure
+// as an errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrCompletedClaim refuses the release of a completed claim: it is
 	// the journal, the answer every repeat of its key replays, and
@@ -32,12 +38,12 @@ var (
 	// set, the release of a claim whose holder may still be working.
 	ErrLeaseLive = errors.New("the claim's lease is live: its holder may still be working")
 	// ErrNotFound reports a claim that is not stored.
-	ErrNotFound = errors.New("operator: claim not found")
+	ErrNotFound = errs.New(errs.NotFound, "operator: claim not found")
 	// ErrInvalid is wrapped by every error about input refused before any
 	// SQL runs.
-	ErrInvalid = errors.New("operator: invalid input")
+	ErrInvalid = errs.New(errs.Invalid, "operator: invalid input")
 	// ErrInvalidCursor reports a page cursor this package did not write.
-	ErrInvalidCursor = errors.New("operator: invalid cursor")
+	ErrInvalidCursor = errs.New(errs.Invalid, "operator: invalid cursor")
 )
 
 // Limits of a release's record.
@@ -109,7 +115,8 @@ func (s *Store) nowArg() any { return s.clock.Arg() }
 // Claim returns the claim id of any organization, as stored, with the
 // database clock of the read in ObservedAt. It returns [ErrNotFound] when
 // none is stored.
-func (s *Store) Claim(ctx context.Context, id uuid.UUID) (*idempotency.Record, error) {
+func (s *Store) Claim(ctx context.Context, id uuid.UUID) (_ *idempotency.Record, err error) {
+	defer dberr.Annotate(&err)
 	rec, err := scanRecord(s.db.QueryRow(ctx, claimGetByID, id, s.nowArg()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
@@ -163,7 +170,8 @@ type Release struct {
 // the delete (the claim was completed, released or reclaimed since the
 // read), and then nothing is recorded either. Other errors come from the
 // database.
-func (s *Store) ForceRelease(ctx context.Context, rec *idempotency.Record, p ReleaseParams) (*Release, error) {
+func (s *Store) ForceRelease(ctx context.Context, rec *idempotency.Record, p ReleaseParams) (_ *Release, err error) {
+	defer dberr.Annotate(&err)
 	why, err := CheckReason(p.Reason)
 	if err != nil {
 		return nil, err
@@ -247,7 +255,8 @@ type Overview struct {
 // the last hours (1 to 168), the current hour included: claims by the hour
 // they were last claimed and their state now, drops by reason, and
 // force-releases. The claims are read in one pass over the table.
-func (s *Store) Overview(ctx context.Context, hours int) (*Overview, error) {
+func (s *Store) Overview(ctx context.Context, hours int) (_ *Overview, err error) {
+	defer dberr.Annotate(&err)
 	if hours < 1 || hours > 168 {
 		return nil, fmt.Errorf("%w: hours %d: must be 1 to 168", ErrInvalid, hours)
 	}
@@ -360,14 +369,16 @@ func (p PageParams) limit() int {
 // Each record's ObservedAt is the database clock, so the time left is
 // LeaseExpiresAt minus ObservedAt. It returns [ErrInvalidCursor] for a
 // cursor it did not write.
-func (s *Store) InFlight(ctx context.Context, f ClaimFilter, p PageParams) ([]idempotency.Record, string, error) {
+func (s *Store) InFlight(ctx context.Context, f ClaimFilter, p PageParams) (_ []idempotency.Record, _ string, err error) {
+	defer dberr.Annotate(&err)
 	return s.processing(ctx, true, f, p)
 }
 
 // Stuck returns a page of processing claims whose lease has passed and
 // whose retention holds, the longest stuck first, and the next cursor.
 // It returns [ErrInvalidCursor] for a cursor it did not write.
-func (s *Store) Stuck(ctx context.Context, f ClaimFilter, p PageParams) ([]idempotency.Record, string, error) {
+func (s *Store) Stuck(ctx context.Context, f ClaimFilter, p PageParams) (_ []idempotency.Record, _ string, err error) {
+	defer dberr.Annotate(&err)
 	return s.processing(ctx, false, f, p)
 }
 
@@ -449,7 +460,8 @@ type ReleaseFilter struct {
 
 // Releases returns a page of force-releases, newest first, and the next
 // cursor. It returns [ErrInvalidCursor] for a cursor it did not write.
-func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) ([]Release, string, error) {
+func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) (_ []Release, _ string, err error) {
+	defer dberr.Annotate(&err)
 	pos, err := keyset.Decode(p.Cursor)
 	if err != nil {
 		return nil, "", ErrInvalidCursor

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/searchd/searchd/internal/dberr"
 )
 
 // ApplierConfig configures [Service.RunApplier].
@@ -67,7 +69,8 @@ type PassReport struct {
 // fence gone.
 //
 // It returns an error only when the lease statement fails.
-func (s *Service) ApplyPending(ctx context.Context, batch int) (PassReport, error) {
+func (s *Service) ApplyPending(ctx context.Context, batch int) (_ PassReport, err error) {
+	defer dberr.Annotate(&err)
 	var rep PassReport
 	rows, err := s.db.Query(ctx, inboxTake, s.nowArg(), s.cfg.Lease.Microseconds(), batch)
 	if err != nil {
@@ -116,6 +119,7 @@ func (s *Service) ApplyPending(ctx context.Context, batch int) (PassReport, erro
 // Stats returns the number of pending arrivals and the age of the oldest,
 // by the database clock.
 func (s *Service) Stats(ctx context.Context) (pending int64, oldest time.Duration, err error) {
+	defer dberr.Annotate(&err)
 	var secs float64
 	if err := s.db.QueryRow(ctx, inboxStats, s.nowArg()).Scan(&pending, &secs); err != nil {
 		return 0, 0, fmt.Errorf("providerjobs: inbox stats: %w", err)

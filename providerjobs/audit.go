@@ -3,18 +3,19 @@ package providerjobs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
 )
 
 // ErrInvalidCursor reports a list cursor this package did not write.
-var ErrInvalidCursor = errors.New("providerjobs: invalid cursor")
+var ErrInvalidCursor = errs.New(errs.Invalid, "providerjobs: invalid cursor")
 
 // Querier is what the audit reads need of a database; a *pgxpool.Pool has
 // it.
@@ -47,7 +48,8 @@ type JobListParams struct {
 // Jobs returns a page of org's jobs, newest first, and the cursor of the
 // next page ("" after the last). It returns [ErrInvalidCursor] for a
 // cursor it did not write.
-func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) ([]Job, string, error) {
+func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []Job, _ string, err error) {
+	defer dberr.Annotate(&err)
 	pos, err := keyset.Decode(p.Cursor)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
@@ -104,7 +106,8 @@ type AppliedDelivery struct {
 
 // Deliveries returns the applied deliveries of job j still remembered by
 // the plane, newest first, at most limit (1 to 200; zero or less is 50).
-func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) ([]AppliedDelivery, error) {
+func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) (_ []AppliedDelivery, err error) {
+	defer dberr.Annotate(&err)
 	rows, err := a.db.Query(ctx, deliveryAuditList, j.OrganizationID, Scope(j.Provider), j.ID.String(), pageLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: deliveries: %w", err)
@@ -133,7 +136,8 @@ func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) ([]AppliedDel
 // newest first, and the next cursor. The drops of an unknown job name no
 // organization, so they are no organization's to read. It returns
 // [ErrInvalidCursor] for a cursor it did not write.
-func (a *Audit) Drops(ctx context.Context, org, jobID uuid.UUID, limit int, cursor string) ([]Drop, string, error) {
+func (a *Audit) Drops(ctx context.Context, org, jobID uuid.UUID, limit int, cursor string) (_ []Drop, _ string, err error) {
+	defer dberr.Annotate(&err)
 	pos, err := keyset.Decode(cursor)
 	if err != nil {
 		return nil, "", ErrInvalidCursor

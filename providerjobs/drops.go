@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/searchd/searchd/internal/dberr"
 )
 
 // Drop is one dropped delivery of a job, as the audit in agent.webhook_drops
@@ -50,7 +52,8 @@ type querier interface {
 // provider sent that searchd did not apply, readable without SQL. It
 // returns [ErrNotFound] when org has no such job, and an empty slice when
 // nothing was dropped.
-func (s *Service) ListDrops(ctx context.Context, org, id uuid.UUID) ([]Drop, error) {
+func (s *Service) ListDrops(ctx context.Context, org, id uuid.UUID) (_ []Drop, err error) {
+	defer dberr.Annotate(&err)
 	job, err := s.Get(ctx, org, id)
 	if err != nil {
 		return nil, err
@@ -82,7 +85,8 @@ func (s *Service) ListDrops(ctx context.Context, org, id uuid.UUID) ([]Drop, err
 // RegisterIn is [Service.Register] run on tx, a transaction of the caller's:
 // a keyed registration registers the job and completes its claim in one
 // transaction.
-func (s *Service) RegisterIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p RegisterParams) (*Job, bool, error) {
+func (s *Service) RegisterIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p RegisterParams) (_ *Job, _ bool, err error) {
+	defer dberr.Annotate(&err)
 	in := &Service{db: tx, plane: s.plane, cfg: s.cfg}
 	return in.Register(ctx, org, p)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/dberr"
 )
 
 // InboxStatus is the state of an arrival in the inbox.
@@ -109,7 +110,8 @@ func scanEntry(row pgx.Row) (*InboxEntry, error) {
 // Errors: an error wrapping [ErrInvalid] for a delivery the caller should
 // have refused, before any SQL runs; any other error comes from the
 // database and means the delivery was not stored.
-func (s *Service) Receive(ctx context.Context, d Delivery) (Outcome, error) {
+func (s *Service) Receive(ctx context.Context, d Delivery) (_ Outcome, err error) {
+	defer dberr.Annotate(&err)
 	if err := d.validate(); err != nil {
 		return Outcome{}, err
 	}
@@ -461,7 +463,8 @@ func (s *Service) backoff(attempts int) time.Duration {
 }
 
 // GetArrival returns the arrival of a delivery, or [ErrNotFound].
-func (s *Service) GetArrival(ctx context.Context, provider, deliveryID string) (*InboxEntry, error) {
+func (s *Service) GetArrival(ctx context.Context, provider, deliveryID string) (_ *InboxEntry, err error) {
+	defer dberr.Annotate(&err)
 	e, err := scanEntry(s.db.QueryRow(ctx, inboxGet, provider, deliveryID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
@@ -480,7 +483,8 @@ type Copies struct {
 }
 
 // ArrivalCopies returns the copy counters of the arrival id.
-func (s *Service) ArrivalCopies(ctx context.Context, id uuid.UUID) (Copies, error) {
+func (s *Service) ArrivalCopies(ctx context.Context, id uuid.UUID) (_ Copies, err error) {
+	defer dberr.Annotate(&err)
 	var c Copies
 	if err := s.db.QueryRow(ctx, inboxCopies, id).Scan(&c.Duplicates, &c.HashMismatches, &c.PathMismatches, &c.LastAt); err != nil {
 		return Copies{}, fmt.Errorf("providerjobs: read the copies: %w", err)
@@ -500,7 +504,8 @@ type ListArrivalsParams struct {
 // ListArrivals returns arrivals newest first. It returns an error wrapping
 // [ErrInvalid] for a limit out of range or an unknown status, before any
 // SQL runs.
-func (s *Service) ListArrivals(ctx context.Context, p ListArrivalsParams) ([]InboxEntry, error) {
+func (s *Service) ListArrivals(ctx context.Context, p ListArrivalsParams) (_ []InboxEntry, err error) {
+	defer dberr.Annotate(&err)
 	if p.Limit == 0 {
 		p.Limit = 50
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
 )
 
@@ -17,6 +18,7 @@ import (
 // InboxStats returns the number of pending arrivals and the age of the
 // oldest, by the database clock: the applier's lag (as [Service.Stats]).
 func (a *Audit) InboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error) {
+	defer dberr.Annotate(&err)
 	rows, err := a.db.Query(ctx, inboxStats, nil)
 	if err != nil {
 		return 0, 0, fmt.Errorf("providerjobs: inbox stats: %w", err)
@@ -44,7 +46,8 @@ type InboxListParams struct {
 // InboxPending returns a page of the pending arrivals, the one whose next
 // attempt is due first at the top (by the inbox's pending index), and the
 // next cursor. It returns [ErrInvalidCursor] for a cursor it did not write.
-func (a *Audit) InboxPending(ctx context.Context, p InboxListParams) ([]InboxEntry, string, error) {
+func (a *Audit) InboxPending(ctx context.Context, p InboxListParams) (_ []InboxEntry, _ string, err error) {
+	defer dberr.Annotate(&err)
 	return a.inboxPage(ctx, inboxPendingPage, p, func(e InboxEntry) keyset.Position {
 		return keyset.Position{CreatedAt: e.LeaseExpiresAt, ID: e.ID}
 	}, nil)
@@ -53,7 +56,8 @@ func (a *Audit) InboxPending(ctx context.Context, p InboxListParams) ([]InboxEnt
 // InboxArrivals returns a page of the arrivals, the newest first, and the
 // next cursor. It returns an error wrapping [ErrInvalid] for an unknown
 // status and [ErrInvalidCursor] for a cursor it did not write.
-func (a *Audit) InboxArrivals(ctx context.Context, p InboxListParams) ([]InboxEntry, string, error) {
+func (a *Audit) InboxArrivals(ctx context.Context, p InboxListParams) (_ []InboxEntry, _ string, err error) {
+	defer dberr.Annotate(&err)
 	var status any
 	switch p.Status {
 	case "":

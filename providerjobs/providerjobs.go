@@ -15,23 +15,29 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/dberr"
 )
 
+// The errors of this package carry the kinds of package errs (their
+// sentinels are errs.Error values of the kind their names say), and every
+// exported method that runs SQL returns a transient database failure as an
+// errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrNotFound reports a job that does not exist in the organization.
-	ErrNotFound = errors.New("providerjobs: job not found")
+	ErrNotFound = errs.New(errs.NotFound, "providerjobs: job not found")
 	// ErrRunNotFound reports a registration for a Run the organization does
 	// not have.
-	ErrRunNotFound = errors.New("providerjobs: run not found")
+	ErrRunNotFound = errs.New(errs.NotFound, "providerjobs: run not found")
 	// ErrAlreadyRegistered reports a registration of a (provider, provider
 	// job id) pair that names a job of the organization already, for
 	// another Run. The pair names one job per organization, and a job
 	// belongs to one Run. Another organization's jobs never conflict.
-	ErrAlreadyRegistered = errors.New("providerjobs: provider job already registered")
+	ErrAlreadyRegistered = errs.New(errs.Conflict, "providerjobs: provider job already registered")
 	// ErrInvalid is wrapped by every error about input the package refuses
 	// before it runs any SQL.
-	ErrInvalid = errors.New("providerjobs: invalid input")
+	ErrInvalid = errs.New(errs.Invalid, "providerjobs: invalid input")
 )
 
 // Status is the state of a job.
@@ -242,7 +248,8 @@ const registerAttempts = 3
 // registered the pair for another Run. Another organization's job with the
 // same pair is no conflict: each organization gets its own job. Other
 // errors come from the database.
-func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams) (*Job, bool, error) {
+func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams) (_ *Job, _ bool, err error) {
+	defer dberr.Annotate(&err)
 	switch {
 	case org == uuid.Nil:
 		return nil, false, fmt.Errorf("%w: organization id is the nil UUID", ErrInvalid)
@@ -304,7 +311,8 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 
 // Get returns job id of org. It returns [ErrNotFound] when org has no such
 // job, including another organization's.
-func (s *Service) Get(ctx context.Context, org, id uuid.UUID) (*Job, error) {
+func (s *Service) Get(ctx context.Context, org, id uuid.UUID) (_ *Job, err error) {
+	defer dberr.Annotate(&err)
 	job, err := scanJob(s.db.QueryRow(ctx, jobGet, org, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound

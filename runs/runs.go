@@ -14,20 +14,26 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/snapshot"
 )
 
+// The errors of this package carry the kinds of package errs (their
+// sentinels are errs.Error values of the kind their names say), and every
+// exported method that runs SQL returns a transient database failure as an
+// errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrNotFound reports a Run that does not exist in the organization.
-	ErrNotFound = errors.New("runs: not found")
+	ErrNotFound = errs.New(errs.NotFound, "runs: not found")
 	// ErrKeyReused reports a start key already admitted for a different
 	// request hash: the key answers for another request.
-	ErrKeyReused = errors.New("runs: start key reused for a different request")
+	ErrKeyReused = errs.New(errs.KeyReused, "runs: start key reused for a different request")
 	// ErrInvalid reports admission input the store or the table refuses.
-	ErrInvalid = errors.New("runs: invalid input")
+	ErrInvalid = errs.New(errs.Invalid, "runs: invalid input")
 	// ErrInvalidCursor reports a list cursor this package did not write.
-	ErrInvalidCursor = errors.New("runs: invalid cursor")
+	ErrInvalidCursor = errs.New(errs.Invalid, "runs: invalid cursor")
 )
 
 // Retention is how long a Run, and so its start key's replay, is kept:
@@ -226,6 +232,7 @@ const maxAdmitRounds = 3
 //
 // A new Run costs one statement, a replay two.
 func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created bool, err error) {
+	defer dberr.Annotate(&err)
 	if err := p.validate(); err != nil {
 		return nil, false, err
 	}
@@ -334,7 +341,8 @@ func (p AdmitParams) validate() error {
 // GetByStartKey returns the Run admitted under startKey in org. It returns
 // [ErrNotFound] when there is none, or when its retention has passed by the
 // database clock (the sweeper may not have deleted it yet).
-func (s *Store) GetByStartKey(ctx context.Context, org uuid.UUID, startKey string) (*Run, error) {
+func (s *Store) GetByStartKey(ctx context.Context, org uuid.UUID, startKey string) (_ *Run, err error) {
+	defer dberr.Annotate(&err)
 	run, err := scanRun(s.db.QueryRow(ctx, runGetByStartKey, org, startKey, s.nowArg()))
 	if err != nil {
 		return nil, translate("get by start key", err)
@@ -348,7 +356,8 @@ func (s *Store) GetByStartKey(ctx context.Context, org uuid.UUID, startKey strin
 // when the Run's retention has passed by the database clock, whether or not
 // the sweeper has deleted it yet: a start key replays for [Retention] and
 // not a moment longer.
-func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string) (*Run, *snapshot.Summary, error) {
+func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string) (_ *Run, _ *snapshot.Summary, err error) {
+	defer dberr.Annotate(&err)
 	// The replay path: every argument and column goes through pgx's
 	// binary uuid codec directly. A uuid.UUID argument is encoded through
 	// its driver.Valuer (a string that fails the binary encoding, then is
@@ -362,7 +371,7 @@ func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string)
 		hash               *string
 		createdAt          *time.Time
 	)
-	err := s.db.QueryRow(ctx, runWithSnapshotByStartKey, pgtype.UUID{Bytes: org, Valid: true}, startKey, s.nowArg()).Scan(
+	err = s.db.QueryRow(ctx, runWithSnapshotByStartKey, pgtype.UUID{Bytes: org, Valid: true}, startKey, s.nowArg()).Scan(
 		(*[16]byte)(&run.ID), (*[16]byte)(&run.OrganizationID), &run.Kind, &run.StartKey, &run.RequestHash,
 		&searchID, &runSnap, &run.Name, &run.Status, &run.Options, &run.Input,
 		&run.CreatedBy, &run.CreatedAt, &run.RetainUntil,
@@ -390,7 +399,8 @@ func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string)
 
 // Get returns Run id of org. It returns [ErrNotFound] when org has no such
 // Run, including another organization's.
-func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (*Run, error) {
+func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Run, err error) {
+	defer dberr.Annotate(&err)
 	run, err := scanRun(s.db.QueryRow(ctx, runGet, org, id))
 	if err != nil {
 		return nil, translate("get", err)
@@ -403,7 +413,8 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (*Run, error) {
 // the last page). A saved search with no Runs, or another organization's,
 // gives an empty page. It returns [ErrInvalidCursor] for a cursor it did
 // not write.
-func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]ListItem, string, error) {
+func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []ListItem, _ string, err error) {
+	defer dberr.Annotate(&err)
 	pos, err := keyset.Decode(p.Cursor)
 	if err != nil {
 		return nil, "", ErrInvalidCursor

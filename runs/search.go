@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
 )
 
@@ -35,7 +36,8 @@ type SearchParams struct {
 // Search returns a page of org's Runs that match p, newest first, and the
 // cursor of the next page ("" after the last). It returns
 // [ErrInvalidCursor] for a cursor it did not write.
-func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) ([]Run, string, error) {
+func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) (_ []Run, _ string, err error) {
+	defer dberr.Annotate(&err)
 	pos, err := keyset.Decode(p.Cursor)
 	if err != nil {
 		return nil, "", ErrInvalidCursor

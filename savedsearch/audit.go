@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
 )
 
@@ -44,7 +45,8 @@ type AuditListParams struct {
 // ones too when p.IncludeArchived, and the cursor of the next page ("" after
 // the last). It returns [ErrInvalidCursor] for a cursor it did not write and
 // an error wrapping [ErrInvalid] for a name filter over MaxNameLen.
-func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) ([]Entry, string, error) {
+func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (_ []Entry, _ string, err error) {
+	defer dberr.Annotate(&err)
 	pos, err := keyset.Decode(p.Cursor)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
@@ -88,7 +90,8 @@ func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (
 // GetEntry returns org's saved search id, archived or not, with its current
 // baseline. It returns [ErrNotFound] when org has none (another
 // organization's included).
-func (s *Store) GetEntry(ctx context.Context, org, id uuid.UUID) (*Entry, error) {
+func (s *Store) GetEntry(ctx context.Context, org, id uuid.UUID) (_ *Entry, err error) {
+	defer dberr.Annotate(&err)
 	e, err := scanEntry(s.db.QueryRow(ctx, savedSearchAuditGet, org, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound

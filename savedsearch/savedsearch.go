@@ -14,19 +14,25 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
 )
 
+// The errors of this package carry the kinds of package errs (their
+// sentinels are errs.Error values of the kind their names say), and every
+// exported method that runs SQL returns a transient database failure as an
+// errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrNotFound reports a saved search that does not exist, belongs to
 	// another organization or is archived.
-	ErrNotFound = errors.New("savedsearch: not found")
+	ErrNotFound = errs.New(errs.NotFound, "savedsearch: not found")
 	// ErrInvalid is wrapped by every error about input the store refuses
 	// before it runs any SQL. The same error also wraps the
 	// validator.ValidationErrors that name the fields.
-	ErrInvalid = errors.New("savedsearch: invalid input")
+	ErrInvalid = errs.New(errs.Invalid, "savedsearch: invalid input")
 	// ErrInvalidCursor reports a list cursor this package did not write.
-	ErrInvalidCursor = errors.New("savedsearch: invalid cursor")
+	ErrInvalidCursor = errs.New(errs.Invalid, "savedsearch: invalid cursor")
 )
 
 // maxQueryLenSQL is MaxQueryLen for the list query.
@@ -223,14 +229,16 @@ func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
 // Create stores a new saved search at version 1 with its baseline and
 // returns it. It returns an error wrapping [ErrInvalid] for input
 // [CreateParams.Validate] refuses; other errors come from the database.
-func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (*SavedSearch, error) {
+func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (_ *SavedSearch, err error) {
+	defer dberr.Annotate(&err)
 	return s.CreateIn(ctx, s.db, org, p)
 }
 
 // CreateIn is [Store.Create] run on db, a transaction of the caller's
 // (or the store's pool): a keyed create inserts the saved search and
 // completes its claim in one transaction.
-func (s *Store) CreateIn(ctx context.Context, db DBTX, org uuid.UUID, p CreateParams) (*SavedSearch, error) {
+func (s *Store) CreateIn(ctx context.Context, db DBTX, org uuid.UUID, p CreateParams) (_ *SavedSearch, err error) {
+	defer dberr.Annotate(&err)
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -251,14 +259,16 @@ func (s *Store) CreateIn(ctx context.Context, db DBTX, org uuid.UUID, p CreatePa
 
 // Get returns the live saved search id of org. It returns [ErrNotFound] when
 // there is none: absent, archived, or another organization's.
-func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (*SavedSearch, error) {
+func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *SavedSearch, err error) {
+	defer dberr.Annotate(&err)
 	return getSavedSearch(ctx, s.db, org, id)
 }
 
 // List returns a page of org's live saved searches as [Summary] values,
 // newest first, and the cursor of the next page ("" after the last page).
 // It returns [ErrInvalidCursor] for a cursor it did not write.
-func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]Summary, string, error) {
+func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summary, _ string, err error) {
+	defer dberr.Annotate(&err)
 	pos, err := keyset.Decode(p.Cursor)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
@@ -305,7 +315,8 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) ([]Summar
 // has, it changes nothing (the version and updated_at stay) and returns the
 // saved search as it is: it sets values, so a repeat changes nothing further. It returns an error wrapping [ErrInvalid] for
 // input [UpdateParams.Validate] refuses and [ErrNotFound] as [Store.Get].
-func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (*SavedSearch, error) {
+func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (_ *SavedSearch, err error) {
+	defer dberr.Annotate(&err)
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -321,7 +332,7 @@ func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (
 		brief = string(b)
 	}
 	var ss *SavedSearch
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		if err := checkVersion(ctx, tx, org, id, p.IfMatch); err != nil {
 			return err
 		}
@@ -343,7 +354,8 @@ func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (
 // nothing: the version and updated_at stay. It returns an error wrapping
 // [ErrInvalid] when b breaks the limits of [Baseline] ([Baseline.Validate])
 // and [ErrNotFound] as [Store.Get].
-func (s *Store) ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b Baseline) (*SavedSearch, error) {
+func (s *Store) ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b Baseline) (_ *SavedSearch, err error) {
+	defer dberr.Annotate(&err)
 	return s.ReplaceBaselineIf(ctx, org, id, b, nil)
 }
 
@@ -351,12 +363,13 @@ func (s *Store) ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b Baseli
 // ifMatch on the stored version, as [UpdateParams.IfMatch]: a false answer
 // changes nothing and returns a [*VersionMismatchError]. Nil is no
 // precondition.
-func (s *Store) ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b Baseline, ifMatch func(version int64) bool) (*SavedSearch, error) {
+func (s *Store) ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b Baseline, ifMatch func(version int64) bool) (_ *SavedSearch, err error) {
+	defer dberr.Annotate(&err)
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
 	var ss *SavedSearch
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		if err := checkVersion(ctx, tx, org, id, ifMatch); err != nil {
 			return err
 		}
@@ -386,14 +399,16 @@ func (s *Store) ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b Base
 // Archive archives a live saved search: later reads and starts answer
 // [ErrNotFound], while its snapshots and Runs stay readable. It returns
 // [ErrNotFound] as [Store.Get], so archiving twice answers ErrNotFound.
-func (s *Store) Archive(ctx context.Context, org, id uuid.UUID) error {
+func (s *Store) Archive(ctx context.Context, org, id uuid.UUID) (err error) {
+	defer dberr.Annotate(&err)
 	return s.ArchiveIf(ctx, org, id, nil)
 }
 
 // ArchiveIf is [Store.Archive] with the precondition ifMatch on the stored
 // version, as [UpdateParams.IfMatch]: a false answer archives nothing and
 // returns a [*VersionMismatchError]. Nil is no precondition.
-func (s *Store) ArchiveIf(ctx context.Context, org, id uuid.UUID, ifMatch func(version int64) bool) error {
+func (s *Store) ArchiveIf(ctx context.Context, org, id uuid.UUID, ifMatch func(version int64) bool) (err error) {
+	defer dberr.Annotate(&err)
 	if ifMatch != nil {
 		return wrap("archive", pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 			if err := checkVersion(ctx, tx, org, id, ifMatch); err != nil {
@@ -418,7 +433,8 @@ func archive(ctx context.Context, db DBTX, org, id uuid.UUID) error {
 
 // Exists reports whether org has a live saved search id. Errors come from
 // the database.
-func (s *Store) Exists(ctx context.Context, org, id uuid.UUID) (bool, error) {
+func (s *Store) Exists(ctx context.Context, org, id uuid.UUID) (_ bool, err error) {
+	defer dberr.Annotate(&err)
 	var ok bool
 	if err := s.db.QueryRow(ctx, savedSearchExists, org, id).Scan(&ok); err != nil {
 		return false, fmt.Errorf("savedsearch: exists: %w", err)
@@ -429,7 +445,8 @@ func (s *Store) Exists(ctx context.Context, org, id uuid.UUID) (bool, error) {
 // GetAny returns the saved search id of org, live or archived (ArchivedAt
 // says which): the audit trail of an archived saved search starts here. It
 // returns [ErrNotFound] when org has no such saved search.
-func (s *Store) GetAny(ctx context.Context, org, id uuid.UUID) (*SavedSearch, error) {
+func (s *Store) GetAny(ctx context.Context, org, id uuid.UUID) (_ *SavedSearch, err error) {
+	defer dberr.Annotate(&err)
 	ss, err := scanArchivable(s.db.QueryRow(ctx, savedSearchGetAny, org, id))
 	if err != nil {
 		return nil, wrap("get", err)
@@ -438,7 +455,7 @@ func (s *Store) GetAny(ctx context.Context, org, id uuid.UUID) (*SavedSearch, er
 }
 
 // ErrVersionMismatch is matched by every [*VersionMismatchError].
-var ErrVersionMismatch = errors.New("savedsearch: version precondition failed")
+var ErrVersionMismatch = errs.New(errs.PreconditionFailed, "savedsearch: version precondition failed")
 
 // VersionMismatchError reports a change refused by its precondition on the
 // version (an HTTP If-Match): Current is the stored version it was judged
@@ -569,3 +586,6 @@ func nullString(s string) any {
 	}
 	return s
 }
+
+// ErrorKind returns [errs.PreconditionFailed].
+func (e *VersionMismatchError) ErrorKind() errs.Kind { return errs.PreconditionFailed }

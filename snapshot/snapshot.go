@@ -15,18 +15,24 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/canonjson"
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/savedsearch"
 )
 
+// The errors of this package carry the kinds of package errs (their
+// sentinels are errs.Error values of the kind their names say), and every
+// exported method that runs SQL returns a transient database failure as an
+// errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrNotFound reports a snapshot, or a saved search to freeze or list,
 	// that does not exist in the organization. [Freeze] also answers it
 	// for an archived saved search.
-	ErrNotFound = errors.New("snapshot: not found")
+	ErrNotFound = errs.New(errs.NotFound, "snapshot: not found")
 	// ErrInvalidCursor reports a list cursor this package did not write.
-	ErrInvalidCursor = errors.New("snapshot: invalid cursor")
+	ErrInvalidCursor = errs.New(errs.Invalid, "snapshot: invalid cursor")
 )
 
 // Page sizes of [Store.ListBySavedSearch].
@@ -348,7 +354,8 @@ func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
 
 // Get returns snapshot id of org. It returns [ErrNotFound] when org has no
 // such snapshot, including another organization's.
-func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (*Snapshot, error) {
+func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Snapshot, err error) {
+	defer dberr.Annotate(&err)
 	snap, err := scanSnapshot(s.db.QueryRow(ctx, snapshotGet, org, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
@@ -365,7 +372,8 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (*Snapshot, error) {
 // works for an archived saved search too. It returns [ErrNotFound] when org
 // has no such saved search, archived or not, [ErrInvalidCursor] for a
 // cursor it did not write, and an empty page when there are no snapshots.
-func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID, p ListParams) ([]ListItem, string, error) {
+func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID, p ListParams) (_ []ListItem, _ string, err error) {
+	defer dberr.Annotate(&err)
 	pos, err := keyset.Decode(p.Cursor)
 	if err != nil {
 		return nil, "", ErrInvalidCursor

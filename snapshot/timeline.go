@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
 )
 
@@ -47,7 +48,8 @@ type TimelineParams struct {
 // Runs admitted on it, and the cursor of the next page ("" after the
 // last). It returns [ErrNotFound] when org has no such saved search and
 // [ErrInvalidCursor] for a cursor it did not write.
-func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p TimelineParams) ([]TimelineEntry, string, error) {
+func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p TimelineParams) (_ []TimelineEntry, _ string, err error) {
+	defer dberr.Annotate(&err)
 	pos, err := keyset.Decode(p.Cursor)
 	if err != nil {
 		return nil, "", ErrInvalidCursor

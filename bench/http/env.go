@@ -18,6 +18,7 @@ import (
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -185,7 +186,8 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		return nil, err
 	}
 	srv, err := api.New(api.Deps{
-		Pool:          realPool,
+		Ready:         readiness.Pool(realPool),
+		Plane:         plane,
 		SavedSearches: searchStore,
 		Snapshots:     snapStore,
 		Runs:          runStore,

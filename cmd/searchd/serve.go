@@ -16,6 +16,7 @@ import (
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/migrations"
 )
@@ -100,8 +101,8 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	stopApplier := startApplier(ctx, st, cfg, logger)
 	defer stopApplier()
 	// Readiness is checked in the background on a connection of its own,
-	// so probes cost the request pool nothing (see api.ReadyChecker).
-	ready := api.NewReadyChecker(pool.Config().ConnConfig, api.DefaultReadyInterval)
+	// so probes cost the request pool nothing (see readiness.Checker).
+	ready := readiness.NewChecker(pool.Config().ConnConfig, readiness.DefaultInterval)
 	ready.Check(ctx) // ready from the first probe
 	rctx, stopReady := context.WithCancel(context.WithoutCancel(ctx))
 	readyDone := make(chan struct{})
@@ -137,7 +138,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 // organization may have cfg.OrgMaxInFlight requests in flight, by default
 // a quarter of the pool (at least 2), so that one tenant cannot hold the
 // whole pool.
-func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *api.ReadyChecker) (*api.Server, error) {
+func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *readiness.Checker) (*api.Server, error) {
 	pool := st.pool
 	if obs.metrics == nil {
 		obs.metrics = telemetry.NewMetrics()
@@ -161,7 +162,7 @@ func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.
 	if hub == nil {
 		maxWait = 0
 	}
-	var readyFunc func(context.Context) error
+	readyFunc := readiness.Pool(pool)
 	if ready != nil {
 		readyFunc = ready.Ready
 	}
@@ -169,7 +170,6 @@ func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.
 		Ready:                readyFunc,
 		OrgMaxInFlight:       cmp.Or(cfg.OrgMaxInFlight, max(2, int(pool.Config().MaxConns)/4)),
 		MaxInFlight:          cfg.MaxInFlight,
-		Pool:                 pool,
 		SavedSearches:        st.savedSearches,
 		Snapshots:            st.snapshots,
 		Runs:                 st.runs,

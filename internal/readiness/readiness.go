@@ -1,4 +1,8 @@
-package api
+// Package readiness decides whether searchd can take traffic: its database
+// answers and the schema is at the newest migration. The binary builds a
+// check here and hands its Ready to the HTTP edge (api.Deps.Ready), which
+// only asks it and knows no database.
+package readiness
 
 import (
 	"context"
@@ -9,25 +13,30 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/searchd/searchd/migrations"
 )
 
-// DefaultReadyInterval is how often a [ReadyChecker] checks by default.
-const DefaultReadyInterval = 2 * time.Second
+// DefaultInterval is how often a [Checker] checks by default.
+const DefaultInterval = 2 * time.Second
+
+// Timeout bounds one check, so a hung database reads as not ready rather
+// than hanging the check.
+const Timeout = 3 * time.Second
 
 // errNotCheckedYet is the readiness of a checker whose first check has not
 // finished.
-var errNotCheckedYet = errors.New("api: readiness not checked yet")
+var errNotCheckedYet = errors.New("readiness: not checked yet")
 
-// ReadyChecker checks readiness (the database answers and its schema is
+// Checker checks readiness (the database answers and its schema is
 // at the newest migration) in the background, every interval, on one
 // connection of its own, and answers /readyz from the last result. A probe
 // then costs no round trip on the request pool, however many probers there
 // are, and a pool held by slow requests does not make readiness flap. It
 // is safe for concurrent use.
-type ReadyChecker struct {
+type Checker struct {
 	db       *sql.DB
 	interval time.Duration
 	last     atomic.Pointer[readyResult]
@@ -38,12 +47,12 @@ type readyResult struct {
 	at  time.Time
 }
 
-// NewReadyChecker returns a checker that connects with cfg (a copy; the
+// NewChecker returns a checker that connects with cfg (a copy; the
 // caller may pass a pool's ConnConfig) and checks every interval (zero is
-// [DefaultReadyInterval]). It opens no connection until [ReadyChecker.Run].
-func NewReadyChecker(cfg *pgx.ConnConfig, interval time.Duration) *ReadyChecker {
+// [DefaultInterval]). It opens no connection until [Checker.Run].
+func NewChecker(cfg *pgx.ConnConfig, interval time.Duration) *Checker {
 	if interval <= 0 {
-		interval = DefaultReadyInterval
+		interval = DefaultInterval
 	}
 	conn := cfg.Copy()
 	conn.Tracer = nil // a probe every interval is not worth a span each
@@ -51,14 +60,14 @@ func NewReadyChecker(cfg *pgx.ConnConfig, interval time.Duration) *ReadyChecker 
 	// One connection, kept: database/sql reconnects after a failure.
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	r := &ReadyChecker{db: db, interval: interval}
+	r := &Checker{db: db, interval: interval}
 	r.last.Store(&readyResult{err: errNotCheckedYet, at: time.Now()})
 	return r
 }
 
 // Run checks at once and then every interval until ctx ends, then closes
 // its connection and returns.
-func (r *ReadyChecker) Run(ctx context.Context) {
+func (r *Checker) Run(ctx context.Context) {
 	defer r.db.Close()
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
@@ -72,10 +81,10 @@ func (r *ReadyChecker) Run(ctx context.Context) {
 	}
 }
 
-// Check checks once, now, and keeps the result for [ReadyChecker.Ready]:
+// Check checks once, now, and keeps the result for [Checker.Ready]:
 // a server checks before it serves, so it is ready from its first probe.
-func (r *ReadyChecker) Check(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+func (r *Checker) Check(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	err := r.db.PingContext(ctx)
 	if err == nil {
@@ -89,10 +98,24 @@ func (r *ReadyChecker) Check(ctx context.Context) {
 // intervals plus the check's timeout is an error too, so a checker that
 // stopped (or hangs) does not keep answering ready. It never touches the
 // database; ctx is unused.
-func (r *ReadyChecker) Ready(context.Context) error {
+func (r *Checker) Ready(context.Context) error {
 	last := r.last.Load()
-	if age := time.Since(last.at); age > 3*r.interval+readyTimeout {
-		return fmt.Errorf("api: the last readiness check is %s old", age.Round(time.Second))
+	if age := time.Since(last.at); age > 3*r.interval+Timeout {
+		return fmt.Errorf("readiness: the last check is %s old", age.Round(time.Second))
 	}
 	return last.err
+}
+
+// Pool returns a check that pings pool and checks that its schema is at
+// the newest migration, on every call: the readiness of a server that runs
+// no [Checker]. It returns nil when the database answered and its schema
+// was current.
+func Pool(pool *pgxpool.Pool) func(ctx context.Context) error {
+	db := stdlib.OpenDBFromPool(pool)
+	return func(ctx context.Context) error {
+		if err := pool.Ping(ctx); err != nil {
+			return err
+		}
+		return migrations.CheckDB(ctx, db)
+	}
 }

@@ -1,0 +1,143 @@
+// Package dberr is the one place searchd reads PostgreSQL's errors: which
+// failures are transient (the same statement may succeed later), which are
+// a failure of the connection rather than an answer of the server, and how
+// a store turns them into the domain's error kinds (package errs) at its
+// boundary. Every store asks it, so the HTTP edge, which only reads kinds,
+// needs no driver, and no two packages disagree on what "retry later"
+// means.
+package dberr
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/errs"
+)
+
+// Transient reports whether err says the database could not be used now,
+// so that the same request may succeed later: no connection, a lost
+// connection, a timeout, a server shutting down or refusing connections,
+// or a transaction the server aborted for a conflict the caller did not
+// retry (a serialization failure, a deadlock, a lock not available). An
+// answer of the server about the statement itself (a unique violation, a
+// data exception) is not transient: it fails again.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr):
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
+			strings.HasPrefix(pgErr.Code, "57"), // operator intervention: shutdown, cancel, timeout
+			pgErr.Code == "25P03",               // idle_in_transaction_session_timeout: the session was ended
+			pgErr.Code == "40001",               // serialization_failure
+			pgErr.Code == "40P01",               // deadlock_detected
+			pgErr.Code == "55P03":               // lock_not_available
+			return true
+		}
+		return false
+	case errors.As(err, &connectErr),
+		pgconn.SafeToRetry(err),
+		pgconn.Timeout(err),
+		errors.Is(err, pgconn.ErrConnClosed),
+		errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, io.EOF),
+		errors.As(err, &netErr):
+		return true
+	}
+	return false
+}
+
+// Answered reports whether err is an answer of the server (a PostgreSQL
+// error): the statement ran, or was refused, and failed as a whole, so it
+// wrote nothing. A failure without one (a cut connection, a timeout) may
+// have committed with only its reply lost.
+func Answered(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr)
+}
+
+// Transport reports whether err is a failure of the connection rather than
+// an answer of the server, and not the caller giving up (its context
+// canceled or past its deadline): a fenced, idempotent statement that
+// failed so is worth sending again at once, on another connection.
+func Transport(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return !Answered(err)
+}
+
+// Code returns the SQLSTATE of the PostgreSQL error in err's chain, or ""
+// when there is none.
+func Code(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// Constraint returns the constraint the PostgreSQL error in err's chain
+// names, or "".
+func Constraint(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.ConstraintName
+	}
+	return ""
+}
+
+// DataException reports whether err is a PostgreSQL data exception (class
+// 22): a value the statement carried that PostgreSQL cannot store.
+func DataException(err error) bool {
+	return strings.HasPrefix(Code(err), "22")
+}
+
+// UnstorableField is the [errs.Field] of a data exception: the input holds
+// a value PostgreSQL cannot store, at a place the store cannot name.
+var UnstorableField = errs.Field{Name: "", Message: "holds a value that cannot be stored"}
+
+// Interpret translates err at a store's boundary into the domain's kinds,
+// keeping err wrapped (errors.Is and errors.As still reach the driver's
+// error):
+//   - nil, and an error that has a kind already, are returned unchanged;
+//   - a [Transient] error becomes an [errs.Unavailable];
+//   - a [DataException] becomes an [errs.Invalid] naming [UnstorableField]:
+//     input the store's own checks should have refused first, still the
+//     caller's input, never a failure of the service;
+//   - anything else is returned unchanged: [errs.Internal].
+func Interpret(err error) error {
+	if err == nil {
+		return nil
+	}
+	if k := errs.KindOf(err); k != errs.Internal {
+		return err
+	}
+	switch {
+	case Transient(err):
+		return errs.Wrap(errs.Unavailable, err)
+	case DataException(err):
+		return &errs.Error{Kind: errs.Invalid, Fields: []errs.Field{UnstorableField}, Err: err}
+	}
+	return err
+}
+
+// Annotate is [Interpret] for a deferred call on a named error result:
+//
+//	func (s *Store) Get(ctx context.Context, id uuid.UUID) (_ *Thing, err error) {
+//		defer dberr.Annotate(&err)
+func Annotate(errp *error) {
+	*errp = Interpret(*errp)
+}

@@ -1,0 +1,149 @@
+package dberr_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestInterpretClassifiesDriverErrors pins what each driver failure means
+// to a caller: retry later (unavailable), the caller's input (invalid), or
+// nobody knows (no kind: a 500 at the edge). The driver's error stays
+// reachable with errors.As, so a caller that reads the SQLSTATE still can.
+func TestInterpretClassifiesDriverErrors(t *testing.T) {
+	t.Parallel()
+	wrap := func(err error) error { return fmt.Errorf("store: op: %w", err) }
+	errNotFound := errs.New(errs.NotFound, "store: not found")
+	tests := []struct {
+		name      string
+		err       error
+		kind      errs.Kind
+		transport bool // a failure of the connection, worth resending at once
+	}{
+		{"connection refused", wrap(&pgconn.ConnectError{}), errs.Unavailable, true},
+		{"connection exception", &pgconn.PgError{Code: "08006"}, errs.Unavailable, false},
+		{"too many connections", wrap(&pgconn.PgError{Code: "53300"}), errs.Unavailable, false},
+		{"server shutting down", wrap(&pgconn.PgError{Code: "57P01"}), errs.Unavailable, false},
+		{"statement timeout", &pgconn.PgError{Code: "57014"}, errs.Unavailable, false},
+		{"session ended idle in its transaction", wrap(&pgconn.PgError{Severity: "FATAL", Code: "25P03"}), errs.Unavailable, false},
+		{"serialization failure", &pgconn.PgError{Code: "40001"}, errs.Unavailable, false},
+		{"deadlock", &pgconn.PgError{Code: "40P01"}, errs.Unavailable, false},
+		{"lock not available", &pgconn.PgError{Code: "55P03"}, errs.Unavailable, false},
+		{"deadline", wrap(context.DeadlineExceeded), errs.Unavailable, false},
+		{"connection closed", wrap(pgconn.ErrConnClosed), errs.Unavailable, true},
+		{"cut mid-reply", wrap(io.ErrUnexpectedEOF), errs.Unavailable, true},
+		{"network", wrap(&net.OpError{Op: "read", Err: errors.New("reset")}), errs.Unavailable, true},
+		{"value PostgreSQL cannot store", wrap(&pgconn.PgError{Code: "22P05"}), errs.Invalid, false},
+		{"unique violation nobody translated", &pgconn.PgError{Code: "23505"}, errs.Internal, false},
+		{"foreign key violation", wrap(&pgconn.PgError{Code: "23503"}), errs.Internal, false},
+		{"no rows", wrap(pgx.ErrNoRows), errs.Internal, true},
+		{"canceled by the caller", wrap(context.Canceled), errs.Internal, false},
+		{"plain bug", errors.New("nil map"), errs.Internal, true},
+		{"a domain error keeps its kind", wrap(errNotFound), errs.NotFound, true},
+	}
+	for _, tt := range tests {
+		got := dberr.Interpret(tt.err)
+		if k := errs.KindOf(got); k != tt.kind {
+			t.Errorf("%s: KindOf(Interpret(%v)) = %q, want %q", tt.name, tt.err, k, tt.kind)
+		}
+		if got.Error() != tt.err.Error() {
+			t.Errorf("%s: Interpret changed the message to %q", tt.name, got.Error())
+		}
+		if !errors.Is(got, tt.err) {
+			t.Errorf("%s: Interpret(%v) does not wrap it", tt.name, tt.err)
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(tt.err, &pgErr) {
+			var again *pgconn.PgError
+			if !errors.As(got, &again) || again.Code != pgErr.Code || dberr.Code(got) != pgErr.Code {
+				t.Errorf("%s: the SQLSTATE %s is lost after Interpret", tt.name, pgErr.Code)
+			}
+		}
+		if dberr.Transient(tt.err) != (tt.kind == errs.Unavailable) {
+			t.Errorf("%s: Transient = %v, want %v", tt.name, dberr.Transient(tt.err), tt.kind == errs.Unavailable)
+		}
+		if dberr.Transport(tt.err) != tt.transport {
+			t.Errorf("%s: Transport = %v, want %v", tt.name, dberr.Transport(tt.err), tt.transport)
+		}
+	}
+	if got := errs.FieldsOf(dberr.Interpret(&pgconn.PgError{Code: "22021"})); len(got) != 1 || got[0] != dberr.UnstorableField {
+		t.Errorf("FieldsOf(data exception) = %+v, want [%+v]", got, dberr.UnstorableField)
+	}
+	if dberr.Interpret(nil) != nil || dberr.Transient(nil) || dberr.Transport(nil) {
+		t.Error("nil is classified as a failure")
+	}
+	var err error
+	dberr.Annotate(&err)
+	if err != nil {
+		t.Errorf("Annotate(nil) = %v", err)
+	}
+}
+
+// TestInterpretClassifiesRealServerAnswers provokes the answers on a real
+// PostgreSQL: a unique violation fails again (no kind), a cancelled
+// statement (statement_timeout) may succeed later, and a value the server
+// cannot store is the caller's input.
+func TestInterpretClassifiesRealServerAnswers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+	if _, err := pool.Exec(ctx, `create table dberr_t (id int primary key)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `insert into dberr_t values (1)`); err != nil {
+		t.Fatal(err)
+	}
+	_, dup := pool.Exec(ctx, `insert into dberr_t values (1)`)
+	_, bad := pool.Exec(ctx, `select 'not a number'::int`)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `set local statement_timeout = '10ms'`); err != nil {
+		t.Fatal(err)
+	}
+	_, slow := tx.Exec(ctx, `select pg_sleep(1)`)
+	for _, tt := range []struct {
+		name string
+		err  error
+		code string
+		kind errs.Kind
+	}{
+		{"unique violation", dup, "23505", errs.Internal},
+		{"invalid text for an integer", bad, "22P02", errs.Invalid},
+		{"statement timeout", slow, "57014", errs.Unavailable},
+	} {
+		got := dberr.Interpret(tt.err)
+		if dberr.Code(got) != tt.code || errs.KindOf(got) != tt.kind {
+			t.Errorf("%s: Interpret(%v) = SQLSTATE %q kind %q, want %s %s", tt.name, tt.err, dberr.Code(got), errs.KindOf(got), tt.code, tt.kind)
+		}
+		if !dberr.Answered(got) || dberr.Transport(got) {
+			t.Errorf("%s: an answer of the server reads as a transport failure", tt.name)
+		}
+	}
+	// A server nobody listens on: a connection failure, transient.
+	cfg, err := pgx.ParseConfig("postgres://nobody@127.0.0.1:1/none?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, refused := pgx.ConnectConfig(cctx, cfg)
+	if got := dberr.Interpret(refused); refused == nil || errs.KindOf(got) != errs.Unavailable || !dberr.Transport(got) {
+		t.Errorf("Interpret(connect to a closed port: %v) = kind %q, want unavailable and a transport failure", refused, errs.KindOf(got))
+	}
+}
