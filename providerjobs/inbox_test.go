@@ -365,7 +365,9 @@ func TestRunApplierAppliesWhenWokenAndReturnsWithItsContext(t *testing.T) {
 	wake := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	// An hour between polls: only the wake can make this pass.
-	go func() { done <- b.svc.RunApplier(ctx, ApplierConfig{Interval: time.Hour, MaxIdleBackoff: time.Hour, Wake: wake}) }()
+	go func() {
+		done <- b.svc.RunApplier(ctx, ApplierConfig{Interval: time.Hour, MaxIdleBackoff: time.Hour, Wake: wake})
+	}()
 	wake <- struct{}{}
 	deadline := time.Now().Add(30 * time.Second)
 	for b.job(job.ID).Status != StatusSucceeded {
