@@ -276,30 +276,35 @@ func (s *Store) Overview(ctx context.Context, hours int) (_ *Overview, err error
 	byScope := map[string]*ScopeCount{}
 	hourly := map[[2]any]int64{}
 	var (
-		scope, state string
-		slot         *int
-		since        time.Time
-		n            int64
+		scope, status              string
+		slot                       int
+		since                      time.Time
+		expired, live, total, rest int64
 	)
-	_, err = pgx.ForEachRow(rows, []any{&scope, &state, &slot, &since, &n}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&scope, &status, &slot, &since, &expired, &live, &total}, func() error {
 		c := byScope[scope]
 		if c == nil {
 			c = &ScopeCount{Scope: scope}
 			byScope[scope] = c
 		}
-		switch state {
-		case "completed":
-			c.Completed += n
-		case "in_flight":
-			c.InFlight += n
-		case "stuck":
-			c.Stuck += n
-		case "expired":
-			c.Expired += n
+		c.Expired += expired
+		rest = total - expired
+		// slot 0 is before the chart; slot i is its hour i-1.
+		hour := since.Add(time.Duration(slot-1) * time.Hour)
+		add := func(state string, n int64) {
+			if slot > 0 && n > 0 {
+				hourly[[2]any{hour, state}] += n
+			}
 		}
-		if slot != nil && state != "expired" {
-			hourly[[2]any{since.Add(time.Duration(*slot) * time.Hour), state}] += n
+		if status == "completed" {
+			c.Completed += rest
+			add("completed", rest)
+			return nil
 		}
+		c.InFlight += live
+		c.Stuck += rest - live
+		add("in_flight", live)
+		add("stuck", rest-live)
 		return nil
 	})
 	if err != nil {

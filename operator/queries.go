@@ -14,28 +14,27 @@ FROM agent.idempotency_keys k
 WHERE k.id = $1`
 
 // claimOverview reads the whole plane in one pass: claims counted by
-// scope, state now (completed, in_flight, stuck, expired) and, for those
-// claimed since the first hour of the chart (the since column, $2 hours
-// back from the current hour), the hour they were claimed as a slot
-// number from since (NULL before). One sequential scan serves both the
-// counts and the chart; the slot is epoch arithmetic, several times
-// cheaper per row than date_trunc on a timestamptz, and OFFSET 0 keeps
-// the clock's subquery from being flattened into a per-row computation.
-// $1 now, $2 hours.
+// scope, status and the hour they were claimed in (slot: width_bucket over
+// the chart's hour boundaries from since, the first hour of the chart, $2
+// hours back from the current one; 0 before since, $2 for the current
+// hour and later), each group with how many are past retention (expired)
+// and how many hold a live lease within retention (live). The caller
+// derives the states from them: expired; else completed by status; else
+// in flight when live, stuck when not. One sequential scan serves both the
+// counts and the chart. Grouping by plain columns with FILTER counts is
+// cheaper per row than a CASE per state, and width_bucket than epoch
+// arithmetic; OFFSET 0 keeps the clock's subquery from being flattened
+// into a per-row computation. $1 now, $2 hours.
 const claimOverview = `
-SELECT k.scope,
-	CASE WHEN k.retain_until <= c.now THEN 'expired'
-		WHEN k.status = 'completed' THEN 'completed'
-		WHEN k.lease_expires_at > c.now THEN 'in_flight'
-		ELSE 'stuck' END AS state,
-	CASE WHEN k.claimed_at >= c.since
-		THEN floor((date_part('epoch', k.claimed_at) - c.since_epoch) / 3600)::int END AS slot,
-	c.since,
-	count(*)
+SELECT k.scope, k.status, width_bucket(k.claimed_at, c.bounds) AS slot, c.since,
+	count(*) FILTER (WHERE k.retain_until <= c.now) AS expired,
+	count(*) FILTER (WHERE k.retain_until > c.now AND k.lease_expires_at > c.now) AS live,
+	count(*) AS total
 FROM agent.idempotency_keys k,
-	(SELECT n.now, n.since, date_part('epoch', n.since) AS since_epoch
-	 FROM (SELECT t.now, date_trunc('hour', t.now) - ($2::int - 1) * interval '1 hour' AS since
-	       FROM (SELECT coalesce($1::timestamptz, now()) AS now) t) n
+	(SELECT t.now, t.since,
+		array(SELECT t.since + g * interval '1 hour' FROM generate_series(0, $2::int - 1) g) AS bounds
+	 FROM (SELECT n.now, date_trunc('hour', n.now) - ($2::int - 1) * interval '1 hour' AS since
+	       FROM (SELECT coalesce($1::timestamptz, now()) AS now) n) t
 	 OFFSET 0) c
 GROUP BY 1, 2, 3, 4`
 
