@@ -116,14 +116,6 @@ type overviewCache struct {
 // that started it has answered, so no request's context bounds it.
 const overviewRefreshTimeout = 30 * time.Second
 
-// invalidate makes the next get read afresh: after a release, the counts
-// should show it.
-func (oc *overviewCache) invalidate() {
-	oc.state.Lock()
-	oc.latest = nil
-	oc.state.Unlock()
-}
-
 // cached returns the copy to serve, if any, and whether a background read
 // should start.
 func (oc *overviewCache) cached(t time.Time) (ov *operator.Overview, at time.Time, refresh bool) {
@@ -142,6 +134,41 @@ func (oc *overviewCache) cached(t time.Time) (ov *operator.Overview, at time.Tim
 		return oc.latest, oc.at, refresh
 	}
 	return nil, time.Time{}, false
+}
+
+// warm starts a background read when there is no copy to serve at all
+// (none yet, or one too old) and no read is running.
+func (oc *overviewCache) warm(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger) {
+	if oc.ttl <= 0 {
+		return
+	}
+	oc.state.Lock()
+	start := !oc.refreshing && (oc.latest == nil || now().Sub(oc.at) >= oc.staleFor)
+	if start {
+		oc.refreshing = true
+	}
+	oc.state.Unlock()
+	if start {
+		go oc.refresh(context.WithoutCancel(ctx), op, now, log)
+	}
+}
+
+// reread replaces the copy with a read made now, waiting for it: after a
+// release, so that the page the operator is sent to shows it and is served
+// without a read of its own. A failed read drops the copy instead (the
+// page then reads itself).
+func (oc *overviewCache) reread(ctx context.Context, op Operator, now func() time.Time) {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	t := now()
+	ov, err := op.Overview(ctx, chartHours)
+	oc.state.Lock()
+	defer oc.state.Unlock()
+	if err != nil {
+		oc.latest = nil
+		return
+	}
+	oc.latest, oc.at = ov, t
 }
 
 func (oc *overviewCache) store(ov *operator.Overview, at time.Time) {
@@ -291,7 +318,7 @@ func (c *Console) releaseClaim(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		c.internal(w, r, err)
 	default:
-		c.overview.invalidate()
+		c.overview.reread(r.Context(), c.d.Operator, c.now)
 		c.log.WarnContext(r.Context(), "claim force-released by an operator in the console",
 			"claim_id", rec.ID.String(), "organization_id", rec.OrganizationID.String(),
 			"scope", rec.Scope, "actor", s.Actor, "reason", reason)

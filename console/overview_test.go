@@ -81,3 +81,48 @@ func TestClaimCountsAreServedStaleWhileOneBackgroundReadReplacesThem(t *testing.
 		t.Fatalf("past six TTLs the page served old counts %d, want a fresh read of %d", got, first+5)
 	}
 }
+
+// stuckTile reads the "stuck" count the claims page shows.
+var stuckTile = regexp.MustCompile(`<div class="tile-n">(\d+)</div><div class="tile-l">stuck</div>`)
+
+// TestAReleaseRereadsTheCountsBeforeItsPageIsServed: the page a release
+// sends the operator to shows the claim gone from the stuck count, and is
+// served from the counts the release read (claims made after it are not
+// in them until the TTL passes), not by a read of its own.
+func TestAReleaseRereadsTheCountsBeforeItsPageIsServed(t *testing.T) {
+	pool := pgtest.NewDB(t)
+	ctx := context.Background()
+	w, err := consoletest.Seed(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bundle{pool: pool, world: w, handler: newConsoleAt(t, pool, io.Discard, time.Hour, nil)}
+	op := b.operatorToken(t)
+	count := func(re *regexp.Regexp, page string) int {
+		t.Helper()
+		m := re.FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("the claims page lacks a count for %s", re)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	page := b.do("GET", "/console/operator/claims", op, nil, nil).Body.String()
+	stuckBefore, liveBefore := count(stuckTile, page), count(inFlightTile, page)
+	form := b.stuckForm(t, op)
+	rec := b.do("POST", "/console/operator/claims/"+w.Stuck.String()+"/release", op, form, map[string]string{"Sec-Fetch-Site": "same-origin"})
+	if rec.Code != http.StatusSeeOther {
+		t.Fatalf("release = %d, want 303", rec.Code)
+	}
+	plane := idempotency.NewService(pool, idempotency.Config{})
+	if _, err := plane.Claim(ctx, uuid.New(), "tool.email.send", uuid.NewString(), "h", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	page = b.do("GET", rec.Header().Get("Location"), op, nil, nil).Body.String()
+	if got := count(stuckTile, page); got != stuckBefore-1 {
+		t.Errorf("after the release the page counts %d stuck, want %d", got, stuckBefore-1)
+	}
+	if got := count(inFlightTile, page); got != liveBefore {
+		t.Errorf("after the release the page counts %d in flight, want %d: the counts the release read, not a read of the page's own", got, liveBefore)
+	}
+}

@@ -81,6 +81,11 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
+		if p.Operator && r.Method == http.MethodGet {
+			// An operator at work is likely to open the claims page: have
+			// its counts read in the background, so that page need not wait.
+			c.overview.warm(r.Context(), c.d.Operator, c.now, c.log)
+		}
 		next(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, s)))
 	}
 }
