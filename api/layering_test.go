@@ -1,0 +1,51 @@
+package api_test
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestTheEdgesImportNoDriver holds the layering the README's Layout
+// states: the HTTP edge and the console speak to the domain packages and
+// the error kinds, never to a database driver, database/sql or the
+// migrations (readiness is handed in by the binary).
+func TestTheEdgesImportNoDriver(t *testing.T) {
+	forbidden := []string{"github.com/jackc/", "database/sql", "github.com/searchd/searchd/migrations", "github.com/searchd/searchd/internal/dberr"}
+	for _, dir := range []string{".", "../console"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked := 0
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), name, src, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked++
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				for _, bad := range forbidden {
+					if strings.HasPrefix(path, bad) {
+						t.Errorf("%s imports %s: the edge must stay blind to the driver", name, path)
+					}
+				}
+			}
+		}
+		if checked == 0 {
+			t.Fatalf("no Go files found in %s", dir)
+		}
+	}
+}
