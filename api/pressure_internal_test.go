@@ -1,6 +1,8 @@
 package api
 
 import (
+	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -35,5 +37,41 @@ func TestCPUPressureSeesEveryProcessorTaken(t *testing.T) {
 			t.Fatal("every processor taken for 3 s, and the pressure never said saturated")
 		}
 		time.Sleep(pressureWindow / 4)
+	}
+}
+
+// TestMachineBusyReadsTheProcessorCounters feeds machineBusy two readings
+// of a /proc/stat: busy (user, nice, system, irq, softirq, steal) against
+// idle and iowait since the last reading decides.
+func TestMachineBusyReadsTheProcessorCounters(t *testing.T) {
+	path := t.TempDir() + "/stat"
+	p := newCPUPressure()
+	p.procStat = path
+	write := func(user, idle, iowait uint64) {
+		t.Helper()
+		line := fmt.Sprintf("cpu  %d 0 100 %d %d 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n", user, idle, iowait)
+		if err := os.WriteFile(path, []byte(line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(1000, 1000, 0)
+	if p.machineBusy(true) {
+		t.Error("the first reading judged: it has nothing to compare with")
+	}
+	write(1950, 1050, 0) // 950 busy of 1000
+	if !p.machineBusy(true) {
+		t.Error("95% busy since the last reading, not saturated")
+	}
+	write(2450, 1450, 100) // 500 busy of 1000, iowait counted idle
+	if p.machineBusy(true) {
+		t.Error("50% busy (the rest idle or waiting on I/O), saturated")
+	}
+	write(3400, 1500, 100)
+	if p.machineBusy(false) {
+		t.Error("a reading not to be judged said saturated")
+	}
+	p.procStat = path + ".missing"
+	if p.machineBusy(true) {
+		t.Error("without /proc/stat, saturated")
 	}
 }
