@@ -415,12 +415,9 @@ func (s *Store) processing(ctx context.Context, live bool, f ClaimFilter, p Page
 	if err != nil {
 		return nil, "", fmt.Errorf("operator: processing claims: %w", err)
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		last := list[limit-1]
-		next = keyset.Encode(keyset.Position{CreatedAt: last.LeaseExpiresAt, ID: last.ID})
-	}
+	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
+		return keyset.Position{CreatedAt: list[i].LeaseExpiresAt, ID: list[i].ID}
+	})
 	return list, next, nil
 }
 
@@ -486,12 +483,9 @@ func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) (_ 
 	if err != nil {
 		return nil, "", fmt.Errorf("operator: releases: %w", err)
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		last := list[limit-1]
-		next = keyset.Encode(keyset.Position{CreatedAt: last.ReleasedAt, ID: last.ID})
-	}
+	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
+		return keyset.Position{CreatedAt: list[i].ReleasedAt, ID: list[i].ID}
+	})
 	return list, next, nil
 }
 

@@ -80,12 +80,9 @@ func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []J
 	if err != nil {
 		return nil, "", fmt.Errorf("providerjobs: list: %w", err)
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		last := list[limit-1]
-		next = keyset.Encode(keyset.Position{CreatedAt: last.CreatedAt, ID: last.ID})
-	}
+	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
+		return keyset.Position{CreatedAt: list[i].CreatedAt, ID: list[i].ID}
+	})
 	return list, next, nil
 }
 
@@ -158,12 +155,9 @@ func (a *Audit) Drops(ctx context.Context, org, jobID uuid.UUID, limit int, curs
 	if err != nil {
 		return nil, "", fmt.Errorf("providerjobs: drops: %w", err)
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		last := list[limit-1]
-		next = keyset.Encode(keyset.Position{CreatedAt: last.ReceivedAt, ID: last.ID})
-	}
+	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
+		return keyset.Position{CreatedAt: list[i].ReceivedAt, ID: list[i].ID}
+	})
 	return list, next, nil
 }
 

@@ -96,11 +96,7 @@ func (a *Audit) inboxPage(ctx context.Context, query string, p InboxListParams, 
 	if err != nil {
 		return nil, "", fmt.Errorf("providerjobs: inbox: %w", err)
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		next = keyset.Encode(pos(list[limit-1]))
-	}
+	list, next := keyset.Page(list, limit, func(i int) keyset.Position { return pos(list[i]) })
 	return list, next, nil
 }
 

@@ -447,12 +447,9 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []List
 	if list == nil {
 		list = []ListItem{}
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		last := list[limit-1]
-		next = keyset.Encode(keyset.Position{CreatedAt: last.CreatedAt, ID: last.ID})
-	}
+	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
+		return keyset.Position{CreatedAt: list[i].CreatedAt, ID: list[i].ID}
+	})
 	return list, next, nil
 }
 

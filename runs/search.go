@@ -69,12 +69,9 @@ func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) (_ []
 	if list == nil {
 		list = []Run{}
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		last := list[limit-1]
-		next = keyset.Encode(keyset.Position{CreatedAt: last.CreatedAt, ID: last.ID})
-	}
+	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
+		return keyset.Position{CreatedAt: list[i].CreatedAt, ID: list[i].ID}
+	})
 	return list, next, nil
 }
 

@@ -81,12 +81,9 @@ func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p Ti
 	if err != nil {
 		return nil, "", fmt.Errorf("snapshot: timeline: %w", err)
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		last := list[limit-1]
-		next = keyset.Encode(keyset.Position{CreatedAt: last.CreatedAt, ID: last.ID})
-	}
+	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
+		return keyset.Position{CreatedAt: list[i].CreatedAt, ID: list[i].ID}
+	})
 	return list, next, nil
 }
 

@@ -167,12 +167,9 @@ func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor s
 	if err != nil {
 		return nil, "", fmt.Errorf("sweeper: list runs: %w", err)
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		last := list[limit-1]
-		next = keyset.Encode(keyset.Position{CreatedAt: last.FinishedAt, ID: last.ID})
-	}
+	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
+		return keyset.Position{CreatedAt: list[i].FinishedAt, ID: list[i].ID}
+	})
 	return list, next, nil
 }
 

@@ -118,12 +118,9 @@ func (in *Inspector) Uncertain(ctx context.Context, p InspectParams) ([]Uncertai
 	if err != nil {
 		return nil, "", fmt.Errorf("tools: uncertain calls: %w", err)
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		last := list[limit-1]
-		next = keyset.Encode(keyset.Position{CreatedAt: last.ClaimedAt, ID: last.ClaimID})
-	}
+	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
+		return keyset.Position{CreatedAt: list[i].ClaimedAt, ID: list[i].ClaimID}
+	})
 	return list, next, nil
 }
 
@@ -159,12 +156,9 @@ func (in *Inspector) Resolutions(ctx context.Context, p InspectParams) ([]PastRe
 	if err != nil {
 		return nil, "", fmt.Errorf("tools: resolutions: %w", err)
 	}
-	next := ""
-	if len(list) > limit {
-		list = list[:limit]
-		last := list[limit-1]
-		next = keyset.Encode(keyset.Position{CreatedAt: last.ResolvedAt, ID: last.ID})
-	}
+	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
+		return keyset.Position{CreatedAt: list[i].ResolvedAt, ID: list[i].ID}
+	})
 	return list, next, nil
 }
 

@@ -69,3 +69,14 @@ func Args(p *Position) (createdAt, id any) {
 	}
 	return p.CreatedAt, p.ID
 }
+
+// Page ends a list read with one row more than limit: it returns the
+// first limit rows and the cursor of the page after them, or the rows as
+// they are and "" when there is no row more (the last page). pos returns
+// the position of rows[i].
+func Page[T any](rows []T, limit int, pos func(i int) Position) ([]T, string) {
+	if len(rows) <= limit {
+		return rows, ""
+	}
+	return rows[:limit], Encode(pos(limit - 1))
+}

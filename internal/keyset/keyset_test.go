@@ -38,3 +38,21 @@ func TestDecodeRefusesForeignCursors(t *testing.T) {
 		}
 	}
 }
+
+func TestPageTrimsTheRowMoreAndNamesTheLastRowKept(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	rows := []Position{{at, uuid.New()}, {at.Add(-time.Second), uuid.New()}, {at.Add(-2 * time.Second), uuid.New()}}
+	pos := func(i int) Position { return rows[i] }
+	got, next := Page(rows, 2, pos)
+	if len(got) != 2 || got[1] != rows[1] {
+		t.Fatalf("Page(3 rows, limit 2) kept %v, want the first 2", got)
+	}
+	if p, err := Decode(next); err != nil || p == nil || *p != rows[1] {
+		t.Errorf("next cursor decodes to %v, %v; want the last row kept, %v", p, err, rows[1])
+	}
+	for _, limit := range []int{3, 4} {
+		if got, next := Page(rows, limit, pos); len(got) != 3 || next != "" {
+			t.Errorf("Page(3 rows, limit %d) = %d rows, next %q; want all and no next page", limit, len(got), next)
+		}
+	}
+}
