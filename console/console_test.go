@@ -588,6 +588,9 @@ func TestTheInboundPanelShowsTheBacklogAndTheApplierLag(t *testing.T) {
 		`<div class="tile-n">1</div><div class="tile-l">pending arrivals</div>`, // the stalled one
 		"12 min", "the applier is not keeping up", "lock timeout", b.world.PendingDelivery,
 		"msg_2Kx1", "msg_9Qa7", // applied arrivals
+		// Their copies, dropped and counted on the arrival.
+		`<span class="badge b-duplicate">1 duplicate</span>`,
+		`<span class="badge b-hash_mismatch">1 hash mismatch</span>`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the inbound page lacks %q", want)

@@ -63,9 +63,14 @@ type InboxEntry struct {
 	Attempts       int
 	// LastError is the error of the last failed attempt, while pending.
 	LastError string
+	// Copies counts the copies of the arrival that were dropped, by
+	// reason. The [Audit]'s lists fill it; elsewhere it is zero.
+	Copies Copies
 }
 
-func scanEntry(row pgx.Row) (*InboxEntry, error) {
+// scanEntry scans the inboxColumns of row, then into extra the columns
+// that follow them.
+func scanEntry(row pgx.Row, extra ...any) (*InboxEntry, error) {
 	var (
 		e          InboxEntry
 		jobID, org *uuid.UUID
@@ -74,9 +79,9 @@ func scanEntry(row pgx.Row) (*InboxEntry, error) {
 		reason     string
 		result     []byte
 	)
-	if err := row.Scan(&e.ID, &e.Provider, &e.DeliveryID, &e.PathJobID, &jobID, &org,
+	if err := row.Scan(append([]any{&e.ID, &e.Provider, &e.DeliveryID, &e.PathJobID, &jobID, &org,
 		&e.RequestHash, &e.Update.ProviderJobID, &bodyStatus, &result, &e.ReceivedAt, &status,
-		&reason, &e.AppliedBy, &e.FinishedAt, &e.LeaseExpiresAt, &e.Attempts, &e.LastError); err != nil {
+		&reason, &e.AppliedBy, &e.FinishedAt, &e.LeaseExpiresAt, &e.Attempts, &e.LastError}, extra...)...); err != nil {
 		return nil, err
 	}
 	if jobID != nil {

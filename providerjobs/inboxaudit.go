@@ -87,10 +87,12 @@ func (a *Audit) inboxPage(ctx context.Context, query string, p InboxListParams, 
 		return nil, "", fmt.Errorf("providerjobs: inbox: %w", err)
 	}
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (InboxEntry, error) {
-		e, err := scanEntry(r)
+		var c Copies
+		e, err := scanEntry(r, &c.Duplicates, &c.HashMismatches, &c.PathMismatches, &c.LastAt)
 		if err != nil {
 			return InboxEntry{}, err
 		}
+		e.Copies = c
 		return *e, nil
 	})
 	if err != nil {
@@ -100,26 +102,38 @@ func (a *Audit) inboxPage(ctx context.Context, query string, p InboxListParams, 
 	return list, next, nil
 }
 
+// The two inbox pages read a page of arrivals by an index range, then the
+// copy counters of each (agent.provider_inbox_copies, by its primary key):
+// inboxPaged wraps the range's SELECT.
+func inboxPaged(page, order string) string {
+	return `
+SELECT ` + inboxColumns + `,
+	coalesce(c.duplicates, 0), coalesce(c.hash_mismatches, 0), coalesce(c.path_mismatches, 0), c.last_copy_at
+FROM (` + page + `) i
+LEFT JOIN agent.provider_inbox_copies c ON c.inbox_id = i.id
+ORDER BY ` + order
+}
+
 // inboxPendingPage reads pending arrivals by their lease (the next attempt
 // due) after ($1 lease_expires_at, $2 id), on provider_inbox_pending_idx.
 // $3 limit, $4 provider or NULL; $5 unused (NULL).
-const inboxPendingPage = `
-SELECT ` + inboxColumns + `
+var inboxPendingPage = inboxPaged(`
+SELECT *
 FROM agent.provider_inbox i
 WHERE i.status = 'pending' AND ($4::text IS NULL OR i.provider = $4::text) AND $5::text IS NULL
 	AND (i.lease_expires_at, i.id) > (coalesce($1::timestamptz, '-infinity'),
 		coalesce($2::uuid, '00000000-0000-0000-0000-000000000000'))
 ORDER BY i.lease_expires_at, i.id
-LIMIT $3`
+LIMIT $3`, `i.lease_expires_at, i.id`)
 
 // inboxArrivalPage reads arrivals newest first after ($1 received_at,
 // $2 id), on provider_inbox_received_at_idx. $3 limit, $4 provider, $5
 // status: NULL for any.
-const inboxArrivalPage = `
-SELECT ` + inboxColumns + `
+var inboxArrivalPage = inboxPaged(`
+SELECT *
 FROM agent.provider_inbox i
 WHERE ($4::text IS NULL OR i.provider = $4::text) AND ($5::text IS NULL OR i.status = $5::text)
 	AND (i.received_at, i.id) < (coalesce($1::timestamptz, 'infinity'),
 		coalesce($2::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
 ORDER BY i.received_at DESC, i.id DESC
-LIMIT $3`
+LIMIT $3`, `i.received_at DESC, i.id DESC`)
