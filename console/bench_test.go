@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/searchd/searchd/console"
 )
 
 // TestConsoleBench is the console's benchmark, not a timed test: it seeds
@@ -89,8 +91,10 @@ func TestConsoleBench(t *testing.T) {
 
 	srv := httptest.NewServer(b.handler)
 	defer srv.Close()
-	// The same console reading the plane's counts on every request.
-	coldSrv := httptest.NewServer(newConsole(t, b.pool, io.Discard, -1))
+	// The same console keeping no copy of the plane's counts: every
+	// request starts their read or joins the one running, and a page waits
+	// for it at most the default OverviewWait.
+	coldSrv := httptest.NewServer(newConsoleAt(t, b.pool, io.Discard, -1, nil, func(d *console.Deps) { d.OverviewWait = 0 }))
 	defer coldSrv.Close()
 	client := srv.Client()
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -118,7 +122,10 @@ func TestConsoleBench(t *testing.T) {
 		{"provider jobs", "/console/provider-jobs", org, false},
 		{"provider job (10,000 drops)", "/console/provider-jobs/" + w.Job.String(), org, false},
 		{"operator: claims", "/console/operator/claims", op, false},
-		{"operator: claims, uncached", "/console/operator/claims", op, true},
+		{"operator: claims, no copy", "/console/operator/claims", op, true},
+		// Not a page: what console.js fetches while a page shows the counts
+		// as being counted. It waits for the read: the scan's own time.
+		{"  (counts read, fragment)", "/console/operator/claims/counts", op, true},
 		{"operator: claims by scope", "/console/operator/claims?scope=tool.email.send", op, false},
 		{"operator: claims by key", "/console/operator/claims?org=00000000-0000-4000-8000-000000000099&scope=tool.email.send&key=bulk-99", op, false},
 		{"operator: inbound", "/console/operator/inbound", op, false},
@@ -167,14 +174,16 @@ func TestConsoleBench(t *testing.T) {
 		}
 		d := measure(rounds, get)
 		med, p95, mx := d[len(d)/2], d[len(d)*95/100], d[len(d)-1]
-		worst = max(worst, med)
+		if !strings.HasSuffix(p.path, "/counts") { // not a page
+			worst = max(worst, med)
+		}
 		fmt.Printf("%-30s %9s %9s %9s %9.2fx %9.1fx\n", p.name, fmtDur(med), fmtDur(p95), fmtDur(mx),
 			float64(med)/float64(100*time.Millisecond), float64(med)/float64(baseline[len(baseline)/2]))
 	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Printf("load average after: %s\n", strings.Join(strings.Fields(string(b))[:3], " "))
 	}
-	fmt.Printf("\nslowest median %s: %.2fx the 100 ms budget\n", fmtDur(worst), float64(worst)/float64(100*time.Millisecond))
+	fmt.Printf("\nslowest page's median %s: %.2fx the 100 ms budget\n", fmtDur(worst), float64(worst)/float64(100*time.Millisecond))
 }
 
 // measure runs f n times and returns the sorted durations.

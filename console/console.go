@@ -32,6 +32,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -169,12 +170,23 @@ type Deps struct {
 	// them itself. The stuck and in-flight lists are always read fresh.
 	// Zero is DefaultOverviewTTL; negative reads them on every request.
 	OverviewTTL time.Duration
+	// OverviewWait is how long the claims page waits for a read of the
+	// counts when it has none to serve (the first page, or after six TTLs
+	// without an operator page). Past it the page is served without them,
+	// saying they are being counted, and fills them in when the read
+	// lands (console.js; without scripts, a reload shows them). Zero is
+	// DefaultOverviewWait; negative waits as long as the read takes.
+	OverviewWait time.Duration
 }
 
 // DefaultOverviewTTL is the default [Deps.OverviewTTL]: counts a few
 // seconds old, so operators refreshing the page do not each scan the
 // plane.
 const DefaultOverviewTTL = 5 * time.Second
+
+// DefaultOverviewWait is the default [Deps.OverviewWait]: the claims page
+// answers within the console's 100 ms budget however large the plane.
+const DefaultOverviewWait = 50 * time.Millisecond
 
 // overviewStaleFactor times the OverviewTTL is how old the counts may be
 // and still be served while a background read replaces them: past it, a
@@ -218,6 +230,7 @@ func New(d Deps) (*Console, error) {
 		c.overview.ttl = DefaultOverviewTTL
 	}
 	c.overview.staleFor = overviewStaleFactor * c.overview.ttl
+	c.overview.wait = cmp.Or(d.OverviewWait, DefaultOverviewWait)
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
 	}

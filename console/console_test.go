@@ -47,11 +47,14 @@ func newConsole(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL tim
 	return newConsoleAt(t, pool, log, overviewTTL, nil)
 }
 
-// newConsoleAt is newConsole with the console's clock (nil: time.Now).
-func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL time.Duration, now func() time.Time) http.Handler {
+// newConsoleAt is newConsole with the console's clock (nil: time.Now) and
+// changes to its Deps. Its pages wait for the claim counts however long
+// their read takes (OverviewWait -1), as the tests read them; the wait is
+// tested on its own.
+func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL time.Duration, now func() time.Time, change ...func(*console.Deps)) http.Handler {
 	t.Helper()
 	plane := idempotency.NewService(pool, idempotency.Config{})
-	c, err := console.New(console.Deps{
+	d := console.Deps{
 		SavedSearches: savedsearch.NewStore(pool),
 		Snapshots:     snapshot.NewStore(pool),
 		Runs:          runs.NewStore(pool, runs.Config{}),
@@ -65,8 +68,13 @@ func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL t
 		JWTSecret:     secret,
 		Logger:        slog.New(slog.NewJSONHandler(log, nil)),
 		OverviewTTL:   overviewTTL,
+		OverviewWait:  -1,
 		Now:           now,
-	})
+	}
+	for _, f := range change {
+		f(&d)
+	}
+	c, err := console.New(d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,7 @@ func (c *Console) operatorPanels() []panel {
 		{"Claims", "/console/operator/claims", "operator-claims", func(c *Console) []route {
 			return []route{
 				{"GET /console/operator/claims", c.claims},
+				{"GET /console/operator/claims/counts", c.claimCounts},
 				{"POST /console/operator/claims/{id}/release", c.releaseClaim},
 			}
 		}},
@@ -76,9 +77,7 @@ func (c *Console) operatorPanels() []panel {
 const chartHours = 24
 
 type claimsPage struct {
-	Counts                []operator.ScopeCount
-	Total                 operator.ScopeCount
-	Chart                 chart
+	Overview              countsView
 	Stuck, InFlight       []idempotency.Record
 	StuckNext, FlightNext string
 	StuckCursor           string
@@ -89,8 +88,33 @@ type claimsPage struct {
 	Released, Refused string
 	Filtered          bool
 	Now               time.Time
+}
+
+// countsView is the top of the claims page: the counts of the plane by
+// scope and state, and the chart. While Counting, the read has not landed
+// yet and the page fills them in from [Console.claimCounts].
+type countsView struct {
+	Counting bool
 	// CountedAt is when the counts and the chart were read.
 	CountedAt time.Time
+	Scopes    []operator.ScopeCount
+	Total     operator.ScopeCount
+	Chart     chart
+}
+
+// newCountsView lays out ov, read at readAt; nil is still counting.
+func newCountsView(ov *operator.Overview, readAt, now time.Time) countsView {
+	if ov == nil {
+		return countsView{Counting: true}
+	}
+	v := countsView{CountedAt: readAt, Scopes: ov.Counts, Chart: buildChart(ov.Buckets, now, chartHours)}
+	for _, sc := range ov.Counts {
+		v.Total.Completed += sc.Completed
+		v.Total.InFlight += sc.InFlight
+		v.Total.Stuck += sc.Stuck
+		v.Total.Expired += sc.Expired
+	}
+	return v
 }
 
 // overviewCache keeps the last overview, so that a page need not wait for
@@ -98,58 +122,97 @@ type claimsPage struct {
 // is served as it is. An older one, up to staleFor, is served at once
 // while one background read replaces it (stale-while-revalidate): the
 // page says when its counts were read. With no copy, or one older than
-// staleFor, the page reads afresh, one reader at a time, the others
-// waiting for that read.
+// staleFor, a page starts the read (or joins the one running) and waits
+// for it at most wait: past that it is served without the counts, which
+// it fills in from [Console.claimCounts] when the read lands. So no page
+// waits on the scan longer than wait, however large the plane.
 type overviewCache struct {
 	ttl time.Duration
 	// staleFor is how old a copy may be and still be served while a
 	// background read replaces it; zero serves no stale copy.
-	staleFor   time.Duration
-	mu         sync.Mutex // held by a foreground read
-	state      sync.Mutex // guards the fields below; never held across a read
-	at         time.Time
-	latest     *operator.Overview
-	refreshing bool
+	staleFor time.Duration
+	// wait is how long a page with no copy to serve waits for the read;
+	// negative waits until it lands.
+	wait   time.Duration
+	mu     sync.Mutex // guards the fields below; never held across a read
+	at     time.Time
+	latest *operator.Overview
+	// reading is the read running, if any: at most one at a time.
+	reading *overviewRead
 }
 
-// overviewRefreshTimeout bounds a background read: it runs after the page
-// that started it has answered, so no request's context bounds it.
-const overviewRefreshTimeout = 30 * time.Second
+// overviewRead is one read of the overview; done is closed when it has
+// landed, and ov, at and err are set before.
+type overviewRead struct {
+	done chan struct{}
+	ov   *operator.Overview
+	at   time.Time
+	err  error
+}
 
-// cached returns the copy to serve, if any, and whether a background read
-// should start.
-func (oc *overviewCache) cached(t time.Time) (ov *operator.Overview, at time.Time, refresh bool) {
-	oc.state.Lock()
-	defer oc.state.Unlock()
+// overviewReadTimeout bounds a read: it runs on past the page that started
+// it, so no request's context bounds it.
+const overviewReadTimeout = 30 * time.Second
+
+// fresh returns the copy to serve, if any, and starts a background read
+// of a stale one. oc.mu must be held.
+func (oc *overviewCache) fresh(t time.Time, start func() *overviewRead) (*operator.Overview, time.Time) {
 	if oc.latest == nil || oc.ttl <= 0 {
-		return nil, time.Time{}, false
+		return nil, time.Time{}
 	}
 	age := t.Sub(oc.at)
 	switch {
 	case age < oc.ttl:
-		return oc.latest, oc.at, false
+		return oc.latest, oc.at
 	case age < oc.staleFor:
-		refresh = !oc.refreshing
-		oc.refreshing = true
-		return oc.latest, oc.at, refresh
+		start()
+		return oc.latest, oc.at
 	}
-	return nil, time.Time{}, false
+	return nil, time.Time{}
 }
 
-// warm starts a background read when there is no copy to serve at all
-// (none yet, or one too old) and no read is running.
+// starter returns the function that starts the read, or returns the one
+// running; it must be called with oc.mu held.
+func (oc *overviewCache) starter(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger) func() *overviewRead {
+	return func() *overviewRead {
+		if oc.reading == nil {
+			r := &overviewRead{done: make(chan struct{})}
+			oc.reading = r
+			go oc.read(context.WithoutCancel(ctx), r, op, now, log)
+		}
+		return oc.reading
+	}
+}
+
+// read reads the overview for r and keeps it; a failure leaves the old
+// copy to age out, and is logged.
+func (oc *overviewCache) read(ctx context.Context, r *overviewRead, op Operator, now func() time.Time, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, overviewReadTimeout)
+	defer cancel()
+	r.at = now()
+	r.ov, r.err = op.Overview(ctx, chartHours)
+	oc.mu.Lock()
+	if r.err == nil {
+		oc.storeLocked(r.ov, r.at)
+	}
+	oc.reading = nil
+	oc.mu.Unlock()
+	close(r.done)
+	if r.err != nil {
+		log.Warn("console: read of the claims overview failed", "error", r.err)
+	}
+}
+
+// warm starts a read when there is no copy to serve at all (none yet, or
+// one too old) and none is running.
 func (oc *overviewCache) warm(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger) {
 	if oc.ttl <= 0 {
 		return
 	}
-	oc.state.Lock()
-	start := !oc.refreshing && (oc.latest == nil || now().Sub(oc.at) >= oc.staleFor)
-	if start {
-		oc.refreshing = true
-	}
-	oc.state.Unlock()
-	if start {
-		go oc.refresh(context.WithoutCancel(ctx), op, now, log)
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	if oc.latest == nil || now().Sub(oc.at) >= oc.staleFor {
+		oc.starter(ctx, op, now, log)()
 	}
 }
 
@@ -158,66 +221,55 @@ func (oc *overviewCache) warm(ctx context.Context, op Operator, now func() time.
 // without a read of its own. A failed read drops the copy instead (the
 // page then reads itself).
 func (oc *overviewCache) reread(ctx context.Context, op Operator, now func() time.Time) {
-	oc.mu.Lock()
-	defer oc.mu.Unlock()
 	t := now()
 	ov, err := op.Overview(ctx, chartHours)
-	oc.state.Lock()
-	defer oc.state.Unlock()
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
 	if err != nil {
 		oc.latest = nil
 		return
 	}
-	oc.latest, oc.at = ov, t
+	oc.storeLocked(ov, t)
 }
 
-func (oc *overviewCache) store(ov *operator.Overview, at time.Time) {
-	oc.state.Lock()
-	defer oc.state.Unlock()
+// storeLocked keeps ov read at at, unless the copy is younger.
+func (oc *overviewCache) storeLocked(ov *operator.Overview, at time.Time) {
 	if oc.latest == nil || at.After(oc.at) {
 		oc.latest, oc.at = ov, at
 	}
 }
 
+// get returns the overview a page shows and when it was read, or nil and
+// no error when the read has not landed within the wait: the page then
+// shows its counts as being counted. Its error is the read's, or ctx's.
 func (oc *overviewCache) get(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger) (*operator.Overview, time.Time, error) {
-	if ov, at, refresh := oc.cached(now()); ov != nil {
-		if refresh {
-			go oc.refresh(context.WithoutCancel(ctx), op, now, log)
-		}
-		return ov, at, nil
-	}
-	oc.mu.Lock()
-	defer oc.mu.Unlock()
-	// Another reader may have read while this one waited.
-	if ov, at, _ := oc.cached(now()); ov != nil {
-		return ov, at, nil
-	}
-	t := now()
-	ov, err := op.Overview(ctx, chartHours)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	oc.store(ov, t)
-	return ov, t, nil
+	return oc.getWaiting(ctx, op, now, log, oc.wait)
 }
 
-// refresh reads the overview in the background and keeps it; a failure
-// leaves the old copy to age out, and is logged.
-func (oc *overviewCache) refresh(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger) {
-	defer func() {
-		oc.state.Lock()
-		oc.refreshing = false
-		oc.state.Unlock()
-	}()
-	ctx, cancel := context.WithTimeout(ctx, overviewRefreshTimeout)
-	defer cancel()
-	t := now()
-	ov, err := op.Overview(ctx, chartHours)
-	if err != nil {
-		log.Warn("console: background read of the claims overview failed", "error", err)
-		return
+// getWaiting is get with a wait of its own (negative: until it lands).
+func (oc *overviewCache) getWaiting(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger, wait time.Duration) (*operator.Overview, time.Time, error) {
+	start := oc.starter(ctx, op, now, log)
+	oc.mu.Lock()
+	if ov, at := oc.fresh(now(), start); ov != nil {
+		oc.mu.Unlock()
+		return ov, at, nil
 	}
-	oc.store(ov, t)
+	r := start()
+	oc.mu.Unlock()
+	var timeout <-chan time.Time
+	if wait >= 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-r.done:
+		return r.ov, r.at, r.err
+	case <-timeout:
+		return nil, time.Time{}, nil
+	case <-ctx.Done():
+		return nil, time.Time{}, ctx.Err()
+	}
 }
 
 func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
@@ -255,18 +307,29 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 	if c.operatorFailed(w, r, cmp.Or(ovErr, stuckErr, flightErr)) {
 		return
 	}
-	p.CountedAt = readAt
-	p.Counts = ov.Counts
-	for _, sc := range ov.Counts {
-		p.Total.Completed += sc.Completed
-		p.Total.InFlight += sc.InFlight
-		p.Total.Stuck += sc.Stuck
-		p.Total.Expired += sc.Expired
-	}
-	now := c.now()
-	p.Now = now
-	p.Chart = buildChart(ov.Buckets, now, chartHours)
+	p.Now = c.now()
+	p.Overview = newCountsView(ov, readAt, p.Now)
 	c.render(w, r, http.StatusOK, "claims", "Claims", p)
+}
+
+// claimCountsWait bounds how long [Console.claimCounts] waits for the
+// read of the counts; the read itself gives up at overviewReadTimeout.
+const claimCountsWait = overviewReadTimeout + 5*time.Second
+
+// claimCounts serves the top of the claims page alone, once the read of
+// the counts has landed, for a page served while they were being counted
+// (console.js puts it in place). It waits for the read, as no person waits
+// on it: the page they look at was served already.
+func (c *Console) claimCounts(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), claimCountsWait)
+	defer cancel()
+	ov, readAt, err := c.overview.getWaiting(ctx, c.d.Operator, c.now, c.log, -1)
+	if err != nil {
+		c.log.LogAttrs(r.Context(), slog.LevelWarn, "console: the claim counts were not read", slog.String("error", err.Error()))
+		http.Error(w, "the counts could not be read", http.StatusServiceUnavailable)
+		return
+	}
+	c.renderFragment(w, r, "claims", "claim-counts", newCountsView(ov, readAt, c.now()))
 }
 
 // releaseClaim force-releases a stuck claim: the same rules as `searchd

@@ -4,14 +4,17 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/console/consoletest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
@@ -124,5 +127,89 @@ func TestAReleaseRereadsTheCountsBeforeItsPageIsServed(t *testing.T) {
 	}
 	if got := count(inFlightTile, page); got != liveBefore {
 		t.Errorf("after the release the page counts %d in flight, want %d: the counts the release read, not a read of the page's own", got, liveBefore)
+	}
+}
+
+// TestAPageWithNoCountsWaitsForThemAtMostTheWait: with no copy of the
+// counts, the claims page waits for their read at most OverviewWait, then
+// is served with its lists and the counts marked as being counted; the
+// counts fragment answers once the read lands, and the next page is served
+// from it. The read is held back by a real lock on a table only the
+// overview reads (agent.webhook_drops, for the chart's drops).
+func TestAPageWithNoCountsWaitsForThemAtMostTheWait(t *testing.T) {
+	pool := pgtest.NewDB(t)
+	ctx := context.Background()
+	w, err := consoletest.Seed(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bundle{pool: pool, world: w, handler: newConsoleAt(t, pool, io.Discard, time.Hour, nil, func(d *console.Deps) {
+		d.OverviewWait = 20 * time.Millisecond
+	})}
+	op := b.operatorToken(t)
+
+	lock, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, `LOCK TABLE agent.webhook_drops IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	// get does a request in the background and gives its answer, or fails
+	// the test when it has none in 10 s.
+	get := func(target, cookie string) <-chan *httptest.ResponseRecorder {
+		out := make(chan *httptest.ResponseRecorder, 1)
+		go func() { out <- b.do("GET", target, cookie, nil, nil) }()
+		return out
+	}
+	answer := func(ch <-chan *httptest.ResponseRecorder, what string) *httptest.ResponseRecorder {
+		t.Helper()
+		select {
+		case rec := <-ch:
+			return rec
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no answer in 10 s while the counts are being read", what)
+			return nil
+		}
+	}
+
+	rec := answer(get("/console/operator/claims", op), "the claims page")
+	page := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("claims page while counting = %d", rec.Code)
+	}
+	for _, want := range []string{`data-counting="/console/operator/claims/counts"`, "Counting the plane", w.StuckKey} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the claims page served while counting lacks %q", want)
+		}
+	}
+	if inFlightTile.MatchString(page) {
+		t.Errorf("the claims page served while counting shows counts")
+	}
+	if rec := answer(get("/console/operator/claims/counts", b.token(t, w.OrgA, "alice")), "counts, organization token"); rec.Code != http.StatusForbidden {
+		t.Errorf("an organization token GET the counts = %d, want 403", rec.Code)
+	}
+
+	counts := get("/console/operator/claims/counts", op)
+	select {
+	case rec := <-counts:
+		t.Fatalf("the counts answered %d before their read could land", rec.Code)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec = answer(counts, "the counts")
+	frag := rec.Body.String()
+	if rec.Code != http.StatusOK || !inFlightTile.MatchString(frag) || !stuckTile.MatchString(frag) {
+		t.Fatalf("the counts = %d without the tiles:\n%s", rec.Code, frag)
+	}
+	if strings.Contains(frag, "<html") || strings.Contains(frag, "data-counting") {
+		t.Errorf("the counts fragment is a whole page, or still counting:\n%s", frag)
+	}
+	page = answer(get("/console/operator/claims", op), "the claims page after the read").Body.String()
+	if strings.Contains(page, "data-counting") || !inFlightTile.MatchString(page) {
+		t.Errorf("after the read the claims page is not served from it")
 	}
 }

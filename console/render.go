@@ -105,6 +105,28 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	_, _ = w.Write(buf.Bytes())
 }
 
+// renderFragment writes the template fragment defined in page name's
+// templates with data, without the layout: a part of a page that the page
+// fetches to fill in.
+func (c *Console) renderFragment(w http.ResponseWriter, r *http.Request, name, fragment string, data any) {
+	var buf bytes.Buffer
+	t, ok := c.pages[name]
+	if !ok {
+		c.log.ErrorContext(r.Context(), "console: no such template", slog.String("template", name))
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	if err := t.ExecuteTemplate(&buf, fragment, data); err != nil {
+		c.log.ErrorContext(r.Context(), "console: render", slog.String("template", name+"/"+fragment), slog.String("error", err.Error()))
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	_, _ = w.Write(buf.Bytes())
+}
+
 // sectionOf names the navigation entry a path belongs to.
 func sectionOf(p string) string {
 	rest := strings.TrimPrefix(p, Prefix)

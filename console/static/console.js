@@ -23,6 +23,18 @@ document.addEventListener("DOMContentLoaded", () => {
     form.addEventListener("change", check);
     check();
   }
+  // Counts served while being counted: fetch them once the read lands
+  // (the server waits for it) and put them in place.
+  for (const el of document.querySelectorAll("[data-counting]")) {
+    fetch(el.dataset.counting, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then((r) => (r.ok ? r.text() : Promise.reject(new Error(String(r.status)))))
+      .then((html) => { el.outerHTML = html; })
+      .catch(() => {
+        const note = el.querySelector(".counting");
+        if (note) note.textContent = "The counts could not be read just now. Reload the page to try again.";
+        el.removeAttribute("aria-busy");
+      });
+  }
   // A force-release asks once more, naming the key.
   for (const f of document.querySelectorAll("form.release")) {
     f.addEventListener("submit", (ev) => {

@@ -174,12 +174,39 @@ test("an auditor of another organization sees none of it", async () => {
   await ctx.close();
 });
 
+test("the first claims page is served while the counts are read, and fills them in when the read lands", async () => {
+  // The fixture locks a table only the counts' read reads: the read waits.
+  assert.equal(await ask("hold drops"), "held");
+  let freed = false;
+  try {
+    const { ctx, page } = await session(world.token_operator);
+    assert.match(page.url(), /\/console\/operator\/claims$/);
+    const counts = page.locator("#claim-counts");
+    assert.equal(await counts.getAttribute("data-counting"), "/console/operator/claims/counts");
+    assert.match(await counts.innerText(), /Counting the plane/);
+    await shot(page, "claims-counting");
+    // The lists are read now, counts or not.
+    await page.locator("tr.stuck-row", { hasText: world.stuck_key }).waitFor();
+    assert.equal(await ask("free drops"), "freed");
+    freed = true;
+    // console.js fetches the counts once read and puts them in place.
+    await page.locator("#claim-counts:not([data-counting]) .tile-n").first().waitFor();
+    assert.match(await page.locator("#claim-counts").innerText(), /\d+\s*stuck/);
+    await page.locator("#claim-counts svg").first().waitFor();
+    assert.deepEqual(page.problems, [], "no CSP violation or script error");
+    await ctx.close();
+  } finally {
+    if (!freed) await ask("free drops");
+  }
+});
+
 test("an operator sees the stuck claim, force-releases it, and it is gone from the database", async () => {
   assert.equal(await ask("claim " + world.stuck), "present");
   const { ctx, page } = await session(world.token_operator);
   assert.match(page.url(), /\/console\/operator\/claims$/);
   const row = page.locator("tr.stuck-row", { hasText: world.stuck_key });
   await row.waitFor();
+  await page.locator("#claim-counts:not([data-counting])").waitFor();
   await shot(page, "claims");
   await row.locator("input[name=reason]").fill("worker pod gone after node drain");
   page.once("dialog", (d) => d.accept());
