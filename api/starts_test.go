@@ -365,3 +365,34 @@ func TestStartRecordsNoActorWithoutSub(t *testing.T) {
 		t.Errorf("created_by = %q, want null for a token without sub", *snap.CreatedBy)
 	}
 }
+
+// TestAStartAnswersWhatEncodingJSONWrites: the start answer is written
+// without reflection (startResponse.appendJSON); it must be byte for byte
+// what c.JSON writes by reflection, which the server still uses when the
+// request has a query (?pretty indents). A note and a name that need
+// escaping go through both.
+func TestAStartAnswersWhatEncodingJSONWrites(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ss := b.seedSavedSearch(seedOpts{name: "leads <b>&</b> " + uuid.NewString()[:8]})
+	body := map[string]any{"max_results": 25, "note": "say \"hi\" <now> & \t \u2028 naïve"}
+	first := b.start(ss.ID, "escape-1", body)
+	if first.status != http.StatusCreated {
+		t.Fatalf("first start = %d %s", first.status, first.body)
+	}
+	fast := b.start(ss.ID, "escape-1", body)
+	reflective := b.do(req{method: http.MethodPost, path: "/v1/saved-searches/" + ss.ID.String() + "/start?by=reflection",
+		body: body, header: map[string]string{"Idempotency-Key": "escape-1"}})
+	if fast.status != http.StatusOK || reflective.status != http.StatusOK {
+		t.Fatalf("replays = %d and %d, want 200", fast.status, reflective.status)
+	}
+	if !bytes.Equal(fast.body, reflective.body) || !bytes.Equal(first.body, reflective.body) {
+		t.Fatalf("the answers differ:\n first %s\n  fast %s\nby c.JSON %s", first.body, fast.body, reflective.body)
+	}
+	if ct := fast.header.Get("Content-Type"); ct != reflective.header.Get("Content-Type") {
+		t.Errorf("Content-Type %q, c.JSON's %q", ct, reflective.header.Get("Content-Type"))
+	}
+	if !bytes.Contains(first.body, []byte(`\u003cb\u003e\u0026`)) || !bytes.HasSuffix(first.body, []byte("}\n")) {
+		t.Errorf("the answer is not escaped for HTML or lacks the final newline: %s", first.body)
+	}
+}
