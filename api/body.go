@@ -15,6 +15,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/go-playground/validator/v10"
 	"github.com/labstack/echo/v4"
 )
@@ -115,10 +116,51 @@ func (s *Server) decodeBody(c echo.Context, dst any, required bodyRequired) erro
 		return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
 			detail: "the request body is not valid JSON"}
 	}
+	if !hasRules(reflect.TypeOf(dst)) {
+		return nil
+	}
 	if err := validate.Struct(dst); err != nil {
 		return validationProblem(err)
 	}
 	return nil
+}
+
+// rulesCache maps a type to whether validate has a rule anywhere in it.
+var rulesCache sync.Map // reflect.Type → bool
+
+// hasRules reports whether type t holds a validate tag anywhere, in its
+// fields or in the types they hold: a struct without one (a saved-search
+// start's options) needs no walk by the validator, which finds nothing.
+// validate has no struct-level or custom rules, so the tags are all.
+func hasRules(t reflect.Type) bool {
+	if v, ok := rulesCache.Load(t); ok {
+		return v.(bool)
+	}
+	has := typeHasRules(t, map[reflect.Type]bool{})
+	rulesCache.Store(t, has)
+	return has
+}
+
+func typeHasRules(t reflect.Type, seen map[reflect.Type]bool) bool {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		if t.Kind() == reflect.Map && typeHasRules(t.Key(), seen) {
+			return true
+		}
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] {
+		return false
+	}
+	seen[t] = true
+	for f := range t.Fields() {
+		if tag, ok := f.Tag.Lookup("validate"); ok && tag != "" && tag != "-" {
+			return true
+		}
+		if typeHasRules(f.Type, seen) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) tooLarge() error {
@@ -130,6 +172,9 @@ func (s *Server) tooLarge() error {
 // application/json or application/<anything>+json, with no charset or
 // charset utf-8 (RFC 8259 §8.1: JSON exchanged between systems is UTF-8).
 func isJSONMediaType(ct string) bool {
+	if ct == echo.MIMEApplicationJSON { // what nearly every client sends
+		return true
+	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil {
 		return false
@@ -177,13 +222,19 @@ func walkJSON(buf []byte, t reflect.Type) (*jsonWalker, error) {
 		return nil, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
 			detail: "the request body is not valid UTF-8"}
 	}
-	w := &jsonWalker{dec: json.NewDecoder(bytes.NewReader(buf))}
-	w.dec.UseNumber()
-	tok, err := w.dec.Token()
+	dec := walkDecoders.Get().(*jsontext.Decoder)
+	defer func() {
+		dec.Reset(noInput) // hold no body while pooled
+		walkDecoders.Put(dec)
+	}()
+	// Read from a bytes.Buffer, the decoder parses buf in place.
+	dec.Reset(bytes.NewBuffer(buf), walkOptions...)
+	w := &jsonWalker{dec: dec}
+	tok, err := w.next()
 	if err != nil {
 		return nil, malformed(err)
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	if tok.kind != '{' {
 		return nil, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
 			detail: "the request body must be a JSON object"}
 	}
@@ -195,7 +246,7 @@ func walkJSON(buf []byte, t reflect.Type) (*jsonWalker, error) {
 		}
 		return nil, malformed(err)
 	}
-	if _, err := w.dec.Token(); err != io.EOF {
+	if _, err := w.dec.ReadToken(); err != io.EOF {
 		return nil, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
 			detail: "the request body holds more than one JSON value"}
 	}
@@ -209,11 +260,12 @@ func walkJSON(buf []byte, t reflect.Type) (*jsonWalker, error) {
 // quotes the decoder, which describes only the client's own bytes.
 func malformed(err error) error {
 	detail := "the request body is not valid JSON"
-	var syn *json.SyntaxError
-	if errors.As(err, &syn) {
-		detail = fmt.Sprintf("%s: %s (at byte %d)", detail, strings.TrimPrefix(syn.Error(), "json: "), syn.Offset)
-	} else if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+	var syn *jsontext.SyntacticError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		detail += ": it ends too early"
+	case errors.As(err, &syn) && syn.Err != nil:
+		detail = fmt.Sprintf("%s: %s (at byte %d)", detail, syn.Err, syn.ByteOffset)
 	}
 	return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON, detail: detail}
 }
@@ -223,8 +275,19 @@ type errTooDeep struct{ path string }
 
 func (e *errTooDeep) Error() string { return "too deep at " + e.path }
 
+// walkOptions are the decoder's options: duplicate names are the walker's
+// to report, as field errors; an escaped lone surrogate reads as U+FFFD, as
+// encoding/json reads it (raw invalid UTF-8 is refused before).
+var walkOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+
+// walkDecoders are the walker's decoders, reset for each body.
+var walkDecoders = sync.Pool{New: func() any { return jsontext.NewDecoder(noInput) }}
+
+// noInput is what a pooled decoder is reset to; it is never read.
+var noInput = strings.NewReader("")
+
 type jsonWalker struct {
-	dec  *json.Decoder
+	dec  *jsontext.Decoder
 	errs []FieldError
 	// rewrites are the integral numbers at integer fields written in a
 	// form other than an integer, in the order of the body.
@@ -235,6 +298,34 @@ type jsonWalker struct {
 type numberRewrite struct {
 	start, end int
 	text       string
+}
+
+// token is one JSON token: its kind ('{', '}', '[', ']', '"' a string,
+// '0' a number, 't', 'f', 'n' null) and, for a string, its value and, for
+// a number, its text.
+type token struct {
+	kind jsontext.Kind
+	text string
+}
+
+// next reads the next token.
+func (w *jsonWalker) next() (token, error) {
+	t, err := w.dec.ReadToken()
+	if err != nil {
+		return token{}, err
+	}
+	tok := token{kind: t.Kind()}
+	if tok.kind == '"' || tok.kind == '0' {
+		tok.text = t.String()
+	}
+	return tok, nil
+}
+
+// more reports whether the object or array being read has another member
+// (or another token that is an error, which the next read returns).
+func (w *jsonWalker) more() bool {
+	k := w.dec.PeekKind()
+	return k != '}' && k != ']'
 }
 
 func (w *jsonWalker) fail(path, msg string) {
@@ -251,37 +342,37 @@ var (
 // value checks the JSON value that starts with tok against type t at path.
 // depth is the nesting level of the value itself (the body is 1). It returns
 // an error only when the walk cannot go on; field problems are collected.
-func (w *jsonWalker) value(tok json.Token, t reflect.Type, path string, depth int) error {
+func (w *jsonWalker) value(tok token, t reflect.Type, path string, depth int) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if tok == nil { // null: the field is absent; required rules decide
+	if tok.kind == 'n' { // null: the field is absent; required rules decide
 		return nil
 	}
 	switch {
 	case t == rawMessageType || t == anyType:
 		return w.free(tok, path, depth)
 	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem() == anyType:
-		if d, ok := tok.(json.Delim); !ok || d != '{' {
+		if tok.kind != '{' {
 			w.fail(path, "must be an object")
 		}
 		return w.free(tok, path, depth)
 	case t.Kind() == reflect.Struct:
-		if d, ok := tok.(json.Delim); !ok || d != '{' {
+		if tok.kind != '{' {
 			w.fail(path, "must be an object")
 			return w.free(tok, path, depth)
 		}
 		return w.object(t, path, depth)
 	case t.Kind() == reflect.Slice:
-		if d, ok := tok.(json.Delim); !ok || d != '[' {
+		if tok.kind != '[' {
 			w.fail(path, "must be an array")
 			return w.free(tok, path, depth)
 		}
 		if depth > maxJSONDepth {
 			return &errTooDeep{path: path}
 		}
-		for i := 0; w.dec.More(); i++ {
-			elem, err := w.dec.Token()
+		for i := 0; w.more(); i++ {
+			elem, err := w.next()
 			if err != nil {
 				return err
 			}
@@ -289,28 +380,27 @@ func (w *jsonWalker) value(tok json.Token, t reflect.Type, path string, depth in
 				return err
 			}
 		}
-		_, err := w.dec.Token() // ]
+		_, err := w.next() // ]
 		return err
 	case t.Kind() == reflect.String:
-		s, ok := tok.(string)
-		if !ok {
+		if tok.kind != '"' {
 			w.fail(path, "must be a string")
 			return w.free(tok, path, depth)
 		}
-		if strings.IndexByte(s, 0) >= 0 {
+		if strings.IndexByte(tok.text, 0) >= 0 {
 			w.fail(path, "must not contain the NUL character")
 		}
 		return nil
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
-		n, ok := tok.(json.Number)
-		if !ok {
+		if tok.kind != '0' {
 			w.fail(path, "must be an integer")
 			return w.free(tok, path, depth)
 		}
-		i, err := strconv.ParseInt(string(n), 10, 64)
+		n := tok.text
+		i, err := strconv.ParseInt(n, 10, 64)
 		if err != nil {
 			var integral bool
-			if i, integral = integralValue(string(n)); !integral {
+			if i, integral = integralValue(n); !integral {
 				w.fail(path, "must be an integer")
 				return nil
 			}
@@ -326,17 +416,16 @@ func (w *jsonWalker) value(tok json.Token, t reflect.Type, path string, depth in
 		}
 		return nil
 	case t.Kind() == reflect.Float64:
-		n, ok := tok.(json.Number)
-		if !ok {
+		if tok.kind != '0' {
 			w.fail(path, "must be a number")
 			return w.free(tok, path, depth)
 		}
-		if f, err := n.Float64(); err != nil || math.IsInf(f, 0) {
+		if f, err := strconv.ParseFloat(tok.text, 64); err != nil || math.IsInf(f, 0) {
 			w.fail(path, "must be a number in range")
 		}
 		return nil
 	case t.Kind() == reflect.Bool:
-		if _, ok := tok.(bool); !ok {
+		if tok.kind != 't' && tok.kind != 'f' {
 			w.fail(path, "must be true or false")
 			return w.free(tok, path, depth)
 		}
@@ -352,15 +441,15 @@ func (w *jsonWalker) object(t reflect.Type, path string, depth int) error {
 		return &errTooDeep{path: path}
 	}
 	fields := jsonFields(t)
-	seen := map[string]bool{}
-	for w.dec.More() {
-		tok, err := w.dec.Token()
+	var seen map[string]bool
+	for w.more() {
+		tok, err := w.next()
 		if err != nil {
 			return err
 		}
-		key := tok.(string) // the decoder guarantees a string key here
+		key := tok.text // the decoder guarantees a string key here
 		at := joinPath(path, key)
-		tok, err = w.dec.Token()
+		tok, err = w.next()
 		if err != nil {
 			return err
 		}
@@ -371,6 +460,9 @@ func (w *jsonWalker) object(t reflect.Type, path string, depth int) error {
 		case !known:
 			w.fail(at, "is not a known field")
 		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
 		seen[key] = true
 		if !known {
 			f = anyType
@@ -379,49 +471,54 @@ func (w *jsonWalker) object(t reflect.Type, path string, depth int) error {
 			return err
 		}
 	}
-	_, err := w.dec.Token() // }
+	_, err := w.next() // }
 	return err
 }
 
 // free checks a free-form value that starts with tok: any JSON at all, but
 // no NUL in strings or keys, no duplicate keys and no nesting beyond
 // maxJSONDepth.
-func (w *jsonWalker) free(tok json.Token, path string, depth int) error {
-	switch v := tok.(type) {
-	case string:
-		if strings.IndexByte(v, 0) >= 0 {
+func (w *jsonWalker) free(tok token, path string, depth int) error {
+	switch tok.kind {
+	case '"':
+		if strings.IndexByte(tok.text, 0) >= 0 {
 			w.fail(path, "must not contain the NUL character")
 		}
 		return nil
-	case json.Number:
+	case '0':
 		// JSON leaves the range open; beyond float64 most readers of the
 		// stored value could not hold it (RFC 8259 §6).
-		if _, err := v.Float64(); err != nil {
+		if _, err := strconv.ParseFloat(tok.text, 64); err != nil {
 			w.fail(path, "is a number out of range")
 		}
 		return nil
-	case json.Delim:
+	case '{', '[':
 		if depth > maxJSONDepth {
 			return &errTooDeep{path: path}
 		}
-		seen := map[string]bool{}
-		for i := 0; w.dec.More(); i++ {
-			at := fmt.Sprintf("%s[%d]", path, i)
-			if v == '{' {
-				tok, err := w.dec.Token()
+		var seen map[string]bool
+		for i := 0; w.more(); i++ {
+			var at string
+			if tok.kind == '{' {
+				name, err := w.next()
 				if err != nil {
 					return err
 				}
-				key := tok.(string)
+				key := name.text
 				at = joinPath(path, key)
+				if seen == nil {
+					seen = map[string]bool{}
+				}
 				if strings.IndexByte(key, 0) >= 0 {
 					w.fail(at, "must not contain the NUL character in its name")
 				} else if seen[key] {
 					w.fail(at, "appears more than once")
 				}
 				seen[key] = true
+			} else {
+				at = fmt.Sprintf("%s[%d]", path, i)
 			}
-			next, err := w.dec.Token()
+			next, err := w.next()
 			if err != nil {
 				return err
 			}
@@ -429,7 +526,7 @@ func (w *jsonWalker) free(tok json.Token, path string, depth int) error {
 				return err
 			}
 		}
-		_, err := w.dec.Token() // closing delimiter
+		_, err := w.next() // closing delimiter
 		return err
 	}
 	return nil
