@@ -347,7 +347,7 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 			s.handleError(err, c)
 		}
 		res := c.Response()
-		s.logger.LogAttrs(context.WithoutCancel(c.Request().Context()), slog.LevelInfo, "request",
+		s.logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
 			slog.String("request_id", res.Header().Get(echo.HeaderXRequestID)),
 			slog.String("method", c.Request().Method),
 			slog.String("route", c.Path()),
