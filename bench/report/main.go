@@ -56,7 +56,7 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "docs/bench-report.md", "the Markdown report; the chart goes beside it as .svg")
 	flag.BoolVar(&cfg.quick, "quick", false, "small runs (a few minutes in all), noisier figures")
 	flag.Parse()
-	// A full report takes about 10 minutes on 2 CPUs; an hour bounds a
+	// A full report takes about 15 minutes on 2 CPUs; an hour bounds a
 	// stuck run.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
@@ -170,7 +170,7 @@ func sizes(quick bool) size {
 		planeDesc: "the test's defaults: 7 rounds of 2000 ops",
 		sweepDesc: "the test's defaults: 1000000 rows, pairs of 5 s phases until the sweep drains them (at most 40)",
 		fairDesc:  "the test's defaults: 5 rounds of 4 s phases",
-		httpArgs:  []string{"-rounds", "3", "-duration", "3s"},
+		httpArgs:  []string{"-rounds", "7", "-duration", "3s"},
 	}
 }
 
