@@ -47,15 +47,20 @@ type optionRules struct {
 // max_results of 0 given explicitly is refused, since omitting it is how
 // a caller asks for the default.
 func NewStartOptions(maxResults *int, note *string) (StartOptions, error) {
-	if err := check(optionRules{MaxResults: maxResults, Note: note}); err != nil {
-		return StartOptions{}, err
-	}
 	var o StartOptions
 	if maxResults != nil {
 		o.MaxResults = *maxResults
 	}
 	if note != nil {
 		o.Note = *note
+	}
+	// A given max_results of 0 is refused (omitting it asks for the
+	// default), so the hand check applies to o as given, not normalized.
+	if (maxResults == nil || o.MaxResults != 0) && o.Normalize().valid() {
+		return o, nil
+	}
+	if err := check(optionRules{MaxResults: maxResults, Note: note}); err != nil {
+		return StartOptions{}, err
 	}
 	return o, nil
 }

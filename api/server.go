@@ -346,14 +346,24 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			s.handleError(err, c)
 		}
+		ctx, h := c.Request().Context(), s.logger.Handler()
+		if !h.Enabled(ctx, slog.LevelInfo) {
+			return nil
+		}
+		// The record is made here rather than by Logger.LogAttrs, which
+		// walks the stack for the caller's program counter on every line:
+		// an access line has no source worth naming, and one is written
+		// per request.
 		res := c.Response()
-		s.logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
+		r := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+		r.AddAttrs(
 			slog.String("request_id", res.Header().Get(echo.HeaderXRequestID)),
 			slog.String("method", c.Request().Method),
 			slog.String("route", c.Path()),
 			slog.Int("status", res.Status),
 			slog.Int64("bytes", res.Size),
 			slog.Duration("duration", time.Since(start)))
+		_ = h.Handle(ctx, r)
 		return nil
 	}
 }
