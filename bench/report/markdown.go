@@ -135,6 +135,7 @@ func (r *report) markdown() []byte {
 		dur(s.sweptP99), dur(s.baseP99), s.ratio, s.target, verdictOf(s.ratio, s.target))
 	p("| sweeper vs no sweep | claim p50 | %s | %s | %.2f× | | |\n",
 		dur(s.sweptP50), dur(s.baseP50), float64(s.sweptP50)/float64(s.baseP50))
+	r.whyMissed(p)
 	p("\nBaselines: the plane against raw pgx issuing the same SQL (%s); "+
 		"searchd's HTTP start against a thin echo + pgx handler issuing the same SQL; "+
 		"claims while the sweeper deletes expired rows against claims with no sweep (%s; %s).\n\n",
@@ -223,4 +224,23 @@ func unitFigure(v float64, unit string) string {
 
 func dur(d time.Duration) string {
 	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
+
+// whyMissed says, under the summary, why the figure of new starts against
+// the raw three-commit flow misses when it does: what the raw two-commit
+// copy itself reaches against that flow in the same run bounds every
+// two-commit implementation of the same statements.
+func (r *report) whyMissed(p func(string, ...any)) {
+	raw3, ok1 := r.start.row("new starts", headlineClients, "raw 3 commits")
+	raw2, ok2 := r.start.row("new starts", headlineClients, "raw 2 commits")
+	if !ok1 || !ok2 || raw3.Median == 0 || verdictOf(raw3.Ratio, "≥ 1.30×") == "met" || raw2.Median/raw3.Median >= 1.3 {
+		return // met, or missed for a reason of searchd's own
+	}
+	p("\n**Why new starts miss 1.30× the raw three-commit flow:** in the same run the raw two-commit copy "+
+		"(the same statements, no Go beyond pgx; it differs from the three-commit copy only in the commit saved) "+
+		"reaches %.2f× the three-commit flow at %d clients (%.0f/s against %.0f/s). "+
+		"On this machine's disk the commit saved is worth less than 1.30×, so the two-commit flow, in "+
+		"these statements and round trips, could reach 1.30× only by costing less than its own raw copy; "+
+		"the figure that measures searchd's own cost is the ratio to that copy, %.2f× (target ≥ 0.90×).\n",
+		raw2.Median/raw3.Median, headlineClients, raw2.Median, raw3.Median, raw2.Ratio)
 }
