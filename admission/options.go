@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/internal/canonjson"
+	"github.com/searchd/searchd/internal/jsonenc"
 )
 
 // Defaults and limits of [StartOptions].
@@ -101,11 +102,9 @@ func SavedSearchRequestHash(savedSearchID uuid.UUID, o StartOptions) string {
 		doc = strconv.AppendInt(doc, int64(o.MaxResults), 10)
 		doc = append(doc, `,"note":"`...)
 		doc = append(doc, o.Note...)
-		doc = append(doc, `"},"saved_search_id":"`...)
-		var id [36]byte
-		hexUUID(id[:], savedSearchID)
-		doc = append(doc, id[:]...)
-		doc = append(doc, `"}`...)
+		doc = append(doc, `"},"saved_search_id":`...)
+		doc = jsonenc.UUID(doc, savedSearchID)
+		doc = append(doc, '}')
 		return hashDoc(savedSearchHashDomain, doc)
 	}
 	return hashDoc(savedSearchHashDomain, canonicalSavedSearchRequest(savedSearchID, o))
@@ -134,19 +133,6 @@ func plainJSONString(s string) bool {
 		}
 	}
 	return true
-}
-
-// hexUUID writes the canonical text form of id (36 bytes) into dst.
-func hexUUID(dst []byte, id uuid.UUID) {
-	hex.Encode(dst[0:8], id[0:4])
-	dst[8] = '-'
-	hex.Encode(dst[9:13], id[4:6])
-	dst[13] = '-'
-	hex.Encode(dst[14:18], id[6:8])
-	dst[18] = '-'
-	hex.Encode(dst[19:23], id[8:10])
-	dst[23] = '-'
-	hex.Encode(dst[24:], id[10:])
 }
 
 // DirectRequestHash returns the request hash of a direct start: the hex
