@@ -624,4 +624,3 @@ func TestNewRefusesOutOfRangeSettings(t *testing.T) {
 		t.Errorf("defaults = %d, %d, %s", q.Seats(), q.QueueLength(), q.MaxWait())
 	}
 }
-
