@@ -126,6 +126,7 @@ func TestCallbackLimitCannotExceedTheBodyLimit(t *testing.T) {
 			Starter:              st.starter(t, admission.Config{}),
 			ProviderJobs:         providerjobs.New(pool, st.plane, providerjobs.Config{}),
 			JWTSecret:            testSecret,
+			Admission:            admissionFor(t, pool),
 			MaxBodyBytes:         tc.body,
 			CallbackMaxBodyBytes: tc.callback,
 		})

@@ -53,6 +53,7 @@ func BenchmarkTheEdgeOfAReplay(b *testing.B) {
 		Starter:       replayingStarter{res},
 		ProviderJobs:  noProviderJobs{},
 		JWTSecret:     testSecret,
+		Admission:     defaultAdmission(b),
 		Logger:        slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {

@@ -89,6 +89,7 @@ func newHashRig(t testing.TB) *hashRig {
 		Starter:       st,
 		ProviderJobs:  noProviderJobs{},
 		JWTSecret:     testSecret,
+		Admission:     defaultAdmission(t),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -5,10 +5,15 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 )
 
 // cookieName is the session cookie. It holds the bearer token signed in
@@ -81,13 +86,47 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
+		// A seat in the admission queue the API shares (package fairq)
+		// before anything reads the database: an operator's view is
+		// charged to the operator, an auditor's to the organization, so
+		// a console reading large pages waits its turn beside the API's
+		// requests, never ahead of them. Signing out reads nothing.
+		ctx := context.WithValue(r.Context(), principalKey{}, s)
+		if g != anyone {
+			flow := fairq.Flow{Kind: fairq.KindOrganization, Name: p.OrganizationID.String()}
+			if g == operatorOnly {
+				flow = fairq.Flow{Kind: fairq.KindOperator, Name: p.Actor}
+			}
+			seat, err := c.d.Admission.Acquire(ctx, flow)
+			if err != nil {
+				c.admissionFailed(w, r, err)
+				return
+			}
+			defer seat.Release()
+			ctx = fairq.NewContext(ctx, seat)
+		}
 		if p.Operator && r.Method == http.MethodGet {
 			// An operator at work is likely to open the claims page: have
 			// its counts read in the background, so that page need not wait.
-			c.overview.warm(r.Context(), c.d.Operator, c.now, c.log)
+			c.overview.warm(ctx, c.d.Operator, c.now, c.log)
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, s)))
+		next(w, r.WithContext(ctx))
 	}
+}
+
+// admissionFailed answers a request the admission queue did not seat: a
+// refusal is the 429 page with Retry-After; a request whose client went
+// away gets a 503 nobody reads.
+func (c *Console) admissionFailed(w http.ResponseWriter, r *http.Request, err error) {
+	var refusal *fairq.Refusal
+	if !errors.As(err, &refusal) {
+		c.fail(w, r, http.StatusServiceUnavailable, "Unavailable", "The request was cancelled before it was served.")
+		return
+	}
+	secs := idempotency.RetryAfterSeconds(refusal.RetryAfter)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	c.fail(w, r, http.StatusTooManyRequests, "Busy",
+		fmt.Sprintf("Every seat of the server is taken and this page could not be served in time. Try again in %d seconds.", secs))
 }
 
 const zeroUUID = "00000000-0000-0000-0000-000000000000"

@@ -4,11 +4,12 @@ import (
 	"log/slog"
 
 	"github.com/searchd/searchd/console"
+	"github.com/searchd/searchd/internal/fairq"
 )
 
 // newConsole wires the console (served under /console/ beside the API) on
-// the same stores and secret as the API.
-func newConsole(st *stores, cfg serverConfig, logger *slog.Logger) (*console.Console, error) {
+// the same stores, secret and admission queue as the API.
+func newConsole(st *stores, cfg serverConfig, logger *slog.Logger, queue *fairq.Queue) (*console.Console, error) {
 	return console.New(console.Deps{
 		SavedSearches: st.savedSearches,
 		Snapshots:     st.snapshots,
@@ -22,5 +23,6 @@ func newConsole(st *stores, cfg serverConfig, logger *slog.Logger) (*console.Con
 		Resolver:      st.resolver,
 		JWTSecret:     []byte(cfg.JWTSecret),
 		Logger:        logger,
+		Admission:     queue,
 	})
 }

@@ -31,7 +31,8 @@
 //   - A seated request that waits for something other than the database
 //     (a start with Prefer: wait, waiting for another request's claim to
 //     end) gives its seat up for the wait with [Idle], and takes one again,
-//     at the head of its flow's queue, before it uses the database again.
+//     at the head of its flow's queue and exempt from both bounds (it was
+//     admitted once), before it uses the database again.
 //   - Nothing here touches the database, reads a request or does any
 //     I/O: Acquire and Release are a mutex, a map and, for a request that
 //     waits, a channel and a timer.
@@ -58,10 +59,14 @@ const (
 	// it opens.
 	DefaultSeats = 16
 	// DefaultQueueLength is the default [Config.QueueLength]: room for a
-	// burst of a hundred requests and more from one flow on a server
-	// whose seats are all taken, so that honest bursts (a batch job's
-	// clients, a double click from many tabs) are queued, not refused.
-	DefaultQueueLength = 128
+	// burst of hundreds of requests from one flow on a server whose seats
+	// are all taken (a batch job's clients, many tabs, hundreds of starts
+	// of one key waiting with Prefer: wait), which the seats serve in
+	// well under a second, so that honest bursts are queued, not
+	// refused. A waiting request costs a goroutine and its connection's
+	// buffers (and the API reads at most 16 KiB of its body ahead), so
+	// a full queue is a few MiB.
+	DefaultQueueLength = 512
 	// DefaultMaxWait is the default [Config.MaxWait]. A seat frees every
 	// few milliseconds on a healthy database, so a request that has
 	// waited this long is behind a database in trouble or a backlog it
@@ -375,15 +380,21 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 	q.queued++
 	q.mu.Unlock()
 
-	timer := time.NewTimer(q.maxWait)
-	defer timer.Stop()
+	// A resume waits as long as its client does: the request was
+	// admitted once, and has work done that only a seat can answer.
+	var timeout <-chan time.Time
+	if !resume {
+		timer := time.NewTimer(q.maxWait)
+		defer timer.Stop()
+		timeout = timer.C
+	}
 	select {
 	case <-w.ready:
 		q.observe(f.key.Kind, Seated, time.Since(w.since))
 		return nil
 	case <-ctx.Done():
 		return q.leave(w, ctx.Err())
-	case <-timer.C:
+	case <-timeout:
 		return q.leave(w, ErrWaitTimeout)
 	}
 }
@@ -522,10 +533,10 @@ func FromContext(ctx context.Context) *Seat {
 // Idle gives up the seat ctx carries (see [NewContext]), if it holds one,
 // for a wait that uses no database connection, and returns the function
 // that takes a seat again before the caller uses the database again. The
-// seat is taken again in the same flow, at the head of its queue (the
-// request was served once already, so no queue length refuses it), and
-// within [Config.MaxWait]; resume returns what [Queue.Acquire] would when
-// it cannot: a [*Refusal], or ctx's error. Without a seat in ctx, Idle
+// seat is taken again in the same flow, at the head of its queue, and
+// neither bound refuses it: the request was admitted once, its work is
+// begun, and it waits for its seat as long as its client waits. resume
+// returns ctx's error when ctx ends first. Without a seat in ctx, Idle
 // does nothing and resume returns nil.
 //
 //	resume := fairq.Idle(ctx)

@@ -624,3 +624,49 @@ func TestNewRefusesOutOfRangeSettings(t *testing.T) {
 		t.Errorf("defaults = %d, %d, %s", q.Seats(), q.QueueLength(), q.MaxWait())
 	}
 }
+
+// TestAResumeIsRefusedByNeitherBound: a request that gave its seat up to
+// wait takes one again even with its flow's queue full, and however long
+// it waits (here five times MaxWait), since it was admitted once; a new
+// request in the same queue is still refused at MaxWait.
+func TestAResumeIsRefusedByNeitherBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q, err := fairq.New(fairq.Config{Seats: 1, QueueLength: 1, MaxWait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := fairq.Flow{Kind: fairq.KindOrganization, Name: "a"}, fairq.Flow{Kind: fairq.KindOrganization, Name: "b"}
+		seat, err := q.Acquire(t.Context(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resume := fairq.Idle(fairq.NewContext(t.Context(), seat))
+		other, err := q.Acquire(t.Context(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		newer := make(chan error, 1)
+		go func() { _, err := q.Acquire(t.Context(), a); newer <- err }() // a's queue is full now
+		synctest.Wait()
+		resumed := make(chan error, 1)
+		began := time.Now()
+		go func() { resumed <- resume() }()
+		time.Sleep(5 * time.Second)
+		if err := <-newer; !errors.Is(err, fairq.ErrWaitTimeout) {
+			t.Errorf("a new request past MaxWait: %v, want ErrWaitTimeout", err)
+		}
+		select {
+		case err := <-resumed:
+			t.Fatalf("the resume ended (%v) while the seat was taken", err)
+		default:
+		}
+		other.Release()
+		if err := <-resumed; err != nil || time.Since(began) != 5*time.Second {
+			t.Fatalf("resume = %v after %s, want a seat once it freed, at 5s", err, time.Since(began))
+		}
+		seat.Release()
+		if st := q.Stats(10); st.InUse != 0 || st.FlowsTotal != 0 {
+			t.Errorf("at rest: %+v", st)
+		}
+	})
+}
