@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/searchd/searchd/api"
+)
+
+// TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue serves with one
+// seat. An API request holding it (a PATCH waiting on a row lock the test
+// holds) makes a console page of another organization wait: the console
+// and the API share one queue. The metrics show the seat taken and the
+// page waiting, and name no organization; when the lock goes both are
+// answered.
+func TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue(t *testing.T) {
+	t.Parallel()
+	dbURL := emptyDatabase(t)
+	env := map[string]string{"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret,
+		"SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s", "SEARCHD_APPLIER_INTERVAL": "0s",
+		"SEARCHD_ADMISSION_SEATS": "1"}
+	if h := newHarness(env); h.run("migrate") != 0 {
+		t.Fatalf("migrate: %s", h.stderr.String())
+	}
+	h := newHarness(env)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exit := make(chan int, 1)
+	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
+	var base string
+	select {
+	case addr := <-h.addrs:
+		base = "http://" + addr
+	case code := <-exit:
+		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	orgA, orgB := uuid.New(), uuid.New()
+	token := func(org uuid.UUID) string {
+		tok, err := api.SignToken([]byte(goodSecret), org, "t", time.Now(), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	call := func(method, path, body string, header map[string]string) (int, string) {
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	authA := map[string]string{"Authorization": "Bearer " + token(orgA), "Content-Type": "application/json"}
+	status, body := call("POST", "/v1/saved-searches", `{"name":"held","brief":{"query":"q"}}`, authA)
+	if status != http.StatusCreated {
+		t.Fatalf("create = %d %s", status, body)
+	}
+	id := body[strings.Index(body, `"id":"`)+6:]
+	id = id[:36]
+
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(context.Background(), `SELECT 1 FROM agent.saved_searches WHERE id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	patched := make(chan int, 1)
+	go func() {
+		s, _ := call("PATCH", "/v1/saved-searches/"+id, `{"name":"renamed"}`, authA)
+		patched <- s
+	}()
+	metricsShow := func(what string, lines ...string) string {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			_, m := call("GET", "/metrics", "", nil)
+			ok := true
+			for _, l := range lines {
+				ok = ok && strings.Contains(m, "\n"+l+"\n")
+			}
+			if ok {
+				return m
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the metrics never showed %s (%v)", what, lines)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	metricsShow("the API request holding the one seat", "searchd_admission_seats 1", "searchd_admission_seats_in_use 1")
+	page := make(chan int, 1)
+	go func() {
+		s, _ := call("GET", "/console/saved-searches", "", map[string]string{"Cookie": "searchd_console=" + token(orgB)})
+		page <- s
+	}()
+	m := metricsShow("the console page waiting for the API's seat", "searchd_admission_queued_requests 1", "searchd_admission_waiting_flows 1")
+	select {
+	case s := <-page:
+		t.Fatalf("the console page answered %d while the API held the only seat", s)
+	default:
+	}
+	for _, org := range []uuid.UUID{orgA, orgB} {
+		if bytes.Contains([]byte(m), []byte(org.String())) {
+			t.Errorf("the metrics name organization %s", org)
+		}
+	}
+	if err := tx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-patched; s != http.StatusOK {
+		t.Errorf("the held PATCH = %d, want 200", s)
+	}
+	if s := <-page; s != http.StatusOK {
+		t.Errorf("the console page = %d, want 200 once the seat freed", s)
+	}
+	cancel()
+	if code := <-exit; code != 0 {
+		t.Errorf("serve exited %d: %s", code, h.stderr.String())
+	}
+}
