@@ -54,29 +54,62 @@ const preReadBytes = 16 << 10
 // bytes (or the same error) later. A body declared longer, or over
 // limit (the body limit, which the handler enforces), is left unread; one
 // of unknown length is read up to preReadBytes, or one byte past limit
-// when that is less, and the rest is left to the handler.
+// when that is less, and the rest is left to the handler. It reads until
+// the body says it has ended, as net/http watches the connection only
+// from then.
 func preRead(r *http.Request, limit int64) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.ContentLength > min(preReadBytes, limit) {
 		return
 	}
-	most := min(preReadBytes, limit+1)
-	orig := r.Body
-	buf, err := io.ReadAll(io.LimitReader(orig, most))
-	var rest io.Reader = orig
-	switch {
-	case err != nil:
-		rest = errReader{err}
-	case int64(len(buf)) < most:
-		rest = http.NoBody // the whole body: the connection is watched now
+	b := &preReadBody{closer: r.Body}
+	var buf []byte
+	var err error
+	if n := r.ContentLength; n > 0 {
+		// One byte of room more than declared: the read that finds the
+		// end, in the one allocation.
+		buf = make([]byte, n+1)
+		var got int
+		got, err = io.ReadFull(r.Body, buf)
+		buf = buf[:got]
+		if err == io.ErrUnexpectedEOF {
+			err = nil // the whole body, and its end seen
+		} else if err == nil {
+			b.rest = r.Body // longer than declared: net/http refuses it
+		}
+	} else {
+		most := min(preReadBytes, limit+1)
+		buf, err = io.ReadAll(io.LimitReader(r.Body, most))
+		if err == nil && int64(len(buf)) == most {
+			b.rest = r.Body // perhaps more: the handler reads it
+		}
 	}
-	r.Body = preReadBody{Reader: io.MultiReader(bytes.NewReader(buf), rest), Closer: orig}
+	if err != nil {
+		b.rest = errReader{err}
+	}
+	b.Reset(buf)
+	r.Body = b
 }
 
-// preReadBody is a body read ahead, closing as the original does.
+// preReadBody is a body read ahead: the bytes read, then what is left of
+// the original (nil when nothing is), closing as the original does.
 type preReadBody struct {
-	io.Reader
-	io.Closer
+	bytes.Reader
+	rest   io.Reader
+	closer io.Closer
 }
+
+func (b *preReadBody) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF && b.rest != nil {
+		if n > 0 {
+			return n, nil
+		}
+		return b.rest.Read(p)
+	}
+	return n, err
+}
+
+func (b *preReadBody) Close() error { return b.closer.Close() }
 
 // errReader returns err, as the body it replaces did.
 type errReader struct{ err error }

@@ -279,6 +279,9 @@ type Seat struct {
 	// held reports whether the seat is the request's: false after
 	// Release, and while idle (see Idle). Guarded by q.mu.
 	held bool
+	// ctx is the context NewContext returns, kept here so that carrying
+	// the seat costs no allocation of its own.
+	ctx seatContext
 }
 
 // New returns a queue configured by cfg. It returns an error naming the
@@ -519,9 +522,27 @@ func (q *Queue) observe(k Kind, o Outcome, waited time.Duration) {
 
 type seatKey struct{}
 
-// NewContext returns ctx carrying s, for [Idle] to find.
+// seatContext is a context carrying a seat, as context.WithValue would.
+type seatContext struct {
+	context.Context
+	seat *Seat
+}
+
+func (c *seatContext) Value(key any) any {
+	if key == (seatKey{}) {
+		return c.seat
+	}
+	return c.Context.Value(key)
+}
+
+// NewContext returns ctx carrying s, for [Idle] to find. A nil s carries
+// none. The context is part of s: call it once per seat.
 func NewContext(ctx context.Context, s *Seat) context.Context {
-	return context.WithValue(ctx, seatKey{}, s)
+	if s == nil {
+		return ctx
+	}
+	s.ctx = seatContext{Context: ctx, seat: s}
+	return &s.ctx
 }
 
 // FromContext returns the seat ctx carries, or nil.
