@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -34,7 +35,8 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		preRead(r, s.maxBodyBytes)
-		seat, err := q.Acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: principal(c).OrganizationID.String()})
+		seat, err := q.Acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: principal(c).OrganizationID.String()},
+			requestWidth(c))
 		if err != nil {
 			return err
 		}
@@ -42,6 +44,25 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 		c.SetRequest(r.WithContext(fairq.NewContext(r.Context(), seat)))
 		return next(c)
 	}
+}
+
+// listRowsPerSeat is how many rows of a list page one seat stands for: a
+// list asking for more (?limit=, up to 200) takes a seat per this many,
+// at most fairq.MaxWidth, so that pages of 200 rows, which take several
+// times the processor and memory of a start, cannot all run at once
+// beside a light organization's start.
+const listRowsPerSeat = 50
+
+// requestWidth is the seats a request takes: one, or for a list the
+// seats its ?limit= stands for. A limit that is not a number takes one
+// (the handler refuses it without reading anything).
+func requestWidth(c echo.Context) int {
+	if v := c.QueryParam("limit"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > listRowsPerSeat {
+			return min((n+listRowsPerSeat-1)/listRowsPerSeat, fairq.MaxWidth)
+		}
+	}
+	return 1
 }
 
 // preReadBytes bounds the body [Server.admit] reads before a request

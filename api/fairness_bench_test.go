@@ -59,7 +59,9 @@ import (
 //	SEARCHD_BENCH=1 go test -run '^TestFairnessBench$' -v ./api/
 //
 // SEARCHD_BENCH_ROUNDS (3), SEARCHD_BENCH_SECONDS (4, per phase) and
-// SEARCHD_BENCH_HAMMERS (32 heavy clients) size it.
+// SEARCHD_BENCH_HAMMERS (32 heavy clients) size it. SEARCHD_BENCH_SEATS
+// changes the seats from the default (the pool's size), to compare; the
+// output then says so.
 func TestFairnessBench(t *testing.T) {
 	if os.Getenv("SEARCHD_BENCH") == "" {
 		t.Skip("a benchmark: set SEARCHD_BENCH=1 to run it")
@@ -68,6 +70,7 @@ func TestFairnessBench(t *testing.T) {
 		rounds  = benchEnv("SEARCHD_BENCH_ROUNDS", 3)
 		phase   = time.Duration(benchEnv("SEARCHD_BENCH_SECONDS", 4)) * time.Second
 		hammers = benchEnv("SEARCHD_BENCH_HAMMERS", 32)
+		seats   = benchEnv("SEARCHD_BENCH_SEATS", 0)
 		ctx     = context.Background()
 	)
 	const poolSize = 16 // cmd/searchd's DefaultDBMaxConns
@@ -143,7 +146,13 @@ func TestFairnessBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	queue, err := fairq.New(fairq.Config{Seats: poolSize})
+	seatsNote := "(the pool's size)"
+	if seats == 0 {
+		seats = poolSize
+	} else {
+		seatsNote = "(CHANGED by SEARCHD_BENCH_SEATS, to compare with the default, the pool's size)"
+	}
+	queue, err := fairq.New(fairq.Config{Seats: seats})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,9 +334,9 @@ func TestFairnessBench(t *testing.T) {
 		}
 	}
 	med := func(xs []float64) float64 { s := slices.Clone(xs); slices.Sort(s); return s[len(s)/2] }
-	fmt.Printf("\nfairness: limits: admission seats %d (the pool's size), queue length %d per flow, max wait %s "+
-		"(fairq's defaults, as searchd serve); pool %d (DefaultDBMaxConns), statement_timeout 15s; nothing raised or disabled\n",
-		queue.Seats(), queue.QueueLength(), queue.MaxWait(), poolSize)
+	fmt.Printf("\nfairness: limits: admission seats %d %s, queue length %d per flow, max wait %s "+
+		"(fairq's defaults, as searchd serve); pool %d (DefaultDBMaxConns), statement_timeout 15s; nothing else changed\n",
+		queue.Seats(), seatsNote, queue.QueueLength(), queue.MaxWait(), poolSize)
 	fmt.Printf("fairness: %d rounds of %s per phase; light: 1 client, sequential new starts; heavy: %d clients ignoring Retry-After "+
 		"(API: lists of 200 and starts of 2000-item saved searches; console: its saved-search page, 2000 items and the timeline); GOMAXPROCS %d\n",
 		rounds, phase, hammers, runtime.GOMAXPROCS(0))

@@ -62,7 +62,7 @@ func waiting(st fairq.Stats, kind fairq.Kind, name string) int {
 func TestConsolePagesWaitTheirTurnChargedToTheirFlow(t *testing.T) {
 	t.Parallel()
 	b, q := admissionBundle(t, fairq.Config{Seats: 1, QueueLength: 1})
-	seat, err := q.Acquire(context.Background(), fairq.Flow{Kind: fairq.KindOrganization, Name: "the-api"})
+	seat, err := q.Acquire(context.Background(), fairq.Flow{Kind: fairq.KindOrganization, Name: "the-api"}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +97,13 @@ func TestConsolePagesWaitTheirTurnChargedToTheirFlow(t *testing.T) {
 
 // TestTheClaimsPageShowsTheAdmissionQueue: the operator's overview lists
 // the seats in use and the flows being served or waiting, the
-// organization by its id and the operator by name.
+// organization by its id and the operator by name (its page holding two
+// seats, as every console page does).
 func TestTheClaimsPageShowsTheAdmissionQueue(t *testing.T) {
 	t.Parallel()
-	b, q := admissionBundle(t, fairq.Config{Seats: 3})
+	b, q := admissionBundle(t, fairq.Config{Seats: 4})
 	other := fairq.Flow{Kind: fairq.KindOrganization, Name: b.world.OrgB.String()}
-	seat, err := q.Acquire(context.Background(), other)
+	seat, err := q.Acquire(context.Background(), other, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,8 @@ func TestTheClaimsPageShowsTheAdmissionQueue(t *testing.T) {
 	body := b.do("GET", "/console/operator/claims", b.operatorToken(t), nil, nil).Body.String()
 	section := body[strings.Index(body, `id="admission"`):]
 	section = section[:strings.Index(section, "</table>")]
-	for _, want := range []string{"2 / 3", "seats in use", "<td>organization</td>", b.world.OrgB.String(), "<td>operator</td>", ">olga<",
+	// The page takes two seats; the other organization's request one.
+	for _, want := range []string{"3 / 4", "seats in use", "<td>organization</td>", b.world.OrgB.String(), "<td>operator</td>", ">olga<",
 		"may have 512 requests waiting", "at most 10 s"} {
 		if !strings.Contains(section, want) {
 			t.Errorf("the admission section lacks %q:\n%s", want, section)

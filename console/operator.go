@@ -219,7 +219,9 @@ func (oc *overviewCache) read(ctx context.Context, r *overviewRead, op Operator,
 	defer cancel()
 	var seat *fairq.Seat
 	if started := fairq.FromContext(ctx); started != nil && oc.admission != nil {
-		seat, r.err = oc.admission.Acquire(ctx, started.Flow())
+		// One seat: the page that started it may hold its own while it
+		// waits for the read (at most OverviewWait).
+		seat, r.err = oc.admission.Acquire(ctx, started.Flow(), 1)
 	}
 	if r.err == nil {
 		r.at = now()

@@ -97,7 +97,7 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 			if g == operatorOnly {
 				flow = fairq.Flow{Kind: fairq.KindOperator, Name: p.Actor}
 			}
-			seat, err := c.d.Admission.Acquire(ctx, flow)
+			seat, err := c.d.Admission.Acquire(ctx, flow, pageWidth(r))
 			if err != nil {
 				c.admissionFailed(w, r, err)
 				return
@@ -112,6 +112,19 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r.WithContext(ctx))
 	}
+}
+
+// pageSeats is the seats a console page takes: a page reads several
+// lists or a whole saved search with its baseline and timeline, and
+// renders them, about what an API list of a hundred rows costs. An action
+// (a POST) is one small write and takes one.
+const pageSeats = 2
+
+func pageWidth(r *http.Request) int {
+	if r.Method == http.MethodPost {
+		return 1
+	}
+	return pageSeats
 }
 
 // admissionFailed answers a request the admission queue did not seat: a

@@ -7,19 +7,23 @@
 // The contract:
 //
 //   - Capacity is a number of seats ([Config.Seats]), sized to what the
-//     database pool can serve. A request holds one seat from a successful
-//     [Queue.Acquire] until [Seat.Release].
-//   - Work-conserving: while a seat is free, Acquire seats the request at
-//     once, whoever sends it. Nobody waits while a seat is free, so one
-//     flow alone may hold every seat.
-//   - Fair: when every seat is taken, a request waits in its flow's FIFO
-//     queue ([Flow]: an organization, an operator, a provider), and each
-//     seat that frees goes to the oldest request of the next flow in turn:
-//     round robin over the flows that have requests waiting, a flow that
-//     begins to wait joining the end of the round. A request therefore
-//     waits for at most one freed seat per flow waiting ahead of it in the
-//     round (and then for those ahead of it in its own flow's queue),
-//     however many requests those flows have queued.
+//     database pool can serve. A request holds its seats from a
+//     successful [Queue.Acquire] until [Seat.Release]: one, or as many as
+//     its width when the caller knows it to be heavier (a list of
+//     hundreds of rows), as Priority and Fairness counts a large list.
+//   - Work-conserving: while nobody waits and the seats a request needs
+//     are free, Acquire seats it at once, whoever sends it, so one flow
+//     alone may hold every seat.
+//   - Fair: when the seats are taken, a request waits in its flow's FIFO
+//     queue ([Flow]: an organization, an operator, a provider), and seats
+//     that free go to the oldest request of the next flow in turn, once
+//     there are as many free as it needs: round robin over the flows that
+//     have requests waiting, a flow that begins to wait joining the end of
+//     the round. A request therefore waits for at most one request per
+//     flow waiting ahead of it in the round (and then for those ahead of
+//     it in its own flow's queue), however many requests those flows have
+//     queued. Nobody overtakes the request whose turn it is, so a wide
+//     request is never starved by narrow ones.
 //   - Bounded: a flow has at most [Config.QueueLength] requests waiting;
 //     one more is refused at once ([ErrQueueFull]). A request waits at
 //     most [Config.MaxWait]; then it leaves the queue, refused
@@ -155,6 +159,9 @@ type Config struct {
 	Observer Observer
 }
 
+// MaxWidth is the most seats one request takes, whatever width it asks.
+const MaxWidth = 4
+
 // Observer is told how each wait for a seat ended, one call per
 // [Queue.Acquire] and per resume after [Idle] that returned. Its calls
 // are made outside the queue's lock and must not block.
@@ -270,11 +277,12 @@ type waiter struct {
 	seated bool
 }
 
-// Seat is the seat a request holds. Its methods are for the request's own
-// goroutine.
+// Seat is the seats a request holds. Its methods are for the request's
+// own goroutine.
 type Seat struct {
 	q     *Queue
 	f     *flow
+	width int
 	since time.Time
 	// held reports whether the seat is the request's: false after
 	// Release, and while idle (see Idle). Guarded by q.mu.
@@ -316,13 +324,16 @@ func (q *Queue) QueueLength() int { return q.queueLength }
 // MaxWait returns how long a request may wait for a seat.
 func (q *Queue) MaxWait() time.Duration { return q.maxWait }
 
-// Acquire returns a seat for a request of f: at once when one is free,
-// else when f's turn comes (see the package's contract). The caller must
-// Release it. It returns a [*Refusal] when f's queue is full or no seat
-// came within the longest wait, and ctx's error when ctx ended first; in
-// every case the request holds no seat and has left the queue.
-func (q *Queue) Acquire(ctx context.Context, f Flow) (*Seat, error) {
-	s := &Seat{q: q}
+// Acquire returns the seats of a request of f, width of them (1 to
+// [MaxWidth], and at most the queue's seats; a width out of range is
+// taken as the nearest in range): at once when nobody waits and they are
+// free, else when f's turn comes and they are (see the package's
+// contract). The caller must Release them. It returns a [*Refusal] when
+// f's queue is full or no seat came within the longest wait, and ctx's
+// error when ctx ended first; in every case the request holds no seat and
+// has left the queue.
+func (q *Queue) Acquire(ctx context.Context, f Flow, width int) (*Seat, error) {
+	s := &Seat{q: q, width: min(max(width, 1), MaxWidth, q.seats)}
 	if err := q.take(ctx, s, f, false); err != nil {
 		return nil, err
 	}
@@ -353,12 +364,13 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 			q.flows[f.key] = f
 		}
 	}
-	// Work conservation: nobody waits while a seat is free, so a free
-	// seat is taken at once. (While requests wait, every seat is taken:
-	// a seat that frees goes to a waiter, see handOffLocked.)
-	if q.inUse < q.seats {
-		q.inUse++
-		f.inUse++
+	// Work conservation: while nobody waits, seats that are free are
+	// taken at once. (While requests wait, the one whose turn it is needs
+	// more seats than are free: seats that free go to it first, see
+	// dispatchLocked, and nobody overtakes it.)
+	if q.round.Len() == 0 && q.inUse+s.width <= q.seats {
+		q.inUse += s.width
+		f.inUse += s.width
 		s.held, s.since = true, time.Now()
 		q.mu.Unlock()
 		q.observe(f.key.Kind, Seated, 0)
@@ -427,6 +439,9 @@ func (q *Queue) leave(w *waiter, why error) error {
 		q.round.Remove(f.inRound)
 		f.inRound = nil
 	}
+	// It may have been the one whose turn it was, waiting for more seats
+	// than were free: the next may fit.
+	q.dispatchLocked()
 	var err error
 	outcome := Gone
 	if why == ErrWaitTimeout {
@@ -477,33 +492,37 @@ func (q *Queue) releaseLocked(s *Seat) {
 	} else {
 		q.meanHold += (hold - q.meanHold) / holdWeight
 	}
-	s.f.inUse--
-	q.handOffLocked()
+	s.f.inUse -= s.width
+	q.inUse -= s.width
+	q.dispatchLocked()
 	q.forgetLocked(s.f)
 }
 
-// handOffLocked gives a seat that just freed to the oldest request of the
-// flow whose turn it is, which then goes to the end of the round if it
-// has more waiting; with nobody waiting the seat is free.
-func (q *Queue) handOffLocked() {
-	front := q.round.Front()
-	if front == nil {
-		q.inUse--
-		return
+// dispatchLocked gives free seats to the oldest request of the flow whose
+// turn it is, which then goes to the end of the round if it has more
+// waiting, and so on while the request whose turn it is fits in the seats
+// that are free. It stops at the first that does not: nobody overtakes it.
+func (q *Queue) dispatchLocked() {
+	for front := q.round.Front(); front != nil; front = q.round.Front() {
+		f := front.Value.(*flow)
+		w := f.waiting.Front().Value.(*waiter)
+		if q.inUse+w.seat.width > q.seats {
+			return
+		}
+		f.waiting.Remove(w.elem)
+		q.queued--
+		if f.waiting.Len() == 0 {
+			q.round.Remove(f.inRound)
+			f.inRound = nil
+		} else {
+			q.round.MoveToBack(f.inRound)
+		}
+		q.inUse += w.seat.width
+		f.inUse += w.seat.width
+		w.seat.held, w.seat.since = true, time.Now()
+		w.seated = true
+		close(w.ready)
 	}
-	f := front.Value.(*flow)
-	w := f.waiting.Remove(f.waiting.Front()).(*waiter)
-	q.queued--
-	if f.waiting.Len() == 0 {
-		q.round.Remove(f.inRound)
-		f.inRound = nil
-	} else {
-		q.round.MoveToBack(f.inRound)
-	}
-	f.inUse++
-	w.seat.held, w.seat.since = true, time.Now()
-	w.seated = true
-	close(w.ready)
 }
 
 // forgetLocked drops f from the map when it holds no seat and nothing of
@@ -581,7 +600,8 @@ func Idle(ctx context.Context) (resume func() error) {
 
 // Stats is what the queue holds at one moment.
 type Stats struct {
-	// Seats is the capacity; InUse the seats taken (idle ones not).
+	// Seats is the capacity; InUse the seats taken (idle ones not), a
+	// wide request's counting as its width.
 	Seats, InUse int
 	// Queued is the requests waiting, of every flow; Waiting the flows
 	// they belong to.
@@ -598,7 +618,8 @@ type Stats struct {
 
 // FlowStats is one flow's part of [Stats].
 type FlowStats struct {
-	Flow    Flow
+	Flow Flow
+	// InUse is the seats its requests hold.
 	InUse   int
 	Waiting int
 	// OldestWait is how long its oldest waiting request has waited.

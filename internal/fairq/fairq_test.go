@@ -88,7 +88,8 @@ func (h *harness) waitedFor(id string) time.Duration {
 func (h *harness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("X-Request")
 	began := time.Now()
-	seat, err := h.q.Acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: r.Header.Get("X-Org")})
+	width, _ := strconv.Atoi(r.Header.Get("X-Width"))
+	seat, err := h.q.Acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: r.Header.Get("X-Org")}, width)
 	h.mu.Lock()
 	h.waited[id] = time.Since(began)
 	h.mu.Unlock()
@@ -408,7 +409,7 @@ func TestIdleGivesTheSeatUpAndResumesFirstInItsFlow(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := fairq.Flow{Kind: fairq.KindOrganization, Name: "a"}
-		seat, err := q.Acquire(t.Context(), a)
+		seat, err := q.Acquire(t.Context(), a, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -417,7 +418,7 @@ func TestIdleGivesTheSeatUpAndResumesFirstInItsFlow(t *testing.T) {
 		var mu sync.Mutex
 		queue := func(name string, f fairq.Flow) {
 			go func() {
-				s, err := q.Acquire(t.Context(), f)
+				s, err := q.Acquire(t.Context(), f, 1)
 				if err != nil {
 					t.Error(err)
 					return
@@ -479,14 +480,14 @@ func TestRefusalsAndWaitsAreObserved(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := fairq.Flow{Kind: fairq.KindProvider, Name: "acme"}
-		seat, err := q.Acquire(t.Context(), p)
+		seat, err := q.Acquire(t.Context(), p, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 2)
-		go func() { _, err := q.Acquire(t.Context(), p); done <- err }()
+		go func() { _, err := q.Acquire(t.Context(), p, 1); done <- err }()
 		synctest.Wait()
-		if _, err := q.Acquire(t.Context(), p); !errors.Is(err, fairq.ErrQueueFull) {
+		if _, err := q.Acquire(t.Context(), p, 1); !errors.Is(err, fairq.ErrQueueFull) {
 			t.Errorf("beyond the queue: %v, want ErrQueueFull", err)
 		}
 		time.Sleep(time.Second)
@@ -495,7 +496,7 @@ func TestRefusalsAndWaitsAreObserved(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		go func() {
-			s, err := q.Acquire(ctx, p)
+			s, err := q.Acquire(ctx, p, 1)
 			if err == nil {
 				s.Release()
 			}
@@ -555,25 +556,26 @@ func TestSeatsAreNeverOverdrawnUnderRacingCancels(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					time.AfterFunc(time.Duration(rng.IntN(200))*time.Microsecond, cancel)
 				}
-				s, err := q.Acquire(ctx, f)
+				width := int64(1 + rng.IntN(2))
+				s, err := q.Acquire(ctx, f, int(width))
 				var refusal *fairq.Refusal
 				switch {
 				case err == nil:
-					n := seated.Add(1)
+					n := seated.Add(width)
 					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 					}
 					if rng.IntN(4) == 0 {
-						seated.Add(-1)
+						seated.Add(-width)
 						resume := fairq.Idle(fairq.NewContext(ctx, s))
 						if resume() == nil {
-							seated.Add(1)
+							seated.Add(width)
 						} else {
 							cancel()
 							continue
 						}
 					}
 					time.Sleep(time.Duration(rng.IntN(100)) * time.Microsecond)
-					seated.Add(-1)
+					seated.Add(-width)
 					s.Release()
 					served.Add(1)
 				case errors.As(err, &refusal):
@@ -589,7 +591,7 @@ func TestSeatsAreNeverOverdrawnUnderRacingCancels(t *testing.T) {
 	}
 	wg.Wait()
 	if p := peak.Load(); p > seats {
-		t.Errorf("%d requests seated at once, with %d seats", p, seats)
+		t.Errorf("%d seats taken at once, with %d seats", p, seats)
 	}
 	if served.Load() == 0 {
 		t.Error("nothing was served")
@@ -636,17 +638,17 @@ func TestAResumeIsRefusedByNeitherBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		a, b := fairq.Flow{Kind: fairq.KindOrganization, Name: "a"}, fairq.Flow{Kind: fairq.KindOrganization, Name: "b"}
-		seat, err := q.Acquire(t.Context(), a)
+		seat, err := q.Acquire(t.Context(), a, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resume := fairq.Idle(fairq.NewContext(t.Context(), seat))
-		other, err := q.Acquire(t.Context(), b)
+		other, err := q.Acquire(t.Context(), b, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		newer := make(chan error, 1)
-		go func() { _, err := q.Acquire(t.Context(), a); newer <- err }() // a's queue is full now
+		go func() { _, err := q.Acquire(t.Context(), a, 1); newer <- err }() // a's queue is full now
 		synctest.Wait()
 		resumed := make(chan error, 1)
 		began := time.Now()
@@ -666,6 +668,84 @@ func TestAResumeIsRefusedByNeitherBound(t *testing.T) {
 		}
 		seat.Release()
 		if st := q.Stats(10); st.InUse != 0 || st.FlowsTotal != 0 {
+			t.Errorf("at rest: %+v", st)
+		}
+	})
+}
+
+// TestAWideRequestTakesItsSeatsInTurnAndIsNotOvertaken: on 4 seats with
+// one taken, a request of width 4 waits; a narrow request of another
+// organization arriving after it waits too, though 3 seats are free (it
+// would overtake the wide one's turn); when the seat frees the wide
+// request takes all four, and the narrow one follows. Had the wide one's
+// client gone instead, the narrow one would be seated at once.
+func TestAWideRequestTakesItsSeatsInTurnAndIsNotOvertaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q, err := fairq.New(fairq.Config{Seats: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		flow := func(name string) fairq.Flow { return fairq.Flow{Kind: fairq.KindOrganization, Name: name} }
+		type result struct {
+			seat *fairq.Seat
+			err  error
+		}
+		acquire := func(ctx context.Context, name string, width int) chan result {
+			ch := make(chan result, 1)
+			go func() { s, err := q.Acquire(ctx, flow(name), width); ch <- result{s, err} }()
+			synctest.Wait()
+			return ch
+		}
+		seated := func(ch chan result) *fairq.Seat {
+			select {
+			case r := <-ch:
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				return r.seat
+			default:
+				return nil
+			}
+		}
+		held := seated(acquire(t.Context(), "a", 1))
+		wide := acquire(t.Context(), "wide", 4)
+		narrow := acquire(t.Context(), "narrow", 1)
+		if seated(wide) != nil || seated(narrow) != nil {
+			t.Fatalf("seated before the seat freed: %+v", q.Stats(10))
+		}
+		if st := q.Stats(0); st.InUse != 1 || st.Queued != 2 {
+			t.Fatalf("stats %+v, want 1 seat in use and 2 waiting", st)
+		}
+		held.Release()
+		synctest.Wait()
+		w := seated(wide)
+		if w == nil || seated(narrow) != nil || q.Stats(0).InUse != 4 {
+			t.Fatalf("after the release: wide %v, stats %+v; want the wide request on all 4 seats, the narrow one waiting", w, q.Stats(10))
+		}
+		w.Release()
+		synctest.Wait()
+		if n := seated(narrow); n == nil {
+			t.Fatal("the narrow request was not seated after the wide one")
+		} else {
+			n.Release()
+		}
+
+		held = seated(acquire(t.Context(), "a", 1))
+		ctx, cancel := context.WithCancel(t.Context())
+		gone := acquire(ctx, "wide", 4)
+		narrow = acquire(t.Context(), "narrow", 1)
+		cancel()
+		synctest.Wait()
+		if r := <-gone; !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("the cancelled wide request: %v", r.err)
+		}
+		n := seated(narrow)
+		if n == nil {
+			t.Fatalf("the narrow request was not seated once the wide one before it left: %+v", q.Stats(10))
+		}
+		n.Release()
+		held.Release()
+		if st := q.Stats(10); st.InUse != 0 || st.Queued != 0 || st.FlowsTotal != 0 {
 			t.Errorf("at rest: %+v", st)
 		}
 	})
