@@ -214,7 +214,7 @@ test("an operator sees this process's admission seats and queues on the claims p
     assert.match(await own.innerText(), /operator/);
     await section.scrollIntoViewIfNeeded();
     const box = await section.boundingBox();
-    assert.ok(box.width <= viewport.width, "the section fits the width");
+    assert.ok(box.width <= viewport.width && box.width >= viewport.width * 0.8, "the section takes the width, and no more");
     if (shots) await section.screenshot({ path: join(shots, name + ".png") });
     assert.deepEqual(page.problems, [], "no CSP violation or script error");
     await ctx.close();
