@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -23,6 +24,21 @@ const (
 	// EnvAdmissionMaxWait is how long a request may wait for a seat.
 	EnvAdmissionMaxWait = "SEARCHD_ADMISSION_MAX_WAIT"
 )
+
+// removedSettings are the variables of the limits the admission queue
+// replaced: no longer read, so a deployment that still sets them is told.
+var removedSettings = []string{"SEARCHD_ORG_MAX_IN_FLIGHT", "SEARCHD_MAX_IN_FLIGHT"}
+
+// warnRemovedSettings logs a warning for each of removedSettings that is
+// set.
+func warnRemovedSettings(logger *slog.Logger, getenv func(string) string) {
+	for _, name := range removedSettings {
+		if getenv(name) != "" {
+			logger.Warn(name+" is no longer read: the admission queue replaced it; see "+EnvAdmissionSeats+
+				" and docs/admission-control.md", slog.String("setting", name))
+		}
+	}
+}
 
 // admissionConfig is the admission queue's configuration; a zero field is
 // its default (Seats: the pool's size).

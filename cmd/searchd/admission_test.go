@@ -141,3 +141,13 @@ func TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue(t *testing.T) {
 		t.Errorf("serve exited %d: %s", code, h.stderr.String())
 	}
 }
+
+func TestTheRemovedLimitsAreNamedWhenStillSet(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	env := map[string]string{"SEARCHD_ORG_MAX_IN_FLIGHT": "4"}
+	warnRemovedSettings(newLogger(&buf, serverConfig{LogFormat: "text"}), func(k string) string { return env[k] })
+	if got := buf.String(); !strings.Contains(got, "SEARCHD_ORG_MAX_IN_FLIGHT is no longer read") || strings.Contains(got, "SEARCHD_MAX_IN_FLIGHT ") {
+		t.Errorf("warnings = %q, want one naming SEARCHD_ORG_MAX_IN_FLIGHT alone", got)
+	}
+}

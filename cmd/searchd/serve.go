@@ -44,6 +44,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(a.stderr, cfg)
+	warnRemovedSettings(logger, a.getenv)
 	obs, err := newObservability(ctx, a.getenv)
 	if err != nil {
 		return err
