@@ -14,11 +14,11 @@ import (
 
 // admit is the middleware, after authenticate, that seats each /v1
 // request in the process's admission queue (Deps.Admission, package
-// fairq), charged to its organization, before anything else of it runs:
-// its body is read and its statements run only once it has a seat, and it
-// holds the seat until its answer is written. A free seat is taken at
-// once, whoever asks; when every seat is taken the request waits its
-// organization's turn. Refused a seat (its organization's queue full, or
+// fairq), charged to its organization, before its handler runs: its
+// statements run only once it has its seats (one, or more for a long
+// list: see requestWidth), and it holds them until its answer is
+// written. Free seats are taken at once, whoever asks; when the seats are
+// taken the request waits its organization's turn. Refused a seat (its organization's queue full, or
 // no seat within the longest wait), it answers 429 rate_limited with a
 // Retry-After estimated from the observed service rate, having done
 // nothing; a request whose client goes away while it waits leaves the
