@@ -34,9 +34,9 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 	q := s.admission
 	return func(c echo.Context) error {
 		r := c.Request()
-		preRead(r, s.maxBodyBytes)
+		rest := preRead(r, s.maxBodyBytes)
 		seat, err := q.Acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: principal(c).OrganizationID.String()},
-			requestWidth(c))
+			max(requestWidth(c), bodyWidth(r.ContentLength, rest)))
 		if err != nil {
 			return err
 		}
@@ -65,6 +65,27 @@ func requestWidth(c echo.Context) int {
 	return 1
 }
 
+// bodyBytesPerSeat is how many bytes of request body one seat stands
+// for: a body is held whole in memory while it is decoded (several times
+// over, in the buffer, the decoded value and its copies), so bodies of
+// megabytes take a seat per megabyte, at most fairq.MaxWidth, and the
+// bodies held at once stay a few times the body limit, not the seats
+// times it.
+const bodyBytesPerSeat = 1 << 20
+
+// bodyWidth is the seats a request body stands for: its declared length's
+// (length -1 when unknown), or when a body of unknown length was not read
+// whole ahead (rest), the most, since it may be as long as the limit.
+func bodyWidth(length int64, rest bool) int {
+	switch {
+	case length > bodyBytesPerSeat:
+		return int(min((length+bodyBytesPerSeat-1)/bodyBytesPerSeat, fairq.MaxWidth))
+	case length < 0 && rest:
+		return fairq.MaxWidth
+	}
+	return 1
+}
+
 // preReadBytes bounds the body [Server.admit] reads before a request
 // queues, so the bodies held by waiting requests stay small: at most this
 // times the queue length per organization.
@@ -77,10 +98,13 @@ const preReadBytes = 16 << 10
 // of unknown length is read up to preReadBytes, or one byte past limit
 // when that is less, and the rest is left to the handler. It reads until
 // the body says it has ended, as net/http watches the connection only
-// from then.
-func preRead(r *http.Request, limit int64) {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.ContentLength > min(preReadBytes, limit) {
-		return
+// from then. It reports whether some of the body is left unread.
+func preRead(r *http.Request, limit int64) (rest bool) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return false
+	}
+	if r.ContentLength > min(preReadBytes, limit) {
+		return true
 	}
 	b := &preReadBody{closer: r.Body}
 	var buf []byte
@@ -109,6 +133,7 @@ func preRead(r *http.Request, limit int64) {
 	}
 	b.Reset(buf)
 	r.Body = b
+	return b.rest != nil
 }
 
 // preReadBody is a body read ahead: the bytes read, then what is left of

@@ -29,6 +29,24 @@ func TestAListTakesASeatPerFiftyRowsItAsksFor(t *testing.T) {
 	}
 }
 
+func TestABodyTakesASeatPerMegabyte(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		length int64
+		rest   bool
+		want   int
+	}{
+		{0, false, 1}, {17, false, 1}, {1 << 20, false, 1}, {1<<20 + 1, true, 2}, {3 << 20, true, 3},
+		{4 << 20, true, 4}, {1 << 30, true, 4},
+		{-1, false, 1}, // unknown length, read whole ahead: small
+		{-1, true, 4},  // unknown length, more than the read ahead: perhaps the limit
+	} {
+		if got := bodyWidth(tt.length, tt.rest); got != tt.want {
+			t.Errorf("bodyWidth(%d, %v) = %d, want %d", tt.length, tt.rest, got, tt.want)
+		}
+	}
+}
+
 // failing is a body that fails after its bytes.
 type failing struct {
 	r   io.Reader
@@ -64,7 +82,10 @@ func TestPreReadGivesTheHandlerTheSameBytesOrTheSameError(t *testing.T) {
 	} {
 		r := httptest.NewRequest(http.MethodPost, "/", io.NopCloser(tt.body))
 		r.ContentLength = tt.length
-		preRead(r, tt.limit)
+		rest := preRead(r, tt.limit)
+		if wantRest := len(tt.want) > preReadBytes || int64(len(tt.want)) > tt.limit; rest != wantRest && tt.wantErr == nil {
+			t.Errorf("%s: preRead reports rest %v, want %v", tt.name, rest, wantRest)
+		}
 		got, err := io.ReadAll(r.Body)
 		if string(got) != tt.want || !errors.Is(err, tt.wantErr) {
 			t.Errorf("%s: read %d bytes (%v), want %d (%v)", tt.name, len(got), err, len(tt.want), tt.wantErr)

@@ -463,8 +463,14 @@ func (q *Queue) refusalLocked(f *flow, reason error) *Refusal {
 		turns++ // the flow would join the round
 	}
 	backlog := f.waiting.Len() + 1
-	est := time.Duration(backlog) * time.Duration(turns) * q.meanHold / time.Duration(q.seats)
-	return &Refusal{Reason: reason, Flow: f.key, RetryAfter: min(max(est, minRetryAfter), maxRetryAfter),
+	// In floating point: the product of long queues, many flows and a
+	// slow database must clamp, not overflow.
+	est := float64(backlog) * float64(turns) * float64(q.meanHold) / float64(q.seats)
+	after := maxRetryAfter
+	if est < float64(maxRetryAfter) {
+		after = max(time.Duration(est), minRetryAfter)
+	}
+	return &Refusal{Reason: reason, Flow: f.key, RetryAfter: after,
 		QueueLength: q.queueLength, MaxWait: q.maxWait}
 }
 
