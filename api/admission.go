@@ -48,7 +48,7 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 
 // listRowsPerSeat is how many rows of a list page one seat stands for: a
 // list asking for more (?limit=, up to 200) takes a seat per this many,
-// at most fairq.MaxWidth, so that pages of 200 rows, which take several
+// (4 for the largest page), so that pages of 200 rows, which take several
 // times the processor and memory of a start, cannot all run at once
 // beside a light organization's start.
 const listRowsPerSeat = 50
@@ -59,7 +59,8 @@ const listRowsPerSeat = 50
 func requestWidth(c echo.Context) int {
 	if v := c.QueryParam("limit"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil && n > listRowsPerSeat {
-			return min((n+listRowsPerSeat-1)/listRowsPerSeat, fairq.MaxWidth)
+			// The largest list is 200 rows; a larger limit is refused.
+			return min((n+listRowsPerSeat-1)/listRowsPerSeat, 200/listRowsPerSeat)
 		}
 	}
 	return 1
@@ -67,11 +68,12 @@ func requestWidth(c echo.Context) int {
 
 // bodyBytesPerSeat is how many bytes of request body one seat stands
 // for: a body is held whole in memory while it is decoded (several times
-// over, in the buffer, the decoded value and its copies), so bodies of
-// megabytes take a seat per megabyte, at most fairq.MaxWidth, and the
-// bodies held at once stay a few times the body limit, not the seats
-// times it.
-const bodyBytesPerSeat = 1 << 20
+// over, in the buffer, the decoded value and its copies), so a body
+// longer than this takes a seat per this many bytes, at most
+// fairq.MaxWidth (a body at the default 4 MiB limit, half the default
+// seats), and the bodies held at once stay a few times the body limit,
+// not the seats times it.
+const bodyBytesPerSeat = 512 << 10
 
 // bodyWidth is the seats a request body stands for: its declared length's
 // (length -1 when unknown), or when a body of unknown length was not read

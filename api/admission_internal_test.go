@@ -29,17 +29,17 @@ func TestAListTakesASeatPerFiftyRowsItAsksFor(t *testing.T) {
 	}
 }
 
-func TestABodyTakesASeatPerMegabyte(t *testing.T) {
+func TestABodyTakesASeatPerHalfMegabyte(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		length int64
 		rest   bool
 		want   int
 	}{
-		{0, false, 1}, {17, false, 1}, {1 << 20, false, 1}, {1<<20 + 1, true, 2}, {3 << 20, true, 3},
-		{4 << 20, true, 4}, {1 << 30, true, 4},
+		{0, false, 1}, {17, false, 1}, {512 << 10, false, 1}, {512<<10 + 1, true, 2}, {1 << 20, true, 2},
+		{3 << 20, true, 6}, {4 << 20, true, 8}, {1 << 30, true, 8},
 		{-1, false, 1}, // unknown length, read whole ahead: small
-		{-1, true, 4},  // unknown length, more than the read ahead: perhaps the limit
+		{-1, true, 8},  // unknown length, more than the read ahead: perhaps the limit
 	} {
 		if got := bodyWidth(tt.length, tt.rest); got != tt.want {
 			t.Errorf("bodyWidth(%d, %v) = %d, want %d", tt.length, tt.rest, got, tt.want)

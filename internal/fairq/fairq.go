@@ -159,8 +159,9 @@ type Config struct {
 	Observer Observer
 }
 
-// MaxWidth is the most seats one request takes, whatever width it asks.
-const MaxWidth = 4
+// MaxWidth is the most seats one request takes, whatever width it asks:
+// half the default seats.
+const MaxWidth = 8
 
 // Observer is told how each wait for a seat ended, one call per
 // [Queue.Acquire] and per resume after [Idle] that returned. Its calls
