@@ -22,12 +22,13 @@ test:
 
 ci: test ts openapi-lint browser
 
-# The binary: bin/searchd, stamped with its version and commit
-# (searchd version, the searchd_build_info metric).
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The binary: bin/searchd, stamped with its commit. Its version is the
+# VERSION file's, embedded by every build (make, go build, go install, the
+# image), so they all say the same (searchd version, searchd_build_info).
+VERSION := $(shell cat VERSION)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/searchd ./cmd/searchd
+	$(GO) build -ldflags "-X main.commit=$(COMMIT)" -o bin/searchd ./cmd/searchd
 
 # The TypeScript client (clients/ts): npm ci from the committed lock file,
 # types generated from api/openapi.json, compiled, and its own tests with
