@@ -1,7 +1,7 @@
 # The README names these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-start run build ts browser openapi-lint
+.PHONY: setup test ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-start run build ts browser openapi-lint image test-image readme-tour
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -29,6 +29,30 @@ VERSION := $(shell cat VERSION)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 build:
 	$(GO) build -ldflags "-X main.commit=$(COMMIT)" -o bin/searchd ./cmd/searchd
+
+# The README's curl tour, pasted as a reader would into bash against a real
+# bin/searchd dev (its own PostgreSQL), each answer checked; it needs curl,
+# jq and openssl. The links of every Markdown file are checked by make test.
+readme-tour:
+	$(GO) test -tags tour -count=1 -v -run TestReadmeTourRunsAgainstDev -timeout 10m .
+
+# The container image (Containerfile): the static binary built here (so
+# no Go image is pulled), copied onto IMAGE_BASE, labelled with the VERSION
+# file and the commit. PODMAN may carry storage flags.
+PODMAN ?= podman
+IMAGE ?= searchd:$(VERSION)
+IMAGE_BASE ?= gcr.io/distroless/static-debian12:nonroot
+image:
+	mkdir -p .build/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.commit=$(COMMIT)" -o .build/image/searchd ./cmd/searchd
+	$(PODMAN) build -f Containerfile --build-arg BINARY=prebuilt --build-arg BASE=$(IMAGE_BASE) \
+		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(COMMIT) -t $(IMAGE) .
+
+# The image's test: make image on scratch (no registry is needed) in a
+# throwaway vfs storage, then its labels, user and command, and the binary
+# found in its exported filesystem, run.
+test-image:
+	$(GO) test -tags image -count=1 -v -timeout 20m ./test/image/
 
 # The TypeScript client (clients/ts): npm ci from the committed lock file,
 # types generated from api/openapi.json, compiled, and its own tests with
