@@ -1,7 +1,7 @@
 # The README names these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-start run build ts browser openapi-lint image test-image readme-tour
+.PHONY: setup test ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-start run build ts browser openapi-lint image test-image readme-tour ts-pack
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -59,6 +59,12 @@ test-image:
 # node's test runner.
 ts:
 	cd clients/ts && npm ci --no-audit --no-fund && npm test
+
+# The TypeScript client as a user gets it: npm pack, the tarball's files,
+# installed into a fresh directory and imported by Node and by TypeScript
+# (clients/ts/scripts/pack-check.sh). Needs make ts first (node_modules).
+ts-pack:
+	cd clients/ts && npm run --silent pack:check
 
 # The OpenAPI document through a third-party linter (Redocly's), errors fail.
 openapi-lint:
