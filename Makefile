@@ -1,7 +1,7 @@
 # The README names these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-start run build ts browser openapi-lint image test-image readme-tour ts-pack
+.PHONY: setup test ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-start run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -20,7 +20,7 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-ci: test ts openapi-lint browser
+ci: test ts ts-pack openapi-lint browser web-example readme-tour test-image
 
 # The binary: bin/searchd, stamped with its commit. Its version is the
 # VERSION file's, embedded by every build (make, go build, go install, the
@@ -35,6 +35,20 @@ build:
 # jq and openssl. The links of every Markdown file are checked by make test.
 readme-tour:
 	$(GO) test -tags tour -count=1 -v -run TestReadmeTourRunsAgainstDev -timeout 10m .
+
+# The frontend example (examples/web): a Vite page on the TypeScript client,
+# type-checked, then driven in Debian's headless Chromium by playwright-core
+# against a real searchd dev: a double click, a reload mid-request and a
+# Retry after a timeout each admit one Run. Needs make ts first (the
+# compiled client). SCREENSHOTS=dir keeps the screenshots there.
+WEB_BUILD ?= $(CURDIR)/.build/web
+web-example:
+	$(GO) build -o $(WEB_BUILD)/searchd ./cmd/searchd
+	cd examples/web && npm ci --no-audit --no-fund && SEARCHD_BIN=$(WEB_BUILD)/searchd SCREENSHOTS=$(SCREENSHOTS) npm test
+
+# The example's README screenshots, desktop and 390 px.
+web-example-screenshots:
+	$(MAKE) web-example SCREENSHOTS=$(CURDIR)/examples/web/screenshots
 
 # The container image (Containerfile): the static binary built here (so
 # no Go image is pulled), copied onto IMAGE_BASE, labelled with the VERSION
