@@ -120,6 +120,9 @@ async function runsOf(id) {
 // request it sends for saved search id.
 async function openPage(id, { width = 1280, height = 800, query = "" } = {}) {
   const page = await browser.newPage({ viewport: { width, height } });
+  // A busy machine: Vite's first transform of the page and the client can
+  // take most of Playwright's default 30 s.
+  page.setDefaultTimeout(120_000);
   const errors = [];
   page.on("pageerror", (e) => errors.push(e.message));
   const keys = [];
