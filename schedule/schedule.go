@@ -109,7 +109,8 @@ type SetParams struct {
 	TimeZone *string `json:"time_zone"`
 	// StartAt is the first instant the schedule may come due, cut to the
 	// second; default the stored one, or, for a new schedule, the time it
-	// is set. A start in the past is never back-filled: the first
+	// is set (rounded up to the second: an interval schedule set without
+	// one comes due at once). A start in the past is never back-filled: the first
 	// occurrence is the first due at or after the set.
 	StartAt *time.Time `json:"start_at"`
 	// CatchUpSeconds is the catch-up window, 60 to 604800 (a minute to a
@@ -476,7 +477,13 @@ func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetPa
 		case cur != nil:
 			st.startAt = &cur.StartAt
 		default:
+			// The set's time, rounded up to the second: a new interval
+			// schedule comes due first at once (at the next tick), not an
+			// interval later.
 			at := rs.now.UTC().Truncate(time.Second)
+			if at.Before(rs.now) {
+				at = at.Add(time.Second)
+			}
 			st.startAt = &at
 		}
 		c.start = *st.startAt

@@ -219,3 +219,18 @@ func TestOccurrencesPaginateLatestFirst(t *testing.T) {
 		t.Errorf("another organization's list = %v, want ErrSavedSearchNotFound", err)
 	}
 }
+
+// TestNewIntervalScheduleComesDueAtOnce: without a start time, a new
+// interval schedule comes due first at the time it is set (rounded up to
+// the second), not an interval later.
+func TestNewIntervalScheduleComesDueAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.search(t)
+	b.clock.Set(t0.Add(123 * time.Millisecond))
+	iv := int64(3600)
+	sc := b.schedule(t, id, SetParams{IntervalSeconds: &iv})
+	if want := t0.Add(time.Second); !sc.StartAt.Equal(want) || !sc.NextDueAt.Equal(want) {
+		t.Errorf("start %s, next due %s; want both %s", sc.StartAt, sc.NextDueAt, want)
+	}
+}
