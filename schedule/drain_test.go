@@ -73,9 +73,11 @@ func TestDrainStartsADueOccurrenceOnce(t *testing.T) {
 }
 
 // TestTwoDrainsRacingAdmitOneRun: drain A starts an occurrence and stalls
-// before recording it, past its lease; drain B takes the occurrence over
-// and starts it too. Both starts carry the occurrence's key, so there is
-// one Run, B records it, and A's late record is refused by the fence.
+// before recording it, past its lease; drain B takes the occurrence over,
+// starts it too, and stalls before its own record. Both starts carry the
+// occurrence's key, so there is one Run. A's late record is refused by the
+// fence while the occurrence is still open under B's lease (B's token,
+// not A's), and B's record is the outcome.
 func TestTwoDrainsRacingAdmitOneRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -83,32 +85,47 @@ func TestTwoDrainsRacingAdmitOneRun(t *testing.T) {
 	b.schedule(t, id, hourly())
 	b.clock.Set(t0)
 
-	stalled, resume := make(chan struct{}), make(chan struct{})
-	a := b.drain(t, drainOpts{afterStart: func(ctx context.Context, o taken) error {
-		close(stalled)
-		<-resume
-		return nil
-	}})
-	d := b.drain(t, drainOpts{})
-	repA := make(chan TickReport, 1)
-	go func() {
-		rep, err := a.Tick(context.Background())
-		if err != nil {
-			t.Error(err)
-		}
-		repA <- rep
-	}()
-	<-stalled
-	if rep := b.tick(t, d); rep.Taken != 0 {
-		t.Fatalf("B took %d while A's lease was live", rep.Taken)
+	stall := func() (hook func(context.Context, taken) error, stalled, resume chan struct{}) {
+		stalled, resume = make(chan struct{}), make(chan struct{})
+		return func(context.Context, taken) error {
+			close(stalled)
+			<-resume
+			return nil
+		}, stalled, resume
+	}
+	hookA, stalledA, resumeA := stall()
+	hookB, stalledB, resumeB := stall()
+	a := b.drain(t, drainOpts{afterStart: hookA})
+	d := b.drain(t, drainOpts{afterStart: hookB})
+	tick := func(dr *Drain) chan TickReport {
+		out := make(chan TickReport, 1)
+		go func() {
+			rep, err := dr.Tick(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			out <- rep
+		}()
+		return out
+	}
+	repA := tick(a)
+	<-stalledA
+	if rep := b.tick(t, b.drain(t, drainOpts{})); rep.Taken != 0 {
+		t.Fatalf("a third drain took %d while A's lease was live", rep.Taken)
 	}
 	b.clock.Advance(time.Minute + time.Second) // A's lease passes
-	if rep := b.tick(t, d); rep.Started != 1 {
-		t.Fatalf("B after A's lease: %+v, want it to take the occurrence over and start it", rep)
-	}
-	close(resume)
+	repB := tick(d)
+	<-stalledB
+	close(resumeA)
 	if rep := <-repA; rep.FenceLost != 1 || rep.Started != 0 {
-		t.Errorf("A after B took over: %+v, want its record refused by the fence", rep)
+		t.Errorf("A, late, while B holds the occurrence: %+v, want its record refused by the fence", rep)
+	}
+	if o := b.occ(t, id, t0); o.status != StatusPending || !o.leased || o.attempts != 2 {
+		t.Errorf("after A's late record: occurrence %+v, want still open under B's lease", o)
+	}
+	close(resumeB)
+	if rep := <-repB; rep.Started != 1 {
+		t.Errorf("B: %+v, want it to record the start", rep)
 	}
 	o := b.occ(t, id, t0)
 	if o.status != StatusStarted || o.attempts != 2 {
