@@ -277,7 +277,11 @@ func checkSchedules(ctx context.Context, t *testing.T, h *harness, org uuid.UUID
 		seen[id]++
 		want := runs.SavedSearchStartKey(schedule.IdempotencyKey(uuid.MustParse(id), due))
 		if status != schedule.StatusStarted || key == nil || *key != want {
-			t.Errorf("occurrence of %s due %s: %s with Run key %v, want started with %q", id, due, status, key, want)
+			got := "no Run"
+			if key != nil {
+				got = "Run key " + *key
+			}
+			t.Errorf("occurrence of %s due %s: %s with %s, want started with %q", id, due, status, got, want)
 		}
 	}
 	rows.Close()
