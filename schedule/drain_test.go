@@ -641,3 +641,63 @@ func TestRacingDrainsAdmitOneRunPerOccurrence(t *testing.T) {
 	t.Logf("%d occurrences due by the cutoff, %d started; the racing drains took %d times, %d records refused by the fence",
 		len(all), started, taken.Load(), fenceLost.Load())
 }
+
+// TestStatsAndTheRunLoop: the drain's stats count what is due and how
+// long it has waited (a schedule not yet planned counts in the lag); the
+// run loop ticks until its context ends, starting what came due, and
+// reports each tick to the observer.
+func TestStatsAndTheRunLoop(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.search(t)
+	b.schedule(t, id, hourly())
+	b.clock.Set(t0.Add(30 * time.Second))
+	d := b.drain(t, drainOpts{})
+	due, lag, err := d.Stats(b.ctx)
+	if err != nil || due != 0 || lag != 30*time.Second {
+		t.Fatalf("Stats before the plan = %d, %s, %v; want 0 due, a 30 s lag", due, lag, err)
+	}
+	if _, err := plan(b.ctx, b.db, passParams{now: b.clock.Clock().Arg(), bound: 10, maxPlanned: maxPlanned, retention: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if due, lag, err = d.Stats(b.ctx); err != nil || due != 1 || lag != 30*time.Second {
+		t.Fatalf("Stats after the plan = %d, %s, %v; want 1 due, a 30 s lag", due, lag, err)
+	}
+
+	obs := &countingObserver{}
+	run, err := NewDrain(DrainDeps{Pool: b.db, Start: b.starter.StartSavedSearch, Runs: b.runs},
+		DrainConfig{Clock: b.clock.Clock(), Interval: 10 * time.Millisecond, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); run.Run(ctx) }()
+	for deadline := time.Now().Add(20 * time.Second); b.occ(t, id, t0).status != StatusStarted; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run loop did not start the due occurrence")
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); obs.drains.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the run loop reported no tick")
+		}
+	}
+	cancel()
+	<-done
+	if obs.started.Load() != 1 {
+		t.Errorf("the observer counted %d started, want 1", obs.started.Load())
+	}
+}
+
+type countingObserver struct {
+	started, drains atomic.Int32
+}
+
+func (o *countingObserver) ObserveCameDue(int) {}
+func (o *countingObserver) ObserveOutcome(outcome, _ string) {
+	if outcome == StatusStarted {
+		o.started.Add(1)
+	}
+}
+func (o *countingObserver) ObserveDrain(int64, time.Duration, time.Duration) { o.drains.Add(1) }

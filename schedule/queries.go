@@ -192,16 +192,22 @@ SET status = @status::text, reason = @reason::text, run_id = @run_id::uuid, leas
 WHERE o.organization_id = @org::uuid AND o.saved_search_id = @saved_search_id::uuid AND o.due_at = @due_at::timestamptz
 	AND o.lease_token = @token::uuid AND o.closed_at IS NULL`
 
-// drainStats counts the open occurrences due now and reads the drain's
-// lag in seconds: now less the oldest of the earliest next attempt of an
-// open occurrence and the earliest next_due_at of a schedule (NULL, so 0,
-// when there is neither). Both walk an index from its start. $1 now.
+// drainStats counts the open occurrences due now, up to drainStatsCap
+// (a backlog larger than that is counted as the cap: a tick's stats read
+// must stay cheap), and reads the drain's lag in seconds: now less the
+// oldest of the earliest next attempt of an open occurrence and the
+// earliest next_due_at of a schedule (NULL, so 0, when there is neither).
+// Each walks an index from its start. $1 now.
 const drainStats = `
-SELECT (SELECT count(*) FROM agent.schedule_occurrences o
-		WHERE o.closed_at IS NULL AND o.next_attempt_at <= coalesce($1::timestamptz, now())),
+SELECT (SELECT count(*) FROM (SELECT 1 FROM agent.schedule_occurrences o
+		WHERE o.closed_at IS NULL AND o.next_attempt_at <= coalesce($1::timestamptz, now())
+		LIMIT ` + drainStatsCap + `) AS due),
 	coalesce(extract(epoch FROM coalesce($1::timestamptz, now()) - least(
 		(SELECT min(o.next_attempt_at) FROM agent.schedule_occurrences o WHERE o.closed_at IS NULL),
 		(SELECT min(sc.next_due_at) FROM agent.saved_search_schedules sc WHERE sc.next_due_at IS NOT NULL))), 0)::float8`
+
+// drainStatsCap bounds the count of drainStats.
+const drainStatsCap = "100000"
 
 // passParams are the inputs of boundedPass.
 type passParams struct {

@@ -426,16 +426,18 @@ func (s *Store) change(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 	fn func(tx pgx.Tx, cur *Schedule, rs readState) (*Schedule, error)) (*Schedule, error) {
 	var out *Schedule
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		rs, err := s.read(ctx, tx, org, id)
-		if err != nil {
-			return err
-		}
 		cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("schedule: lock: %w", err)
+		}
+		// Read under the lock: no plan of this schedule can write an
+		// occurrence between the read and the change.
+		rs, err := s.read(ctx, tx, org, id)
+		if err != nil {
+			return err
 		}
 		if ifMatch != nil && !ifMatch(cur.Version) {
 			return &VersionMismatchError{Current: cur.Version}
@@ -455,16 +457,18 @@ func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetPa
 	if err != nil {
 		return nil, false, err
 	}
-	rs, err := s.read(ctx, tx, org, id)
-	if err != nil {
-		return nil, false, err
-	}
 	// Two attempts: the second follows a create another writer won between
 	// this one's lock (nothing to lock) and its insert.
 	for range 2 {
 		cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil, false, fmt.Errorf("schedule: lock: %w", err)
+		}
+		// Read under the lock: no plan of this schedule can write an
+		// occurrence between the read and the change.
+		rs, err := s.read(ctx, tx, org, id)
+		if err != nil {
+			return nil, false, err
 		}
 		if cur == nil && p.IfMatch != nil {
 			return nil, false, &VersionMismatchError{}

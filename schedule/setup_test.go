@@ -17,7 +17,7 @@ import (
 	"github.com/searchd/searchd/snapshot"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 // t0 is the tests' starting time: whole seconds, in the future of any
 // real clock the database's own writes (snapshots) stamp.
