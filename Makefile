@@ -1,7 +1,7 @@
 # The README names these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-start run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
+.PHONY: setup test ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-schedule bench-start run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -131,6 +131,11 @@ bench-http:
 # Claim latency while the sweeper deletes a million expired rows.
 bench-sweep:
 	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestSweepBench -v -timeout 30m ./sweeper/
+
+# The drain of scheduled starts: occurrences started per second, and the
+# start path's p99 with the drain running against without (docs/schedules.md).
+bench-schedule:
+	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestDrainBench -v -timeout 30m ./schedule/
 
 # All three benchmarks in one go (plane, sweeper, HTTP at 1 to 64 clients),
 # written to docs/bench-report.md with a chart in docs/bench-report.svg.

@@ -109,6 +109,9 @@ type Deps struct {
 	Runs          Runs
 	Starter       Starter
 	ProviderJobs  ProviderJobs
+	// Schedules serves the schedules of saved searches and their
+	// occurrences; nil serves none of those routes.
+	Schedules Schedules
 	// ProviderSecrets maps each provider name to the secret its callbacks
 	// are signed with (Standard Webhooks v1: HMAC-SHA256 over the delivery
 	// id, timestamp and body), used as these raw bytes. Names must pass
@@ -182,6 +185,7 @@ type Server struct {
 	runs          Runs
 	starter       Starter
 	providerJobs  ProviderJobs
+	schedules     Schedules
 	jwtSecret     []byte
 	// tokenParser and verifiedTokens serve authenticate.
 	tokenParser    *jwt.Parser
@@ -244,6 +248,7 @@ func New(d Deps) (*Server, error) {
 		runs:          d.Runs,
 		starter:       d.Starter,
 		providerJobs:  d.ProviderJobs,
+		schedules:     d.Schedules,
 		jwtSecret:     d.JWTSecret,
 		logger:        d.Logger,
 		now:           d.Now,
@@ -321,6 +326,14 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/provider-jobs", s.registerProviderJob, auth, limit)
 	get("/v1/provider-jobs/:id", s.getProviderJob, auth, limit)
 	get("/v1/provider-jobs/:id/drops", s.listProviderJobDrops, auth, limit)
+	if s.schedules != nil {
+		get("/v1/saved-searches/:id/schedule", s.getSchedule, auth, limit)
+		e.PUT("/v1/saved-searches/:id/schedule", s.setSchedule, auth, limit)
+		e.DELETE("/v1/saved-searches/:id/schedule", s.removeSchedule, auth, limit)
+		e.POST("/v1/saved-searches/:id/schedule/pause", s.pauseSchedule, auth, limit)
+		e.POST("/v1/saved-searches/:id/schedule/resume", s.resumeSchedule, auth, limit)
+		get("/v1/saved-searches/:id/occurrences", s.listOccurrences, auth, limit)
+	}
 	return e
 }
 

@@ -4,7 +4,7 @@
 //
 // An organization's auditor (an ordinary organization token) sees that
 // organization's saved searches, archived ones included, each with its
-// snapshot timeline, a diff of brief and baseline between any two
+// schedule and the occurrences it came due at, its snapshot timeline, a diff of brief and baseline between any two
 // snapshots and the Runs each snapshot started; its Runs; its provider
 // jobs with their applied and dropped deliveries. An operator (a token
 // with the role claim api.RoleOperator, minted by `searchd token
@@ -52,6 +52,7 @@ import (
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/tools"
@@ -132,6 +133,13 @@ type Resolver interface {
 	Resolve(ctx context.Context, p tools.ResolveParams) (*tools.Resolved, error)
 }
 
+// Schedules reads a saved search's schedule and its occurrences; a
+// *schedule.Store has it.
+type Schedules interface {
+	Get(ctx context.Context, org, id uuid.UUID) (*schedule.Schedule, error)
+	Occurrences(ctx context.Context, org, id uuid.UUID, p schedule.ListParams) ([]schedule.Occurrence, string, error)
+}
+
 // SweeperRuns reads the sweeper's recorded runs; a *sweeper.RunLog has it.
 type SweeperRuns interface {
 	List(ctx context.Context, backlogOnly bool, limit int, cursor string) ([]sweeper.RunEntry, string, error)
@@ -150,6 +158,9 @@ type Deps struct {
 	SweeperRuns   SweeperRuns
 	// Inbox serves the operator's "Inbound" panel, shown when it is set.
 	Inbox Inbox
+	// Schedules shows a saved search's schedule and its occurrences on
+	// its page, when it is set.
+	Schedules Schedules
 	// Uncertain and Resolver serve the operator's "Uncertain effects"
 	// panel; it is shown only when both are set.
 	Uncertain UncertainCalls

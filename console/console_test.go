@@ -26,6 +26,7 @@ import (
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/tools"
@@ -63,6 +64,7 @@ func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL t
 		Operator:      operator.NewStore(pool, nil),
 		SweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),
 		Inbox:         providerjobs.NewAudit(pool),
+		Schedules:     schedule.NewStore(pool, nil),
 		Uncertain:     tools.NewInspector(pool, nil),
 		Resolver:      tools.NewResolver(pool, tools.ResolverConfig{}),
 		JWTSecret:     secret,
@@ -612,5 +614,43 @@ func TestTheInboundPanelShowsTheBacklogAndTheApplierLag(t *testing.T) {
 	}
 	if rec := b.do("GET", "/console/operator/inbound", b.token(t, b.world.OrgA, "alice"), nil, nil); rec.Code != http.StatusForbidden {
 		t.Errorf("an organization token GET inbound = %d, want 403", rec.Code)
+	}
+}
+
+// TestASavedSearchPageShowsItsScheduleAndOccurrences: the schedule, its
+// next due time, each occurrence with its outcome and Run, and the
+// snapshots the scheduler froze marked as such; another organization sees
+// none of it; a saved search without a schedule says so.
+func TestASavedSearchPageShowsItsScheduleAndOccurrences(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world
+	tok := b.token(t, w.OrgA, "alice")
+	rec := b.do("GET", "/console/saved-searches/"+w.Scheduled.String(), tok, nil, nil)
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET the scheduled saved search = %d", rec.Code)
+	}
+	for _, want := range []string{
+		"cron <code>0 9 * * *</code>", "in Europe/Berlin", `<span class="badge b-live">live</span>`,
+		`<span class="badge b-succeeded">started</span>`, `<span class="badge b-archived">missed</span>`,
+		`href="/console/runs/` + w.ScheduledRun.String() + `"`, "scheduled</span>", "<dd>24 h <span",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the scheduled saved search's page lacks %q", want)
+		}
+	}
+	if n := strings.Count(body, `<span class="badge b-succeeded">started</span>`); n != 2 {
+		t.Errorf("%d started occurrences shown, want 2", n)
+	}
+	if body := b.do("GET", "/console/saved-searches/"+w.Search.String(), tok, nil, nil).Body.String(); !strings.Contains(body, "No schedule") {
+		t.Errorf("a saved search without a schedule does not say so")
+	}
+	if rec := b.do("GET", "/console/saved-searches/"+w.Scheduled.String()+"?occ=nope", tok, nil, nil); rec.Code != http.StatusBadRequest {
+		t.Errorf("a foreign occurrence cursor = %d, want 400", rec.Code)
+	}
+	if rec := b.do("GET", "/console/saved-searches/"+w.Scheduled.String(), b.token(t, w.OrgB, "eve"), nil, nil); rec.Code != http.StatusNotFound ||
+		strings.Contains(rec.Body.String(), consoletest.ScheduledName) {
+		t.Errorf("org B GET the scheduled saved search = %d, want 404 showing nothing", rec.Code)
 	}
 }

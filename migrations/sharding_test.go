@@ -30,8 +30,10 @@ var distributed = []string{
 	"agent.provider_jobs",
 	"agent.runs",
 	"agent.saved_search_baselines",
+	"agent.saved_search_schedules",
 	"agent.saved_search_snapshots",
 	"agent.saved_searches",
+	"agent.schedule_occurrences",
 	"agent.tool_call_resolutions",
 }
 

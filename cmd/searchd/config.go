@@ -14,6 +14,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
 )
 
@@ -112,6 +113,10 @@ type serverConfig struct {
 	// Session the server-side bounds of every session (inboxsettings.go).
 	Inbox   inboxConfig
 	Session sessionBounds
+	// Schedule configures the drain of scheduled starts, but for its
+	// Clock, Logger and Observer, which the server sets
+	// (schedulesettings.go); an Interval of zero runs none.
+	Schedule schedule.DrainConfig
 	// CORSOrigins are the origins browser pages may call the API from.
 	CORSOrigins []string
 }
@@ -255,6 +260,9 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 	var inboxProblems []string
 	cfg.Inbox, cfg.Session, inboxProblems = readInboxSettings(fs, getenv)
 	problems = append(problems, inboxProblems...)
+	var scheduleProblems []string
+	cfg.Schedule, scheduleProblems = readScheduleSettings(fs, getenv, cfg.SavedSearchLease)
+	problems = append(problems, scheduleProblems...)
 
 	// Environment only: a flag would show the secrets in the process list.
 	providers := setting{name: EnvProviderSecrets, value: getenv(EnvProviderSecrets)}

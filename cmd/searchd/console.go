@@ -18,6 +18,7 @@ func newConsole(st *stores, cfg serverConfig, logger *slog.Logger) (*console.Con
 		Operator:      st.operator,
 		SweeperRuns:   st.sweeperRuns,
 		Inbox:         st.jobAudit,
+		Schedules:     st.schedules,
 		Uncertain:     st.uncertain,
 		Resolver:      st.resolver,
 		JWTSecret:     []byte(cfg.JWTSecret),

@@ -150,6 +150,31 @@ test("an auditor opens a saved search, compares two snapshots and opens a Run", 
   await ctx.close();
 });
 
+test("an auditor sees a saved search's schedule and its occurrences, on a desktop and on a phone", async () => {
+  const { ctx, page } = await session(world.token_a);
+  await Promise.all([page.waitForNavigation(), page.getByRole("link", { name: world.scheduled_name }).click()]);
+  const card = await page.locator("#schedule .card").innerText();
+  assert.match(card, /cron 0 9 \* \* \*/);
+  assert.match(card, /Europe\/Berlin/);
+  assert.match(card, /live/);
+  const rows = page.locator("table.occurrences tbody tr");
+  assert.ok(await rows.count() >= 3, "the seeded occurrences are listed");
+  const text = await page.locator("table.occurrences tbody").innerText();
+  assert.match(text, /started/);
+  assert.match(text, /missed/);
+  assert.match(await page.locator("table.timeline tbody").innerText(), /scheduled/, "the timeline marks the scheduler's snapshots");
+  await shot(page, "schedule");
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.reload();
+  await page.locator("table.occurrences").waitFor();
+  await shot(page, "schedule-phone");
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await Promise.all([page.waitForNavigation(), page.locator(`table.occurrences a[href="/console/runs/${world.scheduled_run}"]`).click()]);
+  assert.match(await page.locator("main").innerText(), /alice/, "the scheduled Run is the schedule's actor's");
+  assert.deepEqual(page.problems, []);
+  await ctx.close();
+});
+
 test("an auditor of another organization sees none of it", async () => {
   const { ctx, page } = await session(world.token_b);
   await page.getByRole("link", { name: world.search_b_name }).waitFor();
@@ -160,6 +185,7 @@ test("an auditor of another organization sees none of it", async () => {
     "/console/snapshots/" + world.second_snapshot,
     "/console/runs/" + world.second_run,
     "/console/provider-jobs/" + world.job,
+    "/console/saved-searches/" + world.scheduled,
   ]) {
     const resp = await page.goto(world.base + path);
     assert.equal(resp.status(), 404, path + " is another organization's");
