@@ -7,7 +7,7 @@
 // snapshot timeline, a diff of brief and baseline between any two
 // snapshots and the Runs each snapshot started; its Runs; its provider
 // jobs with their applied and dropped deliveries. An operator (a token
-// with the role claim api.RoleOperator, minted by `searchd token
+// with the role claim auth.RoleOperator, minted by `searchd token
 // --operator`) sees the plane across organizations: claim counts, claims
 // in flight, stuck claims with a guarded force-release, the provider
 // inbox's backlog and the applier's lag, tool calls left
@@ -45,7 +45,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/operator"
@@ -155,7 +155,7 @@ type Deps struct {
 	Uncertain UncertainCalls
 	Resolver  Resolver
 	// JWTSecret verifies the tokens signed in with, as the API does, and
-	// keys the CSRF tokens; at least api.MinJWTSecretLen bytes.
+	// keys the CSRF tokens; at least auth.MinSecretLen bytes.
 	JWTSecret []byte
 	// Logger receives one line per request (never a token, a cookie or a
 	// query string) and the errors; nil discards them.
@@ -196,7 +196,7 @@ const overviewStaleFactor = 6
 // Console serves the console. It is safe for concurrent use.
 type Console struct {
 	d        Deps
-	verifier *api.TokenVerifier
+	verifier *auth.Verifier
 	csrfKey  []byte
 	pages    map[string]*template.Template
 	handler  http.Handler
@@ -214,7 +214,7 @@ func New(d Deps) (*Console, error) {
 	case d.Operator == nil, d.SweeperRuns == nil:
 		return nil, errors.New("console: Deps.Operator and SweeperRuns are required")
 	}
-	v, err := api.NewTokenVerifier(d.JWTSecret, d.Now)
+	v, err := auth.NewVerifier(context.Background(), auth.Config{Secret: d.JWTSecret, Now: d.Now})
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/console/consoletest"
 	"github.com/searchd/searchd/idempotency"
@@ -94,7 +94,7 @@ func setup(t *testing.T) *bundle {
 
 func (b *bundle) token(t *testing.T, org uuid.UUID, sub string) string {
 	t.Helper()
-	tok, err := api.SignToken(secret, org, sub, time.Now(), time.Hour)
+	tok, err := auth.SignToken(secret, org, sub, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func (b *bundle) token(t *testing.T, org uuid.UUID, sub string) string {
 
 func (b *bundle) operatorToken(t *testing.T) string {
 	t.Helper()
-	tok, err := api.SignOperatorToken(secret, uuid.Nil, "olga", time.Now(), time.Hour)
+	tok, err := auth.SignOperatorToken(secret, uuid.Nil, "olga", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +194,8 @@ func TestSignInSetsAStrictHttpOnlyCookieAndNeverLogsTheToken(t *testing.T) {
 func TestSignInRefusesTokensTheAPIWouldRefuse(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	expired, _ := api.SignToken(secret, b.world.OrgA, "alice", time.Now().Add(-2*time.Hour), time.Hour)
-	other, _ := api.SignToken([]byte("another-secret-0123456789abcdefghij"), b.world.OrgA, "alice", time.Now(), time.Hour)
+	expired, _ := auth.SignToken(secret, b.world.OrgA, "alice", time.Now().Add(-2*time.Hour), time.Hour)
+	other, _ := auth.SignToken([]byte("another-secret-0123456789abcdefghij"), b.world.OrgA, "alice", time.Now(), time.Hour)
 	for name, tok := range map[string]string{"garbage": "not-a-token", "expired": expired, "other secret": other, "empty": ""} {
 		rec := b.do("POST", "/console/sign-in", "", url.Values{"token": {tok}}, nil)
 		if rec.Code != http.StatusUnauthorized || len(rec.Result().Cookies()) != 0 {
@@ -341,7 +341,7 @@ func TestForceReleaseNeedsTheSessionsCSRFTokenAndASameOriginPost(t *testing.T) {
 	op := b.operatorToken(t)
 	form := b.stuckForm(t, op)
 	target := "/console/operator/claims/" + b.world.Stuck.String() + "/release"
-	otherOp, _ := api.SignOperatorToken(secret, uuid.Nil, "mallory", time.Now(), time.Hour)
+	otherOp, _ := auth.SignOperatorToken(secret, uuid.Nil, "mallory", time.Now(), time.Hour)
 	for _, tt := range []struct {
 		name   string
 		csrf   string

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 )
 
 // cookieName is the session cookie. It holds the bearer token signed in
@@ -26,7 +26,7 @@ type principalKey struct{}
 // session is a signed-in request: the principal and the CSRF token its
 // forms carry.
 type session struct {
-	api.Principal
+	auth.Principal
 	CSRF string
 }
 
@@ -50,9 +50,9 @@ const (
 func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ck, err := r.Cookie(cookieName)
-		var p api.Principal
+		var p auth.Principal
 		if err == nil {
-			p, err = c.verifier.Verify(ck.Value)
+			p, err = c.verifier.Verify(r.Context(), ck.Value)
 		}
 		if err != nil {
 			if r.Method == http.MethodGet {
@@ -68,7 +68,7 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 			c.fail(w, r, http.StatusForbidden, "No organization",
 				"This token names no organization, so it reads no organization's records. Sign in with an organization's token.")
 			return
-		case g == operatorOnly && !p.Operator:
+		case g == operatorOnly && !p.IsOperator():
 			c.fail(w, r, http.StatusForbidden, "Operators only",
 				"This view is for operators of the platform: it needs a token with the operator role, which an organization's token never has.")
 			return
@@ -81,7 +81,7 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
-		if p.Operator && r.Method == http.MethodGet {
+		if p.IsOperator() && r.Method == http.MethodGet {
 			// An operator at work is likely to open the claims page: have
 			// its counts read in the background, so that page need not wait.
 			c.overview.warm(r.Context(), c.d.Operator, c.now, c.log)
@@ -119,7 +119,7 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/sign-in", http.StatusSeeOther)
 		return
 	}
-	p, err := c.verifier.Verify(ck.Value)
+	p, err := c.verifier.Verify(r.Context(), ck.Value)
 	switch {
 	case err != nil:
 		http.Redirect(w, r, "/console/sign-in", http.StatusSeeOther)
@@ -145,7 +145,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxTokenFormLen+1024)
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	token = strings.TrimSpace(strings.TrimPrefix(token, "Bearer "))
-	p, err := c.verifier.Verify(token)
+	p, err := c.verifier.Verify(r.Context(), token)
 	if err != nil {
 		c.render(w, r, http.StatusUnauthorized, "sign-in", "Sign in",
 			signInPage{Error: "That token was not accepted: it must be a searchd token signed by this server and not expired."})

@@ -11,7 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 )
 
 func TestServeServesTheConsoleBesideTheAPI(t *testing.T) {
@@ -57,7 +57,7 @@ func TestServeServesTheConsoleBesideTheAPI(t *testing.T) {
 	if res := get("/readyz", nil); res.StatusCode != http.StatusOK || res.Header.Get("Content-Security-Policy") != "" {
 		t.Errorf("GET /readyz = %d with CSP %q: the API is not the console's", res.StatusCode, res.Header.Get("Content-Security-Policy"))
 	}
-	tok, err := api.SignOperatorToken([]byte(goodSecret), uuid.Nil, "olga", time.Now(), time.Hour)
+	tok, err := auth.SignOperatorToken([]byte(goodSecret), uuid.Nil, "olga", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,18 +89,18 @@ func TestTokenOperatorPrintsTheRoleClaim(t *testing.T) {
 	if code := h.run("token", "--operator", "--sub", "olga"); code != 0 {
 		t.Fatalf("token --operator = %d, stderr %q", code, h.stderr.String())
 	}
-	var claims api.Claims
+	var claims auth.Claims
 	if _, err := jwt.NewParser().ParseWithClaims(strings.TrimSpace(h.stdout.String()), &claims,
 		func(*jwt.Token) (any, error) { return []byte(goodSecret), nil }); err != nil {
 		t.Fatal(err)
 	}
-	if claims.Role != api.RoleOperator || claims.Subject != "olga" || claims.OrgID != "" {
+	if claims.Role != auth.RoleOperator || claims.Subject != "olga" || claims.OrgID != "" {
 		t.Errorf("operator token claims = %+v, want role operator, sub olga, no organization", claims)
 	}
 	// An organization's token never carries the role.
 	h = newHarness(map[string]string{"SEARCHD_JWT_SECRET": goodSecret})
 	h.run("token", "--org", uuid.NewString(), "--sub", "alice")
-	claims = api.Claims{}
+	claims = auth.Claims{}
 	if _, err := jwt.NewParser().ParseWithClaims(strings.TrimSpace(h.stdout.String()), &claims,
 		func(*jwt.Token) (any, error) { return []byte(goodSecret), nil }); err != nil || claims.Role != "" {
 		t.Errorf("organization token role = %q (%v), want none", claims.Role, err)

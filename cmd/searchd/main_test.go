@@ -11,7 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
@@ -152,7 +152,7 @@ func TestTokenPrintsAVerifiableToken(t *testing.T) {
 	if strings.Count(out, "\n") != 1 {
 		t.Fatalf("token printed %q, want one line", out)
 	}
-	var claims api.Claims
+	var claims auth.Claims
 	tok, err := jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired()).
 		ParseWithClaims(strings.TrimSpace(out), &claims, func(*jwt.Token) (any, error) { return []byte(goodSecret), nil })
 	if err != nil || !tok.Valid {
@@ -168,7 +168,7 @@ func TestTokenPrintsAVerifiableToken(t *testing.T) {
 	h = newHarness(map[string]string{"SEARCHD_JWT_SECRET": goodSecret})
 	h.app.now = func() time.Time { return now }
 	h.run("token", "--org", org.String())
-	claims = api.Claims{}
+	claims = auth.Claims{}
 	if _, err := jwt.NewParser().ParseWithClaims(strings.TrimSpace(h.stdout.String()), &claims,
 		func(*jwt.Token) (any, error) { return []byte(goodSecret), nil }); err != nil {
 		t.Fatal(err)

@@ -114,7 +114,12 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 		stopReady()
 		<-readyDone
 	}()
-	srv, err := newAPI(st, cfg, logger, hub, obs, ready)
+	verifier, err := newVerifier(ctx, cfg)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	srv, err := newAPI(st, cfg, verifier, logger, hub, obs, ready)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -138,7 +143,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 // organization may have cfg.OrgMaxInFlight requests in flight, by default
 // a quarter of the pool (at least 2), so that one tenant cannot hold the
 // whole pool.
-func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *readiness.Checker) (*api.Server, error) {
+func newAPI(st *stores, cfg serverConfig, verifier api.Verifier, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *readiness.Checker) (*api.Server, error) {
 	pool := st.pool
 	if obs.metrics == nil {
 		obs.metrics = telemetry.NewMetrics()
@@ -176,7 +181,7 @@ func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.
 		Starter:              starter,
 		ProviderJobs:         st.providerJobs,
 		ProviderSecrets:      cfg.ProviderSecrets,
-		JWTSecret:            []byte(cfg.JWTSecret),
+		Verifier:             verifier,
 		Logger:               logger,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		CallbackMaxBodyBytes: cfg.CallbackMaxBodyBytes,
