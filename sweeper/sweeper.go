@@ -27,6 +27,9 @@ const (
 	// kept tools.ResolutionRetention.
 	TableResolutions = "agent.tool_call_resolutions"
 	TableInbox       = "agent.provider_inbox"
+	// TableSessions holds the console's sessions, deleted at their
+	// expiry.
+	TableSessions = "agent.console_sessions"
 )
 
 // SnapshotMinAge is how old a snapshot must be before it may be deleted: the
@@ -45,8 +48,8 @@ type DB interface {
 
 // TableReport is what one run did to one table.
 type TableReport struct {
-	// Table is TableClaims, TableRuns, TableSnapshots, TableDrops or
-	// TableInbox.
+	// Table is TableClaims, TableRuns, TableSnapshots, TableDrops,
+	// TableResolutions, TableInbox or TableSessions.
 	Table string
 	// Read is the number of rows the passes selected as past retention.
 	Read int
@@ -79,19 +82,20 @@ type Report struct {
 	// Resolutions is the report of TableResolutions.
 	Resolutions TableReport
 	Inbox       TableReport
+	Sessions    TableReport
 	// Duration is the time the whole run took.
 	Duration time.Duration
 }
 
 // Tables returns the table reports in the order the run swept them.
 func (r Report) Tables() []TableReport {
-	return []TableReport{r.Claims, r.Runs, r.Snapshots, r.Drops, r.Resolutions, r.Inbox}
+	return []TableReport{r.Claims, r.Runs, r.Snapshots, r.Drops, r.Resolutions, r.Inbox, r.Sessions}
 }
 
 // Backlog reports whether any table was left with a backlog.
 func (r Report) Backlog() bool {
 	return r.Claims.Backlog || r.Runs.Backlog || r.Snapshots.Backlog || r.Drops.Backlog || r.Resolutions.Backlog ||
-		r.Inbox.Backlog
+		r.Inbox.Backlog || r.Sessions.Backlog
 }
 
 // target is one table's pair of statements. Reads take ($1 now, $2 bound,
@@ -134,6 +138,10 @@ var targets = []target{
 		table: TableInbox, read: inboxExpiredRead, delete: inboxExpiredDelete,
 		extra:  []any{providerjobs.DropRetention.Microseconds()},
 		report: func(r *Report) *TableReport { return &r.Inbox },
+	},
+	{
+		table: TableSessions, read: sessionExpiredRead, delete: sessionExpiredDelete,
+		report: func(r *Report) *TableReport { return &r.Sessions },
 	},
 }
 
