@@ -68,6 +68,17 @@ func NewSignIn(v *Verifier, c SignInConfig) (*SignIn, error) {
 	}}, nil
 }
 
+// AuthorizationOrigin returns the origin (scheme://host) of the
+// provider's authorization endpoint, where [SignIn.Start] sends browsers:
+// what a Content-Security-Policy's form-action must admit.
+func (s *SignIn) AuthorizationOrigin() string {
+	u, err := url.Parse(s.oauth.Endpoint.AuthURL)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
 // Flow is one sign-in between [SignIn.Start] and [SignIn.Finish]: the
 // state the provider sends back, the nonce its ID token must carry and
 // the PKCE verifier of the code. The browser keeps it, in a cookie, and

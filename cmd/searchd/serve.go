@@ -124,7 +124,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 		_ = ln.Close()
 		return err
 	}
-	con, err := newConsole(st, cfg, logger)
+	con, err := newConsole(st, cfg, verifier, logger)
 	if err != nil {
 		_ = ln.Close()
 		return err
