@@ -201,8 +201,8 @@ func randomID() string {
 func newProvider(cfg config) (*provider, error) {
 	users := userStore{}
 	p := &provider{users: map[string]userConfig{}, audience: map[string][]string{}}
-	for i, u := range cfg.Users {
-		id := fmt.Sprintf("user-%d", i+1)
+	for _, u := range cfg.Users {
+		id := u.Username // the sub of the user's tokens
 		users[id] = &storage.User{ID: id, Username: u.Username, Password: u.Password, FirstName: u.Username,
 			LastName: "Example", Email: u.Username + "@example.com", EmailVerified: true, PreferredLanguage: language.English}
 		p.users[id] = u
