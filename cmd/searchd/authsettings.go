@@ -101,6 +101,9 @@ func authOptions(dev bool) []option {
 	}
 }
 
+// problemf records a problem with the setting s.
+type problemf func(s setting, format string, args ...any)
+
 // readAuthSettings reads the settings above and SEARCHD_JWT_SECRET, and
 // returns what is wrong with them, one message per setting. The secret
 // is required unless a provider is configured (or dev generates it).
@@ -125,13 +128,6 @@ func readAuthSettings(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 		}
 		return def
 	}
-	claim := func(fl, env string) string {
-		s := lookup(fs, fl, env, getenv)
-		if s.value != "" && (len(s.value) > maxClaimNameLen || strings.ContainsFunc(s.value, isSpaceOrControl)) {
-			bad(s, "%q is not a claim name: at most %d bytes, no spaces", s.value, maxClaimNameLen)
-		}
-		return s.value
-	}
 	var c authConfig
 	c.MaxLifetime = duration("token-max-lifetime", EnvTokenMaxLifetime, DefaultTokenMaxLifetime, minTokenMaxLifetime, maxTokenMaxLifetime)
 	c.SessionLifetime = duration("console-session-lifetime", EnvConsoleSessionLifetime, DefaultConsoleSessionLifetime,
@@ -144,7 +140,30 @@ func readAuthSettings(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 		}
 		c.TokenSignIn = b
 	}
+	c.OIDC = readOIDCSettings(fs, getenv, bad)
+	c.SignIn = readSignInSettings(fs, getenv, c.OIDC, bad)
 
+	secret := setting{name: EnvJWTSecret, value: getenv(EnvJWTSecret)}
+	switch {
+	case secret.value == "" && !dev && c.OIDC == nil:
+		bad(secret, "is required (unless %s is set): at least %d bytes of secret for HS256 tokens (generate one with `openssl rand -base64 48`)",
+			EnvOIDCIssuer, auth.MinSecretLen)
+	case secret.value != "" && len(secret.value) < auth.MinSecretLen:
+		bad(secret, "is %d bytes long; it must be at least %d (generate one with `openssl rand -base64 48`)", len(secret.value), auth.MinSecretLen)
+	}
+	return secret.value, c, problems
+}
+
+// readOIDCSettings reads the provider of the API's tokens: nil when no
+// issuer is set.
+func readOIDCSettings(fs *flag.FlagSet, getenv func(string) string, bad problemf) *auth.OIDCConfig {
+	claim := func(fl, env string) string {
+		s := lookup(fs, fl, env, getenv)
+		if s.value != "" && (len(s.value) > maxClaimNameLen || strings.ContainsFunc(s.value, isSpaceOrControl)) {
+			bad(s, "%q is not a claim name: at most %d bytes, no spaces", s.value, maxClaimNameLen)
+		}
+		return s.value
+	}
 	issuer := lookup(fs, "oidc-issuer", EnvOIDCIssuer, getenv)
 	audience := lookup(fs, "oidc-audience", EnvOIDCAudience, getenv)
 	o := &auth.OIDCConfig{Issuer: issuer.value, Audience: audience.value,
@@ -153,47 +172,41 @@ func readAuthSettings(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 	switch {
 	case issuer.value == "" && audience.value != "":
 		bad(audience, "is set without %s: name the provider whose tokens carry it", EnvOIDCIssuer)
+		return nil
 	case issuer.value == "":
-		o = nil
-	default:
-		if err := auth.CheckProviderURL(issuer.value); err != nil {
-			bad(issuer, "%v", err)
-		}
-		if audience.value == "" {
-			bad(audience, "is required with %s: the identifier the provider gives searchd's API (an access token's aud)", EnvOIDCIssuer)
-		}
+		return nil
 	}
-	c.OIDC = o
+	if err := auth.CheckProviderURL(issuer.value); err != nil {
+		bad(issuer, "%v", err)
+	}
+	if audience.value == "" {
+		bad(audience, "is required with %s: the identifier the provider gives searchd's API (an access token's aud)", EnvOIDCIssuer)
+	}
+	return o
+}
 
+// readSignInSettings reads the console's registration at the provider o:
+// nil when neither the client id nor the redirect URL is set.
+func readSignInSettings(fs *flag.FlagSet, getenv func(string) string, o *auth.OIDCConfig, bad problemf) *auth.SignInConfig {
 	client := lookup(fs, "oidc-client-id", EnvOIDCClientID, getenv)
 	redirect := lookup(fs, "oidc-redirect-url", EnvOIDCRedirectURL, getenv)
-	if client.value != "" || redirect.value != "" {
-		si := &auth.SignInConfig{ClientID: client.value, ClientSecret: getenv(EnvOIDCClientSecret), RedirectURL: redirect.value,
-			Scopes: strings.Fields(lookup(fs, "oidc-scopes", EnvOIDCScopes, getenv).value)}
-		switch {
-		case o == nil:
-			bad(client, "needs %s: the console signs in through the provider it names", EnvOIDCIssuer)
-		case client.value == "":
-			bad(client, "is required with %s", EnvOIDCRedirectURL)
-		case client.value == o.Audience:
-			bad(client, "is the API's audience (%s): the console's ID tokens would be bearer tokens of the API; "+
-				"register the console as a client of its own", EnvOIDCAudience)
-		}
-		if err := auth.CheckProviderURL(redirect.value); err != nil {
-			bad(redirect, "%v (the console's callback, https://HOST/console/oidc/callback)", err)
-		}
-		c.SignIn = si
+	if client.value == "" && redirect.value == "" {
+		return nil
 	}
-
-	secret := setting{name: EnvJWTSecret, value: getenv(EnvJWTSecret)}
 	switch {
-	case secret.value == "" && !dev && o == nil:
-		bad(secret, "is required (unless %s is set): at least %d bytes of secret for HS256 tokens (generate one with `openssl rand -base64 48`)",
-			EnvOIDCIssuer, auth.MinSecretLen)
-	case secret.value != "" && len(secret.value) < auth.MinSecretLen:
-		bad(secret, "is %d bytes long; it must be at least %d (generate one with `openssl rand -base64 48`)", len(secret.value), auth.MinSecretLen)
+	case o == nil:
+		bad(client, "needs %s: the console signs in through the provider it names", EnvOIDCIssuer)
+	case client.value == "":
+		bad(client, "is required with %s", EnvOIDCRedirectURL)
+	case client.value == o.Audience:
+		bad(client, "is the API's audience (%s): the console's ID tokens would be bearer tokens of the API; "+
+			"register the console as a client of its own", EnvOIDCAudience)
 	}
-	return secret.value, c, problems
+	if err := auth.CheckProviderURL(redirect.value); err != nil {
+		bad(redirect, "%v (the console's callback, https://HOST/console/oidc/callback)", err)
+	}
+	return &auth.SignInConfig{ClientID: client.value, ClientSecret: getenv(EnvOIDCClientSecret), RedirectURL: redirect.value,
+		Scopes: strings.Fields(lookup(fs, "oidc-scopes", EnvOIDCScopes, getenv).value)}
 }
 
 func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,20 +26,7 @@ func TestServeServesTheConsoleBesideTheAPI(t *testing.T) {
 	if h := newHarness(env); h.run("migrate") != 0 {
 		t.Fatalf("migrate: %s", h.stderr.String())
 	}
-	h := newHarness(env)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	exit := make(chan int, 1)
-	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
-	var addr string
-	select {
-	case addr = <-h.addrs:
-	case code := <-exit:
-		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	base := "http://" + addr
+	h, base, stop := startServe(t, env)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(path string, cookie *http.Cookie) *http.Response {
 		req, _ := http.NewRequest("GET", base+path, nil)
@@ -84,8 +72,7 @@ func TestServeServesTheConsoleBesideTheAPI(t *testing.T) {
 	if !strings.Contains(h.stderr.String(), "token sign-in is on") {
 		t.Errorf("serve with token sign-in on did not warn of it:\n%s", h.stderr.String())
 	}
-	cancel()
-	if code := <-exit; code != 0 {
+	if code := stop(); code != 0 {
 		t.Errorf("serve exited %d: %s", code, h.stderr.String())
 	}
 }
@@ -144,20 +131,7 @@ func TestServeWithTheCompanysProvider(t *testing.T) {
 	if h := newHarness(same); h.run("serve") != 2 || !strings.Contains(h.stderr.String(), "SEARCHD_OIDC_CLIENT_ID: is the API's audience") {
 		t.Errorf("serve with the client id the audience: stderr %q, want exit 2 naming the setting", h.stderr.String())
 	}
-	h := newHarness(env)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	exit := make(chan int, 1)
-	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
-	var addr string
-	select {
-	case addr = <-h.addrs:
-	case code := <-exit:
-		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	base := "http://" + addr
+	h, base, stop := startServe(t, env)
 	get := func(path, bearer string) int {
 		req, _ := http.NewRequest("GET", base+path, nil)
 		if bearer != "" {
@@ -201,8 +175,32 @@ func TestServeWithTheCompanysProvider(t *testing.T) {
 	if !strings.Contains(string(body), `action="/console/sign-in/provider"`) || strings.Contains(string(body), `name="token"`) {
 		t.Errorf("the console's sign-in page under serve with a provider:\n%s", body)
 	}
-	cancel()
-	if code := <-exit; code != 0 {
+	if code := stop(); code != 0 {
 		t.Errorf("serve exited %d: %s", code, h.stderr.String())
 	}
+}
+
+// startServe runs serve in process on env until stop, which returns its
+// exit status, and returns once it serves, with its base URL.
+func startServe(t *testing.T, env map[string]string) (h *harness, base string, stop func() int) {
+	t.Helper()
+	h = newHarness(env)
+	ctx, cancel := context.WithCancel(context.Background())
+	exit := make(chan int, 1)
+	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
+	stop = sync.OnceValue(func() int {
+		cancel()
+		return <-exit
+	})
+	t.Cleanup(func() { stop() })
+	select {
+	case addr := <-h.addrs:
+		return h, "http://" + addr, stop
+	case code := <-exit:
+		exit <- code // for stop
+		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	return nil, "", nil
 }
