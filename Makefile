@@ -145,16 +145,20 @@ bench:
 
 # The console's browser tests (test/console/): Debian's chromium driven by
 # playwright-core against a real searchd serve on a throwaway PostgreSQL
-# that the Go fixture starts and seeds. Needs chromium and node/npm (.ci/run
-# installs them). SCREENSHOTS=dir also writes each page's screenshot there.
+# that the Go fixture starts and seeds, beside the tests' OpenID Connect
+# provider (test/oidcprovider), through whose login page people sign in.
+# Needs chromium and node/npm (.ci/run installs them). SCREENSHOTS=dir also
+# writes each page's screenshot there.
 .PHONY: test-console console-screenshots bench-console
 CONSOLE_BUILD ?= $(CURDIR)/.build/console
 test-console:
 	mkdir -p $(CONSOLE_BUILD)
 	$(GO) build -o $(CONSOLE_BUILD)/searchd ./cmd/searchd
 	$(GO) build -o $(CONSOLE_BUILD)/fixture ./test/console/fixture
+	$(GO) build -o $(CONSOLE_BUILD)/oidcprovider ./test/oidcprovider
 	cd test/console && npm ci --no-audit --no-fund && \
-		SEARCHD_BIN=$(CONSOLE_BUILD)/searchd CONSOLE_FIXTURE=$(CONSOLE_BUILD)/fixture SCREENSHOTS=$(SCREENSHOTS) npm test
+		SEARCHD_BIN=$(CONSOLE_BUILD)/searchd CONSOLE_FIXTURE=$(CONSOLE_BUILD)/fixture \
+		SEARCHD_OIDC_PROVIDER=$(CONSOLE_BUILD)/oidcprovider SCREENSHOTS=$(SCREENSHOTS) npm test
 
 # The browser tests, writing the README's screenshots to docs/console/.
 console-screenshots:

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/savedsearch"
 )
 
@@ -302,7 +303,7 @@ func TestTenantIsolationOnEveryRoute(t *testing.T) {
 // principalOrg reads the org_id of a token the tests signed.
 func principalOrg(t *testing.T, token string) uuid.UUID {
 	t.Helper()
-	var c api.Claims
+	var c auth.Claims
 	if _, _, err := jwt.NewParser().ParseUnverified(token, &c); err != nil {
 		t.Fatal(err)
 	}

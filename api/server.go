@@ -4,8 +4,8 @@
 // GET /openapi.json).
 //
 // The package decides what the domain packages cannot: who the caller is
-// (an HS256 bearer token; the organization comes from its org_id claim and
-// from nowhere else; a provider callback is authenticated by a Standard
+// (a bearer token that package auth verifies; the organization comes from
+// the token and from nowhere else; a provider callback is authenticated by a Standard
 // Webhooks signature over its delivery id, timestamp and body instead, see
 // providerjobs.go), what a well-formed request is
 // (the Idempotency-Key header, JSON bodies, field rules), and how every
@@ -39,7 +39,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/trace"
@@ -118,9 +117,10 @@ type Deps struct {
 	// providerjobs.ValidateProvider and secrets must not be empty. A
 	// callback from a provider missing here answers 401; nil allows none.
 	ProviderSecrets map[string][]byte
-	// JWTSecret verifies bearer tokens (HS256); at least
-	// [MinJWTSecretLen] bytes. Required.
-	JWTSecret []byte
+	// Verifier verifies bearer tokens (an *auth.Verifier: HS256 tokens
+	// of the server's secret, a provider's access tokens, or both).
+	// Required.
+	Verifier Verifier
 	// Logger receives the access log and the errors; nil discards them.
 	// Every line about a request carries its request_id.
 	Logger *slog.Logger
@@ -186,13 +186,10 @@ type Server struct {
 	starter       Starter
 	providerJobs  ProviderJobs
 	schedules     Schedules
-	jwtSecret     []byte
-	// tokenParser and verifiedTokens serve authenticate.
-	tokenParser    *jwt.Parser
-	verifiedTokens *tokenCache
-	logger         *slog.Logger
-	now            func() time.Time
-	maxBodyBytes   int64
+	verifier      Verifier
+	logger        *slog.Logger
+	now           func() time.Time
+	maxBodyBytes  int64
 	// callbackMaxBodyBytes limits a callback body (Deps.CallbackMaxBodyBytes).
 	callbackMaxBodyBytes int64
 	maxPreferWait        time.Duration
@@ -222,8 +219,8 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("api: Deps.Ready is required")
 	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.Starter == nil, d.ProviderJobs == nil:
 		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs, Starter and ProviderJobs are required")
-	case len(d.JWTSecret) < MinJWTSecretLen:
-		return nil, fmt.Errorf("api: Deps.JWTSecret is %d bytes; it must be at least %d", len(d.JWTSecret), MinJWTSecretLen)
+	case d.Verifier == nil:
+		return nil, errors.New("api: Deps.Verifier is required")
 	case d.OrgMaxInFlight < 0:
 		return nil, errors.New("api: Deps.OrgMaxInFlight is negative")
 	case d.MaxInFlight < 0:
@@ -249,7 +246,7 @@ func New(d Deps) (*Server, error) {
 		starter:       d.Starter,
 		providerJobs:  d.ProviderJobs,
 		schedules:     d.Schedules,
-		jwtSecret:     d.JWTSecret,
+		verifier:      d.Verifier,
 		logger:        d.Logger,
 		now:           d.Now,
 		maxBodyBytes:  d.MaxBodyBytes,
@@ -269,7 +266,6 @@ func New(d Deps) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.tokenParser, s.verifiedTokens = newTokenParser(s.now), newTokenCache(tokenCacheSize)
 	if s.maxBodyBytes == 0 {
 		s.maxBodyBytes = DefaultMaxBodyBytes
 	}

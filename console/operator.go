@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
@@ -282,7 +284,7 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 		c.badFilters(w, r, err)
 		return
 	}
-	if org.String() != zeroUUID {
+	if org != uuid.Nil {
 		p.Org = org.String()
 	}
 	p.Filtered = p.Org != "" || p.Scope != "" || p.Key != ""
@@ -403,7 +405,7 @@ func (c *Console) releases(w http.ResponseWriter, r *http.Request) {
 		c.badFilters(w, r, err)
 		return
 	}
-	if org.String() != zeroUUID {
+	if org != uuid.Nil {
 		p.Org = org.String()
 	}
 	list, next, err := c.d.Operator.Releases(r.Context(), operator.ReleaseFilter{OrganizationID: org, Actor: p.Actor},

@@ -49,7 +49,7 @@ func (c *Console) nav(s *session) []navEntry {
 			navEntry{"Audit", "Provider jobs", "/console/provider-jobs", "provider-jobs"},
 		)
 	}
-	if s.Operator {
+	if s.IsOperator() {
 		for _, p := range c.operatorPanels() {
 			out = append(out, navEntry{"Operator", p.label, p.href, p.section})
 		}

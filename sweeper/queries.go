@@ -188,3 +188,22 @@ DELETE FROM agent.provider_inbox i
 WHERE i.ctid = ANY($2::tid[])
 	AND i.received_at <= coalesce($1::timestamptz, now()) - $3::bigint * interval '1 microsecond'
 	AND i.status <> 'pending'`
+
+// sessionExpiredRead selects console sessions past their expiry, oldest
+// first, on console_sessions_expires_idx: an expired session is refused
+// by every read already (sessions.Store.Lookup), so it goes at once.
+// $1 now, $2 bound.
+const sessionExpiredRead = `
+SELECT s.id, s.ctid
+FROM agent.console_sessions s
+WHERE s.expires_at <= coalesce($1::timestamptz, now())
+ORDER BY s.expires_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED`
+
+// sessionExpiredDelete deletes the sessions at the ctids $2 still past
+// their expiry. $1 now, $2 ctids.
+const sessionExpiredDelete = `
+DELETE FROM agent.console_sessions s
+WHERE s.ctid = ANY($2::tid[])
+	AND s.expires_at <= coalesce($1::timestamptz, now())`

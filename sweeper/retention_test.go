@@ -2,6 +2,7 @@ package sweeper
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -455,5 +456,43 @@ VALUES ($1, $2, $3::timestamptz, gen_random_uuid(), $4, $5, $6, $3::timestamptz 
 	}
 	if want := []string{"missed", "not_ready"}; !slices.Equal(left, want) {
 		t.Errorf("occurrences left = %q, want %q", left, want)
+	}
+}
+
+// TestSessionRetention: a console session is deleted once it has expired,
+// to the microsecond on the stubbed clock; a live one stays.
+func TestSessionRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := b.clock.Now()
+	session := func(actor string, expires time.Time) {
+		t.Helper()
+		hash := sha256.Sum256([]byte(actor))
+		_, err := b.db.Exec(b.ctx, `
+INSERT INTO agent.console_sessions (id, secret_hash, organization_id, actor, role, via, created_at, expires_at)
+VALUES ($1, $2, $3, $4, '', 'oidc', $5, $6)`, uuid.New(), hash[:], b.org, actor, expires.Add(-8*time.Hour), expires)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	session("expired-yesterday", now.Add(-day))
+	session("expiring-now", now)
+	session("a-microsecond-left", now.Add(time.Microsecond))
+	session("signed-in-an-hour-ago", now.Add(7*time.Hour))
+
+	rep := b.runOnce(t, b.sweeper(t, Config{}))
+	if r := rep.Sessions; r.Table != TableSessions || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
+		t.Errorf("sessions report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
+	}
+	rows, err := b.db.Query(b.ctx, `SELECT actor FROM agent.console_sessions ORDER BY actor`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a-microsecond-left", "signed-in-an-hour-ago"}; !slices.Equal(left, want) {
+		t.Errorf("sessions left = %q, want %q", left, want)
 	}
 }

@@ -30,6 +30,9 @@ const (
 	// TableOccurrences holds the occurrences of schedules, kept as long
 	// as their Run.
 	TableOccurrences = "agent.schedule_occurrences"
+	// TableSessions holds the console's sessions, deleted at their
+	// expiry.
+	TableSessions = "agent.console_sessions"
 )
 
 // SnapshotMinAge is how old a snapshot must be before it may be deleted: the
@@ -48,8 +51,8 @@ type DB interface {
 
 // TableReport is what one run did to one table.
 type TableReport struct {
-	// Table is TableClaims, TableRuns, TableSnapshots, TableDrops or
-	// TableInbox.
+	// Table is TableClaims, TableRuns, TableSnapshots, TableDrops,
+	// TableResolutions, TableInbox or TableSessions.
 	Table string
 	// Read is the number of rows the passes selected as past retention.
 	Read int
@@ -84,19 +87,21 @@ type Report struct {
 	Inbox       TableReport
 	// Occurrences is the report of TableOccurrences.
 	Occurrences TableReport
+	// Sessions is the report of TableSessions.
+	Sessions TableReport
 	// Duration is the time the whole run took.
 	Duration time.Duration
 }
 
 // Tables returns the table reports in the order the run swept them.
 func (r Report) Tables() []TableReport {
-	return []TableReport{r.Claims, r.Occurrences, r.Runs, r.Snapshots, r.Drops, r.Resolutions, r.Inbox}
+	return []TableReport{r.Claims, r.Occurrences, r.Runs, r.Snapshots, r.Drops, r.Resolutions, r.Inbox, r.Sessions}
 }
 
 // Backlog reports whether any table was left with a backlog.
 func (r Report) Backlog() bool {
 	return r.Claims.Backlog || r.Runs.Backlog || r.Snapshots.Backlog || r.Drops.Backlog || r.Resolutions.Backlog ||
-		r.Inbox.Backlog || r.Occurrences.Backlog
+		r.Inbox.Backlog || r.Occurrences.Backlog || r.Sessions.Backlog
 }
 
 // target is one table's pair of statements. Reads take ($1 now, $2 bound,
@@ -145,6 +150,10 @@ var targets = []target{
 		table: TableInbox, read: inboxExpiredRead, delete: inboxExpiredDelete,
 		extra:  []any{providerjobs.DropRetention.Microseconds()},
 		report: func(r *Report) *TableReport { return &r.Inbox },
+	},
+	{
+		table: TableSessions, read: sessionExpiredRead, delete: sessionExpiredDelete,
+		report: func(r *Report) *TableReport { return &r.Sessions },
 	},
 }
 

@@ -120,12 +120,17 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 		stopReady()
 		<-readyDone
 	}()
-	srv, err := newAPI(st, cfg, logger, hub, obs, ready)
+	verifier, err := newVerifier(ctx, cfg)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	con, err := newConsole(st, cfg, logger)
+	srv, err := newAPI(st, cfg, verifier, logger, hub, obs, ready)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	con, err := newConsole(st, cfg, verifier, logger)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -144,7 +149,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 // organization may have cfg.OrgMaxInFlight requests in flight, by default
 // a quarter of the pool (at least 2), so that one tenant cannot hold the
 // whole pool.
-func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *readiness.Checker) (*api.Server, error) {
+func newAPI(st *stores, cfg serverConfig, verifier api.Verifier, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *readiness.Checker) (*api.Server, error) {
 	pool := st.pool
 	if obs.metrics == nil {
 		obs.metrics = telemetry.NewMetrics()
@@ -183,7 +188,7 @@ func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.
 		ProviderJobs:         st.providerJobs,
 		Schedules:            st.schedules,
 		ProviderSecrets:      cfg.ProviderSecrets,
-		JWTSecret:            []byte(cfg.JWTSecret),
+		Verifier:             verifier,
 		Logger:               logger,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		CallbackMaxBodyBytes: cfg.CallbackMaxBodyBytes,

@@ -22,7 +22,7 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"org-max-in-flight", "SEARCHD_ORG_MAX_IN_FLIGHT", "a quarter of the pool, at least 2"},
 	{"max-in-flight", "SEARCHD_MAX_IN_FLIGHT", "processors + 1"},
 	{"addr", "SEARCHD_ADDR", ":8080"},
-	{"", "SEARCHD_JWT_SECRET", "required"},
+	{"", "SEARCHD_JWT_SECRET", "required unless SEARCHD_OIDC_ISSUER is set"},
 	{"", "SEARCHD_PROVIDER_SECRETS", "none"},
 	{"shutdown-grace", "SEARCHD_SHUTDOWN_GRACE", "10s"},
 	{"max-body-bytes", "SEARCHD_MAX_BODY_BYTES", "4194304"},
@@ -41,6 +41,19 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"schedule-retry", "SEARCHD_SCHEDULE_RETRY", "1h0m0s"},
 	{"log-level", "SEARCHD_LOG_LEVEL", "info"},
 	{"log-format", "SEARCHD_LOG_FORMAT", "json"},
+	{"token-max-lifetime", "SEARCHD_TOKEN_MAX_LIFETIME", "24h0m0s"},
+	{"oidc-issuer", "SEARCHD_OIDC_ISSUER", "none"},
+	{"oidc-audience", "SEARCHD_OIDC_AUDIENCE", "none (required with the issuer)"},
+	{"oidc-org-claim", "SEARCHD_OIDC_ORG_CLAIM", "org_id"},
+	{"oidc-actor-claim", "SEARCHD_OIDC_ACTOR_CLAIM", "sub"},
+	{"oidc-role-claim", "SEARCHD_OIDC_ROLE_CLAIM", "roles"},
+	{"oidc-operator-role", "SEARCHD_OIDC_OPERATOR_ROLE", "none: no provider token is an operator's"},
+	{"oidc-client-id", "SEARCHD_OIDC_CLIENT_ID", "none: the console does not sign in through the provider"},
+	{"", "SEARCHD_OIDC_CLIENT_SECRET", "none: a public client (PKCE alone)"},
+	{"oidc-redirect-url", "SEARCHD_OIDC_REDIRECT_URL", "none (required with the client id)"},
+	{"oidc-scopes", "SEARCHD_OIDC_SCOPES", "openid"},
+	{"console-session-lifetime", "SEARCHD_CONSOLE_SESSION_LIFETIME", "8h0m0s"},
+	{"console-token-sign-in", "SEARCHD_CONSOLE_TOKEN_SIGN_IN", "false"},
 }
 
 func TestServeHelpListsEverySetting(t *testing.T) {
@@ -138,6 +151,17 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"schedule-retry", "SEARCHD_SCHEDULE_RETRY", "25h", "25h0m0s is out of range: from 1s to 24h0m0s"},
 		{"log-level", "SEARCHD_LOG_LEVEL", "loud", `"loud" is not a level`},
 		{"log-format", "SEARCHD_LOG_FORMAT", "xml", `"xml" is not a log format`},
+		{"token-max-lifetime", "SEARCHD_TOKEN_MAX_LIFETIME", "a day", `"a day" is not a duration`},
+		{"token-max-lifetime", "SEARCHD_TOKEN_MAX_LIFETIME", "59s", "59s is out of range: from 1m0s to 720h0m0s"},
+		{"oidc-issuer", "SEARCHD_OIDC_ISSUER", "idp.example.com", `"idp.example.com" is not an absolute URL`},
+		{"oidc-audience", "SEARCHD_OIDC_AUDIENCE", "searchd", "is set without SEARCHD_OIDC_ISSUER"},
+		{"oidc-org-claim", "SEARCHD_OIDC_ORG_CLAIM", "a b", `"a b" is not a claim name`},
+		{"oidc-actor-claim", "SEARCHD_OIDC_ACTOR_CLAIM", "a\tb", `"a\tb" is not a claim name`},
+		{"oidc-role-claim", "SEARCHD_OIDC_ROLE_CLAIM", strings.Repeat("r", 101), `"` + strings.Repeat("r", 101) + `" is not a claim name: at most 100 bytes`},
+		{"oidc-client-id", "SEARCHD_OIDC_CLIENT_ID", "console", "needs SEARCHD_OIDC_ISSUER"},
+		{"oidc-redirect-url", "SEARCHD_OIDC_REDIRECT_URL", "/console/oidc/callback", `"/console/oidc/callback" is not an absolute URL`},
+		{"console-session-lifetime", "SEARCHD_CONSOLE_SESSION_LIFETIME", "169h", "169h0m0s is out of range: from 1m0s to 168h0m0s"},
+		{"console-token-sign-in", "SEARCHD_CONSOLE_TOKEN_SIGN_IN", "maybe", `"maybe" is not true or false`},
 	}
 	for _, tt := range tests {
 		env := map[string]string{}
@@ -223,6 +247,28 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 		t.Errorf("--max-in-flight 5 over the variable: budget %d", cfg.MaxInFlight)
 	}
 	delete(env, "SEARCHD_MAX_IN_FLIGHT")
+	// Authentication: HS256 alone by default; a provider when its issuer
+	// is set, the claims as configured; the console's token sign-in off
+	// under serve and on under dev.
+	if cfg = load(env, false); cfg.Auth.OIDC != nil || cfg.Auth.SignIn != nil || cfg.Auth.TokenSignIn ||
+		cfg.Auth.MaxLifetime != 24*time.Hour || cfg.Auth.SessionLifetime != 8*time.Hour {
+		t.Errorf("default authentication = %+v, want HS256 alone, 24 h tokens, 8 h sessions, no token sign-in", cfg.Auth)
+	}
+	oidc := map[string]string{"DATABASE_URL": "postgres://env@localhost/db", "SEARCHD_OIDC_ISSUER": "https://idp.example.com/", "SEARCHD_OIDC_AUDIENCE": "api",
+		"SEARCHD_OIDC_CLIENT_ID": "console", "SEARCHD_OIDC_CLIENT_SECRET": "s", "SEARCHD_OIDC_SCOPES": "openid  email",
+		"SEARCHD_OIDC_REDIRECT_URL": "https://searchd.example.com/console/oidc/callback", "SEARCHD_CONSOLE_SESSION_LIFETIME": "1h"}
+	cfg = load(oidc, false, "--oidc-org-claim", "tenant", "--token-max-lifetime", "2h", "--console-token-sign-in", "true")
+	if o := cfg.Auth.OIDC; o == nil || o.Issuer != "https://idp.example.com/" || o.Audience != "api" || o.OrgClaim != "tenant" ||
+		cfg.Auth.SignIn == nil || cfg.Auth.SignIn.ClientSecret != "s" || len(cfg.Auth.SignIn.Scopes) != 2 ||
+		cfg.Auth.MaxLifetime != 2*time.Hour || cfg.Auth.SessionLifetime != time.Hour || !cfg.Auth.TokenSignIn || cfg.JWTSecret != "" {
+		t.Errorf("a provider without a secret = %+v %+v", cfg.Auth, cfg.Auth.OIDC)
+	}
+	if cfg = load(map[string]string{}, true); !cfg.Auth.TokenSignIn {
+		t.Error("dev: token sign-in off, want on")
+	}
+	if cfg = load(map[string]string{"SEARCHD_CONSOLE_TOKEN_SIGN_IN": "false"}, true); cfg.Auth.TokenSignIn {
+		t.Error("dev with SEARCHD_CONSOLE_TOKEN_SIGN_IN=false: token sign-in on")
+	}
 	cfg = load(map[string]string{"SEARCHD_DEV_DIR": "/env/dir"}, true, "--pg-bin", "/flag/bin")
 	if cfg.DevDir != "/env/dir" || cfg.PGBin != "/flag/bin" || cfg.Addr != "127.0.0.1:8080" || cfg.LogFormat != "text" {
 		t.Errorf("dev = %+v, want the dir from the variable, the binaries from the flag and dev's defaults", cfg)

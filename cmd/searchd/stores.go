@@ -12,6 +12,7 @@ import (
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/schedule"
+	"github.com/searchd/searchd/sessions"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/tools"
@@ -38,6 +39,7 @@ type stores struct {
 	uncertain    *tools.Inspector
 	resolver     *tools.Resolver
 	schedules    *schedule.Store
+	sessions     *sessions.Store
 }
 
 // newStores constructs the stores of serve and dev on pool, at clock. The
@@ -57,6 +59,7 @@ func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cfg serverConfig, logge
 		uncertain:     tools.NewInspector(pool, clock),
 		resolver:      tools.NewResolver(pool, tools.ResolverConfig{Clock: clock}),
 		schedules:     schedule.NewStore(pool, clock),
+		sessions:      sessions.NewStore(pool, clock),
 	}
 	wake := func() {
 		select {

@@ -266,7 +266,7 @@ func logSweepReport(ctx context.Context, logger *slog.Logger, rep sweeper.Report
 		name string
 		tr   sweeper.TableReport
 	}{{"claims", rep.Claims}, {"occurrences", rep.Occurrences}, {"runs", rep.Runs}, {"snapshots", rep.Snapshots},
-		{"drops", rep.Drops}, {"resolutions", rep.Resolutions}, {"inbox", rep.Inbox}} {
+		{"drops", rep.Drops}, {"resolutions", rep.Resolutions}, {"inbox", rep.Inbox}, {"sessions", rep.Sessions}} {
 		tr := t.tr
 		attrs = append(attrs, slog.Group(t.name,
 			slog.String("table", tr.Table), slog.Int("read", tr.Read), slog.Int("deleted", tr.Deleted),

@@ -19,7 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
@@ -145,7 +145,7 @@ func TestServeTracesAndMeasuresWhenConfigured(t *testing.T) {
 		t.Fatal("serve did not start")
 	}
 
-	tok, err := api.SignToken([]byte(goodSecret), uuid.New(), "tester", time.Now(), time.Hour)
+	tok, err := auth.SignToken([]byte(goodSecret), uuid.New(), "tester", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

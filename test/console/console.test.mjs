@@ -65,7 +65,7 @@ async function session(token) {
   await page.goto(world.base + "/console/");
   assert.match(page.url(), /\/console\/sign-in$/, "an unsigned visit lands on the sign-in form");
   await page.fill("#token", token);
-  await Promise.all([page.waitForNavigation(), page.click("button[type=submit]")]);
+  await Promise.all([page.waitForNavigation(), page.click("#token-sign-in")]);
   assert.doesNotMatch(page.url(), /token|eyJ/, "the token is never in a URL");
   return { ctx, page };
 }
@@ -83,7 +83,7 @@ test("sign-in page: a strict CSP and no token in the cookie's reach of scripts",
   assert.doesNotMatch(csp, /unsafe-inline/);
   await shot(page, "sign-in");
   await page.fill("#token", world.token_a);
-  await Promise.all([page.waitForNavigation(), page.click("button[type=submit]")]);
+  await Promise.all([page.waitForNavigation(), page.click("#token-sign-in")]);
   const cookies = await ctx.cookies();
   const c = cookies.find((c) => c.name === "searchd_console");
   assert.ok(c, "a session cookie is set");

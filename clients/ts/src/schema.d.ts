@@ -1055,7 +1055,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description unauthorized: no bearer token (WWW-Authenticate: Bearer realm="searchd"), or one that is not an unexpired HS256 JWT with an org_id claim (WWW-Authenticate: Bearer realm="searchd", error="invalid_token", RFC 6750). */
+        /** @description unauthorized: no bearer token (WWW-Authenticate: Bearer realm="searchd"), or one the server refuses: not an unexpired JWT that names an organization, signed with the server's HS256 secret or by its OpenID Connect provider (WWW-Authenticate: Bearer realm="searchd", error="invalid_token", RFC 6750). */
         Unauthorized: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1068,7 +1068,7 @@ export interface components {
                  *       "type": "/problems/unauthorized",
                  *       "title": "Unauthorized",
                  *       "status": 401,
-                 *       "detail": "the bearer token is invalid or expired: send an HS256 JWT with exp and org_id claims",
+                 *       "detail": "the bearer token is invalid or expired: send a JWT with exp and an organization, signed with the server's HS256 secret or by its OpenID Connect provider",
                  *       "code": "unauthorized",
                  *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
                  *     }
