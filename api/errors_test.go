@@ -39,6 +39,11 @@ func TestIdempotencyKeyProblems(t *testing.T) {
 		{"empty quoted", http.Header{"Idempotency-Key": {`""`}}, "invalid_idempotency_key"},
 		{"quoted with parameters", http.Header{"Idempotency-Key": {`"abc";v=1`}}, "invalid_idempotency_key"},
 		{"two headers", http.Header{"Idempotency-Key": {"a", "b"}}, "invalid_idempotency_key"},
+		// One line holding a list: what a proxy may make of two lines
+		// (RFC 9110 §5.3), and what the draft's structured field refuses.
+		{"a list in one header", http.Header{"Idempotency-Key": {"a1, a2"}}, "invalid_idempotency_key"},
+		{"a list without spaces", http.Header{"Idempotency-Key": {"a1,a2"}}, "invalid_idempotency_key"},
+		{"a list of strings", http.Header{"Idempotency-Key": {`"a1", "a2"`}}, "invalid_idempotency_key"},
 	}
 	for _, tt := range tests {
 		for _, path := range []string{"/v1/saved-searches/" + ss.ID.String() + "/start", "/v1/runs"} {

@@ -1155,13 +1155,13 @@ export interface components {
     parameters: {
         /** @description RFC 7240 preferences; one is understood: wait=N, N whole seconds (delta-seconds). When another request with the same Idempotency-Key is still preparing, the start waits up to N seconds for it (woken the moment it completes or is released, reclaiming it if its lease passes) and answers its result as a 200 replay (or 201 when this request admitted the Run), instead of 409 in_progress at once; when N runs out it answers the usual 409 with Retry-After. N above the server's maximum (30 by default) is cut to it. Several Prefer headers and comma-separated lists are read; only the first wait counts; a malformed preference is ignored, never an error. */
         Prefer: string;
-        /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+        /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
         IdempotencyKey: string;
         /** @description Page size, 1 to 200; default 50. */
         Limit: number;
         /** @description The next_cursor of the previous page. */
         Cursor: string;
-        /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+        /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
         IdempotencyKeyOptional: string;
         /**
          * @description RFC 9110 §13.1.1: the ETag ("3") of the version this change was made from, or a list of them, or *. When the saved search is at another version the change is refused with 412 precondition_failed, which carries the current version. Strong comparison: a weak tag never matches.
@@ -1250,7 +1250,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKeyOptional"];
             };
             path?: never;
@@ -1691,7 +1691,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKey"];
                 /** @description RFC 7240 preferences; one is understood: wait=N, N whole seconds (delta-seconds). When another request with the same Idempotency-Key is still preparing, the start waits up to N seconds for it (woken the moment it completes or is released, reclaiming it if its lease passes) and answers its result as a 200 replay (or 201 when this request admitted the Run), instead of 409 in_progress at once; when N runs out it answers the usual 409 with Retry-After. N above the server's maximum (30 by default) is cut to it. Several Prefer headers and comma-separated lists are read; only the first wait counts; a malformed preference is ignored, never an error. */
                 Prefer?: components["parameters"]["Prefer"];
@@ -1973,7 +1973,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -2268,7 +2268,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKeyOptional"];
             };
             path?: never;
