@@ -32,7 +32,7 @@ var (
 	// validator.ValidationErrors that name the fields.
 	ErrInvalid = errs.New(errs.Invalid, "savedsearch: invalid input")
 	// ErrInvalidCursor reports a list cursor this package did not write.
-	ErrInvalidCursor = errs.New(errs.Invalid, "savedsearch: invalid cursor")
+	ErrInvalidCursor = keyset.InvalidCursor("savedsearch")
 )
 
 // maxQueryLenSQL is MaxQueryLen for the list query.
