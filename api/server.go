@@ -66,6 +66,10 @@ type SavedSearches interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*savedsearch.SavedSearch, error)
 	List(ctx context.Context, org uuid.UUID, p savedsearch.ListParams) ([]savedsearch.Summary, string, error)
 	Update(ctx context.Context, org, id uuid.UUID, p savedsearch.UpdateParams) (*savedsearch.SavedSearch, error)
+	// UpdateFunc applies the change computed from the saved search as
+	// stored, under its row lock (a merge patch).
+	UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool,
+		change func(cur *savedsearch.SavedSearch) (savedsearch.UpdateParams, error)) (*savedsearch.SavedSearch, error)
 	ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b savedsearch.Baseline) (*savedsearch.SavedSearch, error)
 	Archive(ctx context.Context, org, id uuid.UUID) error
 }
