@@ -544,7 +544,9 @@ func TestUpdateFuncRefusesAndWritesNothing(t *testing.T) {
 				return errors.As(err, &m) && m.Current == 1
 			}},
 		{"an error of change", nil,
-			func(*savedsearch.SavedSearch) (savedsearch.UpdateParams, error) { return savedsearch.UpdateParams{}, errChange },
+			func(*savedsearch.SavedSearch) (savedsearch.UpdateParams, error) {
+				return savedsearch.UpdateParams{}, errChange
+			},
 			func(err error) bool { return err == errChange }},
 		{"a name over the limit", nil, rename(long), func(err error) bool { return errors.Is(err, savedsearch.ErrInvalid) }},
 	} {
