@@ -180,6 +180,8 @@ func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.
 		Logger:               logger,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		CallbackMaxBodyBytes: cfg.CallbackMaxBodyBytes,
+		CallbackBodyBudget:   cfg.CallbackBodyBudget,
+		CallbackBodyTimeout:  cfg.CallbackBodyTimeout,
 		MaxPreferWait:        maxWait,
 		Metrics:              obs.metrics,
 		TracerProvider:       obs.tracerProvider(),
