@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/savedsearch"
 )
@@ -179,7 +180,8 @@ func TestListCursorsAreReadByTheOneDecoder(t *testing.T) {
 	b := setup(t, setupOpts{})
 	ss := b.seedSavedSearch(seedOpts{})
 	at := func(t time.Time) string { return keyset.Encode(keyset.Position{CreatedAt: t, ID: uuid.New()}) }
-	for _, list := range []string{"/v1/saved-searches", "/v1/runs", "/v1/saved-searches/" + ss.ID.String() + "/snapshots"} {
+	for _, list := range []string{"/v1/saved-searches", "/v1/runs", "/v1/saved-searches/" + ss.ID.String() + "/snapshots",
+		"/v1/saved-searches/" + ss.ID.String() + "/occurrences"} {
 		for _, c := range []struct {
 			name, cursor string
 			want         int
@@ -344,7 +346,7 @@ func TestTenantIsolationOnEveryRoute(t *testing.T) {
 // principalOrg reads the org_id of a token the tests signed.
 func principalOrg(t *testing.T, token string) uuid.UUID {
 	t.Helper()
-	var c api.Claims
+	var c auth.Claims
 	if _, _, err := jwt.NewParser().ParseUnverified(token, &c); err != nil {
 		t.Fatal(err)
 	}

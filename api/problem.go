@@ -20,6 +20,7 @@ import (
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/snapshot"
 )
 
@@ -175,6 +176,10 @@ var details = []struct {
 		"a provider job id names one job of an organization"},
 	{savedsearch.ErrVersionMismatch,
 		"the saved search changed since the version If-Match names; read it again (its ETag) and reapply the change"},
+	{schedule.ErrNotFound, "this saved search has no schedule"},
+	{schedule.ErrSavedSearchNotFound, "no such saved search in your organization (a schedule is set on a live one)"},
+	{schedule.ErrVersionMismatch,
+		"the schedule changed since the version If-Match names, or there is none; read it again (its ETag) and reapply the change"},
 }
 
 // problemFor decides the answer to err. It never returns a body that
@@ -226,8 +231,13 @@ func problemFor(err error) *apiError {
 		}
 	case errs.PreconditionFailed:
 		var mismatch *savedsearch.VersionMismatchError
-		if errors.As(err, &mismatch) {
+		var scheduleMismatch *schedule.VersionMismatchError
+		switch {
+		case errors.As(err, &mismatch):
 			v := mismatch.Current
+			p.currentVersion, p.etag = &v, etag(v)
+		case errors.As(err, &scheduleMismatch) && scheduleMismatch.Current > 0:
+			v := scheduleMismatch.Current
 			p.currentVersion, p.etag = &v, etag(v)
 		}
 	case errs.Unavailable:

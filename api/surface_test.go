@@ -19,6 +19,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/savedsearch"
 )
@@ -547,7 +548,7 @@ func TestRefusedTokenChallengesInvalidToken(t *testing.T) {
 	if res.status != http.StatusUnauthorized || res.header.Get("WWW-Authenticate") != `Bearer realm="searchd", error="invalid_token"` {
 		t.Errorf("bad token: %d, WWW-Authenticate %q; want 401 with error=\"invalid_token\"", res.status, res.header.Get("WWW-Authenticate"))
 	}
-	expired, err := api.SignToken(testSecret, b.org, "x", time.Now().Add(-2*time.Hour), time.Hour)
+	expired, err := auth.SignToken(testSecret, b.org, "x", time.Now().Add(-2*time.Hour), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/sweeper"
@@ -276,7 +278,7 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 		c.badFilters(w, r, err)
 		return
 	}
-	if org.String() != zeroUUID {
+	if org != uuid.Nil {
 		p.Org = org.String()
 	}
 	p.Filtered = p.Org != "" || p.Scope != "" || p.Key != ""
@@ -397,7 +399,7 @@ func (c *Console) releases(w http.ResponseWriter, r *http.Request) {
 		c.badFilters(w, r, err)
 		return
 	}
-	if org.String() != zeroUUID {
+	if org != uuid.Nil {
 		p.Org = org.String()
 	}
 	list, next, err := c.d.Operator.Releases(r.Context(), operator.ReleaseFilter{OrganizationID: org, Actor: p.Actor},

@@ -14,6 +14,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
 )
 
@@ -77,9 +78,13 @@ type serverConfig struct {
 	// DatabaseURL is the PostgreSQL connection string; dev may leave it
 	// empty to run its own cluster.
 	DatabaseURL string
-	// JWTSecret verifies the HS256 bearer tokens, as raw bytes; dev may
-	// leave it empty to use its generated secret.
+	// JWTSecret verifies the HS256 bearer tokens, as raw bytes; empty
+	// when only the provider's tokens are accepted (dev uses its
+	// generated secret).
 	JWTSecret string
+	// Auth is the rest of authentication: the provider, the token
+	// lifetime, the console's sign-in (authsettings.go).
+	Auth authConfig
 	// ShutdownGrace is how long a shutdown waits for requests in flight.
 	ShutdownGrace time.Duration
 	// MaxBodyBytes limits request bodies.
@@ -127,6 +132,10 @@ type serverConfig struct {
 	// Session the server-side bounds of every session (inboxsettings.go).
 	Inbox   inboxConfig
 	Session sessionBounds
+	// Schedule configures the drain of scheduled starts, but for its
+	// Clock, Logger and Observer, which the server sets
+	// (schedulesettings.go); an Interval of zero runs none.
+	Schedule schedule.DrainConfig
 	// CORSOrigins are the origins browser pages may call the API from.
 	CORSOrigins []string
 }
@@ -190,14 +199,9 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 		}
 	}
 
-	secret := setting{name: EnvJWTSecret, value: getenv(EnvJWTSecret)}
-	cfg.JWTSecret = secret.value
-	switch {
-	case cfg.JWTSecret == "" && !dev:
-		bad(secret, "is required: at least %d bytes of secret for HS256 tokens (generate one with `openssl rand -base64 48`)", api.MinJWTSecretLen)
-	case cfg.JWTSecret != "" && len(cfg.JWTSecret) < api.MinJWTSecretLen:
-		bad(secret, "is %d bytes long; it must be at least %d (generate one with `openssl rand -base64 48`)", len(cfg.JWTSecret), api.MinJWTSecretLen)
-	}
+	var authProblems []string
+	cfg.JWTSecret, cfg.Auth, authProblems = readAuthSettings(fs, getenv, dev)
+	problems = append(problems, authProblems...)
 
 	grace := lookup(fs, "shutdown-grace", EnvShutdownGrace, getenv)
 	cfg.ShutdownGrace = DefaultShutdownGrace
@@ -302,6 +306,9 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 	var inboxProblems []string
 	cfg.Inbox, cfg.Session, inboxProblems = readInboxSettings(fs, getenv)
 	problems = append(problems, inboxProblems...)
+	var scheduleProblems []string
+	cfg.Schedule, scheduleProblems = readScheduleSettings(fs, getenv, cfg.SavedSearchLease)
+	problems = append(problems, scheduleProblems...)
 
 	// Environment only: a flag would show the secrets in the process list.
 	providers := setting{name: EnvProviderSecrets, value: getenv(EnvProviderSecrets)}

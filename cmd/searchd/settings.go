@@ -86,8 +86,11 @@ var (
 		"PostgreSQL connection string, such as postgres://user@host:5432/searchd; pgx settings such as " +
 			"pool_max_conns may be added to it. As a flag it must hold no password (ps shows flags): " +
 			"use the variable, PGPASSWORD or a ~/.pgpass file"}
-	optLogLevel  = option{"log-level", EnvLogLevel, "info", "debug, info, warn or error"}
-	optLogFormat = option{"log-format", EnvLogFormat, "json", "json or text"}
+	optLogLevel         = option{"log-level", EnvLogLevel, "info", "debug, info, warn or error"}
+	optLogFormat        = option{"log-format", EnvLogFormat, "json", "json or text"}
+	optTokenMaxLifetime = option{"token-max-lifetime", EnvTokenMaxLifetime, DefaultTokenMaxLifetime.String(),
+		fmt.Sprintf("longest a bearer token may live, HS256 or the provider's: exp − iat, and exp − now, at most this "+
+			"(a longer token is refused); %s to %s", minTokenMaxLifetime, maxTokenMaxLifetime)}
 	optJWTSecret = option{"", EnvJWTSecret, "required",
 		"HS256 secret the bearer tokens are signed with, at least 32 bytes (openssl rand -base64 48)"}
 )
@@ -96,6 +99,7 @@ var (
 // dev changes some defaults and adds its own.
 func serverOptions(dev bool) []option {
 	db, addr, secret, format := optDatabaseURL, option{"addr", EnvAddr, DefaultAddr, "address to listen on, host:port"}, optJWTSecret, optLogFormat
+	secret.def = "required unless " + EnvOIDCIssuer + " is set"
 	if dev {
 		db.def = "none: run a local cluster"
 		addr.def = DefaultDevAddr
@@ -142,6 +146,8 @@ func serverOptions(dev bool) []option {
 	}
 	opts = append(opts, sweepBoundOptions()...)
 	opts = append(opts, inboxOptions()...)
+	opts = append(opts, scheduleOptions()...)
+	opts = append(opts, authOptions(dev)...)
 	opts = append(opts, optLogLevel, format)
 	if dev {
 		opts = append(opts,
@@ -173,7 +179,7 @@ var (
 			"With --operator, print an operator's token instead: the role claim \"operator\" opens the console's " +
 			"operator views (every organization's claims, force-release, the sweeper's runs), which an " +
 			"organization's token never reaches; --sub names the operator, recorded with every release.",
-		[]option{optJWTSecret}}
+		[]option{optJWTSecret, optTokenMaxLifetime}}
 )
 
 // registerOptions adds a string flag for every option of c that has one,

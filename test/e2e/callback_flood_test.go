@@ -24,6 +24,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 )
 
@@ -116,7 +117,7 @@ func TestCallbackFloodMemory(t *testing.T) {
 
 	// A job to call back about, registered through the API.
 	org := uuid.New()
-	token, err := api.SignToken([]byte(jwtSecret), org, "e2e-flood", time.Now(), time.Hour)
+	token, err := auth.SignToken([]byte(jwtSecret), org, "e2e-flood", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
