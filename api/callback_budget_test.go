@@ -147,6 +147,7 @@ func TestCallbackBudgetMustHoldTwoBodiesOfTheLimit(t *testing.T) {
 	t.Parallel()
 	var base api.Deps
 	setup(t, setupOpts{deps: func(d *api.Deps) { base = *d }})
+	base.Verifier = testVerifier(t, base.Now) // setup sets it after deps
 	for _, d := range []api.Deps{
 		{CallbackMaxBodyBytes: 1 << 20, CallbackBodyBudget: 2<<20 - 1},
 		{CallbackBodyBudget: -1},

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
@@ -61,13 +62,13 @@ func TestReadOnlyDatabaseAnswers503AndThePoolReconnects(t *testing.T) {
 	}
 	defer pool.Close()
 	logger := slog.New(slog.DiscardHandler)
-	srv, err := newAPI(newStores(pool, nil, cfg, logger, observability{}), cfg, logger, nil, observability{}, nil)
+	srv, err := newAPI(newStores(pool, nil, cfg, logger, observability{}), cfg, mustVerifier(t, cfg), logger, nil, observability{}, nil)
 	if err != nil {
 		t.Fatalf("newAPI: %v", err)
 	}
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
-	token, err := api.SignToken([]byte(goodSecret), uuid.New(), "tester", time.Now(), time.Hour)
+	token, err := auth.SignToken([]byte(goodSecret), uuid.New(), "tester", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

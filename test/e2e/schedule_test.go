@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/schedule"
@@ -61,7 +61,7 @@ func TestScheduleDrain(t *testing.T) {
 	}
 
 	org := uuid.New()
-	token, err := api.SignToken([]byte(jwtSecret), org, "e2e-schedules", time.Now(), time.Hour)
+	token, err := auth.SignToken([]byte(jwtSecret), org, "e2e-schedules", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2198,7 +2198,7 @@ export interface operations {
                  * @example "3"
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
-                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKeyOptional"];
             };
             path: {
