@@ -16,6 +16,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
@@ -181,11 +182,6 @@ var details = []struct {
 		"the schedule changed since the version If-Match names, or there is none; read it again (its ETag) and reapply the change"},
 }
 
-// cursorErrors are the domain's refusals of a list cursor: the field is
-// the ?cursor= the client sent.
-var cursorErrors = []error{savedsearch.ErrInvalidCursor, runs.ErrInvalidCursor, snapshot.ErrInvalidCursor,
-	schedule.ErrInvalidCursor}
-
 // problemFor decides the answer to err. It never returns a body that
 // quotes err itself unless err is an *apiError, whose detail the API
 // wrote. Nil means no rule knows err: a 500.
@@ -254,10 +250,9 @@ func problemFor(err error) *apiError {
 // cursor, the fields the domain named (errs.Error.Fields), those of a
 // size limit or a validator, or the input as a whole.
 func invalidFields(err error) []FieldError {
-	for _, c := range cursorErrors {
-		if errors.Is(err, c) {
-			return []FieldError{{Field: "cursor", Message: "is not a cursor this API returned"}}
-		}
+	// Every list's refusal of its ?cursor= wraps the one decoder's error.
+	if errors.Is(err, keyset.ErrInvalid) {
+		return []FieldError{{Field: "cursor", Message: "is not a cursor this API returned"}}
 	}
 	if named := errs.FieldsOf(err); len(named) > 0 {
 		fields := make([]FieldError, 0, min(len(named), maxFieldErrors))

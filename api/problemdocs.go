@@ -27,7 +27,7 @@ type problemDoc struct {
 var problemDocs = []problemDoc{
 	{CodeMissingIdempotencyKey, 400, "A start (POST /v1/saved-searches/{id}/start, POST /v1/runs) was sent without an Idempotency-Key header.",
 		"Mint one key per user action (a UUID) and send it on the request and on every retry of it."},
-	{CodeInvalidIdempotencyKey, 400, "The Idempotency-Key header is not 1 to 255 printable ASCII characters (bare, or as a structured-field string), or it was sent twice.",
+	{CodeInvalidIdempotencyKey, 400, "The Idempotency-Key header is not 1 to 255 printable ASCII characters (bare, or as a structured-field string), or it holds more than one key: it was sent twice, or one bare value holds a comma (a list).",
 		"Send exactly one key of printable ASCII, such as a UUID."},
 	{CodeMalformedJSON, 400, "The request body is not one well-formed UTF-8 JSON object, or it is empty where a body is required.",
 		"Fix the body; the detail names the byte where parsing stopped."},

@@ -65,6 +65,10 @@ type SavedSearches interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*savedsearch.SavedSearch, error)
 	List(ctx context.Context, org uuid.UUID, p savedsearch.ListParams) ([]savedsearch.Summary, string, error)
 	Update(ctx context.Context, org, id uuid.UUID, p savedsearch.UpdateParams) (*savedsearch.SavedSearch, error)
+	// UpdateFunc applies the change computed from the saved search as
+	// stored, under its row lock (a merge patch).
+	UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool,
+		change func(cur *savedsearch.SavedSearch) (savedsearch.UpdateParams, error)) (*savedsearch.SavedSearch, error)
 	ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b savedsearch.Baseline) (*savedsearch.SavedSearch, error)
 	Archive(ctx context.Context, org, id uuid.UUID) error
 }
@@ -145,6 +149,19 @@ type Deps struct {
 	// [DefaultCallbackMaxBodyBytes], or MaxBodyBytes when that is lower;
 	// more than MaxBodyBytes is an error.
 	CallbackMaxBodyBytes int64
+	// CallbackBodyBudget bounds the bytes that callback bodies awaiting
+	// their signature check hold together (a body is charged its buffer
+	// before a byte is read); a body it cannot take answers 503
+	// unavailable with Retry-After at once, unread. Bodies over 64 KiB
+	// share three quarters of it, so small deliveries still get in while
+	// large ones hold the rest. Zero is [DefaultCallbackBodyBudget]; it
+	// must be at least twice the callback limit.
+	CallbackBodyBudget int64
+	// CallbackBodyTimeout is how long a callback body may take to arrive,
+	// from the end of its headers; a slower one answers 503 unavailable
+	// and gives its share of the budget back. Zero is
+	// [DefaultCallbackBodyTimeout].
+	CallbackBodyTimeout time.Duration
 	// MaxPreferWait is the longest Prefer: wait=N a saved-search start
 	// honours, in whole seconds, at most [PreferWaitLimit]; a longer
 	// N is cut to it. Zero (the default) ignores the preference: set it
@@ -190,8 +207,12 @@ type Server struct {
 	logger        *slog.Logger
 	now           func() time.Time
 	maxBodyBytes  int64
-	// callbackMaxBodyBytes limits a callback body (Deps.CallbackMaxBodyBytes).
+	// callbackMaxBodyBytes limits a callback body (Deps.CallbackMaxBodyBytes);
+	// callbackBodies and callbackBodyTimeout bound the bodies awaiting their
+	// signature (callbackbody.go).
 	callbackMaxBodyBytes int64
+	callbackBodies       *bodyBudget
+	callbackBodyTimeout  time.Duration
 	maxPreferWait        time.Duration
 	ready                func(ctx context.Context) error
 	orgLimiter           *orgLimiter
@@ -232,6 +253,8 @@ func New(d Deps) (*Server, error) {
 	case d.CallbackMaxBodyBytes > cmp.Or(d.MaxBodyBytes, DefaultMaxBodyBytes):
 		return nil, fmt.Errorf("api: Deps.CallbackMaxBodyBytes is %d; it must be at most MaxBodyBytes (%d)",
 			d.CallbackMaxBodyBytes, cmp.Or(d.MaxBodyBytes, DefaultMaxBodyBytes))
+	case d.CallbackBodyBudget < 0 || d.CallbackBodyTimeout < 0:
+		return nil, errors.New("api: Deps.CallbackBodyBudget or CallbackBodyTimeout is negative")
 	case d.MaxPreferWait < 0 || d.MaxPreferWait > PreferWaitLimit || d.MaxPreferWait%time.Second != 0:
 		return nil, fmt.Errorf("api: Deps.MaxPreferWait is %s; it must be whole seconds from 0s to %s", d.MaxPreferWait, PreferWaitLimit)
 	}
@@ -270,6 +293,13 @@ func New(d Deps) (*Server, error) {
 		s.maxBodyBytes = DefaultMaxBodyBytes
 	}
 	s.callbackMaxBodyBytes = cmp.Or(d.CallbackMaxBodyBytes, min(DefaultCallbackMaxBodyBytes, s.maxBodyBytes))
+	budget := cmp.Or(d.CallbackBodyBudget, DefaultCallbackBodyBudget)
+	if budget < 2*s.callbackMaxBodyBytes {
+		return nil, fmt.Errorf("api: Deps.CallbackBodyBudget is %d; it must be at least twice the callback limit (%d)",
+			budget, 2*s.callbackMaxBodyBytes)
+	}
+	s.callbackBodies = newBodyBudget(budget)
+	s.callbackBodyTimeout = cmp.Or(d.CallbackBodyTimeout, DefaultCallbackBodyTimeout)
 	s.initTelemetry(d)
 	s.echo = s.routes()
 	s.knownRoutes = routeSet(s.echo)

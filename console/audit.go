@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
@@ -339,9 +340,7 @@ func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) 
 		errors.Is(err, runs.ErrNotFound), errors.Is(err, providerjobs.ErrNotFound),
 		errors.Is(err, schedule.ErrSavedSearchNotFound):
 		c.notFound(w, r)
-	case errors.Is(err, savedsearch.ErrInvalidCursor), errors.Is(err, snapshot.ErrInvalidCursor),
-		errors.Is(err, runs.ErrInvalidCursor), errors.Is(err, providerjobs.ErrInvalidCursor),
-		errors.Is(err, schedule.ErrInvalidCursor), errors.Is(err, errInvalidCursor):
+	case errors.Is(err, keyset.ErrInvalid): // every list's cursor, decoded in one place
 		c.fail(w, r, http.StatusBadRequest, "Page not found", "That page link is not one of this console's. Start again from the first page.")
 	case errors.Is(err, savedsearch.ErrInvalid):
 		c.badFilters(w, r, err)

@@ -22,6 +22,7 @@ import (
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/console/consoletest"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/oidctest"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/operator"
@@ -585,6 +586,60 @@ func TestCompareShowsTheBaselineAndBriefChanges(t *testing.T) {
 	rec := b.do("GET", fmt.Sprintf("/console/saved-searches/%s/compare?a=%s&b=%s", w.Search, w.FirstSnapshot, other), tok, nil, nil)
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("compare with another saved search's snapshot = %d, want 404", rec.Code)
+	}
+}
+
+// TestEveryListCursorIsReadByTheOneDecoder sends each cursor parameter of
+// every console list a cursor crafted in the cursors' own format with an
+// instant PostgreSQL cannot hold (before 4713 BC), which once reached the
+// SQL and answered 500 (SQLSTATE 22008, logged at ERROR) on every list,
+// and one just past either end of the range the decoder takes: each must
+// answer 400 and log no error. A cursor at either end of that range must
+// be taken (200): the decoder refuses no instant a query can use.
+func TestEveryListCursorIsReadByTheOneDecoder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world
+	tok, op := b.signIn(t, w.OrgA, "alice"), b.operatorSignIn(t)
+	pages := []struct{ path, param, cookie string }{
+		{"/console/saved-searches", "cursor", tok},
+		{"/console/saved-searches/" + w.Search.String(), "cursor", tok},
+		{"/console/saved-searches/" + w.Search.String(), "occ", tok},
+		{"/console/snapshots/" + w.FirstSnapshot.String(), "cursor", tok},
+		{"/console/runs", "cursor", tok},
+		{"/console/provider-jobs", "cursor", tok},
+		{"/console/provider-jobs/" + w.Job.String(), "cursor", tok},
+		{"/console/operator/claims", "stuck", op},
+		{"/console/operator/claims", "flight", op},
+		{"/console/operator/inbound", "pending", op},
+		{"/console/operator/inbound", "cursor", op},
+		{"/console/operator/releases", "cursor", op},
+		{"/console/operator/sweeper", "cursor", op},
+		{"/console/operator/uncertain", "cursor", op},
+		{"/console/operator/uncertain", "decisions", op},
+	}
+	at := func(t time.Time) string { return keyset.Encode(keyset.Position{CreatedAt: t, ID: uuid.New()}) }
+	cursors := []struct {
+		name, cursor string
+		want         int
+	}{
+		{"an instant before 4713 BC", at(time.UnixMicro(-211_000_000_000_000_000)), http.StatusBadRequest},
+		{"one microsecond before the first instant", at(keyset.MinInstant.Add(-time.Microsecond)), http.StatusBadRequest},
+		{"one microsecond after the last instant", at(keyset.MaxInstant.Add(time.Microsecond)), http.StatusBadRequest},
+		{"the first instant", at(keyset.MinInstant), http.StatusOK},
+		{"the last instant", at(keyset.MaxInstant), http.StatusOK},
+	}
+	for _, p := range pages {
+		for _, c := range cursors {
+			b.log.Reset()
+			target := p.path + "?" + url.Values{p.param: {c.cursor}}.Encode()
+			if rec := b.do("GET", target, p.cookie, nil, nil); rec.Code != c.want {
+				t.Errorf("GET %s (%s ?%s) = %d, want %d", target, c.name, p.param, rec.Code, c.want)
+			}
+			if strings.Contains(b.log.String(), `"level":"ERROR"`) {
+				t.Errorf("GET %s (%s ?%s) logged an error: %s", target, c.name, p.param, b.log.String())
+			}
+		}
 	}
 }
 

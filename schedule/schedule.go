@@ -15,6 +15,7 @@ import (
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/keyset"
 )
 
 // The errors of this package carry the kinds of package errs (their
@@ -31,7 +32,7 @@ var (
 	// errs.Error names each refused field.
 	ErrInvalid = errs.New(errs.Invalid, "schedule: invalid schedule")
 	// ErrInvalidCursor reports a list cursor this package did not write.
-	ErrInvalidCursor = errs.New(errs.Invalid, "schedule: invalid cursor")
+	ErrInvalidCursor = keyset.InvalidCursor("schedule")
 	// ErrVersionMismatch is matched by every [*VersionMismatchError].
 	ErrVersionMismatch = errs.New(errs.PreconditionFailed, "schedule: version precondition failed")
 )

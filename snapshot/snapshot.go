@@ -33,7 +33,7 @@ var (
 	// for an archived saved search.
 	ErrNotFound = errs.New(errs.NotFound, "snapshot: not found")
 	// ErrInvalidCursor reports a list cursor this package did not write.
-	ErrInvalidCursor = errs.New(errs.Invalid, "snapshot: invalid cursor")
+	ErrInvalidCursor = keyset.InvalidCursor("snapshot")
 )
 
 // Origins of a snapshot: who started the freeze.

@@ -38,6 +38,11 @@ const (
 	// EnvCallbackMaxBodyBytes limits a provider callback's body, below
 	// SEARCHD_MAX_BODY_BYTES: anyone can send one.
 	EnvCallbackMaxBodyBytes = "SEARCHD_CALLBACK_MAX_BODY_BYTES"
+	// EnvCallbackBodyBudget bounds the bytes of all callback bodies
+	// awaiting their signature check together, and EnvCallbackBodyTimeout
+	// how long one may take to arrive.
+	EnvCallbackBodyBudget  = "SEARCHD_CALLBACK_BODY_BUDGET"
+	EnvCallbackBodyTimeout = "SEARCHD_CALLBACK_BODY_TIMEOUT"
 )
 
 // Defaults of the settings.
@@ -50,6 +55,12 @@ const (
 	minMaxBodyBytes  = 1 << 10
 	maxMaxBodyBytes  = 1 << 30
 	maxShutdownGrace = time.Hour
+	// The callback body budget is at least twice the callback limit (see
+	// api.Deps.CallbackBodyBudget) and at most 16 GiB; the body timeout
+	// from 1s to the server's read timeout.
+	maxCallbackBodyBudget  = 16 << 30
+	minCallbackBodyTimeout = time.Second
+	maxCallbackBodyTimeout = readTimeout
 )
 
 // usageError is a mistake in the command line or the configuration: the
@@ -81,6 +92,10 @@ type serverConfig struct {
 	// CallbackMaxBodyBytes limits a provider callback's body; at most
 	// MaxBodyBytes.
 	CallbackMaxBodyBytes int64
+	// CallbackBodyBudget and CallbackBodyTimeout bound the callback bodies
+	// awaiting their signature check (api.Deps); never zero once loaded.
+	CallbackBodyBudget  int64
+	CallbackBodyTimeout time.Duration
 	// LogLevel and LogFormat ("json" or "text") shape the log on stderr.
 	LogLevel  slog.Level
 	LogFormat string
@@ -245,6 +260,38 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 			bad(cbBody, "%d is out of range: from %d to the body limit, %s (%d)", n, minMaxBodyBytes, body.name, cfg.MaxBodyBytes)
 		default:
 			cfg.CallbackMaxBodyBytes = n
+		}
+	}
+
+	// The budget defaults to 64 MiB, or twice the callback limit when that
+	// is more: one body of the limit must fit beside the quarter kept for
+	// small ones.
+	budget := lookup(fs, "callback-body-budget", EnvCallbackBodyBudget, getenv)
+	minBudget := 2 * cfg.CallbackMaxBodyBytes
+	cfg.CallbackBodyBudget = max(api.DefaultCallbackBodyBudget, minBudget)
+	if budget.value != "" {
+		n, err := strconv.ParseInt(budget.value, 10, 64)
+		switch {
+		case err != nil:
+			bad(budget, "%q is not a whole number of bytes", budget.value)
+		case n < minBudget || n > maxCallbackBodyBudget:
+			bad(budget, "%d is out of range: from twice the callback limit, %s (%d), to %d",
+				n, cbBody.name, minBudget, int64(maxCallbackBodyBudget))
+		default:
+			cfg.CallbackBodyBudget = n
+		}
+	}
+	cbTimeout := lookup(fs, "callback-body-timeout", EnvCallbackBodyTimeout, getenv)
+	cfg.CallbackBodyTimeout = api.DefaultCallbackBodyTimeout
+	if cbTimeout.value != "" {
+		d, err := time.ParseDuration(cbTimeout.value)
+		switch {
+		case err != nil:
+			bad(cbTimeout, "%q is not a duration (write it like 10s)", cbTimeout.value)
+		case d < minCallbackBodyTimeout || d > maxCallbackBodyTimeout:
+			bad(cbTimeout, "%s is out of range: from %s to %s", d, minCallbackBodyTimeout, maxCallbackBodyTimeout)
+		default:
+			cfg.CallbackBodyTimeout = d
 		}
 	}
 

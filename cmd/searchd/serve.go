@@ -192,6 +192,8 @@ func newAPI(st *stores, cfg serverConfig, verifier api.Verifier, logger *slog.Lo
 		Logger:               logger,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		CallbackMaxBodyBytes: cfg.CallbackMaxBodyBytes,
+		CallbackBodyBudget:   cfg.CallbackBodyBudget,
+		CallbackBodyTimeout:  cfg.CallbackBodyTimeout,
 		MaxPreferWait:        maxWait,
 		Metrics:              obs.metrics,
 		TracerProvider:       obs.tracerProvider(),

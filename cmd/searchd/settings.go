@@ -128,6 +128,13 @@ func serverOptions(dev bool) []option {
 		{"callback-max-body-bytes", EnvCallbackMaxBodyBytes, "1048576, or the body limit when lower",
 			fmt.Sprintf("largest provider callback body, %d bytes to the body limit: anyone can send a callback, "+
 				"and its body is held until its signature is checked", minMaxBodyBytes)},
+		{"callback-body-budget", EnvCallbackBodyBudget, "67108864, or twice the callback limit when more",
+			fmt.Sprintf("most bytes all callback bodies awaiting their signature check hold together, from twice the callback limit "+
+				"to %d; a body it cannot take answers 503 unavailable at once, unread; bodies over 64 KiB share three quarters of it",
+				int64(maxCallbackBodyBudget))},
+		{"callback-body-timeout", EnvCallbackBodyTimeout, api.DefaultCallbackBodyTimeout.String(),
+			fmt.Sprintf("longest a callback body may take to arrive after its headers, %s to %s; a slower one answers 503 unavailable",
+				minCallbackBodyTimeout, maxCallbackBodyTimeout)},
 		{"max-prefer-wait", EnvMaxPreferWait, DefaultMaxPreferWait.String(),
 			"longest Prefer: wait=N a start honours (a longer N is cut to it), whole seconds from 0s (never wait) to 30s"},
 		{"saved-search-lease", EnvSavedSearchLease, DefaultSavedSearchLease.String(),

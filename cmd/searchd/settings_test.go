@@ -27,6 +27,8 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"shutdown-grace", "SEARCHD_SHUTDOWN_GRACE", "10s"},
 	{"max-body-bytes", "SEARCHD_MAX_BODY_BYTES", "4194304"},
 	{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "1048576, or the body limit when lower"},
+	{"callback-body-budget", "SEARCHD_CALLBACK_BODY_BUDGET", "67108864, or twice the callback limit when more"},
+	{"callback-body-timeout", "SEARCHD_CALLBACK_BODY_TIMEOUT", "10s"},
 	{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "30s"},
 	{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "30s"},
 	{"sweep-interval", "SEARCHD_SWEEP_INTERVAL", "1h"},
@@ -115,6 +117,12 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "1MiB", `"1MiB" is not a whole number of bytes`},
 		{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "12", "12 is out of range: from 1024 to the body limit, SEARCHD_MAX_BODY_BYTES (4194304)"},
 		{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "4194305", "4194305 is out of range: from 1024 to the body limit"},
+		{"callback-body-budget", "SEARCHD_CALLBACK_BODY_BUDGET", "64MiB", `"64MiB" is not a whole number of bytes`},
+		{"callback-body-budget", "SEARCHD_CALLBACK_BODY_BUDGET", "2097151", "2097151 is out of range: from twice the callback limit, SEARCHD_CALLBACK_MAX_BODY_BYTES (2097152), to 17179869184"},
+		{"callback-body-budget", "SEARCHD_CALLBACK_BODY_BUDGET", "17179869185", "17179869185 is out of range"},
+		{"callback-body-timeout", "SEARCHD_CALLBACK_BODY_TIMEOUT", "soon", `"soon" is not a duration`},
+		{"callback-body-timeout", "SEARCHD_CALLBACK_BODY_TIMEOUT", "500ms", "500ms is out of range: from 1s to 1m0s"},
+		{"callback-body-timeout", "SEARCHD_CALLBACK_BODY_TIMEOUT", "61s", "1m1s is out of range: from 1s to 1m0s"},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "soon", `"soon" is not a duration`},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "31s", "31s is out of range: whole seconds from 0s to 30s"},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "1500ms", "1.5s is out of range: whole seconds"},
@@ -234,6 +242,23 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 		t.Errorf("--callback-max-body-bytes 2048 over the variable: callback limit %d", cfg.CallbackMaxBodyBytes)
 	}
 	delete(env, "SEARCHD_CALLBACK_MAX_BODY_BYTES")
+	// The callback body budget: 64 MiB, or twice the callback limit when
+	// more; the body timeout 10s; set, the flag over the variable.
+	if cfg = load(env, false); cfg.CallbackBodyBudget != 64<<20 || cfg.CallbackBodyTimeout != 10*time.Second {
+		t.Errorf("default callback body budget %d and timeout %s, want 67108864 and 10s", cfg.CallbackBodyBudget, cfg.CallbackBodyTimeout)
+	}
+	if cfg = load(env, false, "--max-body-bytes", "1073741824", "--callback-max-body-bytes", "52428800"); cfg.CallbackBodyBudget != 100<<20 {
+		t.Errorf("a 50 MiB callback limit: budget %d, want twice it (104857600)", cfg.CallbackBodyBudget)
+	}
+	env["SEARCHD_CALLBACK_BODY_BUDGET"], env["SEARCHD_CALLBACK_BODY_TIMEOUT"] = "8388608", "3s"
+	if cfg = load(env, false); cfg.CallbackBodyBudget != 8<<20 || cfg.CallbackBodyTimeout != 3*time.Second {
+		t.Errorf("from the variables: budget %d, timeout %s; want 8388608 and 3s", cfg.CallbackBodyBudget, cfg.CallbackBodyTimeout)
+	}
+	if cfg = load(env, false, "--callback-body-budget", "4194304", "--callback-body-timeout", "1m"); cfg.CallbackBodyBudget != 4<<20 || cfg.CallbackBodyTimeout != time.Minute {
+		t.Errorf("flags over variables: budget %d, timeout %s; want 4194304 and 1m", cfg.CallbackBodyBudget, cfg.CallbackBodyTimeout)
+	}
+	delete(env, "SEARCHD_CALLBACK_BODY_BUDGET")
+	delete(env, "SEARCHD_CALLBACK_BODY_TIMEOUT")
 	// The in-flight budget: zero (the API's default) unless set, the flag
 	// over the variable.
 	if cfg = load(env, false); cfg.MaxInFlight != 0 {

@@ -103,6 +103,17 @@ export function newIdempotencyKey(): string {
   return crypto.randomUUID();
 }
 
+/**
+ * The Idempotency-Key header value that names key. searchd reads a value
+ * that starts with a double quote as a structured-field string (RFC 8941),
+ * and refuses a bare value with a comma as a list, so such keys are sent as
+ * a string, escaped; any other key is sent as it is.
+ */
+export function keyHeader(key: string): string {
+  if (!key.startsWith('"') && !key.includes(",")) return key;
+  return `"${key.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`;
+}
+
 /** The options of a call that carries an Idempotency-Key. */
 export interface KeyOptions {
   /** The key of the action; a fresh one when omitted. Persist it to survive a reload. */
@@ -374,7 +385,7 @@ export class SearchdClient {
   private async attempt(c: Call): Promise<Omit<Answer, "attempts">> {
     const headers: Record<string, string> = { Accept: "application/json, application/problem+json", ...c.headers };
     headers["Authorization"] = `Bearer ${await this.token()}`;
-    if (c.key !== undefined) headers["Idempotency-Key"] = c.key;
+    if (c.key !== undefined) headers["Idempotency-Key"] = keyHeader(c.key);
     let body: string | undefined;
     if (c.body !== undefined) {
       body = JSON.stringify(c.body);

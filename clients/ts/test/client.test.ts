@@ -76,6 +76,15 @@ test("a key the caller gives is sent as it is", async () => {
   assert.equal(res.created, true);
 });
 
+test("a key with a comma or a leading quote is sent as a structured-field string", async () => {
+  for (const [key, header] of [["a1, a2", '"a1, a2"'], ['"q" \\', '"\\"q\\" \\\\"'], ["plain key", "plain key"]] as const) {
+    const { c, seen } = client([{ status: 201, body: started }]);
+    const res = await c.startSavedSearch("ss-1", {}, { idempotencyKey: key });
+    assert.equal(seen[0]!.headers["Idempotency-Key"], header, `key ${key}`);
+    assert.equal(res.idempotencyKey, key);
+  }
+});
+
 test("a final 4xx is never retried", async () => {
   for (const [status, code] of [[400, "validation_failed"], [401, "unauthorized"], [404, "not_found"], [409, "already_registered"], [412, "precondition_failed"], [422, "key_reused"]] as const) {
     const { c, seen, waits } = client([{ status, body: problem(status, code), headers: { "Retry-After": "1" } }, { status: 201, body: started }]);
