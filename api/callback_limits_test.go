@@ -125,8 +125,8 @@ func TestCallbackLimitCannotExceedTheBodyLimit(t *testing.T) {
 			Runs:                 st.runs,
 			Starter:              st.starter(t, admission.Config{}),
 			ProviderJobs:         providerjobs.New(pool, st.plane, providerjobs.Config{}),
-			JWTSecret:            testSecret,
 			Admission:            admissionFor(t, pool),
+			Verifier:             testVerifier(t, nil),
 			MaxBodyBytes:         tc.body,
 			CallbackMaxBodyBytes: tc.callback,
 		})

@@ -23,6 +23,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgcluster"
@@ -31,6 +32,7 @@ import (
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/sessions"
 	"github.com/searchd/searchd/sweeper"
 )
 
@@ -161,7 +163,7 @@ func TestFairnessBench(t *testing.T) {
 	srv, err := api.New(api.Deps{
 		Ready: readiness.Pool(pool), Plane: st.plane, SavedSearches: st.searches, Snapshots: st.snapshots,
 		Runs: st.runs, Starter: st.starter(t, admission.Config{}), ProviderJobs: jobs,
-		JWTSecret: testSecret, Logger: slog.New(slog.DiscardHandler), Admission: queue,
+		Verifier: testVerifier(t, nil), Logger: slog.New(slog.DiscardHandler), Admission: queue,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +172,8 @@ func TestFairnessBench(t *testing.T) {
 		SavedSearches: st.searches, Snapshots: st.snapshots, Runs: st.runs, ProviderJobs: jobs,
 		JobAudit: providerjobs.NewAudit(pool), Operator: operator.NewStore(pool, nil),
 		SweeperRuns: sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),
-		JWTSecret:   testSecret, Logger: slog.New(slog.DiscardHandler), Admission: queue,
+		Sessions:    sessions.NewStore(pool, nil), TokenSignIn: true, Verifier: testVerifier(t, nil),
+		Logger: slog.New(slog.DiscardHandler), Admission: queue,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +183,7 @@ func TestFairnessBench(t *testing.T) {
 	base := ts.URL
 
 	token := func(org uuid.UUID) string {
-		tok, err := api.SignToken(testSecret, org, "bench", time.Now(), 2*time.Hour)
+		tok, err := auth.SignToken(testSecret, org, "bench", time.Now(), 2*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,11 +231,17 @@ func TestFairnessBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("console sign-in = %d", res.StatusCode)
+	var session string
+	for _, c := range res.Cookies() {
+		if c.Name == "searchd_console" {
+			session = c.Value
+		}
+	}
+	if res.StatusCode != http.StatusSeeOther || session == "" {
+		t.Fatalf("console sign-in = %d, session cookie %q", res.StatusCode, session)
 	}
 	consolePage := "/console/saved-searches/" + heavySearches[0].String()
-	if status, err := call(http.MethodGet, consolePage, "", heavyTok, ""); err != nil || status != http.StatusOK {
+	if status, err := call(http.MethodGet, consolePage, "", session, ""); err != nil || status != http.StatusOK {
 		t.Fatalf("GET %s = %d, %v", consolePage, status, err)
 	}
 
@@ -252,7 +261,7 @@ func TestFairnessBench(t *testing.T) {
 					var err error
 					switch {
 					case door == "console":
-						status, err = call(http.MethodGet, consolePage, "", heavyTok, "")
+						status, err = call(http.MethodGet, consolePage, "", session, "")
 					case i%4 == 0:
 						status, err = call(http.MethodGet, "/v1/saved-searches?limit=200", heavyAuth, "", "")
 					case i%4 == 1:

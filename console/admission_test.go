@@ -66,7 +66,7 @@ func TestConsolePagesWaitTheirTurnChargedToTheirFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokA, op := b.token(t, b.world.OrgA, "alice"), b.operatorToken(t)
+	tokA, op := b.signIn(t, b.world.OrgA, "alice"), b.operatorSignIn(t)
 	page := func(path, cookie string) <-chan *httptest.ResponseRecorder {
 		ch := make(chan *httptest.ResponseRecorder, 1)
 		go func() { ch <- b.do("GET", path, cookie, nil, nil) }()
@@ -108,7 +108,7 @@ func TestTheClaimsPageShowsTheAdmissionQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer seat.Release()
-	body := b.do("GET", "/console/operator/claims", b.operatorToken(t), nil, nil).Body.String()
+	body := b.do("GET", "/console/operator/claims", b.operatorSignIn(t), nil, nil).Body.String()
 	section := body[strings.Index(body, `id="admission"`):]
 	section = section[:strings.Index(section, "</table>")]
 	// The page takes two seats; the other organization's request one.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
@@ -157,15 +158,15 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		return nil, err
 	}
 
-	secret := make([]byte, api.MinJWTSecretLen)
+	secret := make([]byte, auth.MinSecretLen)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	token, err := api.SignToken(secret, org, benchActor, time.Now(), time.Hour)
+	token, err := auth.SignToken(secret, org, benchActor, time.Now(), time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	auth := "Bearer " + token
+	bearer := "Bearer " + token
 
 	// The real server, assembled as cmd/searchd's newAPI assembles it.
 	realPool, realTrace, err := openPool(ctx, e, dbURL, cfg.maxConns)
@@ -199,6 +200,10 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		queue.Seats(), queue.QueueLength(), queue.MaxWait(), api.DefaultMaxBodyBytes, sessionBoundsText,
 		map[bool]string{true: "searchd serve's defaults but for the pool size -max-conns set (the seats follow it)",
 			false: "all at searchd serve's defaults, nothing raised or disabled"}[cfg.maxConns > 0])
+	verifier, err := auth.NewVerifier(context.Background(), auth.Config{Secret: secret})
+	if err != nil {
+		return nil, err
+	}
 	srv, err := api.New(api.Deps{
 		Ready:         readiness.Pool(realPool),
 		Plane:         plane,
@@ -207,7 +212,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		Runs:          runStore,
 		Starter:       starter,
 		ProviderJobs:  providerjobs.New(realPool, plane, providerjobs.Config{}),
-		JWTSecret:     secret,
+		Verifier:      verifier,
 		Logger:        logger,
 		Admission:     queue,
 	})
@@ -218,7 +223,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.real = newTarget("real", realBase, cfg.clients, realTrace, e.pg, auth, searches)
+	e.real = newTarget("real", realBase, cfg.clients, realTrace, e.pg, bearer, searches)
 
 	thinPool, thinTrace, err := openPool(ctx, e, dbURL, cfg.maxConns)
 	if err != nil {
@@ -228,7 +233,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.thin = newTarget("thin", thinBase, cfg.clients, thinTrace, e.pg, auth, searches)
+	e.thin = newTarget("thin", thinBase, cfg.clients, thinTrace, e.pg, bearer, searches)
 	return e, nil
 }
 

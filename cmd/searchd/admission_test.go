@@ -11,8 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 )
 
 // TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue serves with one
@@ -46,7 +45,7 @@ func TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue(t *testing.T) {
 	}
 	orgA, orgB := uuid.New(), uuid.New()
 	token := func(org uuid.UUID) string {
-		tok, err := api.SignToken([]byte(goodSecret), org, "t", time.Now(), time.Hour)
+		tok, err := auth.SignToken([]byte(goodSecret), org, "t", time.Now(), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

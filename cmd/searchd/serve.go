@@ -86,8 +86,8 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 // runServer serves the API on ln until ctx ends, then drains: requests in
 // flight get cfg.ShutdownGrace to finish, new connections are refused, and
 // what still runs is cancelled (see serveHTTP). The claim listener of
-// Prefer: wait runs for as long as the server does; the sweeper until ctx
-// ends. Both have returned when runServer does, so the caller may close
+// Prefer: wait runs for as long as the server does; the sweeper, the
+// inbox's applier and the drain of scheduled starts until ctx ends. Both have returned when runServer does, so the caller may close
 // the pool. Everything runs on st, the stores constructed once on the pool.
 func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, st *stores, logger *slog.Logger, obs observability) error {
 	pool := st.pool
@@ -101,6 +101,12 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	defer stopSweeper()
 	stopApplier := startApplier(ctx, st, cfg, logger)
 	defer stopApplier()
+	stopDrain, err := startDrain(ctx, st, cfg, logger, obs)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopDrain()
 	// Readiness is checked in the background on a connection of its own,
 	// so probes cost the request pool nothing (see readiness.Checker).
 	ready := readiness.NewChecker(pool.Config().ConnConfig, readiness.DefaultInterval)
@@ -126,12 +132,17 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 		_ = ln.Close()
 		return err
 	}
-	srv, err := newAPI(st, cfg, logger, hub, obs, ready, queue)
+	verifier, err := newVerifier(ctx, cfg)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	con, err := newConsole(st, cfg, logger, queue)
+	srv, err := newAPI(st, cfg, verifier, logger, hub, obs, ready, queue)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	con, err := newConsole(st, cfg, verifier, logger, queue)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -148,7 +159,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 // and the provider jobs report to the metrics the API serves. /readyz
 // answers from ready when it is set, else checks on pool per probe. Every
 // request takes a seat in admission first (see newAdmission).
-func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *readiness.Checker, queue *fairq.Queue) (*api.Server, error) {
+func newAPI(st *stores, cfg serverConfig, verifier api.Verifier, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *readiness.Checker, queue *fairq.Queue) (*api.Server, error) {
 	pool := st.pool
 	if obs.metrics == nil {
 		obs.metrics = telemetry.NewMetrics()
@@ -184,11 +195,14 @@ func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.
 		Runs:                 st.runs,
 		Starter:              starter,
 		ProviderJobs:         st.providerJobs,
+		Schedules:            st.schedules,
 		ProviderSecrets:      cfg.ProviderSecrets,
-		JWTSecret:            []byte(cfg.JWTSecret),
+		Verifier:             verifier,
 		Logger:               logger,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		CallbackMaxBodyBytes: cfg.CallbackMaxBodyBytes,
+		CallbackBodyBudget:   cfg.CallbackBodyBudget,
+		CallbackBodyTimeout:  cfg.CallbackBodyTimeout,
 		MaxPreferWait:        maxWait,
 		Metrics:              obs.metrics,
 		TracerProvider:       obs.tracerProvider(),
