@@ -57,8 +57,8 @@ func waiting(st fairq.Stats, kind fairq.Kind, name string) int {
 // taken (by the API, say), an auditor's page waits in its organization's
 // flow and an operator's in the operator's own; one more page of the
 // organization, its queue full, is the 429 page with Retry-After. Signing
-// in reads nothing and takes no seat. When the seat frees, both waiting
-// pages are served and the queue ends empty.
+// in takes no seat (it writes one session row). When the seat frees, both
+// waiting pages are served and the queue ends empty.
 func TestConsolePagesWaitTheirTurnChargedToTheirFlow(t *testing.T) {
 	t.Parallel()
 	b, q := admissionBundle(t, fairq.Config{Seats: 1, QueueLength: 1})
@@ -83,8 +83,9 @@ func TestConsolePagesWaitTheirTurnChargedToTheirFlow(t *testing.T) {
 		t.Errorf("the organization's page beyond its queue = %d, Retry-After %q, want the 429 page with Retry-After",
 			rec.Code, rec.Header().Get("Retry-After"))
 	}
-	if rec := b.do("POST", "/console/sign-in", "", url.Values{"token": {tokA}}, map[string]string{"Sec-Fetch-Site": "same-origin"}); rec.Code != 303 {
-		t.Errorf("sign-in with every seat taken = %d, want 303 at once: it reads nothing", rec.Code)
+	if rec := b.do("POST", "/console/sign-in", "", url.Values{"token": {token(t, b.world.OrgA, "alice")}},
+		map[string]string{"Sec-Fetch-Site": "same-origin"}); rec.Code != 303 {
+		t.Errorf("sign-in with every seat taken = %d, want 303 at once: it takes no seat", rec.Code)
 	}
 	seat.Release()
 	for name, ch := range map[string]<-chan *httptest.ResponseRecorder{"auditor": auditor, "operator": operatorPage} {

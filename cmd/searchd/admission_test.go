@@ -5,13 +5,17 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/fairq"
 )
 
 // TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue serves with one
@@ -25,7 +29,7 @@ func TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue(t *testing.T) {
 	dbURL := emptyDatabase(t)
 	env := map[string]string{"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret,
 		"SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s", "SEARCHD_APPLIER_INTERVAL": "0s",
-		"SEARCHD_ADMISSION_SEATS": "1"}
+		"SEARCHD_ADMISSION_SEATS": "1", "SEARCHD_CONSOLE_TOKEN_SIGN_IN": "true"}
 	if h := newHarness(env); h.run("migrate") != 0 {
 		t.Fatalf("migrate: %s", h.stderr.String())
 	}
@@ -110,9 +114,30 @@ func TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue(t *testing.T) {
 		}
 	}
 	metricsShow("the API request holding the one seat", "searchd_admission_seats 1", "searchd_admission_seats_in_use 1")
+	// Signing in takes no seat; the page it opens waits for one.
+	signIn, err := http.NewRequest("POST", base+"/console/sign-in", strings.NewReader(url.Values{"token": {token(orgB)}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signIn.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	signIn.Header.Set("Sec-Fetch-Site", "same-origin")
+	res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(signIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	var session string
+	for _, c := range res.Cookies() {
+		if c.Name == "searchd_console" {
+			session = c.Value
+		}
+	}
+	if res.StatusCode != http.StatusSeeOther || session == "" {
+		t.Fatalf("console sign-in = %d, session %q", res.StatusCode, session)
+	}
 	page := make(chan int, 1)
 	go func() {
-		s, _ := call("GET", "/console/saved-searches", "", map[string]string{"Cookie": "searchd_console=" + token(orgB)})
+		s, _ := call("GET", "/console/saved-searches", "", map[string]string{"Cookie": "searchd_console=" + session})
 		page <- s
 	}()
 	m := metricsShow("the console page waiting for the API's seat", "searchd_admission_queued_requests 1", "searchd_admission_waiting_flows 1")
@@ -148,5 +173,45 @@ func TestTheRemovedLimitsAreNamedWhenStillSet(t *testing.T) {
 	warnRemovedSettings(newLogger(&buf, serverConfig{LogFormat: "text"}), func(k string) string { return env[k] })
 	if got := buf.String(); !strings.Contains(got, "SEARCHD_ORG_MAX_IN_FLIGHT is no longer read") || strings.Contains(got, "SEARCHD_MAX_IN_FLIGHT ") {
 		t.Errorf("warnings = %q, want one naming SEARCHD_ORG_MAX_IN_FLIGHT alone", got)
+	}
+}
+
+// TestTheDrainsStartsTakeASeatOfTheirOrganization: a scheduled start runs
+// holding a seat of its organization's flow, as an API request does; with
+// every seat taken past the queue's longest wait it is not run and its
+// error is errs.Unavailable, which the drain records as not ready (tried
+// again later), never as a refusal of the occurrence.
+func TestTheDrainsStartsTakeASeatOfTheirOrganization(t *testing.T) {
+	t.Parallel()
+	q, err := fairq.New(fairq.Config{Seats: 1, MaxWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	org := uuid.New()
+	var during fairq.Stats
+	calls := 0
+	start := seated(q, func(context.Context, admission.SavedSearchStart) (admission.Result, error) {
+		calls++
+		during = q.Stats(10)
+		return admission.Result{}, nil
+	})
+	if _, err := start(context.Background(), admission.SavedSearchStart{Org: org}); err != nil {
+		t.Fatalf("a start with a free seat: %v", err)
+	}
+	if calls != 1 || during.InUse != 1 || len(during.Flows) != 1 ||
+		during.Flows[0].Flow != (fairq.Flow{Kind: fairq.KindOrganization, Name: org.String()}) {
+		t.Errorf("during the start: %d calls, stats %+v; want one call holding its organization's seat", calls, during)
+	}
+	if st := q.Stats(10); st.InUse != 0 {
+		t.Errorf("after the start %d seats in use, want 0", st.InUse)
+	}
+	held, err := q.Acquire(context.Background(), fairq.Flow{Kind: fairq.KindOrganization, Name: "the-api"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	_, err = start(context.Background(), admission.SavedSearchStart{Org: org})
+	if !errs.Is(err, errs.Unavailable) || calls != 1 {
+		t.Errorf("a start with every seat taken past the wait = %v after %d calls; want errs.Unavailable, not run", err, calls)
 	}
 }

@@ -87,10 +87,22 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 // flight get cfg.ShutdownGrace to finish, new connections are refused, and
 // what still runs is cancelled (see serveHTTP). The claim listener of
 // Prefer: wait runs for as long as the server does; the sweeper, the
-// inbox's applier and the drain of scheduled starts until ctx ends. Both have returned when runServer does, so the caller may close
-// the pool. Everything runs on st, the stores constructed once on the pool.
+// inbox's applier and the drain of scheduled starts until ctx ends. All
+// have returned when runServer does, so the caller may close the pool. Everything runs on st, the stores constructed once on the pool.
 func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, st *stores, logger *slog.Logger, obs observability) error {
 	pool := st.pool
+	if obs.metrics == nil {
+		obs.metrics = telemetry.NewMetrics()
+		_ = obs.metrics.WatchPool(pool) // a fresh registry: it cannot collide
+	}
+	// One admission queue for every door: the API's requests, the
+	// console's pages, the callbacks and the drain's scheduled starts
+	// share its seats.
+	queue, err := newAdmission(cfg.Admission, pool, obs.metrics)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	hub, stopHub := startHub(ctx, pool, cfg, logger)
 	defer stopHub()
 	stopSweeper, err := startSweeper(ctx, st, cfg, logger, obs.metrics)
@@ -101,7 +113,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	defer stopSweeper()
 	stopApplier := startApplier(ctx, st, cfg, logger)
 	defer stopApplier()
-	stopDrain, err := startDrain(ctx, st, cfg, logger, obs)
+	stopDrain, err := startDrain(ctx, st, cfg, logger, obs, queue)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -121,17 +133,6 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 		stopReady()
 		<-readyDone
 	}()
-	if obs.metrics == nil {
-		obs.metrics = telemetry.NewMetrics()
-		_ = obs.metrics.WatchPool(pool) // a fresh registry: it cannot collide
-	}
-	// One admission queue for every door: the API's requests, the
-	// console's pages and the callbacks share its seats.
-	queue, err := newAdmission(cfg.Admission, pool, obs.metrics)
-	if err != nil {
-		_ = ln.Close()
-		return err
-	}
 	verifier, err := newVerifier(ctx, cfg)
 	if err != nil {
 		_ = ln.Close()
