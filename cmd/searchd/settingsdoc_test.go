@@ -184,8 +184,12 @@ func TestDocumentedDefaultsAreTheDefaults(t *testing.T) {
 			}
 			return cfg
 		}
-		if got, want := load(withDefaults), load(required); !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: every setting at its documented default loads\n%+v\nnothing set loads\n%+v", c, got, want)
+		got, want := reflect.ValueOf(load(withDefaults)), reflect.ValueOf(load(required))
+		for i := range got.NumField() {
+			if g, w := got.Field(i).Interface(), want.Field(i).Interface(); !reflect.DeepEqual(g, w) {
+				t.Errorf("%s: every setting at its documented default loads %s %+v; nothing set loads %+v",
+					c, got.Type().Field(i).Name, g, w)
+			}
 		}
 	}
 }
