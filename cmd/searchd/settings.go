@@ -84,11 +84,7 @@ var settingsTable = []section{
 			kind: integer[int32]{at: func(c *loading) *int32 { return &c.DBMaxConns }, min: 1, max: maxDBMaxConns, of: "connections", zero: true},
 			def:  "pool_max_conns of the URL, else " + strconv.Itoa(DefaultDBMaxConns),
 			meaning: "most connections in the database pool; with waiting on, one more listens for claims, and `/readyz` " +
-				"checks on one more of its own. The default is sized for commits, not CPUs: a start's time goes mostly " +
-				"to its commit waiting for the WAL flush, with no CPU used on either side, so more connections than cores " +
-				"keep the cores busy while others wait on the disk, and PostgreSQL flushes the commits waiting together " +
-				"in one fsync (group commit). pgx's max(4, CPUs) gave a 2-core server 4 connections, which four slow " +
-				"requests of one tenant filled"},
+				"checks on one more of its own. The default is sized for commits, not CPUs (docs/operations.md says why)"},
 		{env: EnvIdleInTransactionTimeout, flag: "db-idle-in-transaction-timeout", in: cmdServers,
 			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.IdleInTransaction }, DefaultIdleInTransactionTimeout),
 			meaning: "PostgreSQL `idle_in_transaction_session_timeout` of every session of the pool (it overrides the URL's): " +
