@@ -109,15 +109,15 @@ func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (
 func (s *Store) Message(ctx context.Context, org, runID uuid.UUID) (_ []byte, err error) {
 	defer dberr.Annotate(&err)
 	var (
-		run                  MessageRun
-		startKey             string
-		snapVersion          *int64
-		brief, baseline      json.RawMessage
-		snapHash, snapActor  *string
-		snapCreated          *time.Time
-		options, input       json.RawMessage
-		savedSearch, snapID  *uuid.UUID
-		name, createdBy      *string
+		run                 MessageRun
+		startKey            string
+		snapVersion         *int64
+		brief, baseline     json.RawMessage
+		snapHash, snapActor *string
+		snapCreated         *time.Time
+		options, input      json.RawMessage
+		savedSearch, snapID *uuid.UUID
+		name, createdBy     *string
 	)
 	err = s.db.QueryRow(ctx, dispatchMessage, org, runID).Scan(
 		&run.ID, &run.OrganizationID, &run.Kind, &name, &savedSearch, &snapID, &options, &input,

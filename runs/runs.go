@@ -473,12 +473,12 @@ func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string)
 	// parsed back) and a *uuid.UUID column scanned through sql.Scanner;
 	// both cost more than the rest of the scan.
 	var (
-		run                Run
-		searchID, runSnap  pgtype.UUID
-		snapID, snapSearch pgtype.UUID
-		version            *int64
-		hash               *string
-		createdAt          *time.Time
+		run                 Run
+		searchID, runSnap   pgtype.UUID
+		snapID, snapSearch  pgtype.UUID
+		version             *int64
+		hash                *string
+		createdAt           *time.Time
 		errCode, errMessage *string
 	)
 	err = s.db.QueryRow(ctx, runWithSnapshotByStartKey, pgtype.UUID{Bytes: org, Valid: true}, startKey, s.nowArg()).Scan(
