@@ -36,6 +36,8 @@ type caller struct {
 	OrganizationID uuid.UUID
 	// Actor is the token's sub claim, "" when it has none.
 	Actor string
+	// Runtime reports a runtime credential (runtime_auth.go).
+	Runtime bool
 }
 
 const principalKey = "searchd.principal"
@@ -83,10 +85,11 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return errInvalidToken
 		}
 		org, err := uuid.Parse(claims.OrgID)
-		if err != nil || org == uuid.Nil || !validActor(claims.Subject) || !validRole(claims.Role) {
+		if err != nil || org == uuid.Nil || !validActor(claims.Subject) || !validRole(claims.Role) ||
+			(claims.Role == RoleRuntime && claims.Subject == "") {
 			return errInvalidToken
 		}
-		p := caller{OrganizationID: org, Actor: claims.Subject}
+		p := caller{OrganizationID: org, Actor: claims.Subject, Runtime: claims.Role == RoleRuntime}
 		verified.put(raw, p, claims.ExpiresAt.Time, now)
 		c.Set(principalKey, p)
 		return next(c)

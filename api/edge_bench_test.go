@@ -52,6 +52,7 @@ func BenchmarkTheEdgeOfAReplay(b *testing.B) {
 		Runs:          noRuns{},
 		Starter:       replayingStarter{res},
 		ProviderJobs:  noProviderJobs{},
+		Dispatches:    noDispatches{},
 		JWTSecret:     testSecret,
 		Logger:        slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})

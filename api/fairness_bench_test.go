@@ -138,6 +138,7 @@ func TestFairnessBench(t *testing.T) {
 			Ready: readiness.Pool(pool), Plane: st.plane, SavedSearches: st.searches, Snapshots: st.snapshots,
 			Runs: st.runs, Starter: st.starter(t, admission.Config{}),
 			ProviderJobs: providerjobs.New(pool, st.plane, providerjobs.Config{}),
+			Dispatches:   st.dispatches,
 			JWTSecret:    testSecret, Logger: slog.New(slog.DiscardHandler), OrgMaxInFlight: orgMax, MaxInFlight: budget,
 		})
 		if err != nil {

@@ -69,6 +69,7 @@ type (
 	noSnapshots     struct{ api.Snapshots }
 	noRuns          struct{ api.Runs }
 	noProviderJobs  struct{ api.ProviderJobs }
+	noDispatches    struct{ api.Dispatches }
 )
 
 // hashRig is a handler whose Starter records, and a token for it.
@@ -88,6 +89,7 @@ func newHashRig(t testing.TB) *hashRig {
 		Runs:          noRuns{},
 		Starter:       st,
 		ProviderJobs:  noProviderJobs{},
+		Dispatches:    noDispatches{},
 		JWTSecret:     testSecret,
 	})
 	if err != nil {

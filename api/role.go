@@ -18,9 +18,9 @@ import (
 // need an org_id, and an operator token without one is refused there.
 const RoleOperator = "operator"
 
-// validRole reports whether role is a role searchd knows: none, or
-// RoleOperator.
-func validRole(role string) bool { return role == "" || role == RoleOperator }
+// validRole reports whether role is a role searchd knows: none,
+// RoleOperator or RoleRuntime.
+func validRole(role string) bool { return role == "" || role == RoleOperator || role == RoleRuntime }
 
 // Principal is who a verified token names.
 type Principal struct {
@@ -64,7 +64,8 @@ func NewTokenVerifier(secret []byte, now func() time.Time) (*TokenVerifier, erro
 
 // Verify returns the principal of raw: an HS256 JWT signed with the
 // verifier's secret, unexpired, whose sub can be recorded as an actor and
-// whose role is none or [RoleOperator]. An organization token needs an
+// whose role is none or [RoleOperator] (never [RoleRuntime]: a runtime
+// credential opens nothing but status reports). An organization token needs an
 // org_id; an operator token needs a sub (its actions are recorded under
 // it) and may name an organization too. Every refusal is
 // [ErrInvalidToken].
@@ -76,7 +77,8 @@ func (v *TokenVerifier) Verify(raw string) (Principal, error) {
 	if _, err := v.parser.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return v.secret, nil }); err != nil {
 		return Principal{}, ErrInvalidToken
 	}
-	if !validActor(claims.Subject) || !validRole(claims.Role) {
+	if !validActor(claims.Subject) || !validRole(claims.Role) || claims.Role == RoleRuntime {
+		// A runtime credential reports Run status and nothing else.
 		return Principal{}, ErrInvalidToken
 	}
 	p := Principal{Actor: claims.Subject, Operator: claims.Role == RoleOperator, ExpiresAt: claims.ExpiresAt.Time}

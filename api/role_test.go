@@ -72,4 +72,12 @@ func TestTokenVerifierReadsTheRole(t *testing.T) {
 	if _, err := api.SignOperatorToken(secret, uuid.Nil, "", time.Now(), time.Hour); err == nil {
 		t.Errorf("SignOperatorToken without an actor succeeded")
 	}
+	// A runtime credential opens no console: it reports Run status alone.
+	rtTok, err := api.SignRuntimeToken(secret, org, "runtime-1", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := v.Verify(rtTok); err == nil {
+		t.Errorf("Verify(runtime credential) = %+v, want refused", p)
+	}
 }

@@ -81,6 +81,8 @@ type Snapshots interface {
 type Runs interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*runs.Run, error)
 	List(ctx context.Context, org uuid.UUID, p runs.ListParams) ([]runs.ListItem, string, error)
+	// Report applies a runtime's status report.
+	Report(ctx context.Context, org, id uuid.UUID, r runs.StatusReport) (*runs.Run, bool, error)
 }
 
 // Starter starts Runs; an *admission.Starter is one.
@@ -109,6 +111,9 @@ type Deps struct {
 	Runs          Runs
 	Starter       Starter
 	ProviderJobs  ProviderJobs
+	// Dispatches reads each Run's hand-off to the runtime, which GET
+	// /v1/runs/{id} shows. Required.
+	Dispatches Dispatches
 	// ProviderSecrets maps each provider name to the secret its callbacks
 	// are signed with (Standard Webhooks v1: HMAC-SHA256 over the delivery
 	// id, timestamp and body), used as these raw bytes. Names must pass
@@ -182,6 +187,7 @@ type Server struct {
 	runs          Runs
 	starter       Starter
 	providerJobs  ProviderJobs
+	dispatches    Dispatches
 	jwtSecret     []byte
 	// tokenParser and verifiedTokens serve authenticate.
 	tokenParser    *jwt.Parser
@@ -216,8 +222,8 @@ func New(d Deps) (*Server, error) {
 	switch {
 	case d.Ready == nil:
 		return nil, errors.New("api: Deps.Ready is required")
-	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.Starter == nil, d.ProviderJobs == nil:
-		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs, Starter and ProviderJobs are required")
+	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.Starter == nil, d.ProviderJobs == nil, d.Dispatches == nil:
+		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs, Starter, ProviderJobs and Dispatches are required")
 	case len(d.JWTSecret) < MinJWTSecretLen:
 		return nil, fmt.Errorf("api: Deps.JWTSecret is %d bytes; it must be at least %d", len(d.JWTSecret), MinJWTSecretLen)
 	case d.OrgMaxInFlight < 0:
@@ -244,6 +250,7 @@ func New(d Deps) (*Server, error) {
 		runs:          d.Runs,
 		starter:       d.Starter,
 		providerJobs:  d.ProviderJobs,
+		dispatches:    d.Dispatches,
 		jwtSecret:     d.JWTSecret,
 		logger:        d.Logger,
 		now:           d.Now,
@@ -304,8 +311,9 @@ func (s *Server) routes() *echo.Echo {
 	// group middleware: echo answers a group's unmatched methods with its
 	// catch-all 404, where a known path with a wrong method is a 405 with
 	// Allow. Each authenticates, then takes its organization's share of
-	// the concurrency cap, as the group did.
-	auth, limit := s.authenticate, s.limitOrganization
+	// the concurrency cap, as the group did. The user routes refuse a
+	// runtime credential.
+	auth, limit := s.authenticateUser, s.limitOrganization
 	e.POST("/v1/saved-searches", s.createSavedSearch, auth, limit)
 	get("/v1/saved-searches", s.listSavedSearches, auth, limit)
 	get("/v1/saved-searches/:id", s.getSavedSearch, auth, limit)
@@ -317,6 +325,8 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/runs", s.startDirect, auth, limit)
 	get("/v1/runs", s.listRuns, auth, limit)
 	get("/v1/runs/:id", s.getRun, auth, limit)
+	// The runtime's route: a runtime credential alone (runtime_auth.go).
+	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.authenticateRuntime, limit)
 	get("/v1/snapshots/:id", s.getSnapshot, auth, limit)
 	e.POST("/v1/provider-jobs", s.registerProviderJob, auth, limit)
 	get("/v1/provider-jobs/:id", s.getProviderJob, auth, limit)

@@ -15,6 +15,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/client"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/providerjobs"
@@ -48,6 +49,7 @@ func exampleServer() (baseURL, token string) {
 		Runs:          runStore,
 		Starter:       starter,
 		ProviderJobs:  providerjobs.New(pool, plane, providerjobs.Config{}),
+		Dispatches:    dispatch.NewStore(pool, nil),
 		JWTSecret:     []byte(testSecret),
 		Ready:         func(context.Context) error { return nil },
 	})

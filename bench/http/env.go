@@ -16,6 +16,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/readiness"
@@ -193,6 +194,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		Runs:          runStore,
 		Starter:       starter,
 		ProviderJobs:  providerjobs.New(realPool, plane, providerjobs.Config{}),
+		Dispatches:    dispatch.NewStore(realPool, nil),
 		JWTSecret:     secret,
 		Logger:        logger,
 		// One organization's throughput is the measure here: no cap on

@@ -175,6 +175,7 @@ func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.
 		Runs:                 st.runs,
 		Starter:              starter,
 		ProviderJobs:         st.providerJobs,
+		Dispatches:           st.dispatches,
 		ProviderSecrets:      cfg.ProviderSecrets,
 		JWTSecret:            []byte(cfg.JWTSecret),
 		Logger:               logger,

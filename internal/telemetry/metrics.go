@@ -18,7 +18,7 @@ const namespace = "searchd"
 
 // Metrics are the Prometheus metrics of one searchd process, on a registry
 // of their own. A *Metrics is an idempotency.Observer, a
-// providerjobs.Observer and a sweeper.Observer; give the same value to all
+// providerjobs.Observer, a sweeper.Observer and a dispatch.Observer; give the same value to all
 // of them and to the API, which serves [Metrics.Handler]. It is safe for
 // concurrent use; its Observe methods never block.
 type Metrics struct {
@@ -45,6 +45,12 @@ type Metrics struct {
 	sweepFull    *prometheus.CounterVec
 
 	rateLimited *prometheus.CounterVec
+
+	dispatchPending  prometheus.Gauge
+	dispatchFailed   prometheus.Gauge
+	dispatchOldest   prometheus.Gauge
+	dispatchAttempts *prometheus.CounterVec
+	dispatchDuration *prometheus.HistogramVec
 }
 
 // NewMetrics returns the metrics of a process on a fresh registry that
@@ -119,6 +125,27 @@ func NewMetrics() *Metrics {
 			Namespace: namespace, Subsystem: "http", Name: "rate_limited_total",
 			Help: "Requests refused 429 rate_limited because their organization had its most requests in flight, by route pattern.",
 		}, []string{"route"}),
+		dispatchPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "pending",
+			Help: "Admitted Runs whose dispatch to the runtime is pending (not yet acknowledged), counted by the dispatcher every 15 s.",
+		}),
+		dispatchFailed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "failed",
+			Help: "Dispatches the runtime refused (a 4xx other than 408 and 429), waiting for an operator's retry; counted every 15 s.",
+		}),
+		dispatchOldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "oldest_pending_seconds",
+			Help: "Age of the oldest pending dispatch's Run (0 when none), by the database clock: how far delivery lags behind admission.",
+		}),
+		dispatchAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "attempts_total",
+			Help: "Delivery attempts of Runs to the runtime, by outcome (delivered, retry, failed).",
+		}, []string{"outcome"}),
+		dispatchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "attempt_duration_seconds",
+			Help:    "Time of one delivery attempt (reading the message, the runtime's answer, recording it), by outcome.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"outcome"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -130,6 +157,7 @@ func NewMetrics() *Metrics {
 		m.sweptRead, m.sweptDeleted, m.sweepPass,
 		m.sweepFull,
 		m.rateLimited,
+		m.dispatchPending, m.dispatchFailed, m.dispatchOldest, m.dispatchAttempts, m.dispatchDuration,
 	)
 	return m
 }
@@ -218,4 +246,18 @@ func (m *Metrics) ObserveBacklogPass(table string) {
 // distinct one would be a series kept for the life of the process.
 func (m *Metrics) ObserveRateLimited(route string) {
 	m.rateLimited.WithLabelValues(route).Inc()
+}
+
+// ObserveDispatchAttempt implements dispatch.Observer: one ended delivery
+// attempt. No organization label, for the reason of ObserveRateLimited.
+func (m *Metrics) ObserveDispatchAttempt(outcome string, d time.Duration) {
+	m.dispatchAttempts.WithLabelValues(outcome).Inc()
+	m.dispatchDuration.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+// ObserveDispatchBacklog implements dispatch.Observer.
+func (m *Metrics) ObserveDispatchBacklog(pending, failed int64, oldest time.Duration) {
+	m.dispatchPending.Set(float64(pending))
+	m.dispatchFailed.Set(float64(failed))
+	m.dispatchOldest.Set(oldest.Seconds())
 }
