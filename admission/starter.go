@@ -64,6 +64,12 @@ type Config struct {
 	// holder takes seconds. Default [idempotency.SavedSearchStartLease]
 	// (30 s); at most [idempotency.MaxLease].
 	Lease time.Duration
+	// Admitted, when set, is called after each start that admitted a new
+	// Run has committed it (and its dispatch): the binary wakes its
+	// dispatcher with it, so a Run is delivered at once rather than at
+	// the dispatcher's next interval. It must not block. Nil (the
+	// default) calls nothing.
+	Admitted func()
 
 	// beforeFreeze, set by tests alone, runs inside the preparation
 	// transaction just before the freeze; an error it returns is a failure
@@ -435,6 +441,7 @@ func (s *Starter) freeze(ctx context.Context, a admit, claim *idempotency.Claim)
 		// Run, as admitSavedSearch answers any repeat.
 		return s.admitSavedSearch(ctx, a, prep)
 	case err == nil:
+		s.admitted()
 		if s.cfg.afterFreeze != nil {
 			s.cfg.afterFreeze(ctx)
 		}
@@ -643,5 +650,15 @@ func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (_ Result, err
 	if err != nil {
 		return Result{}, err
 	}
+	if created {
+		s.admitted()
+	}
 	return Result{Run: run, Created: created}, nil
+}
+
+// admitted tells Config.Admitted that a Run was admitted.
+func (s *Starter) admitted() {
+	if s.cfg.Admitted != nil {
+		s.cfg.Admitted()
+	}
 }

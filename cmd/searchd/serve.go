@@ -100,6 +100,12 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	defer stopSweeper()
 	stopApplier := startApplier(ctx, st, cfg, logger)
 	defer stopApplier()
+	stopDispatcher, err := startDispatcher(ctx, st, cfg, logger, obs)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopDispatcher()
 	// Readiness is checked in the background on a connection of its own,
 	// so probes cost the request pool nothing (see readiness.Checker).
 	ready := readiness.NewChecker(pool.Config().ConnConfig, readiness.DefaultInterval)
@@ -154,7 +160,7 @@ func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.
 		SavedSearches: st.savedSearches,
 		Snapshots:     st.snapshots,
 		Runs:          st.runs,
-	}, admission.Config{Hub: hub, Lease: cfg.SavedSearchLease})
+	}, admission.Config{Hub: hub, Lease: cfg.SavedSearchLease, Admitted: st.wakeDispatcher})
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,9 @@ type stores struct {
 	// dispatches is the outbox of Run dispatches: the dispatcher's, and
 	// the reads of the API and the console.
 	dispatches *dispatch.Store
+	// wakeDispatcher wakes this process's dispatcher after an admission;
+	// set by startDispatcher (a no-op when dispatch is off).
+	wakeDispatcher func()
 	// providerJobs is the callback handler's and the applier's; it sends
 	// to wake when a copy meets an arrival whose worker is gone.
 	providerJobs *providerjobs.Service
