@@ -5,7 +5,9 @@
 // An organization's auditor (an ordinary organization token) sees that
 // organization's saved searches, archived ones included, each with its
 // snapshot timeline, a diff of brief and baseline between any two
-// snapshots and the Runs each snapshot started; its Runs; its provider
+// snapshots and the Runs each snapshot started; its Runs, each with its
+// timeline (admitted, each delivery to the runtime with its answer,
+// dispatched, each status report); its provider
 // jobs with their applied and dropped deliveries. An operator (a token
 // with the role claim api.RoleOperator, minted by `searchd token
 // --operator`) sees the plane across organizations: claim counts, claims
@@ -84,6 +86,8 @@ type Snapshots interface {
 type Runs interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*runs.Run, error)
 	Search(ctx context.Context, org uuid.UUID, p runs.SearchParams) ([]runs.Run, string, error)
+	// StatusChanges reads a Run's status history for its timeline.
+	StatusChanges(ctx context.Context, org, id uuid.UUID) ([]runs.StatusChange, error)
 }
 
 // ProviderJobs is what the console reads of provider jobs: a
@@ -148,6 +152,9 @@ type Deps struct {
 	JobAudit      JobAudit
 	Operator      Operator
 	SweeperRuns   SweeperRuns
+	// Dispatches serves the Run page's timeline: the hand-off to the
+	// runtime and its attempts.
+	Dispatches Dispatches
 	// Inbox serves the operator's "Inbound" panel, shown when it is set.
 	Inbox Inbox
 	// Uncertain and Resolver serve the operator's "Uncertain effects"
@@ -209,8 +216,8 @@ type Console struct {
 // dependency missing.
 func New(d Deps) (*Console, error) {
 	switch {
-	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.ProviderJobs == nil, d.JobAudit == nil:
-		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs, ProviderJobs and JobAudit are required")
+	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.ProviderJobs == nil, d.JobAudit == nil, d.Dispatches == nil:
+		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs, ProviderJobs, JobAudit and Dispatches are required")
 	case d.Operator == nil, d.SweeperRuns == nil:
 		return nil, errors.New("console: Deps.Operator and SweeperRuns are required")
 	}

@@ -17,6 +17,7 @@ func newConsole(st *stores, cfg serverConfig, logger *slog.Logger) (*console.Con
 		JobAudit:      st.jobAudit,
 		Operator:      st.operator,
 		SweeperRuns:   st.sweeperRuns,
+		Dispatches:    st.dispatches,
 		Inbox:         st.jobAudit,
 		Uncertain:     st.uncertain,
 		Resolver:      st.resolver,
