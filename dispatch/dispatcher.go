@@ -43,6 +43,8 @@ const (
 	maxFailWait = 30 * time.Second
 	// answerBytes is how much of a runtime's answer is read and recorded.
 	answerBytes = 1 << 10
+	// recordTimeout bounds recording how an attempt ended.
+	recordTimeout = 10 * time.Second
 )
 
 // LeaseFor returns the lease of a delivery whose HTTP request may take
@@ -308,7 +310,8 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome { return d.d
 
 func (d *Dispatcher) deliver(ctx context.Context, l Leased) Outcome {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, d.lease)
+	base := ctx
+	ctx, cancel := context.WithTimeout(base, d.lease)
 	defer cancel()
 	body, err := d.store.Message(ctx, l.OrganizationID, l.RunID)
 	if errors.Is(err, ErrNotFound) {
@@ -325,7 +328,12 @@ func (d *Dispatcher) deliver(ctx context.Context, l Leased) Outcome {
 	if a.outcome == OutcomeRetry {
 		e.RetryIn = d.backoff(l.Attempt, a.retryAfter)
 	}
-	held, err := d.store.End(ctx, e)
+	// The answer is recorded on a deadline of its own, not the lease's: a
+	// dispatcher that stalled past its lease still records what it got on
+	// its own attempt (its fence keeps it from changing the dispatch).
+	ectx, ecancel := context.WithTimeout(base, recordTimeout)
+	defer ecancel()
+	held, err := d.store.End(ectx, e)
 	if d.cfg.Observer != nil {
 		d.cfg.Observer.ObserveDispatchAttempt(string(a.outcome), time.Since(start))
 	}

@@ -622,9 +622,9 @@ func testKilledMidDelivery(t *testing.T, g *dispatchRig) string {
 	defer cancel()
 	r1, r2 := g.h.replicas[0], g.h.replicas[1]
 	org := g.holdOnOne(ctx, t, 40, 8)
-	held := g.rt.held.Load()
 	r1.Kill()
 	killed := time.Now()
+	held := g.rt.held.Load()
 	g.rt.releaseHeld()
 	g.restart(t, r2, true)
 	drain := g.waitDelivered(t, org, time.Minute)
@@ -662,10 +662,10 @@ func testStoppedPastLease(t *testing.T, g *dispatchRig) string {
 	defer cancel()
 	r1, r2 := g.h.replicas[0], g.h.replicas[1]
 	org := g.holdOnOne(ctx, t, 40, 8)
-	held := g.rt.held.Load()
 	if err := r1.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	held := g.rt.held.Load()
 	stopped := time.Now()
 	// The runtime answers what r1 sent; r1 is stopped and reads nothing.
 	g.rt.releaseHeld()
