@@ -127,12 +127,43 @@ func TestLeasePassTakesDueDispatchesOnceUntilTheLeasePasses(t *testing.T) {
 	}
 }
 
-// TestConcurrentLeasePassesAreDisjoint: 8 passes at once over 200 due
-// dispatches lease each exactly once (SKIP LOCKED), and none waits.
+// TestConcurrentLeasePassesAreDisjoint: a pass never waits for another in
+// progress (SKIP LOCKED): with one pass's transaction still open on five
+// dispatches, a second takes the five others at once. Then 8 passes at
+// once over 200 due dispatches lease each exactly once.
 func TestConcurrentLeasePassesAreDisjoint(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	for range 200 {
+	for range 10 {
+		b.admit(t, b.org)
+	}
+	tx, err := b.db.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(b.ctx) }() // a no-op once committed
+	first, err := dispatch.NewStore(tx, b.clock.Clock()).LeasePass(b.ctx, 5, time.Minute)
+	if err != nil || len(first) != 5 {
+		t.Fatalf("first pass = %d, %v", len(first), err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 3*time.Second)
+	second, err := b.store.LeasePass(ctx, 10, time.Minute)
+	cancel()
+	if err != nil || len(second) != 5 {
+		t.Fatalf("a pass beside an open one = %d, %v; want the 5 others at once, without waiting", len(second), err)
+	}
+	for _, l := range second {
+		for _, f := range first {
+			if l.RunID == f.RunID {
+				t.Errorf("both passes leased %s", l.RunID)
+			}
+		}
+	}
+	if err := tx.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Hour) // every lease passes: all 10 are due again
+	for range 190 {
 		b.admit(t, b.org)
 	}
 	var (
