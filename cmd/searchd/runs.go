@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,8 +10,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -214,19 +211,9 @@ func (a *app) runsDispatchRetry(ctx context.Context, args []string) error {
 	if problem != "" {
 		problems = append(problems, problem)
 	}
-	why := strings.TrimSpace(*reason)
-	switch {
-	case why == "":
-		problems = append(problems, "--reason: is required: say why the dispatch is retried (what was fixed); it is recorded")
-	case !utf8.ValidString(why) || utf8.RuneCountInString(why) > dispatch.MaxReasonLen:
-		problems = append(problems, fmt.Sprintf("--reason: must be valid UTF-8 of at most %d characters", dispatch.MaxReasonLen))
-	case strings.ContainsFunc(why, unicode.IsControl):
-		problems = append(problems, "--reason: must be one line, without control characters")
-	}
-	actor := cmp.Or(strings.TrimSpace(*actorFlag), a.getenv("USER"), "cli")
-	if len(actor) > dispatch.MaxActorBytes || !utf8.ValidString(actor) || strings.ContainsFunc(actor, unicode.IsControl) {
-		problems = append(problems, fmt.Sprintf("--actor: must be valid UTF-8 of at most %d bytes, one line", dispatch.MaxActorBytes))
-	}
+	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the dispatch is retried (what was fixed); it is recorded",
+		dispatch.MaxReasonLen, dispatch.MaxActorBytes)
+	problems = append(problems, whoProblems...)
 	level, format, logProblems := readLogSettings(fs, a.getenv, false)
 	problems = append(problems, logProblems...)
 	dbURL, problem := readDatabaseURL(fs, a.getenv)
