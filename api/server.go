@@ -5,9 +5,10 @@
 //
 // The package decides what the domain packages cannot: who the caller is
 // (an HS256 bearer token; the organization comes from its org_id claim and
-// from nowhere else; a provider callback is authenticated by a Standard
-// Webhooks signature over its delivery id, timestamp and body instead, see
-// providerjobs.go), what a well-formed request is
+// from nowhere else; a runtime reports Run status with a runtime
+// credential of its own, see runtime_auth.go; a provider callback is
+// authenticated by a Standard Webhooks signature over its delivery id,
+// timestamp and body instead, see providerjobs.go), what a well-formed request is
 // (the Idempotency-Key header, JSON bodies, field rules), and how every
 // outcome reads on the wire. Errors are RFC 9457 problem documents with a
 // machine code; the one table that turns domain errors into statuses is in
