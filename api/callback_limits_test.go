@@ -126,7 +126,7 @@ func TestCallbackLimitCannotExceedTheBodyLimit(t *testing.T) {
 			Starter:              st.starter(t, admission.Config{}),
 			ProviderJobs:         providerjobs.New(pool, st.plane, providerjobs.Config{}),
 			Dispatches:           st.dispatches,
-			JWTSecret:            testSecret,
+			Verifier:             testVerifier(t, nil),
 			MaxBodyBytes:         tc.body,
 			CallbackMaxBodyBytes: tc.callback,
 		})

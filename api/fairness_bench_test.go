@@ -22,6 +22,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/migrations"
@@ -139,7 +140,7 @@ func TestFairnessBench(t *testing.T) {
 			Runs: st.runs, Starter: st.starter(t, admission.Config{}),
 			ProviderJobs: providerjobs.New(pool, st.plane, providerjobs.Config{}),
 			Dispatches:   st.dispatches,
-			JWTSecret:    testSecret, Logger: slog.New(slog.DiscardHandler), OrgMaxInFlight: orgMax, MaxInFlight: budget,
+			Verifier:     testVerifier(t, nil), Logger: slog.New(slog.DiscardHandler), OrgMaxInFlight: orgMax, MaxInFlight: budget,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -158,7 +159,7 @@ func TestFairnessBench(t *testing.T) {
 	capped := servers["shared"]
 
 	token := func(org uuid.UUID) string {
-		tok, err := api.SignToken(testSecret, org, "bench", time.Now(), 2*time.Hour)
+		tok, err := auth.SignToken(testSecret, org, "bench", time.Now(), 2*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

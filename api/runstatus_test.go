@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dispatch"
 )
 
@@ -47,13 +48,13 @@ func TestCredentialsOpenOnlyTheirRoutes(t *testing.T) {
 			sawRuntimeRoute = true
 			rq.token = w.token
 			wantScope("a user token on "+r.String(), rq)
-			op, err := api.SignOperatorToken(testSecret, w.org, "olga", time.Now(), time.Hour)
+			op, err := auth.SignOperatorToken(testSecret, w.org, "olga", time.Now(), time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
 			rq.token = op
 			wantScope("an operator token on "+r.String(), rq)
-			noSub, err := jwt.NewWithClaims(jwt.SigningMethodHS256, api.Claims{OrgID: w.org.String(), Role: api.RoleRuntime,
+			noSub, err := jwt.NewWithClaims(jwt.SigningMethodHS256, auth.Claims{OrgID: w.org.String(), Role: auth.RoleRuntime,
 				RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}}).SignedString(testSecret)
 			if err != nil {
 				t.Fatal(err)
@@ -68,10 +69,10 @@ func TestCredentialsOpenOnlyTheirRoutes(t *testing.T) {
 	if !sawRuntimeRoute {
 		t.Fatalf("the router has no %s", runtimeRoute)
 	}
-	if _, err := api.SignRuntimeToken(testSecret, uuid.Nil, "rt", time.Now(), time.Hour); err == nil {
+	if _, err := auth.SignRuntimeToken(testSecret, uuid.Nil, "rt", time.Now(), time.Hour); err == nil {
 		t.Error("SignRuntimeToken without an organization succeeded")
 	}
-	if _, err := api.SignRuntimeToken(testSecret, w.org, "", time.Now(), time.Hour); err == nil {
+	if _, err := auth.SignRuntimeToken(testSecret, w.org, "", time.Now(), time.Hour); err == nil {
 		t.Error("SignRuntimeToken without a sub succeeded")
 	}
 }

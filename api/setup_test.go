@@ -24,6 +24,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
@@ -32,6 +33,7 @@ import (
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/snapshot"
 )
 
@@ -121,8 +123,8 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 		Starter:         st.starter(t, admission.Config{}),
 		ProviderJobs:    providerjobs.New(pool, st.plane, providerjobs.Config{Observer: opts.observer}),
 		Dispatches:      st.dispatches,
+		Schedules:       schedule.NewStore(pool, opts.clock),
 		ProviderSecrets: map[string][]byte{acme: acmeSecret, otherProvider: otherSecret},
-		JWTSecret:       testSecret,
 		Logger:          slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// Many tests race dozens of one organization's requests on
 		// purpose; the per-organization cap has tests of its own
@@ -132,6 +134,9 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	}
 	if opts.deps != nil {
 		opts.deps(&d)
+	}
+	if d.Verifier == nil {
+		d.Verifier = testVerifier(t, d.Now)
 	}
 	srv, err := api.New(d)
 	if err != nil {
@@ -144,10 +149,21 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	return b
 }
 
+// testVerifier returns a verifier of the tokens testSecret signs, judged
+// by now (nil: time.Now).
+func testVerifier(t testing.TB, now func() time.Time) *auth.Verifier {
+	t.Helper()
+	v, err := auth.NewVerifier(context.Background(), auth.Config{Secret: testSecret, Now: now})
+	if err != nil {
+		t.Fatalf("auth.NewVerifier: %v", err)
+	}
+	return v
+}
+
 // tokenFor returns a valid token for org with sub actor.
 func (b *bundle) tokenFor(org uuid.UUID, actor string) string {
 	b.t.Helper()
-	tok, err := api.SignToken(testSecret, org, actor, time.Now(), time.Hour)
+	tok, err := auth.SignToken(testSecret, org, actor, time.Now(), time.Hour)
 	if err != nil {
 		b.t.Fatalf("SignToken: %v", err)
 	}
@@ -158,7 +174,7 @@ func (b *bundle) tokenFor(org uuid.UUID, actor string) string {
 // for an hour.
 func (b *bundle) runtimeTokenFor(org uuid.UUID, actor string) string {
 	b.t.Helper()
-	tok, err := api.SignRuntimeToken(testSecret, org, actor, time.Now(), time.Hour)
+	tok, err := auth.SignRuntimeToken(testSecret, org, actor, time.Now(), time.Hour)
 	if err != nil {
 		b.t.Fatalf("SignRuntimeToken: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
@@ -42,6 +43,10 @@ func exampleServer() (baseURL, token string) {
 	if err != nil {
 		log.Fatal(err)
 	}
+	verifier, err := auth.NewVerifier(context.Background(), auth.Config{Secret: []byte(testSecret)})
+	if err != nil {
+		log.Fatal(err)
+	}
 	srv, err := api.New(api.Deps{
 		Plane:         plane,
 		SavedSearches: searches,
@@ -50,7 +55,7 @@ func exampleServer() (baseURL, token string) {
 		Starter:       starter,
 		ProviderJobs:  providerjobs.New(pool, plane, providerjobs.Config{}),
 		Dispatches:    dispatch.NewStore(pool, nil),
-		JWTSecret:     []byte(testSecret),
+		Verifier:      verifier,
 		Ready:         func(context.Context) error { return nil },
 	})
 	if err != nil {
@@ -58,7 +63,7 @@ func exampleServer() (baseURL, token string) {
 	}
 	ts := httptest.NewServer(srv.Handler())
 	pgtest.AtExit(ts.Close)
-	token, err = api.SignToken([]byte(testSecret), uuid.New(), "example", time.Now(), time.Hour)
+	token, err = auth.SignToken([]byte(testSecret), uuid.New(), "example", time.Now(), time.Hour)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 )
 
@@ -67,7 +67,7 @@ func testRuntime(t *testing.T, bin string) {
 		d.Data.Snapshot.Brief.Query != "laptop" {
 		t.Fatalf("dispatch = %+v, want the started Run with its snapshot", d)
 	}
-	tok, err := api.SignRuntimeToken([]byte(testSecret), s.org, "client-runtime", time.Now(), time.Hour)
+	tok, err := auth.SignRuntimeToken([]byte(testSecret), s.org, "client-runtime", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

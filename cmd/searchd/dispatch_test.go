@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
@@ -84,12 +84,12 @@ func TestTokenRuntimePrintsARuntimeCredential(t *testing.T) {
 	if code := h.run("token", "--runtime", "--org", org, "--sub", "runner-1"); code != 0 {
 		t.Fatalf("token --runtime = %d, stderr %q", code, h.stderr.String())
 	}
-	var claims api.Claims
+	var claims auth.Claims
 	if _, err := jwt.NewParser().ParseWithClaims(strings.TrimSpace(h.stdout.String()), &claims,
 		func(*jwt.Token) (any, error) { return []byte(goodSecret), nil }); err != nil {
 		t.Fatal(err)
 	}
-	if claims.Role != api.RoleRuntime || claims.Subject != "runner-1" || claims.OrgID != org {
+	if claims.Role != auth.RoleRuntime || claims.Subject != "runner-1" || claims.OrgID != org {
 		t.Errorf("runtime token claims = %+v, want role runtime, sub runner-1, org %s", claims, org)
 	}
 	for _, args := range [][]string{
@@ -182,7 +182,7 @@ func TestServeDispatchesAdmittedRunsAndTakesTheirStatus(t *testing.T) {
 		EnvDispatchInterval: "1h",
 	})
 	org := uuid.New()
-	tok, _ := api.SignToken([]byte(goodSecret), org, "alice", time.Now(), time.Hour)
+	tok, _ := auth.SignToken([]byte(goodSecret), org, "alice", time.Now(), time.Hour)
 	run := postRun(t, addr, tok, "serve-dispatch")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -253,7 +253,7 @@ func TestServeWithoutARuntimeLeavesRunsQueued(t *testing.T) {
 		t.Errorf("the log does not say dispatch is off:\n%s", h.stderr.String())
 	}
 	org := uuid.New()
-	tok, _ := api.SignToken([]byte(goodSecret), org, "alice", time.Now(), time.Hour)
+	tok, _ := auth.SignToken([]byte(goodSecret), org, "alice", time.Now(), time.Hour)
 	run := postRun(t, addr, tok, "no-runtime")
 	time.Sleep(500 * time.Millisecond) // fifty intervals, were a dispatcher running
 	var got struct {

@@ -24,7 +24,7 @@ import (
 	"github.com/google/uuid"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 )
 
@@ -307,7 +307,7 @@ func TestDispatch(t *testing.T) {
 func orgToken(t *testing.T) (uuid.UUID, string) {
 	t.Helper()
 	org := uuid.New()
-	tok, err := api.SignToken([]byte(jwtSecret), org, "e2e-dispatch", time.Now(), 2*time.Hour)
+	tok, err := auth.SignToken([]byte(jwtSecret), org, "e2e-dispatch", time.Now(), 2*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
