@@ -126,6 +126,7 @@ func TestCallbackLimitCannotExceedTheBodyLimit(t *testing.T) {
 			Starter:              st.starter(t, admission.Config{}),
 			ProviderJobs:         providerjobs.New(pool, st.plane, providerjobs.Config{}),
 			Dispatches:           st.dispatches,
+			Admission:            admissionFor(t, pool),
 			Verifier:             testVerifier(t, nil),
 			MaxBodyBytes:         tc.body,
 			CallbackMaxBodyBytes: tc.callback,

@@ -91,6 +91,7 @@ func newHashRig(t testing.TB) *hashRig {
 		Starter:       st,
 		ProviderJobs:  noProviderJobs{},
 		Dispatches:    noDispatches{},
+		Admission:     defaultAdmission(t),
 		Verifier:      testVerifier(t, nil),
 	})
 	if err != nil {

@@ -18,10 +18,10 @@ const namespace = "searchd"
 
 // Metrics are the Prometheus metrics of one searchd process, on a registry
 // of their own. A *Metrics is an idempotency.Observer, a
-// providerjobs.Observer, a sweeper.Observer and a dispatch.Observer; give
-// the same value to all of them and to the API, which serves
-// [Metrics.Handler]. It is also a schedule.Observer, for the drain of
-// scheduled starts. It is safe for
+// providerjobs.Observer, a sweeper.Observer, a fairq.Observer, a
+// schedule.Observer (the drain of scheduled starts) and a
+// dispatch.Observer; give the same value to all of them and to the API,
+// which serves [Metrics.Handler]. It is safe for
 // concurrent use; its Observe methods never block.
 type Metrics struct {
 	reg *prometheus.Registry
@@ -46,7 +46,7 @@ type Metrics struct {
 	sweepPass    *prometheus.HistogramVec
 	sweepFull    *prometheus.CounterVec
 
-	rateLimited *prometheus.CounterVec
+	admission *admissionMetrics
 
 	dispatchPending  prometheus.Gauge
 	dispatchFailed   prometheus.Gauge
@@ -128,10 +128,7 @@ func NewMetrics() *Metrics {
 			Namespace: namespace, Subsystem: "sweeper", Name: "backlog_passes_total",
 			Help: "Sweeper passes whose read filled the bound, leaving rows past retention behind, by table.",
 		}, []string{"table"}),
-		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "http", Name: "rate_limited_total",
-			Help: "Requests refused 429 rate_limited because their organization had its most requests in flight, by route pattern.",
-		}, []string{"route"}),
+		admission: newAdmissionMetrics(),
 		dispatchPending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Subsystem: "dispatch", Name: "pending",
 			Help: "Admitted Runs whose dispatch to the runtime is pending (not yet acknowledged), counted by the dispatcher every 15 s.",
@@ -186,7 +183,7 @@ func NewMetrics() *Metrics {
 		m.inboxPending, m.inboxLag, m.inboxApplied, m.inboxCopies,
 		m.sweptRead, m.sweptDeleted, m.sweepPass,
 		m.sweepFull,
-		m.rateLimited,
+		m.admission.wait, m.admission.refused, m.admission.abandoned,
 		m.dispatchPending, m.dispatchFailed, m.dispatchOldest, m.dispatchAttempts, m.dispatchDuration,
 		m.scheduleCameDue, m.scheduleOutcomes, m.scheduleDue, m.scheduleLag, m.scheduleTick,
 	)
@@ -271,16 +268,9 @@ func (m *Metrics) ObserveBacklogPass(table string) {
 	m.sweepFull.WithLabelValues(table).Inc()
 }
 
-// ObserveRateLimited counts one request refused by the per-organization
-// cap on requests in flight. route is a route pattern, as for
-// [Metrics.ObserveRequest]; the organization is not a label, since every
-// distinct one would be a series kept for the life of the process.
-func (m *Metrics) ObserveRateLimited(route string) {
-	m.rateLimited.WithLabelValues(route).Inc()
-}
-
 // ObserveDispatchAttempt implements dispatch.Observer: one ended delivery
-// attempt. No organization label, for the reason of ObserveRateLimited.
+// attempt. No organization label: every distinct one would be a series
+// kept for the life of the process.
 func (m *Metrics) ObserveDispatchAttempt(outcome string, d time.Duration) {
 	m.dispatchAttempts.WithLabelValues(outcome).Inc()
 	m.dispatchDuration.WithLabelValues(outcome).Observe(d.Seconds())
