@@ -22,10 +22,6 @@ import (
 	"github.com/searchd/searchd/tools"
 )
 
-// maxReasonLen bounds --reason: a sentence for the log, not a document;
-// the same bound as the release record's.
-const maxReasonLen = operator.MaxReasonLen
-
 const claimsUsage = `usage: searchd claims <show|release|resolve> [flags]
 
 Inspect, or force-release, one claim of the idempotency plane
@@ -302,14 +298,14 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 	fs := a.flagSet("claims release")
 	registerOptions(fs, claimsReleaseCommand)
 	org, scope, key := claimFlags(fs)
-	reason := fs.String("reason", "", fmt.Sprintf("why the claim is released, for the log and the audit (required, 1 to %d characters, one line)", maxReasonLen))
+	reason := fs.String("reason", "", fmt.Sprintf("why the claim is released, for the log and the audit (required, 1 to %d characters, one line)", operator.MaxReasonLen))
 	actorFlag := fs.String("actor", "", "who releases, recorded with the release (default: $USER, else \"cli\")")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	at, problems := readClaimAddress(*org, *scope, *key)
 	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the claim is released; it is logged",
-		maxReasonLen, operator.MaxActorLen)
+		operator.MaxReasonLen, operator.MaxActorLen)
 	problems = append(problems, whoProblems...)
 	level, format, logProblems := readLogSettings(fs, a.getenv, false)
 	problems = append(problems, logProblems...)
