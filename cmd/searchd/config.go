@@ -13,6 +13,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
@@ -134,6 +135,9 @@ type serverConfig struct {
 	Schedule schedule.DrainConfig
 	// CORSOrigins are the origins browser pages may call the API from.
 	CORSOrigins []string
+	// Dispatch configures the dispatcher (dispatchsettings.go), but for
+	// its Logger and Observer; an empty URL runs none.
+	Dispatch dispatch.Config
 }
 
 // setting is one configuration value and where it came from, so a message
@@ -302,6 +306,9 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 	var inboxProblems []string
 	cfg.Inbox, cfg.Session, inboxProblems = readInboxSettings(fs, getenv)
 	problems = append(problems, inboxProblems...)
+	var dispatchProblems []string
+	cfg.Dispatch, dispatchProblems = readDispatchSettings(fs, getenv)
+	problems = append(problems, dispatchProblems...)
 	var admissionProblems []string
 	cfg.Admission, admissionProblems = readAdmissionSettings(fs, getenv)
 	problems = append(problems, admissionProblems...)
