@@ -1,7 +1,7 @@
 # The README and docs/ name these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test settings-docs ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-schedule bench-start run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
+.PHONY: setup test settings-docs ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-schedule bench-start bench-dispatch run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -123,9 +123,15 @@ run:
 	$(GO) run ./cmd/searchd dev
 
 # Saved-search starts in process against raw SQL (the two-commit flow, the
-# three-commit flow it replaced, a replay's one statement), on a durable cluster.
+# three-commit flow it replaced, the two-commit flow without the outbox row
+# of the Run's dispatch, a replay's one statement), on a durable cluster.
 bench-start:
 	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestStartBench -v -timeout 30m ./admission/
+
+# Dispatch throughput to a local runtime against bare signed POSTs of the
+# same bodies, on a durable cluster.
+bench-dispatch:
+	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestDispatchBench -v -timeout 30m ./dispatch/
 
 # The idempotency plane against raw pgx issuing the same SQL.
 bench-plane:

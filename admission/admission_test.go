@@ -951,3 +951,50 @@ func TestSavedSearchRequestHashWritesCanonjsonsBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmittedIsCalledOncePerNewRun: Config.Admitted (the binary wakes its
+// dispatcher with it) is called once for each start that admitted a new
+// Run, after its commit, and never for a replay, a refusal or concurrent
+// callers of one key that found the Run admitted.
+func TestAdmittedIsCalledOncePerNewRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var calls atomic.Int32
+	starter := mustStarter(b.deps, Config{Admitted: func() {
+		// After the commit: the Run (and its dispatch) is visible to
+		// another connection.
+		var n int
+		if err := b.db.QueryRow(context.Background(), `SELECT count(*) FROM agent.run_dispatches WHERE organization_id = $1`,
+			b.org).Scan(&n); err != nil || n <= int(calls.Load()) {
+			t.Errorf("Admitted called with %d dispatches committed (%v), want more than %d", n, err, calls.Load())
+		}
+		calls.Add(1)
+	}})
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			if _, err := starter.StartSavedSearch(b.ctx, b.start("one")); err != nil && !errors.As(err, new(*idempotency.InFlightError)) {
+				t.Errorf("StartSavedSearch: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("10 concurrent starts of one key called Admitted %d times, want 1", n)
+	}
+	if _, err := starter.StartSavedSearch(b.ctx, b.start("one")); err != nil {
+		t.Fatal(err)
+	}
+	direct := DirectStart{Org: b.org, Kind: runs.KindCapability, Name: "enrich.company", IdempotencyKey: "d1"}
+	for range 2 {
+		if _, err := starter.StartDirect(b.ctx, direct); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := starter.StartSavedSearch(b.ctx, SavedSearchStart{Org: b.org, SavedSearchID: uuid.New(), IdempotencyKey: "gone"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("start of an absent saved search = %v, want ErrNotFound", err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("Admitted called %d times after a replay, a new direct Run, its replay and a refusal, want 2", n)
+	}
+}

@@ -62,6 +62,12 @@ type Config struct {
 	// holder takes seconds. Default [idempotency.SavedSearchStartLease]
 	// (30 s); at most [idempotency.MaxLease].
 	Lease time.Duration
+	// Admitted, when set, is called after each start that admitted a new
+	// Run has committed it (and its dispatch): the binary wakes its
+	// dispatcher with it, so a Run is delivered at once rather than at
+	// the dispatcher's next interval. It must not block. Nil (the
+	// default) calls nothing.
+	Admitted func()
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -427,6 +433,7 @@ func (s *Starter) freeze(ctx context.Context, a admit, claim *idempotency.Claim)
 		// Run, as admitSavedSearch answers any repeat.
 		return s.admitSavedSearch(ctx, a, &prepared{Snapshot: &f.snapshot, SavedSearchName: f.savedSearchName})
 	case err == nil:
+		s.admitted()
 		if s.hooks.afterFreeze != nil {
 			s.hooks.afterFreeze(ctx)
 		}
@@ -620,5 +627,15 @@ func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (_ Result, err
 	if err != nil {
 		return Result{}, err
 	}
+	if created {
+		s.admitted()
+	}
 	return Result{Run: run, Created: created}, nil
+}
+
+// admitted tells Config.Admitted that a Run was admitted.
+func (s *Starter) admitted() {
+	if s.cfg.Admitted != nil {
+		s.cfg.Admitted()
+	}
 }

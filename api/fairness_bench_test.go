@@ -162,7 +162,7 @@ func TestFairnessBench(t *testing.T) {
 	jobs := providerjobs.New(pool, st.plane, providerjobs.Config{})
 	srv, err := api.New(api.Deps{
 		Ready: readiness.Pool(pool), Plane: st.plane, SavedSearches: st.searches, Snapshots: st.snapshots,
-		Runs: st.runs, Starter: st.starter(t, admission.Config{}), ProviderJobs: jobs,
+		Runs: st.runs, Starter: st.starter(t, admission.Config{}), ProviderJobs: jobs, Dispatches: st.dispatches,
 		Verifier: testVerifier(t, nil), Logger: slog.New(slog.DiscardHandler), Admission: queue,
 	})
 	if err != nil {
@@ -171,8 +171,8 @@ func TestFairnessBench(t *testing.T) {
 	con, err := console.New(console.Deps{
 		SavedSearches: st.searches, Snapshots: st.snapshots, Runs: st.runs, ProviderJobs: jobs,
 		JobAudit: providerjobs.NewAudit(pool), Operator: operator.NewStore(pool, nil),
-		SweeperRuns: sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),
-		Sessions:    sessions.NewStore(pool, nil), TokenSignIn: true, Verifier: testVerifier(t, nil),
+		SweeperRuns: sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil), Dispatches: st.dispatches,
+		Sessions: sessions.NewStore(pool, nil), TokenSignIn: true, Verifier: testVerifier(t, nil),
 		Logger: slog.New(slog.DiscardHandler), Admission: queue,
 	})
 	if err != nil {

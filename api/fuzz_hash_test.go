@@ -70,6 +70,7 @@ type (
 	noSnapshots     struct{ api.Snapshots }
 	noRuns          struct{ api.Runs }
 	noProviderJobs  struct{ api.ProviderJobs }
+	noDispatches    struct{ api.Dispatches }
 )
 
 // hashRig is a handler whose Starter records, and a token for it.
@@ -89,6 +90,7 @@ func newHashRig(t testing.TB) *hashRig {
 		Runs:          noRuns{},
 		Starter:       st,
 		ProviderJobs:  noProviderJobs{},
+		Dispatches:    noDispatches{},
 		Admission:     defaultAdmission(t),
 		Verifier:      testVerifier(t, nil),
 	})

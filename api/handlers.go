@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
@@ -538,11 +539,20 @@ func (s *Server) getRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	run, err := s.runs.Get(c.Request().Context(), principal(c).OrganizationID, id)
+	ctx, org := c.Request().Context(), principal(c).OrganizationID
+	run, err := s.runs.Get(ctx, org, id)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, run)
+	d, err := s.dispatches.Get(ctx, org, id)
+	if err != nil && !errors.Is(err, dispatch.ErrNotFound) {
+		return err
+	}
+	b, err := runWithDispatch(run, d)
+	if err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
 }
 
 // idempotencyKey reads the request's Idempotency-Key header as a problem.

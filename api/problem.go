@@ -45,6 +45,13 @@ const (
 	CodeInvalidDeliveryID     = "invalid_delivery_id"
 	CodeRateLimited           = "rate_limited"
 	CodePreconditionFailed    = "precondition_failed"
+	// CodeInsufficientScope answers a valid token on a route its role
+	// does not open: a runtime credential on a user route, or a user
+	// token on the runtime's (403, RFC 6750 §3.1; runtime_auth.go).
+	CodeInsufficientScope = "insufficient_scope"
+	// CodeRunFinished refuses a status report that would change a Run
+	// that finished (409, with current_status and current_version).
+	CodeRunFinished = "run_finished"
 )
 
 // ProblemTypeBase prefixes the "type" URI of every problem; the code
@@ -77,8 +84,11 @@ type Problem struct {
 	// Errors lists the refused fields of a validation_failed problem.
 	Errors []FieldError `json:"errors,omitempty"`
 	// CurrentVersion is the version a precondition_failed change was
-	// judged against: the saved search's version now.
+	// judged against: the saved search's version now; for run_finished,
+	// the Run's.
 	CurrentVersion *int64 `json:"current_version,omitempty"`
+	// CurrentStatus is the status a run_finished Run finished with.
+	CurrentStatus string `json:"current_status,omitempty"`
 }
 
 // titles holds the fixed title of each code.
@@ -101,6 +111,8 @@ var titles = map[string]string{
 	CodeInvalidDeliveryID:     "webhook-id header invalid",
 	CodeRateLimited:           "Too many requests waiting",
 	CodePreconditionFailed:    "Precondition failed",
+	CodeInsufficientScope:     "Credential not allowed here",
+	CodeRunFinished:           "Run finished",
 }
 
 // apiError is an error the HTTP layer itself decided on: its status, code
@@ -115,9 +127,11 @@ type apiError struct {
 	// token's, [bearerChallenge].
 	challenge string
 	// currentVersion and etag describe the resource a 412 refused a
-	// change to.
+	// change to; currentVersion and currentStatus the Run a 409
+	// run_finished refused a report for.
 	currentVersion *int64
 	etag           string
+	currentStatus  string
 }
 
 // The WWW-Authenticate challenges of a 401: every 401 carries one (RFC 9110
@@ -203,6 +217,12 @@ func problemFor(err error) *apiError {
 	if errors.As(err, &keyErr) && keyErr.Field == "key" {
 		// The key is a header, not a field of the body: its own code.
 		return &apiError{status: http.StatusBadRequest, code: CodeInvalidIdempotencyKey, detail: errKeyInvalid.Error()}
+	}
+	var finished *runs.FinishedError
+	if errors.As(err, &finished) {
+		v := finished.Version
+		return &apiError{status: http.StatusConflict, code: CodeRunFinished, currentVersion: &v, currentStatus: finished.Status,
+			detail: "the Run finished as " + finished.Status + "; a finished Run never changes, and this report would change it"}
 	}
 	kind := errs.KindOf(err)
 	row, ok := kindAnswers[kind]
@@ -371,6 +391,7 @@ func (s *Server) writeProblem(c echo.Context, p *apiError, reqID string) {
 		Code:           p.code,
 		Errors:         p.fields,
 		CurrentVersion: p.currentVersion,
+		CurrentStatus:  p.currentStatus,
 		// Every problem, not only a 500: a client's 409 or 422 is worth
 		// finding in the log too.
 		RequestID: reqID,
@@ -381,6 +402,8 @@ func (s *Server) writeProblem(c echo.Context, p *apiError, reqID string) {
 	}
 	if p.status == http.StatusUnauthorized {
 		h.Set(echo.HeaderWWWAuthenticate, cmp.Or(p.challenge, bearerChallenge))
+	} else if p.challenge != "" {
+		h.Set(echo.HeaderWWWAuthenticate, p.challenge) // a 403 insufficient_scope
 	}
 	if p.etag != "" {
 		h.Set(HeaderETag, p.etag)

@@ -5,9 +5,10 @@
 //
 // The package decides what the domain packages cannot: who the caller is
 // (a bearer token that package auth verifies; the organization comes from
-// the token and from nowhere else; a provider callback is authenticated by a Standard
-// Webhooks signature over its delivery id, timestamp and body instead, see
-// providerjobs.go), what a well-formed request is
+// the token and from nowhere else; a runtime reports Run status with a
+// runtime credential of its own, see runtime_auth.go; a provider callback
+// is authenticated by a Standard Webhooks signature over its delivery id,
+// timestamp and body instead, see providerjobs.go), what a well-formed request is
 // (the Idempotency-Key header, JSON bodies, field rules), and how every
 // outcome reads on the wire. Errors are RFC 9457 problem documents with a
 // machine code; the one table that turns domain errors into statuses is in
@@ -85,6 +86,8 @@ type Snapshots interface {
 type Runs interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*runs.Run, error)
 	List(ctx context.Context, org uuid.UUID, p runs.ListParams) ([]runs.ListItem, string, error)
+	// Report applies a runtime's status report.
+	Report(ctx context.Context, org, id uuid.UUID, r runs.StatusReport) (*runs.Run, bool, error)
 }
 
 // Starter starts Runs; an *admission.Starter is one.
@@ -113,6 +116,9 @@ type Deps struct {
 	Runs          Runs
 	Starter       Starter
 	ProviderJobs  ProviderJobs
+	// Dispatches reads each Run's hand-off to the runtime, which GET
+	// /v1/runs/{id} shows. Required.
+	Dispatches Dispatches
 	// Schedules serves the schedules of saved searches and their
 	// occurrences; nil serves none of those routes.
 	Schedules Schedules
@@ -197,6 +203,7 @@ type Server struct {
 	runs          Runs
 	starter       Starter
 	providerJobs  ProviderJobs
+	dispatches    Dispatches
 	schedules     Schedules
 	verifier      Verifier
 	logger        *slog.Logger
@@ -233,8 +240,8 @@ func New(d Deps) (*Server, error) {
 	switch {
 	case d.Ready == nil:
 		return nil, errors.New("api: Deps.Ready is required")
-	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.Starter == nil, d.ProviderJobs == nil:
-		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs, Starter and ProviderJobs are required")
+	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.Starter == nil, d.ProviderJobs == nil, d.Dispatches == nil:
+		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs, Starter, ProviderJobs and Dispatches are required")
 	case d.Verifier == nil:
 		return nil, errors.New("api: Deps.Verifier is required")
 	case d.Admission == nil:
@@ -261,6 +268,7 @@ func New(d Deps) (*Server, error) {
 		runs:          d.Runs,
 		starter:       d.Starter,
 		providerJobs:  d.ProviderJobs,
+		dispatches:    d.Dispatches,
 		schedules:     d.Schedules,
 		verifier:      d.Verifier,
 		logger:        d.Logger,
@@ -328,8 +336,9 @@ func (s *Server) routes() *echo.Echo {
 	// group middleware: echo answers a group's unmatched methods with its
 	// catch-all 404, where a known path with a wrong method is a 405 with
 	// Allow. Each authenticates, then takes a seat in the admission
-	// queue under its organization (admission.go).
-	auth, limit := s.authenticate, s.admit
+	// queue under its organization (admission.go). The user routes refuse
+	// a runtime credential.
+	auth, limit := s.authenticateUser, s.admit
 	e.POST("/v1/saved-searches", s.createSavedSearch, auth, limit)
 	get("/v1/saved-searches", s.listSavedSearches, auth, limit)
 	get("/v1/saved-searches/:id", s.getSavedSearch, auth, limit)
@@ -341,6 +350,8 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/runs", s.startDirect, auth, limit)
 	get("/v1/runs", s.listRuns, auth, limit)
 	get("/v1/runs/:id", s.getRun, auth, limit)
+	// The runtime's route: a runtime credential alone (runtime_auth.go).
+	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.authenticateRuntime, limit)
 	get("/v1/snapshots/:id", s.getSnapshot, auth, limit)
 	e.POST("/v1/provider-jobs", s.registerProviderJob, auth, limit)
 	get("/v1/provider-jobs/:id", s.getProviderJob, auth, limit)

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
@@ -72,21 +74,23 @@ type setupOpts struct {
 // stores are the plane and the stores of a test server, each built once on
 // one pool at one database clock, as cmd/searchd builds them.
 type stores struct {
-	pool      *pgxpool.Pool
-	plane     *idempotency.Service
-	searches  *savedsearch.Store
-	snapshots *snapshot.Store
-	runs      *runs.Store
+	pool       *pgxpool.Pool
+	plane      *idempotency.Service
+	searches   *savedsearch.Store
+	snapshots  *snapshot.Store
+	runs       *runs.Store
+	dispatches *dispatch.Store
 }
 
 // newStores builds the stores on pool at clock (nil: the database's now()).
 func newStores(pool *pgxpool.Pool, clock *dbclock.Clock) stores {
 	return stores{
-		pool:      pool,
-		plane:     idempotency.NewService(pool, idempotency.Config{Clock: clock}),
-		searches:  savedsearch.NewStore(pool),
-		snapshots: snapshot.NewStore(pool),
-		runs:      runs.NewStore(pool, runs.Config{Clock: clock}),
+		pool:       pool,
+		plane:      idempotency.NewService(pool, idempotency.Config{Clock: clock}),
+		searches:   savedsearch.NewStore(pool),
+		snapshots:  snapshot.NewStore(pool),
+		runs:       runs.NewStore(pool, runs.Config{Clock: clock}),
+		dispatches: dispatch.NewStore(pool, clock),
 	}
 }
 
@@ -121,6 +125,7 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 		Runs:            st.runs,
 		Starter:         st.starter(t, admission.Config{}),
 		ProviderJobs:    providerjobs.New(pool, st.plane, providerjobs.Config{Observer: opts.observer}),
+		Dispatches:      st.dispatches,
 		Schedules:       schedule.NewStore(pool, opts.clock),
 		ProviderSecrets: map[string][]byte{acme: acmeSecret, otherProvider: otherSecret},
 		Logger:          slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -187,6 +192,17 @@ func (b *bundle) tokenFor(org uuid.UUID, actor string) string {
 	return tok
 }
 
+// runtimeTokenFor returns a runtime credential of org named actor, valid
+// for an hour.
+func (b *bundle) runtimeTokenFor(org uuid.UUID, actor string) string {
+	b.t.Helper()
+	tok, err := auth.SignRuntimeToken(testSecret, org, actor, time.Now(), time.Hour)
+	if err != nil {
+		b.t.Fatalf("SignRuntimeToken: %v", err)
+	}
+	return tok
+}
+
 // response is what a request answered.
 type response struct {
 	status int
@@ -230,6 +246,8 @@ type req struct {
 	header map[string]string
 	// noAuth sends no Authorization header.
 	noAuth bool
+	// token, when set, is sent instead of the bundle's token.
+	token string
 	// ctx is the request's context; nil is context.Background().
 	ctx context.Context
 }
@@ -274,7 +292,7 @@ func (b *bundle) send(r req) (*response, error) {
 		hr.Header.Set("Content-Type", "application/json")
 	}
 	if !r.noAuth {
-		hr.Header.Set("Authorization", "Bearer "+b.token)
+		hr.Header.Set("Authorization", "Bearer "+cmp.Or(r.token, b.token))
 	}
 	for k, v := range r.header {
 		if v == "" {

@@ -5,8 +5,9 @@
 // both may be on at once:
 //
 //   - HS256 JWTs signed with searchd's own secret (SEARCHD_JWT_SECRET),
-//     minted by `searchd token` ([SignToken], [SignOperatorToken]): for
-//     development, tests and tools. Claims: org_id, sub, role.
+//     minted by `searchd token` ([SignToken], [SignOperatorToken],
+//     [SignRuntimeToken]): for development, tests, tools and runtimes.
+//     Claims: org_id, sub, role.
 //   - Access tokens of the company's OpenID Connect provider, signed with
 //     RS256, ES256 or EdDSA by a key of the provider's JWKS, found by
 //     discovery from the issuer. Their iss must be the issuer and their aud
@@ -71,8 +72,17 @@ type Role string
 // role changes nothing: they need an organization.
 const RoleOperator Role = "operator"
 
+// RoleRuntime is the role of a runtime: the service that executes an
+// organization's Runs and reports their status back (PUT
+// /v1/runs/{id}/status). Its credential is an HS256 token of searchd's
+// secret with the claim "role": "runtime", an org_id and a sub naming the
+// runtime (`searchd token --runtime`); the API admits it on the status
+// route alone and refuses every other caller there, and the console
+// refuses it. A provider's token never has this role.
+const RoleRuntime Role = "runtime"
+
 // knownRoles are the roles an HS256 token may name.
-var knownRoles = map[Role]bool{"": true, RoleOperator: true}
+var knownRoles = map[Role]bool{"": true, RoleOperator: true, RoleRuntime: true}
 
 // Principal is who a verified token names.
 type Principal struct {
@@ -90,6 +100,9 @@ type Principal struct {
 
 // IsOperator reports whether p has [RoleOperator].
 func (p Principal) IsOperator() bool { return p.Role == RoleOperator }
+
+// IsRuntime reports whether p has [RoleRuntime].
+func (p Principal) IsRuntime() bool { return p.Role == RoleRuntime }
 
 // ErrInvalidToken reports a token the verifier refuses.
 var ErrInvalidToken = errors.New("auth: invalid token")

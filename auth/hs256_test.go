@@ -78,6 +78,30 @@ func TestVerifyReadsTheRole(t *testing.T) {
 	if _, err := auth.SignOperatorToken(secret, uuid.Nil, "", time.Now(), time.Hour); err == nil {
 		t.Errorf("SignOperatorToken without an actor succeeded")
 	}
+	// A runtime credential names its organization and its runtime.
+	rtTok, err := auth.SignRuntimeToken(secret, org, "runtime-1", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := v.Verify(ctx, rtTok); err != nil || !p.IsRuntime() || p.IsOperator() || p.OrganizationID != org || p.Actor != "runtime-1" {
+		t.Errorf("Verify(runtime token) = %+v, %v; want runtime runtime-1 of %s", p, err, org)
+	}
+	for name, c := range map[string]auth.Claims{
+		"without sub": {OrgID: org.String(), Role: auth.RoleRuntime},
+		"without org": {Role: auth.RoleRuntime, RegisteredClaims: jwt.RegisteredClaims{Subject: "runtime-1"}},
+	} {
+		c.ExpiresAt = jwt.NewNumericDate(time.Now().Add(time.Hour))
+		tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(secret)
+		if _, err := v.Verify(ctx, tok); !errors.Is(err, auth.ErrInvalidToken) {
+			t.Errorf("Verify(runtime token %s) = %v, want ErrInvalidToken", name, err)
+		}
+	}
+	if _, err := auth.SignRuntimeToken(secret, org, "", time.Now(), time.Hour); err == nil {
+		t.Errorf("SignRuntimeToken without an actor succeeded")
+	}
+	if _, err := auth.SignRuntimeToken(secret, uuid.Nil, "runtime-1", time.Now(), time.Hour); err == nil {
+		t.Errorf("SignRuntimeToken without an organization succeeded")
+	}
 }
 
 // TestStrictRulesForHS256 holds searchd's own tokens to the rules of every

@@ -137,7 +137,7 @@ func checkHeader(raw string) error {
 // hs256Principal maps the claims of an HS256 token: org_id (a UUID, not
 // the nil one), sub (the actor), role (none or a known role). An
 // organization's token needs an org_id; an operator's needs a sub and may
-// name an organization too.
+// name an organization too; a runtime's needs both.
 func hs256Principal(c *claims) (Principal, error) {
 	org, hasOrg, err := c.str("org_id")
 	if err != nil {
@@ -153,7 +153,7 @@ func hs256Principal(c *claims) (Principal, error) {
 			return Principal{}, err
 		}
 	}
-	if p.IsOperator() && p.Actor == "" {
+	if (p.IsOperator() || p.IsRuntime()) && p.Actor == "" {
 		return Principal{}, ErrInvalidToken
 	}
 	return p, nil

@@ -16,6 +16,7 @@ import (
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
@@ -61,6 +62,7 @@ func exampleServer() (baseURL, token string) {
 		Runs:          runStore,
 		Starter:       starter,
 		ProviderJobs:  providerjobs.New(pool, plane, providerjobs.Config{}),
+		Dispatches:    dispatch.NewStore(pool, nil),
 		Verifier:      verifier,
 		Ready:         func(context.Context) error { return nil },
 	})

@@ -197,7 +197,7 @@ type runsPage struct {
 	Statuses           []string
 }
 
-var runStatuses = []string{"queued", "running", "succeeded", "failed", "cancelled"}
+var runStatuses = []string{"queued", "dispatched", "running", "succeeded", "failed", "cancelled"}
 
 func (c *Console) runs(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
@@ -230,6 +230,7 @@ type runPage struct {
 	Run      *runs.Run
 	Snapshot *snapshot.Snapshot
 	Jobs     []providerjobs.Job
+	Timeline *runTimeline
 	// Key is the Idempotency-Key the Run was started with.
 	Key string
 }
@@ -259,6 +260,10 @@ func (c *Console) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Jobs = jobs
+	p.Timeline, err = c.timeline(r.Context(), run, c.now())
+	if c.readFailed(w, r, err) {
+		return
+	}
 	c.render(w, r, http.StatusOK, "run", "Run "+id.String()[:8], p)
 }
 

@@ -4,13 +4,16 @@
 //
 // An organization's auditor (a member of an organization) sees that
 // organization's saved searches, archived ones included, each with its
-// schedule and the occurrences it came due at, its snapshot timeline, a diff of brief and baseline between any two
-// snapshots and the Runs each snapshot started; its Runs; its provider
-// jobs with their applied and dropped deliveries. An operator (the role
-// auth.RoleOperator: the provider's operator role, or a token minted by
-// `searchd token --operator`) sees the plane across organizations: claim
-// counts, claims in flight, stuck claims with a guarded force-release, the
-// provider inbox's backlog and the applier's lag, tool calls left
+// schedule and the occurrences it came due at, its snapshot timeline, a
+// diff of brief and baseline between any two snapshots and the Runs each
+// snapshot started; its Runs, each with its timeline (admitted, each
+// delivery to the runtime with its answer, dispatched, each status
+// report); its provider jobs with their applied and dropped deliveries.
+// An operator (the role auth.RoleOperator: the provider's operator role,
+// or a token minted by `searchd token --operator`) sees the plane across
+// organizations: claim counts, claims in flight, stuck claims with a
+// guarded force-release, the provider inbox's backlog and the applier's
+// lag, tool calls left
 // uncertain with a person's decision (mark delivered, or one retry with
 // the same key), the record of force-releases and the sweeper's runs.
 // Every read goes through the domain stores with the organization of the
@@ -100,6 +103,8 @@ type Snapshots interface {
 type Runs interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*runs.Run, error)
 	Search(ctx context.Context, org uuid.UUID, p runs.SearchParams) ([]runs.Run, string, error)
+	// StatusChanges reads a Run's status history for its timeline.
+	StatusChanges(ctx context.Context, org, id uuid.UUID) ([]runs.StatusChange, error)
 }
 
 // ProviderJobs is what the console reads of provider jobs: a
@@ -171,6 +176,9 @@ type Deps struct {
 	JobAudit      JobAudit
 	Operator      Operator
 	SweeperRuns   SweeperRuns
+	// Dispatches serves the Run page's timeline: the hand-off to the
+	// runtime and its attempts.
+	Dispatches Dispatches
 	// Inbox serves the operator's "Inbound" panel, shown when it is set.
 	Inbox Inbox
 	// Schedules shows a saved search's schedule and its occurrences on
@@ -273,8 +281,8 @@ type Console struct {
 // dependency missing.
 func New(d Deps) (*Console, error) {
 	switch {
-	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.ProviderJobs == nil, d.JobAudit == nil:
-		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs, ProviderJobs and JobAudit are required")
+	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.ProviderJobs == nil, d.JobAudit == nil, d.Dispatches == nil:
+		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs, ProviderJobs, JobAudit and Dispatches are required")
 	case d.Operator == nil, d.SweeperRuns == nil:
 		return nil, errors.New("console: Deps.Operator and SweeperRuns are required")
 	case d.Admission == nil:

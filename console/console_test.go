@@ -21,6 +21,7 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/console/consoletest"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/keyset"
@@ -71,6 +72,7 @@ func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL t
 		JobAudit:      providerjobs.NewAudit(pool),
 		Operator:      operator.NewStore(pool, nil),
 		SweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),
+		Dispatches:    dispatch.NewStore(pool, nil),
 		Inbox:         providerjobs.NewAudit(pool),
 		Schedules:     schedule.NewStore(pool, nil),
 		Uncertain:     tools.NewInspector(pool, nil),
@@ -350,6 +352,25 @@ func TestSignInRefusesTokensTheAPIWouldRefuse(t *testing.T) {
 				t.Errorf("GET with a %s token as the cookie = %d, want 303 to sign in", name, rec.Code)
 			}
 		}
+	}
+}
+
+// TestSignInRefusesARuntimeCredential: a runtime's token verifies, but it
+// reports Run status and opens no console: 403, no cookie, no session.
+func TestSignInRefusesARuntimeCredential(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rt, err := auth.SignRuntimeToken(secret, b.world.OrgA, "runtime-eu-1", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := b.do("POST", "/console/sign-in", "", url.Values{"token": {rt}}, nil)
+	if rec.Code != http.StatusForbidden || len(rec.Result().Cookies()) != 0 || !strings.Contains(rec.Body.String(), "runtime credential") {
+		t.Errorf("sign-in with a runtime credential = %d with %d cookies, want 403 naming it and none", rec.Code, len(rec.Result().Cookies()))
+	}
+	var n int
+	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM agent.console_sessions WHERE actor = 'runtime-eu-1'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d sessions of the runtime (%v), want none", n, err)
 	}
 }
 
@@ -811,6 +832,45 @@ func TestTheInboundPanelShowsTheBacklogAndTheApplierLag(t *testing.T) {
 	}
 	if rec := b.do("GET", "/console/operator/inbound", b.signIn(t, b.world.OrgA, "alice"), nil, nil); rec.Code != http.StatusForbidden {
 		t.Errorf("an organization token GET inbound = %d, want 403", rec.Code)
+	}
+}
+
+// TestTheRunPageShowsItsTimeline: the Run page lists the Run's life in
+// order: admitted, each delivery attempt with the runtime's answer,
+// dispatched, each status report with who made it; a refused dispatch
+// shows its answer.
+func TestTheRunPageShowsItsTimeline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok := b.signIn(t, b.world.OrgA, "alice")
+	rec := b.do("GET", "/console/runs/"+b.world.SecondRun.String(), tok, nil, nil)
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("Run page = %d", rec.Code)
+	}
+	section := body[strings.Index(body, "<h2>Timeline</h2>"):]
+	last := -1
+	for _, want := range []string{">admitted<", ">delivery 1<", "503 Service Unavailable runtime warming up", ">delivery 2<",
+		"the runtime acknowledged the delivery", ">reported<", ">running<", "runtime-eu-1", ">succeeded<",
+		"result: " + b.world.ResultRef} {
+		i := strings.Index(section[last+1:], want)
+		if i < 0 {
+			t.Errorf("the timeline lacks %q after the previous event:\n%s", want, section[:min(len(section), 4000)])
+			continue
+		}
+		last += 1 + i
+	}
+	if !strings.Contains(section, `Dispatch to the runtime: <span class="badge b-dispatched">dispatched</span>`) ||
+		!strings.Contains(section, "2 attempts") || !strings.Contains(section, "Version 4") {
+		t.Errorf("the timeline's summary lacks the dispatch state, its attempts or the version:\n%s", section[:min(len(section), 1500)])
+	}
+	body = b.do("GET", "/console/runs/"+b.world.DirectRun.String(), tok, nil, nil).Body.String()
+	if !strings.Contains(body, `<span class="badge b-failed">failed</span>`) || !strings.Contains(body, "unknown capability enrich.company") {
+		t.Errorf("the refused Run's page lacks its failed dispatch and the runtime's answer")
+	}
+	// Another organization sees none of it.
+	if rec := b.do("GET", "/console/runs/"+b.world.SecondRun.String(), b.signIn(t, b.world.OrgB, "eve"), nil, nil); rec.Code != http.StatusNotFound {
+		t.Errorf("org B's auditor on org A's Run page = %d, want 404", rec.Code)
 	}
 }
 

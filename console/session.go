@@ -281,8 +281,15 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 
 // newSession stores a session for p and hands the browser its cookie. It
 // reports false when it answered the request itself: p cannot hold a
-// session, or the database could not store it.
+// session (a runtime credential never does), or the database could not
+// store it.
 func (c *Console) newSession(w http.ResponseWriter, r *http.Request, p auth.Principal, via string, notAfter time.Time) bool {
+	if p.IsRuntime() {
+		// A runtime reports the status of Runs and reads nothing.
+		c.renderSignIn(w, r, http.StatusForbidden,
+			"That token is a runtime credential: it reports the status of Runs to the API and opens no console.")
+		return false
+	}
 	secret, s, err := c.d.Sessions.Create(r.Context(), sessions.CreateParams{OrganizationID: p.OrganizationID,
 		Actor: p.Actor, Role: string(p.Role), Via: via, Lifetime: c.sessionLifetime, NotAfter: notAfter})
 	switch {

@@ -28,6 +28,10 @@ const distColumn = "organization_id"
 var distributed = []string{
 	"agent.idempotency_keys",
 	"agent.provider_jobs",
+	"agent.run_dispatch_attempts",
+	"agent.run_dispatch_retries",
+	"agent.run_dispatches",
+	"agent.run_status_changes",
 	"agent.runs",
 	"agent.saved_search_baselines",
 	"agent.saved_search_schedules",

@@ -72,6 +72,33 @@ func TestDrainStartsADueOccurrenceOnce(t *testing.T) {
 	}
 }
 
+// TestAScheduledRunHasItsDispatch: a scheduled start admits its Run
+// through the normal admission statement, so the Run's dispatch to the
+// runtime (package dispatch's outbox) commits with it, pending and due at
+// once; a tick that starts nothing new writes none.
+func TestAScheduledRunHasItsDispatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.search(t)
+	b.schedule(t, id, hourly())
+	d := b.drain(t, drainOpts{})
+	for _, at := range []time.Time{t0, t0.Add(time.Hour), t0.Add(time.Hour + time.Minute)} {
+		b.clock.Set(at)
+		b.tick(t, d)
+	}
+	runsN := b.count(t, `SELECT count(*) FROM agent.runs WHERE organization_id = $1 AND saved_search_id = $2`, b.org, id)
+	pending := b.count(t, `SELECT count(*) FROM agent.run_dispatches d JOIN agent.runs r
+		ON r.organization_id = d.organization_id AND r.id = d.run_id
+		WHERE r.organization_id = $1 AND r.saved_search_id = $2
+		AND d.state = 'pending' AND d.attempts = 0 AND d.next_attempt_at = r.created_at`, b.org, id)
+	if runsN != 2 || pending != 2 {
+		t.Errorf("%d Runs and %d pending dispatches due at admission, want 2 and 2", runsN, pending)
+	}
+	if n := b.count(t, `SELECT count(*) FROM agent.run_dispatches WHERE organization_id = $1`, b.org); n != runsN {
+		t.Errorf("%d dispatches for %d Runs, want one each", n, runsN)
+	}
+}
+
 // TestTwoDrainsRacingAdmitOneRun: drain A starts an occurrence and stalls
 // before recording it, past its lease; drain B takes the occurrence over,
 // starts it too, and stalls before its own record. Both starts carry the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/dbclock/dbclocktest"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -68,6 +69,62 @@ func TestRunRetention(t *testing.T) {
 	got, err = store.GetByStartKey(b.ctx, b.org, runs.DirectStartKey("inside"))
 	if err != nil || got.ID != inside.ID {
 		t.Errorf("GetByStartKey(inside) = %v, %v; want Run %s", got, err, inside.ID)
+	}
+}
+
+// TestADispatchIsSweptWithItsRun: a Run's dispatch, its attempts, the
+// operator's retries and the Run's status history go when the sweeper
+// deletes the Run past its 396 days, and stay with a Run inside them.
+func TestADispatchIsSweptWithItsRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := time.Now()
+	old := b.admitDirect(t, now.Add(-runs.Retention-day), "old")
+	inside := b.admitDirect(t, now.Add(-runs.Retention+day), "inside")
+	store := runs.NewStore(b.db, runs.Config{})
+	outbox := dispatch.NewStore(b.db, nil)
+	for _, run := range []*runs.Run{old, inside} {
+		leased, err := outbox.LeasePass(b.ctx, 1, time.Minute)
+		if err != nil || len(leased) != 1 {
+			t.Fatalf("LeasePass = %v, %v", leased, err)
+		}
+		if _, err := outbox.End(b.ctx, dispatch.End{OrganizationID: leased[0].OrganizationID, RunID: leased[0].RunID,
+			Attempt: leased[0].Attempt, Outcome: dispatch.OutcomeFailed, StatusCode: 400}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := outbox.Retry(b.ctx, dispatch.RetryParams{RunID: leased[0].RunID, Actor: "op", Reason: "r"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := store.Report(b.ctx, b.org, run.ID, runs.StatusReport{Status: runs.StatusSucceeded, Reporter: "rt"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := func(id uuid.UUID) (n int) {
+		t.Helper()
+		if err := b.db.QueryRow(b.ctx, `SELECT
+			(SELECT count(*) FROM agent.run_dispatches WHERE run_id = $1) +
+			(SELECT count(*) FROM agent.run_dispatch_attempts WHERE run_id = $1) +
+			(SELECT count(*) FROM agent.run_dispatch_retries WHERE run_id = $1) +
+			(SELECT count(*) FROM agent.run_status_changes WHERE run_id = $1)`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if rows(old.ID) != 4 || rows(inside.ID) != 4 {
+		t.Fatalf("before the sweep: %d and %d rows, want 4 each (dispatch, attempt, retry, status change)", rows(old.ID), rows(inside.ID))
+	}
+	s, err := New(b.db, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := b.runOnce(t, s); rep.Runs.Deleted != 1 {
+		t.Fatalf("runs report = %+v, want the old Run deleted", rep.Runs)
+	}
+	if n := rows(old.ID); n != 0 {
+		t.Errorf("%d dispatch rows outlived their swept Run, want 0", n)
+	}
+	if n := rows(inside.ID); n != 4 {
+		t.Errorf("the retained Run keeps %d dispatch rows, want 4", n)
 	}
 }
 

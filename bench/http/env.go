@@ -17,6 +17,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
@@ -212,6 +213,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		Runs:          runStore,
 		Starter:       starter,
 		ProviderJobs:  providerjobs.New(realPool, plane, providerjobs.Config{}),
+		Dispatches:    dispatch.NewStore(realPool, nil),
 		Verifier:      verifier,
 		Logger:        logger,
 		Admission:     queue,

@@ -41,7 +41,8 @@ WHERE r.organization_id = $1 AND r.start_key = $2
 // runs.runColumns.
 const thinRunColumns = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
 	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options, r.input,
-	r.created_by, r.created_at, r.retain_until`
+	r.created_by, r.created_at, r.retain_until,
+	r.version, coalesce(r.updated_at, r.created_at), r.result_ref, r.error_code, r.error_message`
 
 // savedsearch.savedSearchExists.
 const thinSavedSearchExists = `
@@ -91,17 +92,24 @@ WITH done AS (
 SELECT CASE WHEN EXISTS (SELECT FROM done) THEN true
 	ELSE agent.idempotency_fence_lost($1::uuid) END`
 
-// runs.runInsert.
+// runs.runInsert: the Run and its outbox row (its dispatch) in one statement.
 const thinRunInsert = `
-INSERT INTO agent.runs AS r
-	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
-	 name, status, options, input, created_by, created_at, retain_until)
-SELECT @id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
-	@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
-	@input::jsonb, @created_by::text, c.now, c.now + @retention_us::bigint * interval '1 microsecond'
-FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
-ON CONFLICT (organization_id, start_key) DO NOTHING
-RETURNING ` + thinRunColumns
+WITH admitted AS (
+	INSERT INTO agent.runs AS r
+		(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
+		 name, status, options, input, created_by, created_at, retain_until)
+	SELECT @id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
+		@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
+		@input::jsonb, @created_by::text, c.now, c.now + @retention_us::bigint * interval '1 microsecond'
+	FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+	ON CONFLICT (organization_id, start_key) DO NOTHING
+	RETURNING *
+), outbox AS (
+	INSERT INTO agent.run_dispatches (run_id, organization_id, next_attempt_at, created_at)
+	SELECT a.id, a.organization_id, a.created_at, a.created_at FROM admitted a
+)
+SELECT ` + thinRunColumns + `
+FROM admitted r`
 
 // statementNames names the statements a start issues, for the report. pgx
 // sends "begin" and "commit" for a transaction with default options.
@@ -148,15 +156,28 @@ type thinRun struct {
 	Input          json.RawMessage `json:"input"`
 	CreatedAt      time.Time       `json:"created_at"`
 	RetainUntil    time.Time       `json:"retain_until"`
-	StartKey       string          `json:"-"`
-	RequestHash    string          `json:"-"`
-	CreatedBy      *string         `json:"-"`
+	Version        int64           `json:"version"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	ResultRef      *string         `json:"result_ref"`
+	Error          *thinRunError   `json:"error"`
+	errCode        *string
+	errMessage     *string
+	StartKey       string  `json:"-"`
+	RequestHash    string  `json:"-"`
+	CreatedBy      *string `json:"-"`
 }
 
 func (r *thinRun) dest() []any {
 	return []any{(*[16]byte)(&r.ID), (*[16]byte)(&r.OrganizationID), &r.Kind, &r.StartKey, &r.RequestHash,
 		&r.SavedSearchID, &r.SnapshotID, &r.Name, &r.Status, &r.Options, &r.Input,
-		&r.CreatedBy, &r.CreatedAt, &r.RetainUntil}
+		&r.CreatedBy, &r.CreatedAt, &r.RetainUntil,
+		&r.Version, &r.UpdatedAt, &r.ResultRef, &r.errCode, &r.errMessage}
+}
+
+// thinRunError is a Run's error: null on every Run a start answers.
+type thinRunError struct {
+	Code    string  `json:"code"`
+	Message *string `json:"message"`
 }
 
 type thinSummary struct {

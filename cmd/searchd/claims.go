@@ -301,19 +301,9 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 		return err
 	}
 	at, problems := readClaimAddress(*org, *scope, *key)
-	why := strings.TrimSpace(*reason)
-	switch {
-	case why == "":
-		problems = append(problems, "--reason: is required: say why the claim is released; it is logged")
-	case utf8.RuneCountInString(why) > operator.MaxReasonLen || !utf8.ValidString(why):
-		problems = append(problems, fmt.Sprintf("--reason: must be valid UTF-8 of at most %d characters", operator.MaxReasonLen))
-	case strings.ContainsFunc(why, unicode.IsControl):
-		problems = append(problems, "--reason: must be one line, without control characters")
-	}
-	actor := cmp.Or(strings.TrimSpace(*actorFlag), a.getenv("USER"), "cli")
-	if len(actor) > operator.MaxActorLen || !utf8.ValidString(actor) || strings.ContainsFunc(actor, unicode.IsControl) {
-		problems = append(problems, fmt.Sprintf("--actor: must be valid UTF-8 of at most %d bytes, one line", operator.MaxActorLen))
-	}
+	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the claim is released; it is logged",
+		operator.MaxReasonLen, operator.MaxActorLen)
+	problems = append(problems, whoProblems...)
 	cfg, settingProblems := loadSettings(fs, a.getenv, cmdClaimsChange)
 	if problems = append(problems, settingProblems...); len(problems) > 0 {
 		return invalid(problems)
@@ -445,4 +435,26 @@ func (a *app) claimsResolve(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "recorded as resolution %s at %s\n", res.ID, res.ResolvedAt.UTC().Format(time.RFC3339))
 	return nil
+}
+
+// readWhoAndWhy checks the --reason and --actor of an operator's action
+// that is recorded: the reason is required (need says what it is for), one
+// line of at most maxReason characters; the actor defaults to $USER, else
+// "cli", and is one line of at most maxActor bytes. It returns both,
+// trimmed, and every problem, each naming its flag.
+func (a *app) readWhoAndWhy(reason, actorFlag, need string, maxReason, maxActor int) (why, actor string, problems []string) {
+	why = strings.TrimSpace(reason)
+	switch {
+	case why == "":
+		problems = append(problems, "--reason: is required: "+need)
+	case utf8.RuneCountInString(why) > maxReason || !utf8.ValidString(why):
+		problems = append(problems, fmt.Sprintf("--reason: must be valid UTF-8 of at most %d characters", maxReason))
+	case strings.ContainsFunc(why, unicode.IsControl):
+		problems = append(problems, "--reason: must be one line, without control characters")
+	}
+	actor = cmp.Or(strings.TrimSpace(actorFlag), a.getenv("USER"), "cli")
+	if len(actor) > maxActor || !utf8.ValidString(actor) || strings.ContainsFunc(actor, unicode.IsControl) {
+		problems = append(problems, fmt.Sprintf("--actor: must be valid UTF-8 of at most %d bytes, one line", maxActor))
+	}
+	return why, actor, problems
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
@@ -131,6 +132,9 @@ type serverConfig struct {
 	Schedule schedule.DrainConfig
 	// CORSOrigins are the origins browser pages may call the API from.
 	CORSOrigins []string
+	// Dispatch configures the dispatcher (dispatchsettings.go), but for
+	// its Logger and Observer; an empty URL runs none.
+	Dispatch dispatch.Config
 }
 
 // setting is one configuration value and where it came from, so a message

@@ -20,6 +20,7 @@ func newConsole(st *stores, cfg serverConfig, verifier *auth.Verifier, logger *s
 		JobAudit:        st.jobAudit,
 		Operator:        st.operator,
 		SweeperRuns:     st.sweeperRuns,
+		Dispatches:      st.dispatches,
 		Inbox:           st.jobAudit,
 		Schedules:       st.schedules,
 		Uncertain:       st.uncertain,

@@ -64,7 +64,8 @@ const usageHead = `usage: searchd <command> [flags]
 commands:
   migrate   apply the database migrations (DATABASE_URL) and print the versions applied
   serve     serve the HTTP API
-  token     print an HS256 bearer token: searchd token --org UUID [--sub S] [--ttl 1h]
+  token     print an HS256 bearer token: searchd token --org UUID [--sub S] [--ttl 1h];
+            --operator for an operator's, --runtime --sub NAME for a runtime credential
   dev       run locally: start PostgreSQL under ./.searchd-dev (unless DATABASE_URL
             is set), migrate, create demo data, print a token and a curl command, serve
   claims    show or force-release one claim: searchd claims show|release --org UUID
@@ -75,6 +76,9 @@ commands:
             a Kubernetes CronJob; serve also sweeps, every SEARCHD_SWEEP_INTERVAL)
   inbox     inspect the provider inbox: searchd inbox show --provider P --delivery-id ID
             [--json], or searchd inbox list [--provider P] [--status S] [--limit N] [--json]
+  runs      the hand-off of Runs to the runtime: searchd runs dispatch list [--state failed|pending]
+            [--org UUID] [--limit N] [--json], or searchd runs dispatch retry --run UUID
+            --reason TEXT [--actor WHO] (a failed dispatch alone)
   version   print the version, commit and Go version of this binary
   settings  print every setting with its default and values: an example env file
             (searchd settings --format markdown: the reference, docs/settings.md)
@@ -129,6 +133,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.sweep(ctx, rest)
 	case "inbox":
 		err = a.inbox(ctx, rest)
+	case "runs":
+		err = a.runs(ctx, rest)
 	case "version":
 		err = a.printVersion(rest)
 	case "settings":

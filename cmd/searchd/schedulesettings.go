@@ -63,7 +63,9 @@ func checkScheduleLease(r *reader) {
 // so a burst of due occurrences waits its turn beside the API's requests
 // rather than ahead of them. A refusal of the queue (every seat taken for
 // longer than its longest wait) is a transient failure, not ready, tried
-// again later. An Interval of zero runs none.
+// again later. A Run it admits wakes this process's dispatcher, as a
+// start through the API does (so start the dispatcher first). An Interval
+// of zero runs none.
 func startDrain(ctx context.Context, st *stores, cfg serverConfig, logger *slog.Logger, obs observability, queue *fairq.Queue) (func(), error) {
 	dcfg := cfg.Schedule
 	if dcfg.Interval <= 0 {
@@ -71,7 +73,7 @@ func startDrain(ctx context.Context, st *stores, cfg serverConfig, logger *slog.
 	}
 	starter, err := admission.NewStarter(admission.Deps{
 		Pool: st.pool, Plane: st.plane, SavedSearches: st.savedSearches, Snapshots: st.snapshots, Runs: st.runs,
-	}, admission.Config{Lease: cfg.SavedSearchLease})
+	}, admission.Config{Lease: cfg.SavedSearchLease, Admitted: st.wakeDispatcher})
 	if err != nil {
 		return nil, err
 	}

@@ -87,8 +87,9 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 // flight get cfg.ShutdownGrace to finish, new connections are refused, and
 // what still runs is cancelled (see serveHTTP). The claim listener of
 // Prefer: wait runs for as long as the server does; the sweeper, the
-// inbox's applier and the drain of scheduled starts until ctx ends. All
-// have returned when runServer does, so the caller may close the pool. Everything runs on st, the stores constructed once on the pool.
+// inbox's applier, the dispatcher and the drain of scheduled starts until
+// ctx ends. All have returned when runServer does, so the caller may close
+// the pool. Everything runs on st, the stores constructed once on the pool.
 func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, st *stores, logger *slog.Logger, obs observability) error {
 	pool := st.pool
 	if obs.metrics == nil {
@@ -113,6 +114,12 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	defer stopSweeper()
 	stopApplier := startApplier(ctx, st, cfg, logger)
 	defer stopApplier()
+	stopDispatcher, err := startDispatcher(ctx, st, cfg, logger, obs)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopDispatcher()
 	stopDrain, err := startDrain(ctx, st, cfg, logger, obs, queue)
 	if err != nil {
 		_ = ln.Close()
@@ -176,7 +183,7 @@ func newAPI(st *stores, cfg serverConfig, verifier api.Verifier, logger *slog.Lo
 		SavedSearches: st.savedSearches,
 		Snapshots:     st.snapshots,
 		Runs:          st.runs,
-	}, admission.Config{Hub: hub, Lease: cfg.SavedSearchLease})
+	}, admission.Config{Hub: hub, Lease: cfg.SavedSearchLease, Admitted: st.wakeDispatcher})
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +203,7 @@ func newAPI(st *stores, cfg serverConfig, verifier api.Verifier, logger *slog.Lo
 		Runs:                 st.runs,
 		Starter:              starter,
 		ProviderJobs:         st.providerJobs,
+		Dispatches:           st.dispatches,
 		Schedules:            st.schedules,
 		ProviderSecrets:      cfg.ProviderSecrets,
 		Verifier:             verifier,

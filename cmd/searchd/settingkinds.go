@@ -69,10 +69,12 @@ const (
 	cmdClaimsShow
 	cmdClaimsChange // claims release and claims resolve
 	cmdInbox
+	cmdRunsList
+	cmdRunsRetry
 
 	cmdServers   = cmdServe | cmdDev
-	cmdConnected = cmdServers | cmdMigrate | cmdSweep | cmdClaimsShow | cmdClaimsChange | cmdInbox
-	cmdLogging   = cmdServers | cmdSweep | cmdClaimsChange
+	cmdConnected = cmdServers | cmdMigrate | cmdSweep | cmdClaimsShow | cmdClaimsChange | cmdInbox | cmdRunsList | cmdRunsRetry
+	cmdLogging   = cmdServers | cmdSweep | cmdClaimsChange | cmdRunsRetry
 )
 
 // cmdNames name the commands in the documentation, in its order.
@@ -82,6 +84,7 @@ var cmdNames = []struct {
 }{
 	{cmdServe, "serve"}, {cmdDev, "dev"}, {cmdMigrate, "migrate"}, {cmdToken, "token"}, {cmdSweep, "sweep"},
 	{cmdClaimsShow, "claims show"}, {cmdClaimsChange, "claims release/resolve"}, {cmdInbox, "inbox"},
+	{cmdRunsList, "runs dispatch list"}, {cmdRunsRetry, "runs dispatch retry"},
 }
 
 // String names the commands of cs, separated by commas.

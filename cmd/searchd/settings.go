@@ -15,6 +15,7 @@ import (
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/schedule"
@@ -271,6 +272,47 @@ var settingsTable = []section{
 				min: schedule.MinRetryAfter, max: schedule.MaxRetryAfter, like: "1s or 1m"},
 			meaning: "when an occurrence whose start failed for a transient reason (`not_ready`) is tried again; for tests " +
 				"and tuning (the seed's value is an hour)"},
+	}},
+	{"Dispatch to the runtime", "How every admitted Run reaches the runtime that executes it (docs/runtime.md). Every " +
+		"replica with a runtime runs a dispatcher; they share the outbox.", []spec{
+		{env: EnvRuntimeURL, flag: "runtime-url", in: cmdServers,
+			kind: text{at: func(c *loading) *string { return &c.Dispatch.URL }, check: runtimeURLProblem,
+				desc: "an absolute http or https URL; as a flag, without credentials"},
+			def: "none: dispatch is off, Runs stay queued",
+			meaning: "the runtime's endpoint: every admitted Run is POSTed to it as a signed Standard Webhooks message " +
+				"whose `webhook-id` is the Run id, until it answers 2xx. Unset, dispatch is off: `serve` logs so, and Runs " +
+				"are admitted and stay `queued` with their dispatch pending, for a replica with a runtime to deliver. As a " +
+				"flag it must hold no credentials (`ps` shows flags)"},
+		{env: EnvRuntimeSecret, secret: true, in: cmdServers,
+			kind: custom{parse: parseRuntimeSecret,
+				desc: fmt.Sprintf("`whsec_` and the standard base64 of at least %d random bytes (`echo whsec_$(openssl rand -base64 32)`), "+
+					"or at least %d bytes used as they are", dispatch.MinSecretLen, dispatch.MinSecretLen)},
+			def:     "required with " + EnvRuntimeURL,
+			meaning: "the secret deliveries are signed with (Standard Webhooks), which the runtime verifies every delivery with"},
+		{env: EnvRuntimeTimeout, flag: "runtime-timeout", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Dispatch.Timeout }, def: dispatch.DefaultTimeout,
+				above: true, max: dispatch.MaxTimeout, like: "10s or 1m"},
+			meaning: "how long one delivery waits for the runtime's answer; no answer in time is a retry. A delivery's " +
+				"lease is this plus a quarter of it, at least 5 s more (15 s by default)"},
+		{env: EnvDispatchInterval, flag: "dispatch-interval", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Dispatch.Interval }, def: dispatch.DefaultInterval,
+				above: true, max: dispatch.MaxInterval, like: "10s or 1m"},
+			meaning: "time between two lease passes of the dispatcher while nothing is due; a start on the same replica wakes it at once"},
+		{env: EnvDispatchBatch, flag: "dispatch-batch", in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Dispatch.Batch }, def: dispatch.DefaultBatch,
+				min: 1, max: dispatch.MaxBatch},
+			meaning: "most dispatches one lease pass takes"},
+		{env: EnvDispatchConcurrency, flag: "dispatch-concurrency", in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Dispatch.Concurrency }, def: dispatch.DefaultConcurrency,
+				min: 1, max: dispatch.MaxConcurrency},
+			meaning: "most deliveries in flight in this process; a pass leases no more than the free slots, so nothing leased waits for one"},
+		{env: EnvDispatchMaxBackoff, flag: "dispatch-max-backoff", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Dispatch.MaxBackoff }, def: dispatch.DefaultMaxBackoff,
+				min: dispatch.DefaultMinBackoff, max: dispatch.MaxMaxBackoff, like: "30s or 5m",
+				desc: "from " + dispatch.DefaultMinBackoff.String() + " (the first wait) to " + dispatch.MaxMaxBackoff.String()},
+			meaning: "the longest wait before a delivery is retried (after a 5xx, 408, 429, timeout or cut connection); the " +
+				"wait is " + dispatch.DefaultMinBackoff.String() + " after the first attempt and doubles, drawn between half " +
+				"and all of it, and a `Retry-After` of the runtime is honoured up to this"},
 	}},
 	{"Sweeper", "The sweeper deletes the claims, Runs, snapshots and dropped deliveries past their retention, in bounded " +
 		"passes: inside serve and dev every interval, or once per `searchd sweep` from an outside scheduler.", []spec{

@@ -127,7 +127,7 @@ func TestEveryVariableReadIsInTheSettingsTable(t *testing.T) {
 	}
 
 	// What the loaders read, whatever the command.
-	for _, c := range []cmds{cmdServe, cmdDev, cmdMigrate, cmdToken, cmdSweep, cmdClaimsShow, cmdClaimsChange, cmdInbox} {
+	for _, c := range []cmds{cmdServe, cmdDev, cmdMigrate, cmdToken, cmdSweep, cmdClaimsShow, cmdClaimsChange, cmdInbox, cmdRunsList, cmdRunsRetry} {
 		fs := flag.NewFlagSet("x", flag.ContinueOnError)
 		read := map[string]bool{}
 		loadSettings(fs, func(k string) string { read[k] = true; return "" }, c)

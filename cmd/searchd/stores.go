@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
@@ -29,6 +30,12 @@ type stores struct {
 	savedSearches *savedsearch.Store
 	snapshots     *snapshot.Store
 	runs          *runs.Store
+	// dispatches is the outbox of Run dispatches: the dispatcher's, and
+	// the reads of the API and the console.
+	dispatches *dispatch.Store
+	// wakeDispatcher wakes this process's dispatcher after an admission;
+	// set by startDispatcher (a no-op when dispatch is off).
+	wakeDispatcher func()
 	// providerJobs is the callback handler's and the applier's; it sends
 	// to wake when a copy meets an arrival whose worker is gone.
 	providerJobs *providerjobs.Service
@@ -52,6 +59,7 @@ func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cfg serverConfig, logge
 		savedSearches: savedsearch.NewStore(pool),
 		snapshots:     snapshot.NewStore(pool),
 		runs:          runs.NewStore(pool, runs.Config{Clock: clock}),
+		dispatches:    dispatch.NewStore(pool, clock),
 		wake:          make(chan struct{}, 1),
 		jobAudit:      providerjobs.NewAudit(pool),
 		operator:      operator.NewStore(pool, clock),

@@ -19,6 +19,8 @@ func (a *app) token(args []string) error {
 	sub := fs.String("sub", "", "subject, recorded as the actor of starts (optional)")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
 	asOperator := fs.Bool("operator", false, "mint an operator's token (role claim \"operator\"): --sub is required, --org optional")
+	asRuntime := fs.Bool("runtime", false, "mint a runtime credential (role claim \"runtime\") of --org: it reports the status of the "+
+		"organization's Runs (PUT /v1/runs/{id}/status) and opens no other route; --sub, required, names the runtime")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -49,12 +51,21 @@ func (a *app) token(args []string) error {
 	if *asOperator && *sub == "" {
 		problems = append(problems, "--sub: is required with --operator: it names the operator in every release recorded")
 	}
+	if *asRuntime && *sub == "" {
+		problems = append(problems, "--sub: is required with --runtime: it names the runtime in every status change recorded")
+	}
+	if *asRuntime && *asOperator {
+		problems = append(problems, "--runtime and --operator: choose one role")
+	}
 	if len(problems) > 0 {
 		return &usageError{msg: "invalid configuration:\n  " + strings.Join(problems, "\n  ")}
 	}
 	sign := auth.SignToken
-	if *asOperator {
+	switch {
+	case *asOperator:
 		sign = auth.SignOperatorToken
+	case *asRuntime:
+		sign = auth.SignRuntimeToken
 	}
 	tok, err := sign([]byte(secret), orgID, *sub, a.now(), *ttl)
 	if err != nil {

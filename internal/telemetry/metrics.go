@@ -18,10 +18,10 @@ const namespace = "searchd"
 
 // Metrics are the Prometheus metrics of one searchd process, on a registry
 // of their own. A *Metrics is an idempotency.Observer, a
-// providerjobs.Observer, a sweeper.Observer, a fairq.Observer and a
-// schedule.Observer (the drain of scheduled starts); give the same value
-// to all of them and to the API, which serves [Metrics.Handler]. It is
-// safe for
+// providerjobs.Observer, a sweeper.Observer, a fairq.Observer, a
+// schedule.Observer (the drain of scheduled starts) and a
+// dispatch.Observer; give the same value to all of them and to the API,
+// which serves [Metrics.Handler]. It is safe for
 // concurrent use; its Observe methods never block.
 type Metrics struct {
 	reg *prometheus.Registry
@@ -46,7 +46,13 @@ type Metrics struct {
 	sweepPass    *prometheus.HistogramVec
 	sweepFull    *prometheus.CounterVec
 
-	admission        *admissionMetrics
+	admission *admissionMetrics
+
+	dispatchPending  prometheus.Gauge
+	dispatchFailed   prometheus.Gauge
+	dispatchOldest   prometheus.Gauge
+	dispatchAttempts *prometheus.CounterVec
+	dispatchDuration *prometheus.HistogramVec
 	scheduleCameDue  prometheus.Counter
 	scheduleOutcomes *prometheus.CounterVec
 	scheduleDue      prometheus.Gauge
@@ -123,6 +129,27 @@ func NewMetrics() *Metrics {
 			Help: "Sweeper passes whose read filled the bound, leaving rows past retention behind, by table.",
 		}, []string{"table"}),
 		admission: newAdmissionMetrics(),
+		dispatchPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "pending",
+			Help: "Admitted Runs whose dispatch to the runtime is pending (not yet acknowledged), counted by the dispatcher every 15 s.",
+		}),
+		dispatchFailed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "failed",
+			Help: "Dispatches the runtime refused (a 4xx other than 408 and 429), waiting for an operator's retry; counted every 15 s.",
+		}),
+		dispatchOldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "oldest_pending_seconds",
+			Help: "Age of the oldest pending dispatch's Run (0 when none), by the database clock: how far delivery lags behind admission.",
+		}),
+		dispatchAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "attempts_total",
+			Help: "Delivery attempts of Runs to the runtime, by outcome (delivered, retry, failed).",
+		}, []string{"outcome"}),
+		dispatchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "attempt_duration_seconds",
+			Help:    "Time of one delivery attempt (reading the message, the runtime's answer, recording it), by outcome.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"outcome"}),
 		scheduleCameDue: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "schedule", Name: "came_due_total",
 			Help: "Occurrences of schedules that came due, as the drain planned them.",
@@ -157,6 +184,7 @@ func NewMetrics() *Metrics {
 		m.sweptRead, m.sweptDeleted, m.sweepPass,
 		m.sweepFull,
 		m.admission.wait, m.admission.refused, m.admission.abandoned,
+		m.dispatchPending, m.dispatchFailed, m.dispatchOldest, m.dispatchAttempts, m.dispatchDuration,
 		m.scheduleCameDue, m.scheduleOutcomes, m.scheduleDue, m.scheduleLag, m.scheduleTick,
 	)
 	return m
@@ -238,6 +266,21 @@ func (m *Metrics) ObservePass(table string, read, deleted int, d time.Duration) 
 // ObserveBacklogPass implements sweeper.BacklogObserver.
 func (m *Metrics) ObserveBacklogPass(table string) {
 	m.sweepFull.WithLabelValues(table).Inc()
+}
+
+// ObserveDispatchAttempt implements dispatch.Observer: one ended delivery
+// attempt. No organization label: every distinct one would be a series
+// kept for the life of the process.
+func (m *Metrics) ObserveDispatchAttempt(outcome string, d time.Duration) {
+	m.dispatchAttempts.WithLabelValues(outcome).Inc()
+	m.dispatchDuration.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+// ObserveDispatchBacklog implements dispatch.Observer.
+func (m *Metrics) ObserveDispatchBacklog(pending, failed int64, oldest time.Duration) {
+	m.dispatchPending.Set(float64(pending))
+	m.dispatchFailed.Set(float64(failed))
+	m.dispatchOldest.Set(oldest.Seconds())
 }
 
 // ObserveCameDue implements schedule.Observer.

@@ -20,6 +20,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/searchd/searchd/dbclock/dbclocktest"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/providerjobs"
@@ -396,6 +397,29 @@ func TestMetricsCountTheInbox(t *testing.T) {
 		`searchd_webhook_drop_audit_failures_total{provider="acme",reason="duplicate"} 1`,
 		`searchd_inbox_pending 7`,
 		`searchd_inbox_lag_seconds 1.5`,
+	} {
+		if !strings.Contains(page, line+"\n") {
+			t.Errorf("metrics page lacks %q", line)
+		}
+	}
+}
+
+func TestMetricsCountTheDispatches(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics()
+	var _ dispatch.Observer = m
+	m.ObserveDispatchAttempt("delivered", 20*time.Millisecond)
+	m.ObserveDispatchAttempt("retry", time.Second)
+	m.ObserveDispatchAttempt("retry", time.Second)
+	m.ObserveDispatchBacklog(12, 3, 90*time.Second)
+	page := scrape(t, m)
+	for _, line := range []string{
+		`searchd_dispatch_attempts_total{outcome="delivered"} 1`,
+		`searchd_dispatch_attempts_total{outcome="retry"} 2`,
+		`searchd_dispatch_attempt_duration_seconds_count{outcome="retry"} 2`,
+		`searchd_dispatch_pending 12`,
+		`searchd_dispatch_failed 3`,
+		`searchd_dispatch_oldest_pending_seconds 90`,
 	} {
 		if !strings.Contains(page, line+"\n") {
 			t.Errorf("metrics page lacks %q", line)

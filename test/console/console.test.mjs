@@ -134,6 +134,14 @@ test("an auditor opens a saved search, compares two snapshots and opens a Run", 
   assert.match(body, /bob/);
   assert.match(body, /queued/);
   assert.match(body, /acme-job-5521/);
+  // The timeline: admitted, a 503 then a delivery, dispatched, the
+  // runtime's reports, in that order.
+  const events = await page.locator("section:has(h2:text('Timeline')) table.list tbody tr").allInnerTexts();
+  const order = [/admitted/, /delivery 1[\s\S]*503 Service Unavailable/, /delivery 2[\s\S]*delivered/, /status[\s\S]*dispatched/,
+    /reported[\s\S]*running[\s\S]*runtime-eu-1/, /reported[\s\S]*succeeded[\s\S]*runtime-eu-1/];
+  assert.equal(events.length, order.length, "one timeline row per event: " + JSON.stringify(events));
+  order.forEach((re, i) => assert.match(events[i], re, "timeline row " + i));
+  assert.match(events[5], new RegExp(world.result_ref.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")));
   await shot(page, "run");
 
   await Promise.all([page.waitForNavigation(), page.getByRole("link", { name: world.job.slice(0, 8) }).click()]);

@@ -288,7 +288,7 @@ export interface paths {
         };
         /**
          * Read a Run
-         * @description Reads one Run of the caller's organization, with its actor (created_by) and the Idempotency-Key it was started with.
+         * @description Reads one Run of the caller's organization, with its actor (created_by), the Idempotency-Key it was started with, its status as the runtime reported it, and its dispatch to the runtime: the state of the hand-off, the attempts made and the last answer. its dispatch to the runtime too: the state of the hand-off, the attempts made and the last answer.
          */
         get: operations["getRun"];
         put?: never;
@@ -579,8 +579,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{id}/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Run id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Report a Run's status (runtime)
+         * @description The runtime reports a Run's status: running, then one of succeeded (with an optional result_ref), failed or cancelled (with an optional error). Authenticated by a runtime credential of the Run's organization (a JWT with the role claim "runtime", minted by `searchd token --runtime --org UUID --sub NAME`); a user token is refused here (403 insufficient_scope), and a runtime credential on every other route. A report is a value to set, not a step: it changes the Run when it moves it forward (queued or dispatched to running; any unfinished status to a finished one, so running may be skipped), raising its version by one and recording the change with the credential's sub. A report the Run already is (running for a running Run, or exactly how it finished) answers 200 and changes nothing, version and updated_at included: retry a report freely. A report that would change a finished Run answers 409 run_finished. Another organization's Run is 404.
+         */
+        put: operations["reportRunStatus"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    runAdmitted: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A Run to execute (searchd to the runtime)
+         * @description searchd's dispatcher POSTs every admitted Run to SEARCHD_RUNTIME_URL, signed as a Standard Webhooks message with SEARCHD_RUNTIME_SECRET; verify the signature before trusting the body (the Go client's VerifyDispatch, the TypeScript client's verifyDispatch). webhook-id is the Run id: a redelivery (after a lost answer, a timeout, a 5xx) carries the same id and body, so a runtime that has it already answers 2xx again and runs nothing twice. Answer 2xx once the Run is safely yours (the dispatch is then done and the Run dispatched); 5xx, 408 or 429 (with Retry-After, honoured) to be asked again later; any other 4xx marks the dispatch failed, with your answer recorded, until an operator retries it. Then report the Run's status with PUT /v1/runs/{id}/status.
+         */
+        post: operations["runAdmitted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /** @description An RFC 9457 problem details document. `code` is the machine-readable reason; `errors` lists refused fields of a validation_failed problem; `request_id` is the X-Request-Id of the request, on every problem. */
@@ -594,12 +638,17 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "missing_idempotency_key" | "invalid_idempotency_key" | "malformed_json" | "validation_failed" | "unauthorized" | "not_found" | "method_not_allowed" | "in_progress" | "key_reused" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "internal" | "already_registered" | "missing_delivery_id" | "invalid_delivery_id" | "rate_limited" | "precondition_failed";
+            code: "missing_idempotency_key" | "invalid_idempotency_key" | "malformed_json" | "validation_failed" | "unauthorized" | "not_found" | "method_not_allowed" | "in_progress" | "key_reused" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "internal" | "already_registered" | "missing_delivery_id" | "invalid_delivery_id" | "rate_limited" | "precondition_failed" | "insufficient_scope" | "run_finished";
             /** @description The X-Request-Id of the request, to match a report with the server log. */
             request_id?: string;
             errors?: components["schemas"]["FieldError"][];
-            /** @description precondition_failed alone: the version the saved search is at now (its ETag is the same number, quoted). */
+            /** @description precondition_failed: the version the saved search is at now (its ETag is the same number, quoted); run_finished: the version of the finished Run. */
             current_version?: number;
+            /**
+             * @description run_finished alone: the status the Run finished with.
+             * @enum {string}
+             */
+            current_status?: "succeeded" | "failed" | "cancelled";
         };
         FieldError: {
             /** @description JSON path of the field: dotted names, indexes in brackets (brief.query, baseline.items[3]); empty for the whole body. */
@@ -712,8 +761,11 @@ export interface components {
             /** Format: uuid */
             snapshot_id: string | null;
             name: string | null;
-            /** @enum {string} */
-            status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            /**
+             * @description queued at admission; dispatched once the runtime acknowledged its delivery; then what the runtime reports: running, and one of succeeded, failed, cancelled. A status only moves forward, and a finished one never changes.
+             * @enum {string}
+             */
+            status: "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
             /** @description The normalized start options of a saved-search Run. */
             options: {
                 [key: string]: unknown;
@@ -733,6 +785,17 @@ export interface components {
             created_by: string | null;
             /** @description The Idempotency-Key the client started the Run with. */
             idempotency_key: string;
+            /** @description 1 at admission; grows by one with every change of status (the dispatcher's move to dispatched, each status report that changed something). */
+            version: number;
+            /**
+             * Format: date-time
+             * @description When the status last changed; created_at until it first does.
+             */
+            updated_at: string;
+            /** @description What a succeeded Run produced, as its runtime reported it (a URI or an opaque reference); null otherwise. */
+            result_ref: string | null;
+            /** @description How a failed or cancelled Run ended, as its runtime reported it; null otherwise. */
+            error: components["schemas"]["RunError"] | null;
         };
         /** @description A Run as the list shows it: the Run without its input (GET /v1/runs/{id} has it), with the input's size instead. */
         RunListItem: {
@@ -748,7 +811,7 @@ export interface components {
             snapshot_id: string | null;
             name: string | null;
             /** @enum {string} */
-            status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            status: "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
             /** @description The normalized start options of a saved-search Run. */
             options: {
                 [key: string]: unknown;
@@ -762,6 +825,13 @@ export interface components {
              * @description created_at + 396 days; until then the Idempotency-Key replays this Run.
              */
             retain_until: string;
+            /** @description 1 at admission; grows by one with every change of status (the dispatcher's move to dispatched, each status report that changed something). */
+            version: number;
+            /**
+             * Format: date-time
+             * @description When the status last changed; created_at until it first does.
+             */
+            updated_at: string;
         };
         /** @description A page of Run list items; at most 1 MiB (1048576 bytes) whatever the inputs hold. */
         RunPage: {
@@ -1026,6 +1096,161 @@ export interface components {
             items: components["schemas"]["Occurrence"][];
             /** @description Pass as ?cursor= for the next page; null on the last page. */
             next_cursor: string | null;
+        };
+        RunError: {
+            /** @description A machine code: lower-case letters, digits, '_', '.' and '-'. */
+            code: string;
+            /** @description Words for a person; null when none was reported. */
+            message: string | null;
+        };
+        RunErrorInput: {
+            /** @description A machine code: lower-case letters, digits, '_', '.' and '-', starting with a letter or digit. */
+            code: string;
+            /** @description Words for a person, at most 2000 characters. */
+            message?: string | null;
+        };
+        /** @description The hand-off of a Run to the runtime (the outbox row its admission wrote). pending: to deliver (next_attempt_at says when); dispatched: the runtime answered 2xx; failed: the runtime refused it (a 4xx other than 408 and 429) and an operator must retry it. */
+        Dispatch: {
+            /** @enum {string} */
+            state: "pending" | "dispatched" | "failed";
+            /** @description Delivery attempts made. */
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description pending alone: when it is due (its next attempt, or the end of the lease of the attempt in flight).
+             */
+            next_attempt_at: string | null;
+            /** Format: date-time */
+            last_attempt_at: string | null;
+            /** Format: date-time */
+            dispatched_at: string | null;
+            /** Format: date-time */
+            failed_at: string | null;
+            /** @description The runtime's last HTTP status; null when no answer came (a timeout, a cut connection) or before the first attempt. */
+            last_status_code: number | null;
+            /** @description What went wrong with the last attempt that did not deliver (the runtime's answer, or a timeout); null once delivered. */
+            last_error: string | null;
+            /** @description Operator retries of a failed dispatch (searchd runs dispatch retry). */
+            retries: number;
+        };
+        /** @description A Run with its dispatch to the runtime, as GET /v1/runs/{id} answers it. */
+        RunDetail: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            organization_id: string;
+            /** @enum {string} */
+            kind: "saved_search" | "capability" | "definition";
+            /** Format: uuid */
+            saved_search_id: string | null;
+            /** Format: uuid */
+            snapshot_id: string | null;
+            name: string | null;
+            /**
+             * @description queued at admission; dispatched once the runtime acknowledged its delivery; then what the runtime reports: running, and one of succeeded, failed, cancelled. A status only moves forward, and a finished one never changes.
+             * @enum {string}
+             */
+            status: "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
+            /** @description The normalized start options of a saved-search Run. */
+            options: {
+                [key: string]: unknown;
+            } | null;
+            /** @description The canonical input of a direct Run. */
+            input: {
+                [key: string]: unknown;
+            } | null;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description created_at + 396 days; until then the Idempotency-Key replays this Run.
+             */
+            retain_until: string;
+            /** @description The actor that started the Run: the bearer token's sub claim; null when it had none. */
+            created_by: string | null;
+            /** @description The Idempotency-Key the client started the Run with. */
+            idempotency_key: string;
+            /** @description 1 at admission; grows by one with every change of status (the dispatcher's move to dispatched, each status report that changed something). */
+            version: number;
+            /**
+             * Format: date-time
+             * @description When the status last changed; created_at until it first does.
+             */
+            updated_at: string;
+            /** @description What a succeeded Run produced, as its runtime reported it (a URI or an opaque reference); null otherwise. */
+            result_ref: string | null;
+            /** @description How a failed or cancelled Run ended, as its runtime reported it; null otherwise. */
+            error: components["schemas"]["RunError"] | null;
+            /** @description The Run's dispatch to the runtime; null for a Run that has none (none admitted since migration 00016). */
+            dispatch: components["schemas"]["Dispatch"] | null;
+        };
+        /** @description A runtime's report of a Run's status: a value to set. result_ref only with succeeded; error only with failed or cancelled. */
+        StatusReport: {
+            /** @enum {string} */
+            status: "running" | "succeeded" | "failed" | "cancelled";
+            /** @description succeeded alone: what the Run produced (a URI or an opaque reference), 1 to 2048 bytes. */
+            result_ref?: string | null;
+            /** @description failed or cancelled alone: how the Run ended. */
+            error?: components["schemas"]["RunErrorInput"] | null;
+        };
+        /** @description The body of a dispatch: a Standard Webhooks message searchd POSTs to SEARCHD_RUNTIME_URL for every admitted Run, signed with SEARCHD_RUNTIME_SECRET (headers webhook-id, webhook-timestamp, webhook-signature). webhook-id is the Run id, and every redelivery of a Run is the same body under the same webhook-id: deduplicate by it. */
+        RunDispatch: {
+            /** @enum {string} */
+            type: "run.admitted";
+            /**
+             * Format: date-time
+             * @description The Run's admission (its created_at), the same on every redelivery.
+             */
+            timestamp: string;
+            data: {
+                run: components["schemas"]["DispatchedRun"];
+                /** @description A saved-search Run's frozen input, whole; null for a direct Run, whose input is run.input. */
+                snapshot: components["schemas"]["DispatchedSnapshot"] | null;
+                /** @description Where to report the Run's status, relative to searchd's base URL: /v1/runs/{id}/status. */
+                status_url: string;
+            };
+        };
+        /** @description The Run as admitted: what never changes about it. */
+        DispatchedRun: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            organization_id: string;
+            /** @enum {string} */
+            kind: "saved_search" | "capability" | "definition";
+            /** Format: uuid */
+            saved_search_id: string | null;
+            /** Format: uuid */
+            snapshot_id: string | null;
+            name: string | null;
+            /** @description The normalized start options of a saved-search Run. */
+            options: {
+                [key: string]: unknown;
+            } | null;
+            /** @description The canonical input of a direct Run. */
+            input: {
+                [key: string]: unknown;
+            } | null;
+            /** Format: date-time */
+            created_at: string;
+            /** @description The actor that started the Run: the bearer token's sub claim; null when it had none. */
+            created_by: string | null;
+            /** @description The Idempotency-Key the client started the Run with. */
+            idempotency_key: string;
+        };
+        /** @description The snapshot a saved-search Run was admitted on, as GET /v1/snapshots/{id} answers it but for organization_id (the Run's). */
+        DispatchedSnapshot: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            saved_search_id: string;
+            saved_search_version: number;
+            brief: components["schemas"]["Brief"];
+            baseline: components["schemas"]["Baseline"];
+            content_hash: string;
+            created_by: string | null;
+            /** Format: date-time */
+            created_at: string;
         };
     };
     responses: {
@@ -1392,6 +1617,49 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description insufficient_scope: the bearer token is valid but its role does not open this route: a runtime credential (role "runtime") anywhere but PUT /v1/runs/{id}/status, or a user token there (WWW-Authenticate: Bearer realm="searchd", error="insufficient_scope"). */
+        InsufficientScope: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "WWW-Authenticate"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/insufficient_scope",
+                 *       "title": "Credential not allowed here",
+                 *       "status": 403,
+                 *       "detail": "this is a runtime credential: it reports the status of Runs (PUT /v1/runs/{id}/status) and opens no other route",
+                 *       "code": "insufficient_scope",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description run_finished: the report would change a Run that finished (another terminal status, result or error, or running after the end). current_status and current_version say how it finished. Not to be retried. */
+        RunFinished: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/run_finished",
+                 *       "title": "Run finished",
+                 *       "status": 409,
+                 *       "detail": "the Run finished as succeeded; a finished Run never changes, and this report would change it",
+                 *       "code": "run_finished",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962",
+                 *       "current_version": 4,
+                 *       "current_status": "succeeded"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
     };
     parameters: {
         /** @description RFC 7240 preferences; one is understood: wait=N, N whole seconds (delta-seconds). When another request with the same Idempotency-Key is still preparing, the start waits up to N seconds for it (woken the moment it completes or is released, reclaiming it if its lease passes) and answers its result as a 200 replay (or 201 when this request admitted the Run), instead of 409 in_progress at once; when N runs out it answers the usual 409 with Retry-After. N above the server's maximum (30 by default) is cut to it. Several Prefer headers and comma-separated lists are read; only the first wait counts; a malformed preference is ignored, never an error. */
@@ -1481,6 +1749,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
@@ -1595,6 +1864,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["InProgress"];
             413: components["responses"]["PayloadTooLarge"];
@@ -1631,6 +1901,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
@@ -1689,6 +1960,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -1723,6 +1995,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
@@ -1757,6 +2030,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -1839,6 +2113,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
@@ -1918,6 +2193,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
@@ -1984,7 +2260,11 @@ export interface operations {
                      *         "created_at": "2026-12-01T09:31:12.5Z",
                      *         "retain_until": "2028-01-01T09:31:12.5Z",
                      *         "created_by": "user-42",
-                     *         "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                     *         "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324",
+                     *         "version": 1,
+                     *         "updated_at": "2026-12-01T09:31:12.5Z",
+                     *         "result_ref": null,
+                     *         "error": null
                      *       },
                      *       "snapshot": {
                      *         "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
@@ -2025,7 +2305,11 @@ export interface operations {
                      *         "created_at": "2026-12-01T09:31:12.5Z",
                      *         "retain_until": "2028-01-01T09:31:12.5Z",
                      *         "created_by": "user-42",
-                     *         "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                     *         "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324",
+                     *         "version": 1,
+                     *         "updated_at": "2026-12-01T09:31:12.5Z",
+                     *         "result_ref": null,
+                     *         "error": null
                      *       },
                      *       "snapshot": {
                      *         "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
@@ -2041,6 +2325,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["InProgress"];
@@ -2100,6 +2385,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2134,6 +2420,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2182,6 +2469,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2280,6 +2568,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["InProgress"];
@@ -2319,6 +2608,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["SchedulePreconditionFailed"];
@@ -2349,6 +2639,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2403,6 +2694,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["SchedulePreconditionFailed"];
@@ -2458,6 +2750,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["SchedulePreconditionFailed"];
@@ -2528,6 +2821,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2562,6 +2856,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2609,7 +2904,9 @@ export interface operations {
                      *           },
                      *           "created_at": "2026-12-01T09:31:12.5Z",
                      *           "retain_until": "2028-01-01T09:31:12.5Z",
-                     *           "input_bytes": null
+                     *           "input_bytes": null,
+                     *           "version": 1,
+                     *           "updated_at": "2026-12-01T09:31:12.5Z"
                      *         },
                      *         {
                      *           "id": "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
@@ -2622,7 +2919,9 @@ export interface operations {
                      *           "options": null,
                      *           "created_at": "2026-12-01T09:31:12.5Z",
                      *           "retain_until": "2028-01-01T09:31:12.5Z",
-                     *           "input_bytes": 15
+                     *           "input_bytes": 15,
+                     *           "version": 1,
+                     *           "updated_at": "2026-12-01T09:31:12.5Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -2633,6 +2932,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
@@ -2690,7 +2990,11 @@ export interface operations {
                      *         "created_at": "2026-12-01T09:31:12.5Z",
                      *         "retain_until": "2028-01-01T09:31:12.5Z",
                      *         "created_by": "user-42",
-                     *         "idempotency_key": "c2a0b1d4-7a1e-4c44-9d7e-1f1b1c1d1e1f"
+                     *         "idempotency_key": "c2a0b1d4-7a1e-4c44-9d7e-1f1b1c1d1e1f",
+                     *         "version": 1,
+                     *         "updated_at": "2026-12-01T09:31:12.5Z",
+                     *         "result_ref": null,
+                     *         "error": null
                      *       },
                      *       "snapshot": null
                      *     }
@@ -2723,7 +3027,11 @@ export interface operations {
                      *         "created_at": "2026-12-01T09:31:12.5Z",
                      *         "retain_until": "2028-01-01T09:31:12.5Z",
                      *         "created_by": "user-42",
-                     *         "idempotency_key": "c2a0b1d4-7a1e-4c44-9d7e-1f1b1c1d1e1f"
+                     *         "idempotency_key": "c2a0b1d4-7a1e-4c44-9d7e-1f1b1c1d1e1f",
+                     *         "version": 1,
+                     *         "updated_at": "2026-12-01T09:31:12.5Z",
+                     *         "result_ref": null,
+                     *         "error": null
                      *       },
                      *       "snapshot": null
                      *     }
@@ -2733,6 +3041,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -2768,6 +3077,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
@@ -2801,7 +3111,7 @@ export interface operations {
                      *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
                      *       "snapshot_id": "9c3b9997-92eb-4949-852b-a9916ff82864",
                      *       "name": "PostgreSQL roles in Berlin",
-                     *       "status": "queued",
+                     *       "status": "running",
                      *       "options": {
                      *         "max_results": 10,
                      *         "note": ""
@@ -2810,13 +3120,29 @@ export interface operations {
                      *       "created_at": "2026-12-01T09:31:12.5Z",
                      *       "retain_until": "2028-01-01T09:31:12.5Z",
                      *       "created_by": "user-42",
-                     *       "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                     *       "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324",
+                     *       "version": 3,
+                     *       "updated_at": "2026-12-01T09:31:14.02Z",
+                     *       "result_ref": null,
+                     *       "error": null,
+                     *       "dispatch": {
+                     *         "state": "dispatched",
+                     *         "attempts": 2,
+                     *         "next_attempt_at": null,
+                     *         "last_attempt_at": "2026-12-01T09:31:13.1Z",
+                     *         "dispatched_at": "2026-12-01T09:31:13.18Z",
+                     *         "failed_at": null,
+                     *         "last_status_code": 202,
+                     *         "last_error": null,
+                     *         "retries": 0
+                     *       }
                      *     }
                      */
-                    "application/json": components["schemas"]["Run"];
+                    "application/json": components["schemas"]["RunDetail"];
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2845,6 +3171,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2900,6 +3227,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2928,6 +3256,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -3013,6 +3342,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["RegisterConflict"];
@@ -3062,6 +3392,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -3090,6 +3421,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -3400,6 +3732,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -3428,6 +3761,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -3527,6 +3861,163 @@ export interface operations {
                 content?: never;
             };
             404: components["responses"]["NotFound"];
+        };
+    };
+    reportRunStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Run id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "status": "succeeded",
+                 *       "result_ref": "s3://results/0f8e4a2c/results.json"
+                 *     }
+                 */
+                "application/json": components["schemas"]["StatusReport"];
+            };
+        };
+        responses: {
+            /** @description The Run after the report (changed, or as it already was). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "kind": "saved_search",
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "snapshot_id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                     *       "name": "PostgreSQL roles in Berlin",
+                     *       "status": "succeeded",
+                     *       "options": {
+                     *         "max_results": 10,
+                     *         "note": ""
+                     *       },
+                     *       "input": null,
+                     *       "created_at": "2026-12-01T09:31:12.5Z",
+                     *       "retain_until": "2028-01-01T09:31:12.5Z",
+                     *       "created_by": "user-42",
+                     *       "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324",
+                     *       "version": 4,
+                     *       "updated_at": "2026-12-01T09:40:02.5Z",
+                     *       "result_ref": "s3://results/0f8e4a2c/results.json",
+                     *       "error": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["RunFinished"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    runAdmitted: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The Run id: the key to deduplicate by. */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed; refuse one more than 5 minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description v1,<base64 HMAC-SHA256 of id.timestamp.body under the secret's key>. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "run.admitted",
+                 *       "timestamp": "2026-12-01T09:31:12.5Z",
+                 *       "data": {
+                 *         "run": {
+                 *           "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
+                 *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                 *           "kind": "saved_search",
+                 *           "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                 *           "snapshot_id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                 *           "name": "PostgreSQL roles in Berlin",
+                 *           "options": {
+                 *             "max_results": 10,
+                 *             "note": ""
+                 *           },
+                 *           "input": null,
+                 *           "created_at": "2026-12-01T09:31:12.5Z",
+                 *           "created_by": "user-42",
+                 *           "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                 *         },
+                 *         "snapshot": {
+                 *           "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                 *           "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                 *           "saved_search_version": 3,
+                 *           "brief": {
+                 *             "query": "PostgreSQL DBA",
+                 *             "filters": {
+                 *               "city": "Berlin"
+                 *             }
+                 *           },
+                 *           "baseline": {
+                 *             "items": [
+                 *               "https://jobs.example/1"
+                 *             ],
+                 *             "cursor": null
+                 *           },
+                 *           "content_hash": "5f3c4a9b2d1e0f8a7c6b5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a",
+                 *           "created_by": "user-42",
+                 *           "created_at": "2026-12-01T09:31:12.5Z"
+                 *         },
+                 *         "status_url": "/v1/runs/0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6/status"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["RunDispatch"];
+            };
+        };
+        responses: {
+            /** @description Taken: the dispatch is done and the Run dispatched. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description 408 and 429: asked again later. Any other: the dispatch is failed, with the answer recorded, until an operator retries it. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Asked again later, after a backoff (Retry-After is honoured). */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
 }
