@@ -27,6 +27,8 @@ const distColumn = "organization_id"
 // table: a shard can only enforce a key on the rows it holds.
 var distributed = []string{
 	"agent.idempotency_keys",
+	"agent.provider_inbox",
+	"agent.provider_inbox_copies",
 	"agent.provider_jobs",
 	"agent.runs",
 	"agent.saved_search_baselines",
@@ -35,16 +37,27 @@ var distributed = []string{
 	"agent.tool_call_resolutions",
 }
 
+// distributedBy are the tables sharded by another column than
+// organization_id, each in a co-location group of its own, with the column
+// and the reason. Each must have the column NOT NULL, every primary key,
+// unique constraint and unique index of it must include the column, and it
+// takes part in no foreign key, either way: its shards sit apart from
+// every other table's.
+var distributedBy = map[string]shardKey{
+	"agent.provider_job_directory": {"provider_job_id", "the callback directory: a callback names no organization, " +
+		"only (provider, provider_job_id), which it finds its job by; sharded by provider_job_id, the lookup is " +
+		"routed to one shard, and the pair is unique across organizations"},
+}
+
+// shardKey is a table's distribution column and the reason for it.
+type shardKey struct{ column, why string }
+
 // notDistributed are the tables that are not sharded by organization, each
 // with the reason. A table that is in neither list fails the test: whoever
 // adds one decides which it is.
 var notDistributed = map[string]string{
 	"agent.webhook_drops": "the drop audit: an unknown_job drop names no organization (organization_id is NULL), " +
 		"so the row has no shard to go to; append-only and off the claim path, it stays a local table on the coordinator",
-	"agent.provider_inbox": "stage one of a provider callback: an arrival is unique by (provider, delivery_id) " +
-		"across organizations, because a delivery must be landed before its path is trusted to name a tenant " +
-		"(an unknown path names none); it stays a local table on the coordinator, which lands and applies arrivals",
-	"agent.provider_inbox_copies": "the copy counters of agent.provider_inbox, keyed by its id; local beside it",
 	"agent.claim_releases": "the operator's audit of force-releases: rare, append-only and read across " +
 		"organizations by the console's release log, off the claim path; a local table on the coordinator",
 	"agent.sweeper_runs": "the sweeper's run log: one row per run over every organization, naming none; " +
@@ -52,6 +65,16 @@ var notDistributed = map[string]string{
 	"public.goose_db_version": "the migration bookkeeping of goose: one row per applied migration, " +
 		"read and written by `searchd migrate` alone; it stays on the coordinator, which applies DDL to every shard",
 }
+
+// layout is what the lists above say of every table.
+type layout struct {
+	distributed    []string
+	distributedBy  map[string]shardKey
+	notDistributed map[string]string
+}
+
+// listed is the layout of the lists above.
+var listed = layout{distributed: distributed, distributedBy: distributedBy, notDistributed: notDistributed}
 
 // shardingReport is what checkSharding found.
 type shardingReport struct {
@@ -62,13 +85,14 @@ type shardingReport struct {
 
 // TestShardingKeysCarryOrganization asserts, from pg_catalog, that the
 // schema can be distributed by organization_id: every table is listed as
-// distributed or not (with a reason), and every key of a distributed table
-// includes organization_id. A migration that adds a table, or a key that
-// would not hold per shard, fails here.
+// distributed (by organization_id, or by another column) or not (with a
+// reason), and every key of a distributed table includes its distribution
+// column. A migration that adds a table, or a key that would not hold per
+// shard, fails here.
 func TestShardingKeysCarryOrganization(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	rep, err := checkSharding(t.Context(), db, distributed, notDistributed)
+	rep, err := checkSharding(t.Context(), db, listed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +110,13 @@ func TestShardingKeysCarryOrganization(t *testing.T) {
 
 // TestShardingCheckCatchesPlantedViolations proves the check can fail: on a
 // database with a table of each kind of mistake, it must report each one.
+// The mistakes are planted with plain DDL, which Citus refuses on
+// distributed tables, so it runs on PostgreSQL alone.
 func TestShardingCheckCatchesPlantedViolations(t *testing.T) {
 	t.Parallel()
+	if pgtest.Citus() {
+		t.Skip("plants keys Citus refuses on distributed tables; the check itself runs on PostgreSQL")
+	}
 	db := pgtest.NewDB(t)
 	ctx := t.Context()
 	if _, err := db.Exec(ctx, `
@@ -102,13 +131,21 @@ func TestShardingCheckCatchesPlantedViolations(t *testing.T) {
 		CREATE TABLE agent.planted_untenanted (id uuid);
 		ALTER TABLE agent.webhook_drops ADD COLUMN planted_run uuid;
 		ALTER TABLE agent.webhook_drops ADD CONSTRAINT planted_local_fkey
-			FOREIGN KEY (planted_run, organization_id) REFERENCES agent.runs (id, organization_id);`); err != nil {
+			FOREIGN KEY (planted_run, organization_id) REFERENCES agent.runs (id, organization_id);
+		CREATE UNIQUE INDEX planted_directory_index ON agent.provider_job_directory (job_id);
+		ALTER TABLE agent.provider_job_directory ADD CONSTRAINT planted_directory_fkey
+			FOREIGN KEY (job_id, organization_id) REFERENCES agent.provider_jobs (id, organization_id);
+		CREATE TABLE agent.planted_by_other (k text, CONSTRAINT planted_by_other_pkey PRIMARY KEY (k));`); err != nil {
 		t.Fatal(err)
 	}
-	dist := append(slices.Clone(distributed), "agent.planted_nullable", "agent.planted_untenanted")
-	local := maps.Clone(notDistributed)
-	local["agent.planted_vanished"] = "listed, never created"
-	rep, err := checkSharding(ctx, db, dist, local)
+	plan := layout{
+		distributed:    append(slices.Clone(distributed), "agent.planted_nullable", "agent.planted_untenanted"),
+		distributedBy:  maps.Clone(distributedBy),
+		notDistributed: maps.Clone(notDistributed),
+	}
+	plan.notDistributed["agent.planted_vanished"] = "listed, never created"
+	plan.distributedBy["agent.planted_by_other"] = shardKey{"shard_key", "a column the table does not have"}
+	rep, err := checkSharding(ctx, db, plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +167,9 @@ func TestShardingCheckCatchesPlantedViolations(t *testing.T) {
 		"agent.planted_nullable: foreign key planted_to_local",
 		"agent.planted_untenanted: has no organization_id column",
 		"agent.webhook_drops: foreign key planted_local_fkey",
+		"agent.provider_job_directory: unique index planted_directory_index",
+		"agent.provider_job_directory: foreign key planted_directory_fkey",
+		"agent.planted_by_other: has no shard_key column",
 	} {
 		if !slices.ContainsFunc(rep.violations, func(v string) bool { return strings.HasPrefix(v, want) }) {
 			t.Errorf("violations miss %q; they are %q", want, rep.violations)
@@ -137,18 +177,113 @@ func TestShardingCheckCatchesPlantedViolations(t *testing.T) {
 	}
 }
 
+// TestDistributionIsAsListed asserts what the database did with the
+// lists: on plain PostgreSQL no table is distributed; on Citus (make
+// test-citus) every table of distributed is hash-distributed by
+// organization_id in the co-location group of agent.idempotency_keys,
+// every table of distributedBy by its column in a group of its own, and
+// every other table is local. Migration 00019 distributes them; a
+// migration that adds a tenant table without distributing it fails here
+// on Citus.
+func TestDistributionIsAsListed(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := t.Context()
+	type placement struct {
+		column string
+		group  int64
+	}
+	got := map[string]placement{}
+	var citus bool
+	if err := db.QueryRow(ctx, `SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL`).Scan(&citus); err != nil {
+		t.Fatal(err)
+	}
+	if citus {
+		rows, err := db.Query(ctx, `
+			SELECT logicalrelid::regclass::text, column_to_column_name(logicalrelid, partkey), colocationid
+			FROM pg_dist_partition WHERE partmethod = 'h'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var name string
+			var p placement
+			if err := rows.Scan(&name, &p.column, &p.group); err != nil {
+				t.Fatal(err)
+			}
+			got[name] = p
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if citus != pgtest.Citus() {
+		t.Fatalf("the database has Citus: %v; the harness started Citus: %v", citus, pgtest.Citus())
+	}
+	// Every listed table, asked through the function the background
+	// passes ask (internal/shardpass).
+	for _, name := range slices.Concat(distributed, slices.Collect(maps.Keys(distributedBy)), slices.Collect(maps.Keys(notDistributed))) {
+		var is bool
+		if err := db.QueryRow(ctx, `SELECT agent.is_distributed($1::regclass)`, name).Scan(&is); err != nil {
+			t.Fatalf("agent.is_distributed(%s): %v", name, err)
+		}
+		if _, want := got[name]; is != want {
+			t.Errorf("agent.is_distributed(%s) = %v, want %v", name, is, want)
+		}
+	}
+	if !citus {
+		return
+	}
+	anchor, ok := got["agent.idempotency_keys"]
+	if !ok {
+		t.Fatalf("agent.idempotency_keys is not distributed; distributed tables: %v", got)
+	}
+	groups := map[int64]string{}
+	for _, name := range distributed {
+		p, ok := got[name]
+		switch {
+		case !ok:
+			t.Errorf("%s is not distributed on Citus: add SELECT agent.distribute_tenant_table('%s') to its migration", name, name)
+		case p.column != distColumn || p.group != anchor.group:
+			t.Errorf("%s is distributed by %s in co-location group %d, want %s in group %d (agent.idempotency_keys')",
+				name, p.column, p.group, distColumn, anchor.group)
+		}
+	}
+	groups[anchor.group] = "agent.idempotency_keys"
+	for name, key := range distributedBy {
+		p, ok := got[name]
+		switch {
+		case !ok:
+			t.Errorf("%s is not distributed on Citus, want it by %s", name, key.column)
+		case p.column != key.column:
+			t.Errorf("%s is distributed by %s, want %s", name, p.column, key.column)
+		case groups[p.group] != "":
+			t.Errorf("%s shares co-location group %d with %s, want a group of its own", name, p.group, groups[p.group])
+		default:
+			groups[p.group] = name
+		}
+	}
+	for name := range notDistributed {
+		if _, ok := got[name]; ok {
+			t.Errorf("%s is distributed on Citus, but the lists keep it local: %s", name, notDistributed[name])
+		}
+	}
+}
+
 // checkSharding reads the catalog of db and reports every table that is in
-// neither list, every listed table that is gone, every key of a
-// distributed table that does not carry organization_id, and every foreign
-// key from a table that is not distributed to one that is (a local table
-// cannot check a key whose rows live on the shards).
-func checkSharding(ctx context.Context, db *pgxpool.Pool, distributed []string, notDistributed map[string]string) (shardingReport, error) {
+// no list, every listed table that is gone, every key of a distributed
+// table that does not carry its distribution column, every foreign key
+// from a table that is not distributed to one that is (a local table
+// cannot check a key whose rows live on the shards), and every foreign key
+// to or from a table distributed by another column.
+func checkSharding(ctx context.Context, db *pgxpool.Pool, plan layout) (shardingReport, error) {
 	var rep shardingReport
 	rows, err := db.Query(ctx, `
 		SELECT n.nspname || '.' || c.relname
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
 			AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
+			AND n.nspname NOT IN ('citus', 'citus_internal', 'columnar', 'columnar_internal')
 		ORDER BY 1`)
 	if err != nil {
 		return rep, err
@@ -167,28 +302,36 @@ func checkSharding(ctx context.Context, db *pgxpool.Pool, distributed []string, 
 		return rep, err
 	}
 	for _, name := range tables {
-		_, local := notDistributed[name]
-		if !local && !slices.Contains(distributed, name) {
+		_, local := plan.notDistributed[name]
+		_, other := plan.distributedBy[name]
+		if !local && !other && !slices.Contains(plan.distributed, name) {
 			rep.unlisted = append(rep.unlisted, name)
 		}
 	}
-	for _, name := range distributed {
-		if !slices.Contains(tables, name) {
-			rep.vanished = append(rep.vanished, name)
-		}
-	}
-	for name := range notDistributed {
+	for _, name := range slices.Concat(plan.distributed, slices.Collect(maps.Keys(plan.distributedBy)),
+		slices.Collect(maps.Keys(plan.notDistributed))) {
 		if !slices.Contains(tables, name) {
 			rep.vanished = append(rep.vanished, name)
 		}
 	}
 	slices.Sort(rep.vanished)
 
-	for _, name := range distributed {
+	for _, name := range plan.distributed {
 		if !slices.Contains(tables, name) {
 			continue
 		}
-		v, err := tableViolations(ctx, db, name, distributed)
+		v, err := tableViolations(ctx, db, name, distColumn, plan.distributed)
+		if err != nil {
+			return rep, fmt.Errorf("%s: %w", name, err)
+		}
+		rep.violations = append(rep.violations, v...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(plan.distributedBy)) {
+		if !slices.Contains(tables, name) {
+			continue
+		}
+		// No table is in its group, so it may reference none.
+		v, err := tableViolations(ctx, db, name, plan.distributedBy[name].column, nil)
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", name, err)
 		}
@@ -210,16 +353,21 @@ func checkSharding(ctx context.Context, db *pgxpool.Pool, distributed []string, 
 		if err := rows.Scan(&table, &name, &ref); err != nil {
 			return rep, err
 		}
-		if _, local := notDistributed[table]; local && slices.Contains(distributed, ref) {
+		if _, local := plan.notDistributed[table]; local && (slices.Contains(plan.distributed, ref) || plan.distributedBy[ref] != shardKey{}) {
 			rep.violations = append(rep.violations, fmt.Sprintf("%s: foreign key %s references the distributed table %s "+
 				"from a table that is not distributed", table, name, ref))
+		}
+		if _, other := plan.distributedBy[ref]; other {
+			rep.violations = append(rep.violations, fmt.Sprintf("%s: foreign key %s references %s, which is distributed "+
+				"by %s in a group of its own", table, name, ref, plan.distributedBy[ref].column))
 		}
 	}
 	return rep, rows.Err()
 }
 
-// tableViolations checks one distributed table.
-func tableViolations(ctx context.Context, db *pgxpool.Pool, table string, distributed []string) ([]string, error) {
+// tableViolations checks one table distributed by distColumn, whose
+// foreign keys may reference the tables of group alone.
+func tableViolations(ctx context.Context, db *pgxpool.Pool, table, distColumn string, group []string) ([]string, error) {
 	var out []string
 	var notNull *bool
 	if err := db.QueryRow(ctx, `SELECT (SELECT a.attnotnull FROM pg_attribute a
@@ -266,8 +414,8 @@ func tableViolations(ctx context.Context, db *pgxpool.Pool, table string, distri
 		case i < 0:
 			out = append(out, what+" does not include "+distColumn)
 		case kind != "f":
-		case !slices.Contains(distributed, refTable):
-			out = append(out, fmt.Sprintf("%s references %s, which is not distributed", what, refTable))
+		case !slices.Contains(group, refTable):
+			out = append(out, fmt.Sprintf("%s references %s, which is not distributed with it", what, refTable))
 		case refCols[i] != distColumn:
 			out = append(out, fmt.Sprintf("%s matches %s to %s.%s, not to its %s", what, distColumn, refTable, refCols[i], distColumn))
 		}

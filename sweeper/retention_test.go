@@ -362,15 +362,18 @@ func TestInboxRetention(t *testing.T) {
 		if status == "dropped" {
 			reason = "unknown_job"
 		}
+		// Each arrival in an organization of its own, so a cluster
+		// spreads them over its shards.
+		org, job := uuid.New(), uuid.New()
 		_, err := b.db.Exec(b.ctx, `
 INSERT INTO agent.provider_inbox
-	(id, provider, delivery_id, path_job_id, request_hash, body_job_id, body_status,
+	(id, provider, delivery_id, path_job_id, job_id, organization_id, request_hash, body_job_id, body_status,
 	 received_at, status, reason, finished_at, lease_expires_at)
-VALUES ($1, 'acme', $2, 'job', repeat('0', 64), 'j', 'running', $3, $4, $5, $6, $3)`,
-			id, deliveryID, received, status, reason, finished)
+VALUES ($1, 'acme', $2, $7::uuid::text, $7::uuid, $8, repeat('0', 64), 'j', 'running', $3, $4, $5, $6, $3)`,
+			id, deliveryID, received, status, reason, finished, job, org)
 		if err == nil {
-			_, err = b.db.Exec(b.ctx, `INSERT INTO agent.provider_inbox_copies (inbox_id, duplicates, first_copy_at, last_copy_at)
-				VALUES ($1, 3, $2, $2)`, id, received)
+			_, err = b.db.Exec(b.ctx, `INSERT INTO agent.provider_inbox_copies (inbox_id, organization_id, duplicates, first_copy_at, last_copy_at)
+				VALUES ($1, $2, 3, $3, $3)`, id, org, received)
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -273,3 +273,13 @@ func OpenDB() (*pgxpool.Pool, error) {
 	_ = drop()
 	return nil, fmt.Errorf("pgtest: opening pool: %w", err)
 }
+
+// EnvCitus, set to 1, makes the harness's throwaway cluster a Citus
+// cluster: a coordinator and two workers (`make test-citus`). Tests then
+// run against the coordinator, on databases whose tables migration 00019
+// distributed.
+const EnvCitus = "SEARCHD_TEST_CITUS"
+
+// Citus reports whether the tests of this binary run on a Citus cluster
+// ([EnvCitus]).
+func Citus() bool { return os.Getenv(EnvCitus) == "1" }

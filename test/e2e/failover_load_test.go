@@ -96,7 +96,7 @@ func newCallbackLoad(ctx context.Context, s *scenarioRun) (*callbackLoad, error)
 		if err != nil {
 			return nil, fmt.Errorf("starting the Run of job %d: %w", i, err)
 		}
-		pj := fmt.Sprintf("pj-%d", i)
+		pj := fmt.Sprintf("%s-pj-%d", s.name, i)
 		reg, err := c.RegisterProviderJob(ctx, client.RegisterProviderJobParams{RunID: run.Run.ID, Provider: e2eProvider, ProviderJobID: pj})
 		if err != nil {
 			return nil, fmt.Errorf("registering job %d: %w", i, err)
