@@ -487,12 +487,12 @@ SELECT EXISTS (
 	WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL)`
 	rawRecordColumns = `k.id, k.organization_id, k.scope, k.key, k.request_hash, k.status,
 	k.lease_token, k.resource_type, k.resource_id, k.response,
-	k.claimed_at, k.lease_expires_at, k.retain_until`
+	k.claimed_at, k.lease_expires_at, k.retain_until, k.waited`
 	rawClaimInsert = `
 INSERT INTO agent.idempotency_keys AS k
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 claimed_at, lease_expires_at, retain_until)
-SELECT @id, @org, @scope, @key, @request_hash, 'processing', @lease_token,
+SELECT @id::uuid, @org::uuid, @scope::text, @key::text, @request_hash::text, 'processing', @lease_token::uuid,
 	c.now, c.now + @lease_us::bigint * interval '1 microsecond',
 	c.now + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond'
 FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
@@ -501,7 +501,7 @@ RETURNING ` + rawRecordColumns + `, coalesce(@now::timestamptz, now())`
 	rawFreezeRead = `
 SELECT s.name, s.brief, s.version, b.items, b.cursor, now()
 FROM agent.saved_searches s
-JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
+JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 	rawSnapshotInsert = `
 INSERT INTO agent.saved_search_snapshots
@@ -512,11 +512,11 @@ VALUES (@id::uuid, @org::uuid, @saved_search_id::uuid, @version::bigint, @name::
 	rawCompleteOrAbort = `
 WITH done AS (
 	UPDATE agent.idempotency_keys AS k
-	SET status = 'completed', resource_type = $3, resource_id = $4, response = $5
-	WHERE k.id = $1 AND k.lease_token = $2 AND k.status = 'processing'
-	RETURNING k.id)
-SELECT CASE WHEN EXISTS (SELECT FROM done) THEN true
-	ELSE agent.idempotency_fence_lost($1::uuid) END`
+	SET status = 'completed', resource_type = $4, resource_id = $5, response = $6
+	WHERE k.organization_id = $1 AND k.id = $2 AND k.lease_token = $3 AND k.status = 'processing'
+	RETURNING k.waited)
+SELECT CASE WHEN EXISTS (SELECT FROM done) THEN (SELECT d.waited FROM done d)
+	ELSE agent.idempotency_fence_lost($2::uuid) END`
 	rawRunInsert = `
 INSERT INTO agent.runs AS r
 	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
@@ -545,9 +545,9 @@ VALUES ($1::uuid, $2::uuid, $3::uuid, $4::bigint, $5::text,
 RETURNING created_at`
 	oldClaimComplete = `
 UPDATE agent.idempotency_keys AS k
-SET status = 'completed', resource_type = $3, resource_id = $4, response = $5
-WHERE k.id = $1 AND k.lease_token = $2 AND k.status = 'processing'
-RETURNING ` + rawRecordColumns + `, coalesce($6::timestamptz, now())`
+SET status = 'completed', resource_type = $4, resource_id = $5, response = $6
+WHERE k.organization_id = $1 AND k.id = $2 AND k.lease_token = $3 AND k.status = 'processing'
+RETURNING ` + rawRecordColumns + `, coalesce($7::timestamptz, now())`
 )
 
 var rawNames = func() map[string]string {
@@ -656,6 +656,7 @@ func (f rawFlows) begin(ctx context.Context, ssID uuid.UUID, key string, r *rawR
 		resType, resID                    *string
 		response                          json.RawMessage
 		claimedAt, leaseExpires, retained time.Time
+		waited                            bool
 	)
 	return f.pool.QueryRow(ctx, rawClaimInsert, pgx.StrictNamedArgs{
 		"id": uuid.New(), "org": f.org, "scope": idempotency.ScopeSavedSearchStart, "key": key, "request_hash": hash,
@@ -663,7 +664,7 @@ func (f rawFlows) begin(ctx context.Context, ssID uuid.UUID, key string, r *rawR
 		"retention_us": idempotency.SavedSearchStartRetention.Microseconds(), "now": nil,
 	}).
 		Scan(&r.claimID, &org, &scope, &k, &h, &status, &r.token, &resType, &resID, &response,
-			&claimedAt, &leaseExpires, &retained, &r.at)
+			&claimedAt, &leaseExpires, &retained, &waited, &r.at)
 }
 
 func (f rawFlows) scanFreeze(row pgx.Row, r *rawRun, ssID uuid.UUID, withClock bool) error {
@@ -723,7 +724,7 @@ func (f rawFlows) twoCommits(ctx context.Context, ssID uuid.UUID, key string) er
 	})
 	second.Queue(rawRunInsert, f.runArgs(ssID, s.ID, key, s.name, options)).
 		QueryRow(func(row pgx.Row) error { return row.Scan(r.runDest()...) })
-	second.Queue(rawCompleteOrAbort, r.claimID, r.token, ResourceType, s.ID.String(), string(answer))
+	second.Queue(rawCompleteOrAbort, f.org, r.claimID, r.token, ResourceType, s.ID.String(), string(answer))
 	second.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
 		if tag.String() != "COMMIT" {
 			return fmt.Errorf("ended with %s", tag)
@@ -777,9 +778,11 @@ func (f rawFlows) threeCommits(ctx context.Context, ssID uuid.UUID, key string) 
 			resType, resID                              *string
 			response                                    json.RawMessage
 			claimedAt, leaseExpires, retained, observed time.Time
+			waited                                      bool
 		)
-		return tx.QueryRow(ctx, oldClaimComplete, r.claimID, r.token, ResourceType, s.ID.String(), string(answer), nil).
-			Scan(&id, &org, &scope, &k, &h2, &status, &token, &resType, &resID, &response, &claimedAt, &leaseExpires, &retained, &observed)
+		return tx.QueryRow(ctx, oldClaimComplete, f.org, r.claimID, r.token, ResourceType, s.ID.String(), string(answer), nil).
+			Scan(&id, &org, &scope, &k, &h2, &status, &token, &resType, &resID, &response, &claimedAt, &leaseExpires, &retained,
+				&waited, &observed)
 	})
 	if err != nil {
 		return err

@@ -512,7 +512,8 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 			return Result{}, nil, err
 		}
 	}
-	if err := s.plane.QueueComplete(second, claim, c); err != nil {
+	completion, err := s.plane.QueueComplete(second, claim, c)
+	if err != nil {
 		return Result{}, nil, err
 	}
 	second.Queue(txCommit).Exec(func(tag pgconn.CommandTag) error {
@@ -524,6 +525,7 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 	if err := conn.SendBatch(ctx, second).Close(); err != nil {
 		return Result{}, nil, err
 	}
+	completion.Announce(ctx, conn)
 	if notFound {
 		return Result{}, nil, ErrNotFound
 	}

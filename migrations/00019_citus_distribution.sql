@@ -155,6 +155,10 @@ END;
 $$;
 -- +goose StatementEnd
 
+DROP TRIGGER idempotency_keys_released_notify ON agent.idempotency_keys;
+DROP TRIGGER idempotency_keys_completed_notify ON agent.idempotency_keys;
+DROP FUNCTION agent.idempotency_keys_notify_ended();
+
 -- The tenant tables, referenced tables first.
 SELECT agent.distribute_tenant_table('agent.idempotency_keys');
 SELECT agent.distribute_tenant_table('agent.saved_searches');
@@ -182,6 +186,28 @@ SELECT agent.distribute_function('agent.idempotency_fence_lost(uuid)');
 -- Undistributing is not automated: on Citus, undistribute_table() each
 -- table first (referencing tables first). On PostgreSQL this restores the
 -- notification triggers and drops the functions.
+-- +goose StatementBegin
+CREATE FUNCTION agent.idempotency_keys_notify_ended() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('searchd_claim_ended',
+        md5(OLD.organization_id::text || '/' || OLD.scope || '/' || OLD.key));
+    RETURN NULL;
+END;
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER idempotency_keys_completed_notify
+    AFTER UPDATE OF status ON agent.idempotency_keys
+    FOR EACH ROW
+    WHEN (OLD.scope = 'surface.saved_search.start'
+          AND OLD.status = 'processing' AND NEW.status = 'completed'
+          AND OLD.waited)
+    EXECUTE FUNCTION agent.idempotency_keys_notify_ended();
+CREATE TRIGGER idempotency_keys_released_notify
+    AFTER DELETE ON agent.idempotency_keys
+    FOR EACH ROW
+    WHEN (OLD.scope = 'surface.saved_search.start' AND OLD.status = 'processing')
+    EXECUTE FUNCTION agent.idempotency_keys_notify_ended();
 DROP FUNCTION agent.distribute_function(regprocedure);
 DROP FUNCTION agent.distribute_reference_table(regclass);
 DROP FUNCTION agent.distribute_tenant_table(regclass);

@@ -337,7 +337,7 @@ func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (
 		if ss, err = updateSavedSearch(ctx, tx, org, id, p.Name, brief); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, baselineGet, id).Scan(&ss.Baseline.Items, &ss.Baseline.Cursor)
+		return tx.QueryRow(ctx, baselineGet, org, id).Scan(&ss.Baseline.Items, &ss.Baseline.Cursor)
 	})
 	if err != nil {
 		return nil, wrap("update", err)
@@ -377,7 +377,7 @@ func (s *Store) ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b Base
 		if ss, err = updateSavedSearch(ctx, tx, org, id, nil, nil); err != nil {
 			return err
 		}
-		err = tx.QueryRow(ctx, baselineReplace, id, items(b.Items), b.Cursor).
+		err = tx.QueryRow(ctx, baselineReplace, org, id, items(b.Items), b.Cursor).
 			Scan(&ss.Baseline.Items, &ss.Baseline.Cursor, &ss.Version, &ss.UpdatedAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// The stored baseline is b already: nothing changed.

@@ -77,7 +77,7 @@ WHERE r.ctid = ANY($2::tid[])
 const snapshotDeletable = `
 	s.created_at <= coalesce($1::timestamptz, now()) - $3::bigint * interval '1 microsecond'
 	AND NOT EXISTS (
-		SELECT 1 FROM agent.runs r WHERE r.snapshot_id = s.id)
+		SELECT 1 FROM agent.runs r WHERE r.organization_id = s.organization_id AND r.snapshot_id = s.id)
 	AND NOT EXISTS (
 		SELECT 1 FROM agent.idempotency_keys k
 		WHERE k.organization_id = s.organization_id

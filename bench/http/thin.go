@@ -52,14 +52,14 @@ SELECT EXISTS (
 // idempotency.recordColumns.
 const thinRecordColumns = `k.id, k.organization_id, k.scope, k.key, k.request_hash, k.status,
 	k.lease_token, k.resource_type, k.resource_id, k.response,
-	k.claimed_at, k.lease_expires_at, k.retain_until`
+	k.claimed_at, k.lease_expires_at, k.retain_until, k.waited`
 
 // idempotency.claimInsert.
 const thinClaimInsert = `
 INSERT INTO agent.idempotency_keys AS k
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 claimed_at, lease_expires_at, retain_until)
-SELECT @id, @org, @scope, @key, @request_hash, 'processing', @lease_token,
+SELECT @id::uuid, @org::uuid, @scope::text, @key::text, @request_hash::text, 'processing', @lease_token::uuid,
 	c.now, c.now + @lease_us::bigint * interval '1 microsecond',
 	c.now + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond'
 FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
@@ -70,7 +70,7 @@ RETURNING ` + thinRecordColumns + `, coalesce(@now::timestamptz, now())`
 const thinSavedSearchFreezeRead = `
 SELECT s.name, s.brief, s.version, b.items, b.cursor, now()
 FROM agent.saved_searches s
-JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
+JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 
 // snapshot.snapshotInsert.
@@ -85,11 +85,11 @@ VALUES (@id::uuid, @org::uuid, @saved_search_id::uuid, @version::bigint, @name::
 const thinClaimCompleteOrAbort = `
 WITH done AS (
 	UPDATE agent.idempotency_keys AS k
-	SET status = 'completed', resource_type = $3, resource_id = $4, response = $5
-	WHERE k.id = $1 AND k.lease_token = $2 AND k.status = 'processing'
-	RETURNING k.id)
-SELECT CASE WHEN EXISTS (SELECT FROM done) THEN true
-	ELSE agent.idempotency_fence_lost($1::uuid) END`
+	SET status = 'completed', resource_type = $4, resource_id = $5, response = $6
+	WHERE k.organization_id = $1 AND k.id = $2 AND k.lease_token = $3 AND k.status = 'processing'
+	RETURNING k.waited)
+SELECT CASE WHEN EXISTS (SELECT FROM done) THEN (SELECT d.waited FROM done d)
+	ELSE agent.idempotency_fence_lost($2::uuid) END`
 
 // runs.runInsert.
 const thinRunInsert = `
@@ -180,11 +180,12 @@ type thinRecord struct {
 	resourceType, resourceID                  *string
 	response                                  json.RawMessage
 	claimedAt, leaseExpires, retain, observed time.Time
+	waited                                    bool
 }
 
 func (r *thinRecord) dest() []any {
 	return []any{&r.id, &r.org, &r.scope, &r.key, &r.hash, &r.status, &r.leaseToken,
-		&r.resourceType, &r.resourceID, &r.response, &r.claimedAt, &r.leaseExpires, &r.retain, &r.observed}
+		&r.resourceType, &r.resourceID, &r.response, &r.claimedAt, &r.leaseExpires, &r.retain, &r.waited, &r.observed}
 }
 
 type thinOptions struct {
@@ -312,7 +313,7 @@ func (t *thin) start(c echo.Context) error {
 		"retention_us": runs.Retention.Microseconds(), "now": nil,
 	}).
 		QueryRow(func(row pgx.Row) error { return row.Scan(run.dest()...) })
-	second.Queue(thinClaimCompleteOrAbort, claim.id, claim.leaseToken, admission.ResourceType, snap.ID.String(), string(response))
+	second.Queue(thinClaimCompleteOrAbort, t.org, claim.id, claim.leaseToken, admission.ResourceType, snap.ID.String(), string(response))
 	second.Queue("commit")
 	if err := conn.SendBatch(ctx, second).Close(); err != nil {
 		if conn.Conn().PgConn().TxStatus() != 'I' {

@@ -60,9 +60,14 @@ type sharedServer struct {
 // shared is the tests' cluster; durable is the benchmarks' (see
 // [NewDurableDBURL]), started only by a binary that asks for it.
 var (
-	shared  = &sharedServer{}
+	shared  = &sharedServer{opts: Options{Citus: Citus(), ShardCount: citusTestShards}}
 	durable = &sharedServer{opts: Options{Durable: true}}
 )
+
+// citusTestShards is the shard count of the tests' Citus cluster: two
+// shards per worker, so a test's organizations land on both workers and
+// on several shards of each, and a database clones quickly.
+const citusTestShards = 4
 
 func (s *sharedServer) get() (*Cluster, error) {
 	s.mu.Lock()
