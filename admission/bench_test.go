@@ -492,12 +492,12 @@ SELECT EXISTS (
 INSERT INTO agent.idempotency_keys AS k
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 claimed_at, lease_expires_at, retain_until)
-SELECT @id::uuid, @org::uuid, @scope::text, @key::text, @request_hash::text, 'processing', @lease_token::uuid,
-	c.now, c.now + @lease_us::bigint * interval '1 microsecond',
-	c.now + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond'
-FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+VALUES (@id::uuid, @org::uuid, @scope::text, @key::text, @request_hash::text, 'processing', @lease_token::uuid,
+	coalesce(@now::timestamptz, now()),
+	coalesce(@now::timestamptz, now()) + @lease_us::bigint * interval '1 microsecond',
+	coalesce(@now::timestamptz, now()) + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond')
 ON CONFLICT (organization_id, scope, key) DO NOTHING
-RETURNING ` + rawRecordColumns + `, coalesce(@now::timestamptz, now())`
+RETURNING ` + rawRecordColumns + `, k.claimed_at`
 	rawFreezeRead = `
 SELECT s.name, s.brief, s.version, b.items, b.cursor, now()
 FROM agent.saved_searches s
@@ -521,10 +521,10 @@ SELECT CASE WHEN EXISTS (SELECT FROM done) THEN (SELECT d.waited FROM done d)
 INSERT INTO agent.runs AS r
 	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
 	 name, status, options, input, created_by, created_at, retain_until)
-SELECT @id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
+VALUES (@id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
 	@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
-	@input::jsonb, @created_by::text, c.now, c.now + @retention_us::bigint * interval '1 microsecond'
-FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+	@input::jsonb, @created_by::text, coalesce(@now::timestamptz, now()),
+	coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
 ON CONFLICT (organization_id, start_key) DO NOTHING
 RETURNING ` + rawRunColumns
 

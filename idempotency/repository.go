@@ -51,7 +51,9 @@ type Record struct {
 	// ([Service.ClaimWait]) marked it: its end is announced on
 	// [NotifyChannel].
 	Waited bool
-	// ObservedAt is the database clock at the statement that read the row.
+	// ObservedAt is the database clock at the statement that read the row;
+	// zero on the record [Repository.Complete] returns, which judged no
+	// clock.
 	// Lease and retention are judged against it, never the process clock.
 	ObservedAt time.Time
 }
@@ -170,11 +172,11 @@ func (r *Repository) Get(ctx context.Context, organizationID uuid.UUID, scope, k
 // the failure aborts it, and its commit reports that), and the waiter
 // reads the claim again when the holder's lease passes.
 func (r *Repository) Complete(ctx context.Context, organizationID, claimID, leaseToken uuid.UUID, resourceType, resourceID string, response json.RawMessage) (*Record, error) {
-	rec, err := scanRecord(r.db.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
+	rec, err := scanColumns(r.db.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
 		"org": organizationID, "id": claimID, "lease_token": leaseToken,
 		"resource_type": nullString(resourceType), "resource_id": nullString(resourceID),
-		"response": nullJSON(response), "now": r.nowArg(),
-	}))
+		"response": nullJSON(response),
+	}), false)
 	rec, err = orNil(rec, err, "complete claim")
 	if err == nil && rec != nil && rec.Waited {
 		_ = r.announceEnd(ctx, r.db, rec.OrganizationID, rec.Scope, rec.Key)
@@ -226,15 +228,24 @@ func (r *Repository) MarkWaited(ctx context.Context, organizationID uuid.UUID, s
 	return tag.RowsAffected() == 1, nil
 }
 
-func scanRecord(row pgx.Row) (*Record, error) {
+// scanRecord scans recordColumns and the statement's clock.
+func scanRecord(row pgx.Row) (*Record, error) { return scanColumns(row, true) }
+
+// scanColumns scans recordColumns, then the statement's clock into
+// ObservedAt when withClock is set.
+func scanColumns(row pgx.Row, withClock bool) (*Record, error) {
 	var (
 		rec                      Record
 		status                   string
 		resourceType, resourceID *string
 	)
-	err := row.Scan(&rec.ID, &rec.OrganizationID, &rec.Scope, &rec.Key, &rec.RequestHash, &status,
+	dest := []any{&rec.ID, &rec.OrganizationID, &rec.Scope, &rec.Key, &rec.RequestHash, &status,
 		&rec.LeaseToken, &resourceType, &resourceID, &rec.Response,
-		&rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.RetainUntil, &rec.Waited, &rec.ObservedAt)
+		&rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.RetainUntil, &rec.Waited}
+	if withClock {
+		dest = append(dest, &rec.ObservedAt)
+	}
+	err := row.Scan(dest...)
 	if err != nil {
 		return nil, err
 	}

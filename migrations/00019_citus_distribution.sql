@@ -32,6 +32,22 @@
 
 -- +goose Up
 
+-- agent.clock is the clock of a statement that writes a distributed table:
+-- the stub a test passes, else now(). On Citus a data-modifying statement
+-- may not hold a non-IMMUTABLE function in a COALESCE or CASE, nor apply a
+-- STABLE one to a column, so coalesce($now, now()) is refused there; a
+-- call of this function, which no planner inlines (PL/pgSQL), is evaluated
+-- once on the coordinator before the statement is routed to its shard. On
+-- plain PostgreSQL it is coalesce($now, now()) behind a function call.
+-- +goose StatementBegin
+CREATE FUNCTION agent.clock(stub timestamptz) RETURNS timestamptz
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN coalesce(stub, now());
+END;
+$$;
+-- +goose StatementEnd
+
 -- agent.is_distributed reports whether rel is a hash-distributed Citus
 -- table: false on plain PostgreSQL, where pg_dist_partition does not exist
 -- (the statement that reads it is planned only when it runs).
@@ -215,3 +231,4 @@ DROP FUNCTION agent.distribute_table(regclass, text, regclass);
 DROP FUNCTION agent.drop_local_copy(regclass);
 DROP FUNCTION agent.shard_of(regclass, text);
 DROP FUNCTION agent.is_distributed(regclass);
+DROP FUNCTION agent.clock(timestamptz);

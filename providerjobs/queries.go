@@ -1,8 +1,10 @@
 package providerjobs
 
 // The SQL of provider jobs and drops, in one place. Statements that write a
-// time take the clock as coalesce($now::timestamptz, now()): production
-// passes NULL, tests a stubbed instant.
+// time take the clock as coalesce($now::timestamptz, now()), or
+// agent.clock($now) where they update a distributed table (Citus refuses
+// the first there; see migration 00019): production passes NULL, tests a
+// stubbed instant.
 
 const jobColumns = `j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id,
 	j.status, j.result, j.version, j.created_at, j.updated_at`
@@ -43,7 +45,7 @@ VALUES (@provider::text, @provider_job_id::text, @org::uuid, @job_id::uuid,
 ON CONFLICT (provider, provider_job_id) DO UPDATE
 SET organization_id = EXCLUDED.organization_id, job_id = EXCLUDED.job_id,
 	registered_at = EXCLUDED.registered_at, retain_until = EXCLUDED.retain_until
-WHERE d.retain_until <= coalesce(@now::timestamptz, now())
+WHERE d.retain_until <= agent.clock(@now)
 RETURNING d.job_id`
 
 // directoryResolve finds the job a (provider, provider_job_id) pair names,
@@ -82,13 +84,15 @@ WHERE j.organization_id = $1 AND j.id = $2`
 // re-checks the condition against the first one's write. It is a
 // set-to-value write: when the job already has the status and the result
 // (compared as jsonb text), version and updated_at stay, so a repeat changes
-// nothing further. $1 org, $2 id, $3 status, $4 result, $5 now.
+// nothing further. The clock is joined in, a column of the CASE: Citus
+// refuses a clock inside a CASE of a data-modifying statement.
+// $1 org, $2 id, $3 status, $4 result, $5 now.
 const jobApply = `
 UPDATE agent.provider_jobs AS j
 SET status = $3, result = $4::jsonb,
 	version = j.version + CASE WHEN ` + jobChanged + ` THEN 1 ELSE 0 END,
-	updated_at = CASE WHEN ` + jobChanged + `
-		THEN greatest(j.updated_at, coalesce($5::timestamptz, now())) ELSE j.updated_at END
+	updated_at = CASE WHEN ` + jobChanged + ` THEN greatest(j.updated_at, c.now) ELSE j.updated_at END
+FROM (SELECT coalesce($5::timestamptz, now()) AS now) c
 WHERE j.organization_id = $1 AND j.id = $2
 	AND j.status NOT IN ('succeeded', 'failed')
 RETURNING j.status`
@@ -135,10 +139,9 @@ const inboxInsert = `
 INSERT INTO agent.provider_inbox AS i
 	(id, provider, delivery_id, path_job_id, job_id, organization_id, request_hash,
 	 body_job_id, body_status, body_result, received_at, lease_expires_at, attempts)
-SELECT @id::uuid, @provider::text, @delivery_id::text, @path_job_id::text, @job_id::uuid, @org::uuid,
+VALUES (@id::uuid, @provider::text, @delivery_id::text, @path_job_id::text, @job_id::uuid, @org::uuid,
 	@request_hash::text, @body_job_id::text, @body_status::text, @body_result::jsonb,
-	c.now, c.now + @lease_us::bigint * interval '1 microsecond', 1
-FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+	coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()) + @lease_us::bigint * interval '1 microsecond', 1)
 ON CONFLICT (organization_id, provider, delivery_id) DO NOTHING
 RETURNING ` + inboxColumns
 
@@ -184,7 +187,7 @@ RETURNING CASE $3::text WHEN 'duplicate' THEN c.duplicates
 // $6 now.
 const inboxFinish = `
 UPDATE agent.provider_inbox AS i
-SET status = $3, reason = $4, applied_by = $5, finished_at = coalesce($6::timestamptz, now()), last_error = NULL
+SET status = $3, reason = $4, applied_by = $5, finished_at = agent.clock($6), last_error = NULL
 WHERE i.organization_id = $1 AND i.id = $2 AND i.status = 'pending'`
 
 // inboxDue is the applier's shardpass.Pass: the organizations of the
@@ -206,12 +209,12 @@ LIMIT @limit`
 // the shard's group.
 const inboxTake = `
 UPDATE agent.provider_inbox AS i
-SET lease_expires_at = coalesce(@now::timestamptz, now()) + @lease_us::bigint * interval '1 microsecond',
+SET lease_expires_at = agent.clock(@now) + @lease_us::bigint * interval '1 microsecond',
 	attempts = i.attempts + 1
 WHERE i.id IN (
 	SELECT p.id FROM agent.provider_inbox p
 	WHERE (@all::boolean OR p.organization_id = ANY(@keys::uuid[]))
-		AND p.status = 'pending' AND p.lease_expires_at <= coalesce(@now::timestamptz, now())
+		AND p.status = 'pending' AND p.lease_expires_at <= agent.clock(@now)
 	ORDER BY p.lease_expires_at
 	LIMIT @limit
 	FOR UPDATE SKIP LOCKED)
@@ -223,7 +226,7 @@ RETURNING ` + inboxColumns
 // error of the last one. $1 org, $2 id, $3 delay µs, $4 error, $5 now.
 const inboxRetry = `
 UPDATE agent.provider_inbox AS i
-SET lease_expires_at = coalesce($5::timestamptz, now()) + $3::bigint * interval '1 microsecond',
+SET lease_expires_at = agent.clock($5) + $3::bigint * interval '1 microsecond',
 	last_error = left($4, 1000)
 WHERE i.organization_id = $1 AND i.id = $2 AND i.status = 'pending'`
 

@@ -59,6 +59,8 @@ const savedSearchChanged = `(coalesce($3::text, s.name) IS DISTINCT FROM s.name
 	OR coalesce($4::jsonb, s.brief)::text IS DISTINCT FROM s.brief::text)`
 
 // savedSearchUpdate sets the name and brief (NULL keeps the stored value).
+// The clock is joined in, a column of the CASE: Citus refuses now() inside
+// a CASE of a data-modifying statement.
 // It is a set-to-value write, so it bumps the version and updated_at only
 // when a value changes: a repeat of it changes nothing further. It is also
 // the first statement of a baseline replace, with both NULL: its row lock
@@ -69,7 +71,8 @@ UPDATE agent.saved_searches AS s
 SET name = coalesce($3::text, s.name),
 	brief = coalesce($4::jsonb, s.brief),
 	version = s.version + CASE WHEN ` + savedSearchChanged + ` THEN 1 ELSE 0 END,
-	updated_at = CASE WHEN ` + savedSearchChanged + ` THEN now() ELSE s.updated_at END
+	updated_at = CASE WHEN ` + savedSearchChanged + ` THEN c.now ELSE s.updated_at END
+FROM (SELECT now() AS now) c
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL
 RETURNING s.id, s.organization_id, s.name, s.brief, s.version, s.created_at, s.updated_at`
 

@@ -405,3 +405,44 @@ VALUES ($1, 'acme', $2, $7::uuid::text, $7::uuid, $8, repeat('0', 64), 'j', 'run
 		t.Errorf("copies rows left = %d, %v; want 2: they go with their arrival", copies, err)
 	}
 }
+
+// TestDirectoryRetention: an entry of the provider job directory goes once
+// its retention (its registration plus the Run retention) has passed, one
+// a microsecond inside it stays, and an entry a registration took over
+// (its retention moved on) stays. On a cluster the directory is sharded by
+// provider_job_id, apart from every other table: the pass reads and
+// deletes per shard.
+func TestDirectoryRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := b.clock.Now()
+	entry := func(providerJobID string, retainUntil time.Time) {
+		t.Helper()
+		if _, err := b.db.Exec(b.ctx, `
+INSERT INTO agent.provider_job_directory (provider, provider_job_id, organization_id, job_id, registered_at, retain_until)
+VALUES ('acme', $1, $2, $3, $4::timestamptz - interval '396 days', $4)`, providerJobID, uuid.New(), uuid.New(), retainUntil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 6 {
+		entry(fmt.Sprintf("old-%d", i), now.Add(-time.Duration(i+1)*time.Hour))
+	}
+	entry("at-retention", now)
+	entry("inside", now.Add(time.Microsecond))
+
+	rep := b.runOnce(t, b.sweeper(t, Config{}))
+	if r := rep.Directory; r.Table != TableDirectory || r.Read != 7 || r.Deleted != 7 || r.Passes != 1 || r.Backlog {
+		t.Errorf("directory report = %+v, want 7 read, 7 deleted in 1 pass, no backlog", r)
+	}
+	rows, err := b.db.Query(b.ctx, `SELECT provider_job_id FROM agent.provider_job_directory ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"inside"}; !slices.Equal(left, want) {
+		t.Errorf("entries left = %q, want %q", left, want)
+	}
+}

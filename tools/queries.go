@@ -43,8 +43,7 @@ const resolutionInsert = `
 INSERT INTO agent.tool_call_resolutions
 	(id, organization_id, scope, key, claim_id, resolution, actor, reason,
 	 uncertain_answer, resolved_at, retain_until)
-SELECT @id::uuid, @org::uuid, @scope::text, @key::text, @claim_id::uuid, @resolution::text, @actor::text,
+VALUES (@id::uuid, @org::uuid, @scope::text, @key::text, @claim_id::uuid, @resolution::text, @actor::text,
 	@reason::text, @uncertain_answer::jsonb,
-	c.now, c.now + @retention_us::bigint * interval '1 microsecond'
-FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+	coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
 RETURNING resolved_at`

@@ -59,12 +59,12 @@ const thinClaimInsert = `
 INSERT INTO agent.idempotency_keys AS k
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 claimed_at, lease_expires_at, retain_until)
-SELECT @id::uuid, @org::uuid, @scope::text, @key::text, @request_hash::text, 'processing', @lease_token::uuid,
-	c.now, c.now + @lease_us::bigint * interval '1 microsecond',
-	c.now + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond'
-FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+VALUES (@id::uuid, @org::uuid, @scope::text, @key::text, @request_hash::text, 'processing', @lease_token::uuid,
+	coalesce(@now::timestamptz, now()),
+	coalesce(@now::timestamptz, now()) + @lease_us::bigint * interval '1 microsecond',
+	coalesce(@now::timestamptz, now()) + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond')
 ON CONFLICT (organization_id, scope, key) DO NOTHING
-RETURNING ` + thinRecordColumns + `, coalesce(@now::timestamptz, now())`
+RETURNING ` + thinRecordColumns + `, k.claimed_at`
 
 // snapshot.savedSearchFreezeRead.
 const thinSavedSearchFreezeRead = `
@@ -96,10 +96,10 @@ const thinRunInsert = `
 INSERT INTO agent.runs AS r
 	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
 	 name, status, options, input, created_by, created_at, retain_until)
-SELECT @id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
+VALUES (@id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
 	@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
-	@input::jsonb, @created_by::text, c.now, c.now + @retention_us::bigint * interval '1 microsecond'
-FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+	@input::jsonb, @created_by::text, coalesce(@now::timestamptz, now()),
+	coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
 ON CONFLICT (organization_id, start_key) DO NOTHING
 RETURNING ` + thinRunColumns
 

@@ -681,7 +681,7 @@ func startLocal(ctx context.Context, opts Options, r role) (_ *localServer, err 
 	}
 	server := pgcluster.ServerConfig{
 		Postgres: bins.Postgres, DataDir: dataDir, Dir: dir, SocketDir: sockDir, Port: localPort,
-		Settings: settings,
+		Settings:   settings,
 		LogPath:    filepath.Join(dir, "postgres.log"),
 		Credential: cred,
 		// SIGKILL: the cluster dies with the test binary, even when that
