@@ -7,11 +7,12 @@
 -- starts with the organization (migrations/sharding_test.go holds them to
 -- it), so each request's statements are routed to one shard group and each
 -- of its transactions commits on one worker. The provider job directory is
--- distributed by provider_job_id in a group of its own: a callback, which
--- names no organization, finds its job there by the pair it names, on one
--- shard. The rest stay local tables on the coordinator (each with its
--- reason in migrations/sharding_test.go). On plain PostgreSQL every
--- function below is a no-op, and the schema is exactly as before.
+-- a reference table, a copy on every node: a callback, which names no
+-- organization, finds its job there by the pair it names, on the
+-- coordinator's own copy, whichever worker is down; a registration, rare,
+-- writes every copy. The rest stay local tables on the coordinator (each
+-- with its reason in migrations/sharding_test.go). On plain PostgreSQL
+-- every function below is a no-op, and the schema is exactly as before.
 --
 -- A later migration distributes a table it adds with one line, which is a
 -- no-op on plain PostgreSQL and on a table distributed already:
@@ -145,8 +146,12 @@ $$;
 CREATE FUNCTION agent.distribute_reference_table(rel regclass) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')
-        OR EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = rel) THEN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
+        RETURN;
+    END IF;
+    -- A statement apart: on plain PostgreSQL, the one above returned
+    -- before this one, which names a Citus catalog, is planned.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = rel) THEN
         RETURN;
     END IF;
     PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
@@ -186,8 +191,8 @@ SELECT agent.distribute_tenant_table('agent.tool_call_resolutions');
 SELECT agent.distribute_tenant_table('agent.provider_inbox');
 SELECT agent.distribute_tenant_table('agent.provider_inbox_copies');
 
--- The callback directory, by the provider's job id.
-SELECT agent.distribute_table('agent.provider_job_directory', 'provider_job_id', NULL);
+-- The callback directory, on every node.
+SELECT agent.distribute_reference_table('agent.provider_job_directory');
 
 -- The local copies of the tables that were referenced while they were
 -- distributed: no local table references any of them now.

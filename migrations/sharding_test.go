@@ -37,20 +37,16 @@ var distributed = []string{
 	"agent.tool_call_resolutions",
 }
 
-// distributedBy are the tables sharded by another column than
-// organization_id, each in a co-location group of its own, with the column
-// and the reason. Each must have the column NOT NULL, every primary key,
-// unique constraint and unique index of it must include the column, and it
-// takes part in no foreign key, either way: its shards sit apart from
-// every other table's.
-var distributedBy = map[string]shardKey{
-	"agent.provider_job_directory": {"provider_job_id", "the callback directory: a callback names no organization, " +
-		"only (provider, provider_job_id), which it finds its job by; sharded by provider_job_id, the lookup is " +
-		"routed to one shard, and the pair is unique across organizations"},
+// reference are the reference tables, a copy on every node, each with the
+// reason: small, read on the request path without an organization, and
+// written rarely (a write writes every copy). Their keys need no
+// organization (each copy holds every row); they reference no other table,
+// and a local table may not reference them.
+var reference = map[string]string{
+	"agent.provider_job_directory": "the callback directory: a callback names no organization, only " +
+		"(provider, provider_job_id), which it finds its job by, on the coordinator's own copy, whichever worker " +
+		"is down; the pair is unique across organizations; a registration, rare, writes every copy",
 }
-
-// shardKey is a table's distribution column and the reason for it.
-type shardKey struct{ column, why string }
 
 // notDistributed are the tables that are not sharded by organization, each
 // with the reason. A table that is in neither list fails the test: whoever
@@ -69,12 +65,12 @@ var notDistributed = map[string]string{
 // layout is what the lists above say of every table.
 type layout struct {
 	distributed    []string
-	distributedBy  map[string]shardKey
+	reference      map[string]string
 	notDistributed map[string]string
 }
 
 // listed is the layout of the lists above.
-var listed = layout{distributed: distributed, distributedBy: distributedBy, notDistributed: notDistributed}
+var listed = layout{distributed: distributed, reference: reference, notDistributed: notDistributed}
 
 // shardingReport is what checkSharding found.
 type shardingReport struct {
@@ -85,10 +81,9 @@ type shardingReport struct {
 
 // TestShardingKeysCarryOrganization asserts, from pg_catalog, that the
 // schema can be distributed by organization_id: every table is listed as
-// distributed (by organization_id, or by another column) or not (with a
-// reason), and every key of a distributed table includes its distribution
-// column. A migration that adds a table, or a key that would not hold per
-// shard, fails here.
+// distributed, reference or local (these two with a reason), and every
+// key of a distributed table includes organization_id. A migration that
+// adds a table, or a key that would not hold per shard, fails here.
 func TestShardingKeysCarryOrganization(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
@@ -132,19 +127,18 @@ func TestShardingCheckCatchesPlantedViolations(t *testing.T) {
 		ALTER TABLE agent.webhook_drops ADD COLUMN planted_run uuid;
 		ALTER TABLE agent.webhook_drops ADD CONSTRAINT planted_local_fkey
 			FOREIGN KEY (planted_run, organization_id) REFERENCES agent.runs (id, organization_id);
-		CREATE UNIQUE INDEX planted_directory_index ON agent.provider_job_directory (job_id);
 		ALTER TABLE agent.provider_job_directory ADD CONSTRAINT planted_directory_fkey
 			FOREIGN KEY (job_id, organization_id) REFERENCES agent.provider_jobs (id, organization_id);
-		CREATE TABLE agent.planted_by_other (k text, CONSTRAINT planted_by_other_pkey PRIMARY KEY (k));`); err != nil {
+		ALTER TABLE agent.claim_releases ADD CONSTRAINT planted_to_reference_fkey
+			FOREIGN KEY (scope, key) REFERENCES agent.provider_job_directory (provider, provider_job_id);`); err != nil {
 		t.Fatal(err)
 	}
 	plan := layout{
 		distributed:    append(slices.Clone(distributed), "agent.planted_nullable", "agent.planted_untenanted"),
-		distributedBy:  maps.Clone(distributedBy),
+		reference:      reference,
 		notDistributed: maps.Clone(notDistributed),
 	}
 	plan.notDistributed["agent.planted_vanished"] = "listed, never created"
-	plan.distributedBy["agent.planted_by_other"] = shardKey{"shard_key", "a column the table does not have"}
 	rep, err := checkSharding(ctx, db, plan)
 	if err != nil {
 		t.Fatal(err)
@@ -167,9 +161,8 @@ func TestShardingCheckCatchesPlantedViolations(t *testing.T) {
 		"agent.planted_nullable: foreign key planted_to_local",
 		"agent.planted_untenanted: has no organization_id column",
 		"agent.webhook_drops: foreign key planted_local_fkey",
-		"agent.provider_job_directory: unique index planted_directory_index",
 		"agent.provider_job_directory: foreign key planted_directory_fkey",
-		"agent.planted_by_other: has no shard_key column",
+		"agent.claim_releases: foreign key planted_to_reference_fkey",
 	} {
 		if !slices.ContainsFunc(rep.violations, func(v string) bool { return strings.HasPrefix(v, want) }) {
 			t.Errorf("violations miss %q; they are %q", want, rep.violations)
@@ -181,17 +174,16 @@ func TestShardingCheckCatchesPlantedViolations(t *testing.T) {
 // lists: on plain PostgreSQL no table is distributed; on Citus (make
 // test-citus) every table of distributed is hash-distributed by
 // organization_id in the co-location group of agent.idempotency_keys,
-// every table of distributedBy by its column in a group of its own, and
-// every other table is local. Migration 00019 distributes them; a
-// migration that adds a tenant table without distributing it fails here
-// on Citus.
+// every table of reference is a reference table, and every other table is
+// local. Migration 00019 distributes them; a migration that adds a tenant
+// table without distributing it fails here on Citus.
 func TestDistributionIsAsListed(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := t.Context()
 	type placement struct {
-		column string
-		group  int64
+		method, column string
+		group          int64
 	}
 	got := map[string]placement{}
 	var citus bool
@@ -200,15 +192,16 @@ func TestDistributionIsAsListed(t *testing.T) {
 	}
 	if citus {
 		rows, err := db.Query(ctx, `
-			SELECT logicalrelid::regclass::text, column_to_column_name(logicalrelid, partkey), colocationid
-			FROM pg_dist_partition WHERE partmethod = 'h'`)
+			SELECT logicalrelid::regclass::text, partmethod::text,
+				coalesce(column_to_column_name(logicalrelid, partkey), ''), colocationid
+			FROM pg_dist_partition`)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for rows.Next() {
 			var name string
 			var p placement
-			if err := rows.Scan(&name, &p.column, &p.group); err != nil {
+			if err := rows.Scan(&name, &p.method, &p.column, &p.group); err != nil {
 				t.Fatal(err)
 			}
 			got[name] = p
@@ -221,13 +214,13 @@ func TestDistributionIsAsListed(t *testing.T) {
 		t.Fatalf("the database has Citus: %v; the harness started Citus: %v", citus, pgtest.Citus())
 	}
 	// Every listed table, asked through the function the background
-	// passes ask (internal/shardpass).
-	for _, name := range slices.Concat(distributed, slices.Collect(maps.Keys(distributedBy)), slices.Collect(maps.Keys(notDistributed))) {
+	// passes ask (internal/shardpass): hash-distributed or not.
+	for _, name := range slices.Concat(distributed, slices.Collect(maps.Keys(reference)), slices.Collect(maps.Keys(notDistributed))) {
 		var is bool
 		if err := db.QueryRow(ctx, `SELECT agent.is_distributed($1::regclass)`, name).Scan(&is); err != nil {
 			t.Fatalf("agent.is_distributed(%s): %v", name, err)
 		}
-		if _, want := got[name]; is != want {
+		if want := got[name].method == "h"; is != want {
 			t.Errorf("agent.is_distributed(%s) = %v, want %v", name, is, want)
 		}
 	}
@@ -236,46 +229,35 @@ func TestDistributionIsAsListed(t *testing.T) {
 	}
 	anchor, ok := got["agent.idempotency_keys"]
 	if !ok {
-		t.Fatalf("agent.idempotency_keys is not distributed; distributed tables: %v", got)
+		t.Fatalf("agent.idempotency_keys is not distributed; Citus tables: %v", got)
 	}
-	groups := map[int64]string{}
 	for _, name := range distributed {
 		p, ok := got[name]
 		switch {
 		case !ok:
 			t.Errorf("%s is not distributed on Citus: add SELECT agent.distribute_tenant_table('%s') to its migration", name, name)
-		case p.column != distColumn || p.group != anchor.group:
-			t.Errorf("%s is distributed by %s in co-location group %d, want %s in group %d (agent.idempotency_keys')",
-				name, p.column, p.group, distColumn, anchor.group)
+		case p.method != "h" || p.column != distColumn || p.group != anchor.group:
+			t.Errorf("%s is distributed by %q (method %s) in co-location group %d, want hash by %s in group %d (agent.idempotency_keys')",
+				name, p.column, p.method, p.group, distColumn, anchor.group)
 		}
 	}
-	groups[anchor.group] = "agent.idempotency_keys"
-	for name, key := range distributedBy {
-		p, ok := got[name]
-		switch {
-		case !ok:
-			t.Errorf("%s is not distributed on Citus, want it by %s", name, key.column)
-		case p.column != key.column:
-			t.Errorf("%s is distributed by %s, want %s", name, p.column, key.column)
-		case groups[p.group] != "":
-			t.Errorf("%s shares co-location group %d with %s, want a group of its own", name, p.group, groups[p.group])
-		default:
-			groups[p.group] = name
+	for name := range reference {
+		if p, ok := got[name]; !ok || p.method != "n" {
+			t.Errorf("%s is %+v on Citus, want a reference table: SELECT agent.distribute_reference_table('%s')", name, p, name)
 		}
 	}
 	for name := range notDistributed {
 		if _, ok := got[name]; ok {
-			t.Errorf("%s is distributed on Citus, but the lists keep it local: %s", name, notDistributed[name])
+			t.Errorf("%s is a Citus table, but the lists keep it local: %s", name, notDistributed[name])
 		}
 	}
 }
 
 // checkSharding reads the catalog of db and reports every table that is in
 // no list, every listed table that is gone, every key of a distributed
-// table that does not carry its distribution column, every foreign key
-// from a table that is not distributed to one that is (a local table
-// cannot check a key whose rows live on the shards), and every foreign key
-// to or from a table distributed by another column.
+// table that does not carry organization_id, every foreign key from a
+// local table to a Citus one (a local table cannot check a key whose rows
+// live on other nodes), and every foreign key of a reference table.
 func checkSharding(ctx context.Context, db *pgxpool.Pool, plan layout) (shardingReport, error) {
 	var rep shardingReport
 	rows, err := db.Query(ctx, `
@@ -303,12 +285,12 @@ func checkSharding(ctx context.Context, db *pgxpool.Pool, plan layout) (sharding
 	}
 	for _, name := range tables {
 		_, local := plan.notDistributed[name]
-		_, other := plan.distributedBy[name]
-		if !local && !other && !slices.Contains(plan.distributed, name) {
+		_, ref := plan.reference[name]
+		if !local && !ref && !slices.Contains(plan.distributed, name) {
 			rep.unlisted = append(rep.unlisted, name)
 		}
 	}
-	for _, name := range slices.Concat(plan.distributed, slices.Collect(maps.Keys(plan.distributedBy)),
+	for _, name := range slices.Concat(plan.distributed, slices.Collect(maps.Keys(plan.reference)),
 		slices.Collect(maps.Keys(plan.notDistributed))) {
 		if !slices.Contains(tables, name) {
 			rep.vanished = append(rep.vanished, name)
@@ -321,17 +303,6 @@ func checkSharding(ctx context.Context, db *pgxpool.Pool, plan layout) (sharding
 			continue
 		}
 		v, err := tableViolations(ctx, db, name, distColumn, plan.distributed)
-		if err != nil {
-			return rep, fmt.Errorf("%s: %w", name, err)
-		}
-		rep.violations = append(rep.violations, v...)
-	}
-	for _, name := range slices.Sorted(maps.Keys(plan.distributedBy)) {
-		if !slices.Contains(tables, name) {
-			continue
-		}
-		// No table is in its group, so it may reference none.
-		v, err := tableViolations(ctx, db, name, plan.distributedBy[name].column, nil)
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", name, err)
 		}
@@ -353,13 +324,14 @@ func checkSharding(ctx context.Context, db *pgxpool.Pool, plan layout) (sharding
 		if err := rows.Scan(&table, &name, &ref); err != nil {
 			return rep, err
 		}
-		if _, local := plan.notDistributed[table]; local && (slices.Contains(plan.distributed, ref) || plan.distributedBy[ref] != shardKey{}) {
-			rep.violations = append(rep.violations, fmt.Sprintf("%s: foreign key %s references the distributed table %s "+
-				"from a table that is not distributed", table, name, ref))
+		_, refIsReference := plan.reference[ref]
+		if _, local := plan.notDistributed[table]; local && (slices.Contains(plan.distributed, ref) || refIsReference) {
+			rep.violations = append(rep.violations, fmt.Sprintf("%s: foreign key %s references the Citus table %s "+
+				"from a table that stays local", table, name, ref))
 		}
-		if _, other := plan.distributedBy[ref]; other {
-			rep.violations = append(rep.violations, fmt.Sprintf("%s: foreign key %s references %s, which is distributed "+
-				"by %s in a group of its own", table, name, ref, plan.distributedBy[ref].column))
+		if _, fromReference := plan.reference[table]; fromReference {
+			rep.violations = append(rep.violations, fmt.Sprintf("%s: foreign key %s: a reference table references "+
+				"no other table (%s)", table, name, ref))
 		}
 	}
 	return rep, rows.Err()

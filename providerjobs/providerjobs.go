@@ -331,11 +331,16 @@ func (s *Service) insertJob(ctx context.Context, tx pgx.Tx, org uuid.UUID, p Reg
 	if err != nil {
 		return nil, err
 	}
-	var owner uuid.UUID
-	err = tx.QueryRow(ctx, directoryClaim, pgx.StrictNamedArgs{
+	entry := pgx.StrictNamedArgs{
 		"provider": p.Provider, "provider_job_id": p.ProviderJobID, "org": org, "job_id": job.ID,
-		"registered_at": job.CreatedAt, "retention_us": runs.Retention.Microseconds(), "now": s.nowArg(),
-	}).Scan(&owner)
+		"registered_at": job.CreatedAt, "retention_us": runs.Retention.Microseconds(),
+	}
+	var owner uuid.UUID
+	err = tx.QueryRow(ctx, directoryClaim, entry).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		entry["now"] = s.nowArg()
+		err = tx.QueryRow(ctx, directoryTakeOver, entry).Scan(&owner)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, ErrAlreadyRegistered

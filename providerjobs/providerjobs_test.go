@@ -598,3 +598,32 @@ func TestStorable(t *testing.T) {
 		}
 	}
 }
+
+// TestRegisterTakesOverAnEntryPastItsRetention: the directory entry of a
+// job whose Run is past its retention (the job goes with it) names nothing
+// worth keeping: the next registration of the pair, by any organization,
+// takes it over, and the pair's callbacks find the new job.
+func TestRegisterTakesOverAnEntryPastItsRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	old := b.seedJob("recycled")
+	other := uuid.New()
+	b.clk.Advance(runs.Retention - time.Second)
+	if _, _, err := b.svc.Register(ctx, other, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "recycled"}); !errors.Is(err, ErrAlreadyRegistered) {
+		t.Fatalf("Register inside the entry's retention = %v, want ErrAlreadyRegistered", err)
+	}
+	b.clk.Advance(time.Second)
+	job, created, err := b.svc.Register(ctx, other, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "recycled"})
+	if err != nil || !created || job.OrganizationID != other {
+		t.Fatalf("Register once the entry's retention passed = %+v, %v, %v; want a new job of the other organization", job, created, err)
+	}
+	var org, jobID uuid.UUID
+	if err := b.pool.QueryRow(ctx, `SELECT organization_id, job_id FROM agent.provider_job_directory
+		WHERE provider = 'acme' AND provider_job_id = 'recycled'`).Scan(&org, &jobID); err != nil || org != other || jobID != job.ID {
+		t.Errorf("the entry names %s's job %s, %v; want %s's %s", org, jobID, err, other, job.ID)
+	}
+	if jobID == old.ID {
+		t.Error("the entry still names the old job")
+	}
+}

@@ -30,22 +30,31 @@ RETURNING ` + jobColumns
 // directoryClaim writes the directory entry of a job just registered: the
 // pair names it from now on, until its registration plus the Run
 // retention (@retention_us), which its Run, created before it, never
-// outlives. It takes over an entry whose retention has passed (its job
-// went with its Run: a job is deleted with its Run alone, once the Run is
-// past its retention), and otherwise writes nothing and returns no row:
-// the pair names a job that exists, whatever its organization. The
-// condition reads the entry alone, so on a cluster the statement is
-// routed to the entry's shard. Its parameters are named
+// outlives. It writes nothing and returns no row when the pair has an
+// entry already; directoryTakeOver then decides. Its parameters are named
 // (pgx.StrictNamedArgs).
 const directoryClaim = `
 INSERT INTO agent.provider_job_directory AS d
 	(provider, provider_job_id, organization_id, job_id, registered_at, retain_until)
 VALUES (@provider::text, @provider_job_id::text, @org::uuid, @job_id::uuid,
 	@registered_at::timestamptz, @registered_at::timestamptz + @retention_us::bigint * interval '1 microsecond')
-ON CONFLICT (provider, provider_job_id) DO UPDATE
-SET organization_id = EXCLUDED.organization_id, job_id = EXCLUDED.job_id,
-	registered_at = EXCLUDED.registered_at, retain_until = EXCLUDED.retain_until
-WHERE d.retain_until <= agent.clock(@now)
+ON CONFLICT (provider, provider_job_id) DO NOTHING
+RETURNING d.job_id`
+
+// directoryTakeOver gives the pair's entry to the job just registered when
+// the entry's retention has passed: its job went with its Run (a job is
+// deleted with its Run alone, once the Run is past its retention), or is
+// about to. Otherwise it writes nothing and returns no row: the pair names
+// a job that exists, whatever its organization. A statement of its own, not
+// the insert's ON CONFLICT ... WHERE: Citus refuses a clock there. The
+// condition reads the entry alone. It takes directoryClaim's parameters and
+// @now.
+const directoryTakeOver = `
+UPDATE agent.provider_job_directory AS d
+SET organization_id = @org::uuid, job_id = @job_id::uuid, registered_at = @registered_at::timestamptz,
+	retain_until = @registered_at::timestamptz + @retention_us::bigint * interval '1 microsecond'
+WHERE d.provider = @provider::text AND d.provider_job_id = @provider_job_id::text
+	AND d.retain_until <= agent.clock(@now)
 RETURNING d.job_id`
 
 // directoryResolve finds the job a (provider, provider_job_id) pair names,

@@ -97,8 +97,8 @@ WHERE (@all::boolean OR r.organization_id = ANY(@keys::uuid[]))
 
 // directoryExpiredDue finds provider job directory entries past their
 // retention (their job's Run retention), oldest first, on
-// provider_job_directory_retain_until_idx. The directory is distributed by
-// provider_job_id on a cluster.
+// provider_job_directory_retain_until_idx. On a cluster the directory is a
+// reference table, a copy on every node: one pass, @all.
 const directoryExpiredDue = `
 SELECT d.provider_job_id
 FROM agent.provider_job_directory d
@@ -117,13 +117,15 @@ ORDER BY d.retain_until
 LIMIT @limit
 FOR UPDATE SKIP LOCKED`
 
-// directoryExpiredDelete deletes the directory entries at the ctids still
-// past their retention: a registration that took one over since moved its
-// retain_until on.
+// directoryExpiredDelete deletes the directory entries of the jobs read
+// (@ids) still past their retention: a registration that took one over
+// since moved its retain_until on. By job, not by ctid: each copy of a
+// reference table is a table of its own, where the same row has its own
+// ctid.
 const directoryExpiredDelete = `
 DELETE FROM agent.provider_job_directory d
 WHERE (@all::boolean OR d.provider_job_id = ANY(@keys::text[]))
-	AND d.ctid = ANY(@ctids::tid[])
+	AND d.job_id = ANY(@ids::uuid[])
 	AND d.retain_until <= agent.clock(@now)`
 
 // snapshotDeletable is the condition that lets a snapshot go, on alias s:

@@ -106,7 +106,9 @@ func (r Report) Backlog() bool {
 // target is one table's pass (internal/shardpass: what is due, found
 // oldest first and grouped by shard) and the pair of statements each of its
 // steps runs. The statements take named arguments: @now, @all, @keys,
-// @limit, the read's @ctids for the delete, and the target's own.
+// @limit, the read's @ctids and @ids for the delete (a ctid names a row in
+// one table; the copies of a reference table delete by id), and the
+// target's own.
 type target struct {
 	table        string
 	pass         *shardpass.Pass
@@ -319,7 +321,7 @@ func (s *Sweeper) step(ctx context.Context, t target, args pgx.NamedArgs) (read,
 			}
 		}
 		del := maps.Clone(args)
-		del["ctids"] = ctids
+		del["ctids"], del["ids"] = ctids, ids
 		tag, err := tx.Exec(ctx, t.delete, del)
 		if err != nil {
 			return fmt.Errorf("delete: %w", err)
