@@ -138,15 +138,20 @@ WHERE (@all::boolean OR d.provider_job_id = ANY(@keys::text[]))
 //     organization and scope prefix of the claim's unique index narrows the
 //     probe).
 //
-// Both probes join on the organization: on a cluster they read the
-// snapshot's own shard group.
+// Both probes join on the organization, and name the group's
+// organizations as the snapshot does: on a cluster Citus then routes the
+// whole statement to the snapshot's own shard group (it refuses FOR
+// UPDATE on anything else).
 const snapshotDeletable = `
 	s.created_at <= agent.clock(@now) - @min_age_us::bigint * interval '1 microsecond'
 	AND NOT EXISTS (
-		SELECT 1 FROM agent.runs r WHERE r.organization_id = s.organization_id AND r.snapshot_id = s.id)
+		SELECT 1 FROM agent.runs r
+		WHERE (@all::boolean OR r.organization_id = ANY(@keys::uuid[]))
+			AND r.organization_id = s.organization_id AND r.snapshot_id = s.id)
 	AND NOT EXISTS (
 		SELECT 1 FROM agent.idempotency_keys k
-		WHERE k.organization_id = s.organization_id
+		WHERE (@all::boolean OR k.organization_id = ANY(@keys::uuid[]))
+			AND k.organization_id = s.organization_id
 			AND k.scope = @scope::text
 			AND k.resource_id = s.id::text
 			AND k.retain_until > agent.clock(@now))`

@@ -81,7 +81,8 @@ type Pass struct {
 // handles: a SELECT of one column, the table's distribution column cast to
 // text, of each row due (one row per row, not per value), ordered oldest
 // first and limited to @limit. It may name other parameters, given to
-// [Pass.Run].
+// [Pass.Run], and @all (true) and @keys (empty), so that it may share a
+// condition with the steps' statements.
 func New(table, due string) *Pass {
 	return &Pass{
 		table: table,
@@ -150,7 +151,7 @@ func (p *Pass) Run(ctx context.Context, db DB, bound int, args pgx.NamedArgs, st
 	if read == nil {
 		read = pgx.NamedArgs{}
 	}
-	read["table"], read["limit"] = p.table, bound
+	read["table"], read["limit"], read["all"], read["keys"] = p.table, bound, true, []string{}
 	rows, err := db.Query(ctx, p.grouped, read)
 	if err != nil {
 		return fmt.Errorf("shardpass: %s: read the due rows: %w", p.table, err)
