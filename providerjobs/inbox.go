@@ -239,8 +239,10 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 	}
 	s.observer.ObserveCopy(d.Provider, string(reason))
 	s.cfg.Observer.ObserveDrop(d.Provider, string(reason))
-	var n int64
-	err := s.db.QueryRow(ctx, inboxCopy, e.OrganizationID, e.ID, string(reason), s.nowArg()).Scan(&n)
+	var c Copies
+	err := s.db.QueryRow(ctx, inboxCopy, e.OrganizationID, e.ID, one(reason == DropDuplicate), one(reason == DropHashMismatch),
+		one(reason == DropPathMismatch), s.nowArg()).Scan(&c.Duplicates, &c.HashMismatches, &c.PathMismatches)
+	n := map[DropReason]int64{DropDuplicate: c.Duplicates, DropHashMismatch: c.HashMismatches, DropPathMismatch: c.PathMismatches}[reason]
 	switch {
 	case err != nil:
 		s.auditFailed(ctx, d.Provider, d.DeliveryID, reason, fmt.Errorf("count the copy: %w", err))
@@ -257,6 +259,14 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 		s.cfg.Wake()
 	}
 	return Outcome{Reason: reason, JobID: e.JobID}
+}
+
+// one is 1 when b holds, else 0.
+func one(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // auditFailed logs and counts a drop the audit could not record. The

@@ -170,25 +170,24 @@ FROM agent.provider_inbox i
 WHERE i.provider = $1 AND i.delivery_id = $2
 ORDER BY i.received_at, i.id`
 
-// inboxCopy counts a copy of an arrival by the reason it was dropped for,
-// and returns that reason's count, so the first copy of each reason is
-// written to the drop audit and the rest are counted alone.
-// $1 org, $2 inbox id, $3 reason, $4 now.
+// inboxCopy counts a copy of an arrival by the reason it was dropped for
+// (one of $3, $4, $5 is 1, the others 0), and returns the three counts, so
+// the first copy of each reason is written to the drop audit and the rest
+// are counted alone. The caller picks the reason: Citus deparses a CASE
+// on a parameter in this statement wrongly ("operator does not exist:
+// text = boolean" on the worker). $1 org, $2 inbox id, $3 duplicate,
+// $4 hash mismatch, $5 path mismatch, $6 now.
 const inboxCopy = `
 INSERT INTO agent.provider_inbox_copies AS c
 	(organization_id, inbox_id, duplicates, hash_mismatches, path_mismatches, first_copy_at, last_copy_at)
-VALUES ($1::uuid, $2::uuid,
-	CASE WHEN $3::text = 'duplicate' THEN 1 ELSE 0 END,
-	CASE WHEN $3::text = 'hash_mismatch' THEN 1 ELSE 0 END,
-	CASE WHEN $3::text = 'path_mismatch' THEN 1 ELSE 0 END,
-	coalesce($4::timestamptz, now()), coalesce($4::timestamptz, now()))
+VALUES ($1::uuid, $2::uuid, $3::bigint, $4::bigint, $5::bigint,
+	coalesce($6::timestamptz, now()), coalesce($6::timestamptz, now()))
 ON CONFLICT (inbox_id, organization_id) DO UPDATE SET
 	duplicates = c.duplicates + EXCLUDED.duplicates,
 	hash_mismatches = c.hash_mismatches + EXCLUDED.hash_mismatches,
 	path_mismatches = c.path_mismatches + EXCLUDED.path_mismatches,
 	last_copy_at = greatest(c.last_copy_at, EXCLUDED.last_copy_at)
-RETURNING CASE $3::text WHEN 'duplicate' THEN c.duplicates
-	WHEN 'hash_mismatch' THEN c.hash_mismatches ELSE c.path_mismatches END`
+RETURNING c.duplicates, c.hash_mismatches, c.path_mismatches`
 
 // inboxFinish marks a pending arrival applied or dropped. Conditional on
 // pending, so of two workers that both reach it only one finishes it.
