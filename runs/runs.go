@@ -514,7 +514,7 @@ func translate(op string, err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "23514", "23503", "23502", "22P02": // check, foreign key, not null, bad text
-			return fmt.Errorf("%w: %s: %s", ErrInvalid, dberr.Constraint(err), pgErr.Message)
+			return fmt.Errorf("%w: %s: %s", ErrInvalid, pgErr.ConstraintName, pgErr.Message)
 		}
 	}
 	return fmt.Errorf("runs: %s: %w", op, err)

@@ -90,19 +90,13 @@ func Code(err error) string {
 }
 
 // Constraint returns the constraint the PostgreSQL error in err's chain
-// names, or "". On Citus a constraint a shard checks is named after the
-// table's with the shard's id appended ("runs_org_start_key_key_102008");
-// Constraint returns the table's name of it.
+// names, or "".
 func Constraint(err error) string {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return ""
+	if errors.As(err, &pgErr) {
+		return pgErr.ConstraintName
 	}
-	name := pgErr.ConstraintName
-	if i := strings.LastIndexByte(name, '_'); i > 0 && len(name)-i > 6 && strings.Trim(name[i+1:], "0123456789") == "" {
-		return name[:i]
-	}
-	return name
+	return ""
 }
 
 // DataException reports whether err is a PostgreSQL data exception (class
