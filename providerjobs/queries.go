@@ -93,15 +93,17 @@ WHERE j.organization_id = $1 AND j.id = $2`
 // re-checks the condition against the first one's write. It is a
 // set-to-value write: when the job already has the status and the result
 // (compared as jsonb text), version and updated_at stay, so a repeat changes
-// nothing further. The clock is joined in, a column of the CASE: Citus
-// refuses a clock inside a CASE of a data-modifying statement.
+// nothing further. The clock is joined in as a function in FROM, a column
+// of the CASE: Citus refuses a clock inside a CASE of a data-modifying
+// statement, and plans a subquery in its FROM as a step of its own, where
+// it evaluates a function there once and routes the statement.
 // $1 org, $2 id, $3 status, $4 result, $5 now.
 const jobApply = `
 UPDATE agent.provider_jobs AS j
 SET status = $3, result = $4::jsonb,
 	version = j.version + CASE WHEN ` + jobChanged + ` THEN 1 ELSE 0 END,
 	updated_at = CASE WHEN ` + jobChanged + ` THEN greatest(j.updated_at, c.now) ELSE j.updated_at END
-FROM (SELECT coalesce($5::timestamptz, now()) AS now) c
+FROM agent.clock($5::timestamptz) AS c(now)
 WHERE j.organization_id = $1 AND j.id = $2
 	AND j.status NOT IN ('succeeded', 'failed')
 RETURNING j.status`

@@ -11,22 +11,24 @@ package savedsearch
 const savedSearchColumns = `s.id, s.organization_id, s.name, s.brief, s.version,
 	s.created_at, s.updated_at, b.items, b.cursor`
 
-// savedSearchInsert creates a saved search and its baseline in one
-// statement, so neither exists without the other. Its parameters are named
-// (pgx.StrictNamedArgs).
+// savedSearchInsert creates a saved search, and baselineInsert its
+// baseline: two statements of one transaction, so neither exists without
+// the other (a baseline's foreign key names its saved search, inserted
+// first). Two statements, not one with a data-modifying WITH: on a cluster
+// an INSERT inside a WITH is planned as a step of its own on the
+// coordinator, where two plain inserts of one organization are each
+// routed to its shard. Both take the transaction's now(), the same
+// instant. Their parameters are named (pgx.StrictNamedArgs).
 const savedSearchInsert = `
-WITH s AS (
-	INSERT INTO agent.saved_searches
-		(id, organization_id, name, brief, created_by, created_at, updated_at)
-	VALUES (@id::uuid, @org::uuid, @name::text, @brief::jsonb, @created_by::text, now(), now())
-	RETURNING *
-), b AS (
-	INSERT INTO agent.saved_search_baselines (saved_search_id, organization_id, items, cursor, updated_at)
-	SELECT s.id, s.organization_id, @items::text[], @cursor::text, s.created_at FROM s
-	RETURNING *
-)
-SELECT ` + savedSearchColumns + `
-FROM s JOIN b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id`
+INSERT INTO agent.saved_searches AS s
+	(id, organization_id, name, brief, created_by, created_at, updated_at)
+VALUES (@id::uuid, @org::uuid, @name::text, @brief::jsonb, @created_by::text, now(), now())
+RETURNING s.id, s.organization_id, s.name, s.brief, s.version, s.created_at, s.updated_at`
+
+const baselineInsert = `
+INSERT INTO agent.saved_search_baselines AS b (saved_search_id, organization_id, items, cursor, updated_at)
+VALUES (@id::uuid, @org::uuid, @items::text[], @cursor::text, now())
+RETURNING b.items, b.cursor`
 
 // savedSearchGet reads a live saved search with its baseline, in one
 // statement and so from one snapshot of both tables. $1 org, $2 id.
@@ -59,8 +61,10 @@ const savedSearchChanged = `(coalesce($3::text, s.name) IS DISTINCT FROM s.name
 	OR coalesce($4::jsonb, s.brief)::text IS DISTINCT FROM s.brief::text)`
 
 // savedSearchUpdate sets the name and brief (NULL keeps the stored value).
-// The clock is joined in, a column of the CASE: Citus refuses now() inside
-// a CASE of a data-modifying statement.
+// The clock is joined in as a function in FROM, a column of the CASE:
+// Citus refuses now() inside a CASE of a data-modifying statement, and
+// plans a subquery in its FROM as a step of its own (agent.clock(NULL) is
+// now(); migration 00019).
 // It is a set-to-value write, so it bumps the version and updated_at only
 // when a value changes: a repeat of it changes nothing further. It is also
 // the first statement of a baseline replace, with both NULL: its row lock
@@ -72,7 +76,7 @@ SET name = coalesce($3::text, s.name),
 	brief = coalesce($4::jsonb, s.brief),
 	version = s.version + CASE WHEN ` + savedSearchChanged + ` THEN 1 ELSE 0 END,
 	updated_at = CASE WHEN ` + savedSearchChanged + ` THEN c.now ELSE s.updated_at END
-FROM (SELECT now() AS now) c
+FROM agent.clock(NULL) AS c(now)
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL
 RETURNING s.id, s.organization_id, s.name, s.brief, s.version, s.created_at, s.updated_at`
 
