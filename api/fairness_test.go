@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/readiness"
+	"github.com/searchd/searchd/savedsearch"
 )
 
 // TestOneOrganizationAtItsCapGets429AndOthersAreServed holds two requests
@@ -32,7 +34,7 @@ func TestOneOrganizationAtItsCapGets429AndOthersAreServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM agent.saved_searches WHERE id = $1 FOR UPDATE`, ss.ID); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM agent.saved_searches WHERE organization_id = $1 AND id = $2 FOR UPDATE`, b.org, ss.ID); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -49,7 +51,7 @@ func TestOneOrganizationAtItsCapGets429AndOthersAreServed(t *testing.T) {
 	}
 	// Wait until both PATCHes wait on the lock.
 	deadline := time.Now().Add(10 * time.Second)
-	for b.count(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`) < 2 {
+	for b.lockWaits() < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the two PATCHes never waited on the row lock")
 		}
@@ -168,15 +170,21 @@ func TestTheHeaviestOrganizationGivesWayWhenTheServerIsBusy(t *testing.T) {
 		light := uuid.New()
 		lightAuth := map[string]string{"Authorization": "Bearer " + b.tokenFor(light, "light")}
 		heavySearch, lightSearch := b.seedSavedSearch(seedOpts{}), b.seedSavedSearch(seedOpts{org: light})
-		tx, err := b.pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
+		// One transaction per organization: a cluster locks rows in a
+		// statement routed to one shard.
+		var locks []pgx.Tx
+		for _, ss := range []*savedsearch.SavedSearch{heavySearch, lightSearch} {
+			tx, err := b.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) // a failed check must not leave the PATCHes waiting
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM agent.saved_searches WHERE organization_id = $1 AND id = $2 FOR UPDATE`,
+				ss.OrganizationID, ss.ID); err != nil {
+				t.Fatal(err)
+			}
+			locks = append(locks, tx)
 		}
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM agent.saved_searches WHERE id = ANY($1) FOR UPDATE`,
-			[]uuid.UUID{heavySearch.ID, lightSearch.ID}); err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(ctx) // a failed check must not leave the PATCHes waiting
 		var wg sync.WaitGroup
 		hold := func(id uuid.UUID, header map[string]string) {
 			wg.Go(func() {
@@ -191,7 +199,7 @@ func TestTheHeaviestOrganizationGivesWayWhenTheServerIsBusy(t *testing.T) {
 		hold(heavySearch.ID, nil)
 		hold(lightSearch.ID, lightAuth)
 		deadline := time.Now().Add(10 * time.Second)
-		for b.count(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`) < 3 {
+		for b.lockWaits() < 3 {
 			if time.Now().After(deadline) {
 				t.Fatal("the three PATCHes never waited on the row lock")
 			}
@@ -211,8 +219,10 @@ func TestTheHeaviestOrganizationGivesWayWhenTheServerIsBusy(t *testing.T) {
 		if res := b.do(req{method: http.MethodGet, path: "/v1/saved-searches", header: lightAuth}); res.status != http.StatusOK {
 			t.Errorf("the light organization at the budget = %d %s, want 200", res.status, res.body)
 		}
-		if err := tx.Rollback(ctx); err != nil {
-			t.Fatal(err)
+		for _, tx := range locks {
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 		wg.Wait()
 		for range 3 {

@@ -814,7 +814,8 @@ func TestCallbackConcurrentDeliveriesApplyOnce(t *testing.T) {
 	if n := f.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`); n != 1 {
 		t.Errorf("%d duplicate drops recorded, want 1", n)
 	}
-	if n := f.count(`SELECT c.duplicates FROM agent.provider_inbox_copies c JOIN agent.provider_inbox i ON i.id = c.inbox_id
+	if n := f.count(`SELECT c.duplicates FROM agent.provider_inbox_copies c JOIN agent.provider_inbox i
+		ON i.organization_id = c.organization_id AND i.id = c.inbox_id
 		WHERE i.delivery_id = $1`, d.deliveryID); n != 49 {
 		t.Errorf("%d copies counted on the arrival, want 49", n)
 	}

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
 )
 
 const startScope = idempotency.ScopeSavedSearchStart
@@ -260,5 +262,88 @@ func TestOnlyACompletionSomeoneWaitsForNotifies(t *testing.T) {
 	}
 	if r := <-res; r.err != nil || r.elapsed > 10*time.Second {
 		t.Fatalf("waiter = %v after %s, want woken by the completion", r.err, r.elapsed)
+	}
+}
+
+// TestWaiterIsWokenByTheNotificationWhicheverNodeHoldsTheClaim is issue
+// 25.3. On a Citus cluster an organization's claims live on the worker
+// that holds its shard, while the hub listens on the coordinator, where
+// every replica connects: the plane announces a claim's end on its own
+// connection to the coordinator once it committed. For an organization on
+// each node that holds shards (one on PostgreSQL), a holder with a 30 s
+// lease completes while two callers wait on it: one on a running hub, and
+// a control on a hub that never listens. The first must answer the
+// completion well before the lease or its wait would let it read the claim
+// again; the control must answer processing when its wait runs out,
+// although the claim completed seconds before: nothing but the
+// notification wakes a waiter (no poll), so it was the notification that
+// woke the first.
+func TestWaiterIsWokenByTheNotificationWhicheverNodeHoldsTheClaim(t *testing.T) {
+	t.Parallel()
+	b, svc, hub := waitSetup(t, 8)
+	deaf := idempotency.NewHub(b.pool.Config().ConnConfig, nil) // never Run
+	ctx := context.Background()
+	orgs, err := pgtest.OrganizationPerNode(ctx, b.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pgtest.Citus() && len(orgs) < 2 {
+		t.Fatalf("organizations on %d nodes, want one on each of the two workers", len(orgs))
+	}
+	// Long enough that the completion comes well inside it, however busy
+	// the machine: the waiters go to sleep within 10 s.
+	const controlWait = 15 * time.Second
+	for i, org := range orgs {
+		t.Run(fmt.Sprintf("node-%d", i), func(t *testing.T) {
+			t.Parallel()
+			key := fmt.Sprintf("node-%d", i)
+			holder, err := svc.Claim(ctx, org, startScope, key, hashA, 30*time.Second)
+			if err != nil || holder.Kind != idempotency.KindClaimed {
+				t.Fatalf("holder Claim = %v, %v", holder.Kind, err)
+			}
+			wait := func(h *idempotency.Hub, d time.Duration) <-chan waitResult {
+				ch := make(chan waitResult, 1)
+				go func() {
+					start := time.Now()
+					out, err := svc.ClaimWait(ctx, h, org, startScope, key, hashA, 30*time.Second, d)
+					ch <- waitResult{out, err, time.Since(start)}
+				}()
+				return ch
+			}
+			started := time.Now()
+			woken, control := wait(hub, 20*time.Second), wait(deaf, controlWait)
+			// Both asleep: subscribed, and the claim marked as waited for.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				var marked bool
+				if err := b.pool.QueryRow(ctx, `SELECT waited FROM agent.idempotency_keys WHERE organization_id = $1 AND scope = $2 AND key = $3`,
+					org, startScope, key).Scan(&marked); err != nil {
+					t.Fatal(err)
+				}
+				if marked && idempotency.WaitersOf(hub, org, startScope, key) == 1 && idempotency.WaitersOf(deaf, org, startScope, key) == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the two waiters never went to sleep on the claim")
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // past the mark, into the sleep
+			completed := time.Now()
+			if ok, err := svc.Complete(ctx, holder.Claim, answer(key)); !ok || err != nil {
+				t.Fatalf("Complete = %v, %v", ok, err)
+			}
+			r := <-woken
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			wantCompleted(t, r.out, key)
+			if after := started.Add(r.elapsed).Sub(completed); after > 10*time.Second {
+				t.Errorf("the waiter answered %v after the completion, want it woken by the notification", after)
+			}
+			c := <-control
+			if c.err != nil || c.out.Kind != idempotency.KindProcessing || c.elapsed < controlWait {
+				t.Errorf("the control waiter (no notification can reach it) = %v after %v, %v; want processing when its %v wait ran out",
+					c.out.Kind, c.elapsed, c.err, controlWait)
+			}
+		})
 	}
 }
