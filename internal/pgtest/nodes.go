@@ -43,8 +43,7 @@ func LockWaits(ctx context.Context, db Querier) (int, error) {
 // rows of each live on a different node. On PostgreSQL it returns one.
 func OrganizationPerNode(ctx context.Context, db Querier) ([]uuid.UUID, error) {
 	var citus bool
-	if err := db.QueryRow(ctx, `SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL
-		AND EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = 'agent.idempotency_keys'::regclass)`).Scan(&citus); err != nil {
+	if err := db.QueryRow(ctx, `SELECT agent.is_distributed('agent.idempotency_keys')`).Scan(&citus); err != nil {
 		return nil, err
 	}
 	if !citus {
