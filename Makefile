@@ -106,6 +106,14 @@ bench-plane:
 bench-http:
 	$(GO) run ./bench/http
 
+# New saved-search starts and replays on one durable PostgreSQL and on a
+# durable Citus cluster (a coordinator and two workers) on this machine,
+# side by side with the ratio (docs/scaling.md). Needs the citus extension
+# (bash ../shared/citus/install.sh). About 2 minutes; its smoke form:
+# SEARCHD_BENCH_ROUNDS=1 SEARCHD_BENCH_SECONDS=0.5 make bench-citus.
+bench-citus:
+	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestCitusStartBench -v -timeout 30m ./admission/
+
 # Claim latency while the sweeper deletes a million expired rows.
 bench-sweep:
 	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestSweepBench -v -timeout 30m ./sweeper/

@@ -45,12 +45,17 @@ func CitusInstalled(bins Binaries) error {
 // CitusSettings are the server settings every node of a Citus cluster
 // needs: the extension preloaded, and room for the prepared transactions
 // of the two-phase commits of transactions that write on several nodes
-// (at least one per connection that may take part in one).
+// (at least one per connection that may take part in one). The nodes of
+// these throwaway clusters talk over loopback or unix sockets without
+// TLS (citus.node_conninfo): Citus's default asks for it, and the server,
+// run as another user than the one whose home it inherits, cannot read a
+// client certificate there.
 func CitusSettings(maxConnections int) []string {
 	return []string{
 		"shared_preload_libraries=citus",
 		fmt.Sprintf("max_connections=%d", maxConnections),
 		fmt.Sprintf("max_prepared_transactions=%d", maxConnections),
+		"citus.node_conninfo=sslmode=disable",
 	}
 }
 

@@ -169,6 +169,10 @@ func TestCitusFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A call of the killed worker's organization retries through the
+	// whole outage, which lasts as long as the worker takes to die and
+	// restart: seconds, many more on a busy machine.
+	cfg.callSlack = 90 * time.Second
 	ctx := t.Context()
 	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
@@ -282,6 +286,7 @@ func TestCitusFaults(t *testing.T) {
 			load.Go(func() { side.tl.run(ctx, w, &stop) })
 		}
 	}
+	loadStart := time.Now()
 	time.Sleep(2 * time.Second)
 
 	// Mid-burst: a registration for the first worker's organization, a
@@ -304,11 +309,13 @@ func TestCitusFaults(t *testing.T) {
 		t.Fatal("no COMMIT PREPARED reached the second worker within 30 s: the registration did not span the nodes")
 	}
 	killed := time.Now()
+	t.Logf("a COMMIT PREPARED held %v after the load began; killing the second worker", killed.Sub(loadStart).Round(time.Millisecond))
 	if err := cl.workers[1].KillHost(); err != nil {
 		t.Fatal(err)
 	}
 	cl.proxy.HoldWhen(nil)
 	cl.proxy.Cut()
+	t.Logf("the second worker died in %v", time.Since(killed).Round(time.Millisecond))
 	var prepared int
 	// The registration is answered: the coordinator committed; the second
 	// worker holds its part prepared, on disk.
@@ -316,10 +323,12 @@ func TestCitusFaults(t *testing.T) {
 	t.Logf("the registration held at its commit was answered %v after the kill (%v)", time.Since(killed).Round(time.Millisecond), reg.err)
 
 	time.Sleep(max(3*time.Second, cfg.duration/3))
+	restarting := time.Now()
 	if err := cl.workers[1].Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	restarted := time.Now()
+	t.Logf("the second worker restarted in %v", restarted.Sub(restarting).Round(time.Millisecond))
 	sides[1].s.down(killed, restarted.Add(downMargin))
 	w2, err := pgxpool.New(ctx, cl.workers[1].URL(dbName)+"&pool_max_conns=1")
 	if err != nil {
@@ -346,7 +355,7 @@ func TestCitusFaults(t *testing.T) {
 
 	time.Sleep(3 * time.Second) // load on the whole cluster again
 	stop.Store(true)
-	var drainTimeout time.Duration
+	drainTimeout := cfg.callTimeout() + 10*time.Second
 	for _, side := range sides {
 		drainTimeout = max(drainTimeout, side.tl.callTimeout()+10*time.Second)
 	}
