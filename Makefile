@@ -1,7 +1,7 @@
 # The README and docs/ name these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test settings-docs ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-schedule bench-start bench-dispatch run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
+.PHONY: setup test test-citus settings-docs ci e2e e2e-citus soak failover-report bench bench-plane bench-http bench-sweep bench-schedule bench-start bench-dispatch bench-citus run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -26,6 +26,21 @@ test:
 settings-docs:
 	$(GO) run ./cmd/searchd settings --format markdown >docs/settings.md
 	$(GO) run ./cmd/searchd settings --format env >searchd.example.env
+
+# The contract on Citus (docs/scaling.md): every test of these packages
+# against a coordinator and two workers that internal/pgtest starts from the
+# installed binaries (SEARCHD_TEST_CITUS=1), on databases whose tables
+# migration 00019 distributed: the plane, admission and the API, the stores
+# beneath them, the sweeper's and the inbox applier's passes per shard, the
+# catalog check of the distribution, and the router-query check of the
+# request path (api: TestEveryRequestStatementIsRoutedToOneShard). It needs
+# the citus extension: `bash ../shared/citus/install.sh` builds and
+# installs it into PostgreSQL 15 (5-10 minutes the first time, a no-op
+# after).
+CITUS_PACKAGES ?= ./migrations/ ./idempotency/ ./admission/ ./api/ ./providerjobs/ ./sweeper/ \
+	./savedsearch/ ./snapshot/ ./runs/ ./tools/ ./internal/shardpass/ ./dispatch/ ./schedule/
+test-citus:
+	SEARCHD_TEST_CITUS=1 $(GO) test -count=1 -timeout 30m $(CITUS_PACKAGES)
 
 ci: test ts ts-pack openapi-lint browser web-example readme-tour test-image
 
@@ -106,6 +121,14 @@ browser:
 e2e:
 	$(GO) test -tags e2e -count=1 -v -timeout 15m ./test/e2e/
 
+# The fault suite on Citus (test/e2e/citus_test.go): two replicas on a
+# coordinator and two workers under a load of starts, callbacks and tool
+# calls; a worker killed (kill -9) mid-burst and restarted, and a
+# transaction that spans two nodes killed between its prepare and its
+# commit. Needs the citus extension, as test-citus does.
+e2e-citus:
+	SEARCHD_E2E_CITUS=1 $(GO) test -tags e2e -count=1 -v -run 'TestCitusFaults' -timeout 15m ./test/e2e/
+
 soak:
 	SEARCHD_E2E_LEASE=30s SEARCHD_E2E_DURATION=10m $(GO) test -tags e2e -count=1 -v -timeout 2h ./test/e2e/
 
@@ -140,6 +163,14 @@ bench-plane:
 # searchd's HTTP starts against a thin echo + pgx handler issuing the same SQL.
 bench-http:
 	$(GO) run ./bench/http
+
+# New saved-search starts and replays on one durable PostgreSQL and on a
+# durable Citus cluster (a coordinator and two workers) on this machine,
+# side by side with the ratio (docs/scaling.md). Needs the citus extension
+# (bash ../shared/citus/install.sh). About 2 minutes; its smoke form:
+# SEARCHD_BENCH_ROUNDS=1 SEARCHD_BENCH_SECONDS=0.5 make bench-citus.
+bench-citus:
+	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestCitusStartBench -v -timeout 30m ./admission/
 
 # Claim latency while the sweeper deletes a million expired rows.
 bench-sweep:

@@ -903,6 +903,13 @@ func TestNewStartCommitsTwiceInFiveRoundTrips(t *testing.T) {
 			t.Fatalf("new start = %+v, %v", res, err)
 		}
 		t.Logf("new start %s: %d commits, %d round trips, %d statements", key, got.Commits, got.RoundTrips, got.Statements)
+		if pgtest.Citus() {
+			// The transactions run on a worker: the coordinator's
+			// transaction ids do not count them (and the Citus
+			// maintenance daemons of every database of the cluster hand
+			// out their own meanwhile). The tracer's counts stand.
+			writes = 2
+		}
 		if got.Commits != 2 || got.RoundTrips > 5 || writes != 2 {
 			t.Errorf("new start %s: %d commits (PostgreSQL: %d write transactions) in %d round trips (%d statements); want 2 commits in at most 5",
 				key, got.Commits, writes, got.RoundTrips, got.Statements)
@@ -915,6 +922,9 @@ func TestNewStartCommitsTwiceInFiveRoundTrips(t *testing.T) {
 		writes = xid() - x0 - 1
 		if err != nil || again.Created || again.Run.ID != res.Run.ID {
 			t.Fatalf("replay = %+v, %v", again, err)
+		}
+		if pgtest.Citus() {
+			writes = 0 // as above
 		}
 		if got.Statements != 1 || got.RoundTrips != 1 || got.Commits != 0 || writes != 0 {
 			t.Errorf("replay %s: %d statements in %d round trips, %d commits (PostgreSQL: %d write transactions); want 1 statement and no commit",

@@ -513,21 +513,21 @@ SELECT EXISTS (
 	WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL)`
 	rawRecordColumns = `k.id, k.organization_id, k.scope, k.key, k.request_hash, k.status,
 	k.lease_token, k.resource_type, k.resource_id, k.response,
-	k.claimed_at, k.lease_expires_at, k.retain_until`
+	k.claimed_at, k.lease_expires_at, k.retain_until, k.waited`
 	rawClaimInsert = `
 INSERT INTO agent.idempotency_keys AS k
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 claimed_at, lease_expires_at, retain_until)
-SELECT @id, @org, @scope, @key, @request_hash, 'processing', @lease_token,
-	c.now, c.now + @lease_us::bigint * interval '1 microsecond',
-	c.now + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond'
-FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+VALUES (@id::uuid, @org::uuid, @scope::text, @key::text, @request_hash::text, 'processing', @lease_token::uuid,
+	coalesce(@now::timestamptz, now()),
+	coalesce(@now::timestamptz, now()) + @lease_us::bigint * interval '1 microsecond',
+	coalesce(@now::timestamptz, now()) + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond')
 ON CONFLICT (organization_id, scope, key) DO NOTHING
-RETURNING ` + rawRecordColumns + `, coalesce(@now::timestamptz, now())`
+RETURNING ` + rawRecordColumns + `, k.claimed_at`
 	rawFreezeRead = `
 SELECT s.name, s.brief, s.version, b.items, b.cursor, now()
 FROM agent.saved_searches s
-JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
+JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 	rawSnapshotInsert = `
 INSERT INTO agent.saved_search_snapshots
@@ -538,11 +538,11 @@ VALUES (@id::uuid, @org::uuid, @saved_search_id::uuid, @version::bigint, @name::
 	rawCompleteOrAbort = `
 WITH done AS (
 	UPDATE agent.idempotency_keys AS k
-	SET status = 'completed', resource_type = $3, resource_id = $4, response = $5
-	WHERE k.id = $1 AND k.lease_token = $2 AND k.status = 'processing'
-	RETURNING k.id)
-SELECT CASE WHEN EXISTS (SELECT FROM done) THEN true
-	ELSE agent.idempotency_fence_lost($1::uuid) END`
+	SET status = 'completed', resource_type = $4, resource_id = $5, response = $6
+	WHERE k.organization_id = $1 AND k.id = $2 AND k.lease_token = $3 AND k.status = 'processing'
+	RETURNING k.waited)
+SELECT CASE WHEN EXISTS (SELECT FROM done) THEN (SELECT d.waited FROM done d)
+	ELSE agent.idempotency_fence_lost($2::uuid) END`
 	rawRunInsert = `
 WITH admitted AS (
 	INSERT INTO agent.runs AS r
@@ -567,10 +567,10 @@ FROM admitted r`
 INSERT INTO agent.runs AS r
 	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
 	 name, status, options, input, created_by, created_at, retain_until)
-SELECT @id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
+VALUES (@id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
 	@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
-	@input::jsonb, @created_by::text, c.now, c.now + @retention_us::bigint * interval '1 microsecond'
-FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+	@input::jsonb, @created_by::text, coalesce(@now::timestamptz, now()),
+	coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
 ON CONFLICT (organization_id, start_key) DO NOTHING
 RETURNING ` + rawRunColumns
 
@@ -591,9 +591,9 @@ VALUES ($1::uuid, $2::uuid, $3::uuid, $4::bigint, $5::text,
 RETURNING created_at`
 	oldClaimComplete = `
 UPDATE agent.idempotency_keys AS k
-SET status = 'completed', resource_type = $3, resource_id = $4, response = $5
-WHERE k.id = $1 AND k.lease_token = $2 AND k.status = 'processing'
-RETURNING ` + rawRecordColumns + `, coalesce($6::timestamptz, now())`
+SET status = 'completed', resource_type = $4, resource_id = $5, response = $6
+WHERE k.organization_id = $1 AND k.id = $2 AND k.lease_token = $3 AND k.status = 'processing'
+RETURNING ` + rawRecordColumns + `, coalesce($7::timestamptz, now())`
 )
 
 // rawNoOutbox names the baseline without the outbox row.
@@ -717,6 +717,7 @@ func (f rawFlows) begin(ctx context.Context, ssID uuid.UUID, key string, r *rawR
 		resType, resID                    *string
 		response                          json.RawMessage
 		claimedAt, leaseExpires, retained time.Time
+		waited                            bool
 	)
 	return f.pool.QueryRow(ctx, rawClaimInsert, pgx.StrictNamedArgs{
 		"id": uuid.New(), "org": f.org, "scope": idempotency.ScopeSavedSearchStart, "key": key, "request_hash": hash,
@@ -724,7 +725,7 @@ func (f rawFlows) begin(ctx context.Context, ssID uuid.UUID, key string, r *rawR
 		"retention_us": idempotency.SavedSearchStartRetention.Microseconds(), "now": nil,
 	}).
 		Scan(&r.claimID, &org, &scope, &k, &h, &status, &r.token, &resType, &resID, &response,
-			&claimedAt, &leaseExpires, &retained, &r.at)
+			&claimedAt, &leaseExpires, &retained, &waited, &r.at)
 }
 
 func (f rawFlows) scanFreeze(row pgx.Row, r *rawRun, ssID uuid.UUID, withClock bool) error {
@@ -788,7 +789,7 @@ func (f rawFlows) twoCommits(ctx context.Context, ssID uuid.UUID, key string) er
 	}
 	second.Queue(runInsert, f.runArgs(ssID, s.ID, key, s.name, options)).
 		QueryRow(func(row pgx.Row) error { return row.Scan(r.runDest()...) })
-	second.Queue(rawCompleteOrAbort, r.claimID, r.token, ResourceType, s.ID.String(), string(answer))
+	second.Queue(rawCompleteOrAbort, f.org, r.claimID, r.token, ResourceType, s.ID.String(), string(answer))
 	second.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
 		if tag.String() != "COMMIT" {
 			return fmt.Errorf("ended with %s", tag)
@@ -842,9 +843,11 @@ func (f rawFlows) threeCommits(ctx context.Context, ssID uuid.UUID, key string) 
 			resType, resID                              *string
 			response                                    json.RawMessage
 			claimedAt, leaseExpires, retained, observed time.Time
+			waited                                      bool
 		)
-		return tx.QueryRow(ctx, oldClaimComplete, r.claimID, r.token, ResourceType, s.ID.String(), string(answer), nil).
-			Scan(&id, &org, &scope, &k, &h2, &status, &token, &resType, &resID, &response, &claimedAt, &leaseExpires, &retained, &observed)
+		return tx.QueryRow(ctx, oldClaimComplete, f.org, r.claimID, r.token, ResourceType, s.ID.String(), string(answer), nil).
+			Scan(&id, &org, &scope, &k, &h2, &status, &token, &resType, &resID, &response, &claimedAt, &leaseExpires, &retained,
+				&waited, &observed)
 	})
 	if err != nil {
 		return err

@@ -506,12 +506,16 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 				return err
 			}
 		}
-		if err := s.plane.QueueComplete(second, claim, c); err != nil {
+		completion, err := s.plane.QueueComplete(second, claim, c)
+		if err != nil {
 			return err
 		}
 		if err := tx.commit(ctx, second); err != nil {
 			return err
 		}
+		// A start waiting on this claim is woken after the commit, on the
+		// connection the transaction used (see idempotency.QueuedCompletion).
+		completion.Announce(ctx, tx.conn)
 		if notFound {
 			return ErrNotFound
 		}

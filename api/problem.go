@@ -187,8 +187,8 @@ var details = []struct {
 	{runs.ErrNotFound, "no such run in your organization"},
 	{providerjobs.ErrNotFound, "no such provider job in your organization"},
 	{providerjobs.ErrRunNotFound, "no such run in your organization"},
-	{providerjobs.ErrAlreadyRegistered, "this provider job id is registered already in your organization, for another run; " +
-		"a provider job id names one job of an organization"},
+	{providerjobs.ErrAlreadyRegistered, "this provider job id is registered already, for another run or by " +
+		"another organization; a provider's job id names one job"},
 	{savedsearch.ErrVersionMismatch,
 		"the saved search changed since the version If-Match names; read it again (its ETag) and reapply the change"},
 	{schedule.ErrNotFound, "this saved search has no schedule"},

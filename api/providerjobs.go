@@ -123,12 +123,10 @@ type registerProviderJobRequest struct {
 //
 // A registration is safe to retry: the same provider job id registered
 // again by the organization for the same Run answers 200 with the job as
-// it is now (Location names it too); for another Run, 409
-// already_registered. Another organization's job with the same provider
-// job id is not a conflict: the id names one job per organization, and a
-// callback addresses searchd's job id, so nobody can register an id to
-// receive another organization's callbacks. A body that fails the checks
-// is 400 validation_failed; a Run the organization does not have is 404.
+// it is now (Location names it too); for another Run, or by another
+// organization, 409 already_registered, with nothing written: a provider's
+// job id names one job. A body that fails the checks is 400
+// validation_failed; a Run the organization does not have is 404.
 func (s *Server) registerProviderJob(c echo.Context) error {
 	key, hasKey, err := s.optionalKey(c)
 	if err != nil {
@@ -284,13 +282,13 @@ var (
 //     with Retry-After, having stored nothing, and the provider redelivers;
 //   - then the delivery is processed (see package providerjobs): it is
 //     landed in the inbox and committed before any answer, then applied.
-//     The path's job_id is searchd's id of the job, and the body's job_id
-//     must be the provider's id registered for it. The answer is 200
-//     {"status": "accepted"}, 200 {"status": "queued"} (stored, and
-//     applied once by the applier) or 200 {"status": "dropped", "reason":
-//     ...} (a path naming no job of the provider, a job_id that is not a
-//     UUID included, drops as unknown_job; a stored delivery id on another
-//     path as path_mismatch). Every 200 means the delivery is durable. A
+//     The body's job_id names the job (the provider's id registered for
+//     it), and the path's job_id must be searchd's id of that job. The
+//     answer is 200 {"status": "accepted"}, 200 {"status": "queued"}
+//     (stored, and applied once by the applier) or 200 {"status":
+//     "dropped", "reason": ...} (a body naming no job of the provider drops
+//     as unknown_job, a path of another job as job_mismatch, neither
+//     stored in the inbox). Every 200 means the delivery is durable. A
 //     duplicate is not an error to the provider, and a 5xx would make it
 //     retry a delivery that was handled. A database that cannot be
 //     reached answers 503 unavailable with Retry-After, so the provider

@@ -422,17 +422,18 @@ func TestCallbackHashMismatch(t *testing.T) {
 	f.wantDropped(t, f.callback(other), other, "hash_mismatch", before)
 }
 
+// TestCallbackUnknownJob: a delivery whose signed body names no job of the
+// provider drops as unknown_job, recorded without an organization, with
+// the path as received, whatever the path; nothing is claimed or landed.
 func TestCallbackUnknownJob(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name, jobID, stored string
 	}{
-		{"not registered", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566"},
+		{"a UUID nobody holds", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566"},
 		// The fixture's job, under other.vendor: a job is the provider's
 		// whose secret signed the delivery, or nobody's.
 		{"registered for another provider", "", ""},
-		// The provider's job id is no address: callbacks name searchd's id.
-		{"the provider's job id", "provider-id", "provider-id"},
 		{"the nil UUID", "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"},
 		{"longer than any job id", strings.Repeat("x", 300), strings.Repeat("x", 255)},
 		{"NUL and bad UTF-8 in the path", "a\x00b\xffc", "a\uFFFDb\uFFFDc"},
@@ -441,15 +442,14 @@ func TestCallbackUnknownJob(t *testing.T) {
 			t.Parallel()
 			f := newCallbackFixture(t)
 			d := delivery{jobID: tt.jobID, deliveryID: "d-1"}
-			switch tt.jobID {
-			case "":
+			// The body names a provider job nobody registered.
+			d.body = callbackBody("nobody-registered-this", "running", nil)
+			if tt.jobID == "" {
+				// The fixture's own job and path, signed by another
+				// provider.
 				d.provider, d.jobID, tt.stored = otherProvider, pathOf(f.job), pathOf(f.job)
-			case "provider-id":
-				d.jobID, tt.stored = f.job.ProviderJobID, f.job.ProviderJobID
+				d.body = callbackBody(f.job.ProviderJobID, "running", nil)
 			}
-			// The body names the fixture's job rightly: the path alone is
-			// wrong, and it is resolved first.
-			d.body = callbackBody(f.job.ProviderJobID, "running", nil)
 			before := f.jobState(f.job.ID)
 			res := f.callback(d)
 			if status, reason := res.answer(t); status != "dropped" || reason != "unknown_job" {
@@ -466,8 +466,64 @@ func TestCallbackUnknownJob(t *testing.T) {
 			if n := f.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
 				t.Errorf("%d claims for a job nobody holds, want 0: the tenant is resolved before the claim", n)
 			}
+			if n := f.count(`SELECT count(*) FROM agent.provider_inbox`); n != 0 {
+				t.Errorf("%d arrivals for a job nobody holds, want 0", n)
+			}
 			if after := f.jobState(f.job.ID); after != before {
 				t.Errorf("job = %+v, want it unchanged %+v", after, before)
+			}
+		})
+	}
+}
+
+// TestCallbackOnAnotherPathIsAJobMismatch: a delivery whose body names the
+// fixture's job, posted to any path but that job's, drops as job_mismatch,
+// recorded under the job's organization with the path as received; nothing
+// is claimed or landed, so the path cannot bind the delivery id.
+func TestCallbackOnAnotherPathIsAJobMismatch(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, jobID, stored string
+	}{
+		{"a UUID nobody holds", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566"},
+		// The provider's job id is no address: callbacks name searchd's id.
+		{"the provider's job id", "provider-id", "provider-id"},
+		{"the nil UUID", "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"},
+		{"longer than any job id", strings.Repeat("x", 300), strings.Repeat("x", 255)},
+		{"NUL and bad UTF-8 in the path", "a\x00b\xffc", "a\uFFFDb\uFFFDc"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newCallbackFixture(t)
+			d := delivery{jobID: tt.jobID, deliveryID: "d-1", body: callbackBody(f.job.ProviderJobID, "running", nil)}
+			if tt.jobID == "provider-id" {
+				d.jobID, tt.stored = f.job.ProviderJobID, f.job.ProviderJobID
+			}
+			before := f.jobState(f.job.ID)
+			res := f.callback(d)
+			if status, reason := res.answer(t); status != "dropped" || reason != "job_mismatch" {
+				t.Fatalf("callback = %s, want dropped job_mismatch", res.body)
+			}
+			if drops := f.drops(); len(drops) != 1 || drops[0].reason != "job_mismatch" || drops[0].pathJobID != tt.stored ||
+				drops[0].org == nil || *drops[0].org != f.org {
+				t.Errorf("drops = %+v, want one job_mismatch of the organization naming the path %q", drops, tt.stored)
+			}
+			if got := f.obs.counts(); len(got) != 1 || got[acme+"/job_mismatch"] != 1 {
+				t.Errorf("observer counted %v, want one job_mismatch", got)
+			}
+			if n := f.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
+				t.Errorf("%d claims, want 0", n)
+			}
+			if n := f.count(`SELECT count(*) FROM agent.provider_inbox`); n != 0 {
+				t.Errorf("%d arrivals, want 0", n)
+			}
+			if after := f.jobState(f.job.ID); after != before {
+				t.Errorf("job = %+v, want it unchanged %+v", after, before)
+			}
+			// The delivery, on its job's path, is applied.
+			d.jobID = pathOf(f.job)
+			if status, _ := f.callback(d).answer(t); status != "accepted" {
+				t.Errorf("the delivery on its job's path = %s, want accepted", status)
 			}
 		})
 	}
@@ -758,7 +814,8 @@ func TestCallbackConcurrentDeliveriesApplyOnce(t *testing.T) {
 	if n := f.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`); n != 1 {
 		t.Errorf("%d duplicate drops recorded, want 1", n)
 	}
-	if n := f.count(`SELECT c.duplicates FROM agent.provider_inbox_copies c JOIN agent.provider_inbox i ON i.id = c.inbox_id
+	if n := f.count(`SELECT c.duplicates FROM agent.provider_inbox_copies c JOIN agent.provider_inbox i
+		ON i.organization_id = c.organization_id AND i.id = c.inbox_id
 		WHERE i.delivery_id = $1`, d.deliveryID); n != 49 {
 		t.Errorf("%d copies counted on the arrival, want 49", n)
 	}
@@ -909,21 +966,18 @@ func TestRegisterProviderJob(t *testing.T) {
 		t.Errorf("register again after a callback = %d %s, want 200 with the job, running", again.status, again.body)
 	}
 
-	// For another Run of the organization it is a conflict: a provider
-	// job id names one job of an organization.
+	// For another Run of the organization it is a conflict, and so it is
+	// for another organization: a provider's job id names one job.
 	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
 		body: map[string]any{"run_id": b.seedRun(b.org).String(), "provider": acme, "provider_job_id": "job/42 ü"}})
 	if res.status != http.StatusConflict || res.problem(t).Code != "already_registered" {
 		t.Errorf("register again for another Run = %d %s, want 409 already_registered", res.status, res.body)
 	}
-	// Another organization gets a job of its own, with its own path.
 	other := uuid.New()
 	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs", header: map[string]string{"Authorization": "Bearer " + b.tokenFor(other, "other")},
 		body: map[string]any{"run_id": b.seedRun(other).String(), "provider": acme, "provider_job_id": "job/42 ü"}})
-	var theirs registeredJob
-	res.decode(t, &theirs)
-	if res.status != http.StatusCreated || theirs.ID == job.ID || theirs.OrganizationID != other || theirs.CallbackPath == job.CallbackPath {
-		t.Errorf("another organization's registration = %d %s, want 201 with a job of its own", res.status, res.body)
+	if res.status != http.StatusConflict || res.problem(t).Code != "already_registered" || strings.Contains(string(res.body), b.org.String()) {
+		t.Errorf("another organization's registration = %d %s, want 409 already_registered naming nobody", res.status, res.body)
 	}
 	// The same provider job id at another provider is another job.
 	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
@@ -931,84 +985,108 @@ func TestRegisterProviderJob(t *testing.T) {
 	if res.status != http.StatusCreated {
 		t.Errorf("the same job id at another provider = %d %s, want 201", res.status, res.body)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 3 {
-		t.Errorf("%d jobs, want 3", n)
+	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 2 {
+		t.Errorf("%d jobs, want 2", n)
 	}
 }
 
-// TestProviderJobIDsAreScopedToTheOrganization was a finding of the
-// review of issue 7: a provider job id named one job across all
-// organizations, first registration won, and callbacks resolved their job
-// by that id. So organization B could register the id of a job the
-// provider runs for organization A (ids are the provider's, often
-// sequential); A's registration then answered 409, and the provider's
-// callbacks about A's job were applied to B's job, where B read A's
-// result. Now each organization registers its own job, and a callback
-// addresses searchd's job id, which only A learns.
-func TestProviderJobIDsAreScopedToTheOrganization(t *testing.T) {
+// TestAProviderJobIDNamesOneJobInTheWorld is issue 24.3, end to end.
+// Before it, organizations A and B could each register a provider job with
+// the same provider_job_id; A's signed delivery posted to B's callback
+// path first was accepted and applied to B's job (B read A's result), the
+// genuine copy on A's path was then dropped as path_mismatch and A's job
+// stayed pending for ever, though the provider had its 200; and the drop
+// was stored under B, so A's drops said nothing happened. Now the pair
+// names one job in the world: B's registration of it answers 409
+// already_registered and writes nothing; A's delivery on the path of B's
+// own job drops as job_mismatch, recorded under A and A's job, and the
+// genuine copy is applied to A's job.
+//
+// (It replaces TestProviderJobIDsAreScopedToTheOrganization, the finding
+// of issue 7's review that made the pair unique per organization: a
+// squatter registering A's provider job id first now costs A a 409, never
+// A's data, because a callback is applied only on the path of the job its
+// signed body names, and only A holds that path.)
+func TestAProviderJobIDNamesOneJobInTheWorld(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, setupOpts{})
-	const jobID = "acme-job-1001" // the id acme will give A's next job
+	const jobID = "acme-job-1001"
+	register := func(as func(req) *response, run uuid.UUID, providerJobID string) *response {
+		return as(req{method: http.MethodPost, path: "/v1/provider-jobs",
+			body: fmt.Sprintf(`{"run_id":%q,"provider":"acme","provider_job_id":%q}`, run, providerJobID)})
+	}
+	res := register(w.do, w.runID, jobID)
+	var aJob registeredJob
+	res.decode(t, &aJob)
+	if res.status != http.StatusCreated || aJob.OrganizationID != w.org {
+		t.Fatalf("A's registration = %d %s, want 201", res.status, res.body)
+	}
 	bRun := w.seedRun(w.otherOrg)
-	res := w.asOther(req{method: http.MethodPost, path: "/v1/provider-jobs",
-		body: fmt.Sprintf(`{"run_id":%q,"provider":"acme","provider_job_id":%q}`, bRun, jobID)})
+	res = register(w.asOther, bRun, jobID)
+	if res.status != http.StatusConflict || res.problem(t).Code != "already_registered" {
+		t.Fatalf("B's registration of A's provider job id = %d %s, want 409 already_registered", res.status, res.body)
+	}
+	if n := w.count(`SELECT count(*) FROM agent.provider_jobs WHERE organization_id = $1`, w.otherOrg); n != 0 {
+		t.Errorf("B holds %d jobs after its refused registration, want none: nothing is written", n)
+	}
+	res = register(w.asOther, bRun, "acme-job-2002")
 	var bJob registeredJob
 	res.decode(t, &bJob)
 	if res.status != http.StatusCreated {
-		t.Fatalf("B's registration = %d %s", res.status, res.body)
+		t.Fatalf("B's registration of its own job = %d %s", res.status, res.body)
 	}
 
-	// A starts its job at acme, gets that id, and registers it.
-	res = w.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
-		body: fmt.Sprintf(`{"run_id":%q,"provider":"acme","provider_job_id":%q}`, w.runID, jobID)})
-	var aJob registeredJob
-	res.decode(t, &aJob)
-	if res.status != http.StatusCreated || aJob.ID == bJob.ID || aJob.OrganizationID != w.org {
-		t.Fatalf("A's registration of its own job = %d %s, want 201 with a job of A's", res.status, res.body)
-	}
-
-	// acme calls back about A's job, on the path A handed it.
+	// A's signed delivery, posted to B's callback path first.
 	body := callbackBody(jobID, "succeeded", map[string]any{"a_private_result": "organization A's data"})
 	d := delivery{jobID: pathOf(&aJob.Job), deliveryID: "d-" + uuid.NewString(), body: body}
-	if status, reason := w.callback(d).answer(t); status != "accepted" {
-		t.Errorf("acme's callback about A's job = %s %s, want accepted", status, reason)
+	misdirected := d
+	misdirected.jobID = pathOf(&bJob.Job)
+	if status, reason := w.callback(misdirected).answer(t); status != "dropped" || reason != "job_mismatch" {
+		t.Errorf("A's delivery on B's path = %s %s, want dropped job_mismatch", status, reason)
 	}
+	// The genuine copy, on A's path.
+	if status, reason := w.callback(d).answer(t); status != "accepted" {
+		t.Errorf("the genuine copy on A's path = %s %s, want accepted", status, reason)
+	}
+
 	got := w.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + aJob.ID.String()})
-	if !strings.Contains(string(got.body), "organization A's data") {
-		t.Errorf("A's job after acme's callback = %s, want A's result", got.body)
+	var aNow registeredJob
+	got.decode(t, &aNow)
+	if aNow.Status != providerjobs.StatusSucceeded || aNow.Version != 2 || !strings.Contains(string(got.body), "organization A's data") {
+		t.Errorf("A's job = %s, want succeeded with A's result, applied once", got.body)
 	}
 	got = w.asOther(req{method: http.MethodGet, path: "/v1/provider-jobs/" + bJob.ID.String()})
 	var bNow registeredJob
 	got.decode(t, &bNow)
 	if strings.Contains(string(got.body), "organization A's data") || bNow.Status != providerjobs.StatusPending || bNow.Version != 1 {
-		t.Errorf("organization B's squatted registration = %s, want it pending and without A's result", got.body)
+		t.Errorf("B's job = %s, want it pending and without A's result", got.body)
 	}
 
-	// The captured delivery, posted unchanged to B's job path (same
-	// provider job id, so its body matches B's registration too): the
-	// delivery id is bound to the path it arrived on, and it is dropped as
-	// path_mismatch, never applied to B (issue 11.4).
-	replay := d
-	replay.jobID = pathOf(&bJob.Job)
-	if status, reason := w.callback(replay).answer(t); status != "dropped" || reason != "path_mismatch" {
-		t.Errorf("A's delivery replayed on B's job path = %s %s, want dropped path_mismatch", status, reason)
+	// The drop is A's, on A's job, and B's drops say nothing.
+	var drops struct{ Items []providerjobs.Drop }
+	res = w.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + aJob.ID.String() + "/drops"})
+	res.decode(t, &drops)
+	if res.status != http.StatusOK || len(drops.Items) != 1 || drops.Items[0].Reason != providerjobs.DropJobMismatch ||
+		drops.Items[0].DeliveryID != d.deliveryID {
+		t.Errorf("A's drops = %d %s, want the job_mismatch of the misdirected delivery", res.status, res.body)
 	}
-	got = w.asOther(req{method: http.MethodGet, path: "/v1/provider-jobs/" + bJob.ID.String()})
-	got.decode(t, &bNow)
-	if strings.Contains(string(got.body), "organization A's data") || bNow.Version != 1 {
-		t.Errorf("B's job after the replay = %s, want it untouched", got.body)
+	res = w.asOther(req{method: http.MethodGet, path: "/v1/provider-jobs/" + bJob.ID.String() + "/drops"})
+	drops.Items = nil
+	res.decode(t, &drops)
+	if res.status != http.StatusOK || len(drops.Items) != 0 {
+		t.Errorf("B's drops = %d %s, want none", res.status, res.body)
 	}
-	var reason, org string
-	if err := w.pool.QueryRow(context.Background(), `SELECT reason, organization_id::text FROM agent.webhook_drops
-		WHERE delivery_id = $1 AND path_job_id = $2`, d.deliveryID, replay.jobID).Scan(&reason, &org); err != nil ||
-		reason != "path_mismatch" || org != w.org.String() {
-		t.Errorf("the replay's drop = %q of %q, %v; want path_mismatch recorded for the delivery's organization", reason, org, err)
+	var org uuid.UUID
+	if err := w.pool.QueryRow(context.Background(), `SELECT organization_id FROM agent.webhook_drops WHERE delivery_id = $1`,
+		d.deliveryID).Scan(&org); err != nil || org != w.org {
+		t.Errorf("the drop is stored under %s, %v; want A's organization %s", org, err, w.org)
 	}
 
-	// A callback on the provider's job id, the old address, finds nothing.
+	// A callback on the provider's job id, an address searchd never
+	// handed out, is about A's job on a path that is not its own.
 	d = delivery{jobID: jobID, deliveryID: "d-" + uuid.NewString(), body: body}
-	if status, reason := w.callback(d).answer(t); status != "dropped" || reason != "unknown_job" {
-		t.Errorf("a callback addressed by the provider's job id = %s %s, want dropped unknown_job", status, reason)
+	if status, reason := w.callback(d).answer(t); status != "dropped" || reason != "job_mismatch" {
+		t.Errorf("a callback addressed by the provider's job id = %s %s, want dropped job_mismatch", status, reason)
 	}
 }
 

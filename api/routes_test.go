@@ -322,14 +322,17 @@ func (b *bundle) agentTables(t testing.TB) []string {
 }
 
 // fingerprintQuery returns one statement that answers a text naming, for
-// every table, its row count and the newest xmin among its rows. A
-// committed insert adds a row, a delete removes one and an update writes a
-// row version with a transaction id newer than every row before it, so any
-// committed write changes the fingerprint; a rolled-back one does not.
+// every table, its row count and the sum of its rows' xmins. A committed
+// insert adds a row, a delete removes one and an update replaces a row
+// version with one whose transaction id is newer, so larger, so any
+// committed write changes the fingerprint; a rolled-back one does not. A
+// sum, not the newest xmin: on a cluster each worker hands out its own
+// transaction ids, and an update on one may stay below the newest row of
+// another.
 func fingerprintQuery(tables []string) string {
 	parts := make([]string, len(tables))
 	for i, name := range tables {
-		parts[i] = fmt.Sprintf(`(SELECT '%s:' || count(*) || '/' || coalesce(max(xmin::text::bigint), 0) FROM %s)`,
+		parts[i] = fmt.Sprintf(`(SELECT '%s:' || count(*) || '/' || coalesce(sum(xmin::text::bigint), 0) FROM %s)`,
 			strings.ReplaceAll(name, "'", "''"), pgx.Identifier{"agent", name}.Sanitize())
 	}
 	return "SELECT concat_ws(' ', " + strings.Join(parts, ", ") + ")"
@@ -356,7 +359,9 @@ func TestFingerprintSeesEveryWrite(t *testing.T) {
 		change bool
 	}{
 		{"a read", `SELECT count(*) FROM agent.saved_searches`, false},
-		{"a locking read", `SELECT id FROM agent.saved_searches FOR UPDATE`, false},
+		// Of one organization: a cluster locks rows in a statement
+		// routed to one shard.
+		{"a locking read", fmt.Sprintf(`SELECT id FROM agent.saved_searches WHERE organization_id = '%s' FOR UPDATE`, w.org), false},
 		{"an update", `UPDATE agent.saved_searches SET name = name || '!'`, true},
 		{"an update to the same value", `UPDATE agent.provider_jobs SET status = status`, true},
 		{"an insert", `INSERT INTO agent.webhook_drops (id, provider, path_job_id, delivery_id, request_hash, reason, received_at)

@@ -47,7 +47,13 @@ type Record struct {
 	ClaimedAt      time.Time
 	LeaseExpiresAt time.Time
 	RetainUntil    time.Time
-	// ObservedAt is the database clock at the statement that read the row.
+	// Waited reports that a caller waiting for the processing claim to end
+	// ([Service.ClaimWait]) marked it: its end is announced on
+	// [NotifyChannel].
+	Waited bool
+	// ObservedAt is the database clock at the statement that read the row;
+	// zero on the record [Repository.Complete] returns, which judged no
+	// clock.
 	// Lease and retention are judged against it, never the process clock.
 	ObservedAt time.Time
 }
@@ -154,29 +160,59 @@ func (r *Repository) Get(ctx context.Context, organizationID uuid.UUID, scope, k
 	return orNil(rec, err, "get claim")
 }
 
-// Complete stores the answer of the processing claim claimID held with
-// leaseToken and returns the completed row. It returns nil and no error when
-// the fence moved on: another worker reclaimed the key, the claim was
-// released, or it is already completed. The caller must then do nothing.
-// An empty resourceType and resourceID store NULL; a nil response stores NULL.
-func (r *Repository) Complete(ctx context.Context, claimID, leaseToken uuid.UUID, resourceType, resourceID string, response json.RawMessage) (*Record, error) {
-	rec, err := scanRecord(r.db.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
-		"id": claimID, "lease_token": leaseToken,
+// Complete stores the answer of the processing claim claimID of
+// organizationID held with leaseToken and returns the completed row. It
+// returns nil and no error when the fence moved on: another worker
+// reclaimed the key, the claim was released, or it is already completed.
+// The caller must then do nothing. An empty resourceType and resourceID
+// store NULL; a nil response stores NULL. When a waiter marked the claim,
+// its end is announced on the same handle ([NotifyChannel]): inside the
+// caller's transaction, at its commit; else right after. The announcement
+// is best effort: when it fails the completion stands (in a transaction,
+// the failure aborts it, and its commit reports that), and the waiter
+// reads the claim again when the holder's lease passes.
+func (r *Repository) Complete(ctx context.Context, organizationID, claimID, leaseToken uuid.UUID, resourceType, resourceID string, response json.RawMessage) (*Record, error) {
+	rec, err := scanColumns(r.db.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
+		"org": organizationID, "id": claimID, "lease_token": leaseToken,
 		"resource_type": nullString(resourceType), "resource_id": nullString(resourceID),
-		"response": nullJSON(response), "now": r.nowArg(),
-	}))
-	return orNil(rec, err, "complete claim")
+		"response": nullJSON(response),
+	}), false)
+	rec, err = orNil(rec, err, "complete claim")
+	if err == nil && rec != nil && rec.Waited {
+		_ = r.announceEnd(ctx, r.db, rec.OrganizationID, rec.Scope, rec.Key)
+	}
+	return rec, err
 }
 
-// Release deletes the unfinished claim claimID still held with leaseToken. It
-// reports false and no error when the fence moved on; the caller must then do
-// nothing, because another worker owns the key.
-func (r *Repository) Release(ctx context.Context, claimID, leaseToken uuid.UUID) (bool, error) {
-	tag, err := r.db.Exec(ctx, claimRelease, claimID, leaseToken)
+// Release deletes the unfinished claim claimID of organizationID still held
+// with leaseToken. It reports false and no error when the fence moved on;
+// the caller must then do nothing, because another worker owns the key.
+// When a waiter marked the claim, its end is announced as by Complete.
+func (r *Repository) Release(ctx context.Context, organizationID, claimID, leaseToken uuid.UUID) (bool, error) {
+	var scope, key string
+	var waited bool
+	err := r.db.QueryRow(ctx, claimRelease, organizationID, claimID, leaseToken).Scan(&scope, &key, &waited)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("idempotency: release claim: %w", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	if waited {
+		_ = r.announceEnd(ctx, r.db, organizationID, scope, key)
+	}
+	return true, nil
+}
+
+// announceEnd tells the waiters of the key that its claim ended, on db.
+// The waiters listen on the server the replicas connect to, the
+// coordinator of a cluster, which a statement on no table runs on: the
+// notification reaches them whichever worker holds the claim.
+func (r *Repository) announceEnd(ctx context.Context, db DBTX, organizationID uuid.UUID, scope, key string) error {
+	if _, err := db.Exec(ctx, claimEnded, NotifyChannel, notifyPayload(organizationID, scope, key)); err != nil {
+		return fmt.Errorf("idempotency: announce the end of a waited claim: %w", err)
+	}
+	return nil
 }
 
 // MarkWaited marks the processing claim of the key as waited for, so its
@@ -192,15 +228,24 @@ func (r *Repository) MarkWaited(ctx context.Context, organizationID uuid.UUID, s
 	return tag.RowsAffected() == 1, nil
 }
 
-func scanRecord(row pgx.Row) (*Record, error) {
+// scanRecord scans recordColumns and the statement's clock.
+func scanRecord(row pgx.Row) (*Record, error) { return scanColumns(row, true) }
+
+// scanColumns scans recordColumns, then the statement's clock into
+// ObservedAt when withClock is set.
+func scanColumns(row pgx.Row, withClock bool) (*Record, error) {
 	var (
 		rec                      Record
 		status                   string
 		resourceType, resourceID *string
 	)
-	err := row.Scan(&rec.ID, &rec.OrganizationID, &rec.Scope, &rec.Key, &rec.RequestHash, &status,
+	dest := []any{&rec.ID, &rec.OrganizationID, &rec.Scope, &rec.Key, &rec.RequestHash, &status,
 		&rec.LeaseToken, &resourceType, &resourceID, &rec.Response,
-		&rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.RetainUntil, &rec.ObservedAt)
+		&rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.RetainUntil, &rec.Waited}
+	if withClock {
+		dest = append(dest, &rec.ObservedAt)
+	}
+	err := row.Scan(dest...)
 	if err != nil {
 		return nil, err
 	}

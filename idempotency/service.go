@@ -312,7 +312,7 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		p.ID, p.LeaseToken = uuid.New(), uuid.New()
 		rec, err := s.repo.TryClaim(ctx, p)
 		if err != nil {
-			return Outcome{}, s.releaseOrphan(ctx, p.ID, p.LeaseToken, err)
+			return Outcome{}, s.releaseOrphan(ctx, p.OrganizationID, p.ID, p.LeaseToken, err)
 		}
 		if rec != nil {
 			return claimed(rec, false), nil
@@ -327,7 +327,7 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		case !rec.Retained():
 			p.ID, p.LeaseToken = uuid.New(), uuid.New()
 			if rec, err = s.repo.ReplaceExpired(ctx, p); err != nil {
-				return Outcome{}, s.releaseOrphan(ctx, p.ID, p.LeaseToken, err)
+				return Outcome{}, s.releaseOrphan(ctx, p.OrganizationID, p.ID, p.LeaseToken, err)
 			}
 			if rec != nil {
 				return claimed(rec, false), nil
@@ -343,7 +343,7 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		p.LeaseToken = uuid.New()
 		rowID := rec.ID // a reclaim keeps the row's id
 		if rec, err = s.repo.Reclaim(ctx, p); err != nil {
-			return Outcome{}, s.releaseOrphan(ctx, rowID, p.LeaseToken, err)
+			return Outcome{}, s.releaseOrphan(ctx, p.OrganizationID, rowID, p.LeaseToken, err)
 		}
 		if rec != nil {
 			return claimed(rec, true), nil
@@ -416,21 +416,22 @@ func (s *Service) CompleteTx(ctx context.Context, tx DBTX, claim *Claim, c Compl
 // do not run, and nothing the transaction wrote is kept. The batch's
 // results then return an error wrapping [ErrFenceLost]; the caller rolls
 // back and must neither retry nor report a failure, because another worker
-// owns the key.
+// owns the key. Once the batch has committed, the caller calls
+// [QueuedCompletion.Announce], which tells the claim's waiters, if any.
 //
 // An invalid completion returns an error wrapping [ErrInvalid] and queues
 // nothing.
-func (s *Service) QueueComplete(b *pgx.Batch, claim *Claim, c Completion) error {
+func (s *Service) QueueComplete(b *pgx.Batch, claim *Claim, c Completion) (*QueuedCompletion, error) {
 	c, err := s.storedCompletion(claim, c)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	q := &QueuedCompletion{repo: s.repo, claim: claim}
 	scope, id := claim.Scope, claim.ID
-	b.Queue(claimCompleteOrAbort, claim.ID, claim.LeaseToken,
+	b.Queue(claimCompleteOrAbort, claim.OrganizationID, claim.ID, claim.LeaseToken,
 		nullString(c.ResourceType), nullString(c.ResourceID), nullJSON(c.Response)).
 		QueryRow(func(row pgx.Row) error {
-			var ok bool
-			err := row.Scan(&ok)
+			err := row.Scan(&q.waited)
 			var pgErr *pgconn.PgError
 			switch {
 			case errors.As(err, &pgErr) && pgErr.Code == sqlStateFenceLost:
@@ -441,7 +442,26 @@ func (s *Service) QueueComplete(b *pgx.Batch, claim *Claim, c Completion) error 
 			}
 			return nil
 		})
-	return nil
+	return q, nil
+}
+
+// QueuedCompletion is a completion [Service.QueueComplete] queued on a
+// batch.
+type QueuedCompletion struct {
+	repo   *Repository
+	claim  *Claim
+	waited bool // set when the batch ran the completion
+}
+
+// Announce tells the waiters of the claim that it ended ([NotifyChannel]),
+// when a waiter marked it; otherwise it sends nothing. Call it on the
+// connection that ran the batch, once its COMMIT succeeded: the waiters
+// then read the answer. It is best effort: a waiter not told reads the
+// claim again when the holder's lease passes.
+func (q *QueuedCompletion) Announce(ctx context.Context, db DBTX) {
+	if q.waited {
+		_ = q.repo.announceEnd(ctx, db, q.claim.OrganizationID, q.claim.Scope, q.claim.Key)
+	}
 }
 
 // storedCompletion checks c and returns what is stored for it: c, or c
@@ -474,7 +494,7 @@ func (s *Service) complete(ctx context.Context, repo *Repository, claim *Claim, 
 	if err != nil {
 		return false, err
 	}
-	rec, err := repo.Complete(ctx, claim.ID, claim.LeaseToken, c.ResourceType, c.ResourceID, c.Response)
+	rec, err := repo.Complete(ctx, claim.OrganizationID, claim.ID, claim.LeaseToken, c.ResourceType, c.ResourceID, c.Response)
 	if err != nil {
 		return false, err
 	}
@@ -492,7 +512,7 @@ func (s *Service) Release(ctx context.Context, claim *Claim) (_ bool, err error)
 	if claim == nil {
 		return false, &InputError{Field: "claim", Reason: "is nil; only a claimed outcome can be released"}
 	}
-	ok, err := s.releaseRetrying(ctx, claim.ID, claim.LeaseToken, releaseAttempts)
+	ok, err := s.releaseRetrying(ctx, claim.OrganizationID, claim.ID, claim.LeaseToken, releaseAttempts)
 	if err == nil && !ok {
 		s.observer.ObserveFenceLost(claim.Scope, "release")
 	}
@@ -504,9 +524,9 @@ func (s *Service) Release(ctx context.Context, claim *Claim) (_ bool, err error)
 // The delete is fenced and idempotent (a second one finds nothing to
 // delete), so a transport failure is retried: a release that fails once
 // would leave the key blocked for a whole lease.
-func (s *Service) releaseRetrying(ctx context.Context, id, token uuid.UUID, attempts int) (ok bool, err error) {
+func (s *Service) releaseRetrying(ctx context.Context, org, id, token uuid.UUID, attempts int) (ok bool, err error) {
 	for attempt := range attempts {
-		if ok, err = s.repo.Release(ctx, id, token); !dberr.Transport(err) {
+		if ok, err = s.repo.Release(ctx, org, id, token); !dberr.Transport(err) {
 			break
 		}
 		if attempt+1 < attempts && sleep(ctx, min(time.Duration(attempt+1)*50*time.Millisecond, 500*time.Millisecond)) != nil {
@@ -531,7 +551,7 @@ func (s *Service) releaseRetrying(ctx context.Context, id, token uuid.UUID, atte
 // PostgreSQL error) means the statement failed and wrote nothing, so none
 // is needed. It returns cause, joined with the release's error when the
 // release failed too.
-func (s *Service) releaseOrphan(ctx context.Context, id, token uuid.UUID, cause error) error {
+func (s *Service) releaseOrphan(ctx context.Context, org, id, token uuid.UUID, cause error) error {
 	if dberr.Answered(cause) {
 		return cause
 	}
@@ -540,7 +560,7 @@ func (s *Service) releaseOrphan(ctx context.Context, id, token uuid.UUID, cause 
 	// More attempts than a Release: the failure that lost the reply (a cut
 	// network, a restarted server) has usually taken every idle connection
 	// of the pool with it, and each attempt may draw one that is dead.
-	if _, err := s.releaseRetrying(rctx, id, token, orphanReleaseAttempts); err != nil {
+	if _, err := s.releaseRetrying(rctx, org, id, token, orphanReleaseAttempts); err != nil {
 		return errors.Join(cause, fmt.Errorf("idempotency: release the claim the failed statement may have written: %w", err))
 	}
 	return cause

@@ -766,20 +766,31 @@ func TestObserverSeesOutcomesAndLostFences(t *testing.T) {
 	}
 }
 
-// flakyDB fails the first n Exec calls the way a cut connection does, then
-// passes every statement to the real pool.
+// flakyDB fails the first n statements (Exec or QueryRow: a release
+// returns whether a waiter marked the claim) the way a cut connection
+// does, then passes every statement to the real pool.
 type flakyDB struct {
 	*pgxpool.Pool
 	failures atomic.Int32
 	execs    atomic.Int32
 }
 
+var errCut = errors.New("write tcp 127.0.0.1:5432: connection reset by peer")
+
 func (f *flakyDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	f.execs.Add(1)
 	if f.failures.Add(-1) >= 0 {
-		return pgconn.CommandTag{}, errors.New("write tcp 127.0.0.1:5432: connection reset by peer")
+		return pgconn.CommandTag{}, errCut
 	}
 	return f.Pool.Exec(ctx, sql, args...)
+}
+
+func (f *flakyDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	f.execs.Add(1)
+	if f.failures.Add(-1) >= 0 {
+		return errRow{errCut}
+	}
+	return f.Pool.QueryRow(ctx, sql, args...)
 }
 
 func TestReleaseSurvivesACutConnection(t *testing.T) {
@@ -946,7 +957,7 @@ func TestQueuedCompletionAbortsItsTransactionWhenTheFenceMoved(t *testing.T) {
 			t.Fatal(err)
 		}
 		batch := &pgx.Batch{}
-		if err := svc.QueueComplete(batch, claim, answer(v)); err != nil {
+		if _, err := svc.QueueComplete(batch, claim, answer(v)); err != nil {
 			t.Fatal(err)
 		}
 		batch.Queue(`INSERT INTO effects VALUES ($1)`, v)
@@ -992,7 +1003,7 @@ func TestQueuedCompletionAbortsItsTransactionWhenTheFenceMoved(t *testing.T) {
 	if len(obs.fenceLost) != 1 || obs.fenceLost[0] != toolScope+" complete" {
 		t.Errorf("observed lost fences %v, want one complete", obs.fenceLost)
 	}
-	if err := svc.QueueComplete(&pgx.Batch{}, owner, idempotency.Completion{}); !errors.Is(err, idempotency.ErrInvalid) {
+	if _, err := svc.QueueComplete(&pgx.Batch{}, owner, idempotency.Completion{}); !errors.Is(err, idempotency.ErrInvalid) {
 		t.Errorf("QueueComplete of an empty completion = %v, want ErrInvalid", err)
 	}
 }

@@ -16,14 +16,17 @@ import (
 	"github.com/searchd/searchd/internal/fairq"
 )
 
-// NotifyChannel is the channel on which the database announces that a
-// surface.saved_search.start claim ended (completed after a waiter marked
-// it, or released while processing); see migrations/00005_claim_notify.sql
-// and 00012_pipelined_completion.sql. Only that scope notifies.
+// NotifyChannel is the channel on which the plane announces that a claim a
+// waiter marked (a surface.saved_search.start claim; see
+// [Service.ClaimWait]) ended: completed, or released while processing. The
+// plane sends it on the connection that ended the claim, in its
+// transaction when there is one: a trigger did before migration 00019, but
+// on Citus a trigger fires on the worker that holds the claim's shard,
+// while the waiters listen on the coordinator every replica connects to.
 const NotifyChannel = "searchd_claim_ended"
 
-// notifyPayload is the payload the trigger sends for a key:
-// md5(organization_id/scope/key) in hex.
+// notifyPayload is the payload announced for a key:
+// md5(organization_id/scope/key) in hex, fixed in size whatever the key.
 func notifyPayload(organizationID uuid.UUID, scope, key string) string {
 	sum := md5.Sum([]byte(organizationID.String() + "/" + scope + "/" + key))
 	return hex.EncodeToString(sum[:])

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
 )
 
 const startScope = idempotency.ScopeSavedSearchStart
@@ -174,7 +176,11 @@ func TestManyWaitersAreAllAnsweredOnBoundedConnections(t *testing.T) {
 	}
 	time.Sleep(time.Second) // every waiter has met the live lease and sleeps
 	var conns int
-	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`).Scan(&conns); err != nil {
+	// Client sessions: on Citus the coordinator's database also holds the
+	// sessions of the nodes' maintenance daemons (application_name
+	// citus_internal ...), which are not the service's.
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+		AND backend_type = 'client backend' AND application_name NOT LIKE 'citus\_internal%'`).Scan(&conns); err != nil {
 		t.Fatal(err)
 	}
 	// The service's pool, the hub's one connection, and this test's own
@@ -256,5 +262,91 @@ func TestOnlyACompletionSomeoneWaitsForNotifies(t *testing.T) {
 	}
 	if r := <-res; r.err != nil || r.elapsed > 10*time.Second {
 		t.Fatalf("waiter = %v after %s, want woken by the completion", r.err, r.elapsed)
+	}
+}
+
+// TestWaiterIsWokenByTheNotificationWhicheverNodeHoldsTheClaim is issue
+// 25.3. On a Citus cluster an organization's claims live on the worker
+// that holds its shard, while the hub listens on the coordinator, where
+// every replica connects: the plane announces a claim's end on its own
+// connection to the coordinator once it committed. For an organization on
+// each node that holds shards (one on PostgreSQL), a holder with a 30 s
+// lease completes while two callers sleep on it: a control, on a hub that
+// never listens, and a waiter on a running hub. The waiter must answer the
+// completion well before the lease or its wait would have it read the
+// claim again; the control must sleep until its wait runs out, although
+// the claim completed long before: nothing but the notification wakes a
+// waiter (no poll), so it was the notification that woke the first.
+func TestWaiterIsWokenByTheNotificationWhicheverNodeHoldsTheClaim(t *testing.T) {
+	t.Parallel()
+	b, svc, hub := waitSetup(t, 8)
+	deaf := idempotency.NewHub(b.pool.Config().ConnConfig, nil) // never Run
+	ctx := context.Background()
+	orgs, err := pgtest.OrganizationPerNode(ctx, b.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pgtest.Citus() && len(orgs) < 2 {
+		t.Fatalf("organizations on %d nodes, want one on each of the two workers", len(orgs))
+	}
+	// Long enough that the completion comes well inside it, however busy
+	// the machine.
+	const controlWait = 15 * time.Second
+	for i, org := range orgs {
+		t.Run(fmt.Sprintf("node-%d", i), func(t *testing.T) {
+			t.Parallel()
+			key := fmt.Sprintf("node-%d", i)
+			holder, err := svc.Claim(ctx, org, startScope, key, hashA, 30*time.Second)
+			if err != nil || holder.Kind != idempotency.KindClaimed {
+				t.Fatalf("holder Claim = %v, %v", holder.Kind, err)
+			}
+			// asleep starts a waiter on h and returns once it sleeps: its
+			// last step before the sleep marks the claim as waited for, an
+			// update that gives the row a new version (xmin).
+			version := func() (x string) {
+				if err := b.pool.QueryRow(ctx, `SELECT xmin::text FROM agent.idempotency_keys
+					WHERE organization_id = $1 AND scope = $2 AND key = $3`, org, startScope, key).Scan(&x); err != nil {
+					t.Fatal(err)
+				}
+				return x
+			}
+			asleep := func(h *idempotency.Hub, d time.Duration) (<-chan waitResult, time.Time) {
+				before := version()
+				ch := make(chan waitResult, 1)
+				started := time.Now()
+				go func() {
+					out, err := svc.ClaimWait(ctx, h, org, startScope, key, hashA, 30*time.Second, d)
+					ch <- waitResult{out, err, time.Since(started)}
+				}()
+				for deadline := time.Now().Add(10 * time.Second); version() == before; time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("the waiter never marked the claim")
+					}
+				}
+				return ch, started
+			}
+			control, controlStarted := asleep(deaf, controlWait)
+			woken, _ := asleep(hub, 20*time.Second)
+			completed := time.Now()
+			if ok, err := svc.Complete(ctx, holder.Claim, answer(key)); !ok || err != nil {
+				t.Fatalf("Complete = %v, %v", ok, err)
+			}
+			r := <-woken
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			wantCompleted(t, r.out, key)
+			if after := time.Since(completed); after > 10*time.Second {
+				t.Errorf("the waiter answered %v after the completion, want it woken by the notification", after)
+			}
+			if answered := time.Now(); answered.After(controlStarted.Add(controlWait)) {
+				t.Errorf("the waiter answered after the control's wait ran out; the control proves nothing")
+			}
+			c := <-control
+			if c.err != nil || c.elapsed < controlWait {
+				t.Errorf("the control waiter (no notification can reach it) answered %v after %v, %v; want it asleep until its %v wait ran out",
+					c.out.Kind, c.elapsed, c.err, controlWait)
+			}
+		})
 	}
 }

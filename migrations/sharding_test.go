@@ -27,6 +27,8 @@ const distColumn = "organization_id"
 // table: a shard can only enforce a key on the rows it holds.
 var distributed = []string{
 	"agent.idempotency_keys",
+	"agent.provider_inbox",
+	"agent.provider_inbox_copies",
 	"agent.provider_jobs",
 	"agent.run_dispatch_attempts",
 	"agent.run_dispatch_retries",
@@ -41,16 +43,23 @@ var distributed = []string{
 	"agent.tool_call_resolutions",
 }
 
+// reference are the reference tables, a copy on every node, each with the
+// reason: small, read on the request path without an organization, and
+// written rarely (a write writes every copy). Their keys need no
+// organization (each copy holds every row); they reference no other table,
+// and a local table may not reference them.
+var reference = map[string]string{
+	"agent.provider_job_directory": "the callback directory: a callback names no organization, only " +
+		"(provider, provider_job_id), which it finds its job by, on the coordinator's own copy, whichever worker " +
+		"is down; the pair is unique across organizations; a registration, rare, writes every copy",
+}
+
 // notDistributed are the tables that are not sharded by organization, each
 // with the reason. A table that is in neither list fails the test: whoever
 // adds one decides which it is.
 var notDistributed = map[string]string{
 	"agent.webhook_drops": "the drop audit: an unknown_job drop names no organization (organization_id is NULL), " +
 		"so the row has no shard to go to; append-only and off the claim path, it stays a local table on the coordinator",
-	"agent.provider_inbox": "stage one of a provider callback: an arrival is unique by (provider, delivery_id) " +
-		"across organizations, because a delivery must be landed before its path is trusted to name a tenant " +
-		"(an unknown path names none); it stays a local table on the coordinator, which lands and applies arrivals",
-	"agent.provider_inbox_copies": "the copy counters of agent.provider_inbox, keyed by its id; local beside it",
 	"agent.claim_releases": "the operator's audit of force-releases: rare, append-only and read across " +
 		"organizations by the console's release log, off the claim path; a local table on the coordinator",
 	"agent.sweeper_runs": "the sweeper's run log: one row per run over every organization, naming none; " +
@@ -62,6 +71,16 @@ var notDistributed = map[string]string{
 		"read and written by `searchd migrate` alone; it stays on the coordinator, which applies DDL to every shard",
 }
 
+// layout is what the lists above say of every table.
+type layout struct {
+	distributed    []string
+	reference      map[string]string
+	notDistributed map[string]string
+}
+
+// listed is the layout of the lists above.
+var listed = layout{distributed: distributed, reference: reference, notDistributed: notDistributed}
+
 // shardingReport is what checkSharding found.
 type shardingReport struct {
 	unlisted   []string // tables in neither list
@@ -71,13 +90,13 @@ type shardingReport struct {
 
 // TestShardingKeysCarryOrganization asserts, from pg_catalog, that the
 // schema can be distributed by organization_id: every table is listed as
-// distributed or not (with a reason), and every key of a distributed table
-// includes organization_id. A migration that adds a table, or a key that
-// would not hold per shard, fails here.
+// distributed, reference or local (these two with a reason), and every
+// key of a distributed table includes organization_id. A migration that
+// adds a table, or a key that would not hold per shard, fails here.
 func TestShardingKeysCarryOrganization(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	rep, err := checkSharding(t.Context(), db, distributed, notDistributed)
+	rep, err := checkSharding(t.Context(), db, listed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +114,13 @@ func TestShardingKeysCarryOrganization(t *testing.T) {
 
 // TestShardingCheckCatchesPlantedViolations proves the check can fail: on a
 // database with a table of each kind of mistake, it must report each one.
+// The mistakes are planted with plain DDL, which Citus refuses on
+// distributed tables, so it runs on PostgreSQL alone.
 func TestShardingCheckCatchesPlantedViolations(t *testing.T) {
 	t.Parallel()
+	if pgtest.Citus() {
+		t.Skip("plants keys Citus refuses on distributed tables; the check itself runs on PostgreSQL")
+	}
 	db := pgtest.NewDB(t)
 	ctx := t.Context()
 	if _, err := db.Exec(ctx, `
@@ -111,13 +135,20 @@ func TestShardingCheckCatchesPlantedViolations(t *testing.T) {
 		CREATE TABLE agent.planted_untenanted (id uuid);
 		ALTER TABLE agent.webhook_drops ADD COLUMN planted_run uuid;
 		ALTER TABLE agent.webhook_drops ADD CONSTRAINT planted_local_fkey
-			FOREIGN KEY (planted_run, organization_id) REFERENCES agent.runs (id, organization_id);`); err != nil {
+			FOREIGN KEY (planted_run, organization_id) REFERENCES agent.runs (id, organization_id);
+		ALTER TABLE agent.provider_job_directory ADD CONSTRAINT planted_directory_fkey
+			FOREIGN KEY (job_id, organization_id) REFERENCES agent.provider_jobs (id, organization_id);
+		ALTER TABLE agent.claim_releases ADD CONSTRAINT planted_to_reference_fkey
+			FOREIGN KEY (scope, key) REFERENCES agent.provider_job_directory (provider, provider_job_id);`); err != nil {
 		t.Fatal(err)
 	}
-	dist := append(slices.Clone(distributed), "agent.planted_nullable", "agent.planted_untenanted")
-	local := maps.Clone(notDistributed)
-	local["agent.planted_vanished"] = "listed, never created"
-	rep, err := checkSharding(ctx, db, dist, local)
+	plan := layout{
+		distributed:    append(slices.Clone(distributed), "agent.planted_nullable", "agent.planted_untenanted"),
+		reference:      reference,
+		notDistributed: maps.Clone(notDistributed),
+	}
+	plan.notDistributed["agent.planted_vanished"] = "listed, never created"
+	rep, err := checkSharding(ctx, db, plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +170,8 @@ func TestShardingCheckCatchesPlantedViolations(t *testing.T) {
 		"agent.planted_nullable: foreign key planted_to_local",
 		"agent.planted_untenanted: has no organization_id column",
 		"agent.webhook_drops: foreign key planted_local_fkey",
+		"agent.provider_job_directory: foreign key planted_directory_fkey",
+		"agent.claim_releases: foreign key planted_to_reference_fkey",
 	} {
 		if !slices.ContainsFunc(rep.violations, func(v string) bool { return strings.HasPrefix(v, want) }) {
 			t.Errorf("violations miss %q; they are %q", want, rep.violations)
@@ -146,18 +179,102 @@ func TestShardingCheckCatchesPlantedViolations(t *testing.T) {
 	}
 }
 
+// TestDistributionIsAsListed asserts what the database did with the
+// lists: on plain PostgreSQL no table is distributed; on Citus (make
+// test-citus) every table of distributed is hash-distributed by
+// organization_id in the co-location group of agent.idempotency_keys,
+// every table of reference is a reference table, and every other table is
+// local. Migration 00019 distributes them; a migration that adds a tenant
+// table without distributing it fails here on Citus.
+func TestDistributionIsAsListed(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := t.Context()
+	type placement struct {
+		method, column string
+		group          int64
+	}
+	got := map[string]placement{}
+	var citus bool
+	if err := db.QueryRow(ctx, `SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL`).Scan(&citus); err != nil {
+		t.Fatal(err)
+	}
+	if citus {
+		rows, err := db.Query(ctx, `
+			SELECT logicalrelid::regclass::text, partmethod::text,
+				coalesce(column_to_column_name(logicalrelid, partkey), ''), colocationid
+			FROM pg_dist_partition`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var name string
+			var p placement
+			if err := rows.Scan(&name, &p.method, &p.column, &p.group); err != nil {
+				t.Fatal(err)
+			}
+			got[name] = p
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if citus != pgtest.Citus() {
+		t.Fatalf("the database has Citus: %v; the harness started Citus: %v", citus, pgtest.Citus())
+	}
+	// Every listed table, asked through the function the background
+	// passes ask (internal/shardpass): hash-distributed or not.
+	for _, name := range slices.Concat(distributed, slices.Collect(maps.Keys(reference)), slices.Collect(maps.Keys(notDistributed))) {
+		var is bool
+		if err := db.QueryRow(ctx, `SELECT agent.is_distributed($1::regclass)`, name).Scan(&is); err != nil {
+			t.Fatalf("agent.is_distributed(%s): %v", name, err)
+		}
+		if want := got[name].method == "h"; is != want {
+			t.Errorf("agent.is_distributed(%s) = %v, want %v", name, is, want)
+		}
+	}
+	if !citus {
+		return
+	}
+	anchor, ok := got["agent.idempotency_keys"]
+	if !ok {
+		t.Fatalf("agent.idempotency_keys is not distributed; Citus tables: %v", got)
+	}
+	for _, name := range distributed {
+		p, ok := got[name]
+		switch {
+		case !ok:
+			t.Errorf("%s is not distributed on Citus: add SELECT agent.distribute_tenant_table('%s') to its migration", name, name)
+		case p.method != "h" || p.column != distColumn || p.group != anchor.group:
+			t.Errorf("%s is distributed by %q (method %s) in co-location group %d, want hash by %s in group %d (agent.idempotency_keys')",
+				name, p.column, p.method, p.group, distColumn, anchor.group)
+		}
+	}
+	for name := range reference {
+		if p, ok := got[name]; !ok || p.method != "n" {
+			t.Errorf("%s is %+v on Citus, want a reference table: SELECT agent.distribute_reference_table('%s')", name, p, name)
+		}
+	}
+	for name := range notDistributed {
+		if _, ok := got[name]; ok {
+			t.Errorf("%s is a Citus table, but the lists keep it local: %s", name, notDistributed[name])
+		}
+	}
+}
+
 // checkSharding reads the catalog of db and reports every table that is in
-// neither list, every listed table that is gone, every key of a
-// distributed table that does not carry organization_id, and every foreign
-// key from a table that is not distributed to one that is (a local table
-// cannot check a key whose rows live on the shards).
-func checkSharding(ctx context.Context, db *pgxpool.Pool, distributed []string, notDistributed map[string]string) (shardingReport, error) {
+// no list, every listed table that is gone, every key of a distributed
+// table that does not carry organization_id, every foreign key from a
+// local table to a Citus one (a local table cannot check a key whose rows
+// live on other nodes), and every foreign key of a reference table.
+func checkSharding(ctx context.Context, db *pgxpool.Pool, plan layout) (shardingReport, error) {
 	var rep shardingReport
 	rows, err := db.Query(ctx, `
 		SELECT n.nspname || '.' || c.relname
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
 			AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
+			AND n.nspname NOT IN ('citus', 'citus_internal', 'columnar', 'columnar_internal')
 		ORDER BY 1`)
 	if err != nil {
 		return rep, err
@@ -176,28 +293,25 @@ func checkSharding(ctx context.Context, db *pgxpool.Pool, distributed []string, 
 		return rep, err
 	}
 	for _, name := range tables {
-		_, local := notDistributed[name]
-		if !local && !slices.Contains(distributed, name) {
+		_, local := plan.notDistributed[name]
+		_, ref := plan.reference[name]
+		if !local && !ref && !slices.Contains(plan.distributed, name) {
 			rep.unlisted = append(rep.unlisted, name)
 		}
 	}
-	for _, name := range distributed {
-		if !slices.Contains(tables, name) {
-			rep.vanished = append(rep.vanished, name)
-		}
-	}
-	for name := range notDistributed {
+	for _, name := range slices.Concat(plan.distributed, slices.Collect(maps.Keys(plan.reference)),
+		slices.Collect(maps.Keys(plan.notDistributed))) {
 		if !slices.Contains(tables, name) {
 			rep.vanished = append(rep.vanished, name)
 		}
 	}
 	slices.Sort(rep.vanished)
 
-	for _, name := range distributed {
+	for _, name := range plan.distributed {
 		if !slices.Contains(tables, name) {
 			continue
 		}
-		v, err := tableViolations(ctx, db, name, distributed)
+		v, err := tableViolations(ctx, db, name, distColumn, plan.distributed)
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", name, err)
 		}
@@ -219,16 +333,22 @@ func checkSharding(ctx context.Context, db *pgxpool.Pool, distributed []string, 
 		if err := rows.Scan(&table, &name, &ref); err != nil {
 			return rep, err
 		}
-		if _, local := notDistributed[table]; local && slices.Contains(distributed, ref) {
-			rep.violations = append(rep.violations, fmt.Sprintf("%s: foreign key %s references the distributed table %s "+
-				"from a table that is not distributed", table, name, ref))
+		_, refIsReference := plan.reference[ref]
+		if _, local := plan.notDistributed[table]; local && (slices.Contains(plan.distributed, ref) || refIsReference) {
+			rep.violations = append(rep.violations, fmt.Sprintf("%s: foreign key %s references the Citus table %s "+
+				"from a table that stays local", table, name, ref))
+		}
+		if _, fromReference := plan.reference[table]; fromReference {
+			rep.violations = append(rep.violations, fmt.Sprintf("%s: foreign key %s: a reference table references "+
+				"no other table (%s)", table, name, ref))
 		}
 	}
 	return rep, rows.Err()
 }
 
-// tableViolations checks one distributed table.
-func tableViolations(ctx context.Context, db *pgxpool.Pool, table string, distributed []string) ([]string, error) {
+// tableViolations checks one table distributed by distColumn, whose
+// foreign keys may reference the tables of group alone.
+func tableViolations(ctx context.Context, db *pgxpool.Pool, table, distColumn string, group []string) ([]string, error) {
 	var out []string
 	var notNull *bool
 	if err := db.QueryRow(ctx, `SELECT (SELECT a.attnotnull FROM pg_attribute a
@@ -275,8 +395,8 @@ func tableViolations(ctx context.Context, db *pgxpool.Pool, table string, distri
 		case i < 0:
 			out = append(out, what+" does not include "+distColumn)
 		case kind != "f":
-		case !slices.Contains(distributed, refTable):
-			out = append(out, fmt.Sprintf("%s references %s, which is not distributed", what, refTable))
+		case !slices.Contains(group, refTable):
+			out = append(out, fmt.Sprintf("%s references %s, which is not distributed with it", what, refTable))
 		case refCols[i] != distColumn:
 			out = append(out, fmt.Sprintf("%s matches %s to %s.%s, not to its %s", what, distColumn, refTable, refCols[i], distColumn))
 		}

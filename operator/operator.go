@@ -199,7 +199,7 @@ func (s *Store) ForceRelease(ctx context.Context, rec *idempotency.Record, p Rel
 		// The plane's own fenced Release: a claim that moved on since the
 		// read (completed, released, or reclaimed with a new token) is
 		// left alone.
-		released, err := idempotency.NewRepository(tx, s.clock).Release(ctx, rec.ID, rec.LeaseToken)
+		released, err := idempotency.NewRepository(tx, s.clock).Release(ctx, rec.OrganizationID, rec.ID, rec.LeaseToken)
 		if err != nil {
 			return err
 		}

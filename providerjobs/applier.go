@@ -9,7 +9,10 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/shardpass"
 )
 
 // ApplierConfig configures [Service.RunApplier].
@@ -58,36 +61,37 @@ type PassReport struct {
 	Applied, Dropped, Failed int
 }
 
+// inboxPass is the applier's pass over the inbox: on a cluster, one lease
+// statement per shard that holds arrivals due (see internal/shardpass).
+var inboxPass = shardpass.New("agent.provider_inbox", inboxDue)
+
 // ApplyPending is one pass of the applier: it leases at most batch pending
 // arrivals whose lease has passed (a handler that crashed, stalled or
 // failed mid-apply, or a failed attempt whose backoff is over), with FOR
 // UPDATE SKIP LOCKED so that replicas take disjoint batches and never wait
 // on one another, then applies each through the plane exactly as the
-// handler does. An arrival whose attempt fails stays pending, with its
-// next attempt after a backoff. The plane's claim makes the apply happen at
-// most once whatever races: a handler that wakes after its lease finds its
-// fence gone.
+// handler does. On a cluster the lease is one statement per shard holding
+// arrivals due, each locking rows of its shard alone. An arrival whose
+// attempt fails stays pending, with its next attempt after a backoff. The
+// plane's claim makes the apply happen at most once whatever races: a
+// handler that wakes after its lease finds its fence gone.
 //
-// It returns an error only when the lease statement fails.
+// It returns an error only when a lease statement fails; the arrivals the
+// other statements leased are applied first.
 func (s *Service) ApplyPending(ctx context.Context, batch int) (_ PassReport, err error) {
 	defer dberr.Annotate(&err)
 	var rep PassReport
-	rows, err := s.db.Query(ctx, inboxTake, s.nowArg(), s.cfg.Lease.Microseconds(), batch)
-	if err != nil {
-		return rep, fmt.Errorf("providerjobs: take pending arrivals: %w", err)
-	}
 	var taken []*InboxEntry
-	for rows.Next() {
-		e, err := scanEntry(rows)
+	take := pgx.NamedArgs{"now": s.nowArg(), "lease_us": s.cfg.Lease.Microseconds()}
+	passErr := inboxPass.Run(ctx, s.db, batch, pgx.NamedArgs{"now": s.nowArg()}, func(ctx context.Context, g shardpass.Group) error {
+		rows, err := s.db.Query(ctx, inboxTake, g.Args(take))
 		if err != nil {
-			rows.Close()
-			return rep, fmt.Errorf("providerjobs: take pending arrivals: %w", err)
+			return err
 		}
-		taken = append(taken, e)
-	}
-	if err := rows.Err(); err != nil {
-		return rep, fmt.Errorf("providerjobs: take pending arrivals: %w", err)
-	}
+		leased, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*InboxEntry, error) { return scanEntry(r) })
+		taken = append(taken, leased...)
+		return err
+	})
 	rep.Taken = len(taken)
 	for _, e := range taken {
 		if ctx.Err() != nil {
@@ -112,6 +116,9 @@ func (s *Service) ApplyPending(ctx context.Context, batch int) (_ PassReport, er
 		default:
 			rep.Dropped++
 		}
+	}
+	if passErr != nil {
+		return rep, fmt.Errorf("providerjobs: take pending arrivals: %w", passErr)
 	}
 	return rep, nil
 }

@@ -140,7 +140,7 @@ func (a *Audit) Drops(ctx context.Context, org, jobID uuid.UUID, limit int, curs
 	}
 	limit = pageLimit(limit)
 	at, id := keyset.Args(pos)
-	rows, err := a.db.Query(ctx, dropAuditList, org, jobID.String(), at, id, limit+1)
+	rows, err := a.db.Query(ctx, dropAuditList, org, jobID, at, id, limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("providerjobs: drops: %w", err)
 	}
@@ -195,12 +195,13 @@ ORDER BY k.claimed_at DESC
 LIMIT $4`
 
 // dropAuditList reads a page of a job's drops newest first after
-// ($3 received_at, $4 id), by webhook_drops_org_job_idx. $1 org,
-// $2 the job id as the path named it, $5 limit.
+// ($3 received_at, $4 id), by webhook_drops_org_job_idx: the deliveries
+// whose signed body named the job, whatever path they were posted to.
+// $1 org, $2 the job id, $5 limit.
 const dropAuditList = `
 SELECT d.id, d.delivery_id, d.request_hash, d.reason, d.received_at
 FROM agent.webhook_drops d
-WHERE d.organization_id = $1 AND d.path_job_id = $2
+WHERE d.organization_id = $1 AND d.job_id = $2
 	AND (d.received_at, d.id) < (coalesce($3::timestamptz, 'infinity'),
 		coalesce($4::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
 ORDER BY d.received_at DESC, d.id DESC

@@ -2,16 +2,18 @@
 // outside providers for its Runs, and the processing of the providers'
 // callbacks about them.
 //
-// A job is addressed by searchd's own id, [Job.ID], never by the
-// provider's: the provider's job id names one job per organization (two
-// organizations may register the same one, and neither can take the
-// other's), while [Job.ID] is a random UUID that only the registering
-// organization learns. The organization hands the provider the callback
-// path that holds it (/v1/callbacks/<provider>/jobs/<id> at the HTTP edge),
-// so every callback names the registration it is about. Registering the
-// same provider job id again in the same organization is a retry when it
-// is for the same Run (the existing job is returned) and a conflict
-// otherwise ([ErrAlreadyRegistered]).
+// A job is registered under the provider's id of it, and a provider's job
+// id names one job in the world: the provider job directory
+// (agent.provider_job_directory) holds each (provider, provider job id)
+// once, with the job and the organization it names, and a registration of
+// a pair another job holds is refused ([ErrAlreadyRegistered]) with
+// nothing written. Registering the same pair again in the same
+// organization for the same Run is a retry (the existing job is
+// returned). A job is also addressed by searchd's own id, [Job.ID], a
+// random UUID that only the registering organization learns: it hands the
+// provider the callback path that holds it (/v1/callbacks/<provider>/jobs/<id>
+// at the HTTP edge), and a callback is applied only on the path of the job
+// its signed body names.
 //
 // A provider reports progress by calling back once per change, and it
 // redelivers whatever it thinks was not received. So a callback is a
@@ -22,35 +24,33 @@
 // the body). [Service.Receive] makes every delivery take effect at most
 // once, and never loses one it acknowledged, in two stages:
 //
-//  0. It lands the delivery in the inbox (agent.provider_inbox) under its
-//     identity (provider, delivery id), across organizations, with the path
-//     it arrived on, the job and tenant that path resolves to, the body's
-//     parsed content and hash, and commits it before anything is
-//     answered. A delivery whose identity is stored already is a copy: it
-//     drops as [DropDuplicate], [DropHashMismatch] (another body) or
-//     [DropPathMismatch] (another path: a delivery is bound to the path it
-//     first arrived on), is counted on the arrival rather than stored
-//     again, and is answered at once, whatever the arrival's apply is
-//     doing. Then the arrival is applied, right away by the handler that
+//  0. It resolves the job its body names through the directory: one
+//     lookup by the pair, the tenant before anything else. A body naming
+//     no job drops as [DropUnknownJob]; a delivery posted to another job's
+//     path than the one its body names as [DropJobMismatch], recorded
+//     under that job and its organization. Neither is landed, so a
+//     delivery posted to the wrong path first is still applied when it
+//     arrives on its own. Then it lands the delivery in the inbox
+//     (agent.provider_inbox), in the job's organization, under its
+//     identity (provider, delivery id), with the path it arrived on, the
+//     job, the body's parsed content and hash, and commits it before
+//     anything is answered. A delivery whose identity is stored already is
+//     a copy: it drops as [DropDuplicate] or [DropHashMismatch] (another
+//     body), is counted on the arrival rather than stored again, and is
+//     answered at once, whatever the arrival's apply is doing. Then the arrival is applied, right away by the handler that
 //     landed it (the fast path), or later by the applier of any replica
 //     ([Service.RunApplier], [Service.ApplyPending]) once the handler's
 //     lease on it has passed: a handler that crashed, stalled or failed.
 //
 // The apply is what a delivery always went through:
 //
-//  1. It resolves the tenant first. A claim key is scoped to one
-//     organization and a callback names none, only (provider, job id), so
-//     the job is read from agent.provider_jobs before anything is claimed.
-//     A path whose job id is not a UUID, or names no job of the provider,
-//     drops as [DropUnknownJob]; a body naming another provider job id
-//     than the job's drops as [DropJobMismatch].
-//  2. It claims the delivery in scope webhook.<provider>, keyed by the
+//  1. It claims the delivery in scope webhook.<provider>, keyed by the
 //     delivery id, with the hex SHA-256 of the raw body as the request
 //     hash and the delivery's lease ([Config.Lease]). A processing claim
 //     (a live worker) leaves the arrival pending for a later attempt; a
 //     completed one (applied before the inbox existed) drops as
 //     [DropDuplicate]; one for a different body as [DropHashMismatch].
-//  3. A claimed delivery is applied, its claim completed and its arrival
+//  2. A claimed delivery is applied, its claim completed and its arrival
 //     finished in one transaction. The update is a set-to-value, never an
 //     increment: the job takes the delivery's status and result, except
 //     that succeeded and failed are terminal, so a late or repeated

@@ -19,8 +19,8 @@ type Drop struct {
 	// DeliveryID is the delivery's webhook-id.
 	DeliveryID string `json:"delivery_id"`
 	// Reason is why it was not applied: duplicate, hash_mismatch,
-	// job_mismatch or path_mismatch (unknown_job names no job, so no job
-	// lists it).
+	// job_mismatch (posted to another job's path) or path_mismatch
+	// (unknown_job names no job, so no job lists it).
 	Reason DropReason `json:"reason"`
 	// RequestHash is the hex SHA-256 of the delivery's raw body, the hash
 	// its claim compares, so a hash_mismatch can be told from the delivery
@@ -33,14 +33,14 @@ type Drop struct {
 const MaxDropsListed = 500
 
 // dropListByJob reads the newest drops recorded for a job of an
-// organization: those whose callback path named it. $1 org, $2 provider,
-// $3 path_job_id (the job's id as text), $4 limit.
+// organization: those whose signed body named it, whatever path they were
+// posted to, by webhook_drops_org_job_idx. $1 org, $2 job id, $3 limit.
 const dropListByJob = `
 SELECT d.id, d.delivery_id, d.reason, d.request_hash, d.received_at
 FROM agent.webhook_drops d
-WHERE d.organization_id = $1 AND d.provider = $2 AND d.path_job_id = $3
+WHERE d.organization_id = $1 AND d.job_id = $2
 ORDER BY d.received_at DESC, d.id DESC
-LIMIT $4`
+LIMIT $3`
 
 // querier is what ListDrops needs beyond [DB]; a *pgxpool.Pool has it.
 type querier interface {
@@ -62,7 +62,7 @@ func (s *Service) ListDrops(ctx context.Context, org, id uuid.UUID) (_ []Drop, e
 	if !ok {
 		return nil, errors.New("providerjobs: list drops: the service's database cannot run queries")
 	}
-	rows, err := q.Query(ctx, dropListByJob, org, job.Provider, job.ID.String(), MaxDropsListed)
+	rows, err := q.Query(ctx, dropListByJob, org, job.ID, MaxDropsListed)
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: list drops: %w", err)
 	}

@@ -100,13 +100,20 @@ func scanEntry(row pgx.Row, extra ...any) (*InboxEntry, error) {
 // Receive processes a delivery the caller has authenticated, in two stages,
 // and answers how it ended (see the package documentation):
 //
-//  1. It lands the delivery in the inbox, under its identity (provider,
-//     delivery id), and commits it. Nothing is acknowledged before that
-//     commit: an error here means nothing was stored, and the provider
-//     must redeliver. A delivery whose identity is stored already is a
-//     copy: dropped as [DropDuplicate], [DropHashMismatch] (another body)
-//     or [DropPathMismatch] (another path), counted on the arrival, and
-//     answered at once, whatever stage two of the arrival is doing.
+//  1. It resolves the job the delivery's body names through the provider
+//     job directory. A body naming no job of the provider drops as
+//     [DropUnknownJob], and a delivery posted to the path of another job
+//     than the one its body names as [DropJobMismatch], recorded under the
+//     organization and the job the body names; neither is landed, so
+//     neither binds the delivery id to a path. Otherwise it lands the
+//     delivery in the inbox, in the organization of its job, under its
+//     identity (provider, delivery id), and commits it. Nothing is
+//     acknowledged before that commit (or the drop's): an error here means
+//     nothing was stored, and the provider must redeliver. A delivery
+//     whose identity is stored already is a copy: dropped as
+//     [DropDuplicate] or [DropHashMismatch] (another body), counted on the
+//     arrival, and answered at once, whatever stage two of the arrival is
+//     doing.
 //  2. The arrival it landed it applies at once (the fast path). When that
 //     fails, or meets another worker's claim, the arrival stays pending
 //     and the outcome is [Outcome.Queued]: the applier of some replica
@@ -120,7 +127,17 @@ func (s *Service) Receive(ctx context.Context, d Delivery) (_ Outcome, err error
 	if err := d.validate(); err != nil {
 		return Outcome{}, err
 	}
-	e, fresh, err := s.land(ctx, d)
+	org, jobID, err := s.resolve(ctx, d.Provider, d.Update.ProviderJobID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	switch {
+	case jobID == uuid.Nil:
+		return s.refuse(ctx, d, DropUnknownJob, uuid.Nil, uuid.Nil)
+	case storable(d.JobID, MaxJobIDLen) != jobID.String():
+		return s.refuse(ctx, d, DropJobMismatch, org, jobID)
+	}
+	e, fresh, err := s.land(ctx, d, org, jobID)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -143,34 +160,48 @@ func (s *Service) Receive(ctx context.Context, d Delivery) (_ Outcome, err error
 	return out, nil
 }
 
-// land stores the arrival of d and reports whether this call inserted it;
-// otherwise it returns the stored arrival. The stored arrival is read
-// first: a read waits for no lock, so a copy is answered at once even while
-// a stalled worker holds the arrival's row inside its apply. The tenant is
-// resolved before the insert, so the arrival names it from the start.
-func (s *Service) land(ctx context.Context, d Delivery) (*InboxEntry, bool, error) {
-	e, err := scanEntry(s.db.QueryRow(ctx, inboxGet, d.Provider, d.DeliveryID))
+// resolve returns the job the pair (provider, providerJobID) names and its
+// organization, through the directory: one lookup by the pair, which a
+// cluster routes to one shard. The nil UUIDs when the pair names no job.
+func (s *Service) resolve(ctx context.Context, provider, providerJobID string) (org, jobID uuid.UUID, err error) {
+	err = s.db.QueryRow(ctx, directoryResolve, provider, providerJobID).Scan(&org, &jobID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return uuid.Nil, uuid.Nil, nil
+	}
+	if err != nil {
+		return uuid.Nil, uuid.Nil, fmt.Errorf("providerjobs: resolve the job: %w", err)
+	}
+	return org, jobID, nil
+}
+
+// refuse drops a delivery that is not landed (it names no job, or was
+// posted to the path of another job than the one it names): its drop is
+// its only record, written once per delivery and reason, so its failure is
+// an error and the provider redelivers.
+func (s *Service) refuse(ctx context.Context, d Delivery, reason DropReason, org, jobID uuid.UUID) (Outcome, error) {
+	if err := s.recordDrop(ctx, s.db, d.Provider, d.JobID, d.DeliveryID, RequestHash(d.Body), reason, org, jobID); err != nil {
+		return Outcome{}, err
+	}
+	s.cfg.Observer.ObserveDrop(d.Provider, string(reason))
+	return Outcome{Reason: reason, JobID: jobID}, nil
+}
+
+// land stores the arrival of d, which resolved to job jobID of org, and
+// reports whether this call inserted it; otherwise it returns the stored
+// arrival. The stored arrival is read first: a read waits for no lock, so
+// a copy is answered at once even while a stalled worker holds the
+// arrival's row inside its apply.
+func (s *Service) land(ctx context.Context, d Delivery, org, jobID uuid.UUID) (*InboxEntry, bool, error) {
+	e, err := scanEntry(s.db.QueryRow(ctx, inboxGet, org, d.Provider, d.DeliveryID))
 	switch {
 	case err == nil:
 		return e, false, nil
 	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, false, fmt.Errorf("providerjobs: read the inbox: %w", err)
 	}
-	var jobArg, orgArg any
-	if jobID, perr := uuid.Parse(d.JobID); perr == nil {
-		var org uuid.UUID
-		var providerJobID string
-		err := s.db.QueryRow(ctx, jobResolve, jobID, d.Provider).Scan(&org, &providerJobID)
-		switch {
-		case err == nil:
-			jobArg, orgArg = jobID, org
-		case !errors.Is(err, pgx.ErrNoRows):
-			return nil, false, fmt.Errorf("providerjobs: resolve job: %w", err)
-		}
-	}
 	e, err = scanEntry(s.db.QueryRow(ctx, inboxInsert, pgx.StrictNamedArgs{
 		"id": uuid.New(), "provider": d.Provider, "delivery_id": d.DeliveryID,
-		"path_job_id": storable(d.JobID, MaxJobIDLen), "job_id": jobArg, "org": orgArg,
+		"path_job_id": storable(d.JobID, MaxJobIDLen), "job_id": jobID, "org": org,
 		"request_hash": RequestHash(d.Body), "body_job_id": d.Update.ProviderJobID,
 		"body_status": string(d.Update.Status), "body_result": nullJSON(d.Update.Result),
 		"lease_us": s.cfg.Lease.Microseconds(), "now": s.nowArg(),
@@ -182,7 +213,7 @@ func (s *Service) land(ctx context.Context, d Delivery) (*InboxEntry, bool, erro
 		return nil, false, fmt.Errorf("providerjobs: land the delivery: %w", err)
 	}
 	// Landed by a concurrent copy between the read and the insert.
-	e, err = scanEntry(s.db.QueryRow(ctx, inboxGet, d.Provider, d.DeliveryID))
+	e, err = scanEntry(s.db.QueryRow(ctx, inboxGet, org, d.Provider, d.DeliveryID))
 	if err != nil {
 		return nil, false, fmt.Errorf("providerjobs: read the inbox after a conflict: %w", err)
 	}
@@ -202,21 +233,23 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 	case e.RequestHash != hash:
 		reason = DropHashMismatch
 	case e.PathJobID != storable(d.JobID, MaxJobIDLen):
+		// The pair was registered for another job since the arrival
+		// landed: the copy resolved to the new job's path.
 		reason = DropPathMismatch
 	}
 	s.observer.ObserveCopy(d.Provider, string(reason))
 	s.cfg.Observer.ObserveDrop(d.Provider, string(reason))
-	var n int64
-	err := s.db.QueryRow(ctx, inboxCopy, e.ID, string(reason), s.nowArg()).Scan(&n)
+	var c Copies
+	err := s.db.QueryRow(ctx, inboxCopy, e.OrganizationID, e.ID, one(reason == DropDuplicate), one(reason == DropHashMismatch),
+		one(reason == DropPathMismatch), s.nowArg()).Scan(&c.Duplicates, &c.HashMismatches, &c.PathMismatches)
+	n := map[DropReason]int64{DropDuplicate: c.Duplicates, DropHashMismatch: c.HashMismatches, DropPathMismatch: c.PathMismatches}[reason]
 	switch {
 	case err != nil:
 		s.auditFailed(ctx, d.Provider, d.DeliveryID, reason, fmt.Errorf("count the copy: %w", err))
-	case n == 1 && e.OrganizationID != uuid.Nil:
+	case n == 1:
 		// The first copy of its reason: the audit gets a row, the next
-		// copies are counted alone. A copy of an arrival that resolved to
-		// no tenant is counted alone: its arrival's unknown_job is the
-		// audit's row.
-		if err := s.recordDrop(ctx, s.db, d.Provider, d.JobID, d.DeliveryID, hash, reason, e.OrganizationID); err != nil {
+		// copies are counted alone.
+		if err := s.recordDrop(ctx, s.db, d.Provider, d.JobID, d.DeliveryID, hash, reason, e.OrganizationID, e.JobID); err != nil {
 			s.auditFailed(ctx, d.Provider, d.DeliveryID, reason, err)
 		}
 	}
@@ -226,6 +259,14 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 		s.cfg.Wake()
 	}
 	return Outcome{Reason: reason, JobID: e.JobID}
+}
+
+// one is 1 when b holds, else 0.
+func one(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // auditFailed logs and counts a drop the audit could not record. The
@@ -253,32 +294,16 @@ func (e *errInFlight) Error() string {
 
 // applyEntry is stage two: it applies the pending arrival e through the
 // plane, or drops it with its reason, and finishes the arrival in the same
-// transaction as the effect. by is ByHandler or ByApplier.
+// transaction as the effect. by is ByHandler or ByApplier. The arrival
+// names its job and the job's organization: the delivery resolved to them
+// before it landed, and a job that went since (with its Run) is found
+// missing by the apply, which drops the delivery as [DropUnknownJob].
 //
 // It returns an error, and leaves e pending, when the database failed or
 // another worker holds the delivery's claim live ([*errInFlight]); a claim
 // this call held has been released then.
 func (s *Service) applyEntry(ctx context.Context, e *InboxEntry, by string) (Outcome, error) {
-	jobID, err := uuid.Parse(e.PathJobID)
-	if err != nil {
-		return s.dropEntry(ctx, e, DropUnknownJob, uuid.Nil, uuid.Nil, by)
-	}
-	// The tenant first: the claim key is scoped to an organization, and
-	// only the job knows which. Resolved again, not taken from the
-	// landing: the job may have gone with its Run since.
-	var org uuid.UUID
-	var providerJobID string
-	err = s.db.QueryRow(ctx, jobResolve, jobID, e.Provider).Scan(&org, &providerJobID)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return s.dropEntry(ctx, e, DropUnknownJob, uuid.Nil, uuid.Nil, by)
-	case err != nil:
-		return Outcome{}, fmt.Errorf("providerjobs: resolve job: %w", err)
-	}
-	if e.Update.ProviderJobID != providerJobID {
-		return s.dropEntry(ctx, e, DropJobMismatch, org, jobID, by)
-	}
-
+	org, jobID := e.OrganizationID, e.JobID
 	claimed, err := s.plane.Claim(ctx, org, Scope(e.Provider), e.DeliveryID, e.RequestHash, s.cfg.Lease)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("providerjobs: claim delivery: %w", err)
@@ -289,11 +314,11 @@ func (s *Service) applyEntry(ctx context.Context, e *InboxEntry, by string) (Out
 	case idempotency.KindCompleted:
 		// Applied already, by a worker that finished the claim but not the
 		// arrival: one that ran before the inbox existed.
-		return s.dropEntry(ctx, e, DropDuplicate, org, jobID, by)
+		return s.dropEntry(ctx, e, DropDuplicate, by)
 	case idempotency.KindProcessing:
 		return Outcome{}, &errInFlight{retryAfter: claimed.RetryAfter}
 	case idempotency.KindConflict:
-		return s.dropEntry(ctx, e, DropHashMismatch, org, jobID, by)
+		return s.dropEntry(ctx, e, DropHashMismatch, by)
 	}
 	return Outcome{}, fmt.Errorf("providerjobs: claim answered %s", claimed.Kind)
 }
@@ -345,7 +370,7 @@ func (s *Service) apply(ctx context.Context, e *InboxEntry, org, jobID uuid.UUID
 		if answer.Dropped != "" {
 			finished, reason = InboxDropped, any(string(answer.Dropped))
 		}
-		tag, err := tx.Exec(ctx, inboxFinish, e.ID, string(finished), reason, by, s.nowArg())
+		tag, err := tx.Exec(ctx, inboxFinish, e.OrganizationID, e.ID, string(finished), reason, by, s.nowArg())
 		if err != nil {
 			return err
 		}
@@ -356,7 +381,7 @@ func (s *Service) apply(ctx context.Context, e *InboxEntry, org, jobID uuid.UUID
 	})
 	switch {
 	case err == nil && answer.Dropped != "":
-		s.dropped(ctx, e, answer.Dropped, org)
+		s.dropped(ctx, e, answer.Dropped)
 		return Outcome{Reason: answer.Dropped, JobID: jobID}, nil
 	case err == nil:
 		s.observer.ObserveApplied(e.Provider, by)
@@ -364,7 +389,7 @@ func (s *Service) apply(ctx context.Context, e *InboxEntry, org, jobID uuid.UUID
 	case errors.Is(err, errFenceLost):
 		// Our lease passed and another worker took the delivery over: it
 		// owns the effect and the arrival now, and ours rolled back.
-		s.dropped(ctx, e, DropDuplicate, org)
+		s.dropped(ctx, e, DropDuplicate)
 		return Outcome{Reason: DropDuplicate, JobID: jobID}, nil
 	case errors.Is(err, errFinished):
 		// Another worker finished the arrival (dropped it) while we held
@@ -390,24 +415,24 @@ func (s *Service) apply(ctx context.Context, e *InboxEntry, org, jobID uuid.UUID
 // dropEntry finishes the pending arrival e as dropped for reason and
 // records the drop. When another worker finished it first, it answers what
 // that worker made of it.
-func (s *Service) dropEntry(ctx context.Context, e *InboxEntry, reason DropReason, org, jobID uuid.UUID, by string) (Outcome, error) {
-	tag, err := s.db.Exec(ctx, inboxFinish, e.ID, string(InboxDropped), string(reason), by, s.nowArg())
+func (s *Service) dropEntry(ctx context.Context, e *InboxEntry, reason DropReason, by string) (Outcome, error) {
+	tag, err := s.db.Exec(ctx, inboxFinish, e.OrganizationID, e.ID, string(InboxDropped), string(reason), by, s.nowArg())
 	if err != nil {
 		return Outcome{}, fmt.Errorf("providerjobs: finish the arrival: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
 		s.cfg.Observer.ObserveDrop(e.Provider, string(DropDuplicate))
-		return Outcome{Reason: DropDuplicate, JobID: jobID}, nil
+		return Outcome{Reason: DropDuplicate, JobID: e.JobID}, nil
 	}
-	s.dropped(ctx, e, reason, org)
-	return Outcome{Reason: reason, JobID: jobID}, nil
+	s.dropped(ctx, e, reason)
+	return Outcome{Reason: reason, JobID: e.JobID}, nil
 }
 
 // dropped writes the drop of the arrival e to the audit and counts it. The
 // arrival records its reason durably already; a failed audit write is
 // logged and counted.
-func (s *Service) dropped(ctx context.Context, e *InboxEntry, reason DropReason, org uuid.UUID) {
-	if err := s.recordDrop(ctx, s.db, e.Provider, e.PathJobID, e.DeliveryID, e.RequestHash, reason, org); err != nil {
+func (s *Service) dropped(ctx context.Context, e *InboxEntry, reason DropReason) {
+	if err := s.recordDrop(ctx, s.db, e.Provider, e.PathJobID, e.DeliveryID, e.RequestHash, reason, e.OrganizationID, e.JobID); err != nil {
 		s.auditFailed(ctx, e.Provider, e.DeliveryID, reason, err)
 	}
 	s.cfg.Observer.ObserveDrop(e.Provider, string(reason))
@@ -418,20 +443,22 @@ type dbtx interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-func (s *Service) recordDrop(ctx context.Context, db dbtx, provider, pathJobID, deliveryID, hash string, reason DropReason, org uuid.UUID) error {
+// recordDrop writes a drop to the audit, under the organization and the
+// job the delivery named: none for unknown_job.
+func (s *Service) recordDrop(ctx context.Context, db dbtx, provider, pathJobID, deliveryID, hash string, reason DropReason, org, jobID uuid.UUID) error {
 	if s.cfg.beforeAudit != nil {
 		if err := s.cfg.beforeAudit(); err != nil {
 			return err
 		}
 	}
-	var orgArg any
-	if org != uuid.Nil && reason != DropUnknownJob {
-		orgArg = org
+	var orgArg, jobArg any
+	if org != uuid.Nil && jobID != uuid.Nil && reason != DropUnknownJob {
+		orgArg, jobArg = org, jobID
 	}
 	_, err := db.Exec(ctx, dropInsert, pgx.StrictNamedArgs{
 		"id": uuid.New(), "provider": provider, "path_job_id": storable(pathJobID, MaxJobIDLen),
 		"delivery_id": deliveryID, "request_hash": hash, "reason": string(reason), "org": orgArg,
-		"now": s.nowArg(),
+		"job_id": jobArg, "now": s.nowArg(),
 	})
 	if err != nil {
 		return fmt.Errorf("providerjobs: record %s drop: %w", reason, err)
@@ -450,7 +477,7 @@ func (s *Service) retryLater(ctx context.Context, e *InboxEntry, delay time.Dura
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
 	defer cancel()
-	if _, err := s.db.Exec(rctx, inboxRetry, e.ID, delay.Microseconds(), cause.Error(), s.nowArg()); err != nil {
+	if _, err := s.db.Exec(rctx, inboxRetry, e.OrganizationID, e.ID, delay.Microseconds(), cause.Error(), s.nowArg()); err != nil {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "providerjobs: could not schedule the retry of an arrival; the applier takes it when its lease passes",
 			slog.String("provider", e.Provider), slog.String("delivery_id", e.DeliveryID), slog.String("error", err.Error()))
 	}
@@ -467,10 +494,10 @@ func (s *Service) backoff(attempts int) time.Duration {
 	return min(d, s.cfg.MaxBackoff)
 }
 
-// GetArrival returns the arrival of a delivery, or [ErrNotFound].
-func (s *Service) GetArrival(ctx context.Context, provider, deliveryID string) (_ *InboxEntry, err error) {
+// GetArrival returns the arrival of a delivery in org, or [ErrNotFound].
+func (s *Service) GetArrival(ctx context.Context, org uuid.UUID, provider, deliveryID string) (_ *InboxEntry, err error) {
 	defer dberr.Annotate(&err)
-	e, err := scanEntry(s.db.QueryRow(ctx, inboxGet, provider, deliveryID))
+	e, err := scanEntry(s.db.QueryRow(ctx, inboxGet, org, provider, deliveryID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -480,6 +507,31 @@ func (s *Service) GetArrival(ctx context.Context, provider, deliveryID string) (
 	return e, nil
 }
 
+// FindArrivals returns the arrivals of a delivery id in every
+// organization, oldest first (an operator's look-up; each organization's
+// job has its own), and an empty slice when there are none.
+func (s *Service) FindArrivals(ctx context.Context, provider, deliveryID string) (_ []InboxEntry, err error) {
+	defer dberr.Annotate(&err)
+	rows, err := s.db.Query(ctx, inboxFind, provider, deliveryID)
+	if err != nil {
+		return nil, fmt.Errorf("providerjobs: find arrivals: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (InboxEntry, error) {
+		e, err := scanEntry(r)
+		if err != nil {
+			return InboxEntry{}, err
+		}
+		return *e, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("providerjobs: find arrivals: %w", err)
+	}
+	if out == nil {
+		out = []InboxEntry{}
+	}
+	return out, nil
+}
+
 // Copies is what the copies of one arrival were dropped for.
 type Copies struct {
 	Duplicates, HashMismatches, PathMismatches int64
@@ -487,11 +539,11 @@ type Copies struct {
 	LastAt *time.Time
 }
 
-// ArrivalCopies returns the copy counters of the arrival id.
-func (s *Service) ArrivalCopies(ctx context.Context, id uuid.UUID) (_ Copies, err error) {
+// ArrivalCopies returns the copy counters of the arrival id of org.
+func (s *Service) ArrivalCopies(ctx context.Context, org, id uuid.UUID) (_ Copies, err error) {
 	defer dberr.Annotate(&err)
 	var c Copies
-	if err := s.db.QueryRow(ctx, inboxCopies, id).Scan(&c.Duplicates, &c.HashMismatches, &c.PathMismatches, &c.LastAt); err != nil {
+	if err := s.db.QueryRow(ctx, inboxCopies, org, id).Scan(&c.Duplicates, &c.HashMismatches, &c.PathMismatches, &c.LastAt); err != nil {
 		return Copies{}, fmt.Errorf("providerjobs: read the copies: %w", err)
 	}
 	return c, nil

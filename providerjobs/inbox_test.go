@@ -68,7 +68,7 @@ func TestApplierFinishesAnArrivalWhoseHandlerDied(t *testing.T) {
 	b := setup(t, setupOpts{})
 	job := b.seedJob("j-dead")
 	d := delivery(job, "d-dead", StatusSucceeded)
-	e, fresh, err := b.svc.land(context.Background(), d)
+	e, fresh, err := b.svc.land(context.Background(), d, b.org, job.ID)
 	if err != nil || !fresh {
 		t.Fatalf("land = %v, %v; want a fresh arrival", fresh, err)
 	}
@@ -125,7 +125,7 @@ func TestAppliedAtMostOnceWhateverRaces(t *testing.T) {
 	for i := range n {
 		job := b.seedJob(fmt.Sprintf("j-race-%d", i))
 		d := delivery(job, fmt.Sprintf("d-race-%d", i), StatusSucceeded)
-		if _, fresh, err := b.svc.land(context.Background(), d); err != nil || !fresh {
+		if _, fresh, err := b.svc.land(context.Background(), d, b.org, job.ID); err != nil || !fresh {
 			t.Fatalf("land: %v, %v", fresh, err)
 		}
 		jobs, ds = append(jobs, job), append(ds, d)
@@ -150,7 +150,7 @@ func TestAppliedAtMostOnceWhateverRaces(t *testing.T) {
 		})
 		wg.Go(func() {
 			// The handler that landed it wakes late and applies it.
-			e, err := b.svc.GetArrival(context.Background(), "acme", d.DeliveryID)
+			e, err := b.svc.GetArrival(context.Background(), b.org, "acme", d.DeliveryID)
 			if err == nil {
 				_, err = b.svc.applyEntry(context.Background(), e, ByHandler)
 				var inFlight *errInFlight
@@ -181,52 +181,77 @@ func TestAppliedAtMostOnceWhateverRaces(t *testing.T) {
 	}
 }
 
-// TestPathIsBoundToTheDelivery is point 4: organizations A and B both
-// register the provider job id "shared". A delivery signed for A's job,
-// re-posted unchanged to B's job path, is dropped as path_mismatch and
-// never applied to B; the arrival keys deliveries across organizations.
-func TestPathIsBoundToTheDelivery(t *testing.T) {
+// TestAProviderJobIDNamesOneJobInTheWorld is issue 24.3. Before it, A and
+// B could both register the provider job id "shared"; A's delivery posted
+// to B's job path first was applied to B's job, the genuine copy on A's
+// path was then dropped (path_mismatch), A's job stayed pending, and the
+// drop was recorded under B. Now B's registration of the pair is refused
+// with nothing written; A's delivery on B's path drops as job_mismatch,
+// recorded under A and A's job and never landed, so the genuine copy is
+// applied to A's job.
+func TestAProviderJobIDNamesOneJobInTheWorld(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
+	ctx := context.Background()
 	jobA := b.seedJob("shared")
 	orgB := uuid.New()
-	jobB, _, err := b.svc.Register(context.Background(), orgB, RegisterParams{RunID: b.seedRun(orgB), Provider: "acme", ProviderJobID: "shared"})
-	if err != nil {
-		t.Fatal(err)
+	runB := b.seedRun(orgB)
+	if job, _, err := b.svc.Register(ctx, orgB, RegisterParams{RunID: runB, Provider: "acme", ProviderJobID: "shared"}); !errors.Is(err, ErrAlreadyRegistered) {
+		t.Fatalf("B's registration of A's provider job id = %+v, %v; want ErrAlreadyRegistered", job, err)
 	}
+	if n := b.count(`SELECT count(*) FROM agent.provider_jobs WHERE organization_id = $1`, orgB); n != 0 {
+		t.Errorf("B holds %d jobs after its refused registration, want 0: nothing is written", n)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.provider_job_directory WHERE job_id = $1 AND organization_id = $2`, jobA.ID, b.org); n != 1 {
+		t.Errorf("the directory names A's job %d times, want once", n)
+	}
+	jobB, created, err := b.svc.Register(ctx, orgB, RegisterParams{RunID: runB, Provider: "acme", ProviderJobID: "b-own"})
+	if err != nil || !created {
+		t.Fatalf("B's registration of its own job = %v, %v", created, err)
+	}
+
 	d := delivery(jobA, "d-a", StatusSucceeded)
-	if out, err := b.svc.Receive(context.Background(), d); err != nil || !out.Accepted {
-		t.Fatalf("delivery on A's path = %+v, %v; want accepted", out, err)
+	onB := d
+	onB.JobID = jobB.ID.String()
+	if out, err := b.svc.Receive(ctx, onB); err != nil || out.Reason != DropJobMismatch {
+		t.Fatalf("A's delivery posted to B's path = %+v, %v; want dropped job_mismatch", out, err)
 	}
-	replay := d
-	replay.JobID = jobB.ID.String()
-	out, err := b.svc.Receive(context.Background(), replay)
-	if err != nil || out.Reason != DropPathMismatch {
-		t.Fatalf("the captured delivery on B's path = %+v, %v; want dropped path_mismatch", out, err)
+	if out, err := b.svc.Receive(ctx, d); err != nil || !out.Accepted || !out.Applied {
+		t.Fatalf("the genuine copy on A's path = %+v, %v; want accepted and applied", out, err)
 	}
-	got, err := b.svc.Get(context.Background(), orgB, jobB.ID)
-	if err != nil || got.Version != 1 || got.Status != StatusPending {
+	if got := b.job(jobA.ID); got.Status != StatusSucceeded || got.Version != 2 {
+		t.Errorf("A's job = %+v, want succeeded, applied once", got)
+	}
+	if got, err := b.svc.Get(ctx, orgB, jobB.ID); err != nil || got.Version != 1 || got.Status != StatusPending {
 		t.Errorf("B's job = %+v, %v; want it untouched", got, err)
 	}
 	var reason, pathJobID string
-	if err := b.pool.QueryRow(context.Background(),
-		`SELECT reason, path_job_id FROM agent.webhook_drops WHERE delivery_id = 'd-a'`).Scan(&reason, &pathJobID); err != nil ||
-		reason != "path_mismatch" || pathJobID != jobB.ID.String() {
-		t.Errorf("drop audit = %q on %q, %v; want path_mismatch naming B's path", reason, pathJobID, err)
+	var org, job uuid.UUID
+	if err := b.pool.QueryRow(ctx, `SELECT reason, path_job_id, organization_id, job_id FROM agent.webhook_drops
+		WHERE delivery_id = 'd-a'`).Scan(&reason, &pathJobID, &org, &job); err != nil ||
+		reason != string(DropJobMismatch) || pathJobID != jobB.ID.String() || org != b.org || job != jobA.ID {
+		t.Errorf("drop audit = %s on path %s of %s's job %s, %v; want job_mismatch on B's path, recorded under A and A's job",
+			reason, pathJobID, org, job, err)
 	}
-	if c, err := b.svc.ArrivalCopies(context.Background(), b.arrival("d-a").ID); err != nil || c.PathMismatches != 1 || c.Duplicates != 0 {
-		t.Errorf("copies = %+v, %v; want one path_mismatch", c, err)
+	if drops, err := b.svc.ListDrops(ctx, b.org, jobA.ID); err != nil || len(drops) != 1 || drops[0].Reason != DropJobMismatch {
+		t.Errorf("A's drops = %+v, %v; want the job_mismatch", drops, err)
 	}
-	// A body the id does not answer for is a hash_mismatch whatever the
-	// path: the hash is compared first.
-	other := delivery(jobB, "d-a", StatusFailed)
-	if out, err := b.svc.Receive(context.Background(), other); err != nil || out.Reason != DropHashMismatch {
-		t.Errorf("another body under the id on B's path = %+v, %v; want hash_mismatch", out, err)
+	if drops, err := b.svc.ListDrops(ctx, orgB, jobB.ID); err != nil || len(drops) != 0 {
+		t.Errorf("B's drops = %+v, %v; want none: the delivery was about A's job", drops, err)
+	}
+	// The misdirected delivery was never landed: A's arrival is the
+	// genuine copy's, and B has none.
+	if n := b.count(`SELECT count(*) FROM agent.provider_inbox WHERE organization_id = $1`, orgB); n != 0 {
+		t.Errorf("B has %d arrivals, want 0", n)
+	}
+	if e := b.arrival("d-a"); e.PathJobID != jobA.ID.String() || e.Status != InboxApplied {
+		t.Errorf("A's arrival = %+v, want the genuine copy's, applied", e)
 	}
 }
 
 // TestCopiesAreCountedNotMultiplied is point 5: many copies of one
-// delivery make one arrival, one audit row per reason and a counter.
+// delivery make one arrival, one audit row per reason and a counter. A
+// delivery naming no job is not landed, and its copies make one audit row.
 func TestCopiesAreCountedNotMultiplied(t *testing.T) {
 	t.Parallel()
 	obs := &inboxCounter{counter: counter{n: map[string]int{}}}
@@ -235,31 +260,30 @@ func TestCopiesAreCountedNotMultiplied(t *testing.T) {
 	job := b.seedJob("j-copies")
 	d := delivery(job, "d-copies", StatusRunning)
 	unknown := d
-	unknown.DeliveryID, unknown.JobID = "d-unknown", uuid.NewString()
+	unknown.DeliveryID, unknown.Update.ProviderJobID = "d-unknown", "nobody's"
 	const copies = 300
 	for range copies + 1 {
 		if _, err := svc.Receive(context.Background(), d); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.Receive(context.Background(), unknown); err != nil {
-			t.Fatal(err)
+		if out, err := svc.Receive(context.Background(), unknown); err != nil || out.Reason != DropUnknownJob {
+			t.Fatalf("unknown = %+v, %v; want dropped unknown_job", out, err)
 		}
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_inbox`); n != 2 {
-		t.Errorf("%d arrivals, want 2", n)
+	if n := b.count(`SELECT count(*) FROM agent.provider_inbox`); n != 1 {
+		t.Errorf("%d arrivals, want 1", n)
 	}
 	if n := b.count(`SELECT count(*) FROM agent.webhook_drops`); n != 2 {
-		t.Errorf("%d audit rows, want 2: the first duplicate, and the unknown path's unknown_job", n)
+		t.Errorf("%d audit rows, want 2: the first duplicate, and the unknown job's unknown_job", n)
 	}
-	for _, id := range []string{"d-copies", "d-unknown"} {
-		c, err := svc.ArrivalCopies(context.Background(), b.arrival(id).ID)
-		if err != nil || c.Duplicates != copies || c.LastAt == nil {
-			t.Errorf("copies of %s = %+v, %v; want %d duplicates", id, c, err, copies)
-		}
+	c, err := svc.ArrivalCopies(context.Background(), b.org, b.arrival("d-copies").ID)
+	if err != nil || c.Duplicates != copies || c.LastAt == nil {
+		t.Errorf("copies = %+v, %v; want %d duplicates", c, err, copies)
 	}
-	if obs.copies.Load() != 2*copies || obs.get("acme/duplicate") != 2*copies || obs.applied.Load() != 1 {
-		t.Errorf("observed %d copies, %d duplicates, %d applied; want %d, %d, 1",
-			obs.copies.Load(), obs.get("acme/duplicate"), obs.applied.Load(), 2*copies, 2*copies)
+	if obs.copies.Load() != copies || obs.get("acme/duplicate") != copies || obs.get("acme/unknown_job") != copies+1 ||
+		obs.applied.Load() != 1 {
+		t.Errorf("observed %d copies, %d duplicates, %d unknown_job, %d applied; want %d, %d, %d, 1",
+			obs.copies.Load(), obs.get("acme/duplicate"), obs.get("acme/unknown_job"), obs.applied.Load(), copies, copies, copies+1)
 	}
 	if got := b.job(job.ID); got.Version != 2 {
 		t.Errorf("job version = %d, want 2", got.Version)
@@ -267,8 +291,11 @@ func TestCopiesAreCountedNotMultiplied(t *testing.T) {
 }
 
 // TestAckNeverDependsOnTheDropAudit is point 6 of issue 12: when the audit
-// cannot be written, every valid delivery is still answered, the failure is
-// logged and counted, and the arrival records the reason.
+// cannot be written, every landed delivery is still answered, the failure
+// is logged and counted, and the arrival records the reason. A delivery
+// that is not landed (it names no job) has its drop as its only record: it
+// is an error then, so the provider redelivers, and the redelivery after
+// the audit recovers is recorded once.
 func TestAckNeverDependsOnTheDropAudit(t *testing.T) {
 	t.Parallel()
 	obs := &inboxCounter{counter: counter{n: map[string]int{}}}
@@ -282,19 +309,25 @@ func TestAckNeverDependsOnTheDropAudit(t *testing.T) {
 	if out, err := svc.Receive(context.Background(), d); err != nil || out.Reason != DropDuplicate {
 		t.Errorf("duplicate with the audit failing = %+v, %v; want dropped duplicate, no error", out, err)
 	}
-	unknown := d
-	unknown.DeliveryID, unknown.JobID = "d-unknown", "not-a-job"
-	if out, err := svc.Receive(context.Background(), unknown); err != nil || out.Reason != DropUnknownJob {
-		t.Errorf("unknown job with the audit failing = %+v, %v; want dropped unknown_job, no error", out, err)
-	}
-	if e := b.arrival("d-unknown"); e.Status != InboxDropped || e.Reason != DropUnknownJob {
-		t.Errorf("arrival = %+v, want it dropped unknown_job: the reason is recorded on the arrival", e)
-	}
-	if obs.auditFailures.Load() != 2 {
-		t.Errorf("audit failures counted = %d, want 2", obs.auditFailures.Load())
+	if obs.auditFailures.Load() != 1 {
+		t.Errorf("audit failures counted = %d, want 1", obs.auditFailures.Load())
 	}
 	if n := b.count(`SELECT count(*) FROM agent.webhook_drops`); n != 0 {
 		t.Errorf("%d audit rows, want 0", n)
+	}
+	unknown := d
+	unknown.DeliveryID, unknown.Update.ProviderJobID = "d-unknown", "not-a-job"
+	if out, err := svc.Receive(context.Background(), unknown); err == nil {
+		t.Errorf("unknown job with the audit failing = %+v; want an error: nothing records it", out)
+	}
+	healed := b.withService(Config{Observer: obs})
+	for range 2 {
+		if out, err := healed.Receive(context.Background(), unknown); err != nil || out.Reason != DropUnknownJob {
+			t.Errorf("the redelivery = %+v, %v; want dropped unknown_job", out, err)
+		}
+	}
+	if n := b.count(`SELECT count(*) FROM agent.webhook_drops WHERE delivery_id = 'd-unknown' AND reason = 'unknown_job'`); n != 1 {
+		t.Errorf("%d unknown_job rows, want 1", n)
 	}
 }
 
@@ -355,7 +388,7 @@ func TestRunApplierAppliesWhenWokenAndReturnsWithItsContext(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	job := b.seedJob("j-woken")
-	if _, fresh, err := b.svc.land(context.Background(), delivery(job, "d-woken", StatusSucceeded)); err != nil || !fresh {
+	if _, fresh, err := b.svc.land(context.Background(), delivery(job, "d-woken", StatusSucceeded), b.org, job.ID); err != nil || !fresh {
 		t.Fatalf("land = %v, %v; want a fresh arrival", fresh, err)
 	}
 	b.clk.Advance(idempotency.WebhookLease + time.Second) // the handler is gone

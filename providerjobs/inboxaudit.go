@@ -110,7 +110,7 @@ func inboxPaged(page, order string) string {
 SELECT ` + inboxColumns + `,
 	coalesce(c.duplicates, 0), coalesce(c.hash_mismatches, 0), coalesce(c.path_mismatches, 0), c.last_copy_at
 FROM (` + page + `) i
-LEFT JOIN agent.provider_inbox_copies c ON c.inbox_id = i.id
+LEFT JOIN agent.provider_inbox_copies c ON c.organization_id = i.organization_id AND c.inbox_id = i.id
 ORDER BY ` + order
 }
 

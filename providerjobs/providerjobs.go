@@ -18,6 +18,7 @@ import (
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/runs"
 )
 
 // The errors of this package carry the kinds of package errs (their
@@ -31,9 +32,9 @@ var (
 	// not have.
 	ErrRunNotFound = errs.New(errs.NotFound, "providerjobs: run not found")
 	// ErrAlreadyRegistered reports a registration of a (provider, provider
-	// job id) pair that names a job of the organization already, for
-	// another Run. The pair names one job per organization, and a job
-	// belongs to one Run. Another organization's jobs never conflict.
+	// job id) pair that names a job already: of the organization, for
+	// another Run, or of another organization. The pair names one job in
+	// the world, and a job belongs to one Run.
 	ErrAlreadyRegistered = errs.New(errs.Conflict, "providerjobs: provider job already registered")
 	// ErrInvalid is wrapped by every error about input the package refuses
 	// before it runs any SQL.
@@ -61,16 +62,15 @@ func (s Status) reported() bool { return s == StatusRunning || s.Terminal() }
 
 // Job is a job searchd started at a provider for a Run.
 type Job struct {
-	// ID is searchd's id of the job. Callbacks address the job by it
-	// (with its provider), never by the provider's id, which another
-	// organization may have registered too.
+	// ID is searchd's id of the job: its callback path names it, and a
+	// callback is applied only on the path of the job its body names.
 	ID             uuid.UUID `json:"id"`
 	OrganizationID uuid.UUID `json:"organization_id"`
 	RunID          uuid.UUID `json:"run_id"`
 	// Provider names the provider and its claim scope webhook.<provider>.
 	Provider string `json:"provider"`
-	// ProviderJobID is the provider's own id of the job, unique within
-	// the organization and provider. A callback body names the job by it.
+	// ProviderJobID is the provider's own id of the job, unique per
+	// provider across organizations. A callback body names the job by it.
 	ProviderJobID string `json:"provider_job_id"`
 	Status        Status `json:"status"`
 	// Result is the object the last applied delivery carried; null until
@@ -241,13 +241,18 @@ const registerAttempts = 3
 // when org has registered the (provider, provider job id) pair for the same
 // Run already, Register returns that job and false, changing nothing.
 //
+// A provider's job id names one job in the world: the job and its entry in
+// the provider job directory, which callbacks resolve their job through,
+// are written in one transaction (a savepoint when the service runs on the
+// caller's), and a pair whose entry names a job that exists, in any
+// organization, is refused with nothing written.
+//
 // Errors: an error wrapping [ErrInvalid] for a nil organization or Run, or
 // a provider or job id the validators refuse, before any SQL runs;
 // [ErrRunNotFound] when org has no such Run (another organization's
 // included), checked before the pair; [ErrAlreadyRegistered] when org has
-// registered the pair for another Run. Another organization's job with the
-// same pair is no conflict: each organization gets its own job. Other
-// errors come from the database.
+// registered the pair for another Run, or another organization holds it.
+// Other errors come from the database.
 func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams) (_ *Job, _ bool, err error) {
 	defer dberr.Annotate(&err)
 	switch {
@@ -263,10 +268,12 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 		return nil, false, err
 	}
 	for range registerAttempts {
-		job, err := scanJob(s.db.QueryRow(ctx, jobInsert, pgx.StrictNamedArgs{
-			"id": uuid.New(), "org": org, "run_id": p.RunID, "provider": p.Provider,
-			"provider_job_id": p.ProviderJobID, "now": s.nowArg(),
-		}))
+		var job *Job
+		err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+			var err error
+			job, err = s.insertJob(ctx, tx, org, p)
+			return err
+		})
 		var pgErr *pgconn.PgError
 		switch {
 		case err == nil:
@@ -274,6 +281,8 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 		case errors.As(err, &pgErr) && pgErr.Code == "23503":
 			// The Run was deleted between the read and the insert.
 			return nil, false, ErrRunNotFound
+		case errors.Is(err, ErrAlreadyRegistered):
+			return nil, false, err
 		case !errors.Is(err, pgx.ErrNoRows):
 			return nil, false, fmt.Errorf("providerjobs: register: %w", err)
 		}
@@ -309,6 +318,38 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 	return nil, false, fmt.Errorf("providerjobs: register: the job (%s, %q) kept changing; retry", p.Provider, p.ProviderJobID)
 }
 
+// insertJob inserts the job of a registration and its directory entry on
+// tx. It returns pgx.ErrNoRows when the job was not inserted (no such Run,
+// or the organization registered the pair already), and
+// [ErrAlreadyRegistered] when the directory names another job that exists
+// for the pair: the caller rolls tx back, so nothing is written.
+func (s *Service) insertJob(ctx context.Context, tx pgx.Tx, org uuid.UUID, p RegisterParams) (*Job, error) {
+	job, err := scanJob(tx.QueryRow(ctx, jobInsert, pgx.StrictNamedArgs{
+		"id": uuid.New(), "org": org, "run_id": p.RunID, "provider": p.Provider,
+		"provider_job_id": p.ProviderJobID, "now": s.nowArg(),
+	}))
+	if err != nil {
+		return nil, err
+	}
+	entry := pgx.StrictNamedArgs{
+		"provider": p.Provider, "provider_job_id": p.ProviderJobID, "org": org, "job_id": job.ID,
+		"registered_at": job.CreatedAt, "retention_us": runs.Retention.Microseconds(),
+	}
+	var owner uuid.UUID
+	err = tx.QueryRow(ctx, directoryClaim, entry).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		entry["now"] = s.nowArg()
+		err = tx.QueryRow(ctx, directoryTakeOver, entry).Scan(&owner)
+	}
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, ErrAlreadyRegistered
+	case err != nil:
+		return nil, fmt.Errorf("claim the directory entry: %w", err)
+	}
+	return job, nil
+}
+
 // Get returns job id of org. It returns [ErrNotFound] when org has no such
 // job, including another organization's.
 func (s *Service) Get(ctx context.Context, org, id uuid.UUID) (_ *Job, err error) {
@@ -323,11 +364,13 @@ func (s *Service) Get(ctx context.Context, org, id uuid.UUID) (_ *Job, err error
 	return job, nil
 }
 
-func scanJob(row pgx.Row) (*Job, error) {
+// scanJob scans the jobColumns of row, then into extra the columns that
+// follow them.
+func scanJob(row pgx.Row, extra ...any) (*Job, error) {
 	var j Job
 	var status string
-	if err := row.Scan(&j.ID, &j.OrganizationID, &j.RunID, &j.Provider, &j.ProviderJobID,
-		&status, &j.Result, &j.Version, &j.CreatedAt, &j.UpdatedAt); err != nil {
+	if err := row.Scan(append([]any{&j.ID, &j.OrganizationID, &j.RunID, &j.Provider, &j.ProviderJobID,
+		&status, &j.Result, &j.Version, &j.CreatedAt, &j.UpdatedAt}, extra...)...); err != nil {
 		return nil, err
 	}
 	j.Status = Status(status)

@@ -12,11 +12,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/runs"
 )
@@ -104,7 +104,7 @@ func (b *bundle) count(query string, args ...any) int {
 
 func (b *bundle) arrival(deliveryID string) *InboxEntry {
 	b.t.Helper()
-	e, err := b.svc.GetArrival(context.Background(), "acme", deliveryID)
+	e, err := b.svc.GetArrival(context.Background(), b.org, "acme", deliveryID)
 	if err != nil {
 		b.t.Fatalf("GetArrival(%s): %v", deliveryID, err)
 	}
@@ -190,7 +190,10 @@ func TestRegisterRefusals(t *testing.T) {
 	}
 }
 
-func TestRegisterIsSafeToRetryAndScopedToTheOrganization(t *testing.T) {
+// TestRegisterIsSafeToRetryAndThePairIsTheWorlds: a registration repeated
+// by its organization finds its job; the same pair registered by another
+// organization is refused and writes nothing (issue 24.3).
+func TestRegisterIsSafeToRetryAndThePairIsTheWorlds(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := context.Background()
@@ -206,23 +209,27 @@ func TestRegisterIsSafeToRetryAndScopedToTheOrganization(t *testing.T) {
 		t.Errorf("Register again = %+v, created %v, %v; want the first job, not created", again, created, err)
 	}
 
-	// Another organization registers the same provider job id: its own job.
+	// Another organization registers the same provider job id: refused,
+	// and nothing of it is written.
 	other := uuid.New()
 	theirs, created, err := b.svc.Register(ctx, other, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "j-1"})
-	if err != nil || !created || theirs.ID == first.ID || theirs.OrganizationID != other {
-		t.Fatalf("another organization's Register = %+v, created %v, %v; want a job of its own", theirs, created, err)
+	if !errors.Is(err, ErrAlreadyRegistered) || theirs != nil || created {
+		t.Fatalf("another organization's Register = %+v, created %v, %v; want ErrAlreadyRegistered", theirs, created, err)
 	}
-	// Each job is found by its own id alone: a delivery on one path never
-	// reaches the other organization's job.
+	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 1 {
+		t.Errorf("%d jobs, want 1", n)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.provider_job_directory WHERE organization_id = $1 AND job_id = $2`, b.org, first.ID); n != 1 {
+		t.Errorf("the directory names our job %d times, want once", n)
+	}
+	// The pair is another provider's to register: the directory is per
+	// provider.
+	if _, created, err := b.svc.Register(ctx, other, RegisterParams{RunID: b.seedRun(other), Provider: "other", ProviderJobID: "j-1"}); err != nil || !created {
+		t.Errorf("another organization's Register of the pair under another provider = created %v, %v; want created", created, err)
+	}
 	out, err := b.svc.Receive(ctx, delivery(first, "d-1", StatusSucceeded))
 	if err != nil || !out.Accepted || out.JobID != first.ID {
 		t.Fatalf("Receive for our job = %+v, %v; want accepted for %s", out, err, first.ID)
-	}
-	if got, err := b.svc.Get(ctx, other, theirs.ID); err != nil || got.Status != StatusPending || got.Version != 1 {
-		t.Errorf("their job = %+v, %v; want it pending, untouched by our delivery", got, err)
-	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 2 {
-		t.Errorf("%d jobs, want 2", n)
 	}
 }
 
@@ -267,23 +274,30 @@ func TestRegisterConcurrentRetriesCreateOneJob(t *testing.T) {
 	}
 }
 
-func TestReceiveResolvesTheJobBySearchdsID(t *testing.T) {
+// TestReceiveResolvesTheJobItsBodyNames: a delivery is about the job its
+// signed body names, through the directory; a body naming no job drops as
+// unknown_job (recorded without an organization), and a path that is not
+// that job's drops as job_mismatch, recorded under the organization and
+// the job the body named. Neither claims anything.
+func TestReceiveResolvesTheJobItsBodyNames(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := context.Background()
 	job := b.seedJob("j-1")
+	second := b.seedJob("j-2")
 	tests := []struct {
 		name   string
 		modify func(d *Delivery)
 		want   DropReason
-		org    bool // the drop names the job's organization
+		job    uuid.UUID // the job the drop names; nil for none
 	}{
-		{"the provider's id in the path", func(d *Delivery) { d.JobID = job.ProviderJobID }, DropUnknownJob, false},
-		{"no such job", func(d *Delivery) { d.JobID = uuid.NewString() }, DropUnknownJob, false},
-		{"the job under another provider", func(d *Delivery) { d.Provider = "other" }, DropUnknownJob, false},
-		{"empty path id", func(d *Delivery) { d.JobID = "" }, DropUnknownJob, false},
-		{"the body names another provider job", func(d *Delivery) { d.Update.ProviderJobID = "j-2" }, DropJobMismatch, true},
-		{"the body names searchd's id", func(d *Delivery) { d.Update.ProviderJobID = job.ID.String() }, DropJobMismatch, true},
+		{"the provider's id in the path", func(d *Delivery) { d.JobID = job.ProviderJobID }, DropJobMismatch, job.ID},
+		{"no such job in the path", func(d *Delivery) { d.JobID = uuid.NewString() }, DropJobMismatch, job.ID},
+		{"empty path id", func(d *Delivery) { d.JobID = "" }, DropJobMismatch, job.ID},
+		{"the body names another job of ours", func(d *Delivery) { d.Update.ProviderJobID = second.ProviderJobID }, DropJobMismatch, second.ID},
+		{"the job under another provider", func(d *Delivery) { d.Provider = "other" }, DropUnknownJob, uuid.Nil},
+		{"the body names an unregistered job", func(d *Delivery) { d.Update.ProviderJobID = "j-3" }, DropUnknownJob, uuid.Nil},
+		{"the body names searchd's id", func(d *Delivery) { d.Update.ProviderJobID = job.ID.String() }, DropUnknownJob, uuid.Nil},
 	}
 	for i, tt := range tests {
 		d := delivery(job, "d-"+strconv.Itoa(i), StatusRunning)
@@ -294,17 +308,23 @@ func TestReceiveResolvesTheJobBySearchdsID(t *testing.T) {
 			continue
 		}
 		var pathJobID string
-		var org *uuid.UUID
-		if err := b.pool.QueryRow(ctx, `SELECT path_job_id, organization_id FROM agent.webhook_drops WHERE delivery_id = $1`,
-			d.DeliveryID).Scan(&pathJobID, &org); err != nil {
+		var org, jobID *uuid.UUID
+		if err := b.pool.QueryRow(ctx, `SELECT path_job_id, organization_id, job_id FROM agent.webhook_drops WHERE delivery_id = $1`,
+			d.DeliveryID).Scan(&pathJobID, &org, &jobID); err != nil {
 			t.Fatalf("%s: reading the drop: %v", tt.name, err)
 		}
-		if pathJobID != d.JobID || (org != nil) != tt.org || (tt.org && *org != b.org) {
-			t.Errorf("%s: drop names path job %q and organization %v, want %q and the organization: %v", tt.name, pathJobID, org, d.JobID, tt.org)
+		named := tt.job != uuid.Nil
+		if pathJobID != d.JobID || (org != nil) != named || (jobID != nil) != named ||
+			(named && (*org != b.org || *jobID != tt.job)) {
+			t.Errorf("%s: drop names path job %q, organization %v and job %v; want %q, and the organization and job %s",
+				tt.name, pathJobID, org, jobID, d.JobID, tt.job)
 		}
 	}
 	if n := b.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
-		t.Errorf("%d claims for deliveries that name no job of theirs, want 0", n)
+		t.Errorf("%d claims for deliveries that were not about their path's job, want 0", n)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.provider_inbox`); n != 0 {
+		t.Errorf("%d arrivals landed for them, want 0", n)
 	}
 	if got := b.job(job.ID); got.Status != StatusPending || got.Version != 1 {
 		t.Errorf("job = %+v, want it untouched", got)
@@ -365,8 +385,9 @@ func TestSchemaTiesAJobToItsOrganizationsRun(t *testing.T) {
 	_, err := b.pool.Exec(context.Background(), `
 		INSERT INTO agent.provider_jobs (id, organization_id, run_id, provider, provider_job_id, created_at, updated_at)
 		VALUES ($1, $2, $3, 'acme', 'sneaky', now(), now())`, uuid.New(), b.org, theirs)
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.ConstraintName != "provider_jobs_run_fkey" {
+	// Citus reports a worker's refusal without its constraint field, in
+	// a message naming the shard's copy of it (provider_jobs_run_fkey_102008).
+	if dberr.Code(err) != "23503" || !strings.Contains(err.Error(), "provider_jobs_run_fkey") {
 		t.Errorf("a job of our organization on their Run = %v, want the tenant-checked foreign key to refuse it", err)
 	}
 
@@ -576,5 +597,34 @@ func TestStorable(t *testing.T) {
 		if got := storable(tt.in, MaxJobIDLen); got != tt.want {
 			t.Errorf("storable(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestRegisterTakesOverAnEntryPastItsRetention: the directory entry of a
+// job whose Run is past its retention (the job goes with it) names nothing
+// worth keeping: the next registration of the pair, by any organization,
+// takes it over, and the pair's callbacks find the new job.
+func TestRegisterTakesOverAnEntryPastItsRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	old := b.seedJob("recycled")
+	other := uuid.New()
+	b.clk.Advance(runs.Retention - time.Second)
+	if _, _, err := b.svc.Register(ctx, other, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "recycled"}); !errors.Is(err, ErrAlreadyRegistered) {
+		t.Fatalf("Register inside the entry's retention = %v, want ErrAlreadyRegistered", err)
+	}
+	b.clk.Advance(time.Second)
+	job, created, err := b.svc.Register(ctx, other, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "recycled"})
+	if err != nil || !created || job.OrganizationID != other {
+		t.Fatalf("Register once the entry's retention passed = %+v, %v, %v; want a new job of the other organization", job, created, err)
+	}
+	var org, jobID uuid.UUID
+	if err := b.pool.QueryRow(ctx, `SELECT organization_id, job_id FROM agent.provider_job_directory
+		WHERE provider = 'acme' AND provider_job_id = 'recycled'`).Scan(&org, &jobID); err != nil || org != other || jobID != job.ID {
+		t.Errorf("the entry names %s's job %s, %v; want %s's %s", org, jobID, err, other, job.ID)
+	}
+	if jobID == old.ID {
+		t.Error("the entry still names the old job")
 	}
 }

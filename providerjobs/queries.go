@@ -1,8 +1,10 @@
 package providerjobs
 
 // The SQL of provider jobs and drops, in one place. Statements that write a
-// time take the clock as coalesce($now::timestamptz, now()): production
-// passes NULL, tests a stubbed instant.
+// time take the clock as coalesce($now::timestamptz, now()), or
+// agent.clock($now) where they update a distributed table (Citus refuses
+// the first there; see migration 00019): production passes NULL, tests a
+// stubbed instant.
 
 const jobColumns = `j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id,
 	j.status, j.result, j.version, j.created_at, j.updated_at`
@@ -13,17 +15,58 @@ const jobColumns = `j.id, j.organization_id, j.run_id, j.provider, j.provider_jo
 // the composite foreign key enforces the same tenant rule in the schema.
 // A job the organization registered already under the same (provider,
 // provider_job_id) also inserts nothing, without an error, and
-// jobRegistered tells the two apart. Other organizations' jobs never
-// conflict: the unique key starts with the organization.
+// jobRegistered tells the two apart. Every parameter is typed: on a
+// cluster an INSERT ... SELECT is planned before its parameters are sent.
 // Its parameters are named (pgx.StrictNamedArgs).
 const jobInsert = `
 INSERT INTO agent.provider_jobs AS j
 	(id, organization_id, run_id, provider, provider_job_id, status, created_at, updated_at)
 SELECT @id::uuid, r.organization_id, r.id, @provider::text, @provider_job_id::text, 'pending', c.now, c.now
 FROM agent.runs r, (SELECT coalesce(@now::timestamptz, now()) AS now) c
-WHERE r.organization_id = @org AND r.id = @run_id
+WHERE r.organization_id = @org::uuid AND r.id = @run_id::uuid
 ON CONFLICT (organization_id, provider, provider_job_id) DO NOTHING
 RETURNING ` + jobColumns
+
+// directoryClaim writes the directory entry of a job just registered: the
+// pair names it from now on, until its registration plus the Run
+// retention (@retention_us), which its Run, created before it, never
+// outlives. It writes nothing and returns no row when the pair has an
+// entry already; directoryTakeOver then decides. Its parameters are named
+// (pgx.StrictNamedArgs).
+const directoryClaim = `
+INSERT INTO agent.provider_job_directory AS d
+	(provider, provider_job_id, organization_id, job_id, registered_at, retain_until)
+VALUES (@provider::text, @provider_job_id::text, @org::uuid, @job_id::uuid,
+	@registered_at::timestamptz, @registered_at::timestamptz + @retention_us::bigint * interval '1 microsecond')
+ON CONFLICT (provider, provider_job_id) DO NOTHING
+RETURNING d.job_id`
+
+// directoryTakeOver gives the pair's entry to the job just registered when
+// the entry's retention has passed: its job went with its Run (a job is
+// deleted with its Run alone, once the Run is past its retention), or is
+// about to. Otherwise it writes nothing and returns no row: the pair names
+// a job that exists, whatever its organization. A statement of its own, not
+// the insert's ON CONFLICT ... WHERE: Citus refuses a clock there. The
+// condition reads the entry alone. It takes directoryClaim's parameters and
+// @now.
+const directoryTakeOver = `
+UPDATE agent.provider_job_directory AS d
+SET organization_id = @org::uuid, job_id = @job_id::uuid, registered_at = @registered_at::timestamptz,
+	retain_until = @registered_at::timestamptz + @retention_us::bigint * interval '1 microsecond'
+WHERE d.provider = @provider::text AND d.provider_job_id = @provider_job_id::text
+	AND d.retain_until <= agent.clock(@now)
+RETURNING d.job_id`
+
+// directoryResolve finds the job a (provider, provider_job_id) pair names,
+// with its organization: how a callback, which names no organization,
+// resolves its tenant. An entry past its retention still names its job
+// until the sweeper deletes it or a registration takes it over; a job gone
+// with its Run is found missing by the apply. $1 provider,
+// $2 provider_job_id.
+const directoryResolve = `
+SELECT d.organization_id, d.job_id
+FROM agent.provider_job_directory d
+WHERE d.provider = $1 AND d.provider_job_id = $2`
 
 // jobRegistered explains a jobInsert that inserted nothing: whether the
 // organization has the Run, and the id and Run of the job it registered
@@ -43,16 +86,6 @@ SELECT ` + jobColumns + `
 FROM agent.provider_jobs j
 WHERE j.organization_id = $1 AND j.id = $2`
 
-// jobResolve finds the job a callback's path names, by searchd's id and
-// the provider, with its organization and the provider's id of the job,
-// which the body must name. A job of another provider is not found: the
-// path's provider is the one whose secret signed the delivery.
-// $1 id, $2 provider.
-const jobResolve = `
-SELECT j.organization_id, j.provider_job_id
-FROM agent.provider_jobs j
-WHERE j.id = $1 AND j.provider = $2`
-
 // jobApply sets the job to the delivery's status and result. The status
 // condition is the terminal rule: a job that succeeded or failed is never
 // changed again, so a late running, or a second terminal status, matches no
@@ -60,13 +93,17 @@ WHERE j.id = $1 AND j.provider = $2`
 // re-checks the condition against the first one's write. It is a
 // set-to-value write: when the job already has the status and the result
 // (compared as jsonb text), version and updated_at stay, so a repeat changes
-// nothing further. $1 org, $2 id, $3 status, $4 result, $5 now.
+// nothing further. The clock is joined in as a function in FROM, a column
+// of the CASE: Citus refuses a clock inside a CASE of a data-modifying
+// statement, and plans a subquery in its FROM as a step of its own, where
+// it evaluates a function there once and routes the statement.
+// $1 org, $2 id, $3 status, $4 result, $5 now.
 const jobApply = `
 UPDATE agent.provider_jobs AS j
 SET status = $3, result = $4::jsonb,
 	version = j.version + CASE WHEN ` + jobChanged + ` THEN 1 ELSE 0 END,
-	updated_at = CASE WHEN ` + jobChanged + `
-		THEN greatest(j.updated_at, coalesce($5::timestamptz, now())) ELSE j.updated_at END
+	updated_at = CASE WHEN ` + jobChanged + ` THEN greatest(j.updated_at, c.now) ELSE j.updated_at END
+FROM agent.clock($5::timestamptz) AS c(now)
 WHERE j.organization_id = $1 AND j.id = $2
 	AND j.status NOT IN ('succeeded', 'failed')
 RETURNING j.status`
@@ -82,14 +119,19 @@ SELECT j.status
 FROM agent.provider_jobs j
 WHERE j.organization_id = $1 AND j.id = $2`
 
-// dropInsert records a dropped delivery. Its parameters are named (pgx.StrictNamedArgs):
-// path_job_id is the path's job id as received, made storable; org is NULL
-// for unknown_job.
+// dropInsert records a dropped delivery. Its parameters are named
+// (pgx.StrictNamedArgs): path_job_id is the path's job id as received, made
+// storable; org and job_id are the job the delivery named and its
+// organization, both NULL for unknown_job. A delivery that named no job, or
+// was posted to the path of another job than the one it names, is never
+// landed, so its drop is the only record of it: each copy writes it, and
+// the unique index keeps one row per delivery and reason (DO NOTHING).
 const dropInsert = `
 INSERT INTO agent.webhook_drops
-	(id, provider, path_job_id, delivery_id, request_hash, reason, organization_id, received_at)
-VALUES (@id, @provider, @path_job_id, @delivery_id, @request_hash, @reason, @org,
-	coalesce(@now::timestamptz, now()))`
+	(id, provider, path_job_id, delivery_id, request_hash, reason, organization_id, job_id, received_at)
+VALUES (@id::uuid, @provider::text, @path_job_id::text, @delivery_id::text, @request_hash::text, @reason::text,
+	@org::uuid, @job_id::uuid, coalesce(@now::timestamptz, now()))
+ON CONFLICT (provider, delivery_id, reason) WHERE reason IN ('unknown_job', 'job_mismatch') DO NOTHING`
 
 // The inbox: stage one of a callback (see inbox.go).
 
@@ -98,100 +140,120 @@ const inboxColumns = `i.id, i.provider, i.delivery_id, i.path_job_id, i.job_id, 
 	coalesce(i.reason, ''), coalesce(i.applied_by, ''), i.finished_at, i.lease_expires_at, i.attempts,
 	coalesce(i.last_error, '')`
 
-// inboxInsert lands an arrival, or nothing when its identity is stored
-// already. DO NOTHING: a copy is told apart by the caller, which read the
-// stored arrival first (a read waits for no lock). The lease is the
-// handler's own, for the apply it makes right after the commit.
-// Its parameters are named (pgx.StrictNamedArgs); the lease is microseconds.
+// inboxInsert lands an arrival of a delivery that resolved to its job, or
+// nothing when its identity is stored already. DO NOTHING: a copy is told
+// apart by the caller, which read the stored arrival first (a read waits
+// for no lock). The lease is the handler's own, for the apply it makes
+// right after the commit. Its parameters are named (pgx.StrictNamedArgs);
+// the lease is microseconds.
 const inboxInsert = `
 INSERT INTO agent.provider_inbox AS i
 	(id, provider, delivery_id, path_job_id, job_id, organization_id, request_hash,
 	 body_job_id, body_status, body_result, received_at, lease_expires_at, attempts)
-SELECT @id, @provider, @delivery_id, @path_job_id, @job_id, @org, @request_hash,
-	@body_job_id, @body_status, @body_result::jsonb,
-	c.now, c.now + @lease_us::bigint * interval '1 microsecond', 1
-FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
-ON CONFLICT (provider, delivery_id) DO NOTHING
+VALUES (@id::uuid, @provider::text, @delivery_id::text, @path_job_id::text, @job_id::uuid, @org::uuid,
+	@request_hash::text, @body_job_id::text, @body_status::text, @body_result::jsonb,
+	coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()) + @lease_us::bigint * interval '1 microsecond', 1)
+ON CONFLICT (organization_id, provider, delivery_id) DO NOTHING
 RETURNING ` + inboxColumns
 
-// inboxGet reads the arrival of a delivery. $1 provider, $2 delivery_id.
+// inboxGet reads the arrival of a delivery in the organization of the job
+// it names. $1 org, $2 provider, $3 delivery_id.
 const inboxGet = `
 SELECT ` + inboxColumns + `
 FROM agent.provider_inbox i
-WHERE i.provider = $1 AND i.delivery_id = $2`
+WHERE i.organization_id = $1 AND i.provider = $2 AND i.delivery_id = $3`
 
-// inboxGetByID reads one arrival. $1 id.
-const inboxGetByID = `
+// inboxFind reads the arrivals of a delivery id in every organization
+// (an operator's look-up: a delivery id is unique per organization).
+// $1 provider, $2 delivery_id.
+const inboxFind = `
 SELECT ` + inboxColumns + `
 FROM agent.provider_inbox i
-WHERE i.id = $1`
+WHERE i.provider = $1 AND i.delivery_id = $2
+ORDER BY i.received_at, i.id`
 
-// inboxCopy counts a copy of an arrival by the reason it was dropped for,
-// and returns that reason's count, so the first copy of each reason is
-// written to the drop audit and the rest are counted alone.
-// $1 inbox id, $2 reason, $3 now.
+// inboxCopy counts a copy of an arrival by the reason it was dropped for
+// (one of $3, $4, $5 is 1, the others 0), and returns the three counts, so
+// the first copy of each reason is written to the drop audit and the rest
+// are counted alone. The caller picks the reason: Citus deparses a CASE
+// on a parameter in this statement wrongly ("operator does not exist:
+// text = boolean" on the worker). $1 org, $2 inbox id, $3 duplicate,
+// $4 hash mismatch, $5 path mismatch, $6 now.
 const inboxCopy = `
 INSERT INTO agent.provider_inbox_copies AS c
-	(inbox_id, duplicates, hash_mismatches, path_mismatches, first_copy_at, last_copy_at)
-VALUES ($1,
-	CASE WHEN $2 = 'duplicate' THEN 1 ELSE 0 END,
-	CASE WHEN $2 = 'hash_mismatch' THEN 1 ELSE 0 END,
-	CASE WHEN $2 = 'path_mismatch' THEN 1 ELSE 0 END,
-	coalesce($3::timestamptz, now()), coalesce($3::timestamptz, now()))
-ON CONFLICT (inbox_id) DO UPDATE SET
+	(organization_id, inbox_id, duplicates, hash_mismatches, path_mismatches, first_copy_at, last_copy_at)
+VALUES ($1::uuid, $2::uuid, $3::bigint, $4::bigint, $5::bigint,
+	coalesce($6::timestamptz, now()), coalesce($6::timestamptz, now()))
+ON CONFLICT (inbox_id, organization_id) DO UPDATE SET
 	duplicates = c.duplicates + EXCLUDED.duplicates,
 	hash_mismatches = c.hash_mismatches + EXCLUDED.hash_mismatches,
 	path_mismatches = c.path_mismatches + EXCLUDED.path_mismatches,
 	last_copy_at = greatest(c.last_copy_at, EXCLUDED.last_copy_at)
-RETURNING CASE $2 WHEN 'duplicate' THEN c.duplicates
-	WHEN 'hash_mismatch' THEN c.hash_mismatches ELSE c.path_mismatches END`
+RETURNING c.duplicates, c.hash_mismatches, c.path_mismatches`
 
 // inboxFinish marks a pending arrival applied or dropped. Conditional on
 // pending, so of two workers that both reach it only one finishes it.
-// $1 id, $2 status, $3 reason (NULL unless dropped), $4 applied_by, $5 now.
+// $1 org, $2 id, $3 status, $4 reason (NULL unless dropped), $5 applied_by,
+// $6 now.
 const inboxFinish = `
 UPDATE agent.provider_inbox AS i
-SET status = $2, reason = $3, applied_by = $4, finished_at = coalesce($5::timestamptz, now()), last_error = NULL
-WHERE i.id = $1 AND i.status = 'pending'`
+SET status = $3, reason = $4, applied_by = $5, finished_at = agent.clock($6), last_error = NULL
+WHERE i.organization_id = $1 AND i.id = $2 AND i.status = 'pending'`
 
-// inboxTake leases at most $3 pending arrivals whose lease has passed, for
-// the applier, oldest lease first. SKIP LOCKED: the applier never waits on
-// an arrival another worker is taking or finishing, and replicas take
-// disjoint batches. $1 now, $2 lease µs, $3 bound.
+// inboxDue is the applier's shardpass.Pass: the organizations of the
+// pending arrivals whose lease has passed, oldest lease first, on
+// provider_inbox_pending_idx. Named parameters: @now, and @limit from the
+// pass.
+const inboxDue = `
+SELECT i.organization_id::text
+FROM agent.provider_inbox i
+WHERE i.status = 'pending' AND i.lease_expires_at <= coalesce(@now::timestamptz, now())
+ORDER BY i.lease_expires_at
+LIMIT @limit`
+
+// inboxTake leases at most @limit pending arrivals whose lease has passed,
+// of the organizations of one shard (@all: every organization), for the
+// applier, oldest lease first. SKIP LOCKED: the applier never waits on an
+// arrival another worker is taking or finishing, and replicas take disjoint
+// batches. Named parameters: @now, @lease_us, and @all, @keys, @limit of
+// the shard's group.
 const inboxTake = `
 UPDATE agent.provider_inbox AS i
-SET lease_expires_at = coalesce($1::timestamptz, now()) + $2::bigint * interval '1 microsecond',
+SET lease_expires_at = agent.clock(@now) + @lease_us::bigint * interval '1 microsecond',
 	attempts = i.attempts + 1
 WHERE i.id IN (
 	SELECT p.id FROM agent.provider_inbox p
-	WHERE p.status = 'pending' AND p.lease_expires_at <= coalesce($1::timestamptz, now())
+	WHERE (@all::boolean OR p.organization_id = ANY(@keys::uuid[]))
+		AND p.status = 'pending' AND p.lease_expires_at <= agent.clock(@now)
 	ORDER BY p.lease_expires_at
-	LIMIT $3
+	LIMIT @limit
 	FOR UPDATE SKIP LOCKED)
+	AND (@all::boolean OR i.organization_id = ANY(@keys::uuid[]))
 	AND i.status = 'pending'
 RETURNING ` + inboxColumns
 
 // inboxRetry sets the time of a pending arrival's next attempt and the
-// error of the last one. $1 id, $2 delay µs, $3 error, $4 now.
+// error of the last one. $1 org, $2 id, $3 delay µs, $4 error, $5 now.
 const inboxRetry = `
 UPDATE agent.provider_inbox AS i
-SET lease_expires_at = coalesce($4::timestamptz, now()) + $2::bigint * interval '1 microsecond',
-	last_error = left($3, 1000)
-WHERE i.id = $1 AND i.status = 'pending'`
+SET lease_expires_at = agent.clock($5) + $3::bigint * interval '1 microsecond',
+	last_error = left($4, 1000)
+WHERE i.organization_id = $1 AND i.id = $2 AND i.status = 'pending'`
 
 // inboxStats counts the pending arrivals and the age of the oldest, by the
-// database clock: the applier's lag. $1 now.
+// database clock: the applier's lag. On a cluster it reads every shard,
+// without a lock. $1 now.
 const inboxStats = `
 SELECT count(*), coalesce(extract(epoch FROM coalesce($1::timestamptz, now()) - min(i.received_at)), 0)::float8
 FROM agent.provider_inbox i
 WHERE i.status = 'pending'`
 
 // inboxCopies reads the copy counters of an arrival (zeros when none).
-// $1 inbox id.
+// $1 org, $2 inbox id.
 const inboxCopies = `
 SELECT coalesce(c.duplicates, 0), coalesce(c.hash_mismatches, 0), coalesce(c.path_mismatches, 0), c.last_copy_at
 FROM (SELECT) AS one
-LEFT JOIN agent.provider_inbox_copies c ON c.inbox_id = $1`
+LEFT JOIN agent.provider_inbox_copies c ON c.organization_id = $1 AND c.inbox_id = $2`
 
 // inboxList reads arrivals newest first, optionally of one provider ($1,
 // NULL for all) and one status ($2, NULL for all), at most $3.

@@ -29,19 +29,21 @@ const (
 	// The key already answers for other content, so applying this body
 	// would be unsafe, and calling it a duplicate would be false.
 	DropHashMismatch DropReason = "hash_mismatch"
-	// DropUnknownJob: the path names no job of the provider on this
-	// platform: its job id is not a UUID, or no job of the provider has
-	// it (including a job registered for another provider, and one that
-	// went with its Run).
+	// DropUnknownJob: the body names no job of the provider on this
+	// platform (none was registered with its provider job id under the
+	// provider, or the job went with its Run). Recorded without an
+	// organization.
 	DropUnknownJob DropReason = "unknown_job"
-	// DropJobMismatch: the body names a different provider job id than
-	// the one registered for the job the path names.
+	// DropJobMismatch: the delivery was posted to the callback path of
+	// another job than the one its body names (or to a path naming no
+	// job). Recorded under the organization and the job the body names,
+	// and never landed, so the delivery posted to its own job's path
+	// afterwards is applied.
 	DropJobMismatch DropReason = "job_mismatch"
-	// DropPathMismatch: the delivery id is stored for this body, but it
-	// arrived on another job's path. A delivery is bound to the path it
-	// first arrived on: a captured delivery re-posted to another job's
-	// path (another organization's, with the same provider job id) is
-	// never applied there.
+	// DropPathMismatch: a copy of a stored arrival resolved to another
+	// job's path than the arrival's: the pair was registered for another
+	// job since the arrival landed. Before migration 00015 it was how a
+	// delivery re-posted to another organization's path was refused.
 	DropPathMismatch DropReason = "path_mismatch"
 )
 
@@ -94,8 +96,8 @@ type Delivery struct {
 	// [ValidateProvider].
 	Provider string
 	// JobID is searchd's id of the job ([Job.ID]) as the request path
-	// names it, unparsed: one that is not a UUID names no job, and is
-	// recorded as received (made storable) when the delivery drops.
+	// names it, unparsed: it must be the id of the job the body names, and
+	// is recorded as received (made storable) when the delivery drops.
 	JobID string
 	// DeliveryID is the provider's id of this delivery, the claim key: 1 to
 	// 255 bytes of UTF-8 without control characters.
@@ -108,8 +110,8 @@ type Delivery struct {
 
 // Update is the content of a delivery.
 type Update struct {
-	// ProviderJobID is the provider's id of the job the body names; it
-	// must equal the [Job.ProviderJobID] of the job the path names.
+	// ProviderJobID is the provider's id of the job the body names: the
+	// delivery is about the job registered with it.
 	ProviderJobID string
 	// Status is running, succeeded or failed.
 	Status Status

@@ -24,10 +24,10 @@ WITH admitted AS (
 	INSERT INTO agent.runs AS r
 		(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
 		 name, status, options, input, created_by, created_at, retain_until)
-	SELECT @id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
+	VALUES (@id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
 		@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
-		@input::jsonb, @created_by::text, c.now, c.now + @retention_us::bigint * interval '1 microsecond'
-	FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+		@input::jsonb, @created_by::text, coalesce(@now::timestamptz, now()),
+		coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
 	ON CONFLICT (organization_id, start_key) DO NOTHING
 	RETURNING *
 ), outbox AS (
@@ -68,7 +68,7 @@ WHERE r.organization_id = $1 AND r.start_key = $2
 const runDeleteExpiredByStartKey = `
 DELETE FROM agent.runs r
 WHERE r.organization_id = $1 AND r.start_key = $2
-	AND r.retain_until <= coalesce($3::timestamptz, now())`
+	AND r.retain_until <= agent.clock($3)`
 
 // runGet reads one Run. $1 org, $2 id.
 const runGet = `

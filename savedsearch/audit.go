@@ -125,7 +125,7 @@ func scanEntry(row pgx.Row) (*Entry, error) {
 const savedSearchAuditList = `
 SELECT ` + savedSearchColumns + `, s.created_by, s.archived_at
 FROM agent.saved_searches s
-JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
+JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1
 	AND ($5::boolean OR s.archived_at IS NULL)
 	AND ($6::text IS NULL OR s.name ILIKE $6::text)
@@ -139,5 +139,5 @@ LIMIT $4`
 const savedSearchAuditGet = `
 SELECT ` + savedSearchColumns + `, s.created_by, s.archived_at
 FROM agent.saved_searches s
-JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
+JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2`

@@ -229,15 +229,23 @@ func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
 // Create stores a new saved search at version 1 with its baseline and
 // returns it. It returns an error wrapping [ErrInvalid] for input
 // [CreateParams.Validate] refuses; other errors come from the database.
-func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (_ *SavedSearch, err error) {
+func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (ss *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
-	return s.CreateIn(ctx, s.db, org, p)
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		ss, err = s.CreateIn(ctx, tx, org, p)
+		return err
+	})
+	return ss, err
 }
 
-// CreateIn is [Store.Create] run on db, a transaction of the caller's
-// (or the store's pool): a keyed create inserts the saved search and
-// completes its claim in one transaction.
-func (s *Store) CreateIn(ctx context.Context, db DBTX, org uuid.UUID, p CreateParams) (_ *SavedSearch, err error) {
+// CreateIn is [Store.Create] in tx, a transaction of the caller's: a keyed
+// create inserts the saved search and completes its claim in one
+// transaction. It sends the saved search's insert and its baseline's in
+// one round trip.
+func (s *Store) CreateIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p CreateParams) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -246,15 +254,29 @@ func (s *Store) CreateIn(ctx context.Context, db DBTX, org uuid.UUID, p CreatePa
 	if err != nil {
 		return nil, fmt.Errorf("%w: brief: %w", ErrInvalid, err)
 	}
-	row := db.QueryRow(ctx, savedSearchInsert, pgx.StrictNamedArgs{
+	args := pgx.StrictNamedArgs{
 		"id": uuid.New(), "org": org, "name": p.Name, "brief": string(brief),
-		"created_by": nullString(p.Actor), "items": items(p.Baseline.Items), "cursor": p.Baseline.Cursor,
+		"created_by": nullString(p.Actor),
+	}
+	var ss SavedSearch
+	var raw []byte
+	b := &pgx.Batch{}
+	b.Queue(savedSearchInsert, args).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&ss.ID, &ss.OrganizationID, &ss.Name, &raw, &ss.Version, &ss.CreatedAt, &ss.UpdatedAt)
 	})
-	ss, err := scanSavedSearch(row)
-	if err != nil {
+	b.Queue(baselineInsert, pgx.StrictNamedArgs{
+		"id": args["id"], "org": org, "items": items(p.Baseline.Items), "cursor": p.Baseline.Cursor,
+	}).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&ss.Baseline.Items, &ss.Baseline.Cursor)
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("savedsearch: create: %w", err)
 	}
-	return ss, nil
+	if err := json.Unmarshal(raw, &ss.Brief); err != nil {
+		return nil, fmt.Errorf("savedsearch: create: decode brief: %w", err)
+	}
+	ss.Baseline.Items = items(ss.Baseline.Items)
+	return &ss, nil
 }
 
 // Get returns the live saved search id of org. It returns [ErrNotFound] when
@@ -407,7 +429,7 @@ func update(ctx context.Context, tx DBTX, org, id uuid.UUID, p UpdateParams) (*S
 	if err != nil {
 		return nil, err
 	}
-	if err := tx.QueryRow(ctx, baselineGet, id).Scan(&ss.Baseline.Items, &ss.Baseline.Cursor); err != nil {
+	if err := tx.QueryRow(ctx, baselineGet, org, id).Scan(&ss.Baseline.Items, &ss.Baseline.Cursor); err != nil {
 		return nil, err
 	}
 	ss.Baseline.Items = items(ss.Baseline.Items)
@@ -445,7 +467,7 @@ func (s *Store) ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b Base
 		if ss, err = updateSavedSearch(ctx, tx, org, id, nil, nil); err != nil {
 			return err
 		}
-		err = tx.QueryRow(ctx, baselineReplace, id, items(b.Items), b.Cursor).
+		err = tx.QueryRow(ctx, baselineReplace, org, id, items(b.Items), b.Cursor).
 			Scan(&ss.Baseline.Items, &ss.Baseline.Cursor, &ss.Version, &ss.UpdatedAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// The stored baseline is b already: nothing changed.

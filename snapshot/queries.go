@@ -12,7 +12,7 @@ package snapshot
 const savedSearchFreezeRead = `
 SELECT s.name, s.brief, s.version, b.items, b.cursor, now()
 FROM agent.saved_searches s
-JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
+JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 
 // snapshotInsert writes a snapshot. Its parameters are named

@@ -420,15 +420,18 @@ func TestInboxRetention(t *testing.T) {
 		if status == "dropped" {
 			reason = "unknown_job"
 		}
+		// Each arrival in an organization of its own, so a cluster
+		// spreads them over its shards.
+		org, job := uuid.New(), uuid.New()
 		_, err := b.db.Exec(b.ctx, `
 INSERT INTO agent.provider_inbox
-	(id, provider, delivery_id, path_job_id, request_hash, body_job_id, body_status,
+	(id, provider, delivery_id, path_job_id, job_id, organization_id, request_hash, body_job_id, body_status,
 	 received_at, status, reason, finished_at, lease_expires_at)
-VALUES ($1, 'acme', $2, 'job', repeat('0', 64), 'j', 'running', $3, $4, $5, $6, $3)`,
-			id, deliveryID, received, status, reason, finished)
+VALUES ($1, 'acme', $2, $7::uuid::text, $7::uuid, $8, repeat('0', 64), 'j', 'running', $3, $4, $5, $6, $3)`,
+			id, deliveryID, received, status, reason, finished, job, org)
 		if err == nil {
-			_, err = b.db.Exec(b.ctx, `INSERT INTO agent.provider_inbox_copies (inbox_id, duplicates, first_copy_at, last_copy_at)
-				VALUES ($1, 3, $2, $2)`, id, received)
+			_, err = b.db.Exec(b.ctx, `INSERT INTO agent.provider_inbox_copies (inbox_id, organization_id, duplicates, first_copy_at, last_copy_at)
+				VALUES ($1, $2, 3, $3, $3)`, id, org, received)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -551,5 +554,46 @@ VALUES ($1, $2, $3, $4, '', 'oidc', $5, $6)`, uuid.New(), hash[:], b.org, actor,
 	}
 	if want := []string{"a-microsecond-left", "signed-in-an-hour-ago"}; !slices.Equal(left, want) {
 		t.Errorf("sessions left = %q, want %q", left, want)
+	}
+}
+
+// TestDirectoryRetention: an entry of the provider job directory goes once
+// its retention (its registration plus the Run retention) has passed, one
+// a microsecond inside it stays, and an entry a registration took over
+// (its retention moved on) stays. On a cluster the directory is sharded by
+// provider_job_id, apart from every other table: the pass reads and
+// deletes per shard.
+func TestDirectoryRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := b.clock.Now()
+	entry := func(providerJobID string, retainUntil time.Time) {
+		t.Helper()
+		if _, err := b.db.Exec(b.ctx, `
+INSERT INTO agent.provider_job_directory (provider, provider_job_id, organization_id, job_id, registered_at, retain_until)
+VALUES ('acme', $1, $2, $3, $4::timestamptz - interval '396 days', $4)`, providerJobID, uuid.New(), uuid.New(), retainUntil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 6 {
+		entry(fmt.Sprintf("old-%d", i), now.Add(-time.Duration(i+1)*time.Hour))
+	}
+	entry("at-retention", now)
+	entry("inside", now.Add(time.Microsecond))
+
+	rep := b.runOnce(t, b.sweeper(t, Config{}))
+	if r := rep.Directory; r.Table != TableDirectory || r.Read != 7 || r.Deleted != 7 || r.Passes != 1 || r.Backlog {
+		t.Errorf("directory report = %+v, want 7 read, 7 deleted in 1 pass, no backlog", r)
+	}
+	rows, err := b.db.Query(b.ctx, `SELECT provider_job_id FROM agent.provider_job_directory ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"inside"}; !slices.Equal(left, want) {
+		t.Errorf("entries left = %q, want %q", left, want)
 	}
 }

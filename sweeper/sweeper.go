@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/shardpass"
 	"github.com/searchd/searchd/providerjobs"
 )
 
@@ -33,6 +35,9 @@ const (
 	// TableSessions holds the console's sessions, deleted at their
 	// expiry.
 	TableSessions = "agent.console_sessions"
+	// TableDirectory holds the provider job directory: an entry names its
+	// job until the Run retention after its registration.
+	TableDirectory = "agent.provider_job_directory"
 )
 
 // SnapshotMinAge is how old a snapshot must be before it may be deleted: the
@@ -44,15 +49,18 @@ const (
 const SnapshotMinAge = idempotency.SavedSearchStartRetention + time.Hour
 
 // DB is what the sweeper needs of a database handle, usually a
-// *pgxpool.Pool: each pass is one transaction.
+// *pgxpool.Pool: a read of what is due, then one transaction per pass (per
+// shard, on a cluster).
 type DB interface {
+	shardpass.DB
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // TableReport is what one run did to one table.
 type TableReport struct {
-	// Table is TableClaims, TableRuns, TableSnapshots, TableDrops,
-	// TableResolutions, TableInbox or TableSessions.
+	// Table is TableClaims, TableOccurrences, TableRuns, TableDirectory,
+	// TableSnapshots, TableDrops, TableResolutions, TableInbox or
+	// TableSessions.
 	Table string
 	// Read is the number of rows the passes selected as past retention.
 	Read int
@@ -78,8 +86,10 @@ type TableReport struct {
 
 // Report is what one run did.
 type Report struct {
-	Claims    TableReport
-	Runs      TableReport
+	Claims TableReport
+	Runs   TableReport
+	// Directory is the report of TableDirectory.
+	Directory TableReport
 	Snapshots TableReport
 	Drops     TableReport
 	// Resolutions is the report of TableResolutions.
@@ -95,66 +105,60 @@ type Report struct {
 
 // Tables returns the table reports in the order the run swept them.
 func (r Report) Tables() []TableReport {
-	return []TableReport{r.Claims, r.Occurrences, r.Runs, r.Snapshots, r.Drops, r.Resolutions, r.Inbox, r.Sessions}
+	return []TableReport{r.Claims, r.Occurrences, r.Runs, r.Directory, r.Snapshots, r.Drops, r.Resolutions, r.Inbox, r.Sessions}
 }
 
 // Backlog reports whether any table was left with a backlog.
 func (r Report) Backlog() bool {
-	return r.Claims.Backlog || r.Runs.Backlog || r.Snapshots.Backlog || r.Drops.Backlog || r.Resolutions.Backlog ||
-		r.Inbox.Backlog || r.Occurrences.Backlog || r.Sessions.Backlog
+	return r.Claims.Backlog || r.Occurrences.Backlog || r.Runs.Backlog || r.Directory.Backlog || r.Snapshots.Backlog ||
+		r.Drops.Backlog || r.Resolutions.Backlog || r.Inbox.Backlog || r.Sessions.Backlog
 }
 
-// target is one table's pair of statements. Reads take ($1 now, $2 bound,
-// extra...) and return (id, ctid) rows; deletes take ($1 now, $2 ctids,
-// extra...).
+// target is one table's pass (internal/shardpass: what is due, found
+// oldest first and grouped by shard) and the pair of statements each of its
+// steps runs. The statements take named arguments: @now, @all, @keys,
+// @limit, the read's @ctids and @ids for the delete (a ctid names a row in
+// one table; the copies of a reference table delete by id), and the
+// target's own.
 type target struct {
 	table        string
+	pass         *shardpass.Pass
 	read, delete string
-	extra        []any
+	extra        pgx.NamedArgs
 	report       func(*Report) *TableReport
 }
 
+func newTarget(table, due, read, delete string, extra pgx.NamedArgs, report func(*Report) *TableReport) target {
+	return target{table: table, pass: shardpass.New(table, due), read: read, delete: delete, extra: extra, report: report}
+}
+
 var targets = []target{
-	{
-		table: TableClaims, read: claimExpiredRead, delete: claimExpiredDelete,
-		report: func(r *Report) *TableReport { return &r.Claims },
-	},
-	{
-		// Before the Runs: an occurrence is kept as long as its Run
-		// (retain_until is the Run's), so both go in the same run.
-		table: TableOccurrences, read: occurrenceExpiredRead, delete: occurrenceExpiredDelete,
-		report: func(r *Report) *TableReport { return &r.Occurrences },
-	},
-	{
-		table: TableRuns, read: runExpiredRead, delete: runExpiredDelete,
-		report: func(r *Report) *TableReport { return &r.Runs },
-	},
-	{
-		// After the Runs, so the snapshots of Runs deleted in this run go
-		// in this run too.
-		table: TableSnapshots, read: snapshotOrphanRead, delete: snapshotOrphanDelete,
-		extra:  []any{SnapshotMinAge.Microseconds(), idempotency.ScopeSavedSearchStart},
-		report: func(r *Report) *TableReport { return &r.Snapshots },
-	},
-	{
-		table: TableDrops, read: dropExpiredRead, delete: dropExpiredDelete,
-		extra:  []any{providerjobs.DropRetention.Microseconds()},
-		report: func(r *Report) *TableReport { return &r.Drops },
-	},
-	{
-		table: TableResolutions, read: resolutionExpiredRead, delete: resolutionExpiredDelete,
-		report: func(r *Report) *TableReport { return &r.Resolutions },
-	},
-	{
-		// Kept as long as the drop audit, which may name its deliveries.
-		table: TableInbox, read: inboxExpiredRead, delete: inboxExpiredDelete,
-		extra:  []any{providerjobs.DropRetention.Microseconds()},
-		report: func(r *Report) *TableReport { return &r.Inbox },
-	},
-	{
-		table: TableSessions, read: sessionExpiredRead, delete: sessionExpiredDelete,
-		report: func(r *Report) *TableReport { return &r.Sessions },
-	},
+	newTarget(TableClaims, claimExpiredDue, claimExpiredRead, claimExpiredDelete, nil,
+		func(r *Report) *TableReport { return &r.Claims }),
+	// Before the Runs: an occurrence is kept as long as its Run
+	// (retain_until is the Run's), so both go in the same run.
+	newTarget(TableOccurrences, occurrenceExpiredDue, occurrenceExpiredRead, occurrenceExpiredDelete, nil,
+		func(r *Report) *TableReport { return &r.Occurrences }),
+	newTarget(TableRuns, runExpiredDue, runExpiredRead, runExpiredDelete, nil,
+		func(r *Report) *TableReport { return &r.Runs }),
+	newTarget(TableDirectory, directoryExpiredDue, directoryExpiredRead, directoryExpiredDelete, nil,
+		func(r *Report) *TableReport { return &r.Directory }),
+	// After the Runs, so the snapshots of Runs deleted in this run go in
+	// this run too.
+	newTarget(TableSnapshots, snapshotOrphanDue, snapshotOrphanRead, snapshotOrphanDelete,
+		pgx.NamedArgs{"min_age_us": SnapshotMinAge.Microseconds(), "scope": idempotency.ScopeSavedSearchStart},
+		func(r *Report) *TableReport { return &r.Snapshots }),
+	newTarget(TableDrops, dropExpiredDue, dropExpiredRead, dropExpiredDelete,
+		pgx.NamedArgs{"retention_us": providerjobs.DropRetention.Microseconds()},
+		func(r *Report) *TableReport { return &r.Drops }),
+	newTarget(TableResolutions, resolutionExpiredDue, resolutionExpiredRead, resolutionExpiredDelete, nil,
+		func(r *Report) *TableReport { return &r.Resolutions }),
+	// Kept as long as the drop audit, which may name its deliveries.
+	newTarget(TableInbox, inboxExpiredDue, inboxExpiredRead, inboxExpiredDelete,
+		pgx.NamedArgs{"retention_us": providerjobs.DropRetention.Microseconds()},
+		func(r *Report) *TableReport { return &r.Inbox }),
+	newTarget(TableSessions, sessionExpiredDue, sessionExpiredRead, sessionExpiredDelete, nil,
+		func(r *Report) *TableReport { return &r.Sessions }),
 }
 
 // Sweeper deletes rows past their retention in bounded passes. It is safe for
@@ -180,9 +184,9 @@ func New(db DB, cfg Config) (*Sweeper, error) {
 func (s *Sweeper) Config() Config { return s.cfg }
 
 // RunOnce sweeps each table once: claims, then occurrences of schedules,
-// then Runs, then snapshots, then
-// dropped deliveries, then resolutions of uncertain tool calls, then the
-// inbox's finished arrivals, each
+// then Runs, then the provider job directory, then snapshots, then dropped
+// deliveries, then resolutions of uncertain tool calls, then the inbox's
+// finished arrivals, then expired console sessions, each
 // until a pass reads less than Bound or MaxPasses passes have run, resting
 // between passes as Duty asks. It logs a summary per table, and a warning
 // for every table it leaves with a backlog.
@@ -287,12 +291,29 @@ func (s *Sweeper) sweep(ctx context.Context, t target) (TableReport, error) {
 }
 
 // pass reads at most Bound rows of t past retention, locking them, and
-// deletes those still past it, in one transaction. It reports no rows read
-// or deleted when it fails: the transaction is rolled back.
+// deletes those still past it: in one transaction on PostgreSQL, in one per
+// shard that holds rows due on a cluster (internal/shardpass), each
+// locking and deleting rows of its shard alone. A failed transaction is
+// rolled back and counts nothing; the others count, and the failures are
+// returned joined.
 func (s *Sweeper) pass(ctx context.Context, t target) (read, deleted int, err error) {
-	now := s.nowArg()
+	args := pgx.NamedArgs{"now": s.nowArg()}
+	for k, v := range t.extra {
+		args[k] = v
+	}
+	err = t.pass.Run(ctx, s.db, s.cfg.Bound, args, func(ctx context.Context, g shardpass.Group) error {
+		r, d, err := s.step(ctx, t, g.Args(args))
+		read, deleted = read+r, deleted+d
+		return err
+	})
+	return read, deleted, err
+}
+
+// step is one transaction of a pass: the read of the rows of one group,
+// locked, and the delete of those still past retention.
+func (s *Sweeper) step(ctx context.Context, t target, args pgx.NamedArgs) (read, deleted int, err error) {
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, t.read, append([]any{now, s.cfg.Bound}, t.extra...)...)
+		rows, err := tx.Query(ctx, t.read, args)
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
@@ -317,7 +338,9 @@ func (s *Sweeper) pass(ctx context.Context, t target) (read, deleted int, err er
 				return err
 			}
 		}
-		tag, err := tx.Exec(ctx, t.delete, append([]any{now, ctids}, t.extra...)...)
+		del := maps.Clone(args)
+		del["ctids"], del["ids"] = ctids, ids
+		tag, err := tx.Exec(ctx, t.delete, del)
 		if err != nil {
 			return fmt.Errorf("delete: %w", err)
 		}
@@ -350,8 +373,8 @@ func (s *Sweeper) rest(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// nowArg is the $now argument: NULL in production, the stub in tests. One
-// value serves both statements of a pass.
+// nowArg is the @now argument: NULL in production, the stub in tests. One
+// value serves every statement of a pass.
 func (s *Sweeper) nowArg() any { return s.cfg.Clock.Arg() }
 
 // Run sweeps until ctx ends: first after a random delay of at most Jitter,

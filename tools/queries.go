@@ -23,18 +23,19 @@ FOR UPDATE OF k`
 const callUncertain = `k.status = 'completed' AND k.response->>'outcome' = 'uncertain'`
 
 // callMarkDelivered replaces the uncertain answer of a completed claim with
-// the person's: delivered. The resource columns stay. $1 id, $2 response.
+// the person's: delivered. The resource columns stay. $1 org, $2 id,
+// $3 response.
 const callMarkDelivered = `
 UPDATE agent.idempotency_keys AS k
-SET response = $2::jsonb
-WHERE k.id = $1 AND ` + callUncertain
+SET response = $3::jsonb
+WHERE k.organization_id = $1 AND k.id = $2 AND ` + callUncertain
 
 // callAuthorizeRetry removes the uncertain answer from the journal, so the
 // next attempt of the call claims its key afresh and makes the call.
-// $1 id.
+// $1 org, $2 id.
 const callAuthorizeRetry = `
 DELETE FROM agent.idempotency_keys AS k
-WHERE k.id = $1 AND ` + callUncertain
+WHERE k.organization_id = $1 AND k.id = $2 AND ` + callUncertain
 
 // resolutionInsert records a resolution. Its parameters are named (pgx.StrictNamedArgs); the retention is
 // microseconds.
@@ -42,7 +43,7 @@ const resolutionInsert = `
 INSERT INTO agent.tool_call_resolutions
 	(id, organization_id, scope, key, claim_id, resolution, actor, reason,
 	 uncertain_answer, resolved_at, retain_until)
-SELECT @id, @org, @scope, @key, @claim_id, @resolution, @actor, @reason, @uncertain_answer::jsonb,
-	c.now, c.now + @retention_us::bigint * interval '1 microsecond'
-FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+VALUES (@id::uuid, @org::uuid, @scope::text, @key::text, @claim_id::uuid, @resolution::text, @actor::text,
+	@reason::text, @uncertain_answer::jsonb,
+	coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
 RETURNING resolved_at`

@@ -205,12 +205,12 @@ func (r *Resolver) Resolve(ctx context.Context, p ResolveParams) (*Resolved, err
 			if err != nil {
 				return err
 			}
-			tag, err = tx.Exec(ctx, callMarkDelivered, claimID, string(body))
+			tag, err = tx.Exec(ctx, callMarkDelivered, p.OrganizationID, claimID, string(body))
 			if err != nil {
 				return err
 			}
 		case ResolutionRetry:
-			if tag, err = tx.Exec(ctx, callAuthorizeRetry, claimID); err != nil {
+			if tag, err = tx.Exec(ctx, callAuthorizeRetry, p.OrganizationID, claimID); err != nil {
 				return err
 			}
 		}

@@ -53,25 +53,25 @@ SELECT EXISTS (
 // idempotency.recordColumns.
 const thinRecordColumns = `k.id, k.organization_id, k.scope, k.key, k.request_hash, k.status,
 	k.lease_token, k.resource_type, k.resource_id, k.response,
-	k.claimed_at, k.lease_expires_at, k.retain_until`
+	k.claimed_at, k.lease_expires_at, k.retain_until, k.waited`
 
 // idempotency.claimInsert.
 const thinClaimInsert = `
 INSERT INTO agent.idempotency_keys AS k
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 claimed_at, lease_expires_at, retain_until)
-SELECT @id, @org, @scope, @key, @request_hash, 'processing', @lease_token,
-	c.now, c.now + @lease_us::bigint * interval '1 microsecond',
-	c.now + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond'
-FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+VALUES (@id::uuid, @org::uuid, @scope::text, @key::text, @request_hash::text, 'processing', @lease_token::uuid,
+	coalesce(@now::timestamptz, now()),
+	coalesce(@now::timestamptz, now()) + @lease_us::bigint * interval '1 microsecond',
+	coalesce(@now::timestamptz, now()) + greatest(@lease_us::bigint, @retention_us::bigint) * interval '1 microsecond')
 ON CONFLICT (organization_id, scope, key) DO NOTHING
-RETURNING ` + thinRecordColumns + `, coalesce(@now::timestamptz, now())`
+RETURNING ` + thinRecordColumns + `, k.claimed_at`
 
 // snapshot.savedSearchFreezeRead.
 const thinSavedSearchFreezeRead = `
 SELECT s.name, s.brief, s.version, b.items, b.cursor, now()
 FROM agent.saved_searches s
-JOIN agent.saved_search_baselines b ON b.saved_search_id = s.id
+JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 
 // snapshot.snapshotInsert.
@@ -86,11 +86,11 @@ VALUES (@id::uuid, @org::uuid, @saved_search_id::uuid, @version::bigint, @name::
 const thinClaimCompleteOrAbort = `
 WITH done AS (
 	UPDATE agent.idempotency_keys AS k
-	SET status = 'completed', resource_type = $3, resource_id = $4, response = $5
-	WHERE k.id = $1 AND k.lease_token = $2 AND k.status = 'processing'
-	RETURNING k.id)
-SELECT CASE WHEN EXISTS (SELECT FROM done) THEN true
-	ELSE agent.idempotency_fence_lost($1::uuid) END`
+	SET status = 'completed', resource_type = $4, resource_id = $5, response = $6
+	WHERE k.organization_id = $1 AND k.id = $2 AND k.lease_token = $3 AND k.status = 'processing'
+	RETURNING k.waited)
+SELECT CASE WHEN EXISTS (SELECT FROM done) THEN (SELECT d.waited FROM done d)
+	ELSE agent.idempotency_fence_lost($2::uuid) END`
 
 // runs.runInsert: the Run and its outbox row (its dispatch) in one statement.
 const thinRunInsert = `
@@ -98,10 +98,10 @@ WITH admitted AS (
 	INSERT INTO agent.runs AS r
 		(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
 		 name, status, options, input, created_by, created_at, retain_until)
-	SELECT @id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
+	VALUES (@id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
 		@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
-		@input::jsonb, @created_by::text, c.now, c.now + @retention_us::bigint * interval '1 microsecond'
-	FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+		@input::jsonb, @created_by::text, coalesce(@now::timestamptz, now()),
+		coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
 	ON CONFLICT (organization_id, start_key) DO NOTHING
 	RETURNING *
 ), outbox AS (
@@ -201,11 +201,12 @@ type thinRecord struct {
 	resourceType, resourceID                  *string
 	response                                  json.RawMessage
 	claimedAt, leaseExpires, retain, observed time.Time
+	waited                                    bool
 }
 
 func (r *thinRecord) dest() []any {
 	return []any{&r.id, &r.org, &r.scope, &r.key, &r.hash, &r.status, &r.leaseToken,
-		&r.resourceType, &r.resourceID, &r.response, &r.claimedAt, &r.leaseExpires, &r.retain, &r.observed}
+		&r.resourceType, &r.resourceID, &r.response, &r.claimedAt, &r.leaseExpires, &r.retain, &r.waited, &r.observed}
 }
 
 type thinOptions struct {
@@ -333,7 +334,7 @@ func (t *thin) start(c echo.Context) error {
 		"retention_us": runs.Retention.Microseconds(), "now": nil,
 	}).
 		QueryRow(func(row pgx.Row) error { return row.Scan(run.dest()...) })
-	second.Queue(thinClaimCompleteOrAbort, claim.id, claim.leaseToken, admission.ResourceType, snap.ID.String(), string(response))
+	second.Queue(thinClaimCompleteOrAbort, t.org, claim.id, claim.leaseToken, admission.ResourceType, snap.ID.String(), string(response))
 	second.Queue("commit")
 	if err := conn.SendBatch(ctx, second).Close(); err != nil {
 		if conn.Conn().PgConn().TxStatus() != 'I' {

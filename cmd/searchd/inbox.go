@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -30,7 +29,7 @@ Run searchd inbox show --help or searchd inbox list --help for flags.
 
 var (
 	inboxShowCommand = command{"searchd inbox show --provider P --delivery-id ID [--json]",
-		"Print one arrival of the provider inbox, with the copies counted on it.",
+		"Print the arrival of a delivery in the provider inbox, with the copies counted on it (one per organization whose job a delivery with the id named; nearly always one; --json prints one object per arrival).",
 		cmdInbox}
 	inboxListCommand = command{"searchd inbox list [--provider P] [--status pending|applied|dropped] [--limit N] [--json]",
 		"Print arrivals of the provider inbox, newest first; --status pending lists what the applier has still to apply.",
@@ -144,23 +143,34 @@ func (a *app) inboxShow(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeDB()
-	e, err := svc.GetArrival(ctx, *provider, *deliveryID)
-	if errors.Is(err, providerjobs.ErrNotFound) {
+	found, err := svc.FindArrivals(ctx, *provider, *deliveryID)
+	if err != nil {
+		return err
+	}
+	if len(found) == 0 {
 		return fmt.Errorf("no arrival is stored for provider %s, delivery id %q", *provider, *deliveryID)
 	}
-	if err != nil {
-		return err
+	// A delivery id is unique per organization (of the job its body
+	// names): nearly always one arrival, each printed on its own.
+	for i := range found {
+		e := &found[i]
+		c, err := svc.ArrivalCopies(ctx, e.OrganizationID, e.ID)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(a.stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(arrivalView(e, &c)); err != nil {
+				return err
+			}
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(a.stdout)
+		}
+		printArrival(a.stdout, e, c)
 	}
-	c, err := svc.ArrivalCopies(ctx, e.ID)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(arrivalView(e, &c))
-	}
-	printArrival(a.stdout, e, c)
 	return nil
 }
 

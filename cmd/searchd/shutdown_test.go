@@ -97,7 +97,8 @@ func TestShutdownReleasesTheClaimOfAStartCutOffInsideItsFreeze(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lock.Rollback(ctx)
-	if _, err := lock.Exec(ctx, `SELECT 1 FROM agent.saved_searches WHERE id = $1 FOR UPDATE`, ss.ID); err != nil {
+	if _, err := lock.Exec(ctx, `SELECT 1 FROM agent.saved_searches WHERE organization_id = $1 AND id = $2 FOR UPDATE`,
+		org, ss.ID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -163,9 +164,8 @@ func TestShutdownReleasesTheClaimOfAStartCutOffInsideItsFreeze(t *testing.T) {
 
 	holder := start("")
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var blocked int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&blocked); err != nil {
+		blocked, err := pgtest.LockWaits(ctx, pool)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if blocked > 0 && claimStatus() == string(idempotency.StatusProcessing) {

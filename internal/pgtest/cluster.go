@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +67,10 @@ type Cluster struct {
 	adminURL string
 	admin    *pgxpool.Pool
 	local    *localServer // nil for an external server
+	// workers are the Citus workers of a Citus cluster (Options.Citus),
+	// with an admin pool each; the coordinator is local and admin.
+	workers      []*localServer
+	workerAdmins []*pgxpool.Pool
 
 	tmplMu   sync.Mutex
 	tmplName string // non-empty once the template exists
@@ -98,6 +104,20 @@ type Options struct {
 	// is used as it is configured; print its settings ([Cluster.Settings])
 	// to see what was measured.
 	Durable bool
+	// Citus starts a Citus cluster instead of one server: a coordinator
+	// and CitusWorkers workers (2 by default), each a throwaway server
+	// with the citus extension preloaded. Every database [Cluster.CreateDB]
+	// hands out is one on all of them, made a cluster ([pgcluster.JoinCitus])
+	// and migrated on the coordinator, whose URL it returns; migration
+	// 00019 distributes the tables. It needs the extension installed
+	// ([pgcluster.CitusInstalled]). An external server is used as it is.
+	Citus bool
+	// CitusWorkers is the number of workers of a Citus cluster; 0 is 2.
+	CitusWorkers int
+	// ShardCount is citus.shard_count, the shards each distributed table
+	// is split into; 0 keeps Citus's default (32). The tests use 4: fewer
+	// shards to create per database, still two per worker.
+	ShardCount int
 }
 
 // StartWith is [Start] with options.
@@ -106,7 +126,13 @@ func StartWith(ctx context.Context, opts Options) (*Cluster, error) {
 	if u := externalURL(); u != "" {
 		c.adminURL = u
 	} else {
-		ls, err := startLocal(ctx, opts)
+		var ls *localServer
+		var err error
+		if opts.Citus {
+			ls, err = c.startCitus(ctx, opts)
+		} else {
+			ls, err = startLocal(ctx, opts, roleSingle)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -184,10 +210,68 @@ func (c *Cluster) Stop() error {
 }
 
 func (c *Cluster) stopLocal() error {
-	if c.local == nil {
-		return nil
+	for _, p := range c.workerAdmins {
+		p.Close()
 	}
-	return c.local.stop()
+	var errs []error
+	if c.local != nil {
+		errs = append(errs, c.local.stop())
+	}
+	for _, w := range c.workers {
+		errs = append(errs, w.stop())
+	}
+	return errors.Join(errs...)
+}
+
+// Citus reports whether the cluster is a Citus cluster this process
+// started.
+func (c *Cluster) Citus() bool { return len(c.workers) > 0 }
+
+// Workers returns the admin connection strings of the workers of a Citus
+// cluster, none for any other.
+func (c *Cluster) Workers() []string {
+	var out []string
+	for _, w := range c.workers {
+		out = append(out, w.adminURL)
+	}
+	return out
+}
+
+// startCitus starts the coordinator and the workers of a Citus cluster
+// and opens an admin pool on each worker; it returns the coordinator. On
+// error nothing is left running.
+func (c *Cluster) startCitus(ctx context.Context, opts Options) (_ *localServer, err error) {
+	bins, err := findBinaries()
+	if err != nil {
+		return nil, err
+	}
+	if err := pgcluster.CitusInstalled(bins); err != nil {
+		return nil, fmt.Errorf("pgtest: %s=1: %w", EnvCitus, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = c.stopLocal()
+			c.workers, c.workerAdmins = nil, nil
+		}
+	}()
+	for range cmp.Or(opts.CitusWorkers, 2) {
+		w, err := startLocal(ctx, opts, roleWorker)
+		if err != nil {
+			return nil, err
+		}
+		c.workers = append(c.workers, w)
+		cfg, err := pgxpool.ParseConfig(w.adminURL)
+		if err != nil {
+			return nil, err
+		}
+		cfg.MaxConns = 4
+		p, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("pgtest: connecting to a Citus worker: %w", err)
+		}
+		c.workerAdmins = append(c.workerAdmins, p)
+	}
+	return startLocal(ctx, opts, roleCoordinator)
 }
 
 // CreateDB creates a database cloned from the migrated template and returns
@@ -215,18 +299,25 @@ func (c *Cluster) createDB(ctx context.Context) (string, func() error, error) {
 	}
 	name := "searchd_test_" + randomHex(8)
 	sql := "CREATE DATABASE " + quoteIdent(name) + " TEMPLATE " + quoteIdent(tmpl)
-	for attempt := 1; ; attempt++ {
-		_, err = c.admin.Exec(ctx, sql)
-		if err == nil {
-			break
-		}
-		// 55006: the template is being accessed by other users. The
-		// template refuses connections, so this is transient.
-		if sqlState(err) != "55006" || attempt == createRetries {
-			return "", nil, fmt.Errorf("pgtest: creating database %s from template %s: %w", name, tmpl, err)
-		}
-		if err := sleep(ctx, time.Duration(attempt)*50*time.Millisecond); err != nil {
-			return "", nil, fmt.Errorf("pgtest: creating database %s: %w", name, err)
+	// On a Citus cluster the database is cloned on every node, workers
+	// first: the coordinator's copy of the metadata names the workers'
+	// copies of the shards, which have the same names in each clone.
+	for _, admin := range append(slices.Clone(c.workerAdmins), c.admin) {
+		for attempt := 1; ; attempt++ {
+			_, err = admin.Exec(ctx, sql)
+			if err == nil {
+				break
+			}
+			// 55006: the template is being accessed by other users. The
+			// template refuses connections, so this is transient.
+			if sqlState(err) != "55006" || attempt == createRetries {
+				_ = c.dropDB(name)
+				return "", nil, fmt.Errorf("pgtest: creating database %s from template %s: %w", name, tmpl, err)
+			}
+			if err := sleep(ctx, time.Duration(attempt)*50*time.Millisecond); err != nil {
+				_ = c.dropDB(name)
+				return "", nil, fmt.Errorf("pgtest: creating database %s: %w", name, err)
+			}
 		}
 	}
 	dbURL, err := withDatabase(c.adminURL, name)
@@ -243,15 +334,53 @@ func (c *Cluster) createDB(ctx context.Context) (string, func() error, error) {
 	return dbURL, drop, nil
 }
 
-// dropDB drops the named database, disconnecting any sessions still using it.
+// dropDB drops the named database, disconnecting any sessions still using
+// it: on every node of a Citus cluster, the coordinator first. There each
+// node's Citus maintenance daemon holds sessions to every other node's
+// copy of the database, reconnects those that are ended, and may be
+// waiting on one when its own copy is dropped (it then outlasts the drop's
+// wait). So the copies are first closed to new connections everywhere and
+// their client sessions ended everywhere; then each drop stops its node's
+// daemon and ends what is left.
 func (c *Cluster) dropDB(name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 	defer cancel()
-	_, err := c.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)")
-	if err != nil {
-		return fmt.Errorf("pgtest: dropping database %s: %w", name, err)
+	admins := append([]*pgxpool.Pool{c.admin}, c.workerAdmins...)
+	if c.Citus() {
+		for _, admin := range admins {
+			_, _ = admin.Exec(ctx, "ALTER DATABASE "+quoteIdent(name)+" WITH ALLOW_CONNECTIONS false")
+		}
+		for _, admin := range admins {
+			_, _ = admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				WHERE datname = $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid()`, name)
+		}
 	}
-	return nil
+	var errs []error
+	for _, admin := range admins {
+		if err := dropOn(ctx, admin, name); err != nil {
+			errs = append(errs, fmt.Errorf("pgtest: dropping database %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dropOn drops the database name of one server. A Citus maintenance daemon
+// busy on a remote call outlasts the forced drop's wait for its sessions
+// (the drop signalled it, and it exits once the call returns): the drop is
+// tried again, with whatever still holds the database ended again, until
+// ctx ends.
+func dropOn(ctx context.Context, admin *pgxpool.Pool, name string) error {
+	for attempt := 1; ; attempt++ {
+		_, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)")
+		if err == nil || sqlState(err) != "55006" {
+			return err
+		}
+		_, _ = admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = $1 AND pid <> pg_backend_pid()`, name)
+		if serr := sleep(ctx, time.Duration(min(attempt, 10))*100*time.Millisecond); serr != nil {
+			return err
+		}
+	}
 }
 
 // template returns the name of the migrated template database, building it
@@ -309,9 +438,8 @@ func (c *Cluster) ensureTemplate(ctx context.Context) (name string, err error) {
 	}
 
 	build := name + "_build_" + randomHex(4)
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+quoteIdent(build)+
-		" TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'")
-	if err != nil {
+	create := "CREATE DATABASE " + quoteIdent(build) + " TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"
+	if _, err = conn.Exec(ctx, create); err != nil {
 		return "", fmt.Errorf("pgtest: creating template database %s: %w", build, err)
 	}
 	keep := false
@@ -320,13 +448,28 @@ func (c *Cluster) ensureTemplate(ctx context.Context) (name string, err error) {
 			_ = c.dropDB(build)
 		}
 	}()
+	for _, w := range c.workerAdmins {
+		if _, err = w.Exec(ctx, create); err != nil {
+			return "", fmt.Errorf("pgtest: creating template database %s on a Citus worker: %w", build, err)
+		}
+	}
 
 	buildURL, err := withDatabase(c.adminURL, build)
 	if err != nil {
 		return "", err
 	}
+	if c.Citus() {
+		if err := c.joinCitus(ctx, build); err != nil {
+			return "", err
+		}
+	}
 	if _, err := migrations.Up(ctx, buildURL); err != nil {
 		return "", fmt.Errorf("pgtest: migrating template database %s: %w", build, err)
+	}
+	for _, w := range c.workerAdmins {
+		if err := closeTemplate(ctx, w, build, name); err != nil {
+			return "", err
+		}
 	}
 
 	if _, err := conn.Exec(ctx, "ALTER DATABASE "+quoteIdent(build)+" WITH ALLOW_CONNECTIONS false"); err != nil {
@@ -363,6 +506,54 @@ func (c *Cluster) ensureTemplate(ctx context.Context) (name string, err error) {
 	}
 }
 
+// joinCitus makes the database build of every node one Citus cluster: the
+// workers join the coordinator, each by the directory of its socket.
+func (c *Cluster) joinCitus(ctx context.Context, build string) error {
+	coordinatorURL, err := withDatabase(c.adminURL, build)
+	if err != nil {
+		return err
+	}
+	var urls []string
+	var nodes []pgcluster.CitusNode
+	for _, w := range c.workers {
+		u, err := withDatabase(w.adminURL, build)
+		if err != nil {
+			return err
+		}
+		urls = append(urls, u)
+		nodes = append(nodes, w.node())
+	}
+	if err := pgcluster.JoinCitus(ctx, coordinatorURL, c.local.node(), urls, nodes); err != nil {
+		return fmt.Errorf("pgtest: making %s a Citus cluster: %w", build, err)
+	}
+	return nil
+}
+
+// closeTemplate closes the database build of a Citus worker to connections
+// and renames it to name, as ensureTemplate does on the coordinator (which
+// it does after the workers, so the coordinator's sessions to them are
+// gone with their database's sessions).
+func closeTemplate(ctx context.Context, admin *pgxpool.Pool, build, name string) error {
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+quoteIdent(build)+" WITH ALLOW_CONNECTIONS false"); err != nil {
+		return fmt.Errorf("pgtest: closing template %s on a Citus worker: %w", build, err)
+	}
+	for attempt := 1; ; attempt++ {
+		_, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", build)
+		if err == nil {
+			_, err = admin.Exec(ctx, "ALTER DATABASE "+quoteIdent(build)+" RENAME TO "+quoteIdent(name))
+		}
+		if err == nil {
+			return nil
+		}
+		if sqlState(err) != "55006" || attempt == createRetries {
+			return fmt.Errorf("pgtest: renaming %s to %s on a Citus worker: %w", build, name, err)
+		}
+		if err := sleep(ctx, time.Duration(attempt)*50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
 // templateName derives the template database name from the names and
 // contents of the files in migrations.FS, so a change to any migration
 // yields a new template.
@@ -388,15 +579,32 @@ func templateName() (string, error) {
 
 // localServer is a throwaway cluster run by this process.
 type localServer struct {
-	dir      string
-	adminURL string
-	proc     *pgcluster.Process
+	dir       string
+	socketDir string
+	adminURL  string
+	proc      *pgcluster.Process
 }
+
+// node is how the other nodes of a Citus cluster reach the server: by the
+// directory of its unix socket.
+func (s *localServer) node() pgcluster.CitusNode {
+	return pgcluster.CitusNode{Host: s.socketDir, Port: localPort}
+}
+
+// role is what a throwaway server is: a server of its own, or a node of a
+// Citus cluster.
+type role int
+
+const (
+	roleSingle role = iota
+	roleCoordinator
+	roleWorker
+)
 
 // startLocal initialises and starts a throwaway cluster and waits until it
 // accepts connections. On error nothing is left running and the temporary
 // directory is removed.
-func startLocal(ctx context.Context, opts Options) (_ *localServer, err error) {
+func startLocal(ctx context.Context, opts Options, r role) (_ *localServer, err error) {
 	bins, err := findBinaries()
 	if err != nil {
 		return nil, err
@@ -452,15 +660,28 @@ func startLocal(ctx context.Context, opts Options) (_ *localServer, err error) {
 	if opts.Durable {
 		durability = "on"
 	}
+	settings := []string{
+		"fsync=" + durability,
+		"synchronous_commit=" + durability,
+		"full_page_writes=" + durability,
+		"max_connections=300",
+		"shared_buffers=128MB",
+	}
+	switch r {
+	case roleCoordinator:
+		settings = append(settings, pgcluster.CitusSettings(300)...)
+		if opts.ShardCount > 0 {
+			settings = append(settings, fmt.Sprintf("citus.shard_count=%d", opts.ShardCount))
+		}
+	case roleWorker:
+		// A worker serves the coordinator's connections of every test
+		// database at once: more connections, less memory.
+		settings = append(settings, "shared_buffers=64MB")
+		settings = append(settings, pgcluster.CitusSettings(500)...)
+	}
 	server := pgcluster.ServerConfig{
 		Postgres: bins.Postgres, DataDir: dataDir, Dir: dir, SocketDir: sockDir, Port: localPort,
-		Settings: []string{
-			"fsync=" + durability,
-			"synchronous_commit=" + durability,
-			"full_page_writes=" + durability,
-			"max_connections=300",
-			"shared_buffers=128MB",
-		},
+		Settings:   settings,
 		LogPath:    filepath.Join(dir, "postgres.log"),
 		Credential: cred,
 		// SIGKILL: the cluster dies with the test binary, even when that
@@ -472,7 +693,7 @@ func startLocal(ctx context.Context, opts Options) (_ *localServer, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	return &localServer{dir: dir, proc: proc, adminURL: server.URL("postgres")}, nil
+	return &localServer{dir: dir, socketDir: sockDir, proc: proc, adminURL: server.URL("postgres")}, nil
 }
 
 // stop shuts the server down (fast shutdown, then SIGKILL after

@@ -60,9 +60,14 @@ type sharedServer struct {
 // shared is the tests' cluster; durable is the benchmarks' (see
 // [NewDurableDBURL]), started only by a binary that asks for it.
 var (
-	shared  = &sharedServer{}
+	shared  = &sharedServer{opts: Options{Citus: Citus(), ShardCount: citusTestShards}}
 	durable = &sharedServer{opts: Options{Durable: true}}
 )
+
+// citusTestShards is the shard count of the tests' Citus cluster: two
+// shards per worker, so a test's organizations land on both workers and
+// on several shards of each, and a database clones quickly.
+const citusTestShards = 4
 
 func (s *sharedServer) get() (*Cluster, error) {
 	s.mu.Lock()
@@ -273,3 +278,13 @@ func OpenDB() (*pgxpool.Pool, error) {
 	_ = drop()
 	return nil, fmt.Errorf("pgtest: opening pool: %w", err)
 }
+
+// EnvCitus, set to 1, makes the harness's throwaway cluster a Citus
+// cluster: a coordinator and two workers (`make test-citus`). Tests then
+// run against the coordinator, on databases whose tables migration 00019
+// distributed.
+const EnvCitus = "SEARCHD_TEST_CITUS"
+
+// Citus reports whether the tests of this binary run on a Citus cluster
+// ([EnvCitus]).
+func Citus() bool { return os.Getenv(EnvCitus) == "1" }

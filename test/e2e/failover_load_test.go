@@ -74,13 +74,14 @@ type callbackLoad struct {
 	failures []string
 }
 
-// newCallbackLoad registers the jobs, each for a direct Run of its own.
-func newCallbackLoad(ctx context.Context, s *scenarioRun) (*callbackLoad, error) {
+// newCallbackLoad registers the jobs of org, each for a direct Run of its
+// own.
+func newCallbackLoad(ctx context.Context, s *scenarioRun, org uuid.UUID) (*callbackLoad, error) {
 	wh, err := standardwebhooks.NewWebhookRaw([]byte(failoverSecret))
 	if err != nil {
 		return nil, err
 	}
-	cb := &callbackLoad{s: s, org: uuid.New(), wh: wh, hc: &http.Client{Timeout: 3 * time.Second}, rec: &recorder{}}
+	cb := &callbackLoad{s: s, org: org, wh: wh, hc: &http.Client{Timeout: 3 * time.Second}, rec: &recorder{}}
 	token, err := auth.SignToken([]byte(jwtSecret), cb.org, "e2e-provider", time.Now(), 24*time.Hour)
 	if err != nil {
 		return nil, err
@@ -97,7 +98,7 @@ func newCallbackLoad(ctx context.Context, s *scenarioRun) (*callbackLoad, error)
 		if err != nil {
 			return nil, fmt.Errorf("starting the Run of job %d: %w", i, err)
 		}
-		pj := fmt.Sprintf("pj-%d", i)
+		pj := fmt.Sprintf("%s-pj-%d", s.name, i)
 		reg, err := c.RegisterProviderJob(ctx, client.RegisterProviderJobParams{RunID: run.Run.ID, Provider: e2eProvider, ProviderJobID: pj})
 		if err != nil {
 			return nil, fmt.Errorf("registering job %d: %w", i, err)
@@ -414,11 +415,13 @@ type toolLoad struct {
 	failures []string
 }
 
-func newToolLoad(ctx context.Context, s *scenarioRun, pair *pgPair) (*toolLoad, error) {
+// newToolLoad makes the agent runtimes, each with a pool of its own on the
+// database dbURL names (given the parameters to add).
+func newToolLoad(ctx context.Context, s *scenarioRun, dbURL func(params string) string) (*toolLoad, error) {
 	tl := &toolLoad{s: s, vendor: &vendor{calls: map[string][]time.Time{}, first: map[string]tools.Result{}}}
 	for i := range 3 {
-		name := fmt.Sprintf("e2e-tools-%d", i+1)
-		pool, err := pgxpool.New(ctx, pair.URL("pool_max_conns=2&connect_timeout=5&application_name="+name))
+		name := fmt.Sprintf("e2e-tools-%s-%d", s.name, i+1)
+		pool, err := pgxpool.New(ctx, dbURL("pool_max_conns=2&connect_timeout=5&application_name="+name))
 		if err != nil {
 			tl.close()
 			return nil, err

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -233,11 +234,11 @@ func runFailover(t *testing.T, cfg config, fc failoverConfig, bin, parent string
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, err := newCallbackLoad(ctx, s)
+	cb, err := newCallbackLoad(ctx, s, uuid.New())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl, err := newToolLoad(ctx, s, pair)
+	tl, err := newToolLoad(ctx, s, pair.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

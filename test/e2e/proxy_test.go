@@ -19,6 +19,10 @@ type faultProxy struct {
 
 	latency atomic.Int64 // nanoseconds added before each chunk is passed on
 	swallow atomic.Bool  // drop what the server sends, until the next Cut
+	// hold, when set, sees every chunk a client sends; a chunk it returns
+	// true for is not passed on, and the client waits on, as behind a wire
+	// that went dead mid-message. See HoldWhen.
+	hold    atomic.Pointer[func([]byte) bool]
 	cuts    atomic.Int64 // connections reset by Cut
 	accepts atomic.Int64
 
@@ -50,6 +54,16 @@ func (p *faultProxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
 // replicas, until the next Cut: a statement sent now runs, and commits, but
 // its reply is lost, as in a network that fails right after the commit.
 func (p *faultProxy) Swallow() { p.swallow.Store(true) }
+
+// HoldWhen makes the proxy keep from the server every chunk a client sends
+// for which match returns true; nil passes everything on again.
+func (p *faultProxy) HoldWhen(match func(chunk []byte) bool) {
+	if match == nil {
+		p.hold.Store(nil)
+		return
+	}
+	p.hold.Store(&match)
+}
 
 // Cut resets every live connection and returns how many it cut.
 func (p *faultProxy) Cut() int {
@@ -132,6 +146,9 @@ func (p *faultProxy) pipe(dst, src net.Conn, toClient bool) {
 				time.Sleep(d)
 			}
 			if toClient && p.swallow.Load() {
+				continue
+			}
+			if h := p.hold.Load(); !toClient && h != nil && (*h)(buf[:n]) {
 				continue
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {

@@ -108,7 +108,12 @@ func (s *scenarioRun) sessionEnded(replica string, at time.Time) bool {
 
 // newScenarioRun makes the scenario's organization and its saved searches.
 func newScenarioRun(ctx context.Context, t *testing.T, h *harness, name string) (*scenarioRun, error) {
-	s := &scenarioRun{t: t, h: h, name: name, org: uuid.New(), rec: &recorder{}, keys: map[string]keySpec{},
+	return newScenarioRunFor(ctx, t, h, name, uuid.New())
+}
+
+// newScenarioRunFor is newScenarioRun for the organization org.
+func newScenarioRunFor(ctx context.Context, t *testing.T, h *harness, name string, org uuid.UUID) (*scenarioRun, error) {
+	s := &scenarioRun{t: t, h: h, name: name, org: org, rec: &recorder{}, keys: map[string]keySpec{},
 		wedged: map[string]string{}, ended: map[string][]window{}}
 	var err error
 	if s.token, err = auth.SignToken([]byte(jwtSecret), s.org, "e2e-"+name, time.Now(), 24*time.Hour); err != nil {

@@ -1,0 +1,138 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/tools"
+)
+
+// TestEveryRequestStatementIsRoutedToOneShard is issue 25.2: on a Citus
+// cluster (make test-citus), every statement of the request path is a
+// router query, planned to run on one shard (one shard group, for a
+// join of co-located tables). It records every statement a server sends
+// while it answers a valid request on every route of the API, twice (a
+// replay), the starts' replays and Prefer: wait, provider callbacks of
+// every ending, and tool calls through tools.Runner of every ending (a
+// replay, a release, uncertain calls a person resolves); then it asks the
+// coordinator to EXPLAIN each with the arguments it was sent with, and
+// fails for any Citus scan of more than one task, or any statement
+// planned in several steps (a distributed subplan): pgtest.WantRouted.
+func TestEveryRequestStatementIsRoutedToOneShard(t *testing.T) {
+	if !pgtest.Citus() {
+		t.Skip("runs on a Citus cluster: make test-citus")
+	}
+	t.Parallel()
+	log := &pgtest.StatementLog{}
+	pool := pgtest.NewTracedDB(t, log)
+	w := newWorld(t, setupOpts{pool: pool})
+	ctx := context.Background()
+
+	for _, r := range w.routes() {
+		if publicRoutes[r.String()] {
+			continue
+		}
+		rq := w.validRequest(r)
+		for range 2 {
+			if res := w.do(rq); res.status >= 500 {
+				t.Fatalf("%s = %d %s", r, res.status, res.body)
+			}
+		}
+	}
+	// A start's replay, and a start that waits for a live preparation.
+	ss := w.seedSavedSearch(seedOpts{items: []string{"a"}})
+	w.start(ss.ID, "replayed", nil)
+	w.start(ss.ID, "replayed", nil)
+	plane := idempotency.NewService(pool, idempotency.Config{})
+	held, err := plane.Claim(ctx, w.org, idempotency.ScopeSavedSearchStart, "held", "h", idempotency.SavedSearchStartLease)
+	if err != nil || held.Kind != idempotency.KindClaimed {
+		t.Fatalf("holding a preparation: %v, %v", held.Kind, err)
+	}
+	hub := idempotency.NewHub(pool.Config().ConnConfig, nil)
+	hctx, stop := context.WithCancel(ctx)
+	go func() { _ = hub.Run(hctx) }()
+	t.Cleanup(stop)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, _ = plane.Complete(ctx, held.Claim, idempotency.Completion{Response: json.RawMessage(`{"done":true}`)})
+	}()
+	if out, err := plane.ClaimWait(ctx, hub, w.org, idempotency.ScopeSavedSearchStart, "held", "h",
+		idempotency.SavedSearchStartLease, 10*time.Second); err != nil || out.Kind != idempotency.KindCompleted {
+		t.Fatalf("ClaimWait = %v, %v; want completed", out.Kind, err)
+	}
+	// Callbacks of every ending: accepted, duplicate, hash_mismatch,
+	// unknown_job, job_mismatch.
+	for _, d := range []delivery{
+		{jobID: pathOf(w.job), deliveryID: "d-1", body: callbackBody(w.job.ProviderJobID, "running", nil)},
+		{jobID: pathOf(w.job), deliveryID: "d-1", body: callbackBody(w.job.ProviderJobID, "running", nil)},
+		{jobID: pathOf(w.job), deliveryID: "d-1", body: callbackBody(w.job.ProviderJobID, "failed", nil)},
+		{jobID: pathOf(w.job), deliveryID: "d-2", body: callbackBody("nobody's", "running", nil)},
+		{jobID: uuid.NewString(), deliveryID: "d-3", body: callbackBody(w.job.ProviderJobID, "running", nil)},
+	} {
+		if res := w.callback(d); res.status != http.StatusOK {
+			t.Fatalf("callback = %d %s", res.status, res.body)
+		}
+	}
+	// Tool calls through the journal: a call, its replay.
+	runner := tools.NewRunner(plane, tools.Config{})
+	call := tools.Call{OrganizationID: w.org, RunID: w.runID, Spec: tools.ToolSpec{Name: "router.send", Timeout: time.Second},
+		Tool: echoTool{}, Input: json.RawMessage(`{"to":"x"}`), Occurrence: 1, ToolCallID: "c-1"}
+	for range 2 {
+		if res, err := runner.Execute(ctx, call, tools.AllowAll); err != nil || !res.OK {
+			t.Fatalf("tool call = %+v, %v", res, err)
+		}
+	}
+	// A retryable failure (its claim released), and uncertain calls a
+	// person resolves: one marked delivered, one authorized to retry.
+	call.Tool, call.Occurrence = failTool{&tools.ToolError{Code: "busy", Retryable: true}}, 2
+	if _, err := runner.Execute(ctx, call, tools.AllowAll); err == nil {
+		t.Fatal("a retryable failure answered no error")
+	}
+	resolver := tools.NewResolver(pool, tools.ResolverConfig{})
+	for i, resolution := range []tools.Resolution{tools.ResolutionDelivered, tools.ResolutionRetry} {
+		call.Tool, call.Occurrence = failTool{&tools.ToolError{Code: "timeout", Uncertain: true}}, 3+i
+		if res, err := runner.Execute(ctx, call, tools.AllowAll); err != nil || res.Outcome != tools.OutcomeUncertain {
+			t.Fatalf("uncertain tool call = %+v, %v", res, err)
+		}
+		key, err := tools.Key(call.RunID, call.Spec.Name, call.Input, call.Occurrence)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := resolver.Resolve(ctx, tools.ResolveParams{OrganizationID: w.org, Scope: call.Spec.Scope(), Key: key,
+			Resolution: resolution, Actor: "router", Reason: "checked at the vendor"}); err != nil {
+			t.Fatalf("Resolve(%s) = %v", resolution, err)
+		}
+	}
+
+	statements := log.Distinct()
+	if len(statements) < 20 {
+		t.Fatalf("recorded %d distinct statements; the recording is broken", len(statements))
+	}
+	routed := pgtest.WantRouted(t, ctx, pool, statements)
+	if routed < 15 {
+		t.Errorf("%d of %d statements read a distributed table; the request path cannot be that small", routed, len(statements))
+	}
+	t.Logf("%d distinct statements, %d routed to one shard, %d on the coordinator alone", len(statements), routed, len(statements)-routed)
+}
+
+// echoTool answers every call with its input.
+type echoTool struct{}
+
+func (echoTool) Call(_ context.Context, _ tools.CallContext, input json.RawMessage) (tools.Result, error) {
+	return tools.Result{OK: true, Outcome: tools.OutcomeOK, Message: fmt.Sprintf("sent %s", input)}, nil
+}
+
+// failTool fails every call with its error.
+type failTool struct{ err error }
+
+func (f failTool) Call(context.Context, tools.CallContext, json.RawMessage) (tools.Result, error) {
+	return tools.Result{}, f.err
+}

@@ -1,0 +1,169 @@
+package pgtest
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Statement is one statement a pool sent, with its arguments, positional.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// StatementLog records every statement sent on the connections of a pool
+// (set it as ConnConfig.Tracer): queries, executions and the statements of
+// batches. It is safe for concurrent use.
+type StatementLog struct {
+	mu  sync.Mutex
+	all []Statement
+}
+
+func (l *StatementLog) add(ctx context.Context, conn *pgx.Conn, sql string, args []any) {
+	if len(args) > 0 {
+		// Named arguments: pgx rewrites them after the tracer of a query
+		// has seen them (a batch's are rewritten already).
+		if rw, ok := args[0].(pgx.QueryRewriter); ok {
+			var err error
+			if sql, args, err = rw.RewriteQuery(ctx, conn, sql, args[1:]); err != nil {
+				return
+			}
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, Statement{SQL: sql, Args: slices.Clone(args)})
+}
+
+// TraceQueryStart records a query.
+func (l *StatementLog) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	l.add(ctx, conn, d.SQL, d.Args)
+	return ctx
+}
+
+// TraceQueryEnd does nothing.
+func (l *StatementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart does nothing.
+func (l *StatementLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery records a statement of a batch.
+func (l *StatementLog) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchQueryData) {
+	l.add(ctx, conn, d.SQL, d.Args)
+}
+
+// TraceBatchEnd does nothing.
+func (l *StatementLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// Distinct returns the statements sent, one per SQL text (with the
+// arguments it was first sent with), in the order first sent.
+func (l *StatementLog) Distinct() []Statement {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := map[string]bool{}
+	var out []Statement
+	for _, s := range l.all {
+		if !seen[s.SQL] {
+			seen[s.SQL] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// NewTracedDB is [NewDB] whose connections record every statement on log.
+func NewTracedDB(t testing.TB, log *StatementLog) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(NewDBURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = log
+	cfg.MaxConns = DefaultMaxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// WantRouted EXPLAINs on a Citus cluster each of statements, with the
+// arguments it was sent with, and fails t for any that is not a router
+// query: any Citus scan of more than one task (shard), or a plan in
+// several steps (distributed subplans, which the coordinator runs first
+// and ships to the workers). A statement whose plan holds no Citus scan
+// reads no distributed table and runs on the coordinator alone (BEGIN, a
+// NOTIFY, a local table's); it returns how many statements were routed to
+// one shard. Statements that cannot be EXPLAINed (BEGIN, COMMIT, SET, ...)
+// are skipped.
+func WantRouted(t testing.TB, ctx context.Context, db *pgxpool.Pool, statements []Statement) (routed int) {
+	t.Helper()
+	for _, s := range statements {
+		tasks, subplans, err := explainTasks(ctx, db, s)
+		switch {
+		case err != nil:
+			t.Errorf("EXPLAIN %s: %v", oneLine(s.SQL), err)
+		case subplans > 0:
+			t.Errorf("planned in %d steps (distributed subplans), not routed to one shard:\n%s", subplans+1, oneLine(s.SQL))
+		case slices.ContainsFunc(tasks, func(n int) bool { return n != 1 }):
+			t.Errorf("sent to %v shards, not routed to one:\n%s", tasks, oneLine(s.SQL))
+		case len(tasks) > 0:
+			routed++
+		}
+	}
+	return routed
+}
+
+// explainTasks EXPLAINs s with its arguments and returns the task count of
+// every Citus scan in the plan and the number of distributed subplans.
+func explainTasks(ctx context.Context, db *pgxpool.Pool, s Statement) (tasks []int, subplans int, err error) {
+	switch strings.ToLower(strings.Fields(s.SQL)[0]) {
+	case "begin", "commit", "rollback", "listen", "unlisten", "set", "savepoint", "release":
+		return nil, 0, nil
+	}
+	var doc string
+	if err := db.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+s.SQL, s.Args...).Scan(&doc); err != nil {
+		return nil, 0, err
+	}
+	var plan any
+	if err := json.Unmarshal([]byte(doc), &plan); err != nil {
+		return nil, 0, err
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				switch k {
+				case "Task Count":
+					if n, ok := x.(float64); ok {
+						tasks = append(tasks, int(n))
+					}
+				case "Subplans":
+					if l, ok := x.([]any); ok {
+						subplans += len(l)
+					}
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(plan)
+	return tasks, subplans, nil
+}
+
+func oneLine(sql string) string { return strings.Join(strings.Fields(sql), " ") }
