@@ -32,10 +32,14 @@
 package console
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -203,6 +207,7 @@ type Console struct {
 	log      *slog.Logger
 	now      func() time.Time
 	overview overviewCache
+	static   *staticFiles
 }
 
 // New returns the console built on d, or an error naming the first
@@ -234,6 +239,13 @@ func New(d Deps) (*Console, error) {
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	if c.static, err = newStaticFiles(static, c.notFound); err != nil {
+		return nil, fmt.Errorf("console: static files: %w", err)
+	}
 	c.handler = c.routes()
 	return c, nil
 }
@@ -260,8 +272,7 @@ func (c *Console) Mount(next http.Handler) http.Handler {
 
 func (c *Console) routes() http.Handler {
 	mux := http.NewServeMux()
-	static, _ := fs.Sub(staticFS, "static")
-	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", staticHandler(static)))
+	mux.Handle("GET /console/static/{name}", c.static)
 
 	mux.HandleFunc("GET /console/{$}", c.home)
 	mux.HandleFunc("GET /console/sign-in", c.signInForm)
@@ -356,11 +367,43 @@ func (c *Console) logRequests(next http.Handler) http.Handler {
 	})
 }
 
-// staticHandler serves the embedded assets, cacheable for an hour.
-func staticHandler(fsys fs.FS) http.Handler {
-	files := http.FileServerFS(fsys)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "public, max-age=3600")
-		files.ServeHTTP(w, r)
+// staticFiles serves the embedded assets by name, cacheable for an hour
+// and revalidated by their ETag. It knows exactly the files under static/
+// and answers any other name, a directory's included, with the console's
+// 404: no listing, no path to walk.
+type staticFiles struct {
+	files    map[string][]byte
+	etags    map[string]string
+	notFound http.HandlerFunc
+}
+
+// newStaticFiles reads every file of fsys once.
+func newStaticFiles(fsys fs.FS, notFound http.HandlerFunc) (*staticFiles, error) {
+	s := &staticFiles{files: map[string][]byte{}, etags: map[string]string{}, notFound: notFound}
+	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		s.files[name], s.etags[name] = b, `"`+hex.EncodeToString(sum[:8])+`"`
+		return nil
 	})
+	return s, err
+}
+
+func (s *staticFiles) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	b, ok := s.files[name]
+	if !ok {
+		s.notFound(w, r)
+		return
+	}
+	h := w.Header()
+	h.Set("Cache-Control", "public, max-age=3600")
+	h.Set("ETag", s.etags[name])
+	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
 }

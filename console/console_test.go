@@ -566,7 +566,7 @@ func TestAnOperatorResolvesUncertainCallsWithTheirEvidence(t *testing.T) {
 	if got := answer(w.Uncertain); !strings.Contains(got, `"outcome": "ok"`) || !strings.Contains(got, `"resolved_by": "olga"`) {
 		t.Errorf("after mark delivered the answer is %s, want ok resolved by olga", got)
 	}
-	if loc := decide(w.UncertainKey, "retry", "again", csrf).Header().Get("Location"); !strings.Contains(loc, "not+uncertain") {
+	if loc := decide(w.UncertainKey, "retry", "again", csrf).Header().Get("Location"); !strings.Contains(loc, "refused=not_uncertain") {
 		t.Errorf("a second decision went to %q, want refused as not uncertain", loc)
 	}
 	if loc := decide(w.UncertainRetryKey, "retry", "vendor has no record of it", csrf).Header().Get("Location"); !strings.Contains(loc, "resolved=") || answer(w.UncertainRetry) != "gone" {
