@@ -72,21 +72,28 @@ const Prefix = "/console/"
 
 // SavedSearches is what the console reads of saved searches; a
 // *savedsearch.Store has it.
+//
+// Every read of the console is bounded in size whatever the rows hold, so
+// that every page is (see maxPageBytes): lists read summaries, documents
+// are read without their baselines, baselines a page at a time.
 type SavedSearches interface {
-	ListAll(ctx context.Context, org uuid.UUID, p savedsearch.AuditListParams) ([]savedsearch.Entry, string, error)
+	ListAll(ctx context.Context, org uuid.UUID, p savedsearch.AuditListParams) ([]savedsearch.AuditSummary, string, error)
 	GetEntry(ctx context.Context, org, id uuid.UUID) (*savedsearch.Entry, error)
+	BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) ([]string, int64, error)
 }
 
 // Snapshots is what the console reads of snapshots; a *snapshot.Store has
 // it.
 type Snapshots interface {
-	Get(ctx context.Context, org, id uuid.UUID) (*snapshot.Snapshot, error)
+	Header(ctx context.Context, org, id uuid.UUID) (*snapshot.Header, error)
+	BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) ([]string, int64, error)
+	DiffBaselines(ctx context.Context, org, older, newer uuid.UUID, p snapshot.DiffParams) (*snapshot.BaselineDiff, error)
 	Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p snapshot.TimelineParams) ([]snapshot.TimelineEntry, string, error)
 }
 
 // Runs is what the console reads of Runs; a *runs.Store has it.
 type Runs interface {
-	Get(ctx context.Context, org, id uuid.UUID) (*runs.Run, error)
+	GetAudit(ctx context.Context, org, id uuid.UUID) (*runs.Run, int64, error)
 	Search(ctx context.Context, org uuid.UUID, p runs.SearchParams) ([]runs.Run, string, error)
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -139,4 +140,24 @@ func localInput(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format("2006-01-02T15:04")
+}
+
+// maxPosition bounds a position in a list of baseline items: far more
+// items than any baseline holds.
+const maxPosition = 1 << 31
+
+// position returns parameter name as a position in a list of items, where
+// a page starts: a whole number from 0 (the start, and when empty) to
+// maxPosition.
+func (f *filters) position(name string) int64 {
+	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > maxPosition {
+		f.bad(name, "%q is not a position in the list: a whole number from 0 to %d", clip(v), maxPosition)
+		return 0
+	}
+	return n
 }

@@ -45,8 +45,9 @@ type JobListParams struct {
 	Cursor string
 }
 
-// Jobs returns a page of org's jobs, newest first, and the cursor of the
-// next page ("" after the last). It returns [ErrInvalidCursor] for a
+// Jobs returns a page of org's jobs, newest first, without their results
+// (Result is nil: a page stays bounded whatever the results hold; Get has
+// a job's result), and the cursor of the next page ("" after the last). It returns [ErrInvalidCursor] for a
 // cursor it did not write.
 func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []Job, _ string, err error) {
 	defer dberr.Annotate(&err)
@@ -170,9 +171,11 @@ func pageLimit(n int) int {
 
 // jobAuditList reads a page of an organization's jobs newest first after
 // ($2 created_at, $3 id), by provider_jobs_org_created_idx. $1 org,
-// $4 limit, $5 run, $6 provider, $7 status: NULL for any.
+// $4 limit, $5 run, $6 provider, $7 status: NULL for any. It reads no
+// result (NULL in its place).
 const jobAuditList = `
-SELECT ` + jobColumns + `
+SELECT j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id,
+	j.status, NULL::jsonb, j.version, j.created_at, j.updated_at
 FROM agent.provider_jobs j
 WHERE j.organization_id = $1
 	AND ($5::uuid IS NULL OR j.run_id = $5::uuid)
