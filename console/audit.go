@@ -304,7 +304,10 @@ func (c *Console) providerJobs(w http.ResponseWriter, r *http.Request) {
 }
 
 type jobPage struct {
-	Job          *providerjobs.Job
+	Job *providerjobs.Job
+	// ResultBytes is the size of the stored result; Job.Result is nil
+	// when it is over providerjobs.AuditResultBytes.
+	ResultBytes  int64
 	Deliveries   []providerjobs.AppliedDelivery
 	Drops        []providerjobs.Drop
 	Cursor, Next string
@@ -323,7 +326,7 @@ func (c *Console) providerJob(w http.ResponseWriter, r *http.Request) {
 		c.badFilters(w, r, err)
 		return
 	}
-	job, err := c.d.ProviderJobs.Get(r.Context(), s.OrganizationID, id)
+	job, resultBytes, err := c.d.JobAudit.Job(r.Context(), s.OrganizationID, id)
 	if c.readFailed(w, r, err) {
 		return
 	}
@@ -336,7 +339,7 @@ func (c *Console) providerJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, http.StatusOK, "provider-job", "Provider job "+job.ProviderJobID,
-		jobPage{Job: job, Deliveries: deliveries, Drops: drops, Cursor: cursor, Next: next})
+		jobPage{Job: job, ResultBytes: resultBytes, Deliveries: deliveries, Drops: drops, Cursor: cursor, Next: next})
 }
 
 // readFailed renders the page an error of a read deserves and reports

@@ -40,7 +40,7 @@ func TestEveryPageIsBoundedInBytes(t *testing.T) {
 		{"/console/runs", []string{"large"}},
 		{"/console/runs/" + l.Run.String(), []string{"over the size limit", "GET /v1/runs/" + l.Run.String()}},
 		{"/console/provider-jobs", []string{"large-"}},
-		{"/console/provider-jobs/" + l.Job.String(), []string{"bytes in all"}},
+		{"/console/provider-jobs/" + l.Job.String(), []string{"larger than the console shows", "GET /v1/provider-jobs/" + l.Job.String()}},
 	} {
 		rec := b.do("GET", tt.path, tok, nil, nil)
 		body := rec.Body.String()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/operator"
+	"github.com/searchd/searchd/providerjobs"
 )
 
 // The claims chart: server-side SVG, stacked bars per hour. Colours come
@@ -46,7 +47,6 @@ type chartText struct {
 }
 
 type chartLegend struct {
-	X     float64
 	Class string
 	Text  string
 }
@@ -69,11 +69,13 @@ var (
 		{"in_flight", "s-inflight", "in flight"},
 		{"stuck", "s-stuck", "stuck"},
 	}
+	// dropSeries has a series for every providerjobs.DropReason.
 	dropSeries = []struct{ what, class, label string }{
-		{"duplicate", "s-duplicate", "duplicate"},
-		{"hash_mismatch", "s-mismatch", "hash mismatch"},
-		{"unknown_job", "s-unknown", "unknown job"},
-		{"job_mismatch", "s-jobmismatch", "job mismatch"},
+		{string(providerjobs.DropDuplicate), "s-duplicate", "duplicate"},
+		{string(providerjobs.DropHashMismatch), "s-mismatch", "hash mismatch"},
+		{string(providerjobs.DropUnknownJob), "s-unknown", "unknown job"},
+		{string(providerjobs.DropJobMismatch), "s-jobmismatch", "job mismatch"},
+		{string(providerjobs.DropPathMismatch), "s-pathmismatch", "path mismatch"},
 		{"released", "s-released", "force-released"},
 	}
 )
@@ -117,10 +119,13 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours int) chart {
 			}
 			peak = max(peak, sum)
 		}
-		scale := niceCeil(peak)
-		for _, frac := range []float64{0, 0.5, 1} {
-			y := float64(top+height) - frac*float64(height)
-			p.Grid = append(p.Grid, chartLine{Y: y, Label: fmt.Sprint(int64(frac * float64(scale)))})
+		// Three grid lines, evenly apart: 0, step and twice the step,
+		// whole numbers, the top at least the peak.
+		step := niceCeil((peak + 1) / 2)
+		scale := 2 * step
+		for i := range int64(3) {
+			y := float64(top+height) - float64(i)/2*float64(height)
+			p.Grid = append(p.Grid, chartLine{Y: y, Label: fmt.Sprint(i * step)})
 		}
 		for i, m := range data {
 			x := float64(chartLeft) + float64(i)*slot + slot*0.15
@@ -137,10 +142,8 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours int) chart {
 					Title: fmt.Sprintf("%s–%s UTC: %d %s", hour.Format("15:04"), hour.Add(time.Hour).Format("15:04"), n, s.label)})
 			}
 		}
-		lx := float64(chartLeft + 210)
 		for _, s := range series {
-			p.Legend = append(p.Legend, chartLegend{X: lx, Class: s.class, Text: s.label})
-			lx += 14 + 7.2*float64(len(s.label)) + 18
+			p.Legend = append(p.Legend, chartLegend{Class: s.class, Text: s.label})
 		}
 		return p
 	}
@@ -158,11 +161,10 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours int) chart {
 	return ch
 }
 
-// niceCeil rounds n up to 1, 2 or 5 times a power of ten (at least 2, so
-// the middle grid line is a whole number).
+// niceCeil rounds n up to 1, 2 or 5 times a power of ten (at least 1).
 func niceCeil(n int64) int64 {
-	if n <= 2 {
-		return 2
+	if n <= 1 {
+		return 1
 	}
 	for p := int64(1); ; p *= 10 {
 		for _, m := range []int64{1, 2, 5} {

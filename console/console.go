@@ -97,15 +97,10 @@ type Runs interface {
 	Search(ctx context.Context, org uuid.UUID, p runs.SearchParams) ([]runs.Run, string, error)
 }
 
-// ProviderJobs is what the console reads of provider jobs: a
-// *providerjobs.Service for Get and a *providerjobs.Audit for the rest.
-type ProviderJobs interface {
-	Get(ctx context.Context, org, id uuid.UUID) (*providerjobs.Job, error)
-}
-
 // JobAudit is the audit reads of provider jobs; a *providerjobs.Audit has
 // them.
 type JobAudit interface {
+	Job(ctx context.Context, org, id uuid.UUID) (*providerjobs.Job, int64, error)
 	Jobs(ctx context.Context, org uuid.UUID, p providerjobs.JobListParams) ([]providerjobs.Job, string, error)
 	Deliveries(ctx context.Context, j *providerjobs.Job, limit int) ([]providerjobs.AppliedDelivery, error)
 	Drops(ctx context.Context, org, jobID uuid.UUID, limit int, cursor string) ([]providerjobs.Drop, string, error)
@@ -155,7 +150,6 @@ type Deps struct {
 	SavedSearches SavedSearches
 	Snapshots     Snapshots
 	Runs          Runs
-	ProviderJobs  ProviderJobs
 	JobAudit      JobAudit
 	Operator      Operator
 	SweeperRuns   SweeperRuns
@@ -221,8 +215,8 @@ type Console struct {
 // dependency missing.
 func New(d Deps) (*Console, error) {
 	switch {
-	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.ProviderJobs == nil, d.JobAudit == nil:
-		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs, ProviderJobs and JobAudit are required")
+	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.JobAudit == nil:
+		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs and JobAudit are required")
 	case d.Operator == nil, d.SweeperRuns == nil:
 		return nil, errors.New("console: Deps.Operator and SweeperRuns are required")
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/console/consoletest"
-	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
@@ -53,12 +52,10 @@ func newConsole(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL tim
 // tested on its own.
 func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL time.Duration, now func() time.Time, change ...func(*console.Deps)) http.Handler {
 	t.Helper()
-	plane := idempotency.NewService(pool, idempotency.Config{})
 	d := console.Deps{
 		SavedSearches: savedsearch.NewStore(pool),
 		Snapshots:     snapshot.NewStore(pool),
 		Runs:          runs.NewStore(pool, runs.Config{}),
-		ProviderJobs:  providerjobs.New(pool, plane, providerjobs.Config{}),
 		JobAudit:      providerjobs.NewAudit(pool),
 		Operator:      operator.NewStore(pool, nil),
 		SweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),

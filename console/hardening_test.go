@@ -1,10 +1,15 @@
 package console_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 )
 
 // TestStaticServesItsNamedFilesAndNothingElse: the assets are served by
@@ -107,4 +112,35 @@ func alertOf(body string) string {
 		out = append(out, `<p class="alert`+part[:end])
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestCompareShowsNullForANullValue: a filter that goes from null to a
+// value, and a baseline cursor from none to one, show null on the old
+// side, not a blank; a filter added shows as absent there.
+func TestCompareShowsNullForANullValue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world
+	ctx := context.Background()
+	older, newer := uuid.New(), uuid.New()
+	if _, err := b.pool.Exec(ctx, `
+		INSERT INTO agent.saved_search_snapshots (id, organization_id, saved_search_id, saved_search_version,
+			saved_search_name, brief, baseline, content_hash, created_at)
+		VALUES ($1, $3, $4, 7, 'n', '{"query":"q","filters":{"since":null}}', '{"items":["a"],"cursor":null}', repeat('7', 64), now() - interval '1 minute'),
+			($2, $3, $4, 8, 'n', '{"query":"q","filters":{"since":"2026-01-01","new":1}}', '{"items":["a"],"cursor":"p2"}', repeat('8', 64), now())`,
+		older, newer, w.OrgA, w.Search); err != nil {
+		t.Fatal(err)
+	}
+	tok := b.token(t, w.OrgA, "alice")
+	rec := b.do("GET", fmt.Sprintf("/console/saved-searches/%s/compare?a=%s&b=%s", w.Search, older, newer), tok, nil, nil)
+	body := regexp.MustCompile(`>\s+<`).ReplaceAllString(rec.Body.String(), "><")
+	for _, want := range []string{
+		`<td class="mono">filters.since</td><td><span class="badge b-changed">changed</span></td><td class="old">null</td>`,
+		`<td class="mono">baseline.cursor</td><td><span class="badge b-changed">changed</span></td><td class="old">null</td>`,
+		`<td class="mono">filters.new</td><td><span class="badge b-added">added</span></td><td class="absent" title="not in this snapshot">absent</td>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("compare = %d lacks\n%s", rec.Code, want)
+		}
+	}
 }

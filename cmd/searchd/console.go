@@ -13,7 +13,6 @@ func newConsole(st *stores, cfg serverConfig, logger *slog.Logger) (*console.Con
 		SavedSearches: st.savedSearches,
 		Snapshots:     st.snapshots,
 		Runs:          st.runs,
-		ProviderJobs:  st.providerJobs,
 		JobAudit:      st.jobAudit,
 		Operator:      st.operator,
 		SweeperRuns:   st.sweeperRuns,

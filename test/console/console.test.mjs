@@ -54,10 +54,11 @@ after(async () => {
   }
 });
 
-// session opens a browser context signed in with token, and collects
-// every CSP violation or page error so a test can assert there was none.
-async function session(token) {
-  const ctx = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+// session opens a browser context signed in with token, width px wide
+// (1440 unless said), and collects every CSP violation or page error so a
+// test can assert there was none.
+async function session(token, width = 1440) {
+  const ctx = await browser.newContext({ viewport: { width, height: 900 } });
   const page = await ctx.newPage();
   page.problems = [];
   page.on("console", (m) => { if (m.type() === "error") page.problems.push(m.text()); });
@@ -73,6 +74,40 @@ async function session(token) {
 async function shot(page, name) {
   if (shots) await page.screenshot({ path: join(shots, name + ".png"), fullPage: true });
 }
+
+// layoutProblems runs in the page: it returns what a reader at this width
+// would miss. The page must not scroll sideways; no element may reach
+// past the viewport's edges (a value pushed off the screen); and no
+// element may hide part of its content sideways, clipped or behind a
+// scroll bar of its own (a value cut short, or a table to scroll inside
+// the page). Vertical scrolling is fine.
+function layoutProblems() {
+  const out = [];
+  const root = document.documentElement;
+  const vw = root.clientWidth;
+  if (root.scrollWidth > vw + 1) out.push(`the page scrolls sideways: ${root.scrollWidth}px wide in ${vw}px`);
+  const name = (el) => {
+    const cls = typeof el.className === "string" && el.className.trim() ? "." + el.className.trim().split(/\s+/).join(".") : "";
+    return el.tagName.toLowerCase() + cls + ` "${(el.textContent || "").trim().replace(/\s+/g, " ").slice(0, 50)}"`;
+  };
+  for (const el of document.body.querySelectorAll("*")) {
+    const cs = getComputedStyle(el);
+    if (cs.display === "none" || cs.visibility === "hidden") continue;
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    if (r.right > vw + 1 || r.left < -1) {
+      out.push(`reaches past the viewport (${Math.round(r.left)} to ${Math.round(r.right)} of ${vw}px): ${name(el)}`);
+    }
+    if (cs.overflowX !== "visible" && el.scrollWidth > el.clientWidth + 1) {
+      out.push(`hides part of its content sideways (${el.scrollWidth}px in ${el.clientWidth}px, overflow-x ${cs.overflowX}): ${name(el)}`);
+    }
+  }
+  return out.slice(0, 12);
+}
+
+// The widths every page is checked at: a phone, a small laptop, a desktop.
+const widths = [390, 1024, 1440];
+const layoutShots = process.env.LAYOUT_SHOTS || "";
 
 test("sign-in page: a strict CSP and no token in the cookie's reach of scripts", async () => {
   const ctx = await browser.newContext({ viewport: { width: 1440, height: 900 } });
@@ -198,6 +233,50 @@ test("the first claims page is served while the counts are read, and fills them 
   } finally {
     if (!freed) await ask("free drops");
   }
+});
+
+test("every page at 390, 1024 and 1440 px: no sideways scroll, no value cut or pushed off", async () => {
+  const audit = [
+    ["saved-searches", "/console/saved-searches?archived=1"],
+    ["saved-search", "/console/saved-searches/" + world.search],
+    ["compare", "/console/saved-searches/" + world.search + "/compare?a=" + world.first_snapshot + "&b=" + world.second_snapshot],
+    ["snapshot", "/console/snapshots/" + world.second_snapshot],
+    ["runs", "/console/runs"],
+    ["run", "/console/runs/" + world.second_run],
+    ["provider-jobs", "/console/provider-jobs"],
+    ["provider-job", "/console/provider-jobs/" + world.job],
+  ];
+  const operator = [
+    ["claims", "/console/operator/claims"],
+    ["uncertain", "/console/operator/uncertain"],
+    ["inbound", "/console/operator/inbound"],
+    ["releases", "/console/operator/releases"],
+    ["sweeper", "/console/operator/sweeper"],
+  ];
+  if (layoutShots) mkdirSync(layoutShots, { recursive: true });
+  const failures = [];
+  for (const width of widths) {
+    const signIn = await browser.newContext({ viewport: { width, height: 900 } });
+    const p = await signIn.newPage();
+    await p.goto(world.base + "/console/sign-in");
+    for (const problem of await p.evaluate(layoutProblems)) failures.push(`sign-in at ${width}px: ${problem}`);
+    await signIn.close();
+    for (const [token, pages] of [[world.token_a, audit], [world.token_operator, operator]]) {
+      const { ctx, page } = await session(token, width);
+      for (const [name, path] of pages) {
+        const resp = await page.goto(world.base + path);
+        assert.equal(resp.status(), 200, path);
+        // The claims page fills its counts in when their read lands.
+        if (name === "claims") await page.locator("#claim-counts:not([data-counting])").waitFor();
+        for (const problem of await page.evaluate(layoutProblems)) failures.push(`${name} at ${width}px: ${problem}`);
+        if (layoutShots) await page.screenshot({ path: join(layoutShots, `${name}-${width}.png`), fullPage: true });
+        if (shots && width === 390 && (name === "saved-search" || name === "claims")) await shot(page, `${name}-phone`);
+      }
+      assert.deepEqual(page.problems, [], "no CSP violation or script error");
+      await ctx.close();
+    }
+  }
+  assert.deepEqual(failures, [], "what a reader would miss:\n" + failures.join("\n"));
 });
 
 test("an operator sees the stuck claim, force-releases it, and it is gone from the database", async () => {
