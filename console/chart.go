@@ -12,6 +12,9 @@ import (
 // from classes in console.css (the CSP admits no inline style).
 
 type chart struct {
+	// Class is the SVG's class: the wide chart and the narrow one are
+	// both on the page, and console.css shows the one that fits.
+	Class         string
 	Width, Height int
 	Panels        []chartPanel
 	XLabels       []chartText
@@ -52,14 +55,18 @@ type chartLegend struct {
 }
 
 const (
-	chartWidth  = 760
-	chartLeft   = 44
-	chartRight  = 10
-	claimsTop   = 28
-	claimsH     = 150
-	dropsTop    = claimsTop + claimsH + 44
-	dropsH      = 70
-	chartHeight = dropsTop + dropsH + 26
+	// chartWidth is the wide chart's; chartNarrowWidth the narrow one's,
+	// which a phone shows at about its own size, so its text stays
+	// legible.
+	chartWidth       = 760
+	chartNarrowWidth = 380
+	chartLeft        = 44
+	chartRight       = 10
+	claimsTop        = 28
+	claimsH          = 150
+	dropsTop         = claimsTop + claimsH + 44
+	dropsH           = 70
+	chartHeight      = dropsTop + dropsH + 26
 )
 
 // series of each panel, bottom to top, with their classes and labels.
@@ -80,16 +87,29 @@ var (
 	}
 )
 
+// charts is the claims chart twice: wide, and narrow for a phone.
+type charts struct{ Wide, Narrow chart }
+
+// buildCharts lays out the buckets of the last hours hours ending with the
+// hour of now, wide and narrow.
+func buildCharts(buckets []operator.Bucket, now time.Time, hours int) charts {
+	return charts{Wide: buildChart(buckets, now, hours, chartWidth), Narrow: buildChart(buckets, now, hours, chartNarrowWidth)}
+}
+
 // buildChart lays out the buckets of the last hours hours ending with the
-// hour of now.
-func buildChart(buckets []operator.Bucket, now time.Time, hours int) chart {
+// hour of now, width units wide.
+func buildChart(buckets []operator.Bucket, now time.Time, hours, width int) chart {
 	first := now.UTC().Truncate(time.Hour).Add(-time.Duration(hours-1) * time.Hour)
 	claims := make([]map[string]int64, hours)
 	drops := make([]map[string]int64, hours)
 	for i := range claims {
 		claims[i], drops[i] = map[string]int64{}, map[string]int64{}
 	}
-	ch := chart{Width: chartWidth, Height: chartHeight, Hours: hours}
+	ch := chart{Class: "chart wide", Width: width, Height: chartHeight, Hours: hours}
+	labelEvery := 3
+	if width < chartWidth {
+		ch.Class, labelEvery = "chart narrow", 6
+	}
 	for _, b := range buckets {
 		i := int(b.Hour.UTC().Sub(first) / time.Hour)
 		if i < 0 || i >= hours {
@@ -107,7 +127,7 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours int) chart {
 			ch.Releases += b.Count
 		}
 	}
-	plotW := float64(chartWidth - chartLeft - chartRight)
+	plotW := float64(width - chartLeft - chartRight)
 	slot := plotW / float64(hours)
 	panel := func(title string, top, height int, data []map[string]int64, series []struct{ what, class, label string }) chartPanel {
 		p := chartPanel{Title: title, Top: top, Height: height, TitleY: top - 10}
@@ -147,11 +167,15 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours int) chart {
 		}
 		return p
 	}
-	ch.Panels = []chartPanel{
-		panel("Claims by the hour they were claimed, by state now", claimsTop, claimsH, claims, claimSeries),
-		panel("Dropped deliveries and force-releases", dropsTop, dropsH, drops, dropSeries),
+	claimsTitle, dropsTitle := "Claims by the hour they were claimed, by state now", "Dropped deliveries and force-releases"
+	if width < chartWidth {
+		claimsTitle, dropsTitle = "Claims by hour claimed, state now", "Drops and force-releases"
 	}
-	for i := 0; i < hours-2; i += 3 {
+	ch.Panels = []chartPanel{
+		panel(claimsTitle, claimsTop, claimsH, claims, claimSeries),
+		panel(dropsTitle, dropsTop, dropsH, drops, dropSeries),
+	}
+	for i := 0; i < hours-labelEvery+1; i += labelEvery {
 		ch.XLabels = append(ch.XLabels, chartText{
 			X:    float64(chartLeft) + float64(i)*slot + slot/2,
 			Text: first.Add(time.Duration(i) * time.Hour).Format("15:04"),

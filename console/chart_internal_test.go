@@ -20,7 +20,7 @@ func TestChartAxisTicksAreEvenAndCoverThePeak(t *testing.T) {
 		if peak > 120 && peak%37 != 0 {
 			continue
 		}
-		ch := buildChart([]operator.Bucket{{Kind: "claim", Hour: now.Truncate(time.Hour), What: "completed", Count: peak}}, now, chartHours)
+		ch := buildChart([]operator.Bucket{{Kind: "claim", Hour: now.Truncate(time.Hour), What: "completed", Count: peak}}, now, chartHours, chartWidth)
 		var labels []string
 		for _, g := range ch.Panels[0].Grid {
 			labels = append(labels, g.Label)
@@ -52,7 +52,7 @@ func TestChartDrawsEveryDropReason(t *testing.T) {
 	for _, r := range reasons {
 		buckets = append(buckets, operator.Bucket{Kind: "drop", Hour: now.Truncate(time.Hour), What: string(r), Count: 1})
 	}
-	drops := buildChart(buckets, now, chartHours).Panels[1]
+	drops := buildChart(buckets, now, chartHours, chartWidth).Panels[1]
 	if len(drops.Bars) != len(reasons) {
 		t.Errorf("%d drops of %d reasons drew %d bars", len(reasons), len(reasons), len(drops.Bars))
 	}

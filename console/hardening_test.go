@@ -144,3 +144,31 @@ func TestCompareShowsNullForANullValue(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeFiltersAreUTCTextFields: the time filters are text fields that
+// show and take a UTC time as the console reads it (a browser's date
+// picker would show it in the reader's locale and zone while the label
+// says UTC), and a time written with a space is understood.
+func TestTimeFiltersAreUTCTextFields(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok := b.token(t, b.world.OrgA, "alice")
+	for _, path := range []string{"/console/runs", "/console/saved-searches/" + b.world.Search.String()} {
+		rec := b.do("GET", path+"?from=2026-12-01+09:30&to=2026-12-02T10:15", tok, nil, nil)
+		body := rec.Body.String()
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s with times = %d, want 200", path, rec.Code)
+		}
+		if strings.Contains(body, "datetime-local") {
+			t.Errorf("GET %s renders a datetime-local field, which shows the browser's locale", path)
+		}
+		for _, want := range []string{
+			`<input type="text" name="from" value="2026-12-01 09:30" placeholder="2026-12-01 09:30"`,
+			`<input type="text" name="to" value="2026-12-02 10:15"`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("GET %s lacks %s", path, want)
+			}
+		}
+	}
+}

@@ -102,7 +102,7 @@ type countsView struct {
 	CountedAt time.Time
 	Scopes    []operator.ScopeCount
 	Total     operator.ScopeCount
-	Chart     chart
+	Chart     charts
 }
 
 // newCountsView lays out ov, read at readAt; nil is still counting.
@@ -110,7 +110,7 @@ func newCountsView(ov *operator.Overview, readAt, now time.Time) countsView {
 	if ov == nil {
 		return countsView{Counting: true}
 	}
-	v := countsView{CountedAt: readAt, Scopes: ov.Counts, Chart: buildChart(ov.Buckets, now, chartHours)}
+	v := countsView{CountedAt: readAt, Scopes: ov.Counts, Chart: buildCharts(ov.Buckets, now, chartHours)}
 	for _, sc := range ov.Counts {
 		v.Total.Completed += sc.Completed
 		v.Total.InFlight += sc.InFlight

@@ -305,7 +305,7 @@ var funcs = template.FuncMap{
 	"int":   func(n int64) int { return int(n) },
 	"keyOf": idempotencyKey,
 	// left writes the time from now to t: a lease's time left.
-	"left":  func(now, t time.Time) string { return humanDuration(t.Sub(now)) },
+	"left":  func(now, t time.Time) string { return nbsp(humanDuration(t.Sub(now))) },
 	"since": func(a, b time.Time) time.Duration { return b.Sub(a) },
 	"runsTable": func(rs []runs.Run, now time.Time) any {
 		return struct {
@@ -321,14 +321,18 @@ var funcs = template.FuncMap{
 	},
 }
 
-// ago writes how long before now t was, for a person: "3 min ago".
+// ago writes how long before now t was, for a person: "3 min ago", with
+// no-break spaces, so a narrow column never splits it.
 func ago(now, t time.Time) string {
 	d := now.Sub(t)
 	if d < 0 {
-		return "in " + humanDuration(-d)
+		return nbsp("in " + humanDuration(-d))
 	}
-	return humanDuration(d) + " ago"
+	return nbsp(humanDuration(d) + " ago")
 }
+
+// nbsp replaces the spaces of s with no-break spaces.
+func nbsp(s string) string { return strings.ReplaceAll(s, " ", "\u00a0") }
 
 // humanDuration rounds d to what a person reads: 42 s, 7 min, 3 h 5 min,
 // 2 d 4 h.

@@ -61,7 +61,7 @@ async function session(token, width = 1440) {
   const ctx = await browser.newContext({ viewport: { width, height: 900 } });
   const page = await ctx.newPage();
   page.problems = [];
-  page.on("console", (m) => { if (m.type() === "error") page.problems.push(m.text()); });
+  page.on("console", (m) => { if (m.type() === "error") page.problems.push(m.text() + " (" + (m.location().url || page.url()) + ")"); });
   page.on("pageerror", (e) => page.problems.push(String(e)));
   await page.goto(world.base + "/console/");
   assert.match(page.url(), /\/console\/sign-in$/, "an unsigned visit lands on the sign-in form");
@@ -100,6 +100,14 @@ function layoutProblems() {
     }
     if (cs.overflowX !== "visible" && el.scrollWidth > el.clientWidth + 1) {
       out.push(`hides part of its content sideways (${el.scrollWidth}px in ${el.clientWidth}px, overflow-x ${cs.overflowX}): ${name(el)}`);
+    }
+  }
+  // A chart's text past the chart's edge is cut off by it.
+  for (const t of document.querySelectorAll("svg text")) {
+    const box = t.closest("svg").getBoundingClientRect();
+    const r = t.getBoundingClientRect();
+    if (box.width > 0 && r.width > 0 && (r.right > box.right + 1 || r.left < box.left - 1)) {
+      out.push(`cut off by its chart: text "${t.textContent}"`);
     }
   }
   return out.slice(0, 12);
