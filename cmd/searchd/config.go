@@ -112,6 +112,9 @@ type serverConfig struct {
 	// Session the server-side bounds of every session (inboxsettings.go).
 	Inbox   inboxConfig
 	Session sessionBounds
+	// DBWait are the client-side bounds on waiting for the database
+	// (dbwait.go).
+	DBWait dbWait
 	// CORSOrigins are the origins browser pages may call the API from.
 	CORSOrigins []string
 }
@@ -255,6 +258,9 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 	var inboxProblems []string
 	cfg.Inbox, cfg.Session, inboxProblems = readInboxSettings(fs, getenv)
 	problems = append(problems, inboxProblems...)
+	var waitProblems []string
+	cfg.DBWait, waitProblems = readDBWaitSettings(fs, getenv, cfg.DatabaseURL)
+	problems = append(problems, waitProblems...)
 
 	// Environment only: a flag would show the secrets in the process list.
 	providers := setting{name: EnvProviderSecrets, value: getenv(EnvProviderSecrets)}

@@ -135,6 +135,7 @@ func serverOptions(dev bool) []option {
 	}
 	opts = append(opts, sweepBoundOptions()...)
 	opts = append(opts, inboxOptions()...)
+	opts = append(opts, dbWaitOptions()...)
 	opts = append(opts, optLogLevel, format)
 	if dev {
 		opts = append(opts,

@@ -60,6 +60,7 @@ func scenarios() []scenario {
 		{name: "StopReplicaInsideCommit", fault: stopReplicaInsideCommit},
 		{name: "RestartPostgresImmediate", fault: restartPostgres},
 		{name: "CutAndSlowDatabaseNetwork", fault: cutAndSlowNetwork},
+		{name: "BlackholeDatabase", fault: blackholeDatabase},
 	}
 }
 
