@@ -53,7 +53,7 @@ browser:
 # scenario takes seconds; soak repeats the faults for 10 minutes each at the
 # product's 30 s lease.
 e2e:
-	$(GO) test -tags e2e -count=1 -v -timeout 15m ./test/e2e/
+	$(GO) test -tags e2e -count=1 -v -timeout 45m ./test/e2e/
 
 soak:
 	SEARCHD_E2E_LEASE=30s SEARCHD_E2E_DURATION=10m $(GO) test -tags e2e -count=1 -v -timeout 2h ./test/e2e/

@@ -112,7 +112,7 @@ type serverConfig struct {
 	// Session the server-side bounds of every session (inboxsettings.go).
 	Inbox   inboxConfig
 	Session sessionBounds
-	// DBWait are the client-side bounds on waiting for the database
+	// DBWait is the client-side bound on waiting for the database
 	// (dbwait.go).
 	DBWait dbWait
 	// CORSOrigins are the origins browser pages may call the API from.
@@ -259,7 +259,7 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 	cfg.Inbox, cfg.Session, inboxProblems = readInboxSettings(fs, getenv)
 	problems = append(problems, inboxProblems...)
 	var waitProblems []string
-	cfg.DBWait, waitProblems = readDBWaitSettings(fs, getenv, cfg.DatabaseURL)
+	cfg.DBWait, waitProblems = readDBWaitSettings(fs, getenv)
 	problems = append(problems, waitProblems...)
 
 	// Environment only: a flag would show the secrets in the process list.

@@ -12,46 +12,45 @@ import (
 	"github.com/searchd/searchd/internal/dbdeadline"
 )
 
-// The client-side bounds of serve and dev on waiting for the database.
+// The client-side bound of serve and dev on waiting for the database.
 // PostgreSQL's statement_timeout and lock_timeout act only when the server
 // hears a statement; a database that is unreachable without refusing
 // connections (a partition, a network or a proxy that accepts and never
-// answers: a blackholed primary) answers nothing, and without these a
+// answers: a blackholed primary) answers nothing, and without this a
 // request would wait for as long as its client does, each holding a pool
 // connection, and the applier and sweeper forever.
+//
+// There is no connect timeout of searchd's own (DATABASE_URL's
+// connect_timeout still applies): the pool makes a new connection in the
+// background, and a request waits for a connection from the pool at most
+// the answer timeout. A connect timeout would abandon connections that
+// are slow to be made, and under overload, when every connection is slow
+// to be made (a burst of them after the network was cut, on a machine
+// whose processors are saturated), every attempt would be abandoned and
+// the pool would never fill again: the fault suite saw that with two CPU
+// hogs beside it.
 const (
-	// EnvDBConnectTimeout bounds establishing a database connection.
-	EnvDBConnectTimeout = "SEARCHD_DB_CONNECT_TIMEOUT"
 	// EnvDBAnswerTimeout bounds waiting for any one answer of the
 	// database: a statement's, a batch's, a commit's, a pool connection.
 	EnvDBAnswerTimeout = "SEARCHD_DB_ANSWER_TIMEOUT"
 )
 
-// Defaults and limits. The answer timeout is the statement timeout's
-// default and 5 s more: PostgreSQL ends a statement that runs longer
-// itself and says so, so no answer by then means the database is not
-// there.
+// Default and limit of the answer timeout: the statement timeout's default
+// and 5 s more, as PostgreSQL ends a statement that runs longer itself
+// and says so, so no answer by then means the database is not there.
 const (
-	DefaultDBConnectTimeout = 5 * time.Second
-	DefaultDBAnswerTimeout  = DefaultStatementTimeout + 5*time.Second
-	maxDBConnectTimeout     = time.Minute
-	maxDBAnswerTimeout      = time.Hour
+	DefaultDBAnswerTimeout = DefaultStatementTimeout + 5*time.Second
+	maxDBAnswerTimeout     = time.Hour
 )
 
-// dbWait are the client-side bounds; zero is none.
+// dbWait is the client-side bound; zero is none.
 type dbWait struct {
-	// Connect is pgx's ConnectTimeout, per host; zero keeps the
-	// connect_timeout of DATABASE_URL (none when it has none).
-	Connect time.Duration
 	// Answer is the deadline of every call (dbdeadline.Tracer).
 	Answer time.Duration
 }
 
-// apply sets the bounds on the pool config pc, keeping the tracer it has.
+// apply sets the bound on the pool config pc, keeping the tracer it has.
 func (w dbWait) apply(pc *pgxpool.Config) {
-	if w.Connect > 0 {
-		pc.ConnConfig.ConnectTimeout = w.Connect
-	}
 	if w.Answer <= 0 {
 		return
 	}
@@ -66,9 +65,6 @@ func (w dbWait) apply(pc *pgxpool.Config) {
 // dbWaitOptions are the settings above, for --help.
 func dbWaitOptions() []option {
 	return []option{
-		{"db-connect-timeout", EnvDBConnectTimeout, DefaultDBConnectTimeout.String(),
-			"the longest a new database connection may take to be established, per host of DATABASE_URL " +
-				"(its connect_timeout is used when this is not set), 1s to 1m"},
 		{"db-answer-timeout", EnvDBAnswerTimeout, DefaultDBAnswerTimeout.String(),
 			"the longest searchd waits for any one answer of the database (a statement, a batch, a commit, a connection " +
 				"from the pool) before it counts the database unreachable: the call fails, its connection is closed " +
@@ -76,35 +72,21 @@ func dbWaitOptions() []option {
 	}
 }
 
-// readDBWaitSettings reads the settings above and returns what is wrong
-// with them, one message per setting. An unset connect timeout is the
-// default unless DATABASE_URL names a connect_timeout.
-func readDBWaitSettings(fs *flag.FlagSet, getenv func(string) string, databaseURL string) (dbWait, []string) {
-	var problems []string
-	duration := func(fl, env string, def, lo, hi time.Duration, zeroOK bool) time.Duration {
-		s := lookup(fs, fl, env, getenv)
-		if s.value == "" {
-			return def
-		}
-		d, err := time.ParseDuration(s.value)
-		switch {
-		case err != nil:
-			problems = append(problems, fmt.Sprintf("%s: %q is not a duration (write it like 5s or 1m)", s.name, s.value))
-		case (d != 0 || !zeroOK) && (d < lo || d > hi):
-			problems = append(problems, fmt.Sprintf("%s: %s is out of range: from %s to %s", s.name, d, lo, hi))
-		default:
-			return d
-		}
-		return def
+// readDBWaitSettings reads the setting above and returns what is wrong
+// with it.
+func readDBWaitSettings(fs *flag.FlagSet, getenv func(string) string) (dbWait, []string) {
+	w := dbWait{Answer: DefaultDBAnswerTimeout}
+	s := lookup(fs, "db-answer-timeout", EnvDBAnswerTimeout, getenv)
+	if s.value == "" {
+		return w, nil
 	}
-	w := dbWait{
-		Connect: duration("db-connect-timeout", EnvDBConnectTimeout, DefaultDBConnectTimeout, time.Second, maxDBConnectTimeout, false),
-		Answer:  duration("db-answer-timeout", EnvDBAnswerTimeout, DefaultDBAnswerTimeout, time.Second, maxDBAnswerTimeout, true),
+	d, err := time.ParseDuration(s.value)
+	switch {
+	case err != nil:
+		return w, []string{fmt.Sprintf("%s: %q is not a duration (write it like 5s or 1m)", s.name, s.value)}
+	case d != 0 && (d < time.Second || d > maxDBAnswerTimeout):
+		return w, []string{fmt.Sprintf("%s: %s is out of range: 0s (none), or from 1s to %s", s.name, d, maxDBAnswerTimeout)}
 	}
-	if lookup(fs, "db-connect-timeout", EnvDBConnectTimeout, getenv).value == "" {
-		if pc, err := pgx.ParseConfig(databaseURL); err == nil && pc.ConnectTimeout > 0 {
-			w.Connect = 0 // the URL's connect_timeout stands
-		}
-	}
-	return w, problems
+	w.Answer = d
+	return w, nil
 }

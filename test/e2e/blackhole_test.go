@@ -21,9 +21,8 @@ import (
 // swallows everything, as a partition does, while the load runs. Nothing
 // is refused and nothing is reset, so only searchd's own client-side
 // bounds end its waits (SEARCHD_DB_ANSWER_TIMEOUT for any one answer, a
-// pool connection included; SEARCHD_DB_CONNECT_TIMEOUT for a new
-// connection; admission's 5 s release timeout for the release a failed
-// start attempts).
+// pool connection included; admission's 5 s release timeout for the
+// release a failed start attempts).
 
 // releaseTimeout is admission's release timeout: a start whose claim
 // failed releases it on a context of its own, bounded by it.

@@ -178,6 +178,28 @@ func (r *replica) Signal(sig syscall.Signal) error {
 	return p.Signal(sig)
 }
 
+// Stop stops the process (SIGSTOP) and returns once the kernel says it is
+// stopped. A signal takes effect when the process is next scheduled: on a
+// busy machine a process sent SIGSTOP runs on for a while, long enough to
+// finish what the harness meant to freeze it inside of, so a fault that
+// goes on before the process has stopped tests nothing.
+func (r *replica) Stop() error {
+	if err := r.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(stopTimeout); ; time.Sleep(time.Millisecond) {
+		switch st := r.State(); {
+		case st == "T":
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("%s was sent SIGSTOP and is still in state %q after %s", r.name, st, stopTimeout)
+		}
+	}
+}
+
+// stopTimeout bounds waiting for a process sent SIGSTOP to stop.
+const stopTimeout = 30 * time.Second
+
 // State returns the state letter of the process in /proc (R, S, T for
 // stopped...), or "" when it is not running.
 func (r *replica) State() string {
