@@ -481,9 +481,18 @@ func cutAfterInsert(marker string, lockKey int) func(ctx context.Context, r *inb
 		}
 		r.note("cut %d connections after the %s insert of %s committed; %s answered %d %s after %s; its claim then: %s",
 			cut, marker, probe.deliveryID, r.victim.name, a.status, a.answer, a.took.Round(time.Millisecond), claimStatus)
+		// Claim releases the claim its failed statement may have written,
+		// within its release timeout; when the database is not back
+		// within it (a busy machine reconnecting after the cut), the
+		// claim falls to its lease, which verify checks passes. What
+		// must never happen is a failed claim left without the attempt.
 		if marker == "cutclaim" && claimStatus == "processing" {
-			r.t.Errorf("the claim whose insert reply was lost is still processing after %s answered: "+
-				"Claim did not release it, and the delivery waits out a lease", r.victim.name)
+			if line := r.victim.logLine(probe.deliveryID, "release the claim the failed statement may have written"); line != "" {
+				r.note("its release of the claim did not reach the database within the release timeout, so the claim waits out its lease: %s", line)
+			} else {
+				r.t.Errorf("the claim whose insert reply was lost is still processing after %s answered, and %s never tried to release it: "+
+					"Claim did not release it, and the delivery waits out a lease", r.victim.name, r.victim.name)
+			}
 		}
 		return nil
 	}
