@@ -333,7 +333,11 @@ func TestPreparationWithLostFenceWritesNothing(t *testing.T) {
 		})
 		return err
 	})
-	_, err := stalled.StartSavedSearch(b.ctx, p)
+	res, err := stalled.StartSavedSearch(b.ctx, p)
+	if err == nil {
+		t.Fatalf("the stalled worker's start = %+v, nil after its claim was reclaimed; "+
+			"the fenced completion (claimCompleteOrAbort) must abort its transaction", res)
+	}
 	wantInFlight(t, err)
 	b.wantCounts(t, 0, 0)
 	rec := b.claimRow(t, "k")
@@ -343,7 +347,7 @@ func TestPreparationWithLostFenceWritesNothing(t *testing.T) {
 
 	// The reclaimer dies too; after its lease the next start completes.
 	b.clock.Advance(idempotency.SavedSearchStartLease + time.Second)
-	res, err := b.starter.StartSavedSearch(b.ctx, p)
+	res, err = b.starter.StartSavedSearch(b.ctx, p)
 	if err != nil || !res.Created {
 		t.Fatalf("start after both leases = %+v, %v; want a new Run", res, err)
 	}

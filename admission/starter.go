@@ -182,6 +182,11 @@ type SavedSearchStart struct {
 	Options StartOptions
 	// Actor is recorded on the snapshot and the Run; empty records NULL.
 	Actor string
+	// Origin is recorded on the snapshot: snapshot.OriginAPI (empty is
+	// the same) for a client's start, snapshot.OriginSchedule for the
+	// schedule drain's. It is not part of the request hash: a start key
+	// names one start, whoever asks for it.
+	Origin string
 	// Wait is how long to wait for a preparation of the same key another
 	// caller holds (a live claim) to end, instead of answering in progress
 	// at once: woken when it completes or is released, reclaiming it when
@@ -483,7 +488,7 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 	// Round trip 1: BEGIN and the freeze read.
 	first := &pgx.Batch{}
 	first.Queue(txBegin)
-	read := snapshot.QueueRead(first, a.Org, a.SavedSearchID, a.Actor)
+	read := snapshot.QueueRead(first, a.Org, a.SavedSearchID, a.Actor, a.Origin)
 	if err := conn.SendBatch(ctx, first).Close(); err != nil {
 		return Result{}, nil, err
 	}

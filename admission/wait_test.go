@@ -112,7 +112,14 @@ func TestTheStartThatFrozeAnswersCreatedWhoeverAdmits(t *testing.T) {
 		res, err := preparer.StartSavedSearch(b.ctx, b.start("k"))
 		first <- answer{res, err}
 	}()
-	<-frozen
+	// A preparation that fails never reaches afterFreeze: wait for either,
+	// so such a failure ends the test at once, named, rather than by the
+	// test binary's timeout.
+	select {
+	case <-frozen:
+	case got := <-first:
+		t.Fatalf("the preparer answered %+v, %v before its freeze committed; want it to freeze, then wait", got.res, got.err)
+	}
 	repeat, err := b.starter.StartSavedSearch(b.ctx, b.start("k"))
 	if err != nil {
 		t.Fatalf("repeat: %v", err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/migrations"
@@ -138,7 +139,7 @@ func TestFairnessBench(t *testing.T) {
 			Ready: readiness.Pool(pool), Plane: st.plane, SavedSearches: st.searches, Snapshots: st.snapshots,
 			Runs: st.runs, Starter: st.starter(t, admission.Config{}),
 			ProviderJobs: providerjobs.New(pool, st.plane, providerjobs.Config{}),
-			JWTSecret:    testSecret, Logger: slog.New(slog.DiscardHandler), OrgMaxInFlight: orgMax, MaxInFlight: budget,
+			Verifier:     testVerifier(t, nil), Logger: slog.New(slog.DiscardHandler), OrgMaxInFlight: orgMax, MaxInFlight: budget,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -157,7 +158,7 @@ func TestFairnessBench(t *testing.T) {
 	capped := servers["shared"]
 
 	token := func(org uuid.UUID) string {
-		tok, err := api.SignToken(testSecret, org, "bench", time.Now(), 2*time.Hour)
+		tok, err := auth.SignToken(testSecret, org, "bench", time.Now(), 2*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

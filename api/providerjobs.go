@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -435,7 +434,9 @@ func deliveryIDHeader(h http.Header) (string, error) {
 // This is Standard Webhooks' verification, done here rather than by the
 // reference library, whose Verify takes the whole body and copies it
 // again into the signed message: streamed, the only buffer is the body
-// itself, sized by its declared length, which the limit bounds.
+// itself, sized by its declared length, which the limit bounds, charged to
+// the budget of bodies awaiting their signature and bounded in time (see
+// readCallbackBody: 503 when either is spent).
 func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, sig string) ([]byte, error) {
 	r := c.Request()
 	limit := s.callbackMaxBodyBytes
@@ -449,25 +450,14 @@ func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, s
 	_, _ = io.WriteString(mac, ".")
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
-		size := int64(bytes.MinRead)
-		if r.ContentLength > 0 {
-			// Room for the declared body and the read that sees its end,
-			// so an honest body is read into one allocation.
-			size += r.ContentLength
+		var charged int64
+		var err error
+		if body, charged, err = s.readCallbackBody(c, limit, mac, s.callbackTooLarge); err != nil {
+			return nil, err
 		}
-		buf := bytes.NewBuffer(make([]byte, 0, size))
-		// MaxBytesReader asks the body for at most limit+1 bytes, and
-		// tells net/http to close the connection after a body over it.
-		_, err := buf.ReadFrom(io.TeeReader(http.MaxBytesReader(c.Response(), r.Body, limit), mac))
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLarge):
-			return nil, s.callbackTooLarge()
-		case err != nil:
-			return nil, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-				detail: "the request body could not be read"}
-		}
-		body = buf.Bytes()
+		// Checked, the body is the provider's or refused: either way it
+		// no longer awaits its signature.
+		defer s.callbackBodies.give(charged)
 	}
 	if !signatureMatches(sig, mac.Sum(nil)) {
 		return nil, errBadSignature

@@ -130,6 +130,10 @@ func newWorld(t testing.TB, opts setupOpts) *world {
 	}
 	w.runID, w.snapshot, w.directRun = started.Run.ID, started.Snapshot.ID, direct.Run.ID
 	w.job = b.seedJob("world-job")
+	if res := b.do(req{method: http.MethodPut, path: "/v1/saved-searches/" + w.ss.ID.String() + "/schedule",
+		body: `{"interval_seconds":3600}`}); res.status != http.StatusCreated {
+		t.Fatalf("seeding a schedule: %d %s", res.status, res.body)
+	}
 	return w
 }
 
@@ -200,6 +204,8 @@ func (w *world) validRequest(r route) req {
 		rq.body = `{"items":["a","b"]}`
 	case "POST /v1/saved-searches/:id/start":
 		rq.body = `{"max_results":5}`
+	case "PUT /v1/saved-searches/:id/schedule":
+		rq.body = `{"interval_seconds":3600}`
 	case "POST /v1/runs":
 		rq.body = `{"kind":"capability","name":"c","input":{"a":1}}`
 	case "POST /v1/provider-jobs":

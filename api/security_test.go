@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 )
 
@@ -81,7 +82,7 @@ func TestTokenStopsWorkingWhenItExpires(t *testing.T) {
 	t.Parallel()
 	clk := dbclocktest.New(time.Now())
 	w := newWorld(t, setupOpts{deps: func(d *api.Deps) { d.Now = clk.Now }})
-	tok, err := api.SignToken(testSecret, w.org, "short-lived", clk.Now(), time.Minute)
+	tok, err := auth.SignToken(testSecret, w.org, "short-lived", clk.Now(), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,8 @@
 // GET /openapi.json).
 //
 // The package decides what the domain packages cannot: who the caller is
-// (an HS256 bearer token; the organization comes from its org_id claim and
-// from nowhere else; a provider callback is authenticated by a Standard
+// (a bearer token that package auth verifies; the organization comes from
+// the token and from nowhere else; a provider callback is authenticated by a Standard
 // Webhooks signature over its delivery id, timestamp and body instead, see
 // providerjobs.go), what a well-formed request is
 // (the Idempotency-Key header, JSON bodies, field rules), and how every
@@ -39,7 +39,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/trace"
@@ -66,6 +65,10 @@ type SavedSearches interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*savedsearch.SavedSearch, error)
 	List(ctx context.Context, org uuid.UUID, p savedsearch.ListParams) ([]savedsearch.Summary, string, error)
 	Update(ctx context.Context, org, id uuid.UUID, p savedsearch.UpdateParams) (*savedsearch.SavedSearch, error)
+	// UpdateFunc applies the change computed from the saved search as
+	// stored, under its row lock (a merge patch).
+	UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool,
+		change func(cur *savedsearch.SavedSearch) (savedsearch.UpdateParams, error)) (*savedsearch.SavedSearch, error)
 	ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b savedsearch.Baseline) (*savedsearch.SavedSearch, error)
 	Archive(ctx context.Context, org, id uuid.UUID) error
 }
@@ -109,15 +112,19 @@ type Deps struct {
 	Runs          Runs
 	Starter       Starter
 	ProviderJobs  ProviderJobs
+	// Schedules serves the schedules of saved searches and their
+	// occurrences; nil serves none of those routes.
+	Schedules Schedules
 	// ProviderSecrets maps each provider name to the secret its callbacks
 	// are signed with (Standard Webhooks v1: HMAC-SHA256 over the delivery
 	// id, timestamp and body), used as these raw bytes. Names must pass
 	// providerjobs.ValidateProvider and secrets must not be empty. A
 	// callback from a provider missing here answers 401; nil allows none.
 	ProviderSecrets map[string][]byte
-	// JWTSecret verifies bearer tokens (HS256); at least
-	// [MinJWTSecretLen] bytes. Required.
-	JWTSecret []byte
+	// Verifier verifies bearer tokens (an *auth.Verifier: HS256 tokens
+	// of the server's secret, a provider's access tokens, or both).
+	// Required.
+	Verifier Verifier
 	// Logger receives the access log and the errors; nil discards them.
 	// Every line about a request carries its request_id.
 	Logger *slog.Logger
@@ -142,6 +149,19 @@ type Deps struct {
 	// [DefaultCallbackMaxBodyBytes], or MaxBodyBytes when that is lower;
 	// more than MaxBodyBytes is an error.
 	CallbackMaxBodyBytes int64
+	// CallbackBodyBudget bounds the bytes that callback bodies awaiting
+	// their signature check hold together (a body is charged its buffer
+	// before a byte is read); a body it cannot take answers 503
+	// unavailable with Retry-After at once, unread. Bodies over 64 KiB
+	// share three quarters of it, so small deliveries still get in while
+	// large ones hold the rest. Zero is [DefaultCallbackBodyBudget]; it
+	// must be at least twice the callback limit.
+	CallbackBodyBudget int64
+	// CallbackBodyTimeout is how long a callback body may take to arrive,
+	// from the end of its headers; a slower one answers 503 unavailable
+	// and gives its share of the budget back. Zero is
+	// [DefaultCallbackBodyTimeout].
+	CallbackBodyTimeout time.Duration
 	// MaxPreferWait is the longest Prefer: wait=N a saved-search start
 	// honours, in whole seconds, at most [PreferWaitLimit]; a longer
 	// N is cut to it. Zero (the default) ignores the preference: set it
@@ -182,15 +202,17 @@ type Server struct {
 	runs          Runs
 	starter       Starter
 	providerJobs  ProviderJobs
-	jwtSecret     []byte
-	// tokenParser and verifiedTokens serve authenticate.
-	tokenParser    *jwt.Parser
-	verifiedTokens *tokenCache
-	logger         *slog.Logger
-	now            func() time.Time
-	maxBodyBytes   int64
-	// callbackMaxBodyBytes limits a callback body (Deps.CallbackMaxBodyBytes).
+	schedules     Schedules
+	verifier      Verifier
+	logger        *slog.Logger
+	now           func() time.Time
+	maxBodyBytes  int64
+	// callbackMaxBodyBytes limits a callback body (Deps.CallbackMaxBodyBytes);
+	// callbackBodies and callbackBodyTimeout bound the bodies awaiting their
+	// signature (callbackbody.go).
 	callbackMaxBodyBytes int64
+	callbackBodies       *bodyBudget
+	callbackBodyTimeout  time.Duration
 	maxPreferWait        time.Duration
 	ready                func(ctx context.Context) error
 	orgLimiter           *orgLimiter
@@ -218,8 +240,8 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("api: Deps.Ready is required")
 	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.Starter == nil, d.ProviderJobs == nil:
 		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs, Starter and ProviderJobs are required")
-	case len(d.JWTSecret) < MinJWTSecretLen:
-		return nil, fmt.Errorf("api: Deps.JWTSecret is %d bytes; it must be at least %d", len(d.JWTSecret), MinJWTSecretLen)
+	case d.Verifier == nil:
+		return nil, errors.New("api: Deps.Verifier is required")
 	case d.OrgMaxInFlight < 0:
 		return nil, errors.New("api: Deps.OrgMaxInFlight is negative")
 	case d.MaxInFlight < 0:
@@ -231,6 +253,8 @@ func New(d Deps) (*Server, error) {
 	case d.CallbackMaxBodyBytes > cmp.Or(d.MaxBodyBytes, DefaultMaxBodyBytes):
 		return nil, fmt.Errorf("api: Deps.CallbackMaxBodyBytes is %d; it must be at most MaxBodyBytes (%d)",
 			d.CallbackMaxBodyBytes, cmp.Or(d.MaxBodyBytes, DefaultMaxBodyBytes))
+	case d.CallbackBodyBudget < 0 || d.CallbackBodyTimeout < 0:
+		return nil, errors.New("api: Deps.CallbackBodyBudget or CallbackBodyTimeout is negative")
 	case d.MaxPreferWait < 0 || d.MaxPreferWait > PreferWaitLimit || d.MaxPreferWait%time.Second != 0:
 		return nil, fmt.Errorf("api: Deps.MaxPreferWait is %s; it must be whole seconds from 0s to %s", d.MaxPreferWait, PreferWaitLimit)
 	}
@@ -244,7 +268,8 @@ func New(d Deps) (*Server, error) {
 		runs:          d.Runs,
 		starter:       d.Starter,
 		providerJobs:  d.ProviderJobs,
-		jwtSecret:     d.JWTSecret,
+		schedules:     d.Schedules,
+		verifier:      d.Verifier,
 		logger:        d.Logger,
 		now:           d.Now,
 		maxBodyBytes:  d.MaxBodyBytes,
@@ -264,11 +289,17 @@ func New(d Deps) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.tokenParser, s.verifiedTokens = newTokenParser(s.now), newTokenCache(tokenCacheSize)
 	if s.maxBodyBytes == 0 {
 		s.maxBodyBytes = DefaultMaxBodyBytes
 	}
 	s.callbackMaxBodyBytes = cmp.Or(d.CallbackMaxBodyBytes, min(DefaultCallbackMaxBodyBytes, s.maxBodyBytes))
+	budget := cmp.Or(d.CallbackBodyBudget, DefaultCallbackBodyBudget)
+	if budget < 2*s.callbackMaxBodyBytes {
+		return nil, fmt.Errorf("api: Deps.CallbackBodyBudget is %d; it must be at least twice the callback limit (%d)",
+			budget, 2*s.callbackMaxBodyBytes)
+	}
+	s.callbackBodies = newBodyBudget(budget)
+	s.callbackBodyTimeout = cmp.Or(d.CallbackBodyTimeout, DefaultCallbackBodyTimeout)
 	s.initTelemetry(d)
 	s.echo = s.routes()
 	s.knownRoutes = routeSet(s.echo)
@@ -321,6 +352,14 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/provider-jobs", s.registerProviderJob, auth, limit)
 	get("/v1/provider-jobs/:id", s.getProviderJob, auth, limit)
 	get("/v1/provider-jobs/:id/drops", s.listProviderJobDrops, auth, limit)
+	if s.schedules != nil {
+		get("/v1/saved-searches/:id/schedule", s.getSchedule, auth, limit)
+		e.PUT("/v1/saved-searches/:id/schedule", s.setSchedule, auth, limit)
+		e.DELETE("/v1/saved-searches/:id/schedule", s.removeSchedule, auth, limit)
+		e.POST("/v1/saved-searches/:id/schedule/pause", s.pauseSchedule, auth, limit)
+		e.POST("/v1/saved-searches/:id/schedule/resume", s.resumeSchedule, auth, limit)
+		get("/v1/saved-searches/:id/occurrences", s.listOccurrences, auth, limit)
+	}
 	return e
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
@@ -30,6 +31,7 @@ import (
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/snapshot"
 )
 
@@ -116,8 +118,8 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 		Runs:            st.runs,
 		Starter:         st.starter(t, admission.Config{}),
 		ProviderJobs:    providerjobs.New(pool, st.plane, providerjobs.Config{Observer: opts.observer}),
+		Schedules:       schedule.NewStore(pool, opts.clock),
 		ProviderSecrets: map[string][]byte{acme: acmeSecret, otherProvider: otherSecret},
-		JWTSecret:       testSecret,
 		Logger:          slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		// Many tests race dozens of one organization's requests on
 		// purpose; the per-organization cap has tests of its own
@@ -127,6 +129,9 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	}
 	if opts.deps != nil {
 		opts.deps(&d)
+	}
+	if d.Verifier == nil {
+		d.Verifier = testVerifier(t, d.Now)
 	}
 	srv, err := api.New(d)
 	if err != nil {
@@ -139,10 +144,21 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	return b
 }
 
+// testVerifier returns a verifier of the tokens testSecret signs, judged
+// by now (nil: time.Now).
+func testVerifier(t testing.TB, now func() time.Time) *auth.Verifier {
+	t.Helper()
+	v, err := auth.NewVerifier(context.Background(), auth.Config{Secret: testSecret, Now: now})
+	if err != nil {
+		t.Fatalf("auth.NewVerifier: %v", err)
+	}
+	return v
+}
+
 // tokenFor returns a valid token for org with sub actor.
 func (b *bundle) tokenFor(org uuid.UUID, actor string) string {
 	b.t.Helper()
-	tok, err := api.SignToken(testSecret, org, actor, time.Now(), time.Hour)
+	tok, err := auth.SignToken(testSecret, org, actor, time.Now(), time.Hour)
 	if err != nil {
 		b.t.Fatalf("SignToken: %v", err)
 	}

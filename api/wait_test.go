@@ -371,7 +371,7 @@ func TestMaxPreferWaitIsValidated(t *testing.T) {
 		Runs:          st.runs,
 		Starter:       st.starter(t, admission.Config{}),
 		ProviderJobs:  providerjobs.New(pool, st.plane, providerjobs.Config{}),
-		JWTSecret:     testSecret,
+		Verifier:      testVerifier(t, nil),
 	}
 	for _, d := range []time.Duration{-time.Second, 31 * time.Second, 1500 * time.Millisecond} {
 		deps.MaxPreferWait = d

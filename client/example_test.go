@@ -14,6 +14,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
@@ -41,6 +42,10 @@ func exampleServer() (baseURL, token string) {
 	if err != nil {
 		log.Fatal(err)
 	}
+	verifier, err := auth.NewVerifier(context.Background(), auth.Config{Secret: []byte(testSecret)})
+	if err != nil {
+		log.Fatal(err)
+	}
 	srv, err := api.New(api.Deps{
 		Plane:         plane,
 		SavedSearches: searches,
@@ -48,7 +53,7 @@ func exampleServer() (baseURL, token string) {
 		Runs:          runStore,
 		Starter:       starter,
 		ProviderJobs:  providerjobs.New(pool, plane, providerjobs.Config{}),
-		JWTSecret:     []byte(testSecret),
+		Verifier:      verifier,
 		Ready:         func(context.Context) error { return nil },
 	})
 	if err != nil {
@@ -56,7 +61,7 @@ func exampleServer() (baseURL, token string) {
 	}
 	ts := httptest.NewServer(srv.Handler())
 	pgtest.AtExit(ts.Close)
-	token, err = api.SignToken([]byte(testSecret), uuid.New(), "example", time.Now(), time.Hour)
+	token, err = auth.SignToken([]byte(testSecret), uuid.New(), "example", time.Now(), time.Hour)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/internal/pgtest"
 )
@@ -91,7 +91,7 @@ func startSearchd(t *testing.T, bin string) *searchd {
 	addr := ln.Addr().String()
 	ln.Close()
 	s := &searchd{t: t, bin: bin, dbURL: dbURL, addr: addr, db: db, org: uuid.New()}
-	s.token, err = api.SignToken([]byte(testSecret), s.org, "client-test", time.Now(), time.Hour)
+	s.token, err = auth.SignToken([]byte(testSecret), s.org, "client-test", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,10 +87,11 @@ func checkKey(key string) error {
 
 // keyHeader returns the Idempotency-Key header value that names key. The
 // server reads a value that starts with a double quote as a
-// structured-field string (RFC 8941), so such a key is sent in that form,
-// escaped; any other key is sent as it is.
+// structured-field string (RFC 8941), and a bare value with a comma as a
+// list it refuses, so such keys are sent as a string, escaped; any other
+// key is sent as it is.
 func keyHeader(key string) string {
-	if !strings.HasPrefix(key, `"`) {
+	if !strings.HasPrefix(key, `"`) && !strings.Contains(key, ",") {
 		return key
 	}
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`

@@ -38,6 +38,7 @@ func TestAgainstSearchd(t *testing.T) {
 	t.Run("LostRegistrationAnswerIsRetriedToTheOneJob", func(t *testing.T) { t.Parallel(); testLostRegistration(t, bin) })
 	t.Run("DoubleSubmitIsAnsweredWithoutWaitingOutTheLease", func(t *testing.T) { t.Parallel(); testDoubleSubmit(t, bin) })
 	t.Run("IteratorsAndTheSurfaceOfIssue15", func(t *testing.T) { t.Parallel(); testSurface(t, bin) })
+	t.Run("SchedulesStartSavedSearchesOnTheirOwn", func(t *testing.T) { t.Parallel(); testSchedules(t, bin) })
 }
 
 // testDoubleSubmit is the double click of issue 15: two concurrent starts

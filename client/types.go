@@ -195,7 +195,10 @@ type Snapshot struct {
 	Baseline           Baseline `json:"baseline"`
 	ContentHash        string   `json:"content_hash"`
 	// CreatedBy is the sub claim of the token that started it, if any.
-	CreatedBy *string   `json:"created_by"`
+	CreatedBy *string `json:"created_by"`
+	// Origin is "api" for a client's start, "schedule" for a start the
+	// saved search's schedule made (for the actor who set it, CreatedBy).
+	Origin    string    `json:"origin"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
@@ -208,6 +211,7 @@ type SnapshotListItem struct {
 	SavedSearchVersion int64     `json:"saved_search_version"`
 	ContentHash        string    `json:"content_hash"`
 	CreatedBy          *string   `json:"created_by"`
+	Origin             string    `json:"origin"`
 	CreatedAt          time.Time `json:"created_at"`
 	BriefBytes         int64     `json:"brief_bytes"`
 	BaselineBytes      int64     `json:"baseline_bytes"`

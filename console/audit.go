@@ -7,9 +7,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/snapshot"
 )
 
@@ -62,6 +64,13 @@ type savedSearchPage struct {
 	Next               string
 	// Runs are the newest Runs of the saved search.
 	Runs []runs.Run
+	// Schedules says whether the console reads schedules at all;
+	// Schedule is the saved search's (nil when it has none), Occurrences a
+	// page of its occurrences, latest due first, from OccCursor.
+	Schedules          bool
+	Schedule           *schedule.Schedule
+	Occurrences        []schedule.Occurrence
+	OccCursor, OccNext string
 }
 
 func (c *Console) savedSearch(w http.ResponseWriter, r *http.Request) {
@@ -74,6 +83,7 @@ func (c *Console) savedSearch(w http.ResponseWriter, r *http.Request) {
 	f := newFilters(r)
 	actor, from, to, cursor := f.text("actor", maxFilterLen), f.time("from"), f.time("to"), f.cursor("cursor")
 	itemsAt := f.position("items")
+	occCursor := f.cursor("occ")
 	if err := f.err(); err != nil {
 		c.badFilters(w, r, err)
 		return
@@ -95,11 +105,27 @@ func (c *Console) savedSearch(w http.ResponseWriter, r *http.Request) {
 	if c.readFailed(w, r, err) {
 		return
 	}
-	c.render(w, r, http.StatusOK, "saved-search", ss.Name, savedSearchPage{
+	p := savedSearchPage{
 		Search: ss, Items: items, ItemsAt: itemsAt, ItemsNext: itemsNext,
 		Timeline: tl, Actor: actor, From: localInput(from), To: localInput(to),
-		Cursor: cursor, Next: next, Runs: rs,
-	})
+		Cursor: cursor, Next: next, Runs: rs, OccCursor: occCursor,
+	}
+	if c.d.Schedules != nil {
+		p.Schedules = true
+		p.Schedule, err = c.d.Schedules.Get(r.Context(), s.OrganizationID, id)
+		if errors.Is(err, schedule.ErrNotFound) {
+			err = nil
+		}
+		if c.readFailed(w, r, err) {
+			return
+		}
+		p.Occurrences, p.OccNext, err = c.d.Schedules.Occurrences(r.Context(), s.OrganizationID, id,
+			schedule.ListParams{Limit: pageSize, Cursor: occCursor})
+		if c.readFailed(w, r, err) {
+			return
+		}
+	}
+	c.render(w, r, http.StatusOK, "saved-search", ss.Name, p)
 }
 
 type comparePage struct {
@@ -350,11 +376,10 @@ func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) 
 	case err == nil:
 		return false
 	case errors.Is(err, savedsearch.ErrNotFound), errors.Is(err, snapshot.ErrNotFound),
-		errors.Is(err, runs.ErrNotFound), errors.Is(err, providerjobs.ErrNotFound):
+		errors.Is(err, runs.ErrNotFound), errors.Is(err, providerjobs.ErrNotFound),
+		errors.Is(err, schedule.ErrSavedSearchNotFound):
 		c.notFound(w, r)
-	case errors.Is(err, savedsearch.ErrInvalidCursor), errors.Is(err, snapshot.ErrInvalidCursor),
-		errors.Is(err, runs.ErrInvalidCursor), errors.Is(err, providerjobs.ErrInvalidCursor),
-		errors.Is(err, errInvalidCursor):
+	case errors.Is(err, keyset.ErrInvalid): // every list's cursor, decoded in one place
 		c.fail(w, r, http.StatusBadRequest, "Page not found", "That page link is not one of this console's. Start again from the first page.")
 	case errors.Is(err, savedsearch.ErrInvalid):
 		c.badFilters(w, r, err)

@@ -25,7 +25,7 @@ func TestEveryPageIsBoundedInBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := b.token(t, b.world.OrgA, "alice")
+	tok := b.signIn(t, b.world.OrgA, "alice")
 	compare := fmt.Sprintf("/console/saved-searches/%s/compare?a=%s&b=%s", l.Search, l.Newer, l.Older)
 	for _, tt := range []struct {
 		path string

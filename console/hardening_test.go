@@ -58,7 +58,7 @@ func TestStaticServesItsNamedFilesAndNothingElse(t *testing.T) {
 func TestOutcomeMessagesComeFromFixedCodesOnly(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	op := b.operatorToken(t)
+	op := b.operatorSignIn(t)
 	const spoof = "Your session expired: sign in again at evil.example"
 	for _, target := range []string{
 		"/console/operator/claims?refused=",
@@ -131,7 +131,7 @@ func TestCompareShowsNullForANullValue(t *testing.T) {
 		older, newer, w.OrgA, w.Search); err != nil {
 		t.Fatal(err)
 	}
-	tok := b.token(t, w.OrgA, "alice")
+	tok := b.signIn(t, w.OrgA, "alice")
 	rec := b.do("GET", fmt.Sprintf("/console/saved-searches/%s/compare?a=%s&b=%s", w.Search, older, newer), tok, nil, nil)
 	body := regexp.MustCompile(`>\s+<`).ReplaceAllString(rec.Body.String(), "><")
 	for _, want := range []string{
@@ -152,7 +152,7 @@ func TestCompareShowsNullForANullValue(t *testing.T) {
 func TestTimeFiltersAreUTCTextFields(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tok := b.token(t, b.world.OrgA, "alice")
+	tok := b.signIn(t, b.world.OrgA, "alice")
 	for _, path := range []string{"/console/runs", "/console/saved-searches/" + b.world.Search.String()} {
 		rec := b.do("GET", path+"?from=2026-12-01+09:30&to=2026-12-02T10:15", tok, nil, nil)
 		body := rec.Body.String()

@@ -14,14 +14,8 @@ import (
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/operator"
-	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/sweeper"
-	"github.com/searchd/searchd/tools"
 )
-
-// errInvalidCursor is what the operator views answer for a cursor their
-// stores did not write.
-var errInvalidCursor = errors.New("console: invalid cursor")
 
 // panel is one operator view: its navigation entry and its routes. Every
 // route is gated to operator tokens by routes().
@@ -285,7 +279,7 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 		c.badFilters(w, r, err)
 		return
 	}
-	if org.String() != zeroUUID {
+	if org != uuid.Nil {
 		p.Org = org.String()
 	}
 	p.Filtered = p.Org != "" || p.Scope != "" || p.Key != ""
@@ -415,7 +409,7 @@ func (c *Console) releases(w http.ResponseWriter, r *http.Request) {
 		c.badFilters(w, r, err)
 		return
 	}
-	if org.String() != zeroUUID {
+	if org != uuid.Nil {
 		p.Org = org.String()
 	}
 	list, next, err := c.d.Operator.Releases(r.Context(), operator.ReleaseFilter{OrganizationID: org, Actor: p.Actor},
@@ -463,9 +457,6 @@ func (c *Console) sweeperRuns(w http.ResponseWriter, r *http.Request) {
 // operatorFailed is readFailed for the operator's stores.
 func (c *Console) operatorFailed(w http.ResponseWriter, r *http.Request, err error) bool {
 	switch {
-	case errors.Is(err, operator.ErrInvalidCursor), errors.Is(err, sweeper.ErrInvalidCursor), errors.Is(err, tools.ErrInvalidCursor),
-		errors.Is(err, providerjobs.ErrInvalidCursor):
-		err = errInvalidCursor
 	case errors.Is(err, operator.ErrInvalid):
 		c.badFilters(w, r, errors.New(strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": ")))
 		return true

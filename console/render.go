@@ -19,6 +19,7 @@ import (
 
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/schedule"
 )
 
 // MaxPageBytes bounds every page of the console, in bytes of HTML, with
@@ -64,7 +65,7 @@ func (c *Console) nav(s *session) []navEntry {
 			navEntry{"Audit", "Provider jobs", "/console/provider-jobs", "provider-jobs"},
 		)
 	}
-	if s.Operator {
+	if s.IsOperator() {
 		for _, p := range c.operatorPanels() {
 			out = append(out, navEntry{"Operator", p.label, p.href, p.section})
 		}
@@ -300,7 +301,24 @@ var funcs = template.FuncMap{
 		}
 		return strconv.FormatInt(n, 10)
 	},
-	"add":   func(a, b int) int { return a + b },
+	"add": func(a, b int) int { return a + b },
+	// occBadge is the badge class of an occurrence's status, from the
+	// console's existing badges.
+	"occBadge": func(status string) string {
+		switch status {
+		case schedule.StatusStarted:
+			return "b-succeeded"
+		case schedule.StatusRefused:
+			return "b-failed"
+		case schedule.StatusMissed:
+			return "b-archived"
+		case schedule.StatusNotReady:
+			return "b-stuck"
+		}
+		return "b-pending"
+	},
+	// every writes an interval schedule's cadence for a person.
+	"every": func(seconds int64) string { return humanDuration(time.Duration(seconds) * time.Second) },
 	"sub":   func(a, b int) int { return a - b },
 	"int":   func(n int64) int { return int(n) },
 	"keyOf": idempotencyKey,

@@ -30,8 +30,10 @@ var distributed = []string{
 	"agent.provider_jobs",
 	"agent.runs",
 	"agent.saved_search_baselines",
+	"agent.saved_search_schedules",
 	"agent.saved_search_snapshots",
 	"agent.saved_searches",
+	"agent.schedule_occurrences",
 	"agent.tool_call_resolutions",
 }
 
@@ -49,6 +51,9 @@ var notDistributed = map[string]string{
 		"organizations by the console's release log, off the claim path; a local table on the coordinator",
 	"agent.sweeper_runs": "the sweeper's run log: one row per run over every organization, naming none; " +
 		"a local table on the coordinator",
+	"agent.console_sessions": "the console's sessions: a session is found by the secret in its cookie alone, before " +
+		"anyone knows whose it is, and an operator's session names no organization (organization_id NULL); rare " +
+		"(a sign-in, then a read per console page) and off the claim path, it stays a local table on the coordinator",
 	"public.goose_db_version": "the migration bookkeeping of goose: one row per applied migration, " +
 		"read and written by `searchd migrate` alone; it stays on the coordinator, which applies DDL to every shard",
 }

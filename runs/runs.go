@@ -34,7 +34,7 @@ var (
 	// ErrInvalid reports admission input the store or the table refuses.
 	ErrInvalid = errs.New(errs.Invalid, "runs: invalid input")
 	// ErrInvalidCursor reports a list cursor this package did not write.
-	ErrInvalidCursor = errs.New(errs.Invalid, "runs: invalid cursor")
+	ErrInvalidCursor = keyset.InvalidCursor("runs")
 )
 
 // Retention is how long a Run, and so its start key's replay, is kept:

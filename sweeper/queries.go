@@ -47,6 +47,24 @@ DELETE FROM agent.idempotency_keys k
 WHERE k.ctid = ANY($2::tid[])
 	AND k.retain_until <= coalesce($1::timestamptz, now())`
 
+// occurrenceExpiredRead selects closed occurrences of schedules past their
+// retention (an open one has none), oldest first, on
+// schedule_occurrences_retain_idx. $1 now, $2 bound.
+const occurrenceExpiredRead = `
+SELECT o.id, o.ctid
+FROM agent.schedule_occurrences o
+WHERE o.retain_until <= coalesce($1::timestamptz, now())
+ORDER BY o.retain_until
+LIMIT $2
+FOR UPDATE SKIP LOCKED`
+
+// occurrenceExpiredDelete deletes the occurrences at the ctids $2 still
+// past their retention. $1 now, $2 ctids.
+const occurrenceExpiredDelete = `
+DELETE FROM agent.schedule_occurrences o
+WHERE o.ctid = ANY($2::tid[])
+	AND o.retain_until <= coalesce($1::timestamptz, now())`
+
 // runExpiredRead selects Runs past their retention, oldest first, on
 // runs_retain_until_idx. $1 now, $2 bound.
 const runExpiredRead = `
@@ -170,3 +188,22 @@ DELETE FROM agent.provider_inbox i
 WHERE i.ctid = ANY($2::tid[])
 	AND i.received_at <= coalesce($1::timestamptz, now()) - $3::bigint * interval '1 microsecond'
 	AND i.status <> 'pending'`
+
+// sessionExpiredRead selects console sessions past their expiry, oldest
+// first, on console_sessions_expires_idx: an expired session is refused
+// by every read already (sessions.Store.Lookup), so it goes at once.
+// $1 now, $2 bound.
+const sessionExpiredRead = `
+SELECT s.id, s.ctid
+FROM agent.console_sessions s
+WHERE s.expires_at <= coalesce($1::timestamptz, now())
+ORDER BY s.expires_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED`
+
+// sessionExpiredDelete deletes the sessions at the ctids $2 still past
+// their expiry. $1 now, $2 ctids.
+const sessionExpiredDelete = `
+DELETE FROM agent.console_sessions s
+WHERE s.ctid = ANY($2::tid[])
+	AND s.expires_at <= coalesce($1::timestamptz, now())`

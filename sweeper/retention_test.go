@@ -2,6 +2,7 @@ package sweeper
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -400,5 +401,98 @@ VALUES ($1, 'acme', $2, 'job', repeat('0', 64), 'j', 'running', $3, $4, $5, $6, 
 	var copies int
 	if err := b.db.QueryRow(b.ctx, `SELECT count(*) FROM agent.provider_inbox_copies`).Scan(&copies); err != nil || copies != 2 {
 		t.Errorf("copies rows left = %d, %v; want 2: they go with their arrival", copies, err)
+	}
+}
+
+// TestOccurrenceRetention: an occurrence of a schedule is kept as long as
+// its Run (a started one's retain_until is its Run's), and the two go in
+// the same run of the sweeper; a closed occurrence with no Run goes at its
+// own retain_until; an open one, which has none, is never swept.
+func TestOccurrenceRetention(t *testing.T) {
+	t.Parallel()
+	b := setupSnapshots(t)
+	now := b.clock.Now()
+	run := b.start(t, now.Add(-runs.Retention-day), "scheduled").Run
+	occurrence := func(due time.Time, status string, runID *uuid.UUID, retain *time.Time) {
+		t.Helper()
+		var reason, closed any
+		if status == "refused" || status == "not_ready" {
+			reason = "invalid"
+		}
+		if retain != nil {
+			closed = due
+		}
+		_, err := b.db.Exec(b.ctx, `
+INSERT INTO agent.schedule_occurrences
+	(organization_id, saved_search_id, due_at, id, status, reason, run_id, deadline, next_attempt_at,
+	 created_at, closed_at, retain_until)
+VALUES ($1, $2, $3::timestamptz, gen_random_uuid(), $4, $5, $6, $3::timestamptz + interval '1 day', $3, $3,
+	$7::timestamptz, $8::timestamptz)`,
+			b.org, b.search.ID, due, status, reason, runID, closed, retain)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := now.Add(-runs.Retention - 2*day)
+	occurrence(long, "started", &run.ID, &run.RetainUntil)
+	occurrence(long.Add(time.Hour), "refused", nil, new(now.Add(-time.Second)))
+	occurrence(long.Add(2*time.Hour), "missed", nil, new(now.Add(day)))
+	occurrence(long.Add(3*time.Hour), "not_ready", nil, nil)
+
+	rep := b.runOnce(t, b.sweeper(t, Config{}))
+	if r := rep.Occurrences; r.Table != TableOccurrences || r.Read != 2 || r.Deleted != 2 || r.Backlog {
+		t.Errorf("occurrences report = %+v, want 2 read, 2 deleted, no backlog", r)
+	}
+	if r := rep.Runs; r.Deleted != 1 {
+		t.Errorf("runs report = %+v, want the occurrence's Run deleted in the same run", r)
+	}
+	rows, err := b.db.Query(b.ctx, `SELECT status FROM agent.schedule_occurrences ORDER BY due_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"missed", "not_ready"}; !slices.Equal(left, want) {
+		t.Errorf("occurrences left = %q, want %q", left, want)
+	}
+}
+
+// TestSessionRetention: a console session is deleted once it has expired,
+// to the microsecond on the stubbed clock; a live one stays.
+func TestSessionRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := b.clock.Now()
+	session := func(actor string, expires time.Time) {
+		t.Helper()
+		hash := sha256.Sum256([]byte(actor))
+		_, err := b.db.Exec(b.ctx, `
+INSERT INTO agent.console_sessions (id, secret_hash, organization_id, actor, role, via, created_at, expires_at)
+VALUES ($1, $2, $3, $4, '', 'oidc', $5, $6)`, uuid.New(), hash[:], b.org, actor, expires.Add(-8*time.Hour), expires)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	session("expired-yesterday", now.Add(-day))
+	session("expiring-now", now)
+	session("a-microsecond-left", now.Add(time.Microsecond))
+	session("signed-in-an-hour-ago", now.Add(7*time.Hour))
+
+	rep := b.runOnce(t, b.sweeper(t, Config{}))
+	if r := rep.Sessions; r.Table != TableSessions || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
+		t.Errorf("sessions report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
+	}
+	rows, err := b.db.Query(b.ctx, `SELECT actor FROM agent.console_sessions ORDER BY actor`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a-microsecond-left", "signed-in-an-hour-ago"}; !slices.Equal(left, want) {
+		t.Errorf("sessions left = %q, want %q", left, want)
 	}
 }

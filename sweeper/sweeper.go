@@ -27,6 +27,12 @@ const (
 	// kept tools.ResolutionRetention.
 	TableResolutions = "agent.tool_call_resolutions"
 	TableInbox       = "agent.provider_inbox"
+	// TableOccurrences holds the occurrences of schedules, kept as long
+	// as their Run.
+	TableOccurrences = "agent.schedule_occurrences"
+	// TableSessions holds the console's sessions, deleted at their
+	// expiry.
+	TableSessions = "agent.console_sessions"
 )
 
 // SnapshotMinAge is how old a snapshot must be before it may be deleted: the
@@ -45,8 +51,8 @@ type DB interface {
 
 // TableReport is what one run did to one table.
 type TableReport struct {
-	// Table is TableClaims, TableRuns, TableSnapshots, TableDrops or
-	// TableInbox.
+	// Table is TableClaims, TableRuns, TableSnapshots, TableDrops,
+	// TableResolutions, TableInbox or TableSessions.
 	Table string
 	// Read is the number of rows the passes selected as past retention.
 	Read int
@@ -79,19 +85,23 @@ type Report struct {
 	// Resolutions is the report of TableResolutions.
 	Resolutions TableReport
 	Inbox       TableReport
+	// Occurrences is the report of TableOccurrences.
+	Occurrences TableReport
+	// Sessions is the report of TableSessions.
+	Sessions TableReport
 	// Duration is the time the whole run took.
 	Duration time.Duration
 }
 
 // Tables returns the table reports in the order the run swept them.
 func (r Report) Tables() []TableReport {
-	return []TableReport{r.Claims, r.Runs, r.Snapshots, r.Drops, r.Resolutions, r.Inbox}
+	return []TableReport{r.Claims, r.Occurrences, r.Runs, r.Snapshots, r.Drops, r.Resolutions, r.Inbox, r.Sessions}
 }
 
 // Backlog reports whether any table was left with a backlog.
 func (r Report) Backlog() bool {
 	return r.Claims.Backlog || r.Runs.Backlog || r.Snapshots.Backlog || r.Drops.Backlog || r.Resolutions.Backlog ||
-		r.Inbox.Backlog
+		r.Inbox.Backlog || r.Occurrences.Backlog || r.Sessions.Backlog
 }
 
 // target is one table's pair of statements. Reads take ($1 now, $2 bound,
@@ -108,6 +118,12 @@ var targets = []target{
 	{
 		table: TableClaims, read: claimExpiredRead, delete: claimExpiredDelete,
 		report: func(r *Report) *TableReport { return &r.Claims },
+	},
+	{
+		// Before the Runs: an occurrence is kept as long as its Run
+		// (retain_until is the Run's), so both go in the same run.
+		table: TableOccurrences, read: occurrenceExpiredRead, delete: occurrenceExpiredDelete,
+		report: func(r *Report) *TableReport { return &r.Occurrences },
 	},
 	{
 		table: TableRuns, read: runExpiredRead, delete: runExpiredDelete,
@@ -135,6 +151,10 @@ var targets = []target{
 		extra:  []any{providerjobs.DropRetention.Microseconds()},
 		report: func(r *Report) *TableReport { return &r.Inbox },
 	},
+	{
+		table: TableSessions, read: sessionExpiredRead, delete: sessionExpiredDelete,
+		report: func(r *Report) *TableReport { return &r.Sessions },
+	},
 }
 
 // Sweeper deletes rows past their retention in bounded passes. It is safe for
@@ -159,7 +179,8 @@ func New(db DB, cfg Config) (*Sweeper, error) {
 // Config returns the sweeper's configuration, with its defaults applied.
 func (s *Sweeper) Config() Config { return s.cfg }
 
-// RunOnce sweeps each table once: claims, then Runs, then snapshots, then
+// RunOnce sweeps each table once: claims, then occurrences of schedules,
+// then Runs, then snapshots, then
 // dropped deliveries, then resolutions of uncertain tool calls, then the
 // inbox's finished arrivals, each
 // until a pass reads less than Bound or MaxPasses passes have run, resting

@@ -16,6 +16,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/readiness"
@@ -154,15 +155,15 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		return nil, err
 	}
 
-	secret := make([]byte, api.MinJWTSecretLen)
+	secret := make([]byte, auth.MinSecretLen)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	token, err := api.SignToken(secret, org, benchActor, time.Now(), time.Hour)
+	token, err := auth.SignToken(secret, org, benchActor, time.Now(), time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	auth := "Bearer " + token
+	bearer := "Bearer " + token
 
 	// The real server, assembled as cmd/searchd's newAPI assembles it.
 	realPool, realTrace, err := openPool(ctx, e, dbURL, cfg.maxConns)
@@ -185,6 +186,10 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	verifier, err := auth.NewVerifier(context.Background(), auth.Config{Secret: secret})
+	if err != nil {
+		return nil, err
+	}
 	srv, err := api.New(api.Deps{
 		Ready:         readiness.Pool(realPool),
 		Plane:         plane,
@@ -193,7 +198,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		Runs:          runStore,
 		Starter:       starter,
 		ProviderJobs:  providerjobs.New(realPool, plane, providerjobs.Config{}),
-		JWTSecret:     secret,
+		Verifier:      verifier,
 		Logger:        logger,
 		// One organization's throughput is the measure here: no cap on
 		// its requests in flight (api's TestFairnessBench measures it).
@@ -207,7 +212,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.real = newTarget("real", realBase, cfg.clients, realTrace, e.pg, auth, searches)
+	e.real = newTarget("real", realBase, cfg.clients, realTrace, e.pg, bearer, searches)
 
 	thinPool, thinTrace, err := openPool(ctx, e, dbURL, cfg.maxConns)
 	if err != nil {
@@ -217,7 +222,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.thin = newTarget("thin", thinBase, cfg.clients, thinTrace, e.pg, auth, searches)
+	e.thin = newTarget("thin", thinBase, cfg.clients, thinTrace, e.pg, bearer, searches)
 	return e, nil
 }
 

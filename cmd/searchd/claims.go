@@ -149,6 +149,7 @@ func openSmallPool(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection string", EnvDatabaseURL)
 	}
 	pc.MaxConns, pc.MinConns = 1, 0
+	dropReadOnly(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("opening the database: %w", err)

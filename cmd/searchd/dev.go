@@ -17,7 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
@@ -130,11 +130,11 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("creating the demo saved search: %w", err)
 	}
-	tok, err := api.SignToken(secret, DemoOrganization, devActor, a.now(), devTokenTTL)
+	tok, err := auth.SignToken(secret, DemoOrganization, devActor, a.now(), devTokenTTL)
 	if err != nil {
 		return err
 	}
-	opTok, err := api.SignOperatorToken(secret, uuid.Nil, devOperator, a.now(), devTokenTTL)
+	opTok, err := auth.SignOperatorToken(secret, uuid.Nil, devOperator, a.now(), devTokenTTL)
 	if err != nil {
 		return err
 	}
@@ -197,8 +197,8 @@ func devSecret(dir string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
 		s := strings.TrimSpace(string(b))
-		if len(s) < api.MinJWTSecretLen {
-			return nil, fmt.Errorf("%s holds fewer than %d bytes; delete it and a new secret is made", path, api.MinJWTSecretLen)
+		if len(s) < auth.MinSecretLen {
+			return nil, fmt.Errorf("%s holds fewer than %d bytes; delete it and a new secret is made", path, auth.MinSecretLen)
 		}
 		return []byte(s), nil
 	}

@@ -86,8 +86,11 @@ var (
 		"PostgreSQL connection string, such as postgres://user@host:5432/searchd; pgx settings such as " +
 			"pool_max_conns may be added to it. As a flag it must hold no password (ps shows flags): " +
 			"use the variable, PGPASSWORD or a ~/.pgpass file"}
-	optLogLevel  = option{"log-level", EnvLogLevel, "info", "debug, info, warn or error"}
-	optLogFormat = option{"log-format", EnvLogFormat, "json", "json or text"}
+	optLogLevel         = option{"log-level", EnvLogLevel, "info", "debug, info, warn or error"}
+	optLogFormat        = option{"log-format", EnvLogFormat, "json", "json or text"}
+	optTokenMaxLifetime = option{"token-max-lifetime", EnvTokenMaxLifetime, DefaultTokenMaxLifetime.String(),
+		fmt.Sprintf("longest a bearer token may live, HS256 or the provider's: exp − iat, and exp − now, at most this "+
+			"(a longer token is refused); %s to %s", minTokenMaxLifetime, maxTokenMaxLifetime)}
 	optJWTSecret = option{"", EnvJWTSecret, "required",
 		"HS256 secret the bearer tokens are signed with, at least 32 bytes (openssl rand -base64 48)"}
 )
@@ -96,6 +99,7 @@ var (
 // dev changes some defaults and adds its own.
 func serverOptions(dev bool) []option {
 	db, addr, secret, format := optDatabaseURL, option{"addr", EnvAddr, DefaultAddr, "address to listen on, host:port"}, optJWTSecret, optLogFormat
+	secret.def = "required unless " + EnvOIDCIssuer + " is set"
 	if dev {
 		db.def = "none: run a local cluster"
 		addr.def = DefaultDevAddr
@@ -124,6 +128,13 @@ func serverOptions(dev bool) []option {
 		{"callback-max-body-bytes", EnvCallbackMaxBodyBytes, "1048576, or the body limit when lower",
 			fmt.Sprintf("largest provider callback body, %d bytes to the body limit: anyone can send a callback, "+
 				"and its body is held until its signature is checked", minMaxBodyBytes)},
+		{"callback-body-budget", EnvCallbackBodyBudget, "67108864, or twice the callback limit when more",
+			fmt.Sprintf("most bytes all callback bodies awaiting their signature check hold together, from twice the callback limit "+
+				"to %d; a body it cannot take answers 503 unavailable at once, unread; bodies over 64 KiB share three quarters of it",
+				int64(maxCallbackBodyBudget))},
+		{"callback-body-timeout", EnvCallbackBodyTimeout, api.DefaultCallbackBodyTimeout.String(),
+			fmt.Sprintf("longest a callback body may take to arrive after its headers, %s to %s; a slower one answers 503 unavailable",
+				minCallbackBodyTimeout, maxCallbackBodyTimeout)},
 		{"max-prefer-wait", EnvMaxPreferWait, DefaultMaxPreferWait.String(),
 			"longest Prefer: wait=N a start honours (a longer N is cut to it), whole seconds from 0s (never wait) to 30s"},
 		{"saved-search-lease", EnvSavedSearchLease, DefaultSavedSearchLease.String(),
@@ -136,6 +147,8 @@ func serverOptions(dev bool) []option {
 	opts = append(opts, sweepBoundOptions()...)
 	opts = append(opts, inboxOptions()...)
 	opts = append(opts, dbWaitOptions()...)
+	opts = append(opts, scheduleOptions()...)
+	opts = append(opts, authOptions(dev)...)
 	opts = append(opts, optLogLevel, format)
 	if dev {
 		opts = append(opts,
@@ -167,7 +180,7 @@ var (
 			"With --operator, print an operator's token instead: the role claim \"operator\" opens the console's " +
 			"operator views (every organization's claims, force-release, the sweeper's runs), which an " +
 			"organization's token never reaches; --sub names the operator, recorded with every release.",
-		[]option{optJWTSecret}}
+		[]option{optJWTSecret, optTokenMaxLifetime}}
 )
 
 // registerOptions adds a string flag for every option of c that has one,

@@ -11,6 +11,8 @@ import (
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
+	"github.com/searchd/searchd/sessions"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/tools"
@@ -36,6 +38,8 @@ type stores struct {
 	sweeperRuns  *sweeper.RunLog
 	uncertain    *tools.Inspector
 	resolver     *tools.Resolver
+	schedules    *schedule.Store
+	sessions     *sessions.Store
 }
 
 // newStores constructs the stores of serve and dev on pool, at clock. The
@@ -54,6 +58,8 @@ func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cfg serverConfig, logge
 		sweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, clock, recordFailed(logger)),
 		uncertain:     tools.NewInspector(pool, clock),
 		resolver:      tools.NewResolver(pool, tools.ResolverConfig{Clock: clock}),
+		schedules:     schedule.NewStore(pool, clock),
+		sessions:      sessions.NewStore(pool, clock),
 	}
 	wake := func() {
 		select {

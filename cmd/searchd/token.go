@@ -7,12 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 )
-
-// maxTokenTTL bounds --ttl: a token is a credential, and one that outlives
-// a year is a leak waiting to happen.
-const maxTokenTTL = 366 * 24 * time.Hour
 
 // token prints a bearer token for an organization, signed with
 // SEARCHD_JWT_SECRET.
@@ -38,15 +34,26 @@ func (a *app) token(args []string) error {
 	case orgID == uuid.Nil:
 		problems = append(problems, "--org: is the nil UUID, which names no organization")
 	}
-	if *ttl <= 0 || *ttl > maxTokenTTL {
-		problems = append(problems, fmt.Sprintf("--ttl: %s is out of range: more than 0s, at most %s", *ttl, maxTokenTTL))
+	// A token the server would refuse is no token: --ttl is bounded by
+	// the lifetime the server accepts.
+	maxTTL := DefaultTokenMaxLifetime
+	if s := lookup(fs, "token-max-lifetime", EnvTokenMaxLifetime, a.getenv); s.value != "" {
+		if d, err := time.ParseDuration(s.value); err == nil && d >= minTokenMaxLifetime && d <= maxTokenMaxLifetime {
+			maxTTL = d
+		} else {
+			problems = append(problems, fmt.Sprintf("%s: %q is not a duration from %s to %s", s.name, s.value, minTokenMaxLifetime, maxTokenMaxLifetime))
+		}
+	}
+	if *ttl <= 0 || *ttl > maxTTL {
+		problems = append(problems, fmt.Sprintf("--ttl: %s is out of range: more than 0s, at most %s, the longest lifetime the server accepts (%s)",
+			*ttl, maxTTL, EnvTokenMaxLifetime))
 	}
 	secret := a.getenv(EnvJWTSecret)
 	switch {
 	case secret == "":
 		problems = append(problems, EnvJWTSecret+": is required: the secret the server verifies tokens with")
-	case len(secret) < api.MinJWTSecretLen:
-		problems = append(problems, fmt.Sprintf("%s: is %d bytes long; it must be at least %d", EnvJWTSecret, len(secret), api.MinJWTSecretLen))
+	case len(secret) < auth.MinSecretLen:
+		problems = append(problems, fmt.Sprintf("%s: is %d bytes long; it must be at least %d", EnvJWTSecret, len(secret), auth.MinSecretLen))
 	}
 	if *asOperator && *sub == "" {
 		problems = append(problems, "--sub: is required with --operator: it names the operator in every release recorded")
@@ -54,9 +61,9 @@ func (a *app) token(args []string) error {
 	if len(problems) > 0 {
 		return &usageError{msg: "invalid configuration:\n  " + strings.Join(problems, "\n  ")}
 	}
-	sign := api.SignToken
+	sign := auth.SignToken
 	if *asOperator {
-		sign = api.SignOperatorToken
+		sign = auth.SignOperatorToken
 	}
 	tok, err := sign([]byte(secret), orgID, *sub, a.now(), *ttl)
 	if err != nil {

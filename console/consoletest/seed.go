@@ -14,10 +14,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 )
@@ -56,6 +58,11 @@ type World struct {
 	// SearchB is org B's saved search.
 	SearchB     uuid.UUID
 	SearchBName string
+	// Scheduled is org A's saved search with a schedule (daily at 09:00
+	// Europe/Berlin, set by alice three days ago): two mornings started,
+	// ScheduledRun the first, and the one between missed.
+	Scheduled    uuid.UUID
+	ScheduledRun uuid.UUID
 }
 
 // Names of the seeded records the tests look for.
@@ -63,7 +70,9 @@ const (
 	SearchName   = "Berlin PostgreSQL engineers"
 	ArchivedName = "Rust roles (retired)"
 	SearchBName  = "Globex confidential search"
-	Provider     = "acme"
+	// ScheduledName names the saved search with a schedule.
+	ScheduledName = "Nightly Go roles"
+	Provider      = "acme"
 	// UncertainScope is the tool scope of the uncertain calls.
 	UncertainScope = "tool.sms.send"
 )
@@ -222,6 +231,10 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 		return fail("org B start", err)
 	}
 
+	if err := seedSchedule(ctx, pool, w); err != nil {
+		return fail("the scheduled saved search", err)
+	}
+
 	sw, err := sweeper.New(pool, sweeper.Config{Logger: slog.New(slog.DiscardHandler),
 		Recorder: sweeper.NewRunLog(pool, sweeper.ViaSweep, nil, nil)})
 	if err != nil {
@@ -233,4 +246,45 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 	// The 1 ms lease has passed by now; make sure.
 	time.Sleep(5 * time.Millisecond)
 	return w, nil
+}
+
+// seedSchedule makes w.Scheduled: a daily schedule set three days ago, on
+// a stub clock, and drained on two mornings: the first started, the next
+// morning missed (the drain came back more than a day late), the third
+// started.
+func seedSchedule(ctx context.Context, pool *pgxpool.Pool, w *World) error {
+	clock := dbclocktest.New(time.Now().UTC().Truncate(24 * time.Hour).Add(-72 * time.Hour))
+	store := savedsearch.NewStore(pool)
+	ss, err := store.Create(ctx, w.OrgA, savedsearch.CreateParams{Name: ScheduledName,
+		Brief: savedsearch.Brief{Query: "golang backend", Filters: map[string]any{"remote": true}}, Actor: "alice"})
+	if err != nil {
+		return err
+	}
+	w.Scheduled = ss.ID
+	expr, zone := "0 9 * * *", "Europe/Berlin"
+	sc, _, err := schedule.NewStore(pool, clock.Clock()).Set(ctx, w.OrgA, ss.ID,
+		schedule.SetParams{Cron: &expr, TimeZone: &zone, Actor: "alice"})
+	if err != nil {
+		return err
+	}
+	rs := runs.NewStore(pool, runs.Config{Clock: clock.Clock()})
+	starter, err := admission.NewStarter(admission.Deps{Pool: pool, Plane: idempotency.NewService(pool, idempotency.Config{Clock: clock.Clock()}),
+		SavedSearches: store, Snapshots: snapshot.NewStore(pool), Runs: rs}, admission.Config{})
+	if err != nil {
+		return err
+	}
+	d, err := schedule.NewDrain(schedule.DrainDeps{Pool: pool, Start: starter.StartSavedSearch, Runs: rs},
+		schedule.DrainConfig{Clock: clock.Clock()})
+	if err != nil {
+		return err
+	}
+	first := *sc.NextDueAt
+	for _, at := range []time.Time{first.Add(30 * time.Minute), first.Add(48*time.Hour + 30*time.Minute)} {
+		clock.Set(at)
+		if _, err := d.Tick(ctx); err != nil {
+			return err
+		}
+	}
+	return pool.QueryRow(ctx, `SELECT run_id FROM agent.schedule_occurrences WHERE organization_id = $1 AND saved_search_id = $2
+		AND due_at = $3`, w.OrgA, ss.ID, first).Scan(&w.ScheduledRun)
 }

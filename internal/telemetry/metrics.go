@@ -19,7 +19,8 @@ const namespace = "searchd"
 // Metrics are the Prometheus metrics of one searchd process, on a registry
 // of their own. A *Metrics is an idempotency.Observer, a
 // providerjobs.Observer and a sweeper.Observer; give the same value to all
-// of them and to the API, which serves [Metrics.Handler]. It is safe for
+// of them and to the API, which serves [Metrics.Handler]. It is also a
+// schedule.Observer, for the drain of scheduled starts. It is safe for
 // concurrent use; its Observe methods never block.
 type Metrics struct {
 	reg *prometheus.Registry
@@ -45,6 +46,12 @@ type Metrics struct {
 	sweepFull    *prometheus.CounterVec
 
 	rateLimited *prometheus.CounterVec
+
+	scheduleCameDue  prometheus.Counter
+	scheduleOutcomes *prometheus.CounterVec
+	scheduleDue      prometheus.Gauge
+	scheduleLag      prometheus.Gauge
+	scheduleTick     prometheus.Histogram
 }
 
 // NewMetrics returns the metrics of a process on a fresh registry that
@@ -119,6 +126,29 @@ func NewMetrics() *Metrics {
 			Namespace: namespace, Subsystem: "http", Name: "rate_limited_total",
 			Help: "Requests refused 429 rate_limited because their organization had its most requests in flight, by route pattern.",
 		}, []string{"route"}),
+		scheduleCameDue: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "schedule", Name: "came_due_total",
+			Help: "Occurrences of schedules that came due, as the drain planned them.",
+		}),
+		scheduleOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "schedule", Name: "outcomes_total",
+			Help: "Outcomes the drain recorded for occurrences of schedules, by outcome (started, refused, not_ready, " +
+				"missed) and reason (of a refusal or a not-ready attempt; empty otherwise).",
+		}, []string{"outcome", "reason"}),
+		scheduleDue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "schedule", Name: "due",
+			Help: "Open occurrences of schedules whose attempt is due now, read after each tick of the drain.",
+		}),
+		scheduleLag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "schedule", Name: "lag_seconds",
+			Help: "How long the oldest due work of the drain (an occurrence to start, a schedule to plan) has waited, " +
+				"by the database clock; 0 when none waits.",
+		}),
+		scheduleTick: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "schedule", Name: "tick_duration_seconds",
+			Help:    "Time of one tick of the drain: its plan, its take and the starts of what it took.",
+			Buckets: prometheus.DefBuckets,
+		}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -130,6 +160,7 @@ func NewMetrics() *Metrics {
 		m.sweptRead, m.sweptDeleted, m.sweepPass,
 		m.sweepFull,
 		m.rateLimited,
+		m.scheduleCameDue, m.scheduleOutcomes, m.scheduleDue, m.scheduleLag, m.scheduleTick,
 	)
 	return m
 }
@@ -218,4 +249,22 @@ func (m *Metrics) ObserveBacklogPass(table string) {
 // distinct one would be a series kept for the life of the process.
 func (m *Metrics) ObserveRateLimited(route string) {
 	m.rateLimited.WithLabelValues(route).Inc()
+}
+
+// ObserveCameDue implements schedule.Observer.
+func (m *Metrics) ObserveCameDue(n int) { m.scheduleCameDue.Add(float64(n)) }
+
+// ObserveOutcome implements schedule.Observer. outcome and reason are of
+// bounded sets (schedule's statuses and reasons); no label names an
+// organization, since every distinct one would be a series kept for the
+// life of the process.
+func (m *Metrics) ObserveOutcome(outcome, reason string) {
+	m.scheduleOutcomes.WithLabelValues(outcome, reason).Inc()
+}
+
+// ObserveDrain implements schedule.Observer.
+func (m *Metrics) ObserveDrain(due int64, lag, tick time.Duration) {
+	m.scheduleDue.Set(float64(due))
+	m.scheduleLag.Set(lag.Seconds())
+	m.scheduleTick.Observe(tick.Seconds())
 }

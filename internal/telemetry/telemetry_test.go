@@ -23,6 +23,7 @@ import (
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
 )
 
@@ -399,5 +400,36 @@ func TestMetricsCountTheInbox(t *testing.T) {
 		if !strings.Contains(page, line+"\n") {
 			t.Errorf("metrics page lacks %q", line)
 		}
+	}
+}
+
+// TestMetricsCountTheScheduleDrain: the drain's counts and gauges, by
+// outcome and reason alone: no label names an organization.
+func TestMetricsCountTheScheduleDrain(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics()
+	var _ schedule.Observer = m
+	m.ObserveCameDue(3)
+	m.ObserveOutcome(schedule.StatusStarted, "")
+	m.ObserveOutcome(schedule.StatusStarted, "")
+	m.ObserveOutcome(schedule.StatusRefused, schedule.ReasonSavedSearchArchived)
+	m.ObserveOutcome(schedule.StatusMissed, "")
+	m.ObserveDrain(4, 2500*time.Millisecond, 30*time.Millisecond)
+	page := scrape(t, m)
+	for _, line := range []string{
+		`searchd_schedule_came_due_total 3`,
+		`searchd_schedule_outcomes_total{outcome="started",reason=""} 2`,
+		`searchd_schedule_outcomes_total{outcome="refused",reason="saved_search_archived"} 1`,
+		`searchd_schedule_outcomes_total{outcome="missed",reason=""} 1`,
+		`searchd_schedule_due 4`,
+		`searchd_schedule_lag_seconds 2.5`,
+		`searchd_schedule_tick_duration_seconds_count 1`,
+	} {
+		if !strings.Contains(page, line+"\n") {
+			t.Errorf("metrics page lacks %q", line)
+		}
+	}
+	if strings.Contains(page, "organization") {
+		t.Error("a schedule metric names an organization")
 	}
 }

@@ -13,6 +13,7 @@ import { createInterface } from "node:readline";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
+import { layoutProblems, widths } from "./layout.mjs";
 
 const bin = process.env.SEARCHD_BIN;
 const fixtureBin = process.env.CONSOLE_FIXTURE;
@@ -66,7 +67,7 @@ async function session(token, width = 1440) {
   await page.goto(world.base + "/console/");
   assert.match(page.url(), /\/console\/sign-in$/, "an unsigned visit lands on the sign-in form");
   await page.fill("#token", token);
-  await Promise.all([page.waitForNavigation(), page.click("button[type=submit]")]);
+  await Promise.all([page.waitForNavigation(), page.click("#token-sign-in")]);
   assert.doesNotMatch(page.url(), /token|eyJ/, "the token is never in a URL");
   return { ctx, page };
 }
@@ -75,46 +76,6 @@ async function shot(page, name) {
   if (shots) await page.screenshot({ path: join(shots, name + ".png"), fullPage: true });
 }
 
-// layoutProblems runs in the page: it returns what a reader at this width
-// would miss. The page must not scroll sideways; no element may reach
-// past the viewport's edges (a value pushed off the screen); and no
-// element may hide part of its content sideways, clipped or behind a
-// scroll bar of its own (a value cut short, or a table to scroll inside
-// the page). Vertical scrolling is fine.
-function layoutProblems() {
-  const out = [];
-  const root = document.documentElement;
-  const vw = root.clientWidth;
-  if (root.scrollWidth > vw + 1) out.push(`the page scrolls sideways: ${root.scrollWidth}px wide in ${vw}px`);
-  const name = (el) => {
-    const cls = typeof el.className === "string" && el.className.trim() ? "." + el.className.trim().split(/\s+/).join(".") : "";
-    return el.tagName.toLowerCase() + cls + ` "${(el.textContent || "").trim().replace(/\s+/g, " ").slice(0, 50)}"`;
-  };
-  for (const el of document.body.querySelectorAll("*")) {
-    const cs = getComputedStyle(el);
-    if (cs.display === "none" || cs.visibility === "hidden") continue;
-    const r = el.getBoundingClientRect();
-    if (r.width === 0 && r.height === 0) continue;
-    if (r.right > vw + 1 || r.left < -1) {
-      out.push(`reaches past the viewport (${Math.round(r.left)} to ${Math.round(r.right)} of ${vw}px): ${name(el)}`);
-    }
-    if (cs.overflowX !== "visible" && el.scrollWidth > el.clientWidth + 1) {
-      out.push(`hides part of its content sideways (${el.scrollWidth}px in ${el.clientWidth}px, overflow-x ${cs.overflowX}): ${name(el)}`);
-    }
-  }
-  // A chart's text past the chart's edge is cut off by it.
-  for (const t of document.querySelectorAll("svg text")) {
-    const box = t.closest("svg").getBoundingClientRect();
-    const r = t.getBoundingClientRect();
-    if (box.width > 0 && r.width > 0 && (r.right > box.right + 1 || r.left < box.left - 1)) {
-      out.push(`cut off by its chart: text "${t.textContent}"`);
-    }
-  }
-  return out.slice(0, 12);
-}
-
-// The widths every page is checked at: a phone, a small laptop, a desktop.
-const widths = [390, 1024, 1440];
 const layoutShots = process.env.LAYOUT_SHOTS || "";
 
 test("sign-in page: a strict CSP and no token in the cookie's reach of scripts", async () => {
@@ -126,7 +87,7 @@ test("sign-in page: a strict CSP and no token in the cookie's reach of scripts",
   assert.doesNotMatch(csp, /unsafe-inline/);
   await shot(page, "sign-in");
   await page.fill("#token", world.token_a);
-  await Promise.all([page.waitForNavigation(), page.click("button[type=submit]")]);
+  await Promise.all([page.waitForNavigation(), page.click("#token-sign-in")]);
   const cookies = await ctx.cookies();
   const c = cookies.find((c) => c.name === "searchd_console");
   assert.ok(c, "a session cookie is set");
@@ -193,6 +154,31 @@ test("an auditor opens a saved search, compares two snapshots and opens a Run", 
   await ctx.close();
 });
 
+test("an auditor sees a saved search's schedule and its occurrences, on a desktop and on a phone", async () => {
+  const { ctx, page } = await session(world.token_a);
+  await Promise.all([page.waitForNavigation(), page.getByRole("link", { name: world.scheduled_name }).click()]);
+  const card = await page.locator("#schedule .card").innerText();
+  assert.match(card, /cron 0 9 \* \* \*/);
+  assert.match(card, /Europe\/Berlin/);
+  assert.match(card, /live/);
+  const rows = page.locator("table.occurrences tbody tr");
+  assert.ok(await rows.count() >= 3, "the seeded occurrences are listed");
+  const text = await page.locator("table.occurrences tbody").innerText();
+  assert.match(text, /started/);
+  assert.match(text, /missed/);
+  assert.match(await page.locator("table.timeline tbody").innerText(), /scheduled/, "the timeline marks the scheduler's snapshots");
+  await shot(page, "schedule");
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.reload();
+  await page.locator("table.occurrences").waitFor();
+  await shot(page, "schedule-phone");
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await Promise.all([page.waitForNavigation(), page.locator(`table.occurrences a[href="/console/runs/${world.scheduled_run}"]`).click()]);
+  assert.match(await page.locator("main").innerText(), /alice/, "the scheduled Run is the schedule's actor's");
+  assert.deepEqual(page.problems, []);
+  await ctx.close();
+});
+
 test("an auditor of another organization sees none of it", async () => {
   const { ctx, page } = await session(world.token_b);
   await page.getByRole("link", { name: world.search_b_name }).waitFor();
@@ -203,6 +189,7 @@ test("an auditor of another organization sees none of it", async () => {
     "/console/snapshots/" + world.second_snapshot,
     "/console/runs/" + world.second_run,
     "/console/provider-jobs/" + world.job,
+    "/console/saved-searches/" + world.scheduled,
   ]) {
     const resp = await page.goto(world.base + path);
     assert.equal(resp.status(), 404, path + " is another organization's");
@@ -247,6 +234,7 @@ test("every page at 390, 1024 and 1440 px: no sideways scroll, no value cut or p
   const audit = [
     ["saved-searches", "/console/saved-searches?archived=1"],
     ["saved-search", "/console/saved-searches/" + world.search],
+    ["schedule", "/console/saved-searches/" + world.scheduled],
     ["compare", "/console/saved-searches/" + world.search + "/compare?a=" + world.first_snapshot + "&b=" + world.second_snapshot],
     ["snapshot", "/console/snapshots/" + world.second_snapshot],
     ["runs", "/console/runs"],

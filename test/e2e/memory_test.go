@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -22,7 +21,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console/consoletest"
+	"github.com/searchd/searchd/sessions"
 )
 
 // memoryCeiling is the most resident memory one searchd process may reach
@@ -92,7 +93,7 @@ func TestMemoryStaysBounded(t *testing.T) {
 	t.Logf("searchd pid %d: VmHWM %d KiB after start", pid, peakRSS(t, pid)>>10)
 
 	token := func(org uuid.UUID) string {
-		tok, err := api.SignToken([]byte(jwtSecret), org, "memory", time.Now(), time.Hour)
+		tok, err := auth.SignToken([]byte(jwtSecret), org, "memory", time.Now(), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,8 +101,9 @@ func TestMemoryStaysBounded(t *testing.T) {
 	}
 	attackAuth, goodAuth := token(attacker), token(neighbour)
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
-	// The console's session: the attacker's own token, signed in once.
-	console := consoleSession(ctx, t, hc, r.URL(), strings.TrimPrefix(attackAuth, "Bearer "))
+	// The console's session: the attacker's own, made in the database as
+	// a sign-in makes it (serve at its defaults has no token sign-in).
+	console := consoleSession(ctx, t, db, attacker)
 	get := func(path string) (int, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL()+path, nil)
 		if err != nil {
@@ -269,30 +271,17 @@ func TestMemoryStaysBounded(t *testing.T) {
 	}
 }
 
-// consoleSession signs in to the console of the searchd at base with
-// token and returns the session cookie.
-func consoleSession(ctx context.Context, t *testing.T, hc *http.Client, base, token string) *http.Cookie {
+// consoleSession makes a console session for a person of org, as a
+// sign-in would, and returns its cookie.
+func consoleSession(ctx context.Context, t *testing.T, db *pgxpool.Pool, org uuid.UUID) *http.Cookie {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/console/sign-in",
-		strings.NewReader(url.Values{"token": {token}}.Encode()))
+	secret, _, err := sessions.NewStore(db, nil).Create(ctx, sessions.CreateParams{
+		OrganizationID: org, Actor: "memory", Via: sessions.ViaToken, Lifetime: time.Hour,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	noRedirect := *hc
-	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	res, err := noRedirect.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	for _, c := range res.Cookies() {
-		if c.Name == "searchd_console" {
-			return c
-		}
-	}
-	t.Fatalf("the console's sign-in answered %d without a session cookie", res.StatusCode)
-	return nil
+	return &http.Cookie{Name: "searchd_console", Value: secret}
 }
 
 // seedAttacks writes what the attacks read, straight into the database as

@@ -37,6 +37,10 @@ export type Snapshot = components["schemas"]["Snapshot"];
 export type ProviderJob = components["schemas"]["ProviderJob"];
 export type ProviderJobCreate = components["schemas"]["ProviderJobCreate"];
 export type ProviderJobDrop = components["schemas"]["ProviderJobDrop"];
+export type Schedule = components["schemas"]["Schedule"];
+export type ScheduleSet = components["schemas"]["ScheduleSet"];
+export type Occurrence = components["schemas"]["Occurrence"];
+export type OccurrencePage = components["schemas"]["OccurrencePage"];
 export type Problem = components["schemas"]["Problem"];
 export type ProblemCode = Problem["code"];
 
@@ -99,6 +103,17 @@ export function newIdempotencyKey(): string {
   return crypto.randomUUID();
 }
 
+/**
+ * The Idempotency-Key header value that names key. searchd reads a value
+ * that starts with a double quote as a structured-field string (RFC 8941),
+ * and refuses a bare value with a comma as a list, so such keys are sent as
+ * a string, escaped; any other key is sent as it is.
+ */
+export function keyHeader(key: string): string {
+  if (!key.startsWith('"') && !key.includes(",")) return key;
+  return `"${key.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`;
+}
+
 /** The options of a call that carries an Idempotency-Key. */
 export interface KeyOptions {
   /** The key of the action; a fresh one when omitted. Persist it to survive a reload. */
@@ -115,6 +130,16 @@ export interface Started extends StartResult {
   /** The key the start was sent with, on every attempt. */
   idempotencyKey: string;
   attempts: number;
+}
+
+/** A schedule with its ETag, for a later If-Match. */
+export interface VersionedSchedule {
+  schedule: Schedule;
+  etag: string;
+  /** True for the set that created the schedule (201). */
+  created: boolean;
+  /** True when a keyed set replays an earlier request's (Idempotent-Replayed). */
+  replayed: boolean;
 }
 
 /** A saved search with its ETag, for a later If-Match. */
@@ -271,6 +296,68 @@ export class SearchdClient {
     return (a.body as { items: ProviderJobDrop[] }).items;
   }
 
+  /**
+   * Sets (creates or replaces) a saved search's schedule, once per key: a
+   * repeat answers the schedule as it is now. ifMatch (an ETag) makes it
+   * change exactly that version, and refuses to create one.
+   */
+  async setSchedule(id: string, body: ScheduleSet, o: KeyOptions & { ifMatch?: string } = {}): Promise<VersionedSchedule> {
+    const key = o.idempotencyKey ?? newIdempotencyKey();
+    const headers: Record<string, string> = {};
+    if (o.ifMatch) headers["If-Match"] = o.ifMatch;
+    return versionedSchedule(await this.call({ method: "PUT", path: schedulePath(id), body, key, headers, safety: "repeatable", signal: o.signal }));
+  }
+
+  /** Reads a saved search's schedule (code not_found when it has none). */
+  async getSchedule(id: string, o: { signal?: AbortSignal } = {}): Promise<VersionedSchedule> {
+    return versionedSchedule(await this.call({ method: "GET", path: schedulePath(id), safety: "repeatable", signal: o.signal }));
+  }
+
+  /**
+   * Pauses a schedule: no occurrences until resumed. A set, so retried like
+   * a read; with ifMatch, never retried (a repeat would meet the version the
+   * pause made).
+   */
+  async pauseSchedule(id: string, o: { ifMatch?: string; signal?: AbortSignal } = {}): Promise<VersionedSchedule> {
+    return this.changeSchedule(id, "pause", o);
+  }
+
+  /** Resumes a paused schedule from the next time it comes due; nothing is back-filled. Retried as pauseSchedule. */
+  async resumeSchedule(id: string, o: { ifMatch?: string; signal?: AbortSignal } = {}): Promise<VersionedSchedule> {
+    return this.changeSchedule(id, "resume", o);
+  }
+
+  private async changeSchedule(id: string, verb: string, o: { ifMatch?: string; signal?: AbortSignal }): Promise<VersionedSchedule> {
+    const headers: Record<string, string> = {};
+    if (o.ifMatch) headers["If-Match"] = o.ifMatch;
+    return versionedSchedule(await this.call({
+      method: "POST", path: `${schedulePath(id)}/${verb}`, headers, safety: o.ifMatch ? "once" : "repeatable", signal: o.signal,
+    }));
+  }
+
+  /** Removes a saved search's schedule (its occurrences stay); with ifMatch, only that version. Never retried. */
+  async removeSchedule(id: string, o: { ifMatch?: string; signal?: AbortSignal } = {}): Promise<void> {
+    const headers: Record<string, string> = {};
+    if (o.ifMatch) headers["If-Match"] = o.ifMatch;
+    await this.call({ method: "DELETE", path: schedulePath(id), headers, safety: "once", signal: o.signal });
+  }
+
+  /** A page of a saved search's occurrences, latest due first. */
+  async listOccurrences(id: string, p: { limit?: number; cursor?: string; signal?: AbortSignal } = {}): Promise<OccurrencePage> {
+    const q = query({ limit: p.limit, cursor: p.cursor });
+    return (await this.call({ method: "GET", path: `/v1/saved-searches/${encodeURIComponent(id)}/occurrences${q}`, safety: "repeatable", signal: p.signal })).body as OccurrencePage;
+  }
+
+  /** Every occurrence of a saved search, a page at a time as the loop goes on. */
+  async *occurrences(id: string, p: { limit?: number; signal?: AbortSignal } = {}): AsyncGenerator<Occurrence> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.listOccurrences(id, { ...p, cursor });
+      yield* page.items;
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor);
+  }
+
   /** Sends c until an attempt succeeds, one fails for good, or the attempts run out. */
   private async call(c: Call): Promise<Answer> {
     for (let n = 1; ; n++) {
@@ -298,7 +385,7 @@ export class SearchdClient {
   private async attempt(c: Call): Promise<Omit<Answer, "attempts">> {
     const headers: Record<string, string> = { Accept: "application/json, application/problem+json", ...c.headers };
     headers["Authorization"] = `Bearer ${await this.token()}`;
-    if (c.key !== undefined) headers["Idempotency-Key"] = c.key;
+    if (c.key !== undefined) headers["Idempotency-Key"] = keyHeader(c.key);
     let body: string | undefined;
     if (c.body !== undefined) {
       body = JSON.stringify(c.body);
@@ -360,4 +447,15 @@ function safeJSON(text: string): unknown {
 
 function isProblem(v: unknown): v is Problem {
   return typeof v === "object" && v !== null && typeof (v as { code?: unknown }).code === "string";
+}
+
+function schedulePath(id: string): string {
+  return `/v1/saved-searches/${encodeURIComponent(id)}/schedule`;
+}
+
+function versionedSchedule(a: Answer): VersionedSchedule {
+  return {
+    schedule: a.body as Schedule, etag: a.headers.get("ETag") ?? "",
+    created: a.status === 201, replayed: a.headers.get("Idempotent-Replayed") === "true",
+  };
 }

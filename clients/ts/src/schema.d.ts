@@ -140,6 +140,114 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/saved-searches/{id}/schedule": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a saved search's schedule
+         * @description Reads the schedule of a saved search, live or archived, with its ETag. 404 not_found when it has none.
+         */
+        get: operations["getSchedule"];
+        /**
+         * Set a saved search's schedule
+         * @description Creates (201, Location) or replaces (200) the schedule of a live saved search, whole; the same values again change nothing (same version and updated_at). A new or changed cadence comes due first at the first time at or after the set: nothing is back-filled. With If-Match the change applies only to that version of the schedule, and If-Match of any value, * too, refuses to create one (412 precondition_failed). With an Idempotency-Key it runs once per key: a repeat answers the schedule as it is now, 200 with Idempotent-Replayed; the same key with another body is 422 key_reused.
+         */
+        put: operations["setSchedule"];
+        post?: never;
+        /**
+         * Remove a saved search's schedule
+         * @description Deletes the schedule (204): it comes due no more, and an open occurrence it has is refused (schedule_removed) when the drain next takes it. Its occurrences stay, with their Runs. If-Match makes it conditional on the version.
+         */
+        delete: operations["removeSchedule"];
+        options?: never;
+        /**
+         * Read a saved search's schedule (headers only)
+         * @description HEAD of getSchedule: the same status and headers, no body.
+         */
+        head: operations["getScheduleHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/saved-searches/{id}/schedule/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a saved search's schedule
+         * @description Pauses the schedule: it produces no occurrences until resumed, and an open occurrence it has is refused (schedule_paused) when the drain next takes it. Pausing a paused schedule changes nothing. If-Match makes it conditional on the version; 404 when the saved search is not live or has no schedule.
+         */
+        post: operations["pauseSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/saved-searches/{id}/schedule/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a saved search's schedule
+         * @description Resumes a paused schedule: it comes due next at the first time at or after the resume, and nothing that fell due while it was paused is back-filled. Resuming a running schedule changes nothing. If-Match makes it conditional on the version; 404 when the saved search is not live or has no schedule.
+         */
+        post: operations["resumeSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/saved-searches/{id}/occurrences": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * The occurrences of a saved search's schedule, latest due first
+         * @description Every time the saved search's schedule came due, with its outcome, a page at a time (limit, cursor). Works for an archived saved search, and after the schedule was removed. Occurrences are kept as long as their Run (396 days).
+         */
+        get: operations["listOccurrences"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * The occurrences of a saved search's schedule (headers only)
+         * @description HEAD of listOccurrences: the same status and headers, no body.
+         */
+        head: operations["listOccurrencesHead"];
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs": {
         parameters: {
             query?: never;
@@ -285,7 +393,7 @@ export interface paths {
         put?: never;
         /**
          * Receive a provider's callback about one of its jobs
-         * @description Authenticated by a Standard Webhooks signature (https://www.standardwebhooks.com/), not by a bearer token: webhook-signature holds v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>" under the provider's secret>, compared in constant time; one matching v1 signature among several is enough. The delivery id and the timestamp are signed with the body, so a captured body cannot be replayed under a fresh delivery id, and a webhook-timestamp more than 5 minutes from the server's clock, either way, is refused: a delivery is re-signed on every attempt, keeping its webhook-id. The checks run in this order: an unknown provider, a missing or malformed webhook-signature or webhook-timestamp, or a timestamp outside the 5 minutes answers 401; then a missing or invalid webhook-id answers 400; then the body is read, with a limit of its own (SEARCHD_CALLBACK_MAX_BODY_BYTES, 1 MiB by default: a declared length over it answers 413 before a byte is read, a body of unknown length once the limit and one byte have been read), the HMAC computed as it streams in, and the signature verified (401); none of the checks before this one reads the body, so refusing an unsigned or unknown caller costs nothing in proportion to what it sends; then the body is parsed (400). Nothing is recorded for any of these. Every delivery with a valid signature that can be processed is first stored in the inbox under its identity (provider, webhook-id) and committed; only then is it acknowledged with 200, so every 200 means the delivery is durable and will take effect at most once: {"status": "queued"} when it is stored and will be applied by the background applier (its immediate apply failed or met another worker), {"status": "accepted"} when it was applied (or found its job already succeeded or failed, which are terminal and never left), or {"status": "dropped", "reason": ...} when it was not: duplicate (the delivery id was handled already, or is being handled now; a delivery re-sent whole within the 5 minutes is one), hash_mismatch (the delivery id was used for a different body), unknown_job (the path's job_id names no job of this provider) job_mismatch (the body's job_id is not the provider job id registered for the path's job) or path_mismatch (the webhook-id is stored for another job's path: a delivery is bound to the path it first arrived on). A copy of a stored delivery is counted on its arrival, not stored again. Each drop is recorded with its reason. A 503 means the database could not be reached and nothing was stored; redeliver after Retry-After. Members of the body other than job_id, status and result are ignored; the Content-Type is not checked.
+         * @description Authenticated by a Standard Webhooks signature (https://www.standardwebhooks.com/), not by a bearer token: webhook-signature holds v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>" under the provider's secret>, compared in constant time; one matching v1 signature among several is enough. The delivery id and the timestamp are signed with the body, so a captured body cannot be replayed under a fresh delivery id, and a webhook-timestamp more than 5 minutes from the server's clock, either way, is refused: a delivery is re-signed on every attempt, keeping its webhook-id. The checks run in this order: an unknown provider, a missing or malformed webhook-signature or webhook-timestamp, or a timestamp outside the 5 minutes answers 401; then a missing or invalid webhook-id answers 400; then the body is read, with a limit of its own (SEARCHD_CALLBACK_MAX_BODY_BYTES, 1 MiB by default: a declared length over it answers 413 before a byte is read, a body of unknown length once the limit and one byte have been read), the HMAC computed as it streams in, and the signature verified (401); none of the checks before this one reads the body, so refusing an unsigned or unknown caller costs nothing in proportion to what it sends; bodies awaiting their signature check share a budget of bytes (SEARCHD_CALLBACK_BODY_BUDGET), and one it cannot take answers 503 unavailable with Retry-After at once, unread, as does a body that does not arrive within SEARCHD_CALLBACK_BODY_TIMEOUT (10 s by default); then the body is parsed (400). Nothing is recorded for any of these. Every delivery with a valid signature that can be processed is first stored in the inbox under its identity (provider, webhook-id) and committed; only then is it acknowledged with 200, so every 200 means the delivery is durable and will take effect at most once: {"status": "queued"} when it is stored and will be applied by the background applier (its immediate apply failed or met another worker), {"status": "accepted"} when it was applied (or found its job already succeeded or failed, which are terminal and never left), or {"status": "dropped", "reason": ...} when it was not: duplicate (the delivery id was handled already, or is being handled now; a delivery re-sent whole within the 5 minutes is one), hash_mismatch (the delivery id was used for a different body), unknown_job (the path's job_id names no job of this provider) job_mismatch (the body's job_id is not the provider job id registered for the path's job) or path_mismatch (the webhook-id is stored for another job's path: a delivery is bound to the path it first arrived on). A copy of a stored delivery is counted on its arrival, not stored again. Each drop is recorded with its reason. A 503 means the database could not be reached and nothing was stored; redeliver after Retry-After. Members of the body other than job_id, status and result are ignored; the Content-Type is not checked.
          */
         post: operations["receiveProviderCallback"];
         delete?: never;
@@ -682,6 +790,11 @@ export interface components {
             baseline: components["schemas"]["Baseline"];
             content_hash: string;
             created_by: string | null;
+            /**
+             * @description Who started the freeze: api (a client's start) or schedule (the drain of the saved search's schedule, for the actor who set it, created_by).
+             * @enum {string}
+             */
+            origin: "api" | "schedule";
             /** Format: date-time */
             created_at: string;
         };
@@ -695,6 +808,11 @@ export interface components {
             content_hash: string;
             /** @description The actor (token sub) that started the freeze. */
             created_by: string | null;
+            /**
+             * @description Who started the freeze: api (a client's start) or schedule (the drain of the saved search's schedule, for the actor who set it, created_by).
+             * @enum {string}
+             */
+            origin: "api" | "schedule";
             /** Format: date-time */
             created_at: string;
             /** @description Size of the frozen brief as JSON text. */
@@ -812,6 +930,103 @@ export interface components {
         ProviderJobDropList: {
             items: components["schemas"]["ProviderJobDrop"][];
         };
+        /** @description A saved search's schedule: every time it comes due is an occurrence, which the drain of every searchd serve starts through the normal saved-search start (see docs/schedules.md). */
+        Schedule: {
+            /** Format: uuid */
+            saved_search_id: string;
+            /** Format: uuid */
+            organization_id: string;
+            /** @description Every this many seconds from start_at; null for a cron schedule. */
+            interval_seconds: number | null;
+            /** @description A cron expression of five fields or a descriptor (@daily), read on the wall clock of time_zone; null for an interval schedule. */
+            cron: string | null;
+            /** @description IANA time zone a cron expression is read in. */
+            time_zone: string;
+            /**
+             * Format: date-time
+             * @description The first instant the schedule may come due (whole seconds).
+             */
+            start_at: string;
+            /** @description An occurrence due more than this long ago when the drain reaches it is missed: closed, never started. */
+            catch_up_seconds: number;
+            paused: boolean;
+            /**
+             * Format: date-time
+             * @description The next time it comes due; null while paused, or when it will not come due again (its saved search was archived, or the cron expression names no further date).
+             */
+            next_due_at: string | null;
+            /** @description Grows by one on every change; the ETag is this version. */
+            version: number;
+            /** @description The actor (token sub) who last set the schedule; its starts record it as theirs. */
+            updated_by: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /** @description A schedule, set whole: exactly one of interval_seconds and cron. An omitted field takes its default, but start_at, which keeps the stored value (a new schedule's is the time it is set). Setting the values a schedule has already changes nothing. */
+        ScheduleSet: {
+            /** @description Every this many seconds from start_at (absolute time: a 24-hour interval drifts by an hour on the local clock when daylight saving time changes). */
+            interval_seconds?: number | null;
+            /** @description Five fields (minute hour day-of-month month day-of-week) or a descriptor (@hourly, @daily, @weekly, @monthly, @yearly); no time zone prefix and no @every. A local time that happens twice comes due once, at its first instant; one that does not happen comes due at the instant it would have had (02:30 becomes 03:30). */
+            cron?: string | null;
+            /** @description IANA time zone name; default UTC. */
+            time_zone?: string | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339, cut to the second. Never back-filled: the first occurrence is the first due at or after the set.
+             */
+            start_at?: string | null;
+            /** @description Default 86400 (24 h). */
+            catch_up_seconds?: number | null;
+            /** @description Default false. */
+            paused?: boolean | null;
+        };
+        /** @description One time a schedule came due, with its outcome. Unique by its saved search and due time; started under an Idempotency-Key derived from them, so it admits at most one Run. */
+        Occurrence: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            saved_search_id: string;
+            /** Format: date-time */
+            due_at: string;
+            /**
+             * @description pending (not yet attempted) and not_ready (a transient failure, retried at next_attempt_at, an hour later) are open; started (run_id), refused (reason) and missed (due more than the catch-up window ago: closed, never started) are final.
+             * @enum {string}
+             */
+            status: "pending" | "not_ready" | "started" | "refused" | "missed";
+            /** @description refused: saved_search_archived, over_limits, invalid, schedule_paused, schedule_removed. not_ready: unavailable, in_progress, timeout, internal. */
+            reason: string | null;
+            /**
+             * Format: uuid
+             * @description The Run a started occurrence admitted.
+             */
+            run_id: string | null;
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description due_at plus the catch-up window: open past it, the occurrence is missed.
+             */
+            deadline: string;
+            /**
+             * Format: date-time
+             * @description Open only: the earliest the drain takes it (again).
+             */
+            next_attempt_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it got its final status; null while open.
+             */
+            closed_at: string | null;
+        };
+        /** @description A page of occurrences, latest due first; at most 128 KiB (131072 bytes). */
+        OccurrencePage: {
+            items: components["schemas"]["Occurrence"][];
+            /** @description Pass as ?cursor= for the next page; null on the last page. */
+            next_cursor: string | null;
+        };
     };
     responses: {
         /** @description missing_idempotency_key, invalid_idempotency_key, malformed_json or validation_failed. */
@@ -840,7 +1055,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description unauthorized: no bearer token (WWW-Authenticate: Bearer realm="searchd"), or one that is not an unexpired HS256 JWT with an org_id claim (WWW-Authenticate: Bearer realm="searchd", error="invalid_token", RFC 6750). */
+        /** @description unauthorized: no bearer token (WWW-Authenticate: Bearer realm="searchd"), or one the server refuses: not an unexpired JWT that names an organization, signed with the server's HS256 secret or by its OpenID Connect provider (WWW-Authenticate: Bearer realm="searchd", error="invalid_token", RFC 6750). */
         Unauthorized: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -853,7 +1068,7 @@ export interface components {
                  *       "type": "/problems/unauthorized",
                  *       "title": "Unauthorized",
                  *       "status": 401,
-                 *       "detail": "the bearer token is invalid or expired: send an HS256 JWT with exp and org_id claims",
+                 *       "detail": "the bearer token is invalid or expired: send a JWT with exp and an organization, signed with the server's HS256 secret or by its OpenID Connect provider",
                  *       "code": "unauthorized",
                  *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
                  *     }
@@ -1151,17 +1366,43 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description precondition_failed: If-Match names a version of the schedule that is no longer current, or the saved search has no schedule (a set with If-Match never creates one). current_version and ETag carry the version it is at, when there is one. */
+        SchedulePreconditionFailed: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                /**
+                 * @description The schedule's current version, when it has one.
+                 * @example "4"
+                 */
+                ETag?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/precondition_failed",
+                 *       "title": "Precondition failed",
+                 *       "status": 412,
+                 *       "detail": "the schedule changed since the version If-Match names, or there is none; read it again (its ETag) and reapply the change",
+                 *       "code": "precondition_failed",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962",
+                 *       "current_version": 4
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
     };
     parameters: {
         /** @description RFC 7240 preferences; one is understood: wait=N, N whole seconds (delta-seconds). When another request with the same Idempotency-Key is still preparing, the start waits up to N seconds for it (woken the moment it completes or is released, reclaiming it if its lease passes) and answers its result as a 200 replay (or 201 when this request admitted the Run), instead of 409 in_progress at once; when N runs out it answers the usual 409 with Retry-After. N above the server's maximum (30 by default) is cut to it. Several Prefer headers and comma-separated lists are read; only the first wait counts; a malformed preference is ignored, never an error. */
         Prefer: string;
-        /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+        /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
         IdempotencyKey: string;
         /** @description Page size, 1 to 200; default 50. */
         Limit: number;
         /** @description The next_cursor of the previous page. */
         Cursor: string;
-        /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+        /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
         IdempotencyKeyOptional: string;
         /**
          * @description RFC 9110 §13.1.1: the ETag ("3") of the version this change was made from, or a list of them, or *. When the saved search is at another version the change is refused with 412 precondition_failed, which carries the current version. Strong comparison: a weak tag never matches.
@@ -1183,7 +1424,7 @@ export interface components {
         PreferenceApplied: string;
         /** @description Seconds to wait before retrying, at least 1. On 409 in_progress a hint of when the answer is likely ready (1 s: a preparation takes milliseconds), never more than the rest of the lease. */
         RetryAfter: number;
-        /** @description The entity tag of the saved search: its version, quoted ("3"). Send it back in If-Match to change exactly that version. */
+        /** @description The entity tag of the resource (a saved search, or a saved search's schedule): its version, quoted ("3"). Send it back in If-Match to change exactly that version. */
         ETag: string;
         /** @description Present (true) when the answer replays a registration an earlier request with this Idempotency-Key made. */
         IdempotentReplayedOptional: "true";
@@ -1250,7 +1491,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKeyOptional"];
             };
             path?: never;
@@ -1691,7 +1932,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKey"];
                 /** @description RFC 7240 preferences; one is understood: wait=N, N whole seconds (delta-seconds). When another request with the same Idempotency-Key is still preparing, the start waits up to N seconds for it (woken the moment it completes or is released, reclaiming it if its lease passes) and answers its result as a 200 replay (or 201 when this request admitted the Run), instead of 409 in_progress at once; when N runs out it answers the usual 409 with Retry-After. N above the server's maximum (30 by default) is cut to it. Several Prefer headers and comma-separated lists are read; only the first wait counts; a malformed preference is ignored, never an error. */
                 Prefer?: components["parameters"]["Prefer"];
@@ -1844,6 +2085,7 @@ export interface operations {
                      *           "saved_search_version": 3,
                      *           "content_hash": "0e19e1ed9c129c795a4a559125cbb04a9b8a24eed3e5acbd2c1c8e6493f10ea4",
                      *           "created_by": "user-42",
+                     *           "origin": "api",
                      *           "created_at": "2026-12-01T09:31:12.5Z",
                      *           "brief_bytes": 92,
                      *           "baseline_bytes": 58,
@@ -1883,6 +2125,434 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description A page of the saved search's snapshots. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "interval_seconds": null,
+                     *       "cron": "0 9 * * 1-5",
+                     *       "time_zone": "Europe/Berlin",
+                     *       "start_at": "2026-12-01T09:30:00Z",
+                     *       "catch_up_seconds": 86400,
+                     *       "paused": false,
+                     *       "next_due_at": "2026-12-02T08:00:00Z",
+                     *       "version": 1,
+                     *       "updated_by": "user-42",
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setSchedule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description RFC 9110 §13.1.1: the ETag ("3") of the version this change was made from, or a list of them, or *. When the saved search is at another version the change is refused with 412 precondition_failed, which carries the current version. Strong comparison: a weak tag never matches.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKeyOptional"];
+            };
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "cron": "0 9 * * 1-5",
+                 *       "time_zone": "Europe/Berlin",
+                 *       "catch_up_seconds": 86400
+                 *     }
+                 */
+                "application/json": components["schemas"]["ScheduleSet"];
+            };
+        };
+        responses: {
+            /** @description The schedule, replaced (or unchanged), or, for a repeat of a keyed set, as it is now (Idempotent-Replayed). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    ETag: components["headers"]["ETag"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayedOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "interval_seconds": null,
+                     *       "cron": "0 9 * * 1-5",
+                     *       "time_zone": "Europe/Berlin",
+                     *       "start_at": "2026-12-01T09:30:00Z",
+                     *       "catch_up_seconds": 86400,
+                     *       "paused": false,
+                     *       "next_due_at": "2026-12-02T08:00:00Z",
+                     *       "version": 2,
+                     *       "updated_by": "user-42",
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            /** @description The schedule, created at version 1. Location names it. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    ETag: components["headers"]["ETag"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "interval_seconds": null,
+                     *       "cron": "0 9 * * 1-5",
+                     *       "time_zone": "Europe/Berlin",
+                     *       "start_at": "2026-12-01T09:30:00Z",
+                     *       "catch_up_seconds": 86400,
+                     *       "paused": false,
+                     *       "next_due_at": "2026-12-02T08:00:00Z",
+                     *       "version": 1,
+                     *       "updated_by": "user-42",
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["InProgress"];
+            412: components["responses"]["SchedulePreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["KeyReused"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    removeSchedule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description RFC 9110 §13.1.1: the ETag ("3") of the version this change was made from, or a list of them, or *. When the saved search is at another version the change is refused with 412 precondition_failed, which carries the current version. Strong comparison: a weak tag never matches.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            412: components["responses"]["SchedulePreconditionFailed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getScheduleHead: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    pauseSchedule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description RFC 9110 §13.1.1: the ETag ("3") of the version this change was made from, or a list of them, or *. When the saved search is at another version the change is refused with 412 precondition_failed, which carries the current version. Strong comparison: a weak tag never matches.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "interval_seconds": null,
+                     *       "cron": "0 9 * * 1-5",
+                     *       "time_zone": "Europe/Berlin",
+                     *       "start_at": "2026-12-01T09:30:00Z",
+                     *       "catch_up_seconds": 86400,
+                     *       "paused": true,
+                     *       "next_due_at": null,
+                     *       "version": 2,
+                     *       "updated_by": "user-42",
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            412: components["responses"]["SchedulePreconditionFailed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    resumeSchedule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description RFC 9110 §13.1.1: the ETag ("3") of the version this change was made from, or a list of them, or *. When the saved search is at another version the change is refused with 412 precondition_failed, which carries the current version. Strong comparison: a weak tag never matches.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "interval_seconds": null,
+                     *       "cron": "0 9 * * 1-5",
+                     *       "time_zone": "Europe/Berlin",
+                     *       "start_at": "2026-12-01T09:30:00Z",
+                     *       "catch_up_seconds": 86400,
+                     *       "paused": false,
+                     *       "next_due_at": "2026-12-02T08:00:00Z",
+                     *       "version": 2,
+                     *       "updated_by": "user-42",
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            412: components["responses"]["SchedulePreconditionFailed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listOccurrences: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 200; default 50. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The next_cursor of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of occurrences. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "6f1c2e0a-3b4d-4e5f-8a9b-0c1d2e3f4a5b",
+                     *           "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *           "due_at": "2026-12-02T08:00:00Z",
+                     *           "status": "started",
+                     *           "reason": null,
+                     *           "run_id": "0a9e0b6c-8f2d-4c1e-9b7a-5d3f2e1c0b9a",
+                     *           "attempts": 1,
+                     *           "deadline": "2026-12-03T08:00:00Z",
+                     *           "next_attempt_at": null,
+                     *           "created_at": "2026-12-02T08:00:00.41Z",
+                     *           "closed_at": "2026-12-02T08:00:00.52Z"
+                     *         },
+                     *         {
+                     *           "id": "7a2d3f1b-4c5e-4f60-9b0a-1d2e3f4a5b6c",
+                     *           "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *           "due_at": "2026-12-01T08:00:00Z",
+                     *           "status": "missed",
+                     *           "reason": null,
+                     *           "run_id": null,
+                     *           "attempts": 0,
+                     *           "deadline": "2026-12-02T08:00:00Z",
+                     *           "next_attempt_at": null,
+                     *           "created_at": "2026-12-02T08:00:00.41Z",
+                     *           "closed_at": "2026-12-02T08:00:00.41Z"
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OccurrencePage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listOccurrencesHead: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 200; default 50. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The next_cursor of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of occurrences. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -1973,7 +2643,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -2222,6 +2892,7 @@ export interface operations {
                      *       },
                      *       "content_hash": "0e19e1ed9c129c795a4a559125cbb04a9b8a24eed3e5acbd2c1c8e6493f10ea4",
                      *       "created_by": "user-42",
+                     *       "origin": "api",
                      *       "created_at": "2026-12-01T09:31:12.5Z"
                      *     }
                      */
@@ -2268,7 +2939,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKeyOptional"];
             };
             path?: never;
