@@ -125,6 +125,7 @@ func TestCallbackLimitCannotExceedTheBodyLimit(t *testing.T) {
 			Runs:                 st.runs,
 			Starter:              st.starter(t, admission.Config{}),
 			ProviderJobs:         providerjobs.New(pool, st.plane, providerjobs.Config{}),
+			Admission:            admissionFor(t, pool),
 			Verifier:             testVerifier(t, nil),
 			MaxBodyBytes:         tc.body,
 			CallbackMaxBodyBytes: tc.callback,

@@ -53,6 +53,7 @@ func BenchmarkTheEdgeOfAReplay(b *testing.B) {
 		Runs:          noRuns{},
 		Starter:       replayingStarter{res},
 		ProviderJobs:  noProviderJobs{},
+		Admission:     defaultAdmission(b),
 		Verifier:      testVerifier(b, nil),
 		Logger:        slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})

@@ -89,6 +89,7 @@ func newHashRig(t testing.TB) *hashRig {
 		Runs:          noRuns{},
 		Starter:       st,
 		ProviderJobs:  noProviderJobs{},
+		Admission:     defaultAdmission(t),
 		Verifier:      testVerifier(t, nil),
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -98,7 +99,7 @@ var titles = map[string]string{
 	CodeAlreadyRegistered:     "Already registered",
 	CodeMissingDeliveryID:     "webhook-id header missing",
 	CodeInvalidDeliveryID:     "webhook-id header invalid",
-	CodeRateLimited:           "Too many requests in flight",
+	CodeRateLimited:           "Too many requests waiting",
 	CodePreconditionFailed:    "Precondition failed",
 }
 
@@ -193,6 +194,10 @@ func problemFor(err error) *apiError {
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
 		return echoProblem(he)
+	}
+	var refusal *fairq.Refusal
+	if errors.As(err, &refusal) {
+		return refusedProblem(refusal)
 	}
 	var keyErr *idempotency.InputError
 	if errors.As(err, &keyErr) && keyErr.Field == "key" {

@@ -22,6 +22,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/providerjobs"
 )
 
@@ -278,6 +279,9 @@ var (
 //     provider may add some without breaking its deliveries. The
 //     Content-Type is not checked: the signature, not the label,
 //     vouches for the bytes;
+//   - then it takes a seat in the admission queue, charged to the
+//     provider (package fairq): refused one, it answers 429 rate_limited
+//     with Retry-After, having stored nothing, and the provider redelivers;
 //   - then the delivery is processed (see package providerjobs): it is
 //     landed in the inbox and committed before any answer, then applied.
 //     The path's job_id is searchd's id of the job, and the body's job_id
@@ -319,6 +323,14 @@ func (s *Server) receiveCallback(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	// A seat, charged to the provider's flow, once the signature holds:
+	// a forged callback never takes one, and a flood of genuine ones
+	// waits its turn beside the organizations' requests.
+	seat, err := s.admission.Acquire(ctx, fairq.Flow{Kind: fairq.KindProvider, Name: provider}, 1)
+	if err != nil {
+		return err
+	}
+	defer seat.Release()
 	out, err := s.providerJobs.Receive(ctx, providerjobs.Delivery{
 		Provider:   provider,
 		JobID:      pathParam(c, "job_id"),

@@ -45,6 +45,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -181,17 +182,11 @@ type Deps struct {
 	// service can take traffic (the binary's is readiness.Checker.Ready:
 	// the database answers and its schema is current). Required.
 	Ready func(ctx context.Context) error
-	// OrgMaxInFlight is the most requests of one organization the /v1
-	// routes serve at once; more answer 429 rate_limited. Zero is
-	// [DefaultOrgMaxInFlight].
-	OrgMaxInFlight int
-	// MaxInFlight is how many /v1 requests of all organizations together
-	// the process serves before it shares itself evenly: from there, an
-	// organization not alone in flight is admitted only below
-	// MaxInFlight divided by the organizations in flight (at least 1),
-	// and refused with 429 rate_limited above it. Zero is
-	// [DefaultMaxInFlight].
-	MaxInFlight int
+	// Admission is the process's admission queue (package fairq), shared
+	// with the console: every /v1 request takes a seat in it, charged to
+	// its organization, and every signed provider callback one charged to
+	// its provider, before it touches the database. Required.
+	Admission *fairq.Queue
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -215,7 +210,7 @@ type Server struct {
 	callbackBodyTimeout  time.Duration
 	maxPreferWait        time.Duration
 	ready                func(ctx context.Context) error
-	orgLimiter           *orgLimiter
+	admission            *fairq.Queue
 	// plane serves keyed creates (creates.go); corsOrigins the CORS
 	// middleware (cors.go).
 	plane       *idempotency.Service
@@ -242,10 +237,8 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs, Starter and ProviderJobs are required")
 	case d.Verifier == nil:
 		return nil, errors.New("api: Deps.Verifier is required")
-	case d.OrgMaxInFlight < 0:
-		return nil, errors.New("api: Deps.OrgMaxInFlight is negative")
-	case d.MaxInFlight < 0:
-		return nil, errors.New("api: Deps.MaxInFlight is negative")
+	case d.Admission == nil:
+		return nil, errors.New("api: Deps.Admission is required")
 	case d.MaxBodyBytes < 0:
 		return nil, errors.New("api: Deps.MaxBodyBytes is negative")
 	case d.CallbackMaxBodyBytes < 0:
@@ -277,12 +270,12 @@ func New(d Deps) (*Server, error) {
 		ready:         d.Ready,
 		plane:         d.Plane,
 		corsOrigins:   d.CORSOrigins,
+		admission:     d.Admission,
 	}
 	if err := ValidateCORSOrigins(d.CORSOrigins); err != nil {
 		return nil, err
 	}
 	s.providerSecrets = secrets
-	s.orgLimiter = newOrgLimiter(cmp.Or(d.OrgMaxInFlight, DefaultOrgMaxInFlight), cmp.Or(d.MaxInFlight, DefaultMaxInFlight()))
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -334,9 +327,9 @@ func (s *Server) routes() *echo.Echo {
 	// The /v1 routes authenticate route by route rather than through a
 	// group middleware: echo answers a group's unmatched methods with its
 	// catch-all 404, where a known path with a wrong method is a 405 with
-	// Allow. Each authenticates, then takes its organization's share of
-	// the concurrency cap, as the group did.
-	auth, limit := s.authenticate, s.limitOrganization
+	// Allow. Each authenticates, then takes a seat in the admission
+	// queue under its organization (admission.go).
+	auth, limit := s.authenticate, s.admit
 	e.POST("/v1/saved-searches", s.createSavedSearch, auth, limit)
 	get("/v1/saved-searches", s.listSavedSearches, auth, limit)
 	get("/v1/saved-searches/:id", s.getSavedSearch, auth, limit)

@@ -26,6 +26,7 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/providerjobs"
@@ -46,6 +47,8 @@ type bundle struct {
 	pool   *pgxpool.Pool
 	server *httptest.Server
 	api    *api.Server
+	// admission is the server's admission queue.
+	admission *fairq.Queue
 	// org is the caller's organization; token authenticates as it.
 	org   uuid.UUID
 	token string
@@ -121,11 +124,9 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 		Schedules:       schedule.NewStore(pool, opts.clock),
 		ProviderSecrets: map[string][]byte{acme: acmeSecret, otherProvider: otherSecret},
 		Logger:          slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		// Many tests race dozens of one organization's requests on
-		// purpose; the per-organization cap has tests of its own
-		// (fairness_test.go), which set it through deps.
-		OrgMaxInFlight: 1 << 20,
-		MaxInFlight:    1 << 20,
+		// At its defaults, seats as many as the pool's connections, as
+		// cmd/searchd builds it.
+		Admission: admissionFor(t, pool),
 	}
 	if opts.deps != nil {
 		opts.deps(&d)
@@ -139,9 +140,30 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	b := &bundle{t: t, pool: pool, server: ts, api: srv, org: uuid.New(), logs: logs}
+	b := &bundle{t: t, pool: pool, server: ts, api: srv, admission: d.Admission, org: uuid.New(), logs: logs}
 	b.token = b.tokenFor(b.org, "tester")
 	return b
+}
+
+// admissionFor returns an admission queue at its defaults, its seats as
+// many as pool has connections, as cmd/searchd's newAdmission builds it.
+func admissionFor(t testing.TB, pool *pgxpool.Pool) *fairq.Queue {
+	t.Helper()
+	q, err := fairq.New(fairq.Config{Seats: int(pool.Config().MaxConns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// defaultAdmission returns an admission queue at fairq's defaults.
+func defaultAdmission(t testing.TB) *fairq.Queue {
+	t.Helper()
+	q, err := fairq.New(fairq.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
 
 // testVerifier returns a verifier of the tokens testSecret signs, judged
@@ -208,6 +230,8 @@ type req struct {
 	header map[string]string
 	// noAuth sends no Authorization header.
 	noAuth bool
+	// ctx is the request's context; nil is context.Background().
+	ctx context.Context
 }
 
 // do sends r and returns the answer, after validating it against the
@@ -238,7 +262,11 @@ func (b *bundle) send(r req) (*response, error) {
 		}
 		body = bytes.NewReader(buf)
 	}
-	hr, err := http.NewRequest(r.method, b.server.URL+r.path, body)
+	ctx := r.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	hr, err := http.NewRequestWithContext(ctx, r.method, b.server.URL+r.path, body)
 	if err != nil {
 		return nil, err
 	}

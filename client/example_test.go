@@ -17,6 +17,7 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -42,11 +43,18 @@ func exampleServer() (baseURL, token string) {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// The admission queue, its seats the pool's size, as searchd serve
+	// builds it.
+	queue, err := fairq.New(fairq.Config{Seats: int(pool.Config().MaxConns)})
+	if err != nil {
+		log.Fatal(err)
+	}
 	verifier, err := auth.NewVerifier(context.Background(), auth.Config{Secret: []byte(testSecret)})
 	if err != nil {
 		log.Fatal(err)
 	}
 	srv, err := api.New(api.Deps{
+		Admission:     queue,
 		Plane:         plane,
 		SavedSearches: searches,
 		Snapshots:     snapshots,

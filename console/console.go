@@ -64,6 +64,7 @@ import (
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
@@ -210,6 +211,12 @@ type Deps struct {
 	// them itself. The stuck and in-flight lists are always read fresh.
 	// Zero is DefaultOverviewTTL; negative reads them on every request.
 	OverviewTTL time.Duration
+	// Admission is the process's admission queue (package fairq), shared
+	// with the API: every page and action that reads the database takes
+	// a seat in it first, charged to the organization (an auditor's
+	// views) or to the operator (an operator's, by the token's sub).
+	// Required.
+	Admission *fairq.Queue
 	// OverviewWait is how long the claims page waits for a read of the
 	// counts when it has none to serve (the first page, or after six TTLs
 	// without an operator page). Past it the page is served without them,
@@ -276,6 +283,8 @@ func New(d Deps) (*Console, error) {
 		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs and JobAudit are required")
 	case d.Operator == nil, d.SweeperRuns == nil:
 		return nil, errors.New("console: Deps.Operator and SweeperRuns are required")
+	case d.Admission == nil:
+		return nil, errors.New("console: Deps.Admission is required")
 	case d.Sessions == nil:
 		return nil, errors.New("console: Deps.Sessions is required")
 	case d.TokenSignIn && d.Verifier == nil:
@@ -296,6 +305,7 @@ func New(d Deps) (*Console, error) {
 	}
 	c.overview.staleFor = overviewStaleFactor * c.overview.ttl
 	c.overview.wait = cmp.Or(d.OverviewWait, DefaultOverviewWait)
+	c.overview.admission = d.Admission
 	var err error
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err

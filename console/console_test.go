@@ -21,6 +21,7 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/console/consoletest"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/oidctest"
 	"github.com/searchd/searchd/internal/pgtest"
@@ -78,6 +79,7 @@ func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL t
 		OverviewTTL:   overviewTTL,
 		OverviewWait:  -1,
 		Now:           now,
+		Admission:     admissionFor(t, pool),
 	}
 	for _, f := range change {
 		f(&d)
@@ -87,6 +89,17 @@ func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL t
 		t.Fatal(err)
 	}
 	return c.Handler()
+}
+
+// admissionFor returns an admission queue at its defaults, its seats as
+// many as pool has connections, as cmd/searchd builds it.
+func admissionFor(t testing.TB, pool *pgxpool.Pool) *fairq.Queue {
+	t.Helper()
+	q, err := fairq.New(fairq.Config{Seats: int(pool.Config().MaxConns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
 
 func setup(t *testing.T) *bundle {

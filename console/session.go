@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/sessions"
 )
 
@@ -116,13 +120,60 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
+		// A seat in the admission queue the API shares (package fairq)
+		// before anything reads the database: an operator's view is
+		// charged to the operator, an auditor's to the organization, so
+		// a console reading large pages waits its turn beside the API's
+		// requests, never ahead of them. Signing out reads nothing.
+		ctx := context.WithValue(r.Context(), principalKey{}, s)
+		if g != anyone {
+			flow := fairq.Flow{Kind: fairq.KindOrganization, Name: s.OrganizationID.String()}
+			if g == operatorOnly {
+				flow = fairq.Flow{Kind: fairq.KindOperator, Name: s.Actor}
+			}
+			seat, err := c.d.Admission.Acquire(ctx, flow, pageWidth(r))
+			if err != nil {
+				c.admissionFailed(w, r, err)
+				return
+			}
+			defer seat.Release()
+			ctx = fairq.NewContext(ctx, seat)
+		}
 		if s.IsOperator() && r.Method == http.MethodGet {
 			// An operator at work is likely to open the claims page: have
 			// its counts read in the background, so that page need not wait.
-			c.overview.warm(r.Context(), c.d.Operator, c.now, c.log)
+			c.overview.warm(ctx, c.d.Operator, c.now, c.log)
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, s)))
+		next(w, r.WithContext(ctx))
 	}
+}
+
+// pageSeats is the seats a console page takes: a page reads several
+// lists or a whole saved search with its baseline and timeline, and
+// renders them, about what an API list of a hundred rows costs. An action
+// (a POST) is one small write and takes one.
+const pageSeats = 2
+
+func pageWidth(r *http.Request) int {
+	if r.Method == http.MethodPost {
+		return 1
+	}
+	return pageSeats
+}
+
+// admissionFailed answers a request the admission queue did not seat: a
+// refusal is the 429 page with Retry-After; a request whose client went
+// away gets a 503 nobody reads.
+func (c *Console) admissionFailed(w http.ResponseWriter, r *http.Request, err error) {
+	var refusal *fairq.Refusal
+	if !errors.As(err, &refusal) {
+		c.fail(w, r, http.StatusServiceUnavailable, "Unavailable", "The request was cancelled before it was served.")
+		return
+	}
+	secs := idempotency.RetryAfterSeconds(refusal.RetryAfter)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	c.fail(w, r, http.StatusTooManyRequests, "Busy",
+		fmt.Sprintf("Every seat of the server is taken and this page could not be served in time. Try again in %d seconds.", secs))
 }
 
 // unavailable answers a request whose session could not be read.

@@ -18,6 +18,7 @@ import (
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/migrations"
@@ -52,8 +53,10 @@ type env struct {
 	pgVersion     string
 	pgSettings    string
 	maxConns      int32
-	pg            pgCPU
-	org           uuid.UUID
+	// limits is every limit the real server runs with, for the header.
+	limits string
+	pg     pgCPU
+	org    uuid.UUID
 	// admin runs the benchmark's own statements, outside both counted
 	// pools.
 	admin   *pgxpool.Pool
@@ -186,6 +189,17 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The admission queue at its defaults, its seats the pool's size, as
+	// searchd serve builds it (cmd/searchd's newAdmission).
+	queue, err := fairq.New(fairq.Config{Seats: int(e.maxConns)})
+	if err != nil {
+		return nil, err
+	}
+	e.limits = fmt.Sprintf("admission seats %d (the pool's size), queue length %d per organization, max wait %s; "+
+		"body limit %d bytes; session bounds %s; %s",
+		queue.Seats(), queue.QueueLength(), queue.MaxWait(), api.DefaultMaxBodyBytes, sessionBoundsText,
+		map[bool]string{true: "searchd serve's defaults but for the pool size -max-conns set (the seats follow it)",
+			false: "all at searchd serve's defaults, nothing raised or disabled"}[cfg.maxConns > 0])
 	verifier, err := auth.NewVerifier(context.Background(), auth.Config{Secret: secret})
 	if err != nil {
 		return nil, err
@@ -200,10 +214,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		ProviderJobs:  providerjobs.New(realPool, plane, providerjobs.Config{}),
 		Verifier:      verifier,
 		Logger:        logger,
-		// One organization's throughput is the measure here: no cap on
-		// its requests in flight (api's TestFairnessBench measures it).
-		OrgMaxInFlight: 1 << 20,
-		MaxInFlight:    1 << 20,
+		Admission:     queue,
 	})
 	if err != nil {
 		return nil, err
@@ -226,15 +237,35 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	return e, nil
 }
 
-// openPool opens a pool on dbURL configured as pgxpool.New configures it
-// (MaxConns overridden when maxConns > 0), with a statement counter.
+// serveMaxConns is searchd serve's default pool size (cmd/searchd's
+// DefaultDBMaxConns).
+const serveMaxConns = 16
+
+// serveSessionBounds are the server-side bounds searchd serve sets on
+// every session at its defaults (cmd/searchd's inboxsettings.go), in
+// milliseconds.
+var serveSessionBounds = map[string]string{
+	"idle_in_transaction_session_timeout": "5000",
+	"lock_timeout":                        "10000",
+	"statement_timeout":                   "15000",
+}
+
+const sessionBoundsText = "idle_in_transaction_session_timeout 5s, lock_timeout 10s, statement_timeout 15s"
+
+// openPool opens a pool on dbURL configured as searchd serve configures it
+// at its defaults (its pool size and session bounds; MaxConns overridden
+// when maxConns > 0), with a statement counter. Both servers get the same.
 func openPool(ctx context.Context, e *env, dbURL string, maxConns int) (*pgxpool.Pool, *sqlTrace, error) {
 	pcfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("parsing the database URL: %w", err)
 	}
+	pcfg.MaxConns = serveMaxConns
 	if maxConns > 0 {
 		pcfg.MaxConns = int32(maxConns)
+	}
+	for k, v := range serveSessionBounds {
+		pcfg.ConnConfig.RuntimeParams[k] = v
 	}
 	trace := &sqlTrace{}
 	pcfg.ConnConfig.Tracer = trace

@@ -14,8 +14,9 @@
 //     as a `go test` subprocess with SEARCHD_BENCH=1);
 //   - the sweeper's claim latency with and without a sweep (sweeper's
 //     TestSweepBench, likewise);
-//   - one organization's start and replay p99 while another hammers
-//     (api's TestFairnessBench, likewise);
+//   - one organization's sequential starts while another hammers the API,
+//     then the console, with 32 clients ignoring Retry-After (api's
+//     TestFairnessBench, likewise);
 //   - the HTTP start benchmark (bench/http, built once) at 1, 4, 16 and 64
 //     clients, each a run of its own with -json.
 //
@@ -169,7 +170,7 @@ func sizes(quick bool) size {
 		startDesc: "7 rounds of 2 s per system at 1, 4, 16 and 64 clients",
 		planeDesc: "the test's defaults: 7 rounds of 2000 ops",
 		sweepDesc: "the test's defaults: 1000000 rows, pairs of 5 s phases until the sweep drains them (at most 40)",
-		fairDesc:  "the test's defaults: 5 rounds of 4 s phases",
+		fairDesc:  "the test's defaults: 3 rounds of 4 s phases, 32 heavy clients",
 		httpArgs:  []string{"-rounds", "7", "-duration", "3s"},
 	}
 }

@@ -110,13 +110,9 @@ type serverConfig struct {
 	// DBMaxConns sizes the database pool; zero leaves it to the
 	// connection string (pool_max_conns), else DefaultDBMaxConns.
 	DBMaxConns int32
-	// OrgMaxInFlight caps one organization's requests in flight; zero is
-	// a quarter of the pool, at least 2.
-	OrgMaxInFlight int
-	// MaxInFlight is the requests in flight from which, while the
-	// processors are saturated, the heaviest organization gives way
-	// (api.Deps.MaxInFlight); zero is api.DefaultMaxInFlight.
-	MaxInFlight int
+	// Admission configures the admission queue the API and the console
+	// share; its zero Seats is the pool's size.
+	Admission admissionConfig
 	// MaxPreferWait is the longest Prefer: wait a start honours; zero
 	// never waits, and then no claim listener runs.
 	MaxPreferWait time.Duration
@@ -312,6 +308,9 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 	var waitProblems []string
 	cfg.DBWait, waitProblems = readDBWaitSettings(fs, getenv)
 	problems = append(problems, waitProblems...)
+	var admissionProblems []string
+	cfg.Admission, admissionProblems = readAdmissionSettings(fs, getenv)
+	problems = append(problems, admissionProblems...)
 	var scheduleProblems []string
 	cfg.Schedule, scheduleProblems = readScheduleSettings(fs, getenv, cfg.SavedSearchLease)
 	problems = append(problems, scheduleProblems...)

@@ -5,12 +5,13 @@ import (
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
+	"github.com/searchd/searchd/internal/fairq"
 )
 
 // newConsole wires the console (served under /console/ beside the API) on
-// the same stores and verifier as the API, signing people in through the
-// provider when cfg registers the console there.
-func newConsole(st *stores, cfg serverConfig, verifier *auth.Verifier, logger *slog.Logger) (*console.Console, error) {
+// the same stores, verifier and admission queue as the API, signing
+// people in through the provider when cfg registers the console there.
+func newConsole(st *stores, cfg serverConfig, verifier *auth.Verifier, logger *slog.Logger, queue *fairq.Queue) (*console.Console, error) {
 	d := console.Deps{
 		SavedSearches:   st.savedSearches,
 		Snapshots:       st.snapshots,
@@ -27,6 +28,7 @@ func newConsole(st *stores, cfg serverConfig, verifier *auth.Verifier, logger *s
 		Verifier:        verifier,
 		SessionLifetime: cfg.Auth.SessionLifetime,
 		Logger:          logger,
+		Admission:       queue,
 	}
 	if cfg.Auth.SignIn != nil {
 		signIn, err := auth.NewSignIn(verifier, *cfg.Auth.SignIn)

@@ -57,6 +57,7 @@ func (a *app) dev(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(a.stderr, cfg)
+	warnRemovedSettings(logger, a.getenv)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// `go run ./cmd/searchd dev &` then `kill $!` kills go run, not this

@@ -121,7 +121,11 @@ func TestServeWiresProviderCallbacks(t *testing.T) {
 		t.Fatalf("loadServerConfig: %v", err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	srv, err := newAPI(newStores(pool, nil, cfg, logger, observability{}), cfg, mustVerifier(t, cfg), logger, nil, observability{}, nil)
+	queue, err := newAdmission(cfg.Admission, pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := newAPI(newStores(pool, nil, cfg, logger, observability{}), cfg, mustVerifier(t, cfg), logger, nil, observability{}, nil, queue)
 	if err != nil {
 		t.Fatalf("newAPI: %v", err)
 	}

@@ -62,7 +62,11 @@ func TestReadOnlyDatabaseAnswers503AndThePoolReconnects(t *testing.T) {
 	}
 	defer pool.Close()
 	logger := slog.New(slog.DiscardHandler)
-	srv, err := newAPI(newStores(pool, nil, cfg, logger, observability{}), cfg, mustVerifier(t, cfg), logger, nil, observability{}, nil)
+	queue, err := newAdmission(cfg.Admission, pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := newAPI(newStores(pool, nil, cfg, logger, observability{}), cfg, mustVerifier(t, cfg), logger, nil, observability{}, nil, queue)
 	if err != nil {
 		t.Fatalf("newAPI: %v", err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/schedule"
 )
 
@@ -104,9 +107,13 @@ func readScheduleSettings(fs *flag.FlagSet, getenv func(string) string, savedSea
 // startDrain starts the drain of scheduled starts, and returns the
 // function that stops it and waits for it. It starts each occurrence with
 // a saved-search start of its own on st's stores (no Prefer: wait; the
-// drain never waits on a claim), one call per attempt. An Interval of
-// zero runs none.
-func startDrain(ctx context.Context, st *stores, cfg serverConfig, logger *slog.Logger, obs observability) (func(), error) {
+// drain never waits on a claim), one call per attempt, behind queue as
+// every request is: each start takes a seat in its organization's flow,
+// so a burst of due occurrences waits its turn beside the API's requests
+// rather than ahead of them. A refusal of the queue (every seat taken for
+// longer than its longest wait) is a transient failure, not ready, tried
+// again later. An Interval of zero runs none.
+func startDrain(ctx context.Context, st *stores, cfg serverConfig, logger *slog.Logger, obs observability, queue *fairq.Queue) (func(), error) {
 	dcfg := cfg.Schedule
 	if dcfg.Interval <= 0 {
 		return func() {}, nil
@@ -121,7 +128,7 @@ func startDrain(ctx context.Context, st *stores, cfg serverConfig, logger *slog.
 	if obs.metrics != nil {
 		dcfg.Observer = obs.metrics
 	}
-	d, err := schedule.NewDrain(schedule.DrainDeps{Pool: st.pool, Start: starter.StartSavedSearch, Runs: st.runs}, dcfg)
+	d, err := schedule.NewDrain(schedule.DrainDeps{Pool: st.pool, Start: seated(queue, starter.StartSavedSearch), Runs: st.runs}, dcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -135,4 +142,22 @@ func startDrain(ctx context.Context, st *stores, cfg serverConfig, logger *slog.
 		cancel()
 		<-done
 	}, nil
+}
+
+// seated returns start behind queue: each call holds a seat of its
+// organization's flow while it runs. A refusal of the queue is
+// errs.Unavailable (the drain records the occurrence not ready).
+func seated(queue *fairq.Queue, start schedule.StartFunc) schedule.StartFunc {
+	return func(ctx context.Context, p admission.SavedSearchStart) (admission.Result, error) {
+		seat, err := queue.Acquire(ctx, fairq.Flow{Kind: fairq.KindOrganization, Name: p.Org.String()}, 1)
+		var refusal *fairq.Refusal
+		switch {
+		case errors.As(err, &refusal):
+			return admission.Result{}, errs.Wrap(errs.Unavailable, fmt.Errorf("admission queue: %w", err))
+		case err != nil:
+			return admission.Result{}, err
+		}
+		defer seat.Release()
+		return start(ctx, p)
+	}
 }

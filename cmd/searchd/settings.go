@@ -25,15 +25,9 @@ const (
 	EnvMaxPreferWait = "SEARCHD_MAX_PREFER_WAIT"
 	// EnvSavedSearchLease is the lease of a saved-search preparation.
 	EnvSavedSearchLease = "SEARCHD_SAVED_SEARCH_LEASE"
-	// EnvOrgMaxInFlight caps one organization's requests in flight.
-	EnvOrgMaxInFlight = "SEARCHD_ORG_MAX_IN_FLIGHT"
-	// EnvMaxInFlight is how many requests the process serves before a
-	// heavy organization gives way to the others while the processors
-	// are saturated.
-	EnvMaxInFlight = "SEARCHD_MAX_IN_FLIGHT"
 )
 
-// Defaults and limits of the pool and fairness settings.
+// Defaults and limits of the pool settings.
 const (
 	// DefaultDBMaxConns sizes the pool when neither the setting nor the
 	// URL's pool_max_conns does. A start is a few short statements and a
@@ -44,8 +38,6 @@ const (
 	// together in one fsync (group commit). pgx's max(4, CPUs) left a
 	// 2-core server at 4, which four slow requests of one tenant filled.
 	DefaultDBMaxConns = 16
-	maxOrgMaxInFlight = 10000
-	maxMaxInFlight    = 100000
 )
 
 // Defaults and limits of those settings.
@@ -111,11 +103,6 @@ func serverOptions(dev bool) []option {
 		{"db-max-conns", EnvDBMaxConns, "pool_max_conns of the URL, else " + strconv.Itoa(DefaultDBMaxConns),
 			fmt.Sprintf("most connections in the database pool, 1 to %d; with waiting on, one more listens for claims, "+
 				"and /readyz checks on one more of its own", maxDBMaxConns)},
-		{"org-max-in-flight", EnvOrgMaxInFlight, "a quarter of the pool, at least 2",
-			fmt.Sprintf("most requests of one organization served at once, 1 to %d; more answer 429 rate_limited", maxOrgMaxInFlight)},
-		{"max-in-flight", EnvMaxInFlight, "processors + 1",
-			fmt.Sprintf("requests of all organizations in flight from which, while the processors are saturated, the organization "+
-				"with the most in flight gets only what the others leave (at least 1), more answering 429 rate_limited; 1 to %d", maxMaxInFlight)},
 		addr,
 		secret,
 		{"", EnvProviderSecrets, "none",
@@ -147,6 +134,7 @@ func serverOptions(dev bool) []option {
 	opts = append(opts, sweepBoundOptions()...)
 	opts = append(opts, inboxOptions()...)
 	opts = append(opts, dbWaitOptions()...)
+	opts = append(opts, admissionOptions()...)
 	opts = append(opts, scheduleOptions()...)
 	opts = append(opts, authOptions(dev)...)
 	opts = append(opts, optLogLevel, format)
@@ -335,30 +323,6 @@ func readPoolAndWaitSettings(fs *flag.FlagSet, getenv func(string) string, cfg *
 			problems = append(problems, fmt.Sprintf("%s: %d is out of range: from 1 to %d", conns.name, n, maxDBMaxConns))
 		default:
 			cfg.DBMaxConns = int32(n)
-		}
-	}
-	inFlight := lookup(fs, "org-max-in-flight", EnvOrgMaxInFlight, getenv)
-	if inFlight.value != "" {
-		n, err := strconv.Atoi(inFlight.value)
-		switch {
-		case err != nil:
-			problems = append(problems, fmt.Sprintf("%s: %q is not a whole number of requests", inFlight.name, inFlight.value))
-		case n < 1 || n > maxOrgMaxInFlight:
-			problems = append(problems, fmt.Sprintf("%s: %d is out of range: from 1 to %d", inFlight.name, n, maxOrgMaxInFlight))
-		default:
-			cfg.OrgMaxInFlight = n
-		}
-	}
-	budget := lookup(fs, "max-in-flight", EnvMaxInFlight, getenv)
-	if budget.value != "" {
-		n, err := strconv.Atoi(budget.value)
-		switch {
-		case err != nil:
-			problems = append(problems, fmt.Sprintf("%s: %q is not a whole number of requests", budget.name, budget.value))
-		case n < 1 || n > maxMaxInFlight:
-			problems = append(problems, fmt.Sprintf("%s: %d is out of range: from 1 to %d", budget.name, n, maxMaxInFlight))
-		default:
-			cfg.MaxInFlight = n
 		}
 	}
 	wait := lookup(fs, "max-prefer-wait", EnvMaxPreferWait, getenv)

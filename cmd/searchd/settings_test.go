@@ -19,8 +19,9 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"database-url", "DATABASE_URL", "required"},
 	{"db-max-conns", "SEARCHD_DB_MAX_CONNS", "pool_max_conns of the URL, else 16"},
 	{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "15s"},
-	{"org-max-in-flight", "SEARCHD_ORG_MAX_IN_FLIGHT", "a quarter of the pool, at least 2"},
-	{"max-in-flight", "SEARCHD_MAX_IN_FLIGHT", "processors + 1"},
+	{"admission-seats", "SEARCHD_ADMISSION_SEATS", "the pool's size (--db-max-conns)"},
+	{"admission-queue-length", "SEARCHD_ADMISSION_QUEUE_LENGTH", "512"},
+	{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "10s"},
 	{"addr", "SEARCHD_ADDR", ":8080"},
 	{"", "SEARCHD_JWT_SECRET", "required unless SEARCHD_OIDC_ISSUER is set"},
 	{"", "SEARCHD_PROVIDER_SECRETS", "none"},
@@ -146,10 +147,14 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "long", `"long" is not a duration`},
 		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "2h", "2h0m0s is out of range: from 0s at most 1h0m0s"},
 		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "1500us", "1.5ms is out of range"},
-		{"org-max-in-flight", "SEARCHD_ORG_MAX_IN_FLIGHT", "lots", `"lots" is not a whole number of requests`},
-		{"org-max-in-flight", "SEARCHD_ORG_MAX_IN_FLIGHT", "0", "0 is out of range: from 1 to 10000"},
-		{"max-in-flight", "SEARCHD_MAX_IN_FLIGHT", "many", `"many" is not a whole number of requests`},
-		{"max-in-flight", "SEARCHD_MAX_IN_FLIGHT", "0", "0 is out of range: from 1 to 100000"},
+		{"admission-seats", "SEARCHD_ADMISSION_SEATS", "lots", `"lots" is not a whole number of requests`},
+		{"admission-seats", "SEARCHD_ADMISSION_SEATS", "0", "0 is out of range: from 1 to 10000"},
+		{"admission-seats", "SEARCHD_ADMISSION_SEATS", "10001", "10001 is out of range: from 1 to 10000"},
+		{"admission-queue-length", "SEARCHD_ADMISSION_QUEUE_LENGTH", "many", `"many" is not a whole number of requests`},
+		{"admission-queue-length", "SEARCHD_ADMISSION_QUEUE_LENGTH", "0", "0 is out of range: from 1 to 100000"},
+		{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "forever", `"forever" is not a duration`},
+		{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "0s", "0s is out of range: more than 0s and at most 5m0s"},
+		{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "6m", "6m0s is out of range: more than 0s and at most 5m0s"},
 		{"schedule-tick", "SEARCHD_SCHEDULE_TICK", "often", `"often" is not a duration`},
 		{"schedule-tick", "SEARCHD_SCHEDULE_TICK", "2h", "2h0m0s is out of range: from 0s to 1h0m0s"},
 		{"schedule-batch", "SEARCHD_SCHEDULE_BATCH", "0", "0 is out of range: from 1 to 1000"},
@@ -259,19 +264,22 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 	}
 	delete(env, "SEARCHD_CALLBACK_BODY_BUDGET")
 	delete(env, "SEARCHD_CALLBACK_BODY_TIMEOUT")
-	// The in-flight budget: zero (the API's default) unless set, the flag
-	// over the variable.
-	if cfg = load(env, false); cfg.MaxInFlight != 0 {
-		t.Errorf("default in-flight budget %d, want 0 (api.DefaultMaxInFlight)", cfg.MaxInFlight)
+	// The admission queue: zero (its seats the pool's size, the rest
+	// fairq's defaults) unless set, the flag over the variable.
+	if cfg = load(env, false); cfg.Admission != (admissionConfig{}) {
+		t.Errorf("default admission %+v, want zero: the pool's size and fairq's defaults", cfg.Admission)
 	}
-	env["SEARCHD_MAX_IN_FLIGHT"] = "12"
-	if cfg = load(env, false); cfg.MaxInFlight != 12 {
-		t.Errorf("SEARCHD_MAX_IN_FLIGHT=12: budget %d", cfg.MaxInFlight)
+	env["SEARCHD_ADMISSION_SEATS"], env["SEARCHD_ADMISSION_QUEUE_LENGTH"], env["SEARCHD_ADMISSION_MAX_WAIT"] = "12", "7", "2s"
+	if cfg = load(env, false); cfg.Admission != (admissionConfig{Seats: 12, QueueLength: 7, MaxWait: 2 * time.Second}) {
+		t.Errorf("admission variables: %+v", cfg.Admission)
 	}
-	if cfg = load(env, false, "--max-in-flight", "5"); cfg.MaxInFlight != 5 {
-		t.Errorf("--max-in-flight 5 over the variable: budget %d", cfg.MaxInFlight)
+	if cfg = load(env, false, "--admission-seats", "5", "--admission-queue-length", "3", "--admission-max-wait", "250ms"); cfg.Admission !=
+		(admissionConfig{Seats: 5, QueueLength: 3, MaxWait: 250 * time.Millisecond}) {
+		t.Errorf("admission flags over the variables: %+v", cfg.Admission)
 	}
-	delete(env, "SEARCHD_MAX_IN_FLIGHT")
+	delete(env, "SEARCHD_ADMISSION_SEATS")
+	delete(env, "SEARCHD_ADMISSION_QUEUE_LENGTH")
+	delete(env, "SEARCHD_ADMISSION_MAX_WAIT")
 	// Authentication: HS256 alone by default; a provider when its issuer
 	// is set, the claims as configured; the console's token sign-in off
 	// under serve and on under dev.

@@ -18,9 +18,10 @@ const namespace = "searchd"
 
 // Metrics are the Prometheus metrics of one searchd process, on a registry
 // of their own. A *Metrics is an idempotency.Observer, a
-// providerjobs.Observer and a sweeper.Observer; give the same value to all
-// of them and to the API, which serves [Metrics.Handler]. It is also a
-// schedule.Observer, for the drain of scheduled starts. It is safe for
+// providerjobs.Observer, a sweeper.Observer, a fairq.Observer and a
+// schedule.Observer (the drain of scheduled starts); give the same value
+// to all of them and to the API, which serves [Metrics.Handler]. It is
+// safe for
 // concurrent use; its Observe methods never block.
 type Metrics struct {
 	reg *prometheus.Registry
@@ -45,8 +46,7 @@ type Metrics struct {
 	sweepPass    *prometheus.HistogramVec
 	sweepFull    *prometheus.CounterVec
 
-	rateLimited *prometheus.CounterVec
-
+	admission        *admissionMetrics
 	scheduleCameDue  prometheus.Counter
 	scheduleOutcomes *prometheus.CounterVec
 	scheduleDue      prometheus.Gauge
@@ -122,10 +122,7 @@ func NewMetrics() *Metrics {
 			Namespace: namespace, Subsystem: "sweeper", Name: "backlog_passes_total",
 			Help: "Sweeper passes whose read filled the bound, leaving rows past retention behind, by table.",
 		}, []string{"table"}),
-		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "http", Name: "rate_limited_total",
-			Help: "Requests refused 429 rate_limited because their organization had its most requests in flight, by route pattern.",
-		}, []string{"route"}),
+		admission: newAdmissionMetrics(),
 		scheduleCameDue: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "schedule", Name: "came_due_total",
 			Help: "Occurrences of schedules that came due, as the drain planned them.",
@@ -159,7 +156,7 @@ func NewMetrics() *Metrics {
 		m.inboxPending, m.inboxLag, m.inboxApplied, m.inboxCopies,
 		m.sweptRead, m.sweptDeleted, m.sweepPass,
 		m.sweepFull,
-		m.rateLimited,
+		m.admission.wait, m.admission.refused, m.admission.abandoned,
 		m.scheduleCameDue, m.scheduleOutcomes, m.scheduleDue, m.scheduleLag, m.scheduleTick,
 	)
 	return m
@@ -241,14 +238,6 @@ func (m *Metrics) ObservePass(table string, read, deleted int, d time.Duration) 
 // ObserveBacklogPass implements sweeper.BacklogObserver.
 func (m *Metrics) ObserveBacklogPass(table string) {
 	m.sweepFull.WithLabelValues(table).Inc()
-}
-
-// ObserveRateLimited counts one request refused by the per-organization
-// cap on requests in flight. route is a route pattern, as for
-// [Metrics.ObserveRequest]; the organization is not a label, since every
-// distinct one would be a series kept for the life of the process.
-func (m *Metrics) ObserveRateLimited(route string) {
-	m.rateLimited.WithLabelValues(route).Inc()
 }
 
 // ObserveCameDue implements schedule.Observer.

@@ -275,6 +275,27 @@ test("every page at 390, 1024 and 1440 px: no sideways scroll, no value cut or p
   assert.deepEqual(failures, [], "what a reader would miss:\n" + failures.join("\n"));
 });
 
+test("an operator sees this process's admission seats and queues on the claims page, on a desktop and a phone", async () => {
+  for (const [name, viewport] of [["claims-admission", { width: 1440, height: 900 }], ["claims-admission-phone", { width: 390, height: 844 }]]) {
+    const { ctx, page } = await session(world.token_operator);
+    await page.setViewportSize(viewport);
+    await page.goto(world.base + "/console/operator/claims");
+    const section = page.locator("#admission");
+    await section.waitFor();
+    // The page itself holds seats of the operator's own flow.
+    assert.match(await section.locator(".tile").first().innerText(), /^[1-9]\d* \/ \d+\s+seats in use$/);
+    const own = section.locator("tr.flow-row", { hasText: world.operator });
+    assert.equal(await own.count(), 1, "the operator's own flow is listed");
+    assert.match(await own.innerText(), /operator/);
+    await section.scrollIntoViewIfNeeded();
+    const box = await section.boundingBox();
+    assert.ok(box.width <= viewport.width && box.width >= viewport.width * 0.8, "the section takes the width, and no more");
+    if (shots) await section.screenshot({ path: join(shots, name + ".png") });
+    assert.deepEqual(page.problems, [], "no CSP violation or script error");
+    await ctx.close();
+  }
+});
+
 test("an operator sees the stuck claim, force-releases it, and it is gone from the database", async () => {
   assert.equal(await ask("claim " + world.stuck), "present");
   const { ctx, page } = await session(world.token_operator);

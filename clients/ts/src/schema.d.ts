@@ -1301,7 +1301,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description rate_limited: your organization has the most requests in flight this server serves at once for one organization (SEARCHD_ORG_MAX_IN_FLIGHT, by default a quarter of the database pool); nothing was done. Retry after Retry-After seconds. */
+        /** @description rate_limited: every seat of the server is taken and the request could not be served in time: its organization (or, for a callback, its provider) already has the most requests waiting that the server queues for one (SEARCHD_ADMISSION_QUEUE_LENGTH, 512 by default), or it waited the longest a request waits for a seat (SEARCHD_ADMISSION_MAX_WAIT, 10s by default). Nothing was done. Retry after Retry-After seconds, estimated from the observed service rate. A server with a free seat never answers this. */
         RateLimited: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1312,9 +1312,9 @@ export interface components {
                 /**
                  * @example {
                  *       "type": "/problems/rate_limited",
-                 *       "title": "Too many requests in flight",
+                 *       "title": "Too many requests waiting",
                  *       "status": 429,
-                 *       "detail": "your organization has too many requests in flight; retry after the Retry-After delay",
+                 *       "detail": "every seat of this server is taken and your organization already has 512 requests waiting for one, the most it queues for one flow; retry after the Retry-After delay",
                  *       "code": "rate_limited",
                  *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
                  *     }
@@ -3169,6 +3169,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3401,6 +3402,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3428,6 +3430,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
