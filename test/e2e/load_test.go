@@ -41,6 +41,7 @@ var loadPolicy = client.RetryPolicy{
 // attempt is one HTTP attempt as a client saw it.
 type attempt struct {
 	at      time.Time // when the answer (or the failure) came
+	sent    time.Time // when the request was sent
 	client  string
 	replica string
 	key     string
@@ -82,8 +83,8 @@ func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := b.targets[int(b.next.Add(1)-1)%len(b.targets)]
 	out := req.Clone(req.Context())
 	out.URL.Host, out.Host = r.addr, r.addr
+	a := attempt{sent: time.Now(), client: b.who, replica: r.name, key: req.Header.Get("Idempotency-Key")}
 	res, err := b.base.RoundTrip(out)
-	a := attempt{client: b.who, replica: r.name, key: req.Header.Get("Idempotency-Key")}
 	if err != nil {
 		a.at, a.failure = time.Now(), err.Error()
 		b.rec.add(a)
