@@ -1,4 +1,4 @@
-# The README names these targets; .ci/run calls `make ci`.
+# The README and docs/ name these targets; .ci/run calls `make ci`.
 GO ?= go
 
 .PHONY: setup test ci e2e soak failover-report bench bench-plane bench-http bench-sweep bench-schedule bench-start run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
@@ -138,9 +138,11 @@ bench-sweep:
 bench-schedule:
 	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestDrainBench -v -timeout 30m ./schedule/
 
-# All three benchmarks in one go (plane, sweeper, HTTP at 1 to 64 clients),
+# All the benchmarks in one go (starts in process, the plane, the sweeper,
+# fairness, HTTP at 1 to 64 clients),
 # written to docs/bench-report.md with a chart in docs/bench-report.svg.
-# About 10 minutes on 2 CPUs; `go run ./bench/report -quick` takes about 2.
+# About 20 minutes on a quiet 2-CPU machine (the last report's runs took 18½),
+# longer under load; `go run ./bench/report -quick` takes a few minutes.
 bench:
 	$(GO) run ./bench/report
 
@@ -161,7 +163,7 @@ test-console:
 		SEARCHD_BIN=$(CONSOLE_BUILD)/searchd CONSOLE_FIXTURE=$(CONSOLE_BUILD)/fixture \
 		SEARCHD_OIDC_PROVIDER=$(CONSOLE_BUILD)/oidcprovider SCREENSHOTS=$(SCREENSHOTS) npm test
 
-# The browser tests, writing the README's screenshots to docs/console/.
+# The browser tests, writing docs/console.md's screenshots to docs/console/.
 console-screenshots:
 	$(MAKE) test-console SCREENSHOTS=$(CURDIR)/docs/console
 

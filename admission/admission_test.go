@@ -96,7 +96,7 @@ func mustStarter(d Deps, cfg Config) *Starter {
 // hook that runs inside the preparation transaction just before the
 // freeze.
 func (b bundle) newStarter(beforeFreeze func(ctx context.Context) error) *Starter {
-	return mustStarter(b.deps, Config{beforeFreeze: beforeFreeze})
+	return withHooks(mustStarter(b.deps, Config{}), beforeFreeze, nil)
 }
 
 func (b bundle) start(key string) SavedSearchStart {
@@ -366,7 +366,7 @@ func TestPreparationClaimsWithTheConfiguredLease(t *testing.T) {
 	// While the short-leased starter prepares, another start of the key is
 	// told to come back when that lease ends, and once it has passed
 	// (long before the default 30 s) the key can be reclaimed.
-	short := mustStarter(b.deps, Config{Lease: lease, beforeFreeze: func(ctx context.Context) error {
+	short := withHooks(mustStarter(b.deps, Config{Lease: lease}), func(ctx context.Context) error {
 		var err error
 		once.Do(func() {
 			_, serr := b.starter.StartSavedSearch(ctx, p)
@@ -380,7 +380,7 @@ func TestPreparationClaimsWithTheConfiguredLease(t *testing.T) {
 			reclaimed, err = b.plane.Claim(ctx, b.org, idempotency.ScopeSavedSearchStart, "k", hash, idempotency.SavedSearchStartLease)
 		})
 		return err
-	}})
+	}, nil)
 	_, err := short.StartSavedSearch(b.ctx, p)
 	if retryAfter != lease {
 		t.Errorf("RetryAfter during a preparation with Lease %s = %s, want %s", lease, retryAfter, lease)
@@ -664,9 +664,9 @@ func (b bundle) prepareWithoutRun(t *testing.T, p SavedSearchStart, hash string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, prep, err := b.starter.prepare(b.ctx, admit{SavedSearchStart: p, hash: hash, options: options})
-	if err != nil || prep != nil || !res.Created {
-		t.Fatalf("prepare = %+v, %v, %v; want a Run admitted with its preparation", res, prep, err)
+	res, err := b.starter.prepare(b.ctx, admit{SavedSearchStart: p, hash: hash, options: options})
+	if err != nil || !res.Created {
+		t.Fatalf("prepare = %+v, %v; want a Run admitted with its preparation", res, err)
 	}
 	tag, err := b.db.Exec(b.ctx, `DELETE FROM agent.runs WHERE id = $1`, res.Run.ID)
 	if err != nil || tag.RowsAffected() != 1 {

@@ -75,7 +75,7 @@ func pathID(c echo.Context) (uuid.UUID, error) {
 	return id, nil
 }
 
-// Ceilings of list answers, in bytes, as the README and the OpenAPI
+// Ceilings of list answers, in bytes, as docs/api.md and the OpenAPI
 // document state them. Each follows from the bounded fields of its items
 // (names of 200 and queries of 2000 characters, notes of 500, actors of 255
 // bytes, every character escaped at most six bytes wide) times

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestTheEdgesImportNoDriver holds the layering the README's Layout
+// TestTheEdgesImportNoDriver holds the layering docs/layout.md
 // states: the HTTP edge and the console speak to the domain packages, the
 // error kinds and auth, never to a database driver, database/sql or the
 // migrations (readiness is handed in by the binary), and never to each
@@ -45,7 +45,7 @@ func TestTheEdgesImportNoDriver(t *testing.T) {
 				path, _ := strconv.Unquote(imp.Path.Value)
 				for _, bad := range forbidden {
 					if strings.HasPrefix(path, bad) {
-						t.Errorf("%s imports %s, which the README's Layout forbids", name, path)
+						t.Errorf("%s imports %s, which docs/layout.md forbids", name, path)
 					}
 				}
 			}

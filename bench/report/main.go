@@ -57,8 +57,8 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "docs/bench-report.md", "the Markdown report; the chart goes beside it as .svg")
 	flag.BoolVar(&cfg.quick, "quick", false, "small runs (a few minutes in all), noisier figures")
 	flag.Parse()
-	// A full report takes about 15 minutes on 2 CPUs; an hour bounds a
-	// stuck run.
+	// A full report takes about 20 minutes on a quiet 2-CPU machine; an
+	// hour bounds a stuck run.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)

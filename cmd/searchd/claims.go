@@ -22,10 +22,6 @@ import (
 	"github.com/searchd/searchd/tools"
 )
 
-// maxReasonLen bounds --reason: a sentence for the log, not a document;
-// the same bound as the release record's.
-const maxReasonLen = operator.MaxReasonLen
-
 const claimsUsage = `usage: searchd claims <show|release|resolve> [flags]
 
 Inspect, or force-release, one claim of the idempotency plane
@@ -302,7 +298,7 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 	fs := a.flagSet("claims release")
 	registerOptions(fs, claimsReleaseCommand)
 	org, scope, key := claimFlags(fs)
-	reason := fs.String("reason", "", fmt.Sprintf("why the claim is released, for the log and the audit (required, 1 to %d characters, one line)", maxReasonLen))
+	reason := fs.String("reason", "", fmt.Sprintf("why the claim is released, for the log and the audit (required, 1 to %d characters, one line)", operator.MaxReasonLen))
 	actorFlag := fs.String("actor", "", "who releases, recorded with the release (default: $USER, else \"cli\")")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -312,8 +308,8 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 	switch {
 	case why == "":
 		problems = append(problems, "--reason: is required: say why the claim is released; it is logged")
-	case utf8.RuneCountInString(why) > maxReasonLen || !utf8.ValidString(why):
-		problems = append(problems, fmt.Sprintf("--reason: must be valid UTF-8 of at most %d characters", maxReasonLen))
+	case utf8.RuneCountInString(why) > operator.MaxReasonLen || !utf8.ValidString(why):
+		problems = append(problems, fmt.Sprintf("--reason: must be valid UTF-8 of at most %d characters", operator.MaxReasonLen))
 	case strings.ContainsFunc(why, unicode.IsControl):
 		problems = append(problems, "--reason: must be one line, without control characters")
 	}

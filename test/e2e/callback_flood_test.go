@@ -33,7 +33,7 @@ import (
 // signature was looked at, and 150 of them took the process from 23 MiB to
 // 2.7 GiB resident.
 
-// floodRSSCeiling is the documented ceiling (README) on the peak resident
+// floodRSSCeiling is the documented ceiling (docs/testing.md) on the peak resident
 // memory of one `searchd serve` during the callback flood.
 const floodRSSCeiling = 256 << 20
 

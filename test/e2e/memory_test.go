@@ -27,7 +27,7 @@ import (
 )
 
 // memoryCeiling is the most resident memory one searchd process may reach
-// under the attacks of TestMemoryStaysBounded (the README states it).
+// under the attacks of TestMemoryStaysBounded (docs/testing.md states it).
 const memoryCeiling = 256 << 20
 
 // TestMemoryStaysBounded runs one real `searchd serve` process, at its
