@@ -43,13 +43,20 @@ func pool(t *testing.T, url string, tr dbdeadline.Tracer, change func(*pgxpool.C
 
 // within runs f and fails unless it returns an error the store boundary
 // reads as transient (a 503), no sooner than the deadline and no later
-// than slack after it.
-func within(t *testing.T, what string, f func() error) {
+// than slack after it. f's context has no deadline; a watchdog cancels it
+// a second past the slack, so a call with no deadline of its own fails
+// here, named, instead of hanging the test until its timeout.
+func within(t *testing.T, what string, f func(ctx context.Context) error) {
 	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watchdog := time.AfterFunc(timeout+slack+time.Second, cancel)
 	start := time.Now()
-	err := f()
+	err := f(ctx)
 	took := time.Since(start)
 	switch {
+	case !watchdog.Stop():
+		t.Errorf("%s was still waiting %s after its %s deadline (%v): it has no deadline of its own", what, took-timeout, timeout, err)
 	case err == nil:
 		t.Errorf("%s succeeded, want it cut at its deadline", what)
 	case !errors.Is(err, context.DeadlineExceeded) || !dberr.Transient(err):
@@ -73,8 +80,8 @@ func TestEveryCallHasADeadlineOfItsOwn(t *testing.T) {
 	if err := p.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
 		t.Fatalf("SELECT 1 = %d, %v", one, err)
 	}
-	within(t, "Exec of pg_sleep(30)", func() error { _, err := p.Exec(ctx, "SELECT pg_sleep(30)"); return err })
-	within(t, "Query of pg_sleep(30)", func() error {
+	within(t, "Exec of pg_sleep(30)", func(ctx context.Context) error { _, err := p.Exec(ctx, "SELECT pg_sleep(30)"); return err })
+	within(t, "Query of pg_sleep(30)", func(ctx context.Context) error {
 		rows, err := p.Query(ctx, "SELECT pg_sleep(30)")
 		if err != nil {
 			return err
@@ -82,13 +89,13 @@ func TestEveryCallHasADeadlineOfItsOwn(t *testing.T) {
 		rows.Close()
 		return rows.Err()
 	})
-	within(t, "a batch with pg_sleep(30)", func() error {
+	within(t, "a batch with pg_sleep(30)", func(ctx context.Context) error {
 		b := &pgx.Batch{}
 		b.Queue("SELECT 1")
 		b.Queue("SELECT pg_sleep(30)")
 		return p.SendBatch(ctx, b).Close()
 	})
-	within(t, "a transaction's statement", func() error {
+	within(t, "a transaction's statement", func(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, p, func(tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, "SELECT pg_sleep(30)")
 			return err
@@ -131,7 +138,7 @@ func TestAcquireHasADeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	within(t, "an acquire from a full pool", func() error {
+	within(t, "an acquire from a full pool", func(ctx context.Context) error {
 		c, err := p.Acquire(ctx)
 		if err == nil {
 			c.Release()
@@ -165,7 +172,7 @@ func TestAcquireHasADeadline(t *testing.T) {
 		}
 	})
 	hole := pool(t, "postgres://u@"+ln.Addr().String()+"/db?sslmode=disable", dbdeadline.Tracer{Timeout: timeout}, nil)
-	within(t, "an acquire whose connect is never answered", func() error {
+	within(t, "an acquire whose connect is never answered", func(ctx context.Context) error {
 		c, err := hole.Acquire(ctx)
 		if err == nil {
 			c.Release()
