@@ -129,6 +129,9 @@ type serverConfig struct {
 	// Session the server-side bounds of every session (inboxsettings.go).
 	Inbox   inboxConfig
 	Session sessionBounds
+	// DBWait is the client-side bound on waiting for the database
+	// (dbwait.go).
+	DBWait dbWait
 	// Schedule configures the drain of scheduled starts, but for its
 	// Clock, Logger and Observer, which the server sets
 	// (schedulesettings.go); an Interval of zero runs none.
@@ -309,6 +312,9 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 	var dispatchProblems []string
 	cfg.Dispatch, dispatchProblems = readDispatchSettings(fs, getenv)
 	problems = append(problems, dispatchProblems...)
+	var waitProblems []string
+	cfg.DBWait, waitProblems = readDBWaitSettings(fs, getenv)
+	problems = append(problems, waitProblems...)
 	var admissionProblems []string
 	cfg.Admission, admissionProblems = readAdmissionSettings(fs, getenv)
 	problems = append(problems, admissionProblems...)

@@ -134,6 +134,7 @@ func serverOptions(dev bool) []option {
 	opts = append(opts, sweepBoundOptions()...)
 	opts = append(opts, inboxOptions()...)
 	opts = append(opts, dispatchOptions()...)
+	opts = append(opts, dbWaitOptions()...)
 	opts = append(opts, admissionOptions()...)
 	opts = append(opts, scheduleOptions()...)
 	opts = append(opts, authOptions(dev)...)

@@ -143,7 +143,7 @@ func (cb *callbackLoad) deliver(ctx context.Context, job *cbJob, seq int) *cbDel
 		req.Header.Set(api.HeaderDeliveryID, d.id)
 		req.Header.Set(api.HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
 		req.Header.Set(api.HeaderSignature, sig)
-		a := attempt{client: "provider." + job.providerJobID, replica: r.name, key: d.id}
+		a := attempt{sent: time.Now(), client: "provider." + job.providerJobID, replica: r.name, key: d.id}
 		res, err := cb.hc.Do(req)
 		if err != nil {
 			a.at, a.failure = time.Now(), err.Error()
