@@ -31,7 +31,7 @@ test:
 # installs it into PostgreSQL 15 (5-10 minutes the first time, a no-op
 # after).
 CITUS_PACKAGES ?= ./migrations/ ./idempotency/ ./admission/ ./api/ ./providerjobs/ ./sweeper/ \
-	./savedsearch/ ./snapshot/ ./runs/ ./tools/ ./internal/shardpass/ ./dispatch/ ./schedule/
+	./savedsearch/ ./snapshot/ ./runs/ ./tools/ ./internal/shardpass/
 test-citus:
 	SEARCHD_TEST_CITUS=1 $(GO) test -count=1 -timeout 30m $(CITUS_PACKAGES)
 
