@@ -418,7 +418,7 @@ func newToolLoad(ctx context.Context, s *scenarioRun, pair *pgPair) (*toolLoad, 
 	tl := &toolLoad{s: s, vendor: &vendor{calls: map[string][]time.Time{}, first: map[string]tools.Result{}}}
 	for i := range 3 {
 		name := fmt.Sprintf("e2e-tools-%d", i+1)
-		pool, err := pgxpool.New(ctx, pair.URL("pool_max_conns=2&connect_timeout=5&application_name="+name))
+		pool, err := pgxpool.New(ctx, pair.URL("pool_max_conns=2&connect_timeout=10&application_name="+name))
 		if err != nil {
 			tl.close()
 			return nil, err
