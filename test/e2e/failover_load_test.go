@@ -421,7 +421,7 @@ func newToolLoad(ctx context.Context, s *scenarioRun, dbURL func(params string) 
 	tl := &toolLoad{s: s, vendor: &vendor{calls: map[string][]time.Time{}, first: map[string]tools.Result{}}}
 	for i := range 3 {
 		name := fmt.Sprintf("e2e-tools-%s-%d", s.name, i+1)
-		pool, err := pgxpool.New(ctx, dbURL("pool_max_conns=2&connect_timeout=5&application_name="+name))
+		pool, err := pgxpool.New(ctx, dbURL("pool_max_conns=2&connect_timeout=10&application_name="+name))
 		if err != nil {
 			tl.close()
 			return nil, err
