@@ -38,7 +38,7 @@ settings-docs:
 # installs it into PostgreSQL 15 (5-10 minutes the first time, a no-op
 # after).
 CITUS_PACKAGES ?= ./migrations/ ./idempotency/ ./admission/ ./api/ ./providerjobs/ ./sweeper/ \
-	./savedsearch/ ./snapshot/ ./runs/ ./tools/ ./internal/shardpass/ ./dispatch/ ./schedule/
+	./savedsearch/ ./snapshot/ ./runs/ ./tools/ ./internal/shardpass/
 test-citus:
 	SEARCHD_TEST_CITUS=1 $(GO) test -count=1 -timeout 30m $(CITUS_PACKAGES)
 
@@ -114,12 +114,13 @@ browser:
 
 # The fault suite: three replicas on one PostgreSQL, clients retrying
 # overlapping keys, and one fault at a time (kill -9, SIGSTOP past the
-# lease, an immediate PostgreSQL restart, a proxy that cuts connections).
+# lease, an immediate PostgreSQL restart, a proxy that cuts connections or
+# blackholes them).
 # SEARCHD_E2E_LEASE (default 3s) is the replicas' saved-search lease, so a
 # scenario takes seconds; soak repeats the faults for 10 minutes each at the
 # product's 30 s lease.
 e2e:
-	$(GO) test -tags e2e -count=1 -v -timeout 15m ./test/e2e/
+	$(GO) test -tags e2e -count=1 -v -timeout 45m ./test/e2e/
 
 # The fault suite on Citus (test/e2e/citus_test.go): two replicas on a
 # coordinator and two workers under a load of starts, callbacks and tool

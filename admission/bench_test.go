@@ -27,6 +27,7 @@ import (
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/snapshot"
 )
 
 // TestStartBench measures saved-search starts in process, on a durable
@@ -532,9 +533,9 @@ WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 	rawSnapshotInsert = `
 INSERT INTO agent.saved_search_snapshots
 	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
-	 brief, baseline, content_hash, created_by, created_at)
+	 brief, baseline, content_hash, created_by, origin, created_at)
 VALUES (@id::uuid, @org::uuid, @saved_search_id::uuid, @version::bigint, @name::text,
-	@brief::jsonb, @baseline::jsonb, @content_hash::text, @created_by::text, @created_at::timestamptz)`
+	@brief::jsonb, @baseline::jsonb, @content_hash::text, @created_by::text, @origin::text, @created_at::timestamptz)`
 	rawCompleteOrAbort = `
 WITH done AS (
 	UPDATE agent.idempotency_keys AS k
@@ -781,7 +782,7 @@ func (f rawFlows) twoCommits(ctx context.Context, ssID uuid.UUID, key string) er
 	second.Queue(rawSnapshotInsert, pgx.StrictNamedArgs{
 		"id": s.ID, "org": f.org, "saved_search_id": ssID, "version": s.SavedSearchVersion, "name": s.name,
 		"brief": string(s.Brief), "baseline": string(baseline), "content_hash": s.ContentHash,
-		"created_by": f.actor, "created_at": s.CreatedAt,
+		"created_by": f.actor, "origin": snapshot.OriginAPI, "created_at": s.CreatedAt,
 	})
 	runInsert := rawRunInsert
 	if f.noOutbox {

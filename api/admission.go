@@ -2,10 +2,13 @@ package api
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -21,7 +24,8 @@ import (
 // taken the request waits its organization's turn. Refused a seat (its organization's queue full, or
 // no seat within the longest wait), it answers 429 rate_limited with a
 // Retry-After estimated from the observed service rate, having done
-// nothing; a request whose client goes away while it waits leaves the
+// nothing (but a wait out while the database does not answer is that
+// outage's 503: see waitedOnTheDatabase); a request whose client goes away while it waits leaves the
 // queue at once. The seat rides in the request's context, so a start that
 // waits with Prefer: wait gives it up while it only waits (fairq.Idle).
 //
@@ -163,6 +167,34 @@ func (b *preReadBody) Close() error { return b.closer.Close() }
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// waitedOnTheDatabase reports whether err is the admission queue's refusal
+// of a request that waited its longest for a seat while ready, the
+// readiness of the service, says the database does not answer. Every seat
+// is then held by a request waiting on the database (a blackholed
+// primary holds each up to SEARCHD_DB_ANSWER_TIMEOUT), and the wait was
+// the outage's, not the organization's rate: the answer is the outage's
+// 503 unavailable, not 429 (issue 24.11). ready is given a second: the
+// binary's (readiness.Checker) answers at once from its last check, and
+// a readiness that does not answer within it (readiness.Pool's ping,
+// waiting for a connection of a pool whose every connection is held)
+// says nothing, so the refusal stays a 429.
+func waitedOnTheDatabase(ctx context.Context, err error, ready func(context.Context) error) bool {
+	var r *fairq.Refusal
+	if !errors.As(err, &r) || !errors.Is(r.Reason, fairq.ErrWaitTimeout) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return ready(ctx) != nil && ctx.Err() == nil
+}
+
+// outageProblem is the answer to a request that waited out an outage
+// for a seat (waitedOnTheDatabase).
+func outageProblem() *apiError {
+	return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, retryAfter: unavailableRetryAfter,
+		detail: "the service cannot reach its database, and every seat of this server waits on it; retry later"}
+}
 
 // refusedProblem is the 429 of a request the admission queue refused.
 func refusedProblem(r *fairq.Refusal) *apiError {

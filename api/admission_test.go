@@ -2,11 +2,13 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,8 +32,9 @@ type fairBundle struct {
 
 // fairSetup starts a server on a pool of conns connections, its admission
 // queue cfg with Seats the pool's size unless set (as cmd/searchd builds
-// it) and the other settings at their defaults unless set.
-func fairSetup(t *testing.T, conns int32, cfg fairq.Config) *fairBundle {
+// it) and the other settings at their defaults unless set; change, when
+// given, changes its Deps further.
+func fairSetup(t *testing.T, conns int32, cfg fairq.Config, change ...func(*api.Deps)) *fairBundle {
 	t.Helper()
 	url := pgtest.NewDBURL(t)
 	open := func(n int32) *pgxpool.Pool {
@@ -60,7 +63,12 @@ func fairSetup(t *testing.T, conns int32, cfg fairq.Config) *fairBundle {
 	if err := metrics.WatchAdmission(q); err != nil {
 		t.Fatal(err)
 	}
-	b := setup(t, setupOpts{pool: pool, deps: func(d *api.Deps) { d.Admission, d.Metrics = q, metrics }})
+	b := setup(t, setupOpts{pool: pool, deps: func(d *api.Deps) {
+		d.Admission, d.Metrics = q, metrics
+		for _, f := range change {
+			f(d)
+		}
+	}})
 	return &fairBundle{bundle: b, admin: admin, metrics: metrics}
 }
 
@@ -315,6 +323,55 @@ func TestRefusalsAnswer429WithRetryAfterAndAreCounted(t *testing.T) {
 	if strings.Contains(body, b.org.String()) {
 		t.Errorf("the metrics name the organization:\n%s", grepLines(body, b.org.String()))
 	}
+	unlock()
+	for i, h := range held {
+		if r := <-h; r.err != nil || r.res.status != http.StatusOK {
+			t.Errorf("held PATCH %d = %+v %v, want 200", i, r.res, r.err)
+		}
+	}
+	b.waitForQueue(t, "nothing left", func(st fairq.Stats) bool { return st.InUse == 0 && st.FlowsTotal == 0 })
+}
+
+// TestAWaitPastTheLongestWhileTheDatabaseDoesNotAnswerIs503: with both
+// seats held by requests waiting on the database and readiness saying the
+// database does not answer (a blackholed primary holds every seat so), a
+// request that waits out the longest wait answers the outage's 503
+// unavailable with Retry-After, not 429 (issue 24.11); a request beyond
+// its organization's queue is still its own 429.
+func TestAWaitPastTheLongestWhileTheDatabaseDoesNotAnswerIs503(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	b := fairSetup(t, 2, fairq.Config{QueueLength: 1, MaxWait: 500 * time.Millisecond}, func(d *api.Deps) {
+		ready := d.Ready
+		d.Ready = func(ctx context.Context) error {
+			if down.Load() {
+				return errors.New("the database does not answer")
+			}
+			return ready(ctx)
+		}
+	})
+	ids := []uuid.UUID{b.seedSavedSearch(seedOpts{}).ID, b.seedSavedSearch(seedOpts{}).ID}
+	unlock := b.lockRows(t, ids...)
+	held := []<-chan timedResponse{b.patchAsync(ids[0], nil), b.patchAsync(ids[1], nil)}
+	b.waitForLockWaiters(t, 2)
+	down.Store(true)
+	waiting := b.sendAsync(req{method: http.MethodGet, path: "/v1/runs"})
+	b.waitForQueue(t, "one request waiting", func(st fairq.Stats) bool { return st.Queued == 1 })
+	if res := b.do(req{method: http.MethodGet, path: "/v1/saved-searches"}); res.status != http.StatusTooManyRequests ||
+		res.problem(t).Code != api.CodeRateLimited {
+		t.Errorf("a request beyond the queue = %d %s, want its 429 rate_limited", res.status, res.body)
+	}
+	r := <-waiting
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	p := r.res.problem(t)
+	if secs, err := strconv.Atoi(r.res.header.Get("Retry-After")); r.res.status != http.StatusServiceUnavailable ||
+		p.Code != api.CodeUnavailable || err != nil || secs < 1 || !strings.Contains(p.Detail, "cannot reach its database") {
+		t.Errorf("a request past the longest wait while the database does not answer = %d %s Retry-After %q, "+
+			"want 503 unavailable with Retry-After", r.res.status, r.res.body, r.res.header.Get("Retry-After"))
+	}
+	down.Store(false)
 	unlock()
 	for i, h := range held {
 		if r := <-h; r.err != nil || r.res.status != http.StatusOK {

@@ -169,7 +169,7 @@ func TestFairnessBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	con, err := console.New(console.Deps{
-		SavedSearches: st.searches, Snapshots: st.snapshots, Runs: st.runs, ProviderJobs: jobs,
+		SavedSearches: st.searches, Snapshots: st.snapshots, Runs: st.runs,
 		JobAudit: providerjobs.NewAudit(pool), Operator: operator.NewStore(pool, nil),
 		SweeperRuns: sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil), Dispatches: st.dispatches,
 		Sessions: sessions.NewStore(pool, nil), TokenSignIn: true, Verifier: testVerifier(t, nil),

@@ -55,7 +55,10 @@ func TestReadyzFromTheCheckerCostsThePoolNothing(t *testing.T) {
 	defer conn.Release()
 	for range 50 {
 		began := time.Now()
-		if res := probe(cached); res.status != http.StatusOK || time.Since(began) > time.Second {
+		// 200 with the whole pool held proves the probe reads no pool
+		// connection (one that did could not answer while conn is held);
+		// the bound is generous so a busy machine does not trip it.
+		if res := probe(cached); res.status != http.StatusOK || time.Since(began) > 5*time.Second {
 			t.Fatalf("/readyz with the pool taken = %d in %s, want 200 at once", res.status, time.Since(began))
 		}
 	}

@@ -356,6 +356,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		return
 	}
 	p := problemFor(err)
+	if waitedOnTheDatabase(c.Request().Context(), err, s.ready) {
+		p = outageProblem()
+	}
 	reqID := c.Response().Header().Get(echo.HeaderXRequestID)
 	if p == nil {
 		if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {

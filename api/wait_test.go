@@ -14,6 +14,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/providerjobs"
@@ -31,7 +32,7 @@ type waitBundle struct {
 
 // waitSetup starts a server whose starter waits (a running hub, the
 // default 30 s maximum) on a pool of maxConns connections.
-func waitSetup(t *testing.T, maxConns int32) *waitBundle {
+func waitSetup(t *testing.T, maxConns int32, change ...func(*api.Deps)) *waitBundle {
 	t.Helper()
 	admin := pgtest.NewDB(t)
 	cfg := admin.Config()
@@ -49,6 +50,9 @@ func waitSetup(t *testing.T, maxConns int32) *waitBundle {
 	b := setup(t, setupOpts{pool: pool, deps: func(d *api.Deps) {
 		d.Starter = newStores(pool, nil).starter(t, admission.Config{Hub: hub})
 		d.MaxPreferWait = api.PreferWaitLimit
+		for _, f := range change {
+			f(d)
+		}
 	}})
 	return &waitBundle{bundle: b, admin: admin, maxConns: maxConns}
 }
@@ -268,7 +272,18 @@ func TestWaitingStartReclaimsWhenTheHoldersLeasePasses(t *testing.T) {
 func TestManyWaitersAreAllAnsweredOnBoundedConnections(t *testing.T) {
 	t.Parallel()
 	const waiters = 200
-	b := waitSetup(t, 8)
+	// The 200 arrive at once and each takes one of the 8 seats for its
+	// claim before it sleeps: on a busy machine seating them all can take
+	// longer than the admission queue's 10 s, which would refuse some 429.
+	// This test is of the connections waiters hold, not of admission
+	// (admission_test.go), so the wait for a seat is raised to 2 minutes.
+	b := waitSetup(t, 8, func(d *api.Deps) {
+		q, err := fairq.New(fairq.Config{Seats: 8, MaxWait: 2 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Admission = q
+	})
 	ss := b.seedSavedSearch(seedOpts{})
 	unlock := b.lockSavedSearch(t, ss.ID)
 	holder := b.startAsync(ss.ID, "many", "")

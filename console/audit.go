@@ -19,12 +19,16 @@ import (
 // pageSize is the rows of every list page.
 const pageSize = 50
 
+// itemsPageSize is the baseline items a page shows: of a saved search's or
+// a snapshot's baseline, and of each side of a compared baseline.
+const itemsPageSize = 200
+
 // The auditor's views. Each reads with the organization of the session's
 // token, through the same stores as the API, so another organization's
 // record answers not found, exactly as on /v1.
 
 type savedSearchesPage struct {
-	Items    []savedsearch.Entry
+	Items    []savedsearch.AuditSummary
 	Name     string
 	Archived bool
 	Cursor   string
@@ -49,12 +53,16 @@ func (c *Console) savedSearches(w http.ResponseWriter, r *http.Request) {
 }
 
 type savedSearchPage struct {
-	Search   *savedsearch.Entry
-	Timeline []snapshot.TimelineEntry
-	Actor    string
-	From, To string
-	Cursor   string
-	Next     string
+	Search *savedsearch.Entry
+	// Items are a page of the baseline's items, after position ItemsAt;
+	// ItemsNext continues them (0 on the last page).
+	Items              []string
+	ItemsAt, ItemsNext int64
+	Timeline           []snapshot.TimelineEntry
+	Actor              string
+	From, To           string
+	Cursor             string
+	Next               string
 	// Runs are the newest Runs of the saved search.
 	Runs []runs.Run
 	// Schedules says whether the console reads schedules at all;
@@ -75,12 +83,17 @@ func (c *Console) savedSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	f := newFilters(r)
 	actor, from, to, cursor := f.text("actor", maxFilterLen), f.time("from"), f.time("to"), f.cursor("cursor")
+	itemsAt := f.position("items")
 	occCursor := f.cursor("occ")
 	if err := f.err(); err != nil {
 		c.badFilters(w, r, err)
 		return
 	}
 	ss, err := c.d.SavedSearches.GetEntry(r.Context(), s.OrganizationID, id)
+	if c.readFailed(w, r, err) {
+		return
+	}
+	items, itemsNext, err := c.d.SavedSearches.BaselineItems(r.Context(), s.OrganizationID, id, itemsAt, itemsPageSize)
 	if c.readFailed(w, r, err) {
 		return
 	}
@@ -94,7 +107,8 @@ func (c *Console) savedSearch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := savedSearchPage{
-		Search: ss, Timeline: tl, Actor: actor, From: localInput(from), To: localInput(to),
+		Search: ss, Items: items, ItemsAt: itemsAt, ItemsNext: itemsNext,
+		Timeline: tl, Actor: actor, From: localInput(from), To: localInput(to),
 		Cursor: cursor, Next: next, Runs: rs, OccCursor: occCursor,
 	}
 	if c.d.Schedules != nil {
@@ -118,6 +132,9 @@ func (c *Console) savedSearch(w http.ResponseWriter, r *http.Request) {
 type comparePage struct {
 	Search *savedsearch.Entry
 	Diff   snapshotDiff
+	// AddedAt and RemovedAt are where the pages of added and removed
+	// items start (positions in the newer and the older baseline).
+	AddedAt, RemovedAt int64
 }
 
 func (c *Console) compare(w http.ResponseWriter, r *http.Request) {
@@ -132,6 +149,7 @@ func (c *Console) compare(w http.ResponseWriter, r *http.Request) {
 	if a == uuid.Nil || b == uuid.Nil {
 		f.bad("a, b", "choose two snapshots to compare")
 	}
+	addedAt, removedAt := f.position("added"), f.position("removed")
 	if err := f.err(); err != nil {
 		c.badFilters(w, r, err)
 		return
@@ -140,11 +158,11 @@ func (c *Console) compare(w http.ResponseWriter, r *http.Request) {
 	if c.readFailed(w, r, err) {
 		return
 	}
-	sa, err := c.d.Snapshots.Get(r.Context(), s.OrganizationID, a)
+	sa, err := c.d.Snapshots.Header(r.Context(), s.OrganizationID, a)
 	if c.readFailed(w, r, err) {
 		return
 	}
-	sb, err := c.d.Snapshots.Get(r.Context(), s.OrganizationID, b)
+	sb, err := c.d.Snapshots.Header(r.Context(), s.OrganizationID, b)
 	if c.readFailed(w, r, err) {
 		return
 	}
@@ -152,14 +170,25 @@ func (c *Console) compare(w http.ResponseWriter, r *http.Request) {
 		c.notFound(w, r)
 		return
 	}
-	c.render(w, r, http.StatusOK, "compare", "Compare snapshots", comparePage{Search: ss, Diff: diffSnapshots(sa, sb)})
+	older, newer := olderFirst(sa, sb)
+	baseline, err := c.d.Snapshots.DiffBaselines(r.Context(), s.OrganizationID, older.ID, newer.ID,
+		snapshot.DiffParams{AddedAfter: addedAt, RemovedAfter: removedAt, Limit: itemsPageSize})
+	if c.readFailed(w, r, err) {
+		return
+	}
+	c.render(w, r, http.StatusOK, "compare", "Compare snapshots", comparePage{
+		Search: ss, Diff: diffBriefs(older, newer, baseline), AddedAt: addedAt, RemovedAt: removedAt})
 }
 
 type snapshotPage struct {
-	Snapshot *snapshot.Snapshot
-	Runs     []runs.Run
-	Cursor   string
-	Next     string
+	Snapshot *snapshot.Header
+	// Items are a page of the baseline's items, after position ItemsAt;
+	// ItemsNext continues them (0 on the last page).
+	Items              []string
+	ItemsAt, ItemsNext int64
+	Runs               []runs.Run
+	Cursor             string
+	Next               string
 }
 
 func (c *Console) snapshot(w http.ResponseWriter, r *http.Request) {
@@ -170,12 +199,16 @@ func (c *Console) snapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := newFilters(r)
-	cursor := f.cursor("cursor")
+	cursor, itemsAt := f.cursor("cursor"), f.position("items")
 	if err := f.err(); err != nil {
 		c.badFilters(w, r, err)
 		return
 	}
-	snap, err := c.d.Snapshots.Get(r.Context(), s.OrganizationID, id)
+	snap, err := c.d.Snapshots.Header(r.Context(), s.OrganizationID, id)
+	if c.readFailed(w, r, err) {
+		return
+	}
+	items, itemsNext, err := c.d.Snapshots.BaselineItems(r.Context(), s.OrganizationID, id, itemsAt, itemsPageSize)
 	if c.readFailed(w, r, err) {
 		return
 	}
@@ -185,7 +218,7 @@ func (c *Console) snapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, http.StatusOK, "snapshot", "Snapshot v"+itoa(snap.SavedSearchVersion),
-		snapshotPage{Snapshot: snap, Runs: rs, Cursor: cursor, Next: next})
+		snapshotPage{Snapshot: snap, Items: items, ItemsAt: itemsAt, ItemsNext: itemsNext, Runs: rs, Cursor: cursor, Next: next})
 }
 
 type runsPage struct {
@@ -227,10 +260,13 @@ func (c *Console) runs(w http.ResponseWriter, r *http.Request) {
 }
 
 type runPage struct {
-	Run      *runs.Run
-	Snapshot *snapshot.Snapshot
-	Jobs     []providerjobs.Job
-	Timeline *runTimeline
+	Run *runs.Run
+	// InputBytes is the size of the stored input; Run.Input is nil when
+	// it is over runs.AuditInputBytes (stored before the limit existed).
+	InputBytes int64
+	Snapshot   *snapshot.Header
+	Jobs       []providerjobs.Job
+	Timeline   *runTimeline
 	// Key is the Idempotency-Key the Run was started with.
 	Key string
 }
@@ -242,13 +278,13 @@ func (c *Console) run(w http.ResponseWriter, r *http.Request) {
 		c.notFound(w, r)
 		return
 	}
-	run, err := c.d.Runs.Get(r.Context(), s.OrganizationID, id)
+	run, inputBytes, err := c.d.Runs.GetAudit(r.Context(), s.OrganizationID, id)
 	if c.readFailed(w, r, err) {
 		return
 	}
-	p := runPage{Run: run, Key: idempotencyKey(run.StartKey)}
+	p := runPage{Run: run, InputBytes: inputBytes, Key: idempotencyKey(run.StartKey)}
 	if run.SnapshotID != nil {
-		snap, err := c.d.Snapshots.Get(r.Context(), s.OrganizationID, *run.SnapshotID)
+		snap, err := c.d.Snapshots.Header(r.Context(), s.OrganizationID, *run.SnapshotID)
 		if err != nil && !errors.Is(err, snapshot.ErrNotFound) {
 			c.internal(w, r, err)
 			return
@@ -300,7 +336,10 @@ func (c *Console) providerJobs(w http.ResponseWriter, r *http.Request) {
 }
 
 type jobPage struct {
-	Job          *providerjobs.Job
+	Job *providerjobs.Job
+	// ResultBytes is the size of the stored result; Job.Result is nil
+	// when it is over providerjobs.AuditResultBytes.
+	ResultBytes  int64
 	Deliveries   []providerjobs.AppliedDelivery
 	Drops        []providerjobs.Drop
 	Cursor, Next string
@@ -319,7 +358,7 @@ func (c *Console) providerJob(w http.ResponseWriter, r *http.Request) {
 		c.badFilters(w, r, err)
 		return
 	}
-	job, err := c.d.ProviderJobs.Get(r.Context(), s.OrganizationID, id)
+	job, resultBytes, err := c.d.JobAudit.Job(r.Context(), s.OrganizationID, id)
 	if c.readFailed(w, r, err) {
 		return
 	}
@@ -332,7 +371,7 @@ func (c *Console) providerJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, http.StatusOK, "provider-job", "Provider job "+job.ProviderJobID,
-		jobPage{Job: job, Deliveries: deliveries, Drops: drops, Cursor: cursor, Next: next})
+		jobPage{Job: job, ResultBytes: resultBytes, Deliveries: deliveries, Drops: drops, Cursor: cursor, Next: next})
 }
 
 // readFailed renders the page an error of a read deserves and reports

@@ -5,12 +5,16 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/operator"
+	"github.com/searchd/searchd/providerjobs"
 )
 
 // The claims chart: server-side SVG, stacked bars per hour. Colours come
 // from classes in console.css (the CSP admits no inline style).
 
 type chart struct {
+	// Class is the SVG's class: the wide chart and the narrow one are
+	// both on the page, and console.css shows the one that fits.
+	Class         string
 	Width, Height int
 	Panels        []chartPanel
 	XLabels       []chartText
@@ -46,20 +50,23 @@ type chartText struct {
 }
 
 type chartLegend struct {
-	X     float64
 	Class string
 	Text  string
 }
 
 const (
-	chartWidth  = 760
-	chartLeft   = 44
-	chartRight  = 10
-	claimsTop   = 28
-	claimsH     = 150
-	dropsTop    = claimsTop + claimsH + 44
-	dropsH      = 70
-	chartHeight = dropsTop + dropsH + 26
+	// chartWidth is the wide chart's; chartNarrowWidth the narrow one's,
+	// which a phone shows at about its own size, so its text stays
+	// legible.
+	chartWidth       = 760
+	chartNarrowWidth = 380
+	chartLeft        = 44
+	chartRight       = 10
+	claimsTop        = 28
+	claimsH          = 150
+	dropsTop         = claimsTop + claimsH + 44
+	dropsH           = 70
+	chartHeight      = dropsTop + dropsH + 26
 )
 
 // series of each panel, bottom to top, with their classes and labels.
@@ -69,25 +76,40 @@ var (
 		{"in_flight", "s-inflight", "in flight"},
 		{"stuck", "s-stuck", "stuck"},
 	}
+	// dropSeries has a series for every providerjobs.DropReason.
 	dropSeries = []struct{ what, class, label string }{
-		{"duplicate", "s-duplicate", "duplicate"},
-		{"hash_mismatch", "s-mismatch", "hash mismatch"},
-		{"unknown_job", "s-unknown", "unknown job"},
-		{"job_mismatch", "s-jobmismatch", "job mismatch"},
+		{string(providerjobs.DropDuplicate), "s-duplicate", "duplicate"},
+		{string(providerjobs.DropHashMismatch), "s-mismatch", "hash mismatch"},
+		{string(providerjobs.DropUnknownJob), "s-unknown", "unknown job"},
+		{string(providerjobs.DropJobMismatch), "s-jobmismatch", "job mismatch"},
+		{string(providerjobs.DropPathMismatch), "s-pathmismatch", "path mismatch"},
 		{"released", "s-released", "force-released"},
 	}
 )
 
+// charts is the claims chart twice: wide, and narrow for a phone.
+type charts struct{ Wide, Narrow chart }
+
+// buildCharts lays out the buckets of the last hours hours ending with the
+// hour of now, wide and narrow.
+func buildCharts(buckets []operator.Bucket, now time.Time, hours int) charts {
+	return charts{Wide: buildChart(buckets, now, hours, chartWidth), Narrow: buildChart(buckets, now, hours, chartNarrowWidth)}
+}
+
 // buildChart lays out the buckets of the last hours hours ending with the
-// hour of now.
-func buildChart(buckets []operator.Bucket, now time.Time, hours int) chart {
+// hour of now, width units wide.
+func buildChart(buckets []operator.Bucket, now time.Time, hours, width int) chart {
 	first := now.UTC().Truncate(time.Hour).Add(-time.Duration(hours-1) * time.Hour)
 	claims := make([]map[string]int64, hours)
 	drops := make([]map[string]int64, hours)
 	for i := range claims {
 		claims[i], drops[i] = map[string]int64{}, map[string]int64{}
 	}
-	ch := chart{Width: chartWidth, Height: chartHeight, Hours: hours}
+	ch := chart{Class: "chart wide", Width: width, Height: chartHeight, Hours: hours}
+	labelEvery := 3
+	if width < chartWidth {
+		ch.Class, labelEvery = "chart narrow", 6
+	}
 	for _, b := range buckets {
 		i := int(b.Hour.UTC().Sub(first) / time.Hour)
 		if i < 0 || i >= hours {
@@ -105,7 +127,7 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours int) chart {
 			ch.Releases += b.Count
 		}
 	}
-	plotW := float64(chartWidth - chartLeft - chartRight)
+	plotW := float64(width - chartLeft - chartRight)
 	slot := plotW / float64(hours)
 	panel := func(title string, top, height int, data []map[string]int64, series []struct{ what, class, label string }) chartPanel {
 		p := chartPanel{Title: title, Top: top, Height: height, TitleY: top - 10}
@@ -117,10 +139,13 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours int) chart {
 			}
 			peak = max(peak, sum)
 		}
-		scale := niceCeil(peak)
-		for _, frac := range []float64{0, 0.5, 1} {
-			y := float64(top+height) - frac*float64(height)
-			p.Grid = append(p.Grid, chartLine{Y: y, Label: fmt.Sprint(int64(frac * float64(scale)))})
+		// Three grid lines, evenly apart: 0, step and twice the step,
+		// whole numbers, the top at least the peak.
+		step := niceCeil((peak + 1) / 2)
+		scale := 2 * step
+		for i := range int64(3) {
+			y := float64(top+height) - float64(i)/2*float64(height)
+			p.Grid = append(p.Grid, chartLine{Y: y, Label: fmt.Sprint(i * step)})
 		}
 		for i, m := range data {
 			x := float64(chartLeft) + float64(i)*slot + slot*0.15
@@ -137,18 +162,20 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours int) chart {
 					Title: fmt.Sprintf("%s–%s UTC: %d %s", hour.Format("15:04"), hour.Add(time.Hour).Format("15:04"), n, s.label)})
 			}
 		}
-		lx := float64(chartLeft + 210)
 		for _, s := range series {
-			p.Legend = append(p.Legend, chartLegend{X: lx, Class: s.class, Text: s.label})
-			lx += 14 + 7.2*float64(len(s.label)) + 18
+			p.Legend = append(p.Legend, chartLegend{Class: s.class, Text: s.label})
 		}
 		return p
 	}
-	ch.Panels = []chartPanel{
-		panel("Claims by the hour they were claimed, by state now", claimsTop, claimsH, claims, claimSeries),
-		panel("Dropped deliveries and force-releases", dropsTop, dropsH, drops, dropSeries),
+	claimsTitle, dropsTitle := "Claims by the hour they were claimed, by state now", "Dropped deliveries and force-releases"
+	if width < chartWidth {
+		claimsTitle, dropsTitle = "Claims by hour claimed, state now", "Drops and force-releases"
 	}
-	for i := 0; i < hours-2; i += 3 {
+	ch.Panels = []chartPanel{
+		panel(claimsTitle, claimsTop, claimsH, claims, claimSeries),
+		panel(dropsTitle, dropsTop, dropsH, drops, dropSeries),
+	}
+	for i := 0; i < hours-labelEvery+1; i += labelEvery {
 		ch.XLabels = append(ch.XLabels, chartText{
 			X:    float64(chartLeft) + float64(i)*slot + slot/2,
 			Text: first.Add(time.Duration(i) * time.Hour).Format("15:04"),
@@ -158,11 +185,10 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours int) chart {
 	return ch
 }
 
-// niceCeil rounds n up to 1, 2 or 5 times a power of ten (at least 2, so
-// the middle grid line is a whole number).
+// niceCeil rounds n up to 1, 2 or 5 times a power of ten (at least 1).
 func niceCeil(n int64) int64 {
-	if n <= 2 {
-		return 2
+	if n <= 1 {
+		return 1
 	}
 	for p := int64(1); ; p *= 10 {
 		for _, m := range []int64{1, 2, 5} {

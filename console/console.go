@@ -47,10 +47,14 @@
 package console
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -87,35 +91,37 @@ const Prefix = "/console/"
 
 // SavedSearches is what the console reads of saved searches; a
 // *savedsearch.Store has it.
+//
+// Every read of the console is bounded in size whatever the rows hold, so
+// that every page is (see maxPageBytes): lists read summaries, documents
+// are read without their baselines, baselines a page at a time.
 type SavedSearches interface {
-	ListAll(ctx context.Context, org uuid.UUID, p savedsearch.AuditListParams) ([]savedsearch.Entry, string, error)
+	ListAll(ctx context.Context, org uuid.UUID, p savedsearch.AuditListParams) ([]savedsearch.AuditSummary, string, error)
 	GetEntry(ctx context.Context, org, id uuid.UUID) (*savedsearch.Entry, error)
+	BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) ([]string, int64, error)
 }
 
 // Snapshots is what the console reads of snapshots; a *snapshot.Store has
 // it.
 type Snapshots interface {
-	Get(ctx context.Context, org, id uuid.UUID) (*snapshot.Snapshot, error)
+	Header(ctx context.Context, org, id uuid.UUID) (*snapshot.Header, error)
+	BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) ([]string, int64, error)
+	DiffBaselines(ctx context.Context, org, older, newer uuid.UUID, p snapshot.DiffParams) (*snapshot.BaselineDiff, error)
 	Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p snapshot.TimelineParams) ([]snapshot.TimelineEntry, string, error)
 }
 
 // Runs is what the console reads of Runs; a *runs.Store has it.
 type Runs interface {
-	Get(ctx context.Context, org, id uuid.UUID) (*runs.Run, error)
+	GetAudit(ctx context.Context, org, id uuid.UUID) (*runs.Run, int64, error)
 	Search(ctx context.Context, org uuid.UUID, p runs.SearchParams) ([]runs.Run, string, error)
 	// StatusChanges reads a Run's status history for its timeline.
 	StatusChanges(ctx context.Context, org, id uuid.UUID) ([]runs.StatusChange, error)
 }
 
-// ProviderJobs is what the console reads of provider jobs: a
-// *providerjobs.Service for Get and a *providerjobs.Audit for the rest.
-type ProviderJobs interface {
-	Get(ctx context.Context, org, id uuid.UUID) (*providerjobs.Job, error)
-}
-
 // JobAudit is the audit reads of provider jobs; a *providerjobs.Audit has
 // them.
 type JobAudit interface {
+	Job(ctx context.Context, org, id uuid.UUID) (*providerjobs.Job, int64, error)
 	Jobs(ctx context.Context, org uuid.UUID, p providerjobs.JobListParams) ([]providerjobs.Job, string, error)
 	Deliveries(ctx context.Context, j *providerjobs.Job, limit int) ([]providerjobs.AppliedDelivery, error)
 	Drops(ctx context.Context, org, jobID uuid.UUID, limit int, cursor string) ([]providerjobs.Drop, string, error)
@@ -172,7 +178,6 @@ type Deps struct {
 	SavedSearches SavedSearches
 	Snapshots     Snapshots
 	Runs          Runs
-	ProviderJobs  ProviderJobs
 	JobAudit      JobAudit
 	Operator      Operator
 	SweeperRuns   SweeperRuns
@@ -275,14 +280,15 @@ type Console struct {
 	log             *slog.Logger
 	now             func() time.Time
 	overview        overviewCache
+	static          *staticFiles
 }
 
 // New returns the console built on d, or an error naming the first
 // dependency missing.
 func New(d Deps) (*Console, error) {
 	switch {
-	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.ProviderJobs == nil, d.JobAudit == nil, d.Dispatches == nil:
-		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs, ProviderJobs, JobAudit and Dispatches are required")
+	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.JobAudit == nil, d.Dispatches == nil:
+		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs, JobAudit and Dispatches are required")
 	case d.Operator == nil, d.SweeperRuns == nil:
 		return nil, errors.New("console: Deps.Operator and SweeperRuns are required")
 	case d.Admission == nil:
@@ -312,6 +318,13 @@ func New(d Deps) (*Console, error) {
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	if c.static, err = newStaticFiles(static, c.notFound); err != nil {
+		return nil, fmt.Errorf("console: static files: %w", err)
+	}
 	c.handler = c.routes()
 	return c, nil
 }
@@ -338,8 +351,7 @@ func (c *Console) Mount(next http.Handler) http.Handler {
 
 func (c *Console) routes() http.Handler {
 	mux := http.NewServeMux()
-	static, _ := fs.Sub(staticFS, "static")
-	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", staticHandler(static)))
+	mux.Handle("GET /console/static/{name}", c.static)
 
 	mux.HandleFunc("GET /console/{$}", c.home)
 	mux.HandleFunc("GET /console/sign-in", c.signInForm)
@@ -436,11 +448,43 @@ func (c *Console) logRequests(next http.Handler) http.Handler {
 	})
 }
 
-// staticHandler serves the embedded assets, cacheable for an hour.
-func staticHandler(fsys fs.FS) http.Handler {
-	files := http.FileServerFS(fsys)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "public, max-age=3600")
-		files.ServeHTTP(w, r)
+// staticFiles serves the embedded assets by name, cacheable for an hour
+// and revalidated by their ETag. It knows exactly the files under static/
+// and answers any other name, a directory's included, with the console's
+// 404: no listing, no path to walk.
+type staticFiles struct {
+	files    map[string][]byte
+	etags    map[string]string
+	notFound http.HandlerFunc
+}
+
+// newStaticFiles reads every file of fsys once.
+func newStaticFiles(fsys fs.FS, notFound http.HandlerFunc) (*staticFiles, error) {
+	s := &staticFiles{files: map[string][]byte{}, etags: map[string]string{}, notFound: notFound}
+	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		s.files[name], s.etags[name] = b, `"`+hex.EncodeToString(sum[:8])+`"`
+		return nil
 	})
+	return s, err
+}
+
+func (s *staticFiles) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	b, ok := s.files[name]
+	if !ok {
+		s.notFound(w, r)
+		return
+	}
+	h := w.Header()
+	h.Set("Cache-Control", "public, max-age=3600")
+	h.Set("ETag", s.etags[name])
+	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
 }

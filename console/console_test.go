@@ -22,7 +22,6 @@ import (
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/console/consoletest"
 	"github.com/searchd/searchd/dispatch"
-	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/oidctest"
@@ -63,12 +62,10 @@ func newConsole(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL tim
 // tested on its own.
 func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL time.Duration, now func() time.Time, change ...func(*console.Deps)) http.Handler {
 	t.Helper()
-	plane := idempotency.NewService(pool, idempotency.Config{})
 	d := console.Deps{
 		SavedSearches: savedsearch.NewStore(pool),
 		Snapshots:     snapshot.NewStore(pool),
 		Runs:          runs.NewStore(pool, runs.Config{}),
-		ProviderJobs:  providerjobs.New(pool, plane, providerjobs.Config{}),
 		JobAudit:      providerjobs.NewAudit(pool),
 		Operator:      operator.NewStore(pool, nil),
 		SweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),
@@ -786,7 +783,7 @@ func TestAnOperatorResolvesUncertainCallsWithTheirEvidence(t *testing.T) {
 	if got := answer(w.Uncertain); !strings.Contains(got, `"outcome": "ok"`) || !strings.Contains(got, `"resolved_by": "olga"`) {
 		t.Errorf("after mark delivered the answer is %s, want ok resolved by olga", got)
 	}
-	if loc := decide(w.UncertainKey, "retry", "again", csrf).Header().Get("Location"); !strings.Contains(loc, "not+uncertain") {
+	if loc := decide(w.UncertainKey, "retry", "again", csrf).Header().Get("Location"); !strings.Contains(loc, "refused=not_uncertain") {
 		t.Errorf("a second decision went to %q, want refused as not uncertain", loc)
 	}
 	if loc := decide(w.UncertainRetryKey, "retry", "vendor has no record of it", csrf).Header().Get("Location"); !strings.Contains(loc, "resolved=") || answer(w.UncertainRetry) != "gone" {

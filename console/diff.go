@@ -9,19 +9,23 @@ import (
 
 // snapshotDiff is what changed from the older snapshot to the newer.
 type snapshotDiff struct {
-	Older, Newer *snapshot.Snapshot
-	// Added and Removed are the baseline items of Newer not in Older, and
-	// of Older not in Newer, in their snapshots' order; Kept counts the
-	// items in both.
-	Added, Removed []string
-	Kept           int
+	Older, Newer *snapshot.Header
+	// Baseline is the change of the baseline items: the counts, and a page
+	// of the added and of the removed ones (compared in the database).
+	Baseline *snapshot.BaselineDiff
 	// Fields are the brief fields that changed (query, filters.<name>)
 	// and the baseline cursor.
 	Fields []fieldChange
+	// BriefCut reports that a brief was stored too large to read (before
+	// the limits existed): only the queries are compared.
+	BriefCut bool
 	// SameContent reports equal content hashes: nothing changed.
 	SameContent bool
 }
 
+// fieldChange is one changed field. Old and New are the values as JSON
+// text (null for a null value), the query as it is; a field absent from
+// one side has Kind added or removed and "" on that side.
 type fieldChange struct {
 	Field    string
 	Old, New string
@@ -29,30 +33,18 @@ type fieldChange struct {
 	Kind string
 }
 
-// diffSnapshots compares a and b, whichever is older first.
-func diffSnapshots(a, b *snapshot.Snapshot) snapshotDiff {
+// olderFirst returns a and b, whichever is older first.
+func olderFirst(a, b *snapshot.Header) (older, newer *snapshot.Header) {
 	if b.CreatedAt.Before(a.CreatedAt) || (b.CreatedAt.Equal(a.CreatedAt) && b.SavedSearchVersion < a.SavedSearchVersion) {
-		a, b = b, a
+		return b, a
 	}
-	d := snapshotDiff{Older: a, Newer: b, SameContent: a.ContentHash == b.ContentHash}
-	old := make(map[string]bool, len(a.Baseline.Items))
-	for _, it := range a.Baseline.Items {
-		old[it] = true
-	}
-	now := make(map[string]bool, len(b.Baseline.Items))
-	for _, it := range b.Baseline.Items {
-		now[it] = true
-		if !old[it] {
-			d.Added = append(d.Added, it)
-		} else {
-			d.Kept++
-		}
-	}
-	for _, it := range a.Baseline.Items {
-		if !now[it] {
-			d.Removed = append(d.Removed, it)
-		}
-	}
+	return a, b
+}
+
+// diffBriefs compares the briefs and baseline cursors of a, older, and b.
+func diffBriefs(a, b *snapshot.Header, baseline *snapshot.BaselineDiff) snapshotDiff {
+	d := snapshotDiff{Older: a, Newer: b, Baseline: baseline, SameContent: a.ContentHash == b.ContentHash,
+		BriefCut: a.BriefCut() || b.BriefCut()}
 	if a.Brief.Query != b.Brief.Query {
 		d.Fields = append(d.Fields, fieldChange{"query", a.Brief.Query, b.Brief.Query, "changed"})
 	}
@@ -79,28 +71,27 @@ func diffSnapshots(a, b *snapshot.Snapshot) snapshotDiff {
 			d.Fields = append(d.Fields, fieldChange{"filters." + k, os, ns, "changed"})
 		}
 	}
-	oc, nc := deref(a.Baseline.Cursor), deref(b.Baseline.Cursor)
-	if oc != nc {
+	if oc, nc := jsonText(a.BaselineCursor), jsonText(b.BaselineCursor); oc != nc {
 		d.Fields = append(d.Fields, fieldChange{"baseline.cursor", oc, nc, "changed"})
 	}
 	return d
 }
 
-// jsonText is v as canonical JSON: equal values, equal text.
+// jsonText is v as canonical JSON: equal values, equal text; a nil value
+// (JSON null, or no cursor) is null.
 func jsonText(v any) string {
+	if p, ok := v.(*string); ok {
+		if p == nil {
+			return "null"
+		}
+		v = *p
+	}
 	if v == nil {
-		return ""
+		return "null"
 	}
 	b, err := canonjson.Marshal(v)
 	if err != nil {
 		return "?"
 	}
 	return string(b)
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -80,11 +79,13 @@ type claimsPage struct {
 	StuckCursor           string
 	FlightCursor          string
 	Org, Scope, Key       string
-	// Released is the claim a release just removed; Refused says why a
-	// release was refused.
-	Released, Refused string
-	Filtered          bool
-	Now               time.Time
+	// Released is the release the page was sent back with, as the
+	// database recorded it; Refused is the message of why a release was
+	// refused (see outcome.go).
+	Released *operator.Release
+	Refused  string
+	Filtered bool
+	Now      time.Time
 	// Admission is the admission queue as the page was served.
 	Admission admissionView
 }
@@ -120,7 +121,7 @@ type countsView struct {
 	CountedAt time.Time
 	Scopes    []operator.ScopeCount
 	Total     operator.ScopeCount
-	Chart     chart
+	Chart     charts
 }
 
 // newCountsView lays out ov, read at readAt; nil is still counting.
@@ -128,7 +129,7 @@ func newCountsView(ov *operator.Overview, readAt, now time.Time) countsView {
 	if ov == nil {
 		return countsView{Counting: true}
 	}
-	v := countsView{CountedAt: readAt, Scopes: ov.Counts, Chart: buildChart(ov.Buckets, now, chartHours)}
+	v := countsView{CountedAt: readAt, Scopes: ov.Counts, Chart: buildCharts(ov.Buckets, now, chartHours)}
 	for _, sc := range ov.Counts {
 		v.Total.Completed += sc.Completed
 		v.Total.InFlight += sc.InFlight
@@ -312,7 +313,7 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 	org := f.id("org")
 	p := claimsPage{Scope: f.text("scope", maxFilterLen), Key: f.text("key", maxFilterLen),
 		StuckCursor: f.cursor("stuck"), FlightCursor: f.cursor("flight"),
-		Released: f.text("released", 64), Refused: f.text("refused", 500)}
+		Refused: outcome(r, "release-refused", "refused")}
 	if err := f.err(); err != nil {
 		c.badFilters(w, r, err)
 		return
@@ -334,7 +335,16 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 	wg.Go(func() { ov, readAt, ovErr = c.overview.get(ctx, c.d.Operator, c.now, c.log) })
 	filter := operator.ClaimFilter{OrganizationID: org, Scope: p.Scope, Key: p.Key}
 	var stuckErr, flightErr error
-	p.Stuck, p.StuckNext, stuckErr = c.d.Operator.Stuck(ctx, filter, operator.PageParams{Limit: pageSize, Cursor: p.StuckCursor})
+	if id, err := uuid.Parse(r.URL.Query().Get("released")); err == nil && id != uuid.Nil {
+		// Announced only as recorded: who released which claim and why.
+		var rs []operator.Release
+		if rs, _, stuckErr = c.d.Operator.Releases(ctx, operator.ReleaseFilter{ClaimID: id}, operator.PageParams{Limit: 1}); len(rs) == 1 {
+			p.Released = &rs[0]
+		}
+	}
+	if stuckErr == nil {
+		p.Stuck, p.StuckNext, stuckErr = c.d.Operator.Stuck(ctx, filter, operator.PageParams{Limit: pageSize, Cursor: p.StuckCursor})
+	}
 	if stuckErr == nil {
 		p.InFlight, p.FlightNext, flightErr = c.d.Operator.InFlight(ctx, filter, operator.PageParams{Limit: pageSize, Cursor: p.FlightCursor})
 	}
@@ -383,12 +393,10 @@ func (c *Console) releaseClaim(w http.ResponseWriter, r *http.Request) {
 		c.notFound(w, r)
 		return
 	}
-	back := func(key, value string) {
-		http.Redirect(w, r, "/console/operator/claims?"+url.Values{key: {value}}.Encode(), http.StatusSeeOther)
-	}
+	refused := func(code string) { redirectOutcome(w, r, "/console/operator/claims", "refused", code) }
 	reason, err := operator.CheckReason(r.PostFormValue("reason"))
 	if err != nil {
-		back("refused", strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": "))
+		refused("reason")
 		return
 	}
 	seen, err := time.Parse(time.RFC3339Nano, r.PostFormValue("claimed_at"))
@@ -399,24 +407,24 @@ func (c *Console) releaseClaim(w http.ResponseWriter, r *http.Request) {
 	rec, err := c.d.Operator.Claim(r.Context(), id)
 	switch {
 	case errors.Is(err, operator.ErrNotFound):
-		back("refused", "the claim is gone already: it was released, or reclaimed and completed, since the page was loaded")
+		refused("gone")
 		return
 	case err != nil:
 		c.internal(w, r, err)
 		return
 	case !rec.ClaimedAt.Equal(seen):
-		back("refused", "the claim changed since the page was loaded (a worker reclaimed it); look again before releasing")
+		refused("changed")
 		return
 	}
 	_, err = c.d.Operator.ForceRelease(r.Context(), rec, operator.ReleaseParams{
 		Actor: s.Actor, Reason: reason, Via: operator.ViaConsole, RequirePassedLease: true})
 	switch {
 	case errors.Is(err, operator.ErrCompletedClaim):
-		back("refused", "the claim is completed: it is the answer every repeat of its key replays, and is never released")
+		refused("completed")
 	case errors.Is(err, operator.ErrLeaseLive):
-		back("refused", "the claim's lease is live again: a worker holds it")
+		refused("live")
 	case errors.Is(err, operator.ErrClaimChanged):
-		back("refused", "the claim changed as it was being released; nothing was released")
+		refused("raced")
 	case err != nil:
 		c.internal(w, r, err)
 	default:
@@ -424,7 +432,9 @@ func (c *Console) releaseClaim(w http.ResponseWriter, r *http.Request) {
 		c.log.WarnContext(r.Context(), "claim force-released by an operator in the console",
 			"claim_id", rec.ID.String(), "organization_id", rec.OrganizationID.String(),
 			"scope", rec.Scope, "actor", s.Actor, "reason", reason)
-		back("released", rec.ID.String())
+		// The claim's id, which the page shows only when the database
+		// holds a release of it.
+		redirectOutcome(w, r, "/console/operator/claims", "released", rec.ID.String())
 	}
 }
 

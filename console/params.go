@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -61,8 +62,12 @@ func (f *filters) id(name string) uuid.UUID {
 }
 
 // timeLayouts are what a time filter accepts, read as UTC when no zone is
-// given: what <input type="datetime-local"> sends, a date, RFC 3339.
-var timeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02", time.RFC3339}
+// given: a date and time with a space or a T between them, a date, RFC
+// 3339. The filters are text fields showing the first layout: a browser's
+// date picker would show the time in the reader's own locale and format
+// while the console reads it as UTC.
+var timeLayouts = []string{"2006-01-02 15:04", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02T15:04:05",
+	"2006-01-02", time.RFC3339}
 
 // time returns parameter name as an instant, the zero time when empty.
 func (f *filters) time(name string) time.Time {
@@ -75,7 +80,7 @@ func (f *filters) time(name string) time.Time {
 			return t
 		}
 	}
-	f.bad(name, "%q is not a time: write it like 2026-12-01T09:30 (UTC) or 2026-12-01", clip(v))
+	f.bad(name, "%q is not a time: write it like 2026-12-01 09:30 (UTC) or 2026-12-01", clip(v))
 	return time.Time{}
 }
 
@@ -132,11 +137,31 @@ func pathID(r *http.Request) (uuid.UUID, bool) {
 	return id, err == nil
 }
 
-// localInput writes t for an <input type="datetime-local"> (UTC), "" for
-// the zero time.
+// localInput writes t for a time filter's field, in UTC as timeLayouts'
+// first layout, "" for the zero time.
 func localInput(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format("2006-01-02T15:04")
+	return t.UTC().Format(timeLayouts[0])
+}
+
+// maxPosition bounds a position in a list of baseline items: far more
+// items than any baseline holds.
+const maxPosition = 1 << 31
+
+// position returns parameter name as a position in a list of items, where
+// a page starts: a whole number from 0 (the start, and when empty) to
+// maxPosition.
+func (f *filters) position(name string) int64 {
+	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > maxPosition {
+		f.bad(name, "%q is not a position in the list: a whole number from 0 to %d", clip(v), maxPosition)
+		return 0
+	}
+	return n
 }

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -19,6 +21,20 @@ import (
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/schedule"
 )
+
+// MaxPageBytes bounds every page of the console, in bytes of HTML, with
+// any records at the documented limits and rows stored before the limits
+// existed: lists read summaries, documents are read without their
+// baselines, baseline items come itemsPageSize to a page, and a JSON value
+// (a Run's input, a job's result, a tool's output) is cut to maxJSONShown.
+// TestEveryPageIsBoundedInBytes holds the heaviest pages to it, and a page
+// over it is logged as an error.
+const MaxPageBytes = 1 << 20
+
+// maxJSONShown bounds a JSON value on a page, in bytes of indented JSON:
+// a direct start's input at its 64 KiB limit fits, indented, unless
+// deeply nested.
+const maxJSONShown = 128 << 10
 
 // page is what every template gets.
 type page struct {
@@ -98,6 +114,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		c.log.ErrorContext(r.Context(), "console: render", slog.String("template", name), slog.String("error", err.Error()))
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
+	}
+	if buf.Len() > MaxPageBytes {
+		c.log.ErrorContext(r.Context(), "console: a page is over MaxPageBytes", slog.String("template", name), slog.Int("bytes", buf.Len()))
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
@@ -205,15 +224,26 @@ var funcs = template.FuncMap{
 		}
 		return string(b)
 	},
+	// rawjson writes a stored JSON value indented, cut to maxJSONShown
+	// bytes with a note of its whole size.
 	"rawjson": func(b json.RawMessage) string {
 		if len(b) == 0 {
 			return ""
 		}
 		var buf bytes.Buffer
 		if json.Indent(&buf, b, "", "  ") != nil {
-			return string(b)
+			buf.Reset()
+			buf.Write(b)
 		}
-		return buf.String()
+		if buf.Len() <= maxJSONShown {
+			return buf.String()
+		}
+		// Cut before the rune at maxJSONShown, never inside one.
+		i := maxJSONShown
+		for i > 0 && !utf8.RuneStart(buf.Bytes()[i]) {
+			i--
+		}
+		return fmt.Sprintf("%s\n… (cut: %d bytes in all)", buf.Bytes()[:i], len(b))
 	},
 	"query": func(base string, kv ...string) string {
 		v := url.Values{}
@@ -247,7 +277,31 @@ var funcs = template.FuncMap{
 	// pagerNamed is pager for a list whose cursor parameter is not
 	// "cursor" (two lists on one page).
 	"pagerNamed": newPager,
-	"add":        func(a, b int) int { return a + b },
+	// itemsPager links the pages of a list of baseline items at base,
+	// whose page starts after position at with shown items and goes on
+	// after next (0 on the last page), of total; kv are the page's other
+	// parameters, kept.
+	"itemsPager": func(base, param string, at, next int64, shown int, total int64, kv ...string) itemsPagerLinks {
+		p := newPager(base, param, "", "", kv...)
+		l := itemsPagerLinks{From: at + 1, To: at + int64(shown), Total: total, First: p.First}
+		if at > 0 {
+			l.Paged = true
+		}
+		if next > 0 {
+			l.NextURL = newPager(base, param, "", strconv.FormatInt(next, 10), kv...).NextURL
+			l.Paged = true
+		}
+		return l
+	},
+	// pos writes a position of a list of items for a link, "" for the
+	// start (so the link leaves it out).
+	"pos": func(n int64) string {
+		if n <= 0 {
+			return ""
+		}
+		return strconv.FormatInt(n, 10)
+	},
+	"add": func(a, b int) int { return a + b },
 	// occBadge is the badge class of an occurrence's status, from the
 	// console's existing badges.
 	"occBadge": func(status string) string {
@@ -269,7 +323,7 @@ var funcs = template.FuncMap{
 	"int":   func(n int64) int { return int(n) },
 	"keyOf": idempotencyKey,
 	// left writes the time from now to t: a lease's time left.
-	"left":  func(now, t time.Time) string { return humanDuration(t.Sub(now)) },
+	"left":  func(now, t time.Time) string { return nbsp(humanDuration(t.Sub(now))) },
 	"since": func(a, b time.Time) time.Duration { return b.Sub(a) },
 	"runsTable": func(rs []runs.Run, now time.Time) any {
 		return struct {
@@ -285,14 +339,18 @@ var funcs = template.FuncMap{
 	},
 }
 
-// ago writes how long before now t was, for a person: "3 min ago".
+// ago writes how long before now t was, for a person: "3 min ago", with
+// no-break spaces, so a narrow column never splits it.
 func ago(now, t time.Time) string {
 	d := now.Sub(t)
 	if d < 0 {
-		return "in " + humanDuration(-d)
+		return nbsp("in " + humanDuration(-d))
 	}
-	return humanDuration(d) + " ago"
+	return nbsp(humanDuration(d) + " ago")
 }
+
+// nbsp replaces the spaces of s with no-break spaces.
+func nbsp(s string) string { return strings.ReplaceAll(s, " ", "\u00a0") }
 
 // humanDuration rounds d to what a person reads: 42 s, 7 min, 3 h 5 min,
 // 2 d 4 h.
@@ -314,6 +372,15 @@ func humanDuration(d time.Duration) string {
 	}
 	days := int(d.Hours() / 24)
 	return fmt.Sprintf("%d d %d h", days, int(d.Hours())-24*days)
+}
+
+// itemsPagerLinks are the links of the pages of a list of baseline items:
+// items From to To of Total are shown; First is the first page, NextURL
+// the next ("" on the last). Paged reports more than one page.
+type itemsPagerLinks struct {
+	From, To, Total int64
+	First, NextURL  string
+	Paged           bool
 }
 
 // pagerLinks are the links of a list's pages.

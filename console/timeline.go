@@ -147,3 +147,10 @@ func derefInt(p *int) int {
 	}
 	return *p
 }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

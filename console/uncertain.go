@@ -3,8 +3,6 @@ package console
 import (
 	"errors"
 	"net/http"
-	"net/url"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -31,7 +29,7 @@ func (c *Console) uncertain(w http.ResponseWriter, r *http.Request) {
 	f := newFilters(r)
 	org := f.id("org")
 	p := uncertainPage{Scope: f.text("scope", maxFilterLen), Cursor: f.cursor("cursor"), DecCursor: f.cursor("decisions"),
-		Resolved: f.text("resolved", 300), Refused: f.text("refused", 500)}
+		Resolved: outcome(r, "resolved", "resolved"), Refused: outcome(r, "resolve-refused", "refused")}
 	if err := f.err(); err != nil {
 		c.badFilters(w, r, err)
 		return
@@ -56,9 +54,7 @@ func (c *Console) uncertain(w http.ResponseWriter, r *http.Request) {
 // resolve records the operator's decision about one uncertain call.
 func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
-	back := func(key, value string) {
-		http.Redirect(w, r, "/console/operator/uncertain?"+url.Values{key: {value}}.Encode(), http.StatusSeeOther)
-	}
+	refused := func(code string) { redirectOutcome(w, r, "/console/operator/uncertain", "refused", code) }
 	org, err := uuid.Parse(r.PostFormValue("org"))
 	if err != nil {
 		c.fail(w, r, http.StatusBadRequest, "Form not understood", "The form did not name the call's organization.")
@@ -69,16 +65,17 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	res, err := c.d.Resolver.Resolve(r.Context(), p)
 	switch {
 	case errors.Is(err, tools.ErrInvalid):
-		back("refused", strings.TrimPrefix(err.Error(), tools.ErrInvalid.Error()+": "))
+		c.log.InfoContext(r.Context(), "console: a decision about an uncertain call was refused", "error", err.Error())
+		refused("invalid")
 	case errors.Is(err, tools.ErrNoCall):
-		back("refused", "no answer is stored under that key any more")
+		refused("no_call")
 	case errors.Is(err, tools.ErrNotUncertain):
-		back("refused", "the call is not uncertain (any more): "+strings.TrimPrefix(err.Error(), tools.ErrNotUncertain.Error()+": "))
+		refused("not_uncertain")
 	case err != nil:
 		c.internal(w, r, err)
 	default:
 		c.log.WarnContext(r.Context(), "uncertain tool call resolved by an operator in the console",
 			"organization_id", org.String(), "scope", p.Scope, "resolution", string(res.Resolution), "actor", s.Actor)
-		back("resolved", string(res.Resolution)+" "+p.Key)
+		redirectOutcome(w, r, "/console/operator/uncertain", "resolved", string(res.Resolution))
 	}
 }

@@ -458,6 +458,8 @@ type Bucket struct {
 type ReleaseFilter struct {
 	OrganizationID uuid.UUID
 	Actor          string
+	// ClaimID keeps the releases of one claim; uuid.Nil for any.
+	ClaimID uuid.UUID
 }
 
 // Releases returns a page of force-releases, newest first, and the next
@@ -470,7 +472,7 @@ func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) (_ 
 	}
 	at, id := keyset.Args(pos)
 	limit := p.limit()
-	rows, err := s.db.Query(ctx, releasePage, at, id, limit+1, nullUUID(f.OrganizationID), nullString(f.Actor))
+	rows, err := s.db.Query(ctx, releasePage, at, id, limit+1, nullUUID(f.OrganizationID), nullString(f.Actor), nullUUID(f.ClaimID))
 	if err != nil {
 		return nil, "", fmt.Errorf("operator: releases: %w", err)
 	}

@@ -107,12 +107,13 @@ const releaseColumns = `r.id, r.claim_id, r.organization_id, r.scope, r.key, r.r
 	r.claimed_at, r.lease_expires_at, r.lease_live, r.actor, r.reason, r.via, r.released_at`
 
 // releasePage reads force-releases newest first after ($1 released_at,
-// $2 id). $3 limit, $4 organization, $5 actor: NULL for any.
+// $2 id). $3 limit, $4 organization, $5 actor, $6 claim: NULL for any.
 const releasePage = `
 SELECT ` + releaseColumns + `
 FROM agent.claim_releases r
 WHERE ($4::uuid IS NULL OR r.organization_id = $4::uuid)
 	AND ($5::text IS NULL OR r.actor = $5::text)
+	AND ($6::uuid IS NULL OR r.claim_id = $6::uuid)
 	AND (r.released_at, r.id) < (coalesce($1::timestamptz, 'infinity'),
 		coalesce($2::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
 ORDER BY r.released_at DESC, r.id DESC

@@ -3,6 +3,7 @@ package providerjobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -44,8 +45,9 @@ type JobListParams struct {
 	Cursor string
 }
 
-// Jobs returns a page of org's jobs, newest first, and the cursor of the
-// next page ("" after the last). It returns [ErrInvalidCursor] for a
+// Jobs returns a page of org's jobs, newest first, without their results
+// (Result is nil: a page stays bounded whatever the results hold; Get has
+// a job's result), and the cursor of the next page ("" after the last). It returns [ErrInvalidCursor] for a
 // cursor it did not write.
 func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []Job, _ string, err error) {
 	defer dberr.Annotate(&err)
@@ -98,6 +100,39 @@ type AppliedDelivery struct {
 	Applied bool
 	// Status is the job's status after it.
 	Status Status
+}
+
+// AuditResultBytes is the largest stored result, as PostgreSQL's JSON
+// text, that [Audit.Job] reads.
+const AuditResultBytes = 128 << 10
+
+// Job returns job id of org as [Service.Get] does, but with its result
+// only when the stored result is at most AuditResultBytes of JSON text
+// (Result is nil otherwise), and the stored result's size either way (0
+// when it has none). It returns [ErrNotFound] when org has no such job.
+func (a *Audit) Job(ctx context.Context, org, id uuid.UUID) (_ *Job, resultBytes int64, err error) {
+	defer dberr.Annotate(&err)
+	rows, err := a.db.Query(ctx, jobAuditGet, org, id, AuditResultBytes)
+	if err != nil {
+		return nil, 0, fmt.Errorf("providerjobs: audit job: %w", err)
+	}
+	j, err := pgx.CollectOneRow(rows, func(r pgx.CollectableRow) (*Job, error) {
+		var (
+			j      Job
+			status string
+		)
+		err := r.Scan(&j.ID, &j.OrganizationID, &j.RunID, &j.Provider, &j.ProviderJobID, &status, &j.Result,
+			&j.Version, &j.CreatedAt, &j.UpdatedAt, &resultBytes)
+		j.Status = Status(status)
+		return &j, err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, 0, ErrNotFound
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("providerjobs: audit job: %w", err)
+	}
+	return j, resultBytes, nil
 }
 
 // Deliveries returns the applied deliveries of job j still remembered by
@@ -167,11 +202,23 @@ func pageLimit(n int) int {
 	return min(n, 200)
 }
 
+// jobAuditGet reads one job of an organization with its result when the
+// result's JSON text is at most $3 bytes, and that size (0 for none).
+// $1 org, $2 id.
+const jobAuditGet = `
+SELECT j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id, j.status,
+	CASE WHEN octet_length(j.result::text) <= $3 THEN j.result END,
+	j.version, j.created_at, j.updated_at, coalesce(octet_length(j.result::text), 0)
+FROM agent.provider_jobs j
+WHERE j.organization_id = $1 AND j.id = $2`
+
 // jobAuditList reads a page of an organization's jobs newest first after
 // ($2 created_at, $3 id), by provider_jobs_org_created_idx. $1 org,
-// $4 limit, $5 run, $6 provider, $7 status: NULL for any.
+// $4 limit, $5 run, $6 provider, $7 status: NULL for any. It reads no
+// result (NULL in its place).
 const jobAuditList = `
-SELECT ` + jobColumns + `
+SELECT j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id,
+	j.status, NULL::jsonb, j.version, j.created_at, j.updated_at
 FROM agent.provider_jobs j
 WHERE j.organization_id = $1
 	AND ($5::uuid IS NULL OR j.run_id = $5::uuid)

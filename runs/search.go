@@ -33,9 +33,11 @@ type SearchParams struct {
 	Cursor string
 }
 
-// Search returns a page of org's Runs that match p, newest first, and the
-// cursor of the next page ("" after the last). It returns
-// [ErrInvalidCursor] for a cursor it did not write.
+// Search returns a page of org's Runs that match p, newest first, without
+// their inputs (Input is nil: a page stays bounded whatever the inputs
+// hold; [Store.Get] has a Run's input), and the cursor of the next page
+// ("" after the last). It returns [ErrInvalidCursor] for a cursor it did
+// not write.
 func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) (_ []Run, _ string, err error) {
 	defer dberr.Annotate(&err)
 	pos, err := keyset.Decode(p.Cursor)
@@ -77,11 +79,52 @@ func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) (_ []
 	return list, next, nil
 }
 
+// AuditInputBytes is the largest stored input, as PostgreSQL's JSON text
+// (input_bytes), that [Store.GetAudit] reads: twice the 64 KiB a direct
+// start accepts, as jsonb's text spaces its separators, so every input
+// within the limit fits.
+const AuditInputBytes = 128 << 10
+
+// GetAudit returns Run id of org as [Store.Get] does, but with its input
+// only when the stored input is at most AuditInputBytes (a larger one was
+// stored before the limit existed; Input is nil then), and the stored
+// input's size either way (0 for a saved-search Run, which has none). It
+// returns [ErrNotFound] when org has no such Run.
+func (s *Store) GetAudit(ctx context.Context, org, id uuid.UUID) (_ *Run, inputBytes int64, err error) {
+	defer dberr.Annotate(&err)
+	var (
+		run   runScan
+		bytes *int64
+	)
+	if err := s.db.QueryRow(ctx, runAuditGet, org, id, AuditInputBytes).Scan(append(run.scanDest(), &bytes)...); err != nil {
+		return nil, 0, translate("get", err)
+	}
+	if bytes != nil {
+		inputBytes = *bytes
+	}
+	return run.run(), inputBytes, nil
+}
+
+// runAuditColumns are runColumns without the input (NULL in its place).
+const runAuditColumns = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
+	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options, NULL::jsonb,
+	r.created_by, r.created_at, r.retain_until`
+
+// runAuditGet reads one Run with its input when the stored input is at
+// most $3 bytes of JSON text, and the input's size. $1 org, $2 id.
+const runAuditGet = `
+SELECT r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
+	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options,
+	CASE WHEN r.input_bytes <= $3 THEN r.input END,
+	r.created_by, r.created_at, r.retain_until, r.input_bytes
+FROM agent.runs r
+WHERE r.organization_id = $1 AND r.id = $2`
+
 // runSearch is runList with optional filters, NULL for none:
 // $5 saved_search_id, $6 snapshot_id, $7 created_by, $8 start keys,
 // $9 status, $10 from, $11 to.
 const runSearch = `
-SELECT ` + runColumns + `
+SELECT ` + runAuditColumns + `
 FROM agent.runs r
 WHERE r.organization_id = $1
 	AND ($5::uuid IS NULL OR r.saved_search_id = $5::uuid)

@@ -18,15 +18,55 @@ import (
 
 // The audit reads of saved searches: the console's, which see archived
 // saved searches too. Every one takes the organization and reads nothing
-// of another.
+// of another. Every answer is bounded in size whatever the rows hold (a
+// row stored before the limits existed included), so a page built of them
+// is too: the lists read summaries, a saved search is read without its
+// baseline items, which [Store.BaselineItems] reads a page at a time.
 
-// Entry is a saved search as the audit sees it, archived or not.
+// AuditBriefBytes is the largest stored brief, as PostgreSQL's JSON text
+// (brief_bytes), that [Store.GetEntry] reads whole: twice MaxBriefBytes,
+// as jsonb's text spaces its separators, so every brief within the limits
+// fits. A larger one, stored before the limits existed, is read as its
+// query alone.
+const AuditBriefBytes = 2 * MaxBriefBytes
+
+// maxItemLenSQL is MaxItemLen for the page of items.
+const maxItemLenSQL = "200"
+
+// Entry is a saved search as the audit sees it, archived or not, without
+// its baseline's items.
 type Entry struct {
-	SavedSearch
+	ID             uuid.UUID
+	OrganizationID uuid.UUID
+	Name           string
+	// Brief is the whole brief when BriefBytes is at most AuditBriefBytes,
+	// else its query alone (cut to MaxQueryLen characters): see BriefCut.
+	Brief Brief
+	// BriefBytes is the stored brief's size as JSON text.
+	BriefBytes int64
+	Version    int64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	// BaselineItems counts the baseline's items; BaselineCursor is its
+	// cursor, cut to MaxCursorBytes.
+	BaselineItems  int64
+	BaselineCursor *string
 	// CreatedBy is the actor that created it; nil when unknown.
 	CreatedBy *string
 	// ArchivedAt is when it was archived; nil while it is live.
 	ArchivedAt *time.Time
+}
+
+// BriefCut reports whether Brief holds the query alone, the stored brief
+// being over AuditBriefBytes.
+func (e *Entry) BriefCut() bool { return e.BriefBytes > AuditBriefBytes }
+
+// AuditSummary is a saved search as the audit lists it: its [Summary] and
+// who created it.
+type AuditSummary struct {
+	Summary
+	// CreatedBy is the actor that created it; nil when unknown.
+	CreatedBy *string
 }
 
 // AuditListParams are the inputs of [Store.ListAll].
@@ -41,11 +81,13 @@ type AuditListParams struct {
 	Cursor string
 }
 
-// ListAll returns a page of org's saved searches, newest first, archived
-// ones too when p.IncludeArchived, and the cursor of the next page ("" after
-// the last). It returns [ErrInvalidCursor] for a cursor it did not write and
-// an error wrapping [ErrInvalid] for a name filter over MaxNameLen.
-func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (_ []Entry, _ string, err error) {
+// ListAll returns a page of summaries of org's saved searches, newest
+// first, archived ones too when p.IncludeArchived, and the cursor of the
+// next page ("" after the last). It reads the stored sizes and the query
+// (cut to MaxQueryLen characters), never the filters or the baseline. It
+// returns [ErrInvalidCursor] for a cursor it did not write and an error
+// wrapping [ErrInvalid] for a name filter over MaxNameLen.
+func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (_ []AuditSummary, _ string, err error) {
 	defer dberr.Annotate(&err)
 	pos, err := keyset.Decode(p.Cursor)
 	if err != nil {
@@ -68,12 +110,11 @@ func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (
 	if err != nil {
 		return nil, "", fmt.Errorf("savedsearch: list all: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) {
-		e, err := scanEntry(r)
-		if err != nil {
-			return Entry{}, err
-		}
-		return *e, nil
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditSummary, error) {
+		var it AuditSummary
+		err := r.Scan(&it.ID, &it.OrganizationID, &it.Name, &it.Query, &it.Version,
+			&it.CreatedAt, &it.UpdatedAt, &it.BriefBytes, &it.BaselineItems, &it.ArchivedAt, &it.CreatedBy)
+		return it, err
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("savedsearch: list all: %w", err)
@@ -84,46 +125,62 @@ func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (
 	return list, next, nil
 }
 
-// GetEntry returns org's saved search id, archived or not, with its current
-// baseline. It returns [ErrNotFound] when org has none (another
-// organization's included).
+// GetEntry returns org's saved search id, archived or not, without its
+// baseline's items (see [Entry]). It returns [ErrNotFound] when org has
+// none (another organization's included).
 func (s *Store) GetEntry(ctx context.Context, org, id uuid.UUID) (_ *Entry, err error) {
 	defer dberr.Annotate(&err)
-	e, err := scanEntry(s.db.QueryRow(ctx, savedSearchAuditGet, org, id))
+	var (
+		e   Entry
+		raw []byte
+	)
+	err = s.db.QueryRow(ctx, savedSearchAuditGet, org, id, AuditBriefBytes).Scan(&e.ID, &e.OrganizationID, &e.Name,
+		&raw, &e.BriefBytes, &e.Version, &e.CreatedAt, &e.UpdatedAt, &e.BaselineItems, &e.BaselineCursor,
+		&e.CreatedBy, &e.ArchivedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("savedsearch: get any: %w", err)
 	}
-	return e, nil
+	if err := json.Unmarshal(raw, &e.Brief); err != nil {
+		return nil, fmt.Errorf("savedsearch: get any: decode brief: %w", err)
+	}
+	return &e, nil
+}
+
+// BaselineItems returns a page of the current baseline items of org's
+// saved search id, archived or not: at most limit (1 to MaxListLimit)
+// items after the first after, in their order, each cut to MaxItemLen
+// characters (a longer one, stored before the limit, ends in "…"), and
+// the position to continue after, 0 on the last page. A saved search org
+// does not have has no items.
+func (s *Store) BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) (_ []string, next int64, err error) {
+	defer dberr.Annotate(&err)
+	limit = max(1, min(limit, MaxListLimit))
+	rows, err := s.db.Query(ctx, savedSearchAuditItems, org, id, max(after, 0), limit+1)
+	if err != nil {
+		return nil, 0, fmt.Errorf("savedsearch: baseline items: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, 0, fmt.Errorf("savedsearch: baseline items: %w", err)
+	}
+	if len(list) > limit {
+		return list[:limit], max(after, 0) + int64(limit), nil
+	}
+	return list, 0, nil
 }
 
 // likeEscaper escapes the LIKE wildcards of a name filter.
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
-func scanEntry(row pgx.Row) (*Entry, error) {
-	var (
-		e   Entry
-		raw []byte
-	)
-	err := row.Scan(&e.ID, &e.OrganizationID, &e.Name, &raw, &e.Version,
-		&e.CreatedAt, &e.UpdatedAt, &e.Baseline.Items, &e.Baseline.Cursor, &e.CreatedBy, &e.ArchivedAt)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(raw, &e.Brief); err != nil {
-		return nil, fmt.Errorf("decode brief: %w", err)
-	}
-	e.Baseline.Items = items(e.Baseline.Items)
-	return &e, nil
-}
-
-// savedSearchAuditList reads a page of saved searches, archived ones too
-// when $5, newest first, after ($2 created_at, $3 id); $6 a LIKE pattern
-// on the name or NULL. $1 org, $4 limit.
+// savedSearchAuditList reads a page of saved-search summaries, archived
+// ones too when $5, newest first, after ($2 created_at, $3 id); $6 a LIKE
+// pattern on the name or NULL. $1 org, $4 limit.
 const savedSearchAuditList = `
-SELECT ` + savedSearchColumns + `, s.created_by, s.archived_at
+SELECT s.id, s.organization_id, s.name, coalesce(left(s.brief ->> 'query', ` + maxQueryLenSQL + `), ''), s.version,
+	s.created_at, s.updated_at, s.brief_bytes, b.item_count, s.archived_at, s.created_by
 FROM agent.saved_searches s
 JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1
@@ -134,10 +191,30 @@ WHERE s.organization_id = $1
 ORDER BY s.created_at DESC, s.id DESC
 LIMIT $4`
 
-// savedSearchAuditGet reads one saved search, archived or not. $1 org,
+// savedSearchAuditGet reads one saved search, archived or not, with the
+// brief whole when its stored size is at most $3 and else its query
+// alone, and the baseline's size and cut cursor, never its items. $1 org,
 // $2 id.
 const savedSearchAuditGet = `
-SELECT ` + savedSearchColumns + `, s.created_by, s.archived_at
+SELECT s.id, s.organization_id, s.name,
+	CASE WHEN s.brief_bytes <= $3 THEN s.brief
+		ELSE jsonb_build_object('query', coalesce(left(s.brief ->> 'query', ` + maxQueryLenSQL + `), '')) END,
+	s.brief_bytes, s.version, s.created_at, s.updated_at, b.item_count, left(b.cursor, ` + maxCursorBytesSQL + `),
+	s.created_by, s.archived_at
 FROM agent.saved_searches s
 JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2`
+
+// savedSearchAuditItems reads a page of a saved search's baseline items by
+// their position, after $3, at most $4, each cut to MaxItemLen characters.
+// $1 org, $2 id.
+const savedSearchAuditItems = `
+SELECT CASE WHEN char_length(x.item) > ` + maxItemLenSQL + ` THEN left(x.item, ` + maxItemLenSQL + `) || '…' ELSE x.item END
+FROM agent.saved_search_baselines b, unnest(b.items) WITH ORDINALITY x(item, pos)
+WHERE b.organization_id = $1 AND b.saved_search_id = $2 AND x.pos > $3
+ORDER BY x.pos
+LIMIT $4`
+
+// maxCursorBytesSQL is MaxCursorBytes for the audit read (left counts
+// characters, so a cut cursor is at most four times as many bytes).
+const maxCursorBytesSQL = "4096"

@@ -53,3 +53,59 @@ LIMIT $5`
 const savedSearchKnown = `
 SELECT EXISTS (
 	SELECT 1 FROM agent.saved_searches s WHERE s.organization_id = $1 AND s.id = $2)`
+
+// snapshotAuditHeader reads a snapshot without its baseline items: the
+// brief whole when its stored size is at most $3 and else its query alone,
+// the baseline's item count and cut cursor. $1 org, $2 id.
+const snapshotAuditHeader = `
+SELECT sn.id, sn.organization_id, sn.saved_search_id, sn.saved_search_version, sn.saved_search_name,
+	CASE WHEN sn.brief_bytes <= $3 THEN sn.brief
+		ELSE jsonb_build_object('query', coalesce(left(sn.brief ->> 'query', 2000), '')) END,
+	sn.brief_bytes, sn.baseline_items, left(sn.baseline ->> 'cursor', 4096),
+	sn.content_hash, sn.created_by, sn.created_at
+FROM agent.saved_search_snapshots sn
+WHERE sn.organization_id = $1 AND sn.id = $2`
+
+// auditItem is a baseline item as the audit shows it: cut to MaxItemLen
+// (200) characters, a longer one ending in "…".
+const auditItem = `CASE WHEN char_length(x.item) > 200 THEN left(x.item, 200) || '…' ELSE x.item END`
+
+// snapshotAuditItems reads a page of a snapshot's baseline items by their
+// position, after $3, at most $4. $1 org, $2 id.
+const snapshotAuditItems = `
+SELECT ` + auditItem + `
+FROM agent.saved_search_snapshots sn, jsonb_array_elements_text(sn.baseline -> 'items') WITH ORDINALITY x(item, pos)
+WHERE sn.organization_id = $1 AND sn.id = $2 AND x.pos > $3
+ORDER BY x.pos
+LIMIT $4`
+
+// snapshotAuditSides are the baseline items of the older ($2) and the
+// newer ($3) snapshot of org $1, with their positions.
+const snapshotAuditSides = `
+WITH o AS (
+	SELECT x.item, x.pos
+	FROM agent.saved_search_snapshots sn, jsonb_array_elements_text(sn.baseline -> 'items') WITH ORDINALITY x(item, pos)
+	WHERE sn.organization_id = $1 AND sn.id = $2
+), n AS (
+	SELECT x.item, x.pos
+	FROM agent.saved_search_snapshots sn, jsonb_array_elements_text(sn.baseline -> 'items') WITH ORDINALITY x(item, pos)
+	WHERE sn.organization_id = $1 AND sn.id = $3
+)`
+
+// snapshotAuditDiffCounts counts the items added (in the newer, not the
+// older), kept (in both) and removed (in the older, not the newer).
+const snapshotAuditDiffCounts = snapshotAuditSides + `
+SELECT
+	(SELECT count(*) FROM n WHERE NOT EXISTS (SELECT FROM o WHERE o.item = n.item)),
+	(SELECT count(*) FROM n WHERE EXISTS (SELECT FROM o WHERE o.item = n.item)),
+	(SELECT count(*) FROM o WHERE NOT EXISTS (SELECT FROM n WHERE n.item = o.item))`
+
+// snapshotAuditDiffPage reads a page of the added items after position
+// $4 and of the removed ones after $5, at most $6 each, by position:
+// (true, position, item) for an added one, false for a removed one.
+const snapshotAuditDiffPage = snapshotAuditSides + `
+(SELECT true, x.pos, ` + auditItem + ` FROM n x
+	WHERE x.pos > $4 AND NOT EXISTS (SELECT FROM o WHERE o.item = x.item) ORDER BY x.pos LIMIT $6)
+UNION ALL
+(SELECT false, x.pos, ` + auditItem + ` FROM o x
+	WHERE x.pos > $5 AND NOT EXISTS (SELECT FROM n WHERE n.item = x.item) ORDER BY x.pos LIMIT $6)`

@@ -126,6 +126,9 @@ type serverConfig struct {
 	// Session the server-side bounds of every session (inboxsettings.go).
 	Inbox   inboxConfig
 	Session sessionBounds
+	// DBWait is the client-side bound on waiting for the database
+	// (dbwait.go).
+	DBWait dbWait
 	// Schedule configures the drain of scheduled starts, but for its
 	// Clock, Logger and Observer, which the server sets
 	// (schedulesettings.go); an Interval of zero runs none.

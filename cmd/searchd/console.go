@@ -16,7 +16,6 @@ func newConsole(st *stores, cfg serverConfig, verifier *auth.Verifier, logger *s
 		SavedSearches:   st.savedSearches,
 		Snapshots:       st.snapshots,
 		Runs:            st.runs,
-		ProviderJobs:    st.providerJobs,
 		JobAudit:        st.jobAudit,
 		Operator:        st.operator,
 		SweeperRuns:     st.sweeperRuns,

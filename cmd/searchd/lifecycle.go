@@ -44,6 +44,9 @@ func openPool(ctx context.Context, cfg serverConfig, prepare ...func(*pgxpool.Co
 	for _, p := range prepare {
 		p(pc)
 	}
+	// Client-side bounds (dbwait.go), after prepare so that the deadline
+	// tracer joins the tracer prepare set.
+	cfg.DBWait.apply(pc)
 	return pgxpool.NewWithConfig(ctx, pc)
 }
 

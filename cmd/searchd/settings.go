@@ -100,6 +100,12 @@ var settingsTable = []section{
 			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.Statement }, DefaultStatementTimeout),
 			meaning: "PostgreSQL `statement_timeout` of every session: the longest a statement runs (then 503), so one slow " +
 				"statement (a tenant's heavy list) cannot hold a pool connection long; `0s` for none"},
+		{env: EnvDBAnswerTimeout, flag: "db-answer-timeout", in: cmdServers,
+			kind: custom{parse: parseDBAnswerTimeout, lit: DefaultDBAnswerTimeout.String(), desc: dbAnswerTimeoutValues},
+			meaning: "the longest searchd waits for any one answer of the database (a statement, a batch, a commit, a " +
+				"connection from the pool) before it counts the database unreachable (a partition, a blackholed primary): " +
+				"the call fails, its connection is closed and the request answers 503. The default is the statement " +
+				"timeout's and 5 s, as PostgreSQL ends a longer statement itself and says so; `0s` for none"},
 	}},
 	{"HTTP", "", []spec{
 		{env: EnvAddr, flag: "addr", in: cmdServers,

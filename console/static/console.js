@@ -11,6 +11,18 @@ document.addEventListener("DOMContentLoaded", () => {
       } catch (_) { /* clipboard refused: nothing to do */ }
     });
   }
+  // Narrow screens stack a list's rows (console.css): label each cell
+  // with its column's heading.
+  for (const table of document.querySelectorAll("table.list")) {
+    const heads = Array.from(table.querySelectorAll(":scope > thead > tr > th"), (th) => th.textContent.trim());
+    for (const row of table.querySelectorAll(":scope > tbody > tr")) {
+      let col = 0;
+      for (const cell of row.children) {
+        if (cell.colSpan === 1 && heads[col] && !cell.hasAttribute("data-label")) cell.dataset.label = heads[col];
+        col += cell.colSpan;
+      }
+    }
+  }
   // Compare needs two different snapshots.
   const form = document.getElementById("compare-form");
   const button = document.getElementById("compare");

@@ -26,6 +26,18 @@ const DefaultInterval = 2 * time.Second
 // than hanging the check.
 const Timeout = 3 * time.Second
 
+// ConnectTimeout bounds making the checker's connection when it has none,
+// apart from the check's Timeout. On a busy machine a new connection can
+// take longer than a check may, and a checker that gave up on connecting
+// would connect afresh and give up at every check, answering not ready
+// while the database serves every request (the fault suite saw /readyz
+// 503 for half a minute after a blackhole healed, with two CPU hogs).
+// While it connects, Ready reports the last result for a check's Timeout,
+// and not ready after it: a database that does not answer (a blackholed
+// primary) reads as not ready within an interval and the Timeout, as it
+// would if the whole check were bounded by the Timeout.
+const ConnectTimeout = 15 * time.Second
+
 // errNotCheckedYet is the readiness of a checker whose first check has not
 // finished.
 var errNotCheckedYet = errors.New("readiness: not checked yet")
@@ -40,6 +52,9 @@ type Checker struct {
 	db       *sql.DB
 	interval time.Duration
 	last     atomic.Pointer[readyResult]
+	// checking is when the check under way began, in Unix nanoseconds;
+	// 0 when none is.
+	checking atomic.Int64
 }
 
 type readyResult struct {
@@ -84,23 +99,39 @@ func (r *Checker) Run(ctx context.Context) {
 // Check checks once, now, and keeps the result for [Checker.Ready]:
 // a server checks before it serves, so it is ready from its first probe.
 func (r *Checker) Check(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
-	defer cancel()
-	err := r.db.PingContext(ctx)
+	r.checking.Store(time.Now().UnixNano())
+	defer r.checking.Store(0)
+	// The one connection first, made if it is not there: it returns to
+	// the pool as its idle connection, which the check then uses.
+	cctx, ccancel := context.WithTimeout(ctx, ConnectTimeout)
+	conn, err := r.db.Conn(cctx)
+	ccancel()
 	if err == nil {
-		err = migrations.CheckDB(ctx, r.db)
+		_ = conn.Close()
+		qctx, cancel := context.WithTimeout(ctx, Timeout)
+		err = r.db.PingContext(qctx)
+		if err == nil {
+			err = migrations.CheckDB(qctx, r.db)
+		}
+		cancel()
 	}
 	r.last.Store(&readyResult{err: err, at: time.Now()})
 }
 
 // Ready returns the result of the last check: nil when the database
-// answered and its schema was current. A result older than three
-// intervals plus the check's timeout is an error too, so a checker that
-// stopped (or hangs) does not keep answering ready. It never touches the
-// database; ctx is unused.
+// answered and its schema was current. A check under way for longer than
+// Timeout (waiting for a database that does not answer, or connecting to
+// it) is an error, and so is a result older than three intervals plus the
+// check's timeouts, so a checker that stopped does not keep answering
+// ready. It never touches the database; ctx is unused.
 func (r *Checker) Ready(context.Context) error {
+	if since := r.checking.Load(); since != 0 {
+		if d := time.Since(time.Unix(0, since)); d > Timeout {
+			return fmt.Errorf("readiness: the database has not answered the check for %s", d.Round(time.Second))
+		}
+	}
 	last := r.last.Load()
-	if age := time.Since(last.at); age > 3*r.interval+Timeout {
+	if age := time.Since(last.at); age > 3*r.interval+Timeout+ConnectTimeout {
 		return fmt.Errorf("readiness: the last check is %s old", age.Round(time.Second))
 	}
 	return last.err

@@ -13,6 +13,7 @@ import { createInterface } from "node:readline";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
+import { layoutProblems, widths } from "./layout.mjs";
 
 const bin = process.env.SEARCHD_BIN;
 const fixtureBin = process.env.CONSOLE_FIXTURE;
@@ -54,13 +55,14 @@ after(async () => {
   }
 });
 
-// session opens a browser context signed in with token, and collects
-// every CSP violation or page error so a test can assert there was none.
-async function session(token) {
-  const ctx = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+// session opens a browser context signed in with token, width px wide
+// (1440 unless said), and collects every CSP violation or page error so a
+// test can assert there was none.
+async function session(token, width = 1440) {
+  const ctx = await browser.newContext({ viewport: { width, height: 900 } });
   const page = await ctx.newPage();
   page.problems = [];
-  page.on("console", (m) => { if (m.type() === "error") page.problems.push(m.text()); });
+  page.on("console", (m) => { if (m.type() === "error") page.problems.push(m.text() + " (" + (m.location().url || page.url()) + ")"); });
   page.on("pageerror", (e) => page.problems.push(String(e)));
   await page.goto(world.base + "/console/");
   assert.match(page.url(), /\/console\/sign-in$/, "an unsigned visit lands on the sign-in form");
@@ -73,6 +75,8 @@ async function session(token) {
 async function shot(page, name) {
   if (shots) await page.screenshot({ path: join(shots, name + ".png"), fullPage: true });
 }
+
+const layoutShots = process.env.LAYOUT_SHOTS || "";
 
 test("sign-in page: a strict CSP and no token in the cookie's reach of scripts", async () => {
   const ctx = await browser.newContext({ viewport: { width: 1440, height: 900 } });
@@ -232,6 +236,51 @@ test("the first claims page is served while the counts are read, and fills them 
   } finally {
     if (!freed) await ask("free drops");
   }
+});
+
+test("every page at 390, 1024 and 1440 px: no sideways scroll, no value cut or pushed off", async () => {
+  const audit = [
+    ["saved-searches", "/console/saved-searches?archived=1"],
+    ["saved-search", "/console/saved-searches/" + world.search],
+    ["schedule", "/console/saved-searches/" + world.scheduled],
+    ["compare", "/console/saved-searches/" + world.search + "/compare?a=" + world.first_snapshot + "&b=" + world.second_snapshot],
+    ["snapshot", "/console/snapshots/" + world.second_snapshot],
+    ["runs", "/console/runs"],
+    ["run", "/console/runs/" + world.second_run],
+    ["provider-jobs", "/console/provider-jobs"],
+    ["provider-job", "/console/provider-jobs/" + world.job],
+  ];
+  const operator = [
+    ["claims", "/console/operator/claims"],
+    ["uncertain", "/console/operator/uncertain"],
+    ["inbound", "/console/operator/inbound"],
+    ["releases", "/console/operator/releases"],
+    ["sweeper", "/console/operator/sweeper"],
+  ];
+  if (layoutShots) mkdirSync(layoutShots, { recursive: true });
+  const failures = [];
+  for (const width of widths) {
+    const signIn = await browser.newContext({ viewport: { width, height: 900 } });
+    const p = await signIn.newPage();
+    await p.goto(world.base + "/console/sign-in");
+    for (const problem of await p.evaluate(layoutProblems)) failures.push(`sign-in at ${width}px: ${problem}`);
+    await signIn.close();
+    for (const [token, pages] of [[world.token_a, audit], [world.token_operator, operator]]) {
+      const { ctx, page } = await session(token, width);
+      for (const [name, path] of pages) {
+        const resp = await page.goto(world.base + path);
+        assert.equal(resp.status(), 200, path);
+        // The claims page fills its counts in when their read lands.
+        if (name === "claims") await page.locator("#claim-counts:not([data-counting])").waitFor();
+        for (const problem of await page.evaluate(layoutProblems)) failures.push(`${name} at ${width}px: ${problem}`);
+        if (layoutShots) await page.screenshot({ path: join(layoutShots, `${name}-${width}.png`), fullPage: true });
+        if (shots && width === 390 && (name === "saved-search" || name === "claims")) await shot(page, `${name}-phone`);
+      }
+      assert.deepEqual(page.problems, [], "no CSP violation or script error");
+      await ctx.close();
+    }
+  }
+  assert.deepEqual(failures, [], "what a reader would miss:\n" + failures.join("\n"));
 });
 
 test("an operator sees this process's admission seats and queues on the claims page, on a desktop and a phone", async () => {

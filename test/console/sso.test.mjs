@@ -15,6 +15,7 @@ import { createInterface } from "node:readline";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
+import { layoutProblems, widths } from "./layout.mjs";
 
 const bin = process.env.SEARCHD_BIN;
 const fixtureBin = process.env.CONSOLE_FIXTURE;
@@ -190,4 +191,20 @@ test("the sign-in page and the first view at a phone's width", async () => {
   const signInOverflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert.ok(signInOverflow <= 0, "the sign-in page fits a phone's width: " + signInOverflow + " px too wide");
   await ctx.close();
+});
+
+test("the sign-in page with its provider, and a refused callback, at 390, 1024 and 1440 px: nothing cut or off the screen", async () => {
+  const failures = [];
+  for (const width of widths) {
+    const { ctx, page } = await open({ width, height: 900 });
+    await page.goto(world.base + "/console/sign-in");
+    await page.locator("#provider").waitFor();
+    for (const problem of await page.evaluate(layoutProblems)) failures.push(`sign-in at ${width}px: ${problem}`);
+    const resp = await page.goto(world.base + "/console/oidc/callback?code=stolen&state=forged");
+    assert.equal(resp.status(), 400);
+    for (const problem of await page.evaluate(layoutProblems)) failures.push(`refused callback at ${width}px: ${problem}`);
+    assert.deepEqual(page.problems, [], "no CSP violation or script error");
+    await ctx.close();
+  }
+  assert.deepEqual(failures, [], "what a reader would miss:\n" + failures.join("\n"));
 });

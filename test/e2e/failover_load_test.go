@@ -143,7 +143,7 @@ func (cb *callbackLoad) deliver(ctx context.Context, job *cbJob, seq int) *cbDel
 		req.Header.Set(api.HeaderDeliveryID, d.id)
 		req.Header.Set(api.HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
 		req.Header.Set(api.HeaderSignature, sig)
-		a := attempt{client: "provider." + job.providerJobID, replica: r.name, key: d.id}
+		a := attempt{sent: time.Now(), client: "provider." + job.providerJobID, replica: r.name, key: d.id}
 		res, err := cb.hc.Do(req)
 		if err != nil {
 			a.at, a.failure = time.Now(), err.Error()
@@ -421,7 +421,7 @@ func newToolLoad(ctx context.Context, s *scenarioRun, dbURL func(params string) 
 	tl := &toolLoad{s: s, vendor: &vendor{calls: map[string][]time.Time{}, first: map[string]tools.Result{}}}
 	for i := range 3 {
 		name := fmt.Sprintf("e2e-tools-%s-%d", s.name, i+1)
-		pool, err := pgxpool.New(ctx, dbURL("pool_max_conns=2&connect_timeout=5&application_name="+name))
+		pool, err := pgxpool.New(ctx, dbURL("pool_max_conns=2&connect_timeout=10&application_name="+name))
 		if err != nil {
 			tl.close()
 			return nil, err

@@ -7,7 +7,7 @@
 // share, while it breaks one thing at a time: a replica killed, a replica
 // stopped past its lease inside its freeze or inside its commit, the
 // database restarted immediately, the network to the database cut and
-// slowed. Probes hold a replica's start at a chosen point (with a row lock
+// slowed, and blackholed (accepting and answering nothing). Probes hold a replica's start at a chosen point (with a row lock
 // or an advisory lock) so that each fault lands while the replica owns a
 // claim. After each scenario every key is started until it succeeds, and
 // the suite checks, from the database and from every answer a client saw,
@@ -28,6 +28,9 @@
 // scenario takes seconds; 30s is the product's), SEARCHD_E2E_DURATION
 // (load per scenario, default 6s; faults repeat while it lasts, a lease
 // apart),
+// SEARCHD_E2E_ANSWER_TIMEOUT (the replicas' SEARCHD_DB_ANSWER_TIMEOUT,
+// default the product's 20s; the blackhole outlasts it, the release and a
+// slack by 4 s),
 // SEARCHD_E2E_CLIENTS (default 24), SEARCHD_E2E_CLIENTS_PER_KEY (default 3),
 // SEARCHD_E2E_RACE=1 (build the replicas with the race detector),
 // SEARCHD_E2E_KEEP=1 (keep the logs and the data directory). SEARCHD_PG_BIN
@@ -49,34 +52,47 @@ import (
 	"github.com/searchd/searchd/idempotency"
 )
 
-// setupTimeout bounds building the binary and starting a process.
-const setupTimeout = 3 * time.Minute
+// setupTimeout bounds building the binary and starting a process: a
+// bound on a hang, not a claim of speed. Beside two CPU hogs, building
+// searchd and an initdb took longer than 3 minutes together.
+const setupTimeout = 10 * time.Minute
 
 // config sizes the suite; see the package comment.
 type config struct {
 	// lease is the lease of a saved-search preparation the replicas run
 	// with; every wait for a reclaim is derived from it.
-	lease    time.Duration
-	duration time.Duration
-	clients  int
-	perKey   int
-	race     bool
+	lease time.Duration
+	// answerTimeout is the replicas' SEARCHD_DB_ANSWER_TIMEOUT.
+	answerTimeout time.Duration
+	duration      time.Duration
+	clients       int
+	perKey        int
+	race          bool
 	// callSlack is how long a client's call may retry beyond the lease
-	// (callTimeout): 25 s, and more where an outage outlasts it (the
-	// Citus variant's worker restart, on a busy machine).
+	// (callTimeout): 60 s by default, for a busy machine where attempts
+	// time out (loadPolicy's AttemptTimeout) and their claims wait out a
+	// lease more than once; more where an outage outlasts it (the Citus
+	// variant's worker restart).
 	callSlack time.Duration
 }
 
 // loadConfig reads the config from the environment. Its errors name the
 // variable and the allowed range.
 func loadConfig() (config, error) {
-	cfg := config{lease: defaultLease, duration: 6 * time.Second, clients: 24, perKey: 3, callSlack: 25 * time.Second}
+	cfg := config{lease: defaultLease, answerTimeout: defaultAnswerTimeout, duration: 6 * time.Second, clients: 24, perKey: 3, callSlack: 60 * time.Second}
 	if v := os.Getenv("SEARCHD_E2E_LEASE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Second || d > idempotency.MaxLease {
 			return cfg, fmt.Errorf("SEARCHD_E2E_LEASE=%q: want a duration from 1s to %s", v, idempotency.MaxLease)
 		}
 		cfg.lease = d
+	}
+	if v := os.Getenv("SEARCHD_E2E_ANSWER_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > time.Hour {
+			return cfg, fmt.Errorf("SEARCHD_E2E_ANSWER_TIMEOUT=%q: want a duration from 1s to 1h", v)
+		}
+		cfg.answerTimeout = d
 	}
 	if v := os.Getenv("SEARCHD_E2E_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -186,7 +202,10 @@ func setup(t *testing.T, cfg config) *harness {
 		}
 		// The clients of a scenario are one organization, many of them
 		// on each replica at once on purpose, at the defaults: the
-		// admission queue queues them, it caps no organization.
+		// admission queue queues them, it caps no organization. The
+		// answer timeout is the product's unless SEARCHD_E2E_ANSWER_TIMEOUT
+		// says otherwise.
+		r.env = []string{"SEARCHD_DB_ANSWER_TIMEOUT=" + cfg.answerTimeout.String()}
 		h.replicas = append(h.replicas, r)
 		if err := r.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -260,13 +279,19 @@ func TestFaults(t *testing.T) {
 	}
 }
 
+// defaultAnswerTimeout is the suite's SEARCHD_DB_ANSWER_TIMEOUT: the
+// product's, so the blackhole scenario measures what users get, and no
+// statement or connection of the load meets it on a busy machine.
+const defaultAnswerTimeout = 20 * time.Second
+
 // defaultLease is the suite's saved-search lease: a tenth of the
 // product's, long enough for a healthy freeze under the network faults and
 // short enough that a scenario waiting out a crashed holder takes seconds.
 const defaultLease = 3 * time.Second
 
 // callTimeout is the deadline of one logical start: a claim orphaned by a
-// fault blocks its key for up to a lease, then it is reclaimed.
+// fault blocks its key for up to a lease, then it is reclaimed; callSlack
+// is the rest (see config).
 func (c config) callTimeout() time.Duration { return c.lease + c.callSlack }
 
 // soakGap is the healthy load between two faults when the duration allows

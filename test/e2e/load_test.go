@@ -25,19 +25,23 @@ import (
 //     ends in milliseconds; the client's documentation says to cap it lower
 //     to poll sooner, at the cost of more attempts.
 //   - AttemptTimeout is short, so an attempt stuck on a stopped replica is
-//     abandoned and the retry goes to the next replica.
+//     abandoned and the retry goes to the next replica; but not shorter
+//     than a healthy start takes on a busy machine (two CPU hogs beside
+//     the suite, where reconnecting after the network faults takes
+//     seconds): attempts that all time out would never finish a call.
 //   - MaxAttempts is high: the call's deadline, not the count, ends it.
 var loadPolicy = client.RetryPolicy{
 	MaxAttempts:    10000,
 	BaseDelay:      50 * time.Millisecond,
 	MaxDelay:       time.Second,
 	MaxRetryAfter:  500 * time.Millisecond,
-	AttemptTimeout: 3 * time.Second,
+	AttemptTimeout: 10 * time.Second,
 }
 
 // attempt is one HTTP attempt as a client saw it.
 type attempt struct {
 	at      time.Time // when the answer (or the failure) came
+	sent    time.Time // when the request was sent
 	client  string
 	replica string
 	key     string
@@ -79,8 +83,8 @@ func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := b.targets[int(b.next.Add(1)-1)%len(b.targets)]
 	out := req.Clone(req.Context())
 	out.URL.Host, out.Host = r.addr, r.addr
+	a := attempt{sent: time.Now(), client: b.who, replica: r.name, key: req.Header.Get("Idempotency-Key")}
 	res, err := b.base.RoundTrip(out)
-	a := attempt{client: b.who, replica: r.name, key: req.Header.Get("Idempotency-Key")}
 	if err != nil {
 		a.at, a.failure = time.Now(), err.Error()
 		b.rec.add(a)

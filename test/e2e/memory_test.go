@@ -22,6 +22,8 @@ import (
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/console/consoletest"
+	"github.com/searchd/searchd/sessions"
 )
 
 // memoryCeiling is the most resident memory one searchd process may reach
@@ -34,8 +36,10 @@ const memoryCeiling = 256 << 20
 // inputs and saved searches with 1 MiB filters written before the limits
 // existed), and runs each attack for a few seconds from many goroutines:
 // the snapshot list, the Run list, the saved-search list, whole snapshots,
-// bodies at the 4 MiB limit from a tenant and from strangers, and /readyz
-// floods. A
+// the console's heaviest pages (a compare of two baselines of 10000 items,
+// a saved search and a snapshot of as many, the lists and a Run over those
+// records; consoletest.SeedLarge), bodies at the 4 MiB limit from a tenant
+// and from strangers, and /readyz floods. A
 // well-behaved client of another organization starts and reads all the
 // while. The process's peak resident memory (VmHWM) must stay under
 // memoryCeiling, and every request of the well-behaved client must succeed.
@@ -72,6 +76,10 @@ func TestMemoryStaysBounded(t *testing.T) {
 	defer db.Close()
 	attacker, neighbour := uuid.New(), uuid.New()
 	target, victim := seedAttacks(ctx, t, db, attacker, neighbour)
+	large, err := consoletest.SeedLarge(ctx, db, attacker)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	r, err := newReplica("searchd-memory", bin, pg.TCPAddr(), dir, 30*time.Second)
 	if err != nil {
@@ -93,6 +101,26 @@ func TestMemoryStaysBounded(t *testing.T) {
 	}
 	attackAuth, goodAuth := token(attacker), token(neighbour)
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
+	// The console's session: the attacker's own, made in the database as
+	// a sign-in makes it (serve at its defaults has no token sign-in).
+	console := consoleSession(ctx, t, db, attacker)
+	get := func(path string) (int, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL()+path, nil)
+		if err != nil {
+			return 0, err
+		}
+		req.AddCookie(console)
+		res, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusServiceUnavailable {
+			return res.StatusCode, fmt.Errorf("GET %s = %d", path, res.StatusCode)
+		}
+		return res.StatusCode, nil
+	}
 	send := func(method, path, auth string, body []byte) (int, error) {
 		var rd io.Reader
 		if body != nil {
@@ -140,6 +168,23 @@ func TestMemoryStaysBounded(t *testing.T) {
 		{"starts of a 1 MiB saved search", 32, func() (int, error) {
 			return send(http.MethodPost, "/v1/saved-searches/"+target.String()+"/start", attackAuth, nil)
 		}},
+		// The console's heaviest pages, on the records of
+		// consoletest.SeedLarge and the ones above: each is bounded in
+		// bytes (console.MaxPageBytes) and read without whole baselines,
+		// inputs or results.
+		{"console: compare, 10000 items each way", 32, func() (int, error) {
+			return get(fmt.Sprintf("/console/saved-searches/%s/compare?a=%s&b=%s", large.Search, large.Older, large.Newer))
+		}},
+		{"console: saved search, 10000 items", 32, func() (int, error) { return get("/console/saved-searches/" + large.Search.String()) }},
+		{"console: snapshot of 2000 items of 1000 chars", 32, func() (int, error) { return get("/console/snapshots/" + large.Unbounded.String()) }},
+		{"console: saved-search list, filters of 1 MiB", 32, func() (int, error) { return get("/console/saved-searches") }},
+		{"console: Run list, inputs of 2 MiB", 32, func() (int, error) { return get("/console/runs") }},
+		{"console: a Run of 2 MiB input, its job", 32, func() (int, error) {
+			if status, err := get("/console/runs/" + large.Run.String()); err != nil {
+				return status, err
+			}
+			return get("/console/provider-jobs/" + large.Job.String())
+		}},
 		{"4 MiB bodies from a tenant, chunked", 64, func() (int, error) { return send(http.MethodPost, "/v1/saved-searches", attackAuth, big) }},
 		{"4 MiB bodies from strangers, chunked", 64, func() (int, error) { return send(http.MethodPost, "/v1/saved-searches", "", big) }},
 		{"/readyz flood", 128, func() (int, error) { return send(http.MethodGet, "/readyz", "", nil) }},
@@ -151,6 +196,8 @@ func TestMemoryStaysBounded(t *testing.T) {
 			stop            atomic.Bool
 			wg              sync.WaitGroup
 			attempts, fives atomic.Int64
+			refused         atomic.Int64
+			refusedErr      atomic.Value
 			goodOK, goodBad atomic.Int64
 			goodErr         atomic.Value
 		)
@@ -159,8 +206,13 @@ func TestMemoryStaysBounded(t *testing.T) {
 				for !stop.Load() {
 					status, err := a.do()
 					attempts.Add(1)
-					if err == nil && status >= 500 && status != http.StatusServiceUnavailable {
+					switch {
+					case err == nil && status >= 500 && status != http.StatusServiceUnavailable:
 						fives.Add(1)
+					case err != nil && status != 0:
+						// A console page that answered neither 200 nor 503.
+						refused.Add(1)
+						refusedErr.Store(err.Error())
 					}
 				}
 			})
@@ -213,7 +265,23 @@ func TestMemoryStaysBounded(t *testing.T) {
 		if fives.Load() > 0 {
 			t.Errorf("%s: %d answers were 5xx other than 503", a.name, fives.Load())
 		}
+		if refused.Load() > 0 {
+			t.Errorf("%s: %d console pages were not served (last: %v)", a.name, refused.Load(), refusedErr.Load())
+		}
 	}
+}
+
+// consoleSession makes a console session for a person of org, as a
+// sign-in would, and returns its cookie.
+func consoleSession(ctx context.Context, t *testing.T, db *pgxpool.Pool, org uuid.UUID) *http.Cookie {
+	t.Helper()
+	secret, _, err := sessions.NewStore(db, nil).Create(ctx, sessions.CreateParams{
+		OrganizationID: org, Actor: "memory", Via: sessions.ViaToken, Lifetime: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Cookie{Name: "searchd_console", Value: secret}
 }
 
 // seedAttacks writes what the attacks read, straight into the database as

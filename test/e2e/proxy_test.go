@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -11,8 +12,10 @@ import (
 
 // faultProxy forwards TCP connections from the replicas to PostgreSQL. It is
 // transparent until told otherwise: SetLatency delays every chunk in both
-// directions, and Cut resets every live connection at once, the way a
-// failing network or a restarted middlebox does.
+// directions, Cut resets every live connection at once, the way a failing
+// network or a restarted middlebox does, and Blackhole makes the database
+// unreachable without refusing anything, as a partition does: connections
+// are accepted and never answered.
 type faultProxy struct {
 	ln     net.Listener
 	target string
@@ -29,6 +32,8 @@ type faultProxy struct {
 	mu    sync.Mutex
 	conns map[*proxyConn]struct{}
 	done  bool
+	// hole is closed when a blackhole ends; nil while there is none.
+	hole chan struct{}
 }
 
 type proxyConn struct{ client, server net.Conn }
@@ -65,6 +70,71 @@ func (p *faultProxy) HoldWhen(match func(chunk []byte) bool) {
 	p.hold.Store(&match)
 }
 
+// Blackhole stops the proxy from passing anything on, either way, until
+// Heal: a new connection is accepted and never reaches PostgreSQL, and
+// what the replicas or PostgreSQL send on a live one is held, unanswered.
+// Nothing is refused or reset, so nothing but a replica's own deadlines
+// ends its wait. It returns how many connections were live.
+func (p *faultProxy) Blackhole() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hole == nil {
+		p.hole = make(chan struct{})
+	}
+	return len(p.conns)
+}
+
+// Heal ends a blackhole: what was held is passed on, as a healed
+// partition delivers what TCP retransmits, and new connections reach
+// PostgreSQL again. A replica that gave up on a connection meanwhile has
+// closed it, and the proxy closes its other side.
+func (p *faultProxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hole != nil {
+		close(p.hole)
+		p.hole = nil
+	}
+}
+
+// blackholed reports whether a blackhole is on.
+func (p *faultProxy) blackholed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hole != nil
+}
+
+// gone_ reads what client sent while it waited, and reports whether it
+// has closed its end since.
+func drainWaiting(client net.Conn) (sent []byte, gone bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		_ = client.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		n, err := client.Read(buf)
+		sent = append(sent, buf[:n]...)
+		var ne net.Error
+		switch {
+		case err == nil:
+			continue
+		case errors.As(err, &ne) && ne.Timeout():
+			_ = client.SetReadDeadline(time.Time{})
+			return sent, false
+		default:
+			return nil, true
+		}
+	}
+}
+
+// pass returns once nothing is blackholed.
+func (p *faultProxy) pass() {
+	p.mu.Lock()
+	hole := p.hole
+	p.mu.Unlock()
+	if hole != nil {
+		<-hole
+	}
+}
+
 // Cut resets every live connection and returns how many it cut.
 func (p *faultProxy) Cut() int {
 	defer p.swallow.Store(false)
@@ -89,6 +159,7 @@ func (p *faultProxy) Close() {
 	p.done = true
 	p.mu.Unlock()
 	p.ln.Close()
+	p.Heal()
 	p.Cut()
 }
 
@@ -104,12 +175,32 @@ func (p *faultProxy) serve() {
 }
 
 func (p *faultProxy) forward(client net.Conn) {
+	// Blackholed, the connection is accepted and waits, unanswered.
+	var early []byte
+	if p.blackholed() {
+		p.pass()
+		// A client that gave up meanwhile has closed its end, and a
+		// healed partition would never deliver its connection: drop it
+		// rather than open a session for nobody.
+		var gone bool
+		if early, gone = drainWaiting(client); gone {
+			client.Close()
+			return
+		}
+	}
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		// The database is down: the replica sees its connection closed,
 		// as it would see a refused one behind a real proxy.
 		reset(client)
 		return
+	}
+	if len(early) > 0 {
+		if _, err := server.Write(early); err != nil {
+			reset(client)
+			server.Close()
+			return
+		}
 	}
 	pc := &proxyConn{client: client, server: server}
 	p.mu.Lock()
@@ -145,6 +236,7 @@ func (p *faultProxy) pipe(dst, src net.Conn, toClient bool) {
 			if d := time.Duration(p.latency.Load()); d > 0 {
 				time.Sleep(d)
 			}
+			p.pass()
 			if toClient && p.swallow.Load() {
 				continue
 			}

@@ -86,9 +86,12 @@ func newReplica(name, bin, dbHostPort, dir string, lease time.Duration) (*replic
 		return nil, err
 	}
 	// The application name tells the harness which replica a session
-	// belongs to; a short connect timeout keeps a dial through a wedged
-	// proxy from outliving the client's attempt.
-	dbURL := fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&application_name=%s&connect_timeout=5",
+	// belongs to. No connect_timeout: searchd bounds a request's wait for
+	// a connection itself (SEARCHD_DB_ANSWER_TIMEOUT) while its pool
+	// connects in the background, and a connect timeout abandoned every
+	// connection on a busy machine after the network faults, so that the
+	// pools did not fill again for a minute.
+	dbURL := fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&application_name=%s",
 		dbHostPort, dbName, name)
 	return &replica{
 		name: name, bin: bin, dbURL: dbURL, lease: lease,
@@ -178,6 +181,28 @@ func (r *replica) Signal(sig syscall.Signal) error {
 	return p.Signal(sig)
 }
 
+// Stop stops the process (SIGSTOP) and returns once the kernel says it is
+// stopped. A signal takes effect when the process is next scheduled: on a
+// busy machine a process sent SIGSTOP runs on for a while, long enough to
+// finish what the harness meant to freeze it inside of, so a fault that
+// goes on before the process has stopped tests nothing.
+func (r *replica) Stop() error {
+	if err := r.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(stopTimeout); ; time.Sleep(time.Millisecond) {
+		switch st := r.State(); {
+		case st == "T":
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("%s was sent SIGSTOP and is still in state %q after %s", r.name, st, stopTimeout)
+		}
+	}
+}
+
+// stopTimeout bounds waiting for a process sent SIGSTOP to stop.
+const stopTimeout = 30 * time.Second
+
 // State returns the state letter of the process in /proc (R, S, T for
 // stopped...), or "" when it is not running.
 func (r *replica) State() string {
@@ -197,6 +222,25 @@ func (r *replica) State() string {
 		return ""
 	}
 	return fields[0]
+}
+
+// logLine returns the first line of the replica's log that holds every
+// one of parts, "" when none does.
+func (r *replica) logLine(parts ...string) string {
+	b, err := os.ReadFile(r.logPath)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return line
+		}
+	}
+	return ""
 }
 
 // Exited reports whether the process was started and has exited on its

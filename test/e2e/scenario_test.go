@@ -60,6 +60,7 @@ func scenarios() []scenario {
 		{name: "StopReplicaInsideCommit", fault: stopReplicaInsideCommit},
 		{name: "RestartPostgresImmediate", fault: restartPostgres},
 		{name: "CutAndSlowDatabaseNetwork", fault: cutAndSlowNetwork},
+		{name: "BlackholeDatabase", fault: blackholeDatabase},
 	}
 }
 
@@ -419,7 +420,7 @@ func stopReplicaPastLease(ctx context.Context, s *scenarioRun, cycle int) error 
 	if err != nil {
 		return err
 	}
-	if err := victim.Signal(syscall.SIGSTOP); err != nil {
+	if err := victim.Stop(); err != nil {
 		w.release(ctx)
 		return err
 	}
@@ -432,8 +433,13 @@ func stopReplicaPastLease(ctx context.Context, s *scenarioRun, cycle int) error 
 	if err := s.chase(ctx, w.key); err != nil {
 		return err
 	}
+	// The victim stays stopped until another replica has reclaimed and
+	// completed the claim: a lease, then a chaser's retry, reclaim,
+	// freeze and admit, which a busy machine makes slow. The wait is
+	// bounded by half a call's deadline, so that the pinned start,
+	// which began before the stop, has the other half after SIGCONT.
 	reclaimed := false
-	for deadline := time.Now().Add(2 * s.h.cfg.lease); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := stopped.Add(s.h.cfg.callTimeout() / 2); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		tok, status, err := s.claimState(ctx, w.key)
 		if err == nil && tok != w.leaseToken && status == "completed" {
 			reclaimed = true
@@ -500,7 +506,7 @@ func stopReplicaInsideCommit(ctx context.Context, s *scenarioRun, cycle int) err
 	if err != nil {
 		return err
 	}
-	if err := victim.Signal(syscall.SIGSTOP); err != nil {
+	if err := victim.Stop(); err != nil {
 		w.release(ctx)
 		return err
 	}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/internal/dbdeadline"
+)
+
+// The client-side bound of serve and dev on waiting for the database.
+// PostgreSQL's statement_timeout and lock_timeout act only when the server
+// hears a statement; a database that is unreachable without refusing
+// connections (a partition, a network or a proxy that accepts and never
+// answers: a blackholed primary) answers nothing, and without this a
+// request would wait for as long as its client does, each holding a pool
+// connection, and the applier and sweeper forever.
+//
+// There is no connect timeout of searchd's own (DATABASE_URL's
+// connect_timeout still applies): the pool makes a new connection in the
+// background, and a request waits for a connection from the pool at most
+// the answer timeout. A connect timeout would abandon connections that
+// are slow to be made, and under overload, when every connection is slow
+// to be made (a burst of them after the network was cut, on a machine
+// whose processors are saturated), every attempt would be abandoned and
+// the pool would never fill again: the fault suite saw that with two CPU
+// hogs beside it.
+const (
+	// EnvDBAnswerTimeout bounds waiting for any one answer of the
+	// database: a statement's, a batch's, a commit's, a pool connection.
+	EnvDBAnswerTimeout = "SEARCHD_DB_ANSWER_TIMEOUT"
+)
+
+// Default and limit of the answer timeout: the statement timeout's default
+// and 5 s more, as PostgreSQL ends a statement that runs longer itself
+// and says so, so no answer by then means the database is not there.
+const (
+	DefaultDBAnswerTimeout = DefaultStatementTimeout + 5*time.Second
+	maxDBAnswerTimeout     = time.Hour
+)
+
+// dbWait is the client-side bound; zero is none.
+type dbWait struct {
+	// Answer is the deadline of every call (dbdeadline.Tracer).
+	Answer time.Duration
+}
+
+// apply sets the bound on the pool config pc, keeping the tracer it has.
+func (w dbWait) apply(pc *pgxpool.Config) {
+	if w.Answer <= 0 {
+		return
+	}
+	deadline := dbdeadline.Tracer{Timeout: w.Answer}
+	if pc.ConnConfig.Tracer == nil {
+		pc.ConnConfig.Tracer = deadline
+		return
+	}
+	pc.ConnConfig.Tracer = multitracer.New(pc.ConnConfig.Tracer, pgx.QueryTracer(deadline))
+}
+
+// parseDBAnswerTimeout reads the answer timeout: 0s for none, else from
+// 1s to an hour.
+func parseDBAnswerTimeout(r *reader, s setting) string {
+	w := &r.cfg.DBWait
+	w.Answer = DefaultDBAnswerTimeout
+	if s.value == "" {
+		return ""
+	}
+	d, problem := parseDuration(s, "5s or 1m")
+	switch {
+	case problem != "":
+		return problem
+	case d != 0 && (d < time.Second || d > maxDBAnswerTimeout):
+		return fmt.Sprintf("%s is out of range: %s", d, dbAnswerTimeoutValues)
+	}
+	w.Answer = d
+	return ""
+}
+
+// dbAnswerTimeoutValues are the values the answer timeout takes.
+var dbAnswerTimeoutValues = "0s (none), or from 1s to " + maxDBAnswerTimeout.String()
