@@ -1,7 +1,7 @@
-# The README names these targets; .ci/run calls `make ci`.
+# The README and docs/ name these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test test-citus ci e2e e2e-citus soak failover-report bench bench-plane bench-http bench-sweep bench-start bench-citus run build ts browser openapi-lint
+.PHONY: setup test test-citus ci e2e e2e-citus soak failover-report bench bench-plane bench-http bench-sweep bench-schedule bench-start bench-dispatch bench-citus run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -24,31 +24,76 @@ test:
 # against a coordinator and two workers that internal/pgtest starts from the
 # installed binaries (SEARCHD_TEST_CITUS=1), on databases whose tables
 # migration 00019 distributed: the plane, admission and the API, the stores
-# beneath them, the sweeper's and the inbox applier's passes per shard, the
-# catalog check of the distribution, and the router-query check of the
-# request path (api: TestEveryRequestStatementIsRoutedToOneShard). It needs
-# the citus extension: `bash ../shared/citus/install.sh` builds and
-# installs it into PostgreSQL 15 (5-10 minutes the first time, a no-op
-# after).
+# beneath them, the schedule drain's and the dispatcher's passes, the
+# sweeper's and the inbox applier's passes per shard, the catalog check of
+# the distribution, and the router-query checks of the request path
+# (TestEveryRequestStatementIsRoutedToOneShard). It needs the citus
+# extension: `bash ../shared/citus/install.sh` builds and installs it into
+# PostgreSQL 15 (5-10 minutes the first time, a no-op after).
 CITUS_PACKAGES ?= ./migrations/ ./idempotency/ ./admission/ ./api/ ./providerjobs/ ./sweeper/ \
-	./savedsearch/ ./snapshot/ ./runs/ ./tools/ ./internal/shardpass/
+	./savedsearch/ ./snapshot/ ./runs/ ./tools/ ./schedule/ ./dispatch/ ./internal/shardpass/
 test-citus:
 	SEARCHD_TEST_CITUS=1 $(GO) test -count=1 -timeout 30m $(CITUS_PACKAGES)
 
-ci: test ts openapi-lint browser
+ci: test ts ts-pack openapi-lint browser web-example readme-tour test-image
 
-# The binary: bin/searchd, stamped with its version and commit
-# (searchd version, the searchd_build_info metric).
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The binary: bin/searchd, stamped with its commit. Its version is the
+# VERSION file's, embedded by every build (make, go build, go install, the
+# image), so they all say the same (searchd version, searchd_build_info).
+VERSION := $(shell cat VERSION)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/searchd ./cmd/searchd
+	$(GO) build -ldflags "-X main.commit=$(COMMIT)" -o bin/searchd ./cmd/searchd
+
+# The README's curl tour, pasted as a reader would into bash against a real
+# bin/searchd dev (its own PostgreSQL), each answer checked; it needs curl,
+# jq and openssl. The links of every Markdown file are checked by make test.
+readme-tour:
+	$(GO) test -tags tour -count=1 -v -run TestReadmeTourRunsAgainstDev -timeout 10m .
+
+# The frontend example (examples/web): a Vite page on the TypeScript client,
+# type-checked, then driven in Debian's headless Chromium by playwright-core
+# against a real searchd dev: a double click, a reload mid-request and a
+# Retry after a timeout each admit one Run. Needs make ts first (the
+# compiled client). SCREENSHOTS=dir keeps the screenshots there.
+WEB_BUILD ?= $(CURDIR)/.build/web
+web-example:
+	$(GO) build -o $(WEB_BUILD)/searchd ./cmd/searchd
+	cd examples/web && npm ci --no-audit --no-fund && SEARCHD_BIN=$(WEB_BUILD)/searchd SCREENSHOTS=$(SCREENSHOTS) npm test
+
+# The example's README screenshots, desktop and 390 px.
+web-example-screenshots:
+	$(MAKE) web-example SCREENSHOTS=$(CURDIR)/examples/web/screenshots
+
+# The container image (Containerfile): the static binary built here (so
+# no Go image is pulled), copied onto IMAGE_BASE, labelled with the VERSION
+# file and the commit. PODMAN may carry storage flags.
+PODMAN ?= podman
+IMAGE ?= searchd:$(VERSION)
+IMAGE_BASE ?= gcr.io/distroless/static-debian12:nonroot
+image:
+	mkdir -p .build/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.commit=$(COMMIT)" -o .build/image/searchd ./cmd/searchd
+	$(PODMAN) build -f Containerfile --build-arg BINARY=prebuilt --build-arg BASE=$(IMAGE_BASE) \
+		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(COMMIT) -t $(IMAGE) .
+
+# The image's test: make image on scratch (no registry is needed) in a
+# throwaway vfs storage, then its labels, user and command, and the binary
+# found in its exported filesystem, run.
+test-image:
+	$(GO) test -tags image -count=1 -v -timeout 20m ./test/image/
 
 # The TypeScript client (clients/ts): npm ci from the committed lock file,
 # types generated from api/openapi.json, compiled, and its own tests with
 # node's test runner.
 ts:
 	cd clients/ts && npm ci --no-audit --no-fund && npm test
+
+# The TypeScript client as a user gets it: npm pack, the tarball's files,
+# installed into a fresh directory and imported by Node and by TypeScript
+# (clients/ts/scripts/pack-check.sh). Needs make ts first (node_modules).
+ts-pack:
+	cd clients/ts && npm run --silent pack:check
 
 # The OpenAPI document through a third-party linter (Redocly's), errors fail.
 openapi-lint:
@@ -94,9 +139,15 @@ run:
 	$(GO) run ./cmd/searchd dev
 
 # Saved-search starts in process against raw SQL (the two-commit flow, the
-# three-commit flow it replaced, a replay's one statement), on a durable cluster.
+# three-commit flow it replaced, the two-commit flow without the outbox row
+# of the Run's dispatch, a replay's one statement), on a durable cluster.
 bench-start:
 	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestStartBench -v -timeout 30m ./admission/
+
+# Dispatch throughput to a local runtime against bare signed POSTs of the
+# same bodies, on a durable cluster.
+bench-dispatch:
+	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestDispatchBench -v -timeout 30m ./dispatch/
 
 # The idempotency plane against raw pgx issuing the same SQL.
 bench-plane:
@@ -118,26 +169,37 @@ bench-citus:
 bench-sweep:
 	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestSweepBench -v -timeout 30m ./sweeper/
 
-# All three benchmarks in one go (plane, sweeper, HTTP at 1 to 64 clients),
+# The drain of scheduled starts: occurrences started per second, and the
+# start path's p99 with the drain running against without (docs/schedules.md).
+bench-schedule:
+	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestDrainBench -v -timeout 30m ./schedule/
+
+# All the benchmarks in one go (starts in process, the plane, the sweeper,
+# fairness, HTTP at 1 to 64 clients),
 # written to docs/bench-report.md with a chart in docs/bench-report.svg.
-# About 10 minutes on 2 CPUs; `go run ./bench/report -quick` takes about 2.
+# About 20 minutes on a quiet 2-CPU machine (the last report's runs took 18½),
+# longer under load; `go run ./bench/report -quick` takes a few minutes.
 bench:
 	$(GO) run ./bench/report
 
 # The console's browser tests (test/console/): Debian's chromium driven by
 # playwright-core against a real searchd serve on a throwaway PostgreSQL
-# that the Go fixture starts and seeds. Needs chromium and node/npm (.ci/run
-# installs them). SCREENSHOTS=dir also writes each page's screenshot there.
+# that the Go fixture starts and seeds, beside the tests' OpenID Connect
+# provider (test/oidcprovider), through whose login page people sign in.
+# Needs chromium and node/npm (.ci/run installs them). SCREENSHOTS=dir also
+# writes each page's screenshot there.
 .PHONY: test-console console-screenshots bench-console
 CONSOLE_BUILD ?= $(CURDIR)/.build/console
 test-console:
 	mkdir -p $(CONSOLE_BUILD)
 	$(GO) build -o $(CONSOLE_BUILD)/searchd ./cmd/searchd
 	$(GO) build -o $(CONSOLE_BUILD)/fixture ./test/console/fixture
+	$(GO) build -o $(CONSOLE_BUILD)/oidcprovider ./test/oidcprovider
 	cd test/console && npm ci --no-audit --no-fund && \
-		SEARCHD_BIN=$(CONSOLE_BUILD)/searchd CONSOLE_FIXTURE=$(CONSOLE_BUILD)/fixture SCREENSHOTS=$(SCREENSHOTS) npm test
+		SEARCHD_BIN=$(CONSOLE_BUILD)/searchd CONSOLE_FIXTURE=$(CONSOLE_BUILD)/fixture \
+		SEARCHD_OIDC_PROVIDER=$(CONSOLE_BUILD)/oidcprovider SCREENSHOTS=$(SCREENSHOTS) npm test
 
-# The browser tests, writing the README's screenshots to docs/console/.
+# The browser tests, writing docs/console.md's screenshots to docs/console/.
 console-screenshots:
 	$(MAKE) test-console SCREENSHOTS=$(CURDIR)/docs/console
 

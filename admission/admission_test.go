@@ -96,7 +96,7 @@ func mustStarter(d Deps, cfg Config) *Starter {
 // hook that runs inside the preparation transaction just before the
 // freeze.
 func (b bundle) newStarter(beforeFreeze func(ctx context.Context) error) *Starter {
-	return mustStarter(b.deps, Config{beforeFreeze: beforeFreeze})
+	return withHooks(mustStarter(b.deps, Config{}), beforeFreeze, nil)
 }
 
 func (b bundle) start(key string) SavedSearchStart {
@@ -333,7 +333,11 @@ func TestPreparationWithLostFenceWritesNothing(t *testing.T) {
 		})
 		return err
 	})
-	_, err := stalled.StartSavedSearch(b.ctx, p)
+	res, err := stalled.StartSavedSearch(b.ctx, p)
+	if err == nil {
+		t.Fatalf("the stalled worker's start = %+v, nil after its claim was reclaimed; "+
+			"the fenced completion (claimCompleteOrAbort) must abort its transaction", res)
+	}
 	wantInFlight(t, err)
 	b.wantCounts(t, 0, 0)
 	rec := b.claimRow(t, "k")
@@ -343,7 +347,7 @@ func TestPreparationWithLostFenceWritesNothing(t *testing.T) {
 
 	// The reclaimer dies too; after its lease the next start completes.
 	b.clock.Advance(idempotency.SavedSearchStartLease + time.Second)
-	res, err := b.starter.StartSavedSearch(b.ctx, p)
+	res, err = b.starter.StartSavedSearch(b.ctx, p)
 	if err != nil || !res.Created {
 		t.Fatalf("start after both leases = %+v, %v; want a new Run", res, err)
 	}
@@ -362,7 +366,7 @@ func TestPreparationClaimsWithTheConfiguredLease(t *testing.T) {
 	// While the short-leased starter prepares, another start of the key is
 	// told to come back when that lease ends, and once it has passed
 	// (long before the default 30 s) the key can be reclaimed.
-	short := mustStarter(b.deps, Config{Lease: lease, beforeFreeze: func(ctx context.Context) error {
+	short := withHooks(mustStarter(b.deps, Config{Lease: lease}), func(ctx context.Context) error {
 		var err error
 		once.Do(func() {
 			_, serr := b.starter.StartSavedSearch(ctx, p)
@@ -376,7 +380,7 @@ func TestPreparationClaimsWithTheConfiguredLease(t *testing.T) {
 			reclaimed, err = b.plane.Claim(ctx, b.org, idempotency.ScopeSavedSearchStart, "k", hash, idempotency.SavedSearchStartLease)
 		})
 		return err
-	}})
+	}, nil)
 	_, err := short.StartSavedSearch(b.ctx, p)
 	if retryAfter != lease {
 		t.Errorf("RetryAfter during a preparation with Lease %s = %s, want %s", lease, retryAfter, lease)
@@ -660,9 +664,9 @@ func (b bundle) prepareWithoutRun(t *testing.T, p SavedSearchStart, hash string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, prep, err := b.starter.prepare(b.ctx, admit{SavedSearchStart: p, hash: hash, options: options})
-	if err != nil || prep != nil || !res.Created {
-		t.Fatalf("prepare = %+v, %v, %v; want a Run admitted with its preparation", res, prep, err)
+	res, err := b.starter.prepare(b.ctx, admit{SavedSearchStart: p, hash: hash, options: options})
+	if err != nil || !res.Created {
+		t.Fatalf("prepare = %+v, %v; want a Run admitted with its preparation", res, err)
 	}
 	tag, err := b.db.Exec(b.ctx, `DELETE FROM agent.runs WHERE id = $1`, res.Run.ID)
 	if err != nil || tag.RowsAffected() != 1 {
@@ -955,5 +959,52 @@ func TestSavedSearchRequestHashWritesCanonjsonsBytes(t *testing.T) {
 				t.Errorf("SavedSearchRequestHash(%s, %+v) = %s, canonjson's document hashes %s", id, o, got, want)
 			}
 		}
+	}
+}
+
+// TestAdmittedIsCalledOncePerNewRun: Config.Admitted (the binary wakes its
+// dispatcher with it) is called once for each start that admitted a new
+// Run, after its commit, and never for a replay, a refusal or concurrent
+// callers of one key that found the Run admitted.
+func TestAdmittedIsCalledOncePerNewRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var calls atomic.Int32
+	starter := mustStarter(b.deps, Config{Admitted: func() {
+		// After the commit: the Run (and its dispatch) is visible to
+		// another connection.
+		var n int
+		if err := b.db.QueryRow(context.Background(), `SELECT count(*) FROM agent.run_dispatches WHERE organization_id = $1`,
+			b.org).Scan(&n); err != nil || n <= int(calls.Load()) {
+			t.Errorf("Admitted called with %d dispatches committed (%v), want more than %d", n, err, calls.Load())
+		}
+		calls.Add(1)
+	}})
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			if _, err := starter.StartSavedSearch(b.ctx, b.start("one")); err != nil && !errors.As(err, new(*idempotency.InFlightError)) {
+				t.Errorf("StartSavedSearch: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("10 concurrent starts of one key called Admitted %d times, want 1", n)
+	}
+	if _, err := starter.StartSavedSearch(b.ctx, b.start("one")); err != nil {
+		t.Fatal(err)
+	}
+	direct := DirectStart{Org: b.org, Kind: runs.KindCapability, Name: "enrich.company", IdempotencyKey: "d1"}
+	for range 2 {
+		if _, err := starter.StartDirect(b.ctx, direct); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := starter.StartSavedSearch(b.ctx, SavedSearchStart{Org: b.org, SavedSearchID: uuid.New(), IdempotencyKey: "gone"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("start of an absent saved search = %v, want ErrNotFound", err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("Admitted called %d times after a replay, a new direct Run, its replay and a refusal, want 2", n)
 	}
 }

@@ -150,13 +150,16 @@ func TestStartBench(t *testing.T) {
 		tr   *pgtest.Tracer
 	}
 	var summary []benchRow
+	var outboxRows []string
 	for _, clients := range clientCounts {
 		starterPool, starterTr := open(clients)
 		rawPool, rawTr := open(clients)
 		old3Pool, old3Tr := open(clients)
+		noOutboxPool, noOutboxTr := open(clients)
 		starter := mustStarter(depsOn(starterPool, nil), Config{})
 		raw := rawFlows{pool: rawPool, org: org, actor: actor}
 		old3 := rawFlows{pool: old3Pool, org: org, actor: actor}
+		noOutbox := rawFlows{pool: noOutboxPool, org: org, actor: actor, noOutbox: true}
 		prefix := uuid.NewString()[:8]
 		var seq atomic.Int64
 		next := func(system string) string { return key(prefix+"-"+system, int(seq.Add(1))) }
@@ -192,6 +195,9 @@ func TestStartBench(t *testing.T) {
 			{"raw 3 commits", func(ctx context.Context, rng *rand.Rand) error {
 				return old3.threeCommits(ctx, searches[rng.IntN(len(searches))], next("r3"))
 			}, old3Tr},
+			{rawNoOutbox, func(ctx context.Context, rng *rand.Rand) error {
+				return noOutbox.twoCommits(ctx, searches[rng.IntN(len(searches))], next("r0"))
+			}, noOutboxTr},
 		}
 		replays := []system{
 			{"searchd", func(ctx context.Context, rng *rand.Rand) error {
@@ -245,6 +251,18 @@ func TestStartBench(t *testing.T) {
 				}
 				fmt.Println(line)
 			}
+			if m.name == "new starts" {
+				// The outbox row's cost: the same raw flow with and without
+				// it, measured in the same rounds.
+				with, without := rates["raw 2 commits"], rates[rawNoOutbox]
+				paired := make([]float64, len(with))
+				for i := range with {
+					paired[i] = with[i] / without[i]
+				}
+				outboxRows = append(outboxRows, fmt.Sprintf("%2d clients: raw 2 commits with the outbox row %.0f/s, without %.0f/s: %.2f× [rounds %.2f–%.2f]; "+
+					"searchd over the flow without it %.2f×", clients, median(with), median(without), median(with)/median(without),
+					slices.Min(paired), slices.Max(paired), median(rates["searchd"])/median(without)))
+			}
 			base := m.systems[0].name
 			for _, s := range m.systems {
 				rs, c := rates[s.name], counts[s.name]
@@ -283,7 +301,7 @@ func TestStartBench(t *testing.T) {
 	}
 
 	fmt.Printf("\nmedians of %d rounds (min–max); ratio = searchd's median over the baseline's, [range of the rounds' own ratios]\n", rounds)
-	fmt.Printf("%-18s %7s %-14s %9s %19s %8s %15s %6s %6s %7s\n", "measure", "clients", "system", "calls/s", "(min–max)",
+	fmt.Printf("%-18s %7s %-24s %9s %19s %8s %15s %6s %6s %7s\n", "measure", "clients", "system", "calls/s", "(min–max)",
 		"ratio", "[rounds]", "trips", "stmts", "commits")
 	for _, r := range summary {
 		if r.Measure == "allocs per replay" {
@@ -294,12 +312,19 @@ func TestStartBench(t *testing.T) {
 			ratio = fmt.Sprintf("%.2f×", r.Ratio)
 			rounds = fmt.Sprintf("[%.2f–%.2f]", r.RatioMin, r.RatioMax)
 		}
-		fmt.Printf("%-18s %7d %-14s %9.0f %19s %8s %15s %6.2f %6.2f %7.2f\n", r.Measure, r.Clients, r.System, r.Median,
+		fmt.Printf("%-18s %7d %-24s %9.0f %19s %8s %15s %6.2f %6.2f %7.2f\n", r.Measure, r.Clients, r.System, r.Median,
 			fmt.Sprintf("(%.0f–%.0f)", r.Min, r.Max), ratio, rounds, r.RoundTrips, r.Statements, r.Commits)
 	}
 	for _, r := range summary {
 		if r.Measure == "allocs per replay" {
 			fmt.Printf("allocations per replay: %s %.0f\n", r.System, r.Median)
+		}
+	}
+	if len(outboxRows) > 0 {
+		fmt.Printf("\nwhat the outbox row (the Run's dispatch, migration 00016) costs a new start: the raw two-commit flow with it " +
+			"over the same flow without it (< 1× is slower)\n")
+		for _, l := range outboxRows {
+			fmt.Println(l)
 		}
 	}
 	fmt.Printf("load average after: %s\n", loadAverage())
@@ -472,7 +497,8 @@ func roundTripList(trips [][]string) string {
 const (
 	rawRunColumns = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
 	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options, r.input,
-	r.created_by, r.created_at, r.retain_until`
+	r.created_by, r.created_at, r.retain_until,
+	r.version, coalesce(r.updated_at, r.created_at), r.result_ref, r.error_code, r.error_message`
 	rawLookup = `
 SELECT ` + rawRunColumns + `,
 	sn.id, sn.saved_search_id, sn.saved_search_version, sn.content_hash, sn.created_at
@@ -527,6 +553,15 @@ VALUES (@id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::tex
 	coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
 ON CONFLICT (organization_id, start_key) DO NOTHING
 RETURNING ` + rawRunColumns
+	// rawDispatchInsert writes the admitted Run's outbox row (migration
+	// 00016), the statement after rawRunInsert in the same transaction; a
+	// flow without it is the baseline of what the outbox row costs a new
+	// start.
+	rawDispatchInsert = `
+INSERT INTO agent.run_dispatches (run_id, organization_id, next_attempt_at, created_at)
+SELECT r.id, r.organization_id, r.created_at, r.created_at
+FROM agent.runs r
+WHERE r.organization_id = @org::uuid AND r.id = @id::uuid`
 
 	// The three-commit flow's own statements, as they stood before it was
 	// replaced: the freeze read without the clock, the snapshot stamped by
@@ -550,12 +585,16 @@ WHERE k.organization_id = $1 AND k.id = $2 AND k.lease_token = $3 AND k.status =
 RETURNING ` + rawRecordColumns + `, coalesce($7::timestamptz, now())`
 )
 
+// rawNoOutbox names the baseline without the outbox row.
+const rawNoOutbox = "raw 2 commits, no outbox"
+
 var rawNames = func() map[string]string {
 	m := map[string]string{}
 	for name, sql := range map[string]string{
 		"runWithSnapshotByStartKey": rawLookup, "savedSearchExists": rawExists, "claimInsert": rawClaimInsert,
 		"begin": "begin", "savedSearchFreezeRead": rawFreezeRead, "claimCompleteOrAbort": rawCompleteOrAbort,
-		"snapshotInsert": rawSnapshotInsert, "runInsert": rawRunInsert, "commit": "commit",
+		"snapshotInsert": rawSnapshotInsert, "runInsert": rawRunInsert, "dispatchInsert": rawDispatchInsert,
+		"commit": "commit",
 	} {
 		m[strings.Join(strings.Fields(sql), " ")] = name
 	}
@@ -569,6 +608,9 @@ type rawFlows struct {
 	pool  *pgxpool.Pool
 	org   uuid.UUID
 	actor string
+	// noOutbox admits the Run without its outbox row (rawDispatchInsert):
+	// the baseline of the outbox row's cost.
+	noOutbox bool
 }
 
 type rawRun struct {
@@ -580,6 +622,10 @@ type rawRun struct {
 	Options, Input           json.RawMessage
 	CreatedBy                *string
 	CreatedAt, RetainUntil   time.Time
+	Version                  int64
+	UpdatedAt                time.Time
+	ResultRef, ErrCode       *string
+	ErrMessage               *string
 	SnapID, SnapSearch       *uuid.UUID
 	SnapVersion              *int64
 	SnapHash                 *string
@@ -591,7 +637,8 @@ type rawRun struct {
 
 func (r *rawRun) runDest() []any {
 	return []any{&r.ID, &r.Org, &r.Kind, &r.StartKey, &r.Hash, &r.SavedSearch, &r.Snapshot, &r.Name, &r.Status,
-		&r.Options, &r.Input, &r.CreatedBy, &r.CreatedAt, &r.RetainUntil}
+		&r.Options, &r.Input, &r.CreatedBy, &r.CreatedAt, &r.RetainUntil,
+		&r.Version, &r.UpdatedAt, &r.ResultRef, &r.ErrCode, &r.ErrMessage}
 }
 
 type rawSnapshot struct {
@@ -617,6 +664,7 @@ func (f rawFlows) replay(ctx context.Context, key string) (*rawReplay, error) {
 	err := f.pool.QueryRow(ctx, rawLookup, pgtype.UUID{Bytes: f.org, Valid: true}, "saved_search:"+key, nil).Scan(
 		&r.ID, &r.Org, &r.Kind, &r.StartKey, &r.Hash, &r.SavedSearch, &r.Snapshot, &r.Name, &r.Status,
 		&r.Options, &r.Input, &r.CreatedBy, &r.CreatedAt, &r.RetainUntil,
+		&r.Version, &r.UpdatedAt, &r.ResultRef, &r.ErrCode, &r.ErrMessage,
 		&r.SnapID, &r.SnapSearch, &r.SnapVersion, &r.SnapHash, &r.SnapCreated)
 	return &r, err
 }
@@ -628,6 +676,9 @@ type rawReplay struct {
 	Name, CreatedBy, SnapHash                 *string
 	Options, Input                            json.RawMessage
 	CreatedAt, RetainUntil                    time.Time
+	Version                                   int64
+	UpdatedAt                                 time.Time
+	ResultRef, ErrCode, ErrMessage            *string
 	SnapVersion                               *int64
 	SnapCreated                               *time.Time
 }
@@ -722,8 +773,7 @@ func (f rawFlows) twoCommits(ctx context.Context, ssID uuid.UUID, key string) er
 		"brief": string(s.Brief), "baseline": string(baseline), "content_hash": s.ContentHash,
 		"created_by": f.actor, "created_at": s.CreatedAt,
 	})
-	second.Queue(rawRunInsert, f.runArgs(ssID, s.ID, key, s.name, options)).
-		QueryRow(func(row pgx.Row) error { return row.Scan(r.runDest()...) })
+	f.queueRun(second, ssID, s.ID, key, s.name, options, &r)
 	second.Queue(rawCompleteOrAbort, f.org, r.claimID, r.token, ResourceType, s.ID.String(), string(answer))
 	second.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
 		if tag.String() != "COMMIT" {
@@ -788,8 +838,20 @@ func (f rawFlows) threeCommits(ctx context.Context, ssID uuid.UUID, key string) 
 		return err
 	}
 	s := &r.snapshot
-	return f.pool.QueryRow(ctx, rawRunInsert, f.runArgs(ssID, s.ID, key, s.name, `{"max_results":100,"note":""}`)).
-		Scan(r.runDest()...)
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	f.queueRun(b, ssID, s.ID, key, s.name, `{"max_results":100,"note":""}`, &r)
+	b.Queue("commit")
+	return f.pool.SendBatch(ctx, b).Close()
+}
+
+// queueRun queues the Run's insert, and its outbox row's unless noOutbox.
+func (f rawFlows) queueRun(b *pgx.Batch, ssID, snapID uuid.UUID, key, name, options string, r *rawRun) {
+	args := f.runArgs(ssID, snapID, key, name, options)
+	b.Queue(rawRunInsert, args).QueryRow(func(row pgx.Row) error { return row.Scan(r.runDest()...) })
+	if !f.noOutbox {
+		b.Queue(rawDispatchInsert, pgx.StrictNamedArgs{"id": args["id"], "org": args["org"]})
+	}
 }
 
 // runArgs are rawRunInsert's parameters for a saved-search Run.

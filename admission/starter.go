@@ -11,8 +11,6 @@ import (
 
 	"github.com/go-playground/validator/v10"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/errs"
@@ -64,14 +62,12 @@ type Config struct {
 	// holder takes seconds. Default [idempotency.SavedSearchStartLease]
 	// (30 s); at most [idempotency.MaxLease].
 	Lease time.Duration
-
-	// beforeFreeze, set by tests alone, runs inside the preparation
-	// transaction just before the freeze; an error it returns is a failure
-	// of the freeze.
-	beforeFreeze func(ctx context.Context) error
-	// afterFreeze, set by tests alone, runs after this call froze the
-	// snapshot and completed its claim, before it admits the Run.
-	afterFreeze func(ctx context.Context)
+	// Admitted, when set, is called after each start that admitted a new
+	// Run has committed it (and its dispatch): the binary wakes its
+	// dispatcher with it, so a Run is delivered at once rather than at
+	// the dispatcher's next interval. It must not block. Nil (the
+	// default) calls nothing.
+	Admitted func()
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -123,6 +119,18 @@ type Starter struct {
 	snapshots *snapshot.Store
 	runs      *runs.Store
 	cfg       Config
+	// hooks are set by tests alone (export_test.go).
+	hooks testHooks
+}
+
+// testHooks let a test stop a start at a point of its preparation.
+type testHooks struct {
+	// beforeFreeze runs just before the preparation's transaction; an
+	// error it returns is a failure of the freeze.
+	beforeFreeze func(ctx context.Context) error
+	// afterFreeze runs after this call froze the snapshot, completed its
+	// claim and admitted its Run.
+	afterFreeze func(ctx context.Context)
 }
 
 // NewStarter returns a starter built on d that claims saved-search
@@ -182,6 +190,11 @@ type SavedSearchStart struct {
 	Options StartOptions
 	// Actor is recorded on the snapshot and the Run; empty records NULL.
 	Actor string
+	// Origin is recorded on the snapshot: snapshot.OriginAPI (empty is
+	// the same) for a client's start, snapshot.OriginSchedule for the
+	// schedule drain's. It is not part of the request hash: a start key
+	// names one start, whoever asks for it.
+	Origin string
 	// Wait is how long to wait for a preparation of the same key another
 	// caller holds (a live claim) to end, instead of answering in progress
 	// at once: woken when it completes or is released, reclaiming it when
@@ -317,12 +330,7 @@ func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (_ R
 	if err != nil {
 		return Result{}, fmt.Errorf("admission: encoding options: %w", err)
 	}
-	a := admit{SavedSearchStart: p, hash: hash, options: options}
-	res, prep, err := s.prepare(ctx, a)
-	if err != nil || prep == nil {
-		return res, err
-	}
-	return s.admitSavedSearch(ctx, a, prep)
+	return s.prepare(ctx, admit{SavedSearchStart: p, hash: hash, options: options})
 }
 
 // admit is a saved-search start on its way to admission: its inputs, its
@@ -369,15 +377,10 @@ type prepared struct {
 
 const answerNotFound = "not_found"
 
-// errFenceLost reports a completion the plane refused because another
-// worker took the claim over after its lease passed.
-var errFenceLost = errors.New("admission: claim fence lost")
-
-// prepare claims the preparation of a's start. A claim of its own is
-// frozen and admitted in one transaction (see freeze), and prepare returns
-// that Result; a completed claim returns the answer it stores, for
-// admitSavedSearch to admit.
-func (s *Starter) prepare(ctx context.Context, a admit) (Result, *prepared, error) {
+// prepare claims the preparation of a's start and answers it: a claim of
+// its own is frozen and admitted in one transaction (see freeze); a
+// completed claim's stored answer is admitted by admitSavedSearch.
+func (s *Starter) prepare(ctx context.Context, a admit) (Result, error) {
 	// Without a hub nobody would wake the wait, so it does not begin.
 	wait := a.Wait
 	if s.cfg.Hub == nil {
@@ -386,29 +389,24 @@ func (s *Starter) prepare(ctx context.Context, a admit) (Result, *prepared, erro
 	out, err := s.plane.ClaimWait(ctx, s.cfg.Hub, a.Org, idempotency.ScopeSavedSearchStart, a.IdempotencyKey, a.hash,
 		s.cfg.Lease, wait)
 	if err != nil {
-		return Result{}, nil, fmt.Errorf("admission: claim: %w", err)
+		return Result{}, fmt.Errorf("admission: claim: %w", err)
 	}
 	switch out.Kind {
 	case idempotency.KindClaimed:
-		res, err := s.freeze(ctx, a, out.Claim)
-		return res, nil, err
+		return s.freeze(ctx, a, out.Claim)
 	case idempotency.KindCompleted:
 		prep, err := s.storedAnswer(ctx, a.Org, out)
-		return Result{}, prep, err
+		if err != nil {
+			return Result{}, err
+		}
+		return s.admitSavedSearch(ctx, a, prep)
 	case idempotency.KindProcessing:
-		return Result{}, nil, inFlight(a.IdempotencyKey, out.RetryAfter)
+		return Result{}, inFlight(a.IdempotencyKey, out.RetryAfter)
 	case idempotency.KindConflict:
-		return Result{}, nil, ErrKeyReused
+		return Result{}, ErrKeyReused
 	}
-	return Result{}, nil, fmt.Errorf("admission: claim answered %s", out.Kind)
+	return Result{}, fmt.Errorf("admission: claim answered %s", out.Kind)
 }
-
-// The statements that begin and end the preparation's transaction, queued
-// in its two batches.
-const (
-	txBegin  = "begin"
-	txCommit = "commit"
-)
 
 // freeze does the work claim owns, ends the claim and admits the Run, in
 // ONE transaction of two round trips: BEGIN with the freeze read, then the
@@ -428,17 +426,18 @@ const (
 // Run already admitted under it (by an earlier preparation whose claim has
 // expired) is read after the commit and answered.
 func (s *Starter) freeze(ctx context.Context, a admit, claim *idempotency.Claim) (Result, error) {
-	res, prep, err := s.freezeTx(ctx, a, claim)
+	f, err := s.freezeTx(ctx, a, claim)
 	switch {
-	case err == nil && prep != nil:
+	case err == nil && f.run == nil:
 		// The start key was admitted before this preparation: answer that
 		// Run, as admitSavedSearch answers any repeat.
-		return s.admitSavedSearch(ctx, a, prep)
+		return s.admitSavedSearch(ctx, a, &prepared{Snapshot: &f.snapshot, SavedSearchName: f.savedSearchName})
 	case err == nil:
-		if s.cfg.afterFreeze != nil {
-			s.cfg.afterFreeze(ctx)
+		s.admitted()
+		if s.hooks.afterFreeze != nil {
+			s.hooks.afterFreeze(ctx)
 		}
-		return res, nil
+		return Result{Run: f.run, Snapshot: &f.snapshot, Created: true}, nil
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrKeyReused):
 		return Result{}, err
 	case errors.Is(err, idempotency.ErrFenceLost):
@@ -455,89 +454,76 @@ func (s *Starter) freeze(ctx context.Context, a admit, claim *idempotency.Claim)
 	return Result{}, fmt.Errorf("admission: prepare: %w", err)
 }
 
-// freezeTx runs freeze's transaction. It returns the Result of the Run it
-// admitted, or, when the start key was taken, what it prepared, for
-// admitSavedSearch to answer that Run with.
-func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Claim) (_ Result, _ *prepared, err error) {
-	if s.cfg.beforeFreeze != nil {
-		if err := s.cfg.beforeFreeze(ctx); err != nil {
-			return Result{}, nil, err
-		}
-	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return Result{}, nil, err
-	}
-	defer conn.Release()
-	defer func() {
-		// A failed batch leaves the transaction open or aborted: end it, so
-		// the connection goes back to the pool clean. (A connection still
-		// in a transaction would be closed by Release instead.)
-		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
-			defer cancel()
-			_, _ = conn.Exec(rctx, "rollback")
-		}
-	}()
+// frozen is what the preparation's transaction committed: the snapshot
+// (its summary and the saved search's name at the freeze) and the Run it
+// admitted, nil when the start key had admitted one before.
+type frozen struct {
+	snapshot        snapshot.Summary
+	savedSearchName string
+	run             *runs.Run
+}
 
-	// Round trip 1: BEGIN and the freeze read.
-	first := &pgx.Batch{}
-	first.Queue(txBegin)
-	read := snapshot.QueueRead(first, a.Org, a.SavedSearchID, a.Actor)
-	if err := conn.SendBatch(ctx, first).Close(); err != nil {
-		return Result{}, nil, err
+// freezeTx runs freeze's transaction, in two round trips (see
+// pipelinedTx): BEGIN and the freeze read; then the snapshot, the Run, the
+// fenced completion and COMMIT. A saved search gone since the check
+// completes the claim with that answer and returns [ErrNotFound].
+func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Claim) (frozen, error) {
+	if s.hooks.beforeFreeze != nil {
+		if err := s.hooks.beforeFreeze(ctx); err != nil {
+			return frozen{}, err
+		}
 	}
-	snap, err := read.Snapshot()
-	notFound := errors.Is(err, snapshot.ErrNotFound)
-	if err != nil && !notFound {
-		return Result{}, nil, err
-	}
+	var f frozen
+	err := inPipelinedTx(ctx, s.pool, s.cfg.ReleaseTimeout, func(tx *pipelinedTx) error {
+		// Round trip 1: BEGIN and the freeze read.
+		first := tx.batch()
+		read := snapshot.QueueRead(first, a.Org, a.SavedSearchID, a.Actor, a.Origin)
+		if err := tx.send(ctx, first); err != nil {
+			return err
+		}
+		snap, err := read.Snapshot()
+		notFound := errors.Is(err, snapshot.ErrNotFound)
+		if err != nil && !notFound {
+			return err
+		}
 
-	// Round trip 2: the snapshot, the Run that refers to it, the fenced
-	// completion, COMMIT. The completion goes last: from it to the COMMIT
-	// the transaction holds the claim's row lock, which a concurrent
-	// claim of the same key would wait on (ON CONFLICT waits for the
-	// row's updater), so it must not be held while an insert waits; a
-	// lost fence still aborts everything before it.
-	second := &pgx.Batch{}
-	var admitted *runs.QueuedAdmit
-	c := idempotency.Completion{Response: json.RawMessage(`{"error":"` + answerNotFound + `"}`)}
-	if !notFound {
-		c = idempotency.Completion{ResourceType: ResourceType, ResourceID: snap.ID.String()}
-		if c.Response, err = answer(snap); err != nil {
-			return Result{}, nil, err
+		// Round trip 2: the snapshot, the Run that refers to it, the
+		// fenced completion, COMMIT. The completion goes last: from it to
+		// the COMMIT the transaction holds the claim's row lock, which a
+		// concurrent claim of the same key would wait on (ON CONFLICT
+		// waits for the row's updater), so it must not be held while an
+		// insert waits; a lost fence still aborts everything before it.
+		second := tx.batch()
+		var admitted *runs.QueuedAdmit
+		c := idempotency.Completion{Response: json.RawMessage(`{"error":"` + answerNotFound + `"}`)}
+		if !notFound {
+			c = idempotency.Completion{ResourceType: ResourceType, ResourceID: snap.ID.String()}
+			if c.Response, err = answer(snap); err != nil {
+				return err
+			}
+			snapshot.QueueInsert(second, snap)
+			if admitted, err = s.runs.QueueAdmit(second, a.params(snap.ID, snap.SavedSearchName)); err != nil {
+				return err
+			}
 		}
-		snapshot.QueueInsert(second, snap)
-		if admitted, err = s.runs.QueueAdmit(second, a.params(snap.ID, snap.SavedSearchName)); err != nil {
-			return Result{}, nil, err
+		completion, err := s.plane.QueueComplete(second, claim, c)
+		if err != nil {
+			return err
 		}
-	}
-	completion, err := s.plane.QueueComplete(second, claim, c)
-	if err != nil {
-		return Result{}, nil, err
-	}
-	second.Queue(txCommit).Exec(func(tag pgconn.CommandTag) error {
-		if tag.String() != "COMMIT" {
-			return fmt.Errorf("admission: the preparation's transaction ended with %s", tag)
+		if err := tx.commit(ctx, second); err != nil {
+			return err
 		}
-		return nil
+		// Committed: the waiters of the claim, if any, are told now, on
+		// the connection that ended it.
+		completion.Announce(ctx, tx.conn)
+		if notFound {
+			return ErrNotFound
+		}
+		f = frozen{snapshot: snap.Summary(), savedSearchName: snap.SavedSearchName}
+		f.run, err = admitted.Run()
+		return err
 	})
-	if err := conn.SendBatch(ctx, second).Close(); err != nil {
-		return Result{}, nil, err
-	}
-	completion.Announce(ctx, conn)
-	if notFound {
-		return Result{}, nil, ErrNotFound
-	}
-	run, err := admitted.Run()
-	if err != nil {
-		return Result{}, nil, err
-	}
-	sum := snap.Summary()
-	if run == nil {
-		return Result{}, &prepared{Snapshot: &sum, SavedSearchName: snap.SavedSearchName}, nil
-	}
-	return Result{Run: run, Snapshot: &sum, Created: true}, nil, nil
+	return f, err
 }
 
 // answer returns the claim response for snap: the whole snapshot with the
@@ -645,5 +631,15 @@ func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (_ Result, err
 	if err != nil {
 		return Result{}, err
 	}
+	if created {
+		s.admitted()
+	}
 	return Result{Run: run, Created: created}, nil
+}
+
+// admitted tells Config.Admitted that a Run was admitted.
+func (s *Starter) admitted() {
+	if s.cfg.Admitted != nil {
+		s.cfg.Admitted()
+	}
 }

@@ -43,11 +43,11 @@ func TestWaitingStartRunsItselfWhenTheHolderFailsAndReleases(t *testing.T) {
 	b := setup(t)
 	hub := b.runningHub(t)
 	entered, fail := make(chan struct{}), make(chan struct{})
-	holder := mustStarter(b.deps, Config{Hub: hub, beforeFreeze: func(context.Context) error {
+	holder := withHooks(mustStarter(b.deps, Config{Hub: hub}), func(context.Context) error {
 		close(entered)
 		<-fail
 		return errLostConnection // retryable: the holder releases its claim
-	}})
+	}, nil)
 	held := make(chan error, 1)
 	go func() {
 		_, err := holder.StartSavedSearch(b.ctx, b.start("k"))
@@ -99,10 +99,10 @@ func TestTheStartThatFrozeAnswersCreatedWhoeverAdmits(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	frozen, resume := make(chan struct{}), make(chan struct{})
-	preparer := mustStarter(b.deps, Config{afterFreeze: func(context.Context) {
+	preparer := withHooks(mustStarter(b.deps, Config{}), nil, func(context.Context) {
 		close(frozen)
 		<-resume
-	}})
+	})
 	type answer struct {
 		res Result
 		err error
@@ -112,7 +112,14 @@ func TestTheStartThatFrozeAnswersCreatedWhoeverAdmits(t *testing.T) {
 		res, err := preparer.StartSavedSearch(b.ctx, b.start("k"))
 		first <- answer{res, err}
 	}()
-	<-frozen
+	// A preparation that fails never reaches afterFreeze: wait for either,
+	// so such a failure ends the test at once, named, rather than by the
+	// test binary's timeout.
+	select {
+	case <-frozen:
+	case got := <-first:
+		t.Fatalf("the preparer answered %+v, %v before its freeze committed; want it to freeze, then wait", got.res, got.err)
+	}
 	repeat, err := b.starter.StartSavedSearch(b.ctx, b.start("k"))
 	if err != nil {
 		t.Fatalf("repeat: %v", err)

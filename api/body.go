@@ -2,7 +2,7 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,9 +15,12 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/go-playground/validator/v10"
 	"github.com/labstack/echo/v4"
+
+	"github.com/searchd/searchd/savedsearch"
 )
 
 // DefaultMaxBodyBytes is the default limit on a request body. The largest
@@ -29,9 +32,10 @@ import (
 const DefaultMaxBodyBytes = 4 << 20
 
 // maxJSONDepth bounds how deeply a request body may nest objects and arrays.
-// The bodies this API defines nest four levels; the free-form filters and
-// input objects get the rest. A bound keeps a hostile body from exhausting
-// PostgreSQL's stack when it parses the stored jsonb.
+// The bodies this API defines nest four levels by their types; the
+// free-form filters and input objects get the rest (readFree checks them).
+// A bound keeps a hostile body from exhausting PostgreSQL's stack when it
+// parses the stored jsonb.
 const maxJSONDepth = 32
 
 // maxFieldErrors bounds the errors one validation problem lists.
@@ -65,10 +69,12 @@ const (
 //     while reading, so an oversized body is never held in memory whole;
 //   - a body that is not one well-formed UTF-8 JSON object answers 400
 //     malformed_json;
-//   - unknown or duplicate fields, a value of the wrong JSON type, nesting
-//     deeper than maxJSONDepth, a NUL character in any string (PostgreSQL
-//     text cannot hold it), and the struct's validate rules answer 400
-//     validation_failed, listing each field.
+//   - an unknown or duplicate field, a value of the wrong JSON type, nesting
+//     deeper than maxJSONDepth or a NUL character in any string (PostgreSQL
+//     text cannot hold it) answers 400 validation_failed naming the first
+//     such field, where decoding stops;
+//   - the struct's validate rules answer 400 validation_failed, listing
+//     each field they refuse.
 func (s *Server) decodeBody(c echo.Context, dst any, required bodyRequired) error {
 	r := c.Request()
 	ct := r.Header.Get(echo.HeaderContentType)
@@ -103,18 +109,8 @@ func (s *Server) decodeBody(c echo.Context, dst any, required bodyRequired) erro
 		return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
 			detail: "the request has a body but no Content-Type: send Content-Type: application/json"}
 	}
-	buf, err := integralNumbers(buf, reflect.TypeOf(dst))
-	if err != nil {
+	if err := decodeJSON(buf, dst); err != nil {
 		return err
-	}
-	if err := json.Unmarshal(buf, dst); err != nil {
-		// A safety net: checkJSON has seen every token and type already.
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			return validationFailed(FieldError{Field: typeErr.Field, Message: "is out of range"})
-		}
-		return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-			detail: "the request body is not valid JSON"}
 	}
 	if !hasRules(reflect.TypeOf(dst)) {
 		return nil
@@ -186,74 +182,255 @@ func isJSONMediaType(ct string) bool {
 	return !ok || strings.EqualFold(cs, "utf-8")
 }
 
-// checkJSON walks buf, a whole request body, token by token against the Go
-// type t it will be decoded into, and returns an *apiError for the first
-// syntax problem or for every field problem it finds (up to
-// maxFieldErrors). After it passes, json.Unmarshal into t assigns every
-// field without surprises: Go's decoder alone would match field names
-// case-insensitively, keep the last of duplicate names, ignore unknown ones
-// on request and name a wrong-typed array element without its index.
+// decodeJSON decodes buf, a whole request body, into dst, a pointer to a
+// request type, with JSON v2's options and the checks they lack. It returns
+// malformed_json when buf is not one well-formed UTF-8 JSON object, and
+// otherwise validation_failed naming the first field refused: an unknown or
+// duplicate name, a value of the wrong JSON type, or one a hook refuses.
+func decodeJSON(buf []byte, dst any) error {
+	if !utf8.Valid(buf) {
+		return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
+			detail: "the request body is not valid UTF-8"}
+	}
+	var err error = errNotObject // JSON v2 reads null into a struct
+	if body := bytes.TrimLeft(buf, " \t\r\n"); len(body) > 0 && body[0] == '{' {
+		if err = json.Unmarshal(buf, dst, bodyOptions); err == nil {
+			return nil
+		}
+	}
+	// Decoding stops at the first problem: a syntax error after it is the
+	// client's to fix first.
+	if bad := syntaxProblem(buf); bad != nil {
+		return bad
+	}
+	var syn *jsontext.SyntacticError
+	var sem *json.SemanticError
+	var free *freeProblem
+	var r valueRefusal
+	switch {
+	case errors.As(err, &syn) && errors.Is(syn.Err, jsontext.ErrDuplicateName):
+		return fieldRefused(buf, syn.JSONPointer, refusedDuplicate)
+	case !errors.As(err, &sem):
+		return malformed(err) // a safety net: decoding returns no other error
+	case errors.As(sem.Err, &free):
+		return fieldRefused(buf, sem.JSONPointer+free.at, free.valueRefusal)
+	case errors.Is(sem.Err, json.ErrUnknownName):
+		return fieldRefused(buf, sem.JSONPointer, refusedUnknown)
+	case errors.As(sem.Err, &r):
+		return fieldRefused(buf, sem.JSONPointer, r)
+	}
+	return fieldRefused(buf, sem.JSONPointer, typeRefusal(sem))
+}
+
+// checkJSON is decodeJSON into a new value of type t, which it drops.
 func checkJSON(buf []byte, t reflect.Type) error {
-	_, err := walkJSON(buf, t)
+	return decodeJSON(buf, reflect.New(t).Interface())
+}
+
+// bodyOptions are the options of every body: a name matches its field
+// exactly (JSON v2's default), an unknown or a duplicate name is refused, an
+// escaped lone surrogate reads as U+FFFD, as encoding/json reads it (raw
+// invalid UTF-8 is refused before), and hooks check what JSON v2 takes
+// and searchd does not. A request type with its own UnmarshalJSON would
+// escape them all: it needs a hook, as the brief has.
+var bodyOptions = json.JoinOptions(
+	json.RejectUnknownMembers(true),
+	jsontext.AllowInvalidUTF8(true),
+	json.WithUnmarshalers(json.JoinUnmarshalers(
+		json.UnmarshalFromFunc(noNUL),
+		json.UnmarshalFromFunc(integer[int]),
+		json.UnmarshalFromFunc(integer[int8]),
+		json.UnmarshalFromFunc(integer[int16]),
+		json.UnmarshalFromFunc(integer[int32]),
+		json.UnmarshalFromFunc(integer[int64]),
+		json.UnmarshalFromFunc(freeAny),
+		json.UnmarshalFromFunc(freeRaw),
+		json.UnmarshalFromFunc(strictBrief),
+	)),
+)
+
+// valueRefusal is what a hook or JSON v2 says of a value it refuses.
+type valueRefusal string
+
+func (r valueRefusal) Error() string { return string(r) }
+
+const (
+	refusedNUL       valueRefusal = "must not contain the NUL character"
+	refusedNULName   valueRefusal = "must not contain the NUL character in its name"
+	refusedFraction  valueRefusal = "must be an integer"
+	refusedIntRange  valueRefusal = "must be an integer in range"
+	refusedNumber    valueRefusal = "is a number out of range"
+	refusedUnknown   valueRefusal = "is not a known field"
+	refusedDuplicate valueRefusal = "appears more than once"
+	refusedInvalid   valueRefusal = "is invalid"
+)
+
+var refusedDepth = valueRefusal(fmt.Sprintf("nests objects and arrays deeper than %d levels", maxJSONDepth))
+
+var errNotObject = &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
+	detail: "the request body must be a JSON object"}
+
+// noNUL reads a string (a value or an object's name) into s, refusing one
+// that holds the NUL character: PostgreSQL text cannot hold it.
+func noNUL(dec *jsontext.Decoder, s *string) error {
+	if dec.PeekKind() != '"' {
+		return errors.ErrUnsupported // JSON v2 refuses or zeroes it
+	}
+	kind, n := dec.StackIndex(dec.StackDepth())
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	if *s = tok.String(); strings.IndexByte(*s, 0) < 0 {
+		return nil
+	} else if kind == '{' && n%2 == 0 {
+		return refusedNULName
+	}
+	return refusedNUL
+}
+
+// integer reads a JSON number whose value is an integer into v, written
+// as an integer or not (10, 10.0, 1e1, 1.0E+1), as JSON Schema's integer
+// type takes it; JSON v2 takes integers written as integers alone.
+func integer[T int | int8 | int16 | int32 | int64](dec *jsontext.Decoder, v *T) error {
+	if dec.PeekKind() != '0' {
+		return errors.ErrUnsupported // JSON v2 refuses or zeroes it
+	}
+	lit, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	i, err := strconv.ParseInt(string(lit), 10, 64)
+	if err != nil {
+		var integral bool
+		if i, integral = integralValue(string(lit)); !integral {
+			return refusedFraction
+		}
+		if i == math.MinInt64 || i == math.MaxInt64 {
+			return refusedIntRange
+		}
+	}
+	if int64(T(i)) != i {
+		return refusedIntRange
+	}
+	*v = T(i)
+	return nil
+}
+
+// freeAny reads a free-form value into v, its numbers as json.Number,
+// exactly as the client wrote them.
+func freeAny(dec *jsontext.Decoder, v *any) error {
+	val, err := readFree(dec)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(val, v, anyNumbers)
+}
+
+// anyNumbers decodes the numbers of an any as json.Number.
+var anyNumbers = json.JoinOptions(jsontext.AllowInvalidUTF8(true), json.WithUnmarshalers(
+	json.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *any) error {
+		if dec.PeekKind() != '0' {
+			return errors.ErrUnsupported
+		}
+		lit, err := dec.ReadValue()
+		*v = stdjson.Number(lit)
+		return err
+	})))
+
+// freeRaw reads a free-form value into m as the client wrote it.
+func freeRaw(dec *jsontext.Decoder, m *stdjson.RawMessage) error {
+	val, err := readFree(dec)
+	if err == nil {
+		*m = append((*m)[:0], val...)
+	}
 	return err
 }
 
-// integralNumbers is checkJSON that also returns buf with every integral
-// number written in another form where the schema has an integer (10.0,
-// 1e1, 1.0E+1) rewritten as the integer (10), so Go's decoder, which takes
-// integers written as integers alone, reads what JSON Schema's integer
-// accepts: a number whose value is integral.
-func integralNumbers(buf []byte, t reflect.Type) ([]byte, error) {
-	w, err := walkJSON(buf, t)
-	if err != nil || len(w.rewrites) == 0 {
-		return buf, err
-	}
-	var out []byte
-	at := 0
-	for _, r := range w.rewrites {
-		out = append(append(out, buf[at:r.start]...), r.text...)
-		at = r.end
-	}
-	return append(out, buf[at:]...), nil
+// plainBrief is a brief without its UnmarshalJSON, which reads rows back
+// leniently (names in any case, unknown ones ignored).
+type plainBrief savedsearch.Brief
+
+// strictBrief reads a brief with the options of the body it is in.
+func strictBrief(dec *jsontext.Decoder, b *savedsearch.Brief) error {
+	return json.UnmarshalDecode(dec, (*plainBrief)(b))
 }
 
-func walkJSON(buf []byte, t reflect.Type) (*jsonWalker, error) {
-	if !utf8.Valid(buf) {
-		return nil, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-			detail: "the request body is not valid UTF-8"}
+// readFree reads a free-form value (any JSON: a Run's input, a filter),
+// which the decoder checks for syntax and duplicate names, and walks it for
+// what JSON v2 takes and searchd does not: a NUL character in a string or
+// a name, a number beyond float64 (JSON leaves the range open; most
+// readers of the stored value could not hold it, RFC 8259 §6) and nesting
+// deeper than maxJSONDepth. It refuses with a *freeProblem.
+func readFree(dec *jsontext.Decoder) (jsontext.Value, error) {
+	depth := dec.StackDepth() // of the value's container
+	val, err := dec.ReadValue()
+	if err != nil || val.Kind() == 'n' {
+		return val, err
 	}
-	dec := walkDecoders.Get().(*jsontext.Decoder)
-	defer func() {
-		dec.Reset(noInput) // hold no body while pooled
-		walkDecoders.Put(dec)
-	}()
-	// Read from a bytes.Buffer, the decoder parses buf in place.
-	dec.Reset(bytes.NewBuffer(buf), walkOptions...)
-	w := &jsonWalker{dec: dec}
-	tok, err := w.next()
-	if err != nil {
-		return nil, malformed(err)
-	}
-	if tok.kind != '{' {
-		return nil, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-			detail: "the request body must be a JSON object"}
-	}
-	if err := w.value(tok, t, "", 1); err != nil {
-		var deep *errTooDeep
-		if errors.As(err, &deep) {
-			return nil, validationFailed(FieldError{Field: deep.path,
-				Message: fmt.Sprintf("nests objects and arrays deeper than %d levels", maxJSONDepth)})
+	walk := walkers.Get().(*jsontext.Decoder)
+	defer walkers.Put(walk)
+	// Read from a bytes.Buffer, the decoder parses val in place.
+	walk.Reset(bytes.NewBuffer(val), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	defer walk.Reset(noInput) // hold no body while pooled
+	for {
+		tok, err := walk.ReadToken()
+		if err != nil {
+			return val, nil // io.EOF: the end of val
 		}
-		return nil, malformed(err)
+		var r valueRefusal
+		switch tok.Kind() {
+		case '{', '[':
+			if depth+walk.StackDepth() > maxJSONDepth {
+				r = refusedDepth
+			}
+		case '"':
+			if strings.IndexByte(tok.String(), 0) >= 0 {
+				r = refusedNUL
+				if kind, n := walk.StackIndex(walk.StackDepth()); kind == '{' && n%2 == 1 {
+					r = refusedNULName
+				}
+			}
+		case '0':
+			if _, err := strconv.ParseFloat(tok.String(), 64); err != nil {
+				r = refusedNumber
+			}
+		}
+		if r != "" {
+			return nil, &freeProblem{at: walk.StackPointer(), valueRefusal: r}
+		}
 	}
-	if _, err := w.dec.ReadToken(); err != io.EOF {
-		return nil, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
+}
+
+// freeProblem is a value refused inside a free-form value; at points to
+// it there.
+type freeProblem struct {
+	at jsontext.Pointer
+	valueRefusal
+}
+
+// walkers are the decoders of readFree, reset for each value.
+var walkers = sync.Pool{New: func() any { return jsontext.NewDecoder(noInput) }}
+
+// noInput is what a pooled decoder is reset to; it is never read.
+var noInput = strings.NewReader("")
+
+// syntaxProblem returns the malformed_json problem of buf, or nil when buf
+// is one JSON object. Duplicate names are field problems, not its own.
+func syntaxProblem(buf []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewBuffer(buf), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	val, err := dec.ReadValue()
+	switch {
+	case err != nil:
+		return malformed(err)
+	case val.Kind() != '{':
+		return errNotObject
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
 			detail: "the request body holds more than one JSON value"}
 	}
-	if len(w.errs) > 0 {
-		return nil, validationFailed(w.errs...)
-	}
-	return w, nil
+	return nil
 }
 
 // malformed turns a decoder error into a malformed_json problem. The detail
@@ -270,290 +447,67 @@ func malformed(err error) error {
 	return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON, detail: detail}
 }
 
-// errTooDeep stops a walk at the first value nested beyond maxJSONDepth.
-type errTooDeep struct{ path string }
-
-func (e *errTooDeep) Error() string { return "too deep at " + e.path }
-
-// walkOptions are the decoder's options: duplicate names are the walker's
-// to report, as field errors; an escaped lone surrogate reads as U+FFFD, as
-// encoding/json reads it (raw invalid UTF-8 is refused before).
-var walkOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
-
-// walkDecoders are the walker's decoders, reset for each body.
-var walkDecoders = sync.Pool{New: func() any { return jsontext.NewDecoder(noInput) }}
-
-// noInput is what a pooled decoder is reset to; it is never read.
-var noInput = strings.NewReader("")
-
-type jsonWalker struct {
-	dec  *jsontext.Decoder
-	errs []FieldError
-	// rewrites are the integral numbers at integer fields written in a
-	// form other than an integer, in the order of the body.
-	rewrites []numberRewrite
-}
-
-// numberRewrite replaces buf[start:end] with text.
-type numberRewrite struct {
-	start, end int
-	text       string
-}
-
-// token is one JSON token: its kind ('{', '}', '[', ']', '"' a string,
-// '0' a number, 't', 'f', 'n' null) and, for a string, its value and, for
-// a number, its text.
-type token struct {
-	kind jsontext.Kind
-	text string
-}
-
-// next reads the next token.
-func (w *jsonWalker) next() (token, error) {
-	t, err := w.dec.ReadToken()
-	if err != nil {
-		return token{}, err
+// fieldRefused is the validation_failed problem of the field ptr points to
+// in buf, a well-formed body, named as the API names fields: each name after
+// a dot and each array index in brackets ("baseline.items[3]"). A JSON
+// Pointer does not say which tokens are indexes; a decoder reading buf
+// up to the field's container does, in its stack.
+func fieldRefused(buf []byte, ptr jsontext.Pointer, r valueRefusal) error {
+	dec := jsontext.NewDecoder(bytes.NewBuffer(buf), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	n := strings.Count(string(ptr), "/")
+	for dec.StackDepth() < n || dec.StackPointer() != ptr.Parent() {
+		if _, err := dec.ReadToken(); err != nil {
+			break // not met: name every token
+		}
 	}
-	tok := token{kind: t.Kind()}
-	if tok.kind == '"' || tok.kind == '0' {
-		tok.text = t.String()
+	var path strings.Builder
+	level := 0
+	for tok := range ptr.Tokens() {
+		if level++; level <= dec.StackDepth() {
+			if kind, _ := dec.StackIndex(level); kind == '[' {
+				path.WriteString("[" + tok + "]")
+				continue
+			}
+		}
+		if path.Len() > 0 {
+			path.WriteByte('.')
+		}
+		path.WriteString(tok)
 	}
-	return tok, nil
+	return validationFailed(FieldError{Field: path.String(), Message: string(r)})
 }
 
-// more reports whether the object or array being read has another member
-// (or another token that is an error, which the next read returns).
-func (w *jsonWalker) more() bool {
-	k := w.dec.PeekKind()
-	return k != '}' && k != ']'
-}
-
-func (w *jsonWalker) fail(path, msg string) {
-	if len(w.errs) < maxFieldErrors {
-		w.errs = append(w.errs, FieldError{Field: path, Message: msg})
-	}
-}
-
-var (
-	rawMessageType = reflect.TypeFor[json.RawMessage]()
-	anyType        = reflect.TypeFor[any]()
-)
-
-// value checks the JSON value that starts with tok against type t at path.
-// depth is the nesting level of the value itself (the body is 1). It returns
-// an error only when the walk cannot go on; field problems are collected.
-func (w *jsonWalker) value(tok token, t reflect.Type, path string, depth int) error {
-	for t.Kind() == reflect.Pointer {
+// typeRefusal says what JSON v2 refused of a value: its JSON type, or for
+// a number its range. A refusal by a method of the Go type (a UUID's
+// UnmarshalText) says only that the value is invalid.
+func typeRefusal(sem *json.SemanticError) valueRefusal {
+	t := sem.GoType
+	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if tok.kind == 'n' { // null: the field is absent; required rules decide
-		return nil
+	var r valueRefusal
+	if t != nil {
+		r = kindRefusals[t.Kind()]
 	}
 	switch {
-	case t == rawMessageType || t == anyType:
-		return w.free(tok, path, depth)
-	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem() == anyType:
-		if tok.kind != '{' {
-			w.fail(path, "must be an object")
-		}
-		return w.free(tok, path, depth)
-	case t.Kind() == reflect.Struct:
-		if tok.kind != '{' {
-			w.fail(path, "must be an object")
-			return w.free(tok, path, depth)
-		}
-		return w.object(t, path, depth)
-	case t.Kind() == reflect.Slice:
-		if tok.kind != '[' {
-			w.fail(path, "must be an array")
-			return w.free(tok, path, depth)
-		}
-		if depth > maxJSONDepth {
-			return &errTooDeep{path: path}
-		}
-		for i := 0; w.more(); i++ {
-			elem, err := w.next()
-			if err != nil {
-				return err
-			}
-			if err := w.value(elem, t.Elem(), fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
-				return err
-			}
-		}
-		_, err := w.next() // ]
-		return err
-	case t.Kind() == reflect.String:
-		if tok.kind != '"' {
-			w.fail(path, "must be a string")
-			return w.free(tok, path, depth)
-		}
-		if strings.IndexByte(tok.text, 0) >= 0 {
-			w.fail(path, "must not contain the NUL character")
-		}
-		return nil
-	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
-		if tok.kind != '0' {
-			w.fail(path, "must be an integer")
-			return w.free(tok, path, depth)
-		}
-		n := tok.text
-		i, err := strconv.ParseInt(n, 10, 64)
-		if err != nil {
-			var integral bool
-			if i, integral = integralValue(n); !integral {
-				w.fail(path, "must be an integer")
-				return nil
-			}
-			if i == math.MinInt64 || i == math.MaxInt64 {
-				w.fail(path, "must be an integer in range")
-				return nil
-			}
-			end := int(w.dec.InputOffset())
-			w.rewrites = append(w.rewrites, numberRewrite{start: end - len(n), end: end, text: strconv.FormatInt(i, 10)})
-		}
-		if reflect.Zero(t).OverflowInt(i) {
-			w.fail(path, "must be an integer in range")
-		}
-		return nil
-	case t.Kind() == reflect.Float64:
-		if tok.kind != '0' {
-			w.fail(path, "must be a number")
-			return w.free(tok, path, depth)
-		}
-		if f, err := strconv.ParseFloat(tok.text, 64); err != nil || math.IsInf(f, 0) {
-			w.fail(path, "must be a number in range")
-		}
-		return nil
-	case t.Kind() == reflect.Bool:
-		if tok.kind != 't' && tok.kind != 'f' {
-			w.fail(path, "must be true or false")
-			return w.free(tok, path, depth)
-		}
-		return nil
+	case r == "" || sem.Err != nil && !errors.Is(sem.Err, strconv.ErrSyntax) && !errors.Is(sem.Err, strconv.ErrRange):
+		return refusedInvalid
+	case errors.Is(sem.Err, strconv.ErrRange):
+		return r + " in range"
 	}
-	return w.free(tok, path, depth)
+	return r
 }
 
-// object checks the members of an object decoded into struct type t; the
-// opening brace is already read.
-func (w *jsonWalker) object(t reflect.Type, path string, depth int) error {
-	if depth > maxJSONDepth {
-		return &errTooDeep{path: path}
-	}
-	fields := jsonFields(t)
-	var seen map[string]bool
-	for w.more() {
-		tok, err := w.next()
-		if err != nil {
-			return err
-		}
-		key := tok.text // the decoder guarantees a string key here
-		at := joinPath(path, key)
-		tok, err = w.next()
-		if err != nil {
-			return err
-		}
-		f, known := fields[key]
-		switch {
-		case seen[key]:
-			w.fail(at, "appears more than once")
-		case !known:
-			w.fail(at, "is not a known field")
-		}
-		if seen == nil {
-			seen = map[string]bool{}
-		}
-		seen[key] = true
-		if !known {
-			f = anyType
-		}
-		if err := w.value(tok, f, at, depth+1); err != nil {
-			return err
-		}
-	}
-	_, err := w.next() // }
-	return err
-}
-
-// free checks a free-form value that starts with tok: any JSON at all, but
-// no NUL in strings or keys, no duplicate keys and no nesting beyond
-// maxJSONDepth.
-func (w *jsonWalker) free(tok token, path string, depth int) error {
-	switch tok.kind {
-	case '"':
-		if strings.IndexByte(tok.text, 0) >= 0 {
-			w.fail(path, "must not contain the NUL character")
-		}
-		return nil
-	case '0':
-		// JSON leaves the range open; beyond float64 most readers of the
-		// stored value could not hold it (RFC 8259 §6).
-		if _, err := strconv.ParseFloat(tok.text, 64); err != nil {
-			w.fail(path, "is a number out of range")
-		}
-		return nil
-	case '{', '[':
-		if depth > maxJSONDepth {
-			return &errTooDeep{path: path}
-		}
-		var seen map[string]bool
-		for i := 0; w.more(); i++ {
-			var at string
-			if tok.kind == '{' {
-				name, err := w.next()
-				if err != nil {
-					return err
-				}
-				key := name.text
-				at = joinPath(path, key)
-				if seen == nil {
-					seen = map[string]bool{}
-				}
-				if strings.IndexByte(key, 0) >= 0 {
-					w.fail(at, "must not contain the NUL character in its name")
-				} else if seen[key] {
-					w.fail(at, "appears more than once")
-				}
-				seen[key] = true
-			} else {
-				at = fmt.Sprintf("%s[%d]", path, i)
-			}
-			next, err := w.next()
-			if err != nil {
-				return err
-			}
-			if err := w.free(next, at, depth+1); err != nil {
-				return err
-			}
-		}
-		_, err := w.next() // closing delimiter
-		return err
-	}
-	return nil
-}
-
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// fieldCache maps a struct type to its JSON member names and their types.
-var fieldCache sync.Map // reflect.Type → map[string]reflect.Type
-
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	if m, ok := fieldCache.Load(t); ok {
-		return m.(map[string]reflect.Type)
-	}
-	m := map[string]reflect.Type{}
-	for f := range t.Fields() {
-		if name := jsonName(f); name != "" && f.IsExported() {
-			m[name] = f.Type
-		}
-	}
-	fieldCache.Store(t, m)
-	return m
+// kindRefusals say what JSON a Go kind takes.
+var kindRefusals = map[reflect.Kind]valueRefusal{
+	reflect.Struct: "must be an object", reflect.Map: "must be an object",
+	reflect.Slice: "must be an array", reflect.Array: "must be an array",
+	reflect.String: "must be a string", reflect.Bool: "must be true or false",
+	reflect.Int: "must be an integer", reflect.Int8: "must be an integer", reflect.Int16: "must be an integer",
+	reflect.Int32: "must be an integer", reflect.Int64: "must be an integer",
+	reflect.Uint: "must be an integer", reflect.Uint8: "must be an integer", reflect.Uint16: "must be an integer",
+	reflect.Uint32: "must be an integer", reflect.Uint64: "must be an integer",
+	reflect.Float32: "must be a number", reflect.Float64: "must be a number",
 }
 
 // jsonName returns the JSON member name of a struct field, or "" when the

@@ -125,7 +125,9 @@ func TestCallbackLimitCannotExceedTheBodyLimit(t *testing.T) {
 			Runs:                 st.runs,
 			Starter:              st.starter(t, admission.Config{}),
 			ProviderJobs:         providerjobs.New(pool, st.plane, providerjobs.Config{}),
-			JWTSecret:            testSecret,
+			Dispatches:           st.dispatches,
+			Admission:            admissionFor(t, pool),
+			Verifier:             testVerifier(t, nil),
 			MaxBodyBytes:         tc.body,
 			CallbackMaxBodyBytes: tc.callback,
 		})

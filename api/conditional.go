@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
 )
 
 // Headers of conditional requests (RFC 9110 §13).
@@ -71,7 +72,7 @@ func ifMatch(h http.Header) func(int64) bool {
 // (the row of errs.PreconditionFailed in kindAnswers). Any other err is
 // returned as it is.
 func preconditionFailed(err error) error {
-	if !errors.As(err, new(*savedsearch.VersionMismatchError)) {
+	if !errors.As(err, new(*savedsearch.VersionMismatchError)) && !errors.As(err, new(*schedule.VersionMismatchError)) {
 		return err
 	}
 	return problemFor(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/snapshot"
 )
@@ -52,13 +53,15 @@ func BenchmarkTheEdgeOfAReplay(b *testing.B) {
 		Runs:          noRuns{},
 		Starter:       replayingStarter{res},
 		ProviderJobs:  noProviderJobs{},
-		JWTSecret:     testSecret,
+		Dispatches:    noDispatches{},
+		Admission:     defaultAdmission(b),
+		Verifier:      testVerifier(b, nil),
 		Logger:        slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	tok, err := api.SignToken(testSecret, uuid.New(), "bench", time.Now(), 24*time.Hour)
+	tok, err := auth.SignToken(testSecret, uuid.New(), "bench", time.Now(), 24*time.Hour)
 	if err != nil {
 		b.Fatal(err)
 	}

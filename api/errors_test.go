@@ -18,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/savedsearch"
 )
 
@@ -39,6 +41,11 @@ func TestIdempotencyKeyProblems(t *testing.T) {
 		{"empty quoted", http.Header{"Idempotency-Key": {`""`}}, "invalid_idempotency_key"},
 		{"quoted with parameters", http.Header{"Idempotency-Key": {`"abc";v=1`}}, "invalid_idempotency_key"},
 		{"two headers", http.Header{"Idempotency-Key": {"a", "b"}}, "invalid_idempotency_key"},
+		// One line holding a list: what a proxy may make of two lines
+		// (RFC 9110 §5.3), and what the draft's structured field refuses.
+		{"a list in one header", http.Header{"Idempotency-Key": {"a1, a2"}}, "invalid_idempotency_key"},
+		{"a list without spaces", http.Header{"Idempotency-Key": {"a1,a2"}}, "invalid_idempotency_key"},
+		{"a list of strings", http.Header{"Idempotency-Key": {`"a1", "a2"`}}, "invalid_idempotency_key"},
 	}
 	for _, tt := range tests {
 		for _, path := range []string{"/v1/saved-searches/" + ss.ID.String() + "/start", "/v1/runs"} {
@@ -159,6 +166,43 @@ func TestValidationFailedNamesTheFields(t *testing.T) {
 	}
 	if n := b.count(`SELECT count(*) FROM agent.runs`); n != 0 {
 		t.Errorf("%d runs admitted by refused requests, want 0", n)
+	}
+}
+
+// TestListCursorsAreReadByTheOneDecoder sends every API list a cursor in
+// the cursors' own format with an instant PostgreSQL cannot hold (before
+// 4713 BC) and ones just past the range the decoder takes: each is refused
+// as the cursor (400 validation_failed naming the field "cursor"), before
+// any SQL, as the console refuses it. A cursor at either end of the range
+// is taken (200).
+func TestListCursorsAreReadByTheOneDecoder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ss := b.seedSavedSearch(seedOpts{})
+	at := func(t time.Time) string { return keyset.Encode(keyset.Position{CreatedAt: t, ID: uuid.New()}) }
+	for _, list := range []string{"/v1/saved-searches", "/v1/runs", "/v1/saved-searches/" + ss.ID.String() + "/snapshots",
+		"/v1/saved-searches/" + ss.ID.String() + "/occurrences"} {
+		for _, c := range []struct {
+			name, cursor string
+			want         int
+		}{
+			{"an instant before 4713 BC", at(time.UnixMicro(-211_000_000_000_000_000)), http.StatusBadRequest},
+			{"one microsecond before the first instant", at(keyset.MinInstant.Add(-time.Microsecond)), http.StatusBadRequest},
+			{"one microsecond after the last instant", at(keyset.MaxInstant.Add(time.Microsecond)), http.StatusBadRequest},
+			{"the first instant", at(keyset.MinInstant), http.StatusOK},
+			{"the last instant", at(keyset.MaxInstant), http.StatusOK},
+		} {
+			res := b.do(req{method: http.MethodGet, path: list + "?cursor=" + c.cursor})
+			if res.status != c.want {
+				t.Errorf("GET %s with %s = %d %s, want %d", list, c.name, res.status, res.body, c.want)
+				continue
+			}
+			if c.want == http.StatusBadRequest {
+				if p := res.problem(t); p.Code != "validation_failed" || len(p.Errors) != 1 || p.Errors[0].Field != "cursor" {
+					t.Errorf("GET %s with %s = %s, want validation_failed naming the cursor", list, c.name, res.body)
+				}
+			}
+		}
 	}
 }
 
@@ -302,7 +346,7 @@ func TestTenantIsolationOnEveryRoute(t *testing.T) {
 // principalOrg reads the org_id of a token the tests signed.
 func principalOrg(t *testing.T, token string) uuid.UUID {
 	t.Helper()
-	var c api.Claims
+	var c auth.Claims
 	if _, _, err := jwt.NewParser().ParseUnverified(token, &c); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"runtime"
 	"slices"
@@ -22,48 +23,59 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/console"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/migrations"
+	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/sessions"
+	"github.com/searchd/searchd/sweeper"
 )
 
-// TestFairnessBench measures what one organization hammering lists and
-// starts costs another organization: the victim's p99 latency of a new
-// start and of a replay, alone and beside the hammer, on a durable
-// PostgreSQL (fsync, synchronous_commit and full_page_writes on, a cluster
-// of its own). The server is built as cmd/searchd builds it: a pool of 16
-// (DefaultDBMaxConns) with a 5 s statement timeout. It runs the hammer
-// three times: against the server's limits at their defaults (the
-// per-organization cap for that pool, 4, and the heaviest organization
-// giving way while the processors are saturated, budget
-// DefaultMaxInFlight), against the cap alone, and with neither, so each
-// part is visible. Rounds alternate the four phases; it prints the
-// medians of each phase's p99 and their ratios to alone (target: at most
-// 2x with the limits).
+// TestFairnessBench measures what one organization hammering the server
+// costs another, at the defaults a user gets: searchd serve's pool of 16
+// (DefaultDBMaxConns) with its 15 s statement timeout, and the admission
+// queue at its defaults (seats the pool's size, fairq.DefaultQueueLength
+// per flow, fairq.DefaultMaxWait), shared by the API and the console as
+// cmd/searchd shares it, on a durable PostgreSQL of its own (fsync,
+// synchronous_commit and full_page_writes on). It prints every limit
+// setting first.
 //
-//	SEARCHD_BENCH=1 go test -run TestFairnessBench -v ./api/
+// A light organization makes sequential new starts (one client, a fresh
+// Idempotency-Key each, 201 expected). Each round has three phases: the
+// light organization alone; beside a heavy organization whose clients
+// hammer the API (lists of 200 saved searches, Runs and snapshots, and
+// new starts of saved searches with 2000-item baselines, round robin);
+// and beside the same clients reading the console's largest page (a saved
+// search with its 2000-item baseline and its snapshot timeline). The
+// heavy clients ignore Retry-After: a 429 is retried at once. It prints,
+// per phase, the median over the rounds of the light organization's p50
+// and p99 and their ratio to alone, the light organization's 429s
+// (target 0), and the heavy organization's 2xx per second and share of
+// its answers that were 2xx.
 //
-// SEARCHD_BENCH_ROUNDS (5), SEARCHD_BENCH_SECONDS (4, per phase),
-// SEARCHD_BENCH_HAMMERS (16 hammer clients), SEARCHD_BENCH_VICTIMS (2
-// victim clients), SEARCHD_BENCH_ORG_CAP (the cap under test, default
-// DefaultOrgMaxInFlight) and SEARCHD_BENCH_BUDGET (default
-// DefaultMaxInFlight()) size it. A hammer client that meets 429 retries after
-// 10 ms, ignoring Retry-After, as an impatient client would.
+//	SEARCHD_BENCH=1 go test -run '^TestFairnessBench$' -v ./api/
+//
+// SEARCHD_BENCH_ROUNDS (3), SEARCHD_BENCH_SECONDS (4, per phase) and
+// SEARCHD_BENCH_HAMMERS (32 heavy clients) size it. SEARCHD_BENCH_SEATS
+// changes the seats from the default (the pool's size), to compare; the
+// output then says so.
 func TestFairnessBench(t *testing.T) {
 	if os.Getenv("SEARCHD_BENCH") == "" {
 		t.Skip("a benchmark: set SEARCHD_BENCH=1 to run it")
 	}
 	var (
-		rounds  = benchEnv("SEARCHD_BENCH_ROUNDS", 5)
+		rounds  = benchEnv("SEARCHD_BENCH_ROUNDS", 3)
 		phase   = time.Duration(benchEnv("SEARCHD_BENCH_SECONDS", 4)) * time.Second
-		hammers = benchEnv("SEARCHD_BENCH_HAMMERS", 16)
-		victims = benchEnv("SEARCHD_BENCH_VICTIMS", 2)
-		orgCap  = benchEnv("SEARCHD_BENCH_ORG_CAP", api.DefaultOrgMaxInFlight)
-		budget  = benchEnv("SEARCHD_BENCH_BUDGET", api.DefaultMaxInFlight())
+		hammers = benchEnv("SEARCHD_BENCH_HAMMERS", 32)
+		seats   = benchEnv("SEARCHD_BENCH_SEATS", 0)
 		ctx     = context.Background()
 	)
+	const poolSize = 16 // cmd/searchd's DefaultDBMaxConns
 	dir, err := os.MkdirTemp("", "searchd-fairness-")
 	if err != nil {
 		t.Fatal(err)
@@ -99,78 +111,99 @@ func TestFairnessBench(t *testing.T) {
 		t.Fatalf("the cluster is not durable: %s", settings)
 	}
 
-	// The hammer's organization: 200 saved searches, each with a 2000-item
-	// baseline, so its starts copy 100 KB and its lists are full pages.
-	hammerOrg, victimOrg := uuid.New(), uuid.New()
+	// The heavy organization: 200 saved searches, each with a 2000-item
+	// baseline, so its starts copy 100 KB and its pages are large.
+	heavyOrg, lightOrg := uuid.New(), uuid.New()
 	store := savedsearch.NewStore(admin)
-	var hammerSearches []uuid.UUID
+	var heavySearches []uuid.UUID
 	for i := range 200 {
 		items := make([]string, 2000)
 		for j := range items {
 			items[j] = fmt.Sprintf("https://example.com/results/%d/%d", i, j)
 		}
-		ss, err := store.Create(ctx, hammerOrg, savedsearch.CreateParams{Name: fmt.Sprintf("hammer %d", i),
+		ss, err := store.Create(ctx, heavyOrg, savedsearch.CreateParams{Name: fmt.Sprintf("heavy %d", i),
 			Brief: savedsearch.Brief{Query: "everything"}, Baseline: savedsearch.Baseline{Items: items}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		hammerSearches = append(hammerSearches, ss.ID)
+		heavySearches = append(heavySearches, ss.ID)
 	}
-	victimSearch, err := store.Create(ctx, victimOrg, savedsearch.CreateParams{Name: "victim",
+	lightSearch, err := store.Create(ctx, lightOrg, savedsearch.CreateParams{Name: "light",
 		Brief: savedsearch.Brief{Query: "one thing"}, Baseline: savedsearch.Baseline{Items: []string{"a", "b"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	newServer := func(orgMax, budget int) (string, func()) {
-		cfg, err := pgxpool.ParseConfig(dbURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.MaxConns = 16
-		cfg.ConnConfig.RuntimeParams["statement_timeout"] = "5000"
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := newStores(pool, nil)
-		srv, err := api.New(api.Deps{
-			Ready: readiness.Pool(pool), Plane: st.plane, SavedSearches: st.searches, Snapshots: st.snapshots,
-			Runs: st.runs, Starter: st.starter(t, admission.Config{}),
-			ProviderJobs: providerjobs.New(pool, st.plane, providerjobs.Config{}),
-			JWTSecret:    testSecret, Logger: slog.New(slog.DiscardHandler), OrgMaxInFlight: orgMax, MaxInFlight: budget,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts := httptest.NewServer(srv.Handler())
-		return ts.URL, func() { ts.Close(); pool.Close() }
+	// The server as cmd/searchd builds it: one pool, one admission queue
+	// at its defaults for the API and the console, the console mounted
+	// beside the API.
+	pcfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The server as cmd/searchd builds it (the cap and the fair share of
-	// the budget), one with the cap alone, and one with neither.
-	servers := map[string]string{}
-	for name, limits := range map[string][2]int{"shared": {orgCap, budget}, "capped": {orgCap, 1 << 20}, "uncapped": {1 << 20, 1 << 20}} {
-		url, closeServer := newServer(limits[0], limits[1])
-		defer closeServer()
-		servers[name] = url
+	pcfg.MaxConns = poolSize
+	pcfg.ConnConfig.RuntimeParams["statement_timeout"] = "15000"
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	capped := servers["shared"]
+	defer pool.Close()
+	seatsNote := "(the pool's size)"
+	if seats == 0 {
+		seats = poolSize
+	} else {
+		seatsNote = "(CHANGED by SEARCHD_BENCH_SEATS, to compare with the default, the pool's size)"
+	}
+	queue, err := fairq.New(fairq.Config{Seats: seats})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newStores(pool, nil)
+	jobs := providerjobs.New(pool, st.plane, providerjobs.Config{})
+	srv, err := api.New(api.Deps{
+		Ready: readiness.Pool(pool), Plane: st.plane, SavedSearches: st.searches, Snapshots: st.snapshots,
+		Runs: st.runs, Starter: st.starter(t, admission.Config{}), ProviderJobs: jobs, Dispatches: st.dispatches,
+		Verifier: testVerifier(t, nil), Logger: slog.New(slog.DiscardHandler), Admission: queue,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	con, err := console.New(console.Deps{
+		SavedSearches: st.searches, Snapshots: st.snapshots, Runs: st.runs, ProviderJobs: jobs,
+		JobAudit: providerjobs.NewAudit(pool), Operator: operator.NewStore(pool, nil),
+		SweeperRuns: sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil), Dispatches: st.dispatches,
+		Sessions: sessions.NewStore(pool, nil), TokenSignIn: true, Verifier: testVerifier(t, nil),
+		Logger: slog.New(slog.DiscardHandler), Admission: queue,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(con.Mount(srv.Handler()))
+	defer ts.Close()
+	base := ts.URL
 
 	token := func(org uuid.UUID) string {
-		tok, err := api.SignToken(testSecret, org, "bench", time.Now(), 2*time.Hour)
+		tok, err := auth.SignToken(testSecret, org, "bench", time.Now(), 2*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return "Bearer " + tok
+		return tok
 	}
-	hammerAuth, victimAuth := token(hammerOrg), token(victimOrg)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-	call := func(method, url, auth, key string) (int, error) {
-		r, err := http.NewRequest(method, url, nil)
+	heavyTok, lightAuth := token(heavyOrg), "Bearer "+token(lightOrg)
+	heavyAuth := "Bearer " + heavyTok
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	call := func(method, path, auth, cookie, key string) (int, error) {
+		r, err := http.NewRequest(method, base+path, nil)
 		if err != nil {
 			return 0, err
 		}
-		r.Header.Set("Authorization", auth)
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		if cookie != "" {
+			r.AddCookie(&http.Cookie{Name: "searchd_console", Value: cookie})
+		}
 		if key != "" {
 			r.Header.Set("Idempotency-Key", key)
 		}
@@ -182,21 +215,40 @@ func TestFairnessBench(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode, nil
 	}
-	// Runs and snapshots for the hammer's lists to page through.
+	// Runs and snapshots for the heavy lists and the console's timeline.
 	for i := range 400 {
-		if _, err := call(http.MethodPost, capped+"/v1/saved-searches/"+hammerSearches[i%10].String()+"/start",
-			hammerAuth, "seed-"+strconv.Itoa(i)); err != nil {
+		if _, err := call(http.MethodPost, "/v1/saved-searches/"+heavySearches[i%10].String()+"/start",
+			heavyAuth, "", "seed-"+strconv.Itoa(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := admin.Exec(ctx, `ANALYZE`); err != nil {
 		t.Fatal(err)
 	}
+	// The console's session: the heavy organization's token as a cookie.
+	res, err := client.PostForm(base+"/console/sign-in", url.Values{"token": {heavyTok}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	var session string
+	for _, c := range res.Cookies() {
+		if c.Name == "searchd_console" {
+			session = c.Value
+		}
+	}
+	if res.StatusCode != http.StatusSeeOther || session == "" {
+		t.Fatalf("console sign-in = %d, session cookie %q", res.StatusCode, session)
+	}
+	consolePage := "/console/saved-searches/" + heavySearches[0].String()
+	if status, err := call(http.MethodGet, consolePage, "", session, ""); err != nil || status != http.StatusOK {
+		t.Fatalf("GET %s = %d, %v", consolePage, status, err)
+	}
 
 	var keySeq atomic.Int64
-	// hammer runs clients against base until stop closes: lists of every
-	// kind at the largest page, and new starts, round robin.
-	hammer := func(base string, stop <-chan struct{}, limited *atomic.Int64, wg *sync.WaitGroup) {
+	type heavyCount struct{ ok, refused, other atomic.Int64 }
+	// hammer runs clients until stop closes, on the API or the console.
+	hammer := func(door string, stop <-chan struct{}, n *heavyCount, wg *sync.WaitGroup) {
 		for c := range hammers {
 			wg.Go(func() {
 				for i := c; ; i++ {
@@ -207,121 +259,123 @@ func TestFairnessBench(t *testing.T) {
 					}
 					var status int
 					var err error
-					switch i % 4 {
-					case 0:
-						status, err = call(http.MethodGet, base+"/v1/saved-searches?limit=200", hammerAuth, "")
-					case 1:
-						status, err = call(http.MethodGet, base+"/v1/runs?limit=200", hammerAuth, "")
-					case 2:
-						status, err = call(http.MethodGet, base+"/v1/saved-searches/"+hammerSearches[i%10].String()+"/snapshots?limit=200", hammerAuth, "")
+					switch {
+					case door == "console":
+						status, err = call(http.MethodGet, consolePage, "", session, "")
+					case i%4 == 0:
+						status, err = call(http.MethodGet, "/v1/saved-searches?limit=200", heavyAuth, "", "")
+					case i%4 == 1:
+						status, err = call(http.MethodGet, "/v1/runs?limit=200", heavyAuth, "", "")
+					case i%4 == 2:
+						status, err = call(http.MethodGet, "/v1/saved-searches/"+heavySearches[i%10].String()+"/snapshots?limit=200", heavyAuth, "", "")
 					default:
-						status, err = call(http.MethodPost, base+"/v1/saved-searches/"+hammerSearches[i%200].String()+"/start",
-							hammerAuth, "h-"+strconv.FormatInt(keySeq.Add(1), 10))
+						status, err = call(http.MethodPost, "/v1/saved-searches/"+heavySearches[i%200].String()+"/start",
+							heavyAuth, "", "h-"+strconv.FormatInt(keySeq.Add(1), 10))
 					}
-					if err != nil {
+					switch {
+					case err != nil:
 						t.Error(err)
 						return
-					}
-					if status == http.StatusTooManyRequests {
-						limited.Add(1)
-						time.Sleep(10 * time.Millisecond)
+					case status >= 200 && status < 300:
+						n.ok.Add(1)
+					case status == http.StatusTooManyRequests:
+						n.refused.Add(1) // Retry-After ignored: again at once
+					default:
+						n.other.Add(1)
 					}
 				}
 			})
 		}
 	}
-	// victim measures new starts and replays of its own organization for d.
-	victim := func(base string, d time.Duration) (starts, replays []time.Duration) {
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		end := time.Now().Add(d)
-		for range victims {
-			wg.Go(func() {
-				for time.Now().Before(end) {
-					key := "v-" + strconv.FormatInt(keySeq.Add(1), 10)
-					url := base + "/v1/saved-searches/" + victimSearch.ID.String() + "/start"
-					for i, want := range []int{http.StatusCreated, http.StatusOK} {
-						began := time.Now()
-						status, err := call(http.MethodPost, url, victimAuth, key)
-						took := time.Since(began)
-						if err != nil || status != want {
-							t.Errorf("victim start %d = %d, %v; want %d", i, status, err, want)
-							return
-						}
-						mu.Lock()
-						if i == 0 {
-							starts = append(starts, took)
-						} else {
-							replays = append(replays, took)
-						}
-						mu.Unlock()
-					}
-				}
-			})
+	// light makes sequential new starts for d; it returns their latencies
+	// and how many answered 429.
+	light := func(d time.Duration) (lat []time.Duration, refused int) {
+		path := "/v1/saved-searches/" + lightSearch.ID.String() + "/start"
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			began := time.Now()
+			status, err := call(http.MethodPost, path, lightAuth, "", "l-"+strconv.FormatInt(keySeq.Add(1), 10))
+			took := time.Since(began)
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case status == http.StatusTooManyRequests:
+				refused++
+			case status != http.StatusCreated:
+				t.Fatalf("light start = %d, want 201", status)
+			default:
+				lat = append(lat, took)
+			}
 		}
-		wg.Wait()
-		return starts, replays
+		return lat, refused
 	}
-	type phaseResult struct{ start, replay []float64 }
-	phases := []string{"alone", "shared", "capped", "uncapped"}
+	type phaseResult struct {
+		p50, p99     []float64
+		lightRefused int
+		heavy        heavyCount
+		seconds      float64
+	}
+	phases := []string{"alone", "api", "console"}
 	results := map[string]*phaseResult{}
-	limited := map[string]*atomic.Int64{}
 	for _, name := range phases {
-		results[name], limited[name] = &phaseResult{}, &atomic.Int64{}
+		results[name] = &phaseResult{}
 	}
 	for r := range rounds {
 		for _, name := range phases {
-			base, limited := servers[name], limited[name]
-			if name == "alone" {
-				base = servers["shared"]
-			}
+			res := results[name]
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			if name != "alone" {
-				hammer(base, stop, limited, &wg)
-				time.Sleep(300 * time.Millisecond) // let the hammer fill the pool
+				hammer(name, stop, &res.heavy, &wg)
+				time.Sleep(300 * time.Millisecond) // let the heavy clients fill the seats
 			}
-			starts, replays := victim(base, phase)
+			lat, refused := light(phase)
 			close(stop)
 			wg.Wait()
 			if t.Failed() {
 				t.FailNow()
 			}
-			res := results[name]
-			res.start = append(res.start, ms(p99(starts)))
-			res.replay = append(res.replay, ms(p99(replays)))
-			t.Logf("round %d %-8s: start p99 %.1f ms (%d), replay p99 %.1f ms (%d)",
-				r+1, name, ms(p99(starts)), len(starts), ms(p99(replays)), len(replays))
+			res.p50 = append(res.p50, ms(quantile(lat, 0.50)))
+			res.p99 = append(res.p99, ms(quantile(lat, 0.99)))
+			res.lightRefused += refused
+			res.seconds += (phase + 300*time.Millisecond).Seconds()
+			t.Logf("round %d %-8s: light p50 %.1f ms, p99 %.1f ms (%d starts, %d refused)",
+				r+1, name, ms(quantile(lat, 0.50)), ms(quantile(lat, 0.99)), len(lat), refused)
 		}
 	}
 	med := func(xs []float64) float64 { s := slices.Clone(xs); slices.Sort(s); return s[len(s)/2] }
-	alone := results["alone"]
-	fmt.Printf("\nfairness: %d rounds of %s per phase, %d hammer clients (lists of 200 and starts of a 2000-item saved search), %d victim clients, pool 16, org cap %d, budget %d, GOMAXPROCS %d\n",
-		rounds, phase, hammers, victims, orgCap, budget, runtime.GOMAXPROCS(0))
+	fmt.Printf("\nfairness: limits: admission seats %d %s, queue length %d per flow, max wait %s "+
+		"(fairq's defaults, as searchd serve); pool %d (DefaultDBMaxConns), statement_timeout 15s; nothing else changed\n",
+		queue.Seats(), seatsNote, queue.QueueLength(), queue.MaxWait(), poolSize)
+	fmt.Printf("fairness: %d rounds of %s per phase; light: 1 client, sequential new starts; heavy: %d clients ignoring Retry-After "+
+		"(API: lists of 200 and starts of 2000-item saved searches; console: its saved-search page, 2000 items and the timeline); GOMAXPROCS %d\n",
+		rounds, phase, hammers, runtime.GOMAXPROCS(0))
 	fmt.Printf("fairness: database %s\n", settings)
-	fmt.Printf("| victim p99 (median of rounds) | alone | hammer, cap %d + fair share of %d | ratio | hammer, cap %d only | ratio | hammer, no limits | ratio | target |\n", orgCap, budget, orgCap)
+	fmt.Printf("| heavy door | light p50 | ratio | light p99 | ratio | light 429s | heavy 2xx/s | heavy 2xx share | target |\n")
 	fmt.Printf("|---|---|---|---|---|---|---|---|---|\n")
-	for _, m := range []struct {
-		name string
-		get  func(*phaseResult) []float64
-	}{
-		{"new start", func(p *phaseResult) []float64 { return p.start }},
-		{"replay", func(p *phaseResult) []float64 { return p.replay }},
-	} {
-		a, sh, c, u := med(m.get(alone)), med(m.get(results["shared"])), med(m.get(results["capped"])), med(m.get(results["uncapped"]))
-		fmt.Printf("| %s | %.1f ms | %.1f ms | %.2f× | %.1f ms | %.2f× | %.1f ms | %.2f× | ≤ 2× with the limits |\n", m.name, a, sh, sh/a, c, c/a, u, u/a)
+	alone := results["alone"]
+	for _, name := range phases {
+		res := results[name]
+		p50, p99 := med(res.p50), med(res.p99)
+		heavy := "—"
+		share := "—"
+		if name != "alone" {
+			ok, all := res.heavy.ok.Load(), res.heavy.ok.Load()+res.heavy.refused.Load()+res.heavy.other.Load()
+			heavy = fmt.Sprintf("%.0f", float64(ok)/res.seconds)
+			share = fmt.Sprintf("%.1f%% (%d 429, %d other)", 100*float64(ok)/float64(max(all, 1)), res.heavy.refused.Load(), res.heavy.other.Load())
+		}
+		fmt.Printf("| %s | %.1f ms | %.2f× | %.1f ms | %.2f× | %d | %s | %s | light 0 × 429 |\n",
+			map[string]string{"alone": "none (alone)", "api": "API", "console": "console"}[name],
+			p50, p50/med(alone.p50), p99, p99/med(alone.p99), res.lightRefused, heavy, share)
 	}
-	fmt.Printf("fairness: hammer requests refused 429: %d with cap and share, %d with the cap only, %d without\n",
-		limited["shared"].Load(), limited["capped"].Load(), limited["uncapped"].Load())
 }
 
-func p99(ds []time.Duration) time.Duration {
+func quantile(ds []time.Duration, q float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	return s[min(len(s)-1, len(s)*99/100)]
+	return s[min(len(s)-1, int(float64(len(s))*q))]
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

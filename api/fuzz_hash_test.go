@@ -20,6 +20,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/jsonforms"
 	"github.com/searchd/searchd/runs"
 )
@@ -69,6 +70,7 @@ type (
 	noSnapshots     struct{ api.Snapshots }
 	noRuns          struct{ api.Runs }
 	noProviderJobs  struct{ api.ProviderJobs }
+	noDispatches    struct{ api.Dispatches }
 )
 
 // hashRig is a handler whose Starter records, and a token for it.
@@ -88,12 +90,14 @@ func newHashRig(t testing.TB) *hashRig {
 		Runs:          noRuns{},
 		Starter:       st,
 		ProviderJobs:  noProviderJobs{},
-		JWTSecret:     testSecret,
+		Dispatches:    noDispatches{},
+		Admission:     defaultAdmission(t),
+		Verifier:      testVerifier(t, nil),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := api.SignToken(testSecret, uuid.New(), "fuzzer", time.Now(), 24*time.Hour)
+	tok, err := auth.SignToken(testSecret, uuid.New(), "fuzzer", time.Now(), 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
@@ -75,7 +76,7 @@ func pathID(c echo.Context) (uuid.UUID, error) {
 	return id, nil
 }
 
-// Ceilings of list answers, in bytes, as the README and the OpenAPI
+// Ceilings of list answers, in bytes, as docs/api.md and the OpenAPI
 // document state them. Each follows from the bounded fields of its items
 // (names of 200 and queries of 2000 characters, notes of 500, actors of 255
 // bytes, every character escaped at most six bytes wide) times
@@ -206,11 +207,6 @@ func (s *Server) getSavedSearch(c echo.Context) error {
 // MediaTypeMergePatch is the Content-Type of an RFC 7396 merge patch.
 const MediaTypeMergePatch = "application/merge-patch+json"
 
-// mergePatchAttempts bounds how often a merge patch without If-Match is
-// reapplied when another writer changed the saved search between the
-// read it was applied to and the write.
-const mergePatchAttempts = 5
-
 // updateSavedSearch changes the name and/or the brief. With
 // application/json a body sets name and/or brief, each replacing the whole
 // value; a body that sets neither is refused: "name and/or brief" means at
@@ -257,10 +253,10 @@ type savedSearchPatch struct {
 }
 
 // mergePatchSavedSearch applies an RFC 7396 merge patch to the name and
-// brief of saved search id. The patch is applied to the saved search as
-// read, and the write is conditional on the version read: a writer in
-// between makes it read and apply again (with If-Match, the client's
-// precondition decides instead, 412).
+// brief of saved search id. The store applies it to the saved search as
+// stored under its row lock, so concurrent edits of one saved search apply
+// one after another and a patch without If-Match always applies; with
+// If-Match, the client's precondition is judged under the same lock (412).
 func (s *Server) mergePatchSavedSearch(c echo.Context, id uuid.UUID) error {
 	var body savedSearchPatch
 	if err := s.decodeBody(c, &body, bodyMandatory); err != nil {
@@ -282,56 +278,50 @@ func (s *Server) mergePatchSavedSearch(c echo.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	ctx, org := c.Request().Context(), principal(c).OrganizationID
-	clientMatch := ifMatch(c.Request().Header)
-	for attempt := 1; ; attempt++ {
-		cur, err := s.savedSearches.Get(ctx, org, id)
-		if err != nil {
-			return err
-		}
-		if clientMatch != nil && !clientMatch(cur.Version) {
-			return preconditionFailed(&savedsearch.VersionMismatchError{Current: cur.Version})
-		}
-		doc, err := json.Marshal(struct {
-			Name  string            `json:"name"`
-			Brief savedsearch.Brief `json:"brief"`
-		}{cur.Name, cur.Brief})
-		if err != nil {
-			return err
-		}
-		merged, err := jsonpatch.MergePatch(doc, raw)
-		if err != nil {
-			return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-				detail: "the merge patch could not be applied: " + err.Error()}
-		}
-		var req savedsearch.UpdateParams
-		if err := checkJSON(merged, reflect.TypeOf(&req)); err != nil {
-			return err
-		}
-		if err := json.Unmarshal(merged, &req); err != nil {
-			return validationFailed(FieldError{Field: "", Message: "the patched saved search is invalid"})
-		}
-		switch {
-		case req.Name == nil:
-			return validationFailed(FieldError{Field: "name", Message: "is required: the patch may not remove it"})
-		case req.Brief == nil:
-			return validationFailed(FieldError{Field: "brief", Message: "is required: the patch may not remove it"})
-		}
-		if err := validate.Struct(&req); err != nil {
-			return validationProblem(err)
-		}
-		read := cur.Version
-		req.IfMatch = func(v int64) bool { return v == read }
-		ss, err := s.savedSearches.Update(ctx, org, id, req)
-		if errors.Is(err, savedsearch.ErrVersionMismatch) && clientMatch == nil && attempt < mergePatchAttempts {
-			continue
-		}
-		if err != nil {
-			return preconditionFailed(err)
-		}
-		setETag(c, ss)
-		return c.JSON(http.StatusOK, ss)
+	ss, err := s.savedSearches.UpdateFunc(c.Request().Context(), principal(c).OrganizationID, id,
+		ifMatch(c.Request().Header), func(cur *savedsearch.SavedSearch) (savedsearch.UpdateParams, error) {
+			return mergePatch(cur, raw)
+		})
+	if err != nil {
+		return preconditionFailed(err)
 	}
+	setETag(c, ss)
+	return c.JSON(http.StatusOK, ss)
+}
+
+// mergePatch returns the change the merge patch raw makes to cur: the
+// patched name and brief, checked as a request body is. Its errors are
+// the API's answers.
+func mergePatch(cur *savedsearch.SavedSearch, raw []byte) (savedsearch.UpdateParams, error) {
+	var req savedsearch.UpdateParams
+	doc, err := json.Marshal(struct {
+		Name  string            `json:"name"`
+		Brief savedsearch.Brief `json:"brief"`
+	}{cur.Name, cur.Brief})
+	if err != nil {
+		return req, err
+	}
+	merged, err := jsonpatch.MergePatch(doc, raw)
+	if err != nil {
+		return req, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
+			detail: "the merge patch could not be applied: " + err.Error()}
+	}
+	if err := checkJSON(merged, reflect.TypeOf(&req)); err != nil {
+		return req, err
+	}
+	if err := json.Unmarshal(merged, &req); err != nil {
+		return req, validationFailed(FieldError{Field: "", Message: "the patched saved search is invalid"})
+	}
+	switch {
+	case req.Name == nil:
+		return req, validationFailed(FieldError{Field: "name", Message: "is required: the patch may not remove it"})
+	case req.Brief == nil:
+		return req, validationFailed(FieldError{Field: "brief", Message: "is required: the patch may not remove it"})
+	}
+	if err := validate.Struct(&req); err != nil {
+		return req, validationProblem(err)
+	}
+	return req, nil
 }
 
 // replaceBaseline replaces the whole baseline; If-Match makes it
@@ -549,11 +539,20 @@ func (s *Server) getRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	run, err := s.runs.Get(c.Request().Context(), principal(c).OrganizationID, id)
+	ctx, org := c.Request().Context(), principal(c).OrganizationID
+	run, err := s.runs.Get(ctx, org, id)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, run)
+	d, err := s.dispatches.Get(ctx, org, id)
+	if err != nil && !errors.Is(err, dispatch.ErrNotFound) {
+		return err
+	}
+	b, err := runWithDispatch(run, d)
+	if err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
 }
 
 // idempotencyKey reads the request's Idempotency-Key header as a problem.

@@ -17,8 +17,8 @@ var (
 	// errKeyMissing reports a request without an Idempotency-Key header.
 	errKeyMissing = errors.New("the Idempotency-Key header is required")
 	// errKeyInvalid reports an Idempotency-Key header the API refuses.
-	errKeyInvalid = errors.New("the Idempotency-Key header must be 1 to 255 printable ASCII characters, " +
-		"optionally as a quoted string; a space may not start or end it")
+	errKeyInvalid = errors.New("the Idempotency-Key header must be one key of 1 to 255 printable ASCII characters, " +
+		"optionally as a quoted string; a space may not start or end it, and a comma only appears in the quoted form")
 )
 
 // idempotencyKey reads the Idempotency-Key header of h. It returns
@@ -41,7 +41,11 @@ func idempotencyKey(h http.Header) (string, error) {
 //
 // A value is accepted in two forms:
 //
-//   - bare: the value itself is the key;
+//   - bare: the value itself is the key, which holds no comma: a comma
+//     makes the value a list, which is what the draft's structured field
+//     (an Item, never a List) refuses, and what an intermediary may make
+//     of two header lines by joining them (RFC 9110 §5.3), so which key
+//     the client meant is a guess;
 //   - quoted: a structured-field string (RFC 8941 §3.3.3), the form the IETF
 //     Idempotency-Key draft specifies, such as "8e03978e-40d5". The quotes are
 //     removed and the escapes \" and \\ are undone. A value that starts with
@@ -61,6 +65,8 @@ func ParseIdempotencyKey(value string) (string, error) {
 		if key, ok = unquoteSFString(v); !ok {
 			return "", errKeyInvalid
 		}
+	} else if strings.Contains(v, ",") {
+		return "", errKeyInvalid
 	}
 	if key == "" || len(key) > MaxIdempotencyKeyLen || key[0] == ' ' || key[len(key)-1] == ' ' {
 		return "", errKeyInvalid

@@ -23,6 +23,8 @@ func TestParseIdempotencyKey(t *testing.T) {
 		{" abc\t", "abc"},
 		{"a b", "a b"},
 		{`"a b"`, "a b"},
+		{`"a1, a2"`, "a1, a2"}, // one string that holds a comma
+		{`","`, ","},
 		{`a"b`, `a"b`},
 		{long, long},
 		{`"` + long + `"`, long},
@@ -45,6 +47,15 @@ func TestParseIdempotencyKey(t *testing.T) {
 		{"a\x7fb", ""},
 		{"clé", ""},
 		{"\"ab\x01\"", ""},
+		// A list in one header: two keys, or a proxy's join of two lines.
+		{"a1, a2", ""},
+		{"a1,a2", ""},
+		{"a1,", ""},
+		{",a2", ""},
+		{",", ""},
+		{`"a1", "a2"`, ""},
+		{`"a1",a2`, ""},
+		{`a1, "a2"`, ""},
 	}
 	for _, tt := range tests {
 		got, err := api.ParseIdempotencyKey(tt.in)
@@ -75,6 +86,7 @@ func FuzzParseIdempotencyKey(f *testing.F) {
 		"\t" + strings.Repeat("k", 255) + " ", "a b", " a b ", `" a"`, `"a "`,
 		"clé", "\u00e9", "\xff", "\xc3\xa9", "\U0001F600", `"é"`, "a\x7fb", "a\x1fb", "\x20", "~", "!", `"~"`,
 		"a\r\nb", "a\nb", "\x00\"abc\"",
+		"a1, a2", "a1,a2", ",", `"a1, a2"`, `"a1", "a2"`, `a1, "a2"`, `","`,
 	} {
 		f.Add(s)
 	}
@@ -102,11 +114,21 @@ func FuzzParseIdempotencyKey(f *testing.F) {
 		if again, err := api.ParseIdempotencyKey(" \t" + in + "\t "); err != nil || again != key {
 			t.Fatalf("ParseIdempotencyKey(%q with white space around) = %q, %v; want %q", in, again, err, key)
 		}
-		// A key that does not start with a quote is its own bare form.
-		if key[0] != '"' {
-			if again, err := api.ParseIdempotencyKey(key); err != nil || again != key {
+		// A key that does not start with a quote is its own bare form,
+		// unless it holds a comma: bare, that is a list, and refused.
+		switch again, err := api.ParseIdempotencyKey(key); {
+		case strings.Contains(key, ","):
+			if err == nil {
+				t.Fatalf("ParseIdempotencyKey(%q) = %q, want the bare list refused", key, again)
+			}
+		case key[0] != '"':
+			if err != nil || again != key {
 				t.Fatalf("ParseIdempotencyKey(%q) = %q, %v; want the bare key back", key, again, err)
 			}
+		}
+		// Accepted, the value is one key: bare, it holds no comma.
+		if v := strings.Trim(in, " \t"); !strings.HasPrefix(v, `"`) && strings.Contains(v, ",") {
+			t.Fatalf("ParseIdempotencyKey(%q) = %q: a bare list taken as one key", in, key)
 		}
 	})
 }

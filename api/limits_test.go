@@ -160,7 +160,7 @@ func TestRowsOverTheNewLimitsStillReadAndStart(t *testing.T) {
 // TestListPagesStayUnderTheirDocumentedSize fills a full page of each list
 // with the largest items its rows can make (every bounded field at its
 // limit, in characters JSON escapes six bytes wide), and checks each page
-// stays under the ceiling the README and the OpenAPI document state.
+// stays under the ceiling docs/api.md and the OpenAPI document state.
 func TestListPagesStayUnderTheirDocumentedSize(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})

@@ -16,9 +16,12 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/snapshot"
 )
 
@@ -42,6 +45,13 @@ const (
 	CodeInvalidDeliveryID     = "invalid_delivery_id"
 	CodeRateLimited           = "rate_limited"
 	CodePreconditionFailed    = "precondition_failed"
+	// CodeInsufficientScope answers a valid token on a route its role
+	// does not open: a runtime credential on a user route, or a user
+	// token on the runtime's (403, RFC 6750 §3.1; runtime_auth.go).
+	CodeInsufficientScope = "insufficient_scope"
+	// CodeRunFinished refuses a status report that would change a Run
+	// that finished (409, with current_status and current_version).
+	CodeRunFinished = "run_finished"
 )
 
 // ProblemTypeBase prefixes the "type" URI of every problem; the code
@@ -74,8 +84,11 @@ type Problem struct {
 	// Errors lists the refused fields of a validation_failed problem.
 	Errors []FieldError `json:"errors,omitempty"`
 	// CurrentVersion is the version a precondition_failed change was
-	// judged against: the saved search's version now.
+	// judged against: the saved search's version now; for run_finished,
+	// the Run's.
 	CurrentVersion *int64 `json:"current_version,omitempty"`
+	// CurrentStatus is the status a run_finished Run finished with.
+	CurrentStatus string `json:"current_status,omitempty"`
 }
 
 // titles holds the fixed title of each code.
@@ -96,8 +109,10 @@ var titles = map[string]string{
 	CodeAlreadyRegistered:     "Already registered",
 	CodeMissingDeliveryID:     "webhook-id header missing",
 	CodeInvalidDeliveryID:     "webhook-id header invalid",
-	CodeRateLimited:           "Too many requests in flight",
+	CodeRateLimited:           "Too many requests waiting",
 	CodePreconditionFailed:    "Precondition failed",
+	CodeInsufficientScope:     "Credential not allowed here",
+	CodeRunFinished:           "Run finished",
 }
 
 // apiError is an error the HTTP layer itself decided on: its status, code
@@ -112,9 +127,11 @@ type apiError struct {
 	// token's, [bearerChallenge].
 	challenge string
 	// currentVersion and etag describe the resource a 412 refused a
-	// change to.
+	// change to; currentVersion and currentStatus the Run a 409
+	// run_finished refused a report for.
 	currentVersion *int64
 	etag           string
+	currentStatus  string
 }
 
 // The WWW-Authenticate challenges of a 401: every 401 carries one (RFC 9110
@@ -174,11 +191,11 @@ var details = []struct {
 		"another organization; a provider's job id names one job"},
 	{savedsearch.ErrVersionMismatch,
 		"the saved search changed since the version If-Match names; read it again (its ETag) and reapply the change"},
+	{schedule.ErrNotFound, "this saved search has no schedule"},
+	{schedule.ErrSavedSearchNotFound, "no such saved search in your organization (a schedule is set on a live one)"},
+	{schedule.ErrVersionMismatch,
+		"the schedule changed since the version If-Match names, or there is none; read it again (its ETag) and reapply the change"},
 }
-
-// cursorErrors are the domain's refusals of a list cursor: the field is
-// the ?cursor= the client sent.
-var cursorErrors = []error{savedsearch.ErrInvalidCursor, runs.ErrInvalidCursor, snapshot.ErrInvalidCursor}
 
 // problemFor decides the answer to err. It never returns a body that
 // quotes err itself unless err is an *apiError, whose detail the API
@@ -192,10 +209,20 @@ func problemFor(err error) *apiError {
 	if errors.As(err, &he) {
 		return echoProblem(he)
 	}
+	var refusal *fairq.Refusal
+	if errors.As(err, &refusal) {
+		return refusedProblem(refusal)
+	}
 	var keyErr *idempotency.InputError
 	if errors.As(err, &keyErr) && keyErr.Field == "key" {
 		// The key is a header, not a field of the body: its own code.
 		return &apiError{status: http.StatusBadRequest, code: CodeInvalidIdempotencyKey, detail: errKeyInvalid.Error()}
+	}
+	var finished *runs.FinishedError
+	if errors.As(err, &finished) {
+		v := finished.Version
+		return &apiError{status: http.StatusConflict, code: CodeRunFinished, currentVersion: &v, currentStatus: finished.Status,
+			detail: "the Run finished as " + finished.Status + "; a finished Run never changes, and this report would change it"}
 	}
 	kind := errs.KindOf(err)
 	row, ok := kindAnswers[kind]
@@ -229,8 +256,13 @@ func problemFor(err error) *apiError {
 		}
 	case errs.PreconditionFailed:
 		var mismatch *savedsearch.VersionMismatchError
-		if errors.As(err, &mismatch) {
+		var scheduleMismatch *schedule.VersionMismatchError
+		switch {
+		case errors.As(err, &mismatch):
 			v := mismatch.Current
+			p.currentVersion, p.etag = &v, etag(v)
+		case errors.As(err, &scheduleMismatch) && scheduleMismatch.Current > 0:
+			v := scheduleMismatch.Current
 			p.currentVersion, p.etag = &v, etag(v)
 		}
 	case errs.Unavailable:
@@ -243,10 +275,9 @@ func problemFor(err error) *apiError {
 // cursor, the fields the domain named (errs.Error.Fields), those of a
 // size limit or a validator, or the input as a whole.
 func invalidFields(err error) []FieldError {
-	for _, c := range cursorErrors {
-		if errors.Is(err, c) {
-			return []FieldError{{Field: "cursor", Message: "is not a cursor this API returned"}}
-		}
+	// Every list's refusal of its ?cursor= wraps the one decoder's error.
+	if errors.Is(err, keyset.ErrInvalid) {
+		return []FieldError{{Field: "cursor", Message: "is not a cursor this API returned"}}
 	}
 	if named := errs.FieldsOf(err); len(named) > 0 {
 		fields := make([]FieldError, 0, min(len(named), maxFieldErrors))
@@ -360,6 +391,7 @@ func (s *Server) writeProblem(c echo.Context, p *apiError, reqID string) {
 		Code:           p.code,
 		Errors:         p.fields,
 		CurrentVersion: p.currentVersion,
+		CurrentStatus:  p.currentStatus,
 		// Every problem, not only a 500: a client's 409 or 422 is worth
 		// finding in the log too.
 		RequestID: reqID,
@@ -370,6 +402,8 @@ func (s *Server) writeProblem(c echo.Context, p *apiError, reqID string) {
 	}
 	if p.status == http.StatusUnauthorized {
 		h.Set(echo.HeaderWWWAuthenticate, cmp.Or(p.challenge, bearerChallenge))
+	} else if p.challenge != "" {
+		h.Set(echo.HeaderWWWAuthenticate, p.challenge) // a 403 insufficient_scope
 	}
 	if p.etag != "" {
 		h.Set(HeaderETag, p.etag)

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +22,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/providerjobs"
 )
 
@@ -277,6 +277,9 @@ var (
 //     provider may add some without breaking its deliveries. The
 //     Content-Type is not checked: the signature, not the label,
 //     vouches for the bytes;
+//   - then it takes a seat in the admission queue, charged to the
+//     provider (package fairq): refused one, it answers 429 rate_limited
+//     with Retry-After, having stored nothing, and the provider redelivers;
 //   - then the delivery is processed (see package providerjobs): it is
 //     landed in the inbox and committed before any answer, then applied.
 //     The body's job_id names the job (the provider's id registered for
@@ -318,6 +321,14 @@ func (s *Server) receiveCallback(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	// A seat, charged to the provider's flow, once the signature holds:
+	// a forged callback never takes one, and a flood of genuine ones
+	// waits its turn beside the organizations' requests.
+	seat, err := s.admission.Acquire(ctx, fairq.Flow{Kind: fairq.KindProvider, Name: provider}, 1)
+	if err != nil {
+		return err
+	}
+	defer seat.Release()
 	out, err := s.providerJobs.Receive(ctx, providerjobs.Delivery{
 		Provider:   provider,
 		JobID:      pathParam(c, "job_id"),
@@ -433,7 +444,9 @@ func deliveryIDHeader(h http.Header) (string, error) {
 // This is Standard Webhooks' verification, done here rather than by the
 // reference library, whose Verify takes the whole body and copies it
 // again into the signed message: streamed, the only buffer is the body
-// itself, sized by its declared length, which the limit bounds.
+// itself, sized by its declared length, which the limit bounds, charged to
+// the budget of bodies awaiting their signature and bounded in time (see
+// readCallbackBody: 503 when either is spent).
 func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, sig string) ([]byte, error) {
 	r := c.Request()
 	limit := s.callbackMaxBodyBytes
@@ -447,25 +460,14 @@ func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, s
 	_, _ = io.WriteString(mac, ".")
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
-		size := int64(bytes.MinRead)
-		if r.ContentLength > 0 {
-			// Room for the declared body and the read that sees its end,
-			// so an honest body is read into one allocation.
-			size += r.ContentLength
+		var charged int64
+		var err error
+		if body, charged, err = s.readCallbackBody(c, limit, mac, s.callbackTooLarge); err != nil {
+			return nil, err
 		}
-		buf := bytes.NewBuffer(make([]byte, 0, size))
-		// MaxBytesReader asks the body for at most limit+1 bytes, and
-		// tells net/http to close the connection after a body over it.
-		_, err := buf.ReadFrom(io.TeeReader(http.MaxBytesReader(c.Response(), r.Body, limit), mac))
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLarge):
-			return nil, s.callbackTooLarge()
-		case err != nil:
-			return nil, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-				detail: "the request body could not be read"}
-		}
-		body = buf.Bytes()
+		// Checked, the body is the provider's or refused: either way it
+		// no longer awaits its signature.
+		defer s.callbackBodies.give(charged)
 	}
 	if !signatureMatches(sig, mac.Sum(nil)) {
 		return nil, errBadSignature

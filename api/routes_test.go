@@ -56,6 +56,10 @@ var publicRoutes = map[string]bool{
 // cover it.
 const callbackRoute = "POST /v1/callbacks/:provider/jobs/:job_id"
 
+// runtimeRoute takes a runtime credential instead of a user token: the
+// world sends organization A's (or B's) runtime credential there.
+const runtimeRoute = "PUT /v1/runs/:id/status"
+
 // routes returns the routes the server registers, sorted, without echo's
 // own catch-alls for a group's middleware, and without the HEAD route of
 // each GET route: it runs the GET's handler and middleware, and
@@ -108,6 +112,8 @@ type world struct {
 	job       *providerjobs.Job
 	otherOrg  uuid.UUID
 	other     string // a valid token of otherOrg
+	// runtime and otherRuntime are runtime credentials of A and of B.
+	runtime, otherRuntime string
 }
 
 func newWorld(t testing.TB, opts setupOpts) *world {
@@ -115,6 +121,7 @@ func newWorld(t testing.TB, opts setupOpts) *world {
 	b := setup(t, opts)
 	w := &world{bundle: b, ss: b.seedSavedSearch(seedOpts{items: []string{"seen"}}), otherOrg: uuid.New()}
 	w.other = b.tokenFor(w.otherOrg, "intruder")
+	w.runtime, w.otherRuntime = b.runtimeTokenFor(b.org, "runtime-a"), b.runtimeTokenFor(w.otherOrg, "runtime-b")
 	var started, direct struct {
 		Run      struct{ ID uuid.UUID } `json:"run"`
 		Snapshot struct{ ID uuid.UUID } `json:"snapshot"`
@@ -130,6 +137,10 @@ func newWorld(t testing.TB, opts setupOpts) *world {
 	}
 	w.runID, w.snapshot, w.directRun = started.Run.ID, started.Snapshot.ID, direct.Run.ID
 	w.job = b.seedJob("world-job")
+	if res := b.do(req{method: http.MethodPut, path: "/v1/saved-searches/" + w.ss.ID.String() + "/schedule",
+		body: `{"interval_seconds":3600}`}); res.status != http.StatusCreated {
+		t.Fatalf("seeding a schedule: %d %s", res.status, res.body)
+	}
 	return w
 }
 
@@ -200,10 +211,15 @@ func (w *world) validRequest(r route) req {
 		rq.body = `{"items":["a","b"]}`
 	case "POST /v1/saved-searches/:id/start":
 		rq.body = `{"max_results":5}`
+	case "PUT /v1/saved-searches/:id/schedule":
+		rq.body = `{"interval_seconds":3600}`
 	case "POST /v1/runs":
 		rq.body = `{"kind":"capability","name":"c","input":{"a":1}}`
 	case "POST /v1/provider-jobs":
 		rq.body = fmt.Sprintf(`{"run_id":%q,"provider":%q,"provider_job_id":%q}`, w.runID, acme, "job-"+uuid.NewString())
+	case runtimeRoute:
+		rq.body = `{"status":"running"}`
+		rq.token = w.runtime
 	case callbackRoute:
 		rq.noAuth = true
 		body := callbackBody(w.job.ProviderJobID, "running", map[string]any{"p": 1})

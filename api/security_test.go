@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 )
 
@@ -81,7 +82,7 @@ func TestTokenStopsWorkingWhenItExpires(t *testing.T) {
 	t.Parallel()
 	clk := dbclocktest.New(time.Now())
 	w := newWorld(t, setupOpts{deps: func(d *api.Deps) { d.Now = clk.Now }})
-	tok, err := api.SignToken(testSecret, w.org, "short-lived", clk.Now(), time.Minute)
+	tok, err := auth.SignToken(testSecret, w.org, "short-lived", clk.Now(), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +215,9 @@ func (w *world) asOther(rq req) *response {
 		rq.header = map[string]string{}
 	}
 	rq.header["Authorization"] = "Bearer " + w.other
+	if rq.method == http.MethodPut && strings.HasSuffix(rq.path, "/status") {
+		rq.header["Authorization"] = "Bearer " + w.otherRuntime // runtimeRoute takes B's runtime credential
+	}
 	return w.do(rq)
 }
 
@@ -292,7 +296,7 @@ func TestNoSecretInAnyAnswerOrLog(t *testing.T) {
 		secrets = append(secrets, string(s), hex.EncodeToString(s),
 			base64.StdEncoding.EncodeToString(s), base64.RawURLEncoding.EncodeToString(s))
 	}
-	for _, tok := range []string{w.token, w.other} {
+	for _, tok := range []string{w.token, w.other, w.runtime, w.otherRuntime} {
 		secrets = append(secrets, tok, tok[strings.LastIndexByte(tok, '.')+1:])
 	}
 	for _, c := range creds {

@@ -4,10 +4,11 @@
 // GET /openapi.json).
 //
 // The package decides what the domain packages cannot: who the caller is
-// (an HS256 bearer token; the organization comes from its org_id claim and
-// from nowhere else; a provider callback is authenticated by a Standard
-// Webhooks signature over its delivery id, timestamp and body instead, see
-// providerjobs.go), what a well-formed request is
+// (a bearer token that package auth verifies; the organization comes from
+// the token and from nowhere else; a runtime reports Run status with a
+// runtime credential of its own, see runtime_auth.go; a provider callback
+// is authenticated by a Standard Webhooks signature over its delivery id,
+// timestamp and body instead, see providerjobs.go), what a well-formed request is
 // (the Idempotency-Key header, JSON bodies, field rules), and how every
 // outcome reads on the wire. Errors are RFC 9457 problem documents with a
 // machine code; the one table that turns domain errors into statuses is in
@@ -39,13 +40,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -66,6 +67,10 @@ type SavedSearches interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*savedsearch.SavedSearch, error)
 	List(ctx context.Context, org uuid.UUID, p savedsearch.ListParams) ([]savedsearch.Summary, string, error)
 	Update(ctx context.Context, org, id uuid.UUID, p savedsearch.UpdateParams) (*savedsearch.SavedSearch, error)
+	// UpdateFunc applies the change computed from the saved search as
+	// stored, under its row lock (a merge patch).
+	UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool,
+		change func(cur *savedsearch.SavedSearch) (savedsearch.UpdateParams, error)) (*savedsearch.SavedSearch, error)
 	ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b savedsearch.Baseline) (*savedsearch.SavedSearch, error)
 	Archive(ctx context.Context, org, id uuid.UUID) error
 }
@@ -81,6 +86,8 @@ type Snapshots interface {
 type Runs interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*runs.Run, error)
 	List(ctx context.Context, org uuid.UUID, p runs.ListParams) ([]runs.ListItem, string, error)
+	// Report applies a runtime's status report.
+	Report(ctx context.Context, org, id uuid.UUID, r runs.StatusReport) (*runs.Run, bool, error)
 }
 
 // Starter starts Runs; an *admission.Starter is one.
@@ -109,15 +116,22 @@ type Deps struct {
 	Runs          Runs
 	Starter       Starter
 	ProviderJobs  ProviderJobs
+	// Dispatches reads each Run's hand-off to the runtime, which GET
+	// /v1/runs/{id} shows. Required.
+	Dispatches Dispatches
+	// Schedules serves the schedules of saved searches and their
+	// occurrences; nil serves none of those routes.
+	Schedules Schedules
 	// ProviderSecrets maps each provider name to the secret its callbacks
 	// are signed with (Standard Webhooks v1: HMAC-SHA256 over the delivery
 	// id, timestamp and body), used as these raw bytes. Names must pass
 	// providerjobs.ValidateProvider and secrets must not be empty. A
 	// callback from a provider missing here answers 401; nil allows none.
 	ProviderSecrets map[string][]byte
-	// JWTSecret verifies bearer tokens (HS256); at least
-	// [MinJWTSecretLen] bytes. Required.
-	JWTSecret []byte
+	// Verifier verifies bearer tokens (an *auth.Verifier: HS256 tokens
+	// of the server's secret, a provider's access tokens, or both).
+	// Required.
+	Verifier Verifier
 	// Logger receives the access log and the errors; nil discards them.
 	// Every line about a request carries its request_id.
 	Logger *slog.Logger
@@ -142,6 +156,19 @@ type Deps struct {
 	// [DefaultCallbackMaxBodyBytes], or MaxBodyBytes when that is lower;
 	// more than MaxBodyBytes is an error.
 	CallbackMaxBodyBytes int64
+	// CallbackBodyBudget bounds the bytes that callback bodies awaiting
+	// their signature check hold together (a body is charged its buffer
+	// before a byte is read); a body it cannot take answers 503
+	// unavailable with Retry-After at once, unread. Bodies over 64 KiB
+	// share three quarters of it, so small deliveries still get in while
+	// large ones hold the rest. Zero is [DefaultCallbackBodyBudget]; it
+	// must be at least twice the callback limit.
+	CallbackBodyBudget int64
+	// CallbackBodyTimeout is how long a callback body may take to arrive,
+	// from the end of its headers; a slower one answers 503 unavailable
+	// and gives its share of the budget back. Zero is
+	// [DefaultCallbackBodyTimeout].
+	CallbackBodyTimeout time.Duration
 	// MaxPreferWait is the longest Prefer: wait=N a saved-search start
 	// honours, in whole seconds, at most [PreferWaitLimit]; a longer
 	// N is cut to it. Zero (the default) ignores the preference: set it
@@ -161,17 +188,11 @@ type Deps struct {
 	// service can take traffic (the binary's is readiness.Checker.Ready:
 	// the database answers and its schema is current). Required.
 	Ready func(ctx context.Context) error
-	// OrgMaxInFlight is the most requests of one organization the /v1
-	// routes serve at once; more answer 429 rate_limited. Zero is
-	// [DefaultOrgMaxInFlight].
-	OrgMaxInFlight int
-	// MaxInFlight is how many /v1 requests of all organizations together
-	// the process serves before it shares itself evenly: from there, an
-	// organization not alone in flight is admitted only below
-	// MaxInFlight divided by the organizations in flight (at least 1),
-	// and refused with 429 rate_limited above it. Zero is
-	// [DefaultMaxInFlight].
-	MaxInFlight int
+	// Admission is the process's admission queue (package fairq), shared
+	// with the console: every /v1 request takes a seat in it, charged to
+	// its organization, and every signed provider callback one charged to
+	// its provider, before it touches the database. Required.
+	Admission *fairq.Queue
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -182,18 +203,21 @@ type Server struct {
 	runs          Runs
 	starter       Starter
 	providerJobs  ProviderJobs
-	jwtSecret     []byte
-	// tokenParser and verifiedTokens serve authenticate.
-	tokenParser    *jwt.Parser
-	verifiedTokens *tokenCache
-	logger         *slog.Logger
-	now            func() time.Time
-	maxBodyBytes   int64
-	// callbackMaxBodyBytes limits a callback body (Deps.CallbackMaxBodyBytes).
+	dispatches    Dispatches
+	schedules     Schedules
+	verifier      Verifier
+	logger        *slog.Logger
+	now           func() time.Time
+	maxBodyBytes  int64
+	// callbackMaxBodyBytes limits a callback body (Deps.CallbackMaxBodyBytes);
+	// callbackBodies and callbackBodyTimeout bound the bodies awaiting their
+	// signature (callbackbody.go).
 	callbackMaxBodyBytes int64
+	callbackBodies       *bodyBudget
+	callbackBodyTimeout  time.Duration
 	maxPreferWait        time.Duration
 	ready                func(ctx context.Context) error
-	orgLimiter           *orgLimiter
+	admission            *fairq.Queue
 	// plane serves keyed creates (creates.go); corsOrigins the CORS
 	// middleware (cors.go).
 	plane       *idempotency.Service
@@ -216,14 +240,12 @@ func New(d Deps) (*Server, error) {
 	switch {
 	case d.Ready == nil:
 		return nil, errors.New("api: Deps.Ready is required")
-	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.Starter == nil, d.ProviderJobs == nil:
-		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs, Starter and ProviderJobs are required")
-	case len(d.JWTSecret) < MinJWTSecretLen:
-		return nil, fmt.Errorf("api: Deps.JWTSecret is %d bytes; it must be at least %d", len(d.JWTSecret), MinJWTSecretLen)
-	case d.OrgMaxInFlight < 0:
-		return nil, errors.New("api: Deps.OrgMaxInFlight is negative")
-	case d.MaxInFlight < 0:
-		return nil, errors.New("api: Deps.MaxInFlight is negative")
+	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.Starter == nil, d.ProviderJobs == nil, d.Dispatches == nil:
+		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs, Starter, ProviderJobs and Dispatches are required")
+	case d.Verifier == nil:
+		return nil, errors.New("api: Deps.Verifier is required")
+	case d.Admission == nil:
+		return nil, errors.New("api: Deps.Admission is required")
 	case d.MaxBodyBytes < 0:
 		return nil, errors.New("api: Deps.MaxBodyBytes is negative")
 	case d.CallbackMaxBodyBytes < 0:
@@ -231,6 +253,8 @@ func New(d Deps) (*Server, error) {
 	case d.CallbackMaxBodyBytes > cmp.Or(d.MaxBodyBytes, DefaultMaxBodyBytes):
 		return nil, fmt.Errorf("api: Deps.CallbackMaxBodyBytes is %d; it must be at most MaxBodyBytes (%d)",
 			d.CallbackMaxBodyBytes, cmp.Or(d.MaxBodyBytes, DefaultMaxBodyBytes))
+	case d.CallbackBodyBudget < 0 || d.CallbackBodyTimeout < 0:
+		return nil, errors.New("api: Deps.CallbackBodyBudget or CallbackBodyTimeout is negative")
 	case d.MaxPreferWait < 0 || d.MaxPreferWait > PreferWaitLimit || d.MaxPreferWait%time.Second != 0:
 		return nil, fmt.Errorf("api: Deps.MaxPreferWait is %s; it must be whole seconds from 0s to %s", d.MaxPreferWait, PreferWaitLimit)
 	}
@@ -244,7 +268,9 @@ func New(d Deps) (*Server, error) {
 		runs:          d.Runs,
 		starter:       d.Starter,
 		providerJobs:  d.ProviderJobs,
-		jwtSecret:     d.JWTSecret,
+		dispatches:    d.Dispatches,
+		schedules:     d.Schedules,
+		verifier:      d.Verifier,
 		logger:        d.Logger,
 		now:           d.Now,
 		maxBodyBytes:  d.MaxBodyBytes,
@@ -252,23 +278,29 @@ func New(d Deps) (*Server, error) {
 		ready:         d.Ready,
 		plane:         d.Plane,
 		corsOrigins:   d.CORSOrigins,
+		admission:     d.Admission,
 	}
 	if err := ValidateCORSOrigins(d.CORSOrigins); err != nil {
 		return nil, err
 	}
 	s.providerSecrets = secrets
-	s.orgLimiter = newOrgLimiter(cmp.Or(d.OrgMaxInFlight, DefaultOrgMaxInFlight), cmp.Or(d.MaxInFlight, DefaultMaxInFlight()))
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.tokenParser, s.verifiedTokens = newTokenParser(s.now), newTokenCache(tokenCacheSize)
 	if s.maxBodyBytes == 0 {
 		s.maxBodyBytes = DefaultMaxBodyBytes
 	}
 	s.callbackMaxBodyBytes = cmp.Or(d.CallbackMaxBodyBytes, min(DefaultCallbackMaxBodyBytes, s.maxBodyBytes))
+	budget := cmp.Or(d.CallbackBodyBudget, DefaultCallbackBodyBudget)
+	if budget < 2*s.callbackMaxBodyBytes {
+		return nil, fmt.Errorf("api: Deps.CallbackBodyBudget is %d; it must be at least twice the callback limit (%d)",
+			budget, 2*s.callbackMaxBodyBytes)
+	}
+	s.callbackBodies = newBodyBudget(budget)
+	s.callbackBodyTimeout = cmp.Or(d.CallbackBodyTimeout, DefaultCallbackBodyTimeout)
 	s.initTelemetry(d)
 	s.echo = s.routes()
 	s.knownRoutes = routeSet(s.echo)
@@ -303,9 +335,10 @@ func (s *Server) routes() *echo.Echo {
 	// The /v1 routes authenticate route by route rather than through a
 	// group middleware: echo answers a group's unmatched methods with its
 	// catch-all 404, where a known path with a wrong method is a 405 with
-	// Allow. Each authenticates, then takes its organization's share of
-	// the concurrency cap, as the group did.
-	auth, limit := s.authenticate, s.limitOrganization
+	// Allow. Each authenticates, then takes a seat in the admission
+	// queue under its organization (admission.go). The user routes refuse
+	// a runtime credential.
+	auth, limit := s.authenticateUser, s.admit
 	e.POST("/v1/saved-searches", s.createSavedSearch, auth, limit)
 	get("/v1/saved-searches", s.listSavedSearches, auth, limit)
 	get("/v1/saved-searches/:id", s.getSavedSearch, auth, limit)
@@ -317,10 +350,20 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/runs", s.startDirect, auth, limit)
 	get("/v1/runs", s.listRuns, auth, limit)
 	get("/v1/runs/:id", s.getRun, auth, limit)
+	// The runtime's route: a runtime credential alone (runtime_auth.go).
+	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.authenticateRuntime, limit)
 	get("/v1/snapshots/:id", s.getSnapshot, auth, limit)
 	e.POST("/v1/provider-jobs", s.registerProviderJob, auth, limit)
 	get("/v1/provider-jobs/:id", s.getProviderJob, auth, limit)
 	get("/v1/provider-jobs/:id/drops", s.listProviderJobDrops, auth, limit)
+	if s.schedules != nil {
+		get("/v1/saved-searches/:id/schedule", s.getSchedule, auth, limit)
+		e.PUT("/v1/saved-searches/:id/schedule", s.setSchedule, auth, limit)
+		e.DELETE("/v1/saved-searches/:id/schedule", s.removeSchedule, auth, limit)
+		e.POST("/v1/saved-searches/:id/schedule/pause", s.pauseSchedule, auth, limit)
+		e.POST("/v1/saved-searches/:id/schedule/resume", s.resumeSchedule, auth, limit)
+		get("/v1/saved-searches/:id/occurrences", s.listOccurrences, auth, limit)
+	}
 	return e
 }
 

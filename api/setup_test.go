@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,13 +24,17 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/snapshot"
 )
 
@@ -44,6 +49,8 @@ type bundle struct {
 	pool   *pgxpool.Pool
 	server *httptest.Server
 	api    *api.Server
+	// admission is the server's admission queue.
+	admission *fairq.Queue
 	// org is the caller's organization; token authenticates as it.
 	org   uuid.UUID
 	token string
@@ -67,21 +74,23 @@ type setupOpts struct {
 // stores are the plane and the stores of a test server, each built once on
 // one pool at one database clock, as cmd/searchd builds them.
 type stores struct {
-	pool      *pgxpool.Pool
-	plane     *idempotency.Service
-	searches  *savedsearch.Store
-	snapshots *snapshot.Store
-	runs      *runs.Store
+	pool       *pgxpool.Pool
+	plane      *idempotency.Service
+	searches   *savedsearch.Store
+	snapshots  *snapshot.Store
+	runs       *runs.Store
+	dispatches *dispatch.Store
 }
 
 // newStores builds the stores on pool at clock (nil: the database's now()).
 func newStores(pool *pgxpool.Pool, clock *dbclock.Clock) stores {
 	return stores{
-		pool:      pool,
-		plane:     idempotency.NewService(pool, idempotency.Config{Clock: clock}),
-		searches:  savedsearch.NewStore(pool),
-		snapshots: snapshot.NewStore(pool),
-		runs:      runs.NewStore(pool, runs.Config{Clock: clock}),
+		pool:       pool,
+		plane:      idempotency.NewService(pool, idempotency.Config{Clock: clock}),
+		searches:   savedsearch.NewStore(pool),
+		snapshots:  snapshot.NewStore(pool),
+		runs:       runs.NewStore(pool, runs.Config{Clock: clock}),
+		dispatches: dispatch.NewStore(pool, clock),
 	}
 }
 
@@ -116,17 +125,19 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 		Runs:            st.runs,
 		Starter:         st.starter(t, admission.Config{}),
 		ProviderJobs:    providerjobs.New(pool, st.plane, providerjobs.Config{Observer: opts.observer}),
+		Dispatches:      st.dispatches,
+		Schedules:       schedule.NewStore(pool, opts.clock),
 		ProviderSecrets: map[string][]byte{acme: acmeSecret, otherProvider: otherSecret},
-		JWTSecret:       testSecret,
 		Logger:          slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		// Many tests race dozens of one organization's requests on
-		// purpose; the per-organization cap has tests of its own
-		// (fairness_test.go), which set it through deps.
-		OrgMaxInFlight: 1 << 20,
-		MaxInFlight:    1 << 20,
+		// At its defaults, seats as many as the pool's connections, as
+		// cmd/searchd builds it.
+		Admission: admissionFor(t, pool),
 	}
 	if opts.deps != nil {
 		opts.deps(&d)
+	}
+	if d.Verifier == nil {
+		d.Verifier = testVerifier(t, d.Now)
 	}
 	srv, err := api.New(d)
 	if err != nil {
@@ -134,17 +145,60 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	b := &bundle{t: t, pool: pool, server: ts, api: srv, org: uuid.New(), logs: logs}
+	b := &bundle{t: t, pool: pool, server: ts, api: srv, admission: d.Admission, org: uuid.New(), logs: logs}
 	b.token = b.tokenFor(b.org, "tester")
 	return b
+}
+
+// admissionFor returns an admission queue at its defaults, its seats as
+// many as pool has connections, as cmd/searchd's newAdmission builds it.
+func admissionFor(t testing.TB, pool *pgxpool.Pool) *fairq.Queue {
+	t.Helper()
+	q, err := fairq.New(fairq.Config{Seats: int(pool.Config().MaxConns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// defaultAdmission returns an admission queue at fairq's defaults.
+func defaultAdmission(t testing.TB) *fairq.Queue {
+	t.Helper()
+	q, err := fairq.New(fairq.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// testVerifier returns a verifier of the tokens testSecret signs, judged
+// by now (nil: time.Now).
+func testVerifier(t testing.TB, now func() time.Time) *auth.Verifier {
+	t.Helper()
+	v, err := auth.NewVerifier(context.Background(), auth.Config{Secret: testSecret, Now: now})
+	if err != nil {
+		t.Fatalf("auth.NewVerifier: %v", err)
+	}
+	return v
 }
 
 // tokenFor returns a valid token for org with sub actor.
 func (b *bundle) tokenFor(org uuid.UUID, actor string) string {
 	b.t.Helper()
-	tok, err := api.SignToken(testSecret, org, actor, time.Now(), time.Hour)
+	tok, err := auth.SignToken(testSecret, org, actor, time.Now(), time.Hour)
 	if err != nil {
 		b.t.Fatalf("SignToken: %v", err)
+	}
+	return tok
+}
+
+// runtimeTokenFor returns a runtime credential of org named actor, valid
+// for an hour.
+func (b *bundle) runtimeTokenFor(org uuid.UUID, actor string) string {
+	b.t.Helper()
+	tok, err := auth.SignRuntimeToken(testSecret, org, actor, time.Now(), time.Hour)
+	if err != nil {
+		b.t.Fatalf("SignRuntimeToken: %v", err)
 	}
 	return tok
 }
@@ -192,6 +246,10 @@ type req struct {
 	header map[string]string
 	// noAuth sends no Authorization header.
 	noAuth bool
+	// token, when set, is sent instead of the bundle's token.
+	token string
+	// ctx is the request's context; nil is context.Background().
+	ctx context.Context
 }
 
 // do sends r and returns the answer, after validating it against the
@@ -222,7 +280,11 @@ func (b *bundle) send(r req) (*response, error) {
 		}
 		body = bytes.NewReader(buf)
 	}
-	hr, err := http.NewRequest(r.method, b.server.URL+r.path, body)
+	ctx := r.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	hr, err := http.NewRequestWithContext(ctx, r.method, b.server.URL+r.path, body)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +292,7 @@ func (b *bundle) send(r req) (*response, error) {
 		hr.Header.Set("Content-Type", "application/json")
 	}
 	if !r.noAuth {
-		hr.Header.Set("Authorization", "Bearer "+b.token)
+		hr.Header.Set("Authorization", "Bearer "+cmp.Or(r.token, b.token))
 	}
 	for k, v := range r.header {
 		if v == "" {

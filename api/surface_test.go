@@ -19,6 +19,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/savedsearch"
 )
@@ -292,6 +293,59 @@ func TestConcurrentIfMatchLetsOneWriterWin(t *testing.T) {
 	}
 }
 
+// TestConcurrentMergePatchesWithoutIfMatchAllApply: 16 clients each send
+// 25 merge patches without If-Match to one saved search, at once, with
+// real commits. A request with no precondition must not fail one (RFC
+// 9110): every one answers 200, and none is lost, since edits of the one
+// row are serialized on it (each client's last value of its own filter is
+// stored, and every patch bumped the version once).
+func TestConcurrentMergePatchesWithoutIfMatchAllApply(t *testing.T) {
+	t.Parallel()
+	const clients, patches = 16, 25
+	b := setup(t, setupOpts{})
+	ss := b.seedSavedSearch(seedOpts{})
+	path := "/v1/saved-searches/" + ss.ID.String()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		statuses = map[int]int{}
+	)
+	start := make(chan struct{})
+	for c := range clients {
+		wg.Go(func() {
+			<-start
+			for j := 1; j <= patches; j++ {
+				res, err := b.send(req{method: http.MethodPatch, path: path,
+					body:   fmt.Sprintf(`{"brief":{"filters":{"client%d":%d}}}`, c, j),
+					header: map[string]string{"Content-Type": api.MediaTypeMergePatch}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				statuses[res.status]++
+				mu.Unlock()
+				if res.status != http.StatusOK {
+					t.Errorf("client %d patch %d = %d %s, want 200", c, j, res.status, res.body)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	t.Logf("statuses of %d merge patches: %v", clients*patches, statuses)
+	var got savedsearch.SavedSearch
+	b.do(req{method: http.MethodGet, path: path}).decode(t, &got)
+	if got.Version != 1+clients*patches {
+		t.Errorf("version %d after %d applied patches, want %d", got.Version, clients*patches, 1+clients*patches)
+	}
+	for c := range clients {
+		if v := fmt.Sprint(got.Brief.Filters[fmt.Sprintf("client%d", c)]); v != fmt.Sprint(patches) {
+			t.Errorf("filter client%d = %s, want %d: a patch was lost", c, v, patches)
+		}
+	}
+}
+
 // TestMergePatchAppliesRFC7396ToTheBrief: a merge patch removes the
 // filter it sets to null, keeps the others, merges objects member by
 // member; name and brief cannot be removed; other media types are 415.
@@ -494,7 +548,7 @@ func TestRefusedTokenChallengesInvalidToken(t *testing.T) {
 	if res.status != http.StatusUnauthorized || res.header.Get("WWW-Authenticate") != `Bearer realm="searchd", error="invalid_token"` {
 		t.Errorf("bad token: %d, WWW-Authenticate %q; want 401 with error=\"invalid_token\"", res.status, res.header.Get("WWW-Authenticate"))
 	}
-	expired, err := api.SignToken(testSecret, b.org, "x", time.Now().Add(-2*time.Hour), time.Hour)
+	expired, err := auth.SignToken(testSecret, b.org, "x", time.Now().Add(-2*time.Hour), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

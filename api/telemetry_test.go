@@ -17,6 +17,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
@@ -289,7 +290,7 @@ func TestLogsNeverCarryCredentialsOrBodies(t *testing.T) {
 	b, exp := tracedSetup(t, setupOpts{})
 	ss := b.seedSavedSearch(seedOpts{})
 	canary := "canary-" + uuid.NewString()
-	forged, err := api.SignToken([]byte(canary+"-a-secret-nobody-else-has-0123456789"), b.org, canary, time.Now(), time.Hour)
+	forged, err := auth.SignToken([]byte(canary+"-a-secret-nobody-else-has-0123456789"), b.org, canary, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

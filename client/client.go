@@ -22,8 +22,9 @@ type Options struct {
 	// with a clone of http.DefaultTransport and no overall timeout (each
 	// attempt is bounded by Retry.AttemptTimeout).
 	HTTPClient *http.Client
-	// Token is the bearer token of every request: an HS256 JWT such as
-	// `searchd token` prints.
+	// Token is the bearer token of every request: an access token of the
+	// company's identity provider, or an HS256 JWT such as `searchd token`
+	// prints (see docs/auth.md).
 	Token string
 	// TokenSource returns the bearer token of each attempt, for tokens that
 	// expire and are renewed while a call retries. An error it returns ends

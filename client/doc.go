@@ -1,6 +1,7 @@
 // Package client is the Go client of the searchd HTTP API: saved searches,
-// their snapshots, Run starts and reads, and the registration and reads of
-// provider jobs, with typed requests, answers and errors, and retries that
+// their snapshots, Run starts and reads, the registration and reads of
+// provider jobs, and a runtime's side of a Run (verifying its dispatch,
+// reporting its status), with typed requests, answers and errors, and retries that
 // never start a Run or register a job twice. The provider callbacks are
 // not calls of this client: the provider makes them, signed with its own
 // secret.
@@ -59,6 +60,16 @@
 //
 // [Client.SavedSearches] and [Client.Runs] are Go 1.23 iterators over every
 // item of a list, fetching a page at a time as the loop goes on.
+//
+// # The runtime's side
+//
+// searchd hands every admitted Run to the runtime as a signed Standard
+// Webhooks message whose webhook-id is the Run id (docs/runtime.md). A
+// runtime verifies each with [NewDispatchVerifier] (or [VerifyDispatch]),
+// deduplicates by the Run id, answers 2xx once the Run is safely its own,
+// and reports its status with [Client.ReportRunStatus] on a client that
+// carries a runtime credential (`searchd token --runtime`). A report is a
+// value to set, retried like a read; [ErrRunFinished] is final.
 //
 // # Errors
 //

@@ -59,6 +59,14 @@ var (
 	ErrUnavailable = errors.New("searchd: unavailable")
 	// ErrInternal: a server bug (500); report the APIError's RequestID.
 	ErrInternal = errors.New("searchd: internal")
+	// ErrInsufficientScope: the token is valid but its role does not open
+	// the route (403): a runtime credential on a user route, or a user
+	// token on the runtime's.
+	ErrInsufficientScope = errors.New("searchd: insufficient_scope")
+	// ErrRunFinished: a status report that would change a Run that
+	// finished (409); the APIError's CurrentStatus and CurrentVersion say
+	// how it finished. Never retried: the outcome is final.
+	ErrRunFinished = errors.New("searchd: run_finished")
 )
 
 // codeErrors maps each problem code of the API to its sentinel.
@@ -78,6 +86,8 @@ var codeErrors = map[string]error{
 	"unsupported_media_type":  ErrUnsupportedMediaType,
 	"unavailable":             ErrUnavailable,
 	"internal":                ErrInternal,
+	"insufficient_scope":      ErrInsufficientScope,
+	"run_finished":            ErrRunFinished,
 }
 
 // statusErrors maps a status to a sentinel for answers whose code is
@@ -116,8 +126,12 @@ type APIError struct {
 	// absent or unreadable.
 	RetryAfter time.Duration
 	// CurrentVersion is the version a precondition_failed change was
-	// judged against; zero otherwise.
+	// judged against, or of the Run a run_finished report was refused
+	// for; zero otherwise.
 	CurrentVersion int64
+	// CurrentStatus is the status a run_finished Run finished with; empty
+	// otherwise.
+	CurrentStatus string
 }
 
 // FieldError is one refused field of a validation_failed problem.
@@ -187,10 +201,11 @@ func newAPIError(status int, header http.Header, body []byte) *APIError {
 		RequestID string       `json:"request_id"`
 		Errors    []FieldError `json:"errors"`
 		Current   int64        `json:"current_version"`
+		Status    string       `json:"current_status"`
 	}
 	if json.Unmarshal(body, &p) == nil && p.Code != "" {
 		e.Code, e.Title, e.Detail, e.Errors = p.Code, p.Title, p.Detail, p.Errors
-		e.CurrentVersion = p.Current
+		e.CurrentVersion, e.CurrentStatus = p.Current, p.Status
 		e.RequestID = cmp.Or(p.RequestID, e.RequestID)
 		return e
 	}

@@ -14,8 +14,11 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -41,14 +44,26 @@ func exampleServer() (baseURL, token string) {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// The admission queue, its seats the pool's size, as searchd serve
+	// builds it.
+	queue, err := fairq.New(fairq.Config{Seats: int(pool.Config().MaxConns)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	verifier, err := auth.NewVerifier(context.Background(), auth.Config{Secret: []byte(testSecret)})
+	if err != nil {
+		log.Fatal(err)
+	}
 	srv, err := api.New(api.Deps{
+		Admission:     queue,
 		Plane:         plane,
 		SavedSearches: searches,
 		Snapshots:     snapshots,
 		Runs:          runStore,
 		Starter:       starter,
 		ProviderJobs:  providerjobs.New(pool, plane, providerjobs.Config{}),
-		JWTSecret:     []byte(testSecret),
+		Dispatches:    dispatch.NewStore(pool, nil),
+		Verifier:      verifier,
 		Ready:         func(context.Context) error { return nil },
 	})
 	if err != nil {
@@ -56,7 +71,7 @@ func exampleServer() (baseURL, token string) {
 	}
 	ts := httptest.NewServer(srv.Handler())
 	pgtest.AtExit(ts.Close)
-	token, err = api.SignToken([]byte(testSecret), uuid.New(), "example", time.Now(), time.Hour)
+	token, err = auth.SignToken([]byte(testSecret), uuid.New(), "example", time.Now(), time.Hour)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/internal/pgtest"
 )
@@ -68,6 +68,8 @@ type searchd struct {
 	org   uuid.UUID
 	token string
 	log   syncBuffer // every incarnation's stderr
+	// env is added to the process's environment.
+	env []string
 
 	mu   sync.Mutex
 	proc *pgcluster.Process
@@ -76,7 +78,7 @@ type searchd struct {
 // startSearchd starts searchd from bin on a fresh database and returns it
 // once /healthz answers. It is killed at cleanup, before its database is
 // dropped, and its log is printed when the test failed.
-func startSearchd(t *testing.T, bin string) *searchd {
+func startSearchd(t *testing.T, bin string, env ...string) *searchd {
 	t.Helper()
 	dbURL := pgtest.NewDBURL(t)
 	db, err := pgxpool.New(context.Background(), dbURL)
@@ -90,8 +92,8 @@ func startSearchd(t *testing.T, bin string) *searchd {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s := &searchd{t: t, bin: bin, dbURL: dbURL, addr: addr, db: db, org: uuid.New()}
-	s.token, err = api.SignToken([]byte(testSecret), s.org, "client-test", time.Now(), time.Hour)
+	s := &searchd{t: t, bin: bin, dbURL: dbURL, addr: addr, db: db, org: uuid.New(), env: env}
+	s.token, err = auth.SignToken([]byte(testSecret), s.org, "client-test", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +123,7 @@ func (s *searchd) start() {
 		"SEARCHD_LOG_FORMAT=text",
 		"SEARCHD_PROVIDER_SECRETS=" + testProvider + "=" + testProviderSecret,
 	}
+	cmd.Env = append(cmd.Env, s.env...)
 	cmd.Stdout, cmd.Stderr = &s.log, &s.log
 	// The server dies with the test binary, however that ends: pgcluster
 	// forks it from a thread locked for the child's whole life, which the

@@ -756,7 +756,8 @@ func TestKeysArriveAsGiven(t *testing.T) {
 	t.Parallel()
 	f, ts := serve(t, started(http.StatusCreated))
 	c, _ := newTestClient(t, ts.URL, RetryPolicy{})
-	keys := []string{`plain`, `"quoted" start`, `"`, `\"\\`, `in "the" middle`, `"` + strings.Repeat("x", 254)}
+	keys := []string{`plain`, `"quoted" start`, `"`, `\"\\`, `in "the" middle`, `"` + strings.Repeat("x", 254),
+		`a1, a2`, `,`, `"a", "b"`}
 	for _, key := range keys {
 		if _, err := c.StartRun(context.Background(), DirectStart{Kind: KindCapability, Name: "x"}, WithIdempotencyKey(key)); err != nil {
 			t.Fatalf("StartRun(key %q): %v", key, err)

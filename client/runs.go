@@ -87,10 +87,11 @@ func checkKey(key string) error {
 
 // keyHeader returns the Idempotency-Key header value that names key. The
 // server reads a value that starts with a double quote as a
-// structured-field string (RFC 8941), so such a key is sent in that form,
-// escaped; any other key is sent as it is.
+// structured-field string (RFC 8941), and a bare value with a comma as a
+// list it refuses, so such keys are sent as a string, escaped; any other
+// key is sent as it is.
 func keyHeader(key string) string {
-	if !strings.HasPrefix(key, `"`) {
+	if !strings.HasPrefix(key, `"`) && !strings.Contains(key, ",") {
 		return key
 	}
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
@@ -149,8 +150,8 @@ func (c *Client) start(ctx context.Context, r request) (*StartResult, error) {
 	return &out, nil
 }
 
-// GetRun reads a Run. It returns [ErrNotFound] for one of another
-// organization or none.
+// GetRun reads a Run, with its dispatch to the runtime. It returns
+// [ErrNotFound] for one of another organization or none.
 func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
 	if id == "" {
 		return nil, errEmptyID
@@ -176,4 +177,33 @@ func (c *Client) ListRuns(ctx context.Context, p ListRunsParams) (*RunPage, erro
 		return nil, err
 	}
 	return &page, nil
+}
+
+// ReportRunStatus reports the status of Run id, for a runtime: the client
+// must carry a runtime credential of the Run's organization (a token
+// minted by `searchd token --runtime`); a user token is refused with
+// [ErrInsufficientScope]. The report is a value to set, so it is retried
+// like a read: the same report twice changes the Run once, and answers the
+// Run as it is, whether this call or an earlier one changed it. It returns
+// the Run after the report.
+//
+// Errors: [ErrValidation] for a report the API refuses (a status other
+// than running, succeeded, failed or cancelled; a result with another
+// status than succeeded; an error with another than failed or cancelled);
+// [ErrNotFound] for a Run of another organization or none;
+// [ErrRunFinished] when the Run finished otherwise (the [APIError]'s
+// CurrentStatus says how), which is final: do not retry it.
+func (c *Client) ReportRunStatus(ctx context.Context, id string, r StatusReport) (*Run, error) {
+	if id == "" {
+		return nil, errEmptyID
+	}
+	req, err := newRequest(http.MethodPut, "/v1/runs/"+url.PathEscape(id)+"/status", r, repeatable)
+	if err != nil {
+		return nil, err
+	}
+	var run Run
+	if _, err := c.call(ctx, req, &run); err != nil {
+		return nil, err
+	}
+	return &run, nil
 }

@@ -132,6 +132,8 @@ type RunListItem struct {
 	InputBytes  *int64    `json:"input_bytes"`
 	CreatedAt   time.Time `json:"created_at"`
 	RetainUntil time.Time `json:"retain_until"`
+	Version     int64     `json:"version"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // RunPage is a page of Run list items, newest first.
@@ -158,7 +160,9 @@ type Run struct {
 	SavedSearchID *string `json:"saved_search_id"`
 	SnapshotID    *string `json:"snapshot_id"`
 	Name          *string `json:"name"`
-	// Status is queued, running, succeeded, failed or cancelled.
+	// Status is queued (admitted), dispatched (the runtime took it),
+	// running, succeeded, failed or cancelled (as the runtime reported);
+	// see the Status constants.
 	Status string `json:"status"`
 	// Options are the normalized start options of a saved-search Run.
 	Options json.RawMessage `json:"options"`
@@ -173,6 +177,73 @@ type Run struct {
 	CreatedBy *string `json:"created_by"`
 	// IdempotencyKey is the key the Run was started with.
 	IdempotencyKey string `json:"idempotency_key"`
+	// Version is 1 at admission and grows by one with every change of
+	// status; UpdatedAt is when the status last changed.
+	Version   int64     `json:"version"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// ResultRef is what a succeeded Run produced, as its runtime reported
+	// it; nil otherwise.
+	ResultRef *string `json:"result_ref"`
+	// Error is how a failed or cancelled Run ended, as its runtime
+	// reported it; nil otherwise.
+	Error *RunError `json:"error"`
+	// Dispatch is the Run's hand-off to the runtime: set by [Client.GetRun]
+	// alone (a start's and a report's answers have none).
+	Dispatch *Dispatch `json:"dispatch,omitempty"`
+}
+
+// Statuses of a Run. It only moves forward, and a finished one (succeeded,
+// failed, cancelled) never changes.
+const (
+	StatusQueued     = "queued"
+	StatusDispatched = "dispatched"
+	StatusRunning    = "running"
+	StatusSucceeded  = "succeeded"
+	StatusFailed     = "failed"
+	StatusCancelled  = "cancelled"
+)
+
+// RunError is how a failed or cancelled Run ended.
+type RunError struct {
+	// Code is a machine code: 1 to 100 of a-z, 0-9, '_', '.', '-'.
+	Code string `json:"code"`
+	// Message is for a person; nil for none.
+	Message *string `json:"message"`
+}
+
+// Dispatch is the hand-off of a Run to the runtime: the outbox row its
+// admission wrote.
+type Dispatch struct {
+	// State is pending (to deliver), dispatched (the runtime answered 2xx)
+	// or failed (the runtime refused it; an operator retries it).
+	State string `json:"state"`
+	// Attempts counts the deliveries tried.
+	Attempts int `json:"attempts"`
+	// NextAttemptAt is when a pending dispatch is due; nil otherwise.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	LastAttemptAt *time.Time `json:"last_attempt_at"`
+	DispatchedAt  *time.Time `json:"dispatched_at"`
+	FailedAt      *time.Time `json:"failed_at"`
+	// LastStatusCode is the runtime's last HTTP status; nil when none
+	// came. LastError is what went wrong with the last attempt that did
+	// not deliver; nil once delivered.
+	LastStatusCode *int    `json:"last_status_code"`
+	LastError      *string `json:"last_error"`
+	// Retries counts the operator retries of a failed dispatch.
+	Retries int `json:"retries"`
+}
+
+// StatusReport is a runtime's report of a Run's status, for
+// [Client.ReportRunStatus].
+type StatusReport struct {
+	// Status is StatusRunning, StatusSucceeded, StatusFailed or
+	// StatusCancelled.
+	Status string `json:"status"`
+	// ResultRef names what a succeeded Run produced (1 to 2048 bytes);
+	// only with StatusSucceeded; empty for none.
+	ResultRef string `json:"result_ref,omitempty"`
+	// Error is how a failed or cancelled Run ended; only with those.
+	Error *RunError `json:"error,omitempty"`
 }
 
 // SnapshotSummary names the frozen input of a saved-search start.
@@ -195,7 +266,10 @@ type Snapshot struct {
 	Baseline           Baseline `json:"baseline"`
 	ContentHash        string   `json:"content_hash"`
 	// CreatedBy is the sub claim of the token that started it, if any.
-	CreatedBy *string   `json:"created_by"`
+	CreatedBy *string `json:"created_by"`
+	// Origin is "api" for a client's start, "schedule" for a start the
+	// saved search's schedule made (for the actor who set it, CreatedBy).
+	Origin    string    `json:"origin"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
@@ -208,6 +282,7 @@ type SnapshotListItem struct {
 	SavedSearchVersion int64     `json:"saved_search_version"`
 	ContentHash        string    `json:"content_hash"`
 	CreatedBy          *string   `json:"created_by"`
+	Origin             string    `json:"origin"`
 	CreatedAt          time.Time `json:"created_at"`
 	BriefBytes         int64     `json:"brief_bytes"`
 	BaselineBytes      int64     `json:"baseline_bytes"`

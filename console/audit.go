@@ -7,9 +7,12 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/snapshot"
 )
 
@@ -54,6 +57,13 @@ type savedSearchPage struct {
 	Next     string
 	// Runs are the newest Runs of the saved search.
 	Runs []runs.Run
+	// Schedules says whether the console reads schedules at all;
+	// Schedule is the saved search's (nil when it has none), Occurrences a
+	// page of its occurrences, latest due first, from OccCursor.
+	Schedules          bool
+	Schedule           *schedule.Schedule
+	Occurrences        []schedule.Occurrence
+	OccCursor, OccNext string
 }
 
 func (c *Console) savedSearch(w http.ResponseWriter, r *http.Request) {
@@ -65,6 +75,7 @@ func (c *Console) savedSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	f := newFilters(r)
 	actor, from, to, cursor := f.text("actor", maxFilterLen), f.time("from"), f.time("to"), f.cursor("cursor")
+	occCursor := f.cursor("occ")
 	if err := f.err(); err != nil {
 		c.badFilters(w, r, err)
 		return
@@ -82,10 +93,26 @@ func (c *Console) savedSearch(w http.ResponseWriter, r *http.Request) {
 	if c.readFailed(w, r, err) {
 		return
 	}
-	c.render(w, r, http.StatusOK, "saved-search", ss.Name, savedSearchPage{
+	p := savedSearchPage{
 		Search: ss, Timeline: tl, Actor: actor, From: localInput(from), To: localInput(to),
-		Cursor: cursor, Next: next, Runs: rs,
-	})
+		Cursor: cursor, Next: next, Runs: rs, OccCursor: occCursor,
+	}
+	if c.d.Schedules != nil {
+		p.Schedules = true
+		p.Schedule, err = c.d.Schedules.Get(r.Context(), s.OrganizationID, id)
+		if errors.Is(err, schedule.ErrNotFound) {
+			err = nil
+		}
+		if c.readFailed(w, r, err) {
+			return
+		}
+		p.Occurrences, p.OccNext, err = c.d.Schedules.Occurrences(r.Context(), s.OrganizationID, id,
+			schedule.ListParams{Limit: pageSize, Cursor: occCursor})
+		if c.readFailed(w, r, err) {
+			return
+		}
+	}
+	c.render(w, r, http.StatusOK, "saved-search", ss.Name, p)
 }
 
 type comparePage struct {
@@ -170,7 +197,7 @@ type runsPage struct {
 	Statuses           []string
 }
 
-var runStatuses = []string{"queued", "running", "succeeded", "failed", "cancelled"}
+var runStatuses = []string{"queued", "dispatched", "running", "succeeded", "failed", "cancelled"}
 
 func (c *Console) runs(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
@@ -203,6 +230,7 @@ type runPage struct {
 	Run      *runs.Run
 	Snapshot *snapshot.Snapshot
 	Jobs     []providerjobs.Job
+	Timeline *runTimeline
 	// Key is the Idempotency-Key the Run was started with.
 	Key string
 }
@@ -232,6 +260,10 @@ func (c *Console) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Jobs = jobs
+	p.Timeline, err = c.timeline(r.Context(), run, c.now())
+	if c.readFailed(w, r, err) {
+		return
+	}
 	c.render(w, r, http.StatusOK, "run", "Run "+id.String()[:8], p)
 }
 
@@ -311,14 +343,15 @@ func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) 
 	case err == nil:
 		return false
 	case errors.Is(err, savedsearch.ErrNotFound), errors.Is(err, snapshot.ErrNotFound),
-		errors.Is(err, runs.ErrNotFound), errors.Is(err, providerjobs.ErrNotFound):
+		errors.Is(err, runs.ErrNotFound), errors.Is(err, providerjobs.ErrNotFound),
+		errors.Is(err, schedule.ErrSavedSearchNotFound):
 		c.notFound(w, r)
-	case errors.Is(err, savedsearch.ErrInvalidCursor), errors.Is(err, snapshot.ErrInvalidCursor),
-		errors.Is(err, runs.ErrInvalidCursor), errors.Is(err, providerjobs.ErrInvalidCursor),
-		errors.Is(err, errInvalidCursor):
+	case errors.Is(err, keyset.ErrInvalid): // every list's cursor, decoded in one place
 		c.fail(w, r, http.StatusBadRequest, "Page not found", "That page link is not one of this console's. Start again from the first page.")
 	case errors.Is(err, savedsearch.ErrInvalid):
 		c.badFilters(w, r, err)
+	case errors.As(err, new(*fairq.Refusal)):
+		c.admissionFailed(w, r, err) // the claims' counts were refused a seat
 	default:
 		c.internal(w, r, err)
 	}

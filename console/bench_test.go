@@ -98,8 +98,8 @@ func TestConsoleBench(t *testing.T) {
 	defer coldSrv.Close()
 	client := srv.Client()
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	org := b.token(t, w.OrgA, "alice")
-	op := b.operatorToken(t)
+	org := b.signIn(t, w.OrgA, "alice")
+	op := b.operatorSignIn(t)
 	// A deep page of the timeline: its cursor from page 100.
 	deep := b.cursorAfter(t, org, "/console/saved-searches/"+w.Search.String(), 100)
 

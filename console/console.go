@@ -2,30 +2,45 @@
 // HTML under /console/, served by `searchd serve` and `searchd dev` beside
 // the API.
 //
-// An organization's auditor (an ordinary organization token) sees that
+// An organization's auditor (a member of an organization) sees that
 // organization's saved searches, archived ones included, each with its
-// snapshot timeline, a diff of brief and baseline between any two
-// snapshots and the Runs each snapshot started; its Runs; its provider
-// jobs with their applied and dropped deliveries. An operator (a token
-// with the role claim api.RoleOperator, minted by `searchd token
-// --operator`) sees the plane across organizations: claim counts, claims
-// in flight, stuck claims with a guarded force-release, the provider
-// inbox's backlog and the applier's lag, tool calls left
+// schedule and the occurrences it came due at, its snapshot timeline, a
+// diff of brief and baseline between any two snapshots and the Runs each
+// snapshot started; its Runs, each with its timeline (admitted, each
+// delivery to the runtime with its answer, dispatched, each status
+// report); its provider jobs with their applied and dropped deliveries.
+// An operator (the role auth.RoleOperator: the provider's operator role,
+// or a token minted by `searchd token --operator`) sees the plane across
+// organizations: claim counts, claims in flight, stuck claims with a
+// guarded force-release, the provider inbox's backlog and the applier's
+// lag, tool calls left
 // uncertain with a person's decision (mark delivered, or one retry with
-// the same key), the record of force-releases and the sweeper's runs. Every read goes through the
-// domain stores with the organization of the token, as the API's do.
+// the same key), the record of force-releases and the sweeper's runs.
+// Every read goes through the domain stores with the organization of the
+// session, as the API's do with the token's.
 //
-// Security. The bearer token is pasted once into a sign-in form (a POST
-// body, never a URL) and kept in an HttpOnly, SameSite=Strict cookie
-// scoped to /console/, Secure when the request came over TLS; it is never
-// logged. Every POST is refused unless the browser says it is same-origin
-// (http.CrossOriginProtection: Sec-Fetch-Site, else Origin) and, once
-// signed in, unless it carries the CSRF token bound to the session cookie
-// (an HMAC of it under a key derived from the server's JWT secret). Every
-// response carries a strict Content-Security-Policy: scripts and styles
-// from the console's own embedded files only, no inline script or style,
-// no framing. The pages work without JavaScript; console.js only adds
-// conveniences.
+// Signing in. With the company's OpenID Connect provider configured
+// (Deps.SignIn), a person signs in there: the authorization code flow
+// with PKCE, state and nonce (package auth), the ID token verified by the
+// rules of every token. In development (Deps.TokenSignIn, on in `searchd
+// dev`) a person may paste a bearer token instead. Either way the console
+// keeps a server-side session (package sessions): the cookie holds a
+// random secret, never a token, HttpOnly, SameSite=Strict, scoped to
+// /console/, Secure when the request came over TLS; the session in
+// PostgreSQL holds the organization, actor and role, and ends at its
+// lifetime (a pasted token's exp, when sooner) or at sign-out, which
+// deletes it, so the old cookie is refused everywhere at once. A session
+// is never a bearer token of the API.
+//
+// Security. Every POST is refused unless the browser says it is
+// same-origin (http.CrossOriginProtection: Sec-Fetch-Site, else Origin)
+// and, once signed in, unless it carries the CSRF token bound to the
+// session (an HMAC keyed by the session's secret). Every response carries
+// a strict Content-Security-Policy: scripts and styles from the console's
+// own embedded files only, no inline script or style, no framing, forms
+// posted to the console alone (and, from the sign-in page, redirected to
+// the provider). The pages work without JavaScript; console.js only adds
+// conveniences. Neither a token nor a cookie is ever logged.
 //
 // Templates and assets are embedded (go:embed), so `go build` needs no
 // front-end toolchain and there are no built assets to keep current.
@@ -40,18 +55,22 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
+	"github.com/searchd/searchd/sessions"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/tools"
@@ -84,6 +103,8 @@ type Snapshots interface {
 type Runs interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*runs.Run, error)
 	Search(ctx context.Context, org uuid.UUID, p runs.SearchParams) ([]runs.Run, string, error)
+	// StatusChanges reads a Run's status history for its timeline.
+	StatusChanges(ctx context.Context, org, id uuid.UUID) ([]runs.StatusChange, error)
 }
 
 // ProviderJobs is what the console reads of provider jobs: a
@@ -132,6 +153,13 @@ type Resolver interface {
 	Resolve(ctx context.Context, p tools.ResolveParams) (*tools.Resolved, error)
 }
 
+// Schedules reads a saved search's schedule and its occurrences; a
+// *schedule.Store has it.
+type Schedules interface {
+	Get(ctx context.Context, org, id uuid.UUID) (*schedule.Schedule, error)
+	Occurrences(ctx context.Context, org, id uuid.UUID, p schedule.ListParams) ([]schedule.Occurrence, string, error)
+}
+
 // SweeperRuns reads the sweeper's recorded runs; a *sweeper.RunLog has it.
 type SweeperRuns interface {
 	List(ctx context.Context, backlogOnly bool, limit int, cursor string) ([]sweeper.RunEntry, string, error)
@@ -148,15 +176,31 @@ type Deps struct {
 	JobAudit      JobAudit
 	Operator      Operator
 	SweeperRuns   SweeperRuns
+	// Dispatches serves the Run page's timeline: the hand-off to the
+	// runtime and its attempts.
+	Dispatches Dispatches
 	// Inbox serves the operator's "Inbound" panel, shown when it is set.
 	Inbox Inbox
+	// Schedules shows a saved search's schedule and its occurrences on
+	// its page, when it is set.
+	Schedules Schedules
 	// Uncertain and Resolver serve the operator's "Uncertain effects"
 	// panel; it is shown only when both are set.
 	Uncertain UncertainCalls
 	Resolver  Resolver
-	// JWTSecret verifies the tokens signed in with, as the API does, and
-	// keys the CSRF tokens; at least api.MinJWTSecretLen bytes.
-	JWTSecret []byte
+	// Sessions keeps the sessions of the people signed in (a
+	// *sessions.Store).
+	Sessions Sessions
+	// SignIn signs people in through the company's OpenID Connect
+	// provider (an *auth.SignIn); nil when the console has no provider.
+	SignIn SignIn
+	// TokenSignIn lets a person sign in by pasting a bearer token, which
+	// Verifier verifies as the API does (development: searchd dev).
+	TokenSignIn bool
+	Verifier    Verifier
+	// SessionLifetime is the longest a session lives; zero is
+	// DefaultSessionLifetime.
+	SessionLifetime time.Duration
 	// Logger receives one line per request (never a token, a cookie or a
 	// query string) and the errors; nil discards them.
 	Logger *slog.Logger
@@ -170,6 +214,12 @@ type Deps struct {
 	// them itself. The stuck and in-flight lists are always read fresh.
 	// Zero is DefaultOverviewTTL; negative reads them on every request.
 	OverviewTTL time.Duration
+	// Admission is the process's admission queue (package fairq), shared
+	// with the API: every page and action that reads the database takes
+	// a seat in it first, charged to the organization (an auditor's
+	// views) or to the operator (an operator's, by the token's sub).
+	// Required.
+	Admission *fairq.Queue
 	// OverviewWait is how long the claims page waits for a read of the
 	// counts when it has none to serve (the first page, or after six TTLs
 	// without an operator page). Past it the page is served without them,
@@ -178,6 +228,29 @@ type Deps struct {
 	// DefaultOverviewWait; negative waits as long as the read takes.
 	OverviewWait time.Duration
 }
+
+// Sessions stores the console's sessions; a *sessions.Store is one.
+type Sessions interface {
+	Create(ctx context.Context, p sessions.CreateParams) (secret string, s *sessions.Session, err error)
+	Lookup(ctx context.Context, secret string) (*sessions.Session, error)
+	Delete(ctx context.Context, secret string) error
+}
+
+// SignIn is a sign-in through the provider; an *auth.SignIn is one.
+type SignIn interface {
+	Start() (f auth.Flow, authURL string)
+	Finish(ctx context.Context, f auth.Flow, callback url.Values) (auth.Principal, error)
+	AuthorizationOrigin() string
+}
+
+// Verifier verifies a pasted token; an *auth.Verifier is one.
+type Verifier interface {
+	Verify(ctx context.Context, raw string) (auth.Principal, error)
+}
+
+// DefaultSessionLifetime is the default [Deps.SessionLifetime]: a
+// working day.
+const DefaultSessionLifetime = 8 * time.Hour
 
 // DefaultOverviewTTL is the default [Deps.OverviewTTL]: counts a few
 // seconds old, so operators refreshing the page do not each scan the
@@ -195,30 +268,33 @@ const overviewStaleFactor = 6
 
 // Console serves the console. It is safe for concurrent use.
 type Console struct {
-	d        Deps
-	verifier *api.TokenVerifier
-	csrfKey  []byte
-	pages    map[string]*template.Template
-	handler  http.Handler
-	log      *slog.Logger
-	now      func() time.Time
-	overview overviewCache
+	d               Deps
+	sessionLifetime time.Duration
+	pages           map[string]*template.Template
+	handler         http.Handler
+	log             *slog.Logger
+	now             func() time.Time
+	overview        overviewCache
 }
 
 // New returns the console built on d, or an error naming the first
 // dependency missing.
 func New(d Deps) (*Console, error) {
 	switch {
-	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.ProviderJobs == nil, d.JobAudit == nil:
-		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs, ProviderJobs and JobAudit are required")
+	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.ProviderJobs == nil, d.JobAudit == nil, d.Dispatches == nil:
+		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs, ProviderJobs, JobAudit and Dispatches are required")
 	case d.Operator == nil, d.SweeperRuns == nil:
 		return nil, errors.New("console: Deps.Operator and SweeperRuns are required")
+	case d.Admission == nil:
+		return nil, errors.New("console: Deps.Admission is required")
+	case d.Sessions == nil:
+		return nil, errors.New("console: Deps.Sessions is required")
+	case d.TokenSignIn && d.Verifier == nil:
+		return nil, errors.New("console: Deps.Verifier is required with TokenSignIn")
+	case d.SessionLifetime < 0:
+		return nil, errors.New("console: Deps.SessionLifetime is negative")
 	}
-	v, err := api.NewTokenVerifier(d.JWTSecret, d.Now)
-	if err != nil {
-		return nil, err
-	}
-	c := &Console{d: d, verifier: v, csrfKey: deriveKey(d.JWTSecret, "searchd console csrf v1"), log: d.Logger, now: d.Now}
+	c := &Console{d: d, sessionLifetime: cmp.Or(d.SessionLifetime, DefaultSessionLifetime), log: d.Logger, now: d.Now}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -231,6 +307,8 @@ func New(d Deps) (*Console, error) {
 	}
 	c.overview.staleFor = overviewStaleFactor * c.overview.ttl
 	c.overview.wait = cmp.Or(d.OverviewWait, DefaultOverviewWait)
+	c.overview.admission = d.Admission
+	var err error
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
@@ -266,6 +344,8 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /console/{$}", c.home)
 	mux.HandleFunc("GET /console/sign-in", c.signInForm)
 	mux.HandleFunc("POST /console/sign-in", c.signIn)
+	mux.HandleFunc("POST /console/sign-in/provider", c.startProviderSignIn)
+	mux.HandleFunc("GET "+oidcPath+"callback", c.providerCallback)
 	mux.HandleFunc("POST /console/sign-out", c.session(anyone, c.signOut))
 
 	// The auditor's views: one organization's records.

@@ -14,24 +14,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/console/consoletest"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/oidctest"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
+	"github.com/searchd/searchd/sessions"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/tools"
 )
 
-func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
+func TestMain(m *testing.M) {
+	pgtest.AtExit(oidctest.Cleanup)
+	pgtest.MainNoLeaks(m)
+}
 
 var secret = []byte("console-test-secret-0123456789abcdef")
 
@@ -62,14 +72,19 @@ func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL t
 		JobAudit:      providerjobs.NewAudit(pool),
 		Operator:      operator.NewStore(pool, nil),
 		SweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),
+		Dispatches:    dispatch.NewStore(pool, nil),
 		Inbox:         providerjobs.NewAudit(pool),
+		Schedules:     schedule.NewStore(pool, nil),
 		Uncertain:     tools.NewInspector(pool, nil),
 		Resolver:      tools.NewResolver(pool, tools.ResolverConfig{}),
-		JWTSecret:     secret,
+		Sessions:      sessions.NewStore(pool, nil),
+		TokenSignIn:   true,
+		Verifier:      verifier(t),
 		Logger:        slog.New(slog.NewJSONHandler(log, nil)),
 		OverviewTTL:   overviewTTL,
 		OverviewWait:  -1,
 		Now:           now,
+		Admission:     admissionFor(t, pool),
 	}
 	for _, f := range change {
 		f(&d)
@@ -79,6 +94,17 @@ func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL t
 		t.Fatal(err)
 	}
 	return c.Handler()
+}
+
+// admissionFor returns an admission queue at its defaults, its seats as
+// many as pool has connections, as cmd/searchd builds it.
+func admissionFor(t testing.TB, pool *pgxpool.Pool) *fairq.Queue {
+	t.Helper()
+	q, err := fairq.New(fairq.Config{Seats: int(pool.Config().MaxConns)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
 
 func setup(t *testing.T) *bundle {
@@ -92,22 +118,55 @@ func setup(t *testing.T) *bundle {
 	return &bundle{pool: pool, world: w, handler: newConsole(t, pool, &log, 0), log: &log}
 }
 
-func (b *bundle) token(t *testing.T, org uuid.UUID, sub string) string {
+// verifier verifies the tokens secret signs.
+func verifier(t testing.TB) *auth.Verifier {
 	t.Helper()
-	tok, err := api.SignToken(secret, org, sub, time.Now(), time.Hour)
+	v, err := auth.NewVerifier(context.Background(), auth.Config{Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// token returns a token of org and sub.
+func token(t testing.TB, org uuid.UUID, sub string) string {
+	t.Helper()
+	tok, err := auth.SignToken(secret, org, sub, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tok
 }
 
-func (b *bundle) operatorToken(t *testing.T) string {
+// signIn signs in with a token of org and sub and returns the session
+// cookie.
+func (b *bundle) signIn(t testing.TB, org uuid.UUID, sub string) string {
 	t.Helper()
-	tok, err := api.SignOperatorToken(secret, uuid.Nil, "olga", time.Now(), time.Hour)
+	return b.signInWith(t, token(t, org, sub))
+}
+
+// operatorSignIn signs in as the operator olga and returns the session
+// cookie.
+func (b *bundle) operatorSignIn(t testing.TB) string {
+	t.Helper()
+	tok, err := auth.SignOperatorToken(secret, uuid.Nil, "olga", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tok
+	return b.signInWith(t, tok)
+}
+
+// signInWith signs in with tok and returns the session cookie.
+func (b *bundle) signInWith(t testing.TB, tok string) string {
+	t.Helper()
+	rec := b.do("POST", "/console/sign-in", "", url.Values{"token": {tok}}, nil)
+	for _, c := range rec.Result().Cookies() {
+		if c.Name == "searchd_console" && rec.Code == http.StatusSeeOther {
+			return c.Value
+		}
+	}
+	t.Fatalf("sign-in = %d without a session cookie", rec.Code)
+	return ""
 }
 
 // do serves one request; cookie, when set, is the session cookie's value.
@@ -156,7 +215,8 @@ func (b *bundle) claimExists(t *testing.T, id uuid.UUID) bool {
 func TestSignInSetsAStrictHttpOnlyCookieAndNeverLogsTheToken(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tok := b.token(t, b.world.OrgA, "alice")
+	tok := token(t, b.world.OrgA, "alice")
+	var session string
 	for _, tt := range []struct {
 		target     string
 		wantSecure bool
@@ -176,26 +236,112 @@ func TestSignInSetsAStrictHttpOnlyCookieAndNeverLogsTheToken(t *testing.T) {
 		if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/console/" || c.Secure != tt.wantSecure {
 			t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, Path /console/, Secure %v", c, tt.wantSecure)
 		}
+		// The cookie holds a session's secret, never the token, and ends
+		// with the token (an hour), well within the session lifetime.
+		if strings.Contains(c.Value, tok) || strings.Count(c.Value, ".") != 0 || c.MaxAge < 3590 || c.MaxAge > 3600 {
+			t.Errorf("session cookie %q with Max-Age %d: want a session secret that ends with the token's hour", c.Value, c.MaxAge)
+		}
 		if strings.Contains(rec.Header().Get("Location"), tok) {
 			t.Errorf("the token is in the redirect")
 		}
+		session = c.Value
 	}
-	if rec := b.do("GET", "/console/saved-searches", tok, nil, nil); rec.Code != http.StatusOK {
+	if rec := b.do("GET", "/console/saved-searches", session, nil, nil); rec.Code != http.StatusOK {
 		t.Fatalf("a signed-in GET = %d", rec.Code)
 	}
-	if strings.Contains(b.log.String(), tok) || strings.Contains(b.log.String(), tok[strings.LastIndex(tok, ".")+1:]) {
-		t.Errorf("the log holds the token:\n%s", b.log.String())
+	if strings.Contains(b.log.String(), tok) || strings.Contains(b.log.String(), tok[strings.LastIndex(tok, ".")+1:]) ||
+		strings.Contains(b.log.String(), session) {
+		t.Errorf("the log holds the token or the session's secret:\n%s", b.log.String())
 	}
 	if !strings.Contains(b.log.String(), `"route":"GET /console/saved-searches"`) {
 		t.Errorf("the access log has no line for the request:\n%s", b.log.String())
 	}
 }
 
+// TestACookieNeverOutlivesTheSessionLifetime: a token whose exp is 2^53
+// seconds away is refused outright (the maximum token lifetime), and a
+// token within it gets a session of at most the session lifetime, whose
+// cookie expires with it: no cookie for the year 285,428,751.
+func TestACookieNeverOutlivesTheSessionLifetime(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	if _, err := consoletest.Seed(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	b := &bundle{pool: pool, log: &bytes.Buffer{}}
+	b.handler = newConsoleAt(t, pool, b.log, 0, nil, func(d *console.Deps) { d.SessionLifetime = 30 * time.Minute })
+	org := uuid.New()
+	huge, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"org_id": org.String(), "exp": int64(1) << 53}).SignedString(secret)
+	if rec := b.do("POST", "/console/sign-in", "", url.Values{"token": {huge}}, nil); rec.Code != http.StatusUnauthorized || len(rec.Result().Cookies()) != 0 {
+		t.Errorf("sign-in with exp 2^53 = %d with %d cookies, want 401 and none", rec.Code, len(rec.Result().Cookies()))
+	}
+	day, _ := auth.SignToken(secret, org, "alice", time.Now(), 23*time.Hour)
+	rec := b.do("POST", "/console/sign-in", "", url.Values{"token": {day}}, nil)
+	cookies := rec.Result().Cookies()
+	if rec.Code != http.StatusSeeOther || len(cookies) != 1 || cookies[0].MaxAge != 1800 {
+		t.Fatalf("sign-in with a 23 h token = %d, cookies %v; want one cookie of Max-Age 1800 (the session lifetime)", rec.Code, cookies)
+	}
+	var left time.Duration
+	if err := pool.QueryRow(context.Background(), `SELECT expires_at - created_at FROM agent.console_sessions WHERE actor = 'alice'`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 30*time.Minute {
+		t.Errorf("the session lives %s, want the 30 m lifetime", left)
+	}
+}
+
+// TestSignOutEndsTheSession: after sign-out the old cookie is refused,
+// and it never was a bearer token (the API's verifier refuses it).
+func TestSignOutEndsTheSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	session := b.signIn(t, b.world.OrgA, "alice")
+	other := b.signIn(t, b.world.OrgA, "alice")
+	if _, err := verifier(t).Verify(context.Background(), session); err == nil {
+		t.Error("the API's verifier accepts a session's secret")
+	}
+	csrf := b.csrfOf(t, session, "/console/saved-searches")
+	rec := b.do("POST", "/console/sign-out", session, url.Values{"csrf": {csrf}}, nil)
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/console/sign-in" {
+		t.Fatalf("sign-out = %d to %q, want 303 to the sign-in page", rec.Code, rec.Header().Get("Location"))
+	}
+	if c := rec.Result().Cookies(); len(c) != 1 || c[0].MaxAge >= 0 {
+		t.Errorf("sign-out cookies %v, want the session cookie cleared", c)
+	}
+	if rec := b.do("GET", "/console/saved-searches", session, nil, nil); rec.Code != http.StatusSeeOther {
+		t.Errorf("GET with the signed-out cookie = %d, want 303 to sign in", rec.Code)
+	}
+	if rec := b.do("POST", "/console/sign-out", session, url.Values{"csrf": {csrf}}, nil); rec.Code != http.StatusUnauthorized {
+		t.Errorf("POST with the signed-out cookie = %d, want 401", rec.Code)
+	}
+	if rec := b.do("GET", "/console/saved-searches", other, nil, nil); rec.Code != http.StatusOK {
+		t.Errorf("another session of the same person after one signed out = %d, want 200", rec.Code)
+	}
+}
+
+// TestTokenSignInIsForDevelopment: with token sign-in off, the form is
+// not offered and a posted token is refused without a session.
+func TestTokenSignInIsForDevelopment(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	b := &bundle{pool: pool, log: &bytes.Buffer{}}
+	b.handler = newConsoleAt(t, pool, b.log, 0, nil, func(d *console.Deps) { d.TokenSignIn = false })
+	page := b.do("GET", "/console/sign-in", "", nil, nil)
+	if page.Code != http.StatusOK || strings.Contains(page.Body.String(), `name="token"`) ||
+		!strings.Contains(page.Body.String(), "No way to sign in is configured") {
+		t.Errorf("sign-in page without token sign-in or a provider = %d:\n%s", page.Code, page.Body.String())
+	}
+	rec := b.do("POST", "/console/sign-in", "", url.Values{"token": {token(t, uuid.New(), "alice")}}, nil)
+	if rec.Code != http.StatusForbidden || len(rec.Result().Cookies()) != 0 {
+		t.Errorf("a posted token with token sign-in off = %d with %d cookies, want 403 and none", rec.Code, len(rec.Result().Cookies()))
+	}
+}
+
 func TestSignInRefusesTokensTheAPIWouldRefuse(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	expired, _ := api.SignToken(secret, b.world.OrgA, "alice", time.Now().Add(-2*time.Hour), time.Hour)
-	other, _ := api.SignToken([]byte("another-secret-0123456789abcdefghij"), b.world.OrgA, "alice", time.Now(), time.Hour)
+	expired, _ := auth.SignToken(secret, b.world.OrgA, "alice", time.Now().Add(-2*time.Hour), time.Hour)
+	other, _ := auth.SignToken([]byte("another-secret-0123456789abcdefghij"), b.world.OrgA, "alice", time.Now(), time.Hour)
 	for name, tok := range map[string]string{"garbage": "not-a-token", "expired": expired, "other secret": other, "empty": ""} {
 		rec := b.do("POST", "/console/sign-in", "", url.Values{"token": {tok}}, nil)
 		if rec.Code != http.StatusUnauthorized || len(rec.Result().Cookies()) != 0 {
@@ -209,11 +355,30 @@ func TestSignInRefusesTokensTheAPIWouldRefuse(t *testing.T) {
 	}
 }
 
+// TestSignInRefusesARuntimeCredential: a runtime's token verifies, but it
+// reports Run status and opens no console: 403, no cookie, no session.
+func TestSignInRefusesARuntimeCredential(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rt, err := auth.SignRuntimeToken(secret, b.world.OrgA, "runtime-eu-1", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := b.do("POST", "/console/sign-in", "", url.Values{"token": {rt}}, nil)
+	if rec.Code != http.StatusForbidden || len(rec.Result().Cookies()) != 0 || !strings.Contains(rec.Body.String(), "runtime credential") {
+		t.Errorf("sign-in with a runtime credential = %d with %d cookies, want 403 naming it and none", rec.Code, len(rec.Result().Cookies()))
+	}
+	var n int
+	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM agent.console_sessions WHERE actor = 'runtime-eu-1'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d sessions of the runtime (%v), want none", n, err)
+	}
+}
+
 func TestEveryResponseCarriesAStrictContentSecurityPolicy(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tok := b.token(t, b.world.OrgA, "alice")
-	op := b.operatorToken(t)
+	tok := b.signIn(t, b.world.OrgA, "alice")
+	op := b.operatorSignIn(t)
 	for _, tt := range []struct{ target, cookie string }{
 		{"/console/sign-in", ""},
 		{"/console/saved-searches", tok},
@@ -246,7 +411,7 @@ func TestAnAuditorSeesNothingOfAnotherOrganization(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	w := b.world
-	tokB := b.token(t, w.OrgB, "eve")
+	tokB := b.signIn(t, w.OrgB, "eve")
 	for _, target := range []string{
 		"/console/saved-searches/" + w.Search.String(),
 		"/console/saved-searches/" + w.Archived.String(),
@@ -285,7 +450,7 @@ func TestAnAuditorSeesNothingOfAnotherOrganization(t *testing.T) {
 		}
 	}
 	// And org A does see its own: the checks above can fail.
-	tokA := b.token(t, w.OrgA, "alice")
+	tokA := b.signIn(t, w.OrgA, "alice")
 	if body := b.do("GET", "/console/runs?key="+w.SecondKey, tokA, nil, nil).Body.String(); !strings.Contains(body, w.SecondRun.String()[:8]) {
 		t.Errorf("org A's Run search by key does not show its Run")
 	}
@@ -294,13 +459,13 @@ func TestAnAuditorSeesNothingOfAnotherOrganization(t *testing.T) {
 func TestOperatorViewsRefuseOrganizationTokens(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tokA := b.token(t, b.world.OrgA, "alice")
+	tokA := b.signIn(t, b.world.OrgA, "alice")
 	for _, target := range []string{"/console/operator/claims", "/console/operator/releases", "/console/operator/sweeper"} {
 		rec := b.do("GET", target, tokA, nil, nil)
 		if rec.Code != http.StatusForbidden || strings.Contains(rec.Body.String(), b.world.StuckKey) {
 			t.Errorf("org token GET %s = %d, want 403 showing nothing", target, rec.Code)
 		}
-		if rec := b.do("GET", target, b.operatorToken(t), nil, nil); rec.Code != http.StatusOK {
+		if rec := b.do("GET", target, b.operatorSignIn(t), nil, nil); rec.Code != http.StatusOK {
 			t.Errorf("operator GET %s = %d, want 200", target, rec.Code)
 		}
 	}
@@ -317,7 +482,7 @@ func TestOperatorViewsRefuseOrganizationTokens(t *testing.T) {
 		t.Errorf("an organization's navigation links an operator view")
 	}
 	// An operator token that names no organization reads no organization.
-	if rec := b.do("GET", "/console/saved-searches", b.operatorToken(t), nil, nil); rec.Code != http.StatusForbidden {
+	if rec := b.do("GET", "/console/saved-searches", b.operatorSignIn(t), nil, nil); rec.Code != http.StatusForbidden {
 		t.Errorf("operator without an organization GET saved searches = %d, want 403", rec.Code)
 	}
 }
@@ -338,10 +503,11 @@ func (b *bundle) stuckForm(t *testing.T, cookie string) url.Values {
 func TestForceReleaseNeedsTheSessionsCSRFTokenAndASameOriginPost(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	op := b.operatorToken(t)
+	op := b.operatorSignIn(t)
 	form := b.stuckForm(t, op)
 	target := "/console/operator/claims/" + b.world.Stuck.String() + "/release"
-	otherOp, _ := api.SignOperatorToken(secret, uuid.Nil, "mallory", time.Now(), time.Hour)
+	mallory, _ := auth.SignOperatorToken(secret, uuid.Nil, "mallory", time.Now(), time.Hour)
+	otherOp := b.signInWith(t, mallory)
 	for _, tt := range []struct {
 		name   string
 		csrf   string
@@ -384,7 +550,7 @@ func TestForceReleaseNeedsTheSessionsCSRFTokenAndASameOriginPost(t *testing.T) {
 func TestForceReleaseRefusesLiveChangedAndReasonlessReleases(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	op := b.operatorToken(t)
+	op := b.operatorSignIn(t)
 	form := b.stuckForm(t, op)
 	post := func(id uuid.UUID, f url.Values) string {
 		rec := b.do("POST", "/console/operator/claims/"+id.String()+"/release", op, f, nil)
@@ -426,7 +592,7 @@ func TestCompareShowsTheBaselineAndBriefChanges(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	w := b.world
-	tok := b.token(t, w.OrgA, "alice")
+	tok := b.signIn(t, w.OrgA, "alice")
 	// Either order: the older snapshot is always the left side.
 	for _, q := range []string{"a=" + w.FirstSnapshot.String() + "&b=" + w.SecondSnapshot.String(),
 		"a=" + w.SecondSnapshot.String() + "&b=" + w.FirstSnapshot.String()} {
@@ -457,10 +623,64 @@ func TestCompareShowsTheBaselineAndBriefChanges(t *testing.T) {
 	}
 }
 
+// TestEveryListCursorIsReadByTheOneDecoder sends each cursor parameter of
+// every console list a cursor crafted in the cursors' own format with an
+// instant PostgreSQL cannot hold (before 4713 BC), which once reached the
+// SQL and answered 500 (SQLSTATE 22008, logged at ERROR) on every list,
+// and one just past either end of the range the decoder takes: each must
+// answer 400 and log no error. A cursor at either end of that range must
+// be taken (200): the decoder refuses no instant a query can use.
+func TestEveryListCursorIsReadByTheOneDecoder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world
+	tok, op := b.signIn(t, w.OrgA, "alice"), b.operatorSignIn(t)
+	pages := []struct{ path, param, cookie string }{
+		{"/console/saved-searches", "cursor", tok},
+		{"/console/saved-searches/" + w.Search.String(), "cursor", tok},
+		{"/console/saved-searches/" + w.Search.String(), "occ", tok},
+		{"/console/snapshots/" + w.FirstSnapshot.String(), "cursor", tok},
+		{"/console/runs", "cursor", tok},
+		{"/console/provider-jobs", "cursor", tok},
+		{"/console/provider-jobs/" + w.Job.String(), "cursor", tok},
+		{"/console/operator/claims", "stuck", op},
+		{"/console/operator/claims", "flight", op},
+		{"/console/operator/inbound", "pending", op},
+		{"/console/operator/inbound", "cursor", op},
+		{"/console/operator/releases", "cursor", op},
+		{"/console/operator/sweeper", "cursor", op},
+		{"/console/operator/uncertain", "cursor", op},
+		{"/console/operator/uncertain", "decisions", op},
+	}
+	at := func(t time.Time) string { return keyset.Encode(keyset.Position{CreatedAt: t, ID: uuid.New()}) }
+	cursors := []struct {
+		name, cursor string
+		want         int
+	}{
+		{"an instant before 4713 BC", at(time.UnixMicro(-211_000_000_000_000_000)), http.StatusBadRequest},
+		{"one microsecond before the first instant", at(keyset.MinInstant.Add(-time.Microsecond)), http.StatusBadRequest},
+		{"one microsecond after the last instant", at(keyset.MaxInstant.Add(time.Microsecond)), http.StatusBadRequest},
+		{"the first instant", at(keyset.MinInstant), http.StatusOK},
+		{"the last instant", at(keyset.MaxInstant), http.StatusOK},
+	}
+	for _, p := range pages {
+		for _, c := range cursors {
+			b.log.Reset()
+			target := p.path + "?" + url.Values{p.param: {c.cursor}}.Encode()
+			if rec := b.do("GET", target, p.cookie, nil, nil); rec.Code != c.want {
+				t.Errorf("GET %s (%s ?%s) = %d, want %d", target, c.name, p.param, rec.Code, c.want)
+			}
+			if strings.Contains(b.log.String(), `"level":"ERROR"`) {
+				t.Errorf("GET %s (%s ?%s) logged an error: %s", target, c.name, p.param, b.log.String())
+			}
+		}
+	}
+}
+
 func TestBadFiltersAndPathsAnswer4xx(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	tok := b.token(t, b.world.OrgA, "alice")
+	tok := b.signIn(t, b.world.OrgA, "alice")
 	for target, want := range map[string]int{
 		"/console/runs?from=yesterday":                                    http.StatusBadRequest,
 		"/console/runs?status=lost":                                       http.StatusBadRequest,
@@ -475,7 +695,7 @@ func TestBadFiltersAndPathsAnswer4xx(t *testing.T) {
 			t.Errorf("GET %s = %d, want %d", target, rec.Code, want)
 		}
 	}
-	op := b.operatorToken(t)
+	op := b.operatorSignIn(t)
 	for target, want := range map[string]int{
 		"/console/operator/claims?key=k":                      http.StatusBadRequest, // a key needs its organization and scope
 		"/console/operator/claims?org=nope":                   http.StatusBadRequest,
@@ -502,7 +722,7 @@ func TestRunListsPageThroughEveryRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tok := b.token(t, b.world.OrgA, "alice")
+	tok := b.signIn(t, b.world.OrgA, "alice")
 	seen := map[string]bool{}
 	next := regexp.MustCompile(`href="(/console/runs\?[^"]*cursor=[^"]+)" class="next"`)
 	runLink := regexp.MustCompile(`href="/console/runs/([0-9a-f-]{36})"`)
@@ -527,7 +747,7 @@ func TestAnOperatorResolvesUncertainCallsWithTheirEvidence(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	w := b.world
-	op := b.operatorToken(t)
+	op := b.operatorSignIn(t)
 	page := b.do("GET", "/console/operator/uncertain", op, nil, nil)
 	body := page.Body.String()
 	if page.Code != http.StatusOK {
@@ -538,7 +758,7 @@ func TestAnOperatorResolvesUncertainCallsWithTheirEvidence(t *testing.T) {
 			t.Errorf("the uncertain page lacks %q", want)
 		}
 	}
-	if rec := b.do("GET", "/console/operator/uncertain", b.token(t, w.OrgA, "alice"), nil, nil); rec.Code != http.StatusForbidden {
+	if rec := b.do("GET", "/console/operator/uncertain", b.signIn(t, w.OrgA, "alice"), nil, nil); rec.Code != http.StatusForbidden {
 		t.Errorf("an organization token GET uncertain = %d, want 403", rec.Code)
 	}
 	csrf := csrfField.FindStringSubmatch(body)[1]
@@ -586,7 +806,7 @@ func TestAnOperatorResolvesUncertainCallsWithTheirEvidence(t *testing.T) {
 func TestTheInboundPanelShowsTheBacklogAndTheApplierLag(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	op := b.operatorToken(t)
+	op := b.operatorSignIn(t)
 	rec := b.do("GET", "/console/operator/inbound", op, nil, nil)
 	body := rec.Body.String()
 	if rec.Code != http.StatusOK {
@@ -610,7 +830,84 @@ func TestTheInboundPanelShowsTheBacklogAndTheApplierLag(t *testing.T) {
 	if rec := b.do("GET", "/console/operator/inbound?status=lost", op, nil, nil); rec.Code != http.StatusBadRequest {
 		t.Errorf("an unknown status = %d, want 400", rec.Code)
 	}
-	if rec := b.do("GET", "/console/operator/inbound", b.token(t, b.world.OrgA, "alice"), nil, nil); rec.Code != http.StatusForbidden {
+	if rec := b.do("GET", "/console/operator/inbound", b.signIn(t, b.world.OrgA, "alice"), nil, nil); rec.Code != http.StatusForbidden {
 		t.Errorf("an organization token GET inbound = %d, want 403", rec.Code)
+	}
+}
+
+// TestTheRunPageShowsItsTimeline: the Run page lists the Run's life in
+// order: admitted, each delivery attempt with the runtime's answer,
+// dispatched, each status report with who made it; a refused dispatch
+// shows its answer.
+func TestTheRunPageShowsItsTimeline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok := b.signIn(t, b.world.OrgA, "alice")
+	rec := b.do("GET", "/console/runs/"+b.world.SecondRun.String(), tok, nil, nil)
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("Run page = %d", rec.Code)
+	}
+	section := body[strings.Index(body, "<h2>Timeline</h2>"):]
+	last := -1
+	for _, want := range []string{">admitted<", ">delivery 1<", "503 Service Unavailable runtime warming up", ">delivery 2<",
+		"the runtime acknowledged the delivery", ">reported<", ">running<", "runtime-eu-1", ">succeeded<",
+		"result: " + b.world.ResultRef} {
+		i := strings.Index(section[last+1:], want)
+		if i < 0 {
+			t.Errorf("the timeline lacks %q after the previous event:\n%s", want, section[:min(len(section), 4000)])
+			continue
+		}
+		last += 1 + i
+	}
+	if !strings.Contains(section, `Dispatch to the runtime: <span class="badge b-dispatched">dispatched</span>`) ||
+		!strings.Contains(section, "2 attempts") || !strings.Contains(section, "Version 4") {
+		t.Errorf("the timeline's summary lacks the dispatch state, its attempts or the version:\n%s", section[:min(len(section), 1500)])
+	}
+	body = b.do("GET", "/console/runs/"+b.world.DirectRun.String(), tok, nil, nil).Body.String()
+	if !strings.Contains(body, `<span class="badge b-failed">failed</span>`) || !strings.Contains(body, "unknown capability enrich.company") {
+		t.Errorf("the refused Run's page lacks its failed dispatch and the runtime's answer")
+	}
+	// Another organization sees none of it.
+	if rec := b.do("GET", "/console/runs/"+b.world.SecondRun.String(), b.signIn(t, b.world.OrgB, "eve"), nil, nil); rec.Code != http.StatusNotFound {
+		t.Errorf("org B's auditor on org A's Run page = %d, want 404", rec.Code)
+	}
+}
+
+// TestASavedSearchPageShowsItsScheduleAndOccurrences: the schedule, its
+// next due time, each occurrence with its outcome and Run, and the
+// snapshots the scheduler froze marked as such; another organization sees
+// none of it; a saved search without a schedule says so.
+func TestASavedSearchPageShowsItsScheduleAndOccurrences(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world
+	tok := b.signIn(t, w.OrgA, "alice")
+	rec := b.do("GET", "/console/saved-searches/"+w.Scheduled.String(), tok, nil, nil)
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET the scheduled saved search = %d", rec.Code)
+	}
+	for _, want := range []string{
+		"cron <code>0 9 * * *</code>", "in Europe/Berlin", `<span class="badge b-live">live</span>`,
+		`<span class="badge b-succeeded">started</span>`, `<span class="badge b-archived">missed</span>`,
+		`href="/console/runs/` + w.ScheduledRun.String() + `"`, "scheduled</span>", "<dd>24 h <span",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the scheduled saved search's page lacks %q", want)
+		}
+	}
+	if n := strings.Count(body, `<span class="badge b-succeeded">started</span>`); n != 2 {
+		t.Errorf("%d started occurrences shown, want 2", n)
+	}
+	if body := b.do("GET", "/console/saved-searches/"+w.Search.String(), tok, nil, nil).Body.String(); !strings.Contains(body, "No schedule") {
+		t.Errorf("a saved search without a schedule does not say so")
+	}
+	if rec := b.do("GET", "/console/saved-searches/"+w.Scheduled.String()+"?occ=nope", tok, nil, nil); rec.Code != http.StatusBadRequest {
+		t.Errorf("a foreign occurrence cursor = %d, want 400", rec.Code)
+	}
+	if rec := b.do("GET", "/console/saved-searches/"+w.Scheduled.String(), b.signIn(t, w.OrgB, "eve"), nil, nil); rec.Code != http.StatusNotFound ||
+		strings.Contains(rec.Body.String(), consoletest.ScheduledName) {
+		t.Errorf("org B GET the scheduled saved search = %d, want 404 showing nothing", rec.Code)
 	}
 }

@@ -11,16 +11,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/operator"
-	"github.com/searchd/searchd/providerjobs"
-	"github.com/searchd/searchd/sweeper"
-	"github.com/searchd/searchd/tools"
-)
+	"github.com/google/uuid"
 
-// errInvalidCursor is what the operator views answer for a cursor their
-// stores did not write.
-var errInvalidCursor = errors.New("console: invalid cursor")
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/operator"
+	"github.com/searchd/searchd/sweeper"
+)
 
 // panel is one operator view: its navigation entry and its routes. Every
 // route is gated to operator tokens by routes().
@@ -88,6 +85,30 @@ type claimsPage struct {
 	Released, Refused string
 	Filtered          bool
 	Now               time.Time
+	// Admission is the admission queue as the page was served.
+	Admission admissionView
+}
+
+// admissionView shows the admission queue the API and the console share:
+// its seats and the flows being served or waiting. Organization ids
+// appear here (an operator sees every organization); the metrics carry
+// none.
+type admissionView struct {
+	fairq.Stats
+	// MaxWait and QueueLength are the queue's bounds.
+	MaxWait     time.Duration
+	QueueLength int
+	// More is how many flows the table leaves out.
+	More int
+}
+
+// admissionRows bounds the flows the claims page lists.
+const admissionRows = 20
+
+func (c *Console) admissionView() admissionView {
+	q := c.d.Admission
+	st := q.Stats(admissionRows)
+	return admissionView{Stats: st, MaxWait: q.MaxWait(), QueueLength: q.QueueLength(), More: st.FlowsTotal - len(st.Flows)}
 }
 
 // countsView is the top of the claims page: the counts of the plane by
@@ -139,6 +160,9 @@ type overviewCache struct {
 	latest *operator.Overview
 	// reading is the read running, if any: at most one at a time.
 	reading *overviewRead
+	// admission seats each read, charged to the flow of the request that
+	// started it (a read outlives that request's seat).
+	admission *fairq.Queue
 }
 
 // overviewRead is one read of the overview; done is closed when it has
@@ -189,8 +213,19 @@ func (oc *overviewCache) starter(ctx context.Context, op Operator, now func() ti
 func (oc *overviewCache) read(ctx context.Context, r *overviewRead, op Operator, now func() time.Time, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, overviewReadTimeout)
 	defer cancel()
-	r.at = now()
-	r.ov, r.err = op.Overview(ctx, chartHours)
+	var seat *fairq.Seat
+	if started := fairq.FromContext(ctx); started != nil && oc.admission != nil {
+		// One seat: the page that started it may hold its own while it
+		// waits for the read (at most OverviewWait).
+		seat, r.err = oc.admission.Acquire(ctx, started.Flow(), 1)
+	}
+	if r.err == nil {
+		r.at = now()
+		r.ov, r.err = op.Overview(ctx, chartHours)
+	}
+	if seat != nil {
+		seat.Release()
+	}
 	oc.mu.Lock()
 	if r.err == nil {
 		oc.storeLocked(r.ov, r.at)
@@ -282,7 +317,7 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 		c.badFilters(w, r, err)
 		return
 	}
-	if org.String() != zeroUUID {
+	if org != uuid.Nil {
 		p.Org = org.String()
 	}
 	p.Filtered = p.Org != "" || p.Scope != "" || p.Key != ""
@@ -309,6 +344,7 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Now = c.now()
 	p.Overview = newCountsView(ov, readAt, p.Now)
+	p.Admission = c.admissionView()
 	c.render(w, r, http.StatusOK, "claims", "Claims", p)
 }
 
@@ -321,6 +357,9 @@ const claimCountsWait = overviewReadTimeout + 5*time.Second
 // (console.js puts it in place). It waits for the read, as no person waits
 // on it: the page they look at was served already.
 func (c *Console) claimCounts(w http.ResponseWriter, r *http.Request) {
+	// It only waits (the read takes a seat of its own) and then renders:
+	// it needs no seat, so it gives its own up at once.
+	fairq.Idle(r.Context())
 	ctx, cancel := context.WithTimeout(r.Context(), claimCountsWait)
 	defer cancel()
 	ov, readAt, err := c.overview.getWaiting(ctx, c.d.Operator, c.now, c.log, -1)
@@ -403,7 +442,7 @@ func (c *Console) releases(w http.ResponseWriter, r *http.Request) {
 		c.badFilters(w, r, err)
 		return
 	}
-	if org.String() != zeroUUID {
+	if org != uuid.Nil {
 		p.Org = org.String()
 	}
 	list, next, err := c.d.Operator.Releases(r.Context(), operator.ReleaseFilter{OrganizationID: org, Actor: p.Actor},
@@ -451,9 +490,6 @@ func (c *Console) sweeperRuns(w http.ResponseWriter, r *http.Request) {
 // operatorFailed is readFailed for the operator's stores.
 func (c *Console) operatorFailed(w http.ResponseWriter, r *http.Request, err error) bool {
 	switch {
-	case errors.Is(err, operator.ErrInvalidCursor), errors.Is(err, sweeper.ErrInvalidCursor), errors.Is(err, tools.ErrInvalidCursor),
-		errors.Is(err, providerjobs.ErrInvalidCursor):
-		err = errInvalidCursor
 	case errors.Is(err, operator.ErrInvalid):
 		c.badFilters(w, r, errors.New(strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": ")))
 		return true

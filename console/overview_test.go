@@ -39,7 +39,7 @@ func TestClaimCountsAreServedStaleWhileOneBackgroundReadReplacesThem(t *testing.
 	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
 	const ttl = 10 * time.Second
 	b := &bundle{pool: pool, handler: newConsoleAt(t, pool, io.Discard, ttl, now)}
-	op := b.operatorToken(t)
+	op := b.operatorSignIn(t)
 	inFlight := func() int {
 		t.Helper()
 		rec := b.do("GET", "/console/operator/claims", op, nil, nil)
@@ -100,7 +100,7 @@ func TestAReleaseRereadsTheCountsBeforeItsPageIsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &bundle{pool: pool, world: w, handler: newConsoleAt(t, pool, io.Discard, time.Hour, nil)}
-	op := b.operatorToken(t)
+	op := b.operatorSignIn(t)
 	count := func(re *regexp.Regexp, page string) int {
 		t.Helper()
 		m := re.FindStringSubmatch(page)
@@ -146,7 +146,7 @@ func TestAPageWithNoCountsWaitsForThemAtMostTheWait(t *testing.T) {
 	b := &bundle{pool: pool, world: w, handler: newConsoleAt(t, pool, io.Discard, time.Hour, nil, func(d *console.Deps) {
 		d.OverviewWait = 20 * time.Millisecond
 	})}
-	op := b.operatorToken(t)
+	op := b.operatorSignIn(t)
 
 	lock, err := pool.Begin(ctx)
 	if err != nil {
@@ -187,7 +187,7 @@ func TestAPageWithNoCountsWaitsForThemAtMostTheWait(t *testing.T) {
 	if inFlightTile.MatchString(page) {
 		t.Errorf("the claims page served while counting shows counts")
 	}
-	if rec := answer(get("/console/operator/claims/counts", b.token(t, w.OrgA, "alice")), "counts, organization token"); rec.Code != http.StatusForbidden {
+	if rec := answer(get("/console/operator/claims/counts", b.signIn(t, w.OrgA, "alice")), "counts, organization token"); rec.Code != http.StatusForbidden {
 		t.Errorf("an organization token GET the counts = %d, want 403", rec.Code)
 	}
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/schedule"
 )
 
 // page is what every template gets.
@@ -48,7 +49,7 @@ func (c *Console) nav(s *session) []navEntry {
 			navEntry{"Audit", "Provider jobs", "/console/provider-jobs", "provider-jobs"},
 		)
 	}
-	if s.Operator {
+	if s.IsOperator() {
 		for _, p := range c.operatorPanels() {
 			out = append(out, navEntry{"Operator", p.label, p.href, p.section})
 		}
@@ -247,9 +248,26 @@ var funcs = template.FuncMap{
 	// "cursor" (two lists on one page).
 	"pagerNamed": newPager,
 	"add":        func(a, b int) int { return a + b },
-	"sub":        func(a, b int) int { return a - b },
-	"int":        func(n int64) int { return int(n) },
-	"keyOf":      idempotencyKey,
+	// occBadge is the badge class of an occurrence's status, from the
+	// console's existing badges.
+	"occBadge": func(status string) string {
+		switch status {
+		case schedule.StatusStarted:
+			return "b-succeeded"
+		case schedule.StatusRefused:
+			return "b-failed"
+		case schedule.StatusMissed:
+			return "b-archived"
+		case schedule.StatusNotReady:
+			return "b-stuck"
+		}
+		return "b-pending"
+	},
+	// every writes an interval schedule's cadence for a person.
+	"every": func(seconds int64) string { return humanDuration(time.Duration(seconds) * time.Second) },
+	"sub":   func(a, b int) int { return a - b },
+	"int":   func(n int64) int { return int(n) },
+	"keyOf": idempotencyKey,
 	// left writes the time from now to t: a lease's time left.
 	"left":  func(now, t time.Time) string { return humanDuration(t.Sub(now)) },
 	"since": func(a, b time.Time) time.Duration { return b.Sub(a) },

@@ -5,29 +5,50 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
-	"github.com/searchd/searchd/api"
+	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/sessions"
 )
 
-// cookieName is the session cookie. It holds the bearer token signed in
-// with: HttpOnly (no script reads it), SameSite=Strict (no other site's
-// page sends it), Path /console/ (the API never sees it), Secure over TLS,
-// expiring with the token. Replicas need no shared session store: each
-// verifies the token as the API would.
+// cookieName is the session cookie. It holds the secret of a server-side
+// session (package sessions), never a token: HttpOnly (no script reads
+// it), SameSite=Strict (no other site's page sends it), Path /console/
+// (the API never sees it), Secure over TLS, expiring with the session.
 const cookieName = "searchd_console"
+
+// flowCookie holds a sign-in through the provider between its start and
+// the provider's callback: the state, nonce and PKCE verifier (auth.Flow).
+// SameSite=Lax, because the callback is a top-level navigation from the
+// provider's site; Path /console/oidc/, so no other page receives it; ten
+// minutes at most.
+const flowCookie = "searchd_console_flow"
+
+// flowTTL bounds a sign-in at the provider.
+const flowTTL = 10 * time.Minute
 
 // maxTokenFormLen bounds the sign-in form's token field.
 const maxTokenFormLen = 8 << 10
 
 type principalKey struct{}
 
-// session is a signed-in request: the principal and the CSRF token its
-// forms carry.
+// session is a signed-in request: the principal, the session's secret and
+// the CSRF token its forms carry.
 type session struct {
-	api.Principal
-	CSRF string
+	auth.Principal
+	CSRF   string
+	secret string
 }
 
 func sessionOf(ctx context.Context) *session {
@@ -40,37 +61,55 @@ type gate int
 
 const (
 	anyone       gate = iota // any signed-in principal
-	auditor                  // a token that names an organization
-	operatorOnly             // a token with the operator role claim
+	auditor                  // a session that names an organization
+	operatorOnly             // a session with the operator role
 )
 
-// session admits a request with a valid session cookie that passes g, and
-// a POST only with the session's CSRF token in its csrf field. Without a
-// session a GET is sent to the sign-in form; a refused gate answers 403.
+// lookup returns the session of the request's cookie: nil with a nil
+// error when there is none (no cookie, signed out, expired), and an
+// error when the database could not say.
+func (c *Console) lookup(r *http.Request) (*session, error) {
+	ck, err := r.Cookie(cookieName)
+	if err != nil {
+		return nil, nil
+	}
+	s, err := c.d.Sessions.Lookup(r.Context(), ck.Value)
+	switch {
+	case errors.Is(err, sessions.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &session{
+		Principal: auth.Principal{OrganizationID: s.OrganizationID, Actor: s.Actor, Role: auth.Role(s.Role), ExpiresAt: s.ExpiresAt},
+		CSRF:      csrfToken(ck.Value),
+		secret:    ck.Value,
+	}, nil
+}
+
+// session admits a request with a live session that passes g, and a POST
+// only with the session's CSRF token in its csrf field. Without a session
+// a GET is sent to the sign-in page; a refused gate answers 403.
 func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ck, err := r.Cookie(cookieName)
-		var p api.Principal
-		if err == nil {
-			p, err = c.verifier.Verify(ck.Value)
-		}
-		if err != nil {
-			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/console/sign-in", http.StatusSeeOther)
-				return
-			}
+		s, err := c.lookup(r)
+		switch {
+		case err != nil:
+			c.unavailable(w, r, err)
+			return
+		case s == nil && r.Method == http.MethodGet:
+			http.Redirect(w, r, "/console/sign-in", http.StatusSeeOther)
+			return
+		case s == nil:
 			c.fail(w, r, http.StatusUnauthorized, "Signed out", "Your session has ended. Sign in again.")
 			return
-		}
-		s := &session{Principal: p, CSRF: c.csrfToken(ck.Value)}
-		switch {
-		case g == auditor && p.OrganizationID.String() == zeroUUID:
+		case g == auditor && s.OrganizationID == uuid.Nil:
 			c.fail(w, r, http.StatusForbidden, "No organization",
-				"This token names no organization, so it reads no organization's records. Sign in with an organization's token.")
+				"You signed in without an organization, so you read no organization's records. Sign in as a member of one.")
 			return
-		case g == operatorOnly && !p.Operator:
+		case g == operatorOnly && !s.IsOperator():
 			c.fail(w, r, http.StatusForbidden, "Operators only",
-				"This view is for operators of the platform: it needs a token with the operator role, which an organization's token never has.")
+				"This view is for operators of the platform: it needs the operator role, which an organization's member never has.")
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -81,89 +120,279 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
-		if p.Operator && r.Method == http.MethodGet {
+		// A seat in the admission queue the API shares (package fairq)
+		// before anything reads the database: an operator's view is
+		// charged to the operator, an auditor's to the organization, so
+		// a console reading large pages waits its turn beside the API's
+		// requests, never ahead of them. Signing out reads nothing.
+		ctx := context.WithValue(r.Context(), principalKey{}, s)
+		if g != anyone {
+			flow := fairq.Flow{Kind: fairq.KindOrganization, Name: s.OrganizationID.String()}
+			if g == operatorOnly {
+				flow = fairq.Flow{Kind: fairq.KindOperator, Name: s.Actor}
+			}
+			seat, err := c.d.Admission.Acquire(ctx, flow, pageWidth(r))
+			if err != nil {
+				c.admissionFailed(w, r, err)
+				return
+			}
+			defer seat.Release()
+			ctx = fairq.NewContext(ctx, seat)
+		}
+		if s.IsOperator() && r.Method == http.MethodGet {
 			// An operator at work is likely to open the claims page: have
 			// its counts read in the background, so that page need not wait.
-			c.overview.warm(r.Context(), c.d.Operator, c.now, c.log)
+			c.overview.warm(ctx, c.d.Operator, c.now, c.log)
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, s)))
+		next(w, r.WithContext(ctx))
 	}
 }
 
-const zeroUUID = "00000000-0000-0000-0000-000000000000"
+// pageSeats is the seats a console page takes: a page reads several
+// lists or a whole saved search with its baseline and timeline, and
+// renders them, about what an API list of a hundred rows costs. An action
+// (a POST) is one small write and takes one.
+const pageSeats = 2
 
-// csrfToken is the session's CSRF token: an HMAC of the cookie's token
-// under the console's CSRF key. Another site cannot read it (the cookie is
-// HttpOnly, the pages same-origin), and it changes with every sign-in.
-func (c *Console) csrfToken(token string) string {
-	m := hmac.New(sha256.New, c.csrfKey)
-	m.Write([]byte(token))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+func pageWidth(r *http.Request) int {
+	if r.Method == http.MethodPost {
+		return 1
+	}
+	return pageSeats
 }
 
-// deriveKey derives a key for one purpose from the server's secret, so the
-// CSRF key is not the JWT key.
-func deriveKey(secret []byte, purpose string) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(purpose))
-	return m.Sum(nil)
+// admissionFailed answers a request the admission queue did not seat: a
+// refusal is the 429 page with Retry-After; a request whose client went
+// away gets a 503 nobody reads.
+func (c *Console) admissionFailed(w http.ResponseWriter, r *http.Request, err error) {
+	var refusal *fairq.Refusal
+	if !errors.As(err, &refusal) {
+		c.fail(w, r, http.StatusServiceUnavailable, "Unavailable", "The request was cancelled before it was served.")
+		return
+	}
+	secs := idempotency.RetryAfterSeconds(refusal.RetryAfter)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	c.fail(w, r, http.StatusTooManyRequests, "Busy",
+		fmt.Sprintf("Every seat of the server is taken and this page could not be served in time. Try again in %d seconds.", secs))
+}
+
+// unavailable answers a request whose session could not be read.
+func (c *Console) unavailable(w http.ResponseWriter, r *http.Request, err error) {
+	if !errs.Is(err, errs.Unavailable) {
+		c.internal(w, r, err)
+		return
+	}
+	c.log.LogAttrs(r.Context(), slog.LevelWarn, "console: session unavailable", slog.String("error", err.Error()))
+	w.Header().Set("Retry-After", "1")
+	c.fail(w, r, http.StatusServiceUnavailable, "Unavailable", "The database could not be reached. Try again in a moment.")
+}
+
+// csrfToken is the session's CSRF token: an HMAC keyed by the session's
+// secret. Another site cannot compute it (the cookie is HttpOnly, the
+// pages same-origin), nor learn the secret from it, and it changes with
+// every sign-in; replicas compute the same without a key of their own.
+func csrfToken(secret string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("searchd console csrf v1"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 func secure(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
+// home sends a signed-in person to their first view, anyone else to the
+// sign-in page.
 func (c *Console) home(w http.ResponseWriter, r *http.Request) {
-	ck, err := r.Cookie(cookieName)
-	if err != nil {
-		http.Redirect(w, r, "/console/sign-in", http.StatusSeeOther)
-		return
-	}
-	p, err := c.verifier.Verify(ck.Value)
+	s, err := c.lookup(r)
 	switch {
 	case err != nil:
+		c.unavailable(w, r, err)
+	case s == nil:
 		http.Redirect(w, r, "/console/sign-in", http.StatusSeeOther)
-	case p.OrganizationID.String() != zeroUUID:
-		http.Redirect(w, r, "/console/saved-searches", http.StatusSeeOther)
 	default:
-		http.Redirect(w, r, "/console/operator/claims", http.StatusSeeOther)
+		http.Redirect(w, r, landing(s.Principal), http.StatusSeeOther)
 	}
+}
+
+// landing is where a principal starts: its organization's saved
+// searches, or the claims of every organization for an operator who
+// names none.
+func landing(p auth.Principal) string {
+	if p.OrganizationID == uuid.Nil {
+		return "/console/operator/claims"
+	}
+	return "/console/saved-searches"
 }
 
 type signInPage struct {
 	Error string
+	// Provider is whether people sign in through the provider; Token
+	// whether they may paste a token.
+	Provider, Token bool
+}
+
+func (c *Console) signInPage() signInPage {
+	return signInPage{Provider: c.d.SignIn != nil, Token: c.d.TokenSignIn}
+}
+
+// renderSignIn renders the sign-in page with status and an error. Its
+// form posts to the console and, for the provider's button, is redirected
+// to the provider, so form-action admits the provider's authorization
+// endpoint as well (a browser checks the redirect of a form too).
+func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	if c.d.SignIn != nil {
+		w.Header().Set("Content-Security-Policy",
+			strings.Replace(contentSecurityPolicy, "form-action 'self'", "form-action 'self' "+c.d.SignIn.AuthorizationOrigin(), 1))
+	}
+	p := c.signInPage()
+	p.Error = msg
+	c.render(w, r, status, "sign-in", "Sign in", p)
 }
 
 func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, http.StatusOK, "sign-in", "Sign in", signInPage{})
+	c.renderSignIn(w, r, http.StatusOK, "")
 }
 
-// signIn exchanges the token of the form for the session cookie. The
-// token travels in the POST body alone; CrossOriginProtection has refused
-// a cross-site post before this runs (login CSRF).
+// signIn exchanges a pasted token for a session, when token sign-in is
+// on. The token travels in the POST body alone; CrossOriginProtection
+// has refused a cross-site post before this runs (login CSRF). The
+// session ends at the token's exp or after the session lifetime, which
+// comes first.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	if !c.d.TokenSignIn {
+		c.fail(w, r, http.StatusForbidden, "Token sign-in is off",
+			"Signing in by pasting a token is for development. Sign in with your company's identity provider.")
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxTokenFormLen+1024)
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	token = strings.TrimSpace(strings.TrimPrefix(token, "Bearer "))
-	p, err := c.verifier.Verify(token)
+	p, err := c.d.Verifier.Verify(r.Context(), token)
 	if err != nil {
-		c.render(w, r, http.StatusUnauthorized, "sign-in", "Sign in",
-			signInPage{Error: "That token was not accepted: it must be a searchd token signed by this server and not expired."})
+		c.renderSignIn(w, r, http.StatusUnauthorized,
+			"That token was not accepted: it must be a searchd token signed by this server, or the identity provider's, and not expired.")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: token, Path: Prefix,
-		Expires: p.ExpiresAt, MaxAge: max(1, int(p.ExpiresAt.Sub(c.now()).Seconds())),
-		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode,
-	})
-	dest := "/console/saved-searches"
-	if p.OrganizationID.String() == zeroUUID {
-		dest = "/console/operator/claims"
+	if c.newSession(w, r, p, sessions.ViaToken, p.ExpiresAt) {
+		http.Redirect(w, r, landing(p), http.StatusSeeOther)
 	}
-	http.Redirect(w, r, dest, http.StatusSeeOther)
 }
 
+// newSession stores a session for p and hands the browser its cookie. It
+// reports false when it answered the request itself: p cannot hold a
+// session (a runtime credential never does), or the database could not
+// store it.
+func (c *Console) newSession(w http.ResponseWriter, r *http.Request, p auth.Principal, via string, notAfter time.Time) bool {
+	if p.IsRuntime() {
+		// A runtime reports the status of Runs and reads nothing.
+		c.renderSignIn(w, r, http.StatusForbidden,
+			"That token is a runtime credential: it reports the status of Runs to the API and opens no console.")
+		return false
+	}
+	secret, s, err := c.d.Sessions.Create(r.Context(), sessions.CreateParams{OrganizationID: p.OrganizationID,
+		Actor: p.Actor, Role: string(p.Role), Via: via, Lifetime: c.sessionLifetime, NotAfter: notAfter})
+	switch {
+	case errs.Is(err, errs.Invalid):
+		c.renderSignIn(w, r, http.StatusForbidden, "You were not signed in: "+strings.TrimPrefix(err.Error(), "sessions: invalid input: "))
+		return false
+	case err != nil:
+		c.unavailable(w, r, err)
+		return false
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: secret, Path: Prefix,
+		// Both from the database's clock: at most the session lifetime,
+		// whatever a token's exp said.
+		MaxAge:   max(1, int(s.ExpiresAt.Sub(s.CreatedAt).Seconds())),
+		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode,
+	})
+	c.log.LogAttrs(r.Context(), slog.LevelInfo, "console: signed in", slog.String("via", via),
+		slog.String("actor", s.Actor), slog.String("role", s.Role), slog.String("session", s.ID.String()))
+	return true
+}
+
+// startProviderSignIn sends the browser to the provider's sign-in, with a
+// fresh state, nonce and PKCE verifier kept in the flow cookie.
+func (c *Console) startProviderSignIn(w http.ResponseWriter, r *http.Request) {
+	if c.d.SignIn == nil {
+		c.notFound(w, r)
+		return
+	}
+	f, to := c.d.SignIn.Start()
+	http.SetCookie(w, &http.Cookie{
+		Name: flowCookie, Value: f.String(), Path: oidcPath, MaxAge: int(flowTTL.Seconds()),
+		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteLaxMode,
+	})
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// oidcPath is where the provider's callback lands.
+const oidcPath = "/console/oidc/"
+
+// providerCallback finishes a sign-in through the provider: the state of
+// the flow cookie, the code exchanged with its PKCE verifier, the ID
+// token verified with its nonce. It answers the page that continues to
+// the person's first view from the console's own origin: a redirect
+// straight from this cross-site navigation would not carry the new
+// SameSite=Strict cookie.
+func (c *Console) providerCallback(w http.ResponseWriter, r *http.Request) {
+	if c.d.SignIn == nil {
+		c.notFound(w, r)
+		return
+	}
+	// The flow is spent whatever happens: a callback is answered once.
+	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: "", Path: oidcPath, MaxAge: -1,
+		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteLaxMode})
+	var f auth.Flow
+	ck, err := r.Cookie(flowCookie)
+	if err == nil {
+		f, err = auth.ParseFlow(ck.Value)
+	}
+	var p auth.Principal
+	if err == nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+		p, err = c.d.SignIn.Finish(ctx, f, r.URL.Query())
+		cancel()
+	}
+	var refused *auth.ProviderError
+	switch {
+	case err == nil:
+	case errors.Is(err, auth.ErrSignInState) || errors.Is(err, http.ErrNoCookie):
+		c.renderSignIn(w, r, http.StatusBadRequest, "That sign-in did not start in this browser, or took longer than ten minutes. Sign in again.")
+		return
+	case errors.As(err, &refused):
+		c.renderSignIn(w, r, http.StatusUnauthorized, "The identity provider did not sign you in ("+refused.Code+"). Sign in again.")
+		return
+	case errors.Is(err, auth.ErrInvalidToken):
+		c.log.LogAttrs(r.Context(), slog.LevelWarn, "console: the provider's ID token was refused")
+		c.renderSignIn(w, r, http.StatusForbidden, "Your account was not accepted: it must carry an organization, or the operator role.")
+		return
+	default:
+		c.log.LogAttrs(r.Context(), slog.LevelWarn, "console: sign-in at the provider failed", slog.String("error", err.Error()))
+		c.fail(w, r, http.StatusBadGateway, "Sign-in failed", "The identity provider could not complete the sign-in. Try again in a moment.")
+		return
+	}
+	if !c.newSession(w, r, p, sessions.ViaOIDC, time.Time{}) {
+		return
+	}
+	to := landing(p)
+	w.Header().Set("Refresh", "0; url="+to)
+	c.render(w, r, http.StatusOK, "signed-in", "Signed in", signedInPage{Next: to, Actor: p.Actor})
+}
+
+type signedInPage struct {
+	Next, Actor string
+}
+
+// signOut ends the session: it is deleted, so the cookie is worthless on
+// every replica, whatever the browser does with it.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
+	s := sessionOf(r.Context())
+	if err := c.d.Sessions.Delete(r.Context(), s.secret); err != nil {
+		c.unavailable(w, r, err)
+		return
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: "", Path: Prefix, MaxAge: -1,
 		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode,

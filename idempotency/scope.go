@@ -19,6 +19,10 @@ const (
 	// ScopeProviderJobRegister is the surface claim of a provider-job
 	// registration that carries an Idempotency-Key.
 	ScopeProviderJobRegister = "surface.provider_job.register"
+	// ScopeScheduleSet is the surface claim of a schedule set that carries
+	// an Idempotency-Key: its completion names the saved search whose
+	// schedule the key set, in the same transaction as the write.
+	ScopeScheduleSet = "surface.schedule.set"
 	// ToolScopePrefix starts every tool scope, as in "tool.email.send".
 	ToolScopePrefix = "tool."
 	// WebhookScopePrefix starts every webhook and provider callback scope,
@@ -64,7 +68,7 @@ func Retention(scope string) (time.Duration, error) {
 	switch {
 	case scope == ScopeSavedSearchStart:
 		return SavedSearchStartRetention, nil
-	case scope == ScopeSavedSearchCreate, scope == ScopeProviderJobRegister:
+	case scope == ScopeSavedSearchCreate, scope == ScopeProviderJobRegister, scope == ScopeScheduleSet:
 		return SurfaceCreateRetention, nil
 	case strings.HasPrefix(scope, ToolScopePrefix) && validScopeName(scope[len(ToolScopePrefix):]):
 		return ToolRetention, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/fairq"
 )
 
 // NotifyChannel is the channel on which the plane announces that a claim a
@@ -163,6 +164,10 @@ var ErrNoHub = errors.New("idempotency: waiting needs a Hub")
 // ends. Only scopes whose claims notify can be woken early
 // ([NotifyChannel]); others are read again when their lease passes.
 //
+// While it waits it holds no connection, so when ctx carries an
+// admission seat (package fairq) it gives the seat up for the wait and
+// takes one again before it reads the claim again (fairq.Idle).
+//
 // A wait of zero or less is Claim. Errors are those of Claim, and
 // [ErrNoHub] when wait is positive and hub is nil.
 func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.UUID, scope, key, requestHash string, lease, wait time.Duration) (_ Outcome, err error) {
@@ -210,6 +215,10 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 		// Past the holder's lease the claim is ours to reclaim; the small
 		// margin keeps us from reading a lease that has not quite passed.
 		timer := time.NewTimer(min(left, out.RetryAfter+10*time.Millisecond))
+		// The wait holds no connection, so the request gives its
+		// admission seat up for it (see package fairq), and takes one
+		// again before its next statement.
+		resume := fairq.Idle(ctx)
 		select {
 		case <-woken:
 		case <-timer.C:
@@ -221,6 +230,9 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 		if ctx.Err() != nil {
 			// Woken and cut off at once: the answer is still processing.
 			return out, nil
+		}
+		if resume() != nil {
+			return out, nil // cut off while waiting for a seat
 		}
 	}
 }

@@ -11,7 +11,8 @@
 -- organization, finds its job there by the pair it names, on the
 -- coordinator's own copy, whichever worker is down; a registration, rare,
 -- writes every copy. The rest stay local tables on the coordinator (each
--- with its reason in migrations/sharding_test.go). On plain PostgreSQL
+-- with its reason in migrations/sharding_test.go: the console's sessions
+-- among them, 00017). On plain PostgreSQL
 -- every function below is a no-op, and the schema is exactly as before.
 --
 -- A later migration distributes a table it adds with one line, which is a
@@ -190,6 +191,14 @@ SELECT agent.distribute_tenant_table('agent.provider_jobs');
 SELECT agent.distribute_tenant_table('agent.tool_call_resolutions');
 SELECT agent.distribute_tenant_table('agent.provider_inbox');
 SELECT agent.distribute_tenant_table('agent.provider_inbox_copies');
+-- The hand-off of admitted Runs (00016): each table hangs off its Run.
+SELECT agent.distribute_tenant_table('agent.run_dispatches');
+SELECT agent.distribute_tenant_table('agent.run_dispatch_attempts');
+SELECT agent.distribute_tenant_table('agent.run_dispatch_retries');
+SELECT agent.distribute_tenant_table('agent.run_status_changes');
+-- Schedules and their occurrences (00018), each keyed by its saved search.
+SELECT agent.distribute_tenant_table('agent.saved_search_schedules');
+SELECT agent.distribute_tenant_table('agent.schedule_occurrences');
 
 -- The callback directory, on every node.
 SELECT agent.distribute_reference_table('agent.provider_job_directory');

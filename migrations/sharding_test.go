@@ -30,10 +30,16 @@ var distributed = []string{
 	"agent.provider_inbox",
 	"agent.provider_inbox_copies",
 	"agent.provider_jobs",
+	"agent.run_dispatch_attempts",
+	"agent.run_dispatch_retries",
+	"agent.run_dispatches",
+	"agent.run_status_changes",
 	"agent.runs",
 	"agent.saved_search_baselines",
+	"agent.saved_search_schedules",
 	"agent.saved_search_snapshots",
 	"agent.saved_searches",
+	"agent.schedule_occurrences",
 	"agent.tool_call_resolutions",
 }
 
@@ -58,6 +64,11 @@ var notDistributed = map[string]string{
 		"organizations by the console's release log, off the claim path; a local table on the coordinator",
 	"agent.sweeper_runs": "the sweeper's run log: one row per run over every organization, naming none; " +
 		"a local table on the coordinator",
+	"agent.console_sessions": "the console's sessions: a session is found by the secret in its cookie alone, before " +
+		"anyone knows whose it is, and an operator's session names no organization (organization_id NULL), so it has " +
+		"no shard; not a reference table either, which would write every node at each sign-in and sign-out and refuse " +
+		"them while a worker is down; rare (a sign-in, then a read per console page), off the claim path and joined " +
+		"with no other table, it stays a local table on the coordinator, which every replica reaches",
 	"public.goose_db_version": "the migration bookkeeping of goose: one row per applied migration, " +
 		"read and written by `searchd migrate` alone; it stays on the coordinator, which applies DDL to every shard",
 }

@@ -43,7 +43,7 @@ var (
 	// SQL runs.
 	ErrInvalid = errs.New(errs.Invalid, "operator: invalid input")
 	// ErrInvalidCursor reports a page cursor this package did not write.
-	ErrInvalidCursor = errs.New(errs.Invalid, "operator: invalid cursor")
+	ErrInvalidCursor = keyset.InvalidCursor("operator")
 )
 
 // Limits of a release's record.

@@ -9,13 +9,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
 )
 
 // ErrInvalidCursor reports a list cursor this package did not write.
-var ErrInvalidCursor = errs.New(errs.Invalid, "providerjobs: invalid cursor")
+var ErrInvalidCursor = keyset.InvalidCursor("providerjobs")
 
 // Querier is what the audit reads need of a database; a *pgxpool.Pool has
 // it.

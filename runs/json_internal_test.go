@@ -22,10 +22,11 @@ func reflectiveJSON(r Run) ([]byte, error) {
 }
 
 func FuzzRunJSONIsEncodingJSONs(f *testing.F) {
-	f.Add("saved_search", "weekly <leads> & more", "queued", `{"max_results": 50, "note": "a\u2028b"}`, "", "alice@example.com", "ss:key-1", true)
-	f.Add("capability", "", "succeeded", "", `{"q": [1, 2.5, "x"]}`, "", "direct:capability:k", false)
-	f.Add("definition", "naïve \x00 \xff", "failed", "null", "{", "\"quoted\"", "ss:\t", true)
-	f.Fuzz(func(t *testing.T, kind, name, status, options, input, actor, startKey string, saved bool) {
+	f.Add("saved_search", "weekly <leads> & more", "queued", `{"max_results": 50, "note": "a\u2028b"}`, "", "alice@example.com", "ss:key-1", true, "", "", "")
+	f.Add("capability", "", "succeeded", "", `{"q": [1, 2.5, "x"]}`, "", "direct:capability:k", false, "s3://bucket/<result>", "", "")
+	f.Add("definition", "naïve \x00 \xff", "failed", "null", "{", "\"quoted\"", "ss:\t", true, "", "quota.exceeded", "a \"quoted\" \xff message")
+	f.Add("definition", "n", "cancelled", "", "", "", "direct:k", false, "", "user_cancelled", "")
+	f.Fuzz(func(t *testing.T, kind, name, status, options, input, actor, startKey string, saved bool, resultRef, errCode, errMessage string) {
 		at := time.Date(2026, 12, 1, 13, 0, 0, 123456789, time.UTC)
 		r := Run{ID: uuid.New(), OrganizationID: uuid.New(), Kind: kind, Status: status,
 			CreatedAt: at, RetainUntil: at.Add(30 * 24 * time.Hour).In(time.FixedZone("x", 3600)), StartKey: startKey}
@@ -44,6 +45,16 @@ func FuzzRunJSONIsEncodingJSONs(f *testing.F) {
 		}
 		if input != "" {
 			r.Input = json.RawMessage(input)
+		}
+		r.Version, r.UpdatedAt = int64(len(status)), at.Add(time.Duration(len(name))*time.Second)
+		if resultRef != "" {
+			r.ResultRef = &resultRef
+		}
+		if errCode != "" {
+			r.Error = &RunError{Code: errCode}
+			if errMessage != "" {
+				r.Error.Message = &errMessage
+			}
 		}
 		got, gotErr := r.AppendJSON([]byte("prefix"))
 		want, wantErr := reflectiveJSON(r)

@@ -6,12 +6,23 @@ package runs
 
 const runColumns = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
 	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options, r.input,
-	r.created_by, r.created_at, r.retain_until`
+	r.created_by, r.created_at, r.retain_until,
+	r.version, coalesce(r.updated_at, r.created_at), r.result_ref, r.error_code, r.error_message`
 
 // runInsert admits a Run, or does nothing when its start key is taken.
 // DO NOTHING rather than DO UPDATE: the duplicate takes no row lock and
 // writes nothing, and the caller reads the existing Run. Its parameters are
 // named (pgx.StrictNamedArgs); the retention is microseconds.
+//
+// dispatchInsert, the next statement of the same transaction, writes the
+// Run's outbox row, its pending dispatch in agent.run_dispatches (see
+// package dispatch), from the row the insert wrote: so the dispatch commits
+// exactly when the Run does, in whatever transaction admits it, and a start
+// key already taken inserts neither. Two statements sent in one round
+// trip, not one with a data-modifying WITH: on a cluster an INSERT inside
+// a WITH is planned as steps of their own through the coordinator, where
+// these two are each routed to the organization's shard (the second reads
+// the Run on the same shard, co-located).
 const runInsert = `
 INSERT INTO agent.runs AS r
 	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
@@ -22,6 +33,14 @@ VALUES (@id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::tex
 	coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
 ON CONFLICT (organization_id, start_key) DO NOTHING
 RETURNING ` + runColumns
+
+// dispatchInsert: see runInsert. Its parameters are named: the Run's @org
+// and @id.
+const dispatchInsert = `
+INSERT INTO agent.run_dispatches (run_id, organization_id, next_attempt_at, created_at)
+SELECT r.id, r.organization_id, r.created_at, r.created_at
+FROM agent.runs r
+WHERE r.organization_id = @org::uuid AND r.id = @id::uuid`
 
 // runGetByStartKey reads the Run admitted under a start key while its
 // retention holds. A Run past retain_until answers nothing, as the plane
@@ -65,7 +84,8 @@ WHERE r.organization_id = $1 AND r.id = $2`
 // runListColumns are what a list reads of a Run: all but the input, whose
 // stored size stands in for it, and the columns that are not in its JSON.
 const runListColumns = `r.id, r.organization_id, r.kind, r.saved_search_id, r.snapshot_id,
-	r.name, r.status, r.options, r.input_bytes, r.created_at, r.retain_until`
+	r.name, r.status, r.options, r.input_bytes, r.created_at, r.retain_until,
+	r.version, coalesce(r.updated_at, r.created_at)`
 
 // runList reads a page of an organization's Runs, newest first, after the
 // position ($2 created_at, $3 id); NULLs mean before every row. $1 org,
@@ -90,3 +110,38 @@ WHERE r.organization_id = $1 AND r.saved_search_id = $5
 		coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
 ORDER BY r.created_at DESC, r.id DESC
 LIMIT $4`
+
+// runStatusSet applies a runtime's status report when it moves the Run
+// forward: to running from queued or dispatched, to a terminal status from
+// any status that is not one. The condition is the transition rule itself,
+// so it holds under concurrency: a concurrent report that got there first
+// makes this one re-check against the row it left, and change nothing. The
+// change is recorded in agent.run_status_changes, keyed by the version it
+// made, in the same statement. No row: the report changes nothing (or the
+// Run is not the organization's); runGet then says which.
+const runStatusSet = `
+WITH changed AS (
+	UPDATE agent.runs AS r
+	SET status = @status::text, version = r.version + 1, updated_at = c.now,
+		result_ref = @result_ref::text, error_code = @error_code::text, error_message = @error_message::text
+	FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
+	WHERE r.organization_id = @org::uuid AND r.id = @id::uuid
+		AND (r.status IN ('queued', 'dispatched') OR (r.status = 'running' AND @status::text <> 'running'))
+	RETURNING r.*
+), history AS (
+	INSERT INTO agent.run_status_changes
+		(run_id, organization_id, version, status, changed_at, reported_by, result_ref, error_code, error_message)
+	SELECT h.id, h.organization_id, h.version, h.status, h.updated_at, @reported_by::text,
+		h.result_ref, h.error_code, h.error_message
+	FROM changed h
+)
+SELECT ` + runColumns + `
+FROM changed r`
+
+// runStatusChanges reads a Run's status changes, oldest first. A Run's
+// status only moves forward, so it has at most three. $1 org, $2 Run id.
+const runStatusChanges = `
+SELECT c.version, c.status, c.changed_at, c.reported_by, c.result_ref, c.error_code, c.error_message
+FROM agent.run_status_changes c
+WHERE c.run_id = $2 AND c.organization_id = $1
+ORDER BY c.version`

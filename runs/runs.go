@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,7 +35,7 @@ var (
 	// ErrInvalid reports admission input the store or the table refuses.
 	ErrInvalid = errs.New(errs.Invalid, "runs: invalid input")
 	// ErrInvalidCursor reports a list cursor this package did not write.
-	ErrInvalidCursor = errs.New(errs.Invalid, "runs: invalid cursor")
+	ErrInvalidCursor = keyset.InvalidCursor("runs")
 )
 
 // Retention is how long a Run, and so its start key's replay, is kept:
@@ -48,8 +49,39 @@ const (
 	KindDefinition  = "definition"
 )
 
-// StatusQueued is the status of a newly admitted Run.
-const StatusQueued = "queued"
+// Statuses of a Run. A Run is admitted queued; the dispatcher moves it to
+// dispatched when the runtime acknowledges its delivery; the runtime
+// reports running and then one terminal status. The status only moves
+// forward (see [Rank]), and a terminal status is never left.
+const (
+	StatusQueued     = "queued"
+	StatusDispatched = "dispatched"
+	StatusRunning    = "running"
+	StatusSucceeded  = "succeeded"
+	StatusFailed     = "failed"
+	StatusCancelled  = "cancelled"
+)
+
+// Rank orders the statuses: queued 0, dispatched 1, running 2, and the
+// terminal statuses 3; -1 for an unknown status. A Run's status only moves
+// to a higher rank.
+func Rank(status string) int {
+	switch status {
+	case StatusQueued:
+		return 0
+	case StatusDispatched:
+		return 1
+	case StatusRunning:
+		return 2
+	case StatusSucceeded, StatusFailed, StatusCancelled:
+		return 3
+	}
+	return -1
+}
+
+// Terminal reports whether status is a terminal status: succeeded, failed
+// or cancelled.
+func Terminal(status string) bool { return Rank(status) == 3 }
 
 // MaxStartKeyLen bounds a start key, in bytes: the longest namespace prefix
 // plus the longest Idempotency-Key.
@@ -89,6 +121,17 @@ type Run struct {
 	Input       json.RawMessage `json:"input"`
 	CreatedAt   time.Time       `json:"created_at"`
 	RetainUntil time.Time       `json:"retain_until"`
+	// Version is 1 at admission and grows by one with every change of
+	// status; UpdatedAt is the time of the last change (CreatedAt before
+	// any).
+	Version   int64     `json:"version"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// ResultRef is what the runtime reported a succeeded Run produced; nil
+	// otherwise.
+	ResultRef *string `json:"result_ref"`
+	// Error is what the runtime reported a failed or cancelled Run ended
+	// with; nil otherwise.
+	Error *RunError `json:"error"`
 
 	// StartKey, RequestHash and CreatedBy are stored but not part of the
 	// Run's JSON.
@@ -115,6 +158,18 @@ type ListItem struct {
 	InputBytes  *int64    `json:"input_bytes"`
 	CreatedAt   time.Time `json:"created_at"`
 	RetainUntil time.Time `json:"retain_until"`
+	Version     int64     `json:"version"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// RunError is how a failed or cancelled Run ended, as its runtime reported
+// it: a machine code and, optionally, words for a person.
+type RunError struct {
+	// Code is 1 to 100 characters of a-z, 0-9, '_', '.' and '-',
+	// starting with a letter or digit.
+	Code string `json:"code"`
+	// Message is at most 2000 characters; nil when none was reported.
+	Message *string `json:"message"`
 }
 
 // IdempotencyKey returns the client's Idempotency-Key the Run was started
@@ -167,6 +222,24 @@ func (r Run) AppendJSON(b []byte) (_ []byte, err error) {
 	b = append(b, `,"retain_until":`...)
 	if b, err = jsonenc.Time(b, r.RetainUntil); err != nil {
 		return nil, err
+	}
+	b = append(b, `,"version":`...)
+	b = strconv.AppendInt(b, r.Version, 10)
+	b = append(b, `,"updated_at":`...)
+	if b, err = jsonenc.Time(b, r.UpdatedAt); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"result_ref":`...)
+	b = jsonenc.NullString(b, r.ResultRef)
+	b = append(b, `,"error":`...)
+	if r.Error == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, `{"code":`...)
+		b = jsonenc.String(b, r.Error.Code)
+		b = append(b, `,"message":`...)
+		b = jsonenc.NullString(b, r.Error.Message)
+		b = append(b, '}')
 	}
 	b = append(b, `,"created_by":`...)
 	b = jsonenc.NullString(b, r.CreatedBy)
@@ -232,6 +305,7 @@ type DBTX interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // Store admits and reads Runs. It is safe for concurrent use.
@@ -266,19 +340,37 @@ const maxAdmitRounds = 3
 // without its snapshot, a start key outside its kind's namespace). Other
 // errors come from the database.
 //
-// A new Run costs one statement, a replay two.
+// A new Run costs one round trip (its insert and its outbox row's, in a
+// transaction of their own unless the store's db is a pgx.Tx), a replay
+// two.
 func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created bool, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.validate(); err != nil {
 		return nil, false, err
 	}
 	for range maxAdmitRounds {
-		run, err := scanRun(s.db.QueryRow(ctx, runInsert, s.insertArgs(p)))
-		if err == nil {
-			return run, true, nil
+		b := &pgx.Batch{}
+		// The Run and its outbox row commit together: a transaction of
+		// their own, BEGIN and COMMIT riding in the batch. A pipeline
+		// without them is one implicit transaction on PostgreSQL, but not
+		// on Citus, whose coordinator commits the first statement on its
+		// worker before the second runs.
+		_, inTx := s.db.(pgx.Tx)
+		if !inTx {
+			b.Queue("begin")
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, false, translate("admit", err)
+		q, err := s.QueueAdmit(b, p)
+		if err != nil {
+			return nil, false, err
+		}
+		if !inTx {
+			b.Queue("commit")
+		}
+		if err := s.db.SendBatch(ctx, b).Close(); err != nil {
+			return nil, false, err
+		}
+		if run, err := q.Run(); err != nil || run != nil {
+			return run, run != nil, err
 		}
 		run, err = s.GetByStartKey(ctx, p.OrganizationID, p.StartKey)
 		if errors.Is(err, ErrNotFound) {
@@ -307,10 +399,12 @@ type QueuedAdmit struct {
 	done bool
 }
 
-// QueueAdmit queues on b the insert that begins [Store.Admit], for a caller
-// that admits the Run in one round trip with its own writes and the COMMIT
-// of their transaction: the Run is then admitted exactly when those writes
-// are. [QueuedAdmit.Run] answers once b's results are closed. A refused
+// QueueAdmit queues on b the inserts that begin [Store.Admit] (the Run and
+// its outbox row), for a caller that admits the Run in one round trip with
+// its own writes and the COMMIT of their transaction: the Run is then
+// admitted exactly when those writes are. b must run inside a transaction
+// (the caller's BEGIN): the Run and its outbox row commit together only
+// there. [QueuedAdmit.Run] answers once b's results are closed. A refused
 // insert fails the batch (an error wrapping [ErrInvalid] for a refused
 // check), which aborts the transaction.
 //
@@ -320,7 +414,8 @@ func (s *Store) QueueAdmit(b *pgx.Batch, p AdmitParams) (*QueuedAdmit, error) {
 		return nil, err
 	}
 	q := &QueuedAdmit{}
-	b.Queue(runInsert, s.insertArgs(p)).QueryRow(func(row pgx.Row) error {
+	args := s.insertArgs(p)
+	b.Queue(runInsert, args).QueryRow(func(row pgx.Row) error {
 		q.done = true
 		run, err := scanRun(row)
 		switch {
@@ -332,6 +427,7 @@ func (s *Store) QueueAdmit(b *pgx.Batch, p AdmitParams) (*QueuedAdmit, error) {
 		q.run = run
 		return nil
 	})
+	b.Queue(dispatchInsert, pgx.StrictNamedArgs{"org": args["org"], "id": args["id"]})
 	return q, nil
 }
 
@@ -400,21 +496,24 @@ func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string)
 	// parsed back) and a *uuid.UUID column scanned through sql.Scanner;
 	// both cost more than the rest of the scan.
 	var (
-		run                Run
-		searchID, runSnap  pgtype.UUID
-		snapID, snapSearch pgtype.UUID
-		version            *int64
-		hash               *string
-		createdAt          *time.Time
+		run                 Run
+		searchID, runSnap   pgtype.UUID
+		snapID, snapSearch  pgtype.UUID
+		version             *int64
+		hash                *string
+		createdAt           *time.Time
+		errCode, errMessage *string
 	)
 	err = s.db.QueryRow(ctx, runWithSnapshotByStartKey, pgtype.UUID{Bytes: org, Valid: true}, startKey, s.nowArg()).Scan(
 		(*[16]byte)(&run.ID), (*[16]byte)(&run.OrganizationID), &run.Kind, &run.StartKey, &run.RequestHash,
 		&searchID, &runSnap, &run.Name, &run.Status, &run.Options, &run.Input,
 		&run.CreatedBy, &run.CreatedAt, &run.RetainUntil,
+		&run.Version, &run.UpdatedAt, &run.ResultRef, &errCode, &errMessage,
 		&snapID, &snapSearch, &version, &hash, &createdAt)
 	if err != nil {
 		return nil, nil, translate("lookup start", err)
 	}
+	run.Error = runError(errCode, errMessage)
 	if searchID.Valid {
 		run.SavedSearchID = (*uuid.UUID)(&searchID.Bytes)
 	}
@@ -474,7 +573,8 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []List
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ListItem, error) {
 		var it ListItem
 		err := r.Scan(&it.ID, &it.OrganizationID, &it.Kind, &it.SavedSearchID, &it.SnapshotID,
-			&it.Name, &it.Status, &it.Options, &it.InputBytes, &it.CreatedAt, &it.RetainUntil)
+			&it.Name, &it.Status, &it.Options, &it.InputBytes, &it.CreatedAt, &it.RetainUntil,
+			&it.Version, &it.UpdatedAt)
 		return it, err
 	})
 	if err != nil {
@@ -489,19 +589,41 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []List
 	return list, next, nil
 }
 
+// runScan holds what runColumns scan into: the Run, and the columns of
+// its error, which [runScan.run] folds into Run.Error.
+type runScan struct {
+	Run
+	errCode, errMessage *string
+}
+
 // scanDest returns the destinations of runColumns.
-func (r *Run) scanDest() []any {
+func (r *runScan) scanDest() []any {
 	return []any{&r.ID, &r.OrganizationID, &r.Kind, &r.StartKey, &r.RequestHash,
 		&r.SavedSearchID, &r.SnapshotID, &r.Name, &r.Status, &r.Options, &r.Input,
-		&r.CreatedBy, &r.CreatedAt, &r.RetainUntil}
+		&r.CreatedBy, &r.CreatedAt, &r.RetainUntil,
+		&r.Version, &r.UpdatedAt, &r.ResultRef, &r.errCode, &r.errMessage}
+}
+
+func (r *runScan) run() *Run {
+	run := r.Run
+	run.Error = runError(r.errCode, r.errMessage)
+	return &run
 }
 
 func scanRun(row pgx.Row) (*Run, error) {
-	var run Run
-	if err := row.Scan(run.scanDest()...); err != nil {
+	var r runScan
+	if err := row.Scan(r.scanDest()...); err != nil {
 		return nil, err
 	}
-	return &run, nil
+	return r.run(), nil
+}
+
+// runError is the error of the stored columns; nil when there is none.
+func runError(code, message *string) *RunError {
+	if code == nil {
+		return nil
+	}
+	return &RunError{Code: *code, Message: message}
 }
 
 // translate turns the driver's answer into the package's: no row is

@@ -122,8 +122,8 @@ func TestRunJSONHasTheContractShape(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	want := []string{"created_at", "created_by", "id", "idempotency_key", "input", "kind", "name", "options",
-		"organization_id", "retain_until", "saved_search_id", "snapshot_id", "status"}
+	want := []string{"created_at", "created_by", "error", "id", "idempotency_key", "input", "kind", "name", "options",
+		"organization_id", "result_ref", "retain_until", "saved_search_id", "snapshot_id", "status", "updated_at", "version"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("Run JSON keys = %v, want %v", keys, want)
 	}
@@ -137,6 +137,12 @@ func TestRunJSONHasTheContractShape(t *testing.T) {
 	}
 	if string(doc["input"]) != `{"domain":"example.com"}` {
 		t.Errorf("input = %s, want {\"domain\":\"example.com\"}", doc["input"])
+	}
+	// A new Run: version 1, updated when created, no result and no error.
+	if string(doc["version"]) != "1" || string(doc["updated_at"]) != string(doc["created_at"]) ||
+		string(doc["result_ref"]) != "null" || string(doc["error"]) != "null" {
+		t.Errorf("new Run version %s, updated_at %s (created_at %s), result_ref %s, error %s; want 1, created_at, null, null",
+			doc["version"], doc["updated_at"], doc["created_at"], doc["result_ref"], doc["error"])
 	}
 }
 

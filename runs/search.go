@@ -59,9 +59,11 @@ func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) (_ []
 		return nil, "", fmt.Errorf("runs: search: %w", err)
 	}
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Run, error) {
-		var run Run
-		err := r.Scan(run.scanDest()...)
-		return run, err
+		var run runScan
+		if err := r.Scan(run.scanDest()...); err != nil {
+			return Run{}, err
+		}
+		return *run.run(), nil
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("runs: search: %w", err)

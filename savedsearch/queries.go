@@ -143,6 +143,13 @@ WHERE s.organization_id = $1 AND s.archived_at IS NOT NULL
 ORDER BY s.created_at DESC, s.id DESC
 LIMIT $4`
 
+// savedSearchLockGet is savedSearchGet holding the saved search's row lock
+// until the transaction ends, for a change computed from what it read
+// (Store.UpdateFunc): every other writer of the saved search waits on it.
+// $1 org, $2 id.
+const savedSearchLockGet = savedSearchGet + `
+FOR UPDATE OF s`
+
 // savedSearchLockVersion locks a live saved search and reads its version,
 // for a change with a precondition on it. $1 org, $2 id.
 const savedSearchLockVersion = `

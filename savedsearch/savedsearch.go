@@ -32,7 +32,7 @@ var (
 	// validator.ValidationErrors that name the fields.
 	ErrInvalid = errs.New(errs.Invalid, "savedsearch: invalid input")
 	// ErrInvalidCursor reports a list cursor this package did not write.
-	ErrInvalidCursor = errs.New(errs.Invalid, "savedsearch: invalid cursor")
+	ErrInvalidCursor = keyset.InvalidCursor("savedsearch")
 )
 
 // maxQueryLenSQL is MaxQueryLen for the list query.
@@ -342,6 +342,81 @@ func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (
 	if p.Name == nil && p.Brief == nil {
 		return s.Get(ctx, org, id)
 	}
+	var ss *SavedSearch
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if err := checkVersion(ctx, tx, org, id, p.IfMatch); err != nil {
+			return err
+		}
+		var err error
+		ss, err = update(ctx, tx, org, id, p)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("update", err)
+	}
+	return ss, nil
+}
+
+// UpdateFunc changes the name and/or the brief of a live saved search to
+// what change computes from the saved search as stored, bumps its version
+// and returns it, as [Store.Update] does with change's answer (whose
+// IfMatch is ignored). The read, the precondition ifMatch (nil: none, as
+// [UpdateParams.IfMatch]), change and the write run in one transaction
+// that holds the saved search's row lock from the read (SELECT ... FOR
+// UPDATE) to the commit. So a read-modify-write, such as an RFC 7396 merge
+// patch, never writes over a version it did not read, and concurrent calls
+// on one saved search run one after another, each on what the one before
+// wrote: without a precondition a change always applies, however many
+// writers race it, rather than failing a precondition nobody set. change
+// runs under the lock, so it must only compute.
+//
+// It returns [ErrNotFound] as [Store.Get], a [*VersionMismatchError] when
+// ifMatch refuses the stored version, the error change returns as it is,
+// and the errors of [Store.Update] for the parameters change returns; on
+// any error nothing is written.
+func (s *Store) UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(version int64) bool,
+	change func(cur *SavedSearch) (UpdateParams, error)) (_ *SavedSearch, err error) {
+	defer dberr.Annotate(&err)
+	var ss *SavedSearch
+	var refused error // change's error, or its answer's, returned as it is
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		cur, err := scanSavedSearch(tx.QueryRow(ctx, savedSearchLockGet, org, id))
+		if err != nil {
+			return err
+		}
+		cur.Baseline.Items = items(cur.Baseline.Items)
+		if ifMatch != nil && !ifMatch(cur.Version) {
+			return &VersionMismatchError{Current: cur.Version}
+		}
+		p, err := change(cur)
+		if err == nil {
+			err = p.Validate()
+		}
+		if err != nil {
+			refused = err
+			return err
+		}
+		if p.Name == nil && p.Brief == nil {
+			ss = cur
+			return nil
+		}
+		ss, err = update(ctx, tx, org, id, p)
+		return err
+	})
+	switch {
+	case refused != nil:
+		return nil, refused
+	case err != nil:
+		return nil, wrap("update", err)
+	}
+	return ss, nil
+}
+
+// update runs inside a writer's transaction that may hold the saved
+// search's row lock already: it sets the name and/or brief p carries, as
+// savedSearchUpdate does, and returns the saved search with its baseline.
+// It returns ErrNotFound when there is no live saved search.
+func update(ctx context.Context, tx DBTX, org, id uuid.UUID, p UpdateParams) (*SavedSearch, error) {
 	var brief any
 	if p.Brief != nil {
 		b, err := json.Marshal(p.Brief)
@@ -350,19 +425,12 @@ func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (
 		}
 		brief = string(b)
 	}
-	var ss *SavedSearch
-	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		if err := checkVersion(ctx, tx, org, id, p.IfMatch); err != nil {
-			return err
-		}
-		var err error
-		if ss, err = updateSavedSearch(ctx, tx, org, id, p.Name, brief); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, baselineGet, org, id).Scan(&ss.Baseline.Items, &ss.Baseline.Cursor)
-	})
+	ss, err := updateSavedSearch(ctx, tx, org, id, p.Name, brief)
 	if err != nil {
-		return nil, wrap("update", err)
+		return nil, err
+	}
+	if err := tx.QueryRow(ctx, baselineGet, org, id).Scan(&ss.Baseline.Items, &ss.Baseline.Cursor); err != nil {
+		return nil, err
 	}
 	ss.Baseline.Items = items(ss.Baseline.Items)
 	return ss, nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -465,4 +467,111 @@ func ids(list []savedsearch.Summary) []uuid.UUID {
 		out = append(out, ss.ID)
 	}
 	return out
+}
+
+// TestConcurrentUpdateFuncsSerializeOnTheRow races 16 writers, each making
+// 10 read-modify-write changes with real commits: each change reads a
+// counter from the brief as stored and writes it plus one. Serialized on
+// the row, none is lost (the counter ends at 160, the version at 161) and
+// none fails a precondition nobody set.
+func TestConcurrentUpdateFuncsSerializeOnTheRow(t *testing.T) {
+	t.Parallel()
+	const writers, changes = 16, 10
+	b := setup(t)
+	ss := b.create(t, createOpts{})
+	increment := func(cur *savedsearch.SavedSearch) (savedsearch.UpdateParams, error) {
+		n := 0
+		if v, ok := cur.Brief.Filters["n"].(json.Number); ok {
+			i, err := v.Int64()
+			if err != nil {
+				return savedsearch.UpdateParams{}, err
+			}
+			n = int(i)
+		}
+		brief := cur.Brief
+		brief.Filters = map[string]any{"n": n + 1}
+		return savedsearch.UpdateParams{Brief: &brief}, nil
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range writers {
+		wg.Go(func() {
+			<-start
+			for range changes {
+				if _, err := b.store.UpdateFunc(b.ctx, b.org, ss.ID, nil, increment); err != nil {
+					t.Errorf("UpdateFunc without a precondition: %v", err)
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	got, err := b.store.Get(b.ctx, b.org, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fmt.Sprint(got.Brief.Filters["n"]); n != fmt.Sprint(writers*changes) || got.Version != 1+writers*changes {
+		t.Errorf("after %d increments: counter %s at version %d, want %d at %d: a change was lost",
+			writers*changes, n, got.Version, writers*changes, 1+writers*changes)
+	}
+}
+
+// TestUpdateFuncRefusesAndWritesNothing: a precondition the stored version
+// fails, an error of change and a change the store's validation refuses
+// each write nothing; change's error comes back as it is, and a saved
+// search that is not live is not found (change never runs).
+func TestUpdateFuncRefusesAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ss := b.create(t, createOpts{})
+	errChange := errors.New("the change refuses")
+	long := strings.Repeat("n", savedsearch.MaxNameLen+1)
+	rename := func(name string) func(*savedsearch.SavedSearch) (savedsearch.UpdateParams, error) {
+		return func(*savedsearch.SavedSearch) (savedsearch.UpdateParams, error) {
+			return savedsearch.UpdateParams{Name: &name}, nil
+		}
+	}
+	for _, tt := range []struct {
+		name    string
+		ifMatch func(int64) bool
+		change  func(*savedsearch.SavedSearch) (savedsearch.UpdateParams, error)
+		want    func(error) bool
+	}{
+		{"a precondition on another version", func(v int64) bool { return v == 7 }, rename("x"),
+			func(err error) bool {
+				var m *savedsearch.VersionMismatchError
+				return errors.As(err, &m) && m.Current == 1
+			}},
+		{"an error of change", nil,
+			func(*savedsearch.SavedSearch) (savedsearch.UpdateParams, error) {
+				return savedsearch.UpdateParams{}, errChange
+			},
+			func(err error) bool { return err == errChange }},
+		{"a name over the limit", nil, rename(long), func(err error) bool { return errors.Is(err, savedsearch.ErrInvalid) }},
+	} {
+		if _, err := b.store.UpdateFunc(b.ctx, b.org, ss.ID, tt.ifMatch, tt.change); !tt.want(err) {
+			t.Errorf("%s: UpdateFunc error = %v", tt.name, err)
+		}
+	}
+	if got, err := b.store.Get(b.ctx, b.org, ss.ID); err != nil || got.Version != 1 || got.Name != ss.Name {
+		t.Errorf("after the refused changes: %+v, %v; want version 1 unchanged", got, err)
+	}
+	ran := false
+	for _, org := range []uuid.UUID{uuid.New(), b.org} {
+		id := ss.ID
+		if org == b.org {
+			id = uuid.New()
+		}
+		_, err := b.store.UpdateFunc(b.ctx, org, id, nil, func(*savedsearch.SavedSearch) (savedsearch.UpdateParams, error) {
+			ran = true
+			return savedsearch.UpdateParams{}, nil
+		})
+		if !errors.Is(err, savedsearch.ErrNotFound) {
+			t.Errorf("UpdateFunc(%s, %s) = %v, want ErrNotFound", org, id, err)
+		}
+	}
+	if ran {
+		t.Error("change ran for a saved search that is not there")
+	}
 }

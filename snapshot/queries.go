@@ -20,12 +20,12 @@ WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 const snapshotInsert = `
 INSERT INTO agent.saved_search_snapshots
 	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
-	 brief, baseline, content_hash, created_by, created_at)
+	 brief, baseline, content_hash, created_by, origin, created_at)
 VALUES (@id::uuid, @org::uuid, @saved_search_id::uuid, @version::bigint, @name::text,
-	@brief::jsonb, @baseline::jsonb, @content_hash::text, @created_by::text, @created_at::timestamptz)`
+	@brief::jsonb, @baseline::jsonb, @content_hash::text, @created_by::text, @origin::text, @created_at::timestamptz)`
 
 const snapshotColumns = `sn.id, sn.organization_id, sn.saved_search_id, sn.saved_search_version,
-	sn.saved_search_name, sn.brief, sn.baseline, sn.content_hash, sn.created_by, sn.created_at`
+	sn.saved_search_name, sn.brief, sn.baseline, sn.content_hash, sn.created_by, sn.origin, sn.created_at`
 
 // snapshotGet reads one snapshot. $1 org, $2 id.
 const snapshotGet = `
@@ -39,7 +39,7 @@ WHERE sn.organization_id = $1 AND sn.id = $2`
 // created_at DESC, id DESC) index. It reads the stored sizes, never the
 // brief or the baseline. $1 org, $2 saved_search_id, $5 limit.
 const snapshotListBySavedSearch = `
-SELECT sn.id, sn.saved_search_id, sn.saved_search_version, sn.content_hash, sn.created_by,
+SELECT sn.id, sn.saved_search_id, sn.saved_search_version, sn.content_hash, sn.created_by, sn.origin,
 	sn.created_at, sn.brief_bytes, sn.baseline_bytes, sn.baseline_items
 FROM agent.saved_search_snapshots sn
 WHERE sn.organization_id = $1 AND sn.saved_search_id = $2

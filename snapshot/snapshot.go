@@ -33,7 +33,15 @@ var (
 	// for an archived saved search.
 	ErrNotFound = errs.New(errs.NotFound, "snapshot: not found")
 	// ErrInvalidCursor reports a list cursor this package did not write.
-	ErrInvalidCursor = errs.New(errs.Invalid, "snapshot: invalid cursor")
+	ErrInvalidCursor = keyset.InvalidCursor("snapshot")
+)
+
+// Origins of a snapshot: who started the freeze.
+const (
+	// OriginAPI is a start a client asked for.
+	OriginAPI = "api"
+	// OriginSchedule is a start the drain of a schedule made.
+	OriginSchedule = "schedule"
 )
 
 // Page sizes of [Store.ListBySavedSearch].
@@ -62,7 +70,9 @@ type ListItem struct {
 	SavedSearchVersion int64     `json:"saved_search_version"`
 	ContentHash        string    `json:"content_hash"`
 	// CreatedBy is the actor that started the freeze; nil when unknown.
-	CreatedBy *string   `json:"created_by"`
+	CreatedBy *string `json:"created_by"`
+	// Origin says who started the freeze: [OriginAPI] or [OriginSchedule].
+	Origin    string    `json:"origin"`
 	CreatedAt time.Time `json:"created_at"`
 	// BriefBytes and BaselineBytes are the sizes of the stored brief and
 	// baseline as JSON text; BaselineItems counts the baseline's items.
@@ -88,7 +98,11 @@ type Snapshot struct {
 	// equal hash, whatever the version.
 	ContentHash string `json:"content_hash"`
 	// CreatedBy is the actor that started the freeze; nil when unknown.
-	CreatedBy *string   `json:"created_by"`
+	CreatedBy *string `json:"created_by"`
+	// Origin says who started the freeze: [OriginAPI] (a client's start)
+	// or [OriginSchedule] (the drain of the saved search's schedule, for
+	// the actor who set it).
+	Origin    string    `json:"origin"`
 	CreatedAt time.Time `json:"created_at"`
 
 	// rawBrief and rawBaseline are the stored JSON of a snapshot a freeze
@@ -245,7 +259,7 @@ type DBTX interface {
 // Freeze costs two round trips; [QueueRead] and [QueueInsert] are the same
 // two statements for a caller that pipelines them with its own.
 func Freeze(ctx context.Context, tx DBTX, org, savedSearchID uuid.UUID, actor string) (*Snapshot, error) {
-	r := newRead(org, savedSearchID, actor)
+	r := newRead(org, savedSearchID, actor, OriginAPI)
 	if err := r.scan(tx.QueryRow(ctx, savedSearchFreezeRead, org, savedSearchID)); err != nil {
 		return nil, err
 	}
@@ -273,8 +287,8 @@ type Read struct {
 	done  bool
 }
 
-func newRead(org, savedSearchID uuid.UUID, actor string) *Read {
-	r := &Read{snap: Snapshot{ID: uuid.New(), OrganizationID: org, SavedSearchID: savedSearchID}}
+func newRead(org, savedSearchID uuid.UUID, actor, origin string) *Read {
+	r := &Read{snap: Snapshot{ID: uuid.New(), OrganizationID: org, SavedSearchID: savedSearchID, Origin: origin}}
 	if actor != "" {
 		r.snap.CreatedBy = &actor
 	}
@@ -286,9 +300,13 @@ func newRead(org, savedSearchID uuid.UUID, actor string) *Read {
 // statement. Queue it in the transaction that will store the snapshot
 // (after [pgx.Batch.BeginTx], or on the transaction), then queue the
 // insert with [QueueInsert] in the next batch. actor is recorded as
-// created_by (empty records NULL).
-func QueueRead(b *pgx.Batch, org, savedSearchID uuid.UUID, actor string) *Read {
-	r := newRead(org, savedSearchID, actor)
+// created_by (empty records NULL), and origin ([OriginAPI] or
+// [OriginSchedule]; empty is OriginAPI) as the freeze's origin.
+func QueueRead(b *pgx.Batch, org, savedSearchID uuid.UUID, actor, origin string) *Read {
+	if origin == "" {
+		origin = OriginAPI
+	}
+	r := newRead(org, savedSearchID, actor, origin)
 	b.Queue(savedSearchFreezeRead, org, savedSearchID).QueryRow(func(row pgx.Row) error {
 		r.done = true
 		if err := r.scan(row); err != nil && !errors.Is(err, ErrNotFound) {
@@ -361,7 +379,7 @@ func (s *Snapshot) insertArgs() pgx.StrictNamedArgs {
 		"id": s.ID, "org": s.OrganizationID, "saved_search_id": s.SavedSearchID,
 		"version": s.SavedSearchVersion, "name": s.SavedSearchName, "brief": string(s.rawBrief),
 		"baseline": string(s.rawBaseline), "content_hash": s.ContentHash, "created_by": s.CreatedBy,
-		"created_at": s.CreatedAt,
+		"origin": s.Origin, "created_at": s.CreatedAt,
 	}
 }
 
@@ -420,7 +438,7 @@ func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.U
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ListItem, error) {
 		var it ListItem
 		err := r.Scan(&it.ID, &it.SavedSearchID, &it.SavedSearchVersion, &it.ContentHash, &it.CreatedBy,
-			&it.CreatedAt, &it.BriefBytes, &it.BaselineBytes, &it.BaselineItems)
+			&it.Origin, &it.CreatedAt, &it.BriefBytes, &it.BaselineBytes, &it.BaselineItems)
 		return it, err
 	})
 	if err != nil {
@@ -441,7 +459,7 @@ func scanSnapshot(row pgx.Row) (*Snapshot, error) {
 		brief, baseline []byte
 	)
 	err := row.Scan(&snap.ID, &snap.OrganizationID, &snap.SavedSearchID, &snap.SavedSearchVersion,
-		&snap.SavedSearchName, &brief, &baseline, &snap.ContentHash, &snap.CreatedBy, &snap.CreatedAt)
+		&snap.SavedSearchName, &brief, &baseline, &snap.ContentHash, &snap.CreatedBy, &snap.Origin, &snap.CreatedAt)
 	if err != nil {
 		return nil, err
 	}

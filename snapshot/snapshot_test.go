@@ -103,13 +103,16 @@ func TestFreezeCopiesBriefBaselineAndVersion(t *testing.T) {
 	var doc map[string]json.RawMessage
 	_ = json.Unmarshal(gotJSON, &doc)
 	for _, k := range []string{"id", "organization_id", "saved_search_id", "saved_search_version", "brief",
-		"baseline", "content_hash", "created_by", "created_at"} {
+		"baseline", "content_hash", "created_by", "origin", "created_at"} {
 		if _, ok := doc[k]; !ok {
 			t.Errorf("snapshot JSON %s lacks %q", gotJSON, k)
 		}
 	}
-	if len(doc) != 9 {
-		t.Errorf("snapshot JSON has %d fields, want 9: %s", len(doc), gotJSON)
+	if len(doc) != 10 {
+		t.Errorf("snapshot JSON has %d fields, want 10: %s", len(doc), gotJSON)
+	}
+	if got.Origin != snapshot.OriginAPI {
+		t.Errorf("origin of a freeze = %q, want %q", got.Origin, snapshot.OriginAPI)
 	}
 	sum := snap.Summary()
 	if sum.ID != snap.ID || sum.SavedSearchVersion != 2 || sum.ContentHash != snap.ContentHash || !sum.CreatedAt.Equal(snap.CreatedAt) {

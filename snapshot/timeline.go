@@ -24,6 +24,8 @@ type TimelineEntry struct {
 	BaselineItems int
 	// CreatedBy is the actor of the start that froze it; nil when unknown.
 	CreatedBy *string
+	// Origin is OriginAPI or OriginSchedule.
+	Origin    string
 	CreatedAt time.Time
 	// Runs is how many Runs were admitted on it.
 	Runs int64
@@ -75,7 +77,7 @@ func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p Ti
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TimelineEntry, error) {
 		var e TimelineEntry
 		err := r.Scan(&e.ID, &e.SavedSearchID, &e.SavedSearchVersion, &e.SavedSearchName, &e.ContentHash,
-			&e.BaselineItems, &e.CreatedBy, &e.CreatedAt, &e.Runs)
+			&e.BaselineItems, &e.CreatedBy, &e.Origin, &e.CreatedAt, &e.Runs)
 		return e, err
 	})
 	if err != nil {
@@ -93,7 +95,7 @@ func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p Ti
 // $6 actor, $7 from, $8 to: NULL for none.
 const snapshotTimeline = `
 SELECT sn.id, sn.saved_search_id, sn.saved_search_version, sn.saved_search_name, sn.content_hash,
-	coalesce(jsonb_array_length(sn.baseline -> 'items'), 0), sn.created_by, sn.created_at,
+	coalesce(jsonb_array_length(sn.baseline -> 'items'), 0), sn.created_by, sn.origin, sn.created_at,
 	(SELECT count(*) FROM agent.runs r WHERE r.snapshot_id = sn.id AND r.organization_id = sn.organization_id)
 FROM agent.saved_search_snapshots sn
 WHERE sn.organization_id = $1 AND sn.saved_search_id = $2

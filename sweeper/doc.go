@@ -10,7 +10,11 @@
 //     replaces it in place on the next claim, so the sweep changes no answer,
 //     it only reclaims the space.
 //   - agent.runs: a Run past retain_until (396 days, runs.Retention). Until
-//     then its stable start key replays it.
+//     then its stable start key replays it. What is part of the Run goes
+//     with it by ON DELETE CASCADE: its provider jobs, its dispatch to the
+//     runtime with the attempts and operator retries (package dispatch),
+//     and its status history. A pass's bound counts Runs; their parts are
+//     few (at most dispatch.KeptAttempts attempts each).
 //   - agent.saved_search_snapshots: a snapshot no Run refers to, that no
 //     retained surface.saved_search.start claim names as its resource, and
 //     that is older than [SnapshotMinAge]. The claim is what holds a snapshot

@@ -66,6 +66,35 @@ WHERE (@all::boolean OR k.organization_id = ANY(@keys::uuid[]))
 	AND k.ctid = ANY(@ctids::tid[])
 	AND k.retain_until <= agent.clock(@now)`
 
+// occurrenceExpiredDue finds closed occurrences of schedules past their
+// retention (an open one has none), oldest first, on
+// schedule_occurrences_retain_idx.
+const occurrenceExpiredDue = `
+SELECT o.organization_id::text
+FROM agent.schedule_occurrences o
+WHERE o.retain_until <= agent.clock(@now)
+ORDER BY o.retain_until
+LIMIT @limit`
+
+// occurrenceExpiredRead selects occurrences of a shard past their
+// retention, oldest first.
+const occurrenceExpiredRead = `
+SELECT o.id, o.ctid
+FROM agent.schedule_occurrences o
+WHERE (@all::boolean OR o.organization_id = ANY(@keys::uuid[]))
+	AND o.retain_until <= agent.clock(@now)
+ORDER BY o.retain_until
+LIMIT @limit
+FOR UPDATE SKIP LOCKED`
+
+// occurrenceExpiredDelete deletes the occurrences at the ctids still past
+// their retention.
+const occurrenceExpiredDelete = `
+DELETE FROM agent.schedule_occurrences o
+WHERE (@all::boolean OR o.organization_id = ANY(@keys::uuid[]))
+	AND o.ctid = ANY(@ctids::tid[])
+	AND o.retain_until <= agent.clock(@now)`
+
 // runExpiredDue finds Runs past their retention, oldest first, on
 // runs_retain_until_idx.
 const runExpiredDue = `
@@ -283,3 +312,33 @@ WHERE (@all::boolean OR i.organization_id = ANY(@keys::uuid[]))
 	AND i.ctid = ANY(@ctids::tid[])
 	AND i.received_at <= agent.clock(@now) - @retention_us::bigint * interval '1 microsecond'
 	AND i.status <> 'pending'`
+
+// sessionExpiredDue finds console sessions past their expiry, oldest
+// first, on console_sessions_expires_idx: an expired session is refused by
+// every read already (sessions.Store.Lookup), so it goes at once. Sessions
+// stay a local table on a cluster's coordinator: one pass, @all.
+const sessionExpiredDue = `
+SELECT s.id::text
+FROM agent.console_sessions s
+WHERE s.expires_at <= agent.clock(@now)
+ORDER BY s.expires_at
+LIMIT @limit`
+
+// sessionExpiredRead selects console sessions past their expiry, oldest
+// first.
+const sessionExpiredRead = `
+SELECT s.id, s.ctid
+FROM agent.console_sessions s
+WHERE (@all::boolean OR s.id::text = ANY(@keys::text[]))
+	AND s.expires_at <= agent.clock(@now)
+ORDER BY s.expires_at
+LIMIT @limit
+FOR UPDATE SKIP LOCKED`
+
+// sessionExpiredDelete deletes the sessions at the ctids still past their
+// expiry.
+const sessionExpiredDelete = `
+DELETE FROM agent.console_sessions s
+WHERE (@all::boolean OR s.id::text = ANY(@keys::text[]))
+	AND s.ctid = ANY(@ctids::tid[])
+	AND s.expires_at <= agent.clock(@now)`

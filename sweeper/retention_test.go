@@ -2,6 +2,7 @@ package sweeper
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/dbclock/dbclocktest"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -67,6 +69,62 @@ func TestRunRetention(t *testing.T) {
 	got, err = store.GetByStartKey(b.ctx, b.org, runs.DirectStartKey("inside"))
 	if err != nil || got.ID != inside.ID {
 		t.Errorf("GetByStartKey(inside) = %v, %v; want Run %s", got, err, inside.ID)
+	}
+}
+
+// TestADispatchIsSweptWithItsRun: a Run's dispatch, its attempts, the
+// operator's retries and the Run's status history go when the sweeper
+// deletes the Run past its 396 days, and stay with a Run inside them.
+func TestADispatchIsSweptWithItsRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := time.Now()
+	old := b.admitDirect(t, now.Add(-runs.Retention-day), "old")
+	inside := b.admitDirect(t, now.Add(-runs.Retention+day), "inside")
+	store := runs.NewStore(b.db, runs.Config{})
+	outbox := dispatch.NewStore(b.db, nil)
+	for _, run := range []*runs.Run{old, inside} {
+		leased, err := outbox.LeasePass(b.ctx, 1, time.Minute)
+		if err != nil || len(leased) != 1 {
+			t.Fatalf("LeasePass = %v, %v", leased, err)
+		}
+		if _, err := outbox.End(b.ctx, dispatch.End{OrganizationID: leased[0].OrganizationID, RunID: leased[0].RunID,
+			Attempt: leased[0].Attempt, Outcome: dispatch.OutcomeFailed, StatusCode: 400}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := outbox.Retry(b.ctx, dispatch.RetryParams{RunID: leased[0].RunID, Actor: "op", Reason: "r"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := store.Report(b.ctx, b.org, run.ID, runs.StatusReport{Status: runs.StatusSucceeded, Reporter: "rt"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := func(id uuid.UUID) (n int) {
+		t.Helper()
+		if err := b.db.QueryRow(b.ctx, `SELECT
+			(SELECT count(*) FROM agent.run_dispatches WHERE run_id = $1) +
+			(SELECT count(*) FROM agent.run_dispatch_attempts WHERE run_id = $1) +
+			(SELECT count(*) FROM agent.run_dispatch_retries WHERE run_id = $1) +
+			(SELECT count(*) FROM agent.run_status_changes WHERE run_id = $1)`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if rows(old.ID) != 4 || rows(inside.ID) != 4 {
+		t.Fatalf("before the sweep: %d and %d rows, want 4 each (dispatch, attempt, retry, status change)", rows(old.ID), rows(inside.ID))
+	}
+	s, err := New(b.db, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := b.runOnce(t, s); rep.Runs.Deleted != 1 {
+		t.Fatalf("runs report = %+v, want the old Run deleted", rep.Runs)
+	}
+	if n := rows(old.ID); n != 0 {
+		t.Errorf("%d dispatch rows outlived their swept Run, want 0", n)
+	}
+	if n := rows(inside.ID); n != 4 {
+		t.Errorf("the retained Run keeps %d dispatch rows, want 4", n)
 	}
 }
 
@@ -444,5 +502,98 @@ VALUES ('acme', $1, $2, $3, $4::timestamptz - interval '396 days', $4)`, provide
 	}
 	if want := []string{"inside"}; !slices.Equal(left, want) {
 		t.Errorf("entries left = %q, want %q", left, want)
+	}
+}
+
+// TestOccurrenceRetention: an occurrence of a schedule is kept as long as
+// its Run (a started one's retain_until is its Run's), and the two go in
+// the same run of the sweeper; a closed occurrence with no Run goes at its
+// own retain_until; an open one, which has none, is never swept.
+func TestOccurrenceRetention(t *testing.T) {
+	t.Parallel()
+	b := setupSnapshots(t)
+	now := b.clock.Now()
+	run := b.start(t, now.Add(-runs.Retention-day), "scheduled").Run
+	occurrence := func(due time.Time, status string, runID *uuid.UUID, retain *time.Time) {
+		t.Helper()
+		var reason, closed any
+		if status == "refused" || status == "not_ready" {
+			reason = "invalid"
+		}
+		if retain != nil {
+			closed = due
+		}
+		_, err := b.db.Exec(b.ctx, `
+INSERT INTO agent.schedule_occurrences
+	(organization_id, saved_search_id, due_at, id, status, reason, run_id, deadline, next_attempt_at,
+	 created_at, closed_at, retain_until)
+VALUES ($1, $2, $3::timestamptz, gen_random_uuid(), $4, $5, $6, $3::timestamptz + interval '1 day', $3, $3,
+	$7::timestamptz, $8::timestamptz)`,
+			b.org, b.search.ID, due, status, reason, runID, closed, retain)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := now.Add(-runs.Retention - 2*day)
+	occurrence(long, "started", &run.ID, &run.RetainUntil)
+	occurrence(long.Add(time.Hour), "refused", nil, new(now.Add(-time.Second)))
+	occurrence(long.Add(2*time.Hour), "missed", nil, new(now.Add(day)))
+	occurrence(long.Add(3*time.Hour), "not_ready", nil, nil)
+
+	rep := b.runOnce(t, b.sweeper(t, Config{}))
+	if r := rep.Occurrences; r.Table != TableOccurrences || r.Read != 2 || r.Deleted != 2 || r.Backlog {
+		t.Errorf("occurrences report = %+v, want 2 read, 2 deleted, no backlog", r)
+	}
+	if r := rep.Runs; r.Deleted != 1 {
+		t.Errorf("runs report = %+v, want the occurrence's Run deleted in the same run", r)
+	}
+	rows, err := b.db.Query(b.ctx, `SELECT status FROM agent.schedule_occurrences ORDER BY due_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"missed", "not_ready"}; !slices.Equal(left, want) {
+		t.Errorf("occurrences left = %q, want %q", left, want)
+	}
+}
+
+// TestSessionRetention: a console session is deleted once it has expired,
+// to the microsecond on the stubbed clock; a live one stays.
+func TestSessionRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := b.clock.Now()
+	session := func(actor string, expires time.Time) {
+		t.Helper()
+		hash := sha256.Sum256([]byte(actor))
+		_, err := b.db.Exec(b.ctx, `
+INSERT INTO agent.console_sessions (id, secret_hash, organization_id, actor, role, via, created_at, expires_at)
+VALUES ($1, $2, $3, $4, '', 'oidc', $5, $6)`, uuid.New(), hash[:], b.org, actor, expires.Add(-8*time.Hour), expires)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	session("expired-yesterday", now.Add(-day))
+	session("expiring-now", now)
+	session("a-microsecond-left", now.Add(time.Microsecond))
+	session("signed-in-an-hour-ago", now.Add(7*time.Hour))
+
+	rep := b.runOnce(t, b.sweeper(t, Config{}))
+	if r := rep.Sessions; r.Table != TableSessions || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
+		t.Errorf("sessions report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
+	}
+	rows, err := b.db.Query(b.ctx, `SELECT actor FROM agent.console_sessions ORDER BY actor`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a-microsecond-left", "signed-in-an-hour-ago"}; !slices.Equal(left, want) {
+		t.Errorf("sessions left = %q, want %q", left, want)
 	}
 }

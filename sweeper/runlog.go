@@ -3,7 +3,6 @@ package sweeper
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -122,7 +121,7 @@ type RunEntry struct {
 
 // ErrInvalidCursor reports a [RunLog.List] cursor this package did not
 // write.
-var ErrInvalidCursor = errors.New("sweeper: invalid cursor")
+var ErrInvalidCursor = keyset.InvalidCursor("sweeper")
 
 // List returns a page of recorded runs, newest first, of at most limit
 // (1 to 200; zero or less is 50) and the cursor of the next page ("" after

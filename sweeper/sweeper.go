@@ -32,6 +32,12 @@ const (
 	// TableDirectory holds the provider job directory: an entry names its
 	// job until the Run retention after its registration.
 	TableDirectory = "agent.provider_job_directory"
+	// TableOccurrences holds the occurrences of schedules, kept as long
+	// as their Run.
+	TableOccurrences = "agent.schedule_occurrences"
+	// TableSessions holds the console's sessions, deleted at their
+	// expiry.
+	TableSessions = "agent.console_sessions"
 )
 
 // SnapshotMinAge is how old a snapshot must be before it may be deleted: the
@@ -52,8 +58,9 @@ type DB interface {
 
 // TableReport is what one run did to one table.
 type TableReport struct {
-	// Table is TableClaims, TableRuns, TableDirectory, TableSnapshots,
-	// TableDrops, TableResolutions or TableInbox.
+	// Table is TableClaims, TableOccurrences, TableRuns, TableDirectory,
+	// TableSnapshots, TableDrops, TableResolutions, TableInbox or
+	// TableSessions.
 	Table string
 	// Read is the number of rows the passes selected as past retention.
 	Read int
@@ -88,19 +95,24 @@ type Report struct {
 	// Resolutions is the report of TableResolutions.
 	Resolutions TableReport
 	Inbox       TableReport
+	// Occurrences is the report of TableOccurrences.
+	Occurrences TableReport
+	// Sessions is the report of TableSessions.
+	Sessions TableReport
 	// Duration is the time the whole run took.
 	Duration time.Duration
 }
 
 // Tables returns the table reports in the order the run swept them.
 func (r Report) Tables() []TableReport {
-	return []TableReport{r.Claims, r.Runs, r.Directory, r.Snapshots, r.Drops, r.Resolutions, r.Inbox}
+	return []TableReport{r.Claims, r.Occurrences, r.Runs, r.Directory, r.Snapshots, r.Drops, r.Resolutions, r.Inbox,
+		r.Sessions}
 }
 
 // Backlog reports whether any table was left with a backlog.
 func (r Report) Backlog() bool {
-	return r.Claims.Backlog || r.Runs.Backlog || r.Directory.Backlog || r.Snapshots.Backlog || r.Drops.Backlog ||
-		r.Resolutions.Backlog || r.Inbox.Backlog
+	return r.Claims.Backlog || r.Occurrences.Backlog || r.Runs.Backlog || r.Directory.Backlog || r.Snapshots.Backlog ||
+		r.Drops.Backlog || r.Resolutions.Backlog || r.Inbox.Backlog || r.Sessions.Backlog
 }
 
 // target is one table's pass (internal/shardpass: what is due, found
@@ -124,6 +136,10 @@ func newTarget(table, due, read, delete string, extra pgx.NamedArgs, report func
 var targets = []target{
 	newTarget(TableClaims, claimExpiredDue, claimExpiredRead, claimExpiredDelete, nil,
 		func(r *Report) *TableReport { return &r.Claims }),
+	// Before the Runs: an occurrence is kept as long as its Run
+	// (retain_until is the Run's), so both go in the same run.
+	newTarget(TableOccurrences, occurrenceExpiredDue, occurrenceExpiredRead, occurrenceExpiredDelete, nil,
+		func(r *Report) *TableReport { return &r.Occurrences }),
 	newTarget(TableRuns, runExpiredDue, runExpiredRead, runExpiredDelete, nil,
 		func(r *Report) *TableReport { return &r.Runs }),
 	newTarget(TableDirectory, directoryExpiredDue, directoryExpiredRead, directoryExpiredDelete, nil,
@@ -142,6 +158,8 @@ var targets = []target{
 	newTarget(TableInbox, inboxExpiredDue, inboxExpiredRead, inboxExpiredDelete,
 		pgx.NamedArgs{"retention_us": providerjobs.DropRetention.Microseconds()},
 		func(r *Report) *TableReport { return &r.Inbox }),
+	newTarget(TableSessions, sessionExpiredDue, sessionExpiredRead, sessionExpiredDelete, nil,
+		func(r *Report) *TableReport { return &r.Sessions }),
 }
 
 // Sweeper deletes rows past their retention in bounded passes. It is safe for
@@ -166,9 +184,10 @@ func New(db DB, cfg Config) (*Sweeper, error) {
 // Config returns the sweeper's configuration, with its defaults applied.
 func (s *Sweeper) Config() Config { return s.cfg }
 
-// RunOnce sweeps each table once: claims, then Runs, then the provider job
-// directory, then snapshots, then dropped deliveries, then resolutions of
-// uncertain tool calls, then the inbox's finished arrivals, each
+// RunOnce sweeps each table once: claims, then occurrences of schedules,
+// then Runs, then the provider job directory, then snapshots, then dropped
+// deliveries, then resolutions of uncertain tool calls, then the inbox's
+// finished arrivals, then expired console sessions, each
 // until a pass reads less than Bound or MaxPasses passes have run, resting
 // between passes as Duty asks. It logs a summary per table, and a warning
 // for every table it leaves with a backlog.

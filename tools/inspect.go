@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -20,7 +19,7 @@ import (
 // filtered; the decision itself is [Resolver.Resolve].
 
 // ErrInvalidCursor reports a page cursor this package did not write.
-var ErrInvalidCursor = errors.New("tools: invalid cursor")
+var ErrInvalidCursor = keyset.InvalidCursor("tools")
 
 // UncertainCall is a call the journal recorded as uncertain and no person
 // has resolved: the evidence for a decision.

@@ -16,7 +16,10 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/migrations"
@@ -51,8 +54,10 @@ type env struct {
 	pgVersion     string
 	pgSettings    string
 	maxConns      int32
-	pg            pgCPU
-	org           uuid.UUID
+	// limits is every limit the real server runs with, for the header.
+	limits string
+	pg     pgCPU
+	org    uuid.UUID
 	// admin runs the benchmark's own statements, outside both counted
 	// pools.
 	admin   *pgxpool.Pool
@@ -154,15 +159,15 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		return nil, err
 	}
 
-	secret := make([]byte, api.MinJWTSecretLen)
+	secret := make([]byte, auth.MinSecretLen)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	token, err := api.SignToken(secret, org, benchActor, time.Now(), time.Hour)
+	token, err := auth.SignToken(secret, org, benchActor, time.Now(), time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	auth := "Bearer " + token
+	bearer := "Bearer " + token
 
 	// The real server, assembled as cmd/searchd's newAPI assembles it.
 	realPool, realTrace, err := openPool(ctx, e, dbURL, cfg.maxConns)
@@ -185,6 +190,21 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The admission queue at its defaults, its seats the pool's size, as
+	// searchd serve builds it (cmd/searchd's newAdmission).
+	queue, err := fairq.New(fairq.Config{Seats: int(e.maxConns)})
+	if err != nil {
+		return nil, err
+	}
+	e.limits = fmt.Sprintf("admission seats %d (the pool's size), queue length %d per organization, max wait %s; "+
+		"body limit %d bytes; session bounds %s; %s",
+		queue.Seats(), queue.QueueLength(), queue.MaxWait(), api.DefaultMaxBodyBytes, sessionBoundsText,
+		map[bool]string{true: "searchd serve's defaults but for the pool size -max-conns set (the seats follow it)",
+			false: "all at searchd serve's defaults, nothing raised or disabled"}[cfg.maxConns > 0])
+	verifier, err := auth.NewVerifier(context.Background(), auth.Config{Secret: secret})
+	if err != nil {
+		return nil, err
+	}
 	srv, err := api.New(api.Deps{
 		Ready:         readiness.Pool(realPool),
 		Plane:         plane,
@@ -193,12 +213,10 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		Runs:          runStore,
 		Starter:       starter,
 		ProviderJobs:  providerjobs.New(realPool, plane, providerjobs.Config{}),
-		JWTSecret:     secret,
+		Dispatches:    dispatch.NewStore(realPool, nil),
+		Verifier:      verifier,
 		Logger:        logger,
-		// One organization's throughput is the measure here: no cap on
-		// its requests in flight (api's TestFairnessBench measures it).
-		OrgMaxInFlight: 1 << 20,
-		MaxInFlight:    1 << 20,
+		Admission:     queue,
 	})
 	if err != nil {
 		return nil, err
@@ -207,7 +225,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.real = newTarget("real", realBase, cfg.clients, realTrace, e.pg, auth, searches)
+	e.real = newTarget("real", realBase, cfg.clients, realTrace, e.pg, bearer, searches)
 
 	thinPool, thinTrace, err := openPool(ctx, e, dbURL, cfg.maxConns)
 	if err != nil {
@@ -217,19 +235,39 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.thin = newTarget("thin", thinBase, cfg.clients, thinTrace, e.pg, auth, searches)
+	e.thin = newTarget("thin", thinBase, cfg.clients, thinTrace, e.pg, bearer, searches)
 	return e, nil
 }
 
-// openPool opens a pool on dbURL configured as pgxpool.New configures it
-// (MaxConns overridden when maxConns > 0), with a statement counter.
+// serveMaxConns is searchd serve's default pool size (cmd/searchd's
+// DefaultDBMaxConns).
+const serveMaxConns = 16
+
+// serveSessionBounds are the server-side bounds searchd serve sets on
+// every session at its defaults (cmd/searchd's inboxsettings.go), in
+// milliseconds.
+var serveSessionBounds = map[string]string{
+	"idle_in_transaction_session_timeout": "5000",
+	"lock_timeout":                        "10000",
+	"statement_timeout":                   "15000",
+}
+
+const sessionBoundsText = "idle_in_transaction_session_timeout 5s, lock_timeout 10s, statement_timeout 15s"
+
+// openPool opens a pool on dbURL configured as searchd serve configures it
+// at its defaults (its pool size and session bounds; MaxConns overridden
+// when maxConns > 0), with a statement counter. Both servers get the same.
 func openPool(ctx context.Context, e *env, dbURL string, maxConns int) (*pgxpool.Pool, *sqlTrace, error) {
 	pcfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("parsing the database URL: %w", err)
 	}
+	pcfg.MaxConns = serveMaxConns
 	if maxConns > 0 {
 		pcfg.MaxConns = int32(maxConns)
+	}
+	for k, v := range serveSessionBounds {
+		pcfg.ConnConfig.RuntimeParams[k] = v
 	}
 	trace := &sqlTrace{}
 	pcfg.ConnConfig.Tracer = trace

@@ -97,7 +97,9 @@ func (t *target) post(ctx context.Context, s started, keepBody bool) (int, []byt
 
 // round is what one round measured.
 type round struct {
-	requests   int
+	requests int
+	// refused is the answers 429 rate_limited, not in requests.
+	refused    int
 	elapsed    time.Duration
 	latencies  []time.Duration // sorted
 	statements int64
@@ -169,7 +171,9 @@ func processCPU() time.Duration {
 // run drives t with clients concurrent clients for d: every client sends
 // its next request as soon as the previous one is answered. A new-start
 // round adds the starts it admitted to t.keys; a replay round re-sends keys
-// from t.keys. Any answer other than 201 (new start) or 200 (replay) ends
+// from t.keys. An answer 429 rate_limited is counted in refused, and the
+// client sends its next request at once (a client that ignores
+// Retry-After); any other answer but 201 (new start) or 200 (replay) ends
 // the round with an error.
 func (t *target) run(ctx context.Context, m measure, clients int, d time.Duration) (round, error) {
 	if m == replays && len(t.keys) == 0 {
@@ -185,6 +189,7 @@ func (t *target) run(ctx context.Context, m measure, clients int, d time.Duratio
 	type result struct {
 		latencies []time.Duration
 		keys      []started
+		refused   int
 	}
 	results := make([]result, clients)
 	var wg sync.WaitGroup
@@ -204,6 +209,10 @@ func (t *target) run(ctx context.Context, m measure, clients int, d time.Duratio
 				}
 				sent := time.Now()
 				status, body, _, err := t.post(ctx, s, false)
+				if err == nil && status == http.StatusTooManyRequests {
+					res.refused++
+					continue
+				}
 				if err == nil && status != want {
 					err = fmt.Errorf("%s %s answered %d, want %d: %s", t.name, m, status, want, body)
 				}
@@ -227,6 +236,7 @@ func (t *target) run(ctx context.Context, m measure, clients int, d time.Duratio
 	r := round{elapsed: elapsed, statements: c.Statements, roundTrips: c.RoundTrips, commits: c.Commits,
 		dbTime: c.Busy, cpu: processCPU() - cpu, pgCPU: t.pg.used() - pgCPU}
 	for _, res := range results {
+		r.refused += res.refused
 		r.latencies = append(r.latencies, res.latencies...)
 		t.keys = append(t.keys, res.keys...)
 	}

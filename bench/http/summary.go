@@ -21,6 +21,8 @@ type jsonSummary struct {
 	Measures         []jsonMeasure `json:"measures"`
 	ReplayStatements float64       `json:"replay_statements"`
 	StartStatements  float64       `json:"start_statements"`
+	// Refused is the real server's 429 answers in the measured rounds.
+	Refused int `json:"refused"`
 }
 
 // jsonMeasure is one measure (new starts or replays): each handler's

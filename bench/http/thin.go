@@ -41,7 +41,8 @@ WHERE r.organization_id = $1 AND r.start_key = $2
 // runs.runColumns.
 const thinRunColumns = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
 	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options, r.input,
-	r.created_by, r.created_at, r.retain_until`
+	r.created_by, r.created_at, r.retain_until,
+	r.version, coalesce(r.updated_at, r.created_at), r.result_ref, r.error_code, r.error_message`
 
 // savedsearch.savedSearchExists.
 const thinSavedSearchExists = `
@@ -91,7 +92,8 @@ WITH done AS (
 SELECT CASE WHEN EXISTS (SELECT FROM done) THEN (SELECT d.waited FROM done d)
 	ELSE agent.idempotency_fence_lost($2::uuid) END`
 
-// runs.runInsert.
+// runs.runInsert and runs.dispatchInsert: the Run, then its outbox row
+// (its dispatch), in the preparation's transaction.
 const thinRunInsert = `
 INSERT INTO agent.runs AS r
 	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
@@ -102,6 +104,12 @@ VALUES (@id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::tex
 	coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
 ON CONFLICT (organization_id, start_key) DO NOTHING
 RETURNING ` + thinRunColumns
+
+const thinDispatchInsert = `
+INSERT INTO agent.run_dispatches (run_id, organization_id, next_attempt_at, created_at)
+SELECT r.id, r.organization_id, r.created_at, r.created_at
+FROM agent.runs r
+WHERE r.organization_id = @org::uuid AND r.id = @id::uuid`
 
 // statementNames names the statements a start issues, for the report. pgx
 // sends "begin" and "commit" for a transaction with default options.
@@ -115,6 +123,7 @@ var statementNames = map[string]string{
 	normalizeSQL(thinClaimCompleteOrAbort):      "claimCompleteOrAbort",
 	"commit":                                    "commit",
 	normalizeSQL(thinRunInsert):                 "runInsert",
+	normalizeSQL(thinDispatchInsert):            "dispatchInsert",
 }
 
 // thin is the baseline: an echo handler running the start's statements
@@ -148,15 +157,28 @@ type thinRun struct {
 	Input          json.RawMessage `json:"input"`
 	CreatedAt      time.Time       `json:"created_at"`
 	RetainUntil    time.Time       `json:"retain_until"`
-	StartKey       string          `json:"-"`
-	RequestHash    string          `json:"-"`
-	CreatedBy      *string         `json:"-"`
+	Version        int64           `json:"version"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	ResultRef      *string         `json:"result_ref"`
+	Error          *thinRunError   `json:"error"`
+	errCode        *string
+	errMessage     *string
+	StartKey       string  `json:"-"`
+	RequestHash    string  `json:"-"`
+	CreatedBy      *string `json:"-"`
 }
 
 func (r *thinRun) dest() []any {
 	return []any{(*[16]byte)(&r.ID), (*[16]byte)(&r.OrganizationID), &r.Kind, &r.StartKey, &r.RequestHash,
 		&r.SavedSearchID, &r.SnapshotID, &r.Name, &r.Status, &r.Options, &r.Input,
-		&r.CreatedBy, &r.CreatedAt, &r.RetainUntil}
+		&r.CreatedBy, &r.CreatedAt, &r.RetainUntil,
+		&r.Version, &r.UpdatedAt, &r.ResultRef, &r.errCode, &r.errMessage}
+}
+
+// thinRunError is a Run's error: null on every Run a start answers.
+type thinRunError struct {
+	Code    string  `json:"code"`
+	Message *string `json:"message"`
 }
 
 type thinSummary struct {
@@ -306,13 +328,15 @@ func (t *thin) start(c echo.Context) error {
 		"brief": string(snap.Brief), "baseline": string(baseline), "content_hash": snap.ContentHash,
 		"created_by": t.actor, "created_at": snap.CreatedAt,
 	})
+	runID := uuid.New()
 	second.Queue(thinRunInsert, pgx.StrictNamedArgs{
-		"id": uuid.New(), "org": t.org, "kind": runs.KindSavedSearch, "start_key": startKey,
+		"id": runID, "org": t.org, "kind": runs.KindSavedSearch, "start_key": startKey,
 		"request_hash": hash, "saved_search_id": ssID, "snapshot_id": snap.ID, "name": snap.name,
 		"options": string(options), "input": nil, "created_by": t.actor,
 		"retention_us": runs.Retention.Microseconds(), "now": nil,
 	}).
 		QueryRow(func(row pgx.Row) error { return row.Scan(run.dest()...) })
+	second.Queue(thinDispatchInsert, pgx.StrictNamedArgs{"id": runID, "org": t.org})
 	second.Queue(thinClaimCompleteOrAbort, t.org, claim.id, claim.leaseToken, admission.ResourceType, snap.ID.String(), string(response))
 	second.Queue("commit")
 	if err := conn.SendBatch(ctx, second).Close(); err != nil {

@@ -14,8 +14,9 @@
 //     as a `go test` subprocess with SEARCHD_BENCH=1);
 //   - the sweeper's claim latency with and without a sweep (sweeper's
 //     TestSweepBench, likewise);
-//   - one organization's start and replay p99 while another hammers
-//     (api's TestFairnessBench, likewise);
+//   - one organization's sequential starts while another hammers the API,
+//     then the console, with 32 clients ignoring Retry-After (api's
+//     TestFairnessBench, likewise);
 //   - the HTTP start benchmark (bench/http, built once) at 1, 4, 16 and 64
 //     clients, each a run of its own with -json.
 //
@@ -56,8 +57,8 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "docs/bench-report.md", "the Markdown report; the chart goes beside it as .svg")
 	flag.BoolVar(&cfg.quick, "quick", false, "small runs (a few minutes in all), noisier figures")
 	flag.Parse()
-	// A full report takes about 15 minutes on 2 CPUs; an hour bounds a
-	// stuck run.
+	// A full report takes about 20 minutes on a quiet 2-CPU machine; an
+	// hour bounds a stuck run.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
@@ -169,7 +170,7 @@ func sizes(quick bool) size {
 		startDesc: "7 rounds of 2 s per system at 1, 4, 16 and 64 clients",
 		planeDesc: "the test's defaults: 7 rounds of 2000 ops",
 		sweepDesc: "the test's defaults: 1000000 rows, pairs of 5 s phases until the sweep drains them (at most 40)",
-		fairDesc:  "the test's defaults: 5 rounds of 4 s phases",
+		fairDesc:  "the test's defaults: 3 rounds of 4 s phases, 32 heavy clients",
 		httpArgs:  []string{"-rounds", "7", "-duration", "3s"},
 	}
 }

@@ -148,9 +148,10 @@ func (r *report) markdown() []byte {
 
 	if len(r.fairness) > 0 {
 		p("## One organization hammering, another starting\n\n")
-		p("api's `TestFairnessBench`: one organization hammers lists (pages of 200) and starts while another " +
-			"starts and replays; its p99 beside its p99 alone, with the per-organization cap and without it. " +
-			"It runs on a durable cluster of its own.\n\n")
+		p("api's `TestFairnessBench`: one organization makes sequential starts while another hammers the API " +
+			"(lists of 200 and starts), then the console (its largest page), with clients that ignore Retry-After; " +
+			"the light organization's p50 and p99 beside its latency alone, its 429s, and the heavy organization's " +
+			"2xx. The server runs at its defaults (the admission queue, the pool) on a durable cluster of its own.\n\n")
 		for _, l := range r.fairness {
 			if strings.HasPrefix(l, "|") {
 				p("%s\n", l)

@@ -22,10 +22,6 @@ import (
 	"github.com/searchd/searchd/tools"
 )
 
-// maxReasonLen bounds --reason: a sentence for the log, not a document;
-// the same bound as the release record's.
-const maxReasonLen = operator.MaxReasonLen
-
 const claimsUsage = `usage: searchd claims <show|release|resolve> [flags]
 
 Inspect, or force-release, one claim of the idempotency plane
@@ -149,6 +145,7 @@ func openSmallPool(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection string", EnvDatabaseURL)
 	}
 	pc.MaxConns, pc.MinConns = 1, 0
+	dropReadOnly(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("opening the database: %w", err)
@@ -301,25 +298,15 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 	fs := a.flagSet("claims release")
 	registerOptions(fs, claimsReleaseCommand)
 	org, scope, key := claimFlags(fs)
-	reason := fs.String("reason", "", fmt.Sprintf("why the claim is released, for the log and the audit (required, 1 to %d characters, one line)", maxReasonLen))
+	reason := fs.String("reason", "", fmt.Sprintf("why the claim is released, for the log and the audit (required, 1 to %d characters, one line)", operator.MaxReasonLen))
 	actorFlag := fs.String("actor", "", "who releases, recorded with the release (default: $USER, else \"cli\")")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	at, problems := readClaimAddress(*org, *scope, *key)
-	why := strings.TrimSpace(*reason)
-	switch {
-	case why == "":
-		problems = append(problems, "--reason: is required: say why the claim is released; it is logged")
-	case utf8.RuneCountInString(why) > maxReasonLen || !utf8.ValidString(why):
-		problems = append(problems, fmt.Sprintf("--reason: must be valid UTF-8 of at most %d characters", maxReasonLen))
-	case strings.ContainsFunc(why, unicode.IsControl):
-		problems = append(problems, "--reason: must be one line, without control characters")
-	}
-	actor := cmp.Or(strings.TrimSpace(*actorFlag), a.getenv("USER"), "cli")
-	if len(actor) > operator.MaxActorLen || !utf8.ValidString(actor) || strings.ContainsFunc(actor, unicode.IsControl) {
-		problems = append(problems, fmt.Sprintf("--actor: must be valid UTF-8 of at most %d bytes, one line", operator.MaxActorLen))
-	}
+	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the claim is released; it is logged",
+		operator.MaxReasonLen, operator.MaxActorLen)
+	problems = append(problems, whoProblems...)
 	level, format, logProblems := readLogSettings(fs, a.getenv, false)
 	problems = append(problems, logProblems...)
 	dbURL, problem := readDatabaseURL(fs, a.getenv)
@@ -461,4 +448,26 @@ func (a *app) claimsResolve(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "recorded as resolution %s at %s\n", res.ID, res.ResolvedAt.UTC().Format(time.RFC3339))
 	return nil
+}
+
+// readWhoAndWhy checks the --reason and --actor of an operator's action
+// that is recorded: the reason is required (need says what it is for), one
+// line of at most maxReason characters; the actor defaults to $USER, else
+// "cli", and is one line of at most maxActor bytes. It returns both,
+// trimmed, and every problem, each naming its flag.
+func (a *app) readWhoAndWhy(reason, actorFlag, need string, maxReason, maxActor int) (why, actor string, problems []string) {
+	why = strings.TrimSpace(reason)
+	switch {
+	case why == "":
+		problems = append(problems, "--reason: is required: "+need)
+	case utf8.RuneCountInString(why) > maxReason || !utf8.ValidString(why):
+		problems = append(problems, fmt.Sprintf("--reason: must be valid UTF-8 of at most %d characters", maxReason))
+	case strings.ContainsFunc(why, unicode.IsControl):
+		problems = append(problems, "--reason: must be one line, without control characters")
+	}
+	actor = cmp.Or(strings.TrimSpace(actorFlag), a.getenv("USER"), "cli")
+	if len(actor) > maxActor || !utf8.ValidString(actor) || strings.ContainsFunc(actor, unicode.IsControl) {
+		problems = append(problems, fmt.Sprintf("--actor: must be valid UTF-8 of at most %d bytes, one line", maxActor))
+	}
+	return why, actor, problems
 }

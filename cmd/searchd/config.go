@@ -13,7 +13,9 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
 )
 
@@ -37,6 +39,11 @@ const (
 	// EnvCallbackMaxBodyBytes limits a provider callback's body, below
 	// SEARCHD_MAX_BODY_BYTES: anyone can send one.
 	EnvCallbackMaxBodyBytes = "SEARCHD_CALLBACK_MAX_BODY_BYTES"
+	// EnvCallbackBodyBudget bounds the bytes of all callback bodies
+	// awaiting their signature check together, and EnvCallbackBodyTimeout
+	// how long one may take to arrive.
+	EnvCallbackBodyBudget  = "SEARCHD_CALLBACK_BODY_BUDGET"
+	EnvCallbackBodyTimeout = "SEARCHD_CALLBACK_BODY_TIMEOUT"
 )
 
 // Defaults of the settings.
@@ -49,6 +56,12 @@ const (
 	minMaxBodyBytes  = 1 << 10
 	maxMaxBodyBytes  = 1 << 30
 	maxShutdownGrace = time.Hour
+	// The callback body budget is at least twice the callback limit (see
+	// api.Deps.CallbackBodyBudget) and at most 16 GiB; the body timeout
+	// from 1s to the server's read timeout.
+	maxCallbackBodyBudget  = 16 << 30
+	minCallbackBodyTimeout = time.Second
+	maxCallbackBodyTimeout = readTimeout
 )
 
 // usageError is a mistake in the command line or the configuration: the
@@ -66,9 +79,13 @@ type serverConfig struct {
 	// DatabaseURL is the PostgreSQL connection string; dev may leave it
 	// empty to run its own cluster.
 	DatabaseURL string
-	// JWTSecret verifies the HS256 bearer tokens, as raw bytes; dev may
-	// leave it empty to use its generated secret.
+	// JWTSecret verifies the HS256 bearer tokens, as raw bytes; empty
+	// when only the provider's tokens are accepted (dev uses its
+	// generated secret).
 	JWTSecret string
+	// Auth is the rest of authentication: the provider, the token
+	// lifetime, the console's sign-in (authsettings.go).
+	Auth authConfig
 	// ShutdownGrace is how long a shutdown waits for requests in flight.
 	ShutdownGrace time.Duration
 	// MaxBodyBytes limits request bodies.
@@ -76,6 +93,10 @@ type serverConfig struct {
 	// CallbackMaxBodyBytes limits a provider callback's body; at most
 	// MaxBodyBytes.
 	CallbackMaxBodyBytes int64
+	// CallbackBodyBudget and CallbackBodyTimeout bound the callback bodies
+	// awaiting their signature check (api.Deps); never zero once loaded.
+	CallbackBodyBudget  int64
+	CallbackBodyTimeout time.Duration
 	// LogLevel and LogFormat ("json" or "text") shape the log on stderr.
 	LogLevel  slog.Level
 	LogFormat string
@@ -90,13 +111,9 @@ type serverConfig struct {
 	// DBMaxConns sizes the database pool; zero leaves it to the
 	// connection string (pool_max_conns), else DefaultDBMaxConns.
 	DBMaxConns int32
-	// OrgMaxInFlight caps one organization's requests in flight; zero is
-	// a quarter of the pool, at least 2.
-	OrgMaxInFlight int
-	// MaxInFlight is the requests in flight from which, while the
-	// processors are saturated, the heaviest organization gives way
-	// (api.Deps.MaxInFlight); zero is api.DefaultMaxInFlight.
-	MaxInFlight int
+	// Admission configures the admission queue the API and the console
+	// share; its zero Seats is the pool's size.
+	Admission admissionConfig
 	// MaxPreferWait is the longest Prefer: wait a start honours; zero
 	// never waits, and then no claim listener runs.
 	MaxPreferWait time.Duration
@@ -112,8 +129,15 @@ type serverConfig struct {
 	// Session the server-side bounds of every session (inboxsettings.go).
 	Inbox   inboxConfig
 	Session sessionBounds
+	// Schedule configures the drain of scheduled starts, but for its
+	// Clock, Logger and Observer, which the server sets
+	// (schedulesettings.go); an Interval of zero runs none.
+	Schedule schedule.DrainConfig
 	// CORSOrigins are the origins browser pages may call the API from.
 	CORSOrigins []string
+	// Dispatch configures the dispatcher (dispatchsettings.go), but for
+	// its Logger and Observer; an empty URL runs none.
+	Dispatch dispatch.Config
 }
 
 // setting is one configuration value and where it came from, so a message
@@ -175,14 +199,9 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 		}
 	}
 
-	secret := setting{name: EnvJWTSecret, value: getenv(EnvJWTSecret)}
-	cfg.JWTSecret = secret.value
-	switch {
-	case cfg.JWTSecret == "" && !dev:
-		bad(secret, "is required: at least %d bytes of secret for HS256 tokens (generate one with `openssl rand -base64 48`)", api.MinJWTSecretLen)
-	case cfg.JWTSecret != "" && len(cfg.JWTSecret) < api.MinJWTSecretLen:
-		bad(secret, "is %d bytes long; it must be at least %d (generate one with `openssl rand -base64 48`)", len(cfg.JWTSecret), api.MinJWTSecretLen)
-	}
+	var authProblems []string
+	cfg.JWTSecret, cfg.Auth, authProblems = readAuthSettings(fs, getenv, dev)
+	problems = append(problems, authProblems...)
 
 	grace := lookup(fs, "shutdown-grace", EnvShutdownGrace, getenv)
 	cfg.ShutdownGrace = DefaultShutdownGrace
@@ -244,6 +263,38 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 		}
 	}
 
+	// The budget defaults to 64 MiB, or twice the callback limit when that
+	// is more: one body of the limit must fit beside the quarter kept for
+	// small ones.
+	budget := lookup(fs, "callback-body-budget", EnvCallbackBodyBudget, getenv)
+	minBudget := 2 * cfg.CallbackMaxBodyBytes
+	cfg.CallbackBodyBudget = max(api.DefaultCallbackBodyBudget, minBudget)
+	if budget.value != "" {
+		n, err := strconv.ParseInt(budget.value, 10, 64)
+		switch {
+		case err != nil:
+			bad(budget, "%q is not a whole number of bytes", budget.value)
+		case n < minBudget || n > maxCallbackBodyBudget:
+			bad(budget, "%d is out of range: from twice the callback limit, %s (%d), to %d",
+				n, cbBody.name, minBudget, int64(maxCallbackBodyBudget))
+		default:
+			cfg.CallbackBodyBudget = n
+		}
+	}
+	cbTimeout := lookup(fs, "callback-body-timeout", EnvCallbackBodyTimeout, getenv)
+	cfg.CallbackBodyTimeout = api.DefaultCallbackBodyTimeout
+	if cbTimeout.value != "" {
+		d, err := time.ParseDuration(cbTimeout.value)
+		switch {
+		case err != nil:
+			bad(cbTimeout, "%q is not a duration (write it like 10s)", cbTimeout.value)
+		case d < minCallbackBodyTimeout || d > maxCallbackBodyTimeout:
+			bad(cbTimeout, "%s is out of range: from %s to %s", d, minCallbackBodyTimeout, maxCallbackBodyTimeout)
+		default:
+			cfg.CallbackBodyTimeout = d
+		}
+	}
+
 	var logProblems []string
 	cfg.LogLevel, cfg.LogFormat, logProblems = readLogSettings(fs, getenv, dev)
 	problems = append(problems, logProblems...)
@@ -255,6 +306,15 @@ func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (s
 	var inboxProblems []string
 	cfg.Inbox, cfg.Session, inboxProblems = readInboxSettings(fs, getenv)
 	problems = append(problems, inboxProblems...)
+	var dispatchProblems []string
+	cfg.Dispatch, dispatchProblems = readDispatchSettings(fs, getenv)
+	problems = append(problems, dispatchProblems...)
+	var admissionProblems []string
+	cfg.Admission, admissionProblems = readAdmissionSettings(fs, getenv)
+	problems = append(problems, admissionProblems...)
+	var scheduleProblems []string
+	cfg.Schedule, scheduleProblems = readScheduleSettings(fs, getenv, cfg.SavedSearchLease)
+	problems = append(problems, scheduleProblems...)
 
 	// Environment only: a flag would show the secrets in the process list.
 	providers := setting{name: EnvProviderSecrets, value: getenv(EnvProviderSecrets)}

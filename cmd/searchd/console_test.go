@@ -2,39 +2,31 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/internal/oidctest"
 )
 
 func TestServeServesTheConsoleBesideTheAPI(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"DATABASE_URL": emptyDatabase(t), "SEARCHD_JWT_SECRET": goodSecret,
-		"SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s"}
+		"SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s", "SEARCHD_CONSOLE_TOKEN_SIGN_IN": "true"}
 	if h := newHarness(env); h.run("migrate") != 0 {
 		t.Fatalf("migrate: %s", h.stderr.String())
 	}
-	h := newHarness(env)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	exit := make(chan int, 1)
-	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
-	var addr string
-	select {
-	case addr = <-h.addrs:
-	case code := <-exit:
-		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	base := "http://" + addr
+	h, base, stop := startServe(t, env)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(path string, cookie *http.Cookie) *http.Response {
 		req, _ := http.NewRequest("GET", base+path, nil)
@@ -57,7 +49,7 @@ func TestServeServesTheConsoleBesideTheAPI(t *testing.T) {
 	if res := get("/readyz", nil); res.StatusCode != http.StatusOK || res.Header.Get("Content-Security-Policy") != "" {
 		t.Errorf("GET /readyz = %d with CSP %q: the API is not the console's", res.StatusCode, res.Header.Get("Content-Security-Policy"))
 	}
-	tok, err := api.SignOperatorToken([]byte(goodSecret), uuid.Nil, "olga", time.Now(), time.Hour)
+	tok, err := auth.SignOperatorToken([]byte(goodSecret), uuid.Nil, "olga", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +69,10 @@ func TestServeServesTheConsoleBesideTheAPI(t *testing.T) {
 	if strings.Contains(h.stderr.String(), tok) {
 		t.Errorf("serve logged the token")
 	}
-	cancel()
-	if code := <-exit; code != 0 {
+	if !strings.Contains(h.stderr.String(), "token sign-in is on") {
+		t.Errorf("serve with token sign-in on did not warn of it:\n%s", h.stderr.String())
+	}
+	if code := stop(); code != 0 {
 		t.Errorf("serve exited %d: %s", code, h.stderr.String())
 	}
 }
@@ -89,18 +83,18 @@ func TestTokenOperatorPrintsTheRoleClaim(t *testing.T) {
 	if code := h.run("token", "--operator", "--sub", "olga"); code != 0 {
 		t.Fatalf("token --operator = %d, stderr %q", code, h.stderr.String())
 	}
-	var claims api.Claims
+	var claims auth.Claims
 	if _, err := jwt.NewParser().ParseWithClaims(strings.TrimSpace(h.stdout.String()), &claims,
 		func(*jwt.Token) (any, error) { return []byte(goodSecret), nil }); err != nil {
 		t.Fatal(err)
 	}
-	if claims.Role != api.RoleOperator || claims.Subject != "olga" || claims.OrgID != "" {
+	if claims.Role != auth.RoleOperator || claims.Subject != "olga" || claims.OrgID != "" {
 		t.Errorf("operator token claims = %+v, want role operator, sub olga, no organization", claims)
 	}
 	// An organization's token never carries the role.
 	h = newHarness(map[string]string{"SEARCHD_JWT_SECRET": goodSecret})
 	h.run("token", "--org", uuid.NewString(), "--sub", "alice")
-	claims = api.Claims{}
+	claims = auth.Claims{}
 	if _, err := jwt.NewParser().ParseWithClaims(strings.TrimSpace(h.stdout.String()), &claims,
 		func(*jwt.Token) (any, error) { return []byte(goodSecret), nil }); err != nil || claims.Role != "" {
 		t.Errorf("organization token role = %q (%v), want none", claims.Role, err)
@@ -109,4 +103,104 @@ func TestTokenOperatorPrintsTheRoleClaim(t *testing.T) {
 	if code := h.run("token", "--operator"); code != 2 || !strings.Contains(h.stderr.String(), "--sub: is required with --operator") {
 		t.Errorf("token --operator without --sub = %d %q, want 2 naming --sub", code, h.stderr.String())
 	}
+}
+
+// TestServeWithTheCompanysProvider: serve configured with a real provider
+// accepts its access tokens on /v1 beside HS256 ones, refuses one for
+// another audience, offers the provider's sign-in on the console and no
+// token form, and refuses to start when the console's client id is the
+// API's audience.
+func TestServeWithTheCompanysProvider(t *testing.T) {
+	t.Parallel()
+	org := uuid.New()
+	p := oidctest.StartT(t, oidctest.Config{})
+	keys, err := p.Keys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"DATABASE_URL": emptyDatabase(t), "SEARCHD_JWT_SECRET": goodSecret,
+		"SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s",
+		"SEARCHD_OIDC_ISSUER": p.Issuer, "SEARCHD_OIDC_AUDIENCE": "searchd-api", "SEARCHD_OIDC_ORG_CLAIM": "tenant",
+		"SEARCHD_OIDC_CLIENT_ID": "searchd-console", "SEARCHD_OIDC_CLIENT_SECRET": "s3cret",
+		"SEARCHD_OIDC_REDIRECT_URL": "http://127.0.0.1:9/console/oidc/callback"}
+	if h := newHarness(env); h.run("migrate") != 0 {
+		t.Fatalf("migrate: %s", h.stderr.String())
+	}
+	same := maps.Clone(env)
+	same["SEARCHD_OIDC_CLIENT_ID"] = "searchd-api"
+	if h := newHarness(same); h.run("serve") != 2 || !strings.Contains(h.stderr.String(), "SEARCHD_OIDC_CLIENT_ID: is the API's audience") {
+		t.Errorf("serve with the client id the audience: stderr %q, want exit 2 naming the setting", h.stderr.String())
+	}
+	h, base, stop := startServe(t, env)
+	get := func(path, bearer string) int {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	now := time.Now().Unix()
+	sign := func(aud string) string {
+		tok, err := p.Sign("ec", fmt.Sprintf(`{"alg":"ES256","kid":%q}`, keys.EC), fmt.Sprintf(
+			`{"iss":%q,"aud":%q,"sub":"alice","tenant":%q,"iat":%d,"exp":%d}`, p.Issuer, aud, org, now, now+600))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	hs, _ := auth.SignToken([]byte(goodSecret), org, "bob", time.Now(), time.Hour)
+	for _, tt := range []struct {
+		name, token string
+		want        int
+	}{
+		{"the provider's token", sign("searchd-api"), http.StatusOK},
+		{"an HS256 token", hs, http.StatusOK},
+		{"the provider's token for another audience", sign("searchd-console"), http.StatusUnauthorized},
+	} {
+		if got := get("/v1/saved-searches", tt.token); got != tt.want {
+			t.Errorf("%s: GET /v1/saved-searches = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	res, err := http.Get(base + "/console/sign-in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(body), `action="/console/sign-in/provider"`) || strings.Contains(string(body), `name="token"`) {
+		t.Errorf("the console's sign-in page under serve with a provider:\n%s", body)
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d: %s", code, h.stderr.String())
+	}
+}
+
+// startServe runs serve in process on env until stop, which returns its
+// exit status, and returns once it serves, with its base URL.
+func startServe(t *testing.T, env map[string]string) (h *harness, base string, stop func() int) {
+	t.Helper()
+	h = newHarness(env)
+	ctx, cancel := context.WithCancel(context.Background())
+	exit := make(chan int, 1)
+	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
+	stop = sync.OnceValue(func() int {
+		cancel()
+		return <-exit
+	})
+	t.Cleanup(func() { stop() })
+	select {
+	case addr := <-h.addrs:
+		return h, "http://" + addr, stop
+	case code := <-exit:
+		exit <- code // for stop
+		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	return nil, "", nil
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
@@ -42,6 +42,8 @@ const (
 	devActor    = "dev"
 	// devOperator is the sub of the operator token dev prints.
 	devOperator = "dev-operator"
+	// devRuntime names the demo organization's runtime credential dev prints.
+	devRuntime = "dev-runtime"
 )
 
 // dev runs searchd locally with one command: its own PostgreSQL (unless
@@ -57,6 +59,7 @@ func (a *app) dev(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(a.stderr, cfg)
+	warnRemovedSettings(logger, a.getenv)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// `go run ./cmd/searchd dev &` then `kill $!` kills go run, not this
@@ -130,13 +133,21 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("creating the demo saved search: %w", err)
 	}
-	tok, err := api.SignToken(secret, DemoOrganization, devActor, a.now(), devTokenTTL)
+	tok, err := auth.SignToken(secret, DemoOrganization, devActor, a.now(), devTokenTTL)
 	if err != nil {
 		return err
 	}
-	opTok, err := api.SignOperatorToken(secret, uuid.Nil, devOperator, a.now(), devTokenTTL)
+	opTok, err := auth.SignOperatorToken(secret, uuid.Nil, devOperator, a.now(), devTokenTTL)
 	if err != nil {
 		return err
+	}
+	rtTok, err := auth.SignRuntimeToken(secret, DemoOrganization, devRuntime, a.now(), devTokenTTL)
+	if err != nil {
+		return err
+	}
+	dispatching := "off: set " + EnvRuntimeURL + " and " + EnvRuntimeSecret + " to hand every admitted Run to a runtime (docs/runtime.md)"
+	if cfg.Dispatch.URL != "" {
+		dispatching = "on: every admitted Run is POSTed to " + EnvRuntimeURL + ", signed with " + EnvRuntimeSecret
 	}
 	providerSecret, err := a.demoProviderSecret(dir, &cfg)
 	if err != nil {
@@ -177,6 +188,13 @@ curl -sS -X POST '%s%s' \
   -H "webhook-id: $id" -H "webhook-timestamp: $ts" -H "webhook-signature: v1,$sig" \
   -H 'Content-Type: application/json' -d "$body"
 
+Dispatch to a runtime: %s.
+A runtime reports a Run's status with its own credential (bin/searchd token --runtime --org %s --sub NAME):
+
+curl -sS -X PUT '%s/v1/runs/<run id>/status' \
+  -H 'Authorization: Bearer %s' \
+  -H 'Content-Type: application/json' -d '{"status":"succeeded"}'
+
 Console: %s/console/ (sign in with the token above; an operator signs in with
               %s)
 
@@ -184,6 +202,7 @@ Serving on %s (Ctrl-C stops the server and PostgreSQL; so does the end of the pr
 `, DemoOrganization, demo.ID, demo.Name, tok, devTokenTTL, filepath.Join(dir, devSecretFile), DemoOrganization,
 		base, demo.ID, tok,
 		demoProvider, job.ID, job.ProviderJobID, job.ProviderJobID, providerSecret, base, "/v1/callbacks/"+demoProvider+"/jobs/"+job.ID.String(),
+		dispatching, DemoOrganization, base, rtTok,
 		base, opTok, base)
 	// The dev secret signs the token above; the server must verify with it.
 	cfg.JWTSecret = string(secret)
@@ -197,8 +216,8 @@ func devSecret(dir string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
 		s := strings.TrimSpace(string(b))
-		if len(s) < api.MinJWTSecretLen {
-			return nil, fmt.Errorf("%s holds fewer than %d bytes; delete it and a new secret is made", path, api.MinJWTSecretLen)
+		if len(s) < auth.MinSecretLen {
+			return nil, fmt.Errorf("%s holds fewer than %d bytes; delete it and a new secret is made", path, auth.MinSecretLen)
 		}
 		return []byte(s), nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/dberr"
 )
 
 // openPool opens the database pool of serve and dev, sized by
@@ -39,10 +40,22 @@ func openPool(ctx context.Context, cfg serverConfig, prepare ...func(*pgxpool.Co
 	for k, v := range cfg.Session.runtimeParams() {
 		pc.ConnConfig.RuntimeParams[k] = v
 	}
+	dropReadOnly(pc)
 	for _, p := range prepare {
 		p(pc)
 	}
 	return pgxpool.NewWithConfig(ctx, pc)
+}
+
+// dropReadOnly makes the pool drop a connection whose server refused a
+// write as read-only (SQLSTATE 25006): the pool reached a primary that was
+// demoted, or a standby, and every later write on that connection would
+// fail alike. The request answers 503 and the next acquire connects
+// afresh, which with a multi-host URL and target_session_attrs=read-write
+// reaches the new primary. (A pool keeps a connection that answers errors,
+// and only this hook sees the error on its connection.)
+func dropReadOnly(pc *pgxpool.Config) {
+	pc.ConnConfig.OnPgError = dberr.ClosingOnPgError(pc.ConnConfig.OnPgError)
 }
 
 // startHub starts the claim listener that wakes starts waiting on

@@ -62,7 +62,8 @@ const usage = `usage: searchd <command> [flags]
 commands:
   migrate   apply the database migrations (DATABASE_URL) and print the versions applied
   serve     serve the HTTP API
-  token     print an HS256 bearer token: searchd token --org UUID [--sub S] [--ttl 1h]
+  token     print an HS256 bearer token: searchd token --org UUID [--sub S] [--ttl 1h];
+            --operator for an operator's, --runtime --sub NAME for a runtime credential
   dev       run locally: start PostgreSQL under ./.searchd-dev (unless DATABASE_URL
             is set), migrate, create demo data, print a token and a curl command, serve
   claims    show or force-release one claim: searchd claims show|release --org UUID
@@ -73,6 +74,9 @@ commands:
             a Kubernetes CronJob; serve also sweeps, every SEARCHD_SWEEP_INTERVAL)
   inbox     inspect the provider inbox: searchd inbox show --provider P --delivery-id ID
             [--json], or searchd inbox list [--provider P] [--status S] [--limit N] [--json]
+  runs      the hand-off of Runs to the runtime: searchd runs dispatch list [--state failed|pending]
+            [--org UUID] [--limit N] [--json], or searchd runs dispatch retry --run UUID
+            --reason TEXT [--actor WHO] (a failed dispatch alone)
   version   print the version, commit and Go version of this binary
   help      print this text
 
@@ -109,6 +113,13 @@ environment:
                           (names lower-case dotted identifiers; a whsec_ secret
                           is its base64 key, as Standard Webhooks prints it;
                           default: none)
+  SEARCHD_RUNTIME_URL     the runtime every admitted Run is dispatched to (default: none,
+                          dispatch off: Runs stay queued)
+  SEARCHD_RUNTIME_SECRET  the Standard Webhooks secret dispatches are signed with:
+                          whsec_BASE64 (required with SEARCHD_RUNTIME_URL)
+  SEARCHD_RUNTIME_TIMEOUT, SEARCHD_DISPATCH_INTERVAL, SEARCHD_DISPATCH_BATCH,
+  SEARCHD_DISPATCH_CONCURRENCY, SEARCHD_DISPATCH_MAX_BACKOFF
+                          pacing of the dispatcher (default 10s, 1s, 100, 16, 5m)
   SEARCHD_DEV_DIR         dev: cluster and secret directory (default ./.searchd-dev)
   SEARCHD_PG_BIN          dev: directory of initdb and postgres (default: searched)
 `
@@ -135,6 +146,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.sweep(ctx, rest)
 	case "inbox":
 		err = a.inbox(ctx, rest)
+	case "runs":
+		err = a.runs(ctx, rest)
 	case "version":
 		err = a.printVersion(rest)
 	case "help", "-h", "-help", "--help":

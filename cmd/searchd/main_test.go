@@ -11,11 +11,15 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/internal/oidctest"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	pgtest.AtExit(oidctest.Cleanup)
+	pgtest.Main(m)
+}
 
 const goodSecret = "0123456789abcdef0123456789abcdef-test"
 
@@ -109,6 +113,28 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 			[]string{"--ttl: -1h0m0s is out of range"}},
 		{"token without a secret", map[string]string{}, []string{"token", "--org", uuid.NewString()},
 			[]string{"SEARCHD_JWT_SECRET: is required"}},
+		{"token longer than the server accepts", with(), []string{"token", "--org", uuid.NewString(), "--ttl", "25h"},
+			[]string{"--ttl: 25h0m0s is out of range: more than 0s, at most 24h0m0s, the longest lifetime the server accepts (SEARCHD_TOKEN_MAX_LIFETIME)"}},
+		{"token lifetime setting", with("SEARCHD_TOKEN_MAX_LIFETIME", "forever"), []string{"token", "--org", uuid.NewString()},
+			[]string{`SEARCHD_TOKEN_MAX_LIFETIME: "forever" is not a duration from 1m0s to 720h0m0s`}},
+		{"token lifetime out of range", with("SEARCHD_TOKEN_MAX_LIFETIME", "800h"), []string{"serve"},
+			[]string{"SEARCHD_TOKEN_MAX_LIFETIME: 800h0m0s is out of range: from 1m0s to 720h0m0s"}},
+		{"issuer over http", with("SEARCHD_OIDC_ISSUER", "http://idp.example.com", "SEARCHD_OIDC_AUDIENCE", "a"), []string{"serve"},
+			[]string{`SEARCHD_OIDC_ISSUER: "http://idp.example.com" must be https (http only on a loopback host, for tests)`}},
+		{"issuer without audience", with("SEARCHD_OIDC_ISSUER", "https://idp.example.com"), []string{"serve"},
+			[]string{"SEARCHD_OIDC_AUDIENCE: is required with SEARCHD_OIDC_ISSUER"}},
+		{"audience without issuer", with("SEARCHD_OIDC_AUDIENCE", "a"), []string{"serve"},
+			[]string{"SEARCHD_OIDC_AUDIENCE: is set without SEARCHD_OIDC_ISSUER"}},
+		{"a claim name with a space", with("SEARCHD_OIDC_ISSUER", "https://idp.example.com", "SEARCHD_OIDC_AUDIENCE", "a",
+			"SEARCHD_OIDC_ORG_CLAIM", "org id"), []string{"serve"}, []string{`SEARCHD_OIDC_ORG_CLAIM: "org id" is not a claim name`}},
+		{"a client without a provider", with("SEARCHD_OIDC_CLIENT_ID", "c", "SEARCHD_OIDC_REDIRECT_URL", "https://s.example.com/console/oidc/callback"),
+			[]string{"serve"}, []string{"SEARCHD_OIDC_CLIENT_ID: needs SEARCHD_OIDC_ISSUER"}},
+		{"a client without a redirect", with("SEARCHD_OIDC_ISSUER", "https://idp.example.com", "SEARCHD_OIDC_AUDIENCE", "a",
+			"SEARCHD_OIDC_CLIENT_ID", "c"), []string{"serve"}, []string{"SEARCHD_OIDC_REDIRECT_URL: is required"}},
+		{"session lifetime", with("SEARCHD_CONSOLE_SESSION_LIFETIME", "30s"), []string{"serve"},
+			[]string{"SEARCHD_CONSOLE_SESSION_LIFETIME: 30s is out of range: from 1m0s to 168h0m0s"}},
+		{"token sign-in not a boolean", with("SEARCHD_CONSOLE_TOKEN_SIGN_IN", "yes please"), []string{"serve"},
+			[]string{`SEARCHD_CONSOLE_TOKEN_SIGN_IN: "yes please" is not true or false`}},
 	}
 	for _, tt := range tests {
 		h := newHarness(tt.env)
@@ -152,7 +178,7 @@ func TestTokenPrintsAVerifiableToken(t *testing.T) {
 	if strings.Count(out, "\n") != 1 {
 		t.Fatalf("token printed %q, want one line", out)
 	}
-	var claims api.Claims
+	var claims auth.Claims
 	tok, err := jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired()).
 		ParseWithClaims(strings.TrimSpace(out), &claims, func(*jwt.Token) (any, error) { return []byte(goodSecret), nil })
 	if err != nil || !tok.Valid {
@@ -168,7 +194,7 @@ func TestTokenPrintsAVerifiableToken(t *testing.T) {
 	h = newHarness(map[string]string{"SEARCHD_JWT_SECRET": goodSecret})
 	h.app.now = func() time.Time { return now }
 	h.run("token", "--org", org.String())
-	claims = api.Claims{}
+	claims = auth.Claims{}
 	if _, err := jwt.NewParser().ParseWithClaims(strings.TrimSpace(h.stdout.String()), &claims,
 		func(*jwt.Token) (any, error) { return []byte(goodSecret), nil }); err != nil {
 		t.Fatal(err)

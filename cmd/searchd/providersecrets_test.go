@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
@@ -120,7 +121,11 @@ func TestServeWiresProviderCallbacks(t *testing.T) {
 		t.Fatalf("loadServerConfig: %v", err)
 	}
 	logger := slog.New(slog.DiscardHandler)
-	srv, err := newAPI(newStores(pool, nil, cfg, logger, observability{}), cfg, logger, nil, observability{}, nil)
+	queue, err := newAdmission(cfg.Admission, pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := newAPI(newStores(pool, nil, cfg, logger, observability{}), cfg, mustVerifier(t, cfg), logger, nil, observability{}, nil, queue)
 	if err != nil {
 		t.Fatalf("newAPI: %v", err)
 	}
@@ -158,4 +163,14 @@ func TestServeWiresProviderCallbacks(t *testing.T) {
 	if status, _ := post("another"); status != http.StatusUnauthorized {
 		t.Errorf("a callback signed with another secret = %d, want 401", status)
 	}
+}
+
+// mustVerifier returns the verifier serve would build from cfg.
+func mustVerifier(t *testing.T, cfg serverConfig) *auth.Verifier {
+	t.Helper()
+	v, err := newVerifier(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("newVerifier: %v", err)
+	}
+	return v
 }

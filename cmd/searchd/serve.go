@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/migrations"
@@ -44,6 +44,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(a.stderr, cfg)
+	warnRemovedSettings(logger, a.getenv)
 	obs, err := newObservability(ctx, a.getenv)
 	if err != nil {
 		return err
@@ -85,11 +86,24 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 // runServer serves the API on ln until ctx ends, then drains: requests in
 // flight get cfg.ShutdownGrace to finish, new connections are refused, and
 // what still runs is cancelled (see serveHTTP). The claim listener of
-// Prefer: wait runs for as long as the server does; the sweeper until ctx
-// ends. Both have returned when runServer does, so the caller may close
+// Prefer: wait runs for as long as the server does; the sweeper, the
+// inbox's applier, the dispatcher and the drain of scheduled starts until
+// ctx ends. All have returned when runServer does, so the caller may close
 // the pool. Everything runs on st, the stores constructed once on the pool.
 func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, st *stores, logger *slog.Logger, obs observability) error {
 	pool := st.pool
+	if obs.metrics == nil {
+		obs.metrics = telemetry.NewMetrics()
+		_ = obs.metrics.WatchPool(pool) // a fresh registry: it cannot collide
+	}
+	// One admission queue for every door: the API's requests, the
+	// console's pages, the callbacks and the drain's scheduled starts
+	// share its seats.
+	queue, err := newAdmission(cfg.Admission, pool, obs.metrics)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	hub, stopHub := startHub(ctx, pool, cfg, logger)
 	defer stopHub()
 	stopSweeper, err := startSweeper(ctx, st, cfg, logger, obs.metrics)
@@ -100,6 +114,18 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	defer stopSweeper()
 	stopApplier := startApplier(ctx, st, cfg, logger)
 	defer stopApplier()
+	stopDispatcher, err := startDispatcher(ctx, st, cfg, logger, obs)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopDispatcher()
+	stopDrain, err := startDrain(ctx, st, cfg, logger, obs, queue)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopDrain()
 	// Readiness is checked in the background on a connection of its own,
 	// so probes cost the request pool nothing (see readiness.Checker).
 	ready := readiness.NewChecker(pool.Config().ConnConfig, readiness.DefaultInterval)
@@ -114,12 +140,17 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 		stopReady()
 		<-readyDone
 	}()
-	srv, err := newAPI(st, cfg, logger, hub, obs, ready)
+	verifier, err := newVerifier(ctx, cfg)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
-	con, err := newConsole(st, cfg, logger)
+	srv, err := newAPI(st, cfg, verifier, logger, hub, obs, ready, queue)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	con, err := newConsole(st, cfg, verifier, logger, queue)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -134,11 +165,9 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 // newAPI wires the domain services of st into the API. Starts wait on
 // Prefer: wait when hub is set, and not at all when it is nil. The plane
 // and the provider jobs report to the metrics the API serves. /readyz
-// answers from ready when it is set, else checks on pool per probe. One
-// organization may have cfg.OrgMaxInFlight requests in flight, by default
-// a quarter of the pool (at least 2), so that one tenant cannot hold the
-// whole pool.
-func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *readiness.Checker) (*api.Server, error) {
+// answers from ready when it is set, else checks on pool per probe. Every
+// request takes a seat in admission first (see newAdmission).
+func newAPI(st *stores, cfg serverConfig, verifier api.Verifier, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *readiness.Checker, queue *fairq.Queue) (*api.Server, error) {
 	pool := st.pool
 	if obs.metrics == nil {
 		obs.metrics = telemetry.NewMetrics()
@@ -154,7 +183,7 @@ func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.
 		SavedSearches: st.savedSearches,
 		Snapshots:     st.snapshots,
 		Runs:          st.runs,
-	}, admission.Config{Hub: hub, Lease: cfg.SavedSearchLease})
+	}, admission.Config{Hub: hub, Lease: cfg.SavedSearchLease, Admitted: st.wakeDispatcher})
 	if err != nil {
 		return nil, err
 	}
@@ -168,18 +197,21 @@ func newAPI(st *stores, cfg serverConfig, logger *slog.Logger, hub *idempotency.
 	}
 	return api.New(api.Deps{
 		Ready:                readyFunc,
-		OrgMaxInFlight:       cmp.Or(cfg.OrgMaxInFlight, max(2, int(pool.Config().MaxConns)/4)),
-		MaxInFlight:          cfg.MaxInFlight,
+		Admission:            queue,
 		SavedSearches:        st.savedSearches,
 		Snapshots:            st.snapshots,
 		Runs:                 st.runs,
 		Starter:              starter,
 		ProviderJobs:         st.providerJobs,
+		Dispatches:           st.dispatches,
+		Schedules:            st.schedules,
 		ProviderSecrets:      cfg.ProviderSecrets,
-		JWTSecret:            []byte(cfg.JWTSecret),
+		Verifier:             verifier,
 		Logger:               logger,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		CallbackMaxBodyBytes: cfg.CallbackMaxBodyBytes,
+		CallbackBodyBudget:   cfg.CallbackBodyBudget,
+		CallbackBodyTimeout:  cfg.CallbackBodyTimeout,
 		MaxPreferWait:        maxWait,
 		Metrics:              obs.metrics,
 		TracerProvider:       obs.tracerProvider(),

@@ -25,15 +25,9 @@ const (
 	EnvMaxPreferWait = "SEARCHD_MAX_PREFER_WAIT"
 	// EnvSavedSearchLease is the lease of a saved-search preparation.
 	EnvSavedSearchLease = "SEARCHD_SAVED_SEARCH_LEASE"
-	// EnvOrgMaxInFlight caps one organization's requests in flight.
-	EnvOrgMaxInFlight = "SEARCHD_ORG_MAX_IN_FLIGHT"
-	// EnvMaxInFlight is how many requests the process serves before a
-	// heavy organization gives way to the others while the processors
-	// are saturated.
-	EnvMaxInFlight = "SEARCHD_MAX_IN_FLIGHT"
 )
 
-// Defaults and limits of the pool and fairness settings.
+// Defaults and limits of the pool settings.
 const (
 	// DefaultDBMaxConns sizes the pool when neither the setting nor the
 	// URL's pool_max_conns does. A start is a few short statements and a
@@ -44,8 +38,6 @@ const (
 	// together in one fsync (group commit). pgx's max(4, CPUs) left a
 	// 2-core server at 4, which four slow requests of one tenant filled.
 	DefaultDBMaxConns = 16
-	maxOrgMaxInFlight = 10000
-	maxMaxInFlight    = 100000
 )
 
 // Defaults and limits of those settings.
@@ -86,8 +78,11 @@ var (
 		"PostgreSQL connection string, such as postgres://user@host:5432/searchd; pgx settings such as " +
 			"pool_max_conns may be added to it. As a flag it must hold no password (ps shows flags): " +
 			"use the variable, PGPASSWORD or a ~/.pgpass file"}
-	optLogLevel  = option{"log-level", EnvLogLevel, "info", "debug, info, warn or error"}
-	optLogFormat = option{"log-format", EnvLogFormat, "json", "json or text"}
+	optLogLevel         = option{"log-level", EnvLogLevel, "info", "debug, info, warn or error"}
+	optLogFormat        = option{"log-format", EnvLogFormat, "json", "json or text"}
+	optTokenMaxLifetime = option{"token-max-lifetime", EnvTokenMaxLifetime, DefaultTokenMaxLifetime.String(),
+		fmt.Sprintf("longest a bearer token may live, HS256 or the provider's: exp − iat, and exp − now, at most this "+
+			"(a longer token is refused); %s to %s", minTokenMaxLifetime, maxTokenMaxLifetime)}
 	optJWTSecret = option{"", EnvJWTSecret, "required",
 		"HS256 secret the bearer tokens are signed with, at least 32 bytes (openssl rand -base64 48)"}
 )
@@ -96,6 +91,7 @@ var (
 // dev changes some defaults and adds its own.
 func serverOptions(dev bool) []option {
 	db, addr, secret, format := optDatabaseURL, option{"addr", EnvAddr, DefaultAddr, "address to listen on, host:port"}, optJWTSecret, optLogFormat
+	secret.def = "required unless " + EnvOIDCIssuer + " is set"
 	if dev {
 		db.def = "none: run a local cluster"
 		addr.def = DefaultDevAddr
@@ -107,11 +103,6 @@ func serverOptions(dev bool) []option {
 		{"db-max-conns", EnvDBMaxConns, "pool_max_conns of the URL, else " + strconv.Itoa(DefaultDBMaxConns),
 			fmt.Sprintf("most connections in the database pool, 1 to %d; with waiting on, one more listens for claims, "+
 				"and /readyz checks on one more of its own", maxDBMaxConns)},
-		{"org-max-in-flight", EnvOrgMaxInFlight, "a quarter of the pool, at least 2",
-			fmt.Sprintf("most requests of one organization served at once, 1 to %d; more answer 429 rate_limited", maxOrgMaxInFlight)},
-		{"max-in-flight", EnvMaxInFlight, "processors + 1",
-			fmt.Sprintf("requests of all organizations in flight from which, while the processors are saturated, the organization "+
-				"with the most in flight gets only what the others leave (at least 1), more answering 429 rate_limited; 1 to %d", maxMaxInFlight)},
 		addr,
 		secret,
 		{"", EnvProviderSecrets, "none",
@@ -124,6 +115,13 @@ func serverOptions(dev bool) []option {
 		{"callback-max-body-bytes", EnvCallbackMaxBodyBytes, "1048576, or the body limit when lower",
 			fmt.Sprintf("largest provider callback body, %d bytes to the body limit: anyone can send a callback, "+
 				"and its body is held until its signature is checked", minMaxBodyBytes)},
+		{"callback-body-budget", EnvCallbackBodyBudget, "67108864, or twice the callback limit when more",
+			fmt.Sprintf("most bytes all callback bodies awaiting their signature check hold together, from twice the callback limit "+
+				"to %d; a body it cannot take answers 503 unavailable at once, unread; bodies over 64 KiB share three quarters of it",
+				int64(maxCallbackBodyBudget))},
+		{"callback-body-timeout", EnvCallbackBodyTimeout, api.DefaultCallbackBodyTimeout.String(),
+			fmt.Sprintf("longest a callback body may take to arrive after its headers, %s to %s; a slower one answers 503 unavailable",
+				minCallbackBodyTimeout, maxCallbackBodyTimeout)},
 		{"max-prefer-wait", EnvMaxPreferWait, DefaultMaxPreferWait.String(),
 			"longest Prefer: wait=N a start honours (a longer N is cut to it), whole seconds from 0s (never wait) to 30s"},
 		{"saved-search-lease", EnvSavedSearchLease, DefaultSavedSearchLease.String(),
@@ -135,6 +133,10 @@ func serverOptions(dev bool) []option {
 	}
 	opts = append(opts, sweepBoundOptions()...)
 	opts = append(opts, inboxOptions()...)
+	opts = append(opts, dispatchOptions()...)
+	opts = append(opts, admissionOptions()...)
+	opts = append(opts, scheduleOptions()...)
+	opts = append(opts, authOptions(dev)...)
 	opts = append(opts, optLogLevel, format)
 	if dev {
 		opts = append(opts,
@@ -161,12 +163,15 @@ var (
 	migrateCommand = command{"searchd migrate [flags]",
 		"Apply the database migrations and print the versions applied.",
 		[]option{optDatabaseURL}}
-	tokenCommand = command{"searchd token --org UUID [--sub S] [--ttl 1h] | searchd token --operator --sub NAME [--org UUID]",
+	tokenCommand = command{"searchd token --org UUID [--sub S] [--ttl 1h] | searchd token --operator --sub NAME [--org UUID] | searchd token --runtime --org UUID --sub NAME",
 		"Print an HS256 bearer token for the organization, signed with the secret the server verifies with. " +
 			"With --operator, print an operator's token instead: the role claim \"operator\" opens the console's " +
 			"operator views (every organization's claims, force-release, the sweeper's runs), which an " +
-			"organization's token never reaches; --sub names the operator, recorded with every release.",
-		[]option{optJWTSecret}}
+			"organization's token never reaches; --sub names the operator, recorded with every release. " +
+			"With --runtime, print a runtime credential of the organization: the role claim \"runtime\" opens " +
+			"PUT /v1/runs/{id}/status (status reports) and nothing else, and no other token opens that route; " +
+			"--sub names the runtime, recorded with every status change it reports.",
+		[]option{optJWTSecret, optTokenMaxLifetime}}
 )
 
 // registerOptions adds a string flag for every option of c that has one,
@@ -321,30 +326,6 @@ func readPoolAndWaitSettings(fs *flag.FlagSet, getenv func(string) string, cfg *
 			problems = append(problems, fmt.Sprintf("%s: %d is out of range: from 1 to %d", conns.name, n, maxDBMaxConns))
 		default:
 			cfg.DBMaxConns = int32(n)
-		}
-	}
-	inFlight := lookup(fs, "org-max-in-flight", EnvOrgMaxInFlight, getenv)
-	if inFlight.value != "" {
-		n, err := strconv.Atoi(inFlight.value)
-		switch {
-		case err != nil:
-			problems = append(problems, fmt.Sprintf("%s: %q is not a whole number of requests", inFlight.name, inFlight.value))
-		case n < 1 || n > maxOrgMaxInFlight:
-			problems = append(problems, fmt.Sprintf("%s: %d is out of range: from 1 to %d", inFlight.name, n, maxOrgMaxInFlight))
-		default:
-			cfg.OrgMaxInFlight = n
-		}
-	}
-	budget := lookup(fs, "max-in-flight", EnvMaxInFlight, getenv)
-	if budget.value != "" {
-		n, err := strconv.Atoi(budget.value)
-		switch {
-		case err != nil:
-			problems = append(problems, fmt.Sprintf("%s: %q is not a whole number of requests", budget.name, budget.value))
-		case n < 1 || n > maxMaxInFlight:
-			problems = append(problems, fmt.Sprintf("%s: %d is out of range: from 1 to %d", budget.name, n, maxMaxInFlight))
-		default:
-			cfg.MaxInFlight = n
 		}
 	}
 	wait := lookup(fs, "max-prefer-wait", EnvMaxPreferWait, getenv)

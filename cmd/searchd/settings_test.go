@@ -19,14 +19,17 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"database-url", "DATABASE_URL", "required"},
 	{"db-max-conns", "SEARCHD_DB_MAX_CONNS", "pool_max_conns of the URL, else 16"},
 	{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "15s"},
-	{"org-max-in-flight", "SEARCHD_ORG_MAX_IN_FLIGHT", "a quarter of the pool, at least 2"},
-	{"max-in-flight", "SEARCHD_MAX_IN_FLIGHT", "processors + 1"},
+	{"admission-seats", "SEARCHD_ADMISSION_SEATS", "the pool's size (--db-max-conns)"},
+	{"admission-queue-length", "SEARCHD_ADMISSION_QUEUE_LENGTH", "512"},
+	{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "10s"},
 	{"addr", "SEARCHD_ADDR", ":8080"},
-	{"", "SEARCHD_JWT_SECRET", "required"},
+	{"", "SEARCHD_JWT_SECRET", "required unless SEARCHD_OIDC_ISSUER is set"},
 	{"", "SEARCHD_PROVIDER_SECRETS", "none"},
 	{"shutdown-grace", "SEARCHD_SHUTDOWN_GRACE", "10s"},
 	{"max-body-bytes", "SEARCHD_MAX_BODY_BYTES", "4194304"},
 	{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "1048576, or the body limit when lower"},
+	{"callback-body-budget", "SEARCHD_CALLBACK_BODY_BUDGET", "67108864, or twice the callback limit when more"},
+	{"callback-body-timeout", "SEARCHD_CALLBACK_BODY_TIMEOUT", "10s"},
 	{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "30s"},
 	{"saved-search-lease", "SEARCHD_SAVED_SEARCH_LEASE", "30s"},
 	{"sweep-interval", "SEARCHD_SWEEP_INTERVAL", "1h"},
@@ -35,8 +38,32 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "1000"},
 	{"sweep-max-passes", "SEARCHD_SWEEP_MAX_PASSES", "10"},
 	{"sweep-duty", "SEARCHD_SWEEP_DUTY", "0.25"},
+	{"runtime-url", "SEARCHD_RUNTIME_URL", "none: dispatch is off, Runs stay queued"},
+	{"", "SEARCHD_RUNTIME_SECRET", "required with SEARCHD_RUNTIME_URL"},
+	{"runtime-timeout", "SEARCHD_RUNTIME_TIMEOUT", "10s"},
+	{"dispatch-interval", "SEARCHD_DISPATCH_INTERVAL", "1s"},
+	{"dispatch-batch", "SEARCHD_DISPATCH_BATCH", "100"},
+	{"dispatch-concurrency", "SEARCHD_DISPATCH_CONCURRENCY", "16"},
+	{"dispatch-max-backoff", "SEARCHD_DISPATCH_MAX_BACKOFF", "5m0s"},
+	{"schedule-tick", "SEARCHD_SCHEDULE_TICK", "1s"},
+	{"schedule-batch", "SEARCHD_SCHEDULE_BATCH", "10"},
+	{"schedule-lease", "SEARCHD_SCHEDULE_LEASE", "twice the saved-search lease (1m0s)"},
+	{"schedule-retry", "SEARCHD_SCHEDULE_RETRY", "1h0m0s"},
 	{"log-level", "SEARCHD_LOG_LEVEL", "info"},
 	{"log-format", "SEARCHD_LOG_FORMAT", "json"},
+	{"token-max-lifetime", "SEARCHD_TOKEN_MAX_LIFETIME", "24h0m0s"},
+	{"oidc-issuer", "SEARCHD_OIDC_ISSUER", "none"},
+	{"oidc-audience", "SEARCHD_OIDC_AUDIENCE", "none (required with the issuer)"},
+	{"oidc-org-claim", "SEARCHD_OIDC_ORG_CLAIM", "org_id"},
+	{"oidc-actor-claim", "SEARCHD_OIDC_ACTOR_CLAIM", "sub"},
+	{"oidc-role-claim", "SEARCHD_OIDC_ROLE_CLAIM", "roles"},
+	{"oidc-operator-role", "SEARCHD_OIDC_OPERATOR_ROLE", "none: no provider token is an operator's"},
+	{"oidc-client-id", "SEARCHD_OIDC_CLIENT_ID", "none: the console does not sign in through the provider"},
+	{"", "SEARCHD_OIDC_CLIENT_SECRET", "none: a public client (PKCE alone)"},
+	{"oidc-redirect-url", "SEARCHD_OIDC_REDIRECT_URL", "none (required with the client id)"},
+	{"oidc-scopes", "SEARCHD_OIDC_SCOPES", "openid"},
+	{"console-session-lifetime", "SEARCHD_CONSOLE_SESSION_LIFETIME", "8h0m0s"},
+	{"console-token-sign-in", "SEARCHD_CONSOLE_TOKEN_SIGN_IN", "false"},
 }
 
 func TestServeHelpListsEverySetting(t *testing.T) {
@@ -98,6 +125,12 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "1MiB", `"1MiB" is not a whole number of bytes`},
 		{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "12", "12 is out of range: from 1024 to the body limit, SEARCHD_MAX_BODY_BYTES (4194304)"},
 		{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "4194305", "4194305 is out of range: from 1024 to the body limit"},
+		{"callback-body-budget", "SEARCHD_CALLBACK_BODY_BUDGET", "64MiB", `"64MiB" is not a whole number of bytes`},
+		{"callback-body-budget", "SEARCHD_CALLBACK_BODY_BUDGET", "2097151", "2097151 is out of range: from twice the callback limit, SEARCHD_CALLBACK_MAX_BODY_BYTES (2097152), to 17179869184"},
+		{"callback-body-budget", "SEARCHD_CALLBACK_BODY_BUDGET", "17179869185", "17179869185 is out of range"},
+		{"callback-body-timeout", "SEARCHD_CALLBACK_BODY_TIMEOUT", "soon", `"soon" is not a duration`},
+		{"callback-body-timeout", "SEARCHD_CALLBACK_BODY_TIMEOUT", "500ms", "500ms is out of range: from 1s to 1m0s"},
+		{"callback-body-timeout", "SEARCHD_CALLBACK_BODY_TIMEOUT", "61s", "1m1s is out of range: from 1s to 1m0s"},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "soon", `"soon" is not a duration`},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "31s", "31s is out of range: whole seconds from 0s to 30s"},
 		{"max-prefer-wait", "SEARCHD_MAX_PREFER_WAIT", "1500ms", "1.5s is out of range: whole seconds"},
@@ -121,12 +154,45 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "long", `"long" is not a duration`},
 		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "2h", "2h0m0s is out of range: from 0s at most 1h0m0s"},
 		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "1500us", "1.5ms is out of range"},
-		{"org-max-in-flight", "SEARCHD_ORG_MAX_IN_FLIGHT", "lots", `"lots" is not a whole number of requests`},
-		{"org-max-in-flight", "SEARCHD_ORG_MAX_IN_FLIGHT", "0", "0 is out of range: from 1 to 10000"},
-		{"max-in-flight", "SEARCHD_MAX_IN_FLIGHT", "many", `"many" is not a whole number of requests`},
-		{"max-in-flight", "SEARCHD_MAX_IN_FLIGHT", "0", "0 is out of range: from 1 to 100000"},
+		{"admission-seats", "SEARCHD_ADMISSION_SEATS", "lots", `"lots" is not a whole number of requests`},
+		{"admission-seats", "SEARCHD_ADMISSION_SEATS", "0", "0 is out of range: from 1 to 10000"},
+		{"admission-seats", "SEARCHD_ADMISSION_SEATS", "10001", "10001 is out of range: from 1 to 10000"},
+		{"admission-queue-length", "SEARCHD_ADMISSION_QUEUE_LENGTH", "many", `"many" is not a whole number of requests`},
+		{"admission-queue-length", "SEARCHD_ADMISSION_QUEUE_LENGTH", "0", "0 is out of range: from 1 to 100000"},
+		{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "forever", `"forever" is not a duration`},
+		{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "0s", "0s is out of range: more than 0s and at most 5m0s"},
+		{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "6m", "6m0s is out of range: more than 0s and at most 5m0s"},
+		{"runtime-url", "SEARCHD_RUNTIME_URL", "ftp://runtime", "is not an absolute http or https URL"},
+		{"runtime-url", "SEARCHD_RUNTIME_URL", "runtime:8080/x", "is not an absolute http or https URL"},
+		{"runtime-timeout", "SEARCHD_RUNTIME_TIMEOUT", "soon", `"soon" is not a duration`},
+		{"runtime-timeout", "SEARCHD_RUNTIME_TIMEOUT", "0s", "0s is out of range: more than 0s and at most 5m0s"},
+		{"runtime-timeout", "SEARCHD_RUNTIME_TIMEOUT", "6m", "6m0s is out of range: more than 0s and at most 5m0s"},
+		{"dispatch-interval", "SEARCHD_DISPATCH_INTERVAL", "0s", "0s is out of range: more than 0s and at most 1h0m0s"},
+		{"dispatch-batch", "SEARCHD_DISPATCH_BATCH", "0", "0 is out of range: from 1 to 1000"},
+		{"dispatch-batch", "SEARCHD_DISPATCH_BATCH", "many", `"many" is not a whole number`},
+		{"dispatch-concurrency", "SEARCHD_DISPATCH_CONCURRENCY", "1001", "1001 is out of range: from 1 to 1000"},
+		{"dispatch-max-backoff", "SEARCHD_DISPATCH_MAX_BACKOFF", "500ms", "500ms is out of range: from 1s (the first wait) to 24h0m0s"},
+		{"dispatch-max-backoff", "SEARCHD_DISPATCH_MAX_BACKOFF", "25h", "25h0m0s is out of range"},
+		{"schedule-tick", "SEARCHD_SCHEDULE_TICK", "often", `"often" is not a duration`},
+		{"schedule-tick", "SEARCHD_SCHEDULE_TICK", "2h", "2h0m0s is out of range: from 0s to 1h0m0s"},
+		{"schedule-batch", "SEARCHD_SCHEDULE_BATCH", "0", "0 is out of range: from 1 to 1000"},
+		{"schedule-batch", "SEARCHD_SCHEDULE_BATCH", "ten", `"ten" is not a whole number`},
+		{"schedule-lease", "SEARCHD_SCHEDULE_LEASE", "500ms", "500ms is out of range: from 1s to 1h0m0s"},
+		{"schedule-lease", "SEARCHD_SCHEDULE_LEASE", "30s", "30s must be longer than the saved-search lease, SEARCHD_SAVED_SEARCH_LEASE (30s)"},
+		{"schedule-retry", "SEARCHD_SCHEDULE_RETRY", "25h", "25h0m0s is out of range: from 1s to 24h0m0s"},
 		{"log-level", "SEARCHD_LOG_LEVEL", "loud", `"loud" is not a level`},
 		{"log-format", "SEARCHD_LOG_FORMAT", "xml", `"xml" is not a log format`},
+		{"token-max-lifetime", "SEARCHD_TOKEN_MAX_LIFETIME", "a day", `"a day" is not a duration`},
+		{"token-max-lifetime", "SEARCHD_TOKEN_MAX_LIFETIME", "59s", "59s is out of range: from 1m0s to 720h0m0s"},
+		{"oidc-issuer", "SEARCHD_OIDC_ISSUER", "idp.example.com", `"idp.example.com" is not an absolute URL`},
+		{"oidc-audience", "SEARCHD_OIDC_AUDIENCE", "searchd", "is set without SEARCHD_OIDC_ISSUER"},
+		{"oidc-org-claim", "SEARCHD_OIDC_ORG_CLAIM", "a b", `"a b" is not a claim name`},
+		{"oidc-actor-claim", "SEARCHD_OIDC_ACTOR_CLAIM", "a\tb", `"a\tb" is not a claim name`},
+		{"oidc-role-claim", "SEARCHD_OIDC_ROLE_CLAIM", strings.Repeat("r", 101), `"` + strings.Repeat("r", 101) + `" is not a claim name: at most 100 bytes`},
+		{"oidc-client-id", "SEARCHD_OIDC_CLIENT_ID", "console", "needs SEARCHD_OIDC_ISSUER"},
+		{"oidc-redirect-url", "SEARCHD_OIDC_REDIRECT_URL", "/console/oidc/callback", `"/console/oidc/callback" is not an absolute URL`},
+		{"console-session-lifetime", "SEARCHD_CONSOLE_SESSION_LIFETIME", "169h", "169h0m0s is out of range: from 1m0s to 168h0m0s"},
+		{"console-token-sign-in", "SEARCHD_CONSOLE_TOKEN_SIGN_IN", "maybe", `"maybe" is not true or false`},
 	}
 	for _, tt := range tests {
 		env := map[string]string{}
@@ -199,19 +265,61 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 		t.Errorf("--callback-max-body-bytes 2048 over the variable: callback limit %d", cfg.CallbackMaxBodyBytes)
 	}
 	delete(env, "SEARCHD_CALLBACK_MAX_BODY_BYTES")
-	// The in-flight budget: zero (the API's default) unless set, the flag
-	// over the variable.
-	if cfg = load(env, false); cfg.MaxInFlight != 0 {
-		t.Errorf("default in-flight budget %d, want 0 (api.DefaultMaxInFlight)", cfg.MaxInFlight)
+	// The callback body budget: 64 MiB, or twice the callback limit when
+	// more; the body timeout 10s; set, the flag over the variable.
+	if cfg = load(env, false); cfg.CallbackBodyBudget != 64<<20 || cfg.CallbackBodyTimeout != 10*time.Second {
+		t.Errorf("default callback body budget %d and timeout %s, want 67108864 and 10s", cfg.CallbackBodyBudget, cfg.CallbackBodyTimeout)
 	}
-	env["SEARCHD_MAX_IN_FLIGHT"] = "12"
-	if cfg = load(env, false); cfg.MaxInFlight != 12 {
-		t.Errorf("SEARCHD_MAX_IN_FLIGHT=12: budget %d", cfg.MaxInFlight)
+	if cfg = load(env, false, "--max-body-bytes", "1073741824", "--callback-max-body-bytes", "52428800"); cfg.CallbackBodyBudget != 100<<20 {
+		t.Errorf("a 50 MiB callback limit: budget %d, want twice it (104857600)", cfg.CallbackBodyBudget)
 	}
-	if cfg = load(env, false, "--max-in-flight", "5"); cfg.MaxInFlight != 5 {
-		t.Errorf("--max-in-flight 5 over the variable: budget %d", cfg.MaxInFlight)
+	env["SEARCHD_CALLBACK_BODY_BUDGET"], env["SEARCHD_CALLBACK_BODY_TIMEOUT"] = "8388608", "3s"
+	if cfg = load(env, false); cfg.CallbackBodyBudget != 8<<20 || cfg.CallbackBodyTimeout != 3*time.Second {
+		t.Errorf("from the variables: budget %d, timeout %s; want 8388608 and 3s", cfg.CallbackBodyBudget, cfg.CallbackBodyTimeout)
 	}
-	delete(env, "SEARCHD_MAX_IN_FLIGHT")
+	if cfg = load(env, false, "--callback-body-budget", "4194304", "--callback-body-timeout", "1m"); cfg.CallbackBodyBudget != 4<<20 || cfg.CallbackBodyTimeout != time.Minute {
+		t.Errorf("flags over variables: budget %d, timeout %s; want 4194304 and 1m", cfg.CallbackBodyBudget, cfg.CallbackBodyTimeout)
+	}
+	delete(env, "SEARCHD_CALLBACK_BODY_BUDGET")
+	delete(env, "SEARCHD_CALLBACK_BODY_TIMEOUT")
+	// The admission queue: zero (its seats the pool's size, the rest
+	// fairq's defaults) unless set, the flag over the variable.
+	if cfg = load(env, false); cfg.Admission != (admissionConfig{}) {
+		t.Errorf("default admission %+v, want zero: the pool's size and fairq's defaults", cfg.Admission)
+	}
+	env["SEARCHD_ADMISSION_SEATS"], env["SEARCHD_ADMISSION_QUEUE_LENGTH"], env["SEARCHD_ADMISSION_MAX_WAIT"] = "12", "7", "2s"
+	if cfg = load(env, false); cfg.Admission != (admissionConfig{Seats: 12, QueueLength: 7, MaxWait: 2 * time.Second}) {
+		t.Errorf("admission variables: %+v", cfg.Admission)
+	}
+	if cfg = load(env, false, "--admission-seats", "5", "--admission-queue-length", "3", "--admission-max-wait", "250ms"); cfg.Admission !=
+		(admissionConfig{Seats: 5, QueueLength: 3, MaxWait: 250 * time.Millisecond}) {
+		t.Errorf("admission flags over the variables: %+v", cfg.Admission)
+	}
+	delete(env, "SEARCHD_ADMISSION_SEATS")
+	delete(env, "SEARCHD_ADMISSION_QUEUE_LENGTH")
+	delete(env, "SEARCHD_ADMISSION_MAX_WAIT")
+	// Authentication: HS256 alone by default; a provider when its issuer
+	// is set, the claims as configured; the console's token sign-in off
+	// under serve and on under dev.
+	if cfg = load(env, false); cfg.Auth.OIDC != nil || cfg.Auth.SignIn != nil || cfg.Auth.TokenSignIn ||
+		cfg.Auth.MaxLifetime != 24*time.Hour || cfg.Auth.SessionLifetime != 8*time.Hour {
+		t.Errorf("default authentication = %+v, want HS256 alone, 24 h tokens, 8 h sessions, no token sign-in", cfg.Auth)
+	}
+	oidc := map[string]string{"DATABASE_URL": "postgres://env@localhost/db", "SEARCHD_OIDC_ISSUER": "https://idp.example.com/", "SEARCHD_OIDC_AUDIENCE": "api",
+		"SEARCHD_OIDC_CLIENT_ID": "console", "SEARCHD_OIDC_CLIENT_SECRET": "s", "SEARCHD_OIDC_SCOPES": "openid  email",
+		"SEARCHD_OIDC_REDIRECT_URL": "https://searchd.example.com/console/oidc/callback", "SEARCHD_CONSOLE_SESSION_LIFETIME": "1h"}
+	cfg = load(oidc, false, "--oidc-org-claim", "tenant", "--token-max-lifetime", "2h", "--console-token-sign-in", "true")
+	if o := cfg.Auth.OIDC; o == nil || o.Issuer != "https://idp.example.com/" || o.Audience != "api" || o.OrgClaim != "tenant" ||
+		cfg.Auth.SignIn == nil || cfg.Auth.SignIn.ClientSecret != "s" || len(cfg.Auth.SignIn.Scopes) != 2 ||
+		cfg.Auth.MaxLifetime != 2*time.Hour || cfg.Auth.SessionLifetime != time.Hour || !cfg.Auth.TokenSignIn || cfg.JWTSecret != "" {
+		t.Errorf("a provider without a secret = %+v %+v", cfg.Auth, cfg.Auth.OIDC)
+	}
+	if cfg = load(map[string]string{}, true); !cfg.Auth.TokenSignIn {
+		t.Error("dev: token sign-in off, want on")
+	}
+	if cfg = load(map[string]string{"SEARCHD_CONSOLE_TOKEN_SIGN_IN": "false"}, true); cfg.Auth.TokenSignIn {
+		t.Error("dev with SEARCHD_CONSOLE_TOKEN_SIGN_IN=false: token sign-in on")
+	}
 	cfg = load(map[string]string{"SEARCHD_DEV_DIR": "/env/dir"}, true, "--pg-bin", "/flag/bin")
 	if cfg.DevDir != "/env/dir" || cfg.PGBin != "/flag/bin" || cfg.Addr != "127.0.0.1:8080" || cfg.LogFormat != "text" {
 		t.Errorf("dev = %+v, want the dir from the variable, the binaries from the flag and dev's defaults", cfg)

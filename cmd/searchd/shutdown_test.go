@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/savedsearch"
@@ -120,7 +121,7 @@ func TestShutdownReleasesTheClaimOfAStartCutOffInsideItsFreeze(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not start")
 	}
-	token, err := api.SignToken([]byte(goodSecret), org, "tester", time.Now(), time.Hour)
+	token, err := auth.SignToken([]byte(goodSecret), org, "tester", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

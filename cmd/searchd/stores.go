@@ -6,11 +6,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
+	"github.com/searchd/searchd/sessions"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/tools"
@@ -27,6 +30,12 @@ type stores struct {
 	savedSearches *savedsearch.Store
 	snapshots     *snapshot.Store
 	runs          *runs.Store
+	// dispatches is the outbox of Run dispatches: the dispatcher's, and
+	// the reads of the API and the console.
+	dispatches *dispatch.Store
+	// wakeDispatcher wakes this process's dispatcher after an admission;
+	// set by startDispatcher (a no-op when dispatch is off).
+	wakeDispatcher func()
 	// providerJobs is the callback handler's and the applier's; it sends
 	// to wake when a copy meets an arrival whose worker is gone.
 	providerJobs *providerjobs.Service
@@ -36,6 +45,8 @@ type stores struct {
 	sweeperRuns  *sweeper.RunLog
 	uncertain    *tools.Inspector
 	resolver     *tools.Resolver
+	schedules    *schedule.Store
+	sessions     *sessions.Store
 }
 
 // newStores constructs the stores of serve and dev on pool, at clock. The
@@ -48,12 +59,15 @@ func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cfg serverConfig, logge
 		savedSearches: savedsearch.NewStore(pool),
 		snapshots:     snapshot.NewStore(pool),
 		runs:          runs.NewStore(pool, runs.Config{Clock: clock}),
+		dispatches:    dispatch.NewStore(pool, clock),
 		wake:          make(chan struct{}, 1),
 		jobAudit:      providerjobs.NewAudit(pool),
 		operator:      operator.NewStore(pool, clock),
 		sweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, clock, recordFailed(logger)),
 		uncertain:     tools.NewInspector(pool, clock),
 		resolver:      tools.NewResolver(pool, tools.ResolverConfig{Clock: clock}),
+		schedules:     schedule.NewStore(pool, clock),
+		sessions:      sessions.NewStore(pool, clock),
 	}
 	wake := func() {
 		select {

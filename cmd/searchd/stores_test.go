@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
@@ -66,7 +66,7 @@ func TestServeRunsEveryStoreAtTheAppsDatabaseClock(t *testing.T) {
 		}
 	}()
 
-	tok, err := api.SignToken([]byte(goodSecret), org, "clock-test", time.Now(), time.Hour)
+	tok, err := auth.SignToken([]byte(goodSecret), org, "clock-test", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

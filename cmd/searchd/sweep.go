@@ -261,12 +261,12 @@ func (a *app) sweep(ctx context.Context, args []string) error {
 // the rows read and deleted, the passes, the time and the backlog. The
 // sweeper has logged each table already; this line is the run's outcome.
 func logSweepReport(ctx context.Context, logger *slog.Logger, rep sweeper.Report, err error) {
-	attrs := make([]slog.Attr, 0, 6)
+	attrs := make([]slog.Attr, 0, 8)
 	for _, t := range []struct {
 		name string
 		tr   sweeper.TableReport
-	}{{"claims", rep.Claims}, {"runs", rep.Runs}, {"snapshots", rep.Snapshots}, {"drops", rep.Drops},
-		{"resolutions", rep.Resolutions}, {"inbox", rep.Inbox}} {
+	}{{"claims", rep.Claims}, {"occurrences", rep.Occurrences}, {"runs", rep.Runs}, {"snapshots", rep.Snapshots},
+		{"drops", rep.Drops}, {"resolutions", rep.Resolutions}, {"inbox", rep.Inbox}, {"sessions", rep.Sessions}} {
 		tr := t.tr
 		attrs = append(attrs, slog.Group(t.name,
 			slog.String("table", tr.Table), slog.Int("read", tr.Read), slog.Int("deleted", tr.Deleted),

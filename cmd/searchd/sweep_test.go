@@ -159,7 +159,8 @@ func TestSweepDeletesExpiredClaimsAndKeepsLiveOnes(t *testing.T) {
 		t.Errorf("sweep printed\n%s\nwant a %s row of 2 read, 2 deleted, 1 pass, no backlog", out, sweeper.TableClaims)
 	}
 	for _, want := range []string{"table", "read", "deleted", "passes", "duration", "backlog",
-		sweeper.TableRuns, sweeper.TableSnapshots, sweeper.TableDrops, sweeper.TableResolutions, "swept in ", "read 2, deleted 2 (bound 1000, max passes 10)"} {
+		sweeper.TableOccurrences, sweeper.TableRuns, sweeper.TableSnapshots, sweeper.TableDrops, sweeper.TableResolutions,
+		"swept in ", "read 2, deleted 2 (bound 1000, max passes 10)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("sweep printed\n%s\nwithout %q", out, want)
 		}

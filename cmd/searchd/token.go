@@ -7,12 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 )
-
-// maxTokenTTL bounds --ttl: a token is a credential, and one that outlives
-// a year is a leak waiting to happen.
-const maxTokenTTL = 366 * 24 * time.Hour
 
 // token prints a bearer token for an organization, signed with
 // SEARCHD_JWT_SECRET.
@@ -23,6 +19,8 @@ func (a *app) token(args []string) error {
 	sub := fs.String("sub", "", "subject, recorded as the actor of starts (optional)")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
 	asOperator := fs.Bool("operator", false, "mint an operator's token (role claim \"operator\"): --sub is required, --org optional")
+	asRuntime := fs.Bool("runtime", false, "mint a runtime credential (role claim \"runtime\") of --org: it reports the status of the "+
+		"organization's Runs (PUT /v1/runs/{id}/status) and opens no other route; --sub, required, names the runtime")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -38,25 +36,45 @@ func (a *app) token(args []string) error {
 	case orgID == uuid.Nil:
 		problems = append(problems, "--org: is the nil UUID, which names no organization")
 	}
-	if *ttl <= 0 || *ttl > maxTokenTTL {
-		problems = append(problems, fmt.Sprintf("--ttl: %s is out of range: more than 0s, at most %s", *ttl, maxTokenTTL))
+	// A token the server would refuse is no token: --ttl is bounded by
+	// the lifetime the server accepts.
+	maxTTL := DefaultTokenMaxLifetime
+	if s := lookup(fs, "token-max-lifetime", EnvTokenMaxLifetime, a.getenv); s.value != "" {
+		if d, err := time.ParseDuration(s.value); err == nil && d >= minTokenMaxLifetime && d <= maxTokenMaxLifetime {
+			maxTTL = d
+		} else {
+			problems = append(problems, fmt.Sprintf("%s: %q is not a duration from %s to %s", s.name, s.value, minTokenMaxLifetime, maxTokenMaxLifetime))
+		}
+	}
+	if *ttl <= 0 || *ttl > maxTTL {
+		problems = append(problems, fmt.Sprintf("--ttl: %s is out of range: more than 0s, at most %s, the longest lifetime the server accepts (%s)",
+			*ttl, maxTTL, EnvTokenMaxLifetime))
 	}
 	secret := a.getenv(EnvJWTSecret)
 	switch {
 	case secret == "":
 		problems = append(problems, EnvJWTSecret+": is required: the secret the server verifies tokens with")
-	case len(secret) < api.MinJWTSecretLen:
-		problems = append(problems, fmt.Sprintf("%s: is %d bytes long; it must be at least %d", EnvJWTSecret, len(secret), api.MinJWTSecretLen))
+	case len(secret) < auth.MinSecretLen:
+		problems = append(problems, fmt.Sprintf("%s: is %d bytes long; it must be at least %d", EnvJWTSecret, len(secret), auth.MinSecretLen))
 	}
 	if *asOperator && *sub == "" {
 		problems = append(problems, "--sub: is required with --operator: it names the operator in every release recorded")
 	}
+	if *asRuntime && *sub == "" {
+		problems = append(problems, "--sub: is required with --runtime: it names the runtime in every status change recorded")
+	}
+	if *asRuntime && *asOperator {
+		problems = append(problems, "--runtime and --operator: choose one role")
+	}
 	if len(problems) > 0 {
 		return &usageError{msg: "invalid configuration:\n  " + strings.Join(problems, "\n  ")}
 	}
-	sign := api.SignToken
-	if *asOperator {
-		sign = api.SignOperatorToken
+	sign := auth.SignToken
+	switch {
+	case *asOperator:
+		sign = auth.SignOperatorToken
+	case *asRuntime:
+		sign = auth.SignRuntimeToken
 	}
 	tok, err := sign([]byte(secret), orgID, *sub, a.now(), *ttl)
 	if err != nil {

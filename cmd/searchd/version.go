@@ -4,38 +4,34 @@ import (
 	"cmp"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/searchd/searchd"
 )
 
-// version and commit are stamped by `make build` (-ldflags "-X
-// main.version=... -X main.commit=..."); a plain go build leaves them empty
-// and buildInfo falls back to what the Go toolchain recorded.
-var (
-	version string
-	commit  string
-)
+// commit is stamped by `make build` and the container image's build
+// (-ldflags "-X main.commit=..."); a plain go build leaves it empty and
+// buildInfo falls back to the revision the Go toolchain recorded.
+var commit string
 
 // build describes the binary: its version, commit and Go version.
 type build struct {
 	Version, Commit, GoVersion string
 }
 
-// buildInfo returns the build of this binary: the stamped version and
-// commit, else the module version and VCS revision Go recorded, else
-// "dev" and "unknown".
+// buildInfo returns the build of this binary: the version of the VERSION
+// file it was built from (one source, whoever builds it: make, go build,
+// go install or the image), the stamped commit, else the VCS revision Go
+// recorded, else "unknown".
 func buildInfo() build {
-	b := build{Version: version, Commit: commit, GoVersion: "unknown"}
+	b := build{Version: searchd.Version(), Commit: commit, GoVersion: "unknown"}
 	if info, ok := debug.ReadBuildInfo(); ok {
 		b.GoVersion = info.GoVersion
-		if v := info.Main.Version; b.Version == "" && v != "" && v != "(devel)" {
-			b.Version = v
-		}
 		for _, s := range info.Settings {
 			if s.Key == "vcs.revision" && b.Commit == "" {
 				b.Commit = s.Value
 			}
 		}
 	}
-	b.Version = cmp.Or(b.Version, "dev")
 	b.Commit = cmp.Or(b.Commit, "unknown")
 	return b
 }

@@ -14,10 +14,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/dbclock/dbclocktest"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 )
@@ -56,6 +59,16 @@ type World struct {
 	// SearchB is org B's saved search.
 	SearchB     uuid.UUID
 	SearchBName string
+	// DirectRun is org A's direct Run, whose dispatch the runtime refused
+	// (422); SecondRun's was delivered on its second attempt (the first
+	// answered 503) and reported running, then succeeded with ResultRef.
+	DirectRun uuid.UUID
+	ResultRef string
+	// Scheduled is org A's saved search with a schedule (daily at 09:00
+	// Europe/Berlin, set by alice three days ago): two mornings started,
+	// ScheduledRun the first, and the one between missed.
+	Scheduled    uuid.UUID
+	ScheduledRun uuid.UUID
 }
 
 // Names of the seeded records the tests look for.
@@ -63,7 +76,9 @@ const (
 	SearchName   = "Berlin PostgreSQL engineers"
 	ArchivedName = "Rust roles (retired)"
 	SearchBName  = "Globex confidential search"
-	Provider     = "acme"
+	// ScheduledName names the saved search with a schedule.
+	ScheduledName = "Nightly Go roles"
+	Provider      = "acme"
 	// UncertainScope is the tool scope of the uncertain calls.
 	UncertainScope = "tool.sms.send"
 )
@@ -124,9 +139,14 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 		IdempotencyKey: w.SecondKey, Actor: "bob"}); err != nil {
 		return fail("replayed start", err)
 	}
-	if _, err := starter.StartDirect(ctx, admission.DirectStart{Org: w.OrgA, Kind: "capability", Name: "enrich.company",
-		Input: json.RawMessage(`{"domain":"example.com"}`), IdempotencyKey: "enrich-1", Actor: "carol"}); err != nil {
+	direct, err := starter.StartDirect(ctx, admission.DirectStart{Org: w.OrgA, Kind: "capability", Name: "enrich.company",
+		Input: json.RawMessage(`{"domain":"example.com"}`), IdempotencyKey: "enrich-1", Actor: "carol"})
+	if err != nil {
 		return fail("direct start", err)
+	}
+	w.DirectRun = direct.Run.ID
+	if err := seedDispatches(ctx, pool, w, second.Run.CreatedAt); err != nil {
+		return fail("dispatch the Runs", err)
 	}
 
 	old, err := store.Create(ctx, w.OrgA, savedsearch.CreateParams{Name: ArchivedName,
@@ -222,6 +242,10 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 		return fail("org B start", err)
 	}
 
+	if err := seedSchedule(ctx, pool, w); err != nil {
+		return fail("the scheduled saved search", err)
+	}
+
 	sw, err := sweeper.New(pool, sweeper.Config{Logger: slog.New(slog.DiscardHandler),
 		Recorder: sweeper.NewRunLog(pool, sweeper.ViaSweep, nil, nil)})
 	if err != nil {
@@ -233,4 +257,107 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 	// The 1 ms lease has passed by now; make sure.
 	time.Sleep(5 * time.Millisecond)
 	return w, nil
+}
+
+// seedDispatches plays the dispatcher and a runtime over the Runs admitted
+// so far, on a clock from just after at: the first Run delivered and
+// reported failed, the second delivered on its second attempt and
+// reported running then succeeded, the direct Run refused (422).
+func seedDispatches(ctx context.Context, pool *pgxpool.Pool, w *World, at time.Time) error {
+	clock := dbclocktest.New(at.Add(time.Second))
+	outbox := dispatch.NewStore(pool, clock.Clock())
+	store := runs.NewStore(pool, runs.Config{Clock: clock.Clock()})
+	w.ResultRef = "s3://results/" + w.SecondRun.String()[:8] + "/matches.json"
+	end := func(l dispatch.Leased, o dispatch.Outcome, code int, answer string) error {
+		clock.Advance(40 * time.Millisecond) // the runtime's answer takes a moment
+		_, err := outbox.End(ctx, dispatch.End{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt,
+			Outcome: o, StatusCode: code, Answer: answer, RetryIn: 2 * time.Second})
+		return err
+	}
+	leased, err := outbox.LeasePass(ctx, 10, 15*time.Second)
+	if err != nil {
+		return err
+	}
+	for _, l := range leased {
+		switch l.RunID {
+		case w.FirstRun:
+			err = end(l, dispatch.OutcomeDelivered, 202, "202 Accepted")
+		case w.SecondRun:
+			err = end(l, dispatch.OutcomeRetry, 503, "503 Service Unavailable runtime warming up")
+		case w.DirectRun:
+			err = end(l, dispatch.OutcomeFailed, 422, `422 Unprocessable Entity {"error":"unknown capability enrich.company"}`)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	clock.Advance(3 * time.Second)
+	if leased, err = outbox.LeasePass(ctx, 10, 15*time.Second); err != nil {
+		return err
+	}
+	for _, l := range leased {
+		if l.RunID == w.SecondRun {
+			if err := end(l, dispatch.OutcomeDelivered, 202, "202 Accepted"); err != nil {
+				return err
+			}
+		}
+	}
+	msg := "the job board rate-limited every query"
+	for _, r := range []struct {
+		run  uuid.UUID
+		rep  runs.StatusReport
+		wait time.Duration
+	}{
+		{w.SecondRun, runs.StatusReport{Status: runs.StatusRunning, Reporter: "runtime-eu-1"}, time.Second},
+		{w.FirstRun, runs.StatusReport{Status: runs.StatusFailed, Reporter: "runtime-eu-1",
+			Error: &runs.RunError{Code: "source.rate_limited", Message: &msg}}, time.Second},
+		{w.SecondRun, runs.StatusReport{Status: runs.StatusSucceeded, ResultRef: w.ResultRef, Reporter: "runtime-eu-1"}, 5 * time.Second},
+	} {
+		clock.Advance(r.wait)
+		if _, _, err := store.Report(ctx, w.OrgA, r.run, r.rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seedSchedule makes w.Scheduled: a daily schedule set three days ago, on
+// a stub clock, and drained on two mornings: the first started, the next
+// morning missed (the drain came back more than a day late), the third
+// started.
+func seedSchedule(ctx context.Context, pool *pgxpool.Pool, w *World) error {
+	clock := dbclocktest.New(time.Now().UTC().Truncate(24 * time.Hour).Add(-72 * time.Hour))
+	store := savedsearch.NewStore(pool)
+	ss, err := store.Create(ctx, w.OrgA, savedsearch.CreateParams{Name: ScheduledName,
+		Brief: savedsearch.Brief{Query: "golang backend", Filters: map[string]any{"remote": true}}, Actor: "alice"})
+	if err != nil {
+		return err
+	}
+	w.Scheduled = ss.ID
+	expr, zone := "0 9 * * *", "Europe/Berlin"
+	sc, _, err := schedule.NewStore(pool, clock.Clock()).Set(ctx, w.OrgA, ss.ID,
+		schedule.SetParams{Cron: &expr, TimeZone: &zone, Actor: "alice"})
+	if err != nil {
+		return err
+	}
+	rs := runs.NewStore(pool, runs.Config{Clock: clock.Clock()})
+	starter, err := admission.NewStarter(admission.Deps{Pool: pool, Plane: idempotency.NewService(pool, idempotency.Config{Clock: clock.Clock()}),
+		SavedSearches: store, Snapshots: snapshot.NewStore(pool), Runs: rs}, admission.Config{})
+	if err != nil {
+		return err
+	}
+	d, err := schedule.NewDrain(schedule.DrainDeps{Pool: pool, Start: starter.StartSavedSearch, Runs: rs},
+		schedule.DrainConfig{Clock: clock.Clock()})
+	if err != nil {
+		return err
+	}
+	first := *sc.NextDueAt
+	for _, at := range []time.Time{first.Add(30 * time.Minute), first.Add(48*time.Hour + 30*time.Minute)} {
+		clock.Set(at)
+		if _, err := d.Tick(ctx); err != nil {
+			return err
+		}
+	}
+	return pool.QueryRow(ctx, `SELECT run_id FROM agent.schedule_occurrences WHERE organization_id = $1 AND saved_search_id = $2
+		AND due_at = $3`, w.OrgA, ss.ID, first).Scan(&w.ScheduledRun)
 }

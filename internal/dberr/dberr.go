@@ -22,8 +22,10 @@ import (
 // Transient reports whether err says the database could not be used now,
 // so that the same request may succeed later: no connection, a lost
 // connection, a timeout, a server shutting down or refusing connections,
-// or a transaction the server aborted for a conflict the caller did not
-// retry (a serialization failure, a deadlock, a lock not available). An
+// a server that refuses writes (a primary demoted under a failover, or a
+// standby: [ReadOnly]), or a transaction the server aborted for a conflict
+// the caller did not retry (a serialization failure, a deadlock, a lock
+// not available). An
 // answer of the server about the statement itself (a unique violation, a
 // data exception) is not transient: it fails again.
 func Transient(err error) bool {
@@ -40,6 +42,7 @@ func Transient(err error) bool {
 			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
 			strings.HasPrefix(pgErr.Code, "57"), // operator intervention: shutdown, cancel, timeout
 			pgErr.Code == "25P03",               // idle_in_transaction_session_timeout: the session was ended
+			pgErr.Code == sqlStateReadOnly,      // read_only_sql_transaction: see ReadOnly
 			pgErr.Code == "40001",               // serialization_failure
 			pgErr.Code == "40P01",               // deadlock_detected
 			pgErr.Code == "55P03":               // lock_not_available
@@ -57,6 +60,36 @@ func Transient(err error) bool {
 		return true
 	}
 	return false
+}
+
+// sqlStateReadOnly is read_only_sql_transaction: a write sent to a session
+// that may not write.
+const sqlStateReadOnly = "25006"
+
+// ReadOnly reports whether err is PostgreSQL refusing a write because the
+// session may not write (SQLSTATE 25006): the server is a standby, or a
+// primary made read-only as it was demoted. Every later write on that
+// connection fails the same way, while a new connection may reach the new
+// primary (a multi-host URL with target_session_attrs=read-write skips a
+// read-only server), so such a connection is closed ([ClosingOnPgError])
+// rather than given back to its pool.
+func ReadOnly(err error) bool { return Code(err) == sqlStateReadOnly }
+
+// ClosingOnPgError returns a [pgconn.PgErrorHandler] for a pool's
+// connection config (pgconn.Config.OnPgError) that closes the connection
+// on a [ReadOnly] error, and otherwise answers what next answers (pgx's
+// default closes on FATAL errors; a nil next keeps every other
+// connection). A closed connection is dropped by its pool when released,
+// so the next acquire connects afresh, to whichever server is the primary
+// then. The statement still returns its error, which [Interpret] makes
+// unavailable (503).
+func ClosingOnPgError(next pgconn.PgErrorHandler) pgconn.PgErrorHandler {
+	return func(conn *pgconn.PgConn, pgErr *pgconn.PgError) bool {
+		if pgErr.Code == sqlStateReadOnly {
+			return false
+		}
+		return next == nil || next(conn, pgErr)
+	}
 }
 
 // Answered reports whether err is an answer of the server (a PostgreSQL

@@ -42,6 +42,7 @@ func TestInterpretClassifiesDriverErrors(t *testing.T) {
 		{"serialization failure", &pgconn.PgError{Code: "40001"}, errs.Unavailable, false},
 		{"deadlock", &pgconn.PgError{Code: "40P01"}, errs.Unavailable, false},
 		{"lock not available", &pgconn.PgError{Code: "55P03"}, errs.Unavailable, false},
+		{"read-only server (a demoted primary)", wrap(&pgconn.PgError{Code: "25006"}), errs.Unavailable, false},
 		{"deadline", wrap(context.DeadlineExceeded), errs.Unavailable, false},
 		{"connection closed", wrap(pgconn.ErrConnClosed), errs.Unavailable, true},
 		{"cut mid-reply", wrap(io.ErrUnexpectedEOF), errs.Unavailable, true},
@@ -117,6 +118,18 @@ func TestInterpretClassifiesRealServerAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, slow := tx.Exec(ctx, `select pg_sleep(1)`)
+	_ = tx.Rollback(ctx)
+	// A session that may not write, as every session of a standby or of a
+	// primary demoted read-only is.
+	ro, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ro.Rollback(ctx) }()
+	if _, err := ro.Exec(ctx, `set transaction read only`); err != nil {
+		t.Fatal(err)
+	}
+	_, readOnly := ro.Exec(ctx, `insert into dberr_t values (2)`)
 	for _, tt := range []struct {
 		name string
 		err  error
@@ -126,6 +139,7 @@ func TestInterpretClassifiesRealServerAnswers(t *testing.T) {
 		{"unique violation", dup, "23505", errs.Internal},
 		{"invalid text for an integer", bad, "22P02", errs.Invalid},
 		{"statement timeout", slow, "57014", errs.Unavailable},
+		{"a write in a read-only session", readOnly, "25006", errs.Unavailable},
 	} {
 		got := dberr.Interpret(tt.err)
 		if dberr.Code(got) != tt.code || errs.KindOf(got) != tt.kind {
@@ -145,5 +159,58 @@ func TestInterpretClassifiesRealServerAnswers(t *testing.T) {
 	_, refused := pgx.ConnectConfig(cctx, cfg)
 	if got := dberr.Interpret(refused); refused == nil || errs.KindOf(got) != errs.Unavailable || !dberr.Transport(got) {
 		t.Errorf("Interpret(connect to a closed port: %v) = kind %q, want unavailable and a transport failure", refused, errs.KindOf(got))
+	}
+}
+
+// TestClosingOnPgErrorClosesAReadOnlyConnection runs each answer on a real
+// connection whose config carries the handler over pgx's default: a write
+// refused as read-only (25006) closes the connection, so a pool would drop
+// it, and still returns its error; another statement error keeps the
+// connection; a FATAL error still closes it, as pgx's default does.
+func TestClosingOnPgErrorClosesAReadOnlyConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDBURL(t)
+	connect := func(t *testing.T) *pgx.Conn {
+		t.Helper()
+		cfg, err := pgx.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.OnPgError = dberr.ClosingOnPgError(cfg.OnPgError)
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close(ctx) })
+		return conn
+	}
+	if _, err := connect(t).Exec(ctx, `create table dberr_ro (id int primary key)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, setup, stmt, code string
+		closed                  bool
+	}{
+		{"a write in a read-only session", `set default_transaction_read_only = on`, `insert into dberr_ro values (1)`, "25006", true},
+		{"a statement error", ``, `select 'x'::int`, "22P02", false},
+		{"a FATAL error (pgx's default)", ``, `select pg_terminate_backend(pg_backend_pid())`, "57P01", true},
+	} {
+		conn := connect(t)
+		if tt.setup != "" {
+			if _, err := conn.Exec(ctx, tt.setup); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := conn.Exec(ctx, tt.stmt)
+		if dberr.Code(err) != tt.code {
+			t.Errorf("%s: %s = %v, want SQLSTATE %s", tt.name, tt.stmt, err, tt.code)
+		}
+		if conn.IsClosed() != tt.closed {
+			t.Errorf("%s: connection closed = %v, want %v", tt.name, conn.IsClosed(), tt.closed)
+		}
+	}
+	if _, err := connect(t).Exec(ctx, `insert into dberr_ro values (1)`); err != nil {
+		t.Errorf("a write on a new connection: %v", err)
 	}
 }

@@ -9,14 +9,38 @@ package keyset
 import (
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/errs"
 )
 
-// ErrInvalid reports a cursor this package did not write.
-var ErrInvalid = errors.New("keyset: invalid cursor")
+// ErrInvalid reports a cursor this package did not write: not its
+// encoding, or an instant outside [MinInstant, MaxInstant]. Its kind is
+// [errs.Invalid]. Every list's own sentinel wraps it ([InvalidCursor]), so
+// the edges recognize a refused cursor of any list with one
+// errors.Is(err, ErrInvalid).
+var ErrInvalid = errs.New(errs.Invalid, "keyset: invalid cursor")
+
+// InvalidCursor returns the sentinel a package's lists answer for a cursor
+// [Decode] refused: an [errs.Invalid] error whose message names the
+// package, wrapping [ErrInvalid].
+func InvalidCursor(pkg string) *errs.Error {
+	return &errs.Error{Kind: errs.Invalid, Message: pkg + ": invalid cursor", Err: ErrInvalid}
+}
+
+// MinInstant and MaxInstant bound the instant a cursor may carry: the years
+// 1 to 9999, the instants RFC 3339 can write. A cursor only ever names a
+// stored row, whose instants lie well inside them, and they lie well inside
+// PostgreSQL's timestamptz (4713 BC to 294276 AD), so an accepted cursor
+// never makes a query fail: a version-1 cursor crafted with an instant
+// before 4713 BC once reached the SQL, which failed with "timestamp out of
+// range" (SQLSTATE 22008).
+var (
+	MinInstant = time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)
+	MaxInstant = time.Date(9999, time.December, 31, 23, 59, 59, 999999000, time.UTC)
+)
 
 // Position is a row's place in a newest-first list.
 type Position struct {
@@ -42,20 +66,28 @@ func Encode(p Position) string {
 }
 
 // Decode returns the position cursor names, or nil for the empty cursor (the
-// first page). It returns an error wrapping [ErrInvalid] for anything Encode
-// did not produce.
+// first page). It is the one place a list cursor is read, for the API and
+// the console alike: it returns [ErrInvalid] for anything Encode did not
+// produce, in exactly the form Encode writes it, and for an instant outside
+// [MinInstant, MaxInstant], so a cursor it accepts is safe to query with.
 func Decode(cursor string) (*Position, error) {
 	if cursor == "" {
 		return nil, nil
 	}
-	if len(cursor) > base64.RawURLEncoding.EncodedLen(encodedLen) {
+	if len(cursor) != base64.RawURLEncoding.EncodedLen(encodedLen) {
 		return nil, ErrInvalid
 	}
-	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	// Strict: the unused bits of the last character must be zero, so each
+	// position has one cursor, the one Encode writes.
+	b, err := base64.RawURLEncoding.Strict().DecodeString(cursor)
 	if err != nil || len(b) != encodedLen || b[0] != version {
 		return nil, ErrInvalid
 	}
-	p := Position{CreatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[1:9]))).UTC()}
+	us := int64(binary.BigEndian.Uint64(b[1:9]))
+	if us < MinInstant.UnixMicro() || us > MaxInstant.UnixMicro() {
+		return nil, ErrInvalid
+	}
+	p := Position{CreatedAt: time.UnixMicro(us).UTC()}
 	copy(p.ID[:], b[9:])
 	return &p, nil
 }

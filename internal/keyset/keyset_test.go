@@ -1,11 +1,18 @@
 package keyset
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/errs"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -55,4 +62,105 @@ func TestPageTrimsTheRowMoreAndNamesTheLastRowKept(t *testing.T) {
 			t.Errorf("Page(3 rows, limit %d) = %d rows, next %q; want all and no next page", limit, len(got), next)
 		}
 	}
+}
+
+// cursorAt writes a version-1 cursor for an instant given in microseconds,
+// as a crafted cursor would: Encode itself only ever writes stored rows'.
+func cursorAt(us int64, id uuid.UUID) string {
+	b := []byte{version}
+	b = binary.BigEndian.AppendUint64(b, uint64(us))
+	return base64.RawURLEncoding.EncodeToString(append(b, id[:]...))
+}
+
+// TestDecodeRangeChecksTheInstant holds Decode to the instants a query can
+// take: the ends of [MinInstant, MaxInstant] decode, one microsecond
+// beyond either is refused, and so is a well-formed cursor crafted with an
+// instant before PostgreSQL's first (4713 BC), which once reached the SQL
+// and failed there with SQLSTATE 22008 (a 500 on every console list).
+func TestDecodeRangeChecksTheInstant(t *testing.T) {
+	t.Parallel()
+	id := uuid.New()
+	lo, hi := MinInstant.UnixMicro(), MaxInstant.UnixMicro()
+	for _, tt := range []struct {
+		name string
+		us   int64
+		ok   bool
+	}{
+		{"the first instant", lo, true},
+		{"the last instant", hi, true},
+		{"the Unix epoch", 0, true},
+		{"one microsecond before the first", lo - 1, false},
+		{"one microsecond after the last", hi + 1, false},
+		{"before 4713 BC", -211_000_000_000_000_000, false},
+		{"the least int64", math.MinInt64, false},
+		{"the greatest int64", math.MaxInt64, false},
+	} {
+		p, err := Decode(cursorAt(tt.us, id))
+		switch {
+		case tt.ok && (err != nil || p == nil || p.CreatedAt.UnixMicro() != tt.us || p.ID != id):
+			t.Errorf("%s: Decode = %v, %v; want the position back", tt.name, p, err)
+		case !tt.ok && (!errors.Is(err, ErrInvalid) || p != nil):
+			t.Errorf("%s: Decode = %v, %v; want ErrInvalid", tt.name, p, err)
+		}
+	}
+}
+
+func TestDecodeRefusesAnyFormEncodeDoesNotWrite(t *testing.T) {
+	t.Parallel()
+	valid := Encode(Position{CreatedAt: time.Now(), ID: uuid.New()})
+	last := strings.IndexByte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", valid[len(valid)-1])
+	// The last character carries 2 of its 6 bits: flipping an unused one
+	// names the same bytes in a form Encode never writes.
+	other := valid[:len(valid)-1] + string("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"[last^1])
+	for _, c := range []string{other, valid + "=", " " + valid, strings.ReplaceAll(valid, "_", "/")} {
+		if c == valid {
+			continue
+		}
+		if p, err := Decode(c); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Decode(%q) = %v, %v; want ErrInvalid (Encode writes %q)", c, p, err, valid)
+		}
+	}
+}
+
+func TestInvalidCursorIsAnInvalidKindThatWrapsErrInvalid(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("list: %w", InvalidCursor("runs"))
+	if !errors.Is(err, ErrInvalid) || errs.KindOf(err) != errs.Invalid || InvalidCursor("runs").Error() != "runs: invalid cursor" {
+		t.Errorf("InvalidCursor(runs) = %v (kind %s), want an invalid error wrapping ErrInvalid", err, errs.KindOf(err))
+	}
+}
+
+// FuzzDecode holds every cursor, whatever a client sends: Decode never
+// panics, and a cursor it accepts is exactly the one Encode writes for
+// the position it names, whose instant lies in [MinInstant, MaxInstant]
+// (so a query can take it); anything else is ErrInvalid.
+func FuzzDecode(f *testing.F) {
+	id := uuid.MustParse("0190a0b4-6a3c-7c8e-9f00-0123456789ab")
+	for _, us := range []int64{0, MinInstant.UnixMicro(), MaxInstant.UnixMicro(), MinInstant.UnixMicro() - 1,
+		MaxInstant.UnixMicro() + 1, -211_000_000_000_000_000, math.MinInt64, math.MaxInt64, time.Now().UnixMicro()} {
+		f.Add(cursorAt(us, id))
+	}
+	for _, c := range []string{"", "x", "AAAA", "%00", "!!!!", "AgAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", strings.Repeat("A", 35)} {
+		f.Add(c)
+	}
+	f.Fuzz(func(t *testing.T, cursor string) {
+		p, err := Decode(cursor)
+		switch {
+		case err != nil:
+			if !errors.Is(err, ErrInvalid) || p != nil {
+				t.Fatalf("Decode(%q) = %v, %v; want nil, ErrInvalid", cursor, p, err)
+			}
+		case p == nil:
+			if cursor != "" {
+				t.Fatalf("Decode(%q) = nil, nil; only the empty cursor is the first page", cursor)
+			}
+		default:
+			if p.CreatedAt.Before(MinInstant) || p.CreatedAt.After(MaxInstant) {
+				t.Fatalf("Decode(%q) = %v, outside [%v, %v]", cursor, p.CreatedAt, MinInstant, MaxInstant)
+			}
+			if again := Encode(*p); again != cursor {
+				t.Fatalf("Decode(%q) = %v, whose cursor is %q: an accepted cursor must be Encode's", cursor, *p, again)
+			}
+		}
+	})
 }

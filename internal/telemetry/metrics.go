@@ -18,8 +18,10 @@ const namespace = "searchd"
 
 // Metrics are the Prometheus metrics of one searchd process, on a registry
 // of their own. A *Metrics is an idempotency.Observer, a
-// providerjobs.Observer and a sweeper.Observer; give the same value to all
-// of them and to the API, which serves [Metrics.Handler]. It is safe for
+// providerjobs.Observer, a sweeper.Observer, a fairq.Observer, a
+// schedule.Observer (the drain of scheduled starts) and a
+// dispatch.Observer; give the same value to all of them and to the API,
+// which serves [Metrics.Handler]. It is safe for
 // concurrent use; its Observe methods never block.
 type Metrics struct {
 	reg *prometheus.Registry
@@ -44,7 +46,18 @@ type Metrics struct {
 	sweepPass    *prometheus.HistogramVec
 	sweepFull    *prometheus.CounterVec
 
-	rateLimited *prometheus.CounterVec
+	admission *admissionMetrics
+
+	dispatchPending  prometheus.Gauge
+	dispatchFailed   prometheus.Gauge
+	dispatchOldest   prometheus.Gauge
+	dispatchAttempts *prometheus.CounterVec
+	dispatchDuration *prometheus.HistogramVec
+	scheduleCameDue  prometheus.Counter
+	scheduleOutcomes *prometheus.CounterVec
+	scheduleDue      prometheus.Gauge
+	scheduleLag      prometheus.Gauge
+	scheduleTick     prometheus.Histogram
 }
 
 // NewMetrics returns the metrics of a process on a fresh registry that
@@ -115,10 +128,51 @@ func NewMetrics() *Metrics {
 			Namespace: namespace, Subsystem: "sweeper", Name: "backlog_passes_total",
 			Help: "Sweeper passes whose read filled the bound, leaving rows past retention behind, by table.",
 		}, []string{"table"}),
-		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "http", Name: "rate_limited_total",
-			Help: "Requests refused 429 rate_limited because their organization had its most requests in flight, by route pattern.",
-		}, []string{"route"}),
+		admission: newAdmissionMetrics(),
+		dispatchPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "pending",
+			Help: "Admitted Runs whose dispatch to the runtime is pending (not yet acknowledged), counted by the dispatcher every 15 s.",
+		}),
+		dispatchFailed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "failed",
+			Help: "Dispatches the runtime refused (a 4xx other than 408 and 429), waiting for an operator's retry; counted every 15 s.",
+		}),
+		dispatchOldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "oldest_pending_seconds",
+			Help: "Age of the oldest pending dispatch's Run (0 when none), by the database clock: how far delivery lags behind admission.",
+		}),
+		dispatchAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "attempts_total",
+			Help: "Delivery attempts of Runs to the runtime, by outcome (delivered, retry, failed).",
+		}, []string{"outcome"}),
+		dispatchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "dispatch", Name: "attempt_duration_seconds",
+			Help:    "Time of one delivery attempt (reading the message, the runtime's answer, recording it), by outcome.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"outcome"}),
+		scheduleCameDue: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "schedule", Name: "came_due_total",
+			Help: "Occurrences of schedules that came due, as the drain planned them.",
+		}),
+		scheduleOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "schedule", Name: "outcomes_total",
+			Help: "Outcomes the drain recorded for occurrences of schedules, by outcome (started, refused, not_ready, " +
+				"missed) and reason (of a refusal or a not-ready attempt; empty otherwise).",
+		}, []string{"outcome", "reason"}),
+		scheduleDue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "schedule", Name: "due",
+			Help: "Open occurrences of schedules whose attempt is due now, read after each tick of the drain.",
+		}),
+		scheduleLag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "schedule", Name: "lag_seconds",
+			Help: "How long the oldest due work of the drain (an occurrence to start, a schedule to plan) has waited, " +
+				"by the database clock; 0 when none waits.",
+		}),
+		scheduleTick: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "schedule", Name: "tick_duration_seconds",
+			Help:    "Time of one tick of the drain: its plan, its take and the starts of what it took.",
+			Buckets: prometheus.DefBuckets,
+		}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -129,7 +183,9 @@ func NewMetrics() *Metrics {
 		m.inboxPending, m.inboxLag, m.inboxApplied, m.inboxCopies,
 		m.sweptRead, m.sweptDeleted, m.sweepPass,
 		m.sweepFull,
-		m.rateLimited,
+		m.admission.wait, m.admission.refused, m.admission.abandoned,
+		m.dispatchPending, m.dispatchFailed, m.dispatchOldest, m.dispatchAttempts, m.dispatchDuration,
+		m.scheduleCameDue, m.scheduleOutcomes, m.scheduleDue, m.scheduleLag, m.scheduleTick,
 	)
 	return m
 }
@@ -212,10 +268,35 @@ func (m *Metrics) ObserveBacklogPass(table string) {
 	m.sweepFull.WithLabelValues(table).Inc()
 }
 
-// ObserveRateLimited counts one request refused by the per-organization
-// cap on requests in flight. route is a route pattern, as for
-// [Metrics.ObserveRequest]; the organization is not a label, since every
-// distinct one would be a series kept for the life of the process.
-func (m *Metrics) ObserveRateLimited(route string) {
-	m.rateLimited.WithLabelValues(route).Inc()
+// ObserveDispatchAttempt implements dispatch.Observer: one ended delivery
+// attempt. No organization label: every distinct one would be a series
+// kept for the life of the process.
+func (m *Metrics) ObserveDispatchAttempt(outcome string, d time.Duration) {
+	m.dispatchAttempts.WithLabelValues(outcome).Inc()
+	m.dispatchDuration.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+// ObserveDispatchBacklog implements dispatch.Observer.
+func (m *Metrics) ObserveDispatchBacklog(pending, failed int64, oldest time.Duration) {
+	m.dispatchPending.Set(float64(pending))
+	m.dispatchFailed.Set(float64(failed))
+	m.dispatchOldest.Set(oldest.Seconds())
+}
+
+// ObserveCameDue implements schedule.Observer.
+func (m *Metrics) ObserveCameDue(n int) { m.scheduleCameDue.Add(float64(n)) }
+
+// ObserveOutcome implements schedule.Observer. outcome and reason are of
+// bounded sets (schedule's statuses and reasons); no label names an
+// organization, since every distinct one would be a series kept for the
+// life of the process.
+func (m *Metrics) ObserveOutcome(outcome, reason string) {
+	m.scheduleOutcomes.WithLabelValues(outcome, reason).Inc()
+}
+
+// ObserveDrain implements schedule.Observer.
+func (m *Metrics) ObserveDrain(due int64, lag, tick time.Duration) {
+	m.scheduleDue.Set(float64(due))
+	m.scheduleLag.Set(lag.Seconds())
+	m.scheduleTick.Observe(tick.Seconds())
 }

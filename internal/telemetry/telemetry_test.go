@@ -20,9 +20,11 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/searchd/searchd/dbclock/dbclocktest"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
 )
 
@@ -398,6 +400,62 @@ func TestMetricsCountTheInbox(t *testing.T) {
 	} {
 		if !strings.Contains(page, line+"\n") {
 			t.Errorf("metrics page lacks %q", line)
+		}
+	}
+}
+
+func TestMetricsCountTheDispatches(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics()
+	var _ dispatch.Observer = m
+	m.ObserveDispatchAttempt("delivered", 20*time.Millisecond)
+	m.ObserveDispatchAttempt("retry", time.Second)
+	m.ObserveDispatchAttempt("retry", time.Second)
+	m.ObserveDispatchBacklog(12, 3, 90*time.Second)
+	page := scrape(t, m)
+	for _, line := range []string{
+		`searchd_dispatch_attempts_total{outcome="delivered"} 1`,
+		`searchd_dispatch_attempts_total{outcome="retry"} 2`,
+		`searchd_dispatch_attempt_duration_seconds_count{outcome="retry"} 2`,
+		`searchd_dispatch_pending 12`,
+		`searchd_dispatch_failed 3`,
+		`searchd_dispatch_oldest_pending_seconds 90`,
+	} {
+		if !strings.Contains(page, line+"\n") {
+			t.Errorf("metrics page lacks %q", line)
+		}
+	}
+}
+
+// TestMetricsCountTheScheduleDrain: the drain's counts and gauges, by
+// outcome and reason alone: no label names an organization.
+func TestMetricsCountTheScheduleDrain(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics()
+	var _ schedule.Observer = m
+	m.ObserveCameDue(3)
+	m.ObserveOutcome(schedule.StatusStarted, "")
+	m.ObserveOutcome(schedule.StatusStarted, "")
+	m.ObserveOutcome(schedule.StatusRefused, schedule.ReasonSavedSearchArchived)
+	m.ObserveOutcome(schedule.StatusMissed, "")
+	m.ObserveDrain(4, 2500*time.Millisecond, 30*time.Millisecond)
+	page := scrape(t, m)
+	for _, line := range []string{
+		`searchd_schedule_came_due_total 3`,
+		`searchd_schedule_outcomes_total{outcome="started",reason=""} 2`,
+		`searchd_schedule_outcomes_total{outcome="refused",reason="saved_search_archived"} 1`,
+		`searchd_schedule_outcomes_total{outcome="missed",reason=""} 1`,
+		`searchd_schedule_due 4`,
+		`searchd_schedule_lag_seconds 2.5`,
+		`searchd_schedule_tick_duration_seconds_count 1`,
+	} {
+		if !strings.Contains(page, line+"\n") {
+			t.Errorf("metrics page lacks %q", line)
+		}
+	}
+	for _, l := range strings.Split(page, "\n") {
+		if strings.Contains(l, "searchd_schedule_") && strings.Contains(l, "organization") {
+			t.Errorf("a schedule metric names an organization: %s", l)
 		}
 	}
 }

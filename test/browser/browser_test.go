@@ -33,7 +33,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 	"github.com/searchd/searchd/internal/pgtest"
 )
@@ -111,7 +111,7 @@ func TestBrowserStartsReplaysAndReadsARunAcrossOrigins(t *testing.T) {
 	waitHealthy(t, ctx, base)
 
 	org := uuid.New()
-	token, err := api.SignToken([]byte(secret), org, "browser-user", time.Now(), time.Hour)
+	token, err := auth.SignToken([]byte(secret), org, "browser-user", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ async function session(token) {
   await page.goto(world.base + "/console/");
   assert.match(page.url(), /\/console\/sign-in$/, "an unsigned visit lands on the sign-in form");
   await page.fill("#token", token);
-  await Promise.all([page.waitForNavigation(), page.click("button[type=submit]")]);
+  await Promise.all([page.waitForNavigation(), page.click("#token-sign-in")]);
   assert.doesNotMatch(page.url(), /token|eyJ/, "the token is never in a URL");
   return { ctx, page };
 }
@@ -83,7 +83,7 @@ test("sign-in page: a strict CSP and no token in the cookie's reach of scripts",
   assert.doesNotMatch(csp, /unsafe-inline/);
   await shot(page, "sign-in");
   await page.fill("#token", world.token_a);
-  await Promise.all([page.waitForNavigation(), page.click("button[type=submit]")]);
+  await Promise.all([page.waitForNavigation(), page.click("#token-sign-in")]);
   const cookies = await ctx.cookies();
   const c = cookies.find((c) => c.name === "searchd_console");
   assert.ok(c, "a session cookie is set");
@@ -134,6 +134,14 @@ test("an auditor opens a saved search, compares two snapshots and opens a Run", 
   assert.match(body, /bob/);
   assert.match(body, /queued/);
   assert.match(body, /acme-job-5521/);
+  // The timeline: admitted, a 503 then a delivery, dispatched, the
+  // runtime's reports, in that order.
+  const events = await page.locator("section:has(h2:text('Timeline')) table.list tbody tr").allInnerTexts();
+  const order = [/admitted/, /delivery 1[\s\S]*503 Service Unavailable/, /delivery 2[\s\S]*delivered/, /status[\s\S]*dispatched/,
+    /reported[\s\S]*running[\s\S]*runtime-eu-1/, /reported[\s\S]*succeeded[\s\S]*runtime-eu-1/];
+  assert.equal(events.length, order.length, "one timeline row per event: " + JSON.stringify(events));
+  order.forEach((re, i) => assert.match(events[i], re, "timeline row " + i));
+  assert.match(events[5], new RegExp(world.result_ref.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")));
   await shot(page, "run");
 
   await Promise.all([page.waitForNavigation(), page.getByRole("link", { name: world.job.slice(0, 8) }).click()]);
@@ -150,6 +158,31 @@ test("an auditor opens a saved search, compares two snapshots and opens a Run", 
   await ctx.close();
 });
 
+test("an auditor sees a saved search's schedule and its occurrences, on a desktop and on a phone", async () => {
+  const { ctx, page } = await session(world.token_a);
+  await Promise.all([page.waitForNavigation(), page.getByRole("link", { name: world.scheduled_name }).click()]);
+  const card = await page.locator("#schedule .card").innerText();
+  assert.match(card, /cron 0 9 \* \* \*/);
+  assert.match(card, /Europe\/Berlin/);
+  assert.match(card, /live/);
+  const rows = page.locator("table.occurrences tbody tr");
+  assert.ok(await rows.count() >= 3, "the seeded occurrences are listed");
+  const text = await page.locator("table.occurrences tbody").innerText();
+  assert.match(text, /started/);
+  assert.match(text, /missed/);
+  assert.match(await page.locator("table.timeline tbody").innerText(), /scheduled/, "the timeline marks the scheduler's snapshots");
+  await shot(page, "schedule");
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.reload();
+  await page.locator("table.occurrences").waitFor();
+  await shot(page, "schedule-phone");
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await Promise.all([page.waitForNavigation(), page.locator(`table.occurrences a[href="/console/runs/${world.scheduled_run}"]`).click()]);
+  assert.match(await page.locator("main").innerText(), /alice/, "the scheduled Run is the schedule's actor's");
+  assert.deepEqual(page.problems, []);
+  await ctx.close();
+});
+
 test("an auditor of another organization sees none of it", async () => {
   const { ctx, page } = await session(world.token_b);
   await page.getByRole("link", { name: world.search_b_name }).waitFor();
@@ -160,6 +193,7 @@ test("an auditor of another organization sees none of it", async () => {
     "/console/snapshots/" + world.second_snapshot,
     "/console/runs/" + world.second_run,
     "/console/provider-jobs/" + world.job,
+    "/console/saved-searches/" + world.scheduled,
   ]) {
     const resp = await page.goto(world.base + path);
     assert.equal(resp.status(), 404, path + " is another organization's");
@@ -197,6 +231,27 @@ test("the first claims page is served while the counts are read, and fills them 
     await ctx.close();
   } finally {
     if (!freed) await ask("free drops");
+  }
+});
+
+test("an operator sees this process's admission seats and queues on the claims page, on a desktop and a phone", async () => {
+  for (const [name, viewport] of [["claims-admission", { width: 1440, height: 900 }], ["claims-admission-phone", { width: 390, height: 844 }]]) {
+    const { ctx, page } = await session(world.token_operator);
+    await page.setViewportSize(viewport);
+    await page.goto(world.base + "/console/operator/claims");
+    const section = page.locator("#admission");
+    await section.waitFor();
+    // The page itself holds seats of the operator's own flow.
+    assert.match(await section.locator(".tile").first().innerText(), /^[1-9]\d* \/ \d+\s+seats in use$/);
+    const own = section.locator("tr.flow-row", { hasText: world.operator });
+    assert.equal(await own.count(), 1, "the operator's own flow is listed");
+    assert.match(await own.innerText(), /operator/);
+    await section.scrollIntoViewIfNeeded();
+    const box = await section.boundingBox();
+    assert.ok(box.width <= viewport.width && box.width >= viewport.width * 0.8, "the section takes the width, and no more");
+    if (shots) await section.screenshot({ path: join(shots, name + ".png") });
+    assert.deepEqual(page.problems, [], "no CSP violation or script error");
+    await ctx.close();
   }
 });
 

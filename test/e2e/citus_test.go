@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 	"github.com/searchd/searchd/internal/pgcluster"
 )
@@ -423,7 +423,7 @@ type registration struct {
 // what it saw on the channel.
 func registerProbe(ctx context.Context, t *testing.T, side *citusSide) <-chan registration {
 	out := make(chan registration, 1)
-	token, err := api.SignToken([]byte(jwtSecret), side.cb.org, "e2e-probe", time.Now(), time.Hour)
+	token, err := auth.SignToken([]byte(jwtSecret), side.cb.org, "e2e-probe", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/tools"
@@ -81,7 +82,7 @@ func newCallbackLoad(ctx context.Context, s *scenarioRun, org uuid.UUID) (*callb
 		return nil, err
 	}
 	cb := &callbackLoad{s: s, org: org, wh: wh, hc: &http.Client{Timeout: 3 * time.Second}, rec: &recorder{}}
-	token, err := api.SignToken([]byte(jwtSecret), cb.org, "e2e-provider", time.Now(), 24*time.Hour)
+	token, err := auth.SignToken([]byte(jwtSecret), cb.org, "e2e-provider", time.Now(), 24*time.Hour)
 	if err != nil {
 		return nil, err
 	}
@@ -565,7 +566,7 @@ func (tl *toolLoad) verify(ctx context.Context, s *scenarioRun, rep *failoverRep
 // or a duplicate (a copy of the landed arrival), both acknowledgements
 // that only the applier on the new primary can make good.
 func (cb *callbackLoad) wedgeDelivery(ctx context.Context, s *scenarioRun, primary *postgres) error {
-	token, err := api.SignToken([]byte(jwtSecret), cb.org, "e2e-provider", time.Now(), 24*time.Hour)
+	token, err := auth.SignToken([]byte(jwtSecret), cb.org, "e2e-provider", time.Now(), 24*time.Hour)
 	if err != nil {
 		return err
 	}

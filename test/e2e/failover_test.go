@@ -219,9 +219,8 @@ func runFailover(t *testing.T, cfg config, fc failoverConfig, bin, parent string
 			addr:    fmt.Sprintf("127.0.0.1:%d", port),
 			logPath: fmt.Sprintf("%s/%s.log", dir, name),
 			// The load's clients are one organization, many at once on
-			// each replica: the per-organization cap is not what the
-			// failover tests, as in the fault suite.
-			env: []string{"SEARCHD_PROVIDER_SECRETS=" + e2eProvider + "=" + failoverSecret, "SEARCHD_ORG_MAX_IN_FLIGHT=10000", "SEARCHD_MAX_IN_FLIGHT=100000"},
+			// each replica, at the admission queue's defaults.
+			env: []string{"SEARCHD_PROVIDER_SECRETS=" + e2eProvider + "=" + failoverSecret},
 		}
 		h.replicas = append(h.replicas, r)
 		if err := r.Start(sctx); err != nil {

@@ -22,6 +22,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 )
 
@@ -153,7 +154,7 @@ func setupInboxRun(ctx context.Context, t *testing.T, h *harness, sc inboxScenar
 	}
 	r := &inboxRun{t: t, h: h, name: sc.name, org: uuid.New(), wh: wh, victim: h.replicas[0],
 		hc: &http.Client{Timeout: providerTimeout}, acked: map[string]bool{}, inner: map[string]bool{}}
-	token, err := api.SignToken([]byte(jwtSecret), r.org, "e2e-"+sc.name, time.Now(), 24*time.Hour)
+	token, err := auth.SignToken([]byte(jwtSecret), r.org, "e2e-"+sc.name, time.Now(), 24*time.Hour)
 	if err != nil {
 		return nil, err
 	}

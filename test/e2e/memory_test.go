@@ -21,10 +21,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 )
 
 // memoryCeiling is the most resident memory one searchd process may reach
-// under the attacks of TestMemoryStaysBounded (the README states it).
+// under the attacks of TestMemoryStaysBounded (docs/testing.md states it).
 const memoryCeiling = 256 << 20
 
 // TestMemoryStaysBounded runs one real `searchd serve` process, at its
@@ -84,7 +85,7 @@ func TestMemoryStaysBounded(t *testing.T) {
 	t.Logf("searchd pid %d: VmHWM %d KiB after start", pid, peakRSS(t, pid)>>10)
 
 	token := func(org uuid.UUID) string {
-		tok, err := api.SignToken([]byte(jwtSecret), org, "memory", time.Now(), time.Hour)
+		tok, err := auth.SignToken([]byte(jwtSecret), org, "memory", time.Now(), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 )
 
@@ -116,7 +116,7 @@ func newScenarioRunFor(ctx context.Context, t *testing.T, h *harness, name strin
 	s := &scenarioRun{t: t, h: h, name: name, org: org, rec: &recorder{}, keys: map[string]keySpec{},
 		wedged: map[string]string{}, ended: map[string][]window{}}
 	var err error
-	if s.token, err = api.SignToken([]byte(jwtSecret), s.org, "e2e-"+name, time.Now(), 24*time.Hour); err != nil {
+	if s.token, err = auth.SignToken([]byte(jwtSecret), s.org, "e2e-"+name, time.Now(), 24*time.Hour); err != nil {
 		return nil, err
 	}
 	for i := range searchPool {

@@ -15,8 +15,9 @@
 //     key (PATCH, PUT, DELETE) is never retried at all: a browser cannot
 //     tell a request that never left from one whose answer was lost.
 //
-// It uses nothing but fetch(), so it runs unchanged in a browser page and
-// in Node 18+.
+// It uses nothing but fetch() (and Web Crypto for verifyDispatch, the
+// runtime's check of a dispatch), so it runs unchanged in a browser page
+// and in Node 18+.
 
 import type { components } from "./schema.js";
 
@@ -30,6 +31,13 @@ export type StartOptions = Partial<components["schemas"]["StartOptions"]>;
 export type DirectStart = components["schemas"]["DirectStart"];
 export type StartResult = components["schemas"]["StartResult"];
 export type Run = components["schemas"]["Run"];
+/** A Run as getRun reads it: with its dispatch to the runtime. */
+export type RunDetail = components["schemas"]["RunDetail"];
+export type Dispatch = components["schemas"]["Dispatch"];
+/** A runtime's report of a Run's status (reportRunStatus). */
+export type StatusReport = components["schemas"]["StatusReport"];
+/** The body of a dispatch: what searchd POSTs to the runtime for every admitted Run (verifyDispatch). */
+export type RunDispatch = components["schemas"]["RunDispatch"];
 export type RunPage = components["schemas"]["RunPage"];
 export type SavedSearchPage = components["schemas"]["SavedSearchPage"];
 export type SavedSearchSummary = components["schemas"]["SavedSearchSummary"];
@@ -37,6 +45,10 @@ export type Snapshot = components["schemas"]["Snapshot"];
 export type ProviderJob = components["schemas"]["ProviderJob"];
 export type ProviderJobCreate = components["schemas"]["ProviderJobCreate"];
 export type ProviderJobDrop = components["schemas"]["ProviderJobDrop"];
+export type Schedule = components["schemas"]["Schedule"];
+export type ScheduleSet = components["schemas"]["ScheduleSet"];
+export type Occurrence = components["schemas"]["Occurrence"];
+export type OccurrencePage = components["schemas"]["OccurrencePage"];
 export type Problem = components["schemas"]["Problem"];
 export type ProblemCode = Problem["code"];
 
@@ -99,6 +111,17 @@ export function newIdempotencyKey(): string {
   return crypto.randomUUID();
 }
 
+/**
+ * The Idempotency-Key header value that names key. searchd reads a value
+ * that starts with a double quote as a structured-field string (RFC 8941),
+ * and refuses a bare value with a comma as a list, so such keys are sent as
+ * a string, escaped; any other key is sent as it is.
+ */
+export function keyHeader(key: string): string {
+  if (!key.startsWith('"') && !key.includes(",")) return key;
+  return `"${key.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`;
+}
+
 /** The options of a call that carries an Idempotency-Key. */
 export interface KeyOptions {
   /** The key of the action; a fresh one when omitted. Persist it to survive a reload. */
@@ -115,6 +138,16 @@ export interface Started extends StartResult {
   /** The key the start was sent with, on every attempt. */
   idempotencyKey: string;
   attempts: number;
+}
+
+/** A schedule with its ETag, for a later If-Match. */
+export interface VersionedSchedule {
+  schedule: Schedule;
+  etag: string;
+  /** True for the set that created the schedule (201). */
+  created: boolean;
+  /** True when a keyed set replays an earlier request's (Idempotent-Replayed). */
+  replayed: boolean;
 }
 
 /** A saved search with its ETag, for a later If-Match. */
@@ -247,9 +280,21 @@ export class SearchdClient {
     } while (cursor);
   }
 
-  /** Reads a Run. */
-  async getRun(id: string, o: { signal?: AbortSignal } = {}): Promise<Run> {
-    return (await this.call({ method: "GET", path: `/v1/runs/${encodeURIComponent(id)}`, safety: "repeatable", signal: o.signal })).body as Run;
+  /** Reads a Run, with its dispatch to the runtime. */
+  async getRun(id: string, o: { signal?: AbortSignal } = {}): Promise<RunDetail> {
+    return (await this.call({ method: "GET", path: `/v1/runs/${encodeURIComponent(id)}`, safety: "repeatable", signal: o.signal })).body as RunDetail;
+  }
+
+  /**
+   * Reports a Run's status, for a runtime: the token must be a runtime
+   * credential of the Run's organization (searchd token --runtime); a user
+   * token fails with code insufficient_scope. A report is a value to set, so
+   * it is retried like a read: the same report twice changes the Run once.
+   * A report that would change a finished Run fails with code run_finished
+   * (problem.current_status says how it ended); it is final.
+   */
+  async reportRunStatus(id: string, report: StatusReport, o: { signal?: AbortSignal } = {}): Promise<Run> {
+    return (await this.call({ method: "PUT", path: `/v1/runs/${encodeURIComponent(id)}/status`, body: report, safety: "repeatable", signal: o.signal })).body as Run;
   }
 
   /** A page of Runs, newest first; savedSearchId narrows it. */
@@ -269,6 +314,68 @@ export class SearchdClient {
   async listProviderJobDrops(id: string, o: { signal?: AbortSignal } = {}): Promise<ProviderJobDrop[]> {
     const a = await this.call({ method: "GET", path: `/v1/provider-jobs/${encodeURIComponent(id)}/drops`, safety: "repeatable", signal: o.signal });
     return (a.body as { items: ProviderJobDrop[] }).items;
+  }
+
+  /**
+   * Sets (creates or replaces) a saved search's schedule, once per key: a
+   * repeat answers the schedule as it is now. ifMatch (an ETag) makes it
+   * change exactly that version, and refuses to create one.
+   */
+  async setSchedule(id: string, body: ScheduleSet, o: KeyOptions & { ifMatch?: string } = {}): Promise<VersionedSchedule> {
+    const key = o.idempotencyKey ?? newIdempotencyKey();
+    const headers: Record<string, string> = {};
+    if (o.ifMatch) headers["If-Match"] = o.ifMatch;
+    return versionedSchedule(await this.call({ method: "PUT", path: schedulePath(id), body, key, headers, safety: "repeatable", signal: o.signal }));
+  }
+
+  /** Reads a saved search's schedule (code not_found when it has none). */
+  async getSchedule(id: string, o: { signal?: AbortSignal } = {}): Promise<VersionedSchedule> {
+    return versionedSchedule(await this.call({ method: "GET", path: schedulePath(id), safety: "repeatable", signal: o.signal }));
+  }
+
+  /**
+   * Pauses a schedule: no occurrences until resumed. A set, so retried like
+   * a read; with ifMatch, never retried (a repeat would meet the version the
+   * pause made).
+   */
+  async pauseSchedule(id: string, o: { ifMatch?: string; signal?: AbortSignal } = {}): Promise<VersionedSchedule> {
+    return this.changeSchedule(id, "pause", o);
+  }
+
+  /** Resumes a paused schedule from the next time it comes due; nothing is back-filled. Retried as pauseSchedule. */
+  async resumeSchedule(id: string, o: { ifMatch?: string; signal?: AbortSignal } = {}): Promise<VersionedSchedule> {
+    return this.changeSchedule(id, "resume", o);
+  }
+
+  private async changeSchedule(id: string, verb: string, o: { ifMatch?: string; signal?: AbortSignal }): Promise<VersionedSchedule> {
+    const headers: Record<string, string> = {};
+    if (o.ifMatch) headers["If-Match"] = o.ifMatch;
+    return versionedSchedule(await this.call({
+      method: "POST", path: `${schedulePath(id)}/${verb}`, headers, safety: o.ifMatch ? "once" : "repeatable", signal: o.signal,
+    }));
+  }
+
+  /** Removes a saved search's schedule (its occurrences stay); with ifMatch, only that version. Never retried. */
+  async removeSchedule(id: string, o: { ifMatch?: string; signal?: AbortSignal } = {}): Promise<void> {
+    const headers: Record<string, string> = {};
+    if (o.ifMatch) headers["If-Match"] = o.ifMatch;
+    await this.call({ method: "DELETE", path: schedulePath(id), headers, safety: "once", signal: o.signal });
+  }
+
+  /** A page of a saved search's occurrences, latest due first. */
+  async listOccurrences(id: string, p: { limit?: number; cursor?: string; signal?: AbortSignal } = {}): Promise<OccurrencePage> {
+    const q = query({ limit: p.limit, cursor: p.cursor });
+    return (await this.call({ method: "GET", path: `/v1/saved-searches/${encodeURIComponent(id)}/occurrences${q}`, safety: "repeatable", signal: p.signal })).body as OccurrencePage;
+  }
+
+  /** Every occurrence of a saved search, a page at a time as the loop goes on. */
+  async *occurrences(id: string, p: { limit?: number; signal?: AbortSignal } = {}): AsyncGenerator<Occurrence> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.listOccurrences(id, { ...p, cursor });
+      yield* page.items;
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor);
   }
 
   /** Sends c until an attempt succeeds, one fails for good, or the attempts run out. */
@@ -298,7 +405,7 @@ export class SearchdClient {
   private async attempt(c: Call): Promise<Omit<Answer, "attempts">> {
     const headers: Record<string, string> = { Accept: "application/json, application/problem+json", ...c.headers };
     headers["Authorization"] = `Bearer ${await this.token()}`;
-    if (c.key !== undefined) headers["Idempotency-Key"] = c.key;
+    if (c.key !== undefined) headers["Idempotency-Key"] = keyHeader(c.key);
     let body: string | undefined;
     if (c.body !== undefined) {
       body = JSON.stringify(c.body);
@@ -360,4 +467,86 @@ function safeJSON(text: string): unknown {
 
 function isProblem(v: unknown): v is Problem {
   return typeof v === "object" && v !== null && typeof (v as { code?: unknown }).code === "string";
+}
+
+/** A dispatch that does not verify: refuse it with a 4xx. */
+export class DispatchVerificationError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "DispatchVerificationError";
+  }
+}
+
+/** The options of verifyDispatch. */
+export interface VerifyOptions {
+  /** The clock, in milliseconds since the epoch. Default Date.now(). */
+  now?: number;
+  /** How far webhook-timestamp may be from now, in seconds. Default 300 (Standard Webhooks). */
+  toleranceSeconds?: number;
+}
+
+/**
+ * Verifies a dispatch as a runtime receives it and returns its body: the
+ * Standard Webhooks signature (HMAC-SHA256 of "id.timestamp.body" under the
+ * secret, "whsec_" and base64 as SEARCHD_RUNTIME_SECRET holds it, or the
+ * raw key), a timestamp within the tolerance, and a body that is a dispatch
+ * of the Run its webhook-id names. Deduplicate by that id: every
+ * redelivery of a Run carries the same id and body. body must be the raw
+ * text as received. Throws DispatchVerificationError for anything that does
+ * not verify. Uses Web Crypto (browsers, Node 18+).
+ */
+export async function verifyDispatch(secret: string, headers: Headers | Record<string, string>, body: string, o: VerifyOptions = {}): Promise<RunDispatch> {
+  const h = headers instanceof Headers ? headers : new Headers(headers);
+  const id = h.get("webhook-id");
+  const ts = h.get("webhook-timestamp");
+  const sigs = h.get("webhook-signature");
+  if (!id || !ts || !sigs) throw new DispatchVerificationError("missing webhook-id, webhook-timestamp or webhook-signature");
+  if (!/^\d+$/.test(ts)) throw new DispatchVerificationError("webhook-timestamp is not unix seconds");
+  const now = (o.now ?? Date.now()) / 1000;
+  if (Math.abs(now - Number(ts)) > (o.toleranceSeconds ?? 300)) throw new DispatchVerificationError("webhook-timestamp is outside the tolerance");
+  const key: Uint8Array<ArrayBuffer> = secret.startsWith("whsec_") ? base64ToBytes(secret.slice("whsec_".length)) : new TextEncoder().encode(secret);
+  if (key.length === 0) throw new DispatchVerificationError("the secret is empty");
+  const hmacKey = await crypto.subtle.importKey("raw", key, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", hmacKey, new TextEncoder().encode(`${id}.${ts}.${body}`)));
+  const expected = bytesToBase64(mac);
+  const match = sigs.split(" ").some((s) => {
+    const [version, sig] = s.split(",", 2);
+    return version === "v1" && sig !== undefined && constantTimeEqual(sig, expected);
+  });
+  if (!match) throw new DispatchVerificationError("no signature matches");
+  const d = safeJSON(body) as RunDispatch | undefined;
+  if (!d || d.type !== "run.admitted" || d.data?.run?.id !== id) throw new DispatchVerificationError("the body is not a dispatch of the Run webhook-id names");
+  return d;
+}
+
+function base64ToBytes(b64: string): Uint8Array<ArrayBuffer> {
+  try {
+    return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  } catch {
+    throw new DispatchVerificationError("a whsec_ secret must be followed by standard base64");
+  }
+}
+
+function bytesToBase64(b: Uint8Array): string {
+  let s = "";
+  for (const x of b) s += String.fromCharCode(x);
+  return btoa(s);
+}
+
+function constantTimeEqual(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
+}
+
+function schedulePath(id: string): string {
+  return `/v1/saved-searches/${encodeURIComponent(id)}/schedule`;
+}
+
+function versionedSchedule(a: Answer): VersionedSchedule {
+  return {
+    schedule: a.body as Schedule, etag: a.headers.get("ETag") ?? "",
+    created: a.status === 201, replayed: a.headers.get("Idempotent-Replayed") === "true",
+  };
 }

@@ -140,6 +140,114 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/saved-searches/{id}/schedule": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a saved search's schedule
+         * @description Reads the schedule of a saved search, live or archived, with its ETag. 404 not_found when it has none.
+         */
+        get: operations["getSchedule"];
+        /**
+         * Set a saved search's schedule
+         * @description Creates (201, Location) or replaces (200) the schedule of a live saved search, whole; the same values again change nothing (same version and updated_at). A new or changed cadence comes due first at the first time at or after the set: nothing is back-filled. With If-Match the change applies only to that version of the schedule, and If-Match of any value, * too, refuses to create one (412 precondition_failed). With an Idempotency-Key it runs once per key: a repeat answers the schedule as it is now, 200 with Idempotent-Replayed; the same key with another body is 422 key_reused.
+         */
+        put: operations["setSchedule"];
+        post?: never;
+        /**
+         * Remove a saved search's schedule
+         * @description Deletes the schedule (204): it comes due no more, and an open occurrence it has is refused (schedule_removed) when the drain next takes it. Its occurrences stay, with their Runs. If-Match makes it conditional on the version.
+         */
+        delete: operations["removeSchedule"];
+        options?: never;
+        /**
+         * Read a saved search's schedule (headers only)
+         * @description HEAD of getSchedule: the same status and headers, no body.
+         */
+        head: operations["getScheduleHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/saved-searches/{id}/schedule/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a saved search's schedule
+         * @description Pauses the schedule: it produces no occurrences until resumed, and an open occurrence it has is refused (schedule_paused) when the drain next takes it. Pausing a paused schedule changes nothing. If-Match makes it conditional on the version; 404 when the saved search is not live or has no schedule.
+         */
+        post: operations["pauseSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/saved-searches/{id}/schedule/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a saved search's schedule
+         * @description Resumes a paused schedule: it comes due next at the first time at or after the resume, and nothing that fell due while it was paused is back-filled. Resuming a running schedule changes nothing. If-Match makes it conditional on the version; 404 when the saved search is not live or has no schedule.
+         */
+        post: operations["resumeSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/saved-searches/{id}/occurrences": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * The occurrences of a saved search's schedule, latest due first
+         * @description Every time the saved search's schedule came due, with its outcome, a page at a time (limit, cursor). Works for an archived saved search, and after the schedule was removed. Occurrences are kept as long as their Run (396 days).
+         */
+        get: operations["listOccurrences"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * The occurrences of a saved search's schedule (headers only)
+         * @description HEAD of listOccurrences: the same status and headers, no body.
+         */
+        head: operations["listOccurrencesHead"];
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs": {
         parameters: {
             query?: never;
@@ -180,7 +288,7 @@ export interface paths {
         };
         /**
          * Read a Run
-         * @description Reads one Run of the caller's organization, with its actor (created_by) and the Idempotency-Key it was started with.
+         * @description Reads one Run of the caller's organization, with its actor (created_by), the Idempotency-Key it was started with, its status as the runtime reported it, and its dispatch to the runtime: the state of the hand-off, the attempts made and the last answer. its dispatch to the runtime too: the state of the hand-off, the attempts made and the last answer.
          */
         get: operations["getRun"];
         put?: never;
@@ -285,7 +393,7 @@ export interface paths {
         put?: never;
         /**
          * Receive a provider's callback about one of its jobs
-         * @description Authenticated by a Standard Webhooks signature (https://www.standardwebhooks.com/), not by a bearer token: webhook-signature holds v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>" under the provider's secret>, compared in constant time; one matching v1 signature among several is enough. The delivery id and the timestamp are signed with the body, so a captured body cannot be replayed under a fresh delivery id, and a webhook-timestamp more than 5 minutes from the server's clock, either way, is refused: a delivery is re-signed on every attempt, keeping its webhook-id. The checks run in this order: an unknown provider, a missing or malformed webhook-signature or webhook-timestamp, or a timestamp outside the 5 minutes answers 401; then a missing or invalid webhook-id answers 400; then the body is read, with a limit of its own (SEARCHD_CALLBACK_MAX_BODY_BYTES, 1 MiB by default: a declared length over it answers 413 before a byte is read, a body of unknown length once the limit and one byte have been read), the HMAC computed as it streams in, and the signature verified (401); none of the checks before this one reads the body, so refusing an unsigned or unknown caller costs nothing in proportion to what it sends; then the body is parsed (400). Nothing is recorded for any of these. Every delivery with a valid signature that can be processed is first stored in the inbox under its identity (provider, webhook-id) and committed; only then is it acknowledged with 200, so every 200 means the delivery is durable and will take effect at most once: {"status": "queued"} when it is stored and will be applied by the background applier (its immediate apply failed or met another worker), {"status": "accepted"} when it was applied (or found its job already succeeded or failed, which are terminal and never left), or {"status": "dropped", "reason": ...} when it was not: duplicate (the delivery id was handled already, or is being handled now; a delivery re-sent whole within the 5 minutes is one), hash_mismatch (the delivery id was used for a different body), unknown_job (the body's job_id names no job of this provider) or job_mismatch (the path is not the callback path of the job the body's job_id names; recorded for that job, under its organization). Neither of those two is stored in the inbox, so a delivery posted to the wrong path first is still applied when it arrives on its own; path_mismatch is no longer answered (deliveries stored before migration 00015 may carry it). A copy of a stored delivery is counted on its arrival, not stored again. Each drop is recorded with its reason, once per delivery and reason for unknown_job and job_mismatch. A 503 means the database could not be reached and nothing was stored; redeliver after Retry-After. Members of the body other than job_id, status and result are ignored; the Content-Type is not checked.
+         * @description Authenticated by a Standard Webhooks signature (https://www.standardwebhooks.com/), not by a bearer token: webhook-signature holds v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>" under the provider's secret>, compared in constant time; one matching v1 signature among several is enough. The delivery id and the timestamp are signed with the body, so a captured body cannot be replayed under a fresh delivery id, and a webhook-timestamp more than 5 minutes from the server's clock, either way, is refused: a delivery is re-signed on every attempt, keeping its webhook-id. The checks run in this order: an unknown provider, a missing or malformed webhook-signature or webhook-timestamp, or a timestamp outside the 5 minutes answers 401; then a missing or invalid webhook-id answers 400; then the body is read, with a limit of its own (SEARCHD_CALLBACK_MAX_BODY_BYTES, 1 MiB by default: a declared length over it answers 413 before a byte is read, a body of unknown length once the limit and one byte have been read), the HMAC computed as it streams in, and the signature verified (401); none of the checks before this one reads the body, so refusing an unsigned or unknown caller costs nothing in proportion to what it sends; bodies awaiting their signature check share a budget of bytes (SEARCHD_CALLBACK_BODY_BUDGET), and one it cannot take answers 503 unavailable with Retry-After at once, unread, as does a body that does not arrive within SEARCHD_CALLBACK_BODY_TIMEOUT (10 s by default); then the body is parsed (400). Nothing is recorded for any of these. Every delivery with a valid signature that can be processed is first stored in the inbox under its identity (provider, webhook-id) and committed; only then is it acknowledged with 200, so every 200 means the delivery is durable and will take effect at most once: {"status": "queued"} when it is stored and will be applied by the background applier (its immediate apply failed or met another worker), {"status": "accepted"} when it was applied (or found its job already succeeded or failed, which are terminal and never left), or {"status": "dropped", "reason": ...} when it was not: duplicate (the delivery id was handled already, or is being handled now; a delivery re-sent whole within the 5 minutes is one), hash_mismatch (the delivery id was used for a different body), unknown_job (the body's job_id names no job of this provider) or job_mismatch (the path is not the callback path of the job the body's job_id names; recorded for that job, under its organization). Neither of those two is stored in the inbox, so a delivery posted to the wrong path first is still applied when it arrives on its own; path_mismatch is no longer answered (deliveries stored before migration 00015 may carry it). A copy of a stored delivery is counted on its arrival, not stored again. Each drop is recorded with its reason, once per delivery and reason for unknown_job and job_mismatch. A 503 means the database could not be reached and nothing was stored; redeliver after Retry-After. Members of the body other than job_id, status and result are ignored; the Content-Type is not checked.
          */
         post: operations["receiveProviderCallback"];
         delete?: never;
@@ -471,8 +579,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{id}/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Run id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Report a Run's status (runtime)
+         * @description The runtime reports a Run's status: running, then one of succeeded (with an optional result_ref), failed or cancelled (with an optional error). Authenticated by a runtime credential of the Run's organization (a JWT with the role claim "runtime", minted by `searchd token --runtime --org UUID --sub NAME`); a user token is refused here (403 insufficient_scope), and a runtime credential on every other route. A report is a value to set, not a step: it changes the Run when it moves it forward (queued or dispatched to running; any unfinished status to a finished one, so running may be skipped), raising its version by one and recording the change with the credential's sub. A report the Run already is (running for a running Run, or exactly how it finished) answers 200 and changes nothing, version and updated_at included: retry a report freely. A report that would change a finished Run answers 409 run_finished. Another organization's Run is 404.
+         */
+        put: operations["reportRunStatus"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    runAdmitted: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A Run to execute (searchd to the runtime)
+         * @description searchd's dispatcher POSTs every admitted Run to SEARCHD_RUNTIME_URL, signed as a Standard Webhooks message with SEARCHD_RUNTIME_SECRET; verify the signature before trusting the body (the Go client's VerifyDispatch, the TypeScript client's verifyDispatch). webhook-id is the Run id: a redelivery (after a lost answer, a timeout, a 5xx) carries the same id and body, so a runtime that has it already answers 2xx again and runs nothing twice. Answer 2xx once the Run is safely yours (the dispatch is then done and the Run dispatched); 5xx, 408 or 429 (with Retry-After, honoured) to be asked again later; any other 4xx marks the dispatch failed, with your answer recorded, until an operator retries it. Then report the Run's status with PUT /v1/runs/{id}/status.
+         */
+        post: operations["runAdmitted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /** @description An RFC 9457 problem details document. `code` is the machine-readable reason; `errors` lists refused fields of a validation_failed problem; `request_id` is the X-Request-Id of the request, on every problem. */
@@ -486,12 +638,17 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "missing_idempotency_key" | "invalid_idempotency_key" | "malformed_json" | "validation_failed" | "unauthorized" | "not_found" | "method_not_allowed" | "in_progress" | "key_reused" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "internal" | "already_registered" | "missing_delivery_id" | "invalid_delivery_id" | "rate_limited" | "precondition_failed";
+            code: "missing_idempotency_key" | "invalid_idempotency_key" | "malformed_json" | "validation_failed" | "unauthorized" | "not_found" | "method_not_allowed" | "in_progress" | "key_reused" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "internal" | "already_registered" | "missing_delivery_id" | "invalid_delivery_id" | "rate_limited" | "precondition_failed" | "insufficient_scope" | "run_finished";
             /** @description The X-Request-Id of the request, to match a report with the server log. */
             request_id?: string;
             errors?: components["schemas"]["FieldError"][];
-            /** @description precondition_failed alone: the version the saved search is at now (its ETag is the same number, quoted). */
+            /** @description precondition_failed: the version the saved search is at now (its ETag is the same number, quoted); run_finished: the version of the finished Run. */
             current_version?: number;
+            /**
+             * @description run_finished alone: the status the Run finished with.
+             * @enum {string}
+             */
+            current_status?: "succeeded" | "failed" | "cancelled";
         };
         FieldError: {
             /** @description JSON path of the field: dotted names, indexes in brackets (brief.query, baseline.items[3]); empty for the whole body. */
@@ -604,8 +761,11 @@ export interface components {
             /** Format: uuid */
             snapshot_id: string | null;
             name: string | null;
-            /** @enum {string} */
-            status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            /**
+             * @description queued at admission; dispatched once the runtime acknowledged its delivery; then what the runtime reports: running, and one of succeeded, failed, cancelled. A status only moves forward, and a finished one never changes.
+             * @enum {string}
+             */
+            status: "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
             /** @description The normalized start options of a saved-search Run. */
             options: {
                 [key: string]: unknown;
@@ -625,6 +785,17 @@ export interface components {
             created_by: string | null;
             /** @description The Idempotency-Key the client started the Run with. */
             idempotency_key: string;
+            /** @description 1 at admission; grows by one with every change of status (the dispatcher's move to dispatched, each status report that changed something). */
+            version: number;
+            /**
+             * Format: date-time
+             * @description When the status last changed; created_at until it first does.
+             */
+            updated_at: string;
+            /** @description What a succeeded Run produced, as its runtime reported it (a URI or an opaque reference); null otherwise. */
+            result_ref: string | null;
+            /** @description How a failed or cancelled Run ended, as its runtime reported it; null otherwise. */
+            error: components["schemas"]["RunError"] | null;
         };
         /** @description A Run as the list shows it: the Run without its input (GET /v1/runs/{id} has it), with the input's size instead. */
         RunListItem: {
@@ -640,7 +811,7 @@ export interface components {
             snapshot_id: string | null;
             name: string | null;
             /** @enum {string} */
-            status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            status: "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
             /** @description The normalized start options of a saved-search Run. */
             options: {
                 [key: string]: unknown;
@@ -654,6 +825,13 @@ export interface components {
              * @description created_at + 396 days; until then the Idempotency-Key replays this Run.
              */
             retain_until: string;
+            /** @description 1 at admission; grows by one with every change of status (the dispatcher's move to dispatched, each status report that changed something). */
+            version: number;
+            /**
+             * Format: date-time
+             * @description When the status last changed; created_at until it first does.
+             */
+            updated_at: string;
         };
         /** @description A page of Run list items; at most 1 MiB (1048576 bytes) whatever the inputs hold. */
         RunPage: {
@@ -682,6 +860,11 @@ export interface components {
             baseline: components["schemas"]["Baseline"];
             content_hash: string;
             created_by: string | null;
+            /**
+             * @description Who started the freeze: api (a client's start) or schedule (the drain of the saved search's schedule, for the actor who set it, created_by).
+             * @enum {string}
+             */
+            origin: "api" | "schedule";
             /** Format: date-time */
             created_at: string;
         };
@@ -695,6 +878,11 @@ export interface components {
             content_hash: string;
             /** @description The actor (token sub) that started the freeze. */
             created_by: string | null;
+            /**
+             * @description Who started the freeze: api (a client's start) or schedule (the drain of the saved search's schedule, for the actor who set it, created_by).
+             * @enum {string}
+             */
+            origin: "api" | "schedule";
             /** Format: date-time */
             created_at: string;
             /** @description Size of the frozen brief as JSON text. */
@@ -812,6 +1000,258 @@ export interface components {
         ProviderJobDropList: {
             items: components["schemas"]["ProviderJobDrop"][];
         };
+        /** @description A saved search's schedule: every time it comes due is an occurrence, which the drain of every searchd serve starts through the normal saved-search start (see docs/schedules.md). */
+        Schedule: {
+            /** Format: uuid */
+            saved_search_id: string;
+            /** Format: uuid */
+            organization_id: string;
+            /** @description Every this many seconds from start_at; null for a cron schedule. */
+            interval_seconds: number | null;
+            /** @description A cron expression of five fields or a descriptor (@daily), read on the wall clock of time_zone; null for an interval schedule. */
+            cron: string | null;
+            /** @description IANA time zone a cron expression is read in. */
+            time_zone: string;
+            /**
+             * Format: date-time
+             * @description The first instant the schedule may come due (whole seconds).
+             */
+            start_at: string;
+            /** @description An occurrence due more than this long ago when the drain reaches it is missed: closed, never started. */
+            catch_up_seconds: number;
+            paused: boolean;
+            /**
+             * Format: date-time
+             * @description The next time it comes due; null while paused, or when it will not come due again (its saved search was archived, or the cron expression names no further date).
+             */
+            next_due_at: string | null;
+            /** @description Grows by one on every change; the ETag is this version. */
+            version: number;
+            /** @description The actor (token sub) who last set the schedule; its starts record it as theirs. */
+            updated_by: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /** @description A schedule, set whole: exactly one of interval_seconds and cron. An omitted field takes its default, but start_at, which keeps the stored value (a new schedule's is the time it is set). Setting the values a schedule has already changes nothing. */
+        ScheduleSet: {
+            /** @description Every this many seconds from start_at (absolute time: a 24-hour interval drifts by an hour on the local clock when daylight saving time changes). */
+            interval_seconds?: number | null;
+            /** @description Five fields (minute hour day-of-month month day-of-week) or a descriptor (@hourly, @daily, @weekly, @monthly, @yearly); no time zone prefix and no @every. A local time that happens twice comes due once, at its first instant; one that does not happen comes due at the instant it would have had (02:30 becomes 03:30). */
+            cron?: string | null;
+            /** @description IANA time zone name; default UTC. */
+            time_zone?: string | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339, cut to the second. Never back-filled: the first occurrence is the first due at or after the set.
+             */
+            start_at?: string | null;
+            /** @description Default 86400 (24 h). */
+            catch_up_seconds?: number | null;
+            /** @description Default false. */
+            paused?: boolean | null;
+        };
+        /** @description One time a schedule came due, with its outcome. Unique by its saved search and due time; started under an Idempotency-Key derived from them, so it admits at most one Run. */
+        Occurrence: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            saved_search_id: string;
+            /** Format: date-time */
+            due_at: string;
+            /**
+             * @description pending (not yet attempted) and not_ready (a transient failure, retried at next_attempt_at, an hour later) are open; started (run_id), refused (reason) and missed (due more than the catch-up window ago: closed, never started) are final.
+             * @enum {string}
+             */
+            status: "pending" | "not_ready" | "started" | "refused" | "missed";
+            /** @description refused: saved_search_archived, over_limits, invalid, schedule_paused, schedule_removed. not_ready: unavailable, in_progress, timeout, internal. */
+            reason: string | null;
+            /**
+             * Format: uuid
+             * @description The Run a started occurrence admitted.
+             */
+            run_id: string | null;
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description due_at plus the catch-up window: open past it, the occurrence is missed.
+             */
+            deadline: string;
+            /**
+             * Format: date-time
+             * @description Open only: the earliest the drain takes it (again).
+             */
+            next_attempt_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it got its final status; null while open.
+             */
+            closed_at: string | null;
+        };
+        /** @description A page of occurrences, latest due first; at most 128 KiB (131072 bytes). */
+        OccurrencePage: {
+            items: components["schemas"]["Occurrence"][];
+            /** @description Pass as ?cursor= for the next page; null on the last page. */
+            next_cursor: string | null;
+        };
+        RunError: {
+            /** @description A machine code: lower-case letters, digits, '_', '.' and '-'. */
+            code: string;
+            /** @description Words for a person; null when none was reported. */
+            message: string | null;
+        };
+        RunErrorInput: {
+            /** @description A machine code: lower-case letters, digits, '_', '.' and '-', starting with a letter or digit. */
+            code: string;
+            /** @description Words for a person, at most 2000 characters. */
+            message?: string | null;
+        };
+        /** @description The hand-off of a Run to the runtime (the outbox row its admission wrote). pending: to deliver (next_attempt_at says when); dispatched: the runtime answered 2xx; failed: the runtime refused it (a 4xx other than 408 and 429) and an operator must retry it. */
+        Dispatch: {
+            /** @enum {string} */
+            state: "pending" | "dispatched" | "failed";
+            /** @description Delivery attempts made. */
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description pending alone: when it is due (its next attempt, or the end of the lease of the attempt in flight).
+             */
+            next_attempt_at: string | null;
+            /** Format: date-time */
+            last_attempt_at: string | null;
+            /** Format: date-time */
+            dispatched_at: string | null;
+            /** Format: date-time */
+            failed_at: string | null;
+            /** @description The runtime's last HTTP status; null when no answer came (a timeout, a cut connection) or before the first attempt. */
+            last_status_code: number | null;
+            /** @description What went wrong with the last attempt that did not deliver (the runtime's answer, or a timeout); null once delivered. */
+            last_error: string | null;
+            /** @description Operator retries of a failed dispatch (searchd runs dispatch retry). */
+            retries: number;
+        };
+        /** @description A Run with its dispatch to the runtime, as GET /v1/runs/{id} answers it. */
+        RunDetail: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            organization_id: string;
+            /** @enum {string} */
+            kind: "saved_search" | "capability" | "definition";
+            /** Format: uuid */
+            saved_search_id: string | null;
+            /** Format: uuid */
+            snapshot_id: string | null;
+            name: string | null;
+            /**
+             * @description queued at admission; dispatched once the runtime acknowledged its delivery; then what the runtime reports: running, and one of succeeded, failed, cancelled. A status only moves forward, and a finished one never changes.
+             * @enum {string}
+             */
+            status: "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
+            /** @description The normalized start options of a saved-search Run. */
+            options: {
+                [key: string]: unknown;
+            } | null;
+            /** @description The canonical input of a direct Run. */
+            input: {
+                [key: string]: unknown;
+            } | null;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description created_at + 396 days; until then the Idempotency-Key replays this Run.
+             */
+            retain_until: string;
+            /** @description The actor that started the Run: the bearer token's sub claim; null when it had none. */
+            created_by: string | null;
+            /** @description The Idempotency-Key the client started the Run with. */
+            idempotency_key: string;
+            /** @description 1 at admission; grows by one with every change of status (the dispatcher's move to dispatched, each status report that changed something). */
+            version: number;
+            /**
+             * Format: date-time
+             * @description When the status last changed; created_at until it first does.
+             */
+            updated_at: string;
+            /** @description What a succeeded Run produced, as its runtime reported it (a URI or an opaque reference); null otherwise. */
+            result_ref: string | null;
+            /** @description How a failed or cancelled Run ended, as its runtime reported it; null otherwise. */
+            error: components["schemas"]["RunError"] | null;
+            /** @description The Run's dispatch to the runtime; null for a Run that has none (none admitted since migration 00016). */
+            dispatch: components["schemas"]["Dispatch"] | null;
+        };
+        /** @description A runtime's report of a Run's status: a value to set. result_ref only with succeeded; error only with failed or cancelled. */
+        StatusReport: {
+            /** @enum {string} */
+            status: "running" | "succeeded" | "failed" | "cancelled";
+            /** @description succeeded alone: what the Run produced (a URI or an opaque reference), 1 to 2048 bytes. */
+            result_ref?: string | null;
+            /** @description failed or cancelled alone: how the Run ended. */
+            error?: components["schemas"]["RunErrorInput"] | null;
+        };
+        /** @description The body of a dispatch: a Standard Webhooks message searchd POSTs to SEARCHD_RUNTIME_URL for every admitted Run, signed with SEARCHD_RUNTIME_SECRET (headers webhook-id, webhook-timestamp, webhook-signature). webhook-id is the Run id, and every redelivery of a Run is the same body under the same webhook-id: deduplicate by it. */
+        RunDispatch: {
+            /** @enum {string} */
+            type: "run.admitted";
+            /**
+             * Format: date-time
+             * @description The Run's admission (its created_at), the same on every redelivery.
+             */
+            timestamp: string;
+            data: {
+                run: components["schemas"]["DispatchedRun"];
+                /** @description A saved-search Run's frozen input, whole; null for a direct Run, whose input is run.input. */
+                snapshot: components["schemas"]["DispatchedSnapshot"] | null;
+                /** @description Where to report the Run's status, relative to searchd's base URL: /v1/runs/{id}/status. */
+                status_url: string;
+            };
+        };
+        /** @description The Run as admitted: what never changes about it. */
+        DispatchedRun: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            organization_id: string;
+            /** @enum {string} */
+            kind: "saved_search" | "capability" | "definition";
+            /** Format: uuid */
+            saved_search_id: string | null;
+            /** Format: uuid */
+            snapshot_id: string | null;
+            name: string | null;
+            /** @description The normalized start options of a saved-search Run. */
+            options: {
+                [key: string]: unknown;
+            } | null;
+            /** @description The canonical input of a direct Run. */
+            input: {
+                [key: string]: unknown;
+            } | null;
+            /** Format: date-time */
+            created_at: string;
+            /** @description The actor that started the Run: the bearer token's sub claim; null when it had none. */
+            created_by: string | null;
+            /** @description The Idempotency-Key the client started the Run with. */
+            idempotency_key: string;
+        };
+        /** @description The snapshot a saved-search Run was admitted on, as GET /v1/snapshots/{id} answers it but for organization_id (the Run's). */
+        DispatchedSnapshot: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            saved_search_id: string;
+            saved_search_version: number;
+            brief: components["schemas"]["Brief"];
+            baseline: components["schemas"]["Baseline"];
+            content_hash: string;
+            created_by: string | null;
+            /** Format: date-time */
+            created_at: string;
+        };
     };
     responses: {
         /** @description missing_idempotency_key, invalid_idempotency_key, malformed_json or validation_failed. */
@@ -840,7 +1280,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description unauthorized: no bearer token (WWW-Authenticate: Bearer realm="searchd"), or one that is not an unexpired HS256 JWT with an org_id claim (WWW-Authenticate: Bearer realm="searchd", error="invalid_token", RFC 6750). */
+        /** @description unauthorized: no bearer token (WWW-Authenticate: Bearer realm="searchd"), or one the server refuses: not an unexpired JWT that names an organization, signed with the server's HS256 secret or by its OpenID Connect provider (WWW-Authenticate: Bearer realm="searchd", error="invalid_token", RFC 6750). */
         Unauthorized: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -853,7 +1293,7 @@ export interface components {
                  *       "type": "/problems/unauthorized",
                  *       "title": "Unauthorized",
                  *       "status": 401,
-                 *       "detail": "the bearer token is invalid or expired: send an HS256 JWT with exp and org_id claims",
+                 *       "detail": "the bearer token is invalid or expired: send a JWT with exp and an organization, signed with the server's HS256 secret or by its OpenID Connect provider",
                  *       "code": "unauthorized",
                  *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
                  *     }
@@ -1086,7 +1526,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description rate_limited: your organization has the most requests in flight this server serves at once for one organization (SEARCHD_ORG_MAX_IN_FLIGHT, by default a quarter of the database pool); nothing was done. Retry after Retry-After seconds. */
+        /** @description rate_limited: every seat of the server is taken and the request could not be served in time: its organization (or, for a callback, its provider) already has the most requests waiting that the server queues for one (SEARCHD_ADMISSION_QUEUE_LENGTH, 512 by default), or it waited the longest a request waits for a seat (SEARCHD_ADMISSION_MAX_WAIT, 10s by default). Nothing was done. Retry after Retry-After seconds, estimated from the observed service rate. A server with a free seat never answers this. */
         RateLimited: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1097,9 +1537,9 @@ export interface components {
                 /**
                  * @example {
                  *       "type": "/problems/rate_limited",
-                 *       "title": "Too many requests in flight",
+                 *       "title": "Too many requests waiting",
                  *       "status": 429,
-                 *       "detail": "your organization has too many requests in flight; retry after the Retry-After delay",
+                 *       "detail": "every seat of this server is taken and your organization already has 512 requests waiting for one, the most it queues for one flow; retry after the Retry-After delay",
                  *       "code": "rate_limited",
                  *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
                  *     }
@@ -1151,17 +1591,86 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description precondition_failed: If-Match names a version of the schedule that is no longer current, or the saved search has no schedule (a set with If-Match never creates one). current_version and ETag carry the version it is at, when there is one. */
+        SchedulePreconditionFailed: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                /**
+                 * @description The schedule's current version, when it has one.
+                 * @example "4"
+                 */
+                ETag?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/precondition_failed",
+                 *       "title": "Precondition failed",
+                 *       "status": 412,
+                 *       "detail": "the schedule changed since the version If-Match names, or there is none; read it again (its ETag) and reapply the change",
+                 *       "code": "precondition_failed",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962",
+                 *       "current_version": 4
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description insufficient_scope: the bearer token is valid but its role does not open this route: a runtime credential (role "runtime") anywhere but PUT /v1/runs/{id}/status, or a user token there (WWW-Authenticate: Bearer realm="searchd", error="insufficient_scope"). */
+        InsufficientScope: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "WWW-Authenticate"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/insufficient_scope",
+                 *       "title": "Credential not allowed here",
+                 *       "status": 403,
+                 *       "detail": "this is a runtime credential: it reports the status of Runs (PUT /v1/runs/{id}/status) and opens no other route",
+                 *       "code": "insufficient_scope",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description run_finished: the report would change a Run that finished (another terminal status, result or error, or running after the end). current_status and current_version say how it finished. Not to be retried. */
+        RunFinished: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/run_finished",
+                 *       "title": "Run finished",
+                 *       "status": 409,
+                 *       "detail": "the Run finished as succeeded; a finished Run never changes, and this report would change it",
+                 *       "code": "run_finished",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962",
+                 *       "current_version": 4,
+                 *       "current_status": "succeeded"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
     };
     parameters: {
         /** @description RFC 7240 preferences; one is understood: wait=N, N whole seconds (delta-seconds). When another request with the same Idempotency-Key is still preparing, the start waits up to N seconds for it (woken the moment it completes or is released, reclaiming it if its lease passes) and answers its result as a 200 replay (or 201 when this request admitted the Run), instead of 409 in_progress at once; when N runs out it answers the usual 409 with Retry-After. N above the server's maximum (30 by default) is cut to it. Several Prefer headers and comma-separated lists are read; only the first wait counts; a malformed preference is ignored, never an error. */
         Prefer: string;
-        /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+        /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
         IdempotencyKey: string;
         /** @description Page size, 1 to 200; default 50. */
         Limit: number;
         /** @description The next_cursor of the previous page. */
         Cursor: string;
-        /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+        /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
         IdempotencyKeyOptional: string;
         /**
          * @description RFC 9110 §13.1.1: the ETag ("3") of the version this change was made from, or a list of them, or *. When the saved search is at another version the change is refused with 412 precondition_failed, which carries the current version. Strong comparison: a weak tag never matches.
@@ -1183,7 +1692,7 @@ export interface components {
         PreferenceApplied: string;
         /** @description Seconds to wait before retrying, at least 1. On 409 in_progress a hint of when the answer is likely ready (1 s: a preparation takes milliseconds), never more than the rest of the lease. */
         RetryAfter: number;
-        /** @description The entity tag of the saved search: its version, quoted ("3"). Send it back in If-Match to change exactly that version. */
+        /** @description The entity tag of the resource (a saved search, or a saved search's schedule): its version, quoted ("3"). Send it back in If-Match to change exactly that version. */
         ETag: string;
         /** @description Present (true) when the answer replays a registration an earlier request with this Idempotency-Key made. */
         IdempotentReplayedOptional: "true";
@@ -1240,6 +1749,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
@@ -1250,7 +1760,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKeyOptional"];
             };
             path?: never;
@@ -1354,6 +1864,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["InProgress"];
             413: components["responses"]["PayloadTooLarge"];
@@ -1390,6 +1901,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
@@ -1448,6 +1960,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -1482,6 +1995,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
@@ -1516,6 +2030,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -1598,6 +2113,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
@@ -1677,6 +2193,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             412: components["responses"]["PreconditionFailed"];
@@ -1691,7 +2208,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKey"];
                 /** @description RFC 7240 preferences; one is understood: wait=N, N whole seconds (delta-seconds). When another request with the same Idempotency-Key is still preparing, the start waits up to N seconds for it (woken the moment it completes or is released, reclaiming it if its lease passes) and answers its result as a 200 replay (or 201 when this request admitted the Run), instead of 409 in_progress at once; when N runs out it answers the usual 409 with Retry-After. N above the server's maximum (30 by default) is cut to it. Several Prefer headers and comma-separated lists are read; only the first wait counts; a malformed preference is ignored, never an error. */
                 Prefer?: components["parameters"]["Prefer"];
@@ -1743,7 +2260,11 @@ export interface operations {
                      *         "created_at": "2026-12-01T09:31:12.5Z",
                      *         "retain_until": "2028-01-01T09:31:12.5Z",
                      *         "created_by": "user-42",
-                     *         "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                     *         "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324",
+                     *         "version": 1,
+                     *         "updated_at": "2026-12-01T09:31:12.5Z",
+                     *         "result_ref": null,
+                     *         "error": null
                      *       },
                      *       "snapshot": {
                      *         "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
@@ -1784,7 +2305,11 @@ export interface operations {
                      *         "created_at": "2026-12-01T09:31:12.5Z",
                      *         "retain_until": "2028-01-01T09:31:12.5Z",
                      *         "created_by": "user-42",
-                     *         "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                     *         "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324",
+                     *         "version": 1,
+                     *         "updated_at": "2026-12-01T09:31:12.5Z",
+                     *         "result_ref": null,
+                     *         "error": null
                      *       },
                      *       "snapshot": {
                      *         "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
@@ -1800,6 +2325,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["InProgress"];
@@ -1844,6 +2370,7 @@ export interface operations {
                      *           "saved_search_version": 3,
                      *           "content_hash": "0e19e1ed9c129c795a4a559125cbb04a9b8a24eed3e5acbd2c1c8e6493f10ea4",
                      *           "created_by": "user-42",
+                     *           "origin": "api",
                      *           "created_at": "2026-12-01T09:31:12.5Z",
                      *           "brief_bytes": 92,
                      *           "baseline_bytes": 58,
@@ -1858,6 +2385,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -1892,6 +2420,443 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "interval_seconds": null,
+                     *       "cron": "0 9 * * 1-5",
+                     *       "time_zone": "Europe/Berlin",
+                     *       "start_at": "2026-12-01T09:30:00Z",
+                     *       "catch_up_seconds": 86400,
+                     *       "paused": false,
+                     *       "next_due_at": "2026-12-02T08:00:00Z",
+                     *       "version": 1,
+                     *       "updated_by": "user-42",
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setSchedule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description RFC 9110 §13.1.1: the ETag ("3") of the version this change was made from, or a list of them, or *. When the saved search is at another version the change is refused with 412 precondition_failed, which carries the current version. Strong comparison: a weak tag never matches.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKeyOptional"];
+            };
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "cron": "0 9 * * 1-5",
+                 *       "time_zone": "Europe/Berlin",
+                 *       "catch_up_seconds": 86400
+                 *     }
+                 */
+                "application/json": components["schemas"]["ScheduleSet"];
+            };
+        };
+        responses: {
+            /** @description The schedule, replaced (or unchanged), or, for a repeat of a keyed set, as it is now (Idempotent-Replayed). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    ETag: components["headers"]["ETag"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayedOptional"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "interval_seconds": null,
+                     *       "cron": "0 9 * * 1-5",
+                     *       "time_zone": "Europe/Berlin",
+                     *       "start_at": "2026-12-01T09:30:00Z",
+                     *       "catch_up_seconds": 86400,
+                     *       "paused": false,
+                     *       "next_due_at": "2026-12-02T08:00:00Z",
+                     *       "version": 2,
+                     *       "updated_by": "user-42",
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            /** @description The schedule, created at version 1. Location names it. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    ETag: components["headers"]["ETag"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "interval_seconds": null,
+                     *       "cron": "0 9 * * 1-5",
+                     *       "time_zone": "Europe/Berlin",
+                     *       "start_at": "2026-12-01T09:30:00Z",
+                     *       "catch_up_seconds": 86400,
+                     *       "paused": false,
+                     *       "next_due_at": "2026-12-02T08:00:00Z",
+                     *       "version": 1,
+                     *       "updated_by": "user-42",
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["InProgress"];
+            412: components["responses"]["SchedulePreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["KeyReused"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    removeSchedule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description RFC 9110 §13.1.1: the ETag ("3") of the version this change was made from, or a list of them, or *. When the saved search is at another version the change is refused with 412 precondition_failed, which carries the current version. Strong comparison: a weak tag never matches.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            412: components["responses"]["SchedulePreconditionFailed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getScheduleHead: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    pauseSchedule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description RFC 9110 §13.1.1: the ETag ("3") of the version this change was made from, or a list of them, or *. When the saved search is at another version the change is refused with 412 precondition_failed, which carries the current version. Strong comparison: a weak tag never matches.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "interval_seconds": null,
+                     *       "cron": "0 9 * * 1-5",
+                     *       "time_zone": "Europe/Berlin",
+                     *       "start_at": "2026-12-01T09:30:00Z",
+                     *       "catch_up_seconds": 86400,
+                     *       "paused": true,
+                     *       "next_due_at": null,
+                     *       "version": 2,
+                     *       "updated_by": "user-42",
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            412: components["responses"]["SchedulePreconditionFailed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    resumeSchedule: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description RFC 9110 §13.1.1: the ETag ("3") of the version this change was made from, or a list of them, or *. When the saved search is at another version the change is refused with 412 precondition_failed, which carries the current version. Strong comparison: a weak tag never matches.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    ETag: components["headers"]["ETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "interval_seconds": null,
+                     *       "cron": "0 9 * * 1-5",
+                     *       "time_zone": "Europe/Berlin",
+                     *       "start_at": "2026-12-01T09:30:00Z",
+                     *       "catch_up_seconds": 86400,
+                     *       "paused": false,
+                     *       "next_due_at": "2026-12-02T08:00:00Z",
+                     *       "version": 2,
+                     *       "updated_by": "user-42",
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            412: components["responses"]["SchedulePreconditionFailed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listOccurrences: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 200; default 50. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The next_cursor of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of occurrences. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "6f1c2e0a-3b4d-4e5f-8a9b-0c1d2e3f4a5b",
+                     *           "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *           "due_at": "2026-12-02T08:00:00Z",
+                     *           "status": "started",
+                     *           "reason": null,
+                     *           "run_id": "0a9e0b6c-8f2d-4c1e-9b7a-5d3f2e1c0b9a",
+                     *           "attempts": 1,
+                     *           "deadline": "2026-12-03T08:00:00Z",
+                     *           "next_attempt_at": null,
+                     *           "created_at": "2026-12-02T08:00:00.41Z",
+                     *           "closed_at": "2026-12-02T08:00:00.52Z"
+                     *         },
+                     *         {
+                     *           "id": "7a2d3f1b-4c5e-4f60-9b0a-1d2e3f4a5b6c",
+                     *           "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *           "due_at": "2026-12-01T08:00:00Z",
+                     *           "status": "missed",
+                     *           "reason": null,
+                     *           "run_id": null,
+                     *           "attempts": 0,
+                     *           "deadline": "2026-12-02T08:00:00Z",
+                     *           "next_attempt_at": null,
+                     *           "created_at": "2026-12-02T08:00:00.41Z",
+                     *           "closed_at": "2026-12-02T08:00:00.41Z"
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OccurrencePage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listOccurrencesHead: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 200; default 50. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The next_cursor of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description Saved search id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of occurrences. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -1939,7 +2904,9 @@ export interface operations {
                      *           },
                      *           "created_at": "2026-12-01T09:31:12.5Z",
                      *           "retain_until": "2028-01-01T09:31:12.5Z",
-                     *           "input_bytes": null
+                     *           "input_bytes": null,
+                     *           "version": 1,
+                     *           "updated_at": "2026-12-01T09:31:12.5Z"
                      *         },
                      *         {
                      *           "id": "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
@@ -1952,7 +2919,9 @@ export interface operations {
                      *           "options": null,
                      *           "created_at": "2026-12-01T09:31:12.5Z",
                      *           "retain_until": "2028-01-01T09:31:12.5Z",
-                     *           "input_bytes": 15
+                     *           "input_bytes": 15,
+                     *           "version": 1,
+                     *           "updated_at": "2026-12-01T09:31:12.5Z"
                      *         }
                      *       ],
                      *       "next_cursor": null
@@ -1963,6 +2932,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
@@ -1973,7 +2943,7 @@ export interface operations {
         parameters: {
             query?: never;
             header: {
-                /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                /** @description 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
                 "Idempotency-Key": components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -2020,7 +2990,11 @@ export interface operations {
                      *         "created_at": "2026-12-01T09:31:12.5Z",
                      *         "retain_until": "2028-01-01T09:31:12.5Z",
                      *         "created_by": "user-42",
-                     *         "idempotency_key": "c2a0b1d4-7a1e-4c44-9d7e-1f1b1c1d1e1f"
+                     *         "idempotency_key": "c2a0b1d4-7a1e-4c44-9d7e-1f1b1c1d1e1f",
+                     *         "version": 1,
+                     *         "updated_at": "2026-12-01T09:31:12.5Z",
+                     *         "result_ref": null,
+                     *         "error": null
                      *       },
                      *       "snapshot": null
                      *     }
@@ -2053,7 +3027,11 @@ export interface operations {
                      *         "created_at": "2026-12-01T09:31:12.5Z",
                      *         "retain_until": "2028-01-01T09:31:12.5Z",
                      *         "created_by": "user-42",
-                     *         "idempotency_key": "c2a0b1d4-7a1e-4c44-9d7e-1f1b1c1d1e1f"
+                     *         "idempotency_key": "c2a0b1d4-7a1e-4c44-9d7e-1f1b1c1d1e1f",
+                     *         "version": 1,
+                     *         "updated_at": "2026-12-01T09:31:12.5Z",
+                     *         "result_ref": null,
+                     *         "error": null
                      *       },
                      *       "snapshot": null
                      *     }
@@ -2063,6 +3041,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -2098,6 +3077,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
@@ -2131,7 +3111,7 @@ export interface operations {
                      *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
                      *       "snapshot_id": "9c3b9997-92eb-4949-852b-a9916ff82864",
                      *       "name": "PostgreSQL roles in Berlin",
-                     *       "status": "queued",
+                     *       "status": "running",
                      *       "options": {
                      *         "max_results": 10,
                      *         "note": ""
@@ -2140,13 +3120,29 @@ export interface operations {
                      *       "created_at": "2026-12-01T09:31:12.5Z",
                      *       "retain_until": "2028-01-01T09:31:12.5Z",
                      *       "created_by": "user-42",
-                     *       "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                     *       "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324",
+                     *       "version": 3,
+                     *       "updated_at": "2026-12-01T09:31:14.02Z",
+                     *       "result_ref": null,
+                     *       "error": null,
+                     *       "dispatch": {
+                     *         "state": "dispatched",
+                     *         "attempts": 2,
+                     *         "next_attempt_at": null,
+                     *         "last_attempt_at": "2026-12-01T09:31:13.1Z",
+                     *         "dispatched_at": "2026-12-01T09:31:13.18Z",
+                     *         "failed_at": null,
+                     *         "last_status_code": 202,
+                     *         "last_error": null,
+                     *         "retries": 0
+                     *       }
                      *     }
                      */
-                    "application/json": components["schemas"]["Run"];
+                    "application/json": components["schemas"]["RunDetail"];
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2175,6 +3171,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2222,6 +3219,7 @@ export interface operations {
                      *       },
                      *       "content_hash": "0e19e1ed9c129c795a4a559125cbb04a9b8a24eed3e5acbd2c1c8e6493f10ea4",
                      *       "created_by": "user-42",
+                     *       "origin": "api",
                      *       "created_at": "2026-12-01T09:31:12.5Z"
                      *     }
                      */
@@ -2229,6 +3227,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2257,6 +3256,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2268,7 +3268,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
+                /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKeyOptional"];
             };
             path?: never;
@@ -2342,6 +3342,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["RegisterConflict"];
@@ -2391,6 +3392,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2419,6 +3421,7 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
@@ -2498,6 +3501,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2728,8 +3732,10 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2755,8 +3761,10 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2853,6 +3861,163 @@ export interface operations {
                 content?: never;
             };
             404: components["responses"]["NotFound"];
+        };
+    };
+    reportRunStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Run id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "status": "succeeded",
+                 *       "result_ref": "s3://results/0f8e4a2c/results.json"
+                 *     }
+                 */
+                "application/json": components["schemas"]["StatusReport"];
+            };
+        };
+        responses: {
+            /** @description The Run after the report (changed, or as it already was). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "kind": "saved_search",
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "snapshot_id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                     *       "name": "PostgreSQL roles in Berlin",
+                     *       "status": "succeeded",
+                     *       "options": {
+                     *         "max_results": 10,
+                     *         "note": ""
+                     *       },
+                     *       "input": null,
+                     *       "created_at": "2026-12-01T09:31:12.5Z",
+                     *       "retain_until": "2028-01-01T09:31:12.5Z",
+                     *       "created_by": "user-42",
+                     *       "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324",
+                     *       "version": 4,
+                     *       "updated_at": "2026-12-01T09:40:02.5Z",
+                     *       "result_ref": "s3://results/0f8e4a2c/results.json",
+                     *       "error": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["RunFinished"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    runAdmitted: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The Run id: the key to deduplicate by. */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed; refuse one more than 5 minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description v1,<base64 HMAC-SHA256 of id.timestamp.body under the secret's key>. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "run.admitted",
+                 *       "timestamp": "2026-12-01T09:31:12.5Z",
+                 *       "data": {
+                 *         "run": {
+                 *           "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
+                 *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                 *           "kind": "saved_search",
+                 *           "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                 *           "snapshot_id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                 *           "name": "PostgreSQL roles in Berlin",
+                 *           "options": {
+                 *             "max_results": 10,
+                 *             "note": ""
+                 *           },
+                 *           "input": null,
+                 *           "created_at": "2026-12-01T09:31:12.5Z",
+                 *           "created_by": "user-42",
+                 *           "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324"
+                 *         },
+                 *         "snapshot": {
+                 *           "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                 *           "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                 *           "saved_search_version": 3,
+                 *           "brief": {
+                 *             "query": "PostgreSQL DBA",
+                 *             "filters": {
+                 *               "city": "Berlin"
+                 *             }
+                 *           },
+                 *           "baseline": {
+                 *             "items": [
+                 *               "https://jobs.example/1"
+                 *             ],
+                 *             "cursor": null
+                 *           },
+                 *           "content_hash": "5f3c4a9b2d1e0f8a7c6b5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a",
+                 *           "created_by": "user-42",
+                 *           "created_at": "2026-12-01T09:31:12.5Z"
+                 *         },
+                 *         "status_url": "/v1/runs/0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6/status"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["RunDispatch"];
+            };
+        };
+        responses: {
+            /** @description Taken: the dispatch is done and the Run dispatched. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description 408 and 429: asked again later. Any other: the dispatch is failed, with the answer recorded, until an operator retries it. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Asked again later, after a backoff (Retry-After is honoured). */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
 }

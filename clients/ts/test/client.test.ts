@@ -76,6 +76,15 @@ test("a key the caller gives is sent as it is", async () => {
   assert.equal(res.created, true);
 });
 
+test("a key with a comma or a leading quote is sent as a structured-field string", async () => {
+  for (const [key, header] of [["a1, a2", '"a1, a2"'], ['"q" \\', '"\\"q\\" \\\\"'], ["plain key", "plain key"]] as const) {
+    const { c, seen } = client([{ status: 201, body: started }]);
+    const res = await c.startSavedSearch("ss-1", {}, { idempotencyKey: key });
+    assert.equal(seen[0]!.headers["Idempotency-Key"], header, `key ${key}`);
+    assert.equal(res.idempotencyKey, key);
+  }
+});
+
 test("a final 4xx is never retried", async () => {
   for (const [status, code] of [[400, "validation_failed"], [401, "unauthorized"], [404, "not_found"], [409, "already_registered"], [412, "precondition_failed"], [422, "key_reused"]] as const) {
     const { c, seen, waits } = client([{ status, body: problem(status, code), headers: { "Retry-After": "1" } }, { status: 201, body: started }]);
@@ -159,4 +168,55 @@ test("preferWaitSeconds is bounded", () => {
   assert.throws(() => new SearchdClient({ baseUrl: "http://x", token: "t", retry: { preferWaitSeconds: 31 } }), RangeError);
   const { c, seen } = client([{ status: 201, body: started }], { preferWaitSeconds: 0 });
   return c.startRun({ kind: "capability", name: "web.search" }).then(() => assert.equal(seen[0]!.headers["Prefer"], undefined));
+});
+
+const sched = { saved_search_id: "ss-1", cron: "0 9 * * 1-5", interval_seconds: null, paused: false, version: 1 };
+
+test("a schedule set carries one key on every retry, If-Match, and says created or replayed", async () => {
+  const { c, seen } = client([
+    { status: 503, body: problem(503, "unavailable"), headers: { "Retry-After": "1" } },
+    { status: 201, body: sched, headers: { ETag: '"1"' } },
+  ]);
+  const res = await c.setSchedule("ss 1", { cron: "0 9 * * 1-5", time_zone: "Europe/Berlin" }, { ifMatch: '"7"' });
+  assert.equal(seen.length, 2);
+  assert.equal(seen[0]!.method, "PUT");
+  assert.equal(seen[0]!.url, "http://searchd.test/v1/saved-searches/ss%201/schedule");
+  assert.equal(seen[0]!.headers["Idempotency-Key"], seen[1]!.headers["Idempotency-Key"]);
+  assert.equal(seen[1]!.headers["If-Match"], '"7"');
+  assert.equal(res.created, true);
+  assert.equal(res.replayed, false);
+  assert.equal(res.etag, '"1"');
+  assert.equal(res.schedule.cron, "0 9 * * 1-5");
+  const again = client([{ status: 200, body: sched, headers: { ETag: '"2"', "Idempotent-Replayed": "true" } }]);
+  const replay = await again.c.setSchedule("ss-1", { interval_seconds: 3600 }, { idempotencyKey: "mine" });
+  assert.equal(again.seen[0]!.headers["Idempotency-Key"], "mine");
+  assert.equal(replay.created, false);
+  assert.equal(replay.replayed, true);
+});
+
+test("pause retries without If-Match and never with it; remove is never retried", async () => {
+  let { c, seen } = client([{ status: 503, body: problem(503, "unavailable") }, { status: 200, body: { ...sched, paused: true } }]);
+  const paused = await c.pauseSchedule("ss-1");
+  assert.equal(seen.length, 2);
+  assert.equal(seen[0]!.url, "http://searchd.test/v1/saved-searches/ss-1/schedule/pause");
+  assert.equal(paused.schedule.paused, true);
+  ({ c, seen } = client([{ status: 503, body: problem(503, "unavailable") }, { status: 200, body: sched }]));
+  await assert.rejects(c.resumeSchedule("ss-1", { ifMatch: '"2"' }), (e: SearchdError) => e.status === 503);
+  assert.equal(seen.length, 1);
+  assert.equal(seen[0]!.headers["If-Match"], '"2"');
+  ({ c, seen } = client([{ status: 503, body: problem(503, "unavailable") }, { status: 204 }]));
+  await assert.rejects(c.removeSchedule("ss-1"), (e: SearchdError) => e.status === 503);
+  assert.equal(seen.length, 1);
+  assert.equal(seen[0]!.method, "DELETE");
+});
+
+test("occurrences iterates every page", async () => {
+  const { c, seen } = client([
+    { status: 200, body: { items: [{ id: "o2", status: "started" }], next_cursor: "c1" } },
+    { status: 200, body: { items: [{ id: "o1", status: "missed" }], next_cursor: null } },
+  ]);
+  const ids: string[] = [];
+  for await (const o of c.occurrences("ss-1", { limit: 1 })) ids.push(o.id);
+  assert.deepEqual(ids, ["o2", "o1"]);
+  assert.equal(seen[1]!.url, "http://searchd.test/v1/saved-searches/ss-1/occurrences?limit=1&cursor=c1");
 });

@@ -1,0 +1,85 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/searchd/searchd/dispatch"
+	"github.com/searchd/searchd/runs"
+)
+
+// Dispatches reads the hand-off of Runs to the runtime; a *dispatch.Store
+// has it.
+type Dispatches interface {
+	Get(ctx context.Context, org, runID uuid.UUID) (*dispatch.Dispatch, error)
+}
+
+// statusReportRequest is the body of PUT /v1/runs/{id}/status: the status
+// to set, with a succeeded Run's result reference or a failed or cancelled
+// Run's error.
+type statusReportRequest struct {
+	Status    string             `json:"status"`
+	ResultRef *string            `json:"result_ref"`
+	Error     *statusReportError `json:"error"`
+}
+
+type statusReportError struct {
+	Code    string  `json:"code"`
+	Message *string `json:"message"`
+}
+
+// reportRunStatus is PUT /v1/runs/{id}/status, for a runtime credential of
+// the Run's organization: the report sets the Run's status when it moves
+// the Run forward, and answers the Run either way (200). The same report
+// twice answers the same Run, version and timestamps included; a report
+// that would change a finished Run is 409 run_finished. Another
+// organization's Run is 404, as everywhere.
+func (s *Server) reportRunStatus(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	var req statusReportRequest
+	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+		return err
+	}
+	p := principal(c)
+	r := runs.StatusReport{Status: req.Status, Reporter: p.Actor}
+	if req.ResultRef != nil {
+		if *req.ResultRef == "" {
+			return validationFailed(FieldError{Field: "result_ref", Message: "must not be empty: omit it, or send null, for no result"})
+		}
+		r.ResultRef = *req.ResultRef
+	}
+	if req.Error != nil {
+		r.Error = &runs.RunError{Code: req.Error.Code, Message: req.Error.Message}
+	}
+	if err := r.Validate(); err != nil {
+		return refusedInput(err)
+	}
+	run, _, err := s.runs.Report(c.Request().Context(), p.OrganizationID, id, r)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, run)
+}
+
+// runWithDispatch writes a Run as GET /v1/runs/{id} answers it: the Run,
+// and its dispatch to the runtime (null when it has none).
+func runWithDispatch(run *runs.Run, d *dispatch.Dispatch) ([]byte, error) {
+	b, err := run.AppendJSON(make([]byte, 0, 1024))
+	if err != nil {
+		return nil, err
+	}
+	b = append(b[:len(b)-1], `,"dispatch":`...)
+	dj, err := json.Marshal(d) // null for nil
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, dj...)
+	return append(b, '}'), nil
+}

@@ -1,0 +1,207 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/schedule"
+)
+
+// Schedules is what the API needs of the schedule store; a
+// *schedule.Store has it.
+type Schedules interface {
+	Get(ctx context.Context, org, id uuid.UUID) (*schedule.Schedule, error)
+	Set(ctx context.Context, org, id uuid.UUID, p schedule.SetParams) (sc *schedule.Schedule, created bool, err error)
+	// SetOnce sets once per Idempotency-Key, claimed on plane.
+	SetOnce(ctx context.Context, plane *idempotency.Service, org, id uuid.UUID, key string, p schedule.SetParams) (sc *schedule.Schedule, created, replayed bool, err error)
+	Pause(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (*schedule.Schedule, error)
+	Resume(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (*schedule.Schedule, error)
+	Remove(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) error
+	Occurrences(ctx context.Context, org, id uuid.UUID, p schedule.ListParams) ([]schedule.Occurrence, string, error)
+}
+
+// scheduleRequest is the body of a schedule set. start_at is an RFC 3339
+// time, read here; schedule.SetParams decides every rule.
+type scheduleRequest struct {
+	IntervalSeconds *int64  `json:"interval_seconds"`
+	Cron            *string `json:"cron"`
+	TimeZone        *string `json:"time_zone"`
+	StartAt         *string `json:"start_at"`
+	CatchUpSeconds  *int64  `json:"catch_up_seconds"`
+	Paused          *bool   `json:"paused"`
+}
+
+// params returns the domain's inputs of r, or a validation_failed problem
+// for a start_at that is not an RFC 3339 time.
+func (r scheduleRequest) params() (schedule.SetParams, error) {
+	p := schedule.SetParams{IntervalSeconds: r.IntervalSeconds, Cron: r.Cron, TimeZone: r.TimeZone,
+		CatchUpSeconds: r.CatchUpSeconds, Paused: r.Paused}
+	if r.StartAt != nil {
+		at, err := time.Parse(time.RFC3339Nano, *r.StartAt)
+		if err != nil {
+			return p, validationFailed(FieldError{Field: "start_at",
+				Message: "must be an RFC 3339 time with its offset, such as 2026-12-01T09:00:00Z"})
+		}
+		p.StartAt = &at
+	}
+	return p, nil
+}
+
+// setScheduleETag sets the ETag of a schedule: its version, as a saved
+// search's is.
+func setScheduleETag(c echo.Context, sc *schedule.Schedule) {
+	c.Response().Header().Set(HeaderETag, etag(sc.Version))
+}
+
+// scheduleIfMatch is [ifMatch] for a schedule, where "*" is a
+// precondition too: a schedule must exist (a set with If-Match: * never
+// creates one).
+func scheduleIfMatch(h http.Header) func(int64) bool {
+	for _, v := range h.Values(HeaderIfMatch) {
+		for _, t := range splitQuoted(v, ',') {
+			if strings.TrimSpace(t) == "*" {
+				return func(int64) bool { return true }
+			}
+		}
+	}
+	return ifMatch(h)
+}
+
+// schedulePath is the Location of a saved search's schedule.
+func schedulePath(id uuid.UUID) string { return "/v1/saved-searches/" + id.String() + "/schedule" }
+
+// getSchedule reads a saved search's schedule, with its ETag.
+func (s *Server) getSchedule(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	sc, err := s.schedules.Get(c.Request().Context(), principal(c).OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	setScheduleETag(c, sc)
+	return c.JSON(http.StatusOK, sc)
+}
+
+// setSchedule creates (201) or replaces (200) a saved search's schedule;
+// the same values again change nothing. If-Match makes it conditional on
+// the schedule's version (and on there being one); an Idempotency-Key
+// makes it run once per key, a repeat answering the schedule as it is
+// now, 200 with Idempotent-Replayed.
+func (s *Server) setSchedule(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	key, hasKey, err := s.optionalKey(c)
+	if err != nil {
+		return err
+	}
+	var req scheduleRequest
+	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+		return err
+	}
+	p, err := req.params()
+	if err != nil {
+		return err
+	}
+	if err := p.Validate(); err != nil {
+		return refusedInput(err)
+	}
+	pr := principal(c)
+	p.Actor, p.IfMatch = pr.Actor, scheduleIfMatch(c.Request().Header)
+	ctx := c.Request().Context()
+	var (
+		sc                *schedule.Schedule
+		created, replayed bool
+	)
+	if hasKey {
+		if s.plane == nil {
+			return errNoPlane
+		}
+		sc, created, replayed, err = s.schedules.SetOnce(ctx, s.plane, pr.OrganizationID, id, key, p)
+	} else {
+		sc, created, err = s.schedules.Set(ctx, pr.OrganizationID, id, p)
+	}
+	if err != nil {
+		return preconditionFailed(err)
+	}
+	status := http.StatusOK
+	switch {
+	case replayed:
+		markReplayed(c)
+	case created:
+		status = http.StatusCreated
+		c.Response().Header().Set(echo.HeaderLocation, schedulePath(id))
+	}
+	setScheduleETag(c, sc)
+	return c.JSON(status, sc)
+}
+
+// pauseSchedule and resumeSchedule set whether a schedule produces
+// occurrences; each is a set, so a repeat changes nothing. If-Match makes
+// either conditional on the version.
+func (s *Server) pauseSchedule(c echo.Context) error { return s.changeSchedule(c, true) }
+
+func (s *Server) resumeSchedule(c echo.Context) error { return s.changeSchedule(c, false) }
+
+func (s *Server) changeSchedule(c echo.Context, pause bool) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	change := s.schedules.Resume
+	if pause {
+		change = s.schedules.Pause
+	}
+	sc, err := change(c.Request().Context(), principal(c).OrganizationID, id, scheduleIfMatch(c.Request().Header))
+	if err != nil {
+		return preconditionFailed(err)
+	}
+	setScheduleETag(c, sc)
+	return c.JSON(http.StatusOK, sc)
+}
+
+// removeSchedule deletes a saved search's schedule (204); its occurrences
+// stay. If-Match makes it conditional on the version.
+func (s *Server) removeSchedule(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.schedules.Remove(c.Request().Context(), principal(c).OrganizationID, id,
+		scheduleIfMatch(c.Request().Header)); err != nil {
+		return preconditionFailed(err)
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// MaxOccurrencePageBytes is the ceiling of an occurrence list answer: 200
+// occurrences of bounded fields (ids, times, a status and a reason of at
+// most 64 bytes), well under 512 bytes each.
+const MaxOccurrencePageBytes = 128 << 10
+
+// listOccurrences lists a saved search's occurrences, latest due first.
+func (s *Server) listOccurrences(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	limit, cursor, err := listQuery(c, schedule.MaxListLimit)
+	if err != nil {
+		return err
+	}
+	items, next, err := s.schedules.Occurrences(c.Request().Context(), principal(c).OrganizationID, id,
+		schedule.ListParams{Limit: limit, Cursor: cursor})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, page[schedule.Occurrence]{Items: items, NextCursor: nextCursor(next)})
+}

@@ -1,0 +1,233 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/schedule"
+)
+
+// scheduleBody is the answer of the schedule routes.
+type scheduleBody struct {
+	SavedSearchID   uuid.UUID `json:"saved_search_id"`
+	IntervalSeconds *int64    `json:"interval_seconds"`
+	Cron            *string   `json:"cron"`
+	TimeZone        string    `json:"time_zone"`
+	CatchUpSeconds  int64     `json:"catch_up_seconds"`
+	Paused          bool      `json:"paused"`
+	NextDueAt       *string   `json:"next_due_at"`
+	Version         int64     `json:"version"`
+	UpdatedBy       *string   `json:"updated_by"`
+}
+
+// TestScheduleSetReadPauseRemove walks a schedule through its routes:
+// created 201 with Location and ETag, the same set again changes nothing,
+// a replace bumps the version, If-Match guards every change (and refuses
+// to create), pause and resume are sets, remove is 204 and then 404.
+func TestScheduleSetReadPauseRemove(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ss := b.seedSavedSearch(seedOpts{})
+	path := "/v1/saved-searches/" + ss.ID.String() + "/schedule"
+	daily := map[string]any{"cron": "0 9 * * 1-5", "time_zone": "Europe/Berlin"}
+
+	if res := b.do(req{method: http.MethodGet, path: path}); res.status != http.StatusNotFound ||
+		res.problem(t).Detail != "this saved search has no schedule" {
+		t.Fatalf("GET with no schedule = %d %s, want 404 saying there is none", res.status, res.body)
+	}
+	res := b.do(req{method: http.MethodPut, path: path, body: daily, header: map[string]string{"If-Match": "*"}})
+	if p := res.problem(t); res.status != http.StatusPreconditionFailed || p.CurrentVersion != nil {
+		t.Fatalf("PUT If-Match: * with no schedule = %d %s, want 412 with no current version", res.status, res.body)
+	}
+	res = b.do(req{method: http.MethodPut, path: path, body: daily})
+	var sc scheduleBody
+	res.decode(t, &sc)
+	if res.status != http.StatusCreated || res.header.Get("Location") != path || res.header.Get("ETag") != `"1"` ||
+		sc.Version != 1 || sc.Cron == nil || *sc.Cron != "0 9 * * 1-5" || sc.CatchUpSeconds != 86400 ||
+		sc.NextDueAt == nil || sc.UpdatedBy == nil || *sc.UpdatedBy != "tester" {
+		t.Fatalf("PUT = %d %v %s, want 201 at version 1 by tester with its defaults", res.status, res.header, res.body)
+	}
+	if res = b.do(req{method: http.MethodPut, path: path, body: daily}); res.status != http.StatusOK || res.header.Get("ETag") != `"1"` {
+		t.Errorf("the same PUT again = %d ETag %s, want 200 at version 1", res.status, res.header.Get("ETag"))
+	}
+	if res = b.do(req{method: http.MethodGet, path: path}); res.status != http.StatusOK || res.header.Get("ETag") != `"1"` {
+		t.Errorf("GET = %d ETag %s", res.status, res.header.Get("ETag"))
+	}
+	hourly := map[string]any{"interval_seconds": 3600}
+	res = b.do(req{method: http.MethodPut, path: path, body: hourly, header: map[string]string{"If-Match": `"7"`}})
+	if p := res.problem(t); res.status != http.StatusPreconditionFailed || p.CurrentVersion == nil || *p.CurrentVersion != 1 ||
+		res.header.Get("ETag") != `"1"` {
+		t.Fatalf("PUT If-Match 7 = %d %s, want 412 naming version 1", res.status, res.body)
+	}
+	res = b.do(req{method: http.MethodPut, path: path, body: hourly, header: map[string]string{"If-Match": `"1"`}})
+	sc = scheduleBody{}
+	res.decode(t, &sc)
+	if res.status != http.StatusOK || sc.Version != 2 || sc.IntervalSeconds == nil || sc.Cron != nil || sc.TimeZone != "UTC" {
+		t.Fatalf("replace = %d %s, want version 2, hourly, UTC", res.status, res.body)
+	}
+
+	res = b.do(req{method: http.MethodPost, path: path + "/pause", header: map[string]string{"If-Match": `"1"`}})
+	if res.status != http.StatusPreconditionFailed {
+		t.Errorf("pause If-Match 1 on version 2 = %d, want 412", res.status)
+	}
+	for range 2 {
+		res = b.do(req{method: http.MethodPost, path: path + "/pause"})
+		sc = scheduleBody{}
+		res.decode(t, &sc)
+		if res.status != http.StatusOK || !sc.Paused || sc.NextDueAt != nil || sc.Version != 3 {
+			t.Errorf("pause = %d %s, want paused at version 3, twice", res.status, res.body)
+		}
+	}
+	res = b.do(req{method: http.MethodPost, path: path + "/resume", header: map[string]string{"If-Match": `"3"`}})
+	sc = scheduleBody{}
+	res.decode(t, &sc)
+	if res.status != http.StatusOK || sc.Paused || sc.NextDueAt == nil || sc.Version != 4 {
+		t.Errorf("resume = %d %s, want running at version 4", res.status, res.body)
+	}
+	if res = b.do(req{method: http.MethodDelete, path: path, header: map[string]string{"If-Match": `"3"`}}); res.status != http.StatusPreconditionFailed {
+		t.Errorf("DELETE If-Match 3 on version 4 = %d, want 412", res.status)
+	}
+	if res = b.do(req{method: http.MethodDelete, path: path, header: map[string]string{"If-Match": `"4"`}}); res.status != http.StatusNoContent {
+		t.Errorf("DELETE = %d %s, want 204", res.status, res.body)
+	}
+	for _, r := range []req{{method: http.MethodGet, path: path}, {method: http.MethodDelete, path: path},
+		{method: http.MethodPost, path: path + "/pause"}, {method: http.MethodHead, path: path}} {
+		if res = b.do(r); res.status != http.StatusNotFound {
+			t.Errorf("%s %s after the remove = %d, want 404", r.method, r.path, res.status)
+		}
+	}
+}
+
+// TestScheduleSetIsIdempotentByKey: a keyed set runs once; a repeat is
+// 200 Idempotent-Replayed with the schedule as it is now; the key with
+// another body is 422 key_reused.
+func TestScheduleSetIsIdempotentByKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ss := b.seedSavedSearch(seedOpts{})
+	path := "/v1/saved-searches/" + ss.ID.String() + "/schedule"
+	key := map[string]string{"Idempotency-Key": "set-1"}
+	body := map[string]any{"interval_seconds": 600}
+	if res := b.do(req{method: http.MethodPut, path: path, body: body, header: key}); res.status != http.StatusCreated {
+		t.Fatalf("keyed PUT = %d %s, want 201", res.status, res.body)
+	}
+	b.do(req{method: http.MethodPost, path: path + "/pause"})
+	res := b.do(req{method: http.MethodPut, path: path, body: body, header: key})
+	var sc scheduleBody
+	res.decode(t, &sc)
+	if res.status != http.StatusOK || res.header.Get("Idempotent-Replayed") != "true" || !sc.Paused || sc.Version != 2 {
+		t.Errorf("keyed PUT repeated = %d %v %s, want 200 replayed with the paused schedule", res.status, res.header, res.body)
+	}
+	res = b.do(req{method: http.MethodPut, path: path, body: map[string]any{"interval_seconds": 900}, header: key})
+	if res.status != http.StatusUnprocessableEntity || res.problem(t).Code != "key_reused" {
+		t.Errorf("the key with another body = %d %s, want 422 key_reused", res.status, res.body)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.idempotency_keys WHERE scope = 'surface.schedule.set' AND status = 'completed'`); n != 1 {
+		t.Errorf("%d completed surface.schedule.set claims, want 1", n)
+	}
+}
+
+// TestScheduleRefusals: bad input is a 400 naming each field, before any
+// SQL; another organization's or an unknown saved search is 404.
+func TestScheduleRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ss := b.seedSavedSearch(seedOpts{})
+	path := "/v1/saved-searches/" + ss.ID.String() + "/schedule"
+	for _, tc := range []struct {
+		body  any
+		field string
+	}{
+		{map[string]any{}, "interval_seconds"},
+		{map[string]any{"interval_seconds": 59}, "interval_seconds"},
+		{map[string]any{"interval_seconds": 60, "cron": "* * * * *"}, "cron"},
+		{map[string]any{"cron": "61 * * * *"}, "cron"},
+		{map[string]any{"cron": "0 9 30 2 *"}, "cron"},
+		{map[string]any{"interval_seconds": 60, "time_zone": "Nowhere/Else"}, "time_zone"},
+		{map[string]any{"interval_seconds": 60, "catch_up_seconds": 604801}, "catch_up_seconds"},
+		{map[string]any{"interval_seconds": 60, "start_at": "tomorrow"}, "start_at"},
+		{map[string]any{"interval_seconds": "60"}, "interval_seconds"},
+		{map[string]any{"interval_seconds": 60, "every": "1h"}, "every"},
+	} {
+		res := b.do(req{method: http.MethodPut, path: path, body: tc.body})
+		p := res.problem(t)
+		found := false
+		for _, f := range p.Errors {
+			found = found || f.Field == tc.field
+		}
+		if res.status != http.StatusBadRequest || p.Code != "validation_failed" || !found {
+			t.Errorf("PUT %v = %d %s, want 400 naming %s", tc.body, res.status, res.body, tc.field)
+		}
+	}
+	if n := b.count(`SELECT count(*) FROM agent.saved_search_schedules`); n != 0 {
+		t.Errorf("%d schedules written by refused sets", n)
+	}
+	other := b.seedSavedSearch(seedOpts{org: uuid.New()})
+	archived := b.seedSavedSearch(seedOpts{archived: true})
+	for _, id := range []string{other.ID.String(), uuid.NewString(), "not-a-uuid", archived.ID.String()} {
+		res := b.do(req{method: http.MethodPut, path: "/v1/saved-searches/" + id + "/schedule", body: map[string]any{"interval_seconds": 60}})
+		if res.status != http.StatusNotFound {
+			t.Errorf("PUT on saved search %s = %d %s, want 404", id, res.status, res.body)
+		}
+	}
+	if res := b.do(req{method: http.MethodGet, path: "/v1/saved-searches/" + other.ID.String() + "/occurrences"}); res.status != http.StatusNotFound {
+		t.Errorf("another organization's occurrences = %d, want 404", res.status)
+	}
+}
+
+// TestOccurrencesAreListed: the occurrences a drain started are listed
+// latest first, with their Run, a page at a time.
+func TestOccurrencesAreListed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ss := b.seedSavedSearch(seedOpts{})
+	b.do(req{method: http.MethodPut, path: "/v1/saved-searches/" + ss.ID.String() + "/schedule",
+		body: map[string]any{"interval_seconds": 60, "start_at": "2020-01-01T00:00:00Z"}})
+	// The first occurrence is the first due at or after the set: at most
+	// a minute from now. Plant two earlier ones the way the drain would
+	// have, then drain the one due.
+	st := newStores(b.pool, nil)
+	d, err := schedule.NewDrain(schedule.DrainDeps{Pool: b.pool, Start: st.starter(t, admission.Config{}).StartSavedSearch, Runs: st.runs},
+		schedule.DrainConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(context.Background(), `UPDATE agent.saved_search_schedules SET next_due_at = now() - interval '2 minutes'
+		WHERE saved_search_id = $1`, ss.ID); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := d.Tick(context.Background()); err != nil || rep.Started < 2 {
+		t.Fatalf("Tick = %+v, %v; want two or three occurrences started", rep, err)
+	}
+	path := "/v1/saved-searches/" + ss.ID.String() + "/occurrences"
+	var page struct {
+		Items      []schedule.Occurrence `json:"items"`
+		NextCursor *string               `json:"next_cursor"`
+	}
+	res := b.do(req{method: http.MethodGet, path: path + "?limit=1"})
+	res.decode(t, &page)
+	if res.status != http.StatusOK || len(page.Items) != 1 || page.NextCursor == nil || page.Items[0].Status != schedule.StatusStarted ||
+		page.Items[0].RunID == nil {
+		t.Fatalf("first page = %d %s, want one started occurrence and a cursor", res.status, res.body)
+	}
+	first := page.Items[0].DueAt
+	page.Items = nil
+	res = b.do(req{method: http.MethodGet, path: path + "?limit=1&cursor=" + *page.NextCursor})
+	res.decode(t, &page)
+	if len(page.Items) != 1 || !page.Items[0].DueAt.Before(first) {
+		t.Errorf("second page = %s, want an earlier occurrence", res.body)
+	}
+	if res := b.do(req{method: http.MethodGet, path: "/v1/runs/" + page.Items[0].RunID.String()}); res.status != http.StatusOK {
+		t.Errorf("the occurrence's Run = %d", res.status)
+	}
+	if res := b.do(req{method: http.MethodGet, path: path + "?cursor=nope"}); res.status != http.StatusBadRequest {
+		t.Errorf("a foreign cursor = %d, want 400", res.status)
+	}
+	if res := b.do(req{method: http.MethodHead, path: path}); res.status != http.StatusOK {
+		t.Errorf("HEAD = %d, want 200", res.status)
+	}
+}

@@ -1,0 +1,138 @@
+package client
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+)
+
+// The runtime's side of a dispatch. searchd POSTs every admitted Run to
+// the runtime as a Standard Webhooks message signed with
+// SEARCHD_RUNTIME_SECRET; the runtime verifies it ([VerifyDispatch]),
+// deduplicates by its webhook-id (the Run id: every redelivery carries the
+// same id and body), answers 2xx once the Run is safely its own, and
+// reports the Run's status ([Client.ReportRunStatus]) with a runtime
+// credential.
+
+// DispatchTolerance is how far a dispatch's webhook-timestamp may be from
+// the verifier's clock: the Standard Webhooks default, which refuses a
+// replay of an old, captured message.
+const DispatchTolerance = 5 * time.Minute
+
+// ErrBadDispatch reports a dispatch that does not verify: a missing or
+// malformed header, a signature made with another secret or over another
+// body, a timestamp outside DispatchTolerance, or a body that is not a
+// dispatch of the Run its webhook-id names. Answer it 4xx (searchd records
+// the answer and stops; it never sends another body under that id).
+var ErrBadDispatch = errors.New("searchd: the dispatch does not verify")
+
+// RunDispatch is the body of a dispatch.
+type RunDispatch struct {
+	// Type is "run.admitted".
+	Type string `json:"type"`
+	// Timestamp is the Run's admission, the same on every redelivery.
+	Timestamp time.Time       `json:"timestamp"`
+	Data      RunDispatchData `json:"data"`
+}
+
+// RunDispatchData is what a runtime needs to execute a Run and report it.
+type RunDispatchData struct {
+	Run DispatchedRun `json:"run"`
+	// Snapshot is a saved-search Run's frozen input, whole; nil for a
+	// direct Run, whose input is Run.Input.
+	Snapshot *DispatchedSnapshot `json:"snapshot"`
+	// StatusURL is where to report the Run's status, relative to
+	// searchd's base URL ([Client.ReportRunStatus] builds it).
+	StatusURL string `json:"status_url"`
+}
+
+// DispatchedRun is the Run as admitted: what never changes about it.
+type DispatchedRun struct {
+	ID             string          `json:"id"`
+	OrganizationID string          `json:"organization_id"`
+	Kind           string          `json:"kind"`
+	SavedSearchID  *string         `json:"saved_search_id"`
+	SnapshotID     *string         `json:"snapshot_id"`
+	Name           *string         `json:"name"`
+	Options        json.RawMessage `json:"options"`
+	Input          json.RawMessage `json:"input"`
+	CreatedAt      time.Time       `json:"created_at"`
+	CreatedBy      *string         `json:"created_by"`
+	IdempotencyKey string          `json:"idempotency_key"`
+}
+
+// DispatchedSnapshot is the snapshot a saved-search Run was admitted on.
+type DispatchedSnapshot struct {
+	ID                 string    `json:"id"`
+	SavedSearchID      string    `json:"saved_search_id"`
+	SavedSearchVersion int64     `json:"saved_search_version"`
+	Brief              Brief     `json:"brief"`
+	Baseline           Baseline  `json:"baseline"`
+	ContentHash        string    `json:"content_hash"`
+	CreatedBy          *string   `json:"created_by"`
+	CreatedAt          time.Time `json:"created_at"`
+}
+
+// DispatchVerifier checks the dispatches of one runtime secret. It is safe
+// for concurrent use.
+type DispatchVerifier struct {
+	wh *standardwebhooks.Webhook
+}
+
+// NewDispatchVerifier returns a verifier for secret, as
+// SEARCHD_RUNTIME_SECRET holds it: "whsec_" and the base64 of the key, or
+// the raw key. It returns an error for an empty secret or a whsec_ secret
+// that is not base64.
+func NewDispatchVerifier(secret string) (*DispatchVerifier, error) {
+	key := []byte(secret)
+	if enc, ok := strings.CutPrefix(secret, "whsec_"); ok {
+		var err error
+		if key, err = base64.StdEncoding.DecodeString(enc); err != nil {
+			return nil, errors.New("client: a whsec_ runtime secret must be followed by standard base64")
+		}
+	}
+	if len(key) == 0 {
+		return nil, errors.New("client: the runtime secret is empty")
+	}
+	wh, err := standardwebhooks.NewWebhookRaw(key)
+	if err != nil {
+		return nil, err
+	}
+	return &DispatchVerifier{wh: wh}, nil
+}
+
+// Verify checks the signature of a dispatch (header and body as received,
+// the body unmodified) and decodes it. The returned dispatch's Run ID is
+// its webhook-id: deduplicate by it. It returns an error wrapping
+// [ErrBadDispatch] for anything that does not verify.
+func (v *DispatchVerifier) Verify(header http.Header, body []byte) (*RunDispatch, error) {
+	if err := v.wh.Verify(body, header); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadDispatch, err)
+	}
+	var d RunDispatch
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.UseNumber()
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("%w: the body is not a dispatch: %w", ErrBadDispatch, err)
+	}
+	if id := header.Get(standardwebhooks.HeaderWebhookID); d.Type != "run.admitted" || d.Data.Run.ID != id {
+		return nil, fmt.Errorf("%w: a %q message of Run %q under webhook-id %q", ErrBadDispatch, d.Type, d.Data.Run.ID, id)
+	}
+	return &d, nil
+}
+
+// VerifyDispatch is [NewDispatchVerifier] and [DispatchVerifier.Verify] in
+// one call, for a runtime that verifies a dispatch now and then.
+func VerifyDispatch(secret string, header http.Header, body []byte) (*RunDispatch, error) {
+	v, err := NewDispatchVerifier(secret)
+	if err != nil {
+		return nil, err
+	}
+	return v.Verify(header, body)
+}

@@ -1,0 +1,191 @@
+package client
+
+import (
+	"context"
+	"iter"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Schedule is a saved search's schedule: every time it comes due, the
+// server starts the saved search (see docs/schedules.md).
+type Schedule struct {
+	SavedSearchID  string `json:"saved_search_id"`
+	OrganizationID string `json:"organization_id"`
+	// IntervalSeconds and Cron are the cadence: exactly one is set.
+	IntervalSeconds *int64    `json:"interval_seconds"`
+	Cron            *string   `json:"cron"`
+	TimeZone        string    `json:"time_zone"`
+	StartAt         time.Time `json:"start_at"`
+	CatchUpSeconds  int64     `json:"catch_up_seconds"`
+	Paused          bool      `json:"paused"`
+	// NextDueAt is nil while paused, or when it will not come due again.
+	NextDueAt *time.Time `json:"next_due_at"`
+	// Version is the schedule's ETag; pass it as IfVersion.
+	Version   int64     `json:"version"`
+	UpdatedBy *string   `json:"updated_by"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// SetScheduleParams are a schedule, set whole: exactly one of
+// IntervalSeconds and Cron. An omitted field takes the server's default,
+// but StartAt, which keeps the stored one.
+type SetScheduleParams struct {
+	// IntervalSeconds is 60 to 31622400.
+	IntervalSeconds *int64 `json:"interval_seconds,omitempty"`
+	// Cron is five fields or a descriptor (@daily), read in TimeZone.
+	Cron *string `json:"cron,omitempty"`
+	// TimeZone is an IANA name; empty is UTC.
+	TimeZone string `json:"time_zone,omitempty"`
+	// StartAt is the first instant it may come due; nil keeps the stored
+	// one (a new schedule's is the time it is set).
+	StartAt *time.Time `json:"start_at,omitempty"`
+	// CatchUpSeconds is 60 to 604800; zero is 86400.
+	CatchUpSeconds int64 `json:"catch_up_seconds,omitempty"`
+	// Paused sets the schedule paused.
+	Paused bool `json:"paused,omitempty"`
+	// IfVersion, when set, makes the set change exactly that version of
+	// the schedule (If-Match), and refuses to create one.
+	IfVersion int64 `json:"-"`
+}
+
+// Occurrence is one time a schedule came due, with its outcome.
+type Occurrence struct {
+	ID            string    `json:"id"`
+	SavedSearchID string    `json:"saved_search_id"`
+	DueAt         time.Time `json:"due_at"`
+	// Status is pending or not_ready (open), or started, refused or
+	// missed (final).
+	Status string `json:"status"`
+	// Reason says why a refused or not-ready occurrence is so.
+	Reason *string `json:"reason"`
+	// RunID is the Run a started occurrence admitted.
+	RunID         *string    `json:"run_id"`
+	Attempts      int        `json:"attempts"`
+	Deadline      time.Time  `json:"deadline"`
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	CreatedAt     time.Time  `json:"created_at"`
+	ClosedAt      *time.Time `json:"closed_at"`
+}
+
+// OccurrencePage is a page of occurrences, latest due first.
+type OccurrencePage struct {
+	Items []Occurrence `json:"items"`
+	// NextCursor fetches the next page; empty on the last page.
+	NextCursor string `json:"next_cursor"`
+}
+
+func schedulePath(savedSearchID string) string {
+	return "/v1/saved-searches/" + url.PathEscape(savedSearchID) + "/schedule"
+}
+
+// SetSchedule creates or replaces the schedule of a live saved search.
+// It carries an Idempotency-Key, minted per call unless
+// [WithIdempotencyKey] gives one, and reuses it on every retry, so it is
+// retried like a create. Errors: [ErrNotFound] (no live saved search),
+// [ErrValidation], [ErrPreconditionFailed] (p.IfVersion is not the current
+// version, or there is no schedule), [ErrKeyReused].
+func (c *Client) SetSchedule(ctx context.Context, savedSearchID string, p SetScheduleParams, opts ...StartOption) (*Schedule, error) {
+	if savedSearchID == "" {
+		return nil, errEmptyID
+	}
+	r, err := keyedRequest(http.MethodPut, schedulePath(savedSearchID), p, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.ifMatch = ifVersion(p.IfVersion)
+	var sc Schedule
+	if _, err := c.call(ctx, r, &sc); err != nil {
+		return nil, err
+	}
+	return &sc, nil
+}
+
+// GetSchedule reads a saved search's schedule. It returns [ErrNotFound]
+// when the saved search has none.
+func (c *Client) GetSchedule(ctx context.Context, savedSearchID string) (*Schedule, error) {
+	if savedSearchID == "" {
+		return nil, errEmptyID
+	}
+	var sc Schedule
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: schedulePath(savedSearchID), safety: repeatable}, &sc); err != nil {
+		return nil, err
+	}
+	return &sc, nil
+}
+
+// PauseSchedule pauses a schedule: it produces no occurrences until
+// resumed. ifVersion, when not 0, makes it change exactly that version.
+// Pausing is a set, so it is retried like a read; with a version it is
+// not retried once the request may have reached the server (a repeat
+// after a lost answer would meet the version the pause made). Errors:
+// [ErrNotFound], [ErrPreconditionFailed].
+func (c *Client) PauseSchedule(ctx context.Context, savedSearchID string, ifVersion int64) (*Schedule, error) {
+	return c.changeSchedule(ctx, savedSearchID, "/pause", ifVersion)
+}
+
+// ResumeSchedule resumes a paused schedule: it comes due next at the first
+// time at or after the resume, nothing back-filled. Retried as
+// [Client.PauseSchedule].
+func (c *Client) ResumeSchedule(ctx context.Context, savedSearchID string, ifVersion int64) (*Schedule, error) {
+	return c.changeSchedule(ctx, savedSearchID, "/resume", ifVersion)
+}
+
+func (c *Client) changeSchedule(ctx context.Context, savedSearchID, verb string, version int64) (*Schedule, error) {
+	if savedSearchID == "" {
+		return nil, errEmptyID
+	}
+	r := request{method: http.MethodPost, path: schedulePath(savedSearchID) + verb, safety: repeatable, ifMatch: ifVersion(version)}
+	if version != 0 {
+		r.safety = dialOnly
+	}
+	var sc Schedule
+	if _, err := c.call(ctx, r, &sc); err != nil {
+		return nil, err
+	}
+	return &sc, nil
+}
+
+// RemoveSchedule deletes a saved search's schedule; its occurrences stay.
+// version, when not 0, makes it remove exactly that version. It is not
+// retried once the request may have reached the server: a repeat after a
+// lost answer would say [ErrNotFound] of the removal it made.
+func (c *Client) RemoveSchedule(ctx context.Context, savedSearchID string, version int64) error {
+	if savedSearchID == "" {
+		return errEmptyID
+	}
+	_, err := c.call(ctx, request{method: http.MethodDelete, path: schedulePath(savedSearchID), safety: dialOnly,
+		ifMatch: ifVersion(version)}, nil)
+	return err
+}
+
+// ListOccurrences returns a page of a saved search's occurrences, latest
+// due first. It returns [ErrNotFound] for a saved search the organization
+// never had and [ErrValidation] for a limit out of range or a cursor the
+// server did not write.
+func (c *Client) ListOccurrences(ctx context.Context, savedSearchID string, p ListParams) (*OccurrencePage, error) {
+	if savedSearchID == "" {
+		return nil, errEmptyID
+	}
+	var page OccurrencePage
+	path := "/v1/saved-searches/" + url.PathEscape(savedSearchID) + "/occurrences" + listQuery(nil, p.Limit, p.Cursor)
+	if _, err := c.call(ctx, request{method: http.MethodGet, path: path, safety: repeatable}, &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// Occurrences iterates over a saved search's occurrences, latest due
+// first, a page at a time, as [Client.SavedSearches] does.
+func (c *Client) Occurrences(ctx context.Context, savedSearchID string, p ListParams) iter.Seq2[Occurrence, error] {
+	return pages(func(cursor string) ([]Occurrence, string, error) {
+		p.Cursor = cursor
+		page, err := c.ListOccurrences(ctx, savedSearchID, p)
+		if err != nil {
+			return nil, "", err
+		}
+		return page.Items, page.NextCursor, nil
+	}, p.Cursor)
+}

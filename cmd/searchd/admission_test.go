@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/fairq"
+)
+
+// TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue serves with one
+// seat. An API request holding it (a PATCH waiting on a row lock the test
+// holds) makes a console page of another organization wait: the console
+// and the API share one queue. The metrics show the seat taken and the
+// page waiting, and name no organization; when the lock goes both are
+// answered.
+func TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue(t *testing.T) {
+	t.Parallel()
+	dbURL := emptyDatabase(t)
+	env := map[string]string{"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret,
+		"SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s", "SEARCHD_APPLIER_INTERVAL": "0s",
+		"SEARCHD_ADMISSION_SEATS": "1", "SEARCHD_CONSOLE_TOKEN_SIGN_IN": "true"}
+	if h := newHarness(env); h.run("migrate") != 0 {
+		t.Fatalf("migrate: %s", h.stderr.String())
+	}
+	h := newHarness(env)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exit := make(chan int, 1)
+	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
+	var base string
+	select {
+	case addr := <-h.addrs:
+		base = "http://" + addr
+	case code := <-exit:
+		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	orgA, orgB := uuid.New(), uuid.New()
+	token := func(org uuid.UUID) string {
+		tok, err := auth.SignToken([]byte(goodSecret), org, "t", time.Now(), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	call := func(method, path, body string, header map[string]string) (int, string) {
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	authA := map[string]string{"Authorization": "Bearer " + token(orgA), "Content-Type": "application/json"}
+	status, body := call("POST", "/v1/saved-searches", `{"name":"held","brief":{"query":"q"}}`, authA)
+	if status != http.StatusCreated {
+		t.Fatalf("create = %d %s", status, body)
+	}
+	id := body[strings.Index(body, `"id":"`)+6:]
+	id = id[:36]
+
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(context.Background(), `SELECT 1 FROM agent.saved_searches WHERE id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	patched := make(chan int, 1)
+	go func() {
+		s, _ := call("PATCH", "/v1/saved-searches/"+id, `{"name":"renamed"}`, authA)
+		patched <- s
+	}()
+	metricsShow := func(what string, lines ...string) string {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			_, m := call("GET", "/metrics", "", nil)
+			ok := true
+			for _, l := range lines {
+				ok = ok && strings.Contains(m, "\n"+l+"\n")
+			}
+			if ok {
+				return m
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the metrics never showed %s (%v)", what, lines)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	metricsShow("the API request holding the one seat", "searchd_admission_seats 1", "searchd_admission_seats_in_use 1")
+	// Signing in takes no seat; the page it opens waits for one.
+	signIn, err := http.NewRequest("POST", base+"/console/sign-in", strings.NewReader(url.Values{"token": {token(orgB)}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signIn.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	signIn.Header.Set("Sec-Fetch-Site", "same-origin")
+	res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(signIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	var session string
+	for _, c := range res.Cookies() {
+		if c.Name == "searchd_console" {
+			session = c.Value
+		}
+	}
+	if res.StatusCode != http.StatusSeeOther || session == "" {
+		t.Fatalf("console sign-in = %d, session %q", res.StatusCode, session)
+	}
+	page := make(chan int, 1)
+	go func() {
+		s, _ := call("GET", "/console/saved-searches", "", map[string]string{"Cookie": "searchd_console=" + session})
+		page <- s
+	}()
+	m := metricsShow("the console page waiting for the API's seat", "searchd_admission_queued_requests 1", "searchd_admission_waiting_flows 1")
+	select {
+	case s := <-page:
+		t.Fatalf("the console page answered %d while the API held the only seat", s)
+	default:
+	}
+	for _, org := range []uuid.UUID{orgA, orgB} {
+		if bytes.Contains([]byte(m), []byte(org.String())) {
+			t.Errorf("the metrics name organization %s", org)
+		}
+	}
+	if err := tx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-patched; s != http.StatusOK {
+		t.Errorf("the held PATCH = %d, want 200", s)
+	}
+	if s := <-page; s != http.StatusOK {
+		t.Errorf("the console page = %d, want 200 once the seat freed", s)
+	}
+	cancel()
+	if code := <-exit; code != 0 {
+		t.Errorf("serve exited %d: %s", code, h.stderr.String())
+	}
+}
+
+func TestTheRemovedLimitsAreNamedWhenStillSet(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	env := map[string]string{"SEARCHD_ORG_MAX_IN_FLIGHT": "4"}
+	warnRemovedSettings(newLogger(&buf, serverConfig{LogFormat: "text"}), func(k string) string { return env[k] })
+	if got := buf.String(); !strings.Contains(got, "SEARCHD_ORG_MAX_IN_FLIGHT is no longer read") || strings.Contains(got, "SEARCHD_MAX_IN_FLIGHT ") {
+		t.Errorf("warnings = %q, want one naming SEARCHD_ORG_MAX_IN_FLIGHT alone", got)
+	}
+}
+
+// TestTheDrainsStartsTakeASeatOfTheirOrganization: a scheduled start runs
+// holding a seat of its organization's flow, as an API request does; with
+// every seat taken past the queue's longest wait it is not run and its
+// error is errs.Unavailable, which the drain records as not ready (tried
+// again later), never as a refusal of the occurrence.
+func TestTheDrainsStartsTakeASeatOfTheirOrganization(t *testing.T) {
+	t.Parallel()
+	q, err := fairq.New(fairq.Config{Seats: 1, MaxWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	org := uuid.New()
+	var during fairq.Stats
+	calls := 0
+	start := seated(q, func(context.Context, admission.SavedSearchStart) (admission.Result, error) {
+		calls++
+		during = q.Stats(10)
+		return admission.Result{}, nil
+	})
+	if _, err := start(context.Background(), admission.SavedSearchStart{Org: org}); err != nil {
+		t.Fatalf("a start with a free seat: %v", err)
+	}
+	if calls != 1 || during.InUse != 1 || len(during.Flows) != 1 ||
+		during.Flows[0].Flow != (fairq.Flow{Kind: fairq.KindOrganization, Name: org.String()}) {
+		t.Errorf("during the start: %d calls, stats %+v; want one call holding its organization's seat", calls, during)
+	}
+	if st := q.Stats(10); st.InUse != 0 {
+		t.Errorf("after the start %d seats in use, want 0", st.InUse)
+	}
+	held, err := q.Acquire(context.Background(), fairq.Flow{Kind: fairq.KindOrganization, Name: "the-api"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	_, err = start(context.Background(), admission.SavedSearchStart{Org: org})
+	if !errs.Is(err, errs.Unavailable) || calls != 1 {
+		t.Errorf("a start with every seat taken past the wait = %v after %d calls; want errs.Unavailable, not run", err, calls)
+	}
+}

@@ -1,0 +1,381 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/internal/pgtest"
+)
+
+// runtimeKey is the test runtime's signing key; runtimeSecret its whsec_
+// spelling, as SEARCHD_RUNTIME_SECRET takes it.
+var (
+	runtimeKey    = []byte("the-test-runtime-key-32-bytes-ok")
+	runtimeSecret = "whsec_" + base64.StdEncoding.EncodeToString(runtimeKey)
+)
+
+func TestDispatchSettingsNameTheSettingAndHideTheSecret(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"DATABASE_URL": "postgres://searchd@localhost:5432/searchd", "SEARCHD_JWT_SECRET": goodSecret}
+	for _, tt := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{map[string]string{EnvRuntimeURL: "http://runtime:9000/runs"}, nil, EnvRuntimeSecret + ": is required with " + EnvRuntimeURL},
+		{map[string]string{EnvRuntimeSecret: runtimeSecret}, nil, EnvRuntimeSecret + ": is set but " + EnvRuntimeURL + " is not"},
+		{map[string]string{EnvRuntimeURL: "http://runtime:9000/runs", EnvRuntimeSecret: "whsec_c2hvcnQ="}, nil,
+			EnvRuntimeSecret + ": is a key of 5 bytes; it must be at least 24"},
+		{map[string]string{EnvRuntimeURL: "http://runtime:9000/runs", EnvRuntimeSecret: "whsec_!!not-base64!!"}, nil,
+			EnvRuntimeSecret + `: starts with "whsec_" but the rest is not standard base64`},
+		{map[string]string{EnvRuntimeSecret: runtimeSecret}, []string{"--runtime-url", "https://user:hunter2-password@runtime/runs"},
+			"--runtime-url: holds credentials"},
+	} {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		for k, v := range tt.env {
+			env[k] = v
+		}
+		h := newHarness(env)
+		code := h.run(append([]string{"serve"}, tt.args...)...)
+		out := h.stderr.String()
+		if code != 2 || !strings.Contains(out, tt.want) {
+			t.Errorf("serve %v with %v = %d %q, want 2 saying %q", tt.args, tt.env, code, out, tt.want)
+		}
+		for _, secret := range []string{runtimeSecret, "hunter2-password", "c2hvcnQ="} {
+			if strings.Contains(out, secret) {
+				t.Errorf("the message quotes a secret: %q", out)
+			}
+		}
+	}
+	// Both set and valid: no problem of theirs.
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	serverFlags(fs)
+	cfg, problems := readDispatchSettings(fs, func(k string) string {
+		return map[string]string{EnvRuntimeURL: "https://runtime.internal/runs", EnvRuntimeSecret: runtimeSecret}[k]
+	})
+	if len(problems) != 0 || cfg.URL != "https://runtime.internal/runs" || !bytes.Equal(cfg.Secret, runtimeKey) {
+		t.Errorf("valid settings = %+v, %v; want the URL and the decoded key", cfg, problems)
+	}
+}
+
+func TestTokenRuntimePrintsARuntimeCredential(t *testing.T) {
+	t.Parallel()
+	org := uuid.NewString()
+	h := newHarness(map[string]string{"SEARCHD_JWT_SECRET": goodSecret})
+	if code := h.run("token", "--runtime", "--org", org, "--sub", "runner-1"); code != 0 {
+		t.Fatalf("token --runtime = %d, stderr %q", code, h.stderr.String())
+	}
+	var claims auth.Claims
+	if _, err := jwt.NewParser().ParseWithClaims(strings.TrimSpace(h.stdout.String()), &claims,
+		func(*jwt.Token) (any, error) { return []byte(goodSecret), nil }); err != nil {
+		t.Fatal(err)
+	}
+	if claims.Role != auth.RoleRuntime || claims.Subject != "runner-1" || claims.OrgID != org {
+		t.Errorf("runtime token claims = %+v, want role runtime, sub runner-1, org %s", claims, org)
+	}
+	for _, args := range [][]string{
+		{"token", "--runtime", "--org", org},
+		{"token", "--runtime", "--sub", "r"},
+		{"token", "--runtime", "--operator", "--org", org, "--sub", "r"},
+	} {
+		h = newHarness(map[string]string{"SEARCHD_JWT_SECRET": goodSecret})
+		if code := h.run(args...); code != 2 {
+			t.Errorf("%v = %d %q, want 2", args, code, h.stderr.String())
+		}
+	}
+}
+
+// testRuntime records the deliveries it verifies and answers 202.
+type testRuntime struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	ids []string
+	bad int
+}
+
+func newTestRuntime(t *testing.T) *testRuntime {
+	wh, err := standardwebhooks.NewWebhook(runtimeSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &testRuntime{}
+	rt.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		if err := wh.Verify(body, r.Header); err != nil {
+			rt.bad++
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		rt.ids = append(rt.ids, r.Header.Get("webhook-id"))
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(rt.srv.Close)
+	return rt
+}
+
+func (rt *testRuntime) got() ([]string, int) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return append([]string(nil), rt.ids...), rt.bad
+}
+
+// serveFor runs serve with env until the test ends and returns its
+// address.
+func serveFor(t *testing.T, env map[string]string) (string, *harness) {
+	t.Helper()
+	h := newHarness(env)
+	ctx, cancel := context.WithCancel(context.Background())
+	exit := make(chan int, 1)
+	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-exit:
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	select {
+	case addr := <-h.addrs:
+		return addr, h
+	case code := <-exit:
+		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	return "", nil
+}
+
+// TestServeDispatchesAdmittedRunsAndTakesTheirStatus: with a runtime
+// configured, a direct start reaches the runtime signed with the Run id as
+// webhook-id, the Run becomes dispatched, and the runtime's credential
+// (searchd token --runtime) reports it succeeded.
+func TestServeDispatchesAdmittedRunsAndTakesTheirStatus(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDBURL(t)
+	rt := newTestRuntime(t)
+	addr, _ := serveFor(t, map[string]string{
+		"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret, "SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s",
+		EnvRuntimeURL: rt.srv.URL, EnvRuntimeSecret: runtimeSecret,
+		// An hour: only the wake of the start itself can deliver it in time.
+		EnvDispatchInterval: "1h",
+	})
+	org := uuid.New()
+	tok, _ := auth.SignToken([]byte(goodSecret), org, "alice", time.Now(), time.Hour)
+	run := postRun(t, addr, tok, "serve-dispatch")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ids, bad := rt.got()
+		if len(ids) == 1 && ids[0] == run && bad == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runtime got %v (%d unverified), want the Run %s once, right after the start", ids, bad, run)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h := newHarness(map[string]string{"SEARCHD_JWT_SECRET": goodSecret})
+	if code := h.run("token", "--runtime", "--org", org.String(), "--sub", "runner-1"); code != 0 {
+		t.Fatal(h.stderr.String())
+	}
+	rtTok := strings.TrimSpace(h.stdout.String())
+	var got struct {
+		Status  string `json:"status"`
+		Version int    `json:"version"`
+	}
+	for i, want := range []string{"dispatched", "succeeded"} {
+		if i == 1 {
+			req, _ := http.NewRequest(http.MethodPut, "http://"+addr+"/v1/runs/"+run+"/status", strings.NewReader(`{"status":"succeeded"}`))
+			req.Header.Set("Authorization", "Bearer "+rtTok)
+			req.Header.Set("Content-Type", "application/json")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("status report = %d, want 200", res.StatusCode)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			got = struct {
+				Status  string `json:"status"`
+				Version int    `json:"version"`
+			}{}
+			getJSON(t, "http://"+addr+"/v1/runs/"+run, tok, &got)
+			if got.Status == want {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got.Status != want || got.Version != i+2 {
+			t.Errorf("Run = %+v, want %s v%d", got, want, i+2)
+		}
+	}
+	page := getText(t, "http://"+addr+"/metrics")
+	if !strings.Contains(page, `searchd_dispatch_attempts_total{outcome="delivered"} 1`+"\n") {
+		t.Errorf("metrics lack one delivered attempt")
+	}
+}
+
+// TestServeWithoutARuntimeLeavesRunsQueued: dispatch is off, said so in
+// the log, and a started Run keeps its pending dispatch untouched.
+func TestServeWithoutARuntimeLeavesRunsQueued(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDBURL(t)
+	addr, h := serveFor(t, map[string]string{
+		"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret, "SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s",
+		EnvDispatchInterval: "10ms",
+	})
+	if !strings.Contains(h.stderr.String(), "dispatch is off: "+EnvRuntimeURL+" is not set") {
+		t.Errorf("the log does not say dispatch is off:\n%s", h.stderr.String())
+	}
+	org := uuid.New()
+	tok, _ := auth.SignToken([]byte(goodSecret), org, "alice", time.Now(), time.Hour)
+	run := postRun(t, addr, tok, "no-runtime")
+	time.Sleep(500 * time.Millisecond) // fifty intervals, were a dispatcher running
+	var got struct {
+		Status   string `json:"status"`
+		Dispatch struct {
+			State    string `json:"state"`
+			Attempts int    `json:"attempts"`
+		} `json:"dispatch"`
+	}
+	getJSON(t, "http://"+addr+"/v1/runs/"+run, tok, &got)
+	if got.Status != "queued" || got.Dispatch.State != "pending" || got.Dispatch.Attempts != 0 {
+		t.Errorf("Run = %+v, want queued with a pending dispatch never attempted", got)
+	}
+}
+
+// TestRunsDispatchListAndRetry: an operator lists the failed dispatches and
+// retries one with a reason; a pending one is refused.
+func TestRunsDispatchListAndRetry(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDBURL(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	org := uuid.New()
+	var failed, pending uuid.UUID
+	for _, id := range []*uuid.UUID{&failed, &pending} {
+		*id = uuid.New()
+		if _, err := pool.Exec(context.Background(), `
+			WITH r AS (INSERT INTO agent.runs (id, organization_id, kind, start_key, request_hash, name, created_at, retain_until)
+				VALUES ($1::uuid, $2::uuid, 'capability', 'direct:' || $1::text, 'h', 'n', now(), now() + interval '1 day') RETURNING id)
+			INSERT INTO agent.run_dispatches (run_id, organization_id, next_attempt_at, created_at) SELECT id, $2, now(), now() FROM r`,
+			*id, org); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(context.Background(), `UPDATE agent.run_dispatches SET state = 'failed', failed_at = now(),
+		attempts = 1, last_status_code = 422, last_error = '422 Unprocessable Entity unknown kind' WHERE run_id = $1`, failed); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"DATABASE_URL": dbURL, "USER": "olga"}
+	h := newHarness(env)
+	if code := h.run("runs", "dispatch", "list"); code != 0 || !strings.Contains(h.stdout.String(), failed.String()) ||
+		strings.Contains(h.stdout.String(), pending.String()) || !strings.Contains(h.stdout.String(), "[422] 422 Unprocessable Entity unknown kind") {
+		t.Errorf("dispatch list = %d:\n%s\nwant the failed dispatch alone, with its answer", code, h.stdout.String())
+	}
+	h = newHarness(env)
+	if code := h.run("runs", "dispatch", "list", "--state", "pending", "--json"); code != 0 {
+		t.Fatalf("dispatch list --state pending = %d %s", code, h.stderr.String())
+	}
+	var listed []dispatchJSON
+	if err := json.Unmarshal([]byte(h.stdout.String()), &listed); err != nil || len(listed) != 1 || listed[0].RunID != pending {
+		t.Errorf("pending list = %s (%v), want the pending dispatch", h.stdout.String(), err)
+	}
+	h = newHarness(env)
+	if code := h.run("runs", "dispatch", "retry", "--run", pending.String(), "--reason", "why not"); code != 1 ||
+		!strings.Contains(h.stderr.String(), "only a failed dispatch can be retried: it is pending") {
+		t.Errorf("retry of a pending dispatch = %d %q, want 1, refused", code, h.stderr.String())
+	}
+	h = newHarness(env)
+	if code := h.run("runs", "dispatch", "retry", "--run", failed.String()); code != 2 || !strings.Contains(h.stderr.String(), "--reason: is required") {
+		t.Errorf("retry without --reason = %d %q, want 2 naming --reason", code, h.stderr.String())
+	}
+	h = newHarness(env)
+	if code := h.run("runs", "dispatch", "retry", "--run", failed.String(), "--org", org.String(), "--reason", "the runtime knows the kind now"); code != 0 ||
+		!strings.Contains(h.stdout.String(), "is pending, due now") || !strings.Contains(h.stderr.String(), "the runtime knows the kind now") {
+		t.Fatalf("retry = %d\nstdout %s\nstderr %s", code, h.stdout.String(), h.stderr.String())
+	}
+	var state, actor, reason string
+	var code int
+	if err := pool.QueryRow(context.Background(), `SELECT d.state, t.actor, t.reason, t.previous_status_code
+		FROM agent.run_dispatches d JOIN agent.run_dispatch_retries t ON t.run_id = d.run_id WHERE d.run_id = $1`, failed).
+		Scan(&state, &actor, &reason, &code); err != nil || state != "pending" || actor != "olga" || reason != "the runtime knows the kind now" || code != 422 {
+		t.Errorf("after the retry: %s, by %s for %q (previous %d), %v; want pending, recorded by olga with the reason and the 422", state, actor, reason, code, err)
+	}
+}
+
+// postRun starts a direct Run with key and returns its id.
+func postRun(t *testing.T, addr, tok, key string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/runs", strings.NewReader(`{"kind":"capability","name":"enrich"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var started struct {
+		Run struct {
+			ID string `json:"id"`
+		} `json:"run"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&started); err != nil || res.StatusCode != http.StatusCreated {
+		t.Fatalf("start = %d, %v", res.StatusCode, err)
+	}
+	return started.Run.ID
+}
+
+func getJSON(t *testing.T, url, tok string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(v); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %d, %v", url, res.StatusCode, err)
+	}
+}
+
+func getText(t *testing.T, url string) string {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
+}

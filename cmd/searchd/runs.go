@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/dispatch"
+)
+
+const runsUsage = `usage: searchd runs dispatch <list|retry> [flags]
+
+Inspect the hand-off of admitted Runs to the runtime (agent.run_dispatches),
+or retry a dispatch the runtime refused.
+
+  dispatch list   print failed dispatches (the runtime answered a 4xx other
+                  than 408 and 429: nothing retries them by themselves), or
+                  pending ones, with their attempts and last answer
+  dispatch retry  make a FAILED dispatch pending again, due now, recording
+                  --actor and --reason with the answer that had failed it
+
+Run searchd runs dispatch list --help or searchd runs dispatch retry --help for flags.
+`
+
+var (
+	runsDispatchListCommand = command{"searchd runs dispatch list [--state failed|pending] [--org UUID] [--limit N] [--json]",
+		"Print dispatches across organizations (or of --org): failed ones, the most recently failed first (the default), " +
+			"or pending ones, the first due first, each with its Run, attempts, the runtime's last status and answer.",
+		[]option{optDatabaseURL}}
+	runsDispatchRetryCommand = command{"searchd runs dispatch retry --run UUID [--org UUID] --reason TEXT [--actor WHO]",
+		"Make a failed dispatch pending and due now, so a dispatcher delivers it again (with the same webhook-id, the Run id). " +
+			"Only a failed dispatch is retried: a pending one is retried by itself, and a dispatched one is done; both are " +
+			"refused and nothing is written. --actor, --reason and the answer that had failed it are recorded in " +
+			"agent.run_dispatch_retries (kept with the Run) and logged. Fix what the runtime refused first: the same " +
+			"request is sent again.",
+		[]option{optDatabaseURL, optLogLevel, optLogFormat}}
+)
+
+// runs runs `searchd runs dispatch list|retry`.
+func (a *app) runs(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "dispatch" {
+		if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprint(a.stdout, runsUsage)
+			return nil
+		}
+		fmt.Fprint(a.stderr, runsUsage)
+		return usagef("runs: name a subcommand: dispatch list or dispatch retry")
+	}
+	if len(args) == 1 {
+		fmt.Fprint(a.stderr, runsUsage)
+		return usagef("runs dispatch: name a subcommand: list or retry")
+	}
+	switch sub, rest := args[1], args[2:]; sub {
+	case "list":
+		return a.runsDispatchList(ctx, rest)
+	case "retry":
+		return a.runsDispatchRetry(ctx, rest)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(a.stdout, runsUsage)
+		return nil
+	default:
+		return usagef("runs dispatch: unknown subcommand %q: use list or retry", sub)
+	}
+}
+
+// dispatchJSON is the --json form of a dispatch.
+type dispatchJSON struct {
+	RunID          uuid.UUID  `json:"run_id"`
+	OrganizationID uuid.UUID  `json:"organization_id"`
+	State          string     `json:"state"`
+	Attempts       int        `json:"attempts"`
+	CreatedAt      time.Time  `json:"created_at"`
+	NextAttemptAt  *time.Time `json:"next_attempt_at"`
+	LastAttemptAt  *time.Time `json:"last_attempt_at"`
+	FailedAt       *time.Time `json:"failed_at"`
+	LastStatusCode *int       `json:"last_status_code"`
+	LastError      *string    `json:"last_error"`
+	Retries        int        `json:"retries"`
+}
+
+func dispatchView(d *dispatch.Dispatch) dispatchJSON {
+	return dispatchJSON{RunID: d.RunID, OrganizationID: d.OrganizationID, State: d.State, Attempts: d.Attempts,
+		CreatedAt: d.CreatedAt.UTC(), NextAttemptAt: d.NextAttemptAt, LastAttemptAt: d.LastAttemptAt, FailedAt: d.FailedAt,
+		LastStatusCode: d.LastStatusCode, LastError: d.LastError, Retries: d.Retries}
+}
+
+// readOrg reads an optional --org; "" is none.
+func readOrg(v string) (uuid.UUID, string) {
+	if v == "" {
+		return uuid.Nil, ""
+	}
+	id, err := uuid.Parse(v)
+	switch {
+	case err != nil:
+		return uuid.Nil, fmt.Sprintf("--org: %q is not a UUID", v)
+	case id == uuid.Nil:
+		return uuid.Nil, "--org: is the nil UUID, which names no organization"
+	}
+	return id, ""
+}
+
+func (a *app) runsDispatchList(ctx context.Context, args []string) error {
+	fs := a.flagSet("runs dispatch list")
+	registerOptions(fs, runsDispatchListCommand)
+	state := fs.String("state", dispatch.StateFailed, "which dispatches: failed or pending")
+	org := fs.String("org", "", "only this organization's (UUID)")
+	limit := fs.Int("limit", 50, fmt.Sprintf("most dispatches printed, 1 to %d", dispatch.MaxListLimit))
+	asJSON := fs.Bool("json", false, "print the dispatches as a JSON array")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var problems []string
+	if *state != dispatch.StateFailed && *state != dispatch.StatePending {
+		problems = append(problems, fmt.Sprintf("--state: %q is not listed: use failed or pending", *state))
+	}
+	orgID, problem := readOrg(*org)
+	if problem != "" {
+		problems = append(problems, problem)
+	}
+	if *limit < 1 || *limit > dispatch.MaxListLimit {
+		problems = append(problems, fmt.Sprintf("--limit: %d is out of range: from 1 to %d", *limit, dispatch.MaxListLimit))
+	}
+	dbURL, problem := readDatabaseURL(fs, a.getenv)
+	if problem != "" {
+		problems = append(problems, problem)
+	}
+	if len(problems) > 0 {
+		return invalid(problems)
+	}
+	pool, err := openSmallPool(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	list, err := dispatch.NewStore(pool, a.dbClock).List(ctx, dispatch.ListParams{State: *state, OrganizationID: orgID, Limit: *limit})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		views := make([]dispatchJSON, 0, len(list))
+		for i := range list {
+			views = append(views, dispatchView(&list[i]))
+		}
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(views)
+	}
+	printDispatches(a.stdout, list)
+	return nil
+}
+
+func printDispatches(w io.Writer, list []dispatch.Dispatch) {
+	ts := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "run\torganization\tstate\tattempts\tretries\tsince\tlast answer")
+	for _, d := range list {
+		since := d.FailedAt
+		if d.State == dispatch.StatePending {
+			since = d.NextAttemptAt
+		}
+		answer := "-"
+		if d.LastError != nil {
+			answer = strings.ReplaceAll(*d.LastError, "\n", " ")
+			if len(answer) > 80 {
+				answer = answer[:77] + "..."
+			}
+		}
+		if d.LastStatusCode != nil {
+			answer = fmt.Sprintf("[%d] %s", *d.LastStatusCode, answer)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.RunID, d.OrganizationID, d.State, d.Attempts, d.Retries, ts(since), answer)
+	}
+	_ = tw.Flush()
+	if len(list) == 0 {
+		fmt.Fprintln(w, "(none)")
+	}
+}
+
+func (a *app) runsDispatchRetry(ctx context.Context, args []string) error {
+	fs := a.flagSet("runs dispatch retry")
+	registerOptions(fs, runsDispatchRetryCommand)
+	run := fs.String("run", "", "the Run id of the failed dispatch (UUID; required)")
+	org := fs.String("org", "", "the Run's organization (UUID; optional: a check that the Run is of it)")
+	reason := fs.String("reason", "", fmt.Sprintf("why it is retried, recorded and logged (required, 1 to %d characters, one line)", dispatch.MaxReasonLen))
+	actorFlag := fs.String("actor", "", "who retries, recorded with the retry (default: $USER, else \"cli\")")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var problems []string
+	runID, err := uuid.Parse(*run)
+	switch {
+	case *run == "":
+		problems = append(problems, "--run: is required: the Run id of the failed dispatch")
+	case err != nil || runID == uuid.Nil:
+		problems = append(problems, fmt.Sprintf("--run: %q is not a Run id (a UUID)", *run))
+	}
+	orgID, problem := readOrg(*org)
+	if problem != "" {
+		problems = append(problems, problem)
+	}
+	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the dispatch is retried (what was fixed); it is recorded",
+		dispatch.MaxReasonLen, dispatch.MaxActorBytes)
+	problems = append(problems, whoProblems...)
+	level, format, logProblems := readLogSettings(fs, a.getenv, false)
+	problems = append(problems, logProblems...)
+	dbURL, problem := readDatabaseURL(fs, a.getenv)
+	if problem != "" {
+		problems = append(problems, problem)
+	}
+	if len(problems) > 0 {
+		return invalid(problems)
+	}
+	logger := newLogger(a.stderr, serverConfig{LogLevel: level, LogFormat: format})
+	pool, err := openSmallPool(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	d, err := dispatch.NewStore(pool, a.dbClock).Retry(ctx, dispatch.RetryParams{RunID: runID, OrganizationID: orgID, Actor: actor, Reason: why})
+	switch {
+	case errors.Is(err, dispatch.ErrNotFound) && orgID != uuid.Nil:
+		return fmt.Errorf("no dispatch of Run %s in organization %s", runID, orgID)
+	case errors.Is(err, dispatch.ErrNotFound):
+		return fmt.Errorf("no dispatch of Run %s", runID)
+	case errors.Is(err, dispatch.ErrNotFailed):
+		return fmt.Errorf("refused: %w; nothing was written", err)
+	case err != nil:
+		return err
+	}
+	logger.LogAttrs(ctx, slog.LevelWarn, "dispatch retried by an operator",
+		slog.String("run_id", d.RunID.String()), slog.String("organization_id", d.OrganizationID.String()),
+		slog.String("actor", actor), slog.String("reason", why), slog.Int("attempts", d.Attempts), slog.Int("retries", d.Retries))
+	fmt.Fprintf(a.stdout, "retried: the dispatch of Run %s (organization %s) is pending, due now; retry %d, recorded with --actor %q\n",
+		d.RunID, d.OrganizationID, d.Retries, actor)
+	return nil
+}

@@ -1,0 +1,122 @@
+package console_test
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/searchd/searchd/console"
+	"github.com/searchd/searchd/console/consoletest"
+	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/pgtest"
+)
+
+// admissionBundle is a console on q, the admission queue the test
+// controls as the API would share it.
+func admissionBundle(t *testing.T, cfg fairq.Config) (*bundle, *fairq.Queue) {
+	t.Helper()
+	pool := pgtest.NewDB(t)
+	w, err := consoletest.Seed(context.Background(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := fairq.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newConsoleAt(t, pool, io.Discard, 0, nil, func(d *console.Deps) { d.Admission = q })
+	return &bundle{pool: pool, world: w, handler: h}, q
+}
+
+func waitForQueue(t *testing.T, q *fairq.Queue, what string, ok func(fairq.Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok(q.Stats(10)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s (queue %+v)", what, q.Stats(10))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func waiting(st fairq.Stats, kind fairq.Kind, name string) int {
+	for _, f := range st.Flows {
+		if f.Flow == (fairq.Flow{Kind: kind, Name: name}) {
+			return f.Waiting
+		}
+	}
+	return 0
+}
+
+// TestConsolePagesWaitTheirTurnChargedToTheirFlow: with the one seat
+// taken (by the API, say), an auditor's page waits in its organization's
+// flow and an operator's in the operator's own; one more page of the
+// organization, its queue full, is the 429 page with Retry-After. Signing
+// in takes no seat (it writes one session row). When the seat frees, both
+// waiting pages are served and the queue ends empty.
+func TestConsolePagesWaitTheirTurnChargedToTheirFlow(t *testing.T) {
+	t.Parallel()
+	b, q := admissionBundle(t, fairq.Config{Seats: 1, QueueLength: 1})
+	seat, err := q.Acquire(context.Background(), fairq.Flow{Kind: fairq.KindOrganization, Name: "the-api"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokA, op := b.signIn(t, b.world.OrgA, "alice"), b.operatorSignIn(t)
+	page := func(path, cookie string) <-chan *httptest.ResponseRecorder {
+		ch := make(chan *httptest.ResponseRecorder, 1)
+		go func() { ch <- b.do("GET", path, cookie, nil, nil) }()
+		return ch
+	}
+	auditor := page("/console/saved-searches", tokA)
+	operatorPage := page("/console/operator/sweeper", op)
+	waitForQueue(t, q, "both pages waiting in their own flows", func(st fairq.Stats) bool {
+		return waiting(st, fairq.KindOrganization, b.world.OrgA.String()) == 1 && waiting(st, fairq.KindOperator, "olga") == 1
+	})
+	rec := b.do("GET", "/console/runs", tokA, nil, nil)
+	secs, err := strconv.Atoi(rec.Header().Get("Retry-After"))
+	if rec.Code != 429 || err != nil || secs < 1 || !strings.Contains(rec.Body.String(), "Busy") {
+		t.Errorf("the organization's page beyond its queue = %d, Retry-After %q, want the 429 page with Retry-After",
+			rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if rec := b.do("POST", "/console/sign-in", "", url.Values{"token": {token(t, b.world.OrgA, "alice")}},
+		map[string]string{"Sec-Fetch-Site": "same-origin"}); rec.Code != 303 {
+		t.Errorf("sign-in with every seat taken = %d, want 303 at once: it takes no seat", rec.Code)
+	}
+	seat.Release()
+	for name, ch := range map[string]<-chan *httptest.ResponseRecorder{"auditor": auditor, "operator": operatorPage} {
+		if rec := <-ch; rec.Code != 200 {
+			t.Errorf("the %s's page once the seat freed = %d, want 200", name, rec.Code)
+		}
+	}
+	waitForQueue(t, q, "nothing left", func(st fairq.Stats) bool { return st.InUse == 0 && st.FlowsTotal == 0 })
+}
+
+// TestTheClaimsPageShowsTheAdmissionQueue: the operator's overview lists
+// the seats in use and the flows being served or waiting, the
+// organization by its id and the operator by name (its page holding two
+// seats, as every console page does).
+func TestTheClaimsPageShowsTheAdmissionQueue(t *testing.T) {
+	t.Parallel()
+	b, q := admissionBundle(t, fairq.Config{Seats: 4})
+	other := fairq.Flow{Kind: fairq.KindOrganization, Name: b.world.OrgB.String()}
+	seat, err := q.Acquire(context.Background(), other, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seat.Release()
+	body := b.do("GET", "/console/operator/claims", b.operatorSignIn(t), nil, nil).Body.String()
+	section := body[strings.Index(body, `id="admission"`):]
+	section = section[:strings.Index(section, "</table>")]
+	// The page takes two seats; the other organization's request one.
+	for _, want := range []string{"3 / 4", "seats in use", "<td>organization</td>", b.world.OrgB.String(), "<td>operator</td>", ">olga<",
+		"may have 512 requests waiting", "at most 10 s"} {
+		if !strings.Contains(section, want) {
+			t.Errorf("the admission section lacks %q:\n%s", want, section)
+		}
+	}
+}

@@ -1,0 +1,444 @@
+package dispatch
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+)
+
+// Defaults and limits of a [Config].
+const (
+	DefaultTimeout     = 10 * time.Second
+	DefaultInterval    = time.Second
+	DefaultBatch       = 100
+	DefaultConcurrency = 16
+	DefaultMinBackoff  = time.Second
+	DefaultMaxBackoff  = 5 * time.Minute
+	MaxTimeout         = 5 * time.Minute
+	MaxInterval        = time.Hour
+	MaxBatch           = 1000
+	MaxConcurrency     = 1000
+	MaxMaxBackoff      = 24 * time.Hour
+	// MinSecretLen is the shortest signing key accepted, in bytes: the
+	// Standard Webhooks specification asks for 24 to 64 random bytes.
+	MinSecretLen = 24
+	// statsInterval is how often a dispatcher counts the backlog for its
+	// observer.
+	statsInterval = 15 * time.Second
+	// maxFailWait bounds the wait after lease passes that failed (the
+	// database down), which doubles from the Interval.
+	maxFailWait = 30 * time.Second
+	// answerBytes is how much of a runtime's answer is read and recorded.
+	answerBytes = 1 << 10
+	// recordTimeout bounds recording how an attempt ended.
+	recordTimeout = 10 * time.Second
+)
+
+// LeaseFor returns the lease of a delivery whose HTTP request may take
+// timeout: the timeout plus a quarter of it, at least 5 s, for reading the
+// message before and recording the answer after. A live dispatcher so
+// always ends its attempt before its lease passes, and another takes a
+// dispatch over only from one that died or stalled.
+func LeaseFor(timeout time.Duration) time.Duration { return timeout + max(5*time.Second, timeout/4) }
+
+// Observer receives the dispatcher's measurements; *telemetry.Metrics is
+// one. Its methods must not block.
+type Observer interface {
+	// ObserveDispatchAttempt counts an ended attempt by outcome
+	// (delivered, retry, failed) and its duration.
+	ObserveDispatchAttempt(outcome string, d time.Duration)
+	// ObserveDispatchBacklog reports the pending and failed dispatches and
+	// the age of the oldest pending one.
+	ObserveDispatchBacklog(pending, failed int64, oldest time.Duration)
+}
+
+// Config configures a [Dispatcher]. URL and Secret are required; the zero
+// value of every other field is its default.
+type Config struct {
+	// URL is the runtime's endpoint every delivery is POSTed to: http or
+	// https, absolute. Redirects are not followed.
+	URL string
+	// Secret is the Standard Webhooks signing key (the decoded bytes of a
+	// whsec_ secret), at least MinSecretLen bytes.
+	Secret []byte
+	// Timeout bounds one delivery's HTTP request, from connecting to the
+	// answer's first bytes; no answer within it is a retry. Default 10 s,
+	// at most MaxTimeout. The lease is LeaseFor(Timeout).
+	Timeout time.Duration
+	// Interval is the time between two lease passes while nothing is due
+	// (plus up to a tenth, so replicas do not poll in lock-step); a local
+	// admission wakes the dispatcher sooner ([Dispatcher.Wake]). Default
+	// 1 s, at most MaxInterval.
+	Interval time.Duration
+	// Batch is the most dispatches one lease pass takes. Default 100,
+	// 1 to MaxBatch.
+	Batch int
+	// Concurrency is the most deliveries in flight at once; a pass leases
+	// no more than the free slots, so nothing leased waits for a slot.
+	// Default 16, 1 to MaxConcurrency.
+	Concurrency int
+	// MinBackoff and MaxBackoff bound the wait before a retry: MinBackoff
+	// after the first attempt, doubling with each, at most MaxBackoff,
+	// each drawn between half and all of it; a Retry-After the runtime
+	// sends is honoured up to MaxBackoff. Defaults 1 s and 5 min.
+	MinBackoff, MaxBackoff time.Duration
+	// Logger receives a line per failed dispatch and per failed pass; nil
+	// discards them.
+	Logger *slog.Logger
+	// Observer receives the measurements; nil drops them.
+	Observer Observer
+	// Client sends the deliveries; nil is a client that follows no
+	// redirects. Its own timeout, if any, adds to Timeout.
+	Client *http.Client
+	// UserAgent is sent with every delivery; default "searchd".
+	UserAgent string
+}
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.Interval = cmp.Or(c.Interval, DefaultInterval)
+	c.Batch = cmp.Or(c.Batch, DefaultBatch)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.MinBackoff = cmp.Or(c.MinBackoff, DefaultMinBackoff)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
+	c.UserAgent = cmp.Or(c.UserAgent, "searchd")
+	return c
+}
+
+// Validate returns an error naming the field and its allowed range when c,
+// with its defaults, cannot run.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	u, err := url.Parse(c.URL)
+	switch {
+	case c.URL == "":
+		return errors.New("dispatch: Config.URL is required")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return errors.New("dispatch: Config.URL must be an absolute http or https URL")
+	case len(c.Secret) < MinSecretLen:
+		return fmt.Errorf("dispatch: Config.Secret is %d bytes; it must be at least %d", len(c.Secret), MinSecretLen)
+	case c.Timeout < 0 || c.Timeout > MaxTimeout:
+		return fmt.Errorf("dispatch: Config.Timeout is %s; it must be more than 0s and at most %s", c.Timeout, MaxTimeout)
+	case c.Interval < 0 || c.Interval > MaxInterval:
+		return fmt.Errorf("dispatch: Config.Interval is %s; it must be more than 0s and at most %s", c.Interval, MaxInterval)
+	case c.Batch < 1 || c.Batch > MaxBatch:
+		return fmt.Errorf("dispatch: Config.Batch is %d; it must be 1 to %d", c.Batch, MaxBatch)
+	case c.Concurrency < 1 || c.Concurrency > MaxConcurrency:
+		return fmt.Errorf("dispatch: Config.Concurrency is %d; it must be 1 to %d", c.Concurrency, MaxConcurrency)
+	case c.MinBackoff < 0 || c.MaxBackoff < c.MinBackoff || c.MaxBackoff > MaxMaxBackoff:
+		return fmt.Errorf("dispatch: Config.MinBackoff %s and MaxBackoff %s: want 0s < MinBackoff <= MaxBackoff <= %s",
+			c.MinBackoff, c.MaxBackoff, MaxMaxBackoff)
+	}
+	return nil
+}
+
+// Dispatcher delivers the outbox's due dispatches to the runtime. It is
+// safe for concurrent use; [Dispatcher.Run] runs it.
+type Dispatcher struct {
+	store  *Store
+	cfg    Config
+	lease  time.Duration
+	signer *standardwebhooks.Webhook
+	client *http.Client
+	log    *slog.Logger
+	wake   chan struct{}
+}
+
+// NewDispatcher returns a dispatcher of store's outbox configured by cfg,
+// or an error naming the field of cfg that cannot work.
+func NewDispatcher(store *Store, cfg Config) (*Dispatcher, error) {
+	if store == nil {
+		return nil, errors.New("dispatch: a Dispatcher needs a Store")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	signer, err := standardwebhooks.NewWebhookRaw(cfg.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: %w", err)
+	}
+	client := cfg.Client
+	if client == nil {
+		client = &http.Client{
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			Transport: &http.Transport{
+				Proxy:               http.ProxyFromEnvironment,
+				MaxIdleConnsPerHost: cfg.Concurrency,
+				IdleConnTimeout:     90 * time.Second,
+				ForceAttemptHTTP2:   true,
+			},
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Dispatcher{store: store, cfg: cfg, lease: LeaseFor(cfg.Timeout), signer: signer, client: client,
+		log: log, wake: make(chan struct{}, 1)}, nil
+}
+
+// Lease returns the lease of one delivery, LeaseFor(Config.Timeout).
+func (d *Dispatcher) Lease() time.Duration { return d.lease }
+
+// Wake makes a running dispatcher pass now rather than at its next
+// interval: an admission in this process calls it. It never blocks.
+func (d *Dispatcher) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run delivers due dispatches until ctx ends, then waits for the
+// deliveries in flight (each bounded by its lease) and returns nil. Each
+// pass leases at most the free delivery slots (and Batch); a pass that
+// filled its batch is followed at once by the next, one that leased less
+// waits for the Interval, a Wake, or (when slots were the bound) a slot. A
+// pass that fails (the database down) is logged and retried after a wait
+// that doubles up to 30 s. Every serve process runs one; they share the
+// outbox through SKIP LOCKED.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, d.cfg.Concurrency)
+	freed := make(chan struct{}, 1)
+	// Deliveries outlive ctx: one cancelled mid-request would leave its
+	// answer unknown and the dispatch to be delivered again after its
+	// lease. Each is bounded by its lease instead.
+	dctx := context.WithoutCancel(ctx)
+	failWait := d.cfg.Interval
+	var nextStats time.Time
+	for ctx.Err() == nil {
+		bySlots := false
+		if free := cap(slots) - len(slots); free == 0 {
+			bySlots = true
+		} else {
+			n := min(free, d.cfg.Batch)
+			leased, err := d.store.LeasePass(ctx, n, d.lease)
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: lease pass failed; backing off",
+					slog.String("error", err.Error()), slog.Duration("next", failWait))
+				sleep(ctx, failWait)
+				failWait = min(2*failWait, maxFailWait)
+				continue
+			}
+			failWait = d.cfg.Interval
+			for _, l := range leased {
+				slots <- struct{}{}
+				wg.Go(func() {
+					defer func() {
+						<-slots
+						select {
+						case freed <- struct{}{}:
+						default:
+						}
+					}()
+					d.deliver(dctx, l)
+				})
+			}
+			if len(leased) == n {
+				if n < free {
+					continue // the batch was the bound: more may be due
+				}
+				bySlots = true
+			}
+		}
+		if now := time.Now(); !now.Before(nextStats) {
+			d.observeBacklog(ctx)
+			nextStats = now.Add(statsInterval)
+		}
+		var slot <-chan struct{}
+		if bySlots {
+			slot = freed
+		}
+		timer := time.NewTimer(d.cfg.Interval + rand.N(d.cfg.Interval/10+1))
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		case <-d.wake:
+		case <-slot:
+		}
+		timer.Stop()
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (d *Dispatcher) observeBacklog(ctx context.Context) {
+	if d.cfg.Observer == nil {
+		return
+	}
+	st, err := d.store.Stats(ctx)
+	if err != nil {
+		return
+	}
+	d.cfg.Observer.ObserveDispatchBacklog(st.Pending, st.Failed, st.OldestPending)
+}
+
+// Deliver makes one attempt of a leased dispatch and records how it ended:
+// what [Dispatcher.Run] does for each dispatch it leases, for a caller that
+// runs its own passes (a benchmark, a test). It returns the outcome, or ""
+// when nothing was sent (the Run is gone, or its message could not be
+// read: the dispatch is leased again after its lease).
+func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome { return d.deliver(ctx, l) }
+
+func (d *Dispatcher) deliver(ctx context.Context, l Leased) Outcome {
+	start := time.Now()
+	base := ctx
+	ctx, cancel := context.WithTimeout(base, d.lease)
+	defer cancel()
+	body, err := d.store.Message(ctx, l.OrganizationID, l.RunID)
+	if errors.Is(err, ErrNotFound) {
+		return "" // swept with its Run meanwhile: nothing to deliver
+	}
+	if err != nil {
+		d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: reading the message failed; the dispatch is delivered again after its lease",
+			slog.String("run_id", l.RunID.String()), slog.Int("attempt", l.Attempt), slog.String("error", err.Error()))
+		return ""
+	}
+	a := d.post(ctx, l, body)
+	e := End{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt, Outcome: a.outcome,
+		StatusCode: a.status, Answer: a.answer}
+	if a.outcome == OutcomeRetry {
+		e.RetryIn = d.backoff(l.Attempt, a.retryAfter)
+	}
+	// The answer is recorded on a deadline of its own, not the lease's: a
+	// dispatcher that stalled past its lease still records what it got on
+	// its own attempt (its fence keeps it from changing the dispatch).
+	ectx, ecancel := context.WithTimeout(base, recordTimeout)
+	defer ecancel()
+	held, err := d.store.End(ectx, e)
+	if d.cfg.Observer != nil {
+		d.cfg.Observer.ObserveDispatchAttempt(string(a.outcome), time.Since(start))
+	}
+	attrs := []slog.Attr{slog.String("run_id", l.RunID.String()), slog.Int("attempt", l.Attempt),
+		slog.String("outcome", string(a.outcome)), slog.Int("status", a.status), slog.String("answer", a.answer)}
+	switch {
+	case err != nil:
+		d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: recording the attempt failed; the dispatch is delivered again after its lease",
+			append(attrs, slog.String("error", err.Error()))...)
+	case !held:
+		d.log.LogAttrs(ctx, slog.LevelInfo, "dispatch: the lease had passed; another attempt owns the dispatch", attrs...)
+	case a.outcome == OutcomeFailed:
+		d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: the runtime refused the Run; the dispatch is failed until an operator retries it", attrs...)
+	default:
+		d.log.LogAttrs(ctx, slog.LevelDebug, "dispatch: attempt", append(attrs, slog.Duration("retry_in", e.RetryIn))...)
+	}
+	return a.outcome
+}
+
+// answer is how the runtime answered one delivery.
+type answer struct {
+	outcome    Outcome
+	status     int
+	answer     string
+	retryAfter time.Duration
+}
+
+// post sends body to the runtime, signed, and classifies the answer.
+func (d *Dispatcher) post(ctx context.Context, l Leased, body []byte) answer {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return answer{outcome: OutcomeFailed, answer: "the request could not be built: " + err.Error()}
+	}
+	id := l.RunID.String()
+	now := time.Now()
+	sig, err := d.signer.Sign(id, now, body)
+	if err != nil {
+		return answer{outcome: OutcomeFailed, answer: "the message could not be signed: " + err.Error()}
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", d.cfg.UserAgent)
+	h.Set(standardwebhooks.HeaderWebhookID, id)
+	h.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+	h.Set(standardwebhooks.HeaderWebhookSignature, sig)
+	res, err := d.client.Do(req)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return answer{outcome: OutcomeRetry, answer: fmt.Sprintf("no answer within %s (timeout)", d.cfg.Timeout)}
+		}
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return answer{outcome: OutcomeRetry, answer: "no answer: " + err.Error()}
+	}
+	defer res.Body.Close()
+	head, _ := io.ReadAll(io.LimitReader(res.Body, answerBytes))
+	a := answer{status: res.StatusCode, answer: strings.TrimSpace(res.Status + " " + string(head))}
+	switch code := res.StatusCode; {
+	case code >= 200 && code < 300:
+		a.outcome = OutcomeDelivered
+	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
+		a.outcome = OutcomeRetry
+		a.retryAfter = retryAfter(res.Header.Get("Retry-After"), now)
+	default:
+		// A 4xx says the request itself is refused, and a redirect that
+		// the runtime's URL is not where it is: the same request again
+		// cannot help. A person looks, and retries once it is fixed.
+		a.outcome = OutcomeFailed
+	}
+	return a
+}
+
+// retryAfter reads a Retry-After header: delay seconds or an HTTP date; 0
+// when absent or unreadable.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+		return time.Duration(min(n, 1<<20)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// backoff is the wait before the attempt after attempt: MinBackoff
+// doubling per attempt up to MaxBackoff, drawn between half and all of it
+// (so replicas' retries spread), and at least the runtime's Retry-After
+// (up to MaxBackoff).
+func (d *Dispatcher) backoff(attempt int, after time.Duration) time.Duration {
+	delay := d.cfg.MaxBackoff
+	if shift := attempt - 1; shift >= 0 && shift < 32 {
+		if v := d.cfg.MinBackoff << shift; v > 0 && v < delay {
+			delay = v
+		}
+	}
+	delay = delay/2 + rand.N(delay/2+1)
+	if after > delay {
+		delay = min(after, d.cfg.MaxBackoff)
+	}
+	return delay
+}

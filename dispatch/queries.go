@@ -1,0 +1,208 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The SQL of the outbox, in one place. The outbox row itself is inserted
+// by runs.runInsert, in the statement that admits its Run. Statements that
+// read or write a time take the clock as coalesce($now::timestamptz,
+// now()): production passes NULL, tests a stubbed instant. Durations travel
+// as microseconds.
+
+// dispatchLease is the bounded pass of the dispatcher: it leases at most
+// $3 pending dispatches that are due, oldest due first, and starts an
+// attempt for each. FOR UPDATE SKIP LOCKED: a pass never waits on a row
+// another replica is leasing or ending, and replicas lease disjoint
+// batches. Leasing increments attempts (the new number is the attempt's
+// fence) and pushes next_attempt_at one lease ahead, so the row is due
+// again only if this attempt never ends. The attempt's row is inserted
+// in_flight, and attempts older than the newest $4 are pruned, so a
+// dispatch keeps a bounded history however long its runtime fails.
+// $1 now, $2 lease µs, $3 bound, $4 attempts kept.
+const dispatchLease = `
+WITH due AS (
+	SELECT d.run_id, d.organization_id
+	FROM agent.run_dispatches d
+	WHERE d.state = 'pending' AND d.next_attempt_at <= coalesce($1::timestamptz, now())
+	ORDER BY d.next_attempt_at
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), leased AS (
+	UPDATE agent.run_dispatches AS d
+	SET attempts = d.attempts + 1,
+		next_attempt_at = coalesce($1::timestamptz, now()) + $2::bigint * interval '1 microsecond',
+		last_attempt_at = coalesce($1::timestamptz, now())
+	FROM due
+	WHERE d.run_id = due.run_id AND d.organization_id = due.organization_id
+	RETURNING d.run_id, d.organization_id, d.attempts
+), started AS (
+	INSERT INTO agent.run_dispatch_attempts (run_id, organization_id, attempt, started_at)
+	SELECT l.run_id, l.organization_id, l.attempts, coalesce($1::timestamptz, now())
+	FROM leased l
+), pruned AS (
+	DELETE FROM agent.run_dispatch_attempts a
+	USING leased l
+	WHERE a.run_id = l.run_id AND a.organization_id = l.organization_id AND a.attempt <= l.attempts - $4::integer
+)
+SELECT l.organization_id, l.run_id, l.attempts FROM leased l`
+
+// leasePass runs one bounded lease pass on db: at most limit dispatches,
+// each leased for lease. It is the whole of the dispatcher's claim on the
+// outbox, one statement, so that it can run on any connection that
+// reaches the rows (a shard's, on a distributed database).
+func leasePass(ctx context.Context, db DBTX, now any, lease time.Duration, limit int) ([]Leased, error) {
+	rows, err := db.Query(ctx, dispatchLease, now, lease.Microseconds(), limit, KeptAttempts)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: lease: %w", err)
+	}
+	leased, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Leased, error) {
+		var l Leased
+		err := r.Scan(&l.OrganizationID, &l.RunID, &l.Attempt)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: lease: %w", err)
+	}
+	return leased, nil
+}
+
+// dispatchMessage reads what a delivery carries: the Run's fields that
+// never change, and its snapshot (NULLs for a direct Run). $1 org, $2 Run.
+const dispatchMessage = `
+SELECT r.id, r.organization_id, r.kind, r.name, r.saved_search_id, r.snapshot_id, r.options, r.input,
+	r.created_by, r.created_at, r.start_key,
+	sn.saved_search_version, sn.brief, sn.baseline, sn.content_hash, sn.created_by, sn.created_at
+FROM agent.runs r
+LEFT JOIN agent.saved_search_snapshots sn ON sn.organization_id = r.organization_id AND sn.id = r.snapshot_id
+WHERE r.organization_id = $1 AND r.id = $2`
+
+// dispatchEnd writes how an attempt ended, fenced by its number: the
+// dispatch changes only while it is pending and its attempts still hold
+// @attempt (no lease was taken since). Delivered marks it dispatched, and
+// the Run dispatched when it is still queued (a runtime may have reported
+// running already), with the change in the Run's status history; retry
+// makes it due after @retry_us; failed marks it failed. The attempt's own
+// row records the answer whatever the fence says: the attempt happened.
+// It answers whether the fence held.
+const dispatchEnd = `
+WITH c AS (
+	SELECT coalesce(@now::timestamptz, now()) AS now
+), ended AS (
+	UPDATE agent.run_dispatches AS d
+	SET state = CASE @outcome::text WHEN 'delivered' THEN 'dispatched' WHEN 'failed' THEN 'failed' ELSE 'pending' END,
+		next_attempt_at = CASE WHEN @outcome::text = 'retry'
+			THEN c.now + @retry_us::bigint * interval '1 microsecond' ELSE d.next_attempt_at END,
+		dispatched_at = CASE WHEN @outcome::text = 'delivered' THEN c.now END,
+		failed_at = CASE WHEN @outcome::text = 'failed' THEN c.now END,
+		last_status_code = @status_code::integer,
+		last_error = CASE WHEN @outcome::text = 'delivered' THEN NULL ELSE @answer::text END
+	FROM c
+	WHERE d.run_id = @run::uuid AND d.organization_id = @org::uuid
+		AND d.attempts = @attempt::integer AND d.state = 'pending'
+	RETURNING d.run_id, d.organization_id, d.state
+), attempt AS (
+	UPDATE agent.run_dispatch_attempts AS a
+	SET ended_at = c.now, outcome = @outcome::text, status_code = @status_code::integer, answer = @answer::text
+	FROM c
+	WHERE a.run_id = @run::uuid AND a.organization_id = @org::uuid AND a.attempt = @attempt::integer
+		AND a.outcome = 'in_flight'
+), marked AS (
+	UPDATE agent.runs AS r
+	SET status = 'dispatched', version = r.version + 1, updated_at = c.now
+	FROM ended e, c
+	WHERE e.state = 'dispatched' AND r.id = e.run_id AND r.organization_id = e.organization_id
+		AND r.status = 'queued'
+	RETURNING r.id, r.organization_id, r.version, r.updated_at
+), history AS (
+	INSERT INTO agent.run_status_changes (run_id, organization_id, version, status, changed_at)
+	SELECT m.id, m.organization_id, m.version, 'dispatched', m.updated_at FROM marked m
+)
+SELECT EXISTS (SELECT FROM ended)`
+
+const dispatchColumns = `d.run_id, d.organization_id, d.state, d.attempts, d.next_attempt_at, d.created_at,
+	d.last_attempt_at, d.dispatched_at, d.failed_at, d.last_status_code, d.last_error, d.retries`
+
+// dispatchGet reads a Run's dispatch. $1 org, $2 Run.
+const dispatchGet = `
+SELECT ` + dispatchColumns + `
+FROM agent.run_dispatches d
+WHERE d.run_id = $2 AND d.organization_id = $1`
+
+// dispatchAttempts reads a dispatch's kept attempts, oldest first. $1 org,
+// $2 Run.
+const dispatchAttempts = `
+SELECT a.attempt, a.started_at, a.ended_at, a.outcome, a.status_code, a.answer
+FROM agent.run_dispatch_attempts a
+WHERE a.run_id = $2 AND a.organization_id = $1
+ORDER BY a.attempt`
+
+// dispatchRetries reads the operator retries of a dispatch, oldest first,
+// at most $3. $1 org, $2 Run.
+const dispatchRetries = `
+SELECT t.actor, t.reason, t.retried_at, t.previous_status_code, t.previous_error
+FROM agent.run_dispatch_retries t
+WHERE t.run_id = $2 AND t.organization_id = $1
+ORDER BY t.retried_at, t.id
+LIMIT $3`
+
+// dispatchListFailed reads failed dispatches, the most recently failed
+// first, on run_dispatches_failed_idx; of one organization when $1 is set.
+// $2 limit.
+const dispatchListFailed = `
+SELECT ` + dispatchColumns + `
+FROM agent.run_dispatches d
+WHERE d.state = 'failed' AND ($1::uuid IS NULL OR d.organization_id = $1)
+ORDER BY d.failed_at DESC
+LIMIT $2`
+
+// dispatchListPending reads pending dispatches, the first due first, on
+// run_dispatches_due_idx; of one organization when $1 is set. $2 limit.
+const dispatchListPending = `
+SELECT ` + dispatchColumns + `
+FROM agent.run_dispatches d
+WHERE d.state = 'pending' AND ($1::uuid IS NULL OR d.organization_id = $1)
+ORDER BY d.next_attempt_at
+LIMIT $2`
+
+// dispatchRetry makes a failed dispatch due now and records who retried it,
+// why, and the answer that had failed it, in one statement. A dispatch that
+// is not failed is left alone and nothing is recorded. The organization is
+// optional ($org NULL: the Run id alone names the dispatch).
+const dispatchRetry = `
+WITH c AS (
+	SELECT coalesce(@now::timestamptz, now()) AS now
+), retried AS (
+	UPDATE agent.run_dispatches AS d
+	SET state = 'pending', failed_at = NULL, next_attempt_at = c.now, retries = d.retries + 1
+	FROM c
+	WHERE d.run_id = @run::uuid AND (@org::uuid IS NULL OR d.organization_id = @org::uuid) AND d.state = 'failed'
+	RETURNING d.run_id, d.organization_id, d.last_status_code, d.last_error
+), recorded AS (
+	INSERT INTO agent.run_dispatch_retries
+		(id, run_id, organization_id, actor, reason, retried_at, previous_status_code, previous_error)
+	SELECT @id::uuid, r.run_id, r.organization_id, @actor::text, @reason::text, c.now, r.last_status_code, r.last_error
+	FROM retried r, c
+)
+SELECT r.organization_id FROM retried r`
+
+// dispatchFind reads a dispatch by its Run id, of one organization when
+// $2 is set. $1 Run.
+const dispatchFind = `
+SELECT ` + dispatchColumns + `
+FROM agent.run_dispatches d
+WHERE d.run_id = $1 AND ($2::uuid IS NULL OR d.organization_id = $2)`
+
+// dispatchStats counts the pending and failed dispatches and the age of
+// the oldest pending one (by its Run's admission), by the database clock.
+// $1 now.
+const dispatchStats = `
+SELECT count(*) FILTER (WHERE d.state = 'pending'),
+	count(*) FILTER (WHERE d.state = 'failed'),
+	coalesce(extract(epoch FROM coalesce($1::timestamptz, now()) - min(d.created_at) FILTER (WHERE d.state = 'pending')), 0)::float8
+FROM agent.run_dispatches d
+WHERE d.state IN ('pending', 'failed')`

@@ -1,0 +1,459 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/dberr"
+)
+
+// The errors of this package carry the kinds of package errs, and every
+// exported method that runs SQL returns a transient database failure as an
+// errs.Unavailable wrapping the driver's error (internal/dberr).
+var (
+	// ErrNotFound reports a Run without a dispatch in the organization
+	// (or in any, where the organization is optional).
+	ErrNotFound = errs.New(errs.NotFound, "dispatch: not found")
+	// ErrNotFailed reports a retry of a dispatch that is not failed: a
+	// pending one is delivered by itself, a dispatched one is done.
+	ErrNotFailed = errs.New(errs.Conflict, "dispatch: only a failed dispatch can be retried")
+	// ErrInvalid reports input refused before any SQL.
+	ErrInvalid = errs.New(errs.Invalid, "dispatch: invalid input")
+)
+
+// States of a dispatch.
+const (
+	StatePending    = "pending"
+	StateDispatched = "dispatched"
+	StateFailed     = "failed"
+)
+
+// Outcome is how a delivery attempt ended.
+type Outcome string
+
+// The outcomes of an attempt. An attempt still in flight has
+// OutcomeInFlight; one left in flight after its lease passed was cut short
+// (its dispatcher died or stalled).
+const (
+	OutcomeInFlight  Outcome = "in_flight"
+	OutcomeDelivered Outcome = "delivered"
+	OutcomeRetry     Outcome = "retry"
+	OutcomeFailed    Outcome = "failed"
+)
+
+// KeptAttempts is how many attempts of one dispatch are kept, the newest:
+// a runtime down for days would otherwise grow a dispatch's history
+// without bound. The dispatch's own row counts every attempt.
+const KeptAttempts = 100
+
+// MaxAnswerLen bounds the answer recorded with an attempt, in characters.
+const MaxAnswerLen = 2000
+
+// Limits of an operator's retry, as those of a claim's force-release.
+const (
+	MaxActorBytes = 255
+	MaxReasonLen  = 500
+)
+
+// DBTX is what the store needs of a database handle: a *pgxpool.Pool, a
+// *pgx.Conn or a pgx.Tx.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Store reads and writes the outbox. It is safe for concurrent use.
+type Store struct {
+	db    DBTX
+	clock *dbclock.Clock
+}
+
+// NewStore returns a store on db at clock (nil: the database's now()).
+func NewStore(db DBTX, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
+
+// Leased is a dispatch a lease pass took: its Run and the number of the
+// attempt, the fence its end carries.
+type Leased struct {
+	OrganizationID uuid.UUID
+	RunID          uuid.UUID
+	Attempt        int
+}
+
+// LeasePass leases at most limit due dispatches for lease, in one
+// statement, and starts an attempt for each; see dispatchLease. Replicas
+// running passes at once lease disjoint sets. It returns the leased
+// dispatches, none when nothing is due.
+func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (_ []Leased, err error) {
+	defer dberr.Annotate(&err)
+	if limit < 1 || lease <= 0 {
+		return nil, fmt.Errorf("%w: a lease pass needs a positive limit and lease, got %d and %s", ErrInvalid, limit, lease)
+	}
+	return leasePass(ctx, s.db, s.clock.Arg(), lease, limit)
+}
+
+// Message returns the body of Run runID's delivery: the JSON of its
+// [Message], the same bytes every time it is asked for. It returns
+// [ErrNotFound] when org has no such Run (it was swept meanwhile).
+func (s *Store) Message(ctx context.Context, org, runID uuid.UUID) (_ []byte, err error) {
+	defer dberr.Annotate(&err)
+	var (
+		run                 MessageRun
+		startKey            string
+		snapVersion         *int64
+		brief, baseline     json.RawMessage
+		snapHash, snapActor *string
+		snapCreated         *time.Time
+		options, input      json.RawMessage
+		savedSearch, snapID *uuid.UUID
+		name, createdBy     *string
+	)
+	err = s.db.QueryRow(ctx, dispatchMessage, org, runID).Scan(
+		&run.ID, &run.OrganizationID, &run.Kind, &name, &savedSearch, &snapID, &options, &input,
+		&createdBy, &run.CreatedAt, &startKey,
+		&snapVersion, &brief, &baseline, &snapHash, &snapActor, &snapCreated)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: reading the message: %w", err)
+	}
+	run.Name, run.SavedSearchID, run.SnapshotID, run.CreatedBy = name, savedSearch, snapID, createdBy
+	run.Options, run.Input = nullRaw(options), nullRaw(input)
+	run.IdempotencyKey = idempotencyKey(startKey)
+	m := Message{Type: MessageType, Timestamp: run.CreatedAt.UTC(), Data: MessageData{Run: run, StatusURL: StatusPath(runID)}}
+	if snapID != nil && snapVersion != nil {
+		m.Data.Snapshot = &MessageSnapshot{
+			ID: *snapID, SavedSearchID: *savedSearch, SavedSearchVersion: *snapVersion,
+			Brief: brief, Baseline: baseline, ContentHash: *snapHash, CreatedBy: snapActor, CreatedAt: snapCreated.UTC(),
+		}
+	}
+	m.Data.Run.CreatedAt = m.Data.Run.CreatedAt.UTC()
+	return json.Marshal(m)
+}
+
+// idempotencyKey is the client's key of a start key: after the namespace
+// (runs.SavedSearchStartKey, runs.DirectStartKey).
+func idempotencyKey(startKey string) string {
+	if _, key, ok := strings.Cut(startKey, ":"); ok {
+		return key
+	}
+	return startKey
+}
+
+func nullRaw(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// End is how one attempt ended, for [Store.End].
+type End struct {
+	OrganizationID uuid.UUID
+	RunID          uuid.UUID
+	// Attempt is the number [Store.LeasePass] gave the attempt: its fence.
+	Attempt int
+	// Outcome is OutcomeDelivered, OutcomeRetry or OutcomeFailed.
+	Outcome Outcome
+	// StatusCode is the runtime's HTTP status; 0 when none came (a
+	// timeout, a cut connection).
+	StatusCode int
+	// Answer says what went wrong, or what the runtime answered, for a
+	// person; cut to MaxAnswerLen characters of valid UTF-8.
+	Answer string
+	// RetryIn is how long a retry waits before it is due (OutcomeRetry).
+	RetryIn time.Duration
+}
+
+// End records how an attempt ended (see dispatchEnd) and reports whether
+// its fence held: false when the dispatch was leased again since (this
+// attempt's lease had passed) or is no longer pending, and then nothing
+// but the attempt's own record changed.
+func (s *Store) End(ctx context.Context, e End) (held bool, err error) {
+	defer dberr.Annotate(&err)
+	switch e.Outcome {
+	case OutcomeDelivered, OutcomeRetry, OutcomeFailed:
+	default:
+		return false, fmt.Errorf("%w: outcome %q", ErrInvalid, e.Outcome)
+	}
+	var code, answer any
+	if e.StatusCode != 0 {
+		code = e.StatusCode
+	}
+	if a := Clean(e.Answer, MaxAnswerLen); a != "" {
+		answer = a
+	}
+	err = s.db.QueryRow(ctx, dispatchEnd, pgx.StrictNamedArgs{
+		"org": e.OrganizationID, "run": e.RunID, "attempt": e.Attempt, "outcome": string(e.Outcome),
+		"status_code": code, "answer": answer, "retry_us": max(e.RetryIn, 0).Microseconds(), "now": s.clock.Arg(),
+	}).Scan(&held)
+	if err != nil {
+		return false, fmt.Errorf("dispatch: end attempt: %w", err)
+	}
+	return held, nil
+}
+
+// Clean returns s as storable text of at most n characters: valid UTF-8
+// (invalid bytes replaced), without NUL or other control characters but
+// newline and tab.
+func Clean(s string, n int) string {
+	var b strings.Builder
+	count := 0
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		if count == n {
+			break
+		}
+		if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f {
+			r = ' '
+		}
+		b.WriteRune(r)
+		count++
+	}
+	return b.String()
+}
+
+// Dispatch is a Run's dispatch as stored.
+type Dispatch struct {
+	RunID          uuid.UUID `json:"-"`
+	OrganizationID uuid.UUID `json:"-"`
+	// State is StatePending, StateDispatched or StateFailed.
+	State string `json:"state"`
+	// Attempts counts the delivery attempts made, every one.
+	Attempts int `json:"attempts"`
+	// NextAttemptAt is when a pending dispatch is due (its next attempt,
+	// or the end of the lease of the attempt in flight); nil otherwise.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	CreatedAt     time.Time  `json:"-"`
+	LastAttemptAt *time.Time `json:"last_attempt_at"`
+	DispatchedAt  *time.Time `json:"dispatched_at"`
+	FailedAt      *time.Time `json:"failed_at"`
+	// LastStatusCode is the runtime's last HTTP status (nil: none came,
+	// or no attempt was made); LastError what went wrong with the last
+	// attempt that did not deliver, nil once delivered.
+	LastStatusCode *int    `json:"last_status_code"`
+	LastError      *string `json:"last_error"`
+	// Retries counts the operator retries of a failed dispatch.
+	Retries int `json:"retries"`
+}
+
+func scanDispatch(row pgx.Row) (*Dispatch, error) {
+	var d Dispatch
+	var next time.Time
+	err := row.Scan(&d.RunID, &d.OrganizationID, &d.State, &d.Attempts, &next, &d.CreatedAt,
+		&d.LastAttemptAt, &d.DispatchedAt, &d.FailedAt, &d.LastStatusCode, &d.LastError, &d.Retries)
+	if err != nil {
+		return nil, err
+	}
+	if d.State == StatePending {
+		d.NextAttemptAt = &next
+	}
+	return &d, nil
+}
+
+// Get returns the dispatch of Run runID of org, or [ErrNotFound].
+func (s *Store) Get(ctx context.Context, org, runID uuid.UUID) (_ *Dispatch, err error) {
+	defer dberr.Annotate(&err)
+	d, err := scanDispatch(s.db.QueryRow(ctx, dispatchGet, org, runID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: get: %w", err)
+	}
+	return d, nil
+}
+
+// Attempt is one delivery attempt of a dispatch.
+type Attempt struct {
+	Attempt   int
+	StartedAt time.Time
+	// EndedAt is nil while Outcome is OutcomeInFlight.
+	EndedAt *time.Time
+	Outcome Outcome
+	// StatusCode is the runtime's HTTP status; nil when none came.
+	StatusCode *int
+	Answer     *string
+}
+
+// Attempts returns the kept attempts (the newest [KeptAttempts]) of the
+// dispatch of Run runID of org, oldest first; none for another
+// organization's Run.
+func (s *Store) Attempts(ctx context.Context, org, runID uuid.UUID) (_ []Attempt, err error) {
+	defer dberr.Annotate(&err)
+	rows, err := s.db.Query(ctx, dispatchAttempts, org, runID)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: attempts: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
+		var a Attempt
+		err := r.Scan(&a.Attempt, &a.StartedAt, &a.EndedAt, &a.Outcome, &a.StatusCode, &a.Answer)
+		return a, err
+	})
+}
+
+// Retry is an operator's retry of a failed dispatch.
+type Retry struct {
+	Actor     string
+	Reason    string
+	RetriedAt time.Time
+	// PreviousStatusCode and PreviousError are the answer that had failed
+	// the dispatch.
+	PreviousStatusCode *int
+	PreviousError      *string
+}
+
+// MaxRetriesListed bounds the retries [Store.Retries] returns.
+const MaxRetriesListed = 100
+
+// Retries returns the operator retries of the dispatch of Run runID of
+// org, oldest first, at most [MaxRetriesListed].
+func (s *Store) Retries(ctx context.Context, org, runID uuid.UUID) (_ []Retry, err error) {
+	defer dberr.Annotate(&err)
+	rows, err := s.db.Query(ctx, dispatchRetries, org, runID, MaxRetriesListed)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: retries: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Retry, error) {
+		var t Retry
+		err := r.Scan(&t.Actor, &t.Reason, &t.RetriedAt, &t.PreviousStatusCode, &t.PreviousError)
+		return t, err
+	})
+}
+
+// ListParams are the inputs of [Store.List].
+type ListParams struct {
+	// State is StateFailed (the most recently failed first) or
+	// StatePending (the first due first).
+	State string
+	// OrganizationID, when set, lists that organization's alone.
+	OrganizationID uuid.UUID
+	// Limit is 1 to MaxListLimit.
+	Limit int
+}
+
+// MaxListLimit bounds a list.
+const MaxListLimit = 1000
+
+// List returns failed or pending dispatches across organizations (or of
+// one). It returns an error wrapping [ErrInvalid] for another state or a
+// limit out of range.
+func (s *Store) List(ctx context.Context, p ListParams) (_ []Dispatch, err error) {
+	defer dberr.Annotate(&err)
+	if p.Limit < 1 || p.Limit > MaxListLimit {
+		return nil, fmt.Errorf("%w: limit %d: must be 1 to %d", ErrInvalid, p.Limit, MaxListLimit)
+	}
+	q := dispatchListFailed
+	switch p.State {
+	case StateFailed:
+	case StatePending:
+		q = dispatchListPending
+	default:
+		return nil, fmt.Errorf("%w: state %q: list failed or pending dispatches", ErrInvalid, p.State)
+	}
+	rows, err := s.db.Query(ctx, q, nullUUID(p.OrganizationID), p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: list: %w", err)
+	}
+	defer rows.Close()
+	list := []Dispatch{}
+	for rows.Next() {
+		d, err := scanDispatch(rows)
+		if err != nil {
+			return nil, fmt.Errorf("dispatch: list: %w", err)
+		}
+		list = append(list, *d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("dispatch: list: %w", err)
+	}
+	return list, nil
+}
+
+// RetryParams are the inputs of [Store.Retry].
+type RetryParams struct {
+	RunID uuid.UUID
+	// OrganizationID, when set, must be the Run's organization.
+	OrganizationID uuid.UUID
+	// Actor (1 to MaxActorBytes bytes) and Reason (1 to MaxReasonLen
+	// characters) say who retried and why; both are recorded.
+	Actor, Reason string
+}
+
+// Retry makes a failed dispatch pending and due now, recording who retried
+// it, why, and the answer that had failed it (agent.run_dispatch_retries),
+// in one statement, and returns the dispatch as it is afterwards. Only a
+// failed dispatch is retried: a pending one answers an error wrapping
+// [ErrNotFailed] (it is retried by itself), as does a dispatched one (it
+// is done), and nothing is written. It returns [ErrNotFound] when there is no such dispatch, and
+// an error wrapping [ErrInvalid] for a missing actor or reason.
+func (s *Store) Retry(ctx context.Context, p RetryParams) (_ *Dispatch, err error) {
+	defer dberr.Annotate(&err)
+	switch {
+	case p.RunID == uuid.Nil:
+		return nil, fmt.Errorf("%w: the Run id is required", ErrInvalid)
+	case p.Actor == "" || len(p.Actor) > MaxActorBytes || !utf8.ValidString(p.Actor) || strings.ContainsRune(p.Actor, 0):
+		return nil, fmt.Errorf("%w: the actor must be 1 to %d bytes of UTF-8 without NUL", ErrInvalid, MaxActorBytes)
+	case strings.TrimSpace(p.Reason) == "" || utf8.RuneCountInString(p.Reason) > MaxReasonLen ||
+		!utf8.ValidString(p.Reason) || strings.ContainsRune(p.Reason, 0):
+		return nil, fmt.Errorf("%w: the reason must be 1 to %d characters of UTF-8 without NUL", ErrInvalid, MaxReasonLen)
+	}
+	var org uuid.UUID
+	err = s.db.QueryRow(ctx, dispatchRetry, pgx.StrictNamedArgs{
+		"run": p.RunID, "org": nullUUID(p.OrganizationID), "id": uuid.New(), "actor": p.Actor,
+		"reason": p.Reason, "now": s.clock.Arg(),
+	}).Scan(&org)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("dispatch: retry: %w", err)
+	}
+	d, ferr := scanDispatch(s.db.QueryRow(ctx, dispatchFind, p.RunID, nullUUID(p.OrganizationID)))
+	switch {
+	case errors.Is(ferr, pgx.ErrNoRows):
+		return nil, ErrNotFound
+	case ferr != nil:
+		return nil, fmt.Errorf("dispatch: retry: %w", ferr)
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("%w: it is %s", ErrNotFailed, d.State)
+	}
+	return d, nil
+}
+
+// Stats are the outbox's backlog, by the database clock.
+type Stats struct {
+	// Pending and Failed count the dispatches in those states.
+	Pending, Failed int64
+	// OldestPending is the age of the oldest pending dispatch's Run; 0
+	// when none is pending.
+	OldestPending time.Duration
+}
+
+// Stats counts the pending and failed dispatches and the age of the
+// oldest pending one.
+func (s *Store) Stats(ctx context.Context) (_ Stats, err error) {
+	defer dberr.Annotate(&err)
+	var st Stats
+	var secs float64
+	if err := s.db.QueryRow(ctx, dispatchStats, s.clock.Arg()).Scan(&st.Pending, &st.Failed, &secs); err != nil {
+		return Stats{}, fmt.Errorf("dispatch: stats: %w", err)
+	}
+	st.OldestPending = time.Duration(secs * float64(time.Second))
+	return st, nil
+}
+
+func nullUUID(id uuid.UUID) any {
+	if id == uuid.Nil {
+		return nil
+	}
+	return id
+}

@@ -1,0 +1,290 @@
+// Package oidctest runs the tests' OpenID Connect provider
+// (test/oidcprovider, a real provider built on github.com/zitadel/oidc) as a
+// process on loopback, and drives it: it signs tokens with the provider's
+// own keys, rotates its key, counts its JWKS fetches, and signs a person in
+// through its login page as a browser would.
+package oidctest
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/oauth2"
+
+	"github.com/searchd/searchd/internal/pgcluster"
+)
+
+// Config configures the provider: its clients and users. It is encoded
+// as the provider's -config.
+type Config struct {
+	// Addr is where it listens; "" is an OS-chosen port on 127.0.0.1.
+	Addr    string   `json:"addr,omitempty"`
+	Clients []Client `json:"clients"`
+	Users   []User   `json:"users"`
+}
+
+// Client is a client registered at the provider.
+type Client struct {
+	ID string `json:"id"`
+	// Secret makes a confidential web client; "" a public client, which
+	// must use PKCE.
+	Secret       string   `json:"secret,omitempty"`
+	RedirectURIs []string `json:"redirect_uris"`
+	// Audience is added to the aud of the client's tokens.
+	Audience []string `json:"audience,omitempty"`
+}
+
+// User is a person who can sign in at the provider; Org and Roles become
+// the claims org_id and roles of their tokens.
+type User struct {
+	Username string   `json:"username"`
+	Password string   `json:"password"`
+	Org      string   `json:"org,omitempty"`
+	Roles    []string `json:"roles,omitempty"`
+}
+
+// Provider is a running provider. Its methods are safe for concurrent
+// use.
+type Provider struct {
+	// Issuer is its issuer URL, as its tokens' iss say it.
+	Issuer string
+
+	proc   *pgcluster.Process
+	mu     sync.Mutex
+	stdin  io.WriteCloser
+	stdout *bufio.Scanner
+}
+
+var (
+	buildOnce sync.Once
+	built     string
+	buildErr  error
+)
+
+// Binary returns the provider's binary: $SEARCHD_OIDC_PROVIDER when set,
+// else one built once per process with `go build` into a temporary
+// directory (removed when the test binary's TestMain calls [Cleanup]).
+func Binary() (string, error) {
+	if bin := os.Getenv("SEARCHD_OIDC_PROVIDER"); bin != "" {
+		return bin, nil
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "searchd-oidcprovider-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		built = filepath.Join(dir, "oidcprovider")
+		out, err := exec.Command("go", "build", "-o", built, "github.com/searchd/searchd/test/oidcprovider").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("building the test provider: %v\n%s", err, out)
+		}
+	})
+	return built, buildErr
+}
+
+// Cleanup removes the binary [Binary] built, if any.
+func Cleanup() {
+	if built != "" {
+		_ = os.RemoveAll(filepath.Dir(built))
+	}
+}
+
+// Start starts the provider binary bin with cfg and waits until it
+// serves. The provider dies with this process (a parent-death signal).
+func Start(bin string, cfg Config) (*Provider, error) {
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "-config", string(raw))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, os.Stderr
+	proc, err := pgcluster.StartProcess(cmd, "", &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL})
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		return nil, err
+	}
+	p := &Provider{proc: proc, stdin: inW, stdout: bufio.NewScanner(outR)}
+	p.stdout.Buffer(make([]byte, 64<<10), 1<<20)
+	first := make(chan error, 1)
+	go func() {
+		if !p.stdout.Scan() {
+			first <- errors.New("the test provider exited before it served")
+			return
+		}
+		var ready struct{ Issuer string }
+		if err := json.Unmarshal(p.stdout.Bytes(), &ready); err != nil {
+			first <- err
+			return
+		}
+		p.Issuer = ready.Issuer
+		first <- nil
+	}()
+	select {
+	case err = <-first:
+	case <-time.After(30 * time.Second):
+		err = errors.New("the test provider did not serve within 30 s")
+	}
+	if err != nil {
+		proc.Kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// StartT starts the provider for t, built by [Binary], and stops it when
+// t ends.
+func StartT(t testing.TB, cfg Config) *Provider {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(bin, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// Stop kills the provider and waits for it to be gone: a provider that is
+// down.
+func (p *Provider) Stop() {
+	p.proc.Kill()
+	p.stdin.Close()
+}
+
+// ask sends one command and returns the provider's answer.
+func (p *Provider) ask(cmd string) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, err := io.WriteString(p.stdin, cmd+"\n"); err != nil {
+		return "", err
+	}
+	if !p.stdout.Scan() {
+		return "", errors.New("the test provider has stopped")
+	}
+	answer := p.stdout.Text()
+	if strings.HasPrefix(answer, "error: ") {
+		return "", errors.New("test provider: " + answer)
+	}
+	return answer, nil
+}
+
+// Keys are the ids of the provider's keys.
+type Keys struct {
+	// RSA is the current signing key's; EC and Ed the P-256 and Ed25519
+	// keys'; Unpublished an RSA key that is in no JWKS.
+	RSA, EC, Ed, Unpublished string
+}
+
+// Keys returns the ids of the provider's keys.
+func (p *Provider) Keys() (Keys, error) {
+	a, err := p.ask("keys")
+	if err != nil {
+		return Keys{}, err
+	}
+	var k Keys
+	return k, json.Unmarshal([]byte(a), &k)
+}
+
+// Sign returns a token of the header and claims JSON exactly as given,
+// signed by the provider with the key named key: "rsa", "ec", "ed" or
+// "unpublished". The header's alg and kid are the caller's to write.
+func (p *Provider) Sign(key, header, claims string) (string, error) {
+	enc := base64.RawURLEncoding.EncodeToString
+	return p.ask(fmt.Sprintf("sign %s %s %s", key, enc([]byte(header)), enc([]byte(claims))))
+}
+
+// Rotate makes a new RSA key the provider's signing key, published beside
+// the old one, and returns its kid.
+func (p *Provider) Rotate() (string, error) { return p.ask("rotate") }
+
+// Hits returns how many times the provider's JWKS was fetched.
+func (p *Provider) Hits() (int, error) {
+	a, err := p.ask("hits")
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	_, err = fmt.Sscan(a, &n)
+	return n, err
+}
+
+// Tokens are what a sign-in at the provider returned.
+type Tokens struct {
+	Access, ID string
+}
+
+// Login signs username in through the provider's login page as a browser
+// would, for the public client c (the authorization code flow with PKCE,
+// the redirect caught before it leaves), and exchanges the code for the
+// tokens: what a browser UI of the company does before it calls searchd.
+func (p *Provider) Login(ctx context.Context, c Client, username, password string) (Tokens, error) {
+	conf := oauth2.Config{ClientID: c.ID, ClientSecret: c.Secret, RedirectURL: c.RedirectURIs[0],
+		Scopes:   []string{"openid"},
+		Endpoint: oauth2.Endpoint{AuthURL: p.Issuer + "/auth", TokenURL: p.Issuer + "/oauth/token"}}
+	verifier := oauth2.GenerateVerifier()
+	jar, _ := cookiejar.New(nil)
+	redirect, _ := url.Parse(c.RedirectURIs[0])
+	var code string
+	browser := &http.Client{Jar: jar, Timeout: 10 * time.Second,
+		CheckRedirect: func(r *http.Request, _ []*http.Request) error {
+			if r.URL.Host == redirect.Host && r.URL.Path == redirect.Path {
+				code = r.URL.Query().Get("code")
+				return http.ErrUseLastResponse
+			}
+			return nil
+		}}
+	resp, err := browser.Get(conf.AuthCodeURL("state-1", oauth2.S256ChallengeOption(verifier),
+		oauth2.SetAuthURLParam("nonce", "nonce-1")))
+	if err != nil {
+		return Tokens{}, err
+	}
+	resp.Body.Close()
+	// The login page: a form with the auth request's id.
+	id := resp.Request.URL.Query().Get("authRequestID")
+	if id == "" {
+		return Tokens{}, fmt.Errorf("the provider sent the browser to %s, not to its login page", resp.Request.URL)
+	}
+	resp, err = browser.PostForm(p.Issuer+"/login/username", url.Values{"id": {id}, "username": {username}, "password": {password}})
+	if err != nil {
+		return Tokens{}, err
+	}
+	resp.Body.Close()
+	if code == "" {
+		return Tokens{}, fmt.Errorf("the login answered %s without a redirect carrying a code", resp.Status)
+	}
+	tok, err := conf.Exchange(ctx, code, oauth2.VerifierOption(verifier))
+	if err != nil {
+		return Tokens{}, err
+	}
+	idToken, _ := tok.Extra("id_token").(string)
+	return Tokens{Access: tok.AccessToken, ID: idToken}, nil
+}

@@ -1,0 +1,243 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/dberr"
+)
+
+// Limits of a status report, checked by [StatusReport.Validate] before any
+// SQL (and by the table's checks after it).
+const (
+	// MaxResultRefBytes bounds a result reference: a URI or an opaque
+	// name of where the result is, not the result itself.
+	MaxResultRefBytes = 2048
+	// MaxErrorCodeLen bounds an error code, in characters.
+	MaxErrorCodeLen = 100
+	// MaxErrorMessageLen bounds an error message, in characters.
+	MaxErrorMessageLen = 2000
+	// MaxReporterBytes bounds the reporter recorded with a change.
+	MaxReporterBytes = 255
+)
+
+// errorCodePattern is the form of [RunError.Code].
+var errorCodePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+
+// StatusReport is a runtime's report of a Run's status: a value to set,
+// not a step to take, so the same report twice changes nothing.
+type StatusReport struct {
+	// Status is running, succeeded, failed or cancelled.
+	Status string
+	// ResultRef names what a succeeded Run produced (1 to
+	// MaxResultRefBytes bytes); only with succeeded; "" for none.
+	ResultRef string
+	// Error is how a failed or cancelled Run ended; only with those;
+	// nil for none.
+	Error *RunError
+	// Reporter names who reported (the runtime credential's sub), recorded
+	// with the change; "" records none.
+	Reporter string
+}
+
+// Validate checks r by the rules of a report and returns nil, or an error
+// of kind errs.Invalid wrapping [ErrInvalid] whose fields (errs.Field)
+// name each refused member as the API spells it: status, result_ref,
+// error.code, error.message.
+func (r StatusReport) Validate() error {
+	var fields []errs.Field
+	bad := func(name, msg string) { fields = append(fields, errs.Field{Name: name, Message: msg}) }
+	switch r.Status {
+	case StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled:
+	case StatusQueued, StatusDispatched:
+		bad("status", "must be running, succeeded, failed or cancelled: "+r.Status+" is searchd's to set")
+	default:
+		bad("status", "must be running, succeeded, failed or cancelled")
+	}
+	if r.ResultRef != "" {
+		switch {
+		case r.Status != StatusSucceeded:
+			bad("result_ref", "is allowed only with status succeeded")
+		case len(r.ResultRef) > MaxResultRefBytes:
+			bad("result_ref", fmt.Sprintf("must be at most %d bytes", MaxResultRefBytes))
+		case !storable(r.ResultRef):
+			bad("result_ref", "must be UTF-8 text without NUL")
+		}
+	}
+	if r.Error != nil {
+		if r.Status != StatusFailed && r.Status != StatusCancelled {
+			bad("error", "is allowed only with status failed or cancelled")
+		}
+		switch c := r.Error.Code; {
+		case c == "":
+			bad("error.code", "is required")
+		case utf8.RuneCountInString(c) > MaxErrorCodeLen:
+			bad("error.code", fmt.Sprintf("must be at most %d characters", MaxErrorCodeLen))
+		case !errorCodePattern.MatchString(c):
+			bad("error.code", "must be lower-case letters, digits, '_', '.' and '-', starting with a letter or digit")
+		}
+		if m := r.Error.Message; m != nil {
+			switch {
+			case !storable(*m):
+				bad("error.message", "must be UTF-8 text without NUL")
+			case utf8.RuneCountInString(*m) > MaxErrorMessageLen:
+				bad("error.message", fmt.Sprintf("must be at most %d characters", MaxErrorMessageLen))
+			}
+		}
+	}
+	if len(r.Reporter) > MaxReporterBytes || !storable(r.Reporter) {
+		bad("reporter", fmt.Sprintf("must be UTF-8 text without NUL, at most %d bytes", MaxReporterBytes))
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return &errs.Error{Kind: errs.Invalid, Message: "runs: invalid status report", Fields: fields, Err: ErrInvalid}
+}
+
+// storable reports whether s can be stored as PostgreSQL text.
+func storable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// FinishedError reports a status report that would move a Run out of its
+// terminal status, or change how it finished. A finished Run never
+// changes; the error says how it finished. Its kind is errs.Conflict.
+type FinishedError struct {
+	// Status and Version are the Run's, as it finished.
+	Status  string
+	Version int64
+}
+
+func (e *FinishedError) Error() string {
+	return fmt.Sprintf("runs: the Run finished as %s (version %d); a finished Run never changes", e.Status, e.Version)
+}
+
+// ErrorKind is errs.Conflict.
+func (e *FinishedError) ErrorKind() errs.Kind { return errs.Conflict }
+
+// Report sets the status of Run id of org to what r says, when that moves
+// it forward: to running from queued or dispatched; to succeeded, failed
+// or cancelled (with r's result reference or error) from any status that
+// is not terminal, so a runtime may skip running. It returns the Run as it
+// is afterwards and whether this report changed it (its version grew by
+// one and the change was recorded with r.Reporter).
+//
+// A report that changes nothing is answered, not refused: running for a
+// running Run, or the very status, result and error a finished Run has. So
+// the same report twice, or two at once, changes the Run once; the
+// version and timestamps of the second answer are the first's.
+//
+// Errors: an error wrapping [ErrInvalid] for a report [StatusReport.Validate]
+// refuses; [ErrNotFound] when org has no Run id; a [*FinishedError] for a
+// report that would change a finished Run (another status, result or
+// error), or a running report that comes after the Run finished. Other
+// errors come from the database; a retry of the same report is safe.
+func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (_ *Run, changed bool, err error) {
+	defer dberr.Annotate(&err)
+	if err := r.Validate(); err != nil {
+		return nil, false, err
+	}
+	var code, message any
+	if r.Error != nil {
+		code = r.Error.Code
+		if r.Error.Message != nil {
+			message = *r.Error.Message
+		}
+	}
+	run, err := scanRun(s.db.QueryRow(ctx, runStatusSet, pgx.StrictNamedArgs{
+		"org": org, "id": id, "status": r.Status, "result_ref": nullString(r.ResultRef),
+		"error_code": code, "error_message": message, "reported_by": nullString(r.Reporter), "now": s.nowArg(),
+	}))
+	if err == nil {
+		return run, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, translate("report status", err)
+	}
+	// Nothing changed. The Run as it is now (read after the update, so it
+	// includes whatever change made this one moot) says whether the report
+	// is a repeat or comes too late.
+	run, err = s.Get(ctx, org, id)
+	if err != nil {
+		return nil, false, err
+	}
+	if sameStatus(run, r) {
+		return run, false, nil
+	}
+	if Terminal(run.Status) {
+		return nil, false, &FinishedError{Status: run.Status, Version: run.Version}
+	}
+	// The update found the Run finished or running; a status never moves
+	// back, so the Run read after it cannot be anywhere else.
+	return nil, false, fmt.Errorf("runs: report status: the Run is %s, which the report %s should have moved", run.Status, r.Status)
+}
+
+// sameStatus reports whether run already is what r reports: its status,
+// result reference and error.
+func sameStatus(run *Run, r StatusReport) bool {
+	if run.Status != r.Status || deref(run.ResultRef) != r.ResultRef || (run.Error == nil) != (r.Error == nil) {
+		return false
+	}
+	if r.Error == nil {
+		return true
+	}
+	return run.Error.Code == r.Error.Code && deref(run.Error.Message) == deref(r.Error.Message) &&
+		(run.Error.Message == nil) == (r.Error.Message == nil)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// StatusChange is one change of a Run's status after its admission: the
+// dispatcher's move to dispatched (Reporter nil) or a runtime's report.
+type StatusChange struct {
+	// Version is the Run's version the change made: 2 for the first.
+	Version   int64
+	Status    string
+	ChangedAt time.Time
+	// Reporter is the runtime credential's sub; nil for searchd's own
+	// dispatcher.
+	Reporter  *string
+	ResultRef *string
+	Error     *RunError
+}
+
+// StatusChanges returns the status changes of Run id of org, oldest first:
+// at most three, as a status only moves forward. A Run without changes,
+// or not org's, has none.
+func (s *Store) StatusChanges(ctx context.Context, org, id uuid.UUID) (_ []StatusChange, err error) {
+	defer dberr.Annotate(&err)
+	rows, err := s.db.Query(ctx, runStatusChanges, org, id)
+	if err != nil {
+		return nil, fmt.Errorf("runs: status changes: %w", err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (StatusChange, error) {
+		var (
+			c             StatusChange
+			code, message *string
+		)
+		err := row.Scan(&c.Version, &c.Status, &c.ChangedAt, &c.Reporter, &c.ResultRef, &code, &message)
+		c.Error = runError(code, message)
+		return c, err
+	})
+}

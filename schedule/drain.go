@@ -1,0 +1,470 @@
+package schedule
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/snapshot"
+)
+
+// ErrOverLimits is what a start refused because its organization is over
+// its limits matches with errors.Is: a gate in front of the start (the
+// admission queue of the HTTP edge, when the drain is routed through it)
+// wraps it, and the drain records the occurrence refused, over_limits.
+var ErrOverLimits = errors.New("schedule: the organization is over its limits")
+
+// StartFunc starts one occurrence: the normal saved-search start
+// (admission.Starter.StartSavedSearch), or that start behind the gates
+// every other call passes. The drain calls it once per attempt of an
+// occurrence, with the occurrence's key, its schedule's actor and the
+// schedule origin.
+type StartFunc func(ctx context.Context, p admission.SavedSearchStart) (admission.Result, error)
+
+// Observer receives what the drain does; a *telemetry.Metrics is one. Its
+// methods must not block. No label names an organization.
+type Observer interface {
+	// ObserveCameDue counts n occurrences planned as due.
+	ObserveCameDue(n int)
+	// ObserveOutcome counts one outcome: outcome is a status (started,
+	// refused, not_ready, missed), reason its reason or "".
+	ObserveOutcome(outcome, reason string)
+	// ObserveDrain reports, after a tick that took d, the open
+	// occurrences due now and the drain's lag: how long the oldest due
+	// work (an occurrence to take, a schedule to plan) has waited.
+	ObserveDrain(due int64, lag, d time.Duration)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) ObserveCameDue(int)                               {}
+func (nopObserver) ObserveOutcome(string, string)                    {}
+func (nopObserver) ObserveDrain(int64, time.Duration, time.Duration) {}
+
+// DrainConfig configures a [Drain].
+type DrainConfig struct {
+	// Interval is the time between two ticks (plus up to a tenth, so
+	// replicas do not tick in lock-step). Default 1 s.
+	Interval time.Duration
+	// Batch is the most occurrences one tick takes to start, and the most
+	// schedules it plans. Default 10; 1 to 1000.
+	Batch int
+	// Lease is how long a tick holds the occurrences it took before
+	// another drain may take them over: it bounds the tick's starts, and
+	// is longer than a start's claim lease (30 s) so that whoever takes an
+	// occurrence over finds the claim of a drain that died reclaimable.
+	// Default 60 s; 1 s to 1 h.
+	Lease time.Duration
+	// RetryAfter is when a not-ready occurrence is tried again. Default an
+	// hour; 1 s to 24 h.
+	RetryAfter time.Duration
+	// MaxIdleBackoff bounds the wait after ticks that failed (the
+	// database down), which doubles from Interval. Default 30 s.
+	MaxIdleBackoff time.Duration
+	// Clock is the database clock; nil is the database's own.
+	Clock *dbclock.Clock
+	// Logger receives the tick's warnings; nil discards them.
+	Logger *slog.Logger
+	// Observer receives the counts; nil discards them.
+	Observer Observer
+
+	// afterStart, set by tests alone, runs after an occurrence's start
+	// returned and before its outcome is recorded; errCrash from it makes
+	// the tick stop there, as a process killed at that point would.
+	afterStart func(ctx context.Context, o taken) error
+}
+
+// errCrash is what a test's afterStart returns to leave the tick as a
+// killed process would: nothing more is recorded.
+var errCrash = errors.New("schedule: test: crashed")
+
+// Limits of the settings.
+const (
+	MaxBatch      = 1000
+	MinLease      = time.Second
+	MaxLease      = time.Hour
+	MinRetryAfter = time.Second
+	MaxRetryAfter = 24 * time.Hour
+	// maxPlanned bounds the occurrences one tick plans for one schedule:
+	// a drain back after a long outage plans a frequent schedule's missed
+	// occurrences over several ticks.
+	maxPlanned = 100
+)
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c DrainConfig) WithDefaults() DrainConfig {
+	c.Interval = cmp.Or(c.Interval, time.Second)
+	c.Batch = cmp.Or(c.Batch, 10)
+	c.Lease = cmp.Or(c.Lease, time.Minute)
+	c.RetryAfter = cmp.Or(c.RetryAfter, time.Hour)
+	c.MaxIdleBackoff = cmp.Or(c.MaxIdleBackoff, 30*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
+	return c
+}
+
+// Validate returns an error naming the field and its range when c, with
+// its defaults applied, cannot run.
+func (c DrainConfig) Validate() error {
+	c = c.WithDefaults()
+	switch {
+	case c.Interval < 0:
+		return fmt.Errorf("schedule: DrainConfig.Interval %s: must not be negative", c.Interval)
+	case c.Batch < 1 || c.Batch > MaxBatch:
+		return fmt.Errorf("schedule: DrainConfig.Batch %d: must be 1 to %d", c.Batch, MaxBatch)
+	case c.Lease < MinLease || c.Lease > MaxLease:
+		return fmt.Errorf("schedule: DrainConfig.Lease %s: must be %s to %s", c.Lease, MinLease, MaxLease)
+	case c.RetryAfter < MinRetryAfter || c.RetryAfter > MaxRetryAfter:
+		return fmt.Errorf("schedule: DrainConfig.RetryAfter %s: must be %s to %s", c.RetryAfter, MinRetryAfter, MaxRetryAfter)
+	case c.MaxIdleBackoff < c.Interval:
+		return fmt.Errorf("schedule: DrainConfig.MaxIdleBackoff %s: must be at least Interval (%s)", c.MaxIdleBackoff, c.Interval)
+	}
+	return nil
+}
+
+// Runs looks up the Run a start key admitted; a *runs.Store is one.
+type Runs interface {
+	LookupStart(ctx context.Context, org uuid.UUID, startKey string) (*runs.Run, *snapshot.Summary, error)
+}
+
+// DrainDeps are what a [Drain] runs on; every field is required.
+type DrainDeps struct {
+	// Pool runs the drain's passes and records.
+	Pool *pgxpool.Pool
+	// Start starts an occurrence (see [StartFunc]).
+	Start StartFunc
+	// Runs answers whether an occurrence past its catch-up window, whose
+	// earlier attempt may have admitted its Run before its drain died,
+	// did so: then it is started, with that Run, rather than missed. It
+	// must run at the drain's clock.
+	Runs Runs
+}
+
+// Drain plans and starts the occurrences of every schedule. Any number of
+// drains, in one process or many, may run on one database: they take
+// disjoint occurrences. It is safe for concurrent use.
+type Drain struct {
+	db    *pgxpool.Pool
+	start StartFunc
+	runs  Runs
+	cfg   DrainConfig
+}
+
+// NewDrain returns a drain on d. It returns an error naming the field when
+// a dependency is missing or cfg fails [DrainConfig.Validate].
+func NewDrain(d DrainDeps, cfg DrainConfig) (*Drain, error) {
+	switch {
+	case d.Pool == nil:
+		return nil, errors.New("schedule: DrainDeps.Pool is required")
+	case d.Start == nil:
+		return nil, errors.New("schedule: DrainDeps.Start is required")
+	case d.Runs == nil:
+		return nil, errors.New("schedule: DrainDeps.Runs is required")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Drain{db: d.Pool, start: d.Start, runs: d.Runs, cfg: cfg.WithDefaults()}, nil
+}
+
+// TickReport is what one tick did.
+type TickReport struct {
+	// Planned counts the occurrences that came due and were written, of
+	// which PlannedMissed were beyond their catch-up window already.
+	Planned, PlannedMissed int
+	// Taken counts the open occurrences the tick took, at most Batch.
+	Taken int
+	// Their outcomes: each taken occurrence has one, but those the tick
+	// left to its lease (it ran out of lease, or was stopped) and those
+	// whose fence was lost (another drain took them over meanwhile).
+	Started, Refused, NotReady, Missed int
+	Left, FenceLost                    int
+}
+
+// taken is an occurrence a tick holds: its key, its lease token and what
+// the start needs from its schedule.
+type taken struct {
+	org, savedSearchID uuid.UUID
+	dueAt              time.Time
+	id                 uuid.UUID
+	status             string // after the take: missed, or still open
+	attempts           int
+	late               bool // past its deadline: never started again
+	hasSchedule        bool
+	paused             bool
+	actor              *string
+}
+
+// Tick plans the occurrences that came due and takes at most Batch open
+// ones, whose next attempt has come, with FOR UPDATE SKIP LOCKED and a
+// lease; it closes those past their catch-up window as missed, and starts
+// each of the others through the StartFunc and records its outcome under
+// the lease's fence. It returns an error only when the pass's statements
+// fail (on a cluster, where the pass runs per shard, after starting what
+// the shards that answered gave it); an occurrence's start failing is its
+// outcome.
+func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
+	defer dberr.Annotate(&err)
+	var rep TickReport
+	token := uuid.New()
+	leasedAt := time.Now()
+	res, passErr := boundedPass(ctx, d.db, passParams{
+		now: d.cfg.Clock.Arg(), bound: d.cfg.Batch, lease: d.cfg.Lease, token: token,
+		retention: runs.Retention, maxPlanned: maxPlanned,
+	})
+	if passErr != nil {
+		// On a cluster one shard's step may fail (its worker is down)
+		// while the others' went through: what they took is started all
+		// the same, and the failure returned at the end.
+		passErr = fmt.Errorf("schedule: drain pass: %w", passErr)
+		if len(res.taken) == 0 && res.planned == 0 {
+			return rep, passErr
+		}
+	}
+	defer func() { err = errors.Join(err, passErr) }()
+	rep.Planned, rep.PlannedMissed, rep.Taken = res.planned, res.plannedMissed, len(res.taken)
+	if rep.Planned > 0 {
+		d.cfg.Observer.ObserveCameDue(rep.Planned)
+	}
+	for range rep.PlannedMissed {
+		d.cfg.Observer.ObserveOutcome(StatusMissed, "")
+	}
+	// The starts must end inside the lease, or another drain takes the
+	// occurrences over while they run; a quarter of it is the margin.
+	sctx, cancel := context.WithDeadline(ctx, leasedAt.Add(d.cfg.Lease-d.cfg.Lease/4))
+	defer cancel()
+	for i, o := range res.taken {
+		if o.status == StatusMissed {
+			rep.Missed++
+			d.cfg.Observer.ObserveOutcome(StatusMissed, "")
+			continue
+		}
+		if sctx.Err() != nil {
+			// Left held: another drain takes it when the lease passes.
+			rep.Left += countOpen(res.taken[i:])
+			break
+		}
+		status, reason, err := d.attempt(sctx, o, token)
+		switch {
+		case errors.Is(err, errCrash):
+			return rep, nil
+		case err != nil && ctx.Err() != nil:
+			// Shutting down: nothing is recorded, the lease hands it on.
+			rep.Left += countOpen(res.taken[i:])
+			return rep, nil
+		case errors.Is(err, errFenceLost):
+			rep.FenceLost++
+			d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "schedule: drain: another drain took the occurrence over; its outcome stands",
+				slog.String("saved_search_id", o.savedSearchID.String()), slog.Time("due_at", o.dueAt))
+			continue
+		case err != nil:
+			return rep, fmt.Errorf("schedule: drain: recording an outcome: %w", err)
+		}
+		d.cfg.Observer.ObserveOutcome(status, reason)
+		switch status {
+		case StatusMissed:
+			rep.Missed++
+		case StatusStarted:
+			rep.Started++
+		case StatusRefused:
+			rep.Refused++
+		case StatusNotReady:
+			rep.NotReady++
+		}
+	}
+	return rep, nil
+}
+
+func countOpen(ts []taken) (n int) {
+	for _, o := range ts {
+		if o.status != StatusMissed {
+			n++
+		}
+	}
+	return n
+}
+
+// errFenceLost reports an outcome the fence refused: the occurrence's
+// lease passed and another drain took it (and its outcome) over.
+var errFenceLost = errors.New("schedule: occurrence fence lost")
+
+// attempt starts o once and records its outcome under token: one call of
+// the StartFunc, whose answer (or refusal) the outcome records.
+func (d *Drain) attempt(ctx context.Context, o taken, token uuid.UUID) (status, reason string, err error) {
+	var out outcome
+	switch {
+	case o.late:
+		// Past the catch-up window, it is never started again; an earlier
+		// attempt whose drain died before recording may have admitted
+		// its Run, and then it was started.
+		run, _, err := d.runs.LookupStart(ctx, o.org, runs.SavedSearchStartKey(IdempotencyKey(o.savedSearchID, o.dueAt)))
+		switch {
+		case err == nil:
+			out = outcome{status: StatusStarted, runID: &run.ID, retainUntil: &run.RetainUntil}
+		case errors.Is(err, runs.ErrNotFound):
+			out = outcome{status: StatusMissed}
+		default:
+			return "", "", fmt.Errorf("looking up the Run of a late occurrence: %w", err)
+		}
+	case !o.hasSchedule:
+		out = outcome{status: StatusRefused, reason: ReasonScheduleRemoved}
+	case o.paused:
+		out = outcome{status: StatusRefused, reason: ReasonSchedulePaused}
+	default:
+		var actor string
+		if o.actor != nil {
+			actor = *o.actor
+		}
+		res, serr := d.start(ctx, admission.SavedSearchStart{
+			Org:            o.org,
+			SavedSearchID:  o.savedSearchID,
+			IdempotencyKey: IdempotencyKey(o.savedSearchID, o.dueAt),
+			Actor:          actor,
+			Origin:         snapshot.OriginSchedule,
+		})
+		if d.cfg.afterStart != nil {
+			if err := d.cfg.afterStart(ctx, o); err != nil {
+				return "", "", err
+			}
+		}
+		if serr != nil && ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return "", "", serr // cancelled: the caller is shutting down
+		}
+		out = classify(res, serr)
+	}
+	// The outcome is recorded even when the start used up the tick's
+	// deadline: the margin left of the lease is its time.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Lease/4)
+	defer cancel()
+	ok, err := recordOutcome(rctx, d.db, recordParams{
+		org: o.org, savedSearchID: o.savedSearchID, dueAt: o.dueAt, token: token,
+		status: out.status, reason: out.reason, runID: out.runID, runRetainUntil: out.retainUntil,
+		lastError: out.lastError, now: d.cfg.Clock.Arg(), retryAfter: d.cfg.RetryAfter, retention: runs.Retention,
+	})
+	if err != nil {
+		return "", "", err
+	}
+	if !ok {
+		return "", "", errFenceLost
+	}
+	return out.status, out.reason, nil
+}
+
+// outcome is what an attempt records.
+type outcome struct {
+	status, reason string
+	runID          *uuid.UUID
+	retainUntil    *time.Time
+	lastError      *string
+}
+
+// classify turns a start's answer into an outcome: a Run is started; a
+// refusal that would repeat (the saved search archived, the organization
+// over its limits, invalid input) is refused; anything else is a
+// transient failure, not ready, retried later.
+func classify(res admission.Result, err error) outcome {
+	if err == nil {
+		return outcome{status: StatusStarted, runID: &res.Run.ID, retainUntil: &res.Run.RetainUntil}
+	}
+	msg := err.Error()
+	if len(msg) > 1000 {
+		msg = strings.ToValidUTF8(msg[:1000], "")
+	}
+	out := outcome{status: StatusNotReady, lastError: &msg}
+	switch {
+	case errors.Is(err, ErrOverLimits):
+		out.status, out.reason = StatusRefused, ReasonOverLimits
+	case errs.Is(err, errs.NotFound):
+		out.status, out.reason = StatusRefused, ReasonSavedSearchArchived
+	case errs.Is(err, errs.Invalid), errs.Is(err, errs.KeyReused):
+		out.status, out.reason = StatusRefused, ReasonInvalid
+	case errs.Is(err, errs.InProgress):
+		out.reason = ReasonInProgress
+	case errors.Is(err, context.DeadlineExceeded):
+		out.reason = ReasonTimeout
+	case errs.Is(err, errs.Unavailable):
+		out.reason = ReasonUnavailable
+	default:
+		out.reason = ReasonInternal
+	}
+	return out
+}
+
+// IdempotencyKey returns the Idempotency-Key of the start of the
+// occurrence of saved search savedSearchID due at dueAt: derived from the
+// occurrence's natural key (the organization is the start key's own), so
+// every attempt of one occurrence, by any drain, starts under one key and
+// admits at most one Run. It holds U+00B7, which no HTTP Idempotency-Key
+// can (the API takes printable ASCII), so no client start shares it.
+func IdempotencyKey(savedSearchID uuid.UUID, dueAt time.Time) string {
+	return "schedule\u00b7" + savedSearchID.String() + "\u00b7" + dueAt.UTC().Format(time.RFC3339Nano)
+}
+
+// Stats returns the open occurrences due now and the drain's lag: how
+// long the oldest due work (an open occurrence whose attempt has come, a
+// schedule whose next occurrence is not yet planned) has waited, by the
+// database clock; zero when none waits.
+func (d *Drain) Stats(ctx context.Context) (due int64, lag time.Duration, err error) {
+	defer dberr.Annotate(&err)
+	var secs float64
+	if err := d.db.QueryRow(ctx, drainStats, d.cfg.Clock.Arg()).Scan(&due, &secs); err != nil {
+		return 0, 0, fmt.Errorf("schedule: drain stats: %w", err)
+	}
+	return due, time.Duration(max(secs, 0) * float64(time.Second)), nil
+}
+
+// Run ticks until ctx ends: every Interval plus up to a tenth of it. After
+// a tick that failed it waits longer, doubling up to MaxIdleBackoff, so a
+// database that is down is not polled in a loop. Every serve process runs
+// one; they share the work through SKIP LOCKED.
+func (d *Drain) Run(ctx context.Context) {
+	wait := d.cfg.Interval
+	for {
+		timer := time.NewTimer(wait + rand.N(wait/10+1))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		start := time.Now()
+		rep, err := d.Tick(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "schedule: drain: tick failed; backing off",
+					slog.String("error", err.Error()), slog.Duration("next", min(2*wait, d.cfg.MaxIdleBackoff)))
+			}
+			wait = min(2*wait, d.cfg.MaxIdleBackoff)
+			continue
+		}
+		wait = d.cfg.Interval
+		took := time.Since(start)
+		if rep.Taken > 0 || rep.Planned > 0 {
+			d.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "schedule: drain: tick",
+				slog.Int("planned", rep.Planned), slog.Int("taken", rep.Taken), slog.Int("started", rep.Started),
+				slog.Int("refused", rep.Refused), slog.Int("not_ready", rep.NotReady),
+				slog.Int("missed", rep.Missed+rep.PlannedMissed), slog.Int("left", rep.Left),
+				slog.Int("fence_lost", rep.FenceLost), slog.Duration("duration", took))
+		}
+		if due, lag, err := d.Stats(ctx); err == nil {
+			d.cfg.Observer.ObserveDrain(due, lag, took)
+		}
+	}
+}

@@ -1,0 +1,485 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/internal/shardpass"
+)
+
+// The SQL of schedules and occurrences, in one place. Time comes from the
+// database: $now (or @now) is NULL in production, the stub in tests.
+
+const scheduleColumns = `sc.organization_id, sc.saved_search_id, sc.interval_seconds, sc.cron, sc.time_zone,
+	sc.start_at, sc.catch_up_seconds, sc.paused, sc.next_due_at, sc.version, sc.updated_by, sc.created_at,
+	sc.updated_at`
+
+// scheduleGet reads a schedule. $1 org, $2 saved_search_id.
+const scheduleGet = `
+SELECT ` + scheduleColumns + `
+FROM agent.saved_search_schedules sc
+WHERE sc.organization_id = $1 AND sc.saved_search_id = $2`
+
+// scheduleLock reads a schedule and locks it for a change: every writer
+// and the drain's plan take this lock, so they never interleave on one
+// schedule. $1 org, $2 saved_search_id.
+const scheduleLock = scheduleGet + `
+FOR UPDATE`
+
+// scheduleReadState reads what a change decides by: the database clock,
+// whether the saved search is live, and the latest due time of its
+// occurrences (by the primary key). $1 org, $2 saved_search_id, $3 now.
+const scheduleReadState = `
+SELECT coalesce($3::timestamptz, now()),
+	EXISTS (SELECT 1 FROM agent.saved_searches s
+		WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL),
+	(SELECT max(o.due_at) FROM agent.schedule_occurrences o
+		WHERE o.organization_id = $1 AND o.saved_search_id = $2)`
+
+// scheduleInsert creates a schedule; it returns no row when another writer
+// created it first (the caller then changes theirs). Named parameters.
+const scheduleInsert = `
+INSERT INTO agent.saved_search_schedules AS sc
+	(organization_id, saved_search_id, interval_seconds, cron, time_zone, start_at, catch_up_seconds,
+	 paused, next_due_at, updated_by, created_at, updated_at)
+VALUES (@org::uuid, @id::uuid, @interval::bigint, @cron::text, @time_zone::text, @start_at::timestamptz,
+	@catch_up::bigint, @paused::boolean, @next_due_at::timestamptz, @actor::text,
+	agent.clock(@now), agent.clock(@now))
+ON CONFLICT DO NOTHING
+RETURNING ` + scheduleColumns
+
+// scheduleUpdate replaces a locked schedule's settings and bumps its
+// version. updated_by is @actor when @set_actor, else kept. Named
+// parameters.
+const scheduleUpdate = `
+UPDATE agent.saved_search_schedules AS sc
+SET interval_seconds = @interval::bigint, cron = @cron::text, time_zone = @time_zone::text,
+	start_at = @start_at::timestamptz, catch_up_seconds = @catch_up::bigint, paused = @paused::boolean,
+	next_due_at = @next_due_at::timestamptz,
+	updated_by = CASE WHEN @set_actor::boolean THEN @actor::text ELSE sc.updated_by END,
+	version = sc.version + 1, updated_at = agent.clock(@now)
+WHERE sc.organization_id = @org::uuid AND sc.saved_search_id = @id::uuid
+RETURNING ` + scheduleColumns
+
+// scheduleDelete removes a schedule; its occurrences stay. $1 org, $2
+// saved_search_id.
+const scheduleDelete = `
+DELETE FROM agent.saved_search_schedules sc WHERE sc.organization_id = $1 AND sc.saved_search_id = $2`
+
+// savedSearchKnown reports whether org has the saved search, archived or
+// not: its occurrences outlive the archive. $1 org, $2 id.
+const savedSearchKnown = `
+SELECT EXISTS (SELECT 1 FROM agent.saved_searches s WHERE s.organization_id = $1 AND s.id = $2)`
+
+const occurrenceColumns = `o.id, o.saved_search_id, o.due_at, o.status, o.reason, o.run_id, o.attempts,
+	o.deadline, CASE WHEN o.closed_at IS NULL THEN o.next_attempt_at END, o.created_at, o.closed_at`
+
+// occurrenceList reads a page of a saved search's occurrences, latest due
+// first, before $3 (NULL: from the latest), by the primary key. $1 org,
+// $2 saved_search_id, $4 limit.
+const occurrenceList = `
+SELECT ` + occurrenceColumns + `
+FROM agent.schedule_occurrences o
+WHERE o.organization_id = $1 AND o.saved_search_id = $2
+	AND o.due_at < coalesce($3::timestamptz, 'infinity')
+ORDER BY o.due_at DESC
+LIMIT $4`
+
+// scheduleDue finds the schedules that came due, earliest first, without
+// a lock: the plan's shardpass.Pass groups them by shard.
+const scheduleDue = `
+SELECT sc.organization_id::text
+FROM agent.saved_search_schedules sc
+WHERE sc.next_due_at <= agent.clock(@now)
+ORDER BY sc.next_due_at
+LIMIT @limit`
+
+// planRead reads and locks at most @limit schedules of a shard (@keys,
+// the organizations the due read found there; every one with @all) that
+// came due (paused ones have no next_due_at), earliest first, with whether
+// their saved search is archived and the clock every write of the plan
+// uses. SKIP LOCKED: a schedule another drain plans, or a writer changes,
+// is left to them. Both tables name the shard's organizations, so a
+// cluster routes the statement, and its locks, to that one shard group.
+const planRead = `
+SELECT agent.clock(@now), sc.organization_id, sc.saved_search_id, sc.interval_seconds,
+	coalesce(sc.cron, ''), sc.time_zone, sc.start_at, sc.catch_up_seconds, sc.next_due_at,
+	s.archived_at IS NOT NULL
+FROM agent.saved_search_schedules sc
+JOIN agent.saved_searches s ON s.organization_id = sc.organization_id AND s.id = sc.saved_search_id
+WHERE (@all::boolean OR sc.organization_id = ANY(@keys::uuid[]))
+	AND (@all::boolean OR s.organization_id = ANY(@keys::uuid[]))
+	AND sc.next_due_at <= agent.clock(@now)
+ORDER BY sc.next_due_at
+LIMIT @limit
+FOR UPDATE OF sc SKIP LOCKED`
+
+// planInsert writes the occurrences that came due, from parallel arrays
+// ($2 org, $3 saved_search_id, $4 due_at, $5 deadline), at $1 (the plan's
+// clock). One already due past its deadline is written missed: closed,
+// never started, kept $6 µs like a Run. The natural key decides: an
+// occurrence written already is not written again. It returns the status
+// of each row written.
+const planInsert = `
+INSERT INTO agent.schedule_occurrences AS o
+	(organization_id, saved_search_id, due_at, id, status, deadline, next_attempt_at, created_at,
+	 closed_at, retain_until)
+SELECT v.org, v.saved_search_id, v.due_at, gen_random_uuid(),
+	CASE WHEN v.deadline < $1::timestamptz THEN 'missed' ELSE 'pending' END,
+	v.deadline, v.due_at, $1::timestamptz,
+	CASE WHEN v.deadline < $1::timestamptz THEN $1::timestamptz END,
+	CASE WHEN v.deadline < $1::timestamptz THEN $1::timestamptz + $6::bigint * interval '1 microsecond' END
+FROM unnest($2::uuid[], $3::uuid[], $4::timestamptz[], $5::timestamptz[]) AS v(org, saved_search_id, due_at, deadline)
+ON CONFLICT DO NOTHING
+RETURNING o.status`
+
+// planAdvance moves each planned schedule's next_due_at, from parallel
+// arrays ($1 org, $2 saved_search_id, $3 next_due_at, NULL when it will
+// not come due again). The organizations the schedules were read of ($1,
+// all on one shard) name the shard once more, for a cluster to route the
+// update there.
+const planAdvance = `
+UPDATE agent.saved_search_schedules AS sc SET next_due_at = v.next_due_at
+FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS v(org, saved_search_id, next_due_at)
+WHERE sc.organization_id = ANY($1::uuid[])
+	AND sc.organization_id = v.org AND sc.saved_search_id = v.saved_search_id`
+
+// occurrenceDue finds the open occurrences whose next attempt has come,
+// earliest first, without a lock: the take's shardpass.Pass groups them
+// by shard.
+const occurrenceDue = `
+SELECT o.organization_id::text
+FROM agent.schedule_occurrences o
+WHERE o.closed_at IS NULL AND o.next_attempt_at <= agent.clock(@now)
+ORDER BY o.next_attempt_at
+LIMIT @limit`
+
+// clockRead reads the database clock (agent.clock: the stub a test
+// passes, else now()) once for a whole take pass: every shard's step
+// judges by that one instant.
+const clockRead = `SELECT agent.clock($1::timestamptz)`
+
+// occurrenceTake takes at most @limit open occurrences of a shard (@keys;
+// every one with @all) whose next attempt has come by @clock (the pass's
+// clockRead), earliest first, with FOR UPDATE SKIP LOCKED: replicas take
+// disjoint rows and never wait on each other. One past its deadline and
+// never attempted is closed as missed: it has no Run, since only its start
+// could have made one. Every other is leased: @token fences its outcome
+// and next_attempt_at is the end of the lease, after which another drain
+// takes it over. It returns each with whether it is late (past its
+// deadline: an attempted one may have admitted its Run before its drain
+// died, which the caller looks up instead of starting it), its schedule's
+// state (none when removed) and actor. Every table names the shard's
+// organizations, so a cluster routes the statement to that one shard
+// group. The clock is a parameter, read before, and the ends of the lease
+// (@lease_end) and of a missed one's retention (@retain_end) are
+// computed from it: a cluster refuses a clock, and the arithmetic of a
+// timestamptz, inside the CASEs of a data-modifying statement.
+const occurrenceTake = `
+WITH due AS (
+	SELECT o.organization_id, o.saved_search_id, o.due_at,
+		o.deadline < @clock::timestamptz AS late,
+		o.deadline < @clock::timestamptz AND o.attempts = 0 AS missed
+	FROM agent.schedule_occurrences o
+	WHERE (@all::boolean OR o.organization_id = ANY(@keys::uuid[]))
+		AND o.closed_at IS NULL AND o.next_attempt_at <= @clock::timestamptz
+	ORDER BY o.next_attempt_at
+	LIMIT @limit
+	FOR UPDATE SKIP LOCKED
+), taken AS (
+	UPDATE agent.schedule_occurrences AS o
+	SET status = CASE WHEN due.missed THEN 'missed' ELSE o.status END,
+		reason = CASE WHEN due.missed THEN NULL ELSE o.reason END,
+		attempts = o.attempts + CASE WHEN due.late THEN 0 ELSE 1 END,
+		lease_token = CASE WHEN due.missed THEN NULL ELSE @token::uuid END,
+		next_attempt_at = CASE WHEN due.missed THEN o.next_attempt_at
+			ELSE @lease_end::timestamptz END,
+		closed_at = CASE WHEN due.missed THEN @clock::timestamptz END,
+		retain_until = CASE WHEN due.missed THEN @retain_end::timestamptz END
+	FROM due
+	WHERE (@all::boolean OR o.organization_id = ANY(@keys::uuid[]))
+		AND o.organization_id = due.organization_id AND o.saved_search_id = due.saved_search_id
+		AND o.due_at = due.due_at
+	RETURNING o.organization_id, o.saved_search_id, o.due_at, o.id, o.status, o.attempts, due.late
+)
+SELECT t.organization_id, t.saved_search_id, t.due_at, t.id, t.status, t.attempts, t.late,
+	sc.saved_search_id IS NOT NULL, coalesce(sc.paused, false), sc.updated_by
+FROM taken t
+LEFT JOIN agent.saved_search_schedules sc
+	ON (@all::boolean OR sc.organization_id = ANY(@keys::uuid[]))
+	AND sc.organization_id = t.organization_id AND sc.saved_search_id = t.saved_search_id`
+
+// occurrenceRecordRetry, occurrenceRecordClose and
+// occurrenceRecordStarted record the outcome of an attempt, fenced by the
+// lease token: a drain whose lease passed, and whose occurrence another
+// drain took over, changes nothing. not_ready (Retry) stays open until
+// @retry µs from now; every other status closes it, kept as long as its
+// Run (Started: @run_retain_until) or, with none (Close), @retention µs.
+// Three statements, picked by the status, not one with a CASE on it: a
+// cluster refuses a clock, and the arithmetic of a timestamptz, inside the
+// CASE of a data-modifying statement.
+const occurrenceRecordRetry = `
+UPDATE agent.schedule_occurrences AS o
+SET status = @status::text, reason = @reason::text, run_id = NULL, lease_token = NULL,
+	last_error = coalesce(@last_error::text, o.last_error),
+	next_attempt_at = agent.clock(@now) + @retry::bigint * interval '1 microsecond'
+` + occurrenceFenced
+
+const occurrenceRecordClose = `
+UPDATE agent.schedule_occurrences AS o
+SET status = @status::text, reason = @reason::text, run_id = NULL, lease_token = NULL,
+	last_error = coalesce(@last_error::text, o.last_error),
+	closed_at = agent.clock(@now), retain_until = agent.clock(@now) + @retention::bigint * interval '1 microsecond'
+` + occurrenceFenced
+
+const occurrenceRecordStarted = `
+UPDATE agent.schedule_occurrences AS o
+SET status = @status::text, reason = @reason::text, run_id = @run_id::uuid, lease_token = NULL,
+	last_error = coalesce(@last_error::text, o.last_error),
+	closed_at = agent.clock(@now), retain_until = @run_retain_until::timestamptz
+` + occurrenceFenced
+
+// occurrenceFenced is the condition of the three records: the occurrence
+// by its key, still open and still held under @token.
+const occurrenceFenced = `
+WHERE o.organization_id = @org::uuid AND o.saved_search_id = @saved_search_id::uuid AND o.due_at = @due_at::timestamptz
+	AND o.lease_token = @token::uuid AND o.closed_at IS NULL`
+
+// drainStats counts the open occurrences due now, up to drainStatsCap
+// (a backlog larger than that is counted as the cap: a tick's stats read
+// must stay cheap), and reads the drain's lag in seconds: now less the
+// oldest of the earliest next attempt of an open occurrence and the
+// earliest next_due_at of a schedule (NULL, so 0, when there is neither).
+// Each walks an index from its start. $1 now.
+const drainStats = `
+SELECT (SELECT count(*) FROM (SELECT 1 FROM agent.schedule_occurrences o
+		WHERE o.closed_at IS NULL AND o.next_attempt_at <= coalesce($1::timestamptz, now())
+		LIMIT ` + drainStatsCap + `) AS due),
+	coalesce(extract(epoch FROM coalesce($1::timestamptz, now()) - least(
+		(SELECT min(o.next_attempt_at) FROM agent.schedule_occurrences o WHERE o.closed_at IS NULL),
+		(SELECT min(sc.next_due_at) FROM agent.saved_search_schedules sc WHERE sc.next_due_at IS NOT NULL))), 0)::float8`
+
+// drainStatsCap bounds the count of drainStats.
+const drainStatsCap = "100000"
+
+// passParams are the inputs of boundedPass.
+type passParams struct {
+	now        any // the database clock's argument
+	bound      int
+	lease      time.Duration
+	token      uuid.UUID
+	retention  time.Duration
+	maxPlanned int
+}
+
+// passResult is what boundedPass did.
+type passResult struct {
+	planned, plannedMissed int
+	taken                  []taken
+}
+
+// The drain's two passes (internal/shardpass): what came due is read
+// first, without a lock, oldest first and at most the bound; then each
+// shard that holds some is planned, or taken from, in a statement or a
+// transaction of its own, routed to that shard on a cluster, where a row
+// lock, and FOR UPDATE SKIP LOCKED, can only be taken. On PostgreSQL each
+// pass is one step over the whole table, as it always was.
+var (
+	planPass = shardpass.New("agent.saved_search_schedules", scheduleDue)
+	takePass = shardpass.New("agent.schedule_occurrences", occurrenceDue)
+)
+
+// boundedPass is the drain's bounded pass over the database: it plans (the
+// schedules that came due, at most bound of them and maxPlanned
+// occurrences each, are locked with SKIP LOCKED, their occurrences written
+// and their next_due_at moved on, in one transaction per shard), then
+// takes at most bound open occurrences (occurrenceTake, one statement per
+// shard). A shard whose step fails does not stop the others: what the
+// others planned and took is returned with the failures joined, so the
+// drain still starts what it took (its lease would otherwise hold it).
+func boundedPass(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, error) {
+	res, planErr := plan(ctx, db, p)
+	var takeErr error
+	res.taken, takeErr = take(ctx, db, p)
+	return res, errors.Join(planErr, takeErr)
+}
+
+// plan is boundedPass's first half: it writes the occurrences that came
+// due and moves their schedules on.
+func plan(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, error) {
+	var res passResult
+	err := planPass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": p.now}, func(ctx context.Context, g shardpass.Group) error {
+		planned, missed, err := planShard(ctx, db, p, g)
+		res.planned, res.plannedMissed = res.planned+planned, res.plannedMissed+missed
+		return err
+	})
+	if err != nil {
+		return res, fmt.Errorf("plan: %w", err)
+	}
+	return res, nil
+}
+
+// planShard plans the schedules of one group, in one transaction.
+func planShard(ctx context.Context, db *pgxpool.Pool, p passParams, g shardpass.Group) (planned, plannedMissed int, err error) {
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		planned, plannedMissed = 0, 0
+		rows, err := tx.Query(ctx, planRead, g.Args(pgx.NamedArgs{"now": p.now}))
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		var (
+			now                       time.Time
+			orgs, ids, advOrgs, advID []uuid.UUID
+			dues, deadlines, nexts    []*time.Time
+		)
+		for rows.Next() {
+			var (
+				org, id  uuid.UUID
+				interval *int64
+				expr, tz string
+				start    time.Time
+				catchUp  int64
+				next     time.Time
+				archived bool
+			)
+			if err := rows.Scan(&now, &org, &id, &interval, &expr, &tz, &start, &catchUp, &next, &archived); err != nil {
+				rows.Close()
+				return fmt.Errorf("read: %w", err)
+			}
+			var iv time.Duration
+			if interval != nil {
+				iv = time.Duration(*interval) * time.Second
+			}
+			// Every occurrence from next_due_at to now, at most maxPlanned;
+			// the new next_due_at is the first one left, nil when the
+			// schedule will not come due again.
+			c, cerr := newCadence(iv, expr, tz, start)
+			d, ended := next, false
+			for n := 0; n < p.maxPlanned && !d.After(now); n++ {
+				due, deadline := d, d.Add(time.Duration(catchUp)*time.Second)
+				orgs, ids, dues, deadlines = append(orgs, org), append(ids, id), append(dues, &due), append(deadlines, &deadline)
+				if archived || cerr != nil {
+					// An archived saved search comes due once more, so its
+					// schedule's end is on record (the start refuses it),
+					// and never again.
+					ended = true
+					break
+				}
+				var ok bool
+				if d, ok = c.after(d); !ok {
+					ended = true
+					break
+				}
+			}
+			var after *time.Time
+			if !ended {
+				after = &d
+			}
+			advOrgs, advID, nexts = append(advOrgs, org), append(advID, id), append(nexts, after)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		if len(advOrgs) == 0 {
+			return nil
+		}
+		b := &pgx.Batch{}
+		b.Queue(planInsert, now, orgs, ids, dues, deadlines, p.retention.Microseconds()).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var status string
+				if err := rows.Scan(&status); err != nil {
+					return err
+				}
+				planned++
+				if status == StatusMissed {
+					plannedMissed++
+				}
+			}
+			return rows.Err()
+		})
+		b.Queue(planAdvance, advOrgs, advID, nexts)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		return nil
+	})
+	return planned, plannedMissed, err
+}
+
+// take is boundedPass's second half: occurrenceTake, once per shard.
+func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) {
+	var clock time.Time
+	if err := db.QueryRow(ctx, clockRead, p.now).Scan(&clock); err != nil {
+		return nil, fmt.Errorf("take: read the clock: %w", err)
+	}
+	var all []taken
+	err := takePass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
+		rows, err := db.Query(ctx, occurrenceTake, g.Args(pgx.NamedArgs{
+			"clock": clock, "token": p.token, "lease_end": clock.Add(p.lease), "retain_end": clock.Add(p.retention),
+		}))
+		if err != nil {
+			return err
+		}
+		ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taken, error) {
+			var t taken
+			err := r.Scan(&t.org, &t.savedSearchID, &t.dueAt, &t.id, &t.status, &t.attempts, &t.late, &t.hasSchedule,
+				&t.paused, &t.actor)
+			t.dueAt = t.dueAt.UTC()
+			return t, err
+		})
+		all = append(all, ts...)
+		return err
+	})
+	if err != nil {
+		return all, fmt.Errorf("take: %w", err)
+	}
+	return all, nil
+}
+
+// recordParams are the inputs of recordOutcome.
+type recordParams struct {
+	org, savedSearchID uuid.UUID
+	dueAt              time.Time
+	token              uuid.UUID
+	status, reason     string
+	runID              *uuid.UUID
+	runRetainUntil     *time.Time
+	lastError          *string
+	now                any
+	retryAfter         time.Duration
+	retention          time.Duration
+}
+
+// recordOutcome records an attempt's outcome and reports whether the fence
+// held (false: another drain took the occurrence over).
+func recordOutcome(ctx context.Context, db DBTX, p recordParams) (bool, error) {
+	var reason any
+	if p.reason != "" {
+		reason = p.reason
+	}
+	args := pgx.StrictNamedArgs{
+		"org": p.org, "saved_search_id": p.savedSearchID, "due_at": p.dueAt, "token": p.token,
+		"status": p.status, "reason": reason, "last_error": p.lastError, "now": p.now,
+	}
+	var record string
+	switch {
+	case p.status == StatusNotReady:
+		record, args["retry"] = occurrenceRecordRetry, p.retryAfter.Microseconds()
+	case p.runID != nil && p.runRetainUntil != nil:
+		record, args["run_id"], args["run_retain_until"] = occurrenceRecordStarted, p.runID, p.runRetainUntil
+	default:
+		record, args["retention"] = occurrenceRecordClose, p.retention.Microseconds()
+	}
+	tag, err := db.Exec(ctx, record, args)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -1,0 +1,211 @@
+// Package sessions keeps the console's server-side sessions in
+// agent.console_sessions: who signed in (their organization, actor and
+// role), how (through the provider, or with a pasted token), and until
+// when.
+//
+// A session is named by a secret of 32 random bytes that only the
+// person's browser holds (the console's cookie); the table holds its
+// SHA-256, so a copy of the table signs nobody in. A session lives at
+// most its lifetime, judged by the database clock like every expiry of
+// searchd, so replicas agree on it; [Store.Delete] (sign-out) ends it at
+// once on every replica, since each request reads it again. The sweeper
+// deletes expired sessions (sweeper.TableSessions).
+//
+// A session is never a bearer token: the API verifies JWTs alone, and a
+// secret is not one.
+package sessions
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/dberr"
+)
+
+// How a person signed in.
+const (
+	// ViaOIDC is a sign-in through the company's provider.
+	ViaOIDC = "oidc"
+	// ViaToken is a pasted bearer token (development).
+	ViaToken = "token"
+)
+
+// RoleOperator is the role of an operator, who may name no organization.
+const RoleOperator = "operator"
+
+var (
+	// ErrNotFound reports a secret that names no live session: never
+	// created, signed out, or expired.
+	ErrNotFound = errs.New(errs.NotFound, "sessions: no such session")
+	// ErrInvalid is wrapped by every error about input refused before
+	// any SQL runs.
+	ErrInvalid = errs.New(errs.Invalid, "sessions: invalid input")
+)
+
+// MaxActorLen bounds an actor, in bytes.
+const MaxActorLen = 255
+
+// Session is a signed-in person.
+type Session struct {
+	ID uuid.UUID
+	// OrganizationID is uuid.Nil for an operator who names none.
+	OrganizationID uuid.UUID
+	Actor          string
+	Role           string
+	Via            string
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
+}
+
+// DB is what the store needs of a database handle, usually a
+// *pgxpool.Pool.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Store keeps sessions. It is safe for concurrent use.
+type Store struct {
+	db    DB
+	clock *dbclock.Clock
+}
+
+// NewStore returns the store of sessions on db, at clock (nil: the
+// database's).
+func NewStore(db DB, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
+
+// CreateParams are a new session.
+type CreateParams struct {
+	// OrganizationID is the person's organization; uuid.Nil only with
+	// RoleOperator.
+	OrganizationID uuid.UUID
+	// Actor names the person, at most MaxActorLen bytes of UTF-8 without
+	// NUL; "" for none.
+	Actor string
+	// Role is "" or a role name of lower-case letters and '_', at most
+	// 32 bytes.
+	Role string
+	// Via is ViaOIDC or ViaToken.
+	Via string
+	// Lifetime is how long the session lives from its creation.
+	// Required, positive.
+	Lifetime time.Duration
+	// NotAfter, when set, ends the session sooner: a pasted token's exp.
+	NotAfter time.Time
+}
+
+var roleName = regexp.MustCompile(`^[a-z_]{0,32}$`)
+
+// Validate returns an error wrapping [ErrInvalid] naming what is wrong
+// with p.
+func (p CreateParams) Validate() error {
+	switch {
+	case p.OrganizationID == uuid.Nil && p.Role != RoleOperator:
+		return fmt.Errorf("%w: a session needs an organization unless its role is %s", ErrInvalid, RoleOperator)
+	case len(p.Actor) > MaxActorLen || !utf8.ValidString(p.Actor) || strings.ContainsRune(p.Actor, 0):
+		return fmt.Errorf("%w: the actor must be at most %d bytes of UTF-8 without NUL", ErrInvalid, MaxActorLen)
+	case !roleName.MatchString(p.Role):
+		return fmt.Errorf("%w: %q is not a role name", ErrInvalid, p.Role)
+	case p.Via != ViaOIDC && p.Via != ViaToken:
+		return fmt.Errorf("%w: via must be %q or %q", ErrInvalid, ViaOIDC, ViaToken)
+	case p.Lifetime <= 0:
+		return fmt.Errorf("%w: the lifetime must be positive", ErrInvalid)
+	}
+	return nil
+}
+
+// secretLen is the random bytes of a secret; its base64url is 43
+// characters.
+const secretLen = 32
+
+// Create stores a new session and returns it with its secret, which
+// only the caller ever sees. It returns an error wrapping [ErrInvalid]
+// for params [CreateParams.Validate] refuses (before any SQL), and the
+// database's errors as kinds.
+func (s *Store) Create(ctx context.Context, p CreateParams) (secret string, _ *Session, err error) {
+	defer dberr.Annotate(&err)
+	if err := p.Validate(); err != nil {
+		return "", nil, err
+	}
+	raw := make([]byte, secretLen)
+	_, _ = rand.Read(raw) // never fails (crypto/rand)
+	var org, notAfter any
+	if p.OrganizationID != uuid.Nil {
+		org = p.OrganizationID
+	}
+	if !p.NotAfter.IsZero() {
+		notAfter = p.NotAfter
+	}
+	hash := sha256.Sum256(raw)
+	sess, err := scan(s.db.QueryRow(ctx, sessionInsert, uuid.New(), hash[:], org, p.Actor, p.Role,
+		p.Lifetime.Microseconds(), notAfter, p.Via, s.clock.Arg()))
+	if err != nil {
+		return "", nil, err
+	}
+	return base64.RawURLEncoding.EncodeToString(raw), sess, nil
+}
+
+// Lookup returns the live session of secret. It returns [ErrNotFound]
+// for a secret of no session, of one signed out or expired, and for a
+// string that is no secret at all (without SQL).
+func (s *Store) Lookup(ctx context.Context, secret string) (_ *Session, err error) {
+	defer dberr.Annotate(&err)
+	hash, ok := hashOf(secret)
+	if !ok {
+		return nil, ErrNotFound
+	}
+	sess, err := scan(s.db.QueryRow(ctx, sessionByHash, hash, s.clock.Arg()))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return sess, err
+}
+
+// Delete ends the session of secret, if there is one: signing out twice
+// is signing out once. It returns the database's errors as kinds.
+func (s *Store) Delete(ctx context.Context, secret string) (err error) {
+	defer dberr.Annotate(&err)
+	hash, ok := hashOf(secret)
+	if !ok {
+		return nil
+	}
+	_, err = s.db.Exec(ctx, sessionDelete, hash)
+	return err
+}
+
+// hashOf returns the SHA-256 of the secret's bytes, or false when secret
+// is not a secret Create made.
+func hashOf(secret string) ([]byte, bool) {
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(secret)
+	if err != nil || len(raw) != secretLen {
+		return nil, false
+	}
+	h := sha256.Sum256(raw)
+	return h[:], true
+}
+
+func scan(row pgx.Row) (*Session, error) {
+	var s Session
+	var org *uuid.UUID
+	if err := row.Scan(&s.ID, &org, &s.Actor, &s.Role, &s.Via, &s.CreatedAt, &s.ExpiresAt); err != nil {
+		return nil, err
+	}
+	if org != nil {
+		s.OrganizationID = *org
+	}
+	return &s, nil
+}
