@@ -349,24 +349,9 @@ func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created boo
 		return nil, false, err
 	}
 	for range maxAdmitRounds {
-		b := &pgx.Batch{}
-		// The Run and its outbox row commit together: a transaction of
-		// their own, BEGIN and COMMIT riding in the batch. A pipeline
-		// without them is one implicit transaction on PostgreSQL, but not
-		// on Citus, whose coordinator commits the first statement on its
-		// worker before the second runs.
-		_, inTx := s.db.(pgx.Tx)
-		if !inTx {
-			b.Queue("begin")
-		}
-		q, err := s.QueueAdmit(b, p)
-		if err != nil {
-			return nil, false, err
-		}
-		if !inTx {
-			b.Queue("commit")
-		}
-		if err := s.db.SendBatch(ctx, b).Close(); err != nil {
+		// The Run and its outbox row commit together, in one round trip.
+		var q *QueuedAdmit
+		if err := sendInTx(ctx, s.db, func(b *pgx.Batch) { q = s.queueAdmit(b, p) }); err != nil {
 			return nil, false, err
 		}
 		if run, err := q.Run(); err != nil || run != nil {
@@ -393,6 +378,26 @@ func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created boo
 	return nil, false, fmt.Errorf("runs: admit: the Run under start key %q kept disappearing", p.StartKey)
 }
 
+// sendInTx sends the batch queue fills in a transaction: db's own when db
+// is a pgx.Tx, else one of the batch's, its BEGIN and COMMIT riding at its
+// head and tail, so it still costs one round trip. A pipeline without them
+// is one implicit transaction on PostgreSQL, but not on Citus, whose
+// coordinator commits a statement on its worker before the next one runs.
+// A failed batch rolls the transaction back (a pool then discards the
+// connection it left in the aborted transaction).
+func sendInTx(ctx context.Context, db DBTX, queue func(b *pgx.Batch)) error {
+	b := &pgx.Batch{}
+	_, inTx := db.(pgx.Tx)
+	if !inTx {
+		b.Queue("begin")
+	}
+	queue(b)
+	if !inTx {
+		b.Queue("commit")
+	}
+	return db.SendBatch(ctx, b).Close()
+}
+
 // QueuedAdmit is a Run insert queued on a batch by [Store.QueueAdmit].
 type QueuedAdmit struct {
 	run  *Run
@@ -413,6 +418,11 @@ func (s *Store) QueueAdmit(b *pgx.Batch, p AdmitParams) (*QueuedAdmit, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
+	return s.queueAdmit(b, p), nil
+}
+
+// queueAdmit is QueueAdmit of valid params.
+func (s *Store) queueAdmit(b *pgx.Batch, p AdmitParams) *QueuedAdmit {
 	q := &QueuedAdmit{}
 	args := s.insertArgs(p)
 	b.Queue(runInsert, args).QueryRow(func(row pgx.Row) error {
@@ -428,7 +438,7 @@ func (s *Store) QueueAdmit(b *pgx.Batch, p AdmitParams) (*QueuedAdmit, error) {
 		return nil
 	})
 	b.Queue(dispatchInsert, pgx.StrictNamedArgs{"org": args["org"], "id": args["id"]})
-	return q, nil
+	return q
 }
 
 // Run returns the Run the queued insert admitted. It returns nil and no
