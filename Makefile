@@ -31,14 +31,14 @@ settings-docs:
 # against a coordinator and two workers that internal/pgtest starts from the
 # installed binaries (SEARCHD_TEST_CITUS=1), on databases whose tables
 # migration 00019 distributed: the plane, admission and the API, the stores
-# beneath them, the sweeper's and the inbox applier's passes per shard, the
-# catalog check of the distribution, and the router-query check of the
-# request path (api: TestEveryRequestStatementIsRoutedToOneShard). It needs
-# the citus extension: `bash ../shared/citus/install.sh` builds and
-# installs it into PostgreSQL 15 (5-10 minutes the first time, a no-op
-# after).
+# beneath them, the schedule drain's and the dispatcher's passes, the
+# sweeper's and the inbox applier's passes per shard, the catalog check of
+# the distribution, and the router-query checks of the request path
+# (TestEveryRequestStatementIsRoutedToOneShard). It needs the citus
+# extension: `bash ../shared/citus/install.sh` builds and installs it into
+# PostgreSQL 15 (5-10 minutes the first time, a no-op after).
 CITUS_PACKAGES ?= ./migrations/ ./idempotency/ ./admission/ ./api/ ./providerjobs/ ./sweeper/ \
-	./savedsearch/ ./snapshot/ ./runs/ ./tools/ ./internal/shardpass/
+	./savedsearch/ ./snapshot/ ./runs/ ./tools/ ./schedule/ ./dispatch/ ./internal/shardpass/
 test-citus:
 	SEARCHD_TEST_CITUS=1 $(GO) test -count=1 -timeout 30m $(CITUS_PACKAGES)
 

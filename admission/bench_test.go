@@ -545,26 +545,6 @@ WITH done AS (
 SELECT CASE WHEN EXISTS (SELECT FROM done) THEN (SELECT d.waited FROM done d)
 	ELSE agent.idempotency_fence_lost($2::uuid) END`
 	rawRunInsert = `
-WITH admitted AS (
-	INSERT INTO agent.runs AS r
-		(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
-		 name, status, options, input, created_by, created_at, retain_until)
-	SELECT @id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
-		@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
-		@input::jsonb, @created_by::text, c.now, c.now + @retention_us::bigint * interval '1 microsecond'
-	FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
-	ON CONFLICT (organization_id, start_key) DO NOTHING
-	RETURNING *
-), outbox AS (
-	INSERT INTO agent.run_dispatches (run_id, organization_id, next_attempt_at, created_at)
-	SELECT a.id, a.organization_id, a.created_at, a.created_at FROM admitted a
-)
-SELECT ` + rawRunColumns + `
-FROM admitted r`
-	// rawRunInsertNoOutbox is the Run insert as it was before the outbox
-	// (migration 00016): the baseline of what the outbox row costs a new
-	// start. It answers the same columns.
-	rawRunInsertNoOutbox = `
 INSERT INTO agent.runs AS r
 	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
 	 name, status, options, input, created_by, created_at, retain_until)
@@ -574,6 +554,15 @@ VALUES (@id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::tex
 	coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
 ON CONFLICT (organization_id, start_key) DO NOTHING
 RETURNING ` + rawRunColumns
+	// rawDispatchInsert writes the admitted Run's outbox row (migration
+	// 00016), the statement after rawRunInsert in the same transaction; a
+	// flow without it is the baseline of what the outbox row costs a new
+	// start.
+	rawDispatchInsert = `
+INSERT INTO agent.run_dispatches (run_id, organization_id, next_attempt_at, created_at)
+SELECT r.id, r.organization_id, r.created_at, r.created_at
+FROM agent.runs r
+WHERE r.organization_id = @org::uuid AND r.id = @id::uuid`
 
 	// The three-commit flow's own statements, as they stood before it was
 	// replaced: the freeze read without the clock, the snapshot stamped by
@@ -605,7 +594,8 @@ var rawNames = func() map[string]string {
 	for name, sql := range map[string]string{
 		"runWithSnapshotByStartKey": rawLookup, "savedSearchExists": rawExists, "claimInsert": rawClaimInsert,
 		"begin": "begin", "savedSearchFreezeRead": rawFreezeRead, "claimCompleteOrAbort": rawCompleteOrAbort,
-		"snapshotInsert": rawSnapshotInsert, "runInsert": rawRunInsert, "commit": "commit",
+		"snapshotInsert": rawSnapshotInsert, "runInsert": rawRunInsert, "dispatchInsert": rawDispatchInsert,
+		"commit": "commit",
 	} {
 		m[strings.Join(strings.Fields(sql), " ")] = name
 	}
@@ -619,8 +609,8 @@ type rawFlows struct {
 	pool  *pgxpool.Pool
 	org   uuid.UUID
 	actor string
-	// noOutbox admits the Run with the insert of before the outbox
-	// (rawRunInsertNoOutbox): the baseline of the outbox row's cost.
+	// noOutbox admits the Run without its outbox row (rawDispatchInsert):
+	// the baseline of the outbox row's cost.
 	noOutbox bool
 }
 
@@ -784,12 +774,7 @@ func (f rawFlows) twoCommits(ctx context.Context, ssID uuid.UUID, key string) er
 		"brief": string(s.Brief), "baseline": string(baseline), "content_hash": s.ContentHash,
 		"created_by": f.actor, "origin": snapshot.OriginAPI, "created_at": s.CreatedAt,
 	})
-	runInsert := rawRunInsert
-	if f.noOutbox {
-		runInsert = rawRunInsertNoOutbox
-	}
-	second.Queue(runInsert, f.runArgs(ssID, s.ID, key, s.name, options)).
-		QueryRow(func(row pgx.Row) error { return row.Scan(r.runDest()...) })
+	f.queueRun(second, ssID, s.ID, key, s.name, options, &r)
 	second.Queue(rawCompleteOrAbort, f.org, r.claimID, r.token, ResourceType, s.ID.String(), string(answer))
 	second.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
 		if tag.String() != "COMMIT" {
@@ -854,8 +839,20 @@ func (f rawFlows) threeCommits(ctx context.Context, ssID uuid.UUID, key string) 
 		return err
 	}
 	s := &r.snapshot
-	return f.pool.QueryRow(ctx, rawRunInsert, f.runArgs(ssID, s.ID, key, s.name, `{"max_results":100,"note":""}`)).
-		Scan(r.runDest()...)
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	f.queueRun(b, ssID, s.ID, key, s.name, `{"max_results":100,"note":""}`, &r)
+	b.Queue("commit")
+	return f.pool.SendBatch(ctx, b).Close()
+}
+
+// queueRun queues the Run's insert, and its outbox row's unless noOutbox.
+func (f rawFlows) queueRun(b *pgx.Batch, ssID, snapID uuid.UUID, key, name, options string, r *rawRun) {
+	args := f.runArgs(ssID, snapID, key, name, options)
+	b.Queue(rawRunInsert, args).QueryRow(func(row pgx.Row) error { return row.Scan(r.runDest()...) })
+	if !f.noOutbox {
+		b.Queue(rawDispatchInsert, pgx.StrictNamedArgs{"id": args["id"], "org": args["org"]})
+	}
 }
 
 // runArgs are rawRunInsert's parameters for a saved-search Run.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
@@ -79,16 +80,32 @@ func fairSetup(t *testing.T, conns int32, cfg fairq.Config, change ...func(*api.
 func (b *fairBundle) lockRows(t *testing.T, ids ...uuid.UUID) (unlock func()) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := b.admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM agent.saved_searches WHERE id = ANY($1) FOR UPDATE`, ids); err != nil {
-		t.Fatal(err)
-	}
+	var txs []pgx.Tx
 	var once sync.Once
-	unlock = func() { once.Do(func() { _ = tx.Rollback(ctx) }) }
+	unlock = func() {
+		once.Do(func() {
+			for _, tx := range txs {
+				_ = tx.Rollback(ctx)
+			}
+		})
+	}
 	t.Cleanup(unlock)
+	// A transaction per row, each naming its organization: a cluster
+	// locks rows in a statement routed to their one shard.
+	for _, id := range ids {
+		var org uuid.UUID
+		if err := b.admin.QueryRow(ctx, `SELECT organization_id FROM agent.saved_searches WHERE id = $1`, id).Scan(&org); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := b.admin.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		txs = append(txs, tx)
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM agent.saved_searches WHERE organization_id = $1 AND id = $2 FOR UPDATE`, org, id); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return unlock
 }
 
@@ -118,9 +135,7 @@ func (b *fairBundle) sendAsync(r req) <-chan timedResponse {
 func (b *fairBundle) waitForLockWaiters(t *testing.T, n int) {
 	t.Helper()
 	b.eventually(t, fmt.Sprintf("%d requests waiting on the row locks", n), func() bool {
-		var waiting int
-		err := b.admin.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		waiting, err := pgtest.LockWaits(context.Background(), b.admin)
 		return err == nil && waiting >= n
 	})
 }

@@ -230,6 +230,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		} else {
 			n := min(free, d.cfg.Batch)
 			leased, err := d.store.LeasePass(ctx, n, d.lease)
+			// What was leased is delivered, even from a pass that failed
+			// in part (on a cluster, a shard whose worker is down): its
+			// lease would otherwise hold it back.
+			d.deliverAll(dctx, &wg, slots, freed, leased)
 			if err != nil {
 				if ctx.Err() != nil {
 					break
@@ -241,19 +245,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				continue
 			}
 			failWait = d.cfg.Interval
-			for _, l := range leased {
-				slots <- struct{}{}
-				wg.Go(func() {
-					defer func() {
-						<-slots
-						select {
-						case freed <- struct{}{}:
-						default:
-						}
-					}()
-					d.deliver(dctx, l)
-				})
-			}
 			if len(leased) == n {
 				if n < free {
 					continue // the batch was the bound: more may be due
@@ -279,6 +270,24 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		timer.Stop()
 	}
 	return nil
+}
+
+// deliverAll delivers each of leased on a goroutine of wg, each holding
+// one of slots while it runs and signalling freed when it ends.
+func (d *Dispatcher) deliverAll(ctx context.Context, wg *sync.WaitGroup, slots, freed chan struct{}, leased []Leased) {
+	for _, l := range leased {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() {
+				<-slots
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
+			}()
+			d.deliver(ctx, l)
+		})
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) {

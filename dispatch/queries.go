@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/searchd/searchd/internal/shardpass"
 )
 
 // The SQL of the outbox, in one place. The outbox row itself is inserted
@@ -14,61 +16,97 @@ import (
 // now()): production passes NULL, tests a stubbed instant. Durations travel
 // as microseconds.
 
-// dispatchLease is the bounded pass of the dispatcher: it leases at most
-// $3 pending dispatches that are due, oldest due first, and starts an
-// attempt for each. FOR UPDATE SKIP LOCKED: a pass never waits on a row
-// another replica is leasing or ending, and replicas lease disjoint
-// batches. Leasing increments attempts (the new number is the attempt's
-// fence) and pushes next_attempt_at one lease ahead, so the row is due
-// again only if this attempt never ends. The attempt's row is inserted
-// in_flight, and attempts older than the newest $4 are pruned, so a
-// dispatch keeps a bounded history however long its runtime fails.
-// $1 now, $2 lease µs, $3 bound, $4 attempts kept.
+// dispatchDue finds the pending dispatches that are due, oldest due
+// first, without a lock: the lease pass's shardpass.Pass groups them by
+// shard (internal/shardpass).
+const dispatchDue = `
+SELECT d.organization_id::text
+FROM agent.run_dispatches d
+WHERE d.state = 'pending' AND d.next_attempt_at <= agent.clock(@now)
+ORDER BY d.next_attempt_at
+LIMIT @limit`
+
+// dispatchLease is the bounded pass of the dispatcher over one shard
+// (@keys, the organizations the due read found there; every one with
+// @all): it leases at most @limit pending dispatches that are due by
+// @clock, oldest due first, and starts an attempt for each. FOR UPDATE
+// SKIP LOCKED: a pass never waits on a row another replica is leasing or
+// ending, and replicas lease disjoint batches. Leasing increments attempts
+// (the new number is the attempt's fence) and pushes next_attempt_at one
+// lease ahead (@lease_end), so the row is due again only if this attempt
+// never ends. The attempt's row is inserted in_flight, and attempts older
+// than the newest @kept are pruned, so a dispatch keeps a bounded history
+// however long its runtime fails. Every statement names the shard's
+// organizations, so a cluster runs each part of it on that one shard
+// group; the clock is a parameter (the pass's clockRead): a cluster
+// refuses now() in a COALESCE of a data-modifying statement.
 const dispatchLease = `
 WITH due AS (
 	SELECT d.run_id, d.organization_id
 	FROM agent.run_dispatches d
-	WHERE d.state = 'pending' AND d.next_attempt_at <= coalesce($1::timestamptz, now())
+	WHERE (@all::boolean OR d.organization_id = ANY(@keys::uuid[]))
+		AND d.state = 'pending' AND d.next_attempt_at <= @clock::timestamptz
 	ORDER BY d.next_attempt_at
-	LIMIT $3
+	LIMIT @limit
 	FOR UPDATE SKIP LOCKED
 ), leased AS (
 	UPDATE agent.run_dispatches AS d
-	SET attempts = d.attempts + 1,
-		next_attempt_at = coalesce($1::timestamptz, now()) + $2::bigint * interval '1 microsecond',
-		last_attempt_at = coalesce($1::timestamptz, now())
+	SET attempts = d.attempts + 1, next_attempt_at = @lease_end::timestamptz, last_attempt_at = @clock::timestamptz
 	FROM due
-	WHERE d.run_id = due.run_id AND d.organization_id = due.organization_id
+	WHERE (@all::boolean OR d.organization_id = ANY(@keys::uuid[]))
+		AND d.run_id = due.run_id AND d.organization_id = due.organization_id
 	RETURNING d.run_id, d.organization_id, d.attempts
 ), started AS (
 	INSERT INTO agent.run_dispatch_attempts (run_id, organization_id, attempt, started_at)
-	SELECT l.run_id, l.organization_id, l.attempts, coalesce($1::timestamptz, now())
+	SELECT l.run_id, l.organization_id, l.attempts, @clock::timestamptz
 	FROM leased l
 ), pruned AS (
 	DELETE FROM agent.run_dispatch_attempts a
 	USING leased l
-	WHERE a.run_id = l.run_id AND a.organization_id = l.organization_id AND a.attempt <= l.attempts - $4::integer
+	WHERE (@all::boolean OR a.organization_id = ANY(@keys::uuid[]))
+		AND a.run_id = l.run_id AND a.organization_id = l.organization_id AND a.attempt <= l.attempts - @kept::integer
 )
 SELECT l.organization_id, l.run_id, l.attempts FROM leased l`
 
-// leasePass runs one bounded lease pass on db: at most limit dispatches,
-// each leased for lease. It is the whole of the dispatcher's claim on the
-// outbox, one statement, so that it can run on any connection that
-// reaches the rows (a shard's, on a distributed database).
+// clockRead reads the database clock (agent.clock: the stub a test
+// passes, else now()) once for a whole lease pass: every shard's step
+// judges by that one instant.
+const clockRead = `SELECT agent.clock($1::timestamptz)`
+
+// leaseDue is the lease pass's read of what is due, grouped by shard.
+var leaseDue = shardpass.New("agent.run_dispatches", dispatchDue)
+
+// leasePass is the whole of the dispatcher's claim on the outbox: a
+// bounded lease pass on db of at most limit dispatches, each leased for
+// lease, in one statement per shard that holds some due (one statement
+// over the whole table on PostgreSQL; see internal/shardpass). A shard
+// whose statement fails does not stop the others: what they leased is
+// returned, with the failures joined.
 func leasePass(ctx context.Context, db DBTX, now any, lease time.Duration, limit int) ([]Leased, error) {
-	rows, err := db.Query(ctx, dispatchLease, now, lease.Microseconds(), limit, KeptAttempts)
-	if err != nil {
-		return nil, fmt.Errorf("dispatch: lease: %w", err)
+	var clock time.Time
+	if err := db.QueryRow(ctx, clockRead, now).Scan(&clock); err != nil {
+		return nil, fmt.Errorf("dispatch: lease: read the clock: %w", err)
 	}
-	leased, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Leased, error) {
-		var l Leased
-		err := r.Scan(&l.OrganizationID, &l.RunID, &l.Attempt)
-		return l, err
+	var all []Leased
+	err := leaseDue.Run(ctx, db, limit, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
+		rows, err := db.Query(ctx, dispatchLease, g.Args(pgx.NamedArgs{
+			"clock": clock, "lease_end": clock.Add(lease), "kept": KeptAttempts,
+		}))
+		if err != nil {
+			return err
+		}
+		leased, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Leased, error) {
+			var l Leased
+			err := r.Scan(&l.OrganizationID, &l.RunID, &l.Attempt)
+			return l, err
+		})
+		all = append(all, leased...)
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dispatch: lease: %w", err)
+		return all, fmt.Errorf("dispatch: lease: %w", err)
 	}
-	return leased, nil
+	return all, nil
 }
 
 // dispatchMessage reads what a delivery carries: the Run's fields that
@@ -83,40 +121,41 @@ WHERE r.organization_id = $1 AND r.id = $2`
 
 // dispatchEnd writes how an attempt ended, fenced by its number: the
 // dispatch changes only while it is pending and its attempts still hold
-// @attempt (no lease was taken since). Delivered marks it dispatched, and
-// the Run dispatched when it is still queued (a runtime may have reported
-// running already), with the change in the Run's status history; retry
-// makes it due after @retry_us; failed marks it failed. The attempt's own
-// row records the answer whatever the fence says: the attempt happened.
-// It answers whether the fence held.
+// @attempt (no lease was taken since). It takes the dispatch to @state
+// (dispatched for a delivery, pending again for a retry, failed), with
+// @next_attempt_at (a retry's; NULL keeps it), @dispatched_at and
+// @failed_at (each NULL but for its state) and @last_error; a delivery
+// marks the Run dispatched when it is still queued (a runtime may have
+// reported running already), with the change in the Run's status history.
+// The attempt's own row records the answer whatever the fence says: the
+// attempt happened. It answers whether the fence held. Every time is a
+// parameter the caller derived from the clock it read (clockRead): a
+// cluster refuses a clock in the CASE or COALESCE of a data-modifying
+// statement.
 const dispatchEnd = `
-WITH c AS (
-	SELECT coalesce(@now::timestamptz, now()) AS now
-), ended AS (
+WITH ended AS (
 	UPDATE agent.run_dispatches AS d
-	SET state = CASE @outcome::text WHEN 'delivered' THEN 'dispatched' WHEN 'failed' THEN 'failed' ELSE 'pending' END,
-		next_attempt_at = CASE WHEN @outcome::text = 'retry'
-			THEN c.now + @retry_us::bigint * interval '1 microsecond' ELSE d.next_attempt_at END,
-		dispatched_at = CASE WHEN @outcome::text = 'delivered' THEN c.now END,
-		failed_at = CASE WHEN @outcome::text = 'failed' THEN c.now END,
+	SET state = @state::text,
+		next_attempt_at = coalesce(@next_attempt_at::timestamptz, d.next_attempt_at),
+		dispatched_at = @dispatched_at::timestamptz,
+		failed_at = @failed_at::timestamptz,
 		last_status_code = @status_code::integer,
-		last_error = CASE WHEN @outcome::text = 'delivered' THEN NULL ELSE @answer::text END
-	FROM c
+		last_error = @last_error::text
 	WHERE d.run_id = @run::uuid AND d.organization_id = @org::uuid
 		AND d.attempts = @attempt::integer AND d.state = 'pending'
 	RETURNING d.run_id, d.organization_id, d.state
 ), attempt AS (
 	UPDATE agent.run_dispatch_attempts AS a
-	SET ended_at = c.now, outcome = @outcome::text, status_code = @status_code::integer, answer = @answer::text
-	FROM c
+	SET ended_at = @clock::timestamptz, outcome = @outcome::text, status_code = @status_code::integer,
+		answer = @answer::text
 	WHERE a.run_id = @run::uuid AND a.organization_id = @org::uuid AND a.attempt = @attempt::integer
 		AND a.outcome = 'in_flight'
 ), marked AS (
 	UPDATE agent.runs AS r
-	SET status = 'dispatched', version = r.version + 1, updated_at = c.now
-	FROM ended e, c
-	WHERE e.state = 'dispatched' AND r.id = e.run_id AND r.organization_id = e.organization_id
-		AND r.status = 'queued'
+	SET status = 'dispatched', version = r.version + 1, updated_at = @clock::timestamptz
+	FROM ended e
+	WHERE e.state = 'dispatched' AND r.organization_id = @org::uuid
+		AND r.id = e.run_id AND r.organization_id = e.organization_id AND r.status = 'queued'
 	RETURNING r.id, r.organization_id, r.version, r.updated_at
 ), history AS (
 	INSERT INTO agent.run_status_changes (run_id, organization_id, version, status, changed_at)

@@ -92,9 +92,11 @@ type Leased struct {
 }
 
 // LeasePass leases at most limit due dispatches for lease, in one
-// statement, and starts an attempt for each; see dispatchLease. Replicas
-// running passes at once lease disjoint sets. It returns the leased
-// dispatches, none when nothing is due.
+// statement (one per shard that holds some, on a cluster), and starts an
+// attempt for each; see dispatchLease. Replicas running passes at once
+// lease disjoint sets. It returns the leased dispatches, none when nothing
+// is due; on a cluster, where a shard's statement may fail alone, the
+// failures are returned with what the other shards leased.
 func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (_ []Leased, err error) {
 	defer dberr.Annotate(&err)
 	if limit < 1 || lease <= 0 {
@@ -195,10 +197,24 @@ func (s *Store) End(ctx context.Context, e End) (held bool, err error) {
 	if a := Clean(e.Answer, MaxAnswerLen); a != "" {
 		answer = a
 	}
-	err = s.db.QueryRow(ctx, dispatchEnd, pgx.StrictNamedArgs{
+	var clock time.Time
+	if err := s.db.QueryRow(ctx, clockRead, s.clock.Arg()).Scan(&clock); err != nil {
+		return false, fmt.Errorf("dispatch: end attempt: read the clock: %w", err)
+	}
+	args := pgx.StrictNamedArgs{
 		"org": e.OrganizationID, "run": e.RunID, "attempt": e.Attempt, "outcome": string(e.Outcome),
-		"status_code": code, "answer": answer, "retry_us": max(e.RetryIn, 0).Microseconds(), "now": s.clock.Arg(),
-	}).Scan(&held)
+		"status_code": code, "answer": answer, "clock": clock,
+		"state": StatePending, "next_attempt_at": nil, "dispatched_at": nil, "failed_at": nil, "last_error": answer,
+	}
+	switch e.Outcome {
+	case OutcomeDelivered:
+		args["state"], args["dispatched_at"], args["last_error"] = StateDispatched, clock, nil
+	case OutcomeRetry:
+		args["next_attempt_at"] = clock.Add(max(e.RetryIn, 0).Truncate(time.Microsecond))
+	case OutcomeFailed:
+		args["state"], args["failed_at"] = StateFailed, clock
+	}
+	err = s.db.QueryRow(ctx, dispatchEnd, args).Scan(&held)
 	if err != nil {
 		return false, fmt.Errorf("dispatch: end attempt: %w", err)
 	}

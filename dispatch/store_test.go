@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -437,5 +438,73 @@ func TestMessageIsTheSameBytesEveryTime(t *testing.T) {
 	}
 	if _, err := b.store.Message(b.ctx, uuid.New(), saved.ID); !errors.Is(err, dispatch.ErrNotFound) {
 		t.Errorf("another organization's message = %v, want ErrNotFound", err)
+	}
+}
+
+// TestLeasePassesSpanEveryShard: dispatches of organizations on every node
+// of a cluster (and on several shards of each), leased by passes bounded
+// below their number. A pass leases at most its bound, the oldest due
+// first whichever shard holds them, one statement per shard (issue 25,
+// the dispatcher per shard); passes at once lease disjoint sets, and
+// every dispatch once. On PostgreSQL a pass is one statement.
+func TestLeasePassesSpanEveryShard(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	orgs, err := pgtest.OrganizationPerNode(b.ctx, b.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		orgs = append(orgs, uuid.New())
+	}
+	var order []uuid.UUID // admission order: the order they come due
+	for i := range 21 {
+		order = append(order, b.admit(t, orgs[i%len(orgs)]).ID)
+		b.clock.Advance(time.Millisecond)
+	}
+	first := b.lease(t, 7)
+	if len(first) != 7 {
+		t.Fatalf("a pass of 7 leased %d", len(first))
+	}
+	for i, l := range first {
+		if !slices.Contains(order[:7], l.RunID) {
+			t.Errorf("leased %d: Run %s, not one of the 7 first due", i, l.RunID)
+		}
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		seen = map[uuid.UUID]int{}
+	)
+	for _, l := range first {
+		seen[l.RunID]++
+	}
+	for range 4 {
+		wg.Go(func() {
+			for {
+				got, err := b.store.LeasePass(b.ctx, 3, time.Hour)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(got) > 3 {
+					t.Errorf("a pass of 3 leased %d", len(got))
+				}
+				mu.Lock()
+				for _, l := range got {
+					seen[l.RunID]++
+				}
+				mu.Unlock()
+				if len(got) == 0 {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, id := range order {
+		if seen[id] != 1 {
+			t.Errorf("Run %s leased %d times, want once", id, seen[id])
+		}
 	}
 }

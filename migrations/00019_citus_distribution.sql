@@ -11,7 +11,8 @@
 -- organization, finds its job there by the pair it names, on the
 -- coordinator's own copy, whichever worker is down; a registration, rare,
 -- writes every copy. The rest stay local tables on the coordinator (each
--- with its reason in migrations/sharding_test.go). On plain PostgreSQL
+-- with its reason in migrations/sharding_test.go: the console's sessions
+-- among them, 00017). On plain PostgreSQL
 -- every function below is a no-op, and the schema is exactly as before.
 --
 -- A later migration distributes a table it adds with one line, which is a

@@ -65,8 +65,10 @@ var notDistributed = map[string]string{
 	"agent.sweeper_runs": "the sweeper's run log: one row per run over every organization, naming none; " +
 		"a local table on the coordinator",
 	"agent.console_sessions": "the console's sessions: a session is found by the secret in its cookie alone, before " +
-		"anyone knows whose it is, and an operator's session names no organization (organization_id NULL); rare " +
-		"(a sign-in, then a read per console page) and off the claim path, it stays a local table on the coordinator",
+		"anyone knows whose it is, and an operator's session names no organization (organization_id NULL), so it has " +
+		"no shard; not a reference table either, which would write every node at each sign-in and sign-out and refuse " +
+		"them while a worker is down; rare (a sign-in, then a read per console page), off the claim path and joined " +
+		"with no other table, it stays a local table on the coordinator, which every replica reaches",
 	"public.goose_db_version": "the migration bookkeeping of goose: one row per applied migration, " +
 		"read and written by `searchd migrate` alone; it stays on the coordinator, which applies DDL to every shard",
 }

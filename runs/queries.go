@@ -14,28 +14,33 @@ const runColumns = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash
 // writes nothing, and the caller reads the existing Run. Its parameters are
 // named (pgx.StrictNamedArgs); the retention is microseconds.
 //
-// The same statement writes the Run's outbox row, its pending dispatch in
-// agent.run_dispatches (see package dispatch), from the row the insert
-// returns: so the dispatch commits exactly when the Run does, in whatever
-// transaction admits it, and a start key already taken inserts neither.
-// One statement, not two: a new start keeps its round trips.
+// dispatchInsert, the next statement of the same transaction, writes the
+// Run's outbox row, its pending dispatch in agent.run_dispatches (see
+// package dispatch), from the row the insert wrote: so the dispatch commits
+// exactly when the Run does, in whatever transaction admits it, and a start
+// key already taken inserts neither. Two statements sent in one round
+// trip, not one with a data-modifying WITH: on a cluster an INSERT inside
+// a WITH is planned as steps of their own through the coordinator, where
+// these two are each routed to the organization's shard (the second reads
+// the Run on the same shard, co-located).
 const runInsert = `
-WITH admitted AS (
-	INSERT INTO agent.runs AS r
-		(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
-		 name, status, options, input, created_by, created_at, retain_until)
-	VALUES (@id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
-		@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
-		@input::jsonb, @created_by::text, coalesce(@now::timestamptz, now()),
-		coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
-	ON CONFLICT (organization_id, start_key) DO NOTHING
-	RETURNING *
-), outbox AS (
-	INSERT INTO agent.run_dispatches (run_id, organization_id, next_attempt_at, created_at)
-	SELECT a.id, a.organization_id, a.created_at, a.created_at FROM admitted a
-)
-SELECT ` + runColumns + `
-FROM admitted r`
+INSERT INTO agent.runs AS r
+	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
+	 name, status, options, input, created_by, created_at, retain_until)
+VALUES (@id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
+	@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
+	@input::jsonb, @created_by::text, coalesce(@now::timestamptz, now()),
+	coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
+ON CONFLICT (organization_id, start_key) DO NOTHING
+RETURNING ` + runColumns
+
+// dispatchInsert: see runInsert. Its parameters are named: the Run's @org
+// and @id.
+const dispatchInsert = `
+INSERT INTO agent.run_dispatches (run_id, organization_id, next_attempt_at, created_at)
+SELECT r.id, r.organization_id, r.created_at, r.created_at
+FROM agent.runs r
+WHERE r.organization_id = @org::uuid AND r.id = @id::uuid`
 
 // runGetByStartKey reads the Run admitted under a start key while its
 // retention holds. A Run past retain_until answers nothing, as the plane
@@ -110,28 +115,35 @@ LIMIT $4`
 // forward: to running from queued or dispatched, to a terminal status from
 // any status that is not one. The condition is the transition rule itself,
 // so it holds under concurrency: a concurrent report that got there first
-// makes this one re-check against the row it left, and change nothing. The
-// change is recorded in agent.run_status_changes, keyed by the version it
-// made, in the same statement. No row: the report changes nothing (or the
-// Run is not the organization's); runGet then says which.
+// makes this one re-check against the row it left, and change nothing. No
+// row: the report changes nothing (or the Run is not the organization's);
+// runGet then says which.
+//
+// statusChangeInsert, the next statement of the same transaction, records
+// the change in agent.run_status_changes, keyed by the version it made:
+// it copies the Run as it is now, and a version that has its record
+// already (the Run did not change; every change writes its record in the
+// transaction that makes it, and version 1 is the admission, which has
+// none) conflicts and writes nothing. Two statements, not one with a
+// data-modifying WITH: a cluster plans an INSERT inside a WITH in steps
+// through the coordinator, where these are each routed to the
+// organization's shard. Both take named parameters.
 const runStatusSet = `
-WITH changed AS (
-	UPDATE agent.runs AS r
-	SET status = @status::text, version = r.version + 1, updated_at = c.now,
-		result_ref = @result_ref::text, error_code = @error_code::text, error_message = @error_message::text
-	FROM (SELECT coalesce(@now::timestamptz, now()) AS now) c
-	WHERE r.organization_id = @org::uuid AND r.id = @id::uuid
-		AND (r.status IN ('queued', 'dispatched') OR (r.status = 'running' AND @status::text <> 'running'))
-	RETURNING r.*
-), history AS (
-	INSERT INTO agent.run_status_changes
-		(run_id, organization_id, version, status, changed_at, reported_by, result_ref, error_code, error_message)
-	SELECT h.id, h.organization_id, h.version, h.status, h.updated_at, @reported_by::text,
-		h.result_ref, h.error_code, h.error_message
-	FROM changed h
-)
-SELECT ` + runColumns + `
-FROM changed r`
+UPDATE agent.runs AS r
+SET status = @status::text, version = r.version + 1, updated_at = agent.clock(@now),
+	result_ref = @result_ref::text, error_code = @error_code::text, error_message = @error_message::text
+WHERE r.organization_id = @org::uuid AND r.id = @id::uuid
+	AND (r.status IN ('queued', 'dispatched') OR (r.status = 'running' AND @status::text <> 'running'))
+RETURNING ` + runColumns
+
+const statusChangeInsert = `
+INSERT INTO agent.run_status_changes
+	(run_id, organization_id, version, status, changed_at, reported_by, result_ref, error_code, error_message)
+SELECT r.id, r.organization_id, r.version, r.status, r.updated_at, @reported_by::text,
+	r.result_ref, r.error_code, r.error_message
+FROM agent.runs r
+WHERE r.organization_id = @org::uuid AND r.id = @id::uuid AND r.version > 1
+ON CONFLICT DO NOTHING`
 
 // runStatusChanges reads a Run's status changes, oldest first. A Run's
 // status only moves forward, so it has at most three. $1 org, $2 Run id.

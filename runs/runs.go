@@ -305,6 +305,7 @@ type DBTX interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // Store admits and reads Runs. It is safe for concurrent use.
@@ -339,19 +340,22 @@ const maxAdmitRounds = 3
 // without its snapshot, a start key outside its kind's namespace). Other
 // errors come from the database.
 //
-// A new Run costs one statement, a replay two.
+// A new Run costs one round trip (its insert and its outbox row's, in a
+// transaction of their own unless the store's db is a pgx.Tx), a replay
+// two.
 func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created bool, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.validate(); err != nil {
 		return nil, false, err
 	}
 	for range maxAdmitRounds {
-		run, err := scanRun(s.db.QueryRow(ctx, runInsert, s.insertArgs(p)))
-		if err == nil {
-			return run, true, nil
+		// The Run and its outbox row commit together, in one round trip.
+		var q *QueuedAdmit
+		if err := sendInTx(ctx, s.db, func(b *pgx.Batch) { q = s.queueAdmit(b, p) }); err != nil {
+			return nil, false, err
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, false, translate("admit", err)
+		if run, err := q.Run(); err != nil || run != nil {
+			return run, run != nil, err
 		}
 		run, err = s.GetByStartKey(ctx, p.OrganizationID, p.StartKey)
 		if errors.Is(err, ErrNotFound) {
@@ -374,16 +378,38 @@ func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created boo
 	return nil, false, fmt.Errorf("runs: admit: the Run under start key %q kept disappearing", p.StartKey)
 }
 
+// sendInTx sends the batch queue fills in a transaction: db's own when db
+// is a pgx.Tx, else one of the batch's, its BEGIN and COMMIT riding at its
+// head and tail, so it still costs one round trip. A pipeline without them
+// is one implicit transaction on PostgreSQL, but not on Citus, whose
+// coordinator commits a statement on its worker before the next one runs.
+// A failed batch rolls the transaction back (a pool then discards the
+// connection it left in the aborted transaction).
+func sendInTx(ctx context.Context, db DBTX, queue func(b *pgx.Batch)) error {
+	b := &pgx.Batch{}
+	_, inTx := db.(pgx.Tx)
+	if !inTx {
+		b.Queue("begin")
+	}
+	queue(b)
+	if !inTx {
+		b.Queue("commit")
+	}
+	return db.SendBatch(ctx, b).Close()
+}
+
 // QueuedAdmit is a Run insert queued on a batch by [Store.QueueAdmit].
 type QueuedAdmit struct {
 	run  *Run
 	done bool
 }
 
-// QueueAdmit queues on b the insert that begins [Store.Admit], for a caller
-// that admits the Run in one round trip with its own writes and the COMMIT
-// of their transaction: the Run is then admitted exactly when those writes
-// are. [QueuedAdmit.Run] answers once b's results are closed. A refused
+// QueueAdmit queues on b the inserts that begin [Store.Admit] (the Run and
+// its outbox row), for a caller that admits the Run in one round trip with
+// its own writes and the COMMIT of their transaction: the Run is then
+// admitted exactly when those writes are. b must run inside a transaction
+// (the caller's BEGIN): the Run and its outbox row commit together only
+// there. [QueuedAdmit.Run] answers once b's results are closed. A refused
 // insert fails the batch (an error wrapping [ErrInvalid] for a refused
 // check), which aborts the transaction.
 //
@@ -392,8 +418,14 @@ func (s *Store) QueueAdmit(b *pgx.Batch, p AdmitParams) (*QueuedAdmit, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
+	return s.queueAdmit(b, p), nil
+}
+
+// queueAdmit is QueueAdmit of valid params.
+func (s *Store) queueAdmit(b *pgx.Batch, p AdmitParams) *QueuedAdmit {
 	q := &QueuedAdmit{}
-	b.Queue(runInsert, s.insertArgs(p)).QueryRow(func(row pgx.Row) error {
+	args := s.insertArgs(p)
+	b.Queue(runInsert, args).QueryRow(func(row pgx.Row) error {
 		q.done = true
 		run, err := scanRun(row)
 		switch {
@@ -405,7 +437,8 @@ func (s *Store) QueueAdmit(b *pgx.Batch, p AdmitParams) (*QueuedAdmit, error) {
 		q.run = run
 		return nil
 	})
-	return q, nil
+	b.Queue(dispatchInsert, pgx.StrictNamedArgs{"org": args["org"], "id": args["id"]})
+	return q
 }
 
 // Run returns the Run the queued insert admitted. It returns nil and no

@@ -160,15 +160,27 @@ func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (
 			message = *r.Error.Message
 		}
 	}
-	run, err := scanRun(s.db.QueryRow(ctx, runStatusSet, pgx.StrictNamedArgs{
-		"org": org, "id": id, "status": r.Status, "result_ref": nullString(r.ResultRef),
-		"error_code": code, "error_message": message, "reported_by": nullString(r.Reporter), "now": s.nowArg(),
-	}))
-	if err == nil {
-		return run, true, nil
+	// The change and its record commit together, in one round trip.
+	var run *Run
+	err = sendInTx(ctx, s.db, func(b *pgx.Batch) {
+		b.Queue(runStatusSet, pgx.StrictNamedArgs{
+			"org": org, "id": id, "status": r.Status, "result_ref": nullString(r.ResultRef),
+			"error_code": code, "error_message": message, "now": s.nowArg(),
+		}).QueryRow(func(row pgx.Row) error {
+			changed, err := scanRun(row)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return translate("report status", err)
+			}
+			run = changed
+			return nil
+		})
+		b.Queue(statusChangeInsert, pgx.StrictNamedArgs{"org": org, "id": id, "reported_by": nullString(r.Reporter)})
+	})
+	if err != nil {
+		return nil, false, err
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, translate("report status", err)
+	if run != nil {
+		return run, true, nil
 	}
 	// Nothing changed. The Run as it is now (read after the update, so it
 	// includes whatever change made this one moot) says whether the report

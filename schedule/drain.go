@@ -217,19 +217,28 @@ type taken struct {
 // lease; it closes those past their catch-up window as missed, and starts
 // each of the others through the StartFunc and records its outcome under
 // the lease's fence. It returns an error only when the pass's statements
-// fail; an occurrence's start failing is its outcome.
+// fail (on a cluster, where the pass runs per shard, after starting what
+// the shards that answered gave it); an occurrence's start failing is its
+// outcome.
 func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 	defer dberr.Annotate(&err)
 	var rep TickReport
 	token := uuid.New()
 	leasedAt := time.Now()
-	res, err := boundedPass(ctx, d.db, passParams{
+	res, passErr := boundedPass(ctx, d.db, passParams{
 		now: d.cfg.Clock.Arg(), bound: d.cfg.Batch, lease: d.cfg.Lease, token: token,
 		retention: runs.Retention, maxPlanned: maxPlanned,
 	})
-	if err != nil {
-		return rep, fmt.Errorf("schedule: drain pass: %w", err)
+	if passErr != nil {
+		// On a cluster one shard's step may fail (its worker is down)
+		// while the others' went through: what they took is started all
+		// the same, and the failure returned at the end.
+		passErr = fmt.Errorf("schedule: drain pass: %w", passErr)
+		if len(res.taken) == 0 && res.planned == 0 {
+			return rep, passErr
+		}
 	}
+	defer func() { err = errors.Join(err, passErr) }()
 	rep.Planned, rep.PlannedMissed, rep.Taken = res.planned, res.plannedMissed, len(res.taken)
 	if rep.Planned > 0 {
 		d.cfg.Observer.ObserveCameDue(rep.Planned)

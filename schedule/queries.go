@@ -2,12 +2,15 @@ package schedule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/internal/shardpass"
 )
 
 // The SQL of schedules and occurrences, in one place. Time comes from the
@@ -47,7 +50,7 @@ INSERT INTO agent.saved_search_schedules AS sc
 	 paused, next_due_at, updated_by, created_at, updated_at)
 VALUES (@org::uuid, @id::uuid, @interval::bigint, @cron::text, @time_zone::text, @start_at::timestamptz,
 	@catch_up::bigint, @paused::boolean, @next_due_at::timestamptz, @actor::text,
-	coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()))
+	agent.clock(@now), agent.clock(@now))
 ON CONFLICT DO NOTHING
 RETURNING ` + scheduleColumns
 
@@ -60,7 +63,7 @@ SET interval_seconds = @interval::bigint, cron = @cron::text, time_zone = @time_
 	start_at = @start_at::timestamptz, catch_up_seconds = @catch_up::bigint, paused = @paused::boolean,
 	next_due_at = @next_due_at::timestamptz,
 	updated_by = CASE WHEN @set_actor::boolean THEN @actor::text ELSE sc.updated_by END,
-	version = sc.version + 1, updated_at = coalesce(@now::timestamptz, now())
+	version = sc.version + 1, updated_at = agent.clock(@now)
 WHERE sc.organization_id = @org::uuid AND sc.saved_search_id = @id::uuid
 RETURNING ` + scheduleColumns
 
@@ -88,20 +91,33 @@ WHERE o.organization_id = $1 AND o.saved_search_id = $2
 ORDER BY o.due_at DESC
 LIMIT $4`
 
-// planRead reads and locks at most $2 schedules that came due (paused
-// ones have no next_due_at), earliest first, with whether their saved
-// search is archived and the clock every write of the plan uses. SKIP
-// LOCKED: a schedule another drain plans, or a writer changes, is left to
-// them. $1 now.
+// scheduleDue finds the schedules that came due, earliest first, without
+// a lock: the plan's shardpass.Pass groups them by shard.
+const scheduleDue = `
+SELECT sc.organization_id::text
+FROM agent.saved_search_schedules sc
+WHERE sc.next_due_at <= agent.clock(@now)
+ORDER BY sc.next_due_at
+LIMIT @limit`
+
+// planRead reads and locks at most @limit schedules of a shard (@keys,
+// the organizations the due read found there; every one with @all) that
+// came due (paused ones have no next_due_at), earliest first, with whether
+// their saved search is archived and the clock every write of the plan
+// uses. SKIP LOCKED: a schedule another drain plans, or a writer changes,
+// is left to them. Both tables name the shard's organizations, so a
+// cluster routes the statement, and its locks, to that one shard group.
 const planRead = `
-SELECT coalesce($1::timestamptz, now()), sc.organization_id, sc.saved_search_id, sc.interval_seconds,
+SELECT agent.clock(@now), sc.organization_id, sc.saved_search_id, sc.interval_seconds,
 	coalesce(sc.cron, ''), sc.time_zone, sc.start_at, sc.catch_up_seconds, sc.next_due_at,
 	s.archived_at IS NOT NULL
 FROM agent.saved_search_schedules sc
 JOIN agent.saved_searches s ON s.organization_id = sc.organization_id AND s.id = sc.saved_search_id
-WHERE sc.next_due_at <= coalesce($1::timestamptz, now())
+WHERE (@all::boolean OR sc.organization_id = ANY(@keys::uuid[]))
+	AND (@all::boolean OR s.organization_id = ANY(@keys::uuid[]))
+	AND sc.next_due_at <= agent.clock(@now)
 ORDER BY sc.next_due_at
-LIMIT $2
+LIMIT @limit
 FOR UPDATE OF sc SKIP LOCKED`
 
 // planInsert writes the occurrences that came due, from parallel arrays
@@ -125,31 +141,56 @@ RETURNING o.status`
 
 // planAdvance moves each planned schedule's next_due_at, from parallel
 // arrays ($1 org, $2 saved_search_id, $3 next_due_at, NULL when it will
-// not come due again).
+// not come due again). The organizations the schedules were read of ($1,
+// all on one shard) name the shard once more, for a cluster to route the
+// update there.
 const planAdvance = `
 UPDATE agent.saved_search_schedules AS sc SET next_due_at = v.next_due_at
 FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS v(org, saved_search_id, next_due_at)
-WHERE sc.organization_id = v.org AND sc.saved_search_id = v.saved_search_id`
+WHERE sc.organization_id = ANY($1::uuid[])
+	AND sc.organization_id = v.org AND sc.saved_search_id = v.saved_search_id`
 
-// occurrenceTake takes at most @bound open occurrences whose next attempt
-// has come, earliest first, with FOR UPDATE SKIP LOCKED: replicas take
+// occurrenceDue finds the open occurrences whose next attempt has come,
+// earliest first, without a lock: the take's shardpass.Pass groups them
+// by shard.
+const occurrenceDue = `
+SELECT o.organization_id::text
+FROM agent.schedule_occurrences o
+WHERE o.closed_at IS NULL AND o.next_attempt_at <= agent.clock(@now)
+ORDER BY o.next_attempt_at
+LIMIT @limit`
+
+// clockRead reads the database clock (agent.clock: the stub a test
+// passes, else now()) once for a whole take pass: every shard's step
+// judges by that one instant.
+const clockRead = `SELECT agent.clock($1::timestamptz)`
+
+// occurrenceTake takes at most @limit open occurrences of a shard (@keys;
+// every one with @all) whose next attempt has come by @clock (the pass's
+// clockRead), earliest first, with FOR UPDATE SKIP LOCKED: replicas take
 // disjoint rows and never wait on each other. One past its deadline and
-// never attempted is closed as missed: it has no Run, since only its
-// start could have made one. Every other is leased: @token fences its
-// outcome and next_attempt_at is the end of the lease, after which
-// another drain takes it over. It returns each with whether it is late
-// (past its deadline: an attempted one may have admitted its Run before
-// its drain died, which the caller looks up instead of starting it), its
-// schedule's state (none when removed) and actor.
+// never attempted is closed as missed: it has no Run, since only its start
+// could have made one. Every other is leased: @token fences its outcome
+// and next_attempt_at is the end of the lease, after which another drain
+// takes it over. It returns each with whether it is late (past its
+// deadline: an attempted one may have admitted its Run before its drain
+// died, which the caller looks up instead of starting it), its schedule's
+// state (none when removed) and actor. Every table names the shard's
+// organizations, so a cluster routes the statement to that one shard
+// group. The clock is a parameter, read before, and the ends of the lease
+// (@lease_end) and of a missed one's retention (@retain_end) are
+// computed from it: a cluster refuses a clock, and the arithmetic of a
+// timestamptz, inside the CASEs of a data-modifying statement.
 const occurrenceTake = `
 WITH due AS (
 	SELECT o.organization_id, o.saved_search_id, o.due_at,
-		o.deadline < coalesce(@now::timestamptz, now()) AS late,
-		o.deadline < coalesce(@now::timestamptz, now()) AND o.attempts = 0 AS missed
+		o.deadline < @clock::timestamptz AS late,
+		o.deadline < @clock::timestamptz AND o.attempts = 0 AS missed
 	FROM agent.schedule_occurrences o
-	WHERE o.closed_at IS NULL AND o.next_attempt_at <= coalesce(@now::timestamptz, now())
+	WHERE (@all::boolean OR o.organization_id = ANY(@keys::uuid[]))
+		AND o.closed_at IS NULL AND o.next_attempt_at <= @clock::timestamptz
 	ORDER BY o.next_attempt_at
-	LIMIT @bound
+	LIMIT @limit
 	FOR UPDATE SKIP LOCKED
 ), taken AS (
 	UPDATE agent.schedule_occurrences AS o
@@ -158,12 +199,12 @@ WITH due AS (
 		attempts = o.attempts + CASE WHEN due.late THEN 0 ELSE 1 END,
 		lease_token = CASE WHEN due.missed THEN NULL ELSE @token::uuid END,
 		next_attempt_at = CASE WHEN due.missed THEN o.next_attempt_at
-			ELSE coalesce(@now::timestamptz, now()) + @lease::bigint * interval '1 microsecond' END,
-		closed_at = CASE WHEN due.missed THEN coalesce(@now::timestamptz, now()) END,
-		retain_until = CASE WHEN due.missed
-			THEN coalesce(@now::timestamptz, now()) + @retention::bigint * interval '1 microsecond' END
+			ELSE @lease_end::timestamptz END,
+		closed_at = CASE WHEN due.missed THEN @clock::timestamptz END,
+		retain_until = CASE WHEN due.missed THEN @retain_end::timestamptz END
 	FROM due
-	WHERE o.organization_id = due.organization_id AND o.saved_search_id = due.saved_search_id
+	WHERE (@all::boolean OR o.organization_id = ANY(@keys::uuid[]))
+		AND o.organization_id = due.organization_id AND o.saved_search_id = due.saved_search_id
 		AND o.due_at = due.due_at
 	RETURNING o.organization_id, o.saved_search_id, o.due_at, o.id, o.status, o.attempts, due.late
 )
@@ -171,24 +212,42 @@ SELECT t.organization_id, t.saved_search_id, t.due_at, t.id, t.status, t.attempt
 	sc.saved_search_id IS NOT NULL, coalesce(sc.paused, false), sc.updated_by
 FROM taken t
 LEFT JOIN agent.saved_search_schedules sc
-	ON sc.organization_id = t.organization_id AND sc.saved_search_id = t.saved_search_id`
+	ON (@all::boolean OR sc.organization_id = ANY(@keys::uuid[]))
+	AND sc.organization_id = t.organization_id AND sc.saved_search_id = t.saved_search_id`
 
-// occurrenceRecord records the outcome of an attempt, fenced by the lease
-// token: a drain whose lease passed, and whose occurrence another drain
-// took over, changes nothing. not_ready stays open until @retry µs from
-// now; every other status closes it, kept as long as its Run
-// (@run_retain_until) or, with none, @retention µs.
-const occurrenceRecord = `
+// occurrenceRecordRetry, occurrenceRecordClose and
+// occurrenceRecordStarted record the outcome of an attempt, fenced by the
+// lease token: a drain whose lease passed, and whose occurrence another
+// drain took over, changes nothing. not_ready (Retry) stays open until
+// @retry µs from now; every other status closes it, kept as long as its
+// Run (Started: @run_retain_until) or, with none (Close), @retention µs.
+// Three statements, picked by the status, not one with a CASE on it: a
+// cluster refuses a clock, and the arithmetic of a timestamptz, inside the
+// CASE of a data-modifying statement.
+const occurrenceRecordRetry = `
+UPDATE agent.schedule_occurrences AS o
+SET status = @status::text, reason = @reason::text, run_id = NULL, lease_token = NULL,
+	last_error = coalesce(@last_error::text, o.last_error),
+	next_attempt_at = agent.clock(@now) + @retry::bigint * interval '1 microsecond'
+` + occurrenceFenced
+
+const occurrenceRecordClose = `
+UPDATE agent.schedule_occurrences AS o
+SET status = @status::text, reason = @reason::text, run_id = NULL, lease_token = NULL,
+	last_error = coalesce(@last_error::text, o.last_error),
+	closed_at = agent.clock(@now), retain_until = agent.clock(@now) + @retention::bigint * interval '1 microsecond'
+` + occurrenceFenced
+
+const occurrenceRecordStarted = `
 UPDATE agent.schedule_occurrences AS o
 SET status = @status::text, reason = @reason::text, run_id = @run_id::uuid, lease_token = NULL,
 	last_error = coalesce(@last_error::text, o.last_error),
-	next_attempt_at = CASE WHEN @status::text = 'not_ready'
-		THEN coalesce(@now::timestamptz, now()) + @retry::bigint * interval '1 microsecond'
-		ELSE o.next_attempt_at END,
-	closed_at = CASE WHEN @status::text = 'not_ready' THEN NULL ELSE coalesce(@now::timestamptz, now()) END,
-	retain_until = CASE WHEN @status::text = 'not_ready' THEN NULL
-		ELSE coalesce(@run_retain_until::timestamptz,
-			coalesce(@now::timestamptz, now()) + @retention::bigint * interval '1 microsecond') END
+	closed_at = agent.clock(@now), retain_until = @run_retain_until::timestamptz
+` + occurrenceFenced
+
+// occurrenceFenced is the condition of the three records: the occurrence
+// by its key, still open and still held under @token.
+const occurrenceFenced = `
 WHERE o.organization_id = @org::uuid AND o.saved_search_id = @saved_search_id::uuid AND o.due_at = @due_at::timestamptz
 	AND o.lease_token = @token::uuid AND o.closed_at IS NULL`
 
@@ -225,31 +284,54 @@ type passResult struct {
 	taken                  []taken
 }
 
-// boundedPass is the drain's bounded pass over the database, in two
-// statements' worth of work that each touch at most bound rows of their
-// table: it plans (in one transaction, the schedules that came due, at
-// most bound of them and maxPlanned occurrences each, are locked with
-// SKIP LOCKED, their occurrences written and their next_due_at moved on),
-// then takes at most bound open occurrences (occurrenceTake). It is one
-// function so that a runner that routes background passes (per shard, on
-// a distributed database) can run it where the rows are.
+// The drain's two passes (internal/shardpass): what came due is read
+// first, without a lock, oldest first and at most the bound; then each
+// shard that holds some is planned, or taken from, in a statement or a
+// transaction of its own, routed to that shard on a cluster, where a row
+// lock, and FOR UPDATE SKIP LOCKED, can only be taken. On PostgreSQL each
+// pass is one step over the whole table, as it always was.
+var (
+	planPass = shardpass.New("agent.saved_search_schedules", scheduleDue)
+	takePass = shardpass.New("agent.schedule_occurrences", occurrenceDue)
+)
+
+// boundedPass is the drain's bounded pass over the database: it plans (the
+// schedules that came due, at most bound of them and maxPlanned
+// occurrences each, are locked with SKIP LOCKED, their occurrences written
+// and their next_due_at moved on, in one transaction per shard), then
+// takes at most bound open occurrences (occurrenceTake, one statement per
+// shard). A shard whose step fails does not stop the others: what the
+// others planned and took is returned with the failures joined, so the
+// drain still starts what it took (its lease would otherwise hold it).
 func boundedPass(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, error) {
-	res, err := plan(ctx, db, p)
-	if err != nil {
-		return res, err
-	}
-	res.taken, err = take(ctx, db, p)
-	return res, err
+	res, planErr := plan(ctx, db, p)
+	var takeErr error
+	res.taken, takeErr = take(ctx, db, p)
+	return res, errors.Join(planErr, takeErr)
 }
 
 // plan is boundedPass's first half: it writes the occurrences that came
 // due and moves their schedules on.
 func plan(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, error) {
 	var res passResult
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, planRead, p.now, p.bound)
+	err := planPass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": p.now}, func(ctx context.Context, g shardpass.Group) error {
+		planned, missed, err := planShard(ctx, db, p, g)
+		res.planned, res.plannedMissed = res.planned+planned, res.plannedMissed+missed
+		return err
+	})
+	if err != nil {
+		return res, fmt.Errorf("plan: %w", err)
+	}
+	return res, nil
+}
+
+// planShard plans the schedules of one group, in one transaction.
+func planShard(ctx context.Context, db *pgxpool.Pool, p passParams, g shardpass.Group) (planned, plannedMissed int, err error) {
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		planned, plannedMissed = 0, 0
+		rows, err := tx.Query(ctx, planRead, g.Args(pgx.NamedArgs{"now": p.now}))
 		if err != nil {
-			return fmt.Errorf("plan: read: %w", err)
+			return fmt.Errorf("read: %w", err)
 		}
 		var (
 			now                       time.Time
@@ -268,7 +350,7 @@ func plan(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, erro
 			)
 			if err := rows.Scan(&now, &org, &id, &interval, &expr, &tz, &start, &catchUp, &next, &archived); err != nil {
 				rows.Close()
-				return fmt.Errorf("plan: read: %w", err)
+				return fmt.Errorf("read: %w", err)
 			}
 			var iv time.Duration
 			if interval != nil {
@@ -303,7 +385,7 @@ func plan(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, erro
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("plan: read: %w", err)
+			return fmt.Errorf("read: %w", err)
 		}
 		if len(advOrgs) == 0 {
 			return nil
@@ -315,42 +397,50 @@ func plan(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, erro
 				if err := rows.Scan(&status); err != nil {
 					return err
 				}
-				res.planned++
+				planned++
 				if status == StatusMissed {
-					res.plannedMissed++
+					plannedMissed++
 				}
 			}
 			return rows.Err()
 		})
 		b.Queue(planAdvance, advOrgs, advID, nexts)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("plan: write: %w", err)
+			return fmt.Errorf("write: %w", err)
 		}
 		return nil
 	})
-	return res, err
+	return planned, plannedMissed, err
 }
 
-// take is boundedPass's second half: occurrenceTake.
+// take is boundedPass's second half: occurrenceTake, once per shard.
 func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) {
-	rows, err := db.Query(ctx, occurrenceTake, pgx.NamedArgs{
-		"now": p.now, "bound": p.bound, "token": p.token, "lease": p.lease.Microseconds(),
-		"retention": p.retention.Microseconds(),
+	var clock time.Time
+	if err := db.QueryRow(ctx, clockRead, p.now).Scan(&clock); err != nil {
+		return nil, fmt.Errorf("take: read the clock: %w", err)
+	}
+	var all []taken
+	err := takePass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
+		rows, err := db.Query(ctx, occurrenceTake, g.Args(pgx.NamedArgs{
+			"clock": clock, "token": p.token, "lease_end": clock.Add(p.lease), "retain_end": clock.Add(p.retention),
+		}))
+		if err != nil {
+			return err
+		}
+		ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taken, error) {
+			var t taken
+			err := r.Scan(&t.org, &t.savedSearchID, &t.dueAt, &t.id, &t.status, &t.attempts, &t.late, &t.hasSchedule,
+				&t.paused, &t.actor)
+			t.dueAt = t.dueAt.UTC()
+			return t, err
+		})
+		all = append(all, ts...)
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("take: %w", err)
+		return all, fmt.Errorf("take: %w", err)
 	}
-	ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taken, error) {
-		var t taken
-		err := r.Scan(&t.org, &t.savedSearchID, &t.dueAt, &t.id, &t.status, &t.attempts, &t.late, &t.hasSchedule,
-			&t.paused, &t.actor)
-		t.dueAt = t.dueAt.UTC()
-		return t, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("take: %w", err)
-	}
-	return ts, nil
+	return all, nil
 }
 
 // recordParams are the inputs of recordOutcome.
@@ -374,12 +464,20 @@ func recordOutcome(ctx context.Context, db DBTX, p recordParams) (bool, error) {
 	if p.reason != "" {
 		reason = p.reason
 	}
-	tag, err := db.Exec(ctx, occurrenceRecord, pgx.NamedArgs{
+	args := pgx.StrictNamedArgs{
 		"org": p.org, "saved_search_id": p.savedSearchID, "due_at": p.dueAt, "token": p.token,
-		"status": p.status, "reason": reason, "run_id": p.runID, "run_retain_until": p.runRetainUntil,
-		"last_error": p.lastError, "now": p.now, "retry": p.retryAfter.Microseconds(),
-		"retention": p.retention.Microseconds(),
-	})
+		"status": p.status, "reason": reason, "last_error": p.lastError, "now": p.now,
+	}
+	var record string
+	switch {
+	case p.status == StatusNotReady:
+		record, args["retry"] = occurrenceRecordRetry, p.retryAfter.Microseconds()
+	case p.runID != nil && p.runRetainUntil != nil:
+		record, args["run_id"], args["run_retain_until"] = occurrenceRecordStarted, p.runID, p.runRetainUntil
+	default:
+		record, args["retention"] = occurrenceRecordClose, p.retention.Microseconds()
+	}
+	tag, err := db.Exec(ctx, record, args)
 	if err != nil {
 		return false, err
 	}

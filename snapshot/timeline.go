@@ -91,12 +91,15 @@ func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p Ti
 
 // snapshotTimeline reads a page of a saved search's snapshots, newest
 // first, after ($3 created_at, $4 id), with the Runs admitted on each
-// (counted by runs_snapshot_idx). $1 org, $2 saved_search_id, $5 limit,
-// $6 actor, $7 from, $8 to: NULL for none.
+// (counted by runs_snapshot_idx). The count names the organization ($1)
+// itself, not only through the snapshot: a cluster then routes the whole
+// statement to the organization's shard group. $1 org, $2
+// saved_search_id, $5 limit, $6 actor, $7 from, $8 to: NULL for none.
 const snapshotTimeline = `
 SELECT sn.id, sn.saved_search_id, sn.saved_search_version, sn.saved_search_name, sn.content_hash,
 	coalesce(jsonb_array_length(sn.baseline -> 'items'), 0), sn.created_by, sn.origin, sn.created_at,
-	(SELECT count(*) FROM agent.runs r WHERE r.snapshot_id = sn.id AND r.organization_id = sn.organization_id)
+	(SELECT count(*) FROM agent.runs r
+		WHERE r.organization_id = $1 AND r.organization_id = sn.organization_id AND r.snapshot_id = sn.id)
 FROM agent.saved_search_snapshots sn
 WHERE sn.organization_id = $1 AND sn.saved_search_id = $2
 	AND ($6::text IS NULL OR sn.created_by = $6::text)

@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
 )
 
 const day = 24 * time.Hour
@@ -685,5 +687,73 @@ func TestFailedTableDoesNotStopTheOthers(t *testing.T) {
 	}
 	if n := b.count(t, TableClaims); n != 2 {
 		t.Errorf("%d claims left after a failed pass, want 2: it rolls back", n)
+	}
+}
+
+// TestABoundHoldsAcrossShards: claims past retention in organizations on
+// every node of a cluster (and on several shards of each), swept with a
+// bound below their number. Each pass reads at most the bound, the oldest
+// first whichever shard holds them, one transaction per shard (issue
+// 25.4); a pass that reads a full bound is warned of; the run drains the
+// rest. On PostgreSQL it is one table and one transaction a pass.
+func TestABoundHoldsAcrossShards(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	orgs, err := pgtest.OrganizationPerNode(b.ctx, b.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		orgs = append(orgs, uuid.New())
+	}
+	const n = 24
+	now := b.clock.Now()
+	// Claim i expired i ms after claim i+1: the oldest is the last.
+	for i := range n {
+		if _, err := b.db.Exec(b.ctx, `
+INSERT INTO agent.idempotency_keys
+	(id, organization_id, scope, key, request_hash, status, lease_token,
+	 resource_type, resource_id, response, claimed_at, lease_expires_at, retain_until)
+VALUES (gen_random_uuid(), $1, 'webhook.nylas', $2, 'hash', 'completed', gen_random_uuid(),
+	'test_resource', $2, '{}', $3::timestamptz - interval '25 hours', $3::timestamptz - interval '25 hours',
+	$3::timestamptz - interval '1 hour' - $4 * interval '1 millisecond')`,
+			orgs[i%len(orgs)], fmt.Sprintf("spread-%02d", i), now, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func() []string {
+		t.Helper()
+		rows, err := b.db.Query(b.ctx, `SELECT key FROM agent.idempotency_keys ORDER BY key`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+
+	rep := b.runOnce(t, b.sweeper(t, Config{Bound: 10, MaxPasses: 1}))
+	if c := rep.Claims; c.Read != 10 || c.Deleted != 10 || c.Passes != 1 || !c.Backlog {
+		t.Errorf("one pass of a bound of 10 = %+v, want 10 read, 10 deleted, a backlog", c)
+	}
+	var want []string
+	for i := range n - 10 {
+		want = append(want, fmt.Sprintf("spread-%02d", i))
+	}
+	if got := left(); !slices.Equal(got, want) {
+		t.Errorf("claims left = %q, want the %d youngest %q: a pass takes the oldest, whichever shard holds them", got, n-10, want)
+	}
+	if logs := b.logs.String(); !strings.Contains(logs, "backlog remains") || !strings.Contains(logs, "read=10") {
+		t.Errorf("log = %q, want a warning that a backlog remains after a pass that read 10", logs)
+	}
+
+	rep = b.runOnce(t, b.sweeper(t, Config{Bound: 10, MaxPasses: 5}))
+	if c := rep.Claims; c.Read != 14 || c.Deleted != 14 || c.Passes != 2 || c.Backlog || c.FullPasses != 1 {
+		t.Errorf("the rest = %+v, want 14 read and deleted in 2 passes, 1 full, no backlog", c)
+	}
+	if got := left(); len(got) != 0 {
+		t.Errorf("claims left = %q, want none", got)
 	}
 }

@@ -92,24 +92,24 @@ WITH done AS (
 SELECT CASE WHEN EXISTS (SELECT FROM done) THEN (SELECT d.waited FROM done d)
 	ELSE agent.idempotency_fence_lost($2::uuid) END`
 
-// runs.runInsert: the Run and its outbox row (its dispatch) in one statement.
+// runs.runInsert and runs.dispatchInsert: the Run, then its outbox row
+// (its dispatch), in the preparation's transaction.
 const thinRunInsert = `
-WITH admitted AS (
-	INSERT INTO agent.runs AS r
-		(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
-		 name, status, options, input, created_by, created_at, retain_until)
-	VALUES (@id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
-		@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
-		@input::jsonb, @created_by::text, coalesce(@now::timestamptz, now()),
-		coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
-	ON CONFLICT (organization_id, start_key) DO NOTHING
-	RETURNING *
-), outbox AS (
-	INSERT INTO agent.run_dispatches (run_id, organization_id, next_attempt_at, created_at)
-	SELECT a.id, a.organization_id, a.created_at, a.created_at FROM admitted a
-)
-SELECT ` + thinRunColumns + `
-FROM admitted r`
+INSERT INTO agent.runs AS r
+	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
+	 name, status, options, input, created_by, created_at, retain_until)
+VALUES (@id::uuid, @org::uuid, @kind::text, @start_key::text, @request_hash::text,
+	@saved_search_id::uuid, @snapshot_id::uuid, @name::text, 'queued', @options::jsonb,
+	@input::jsonb, @created_by::text, coalesce(@now::timestamptz, now()),
+	coalesce(@now::timestamptz, now()) + @retention_us::bigint * interval '1 microsecond')
+ON CONFLICT (organization_id, start_key) DO NOTHING
+RETURNING ` + thinRunColumns
+
+const thinDispatchInsert = `
+INSERT INTO agent.run_dispatches (run_id, organization_id, next_attempt_at, created_at)
+SELECT r.id, r.organization_id, r.created_at, r.created_at
+FROM agent.runs r
+WHERE r.organization_id = @org::uuid AND r.id = @id::uuid`
 
 // statementNames names the statements a start issues, for the report. pgx
 // sends "begin" and "commit" for a transaction with default options.
@@ -123,6 +123,7 @@ var statementNames = map[string]string{
 	normalizeSQL(thinClaimCompleteOrAbort):      "claimCompleteOrAbort",
 	"commit":                                    "commit",
 	normalizeSQL(thinRunInsert):                 "runInsert",
+	normalizeSQL(thinDispatchInsert):            "dispatchInsert",
 }
 
 // thin is the baseline: an echo handler running the start's statements
@@ -327,13 +328,15 @@ func (t *thin) start(c echo.Context) error {
 		"brief": string(snap.Brief), "baseline": string(baseline), "content_hash": snap.ContentHash,
 		"created_by": t.actor, "created_at": snap.CreatedAt,
 	})
+	runID := uuid.New()
 	second.Queue(thinRunInsert, pgx.StrictNamedArgs{
-		"id": uuid.New(), "org": t.org, "kind": runs.KindSavedSearch, "start_key": startKey,
+		"id": runID, "org": t.org, "kind": runs.KindSavedSearch, "start_key": startKey,
 		"request_hash": hash, "saved_search_id": ssID, "snapshot_id": snap.ID, "name": snap.name,
 		"options": string(options), "input": nil, "created_by": t.actor,
 		"retention_us": runs.Retention.Microseconds(), "now": nil,
 	}).
 		QueryRow(func(row pgx.Row) error { return row.Scan(run.dest()...) })
+	second.Queue(thinDispatchInsert, pgx.StrictNamedArgs{"id": runID, "org": t.org})
 	second.Queue(thinClaimCompleteOrAbort, t.org, claim.id, claim.leaseToken, admission.ResourceType, snap.ID.String(), string(response))
 	second.Queue("commit")
 	if err := conn.SendBatch(ctx, second).Close(); err != nil {

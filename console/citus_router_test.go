@@ -1,0 +1,73 @@
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/searchd/searchd/console/consoletest"
+	"github.com/searchd/searchd/internal/pgtest"
+)
+
+// TestEveryAuditorPageIsRoutedToOneShard is issue 25.2 for the console: on
+// a Citus cluster (make test-citus) every statement an organization's
+// auditor's page sends is a router query to that organization's shard
+// group (pgtest.WantRouted), as the API's are. It visits every auditor
+// page of the seeded world, each list with its filters and its next page,
+// as organization A. The operator's views read across organizations by
+// design (the whole plane's counts, stuck claims of every organization)
+// and are not held to it; the session's own statements read the local
+// sessions table on the coordinator.
+func TestEveryAuditorPageIsRoutedToOneShard(t *testing.T) {
+	if !pgtest.Citus() {
+		t.Skip("runs on a Citus cluster: make test-citus")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	seedPool := pgtest.NewDB(t)
+	w, err := consoletest.Seed(ctx, seedPool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &pgtest.StatementLog{}
+	cfg := seedPool.Config()
+	cfg.ConnConfig.Tracer = log
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var out bytes.Buffer
+	b := &bundle{pool: pool, world: w, handler: newConsole(t, pool, &out, 0), log: &out}
+	cookie := b.signIn(t, w.OrgA, "alice")
+	for _, target := range []string{
+		"/console/saved-searches",
+		"/console/saved-searches?archived=1",
+		"/console/saved-searches?limit=1",
+		"/console/saved-searches/" + w.Search.String(),
+		"/console/saved-searches/" + w.Scheduled.String(),
+		"/console/saved-searches/" + w.Search.String() + "/compare?a=" + w.FirstSnapshot.String() + "&b=" + w.SecondSnapshot.String(),
+		"/console/snapshots/" + w.SecondSnapshot.String(),
+		"/console/runs",
+		"/console/runs?limit=1",
+		"/console/runs?actor=alice",
+		"/console/runs?key=" + w.SecondKey,
+		"/console/runs/" + w.SecondRun.String(),
+		"/console/runs/" + w.DirectRun.String(),
+		"/console/provider-jobs",
+		"/console/provider-jobs/" + w.Job.String(),
+	} {
+		if rec := b.do(http.MethodGet, target, cookie, nil, nil); rec.Code != http.StatusOK {
+			t.Fatalf("GET %s = %d", target, rec.Code)
+		}
+	}
+	statements := log.Distinct()
+	routed := pgtest.WantRouted(t, ctx, pool, statements)
+	if routed < 10 {
+		t.Errorf("%d of %d statements read a distributed table; the auditor's pages cannot read that little", routed, len(statements))
+	}
+	t.Logf("%d distinct statements, %d routed to one shard, %d on the coordinator alone", len(statements), routed, len(statements)-routed)
+}
