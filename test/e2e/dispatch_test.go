@@ -662,7 +662,10 @@ func testStoppedPastLease(t *testing.T, g *dispatchRig) string {
 	defer cancel()
 	r1, r2 := g.h.replicas[0], g.h.replicas[1]
 	org := g.holdOnOne(ctx, t, 40, 8)
-	if err := r1.Signal(syscall.SIGSTOP); err != nil {
+	// Stopped for certain before the runtime answers (replica.Stop waits
+	// for the kernel to say so): a signal takes effect only when the
+	// process is next scheduled, and a busy machine let it run on.
+	if err := r1.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	held := g.rt.held.Load()
