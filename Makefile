@@ -1,7 +1,7 @@
 # The README and docs/ name these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test test-citus ci e2e e2e-citus soak failover-report bench bench-plane bench-http bench-sweep bench-schedule bench-start bench-dispatch bench-citus run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
+.PHONY: setup test test-citus settings-docs ci e2e e2e-citus soak failover-report bench bench-plane bench-http bench-sweep bench-schedule bench-start bench-dispatch bench-citus run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -19,6 +19,13 @@ setup:
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# The settings reference (docs/settings.md) and the example env file
+# (searchd.example.env), written from the settings table in
+# cmd/searchd/settings.go; make test fails while they differ from it.
+settings-docs:
+	$(GO) run ./cmd/searchd settings --format markdown >docs/settings.md
+	$(GO) run ./cmd/searchd settings --format env >searchd.example.env
 
 # The contract on Citus (docs/scaling.md): every test of these packages
 # against a coordinator and two workers that internal/pgtest starts from the

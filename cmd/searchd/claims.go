@@ -41,7 +41,7 @@ Run searchd claims <subcommand> --help for flags.
 var (
 	claimsShowCommand = command{"searchd claims show --org UUID --scope SCOPE --key KEY [--json]",
 		"Print one claim. The lease token, the fence, is never printed, nor the stored response: only its size.",
-		[]option{optDatabaseURL}}
+		cmdClaimsShow}
 	claimsReleaseCommand = command{"searchd claims release --org UUID --scope SCOPE --key KEY --reason TEXT",
 		"Delete one PROCESSING claim, fenced by the lease token it reads first: a claim that changes in between " +
 			"(completed, released, or taken over by a worker) is left alone. The next attempt with the key then runs " +
@@ -49,7 +49,7 @@ var (
 			"live lease only for a holder you know is gone. Completed claims are refused: each is the stored answer " +
 			"every repeat of its key replays. The release is logged with --reason and recorded, with --actor, in " +
 			"agent.claim_releases (the console's audit of releases).",
-		[]option{optDatabaseURL, optLogLevel, optLogFormat}}
+		cmdClaimsChange}
 	claimsResolveCommand = command{"searchd claims resolve --org UUID --scope tool.NAME --key KEY --as delivered|retry --actor WHO --reason TEXT",
 		"Resolve a tool call the journal recorded as uncertain: it was sent to a vendor without idempotency support and " +
 			"no acknowledgement came, so nothing retries it by itself. --as delivered: the call had its effect; its answer " +
@@ -57,7 +57,7 @@ var (
 			"leaves the journal, and the next attempt of the call makes it once more with the same key. The resolution, " +
 			"--actor, --reason and the uncertain answer are recorded in agent.tool_call_resolutions (396 days) and logged. " +
 			"A call that is not uncertain (in flight, answered, or resolved already) is refused and nothing is written.",
-		[]option{optDatabaseURL, optLogLevel, optLogFormat}}
+		cmdClaimsChange}
 )
 
 // claims runs `searchd claims show|release`.
@@ -176,14 +176,11 @@ func (a *app) claimsShow(ctx context.Context, args []string) error {
 		return err
 	}
 	at, problems := readClaimAddress(*org, *scope, *key)
-	dbURL, problem := readDatabaseURL(fs, a.getenv)
-	if problem != "" {
-		problems = append(problems, problem)
-	}
-	if len(problems) > 0 {
+	cfg, settingProblems := loadSettings(fs, a.getenv, cmdClaimsShow)
+	if problems = append(problems, settingProblems...); len(problems) > 0 {
 		return invalid(problems)
 	}
-	pool, err := openSmallPool(ctx, dbURL)
+	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -307,18 +304,13 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the claim is released; it is logged",
 		operator.MaxReasonLen, operator.MaxActorLen)
 	problems = append(problems, whoProblems...)
-	level, format, logProblems := readLogSettings(fs, a.getenv, false)
-	problems = append(problems, logProblems...)
-	dbURL, problem := readDatabaseURL(fs, a.getenv)
-	if problem != "" {
-		problems = append(problems, problem)
-	}
-	if len(problems) > 0 {
+	cfg, settingProblems := loadSettings(fs, a.getenv, cmdClaimsChange)
+	if problems = append(problems, settingProblems...); len(problems) > 0 {
 		return invalid(problems)
 	}
-	logger := newLogger(a.stderr, serverConfig{LogLevel: level, LogFormat: format})
+	logger := newLogger(a.stderr, cfg)
 
-	pool, err := openSmallPool(ctx, dbURL)
+	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -404,18 +396,13 @@ func (a *app) claimsResolve(ctx context.Context, args []string) error {
 			problems = append(problems, "--"+f.flag+": must be one line, without control characters")
 		}
 	}
-	level, format, logProblems := readLogSettings(fs, a.getenv, false)
-	problems = append(problems, logProblems...)
-	dbURL, problem := readDatabaseURL(fs, a.getenv)
-	if problem != "" {
-		problems = append(problems, problem)
-	}
-	if len(problems) > 0 {
+	cfg, settingProblems := loadSettings(fs, a.getenv, cmdClaimsChange)
+	if problems = append(problems, settingProblems...); len(problems) > 0 {
 		return invalid(problems)
 	}
-	logger := newLogger(a.stderr, serverConfig{LogLevel: level, LogFormat: format})
+	logger := newLogger(a.stderr, cfg)
 
-	pool, err := openSmallPool(ctx, dbURL)
+	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}

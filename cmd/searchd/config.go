@@ -6,12 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/providerjobs"
@@ -20,9 +17,9 @@ import (
 )
 
 // Environment variables searchd reads. Each setting also has a flag on the
-// subcommands that use it, which wins over the variable, but for the two
-// secrets (SEARCHD_JWT_SECRET, SEARCHD_PROVIDER_SECRETS): a flag's value is
-// in the process list for every local user to read. See settings.go.
+// subcommands that use it, which wins over the variable, but for the
+// secrets: a flag's value is in the process list for every local user to
+// read. [settingsTable] declares each.
 const (
 	EnvDatabaseURL   = "DATABASE_URL"
 	EnvAddr          = "SEARCHD_ADDR"
@@ -163,185 +160,77 @@ func lookup(fs *flag.FlagSet, fl string, env string, getenv func(string) string)
 }
 
 // serverFlags registers the flags of the server settings on fs, and its
-// --help; see [serverOptions]. The secrets have no flag.
+// --help. The secrets have no flag.
 func serverFlags(fs *flag.FlagSet) { registerOptions(fs, serveCommand) }
 
-// loadServerConfig reads the server settings from the flags on fs and the
-// environment. dev relaxes DATABASE_URL and SEARCHD_JWT_SECRET to optional
-// and changes the defaults of the address and the log format. Every problem
+// loadServerConfig reads the settings of serve, or of dev when dev is
+// set, from the flags on fs and the environment: the rows of
+// [settingsTable] they read. dev relaxes DATABASE_URL and
+// SEARCHD_JWT_SECRET to optional and changes some defaults. Every problem
 // is reported, one per line, in a *usageError.
 func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (serverConfig, error) {
-	var cfg serverConfig
-	var problems []string
-	bad := func(s setting, format string, args ...any) {
-		problems = append(problems, s.name+": "+fmt.Sprintf(format, args...))
-	}
-
-	addr := lookup(fs, "addr", EnvAddr, getenv)
-	cfg.Addr = addr.value
-	if cfg.Addr == "" {
-		cfg.Addr = DefaultAddr
-		if dev {
-			cfg.Addr = DefaultDevAddr
-		}
-	}
-	if _, port, err := net.SplitHostPort(cfg.Addr); err != nil {
-		bad(addr, "%q is not a host:port address (for example :8080 or 127.0.0.1:8080)", cfg.Addr)
-	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		bad(addr, "port %q is not a number from 0 to 65535", port)
-	}
-
-	db := lookup(fs, "database-url", EnvDatabaseURL, getenv)
-	cfg.DatabaseURL = db.value
-	switch {
-	case cfg.DatabaseURL == "" && !dev:
-		bad(db, "is required: the PostgreSQL connection string, such as postgres://user:password@localhost:5432/searchd")
-	case cfg.DatabaseURL != "":
-		if p := databaseURLProblem(db); p != "" {
-			bad(db, "%s", p)
-		}
-	}
-
-	var authProblems []string
-	cfg.JWTSecret, cfg.Auth, authProblems = readAuthSettings(fs, getenv, dev)
-	problems = append(problems, authProblems...)
-
-	grace := lookup(fs, "shutdown-grace", EnvShutdownGrace, getenv)
-	cfg.ShutdownGrace = DefaultShutdownGrace
-	if grace.value != "" {
-		d, err := time.ParseDuration(grace.value)
-		switch {
-		case err != nil:
-			bad(grace, "%q is not a duration (write it like 10s or 1m30s)", grace.value)
-		case d < 0 || d > maxShutdownGrace:
-			bad(grace, "%s is out of range: from 0s to %s", d, maxShutdownGrace)
-		default:
-			cfg.ShutdownGrace = d
-		}
-	}
-
-	lease := lookup(fs, "saved-search-lease", EnvSavedSearchLease, getenv)
-	cfg.SavedSearchLease = DefaultSavedSearchLease
-	if lease.value != "" {
-		d, err := time.ParseDuration(lease.value)
-		switch {
-		case err != nil:
-			bad(lease, "%q is not a duration (write it like 30s or 3s)", lease.value)
-		case d <= 0 || d > MaxSavedSearchLease || admission.Config{Lease: d}.Validate() != nil:
-			// Zero would mean the default to admission; here it is a mistake.
-			bad(lease, "%s is out of range: more than 0s and at most %s, the limit of a saved-search lease "+
-				"(after a crash the key is blocked for a whole lease)", d, MaxSavedSearchLease)
-		default:
-			cfg.SavedSearchLease = d
-		}
-	}
-
-	body := lookup(fs, "max-body-bytes", EnvMaxBodyBytes, getenv)
-	cfg.MaxBodyBytes = api.DefaultMaxBodyBytes
-	if body.value != "" {
-		n, err := strconv.ParseInt(body.value, 10, 64)
-		switch {
-		case err != nil:
-			bad(body, "%q is not a whole number of bytes", body.value)
-		case n < minMaxBodyBytes || n > maxMaxBodyBytes:
-			bad(body, "%d is out of range: from %d to %d", n, minMaxBodyBytes, maxMaxBodyBytes)
-		default:
-			cfg.MaxBodyBytes = n
-		}
-	}
-
-	// The callback limit defaults to 1 MiB, or the body limit when that is
-	// lower; set above the body limit, it would be no limit of its own.
-	cbBody := lookup(fs, "callback-max-body-bytes", EnvCallbackMaxBodyBytes, getenv)
-	cfg.CallbackMaxBodyBytes = min(api.DefaultCallbackMaxBodyBytes, cfg.MaxBodyBytes)
-	if cbBody.value != "" {
-		n, err := strconv.ParseInt(cbBody.value, 10, 64)
-		switch {
-		case err != nil:
-			bad(cbBody, "%q is not a whole number of bytes", cbBody.value)
-		case n < minMaxBodyBytes || n > cfg.MaxBodyBytes:
-			bad(cbBody, "%d is out of range: from %d to the body limit, %s (%d)", n, minMaxBodyBytes, body.name, cfg.MaxBodyBytes)
-		default:
-			cfg.CallbackMaxBodyBytes = n
-		}
-	}
-
-	// The budget defaults to 64 MiB, or twice the callback limit when that
-	// is more: one body of the limit must fit beside the quarter kept for
-	// small ones.
-	budget := lookup(fs, "callback-body-budget", EnvCallbackBodyBudget, getenv)
-	minBudget := 2 * cfg.CallbackMaxBodyBytes
-	cfg.CallbackBodyBudget = max(api.DefaultCallbackBodyBudget, minBudget)
-	if budget.value != "" {
-		n, err := strconv.ParseInt(budget.value, 10, 64)
-		switch {
-		case err != nil:
-			bad(budget, "%q is not a whole number of bytes", budget.value)
-		case n < minBudget || n > maxCallbackBodyBudget:
-			bad(budget, "%d is out of range: from twice the callback limit, %s (%d), to %d",
-				n, cbBody.name, minBudget, int64(maxCallbackBodyBudget))
-		default:
-			cfg.CallbackBodyBudget = n
-		}
-	}
-	cbTimeout := lookup(fs, "callback-body-timeout", EnvCallbackBodyTimeout, getenv)
-	cfg.CallbackBodyTimeout = api.DefaultCallbackBodyTimeout
-	if cbTimeout.value != "" {
-		d, err := time.ParseDuration(cbTimeout.value)
-		switch {
-		case err != nil:
-			bad(cbTimeout, "%q is not a duration (write it like 10s)", cbTimeout.value)
-		case d < minCallbackBodyTimeout || d > maxCallbackBodyTimeout:
-			bad(cbTimeout, "%s is out of range: from %s to %s", d, minCallbackBodyTimeout, maxCallbackBodyTimeout)
-		default:
-			cfg.CallbackBodyTimeout = d
-		}
-	}
-
-	var logProblems []string
-	cfg.LogLevel, cfg.LogFormat, logProblems = readLogSettings(fs, getenv, dev)
-	problems = append(problems, logProblems...)
-	problems = append(problems, readPoolAndWaitSettings(fs, getenv, &cfg)...)
-	problems = append(problems, readCORSSetting(fs, getenv, &cfg)...)
-	var sweepProblems []string
-	cfg.Sweep, sweepProblems = readSweepSettings(fs, getenv, true)
-	problems = append(problems, sweepProblems...)
-	var inboxProblems []string
-	cfg.Inbox, cfg.Session, inboxProblems = readInboxSettings(fs, getenv)
-	problems = append(problems, inboxProblems...)
-	var dispatchProblems []string
-	cfg.Dispatch, dispatchProblems = readDispatchSettings(fs, getenv)
-	problems = append(problems, dispatchProblems...)
-	var waitProblems []string
-	cfg.DBWait, waitProblems = readDBWaitSettings(fs, getenv)
-	problems = append(problems, waitProblems...)
-	var admissionProblems []string
-	cfg.Admission, admissionProblems = readAdmissionSettings(fs, getenv)
-	problems = append(problems, admissionProblems...)
-	var scheduleProblems []string
-	cfg.Schedule, scheduleProblems = readScheduleSettings(fs, getenv, cfg.SavedSearchLease)
-	problems = append(problems, scheduleProblems...)
-
-	// Environment only: a flag would show the secrets in the process list.
-	providers := setting{name: EnvProviderSecrets, value: getenv(EnvProviderSecrets)}
-	var secretProblems []string
-	cfg.ProviderSecrets, secretProblems = parseProviderSecrets(providers.value)
-	for _, p := range secretProblems {
-		bad(providers, "%s", p)
-	}
-
+	c := cmdServe
 	if dev {
-		cfg.DevDir = lookup(fs, "dev-dir", EnvDevDir, getenv).value
-		if cfg.DevDir == "" {
-			cfg.DevDir = DefaultDevDir
-		}
-		cfg.PGBin = lookup(fs, "pg-bin", EnvPGBin, getenv).value
+		c = cmdDev
 	}
-
+	cfg, problems := loadSettings(fs, getenv, c)
 	if len(problems) > 0 {
-		return cfg, &usageError{msg: "invalid configuration:\n  " + strings.Join(problems, "\n  ")}
+		return cfg, invalid(problems)
 	}
 	return cfg, nil
+}
+
+// parseProviderSecretsSetting reads SEARCHD_PROVIDER_SECRETS into the
+// configuration; see [parseProviderSecrets].
+func parseProviderSecretsSetting(r *reader, s setting) string {
+	var problems []string
+	r.cfg.ProviderSecrets, problems = parseProviderSecrets(s.value)
+	for _, p := range problems {
+		r.bad(s, "%s", p)
+	}
+	return ""
+}
+
+// parseCallbackMaxBodyBytes reads the callback body limit, which is 1 MiB,
+// or the body limit when that is lower, by default; set above the body
+// limit, it would be no limit of its own.
+func parseCallbackMaxBodyBytes(r *reader, s setting) string {
+	c := r.cfg
+	c.CallbackMaxBodyBytes = min(api.DefaultCallbackMaxBodyBytes, c.MaxBodyBytes)
+	if s.value == "" {
+		return ""
+	}
+	n, problem := parseWhole(s, "bytes")
+	switch {
+	case problem != "":
+		return problem
+	case n < minMaxBodyBytes || n > c.MaxBodyBytes:
+		return fmt.Sprintf("%d is out of range: from %d to the body limit, %s (%d)", n, minMaxBodyBytes, r.name(EnvMaxBodyBytes), c.MaxBodyBytes)
+	}
+	c.CallbackMaxBodyBytes = n
+	return ""
+}
+
+// parseCallbackBodyBudget reads the callback body budget, which is 64 MiB,
+// or twice the callback limit when that is more, by default: one body of
+// the limit must fit beside the quarter kept for small ones.
+func parseCallbackBodyBudget(r *reader, s setting) string {
+	c := r.cfg
+	least := 2 * c.CallbackMaxBodyBytes
+	c.CallbackBodyBudget = max(api.DefaultCallbackBodyBudget, least)
+	if s.value == "" {
+		return ""
+	}
+	n, problem := parseWhole(s, "bytes")
+	switch {
+	case problem != "":
+		return problem
+	case n < least || n > maxCallbackBodyBudget:
+		return fmt.Sprintf("%d is out of range: from twice the callback limit, %s (%d), to %d",
+			n, r.name(EnvCallbackMaxBodyBytes), least, int64(maxCallbackBodyBudget))
+	}
+	c.CallbackBodyBudget = n
+	return ""
 }
 
 // parseProviderSecrets reads provider callback secrets written as

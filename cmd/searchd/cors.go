@@ -1,8 +1,6 @@
 package main
 
 import (
-	"flag"
-	"fmt"
 	"strings"
 
 	"github.com/searchd/searchd/api"
@@ -11,16 +9,11 @@ import (
 // EnvCORSOrigins lists the origins a browser page may call the API from.
 const EnvCORSOrigins = "SEARCHD_CORS_ORIGINS"
 
-var optCORSOrigins = option{"cors-origins", EnvCORSOrigins, "none",
-	"comma-separated origins a browser page may call the API from (CORS), such as " +
-		"http://127.0.0.1:5173,https://app.example.com; * allows every origin; none (the default) allows no other origin"}
-
-// readCORSSetting reads --cors-origins into cfg and returns what is wrong
-// with it.
-func readCORSSetting(fs *flag.FlagSet, getenv func(string) string, cfg *serverConfig) []string {
-	s := lookup(fs, "cors-origins", EnvCORSOrigins, getenv)
+// parseCORSOrigins reads the origins separated by commas.
+func parseCORSOrigins(r *reader, s setting) string {
+	r.cfg.CORSOrigins = nil
 	if strings.TrimSpace(s.value) == "" {
-		return nil
+		return ""
 	}
 	var origins []string
 	for _, o := range strings.Split(s.value, ",") {
@@ -29,8 +22,8 @@ func readCORSSetting(fs *flag.FlagSet, getenv func(string) string, cfg *serverCo
 		}
 	}
 	if err := api.ValidateCORSOrigins(origins); err != nil {
-		return []string{fmt.Sprintf("%s: %s", s.name, strings.TrimPrefix(err.Error(), "api: Deps.CORSOrigins: "))}
+		return strings.TrimPrefix(err.Error(), "api: Deps.CORSOrigins: ")
 	}
-	cfg.CORSOrigins = origins
-	return nil
+	r.cfg.CORSOrigins = origins
+	return ""
 }

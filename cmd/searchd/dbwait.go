@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"time"
 
@@ -62,31 +61,24 @@ func (w dbWait) apply(pc *pgxpool.Config) {
 	pc.ConnConfig.Tracer = multitracer.New(pc.ConnConfig.Tracer, pgx.QueryTracer(deadline))
 }
 
-// dbWaitOptions are the settings above, for --help.
-func dbWaitOptions() []option {
-	return []option{
-		{"db-answer-timeout", EnvDBAnswerTimeout, DefaultDBAnswerTimeout.String(),
-			"the longest searchd waits for any one answer of the database (a statement, a batch, a commit, a connection " +
-				"from the pool) before it counts the database unreachable: the call fails, its connection is closed " +
-				"and the request answers 503; 0s for none, up to 1h"},
-	}
-}
-
-// readDBWaitSettings reads the setting above and returns what is wrong
-// with it.
-func readDBWaitSettings(fs *flag.FlagSet, getenv func(string) string) (dbWait, []string) {
-	w := dbWait{Answer: DefaultDBAnswerTimeout}
-	s := lookup(fs, "db-answer-timeout", EnvDBAnswerTimeout, getenv)
+// parseDBAnswerTimeout reads the answer timeout: 0s for none, else from
+// 1s to an hour.
+func parseDBAnswerTimeout(r *reader, s setting) string {
+	w := &r.cfg.DBWait
+	w.Answer = DefaultDBAnswerTimeout
 	if s.value == "" {
-		return w, nil
+		return ""
 	}
-	d, err := time.ParseDuration(s.value)
+	d, problem := parseDuration(s, "5s or 1m")
 	switch {
-	case err != nil:
-		return w, []string{fmt.Sprintf("%s: %q is not a duration (write it like 5s or 1m)", s.name, s.value)}
+	case problem != "":
+		return problem
 	case d != 0 && (d < time.Second || d > maxDBAnswerTimeout):
-		return w, []string{fmt.Sprintf("%s: %s is out of range: 0s (none), or from 1s to %s", s.name, d, maxDBAnswerTimeout)}
+		return fmt.Sprintf("%s is out of range: %s", d, dbAnswerTimeoutValues)
 	}
 	w.Answer = d
-	return w, nil
+	return ""
 }
+
+// dbAnswerTimeoutValues are the values the answer timeout takes.
+var dbAnswerTimeoutValues = "0s (none), or from 1s to " + maxDBAnswerTimeout.String()

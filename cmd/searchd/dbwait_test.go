@@ -31,12 +31,10 @@ func TestDBWaitSettings(t *testing.T) {
 		{"500ms", 20 * time.Second, EnvDBAnswerTimeout + ": 500ms is out of range"},
 		{"2h", 20 * time.Second, EnvDBAnswerTimeout + ": 2h0m0s is out of range"},
 	} {
-		w, problems := readDBWaitSettings(fs, func(k string) string {
-			if k == EnvDBAnswerTimeout {
-				return tt.value
-			}
-			return ""
-		})
+		env := map[string]string{EnvDBAnswerTimeout: tt.value,
+			EnvDatabaseURL: "postgres://searchd@localhost:5432/searchd", EnvJWTSecret: goodSecret}
+		cfg, problems := loadSettings(fs, func(k string) string { return env[k] }, cmdServe)
+		w := cfg.DBWait
 		msg := strings.Join(problems, "\n")
 		if w.Answer != tt.want || (tt.problem == "") != (len(problems) == 0) || !strings.Contains(msg, tt.problem) {
 			t.Errorf("%s=%q: %s, %q; want %s, %q", EnvDBAnswerTimeout, tt.value, w.Answer, msg, tt.want, tt.problem)

@@ -69,11 +69,12 @@ func TestDispatchSettingsNameTheSettingAndHideTheSecret(t *testing.T) {
 	// Both set and valid: no problem of theirs.
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	serverFlags(fs)
-	cfg, problems := readDispatchSettings(fs, func(k string) string {
-		return map[string]string{EnvRuntimeURL: "https://runtime.internal/runs", EnvRuntimeSecret: runtimeSecret}[k]
-	})
-	if len(problems) != 0 || cfg.URL != "https://runtime.internal/runs" || !bytes.Equal(cfg.Secret, runtimeKey) {
-		t.Errorf("valid settings = %+v, %v; want the URL and the decoded key", cfg, problems)
+	cfg, problems := loadSettings(fs, func(k string) string {
+		return map[string]string{EnvRuntimeURL: "https://runtime.internal/runs", EnvRuntimeSecret: runtimeSecret,
+			EnvDatabaseURL: "postgres://searchd@localhost:5432/searchd", EnvJWTSecret: goodSecret}[k]
+	}, cmdServe)
+	if dc := cfg.Dispatch; len(problems) != 0 || dc.URL != "https://runtime.internal/runs" || !bytes.Equal(dc.Secret, runtimeKey) {
+		t.Errorf("valid settings = %+v, %v; want the URL and the decoded key", dc, problems)
 	}
 }
 

@@ -30,10 +30,10 @@ Run searchd inbox show --help or searchd inbox list --help for flags.
 var (
 	inboxShowCommand = command{"searchd inbox show --provider P --delivery-id ID [--json]",
 		"Print the arrival of a delivery in the provider inbox, with the copies counted on it (one per organization whose job a delivery with the id named; nearly always one; --json prints one object per arrival).",
-		[]option{optDatabaseURL}}
+		cmdInbox}
 	inboxListCommand = command{"searchd inbox list [--provider P] [--status pending|applied|dropped] [--limit N] [--json]",
 		"Print arrivals of the provider inbox, newest first; --status pending lists what the applier has still to apply.",
-		[]option{optDatabaseURL}}
+		cmdInbox}
 )
 
 // inbox runs `searchd inbox show|list`.
@@ -133,13 +133,11 @@ func (a *app) inboxShow(ctx context.Context, args []string) error {
 	if err := idempotency.ValidateKey(*deliveryID); err != nil {
 		problems = append(problems, "--delivery-id: is required: 1 to 255 bytes of UTF-8 without control characters")
 	}
-	dbURL, problem := readDatabaseURL(fs, a.getenv)
-	if problem != "" {
-		problems = append(problems, problem)
-	}
-	if len(problems) > 0 {
+	cfg, settingProblems := loadSettings(fs, a.getenv, cmdInbox)
+	if problems = append(problems, settingProblems...); len(problems) > 0 {
 		return invalid(problems)
 	}
+	dbURL := cfg.DatabaseURL
 	svc, closeDB, err := a.openInbox(ctx, dbURL)
 	if err != nil {
 		return err
@@ -234,13 +232,11 @@ func (a *app) inboxList(ctx context.Context, args []string) error {
 	if *limit < 1 || *limit > 1000 {
 		problems = append(problems, fmt.Sprintf("--limit: %d is out of range: from 1 to 1000", *limit))
 	}
-	dbURL, problem := readDatabaseURL(fs, a.getenv)
-	if problem != "" {
-		problems = append(problems, problem)
-	}
-	if len(problems) > 0 {
+	cfg, settingProblems := loadSettings(fs, a.getenv, cmdInbox)
+	if problems = append(problems, settingProblems...); len(problems) > 0 {
 		return invalid(problems)
 	}
+	dbURL := cfg.DatabaseURL
 	svc, closeDB, err := a.openInbox(ctx, dbURL)
 	if err != nil {
 		return err

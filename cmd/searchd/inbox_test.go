@@ -75,12 +75,13 @@ func TestSessionBoundsEndAStalledTransaction(t *testing.T) {
 	h := newHarness(map[string]string{})
 	fs := h.app.flagSet("serve")
 	serverFlags(fs)
-	_, sb, problems := readInboxSettings(fs, func(string) string { return "" })
-	if len(problems) != 0 || sb != (sessionBounds{5 * time.Second, 10 * time.Second, 15 * time.Second}) {
+	base := map[string]string{EnvDatabaseURL: "postgres://searchd@localhost:5432/searchd", EnvJWTSecret: goodSecret}
+	cfg, problems := loadSettings(fs, func(k string) string { return base[k] }, cmdServe)
+	if sb := cfg.Session; len(problems) != 0 || sb != (sessionBounds{5 * time.Second, 10 * time.Second, 15 * time.Second}) {
 		t.Errorf("default bounds = %+v (%v), want 5s, 10s, 15s", sb, problems)
 	}
 	bad := map[string]string{EnvIdleInTransactionTimeout: "2h", EnvLockTimeout: "soon", EnvWebhookLease: "0s", EnvApplierBatch: "0"}
-	_, _, problems = readInboxSettings(fs, func(k string) string { return bad[k] })
+	_, problems = loadSettings(fs, func(k string) string { return cmpOr(bad[k], base[k]) }, cmdServe)
 	if msg := strings.Join(problems, "\n"); len(problems) != 4 || !strings.Contains(msg, EnvIdleInTransactionTimeout+": 2h0m0s is out of range") ||
 		!strings.Contains(msg, EnvLockTimeout+`: "soon" is not a duration`) || !strings.Contains(msg, EnvWebhookLease+": 0s is out of range") ||
 		!strings.Contains(msg, EnvApplierBatch+": 0 is out of range") {

@@ -15,6 +15,7 @@
 //	searchd sweep                         delete what is past its retention, once
 //	searchd inbox show|list               inspect the provider inbox
 //	searchd version                       print the build's version and commit
+//	searchd settings [--format markdown]  print every setting, as an example env file
 //
 // Configuration comes from the environment, and from flags that win over
 // it, but for secrets, which are read from the environment alone; see
@@ -29,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/searchd/searchd/dbclock"
@@ -57,7 +59,7 @@ type app struct {
 	ready func(addr string)
 }
 
-const usage = `usage: searchd <command> [flags]
+const usageHead = `usage: searchd <command> [flags]
 
 commands:
   migrate   apply the database migrations (DATABASE_URL) and print the versions applied
@@ -78,56 +80,41 @@ commands:
             [--org UUID] [--limit N] [--json], or searchd runs dispatch retry --run UUID
             --reason TEXT [--actor WHO] (a failed dispatch alone)
   version   print the version, commit and Go version of this binary
+  settings  print every setting with its default and values: an example env file
+            (searchd settings --format markdown: the reference, docs/settings.md)
   help      print this text
 
 Every setting has a flag, which wins, and an environment variable; secrets
 have the variable alone. searchd <command> --help lists a command's settings
-with their flags, variables, defaults and meanings.
-
-environment:
-  DATABASE_URL            PostgreSQL connection string (migrate, serve, claims, sweep;
-                          dev: optional)
-  SEARCHD_ADDR            listen address (default :8080; dev: 127.0.0.1:8080)
-  SEARCHD_JWT_SECRET      HS256 secret, at least 32 bytes (serve, token; dev: generated)
-  SEARCHD_SHUTDOWN_GRACE  how long to drain requests on SIGTERM/SIGINT (default 10s)
-  SEARCHD_DB_MAX_CONNS    database pool size (default: pool_max_conns of DATABASE_URL)
-  SEARCHD_MAX_PREFER_WAIT
-                          longest Prefer: wait a start honours (default 30s; 0s: never)
-  SEARCHD_MAX_BODY_BYTES  largest request body (default 4194304)
-  SEARCHD_SWEEP_INTERVAL  time between two sweeps in serve (default 1h; 0s: none)
-  SEARCHD_SWEEP_JITTER    most random delay added to each (default 10% of the interval)
-  SEARCHD_SWEEP_BOUND     most rows a sweep pass reads from a table (default 1000)
-  SEARCHD_SWEEP_MAX_BOUND ceiling on the bound, PostgREST's db-max-rows (default 1000);
-                          a larger bound is refused, never clamped
-  SEARCHD_SWEEP_MAX_PASSES
-                          most passes a sweep makes on a table (default 10)
-  SEARCHD_WEBHOOK_LEASE   lease of a provider delivery before another replica applies it (default 30s)
-  SEARCHD_APPLIER_INTERVAL, SEARCHD_APPLIER_BATCH
-                          polls of the inbox applier (default 1s, 100; 0s: none)
-  SEARCHD_DB_IDLE_IN_TRANSACTION_TIMEOUT, SEARCHD_DB_LOCK_TIMEOUT, SEARCHD_DB_STATEMENT_TIMEOUT
-                          server-side bounds of every session (default 5s, 10s, 30s; 0s: none)
-  SEARCHD_LOG_LEVEL       debug, info, warn or error (default info)
-  SEARCHD_LOG_FORMAT      json or text (default json; dev: text)
-  SEARCHD_PROVIDER_SECRETS
-                          provider callback secrets: acme=secret1,other=whsec_BASE64
-                          (names lower-case dotted identifiers; a whsec_ secret
-                          is its base64 key, as Standard Webhooks prints it;
-                          default: none)
-  SEARCHD_RUNTIME_URL     the runtime every admitted Run is dispatched to (default: none,
-                          dispatch off: Runs stay queued)
-  SEARCHD_RUNTIME_SECRET  the Standard Webhooks secret dispatches are signed with:
-                          whsec_BASE64 (required with SEARCHD_RUNTIME_URL)
-  SEARCHD_RUNTIME_TIMEOUT, SEARCHD_DISPATCH_INTERVAL, SEARCHD_DISPATCH_BATCH,
-  SEARCHD_DISPATCH_CONCURRENCY, SEARCHD_DISPATCH_MAX_BACKOFF
-                          pacing of the dispatcher (default 10s, 1s, 100, 16, 5m)
-  SEARCHD_DEV_DIR         dev: cluster and secret directory (default ./.searchd-dev)
-  SEARCHD_PG_BIN          dev: directory of initdb and postgres (default: searched)
+with their flags, variables, defaults, values and meanings; searchd settings
+prints all of them as an example env file (searchd.example.env), and
+docs/settings.md is the reference.
 `
+
+// usage is the text of searchd help: the commands, then every variable
+// with its default, from [settingsTable].
+func usage() string {
+	var b strings.Builder
+	b.WriteString(usageHead)
+	b.WriteString("\nenvironment (default; dev's when it differs):\n")
+	for _, s := range allSettings() {
+		def := plain(s.defaultText(false))
+		if s.in&cmdDev != 0 && s.defaultText(true) != s.defaultText(false) {
+			def += " (dev: " + plain(s.defaultText(true)) + ")"
+		}
+		if len(s.env) > 38 {
+			fmt.Fprintf(&b, "  %s\n  %-38s %s\n", s.env, "", def)
+			continue
+		}
+		fmt.Fprintf(&b, "  %-38s %s\n", s.env, def)
+	}
+	return b.String()
+}
 
 // run runs the command line args and returns the exit status.
 func (a *app) run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprint(a.stderr, usage)
+		fmt.Fprint(a.stderr, usage())
 		return 2
 	}
 	var err error
@@ -150,8 +137,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.runs(ctx, rest)
 	case "version":
 		err = a.printVersion(rest)
+	case "settings":
+		err = a.settings(rest)
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(a.stdout, usage)
+		fmt.Fprint(a.stdout, usage())
 		return 0
 	default:
 		err = usagef("unknown command %q; run `searchd help`", cmd)

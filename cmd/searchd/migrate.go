@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,40 +16,16 @@ func (a *app) migrate(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	dbURL, err := requiredDatabaseURL(fs, a.getenv)
-	if err != nil {
-		return err
+	cfg, problems := loadSettings(fs, a.getenv, cmdMigrate)
+	if len(problems) > 0 {
+		return invalid(problems)
 	}
-	applied, err := migrations.Up(ctx, dbURL)
+	applied, err := migrations.Up(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(a.stdout, appliedMessage(applied))
 	return nil
-}
-
-// requiredDatabaseURL reads --database-url from fs, else DATABASE_URL: it
-// must be set and parse, and a flag must hold no password.
-func requiredDatabaseURL(fs *flag.FlagSet, getenv func(string) string) (string, error) {
-	u, problem := readDatabaseURL(fs, getenv)
-	if problem != "" {
-		return "", invalid([]string{problem})
-	}
-	return u, nil
-}
-
-// readDatabaseURL reads the required connection string of a command that
-// has no other use for it than connecting, and returns it, or the problem
-// with it, naming the setting.
-func readDatabaseURL(fs *flag.FlagSet, getenv func(string) string) (string, string) {
-	db := lookup(fs, "database-url", EnvDatabaseURL, getenv)
-	if db.value == "" {
-		return "", db.name + ": is required: the PostgreSQL connection string, such as postgres://user:password@localhost:5432/searchd"
-	}
-	if p := databaseURLProblem(db); p != "" {
-		return "", db.name + ": " + p
-	}
-	return db.value, ""
 }
 
 func appliedMessage(applied []int64) string {

@@ -34,14 +34,14 @@ var (
 	runsDispatchListCommand = command{"searchd runs dispatch list [--state failed|pending] [--org UUID] [--limit N] [--json]",
 		"Print dispatches across organizations (or of --org): failed ones, the most recently failed first (the default), " +
 			"or pending ones, the first due first, each with its Run, attempts, the runtime's last status and answer.",
-		[]option{optDatabaseURL}}
+		cmdRunsList}
 	runsDispatchRetryCommand = command{"searchd runs dispatch retry --run UUID [--org UUID] --reason TEXT [--actor WHO]",
 		"Make a failed dispatch pending and due now, so a dispatcher delivers it again (with the same webhook-id, the Run id). " +
 			"Only a failed dispatch is retried: a pending one is retried by itself, and a dispatched one is done; both are " +
 			"refused and nothing is written. --actor, --reason and the answer that had failed it are recorded in " +
 			"agent.run_dispatch_retries (kept with the Run) and logged. Fix what the runtime refused first: the same " +
 			"request is sent again.",
-		[]option{optDatabaseURL, optLogLevel, optLogFormat}}
+		cmdRunsRetry}
 )
 
 // runs runs `searchd runs dispatch list|retry`.
@@ -128,14 +128,11 @@ func (a *app) runsDispatchList(ctx context.Context, args []string) error {
 	if *limit < 1 || *limit > dispatch.MaxListLimit {
 		problems = append(problems, fmt.Sprintf("--limit: %d is out of range: from 1 to %d", *limit, dispatch.MaxListLimit))
 	}
-	dbURL, problem := readDatabaseURL(fs, a.getenv)
-	if problem != "" {
-		problems = append(problems, problem)
-	}
-	if len(problems) > 0 {
+	cfg, settingProblems := loadSettings(fs, a.getenv, cmdRunsList)
+	if problems = append(problems, settingProblems...); len(problems) > 0 {
 		return invalid(problems)
 	}
-	pool, err := openSmallPool(ctx, dbURL)
+	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -214,17 +211,12 @@ func (a *app) runsDispatchRetry(ctx context.Context, args []string) error {
 	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the dispatch is retried (what was fixed); it is recorded",
 		dispatch.MaxReasonLen, dispatch.MaxActorBytes)
 	problems = append(problems, whoProblems...)
-	level, format, logProblems := readLogSettings(fs, a.getenv, false)
-	problems = append(problems, logProblems...)
-	dbURL, problem := readDatabaseURL(fs, a.getenv)
-	if problem != "" {
-		problems = append(problems, problem)
-	}
-	if len(problems) > 0 {
+	cfg, settingProblems := loadSettings(fs, a.getenv, cmdRunsRetry)
+	if problems = append(problems, settingProblems...); len(problems) > 0 {
 		return invalid(problems)
 	}
-	logger := newLogger(a.stderr, serverConfig{LogLevel: level, LogFormat: format})
-	pool, err := openSmallPool(ctx, dbURL)
+	logger := newLogger(a.stderr, cfg)
+	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/searchd/searchd/admission"
@@ -38,70 +36,23 @@ const (
 	maxScheduleTick      = time.Hour
 )
 
-// scheduleOptions are the settings above, for --help.
-func scheduleOptions() []option {
-	return []option{
-		{"schedule-tick", EnvScheduleTick, DefaultScheduleTick.String(),
-			"time between two ticks of the drain that starts the saved searches whose schedule came due (plus up to a " +
-				"tenth); 0s runs none in this process, up to " + maxScheduleTick.String()},
-		{"schedule-batch", EnvScheduleBatch, strconv.Itoa(DefaultScheduleBatch),
-			fmt.Sprintf("most occurrences one tick of the drain takes to start (and schedules it plans), 1 to %d", schedule.MaxBatch)},
-		{"schedule-lease", EnvScheduleLease, "twice the saved-search lease (" + DefaultScheduleLease.String() + ")",
-			"how long a tick holds the occurrences it took before another replica takes them over; it bounds the tick's " +
-				"starts, and must be longer than the saved-search lease, so that whoever takes over finds a dead " +
-				"replica's claim reclaimable; " + schedule.MinLease.String() + " to " + schedule.MaxLease.String()},
-		{"schedule-retry", EnvScheduleRetry, DefaultScheduleRetry.String(),
-			"when an occurrence whose start failed for a transient reason (not_ready) is tried again, " +
-				schedule.MinRetryAfter.String() + " to " + schedule.MaxRetryAfter.String() + "; for tests and tuning (the seed's value is an hour)"},
-	}
+// parseScheduleLease reads the schedule lease, which is twice the
+// saved-search lease (read before it) by default.
+func parseScheduleLease(r *reader, s setting) string {
+	k := durationKind{at: func(c *loading) *time.Duration { return &c.Schedule.Lease },
+		def: max(2*r.cfg.SavedSearchLease, schedule.MinLease), min: schedule.MinLease, max: schedule.MaxLease, like: "1s or 1m"}
+	return k.set(r, s)
 }
 
-// readScheduleSettings reads the settings above into a drain config and
-// returns what is wrong with them, one message per setting. An Interval
-// of zero runs no drain. savedSearchLease is the lease the schedule lease
-// must exceed.
-func readScheduleSettings(fs *flag.FlagSet, getenv func(string) string, savedSearchLease time.Duration) (schedule.DrainConfig, []string) {
-	var problems []string
-	duration := func(fl, env string, def, lo, hi time.Duration) (time.Duration, setting) {
-		s := lookup(fs, fl, env, getenv)
-		if s.value == "" {
-			return def, s
-		}
-		d, err := time.ParseDuration(s.value)
-		switch {
-		case err != nil:
-			problems = append(problems, fmt.Sprintf("%s: %q is not a duration (write it like 1s or 1m)", s.name, s.value))
-		case d < lo || d > hi:
-			problems = append(problems, fmt.Sprintf("%s: %s is out of range: from %s to %s", s.name, d, lo, hi))
-		default:
-			return d, s
-		}
-		return def, s
-	}
-	var c schedule.DrainConfig
-	c.Interval, _ = duration("schedule-tick", EnvScheduleTick, DefaultScheduleTick, 0, maxScheduleTick)
-	var lease setting
-	c.Lease, lease = duration("schedule-lease", EnvScheduleLease, max(2*savedSearchLease, schedule.MinLease),
-		schedule.MinLease, schedule.MaxLease)
-	c.RetryAfter, _ = duration("schedule-retry", EnvScheduleRetry, DefaultScheduleRetry, schedule.MinRetryAfter, schedule.MaxRetryAfter)
-	c.Batch = DefaultScheduleBatch
-	if s := lookup(fs, "schedule-batch", EnvScheduleBatch, getenv); s.value != "" {
-		n, err := strconv.Atoi(s.value)
-		switch {
-		case err != nil:
-			problems = append(problems, fmt.Sprintf("%s: %q is not a whole number", s.name, s.value))
-		case n < 1 || n > schedule.MaxBatch:
-			problems = append(problems, fmt.Sprintf("%s: %d is out of range: from 1 to %d", s.name, n, schedule.MaxBatch))
-		default:
-			c.Batch = n
-		}
-	}
-	if c.Interval > 0 && c.Lease <= savedSearchLease {
-		problems = append(problems, fmt.Sprintf("%s: %s must be longer than the saved-search lease, %s (%s): a replica "+
+// checkScheduleLease checks that a drain that runs holds what it took
+// longer than the saved-search lease.
+func checkScheduleLease(r *reader) {
+	c := r.cfg
+	if c.Schedule.Interval > 0 && c.Schedule.Lease <= c.SavedSearchLease {
+		r.bad(r.given[EnvScheduleLease], "%s must be longer than the saved-search lease, %s (%s): a replica "+
 			"that takes over an occurrence must find the start claim of one that died reclaimable",
-			lease.name, c.Lease, EnvSavedSearchLease, savedSearchLease))
+			c.Schedule.Lease, r.name(EnvSavedSearchLease), c.SavedSearchLease)
 	}
-	return c, problems
 }
 
 // startDrain starts the drain of scheduled starts, and returns the

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
+	"math"
+	"net"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -14,7 +14,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/schedule"
+	"github.com/searchd/searchd/sweeper"
 )
 
 // Environment variables of the settings added with waiting and the pool.
@@ -50,207 +55,370 @@ const (
 	// one short transaction, so the lease matters only after a crash: it is
 	// how long the crashed replica's claim blocks every retry of its key.
 	// The retention is raised to a longer lease, so without this bound one
-	// crash could block a key for the plane's MaxLease of 30 days. Five
-	// minutes is ten times the seed's 30 s.
+	// crash could block a key for the plane's MaxLease of 30 days (beyond
+	// which admission.Config refuses a lease). Five minutes is ten times
+	// the seed's 30 s.
 	MaxSavedSearchLease = 5 * time.Minute
 	maxDBMaxConns       = 1000
 )
 
-// option is one setting of a command: the flag and the environment
-// variable it is read from (a flag given on the command line wins), its
-// default as --help shows it, and what it means. Every setting has both,
-// but for secrets, which have no flag: a flag's value is in the process
-// list (ps, /proc/<pid>/cmdline) for every local user to read.
-//
-// A new setting is one entry in [serverOptions] (or the command's list)
-// and its parsing in the command's loader, which names the setting in
-// every message through [lookup].
-type option struct {
-	flag string // without dashes; "" for an environment-only secret
-	env  string
-	def  string
-	help string
+// settingsTable declares every setting of searchd, once, in the order
+// they are read, listed by --help and documented (docs/settings.md,
+// searchd.example.env; `make settings-docs` writes both, and a test fails
+// when they differ from what this table makes). A setting that depends on
+// another (its default or its range) comes after it. A new setting is a
+// row here, with its place in [serverConfig]; what settings say of one
+// another is in [settingChecks].
+var settingsTable = []section{
+	{"Database", "", []spec{
+		{env: EnvDatabaseURL, flag: "database-url", in: cmdConnected,
+			kind: text{at: func(c *loading) *string { return &c.DatabaseURL }, check: databaseURLProblem,
+				required: "the PostgreSQL connection string, such as postgres://user:password@localhost:5432/searchd"},
+			def: "required", devDef: "none: run a local cluster",
+			values: "a PostgreSQL connection string (a URL, or keyword=value pairs); as a flag, without a password",
+			meaning: "PostgreSQL connection string, such as `postgres://user@host:5432/searchd`; pgx settings such as " +
+				"`pool_max_conns` may be added to it, and several hosts with `target_session_attrs=read-write` (a failover " +
+				"pair). As a flag it must hold no password (`ps` shows flags): give it in the variable, `PGPASSWORD` or a " +
+				"`~/.pgpass` file. Without it, `dev` runs a local cluster under the dev directory",
+			example: "postgres://searchd:CHANGE-ME@db.example.com:5432/searchd"},
+		{env: EnvDBMaxConns, flag: "db-max-conns", in: cmdServers,
+			kind: integer[int32]{at: func(c *loading) *int32 { return &c.DBMaxConns }, min: 1, max: maxDBMaxConns, of: "connections", zero: true},
+			def:  "pool_max_conns of the URL, else " + strconv.Itoa(DefaultDBMaxConns),
+			meaning: "most connections in the database pool; with waiting on, one more listens for claims, and `/readyz` " +
+				"checks on one more of its own. The default is sized for commits, not CPUs (docs/operations.md says why)"},
+		{env: EnvIdleInTransactionTimeout, flag: "db-idle-in-transaction-timeout", in: cmdServers,
+			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.IdleInTransaction }, DefaultIdleInTransactionTimeout),
+			meaning: "PostgreSQL `idle_in_transaction_session_timeout` of every session of the pool (it overrides the URL's): " +
+				"a replica stopped inside a transaction (SIGSTOP, a long pause, a partition) loses its session and its row " +
+				"locks after this long, and its claims fall to the lease rules; `0s` for none"},
+		{env: EnvLockTimeout, flag: "db-lock-timeout", in: cmdServers,
+			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.Lock }, DefaultLockTimeout),
+			meaning: "PostgreSQL `lock_timeout` of every session: the longest a statement waits for a row lock (then 503), " +
+				"longer than the idle-in-transaction timeout, so a waiter outlasts a stalled holder rather than failing " +
+				"first; `0s` for none"},
+		{env: EnvStatementTimeout, flag: "db-statement-timeout", in: cmdServers,
+			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.Statement }, DefaultStatementTimeout),
+			meaning: "PostgreSQL `statement_timeout` of every session: the longest a statement runs (then 503), so one slow " +
+				"statement (a tenant's heavy list) cannot hold a pool connection long; `0s` for none"},
+		{env: EnvDBAnswerTimeout, flag: "db-answer-timeout", in: cmdServers,
+			kind: custom{parse: parseDBAnswerTimeout, lit: DefaultDBAnswerTimeout.String(), desc: dbAnswerTimeoutValues},
+			meaning: "the longest searchd waits for any one answer of the database (a statement, a batch, a commit, a " +
+				"connection from the pool) before it counts the database unreachable (a partition, a blackholed primary): " +
+				"the call fails, its connection is closed and the request answers 503. The default is the statement " +
+				"timeout's and 5 s, as PostgreSQL ends a longer statement itself and says so; `0s` for none"},
+	}},
+	{"HTTP", "", []spec{
+		{env: EnvAddr, flag: "addr", in: cmdServers,
+			kind: text{at: func(c *loading) *string { return &c.Addr }, def: DefaultAddr, devDef: DefaultDevAddr,
+				check: addrProblem, desc: "host:port, the port from 0 to 65535"},
+			meaning: "address to listen on"},
+		{env: EnvShutdownGrace, flag: "shutdown-grace", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.ShutdownGrace }, def: DefaultShutdownGrace,
+				max: maxShutdownGrace, like: "10s or 1m30s"},
+			meaning: "on SIGTERM or SIGINT, how long requests in flight may finish before they are cancelled (their claims released)"},
+		{env: EnvMaxBodyBytes, flag: "max-body-bytes", in: cmdServers,
+			kind: integer[int64]{at: func(c *loading) *int64 { return &c.MaxBodyBytes }, def: api.DefaultMaxBodyBytes,
+				min: minMaxBodyBytes, max: maxMaxBodyBytes, of: "bytes"},
+			meaning: "largest request body (1 KiB to 1 GiB); every body the API's size limits allow fits in the default"},
+		{env: EnvMaxPreferWait, flag: "max-prefer-wait", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.MaxPreferWait }, def: DefaultMaxPreferWait,
+				max: api.PreferWaitLimit, whole: time.Second, like: "30s, or 0s to never wait"},
+			meaning: "longest `Prefer: wait=N` a start honours (a longer N is cut to it); `0s` never waits, and then no " +
+				"connection listens for claims"},
+		{env: EnvCORSOrigins, flag: "cors-origins", in: cmdServers,
+			kind: custom{parse: parseCORSOrigins,
+				desc: "origins separated by commas, each lower-case `scheme://host[:port]` with no path or wildcard; or `*`"},
+			meaning: "origins a browser page may call the API from (CORS), such as " +
+				"`http://127.0.0.1:5173,https://app.example.com`; `*` allows every origin; none (the default) allows no other origin"},
+	}},
+	{"Admission", "The admission queue the API, the console and provider callbacks share (docs/admission-control.md).", []spec{
+		{env: EnvAdmissionSeats, flag: "admission-seats", in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Admission.Seats }, min: 1, max: fairq.MaxSeats, of: "requests", zero: true},
+			def:  "the pool's size (--db-max-conns)",
+			meaning: "requests served at once by the API, the console and provider callbacks together; a free seat is taken " +
+				"at once by whoever asks, and when all are taken each organization (operator, provider) waits in its own " +
+				"queue, served in turn"},
+		{env: EnvAdmissionQueueLength, flag: "admission-queue-length", in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Admission.QueueLength }, def: fairq.DefaultQueueLength,
+				min: 1, max: fairq.MaxQueueLength, of: "requests"},
+			meaning: "most requests of one organization (operator, provider) waiting for a seat; one more answers 429 " +
+				"`rate_limited` with `Retry-After`"},
+		{env: EnvAdmissionMaxWait, flag: "admission-max-wait", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Admission.MaxWait }, def: fairq.DefaultMaxWait,
+				above: true, max: fairq.MaxMaxWait, like: "10s or 500ms"},
+			meaning: "longest a request waits for a seat, then 429 `rate_limited` with `Retry-After`"},
+	}},
+	{"Saved-search starts", "", []spec{
+		{env: EnvSavedSearchLease, flag: "saved-search-lease", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.SavedSearchLease }, def: DefaultSavedSearchLease,
+				above: true, max: MaxSavedSearchLease, like: "30s or 3s",
+				why: ", the limit of a saved-search lease (after a crash the key is blocked for a whole lease)"},
+			meaning: "lease of a saved-search preparation: how long a start waits before it reclaims the key of a crashed " +
+				"replica. A preparation is one short transaction, so the lease matters only after a crash; the retention " +
+				"is raised to a longer lease, and the limit keeps one crash from blocking a key for long. For tests and " +
+				"tuning; the seed's value is 30 s"},
+	}},
+	{"Authentication", "The tokens the API accepts (docs/auth.md).", []spec{
+		{env: EnvJWTSecret, secret: true, in: cmdServers | cmdToken,
+			kind: text{at: func(c *loading) *string { return &c.JWTSecret }, check: jwtSecretProblem},
+			def:  "required unless " + EnvOIDCIssuer + " is set", devDef: "generated, kept in the dev directory",
+			values: fmt.Sprintf("at least %d bytes", auth.MinSecretLen),
+			meaning: "HS256 secret the bearer tokens are signed with (generate one with `openssl rand -base64 48`); " +
+				"`searchd token` signs with it",
+			example: "CHANGE-ME"},
+		{env: EnvTokenMaxLifetime, flag: "token-max-lifetime", in: cmdServers | cmdToken,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Auth.MaxLifetime }, def: DefaultTokenMaxLifetime,
+				min: minTokenMaxLifetime, max: maxTokenMaxLifetime, like: "8h or 30m"},
+			meaning: "longest a bearer token may live, HS256 or the provider's: `exp − iat`, and `exp − now`, at most this " +
+				"(a longer token is refused); `searchd token --ttl` is held to it"},
+		{env: EnvOIDCIssuer, flag: "oidc-issuer", in: cmdServers,
+			kind: text{at: func(c *loading) *string { return &c.oidc.Issuer }, desc: "an https URL (http only on loopback)"},
+			meaning: "issuer of the company's OpenID Connect provider, exactly as its tokens' `iss`: searchd discovers it " +
+				"at start-up and accepts its RS256, ES256 and EdDSA access tokens"},
+		{env: EnvOIDCAudience, flag: "oidc-audience", in: cmdServers,
+			kind:    text{at: func(c *loading) *string { return &c.oidc.Audience }, desc: "a string, as the provider names the API"},
+			def:     "none (required with the issuer)",
+			meaning: "the identifier the provider gives searchd's API: an access token's `aud` must contain it"},
+		{env: EnvOIDCOrgClaim, flag: "oidc-org-claim", in: cmdServers,
+			kind:    claimName(func(c *loading) *string { return &c.oidc.OrgClaim }, "org_id"),
+			meaning: "claim holding the organization's UUID"},
+		{env: EnvOIDCActorClaim, flag: "oidc-actor-claim", in: cmdServers,
+			kind:    claimName(func(c *loading) *string { return &c.oidc.ActorClaim }, "sub"),
+			meaning: "claim naming the actor recorded with what a caller does"},
+		{env: EnvOIDCRoleClaim, flag: "oidc-role-claim", in: cmdServers,
+			kind:    claimName(func(c *loading) *string { return &c.oidc.RoleClaim }, "roles"),
+			meaning: "claim holding the person's roles: a string or an array of strings"},
+		{env: EnvOIDCOperatorRole, flag: "oidc-operator-role", in: cmdServers,
+			kind:    text{at: func(c *loading) *string { return &c.oidc.OperatorRole }, desc: "a value of the role claim"},
+			def:     "none: no provider token is an operator's",
+			meaning: "value of the role claim that makes a person an operator of the platform (every organization's claims in the console)"},
+	}},
+	{"Console sign-in", "How people sign in to the console (docs/auth.md).", []spec{
+		{env: EnvOIDCClientID, flag: "oidc-client-id", in: cmdServers,
+			kind: text{at: func(c *loading) *string { return &c.signIn.ClientID }, desc: "a string, as the provider registered the console"},
+			def:  "none: the console does not sign in through the provider",
+			meaning: "the console's client id at the provider; it must not be the audience (the console's ID tokens would " +
+				"be bearer tokens of the API)"},
+		{env: EnvOIDCClientSecret, secret: true, in: cmdServers,
+			kind:    text{at: func(c *loading) *string { return &c.signIn.ClientSecret }, desc: "a string, as the provider issued it"},
+			def:     "none: a public client (PKCE alone)",
+			meaning: "the console's client secret at the provider"},
+		{env: EnvOIDCRedirectURL, flag: "oidc-redirect-url", in: cmdServers,
+			kind:    text{at: func(c *loading) *string { return &c.signIn.RedirectURL }, desc: "`https://HOST/console/oidc/callback`"},
+			def:     "none (required with the client id)",
+			meaning: "the console's callback, as registered at the provider"},
+		{env: EnvOIDCScopes, flag: "oidc-scopes", in: cmdServers,
+			kind:    text{at: func(c *loading) *string { return &c.scopes }, def: "openid", desc: "scopes separated by spaces"},
+			meaning: "scopes the console asks for; `openid` is always asked for"},
+		{env: EnvConsoleSessionLifetime, flag: "console-session-lifetime", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Auth.SessionLifetime }, def: DefaultConsoleSessionLifetime,
+				min: minConsoleSessionLifetime, max: maxConsoleSessionLifetime, like: "8h or 30m"},
+			meaning: "longest a console session lives (a pasted token's own `exp` may end it sooner)"},
+		{env: EnvConsoleTokenSignIn, flag: "console-token-sign-in", in: cmdServers,
+			kind: boolean{at: func(c *loading) *bool { return &c.Auth.TokenSignIn }, devDef: true},
+			meaning: "whether a person may sign in to the console by pasting a bearer token: for development " +
+				"(`searchd dev` turns it on)"},
+	}},
+	{"Provider callbacks", "Deliveries providers send back to searchd, and the inbox that keeps them.", []spec{
+		{env: EnvProviderSecrets, secret: true, in: cmdServers,
+			kind: custom{parse: parseProviderSecretsSetting,
+				desc: "`provider=secret` pairs separated by commas, such as `acme=secret1,other=whsec_BASE64`; a name is " +
+					"a lower-case dotted identifier"},
+			def: "none: no provider may call back",
+			meaning: "secrets provider callbacks are signed with (Standard Webhooks): a secret is used as its raw bytes, or, " +
+				"written `whsec_` and base64 as Standard Webhooks prints them, as the decoded key"},
+		{env: EnvCallbackMaxBodyBytes, flag: "callback-max-body-bytes", in: cmdServers,
+			kind: custom{parse: parseCallbackMaxBodyBytes, desc: fmt.Sprintf("from %d to the body limit (%s)", minMaxBodyBytes, EnvMaxBodyBytes)},
+			def:  "1048576, or the body limit when lower",
+			meaning: "largest provider callback body: anyone can send a callback, and its body is held until its " +
+				"signature is checked"},
+		{env: EnvCallbackBodyBudget, flag: "callback-body-budget", in: cmdServers,
+			kind: custom{parse: parseCallbackBodyBudget,
+				desc: fmt.Sprintf("from twice the callback limit to %d (16 GiB)", int64(maxCallbackBodyBudget))},
+			def: "67108864, or twice the callback limit when more",
+			meaning: "most bytes all callback bodies awaiting their signature check hold together; a body it cannot take " +
+				"answers 503 `unavailable` at once, unread; bodies over 64 KiB share three quarters of it"},
+		{env: EnvCallbackBodyTimeout, flag: "callback-body-timeout", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.CallbackBodyTimeout }, def: api.DefaultCallbackBodyTimeout,
+				min: minCallbackBodyTimeout, max: maxCallbackBodyTimeout, like: "10s"},
+			meaning: "longest a callback body may take to arrive after its headers; a slower one answers 503 `unavailable`"},
+		{env: EnvWebhookLease, flag: "webhook-lease", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Inbox.Lease }, def: DefaultWebhookLease,
+				above: true, max: maxWebhookLease, like: "5s or 1m"},
+			meaning: "lease of a provider delivery: how long a replica applying it holds its claim and its inbox arrival " +
+				"before another replica's applier takes it over; for tests and tuning (the seed's value is 30 s)"},
+		{env: EnvApplierInterval, flag: "applier-interval", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Inbox.Applier.Interval }, def: DefaultApplierInterval,
+				max: maxApplierInterval, like: "5s or 1m"},
+			meaning: "time between two polls (plus up to a tenth) of the background applier, which applies the stored " +
+				"provider deliveries a replica did not finish (crashed, stalled, failed); `0s` runs none in this process"},
+		{env: EnvApplierBatch, flag: "applier-batch", in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Inbox.Applier.Batch }, def: DefaultApplierBatch,
+				min: 1, max: maxApplierBatch},
+			meaning: "most deliveries one poll of the applier takes"},
+	}},
+	{"Scheduled starts", "The drain that starts the saved searches whose schedule came due (docs/schedules.md).", []spec{
+		{env: EnvScheduleTick, flag: "schedule-tick", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Schedule.Interval }, def: DefaultScheduleTick,
+				max: maxScheduleTick, like: "1s or 1m"},
+			meaning: "time between two ticks of the drain (plus up to a tenth); `0s` runs none in this process"},
+		{env: EnvScheduleBatch, flag: "schedule-batch", in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Schedule.Batch }, def: DefaultScheduleBatch,
+				min: 1, max: schedule.MaxBatch},
+			meaning: "most occurrences one tick takes to start (and schedules it plans)"},
+		{env: EnvScheduleLease, flag: "schedule-lease", in: cmdServers,
+			kind: custom{parse: parseScheduleLease,
+				desc: "from " + schedule.MinLease.String() + " to " + schedule.MaxLease.String() + ", and longer than " + EnvSavedSearchLease},
+			def: "twice the saved-search lease (" + DefaultScheduleLease.String() + ")",
+			meaning: "how long a tick holds the occurrences it took before another replica takes them over; it bounds the " +
+				"tick's starts, and is longer than the saved-search lease, so that whoever takes over finds a dead " +
+				"replica's claim reclaimable"},
+		{env: EnvScheduleRetry, flag: "schedule-retry", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Schedule.RetryAfter }, def: DefaultScheduleRetry,
+				min: schedule.MinRetryAfter, max: schedule.MaxRetryAfter, like: "1s or 1m"},
+			meaning: "when an occurrence whose start failed for a transient reason (`not_ready`) is tried again; for tests " +
+				"and tuning (the seed's value is an hour)"},
+	}},
+	{"Dispatch to the runtime", "How every admitted Run reaches the runtime that executes it (docs/runtime.md). Every " +
+		"replica with a runtime runs a dispatcher; they share the outbox.", []spec{
+		{env: EnvRuntimeURL, flag: "runtime-url", in: cmdServers,
+			kind: text{at: func(c *loading) *string { return &c.Dispatch.URL }, check: runtimeURLProblem,
+				desc: "an absolute http or https URL; as a flag, without credentials"},
+			def: "none: dispatch is off, Runs stay queued",
+			meaning: "the runtime's endpoint: every admitted Run is POSTed to it as a signed Standard Webhooks message " +
+				"whose `webhook-id` is the Run id, until it answers 2xx. Unset, dispatch is off: `serve` logs so, and Runs " +
+				"are admitted and stay `queued` with their dispatch pending, for a replica with a runtime to deliver. As a " +
+				"flag it must hold no credentials (`ps` shows flags)"},
+		{env: EnvRuntimeSecret, secret: true, in: cmdServers,
+			kind: custom{parse: parseRuntimeSecret,
+				desc: fmt.Sprintf("`whsec_` and the standard base64 of at least %d random bytes (`echo whsec_$(openssl rand -base64 32)`), "+
+					"or at least %d bytes used as they are", dispatch.MinSecretLen, dispatch.MinSecretLen)},
+			def:     "required with " + EnvRuntimeURL,
+			meaning: "the secret deliveries are signed with (Standard Webhooks), which the runtime verifies every delivery with"},
+		{env: EnvRuntimeTimeout, flag: "runtime-timeout", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Dispatch.Timeout }, def: dispatch.DefaultTimeout,
+				above: true, max: dispatch.MaxTimeout, like: "10s or 1m"},
+			meaning: "how long one delivery waits for the runtime's answer; no answer in time is a retry. A delivery's " +
+				"lease is this plus a quarter of it, at least 5 s more (15 s by default)"},
+		{env: EnvDispatchInterval, flag: "dispatch-interval", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Dispatch.Interval }, def: dispatch.DefaultInterval,
+				above: true, max: dispatch.MaxInterval, like: "10s or 1m"},
+			meaning: "time between two lease passes of the dispatcher while nothing is due; a start on the same replica wakes it at once"},
+		{env: EnvDispatchBatch, flag: "dispatch-batch", in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Dispatch.Batch }, def: dispatch.DefaultBatch,
+				min: 1, max: dispatch.MaxBatch},
+			meaning: "most dispatches one lease pass takes"},
+		{env: EnvDispatchConcurrency, flag: "dispatch-concurrency", in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Dispatch.Concurrency }, def: dispatch.DefaultConcurrency,
+				min: 1, max: dispatch.MaxConcurrency},
+			meaning: "most deliveries in flight in this process; a pass leases no more than the free slots, so nothing leased waits for one"},
+		{env: EnvDispatchMaxBackoff, flag: "dispatch-max-backoff", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Dispatch.MaxBackoff }, def: dispatch.DefaultMaxBackoff,
+				min: dispatch.DefaultMinBackoff, max: dispatch.MaxMaxBackoff, like: "30s or 5m",
+				desc: "from " + dispatch.DefaultMinBackoff.String() + " (the first wait) to " + dispatch.MaxMaxBackoff.String()},
+			meaning: "the longest wait before a delivery is retried (after a 5xx, 408, 429, timeout or cut connection); the " +
+				"wait is " + dispatch.DefaultMinBackoff.String() + " after the first attempt and doubles, drawn between half " +
+				"and all of it, and a `Retry-After` of the runtime is honoured up to this"},
+	}},
+	{"Sweeper", "The sweeper deletes the claims, Runs, snapshots and dropped deliveries past their retention, in bounded " +
+		"passes: inside serve and dev every interval, or once per `searchd sweep` from an outside scheduler.", []spec{
+		{env: EnvSweepInterval, flag: "sweep-interval", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Sweep.Interval }, def: sweeper.DefaultInterval,
+				max: math.MaxInt64, short: true, like: "1h or 30m, or 0s to run no sweeper", desc: "0s (no sweeper) or more"},
+			meaning: "time between two runs of the in-process sweeper; the first run is within the jitter of start. `0s` " +
+				"runs no sweeper: then run `searchd sweep` from an outside scheduler (cron, a Kubernetes CronJob)"},
+		{env: EnvSweepJitter, flag: "sweep-jitter", in: cmdServers,
+			kind: custom{parse: parseSweepJitter, desc: "from 0s (none) to the sweep interval"},
+			def: fmt.Sprintf("10%% of the interval (%s at %s)", shortDuration(sweeper.DefaultInterval/10),
+				shortDuration(sweeper.DefaultInterval)),
+			meaning: "most random delay added to each wait of the sweeper, so replicas started together do not sweep in lock-step"},
+		{env: EnvSweepBound, flag: "sweep-bound", in: cmdServers | cmdSweep,
+			kind:   integer[int]{at: func(c *loading) *int { return &c.Sweep.Bound }, min: 1, zero: true},
+			def:    fmt.Sprintf("%d, or the ceiling when that is lower", sweeper.DefaultBound),
+			values: "from 1 to the ceiling (--sweep-max-bound)",
+			meaning: "most rows one sweeper pass reads, and so deletes, from one table. A bound over the ceiling is " +
+				"refused at start-up (exit status 2), never clamped"},
+		{env: EnvSweepMaxBound, flag: "sweep-max-bound", in: cmdServers | cmdSweep,
+			kind:    integer[int]{at: func(c *loading) *int { return &c.Sweep.MaxBound }, def: sweeper.DefaultMaxBound, min: 1},
+			meaning: "ceiling on the sweep bound, standing in for PostgREST's `db-max-rows`: raise it with `db-max-rows`, never alone"},
+		{env: EnvSweepMaxPasses, flag: "sweep-max-passes", in: cmdServers | cmdSweep,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Sweep.MaxPasses }, def: sweeper.DefaultMaxPasses, min: 1},
+			meaning: "most passes one run makes on one table; a run whose last pass read a full bound leaves a backlog " +
+				"for the next run and logs a warning"},
+		{env: EnvSweepDuty, flag: "sweep-duty", in: cmdServers | cmdSweep,
+			kind: custom{parse: parseSweepDuty, lit: strconv.FormatFloat(sweeper.DefaultDuty, 'g', -1, 64),
+				desc: "above 0 and at most 1"},
+			meaning: "most of a run's time spent in passes: after each pass that leaves a backlog the run rests in " +
+				"proportion (0.25 rests three times the pass), so a long sweep leaves the database to the claim path; " +
+				"`1` runs passes back to back"},
+	}},
+	{"Logs and traces", "", []spec{
+		{env: EnvLogLevel, flag: "log-level", in: cmdLogging,
+			kind:    custom{parse: parseLogLevel, lit: "info", desc: "`debug`, `info`, `warn` or `error`"},
+			meaning: "the least severe level logged, on stderr"},
+		{env: EnvLogFormat, flag: "log-format", in: cmdLogging,
+			kind:    custom{parse: parseLogFormat, lit: "json", devLit: "text", desc: "`json` or `text`"},
+			meaning: "the format of the log on stderr"},
+		{env: EnvOTelTracesEndpoint, in: cmdServers, kind: external{desc: "an `http://` or `https://` URL"},
+			def: "none: tracing is off",
+			meaning: "OTLP/HTTP endpoint of the traces, used as it is; tracing is on only when it (or " + EnvOTelEndpoint +
+				") is set, and " + EnvOTelSDKDisabled + " is not true"},
+		{env: EnvOTelEndpoint, in: cmdServers, kind: external{desc: "an `http://` or `https://` URL"},
+			def:     "none",
+			meaning: "OTLP/HTTP endpoint, which `/v1/traces` is appended to, when " + EnvOTelTracesEndpoint + " is not set"},
+		{env: EnvOTelTracesProtocol, in: cmdServers, kind: external{desc: "`http/protobuf`"},
+			def:     "the value of " + EnvOTelProtocol + ", else http/protobuf",
+			meaning: "the OTLP protocol of the traces: searchd exports over HTTP with protobuf alone"},
+		{env: EnvOTelProtocol, in: cmdServers, kind: external{desc: "`http/protobuf`"},
+			def:     "http/protobuf",
+			meaning: "the OTLP protocol, when " + EnvOTelTracesProtocol + " is not set"},
+		{env: EnvOTelTracesExporter, in: cmdServers, kind: external{desc: "`otlp` or `none`"},
+			def:     "otlp",
+			meaning: "`none` turns tracing off"},
+		{env: EnvOTelSDKDisabled, in: cmdServers, kind: external{desc: "`true` or `false`"},
+			def:     "false",
+			meaning: "`true` turns tracing off"},
+		{env: EnvOTelServiceName, in: cmdServers, kind: external{desc: "a name"},
+			def: "searchd",
+			meaning: "`service.name` of the spans; the SDK's other `OTEL_*` variables apply too (`OTEL_EXPORTER_OTLP_HEADERS`, " +
+				"`_TIMEOUT`, `_COMPRESSION`, `_CERTIFICATE` and their `TRACES_` forms, `OTEL_RESOURCE_ATTRIBUTES`, " +
+				"`OTEL_TRACES_SAMPLER`, `OTEL_BSP_*`)"},
+	}},
+	{"Development", "Read by `searchd dev` alone.", []spec{
+		{env: EnvDevDir, flag: "dev-dir", in: cmdDev,
+			kind:    text{at: func(c *loading) *string { return &c.DevDir }, def: DefaultDevDir, desc: "a directory"},
+			meaning: "directory of the local cluster, its log and the dev secret"},
+		{env: EnvPGBin, flag: "pg-bin", in: cmdDev,
+			kind:    text{at: func(c *loading) *string { return &c.PGBin }, desc: "a directory"},
+			def:     "searched: pg_config --bindir, /usr/lib/postgresql/*/bin, PATH",
+			meaning: "directory of `initdb` and `postgres` (the tests read it too)"},
+	}},
 }
 
-// Options shared by several commands.
-var (
-	optDatabaseURL = option{"database-url", EnvDatabaseURL, "required",
-		"PostgreSQL connection string, such as postgres://user@host:5432/searchd; pgx settings such as " +
-			"pool_max_conns may be added to it. As a flag it must hold no password (ps shows flags): " +
-			"use the variable, PGPASSWORD or a ~/.pgpass file"}
-	optLogLevel         = option{"log-level", EnvLogLevel, "info", "debug, info, warn or error"}
-	optLogFormat        = option{"log-format", EnvLogFormat, "json", "json or text"}
-	optTokenMaxLifetime = option{"token-max-lifetime", EnvTokenMaxLifetime, DefaultTokenMaxLifetime.String(),
-		fmt.Sprintf("longest a bearer token may live, HS256 or the provider's: exp − iat, and exp − now, at most this "+
-			"(a longer token is refused); %s to %s", minTokenMaxLifetime, maxTokenMaxLifetime)}
-	optJWTSecret = option{"", EnvJWTSecret, "required",
-		"HS256 secret the bearer tokens are signed with, at least 32 bytes (openssl rand -base64 48)"}
-)
-
-// serverOptions are the settings of serve, or of dev when dev is true:
-// dev changes some defaults and adds its own.
-func serverOptions(dev bool) []option {
-	db, addr, secret, format := optDatabaseURL, option{"addr", EnvAddr, DefaultAddr, "address to listen on, host:port"}, optJWTSecret, optLogFormat
-	secret.def = "required unless " + EnvOIDCIssuer + " is set"
-	if dev {
-		db.def = "none: run a local cluster"
-		addr.def = DefaultDevAddr
-		secret.def = "generated, kept in the dev directory"
-		format.def = "text"
-	}
-	opts := []option{
-		db,
-		{"db-max-conns", EnvDBMaxConns, "pool_max_conns of the URL, else " + strconv.Itoa(DefaultDBMaxConns),
-			fmt.Sprintf("most connections in the database pool, 1 to %d; with waiting on, one more listens for claims, "+
-				"and /readyz checks on one more of its own", maxDBMaxConns)},
-		addr,
-		secret,
-		{"", EnvProviderSecrets, "none",
-			"secrets provider callbacks are signed with (Standard Webhooks): acme=secret1,other=whsec_BASE64 (names lower-case " +
-				"dotted identifiers; a secret is its raw bytes, or after whsec_ its base64 key)"},
-		{"shutdown-grace", EnvShutdownGrace, DefaultShutdownGrace.String(),
-			"on SIGTERM or SIGINT, how long requests in flight may finish before they are cancelled (their claims released), 0s to 1h"},
-		{"max-body-bytes", EnvMaxBodyBytes, strconv.Itoa(api.DefaultMaxBodyBytes),
-			fmt.Sprintf("largest request body, %d to %d bytes", minMaxBodyBytes, maxMaxBodyBytes)},
-		{"callback-max-body-bytes", EnvCallbackMaxBodyBytes, "1048576, or the body limit when lower",
-			fmt.Sprintf("largest provider callback body, %d bytes to the body limit: anyone can send a callback, "+
-				"and its body is held until its signature is checked", minMaxBodyBytes)},
-		{"callback-body-budget", EnvCallbackBodyBudget, "67108864, or twice the callback limit when more",
-			fmt.Sprintf("most bytes all callback bodies awaiting their signature check hold together, from twice the callback limit "+
-				"to %d; a body it cannot take answers 503 unavailable at once, unread; bodies over 64 KiB share three quarters of it",
-				int64(maxCallbackBodyBudget))},
-		{"callback-body-timeout", EnvCallbackBodyTimeout, api.DefaultCallbackBodyTimeout.String(),
-			fmt.Sprintf("longest a callback body may take to arrive after its headers, %s to %s; a slower one answers 503 unavailable",
-				minCallbackBodyTimeout, maxCallbackBodyTimeout)},
-		{"max-prefer-wait", EnvMaxPreferWait, DefaultMaxPreferWait.String(),
-			"longest Prefer: wait=N a start honours (a longer N is cut to it), whole seconds from 0s (never wait) to 30s"},
-		{"saved-search-lease", EnvSavedSearchLease, DefaultSavedSearchLease.String(),
-			"lease of a saved-search preparation: how long a start waits before it reclaims the key of a crashed replica, " +
-				"more than 0s and at most " + MaxSavedSearchLease.String() + " (the limit of a saved-search lease); for tests and tuning; the seed's value is 30 s"},
-		optCORSOrigins,
-		optSweepInterval,
-		optSweepJitter,
-	}
-	opts = append(opts, sweepBoundOptions()...)
-	opts = append(opts, inboxOptions()...)
-	opts = append(opts, dispatchOptions()...)
-	opts = append(opts, dbWaitOptions()...)
-	opts = append(opts, admissionOptions()...)
-	opts = append(opts, scheduleOptions()...)
-	opts = append(opts, authOptions(dev)...)
-	opts = append(opts, optLogLevel, format)
-	if dev {
-		opts = append(opts,
-			option{"dev-dir", EnvDevDir, "./" + DefaultDevDir, "directory of the local cluster, its log and the dev secret"},
-			option{"pg-bin", EnvPGBin, "searched: pg_config --bindir, /usr/lib/postgresql/*/bin, PATH", "directory of initdb and postgres"})
-	}
-	return opts
+// settingChecks are what settings say of one another, checked once every
+// setting of a command was read.
+var settingChecks = []settingCheck{
+	{cmdServers, checkAuthSettings},
+	{cmdServers, checkScheduleLease},
+	{cmdServers | cmdSweep, checkSweepBound},
 }
 
-// command describes a subcommand for its --help.
-type command struct {
-	usage   string // "searchd serve [flags]"
-	about   string
-	options []option
+// sessionTimeout is the kind of PostgreSQL's session bounds: whole
+// milliseconds, as PostgreSQL takes them, from 0s (none) to an hour.
+func sessionTimeout(at func(*loading) *time.Duration, def time.Duration) durationKind {
+	return durationKind{at: at, def: def, max: maxSessionTimeout, whole: time.Millisecond, like: "5s or 1m"}
 }
 
-var (
-	serveCommand = command{"searchd serve [flags]",
-		"Serve the HTTP API until SIGTERM or SIGINT, then drain (see --shutdown-grace).",
-		serverOptions(false)}
-	devCommand = command{"searchd dev [flags]",
-		"Run locally: PostgreSQL under the dev directory (unless DATABASE_URL is set), migrations, demo data, a token, the API.",
-		serverOptions(true)}
-	migrateCommand = command{"searchd migrate [flags]",
-		"Apply the database migrations and print the versions applied.",
-		[]option{optDatabaseURL}}
-	tokenCommand = command{"searchd token --org UUID [--sub S] [--ttl 1h] | searchd token --operator --sub NAME [--org UUID] | searchd token --runtime --org UUID --sub NAME",
-		"Print an HS256 bearer token for the organization, signed with the secret the server verifies with. " +
-			"With --operator, print an operator's token instead: the role claim \"operator\" opens the console's " +
-			"operator views (every organization's claims, force-release, the sweeper's runs), which an " +
-			"organization's token never reaches; --sub names the operator, recorded with every release. " +
-			"With --runtime, print a runtime credential of the organization: the role claim \"runtime\" opens " +
-			"PUT /v1/runs/{id}/status (status reports) and nothing else, and no other token opens that route; " +
-			"--sub names the runtime, recorded with every status change it reports.",
-		[]option{optJWTSecret, optTokenMaxLifetime}}
-)
-
-// registerOptions adds a string flag for every option of c that has one,
-// and makes --help print c's usage, its own flags and every setting.
-func registerOptions(fs *flag.FlagSet, c command) {
-	settingFlags := map[string]bool{}
-	for _, o := range c.options {
-		if o.flag != "" {
-			fs.String(o.flag, "", o.help)
-			settingFlags[o.flag] = true
-		}
+// addrProblem checks a listen address.
+func addrProblem(s setting) string {
+	_, port, err := net.SplitHostPort(s.value)
+	if err != nil {
+		return fmt.Sprintf("%q is not a host:port address (for example :8080 or 127.0.0.1:8080)", s.value)
 	}
-	fs.Usage = func() { printUsage(fs, c, settingFlags) }
-}
-
-// printUsage writes c's help: the flags of the command itself (registered
-// on fs besides the settings), then every setting with its flag, its
-// variable, its default and its meaning.
-func printUsage(fs *flag.FlagSet, c command, settingFlags map[string]bool) {
-	w := fs.Output()
-	fmt.Fprintf(w, "usage: %s\n\n", c.usage)
-	for _, line := range wrap(c.about, 78) {
-		fmt.Fprintln(w, line)
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Sprintf("port %q is not a number from 0 to 65535", port)
 	}
-	var own []*flag.Flag
-	fs.VisitAll(func(f *flag.Flag) {
-		if !settingFlags[f.Name] {
-			own = append(own, f)
-		}
-	})
-	if len(own) > 0 {
-		fmt.Fprintf(w, "\nflags:\n")
-		for _, f := range own {
-			def := ""
-			if f.DefValue != "" && f.DefValue != "false" {
-				def = " (default " + f.DefValue + ")"
-			}
-			fmt.Fprintf(w, "  --%s%s\n        %s\n", f.Name, def, f.Usage)
-		}
-	}
-	if len(c.options) > 0 {
-		fmt.Fprintf(w, "\nsettings: a flag given wins over its environment variable\n")
-		for _, o := range c.options {
-			printOption(w, o)
-		}
-	}
-}
-
-func printOption(w io.Writer, o option) {
-	name := "--" + o.flag + ", " + o.env
-	if o.flag == "" {
-		name = o.env + " (environment only: a secret)"
-	}
-	fmt.Fprintf(w, "  %s\n        default: %s\n", name, o.def)
-	for _, line := range wrap(o.help, 70) {
-		fmt.Fprintf(w, "        %s\n", line)
-	}
-}
-
-// wrap breaks text into lines of at most width bytes, at spaces; a word
-// longer than width stands on a line of its own.
-func wrap(text string, width int) []string {
-	var lines []string
-	line := ""
-	for _, word := range strings.Fields(text) {
-		if line != "" && len(line)+1+len(word) > width {
-			lines = append(lines, line)
-			line = ""
-		}
-		if line != "" {
-			line += " "
-		}
-		line += word
-	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
+	return ""
 }
 
 // passwordInDSN matches the password keyword of a keyword/value
@@ -286,61 +454,30 @@ func databaseURLProblem(s setting) string {
 	return ""
 }
 
-// readLogSettings reads the log level and format from the flags on fs and
-// the environment, dev choosing text as the default format, and returns
-// what is wrong with them, one message per setting.
-func readLogSettings(fs *flag.FlagSet, getenv func(string) string, dev bool) (slog.Level, string, []string) {
-	var level slog.Level
-	var problems []string
-	ls := lookup(fs, "log-level", EnvLogLevel, getenv)
-	if ls.value != "" {
-		if err := level.UnmarshalText([]byte(ls.value)); err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %q is not a level: use debug, info, warn or error", ls.name, ls.value))
-		}
+// parseLogLevel reads the log level: info by default.
+func parseLogLevel(r *reader, s setting) string {
+	r.cfg.LogLevel = slog.LevelInfo
+	if s.value == "" {
+		return ""
 	}
-	fset := lookup(fs, "log-format", EnvLogFormat, getenv)
-	format := strings.ToLower(fset.value)
-	switch format {
-	case "":
-		format = "json"
-		if dev {
-			format = "text"
-		}
-	case "json", "text":
-	default:
-		problems = append(problems, fmt.Sprintf("%s: %q is not a log format: use json or text", fset.name, fset.value))
+	if err := r.cfg.LogLevel.UnmarshalText([]byte(s.value)); err != nil {
+		return fmt.Sprintf("%q is not a level: use debug, info, warn or error", s.value)
 	}
-	return level, format, problems
+	return ""
 }
 
-// readPoolAndWaitSettings reads --db-max-conns and --max-prefer-wait into
-// cfg and returns what is wrong with them.
-func readPoolAndWaitSettings(fs *flag.FlagSet, getenv func(string) string, cfg *serverConfig) []string {
-	var problems []string
-	conns := lookup(fs, "db-max-conns", EnvDBMaxConns, getenv)
-	if conns.value != "" {
-		n, err := strconv.Atoi(conns.value)
-		switch {
-		case err != nil:
-			problems = append(problems, fmt.Sprintf("%s: %q is not a whole number of connections", conns.name, conns.value))
-		case n < 1 || n > maxDBMaxConns:
-			problems = append(problems, fmt.Sprintf("%s: %d is out of range: from 1 to %d", conns.name, n, maxDBMaxConns))
-		default:
-			cfg.DBMaxConns = int32(n)
+// parseLogFormat reads the log format: json by default, text in dev.
+func parseLogFormat(r *reader, s setting) string {
+	switch f := strings.ToLower(s.value); f {
+	case "":
+		r.cfg.LogFormat = "json"
+		if r.dev {
+			r.cfg.LogFormat = "text"
 		}
+	case "json", "text":
+		r.cfg.LogFormat = f
+	default:
+		return fmt.Sprintf("%q is not a log format: use json or text", s.value)
 	}
-	wait := lookup(fs, "max-prefer-wait", EnvMaxPreferWait, getenv)
-	cfg.MaxPreferWait = DefaultMaxPreferWait
-	if wait.value != "" {
-		d, err := time.ParseDuration(wait.value)
-		switch {
-		case err != nil:
-			problems = append(problems, fmt.Sprintf("%s: %q is not a duration (write it like 30s, or 0s to never wait)", wait.name, wait.value))
-		case d < 0 || d > api.PreferWaitLimit || d%time.Second != 0:
-			problems = append(problems, fmt.Sprintf("%s: %s is out of range: whole seconds from 0s to %s", wait.name, d, api.PreferWaitLimit))
-		default:
-			cfg.MaxPreferWait = d
-		}
-	}
-	return problems
+	return ""
 }

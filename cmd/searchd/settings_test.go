@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
@@ -152,7 +153,7 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"sweep-max-passes", "SEARCHD_SWEEP_MAX_PASSES", "0", "0 is out of range: at least 1"},
 		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "1.5", "1.5 is out of range: above 0 and at most 1"},
 		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "long", `"long" is not a duration`},
-		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "2h", "2h0m0s is out of range: from 0s at most 1h0m0s"},
+		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "2h", "2h0m0s is out of range: whole milliseconds from 0s to 1h0m0s"},
 		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "1500us", "1.5ms is out of range"},
 		{"admission-seats", "SEARCHD_ADMISSION_SEATS", "lots", `"lots" is not a whole number of requests`},
 		{"admission-seats", "SEARCHD_ADMISSION_SEATS", "0", "0 is out of range: from 1 to 10000"},
@@ -282,10 +283,10 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 	}
 	delete(env, "SEARCHD_CALLBACK_BODY_BUDGET")
 	delete(env, "SEARCHD_CALLBACK_BODY_TIMEOUT")
-	// The admission queue: zero (its seats the pool's size, the rest
-	// fairq's defaults) unless set, the flag over the variable.
-	if cfg = load(env, false); cfg.Admission != (admissionConfig{}) {
-		t.Errorf("default admission %+v, want zero: the pool's size and fairq's defaults", cfg.Admission)
+	// The admission queue: its seats zero (the pool's size), the rest
+	// fairq's defaults, unless set, the flag over the variable.
+	if cfg = load(env, false); cfg.Admission != (admissionConfig{QueueLength: fairq.DefaultQueueLength, MaxWait: fairq.DefaultMaxWait}) {
+		t.Errorf("default admission %+v, want the pool's size (zero) and fairq's defaults", cfg.Admission)
 	}
 	env["SEARCHD_ADMISSION_SEATS"], env["SEARCHD_ADMISSION_QUEUE_LENGTH"], env["SEARCHD_ADMISSION_MAX_WAIT"] = "12", "7", "2s"
 	if cfg = load(env, false); cfg.Admission != (admissionConfig{Seats: 12, QueueLength: 7, MaxWait: 2 * time.Second}) {

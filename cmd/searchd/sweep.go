@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,132 +33,67 @@ const (
 	EnvSweepDuty = "SEARCHD_SWEEP_DUTY"
 )
 
-// The sweeper's settings. The schedule is serve's and dev's alone: `searchd
-// sweep` is one run, scheduled from outside.
-var (
-	optSweepInterval = option{"sweep-interval", EnvSweepInterval, shortDuration(sweeper.DefaultInterval),
-		"time between two runs of the in-process sweeper, which deletes the claims, Runs, snapshots and dropped deliveries past their " +
-			"retention in bounded passes; the first run is within the jitter of start. 0s runs no sweeper: then run " +
-			"searchd sweep from an outside scheduler (cron, a Kubernetes CronJob)"}
-	optSweepJitter = option{"sweep-jitter", EnvSweepJitter,
-		fmt.Sprintf("10%% of the interval (%s at %s)", shortDuration(sweeper.DefaultInterval/10), shortDuration(sweeper.DefaultInterval)),
-		"most random delay added to each wait of the sweeper, so replicas started together do not sweep in " +
-			"lock-step; 0s (none) to the interval"}
-	optSweepBound = option{"sweep-bound", EnvSweepBound,
-		fmt.Sprintf("%d, or the ceiling when that is lower", sweeper.DefaultBound),
-		"most rows one sweeper pass reads, and so deletes, from one table: from 1 to the ceiling (--sweep-max-bound). " +
-			"A bound over the ceiling is refused at start-up, never clamped"}
-	optSweepMaxBound = option{"sweep-max-bound", EnvSweepMaxBound, strconv.Itoa(sweeper.DefaultMaxBound),
-		"ceiling on the sweep bound, standing in for PostgREST's db-max-rows: raise it with db-max-rows, never alone"}
-	optSweepMaxPasses = option{"sweep-max-passes", EnvSweepMaxPasses, strconv.Itoa(sweeper.DefaultMaxPasses),
-		"most passes one run makes on one table, at least 1; a run whose last pass read a full bound leaves a " +
-			"backlog for the next run and logs a warning"}
-	optSweepDuty = option{"sweep-duty", EnvSweepDuty, strconv.FormatFloat(sweeper.DefaultDuty, 'g', -1, 64),
-		"most of a run's time spent in passes, above 0 to 1: after each pass that leaves a backlog the run rests " +
-			"in proportion (0.25 rests three times the pass), so a long sweep leaves the database to the claim path; " +
-			"1 runs passes back to back"}
-)
-
-// sweepBoundOptions are the settings of one run of the sweeper.
-func sweepBoundOptions() []option {
-	return []option{optSweepBound, optSweepMaxBound, optSweepMaxPasses, optSweepDuty}
-}
-
 var sweepCommand = command{"searchd sweep [flags]",
 	"Run the sweeper once, for an outside scheduler (cron, a Kubernetes CronJob): delete the claims, Runs, " +
 		"snapshots and dropped deliveries past their retention in bounded passes, print what each table read and deleted, and exit 0, " +
 		"or 1 on an error. A backlog left for the next run is warned of, not an error. A sweep never blocks a " +
 		"claim, and any number may run at once, with serve's own sweepers too.",
-	append(append([]option{optDatabaseURL}, sweepBoundOptions()...), optLogLevel, optLogFormat)}
+	cmdSweep}
 
-// readSweepSettings reads the sweeper's settings from the flags on fs and
-// the environment, the schedule too when schedule is set, and returns them
-// with what is wrong with them, one message per setting. Bound, MaxBound,
-// MaxPasses and Duty are left zero, the sweeper's defaults, when unset; with
-// schedule, Interval and Jitter are always set: Interval zero means no
-// sweeper (not the sweeper's default hour), and a Jitter of 0s is given to
-// the sweeper as negative, which is how it is told to add none.
-//
-// A bound over its ceiling is refused with [sweeper.Config.Validate]'s
-// message, which names both numbers; it is never clamped.
-func readSweepSettings(fs *flag.FlagSet, getenv func(string) string, schedule bool) (sweeper.Config, []string) {
-	var cfg sweeper.Config
-	var problems []string
-	bad := func(s setting, format string, args ...any) {
-		problems = append(problems, s.name+": "+fmt.Sprintf(format, args...))
+// parseSweepJitter reads the sweeper's jitter, 10% of the interval (read
+// before it) by default. A jitter of 0s is given to the sweeper as
+// negative, which is how it is told to add none: zero would be its
+// default.
+func parseSweepJitter(r *reader, s setting) string {
+	c := &r.cfg.Sweep
+	c.Jitter = c.Interval / 10
+	if s.value == "" {
+		return ""
 	}
-	count := func(fl, env string) (setting, int) {
-		s := lookup(fs, fl, env, getenv)
-		if s.value == "" {
-			return s, 0
-		}
-		n, err := strconv.Atoi(s.value)
-		switch {
-		case err != nil:
-			bad(s, "%q is not a whole number", s.value)
-		case n < 1:
-			bad(s, "%d is out of range: at least 1", n)
-		default:
-			return s, n
-		}
-		return s, 0
+	d, problem := parseDuration(s, "6m, or 0s for none")
+	switch {
+	case problem != "":
+		return problem
+	case d < 0 || (c.Interval > 0 && d > c.Interval):
+		return fmt.Sprintf("%s is out of range: from 0s to the sweep interval (%s)", shortDuration(d), shortDuration(c.Interval))
+	case d == 0:
+		c.Jitter = -1
+	default:
+		c.Jitter = d
 	}
-	if schedule {
-		interval := lookup(fs, "sweep-interval", EnvSweepInterval, getenv)
-		cfg.Interval = sweeper.DefaultInterval
-		if interval.value != "" {
-			d, err := time.ParseDuration(interval.value)
-			switch {
-			case err != nil:
-				bad(interval, "%q is not a duration (write it like 1h or 30m, or 0s to run no sweeper)", interval.value)
-			case d < 0:
-				bad(interval, "%s is out of range: 0s (no sweeper) or more", shortDuration(d))
-			default:
-				cfg.Interval = d
-			}
-		}
-		jitter := lookup(fs, "sweep-jitter", EnvSweepJitter, getenv)
-		cfg.Jitter = cfg.Interval / 10
-		if jitter.value != "" {
-			d, err := time.ParseDuration(jitter.value)
-			switch {
-			case err != nil:
-				bad(jitter, "%q is not a duration (write it like 6m, or 0s for none)", jitter.value)
-			case d < 0 || (cfg.Interval > 0 && d > cfg.Interval):
-				bad(jitter, "%s is out of range: from 0s to the sweep interval (%s)", shortDuration(d), shortDuration(cfg.Interval))
-			case d == 0:
-				cfg.Jitter = -1 // the sweeper's "none": zero would be its default
-			default:
-				cfg.Jitter = d
-			}
-		}
-	}
+	return ""
+}
 
-	var bound, maxBound setting
-	bound, cfg.Bound = count("sweep-bound", EnvSweepBound)
-	maxBound, cfg.MaxBound = count("sweep-max-bound", EnvSweepMaxBound)
-	_, cfg.MaxPasses = count("sweep-max-passes", EnvSweepMaxPasses)
-	if duty := lookup(fs, "sweep-duty", EnvSweepDuty, getenv); duty.value != "" {
-		f, err := strconv.ParseFloat(duty.value, 64)
-		switch {
-		case err != nil:
-			bad(duty, "%q is not a number (write it like 0.25)", duty.value)
-		case !(f > 0 && f <= 1):
-			bad(duty, "%s is out of range: above 0 and at most 1", duty.value)
-		default:
-			cfg.Duty = f
-		}
+// parseSweepDuty reads the sweeper's duty.
+func parseSweepDuty(r *reader, s setting) string {
+	r.cfg.Sweep.Duty = sweeper.DefaultDuty
+	if s.value == "" {
+		return ""
 	}
+	f, err := strconv.ParseFloat(s.value, 64)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%q is not a number (write it like 0.25)", s.value)
+	case !(f > 0 && f <= 1):
+		return fmt.Sprintf("%s is out of range: above 0 and at most 1", s.value)
+	}
+	r.cfg.Sweep.Duty = f
+	return ""
+}
 
-	// The settings are each in range; what is left for Validate is the
-	// bound against its ceiling.
-	if len(problems) == 0 {
-		if err := cfg.Validate(); err != nil {
-			msg := strings.TrimPrefix(err.Error(), sweeper.ErrInvalidConfig.Error()+": ")
-			problems = append(problems, fmt.Sprintf("%s: %s (Bound is %s, MaxBound is %s)", bound.name, msg, bound.name, maxBound.name))
-		}
+// checkSweepBound checks the sweep bound against its ceiling, with
+// [sweeper.Config.Validate]'s message, which names both numbers: a bound
+// over its ceiling is refused, never clamped. The settings are each in
+// range when it runs; otherwise their own messages say enough.
+func checkSweepBound(r *reader) {
+	if !r.ok(EnvSweepInterval, EnvSweepJitter, EnvSweepBound, EnvSweepMaxBound, EnvSweepMaxPasses, EnvSweepDuty) {
+		return
 	}
-	return cfg, problems
+	if err := r.cfg.Sweep.Validate(); err != nil {
+		msg := strings.TrimPrefix(err.Error(), sweeper.ErrInvalidConfig.Error()+": ")
+		bound := r.given[EnvSweepBound]
+		r.bad(bound, "%s (Bound is %s, MaxBound is %s)", msg, bound.name, r.name(EnvSweepMaxBound))
+	}
 }
 
 // startSweeper starts the sweeper of serve and dev on st's pool, at st's
@@ -217,19 +151,12 @@ func (a *app) sweep(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	var problems []string
-	dbURL, problem := readDatabaseURL(fs, a.getenv)
-	if problem != "" {
-		problems = append(problems, problem)
-	}
-	scfg, sweepProblems := readSweepSettings(fs, a.getenv, false)
-	problems = append(problems, sweepProblems...)
-	level, format, logProblems := readLogSettings(fs, a.getenv, false)
-	problems = append(problems, logProblems...)
+	cfg, problems := loadSettings(fs, a.getenv, cmdSweep)
 	if len(problems) > 0 {
 		return invalid(problems)
 	}
-	logger := newLogger(a.stderr, serverConfig{LogLevel: level, LogFormat: format})
+	dbURL, scfg := cfg.DatabaseURL, cfg.Sweep
+	logger := newLogger(a.stderr, cfg)
 	// A scheduler stopping the job (a CronJob's deadline) ends the run: the
 	// pass in progress rolls back, and the report so far is printed.
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)

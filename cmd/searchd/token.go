@@ -36,26 +36,17 @@ func (a *app) token(args []string) error {
 	case orgID == uuid.Nil:
 		problems = append(problems, "--org: is the nil UUID, which names no organization")
 	}
+	cfg, settingProblems := loadSettings(fs, a.getenv, cmdToken)
+	problems = append(problems, settingProblems...)
 	// A token the server would refuse is no token: --ttl is bounded by
 	// the lifetime the server accepts.
-	maxTTL := DefaultTokenMaxLifetime
-	if s := lookup(fs, "token-max-lifetime", EnvTokenMaxLifetime, a.getenv); s.value != "" {
-		if d, err := time.ParseDuration(s.value); err == nil && d >= minTokenMaxLifetime && d <= maxTokenMaxLifetime {
-			maxTTL = d
-		} else {
-			problems = append(problems, fmt.Sprintf("%s: %q is not a duration from %s to %s", s.name, s.value, minTokenMaxLifetime, maxTokenMaxLifetime))
-		}
-	}
-	if *ttl <= 0 || *ttl > maxTTL {
+	if maxTTL := cfg.Auth.MaxLifetime; *ttl <= 0 || *ttl > maxTTL {
 		problems = append(problems, fmt.Sprintf("--ttl: %s is out of range: more than 0s, at most %s, the longest lifetime the server accepts (%s)",
 			*ttl, maxTTL, EnvTokenMaxLifetime))
 	}
-	secret := a.getenv(EnvJWTSecret)
-	switch {
-	case secret == "":
+	secret := cfg.JWTSecret
+	if secret == "" {
 		problems = append(problems, EnvJWTSecret+": is required: the secret the server verifies tokens with")
-	case len(secret) < auth.MinSecretLen:
-		problems = append(problems, fmt.Sprintf("%s: is %d bytes long; it must be at least %d", EnvJWTSecret, len(secret), auth.MinSecretLen))
 	}
 	if *asOperator && *sub == "" {
 		problems = append(problems, "--sub: is required with --operator: it names the operator in every release recorded")

@@ -1,0 +1,433 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/searchd/searchd/auth"
+)
+
+// spec declares one setting of searchd, once: where it is read from, its
+// default, the values it takes, what it means, and, through its kind, how
+// it is parsed into the configuration. [settingsTable] lists them all; the
+// loader, --help, docs/settings.md and searchd.example.env are made from
+// it.
+type spec struct {
+	env  string
+	flag string // without dashes; "" for a setting read from the environment alone
+	// secret marks a value nobody else may read: it has no flag (a
+	// flag's value is in the process list for every local user to read)
+	// and no message quotes it.
+	secret bool
+	// in are the commands that read the setting.
+	in cmds
+	// kind parses the value into its place and knows its typed default
+	// and its range.
+	kind kind
+	// def and devDef are the defaults as documented, when the kind's
+	// literal default does not say it (it depends on another setting,
+	// or the setting is required); devDef only where dev's differs.
+	def, devDef string
+	// values overrides the kind's description of the values it takes.
+	values string
+	// meaning says what the setting does, in text where `code` is marked
+	// with backticks and docs/NAME.md names a document.
+	meaning string
+	// example is the value searchd.example.env sets a required setting
+	// to: a placeholder to replace (a secret's is refused until it is).
+	example string
+}
+
+// section is a group of settings under a heading of their own.
+type section struct {
+	title, about string
+	settings     []spec
+}
+
+// allSettings returns every setting of [settingsTable], in its order.
+func allSettings() []spec {
+	var all []spec
+	for _, sec := range settingsTable {
+		all = append(all, sec.settings...)
+	}
+	return all
+}
+
+// cmds is a set of commands.
+type cmds uint16
+
+// The commands that read settings.
+const (
+	cmdServe cmds = 1 << iota
+	cmdDev
+	cmdMigrate
+	cmdToken
+	cmdSweep
+	cmdClaimsShow
+	cmdClaimsChange // claims release and claims resolve
+	cmdInbox
+	cmdRunsList
+	cmdRunsRetry
+
+	cmdServers   = cmdServe | cmdDev
+	cmdConnected = cmdServers | cmdMigrate | cmdSweep | cmdClaimsShow | cmdClaimsChange | cmdInbox | cmdRunsList | cmdRunsRetry
+	cmdLogging   = cmdServers | cmdSweep | cmdClaimsChange | cmdRunsRetry
+)
+
+// cmdNames name the commands in the documentation, in its order.
+var cmdNames = []struct {
+	c    cmds
+	name string
+}{
+	{cmdServe, "serve"}, {cmdDev, "dev"}, {cmdMigrate, "migrate"}, {cmdToken, "token"}, {cmdSweep, "sweep"},
+	{cmdClaimsShow, "claims show"}, {cmdClaimsChange, "claims release/resolve"}, {cmdInbox, "inbox"},
+	{cmdRunsList, "runs dispatch list"}, {cmdRunsRetry, "runs dispatch retry"},
+}
+
+// String names the commands of cs, separated by commas.
+func (cs cmds) String() string {
+	if cs == cmdConnected {
+		return "every command that connects to the database"
+	}
+	var names []string
+	for _, n := range cmdNames {
+		if cs&n.c != 0 {
+			names = append(names, n.name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// defaultText is the setting's default as documented for serve, or for
+// dev when dev is set.
+func (s spec) defaultText(dev bool) string {
+	switch {
+	case dev && s.devDef != "":
+		return s.devDef
+	case s.def != "":
+		return s.def
+	}
+	if lit := s.kind.literal(dev); lit != "" {
+		return lit
+	}
+	return "none"
+}
+
+// valuesText describes the values the setting takes.
+func (s spec) valuesText() string { return cmpOr(s.values, s.kind.values()) }
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// kind is the type of a setting: it parses a value into the setting's
+// place in the configuration being loaded, and states the typed default
+// and the values it takes.
+type kind interface {
+	// set puts s.value, or the default when it is "", in its place in
+	// r.cfg, and returns what is wrong with it, without the setting's
+	// name (it never quotes a secret), or "".
+	set(r *reader, s setting) string
+	// literal is the default written as a value ("" when it has none that
+	// can be written: it depends on another setting, or there is none).
+	literal(dev bool) string
+	// values describes the values taken.
+	values() string
+}
+
+// loading is the configuration being loaded: what serve and dev run
+// with, and the parts of it assembled only when the settings that turn
+// them on are set.
+type loading struct {
+	serverConfig
+	oidc   auth.OIDCConfig
+	signIn auth.SignInConfig
+	scopes string
+}
+
+// reader reads the settings of one command.
+type reader struct {
+	fs     *flag.FlagSet
+	getenv func(string) string
+	dev    bool
+	cfg    *loading
+	// given holds every setting read so far, by variable, named as the
+	// user gave it: a message about one setting may name another.
+	given    map[string]setting
+	problems []string
+	failed   map[string]bool // the settings with a problem, by name
+}
+
+// bad records a problem with the setting s.
+func (r *reader) bad(s setting, format string, args ...any) {
+	r.problems = append(r.problems, s.name+": "+fmt.Sprintf(format, args...))
+	r.failed[s.name] = true
+}
+
+// ok reports whether the settings of the variables envs were read without
+// a problem.
+func (r *reader) ok(envs ...string) bool {
+	for _, env := range envs {
+		if r.failed[r.name(env)] {
+			return false
+		}
+	}
+	return true
+}
+
+// name is how the user gave the setting of variable env: its flag when
+// given, else the variable.
+func (r *reader) name(env string) string { return cmpOr(r.given[env].name, env) }
+
+// loadSettings reads the settings of command c from the flags on fs and
+// the environment, in the table's order (a setting may depend on one
+// read before it), then checks what settings say of one another. It
+// returns every problem, one line per setting, each naming the setting as
+// the user gave it.
+func loadSettings(fs *flag.FlagSet, getenv func(string) string, c cmds) (serverConfig, []string) {
+	r := &reader{fs: fs, getenv: getenv, dev: c == cmdDev, cfg: &loading{}, given: map[string]setting{}, failed: map[string]bool{}}
+	for _, s := range allSettings() {
+		if s.in&c == 0 {
+			continue
+		}
+		given := lookup(fs, s.flag, s.env, getenv)
+		if s.flag == "" {
+			given = setting{name: s.env, value: getenv(s.env)}
+		}
+		r.given[s.env] = given
+		if p := s.kind.set(r, given); p != "" {
+			r.bad(given, "%s", p)
+		}
+	}
+	for _, check := range settingChecks {
+		if check.in&c != 0 {
+			check.run(r)
+		}
+	}
+	return r.cfg.serverConfig, r.problems
+}
+
+// durationKind is a time.Duration in a closed range, or one open below.
+type durationKind struct {
+	at       func(*loading) *time.Duration
+	def      time.Duration
+	min, max time.Duration
+	above    bool          // more than min, not from it
+	whole    time.Duration // a whole number of these, or any when 0
+	like     string        // how to write one: "10s or 1m30s"
+	short    bool          // written without trailing zero units: 1h, not 1h0m0s
+	why      string        // appended to the message of a value out of range
+	desc     string        // the values it takes, when the range does not say it
+}
+
+func (k durationKind) str(d time.Duration) string {
+	if k.short {
+		return shortDuration(d)
+	}
+	return d.String()
+}
+
+func (k durationKind) set(r *reader, s setting) string {
+	p := k.at(r.cfg)
+	*p = k.def
+	if s.value == "" {
+		return ""
+	}
+	d, problem := parseDuration(s, k.like)
+	switch {
+	case problem != "":
+		return problem
+	case d < k.min || (k.above && d == k.min) || d > k.max || (k.whole > 0 && d%k.whole != 0):
+		return fmt.Sprintf("%s is out of range: %s%s", k.str(d), k.values(), k.why)
+	}
+	*p = d
+	return ""
+}
+
+// parseDuration parses s as a duration, or returns the problem with it;
+// like says how to write one ("10s or 1m30s").
+func parseDuration(s setting, like string) (time.Duration, string) {
+	d, err := time.ParseDuration(s.value)
+	if err != nil {
+		return 0, fmt.Sprintf("%q is not a duration (write it like %s)", s.value, like)
+	}
+	return d, ""
+}
+
+func (k durationKind) literal(bool) string { return k.str(k.def) }
+
+func (k durationKind) values() string {
+	var unit string
+	switch k.whole {
+	case time.Second:
+		unit = "whole seconds "
+	case time.Millisecond:
+		unit = "whole milliseconds "
+	}
+	switch {
+	case k.desc != "":
+		return k.desc
+	case k.above:
+		return unit + "more than " + k.str(k.min) + " and at most " + k.str(k.max)
+	}
+	return unit + "from " + k.str(k.min) + " to " + k.str(k.max)
+}
+
+// integer is a whole number in a range.
+type integer[T int | int32 | int64] struct {
+	at       func(*loading) *T
+	def      T
+	min, max T      // no ceiling when max is 0
+	of       string // what it counts, for the message: "bytes"
+	zero     bool   // the default is 0, which the component reads as its own default
+}
+
+func (k integer[T]) set(r *reader, s setting) string {
+	p := k.at(r.cfg)
+	*p = k.def
+	if s.value == "" {
+		return ""
+	}
+	n, problem := parseWhole(s, k.of)
+	switch {
+	case problem != "":
+		return problem
+	case n < int64(k.min) || (k.max != 0 && n > int64(k.max)):
+		return fmt.Sprintf("%d is out of range: %s", n, k.values())
+	}
+	*p = T(n)
+	return ""
+}
+
+// parseWhole parses s as a whole number, or returns the problem with it;
+// of says what it counts ("bytes"), or is "".
+func parseWhole(s setting, of string) (int64, string) {
+	n, err := strconv.ParseInt(s.value, 10, 64)
+	if err != nil {
+		if of != "" {
+			of = " of " + of
+		}
+		return 0, fmt.Sprintf("%q is not a whole number%s", s.value, of)
+	}
+	return n, ""
+}
+
+func (k integer[T]) literal(bool) string {
+	if k.zero {
+		return ""
+	}
+	return strconv.FormatInt(int64(k.def), 10)
+}
+
+func (k integer[T]) values() string {
+	if k.max == 0 {
+		return fmt.Sprintf("at least %d", k.min)
+	}
+	return fmt.Sprintf("from %d to %d", k.min, k.max)
+}
+
+// boolean is true or false.
+type boolean struct {
+	at          func(*loading) *bool
+	def, devDef bool
+}
+
+func (k boolean) set(r *reader, s setting) string {
+	p := k.at(r.cfg)
+	*p = k.def
+	if r.dev {
+		*p = k.devDef
+	}
+	if s.value == "" {
+		return ""
+	}
+	b, err := strconv.ParseBool(s.value)
+	if err != nil {
+		return fmt.Sprintf("%q is not true or false", s.value)
+	}
+	*p = b
+	return ""
+}
+
+func (k boolean) literal(dev bool) string {
+	if dev {
+		return strconv.FormatBool(k.devDef)
+	}
+	return strconv.FormatBool(k.def)
+}
+
+func (boolean) values() string { return "true or false" }
+
+// text is a string, checked when it is not empty.
+type text struct {
+	at          func(*loading) *string
+	def, devDef string
+	// check returns what is wrong with a value that is not empty, or "".
+	check func(s setting) string
+	// required, when not "", makes the setting required but in dev, and
+	// completes "is required: ".
+	required string
+	desc     string // the values it takes
+}
+
+func (k text) set(r *reader, s setting) string {
+	p := k.at(r.cfg)
+	*p = cmpOr(s.value, k.literal(r.dev))
+	switch {
+	case *p == "" && k.required != "" && !r.dev:
+		return "is required: " + k.required
+	case *p == "" || k.check == nil:
+		return ""
+	}
+	return k.check(setting{name: s.name, value: *p})
+}
+
+func (k text) literal(dev bool) string {
+	if dev && k.devDef != "" {
+		return k.devDef
+	}
+	return k.def
+}
+
+func (k text) values() string { return k.desc }
+
+// custom is a setting parsed by a function of its own: one whose value
+// is a list, or whose range depends on another setting.
+type custom struct {
+	lit, devLit string // the default as a value, "" for none
+	desc        string
+	parse       func(r *reader, s setting) string
+}
+
+func (k custom) set(r *reader, s setting) string { return k.parse(r, s) }
+
+func (k custom) literal(dev bool) string {
+	if dev && k.devLit != "" {
+		return k.devLit
+	}
+	return k.lit
+}
+
+func (k custom) values() string { return k.desc }
+
+// external is a setting read elsewhere, by name: the standard
+// OpenTelemetry variables, which telemetry.go and the SDK read. It is in
+// the table for its documentation.
+type external struct{ desc string }
+
+func (external) set(*reader, setting) string { return "" }
+func (external) literal(bool) string         { return "" }
+func (k external) values() string            { return k.desc }
+
+// settingCheck is a check of what settings say of one another, run after
+// every setting of a command in was read.
+type settingCheck struct {
+	in  cmds
+	run func(r *reader)
+}
