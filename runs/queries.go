@@ -4,10 +4,18 @@ package runs
 // as coalesce($now::timestamptz, now()): production passes NULL, tests a
 // stubbed instant. Durations travel as microseconds.
 
-const runColumns = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
-	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options, r.input,
+const runColumns = runColumnsHead + `r.input` + runColumnsTail
+
+// runColumnsHead and runColumnsTail are runColumns before and after the
+// input, which the console's reads (search.go) replace: one list, so that
+// a column added to a Run reaches every read of it.
+const (
+	runColumnsHead = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
+	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options, `
+	runColumnsTail = `,
 	r.created_by, r.created_at, r.retain_until,
 	r.version, coalesce(r.updated_at, r.created_at), r.result_ref, r.error_code, r.error_message`
+)
 
 // runInsert admits a Run, or does nothing when its start key is taken.
 // DO NOTHING rather than DO UPDATE: the duplicate takes no row lock and

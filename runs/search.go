@@ -106,20 +106,12 @@ func (s *Store) GetAudit(ctx context.Context, org, id uuid.UUID) (_ *Run, inputB
 }
 
 // runAuditColumns are runColumns without the input (NULL in its place).
-const runAuditColumns = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
-	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options, NULL::jsonb,
-	r.created_by, r.created_at, r.retain_until,
-	r.version, coalesce(r.updated_at, r.created_at), r.result_ref, r.error_code, r.error_message`
+const runAuditColumns = runColumnsHead + `NULL::jsonb` + runColumnsTail
 
 // runAuditGet reads one Run with its input when the stored input is at
 // most $3 bytes of JSON text, and the input's size. $1 org, $2 id.
 const runAuditGet = `
-SELECT r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
-	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options,
-	CASE WHEN r.input_bytes <= $3 THEN r.input END,
-	r.created_by, r.created_at, r.retain_until,
-	r.version, coalesce(r.updated_at, r.created_at), r.result_ref, r.error_code, r.error_message,
-	r.input_bytes
+SELECT ` + runColumnsHead + `CASE WHEN r.input_bytes <= $3 THEN r.input END` + runColumnsTail + `, r.input_bytes
 FROM agent.runs r
 WHERE r.organization_id = $1 AND r.id = $2`
 
