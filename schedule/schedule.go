@@ -24,17 +24,21 @@ import (
 // errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrNotFound reports a saved search with no schedule.
-	ErrNotFound = errs.New(errs.NotFound, "schedule: the saved search has no schedule")
+	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "schedule: the saved search has no schedule",
+		Detail: "this saved search has no schedule"}
 	// ErrSavedSearchNotFound reports a saved search the organization does
 	// not have, or, for a change that would start it, has archived.
-	ErrSavedSearchNotFound = errs.New(errs.NotFound, "schedule: saved search not found")
+	ErrSavedSearchNotFound = &errs.Error{Kind: errs.NotFound, Message: "schedule: saved search not found",
+		Detail: "no such saved search in your organization (a schedule is set on a live one)"}
 	// ErrInvalid is wrapped by every refusal of a schedule's fields; the
 	// errs.Error names each refused field.
 	ErrInvalid = errs.New(errs.Invalid, "schedule: invalid schedule")
 	// ErrInvalidCursor reports a list cursor this package did not write.
 	ErrInvalidCursor = keyset.InvalidCursor("schedule")
-	// ErrVersionMismatch is matched by every [*VersionMismatchError].
-	ErrVersionMismatch = errs.New(errs.PreconditionFailed, "schedule: version precondition failed")
+	// ErrVersionMismatch is wrapped by every [*VersionMismatchError].
+	ErrVersionMismatch = &errs.Error{Kind: errs.PreconditionFailed, Message: "schedule: version precondition failed",
+		Detail: "the schedule changed since the version If-Match names, or there is none; " +
+			"read it again (its ETag) and reapply the change"}
 )
 
 // VersionMismatchError reports a change refused by its precondition on
@@ -49,11 +53,11 @@ func (e *VersionMismatchError) Error() string {
 	return fmt.Sprintf("schedule: version precondition failed; the current version is %d", e.Current)
 }
 
-// Is makes errors.Is(err, [ErrVersionMismatch]) hold.
-func (e *VersionMismatchError) Is(target error) bool { return target == ErrVersionMismatch }
+// Unwrap returns [ErrVersionMismatch]: its kind, its detail.
+func (e *VersionMismatchError) Unwrap() error { return ErrVersionMismatch }
 
-// ErrorKind returns [errs.PreconditionFailed].
-func (e *VersionMismatchError) ErrorKind() errs.Kind { return errs.PreconditionFailed }
+// CurrentVersion returns Current.
+func (e *VersionMismatchError) CurrentVersion() int64 { return e.Current }
 
 // Schedule is a saved search's schedule.
 type Schedule struct {
