@@ -36,6 +36,7 @@ func TestProblemForMapsEveryDomainOutcome(t *testing.T) {
 		{"snapshot not found", snapshot.ErrNotFound, 404, CodeNotFound, 0},
 		{"run not found", wrap(runs.ErrNotFound), 404, CodeNotFound, 0},
 		{"key reused", admission.ErrKeyReused, 422, CodeKeyReused, 0},
+		{"run finished", wrap(&runs.FinishedError{Status: "succeeded", Version: 3}), 409, CodeRunFinished, 0},
 		// Retry-After is a readiness hint: at most inProgressRetryAfter,
 		// sooner when the lease passes sooner, never the whole lease.
 		{"in flight", wrap(&idempotency.InFlightError{RetryAfter: 25 * time.Second}), 409, CodeInProgress, time.Second},
@@ -143,6 +144,9 @@ func TestEveryKindHasOneAnswer(t *testing.T) {
 	}
 	for _, d := range details {
 		k := errs.KindOf(d.err)
+		if k == errs.Conflict && errs.CodeOf(d.err) == "" {
+			t.Errorf("conflict %v names no code of its own", d.err)
+		}
 		row, ok := kindAnswers[k]
 		if !ok {
 			t.Errorf("detail for %v: its kind %q has no row", d.err, k)
