@@ -159,27 +159,28 @@ func Is(err error, k Kind) bool { return err != nil && KindOf(err) == k }
 // CodeOf returns the code of the first error in err's chain that names
 // one (an [*Error] with a Code, a typed error with an ErrorCode method),
 // or "".
-func CodeOf(err error) (code string) {
-	find(err, func(e error) bool {
-		if c, ok := e.(interface{ ErrorCode() string }); ok {
-			code = c.ErrorCode()
-		}
-		return code != ""
-	})
-	return code
-}
+func CodeOf(err error) string { return first(err, coded.ErrorCode) }
 
 // DetailOf returns the detail of the first error in err's chain that
 // tells one (an [*Error] with a Detail, a typed error with an ErrorDetail
 // method), or "".
-func DetailOf(err error) (detail string) {
+func DetailOf(err error) string { return first(err, detailed.ErrorDetail) }
+
+type (
+	coded    interface{ ErrorCode() string }
+	detailed interface{ ErrorDetail() string }
+)
+
+// first returns what say answers for the first error of err's chain that
+// is an S and answers something.
+func first[S any](err error, say func(S) string) (s string) {
 	find(err, func(e error) bool {
-		if d, ok := e.(interface{ ErrorDetail() string }); ok {
-			detail = d.ErrorDetail()
+		if x, ok := e.(S); ok {
+			s = say(x)
 		}
-		return detail != ""
+		return s != ""
 	})
-	return detail
+	return s
 }
 
 // FieldsOf returns the refused fields of the first error in err's chain
