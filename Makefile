@@ -15,9 +15,11 @@ setup:
 	$(GO) mod download
 
 # The test command: every package against real PostgreSQL, with the race
-# detector.
+# detector; and vet of the benchmarks' module (bench/, a module of its own
+# built against this checkout), so a change that breaks them fails here.
 test:
 	$(GO) vet ./...
+	$(GO) -C bench vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # The settings reference (docs/settings.md) and the example env file
@@ -163,7 +165,7 @@ bench-plane:
 
 # searchd's HTTP starts against a thin echo + pgx handler issuing the same SQL.
 bench-http:
-	$(GO) run ./bench/http
+	$(GO) -C bench run ./http
 
 # New saved-search starts and replays on one durable PostgreSQL and on a
 # durable Citus cluster (a coordinator and two workers) on this machine,
@@ -186,9 +188,11 @@ bench-schedule:
 # fairness, HTTP at 1 to 64 clients),
 # written to docs/bench-report.md with a chart in docs/bench-report.svg.
 # About 20 minutes on a quiet 2-CPU machine (the last report's runs took 18½),
-# longer under load; `go run ./bench/report -quick` takes a few minutes.
+# longer under load; `go -C bench run ./report -quick` takes a few minutes.
+# bench/ is a Go module of its own (bench/go.mod), built against this
+# checkout's searchd by its replace directive.
 bench:
-	$(GO) run ./bench/report
+	$(GO) -C bench run ./report
 
 # The console's browser tests (test/console/): Debian's chromium driven by
 # playwright-core against a real searchd serve on a throwaway PostgreSQL

@@ -29,7 +29,8 @@ var (
 	// ErrNotFound reports a saved search the organization does not have
 	// live, found before any claim or by the freeze itself, and every
 	// repeat of a start whose freeze found it gone.
-	ErrNotFound = errs.New(errs.NotFound, "admission: saved search not found")
+	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "admission: saved search not found",
+		Detail: "no such saved search in your organization"}
 	// ErrKeyReused reports an Idempotency-Key already used for a different
 	// request, by the claim or by the Run. It is [runs.ErrKeyReused], so
 	// either name matches it.

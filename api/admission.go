@@ -35,11 +35,10 @@ import (
 // away while its request waits. A larger body is read once the request
 // has its seat.
 func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
-	q := s.admission
 	return func(c echo.Context) error {
 		r := c.Request()
 		rest := preRead(r, s.maxBodyBytes)
-		seat, err := q.Acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: principal(c).OrganizationID.String()},
+		seat, err := s.acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: principal(c).OrganizationID.String()},
 			max(requestWidth(c), bodyWidth(r.ContentLength, rest)))
 		if err != nil {
 			return err
@@ -167,6 +166,22 @@ func (b *preReadBody) Close() error { return b.closer.Close() }
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// acquire takes width seats of the admission queue for a request of flow
+// f, as fairq.Queue.Acquire does, and answers a refusal: 429
+// rate_limited ([refusedProblem]), or the outage's 503 when the request
+// waited out the database ([waitedOnTheDatabase]).
+func (s *Server) acquire(ctx context.Context, f fairq.Flow, width int) (*fairq.Seat, error) {
+	seat, err := s.admission.Acquire(ctx, f, width)
+	var r *fairq.Refusal
+	switch {
+	case !errors.As(err, &r):
+		return seat, err
+	case waitedOnTheDatabase(ctx, err, s.ready):
+		return nil, outageProblem()
+	}
+	return nil, refusedProblem(r)
+}
 
 // waitedOnTheDatabase reports whether err is the admission queue's refusal
 // of a request that waited its longest for a seat while ready, the

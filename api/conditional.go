@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/savedsearch"
-	"github.com/searchd/searchd/schedule"
 )
 
 // Headers of conditional requests (RFC 9110 §13).
@@ -65,15 +63,4 @@ func ifMatch(h http.Header) func(int64) bool {
 		}
 		return false
 	}
-}
-
-// preconditionFailed answers a change refused by If-Match: 412 with the
-// version the saved search is at, so a client can read it and decide
-// (the row of errs.PreconditionFailed in kindAnswers). Any other err is
-// returned as it is.
-func preconditionFailed(err error) error {
-	if !errors.As(err, new(*savedsearch.VersionMismatchError)) && !errors.As(err, new(*schedule.VersionMismatchError)) {
-		return err
-	}
-	return problemFor(err)
 }

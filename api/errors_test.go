@@ -291,6 +291,38 @@ func TestUnauthorized(t *testing.T) {
 	}
 }
 
+// TestNotFoundSaysWhatIsMissing: a 404 answers the detail of the domain
+// error that refused, naming what the organization does not have, and for
+// a list of snapshots that is the saved search, not a snapshot.
+func TestNotFoundSaysWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ss := b.seedSavedSearch(seedOpts{})
+	unknown := "/v1/saved-searches/" + uuid.NewString()
+	for _, tt := range []struct {
+		r      req
+		detail string
+	}{
+		{req{method: http.MethodGet, path: unknown}, "no such saved search in your organization"},
+		{req{method: http.MethodPatch, path: unknown, body: map[string]any{"name": "x"}}, "no such saved search in your organization"},
+		{req{method: http.MethodGet, path: unknown + "/snapshots"}, "no such saved search in your organization"},
+		{req{method: http.MethodPost, path: unknown + "/start", header: map[string]string{"Idempotency-Key": "gone"}},
+			"no such saved search in your organization"},
+		{req{method: http.MethodGet, path: "/v1/snapshots/" + uuid.NewString()}, "no such snapshot in your organization"},
+		{req{method: http.MethodGet, path: "/v1/runs/" + uuid.NewString()}, "no such run in your organization"},
+		{req{method: http.MethodGet, path: "/v1/provider-jobs/" + uuid.NewString()}, "no such provider job in your organization"},
+		{req{method: http.MethodGet, path: "/v1/saved-searches/" + ss.ID.String() + "/schedule"}, "this saved search has no schedule"},
+		{req{method: http.MethodPut, path: unknown + "/schedule", body: map[string]any{"interval_seconds": 3600}},
+			"no such saved search in your organization (a schedule is set on a live one)"},
+	} {
+		res := b.do(tt.r)
+		if p := res.problem(t); res.status != http.StatusNotFound || p.Code != "not_found" || p.Detail != tt.detail ||
+			p.Type != "/problems/not_found" || p.Title != "Not found" {
+			t.Errorf("%s %s = %d %s, want 404 not_found saying %q", tt.r.method, tt.r.path, res.status, res.body, tt.detail)
+		}
+	}
+}
+
 func TestTenantIsolationOnEveryRoute(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})

@@ -239,7 +239,7 @@ func (s *Server) updateSavedSearch(c echo.Context) error {
 	req.IfMatch = ifMatch(c.Request().Header)
 	ss, err := s.savedSearches.Update(c.Request().Context(), principal(c).OrganizationID, id, req)
 	if err != nil {
-		return preconditionFailed(err)
+		return err
 	}
 	setETag(c, ss)
 	return c.JSON(http.StatusOK, ss)
@@ -283,7 +283,7 @@ func (s *Server) mergePatchSavedSearch(c echo.Context, id uuid.UUID) error {
 			return mergePatch(cur, raw)
 		})
 	if err != nil {
-		return preconditionFailed(err)
+		return err
 	}
 	setETag(c, ss)
 	return c.JSON(http.StatusOK, ss)
@@ -338,7 +338,7 @@ func (s *Server) replaceBaseline(c echo.Context) error {
 	ss, err := s.savedSearches.ReplaceBaselineIf(c.Request().Context(), principal(c).OrganizationID, id, req,
 		ifMatch(c.Request().Header))
 	if err != nil {
-		return preconditionFailed(err)
+		return err
 	}
 	setETag(c, ss)
 	return c.JSON(http.StatusOK, ss)
@@ -353,7 +353,7 @@ func (s *Server) archiveSavedSearch(c echo.Context) error {
 	}
 	if err := s.savedSearches.ArchiveIf(c.Request().Context(), principal(c).OrganizationID, id,
 		ifMatch(c.Request().Header)); err != nil {
-		return preconditionFailed(err)
+		return err
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -369,9 +369,6 @@ func (s *Server) listSnapshots(c echo.Context) error {
 	}
 	items, next, err := s.snapshots.ListBySavedSearch(c.Request().Context(), principal(c).OrganizationID, id,
 		snapshot.ListParams{Limit: limit, Cursor: cursor})
-	if errors.Is(err, snapshot.ErrNotFound) {
-		return savedsearch.ErrNotFound // what is missing is the saved search
-	}
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/errs"
 )
 
 // Headers of RFC 7240 (Prefer for HTTP).
@@ -154,7 +154,7 @@ func (s *Server) waitPreference(h http.Header) (time.Duration, string) {
 // Every other answer was decided by something else, before or without any
 // wait, so it names no preference.
 func markPreferenceApplied(c echo.Context, applied string, err error) {
-	if applied != "" && (err == nil || errors.Is(err, idempotency.ErrClaimInFlight)) {
+	if applied != "" && (err == nil || errs.Is(err, errs.InProgress)) {
 		c.Response().Header().Set(HeaderPreferenceApplied, applied)
 	}
 }

@@ -13,16 +13,8 @@ import (
 	"github.com/go-playground/validator/v10"
 	"github.com/labstack/echo/v4"
 
-	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/fairq"
-	"github.com/searchd/searchd/internal/keyset"
-	"github.com/searchd/searchd/providerjobs"
-	"github.com/searchd/searchd/runs"
-	"github.com/searchd/searchd/savedsearch"
-	"github.com/searchd/searchd/schedule"
-	"github.com/searchd/searchd/snapshot"
 )
 
 // Machine-readable problem codes: the "code" member of every error body.
@@ -149,8 +141,8 @@ const (
 
 func (e *apiError) Error() string { return e.code + ": " + e.detail }
 
-// kindAnswer is the answer to a domain error of one kind: its status, its
-// machine code and the detail it carries unless [details] says more.
+// kindAnswer is the answer to a domain error of one kind: its status, and
+// the code and detail of an error that carries none of its own.
 type kindAnswer struct {
 	status int
 	code   string
@@ -158,11 +150,13 @@ type kindAnswer struct {
 }
 
 // kindAnswers is the one table that turns domain outcomes into HTTP
-// statuses and codes: each kind of errs has its row, but errs.Internal,
-// which is a logged 500 with nothing of the error in its body. The API
-// reads no further into a domain error than its kind, the sentinels
-// [details] names and the typed errors that carry data for the answer (a
-// lease's time left, a saved search's current version, refused fields).
+// statuses: each kind of errs has its row, but errs.Internal, which is a
+// logged 500 with nothing of the error in its body. The code and detail
+// are the error's own (errs.CodeOf, errs.DetailOf), the row's when it
+// carries none. The API reads no further into a domain error than that
+// and what the error offers for the answer's other members: the version
+// and status it was judged against ([judged]), the refused fields and a
+// lease's time left.
 var kindAnswers = map[errs.Kind]kindAnswer{
 	errs.Invalid:    {http.StatusBadRequest, CodeValidationFailed, validationFailedDetail},
 	errs.NotFound:   {http.StatusNotFound, CodeNotFound, "no such resource"},
@@ -174,27 +168,14 @@ var kindAnswers = map[errs.Kind]kindAnswer{
 	errs.Unavailable: {http.StatusServiceUnavailable, CodeUnavailable, "the service cannot reach its database; retry later"},
 }
 
-// details holds the detail of particular domain errors, where it says
-// more than their kind's row in [kindAnswers]: checked with errors.Is, in
-// order, the first match wins.
-var details = []struct {
-	err    error
-	detail string
-}{
-	{savedsearch.ErrNotFound, "no such saved search in your organization"},
-	{admission.ErrNotFound, "no such saved search in your organization"},
-	{snapshot.ErrNotFound, "no such snapshot in your organization"},
-	{runs.ErrNotFound, "no such run in your organization"},
-	{providerjobs.ErrNotFound, "no such provider job in your organization"},
-	{providerjobs.ErrRunNotFound, "no such run in your organization"},
-	{providerjobs.ErrAlreadyRegistered, "this provider job id is registered already, for another run or by " +
-		"another organization; a provider's job id names one job"},
-	{savedsearch.ErrVersionMismatch,
-		"the saved search changed since the version If-Match names; read it again (its ETag) and reapply the change"},
-	{schedule.ErrNotFound, "this saved search has no schedule"},
-	{schedule.ErrSavedSearchNotFound, "no such saved search in your organization (a schedule is set on a live one)"},
-	{schedule.ErrVersionMismatch,
-		"the schedule changed since the version If-Match names, or there is none; read it again (its ETag) and reapply the change"},
+// judged is a domain error that names the version of the resource it
+// was judged against (a precondition's, a finished Run's): the problem's
+// current_version, and for a 412 its ETag; 0 names none. One that names
+// the status it was judged against too (a finished Run) gives the
+// problem's current_status.
+type judged interface {
+	error
+	CurrentVersion() int64
 }
 
 // problemFor decides the answer to err. It never returns a body that
@@ -209,39 +190,30 @@ func problemFor(err error) *apiError {
 	if errors.As(err, &he) {
 		return echoProblem(he)
 	}
-	var refusal *fairq.Refusal
-	if errors.As(err, &refusal) {
-		return refusedProblem(refusal)
-	}
-	var keyErr *idempotency.InputError
-	if errors.As(err, &keyErr) && keyErr.Field == "key" {
-		// The key is a header, not a field of the body: its own code.
-		return &apiError{status: http.StatusBadRequest, code: CodeInvalidIdempotencyKey, detail: errKeyInvalid.Error()}
-	}
-	var finished *runs.FinishedError
-	if errors.As(err, &finished) {
-		v := finished.Version
-		return &apiError{status: http.StatusConflict, code: CodeRunFinished, currentVersion: &v, currentStatus: finished.Status,
-			detail: "the Run finished as " + finished.Status + "; a finished Run never changes, and this report would change it"}
-	}
 	kind := errs.KindOf(err)
 	row, ok := kindAnswers[kind]
 	if !ok {
 		return nil
 	}
-	p := &apiError{status: row.status, code: row.code, detail: row.detail}
-	for _, d := range details {
-		if errors.Is(err, d.err) {
-			p.detail = d.detail
-			break
-		}
+	p := &apiError{status: row.status, code: cmp.Or(errs.CodeOf(err), row.code), detail: cmp.Or(errs.DetailOf(err), row.detail)}
+	if j, ok := errors.AsType[judged](err); ok && j.CurrentVersion() > 0 {
+		v := j.CurrentVersion()
+		p.currentVersion = &v
+	}
+	if j, ok := errors.AsType[interface {
+		judged
+		CurrentStatus() string
+	}](err); ok {
+		p.currentStatus = j.CurrentStatus()
 	}
 	switch kind {
 	case errs.Invalid:
 		// The API checks every body before a store sees it, so this is
 		// a rule the domain decides (or one the API lacks): still the
 		// client's input.
-		p.fields = invalidFields(err)
+		if p.code == CodeValidationFailed {
+			p.fields = invalidFields(err)
+		}
 	case errs.InProgress:
 		// Retry-After is a hint of when the answer is likely ready, not
 		// the lease: a preparation or a keyed create is one short
@@ -255,15 +227,8 @@ func problemFor(err error) *apiError {
 			p.retryAfter = min(inFlight.RetryAfter, inProgressRetryAfter)
 		}
 	case errs.PreconditionFailed:
-		var mismatch *savedsearch.VersionMismatchError
-		var scheduleMismatch *schedule.VersionMismatchError
-		switch {
-		case errors.As(err, &mismatch):
-			v := mismatch.Current
-			p.currentVersion, p.etag = &v, etag(v)
-		case errors.As(err, &scheduleMismatch) && scheduleMismatch.Current > 0:
-			v := scheduleMismatch.Current
-			p.currentVersion, p.etag = &v, etag(v)
+		if p.currentVersion != nil {
+			p.etag = etag(*p.currentVersion)
 		}
 	case errs.Unavailable:
 		p.retryAfter = unavailableRetryAfter
@@ -271,33 +236,16 @@ func problemFor(err error) *apiError {
 	return p
 }
 
-// invalidFields names the refused fields of an [errs.Invalid] error: a
-// cursor, the fields the domain named (errs.Error.Fields), those of a
-// size limit or a validator, or the input as a whole.
+// invalidFields names the refused fields of an [errs.Invalid] error: those
+// the domain named (errs.FieldsOf: a cursor, a size limit, a stored value),
+// those of a validator it wrapped, or the input as a whole. A validator
+// speaks Go field names, which become the JSON names by the snake_case
+// convention every request type follows.
 func invalidFields(err error) []FieldError {
-	// Every list's refusal of its ?cursor= wraps the one decoder's error.
-	if errors.Is(err, keyset.ErrInvalid) {
-		return []FieldError{{Field: "cursor", Message: "is not a cursor this API returned"}}
-	}
 	if named := errs.FieldsOf(err); len(named) > 0 {
 		fields := make([]FieldError, 0, min(len(named), maxFieldErrors))
 		for _, f := range named[:min(len(named), maxFieldErrors)] {
 			fields = append(fields, FieldError{Field: f.Name, Message: f.Message})
-		}
-		return fields
-	}
-	return domainFields(err)
-}
-
-// domainFields names the fields of validator errors a domain package
-// wrapped. Its validator speaks Go field names, which become the JSON names
-// by the snake_case convention every request type follows.
-func domainFields(err error) []FieldError {
-	var limits *savedsearch.LimitError
-	if errors.As(err, &limits) {
-		fields := make([]FieldError, 0, min(len(limits.Fields), maxFieldErrors))
-		for _, f := range limits.Fields[:min(len(limits.Fields), maxFieldErrors)] {
-			fields = append(fields, FieldError{Field: f.Field, Message: f.Message})
 		}
 		return fields
 	}
@@ -356,9 +304,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 		return
 	}
 	p := problemFor(err)
-	if waitedOnTheDatabase(c.Request().Context(), err, s.ready) {
-		p = outageProblem()
-	}
 	reqID := c.Response().Header().Get(echo.HeaderXRequestID)
 	if p == nil {
 		if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {

@@ -13,8 +13,10 @@ import (
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/snapshot"
 )
 
@@ -34,6 +36,7 @@ func TestProblemForMapsEveryDomainOutcome(t *testing.T) {
 		{"snapshot not found", snapshot.ErrNotFound, 404, CodeNotFound, 0},
 		{"run not found", wrap(runs.ErrNotFound), 404, CodeNotFound, 0},
 		{"key reused", admission.ErrKeyReused, 422, CodeKeyReused, 0},
+		{"run finished", wrap(&runs.FinishedError{Status: "succeeded", Version: 3}), 409, CodeRunFinished, 0},
 		// Retry-After is a readiness hint: at most inProgressRetryAfter,
 		// sooner when the lease passes sooner, never the whole lease.
 		{"in flight", wrap(&idempotency.InFlightError{RetryAfter: 25 * time.Second}), 409, CodeInProgress, time.Second},
@@ -117,8 +120,33 @@ func TestEveryKindHasOneAnswer(t *testing.T) {
 	if len(kindAnswers) != len(errs.Kinds())-1 {
 		t.Errorf("kindAnswers has %d rows for %d kinds", len(kindAnswers), len(errs.Kinds())-1)
 	}
+	// The details the domain's errors carry: each keeps its kind's status.
+	details := []struct {
+		err    error
+		detail string
+	}{
+		{savedsearch.ErrNotFound, "no such saved search in your organization"},
+		{admission.ErrNotFound, "no such saved search in your organization"},
+		{snapshot.ErrNotFound, "no such snapshot in your organization"},
+		{runs.ErrNotFound, "no such run in your organization"},
+		{providerjobs.ErrNotFound, "no such provider job in your organization"},
+		{providerjobs.ErrRunNotFound, "no such run in your organization"},
+		{providerjobs.ErrAlreadyRegistered, "this provider job id is registered already, for another run or by " +
+			"another organization; a provider's job id names one job"},
+		{&savedsearch.VersionMismatchError{Current: 3},
+			"the saved search changed since the version If-Match names; read it again (its ETag) and reapply the change"},
+		{schedule.ErrNotFound, "this saved search has no schedule"},
+		{schedule.ErrSavedSearchNotFound, "no such saved search in your organization (a schedule is set on a live one)"},
+		{&schedule.VersionMismatchError{},
+			"the schedule changed since the version If-Match names, or there is none; read it again (its ETag) and reapply the change"},
+		{&runs.FinishedError{Status: "failed", Version: 4},
+			"the Run finished as failed; a finished Run never changes, and this report would change it"},
+	}
 	for _, d := range details {
 		k := errs.KindOf(d.err)
+		if k == errs.Conflict && errs.CodeOf(d.err) == "" {
+			t.Errorf("conflict %v names no code of its own", d.err)
+		}
 		row, ok := kindAnswers[k]
 		if !ok {
 			t.Errorf("detail for %v: its kind %q has no row", d.err, k)

@@ -324,7 +324,7 @@ func (s *Server) receiveCallback(c echo.Context) error {
 	// A seat, charged to the provider's flow, once the signature holds:
 	// a forged callback never takes one, and a flood of genuine ones
 	// waits its turn beside the organizations' requests.
-	seat, err := s.admission.Acquire(ctx, fairq.Flow{Kind: fairq.KindProvider, Name: provider}, 1)
+	seat, err := s.acquire(ctx, fairq.Flow{Kind: fairq.KindProvider, Name: provider}, 1)
 	if err != nil {
 		return err
 	}

@@ -131,7 +131,7 @@ func (s *Server) setSchedule(c echo.Context) error {
 		sc, created, err = s.schedules.Set(ctx, pr.OrganizationID, id, p)
 	}
 	if err != nil {
-		return preconditionFailed(err)
+		return err
 	}
 	status := http.StatusOK
 	switch {
@@ -163,7 +163,7 @@ func (s *Server) changeSchedule(c echo.Context, pause bool) error {
 	}
 	sc, err := change(c.Request().Context(), principal(c).OrganizationID, id, scheduleIfMatch(c.Request().Header))
 	if err != nil {
-		return preconditionFailed(err)
+		return err
 	}
 	setScheduleETag(c, sc)
 	return c.JSON(http.StatusOK, sc)
@@ -178,7 +178,7 @@ func (s *Server) removeSchedule(c echo.Context) error {
 	}
 	if err := s.schedules.Remove(c.Request().Context(), principal(c).OrganizationID, id,
 		scheduleIfMatch(c.Request().Header)); err != nil {
-		return preconditionFailed(err)
+		return err
 	}
 	return c.NoContent(http.StatusNoContent)
 }

@@ -12,7 +12,8 @@
 // (the Idempotency-Key header, JSON bodies, field rules), and how every
 // outcome reads on the wire. Errors are RFC 9457 problem documents with a
 // machine code; the one table that turns domain errors into statuses is in
-// problem.go, keyed by the kinds of package errs. No input of any shape is
+// problem.go, keyed by the kinds of package errs, and the code and detail
+// of a domain error are the ones it carries. No input of any shape is
 // meant to produce a 500: a 500 is a bug, logged with the request id the
 // response carries.
 //

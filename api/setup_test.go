@@ -38,7 +38,7 @@ import (
 	"github.com/searchd/searchd/snapshot"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 // testSecret signs the tokens of every test server.
 var testSecret = []byte("test-secret-test-secret-test-secret-0123")

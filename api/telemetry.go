@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -14,7 +13,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/telemetry"
 )
@@ -167,9 +166,9 @@ func (s *Server) traceStart(next echo.HandlerFunc) echo.HandlerFunc {
 		case replayed:
 			outcome = idempotency.KindCompleted
 			span.SetAttributes(attribute.Bool(AttrReplayed, true))
-		case errors.Is(err, idempotency.ErrClaimInFlight):
+		case errs.Is(err, errs.InProgress):
 			outcome = idempotency.KindProcessing
-		case errors.Is(err, admission.ErrKeyReused):
+		case errs.Is(err, errs.KeyReused):
 			outcome = idempotency.KindConflict
 		}
 		if outcome != 0 && route == startRoute {

@@ -1,17 +1,21 @@
 // Package errs is the small set of error kinds every domain package of
 // searchd speaks: a saved search that is not there is [NotFound] whether
 // savedsearch or admission says so, and a database that cannot answer now
-// is [Unavailable] whichever store met it. The HTTP edge (package api)
-// maps each kind to a status and a machine code in one table and never
-// looks further into an error than its kind and the sentinel it wraps; a
-// store translates its driver's errors into kinds at its boundary
-// (internal/dberr), so the edge needs no driver.
+// is [Unavailable] whichever store met it. An error also says what its
+// user is told, when its kind alone says too little: a machine code
+// ([CodeOf]: which conflict a [Conflict] is) and a detail in the user's
+// words ([DetailOf]: "no such saved search in your organization"). The
+// HTTP edge (package api) maps each kind to a status in one table and
+// answers the code and detail the error carries, so it knows no domain
+// package's sentinels; a store translates its driver's errors into kinds
+// at its boundary (internal/dberr), so the edge needs no driver.
 //
 // A domain error carries its kind in one of two ways: it is, or wraps, an
 // [*Error] (the domain sentinels are *Error values, so errors.Is against
-// them keeps working), or it is a typed error with a Kind method (a typed
-// error that carries data for its caller, such as the time until a lease
-// passes). [KindOf] finds the first of either in the error's chain.
+// them keeps working), or it is a typed error with an ErrorKind method (a
+// typed error that carries data for its caller, such as the time until a
+// lease passes), and likewise its code and detail with ErrorCode and
+// ErrorDetail methods. [KindOf] finds the first kind in the error's chain.
 //
 // The model is github.com/benbjohnson/wtf's error.go.
 package errs
@@ -32,8 +36,9 @@ const (
 	Invalid Kind = "invalid"
 	// NotFound is a resource the caller's organization does not have.
 	NotFound Kind = "not_found"
-	// Conflict is a name already taken by another resource (a provider job
-	// id registered for another Run).
+	// Conflict is a request the state of a resource refuses, for good: a
+	// name another resource holds, a change to a Run that finished. A
+	// conflict names which it is by its code ([Error.Code]).
 	Conflict Kind = "conflict"
 	// KeyReused is an idempotency key already used for a different
 	// request: a retry with the same key can never succeed.
@@ -71,8 +76,15 @@ type Field struct {
 // set, is the cause it wraps (a driver's error, a validator's), which
 // errors.Is and errors.As reach through [Error.Unwrap].
 type Error struct {
-	Kind    Kind
+	Kind Kind
+	// Code, when set, is the machine code the error's users read (an
+	// HTTP problem's "code"), where its kind's says too little:
+	// "already_registered" for a [Conflict]. Empty: the kind's.
+	Code    string
 	Message string
+	// Detail, when set, is what a user is told about the error, in the
+	// user's words and never a cause's text. Empty: the kind's.
+	Detail string
 	// Fields names the refused fields of an [Invalid] error; nil when
 	// the error does not say.
 	Fields []Field
@@ -113,6 +125,12 @@ func (e *Error) Unwrap() error { return e.Err }
 // ErrorKind returns e's kind; it is the method [KindOf] looks for.
 func (e *Error) ErrorKind() Kind { return e.Kind }
 
+// ErrorCode returns e's code; it is the method [CodeOf] looks for.
+func (e *Error) ErrorCode() string { return e.Code }
+
+// ErrorDetail returns e's detail; it is the method [DetailOf] looks for.
+func (e *Error) ErrorDetail() string { return e.Detail }
+
 // kinded is an error that says its kind: [*Error] and the typed errors of
 // the domain packages.
 type kinded interface {
@@ -138,18 +156,69 @@ func KindOf(err error) Kind {
 // Is reports whether err is of kind k.
 func Is(err error, k Kind) bool { return err != nil && KindOf(err) == k }
 
-// FieldsOf returns the refused fields of the first [*Error] in err's chain
-// that names any, or nil.
-func FieldsOf(err error) []Field {
+// CodeOf returns the code of the first error in err's chain that names
+// one (an [*Error] with a Code, a typed error with an ErrorCode method),
+// or "".
+func CodeOf(err error) string { return first(err, coded.ErrorCode) }
+
+// DetailOf returns the detail of the first error in err's chain that
+// tells one (an [*Error] with a Detail, a typed error with an ErrorDetail
+// method), or "".
+func DetailOf(err error) string { return first(err, detailed.ErrorDetail) }
+
+type (
+	coded    interface{ ErrorCode() string }
+	detailed interface{ ErrorDetail() string }
+)
+
+// first returns what say answers for the first error of err's chain that
+// is an S and answers something.
+func first[S any](err error, say func(S) string) (s string) {
+	find(err, func(e error) bool {
+		if x, ok := e.(S); ok {
+			s = say(x)
+		}
+		return s != ""
+	})
+	return s
+}
+
+// FieldsOf returns the refused fields of the first error in err's chain
+// that names any (an [*Error] with Fields, a typed error with an
+// ErrorFields method), or nil.
+func FieldsOf(err error) (fields []Field) {
+	find(err, func(e error) bool {
+		switch e := e.(type) {
+		case *Error:
+			fields = e.Fields
+		case interface{ ErrorFields() []Field }:
+			fields = e.ErrorFields()
+		}
+		return len(fields) > 0
+	})
+	return fields
+}
+
+// find calls found on each error of err's tree, depth first as errors.As
+// walks it, until found answers true.
+func find(err error, found func(error) bool) bool {
 	for err != nil {
-		var e *Error
-		if !errors.As(err, &e) {
-			return nil
+		if found(err) {
+			return true
 		}
-		if len(e.Fields) > 0 {
-			return e.Fields
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if find(e, found) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
 		}
-		err = e.Err
 	}
-	return nil
+	return false
 }

@@ -94,6 +94,50 @@ func TestFieldsOfNamesTheRefusedFields(t *testing.T) {
 	}
 }
 
+// finished is a typed error that says its code and detail, and whose
+// fields are its own.
+type finished struct{ status string }
+
+func (finished) Error() string         { return "finished" }
+func (finished) ErrorKind() errs.Kind  { return errs.Conflict }
+func (finished) ErrorCode() string     { return "run_finished" }
+func (f finished) ErrorDetail() string { return "the Run finished as " + f.status }
+func (finished) ErrorFields() []errs.Field {
+	return []errs.Field{{Name: "status", Message: "is final"}}
+}
+
+func TestCodeAndDetailTravelOnTheError(t *testing.T) {
+	t.Parallel()
+	taken := &errs.Error{Kind: errs.Conflict, Code: "already_registered", Message: "x: taken", Detail: "the name is taken"}
+	missing := &errs.Error{Kind: errs.NotFound, Message: "x: not found", Detail: "no such thing"}
+	tests := []struct {
+		name         string
+		err          error
+		code, detail string
+	}{
+		{"nil", nil, "", ""},
+		{"plain", errors.New("bug"), "", ""},
+		{"a sentinel without either", errs.New(errs.NotFound, "x: not found"), "", ""},
+		{"a sentinel with both", fmt.Errorf("layer: %w", taken), "already_registered", "the name is taken"},
+		{"a detail alone", missing, "", "no such thing"},
+		{"an outer error without either does not hide the inner", errs.Wrap(errs.NotFound, missing), "", "no such thing"},
+		{"the outer one's wins", &errs.Error{Kind: errs.NotFound, Detail: "outer", Err: missing}, "", "outer"},
+		{"a typed error", fmt.Errorf("layer: %w", finished{"failed"}), "run_finished", "the Run finished as failed"},
+		{"joined, depth first", fmt.Errorf("%w: %w", errs.New(errs.Invalid, "x"), taken), "already_registered", "the name is taken"},
+	}
+	for _, tt := range tests {
+		if got := errs.CodeOf(tt.err); got != tt.code {
+			t.Errorf("%s: CodeOf = %q, want %q", tt.name, got, tt.code)
+		}
+		if got := errs.DetailOf(tt.err); got != tt.detail {
+			t.Errorf("%s: DetailOf = %q, want %q", tt.name, got, tt.detail)
+		}
+	}
+	if got := errs.FieldsOf(fmt.Errorf("%w: %w", errs.New(errs.Invalid, "x"), finished{})); len(got) != 1 || got[0].Name != "status" {
+		t.Errorf("FieldsOf(joined typed) = %+v, want the typed error's field", got)
+	}
+}
+
 func TestKindsListsEveryKindOnce(t *testing.T) {
 	t.Parallel()
 	seen := map[errs.Kind]bool{}

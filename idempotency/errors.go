@@ -76,6 +76,25 @@ func (e *InFlightError) Is(target error) bool { return target == ErrClaimInFligh
 // ran any SQL.
 func (e *InputError) ErrorKind() errs.Kind { return errs.Invalid }
 
+// ErrorCode returns invalid_idempotency_key for a refused key: a key is
+// the client's own, not a field of its input. Any other field has its
+// kind's code.
+func (e *InputError) ErrorCode() string {
+	if e.Field == "key" {
+		return "invalid_idempotency_key"
+	}
+	return ""
+}
+
+// ErrorDetail says why a key was refused; any other field, a caller's
+// bug, is told nothing more than its kind.
+func (e *InputError) ErrorDetail() string {
+	if e.Field == "key" {
+		return "the idempotency key " + e.Reason
+	}
+	return ""
+}
+
 // ErrorKind returns [errs.InProgress]: a retry after RetryAfter is
 // answered.
 func (e *InFlightError) ErrorKind() errs.Kind { return errs.InProgress }

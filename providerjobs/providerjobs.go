@@ -27,15 +27,21 @@ import (
 // errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrNotFound reports a job that does not exist in the organization.
-	ErrNotFound = errs.New(errs.NotFound, "providerjobs: job not found")
+	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "providerjobs: job not found",
+		Detail: "no such provider job in your organization"}
 	// ErrRunNotFound reports a registration for a Run the organization does
 	// not have.
-	ErrRunNotFound = errs.New(errs.NotFound, "providerjobs: run not found")
+	ErrRunNotFound = &errs.Error{Kind: errs.NotFound, Message: "providerjobs: run not found",
+		Detail: "no such run in your organization"}
 	// ErrAlreadyRegistered reports a registration of a (provider, provider
 	// job id) pair that names a job already: of the organization, for
 	// another Run, or of another organization. The pair names one job in
-	// the world, and a job belongs to one Run.
-	ErrAlreadyRegistered = errs.New(errs.Conflict, "providerjobs: provider job already registered")
+	// the world, and a job belongs to one Run. Its code is
+	// already_registered.
+	ErrAlreadyRegistered = &errs.Error{Kind: errs.Conflict, Code: "already_registered",
+		Message: "providerjobs: provider job already registered",
+		Detail: "this provider job id is registered already, for another run or by another organization; " +
+			"a provider's job id names one job"}
 	// ErrInvalid is wrapped by every error about input the package refuses
 	// before it runs any SQL.
 	ErrInvalid = errs.New(errs.Invalid, "providerjobs: invalid input")

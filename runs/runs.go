@@ -28,7 +28,7 @@ import (
 // errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrNotFound reports a Run that does not exist in the organization.
-	ErrNotFound = errs.New(errs.NotFound, "runs: not found")
+	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "runs: not found", Detail: "no such run in your organization"}
 	// ErrKeyReused reports a start key already admitted for a different
 	// request hash: the key answers for another request.
 	ErrKeyReused = errs.New(errs.KeyReused, "runs: start key reused for a different request")

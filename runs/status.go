@@ -117,7 +117,8 @@ func storable(s string) bool {
 
 // FinishedError reports a status report that would move a Run out of its
 // terminal status, or change how it finished. A finished Run never
-// changes; the error says how it finished. Its kind is errs.Conflict.
+// changes; the error says how it finished. Its kind is errs.Conflict,
+// its code run_finished.
 type FinishedError struct {
 	// Status and Version are the Run's, as it finished.
 	Status  string
@@ -130,6 +131,20 @@ func (e *FinishedError) Error() string {
 
 // ErrorKind is errs.Conflict.
 func (e *FinishedError) ErrorKind() errs.Kind { return errs.Conflict }
+
+// ErrorCode is run_finished.
+func (e *FinishedError) ErrorCode() string { return "run_finished" }
+
+// ErrorDetail says how the Run finished.
+func (e *FinishedError) ErrorDetail() string {
+	return "the Run finished as " + e.Status + "; a finished Run never changes, and this report would change it"
+}
+
+// CurrentVersion returns Version.
+func (e *FinishedError) CurrentVersion() int64 { return e.Version }
+
+// CurrentStatus returns Status.
+func (e *FinishedError) CurrentStatus() string { return e.Status }
 
 // Report sets the status of Run id of org to what r says, when that moves
 // it forward: to running from queued or dispatched; to succeeded, failed

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/searchd/searchd/errs"
 )
 
 // Size limits of a saved search. A start copies the whole saved search into
@@ -51,6 +53,15 @@ type FieldError struct {
 // [ErrInvalid], so errors.Is(err, ErrInvalid) holds for it too.
 type LimitError struct {
 	Fields []FieldError
+}
+
+// ErrorFields names the refused fields, for errs.FieldsOf.
+func (e *LimitError) ErrorFields() []errs.Field {
+	fields := make([]errs.Field, len(e.Fields))
+	for i, f := range e.Fields {
+		fields[i] = errs.Field{Name: f.Field, Message: f.Message}
+	}
+	return fields
 }
 
 func (e *LimitError) Error() string {

@@ -26,7 +26,7 @@ import (
 var (
 	// ErrNotFound reports a saved search that does not exist, belongs to
 	// another organization or is archived.
-	ErrNotFound = errs.New(errs.NotFound, "savedsearch: not found")
+	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "savedsearch: not found", Detail: "no such saved search in your organization"}
 	// ErrInvalid is wrapped by every error about input the store refuses
 	// before it runs any SQL. The same error also wraps the
 	// validator.ValidationErrors that name the fields.
@@ -541,8 +541,9 @@ func (s *Store) GetAny(ctx context.Context, org, id uuid.UUID) (_ *SavedSearch, 
 	return ss, nil
 }
 
-// ErrVersionMismatch is matched by every [*VersionMismatchError].
-var ErrVersionMismatch = errs.New(errs.PreconditionFailed, "savedsearch: version precondition failed")
+// ErrVersionMismatch is wrapped by every [*VersionMismatchError].
+var ErrVersionMismatch = &errs.Error{Kind: errs.PreconditionFailed, Message: "savedsearch: version precondition failed",
+	Detail: "the saved search changed since the version If-Match names; read it again (its ETag) and reapply the change"}
 
 // VersionMismatchError reports a change refused by its precondition on the
 // version (an HTTP If-Match): Current is the stored version it was judged
@@ -553,8 +554,11 @@ func (e *VersionMismatchError) Error() string {
 	return fmt.Sprintf("savedsearch: version precondition failed; the current version is %d", e.Current)
 }
 
-// Is makes errors.Is(err, [ErrVersionMismatch]) hold.
-func (e *VersionMismatchError) Is(target error) bool { return target == ErrVersionMismatch }
+// Unwrap returns [ErrVersionMismatch]: its kind, its detail.
+func (e *VersionMismatchError) Unwrap() error { return ErrVersionMismatch }
+
+// CurrentVersion returns Current.
+func (e *VersionMismatchError) CurrentVersion() int64 { return e.Current }
 
 // checkVersion, inside a writer's transaction, locks the live saved search
 // and judges ifMatch against its version before the change runs: the lock

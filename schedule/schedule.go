@@ -24,17 +24,21 @@ import (
 // errs.Unavailable wrapping the driver's error (internal/dberr).
 var (
 	// ErrNotFound reports a saved search with no schedule.
-	ErrNotFound = errs.New(errs.NotFound, "schedule: the saved search has no schedule")
+	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "schedule: the saved search has no schedule",
+		Detail: "this saved search has no schedule"}
 	// ErrSavedSearchNotFound reports a saved search the organization does
 	// not have, or, for a change that would start it, has archived.
-	ErrSavedSearchNotFound = errs.New(errs.NotFound, "schedule: saved search not found")
+	ErrSavedSearchNotFound = &errs.Error{Kind: errs.NotFound, Message: "schedule: saved search not found",
+		Detail: "no such saved search in your organization (a schedule is set on a live one)"}
 	// ErrInvalid is wrapped by every refusal of a schedule's fields; the
 	// errs.Error names each refused field.
 	ErrInvalid = errs.New(errs.Invalid, "schedule: invalid schedule")
 	// ErrInvalidCursor reports a list cursor this package did not write.
 	ErrInvalidCursor = keyset.InvalidCursor("schedule")
-	// ErrVersionMismatch is matched by every [*VersionMismatchError].
-	ErrVersionMismatch = errs.New(errs.PreconditionFailed, "schedule: version precondition failed")
+	// ErrVersionMismatch is wrapped by every [*VersionMismatchError].
+	ErrVersionMismatch = &errs.Error{Kind: errs.PreconditionFailed, Message: "schedule: version precondition failed",
+		Detail: "the schedule changed since the version If-Match names, or there is none; " +
+			"read it again (its ETag) and reapply the change"}
 )
 
 // VersionMismatchError reports a change refused by its precondition on
@@ -49,11 +53,11 @@ func (e *VersionMismatchError) Error() string {
 	return fmt.Sprintf("schedule: version precondition failed; the current version is %d", e.Current)
 }
 
-// Is makes errors.Is(err, [ErrVersionMismatch]) hold.
-func (e *VersionMismatchError) Is(target error) bool { return target == ErrVersionMismatch }
+// Unwrap returns [ErrVersionMismatch]: its kind, its detail.
+func (e *VersionMismatchError) Unwrap() error { return ErrVersionMismatch }
 
-// ErrorKind returns [errs.PreconditionFailed].
-func (e *VersionMismatchError) ErrorKind() errs.Kind { return errs.PreconditionFailed }
+// CurrentVersion returns Current.
+func (e *VersionMismatchError) CurrentVersion() int64 { return e.Current }
 
 // Schedule is a saved search's schedule.
 type Schedule struct {
@@ -153,46 +157,10 @@ func (p SetParams) Validate() error {
 // settings applies p's defaults and returns them with the cadence they
 // name (whose start is zero when p sets none).
 func (p SetParams) settings() (settings, cadence, error) {
-	st := settings{interval: p.IntervalSeconds, cron: p.Cron, timeZone: DefaultTimeZone,
-		catchUpSeconds: int64(DefaultCatchUp / time.Second)}
 	var fields []errs.Field
 	bad := func(name, msg string) { fields = append(fields, errs.Field{Name: name, Message: msg}) }
-	if p.TimeZone != nil {
-		st.timeZone = *p.TimeZone
-	}
-	if p.CatchUpSeconds != nil {
-		st.catchUpSeconds = *p.CatchUpSeconds
-	}
-	if p.Paused != nil {
-		st.paused = *p.Paused
-	}
-	if p.StartAt != nil {
-		at := p.StartAt.UTC().Truncate(time.Second)
-		if at.Year() < 1970 || at.Year() > 9999 {
-			bad("start_at", "must be a time from 1970 to 9999")
-		}
-		st.startAt = &at
-	}
-	var iv time.Duration
-	var expr string
-	switch {
-	case p.IntervalSeconds == nil && p.Cron == nil:
-		bad("interval_seconds", "is required when cron is absent")
-		bad("cron", "is required when interval_seconds is absent")
-	case p.IntervalSeconds != nil && p.Cron != nil:
-		bad("cron", "must be absent when interval_seconds is set: a schedule has one cadence")
-	case p.IntervalSeconds != nil:
-		iv = time.Duration(*p.IntervalSeconds) * time.Second
-		if *p.IntervalSeconds < int64(MinInterval/time.Second) || *p.IntervalSeconds > int64(MaxInterval/time.Second) {
-			bad("interval_seconds", fmt.Sprintf("must be from %d to %d (a minute to 366 days)",
-				int64(MinInterval/time.Second), int64(MaxInterval/time.Second)))
-		}
-	default:
-		expr = *p.Cron
-		if _, err := parseCron(expr); err != nil {
-			bad("cron", err.Error())
-		}
-	}
+	st := p.withDefaults(bad)
+	iv, expr := p.cadenceOf(bad)
 	if _, err := loadZone(st.timeZone); err != nil {
 		bad("time_zone", err.Error())
 	}
@@ -213,6 +181,54 @@ func (p SetParams) settings() (settings, cadence, error) {
 		return st, cadence{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return st, c, nil
+}
+
+// withDefaults returns p's settings with the defaults of what p leaves
+// out, telling bad of a start_at out of range.
+func (p SetParams) withDefaults(bad func(name, msg string)) settings {
+	st := settings{interval: p.IntervalSeconds, cron: p.Cron, timeZone: DefaultTimeZone,
+		catchUpSeconds: int64(DefaultCatchUp / time.Second)}
+	if p.TimeZone != nil {
+		st.timeZone = *p.TimeZone
+	}
+	if p.CatchUpSeconds != nil {
+		st.catchUpSeconds = *p.CatchUpSeconds
+	}
+	if p.Paused != nil {
+		st.paused = *p.Paused
+	}
+	if p.StartAt != nil {
+		at := p.StartAt.UTC().Truncate(time.Second)
+		if at.Year() < 1970 || at.Year() > 9999 {
+			bad("start_at", "must be a time from 1970 to 9999")
+		}
+		st.startAt = &at
+	}
+	return st
+}
+
+// cadenceOf returns the one cadence p sets, an interval or a cron
+// expression, telling bad of none, both, or one out of range.
+func (p SetParams) cadenceOf(bad func(name, msg string)) (iv time.Duration, expr string) {
+	switch {
+	case p.IntervalSeconds == nil && p.Cron == nil:
+		bad("interval_seconds", "is required when cron is absent")
+		bad("cron", "is required when interval_seconds is absent")
+	case p.IntervalSeconds != nil && p.Cron != nil:
+		bad("cron", "must be absent when interval_seconds is set: a schedule has one cadence")
+	case p.IntervalSeconds != nil:
+		iv = time.Duration(*p.IntervalSeconds) * time.Second
+		if *p.IntervalSeconds < int64(MinInterval/time.Second) || *p.IntervalSeconds > int64(MaxInterval/time.Second) {
+			bad("interval_seconds", fmt.Sprintf("must be from %d to %d (a minute to 366 days)",
+				int64(MinInterval/time.Second), int64(MaxInterval/time.Second)))
+		}
+	default:
+		expr = *p.Cron
+		if _, err := parseCron(expr); err != nil {
+			bad("cron", err.Error())
+		}
+	}
+	return iv, expr
 }
 
 // DBTX is what the SQL-running helpers need: a *pgxpool.Pool or a pgx.Tx.
@@ -459,66 +475,106 @@ func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetPa
 		return nil, false, err
 	}
 	// Two attempts: the second follows a create another writer won between
-	// this one's lock (nothing to lock) and its insert.
+	// this one's lock (nothing to lock) and its insert. The second keeps
+	// the start the first settled on.
 	for range 2 {
-		cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return nil, false, fmt.Errorf("schedule: lock: %w", err)
+		sc, created, err := s.setOnce(ctx, tx, org, id, p, &st, &c)
+		if !errors.Is(err, errCreatedMeanwhile) {
+			return sc, created, err
 		}
-		// Read under the lock: no plan of this schedule can write an
-		// occurrence between the read and the change.
-		rs, err := s.read(ctx, tx, org, id)
-		if err != nil {
-			return nil, false, err
-		}
-		if cur == nil && p.IfMatch != nil {
-			return nil, false, &VersionMismatchError{}
-		}
-		if cur != nil && p.IfMatch != nil && !p.IfMatch(cur.Version) {
-			return nil, false, &VersionMismatchError{Current: cur.Version}
-		}
-		switch {
-		case st.startAt != nil:
-		case cur != nil:
-			st.startAt = &cur.StartAt
-		default:
-			// The set's time, rounded up to the second: a new interval
-			// schedule comes due first at once (at the next tick), not an
-			// interval later.
-			at := rs.now.UTC().Truncate(time.Second)
-			if at.Before(rs.now) {
-				at = at.Add(time.Second)
-			}
-			st.startAt = &at
-		}
-		c.start = *st.startAt
-		if cur != nil && sameSettings(cur, st) {
-			return cur, false, nil
-		}
-		var next *time.Time
-		if !st.paused {
-			if cur != nil && !cur.Paused && cur.NextDueAt != nil && sameCadence(cur, st) {
-				next = cur.NextDueAt // the cadence is the same: its next occurrence stands
-			} else {
-				at, err := firstDue(c, rs)
-				if err != nil {
-					return nil, false, err
-				}
-				next = &at
-			}
-		}
-		if cur != nil {
-			sc, err := s.write(ctx, tx, scheduleUpdate, cur, st, next, &p.Actor)
-			return sc, false, err
-		}
-		sc, err := s.write(ctx, tx, scheduleInsert, &Schedule{OrganizationID: org, SavedSearchID: id}, st, next,
-			&p.Actor)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue // another writer created it first: change theirs
-		}
-		return sc, err == nil, err
 	}
 	return nil, false, errors.New("schedule: set: the schedule was created and removed under this change")
+}
+
+// errCreatedMeanwhile is setOnce's insert that found the schedule another
+// writer created since its lock.
+var errCreatedMeanwhile = errors.New("schedule: created meanwhile")
+
+// setOnce is one attempt of setIn: it locks the schedule, judges p's
+// precondition, settles st's start and writes st unless it changes
+// nothing. It returns errCreatedMeanwhile when its insert lost to
+// another writer's.
+func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams, st *settings, c *cadence) (*Schedule, bool, error) {
+	cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("schedule: lock: %w", err)
+	}
+	// Read under the lock: no plan of this schedule can write an
+	// occurrence between the read and the change.
+	rs, err := s.read(ctx, tx, org, id)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := precondition(cur, p.IfMatch); err != nil {
+		return nil, false, err
+	}
+	settleStart(st, cur, rs.now)
+	c.start = *st.startAt
+	if cur != nil && sameSettings(cur, *st) {
+		return cur, false, nil
+	}
+	next, err := nextDue(*c, *st, cur, rs)
+	if err != nil {
+		return nil, false, err
+	}
+	if cur != nil {
+		sc, err := s.write(ctx, tx, scheduleUpdate, cur, *st, next, &p.Actor)
+		return sc, false, err
+	}
+	sc, err := s.write(ctx, tx, scheduleInsert, &Schedule{OrganizationID: org, SavedSearchID: id}, *st, next, &p.Actor)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, errCreatedMeanwhile // another writer created it first: change theirs
+	}
+	return sc, err == nil, err
+}
+
+// precondition judges ifMatch (nil: none) against cur, the schedule as
+// locked (nil: none, which no version matches).
+func precondition(cur *Schedule, ifMatch func(version int64) bool) error {
+	switch {
+	case ifMatch == nil:
+		return nil
+	case cur == nil:
+		return &VersionMismatchError{}
+	case !ifMatch(cur.Version):
+		return &VersionMismatchError{Current: cur.Version}
+	}
+	return nil
+}
+
+// settleStart gives st a start when it sets none: cur's, or for a new
+// schedule the set's time now, rounded up to the second, so a new
+// interval schedule comes due first at once (at the next tick), not an
+// interval later.
+func settleStart(st *settings, cur *Schedule, now time.Time) {
+	switch {
+	case st.startAt != nil:
+	case cur != nil:
+		st.startAt = &cur.StartAt
+	default:
+		at := now.UTC().Truncate(time.Second)
+		if at.Before(now) {
+			at = at.Add(time.Second)
+		}
+		st.startAt = &at
+	}
+}
+
+// nextDue is when st's cadence c next comes due as cur becomes st: none
+// while paused; cur's next occurrence when the cadence stays the same;
+// else its first (firstDue).
+func nextDue(c cadence, st settings, cur *Schedule, rs readState) (*time.Time, error) {
+	switch {
+	case st.paused:
+		return nil, nil
+	case cur != nil && !cur.Paused && cur.NextDueAt != nil && sameCadence(cur, st):
+		return cur.NextDueAt, nil
+	}
+	at, err := firstDue(c, rs)
+	if err != nil {
+		return nil, err
+	}
+	return &at, nil
 }
 
 // firstDue is the first time a new, changed or resumed cadence comes due:

@@ -31,7 +31,11 @@ var (
 	// ErrNotFound reports a snapshot, or a saved search to freeze or list,
 	// that does not exist in the organization. [Freeze] also answers it
 	// for an archived saved search.
-	ErrNotFound = errs.New(errs.NotFound, "snapshot: not found")
+	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "snapshot: not found", Detail: "no such snapshot in your organization"}
+	// ErrSavedSearchNotFound is the [ErrNotFound] of a list whose saved
+	// search is what the organization does not have.
+	ErrSavedSearchNotFound = &errs.Error{Kind: errs.NotFound, Message: "snapshot: saved search not found",
+		Detail: "no such saved search in your organization", Err: ErrNotFound}
 	// ErrInvalidCursor reports a list cursor this package did not write.
 	ErrInvalidCursor = keyset.InvalidCursor("snapshot")
 )
@@ -408,8 +412,8 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Snapshot, err er
 // ListBySavedSearch returns a page of the snapshots of org's saved search
 // savedSearchID, newest first, as [ListItem] summaries (the audit trail of
 // its starts), and the cursor of the next page ("" after the last). It
-// works for an archived saved search too. It returns [ErrNotFound] when org
-// has no such saved search, archived or not, [ErrInvalidCursor] for a
+// works for an archived saved search too. It returns
+// [ErrSavedSearchNotFound] (an [ErrNotFound]) when org has no such saved search, archived or not, [ErrInvalidCursor] for a
 // cursor it did not write, and an empty page when there are no snapshots.
 func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID, p ListParams) (_ []ListItem, _ string, err error) {
 	defer dberr.Annotate(&err)
@@ -427,7 +431,7 @@ func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.U
 		return nil, "", fmt.Errorf("snapshot: list: %w", err)
 	}
 	if !known {
-		return nil, "", ErrNotFound
+		return nil, "", ErrSavedSearchNotFound
 	}
 	createdAt, id := keyset.Args(pos)
 	// One row more than the page says whether a next page exists.

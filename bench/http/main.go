@@ -1,7 +1,7 @@
 // Command http measures searchd's saved-search start through HTTP on
 // loopback, against a thin baseline measured in the same run.
 //
-//	go run ./bench/http [-clients 16] [-rounds 5] [-duration 3s] [-database-url URL] [-json FILE]
+//	go -C bench run ./http [-clients 16] [-rounds 5] [-duration 3s] [-database-url URL] [-json FILE]
 //
 // It creates a database (a fresh one cloned from the migrated template by
 // internal/pgtest: a throwaway cluster, or the server SEARCHD_TEST_DATABASE_URL
@@ -143,6 +143,9 @@ const (
 	ratioLabel        = "≥ 0.90×"
 )
 
+// figures are the measured rounds of one measure on each handler.
+type figures struct{ real, thin []round }
+
 func run(ctx context.Context, cfg config, out io.Writer) error {
 	loadStart := loadAverage()
 	env, err := setUp(ctx, cfg)
@@ -150,8 +153,38 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer env.close()
+	printSetup(out, cfg, env, loadStart)
+	if err := checkSQL(ctx, out, env.real, env.thin); err != nil {
+		return err
+	}
+	results := map[measure]*figures{}
+	for _, m := range []measure{newStarts, replays} {
+		if results[m], err = measureRounds(ctx, out, cfg, env, m); err != nil {
+			return err
+		}
+	}
+	loadEnd := loadAverage()
+	if err := env.checkRows(ctx, len(env.real.keys)+len(env.thin.keys)+2); err != nil {
+		return err
+	}
+	summary := jsonSummary{Clients: cfg.clients, Rounds: cfg.rounds, Duration: cfg.duration.String(),
+		MaxConns: env.maxConns, PGVersion: env.pgVersion, PGSettings: env.pgSettings,
+		LoadBefore: loadStart, LoadAfter: loadEnd}
+	printMedians(out, cfg, env, results, &summary)
+	if cfg.jsonOut != "" {
+		if err := writeJSON(cfg.jsonOut, summary); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "\nSQL ms/req: time inside statements, from the driver's call to the answer, waits for the CPU included.\n"+
+		"Go µs/req: CPU time of this whole process (servers and load generator) per request.\n"+
+		"PG µs/req: CPU time of the PostgreSQL server's processes per request.\n")
+	return nil
+}
 
-	realT, thinT := env.real, env.thin
+// printSetup prints what the run measures on: the machine, the database,
+// the pools, the limits, the seed and the load.
+func printSetup(out io.Writer, cfg config, env *env, loadStart string) {
 	fmt.Fprintf(out, "searchd HTTP start benchmark: the real handler against a thin echo+pgx handler issuing the same SQL\n\n")
 	fmt.Fprintf(out, "machine     %d CPUs, GOMAXPROCS %d, %s %s/%s; load average before setup: %s\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH, loadStart)
@@ -169,8 +202,12 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "load        %d keep-alive clients on 127.0.0.1, %d rounds of %s per handler and measure, "+
 		"alternating which handler goes first, %s warm-up; real access log: %s\n\n",
 		cfg.clients, cfg.rounds, cfg.duration, cfg.warmup, cfg.accessLog)
+}
 
-	// The same SQL, or no measurement.
+// checkSQL proves, with one start and one replay on each handler, that
+// both issue the same statements in the same round trips: the same SQL,
+// or no measurement.
+func checkSQL(ctx context.Context, out io.Writer, realT, thinT *target) error {
 	realStart, realReplay, err := realT.probe(ctx)
 	if err != nil {
 		return err
@@ -188,93 +225,61 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "SQL check   both handlers issue the same statements in the same round trips ([a batch])\n")
 	fmt.Fprintf(out, "            new start (%d statements, %d round trips): %s\n", statementCount(realStart), len(realStart), statementList(realStart))
 	fmt.Fprintf(out, "            replay (%d statements, %d round trips): %s\n\n", statementCount(realReplay), len(realReplay), statementList(realReplay))
+	return nil
+}
 
-	type figures struct{ real, thin []round }
-	results := map[measure]*figures{}
-	for _, m := range []measure{newStarts, replays} {
-		f := &figures{}
-		results[m] = f
-		if cfg.warmup > 0 {
-			for _, t := range []*target{realT, thinT} {
-				if _, err := t.run(ctx, m, cfg.clients, cfg.warmup); err != nil {
-					return fmt.Errorf("warm-up: %w", err)
-				}
+// measureRounds runs measure m: the warm-up of both handlers, an ANALYZE,
+// then the rounds, alternating which handler goes first, each printed.
+func measureRounds(ctx context.Context, out io.Writer, cfg config, env *env, m measure) (*figures, error) {
+	realT, thinT := env.real, env.thin
+	f := &figures{}
+	if cfg.warmup > 0 {
+		for _, t := range []*target{realT, thinT} {
+			if _, err := t.run(ctx, m, cfg.clients, cfg.warmup); err != nil {
+				return nil, fmt.Errorf("warm-up: %w", err)
 			}
-		}
-		if err := env.analyze(ctx); err != nil {
-			return err
-		}
-		for r := range cfg.rounds {
-			order := []*target{realT, thinT}
-			if r%2 == 1 {
-				order = []*target{thinT, realT}
-			}
-			line := fmt.Sprintf("%-10s round %d:", m, r+1)
-			for _, t := range order {
-				res, err := measureRound(ctx, cfg, t, m, r)
-				if err != nil {
-					return err
-				}
-				if t == realT {
-					f.real = append(f.real, res)
-				} else {
-					f.thin = append(f.thin, res)
-				}
-				line += fmt.Sprintf("  %s %5.0f/s p50 %7s p99 %7s 429s %d", t.name, res.rate(),
-					ms(res.quantile(0.50)), ms(res.quantile(0.99)), res.refused)
-			}
-			last := len(f.real) - 1
-			fmt.Fprintf(out, "%s  real/thin %.2f×\n", line, f.real[last].rate()/f.thin[last].rate())
 		}
 	}
-	loadEnd := loadAverage()
-	if err := env.checkRows(ctx, len(realT.keys)+len(thinT.keys)+2); err != nil {
-		return err
+	if err := env.analyze(ctx); err != nil {
+		return nil, err
 	}
+	for r := range cfg.rounds {
+		order := []*target{realT, thinT}
+		if r%2 == 1 {
+			order = []*target{thinT, realT}
+		}
+		line := fmt.Sprintf("%-10s round %d:", m, r+1)
+		for _, t := range order {
+			res, err := measureRound(ctx, cfg, t, m, r)
+			if err != nil {
+				return nil, err
+			}
+			if t == realT {
+				f.real = append(f.real, res)
+			} else {
+				f.thin = append(f.thin, res)
+			}
+			line += fmt.Sprintf("  %s %5.0f/s p50 %7s p99 %7s 429s %d", t.name, res.rate(),
+				ms(res.quantile(0.50)), ms(res.quantile(0.99)), res.refused)
+		}
+		last := len(f.real) - 1
+		fmt.Fprintf(out, "%s  real/thin %.2f×\n", line, f.real[last].rate()/f.thin[last].rate())
+	}
+	return f, nil
+}
 
-	summary := jsonSummary{Clients: cfg.clients, Rounds: cfg.rounds, Duration: cfg.duration.String(),
-		MaxConns: env.maxConns, PGVersion: env.pgVersion, PGSettings: env.pgSettings,
-		LoadBefore: loadStart, LoadAfter: loadEnd}
+// printMedians prints the medians of the rounds and the verdicts against
+// the targets, and fills summary with them.
+func printMedians(out io.Writer, cfg config, env *env, results map[measure]*figures, summary *jsonSummary) {
 	fmt.Fprintf(out, "\nmedians of %d rounds; the ratio is median real req/s over median thin req/s\n", cfg.rounds)
 	fmt.Fprintf(out, "%-11s %-5s %7s %9s %9s %9s %9s %9s %10s %10s %10s\n", "measure", "", "req/s", "p50", "p99",
 		"stmts/req", "trips/req", "commits", "SQL ms/req", "Go µs/req", "PG µs/req")
 	var verdicts []string
 	for _, m := range []measure{newStarts, replays} {
 		f := results[m]
-		for _, side := range []struct {
-			name   string
-			rounds []round
-		}{{"real", f.real}, {"thin", f.thin}} {
-			rs := side.rounds
-			med := func(f func(round) time.Duration) time.Duration {
-				return time.Duration(medianOf(rs, func(r round) float64 { return float64(f(r)) }))
-			}
-			pg := "n/a"
-			if env.pg.ok() {
-				pg = us(med(round.pgCPUPerRequest))
-			}
-			fmt.Fprintf(out, "%-11s %-5s %7.0f %9s %9s %9.2f %9.2f %9.2f %10s %10s %10s\n", m, side.name, medianOf(rs, round.rate),
-				ms(med(func(r round) time.Duration { return r.quantile(0.50) })),
-				ms(med(func(r round) time.Duration { return r.quantile(0.99) })),
-				medianOf(rs, round.statementsPerRequest), medianOf(rs, round.roundTripsPerRequest),
-				medianOf(rs, round.commitsPerRequest), ms(med(round.dbPerRequest)),
-				us(med(round.cpuPerRequest)), pg)
-		}
-		ratio := medianOf(f.real, round.rate) / medianOf(f.thin, round.rate)
-		paired := make([]float64, len(f.real))
-		for i := range f.real {
-			paired[i] = f.real[i].rate() / f.thin[i].rate()
-		}
-		slices.Sort(paired)
-		fmt.Fprintf(out, "%-11s %-5s %6.2f×  target %s: %s; rounds' real/thin, sorted: %s\n", m, "ratio", ratio,
-			ratioLabel, verdict(ratio >= targetRatio), ratios(paired))
-		if env.pg.ok() {
-			cpu := func(rs []round) float64 {
-				return medianOf(rs, func(r round) float64 { return float64(r.cpuPerRequest() + r.pgCPUPerRequest()) })
-			}
-			fmt.Fprintf(out, "%-11s %-5s %6.2f×  thin/real CPU per request (Go + PG): the ratio when the CPUs are the limit\n",
-				m, "", cpu(f.thin)/cpu(f.real))
-		}
+		printSide(out, m, "real", f.real, env.pg.ok())
+		printSide(out, m, "thin", f.thin, env.pg.ok())
+		ratio := printRatio(out, m, f, env.pg.ok())
 		verdicts = append(verdicts, fmt.Sprintf("%s %.2f× (%s)", m, ratio, verdict(ratio >= targetRatio)))
 		summary.Measures = append(summary.Measures, jsonMeasure{
 			Measure: m.String(), Real: sideSummary(f.real), Thin: sideSummary(f.thin), Ratio: ratio})
@@ -294,18 +299,48 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "real new start: %.2f SQL statements in %.2f round trips and %.2f commits per request, target ≤ 5 round trips and ≤ 2 commits\n",
 		medianOf(results[newStarts].real, round.statementsPerRequest), medianOf(results[newStarts].real, round.roundTripsPerRequest),
 		medianOf(results[newStarts].real, round.commitsPerRequest))
-	fmt.Fprintf(out, "summary: %s; load average after: %s\n", strings.Join(verdicts, ", "), loadEnd)
+	fmt.Fprintf(out, "summary: %s; load average after: %s\n", strings.Join(verdicts, ", "), summary.LoadAfter)
 	summary.ReplayStatements = replayStmts
 	summary.StartStatements = medianOf(results[newStarts].real, round.statementsPerRequest)
-	if cfg.jsonOut != "" {
-		if err := writeJSON(cfg.jsonOut, summary); err != nil {
-			return err
-		}
+}
+
+// printSide prints the medians of one handler's rounds of measure m.
+func printSide(out io.Writer, m measure, name string, rs []round, pgOK bool) {
+	med := func(f func(round) time.Duration) time.Duration {
+		return time.Duration(medianOf(rs, func(r round) float64 { return float64(f(r)) }))
 	}
-	fmt.Fprintf(out, "\nSQL ms/req: time inside statements, from the driver's call to the answer, waits for the CPU included.\n"+
-		"Go µs/req: CPU time of this whole process (servers and load generator) per request.\n"+
-		"PG µs/req: CPU time of the PostgreSQL server's processes per request.\n")
-	return nil
+	pg := "n/a"
+	if pgOK {
+		pg = us(med(round.pgCPUPerRequest))
+	}
+	fmt.Fprintf(out, "%-11s %-5s %7.0f %9s %9s %9.2f %9.2f %9.2f %10s %10s %10s\n", m, name, medianOf(rs, round.rate),
+		ms(med(func(r round) time.Duration { return r.quantile(0.50) })),
+		ms(med(func(r round) time.Duration { return r.quantile(0.99) })),
+		medianOf(rs, round.statementsPerRequest), medianOf(rs, round.roundTripsPerRequest),
+		medianOf(rs, round.commitsPerRequest), ms(med(round.dbPerRequest)),
+		us(med(round.cpuPerRequest)), pg)
+}
+
+// printRatio prints and returns measure m's ratio real/thin with the
+// rounds' own ratios, and (when the server's CPU is read) the ratio of
+// CPU per request.
+func printRatio(out io.Writer, m measure, f *figures, pgOK bool) float64 {
+	ratio := medianOf(f.real, round.rate) / medianOf(f.thin, round.rate)
+	paired := make([]float64, len(f.real))
+	for i := range f.real {
+		paired[i] = f.real[i].rate() / f.thin[i].rate()
+	}
+	slices.Sort(paired)
+	fmt.Fprintf(out, "%-11s %-5s %6.2f×  target %s: %s; rounds' real/thin, sorted: %s\n", m, "ratio", ratio,
+		ratioLabel, verdict(ratio >= targetRatio), ratios(paired))
+	if pgOK {
+		cpu := func(rs []round) float64 {
+			return medianOf(rs, func(r round) float64 { return float64(r.cpuPerRequest() + r.pgCPUPerRequest()) })
+		}
+		fmt.Fprintf(out, "%-11s %-5s %6.2f×  thin/real CPU per request (Go + PG): the ratio when the CPUs are the limit\n",
+			m, "", cpu(f.thin)/cpu(f.real))
+	}
+	return ratio
 }
 
 // measureRound runs one measured round on t, under a CPU profile when

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/snapshot"
 )
 
 // The statements of a saved-search start, copied as they stand in the
@@ -215,30 +217,72 @@ type thinOptions struct {
 	Note       string `json:"note"`
 }
 
+// thinStart is what a start's request says: the saved search, the key,
+// the options and the request's hash.
+type thinStart struct {
+	ssID          uuid.UUID
+	key, startKey string
+	hash          string
+	opts          thinOptions
+}
+
 func (t *thin) start(c echo.Context) error {
 	ctx := c.Request().Context()
-	ssID, err := uuid.Parse(c.Param("id"))
+	in, status := parseThinStart(c)
+	if status != 0 {
+		return c.NoContent(status)
+	}
+	if replayed, err := t.replay(c, in); replayed || err != nil {
+		return err
+	}
+	// A new start: exists, claim, then one transaction that freezes,
+	// completes and admits.
+	claim, status, err := t.claim(ctx, in)
 	if err != nil {
-		return c.NoContent(http.StatusNotFound)
+		return err
 	}
-	key := c.Request().Header.Get("Idempotency-Key")
-	if key == "" {
-		return c.NoContent(http.StatusBadRequest)
+	if status != 0 {
+		return c.NoContent(status)
 	}
-	var opts thinOptions
+	run, snap, err := t.admit(ctx, in, claim)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/runs/"+run.ID.String())
+	return c.JSON(http.StatusCreated, thinAnswer{Run: run, Snapshot: &thinSummary{
+		ID: snap.ID, SavedSearchID: in.ssID, SavedSearchVersion: snap.SavedSearchVersion,
+		ContentHash: snap.ContentHash, CreatedAt: snap.CreatedAt}})
+}
+
+// parseThinStart reads the request: the saved search's id, the key and
+// the options, and hashes them as the real handler does. A status other
+// than 0 is the answer to a request it refuses.
+func parseThinStart(c echo.Context) (thinStart, int) {
+	var in thinStart
+	var err error
+	if in.ssID, err = uuid.Parse(c.Param("id")); err != nil {
+		return in, http.StatusNotFound
+	}
+	if in.key = c.Request().Header.Get("Idempotency-Key"); in.key == "" {
+		return in, http.StatusBadRequest
+	}
 	if c.Request().ContentLength != 0 {
-		if err := json.NewDecoder(c.Request().Body).Decode(&opts); err != nil {
-			return c.NoContent(http.StatusBadRequest)
+		if err := json.NewDecoder(c.Request().Body).Decode(&in.opts); err != nil {
+			return in, http.StatusBadRequest
 		}
 	}
-	if opts.MaxResults == 0 {
-		opts.MaxResults = admission.DefaultMaxResults
+	if in.opts.MaxResults == 0 {
+		in.opts.MaxResults = admission.DefaultMaxResults
 	}
-	sum := sha256.Sum256([]byte(ssID.String() + "\n" + strconv.Itoa(opts.MaxResults) + "\n" + opts.Note))
-	hash := hex.EncodeToString(sum[:])
-	startKey := runs.SavedSearchStartKey(key)
+	sum := sha256.Sum256([]byte(in.ssID.String() + "\n" + strconv.Itoa(in.opts.MaxResults) + "\n" + in.opts.Note))
+	in.hash = hex.EncodeToString(sum[:])
+	in.startKey = runs.SavedSearchStartKey(in.key)
+	return in, 0
+}
 
-	// The replay: one statement.
+// replay answers a start whose Run exists, in one statement; replayed is
+// false when there is none.
+func (t *thin) replay(c echo.Context, in thinStart) (replayed bool, err error) {
 	var (
 		run                thinRun
 		snapID, snapSearch pgtype.UUID
@@ -246,92 +290,82 @@ func (t *thin) start(c echo.Context) error {
 		snapHash           *string
 		snapCreated        *time.Time
 	)
-	err = t.pool.QueryRow(ctx, thinRunWithSnapshotByStartKey, pgtype.UUID{Bytes: t.org, Valid: true}, startKey, nil).
+	err = t.pool.QueryRow(c.Request().Context(), thinRunWithSnapshotByStartKey, pgtype.UUID{Bytes: t.org, Valid: true}, in.startKey, nil).
 		Scan(append(run.dest(), &snapID, &snapSearch, &snapVersion, &snapHash, &snapCreated)...)
 	switch {
-	case err == nil && run.RequestHash != hash:
-		return c.NoContent(http.StatusUnprocessableEntity)
-	case err == nil:
-		var sn *thinSummary
-		if snapID.Valid {
-			sn = &thinSummary{ID: snapID.Bytes, SavedSearchID: snapSearch.Bytes, SavedSearchVersion: *snapVersion,
-				ContentHash: *snapHash, CreatedAt: *snapCreated}
-		}
-		c.Response().Header().Set("Idempotent-Replayed", "true")
-		return c.JSON(http.StatusOK, thinAnswer{Run: &run, Snapshot: sn})
-	case !errors.Is(err, pgx.ErrNoRows):
-		return err
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return true, err
+	case run.RequestHash != in.hash:
+		return true, c.NoContent(http.StatusUnprocessableEntity)
 	}
+	var sn *thinSummary
+	if snapID.Valid {
+		sn = &thinSummary{ID: snapID.Bytes, SavedSearchID: snapSearch.Bytes, SavedSearchVersion: *snapVersion,
+			ContentHash: *snapHash, CreatedAt: *snapCreated}
+	}
+	c.Response().Header().Set("Idempotent-Replayed", "true")
+	return true, c.JSON(http.StatusOK, thinAnswer{Run: &run, Snapshot: sn})
+}
 
-	// A new start: exists, claim, then one transaction that freezes,
-	// completes and admits.
+// claim checks that the saved search exists and claims the key. A status
+// other than 0 is the answer when either fails.
+func (t *thin) claim(ctx context.Context, in thinStart) (thinRecord, int, error) {
+	var claim thinRecord
 	var live bool
-	if err := t.pool.QueryRow(ctx, thinSavedSearchExists, t.org, ssID).Scan(&live); err != nil {
-		return err
+	if err := t.pool.QueryRow(ctx, thinSavedSearchExists, t.org, in.ssID).Scan(&live); err != nil {
+		return claim, 0, err
 	}
 	if !live {
-		return c.NoContent(http.StatusNotFound)
+		return claim, http.StatusNotFound, nil
 	}
-	var claim thinRecord
-	err = t.pool.QueryRow(ctx, thinClaimInsert, pgx.StrictNamedArgs{
-		"id": uuid.New(), "org": t.org, "scope": idempotency.ScopeSavedSearchStart, "key": key, "request_hash": hash,
+	err := t.pool.QueryRow(ctx, thinClaimInsert, pgx.StrictNamedArgs{
+		"id": uuid.New(), "org": t.org, "scope": idempotency.ScopeSavedSearchStart, "key": in.key, "request_hash": in.hash,
 		"lease_token": uuid.New(), "lease_us": idempotency.SavedSearchStartLease.Microseconds(),
 		"retention_us": idempotency.SavedSearchStartRetention.Microseconds(), "now": nil,
 	}).Scan(claim.dest()...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c.NoContent(http.StatusConflict) // never reached by the benchmark: every key is fresh
+		return claim, http.StatusConflict, nil // never reached by the benchmark: every key is fresh
 	}
-	if err != nil {
-		return err
-	}
-	// One transaction of two round trips: BEGIN and the freeze read, then
-	// the snapshot, the Run, the fenced completion and COMMIT.
+	return claim, 0, err
+}
+
+// admit is the start's one transaction of two round trips: BEGIN and the
+// freeze read, then the snapshot, the Run, the fenced completion and
+// COMMIT.
+func (t *thin) admit(ctx context.Context, in thinStart, claim thinRecord) (*thinRun, *thinSnapshot, error) {
 	conn, err := t.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	defer conn.Release()
-	snap := thinSnapshot{ID: uuid.New(), OrganizationID: t.org, SavedSearchID: ssID, CreatedBy: &t.actor}
-	first := &pgx.Batch{}
-	first.Queue("begin")
-	first.Queue(thinSavedSearchFreezeRead, t.org, ssID).QueryRow(func(row pgx.Row) error {
-		var brief []byte
-		err := row.Scan(&snap.name, &brief, &snap.SavedSearchVersion, &snap.Baseline.Items, &snap.Baseline.Cursor, &snap.CreatedAt)
-		snap.Brief = brief
-		return err
-	})
-	if err := conn.SendBatch(ctx, first).Close(); err != nil {
-		return fmt.Errorf("freeze read: %w", err)
-	}
-	baseline, err := json.Marshal(snap.Baseline)
+	snap, baseline, err := t.freeze(ctx, conn, in)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	h := sha256.New()
-	h.Write(snap.Brief)
-	h.Write(baseline)
-	snap.ContentHash = hex.EncodeToString(h.Sum(nil))
 	response, err := json.Marshal(struct {
 		Snapshot        *thinSnapshot `json:"snapshot"`
 		SavedSearchName string        `json:"saved_search_name"`
-	}{&snap, snap.name})
+	}{snap, snap.name})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	options, err := json.Marshal(opts)
+	options, err := json.Marshal(in.opts)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
+	var run thinRun
 	second := &pgx.Batch{}
 	second.Queue(thinSnapshotInsert, pgx.StrictNamedArgs{
-		"id": snap.ID, "org": t.org, "saved_search_id": ssID, "version": snap.SavedSearchVersion, "name": snap.name,
+		"id": snap.ID, "org": t.org, "saved_search_id": in.ssID, "version": snap.SavedSearchVersion, "name": snap.name,
 		"brief": string(snap.Brief), "baseline": string(baseline), "content_hash": snap.ContentHash,
-		"created_by": t.actor, "origin": "api", "created_at": snap.CreatedAt,
+		"created_by": t.actor, "origin": snap.Origin, "created_at": snap.CreatedAt,
 	})
 	runID := uuid.New()
 	second.Queue(thinRunInsert, pgx.StrictNamedArgs{
-		"id": runID, "org": t.org, "kind": runs.KindSavedSearch, "start_key": startKey,
-		"request_hash": hash, "saved_search_id": ssID, "snapshot_id": snap.ID, "name": snap.name,
+		"id": runID, "org": t.org, "kind": runs.KindSavedSearch, "start_key": in.startKey,
+		"request_hash": in.hash, "saved_search_id": in.ssID, "snapshot_id": snap.ID, "name": snap.name,
 		"options": string(options), "input": nil, "created_by": t.actor,
 		"retention_us": runs.Retention.Microseconds(), "now": nil,
 	}).
@@ -343,12 +377,36 @@ func (t *thin) start(c echo.Context) error {
 		if conn.Conn().PgConn().TxStatus() != 'I' {
 			_, _ = conn.Exec(ctx, "rollback")
 		}
-		return fmt.Errorf("preparation: %w", err)
+		return nil, nil, fmt.Errorf("preparation: %w", err)
 	}
-	c.Response().Header().Set(echo.HeaderLocation, "/v1/runs/"+run.ID.String())
-	return c.JSON(http.StatusCreated, thinAnswer{Run: &run, Snapshot: &thinSummary{
-		ID: snap.ID, SavedSearchID: ssID, SavedSearchVersion: snap.SavedSearchVersion,
-		ContentHash: snap.ContentHash, CreatedAt: snap.CreatedAt}})
+	return &run, snap, nil
+}
+
+// freeze is the transaction's first round trip, BEGIN and the freeze
+// read; it returns the snapshot with its content hash, and its baseline
+// as JSON.
+func (t *thin) freeze(ctx context.Context, conn *pgxpool.Conn, in thinStart) (*thinSnapshot, []byte, error) {
+	snap := &thinSnapshot{ID: uuid.New(), OrganizationID: t.org, SavedSearchID: in.ssID, CreatedBy: &t.actor, Origin: snapshot.OriginAPI}
+	first := &pgx.Batch{}
+	first.Queue("begin")
+	first.Queue(thinSavedSearchFreezeRead, t.org, in.ssID).QueryRow(func(row pgx.Row) error {
+		var brief []byte
+		err := row.Scan(&snap.name, &brief, &snap.SavedSearchVersion, &snap.Baseline.Items, &snap.Baseline.Cursor, &snap.CreatedAt)
+		snap.Brief = brief
+		return err
+	})
+	if err := conn.SendBatch(ctx, first).Close(); err != nil {
+		return nil, nil, fmt.Errorf("freeze read: %w", err)
+	}
+	baseline, err := json.Marshal(snap.Baseline)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := sha256.New()
+	h.Write(snap.Brief)
+	h.Write(baseline)
+	snap.ContentHash = hex.EncodeToString(h.Sum(nil))
+	return snap, baseline, nil
 }
 
 // thinSnapshot is the snapshot the claim stores as its answer, the same
@@ -362,6 +420,7 @@ type thinSnapshot struct {
 	Baseline           thinBaseline    `json:"baseline"`
 	ContentHash        string          `json:"content_hash"`
 	CreatedBy          *string         `json:"created_by"`
+	Origin             string          `json:"origin"`
 	CreatedAt          time.Time       `json:"created_at"`
 	name               string
 }

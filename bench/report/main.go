@@ -2,7 +2,12 @@
 // Markdown report of their figures, each beside its baseline and ratio,
 // with an SVG chart of requests per second against concurrency.
 //
-//	go run ./bench/report [-out docs/bench-report.md] [-quick]
+//	cd bench && go run ./report [-out docs/bench-report.md] [-quick]
+//
+// bench is a Go module of its own (bench/go.mod), whose replace directive
+// builds it against the searchd module of this checkout. The report works
+// in that module's directory, the repository's root, wherever it is
+// started: -out and the packages it tests are relative to it.
 //
 // It runs, one after the other so they do not share the CPUs:
 //
@@ -37,6 +42,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -57,6 +63,10 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "docs/bench-report.md", "the Markdown report; the chart goes beside it as .svg")
 	flag.BoolVar(&cfg.quick, "quick", false, "small runs (a few minutes in all), noisier figures")
 	flag.Parse()
+	if err := chdirService(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/report:", err)
+		os.Exit(1)
+	}
 	// A full report takes about 20 minutes on a quiet 2-CPU machine; an
 	// hour bounds a stuck run.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
@@ -116,7 +126,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "http")
-	if err := command(ctx, nil, "go", "build", "-o", bin, "./bench/http").Run(); err != nil {
+	if err := command(ctx, nil, "go", "-C", "bench", "build", "-o", bin, "./http").Run(); err != nil {
 		return fmt.Errorf("building bench/http: %w", err)
 	}
 	r.httpArgs = sz.httpArgs
@@ -173,6 +183,16 @@ func sizes(quick bool) size {
 		fairDesc:  "the test's defaults: 3 rounds of 4 s phases, 32 heavy clients",
 		httpArgs:  []string{"-rounds", "7", "-duration", "3s"},
 	}
+}
+
+// chdirService changes to the directory of the searchd module this bench
+// module is built against (its replace directive: the repository's root).
+func chdirService() error {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/searchd/searchd").Output()
+	if err != nil {
+		return fmt.Errorf("finding the searchd module (run the report inside the bench module): %w", err)
+	}
+	return os.Chdir(strings.TrimSpace(string(out)))
 }
 
 func logf(format string, args ...any) {

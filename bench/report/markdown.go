@@ -45,10 +45,23 @@ func verdictOf(ratio float64, target string) string {
 	return "**missed**"
 }
 
+// markdown writes the report: its head, the machine, the summary, the
+// fairness benchmark's table, then the starts against concurrency.
 func (r *report) markdown() []byte {
 	var b bytes.Buffer
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	cmd := "go run ./bench/report"
+	r.head(p)
+	r.machineTable(p)
+	r.summary(p)
+	r.fairnessSection(p)
+	r.concurrency(p)
+	return b.Bytes()
+}
+
+// head writes the title: the command that wrote the report, when, and how
+// to read its ratios.
+func (r *report) head(p func(string, ...any)) {
+	cmd := "go -C bench run ./report"
 	if r.quick {
 		cmd += " -quick"
 	}
@@ -62,7 +75,10 @@ func (r *report) markdown() []byte {
 	p("\n\nEvery figure stands beside a baseline measured in the same run on the same machine, " +
 		"and the ratio between them is what the targets bound; the absolute figures only describe this machine. " +
 		"How each benchmark works: [benchmarks.md](benchmarks.md).\n\n")
+}
 
+// machineTable writes where the benchmarks ran.
+func (r *report) machineTable(p func(string, ...any)) {
 	p("## Machine\n\n| | |\n|---|---|\n")
 	p("| CPUs | %d (%s) |\n", r.machine.cpus, r.machine.cpuModel)
 	p("| memory | %s |\n", r.machine.memory)
@@ -76,60 +92,20 @@ func (r *report) markdown() []byte {
 		p("| PostgreSQL settings (in-process runs) | %s |\n", r.start.database)
 	}
 	p("| load average (1, 5, 15 min) | before %s, after %s |\n\n", r.loadBefore, r.loadAfter)
+}
 
+// summary writes the table of every headline figure beside its baseline,
+// ratio, target and verdict, then what the baselines are.
+func (r *report) summary(p func(string, ...any)) {
 	p("## Summary\n\n")
 	p("| benchmark | figure | searchd | baseline | ratio | target | |\n|---|---|---:|---:|---:|---|---|\n")
-	for _, t := range []struct {
-		measure, system, figure, target string
-	}{
-		{"new starts", "raw 3 commits", "new starts, 16 clients, vs raw three-commit flow", "≥ 1.30×"},
-		{"new starts", "raw 2 commits", "new starts, 16 clients, vs raw two-commit flow", "≥ 0.90×"},
-		{"replays", "raw", "replays, 16 clients, vs raw statement", "≥ 0.90×"},
-	} {
-		base, ok1 := r.start.row(t.measure, headlineClients, t.system)
-		own, ok2 := r.start.row(t.measure, headlineClients, "searchd")
-		if ok1 && ok2 {
-			p("| in process | %s | %.0f/s | %.0f/s | %.2f× | %s | %s |\n", t.figure, own.Median, base.Median,
-				base.Ratio, t.target, verdictOf(base.Ratio, t.target))
-		}
-	}
-	if own, ok := r.start.row("new starts", headlineClients, "searchd"); ok {
-		verdict := "met"
-		if own.Commits > 2 || own.RoundTrips > 5 {
-			verdict = "**missed**"
-		}
-		p("| in process | commits and round trips per new start (tracer) | %.2f and %.2f | | | ≤ 2 and ≤ 5 | %s |\n",
-			own.Commits, own.RoundTrips, verdict)
-	}
-	if own, ok := r.start.row("replays", headlineClients, "searchd"); ok {
-		verdict := "met"
-		if own.Statements > 1 {
-			verdict = "**missed**"
-		}
-		p("| in process | statements per replay (tracer) | %.2f | | | 1 | %s |\n", own.Statements, verdict)
-	}
-	if own, ok := r.start.row("allocs per replay", 0, "searchd"); ok {
-		base, _ := r.start.row("allocs per replay", 0, "raw")
-		p("| in process | allocations per replay | %.0f | %.0f | %.2f× | | |\n", own.Median, base.Median, base.Ratio)
-	}
+	r.summaryInProcess(p)
 	for _, row := range r.plane.rows {
 		p("| plane vs raw pgx | %s | %s | %s | %.2f× | %s | %s |\n", row.name,
 			unitFigure(row.plane, row.unit), unitFigure(row.raw, row.unit), row.ratio, row.target,
 			verdictOf(row.ratio, row.target))
 	}
-	if h, ok := r.httpAt(headlineClients); ok {
-		for _, name := range []string{"new starts", "replays"} {
-			m := h.measure(name)
-			p("| HTTP, %d clients, vs thin handler | %s, req/s | %.0f/s | %.0f/s | %.2f× | %s | %s |\n",
-				h.Clients, name, m.Real.RPS, m.Thin.RPS, m.Ratio, httpTargetRatio, verdictOf(m.Ratio, httpTargetRatio))
-		}
-		stmtVerdict := "met"
-		if h.ReplayStatements > httpTargetReplayStmts {
-			stmtVerdict = "**missed**"
-		}
-		p("| HTTP | SQL statements per replay | %.2f | %.2f | | ≤ %d | %s |\n",
-			h.ReplayStatements, h.measure("replays").Thin.Stmts, httpTargetReplayStmts, stmtVerdict)
-	}
+	r.summaryHTTP(p)
 	s := r.sweep
 	p("| sweeper vs no sweep | claim p99 | %s | %s | %.2f× | %s | %s |\n",
 		dur(s.sweptP99), dur(s.baseP99), s.ratio, s.target, verdictOf(s.ratio, s.target))
@@ -145,23 +121,88 @@ func (r *report) markdown() []byte {
 	if s.rate != "" {
 		p("Sweeper: %s.\n\n", s.rate)
 	}
+}
 
-	if len(r.fairness) > 0 {
-		p("## One organization hammering, another starting\n\n")
-		p("api's `TestFairnessBench`: one organization makes sequential starts while another hammers the API " +
-			"(lists of 200 and starts), then the console (its largest page), with clients that ignore Retry-After; " +
-			"the light organization's p50 and p99 beside its latency alone, its 429s, and the heavy organization's " +
-			"2xx. The server runs at its defaults (the admission queue, the pool) on a durable cluster of its own.\n\n")
-		for _, l := range r.fairness {
-			if strings.HasPrefix(l, "|") {
-				p("%s\n", l)
-			} else {
-				p("%s\n\n", strings.TrimPrefix(l, "fairness: "))
-			}
+// summaryInProcess writes the summary's rows of the start benchmark in
+// process: the ratios to the raw flows, commits, round trips, statements
+// and allocations.
+func (r *report) summaryInProcess(p func(string, ...any)) {
+	for _, t := range []struct {
+		measure, system, figure, target string
+	}{
+		{"new starts", "raw 3 commits", "new starts, 16 clients, vs raw three-commit flow", "≥ 1.30×"},
+		{"new starts", "raw 2 commits", "new starts, 16 clients, vs raw two-commit flow", "≥ 0.90×"},
+		{"replays", "raw", "replays, 16 clients, vs raw statement", "≥ 0.90×"},
+	} {
+		base, ok1 := r.start.row(t.measure, headlineClients, t.system)
+		own, ok2 := r.start.row(t.measure, headlineClients, "searchd")
+		if ok1 && ok2 {
+			p("| in process | %s | %.0f/s | %.0f/s | %.2f× | %s | %s |\n", t.figure, own.Median, base.Median,
+				base.Ratio, t.target, verdictOf(base.Ratio, t.target))
 		}
-		p("\n")
 	}
+	if own, ok := r.start.row("new starts", headlineClients, "searchd"); ok {
+		p("| in process | commits and round trips per new start (tracer) | %.2f and %.2f | | | ≤ 2 and ≤ 5 | %s |\n",
+			own.Commits, own.RoundTrips, metUnless(own.Commits > 2 || own.RoundTrips > 5))
+	}
+	if own, ok := r.start.row("replays", headlineClients, "searchd"); ok {
+		p("| in process | statements per replay (tracer) | %.2f | | | 1 | %s |\n", own.Statements, metUnless(own.Statements > 1))
+	}
+	if own, ok := r.start.row("allocs per replay", 0, "searchd"); ok {
+		base, _ := r.start.row("allocs per replay", 0, "raw")
+		p("| in process | allocations per replay | %.0f | %.0f | %.2f× | | |\n", own.Median, base.Median, base.Ratio)
+	}
+}
 
+// summaryHTTP writes the summary's rows of bench/http at headlineClients.
+func (r *report) summaryHTTP(p func(string, ...any)) {
+	h, ok := r.httpAt(headlineClients)
+	if !ok {
+		return
+	}
+	for _, name := range []string{"new starts", "replays"} {
+		m := h.measure(name)
+		p("| HTTP, %d clients, vs thin handler | %s, req/s | %.0f/s | %.0f/s | %.2f× | %s | %s |\n",
+			h.Clients, name, m.Real.RPS, m.Thin.RPS, m.Ratio, httpTargetRatio, verdictOf(m.Ratio, httpTargetRatio))
+	}
+	p("| HTTP | SQL statements per replay | %.2f | %.2f | | ≤ %d | %s |\n",
+		h.ReplayStatements, h.measure("replays").Thin.Stmts, httpTargetReplayStmts,
+		metUnless(h.ReplayStatements > httpTargetReplayStmts))
+}
+
+// metUnless is a verdict: met, or missed when missed.
+func metUnless(missed bool) string {
+	if missed {
+		return "**missed**"
+	}
+	return "met"
+}
+
+// fairnessSection writes api's TestFairnessBench as it printed it, when
+// it ran.
+func (r *report) fairnessSection(p func(string, ...any)) {
+	if len(r.fairness) == 0 {
+		return
+	}
+	p("## One organization hammering, another starting\n\n")
+	p("api's `TestFairnessBench`: one organization makes sequential starts while another hammers the API " +
+		"(lists of 200 and starts), then the console (its largest page), with clients that ignore Retry-After; " +
+		"the light organization's p50 and p99 beside its latency alone, its 429s, and the heavy organization's " +
+		"2xx. The server runs at its defaults (the admission queue, the pool) on a durable cluster of its own.\n\n")
+	for _, l := range r.fairness {
+		if strings.HasPrefix(l, "|") {
+			p("%s\n", l)
+		} else {
+			p("%s\n\n", strings.TrimPrefix(l, "fairness: "))
+		}
+	}
+	p("\n")
+}
+
+// concurrency writes the chart and the tables of starts at each
+// concurrency: in process against raw SQL, over HTTP against the thin
+// handler.
+func (r *report) concurrency(p func(string, ...any)) {
 	p("## Starts against concurrency\n\n")
 	p("![calls per second against concurrent clients: in process against raw SQL, and over HTTP against the thin handler](%s)\n\n", r.chartName)
 	p("### In process, against raw SQL\n\n")
@@ -197,7 +238,6 @@ func (r *report) markdown() []byte {
 	p("\nThe whole run shares %d CPUs between the load generator, both servers and PostgreSQL, "+
 		"so requests per second flatten once those CPUs are busy; the ratio is the figure to compare "+
 		"between machines.\n", r.machine.cpus)
-	return b.Bytes()
 }
 
 func (r *report) httpAt(clients int) (httpResult, bool) {

@@ -34,19 +34,8 @@ func TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue(t *testing.T) {
 		t.Fatalf("migrate: %s", h.stderr.String())
 	}
 	h := newHarness(env)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	exit := make(chan int, 1)
-	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
-	var base string
-	select {
-	case addr := <-h.addrs:
-		base = "http://" + addr
-	case code := <-exit:
-		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
+	addr, stop := h.start(t, "serve")
+	base := "http://" + addr
 	orgA, orgB := uuid.New(), uuid.New()
 	token := func(org uuid.UUID) string {
 		tok, err := auth.SignToken([]byte(goodSecret), org, "t", time.Now(), time.Hour)
@@ -160,8 +149,7 @@ func TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue(t *testing.T) {
 	if s := <-page; s != http.StatusOK {
 		t.Errorf("the console page = %d, want 200 once the seat freed", s)
 	}
-	cancel()
-	if code := <-exit; code != 0 {
+	if code := stop(); code != 0 {
 		t.Errorf("serve exited %d: %s", code, h.stderr.String())
 	}
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -180,27 +178,11 @@ func TestServeWithTheCompanysProvider(t *testing.T) {
 	}
 }
 
-// startServe runs serve in process on env until stop, which returns its
-// exit status, and returns once it serves, with its base URL.
+// startServe runs serve in process on env (see [harness.start]) and
+// returns once it serves, with its base URL.
 func startServe(t *testing.T, env map[string]string) (h *harness, base string, stop func() int) {
 	t.Helper()
 	h = newHarness(env)
-	ctx, cancel := context.WithCancel(context.Background())
-	exit := make(chan int, 1)
-	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
-	stop = sync.OnceValue(func() int {
-		cancel()
-		return <-exit
-	})
-	t.Cleanup(func() { stop() })
-	select {
-	case addr := <-h.addrs:
-		return h, "http://" + addr, stop
-	case code := <-exit:
-		exit <- code // for stop
-		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	return nil, "", nil
+	addr, stop := h.start(t, "serve")
+	return h, "http://" + addr, stop
 }

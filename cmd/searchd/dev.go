@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -71,51 +72,19 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", EnvDevDir, err)
 	}
-	var bins pgcluster.Binaries
-	if cfg.DatabaseURL == "" {
-		// Before anything is created: a missing PostgreSQL leaves no trace.
-		if bins, err = pgcluster.FindBinaries(cfg.PGBin); err != nil {
-			return err
-		}
+	stopCluster, err := a.devCluster(ctx, &cfg, dir)
+	defer stopCluster(logger) // set even on an error, once the cluster started
+	if err != nil {
+		return err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("%s: cannot create %s: %w", EnvDevDir, dir, err)
-	}
-
-	if cfg.DatabaseURL == "" {
-		cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: dir, Binaries: bins})
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if err := cluster.Stop(); err != nil {
-				logger.Warn("stopping PostgreSQL", slog.String("error", err.Error()))
-			}
-		}()
-		if _, err := cluster.CreateDatabase(ctx, devDatabase); err != nil {
-			return err
-		}
-		cfg.DatabaseURL = cluster.URL(devDatabase)
-		how := "started"
-		if cluster.Initialized {
-			how = "initialized and started"
-		}
-		fmt.Fprintf(a.stdout, "PostgreSQL %s in %s (log: %s)\n", how, filepath.Join(dir, "data"), cluster.LogPath())
-	}
-
 	applied, err := migrations.Up(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(a.stdout, appliedMessage(applied))
-
-	secret := []byte(cfg.JWTSecret)
-	if len(secret) == 0 {
-		if secret, err = devSecret(dir); err != nil {
-			return err
-		}
-		fmt.Fprintf(a.stdout, "WARNING: using the development JWT secret in %s; it is for local development only, never for a real deployment\n",
-			filepath.Join(dir, devSecretFile))
+	secret, err := a.devJWTSecret(cfg, dir)
+	if err != nil {
+		return err
 	}
 
 	obs, err := newObservability(ctx, a.getenv)
@@ -129,41 +98,120 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 	st := newStores(pool, a.dbClock, cfg, logger, obs)
-	demo, err := demoSavedSearch(ctx, st.savedSearches)
-	if err != nil {
-		return fmt.Errorf("creating the demo saved search: %w", err)
-	}
-	tok, err := auth.SignToken(secret, DemoOrganization, devActor, a.now(), devTokenTTL)
+	banner, err := a.devDemo(ctx, st, secret, dir, &cfg)
 	if err != nil {
 		return err
 	}
-	opTok, err := auth.SignOperatorToken(secret, uuid.Nil, devOperator, a.now(), devTokenTTL)
-	if err != nil {
-		return err
-	}
-	rtTok, err := auth.SignRuntimeToken(secret, DemoOrganization, devRuntime, a.now(), devTokenTTL)
-	if err != nil {
-		return err
-	}
-	dispatching := "off: set " + EnvRuntimeURL + " and " + EnvRuntimeSecret + " to hand every admitted Run to a runtime (docs/runtime.md)"
-	if cfg.Dispatch.URL != "" {
-		dispatching = "on: every admitted Run is POSTed to " + EnvRuntimeURL + ", signed with " + EnvRuntimeSecret
-	}
-	providerSecret, err := a.demoProviderSecret(dir, &cfg)
-	if err != nil {
-		return err
-	}
-	job, err := demoProviderJob(ctx, st)
-	if err != nil {
-		return fmt.Errorf("registering the demo provider job: %w", err)
-	}
-
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("%s=%s: cannot listen: %w", EnvAddr, cfg.Addr, err)
 	}
-	base := "http://" + dialable(ln.Addr())
-	fmt.Fprintf(a.stdout, `
+	banner.base = "http://" + dialable(ln.Addr())
+	banner.print(a.stdout)
+	// The dev secret signs the token above; the server must verify with it.
+	cfg.JWTSecret = string(secret)
+	return a.runServer(ctx, cfg, ln, st, logger, obs)
+}
+
+// devCluster starts dev's own PostgreSQL in dir, with its database, and
+// points cfg at it, unless cfg names a database already; the function it
+// returns stops the cluster.
+func (a *app) devCluster(ctx context.Context, cfg *serverConfig, dir string) (stop func(*slog.Logger), err error) {
+	stop = func(*slog.Logger) {}
+	var bins pgcluster.Binaries
+	if cfg.DatabaseURL == "" {
+		// Before anything is created: a missing PostgreSQL leaves no trace.
+		if bins, err = pgcluster.FindBinaries(cfg.PGBin); err != nil {
+			return stop, err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return stop, fmt.Errorf("%s: cannot create %s: %w", EnvDevDir, dir, err)
+	}
+	if cfg.DatabaseURL != "" {
+		return stop, nil
+	}
+	cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: dir, Binaries: bins})
+	if err != nil {
+		return stop, err
+	}
+	stop = func(logger *slog.Logger) {
+		if err := cluster.Stop(); err != nil {
+			logger.Warn("stopping PostgreSQL", slog.String("error", err.Error()))
+		}
+	}
+	if _, err := cluster.CreateDatabase(ctx, devDatabase); err != nil {
+		return stop, err
+	}
+	cfg.DatabaseURL = cluster.URL(devDatabase)
+	how := "started"
+	if cluster.Initialized {
+		how = "initialized and started"
+	}
+	fmt.Fprintf(a.stdout, "PostgreSQL %s in %s (log: %s)\n", how, filepath.Join(dir, "data"), cluster.LogPath())
+	return stop, nil
+}
+
+// devJWTSecret is the JWT secret cfg sets, or the development one kept in
+// dir, with a warning that it is for local development only.
+func (a *app) devJWTSecret(cfg serverConfig, dir string) ([]byte, error) {
+	if cfg.JWTSecret != "" {
+		return []byte(cfg.JWTSecret), nil
+	}
+	secret, err := devSecret(dir)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(a.stdout, "WARNING: using the development JWT secret in %s; it is for local development only, never for a real deployment\n",
+		filepath.Join(dir, devSecretFile))
+	return secret, nil
+}
+
+// devBanner is what dev prints once it listens: the demo records, the
+// tokens and the commands that use them.
+type devBanner struct {
+	demo                    *savedsearch.SavedSearch
+	job                     *providerjobs.Job
+	token, opToken, rtToken string
+	providerSecret          string
+	dispatching             string
+	secretPath              string
+	base                    string
+}
+
+// devDemo makes the demo records and the tokens the banner shows, signed
+// with secret; cfg gains the demo provider's secret.
+func (a *app) devDemo(ctx context.Context, st *stores, secret []byte, dir string, cfg *serverConfig) (b devBanner, err error) {
+	b.secretPath = filepath.Join(dir, devSecretFile)
+	if b.demo, err = demoSavedSearch(ctx, st.savedSearches); err != nil {
+		return b, fmt.Errorf("creating the demo saved search: %w", err)
+	}
+	if b.token, err = auth.SignToken(secret, DemoOrganization, devActor, a.now(), devTokenTTL); err != nil {
+		return b, err
+	}
+	if b.opToken, err = auth.SignOperatorToken(secret, uuid.Nil, devOperator, a.now(), devTokenTTL); err != nil {
+		return b, err
+	}
+	if b.rtToken, err = auth.SignRuntimeToken(secret, DemoOrganization, devRuntime, a.now(), devTokenTTL); err != nil {
+		return b, err
+	}
+	b.dispatching = "off: set " + EnvRuntimeURL + " and " + EnvRuntimeSecret + " to hand every admitted Run to a runtime (docs/runtime.md)"
+	if cfg.Dispatch.URL != "" {
+		b.dispatching = "on: every admitted Run is POSTed to " + EnvRuntimeURL + ", signed with " + EnvRuntimeSecret
+	}
+	if b.providerSecret, err = a.demoProviderSecret(dir, cfg); err != nil {
+		return b, err
+	}
+	if b.job, err = demoProviderJob(ctx, st); err != nil {
+		return b, fmt.Errorf("registering the demo provider job: %w", err)
+	}
+	return b, nil
+}
+
+// print writes the banner to w.
+func (b devBanner) print(w io.Writer) {
+	demo, job, base, tok := b.demo, b.job, b.base, b.token
+	fmt.Fprintf(w, `
 organization  %s
 saved search  %s (%s)
 token         %s
@@ -199,14 +247,11 @@ Console: %s/console/ (sign in with the token above; an operator signs in with
               %s)
 
 Serving on %s (Ctrl-C stops the server and PostgreSQL; so does the end of the process that started dev)
-`, DemoOrganization, demo.ID, demo.Name, tok, devTokenTTL, filepath.Join(dir, devSecretFile), DemoOrganization,
+`, DemoOrganization, demo.ID, demo.Name, tok, devTokenTTL, b.secretPath, DemoOrganization,
 		base, demo.ID, tok,
-		demoProvider, job.ID, job.ProviderJobID, job.ProviderJobID, providerSecret, base, "/v1/callbacks/"+demoProvider+"/jobs/"+job.ID.String(),
-		dispatching, DemoOrganization, base, rtTok,
-		base, opTok, base)
-	// The dev secret signs the token above; the server must verify with it.
-	cfg.JWTSecret = string(secret)
-	return a.runServer(ctx, cfg, ln, st, logger, obs)
+		demoProvider, job.ID, job.ProviderJobID, job.ProviderJobID, b.providerSecret, base, "/v1/callbacks/"+demoProvider+"/jobs/"+job.ID.String(),
+		b.dispatching, DemoOrganization, base, b.rtToken,
+		base, b.opToken, base)
 }
 
 // devSecret returns the dev JWT secret kept in dir, generating and storing

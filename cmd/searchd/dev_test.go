@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -53,18 +52,7 @@ func runDev(t *testing.T, dir string, check func(addr string, out devRun)) devRu
 		"SEARCHD_DEV_DIR": dir,
 		"SEARCHD_ADDR":    "127.0.0.1:0",
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	exit := make(chan int, 1)
-	go func() { exit <- h.app.run(ctx, []string{"dev"}) }()
-	var addr string
-	select {
-	case addr = <-h.addrs:
-	case code := <-exit:
-		t.Fatalf("dev exited %d: %s%s", code, h.stdout.String(), h.stderr.String())
-	case <-time.After(2 * time.Minute):
-		t.Fatal("dev did not start serving")
-	}
+	addr, stop := h.start(t, "dev")
 	out := devRun{stdout: h.stdout.String()}
 	if m := regexp.MustCompile(`saved search  (\S+)`).FindStringSubmatch(out.stdout); m != nil {
 		out.savedSearch = m[1]
@@ -73,14 +61,8 @@ func runDev(t *testing.T, dir string, check func(addr string, out devRun)) devRu
 		out.curl = m
 	}
 	check(addr, out)
-	cancel()
-	select {
-	case code := <-exit:
-		if code != 0 {
-			t.Errorf("dev exited %d after the signal: %s", code, h.stderr.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("dev did not stop")
+	if code := stop(); code != 0 {
+		t.Errorf("dev exited %d after the signal: %s", code, h.stderr.String())
 	}
 	return out
 }

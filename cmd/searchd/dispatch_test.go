@@ -141,33 +141,6 @@ func (rt *testRuntime) got() ([]string, int) {
 	return append([]string(nil), rt.ids...), rt.bad
 }
 
-// serveFor runs serve with env until the test ends and returns its
-// address.
-func serveFor(t *testing.T, env map[string]string) (string, *harness) {
-	t.Helper()
-	h := newHarness(env)
-	ctx, cancel := context.WithCancel(context.Background())
-	exit := make(chan int, 1)
-	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-exit:
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	select {
-	case addr := <-h.addrs:
-		return addr, h
-	case code := <-exit:
-		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	return "", nil
-}
-
 // TestServeDispatchesAdmittedRunsAndTakesTheirStatus: with a runtime
 // configured, a direct start reaches the runtime signed with the Run id as
 // webhook-id, the Run becomes dispatched, and the runtime's credential
@@ -176,7 +149,7 @@ func TestServeDispatchesAdmittedRunsAndTakesTheirStatus(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.NewDBURL(t)
 	rt := newTestRuntime(t)
-	addr, _ := serveFor(t, map[string]string{
+	_, base, _ := startServe(t, map[string]string{
 		"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret, "SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s",
 		EnvRuntimeURL: rt.srv.URL, EnvRuntimeSecret: runtimeSecret,
 		// An hour: only the wake of the start itself can deliver it in time.
@@ -184,7 +157,7 @@ func TestServeDispatchesAdmittedRunsAndTakesTheirStatus(t *testing.T) {
 	})
 	org := uuid.New()
 	tok, _ := auth.SignToken([]byte(goodSecret), org, "alice", time.Now(), time.Hour)
-	run := postRun(t, addr, tok, "serve-dispatch")
+	run := postRun(t, base, tok, "serve-dispatch")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ids, bad := rt.got()
@@ -207,7 +180,7 @@ func TestServeDispatchesAdmittedRunsAndTakesTheirStatus(t *testing.T) {
 	}
 	for i, want := range []string{"dispatched", "succeeded"} {
 		if i == 1 {
-			req, _ := http.NewRequest(http.MethodPut, "http://"+addr+"/v1/runs/"+run+"/status", strings.NewReader(`{"status":"succeeded"}`))
+			req, _ := http.NewRequest(http.MethodPut, base+"/v1/runs/"+run+"/status", strings.NewReader(`{"status":"succeeded"}`))
 			req.Header.Set("Authorization", "Bearer "+rtTok)
 			req.Header.Set("Content-Type", "application/json")
 			res, err := http.DefaultClient.Do(req)
@@ -225,7 +198,7 @@ func TestServeDispatchesAdmittedRunsAndTakesTheirStatus(t *testing.T) {
 				Status  string `json:"status"`
 				Version int    `json:"version"`
 			}{}
-			getJSON(t, "http://"+addr+"/v1/runs/"+run, tok, &got)
+			getJSON(t, base+"/v1/runs/"+run, tok, &got)
 			if got.Status == want {
 				break
 			}
@@ -235,7 +208,7 @@ func TestServeDispatchesAdmittedRunsAndTakesTheirStatus(t *testing.T) {
 			t.Errorf("Run = %+v, want %s v%d", got, want, i+2)
 		}
 	}
-	page := getText(t, "http://"+addr+"/metrics")
+	page := getText(t, base+"/metrics")
 	if !strings.Contains(page, `searchd_dispatch_attempts_total{outcome="delivered"} 1`+"\n") {
 		t.Errorf("metrics lack one delivered attempt")
 	}
@@ -246,7 +219,7 @@ func TestServeDispatchesAdmittedRunsAndTakesTheirStatus(t *testing.T) {
 func TestServeWithoutARuntimeLeavesRunsQueued(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.NewDBURL(t)
-	addr, h := serveFor(t, map[string]string{
+	h, base, _ := startServe(t, map[string]string{
 		"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret, "SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s",
 		EnvDispatchInterval: "10ms",
 	})
@@ -255,7 +228,7 @@ func TestServeWithoutARuntimeLeavesRunsQueued(t *testing.T) {
 	}
 	org := uuid.New()
 	tok, _ := auth.SignToken([]byte(goodSecret), org, "alice", time.Now(), time.Hour)
-	run := postRun(t, addr, tok, "no-runtime")
+	run := postRun(t, base, tok, "no-runtime")
 	time.Sleep(500 * time.Millisecond) // fifty intervals, were a dispatcher running
 	var got struct {
 		Status   string `json:"status"`
@@ -264,7 +237,7 @@ func TestServeWithoutARuntimeLeavesRunsQueued(t *testing.T) {
 			Attempts int    `json:"attempts"`
 		} `json:"dispatch"`
 	}
-	getJSON(t, "http://"+addr+"/v1/runs/"+run, tok, &got)
+	getJSON(t, base+"/v1/runs/"+run, tok, &got)
 	if got.Status != "queued" || got.Dispatch.State != "pending" || got.Dispatch.Attempts != 0 {
 		t.Errorf("Run = %+v, want queued with a pending dispatch never attempted", got)
 	}
@@ -334,9 +307,9 @@ func TestRunsDispatchListAndRetry(t *testing.T) {
 }
 
 // postRun starts a direct Run with key and returns its id.
-func postRun(t *testing.T, addr, tok, key string) string {
+func postRun(t *testing.T, base, tok, key string) string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/runs", strings.NewReader(`{"kind":"capability","name":"enrich"}`))
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/runs", strings.NewReader(`{"kind":"capability","name":"enrich"}`))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)

@@ -112,25 +112,7 @@ VALUES ($1, 'acme', 'd-left', $2, $3, $4, repeat('a', 64), 'pj-1', 'succeeded', 
 		"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret, "SEARCHD_ADDR": "127.0.0.1:0",
 		EnvApplierInterval: "100ms", EnvWebhookLease: "2s", "SEARCHD_SWEEP_INTERVAL": "0s",
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	exit := make(chan int, 1)
-	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
-	defer func() {
-		cancel()
-		select {
-		case <-exit:
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop")
-		}
-	}()
-	var addr string
-	select {
-	case addr = <-h.addrs:
-	case code := <-exit:
-		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
+	addr, _ := h.start(t, "serve")
 	deadline := time.Now().Add(15 * time.Second)
 	var version int64
 	for time.Now().Before(deadline) {

@@ -18,7 +18,7 @@ import (
 
 func TestMain(m *testing.M) {
 	pgtest.AtExit(oidctest.Cleanup)
-	pgtest.Main(m)
+	pgtest.MainNoLeaks(m)
 }
 
 const goodSecret = "0123456789abcdef0123456789abcdef-test"
@@ -45,6 +45,40 @@ func newHarness(env map[string]string) *harness {
 
 func (h *harness) run(args ...string) int {
 	return h.app.run(context.Background(), args)
+}
+
+// start runs the command args (serve or dev, with their flags) in process
+// on h, and returns once it listens, with its address. stop stands for the
+// signal: it cancels the command's context and returns its exit status,
+// failing the test when it takes more than a minute. The test's cleanup
+// calls stop too, so nothing the command started outlives the test (which
+// TestMain's leak check holds the package to).
+func (h *harness) start(t *testing.T, args ...string) (addr string, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	exit := make(chan int, 1)
+	go func() { exit <- h.app.run(ctx, args) }()
+	stop = sync.OnceValue(func() int {
+		cancel()
+		select {
+		case code := <-exit:
+			return code
+		case <-time.After(time.Minute):
+			t.Errorf("%s did not stop within a minute: %s", args[0], h.stderr.String())
+			return -1
+		}
+	})
+	t.Cleanup(func() { stop() })
+	select {
+	case addr = <-h.addrs:
+		return addr, stop
+	case code := <-exit:
+		exit <- code // for stop
+		t.Fatalf("%s exited %d: %s%s", args[0], code, h.stdout.String(), h.stderr.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s did not start listening", args[0])
+	}
+	return "", nil
 }
 
 func TestConfigErrorsNameTheSetting(t *testing.T) {

@@ -84,18 +84,7 @@ func TestMigrateThenServe(t *testing.T) {
 
 	// Now serve starts, answers, and stops cleanly when told to.
 	h = newHarness(env)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	exit := make(chan int, 1)
-	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
-	var addr string
-	select {
-	case addr = <-h.addrs:
-	case code := <-exit:
-		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
+	addr, stop := h.start(t, "serve")
 	res, err := http.Get("http://" + addr + "/readyz")
 	if err != nil {
 		t.Fatal(err)
@@ -104,14 +93,8 @@ func TestMigrateThenServe(t *testing.T) {
 	if res.StatusCode != http.StatusOK {
 		t.Errorf("/readyz = %d, want 200", res.StatusCode)
 	}
-	cancel()
-	select {
-	case code := <-exit:
-		if code != 0 {
-			t.Errorf("serve exited %d after the signal, want 0: %s", code, h.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d after the signal, want 0: %s", code, h.stderr.String())
 	}
 }
 

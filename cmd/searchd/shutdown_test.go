@@ -109,18 +109,7 @@ func TestShutdownReleasesTheClaimOfAStartCutOffInsideItsFreeze(t *testing.T) {
 		"SEARCHD_ADDR":           "127.0.0.1:0",
 		"SEARCHD_SHUTDOWN_GRACE": grace.String(),
 	})
-	sctx, signal := context.WithCancel(ctx)
-	defer signal()
-	exit := make(chan int, 1)
-	go func() { exit <- h.app.run(sctx, []string{"serve"}) }()
-	var addr string
-	select {
-	case addr = <-h.addrs:
-	case code := <-exit:
-		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
+	addr, signal := h.start(t, "serve")
 	token, err := auth.SignToken([]byte(goodSecret), org, "tester", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -184,14 +173,8 @@ func TestShutdownReleasesTheClaimOfAStartCutOffInsideItsFreeze(t *testing.T) {
 	}
 
 	began := time.Now()
-	signal()
-	select {
-	case code := <-exit:
-		if code != 1 || !strings.Contains(h.stderr.String(), "cut off") {
-			t.Errorf("serve exited %d, want 1 and the requests reported cut off: %s", code, h.stderr.String())
-		}
-	case <-time.After(grace + 15*time.Second):
-		t.Fatalf("serve did not exit after its %s grace: %s", grace, h.stderr.String())
+	if code := signal(); code != 1 || !strings.Contains(h.stderr.String(), "cut off") {
+		t.Errorf("serve exited %d, want 1 and the requests reported cut off: %s", code, h.stderr.String())
 	}
 	if d := time.Since(began); d > grace+5*time.Second {
 		t.Errorf("serve took %s to exit, want its %s grace and a short margin", d, grace)

@@ -47,24 +47,7 @@ func TestServeRunsEveryStoreAtTheAppsDatabaseClock(t *testing.T) {
 	})
 	clk := dbclocktest.New(time.Now().Add(48 * time.Hour).UTC().Truncate(time.Microsecond))
 	h.app.dbClock = clk.Clock()
-	exit := make(chan int, 1)
-	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
-	var addr string
-	select {
-	case addr = <-h.addrs:
-	case code := <-exit:
-		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	defer func() {
-		cancel()
-		select {
-		case <-exit:
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop")
-		}
-	}()
+	addr, _ := h.start(t, "serve")
 
 	tok, err := auth.SignToken([]byte(goodSecret), org, "clock-test", time.Now(), time.Hour)
 	if err != nil {

@@ -393,20 +393,7 @@ func TestServeSweepsWhileItServes(t *testing.T) {
 		"SEARCHD_JWT_SECRET": goodSecret,
 		"SEARCHD_ADDR":       "127.0.0.1:0",
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	exit := make(chan int, 1)
-	go func() {
-		exit <- h.app.run(ctx, []string{"serve", "--sweep-interval", "200ms", "--sweep-jitter", "0s"})
-	}()
-	var addr string
-	select {
-	case addr = <-h.addrs:
-	case code := <-exit:
-		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
+	addr, stop := h.start(t, "serve", "--sweep-interval", "200ms", "--sweep-jitter", "0s")
 
 	// eventually polls cond until it holds, or fails the test.
 	eventually := func(what string, cond func() bool) {
@@ -448,14 +435,8 @@ func TestServeSweepsWhileItServes(t *testing.T) {
 		t.Errorf(`log line "sweeper: swept" = %v, want the server's logger to report the claims deleted`, l)
 	}
 
-	cancel()
-	select {
-	case code := <-exit:
-		if code != 0 {
-			t.Errorf("serve exited %d after the signal, want 0: %s", code, h.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d after the signal, want 0: %s", code, h.stderr.String())
 	}
 	if strings.Contains(h.stderr.String(), "sweeper: run failed") {
 		t.Errorf("a sweep failed while serving:\n%s", h.stderr.String())

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -131,19 +130,8 @@ func TestServeTracesAndMeasuresWhenConfigured(t *testing.T) {
 		EnvOTelEndpoint:      col.URL,
 		EnvOTelServiceName:   "searchd-under-test",
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	exit := make(chan int, 1)
-	go func() { exit <- h.app.run(ctx, []string{"serve"}) }()
-	var base string
-	select {
-	case addr := <-h.addrs:
-		base = "http://" + addr
-	case code := <-exit:
-		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not start")
-	}
+	addr, stop := h.start(t, "serve")
+	base := "http://" + addr
 
 	tok, err := auth.SignToken([]byte(goodSecret), uuid.New(), "tester", time.Now(), time.Hour)
 	if err != nil {
@@ -181,14 +169,8 @@ func TestServeTracesAndMeasuresWhenConfigured(t *testing.T) {
 		}
 	}
 
-	cancel()
-	select {
-	case code := <-exit:
-		if code != 0 {
-			t.Fatalf("serve exited %d: %s", code, h.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, h.stderr.String())
 	}
 	// Stopping flushed the batched spans: the request's, its statements'.
 	got := col.received()

@@ -93,15 +93,59 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 		RemovedItem: "https://jobs.example.com/postings/1002", SearchBName: SearchBName}
 	plane := idempotency.NewService(pool, idempotency.Config{})
 	store := savedsearch.NewStore(pool)
-	fail := func(what string, err error) (*World, error) { return nil, fmt.Errorf("consoletest: %s: %w", what, err) }
 	starter, err := admission.NewStarter(admission.Deps{Pool: pool, Plane: plane, SavedSearches: store,
 		Snapshots: snapshot.NewStore(pool), Runs: runs.NewStore(pool, runs.Config{})}, admission.Config{})
 	if err != nil {
-		return fail("build the starter", err)
+		return nil, failed("build the starter", err)
 	}
-	jobs := providerjobs.New(pool, plane, providerjobs.Config{})
+	sd := &seeder{pool: pool, plane: plane, store: store, starter: starter,
+		jobs: providerjobs.New(pool, plane, providerjobs.Config{}), w: w}
+	for _, step := range []func(context.Context) error{
+		sd.story, sd.archived, sd.job, sd.claims, sd.orgB,
+		func(ctx context.Context) error {
+			return failed("the scheduled saved search", seedSchedule(ctx, pool, w))
+		},
+		sd.sweep,
+	} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	// The 1 ms lease has passed by now; make sure.
+	time.Sleep(5 * time.Millisecond)
+	return w, nil
+}
 
-	ss, err := store.Create(ctx, w.OrgA, savedsearch.CreateParams{
+// seeder holds the services [Seed] makes its world with, each step
+// adding to w.
+type seeder struct {
+	pool    *pgxpool.Pool
+	plane   *idempotency.Service
+	store   *savedsearch.Store
+	starter *admission.Starter
+	jobs    *providerjobs.Service
+	w       *World
+}
+
+// failed names the step of [Seed] that failed; nil when err is.
+func failed(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("consoletest: %s: %w", what, err)
+}
+
+// start starts saved search id of org with key, by actor.
+func (sd *seeder) start(ctx context.Context, org, id uuid.UUID, key, actor string) (admission.Result, error) {
+	return sd.starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: org, SavedSearchID: id,
+		IdempotencyKey: key, Actor: actor})
+}
+
+// story is org A's saved search, started, changed and started again (and
+// that start retried), a direct Run, and the dispatches of both.
+func (sd *seeder) story(ctx context.Context) error {
+	w := sd.w
+	ss, err := sd.store.Create(ctx, w.OrgA, savedsearch.CreateParams{
 		Name: SearchName,
 		Brief: savedsearch.Brief{Query: "senior PostgreSQL engineer",
 			Filters: map[string]any{"location": "Berlin", "remote": true}},
@@ -109,63 +153,67 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 		Actor:    "alice",
 	})
 	if err != nil {
-		return fail("create the saved search", err)
+		return failed("create the saved search", err)
 	}
 	w.Search = ss.ID
-	first, err := starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: w.OrgA, SavedSearchID: ss.ID,
+	first, err := sd.starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: w.OrgA, SavedSearchID: ss.ID,
 		IdempotencyKey: "weekly-2026-11-24", Actor: "alice", Options: admission.StartOptions{MaxResults: 25}})
 	if err != nil {
-		return fail("first start", err)
+		return failed("first start", err)
 	}
 	w.FirstSnapshot, w.FirstRun = first.Snapshot.ID, first.Run.ID
-	if _, err := store.ReplaceBaseline(ctx, w.OrgA, ss.ID, savedsearch.Baseline{
+	if _, err := sd.store.ReplaceBaseline(ctx, w.OrgA, ss.ID, savedsearch.Baseline{
 		Items: []string{"https://jobs.example.com/postings/1001", w.AddedItem}}); err != nil {
-		return fail("replace the baseline", err)
+		return failed("replace the baseline", err)
 	}
 	brief := savedsearch.Brief{Query: "senior PostgreSQL engineer",
 		Filters: map[string]any{"location": "Berlin", "remote": false, "seniority": "staff"}}
-	if _, err := store.Update(ctx, w.OrgA, ss.ID, savedsearch.UpdateParams{Brief: &brief}); err != nil {
-		return fail("update the brief", err)
+	if _, err := sd.store.Update(ctx, w.OrgA, ss.ID, savedsearch.UpdateParams{Brief: &brief}); err != nil {
+		return failed("update the brief", err)
 	}
 	w.SecondKey = "weekly-2026-12-01"
-	second, err := starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: w.OrgA, SavedSearchID: ss.ID,
-		IdempotencyKey: w.SecondKey, Actor: "bob"})
+	second, err := sd.start(ctx, w.OrgA, ss.ID, w.SecondKey, "bob")
 	if err != nil {
-		return fail("second start", err)
+		return failed("second start", err)
 	}
 	w.SecondSnapshot, w.SecondRun = second.Snapshot.ID, second.Run.ID
 	// A retried start: the same Run, no new snapshot.
-	if _, err := starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: w.OrgA, SavedSearchID: ss.ID,
-		IdempotencyKey: w.SecondKey, Actor: "bob"}); err != nil {
-		return fail("replayed start", err)
+	if _, err := sd.start(ctx, w.OrgA, ss.ID, w.SecondKey, "bob"); err != nil {
+		return failed("replayed start", err)
 	}
-	direct, err := starter.StartDirect(ctx, admission.DirectStart{Org: w.OrgA, Kind: "capability", Name: "enrich.company",
+	direct, err := sd.starter.StartDirect(ctx, admission.DirectStart{Org: w.OrgA, Kind: "capability", Name: "enrich.company",
 		Input: json.RawMessage(`{"domain":"example.com"}`), IdempotencyKey: "enrich-1", Actor: "carol"})
 	if err != nil {
-		return fail("direct start", err)
+		return failed("direct start", err)
 	}
 	w.DirectRun = direct.Run.ID
-	if err := seedDispatches(ctx, pool, w, second.Run.CreatedAt); err != nil {
-		return fail("dispatch the Runs", err)
-	}
+	return failed("dispatch the Runs", seedDispatches(ctx, sd.pool, w, second.Run.CreatedAt))
+}
 
-	old, err := store.Create(ctx, w.OrgA, savedsearch.CreateParams{Name: ArchivedName,
+// archived is org A's saved search started once and archived.
+func (sd *seeder) archived(ctx context.Context) error {
+	old, err := sd.store.Create(ctx, sd.w.OrgA, savedsearch.CreateParams{Name: ArchivedName,
 		Brief: savedsearch.Brief{Query: "rust backend"}, Actor: "alice"})
 	if err != nil {
-		return fail("create the archived saved search", err)
+		return failed("create the archived saved search", err)
 	}
-	if _, err := starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: w.OrgA, SavedSearchID: old.ID,
-		IdempotencyKey: "rust-once", Actor: "alice"}); err != nil {
-		return fail("start the archived saved search", err)
+	if _, err := sd.start(ctx, sd.w.OrgA, old.ID, "rust-once", "alice"); err != nil {
+		return failed("start the archived saved search", err)
 	}
-	if err := store.Archive(ctx, w.OrgA, old.ID); err != nil {
-		return fail("archive", err)
+	if err := sd.store.Archive(ctx, sd.w.OrgA, old.ID); err != nil {
+		return failed("archive", err)
 	}
-	w.Archived = old.ID
+	sd.w.Archived = old.ID
+	return nil
+}
 
-	job, _, err := jobs.Register(ctx, w.OrgA, providerjobs.RegisterParams{RunID: w.SecondRun, Provider: Provider, ProviderJobID: "acme-job-5521"})
+// job is the provider job of the second Run: its deliveries (a
+// duplicate, a late contradiction) and one stalled in the inbox.
+func (sd *seeder) job(ctx context.Context) error {
+	w := sd.w
+	job, _, err := sd.jobs.Register(ctx, w.OrgA, providerjobs.RegisterParams{RunID: w.SecondRun, Provider: Provider, ProviderJobID: "acme-job-5521"})
 	if err != nil {
-		return fail("register the job", err)
+		return failed("register the job", err)
 	}
 	w.Job = job.ID
 	for _, d := range []struct {
@@ -182,31 +230,34 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 		if d.result != "" {
 			u.Result = json.RawMessage(d.result)
 		}
-		if _, err := jobs.Receive(ctx, providerjobs.Delivery{Provider: Provider, JobID: job.ID.String(),
+		if _, err := sd.jobs.Receive(ctx, providerjobs.Delivery{Provider: Provider, JobID: job.ID.String(),
 			DeliveryID: d.id, Body: []byte(d.body), Update: u}); err != nil {
-			return fail("deliver "+d.id, err)
+			return failed("deliver "+d.id, err)
 		}
 	}
-
 	w.PendingDelivery = "msg_stall_77"
-	if _, err := pool.Exec(ctx, `INSERT INTO agent.provider_inbox (id, provider, delivery_id, path_job_id, job_id,
+	_, err = sd.pool.Exec(ctx, `INSERT INTO agent.provider_inbox (id, provider, delivery_id, path_job_id, job_id,
 		organization_id, request_hash, body_job_id, body_status, received_at, lease_expires_at, attempts, last_error)
 		VALUES ($1, $2, $3, $4::text, $4::text::uuid, $5, encode(sha256('stall'::bytea), 'hex'), 'acme-job-5521', 'succeeded',
 			now() - interval '12 minutes', now() + interval '10 minutes', 4,
 			'applying: canceling statement due to lock timeout (SQLSTATE 55P03)')`,
-		uuid.New(), Provider, w.PendingDelivery, job.ID.String(), w.OrgA); err != nil {
-		return fail("plant a stalled arrival", err)
-	}
+		uuid.New(), Provider, w.PendingDelivery, job.ID.String(), w.OrgA)
+	return failed("plant a stalled arrival", err)
+}
 
+// claims are org A's claims on the plane: a stuck one, a live one and two
+// tool calls whose answer is uncertain.
+func (sd *seeder) claims(ctx context.Context) error {
+	w := sd.w
 	w.StuckKey = "run-" + w.SecondRun.String()[:8] + "/email.send/1"
-	stuck, err := plane.Claim(ctx, w.OrgA, "tool.email.send", w.StuckKey, "hash-stuck", time.Millisecond)
+	stuck, err := sd.plane.Claim(ctx, w.OrgA, "tool.email.send", w.StuckKey, "hash-stuck", time.Millisecond)
 	if err != nil {
-		return fail("stuck claim", err)
+		return failed("stuck claim", err)
 	}
 	w.Stuck = stuck.Claim.ID
-	live, err := plane.Claim(ctx, w.OrgA, "webhook."+Provider, "msg_live_1", "hash-live", 10*time.Minute)
+	live, err := sd.plane.Claim(ctx, w.OrgA, "webhook."+Provider, "msg_live_1", "hash-live", 10*time.Minute)
 	if err != nil {
-		return fail("live claim", err)
+		return failed("live claim", err)
 	}
 	w.InFlight = live.Claim.ID
 
@@ -220,43 +271,40 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 		{w.UncertainKey, &w.Uncertain, "the vendor took the request and timed out before it answered (no acknowledgement after 30 s)"},
 		{w.UncertainRetryKey, &w.UncertainRetry, "connection reset after the request was sent"},
 	} {
-		out, err := plane.Claim(ctx, w.OrgA, UncertainScope, u.key, "hash-"+u.key, time.Minute)
+		out, err := sd.plane.Claim(ctx, w.OrgA, UncertainScope, u.key, "hash-"+u.key, time.Minute)
 		if err != nil {
-			return fail("uncertain claim", err)
+			return failed("uncertain claim", err)
 		}
 		body, _ := json.Marshal(map[string]any{"ok": false, "outcome": "uncertain", "message": u.msg})
-		if ok, err := plane.Complete(ctx, out.Claim, idempotency.Completion{Response: body}); !ok || err != nil {
-			return fail("uncertain answer", fmt.Errorf("completed %v: %w", ok, err))
+		if ok, err := sd.plane.Complete(ctx, out.Claim, idempotency.Completion{Response: body}); !ok || err != nil {
+			return failed("uncertain answer", fmt.Errorf("completed %v: %w", ok, err))
 		}
 		*u.id = out.Claim.ID
 	}
+	return nil
+}
 
-	ssB, err := store.Create(ctx, w.OrgB, savedsearch.CreateParams{Name: SearchBName,
+// orgB is org B's saved search, started once.
+func (sd *seeder) orgB(ctx context.Context) error {
+	ssB, err := sd.store.Create(ctx, sd.w.OrgB, savedsearch.CreateParams{Name: SearchBName,
 		Brief: savedsearch.Brief{Query: "globex internal"}, Actor: "eve"})
 	if err != nil {
-		return fail("org B saved search", err)
+		return failed("org B saved search", err)
 	}
-	w.SearchB = ssB.ID
-	if _, err := starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: w.OrgB, SavedSearchID: ssB.ID,
-		IdempotencyKey: "globex-1", Actor: "eve"}); err != nil {
-		return fail("org B start", err)
-	}
+	sd.w.SearchB = ssB.ID
+	_, err = sd.start(ctx, sd.w.OrgB, ssB.ID, "globex-1", "eve")
+	return failed("org B start", err)
+}
 
-	if err := seedSchedule(ctx, pool, w); err != nil {
-		return fail("the scheduled saved search", err)
-	}
-
-	sw, err := sweeper.New(pool, sweeper.Config{Logger: slog.New(slog.DiscardHandler),
-		Recorder: sweeper.NewRunLog(pool, sweeper.ViaSweep, nil, nil)})
+// sweep records a sweeper run.
+func (sd *seeder) sweep(ctx context.Context) error {
+	sw, err := sweeper.New(sd.pool, sweeper.Config{Logger: slog.New(slog.DiscardHandler),
+		Recorder: sweeper.NewRunLog(sd.pool, sweeper.ViaSweep, nil, nil)})
 	if err != nil {
-		return fail("sweeper", err)
+		return failed("sweeper", err)
 	}
-	if _, err := sw.RunOnce(ctx); err != nil {
-		return fail("sweep", err)
-	}
-	// The 1 ms lease has passed by now; make sure.
-	time.Sleep(5 * time.Millisecond)
-	return w, nil
+	_, err = sw.RunOnce(ctx)
+	return failed("sweep", err)
 }
 
 // seedDispatches plays the dispatcher and a runtime over the Runs admitted

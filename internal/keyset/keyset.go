@@ -20,8 +20,9 @@ import (
 // encoding, or an instant outside [MinInstant, MaxInstant]. Its kind is
 // [errs.Invalid]. Every list's own sentinel wraps it ([InvalidCursor]), so
 // the edges recognize a refused cursor of any list with one
-// errors.Is(err, ErrInvalid).
-var ErrInvalid = errs.New(errs.Invalid, "keyset: invalid cursor")
+// errors.Is(err, ErrInvalid), and its refused field is the cursor.
+var ErrInvalid = &errs.Error{Kind: errs.Invalid, Message: "keyset: invalid cursor",
+	Fields: []errs.Field{{Name: "cursor", Message: "is not a cursor this API returned"}}}
 
 // InvalidCursor returns the sentinel a package's lists answer for a cursor
 // [Decode] refused: an [errs.Invalid] error whose message names the

@@ -99,16 +99,8 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("pgcluster: creating %s: %w", dir, err)
-	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, fmt.Errorf("pgcluster: giving %s to the server's user: %w", dir, err)
-		}
-		if err := checkReachable(dir, cred); err != nil {
-			return nil, err
-		}
+	if err := prepareDir(dir, cred); err != nil {
+		return nil, err
 	}
 	dataDir := filepath.Join(dir, "data")
 	if pid, ok := livePostmaster(dataDir); ok {
@@ -120,51 +112,90 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		logPath:   filepath.Join(dir, "postgres.log"),
 		stopAfter: cmp.Or(cfg.StopTimeout, DefaultStopTimeout),
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		err := InitDB(ctx, InitConfig{Initdb: bins.Initdb, DataDir: dataDir, Dir: dir,
-			LogPath: filepath.Join(dir, "initdb.log"), Credential: cred, Args: []string{"--no-instructions"}})
-		if err != nil {
-			_ = os.RemoveAll(dataDir) // a half-made data directory would fail every later start
-			return nil, err
-		}
-		c.Initialized = true
+	if err := c.initIfNew(ctx, bins.Initdb, dataDir, cred); err != nil {
+		return nil, err
 	}
-
-	c.socketDir = dir
-	if len(filepath.Join(dir, ".s.PGSQL."+strconv.Itoa(socketPort))) > maxSocketPath {
-		if c.socketDir, err = os.MkdirTemp("/tmp", "searchd-pg-"); err != nil {
-			return nil, fmt.Errorf("pgcluster: socket directory: %w", err)
-		}
-		c.tmpSocket = true
-		if cred != nil {
-			if err := os.Chown(c.socketDir, int(cred.Uid), int(cred.Gid)); err != nil {
-				_ = os.RemoveAll(c.socketDir)
-				return nil, fmt.Errorf("pgcluster: %w", err)
-			}
-		}
+	if err := c.makeSocketDir(cred); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil && c.tmpSocket {
 			_ = os.RemoveAll(c.socketDir)
 		}
 	}()
-
-	var settings []string
-	for _, k := range slices.Sorted(maps.Keys(cfg.Settings)) {
-		settings = append(settings, k+"="+cfg.Settings[k])
-	}
 	// Setpgid keeps a terminal's SIGINT from reaching the server before
 	// the parent has drained its requests; the parent-death signal SIGINT
 	// stops the server cleanly if the parent dies without stopping it.
 	c.proc, err = StartServer(ctx, ServerConfig{
 		Postgres: bins.Postgres, DataDir: dataDir, Dir: dir, SocketDir: c.socketDir, Port: socketPort,
-		Settings: settings, LogPath: c.logPath, Credential: cred,
+		Settings: settingArgs(cfg.Settings), LogPath: c.logPath, Credential: cred,
 		Pdeathsig: syscall.SIGINT, Setpgid: true, StartTimeout: cfg.StartTimeout,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// prepareDir creates the cluster directory dir and, when the server runs
+// as another user (cred), gives it to that user and checks it can reach it.
+func prepareDir(dir string, cred *syscall.Credential) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("pgcluster: creating %s: %w", dir, err)
+	}
+	if cred == nil {
+		return nil
+	}
+	if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+		return fmt.Errorf("pgcluster: giving %s to the server's user: %w", dir, err)
+	}
+	return checkReachable(dir, cred)
+}
+
+// initIfNew runs initdb on dataDir when it holds no cluster yet, and says
+// so in c.Initialized; a failed initdb leaves no data directory behind.
+func (c *Cluster) initIfNew(ctx context.Context, initdb, dataDir string, cred *syscall.Credential) error {
+	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	err := InitDB(ctx, InitConfig{Initdb: initdb, DataDir: dataDir, Dir: c.dir,
+		LogPath: filepath.Join(c.dir, "initdb.log"), Credential: cred, Args: []string{"--no-instructions"}})
+	if err != nil {
+		_ = os.RemoveAll(dataDir) // a half-made data directory would fail every later start
+		return err
+	}
+	c.Initialized = true
+	return nil
+}
+
+// makeSocketDir sets the directory of the server's socket: the cluster
+// directory, or a temporary one (c.tmpSocket) when the socket's path
+// there would be too long.
+func (c *Cluster) makeSocketDir(cred *syscall.Credential) (err error) {
+	c.socketDir = c.dir
+	if len(filepath.Join(c.dir, ".s.PGSQL."+strconv.Itoa(socketPort))) <= maxSocketPath {
+		return nil
+	}
+	if c.socketDir, err = os.MkdirTemp("/tmp", "searchd-pg-"); err != nil {
+		return fmt.Errorf("pgcluster: socket directory: %w", err)
+	}
+	c.tmpSocket = true
+	if cred != nil {
+		if err := os.Chown(c.socketDir, int(cred.Uid), int(cred.Gid)); err != nil {
+			_ = os.RemoveAll(c.socketDir)
+			return fmt.Errorf("pgcluster: %w", err)
+		}
+	}
+	return nil
+}
+
+// settingArgs returns the server settings as name=value, sorted by name.
+func settingArgs(settings map[string]string) []string {
+	var args []string
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		args = append(args, k+"="+settings[k])
+	}
+	return args
 }
 
 // Dir returns the cluster directory.

@@ -448,60 +448,76 @@ func (c *Cluster) ensureTemplate(ctx context.Context) (name string, err error) {
 			_ = c.dropDB(build)
 		}
 	}()
+	if err := c.migrateTemplate(ctx, create, build, name); err != nil {
+		return "", err
+	}
+	if keep, err = renameTemplate(ctx, conn, build, name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// migrateTemplate creates the database build on every Citus worker with
+// create (the coordinator has it already), makes the nodes one Citus
+// cluster, migrates build and closes the workers' copies as name.
+func (c *Cluster) migrateTemplate(ctx context.Context, create, build, name string) error {
 	for _, w := range c.workerAdmins {
-		if _, err = w.Exec(ctx, create); err != nil {
-			return "", fmt.Errorf("pgtest: creating template database %s on a Citus worker: %w", build, err)
+		if _, err := w.Exec(ctx, create); err != nil {
+			return fmt.Errorf("pgtest: creating template database %s on a Citus worker: %w", build, err)
 		}
 	}
-
 	buildURL, err := withDatabase(c.adminURL, build)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if c.Citus() {
 		if err := c.joinCitus(ctx, build); err != nil {
-			return "", err
+			return err
 		}
 	}
 	if _, err := migrations.Up(ctx, buildURL); err != nil {
-		return "", fmt.Errorf("pgtest: migrating template database %s: %w", build, err)
+		return fmt.Errorf("pgtest: migrating template database %s: %w", build, err)
 	}
 	for _, w := range c.workerAdmins {
 		if err := closeTemplate(ctx, w, build, name); err != nil {
-			return "", err
+			return err
 		}
 	}
+	return nil
+}
 
+// renameTemplate closes the coordinator's database build to connections
+// and renames it to name. It reports false, and no error, when another
+// process built name first: the caller drops build and uses theirs.
+func renameTemplate(ctx context.Context, conn *pgx.Conn, build, name string) (bool, error) {
 	if _, err := conn.Exec(ctx, "ALTER DATABASE "+quoteIdent(build)+" WITH ALLOW_CONNECTIONS false"); err != nil {
-		return "", fmt.Errorf("pgtest: closing template %s to connections: %w", build, err)
+		return false, fmt.Errorf("pgtest: closing template %s to connections: %w", build, err)
 	}
 	rename := "ALTER DATABASE " + quoteIdent(build) + " RENAME TO " + quoteIdent(name)
 	for attempt := 1; ; attempt++ {
 		// Disconnect anything migrations.Up left behind; the rename
 		// fails while the database has sessions.
-		_, err = conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", build)
+		_, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", build)
 		if err != nil {
-			return "", fmt.Errorf("pgtest: disconnecting sessions from %s: %w", build, err)
+			return false, fmt.Errorf("pgtest: disconnecting sessions from %s: %w", build, err)
 		}
 		_, err = conn.Exec(ctx, rename)
-		if err == nil {
-			keep = true
-			return name, nil
-		}
 		switch {
+		case err == nil:
+			return true, nil
 		case sqlState(err) == "42P04" || sqlState(err) == "23505":
 			// Built concurrently by a process that did not share our
 			// lock (advisory locks are per database, and its admin
 			// connection used another one). Use that template and drop
 			// ours. A rename racing the other one's commit reports a
 			// unique violation (23505) rather than 42P04.
-			return name, nil
+			return false, nil
 		case sqlState(err) == "55006" && attempt < createRetries:
 			if err := sleep(ctx, time.Duration(attempt)*50*time.Millisecond); err != nil {
-				return "", fmt.Errorf("pgtest: renaming template: %w", err)
+				return false, fmt.Errorf("pgtest: renaming template: %w", err)
 			}
 		default:
-			return "", fmt.Errorf("pgtest: renaming %s to %s: %w", build, name, err)
+			return false, fmt.Errorf("pgtest: renaming %s to %s: %w", build, name, err)
 		}
 	}
 }

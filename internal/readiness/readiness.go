@@ -140,13 +140,16 @@ func (r *Checker) Ready(context.Context) error {
 // Pool returns a check that pings pool and checks that its schema is at
 // the newest migration, on every call: the readiness of a server that runs
 // no [Checker]. It returns nil when the database answered and its schema
-// was current.
+// was current. Each call borrows a connection of pool through a
+// database/sql handle of its own, closed before it returns (closing it
+// leaves pool open), so a check that is dropped leaves no goroutine behind.
 func Pool(pool *pgxpool.Pool) func(ctx context.Context) error {
-	db := stdlib.OpenDBFromPool(pool)
 	return func(ctx context.Context) error {
 		if err := pool.Ping(ctx); err != nil {
 			return err
 		}
+		db := stdlib.OpenDBFromPool(pool)
+		defer db.Close()
 		return migrations.CheckDB(ctx, db)
 	}
 }

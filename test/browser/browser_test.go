@@ -16,17 +16,15 @@
 package browser
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,6 +34,7 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/searchdproc"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -79,36 +78,23 @@ func TestBrowserStartsReplaysAndReadsARunAcrossOrigins(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	dbURL := pgtest.NewDBURL(t)
-	addr := freeAddr(t)
-	logPath := filepath.Join(t.TempDir(), "searchd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(bin, "serve")
-	cmd.Dir = root
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"DATABASE_URL=" + dbURL, "SEARCHD_ADDR=" + addr, "SEARCHD_JWT_SECRET=" + secret,
+	var log bytes.Buffer
+	srv, err := searchdproc.Start(ctx, searchdproc.Config{Bin: bin, Out: &log, Env: []string{
+		"DATABASE_URL=" + dbURL, "SEARCHD_JWT_SECRET=" + secret,
 		"SEARCHD_LOG_FORMAT=text", "SEARCHD_CORS_ORIGINS=" + page.URL,
-	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	runtime.LockOSThread() // Pdeathsig follows the forking thread
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	}})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
 	}
 	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
 		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("searchd log:\n%s", b)
+			t.Logf("searchd log:\n%s", log.String())
 		}
 	}()
-	base := "http://" + addr
-	waitHealthy(t, ctx, base)
+	base := srv.Base
 
 	org := uuid.New()
 	token, err := auth.SignToken([]byte(secret), org, "browser-user", time.Now(), time.Hour)
@@ -226,33 +212,5 @@ func TestBrowserStartsReplaysAndReadsARunAcrossOrigins(t *testing.T) {
 	}
 	if runs != 2 || snapshots != 2 {
 		t.Errorf("%d Runs and %d snapshots after two keys, want 2 and 2", runs, snapshots)
-	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func waitHealthy(t *testing.T, ctx context.Context, base string) {
-	t.Helper()
-	for {
-		res, err := http.Get(base + "/healthz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("searchd did not become healthy: %v", err)
-		case <-time.After(50 * time.Millisecond):
-		}
 	}
 }

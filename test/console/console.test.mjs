@@ -4,7 +4,7 @@
 //
 //   SEARCHD_BIN      the searchd binary (required; make test-console builds it)
 //   CONSOLE_FIXTURE  the fixture binary (required; likewise)
-//   CHROMIUM         the browser (default /usr/bin/chromium)
+//   CHROMIUM         the browser (default /usr/bin/chromium; see ../chromium.mjs)
 //   SCREENSHOTS      a directory to write the pages' screenshots to (optional)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -14,6 +14,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 import { layoutProblems, widths } from "./layout.mjs";
+import { chromiumOptions } from "../chromium.mjs";
 
 const bin = process.env.SEARCHD_BIN;
 const fixtureBin = process.env.CONSOLE_FIXTURE;
@@ -39,11 +40,7 @@ before(async () => {
     lines.once("line", (l) => resolve(JSON.parse(l)));
   });
   lines.on("line", (l) => answers.shift()?.(l));
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-gpu"],
-  });
+  browser = await chromium.launch(chromiumOptions());
   if (shots) mkdirSync(shots, { recursive: true });
 });
 

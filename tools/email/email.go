@@ -168,14 +168,40 @@ func (s *Sender) Call(ctx context.Context, cc tools.CallContext, input json.RawM
 	if err != nil {
 		return tools.Result{}, &tools.ToolError{Code: tools.OutcomeInvalidInput, Err: err}
 	}
-
 	// written turns true once the request headers went out: from then on
 	// the vendor may act on the request even if no answer comes back.
 	var written atomic.Bool
+	req, err := s.request(ctx, cc, body, &written)
+	if err != nil {
+		return tools.Result{}, &tools.ToolError{Code: CodeUnreachable, Retryable: true, Err: err}
+	}
+	resp, err := s.cfg.HTTPClient.Do(req)
+	if err != nil {
+		if !written.Load() {
+			return tools.Result{}, &tools.ToolError{Code: CodeUnreachable, Retryable: true, Err: err}
+		}
+		return tools.Result{}, noAnswer(cc, err)
+	}
+	defer resp.Body.Close()
+	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBody))
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		// The vendor acknowledged the send; an unreadable body costs the
+		// id, not the acknowledgement.
+		if readErr != nil {
+			raw = nil
+		}
+		return acknowledged(raw)
+	}
+	return tools.Result{}, refused(cc, resp, raw)
+}
+
+// request is the POST of body to the vendor, which sets written once its
+// headers went out.
+func (s *Sender) request(ctx context.Context, cc tools.CallContext, body []byte, written *atomic.Bool) (*http.Request, error) {
 	trace := &httptrace.ClientTrace{WroteHeaders: func() { written.Store(true) }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.endpoint, bytes.NewReader(body))
 	if err != nil {
-		return tools.Result{}, &tools.ToolError{Code: CodeUnreachable, Retryable: true, Err: err}
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -188,62 +214,57 @@ func (s *Sender) Call(ctx context.Context, cc tools.CallContext, input json.RawM
 		// it net/http never retries a POST.
 		req.Header.Set("Idempotency-Key", cc.IdempotencyKey)
 	}
+	return req, nil
+}
 
-	resp, err := s.cfg.HTTPClient.Do(req)
-	if err != nil {
-		if !written.Load() {
-			return tools.Result{}, &tools.ToolError{Code: CodeUnreachable, Retryable: true, Err: err}
-		}
-		return tools.Result{}, noAnswer(cc, err)
+// acknowledged is the result of a send the vendor acknowledged with the
+// answer raw (nil when unreadable), naming the message it reports.
+func acknowledged(raw []byte) (tools.Result, error) {
+	var ack struct {
+		ID string `json:"id"`
 	}
-	defer resp.Body.Close()
-	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBody))
+	_ = json.Unmarshal(raw, &ack)
+	out, err := json.Marshal(Output{MessageID: ack.ID})
+	if err != nil {
+		return tools.Result{}, err
+	}
+	res := tools.Result{OK: true, Output: out}
+	if ack.ID != "" {
+		res.ResourceType, res.ResourceID = ResourceType, ack.ID
+	}
+	return res, nil
+}
 
+// refused is the failure of a request the vendor answered with resp, not
+// a 2xx, whose body is raw.
+func refused(cc tools.CallContext, resp *http.Response, raw []byte) error {
 	switch code := resp.StatusCode; {
-	case code >= 200 && code < 300:
-		// The vendor acknowledged the send; an unreadable body costs the
-		// id, not the acknowledgement.
-		var ack struct {
-			ID string `json:"id"`
-		}
-		if readErr == nil {
-			_ = json.Unmarshal(raw, &ack)
-		}
-		out, err := json.Marshal(Output{MessageID: ack.ID})
-		if err != nil {
-			return tools.Result{}, err
-		}
-		res := tools.Result{OK: true, Output: out}
-		if ack.ID != "" {
-			res.ResourceType, res.ResourceID = ResourceType, ack.ID
-		}
-		return res, nil
 	case code == http.StatusBadRequest || code == http.StatusUnprocessableEntity:
-		return tools.Result{}, &tools.ToolError{Code: tools.OutcomeInvalidInput, Err: vendorError(resp, raw)}
+		return &tools.ToolError{Code: tools.OutcomeInvalidInput, Err: vendorError(resp, raw)}
 	case code == http.StatusNotFound:
-		return tools.Result{}, &tools.ToolError{Code: tools.OutcomeNotFound, Err: vendorError(resp, raw)}
+		return &tools.ToolError{Code: tools.OutcomeNotFound, Err: vendorError(resp, raw)}
 	case code == http.StatusTooManyRequests:
-		return tools.Result{}, &tools.ToolError{Code: CodeRateLimited, Retryable: true, Err: vendorError(resp, raw)}
+		return &tools.ToolError{Code: CodeRateLimited, Retryable: true, Err: vendorError(resp, raw)}
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return tools.Result{}, &tools.ToolError{Code: CodeUnauthorized, Retryable: true, Err: vendorError(resp, raw)}
+		return &tools.ToolError{Code: CodeUnauthorized, Retryable: true, Err: vendorError(resp, raw)}
 	case code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooEarly:
 		// 408: the vendor gave up reading the request; 409 and 425: it is
 		// still working on an earlier request with this key.
-		return tools.Result{}, &tools.ToolError{Code: CodeVendorError, Retryable: true, Err: vendorError(resp, raw)}
+		return &tools.ToolError{Code: CodeVendorError, Retryable: true, Err: vendorError(resp, raw)}
 	case code == http.StatusGatewayTimeout:
 		// A gateway that timed out says nothing about whether the vendor
 		// behind it sent.
-		return tools.Result{}, noAnswer(cc, vendorError(resp, raw))
+		return noAnswer(cc, vendorError(resp, raw))
 	case code >= 400 && code < 500:
-		return tools.Result{}, &tools.ToolError{Code: CodeRejected, Err: vendorError(resp, raw)}
+		return &tools.ToolError{Code: CodeRejected, Err: vendorError(resp, raw)}
 	case code >= 500:
 		// The vendor failed after it read the request, and a 5xx does not
 		// say it did not send: the state is uncertain until it
 		// acknowledges. With the key its retry is deduplicated, so it is
 		// retryable; without one it is uncertain and stays so.
-		return tools.Result{}, vendorFailed(cc, vendorError(resp, raw))
+		return vendorFailed(cc, vendorError(resp, raw))
 	}
-	return tools.Result{}, noAnswer(cc, vendorError(resp, raw))
+	return noAnswer(cc, vendorError(resp, raw))
 }
 
 // noAnswer is the failure of a request that was written and got no

@@ -3,18 +3,14 @@
 // <page URL> <screenshot.png>. Prints the page's result as JSON on stdout;
 // exits non-zero when the page did not finish.
 import { chromium } from "playwright-core";
+import { chromiumOptions } from "../../../test/chromium.mjs";
 
 const [pageURL, screenshot] = process.argv.slice(2);
 if (!pageURL || !screenshot) {
   console.error("usage: node drive.mjs <page URL> <screenshot.png>");
   process.exit(2);
 }
-const browser = await chromium.launch({
-  executablePath: process.env.SEARCHD_CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  timeout: 60_000,
-});
+const browser = await chromium.launch(chromiumOptions({ timeout: 60_000 }));
 try {
   const page = await browser.newPage({ viewport: { width: 1000, height: 520 } });
   const console_ = [];

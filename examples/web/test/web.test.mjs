@@ -24,6 +24,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { createServer } from "vite";
 import { chromium } from "playwright-core";
+import { chromiumOptions } from "../../../test/chromium.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const searchdBin = process.env.SEARCHD_BIN ?? path.resolve(root, "../../bin/searchd");
@@ -70,11 +71,7 @@ before(async () => {
   process.env.SEARCHD_URL = base;
   process.env.SEARCHD_JWT_SECRET_FILE = path.join(devDir, ".searchd-dev", "jwt-secret");
 
-  browser = await chromium.launch({
-    executablePath: process.env.SEARCHD_CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  browser = await chromium.launch(chromiumOptions());
   if (!shots) shots = await mkdtemp(path.join(tmpdir(), "searchd-web-shots-"));
   await mkdir(shots, { recursive: true });
   console.log(`page ${origin}, searchd ${base}, screenshots in ${shots}`);
