@@ -62,23 +62,8 @@ var (
 
 // claims runs `searchd claims show|release`.
 func (a *app) claims(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(a.stderr, claimsUsage)
-		return usagef("claims: name a subcommand: show, release or resolve")
-	}
-	switch sub, rest := args[0], args[1:]; sub {
-	case "show":
-		return a.claimsShow(ctx, rest)
-	case "release":
-		return a.claimsRelease(ctx, rest)
-	case "resolve":
-		return a.claimsResolve(ctx, rest)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(a.stdout, claimsUsage)
-		return nil
-	default:
-		return usagef("claims: unknown subcommand %q: use show, release or resolve", sub)
-	}
+	return a.dispatchSubcommand(ctx, "claims", claimsUsage, args,
+		subcommand{"show", a.claimsShow}, subcommand{"release", a.claimsRelease}, subcommand{"resolve", a.claimsResolve})
 }
 
 // claimAddress is what names a claim: its unique key.

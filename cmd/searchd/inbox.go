@@ -38,21 +38,8 @@ var (
 
 // inbox runs `searchd inbox show|list`.
 func (a *app) inbox(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(a.stderr, inboxUsage)
-		return usagef("inbox: name a subcommand: show or list")
-	}
-	switch sub, rest := args[0], args[1:]; sub {
-	case "show":
-		return a.inboxShow(ctx, rest)
-	case "list":
-		return a.inboxList(ctx, rest)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(a.stdout, inboxUsage)
-		return nil
-	default:
-		return usagef("inbox: unknown subcommand %q: use show or list", sub)
-	}
+	return a.dispatchSubcommand(ctx, "inbox", inboxUsage, args,
+		subcommand{"show", a.inboxShow}, subcommand{"list", a.inboxList})
 }
 
 // arrivalJSON is the --json form of an arrival: no body, no result (it

@@ -54,21 +54,8 @@ func (a *app) runs(ctx context.Context, args []string) error {
 		fmt.Fprint(a.stderr, runsUsage)
 		return usagef("runs: name a subcommand: dispatch list or dispatch retry")
 	}
-	if len(args) == 1 {
-		fmt.Fprint(a.stderr, runsUsage)
-		return usagef("runs dispatch: name a subcommand: list or retry")
-	}
-	switch sub, rest := args[1], args[2:]; sub {
-	case "list":
-		return a.runsDispatchList(ctx, rest)
-	case "retry":
-		return a.runsDispatchRetry(ctx, rest)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(a.stdout, runsUsage)
-		return nil
-	default:
-		return usagef("runs dispatch: unknown subcommand %q: use list or retry", sub)
-	}
+	return a.dispatchSubcommand(ctx, "runs dispatch", runsUsage, args[1:],
+		subcommand{"list", a.runsDispatchList}, subcommand{"retry", a.runsDispatchRetry})
 }
 
 // dispatchJSON is the --json form of a dispatch.
