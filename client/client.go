@@ -106,6 +106,9 @@ type request struct {
 	preferWait time.Duration
 	// ifMatch is the If-Match header; empty for none.
 	ifMatch string
+	// err, when set, fails the call before anything is sent: an empty id,
+	// a body that would not encode, a key the API would refuse.
+	err error
 }
 
 // response is the answer of the attempt that succeeded.
@@ -118,21 +121,50 @@ type response struct {
 
 // newRequest returns a request with in encoded as its JSON body (nil for
 // no body).
-func newRequest(method, path string, in any, s safety) (request, error) {
+func newRequest(method, path string, in any, s safety) request {
 	r := request{method: method, path: path, safety: s}
 	if in != nil {
-		body, err := json.Marshal(in)
-		if err != nil {
-			return request{}, fmt.Errorf("client: encoding the %s %s body: %w", method, path, err)
+		if r.body, r.err = json.Marshal(in); r.err != nil {
+			r.err = fmt.Errorf("client: encoding the %s %s body: %w", method, path, r.err)
 		}
-		r.body = body
 	}
-	return r, nil
+	return r
+}
+
+// errEmptyID refuses a call naming no resource, which would otherwise
+// address another route.
+var errEmptyID = errors.New("client: the id is empty")
+
+// idRequest returns the request of method at prefix + the escaped id +
+// suffix, failing with errEmptyID for an empty id.
+func idRequest(method, prefix, id, suffix string, in any, s safety) request {
+	if id == "" {
+		return request{err: errEmptyID}
+	}
+	return newRequest(method, prefix+url.PathEscape(id)+suffix, in, s)
+}
+
+// get returns the read of prefix + the escaped id + suffix, as
+// [idRequest].
+func get(prefix, id, suffix string) request {
+	return idRequest(http.MethodGet, prefix, id, suffix, nil, repeatable)
+}
+
+// fetch sends r and returns its answer decoded into a new T.
+func fetch[T any](ctx context.Context, c *Client, r request) (*T, error) {
+	var out T
+	if _, err := c.call(ctx, r, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // call sends r, retrying as its safety and the policy allow, and decodes
 // the answer into out unless out is nil.
 func (c *Client) call(ctx context.Context, r request, out any) (*response, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
 	res, err := c.do(ctx, r)
 	if err != nil {
 		return nil, err

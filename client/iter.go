@@ -18,49 +18,41 @@ import (
 //		fmt.Println(ss.Name)
 //	}
 func (c *Client) SavedSearches(ctx context.Context, p ListParams) iter.Seq2[SavedSearchSummary, error] {
-	return pages(func(cursor string) ([]SavedSearchSummary, string, error) {
+	return pages(func(cursor string) (*SavedSearchPage, error) {
 		p.Cursor = cursor
-		page, err := c.ListSavedSearches(ctx, p)
-		if err != nil {
-			return nil, "", err
-		}
-		return page.Items, page.NextCursor, nil
+		return c.ListSavedSearches(ctx, p)
 	}, p.Cursor)
 }
 
 // Runs iterates over the Runs p selects, newest first, a page at a time,
 // as [Client.SavedSearches] does.
 func (c *Client) Runs(ctx context.Context, p ListRunsParams) iter.Seq2[RunListItem, error] {
-	return pages(func(cursor string) ([]RunListItem, string, error) {
+	return pages(func(cursor string) (*RunPage, error) {
 		p.Cursor = cursor
-		page, err := c.ListRuns(ctx, p)
-		if err != nil {
-			return nil, "", err
-		}
-		return page.Items, page.NextCursor, nil
+		return c.ListRuns(ctx, p)
 	}, p.Cursor)
 }
 
 // pages yields the items of the pages fetch returns from cursor on, until
 // a page has no next cursor.
-func pages[T any](fetch func(cursor string) ([]T, string, error), cursor string) iter.Seq2[T, error] {
+func pages[T any](fetch func(cursor string) (*Page[T], error), cursor string) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		for {
-			items, next, err := fetch(cursor)
+			page, err := fetch(cursor)
 			if err != nil {
 				var zero T
 				yield(zero, err)
 				return
 			}
-			for _, it := range items {
+			for _, it := range page.Items {
 				if !yield(it, nil) {
 					return
 				}
 			}
-			if next == "" {
+			if page.NextCursor == "" {
 				return
 			}
-			cursor = next
+			cursor = page.NextCursor
 		}
 	}
 }

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"net/http"
-	"net/url"
 )
 
 // RegisterProviderJob registers a job the caller started at an outside
@@ -27,12 +26,8 @@ import (
 // Another organization's job with the same provider job id is no
 // conflict: each organization gets a job of its own.
 func (c *Client) RegisterProviderJob(ctx context.Context, p RegisterProviderJobParams, opts ...StartOption) (*RegisterProviderJobResult, error) {
-	r, err := keyedRequest(http.MethodPost, "/v1/provider-jobs", p, opts)
-	if err != nil {
-		return nil, err
-	}
 	var out RegisterProviderJobResult
-	res, err := c.call(ctx, r, &out.Job)
+	res, err := c.call(ctx, keyed(newRequest(http.MethodPost, "/v1/provider-jobs", p, repeatable), opts), &out.Job)
 	if err != nil {
 		return nil, err
 	}
@@ -46,14 +41,7 @@ func (c *Client) RegisterProviderJob(ctx context.Context, p RegisterProviderJobP
 // job the organization does not have: another organization's, none, or an
 // id that is not a UUID; [ErrUnauthorized].
 func (c *Client) GetProviderJob(ctx context.Context, id string) (*ProviderJob, error) {
-	if id == "" {
-		return nil, errEmptyID
-	}
-	var job ProviderJob
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/provider-jobs/" + url.PathEscape(id), safety: repeatable}, &job); err != nil {
-		return nil, err
-	}
-	return &job, nil
+	return fetch[ProviderJob](ctx, c, get("/v1/provider-jobs/", id, ""))
 }
 
 // ListProviderJobDrops returns the deliveries of a provider job that
@@ -61,14 +49,10 @@ func (c *Client) GetProviderJob(ctx context.Context, id string) (*ProviderJob, e
 // at most 500. It returns [ErrNotFound] for a job the organization does
 // not have.
 func (c *Client) ListProviderJobDrops(ctx context.Context, id string) ([]ProviderJobDrop, error) {
-	if id == "" {
-		return nil, errEmptyID
-	}
-	var list struct {
+	list, err := fetch[struct {
 		Items []ProviderJobDrop `json:"items"`
-	}
-	path := "/v1/provider-jobs/" + url.PathEscape(id) + "/drops"
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: path, safety: repeatable}, &list); err != nil {
+	}](ctx, c, get("/v1/provider-jobs/", id, "/drops"))
+	if err != nil {
 		return nil, err
 	}
 	return list.Items, nil

@@ -44,30 +44,20 @@ func WithIdempotencyKey(key string) StartOption {
 	return func(c *startConfig) { c.key, c.keySet = key, true }
 }
 
-// startRequest returns the request of a start at path with body in and
-// the key opts choose.
-func startRequest(path string, in any, opts []StartOption) (request, error) {
-	return keyedRequest(http.MethodPost, path, in, opts)
-}
-
-// keyedRequest returns a request that carries the Idempotency-Key opts
-// choose (a fresh one by default), and so is safe to repeat.
-func keyedRequest(method, path string, in any, opts []StartOption) (request, error) {
+// keyed returns r carrying the Idempotency-Key opts choose (a fresh one
+// by default), and so safe to repeat.
+func keyed(r request, opts []StartOption) request {
 	var cfg startConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if !cfg.keySet {
 		cfg.key = NewIdempotencyKey()
-	} else if err := checkKey(cfg.key); err != nil {
-		return request{}, err
-	}
-	r, err := newRequest(method, path, in, repeatable)
-	if err != nil {
-		return request{}, err
+	} else if err := checkKey(cfg.key); err != nil && r.err == nil {
+		r.err = err
 	}
 	r.key = cfg.key
-	return r, nil
+	return r
 }
 
 // checkKey refuses a key the API would refuse, before it is sent: net/http
@@ -112,14 +102,7 @@ func keyHeader(key string) string {
 // settles it, so a caller that must know mints the key itself
 // ([NewIdempotencyKey]) and passes it with WithIdempotencyKey.
 func (c *Client) StartSavedSearch(ctx context.Context, id string, o StartOptions, opts ...StartOption) (*StartResult, error) {
-	if id == "" {
-		return nil, errEmptyID
-	}
-	r, err := startRequest("/v1/saved-searches/"+url.PathEscape(id)+"/start", o, opts)
-	if err != nil {
-		return nil, err
-	}
-	return c.start(ctx, r)
+	return c.start(ctx, keyed(idRequest(http.MethodPost, "/v1/saved-searches/", id, "/start", o, repeatable), opts))
 }
 
 // StartRun starts a capability or definition Run, or replays the Run its
@@ -129,11 +112,7 @@ func (c *Client) StartSavedSearch(ctx context.Context, id string, o StartOptions
 // [ErrKeyReused] when the key started a Run for a different kind, name or
 // input; [ErrInvalidIdempotencyKey].
 func (c *Client) StartRun(ctx context.Context, d DirectStart, opts ...StartOption) (*StartResult, error) {
-	r, err := startRequest("/v1/runs", d, opts)
-	if err != nil {
-		return nil, err
-	}
-	return c.start(ctx, r)
+	return c.start(ctx, keyed(newRequest(http.MethodPost, "/v1/runs", d, repeatable), opts))
 }
 
 func (c *Client) start(ctx context.Context, r request) (*StartResult, error) {
@@ -153,14 +132,7 @@ func (c *Client) start(ctx context.Context, r request) (*StartResult, error) {
 // GetRun reads a Run, with its dispatch to the runtime. It returns
 // [ErrNotFound] for one of another organization or none.
 func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
-	if id == "" {
-		return nil, errEmptyID
-	}
-	var run Run
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/runs/" + url.PathEscape(id), safety: repeatable}, &run); err != nil {
-		return nil, err
-	}
-	return &run, nil
+	return fetch[Run](ctx, c, get("/v1/runs/", id, ""))
 }
 
 // ListRuns returns a page of Runs, newest first. It returns
@@ -171,12 +143,7 @@ func (c *Client) ListRuns(ctx context.Context, p ListRunsParams) (*RunPage, erro
 	if p.SavedSearchID != "" {
 		q.Set("saved_search_id", p.SavedSearchID)
 	}
-	var page RunPage
-	path := "/v1/runs" + listQuery(q, p.Limit, p.Cursor)
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: path, safety: repeatable}, &page); err != nil {
-		return nil, err
-	}
-	return &page, nil
+	return fetch[RunPage](ctx, c, newRequest(http.MethodGet, "/v1/runs"+listQuery(q, p.Limit, p.Cursor), nil, repeatable))
 }
 
 // ReportRunStatus reports the status of Run id, for a runtime: the client
@@ -194,16 +161,5 @@ func (c *Client) ListRuns(ctx context.Context, p ListRunsParams) (*RunPage, erro
 // [ErrRunFinished] when the Run finished otherwise (the [APIError]'s
 // CurrentStatus says how), which is final: do not retry it.
 func (c *Client) ReportRunStatus(ctx context.Context, id string, r StatusReport) (*Run, error) {
-	if id == "" {
-		return nil, errEmptyID
-	}
-	req, err := newRequest(http.MethodPut, "/v1/runs/"+url.PathEscape(id)+"/status", r, repeatable)
-	if err != nil {
-		return nil, err
-	}
-	var run Run
-	if _, err := c.call(ctx, req, &run); err != nil {
-		return nil, err
-	}
-	return &run, nil
+	return fetch[Run](ctx, c, idRequest(http.MethodPut, "/v1/runs/", id, "/status", r, repeatable))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"iter"
 	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -71,14 +70,12 @@ type Occurrence struct {
 }
 
 // OccurrencePage is a page of occurrences, latest due first.
-type OccurrencePage struct {
-	Items []Occurrence `json:"items"`
-	// NextCursor fetches the next page; empty on the last page.
-	NextCursor string `json:"next_cursor"`
-}
+type OccurrencePage = Page[Occurrence]
 
-func schedulePath(savedSearchID string) string {
-	return "/v1/saved-searches/" + url.PathEscape(savedSearchID) + "/schedule"
+// scheduleRequest returns the request of method at a saved search's
+// schedule, path suffix after "/schedule", as [idRequest].
+func scheduleRequest(method, savedSearchID, suffix string, in any, s safety) request {
+	return idRequest(method, "/v1/saved-searches/", savedSearchID, "/schedule"+suffix, in, s)
 }
 
 // SetSchedule creates or replaces the schedule of a live saved search.
@@ -88,32 +85,15 @@ func schedulePath(savedSearchID string) string {
 // [ErrValidation], [ErrPreconditionFailed] (p.IfVersion is not the current
 // version, or there is no schedule), [ErrKeyReused].
 func (c *Client) SetSchedule(ctx context.Context, savedSearchID string, p SetScheduleParams, opts ...StartOption) (*Schedule, error) {
-	if savedSearchID == "" {
-		return nil, errEmptyID
-	}
-	r, err := keyedRequest(http.MethodPut, schedulePath(savedSearchID), p, opts)
-	if err != nil {
-		return nil, err
-	}
+	r := keyed(scheduleRequest(http.MethodPut, savedSearchID, "", p, repeatable), opts)
 	r.ifMatch = ifVersion(p.IfVersion)
-	var sc Schedule
-	if _, err := c.call(ctx, r, &sc); err != nil {
-		return nil, err
-	}
-	return &sc, nil
+	return fetch[Schedule](ctx, c, r)
 }
 
 // GetSchedule reads a saved search's schedule. It returns [ErrNotFound]
 // when the saved search has none.
 func (c *Client) GetSchedule(ctx context.Context, savedSearchID string) (*Schedule, error) {
-	if savedSearchID == "" {
-		return nil, errEmptyID
-	}
-	var sc Schedule
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: schedulePath(savedSearchID), safety: repeatable}, &sc); err != nil {
-		return nil, err
-	}
-	return &sc, nil
+	return fetch[Schedule](ctx, c, get("/v1/saved-searches/", savedSearchID, "/schedule"))
 }
 
 // PauseSchedule pauses a schedule: it produces no occurrences until
@@ -134,18 +114,13 @@ func (c *Client) ResumeSchedule(ctx context.Context, savedSearchID string, ifVer
 }
 
 func (c *Client) changeSchedule(ctx context.Context, savedSearchID, verb string, version int64) (*Schedule, error) {
-	if savedSearchID == "" {
-		return nil, errEmptyID
-	}
-	r := request{method: http.MethodPost, path: schedulePath(savedSearchID) + verb, safety: repeatable, ifMatch: ifVersion(version)}
+	s := repeatable
 	if version != 0 {
-		r.safety = dialOnly
+		s = dialOnly
 	}
-	var sc Schedule
-	if _, err := c.call(ctx, r, &sc); err != nil {
-		return nil, err
-	}
-	return &sc, nil
+	r := scheduleRequest(http.MethodPost, savedSearchID, verb, nil, s)
+	r.ifMatch = ifVersion(version)
+	return fetch[Schedule](ctx, c, r)
 }
 
 // RemoveSchedule deletes a saved search's schedule; its occurrences stay.
@@ -153,11 +128,9 @@ func (c *Client) changeSchedule(ctx context.Context, savedSearchID, verb string,
 // retried once the request may have reached the server: a repeat after a
 // lost answer would say [ErrNotFound] of the removal it made.
 func (c *Client) RemoveSchedule(ctx context.Context, savedSearchID string, version int64) error {
-	if savedSearchID == "" {
-		return errEmptyID
-	}
-	_, err := c.call(ctx, request{method: http.MethodDelete, path: schedulePath(savedSearchID), safety: dialOnly,
-		ifMatch: ifVersion(version)}, nil)
+	r := scheduleRequest(http.MethodDelete, savedSearchID, "", nil, dialOnly)
+	r.ifMatch = ifVersion(version)
+	_, err := c.call(ctx, r, nil)
 	return err
 }
 
@@ -166,26 +139,14 @@ func (c *Client) RemoveSchedule(ctx context.Context, savedSearchID string, versi
 // never had and [ErrValidation] for a limit out of range or a cursor the
 // server did not write.
 func (c *Client) ListOccurrences(ctx context.Context, savedSearchID string, p ListParams) (*OccurrencePage, error) {
-	if savedSearchID == "" {
-		return nil, errEmptyID
-	}
-	var page OccurrencePage
-	path := "/v1/saved-searches/" + url.PathEscape(savedSearchID) + "/occurrences" + listQuery(nil, p.Limit, p.Cursor)
-	if _, err := c.call(ctx, request{method: http.MethodGet, path: path, safety: repeatable}, &page); err != nil {
-		return nil, err
-	}
-	return &page, nil
+	return fetch[OccurrencePage](ctx, c, get("/v1/saved-searches/", savedSearchID, "/occurrences"+listQuery(nil, p.Limit, p.Cursor)))
 }
 
 // Occurrences iterates over a saved search's occurrences, latest due
 // first, a page at a time, as [Client.SavedSearches] does.
 func (c *Client) Occurrences(ctx context.Context, savedSearchID string, p ListParams) iter.Seq2[Occurrence, error] {
-	return pages(func(cursor string) ([]Occurrence, string, error) {
+	return pages(func(cursor string) (*OccurrencePage, error) {
 		p.Cursor = cursor
-		page, err := c.ListOccurrences(ctx, savedSearchID, p)
-		if err != nil {
-			return nil, "", err
-		}
-		return page.Items, page.NextCursor, nil
+		return c.ListOccurrences(ctx, savedSearchID, p)
 	}, p.Cursor)
 }

@@ -109,12 +109,15 @@ type SavedSearchSummary struct {
 	ArchivedAt *time.Time `json:"archived_at,omitempty"`
 }
 
-// SavedSearchPage is a page of saved-search summaries, newest first.
-type SavedSearchPage struct {
-	Items []SavedSearchSummary `json:"items"`
+// Page is a page of a list.
+type Page[T any] struct {
+	Items []T `json:"items"`
 	// NextCursor fetches the next page; empty on the last page.
 	NextCursor string `json:"next_cursor"`
 }
+
+// SavedSearchPage is a page of saved-search summaries, newest first.
+type SavedSearchPage = Page[SavedSearchSummary]
 
 // RunListItem is a Run as the list shows it: without its input, which
 // [Client.GetRun] reads, and with the input's size instead.
@@ -137,11 +140,7 @@ type RunListItem struct {
 }
 
 // RunPage is a page of Run list items, newest first.
-type RunPage struct {
-	Items []RunListItem `json:"items"`
-	// NextCursor fetches the next page; empty on the last page.
-	NextCursor string `json:"next_cursor"`
-}
+type RunPage = Page[RunListItem]
 
 // Kinds of Run.
 const (
@@ -290,11 +289,7 @@ type SnapshotListItem struct {
 }
 
 // SnapshotPage is a page of a saved search's snapshots, newest first.
-type SnapshotPage struct {
-	Items []SnapshotListItem `json:"items"`
-	// NextCursor fetches the next page; empty on the last page.
-	NextCursor string `json:"next_cursor"`
-}
+type SnapshotPage = Page[SnapshotListItem]
 
 // StartOptions are the body of a saved-search start. The zero value takes
 // every default.
