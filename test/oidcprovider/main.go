@@ -11,7 +11,7 @@
 // access tokens), JWT access tokens with an extra audience per client, an
 // EC and an Ed25519 signing key beside the RSA one, and key rotation.
 //
-// It takes its configuration as JSON in -config (see config), prints one
+// It takes its configuration as JSON in -config (an [oidctest.Config]), prints one
 // JSON line {"issuer": ...} when it serves, then answers commands on
 // stdin, one a line:
 //
@@ -28,6 +28,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -42,6 +43,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -59,32 +61,9 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 	"golang.org/x/text/language"
+
+	"github.com/searchd/searchd/internal/oidctest"
 )
-
-// config is the provider's configuration.
-type config struct {
-	// Addr is where to listen; "" is 127.0.0.1:0.
-	Addr    string         `json:"addr"`
-	Clients []clientConfig `json:"clients"`
-	Users   []userConfig   `json:"users"`
-}
-
-type clientConfig struct {
-	ID string `json:"id"`
-	// Secret makes a confidential web client; "" a public (native)
-	// client, which must use PKCE.
-	Secret       string   `json:"secret"`
-	RedirectURIs []string `json:"redirect_uris"`
-	// Audience is added to the aud of the client's tokens.
-	Audience []string `json:"audience"`
-}
-
-type userConfig struct {
-	Username string   `json:"username"`
-	Password string   `json:"password"`
-	Org      string   `json:"org"`
-	Roles    []string `json:"roles"`
-}
 
 func main() {
 	raw := flag.String("config", "{}", "the configuration, as JSON")
@@ -96,13 +75,13 @@ func main() {
 }
 
 func run(raw string) error {
-	var cfg config
+	var cfg oidctest.Config
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 		return fmt.Errorf("-config: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ln, err := net.Listen("tcp", cmpOr(cfg.Addr, "127.0.0.1:0"))
+	ln, err := net.Listen("tcp", cmp.Or(cfg.Addr, "127.0.0.1:0"))
 	if err != nil {
 		return err
 	}
@@ -147,18 +126,11 @@ func run(raw string) error {
 	}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // provider is the example storage with searchd's additions.
 type provider struct {
 	*storage.Storage
-	users    map[string]userConfig // by user id
-	audience map[string][]string   // extra audience, by client id
+	users    map[string]oidctest.User // by user id
+	audience map[string][]string      // extra audience, by client id
 
 	mu          sync.Mutex
 	rsaKeys     []*key // the last is the signing key
@@ -198,9 +170,9 @@ func randomID() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func newProvider(cfg config) (*provider, error) {
+func newProvider(cfg oidctest.Config) (*provider, error) {
 	users := userStore{}
-	p := &provider{users: map[string]userConfig{}, audience: map[string][]string{}}
+	p := &provider{users: map[string]oidctest.User{}, audience: map[string][]string{}}
 	for _, u := range cfg.Users {
 		id := u.Username // the sub of the user's tokens
 		users[id] = &storage.User{ID: id, Username: u.Username, Password: u.Password, FirstName: u.Username,
@@ -362,9 +334,7 @@ func (p *provider) GetPrivateClaimsFromScopes(ctx context.Context, userID, clien
 	if claims == nil {
 		claims = map[string]any{}
 	}
-	for k, v := range p.searchdClaims(userID) {
-		claims[k] = v
-	}
+	maps.Copy(claims, p.searchdClaims(userID))
 	return claims, nil
 }
 
