@@ -89,75 +89,65 @@ func (p InspectParams) limit() int {
 // oldest first, and the next cursor ("" after the last page). It returns
 // [ErrInvalidCursor] for a cursor it did not write.
 func (in *Inspector) Uncertain(ctx context.Context, p InspectParams) ([]UncertainCall, string, error) {
-	pos, err := keyset.Decode(p.Cursor)
-	if err != nil {
-		return nil, "", ErrInvalidCursor
-	}
-	at, id := keyset.Args(pos)
-	limit := p.limit()
-	rows, err := in.db.Query(ctx, uncertainPage, in.nowArg(), at, id, limit+1, nullUUID(p.OrganizationID), nullText(p.Scope))
-	if err != nil {
-		return nil, "", fmt.Errorf("tools: uncertain calls: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (UncertainCall, error) {
-		var (
-			c          UncertainCall
-			rtype, rid *string
-		)
-		if err := r.Scan(&c.ClaimID, &c.OrganizationID, &c.Scope, &c.Key, &c.RequestHash, &rtype, &rid,
-			&c.Raw, &c.ClaimedAt, &c.RetainUntil); err != nil {
+	return readPage(ctx, in.db, "uncertain calls", uncertainPage, []any{in.nowArg()}, p,
+		func(r pgx.CollectableRow) (UncertainCall, error) {
+			var (
+				c          UncertainCall
+				rtype, rid *string
+			)
+			err := r.Scan(&c.ClaimID, &c.OrganizationID, &c.Scope, &c.Key, &c.RequestHash, &rtype, &rid,
+				&c.Raw, &c.ClaimedAt, &c.RetainUntil)
+			if err == nil {
+				c.Answer, err = decodeAnswer(c.Raw, deref(rtype), deref(rid))
+			}
 			return c, err
-		}
-		var err error
-		if c.Answer, err = decodeAnswer(c.Raw, deref(rtype), deref(rid)); err != nil {
-			return c, err
-		}
-		return c, nil
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("tools: uncertain calls: %w", err)
-	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].ClaimedAt, ID: list[i].ClaimID}
-	})
-	return list, next, nil
+		},
+		func(c UncertainCall) keyset.Position { return keyset.Position{CreatedAt: c.ClaimedAt, ID: c.ClaimID} })
 }
 
 // Resolutions returns a page of the recorded decisions, the newest first,
 // and the next cursor. It returns [ErrInvalidCursor] for a cursor it did
 // not write.
 func (in *Inspector) Resolutions(ctx context.Context, p InspectParams) ([]PastResolution, string, error) {
-	pos, err := keyset.Decode(p.Cursor)
+	return readPage(ctx, in.db, "resolutions", resolutionPage, nil, p,
+		func(r pgx.CollectableRow) (PastResolution, error) {
+			var (
+				pr         PastResolution
+				resolution string
+				raw        json.RawMessage
+			)
+			err := r.Scan(&pr.ID, &pr.OrganizationID, &pr.Scope, &pr.Key, &pr.ClaimID, &resolution,
+				&pr.Actor, &pr.Reason, &raw, &pr.ResolvedAt)
+			if err == nil {
+				pr.Resolution = Resolution(resolution)
+				pr.Uncertain, err = decodeAnswer(raw, "", "")
+			}
+			return pr, err
+		},
+		func(pr PastResolution) keyset.Position { return keyset.Position{CreatedAt: pr.ResolvedAt, ID: pr.ID} })
+}
+
+// readPage runs query, one keyset page of what, with the lead arguments
+// followed by the cursor's position, the limit plus one, and p's filters;
+// scan reads a row and pos names a row's place. It returns
+// [ErrInvalidCursor] for a cursor this package did not write.
+func readPage[T any](ctx context.Context, db InspectDB, what, query string, lead []any, p InspectParams,
+	scan pgx.RowToFunc[T], pos func(T) keyset.Position) ([]T, string, error) {
+	cur, err := keyset.Decode(p.Cursor)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	at, id := keyset.Args(pos)
+	at, id := keyset.Args(cur)
 	limit := p.limit()
-	rows, err := in.db.Query(ctx, resolutionPage, at, id, limit+1, nullUUID(p.OrganizationID), nullText(p.Scope))
+	rows, err := db.Query(ctx, query, append(lead, at, id, limit+1, nullUUID(p.OrganizationID), nullText(p.Scope))...)
 	if err != nil {
-		return nil, "", fmt.Errorf("tools: resolutions: %w", err)
+		return nil, "", fmt.Errorf("tools: %s: %w", what, err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PastResolution, error) {
-		var (
-			pr         PastResolution
-			resolution string
-			raw        json.RawMessage
-		)
-		if err := r.Scan(&pr.ID, &pr.OrganizationID, &pr.Scope, &pr.Key, &pr.ClaimID, &resolution,
-			&pr.Actor, &pr.Reason, &raw, &pr.ResolvedAt); err != nil {
-			return pr, err
-		}
-		pr.Resolution = Resolution(resolution)
-		var err error
-		pr.Uncertain, err = decodeAnswer(raw, "", "")
-		return pr, err
-	})
+	list, err := pgx.CollectRows(rows, scan)
 	if err != nil {
-		return nil, "", fmt.Errorf("tools: resolutions: %w", err)
+		return nil, "", fmt.Errorf("tools: %s: %w", what, err)
 	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].ResolvedAt, ID: list[i].ID}
-	})
+	list, next := keyset.Page(list, limit, func(i int) keyset.Position { return pos(list[i]) })
 	return list, next, nil
 }
 

@@ -125,6 +125,23 @@ func (b *bundle) rowCount(t *testing.T) int {
 	return n
 }
 
+// warm opens n connections up front, so concurrent callers race on the
+// database rather than queue behind connection set-up.
+func (b *bundle) warm(t *testing.T, n int) {
+	t.Helper()
+	conns := make([]*pgxpool.Conn, 0, n)
+	for range n {
+		conn, err := b.pool.Acquire(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
+	}
+	for _, conn := range conns {
+		conn.Release()
+	}
+}
+
 // row reads the stored claim of c, or nil.
 func (b *bundle) row(t *testing.T, c tools.Call) *idempotency.Record {
 	t.Helper()

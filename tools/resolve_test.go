@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/tools"
@@ -170,19 +169,7 @@ func TestConcurrentResolutionsOfOneCallRecordOne(t *testing.T) {
 	c, _ := b.uncertainCall(t)
 	key := b.key(t, c)
 	const n = 10
-	// Open the connections up front, so the resolutions race on the
-	// database rather than queue behind connection set-up.
-	conns := make([]*pgxpool.Conn, 0, n)
-	for range n {
-		conn, err := b.pool.Acquire(b.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, conn)
-	}
-	for _, conn := range conns {
-		conn.Release()
-	}
+	b.warm(t, n)
 	errs := make([]error, n)
 	var start, done sync.WaitGroup
 	start.Add(1)

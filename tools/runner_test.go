@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/tools"
 	"github.com/searchd/searchd/tools/email"
@@ -433,19 +431,7 @@ func TestConcurrentExecutesOfOneCallSendOnce(t *testing.T) {
 	b := setup(t, opts{idempotent: true, delay: 300 * time.Millisecond, dbClock: true})
 	c := b.call(sendInput, 1)
 	const n = 20
-	// Open the connections up front, so the workers race on the database
-	// rather than queue behind connection set-up.
-	conns := make([]*pgxpool.Conn, 0, n)
-	for range n {
-		conn, err := b.pool.Acquire(b.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, conn)
-	}
-	for _, conn := range conns {
-		conn.Release()
-	}
+	b.warm(t, n)
 	results := make([]tools.Result, n)
 	errs := make([]error, n)
 	var start, done sync.WaitGroup

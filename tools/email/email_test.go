@@ -112,29 +112,21 @@ func TestVendorAnswersMapToEndings(t *testing.T) {
 func TestVendorFailureIsRetryableOnlyWithAKey(t *testing.T) {
 	t.Parallel()
 	for _, status := range []int{500, 502, 503, 599} {
-		v := emailtest.NewVendor(t, emailtest.Options{})
-		v.Script(emailtest.Step{Status: status}, emailtest.Step{Status: status})
-		s := newSender(t, v.URL(), 5*time.Second)
-		for _, tc := range []struct {
-			key                  string
-			retryable, uncertain bool
-		}{
-			{"tk1_abc", true, false},
-			{"", false, true},
-		} {
-			_, err := call(s, tc.key)
-			var te *tools.ToolError
-			if !errors.As(err, &te) || te.Code != email.CodeVendorError || te.Retryable != tc.retryable || te.Uncertain != tc.uncertain {
-				t.Fatalf("Call(key %q) after %d = %v, want vendor_error retryable %v uncertain %v", tc.key, status, err, tc.retryable, tc.uncertain)
-			}
-		}
+		failsAs(t, status, email.CodeVendorError)
 	}
 }
 
 func TestGatewayTimeoutIsNoAnswer(t *testing.T) {
 	t.Parallel()
+	failsAs(t, 504, email.CodeNoAnswer)
+}
+
+// failsAs checks that a vendor answering status fails a call with a key
+// as code, retryable, and one without as code, uncertain.
+func failsAs(t *testing.T, status int, code string) {
+	t.Helper()
 	v := emailtest.NewVendor(t, emailtest.Options{})
-	v.Script(emailtest.Step{Status: 504}, emailtest.Step{Status: 504})
+	v.Script(emailtest.Step{Status: status}, emailtest.Step{Status: status})
 	s := newSender(t, v.URL(), 5*time.Second)
 	for _, tc := range []struct {
 		key                  string
@@ -145,8 +137,8 @@ func TestGatewayTimeoutIsNoAnswer(t *testing.T) {
 	} {
 		_, err := call(s, tc.key)
 		var te *tools.ToolError
-		if !errors.As(err, &te) || te.Code != email.CodeNoAnswer || te.Retryable != tc.retryable || te.Uncertain != tc.uncertain {
-			t.Fatalf("Call(key %q) after 504 = %v, want no_answer retryable %v uncertain %v", tc.key, err, tc.retryable, tc.uncertain)
+		if !errors.As(err, &te) || te.Code != code || te.Retryable != tc.retryable || te.Uncertain != tc.uncertain {
+			t.Fatalf("Call(key %q) after %d = %v, want %s retryable %v uncertain %v", tc.key, status, err, code, tc.retryable, tc.uncertain)
 		}
 	}
 }
