@@ -42,7 +42,7 @@
 // replays at least 0.90x the thin handler, a replay one statement.
 //
 // With -json it also writes those medians to a file as JSON (see
-// jsonSummary), for bench/report.
+// [summary.Summary]), for bench/report.
 //
 // Everything listens on loopback only, and the whole run is bounded: the
 // program stops by itself, and on SIGINT.
@@ -61,6 +61,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/searchd/searchd/bench/internal/summary"
 )
 
 type config struct {
@@ -147,7 +149,7 @@ const (
 type figures struct{ real, thin []round }
 
 func run(ctx context.Context, cfg config, out io.Writer) error {
-	loadStart := loadAverage()
+	loadStart := summary.LoadAverage()
 	env, err := setUp(ctx, cfg)
 	if err != nil {
 		return err
@@ -163,16 +165,16 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			return err
 		}
 	}
-	loadEnd := loadAverage()
+	loadEnd := summary.LoadAverage()
 	if err := env.checkRows(ctx, len(env.real.keys)+len(env.thin.keys)+2); err != nil {
 		return err
 	}
-	summary := jsonSummary{Clients: cfg.clients, Rounds: cfg.rounds, Duration: cfg.duration.String(),
+	sum := summary.Summary{Clients: cfg.clients, Rounds: cfg.rounds, Duration: cfg.duration.String(),
 		MaxConns: env.maxConns, PGVersion: env.pgVersion, PGSettings: env.pgSettings,
 		LoadBefore: loadStart, LoadAfter: loadEnd}
-	printMedians(out, cfg, env, results, &summary)
+	printMedians(out, cfg, env, results, &sum)
 	if cfg.jsonOut != "" {
-		if err := writeJSON(cfg.jsonOut, summary); err != nil {
+		if err := writeJSON(cfg.jsonOut, sum); err != nil {
 			return err
 		}
 	}
@@ -269,8 +271,8 @@ func measureRounds(ctx context.Context, out io.Writer, cfg config, env *env, m m
 }
 
 // printMedians prints the medians of the rounds and the verdicts against
-// the targets, and fills summary with them.
-func printMedians(out io.Writer, cfg config, env *env, results map[measure]*figures, summary *jsonSummary) {
+// the targets, and fills sum with them.
+func printMedians(out io.Writer, cfg config, env *env, results map[measure]*figures, sum *summary.Summary) {
 	fmt.Fprintf(out, "\nmedians of %d rounds; the ratio is median real req/s over median thin req/s\n", cfg.rounds)
 	fmt.Fprintf(out, "%-11s %-5s %7s %9s %9s %9s %9s %9s %10s %10s %10s\n", "measure", "", "req/s", "p50", "p99",
 		"stmts/req", "trips/req", "commits", "SQL ms/req", "Go µs/req", "PG µs/req")
@@ -281,7 +283,7 @@ func printMedians(out io.Writer, cfg config, env *env, results map[measure]*figu
 		printSide(out, m, "thin", f.thin, env.pg.ok())
 		ratio := printRatio(out, m, f, env.pg.ok())
 		verdicts = append(verdicts, fmt.Sprintf("%s %.2f× (%s)", m, ratio, verdict(ratio >= targetRatio)))
-		summary.Measures = append(summary.Measures, jsonMeasure{
+		sum.Measures = append(sum.Measures, summary.Measure{
 			Measure: m.String(), Real: sideSummary(f.real), Thin: sideSummary(f.thin), Ratio: ratio})
 	}
 	var refused int
@@ -292,16 +294,16 @@ func printMedians(out io.Writer, cfg config, env *env, results map[measure]*figu
 	}
 	fmt.Fprintf(out, "\nreal 429 rate_limited answers in all measured rounds: %d, target 0: %s\n", refused, verdict(refused == 0))
 	verdicts = append(verdicts, fmt.Sprintf("%d × 429 (%s)", refused, verdict(refused == 0)))
-	summary.Refused = refused
+	sum.Refused = refused
 	replayStmts := medianOf(results[replays].real, round.statementsPerRequest)
 	fmt.Fprintf(out, "real replay: %.2f SQL statements per request, target ≤ %d: %s\n",
 		replayStmts, targetReplayStmts, verdict(replayStmts <= targetReplayStmts))
 	fmt.Fprintf(out, "real new start: %.2f SQL statements in %.2f round trips and %.2f commits per request, target ≤ 5 round trips and ≤ 2 commits\n",
 		medianOf(results[newStarts].real, round.statementsPerRequest), medianOf(results[newStarts].real, round.roundTripsPerRequest),
 		medianOf(results[newStarts].real, round.commitsPerRequest))
-	fmt.Fprintf(out, "summary: %s; load average after: %s\n", strings.Join(verdicts, ", "), summary.LoadAfter)
-	summary.ReplayStatements = replayStmts
-	summary.StartStatements = medianOf(results[newStarts].real, round.statementsPerRequest)
+	fmt.Fprintf(out, "summary: %s; load average after: %s\n", strings.Join(verdicts, ", "), sum.LoadAfter)
+	sum.ReplayStatements = replayStmts
+	sum.StartStatements = medianOf(results[newStarts].real, round.statementsPerRequest)
 }
 
 // printSide prints the medians of one handler's rounds of measure m.
@@ -421,17 +423,4 @@ func verdict(ok bool) string {
 		return "met"
 	}
 	return "MISSED"
-}
-
-// loadAverage returns the 1, 5 and 15 minute load averages, or "unknown".
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }

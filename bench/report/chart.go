@@ -55,9 +55,9 @@ func chart(r *report) []byte {
 		m := map[int]float64{}
 		for _, h := range r.http {
 			if real {
-				m[h.Clients] = h.measure(measure).Real.RPS
+				m[h.Clients] = h.Measure(measure).Real.RPS
 			} else {
-				m[h.Clients] = h.measure(measure).Thin.RPS
+				m[h.Clients] = h.Measure(measure).Thin.RPS
 			}
 		}
 		return m

@@ -48,6 +48,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/searchd/searchd/bench/internal/summary"
 )
 
 // clientCounts are the concurrencies of the HTTP sweep.
@@ -83,7 +85,7 @@ func run(ctx context.Context, cfg config) error {
 	began := time.Now()
 	r := &report{began: began.UTC(), quick: cfg.quick}
 	r.machine = readMachine(ctx)
-	r.loadBefore = loadAverage()
+	r.loadBefore = summary.LoadAverage()
 
 	sz := sizes(cfg.quick)
 	logf("start benchmark in process (%s)", sz.startDesc)
@@ -139,7 +141,7 @@ func run(ctx context.Context, cfg config) error {
 		r.http = append(r.http, res)
 	}
 
-	r.loadAfter = loadAverage()
+	r.loadAfter = summary.LoadAverage()
 	r.elapsed = time.Since(began)
 	svgPath := strings.TrimSuffix(cfg.out, filepath.Ext(cfg.out)) + ".svg"
 	r.chartName = filepath.Base(svgPath)

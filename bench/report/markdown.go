@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/searchd/searchd/bench/internal/summary"
 )
 
 // httpTargetRatio and httpTargetReplayStmts are issue 17's targets, as
@@ -26,7 +28,7 @@ type report struct {
 	start                 startResult
 	plane                 planeResult
 	sweep                 sweepResult
-	http                  []httpResult
+	http                  []summary.Summary
 	httpArgs              []string
 	chartName             string
 	// fairness is the lines TestFairnessBench printed: its setup and its
@@ -161,12 +163,12 @@ func (r *report) summaryHTTP(p func(string, ...any)) {
 		return
 	}
 	for _, name := range []string{"new starts", "replays"} {
-		m := h.measure(name)
+		m := h.Measure(name)
 		p("| HTTP, %d clients, vs thin handler | %s, req/s | %.0f/s | %.0f/s | %.2f× | %s | %s |\n",
 			h.Clients, name, m.Real.RPS, m.Thin.RPS, m.Ratio, httpTargetRatio, verdictOf(m.Ratio, httpTargetRatio))
 	}
 	p("| HTTP | SQL statements per replay | %.2f | %.2f | | ≤ %d | %s |\n",
-		h.ReplayStatements, h.measure("replays").Thin.Stmts, httpTargetReplayStmts,
+		h.ReplayStatements, h.Measure("replays").Thin.Stmts, httpTargetReplayStmts,
 		metUnless(h.ReplayStatements > httpTargetReplayStmts))
 }
 
@@ -231,7 +233,7 @@ func (r *report) concurrency(p func(string, ...any)) {
 	p("| clients | new starts: searchd | thin | ratio | searchd p99 | trips, commits | replays: searchd | thin | ratio | searchd p99 |\n")
 	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, h := range r.http {
-		n, rp := h.measure("new starts"), h.measure("replays")
+		n, rp := h.Measure("new starts"), h.Measure("replays")
 		p("| %d | %.0f/s | %.0f/s | %.2f× | %.1f ms | %.2f, %.2f | %.0f/s | %.0f/s | %.2f× | %.1f ms |\n", h.Clients,
 			n.Real.RPS, n.Thin.RPS, n.Ratio, n.Real.P99Ms, n.Real.Trips, n.Real.Commits, rp.Real.RPS, rp.Thin.RPS, rp.Ratio, rp.Real.P99Ms)
 	}
@@ -240,13 +242,13 @@ func (r *report) concurrency(p func(string, ...any)) {
 		"between machines.\n", r.machine.cpus)
 }
 
-func (r *report) httpAt(clients int) (httpResult, bool) {
+func (r *report) httpAt(clients int) (summary.Summary, bool) {
 	for _, h := range r.http {
 		if h.Clients == clients {
 			return h, true
 		}
 	}
-	return httpResult{}, false
+	return summary.Summary{}, false
 }
 
 func (r *report) maxConns() int32 {

@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/searchd/searchd/bench/internal/summary"
 )
 
 // command returns cmd with the environment plus env, its stderr going to
@@ -36,63 +38,23 @@ func goTest(ctx context.Context, pkg, test string, env []string) (string, error)
 	return out.String(), nil
 }
 
-// httpResult is what bench/http -json writes; the fields the report uses.
-type httpResult struct {
-	Clients          int           `json:"clients"`
-	Rounds           int           `json:"rounds"`
-	Duration         string        `json:"duration"`
-	MaxConns         int32         `json:"max_conns"`
-	PGVersion        string        `json:"pg_version"`
-	PGSettings       string        `json:"pg_settings"`
-	Measures         []httpMeasure `json:"measures"`
-	ReplayStatements float64       `json:"replay_statements"`
-	StartStatements  float64       `json:"start_statements"`
-}
-
-type httpMeasure struct {
-	Measure string   `json:"measure"`
-	Real    httpSide `json:"real"`
-	Thin    httpSide `json:"thin"`
-	Ratio   float64  `json:"ratio"`
-}
-
-type httpSide struct {
-	RPS     float64 `json:"rps"`
-	P50Ms   float64 `json:"p50_ms"`
-	P99Ms   float64 `json:"p99_ms"`
-	Stmts   float64 `json:"stmts_per_req"`
-	Trips   float64 `json:"round_trips_per_req"`
-	Commits float64 `json:"commits_per_req"`
-}
-
-// measure returns the named measure ("new starts" or "replays"), zero
-// when absent.
-func (h httpResult) measure(name string) httpMeasure {
-	for _, m := range h.Measures {
-		if m.Measure == name {
-			return m
-		}
-	}
-	return httpMeasure{}
-}
-
 // runHTTP runs the bench/http binary at clients clients. Its text report
 // goes to a log file in dir, shown only when it fails.
-func runHTTP(ctx context.Context, bin, dir string, clients int, args []string) (httpResult, error) {
+func runHTTP(ctx context.Context, bin, dir string, clients int, args []string) (summary.Summary, error) {
 	jsonPath := filepath.Join(dir, fmt.Sprintf("http-%d.json", clients))
 	cmd := exec.CommandContext(ctx, bin, append([]string{"-clients", strconv.Itoa(clients), "-json", jsonPath}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return httpResult{}, fmt.Errorf("bench/http at %d clients: %w\n%s", clients, err, out.String())
+		return summary.Summary{}, fmt.Errorf("bench/http at %d clients: %w\n%s", clients, err, out.String())
 	}
 	b, err := os.ReadFile(jsonPath)
 	if err != nil {
-		return httpResult{}, err
+		return summary.Summary{}, err
 	}
-	var res httpResult
+	var res summary.Summary
 	if err := json.Unmarshal(b, &res); err != nil {
-		return httpResult{}, fmt.Errorf("reading bench/http's -json at %d clients: %w", clients, err)
+		return summary.Summary{}, fmt.Errorf("reading bench/http's -json at %d clients: %w", clients, err)
 	}
 	return res, nil
 }
@@ -133,17 +95,4 @@ func readMachine(ctx context.Context) machine {
 		m.kernel = runtime.GOOS + " " + strings.TrimSpace(string(b)) + " " + runtime.GOARCH
 	}
 	return m
-}
-
-// loadAverage returns the 1, 5 and 15 minute load averages, or "unknown".
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
