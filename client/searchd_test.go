@@ -458,6 +458,29 @@ func startInBackground(ctx context.Context, c *client.Client, ssID, key string) 
 	return done
 }
 
+// restartAndWait kills s, releases the lock its request waits on,
+// restarts s and returns the background start's answer, which must
+// succeed, with the outcomes of its attempts.
+func restartAndWait(ctx context.Context, t *testing.T, s *searchd, release func(), done <-chan startAnswer, rec *recorder) (startAnswer, []string) {
+	t.Helper()
+	s.kill()
+	release()
+	time.Sleep(time.Second)
+	s.start()
+	var a startAnswer
+	select {
+	case a = <-done:
+	case <-ctx.Done():
+		t.Fatal("the start did not finish")
+	}
+	if a.err != nil {
+		t.Fatalf("StartSavedSearch across the crash: %v (attempts %q)", a.err, rec.list())
+	}
+	outcomes := rec.list()
+	t.Logf("attempts: %q", outcomes)
+	return a, outcomes
+}
+
 // holdLock takes lock on table in a transaction of s's database until the
 // returned release is called (or the test ends).
 func holdLock(t *testing.T, s *searchd, table, mode string) (release func()) {
@@ -505,24 +528,9 @@ func testKillBeforeRunInsert(t *testing.T, bin string) {
 		t.Fatalf("%d snapshots visible before the Run commits, want 0", n)
 	}
 
-	s.kill()
 	// The dead server's database session may still commit its Run now;
 	// the restarted server must then replay it, not add one.
-	release()
-	time.Sleep(time.Second)
-	s.start()
-
-	var a startAnswer
-	select {
-	case a = <-done:
-	case <-ctx.Done():
-		t.Fatal("the start did not finish")
-	}
-	if a.err != nil {
-		t.Fatalf("StartSavedSearch across the crash: %v (attempts %q)", a.err, rec.list())
-	}
-	outcomes := rec.list()
-	t.Logf("attempts: %q", outcomes)
+	a, outcomes := restartAndWait(ctx, t, s, release, done, rec)
 	if a.res.Attempts < 2 || outcomes[0] != "error" {
 		t.Errorf("attempts %q, want the first to lose its connection and a retry", outcomes)
 	}
@@ -568,24 +576,9 @@ func testKillDuringFreeze(t *testing.T, bin string) {
 	if st := s.claimStatus(key); st != "processing" {
 		t.Fatalf("claim before the kill is %s, want processing", st)
 	}
-	s.kill()
 	// The dead server's transaction can never commit: it ends with its
 	// session.
-	release()
-	time.Sleep(time.Second)
-	s.start()
-
-	var a startAnswer
-	select {
-	case a = <-done:
-	case <-ctx.Done():
-		t.Fatal("the start did not finish")
-	}
-	if a.err != nil {
-		t.Fatalf("StartSavedSearch across the crash: %v (attempts %q)", a.err, rec.list())
-	}
-	outcomes := rec.list()
-	t.Logf("attempts: %q", outcomes)
+	a, outcomes := restartAndWait(ctx, t, s, release, done, rec)
 	inProgress := slices.IndexFunc(outcomes, func(o string) bool { return strings.HasPrefix(o, "409 Retry-After ") })
 	if outcomes[0] != "error" || inProgress < 0 || outcomes[len(outcomes)-1] != "201" {
 		t.Errorf("attempts %q, want a lost connection, then 409 with Retry-After, then 201", outcomes)
