@@ -1,12 +1,11 @@
 package auth
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -108,50 +107,10 @@ func (c *claims) strs(name string) ([]string, error) {
 }
 
 // refuseDuplicateNames returns errLooseJSON unless data is one JSON object
-// in which no object, at any depth, names a member twice.
+// in which no object, at any depth, names a member twice (jsontext's
+// default). Invalid UTF-8 is let through, as encoding/json reads it.
 func refuseDuplicateNames(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if d, ok := tok.(json.Delim); err != nil || !ok || d != '{' {
-		return errLooseJSON
-	}
-	if err := uniqueMembers(dec, '{'); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errLooseJSON
-	}
-	return nil
-}
-
-// uniqueMembers reads the rest of an object or array whose opening
-// delimiter open was just read, refusing duplicate member names.
-func uniqueMembers(dec *json.Decoder, open json.Delim) error {
-	seen := map[string]bool{}
-	for dec.More() {
-		if open == '{' {
-			tok, err := dec.Token()
-			if err != nil {
-				return errLooseJSON
-			}
-			name, _ := tok.(string)
-			if seen[name] {
-				return fmt.Errorf("%w: %q appears more than once", errLooseJSON, name)
-			}
-			seen[name] = true
-		}
-		tok, err := dec.Token()
-		if err != nil {
-			return errLooseJSON
-		}
-		if d, ok := tok.(json.Delim); ok {
-			if err := uniqueMembers(dec, d); err != nil {
-				return err
-			}
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing delimiter
+	if v := jsontext.Value(data); v.Kind() != '{' || !v.IsValid(jsontext.AllowInvalidUTF8(true)) {
 		return errLooseJSON
 	}
 	return nil

@@ -155,6 +155,7 @@ func TestStrictRulesForHS256(t *testing.T) {
 		{"ES256 without a provider", signed(jwt.SigningMethodES256, ecKey, valid)},
 		{"org_id not a string", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":7,"iat":%d,"exp":%d}`, iat, exp))},
 		{"duplicate org_id", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"org_id":%q,"exp":%d}`, org, uuid.New(), exp))},
+		{"a name twice in a nested object", rawToken(secret, hsHeader, claims(`,"x":[{"a":1,"a":2}]`))},
 		{"unknown role", rawToken(secret, hsHeader, claims(`,"role":"admin"`))},
 		{"role not a string", rawToken(secret, hsHeader, claims(`,"role":["operator"]`))},
 		{"another secret", rawToken([]byte("another-secret-another-secret-0123456"), hsHeader, claims(""))},

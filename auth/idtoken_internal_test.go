@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -30,17 +29,8 @@ func TestIDTokenRules(t *testing.T) {
 	org := uuid.New()
 	claims := func(extra map[string]any) string {
 		now := time.Now().Unix()
-		c := map[string]any{"iss": p.Issuer, "aud": []string{"console"}, "sub": "alice", "org_id": org.String(),
-			"nonce": "n-1", "iat": now, "exp": now + 3600}
-		for k, x := range extra {
-			if x == nil {
-				delete(c, k)
-				continue
-			}
-			c[k] = x
-		}
-		b, _ := json.Marshal(c)
-		return string(b)
+		return ClaimsJSON(map[string]any{"iss": p.Issuer, "aud": []string{"console"}, "sub": "alice", "org_id": org.String(),
+			"nonce": "n-1", "iat": now, "exp": now + 3600}, extra)
 	}
 	sign := func(c string) string {
 		tok, err := p.Sign("rsa", fmt.Sprintf(`{"alg":"RS256","kid":%q}`, keys.RSA), c)

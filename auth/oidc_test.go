@@ -72,17 +72,8 @@ func newWorld(t *testing.T, cfg func(*auth.Config)) *world {
 // value removes the member).
 func (w *world) claims(extra map[string]any) string {
 	now := time.Now().Unix()
-	c := map[string]any{"iss": w.p.Issuer, "aud": []string{audience}, "sub": "alice", "org_id": w.org.String(),
-		"iat": now, "exp": now + 3600}
-	for k, v := range extra {
-		if v == nil {
-			delete(c, k)
-			continue
-		}
-		c[k] = v
-	}
-	b, _ := json.Marshal(c)
-	return string(b)
+	return auth.ClaimsJSON(map[string]any{"iss": w.p.Issuer, "aud": []string{audience}, "sub": "alice", "org_id": w.org.String(),
+		"iat": now, "exp": now + 3600}, extra)
 }
 
 func header(alg, kid string) string {
