@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/idempotency"
@@ -198,21 +197,18 @@ func (r *Resolver) Resolve(ctx context.Context, p ResolveParams) (*Resolved, err
 			return fmt.Errorf("%w: its answer is %s", ErrNotUncertain, prev.Outcome)
 		}
 
-		var tag pgconn.CommandTag
-		switch p.Resolution {
-		case ResolutionDelivered:
+		// Validate let only the two resolutions through.
+		sql, args := callAuthorizeRetry, []any{p.OrganizationID, claimID}
+		if p.Resolution == ResolutionDelivered {
 			body, err := encodeAnswer(Result{OK: true, Outcome: OutcomeOK, ResolvedBy: p.Actor})
 			if err != nil {
 				return err
 			}
-			tag, err = tx.Exec(ctx, callMarkDelivered, p.OrganizationID, claimID, string(body))
-			if err != nil {
-				return err
-			}
-		case ResolutionRetry:
-			if tag, err = tx.Exec(ctx, callAuthorizeRetry, p.OrganizationID, claimID); err != nil {
-				return err
-			}
+			sql, args = callMarkDelivered, append(args, string(body))
+		}
+		tag, err := tx.Exec(ctx, sql, args...)
+		if err != nil {
+			return err
 		}
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("%w: another resolution came first", ErrNotUncertain)

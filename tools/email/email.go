@@ -180,7 +180,7 @@ func (s *Sender) Call(ctx context.Context, cc tools.CallContext, input json.RawM
 		if !written.Load() {
 			return tools.Result{}, &tools.ToolError{Code: CodeUnreachable, Retryable: true, Err: err}
 		}
-		return tools.Result{}, noAnswer(cc, err)
+		return tools.Result{}, unsure(cc, CodeNoAnswer, err)
 	}
 	defer resp.Body.Close()
 	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBody))
@@ -238,52 +238,44 @@ func acknowledged(raw []byte) (tools.Result, error) {
 // refused is the failure of a request the vendor answered with resp, not
 // a 2xx, whose body is raw.
 func refused(cc tools.CallContext, resp *http.Response, raw []byte) error {
+	err := vendorError(resp, raw)
 	switch code := resp.StatusCode; {
 	case code == http.StatusBadRequest || code == http.StatusUnprocessableEntity:
-		return &tools.ToolError{Code: tools.OutcomeInvalidInput, Err: vendorError(resp, raw)}
+		return &tools.ToolError{Code: tools.OutcomeInvalidInput, Err: err}
 	case code == http.StatusNotFound:
-		return &tools.ToolError{Code: tools.OutcomeNotFound, Err: vendorError(resp, raw)}
+		return &tools.ToolError{Code: tools.OutcomeNotFound, Err: err}
 	case code == http.StatusTooManyRequests:
-		return &tools.ToolError{Code: CodeRateLimited, Retryable: true, Err: vendorError(resp, raw)}
+		return &tools.ToolError{Code: CodeRateLimited, Retryable: true, Err: err}
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return &tools.ToolError{Code: CodeUnauthorized, Retryable: true, Err: vendorError(resp, raw)}
+		return &tools.ToolError{Code: CodeUnauthorized, Retryable: true, Err: err}
 	case code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooEarly:
 		// 408: the vendor gave up reading the request; 409 and 425: it is
 		// still working on an earlier request with this key.
-		return &tools.ToolError{Code: CodeVendorError, Retryable: true, Err: vendorError(resp, raw)}
+		return &tools.ToolError{Code: CodeVendorError, Retryable: true, Err: err}
 	case code == http.StatusGatewayTimeout:
 		// A gateway that timed out says nothing about whether the vendor
 		// behind it sent.
-		return noAnswer(cc, vendorError(resp, raw))
+		return unsure(cc, CodeNoAnswer, err)
 	case code >= 400 && code < 500:
-		return &tools.ToolError{Code: CodeRejected, Err: vendorError(resp, raw)}
+		return &tools.ToolError{Code: CodeRejected, Err: err}
 	case code >= 500:
 		// The vendor failed after it read the request, and a 5xx does not
 		// say it did not send: the state is uncertain until it
-		// acknowledges. With the key its retry is deduplicated, so it is
-		// retryable; without one it is uncertain and stays so.
-		return vendorFailed(cc, vendorError(resp, raw))
+		// acknowledges.
+		return unsure(cc, CodeVendorError, err)
 	}
-	return noAnswer(cc, vendorError(resp, raw))
+	return unsure(cc, CodeNoAnswer, err)
 }
 
-// noAnswer is the failure of a request that was written and got no
-// acknowledgement.
-func noAnswer(cc tools.CallContext, err error) *tools.ToolError {
+// unsure is the failure, as code, of a request that was written and got
+// no acknowledgement (CodeNoAnswer) or a 5xx but 504 (CodeVendorError):
+// retryable with the key, which the vendor dedupes the retry by; without
+// one it is uncertain and stays so.
+func unsure(cc tools.CallContext, code string, err error) *tools.ToolError {
 	if cc.IdempotencyKey != "" {
-		return &tools.ToolError{Code: CodeNoAnswer, Retryable: true, Err: err}
+		return &tools.ToolError{Code: code, Retryable: true, Err: err}
 	}
-	return &tools.ToolError{Code: CodeNoAnswer, Uncertain: true, Err: fmt.Errorf("the message may have been sent: %w", err)}
-}
-
-// vendorFailed is the failure of a request the vendor read and answered
-// with a 5xx (but 504): retryable when the vendor dedupes by the key,
-// uncertain when nothing would dedupe the retry.
-func vendorFailed(cc tools.CallContext, err error) *tools.ToolError {
-	if cc.IdempotencyKey != "" {
-		return &tools.ToolError{Code: CodeVendorError, Retryable: true, Err: err}
-	}
-	return &tools.ToolError{Code: CodeVendorError, Uncertain: true, Err: fmt.Errorf("the message may have been sent: %w", err)}
+	return &tools.ToolError{Code: code, Uncertain: true, Err: fmt.Errorf("the message may have been sent: %w", err)}
 }
 
 func vendorError(resp *http.Response, raw []byte) error {
