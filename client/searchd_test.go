@@ -458,27 +458,44 @@ func startInBackground(ctx context.Context, c *client.Client, ssID, key string) 
 	return done
 }
 
-// restartAndWait kills s, releases the lock its request waits on,
-// restarts s and returns the background start's answer, which must
-// succeed, with the outcomes of its attempts.
-func restartAndWait(ctx context.Context, t *testing.T, s *searchd, release func(), done <-chan startAnswer, rec *recorder) (startAnswer, []string) {
+// blockedStart starts a searchd and a start of a new saved search in the
+// background, held back at its insert into table by a SHARE lock the test
+// owns, and checks that its claim is processing. restart kills the server,
+// releases the lock, restarts the server and returns the start's answer,
+// which must succeed, with the outcomes of its attempts.
+func blockedStart(t *testing.T, bin, table string) (ctx context.Context, s *searchd, c *client.Client, ss *client.SavedSearch, key string, restart func() (startAnswer, []string)) {
 	t.Helper()
-	s.kill()
-	release()
-	time.Sleep(time.Second)
-	s.start()
-	var a startAnswer
-	select {
-	case a = <-done:
-	case <-ctx.Done():
-		t.Fatal("the start did not finish")
+	s = startSearchd(t, bin)
+	ss = createSavedSearch(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	c, rec := newClient(t, s.url(), s.token, client.RetryPolicy{MaxAttempts: 100})
+	key = client.NewIdempotencyKey()
+	release := holdLock(t, s, table, "SHARE")
+	done := startInBackground(ctx, c, ss.ID, key)
+	s.waitForBlockedInsert(table)
+	if st := s.claimStatus(key); st != "processing" {
+		t.Fatalf("claim before the kill is %s, want processing", st)
 	}
-	if a.err != nil {
-		t.Fatalf("StartSavedSearch across the crash: %v (attempts %q)", a.err, rec.list())
+	return ctx, s, c, ss, key, func() (startAnswer, []string) {
+		t.Helper()
+		s.kill()
+		release()
+		time.Sleep(time.Second)
+		s.start()
+		var a startAnswer
+		select {
+		case a = <-done:
+		case <-ctx.Done():
+			t.Fatal("the start did not finish")
+		}
+		if a.err != nil {
+			t.Fatalf("StartSavedSearch across the crash: %v (attempts %q)", a.err, rec.list())
+		}
+		outcomes := rec.list()
+		t.Logf("attempts: %q", outcomes)
+		return a, outcomes
 	}
-	outcomes := rec.list()
-	t.Logf("attempts: %q", outcomes)
-	return a, outcomes
 }
 
 // holdLock takes lock on table in a transaction of s's database until the
@@ -509,28 +526,16 @@ func holdLock(t *testing.T, s *searchd, table, mode string) (release func()) {
 // the restarted server must then replay that Run, not add one: one Run, on
 // the one snapshot.
 func testKillBeforeRunInsert(t *testing.T, bin string) {
-	s := startSearchd(t, bin)
-	ss := createSavedSearch(t, s)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, rec := newClient(t, s.url(), s.token, client.RetryPolicy{MaxAttempts: 100})
-	key := client.NewIdempotencyKey()
-
-	// SHARE blocks the INSERT of a Run but not the reads before it.
-	release := holdLock(t, s, "agent.runs", "SHARE")
-	done := startInBackground(ctx, c, ss.ID, key)
-	s.waitForBlockedInsert("agent.runs")
-	// The completion commits with the Run, never before it.
-	if st := s.claimStatus(key); st != "processing" {
-		t.Fatalf("claim before the kill is %s, want processing", st)
-	}
+	// SHARE blocks the INSERT of a Run but not the reads before it. The
+	// completion commits with the Run, never before it.
+	ctx, s, c, ss, key, restart := blockedStart(t, bin, "agent.runs")
 	if n := s.snapshotsOf(ss.ID); n != 0 {
 		t.Fatalf("%d snapshots visible before the Run commits, want 0", n)
 	}
 
 	// The dead server's database session may still commit its Run now;
 	// the restarted server must then replay it, not add one.
-	a, outcomes := restartAndWait(ctx, t, s, release, done, rec)
+	a, outcomes := restart()
 	if a.res.Attempts < 2 || outcomes[0] != "error" {
 		t.Errorf("attempts %q, want the first to lose its connection and a retry", outcomes)
 	}
@@ -563,22 +568,10 @@ func testKillBeforeRunInsert(t *testing.T, bin string) {
 // restarted server answers 409 in_progress with Retry-After; the client
 // waits as told and the start that reclaims the key makes the one Run.
 func testKillDuringFreeze(t *testing.T, bin string) {
-	s := startSearchd(t, bin)
-	ss := createSavedSearch(t, s)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, rec := newClient(t, s.url(), s.token, client.RetryPolicy{MaxAttempts: 100})
-	key := client.NewIdempotencyKey()
-
-	release := holdLock(t, s, "agent.saved_search_snapshots", "SHARE")
-	done := startInBackground(ctx, c, ss.ID, key)
-	s.waitForBlockedInsert("agent.saved_search_snapshots")
-	if st := s.claimStatus(key); st != "processing" {
-		t.Fatalf("claim before the kill is %s, want processing", st)
-	}
+	_, s, _, ss, key, restart := blockedStart(t, bin, "agent.saved_search_snapshots")
 	// The dead server's transaction can never commit: it ends with its
 	// session.
-	a, outcomes := restartAndWait(ctx, t, s, release, done, rec)
+	a, outcomes := restart()
 	inProgress := slices.IndexFunc(outcomes, func(o string) bool { return strings.HasPrefix(o, "409 Retry-After ") })
 	if outcomes[0] != "error" || inProgress < 0 || outcomes[len(outcomes)-1] != "201" {
 		t.Errorf("attempts %q, want a lost connection, then 409 with Retry-After, then 201", outcomes)
