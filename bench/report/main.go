@@ -88,39 +88,29 @@ func run(ctx context.Context, cfg config) error {
 	r.loadBefore = summary.LoadAverage()
 
 	sz := sizes(cfg.quick)
-	logf("start benchmark in process (%s)", sz.startDesc)
-	startOut, err := goTest(ctx, "./admission/", "TestStartBench", sz.startEnv)
-	if err != nil {
-		return err
+	for _, b := range []struct {
+		name, desc, pkg, test string
+		env                   []string
+		parse                 func(out string) error
+	}{
+		{"start benchmark in process", sz.startDesc, "./admission/", "TestStartBench", sz.startEnv,
+			func(out string) (err error) { r.start, err = parseStart(out); return err }},
+		{"plane benchmark", sz.planeDesc, "./idempotency/", "TestBenchReport", sz.planeEnv,
+			func(out string) (err error) { r.plane, err = parsePlane(out); return err }},
+		{"sweeper benchmark", sz.sweepDesc, "./sweeper/", "TestSweepBench", sz.sweepEnv,
+			func(out string) (err error) { r.sweep, err = parseSweep(out); return err }},
+		{"fairness benchmark", sz.fairDesc, "./api/", "TestFairnessBench", sz.fairEnv,
+			func(out string) error { r.fairness = parseFairness(out); return nil }},
+	} {
+		logf("%s (%s)", b.name, b.desc)
+		out, err := goTest(ctx, b.pkg, b.test, b.env)
+		if err != nil {
+			return err
+		}
+		if err := b.parse(out); err != nil {
+			return err
+		}
 	}
-	if r.start, err = parseStart(startOut); err != nil {
-		return err
-	}
-
-	logf("plane benchmark (%s)", sz.planeDesc)
-	planeOut, err := goTest(ctx, "./idempotency/", "TestBenchReport", sz.planeEnv)
-	if err != nil {
-		return err
-	}
-	if r.plane, err = parsePlane(planeOut); err != nil {
-		return err
-	}
-
-	logf("sweeper benchmark (%s)", sz.sweepDesc)
-	sweepOut, err := goTest(ctx, "./sweeper/", "TestSweepBench", sz.sweepEnv)
-	if err != nil {
-		return err
-	}
-	if r.sweep, err = parseSweep(sweepOut); err != nil {
-		return err
-	}
-
-	logf("fairness benchmark (%s)", sz.fairDesc)
-	fairOut, err := goTest(ctx, "./api/", "TestFairnessBench", sz.fairEnv)
-	if err != nil {
-		return err
-	}
-	r.fairness = parseFairness(fairOut)
 
 	dir, err := os.MkdirTemp("", "searchd-bench-report-")
 	if err != nil {
