@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -64,24 +65,12 @@ const DefaultUnknownKeyRefresh = 30 * time.Second
 
 func (c *OIDCConfig) withDefaults() OIDCConfig {
 	d := *c
-	if d.OrgClaim == "" {
-		d.OrgClaim = "org_id"
-	}
-	if d.ActorClaim == "" {
-		d.ActorClaim = "sub"
-	}
-	if d.RoleClaim == "" {
-		d.RoleClaim = "roles"
-	}
-	if d.HTTPClient == nil {
-		d.HTTPClient = defaultHTTPClient
-	}
-	if d.KeyRefresh == 0 {
-		d.KeyRefresh = DefaultKeyRefresh
-	}
-	if d.UnknownKeyRefresh == 0 {
-		d.UnknownKeyRefresh = DefaultUnknownKeyRefresh
-	}
+	d.OrgClaim = cmp.Or(d.OrgClaim, "org_id")
+	d.ActorClaim = cmp.Or(d.ActorClaim, "sub")
+	d.RoleClaim = cmp.Or(d.RoleClaim, "roles")
+	d.HTTPClient = cmp.Or(d.HTTPClient, defaultHTTPClient)
+	d.KeyRefresh = cmp.Or(d.KeyRefresh, DefaultKeyRefresh)
+	d.UnknownKeyRefresh = cmp.Or(d.UnknownKeyRefresh, DefaultUnknownKeyRefresh)
 	return d
 }
 
