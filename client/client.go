@@ -258,11 +258,11 @@ func (c *Client) attempt(ctx context.Context, r request) (*response, error) {
 		return nil, c.transportError(ctx, actx, r, err)
 	}
 	defer res.Body.Close()
-	limit := int64(-1)
+	var answer io.Reader = res.Body
 	if res.StatusCode >= 300 {
-		limit = maxErrorBody
+		answer = io.LimitReader(answer, maxErrorBody)
 	}
-	data, err := readAll(res.Body, limit)
+	data, err := io.ReadAll(answer)
 	if err != nil {
 		return nil, c.transportError(ctx, actx, r, err)
 	}
@@ -285,14 +285,6 @@ func (c *Client) transportError(ctx, actx context.Context, r request, err error)
 		method: r.method, path: r.path, err: err,
 		attemptTimedOut: ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded),
 	}
-}
-
-// readAll reads r, at most limit bytes when limit is not negative.
-func readAll(r io.Reader, limit int64) ([]byte, error) {
-	if limit >= 0 {
-		r = io.LimitReader(r, limit)
-	}
-	return io.ReadAll(r)
 }
 
 // sleep waits d, or until ctx ends.
