@@ -125,9 +125,10 @@ func (b *bundle) rowCount(t *testing.T) int {
 	return n
 }
 
-// warm opens n connections up front, so concurrent callers race on the
-// database rather than queue behind connection set-up.
-func (b *bundle) warm(t *testing.T, n int) {
+// race runs f(0) to f(n-1) at once, each in its own goroutine released
+// together, and waits for them. It opens n connections up front, so they
+// race on the database rather than queue behind connection set-up.
+func (b *bundle) race(t *testing.T, n int, f func(i int)) {
 	t.Helper()
 	conns := make([]*pgxpool.Conn, 0, n)
 	for range n {
@@ -140,6 +141,16 @@ func (b *bundle) warm(t *testing.T, n int) {
 	for _, conn := range conns {
 		conn.Release()
 	}
+	var start, done sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		done.Go(func() {
+			start.Wait()
+			f(i)
+		})
+	}
+	start.Done()
+	done.Wait()
 }
 
 // row reads the stored claim of c, or nil.

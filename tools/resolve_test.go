@@ -3,7 +3,6 @@ package tools_test
 import (
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -169,22 +168,14 @@ func TestConcurrentResolutionsOfOneCallRecordOne(t *testing.T) {
 	c, _ := b.uncertainCall(t)
 	key := b.key(t, c)
 	const n = 10
-	b.warm(t, n)
 	errs := make([]error, n)
-	var start, done sync.WaitGroup
-	start.Add(1)
-	for i := range n {
-		done.Go(func() {
-			start.Wait()
-			r := tools.ResolutionRetry
-			if i%2 == 0 {
-				r = tools.ResolutionDelivered
-			}
-			_, errs[i] = b.resolve(c, key, r, "ops-"+string(rune('a'+i)))
-		})
-	}
-	start.Done()
-	done.Wait()
+	b.race(t, n, func(i int) {
+		r := tools.ResolutionRetry
+		if i%2 == 0 {
+			r = tools.ResolutionDelivered
+		}
+		_, errs[i] = b.resolve(c, key, r, "ops-"+string(rune('a'+i)))
+	})
 	won := 0
 	for i, err := range errs {
 		switch {

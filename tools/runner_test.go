@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -431,19 +430,9 @@ func TestConcurrentExecutesOfOneCallSendOnce(t *testing.T) {
 	b := setup(t, opts{idempotent: true, delay: 300 * time.Millisecond, dbClock: true})
 	c := b.call(sendInput, 1)
 	const n = 20
-	b.warm(t, n)
 	results := make([]tools.Result, n)
 	errs := make([]error, n)
-	var start, done sync.WaitGroup
-	start.Add(1)
-	for i := range n {
-		done.Go(func() {
-			start.Wait()
-			results[i], errs[i] = b.runner.Execute(b.ctx, c, tools.AllowAll)
-		})
-	}
-	start.Done()
-	done.Wait()
+	b.race(t, n, func(i int) { results[i], errs[i] = b.runner.Execute(b.ctx, c, tools.AllowAll) })
 
 	var fresh, replayed, inFlight int
 	for i := range n {
