@@ -17,77 +17,68 @@ import (
 // proxy's 503 page, say) matches by its status the sentinels named so.
 var (
 	// ErrMissingIdempotencyKey: a start without an Idempotency-Key (400).
-	ErrMissingIdempotencyKey = errors.New("searchd: missing_idempotency_key")
+	ErrMissingIdempotencyKey = sentinel("missing_idempotency_key")
 	// ErrInvalidIdempotencyKey: a key the server refuses (400), or one the
 	// client refuses before sending it: not 1 to 255 printable ASCII
 	// characters, or starting or ending with a space.
-	ErrInvalidIdempotencyKey = errors.New("searchd: invalid_idempotency_key")
+	ErrInvalidIdempotencyKey = sentinel("invalid_idempotency_key")
 	// ErrMalformedJSON: a body that is not JSON (400).
-	ErrMalformedJSON = errors.New("searchd: malformed_json")
+	ErrMalformedJSON = sentinel("malformed_json")
 	// ErrValidation: a field out of its rules (400 validation_failed); the
 	// APIError's Errors name the fields.
-	ErrValidation = errors.New("searchd: validation_failed")
+	ErrValidation = sentinel("validation_failed")
 	// ErrUnauthorized: no valid bearer token (401).
-	ErrUnauthorized = errors.New("searchd: unauthorized")
+	ErrUnauthorized = sentinel("unauthorized")
 	// ErrNotFound: no such resource in the caller's organization (404).
-	ErrNotFound = errors.New("searchd: not_found")
+	ErrNotFound = sentinel("not_found")
 	// ErrMethodNotAllowed (405).
-	ErrMethodNotAllowed = errors.New("searchd: method_not_allowed")
+	ErrMethodNotAllowed = sentinel("method_not_allowed")
 	// ErrInProgress: another request with the same Idempotency-Key is
 	// still being prepared (409); the client retries it until its attempts
 	// or the caller's deadline run out.
-	ErrInProgress = errors.New("searchd: in_progress")
+	ErrInProgress = sentinel(codeInProgress)
 	// ErrKeyReused: the Idempotency-Key was used before for a different
 	// request (422). Never retried: the key names the other request.
-	ErrKeyReused = errors.New("searchd: key_reused")
+	ErrKeyReused = sentinel("key_reused")
 	// ErrAlreadyRegistered: the organization registered the provider job
 	// id with that provider already, for another Run (409). Never retried:
 	// the id names the other Run's job.
-	ErrAlreadyRegistered = errors.New("searchd: already_registered")
+	ErrAlreadyRegistered = sentinel("already_registered")
 	// ErrPreconditionFailed: a change made with If-Match (IfVersion) to a
 	// saved search at another version (412); the APIError's
 	// CurrentVersion says which. Never retried: read it again and reapply.
-	ErrPreconditionFailed = errors.New("searchd: precondition_failed")
+	ErrPreconditionFailed = sentinel("precondition_failed")
 	// ErrPayloadTooLarge (413).
-	ErrPayloadTooLarge = errors.New("searchd: payload_too_large")
+	ErrPayloadTooLarge = sentinel("payload_too_large")
 	// ErrUnsupportedMediaType (415).
-	ErrUnsupportedMediaType = errors.New("searchd: unsupported_media_type")
+	ErrUnsupportedMediaType = sentinel("unsupported_media_type")
 	// ErrTooManyRequests: 429, from whatever limits the rate in front of
 	// searchd.
 	ErrTooManyRequests = errors.New("searchd: too many requests")
 	// ErrUnavailable: the service cannot serve now (503).
-	ErrUnavailable = errors.New("searchd: unavailable")
+	ErrUnavailable = sentinel("unavailable")
 	// ErrInternal: a server bug (500); report the APIError's RequestID.
-	ErrInternal = errors.New("searchd: internal")
+	ErrInternal = sentinel("internal")
 	// ErrInsufficientScope: the token is valid but its role does not open
 	// the route (403): a runtime credential on a user route, or a user
 	// token on the runtime's.
-	ErrInsufficientScope = errors.New("searchd: insufficient_scope")
+	ErrInsufficientScope = sentinel("insufficient_scope")
 	// ErrRunFinished: a status report that would change a Run that
 	// finished (409); the APIError's CurrentStatus and CurrentVersion say
 	// how it finished. Never retried: the outcome is final.
-	ErrRunFinished = errors.New("searchd: run_finished")
+	ErrRunFinished = sentinel("run_finished")
 )
 
-// codeErrors maps each problem code of the API to its sentinel.
-var codeErrors = map[string]error{
-	"missing_idempotency_key": ErrMissingIdempotencyKey,
-	"invalid_idempotency_key": ErrInvalidIdempotencyKey,
-	"malformed_json":          ErrMalformedJSON,
-	"validation_failed":       ErrValidation,
-	"unauthorized":            ErrUnauthorized,
-	"not_found":               ErrNotFound,
-	"method_not_allowed":      ErrMethodNotAllowed,
-	codeInProgress:            ErrInProgress,
-	"key_reused":              ErrKeyReused,
-	"already_registered":      ErrAlreadyRegistered,
-	"precondition_failed":     ErrPreconditionFailed,
-	"payload_too_large":       ErrPayloadTooLarge,
-	"unsupported_media_type":  ErrUnsupportedMediaType,
-	"unavailable":             ErrUnavailable,
-	"internal":                ErrInternal,
-	"insufficient_scope":      ErrInsufficientScope,
-	"run_finished":            ErrRunFinished,
+// codeErrors maps each problem code of the API to its sentinel; sentinel
+// fills it.
+var codeErrors = map[string]error{}
+
+// sentinel returns the sentinel of code, "searchd: " and the code, and
+// files it under code in codeErrors.
+func sentinel(code string) error {
+	err := errors.New("searchd: " + code)
+	codeErrors[code] = err
+	return err
 }
 
 // statusErrors maps a status to a sentinel for answers whose code is
