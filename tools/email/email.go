@@ -89,9 +89,7 @@ type Config struct {
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	c.Timeout = cmp.Or(c.Timeout, 30*time.Second)
-	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
-	}
+	c.HTTPClient = cmp.Or(c.HTTPClient, &http.Client{})
 	return c
 }
 
