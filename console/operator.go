@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,11 +17,13 @@ import (
 	"github.com/searchd/searchd/sweeper"
 )
 
-// panel is one operator view: its navigation entry and its routes. Every
-// route is gated to operator tokens by routes().
+// panel is one operator view: its navigation entry, its page at
+// /console/operator/<name> (section operator-<name>) and its other
+// routes. Every route is gated to operator tokens by routes().
 type panel struct {
-	label, href, section string
-	routes               func(c *Console) []route
+	label, name string
+	page        viewFunc
+	more        []route
 }
 
 type route struct {
@@ -37,36 +38,18 @@ type route struct {
 // calls left uncertain, for a person to mark delivered or to allow one
 // retry with the same key) are two.
 func (c *Console) operatorPanels() []panel {
-	panels := []panel{
-		{"Claims", "/console/operator/claims", "operator-claims", func(c *Console) []route {
-			return []route{
-				{"GET /console/operator/claims", c.claims},
-				{"GET /console/operator/claims/counts", c.claimCounts},
-				{"POST /console/operator/claims/{id}/release", c.releaseClaim},
-			}
-		}},
-	}
+	panels := []panel{{"Claims", "claims", c.claims, []route{
+		{"GET /console/operator/claims/counts", c.claimCounts},
+		{"POST /console/operator/claims/{id}/release", c.releaseClaim},
+	}}}
 	if c.d.Inbox != nil {
-		panels = append(panels, panel{"Inbound", "/console/operator/inbound", "operator-inbound", func(c *Console) []route {
-			return []route{{"GET /console/operator/inbound", c.inbound}}
-		}})
+		panels = append(panels, panel{"Inbound", "inbound", c.inbound, nil})
 	}
 	if c.d.Uncertain != nil && c.d.Resolver != nil {
-		panels = append(panels, panel{"Uncertain effects", "/console/operator/uncertain", "operator-uncertain", func(c *Console) []route {
-			return []route{
-				{"GET /console/operator/uncertain", c.uncertain},
-				{"POST /console/operator/uncertain/resolve", c.resolve},
-			}
-		}})
+		panels = append(panels, panel{"Uncertain effects", "uncertain", c.uncertain,
+			[]route{{"POST /console/operator/uncertain/resolve", c.resolve}}})
 	}
-	return append(panels,
-		panel{"Force-releases", "/console/operator/releases", "operator-releases", func(c *Console) []route {
-			return []route{{"GET /console/operator/releases", c.releases}}
-		}},
-		panel{"Sweeper", "/console/operator/sweeper", "operator-sweeper", func(c *Console) []route {
-			return []route{{"GET /console/operator/sweeper", c.sweeperRuns}}
-		}},
-	)
+	return append(panels, panel{"Force-releases", "releases", c.releases, nil}, panel{"Sweeper", "sweeper", c.sweeperRuns, nil})
 }
 
 // chartHours is how far back the claims chart looks.
@@ -308,18 +291,13 @@ func (oc *overviewCache) getWaiting(ctx context.Context, op Operator, now func()
 	}
 }
 
-func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
-	f := newFilters(r)
+func (c *Console) claims(r *http.Request, f *filters) (view, error) {
 	org := f.id("org")
-	p := claimsPage{Scope: f.text("scope", maxFilterLen), Key: f.text("key", maxFilterLen),
+	p := claimsPage{Org: idText(org), Scope: f.text("scope", maxFilterLen), Key: f.text("key", maxFilterLen),
 		StuckCursor: f.cursor("stuck"), FlightCursor: f.cursor("flight"),
 		Refused: outcome(r, "release-refused", "refused")}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
-	}
-	if org != uuid.Nil {
-		p.Org = org.String()
+		return view{}, err
 	}
 	p.Filtered = p.Org != "" || p.Scope != "" || p.Key != ""
 	ctx := r.Context()
@@ -349,13 +327,13 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 		p.InFlight, p.FlightNext, flightErr = c.d.Operator.InFlight(ctx, filter, operator.PageParams{Limit: pageSize, Cursor: p.FlightCursor})
 	}
 	wg.Wait()
-	if c.operatorFailed(w, r, cmp.Or(ovErr, stuckErr, flightErr)) {
-		return
+	if err := cmp.Or(ovErr, stuckErr, flightErr); err != nil {
+		return view{}, err
 	}
 	p.Now = c.now()
 	p.Overview = newCountsView(ov, readAt, p.Now)
 	p.Admission = c.admissionView()
-	c.render(w, r, http.StatusOK, "claims", "Claims", p)
+	return view{"claims", "Claims", p}, nil
 }
 
 // claimCountsWait bounds how long [Console.claimCounts] waits for the
@@ -444,24 +422,16 @@ type releasesPage struct {
 	Cursor, Next string
 }
 
-func (c *Console) releases(w http.ResponseWriter, r *http.Request) {
-	f := newFilters(r)
+func (c *Console) releases(r *http.Request, f *filters) (view, error) {
 	org := f.id("org")
-	p := releasesPage{Actor: f.text("actor", maxFilterLen), Cursor: f.cursor("cursor")}
+	p := releasesPage{Org: idText(org), Actor: f.text("actor", maxFilterLen), Cursor: f.cursor("cursor")}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
+		return view{}, err
 	}
-	if org != uuid.Nil {
-		p.Org = org.String()
-	}
-	list, next, err := c.d.Operator.Releases(r.Context(), operator.ReleaseFilter{OrganizationID: org, Actor: p.Actor},
+	var err error
+	p.Releases, p.Next, err = c.d.Operator.Releases(r.Context(), operator.ReleaseFilter{OrganizationID: org, Actor: p.Actor},
 		operator.PageParams{Limit: pageSize, Cursor: p.Cursor})
-	if c.operatorFailed(w, r, err) {
-		return
-	}
-	p.Releases, p.Next = list, next
-	c.render(w, r, http.StatusOK, "releases", "Force-releases", p)
+	return view{"releases", "Force-releases", p}, err
 }
 
 type sweeperPage struct {
@@ -474,35 +444,19 @@ type sweeperPage struct {
 	Now     time.Time
 }
 
-func (c *Console) sweeperRuns(w http.ResponseWriter, r *http.Request) {
-	f := newFilters(r)
+func (c *Console) sweeperRuns(r *http.Request, f *filters) (view, error) {
 	p := sweeperPage{BacklogOnly: f.oneOf("backlog", "1") == "1", Cursor: f.cursor("cursor"), Now: c.now()}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
+		return view{}, err
 	}
-	list, next, err := c.d.SweeperRuns.List(r.Context(), p.BacklogOnly, pageSize, p.Cursor)
-	if c.operatorFailed(w, r, err) {
-		return
+	var err error
+	if p.Runs, p.Next, err = c.d.SweeperRuns.List(r.Context(), p.BacklogOnly, pageSize, p.Cursor); err != nil {
+		return view{}, err
 	}
-	p.Runs, p.Next = list, next
 	latest, _, err := c.d.SweeperRuns.List(r.Context(), false, 1, "")
-	if c.operatorFailed(w, r, err) {
-		return
-	}
 	if len(latest) == 1 {
 		p.Latest = &latest[0]
 		p.Warning = latest[0].Backlog
 	}
-	c.render(w, r, http.StatusOK, "sweeper", "Sweeper", p)
-}
-
-// operatorFailed is readFailed for the operator's stores.
-func (c *Console) operatorFailed(w http.ResponseWriter, r *http.Request, err error) bool {
-	switch {
-	case errors.Is(err, operator.ErrInvalid):
-		c.badFilters(w, r, errors.New(strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": ")))
-		return true
-	}
-	return c.readFailed(w, r, err)
+	return view{"sweeper", "Sweeper", p}, err
 }

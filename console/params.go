@@ -1,7 +1,6 @@
 package console
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -24,6 +23,8 @@ const (
 type filters struct {
 	r        *http.Request
 	problems []string
+	// noPath is a path {id} that is not a UUID.
+	noPath bool
 }
 
 func newFilters(r *http.Request) *filters { return &filters{r: r} }
@@ -110,12 +111,21 @@ func (f *filters) cursor(name string) string {
 	return v
 }
 
-// err returns the problems as one error, nil when there are none.
+// filterError is what is wrong with a request's filters: a 400.
+type filterError string
+
+func (e filterError) Error() string { return string(e) }
+
+// err returns errNotFound for a path id that is not a UUID, else the
+// problems as one filterError, nil when there are none.
 func (f *filters) err() error {
-	if len(f.problems) == 0 {
+	switch {
+	case f.noPath:
+		return errNotFound
+	case len(f.problems) == 0:
 		return nil
 	}
-	return errors.New(strings.Join(f.problems, "; "))
+	return filterError(strings.Join(f.problems, "; "))
 }
 
 func (c *Console) badFilters(w http.ResponseWriter, r *http.Request, err error) {
@@ -135,6 +145,24 @@ func clip(s string) string {
 func pathID(r *http.Request) (uuid.UUID, bool) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	return id, err == nil
+}
+
+// pathID is pathID(f.r); one that names nothing makes f.err errNotFound.
+func (f *filters) pathID() uuid.UUID {
+	id, ok := pathID(f.r)
+	f.noPath = f.noPath || !ok
+	return id
+}
+
+// orgOf is the organization of r's session.
+func orgOf(r *http.Request) uuid.UUID { return sessionOf(r.Context()).OrganizationID }
+
+// idText writes a filter's id, "" for none.
+func idText(id uuid.UUID) string {
+	if id == uuid.Nil {
+		return ""
+	}
+	return id.String()
 }
 
 // localInput writes t for a time filter's field, in UTC as timeLayouts'

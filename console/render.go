@@ -67,7 +67,7 @@ func (c *Console) nav(s *session) []navEntry {
 	}
 	if s.IsOperator() {
 		for _, p := range c.operatorPanels() {
-			out = append(out, navEntry{"Operator", p.label, p.href, p.section})
+			out = append(out, navEntry{"Operator", p.label, "/console/operator/" + p.name, "operator-" + p.name})
 		}
 	}
 	return out
