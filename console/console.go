@@ -307,13 +307,9 @@ func New(d Deps) (*Console, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	c.overview.ttl = d.OverviewTTL
-	if c.overview.ttl == 0 {
-		c.overview.ttl = DefaultOverviewTTL
-	}
+	c.overview = overviewCache{ttl: cmp.Or(d.OverviewTTL, DefaultOverviewTTL), wait: cmp.Or(d.OverviewWait, DefaultOverviewWait),
+		admission: d.Admission, op: d.Operator, now: c.now, log: c.log}
 	c.overview.staleFor = overviewStaleFactor * c.overview.ttl
-	c.overview.wait = cmp.Or(d.OverviewWait, DefaultOverviewWait)
-	c.overview.admission = d.Admission
 	var err error
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err

@@ -147,6 +147,10 @@ type overviewCache struct {
 	// admission seats each read, charged to the flow of the request that
 	// started it (a read outlives that request's seat).
 	admission *fairq.Queue
+	// op reads the overview by now's clock; log gets a failed read.
+	op  Operator
+	now func() time.Time
+	log *slog.Logger
 }
 
 // overviewRead is one read of the overview; done is closed when it has
@@ -181,12 +185,12 @@ func (oc *overviewCache) fresh(t time.Time, start func() *overviewRead) (*operat
 
 // starter returns the function that starts the read, or returns the one
 // running; it must be called with oc.mu held.
-func (oc *overviewCache) starter(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger) func() *overviewRead {
+func (oc *overviewCache) starter(ctx context.Context) func() *overviewRead {
 	return func() *overviewRead {
 		if oc.reading == nil {
 			r := &overviewRead{done: make(chan struct{})}
 			oc.reading = r
-			go oc.read(context.WithoutCancel(ctx), r, op, now, log)
+			go oc.read(context.WithoutCancel(ctx), r)
 		}
 		return oc.reading
 	}
@@ -194,7 +198,7 @@ func (oc *overviewCache) starter(ctx context.Context, op Operator, now func() ti
 
 // read reads the overview for r and keeps it; a failure leaves the old
 // copy to age out, and is logged.
-func (oc *overviewCache) read(ctx context.Context, r *overviewRead, op Operator, now func() time.Time, log *slog.Logger) {
+func (oc *overviewCache) read(ctx context.Context, r *overviewRead) {
 	ctx, cancel := context.WithTimeout(ctx, overviewReadTimeout)
 	defer cancel()
 	var seat *fairq.Seat
@@ -204,8 +208,8 @@ func (oc *overviewCache) read(ctx context.Context, r *overviewRead, op Operator,
 		seat, r.err = oc.admission.Acquire(ctx, started.Flow(), 1)
 	}
 	if r.err == nil {
-		r.at = now()
-		r.ov, r.err = op.Overview(ctx, chartHours)
+		r.at = oc.now()
+		r.ov, r.err = oc.op.Overview(ctx, chartHours)
 	}
 	if seat != nil {
 		seat.Release()
@@ -218,20 +222,20 @@ func (oc *overviewCache) read(ctx context.Context, r *overviewRead, op Operator,
 	oc.mu.Unlock()
 	close(r.done)
 	if r.err != nil {
-		log.Warn("console: read of the claims overview failed", "error", r.err)
+		oc.log.Warn("console: read of the claims overview failed", "error", r.err)
 	}
 }
 
 // warm starts a read when there is no copy to serve at all (none yet, or
 // one too old) and none is running.
-func (oc *overviewCache) warm(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger) {
+func (oc *overviewCache) warm(ctx context.Context) {
 	if oc.ttl <= 0 {
 		return
 	}
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
-	if oc.latest == nil || now().Sub(oc.at) >= oc.staleFor {
-		oc.starter(ctx, op, now, log)()
+	if oc.latest == nil || oc.now().Sub(oc.at) >= oc.staleFor {
+		oc.starter(ctx)()
 	}
 }
 
@@ -239,9 +243,9 @@ func (oc *overviewCache) warm(ctx context.Context, op Operator, now func() time.
 // release, so that the page the operator is sent to shows it and is served
 // without a read of its own. A failed read drops the copy instead (the
 // page then reads itself).
-func (oc *overviewCache) reread(ctx context.Context, op Operator, now func() time.Time) {
-	t := now()
-	ov, err := op.Overview(ctx, chartHours)
+func (oc *overviewCache) reread(ctx context.Context) {
+	t := oc.now()
+	ov, err := oc.op.Overview(ctx, chartHours)
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
 	if err != nil {
@@ -259,17 +263,13 @@ func (oc *overviewCache) storeLocked(ov *operator.Overview, at time.Time) {
 }
 
 // get returns the overview a page shows and when it was read, or nil and
-// no error when the read has not landed within the wait: the page then
-// shows its counts as being counted. Its error is the read's, or ctx's.
-func (oc *overviewCache) get(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger) (*operator.Overview, time.Time, error) {
-	return oc.getWaiting(ctx, op, now, log, oc.wait)
-}
-
-// getWaiting is get with a wait of its own (negative: until it lands).
-func (oc *overviewCache) getWaiting(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger, wait time.Duration) (*operator.Overview, time.Time, error) {
-	start := oc.starter(ctx, op, now, log)
+// no error when the read has not landed within wait (negative: until it
+// lands): the page then shows its counts as being counted. Its error is
+// the read's, or ctx's.
+func (oc *overviewCache) get(ctx context.Context, wait time.Duration) (*operator.Overview, time.Time, error) {
+	start := oc.starter(ctx)
 	oc.mu.Lock()
-	if ov, at := oc.fresh(now(), start); ov != nil {
+	if ov, at := oc.fresh(oc.now(), start); ov != nil {
 		oc.mu.Unlock()
 		return ov, at, nil
 	}
@@ -310,7 +310,7 @@ func (c *Console) claims(r *http.Request, f *filters) (view, error) {
 		readAt time.Time
 		ovErr  error
 	)
-	wg.Go(func() { ov, readAt, ovErr = c.overview.get(ctx, c.d.Operator, c.now, c.log) })
+	wg.Go(func() { ov, readAt, ovErr = c.overview.get(ctx, c.overview.wait) })
 	filter := operator.ClaimFilter{OrganizationID: org, Scope: p.Scope, Key: p.Key}
 	var stuckErr, flightErr error
 	if id, err := uuid.Parse(r.URL.Query().Get("released")); err == nil && id != uuid.Nil {
@@ -350,13 +350,13 @@ func (c *Console) claimCounts(w http.ResponseWriter, r *http.Request) {
 	fairq.Idle(r.Context())
 	ctx, cancel := context.WithTimeout(r.Context(), claimCountsWait)
 	defer cancel()
-	ov, readAt, err := c.overview.getWaiting(ctx, c.d.Operator, c.now, c.log, -1)
+	ov, readAt, err := c.overview.get(ctx, -1)
 	if err != nil {
 		c.log.LogAttrs(r.Context(), slog.LevelWarn, "console: the claim counts were not read", slog.String("error", err.Error()))
 		http.Error(w, "the counts could not be read", http.StatusServiceUnavailable)
 		return
 	}
-	c.renderFragment(w, r, "claims", "claim-counts", newCountsView(ov, readAt, c.now()))
+	c.execute(w, r, http.StatusOK, "claims", "claim-counts", newCountsView(ov, readAt, c.now()))
 }
 
 // releaseClaim force-releases a stuck claim: the same rules as `searchd
@@ -406,7 +406,7 @@ func (c *Console) releaseClaim(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		c.internal(w, r, err)
 	default:
-		c.overview.reread(r.Context(), c.d.Operator, c.now)
+		c.overview.reread(r.Context())
 		c.log.WarnContext(r.Context(), "claim force-released by an operator in the console",
 			"claim_id", rec.ID.String(), "organization_id", rec.OrganizationID.String(),
 			"scope", rec.Scope, "actor", s.Actor, "reason", reason)
