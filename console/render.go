@@ -196,7 +196,7 @@ var funcs = template.FuncMap{
 	},
 	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"ago": ago,
-	"dur": func(d time.Duration) string { return humanDuration(d) },
+	"dur": humanDuration,
 	"json": func(v any) string {
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {

@@ -83,28 +83,34 @@ func (c *Console) timeline(ctx context.Context, run *runs.Run, now time.Time) (*
 		}
 	}
 	for _, ch := range changes {
-		ev := timelineEvent{At: ch.ChangedAt, What: "status", Badge: ch.Status, Class: "b-" + ch.Status,
-			Detail: "version " + strconv.FormatInt(ch.Version, 10)}
-		if ch.Reporter != nil {
-			ev.What, ev.Who = "reported", *ch.Reporter
-		} else {
-			ev.Detail += ": the runtime acknowledged the delivery"
-		}
-		if ch.ResultRef != nil {
-			ev.Answer = "result: " + *ch.ResultRef
-		}
-		if ch.Error != nil {
-			ev.Answer = "error: " + ch.Error.Code
-			if ch.Error.Message != nil {
-				ev.Answer += ": " + *ch.Error.Message
-			}
-		}
-		tl.Events = append(tl.Events, ev)
+		tl.Events = append(tl.Events, statusEvent(ch))
 	}
 	// In the order they happened; an admission first, an attempt before
 	// the status change its answer made at the same instant.
 	slices.SortStableFunc(tl.Events, func(a, b timelineEvent) int { return a.At.Compare(b.At) })
 	return tl, nil
+}
+
+// statusEvent is the line of one status change: the dispatcher's
+// dispatched, or a runtime's report.
+func statusEvent(ch runs.StatusChange) timelineEvent {
+	ev := timelineEvent{At: ch.ChangedAt, What: "status", Badge: ch.Status, Class: "b-" + ch.Status,
+		Detail: "version " + strconv.FormatInt(ch.Version, 10)}
+	if ch.Reporter != nil {
+		ev.What, ev.Who = "reported", *ch.Reporter
+	} else {
+		ev.Detail += ": the runtime acknowledged the delivery"
+	}
+	if ch.ResultRef != nil {
+		ev.Answer = "result: " + *ch.ResultRef
+	}
+	if ch.Error != nil {
+		ev.Answer = "error: " + ch.Error.Code
+		if ch.Error.Message != nil {
+			ev.Answer += ": " + *ch.Error.Message
+		}
+	}
+	return ev
 }
 
 // attemptEvent is the line of one delivery attempt.
