@@ -166,34 +166,14 @@ type overviewRead struct {
 // it, so no request's context bounds it.
 const overviewReadTimeout = 30 * time.Second
 
-// fresh returns the copy to serve, if any, and starts a background read
-// of a stale one. oc.mu must be held.
-func (oc *overviewCache) fresh(t time.Time, start func() *overviewRead) (*operator.Overview, time.Time) {
-	if oc.latest == nil || oc.ttl <= 0 {
-		return nil, time.Time{}
+// startLocked starts the read, or returns the one running; oc.mu must be
+// held.
+func (oc *overviewCache) startLocked(ctx context.Context) *overviewRead {
+	if oc.reading == nil {
+		oc.reading = &overviewRead{done: make(chan struct{})}
+		go oc.read(context.WithoutCancel(ctx), oc.reading)
 	}
-	age := t.Sub(oc.at)
-	switch {
-	case age < oc.ttl:
-		return oc.latest, oc.at
-	case age < oc.staleFor:
-		start()
-		return oc.latest, oc.at
-	}
-	return nil, time.Time{}
-}
-
-// starter returns the function that starts the read, or returns the one
-// running; it must be called with oc.mu held.
-func (oc *overviewCache) starter(ctx context.Context) func() *overviewRead {
-	return func() *overviewRead {
-		if oc.reading == nil {
-			r := &overviewRead{done: make(chan struct{})}
-			oc.reading = r
-			go oc.read(context.WithoutCancel(ctx), r)
-		}
-		return oc.reading
-	}
+	return oc.reading
 }
 
 // read reads the overview for r and keeps it; a failure leaves the old
@@ -235,7 +215,7 @@ func (oc *overviewCache) warm(ctx context.Context) {
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
 	if oc.latest == nil || oc.now().Sub(oc.at) >= oc.staleFor {
-		oc.starter(ctx)()
+		oc.startLocked(ctx)
 	}
 }
 
@@ -267,13 +247,16 @@ func (oc *overviewCache) storeLocked(ov *operator.Overview, at time.Time) {
 // lands): the page then shows its counts as being counted. Its error is
 // the read's, or ctx's.
 func (oc *overviewCache) get(ctx context.Context, wait time.Duration) (*operator.Overview, time.Time, error) {
-	start := oc.starter(ctx)
 	oc.mu.Lock()
-	if ov, at := oc.fresh(oc.now(), start); ov != nil {
+	if age := oc.now().Sub(oc.at); oc.latest != nil && oc.ttl > 0 && age < max(oc.ttl, oc.staleFor) {
+		if age >= oc.ttl {
+			oc.startLocked(ctx) // stale: served while a background read replaces it
+		}
+		ov, at := oc.latest, oc.at
 		oc.mu.Unlock()
 		return ov, at, nil
 	}
-	r := start()
+	r := oc.startLocked(ctx)
 	oc.mu.Unlock()
 	var timeout <-chan time.Time
 	if wait >= 0 {
