@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -22,12 +23,13 @@ const (
 // with them, one message per parameter.
 type filters struct {
 	r        *http.Request
+	q        url.Values
 	problems []string
 	// noPath is a path {id} that is not a UUID.
 	noPath bool
 }
 
-func newFilters(r *http.Request) *filters { return &filters{r: r} }
+func newFilters(r *http.Request) *filters { return &filters{r: r, q: r.URL.Query()} }
 
 func (f *filters) bad(name, format string, args ...any) {
 	f.problems = append(f.problems, name+": "+fmt.Sprintf(format, args...))
@@ -36,7 +38,7 @@ func (f *filters) bad(name, format string, args ...any) {
 // text returns parameter name trimmed, refusing over max characters,
 // invalid UTF-8 and control characters.
 func (f *filters) text(name string, max int) string {
-	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	v := strings.TrimSpace(f.q.Get(name))
 	switch {
 	case !utf8.ValidString(v) || utf8.RuneCountInString(v) > max:
 		f.bad(name, "at most %d characters of UTF-8", max)
@@ -50,7 +52,7 @@ func (f *filters) text(name string, max int) string {
 
 // id returns parameter name as a UUID, uuid.Nil when empty.
 func (f *filters) id(name string) uuid.UUID {
-	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	v := strings.TrimSpace(f.q.Get(name))
 	if v == "" {
 		return uuid.Nil
 	}
@@ -72,7 +74,7 @@ var timeLayouts = []string{"2006-01-02 15:04", "2006-01-02T15:04", "2006-01-02 1
 
 // time returns parameter name as an instant, the zero time when empty.
 func (f *filters) time(name string) time.Time {
-	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	v := strings.TrimSpace(f.q.Get(name))
 	if v == "" {
 		return time.Time{}
 	}
@@ -87,7 +89,7 @@ func (f *filters) time(name string) time.Time {
 
 // oneOf returns parameter name if it is empty or one of allowed.
 func (f *filters) oneOf(name string, allowed ...string) string {
-	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	v := strings.TrimSpace(f.q.Get(name))
 	if v == "" {
 		return ""
 	}
@@ -103,7 +105,7 @@ func (f *filters) oneOf(name string, allowed ...string) string {
 // cursor returns parameter name, a page cursor, bounded in length; the
 // store says whether it wrote it.
 func (f *filters) cursor(name string) string {
-	v := f.r.URL.Query().Get(name)
+	v := f.q.Get(name)
 	if len(v) > 64 {
 		f.bad(name, "is not a cursor of this console")
 		return ""
@@ -182,7 +184,7 @@ const maxPosition = 1 << 31
 // a page starts: a whole number from 0 (the start, and when empty) to
 // maxPosition.
 func (f *filters) position(name string) int64 {
-	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	v := strings.TrimSpace(f.q.Get(name))
 	if v == "" {
 		return 0
 	}

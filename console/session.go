@@ -240,10 +240,6 @@ type signInPage struct {
 	Provider, Token bool
 }
 
-func (c *Console) signInPage() signInPage {
-	return signInPage{Provider: c.d.SignIn != nil, Token: c.d.TokenSignIn}
-}
-
 // renderSignIn renders the sign-in page with status and an error. Its
 // form posts to the console and, for the provider's button, is redirected
 // to the provider, so form-action admits the provider's authorization
@@ -253,9 +249,7 @@ func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status in
 		w.Header().Set("Content-Security-Policy",
 			strings.Replace(contentSecurityPolicy, "form-action 'self'", "form-action 'self' "+c.d.SignIn.AuthorizationOrigin(), 1))
 	}
-	p := c.signInPage()
-	p.Error = msg
-	c.render(w, r, status, "sign-in", "Sign in", p)
+	c.render(w, r, status, "sign-in", "Sign in", signInPage{Error: msg, Provider: c.d.SignIn != nil, Token: c.d.TokenSignIn})
 }
 
 func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
