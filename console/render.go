@@ -18,8 +18,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/providerjobs"
-	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/schedule"
 )
 
@@ -289,17 +287,13 @@ var funcs = template.FuncMap{
 	// left writes the time from now to t: a lease's time left.
 	"left":  func(now, t time.Time) string { return nbsp(humanDuration(t.Sub(now))) },
 	"since": func(a, b time.Time) time.Duration { return b.Sub(a) },
-	"runsTable": func(rs []runs.Run, now time.Time) any {
+	// table is the rows of a shared table partial (runs-table,
+	// jobs-table) with the page's now.
+	"table": func(rows any, now time.Time) any {
 		return struct {
-			Runs []runs.Run
+			Rows any
 			Now  time.Time
-		}{rs, now}
-	},
-	"jobsTable": func(js []providerjobs.Job, now time.Time) any {
-		return struct {
-			Jobs []providerjobs.Job
-			Now  time.Time
-		}{js, now}
+		}{rows, now}
 	},
 }
 
