@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"context"
-	"io"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
@@ -11,26 +10,18 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/console"
-	"github.com/searchd/searchd/console/consoletest"
 	"github.com/searchd/searchd/internal/fairq"
-	"github.com/searchd/searchd/internal/pgtest"
 )
 
 // admissionBundle is a console on q, the admission queue the test
 // controls as the API would share it.
 func admissionBundle(t *testing.T, cfg fairq.Config) (*bundle, *fairq.Queue) {
 	t.Helper()
-	pool := pgtest.NewDB(t)
-	w, err := consoletest.Seed(context.Background(), pool)
-	if err != nil {
-		t.Fatal(err)
-	}
 	q, err := fairq.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newConsoleAt(t, pool, io.Discard, 0, nil, func(d *console.Deps) { d.Admission = q })
-	return &bundle{pool: pool, world: w, handler: h}, q
+	return setupAt(t, 0, nil, func(d *console.Deps) { d.Admission = q }), q
 }
 
 func waitForQueue(t *testing.T, q *fairq.Queue, what string, ok func(fairq.Stats) bool) {

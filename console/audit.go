@@ -4,11 +4,13 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
@@ -35,21 +37,15 @@ type savedSearchesPage struct {
 	Next     string
 }
 
-func (c *Console) savedSearches(w http.ResponseWriter, r *http.Request) {
-	s := sessionOf(r.Context())
-	f := newFilters(r)
+func (c *Console) savedSearches(r *http.Request, f *filters) (view, error) {
 	p := savedSearchesPage{Name: f.text("name", maxNameLen), Archived: f.oneOf("archived", "1") == "1", Cursor: f.cursor("cursor")}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
+		return view{}, err
 	}
-	items, next, err := c.d.SavedSearches.ListAll(r.Context(), s.OrganizationID,
+	var err error
+	p.Items, p.Next, err = c.d.SavedSearches.ListAll(r.Context(), orgOf(r),
 		savedsearch.AuditListParams{Name: p.Name, IncludeArchived: p.Archived, Limit: pageSize, Cursor: p.Cursor})
-	if c.readFailed(w, r, err) {
-		return
-	}
-	p.Items, p.Next = items, next
-	c.render(w, r, http.StatusOK, "saved-searches", "Saved searches", p)
+	return view{"saved-searches", "Saved searches", p}, err
 }
 
 type savedSearchPage struct {
@@ -74,59 +70,36 @@ type savedSearchPage struct {
 	OccCursor, OccNext string
 }
 
-func (c *Console) savedSearch(w http.ResponseWriter, r *http.Request) {
-	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	if !ok {
-		c.notFound(w, r)
-		return
-	}
-	f := newFilters(r)
-	actor, from, to, cursor := f.text("actor", maxFilterLen), f.time("from"), f.time("to"), f.cursor("cursor")
-	itemsAt := f.position("items")
-	occCursor := f.cursor("occ")
+func (c *Console) savedSearch(r *http.Request, f *filters) (view, error) {
+	ctx, org, id := r.Context(), orgOf(r), f.pathID()
+	from, to := f.time("from"), f.time("to")
+	p := savedSearchPage{Actor: f.text("actor", maxFilterLen), From: localInput(from), To: localInput(to),
+		Cursor: f.cursor("cursor"), ItemsAt: f.position("items"), OccCursor: f.cursor("occ")}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
+		return view{}, err
 	}
-	ss, err := c.d.SavedSearches.GetEntry(r.Context(), s.OrganizationID, id)
-	if c.readFailed(w, r, err) {
-		return
+	var err error
+	if p.Search, err = c.d.SavedSearches.GetEntry(ctx, org, id); err != nil {
+		return view{}, err
 	}
-	items, itemsNext, err := c.d.SavedSearches.BaselineItems(r.Context(), s.OrganizationID, id, itemsAt, itemsPageSize)
-	if c.readFailed(w, r, err) {
-		return
+	if p.Items, p.ItemsNext, err = c.d.SavedSearches.BaselineItems(ctx, org, id, p.ItemsAt, itemsPageSize); err != nil {
+		return view{}, err
 	}
-	tl, next, err := c.d.Snapshots.Timeline(r.Context(), s.OrganizationID, id,
-		snapshot.TimelineParams{Actor: actor, From: from, To: to, Limit: pageSize, Cursor: cursor})
-	if c.readFailed(w, r, err) {
-		return
+	if p.Timeline, p.Next, err = c.d.Snapshots.Timeline(ctx, org, id,
+		snapshot.TimelineParams{Actor: p.Actor, From: from, To: to, Limit: pageSize, Cursor: p.Cursor}); err != nil {
+		return view{}, err
 	}
-	rs, _, err := c.d.Runs.Search(r.Context(), s.OrganizationID, runs.SearchParams{SavedSearchID: id, Limit: 10})
-	if c.readFailed(w, r, err) {
-		return
-	}
-	p := savedSearchPage{
-		Search: ss, Items: items, ItemsAt: itemsAt, ItemsNext: itemsNext,
-		Timeline: tl, Actor: actor, From: localInput(from), To: localInput(to),
-		Cursor: cursor, Next: next, Runs: rs, OccCursor: occCursor,
+	if p.Runs, _, err = c.d.Runs.Search(ctx, org, runs.SearchParams{SavedSearchID: id, Limit: 10}); err != nil {
+		return view{}, err
 	}
 	if c.d.Schedules != nil {
 		p.Schedules = true
-		p.Schedule, err = c.d.Schedules.Get(r.Context(), s.OrganizationID, id)
-		if errors.Is(err, schedule.ErrNotFound) {
-			err = nil
+		if p.Schedule, err = c.d.Schedules.Get(ctx, org, id); err != nil && !errors.Is(err, schedule.ErrNotFound) {
+			return view{}, err
 		}
-		if c.readFailed(w, r, err) {
-			return
-		}
-		p.Occurrences, p.OccNext, err = c.d.Schedules.Occurrences(r.Context(), s.OrganizationID, id,
-			schedule.ListParams{Limit: pageSize, Cursor: occCursor})
-		if c.readFailed(w, r, err) {
-			return
-		}
+		p.Occurrences, p.OccNext, err = c.d.Schedules.Occurrences(ctx, org, id, schedule.ListParams{Limit: pageSize, Cursor: p.OccCursor})
 	}
-	c.render(w, r, http.StatusOK, "saved-search", ss.Name, p)
+	return view{"saved-search", p.Search.Name, p}, err
 }
 
 type comparePage struct {
@@ -137,47 +110,36 @@ type comparePage struct {
 	AddedAt, RemovedAt int64
 }
 
-func (c *Console) compare(w http.ResponseWriter, r *http.Request) {
-	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	if !ok {
-		c.notFound(w, r)
-		return
-	}
-	f := newFilters(r)
+func (c *Console) compare(r *http.Request, f *filters) (view, error) {
+	ctx, org, id := r.Context(), orgOf(r), f.pathID()
 	a, b := f.id("a"), f.id("b")
 	if a == uuid.Nil || b == uuid.Nil {
 		f.bad("a, b", "choose two snapshots to compare")
 	}
-	addedAt, removedAt := f.position("added"), f.position("removed")
+	p := comparePage{AddedAt: f.position("added"), RemovedAt: f.position("removed")}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
+		return view{}, err
 	}
-	ss, err := c.d.SavedSearches.GetEntry(r.Context(), s.OrganizationID, id)
-	if c.readFailed(w, r, err) {
-		return
+	var err error
+	if p.Search, err = c.d.SavedSearches.GetEntry(ctx, org, id); err != nil {
+		return view{}, err
 	}
-	sa, err := c.d.Snapshots.Header(r.Context(), s.OrganizationID, a)
-	if c.readFailed(w, r, err) {
-		return
+	sa, err := c.d.Snapshots.Header(ctx, org, a)
+	if err != nil {
+		return view{}, err
 	}
-	sb, err := c.d.Snapshots.Header(r.Context(), s.OrganizationID, b)
-	if c.readFailed(w, r, err) {
-		return
-	}
-	if sa.SavedSearchID != id || sb.SavedSearchID != id {
-		c.notFound(w, r)
-		return
+	sb, err := c.d.Snapshots.Header(ctx, org, b)
+	switch {
+	case err != nil:
+		return view{}, err
+	case sa.SavedSearchID != id || sb.SavedSearchID != id:
+		return view{}, errNotFound
 	}
 	older, newer := olderFirst(sa, sb)
-	baseline, err := c.d.Snapshots.DiffBaselines(r.Context(), s.OrganizationID, older.ID, newer.ID,
-		snapshot.DiffParams{AddedAfter: addedAt, RemovedAfter: removedAt, Limit: itemsPageSize})
-	if c.readFailed(w, r, err) {
-		return
-	}
-	c.render(w, r, http.StatusOK, "compare", "Compare snapshots", comparePage{
-		Search: ss, Diff: diffBriefs(older, newer, baseline), AddedAt: addedAt, RemovedAt: removedAt})
+	baseline, err := c.d.Snapshots.DiffBaselines(ctx, org, older.ID, newer.ID,
+		snapshot.DiffParams{AddedAfter: p.AddedAt, RemovedAfter: p.RemovedAt, Limit: itemsPageSize})
+	p.Diff = diffBriefs(older, newer, baseline)
+	return view{"compare", "Compare snapshots", p}, err
 }
 
 type snapshotPage struct {
@@ -191,34 +153,22 @@ type snapshotPage struct {
 	Next               string
 }
 
-func (c *Console) snapshot(w http.ResponseWriter, r *http.Request) {
-	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	if !ok {
-		c.notFound(w, r)
-		return
-	}
-	f := newFilters(r)
-	cursor, itemsAt := f.cursor("cursor"), f.position("items")
+func (c *Console) snapshot(r *http.Request, f *filters) (view, error) {
+	ctx, org, id := r.Context(), orgOf(r), f.pathID()
+	p := snapshotPage{Cursor: f.cursor("cursor"), ItemsAt: f.position("items")}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
+		return view{}, err
 	}
-	snap, err := c.d.Snapshots.Header(r.Context(), s.OrganizationID, id)
-	if c.readFailed(w, r, err) {
-		return
+	var err error
+	if p.Snapshot, err = c.d.Snapshots.Header(ctx, org, id); err != nil {
+		return view{}, err
 	}
-	items, itemsNext, err := c.d.Snapshots.BaselineItems(r.Context(), s.OrganizationID, id, itemsAt, itemsPageSize)
-	if c.readFailed(w, r, err) {
-		return
+	if p.Items, p.ItemsNext, err = c.d.Snapshots.BaselineItems(ctx, org, id, p.ItemsAt, itemsPageSize); err != nil {
+		return view{}, err
 	}
-	rs, next, err := c.d.Runs.Search(r.Context(), s.OrganizationID,
-		runs.SearchParams{SnapshotID: id, SavedSearchID: snap.SavedSearchID, Limit: pageSize, Cursor: cursor})
-	if c.readFailed(w, r, err) {
-		return
-	}
-	c.render(w, r, http.StatusOK, "snapshot", "Snapshot v"+itoa(snap.SavedSearchVersion),
-		snapshotPage{Snapshot: snap, Items: items, ItemsAt: itemsAt, ItemsNext: itemsNext, Runs: rs, Cursor: cursor, Next: next})
+	p.Runs, p.Next, err = c.d.Runs.Search(ctx, org,
+		runs.SearchParams{SnapshotID: id, SavedSearchID: p.Snapshot.SavedSearchID, Limit: pageSize, Cursor: p.Cursor})
+	return view{"snapshot", "Snapshot v" + strconv.FormatInt(p.Snapshot.SavedSearchVersion, 10), p}, err
 }
 
 type runsPage struct {
@@ -232,31 +182,22 @@ type runsPage struct {
 
 var runStatuses = []string{"queued", "dispatched", "running", "succeeded", "failed", "cancelled"}
 
-func (c *Console) runs(w http.ResponseWriter, r *http.Request) {
-	s := sessionOf(r.Context())
-	f := newFilters(r)
+func (c *Console) runs(r *http.Request, f *filters) (view, error) {
+	from, to, ssID := f.time("from"), f.time("to"), f.id("saved_search")
 	p := runsPage{
 		Actor: f.text("actor", maxFilterLen), Key: f.text("key", maxFilterLen),
 		Status: f.oneOf("status", runStatuses...), Cursor: f.cursor("cursor"), Statuses: runStatuses,
+		From: localInput(from), To: localInput(to), SavedSearch: idText(ssID),
 	}
-	from, to, ssID := f.time("from"), f.time("to"), f.id("saved_search")
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
+		return view{}, err
 	}
-	p.From, p.To = localInput(from), localInput(to)
-	if ssID != uuid.Nil {
-		p.SavedSearch = ssID.String()
-	}
-	rs, next, err := c.d.Runs.Search(r.Context(), s.OrganizationID, runs.SearchParams{
+	var err error
+	p.Runs, p.Next, err = c.d.Runs.Search(r.Context(), orgOf(r), runs.SearchParams{
 		SavedSearchID: ssID, Actor: p.Actor, Key: p.Key, Status: p.Status, From: from, To: to,
 		Limit: pageSize, Cursor: p.Cursor,
 	})
-	if c.readFailed(w, r, err) {
-		return
-	}
-	p.Runs, p.Next = rs, next
-	c.render(w, r, http.StatusOK, "runs", "Runs", p)
+	return view{"runs", "Runs", p}, err
 }
 
 type runPage struct {
@@ -271,36 +212,26 @@ type runPage struct {
 	Key string
 }
 
-func (c *Console) run(w http.ResponseWriter, r *http.Request) {
-	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	if !ok {
-		c.notFound(w, r)
-		return
+func (c *Console) run(r *http.Request, f *filters) (view, error) {
+	ctx, org, id := r.Context(), orgOf(r), f.pathID()
+	if err := f.err(); err != nil {
+		return view{}, err
 	}
-	run, inputBytes, err := c.d.Runs.GetAudit(r.Context(), s.OrganizationID, id)
-	if c.readFailed(w, r, err) {
-		return
+	run, inputBytes, err := c.d.Runs.GetAudit(ctx, org, id)
+	if err != nil {
+		return view{}, err
 	}
 	p := runPage{Run: run, InputBytes: inputBytes, Key: idempotencyKey(run.StartKey)}
 	if run.SnapshotID != nil {
-		snap, err := c.d.Snapshots.Header(r.Context(), s.OrganizationID, *run.SnapshotID)
-		if err != nil && !errors.Is(err, snapshot.ErrNotFound) {
-			c.internal(w, r, err)
-			return
+		if p.Snapshot, err = c.d.Snapshots.Header(ctx, org, *run.SnapshotID); err != nil && !errors.Is(err, snapshot.ErrNotFound) {
+			return view{}, err
 		}
-		p.Snapshot = snap
 	}
-	jobs, _, err := c.d.JobAudit.Jobs(r.Context(), s.OrganizationID, providerjobs.JobListParams{RunID: id, Limit: 200})
-	if c.readFailed(w, r, err) {
-		return
+	if p.Jobs, _, err = c.d.JobAudit.Jobs(ctx, org, providerjobs.JobListParams{RunID: id, Limit: 200}); err != nil {
+		return view{}, err
 	}
-	p.Jobs = jobs
-	p.Timeline, err = c.timeline(r.Context(), run, c.now())
-	if c.readFailed(w, r, err) {
-		return
-	}
-	c.render(w, r, http.StatusOK, "run", "Run "+id.String()[:8], p)
+	p.Timeline, err = c.timeline(ctx, run, c.now())
+	return view{"run", "Run " + id.String()[:8], p}, err
 }
 
 type jobsPage struct {
@@ -313,26 +244,17 @@ type jobsPage struct {
 
 var jobStatuses = []string{"pending", "running", "succeeded", "failed"}
 
-func (c *Console) providerJobs(w http.ResponseWriter, r *http.Request) {
-	s := sessionOf(r.Context())
-	f := newFilters(r)
-	p := jobsPage{Provider: f.text("provider", maxFilterLen), Status: f.oneOf("status", jobStatuses...),
-		Cursor: f.cursor("cursor"), Statuses: jobStatuses}
+func (c *Console) providerJobs(r *http.Request, f *filters) (view, error) {
 	run := f.id("run")
+	p := jobsPage{Provider: f.text("provider", maxFilterLen), Status: f.oneOf("status", jobStatuses...),
+		Cursor: f.cursor("cursor"), Statuses: jobStatuses, Run: idText(run)}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
+		return view{}, err
 	}
-	if run != uuid.Nil {
-		p.Run = run.String()
-	}
-	jobs, next, err := c.d.JobAudit.Jobs(r.Context(), s.OrganizationID, providerjobs.JobListParams{
+	var err error
+	p.Jobs, p.Next, err = c.d.JobAudit.Jobs(r.Context(), orgOf(r), providerjobs.JobListParams{
 		RunID: run, Provider: p.Provider, Status: providerjobs.Status(p.Status), Limit: pageSize, Cursor: p.Cursor})
-	if c.readFailed(w, r, err) {
-		return
-	}
-	p.Jobs, p.Next = jobs, next
-	c.render(w, r, http.StatusOK, "provider-jobs", "Provider jobs", p)
+	return view{"provider-jobs", "Provider jobs", p}, err
 }
 
 type jobPage struct {
@@ -345,43 +267,61 @@ type jobPage struct {
 	Cursor, Next string
 }
 
-func (c *Console) providerJob(w http.ResponseWriter, r *http.Request) {
-	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	if !ok {
-		c.notFound(w, r)
-		return
-	}
-	f := newFilters(r)
-	cursor := f.cursor("cursor")
+func (c *Console) providerJob(r *http.Request, f *filters) (view, error) {
+	ctx, org, id := r.Context(), orgOf(r), f.pathID()
+	p := jobPage{Cursor: f.cursor("cursor")}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
+		return view{}, err
 	}
-	job, resultBytes, err := c.d.JobAudit.Job(r.Context(), s.OrganizationID, id)
-	if c.readFailed(w, r, err) {
-		return
+	var err error
+	if p.Job, p.ResultBytes, err = c.d.JobAudit.Job(ctx, org, id); err != nil {
+		return view{}, err
 	}
-	deliveries, err := c.d.JobAudit.Deliveries(r.Context(), job, 200)
-	if c.readFailed(w, r, err) {
-		return
+	if p.Deliveries, err = c.d.JobAudit.Deliveries(ctx, p.Job, 200); err != nil {
+		return view{}, err
 	}
-	drops, next, err := c.d.JobAudit.Drops(r.Context(), s.OrganizationID, id, pageSize, cursor)
-	if c.readFailed(w, r, err) {
-		return
-	}
-	c.render(w, r, http.StatusOK, "provider-job", "Provider job "+job.ProviderJobID,
-		jobPage{Job: job, ResultBytes: resultBytes, Deliveries: deliveries, Drops: drops, Cursor: cursor, Next: next})
+	p.Drops, p.Next, err = c.d.JobAudit.Drops(ctx, org, id, pageSize, p.Cursor)
+	return view{"provider-job", "Provider job " + p.Job.ProviderJobID, p}, err
 }
+
+// view is a page as its handler read it: its template, title and data.
+type view struct {
+	name, title string
+	data        any
+}
+
+// viewFunc reads the page r asks for, with its query's filters f. An error
+// decides the page instead (see readFailed): f's problems, a path that
+// names nothing, a read's failure.
+type viewFunc func(r *http.Request, f *filters) (view, error)
+
+// show serves the page v reads.
+func (c *Console) show(v viewFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := v(r, newFilters(r))
+		if !c.readFailed(w, r, err) {
+			c.render(w, r, http.StatusOK, p.name, p.title, p.data)
+		}
+	}
+}
+
+// errNotFound is a page that names nothing: a path id that is not a UUID
+// (as in the API), or records that do not belong together.
+var errNotFound = errors.New("console: not found")
 
 // readFailed renders the page an error of a read deserves and reports
 // whether there was one: not found for another organization's records, a
-// 400 for a cursor the store did not write, else a logged 500.
+// 400 for filters or a cursor the store did not write, else a logged 500.
 func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) bool {
+	var bad filterError
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, savedsearch.ErrNotFound), errors.Is(err, snapshot.ErrNotFound),
+	case errors.As(err, &bad):
+		c.badFilters(w, r, bad)
+	case errors.Is(err, operator.ErrInvalid):
+		c.badFilters(w, r, errors.New(strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": ")))
+	case errors.Is(err, errNotFound), errors.Is(err, savedsearch.ErrNotFound), errors.Is(err, snapshot.ErrNotFound),
 		errors.Is(err, runs.ErrNotFound), errors.Is(err, providerjobs.ErrNotFound),
 		errors.Is(err, schedule.ErrSavedSearchNotFound):
 		c.notFound(w, r)
@@ -401,11 +341,9 @@ func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) 
 // namespace.
 func idempotencyKey(startKey string) string {
 	for _, p := range []string{"saved_search:", "direct:"} {
-		if len(startKey) > len(p) && startKey[:len(p)] == p {
-			return startKey[len(p):]
+		if k, ok := strings.CutPrefix(startKey, p); ok && k != "" {
+			return k
 		}
 	}
 	return startKey
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -69,15 +69,18 @@ const (
 	chartHeight      = dropsTop + dropsH + 26
 )
 
-// series of each panel, bottom to top, with their classes and labels.
+// chartSeries is a series of a panel: what it counts, its class and label.
+type chartSeries struct{ what, class, label string }
+
+// series of each panel, bottom to top.
 var (
-	claimSeries = []struct{ what, class, label string }{
+	claimSeries = []chartSeries{
 		{"completed", "s-completed", "completed"},
 		{"in_flight", "s-inflight", "in flight"},
 		{"stuck", "s-stuck", "stuck"},
 	}
 	// dropSeries has a series for every providerjobs.DropReason.
-	dropSeries = []struct{ what, class, label string }{
+	dropSeries = []chartSeries{
 		{string(providerjobs.DropDuplicate), "s-duplicate", "duplicate"},
 		{string(providerjobs.DropHashMismatch), "s-mismatch", "hash mismatch"},
 		{string(providerjobs.DropUnknownJob), "s-unknown", "unknown job"},
@@ -107,8 +110,10 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours, width int) char
 	}
 	ch := chart{Class: "chart wide", Width: width, Height: chartHeight, Hours: hours}
 	labelEvery := 3
+	claimsTitle, dropsTitle := "Claims by the hour they were claimed, by state now", "Dropped deliveries and force-releases"
 	if width < chartWidth {
 		ch.Class, labelEvery = "chart narrow", 6
+		claimsTitle, dropsTitle = "Claims by hour claimed, state now", "Drops and force-releases"
 	}
 	for _, b := range buckets {
 		i := int(b.Hour.UTC().Sub(first) / time.Hour)
@@ -127,53 +132,10 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours, width int) char
 			ch.Releases += b.Count
 		}
 	}
-	plotW := float64(width - chartLeft - chartRight)
-	slot := plotW / float64(hours)
-	panel := func(title string, top, height int, data []map[string]int64, series []struct{ what, class, label string }) chartPanel {
-		p := chartPanel{Title: title, Top: top, Height: height, TitleY: top - 10}
-		var peak int64
-		for _, m := range data {
-			var sum int64
-			for _, s := range series {
-				sum += m[s.what]
-			}
-			peak = max(peak, sum)
-		}
-		// Three grid lines, evenly apart: 0, step and twice the step,
-		// whole numbers, the top at least the peak.
-		step := niceCeil((peak + 1) / 2)
-		scale := 2 * step
-		for i := range int64(3) {
-			y := float64(top+height) - float64(i)/2*float64(height)
-			p.Grid = append(p.Grid, chartLine{Y: y, Label: fmt.Sprint(i * step)})
-		}
-		for i, m := range data {
-			x := float64(chartLeft) + float64(i)*slot + slot*0.15
-			base := float64(top + height)
-			for _, s := range series {
-				n := m[s.what]
-				if n == 0 {
-					continue
-				}
-				h := float64(n) / float64(scale) * float64(height)
-				base -= h
-				hour := first.Add(time.Duration(i) * time.Hour)
-				p.Bars = append(p.Bars, chartRect{X: x, Y: base, W: slot * 0.7, H: h, Class: s.class,
-					Title: fmt.Sprintf("%s–%s UTC: %d %s", hour.Format("15:04"), hour.Add(time.Hour).Format("15:04"), n, s.label)})
-			}
-		}
-		for _, s := range series {
-			p.Legend = append(p.Legend, chartLegend{Class: s.class, Text: s.label})
-		}
-		return p
-	}
-	claimsTitle, dropsTitle := "Claims by the hour they were claimed, by state now", "Dropped deliveries and force-releases"
-	if width < chartWidth {
-		claimsTitle, dropsTitle = "Claims by hour claimed, state now", "Drops and force-releases"
-	}
+	slot := float64(width-chartLeft-chartRight) / float64(hours)
 	ch.Panels = []chartPanel{
-		panel(claimsTitle, claimsTop, claimsH, claims, claimSeries),
-		panel(dropsTitle, dropsTop, dropsH, drops, dropSeries),
+		layoutPanel(claimsTitle, claimsTop, claimsH, claims, claimSeries, first, slot),
+		layoutPanel(dropsTitle, dropsTop, dropsH, drops, dropSeries, first, slot),
 	}
 	for i := 0; i < hours-labelEvery+1; i += labelEvery {
 		ch.XLabels = append(ch.XLabels, chartText{
@@ -183,6 +145,47 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours, width int) char
 	}
 	ch.XLabels = append(ch.XLabels, chartText{X: float64(chartLeft) + float64(hours-1)*slot + slot/2, Text: "now"})
 	return ch
+}
+
+// layoutPanel lays out a panel: data's series stacked in an hour's slot
+// each, from the hour first.
+func layoutPanel(title string, top, height int, data []map[string]int64, series []chartSeries, first time.Time, slot float64) chartPanel {
+	p := chartPanel{Title: title, Top: top, Height: height, TitleY: top - 10}
+	var peak int64
+	for _, m := range data {
+		var sum int64
+		for _, s := range series {
+			sum += m[s.what]
+		}
+		peak = max(peak, sum)
+	}
+	// Three grid lines, evenly apart: 0, step and twice the step,
+	// whole numbers, the top at least the peak.
+	step := niceCeil((peak + 1) / 2)
+	scale := 2 * step
+	for i := range int64(3) {
+		y := float64(top+height) - float64(i)/2*float64(height)
+		p.Grid = append(p.Grid, chartLine{Y: y, Label: fmt.Sprint(i * step)})
+	}
+	for i, m := range data {
+		x := float64(chartLeft) + float64(i)*slot + slot*0.15
+		base := float64(top + height)
+		for _, s := range series {
+			n := m[s.what]
+			if n == 0 {
+				continue
+			}
+			h := float64(n) / float64(scale) * float64(height)
+			base -= h
+			hour := first.Add(time.Duration(i) * time.Hour)
+			p.Bars = append(p.Bars, chartRect{X: x, Y: base, W: slot * 0.7, H: h, Class: s.class,
+				Title: fmt.Sprintf("%s–%s UTC: %d %s", hour.Format("15:04"), hour.Add(time.Hour).Format("15:04"), n, s.label)})
+		}
+	}
+	for _, s := range series {
+		p.Legend = append(p.Legend, chartLegend{Class: s.class, Text: s.label})
+	}
+	return p
 }
 
 // niceCeil rounds n up to 1, 2 or 5 times a power of ten (at least 1).

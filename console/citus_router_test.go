@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/console/consoletest"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
@@ -27,11 +26,7 @@ func TestEveryAuditorPageIsRoutedToOneShard(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := context.Background()
-	seedPool := pgtest.NewDB(t)
-	w, err := consoletest.Seed(ctx, seedPool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seedPool, w := seeded(t)
 	log := &pgtest.StatementLog{}
 	cfg := seedPool.Config()
 	cfg.ConnConfig.Tracer = log
@@ -41,7 +36,7 @@ func TestEveryAuditorPageIsRoutedToOneShard(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	var out bytes.Buffer
-	b := &bundle{pool: pool, world: w, handler: newConsole(t, pool, &out, 0), log: &out}
+	b := &bundle{pool: pool, world: w, handler: newConsoleAt(t, pool, &out, 0, nil), log: &out}
 	cookie := b.signIn(t, w.OrgA, "alice")
 	for _, target := range []string{
 		"/console/saved-searches",

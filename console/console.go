@@ -307,13 +307,9 @@ func New(d Deps) (*Console, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	c.overview.ttl = d.OverviewTTL
-	if c.overview.ttl == 0 {
-		c.overview.ttl = DefaultOverviewTTL
-	}
+	c.overview = overviewCache{ttl: cmp.Or(d.OverviewTTL, DefaultOverviewTTL), wait: cmp.Or(d.OverviewWait, DefaultOverviewWait),
+		admission: d.Admission, op: d.Operator, now: c.now, log: c.log}
 	c.overview.staleFor = overviewStaleFactor * c.overview.ttl
-	c.overview.wait = cmp.Or(d.OverviewWait, DefaultOverviewWait)
-	c.overview.admission = d.Admission
 	var err error
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
@@ -361,18 +357,19 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST /console/sign-out", c.session(anyone, c.signOut))
 
 	// The auditor's views: one organization's records.
-	mux.HandleFunc("GET /console/saved-searches", c.session(auditor, c.savedSearches))
-	mux.HandleFunc("GET /console/saved-searches/{id}", c.session(auditor, c.savedSearch))
-	mux.HandleFunc("GET /console/saved-searches/{id}/compare", c.session(auditor, c.compare))
-	mux.HandleFunc("GET /console/snapshots/{id}", c.session(auditor, c.snapshot))
-	mux.HandleFunc("GET /console/runs", c.session(auditor, c.runs))
-	mux.HandleFunc("GET /console/runs/{id}", c.session(auditor, c.run))
-	mux.HandleFunc("GET /console/provider-jobs", c.session(auditor, c.providerJobs))
-	mux.HandleFunc("GET /console/provider-jobs/{id}", c.session(auditor, c.providerJob))
+	mux.HandleFunc("GET /console/saved-searches", c.session(auditor, c.show(c.savedSearches)))
+	mux.HandleFunc("GET /console/saved-searches/{id}", c.session(auditor, c.show(c.savedSearch)))
+	mux.HandleFunc("GET /console/saved-searches/{id}/compare", c.session(auditor, c.show(c.compare)))
+	mux.HandleFunc("GET /console/snapshots/{id}", c.session(auditor, c.show(c.snapshot)))
+	mux.HandleFunc("GET /console/runs", c.session(auditor, c.show(c.runs)))
+	mux.HandleFunc("GET /console/runs/{id}", c.session(auditor, c.show(c.run)))
+	mux.HandleFunc("GET /console/provider-jobs", c.session(auditor, c.show(c.providerJobs)))
+	mux.HandleFunc("GET /console/provider-jobs/{id}", c.session(auditor, c.show(c.providerJob)))
 
 	// The operator's views: every organization's plane.
 	for _, p := range c.operatorPanels() {
-		for _, r := range p.routes(c) {
+		mux.HandleFunc("GET /console/operator/"+p.name, c.session(operatorOnly, c.show(p.page)))
+		for _, r := range p.more {
 			mux.HandleFunc(r.pattern, c.session(operatorOnly, r.handler))
 		}
 	}

@@ -51,11 +51,6 @@ type bundle struct {
 	log     *bytes.Buffer
 }
 
-func newConsole(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL time.Duration) http.Handler {
-	t.Helper()
-	return newConsoleAt(t, pool, log, overviewTTL, nil)
-}
-
 // newConsoleAt is newConsole with the console's clock (nil: time.Now) and
 // changes to its Deps. Its pages wait for the claim counts however long
 // their read takes (OverviewWait -1), as the tests read them; the wait is
@@ -104,16 +99,27 @@ func admissionFor(t testing.TB, pool *pgxpool.Pool) *fairq.Queue {
 	return q
 }
 
-func setup(t *testing.T) *bundle {
+// seeded returns an isolated database holding the consoletest world.
+func seeded(t testing.TB) (*pgxpool.Pool, *consoletest.World) {
 	t.Helper()
 	pool := pgtest.NewDB(t)
 	w, err := consoletest.Seed(context.Background(), pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log bytes.Buffer
-	return &bundle{pool: pool, world: w, handler: newConsole(t, pool, &log, 0), log: &log}
+	return pool, w
 }
+
+// setupAt is a console on the seeded world, built by newConsoleAt, its
+// log kept in b.log.
+func setupAt(t testing.TB, overviewTTL time.Duration, now func() time.Time, change ...func(*console.Deps)) *bundle {
+	t.Helper()
+	pool, w := seeded(t)
+	var log bytes.Buffer
+	return &bundle{pool: pool, world: w, handler: newConsoleAt(t, pool, &log, overviewTTL, now, change...), log: &log}
+}
+
+func setup(t *testing.T) *bundle { return setupAt(t, 0, nil) }
 
 // verifier verifies the tokens secret signs.
 func verifier(t testing.TB) *auth.Verifier {
@@ -261,12 +267,8 @@ func TestSignInSetsAStrictHttpOnlyCookieAndNeverLogsTheToken(t *testing.T) {
 // cookie expires with it: no cookie for the year 285,428,751.
 func TestACookieNeverOutlivesTheSessionLifetime(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDB(t)
-	if _, err := consoletest.Seed(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
-	b := &bundle{pool: pool, log: &bytes.Buffer{}}
-	b.handler = newConsoleAt(t, pool, b.log, 0, nil, func(d *console.Deps) { d.SessionLifetime = 30 * time.Minute })
+	b := setupAt(t, 0, nil, func(d *console.Deps) { d.SessionLifetime = 30 * time.Minute })
+	pool := b.pool
 	org := uuid.New()
 	huge, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"org_id": org.String(), "exp": int64(1) << 53}).SignedString(secret)
 	if rec := b.do("POST", "/console/sign-in", "", url.Values{"token": {huge}}, nil); rec.Code != http.StatusUnauthorized || len(rec.Result().Cookies()) != 0 {

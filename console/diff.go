@@ -1,7 +1,8 @@
 package console
 
 import (
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/searchd/searchd/internal/canonjson"
 	"github.com/searchd/searchd/snapshot"
@@ -48,17 +49,9 @@ func diffBriefs(a, b *snapshot.Header, baseline *snapshot.BaselineDiff) snapshot
 	if a.Brief.Query != b.Brief.Query {
 		d.Fields = append(d.Fields, fieldChange{"query", a.Brief.Query, b.Brief.Query, "changed"})
 	}
-	names := make([]string, 0, len(a.Brief.Filters)+len(b.Brief.Filters))
-	for k := range a.Brief.Filters {
-		names = append(names, k)
-	}
-	for k := range b.Brief.Filters {
-		if _, ok := a.Brief.Filters[k]; !ok {
-			names = append(names, k)
-		}
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	names := slices.AppendSeq(slices.Collect(maps.Keys(a.Brief.Filters)), maps.Keys(b.Brief.Filters))
+	slices.Sort(names)
+	for _, k := range slices.Compact(names) {
 		ov, inOld := a.Brief.Filters[k]
 		nv, inNew := b.Brief.Filters[k]
 		os, ns := jsonText(ov), jsonText(nv)

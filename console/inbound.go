@@ -33,28 +33,23 @@ type inboundPage struct {
 
 var inboxStatuses = []string{"pending", "applied", "dropped"}
 
-func (c *Console) inbound(w http.ResponseWriter, r *http.Request) {
-	f := newFilters(r)
+func (c *Console) inbound(r *http.Request, f *filters) (view, error) {
 	p := inboundPage{Provider: f.text("provider", maxFilterLen), Status: f.oneOf("status", inboxStatuses...),
 		PendCursor: f.cursor("pending"), Cursor: f.cursor("cursor"), Statuses: inboxStatuses}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
+		return view{}, err
 	}
 	ctx := r.Context()
 	var err error
-	if p.Pending, p.Lag, err = c.d.Inbox.InboxStats(ctx); c.operatorFailed(w, r, err) {
-		return
+	if p.Pending, p.Lag, err = c.d.Inbox.InboxStats(ctx); err != nil {
+		return view{}, err
 	}
 	p.LagWarning = p.Lag > inboxLagWarning
 	p.Backlog, p.PendNext, err = c.d.Inbox.InboxPending(ctx, providerjobs.InboxListParams{Provider: p.Provider, Limit: pageSize, Cursor: p.PendCursor})
-	if c.operatorFailed(w, r, err) {
-		return
+	if err != nil {
+		return view{}, err
 	}
 	p.Arrivals, p.Next, err = c.d.Inbox.InboxArrivals(ctx, providerjobs.InboxListParams{Provider: p.Provider,
 		Status: providerjobs.InboxStatus(p.Status), Limit: pageSize, Cursor: p.Cursor})
-	if c.operatorFailed(w, r, err) {
-		return
-	}
-	c.render(w, r, http.StatusOK, "inbound", "Inbound", p)
+	return view{"inbound", "Inbound", p}, err
 }

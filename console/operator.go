@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,11 +17,13 @@ import (
 	"github.com/searchd/searchd/sweeper"
 )
 
-// panel is one operator view: its navigation entry and its routes. Every
-// route is gated to operator tokens by routes().
+// panel is one operator view: its navigation entry, its page at
+// /console/operator/<name> (section operator-<name>) and its other
+// routes. Every route is gated to operator tokens by routes().
 type panel struct {
-	label, href, section string
-	routes               func(c *Console) []route
+	label, name string
+	page        viewFunc
+	more        []route
 }
 
 type route struct {
@@ -37,36 +38,18 @@ type route struct {
 // calls left uncertain, for a person to mark delivered or to allow one
 // retry with the same key) are two.
 func (c *Console) operatorPanels() []panel {
-	panels := []panel{
-		{"Claims", "/console/operator/claims", "operator-claims", func(c *Console) []route {
-			return []route{
-				{"GET /console/operator/claims", c.claims},
-				{"GET /console/operator/claims/counts", c.claimCounts},
-				{"POST /console/operator/claims/{id}/release", c.releaseClaim},
-			}
-		}},
-	}
+	panels := []panel{{"Claims", "claims", c.claims, []route{
+		{"GET /console/operator/claims/counts", c.claimCounts},
+		{"POST /console/operator/claims/{id}/release", c.releaseClaim},
+	}}}
 	if c.d.Inbox != nil {
-		panels = append(panels, panel{"Inbound", "/console/operator/inbound", "operator-inbound", func(c *Console) []route {
-			return []route{{"GET /console/operator/inbound", c.inbound}}
-		}})
+		panels = append(panels, panel{"Inbound", "inbound", c.inbound, nil})
 	}
 	if c.d.Uncertain != nil && c.d.Resolver != nil {
-		panels = append(panels, panel{"Uncertain effects", "/console/operator/uncertain", "operator-uncertain", func(c *Console) []route {
-			return []route{
-				{"GET /console/operator/uncertain", c.uncertain},
-				{"POST /console/operator/uncertain/resolve", c.resolve},
-			}
-		}})
+		panels = append(panels, panel{"Uncertain effects", "uncertain", c.uncertain,
+			[]route{{"POST /console/operator/uncertain/resolve", c.resolve}}})
 	}
-	return append(panels,
-		panel{"Force-releases", "/console/operator/releases", "operator-releases", func(c *Console) []route {
-			return []route{{"GET /console/operator/releases", c.releases}}
-		}},
-		panel{"Sweeper", "/console/operator/sweeper", "operator-sweeper", func(c *Console) []route {
-			return []route{{"GET /console/operator/sweeper", c.sweeperRuns}}
-		}},
-	)
+	return append(panels, panel{"Force-releases", "releases", c.releases, nil}, panel{"Sweeper", "sweeper", c.sweeperRuns, nil})
 }
 
 // chartHours is how far back the claims chart looks.
@@ -164,6 +147,10 @@ type overviewCache struct {
 	// admission seats each read, charged to the flow of the request that
 	// started it (a read outlives that request's seat).
 	admission *fairq.Queue
+	// op reads the overview by now's clock; log gets a failed read.
+	op  Operator
+	now func() time.Time
+	log *slog.Logger
 }
 
 // overviewRead is one read of the overview; done is closed when it has
@@ -179,39 +166,19 @@ type overviewRead struct {
 // it, so no request's context bounds it.
 const overviewReadTimeout = 30 * time.Second
 
-// fresh returns the copy to serve, if any, and starts a background read
-// of a stale one. oc.mu must be held.
-func (oc *overviewCache) fresh(t time.Time, start func() *overviewRead) (*operator.Overview, time.Time) {
-	if oc.latest == nil || oc.ttl <= 0 {
-		return nil, time.Time{}
+// startLocked starts the read, or returns the one running; oc.mu must be
+// held.
+func (oc *overviewCache) startLocked(ctx context.Context) *overviewRead {
+	if oc.reading == nil {
+		oc.reading = &overviewRead{done: make(chan struct{})}
+		go oc.read(context.WithoutCancel(ctx), oc.reading)
 	}
-	age := t.Sub(oc.at)
-	switch {
-	case age < oc.ttl:
-		return oc.latest, oc.at
-	case age < oc.staleFor:
-		start()
-		return oc.latest, oc.at
-	}
-	return nil, time.Time{}
-}
-
-// starter returns the function that starts the read, or returns the one
-// running; it must be called with oc.mu held.
-func (oc *overviewCache) starter(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger) func() *overviewRead {
-	return func() *overviewRead {
-		if oc.reading == nil {
-			r := &overviewRead{done: make(chan struct{})}
-			oc.reading = r
-			go oc.read(context.WithoutCancel(ctx), r, op, now, log)
-		}
-		return oc.reading
-	}
+	return oc.reading
 }
 
 // read reads the overview for r and keeps it; a failure leaves the old
 // copy to age out, and is logged.
-func (oc *overviewCache) read(ctx context.Context, r *overviewRead, op Operator, now func() time.Time, log *slog.Logger) {
+func (oc *overviewCache) read(ctx context.Context, r *overviewRead) {
 	ctx, cancel := context.WithTimeout(ctx, overviewReadTimeout)
 	defer cancel()
 	var seat *fairq.Seat
@@ -221,8 +188,8 @@ func (oc *overviewCache) read(ctx context.Context, r *overviewRead, op Operator,
 		seat, r.err = oc.admission.Acquire(ctx, started.Flow(), 1)
 	}
 	if r.err == nil {
-		r.at = now()
-		r.ov, r.err = op.Overview(ctx, chartHours)
+		r.at = oc.now()
+		r.ov, r.err = oc.op.Overview(ctx, chartHours)
 	}
 	if seat != nil {
 		seat.Release()
@@ -235,20 +202,20 @@ func (oc *overviewCache) read(ctx context.Context, r *overviewRead, op Operator,
 	oc.mu.Unlock()
 	close(r.done)
 	if r.err != nil {
-		log.Warn("console: read of the claims overview failed", "error", r.err)
+		oc.log.Warn("console: read of the claims overview failed", "error", r.err)
 	}
 }
 
 // warm starts a read when there is no copy to serve at all (none yet, or
 // one too old) and none is running.
-func (oc *overviewCache) warm(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger) {
+func (oc *overviewCache) warm(ctx context.Context) {
 	if oc.ttl <= 0 {
 		return
 	}
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
-	if oc.latest == nil || now().Sub(oc.at) >= oc.staleFor {
-		oc.starter(ctx, op, now, log)()
+	if oc.latest == nil || oc.now().Sub(oc.at) >= oc.staleFor {
+		oc.startLocked(ctx)
 	}
 }
 
@@ -256,9 +223,9 @@ func (oc *overviewCache) warm(ctx context.Context, op Operator, now func() time.
 // release, so that the page the operator is sent to shows it and is served
 // without a read of its own. A failed read drops the copy instead (the
 // page then reads itself).
-func (oc *overviewCache) reread(ctx context.Context, op Operator, now func() time.Time) {
-	t := now()
-	ov, err := op.Overview(ctx, chartHours)
+func (oc *overviewCache) reread(ctx context.Context) {
+	t := oc.now()
+	ov, err := oc.op.Overview(ctx, chartHours)
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
 	if err != nil {
@@ -276,21 +243,20 @@ func (oc *overviewCache) storeLocked(ov *operator.Overview, at time.Time) {
 }
 
 // get returns the overview a page shows and when it was read, or nil and
-// no error when the read has not landed within the wait: the page then
-// shows its counts as being counted. Its error is the read's, or ctx's.
-func (oc *overviewCache) get(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger) (*operator.Overview, time.Time, error) {
-	return oc.getWaiting(ctx, op, now, log, oc.wait)
-}
-
-// getWaiting is get with a wait of its own (negative: until it lands).
-func (oc *overviewCache) getWaiting(ctx context.Context, op Operator, now func() time.Time, log *slog.Logger, wait time.Duration) (*operator.Overview, time.Time, error) {
-	start := oc.starter(ctx, op, now, log)
+// no error when the read has not landed within wait (negative: until it
+// lands): the page then shows its counts as being counted. Its error is
+// the read's, or ctx's.
+func (oc *overviewCache) get(ctx context.Context, wait time.Duration) (*operator.Overview, time.Time, error) {
 	oc.mu.Lock()
-	if ov, at := oc.fresh(now(), start); ov != nil {
+	if age := oc.now().Sub(oc.at); oc.latest != nil && oc.ttl > 0 && age < max(oc.ttl, oc.staleFor) {
+		if age >= oc.ttl {
+			oc.startLocked(ctx) // stale: served while a background read replaces it
+		}
+		ov, at := oc.latest, oc.at
 		oc.mu.Unlock()
 		return ov, at, nil
 	}
-	r := start()
+	r := oc.startLocked(ctx)
 	oc.mu.Unlock()
 	var timeout <-chan time.Time
 	if wait >= 0 {
@@ -308,18 +274,13 @@ func (oc *overviewCache) getWaiting(ctx context.Context, op Operator, now func()
 	}
 }
 
-func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
-	f := newFilters(r)
+func (c *Console) claims(r *http.Request, f *filters) (view, error) {
 	org := f.id("org")
-	p := claimsPage{Scope: f.text("scope", maxFilterLen), Key: f.text("key", maxFilterLen),
+	p := claimsPage{Org: idText(org), Scope: f.text("scope", maxFilterLen), Key: f.text("key", maxFilterLen),
 		StuckCursor: f.cursor("stuck"), FlightCursor: f.cursor("flight"),
 		Refused: outcome(r, "release-refused", "refused")}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
-	}
-	if org != uuid.Nil {
-		p.Org = org.String()
+		return view{}, err
 	}
 	p.Filtered = p.Org != "" || p.Scope != "" || p.Key != ""
 	ctx := r.Context()
@@ -332,7 +293,7 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 		readAt time.Time
 		ovErr  error
 	)
-	wg.Go(func() { ov, readAt, ovErr = c.overview.get(ctx, c.d.Operator, c.now, c.log) })
+	wg.Go(func() { ov, readAt, ovErr = c.overview.get(ctx, c.overview.wait) })
 	filter := operator.ClaimFilter{OrganizationID: org, Scope: p.Scope, Key: p.Key}
 	var stuckErr, flightErr error
 	if id, err := uuid.Parse(r.URL.Query().Get("released")); err == nil && id != uuid.Nil {
@@ -349,13 +310,13 @@ func (c *Console) claims(w http.ResponseWriter, r *http.Request) {
 		p.InFlight, p.FlightNext, flightErr = c.d.Operator.InFlight(ctx, filter, operator.PageParams{Limit: pageSize, Cursor: p.FlightCursor})
 	}
 	wg.Wait()
-	if c.operatorFailed(w, r, cmp.Or(ovErr, stuckErr, flightErr)) {
-		return
+	if err := cmp.Or(ovErr, stuckErr, flightErr); err != nil {
+		return view{}, err
 	}
 	p.Now = c.now()
 	p.Overview = newCountsView(ov, readAt, p.Now)
 	p.Admission = c.admissionView()
-	c.render(w, r, http.StatusOK, "claims", "Claims", p)
+	return view{"claims", "Claims", p}, nil
 }
 
 // claimCountsWait bounds how long [Console.claimCounts] waits for the
@@ -372,13 +333,13 @@ func (c *Console) claimCounts(w http.ResponseWriter, r *http.Request) {
 	fairq.Idle(r.Context())
 	ctx, cancel := context.WithTimeout(r.Context(), claimCountsWait)
 	defer cancel()
-	ov, readAt, err := c.overview.getWaiting(ctx, c.d.Operator, c.now, c.log, -1)
+	ov, readAt, err := c.overview.get(ctx, -1)
 	if err != nil {
 		c.log.LogAttrs(r.Context(), slog.LevelWarn, "console: the claim counts were not read", slog.String("error", err.Error()))
 		http.Error(w, "the counts could not be read", http.StatusServiceUnavailable)
 		return
 	}
-	c.renderFragment(w, r, "claims", "claim-counts", newCountsView(ov, readAt, c.now()))
+	c.execute(w, r, http.StatusOK, "claims", "claim-counts", newCountsView(ov, readAt, c.now()))
 }
 
 // releaseClaim force-releases a stuck claim: the same rules as `searchd
@@ -428,7 +389,7 @@ func (c *Console) releaseClaim(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		c.internal(w, r, err)
 	default:
-		c.overview.reread(r.Context(), c.d.Operator, c.now)
+		c.overview.reread(r.Context())
 		c.log.WarnContext(r.Context(), "claim force-released by an operator in the console",
 			"claim_id", rec.ID.String(), "organization_id", rec.OrganizationID.String(),
 			"scope", rec.Scope, "actor", s.Actor, "reason", reason)
@@ -444,24 +405,16 @@ type releasesPage struct {
 	Cursor, Next string
 }
 
-func (c *Console) releases(w http.ResponseWriter, r *http.Request) {
-	f := newFilters(r)
+func (c *Console) releases(r *http.Request, f *filters) (view, error) {
 	org := f.id("org")
-	p := releasesPage{Actor: f.text("actor", maxFilterLen), Cursor: f.cursor("cursor")}
+	p := releasesPage{Org: idText(org), Actor: f.text("actor", maxFilterLen), Cursor: f.cursor("cursor")}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
+		return view{}, err
 	}
-	if org != uuid.Nil {
-		p.Org = org.String()
-	}
-	list, next, err := c.d.Operator.Releases(r.Context(), operator.ReleaseFilter{OrganizationID: org, Actor: p.Actor},
+	var err error
+	p.Releases, p.Next, err = c.d.Operator.Releases(r.Context(), operator.ReleaseFilter{OrganizationID: org, Actor: p.Actor},
 		operator.PageParams{Limit: pageSize, Cursor: p.Cursor})
-	if c.operatorFailed(w, r, err) {
-		return
-	}
-	p.Releases, p.Next = list, next
-	c.render(w, r, http.StatusOK, "releases", "Force-releases", p)
+	return view{"releases", "Force-releases", p}, err
 }
 
 type sweeperPage struct {
@@ -474,35 +427,19 @@ type sweeperPage struct {
 	Now     time.Time
 }
 
-func (c *Console) sweeperRuns(w http.ResponseWriter, r *http.Request) {
-	f := newFilters(r)
+func (c *Console) sweeperRuns(r *http.Request, f *filters) (view, error) {
 	p := sweeperPage{BacklogOnly: f.oneOf("backlog", "1") == "1", Cursor: f.cursor("cursor"), Now: c.now()}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
+		return view{}, err
 	}
-	list, next, err := c.d.SweeperRuns.List(r.Context(), p.BacklogOnly, pageSize, p.Cursor)
-	if c.operatorFailed(w, r, err) {
-		return
+	var err error
+	if p.Runs, p.Next, err = c.d.SweeperRuns.List(r.Context(), p.BacklogOnly, pageSize, p.Cursor); err != nil {
+		return view{}, err
 	}
-	p.Runs, p.Next = list, next
 	latest, _, err := c.d.SweeperRuns.List(r.Context(), false, 1, "")
-	if c.operatorFailed(w, r, err) {
-		return
-	}
 	if len(latest) == 1 {
 		p.Latest = &latest[0]
 		p.Warning = latest[0].Backlog
 	}
-	c.render(w, r, http.StatusOK, "sweeper", "Sweeper", p)
-}
-
-// operatorFailed is readFailed for the operator's stores.
-func (c *Console) operatorFailed(w http.ResponseWriter, r *http.Request, err error) bool {
-	switch {
-	case errors.Is(err, operator.ErrInvalid):
-		c.badFilters(w, r, errors.New(strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": ")))
-		return true
-	}
-	return c.readFailed(w, r, err)
+	return view{"sweeper", "Sweeper", p}, err
 }

@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -15,9 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/console"
-	"github.com/searchd/searchd/console/consoletest"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
 )
 
 // inFlightTile reads the "in flight" count the claims page shows.
@@ -28,17 +25,13 @@ var inFlightTile = regexp.MustCompile(`<div class="tile-n">(\d+)</div><div class
 // answers at once with the old counts while one background read replaces
 // them; past that, a page reads afresh itself.
 func TestClaimCountsAreServedStaleWhileOneBackgroundReadReplacesThem(t *testing.T) {
-	pool := pgtest.NewDB(t)
-	ctx := context.Background()
-	if _, err := consoletest.Seed(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	clock := time.Now()
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
 	const ttl = 10 * time.Second
-	b := &bundle{pool: pool, handler: newConsoleAt(t, pool, io.Discard, ttl, now)}
+	b := setupAt(t, ttl, now)
+	pool, ctx := b.pool, context.Background()
 	op := b.operatorSignIn(t)
 	inFlight := func() int {
 		t.Helper()
@@ -93,13 +86,8 @@ var stuckTile = regexp.MustCompile(`<div class="tile-n">(\d+)</div><div class="t
 // served from the counts the release read (claims made after it are not
 // in them until the TTL passes), not by a read of its own.
 func TestAReleaseRereadsTheCountsBeforeItsPageIsServed(t *testing.T) {
-	pool := pgtest.NewDB(t)
-	ctx := context.Background()
-	w, err := consoletest.Seed(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &bundle{pool: pool, world: w, handler: newConsoleAt(t, pool, io.Discard, time.Hour, nil)}
+	b := setupAt(t, time.Hour, nil)
+	pool, ctx, w := b.pool, context.Background(), b.world
 	op := b.operatorSignIn(t)
 	count := func(re *regexp.Regexp, page string) int {
 		t.Helper()
@@ -137,15 +125,8 @@ func TestAReleaseRereadsTheCountsBeforeItsPageIsServed(t *testing.T) {
 // from it. The read is held back by a real lock on a table only the
 // overview reads (agent.webhook_drops, for the chart's drops).
 func TestAPageWithNoCountsWaitsForThemAtMostTheWait(t *testing.T) {
-	pool := pgtest.NewDB(t)
-	ctx := context.Background()
-	w, err := consoletest.Seed(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &bundle{pool: pool, world: w, handler: newConsoleAt(t, pool, io.Discard, time.Hour, nil, func(d *console.Deps) {
-		d.OverviewWait = 20 * time.Millisecond
-	})}
+	b := setupAt(t, time.Hour, nil, func(d *console.Deps) { d.OverviewWait = 20 * time.Millisecond })
+	pool, ctx, w := b.pool, context.Background(), b.world
 	op := b.operatorSignIn(t)
 
 	lock, err := pool.Begin(ctx)

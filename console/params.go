@@ -1,9 +1,9 @@
 package console
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -23,10 +23,13 @@ const (
 // with them, one message per parameter.
 type filters struct {
 	r        *http.Request
+	q        url.Values
 	problems []string
+	// noPath is a path {id} that is not a UUID.
+	noPath bool
 }
 
-func newFilters(r *http.Request) *filters { return &filters{r: r} }
+func newFilters(r *http.Request) *filters { return &filters{r: r, q: r.URL.Query()} }
 
 func (f *filters) bad(name, format string, args ...any) {
 	f.problems = append(f.problems, name+": "+fmt.Sprintf(format, args...))
@@ -35,7 +38,7 @@ func (f *filters) bad(name, format string, args ...any) {
 // text returns parameter name trimmed, refusing over max characters,
 // invalid UTF-8 and control characters.
 func (f *filters) text(name string, max int) string {
-	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	v := strings.TrimSpace(f.q.Get(name))
 	switch {
 	case !utf8.ValidString(v) || utf8.RuneCountInString(v) > max:
 		f.bad(name, "at most %d characters of UTF-8", max)
@@ -49,7 +52,7 @@ func (f *filters) text(name string, max int) string {
 
 // id returns parameter name as a UUID, uuid.Nil when empty.
 func (f *filters) id(name string) uuid.UUID {
-	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	v := strings.TrimSpace(f.q.Get(name))
 	if v == "" {
 		return uuid.Nil
 	}
@@ -71,7 +74,7 @@ var timeLayouts = []string{"2006-01-02 15:04", "2006-01-02T15:04", "2006-01-02 1
 
 // time returns parameter name as an instant, the zero time when empty.
 func (f *filters) time(name string) time.Time {
-	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	v := strings.TrimSpace(f.q.Get(name))
 	if v == "" {
 		return time.Time{}
 	}
@@ -86,7 +89,7 @@ func (f *filters) time(name string) time.Time {
 
 // oneOf returns parameter name if it is empty or one of allowed.
 func (f *filters) oneOf(name string, allowed ...string) string {
-	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	v := strings.TrimSpace(f.q.Get(name))
 	if v == "" {
 		return ""
 	}
@@ -102,7 +105,7 @@ func (f *filters) oneOf(name string, allowed ...string) string {
 // cursor returns parameter name, a page cursor, bounded in length; the
 // store says whether it wrote it.
 func (f *filters) cursor(name string) string {
-	v := f.r.URL.Query().Get(name)
+	v := f.q.Get(name)
 	if len(v) > 64 {
 		f.bad(name, "is not a cursor of this console")
 		return ""
@@ -110,12 +113,21 @@ func (f *filters) cursor(name string) string {
 	return v
 }
 
-// err returns the problems as one error, nil when there are none.
+// filterError is what is wrong with a request's filters: a 400.
+type filterError string
+
+func (e filterError) Error() string { return string(e) }
+
+// err returns errNotFound for a path id that is not a UUID, else the
+// problems as one filterError, nil when there are none.
 func (f *filters) err() error {
-	if len(f.problems) == 0 {
+	switch {
+	case f.noPath:
+		return errNotFound
+	case len(f.problems) == 0:
 		return nil
 	}
-	return errors.New(strings.Join(f.problems, "; "))
+	return filterError(strings.Join(f.problems, "; "))
 }
 
 func (c *Console) badFilters(w http.ResponseWriter, r *http.Request, err error) {
@@ -137,6 +149,24 @@ func pathID(r *http.Request) (uuid.UUID, bool) {
 	return id, err == nil
 }
 
+// pathID is pathID(f.r); one that names nothing makes f.err errNotFound.
+func (f *filters) pathID() uuid.UUID {
+	id, ok := pathID(f.r)
+	f.noPath = f.noPath || !ok
+	return id
+}
+
+// orgOf is the organization of r's session.
+func orgOf(r *http.Request) uuid.UUID { return sessionOf(r.Context()).OrganizationID }
+
+// idText writes a filter's id, "" for none.
+func idText(id uuid.UUID) string {
+	if id == uuid.Nil {
+		return ""
+	}
+	return id.String()
+}
+
 // localInput writes t for a time filter's field, in UTC as timeLayouts'
 // first layout, "" for the zero time.
 func localInput(t time.Time) string {
@@ -154,7 +184,7 @@ const maxPosition = 1 << 31
 // a page starts: a whole number from 0 (the start, and when empty) to
 // maxPosition.
 func (f *filters) position(name string) int64 {
-	v := strings.TrimSpace(f.r.URL.Query().Get(name))
+	v := strings.TrimSpace(f.q.Get(name))
 	if v == "" {
 		return 0
 	}

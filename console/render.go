@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,8 +18,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/providerjobs"
-	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/schedule"
 )
 
@@ -67,7 +66,7 @@ func (c *Console) nav(s *session) []navEntry {
 	}
 	if s.IsOperator() {
 		for _, p := range c.operatorPanels() {
-			out = append(out, navEntry{"Operator", p.label, p.href, p.section})
+			out = append(out, navEntry{"Operator", p.label, "/console/operator/" + p.name, "operator-" + p.name})
 		}
 	}
 	return out
@@ -98,19 +97,29 @@ func parsePages() (map[string]*template.Template, error) {
 	return pages, nil
 }
 
-// render writes page name with data. A page is rendered into a buffer
-// first, so a template error is a clean 500, never half a page.
+// render writes page name with data in the layout.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
+	s := sessionOf(r.Context())
+	c.execute(w, r, status, name, "layout.html",
+		page{Title: title, Session: s, Section: sectionOf(r.URL.Path), Nav: c.nav(s), Data: data, Now: c.now()})
+}
+
+// execute writes template tmpl of page name's templates with data: the
+// layout, or a fragment, a part of a page that the page fetches to fill
+// in. It renders into a buffer first, so a template error is a clean 500,
+// never half a page.
+func (c *Console) execute(w http.ResponseWriter, r *http.Request, status int, name, tmpl string, data any) {
 	t, ok := c.pages[name]
 	if !ok {
 		c.log.ErrorContext(r.Context(), "console: no such template", slog.String("template", name))
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
-	s := sessionOf(r.Context())
-	p := page{Title: title, Session: s, Section: sectionOf(r.URL.Path), Nav: c.nav(s), Data: data, Now: c.now()}
+	if tmpl != "layout.html" {
+		name += "/" + tmpl
+	}
 	var buf bytes.Buffer
-	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
+	if err := t.ExecuteTemplate(&buf, tmpl, data); err != nil {
 		c.log.ErrorContext(r.Context(), "console: render", slog.String("template", name), slog.String("error", err.Error()))
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
@@ -122,28 +131,6 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
-}
-
-// renderFragment writes the template fragment defined in page name's
-// templates with data, without the layout: a part of a page that the page
-// fetches to fill in.
-func (c *Console) renderFragment(w http.ResponseWriter, r *http.Request, name, fragment string, data any) {
-	var buf bytes.Buffer
-	t, ok := c.pages[name]
-	if !ok {
-		c.log.ErrorContext(r.Context(), "console: no such template", slog.String("template", name))
-		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
-	}
-	if err := t.ExecuteTemplate(&buf, fragment, data); err != nil {
-		c.log.ErrorContext(r.Context(), "console: render", slog.String("template", name+"/"+fragment), slog.String("error", err.Error()))
-		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
 	_, _ = w.Write(buf.Bytes())
 }
 
@@ -197,26 +184,17 @@ var funcs = template.FuncMap{
 		return s
 	},
 	"ts": func(t any) string {
-		switch v := t.(type) {
-		case time.Time:
-			return v.UTC().Format("2006-01-02 15:04:05")
-		case *time.Time:
-			if v == nil {
-				return ""
-			}
+		if p, ok := t.(*time.Time); ok && p != nil {
+			t = *p
+		}
+		if v, ok := t.(time.Time); ok {
 			return v.UTC().Format("2006-01-02 15:04:05")
 		}
 		return ""
 	},
 	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"ago": ago,
-	"dur": func(d time.Duration) string { return humanDuration(d) },
-	"deref": func(s *string) string {
-		if s == nil {
-			return ""
-		}
-		return *s
-	},
+	"dur": humanDuration,
 	"json": func(v any) string {
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
@@ -245,18 +223,7 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%s\n… (cut: %d bytes in all)", buf.Bytes()[:i], len(b))
 	},
-	"query": func(base string, kv ...string) string {
-		v := url.Values{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			if kv[i+1] != "" {
-				v.Set(kv[i], kv[i+1])
-			}
-		}
-		if len(v) == 0 {
-			return base
-		}
-		return base + "?" + v.Encode()
-	},
+	"query": link,
 	"uuidstr": func(p *uuid.UUID) string {
 		if p == nil {
 			return ""
@@ -282,14 +249,9 @@ var funcs = template.FuncMap{
 	// after next (0 on the last page), of total; kv are the page's other
 	// parameters, kept.
 	"itemsPager": func(base, param string, at, next int64, shown int, total int64, kv ...string) itemsPagerLinks {
-		p := newPager(base, param, "", "", kv...)
-		l := itemsPagerLinks{From: at + 1, To: at + int64(shown), Total: total, First: p.First}
-		if at > 0 {
-			l.Paged = true
-		}
+		l := itemsPagerLinks{From: at + 1, To: at + int64(shown), Total: total, First: link(base, kv...), Paged: at > 0 || next > 0}
 		if next > 0 {
-			l.NextURL = newPager(base, param, "", strconv.FormatInt(next, 10), kv...).NextURL
-			l.Paged = true
+			l.NextURL = link(base, slices.Concat(kv, []string{param, strconv.FormatInt(next, 10)})...)
 		}
 		return l
 	},
@@ -325,17 +287,13 @@ var funcs = template.FuncMap{
 	// left writes the time from now to t: a lease's time left.
 	"left":  func(now, t time.Time) string { return nbsp(humanDuration(t.Sub(now))) },
 	"since": func(a, b time.Time) time.Duration { return b.Sub(a) },
-	"runsTable": func(rs []runs.Run, now time.Time) any {
+	// table is the rows of a shared table partial (runs-table,
+	// jobs-table) with the page's now.
+	"table": func(rows any, now time.Time) any {
 		return struct {
-			Runs []runs.Run
+			Rows any
 			Now  time.Time
-		}{rs, now}
-	},
-	"jobsTable": func(js []providerjobs.Job, now time.Time) any {
-		return struct {
-			Jobs []providerjobs.Job
-			Now  time.Time
-		}{js, now}
+		}{rows, now}
 	},
 }
 
@@ -390,24 +348,20 @@ type pagerLinks struct {
 }
 
 func newPager(base, param, cursor, next string, kv ...string) pagerLinks {
+	return pagerLinks{Cursor: cursor, Next: next, First: link(base, kv...), NextURL: link(base, slices.Concat(kv, []string{param, next})...)}
+}
+
+// link is base with the query of kv, pairs of a name and a value, leaving
+// out the empty values (a later pair of a name wins).
+func link(base string, kv ...string) string {
 	v := url.Values{}
 	for i := 0; i+1 < len(kv); i += 2 {
 		if kv[i+1] != "" {
 			v.Set(kv[i], kv[i+1])
 		}
 	}
-	link := func(c string) string {
-		w := url.Values{}
-		for k, vs := range v {
-			w[k] = vs
-		}
-		if c != "" {
-			w.Set(param, c)
-		}
-		if len(w) == 0 {
-			return base
-		}
-		return base + "?" + w.Encode()
+	if len(v) == 0 {
+		return base
 	}
-	return pagerLinks{Cursor: cursor, Next: next, First: link(""), NextURL: link(next)}
+	return base + "?" + v.Encode()
 }

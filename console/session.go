@@ -142,7 +142,7 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 		if s.IsOperator() && r.Method == http.MethodGet {
 			// An operator at work is likely to open the claims page: have
 			// its counts read in the background, so that page need not wait.
-			c.overview.warm(ctx, c.d.Operator, c.now, c.log)
+			c.overview.warm(ctx)
 		}
 		next(w, r.WithContext(ctx))
 	}
@@ -197,8 +197,16 @@ func csrfToken(secret string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-func secure(r *http.Request) bool {
-	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+// setCookie sets the session cookie (cookieName) or flowCookie, as their
+// comments say, Secure when the request came over TLS; maxAge -1 deletes
+// it.
+func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
+	ck := &http.Cookie{Name: name, Value: value, Path: Prefix, MaxAge: maxAge, HttpOnly: true,
+		Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"), SameSite: http.SameSiteStrictMode}
+	if name == flowCookie {
+		ck.Path, ck.SameSite = oidcPath, http.SameSiteLaxMode
+	}
+	http.SetCookie(w, ck)
 }
 
 // home sends a signed-in person to their first view, anyone else to the
@@ -232,10 +240,6 @@ type signInPage struct {
 	Provider, Token bool
 }
 
-func (c *Console) signInPage() signInPage {
-	return signInPage{Provider: c.d.SignIn != nil, Token: c.d.TokenSignIn}
-}
-
 // renderSignIn renders the sign-in page with status and an error. Its
 // form posts to the console and, for the provider's button, is redirected
 // to the provider, so form-action admits the provider's authorization
@@ -245,9 +249,7 @@ func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status in
 		w.Header().Set("Content-Security-Policy",
 			strings.Replace(contentSecurityPolicy, "form-action 'self'", "form-action 'self' "+c.d.SignIn.AuthorizationOrigin(), 1))
 	}
-	p := c.signInPage()
-	p.Error = msg
-	c.render(w, r, status, "sign-in", "Sign in", p)
+	c.render(w, r, status, "sign-in", "Sign in", signInPage{Error: msg, Provider: c.d.SignIn != nil, Token: c.d.TokenSignIn})
 }
 
 func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
@@ -300,13 +302,9 @@ func (c *Console) newSession(w http.ResponseWriter, r *http.Request, p auth.Prin
 		c.unavailable(w, r, err)
 		return false
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: secret, Path: Prefix,
-		// Both from the database's clock: at most the session lifetime,
-		// whatever a token's exp said.
-		MaxAge:   max(1, int(s.ExpiresAt.Sub(s.CreatedAt).Seconds())),
-		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode,
-	})
+	// Both from the database's clock: at most the session lifetime,
+	// whatever a token's exp said.
+	setCookie(w, r, cookieName, secret, max(1, int(s.ExpiresAt.Sub(s.CreatedAt).Seconds())))
 	c.log.LogAttrs(r.Context(), slog.LevelInfo, "console: signed in", slog.String("via", via),
 		slog.String("actor", s.Actor), slog.String("role", s.Role), slog.String("session", s.ID.String()))
 	return true
@@ -320,10 +318,7 @@ func (c *Console) startProviderSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, to := c.d.SignIn.Start()
-	http.SetCookie(w, &http.Cookie{
-		Name: flowCookie, Value: f.String(), Path: oidcPath, MaxAge: int(flowTTL.Seconds()),
-		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteLaxMode,
-	})
+	setCookie(w, r, flowCookie, f.String(), int(flowTTL.Seconds()))
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
@@ -342,8 +337,7 @@ func (c *Console) providerCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The flow is spent whatever happens: a callback is answered once.
-	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: "", Path: oidcPath, MaxAge: -1,
-		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteLaxMode})
+	setCookie(w, r, flowCookie, "", -1)
 	var f auth.Flow
 	ck, err := r.Cookie(flowCookie)
 	if err == nil {
@@ -393,9 +387,6 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 		c.unavailable(w, r, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: "", Path: Prefix, MaxAge: -1,
-		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode,
-	})
+	setCookie(w, r, cookieName, "", -1)
 	http.Redirect(w, r, "/console/sign-in", http.StatusSeeOther)
 }

@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -16,9 +15,7 @@ import (
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
-	"github.com/searchd/searchd/console/consoletest"
 	"github.com/searchd/searchd/internal/oidctest"
-	"github.com/searchd/searchd/internal/pgtest"
 )
 
 // ssoWorld is a console registered at a real provider, served on
@@ -37,11 +34,7 @@ const operatorRole = "searchd-operator"
 
 func newSSOWorld(t *testing.T) *ssoWorld {
 	t.Helper()
-	pool := pgtest.NewDB(t)
-	w, err := consoletest.Seed(context.Background(), pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, w := seeded(t)
 	sw := &ssoWorld{b: &bundle{pool: pool, world: w, log: &bytes.Buffer{}}}
 	// The console's address is needed before the provider starts (its
 	// redirect URI), and the provider's before the console is built.

@@ -55,10 +55,8 @@ func (c *Console) timeline(ctx context.Context, run *runs.Run, now time.Time) (*
 	if err != nil {
 		return nil, err
 	}
-	tl := &runTimeline{}
-	who := run.CreatedBy
-	tl.Events = append(tl.Events, timelineEvent{At: run.CreatedAt, What: "admitted", Badge: runs.StatusQueued, Class: "b-queued",
-		Detail: "with its dispatch to the runtime, in one commit", Who: deref(who)})
+	tl := &runTimeline{Events: []timelineEvent{{At: run.CreatedAt, What: "admitted", Badge: runs.StatusQueued, Class: "b-queued",
+		Detail: "with its dispatch to the runtime, in one commit", Who: deref(run.CreatedBy)}}}
 	d, err := c.d.Dispatches.Get(ctx, org, id)
 	if err != nil && !errors.Is(err, dispatch.ErrNotFound) {
 		return nil, err
@@ -80,37 +78,39 @@ func (c *Console) timeline(ctx context.Context, run *runs.Run, now time.Time) (*
 			tl.Events = append(tl.Events, attemptEvent(a, d, now))
 		}
 		for _, r := range retries {
-			ev := timelineEvent{At: r.RetriedAt, What: "retried", Badge: "retry", Class: "b-changed",
-				Detail: r.Reason, Who: r.Actor}
-			if r.PreviousError != nil {
-				ev.Answer = *r.PreviousError
-			}
-			tl.Events = append(tl.Events, ev)
+			tl.Events = append(tl.Events, timelineEvent{At: r.RetriedAt, What: "retried", Badge: "retry", Class: "b-changed",
+				Detail: r.Reason, Who: r.Actor, Answer: deref(r.PreviousError)})
 		}
 	}
 	for _, ch := range changes {
-		ev := timelineEvent{At: ch.ChangedAt, What: "status", Badge: ch.Status, Class: "b-" + ch.Status,
-			Detail: "version " + strconv.FormatInt(ch.Version, 10)}
-		if ch.Reporter != nil {
-			ev.What, ev.Who = "reported", *ch.Reporter
-		} else {
-			ev.Detail += ": the runtime acknowledged the delivery"
-		}
-		if ch.ResultRef != nil {
-			ev.Answer = "result: " + *ch.ResultRef
-		}
-		if ch.Error != nil {
-			ev.Answer = "error: " + ch.Error.Code
-			if ch.Error.Message != nil {
-				ev.Answer += ": " + *ch.Error.Message
-			}
-		}
-		tl.Events = append(tl.Events, ev)
+		tl.Events = append(tl.Events, statusEvent(ch))
 	}
 	// In the order they happened; an admission first, an attempt before
 	// the status change its answer made at the same instant.
 	slices.SortStableFunc(tl.Events, func(a, b timelineEvent) int { return a.At.Compare(b.At) })
 	return tl, nil
+}
+
+// statusEvent is the line of one status change: the dispatcher's
+// dispatched, or a runtime's report.
+func statusEvent(ch runs.StatusChange) timelineEvent {
+	ev := timelineEvent{At: ch.ChangedAt, What: "status", Badge: ch.Status, Class: "b-" + ch.Status,
+		Detail: "version " + strconv.FormatInt(ch.Version, 10)}
+	if ch.Reporter != nil {
+		ev.What, ev.Who = "reported", *ch.Reporter
+	} else {
+		ev.Detail += ": the runtime acknowledged the delivery"
+	}
+	if ch.ResultRef != nil {
+		ev.Answer = "result: " + *ch.ResultRef
+	}
+	if ch.Error != nil {
+		ev.Answer = "error: " + ch.Error.Code
+		if ch.Error.Message != nil {
+			ev.Answer += ": " + *ch.Error.Message
+		}
+	}
+	return ev
 }
 
 // attemptEvent is the line of one delivery attempt.
@@ -136,21 +136,15 @@ func attemptEvent(a dispatch.Attempt, d *dispatch.Dispatch, now time.Time) timel
 		ev.Detail += fmt.Sprintf(" (%s)", humanDuration(a.EndedAt.Sub(a.StartedAt)))
 	}
 	if a.StatusCode != nil || a.Answer != nil {
-		ev.Answer = cmp.Or(deref(a.Answer), strconv.Itoa(derefInt(a.StatusCode)))
+		ev.Answer = cmp.Or(deref(a.Answer), strconv.Itoa(deref(a.StatusCode)))
 	}
 	return ev
 }
 
-func derefInt(p *int) int {
-	if p == nil {
-		return 0
+// deref is *p, the zero value for nil.
+func deref[T any](p *T) (v T) {
+	if p != nil {
+		v = *p
 	}
-	return *p
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+	return v
 }

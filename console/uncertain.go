@@ -25,30 +25,21 @@ type uncertainPage struct {
 	Resolved, Refused  string
 }
 
-func (c *Console) uncertain(w http.ResponseWriter, r *http.Request) {
-	f := newFilters(r)
+func (c *Console) uncertain(r *http.Request, f *filters) (view, error) {
 	org := f.id("org")
-	p := uncertainPage{Scope: f.text("scope", maxFilterLen), Cursor: f.cursor("cursor"), DecCursor: f.cursor("decisions"),
+	p := uncertainPage{Org: idText(org), Scope: f.text("scope", maxFilterLen), Cursor: f.cursor("cursor"), DecCursor: f.cursor("decisions"),
 		Resolved: outcome(r, "resolved", "resolved"), Refused: outcome(r, "resolve-refused", "refused")}
 	if err := f.err(); err != nil {
-		c.badFilters(w, r, err)
-		return
-	}
-	if org != uuid.Nil {
-		p.Org = org.String()
+		return view{}, err
 	}
 	params := tools.InspectParams{OrganizationID: org, Scope: p.Scope, Limit: pageSize, Cursor: p.Cursor}
-	calls, next, err := c.d.Uncertain.Uncertain(r.Context(), params)
-	if c.operatorFailed(w, r, err) {
-		return
+	var err error
+	if p.Calls, p.Next, err = c.d.Uncertain.Uncertain(r.Context(), params); err != nil {
+		return view{}, err
 	}
 	params.Cursor = p.DecCursor
-	decisions, decNext, err := c.d.Uncertain.Resolutions(r.Context(), params)
-	if c.operatorFailed(w, r, err) {
-		return
-	}
-	p.Calls, p.Next, p.Resolutions, p.DecNext = calls, next, decisions, decNext
-	c.render(w, r, http.StatusOK, "uncertain", "Uncertain effects", p)
+	p.Resolutions, p.DecNext, err = c.d.Uncertain.Resolutions(r.Context(), params)
+	return view{"uncertain", "Uncertain effects", p}, err
 }
 
 // resolve records the operator's decision about one uncertain call.
