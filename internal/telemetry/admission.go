@@ -25,21 +25,18 @@ type admissionMetrics struct {
 	abandonedBy [4]prometheus.Counter
 }
 
-func newAdmissionMetrics() *admissionMetrics {
+func newAdmissionMetrics(f factory) *admissionMetrics {
 	m := &admissionMetrics{
-		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		wait: f.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: "admission", Name: "wait_seconds",
 			Help:    "Time requests waited for a seat before they were served (0 when one was free), by kind of flow (organization, operator, provider).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"kind"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "admission", Name: "refused_total",
-			Help: "Requests refused 429 rate_limited, by kind of flow and reason (queue_full: the flow's queue was full; wait_timeout: no seat within the longest wait).",
-		}, []string{"kind", "reason"}),
-		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "admission", Name: "abandoned_total",
-			Help: "Requests whose client went away while they waited for a seat, by kind of flow.",
-		}, []string{"kind"}),
+		refused: f.counterVec("admission", "refused_total",
+			"Requests refused 429 rate_limited, by kind of flow and reason (queue_full: the flow's queue was full; wait_timeout: no seat within the longest wait).",
+			"kind", "reason"),
+		abandoned: f.counterVec("admission", "abandoned_total",
+			"Requests whose client went away while they waited for a seat, by kind of flow.", "kind"),
 	}
 	for _, k := range fairq.Kinds() {
 		m.waitBy[k] = m.wait.WithLabelValues(k.String())
