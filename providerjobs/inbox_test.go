@@ -28,12 +28,6 @@ func (c *inboxCounter) ObserveInbox(int64, time.Duration)  {}
 func (b *bundle) withService(cfg Config) *Service {
 	return New(b.pool, b.plane, cfg)
 }
-func (b *bundle) versions(ids ...uuid.UUID) (out []int64) {
-	for _, id := range ids {
-		out = append(out, b.job(id).Version)
-	}
-	return out
-}
 
 // TestReceiveLandsTheArrivalAndAppliesItBeforeAnswering: the arrival is
 // stored under its identity with its content, and the fast path applies it
