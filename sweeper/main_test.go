@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock/dbclocktest"
@@ -159,6 +160,26 @@ func (b *bundle) count(t *testing.T, table string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// strings returns the first column, text, of query's rows.
+func (b *bundle) strings(t *testing.T, query string) []string {
+	t.Helper()
+	return column[string](t, b, query)
+}
+
+// column returns the first column of query's rows.
+func column[T any](t *testing.T, b *bundle, query string) []T {
+	t.Helper()
+	rows, err := b.db.Query(b.ctx, query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowTo[T])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
 }
 
 // seedExpired inserts n claims of the bundle's organization whose retention

@@ -207,16 +207,8 @@ func (b snapshotBundle) prepare(t *testing.T, at time.Time, key string) uuid.UUI
 // snapshots returns the ids of the stored snapshots.
 func (b snapshotBundle) snapshots(t *testing.T) map[uuid.UUID]bool {
 	t.Helper()
-	rows, err := b.db.Query(b.ctx, `SELECT id FROM agent.saved_search_snapshots`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		t.Fatal(err)
-	}
 	set := map[uuid.UUID]bool{}
-	for _, id := range ids {
+	for _, id := range column[uuid.UUID](t, b.bundle, `SELECT id FROM agent.saved_search_snapshots`) {
 		set[id] = true
 	}
 	return set
@@ -349,15 +341,7 @@ VALUES ($1, 'acme', 'job', $2, repeat('0', 64), 'duplicate', $3, $4)`, uuid.New(
 	if c := rep.Claims; c.Read != 0 {
 		t.Errorf("claims report = %+v, want nothing: the drops are a table of their own", c)
 	}
-	rows, err := b.db.Query(b.ctx, `SELECT delivery_id FROM agent.webhook_drops ORDER BY delivery_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"a-microsecond-inside", "recent"}; !slices.Equal(left, want) {
+	if left, want := b.strings(t, `SELECT delivery_id FROM agent.webhook_drops ORDER BY delivery_id`), []string{"a-microsecond-inside", "recent"}; !slices.Equal(left, want) {
 		t.Errorf("drops left = %q, want %q", left, want)
 	}
 }
@@ -389,15 +373,7 @@ VALUES ($1, $2, 'tool.email.send', $3, $1, 'retry', 'ada@ops', 'checked', '{"ok"
 	if r := rep.Resolutions; r.Table != TableResolutions || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
 		t.Errorf("resolutions report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
 	}
-	rows, err := b.db.Query(b.ctx, `SELECT key FROM agent.tool_call_resolutions ORDER BY key`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"a-microsecond-inside", "recent"}; !slices.Equal(left, want) {
+	if left, want := b.strings(t, `SELECT key FROM agent.tool_call_resolutions ORDER BY key`), []string{"a-microsecond-inside", "recent"}; !slices.Equal(left, want) {
 		t.Errorf("resolutions left = %q, want %q", left, want)
 	}
 }
@@ -447,15 +423,7 @@ VALUES ($1, 'acme', $2, $7::uuid::text, $7::uuid, $8, repeat('0', 64), 'j', 'run
 	if r := rep.Inbox; r.Table != TableInbox || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
 		t.Errorf("inbox report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
 	}
-	rows, err := b.db.Query(b.ctx, `SELECT delivery_id FROM agent.provider_inbox ORDER BY delivery_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"applied-inside", "pending-old"}; !slices.Equal(left, want) {
+	if left, want := b.strings(t, `SELECT delivery_id FROM agent.provider_inbox ORDER BY delivery_id`), []string{"applied-inside", "pending-old"}; !slices.Equal(left, want) {
 		t.Errorf("arrivals left = %q, want %q", left, want)
 	}
 	var copies int
@@ -506,15 +474,7 @@ VALUES ($1, $2, $3::timestamptz, gen_random_uuid(), $4, $5, $6, $3::timestamptz 
 	if r := rep.Runs; r.Deleted != 1 {
 		t.Errorf("runs report = %+v, want the occurrence's Run deleted in the same run", r)
 	}
-	rows, err := b.db.Query(b.ctx, `SELECT status FROM agent.schedule_occurrences ORDER BY due_at`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"missed", "not_ready"}; !slices.Equal(left, want) {
+	if left, want := b.strings(t, `SELECT status FROM agent.schedule_occurrences ORDER BY due_at`), []string{"missed", "not_ready"}; !slices.Equal(left, want) {
 		t.Errorf("occurrences left = %q, want %q", left, want)
 	}
 }
@@ -544,15 +504,7 @@ VALUES ($1, $2, $3, $4, '', 'oidc', $5, $6)`, uuid.New(), hash[:], b.org, actor,
 	if r := rep.Sessions; r.Table != TableSessions || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
 		t.Errorf("sessions report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
 	}
-	rows, err := b.db.Query(b.ctx, `SELECT actor FROM agent.console_sessions ORDER BY actor`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"a-microsecond-left", "signed-in-an-hour-ago"}; !slices.Equal(left, want) {
+	if left, want := b.strings(t, `SELECT actor FROM agent.console_sessions ORDER BY actor`), []string{"a-microsecond-left", "signed-in-an-hour-ago"}; !slices.Equal(left, want) {
 		t.Errorf("sessions left = %q, want %q", left, want)
 	}
 }
@@ -585,15 +537,7 @@ VALUES ('acme', $1, $2, $3, $4::timestamptz - interval '396 days', $4)`, provide
 	if r := rep.Directory; r.Table != TableDirectory || r.Read != 7 || r.Deleted != 7 || r.Passes != 1 || r.Backlog {
 		t.Errorf("directory report = %+v, want 7 read, 7 deleted in 1 pass, no backlog", r)
 	}
-	rows, err := b.db.Query(b.ctx, `SELECT provider_job_id FROM agent.provider_job_directory ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"inside"}; !slices.Equal(left, want) {
+	if left, want := b.strings(t, `SELECT provider_job_id FROM agent.provider_job_directory ORDER BY 1`), []string{"inside"}; !slices.Equal(left, want) {
 		t.Errorf("entries left = %q, want %q", left, want)
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
@@ -721,18 +720,7 @@ VALUES (gen_random_uuid(), $1, 'webhook.nylas', $2, 'hash', 'completed', gen_ran
 			t.Fatal(err)
 		}
 	}
-	left := func() []string {
-		t.Helper()
-		rows, err := b.db.Query(b.ctx, `SELECT key FROM agent.idempotency_keys ORDER BY key`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return keys
-	}
+	left := func() []string { return b.strings(t, `SELECT key FROM agent.idempotency_keys ORDER BY key`) }
 
 	rep := b.runOnce(t, b.sweeper(t, Config{Bound: 10, MaxPasses: 1}))
 	if c := rep.Claims; c.Read != 10 || c.Deleted != 10 || c.Passes != 1 || !c.Backlog {
