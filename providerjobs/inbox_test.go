@@ -230,6 +230,10 @@ func TestAProviderJobIDNamesOneJobInTheWorld(t *testing.T) {
 	if drops, err := b.svc.ListDrops(ctx, b.org, jobA.ID); err != nil || len(drops) != 1 || drops[0].Reason != DropJobMismatch {
 		t.Errorf("A's drops = %+v, %v; want the job_mismatch", drops, err)
 	}
+	if drops, _, err := NewAudit(b.pool).Drops(ctx, b.org, jobA.ID, 0, ""); err != nil || len(drops) != 1 ||
+		drops[0].Reason != DropJobMismatch || drops[0].DeliveryID != "d-a" || len(drops[0].RequestHash) != 64 {
+		t.Errorf("A's drops in the audit = %+v, %v; want the job_mismatch of d-a with its body's hash", drops, err)
+	}
 	if drops, err := b.svc.ListDrops(ctx, orgB, jobB.ID); err != nil || len(drops) != 0 {
 		t.Errorf("B's drops = %+v, %v; want none: the delivery was about A's job", drops, err)
 	}
