@@ -52,11 +52,8 @@ func (s *Service) ListDrops(ctx context.Context, org, id uuid.UUID) (_ []Drop, e
 		return nil, fmt.Errorf("providerjobs: list drops: %w", err)
 	}
 	drops, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Drop])
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	if err != nil {
 		return nil, fmt.Errorf("providerjobs: list drops: %w", err)
-	}
-	if drops == nil {
-		drops = []Drop{}
 	}
 	return drops, nil
 }
