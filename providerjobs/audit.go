@@ -17,8 +17,8 @@ import (
 // ErrInvalidCursor reports a list cursor this package did not write.
 var ErrInvalidCursor = keyset.InvalidCursor("providerjobs")
 
-// Querier is what the audit reads, and [Service.ListDrops] beyond [DB],
-// need of a database; a *pgxpool.Pool has it.
+// Querier is what the audit reads need of a database; a *pgxpool.Pool
+// has it.
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }

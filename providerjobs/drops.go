@@ -2,7 +2,6 @@ package providerjobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -43,11 +42,7 @@ func (s *Service) ListDrops(ctx context.Context, org, id uuid.UUID) (_ []Drop, e
 	if err != nil {
 		return nil, err
 	}
-	q, ok := s.db.(Querier)
-	if !ok {
-		return nil, errors.New("providerjobs: list drops: the service's database cannot run queries")
-	}
-	rows, err := q.Query(ctx, dropListByJob, org, job.ID, MaxDropsListed)
+	rows, err := s.db.Query(ctx, dropListByJob, org, job.ID, MaxDropsListed)
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: list drops: %w", err)
 	}
