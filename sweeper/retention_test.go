@@ -312,13 +312,10 @@ func TestDropRetention(t *testing.T) {
 	now := b.clock.Now()
 	drop := func(deliveryID string, received time.Time) {
 		t.Helper()
-		_, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.webhook_drops
 	(id, provider, path_job_id, delivery_id, request_hash, reason, organization_id, received_at)
 VALUES ($1, 'acme', 'job', $2, repeat('0', 64), 'duplicate', $3, $4)`, uuid.New(), deliveryID, b.org, received)
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	drop("older", now.Add(-providerjobs.DropRetention-day))
 	drop("exactly-at-retention", now.Add(-providerjobs.DropRetention))
@@ -355,14 +352,11 @@ func TestResolutionRetention(t *testing.T) {
 	now := b.clock.Now()
 	resolution := func(key string, resolvedAt time.Time) {
 		t.Helper()
-		_, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.tool_call_resolutions
 	(id, organization_id, scope, key, claim_id, resolution, actor, reason, uncertain_answer, resolved_at, retain_until)
 VALUES ($1, $2, 'tool.email.send', $3, $1, 'retry', 'ada@ops', 'checked', '{"ok": false, "outcome": "uncertain"}', $4, $5)`,
 			uuid.New(), b.org, key, resolvedAt, resolvedAt.Add(tools.ResolutionRetention))
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	resolution("older", now.Add(-tools.ResolutionRetention-day))
 	resolution("exactly-at-retention", now.Add(-tools.ResolutionRetention))
@@ -399,19 +393,14 @@ func TestInboxRetention(t *testing.T) {
 		// Each arrival in an organization of its own, so a cluster
 		// spreads them over its shards.
 		org, job := uuid.New(), uuid.New()
-		_, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.provider_inbox
 	(id, provider, delivery_id, path_job_id, job_id, organization_id, request_hash, body_job_id, body_status,
 	 received_at, status, reason, finished_at, lease_expires_at)
 VALUES ($1, 'acme', $2, $7::uuid::text, $7::uuid, $8, repeat('0', 64), 'j', 'running', $3, $4, $5, $6, $3)`,
 			id, deliveryID, received, status, reason, finished, job, org)
-		if err == nil {
-			_, err = b.db.Exec(b.ctx, `INSERT INTO agent.provider_inbox_copies (inbox_id, organization_id, duplicates, first_copy_at, last_copy_at)
-				VALUES ($1, $2, 3, $3, $3)`, id, org, received)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		b.exec(t, `INSERT INTO agent.provider_inbox_copies (inbox_id, organization_id, duplicates, first_copy_at, last_copy_at)
+			VALUES ($1, $2, 3, $3, $3)`, id, org, received)
 	}
 	old := now.Add(-providerjobs.DropRetention - day)
 	arrival("applied-old", "applied", old)
@@ -450,16 +439,13 @@ func TestOccurrenceRetention(t *testing.T) {
 		if retain != nil {
 			closed = due
 		}
-		_, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.schedule_occurrences
 	(organization_id, saved_search_id, due_at, id, status, reason, run_id, deadline, next_attempt_at,
 	 created_at, closed_at, retain_until)
 VALUES ($1, $2, $3::timestamptz, gen_random_uuid(), $4, $5, $6, $3::timestamptz + interval '1 day', $3, $3,
 	$7::timestamptz, $8::timestamptz)`,
 			b.org, b.search.ID, due, status, reason, runID, closed, retain)
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	long := now.Add(-runs.Retention - 2*day)
 	occurrence(long, "started", &run.ID, &run.RetainUntil)
@@ -488,12 +474,9 @@ func TestSessionRetention(t *testing.T) {
 	session := func(actor string, expires time.Time) {
 		t.Helper()
 		hash := sha256.Sum256([]byte(actor))
-		_, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.console_sessions (id, secret_hash, organization_id, actor, role, via, created_at, expires_at)
 VALUES ($1, $2, $3, $4, '', 'oidc', $5, $6)`, uuid.New(), hash[:], b.org, actor, expires.Add(-8*time.Hour), expires)
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	session("expired-yesterday", now.Add(-day))
 	session("expiring-now", now)
@@ -521,11 +504,9 @@ func TestDirectoryRetention(t *testing.T) {
 	now := b.clock.Now()
 	entry := func(providerJobID string, retainUntil time.Time) {
 		t.Helper()
-		if _, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.provider_job_directory (provider, provider_job_id, organization_id, job_id, registered_at, retain_until)
-VALUES ('acme', $1, $2, $3, $4::timestamptz - interval '396 days', $4)`, providerJobID, uuid.New(), uuid.New(), retainUntil); err != nil {
-			t.Fatal(err)
-		}
+VALUES ('acme', $1, $2, $3, $4::timestamptz - interval '396 days', $4)`, providerJobID, uuid.New(), uuid.New(), retainUntil)
 	}
 	for i := range 6 {
 		entry(fmt.Sprintf("old-%d", i), now.Add(-time.Duration(i+1)*time.Hour))

@@ -709,16 +709,14 @@ func TestABoundHoldsAcrossShards(t *testing.T) {
 	now := b.clock.Now()
 	// Claim i expired i ms after claim i+1: the oldest is the last.
 	for i := range n {
-		if _, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.idempotency_keys
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 resource_type, resource_id, response, claimed_at, lease_expires_at, retain_until)
 VALUES (gen_random_uuid(), $1, 'webhook.nylas', $2, 'hash', 'completed', gen_random_uuid(),
 	'test_resource', $2, '{}', $3::timestamptz - interval '25 hours', $3::timestamptz - interval '25 hours',
 	$3::timestamptz - interval '1 hour' - $4 * interval '1 millisecond')`,
-			orgs[i%len(orgs)], fmt.Sprintf("spread-%02d", i), now, i); err != nil {
-			t.Fatal(err)
-		}
+			orgs[i%len(orgs)], fmt.Sprintf("spread-%02d", i), now, i)
 	}
 	left := func() []string { return b.strings(t, `SELECT key FROM agent.idempotency_keys ORDER BY key`) }
 
