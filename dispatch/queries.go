@@ -95,11 +95,7 @@ func leasePass(ctx context.Context, db DBTX, now any, lease time.Duration, limit
 		if err != nil {
 			return err
 		}
-		leased, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Leased, error) {
-			var l Leased
-			err := r.Scan(&l.OrganizationID, &l.RunID, &l.Attempt)
-			return l, err
-		})
+		leased, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Leased])
 		all = append(all, leased...)
 		return err
 	})

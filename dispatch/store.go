@@ -312,11 +312,7 @@ func (s *Store) Attempts(ctx context.Context, org, runID uuid.UUID) (_ []Attempt
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: attempts: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
-		var a Attempt
-		err := r.Scan(&a.Attempt, &a.StartedAt, &a.EndedAt, &a.Outcome, &a.StatusCode, &a.Answer)
-		return a, err
-	})
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Attempt])
 }
 
 // Retry is an operator's retry of a failed dispatch.
@@ -341,11 +337,7 @@ func (s *Store) Retries(ctx context.Context, org, runID uuid.UUID) (_ []Retry, e
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: retries: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Retry, error) {
-		var t Retry
-		err := r.Scan(&t.Actor, &t.Reason, &t.RetriedAt, &t.PreviousStatusCode, &t.PreviousError)
-		return t, err
-	})
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Retry])
 }
 
 // ListParams are the inputs of [Store.List].
@@ -382,16 +374,14 @@ func (s *Store) List(ctx context.Context, p ListParams) (_ []Dispatch, err error
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: list: %w", err)
 	}
-	defer rows.Close()
-	list := []Dispatch{}
-	for rows.Next() {
-		d, err := scanDispatch(rows)
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Dispatch, error) {
+		d, err := scanDispatch(r)
 		if err != nil {
-			return nil, fmt.Errorf("dispatch: list: %w", err)
+			return Dispatch{}, err
 		}
-		list = append(list, *d)
-	}
-	if err := rows.Err(); err != nil {
+		return *d, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("dispatch: list: %w", err)
 	}
 	return list, nil

@@ -14,14 +14,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgcluster"
-	"github.com/searchd/searchd/migrations"
+	"github.com/searchd/searchd/internal/pgtest"
 )
 
 // TestLeaseIndexBench measures what idempotency_keys_lease_idx (migration
 // 00014, for the console's claim lists) costs the claim path: 16 workers
 // claim and complete new keys for 3 s, in rounds alternating without and
-// with the index, on a durable cluster of its own (fsync=on,
+// with the index, on the durable cluster of pgtest (fsync=on,
 // synchronous_commit=on); it prints the medians and their ratio. A
 // benchmark, not a timed test: SEARCHD_BENCH=1 (make bench-console).
 func TestLeaseIndexBench(t *testing.T) {
@@ -29,27 +28,7 @@ func TestLeaseIndexBench(t *testing.T) {
 		t.Skip("set SEARCHD_BENCH=1")
 	}
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "searchd-lease-bench-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil { // the server's user must enter it
-		t.Fatal(err)
-	}
-	cluster, err := pgcluster.Start(ctx, pgcluster.Config{Dir: dir,
-		Settings: map[string]string{"fsync": "on", "synchronous_commit": "on"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Stop()
-	if _, err := cluster.CreateDatabase(ctx, "bench"); err != nil {
-		t.Fatal(err)
-	}
-	url := cluster.URL("bench")
-	if _, err := migrations.Up(ctx, url); err != nil {
-		t.Fatal(err)
-	}
+	url := pgtest.NewDurableDBURL(t)
 	cfg, _ := pgxpool.ParseConfig(url)
 	cfg.MaxConns = 16
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

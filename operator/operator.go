@@ -332,11 +332,7 @@ func (s *Store) hourlyEvents(ctx context.Context, hours int) ([]Bucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("operator: overview: %w", err)
 	}
-	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Bucket, error) {
-		var b Bucket
-		err := r.Scan(&b.Kind, &b.Hour, &b.What, &b.Count)
-		return b, err
-	})
+	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Bucket])
 	if err != nil {
 		return nil, fmt.Errorf("operator: overview: %w", err)
 	}
@@ -476,12 +472,7 @@ func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) (_ 
 	if err != nil {
 		return nil, "", fmt.Errorf("operator: releases: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Release, error) {
-		var r Release
-		err := row.Scan(&r.ID, &r.ClaimID, &r.OrganizationID, &r.Scope, &r.Key, &r.RequestHash,
-			&r.ClaimedAt, &r.LeaseExpiresAt, &r.LeaseLive, &r.Actor, &r.Reason, &r.Via, &r.ReleasedAt)
-		return r, err
-	})
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Release])
 	if err != nil {
 		return nil, "", fmt.Errorf("operator: releases: %w", err)
 	}

@@ -16,13 +16,16 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func TestForceReleaseDeletesAndRecordsInOneTransaction(t *testing.T) {
+// setup returns, on a fresh database, the plane and the store of a test
+// and an organization of its own.
+func setup(t *testing.T) (context.Context, *idempotency.Service, *operator.Store, uuid.UUID) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
-	ctx := context.Background()
-	plane := idempotency.NewService(pool, idempotency.Config{})
-	store := operator.NewStore(pool, nil)
-	org := uuid.New()
+	return context.Background(), idempotency.NewService(pool, idempotency.Config{}), operator.NewStore(pool, nil), uuid.New()
+}
+
+func TestForceReleaseDeletesAndRecordsInOneTransaction(t *testing.T) {
+	ctx, plane, store, org := setup(t)
 	out, err := plane.Claim(ctx, org, "tool.email.send", "k", "h", time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -56,12 +59,7 @@ func TestForceReleaseDeletesAndRecordsInOneTransaction(t *testing.T) {
 }
 
 func TestForceReleaseRefusals(t *testing.T) {
-	t.Parallel()
-	pool := pgtest.NewDB(t)
-	ctx := context.Background()
-	plane := idempotency.NewService(pool, idempotency.Config{})
-	store := operator.NewStore(pool, nil)
-	org := uuid.New()
+	ctx, plane, store, org := setup(t)
 	live, _ := plane.Claim(ctx, org, "tool.email.send", "live", "h", time.Minute)
 	liveRec, _ := store.Claim(ctx, live.Claim.ID)
 	ok := operator.ReleaseParams{Actor: "olga", Reason: "r", Via: operator.ViaCLI}
@@ -96,12 +94,7 @@ func TestForceReleaseRefusals(t *testing.T) {
 }
 
 func TestClaimListsSplitInFlightFromStuckAndPage(t *testing.T) {
-	t.Parallel()
-	pool := pgtest.NewDB(t)
-	ctx := context.Background()
-	plane := idempotency.NewService(pool, idempotency.Config{})
-	store := operator.NewStore(pool, nil)
-	org := uuid.New()
+	ctx, plane, store, org := setup(t)
 	for i := range 7 {
 		if _, err := plane.Claim(ctx, org, "tool.email.send", "stuck-"+string(rune('a'+i)), "h", time.Millisecond); err != nil {
 			t.Fatal(err)

@@ -54,37 +54,35 @@ FROM agent.claim_releases r, w
 WHERE r.released_at >= w.since
 GROUP BY 1, 2, 3`
 
-// claimStuckPage reads processing claims whose lease has passed and whose
-// retention holds, the longest stuck first, after the position
-// ($2 lease_expires_at, $3 id), walking idempotency_keys_lease_idx. $1 now,
-// $4 limit, $5 organization, $6 scope: NULL for any.
-const claimStuckPage = `
+// claimProcessingSelect and claimProcessingAfter frame the two pages of
+// processing claims: the claims, with the database clock, of the WHERE
+// between them that also match $5 organization and $6 scope (NULL for
+// any), after the position ($2 lease_expires_at, $3 id), by
+// idempotency_keys_lease_idx. $1 now, $4 limit.
+const (
+	claimProcessingSelect = `
 SELECT ` + claimColumns + `, c.now
 FROM agent.idempotency_keys k, (SELECT coalesce($1::timestamptz, now()) AS now) c
-WHERE k.lease_expires_at <= c.now
-	AND k.status = 'processing' AND k.retain_until > c.now
+WHERE `
+	claimProcessingAfter = `
 	AND ($5::uuid IS NULL OR k.organization_id = $5::uuid)
 	AND ($6::text IS NULL OR k.scope = $6::text)
 	AND (k.lease_expires_at, k.id) > (coalesce($2::timestamptz, '-infinity'),
 		coalesce($3::uuid, '00000000-0000-0000-0000-000000000000'))
 ORDER BY k.lease_expires_at, k.id
 LIMIT $4`
+)
+
+// claimStuckPage reads processing claims whose lease has passed and whose
+// retention holds, the longest stuck first.
+const claimStuckPage = claimProcessingSelect + `k.lease_expires_at <= c.now
+	AND k.status = 'processing' AND k.retain_until > c.now` + claimProcessingAfter
 
 // claimInFlightPage reads processing claims with a live lease, the soonest
-// to pass first, after ($2 lease_expires_at, $3 id): the range of
-// idempotency_keys_lease_idx after now, which holds little else. $1 now,
-// $4 limit, $5 organization, $6 scope: NULL for any.
-const claimInFlightPage = `
-SELECT ` + claimColumns + `, c.now
-FROM agent.idempotency_keys k, (SELECT coalesce($1::timestamptz, now()) AS now) c
-WHERE k.lease_expires_at > c.now
-	AND k.status = 'processing'
-	AND ($5::uuid IS NULL OR k.organization_id = $5::uuid)
-	AND ($6::text IS NULL OR k.scope = $6::text)
-	AND (k.lease_expires_at, k.id) > (coalesce($2::timestamptz, '-infinity'),
-		coalesce($3::uuid, '00000000-0000-0000-0000-000000000000'))
-ORDER BY k.lease_expires_at, k.id
-LIMIT $4`
+// to pass first: the range of the index after now, which holds little
+// else.
+const claimInFlightPage = claimProcessingSelect + `k.lease_expires_at > c.now
+	AND k.status = 'processing'` + claimProcessingAfter
 
 // claimByKey reads the one claim of a key, by the unique index, with the
 // database clock. $1 org, $2 scope, $3 key, $4 now.

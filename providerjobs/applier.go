@@ -177,15 +177,13 @@ func (s *Service) RunApplier(ctx context.Context, cfg ApplierConfig) error {
 				break
 			}
 		}
-		if !failed {
-			if pending, oldest, err := s.Stats(ctx); err == nil {
-				s.observer.ObserveInbox(pending, oldest)
-			}
-		}
 		if failed {
 			wait = min(2*wait, cfg.MaxIdleBackoff)
-		} else {
-			wait = cfg.Interval
+			continue
 		}
+		if pending, oldest, err := s.Stats(ctx); err == nil {
+			s.observer.ObserveInbox(pending, oldest)
+		}
+		wait = cfg.Interval
 	}
 }

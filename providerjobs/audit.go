@@ -17,8 +17,8 @@ import (
 // ErrInvalidCursor reports a list cursor this package did not write.
 var ErrInvalidCursor = keyset.InvalidCursor("providerjobs")
 
-// Querier is what the audit reads need of a database; a *pgxpool.Pool has
-// it.
+// Querier is what the audit reads need of a database; a *pgxpool.Pool
+// has it.
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
@@ -116,16 +116,7 @@ func (a *Audit) Job(ctx context.Context, org, id uuid.UUID) (_ *Job, resultBytes
 	if err != nil {
 		return nil, 0, fmt.Errorf("providerjobs: audit job: %w", err)
 	}
-	j, err := pgx.CollectOneRow(rows, func(r pgx.CollectableRow) (*Job, error) {
-		var (
-			j      Job
-			status string
-		)
-		err := r.Scan(&j.ID, &j.OrganizationID, &j.RunID, &j.Provider, &j.ProviderJobID, &status, &j.Result,
-			&j.Version, &j.CreatedAt, &j.UpdatedAt, &resultBytes)
-		j.Status = Status(status)
-		return &j, err
-	})
+	j, err := pgx.CollectOneRow(rows, func(r pgx.CollectableRow) (*Job, error) { return scanJob(r, &resultBytes) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, ErrNotFound
 	}
@@ -179,13 +170,7 @@ func (a *Audit) Drops(ctx context.Context, org, jobID uuid.UUID, limit int, curs
 	if err != nil {
 		return nil, "", fmt.Errorf("providerjobs: drops: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Drop, error) {
-		var d Drop
-		var reason string
-		err := r.Scan(&d.ID, &d.DeliveryID, &d.RequestHash, &reason, &d.ReceivedAt)
-		d.Reason = DropReason(reason)
-		return d, err
-	})
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Drop])
 	if err != nil {
 		return nil, "", fmt.Errorf("providerjobs: drops: %w", err)
 	}
@@ -246,7 +231,7 @@ LIMIT $4`
 // whose signed body named the job, whatever path they were posted to.
 // $1 org, $2 the job id, $5 limit.
 const dropAuditList = `
-SELECT d.id, d.delivery_id, d.request_hash, d.reason, d.received_at
+SELECT d.id, d.delivery_id, d.reason, d.request_hash, d.received_at
 FROM agent.webhook_drops d
 WHERE d.organization_id = $1 AND d.job_id = $2
 	AND (d.received_at, d.id) < (coalesce($3::timestamptz, 'infinity'),

@@ -2,7 +2,6 @@ package providerjobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -32,21 +31,6 @@ type Drop struct {
 // MaxDropsListed bounds the drops [Service.ListDrops] returns: the newest.
 const MaxDropsListed = 500
 
-// dropListByJob reads the newest drops recorded for a job of an
-// organization: those whose signed body named it, whatever path they were
-// posted to, by webhook_drops_org_job_idx. $1 org, $2 job id, $3 limit.
-const dropListByJob = `
-SELECT d.id, d.delivery_id, d.reason, d.request_hash, d.received_at
-FROM agent.webhook_drops d
-WHERE d.organization_id = $1 AND d.job_id = $2
-ORDER BY d.received_at DESC, d.id DESC
-LIMIT $3`
-
-// querier is what ListDrops needs beyond [DB]; a *pgxpool.Pool has it.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // ListDrops returns the newest dropped deliveries (at most
 // [MaxDropsListed]) of job id of org, newest first: the audit of what the
 // provider sent that searchd did not apply, readable without SQL. It
@@ -58,26 +42,13 @@ func (s *Service) ListDrops(ctx context.Context, org, id uuid.UUID) (_ []Drop, e
 	if err != nil {
 		return nil, err
 	}
-	q, ok := s.db.(querier)
-	if !ok {
-		return nil, errors.New("providerjobs: list drops: the service's database cannot run queries")
-	}
-	rows, err := q.Query(ctx, dropListByJob, org, job.ID, MaxDropsListed)
+	rows, err := s.db.Query(ctx, dropListByJob, org, job.ID, MaxDropsListed)
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: list drops: %w", err)
 	}
-	drops, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Drop, error) {
-		var d Drop
-		var reason string
-		err := r.Scan(&d.ID, &d.DeliveryID, &reason, &d.RequestHash, &d.ReceivedAt)
-		d.Reason = DropReason(reason)
-		return d, err
-	})
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	drops, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Drop])
+	if err != nil {
 		return nil, fmt.Errorf("providerjobs: list drops: %w", err)
-	}
-	if drops == nil {
-		drops = []Drop{}
 	}
 	return drops, nil
 }

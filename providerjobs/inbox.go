@@ -328,56 +328,9 @@ func (s *Service) applyEntry(ctx context.Context, e *InboxEntry, by string) (Out
 // the inbox record it.
 func (s *Service) apply(ctx context.Context, e *InboxEntry, org, jobID uuid.UUID, claim *idempotency.Claim, by string) (Outcome, error) {
 	var answer claimAnswer
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		answer = claimAnswer{}
-		if s.cfg.beforeApply != nil {
-			if err := s.cfg.beforeApply(ctx, tx); err != nil {
-				return err
-			}
-		}
-		var status string
-		err := tx.QueryRow(ctx, jobApply, org, jobID, string(e.Update.Status), nullJSON(e.Update.Result), s.nowArg()).Scan(&status)
-		switch {
-		case err == nil:
-			answer.Applied = true
-		case errors.Is(err, pgx.ErrNoRows):
-			// Terminal already: the job keeps its status.
-			err = tx.QueryRow(ctx, jobStatus, org, jobID).Scan(&status)
-			if errors.Is(err, pgx.ErrNoRows) {
-				// Gone since the resolution, with its Run.
-				answer.Dropped, err = DropUnknownJob, nil
-			}
-		}
-		if err != nil {
-			return err
-		}
-		answer.Status = Status(status)
-		c := idempotency.Completion{ResourceType: ResourceType, ResourceID: jobID.String()}
-		if answer.Dropped != "" {
-			c = idempotency.Completion{}
-		}
-		if c.Response, err = json.Marshal(answer); err != nil {
-			return err
-		}
-		ok, err := s.plane.CompleteTx(ctx, tx, claim, c)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errFenceLost
-		}
-		finished, reason := InboxApplied, any(nil)
-		if answer.Dropped != "" {
-			finished, reason = InboxDropped, any(string(answer.Dropped))
-		}
-		tag, err := tx.Exec(ctx, inboxFinish, e.OrganizationID, e.ID, string(finished), reason, by, s.nowArg())
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() != 1 {
-			return errFinished
-		}
-		return nil
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) (err error) {
+		answer, err = s.applyTx(ctx, tx, e, org, jobID, claim, by)
+		return err
 	})
 	switch {
 	case err == nil && answer.Dropped != "":
@@ -395,21 +348,81 @@ func (s *Service) apply(ctx context.Context, e *InboxEntry, org, jobID uuid.UUID
 		// Another worker finished the arrival (dropped it) while we held
 		// the claim; ours rolled back, and the claim we hold must not be
 		// left processing.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
-		defer cancel()
-		_, _ = s.plane.Release(rctx, claim)
+		_ = s.release(ctx, claim)
 		s.cfg.Observer.ObserveDrop(e.Provider, string(DropDuplicate))
 		return Outcome{Reason: DropDuplicate, JobID: jobID}, nil
 	}
 	// The release is fenced and conditional on the claim being unfinished,
 	// so it is safe even when the commit went through and only its answer
 	// was lost: it then deletes nothing, and the arrival is finished.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
-	defer cancel()
-	if _, rerr := s.plane.Release(rctx, claim); rerr != nil {
+	if rerr := s.release(ctx, claim); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("release claim: %w", rerr))
 	}
 	return Outcome{}, fmt.Errorf("providerjobs: apply delivery: %w", err)
+}
+
+// applyTx is the transaction of [Service.apply]: it applies the update to
+// the job (or reads the status of a job terminal already), completes the
+// claim with the answer, and finishes the arrival. It returns errFenceLost
+// when the claim's lease moved on, errFinished when another worker
+// finished the arrival, or the database's error.
+func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, e *InboxEntry, org, jobID uuid.UUID, claim *idempotency.Claim, by string) (answer claimAnswer, err error) {
+	if s.cfg.beforeApply != nil {
+		if err := s.cfg.beforeApply(ctx, tx); err != nil {
+			return answer, err
+		}
+	}
+	var status string
+	err = tx.QueryRow(ctx, jobApply, org, jobID, string(e.Update.Status), nullJSON(e.Update.Result), s.nowArg()).Scan(&status)
+	switch {
+	case err == nil:
+		answer.Applied = true
+	case errors.Is(err, pgx.ErrNoRows):
+		// Terminal already: the job keeps its status.
+		err = tx.QueryRow(ctx, jobStatus, org, jobID).Scan(&status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Gone since the resolution, with its Run.
+			answer.Dropped, err = DropUnknownJob, nil
+		}
+	}
+	if err != nil {
+		return answer, err
+	}
+	answer.Status = Status(status)
+	c := idempotency.Completion{ResourceType: ResourceType, ResourceID: jobID.String()}
+	finished, reason := InboxApplied, any(nil)
+	if answer.Dropped != "" {
+		c = idempotency.Completion{}
+		finished, reason = InboxDropped, any(string(answer.Dropped))
+	}
+	if c.Response, err = json.Marshal(answer); err != nil {
+		return answer, err
+	}
+	ok, err := s.plane.CompleteTx(ctx, tx, claim, c)
+	if err != nil {
+		return answer, err
+	}
+	if !ok {
+		return answer, errFenceLost
+	}
+	tag, err := tx.Exec(ctx, inboxFinish, e.OrganizationID, e.ID, string(finished), reason, by, s.nowArg())
+	if err != nil {
+		return answer, err
+	}
+	if tag.RowsAffected() != 1 {
+		return answer, errFinished
+	}
+	return answer, nil
+}
+
+// release releases claim after a failure, on a context detached from
+// ctx (which may be the very reason of the failure) and bounded by
+// ReleaseTimeout.
+func (s *Service) release(ctx context.Context, claim *idempotency.Claim) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
+	defer cancel()
+	_, err := s.plane.Release(ctx, claim)
+	return err
 }
 
 // dropEntry finishes the pending arrival e as dropped for reason and

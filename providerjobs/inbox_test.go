@@ -28,12 +28,6 @@ func (c *inboxCounter) ObserveInbox(int64, time.Duration)  {}
 func (b *bundle) withService(cfg Config) *Service {
 	return New(b.pool, b.plane, cfg)
 }
-func (b *bundle) versions(ids ...uuid.UUID) (out []int64) {
-	for _, id := range ids {
-		out = append(out, b.job(id).Version)
-	}
-	return out
-}
 
 // TestReceiveLandsTheArrivalAndAppliesItBeforeAnswering: the arrival is
 // stored under its identity with its content, and the fast path applies it
@@ -235,6 +229,10 @@ func TestAProviderJobIDNamesOneJobInTheWorld(t *testing.T) {
 	}
 	if drops, err := b.svc.ListDrops(ctx, b.org, jobA.ID); err != nil || len(drops) != 1 || drops[0].Reason != DropJobMismatch {
 		t.Errorf("A's drops = %+v, %v; want the job_mismatch", drops, err)
+	}
+	if drops, _, err := NewAudit(b.pool).Drops(ctx, b.org, jobA.ID, 0, ""); err != nil || len(drops) != 1 ||
+		drops[0].Reason != DropJobMismatch || drops[0].DeliveryID != "d-a" || len(drops[0].RequestHash) != 64 {
+		t.Errorf("A's drops in the audit = %+v, %v; want the job_mismatch of d-a with its body's hash", drops, err)
 	}
 	if drops, err := b.svc.ListDrops(ctx, orgB, jobB.ID); err != nil || len(drops) != 0 {
 		t.Errorf("B's drops = %+v, %v; want none: the delivery was about A's job", drops, err)

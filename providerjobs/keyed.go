@@ -35,7 +35,7 @@ func (s *Service) RegisterOnce(ctx context.Context, org uuid.UUID, key string, p
 		registered bool
 	)
 	id, first, err := s.plane.CreateOnce(ctx, s.db, idempotency.KeyedCreate{
-		Org: org, Scope: idempotency.ScopeProviderJobRegister, Key: key, RequestHash: hash, ResourceType: "provider_job",
+		Org: org, Scope: idempotency.ScopeProviderJobRegister, Key: key, RequestHash: hash, ResourceType: ResourceType,
 	}, func(ctx context.Context, tx pgx.Tx) (string, error) {
 		j, made, err := s.RegisterIn(ctx, tx, org, p)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -127,23 +128,11 @@ func Scope(provider string) string { return idempotency.WebhookScopePrefix + pro
 // ValidateJobID returns an error wrapping [ErrInvalid] unless id is 1 to
 // [MaxJobIDLen] characters of valid UTF-8 without control characters.
 func ValidateJobID(id string) error {
-	if !validJobID(id) {
+	if id == "" || !utf8.ValidString(id) || utf8.RuneCountInString(id) > MaxJobIDLen || strings.ContainsFunc(id, unicode.IsControl) {
 		return fmt.Errorf("%w: provider job id must be 1 to %d characters of UTF-8 without control characters",
 			ErrInvalid, MaxJobIDLen)
 	}
 	return nil
-}
-
-func validJobID(id string) bool {
-	if id == "" || !utf8.ValidString(id) || utf8.RuneCountInString(id) > MaxJobIDLen {
-		return false
-	}
-	for _, r := range id {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
 }
 
 // DB is what the service needs of a database: statements, and transactions

@@ -263,3 +263,13 @@ FROM agent.provider_inbox i
 WHERE ($1::text IS NULL OR i.provider = $1) AND ($2::text IS NULL OR i.status = $2)
 ORDER BY i.received_at DESC, i.id DESC
 LIMIT $3`
+
+// dropListByJob reads the newest drops recorded for a job of an
+// organization: those whose signed body named it, whatever path they were
+// posted to, by webhook_drops_org_job_idx. $1 org, $2 job id, $3 limit.
+const dropListByJob = `
+SELECT d.id, d.delivery_id, d.reason, d.request_hash, d.received_at
+FROM agent.webhook_drops d
+WHERE d.organization_id = $1 AND d.job_id = $2
+ORDER BY d.received_at DESC, d.id DESC
+LIMIT $3`

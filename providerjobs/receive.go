@@ -165,15 +165,8 @@ type claimAnswer struct {
 // UTF-8 and NUL replaced by U+FFFD, cut to at most limit characters.
 func storable(s string, limit int) string {
 	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-	if utf8.RuneCountInString(s) <= limit {
-		return s
-	}
-	n := 0
-	for i := range s {
-		if n == limit {
-			return s[:i]
-		}
-		n++
+	if utf8.RuneCountInString(s) > limit {
+		s = string([]rune(s)[:limit]) // exact: s is valid UTF-8 by now
 	}
 	return s
 }

@@ -1,7 +1,7 @@
 // Package sweeper enforces retention: it deletes what searchd has promised to
 // remember only for a while, once that while has passed.
 //
-// Four tables, in this order on every run:
+// Among the tables it sweeps, in the order of every run ([Report.Tables]):
 //
 //   - agent.idempotency_keys: a claim past retain_until. Nothing else deletes
 //     a completed claim (Release removes only an unfinished one), because a

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock/dbclocktest"
@@ -161,12 +162,40 @@ func (b *bundle) count(t *testing.T, table string) int {
 	return n
 }
 
+// exec runs sql, failing the test if it fails.
+func (b *bundle) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := b.db.Exec(b.ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// strings returns the first column, text, of query's rows.
+func (b *bundle) strings(t *testing.T, query string) []string {
+	t.Helper()
+	return column[string](t, b, query)
+}
+
+// column returns the first column of query's rows.
+func column[T any](t *testing.T, b *bundle, query string) []T {
+	t.Helper()
+	rows, err := b.db.Query(b.ctx, query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowTo[T])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
 // seedExpired inserts n claims of the bundle's organization whose retention
 // passed an hour before the bundle's clock, in one statement, keyed
 // prefix-0, prefix-1, ...
 func (b *bundle) seedExpired(t *testing.T, prefix string, n int) {
 	t.Helper()
-	_, err := b.db.Exec(b.ctx, `
+	b.exec(t, `
 INSERT INTO agent.idempotency_keys
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 resource_type, resource_id, response, claimed_at, lease_expires_at, retain_until)
@@ -175,7 +204,4 @@ SELECT gen_random_uuid(), $1, 'webhook.nylas', $2 || i, 'hash', 'completed', gen
 	c.at - interval '25 hours', c.at - interval '1 hour' - i * interval '1 millisecond'
 FROM generate_series(0, $3::int - 1) i, (SELECT $4::timestamptz AS at) c`,
 		b.org, prefix+"-", n, b.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 }

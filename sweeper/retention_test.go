@@ -207,16 +207,8 @@ func (b snapshotBundle) prepare(t *testing.T, at time.Time, key string) uuid.UUI
 // snapshots returns the ids of the stored snapshots.
 func (b snapshotBundle) snapshots(t *testing.T) map[uuid.UUID]bool {
 	t.Helper()
-	rows, err := b.db.Query(b.ctx, `SELECT id FROM agent.saved_search_snapshots`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		t.Fatal(err)
-	}
 	set := map[uuid.UUID]bool{}
-	for _, id := range ids {
+	for _, id := range column[uuid.UUID](t, b.bundle, `SELECT id FROM agent.saved_search_snapshots`) {
 		set[id] = true
 	}
 	return set
@@ -320,13 +312,10 @@ func TestDropRetention(t *testing.T) {
 	now := b.clock.Now()
 	drop := func(deliveryID string, received time.Time) {
 		t.Helper()
-		_, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.webhook_drops
 	(id, provider, path_job_id, delivery_id, request_hash, reason, organization_id, received_at)
 VALUES ($1, 'acme', 'job', $2, repeat('0', 64), 'duplicate', $3, $4)`, uuid.New(), deliveryID, b.org, received)
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	drop("older", now.Add(-providerjobs.DropRetention-day))
 	drop("exactly-at-retention", now.Add(-providerjobs.DropRetention))
@@ -349,15 +338,7 @@ VALUES ($1, 'acme', 'job', $2, repeat('0', 64), 'duplicate', $3, $4)`, uuid.New(
 	if c := rep.Claims; c.Read != 0 {
 		t.Errorf("claims report = %+v, want nothing: the drops are a table of their own", c)
 	}
-	rows, err := b.db.Query(b.ctx, `SELECT delivery_id FROM agent.webhook_drops ORDER BY delivery_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"a-microsecond-inside", "recent"}; !slices.Equal(left, want) {
+	if left, want := b.strings(t, `SELECT delivery_id FROM agent.webhook_drops ORDER BY delivery_id`), []string{"a-microsecond-inside", "recent"}; !slices.Equal(left, want) {
 		t.Errorf("drops left = %q, want %q", left, want)
 	}
 }
@@ -371,14 +352,11 @@ func TestResolutionRetention(t *testing.T) {
 	now := b.clock.Now()
 	resolution := func(key string, resolvedAt time.Time) {
 		t.Helper()
-		_, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.tool_call_resolutions
 	(id, organization_id, scope, key, claim_id, resolution, actor, reason, uncertain_answer, resolved_at, retain_until)
 VALUES ($1, $2, 'tool.email.send', $3, $1, 'retry', 'ada@ops', 'checked', '{"ok": false, "outcome": "uncertain"}', $4, $5)`,
 			uuid.New(), b.org, key, resolvedAt, resolvedAt.Add(tools.ResolutionRetention))
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	resolution("older", now.Add(-tools.ResolutionRetention-day))
 	resolution("exactly-at-retention", now.Add(-tools.ResolutionRetention))
@@ -389,15 +367,7 @@ VALUES ($1, $2, 'tool.email.send', $3, $1, 'retry', 'ada@ops', 'checked', '{"ok"
 	if r := rep.Resolutions; r.Table != TableResolutions || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
 		t.Errorf("resolutions report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
 	}
-	rows, err := b.db.Query(b.ctx, `SELECT key FROM agent.tool_call_resolutions ORDER BY key`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"a-microsecond-inside", "recent"}; !slices.Equal(left, want) {
+	if left, want := b.strings(t, `SELECT key FROM agent.tool_call_resolutions ORDER BY key`), []string{"a-microsecond-inside", "recent"}; !slices.Equal(left, want) {
 		t.Errorf("resolutions left = %q, want %q", left, want)
 	}
 }
@@ -423,19 +393,14 @@ func TestInboxRetention(t *testing.T) {
 		// Each arrival in an organization of its own, so a cluster
 		// spreads them over its shards.
 		org, job := uuid.New(), uuid.New()
-		_, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.provider_inbox
 	(id, provider, delivery_id, path_job_id, job_id, organization_id, request_hash, body_job_id, body_status,
 	 received_at, status, reason, finished_at, lease_expires_at)
 VALUES ($1, 'acme', $2, $7::uuid::text, $7::uuid, $8, repeat('0', 64), 'j', 'running', $3, $4, $5, $6, $3)`,
 			id, deliveryID, received, status, reason, finished, job, org)
-		if err == nil {
-			_, err = b.db.Exec(b.ctx, `INSERT INTO agent.provider_inbox_copies (inbox_id, organization_id, duplicates, first_copy_at, last_copy_at)
-				VALUES ($1, $2, 3, $3, $3)`, id, org, received)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		b.exec(t, `INSERT INTO agent.provider_inbox_copies (inbox_id, organization_id, duplicates, first_copy_at, last_copy_at)
+			VALUES ($1, $2, 3, $3, $3)`, id, org, received)
 	}
 	old := now.Add(-providerjobs.DropRetention - day)
 	arrival("applied-old", "applied", old)
@@ -447,15 +412,7 @@ VALUES ($1, 'acme', $2, $7::uuid::text, $7::uuid, $8, repeat('0', 64), 'j', 'run
 	if r := rep.Inbox; r.Table != TableInbox || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
 		t.Errorf("inbox report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
 	}
-	rows, err := b.db.Query(b.ctx, `SELECT delivery_id FROM agent.provider_inbox ORDER BY delivery_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"applied-inside", "pending-old"}; !slices.Equal(left, want) {
+	if left, want := b.strings(t, `SELECT delivery_id FROM agent.provider_inbox ORDER BY delivery_id`), []string{"applied-inside", "pending-old"}; !slices.Equal(left, want) {
 		t.Errorf("arrivals left = %q, want %q", left, want)
 	}
 	var copies int
@@ -482,16 +439,13 @@ func TestOccurrenceRetention(t *testing.T) {
 		if retain != nil {
 			closed = due
 		}
-		_, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.schedule_occurrences
 	(organization_id, saved_search_id, due_at, id, status, reason, run_id, deadline, next_attempt_at,
 	 created_at, closed_at, retain_until)
 VALUES ($1, $2, $3::timestamptz, gen_random_uuid(), $4, $5, $6, $3::timestamptz + interval '1 day', $3, $3,
 	$7::timestamptz, $8::timestamptz)`,
 			b.org, b.search.ID, due, status, reason, runID, closed, retain)
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	long := now.Add(-runs.Retention - 2*day)
 	occurrence(long, "started", &run.ID, &run.RetainUntil)
@@ -506,15 +460,7 @@ VALUES ($1, $2, $3::timestamptz, gen_random_uuid(), $4, $5, $6, $3::timestamptz 
 	if r := rep.Runs; r.Deleted != 1 {
 		t.Errorf("runs report = %+v, want the occurrence's Run deleted in the same run", r)
 	}
-	rows, err := b.db.Query(b.ctx, `SELECT status FROM agent.schedule_occurrences ORDER BY due_at`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"missed", "not_ready"}; !slices.Equal(left, want) {
+	if left, want := b.strings(t, `SELECT status FROM agent.schedule_occurrences ORDER BY due_at`), []string{"missed", "not_ready"}; !slices.Equal(left, want) {
 		t.Errorf("occurrences left = %q, want %q", left, want)
 	}
 }
@@ -528,12 +474,9 @@ func TestSessionRetention(t *testing.T) {
 	session := func(actor string, expires time.Time) {
 		t.Helper()
 		hash := sha256.Sum256([]byte(actor))
-		_, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.console_sessions (id, secret_hash, organization_id, actor, role, via, created_at, expires_at)
 VALUES ($1, $2, $3, $4, '', 'oidc', $5, $6)`, uuid.New(), hash[:], b.org, actor, expires.Add(-8*time.Hour), expires)
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	session("expired-yesterday", now.Add(-day))
 	session("expiring-now", now)
@@ -544,15 +487,7 @@ VALUES ($1, $2, $3, $4, '', 'oidc', $5, $6)`, uuid.New(), hash[:], b.org, actor,
 	if r := rep.Sessions; r.Table != TableSessions || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
 		t.Errorf("sessions report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
 	}
-	rows, err := b.db.Query(b.ctx, `SELECT actor FROM agent.console_sessions ORDER BY actor`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"a-microsecond-left", "signed-in-an-hour-ago"}; !slices.Equal(left, want) {
+	if left, want := b.strings(t, `SELECT actor FROM agent.console_sessions ORDER BY actor`), []string{"a-microsecond-left", "signed-in-an-hour-ago"}; !slices.Equal(left, want) {
 		t.Errorf("sessions left = %q, want %q", left, want)
 	}
 }
@@ -569,11 +504,9 @@ func TestDirectoryRetention(t *testing.T) {
 	now := b.clock.Now()
 	entry := func(providerJobID string, retainUntil time.Time) {
 		t.Helper()
-		if _, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.provider_job_directory (provider, provider_job_id, organization_id, job_id, registered_at, retain_until)
-VALUES ('acme', $1, $2, $3, $4::timestamptz - interval '396 days', $4)`, providerJobID, uuid.New(), uuid.New(), retainUntil); err != nil {
-			t.Fatal(err)
-		}
+VALUES ('acme', $1, $2, $3, $4::timestamptz - interval '396 days', $4)`, providerJobID, uuid.New(), uuid.New(), retainUntil)
 	}
 	for i := range 6 {
 		entry(fmt.Sprintf("old-%d", i), now.Add(-time.Duration(i+1)*time.Hour))
@@ -585,15 +518,7 @@ VALUES ('acme', $1, $2, $3, $4::timestamptz - interval '396 days', $4)`, provide
 	if r := rep.Directory; r.Table != TableDirectory || r.Read != 7 || r.Deleted != 7 || r.Passes != 1 || r.Backlog {
 		t.Errorf("directory report = %+v, want 7 read, 7 deleted in 1 pass, no backlog", r)
 	}
-	rows, err := b.db.Query(b.ctx, `SELECT provider_job_id FROM agent.provider_job_directory ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"inside"}; !slices.Equal(left, want) {
+	if left, want := b.strings(t, `SELECT provider_job_id FROM agent.provider_job_directory ORDER BY 1`), []string{"inside"}; !slices.Equal(left, want) {
 		t.Errorf("entries left = %q, want %q", left, want)
 	}
 }

@@ -145,9 +145,8 @@ func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor s
 		var (
 			e   RunEntry
 			doc []byte
-			msg *string
 		)
-		if err := row.Scan(&e.ID, &e.StartedAt, &e.FinishedAt, &e.Via, &e.Bound, &e.MaxPasses, &doc, &e.Backlog, &msg); err != nil {
+		if err := row.Scan(&e.ID, &e.StartedAt, &e.FinishedAt, &e.Via, &e.Bound, &e.MaxPasses, &doc, &e.Backlog, &e.Error); err != nil {
 			return e, err
 		}
 		var tables []tableJSON
@@ -157,9 +156,6 @@ func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor s
 		for _, t := range tables {
 			e.Tables = append(e.Tables, TableReport{Table: t.Table, Read: t.Read, Deleted: t.Deleted, Passes: t.Passes,
 				Duration: time.Duration(t.DurationUS) * time.Microsecond, Backlog: t.Backlog})
-		}
-		if msg != nil {
-			e.Error = *msg
 		}
 		return e, nil
 	})
@@ -192,7 +188,7 @@ FROM c`
 // sweeperRunPage reads recorded runs newest first after ($1 finished_at,
 // $2 id). $3 limit, $4 backlog only.
 const sweeperRunPage = `
-SELECT r.id, r.started_at, r.finished_at, r.via, r.bound, r.max_passes, r.tables, r.backlog, r.error
+SELECT r.id, r.started_at, r.finished_at, r.via, r.bound, r.max_passes, r.tables, r.backlog, coalesce(r.error, '')
 FROM agent.sweeper_runs r
 WHERE (NOT $4::boolean OR r.backlog)
 	AND (r.finished_at, r.id) < (coalesce($1::timestamptz, 'infinity'),

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -110,8 +111,7 @@ func (r Report) Tables() []TableReport {
 
 // Backlog reports whether any table was left with a backlog.
 func (r Report) Backlog() bool {
-	return r.Claims.Backlog || r.Occurrences.Backlog || r.Runs.Backlog || r.Directory.Backlog || r.Snapshots.Backlog ||
-		r.Drops.Backlog || r.Resolutions.Backlog || r.Inbox.Backlog || r.Sessions.Backlog
+	return slices.ContainsFunc(r.Tables(), func(t TableReport) bool { return t.Backlog })
 }
 
 // target is one table's pass (internal/shardpass: what is due, found
@@ -121,44 +121,38 @@ func (r Report) Backlog() bool {
 // one table; the copies of a reference table delete by id), and the
 // target's own.
 type target struct {
-	table        string
-	pass         *shardpass.Pass
-	read, delete string
-	extra        pgx.NamedArgs
-	report       func(*Report) *TableReport
+	table  string
+	pass   *shardpass.Pass
+	sql    statements
+	extra  pgx.NamedArgs
+	report func(*Report) *TableReport
 }
 
-func newTarget(table, due, read, delete string, extra pgx.NamedArgs, report func(*Report) *TableReport) target {
-	return target{table: table, pass: shardpass.New(table, due), read: read, delete: delete, extra: extra, report: report}
+func newTarget(table string, sql statements, extra pgx.NamedArgs, report func(*Report) *TableReport) target {
+	return target{table: table, pass: shardpass.New(table, sql.due), sql: sql, extra: extra, report: report}
 }
 
 var targets = []target{
-	newTarget(TableClaims, claimExpiredDue, claimExpiredRead, claimExpiredDelete, nil,
-		func(r *Report) *TableReport { return &r.Claims }),
+	newTarget(TableClaims, claimExpired, nil, func(r *Report) *TableReport { return &r.Claims }),
 	// Before the Runs: an occurrence is kept as long as its Run
 	// (retain_until is the Run's), so both go in the same run.
-	newTarget(TableOccurrences, occurrenceExpiredDue, occurrenceExpiredRead, occurrenceExpiredDelete, nil,
-		func(r *Report) *TableReport { return &r.Occurrences }),
-	newTarget(TableRuns, runExpiredDue, runExpiredRead, runExpiredDelete, nil,
-		func(r *Report) *TableReport { return &r.Runs }),
-	newTarget(TableDirectory, directoryExpiredDue, directoryExpiredRead, directoryExpiredDelete, nil,
-		func(r *Report) *TableReport { return &r.Directory }),
+	newTarget(TableOccurrences, occurrenceExpired, nil, func(r *Report) *TableReport { return &r.Occurrences }),
+	newTarget(TableRuns, runExpired, nil, func(r *Report) *TableReport { return &r.Runs }),
+	newTarget(TableDirectory, directoryExpired, nil, func(r *Report) *TableReport { return &r.Directory }),
 	// After the Runs, so the snapshots of Runs deleted in this run go in
 	// this run too.
-	newTarget(TableSnapshots, snapshotOrphanDue, snapshotOrphanRead, snapshotOrphanDelete,
+	newTarget(TableSnapshots, snapshotOrphan,
 		pgx.NamedArgs{"min_age_us": SnapshotMinAge.Microseconds(), "scope": idempotency.ScopeSavedSearchStart},
 		func(r *Report) *TableReport { return &r.Snapshots }),
-	newTarget(TableDrops, dropExpiredDue, dropExpiredRead, dropExpiredDelete,
+	newTarget(TableDrops, dropExpired,
 		pgx.NamedArgs{"retention_us": providerjobs.DropRetention.Microseconds()},
 		func(r *Report) *TableReport { return &r.Drops }),
-	newTarget(TableResolutions, resolutionExpiredDue, resolutionExpiredRead, resolutionExpiredDelete, nil,
-		func(r *Report) *TableReport { return &r.Resolutions }),
+	newTarget(TableResolutions, resolutionExpired, nil, func(r *Report) *TableReport { return &r.Resolutions }),
 	// Kept as long as the drop audit, which may name its deliveries.
-	newTarget(TableInbox, inboxExpiredDue, inboxExpiredRead, inboxExpiredDelete,
+	newTarget(TableInbox, inboxExpired,
 		pgx.NamedArgs{"retention_us": providerjobs.DropRetention.Microseconds()},
 		func(r *Report) *TableReport { return &r.Inbox }),
-	newTarget(TableSessions, sessionExpiredDue, sessionExpiredRead, sessionExpiredDelete, nil,
-		func(r *Report) *TableReport { return &r.Sessions }),
+	newTarget(TableSessions, sessionExpired, nil, func(r *Report) *TableReport { return &r.Sessions }),
 }
 
 // Sweeper deletes rows past their retention in bounded passes. It is safe for
@@ -298,9 +292,7 @@ func (s *Sweeper) sweep(ctx context.Context, t target) (TableReport, error) {
 // returned joined.
 func (s *Sweeper) pass(ctx context.Context, t target) (read, deleted int, err error) {
 	args := pgx.NamedArgs{"now": s.nowArg()}
-	for k, v := range t.extra {
-		args[k] = v
-	}
+	maps.Copy(args, t.extra)
 	err = t.pass.Run(ctx, s.db, s.cfg.Bound, args, func(ctx context.Context, g shardpass.Group) error {
 		r, d, err := s.step(ctx, t, g.Args(args))
 		read, deleted = read+r, deleted+d
@@ -313,7 +305,7 @@ func (s *Sweeper) pass(ctx context.Context, t target) (read, deleted int, err er
 // locked, and the delete of those still past retention.
 func (s *Sweeper) step(ctx context.Context, t target, args pgx.NamedArgs) (read, deleted int, err error) {
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, t.read, args)
+		rows, err := tx.Query(ctx, t.sql.read, args)
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
@@ -340,7 +332,7 @@ func (s *Sweeper) step(ctx context.Context, t target, args pgx.NamedArgs) (read,
 		}
 		del := maps.Clone(args)
 		del["ctids"], del["ids"] = ctids, ids
-		tag, err := tx.Exec(ctx, t.delete, del)
+		tag, err := tx.Exec(ctx, t.sql.delete, del)
 		if err != nil {
 			return fmt.Errorf("delete: %w", err)
 		}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
@@ -710,29 +709,16 @@ func TestABoundHoldsAcrossShards(t *testing.T) {
 	now := b.clock.Now()
 	// Claim i expired i ms after claim i+1: the oldest is the last.
 	for i := range n {
-		if _, err := b.db.Exec(b.ctx, `
+		b.exec(t, `
 INSERT INTO agent.idempotency_keys
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 resource_type, resource_id, response, claimed_at, lease_expires_at, retain_until)
 VALUES (gen_random_uuid(), $1, 'webhook.nylas', $2, 'hash', 'completed', gen_random_uuid(),
 	'test_resource', $2, '{}', $3::timestamptz - interval '25 hours', $3::timestamptz - interval '25 hours',
 	$3::timestamptz - interval '1 hour' - $4 * interval '1 millisecond')`,
-			orgs[i%len(orgs)], fmt.Sprintf("spread-%02d", i), now, i); err != nil {
-			t.Fatal(err)
-		}
+			orgs[i%len(orgs)], fmt.Sprintf("spread-%02d", i), now, i)
 	}
-	left := func() []string {
-		t.Helper()
-		rows, err := b.db.Query(b.ctx, `SELECT key FROM agent.idempotency_keys ORDER BY key`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return keys
-	}
+	left := func() []string { return b.strings(t, `SELECT key FROM agent.idempotency_keys ORDER BY key`) }
 
 	rep := b.runOnce(t, b.sweeper(t, Config{Bound: 10, MaxPasses: 1}))
 	if c := rep.Claims; c.Read != 10 || c.Deleted != 10 || c.Passes != 1 || !c.Backlog {

@@ -348,23 +348,7 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 		return err // gone already: no seat for nobody
 	}
 	q.mu.Lock()
-	f := s.f
-	if f == nil {
-		f = q.flows[key]
-		if f == nil {
-			f = &flow{key: key}
-			q.flows[key] = f
-		}
-		s.f = f
-	} else if q.flows[f.key] != f {
-		// The flow was forgotten while the seat was idle: bring it back,
-		// or join the one made since.
-		if cur := q.flows[f.key]; cur != nil {
-			f, s.f = cur, cur
-		} else {
-			q.flows[f.key] = f
-		}
-	}
+	f := q.flowLocked(s, key)
 	// Work conservation: while nobody waits, seats that are free are
 	// taken at once. (While requests wait, the one whose turn it is needs
 	// more seats than are free: seats that free go to it first, see
@@ -413,6 +397,22 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 	case <-timeout:
 		return q.leave(w, ErrWaitTimeout)
 	}
+}
+
+// flowLocked returns the flow s waits in, and sets s's: its own when it
+// has one (brought back when it was forgotten while the seat was idle, or
+// the one made since), else flow key's, made when there is none.
+func (q *Queue) flowLocked(s *Seat, key Flow) *flow {
+	if s.f != nil {
+		key = s.f.key
+		if q.flows[key] == nil {
+			q.flows[key] = s.f
+		}
+	} else if q.flows[key] == nil {
+		q.flows[key] = &flow{key: key}
+	}
+	s.f = q.flows[key]
+	return s.f
 }
 
 // leave takes w out of its flow's queue after its wait ended for why

@@ -94,9 +94,6 @@ ORDER BY 1`,
 	}
 }
 
-// Table returns the table the pass runs over.
-func (p *Pass) Table() string { return p.table }
-
 // Group is one step of a pass: the rows of one shard, or all of them.
 type Group struct {
 	// All is set when the table is not distributed: the step takes from

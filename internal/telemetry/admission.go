@@ -25,21 +25,18 @@ type admissionMetrics struct {
 	abandonedBy [4]prometheus.Counter
 }
 
-func newAdmissionMetrics() *admissionMetrics {
+func newAdmissionMetrics(f factory) *admissionMetrics {
 	m := &admissionMetrics{
-		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		wait: f.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: "admission", Name: "wait_seconds",
 			Help:    "Time requests waited for a seat before they were served (0 when one was free), by kind of flow (organization, operator, provider).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"kind"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "admission", Name: "refused_total",
-			Help: "Requests refused 429 rate_limited, by kind of flow and reason (queue_full: the flow's queue was full; wait_timeout: no seat within the longest wait).",
-		}, []string{"kind", "reason"}),
-		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "admission", Name: "abandoned_total",
-			Help: "Requests whose client went away while they waited for a seat, by kind of flow.",
-		}, []string{"kind"}),
+		refused: f.counterVec("admission", "refused_total",
+			"Requests refused 429 rate_limited, by kind of flow and reason (queue_full: the flow's queue was full; wait_timeout: no seat within the longest wait).",
+			"kind", "reason"),
+		abandoned: f.counterVec("admission", "abandoned_total",
+			"Requests whose client went away while they waited for a seat, by kind of flow.", "kind"),
 	}
 	for _, k := range fairq.Kinds() {
 		m.waitBy[k] = m.wait.WithLabelValues(k.String())
@@ -72,43 +69,19 @@ func (m *Metrics) ObserveAdmission(kind fairq.Kind, outcome fairq.Outcome, waite
 // flows waiting) to the metrics, read at every scrape. It returns an
 // error when a queue is watched already: one process has one.
 func (m *Metrics) WatchAdmission(q *fairq.Queue) error {
-	return m.reg.Register(&admissionCollector{q: q})
-}
-
-// admissionCollector reads the queue's state at scrape time.
-type admissionCollector struct{ q *fairq.Queue }
-
-var (
-	admissionSeats = prometheus.NewDesc(prometheus.BuildFQName(namespace, "admission", "seats"),
-		"Requests the process serves at once (SEARCHD_ADMISSION_SEATS).", nil, nil)
-	admissionInUse = prometheus.NewDesc(prometheus.BuildFQName(namespace, "admission", "seats_in_use"),
-		"Seats taken by requests being served now.", nil, nil)
-	admissionQueued = prometheus.NewDesc(prometheus.BuildFQName(namespace, "admission", "queued_requests"),
-		"Requests waiting for a seat now, of every flow.", nil, nil)
-	admissionFlows = prometheus.NewDesc(prometheus.BuildFQName(namespace, "admission", "waiting_flows"),
-		"Flows (organizations, operators, providers) with requests waiting for a seat now.", nil, nil)
-	admissionHold = prometheus.NewDesc(prometheus.BuildFQName(namespace, "admission", "mean_hold_seconds"),
-		"Moving average of how long a request holds its seat: what Retry-After is estimated from.", nil, nil)
-)
-
-func (c *admissionCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{admissionSeats, admissionInUse, admissionQueued, admissionFlows, admissionHold} {
-		ch <- d
+	gauge := func(name, help string, value func(fairq.Stats) float64) statMetric[fairq.Stats] {
+		return newStatMetric("admission", name, help, prometheus.GaugeValue, value)
 	}
-}
-
-func (c *admissionCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.q.Stats(0)
-	for _, v := range []struct {
-		d *prometheus.Desc
-		v float64
-	}{
-		{admissionSeats, float64(st.Seats)},
-		{admissionInUse, float64(st.InUse)},
-		{admissionQueued, float64(st.Queued)},
-		{admissionFlows, float64(st.Waiting)},
-		{admissionHold, st.MeanHold.Seconds()},
-	} {
-		ch <- prometheus.MustNewConstMetric(v.d, prometheus.GaugeValue, v.v)
-	}
+	return m.reg.Register(&statCollector[fairq.Stats]{stat: func() fairq.Stats { return q.Stats(0) }, metrics: []statMetric[fairq.Stats]{
+		gauge("seats", "Requests the process serves at once (SEARCHD_ADMISSION_SEATS).",
+			func(s fairq.Stats) float64 { return float64(s.Seats) }),
+		gauge("seats_in_use", "Seats taken by requests being served now.",
+			func(s fairq.Stats) float64 { return float64(s.InUse) }),
+		gauge("queued_requests", "Requests waiting for a seat now, of every flow.",
+			func(s fairq.Stats) float64 { return float64(s.Queued) }),
+		gauge("waiting_flows", "Flows (organizations, operators, providers) with requests waiting for a seat now.",
+			func(s fairq.Stats) float64 { return float64(s.Waiting) }),
+		gauge("mean_hold_seconds", "Moving average of how long a request holds its seat: what Retry-After is estimated from.",
+			func(s fairq.Stats) float64 { return s.MeanHold.Seconds() }),
+	}})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/searchd/searchd/idempotency"
@@ -64,130 +65,92 @@ type Metrics struct {
 // also holds the Go runtime and process collectors. Call
 // [Metrics.WatchPool] to add the database pool's gauges.
 func NewMetrics() *Metrics {
-	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "http", Name: "requests_total",
-			Help: "HTTP requests answered, by route pattern (\"unmatched\" when no route matched), method and status.",
-		}, []string{"route", "method", "status"}),
-		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: "http", Name: "request_duration_seconds",
-			Help:    "Time to answer an HTTP request, by route pattern and method.",
-			Buckets: prometheus.DefBuckets,
-		}, []string{"route", "method"}),
-		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "claims_total",
-			Help: "Idempotency claims, by scope and outcome kind (claimed, completed, processing, conflict, absent).",
-		}, []string{"scope", "kind"}),
-		reclaims: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "claim_reclaims_total",
-			Help: "Claims taken over from a worker whose lease had passed, by scope.",
-		}, []string{"scope"}),
-		fencesLost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "claim_fences_lost_total",
-			Help: "Completes and releases refused because the claim's lease had moved on, by scope and op (complete, release).",
-		}, []string{"scope", "op"}),
-		webhookDrops: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "webhook_drops_total",
-			Help: "Provider callbacks dropped, by provider and reason.",
-		}, []string{"provider", "reason"}),
-		auditFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "webhook_drop_audit_failures_total",
-			Help: "Drops of provider callbacks the audit (agent.webhook_drops) failed to record, by provider and reason; the deliveries were acknowledged all the same.",
-		}, []string{"provider", "reason"}),
-		inboxPending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: "inbox", Name: "pending",
-			Help: "Provider deliveries stored in the inbox and not yet applied or dropped, read by the applier at each poll.",
-		}),
-		inboxLag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: "inbox", Name: "lag_seconds",
-			Help: "Age of the oldest pending delivery in the inbox (0 when none), by the database clock: the applier's lag.",
-		}),
-		inboxApplied: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "inbox", Name: "applied_total",
-			Help: "Provider deliveries applied from the inbox, by provider and by whom (handler: right after landing; applier: after the handler's lease passed).",
-		}, []string{"provider", "by"}),
-		inboxCopies: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "inbox", Name: "copies_total",
-			Help: "Copies of deliveries stored in the inbox already, by provider and the reason each was dropped for (duplicate, hash_mismatch, path_mismatch).",
-		}, []string{"provider", "reason"}),
-		sweptRead: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "sweeper", Name: "rows_read_total",
-			Help: "Expired rows the sweeper read, by table.",
-		}, []string{"table"}),
-		sweptDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "sweeper", Name: "rows_deleted_total",
-			Help: "Expired rows the sweeper deleted, by table.",
-		}, []string{"table"}),
-		sweepPass: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: "sweeper", Name: "pass_duration_seconds",
-			Help:    "Time of one committed sweeper pass, by table.",
-			Buckets: prometheus.DefBuckets,
-		}, []string{"table"}),
-		sweepFull: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "sweeper", Name: "backlog_passes_total",
-			Help: "Sweeper passes whose read filled the bound, leaving rows past retention behind, by table.",
-		}, []string{"table"}),
-		admission: newAdmissionMetrics(),
-		dispatchPending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: "dispatch", Name: "pending",
-			Help: "Admitted Runs whose dispatch to the runtime is pending (not yet acknowledged), counted by the dispatcher every 15 s.",
-		}),
-		dispatchFailed: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: "dispatch", Name: "failed",
-			Help: "Dispatches the runtime refused (a 4xx other than 408 and 429), waiting for an operator's retry; counted every 15 s.",
-		}),
-		dispatchOldest: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: "dispatch", Name: "oldest_pending_seconds",
-			Help: "Age of the oldest pending dispatch's Run (0 when none), by the database clock: how far delivery lags behind admission.",
-		}),
-		dispatchAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "dispatch", Name: "attempts_total",
-			Help: "Delivery attempts of Runs to the runtime, by outcome (delivered, retry, failed).",
-		}, []string{"outcome"}),
-		dispatchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: "dispatch", Name: "attempt_duration_seconds",
-			Help:    "Time of one delivery attempt (reading the message, the runtime's answer, recording it), by outcome.",
-			Buckets: prometheus.DefBuckets,
-		}, []string{"outcome"}),
-		scheduleCameDue: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "schedule", Name: "came_due_total",
-			Help: "Occurrences of schedules that came due, as the drain planned them.",
-		}),
-		scheduleOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "schedule", Name: "outcomes_total",
-			Help: "Outcomes the drain recorded for occurrences of schedules, by outcome (started, refused, not_ready, " +
-				"missed) and reason (of a refusal or a not-ready attempt; empty otherwise).",
-		}, []string{"outcome", "reason"}),
-		scheduleDue: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: "schedule", Name: "due",
-			Help: "Open occurrences of schedules whose attempt is due now, read after each tick of the drain.",
-		}),
-		scheduleLag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: "schedule", Name: "lag_seconds",
-			Help: "How long the oldest due work of the drain (an occurrence to start, a schedule to plan) has waited, " +
-				"by the database clock; 0 when none waits.",
-		}),
-		scheduleTick: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: "schedule", Name: "tick_duration_seconds",
-			Help:    "Time of one tick of the drain: its plan, its take and the starts of what it took.",
-			Buckets: prometheus.DefBuckets,
-		}),
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := factory{promauto.With(reg)}
+	return &Metrics{
+		reg: reg,
+		httpRequests: f.counterVec("http", "requests_total",
+			"HTTP requests answered, by route pattern (\"unmatched\" when no route matched), method and status.", "route", "method", "status"),
+		httpDuration: f.histogramVec("http", "request_duration_seconds",
+			"Time to answer an HTTP request, by route pattern and method.", "route", "method"),
+		claims: f.counterVec("", "claims_total",
+			"Idempotency claims, by scope and outcome kind (claimed, completed, processing, conflict, absent).", "scope", "kind"),
+		reclaims: f.counterVec("", "claim_reclaims_total",
+			"Claims taken over from a worker whose lease had passed, by scope.", "scope"),
+		fencesLost: f.counterVec("", "claim_fences_lost_total",
+			"Completes and releases refused because the claim's lease had moved on, by scope and op (complete, release).", "scope", "op"),
+		webhookDrops: f.counterVec("", "webhook_drops_total",
+			"Provider callbacks dropped, by provider and reason.", "provider", "reason"),
+		auditFailures: f.counterVec("", "webhook_drop_audit_failures_total",
+			"Drops of provider callbacks the audit (agent.webhook_drops) failed to record, by provider and reason; the deliveries were acknowledged all the same.", "provider", "reason"),
+		inboxPending: f.gauge("inbox", "pending",
+			"Provider deliveries stored in the inbox and not yet applied or dropped, read by the applier at each poll."),
+		inboxLag: f.gauge("inbox", "lag_seconds",
+			"Age of the oldest pending delivery in the inbox (0 when none), by the database clock: the applier's lag."),
+		inboxApplied: f.counterVec("inbox", "applied_total",
+			"Provider deliveries applied from the inbox, by provider and by whom (handler: right after landing; applier: after the handler's lease passed).", "provider", "by"),
+		inboxCopies: f.counterVec("inbox", "copies_total",
+			"Copies of deliveries stored in the inbox already, by provider and the reason each was dropped for (duplicate, hash_mismatch, path_mismatch).", "provider", "reason"),
+		sweptRead: f.counterVec("sweeper", "rows_read_total",
+			"Expired rows the sweeper read, by table.", "table"),
+		sweptDeleted: f.counterVec("sweeper", "rows_deleted_total",
+			"Expired rows the sweeper deleted, by table.", "table"),
+		sweepPass: f.histogramVec("sweeper", "pass_duration_seconds",
+			"Time of one committed sweeper pass, by table.", "table"),
+		sweepFull: f.counterVec("sweeper", "backlog_passes_total",
+			"Sweeper passes whose read filled the bound, leaving rows past retention behind, by table.", "table"),
+		admission: newAdmissionMetrics(f),
+		dispatchPending: f.gauge("dispatch", "pending",
+			"Admitted Runs whose dispatch to the runtime is pending (not yet acknowledged), counted by the dispatcher every 15 s."),
+		dispatchFailed: f.gauge("dispatch", "failed",
+			"Dispatches the runtime refused (a 4xx other than 408 and 429), waiting for an operator's retry; counted every 15 s."),
+		dispatchOldest: f.gauge("dispatch", "oldest_pending_seconds",
+			"Age of the oldest pending dispatch's Run (0 when none), by the database clock: how far delivery lags behind admission."),
+		dispatchAttempts: f.counterVec("dispatch", "attempts_total",
+			"Delivery attempts of Runs to the runtime, by outcome (delivered, retry, failed).", "outcome"),
+		dispatchDuration: f.histogramVec("dispatch", "attempt_duration_seconds",
+			"Time of one delivery attempt (reading the message, the runtime's answer, recording it), by outcome.", "outcome"),
+		scheduleCameDue: f.counter("schedule", "came_due_total",
+			"Occurrences of schedules that came due, as the drain planned them."),
+		scheduleOutcomes: f.counterVec("schedule", "outcomes_total",
+			"Outcomes the drain recorded for occurrences of schedules, by outcome (started, refused, not_ready, missed) and reason (of a refusal or a not-ready attempt; empty otherwise).", "outcome", "reason"),
+		scheduleDue: f.gauge("schedule", "due",
+			"Open occurrences of schedules whose attempt is due now, read after each tick of the drain."),
+		scheduleLag: f.gauge("schedule", "lag_seconds",
+			"How long the oldest due work of the drain (an occurrence to start, a schedule to plan) has waited, by the database clock; 0 when none waits."),
+		scheduleTick: f.histogram("schedule", "tick_duration_seconds",
+			"Time of one tick of the drain: its plan, its take and the starts of what it took."),
 	}
-	m.reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.httpRequests, m.httpDuration,
-		m.claims, m.reclaims, m.fencesLost,
-		m.webhookDrops, m.auditFailures,
-		m.inboxPending, m.inboxLag, m.inboxApplied, m.inboxCopies,
-		m.sweptRead, m.sweptDeleted, m.sweepPass,
-		m.sweepFull,
-		m.admission.wait, m.admission.refused, m.admission.abandoned,
-		m.dispatchPending, m.dispatchFailed, m.dispatchOldest, m.dispatchAttempts, m.dispatchDuration,
-		m.scheduleCameDue, m.scheduleOutcomes, m.scheduleDue, m.scheduleLag, m.scheduleTick,
-	)
-	return m
+}
+
+// factory declares the metrics of one registry, each named under
+// namespace and registered as it is made; the histograms have the default
+// buckets.
+type factory struct{ promauto.Factory }
+
+func (f factory) counter(subsystem, name, help string) prometheus.Counter {
+	return f.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help})
+}
+
+func (f factory) counterVec(subsystem, name, help string, labels ...string) *prometheus.CounterVec {
+	return f.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help}, labels)
+}
+
+func (f factory) gauge(subsystem, name, help string) prometheus.Gauge {
+	return f.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help})
+}
+
+func (f factory) histogram(subsystem, name, help string) prometheus.Histogram {
+	return f.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: name, Help: help, Buckets: prometheus.DefBuckets,
+	})
+}
+
+func (f factory) histogramVec(subsystem, name, help string, labels ...string) *prometheus.HistogramVec {
+	return f.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: subsystem, Name: name, Help: help, Buckets: prometheus.DefBuckets,
+	}, labels)
 }
 
 // WatchPool adds the gauges and counters of pool's statistics to the

@@ -5,32 +5,52 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// poolCollector turns pgxpool's statistics into metrics at scrape time.
-// The pool keeps the counts itself, so watching it costs nothing between
-// scrapes; what pgxpool counts up for ever is exposed as a counter, what
-// it reads now as a gauge.
-type poolCollector struct {
-	pool  *pgxpool.Pool
-	descs []poolMetric
+// statCollector turns a statistics snapshot of type S into metrics at
+// scrape time: one snapshot per scrape, so the series of a scrape agree
+// with each other.
+type statCollector[S any] struct {
+	stat    func() S
+	metrics []statMetric[S]
 }
 
-// poolMetric is one series of the pool's statistics.
-type poolMetric struct {
+// statMetric is one series of a statistics snapshot.
+type statMetric[S any] struct {
 	desc  *prometheus.Desc
 	kind  prometheus.ValueType
-	value func(*pgxpool.Stat) float64
+	value func(S) float64
 }
 
-func newPoolCollector(pool *pgxpool.Pool) *poolCollector {
-	metric := func(name, help string, kind prometheus.ValueType, value func(*pgxpool.Stat) float64) poolMetric {
-		return poolMetric{
-			desc:  prometheus.NewDesc(prometheus.BuildFQName(namespace, "db_pool", name), help, nil, nil),
-			kind:  kind,
-			value: value,
-		}
+func newStatMetric[S any](subsystem, name, help string, kind prometheus.ValueType, value func(S) float64) statMetric[S] {
+	return statMetric[S]{
+		desc: prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, name), help, nil, nil), kind: kind, value: value,
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *statCollector[S]) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.metrics {
+		ch <- m.desc
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *statCollector[S]) Collect(ch chan<- prometheus.Metric) {
+	s := c.stat()
+	for _, m := range c.metrics {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(s))
+	}
+}
+
+// newPoolCollector turns pgxpool's statistics into metrics at scrape
+// time. The pool keeps the counts itself, so watching it costs nothing
+// between scrapes; what pgxpool counts up for ever is exposed as a
+// counter, what it reads now as a gauge.
+func newPoolCollector(pool *pgxpool.Pool) *statCollector[*pgxpool.Stat] {
+	metric := func(name, help string, kind prometheus.ValueType, value func(*pgxpool.Stat) float64) statMetric[*pgxpool.Stat] {
+		return newStatMetric("db_pool", name, help, kind, value)
 	}
 	gauge, counter := prometheus.GaugeValue, prometheus.CounterValue
-	return &poolCollector{pool: pool, descs: []poolMetric{
+	return &statCollector[*pgxpool.Stat]{stat: pool.Stat, metrics: []statMetric[*pgxpool.Stat]{
 		metric("total_conns", "Connections open now: idle, acquired and being opened.", gauge,
 			func(s *pgxpool.Stat) float64 { return float64(s.TotalConns()) }),
 		metric("idle_conns", "Connections open and idle now.", gauge,
@@ -58,20 +78,4 @@ func newPoolCollector(pool *pgxpool.Pool) *poolCollector {
 		metric("max_idle_destroys_total", "Connections closed for passing pool_max_conn_idle_time.", counter,
 			func(s *pgxpool.Stat) float64 { return float64(s.MaxIdleDestroyCount()) }),
 	}}
-}
-
-// Describe implements prometheus.Collector.
-func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, m := range c.descs {
-		ch <- m.desc
-	}
-}
-
-// Collect implements prometheus.Collector: one Stat per scrape, so the
-// series of a scrape agree with each other.
-func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.pool.Stat()
-	for _, m := range c.descs {
-		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(s))
-	}
 }

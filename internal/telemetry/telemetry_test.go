@@ -125,15 +125,11 @@ func TestMetricsCountDropsAndSweeps(t *testing.T) {
 		}
 	}
 	page := scrape(t, m)
-	for _, line := range []string{
-		`searchd_sweeper_pass_duration_seconds_count{table="` + sweeper.TableRuns + `"} 2`,
-		`searchd_sweeper_pass_duration_seconds_sum{table="` + sweeper.TableRuns + `"} 2.05`,
-		`searchd_sweeper_backlog_passes_total{table="` + sweeper.TableRuns + `"} 1`,
-	} {
-		if !hasLine(page, line) {
-			t.Errorf("the metrics page lacks %q", line)
-		}
-	}
+	wantLines(t, page,
+		`searchd_sweeper_pass_duration_seconds_count{table="`+sweeper.TableRuns+`"} 2`,
+		`searchd_sweeper_pass_duration_seconds_sum{table="`+sweeper.TableRuns+`"} 2.05`,
+		`searchd_sweeper_backlog_passes_total{table="`+sweeper.TableRuns+`"} 1`,
+	)
 }
 
 func TestMetricsServeThePoolStatistics(t *testing.T) {
@@ -182,8 +178,15 @@ func scrape(t *testing.T, m *Metrics) string {
 	return "\n" + rec.Body.String()
 }
 
-// hasLine reports whether page has line as a whole line.
-func hasLine(page, line string) bool { return strings.Contains(page, "\n"+line+"\n") }
+// wantLines reports each of lines that page lacks as a whole line.
+func wantLines(t *testing.T, page string, lines ...string) {
+	t.Helper()
+	for _, line := range lines {
+		if !strings.Contains(page, "\n"+line+"\n") {
+			t.Errorf("the metrics page lacks %q", line)
+		}
+	}
+}
 
 func itoa(n int32) string {
 	b, _ := json.Marshal(n)
@@ -389,7 +392,7 @@ func TestMetricsCountTheInbox(t *testing.T) {
 	m.ObserveAuditFailure("acme", "duplicate")
 	m.ObserveInbox(7, 1500*time.Millisecond)
 	page := scrape(t, m)
-	for _, line := range []string{
+	wantLines(t, page,
 		`searchd_inbox_applied_total{by="handler",provider="acme"} 1`,
 		`searchd_inbox_applied_total{by="applier",provider="acme"} 2`,
 		`searchd_inbox_copies_total{provider="acme",reason="duplicate"} 1`,
@@ -397,11 +400,7 @@ func TestMetricsCountTheInbox(t *testing.T) {
 		`searchd_webhook_drop_audit_failures_total{provider="acme",reason="duplicate"} 1`,
 		`searchd_inbox_pending 7`,
 		`searchd_inbox_lag_seconds 1.5`,
-	} {
-		if !strings.Contains(page, line+"\n") {
-			t.Errorf("metrics page lacks %q", line)
-		}
-	}
+	)
 }
 
 func TestMetricsCountTheDispatches(t *testing.T) {
@@ -413,18 +412,14 @@ func TestMetricsCountTheDispatches(t *testing.T) {
 	m.ObserveDispatchAttempt("retry", time.Second)
 	m.ObserveDispatchBacklog(12, 3, 90*time.Second)
 	page := scrape(t, m)
-	for _, line := range []string{
+	wantLines(t, page,
 		`searchd_dispatch_attempts_total{outcome="delivered"} 1`,
 		`searchd_dispatch_attempts_total{outcome="retry"} 2`,
 		`searchd_dispatch_attempt_duration_seconds_count{outcome="retry"} 2`,
 		`searchd_dispatch_pending 12`,
 		`searchd_dispatch_failed 3`,
 		`searchd_dispatch_oldest_pending_seconds 90`,
-	} {
-		if !strings.Contains(page, line+"\n") {
-			t.Errorf("metrics page lacks %q", line)
-		}
-	}
+	)
 }
 
 // TestMetricsCountTheScheduleDrain: the drain's counts and gauges, by
@@ -440,7 +435,7 @@ func TestMetricsCountTheScheduleDrain(t *testing.T) {
 	m.ObserveOutcome(schedule.StatusMissed, "")
 	m.ObserveDrain(4, 2500*time.Millisecond, 30*time.Millisecond)
 	page := scrape(t, m)
-	for _, line := range []string{
+	wantLines(t, page,
 		`searchd_schedule_came_due_total 3`,
 		`searchd_schedule_outcomes_total{outcome="started",reason=""} 2`,
 		`searchd_schedule_outcomes_total{outcome="refused",reason="saved_search_archived"} 1`,
@@ -448,11 +443,7 @@ func TestMetricsCountTheScheduleDrain(t *testing.T) {
 		`searchd_schedule_due 4`,
 		`searchd_schedule_lag_seconds 2.5`,
 		`searchd_schedule_tick_duration_seconds_count 1`,
-	} {
-		if !strings.Contains(page, line+"\n") {
-			t.Errorf("metrics page lacks %q", line)
-		}
-	}
+	)
 	for _, l := range strings.Split(page, "\n") {
 		if strings.Contains(l, "searchd_schedule_") && strings.Contains(l, "organization") {
 			t.Errorf("a schedule metric names an organization: %s", l)
