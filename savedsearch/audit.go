@@ -143,10 +143,7 @@ func (s *Store) GetEntry(ctx context.Context, org, id uuid.UUID) (_ *Entry, err 
 func (s *Store) BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) (_ []string, next int64, err error) {
 	defer dberr.Annotate(&err)
 	limit = max(1, min(limit, MaxListLimit))
-	rows, err := s.db.Query(ctx, savedSearchAuditItems, org, id, max(after, 0), limit+1)
-	if err != nil {
-		return nil, 0, fmt.Errorf("savedsearch: baseline items: %w", err)
-	}
+	rows, _ := s.db.Query(ctx, savedSearchAuditItems, org, id, max(after, 0), limit+1) // its error is the rows' (pgx)
 	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, 0, fmt.Errorf("savedsearch: baseline items: %w", err)
