@@ -8,7 +8,9 @@
 // HTTP edge (package api) maps each kind to a status in one table and
 // answers the code and detail the error carries, so it knows no domain
 // package's sentinels; a store translates its driver's errors into kinds
-// at its boundary (internal/dberr), so the edge needs no driver.
+// at its boundary (internal/dberr), so the edge needs no driver: every
+// exported method of a domain package that runs SQL returns a transient
+// database failure as an [Unavailable] wrapping the driver's error.
 //
 // A domain error carries its kind in one of two ways: it is, or wraps, an
 // [*Error] (the domain sentinels are *Error values, so errors.Is against

@@ -146,10 +146,7 @@ func TestAnAbortedAdmissionLeavesNoDispatch(t *testing.T) {
 func TestADispatchGoesWithItsRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	run, _, err := b.store.Admit(b.ctx, direct(b.org, "k", "h"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := b.admit(t, direct(b.org, "k", "h"))
 	if _, _, err := b.store.Report(b.ctx, b.org, run.ID, runs.StatusReport{Status: runs.StatusRunning, Reporter: "rt"}); err != nil {
 		t.Fatal(err)
 	}

@@ -19,13 +19,12 @@ import (
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/jsonenc"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/sqlarg"
 	"github.com/searchd/searchd/snapshot"
 )
 
-// The errors of this package carry the kinds of package errs (their
-// sentinels are errs.Error values of the kind their names say), and every
-// exported method that runs SQL returns a transient database failure as an
-// errs.Unavailable wrapping the driver's error (internal/dberr).
+// The errors of this package carry the kinds of package errs, as its
+// package doc says of every domain package.
 var (
 	// ErrNotFound reports a Run that does not exist in the organization.
 	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "runs: not found", Detail: "no such run in your organization"}
@@ -456,8 +455,8 @@ func (s *Store) insertArgs(p AdmitParams) pgx.StrictNamedArgs {
 	return pgx.StrictNamedArgs{
 		"id": uuid.New(), "org": p.OrganizationID, "kind": p.Kind, "start_key": p.StartKey,
 		"request_hash": p.RequestHash, "saved_search_id": p.SavedSearchID, "snapshot_id": p.SnapshotID,
-		"name": p.Name, "options": nullJSON(p.Options), "input": nullJSON(p.Input),
-		"created_by": nullString(p.Actor), "retention_us": Retention.Microseconds(), "now": s.nowArg(),
+		"name": p.Name, "options": sqlarg.JSON(p.Options), "input": sqlarg.JSON(p.Input),
+		"created_by": sqlarg.Null(p.Actor), "retention_us": Retention.Microseconds(), "now": s.nowArg(),
 	}
 }
 
@@ -564,39 +563,25 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []List
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	limit = min(limit, MaxListLimit)
+	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
 	createdAt, id := keyset.Args(pos)
 	// One row more than the page says whether a next page exists.
-	var rows pgx.Rows
+	query, args := runList, []any{org, createdAt, id, limit + 1}
 	if p.SavedSearchID != nil {
-		rows, err = s.db.Query(ctx, runListBySavedSearch, org, createdAt, id, limit+1, *p.SavedSearchID)
-	} else {
-		rows, err = s.db.Query(ctx, runList, org, createdAt, id, limit+1)
+		query, args = runListBySavedSearch, append(args, *p.SavedSearchID)
 	}
+	rows, _ := s.db.Query(ctx, query, args...)
+	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[ListItem], ListItem.position)
 	if err != nil {
 		return nil, "", fmt.Errorf("runs: list: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ListItem, error) {
-		var it ListItem
-		err := r.Scan(&it.ID, &it.OrganizationID, &it.Kind, &it.SavedSearchID, &it.SnapshotID,
-			&it.Name, &it.Status, &it.Options, &it.InputBytes, &it.CreatedAt, &it.RetainUntil,
-			&it.Version, &it.UpdatedAt)
-		return it, err
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("runs: list: %w", err)
-	}
-	if list == nil {
-		list = []ListItem{}
-	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].CreatedAt, ID: list[i].ID}
-	})
 	return list, next, nil
+}
+
+func (r Run) position() keyset.Position { return keyset.Position{CreatedAt: r.CreatedAt, ID: r.ID} }
+
+func (it ListItem) position() keyset.Position {
+	return keyset.Position{CreatedAt: it.CreatedAt, ID: it.ID}
 }
 
 // runScan holds what runColumns scan into: the Run, and the columns of
@@ -650,18 +635,4 @@ func translate(op string, err error) error {
 		}
 	}
 	return fmt.Errorf("runs: %s: %w", op, err)
-}
-
-func nullJSON(b json.RawMessage) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return string(b)
-}
-
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }

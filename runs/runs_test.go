@@ -49,6 +49,16 @@ func direct(org uuid.UUID, key, hash string) runs.AdmitParams {
 	}
 }
 
+// admit admits p and returns its Run, failing the test on an error.
+func (b bundle) admit(t *testing.T, p runs.AdmitParams) *runs.Run {
+	t.Helper()
+	run, _, err := b.store.Admit(b.ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
 // savedSearchRun makes a saved search and a snapshot of it and returns the
 // params of a Run on them.
 func (b bundle) savedSearchRun(t *testing.T, key string) runs.AdmitParams {
@@ -108,10 +118,7 @@ func TestAdmitInsertsOnceThenReplays(t *testing.T) {
 func TestRunJSONHasTheContractShape(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	run, _, err := b.store.Admit(b.ctx, direct(b.org, "k", "h"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := b.admit(t, direct(b.org, "k", "h"))
 	body, _ := json.Marshal(run)
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(body, &doc); err != nil {
@@ -227,10 +234,7 @@ func TestReadsAreScopedToTheOrganization(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	p := b.savedSearchRun(t, "k")
-	run, _, err := b.store.Admit(b.ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := b.admit(t, p)
 	if got, err := b.store.Get(b.ctx, b.org, run.ID); err != nil || got.ID != run.ID {
 		t.Errorf("Get = %v, %v", got, err)
 	}
@@ -256,10 +260,7 @@ func TestLookupStartJoinsTheSnapshotSummary(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	p := b.savedSearchRun(t, "k")
-	run, _, err := b.store.Admit(b.ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := b.admit(t, p)
 	snap, err := snapshot.NewStore(b.db).Get(b.ctx, b.org, *p.SnapshotID)
 	if err != nil {
 		t.Fatal(err)
@@ -276,10 +277,7 @@ func TestLookupStartJoinsTheSnapshotSummary(t *testing.T) {
 		t.Errorf("options = %s, %v; want max_results 100 and an empty note", got.Options, err)
 	}
 
-	d, _, err := b.store.Admit(b.ctx, direct(b.org, "k", "h"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := b.admit(t, direct(b.org, "k", "h"))
 	got, sum, err = b.store.LookupStart(b.ctx, b.org, runs.DirectStartKey("k"))
 	if err != nil || got.ID != d.ID || sum != nil {
 		t.Errorf("LookupStart(direct) = %v, %+v, %v; want Run %s and no snapshot", got, sum, err, d.ID)
@@ -298,15 +296,9 @@ func TestStartKeyReplaysUntilItsRetentionPassesAndNotAfter(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	p := b.savedSearchRun(t, "k")
-	run, _, err := b.store.Admit(b.ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := b.admit(t, p)
 	d := direct(b.org, "d", "h")
-	drun, _, err := b.store.Admit(b.ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	drun := b.admit(t, d)
 
 	b.clock.Advance(runs.Retention - time.Microsecond)
 	if got, sum, err := b.store.LookupStart(b.ctx, b.org, p.StartKey); err != nil || got.ID != run.ID || sum == nil {
@@ -360,10 +352,7 @@ func TestListPagesNewestFirstAndFiltersBySavedSearch(t *testing.T) {
 		} else {
 			p = direct(b.org, key, "h")
 		}
-		run, _, err := b.store.Admit(b.ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		run := b.admit(t, p)
 		all = append([]uuid.UUID{run.ID}, all...)
 		if i == 2 {
 			searchID = *p.SavedSearchID
@@ -372,10 +361,7 @@ func TestListPagesNewestFirstAndFiltersBySavedSearch(t *testing.T) {
 			b.clock.Advance(time.Second)
 			p2 := p
 			p2.StartKey, p2.RequestHash = runs.SavedSearchStartKey("c2"), "h-c2"
-			run2, _, err := b.store.Admit(b.ctx, p2)
-			if err != nil {
-				t.Fatal(err)
-			}
+			run2 := b.admit(t, p2)
 			all = append([]uuid.UUID{run2.ID}, all...)
 			ofSearch = append([]uuid.UUID{run2.ID}, ofSearch...)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // SearchParams are the inputs of [Store.Search]; zero filters match every
@@ -44,38 +45,25 @@ func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) (_ []
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	limit = min(limit, MaxListLimit)
+	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
 	at, id := keyset.Args(pos)
 	var keys any
 	if p.Key != "" {
 		keys = []string{SavedSearchStartKey(p.Key), DirectStartKey(p.Key)}
 	}
-	rows, err := s.db.Query(ctx, runSearch, org, at, id, limit+1,
-		nullUUID(p.SavedSearchID), nullUUID(p.SnapshotID), nullString(p.Actor), keys,
-		nullString(p.Status), nullTime(p.From), nullTime(p.To))
-	if err != nil {
-		return nil, "", fmt.Errorf("runs: search: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Run, error) {
-		var run runScan
-		if err := r.Scan(run.scanDest()...); err != nil {
+	rows, _ := s.db.Query(ctx, runSearch, org, at, id, limit+1,
+		sqlarg.Null(p.SavedSearchID), sqlarg.Null(p.SnapshotID), sqlarg.Null(p.Actor), keys,
+		sqlarg.Null(p.Status), sqlarg.Null(p.From), sqlarg.Null(p.To))
+	list, next, err := keyset.Collect(rows, limit, func(r pgx.CollectableRow) (Run, error) {
+		run, err := scanRun(r)
+		if err != nil {
 			return Run{}, err
 		}
-		return *run.run(), nil
-	})
+		return *run, nil
+	}, Run.position)
 	if err != nil {
 		return nil, "", fmt.Errorf("runs: search: %w", err)
 	}
-	if list == nil {
-		list = []Run{}
-	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].CreatedAt, ID: list[i].ID}
-	})
 	return list, next, nil
 }
 
@@ -133,17 +121,3 @@ WHERE r.organization_id = $1
 		coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
 ORDER BY r.created_at DESC, r.id DESC
 LIMIT $4`
-
-func nullUUID(id uuid.UUID) any {
-	if id == uuid.Nil {
-		return nil
-	}
-	return id
-}
-
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
-}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // Limits of a status report, checked by [StatusReport.Validate] before any
@@ -179,7 +180,7 @@ func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (
 	var run *Run
 	err = sendInTx(ctx, s.db, func(b *pgx.Batch) {
 		b.Queue(runStatusSet, pgx.StrictNamedArgs{
-			"org": org, "id": id, "status": r.Status, "result_ref": nullString(r.ResultRef),
+			"org": org, "id": id, "status": r.Status, "result_ref": sqlarg.Null(r.ResultRef),
 			"error_code": code, "error_message": message, "now": s.nowArg(),
 		}).QueryRow(func(row pgx.Row) error {
 			changed, err := scanRun(row)
@@ -189,7 +190,7 @@ func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (
 			run = changed
 			return nil
 		})
-		b.Queue(statusChangeInsert, pgx.StrictNamedArgs{"org": org, "id": id, "reported_by": nullString(r.Reporter)})
+		b.Queue(statusChangeInsert, pgx.StrictNamedArgs{"org": org, "id": id, "reported_by": sqlarg.Null(r.Reporter)})
 	})
 	if err != nil {
 		return nil, false, err

@@ -32,10 +32,7 @@ func (b bundle) stored(t *testing.T, id uuid.UUID) (status string, version int64
 func TestReportMovesTheStatusForwardOnceAndRecordsEachChange(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	run, _, err := b.store.Admit(b.ctx, direct(b.org, "k", "h"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := b.admit(t, direct(b.org, "k", "h"))
 	steps := []struct {
 		name        string
 		r           runs.StatusReport
@@ -94,10 +91,7 @@ func TestReportAcceptsAForwardJump(t *testing.T) {
 		{Status: runs.StatusFailed, Error: &runs.RunError{Code: "quota.exceeded", Message: &msg}},
 		{Status: runs.StatusCancelled, Error: &runs.RunError{Code: "user_cancelled"}},
 	} {
-		run, _, err := b.store.Admit(b.ctx, direct(b.org, uuid.NewString(), "h"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		run := b.admit(t, direct(b.org, uuid.NewString(), "h"))
 		got, changed, err := b.store.Report(b.ctx, b.org, run.ID, st)
 		if err != nil || !changed || got.Status != st.Status || got.Version != 2 {
 			t.Fatalf("queued -> %s = %+v, %v, %v; want changed to v2", st.Status, got, changed, err)
@@ -112,10 +106,7 @@ func TestReportAcceptsAForwardJump(t *testing.T) {
 func TestReportRefusesToChangeAFinishedRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	run, _, err := b.store.Admit(b.ctx, direct(b.org, "k", "h"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := b.admit(t, direct(b.org, "k", "h"))
 	if _, _, err := b.store.Report(b.ctx, b.org, run.ID, runs.StatusReport{Status: runs.StatusSucceeded, ResultRef: "r1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -146,10 +137,7 @@ func TestReportRefusesToChangeAFinishedRun(t *testing.T) {
 func TestConcurrentDuplicateReportsChangeTheRunOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	run, _, err := b.store.Admit(b.ctx, direct(b.org, "k", "h"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := b.admit(t, direct(b.org, "k", "h"))
 	race := func(reports []runs.StatusReport) (changed int, versions map[int64]int, finished int, winners map[string]int) {
 		var (
 			wg sync.WaitGroup
@@ -209,10 +197,7 @@ func TestConcurrentDuplicateReportsChangeTheRunOnce(t *testing.T) {
 func TestReportIsScopedToTheOrganization(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	run, _, err := b.store.Admit(b.ctx, direct(b.org, "k", "h"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := b.admit(t, direct(b.org, "k", "h"))
 	other := uuid.New()
 	if _, _, err := b.store.Report(b.ctx, other, run.ID, report(runs.StatusSucceeded)); !errors.Is(err, runs.ErrNotFound) {
 		t.Errorf("another organization's report = %v, want ErrNotFound", err)
@@ -232,10 +217,7 @@ func TestReportIsScopedToTheOrganization(t *testing.T) {
 func TestReportValidation(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	run, _, err := b.store.Admit(b.ctx, direct(b.org, "k", "h"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := b.admit(t, direct(b.org, "k", "h"))
 	long := strings.Repeat("x", runs.MaxErrorMessageLen+1)
 	for _, tc := range []struct {
 		r     runs.StatusReport

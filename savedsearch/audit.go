@@ -96,32 +96,17 @@ func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (
 	if utf8.RuneCountInString(p.Name) > MaxNameLen || !utf8.ValidString(p.Name) {
 		return nil, "", fmt.Errorf("%w: name filter: at most %d characters of UTF-8", ErrInvalid, MaxNameLen)
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	limit = min(limit, MaxListLimit)
+	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
 	createdAt, id := keyset.Args(pos)
 	var pattern any
 	if p.Name != "" {
 		pattern = "%" + likeEscaper.Replace(p.Name) + "%"
 	}
-	rows, err := s.db.Query(ctx, savedSearchAuditList, org, createdAt, id, limit+1, p.IncludeArchived, pattern)
+	rows, _ := s.db.Query(ctx, savedSearchAuditList, org, createdAt, id, limit+1, p.IncludeArchived, pattern)
+	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[AuditSummary], AuditSummary.position)
 	if err != nil {
 		return nil, "", fmt.Errorf("savedsearch: list all: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditSummary, error) {
-		var it AuditSummary
-		err := r.Scan(&it.ID, &it.OrganizationID, &it.Name, &it.Query, &it.Version,
-			&it.CreatedAt, &it.UpdatedAt, &it.BriefBytes, &it.BaselineItems, &it.ArchivedAt, &it.CreatedBy)
-		return it, err
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("savedsearch: list all: %w", err)
-	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].CreatedAt, ID: list[i].ID}
-	})
 	return list, next, nil
 }
 
@@ -158,10 +143,7 @@ func (s *Store) GetEntry(ctx context.Context, org, id uuid.UUID) (_ *Entry, err 
 func (s *Store) BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) (_ []string, next int64, err error) {
 	defer dberr.Annotate(&err)
 	limit = max(1, min(limit, MaxListLimit))
-	rows, err := s.db.Query(ctx, savedSearchAuditItems, org, id, max(after, 0), limit+1)
-	if err != nil {
-		return nil, 0, fmt.Errorf("savedsearch: baseline items: %w", err)
-	}
+	rows, _ := s.db.Query(ctx, savedSearchAuditItems, org, id, max(after, 0), limit+1) // its error is the rows' (pgx)
 	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, 0, fmt.Errorf("savedsearch: baseline items: %w", err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/searchd/searchd/errs"
@@ -41,13 +40,10 @@ const (
 	MaxSavedSearchBytes = MaxBriefBytes + MaxBaselineBytes
 )
 
-// FieldError names one refused field: Field is its JSON path
+// FieldError names one refused field: Name is its JSON path
 // ("brief.filters", "baseline.cursor") and Message says which limit it
 // breaks.
-type FieldError struct {
-	Field   string
-	Message string
-}
+type FieldError = errs.Field
 
 // LimitError is the refusal of input over a size limit. It is wrapped with
 // [ErrInvalid], so errors.Is(err, ErrInvalid) holds for it too.
@@ -56,56 +52,42 @@ type LimitError struct {
 }
 
 // ErrorFields names the refused fields, for errs.FieldsOf.
-func (e *LimitError) ErrorFields() []errs.Field {
-	fields := make([]errs.Field, len(e.Fields))
-	for i, f := range e.Fields {
-		fields[i] = errs.Field{Name: f.Field, Message: f.Message}
-	}
-	return fields
-}
+func (e *LimitError) ErrorFields() []errs.Field { return e.Fields }
 
 func (e *LimitError) Error() string {
 	parts := make([]string, len(e.Fields))
 	for i, f := range e.Fields {
-		parts[i] = f.Field + " " + f.Message
+		parts[i] = f.Name + " " + f.Message
 	}
 	return strings.Join(parts, "; ")
 }
 
-// checkBriefLimits returns the limits b breaks, if any.
+// checkBriefLimits returns the limit b breaks, if any.
 func checkBriefLimits(b *Brief, field string) []FieldError {
-	var out []FieldError
 	if len(b.Filters) > 0 {
 		raw, err := json.Marshal(b.Filters)
 		if err != nil {
-			return []FieldError{{join(field, "filters"), "cannot be encoded as JSON"}}
+			return refused(field, "filters", "cannot be encoded as JSON")
 		}
 		switch depth, keys := filterShape(raw); {
 		case len(raw) > MaxFilterBytes:
-			out = append(out, FieldError{join(field, "filters"),
-				fmt.Sprintf("must be at most %d bytes of JSON (the filter size limit); it is %d", MaxFilterBytes, len(raw))})
+			return refused(field, "filters", "must be at most %d bytes of JSON (the filter size limit); it is %d", MaxFilterBytes, len(raw))
 		case depth > MaxFilterDepth:
-			out = append(out, FieldError{join(field, "filters"),
-				fmt.Sprintf("must nest at most %d levels (the filter depth limit); it nests %d", MaxFilterDepth, depth)})
+			return refused(field, "filters", "must nest at most %d levels (the filter depth limit); it nests %d", MaxFilterDepth, depth)
 		case keys > MaxFilterKeys:
-			out = append(out, FieldError{join(field, "filters"),
-				fmt.Sprintf("must hold at most %d object members at all depths (the filter key limit); it holds %d", MaxFilterKeys, keys)})
+			return refused(field, "filters", "must hold at most %d object members at all depths (the filter key limit); it holds %d", MaxFilterKeys, keys)
 		}
 	}
-	if len(out) == 0 {
-		if raw, err := json.Marshal(b); err == nil && len(raw) > MaxBriefBytes {
-			out = append(out, FieldError{field,
-				fmt.Sprintf("must be at most %d bytes of JSON (the brief size limit); it is %d", MaxBriefBytes, len(raw))})
-		}
+	if raw, err := json.Marshal(b); err == nil && len(raw) > MaxBriefBytes {
+		return refused(field, "", "must be at most %d bytes of JSON (the brief size limit); it is %d", MaxBriefBytes, len(raw))
 	}
-	return out
+	return nil
 }
 
-// checkBaselineLimits returns the limits b breaks, if any.
+// checkBaselineLimits returns the limit b breaks, if any.
 func checkBaselineLimits(b *Baseline, field string) []FieldError {
 	if b.Cursor != nil && len(*b.Cursor) > MaxCursorBytes {
-		return []FieldError{{join(field, "cursor"),
-			fmt.Sprintf("must be at most %d bytes (the cursor limit); it is %d", MaxCursorBytes, len(*b.Cursor))}}
+		return refused(field, "cursor", "must be at most %d bytes (the cursor limit); it is %d", MaxCursorBytes, len(*b.Cursor))
 	}
 	// The JSON size without encoding it: each item costs its bytes, its
 	// quotes and a comma, and escapes only grow it, so count those too.
@@ -120,10 +102,16 @@ func checkBaselineLimits(b *Baseline, field string) []FieldError {
 		size += jsonStringLen(*b.Cursor)
 	}
 	if size > MaxBaselineBytes {
-		return []FieldError{{join(field, "items"),
-			fmt.Sprintf("with the cursor, must be at most %d bytes of JSON (the baseline size limit)", MaxBaselineBytes)}}
+		return refused(field, "items", "with the cursor, must be at most %d bytes of JSON (the baseline size limit)", MaxBaselineBytes)
 	}
 	return nil
+}
+
+// refused returns the one refusal of member name of field, its JSON path
+// "field.name" ("name" for the body, "field" for name ""), with its message
+// formatted.
+func refused(field, name, format string, args ...any) []FieldError {
+	return []FieldError{{Name: strings.Trim(field+"."+name, "."), Message: fmt.Sprintf(format, args...)}}
 }
 
 // jsonStringLen returns the length of s as encoding/json writes it.
@@ -149,33 +137,28 @@ func jsonStringLen(s string) int {
 // number of object members of the JSON object raw.
 func filterShape(raw []byte) (depth, keys int) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	level := 0
 	var stack []bool // true for an object
 	expectKey := false
 	for {
 		tok, err := dec.Token()
-		if err == io.EOF || err != nil {
+		if err != nil {
 			return depth, keys
 		}
-		if d, ok := tok.(json.Delim); ok {
-			switch d {
-			case '{', '[':
-				level++
-				depth = max(depth, level)
-				stack = append(stack, d == '{')
-				expectKey = d == '{'
-			default:
-				level--
-				stack = stack[:len(stack)-1]
-				expectKey = len(stack) > 0 && stack[len(stack)-1]
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			stack = append(stack, tok == json.Delim('{'))
+			depth = max(depth, len(stack))
+			expectKey = tok == json.Delim('{')
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			expectKey = len(stack) > 0 && stack[len(stack)-1]
+		default:
+			if len(stack) > 0 && stack[len(stack)-1] {
+				if expectKey {
+					keys++
+				}
+				expectKey = !expectKey
 			}
-			continue
-		}
-		if len(stack) > 0 && stack[len(stack)-1] {
-			if expectKey {
-				keys++
-			}
-			expectKey = !expectKey
 		}
 	}
 }
@@ -187,12 +170,4 @@ func limitError(fields []FieldError) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrInvalid, &LimitError{Fields: fields})
-}
-
-// join returns the JSON path of member name under field ("" for the body).
-func join(field, name string) string {
-	if field == "" {
-		return name
-	}
-	return field + "." + name
 }

@@ -67,7 +67,7 @@ func TestSizeLimitsAreCheckedBeforeAnySQL(t *testing.T) {
 	for _, tt := range tests {
 		err := tt.call()
 		var le *savedsearch.LimitError
-		if !errors.Is(err, savedsearch.ErrInvalid) || !errors.As(err, &le) || len(le.Fields) != 1 || le.Fields[0].Field != tt.field ||
+		if !errors.Is(err, savedsearch.ErrInvalid) || !errors.As(err, &le) || len(le.Fields) != 1 || le.Fields[0].Name != tt.field ||
 			!strings.Contains(le.Fields[0].Message, tt.limit) {
 			t.Errorf("%s = %v, want ErrInvalid with a LimitError on %s", tt.name, err, tt.field)
 		}

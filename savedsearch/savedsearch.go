@@ -17,12 +17,11 @@ import (
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// The errors of this package carry the kinds of package errs (their
-// sentinels are errs.Error values of the kind their names say), and every
-// exported method that runs SQL returns a transient database failure as an
-// errs.Unavailable wrapping the driver's error (internal/dberr).
+// The errors of this package carry the kinds of package errs, as its
+// package doc says of every domain package.
 var (
 	// ErrNotFound reports a saved search that does not exist, belongs to
 	// another organization or is archived.
@@ -124,6 +123,8 @@ type Summary struct {
 	// ones (ListParams.Archived), omitted for a live one.
 	ArchivedAt *time.Time `json:"archived_at,omitempty"`
 }
+
+func (s Summary) position() keyset.Position { return keyset.Position{CreatedAt: s.CreatedAt, ID: s.ID} }
 
 // CreateParams are the inputs of [Store.Create]. The json names are those of
 // the HTTP request body.
@@ -256,7 +257,7 @@ func (s *Store) CreateIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p Create
 	}
 	args := pgx.StrictNamedArgs{
 		"id": uuid.New(), "org": org, "name": p.Name, "brief": string(brief),
-		"created_by": nullString(p.Actor),
+		"created_by": sqlarg.Null(p.Actor),
 	}
 	var ss SavedSearch
 	var raw []byte
@@ -295,22 +296,15 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summ
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	limit = min(limit, MaxListLimit)
+	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
 	createdAt, id := keyset.Args(pos)
 	query := savedSearchList
 	if p.Archived {
 		query = savedSearchListArchived
 	}
 	// One row more than the page says whether a next page exists.
-	rows, err := s.db.Query(ctx, query, org, createdAt, id, limit+1)
-	if err != nil {
-		return nil, "", fmt.Errorf("savedsearch: list: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Summary, error) {
+	rows, _ := s.db.Query(ctx, query, org, createdAt, id, limit+1)
+	list, next, err := keyset.Collect(rows, limit, func(r pgx.CollectableRow) (Summary, error) {
 		var it Summary
 		var query *string
 		err := r.Scan(&it.ID, &it.OrganizationID, &it.Name, &query, &it.Version,
@@ -319,13 +313,10 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summ
 			it.Query = *query
 		}
 		return it, err
-	})
+	}, Summary.position)
 	if err != nil {
 		return nil, "", fmt.Errorf("savedsearch: list: %w", err)
 	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].CreatedAt, ID: list[i].ID}
-	})
 	return list, next, nil
 }
 
@@ -380,7 +371,7 @@ func (s *Store) UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(
 	var ss *SavedSearch
 	var refused error // change's error, or its answer's, returned as it is
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		cur, err := scanSavedSearch(tx.QueryRow(ctx, savedSearchLockGet, org, id))
+		cur, err := scanSavedSearch(tx.QueryRow(ctx, savedSearchLockGet, org, id), false)
 		if err != nil {
 			return err
 		}
@@ -534,7 +525,7 @@ func (s *Store) Exists(ctx context.Context, org, id uuid.UUID) (_ bool, err erro
 // returns [ErrNotFound] when org has no such saved search.
 func (s *Store) GetAny(ctx context.Context, org, id uuid.UUID) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
-	ss, err := scanArchivable(s.db.QueryRow(ctx, savedSearchGetAny, org, id))
+	ss, err := scanSavedSearch(s.db.QueryRow(ctx, savedSearchGetAny, org, id), true)
 	if err != nil {
 		return nil, wrap("get", err)
 	}
@@ -583,27 +574,8 @@ func checkVersion(ctx context.Context, tx DBTX, org, id uuid.UUID, ifMatch func(
 	return nil
 }
 
-// scanArchivable scans the columns of savedSearchGetAny and
-// savedSearchListArchived: those of scanSavedSearch, then archived_at.
-func scanArchivable(row pgx.Row) (*SavedSearch, error) {
-	var (
-		ss  SavedSearch
-		raw []byte
-	)
-	err := row.Scan(&ss.ID, &ss.OrganizationID, &ss.Name, &raw, &ss.Version,
-		&ss.CreatedAt, &ss.UpdatedAt, &ss.Baseline.Items, &ss.Baseline.Cursor, &ss.ArchivedAt)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(raw, &ss.Brief); err != nil {
-		return nil, fmt.Errorf("decode brief: %w", err)
-	}
-	ss.Baseline.Items = items(ss.Baseline.Items)
-	return &ss, nil
-}
-
 func getSavedSearch(ctx context.Context, db DBTX, org, id uuid.UUID) (*SavedSearch, error) {
-	ss, err := scanSavedSearch(db.QueryRow(ctx, savedSearchGet, org, id))
+	ss, err := scanSavedSearch(db.QueryRow(ctx, savedSearchGet, org, id), false)
 	if err != nil {
 		return nil, wrap("get", err)
 	}
@@ -631,14 +603,19 @@ func updateSavedSearch(ctx context.Context, db DBTX, org, id uuid.UUID, name *st
 	return &ss, nil
 }
 
-func scanSavedSearch(row pgx.Row) (*SavedSearch, error) {
+// scanSavedSearch scans the columns of savedSearchGet, and with
+// archivable those of savedSearchGetAny, which add archived_at.
+func scanSavedSearch(row pgx.Row, archivable bool) (*SavedSearch, error) {
 	var (
 		ss  SavedSearch
 		raw []byte
 	)
-	err := row.Scan(&ss.ID, &ss.OrganizationID, &ss.Name, &raw, &ss.Version,
-		&ss.CreatedAt, &ss.UpdatedAt, &ss.Baseline.Items, &ss.Baseline.Cursor)
-	if err != nil {
+	dest := []any{&ss.ID, &ss.OrganizationID, &ss.Name, &raw, &ss.Version,
+		&ss.CreatedAt, &ss.UpdatedAt, &ss.Baseline.Items, &ss.Baseline.Cursor}
+	if archivable {
+		dest = append(dest, &ss.ArchivedAt)
+	}
+	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(raw, &ss.Brief); err != nil {
@@ -669,13 +646,6 @@ func items(v []string) []string {
 		return []string{}
 	}
 	return v
-}
-
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }
 
 // ErrorKind returns [errs.PreconditionFailed].

@@ -113,11 +113,7 @@ func (s *Store) Occurrences(ctx context.Context, org, id uuid.UUID, p ListParams
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	limit = min(limit, MaxListLimit)
+	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
 	var known bool
 	if err := s.db.QueryRow(ctx, savedSearchKnown, org, id).Scan(&known); err != nil {
 		return nil, "", fmt.Errorf("schedule: occurrences: %w", err)
@@ -132,20 +128,12 @@ func (s *Store) Occurrences(ctx context.Context, org, id uuid.UUID, p ListParams
 	if pos != nil {
 		before = pos.CreatedAt
 	}
-	rows, err := s.db.Query(ctx, occurrenceList, org, id, before, limit+1)
+	rows, _ := s.db.Query(ctx, occurrenceList, org, id, before, limit+1)
+	list, next, err := keyset.Collect(rows, limit, func(r pgx.CollectableRow) (Occurrence, error) { return scanOccurrence(r) },
+		func(o Occurrence) keyset.Position { return keyset.Position{CreatedAt: o.DueAt, ID: o.ID} })
 	if err != nil {
 		return nil, "", fmt.Errorf("schedule: occurrences: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Occurrence, error) { return scanOccurrence(r) })
-	if err != nil {
-		return nil, "", fmt.Errorf("schedule: occurrences: %w", err)
-	}
-	if list == nil {
-		list = []Occurrence{}
-	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].DueAt, ID: list[i].ID}
-	})
 	return list, next, nil
 }
 

@@ -325,71 +325,69 @@ func plan(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, erro
 	return res, nil
 }
 
+// planRow is a schedule as planRead reads it, with the plan's clock.
+type planRow struct {
+	Now        time.Time
+	Org, ID    uuid.UUID
+	Interval   *int64
+	Expr, Zone string
+	Start      time.Time
+	CatchUp    int64
+	Next       time.Time
+	Archived   bool
+}
+
+// dues returns the occurrences of r from next_due_at to now (most of them
+// at the most) and the new next_due_at: the first one left, nil when the
+// schedule will not come due again.
+func (r planRow) dues(most int) (dues []time.Time, next *time.Time) {
+	var iv time.Duration
+	if r.Interval != nil {
+		iv = time.Duration(*r.Interval) * time.Second
+	}
+	c, cerr := newCadence(iv, r.Expr, r.Zone, r.Start)
+	d := r.Next
+	for len(dues) < most && !d.After(r.Now) {
+		dues = append(dues, d)
+		if r.Archived || cerr != nil {
+			// An archived saved search comes due once more, so its
+			// schedule's end is on record (the start refuses it), and
+			// never again.
+			return dues, nil
+		}
+		var ok bool
+		if d, ok = c.after(d); !ok {
+			return dues, nil
+		}
+	}
+	return dues, &d
+}
+
 // planShard plans the schedules of one group, in one transaction.
 func planShard(ctx context.Context, db *pgxpool.Pool, p passParams, g shardpass.Group) (planned, plannedMissed int, err error) {
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		planned, plannedMissed = 0, 0
-		rows, err := tx.Query(ctx, planRead, g.Args(pgx.NamedArgs{"now": p.now}))
+		rows, _ := tx.Query(ctx, planRead, g.Args(pgx.NamedArgs{"now": p.now}))
+		schedules, err := pgx.CollectRows(rows, pgx.RowToStructByPos[planRow])
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
+		if len(schedules) == 0 {
+			return nil
+		}
 		var (
-			now                       time.Time
 			orgs, ids, advOrgs, advID []uuid.UUID
 			dues, deadlines, nexts    []*time.Time
 		)
-		for rows.Next() {
-			var (
-				org, id  uuid.UUID
-				interval *int64
-				expr, tz string
-				start    time.Time
-				catchUp  int64
-				next     time.Time
-				archived bool
-			)
-			if err := rows.Scan(&now, &org, &id, &interval, &expr, &tz, &start, &catchUp, &next, &archived); err != nil {
-				rows.Close()
-				return fmt.Errorf("read: %w", err)
+		for _, sc := range schedules {
+			ds, next := sc.dues(p.maxPlanned)
+			for _, due := range ds {
+				deadline := due.Add(time.Duration(sc.CatchUp) * time.Second)
+				orgs, ids, dues, deadlines = append(orgs, sc.Org), append(ids, sc.ID), append(dues, &due), append(deadlines, &deadline)
 			}
-			var iv time.Duration
-			if interval != nil {
-				iv = time.Duration(*interval) * time.Second
-			}
-			// Every occurrence from next_due_at to now, at most maxPlanned;
-			// the new next_due_at is the first one left, nil when the
-			// schedule will not come due again.
-			c, cerr := newCadence(iv, expr, tz, start)
-			d, ended := next, false
-			for n := 0; n < p.maxPlanned && !d.After(now); n++ {
-				due, deadline := d, d.Add(time.Duration(catchUp)*time.Second)
-				orgs, ids, dues, deadlines = append(orgs, org), append(ids, id), append(dues, &due), append(deadlines, &deadline)
-				if archived || cerr != nil {
-					// An archived saved search comes due once more, so its
-					// schedule's end is on record (the start refuses it),
-					// and never again.
-					ended = true
-					break
-				}
-				var ok bool
-				if d, ok = c.after(d); !ok {
-					ended = true
-					break
-				}
-			}
-			var after *time.Time
-			if !ended {
-				after = &d
-			}
-			advOrgs, advID, nexts = append(advOrgs, org), append(advID, id), append(nexts, after)
+			advOrgs, advID, nexts = append(advOrgs, sc.Org), append(advID, sc.ID), append(nexts, next)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read: %w", err)
-		}
-		if len(advOrgs) == 0 {
-			return nil
-		}
+		now := schedules[len(schedules)-1].Now
 		b := &pgx.Batch{}
 		b.Queue(planInsert, now, orgs, ids, dues, deadlines, p.retention.Microseconds()).Query(func(rows pgx.Rows) error {
 			for rows.Next() {

@@ -18,10 +18,8 @@ import (
 	"github.com/searchd/searchd/internal/keyset"
 )
 
-// The errors of this package carry the kinds of package errs (their
-// sentinels are errs.Error values of the kind their names say), and every
-// exported method that runs SQL returns a transient database failure as an
-// errs.Unavailable wrapping the driver's error (internal/dberr).
+// The errors of this package carry the kinds of package errs, as its
+// package doc says of every domain package.
 var (
 	// ErrNotFound reports a saved search with no schedule.
 	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "schedule: the saved search has no schedule",
@@ -315,15 +313,12 @@ func (s *Store) SetOnce(ctx context.Context, plane *idempotency.Service, org, id
 	if err := p.Validate(); err != nil {
 		return nil, false, false, err
 	}
+	// The hash covers the saved search and p's fields by their json
+	// names (Actor and IfMatch have none).
 	hash, err := idempotency.RequestHash(setHashDomain, struct {
-		SavedSearchID   uuid.UUID  `json:"saved_search_id"`
-		IntervalSeconds *int64     `json:"interval_seconds"`
-		Cron            *string    `json:"cron"`
-		TimeZone        *string    `json:"time_zone"`
-		StartAt         *time.Time `json:"start_at"`
-		CatchUpSeconds  *int64     `json:"catch_up_seconds"`
-		Paused          *bool      `json:"paused"`
-	}{id, p.IntervalSeconds, p.Cron, p.TimeZone, p.StartAt, p.CatchUpSeconds, p.Paused})
+		SavedSearchID uuid.UUID `json:"saved_search_id"`
+		SetParams
+	}{id, p})
 	if err != nil {
 		return nil, false, false, err
 	}

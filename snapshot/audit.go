@@ -81,10 +81,7 @@ func (s *Store) Header(ctx context.Context, org, id uuid.UUID) (_ *Header, err e
 func (s *Store) BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) (_ []string, next int64, err error) {
 	defer dberr.Annotate(&err)
 	after, limit = max(after, 0), max(1, min(limit, MaxListLimit))
-	rows, err := s.db.Query(ctx, snapshotAuditItems, org, id, after, limit+1)
-	if err != nil {
-		return nil, 0, fmt.Errorf("snapshot: baseline items: %w", err)
-	}
+	rows, _ := s.db.Query(ctx, snapshotAuditItems, org, id, after, limit+1) // its error is the rows' (pgx)
 	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, 0, fmt.Errorf("snapshot: baseline items: %w", err)

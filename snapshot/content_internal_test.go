@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/searchd/searchd/internal/canonjson"
 	"github.com/searchd/searchd/savedsearch"
 )
 
@@ -56,4 +57,17 @@ func TestContentDocWritesCanonjsonsBytes(t *testing.T) {
 		}
 	}
 	t.Log(fmt.Sprintf("%d documents compared", n))
+}
+
+// canonicalContent is the document of ContentHash through canonjson, the
+// definition contentDoc must match.
+func canonicalContent(brief savedsearch.Brief, baseline savedsearch.Baseline) ([]byte, error) {
+	doc, err := canonjson.Marshal(struct {
+		Baseline savedsearch.Baseline `json:"baseline"`
+		Brief    savedsearch.Brief    `json:"brief"`
+	}{baseline, brief})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: content hash: %w", err)
+	}
+	return doc, nil
 }

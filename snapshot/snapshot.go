@@ -23,10 +23,8 @@ import (
 	"github.com/searchd/searchd/savedsearch"
 )
 
-// The errors of this package carry the kinds of package errs (their
-// sentinels are errs.Error values of the kind their names say), and every
-// exported method that runs SQL returns a transient database failure as an
-// errs.Unavailable wrapping the driver's error (internal/dberr).
+// The errors of this package carry the kinds of package errs, as its
+// package doc says of every domain package.
 var (
 	// ErrNotFound reports a snapshot, or a saved search to freeze or list,
 	// that does not exist in the organization. [Freeze] also answers it
@@ -226,19 +224,6 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})...)
 }
 
-// canonicalContent is the document of ContentHash through canonjson, the
-// definition contentDoc must match.
-func canonicalContent(brief savedsearch.Brief, baseline savedsearch.Baseline) ([]byte, error) {
-	doc, err := canonjson.Marshal(struct {
-		Baseline savedsearch.Baseline `json:"baseline"`
-		Brief    savedsearch.Brief    `json:"brief"`
-	}{baseline, brief})
-	if err != nil {
-		return nil, fmt.Errorf("snapshot: content hash: %w", err)
-	}
-	return doc, nil
-}
-
 // DBTX is what the SQL-running functions need: a pgx.Tx, a *pgxpool.Pool or
 // a *pgx.Conn.
 type DBTX interface {
@@ -421,11 +406,7 @@ func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.U
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	limit = min(limit, MaxListLimit)
+	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
 	var known bool
 	if err := s.db.QueryRow(ctx, savedSearchKnown, org, savedSearchID).Scan(&known); err != nil {
 		return nil, "", fmt.Errorf("snapshot: list: %w", err)
@@ -435,25 +416,13 @@ func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.U
 	}
 	createdAt, id := keyset.Args(pos)
 	// One row more than the page says whether a next page exists.
-	rows, err := s.db.Query(ctx, snapshotListBySavedSearch, org, savedSearchID, createdAt, id, limit+1)
-	if err != nil {
-		return nil, "", fmt.Errorf("snapshot: list: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ListItem, error) {
-		var it ListItem
-		err := r.Scan(&it.ID, &it.SavedSearchID, &it.SavedSearchVersion, &it.ContentHash, &it.CreatedBy,
-			&it.Origin, &it.CreatedAt, &it.BriefBytes, &it.BaselineBytes, &it.BaselineItems)
-		return it, err
+	rows, _ := s.db.Query(ctx, snapshotListBySavedSearch, org, savedSearchID, createdAt, id, limit+1)
+	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[ListItem], func(it ListItem) keyset.Position {
+		return keyset.Position{CreatedAt: it.CreatedAt, ID: it.ID}
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("snapshot: list: %w", err)
 	}
-	if list == nil {
-		list = []ListItem{}
-	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].CreatedAt, ID: list[i].ID}
-	})
 	return list, next, nil
 }
 

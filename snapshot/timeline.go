@@ -10,6 +10,7 @@ import (
 
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // TimelineEntry is one snapshot of a saved search's timeline: what names
@@ -63,29 +64,16 @@ func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p Ti
 	if !known {
 		return nil, "", ErrNotFound
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 50
-	}
-	limit = min(limit, 200)
+	limit := keyset.Limit(p.Limit, 50, 200)
 	at, id := keyset.Args(pos)
-	rows, err := s.db.Query(ctx, snapshotTimeline, org, savedSearchID, at, id, limit+1,
-		nullString(p.Actor), nullTime(p.From), nullTime(p.To))
-	if err != nil {
-		return nil, "", fmt.Errorf("snapshot: timeline: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TimelineEntry, error) {
-		var e TimelineEntry
-		err := r.Scan(&e.ID, &e.SavedSearchID, &e.SavedSearchVersion, &e.SavedSearchName, &e.ContentHash,
-			&e.BaselineItems, &e.CreatedBy, &e.Origin, &e.CreatedAt, &e.Runs)
-		return e, err
+	rows, _ := s.db.Query(ctx, snapshotTimeline, org, savedSearchID, at, id, limit+1,
+		sqlarg.Null(p.Actor), sqlarg.Null(p.From), sqlarg.Null(p.To))
+	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[TimelineEntry], func(e TimelineEntry) keyset.Position {
+		return keyset.Position{CreatedAt: e.CreatedAt, ID: e.ID}
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("snapshot: timeline: %w", err)
 	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].CreatedAt, ID: list[i].ID}
-	})
 	return list, next, nil
 }
 
@@ -109,17 +97,3 @@ WHERE sn.organization_id = $1 AND sn.saved_search_id = $2
 		coalesce($4::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
 ORDER BY sn.created_at DESC, sn.id DESC
 LIMIT $5`
-
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
-}
