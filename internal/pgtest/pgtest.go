@@ -38,6 +38,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 )
@@ -102,23 +103,22 @@ func sharedCluster() (*Cluster, error) { return shared.get() }
 // failure to drop the database at cleanup is reported with t.Error.
 func NewDB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
+	return NewTracedDB(t, nil)
+}
+
+// NewTracedDB is [NewDB] whose connections carry tracer (a [StatementLog],
+// a [Tracer], any pgx tracer) when it is not nil.
+func NewTracedDB(t testing.TB, tracer pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
 	dbURL := NewDBURL(t)
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		t.Fatalf("pgtest: parsing %s: %v", dbURL, err)
-	}
-	cfg.MaxConns = DefaultMaxConns
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := openPool(ctx, dbURL, DefaultMaxConns, tracer)
 	if err != nil {
-		t.Fatalf("pgtest: opening pool: %v", err)
+		t.Fatalf("pgtest: connecting to test database: %v", err)
 	}
 	// Registered after NewDBURL's cleanup, so it runs before the drop.
 	t.Cleanup(pool.Close)
-	if err := pool.Ping(ctx); err != nil {
-		t.Fatalf("pgtest: connecting to test database: %v", err)
-	}
 	return pool
 }
 
@@ -263,20 +263,13 @@ func OpenDB() (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err == nil {
-		cfg.MaxConns = DefaultMaxConns
-		var pool *pgxpool.Pool
-		if pool, err = pgxpool.NewWithConfig(ctx, cfg); err == nil {
-			if err = pool.Ping(ctx); err == nil {
-				AtExit(func() { pool.Close(); _ = drop() })
-				return pool, nil
-			}
-			pool.Close()
-		}
+	pool, err := openPool(ctx, dbURL, DefaultMaxConns, nil)
+	if err != nil {
+		_ = drop()
+		return nil, fmt.Errorf("pgtest: opening pool: %w", err)
 	}
-	_ = drop()
-	return nil, fmt.Errorf("pgtest: opening pool: %w", err)
+	AtExit(func() { pool.Close(); _ = drop() })
+	return pool, nil
 }
 
 // EnvCitus, set to 1, makes the harness's throwaway cluster a Citus
