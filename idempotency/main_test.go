@@ -50,19 +50,8 @@ type bundle struct {
 // clock, and a counter of the statements that service runs.
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	url := pgtest.NewDBURL(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 32
 	stmts := &statementCounter{}
-	cfg.ConnConfig.Tracer = stmts
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.NewTracedDB(t, stmts)
 	c := newClock()
 	return &bundle{
 		pool:  pool,
