@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/internal/dberr"
@@ -432,9 +431,8 @@ func (s *Service) QueueComplete(b *pgx.Batch, claim *Claim, c Completion) (*Queu
 		nullString(c.ResourceType), nullString(c.ResourceID), nullJSON(c.Response)).
 		QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&q.waited)
-			var pgErr *pgconn.PgError
 			switch {
-			case errors.As(err, &pgErr) && pgErr.Code == sqlStateFenceLost:
+			case dberr.Code(err) == sqlStateFenceLost:
 				s.observer.ObserveFenceLost(scope, "complete")
 				return fmt.Errorf("%w: claim %s", ErrFenceLost, id)
 			case err != nil:
