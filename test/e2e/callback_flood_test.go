@@ -78,13 +78,7 @@ const (
 func TestCallbackFloodMemory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "searchd-e2e-flood-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := workDir(t, "searchd-e2e-flood-")
 	var pg *postgres
 	var rep *replica
 	t.Cleanup(func() {
@@ -94,11 +88,6 @@ func TestCallbackFloodMemory(t *testing.T) {
 		if pg != nil {
 			pg.Stop()
 		}
-		if os.Getenv("SEARCHD_E2E_KEEP") == "1" {
-			t.Logf("kept %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
 	})
 	bin, err := buildSearchd(ctx, dir, false) // never -race: its shadow memory would be measured
 	if err != nil {

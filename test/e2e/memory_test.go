@@ -49,14 +49,7 @@ const memoryCeiling = 256 << 20
 func TestMemoryStaysBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "searchd-e2e-memory-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := workDir(t, "searchd-e2e-memory-")
 	bin, err := buildSearchd(ctx, dir, false) // the race detector's shadow memory would be measured too
 	if err != nil {
 		t.Fatal(err)

@@ -37,14 +37,7 @@ func TestScalingReplicas(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), setupTimeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "searchd-scaling-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	dir := workDir(t, "searchd-scaling-")
 	bin, err := buildSearchd(ctx, dir, false)
 	if err != nil {
 		t.Fatal(err)
