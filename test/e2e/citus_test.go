@@ -87,13 +87,7 @@ func startCitus(ctx context.Context, parent string) (_ *citusCluster, err error)
 		} else {
 			cl.workers = append(cl.workers, pg)
 		}
-		if err := pg.initdb(ctx); err != nil {
-			return nil, err
-		}
-		if err := pg.Start(ctx); err != nil {
-			return nil, err
-		}
-		if err := pg.exec(ctx, "postgres", "CREATE DATABASE "+dbName); err != nil {
+		if err := pg.boot(ctx); err != nil {
 			return nil, err
 		}
 	}
