@@ -37,19 +37,13 @@ const (
 	KindConflict
 )
 
+var kindNames = [...]string{KindAbsent: "absent", KindClaimed: "claimed", KindCompleted: "completed",
+	KindProcessing: "processing", KindConflict: "conflict"}
+
 // String returns the kind's name as the seed and the metrics spell it.
 func (k Kind) String() string {
-	switch k {
-	case KindAbsent:
-		return "absent"
-	case KindClaimed:
-		return "claimed"
-	case KindCompleted:
-		return "completed"
-	case KindProcessing:
-		return "processing"
-	case KindConflict:
-		return "conflict"
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
 	}
 	return "unknown"
 }
@@ -309,14 +303,10 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 	}
 	for range maxClaimRounds {
 		p.ID, p.LeaseToken = uuid.New(), uuid.New()
-		rec, err := s.repo.TryClaim(ctx, p)
-		if err != nil {
-			return Outcome{}, s.releaseOrphan(ctx, p.OrganizationID, p.ID, p.LeaseToken, err)
+		if out, done, err := s.write(ctx, s.repo.TryClaim, p, p.ID, false); done {
+			return out, err
 		}
-		if rec != nil {
-			return claimed(rec, false), nil
-		}
-		rec, err = s.repo.Get(ctx, organizationID, scope, key)
+		rec, err := s.repo.Get(ctx, organizationID, scope, key)
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -325,11 +315,8 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 			continue // released or swept since the insert: claim again
 		case !rec.Retained():
 			p.ID, p.LeaseToken = uuid.New(), uuid.New()
-			if rec, err = s.repo.ReplaceExpired(ctx, p); err != nil {
-				return Outcome{}, s.releaseOrphan(ctx, p.OrganizationID, p.ID, p.LeaseToken, err)
-			}
-			if rec != nil {
-				return claimed(rec, false), nil
+			if out, done, err := s.write(ctx, s.repo.ReplaceExpired, p, p.ID, false); done {
+				return out, err
 			}
 			continue
 		}
@@ -338,17 +325,30 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		}
 		// Processing, same hash, lease passed: its worker is gone. The
 		// reclaim is conditional, so of racing callers exactly one wins; a
-		// loser goes round and reads the winner's live lease.
+		// loser goes round and reads the winner's live lease. A reclaim
+		// keeps the row's id.
 		p.LeaseToken = uuid.New()
-		rowID := rec.ID // a reclaim keeps the row's id
-		if rec, err = s.repo.Reclaim(ctx, p); err != nil {
-			return Outcome{}, s.releaseOrphan(ctx, p.OrganizationID, rowID, p.LeaseToken, err)
-		}
-		if rec != nil {
-			return claimed(rec, true), nil
+		if out, done, err := s.write(ctx, s.repo.Reclaim, p, rec.ID, true); done {
+			return out, err
 		}
 	}
 	return Outcome{Kind: KindProcessing, RetryAfter: time.Second}, nil
+}
+
+// write runs stmt, a statement that may write the claim (rowID,
+// p.LeaseToken), and reports done with the claim it wrote, or with its
+// error after releasing what it may have written (releaseOrphan); done is
+// false when it wrote nothing.
+func (s *Service) write(ctx context.Context, stmt func(context.Context, ClaimParams) (*Record, error),
+	p ClaimParams, rowID uuid.UUID, reclaimed bool) (_ Outcome, done bool, _ error) {
+	rec, err := stmt(ctx, p)
+	if err != nil {
+		return Outcome{}, true, s.releaseOrphan(ctx, p.OrganizationID, rowID, p.LeaseToken, err)
+	}
+	if rec == nil {
+		return Outcome{}, false, nil
+	}
+	return claimed(rec, reclaimed), true, nil
 }
 
 // judge classifies a retained row for requestHash. It reports settled false
