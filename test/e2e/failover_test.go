@@ -224,20 +224,7 @@ func runFailover(t *testing.T, cfg config, fc failoverConfig, bin, parent string
 	// and a tool worker per agent runtime.
 	var stop atomic.Bool
 	var load sync.WaitGroup
-	groups := max(1, cfg.clients/cfg.perKey)
-	for g := range groups {
-		lg := &loadGroup{id: g}
-		for m := range cfg.perKey {
-			who := fmt.Sprintf("g%02d.%d", g, m)
-			c, err := newClient(who, s.token, h.replicas, g+m, loadPolicy, s.rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lg.clients = append(lg.clients, c)
-			lg.names = append(lg.names, who)
-		}
-		load.Go(func() { lg.drive(ctx, s, &stop) })
-	}
+	s.driveGroups(ctx, &load, &stop)
 	for _, j := range cb.jobs {
 		load.Go(func() { cb.send(ctx, j, &stop) })
 	}

@@ -425,6 +425,19 @@ func (s *scenarioRun) stopWedged(ctx context.Context, victim *replica, point wed
 	return w, stopped, state, s.chase(ctx, w.key)
 }
 
+// cont excuses the 503s of victim's ended session from stopped on (see
+// stopReplicaPastLease), continues it (SIGCONT) and waits for the pinned
+// start of w.
+func (s *scenarioRun) cont(victim *replica, w *wedge, stopped time.Time) (call, error) {
+	s.mu.Lock()
+	s.ended[victim.name] = append(s.ended[victim.name], window{stopped, time.Now().Add(downMargin)})
+	s.mu.Unlock()
+	if err := victim.Signal(syscall.SIGCONT); err != nil {
+		return call{}, err
+	}
+	return w.wait()
+}
+
 // stopReplicaPastLease stops a replica (SIGSTOP) while it holds a claim
 // and is inside its freeze, keeps it stopped until another replica has
 // reclaimed the claim after its lease and completed it, then continues it
@@ -461,13 +474,7 @@ func stopReplicaPastLease(ctx context.Context, s *scenarioRun, cycle int) error 
 	// Stopped inside its freeze, the victim's session sat idle in its
 	// transaction, and PostgreSQL ended it after the idle bound: its next
 	// statement fails, and its 503 is excused for it alone.
-	s.mu.Lock()
-	s.ended[victim.name] = append(s.ended[victim.name], window{stopped, time.Now().Add(downMargin)})
-	s.mu.Unlock()
-	if err := victim.Signal(syscall.SIGCONT); err != nil {
-		return err
-	}
-	pinned, err := w.wait()
+	pinned, err := s.cont(victim, w, stopped)
 	if err != nil {
 		return err
 	}
@@ -528,13 +535,7 @@ func stopReplicaInsideCommit(ctx context.Context, s *scenarioRun, cycle int) err
 	}
 	stoppedFor := time.Since(stopped)
 	tokBefore, statusBefore, _ := s.claimState(ctx, w.key)
-	s.mu.Lock()
-	s.ended[victim.name] = append(s.ended[victim.name], window{stopped, time.Now().Add(downMargin)})
-	s.mu.Unlock()
-	if err := victim.Signal(syscall.SIGCONT); err != nil {
-		return err
-	}
-	pinned, err := w.wait()
+	pinned, err := s.cont(victim, w, stopped)
 	if err != nil {
 		return err
 	}
@@ -673,20 +674,7 @@ func runScenario(t *testing.T, h *harness, sc scenario) string {
 
 	var stop atomic.Bool
 	var load sync.WaitGroup
-	groups := max(1, h.cfg.clients/h.cfg.perKey)
-	for g := range groups {
-		lg := &loadGroup{id: g}
-		for m := range h.cfg.perKey {
-			who := fmt.Sprintf("g%02d.%d", g, m)
-			c, err := newClient(who, s.token, h.replicas, g+m, loadPolicy, s.rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lg.clients = append(lg.clients, c)
-			lg.names = append(lg.names, who)
-		}
-		load.Go(func() { lg.drive(ctx, s, &stop) })
-	}
+	s.driveGroups(ctx, &load, &stop)
 
 	time.Sleep(min(h.cfg.duration/3, 2*time.Second))
 	faults := 0
