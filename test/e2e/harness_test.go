@@ -226,6 +226,27 @@ func workDir(t *testing.T, pattern string) string {
 	return dir
 }
 
+// standalone builds searchd into dir (never with -race: the race
+// detector's shadow memory would be measured too), starts a server of the
+// suite's own there with start and migrates the suite's database. The
+// server is stopped at cleanup.
+func standalone(ctx context.Context, t *testing.T, dir string,
+	start func(ctx context.Context, parent string) (*postgres, error)) (bin string, pg *postgres) {
+	t.Helper()
+	bin, err := buildSearchd(ctx, dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg, err = start(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	if err := migrate(ctx, bin, pg.URL(dbName)); err != nil {
+		t.Fatal(err)
+	}
+	return bin, pg
+}
+
 // teardown registers h's teardown: the replicas killed, the harness's
 // pool and the proxy closed, then stop (the database's).
 func (h *harness) teardown(t *testing.T, stop func()) {

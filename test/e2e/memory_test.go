@@ -50,18 +50,7 @@ func TestMemoryStaysBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir := workDir(t, "searchd-e2e-memory-")
-	bin, err := buildSearchd(ctx, dir, false) // the race detector's shadow memory would be measured too
-	if err != nil {
-		t.Fatal(err)
-	}
-	pg, err := startPostgres(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Stop()
-	if err := migrate(ctx, bin, pg.URL(dbName)); err != nil {
-		t.Fatal(err)
-	}
+	bin, pg := standalone(ctx, t, dir, startPostgres)
 	db, err := pgxpool.New(ctx, pg.URL(dbName)+"&pool_max_conns=4")
 	if err != nil {
 		t.Fatal(err)

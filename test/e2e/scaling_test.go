@@ -38,18 +38,7 @@ func TestScalingReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), setupTimeout)
 	defer cancel()
 	dir := workDir(t, "searchd-scaling-")
-	bin, err := buildSearchd(ctx, dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pg, err := startDurable(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Stop()
-	if err := migrate(ctx, bin, pg.URL(dbName)); err != nil {
-		t.Fatal(err)
-	}
+	bin, pg := standalone(ctx, t, dir, startDurable)
 	var replicas []*replica
 	defer func() {
 		for _, r := range replicas {
