@@ -192,10 +192,8 @@ func (c Config) Validate() error {
 // Service owns duplicate semantics on top of a [Repository]. It is safe for
 // concurrent use.
 type Service struct {
-	repo                 *Repository
-	maxResponseBytes     int
-	observer             Observer
-	orphanReleaseTimeout time.Duration
+	repo *Repository
+	cfg  Config // with its defaults, and a nopObserver for a nil Observer
 }
 
 // NewService returns a service running its statements on db, usually a
@@ -208,12 +206,10 @@ func NewService(db DBTX, cfg Config) *Service {
 		panic(err)
 	}
 	cfg = cfg.WithDefaults()
-	s := &Service{repo: NewRepository(db, cfg.Clock), maxResponseBytes: cfg.MaxResponseBytes, observer: cfg.Observer,
-		orphanReleaseTimeout: cfg.OrphanReleaseTimeout}
-	if s.observer == nil {
-		s.observer = nopObserver{}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
 	}
-	return s
+	return &Service{repo: NewRepository(db, cfg.Clock), cfg: cfg}
 }
 
 // Repository returns the repository the service runs on.
@@ -226,7 +222,7 @@ func (s *Service) Clock() *dbclock.Clock { return s.repo.clock }
 // MaxResponseBytes returns the store limit of a response, [Config.MaxResponseBytes]
 // with its default applied. A caller whose answer must replay whole (not as a
 // [ResourceRef]) fits its response under it before it completes.
-func (s *Service) MaxResponseBytes() int { return s.maxResponseBytes }
+func (s *Service) MaxResponseBytes() int { return s.cfg.MaxResponseBytes }
 
 // maxClaimRounds bounds how often Claim goes round when the row changes
 // between its statements (released, swept, reclaimed by another worker).
@@ -280,7 +276,7 @@ func (s *Service) Claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 	defer dberr.Annotate(&err)
 	out, err := s.claim(ctx, organizationID, scope, key, requestHash, lease)
 	if err == nil {
-		s.observer.ObserveClaim(scope, out.Kind, out.Claim != nil && out.Claim.Reclaimed)
+		s.cfg.Observer.ObserveClaim(scope, out.Kind, out.Claim != nil && out.Claim.Reclaimed)
 	}
 	return out, err
 }
@@ -433,7 +429,7 @@ func (s *Service) QueueComplete(b *pgx.Batch, claim *Claim, c Completion) (*Queu
 			err := row.Scan(&q.waited)
 			switch {
 			case dberr.Code(err) == sqlStateFenceLost:
-				s.observer.ObserveFenceLost(scope, "complete")
+				s.cfg.Observer.ObserveFenceLost(scope, "complete")
 				return fmt.Errorf("%w: claim %s", ErrFenceLost, id)
 			case err != nil:
 				return fmt.Errorf("idempotency: complete claim: %w", err)
@@ -471,10 +467,10 @@ func (s *Service) storedCompletion(claim *Claim, c Completion) (Completion, erro
 	if err := validateCompletion(c); err != nil {
 		return c, err
 	}
-	if len(c.Response) > s.maxResponseBytes {
+	if len(c.Response) > s.cfg.MaxResponseBytes {
 		if c.ResourceID == "" {
 			return c, &InputError{Field: "response", Reason: fmt.Sprintf(
-				"is %d bytes, over the store limit of %d, and names no resource to refer to", len(c.Response), s.maxResponseBytes)}
+				"is %d bytes, over the store limit of %d, and names no resource to refer to", len(c.Response), s.cfg.MaxResponseBytes)}
 		}
 		ref, err := json.Marshal(struct {
 			Ref ResourceRef `json:"resource_ref"`
@@ -497,7 +493,7 @@ func (s *Service) complete(ctx context.Context, repo *Repository, claim *Claim, 
 		return false, err
 	}
 	if rec == nil {
-		s.observer.ObserveFenceLost(claim.Scope, "complete")
+		s.cfg.Observer.ObserveFenceLost(claim.Scope, "complete")
 	}
 	return rec != nil, nil
 }
@@ -512,7 +508,7 @@ func (s *Service) Release(ctx context.Context, claim *Claim) (_ bool, err error)
 	}
 	ok, err := s.releaseRetrying(ctx, claim.OrganizationID, claim.ID, claim.LeaseToken, releaseAttempts)
 	if err == nil && !ok {
-		s.observer.ObserveFenceLost(claim.Scope, "release")
+		s.cfg.Observer.ObserveFenceLost(claim.Scope, "release")
 	}
 	return ok, err
 }
@@ -553,7 +549,7 @@ func (s *Service) releaseOrphan(ctx context.Context, org, id, token uuid.UUID, c
 	if dberr.Answered(cause) {
 		return cause
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.orphanReleaseTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OrphanReleaseTimeout)
 	defer cancel()
 	// More attempts than a Release: the failure that lost the reply (a cut
 	// network, a restarted server) has usually taken every idle connection

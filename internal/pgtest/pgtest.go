@@ -92,8 +92,6 @@ func (s *sharedServer) stop() {
 	}
 }
 
-func sharedCluster() (*Cluster, error) { return shared.get() }
-
 // NewDB returns a pool (MaxConns DefaultMaxConns) connected to a fresh,
 // migrated database used by this test only. At cleanup the pool is closed
 // and the database dropped. It is safe to call from parallel tests.
@@ -158,15 +156,21 @@ func DurableSettings(t testing.TB) string {
 	return s
 }
 
-func newDBURL(t testing.TB, s *sharedServer) string {
-	t.Helper()
+// createDB creates a database on s's cluster, starting it on first use;
+// see [Cluster.CreateDB].
+func (s *sharedServer) createDB() (string, func() error, error) {
 	c, err := s.get()
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	dbURL, drop, err := c.createDB(ctx)
+	return c.createDB(ctx)
+}
+
+func newDBURL(t testing.TB, s *sharedServer) string {
+	t.Helper()
+	dbURL, drop, err := s.createDB()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +188,7 @@ func newDBURL(t testing.TB, s *sharedServer) string {
 // with t.Fatal.
 func Server(t testing.TB) string {
 	t.Helper()
-	c, err := sharedCluster()
+	c, err := shared.get()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,16 +257,12 @@ func AtExit(f func()) {
 // TestMain calls one of them may use it. It returns the errors NewDB would
 // end a test with.
 func OpenDB() (*pgxpool.Pool, error) {
-	c, err := shared.get()
+	dbURL, drop, err := shared.createDB()
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	dbURL, drop, err := c.createDB(ctx)
-	if err != nil {
-		return nil, err
-	}
 	pool, err := openPool(ctx, dbURL, DefaultMaxConns, nil)
 	if err != nil {
 		_ = drop()
