@@ -522,17 +522,8 @@ func (c *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryE
 
 func TestReplayCostsOneStatement(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDBURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	counter := &queryCounter{}
-	cfg.ConnConfig.Tracer = counter
-	db, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := pgtest.NewTracedDB(t, counter)
 	b := newBundle(t, db)
 	if _, err := b.starter.StartSavedSearch(b.ctx, b.start("k")); err != nil {
 		t.Fatal(err)
@@ -865,17 +856,8 @@ func TestLargeSnapshotIsStoredInTheClaimByReference(t *testing.T) {
 // Not parallel, so no other test of this binary hands out transaction ids
 // meanwhile.
 func TestNewStartCommitsTwiceInFiveRoundTrips(t *testing.T) {
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDBURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	tracer := &pgtest.Tracer{}
-	cfg.ConnConfig.Tracer = tracer
-	db, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := pgtest.NewTracedDB(t, tracer)
 	b := newBundle(t, db)
 	xid := func() int64 {
 		t.Helper()

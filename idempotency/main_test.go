@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock/dbclocktest"
@@ -27,22 +25,12 @@ func newClock() *dbclocktest.Stub {
 	return dbclocktest.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 }
 
-// statementCounter counts the statements a pool runs.
-type statementCounter struct{ n atomic.Int64 }
-
-func (s *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	s.n.Add(1)
-	return ctx
-}
-
-func (s *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
 // bundle is what setup hands a test.
 type bundle struct {
 	pool  *pgxpool.Pool
 	svc   *idempotency.Service // on the stubbed clock
 	clock *dbclocktest.Stub
-	stmts *statementCounter
+	stmts *pgtest.Tracer // counts the statements the service runs
 	org   uuid.UUID
 }
 
@@ -50,19 +38,8 @@ type bundle struct {
 // clock, and a counter of the statements that service runs.
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	url := pgtest.NewDBURL(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 32
-	stmts := &statementCounter{}
-	cfg.ConnConfig.Tracer = stmts
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	stmts := &pgtest.Tracer{}
+	pool := pgtest.NewTracedDB(t, stmts)
 	c := newClock()
 	return &bundle{
 		pool:  pool,

@@ -62,10 +62,7 @@ func TestRepositoryReclaimRefusesEveryRowThatIsNotReclaimable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t)
-			c := b.mustClaim(t, toolScope, "k", hashA, toolLease)
-			tc.prepare(t, b, c)
-			before := b.row(t, toolScope, "k")
+			b, c, before := claimPrepared(t, tc.prepare)
 
 			token := uuid.New()
 			rec, err := b.svc.Repository().Reclaim(context.Background(), idempotency.ClaimParams{
@@ -85,9 +82,7 @@ func TestRepositoryReclaimRefusesEveryRowThatIsNotReclaimable(t *testing.T) {
 			if rec != nil {
 				t.Fatalf("Reclaim = %+v, want nil: the row is not reclaimable", rec)
 			}
-			if after.LeaseToken != before.LeaseToken || !after.LeaseExpiresAt.Equal(before.LeaseExpiresAt) ||
-				!after.RetainUntil.Equal(before.RetainUntil) || !after.ClaimedAt.Equal(before.ClaimedAt) ||
-				after.Status != before.Status || after.RequestHash != before.RequestHash {
+			if !sameRow(after, before) {
 				t.Fatalf("a refused Reclaim changed the row:\nbefore %+v\nafter  %+v", before, after)
 			}
 		})
@@ -175,10 +170,7 @@ func TestRepositoryReplaceExpiredRefusesEveryRowStillRetained(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t)
-			c := b.mustClaim(t, toolScope, "k", hashA, toolLease)
-			tc.prepare(t, b, c)
-			before := b.row(t, toolScope, "k")
+			b, _, before := claimPrepared(t, tc.prepare)
 
 			p := idempotency.ClaimParams{
 				ID: uuid.New(), OrganizationID: b.org, Scope: toolScope, Key: "k", RequestHash: hashB,
@@ -302,6 +294,16 @@ func TestRacingClaimsOfOneExpiredKeyGiveOneClaim(t *testing.T) {
 			}
 		}
 	}
+}
+
+// claimPrepared claims the key "k" with hashA in a new bundle, then runs
+// prepare, and returns the bundle, the claim and the row prepare left.
+func claimPrepared(t *testing.T, prepare func(t *testing.T, b *bundle, c *idempotency.Claim)) (*bundle, *idempotency.Claim, *idempotency.Record) {
+	t.Helper()
+	b := setup(t)
+	c := b.mustClaim(t, toolScope, "k", hashA, toolLease)
+	prepare(t, b, c)
+	return b, c, b.row(t, toolScope, "k")
 }
 
 // sameRow reports whether a and b hold the same stored row, whenever each

@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/internal/dberr"
@@ -38,19 +37,13 @@ const (
 	KindConflict
 )
 
+var kindNames = [...]string{KindAbsent: "absent", KindClaimed: "claimed", KindCompleted: "completed",
+	KindProcessing: "processing", KindConflict: "conflict"}
+
 // String returns the kind's name as the seed and the metrics spell it.
 func (k Kind) String() string {
-	switch k {
-	case KindAbsent:
-		return "absent"
-	case KindClaimed:
-		return "claimed"
-	case KindCompleted:
-		return "completed"
-	case KindProcessing:
-		return "processing"
-	case KindConflict:
-		return "conflict"
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
 	}
 	return "unknown"
 }
@@ -199,10 +192,8 @@ func (c Config) Validate() error {
 // Service owns duplicate semantics on top of a [Repository]. It is safe for
 // concurrent use.
 type Service struct {
-	repo                 *Repository
-	maxResponseBytes     int
-	observer             Observer
-	orphanReleaseTimeout time.Duration
+	repo *Repository
+	cfg  Config // with its defaults, and a nopObserver for a nil Observer
 }
 
 // NewService returns a service running its statements on db, usually a
@@ -215,12 +206,10 @@ func NewService(db DBTX, cfg Config) *Service {
 		panic(err)
 	}
 	cfg = cfg.WithDefaults()
-	s := &Service{repo: NewRepository(db, cfg.Clock), maxResponseBytes: cfg.MaxResponseBytes, observer: cfg.Observer,
-		orphanReleaseTimeout: cfg.OrphanReleaseTimeout}
-	if s.observer == nil {
-		s.observer = nopObserver{}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
 	}
-	return s
+	return &Service{repo: NewRepository(db, cfg.Clock), cfg: cfg}
 }
 
 // Repository returns the repository the service runs on.
@@ -233,7 +222,7 @@ func (s *Service) Clock() *dbclock.Clock { return s.repo.clock }
 // MaxResponseBytes returns the store limit of a response, [Config.MaxResponseBytes]
 // with its default applied. A caller whose answer must replay whole (not as a
 // [ResourceRef]) fits its response under it before it completes.
-func (s *Service) MaxResponseBytes() int { return s.maxResponseBytes }
+func (s *Service) MaxResponseBytes() int { return s.cfg.MaxResponseBytes }
 
 // maxClaimRounds bounds how often Claim goes round when the row changes
 // between its statements (released, swept, reclaimed by another worker).
@@ -287,7 +276,7 @@ func (s *Service) Claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 	defer dberr.Annotate(&err)
 	out, err := s.claim(ctx, organizationID, scope, key, requestHash, lease)
 	if err == nil {
-		s.observer.ObserveClaim(scope, out.Kind, out.Claim != nil && out.Claim.Reclaimed)
+		s.cfg.Observer.ObserveClaim(scope, out.Kind, out.Claim != nil && out.Claim.Reclaimed)
 	}
 	return out, err
 }
@@ -310,14 +299,10 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 	}
 	for range maxClaimRounds {
 		p.ID, p.LeaseToken = uuid.New(), uuid.New()
-		rec, err := s.repo.TryClaim(ctx, p)
-		if err != nil {
-			return Outcome{}, s.releaseOrphan(ctx, p.OrganizationID, p.ID, p.LeaseToken, err)
+		if out, done, err := s.write(ctx, s.repo.TryClaim, p, p.ID, false); done {
+			return out, err
 		}
-		if rec != nil {
-			return claimed(rec, false), nil
-		}
-		rec, err = s.repo.Get(ctx, organizationID, scope, key)
+		rec, err := s.repo.Get(ctx, organizationID, scope, key)
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -326,11 +311,8 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 			continue // released or swept since the insert: claim again
 		case !rec.Retained():
 			p.ID, p.LeaseToken = uuid.New(), uuid.New()
-			if rec, err = s.repo.ReplaceExpired(ctx, p); err != nil {
-				return Outcome{}, s.releaseOrphan(ctx, p.OrganizationID, p.ID, p.LeaseToken, err)
-			}
-			if rec != nil {
-				return claimed(rec, false), nil
+			if out, done, err := s.write(ctx, s.repo.ReplaceExpired, p, p.ID, false); done {
+				return out, err
 			}
 			continue
 		}
@@ -339,17 +321,30 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		}
 		// Processing, same hash, lease passed: its worker is gone. The
 		// reclaim is conditional, so of racing callers exactly one wins; a
-		// loser goes round and reads the winner's live lease.
+		// loser goes round and reads the winner's live lease. A reclaim
+		// keeps the row's id.
 		p.LeaseToken = uuid.New()
-		rowID := rec.ID // a reclaim keeps the row's id
-		if rec, err = s.repo.Reclaim(ctx, p); err != nil {
-			return Outcome{}, s.releaseOrphan(ctx, p.OrganizationID, rowID, p.LeaseToken, err)
-		}
-		if rec != nil {
-			return claimed(rec, true), nil
+		if out, done, err := s.write(ctx, s.repo.Reclaim, p, rec.ID, true); done {
+			return out, err
 		}
 	}
 	return Outcome{Kind: KindProcessing, RetryAfter: time.Second}, nil
+}
+
+// write runs stmt, a statement that may write the claim (rowID,
+// p.LeaseToken), and reports done with the claim it wrote, or with its
+// error after releasing what it may have written (releaseOrphan); done is
+// false when it wrote nothing.
+func (s *Service) write(ctx context.Context, stmt func(context.Context, ClaimParams) (*Record, error),
+	p ClaimParams, rowID uuid.UUID, reclaimed bool) (_ Outcome, done bool, _ error) {
+	rec, err := stmt(ctx, p)
+	if err != nil {
+		return Outcome{}, true, s.releaseOrphan(ctx, p.OrganizationID, rowID, p.LeaseToken, err)
+	}
+	if rec == nil {
+		return Outcome{}, false, nil
+	}
+	return claimed(rec, reclaimed), true, nil
 }
 
 // judge classifies a retained row for requestHash. It reports settled false
@@ -432,10 +427,9 @@ func (s *Service) QueueComplete(b *pgx.Batch, claim *Claim, c Completion) (*Queu
 		nullString(c.ResourceType), nullString(c.ResourceID), nullJSON(c.Response)).
 		QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&q.waited)
-			var pgErr *pgconn.PgError
 			switch {
-			case errors.As(err, &pgErr) && pgErr.Code == sqlStateFenceLost:
-				s.observer.ObserveFenceLost(scope, "complete")
+			case dberr.Code(err) == sqlStateFenceLost:
+				s.cfg.Observer.ObserveFenceLost(scope, "complete")
 				return fmt.Errorf("%w: claim %s", ErrFenceLost, id)
 			case err != nil:
 				return fmt.Errorf("idempotency: complete claim: %w", err)
@@ -473,10 +467,10 @@ func (s *Service) storedCompletion(claim *Claim, c Completion) (Completion, erro
 	if err := validateCompletion(c); err != nil {
 		return c, err
 	}
-	if len(c.Response) > s.maxResponseBytes {
+	if len(c.Response) > s.cfg.MaxResponseBytes {
 		if c.ResourceID == "" {
 			return c, &InputError{Field: "response", Reason: fmt.Sprintf(
-				"is %d bytes, over the store limit of %d, and names no resource to refer to", len(c.Response), s.maxResponseBytes)}
+				"is %d bytes, over the store limit of %d, and names no resource to refer to", len(c.Response), s.cfg.MaxResponseBytes)}
 		}
 		ref, err := json.Marshal(struct {
 			Ref ResourceRef `json:"resource_ref"`
@@ -499,7 +493,7 @@ func (s *Service) complete(ctx context.Context, repo *Repository, claim *Claim, 
 		return false, err
 	}
 	if rec == nil {
-		s.observer.ObserveFenceLost(claim.Scope, "complete")
+		s.cfg.Observer.ObserveFenceLost(claim.Scope, "complete")
 	}
 	return rec != nil, nil
 }
@@ -514,7 +508,7 @@ func (s *Service) Release(ctx context.Context, claim *Claim) (_ bool, err error)
 	}
 	ok, err := s.releaseRetrying(ctx, claim.OrganizationID, claim.ID, claim.LeaseToken, releaseAttempts)
 	if err == nil && !ok {
-		s.observer.ObserveFenceLost(claim.Scope, "release")
+		s.cfg.Observer.ObserveFenceLost(claim.Scope, "release")
 	}
 	return ok, err
 }
@@ -555,7 +549,7 @@ func (s *Service) releaseOrphan(ctx context.Context, org, id, token uuid.UUID, c
 	if dberr.Answered(cause) {
 		return cause
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.orphanReleaseTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OrphanReleaseTimeout)
 	defer cancel()
 	// More attempts than a Release: the failure that lost the reply (a cut
 	// network, a restarted server) has usually taken every idle connection

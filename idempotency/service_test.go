@@ -430,9 +430,9 @@ func TestStatementCounts(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	count := func(f func()) int64 {
-		before := b.stmts.n.Load()
+		before := b.stmts.Counts().Statements
 		f()
-		return b.stmts.n.Load() - before
+		return b.stmts.Counts().Statements - before
 	}
 	var c *idempotency.Claim
 	if n := count(func() { c = b.mustClaim(t, toolScope, "k", hashA, toolLease) }); n != 1 {
@@ -541,7 +541,7 @@ func TestBadInputIsRefusedBeforeAnySQL(t *testing.T) {
 		{"lease over the maximum", toolScope, "k", hashA, idempotency.MaxLease + time.Second, idempotency.ErrInvalid},
 	}
 	for _, tt := range tests {
-		before := b.stmts.n.Load()
+		before := b.stmts.Counts().Statements
 		if _, err := b.svc.Claim(ctx, b.org, tt.scope, tt.key, tt.hash, tt.lease); !errors.Is(err, tt.want) {
 			t.Errorf("%s: Claim error = %v, want %v", tt.name, err, tt.want)
 		}
@@ -550,7 +550,7 @@ func TestBadInputIsRefusedBeforeAnySQL(t *testing.T) {
 				t.Errorf("%s: Read error = %v, want %v", tt.name, err, tt.want)
 			}
 		}
-		if n := b.stmts.n.Load() - before; n != 0 {
+		if n := b.stmts.Counts().Statements - before; n != 0 {
 			t.Errorf("%s: ran %d statements, want 0", tt.name, n)
 		}
 	}
@@ -571,11 +571,11 @@ func TestBadInputIsRefusedBeforeAnySQL(t *testing.T) {
 		{"resource type without id", idempotency.Completion{ResourceType: "t", Response: json.RawMessage(`{}`)}},
 	}
 	for _, tt := range completions {
-		before := b.stmts.n.Load()
+		before := b.stmts.Counts().Statements
 		if ok, err := b.svc.Complete(ctx, c, tt.c); ok || !errors.Is(err, idempotency.ErrInvalid) {
 			t.Errorf("%s: Complete = %v, %v; want false, ErrInvalid", tt.name, ok, err)
 		}
-		if n := b.stmts.n.Load() - before; n != 0 {
+		if n := b.stmts.Counts().Statements - before; n != 0 {
 			t.Errorf("%s: ran %d statements, want 0", tt.name, n)
 		}
 	}

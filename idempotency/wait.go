@@ -199,40 +199,36 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 		// the next round reads the answer.
 		if scope == ScopeSavedSearchStart {
 			marked, err := s.repo.MarkWaited(ctx, organizationID, scope, key)
-			if err != nil && ctx.Err() != nil {
-				return out, nil // cut off while waiting: processing, as below
-			}
-			if err != nil {
+			switch {
+			case ctx.Err() != nil && (err != nil || !marked):
+				return out, nil // cut off while marking, or as the claim ended: processing, as below
+			case err != nil:
 				return Outcome{}, err
-			}
-			if !marked {
-				if ctx.Err() != nil {
-					return out, nil // the claim ended as the wait was cut off
-				}
+			case !marked:
 				continue
 			}
 		}
 		// Past the holder's lease the claim is ours to reclaim; the small
 		// margin keeps us from reading a lease that has not quite passed.
-		timer := time.NewTimer(min(left, out.RetryAfter+10*time.Millisecond))
-		// The wait holds no connection, so the request gives its
-		// admission seat up for it (see package fairq), and takes one
-		// again before its next statement.
-		resume := fairq.Idle(ctx)
-		select {
-		case <-woken:
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return out, nil
-		}
-		timer.Stop()
-		if ctx.Err() != nil {
-			// Woken and cut off at once: the answer is still processing.
-			return out, nil
-		}
-		if resume() != nil {
-			return out, nil // cut off while waiting for a seat
+		if !doze(ctx, woken, min(left, out.RetryAfter+10*time.Millisecond)) {
+			return out, nil // cut off while waiting: the answer is still processing
 		}
 	}
+}
+
+// doze waits d, or until woken or ctx ends. The wait holds no connection,
+// so the request gives its admission seat up for it (see package fairq)
+// and takes one again before its next statement. It reports false when
+// ctx ended (even as it was woken) or no seat came back.
+func doze(ctx context.Context, woken <-chan struct{}, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	resume := fairq.Idle(ctx)
+	select {
+	case <-woken:
+	case <-timer.C:
+	case <-ctx.Done():
+		return false
+	}
+	return ctx.Err() == nil && resume() == nil
 }

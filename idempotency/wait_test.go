@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
@@ -36,6 +37,16 @@ func waitSetup(t *testing.T, maxConns int32) (*bundle, *idempotency.Service, *id
 	return b, svc, hub
 }
 
+// hold claims key for a holder with lease, failing t unless it is claimed.
+func hold(t *testing.T, svc *idempotency.Service, org uuid.UUID, key string, lease time.Duration) *idempotency.Claim {
+	t.Helper()
+	out, err := svc.Claim(context.Background(), org, startScope, key, hashA, lease)
+	if err != nil || out.Kind != idempotency.KindClaimed {
+		t.Fatalf("holder Claim(%s) = %v, %v", key, out.Kind, err)
+	}
+	return out.Claim
+}
+
 type waitResult struct {
 	out     idempotency.Outcome
 	err     error
@@ -56,10 +67,7 @@ func TestWaiterGetsTheAnswerWhenTheHolderCompletes(t *testing.T) {
 	t.Parallel()
 	b, svc, hub := waitSetup(t, 8)
 	ctx := context.Background()
-	out, err := svc.Claim(ctx, b.org, startScope, "k", hashA, 30*time.Second)
-	if err != nil || out.Kind != idempotency.KindClaimed {
-		t.Fatalf("holder Claim = %v, %v", out.Kind, err)
-	}
+	claim := hold(t, svc, b.org, "k", 30*time.Second)
 	res := waitAsync(svc, hub, b, "k", 30*time.Second, 20*time.Second)
 	time.Sleep(200 * time.Millisecond) // let the waiter meet the live lease
 	select {
@@ -67,7 +75,7 @@ func TestWaiterGetsTheAnswerWhenTheHolderCompletes(t *testing.T) {
 		t.Fatalf("waiter answered %v before the holder completed", r.out.Kind)
 	default:
 	}
-	if ok, err := svc.Complete(ctx, out.Claim, answer("done")); !ok || err != nil {
+	if ok, err := svc.Complete(ctx, claim, answer("done")); !ok || err != nil {
 		t.Fatalf("Complete = %v, %v", ok, err)
 	}
 	r := <-res
@@ -85,9 +93,7 @@ func TestWaiterGetsTheAnswerWhenTheHolderCompletes(t *testing.T) {
 func TestWaiterWhoseWaitRunsOutAnswersProcessing(t *testing.T) {
 	t.Parallel()
 	b, svc, hub := waitSetup(t, 8)
-	if out, err := svc.Claim(context.Background(), b.org, startScope, "k", hashA, 30*time.Second); err != nil || out.Kind != idempotency.KindClaimed {
-		t.Fatalf("holder Claim = %v, %v", out.Kind, err)
-	}
+	hold(t, svc, b.org, "k", 30*time.Second)
 	r := <-waitAsync(svc, hub, b, "k", 30*time.Second, 300*time.Millisecond)
 	if r.err != nil || r.out.Kind != idempotency.KindProcessing || r.out.RetryAfter <= 0 {
 		t.Fatalf("ClaimWait = %v (retry after %v), %v; want processing", r.out.Kind, r.out.RetryAfter, r.err)
@@ -100,9 +106,7 @@ func TestWaiterWhoseWaitRunsOutAnswersProcessing(t *testing.T) {
 func TestWaiterReclaimsWhenTheLeasePasses(t *testing.T) {
 	t.Parallel()
 	b, svc, hub := waitSetup(t, 8)
-	if out, err := svc.Claim(context.Background(), b.org, startScope, "k", hashA, time.Second); err != nil || out.Kind != idempotency.KindClaimed {
-		t.Fatalf("holder Claim = %v, %v", out.Kind, err)
-	}
+	hold(t, svc, b.org, "k", time.Second)
 	// The holder dies: no completion, no release, no notification.
 	r := <-waitAsync(svc, hub, b, "k", 30*time.Second, 20*time.Second)
 	if r.err != nil || r.out.Kind != idempotency.KindClaimed || !r.out.Claim.Reclaimed {
@@ -114,13 +118,10 @@ func TestWaiterIsWokenByARelease(t *testing.T) {
 	t.Parallel()
 	b, svc, hub := waitSetup(t, 8)
 	ctx := context.Background()
-	out, err := svc.Claim(ctx, b.org, startScope, "k", hashA, 30*time.Second)
-	if err != nil || out.Kind != idempotency.KindClaimed {
-		t.Fatalf("holder Claim = %v, %v", out.Kind, err)
-	}
+	claim := hold(t, svc, b.org, "k", 30*time.Second)
 	res := waitAsync(svc, hub, b, "k", 30*time.Second, 20*time.Second)
 	time.Sleep(200 * time.Millisecond)
-	if ok, err := svc.Release(ctx, out.Claim); !ok || err != nil {
+	if ok, err := svc.Release(ctx, claim); !ok || err != nil {
 		t.Fatalf("Release = %v, %v", ok, err)
 	}
 	r := <-res
@@ -133,10 +134,7 @@ func TestWaitersSurviveTheListenerConnectionDropping(t *testing.T) {
 	t.Parallel()
 	b, svc, hub := waitSetup(t, 8)
 	ctx := context.Background()
-	out, err := svc.Claim(ctx, b.org, startScope, "k", hashA, 30*time.Second)
-	if err != nil || out.Kind != idempotency.KindClaimed {
-		t.Fatalf("holder Claim = %v, %v", out.Kind, err)
-	}
+	claim := hold(t, svc, b.org, "k", 30*time.Second)
 	res := waitAsync(svc, hub, b, "k", 30*time.Second, 20*time.Second)
 	time.Sleep(200 * time.Millisecond)
 	// Cut the hub's connection, and complete while it is down: the
@@ -146,7 +144,7 @@ func TestWaitersSurviveTheListenerConnectionDropping(t *testing.T) {
 		WHERE datname = current_database() AND query LIKE 'LISTEN %'`).Scan(&killed); err != nil || killed != 1 {
 		t.Fatalf("terminating the listener: %d, %v", killed, err)
 	}
-	if ok, err := svc.Complete(ctx, out.Claim, answer("done")); !ok || err != nil {
+	if ok, err := svc.Complete(ctx, claim, answer("done")); !ok || err != nil {
 		t.Fatalf("Complete = %v, %v", ok, err)
 	}
 	r := <-res
@@ -161,10 +159,7 @@ func TestManyWaitersAreAllAnsweredOnBoundedConnections(t *testing.T) {
 	const waiters, poolSize = 200, 10
 	b, svc, hub := waitSetup(t, poolSize)
 	ctx := context.Background()
-	out, err := svc.Claim(ctx, b.org, startScope, "k", hashA, 30*time.Second)
-	if err != nil || out.Kind != idempotency.KindClaimed {
-		t.Fatalf("holder Claim = %v, %v", out.Kind, err)
-	}
+	claim := hold(t, svc, b.org, "k", 30*time.Second)
 	results := make([]waitResult, waiters)
 	var wg sync.WaitGroup
 	for i := range waiters {
@@ -188,7 +183,7 @@ func TestManyWaitersAreAllAnsweredOnBoundedConnections(t *testing.T) {
 	if conns > poolSize+1+1 {
 		t.Fatalf("%d connections while %d callers wait, want at most %d", conns, waiters, poolSize+2)
 	}
-	if ok, err := svc.Complete(ctx, out.Claim, answer("done")); !ok || err != nil {
+	if ok, err := svc.Complete(ctx, claim, answer("done")); !ok || err != nil {
 		t.Fatalf("Complete = %v, %v", ok, err)
 	}
 	wg.Wait()
@@ -230,13 +225,7 @@ func TestOnlyACompletionSomeoneWaitsForNotifies(t *testing.T) {
 		_, err := conn.Conn().WaitForNotification(wctx)
 		return err == nil
 	}
-	claim := func(key string) *idempotency.Claim {
-		out, err := svc.Claim(ctx, b.org, startScope, key, hashA, 30*time.Second)
-		if err != nil || out.Kind != idempotency.KindClaimed {
-			t.Fatalf("Claim(%s) = %v, %v", key, out.Kind, err)
-		}
-		return out.Claim
-	}
+	claim := func(key string) *idempotency.Claim { return hold(t, svc, b.org, key, 30*time.Second) }
 
 	alone := claim("alone")
 	if ok, err := svc.Complete(ctx, alone, answer("alone")); !ok || err != nil {
@@ -296,10 +285,7 @@ func TestWaiterIsWokenByTheNotificationWhicheverNodeHoldsTheClaim(t *testing.T) 
 		t.Run(fmt.Sprintf("node-%d", i), func(t *testing.T) {
 			t.Parallel()
 			key := fmt.Sprintf("node-%d", i)
-			holder, err := svc.Claim(ctx, org, startScope, key, hashA, 30*time.Second)
-			if err != nil || holder.Kind != idempotency.KindClaimed {
-				t.Fatalf("holder Claim = %v, %v", holder.Kind, err)
-			}
+			holder := hold(t, svc, org, key, 30*time.Second)
 			// asleep starts a waiter on h and returns once it sleeps: its
 			// last step before the sleep marks the claim as waited for, an
 			// update that gives the row a new version (xmin).
@@ -328,7 +314,7 @@ func TestWaiterIsWokenByTheNotificationWhicheverNodeHoldsTheClaim(t *testing.T) 
 			control, controlStarted := asleep(deaf, controlWait)
 			woken, _ := asleep(hub, 20*time.Second)
 			completed := time.Now()
-			if ok, err := svc.Complete(ctx, holder.Claim, answer(key)); !ok || err != nil {
+			if ok, err := svc.Complete(ctx, holder, answer(key)); !ok || err != nil {
 				t.Fatalf("Complete = %v, %v", ok, err)
 			}
 			r := <-woken

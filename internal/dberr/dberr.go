@@ -23,7 +23,7 @@ import (
 // so that the same request may succeed later: no connection, a lost
 // connection, a timeout, a server shutting down or refusing connections,
 // a server that refuses writes (a primary demoted under a failover, or a
-// standby: [ReadOnly]), or a transaction the server aborted for a conflict
+// standby: SQLSTATE 25006), or a transaction the server aborted for a conflict
 // the caller did not retry (a serialization failure, a deadlock, a lock
 // not available). An
 // answer of the server about the statement itself (a unique violation, a
@@ -42,7 +42,7 @@ func Transient(err error) bool {
 			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
 			strings.HasPrefix(pgErr.Code, "57"), // operator intervention: shutdown, cancel, timeout
 			pgErr.Code == "25P03",               // idle_in_transaction_session_timeout: the session was ended
-			pgErr.Code == sqlStateReadOnly,      // read_only_sql_transaction: see ReadOnly
+			pgErr.Code == sqlStateReadOnly,      // read_only_sql_transaction: see sqlStateReadOnly
 			pgErr.Code == "40001",               // serialization_failure
 			pgErr.Code == "40P01",               // deadlock_detected
 			pgErr.Code == "55P03":               // lock_not_available
@@ -63,21 +63,15 @@ func Transient(err error) bool {
 }
 
 // sqlStateReadOnly is read_only_sql_transaction: a write sent to a session
-// that may not write.
+// that may not write (the server is a standby, or a primary made read-only
+// as it was demoted). Every later write on that connection fails the same
+// way, while a new connection may reach the new primary (a multi-host URL
+// with target_session_attrs=read-write skips a read-only server).
 const sqlStateReadOnly = "25006"
-
-// ReadOnly reports whether err is PostgreSQL refusing a write because the
-// session may not write (SQLSTATE 25006): the server is a standby, or a
-// primary made read-only as it was demoted. Every later write on that
-// connection fails the same way, while a new connection may reach the new
-// primary (a multi-host URL with target_session_attrs=read-write skips a
-// read-only server), so such a connection is closed ([ClosingOnPgError])
-// rather than given back to its pool.
-func ReadOnly(err error) bool { return Code(err) == sqlStateReadOnly }
 
 // ClosingOnPgError returns a [pgconn.PgErrorHandler] for a pool's
 // connection config (pgconn.Config.OnPgError) that closes the connection
-// on a [ReadOnly] error, and otherwise answers what next answers (pgx's
+// on a read-only error (SQLSTATE 25006), and otherwise answers what next answers (pgx's
 // default closes on FATAL errors; a nil next keeps every other
 // connection). A closed connection is dropped by its pool when released,
 // so the next acquire connects afresh, to whichever server is the primary
@@ -118,16 +112,6 @@ func Code(err error) string {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return pgErr.Code
-	}
-	return ""
-}
-
-// Constraint returns the constraint the PostgreSQL error in err's chain
-// names, or "".
-func Constraint(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.ConstraintName
 	}
 	return ""
 }

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -53,12 +52,8 @@ func (w Writer) write(b *strings.Builder, v any) {
 		}
 		b.WriteString(w.WS() + "]")
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
 		// Sorted first, so the shuffle alone decides the order.
-		slices.Sort(keys)
+		keys := SortedKeys(x)
 		w.Rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 		b.WriteByte('{')
 		for i, k := range keys {

@@ -2,6 +2,7 @@ package jsonforms
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -14,9 +15,7 @@ import (
 // With returns a copy of m with m[k] set to v.
 func With(m map[string]any, k string, v any) map[string]any {
 	out := make(map[string]any, len(m)+1)
-	for k, v := range m {
-		out[k] = v
-	}
+	maps.Copy(out, m)
 	out[k] = v
 	return out
 }
@@ -30,12 +29,7 @@ func Without(m map[string]any, k string) map[string]any {
 
 // SortedKeys returns the member names of m in sorted order.
 func SortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	return slices.Sorted(maps.Keys(m))
 }
 
 // LeafKind names the kind of leaf [MutateFirst] changes.
@@ -56,26 +50,13 @@ const (
 func MutateFirst(v any, kind LeafKind) (any, bool) {
 	switch x := v.(type) {
 	case json.Number:
-		if kind != NumberLeaf {
-			return v, false
+		if kind == NumberLeaf {
+			return otherLiteral(x), true
 		}
-		s := string(x)
-		switch {
-		case strings.Contains(s, "e"):
-			s = strings.Replace(s, "e", "E", 1)
-		case strings.Contains(s, "E"):
-			s = strings.Replace(s, "E", "e", 1)
-		case strings.Contains(s, "."):
-			s += "0"
-		default:
-			s += ".0"
-		}
-		return json.Number(s), true
 	case string:
-		if kind != StringLeaf {
-			return v, false
+		if kind == StringLeaf {
+			return x + "x", true
 		}
-		return x + "x", true
 	case []any:
 		for i, e := range x {
 			if m, ok := MutateFirst(e, kind); ok {
@@ -92,4 +73,18 @@ func MutateFirst(v any, kind LeafKind) (any, bool) {
 		}
 	}
 	return v, false
+}
+
+// otherLiteral writes the number n otherwise, with the same value.
+func otherLiteral(n json.Number) json.Number {
+	s := string(n)
+	switch {
+	case strings.Contains(s, "e"):
+		return json.Number(strings.Replace(s, "e", "E", 1))
+	case strings.Contains(s, "E"):
+		return json.Number(strings.Replace(s, "E", "e", 1))
+	case strings.Contains(s, "."):
+		return n + "0"
+	}
+	return n + ".0"
 }

@@ -310,15 +310,24 @@ func checkReachable(dir string, cred *syscall.Credential) error {
 
 // livePostmaster reports the pid of a server that still runs on dataDir.
 func livePostmaster(dataDir string) (int, bool) {
-	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	pid, ok := ReadPID(filepath.Join(dataDir, "postmaster.pid"))
+	return pid, ok && Alive(pid)
+}
+
+// ReadPID parses the first line of the file at path (a postmaster.pid, say)
+// as a process id; it reports false when there is none.
+func ReadPID(path string) (int, bool) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	err = syscall.Kill(pid, 0)
-	return pid, err == nil || errors.Is(err, syscall.EPERM)
+	return pid, err == nil && pid > 0
+}
+
+// Alive reports whether a process pid exists, whoever owns it.
+func Alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

@@ -125,6 +125,31 @@ func (p *Process) KillGroup() error {
 	return nil
 }
 
+// Await calls try every 50 ms, each call bounded by 2 s, until it
+// succeeds, for at most timeout: the wait for a server the process runs to
+// answer. It returns an error saying the process "exited before it was
+// ready" when the process exits first, and one saying it was "not ready
+// after" timeout, with try's last error, when the time or ctx runs out.
+func (p *Process) Await(ctx context.Context, timeout time.Duration, try func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
+		err := try(attempt)
+		cancelAttempt()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("exited before it was ready (%v)", p.err)
+		case <-ctx.Done():
+			return fmt.Errorf("not ready after %s: %w (last error: %v)", timeout, ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // Stop sends sig and waits up to timeout for the process to exit; then it
 // kills it and returns an error saying so.
 func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) error {

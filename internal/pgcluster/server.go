@@ -127,24 +127,17 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Process, error) {
 // timeout. It returns an error carrying the tail of the log at logPath when
 // the server p exits first, or when the time or ctx runs out.
 func WaitReady(ctx context.Context, p *Process, connString, logPath string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
-		conn, err := pgx.Connect(attempt, connString)
-		cancelAttempt()
+	err := p.Await(ctx, timeout, func(ctx context.Context) error {
+		conn, err := pgx.Connect(ctx, connString)
 		if err == nil {
-			return conn.Close(ctx)
+			err = conn.Close(ctx)
 		}
-		select {
-		case <-p.Done():
-			return fmt.Errorf("pgcluster: postgres exited while starting (%v)\n%s", p.Err(), LogTail(logPath))
-		case <-ctx.Done():
-			return fmt.Errorf("pgcluster: postgres not ready after %s: %w (last error: %v)\n%s",
-				timeout, ctx.Err(), err, LogTail(logPath))
-		case <-time.After(50 * time.Millisecond):
-		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgcluster: postgres %w\n%s", err, LogTail(logPath))
 	}
+	return nil
 }
 
 // SocketURL returns the connection string of database as the superuser

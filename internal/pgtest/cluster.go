@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/migrations"
 )
@@ -37,7 +38,7 @@ const (
 	EnvDatabaseURL = "SEARCHD_TEST_DATABASE_URL"
 	// EnvPGBin names the directory holding initdb and postgres for the
 	// throwaway cluster.
-	EnvPGBin = "SEARCHD_PG_BIN"
+	EnvPGBin = pgcluster.EnvPGBin
 )
 
 const (
@@ -58,6 +59,8 @@ const (
 	stopTimeout    = 10 * time.Second
 	dropTimeout    = 30 * time.Second
 	createRetries  = 10
+	// adminConns is the MaxConns of the admin pool of each server.
+	adminConns = 4
 )
 
 // Cluster is a PostgreSQL server used for tests: either a throwaway cluster
@@ -139,20 +142,8 @@ func StartWith(ctx context.Context, opts Options) (*Cluster, error) {
 		c.local = ls
 		c.adminURL = ls.adminURL
 	}
-	cfg, err := pgxpool.ParseConfig(c.adminURL)
-	if err != nil {
-		c.stopLocal()
-		return nil, fmt.Errorf("pgtest: parsing admin connection string: %w", err)
-	}
-	cfg.MaxConns = 4
-	c.admin, err = pgxpool.NewWithConfig(ctx, cfg)
-	if err == nil {
-		err = c.admin.Ping(ctx)
-	}
-	if err != nil {
-		if c.admin != nil {
-			c.admin.Close()
-		}
+	var err error
+	if c.admin, err = openPool(ctx, c.adminURL, adminConns, nil); err != nil {
 		c.stopLocal()
 		if c.local == nil {
 			return nil, fmt.Errorf("pgtest: connecting to the server named by %s/DATABASE_URL: %w", EnvDatabaseURL, err)
@@ -260,12 +251,7 @@ func (c *Cluster) startCitus(ctx context.Context, opts Options) (_ *localServer,
 			return nil, err
 		}
 		c.workers = append(c.workers, w)
-		cfg, err := pgxpool.ParseConfig(w.adminURL)
-		if err != nil {
-			return nil, err
-		}
-		cfg.MaxConns = 4
-		p, err := pgxpool.NewWithConfig(ctx, cfg)
+		p, err := openPool(ctx, w.adminURL, adminConns, nil)
 		if err != nil {
 			return nil, fmt.Errorf("pgtest: connecting to a Citus worker: %w", err)
 		}
@@ -303,21 +289,11 @@ func (c *Cluster) createDB(ctx context.Context) (string, func() error, error) {
 	// first: the coordinator's copy of the metadata names the workers'
 	// copies of the shards, which have the same names in each clone.
 	for _, admin := range append(slices.Clone(c.workerAdmins), c.admin) {
-		for attempt := 1; ; attempt++ {
-			_, err = admin.Exec(ctx, sql)
-			if err == nil {
-				break
-			}
-			// 55006: the template is being accessed by other users. The
-			// template refuses connections, so this is transient.
-			if sqlState(err) != "55006" || attempt == createRetries {
-				_ = c.dropDB(name)
-				return "", nil, fmt.Errorf("pgtest: creating database %s from template %s: %w", name, tmpl, err)
-			}
-			if err := sleep(ctx, time.Duration(attempt)*50*time.Millisecond); err != nil {
-				_ = c.dropDB(name)
-				return "", nil, fmt.Errorf("pgtest: creating database %s: %w", name, err)
-			}
+		// The template refuses connections, so its being accessed by
+		// other users (55006) is transient.
+		if err := retryInUse(ctx, func() error { _, err := admin.Exec(ctx, sql); return err }); err != nil {
+			_ = c.dropDB(name)
+			return "", nil, fmt.Errorf("pgtest: creating database %s from template %s: %w", name, tmpl, err)
 		}
 	}
 	dbURL, err := withDatabase(c.adminURL, name)
@@ -351,8 +327,7 @@ func (c *Cluster) dropDB(name string) error {
 			_, _ = admin.Exec(ctx, "ALTER DATABASE "+quoteIdent(name)+" WITH ALLOW_CONNECTIONS false")
 		}
 		for _, admin := range admins {
-			_, _ = admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-				WHERE datname = $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid()`, name)
+			_, _ = admin.Exec(ctx, terminateSessions+" AND backend_type = 'client backend'", name)
 		}
 	}
 	var errs []error
@@ -372,11 +347,10 @@ func (c *Cluster) dropDB(name string) error {
 func dropOn(ctx context.Context, admin *pgxpool.Pool, name string) error {
 	for attempt := 1; ; attempt++ {
 		_, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)")
-		if err == nil || sqlState(err) != "55006" {
+		if err == nil || dberr.Code(err) != "55006" {
 			return err
 		}
-		_, _ = admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-			WHERE datname = $1 AND pid <> pg_backend_pid()`, name)
+		_, _ = admin.Exec(ctx, terminateSessions, name)
 		if serr := sleep(ctx, time.Duration(min(attempt, 10))*100*time.Millisecond); serr != nil {
 			return err
 		}
@@ -451,9 +425,21 @@ func (c *Cluster) ensureTemplate(ctx context.Context) (name string, err error) {
 	if err := c.migrateTemplate(ctx, create, build, name); err != nil {
 		return "", err
 	}
-	if keep, err = renameTemplate(ctx, conn, build, name); err != nil {
+	// The coordinator's copy is published last, so the coordinator's
+	// sessions to the workers are gone with their database's sessions.
+	err = publishTemplate(ctx, conn, build, name)
+	if code := dberr.Code(err); code == "42P04" || code == "23505" {
+		// Built concurrently by a process that did not share our lock
+		// (advisory locks are per database, and its admin connection
+		// used another one). Use that template and drop ours. A rename
+		// racing the other one's commit reports a unique violation
+		// (23505) rather than 42P04.
+		return name, nil
+	}
+	if err != nil {
 		return "", err
 	}
+	keep = true
 	return name, nil
 }
 
@@ -479,47 +465,33 @@ func (c *Cluster) migrateTemplate(ctx context.Context, create, build, name strin
 		return fmt.Errorf("pgtest: migrating template database %s: %w", build, err)
 	}
 	for _, w := range c.workerAdmins {
-		if err := closeTemplate(ctx, w, build, name); err != nil {
-			return err
+		if err := publishTemplate(ctx, w, build, name); err != nil {
+			return fmt.Errorf("%w (on a Citus worker)", err)
 		}
 	}
 	return nil
 }
 
-// renameTemplate closes the coordinator's database build to connections
-// and renames it to name. It reports false, and no error, when another
-// process built name first: the caller drops build and uses theirs.
-func renameTemplate(ctx context.Context, conn *pgx.Conn, build, name string) (bool, error) {
-	if _, err := conn.Exec(ctx, "ALTER DATABASE "+quoteIdent(build)+" WITH ALLOW_CONNECTIONS false"); err != nil {
-		return false, fmt.Errorf("pgtest: closing template %s to connections: %w", build, err)
+// publishTemplate closes the database build of one server to connections
+// and renames it to name. The rename fails while the database has sessions,
+// so whatever migrations.Up left behind is disconnected first.
+func publishTemplate(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, build, name string) error {
+	if _, err := db.Exec(ctx, "ALTER DATABASE "+quoteIdent(build)+" WITH ALLOW_CONNECTIONS false"); err != nil {
+		return fmt.Errorf("pgtest: closing template %s to connections: %w", build, err)
 	}
-	rename := "ALTER DATABASE " + quoteIdent(build) + " RENAME TO " + quoteIdent(name)
-	for attempt := 1; ; attempt++ {
-		// Disconnect anything migrations.Up left behind; the rename
-		// fails while the database has sessions.
-		_, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", build)
-		if err != nil {
-			return false, fmt.Errorf("pgtest: disconnecting sessions from %s: %w", build, err)
+	err := retryInUse(ctx, func() error {
+		if _, err := db.Exec(ctx, terminateSessions, build); err != nil {
+			return err
 		}
-		_, err = conn.Exec(ctx, rename)
-		switch {
-		case err == nil:
-			return true, nil
-		case sqlState(err) == "42P04" || sqlState(err) == "23505":
-			// Built concurrently by a process that did not share our
-			// lock (advisory locks are per database, and its admin
-			// connection used another one). Use that template and drop
-			// ours. A rename racing the other one's commit reports a
-			// unique violation (23505) rather than 42P04.
-			return false, nil
-		case sqlState(err) == "55006" && attempt < createRetries:
-			if err := sleep(ctx, time.Duration(attempt)*50*time.Millisecond); err != nil {
-				return false, fmt.Errorf("pgtest: renaming template: %w", err)
-			}
-		default:
-			return false, fmt.Errorf("pgtest: renaming %s to %s: %w", build, name, err)
-		}
+		_, err := db.Exec(ctx, "ALTER DATABASE "+quoteIdent(build)+" RENAME TO "+quoteIdent(name))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgtest: renaming %s to %s: %w", build, name, err)
 	}
+	return nil
 }
 
 // joinCitus makes the database build of every node one Citus cluster: the
@@ -543,31 +515,6 @@ func (c *Cluster) joinCitus(ctx context.Context, build string) error {
 		return fmt.Errorf("pgtest: making %s a Citus cluster: %w", build, err)
 	}
 	return nil
-}
-
-// closeTemplate closes the database build of a Citus worker to connections
-// and renames it to name, as ensureTemplate does on the coordinator (which
-// it does after the workers, so the coordinator's sessions to them are
-// gone with their database's sessions).
-func closeTemplate(ctx context.Context, admin *pgxpool.Pool, build, name string) error {
-	if _, err := admin.Exec(ctx, "ALTER DATABASE "+quoteIdent(build)+" WITH ALLOW_CONNECTIONS false"); err != nil {
-		return fmt.Errorf("pgtest: closing template %s on a Citus worker: %w", build, err)
-	}
-	for attempt := 1; ; attempt++ {
-		_, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", build)
-		if err == nil {
-			_, err = admin.Exec(ctx, "ALTER DATABASE "+quoteIdent(build)+" RENAME TO "+quoteIdent(name))
-		}
-		if err == nil {
-			return nil
-		}
-		if sqlState(err) != "55006" || attempt == createRetries {
-			return fmt.Errorf("pgtest: renaming %s to %s on a Citus worker: %w", build, name, err)
-		}
-		if err := sleep(ctx, time.Duration(attempt)*50*time.Millisecond); err != nil {
-			return err
-		}
-	}
 }
 
 // templateName derives the template database name from the names and
@@ -645,31 +592,41 @@ func startLocal(ctx context.Context, opts Options, r role) (_ *localServer, err 
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	if err := os.WriteFile(filepath.Join(dir, ownerPIDFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
-	}
-	sockDir := filepath.Join(dir, "sock")
-	dataDir := filepath.Join(dir, "data")
-	if err := os.Mkdir(sockDir, 0o700); err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
-	}
-	if cred != nil {
+	sockDir, dataDir := filepath.Join(dir, "sock"), filepath.Join(dir, "data")
+	err = cmp.Or(os.WriteFile(filepath.Join(dir, ownerPIDFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644),
+		os.Mkdir(sockDir, 0o700))
+	if err == nil && cred != nil {
 		// initdb creates dataDir inside dir, so the server's user must
 		// own both dir and sockDir.
-		for _, p := range []string{dir, sockDir} {
-			if err := os.Chown(p, int(cred.Uid), int(cred.Gid)); err != nil {
-				return nil, fmt.Errorf("pgtest: %w", err)
-			}
-		}
+		err = cmp.Or(os.Chown(dir, int(cred.Uid), int(cred.Gid)), os.Chown(sockDir, int(cred.Uid), int(cred.Gid)))
 	}
-
-	// --no-sync: a throwaway cluster need not survive a power cut.
-	err = pgcluster.InitDB(ctx, pgcluster.InitConfig{Initdb: bins.Initdb, DataDir: dataDir, Dir: dir,
-		LogPath: filepath.Join(dir, "initdb.log"), Credential: cred, Args: []string{"--no-sync"}})
+	if err == nil {
+		// --no-sync: a throwaway cluster need not survive a power cut.
+		err = pgcluster.InitDB(ctx, pgcluster.InitConfig{Initdb: bins.Initdb, DataDir: dataDir, Dir: dir,
+			LogPath: filepath.Join(dir, "initdb.log"), Credential: cred, Args: []string{"--no-sync"}})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
+	server := pgcluster.ServerConfig{
+		Postgres: bins.Postgres, DataDir: dataDir, Dir: dir, SocketDir: sockDir, Port: localPort,
+		Settings:   serverSettings(opts, r),
+		LogPath:    filepath.Join(dir, "postgres.log"),
+		Credential: cred,
+		// SIGKILL: the cluster dies with the test binary, even when that
+		// is SIGKILLed, and its directory is swept by a later run.
+		Pdeathsig:    syscall.SIGKILL,
+		StartTimeout: startupTimeout,
+	}
+	proc, err := pgcluster.StartServer(ctx, server)
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	return &localServer{dir: dir, socketDir: sockDir, proc: proc, adminURL: server.URL("postgres")}, nil
+}
 
+// serverSettings are the settings of a throwaway server of role r.
+func serverSettings(opts Options, r role) []string {
 	// Durability: off for tests, which commit thousands of throwaway rows;
 	// on for benchmarks, which must pay what a commit costs in production.
 	durability := "off"
@@ -695,21 +652,7 @@ func startLocal(ctx context.Context, opts Options, r role) (_ *localServer, err 
 		settings = append(settings, "shared_buffers=64MB")
 		settings = append(settings, pgcluster.CitusSettings(500)...)
 	}
-	server := pgcluster.ServerConfig{
-		Postgres: bins.Postgres, DataDir: dataDir, Dir: dir, SocketDir: sockDir, Port: localPort,
-		Settings:   settings,
-		LogPath:    filepath.Join(dir, "postgres.log"),
-		Credential: cred,
-		// SIGKILL: the cluster dies with the test binary, even when that
-		// is SIGKILLed, and its directory is swept by a later run.
-		Pdeathsig:    syscall.SIGKILL,
-		StartTimeout: startupTimeout,
-	}
-	proc, err := pgcluster.StartServer(ctx, server)
-	if err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
-	}
-	return &localServer{dir: dir, socketDir: sockDir, proc: proc, adminURL: server.URL("postgres")}, nil
+	return settings
 }
 
 // stop shuts the server down (fast shutdown, then SIGKILL after
@@ -743,31 +686,15 @@ func sweepStaleDirs() {
 		dirs = append(dirs, more...)
 	}
 	for _, dir := range dirs {
-		owner, ok := readPID(filepath.Join(dir, ownerPIDFile))
-		if !ok || processExists(owner) {
+		owner, ok := pgcluster.ReadPID(filepath.Join(dir, ownerPIDFile))
+		if !ok || pgcluster.Alive(owner) {
 			continue
 		}
-		if pm, ok := readPID(filepath.Join(dir, "data", "postmaster.pid")); ok && processExists(pm) {
+		if pm, ok := pgcluster.ReadPID(filepath.Join(dir, "data", "postmaster.pid")); ok && pgcluster.Alive(pm) {
 			continue
 		}
 		_ = os.RemoveAll(dir)
 	}
-}
-
-// readPID parses the first line of path as a PID.
-func readPID(path string) (int, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	return pid, err == nil && pid > 0
-}
-
-func processExists(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // withDatabase returns connString with its database replaced by db. It
@@ -788,12 +715,46 @@ func withDatabase(connString, db string) (string, error) {
 
 func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
 
-func sqlState(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
+// terminateSessions ends the other sessions on the database $1.
+const terminateSessions = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()"
+
+// retryInUse runs f until it succeeds, fails otherwise than with 55006
+// (object in use: the database is being accessed by other users) or has
+// failed createRetries times, sleeping longer after each failure. It
+// returns f's last error, or ctx's when ctx ends while it sleeps.
+func retryInUse(ctx context.Context, f func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || dberr.Code(err) != "55006" || attempt == createRetries {
+			return err
+		}
+		if err := sleep(ctx, time.Duration(attempt)*50*time.Millisecond); err != nil {
+			return err
+		}
 	}
-	return ""
+}
+
+// openPool opens a pool of at most maxConns connections on connString,
+// with tracer on its connections when it is not nil, and checks that it
+// connects.
+func openPool(ctx context.Context, connString string, maxConns int32, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = maxConns
+	if tracer != nil {
+		cfg.ConnConfig.Tracer = tracer
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -38,6 +38,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 )
@@ -91,8 +92,6 @@ func (s *sharedServer) stop() {
 	}
 }
 
-func sharedCluster() (*Cluster, error) { return shared.get() }
-
 // NewDB returns a pool (MaxConns DefaultMaxConns) connected to a fresh,
 // migrated database used by this test only. At cleanup the pool is closed
 // and the database dropped. It is safe to call from parallel tests.
@@ -102,23 +101,22 @@ func sharedCluster() (*Cluster, error) { return shared.get() }
 // failure to drop the database at cleanup is reported with t.Error.
 func NewDB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
+	return NewTracedDB(t, nil)
+}
+
+// NewTracedDB is [NewDB] whose connections carry tracer (a [StatementLog],
+// a [Tracer], any pgx tracer) when it is not nil.
+func NewTracedDB(t testing.TB, tracer pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
 	dbURL := NewDBURL(t)
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		t.Fatalf("pgtest: parsing %s: %v", dbURL, err)
-	}
-	cfg.MaxConns = DefaultMaxConns
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := openPool(ctx, dbURL, DefaultMaxConns, tracer)
 	if err != nil {
-		t.Fatalf("pgtest: opening pool: %v", err)
+		t.Fatalf("pgtest: connecting to test database: %v", err)
 	}
 	// Registered after NewDBURL's cleanup, so it runs before the drop.
 	t.Cleanup(pool.Close)
-	if err := pool.Ping(ctx); err != nil {
-		t.Fatalf("pgtest: connecting to test database: %v", err)
-	}
 	return pool
 }
 
@@ -158,15 +156,21 @@ func DurableSettings(t testing.TB) string {
 	return s
 }
 
-func newDBURL(t testing.TB, s *sharedServer) string {
-	t.Helper()
+// createDB creates a database on s's cluster, starting it on first use;
+// see [Cluster.CreateDB].
+func (s *sharedServer) createDB() (string, func() error, error) {
 	c, err := s.get()
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	dbURL, drop, err := c.createDB(ctx)
+	return c.createDB(ctx)
+}
+
+func newDBURL(t testing.TB, s *sharedServer) string {
+	t.Helper()
+	dbURL, drop, err := s.createDB()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +188,7 @@ func newDBURL(t testing.TB, s *sharedServer) string {
 // with t.Fatal.
 func Server(t testing.TB) string {
 	t.Helper()
-	c, err := sharedCluster()
+	c, err := shared.get()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,30 +257,19 @@ func AtExit(f func()) {
 // TestMain calls one of them may use it. It returns the errors NewDB would
 // end a test with.
 func OpenDB() (*pgxpool.Pool, error) {
-	c, err := shared.get()
+	dbURL, drop, err := shared.createDB()
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	dbURL, drop, err := c.createDB(ctx)
+	pool, err := openPool(ctx, dbURL, DefaultMaxConns, nil)
 	if err != nil {
-		return nil, err
+		_ = drop()
+		return nil, fmt.Errorf("pgtest: opening pool: %w", err)
 	}
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err == nil {
-		cfg.MaxConns = DefaultMaxConns
-		var pool *pgxpool.Pool
-		if pool, err = pgxpool.NewWithConfig(ctx, cfg); err == nil {
-			if err = pool.Ping(ctx); err == nil {
-				AtExit(func() { pool.Close(); _ = drop() })
-				return pool, nil
-			}
-			pool.Close()
-		}
-	}
-	_ = drop()
-	return nil, fmt.Errorf("pgtest: opening pool: %w", err)
+	AtExit(func() { pool.Close(); _ = drop() })
+	return pool, nil
 }
 
 // EnvCitus, set to 1, makes the harness's throwaway cluster a Citus

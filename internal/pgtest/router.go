@@ -80,23 +80,6 @@ func (l *StatementLog) Distinct() []Statement {
 	return out
 }
 
-// NewTracedDB is [NewDB] whose connections record every statement on log.
-func NewTracedDB(t testing.TB, log *StatementLog) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(NewDBURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = log
-	cfg.MaxConns = DefaultMaxConns
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 // WantRouted EXPLAINs on a Citus cluster each of statements, with the
 // arguments it was sent with, and fails t for any that is not a router
 // query: any Citus scan of more than one task (shard), or a plan in

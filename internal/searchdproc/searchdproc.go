@@ -9,7 +9,6 @@ package searchdproc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -69,35 +68,30 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("starting searchd serve: %w", err)
 	}
 	s := &Server{Base: "http://" + addr, proc: proc}
-	if err := s.waitReady(ctx); err != nil {
+	if err := proc.Await(ctx, readyWithin, Ready(s.Base)); err != nil {
 		_ = s.Stop()
-		return nil, err
+		return nil, fmt.Errorf("searchd serve %w", err)
 	}
 	return s, nil
 }
 
-// waitReady polls /readyz until it answers 200.
-func (s *Server) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, readyWithin)
-	defer cancel()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.Base+"/readyz", nil)
+// Ready returns a check, for [pgcluster.Process.Await], that the searchd
+// at base answers /readyz with 200.
+func Ready(base string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
 		if err != nil {
 			return err
 		}
-		if res, err := http.DefaultClient.Do(req); err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
 		}
-		select {
-		case <-s.proc.Done():
-			return fmt.Errorf("searchd serve exited before it was ready: %v", s.proc.Err())
-		case <-ctx.Done():
-			return errors.New("searchd serve was not ready within " + readyWithin.String() + " (" + ctx.Err().Error() + ")")
-		case <-time.After(50 * time.Millisecond):
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz answered %d", res.StatusCode)
 		}
+		return nil
 	}
 }
 

@@ -78,41 +78,13 @@ const (
 func TestCallbackFloodMemory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "searchd-e2e-flood-")
+	dir := workDir(t, "searchd-e2e-flood-")
+	bin, pg := standalone(ctx, t, dir, startPostgres)
+	rep, err := newReplica("searchd-flood", bin, pg.TCPAddr(), dir, defaultLease)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var pg *postgres
-	var rep *replica
-	t.Cleanup(func() {
-		if rep != nil {
-			rep.Kill()
-		}
-		if pg != nil {
-			pg.Stop()
-		}
-		if os.Getenv("SEARCHD_E2E_KEEP") == "1" {
-			t.Logf("kept %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
-	bin, err := buildSearchd(ctx, dir, false) // never -race: its shadow memory would be measured
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pg, err = startPostgres(ctx, dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := migrate(ctx, bin, pg.URL(dbName)); err != nil {
-		t.Fatal(err)
-	}
-	if rep, err = newReplica("searchd-flood", bin, pg.TCPAddr(), dir, defaultLease); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(rep.Kill)
 	if err := rep.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

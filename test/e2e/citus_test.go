@@ -87,13 +87,7 @@ func startCitus(ctx context.Context, parent string) (_ *citusCluster, err error)
 		} else {
 			cl.workers = append(cl.workers, pg)
 		}
-		if err := pg.initdb(ctx); err != nil {
-			return nil, err
-		}
-		if err := pg.Start(ctx); err != nil {
-			return nil, err
-		}
-		if err := pg.exec(ctx, "postgres", "CREATE DATABASE "+dbName); err != nil {
+		if err := pg.boot(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -176,13 +170,7 @@ func TestCitusFaults(t *testing.T) {
 	ctx := t.Context()
 	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "searchd-e2e-citus-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := workDir(t, "searchd-e2e-citus-")
 	start := time.Now()
 	bin, err := buildSearchd(sctx, dir, cfg.race)
 	if err != nil {
@@ -193,20 +181,7 @@ func TestCitusFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &harness{cfg: cfg, dir: dir, pg: cl.coordinator}
-	t.Cleanup(func() {
-		for _, r := range h.replicas {
-			r.Kill()
-		}
-		if h.db != nil {
-			h.db.Close()
-		}
-		cl.Stop()
-		if os.Getenv("SEARCHD_E2E_KEEP") == "1" || t.Failed() {
-			t.Logf("kept %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
+	h.teardown(t, cl.Stop)
 	if err := migrate(sctx, bin, cl.coordinator.URL(dbName)); err != nil {
 		t.Fatal(err)
 	}
@@ -394,20 +369,8 @@ func TestCitusFaults(t *testing.T) {
 			violations = append(violations, fmt.Sprintf("%s logged: %s", r.name, line))
 		}
 	}
-	for i, msg := range violations {
-		if i == 40 {
-			t.Errorf("... and %d more violations", len(violations)-40)
-			break
-		}
-		t.Error(msg)
-	}
-	if t.Failed() {
-		for _, r := range h.replicas {
-			t.Logf("%s log tail:\n%s", r.name, tail(r.logPath))
-		}
-		t.Logf("coordinator log tail:\n%s", tail(cl.coordinator.logPath))
-		t.Logf("second worker log tail:\n%s", tail(cl.workers[1].logPath))
-	}
+	failWith(t, violations, 40)
+	h.logTails(t, [2]string{"coordinator", cl.coordinator.logPath}, [2]string{"second worker", cl.workers[1].logPath})
 }
 
 // registration is the probe's registration as the harness saw it.

@@ -91,20 +91,7 @@ func TestFailover(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), setupTimeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "searchd-failover-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if os.Getenv("SEARCHD_E2E_KEEP") == "1" {
-			t.Logf("kept %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	})
+	dir := workDir(t, "searchd-failover-")
 	bin, err := buildSearchd(ctx, dir, cfg.race)
 	if err != nil {
 		t.Fatal(err)
@@ -178,28 +165,14 @@ func runFailover(t *testing.T, cfg config, fc failoverConfig, bin, parent string
 	ctx := t.Context()
 	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	dir, err := os.MkdirTemp(parent, mode+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := sharedDir(t, parent, mode+"-")
 	start := time.Now()
 	pair, err := startPair(sctx, dir, synchronous, fc.replLatency)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{cfg: cfg, dir: dir, pg: pair.primary}
-	t.Cleanup(func() {
-		for _, r := range h.replicas {
-			r.Kill()
-		}
-		if h.db != nil {
-			h.db.Close()
-		}
-		pair.Stop()
-	})
+	h.teardown(t, pair.Stop)
 	if err := migrate(sctx, bin, pair.URL("")); err != nil {
 		t.Fatal(err)
 	}
@@ -251,20 +224,7 @@ func runFailover(t *testing.T, cfg config, fc failoverConfig, bin, parent string
 	// and a tool worker per agent runtime.
 	var stop atomic.Bool
 	var load sync.WaitGroup
-	groups := max(1, cfg.clients/cfg.perKey)
-	for g := range groups {
-		lg := &loadGroup{id: g}
-		for m := range cfg.perKey {
-			who := fmt.Sprintf("g%02d.%d", g, m)
-			c, err := newClient(who, s.token, h.replicas, g+m, loadPolicy, s.rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lg.clients = append(lg.clients, c)
-			lg.names = append(lg.names, who)
-		}
-		load.Go(func() { lg.drive(ctx, s, &stop) })
-	}
+	s.driveGroups(ctx, &load, &stop)
 	for _, j := range cb.jobs {
 		load.Go(func() { cb.send(ctx, j, &stop) })
 	}
@@ -357,19 +317,8 @@ func runFailover(t *testing.T, cfg config, fc failoverConfig, bin, parent string
 		t.Errorf("the synchronous failover lost work: %d starts lost their Run, %d deliveries were not applied, "+
 			"%d applied twice, %d tool calls executed again", rep.startsLost, rep.deliveriesLost, rep.appliedTwice, rep.toolsRepeated)
 	}
-	for i, msg := range v.violations {
-		if i == 30 {
-			t.Errorf("... and %d more violations", len(v.violations)-30)
-			break
-		}
-		t.Error(msg)
-	}
-	if t.Failed() {
-		for _, r := range h.replicas {
-			t.Logf("%s log tail:\n%s", r.name, tail(r.logPath))
-		}
-		t.Logf("standby (new primary) log tail:\n%s", tail(pair.standby.logPath))
-	}
+	failWith(t, v.violations, 30)
+	h.logTails(t, [2]string{"standby (new primary)", pair.standby.logPath})
 	return rep
 }
 

@@ -142,34 +142,12 @@ func setup(t *testing.T, cfg config) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	// Not t.TempDir: PostgreSQL runs as another user, who must be able to
-	// enter the directory.
-	dir, err := os.MkdirTemp("", "searchd-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := workDir(t, "searchd-e2e-")
 	h := &harness{cfg: cfg, dir: dir}
-	t.Cleanup(func() {
-		for _, r := range h.replicas {
-			r.Kill()
-		}
-		if h.db != nil {
-			h.db.Close()
-		}
-		if h.proxy != nil {
-			h.proxy.Close()
-		}
+	h.teardown(t, func() {
 		if h.pg != nil {
 			h.pg.Stop()
 		}
-		if os.Getenv("SEARCHD_E2E_KEEP") == "1" {
-			t.Logf("kept %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
 	})
 
 	start := time.Now()
@@ -215,6 +193,102 @@ func setup(t *testing.T, cfg config) *harness {
 		cfg.race, h.pg.TCPAddr(), h.proxy.Addr(), h.replicas[0].addr, h.replicas[1].addr, h.replicas[2].addr, cfg.lease,
 		time.Since(start).Round(time.Millisecond))
 	return h
+}
+
+// sharedDir makes a directory under parent (the system's temporary
+// directory when empty) that PostgreSQL's user can enter: not t.TempDir,
+// since PostgreSQL runs as another user.
+func sharedDir(t *testing.T, parent, pattern string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(parent, pattern)
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// workDir is a test's [sharedDir] for its binary, data and logs, removed
+// once the test and its cleanups are done, unless SEARCHD_E2E_KEEP=1 or
+// the test failed.
+func workDir(t *testing.T, pattern string) string {
+	t.Helper()
+	dir := sharedDir(t, "", pattern)
+	t.Cleanup(func() {
+		if os.Getenv("SEARCHD_E2E_KEEP") == "1" || t.Failed() {
+			t.Logf("kept %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return dir
+}
+
+// standalone builds searchd into dir (never with -race: the race
+// detector's shadow memory would be measured too), starts a server of the
+// suite's own there with start and migrates the suite's database. The
+// server is stopped at cleanup.
+func standalone(ctx context.Context, t *testing.T, dir string,
+	start func(ctx context.Context, parent string) (*postgres, error)) (bin string, pg *postgres) {
+	t.Helper()
+	bin, err := buildSearchd(ctx, dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg, err = start(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	if err := migrate(ctx, bin, pg.URL(dbName)); err != nil {
+		t.Fatal(err)
+	}
+	return bin, pg
+}
+
+// teardown registers h's teardown: the replicas killed, the harness's
+// pool and the proxy closed, then stop (the database's).
+func (h *harness) teardown(t *testing.T, stop func()) {
+	t.Cleanup(func() {
+		for _, r := range h.replicas {
+			r.Kill()
+		}
+		if h.db != nil {
+			h.db.Close()
+		}
+		if h.proxy != nil {
+			h.proxy.Close()
+		}
+		stop()
+	})
+}
+
+// failWith fails t with each of violations: the first shown of them, and
+// how many more there are.
+func failWith(t *testing.T, violations []string, shown int) {
+	t.Helper()
+	for i, msg := range violations {
+		if i == shown {
+			t.Errorf("... and %d more violations", len(violations)-shown)
+			return
+		}
+		t.Error(msg)
+	}
+}
+
+// logTails logs, once t has failed, the tail of every replica's log, then
+// of each server log named in servers (a name and a path).
+func (h *harness) logTails(t *testing.T, servers ...[2]string) {
+	if !t.Failed() {
+		return
+	}
+	for _, r := range h.replicas {
+		t.Logf("%s log tail:\n%s", r.name, tail(r.logPath))
+	}
+	for _, s := range servers {
+		t.Logf("%s log tail:\n%s", s[0], tail(s[1]))
+	}
 }
 
 // heal undoes whatever a scenario left broken: a stopped replica is

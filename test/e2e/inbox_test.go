@@ -610,24 +610,14 @@ func runInboxScenario(t *testing.T, h *harness, sc inboxScenario) string {
 	for _, n := range notes {
 		t.Log("  " + n)
 	}
-	for i, v := range violations {
-		if i == 30 {
-			t.Errorf("... and %d more violations", len(violations)-30)
-			break
-		}
-		t.Error(v)
-	}
+	failWith(t, violations, 30)
 	for i, rep := range h.replicas {
 		bad, _ := rep.logProblems()
 		for _, line := range bad[min(badBefore[i], len(bad)):] {
 			t.Errorf("%s logged: %s", rep.name, line)
 		}
 	}
-	if t.Failed() {
-		for _, rep := range h.replicas {
-			t.Logf("%s log tail:\n%s", rep.name, tail(rep.logPath))
-		}
-	}
+	h.logTails(t)
 	return summary
 }
 

@@ -177,6 +177,27 @@ func (g *loadGroup) drive(ctx context.Context, s *scenarioRun, stop *atomic.Bool
 	}
 }
 
+// driveGroups starts the load of s on load: clients/perKey groups of
+// perKey clients each (see config), spread over the replicas, each group
+// driving its keys until stop is set. It fails the test when a client
+// cannot be made.
+func (s *scenarioRun) driveGroups(ctx context.Context, load *sync.WaitGroup, stop *atomic.Bool) {
+	cfg := s.h.cfg
+	for g := range max(1, cfg.clients/cfg.perKey) {
+		lg := &loadGroup{id: g}
+		for m := range cfg.perKey {
+			who := fmt.Sprintf("g%02d.%d", g, m)
+			c, err := newClient(who, s.token, s.h.replicas, g+m, loadPolicy, s.rec)
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			lg.clients = append(lg.clients, c)
+			lg.names = append(lg.names, who)
+		}
+		load.Go(func() { lg.drive(ctx, s, stop) })
+	}
+}
+
 // maxKeysPerGroup bounds the keys one group starts in a scenario, whatever
 // the duration.
 const maxKeysPerGroup = 100000

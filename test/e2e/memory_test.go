@@ -49,26 +49,8 @@ const memoryCeiling = 256 << 20
 func TestMemoryStaysBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "searchd-e2e-memory-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin, err := buildSearchd(ctx, dir, false) // the race detector's shadow memory would be measured too
-	if err != nil {
-		t.Fatal(err)
-	}
-	pg, err := startPostgres(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Stop()
-	if err := migrate(ctx, bin, pg.URL(dbName)); err != nil {
-		t.Fatal(err)
-	}
+	dir := workDir(t, "searchd-e2e-memory-")
+	bin, pg := standalone(ctx, t, dir, startPostgres)
 	db, err := pgxpool.New(ctx, pg.URL(dbName)+"&pool_max_conns=4")
 	if err != nil {
 		t.Fatal(err)

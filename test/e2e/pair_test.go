@@ -55,13 +55,7 @@ func startPair(ctx context.Context, parent string, sync bool, replLatency time.D
 	// primary waiting for a standby that does not exist yet would hang
 	// every commit, the base backup's included.
 	pair.primary.settings = []string{"wal_level=replica", "max_wal_senders=4", "synchronous_commit=on"}
-	if err := pair.primary.initdb(ctx); err != nil {
-		return nil, err
-	}
-	if err := pair.primary.Start(ctx); err != nil {
-		return nil, err
-	}
-	if err := pair.primary.exec(ctx, "postgres", "CREATE DATABASE "+dbName); err != nil {
+	if err := pair.primary.boot(ctx); err != nil {
 		return nil, err
 	}
 

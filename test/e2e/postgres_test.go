@@ -57,17 +57,26 @@ func startPostgres(ctx context.Context, parent string) (*postgres, error) {
 		return nil, err
 	}
 	pg.groupKill = false
-	if err := pg.initdb(ctx); err != nil {
-		return nil, err
-	}
-	if err := pg.Start(ctx); err != nil {
-		return nil, err
-	}
-	if err := pg.exec(ctx, "postgres", "CREATE DATABASE "+dbName); err != nil {
-		pg.Stop()
+	if err := pg.boot(ctx); err != nil {
 		return nil, err
 	}
 	return pg, nil
+}
+
+// boot runs initdb, starts the server and creates the suite's database; a
+// server it started is stopped again when it fails.
+func (pg *postgres) boot(ctx context.Context) error {
+	if err := pg.initdb(ctx); err != nil {
+		return err
+	}
+	if err := pg.Start(ctx); err != nil {
+		return err
+	}
+	if err := pg.exec(ctx, "postgres", "CREATE DATABASE "+dbName); err != nil {
+		pg.Stop()
+		return err
+	}
+	return nil
 }
 
 func (pg *postgres) dataDir() string { return filepath.Join(pg.dir, "data") }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/internal/pgcluster"
+	"github.com/searchd/searchd/internal/searchdproc"
 )
 
 // jwtSecret signs the tokens every replica accepts.
@@ -132,27 +132,10 @@ func (r *replica) Start(ctx context.Context) error {
 	r.proc = p
 	r.mu.Unlock()
 
-	deadline := time.Now().Add(setupTimeout)
-	hc := &http.Client{Timeout: 2 * time.Second}
-	for {
-		res, err := hc.Get(r.URL() + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-p.Done():
-			return fmt.Errorf("%s exited before serving (%v):\n%s", r.name, p.Err(), tail(r.logPath))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within %s:\n%s", r.name, setupTimeout, tail(r.logPath))
-		}
+	if err := p.Await(ctx, setupTimeout, searchdproc.Ready(r.URL())); err != nil {
+		return fmt.Errorf("%s %w:\n%s", r.name, err, tail(r.logPath))
 	}
+	return nil
 }
 
 // URL is the replica's base URL.

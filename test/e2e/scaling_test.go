@@ -37,26 +37,8 @@ func TestScalingReplicas(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), setupTimeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "searchd-scaling-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	bin, err := buildSearchd(ctx, dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pg, err := startDurable(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Stop()
-	if err := migrate(ctx, bin, pg.URL(dbName)); err != nil {
-		t.Fatal(err)
-	}
+	dir := workDir(t, "searchd-scaling-")
+	bin, pg := standalone(ctx, t, dir, startDurable)
 	var replicas []*replica
 	defer func() {
 		for _, r := range replicas {

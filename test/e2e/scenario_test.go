@@ -405,6 +405,39 @@ func killReplica(ctx context.Context, s *scenarioRun, cycle int) error {
 	return nil
 }
 
+// stopWedged holds a start on victim at point, stops victim (SIGSTOP)
+// while it holds the claim, releases the hold and has the other replicas
+// chase the key. The pinned client waits out the stop on its first
+// attempt, then retries on the same replica. It returns the wedge, when
+// the victim stopped and its process state then.
+func (s *scenarioRun) stopWedged(ctx context.Context, victim *replica, point wedgePoint) (*wedge, time.Time, string, error) {
+	w, err := s.wedgeOn(ctx, victim, point, client.RetryPolicy{
+		MaxAttempts: 5, AttemptTimeout: 2*s.h.cfg.lease + time.Minute, MaxRetryAfter: 500 * time.Millisecond})
+	if err != nil {
+		return nil, time.Time{}, "", err
+	}
+	if err := victim.Stop(); err != nil {
+		w.release(ctx)
+		return nil, time.Time{}, "", err
+	}
+	stopped, state := time.Now(), victim.State()
+	w.release(ctx)
+	return w, stopped, state, s.chase(ctx, w.key)
+}
+
+// cont excuses the 503s of victim's ended session from stopped on (see
+// stopReplicaPastLease), continues it (SIGCONT) and waits for the pinned
+// start of w.
+func (s *scenarioRun) cont(victim *replica, w *wedge, stopped time.Time) (call, error) {
+	s.mu.Lock()
+	s.ended[victim.name] = append(s.ended[victim.name], window{stopped, time.Now().Add(downMargin)})
+	s.mu.Unlock()
+	if err := victim.Signal(syscall.SIGCONT); err != nil {
+		return call{}, err
+	}
+	return w.wait()
+}
+
 // stopReplicaPastLease stops a replica (SIGSTOP) while it holds a claim
 // and is inside its freeze, keeps it stopped until another replica has
 // reclaimed the claim after its lease and completed it, then continues it
@@ -413,24 +446,11 @@ func killReplica(ctx context.Context, s *scenarioRun, cycle int) error {
 // replay of the other replica's Run.
 func stopReplicaPastLease(ctx context.Context, s *scenarioRun, cycle int) error {
 	victim := s.h.replicas[cycle%len(s.h.replicas)]
-	// The pinned client waits out the stop on its first attempt, then
-	// retries on the same replica.
-	w, err := s.wedgeOn(ctx, victim, inFreeze, client.RetryPolicy{
-		MaxAttempts: 5, AttemptTimeout: 2*s.h.cfg.lease + time.Minute, MaxRetryAfter: 500 * time.Millisecond})
-	if err != nil {
-		return err
-	}
-	if err := victim.Stop(); err != nil {
-		w.release(ctx)
-		return err
-	}
-	stopped := time.Now()
-	stateAtStop := victim.State()
 	// Unblocked, the victim's backend answers the freeze read and leaves
 	// the transaction open, waiting for the stopped replica's writes: the
 	// writes the fence must keep from committing.
-	w.release(ctx)
-	if err := s.chase(ctx, w.key); err != nil {
+	w, stopped, stateAtStop, err := s.stopWedged(ctx, victim, inFreeze)
+	if err != nil {
 		return err
 	}
 	// The victim stays stopped until another replica has reclaimed and
@@ -454,13 +474,7 @@ func stopReplicaPastLease(ctx context.Context, s *scenarioRun, cycle int) error 
 	// Stopped inside its freeze, the victim's session sat idle in its
 	// transaction, and PostgreSQL ended it after the idle bound: its next
 	// statement fails, and its 503 is excused for it alone.
-	s.mu.Lock()
-	s.ended[victim.name] = append(s.ended[victim.name], window{stopped, time.Now().Add(downMargin)})
-	s.mu.Unlock()
-	if err := victim.Signal(syscall.SIGCONT); err != nil {
-		return err
-	}
-	pinned, err := w.wait()
+	pinned, err := s.cont(victim, w, stopped)
 	if err != nil {
 		return err
 	}
@@ -501,18 +515,8 @@ func stopReplicaPastLease(ctx context.Context, s *scenarioRun, cycle int) error 
 // on locks meanwhile: abandoned attempts must not pile up in PostgreSQL.
 func stopReplicaInsideCommit(ctx context.Context, s *scenarioRun, cycle int) error {
 	victim := s.h.replicas[cycle%len(s.h.replicas)]
-	w, err := s.wedgeOn(ctx, victim, inCommit, client.RetryPolicy{
-		MaxAttempts: 5, AttemptTimeout: 2*s.h.cfg.lease + time.Minute, MaxRetryAfter: 500 * time.Millisecond})
+	w, stopped, _, err := s.stopWedged(ctx, victim, inCommit)
 	if err != nil {
-		return err
-	}
-	if err := victim.Stop(); err != nil {
-		w.release(ctx)
-		return err
-	}
-	stopped := time.Now()
-	w.release(ctx)
-	if err := s.chase(ctx, w.key); err != nil {
 		return err
 	}
 	maxWaiting, maxSessions := 0, 0
@@ -531,13 +535,7 @@ func stopReplicaInsideCommit(ctx context.Context, s *scenarioRun, cycle int) err
 	}
 	stoppedFor := time.Since(stopped)
 	tokBefore, statusBefore, _ := s.claimState(ctx, w.key)
-	s.mu.Lock()
-	s.ended[victim.name] = append(s.ended[victim.name], window{stopped, time.Now().Add(downMargin)})
-	s.mu.Unlock()
-	if err := victim.Signal(syscall.SIGCONT); err != nil {
-		return err
-	}
-	pinned, err := w.wait()
+	pinned, err := s.cont(victim, w, stopped)
 	if err != nil {
 		return err
 	}
@@ -676,20 +674,7 @@ func runScenario(t *testing.T, h *harness, sc scenario) string {
 
 	var stop atomic.Bool
 	var load sync.WaitGroup
-	groups := max(1, h.cfg.clients/h.cfg.perKey)
-	for g := range groups {
-		lg := &loadGroup{id: g}
-		for m := range h.cfg.perKey {
-			who := fmt.Sprintf("g%02d.%d", g, m)
-			c, err := newClient(who, s.token, h.replicas, g+m, loadPolicy, s.rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lg.clients = append(lg.clients, c)
-			lg.names = append(lg.names, who)
-		}
-		load.Go(func() { lg.drive(ctx, s, &stop) })
-	}
+	s.driveGroups(ctx, &load, &stop)
 
 	time.Sleep(min(h.cfg.duration/3, 2*time.Second))
 	faults := 0
@@ -741,20 +726,8 @@ func runScenario(t *testing.T, h *harness, sc scenario) string {
 	for _, n := range s.notes {
 		t.Log("  " + n)
 	}
-	const maxShown = 30
-	for i, msg := range v.violations {
-		if i == maxShown {
-			t.Errorf("... and %d more violations", len(v.violations)-maxShown)
-			break
-		}
-		t.Error(msg)
-	}
-	if t.Failed() {
-		for _, r := range h.replicas {
-			t.Logf("%s log tail:\n%s", r.name, tail(r.logPath))
-		}
-		t.Logf("postgres log tail:\n%s", tail(h.pg.logPath))
-	}
+	failWith(t, v.violations, 30)
+	h.logTails(t, [2]string{"postgres", h.pg.logPath})
 	return summary
 }
 
