@@ -548,13 +548,19 @@ func validationProblem(err error) error {
 		// and a 500 is its honest answer.
 		return err
 	}
+	return validationFailed(ruleFields(verrs, func(path string) string { return path })...)
+}
+
+// ruleFields names the fields of verrs (maxFieldErrors at most) and the
+// rules they broke, each path as name spells it.
+func ruleFields(verrs validator.ValidationErrors, name func(path string) string) []FieldError {
 	fields := make([]FieldError, 0, min(len(verrs), maxFieldErrors))
 	for _, fe := range verrs[:min(len(verrs), maxFieldErrors)] {
 		// The namespace starts with the Go name of the request struct.
 		_, path, _ := strings.Cut(fe.Namespace(), ".")
-		fields = append(fields, FieldError{Field: path, Message: ruleMessage(fe)})
+		fields = append(fields, FieldError{Field: name(path), Message: ruleMessage(fe)})
 	}
-	return validationFailed(fields...)
+	return fields
 }
 
 // ruleMessage says in words which validate rule a field broke.

@@ -4,10 +4,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-
-	"github.com/labstack/echo/v4"
-
-	"github.com/searchd/searchd/savedsearch"
 )
 
 // Headers of conditional requests (RFC 9110 §13).
@@ -24,11 +20,6 @@ const (
 // as a strong tag. Every change to the name, the brief or the baseline
 // bumps the version, so equal tags mean equal representations.
 func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
-
-// setETag names the version of ss on the answer.
-func setETag(c echo.Context, ss *savedsearch.SavedSearch) {
-	c.Response().Header().Set(HeaderETag, etag(ss.Version))
-}
 
 // ifMatch returns the precondition the If-Match headers of h set on a
 // change, or nil when there is none. "*" matches any current version (the

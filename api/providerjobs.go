@@ -158,27 +158,23 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	org := principal(c).OrganizationID
 	params := providerjobs.RegisterParams{RunID: runID, Provider: req.Provider, ProviderJobID: req.ProviderJobID}
 	var (
-		job     *providerjobs.Job
-		created bool
+		job               *providerjobs.Job
+		created, replayed bool
 	)
 	if hasKey {
 		// On the plane: the first request with the key registers (201, or
 		// 200 when the job was registered for the Run before, as without
 		// a key); a repeat answers the job it registered, 200 with
 		// Idempotent-Replayed, whatever has been registered since.
-		var replayed bool
-		var err error
-		if job, created, replayed, err = s.providerJobs.RegisterOnce(c.Request().Context(), org, key, params); err != nil {
-			return err
-		}
-		if replayed {
-			markReplayed(c)
-		}
+		job, created, replayed, err = s.providerJobs.RegisterOnce(c.Request().Context(), org, key, params)
 	} else {
-		var err error
-		if job, created, err = s.providerJobs.Register(c.Request().Context(), org, params); err != nil {
-			return err
-		}
+		job, created, err = s.providerJobs.Register(c.Request().Context(), org, params)
+	}
+	if err != nil {
+		return err
+	}
+	if replayed {
+		markReplayed(c)
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/provider-jobs/"+job.ID.String())
 	status := http.StatusOK
