@@ -427,17 +427,9 @@ func TestCallbackHashMismatch(t *testing.T) {
 // the path as received, whatever the path; nothing is claimed or landed.
 func TestCallbackUnknownJob(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		name, jobID, stored string
-	}{
-		{"a UUID nobody holds", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566"},
-		// The fixture's job, under other.vendor: a job is the provider's
-		// whose secret signed the delivery, or nobody's.
-		{"registered for another provider", "", ""},
-		{"the nil UUID", "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"},
-		{"longer than any job id", strings.Repeat("x", 300), strings.Repeat("x", 255)},
-		{"NUL and bad UTF-8 in the path", "a\x00b\xffc", "a\uFFFDb\uFFFDc"},
-	} {
+	// The fixture's job, under other.vendor: a job is the provider's
+	// whose secret signed the delivery, or nobody's.
+	for _, tt := range append(strangePaths(), strangePath{"registered for another provider", "", ""}) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newCallbackFixture(t)
@@ -451,28 +443,54 @@ func TestCallbackUnknownJob(t *testing.T) {
 				d.body = callbackBody(f.job.ProviderJobID, "running", nil)
 			}
 			before := f.jobState(f.job.ID)
-			res := f.callback(d)
-			if status, reason := res.answer(t); status != "dropped" || reason != "unknown_job" {
-				t.Fatalf("callback = %s, want dropped unknown_job", res.body)
-			}
-			drops := f.drops()
-			if len(drops) != 1 || drops[0].reason != "unknown_job" || drops[0].org != nil ||
-				drops[0].pathJobID != tt.stored || drops[0].provider != cmp.Or(d.provider, acme) {
-				t.Errorf("drops = %+v, want one unknown_job without an organization, naming %q", drops, tt.stored)
-			}
-			if got := f.obs.counts(); len(got) != 1 || got[cmp.Or(d.provider, acme)+"/unknown_job"] != 1 {
-				t.Errorf("observer counted %v, want one unknown_job", got)
-			}
-			if n := f.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
-				t.Errorf("%d claims for a job nobody holds, want 0: the tenant is resolved before the claim", n)
-			}
-			if n := f.count(`SELECT count(*) FROM agent.provider_inbox`); n != 0 {
-				t.Errorf("%d arrivals for a job nobody holds, want 0", n)
-			}
-			if after := f.jobState(f.job.ID); after != before {
-				t.Errorf("job = %+v, want it unchanged %+v", after, before)
-			}
+			// Without an organization: the tenant is resolved before the
+			// claim.
+			f.wantDroppedUnclaimed(t, f.callback(d), d, "unknown_job", tt.stored, before)
 		})
+	}
+}
+
+// strangePath is a callback path's job id that names no job, and the
+// path a drop stores for it (at most 255 bytes, valid UTF-8).
+type strangePath struct{ name, jobID, stored string }
+
+func strangePaths() []strangePath {
+	return []strangePath{
+		{"a UUID nobody holds", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566"},
+		{"the nil UUID", "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"},
+		{"longer than any job id", strings.Repeat("x", 300), strings.Repeat("x", 255)},
+		{"NUL and bad UTF-8 in the path", "a\x00b\xffc", "a\uFFFDb\uFFFDc"},
+	}
+}
+
+// wantDroppedUnclaimed asserts that res dropped d for reason (unknown_job,
+// recorded without an organization, or job_mismatch, under the job's),
+// recorded once with the path stored and counted once, and that nothing
+// was claimed or landed and the job is as it was before.
+func (f *callbackFixture) wantDroppedUnclaimed(t *testing.T, res *response, d delivery, reason, stored string, before jobState) {
+	t.Helper()
+	if status, got := res.answer(t); status != "dropped" || got != reason {
+		t.Fatalf("callback = %s, want dropped %s", res.body, reason)
+	}
+	drops := f.drops()
+	orgOK := len(drops) == 1 && drops[0].org == nil
+	if reason != "unknown_job" {
+		orgOK = len(drops) == 1 && drops[0].org != nil && *drops[0].org == f.org
+	}
+	if !orgOK || drops[0].reason != reason || drops[0].pathJobID != stored || drops[0].provider != cmp.Or(d.provider, acme) {
+		t.Errorf("drops = %+v, want one %s (of the organization: %v) naming the path %q", drops, reason, reason != "unknown_job", stored)
+	}
+	if got := f.obs.counts(); len(got) != 1 || got[cmp.Or(d.provider, acme)+"/"+reason] != 1 {
+		t.Errorf("observer counted %v, want one %s", got, reason)
+	}
+	if n := f.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
+		t.Errorf("%d claims, want 0", n)
+	}
+	if n := f.count(`SELECT count(*) FROM agent.provider_inbox`); n != 0 {
+		t.Errorf("%d arrivals, want 0", n)
+	}
+	if after := f.jobState(f.job.ID); after != before {
+		t.Errorf("job = %+v, want it unchanged %+v", after, before)
 	}
 }
 
@@ -482,16 +500,8 @@ func TestCallbackUnknownJob(t *testing.T) {
 // is claimed or landed, so the path cannot bind the delivery id.
 func TestCallbackOnAnotherPathIsAJobMismatch(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		name, jobID, stored string
-	}{
-		{"a UUID nobody holds", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566"},
-		// The provider's job id is no address: callbacks name searchd's id.
-		{"the provider's job id", "provider-id", "provider-id"},
-		{"the nil UUID", "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"},
-		{"longer than any job id", strings.Repeat("x", 300), strings.Repeat("x", 255)},
-		{"NUL and bad UTF-8 in the path", "a\x00b\xffc", "a\uFFFDb\uFFFDc"},
-	} {
+	// The provider's job id is no address: callbacks name searchd's id.
+	for _, tt := range append(strangePaths(), strangePath{"the provider's job id", "provider-id", "provider-id"}) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newCallbackFixture(t)
@@ -500,26 +510,7 @@ func TestCallbackOnAnotherPathIsAJobMismatch(t *testing.T) {
 				d.jobID, tt.stored = f.job.ProviderJobID, f.job.ProviderJobID
 			}
 			before := f.jobState(f.job.ID)
-			res := f.callback(d)
-			if status, reason := res.answer(t); status != "dropped" || reason != "job_mismatch" {
-				t.Fatalf("callback = %s, want dropped job_mismatch", res.body)
-			}
-			if drops := f.drops(); len(drops) != 1 || drops[0].reason != "job_mismatch" || drops[0].pathJobID != tt.stored ||
-				drops[0].org == nil || *drops[0].org != f.org {
-				t.Errorf("drops = %+v, want one job_mismatch of the organization naming the path %q", drops, tt.stored)
-			}
-			if got := f.obs.counts(); len(got) != 1 || got[acme+"/job_mismatch"] != 1 {
-				t.Errorf("observer counted %v, want one job_mismatch", got)
-			}
-			if n := f.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
-				t.Errorf("%d claims, want 0", n)
-			}
-			if n := f.count(`SELECT count(*) FROM agent.provider_inbox`); n != 0 {
-				t.Errorf("%d arrivals, want 0", n)
-			}
-			if after := f.jobState(f.job.ID); after != before {
-				t.Errorf("job = %+v, want it unchanged %+v", after, before)
-			}
+			f.wantDroppedUnclaimed(t, f.callback(d), d, "job_mismatch", tt.stored, before)
 			// The delivery, on its job's path, is applied.
 			d.jobID = pathOf(f.job)
 			if status, _ := f.callback(d).answer(t); status != "accepted" {

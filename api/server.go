@@ -72,8 +72,6 @@ type SavedSearches interface {
 	// stored, under its row lock (a merge patch).
 	UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool,
 		change func(cur *savedsearch.SavedSearch) (savedsearch.UpdateParams, error)) (*savedsearch.SavedSearch, error)
-	ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b savedsearch.Baseline) (*savedsearch.SavedSearch, error)
-	Archive(ctx context.Context, org, id uuid.UUID) error
 }
 
 // Snapshots is what the API needs of the snapshot store; a *snapshot.Store

@@ -444,14 +444,3 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
-
-// lockWaits counts the backends of the bundle's database that wait on a
-// lock, on every node of a cluster (pgtest.LockWaits).
-func (b *bundle) lockWaits() int {
-	b.t.Helper()
-	n, err := pgtest.LockWaits(context.Background(), b.pool)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return n
-}
