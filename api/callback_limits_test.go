@@ -101,12 +101,9 @@ func TestCallbackBodyLimitIsItsOwn(t *testing.T) {
 				}
 			}
 
-			if n := b.count(`SELECT count(*) FROM agent.provider_inbox`); n != 1 {
-				t.Errorf("%d inbox rows, want 1: the delivery at the limit, none of the refused ones", n)
-			}
-			if n := b.count(`SELECT count(*) FROM agent.webhook_drops`); n != 0 {
-				t.Errorf("%d drops recorded, want 0", n)
-			}
+			// The delivery at the limit, none of the refused ones.
+			b.wantCount(t, 1, `SELECT count(*) FROM agent.provider_inbox`)
+			b.wantCount(t, 0, `SELECT count(*) FROM agent.webhook_drops`)
 		})
 	}
 }
@@ -206,9 +203,7 @@ func TestCallbackRefusedWithoutReadingTheBody(t *testing.T) {
 			}
 		})
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_inbox`); n != 0 {
-		t.Errorf("%d inbox rows after refused callbacks, want 0", n)
-	}
+	b.wantCount(t, 0, `SELECT count(*) FROM agent.provider_inbox`)
 }
 
 // TestRefusingAnUnsignedCallbackCostsNothingLikeItsBody measures the heap

@@ -483,12 +483,8 @@ func (f *callbackFixture) wantDroppedUnclaimed(t *testing.T, res *response, d de
 	if got := f.obs.counts(); len(got) != 1 || got[cmp.Or(d.provider, acme)+"/"+reason] != 1 {
 		t.Errorf("observer counted %v, want one %s", got, reason)
 	}
-	if n := f.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
-		t.Errorf("%d claims, want 0", n)
-	}
-	if n := f.count(`SELECT count(*) FROM agent.provider_inbox`); n != 0 {
-		t.Errorf("%d arrivals, want 0", n)
-	}
+	f.wantCount(t, 0, `SELECT count(*) FROM agent.idempotency_keys`)
+	f.wantCount(t, 0, `SELECT count(*) FROM agent.provider_inbox`)
 	if after := f.jobState(f.job.ID); after != before {
 		t.Errorf("job = %+v, want it unchanged %+v", after, before)
 	}
@@ -531,9 +527,7 @@ func TestCallbackJobMismatch(t *testing.T) {
 	if s := f.jobState(other.ID); s.version != 1 {
 		t.Errorf("the job the body named = %+v, want it untouched", s)
 	}
-	if n := f.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
-		t.Errorf("%d claims for a mismatched delivery, want 0", n)
-	}
+	f.wantCount(t, 0, `SELECT count(*) FROM agent.idempotency_keys`)
 }
 
 // wantNothingRecorded fails unless no claim and no drop exist, no drop was
@@ -717,9 +711,7 @@ func TestCallbackBodyLimitHoldsBeforeTheSignature(t *testing.T) {
 	if res.status != http.StatusRequestEntityTooLarge || res.problem(t).Code != "payload_too_large" {
 		t.Errorf("a 2 KiB callback = %d %s, want 413 payload_too_large", res.status, res.body)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.webhook_drops`); n != 0 {
-		t.Errorf("%d drops recorded for a refused body, want 0", n)
-	}
+	b.wantCount(t, 0, `SELECT count(*) FROM agent.webhook_drops`)
 }
 
 func TestCallbackSetToValueNeverLeavesATerminalStatus(t *testing.T) {
@@ -799,17 +791,11 @@ func TestCallbackConcurrentDeliveriesApplyOnce(t *testing.T) {
 	}
 	// Copies are counted on the one arrival, not multiplied: one audit
 	// row for the reason, 49 on the counter.
-	if n := f.count(`SELECT count(*) FROM agent.provider_inbox WHERE delivery_id = $1 AND status = 'applied'`, d.deliveryID); n != 1 {
-		t.Errorf("%d applied arrivals, want one", n)
-	}
-	if n := f.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`); n != 1 {
-		t.Errorf("%d duplicate drops recorded, want 1", n)
-	}
-	if n := f.count(`SELECT c.duplicates FROM agent.provider_inbox_copies c JOIN agent.provider_inbox i
+	f.wantCount(t, 1, `SELECT count(*) FROM agent.provider_inbox WHERE delivery_id = $1 AND status = 'applied'`, d.deliveryID)
+	f.wantCount(t, 1, `SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`)
+	f.wantCount(t, 49, `SELECT c.duplicates FROM agent.provider_inbox_copies c JOIN agent.provider_inbox i
 		ON i.organization_id = c.organization_id AND i.id = c.inbox_id
-		WHERE i.delivery_id = $1`, d.deliveryID); n != 49 {
-		t.Errorf("%d copies counted on the arrival, want 49", n)
-	}
+		WHERE i.delivery_id = $1`, d.deliveryID)
 	if got := f.obs.counts(); len(got) != 1 || got[acme+"/duplicate"] != 49 {
 		t.Errorf("observer counted %v, want 49 acme/duplicate", got)
 	}
@@ -859,9 +845,8 @@ func TestCallbackRedeliveryAfterACrashIsAppliedOnceByTheApplier(t *testing.T) {
 	if status, reason := f.callback(d).answer(t); status != "dropped" || reason != "duplicate" {
 		t.Errorf("the last redelivery = %s %s, want dropped duplicate", status, reason)
 	}
-	if n := f.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`); n != 1 {
-		t.Errorf("%d duplicate drops, want 1: the first copy; the next is counted on the arrival", n)
-	}
+	// The first copy; the next is counted on the arrival.
+	f.wantCount(t, 1, `SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`)
 	if got := f.jobState(f.job.ID); got.version != 2 {
 		t.Errorf("job version = %d, want 2", got.version)
 	}
@@ -976,9 +961,7 @@ func TestRegisterProviderJob(t *testing.T) {
 	if res.status != http.StatusCreated {
 		t.Errorf("the same job id at another provider = %d %s, want 201", res.status, res.body)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 2 {
-		t.Errorf("%d jobs, want 2", n)
-	}
+	b.wantCount(t, 2, `SELECT count(*) FROM agent.provider_jobs`)
 }
 
 // TestAProviderJobIDNamesOneJobInTheWorld is issue 24.3, end to end.
@@ -1017,9 +1000,8 @@ func TestAProviderJobIDNamesOneJobInTheWorld(t *testing.T) {
 	if res.status != http.StatusConflict || res.problem(t).Code != "already_registered" {
 		t.Fatalf("B's registration of A's provider job id = %d %s, want 409 already_registered", res.status, res.body)
 	}
-	if n := w.count(`SELECT count(*) FROM agent.provider_jobs WHERE organization_id = $1`, w.otherOrg); n != 0 {
-		t.Errorf("B holds %d jobs after its refused registration, want none: nothing is written", n)
-	}
+	// B's refused registration wrote nothing.
+	w.wantCount(t, 0, `SELECT count(*) FROM agent.provider_jobs WHERE organization_id = $1`, w.otherOrg)
 	res = register(w.asOther, bRun, "acme-job-2002")
 	var bJob registeredJob
 	res.decode(t, &bJob)
@@ -1113,9 +1095,8 @@ func TestProviderJobsAreTenantScoped(t *testing.T) {
 	if res := b.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + job.ID.String(), noAuth: true}); res.status != http.StatusUnauthorized {
 		t.Errorf("GET without a token = %d, want 401", res.status)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 1 {
-		t.Errorf("%d jobs, want only the seeded one", n)
-	}
+	// Only the seeded job.
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.provider_jobs`)
 }
 
 func TestRegisterProviderJobRefusesBadInput(t *testing.T) {
@@ -1148,9 +1129,7 @@ func TestRegisterProviderJobRefusesBadInput(t *testing.T) {
 			t.Errorf("%s: problem %+v, want validation_failed naming %s", tt.name, p, tt.field)
 		}
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 0 {
-		t.Errorf("%d jobs registered from bad input, want 0", n)
-	}
+	b.wantCount(t, 0, `SELECT count(*) FROM agent.provider_jobs`)
 }
 
 // TestOpenAPIValidatesProviderJobResponses drives every documented answer

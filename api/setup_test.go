@@ -418,6 +418,14 @@ func (b *bundle) count(query string, args ...any) int {
 	return n
 }
 
+// wantCount fails t unless query counts want.
+func (b *bundle) wantCount(t testing.TB, want int, query string, args ...any) {
+	t.Helper()
+	if n := b.count(query, args...); n != want {
+		t.Errorf("%s = %d, want %d", query, n, want)
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe for the server's concurrent logging.
 type syncBuffer struct {
 	mu  sync.Mutex

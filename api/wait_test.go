@@ -192,9 +192,7 @@ func TestWaitingStartAnswersTheMomentTheHolderCompletes(t *testing.T) {
 	if got := h.res.header.Get("Preference-Applied"); got != "" {
 		t.Errorf("holder, which sent no Prefer, got Preference-Applied %q", got)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.saved_search_snapshots`); n != 1 {
-		t.Errorf("%d snapshots, want 1", n)
-	}
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.saved_search_snapshots`)
 }
 
 // holdClaim claims the preparation of the start startPrefer sends, as
@@ -264,9 +262,7 @@ func TestWaitingStartReclaimsWhenTheHoldersLeasePasses(t *testing.T) {
 	// Nothing ever notifies, so only the lease passing let it claim: had
 	// the waiter slept through its wait, it would have answered 409.
 	t.Logf("answered after %s", time.Since(began))
-	if n := b.count(`SELECT count(*) FROM agent.runs`); n != 1 {
-		t.Errorf("%d runs, want 1", n)
-	}
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.runs`)
 }
 
 func TestManyWaitersAreAllAnsweredOnBoundedConnections(t *testing.T) {
@@ -329,9 +325,7 @@ func TestManyWaitersAreAllAnsweredOnBoundedConnections(t *testing.T) {
 	if len(runIDs) != 1 || created != 1 {
 		t.Errorf("answers name %d Runs with %d admissions, want 1 Run admitted once", len(runIDs), created)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.runs`); n != 1 {
-		t.Errorf("%d runs, want 1", n)
-	}
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.runs`)
 }
 
 func TestPreferenceAppliedOnlyWhereAWaitCouldShapeTheAnswer(t *testing.T) {
