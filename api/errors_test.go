@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
@@ -217,10 +217,7 @@ func TestUnauthorized(t *testing.T) {
 	}
 	valid := jwt.MapClaims{"org_id": org.String(), "exp": now.Add(time.Hour).Unix()}
 	with := func(edit func(jwt.MapClaims)) jwt.MapClaims {
-		c := jwt.MapClaims{}
-		for k, v := range valid {
-			c[k] = v
-		}
+		c := maps.Clone(valid)
 		edit(c)
 		return c
 	}
@@ -442,13 +439,7 @@ func TestUnsupportedMediaType(t *testing.T) {
 
 func TestUnavailableWhenTheDatabaseIsDown(t *testing.T) {
 	t.Parallel()
-	// Port 1 on loopback: nothing listens, every connection is refused.
-	down, err := pgxpool.New(context.Background(), "postgres://searchd@127.0.0.1:1/searchd?connect_timeout=2&sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(down.Close)
-	b := setup(t, setupOpts{pool: down})
+	b := setupDown(t)
 	for _, r := range []req{
 		{method: http.MethodGet, path: "/v1/saved-searches"},
 		{method: http.MethodGet, path: "/v1/saved-searches/" + uuid.NewString()},

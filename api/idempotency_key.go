@@ -68,13 +68,9 @@ func ParseIdempotencyKey(value string) (string, error) {
 	} else if strings.Contains(v, ",") {
 		return "", errKeyInvalid
 	}
-	if key == "" || len(key) > MaxIdempotencyKeyLen || key[0] == ' ' || key[len(key)-1] == ' ' {
+	if key == "" || len(key) > MaxIdempotencyKeyLen || key[0] == ' ' || key[len(key)-1] == ' ' ||
+		strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
 		return "", errKeyInvalid
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return "", errKeyInvalid
-		}
 	}
 	return key, nil
 }

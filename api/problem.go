@@ -83,30 +83,6 @@ type Problem struct {
 	CurrentStatus string `json:"current_status,omitempty"`
 }
 
-// titles holds the fixed title of each code.
-var titles = map[string]string{
-	CodeMissingIdempotencyKey: "Idempotency-Key header missing",
-	CodeInvalidIdempotencyKey: "Idempotency-Key header invalid",
-	CodeMalformedJSON:         "Malformed JSON body",
-	CodeValidationFailed:      "Validation failed",
-	CodeUnauthorized:          "Unauthorized",
-	CodeNotFound:              "Not found",
-	CodeMethodNotAllowed:      "Method not allowed",
-	CodeInProgress:            "Request in progress",
-	CodeKeyReused:             "Idempotency-Key reused",
-	CodePayloadTooLarge:       "Payload too large",
-	CodeUnsupportedMediaType:  "Unsupported media type",
-	CodeUnavailable:           "Service unavailable",
-	CodeInternal:              "Internal server error",
-	CodeAlreadyRegistered:     "Already registered",
-	CodeMissingDeliveryID:     "webhook-id header missing",
-	CodeInvalidDeliveryID:     "webhook-id header invalid",
-	CodeRateLimited:           "Too many requests waiting",
-	CodePreconditionFailed:    "Precondition failed",
-	CodeInsufficientScope:     "Credential not allowed here",
-	CodeRunFinished:           "Run finished",
-}
-
 // apiError is an error the HTTP layer itself decided on: its status, code
 // and detail are the answer.
 type apiError struct {

@@ -445,20 +445,16 @@ func deliveryIDHeader(h http.Header) (string, error) {
 // readCallbackBody: 503 when either is spent).
 func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, sig string) ([]byte, error) {
 	r := c.Request()
-	limit := s.callbackMaxBodyBytes
-	if r.ContentLength > limit {
+	if r.ContentLength > s.callbackMaxBodyBytes {
 		return nil, s.callbackTooLarge()
 	}
 	mac := hmac.New(sha256.New, secret)
-	_, _ = io.WriteString(mac, deliveryID)
-	_, _ = io.WriteString(mac, ".")
-	_, _ = io.WriteString(mac, ts)
-	_, _ = io.WriteString(mac, ".")
+	_, _ = io.WriteString(mac, deliveryID+"."+ts+".")
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
 		var charged int64
 		var err error
-		if body, charged, err = s.readCallbackBody(c, limit, mac, s.callbackTooLarge); err != nil {
+		if body, charged, err = s.readCallbackBody(c, mac); err != nil {
 			return nil, err
 		}
 		// Checked, the body is the provider's or refused: either way it

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/api"
@@ -854,12 +853,7 @@ func TestCallbackRedeliveryAfterACrashIsAppliedOnceByTheApplier(t *testing.T) {
 
 func TestProviderJobsAnswer503WhenTheDatabaseIsDown(t *testing.T) {
 	t.Parallel()
-	down, err := pgxpool.New(context.Background(), "postgres://searchd@127.0.0.1:1/searchd?connect_timeout=2&sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(down.Close)
-	b := setup(t, setupOpts{pool: down})
+	b := setupDown(t)
 	body := callbackBody("job-1", "running", nil)
 	for _, r := range []req{
 		b.callbackReq(delivery{jobID: uuid.NewString(), deliveryID: "d-1", body: body}), // resolving the job

@@ -16,7 +16,6 @@ import (
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
-	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/providerjobs"
 )
 
@@ -388,17 +387,7 @@ func TestMaxPreferWaitIsValidated(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
 	st := newStores(pool, nil)
-	deps := api.Deps{
-		Ready:         readiness.Pool(pool),
-		SavedSearches: st.searches,
-		Snapshots:     st.snapshots,
-		Runs:          st.runs,
-		Starter:       st.starter(t, admission.Config{}),
-		ProviderJobs:  providerjobs.New(pool, st.plane, providerjobs.Config{}),
-		Dispatches:    st.dispatches,
-		Admission:     admissionFor(t, pool),
-		Verifier:      testVerifier(t, nil),
-	}
+	deps := st.deps(t, providerjobs.Config{})
 	for _, d := range []time.Duration{-time.Second, 31 * time.Second, 1500 * time.Millisecond} {
 		deps.MaxPreferWait = d
 		if _, err := api.New(deps); err == nil {
