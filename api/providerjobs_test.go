@@ -593,9 +593,7 @@ func TestCallbackSignatureIsChecked(t *testing.T) {
 		d := tt.d
 		d.jobID, d.deliveryID, d.body, d.at = pathOf(f.job), "d-x", body, now
 		res := f.callback(d)
-		if res.status != http.StatusUnauthorized || res.problem(t).Code != "unauthorized" {
-			t.Errorf("%s: callback = %d %s, want 401 unauthorized", tt.name, res.status, res.body)
-		}
+		res.wantProblem(t, http.StatusUnauthorized, "unauthorized", "%s: callback", tt.name)
 		// The challenge names the signature, not the bearer token the
 		// callback route does not take.
 		if ch := res.header.Get("WWW-Authenticate"); !strings.HasPrefix(ch, "Webhook-Signature ") {
@@ -707,9 +705,7 @@ func TestCallbackBodyLimitHoldsBeforeTheSignature(t *testing.T) {
 	b := setup(t, setupOpts{deps: func(d *api.Deps) { d.MaxBodyBytes = 1024 }})
 	body := callbackBody("j", "running", map[string]any{"blob": strings.Repeat("x", 2000)})
 	res := b.callback(delivery{jobID: "j", deliveryID: "d", body: body})
-	if res.status != http.StatusRequestEntityTooLarge || res.problem(t).Code != "payload_too_large" {
-		t.Errorf("a 2 KiB callback = %d %s, want 413 payload_too_large", res.status, res.body)
-	}
+	res.wantProblem(t, http.StatusRequestEntityTooLarge, "payload_too_large", "a 2 KiB callback")
 	b.wantCount(t, 0, `SELECT count(*) FROM agent.webhook_drops`)
 }
 
@@ -940,9 +936,7 @@ func TestRegisterProviderJob(t *testing.T) {
 	// for another organization: a provider's job id names one job.
 	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
 		body: map[string]any{"run_id": b.seedRun(b.org).String(), "provider": acme, "provider_job_id": "job/42 ü"}})
-	if res.status != http.StatusConflict || res.problem(t).Code != "already_registered" {
-		t.Errorf("register again for another Run = %d %s, want 409 already_registered", res.status, res.body)
-	}
+	res.wantProblem(t, http.StatusConflict, "already_registered", "register again for another Run")
 	other := uuid.New()
 	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs", header: map[string]string{"Authorization": "Bearer " + b.tokenFor(other, "other")},
 		body: map[string]any{"run_id": b.seedRun(other).String(), "provider": acme, "provider_job_id": "job/42 ü"}})
@@ -1067,9 +1061,7 @@ func TestProviderJobsAreTenantScoped(t *testing.T) {
 	// Another organization's Run cannot carry our job, nor ours theirs.
 	res := b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
 		body: map[string]any{"run_id": b.seedRun(other).String(), "provider": acme, "provider_job_id": "stolen"}})
-	if res.status != http.StatusNotFound || res.problem(t).Code != "not_found" {
-		t.Errorf("register on another organization's Run = %d %s, want 404 not_found", res.status, res.body)
-	}
+	res.wantProblem(t, http.StatusNotFound, "not_found", "register on another organization's Run")
 	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
 		body: map[string]any{"run_id": uuid.NewString(), "provider": acme, "provider_job_id": "nowhere"}})
 	if res.status != http.StatusNotFound {
@@ -1078,9 +1070,7 @@ func TestProviderJobsAreTenantScoped(t *testing.T) {
 	// Another organization cannot read our job.
 	res = b.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + job.ID.String(),
 		header: map[string]string{"Authorization": "Bearer " + otherToken}})
-	if res.status != http.StatusNotFound || res.problem(t).Code != "not_found" {
-		t.Errorf("another organization's GET = %d %s, want 404 not_found", res.status, res.body)
-	}
+	res.wantProblem(t, http.StatusNotFound, "not_found", "another organization's GET")
 	for _, path := range []string{"/v1/provider-jobs/" + uuid.NewString(), "/v1/provider-jobs/not-a-uuid"} {
 		if res := b.do(req{method: http.MethodGet, path: path}); res.status != http.StatusNotFound {
 			t.Errorf("GET %s = %d, want 404", path, res.status)

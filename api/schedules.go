@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -67,14 +66,7 @@ func answerSchedule(c echo.Context, status int, sc *schedule.Schedule, err error
 // precondition too: a schedule must exist (a set with If-Match: * never
 // creates one).
 func scheduleIfMatch(h http.Header) func(int64) bool {
-	for _, v := range h.Values(HeaderIfMatch) {
-		for _, t := range splitQuoted(v, ',') {
-			if strings.TrimSpace(t) == "*" {
-				return func(int64) bool { return true }
-			}
-		}
-	}
-	return ifMatch(h)
+	return ifMatchOr(h, func(int64) bool { return true })
 }
 
 // schedulePath is the Location of a saved search's schedule.

@@ -123,9 +123,7 @@ func TestScheduleSetIsIdempotentByKey(t *testing.T) {
 		t.Errorf("keyed PUT repeated = %d %v %s, want 200 replayed with the paused schedule", res.status, res.header, res.body)
 	}
 	res = b.do(req{method: http.MethodPut, path: path, body: map[string]any{"interval_seconds": 900}, header: key})
-	if res.status != http.StatusUnprocessableEntity || res.problem(t).Code != "key_reused" {
-		t.Errorf("the key with another body = %d %s, want 422 key_reused", res.status, res.body)
-	}
+	res.wantProblem(t, http.StatusUnprocessableEntity, "key_reused", "the key with another body")
 	b.wantCount(t, 1, `SELECT count(*) FROM agent.idempotency_keys WHERE scope = 'surface.schedule.set' AND status = 'completed'`)
 }
 

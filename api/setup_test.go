@@ -233,6 +233,15 @@ type response struct {
 	body   []byte
 }
 
+// wantProblem fails t unless r is a problem of status and code; what (a
+// format and its args) names the request.
+func (r *response) wantProblem(t *testing.T, status int, code, what string, args ...any) {
+	t.Helper()
+	if r.status != status || r.problem(t).Code != code {
+		t.Errorf("%s = %d %s, want %d %s", fmt.Sprintf(what, args...), r.status, r.body, status, code)
+	}
+}
+
 // decode decodes the body into v, failing the test when it is not JSON.
 func (r *response) decode(t *testing.T, v any) {
 	t.Helper()

@@ -118,9 +118,7 @@ func TestStartKeyReusedForAnotherRequest(t *testing.T) {
 		{"other saved search", other.ID, map[string]any{"max_results": 5}},
 	} {
 		res := b.start(tt.id, "reused", tt.body)
-		if res.status != http.StatusUnprocessableEntity || res.problem(t).Code != "key_reused" {
-			t.Errorf("%s: start = %d %s, want 422 key_reused", tt.name, res.status, res.body)
-		}
+		res.wantProblem(t, http.StatusUnprocessableEntity, "key_reused", "%s: start", tt.name)
 	}
 }
 
