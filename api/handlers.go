@@ -385,7 +385,7 @@ func (s *Server) startSavedSearch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	key, err := s.idempotencyKey(c)
+	key, err := idempotencyKey(c.Request().Header)
 	if err != nil {
 		return err
 	}
@@ -420,7 +420,7 @@ const MaxDirectInputBytes = admission.MaxInputBytes
 
 // startDirect admits a capability or definition Run.
 func (s *Server) startDirect(c echo.Context) error {
-	key, err := s.idempotencyKey(c)
+	key, err := idempotencyKey(c.Request().Header)
 	if err != nil {
 		return err
 	}
@@ -529,16 +529,4 @@ func (s *Server) getRun(c echo.Context) error {
 		return err
 	}
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
-}
-
-// idempotencyKey reads the request's Idempotency-Key header as a problem.
-func (s *Server) idempotencyKey(c echo.Context) (string, error) {
-	key, err := idempotencyKey(c.Request().Header)
-	switch err {
-	case nil:
-		return key, nil
-	case errKeyMissing:
-		return "", &apiError{status: http.StatusBadRequest, code: CodeMissingIdempotencyKey, detail: err.Error()}
-	}
-	return "", &apiError{status: http.StatusBadRequest, code: CodeInvalidIdempotencyKey, detail: err.Error()}
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 )
@@ -14,11 +13,13 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 const MaxIdempotencyKeyLen = 255
 
 var (
-	// errKeyMissing reports a request without an Idempotency-Key header.
-	errKeyMissing = errors.New("the Idempotency-Key header is required")
-	// errKeyInvalid reports an Idempotency-Key header the API refuses.
-	errKeyInvalid = errors.New("the Idempotency-Key header must be one key of 1 to 255 printable ASCII characters, " +
-		"optionally as a quoted string; a space may not start or end it, and a comma only appears in the quoted form")
+	// errKeyMissing answers a request without an Idempotency-Key header.
+	errKeyMissing = &apiError{status: http.StatusBadRequest, code: CodeMissingIdempotencyKey,
+		detail: "the Idempotency-Key header is required"}
+	// errKeyInvalid answers an Idempotency-Key header the API refuses.
+	errKeyInvalid = &apiError{status: http.StatusBadRequest, code: CodeInvalidIdempotencyKey,
+		detail: "the Idempotency-Key header must be one key of 1 to 255 printable ASCII characters, " +
+			"optionally as a quoted string; a space may not start or end it, and a comma only appears in the quoted form"}
 )
 
 // idempotencyKey reads the Idempotency-Key header of h. It returns
