@@ -142,8 +142,7 @@ func (s *Server) readCallbackBody(c echo.Context, mac io.Writer) (body []byte, c
 			return nil, charged, &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, retryAfter: unavailableRetryAfter,
 				detail: fmt.Sprintf("the callback body did not arrive within %s; redeliver after Retry-After", s.callbackBodyTimeout)}
 		default:
-			return nil, charged, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-				detail: "the request body could not be read"}
+			return nil, charged, malformedJSON("the request body could not be read")
 		}
 	}
 }

@@ -298,8 +298,7 @@ func mergePatch(cur *savedsearch.SavedSearch, raw []byte) (savedsearch.UpdatePar
 	}
 	merged, err := jsonpatch.MergePatch(doc, raw)
 	if err != nil {
-		return req, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-			detail: "the merge patch could not be applied: " + err.Error()}
+		return req, malformedJSON("the merge patch could not be applied: " + err.Error())
 	}
 	if err := checkJSON(merged, reflect.TypeOf(&req)); err != nil {
 		return req, err

@@ -498,16 +498,14 @@ func (s *Server) callbackTooLarge() error {
 // bounded depth), because result is stored as jsonb.
 func parseCallbackBody(buf []byte) (providerjobs.Update, error) {
 	if len(bytes.TrimSpace(buf)) == 0 {
-		return providerjobs.Update{}, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-			detail: "the request body is empty; a callback is a JSON object"}
+		return providerjobs.Update{}, malformedJSON("the request body is empty; a callback is a JSON object")
 	}
 	if err := checkJSON(buf, reflect.TypeFor[map[string]any]()); err != nil {
 		return providerjobs.Update{}, err
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(buf, &members); err != nil {
-		return providerjobs.Update{}, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-			detail: "the request body is not valid JSON"}
+		return providerjobs.Update{}, malformedJSON("the request body is not valid JSON")
 	}
 	var u providerjobs.Update
 	var fields []FieldError
