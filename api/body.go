@@ -94,16 +94,14 @@ func (s *Server) decodeBody(c echo.Context, dst any, required bodyRequired) erro
 		case errors.As(err, &tooLarge):
 			return s.tooLarge()
 		case err != nil:
-			return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-				detail: "the request body could not be read"}
+			return malformedJSON("the request body could not be read")
 		}
 	}
 	if len(bytes.TrimSpace(buf)) == 0 {
 		if required == bodyOptional {
 			return nil
 		}
-		return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-			detail: "the request body is empty; this operation needs a JSON object"}
+		return malformedJSON("the request body is empty; this operation needs a JSON object")
 	}
 	if ct == "" {
 		return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
@@ -159,6 +157,11 @@ func typeHasRules(t reflect.Type, seen map[reflect.Type]bool) bool {
 	return false
 }
 
+// malformedJSON is the 400 malformed_json problem saying detail.
+func malformedJSON(detail string) *apiError {
+	return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON, detail: detail}
+}
+
 func (s *Server) tooLarge() error {
 	return &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
 		detail: fmt.Sprintf("the request body is larger than %d bytes", s.maxBodyBytes)}
@@ -189,8 +192,7 @@ func isJSONMediaType(ct string) bool {
 // duplicate name, a value of the wrong JSON type, or one a hook refuses.
 func decodeJSON(buf []byte, dst any) error {
 	if !utf8.Valid(buf) {
-		return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-			detail: "the request body is not valid UTF-8"}
+		return malformedJSON("the request body is not valid UTF-8")
 	}
 	var err error = errNotObject // JSON v2 reads null into a struct
 	if body := bytes.TrimLeft(buf, " \t\r\n"); len(body) > 0 && body[0] == '{' {
@@ -267,8 +269,7 @@ const (
 
 var refusedDepth = valueRefusal(fmt.Sprintf("nests objects and arrays deeper than %d levels", maxJSONDepth))
 
-var errNotObject = &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-	detail: "the request body must be a JSON object"}
+var errNotObject = malformedJSON("the request body must be a JSON object")
 
 // noNUL reads a string (a value or an object's name) into s, refusing one
 // that holds the NUL character: PostgreSQL text cannot hold it.
@@ -427,8 +428,7 @@ func syntaxProblem(buf []byte) error {
 		return errNotObject
 	}
 	if _, err := dec.ReadToken(); err != io.EOF {
-		return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-			detail: "the request body holds more than one JSON value"}
+		return malformedJSON("the request body holds more than one JSON value")
 	}
 	return nil
 }
@@ -444,7 +444,7 @@ func malformed(err error) error {
 	case errors.As(err, &syn) && syn.Err != nil:
 		detail = fmt.Sprintf("%s: %s (at byte %d)", detail, syn.Err, syn.ByteOffset)
 	}
-	return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON, detail: detail}
+	return malformedJSON(detail)
 }
 
 // fieldRefused is the validation_failed problem of the field ptr points to
@@ -548,13 +548,19 @@ func validationProblem(err error) error {
 		// and a 500 is its honest answer.
 		return err
 	}
+	return validationFailed(ruleFields(verrs, func(path string) string { return path })...)
+}
+
+// ruleFields names the fields of verrs (maxFieldErrors at most) and the
+// rules they broke, each path as name spells it.
+func ruleFields(verrs validator.ValidationErrors, name func(path string) string) []FieldError {
 	fields := make([]FieldError, 0, min(len(verrs), maxFieldErrors))
 	for _, fe := range verrs[:min(len(verrs), maxFieldErrors)] {
 		// The namespace starts with the Go name of the request struct.
 		_, path, _ := strings.Cut(fe.Namespace(), ".")
-		fields = append(fields, FieldError{Field: path, Message: ruleMessage(fe)})
+		fields = append(fields, FieldError{Field: name(path), Message: ruleMessage(fe)})
 	}
-	return validationFailed(fields...)
+	return fields
 }
 
 // ruleMessage says in words which validate rule a field broke.

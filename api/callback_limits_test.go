@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/internal/pgtest"
-	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/providerjobs"
 )
 
@@ -101,12 +99,9 @@ func TestCallbackBodyLimitIsItsOwn(t *testing.T) {
 				}
 			}
 
-			if n := b.count(`SELECT count(*) FROM agent.provider_inbox`); n != 1 {
-				t.Errorf("%d inbox rows, want 1: the delivery at the limit, none of the refused ones", n)
-			}
-			if n := b.count(`SELECT count(*) FROM agent.webhook_drops`); n != 0 {
-				t.Errorf("%d drops recorded, want 0", n)
-			}
+			// The delivery at the limit, none of the refused ones.
+			b.wantCount(t, 1, `SELECT count(*) FROM agent.provider_inbox`)
+			b.wantCount(t, 0, `SELECT count(*) FROM agent.webhook_drops`)
 		})
 	}
 }
@@ -118,19 +113,9 @@ func TestCallbackLimitCannotExceedTheBodyLimit(t *testing.T) {
 	pool := pgtest.NewDB(t)
 	st := newStores(pool, nil)
 	for _, tc := range []struct{ body, callback int64 }{{2048, 4096}, {0, api.DefaultMaxBodyBytes + 1}, {0, -1}} {
-		_, err := api.New(api.Deps{
-			Ready:                readiness.Pool(pool),
-			SavedSearches:        st.searches,
-			Snapshots:            st.snapshots,
-			Runs:                 st.runs,
-			Starter:              st.starter(t, admission.Config{}),
-			ProviderJobs:         providerjobs.New(pool, st.plane, providerjobs.Config{}),
-			Dispatches:           st.dispatches,
-			Admission:            admissionFor(t, pool),
-			Verifier:             testVerifier(t, nil),
-			MaxBodyBytes:         tc.body,
-			CallbackMaxBodyBytes: tc.callback,
-		})
+		d := st.deps(t, providerjobs.Config{})
+		d.MaxBodyBytes, d.CallbackMaxBodyBytes = tc.body, tc.callback
+		_, err := api.New(d)
 		if err == nil || !strings.Contains(err.Error(), "Deps.CallbackMaxBodyBytes") {
 			t.Errorf("api.New with MaxBodyBytes %d, CallbackMaxBodyBytes %d = %v, want an error naming CallbackMaxBodyBytes",
 				tc.body, tc.callback, err)
@@ -206,9 +191,7 @@ func TestCallbackRefusedWithoutReadingTheBody(t *testing.T) {
 			}
 		})
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_inbox`); n != 0 {
-		t.Errorf("%d inbox rows after refused callbacks, want 0", n)
-	}
+	b.wantCount(t, 0, `SELECT count(*) FROM agent.provider_inbox`)
 }
 
 // TestRefusingAnUnsignedCallbackCostsNothingLikeItsBody measures the heap

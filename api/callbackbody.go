@@ -75,8 +75,8 @@ func (b *bodyBudget) give(n int64) {
 	b.mu.Unlock()
 }
 
-// readCallbackBody reads the callback body of c, at most limit bytes (one
-// more is refused with the 413 of tooLarge), into a buffer charged to the
+// readCallbackBody reads the callback body of c, at most
+// s.callbackMaxBodyBytes (one more is refused with its 413), into a buffer charged to the
 // budget as it grows, writing each byte read to mac too. The body must be
 // in within s.callbackBodyTimeout of the call. It returns the body and the
 // bytes charged for it, which the caller gives back once the signature is
@@ -85,8 +85,8 @@ func (b *bodyBudget) give(n int64) {
 // It answers 503 unavailable with Retry-After when the budget cannot take
 // the body (and closes the connection: the body is not read), and when the
 // body did not arrive in time.
-func (s *Server) readCallbackBody(c echo.Context, limit int64, mac io.Writer, tooLarge func() error) (body []byte, charged int64, err error) {
-	r := c.Request()
+func (s *Server) readCallbackBody(c echo.Context, mac io.Writer) (body []byte, charged int64, err error) {
+	r, limit := c.Request(), s.callbackMaxBodyBytes
 	defer func() {
 		if err != nil {
 			s.callbackBodies.give(charged)
@@ -118,7 +118,7 @@ func (s *Server) readCallbackBody(c echo.Context, limit int64, mac io.Writer, to
 			// before its buffer is full.
 			next := min(2*int64(cap(buf)), limit+1)
 			if next <= int64(cap(buf)) {
-				return nil, charged, tooLarge()
+				return nil, charged, s.callbackTooLarge()
 			}
 			if !s.callbackBodies.take(next-int64(cap(buf)), next) {
 				return nil, charged, budgetSpent(c)
@@ -137,13 +137,12 @@ func (s *Server) readCallbackBody(c echo.Context, limit int64, mac io.Writer, to
 			return buf, charged, nil
 		case rerr == nil:
 		case errors.As(rerr, &tooLong):
-			return nil, charged, tooLarge()
+			return nil, charged, s.callbackTooLarge()
 		case errors.Is(rerr, os.ErrDeadlineExceeded):
 			return nil, charged, &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, retryAfter: unavailableRetryAfter,
 				detail: fmt.Sprintf("the callback body did not arrive within %s; redeliver after Retry-After", s.callbackBodyTimeout)}
 		default:
-			return nil, charged, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-				detail: "the request body could not be read"}
+			return nil, charged, malformedJSON("the request body could not be read")
 		}
 	}
 }

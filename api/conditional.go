@@ -2,12 +2,9 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/labstack/echo/v4"
-
-	"github.com/searchd/searchd/savedsearch"
 )
 
 // Headers of conditional requests (RFC 9110 §13).
@@ -25,18 +22,16 @@ const (
 // bumps the version, so equal tags mean equal representations.
 func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
 
-// setETag names the version of ss on the answer.
-func setETag(c echo.Context, ss *savedsearch.SavedSearch) {
-	c.Response().Header().Set(HeaderETag, etag(ss.Version))
-}
-
 // ifMatch returns the precondition the If-Match headers of h set on a
 // change, or nil when there is none. "*" matches any current version (the
 // saved search must exist, which the change checks anyway). A list
 // matches when any of its tags is the current version's; comparison is
 // strong (RFC 9110 §13.1.1), so a weak tag (W/"3") or a tag that is no
 // version of ours never matches and the change is refused.
-func ifMatch(h http.Header) func(int64) bool {
+func ifMatch(h http.Header) func(int64) bool { return ifMatchOr(h, nil) }
+
+// ifMatchOr is ifMatch answering star for "*".
+func ifMatchOr(h http.Header, star func(int64) bool) func(int64) bool {
 	values := h.Values(HeaderIfMatch)
 	if len(values) == 0 {
 		return nil
@@ -49,18 +44,8 @@ func ifMatch(h http.Header) func(int64) bool {
 			}
 		}
 	}
-	for _, t := range tags {
-		if t == "*" {
-			return nil
-		}
+	if slices.Contains(tags, "*") {
+		return star
 	}
-	return func(version int64) bool {
-		want := etag(version)
-		for _, t := range tags {
-			if t == want {
-				return true
-			}
-		}
-		return false
-	}
+	return func(version int64) bool { return slices.Contains(tags, etag(version)) }
 }

@@ -19,7 +19,7 @@ func (s *Server) optionalKey(c echo.Context) (string, bool, error) {
 	if len(c.Request().Header.Values(HeaderIdempotencyKey)) == 0 {
 		return "", false, nil
 	}
-	key, err := s.idempotencyKey(c)
+	key, err := idempotencyKey(c.Request().Header)
 	return key, err == nil, err
 }
 

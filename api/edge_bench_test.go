@@ -46,18 +46,9 @@ func BenchmarkTheEdgeOfAReplay(b *testing.B) {
 		CreatedAt: at, RetainUntil: at.Add(runs.Retention), StartKey: runs.SavedSearchStartKey("k"), CreatedBy: &actor}
 	res := admission.Result{Run: run, Snapshot: &snapshot.Summary{ID: snap, SavedSearchID: ss, SavedSearchVersion: 3,
 		ContentHash: strings.Repeat("ab", 32), CreatedAt: at}}
-	srv, err := api.New(api.Deps{
-		Ready:         func(context.Context) error { return nil },
-		SavedSearches: noSavedSearches{},
-		Snapshots:     noSnapshots{},
-		Runs:          noRuns{},
-		Starter:       replayingStarter{res},
-		ProviderJobs:  noProviderJobs{},
-		Dispatches:    noDispatches{},
-		Admission:     defaultAdmission(b),
-		Verifier:      testVerifier(b, nil),
-		Logger:        slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
-	})
+	d := fakeDeps(b, replayingStarter{res})
+	d.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	srv, err := api.New(d)
 	if err != nil {
 		b.Fatal(err)
 	}

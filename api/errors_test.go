@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
@@ -60,9 +60,7 @@ func TestIdempotencyKeyProblems(t *testing.T) {
 			}
 		}
 	}
-	if n := b.count(`SELECT count(*) FROM agent.runs`); n != 0 {
-		t.Errorf("%d runs admitted by refused requests, want 0", n)
-	}
+	b.wantCount(t, 0, `SELECT count(*) FROM agent.runs`)
 }
 
 func TestMalformedJSON(t *testing.T) {
@@ -89,9 +87,7 @@ func TestMalformedJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		res := b.do(req{method: tt.method, path: tt.path, body: tt.body, header: map[string]string{"Idempotency-Key": "k"}})
-		if res.status != http.StatusBadRequest || res.problem(t).Code != "malformed_json" {
-			t.Errorf("%s %s %q = %d %s, want 400 malformed_json", tt.method, tt.path, tt.body, res.status, res.body)
-		}
+		res.wantProblem(t, http.StatusBadRequest, "malformed_json", "%s %s %q", tt.method, tt.path, tt.body)
 	}
 }
 
@@ -160,13 +156,9 @@ func TestValidationFailedNamesTheFields(t *testing.T) {
 	for _, q := range []string{"/v1/runs?limit=0", "/v1/runs?limit=201", "/v1/runs?limit=x",
 		"/v1/runs?saved_search_id=nope", "/v1/runs?cursor=bogus", "/v1/saved-searches?cursor=%00", "/v1/saved-searches?limit=-1"} {
 		res := b.do(req{method: http.MethodGet, path: q})
-		if res.status != http.StatusBadRequest || res.problem(t).Code != "validation_failed" {
-			t.Errorf("GET %s = %d %s, want 400 validation_failed", q, res.status, res.body)
-		}
+		res.wantProblem(t, http.StatusBadRequest, "validation_failed", "GET %s", q)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.runs`); n != 0 {
-		t.Errorf("%d runs admitted by refused requests, want 0", n)
-	}
+	b.wantCount(t, 0, `SELECT count(*) FROM agent.runs`)
 }
 
 // TestListCursorsAreReadByTheOneDecoder sends every API list a cursor in
@@ -221,10 +213,7 @@ func TestUnauthorized(t *testing.T) {
 	}
 	valid := jwt.MapClaims{"org_id": org.String(), "exp": now.Add(time.Hour).Unix()}
 	with := func(edit func(jwt.MapClaims)) jwt.MapClaims {
-		c := jwt.MapClaims{}
-		for k, v := range valid {
-			c[k] = v
-		}
+		c := maps.Clone(valid)
 		edit(c)
 		return c
 	}
@@ -256,9 +245,7 @@ func TestUnauthorized(t *testing.T) {
 	for _, tt := range tests {
 		res := b.do(req{method: http.MethodGet, path: "/v1/saved-searches", noAuth: tt.header == "",
 			header: map[string]string{"Authorization": tt.header}})
-		if res.status != http.StatusUnauthorized || res.problem(t).Code != "unauthorized" {
-			t.Errorf("%s: %d %s, want 401 unauthorized", tt.name, res.status, res.body)
-		}
+		res.wantProblem(t, http.StatusUnauthorized, "unauthorized", "%s", tt.name)
 		if res.header.Get("WWW-Authenticate") == "" {
 			t.Errorf("%s: no WWW-Authenticate header", tt.name)
 		}
@@ -349,9 +336,7 @@ func TestTenantIsolationOnEveryRoute(t *testing.T) {
 		{method: http.MethodGet, path: "/v1/runs/" + direct.Run.ID.String()},
 	} {
 		res := b.do(r)
-		if res.status != http.StatusNotFound || res.problem(t).Code != "not_found" {
-			t.Errorf("another organization's %s %s = %d %s, want 404 not_found", r.method, r.path, res.status, res.body)
-		}
+		res.wantProblem(t, http.StatusNotFound, "not_found", "another organization's %s %s", r.method, r.path)
 	}
 	for _, path := range []string{"/v1/saved-searches", "/v1/runs", "/v1/runs?saved_search_id=" + ss.ID.String()} {
 		var page struct{ Items []json.RawMessage }
@@ -391,14 +376,10 @@ func TestNotFoundForMalformedPathIDs(t *testing.T) {
 	for _, path := range []string{"/v1/saved-searches/42", "/v1/runs/not-a-uuid", "/v1/snapshots/%00",
 		"/v1/saved-searches/zz/snapshots", "/nope", "/v1/nope"} {
 		res := b.do(req{method: http.MethodGet, path: path})
-		if res.status != http.StatusNotFound || res.problem(t).Code != "not_found" {
-			t.Errorf("GET %s = %d %s, want 404 not_found", path, res.status, res.body)
-		}
+		res.wantProblem(t, http.StatusNotFound, "not_found", "GET %s", path)
 	}
 	res := b.do(req{method: http.MethodDelete, path: "/healthz"})
-	if res.status != http.StatusMethodNotAllowed || res.problem(t).Code != "method_not_allowed" {
-		t.Errorf("DELETE /healthz = %d %s, want 405 method_not_allowed", res.status, res.body)
-	}
+	res.wantProblem(t, http.StatusMethodNotAllowed, "method_not_allowed", "DELETE /healthz")
 }
 
 func TestPayloadTooLarge(t *testing.T) {
@@ -406,9 +387,7 @@ func TestPayloadTooLarge(t *testing.T) {
 	b := setup(t, setupOpts{deps: func(d *api.Deps) { d.MaxBodyBytes = 1024 }})
 	big := `{"name": "n", "brief": {"query": "` + strings.Repeat("q", 2000) + `"}}`
 	res := b.do(req{method: http.MethodPost, path: "/v1/saved-searches", body: big})
-	if res.status != http.StatusRequestEntityTooLarge || res.problem(t).Code != "payload_too_large" {
-		t.Errorf("a 2 KiB body with a known length = %d %s, want 413 payload_too_large", res.status, res.body)
-	}
+	res.wantProblem(t, http.StatusRequestEntityTooLarge, "payload_too_large", "a 2 KiB body with a known length")
 	// Without a Content-Length the limit holds while reading.
 	hr, _ := http.NewRequest(http.MethodPost, b.server.URL+"/v1/saved-searches", io.MultiReader(strings.NewReader(big)))
 	hr.ContentLength = -1
@@ -426,9 +405,7 @@ func TestUnsupportedMediaType(t *testing.T) {
 	body := `{"name": "n", "brief": {"query": "q"}}`
 	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1", "json", ";;"} {
 		res := b.do(req{method: http.MethodPost, path: "/v1/saved-searches", body: body, header: map[string]string{"Content-Type": ct}})
-		if res.status != http.StatusUnsupportedMediaType || res.problem(t).Code != "unsupported_media_type" {
-			t.Errorf("Content-Type %q = %d %s, want 415 unsupported_media_type", ct, res.status, res.body)
-		}
+		res.wantProblem(t, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type %q", ct)
 	}
 	// A body without a Content-Type is refused; an empty start body needs none.
 	hr, _ := http.NewRequest(http.MethodPost, b.server.URL+"/v1/saved-searches/"+ss.ID.String()+"/start", strings.NewReader(`{"note":"x"}`))
@@ -446,13 +423,7 @@ func TestUnsupportedMediaType(t *testing.T) {
 
 func TestUnavailableWhenTheDatabaseIsDown(t *testing.T) {
 	t.Parallel()
-	// Port 1 on loopback: nothing listens, every connection is refused.
-	down, err := pgxpool.New(context.Background(), "postgres://searchd@127.0.0.1:1/searchd?connect_timeout=2&sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(down.Close)
-	b := setup(t, setupOpts{pool: down})
+	b := setupDown(t)
 	for _, r := range []req{
 		{method: http.MethodGet, path: "/v1/saved-searches"},
 		{method: http.MethodGet, path: "/v1/saved-searches/" + uuid.NewString()},
@@ -528,9 +499,7 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := b.do(req{method: http.MethodGet, path: "/readyz", noAuth: true})
-	if res.status != http.StatusServiceUnavailable || res.problem(t).Code != "unavailable" {
-		t.Errorf("/readyz on an old schema = %d %s, want 503 unavailable", res.status, res.body)
-	}
+	res.wantProblem(t, http.StatusServiceUnavailable, "unavailable", "/readyz on an old schema")
 }
 
 // raw sends a request built by hand and validates the answer.

@@ -21,13 +21,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgcluster"
-	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
@@ -159,12 +157,9 @@ func TestFairnessBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := newStores(pool, nil)
-	jobs := providerjobs.New(pool, st.plane, providerjobs.Config{})
-	srv, err := api.New(api.Deps{
-		Ready: readiness.Pool(pool), Plane: st.plane, SavedSearches: st.searches, Snapshots: st.snapshots,
-		Runs: st.runs, Starter: st.starter(t, admission.Config{}), ProviderJobs: jobs, Dispatches: st.dispatches,
-		Verifier: testVerifier(t, nil), Logger: slog.New(slog.DiscardHandler), Admission: queue,
-	})
+	d := st.deps(t, providerjobs.Config{})
+	d.Plane, d.Logger, d.Admission = st.plane, slog.New(slog.DiscardHandler), queue
+	srv, err := api.New(d)
 	if err != nil {
 		t.Fatal(err)
 	}

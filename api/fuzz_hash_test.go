@@ -83,17 +83,7 @@ type hashRig struct {
 func newHashRig(t testing.TB) *hashRig {
 	t.Helper()
 	st := &recordingStarter{}
-	srv, err := api.New(api.Deps{
-		Ready:         func(context.Context) error { return nil },
-		SavedSearches: noSavedSearches{},
-		Snapshots:     noSnapshots{},
-		Runs:          noRuns{},
-		Starter:       st,
-		ProviderJobs:  noProviderJobs{},
-		Dispatches:    noDispatches{},
-		Admission:     defaultAdmission(t),
-		Verifier:      testVerifier(t, nil),
-	})
+	srv, err := api.New(fakeDeps(t, st))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,11 +101,20 @@ func listQuery(c echo.Context, maxLimit int) (limit int, cursor string, err erro
 	return limit, c.QueryParam("cursor"), nil
 }
 
-func nextCursor(next string) *string {
-	if next == "" {
-		return nil
+// answerPage answers a page of items (an empty one as [], never null) and
+// the cursor of the next, or err.
+func answerPage[T any](c echo.Context, items []T, next string, err error) error {
+	if err != nil {
+		return err
 	}
-	return &next
+	if items == nil {
+		items = []T{}
+	}
+	var cursor *string
+	if next != "" {
+		cursor = &next
+	}
+	return c.JSON(http.StatusOK, page[T]{Items: items, NextCursor: cursor})
 }
 
 // createSavedSearch creates a saved search: 201 with its ETag. With an
@@ -144,7 +153,7 @@ func (s *Server) createSavedSearch(c echo.Context) error {
 		return err
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/saved-searches/"+ss.ID.String())
-	setETag(c, ss)
+	c.Response().Header().Set(HeaderETag, etag(ss.Version))
 	return c.JSON(status, ss)
 }
 
@@ -172,13 +181,7 @@ func (s *Server) listSavedSearches(c echo.Context) error {
 	}
 	items, next, err := s.savedSearches.List(c.Request().Context(), principal(c).OrganizationID,
 		savedsearch.ListParams{Limit: limit, Cursor: cursor, Archived: archived})
-	if err != nil {
-		return err
-	}
-	if items == nil {
-		items = []savedsearch.Summary{}
-	}
-	return c.JSON(http.StatusOK, page[savedsearch.Summary]{Items: items, NextCursor: nextCursor(next)})
+	return answerPage(c, items, next, err)
 }
 
 // getSavedSearch reads a live saved search, or with ?archived=true one
@@ -197,11 +200,7 @@ func (s *Server) getSavedSearch(c echo.Context) error {
 		get = s.savedSearches.GetAny
 	}
 	ss, err := get(c.Request().Context(), principal(c).OrganizationID, id)
-	if err != nil {
-		return err
-	}
-	setETag(c, ss)
-	return c.JSON(http.StatusOK, ss)
+	return answerSavedSearch(c, ss, err)
 }
 
 // MediaTypeMergePatch is the Content-Type of an RFC 7396 merge patch.
@@ -232,24 +231,33 @@ func (s *Server) updateSavedSearch(c echo.Context) error {
 		return err
 	}
 	if req.Name == nil && req.Brief == nil {
-		return validationFailed(
-			FieldError{Field: "name", Message: "is required when brief is absent"},
-			FieldError{Field: "brief", Message: "is required when name is absent"})
+		return errNeitherNameNorBrief
 	}
 	req.IfMatch = ifMatch(c.Request().Header)
 	ss, err := s.savedSearches.Update(c.Request().Context(), principal(c).OrganizationID, id, req)
+	return answerSavedSearch(c, ss, err)
+}
+
+// errNeitherNameNorBrief refuses a change that sets neither.
+var errNeitherNameNorBrief = validationFailed(
+	FieldError{Field: "name", Message: "is required when brief is absent"},
+	FieldError{Field: "brief", Message: "is required when name is absent"})
+
+// answerSavedSearch answers ss with its ETag, or err.
+func answerSavedSearch(c echo.Context, ss *savedsearch.SavedSearch, err error) error {
 	if err != nil {
 		return err
 	}
-	setETag(c, ss)
+	c.Response().Header().Set(HeaderETag, etag(ss.Version))
 	return c.JSON(http.StatusOK, ss)
 }
 
 // savedSearchPatch is the body of a merge patch: the members a patch may
-// touch, kept as written (null included, which removes).
+// touch, kept as written (null included, which removes); the patch
+// applied holds those the body has.
 type savedSearchPatch struct {
-	Name  json.RawMessage `json:"name"`
-	Brief json.RawMessage `json:"brief"`
+	Name  json.RawMessage `json:"name,omitempty"`
+	Brief json.RawMessage `json:"brief,omitempty"`
 }
 
 // mergePatchSavedSearch applies an RFC 7396 merge patch to the name and
@@ -263,18 +271,9 @@ func (s *Server) mergePatchSavedSearch(c echo.Context, id uuid.UUID) error {
 		return err
 	}
 	if body.Name == nil && body.Brief == nil {
-		return validationFailed(
-			FieldError{Field: "name", Message: "is required when brief is absent"},
-			FieldError{Field: "brief", Message: "is required when name is absent"})
+		return errNeitherNameNorBrief
 	}
-	patch := map[string]json.RawMessage{}
-	if body.Name != nil {
-		patch["name"] = body.Name
-	}
-	if body.Brief != nil {
-		patch["brief"] = body.Brief
-	}
-	raw, err := json.Marshal(patch)
+	raw, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
@@ -282,11 +281,7 @@ func (s *Server) mergePatchSavedSearch(c echo.Context, id uuid.UUID) error {
 		ifMatch(c.Request().Header), func(cur *savedsearch.SavedSearch) (savedsearch.UpdateParams, error) {
 			return mergePatch(cur, raw)
 		})
-	if err != nil {
-		return err
-	}
-	setETag(c, ss)
-	return c.JSON(http.StatusOK, ss)
+	return answerSavedSearch(c, ss, err)
 }
 
 // mergePatch returns the change the merge patch raw makes to cur: the
@@ -303,8 +298,7 @@ func mergePatch(cur *savedsearch.SavedSearch, raw []byte) (savedsearch.UpdatePar
 	}
 	merged, err := jsonpatch.MergePatch(doc, raw)
 	if err != nil {
-		return req, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-			detail: "the merge patch could not be applied: " + err.Error()}
+		return req, malformedJSON("the merge patch could not be applied: " + err.Error())
 	}
 	if err := checkJSON(merged, reflect.TypeOf(&req)); err != nil {
 		return req, err
@@ -337,11 +331,7 @@ func (s *Server) replaceBaseline(c echo.Context) error {
 	}
 	ss, err := s.savedSearches.ReplaceBaselineIf(c.Request().Context(), principal(c).OrganizationID, id, req,
 		ifMatch(c.Request().Header))
-	if err != nil {
-		return err
-	}
-	setETag(c, ss)
-	return c.JSON(http.StatusOK, ss)
+	return answerSavedSearch(c, ss, err)
 }
 
 // archiveSavedSearch archives; If-Match makes it conditional on the
@@ -369,13 +359,7 @@ func (s *Server) listSnapshots(c echo.Context) error {
 	}
 	items, next, err := s.snapshots.ListBySavedSearch(c.Request().Context(), principal(c).OrganizationID, id,
 		snapshot.ListParams{Limit: limit, Cursor: cursor})
-	if err != nil {
-		return err
-	}
-	if items == nil {
-		items = []snapshot.ListItem{}
-	}
-	return c.JSON(http.StatusOK, page[snapshot.ListItem]{Items: items, NextCursor: nextCursor(next)})
+	return answerPage(c, items, next, err)
 }
 
 func (s *Server) getSnapshot(c echo.Context) error {
@@ -400,7 +384,7 @@ func (s *Server) startSavedSearch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	key, err := s.idempotencyKey(c)
+	key, err := idempotencyKey(c.Request().Header)
 	if err != nil {
 		return err
 	}
@@ -435,7 +419,7 @@ const MaxDirectInputBytes = admission.MaxInputBytes
 
 // startDirect admits a capability or definition Run.
 func (s *Server) startDirect(c echo.Context) error {
-	key, err := s.idempotencyKey(c)
+	key, err := idempotencyKey(c.Request().Header)
 	if err != nil {
 		return err
 	}
@@ -522,13 +506,7 @@ func (s *Server) listRuns(c echo.Context) error {
 		params.SavedSearchID = &id
 	}
 	items, next, err := s.runs.List(c.Request().Context(), principal(c).OrganizationID, params)
-	if err != nil {
-		return err
-	}
-	if items == nil {
-		items = []runs.ListItem{}
-	}
-	return c.JSON(http.StatusOK, page[runs.ListItem]{Items: items, NextCursor: nextCursor(next)})
+	return answerPage(c, items, next, err)
 }
 
 func (s *Server) getRun(c echo.Context) error {
@@ -550,16 +528,4 @@ func (s *Server) getRun(c echo.Context) error {
 		return err
 	}
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
-}
-
-// idempotencyKey reads the request's Idempotency-Key header as a problem.
-func (s *Server) idempotencyKey(c echo.Context) (string, error) {
-	key, err := idempotencyKey(c.Request().Header)
-	switch err {
-	case nil:
-		return key, nil
-	case errKeyMissing:
-		return "", &apiError{status: http.StatusBadRequest, code: CodeMissingIdempotencyKey, detail: err.Error()}
-	}
-	return "", &apiError{status: http.StatusBadRequest, code: CodeInvalidIdempotencyKey, detail: err.Error()}
 }

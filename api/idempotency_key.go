@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 )
@@ -14,11 +13,13 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 const MaxIdempotencyKeyLen = 255
 
 var (
-	// errKeyMissing reports a request without an Idempotency-Key header.
-	errKeyMissing = errors.New("the Idempotency-Key header is required")
-	// errKeyInvalid reports an Idempotency-Key header the API refuses.
-	errKeyInvalid = errors.New("the Idempotency-Key header must be one key of 1 to 255 printable ASCII characters, " +
-		"optionally as a quoted string; a space may not start or end it, and a comma only appears in the quoted form")
+	// errKeyMissing answers a request without an Idempotency-Key header.
+	errKeyMissing = &apiError{status: http.StatusBadRequest, code: CodeMissingIdempotencyKey,
+		detail: "the Idempotency-Key header is required"}
+	// errKeyInvalid answers an Idempotency-Key header the API refuses.
+	errKeyInvalid = &apiError{status: http.StatusBadRequest, code: CodeInvalidIdempotencyKey,
+		detail: "the Idempotency-Key header must be one key of 1 to 255 printable ASCII characters, " +
+			"optionally as a quoted string; a space may not start or end it, and a comma only appears in the quoted form"}
 )
 
 // idempotencyKey reads the Idempotency-Key header of h. It returns
@@ -68,13 +69,9 @@ func ParseIdempotencyKey(value string) (string, error) {
 	} else if strings.Contains(v, ",") {
 		return "", errKeyInvalid
 	}
-	if key == "" || len(key) > MaxIdempotencyKeyLen || key[0] == ' ' || key[len(key)-1] == ' ' {
+	if key == "" || len(key) > MaxIdempotencyKeyLen || key[0] == ' ' || key[len(key)-1] == ' ' ||
+		strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
 		return "", errKeyInvalid
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return "", errKeyInvalid
-		}
 	}
 	return key, nil
 }

@@ -63,13 +63,8 @@ func preferWaitSeconds(h http.Header) (int64, bool) {
 
 // deltaSeconds reads 1*DIGIT, saturating at math.MaxInt64.
 func deltaSeconds(v string) (int64, bool) {
-	if v == "" {
+	if v == "" || strings.TrimLeft(v, "0123456789") != "" {
 		return 0, false
-	}
-	for i := 0; i < len(v); i++ {
-		if v[i] < '0' || v[i] > '9' {
-			return 0, false
-		}
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if errors.Is(err, strconv.ErrRange) {

@@ -83,30 +83,6 @@ type Problem struct {
 	CurrentStatus string `json:"current_status,omitempty"`
 }
 
-// titles holds the fixed title of each code.
-var titles = map[string]string{
-	CodeMissingIdempotencyKey: "Idempotency-Key header missing",
-	CodeInvalidIdempotencyKey: "Idempotency-Key header invalid",
-	CodeMalformedJSON:         "Malformed JSON body",
-	CodeValidationFailed:      "Validation failed",
-	CodeUnauthorized:          "Unauthorized",
-	CodeNotFound:              "Not found",
-	CodeMethodNotAllowed:      "Method not allowed",
-	CodeInProgress:            "Request in progress",
-	CodeKeyReused:             "Idempotency-Key reused",
-	CodePayloadTooLarge:       "Payload too large",
-	CodeUnsupportedMediaType:  "Unsupported media type",
-	CodeUnavailable:           "Service unavailable",
-	CodeInternal:              "Internal server error",
-	CodeAlreadyRegistered:     "Already registered",
-	CodeMissingDeliveryID:     "webhook-id header missing",
-	CodeInvalidDeliveryID:     "webhook-id header invalid",
-	CodeRateLimited:           "Too many requests waiting",
-	CodePreconditionFailed:    "Precondition failed",
-	CodeInsufficientScope:     "Credential not allowed here",
-	CodeRunFinished:           "Run finished",
-}
-
 // apiError is an error the HTTP layer itself decided on: its status, code
 // and detail are the answer.
 type apiError struct {
@@ -188,7 +164,7 @@ func problemFor(err error) *apiError {
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
-		return echoProblem(he)
+		return echoProblems[he.Code] // nil for anything else: a 500
 	}
 	kind := errs.KindOf(err)
 	row, ok := kindAnswers[kind]
@@ -253,12 +229,7 @@ func invalidFields(err error) []FieldError {
 	if !errors.As(err, &verrs) {
 		return []FieldError{{Field: "", Message: "is invalid"}}
 	}
-	fields := make([]FieldError, 0, min(len(verrs), maxFieldErrors))
-	for _, fe := range verrs[:min(len(verrs), maxFieldErrors)] {
-		_, path, _ := strings.Cut(fe.Namespace(), ".")
-		fields = append(fields, FieldError{Field: snakePath(path), Message: ruleMessage(fe)})
-	}
-	return fields
+	return ruleFields(verrs, snakePath)
 }
 
 // snakePath turns a Go field path ("Brief.Query", "Baseline.Items[3]",
@@ -278,22 +249,18 @@ func snakePath(path string) string {
 	return b.String()
 }
 
-// echoProblem maps the errors echo raises itself (no route, wrong method).
-func echoProblem(he *echo.HTTPError) *apiError {
-	switch he.Code {
-	case http.StatusNotFound:
-		return &apiError{status: http.StatusNotFound, code: CodeNotFound, detail: "no such resource"}
-	case http.StatusMethodNotAllowed:
-		return &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
-			detail: "this resource does not support the request method"}
-	case http.StatusRequestEntityTooLarge:
-		return &apiError{status: he.Code, code: CodePayloadTooLarge, detail: "the request body is too large"}
-	case http.StatusUnsupportedMediaType:
-		return &apiError{status: he.Code, code: CodeUnsupportedMediaType, detail: "the request body must be JSON"}
-	case http.StatusUnauthorized:
-		return &apiError{status: he.Code, code: CodeUnauthorized, detail: "a valid bearer token is required"}
-	}
-	return nil // anything else echo raises is not expected: a 500
+// echoProblems answer the errors echo raises itself (no route, wrong
+// method), by status.
+var echoProblems = map[int]*apiError{
+	http.StatusNotFound: {status: http.StatusNotFound, code: CodeNotFound, detail: "no such resource"},
+	http.StatusMethodNotAllowed: {status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
+		detail: "this resource does not support the request method"},
+	http.StatusRequestEntityTooLarge: {status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
+		detail: "the request body is too large"},
+	http.StatusUnsupportedMediaType: {status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
+		detail: "the request body must be JSON"},
+	http.StatusUnauthorized: {status: http.StatusUnauthorized, code: CodeUnauthorized,
+		detail: "a valid bearer token is required"},
 }
 
 // handleError is the echo HTTPErrorHandler: it renders every error as a
@@ -346,7 +313,7 @@ func (s *Server) writeProblem(c echo.Context, p *apiError, reqID string) {
 	}
 	h := c.Response().Header()
 	if p.retryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.retryAfter)))
+		h.Set("Retry-After", strconv.Itoa(idempotency.RetryAfterSeconds(p.retryAfter)))
 	}
 	if p.status == http.StatusUnauthorized {
 		h.Set(echo.HeaderWWWAuthenticate, cmp.Or(p.challenge, bearerChallenge))
@@ -362,10 +329,4 @@ func (s *Server) writeProblem(c echo.Context, p *apiError, reqID string) {
 		return
 	}
 	_ = c.JSON(p.status, body)
-}
-
-// retryAfterSeconds is the Retry-After header of d: whole seconds, as
-// [idempotency.RetryAfterSeconds] rounds every Retry-After searchd gives.
-func retryAfterSeconds(d time.Duration) int {
-	return idempotency.RetryAfterSeconds(d)
 }

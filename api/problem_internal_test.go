@@ -74,11 +74,11 @@ func TestProblemForMapsEveryDomainOutcome(t *testing.T) {
 	if got := snakePath("MaxResults"); got != "max_results" {
 		t.Errorf("snakePath = %q", got)
 	}
-	if got := retryAfterSeconds(1500 * time.Millisecond); got != 2 {
-		t.Errorf("retryAfterSeconds(1.5s) = %d, want 2", got)
+	if got := idempotency.RetryAfterSeconds(1500 * time.Millisecond); got != 2 {
+		t.Errorf("idempotency.RetryAfterSeconds(1.5s) = %d, want 2", got)
 	}
-	if got := retryAfterSeconds(0); got != 1 {
-		t.Errorf("retryAfterSeconds(0) = %d, want 1", got)
+	if got := idempotency.RetryAfterSeconds(0); got != 1 {
+		t.Errorf("idempotency.RetryAfterSeconds(0) = %d, want 1", got)
 	}
 }
 

@@ -16,8 +16,8 @@ const problemsPath = "/problems"
 
 // problemDoc documents one problem code.
 type problemDoc struct {
-	Code   string
-	Status int
+	Code, Title string
+	Status      int
 	// What the code means, and what a client does about it.
 	Meaning, Action string
 }
@@ -25,47 +25,56 @@ type problemDoc struct {
 // problemDocs documents every code the API answers with. A test checks
 // that every code constant has an entry.
 var problemDocs = []problemDoc{
-	{CodeMissingIdempotencyKey, 400, "A start (POST /v1/saved-searches/{id}/start, POST /v1/runs) was sent without an Idempotency-Key header.",
+	{CodeMissingIdempotencyKey, "Idempotency-Key header missing", 400, "A start (POST /v1/saved-searches/{id}/start, POST /v1/runs) was sent without an Idempotency-Key header.",
 		"Mint one key per user action (a UUID) and send it on the request and on every retry of it."},
-	{CodeInvalidIdempotencyKey, 400, "The Idempotency-Key header is not 1 to 255 printable ASCII characters (bare, or as a structured-field string), or it holds more than one key: it was sent twice, or one bare value holds a comma (a list).",
+	{CodeInvalidIdempotencyKey, "Idempotency-Key header invalid", 400, "The Idempotency-Key header is not 1 to 255 printable ASCII characters (bare, or as a structured-field string), or it holds more than one key: it was sent twice, or one bare value holds a comma (a list).",
 		"Send exactly one key of printable ASCII, such as a UUID."},
-	{CodeMalformedJSON, 400, "The request body is not one well-formed UTF-8 JSON object, or it is empty where a body is required.",
+	{CodeMalformedJSON, "Malformed JSON body", 400, "The request body is not one well-formed UTF-8 JSON object, or it is empty where a body is required.",
 		"Fix the body; the detail names the byte where parsing stopped."},
-	{CodeValidationFailed, 400, "The body or a query parameter holds fields the API refuses; errors lists each field (a JSON path) and what is wrong with it.",
+	{CodeValidationFailed, "Validation failed", 400, "The body or a query parameter holds fields the API refuses; errors lists each field (a JSON path) and what is wrong with it.",
 		"Fix the named fields. Limits are in the OpenAPI document."},
-	{CodeUnauthorized, 401, "No valid bearer token: none was sent, or the token sent is not an unexpired JWT that names an organization, signed with the server's HS256 secret or by its OpenID Connect provider for its audience, within the maximum lifetime (WWW-Authenticate then says error=\"invalid_token\"). On a provider callback: the Standard Webhooks signature or timestamp did not verify.",
+	{CodeUnauthorized, "Unauthorized", 401, "No valid bearer token: none was sent, or the token sent is not an unexpired JWT that names an organization, signed with the server's HS256 secret or by its OpenID Connect provider for its audience, within the maximum lifetime (WWW-Authenticate then says error=\"invalid_token\"). On a provider callback: the Standard Webhooks signature or timestamp did not verify.",
 		"Get a new token (from your identity provider, or searchd token) and retry; do not retry with the same token."},
-	{CodeNotFound, 404, "No such resource in your organization: it does not exist, belongs to another organization, is archived (for a saved search read without ?archived=true), or its path id is not a UUID.",
+	{CodeNotFound, "Not found", 404, "No such resource in your organization: it does not exist, belongs to another organization, is archived (for a saved search read without ?archived=true), or its path id is not a UUID.",
 		"Check the id; list the resources to find it."},
-	{CodeMethodNotAllowed, 405, "The path exists but does not support the request method. The Allow header lists the methods it does support.",
+	{CodeMethodNotAllowed, "Method not allowed", 405, "The path exists but does not support the request method. The Allow header lists the methods it does support.",
 		"Use one of the methods in Allow."},
-	{CodeInProgress, 409, "Another request with the same Idempotency-Key is still being processed: its answer is not ready yet. Retry-After is a hint of when it is likely to be (about a second).",
+	{CodeInProgress, "Request in progress", 409, "Another request with the same Idempotency-Key is still being processed: its answer is not ready yet. Retry-After is a hint of when it is likely to be (about a second).",
 		"Retry the same request with the same key after Retry-After, or send Prefer: wait=N on a start to wait for the answer in one request. Never mint a new key for it."},
-	{CodeAlreadyRegistered, 409, "The provider job id is registered in your organization already, for another Run.",
+	{CodeAlreadyRegistered, "Already registered", 409, "The provider job id is registered in your organization already, for another Run.",
 		"A provider job id names one job of an organization: read the existing job, or register the provider's id of the other job."},
-	{CodePreconditionFailed, 412, "The If-Match header names a version of the saved search that is no longer current: someone changed it since you read it. current_version and the ETag header carry the version it is at.",
+	{CodePreconditionFailed, "Precondition failed", 412, "The If-Match header names a version of the saved search that is no longer current: someone changed it since you read it. current_version and the ETag header carry the version it is at.",
 		"Read the saved search again, reapply your change to what it is now, and send it with the new ETag in If-Match."},
-	{CodeInsufficientScope, 403, "The bearer token is valid but its role does not open this route: a runtime credential (role \"runtime\") on any route but PUT /v1/runs/{id}/status, or an organization's user token on that route. WWW-Authenticate says error=\"insufficient_scope\".",
+	{CodeInsufficientScope, "Credential not allowed here", 403, "The bearer token is valid but its role does not open this route: a runtime credential (role \"runtime\") on any route but PUT /v1/runs/{id}/status, or an organization's user token on that route. WWW-Authenticate says error=\"insufficient_scope\".",
 		"Use the credential the route takes: a user token for the API, a runtime credential (searchd token --runtime) for status reports."},
-	{CodeRunFinished, 409, "The status report would change a Run that finished (succeeded, failed or cancelled): another terminal status, another result or error, or running after the end. current_status and current_version say how it finished. A report of exactly how it finished is answered 200, changing nothing.",
+	{CodeRunFinished, "Run finished", 409, "The status report would change a Run that finished (succeeded, failed or cancelled): another terminal status, another result or error, or running after the end. current_status and current_version say how it finished. A report of exactly how it finished is answered 200, changing nothing.",
 		"Do not retry: the Run's outcome is recorded and final. Read the Run to see it."},
-	{CodeRateLimited, 429, "Every seat of the server was taken and your request could not be served in time: your organization (or, for a callback, the provider) already had the most requests waiting that the server queues for one, or the request waited the longest a request waits (SEARCHD_ADMISSION_QUEUE_LENGTH, SEARCHD_ADMISSION_MAX_WAIT). Nothing was done. Retry-After is estimated from how fast the server is serving.",
+	{CodeRateLimited, "Too many requests waiting", 429, "Every seat of the server was taken and your request could not be served in time: your organization (or, for a callback, the provider) already had the most requests waiting that the server queues for one, or the request waited the longest a request waits (SEARCHD_ADMISSION_QUEUE_LENGTH, SEARCHD_ADMISSION_MAX_WAIT). Nothing was done. Retry-After is estimated from how fast the server is serving.",
 		"Retry after Retry-After with the same Idempotency-Key. A server with free seats never answers this, whoever sends the request: it means the server is full."},
-	{CodePayloadTooLarge, 413, "The request body is larger than the server's limit (SEARCHD_MAX_BODY_BYTES, 8 MiB by default).",
+	{CodePayloadTooLarge, "Payload too large", 413, "The request body is larger than the server's limit (SEARCHD_MAX_BODY_BYTES, 8 MiB by default).",
 		"Send a smaller body; a baseline holds at most 10,000 items."},
-	{CodeUnsupportedMediaType, 415, "The body's Content-Type is not one the operation takes: application/json everywhere, and application/merge-patch+json (RFC 7396) on PATCH /v1/saved-searches/{id}.",
+	{CodeUnsupportedMediaType, "Unsupported media type", 415, "The body's Content-Type is not one the operation takes: application/json everywhere, and application/merge-patch+json (RFC 7396) on PATCH /v1/saved-searches/{id}.",
 		"Send Content-Type: application/json (or application/merge-patch+json for a merge patch)."},
-	{CodeKeyReused, 422, "The Idempotency-Key was used before for a different request (another body, saved search or kind). A key names one request.",
+	{CodeKeyReused, "Idempotency-Key reused", 422, "The Idempotency-Key was used before for a different request (another body, saved search or kind). A key names one request.",
 		"Mint a new key for a new request; reuse a key only to retry the very same request."},
-	{CodeUnavailable, 503, "The service cannot reach its database, or is not ready; Retry-After says when to try again.",
+	{CodeUnavailable, "Service unavailable", 503, "The service cannot reach its database, or is not ready; Retry-After says when to try again.",
 		"Retry after Retry-After with the same Idempotency-Key."},
-	{CodeInternal, 500, "The server failed to answer. The failure is logged with the problem's request_id.",
+	{CodeInternal, "Internal server error", 500, "The server failed to answer. The failure is logged with the problem's request_id.",
 		"Retry later; report the request_id if it persists."},
-	{CodeMissingDeliveryID, 400, "A provider callback came without a webhook-id header (Standard Webhooks).",
+	{CodeMissingDeliveryID, "webhook-id header missing", 400, "A provider callback came without a webhook-id header (Standard Webhooks).",
 		"The provider must send webhook-id, webhook-timestamp and webhook-signature."},
-	{CodeInvalidDeliveryID, 400, "A provider callback's webhook-id is not 1 to 255 printable ASCII characters.",
+	{CodeInvalidDeliveryID, "webhook-id header invalid", 400, "A provider callback's webhook-id is not 1 to 255 printable ASCII characters.",
 		"The provider must send one printable webhook-id per delivery, the same on every redelivery."},
 }
+
+// titles holds the fixed title of each code, from problemDocs.
+var titles = func() map[string]string {
+	m := make(map[string]string, len(problemDocs))
+	for _, d := range problemDocs {
+		m[d.Code] = d.Title
+	}
+	return m
+}()
 
 func problemDocFor(code string) (problemDoc, bool) {
 	i := slices.IndexFunc(problemDocs, func(d problemDoc) bool { return d.Code == code })
@@ -76,7 +85,6 @@ func problemDocFor(code string) (problemDoc, bool) {
 }
 
 var problemPages = template.Must(template.New("page").Funcs(template.FuncMap{
-	"title":  func(code string) string { return titles[code] },
 	"status": http.StatusText,
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{if .One}}{{.One.Code}} — {{end}}searchd problem types</title>
@@ -84,7 +92,7 @@ var problemPages = template.Must(template.New("page").Funcs(template.FuncMap{
 </head><body>
 <h1>{{if .One}}<code>{{.One.Code}}</code>{{else}}searchd problem types{{end}}</h1>
 <p>Every error of the searchd API is an RFC 9457 problem (<code>application/problem+json</code>) whose <code>type</code> is the page of its <code>code</code> here, and whose <code>request_id</code> is the request's <code>X-Request-Id</code>.</p>
-{{range .Docs}}<section id="{{.Code}}"><h2><a href="{{$.Base}}/{{.Code}}"><code>{{.Code}}</code></a> — {{.Status}} {{status .Status}}: {{title .Code}}</h2>
+{{range .Docs}}<section id="{{.Code}}"><h2><a href="{{$.Base}}/{{.Code}}"><code>{{.Code}}</code></a> — {{.Status}} {{status .Status}}: {{.Title}}</h2>
 <p>{{.Meaning}}</p><p><strong>What to do:</strong> {{.Action}}</p></section>
 {{end}}{{if .One}}<p><a href="{{.Base}}">All problem types</a></p>{{end}}
 </body></html>

@@ -158,27 +158,23 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	org := principal(c).OrganizationID
 	params := providerjobs.RegisterParams{RunID: runID, Provider: req.Provider, ProviderJobID: req.ProviderJobID}
 	var (
-		job     *providerjobs.Job
-		created bool
+		job               *providerjobs.Job
+		created, replayed bool
 	)
 	if hasKey {
 		// On the plane: the first request with the key registers (201, or
 		// 200 when the job was registered for the Run before, as without
 		// a key); a repeat answers the job it registered, 200 with
 		// Idempotent-Replayed, whatever has been registered since.
-		var replayed bool
-		var err error
-		if job, created, replayed, err = s.providerJobs.RegisterOnce(c.Request().Context(), org, key, params); err != nil {
-			return err
-		}
-		if replayed {
-			markReplayed(c)
-		}
+		job, created, replayed, err = s.providerJobs.RegisterOnce(c.Request().Context(), org, key, params)
 	} else {
-		var err error
-		if job, created, err = s.providerJobs.Register(c.Request().Context(), org, params); err != nil {
-			return err
-		}
+		job, created, err = s.providerJobs.Register(c.Request().Context(), org, params)
+	}
+	if err != nil {
+		return err
+	}
+	if replayed {
+		markReplayed(c)
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/provider-jobs/"+job.ID.String())
 	status := http.StatusOK
@@ -449,20 +445,16 @@ func deliveryIDHeader(h http.Header) (string, error) {
 // readCallbackBody: 503 when either is spent).
 func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, sig string) ([]byte, error) {
 	r := c.Request()
-	limit := s.callbackMaxBodyBytes
-	if r.ContentLength > limit {
+	if r.ContentLength > s.callbackMaxBodyBytes {
 		return nil, s.callbackTooLarge()
 	}
 	mac := hmac.New(sha256.New, secret)
-	_, _ = io.WriteString(mac, deliveryID)
-	_, _ = io.WriteString(mac, ".")
-	_, _ = io.WriteString(mac, ts)
-	_, _ = io.WriteString(mac, ".")
+	_, _ = io.WriteString(mac, deliveryID+"."+ts+".")
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
 		var charged int64
 		var err error
-		if body, charged, err = s.readCallbackBody(c, limit, mac, s.callbackTooLarge); err != nil {
+		if body, charged, err = s.readCallbackBody(c, mac); err != nil {
 			return nil, err
 		}
 		// Checked, the body is the provider's or refused: either way it
@@ -506,16 +498,14 @@ func (s *Server) callbackTooLarge() error {
 // bounded depth), because result is stored as jsonb.
 func parseCallbackBody(buf []byte) (providerjobs.Update, error) {
 	if len(bytes.TrimSpace(buf)) == 0 {
-		return providerjobs.Update{}, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-			detail: "the request body is empty; a callback is a JSON object"}
+		return providerjobs.Update{}, malformedJSON("the request body is empty; a callback is a JSON object")
 	}
 	if err := checkJSON(buf, reflect.TypeFor[map[string]any]()); err != nil {
 		return providerjobs.Update{}, err
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(buf, &members); err != nil {
-		return providerjobs.Update{}, &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON,
-			detail: "the request body is not valid JSON"}
+		return providerjobs.Update{}, malformedJSON("the request body is not valid JSON")
 	}
 	var u providerjobs.Update
 	var fields []FieldError

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/api"
@@ -427,17 +426,9 @@ func TestCallbackHashMismatch(t *testing.T) {
 // the path as received, whatever the path; nothing is claimed or landed.
 func TestCallbackUnknownJob(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		name, jobID, stored string
-	}{
-		{"a UUID nobody holds", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566"},
-		// The fixture's job, under other.vendor: a job is the provider's
-		// whose secret signed the delivery, or nobody's.
-		{"registered for another provider", "", ""},
-		{"the nil UUID", "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"},
-		{"longer than any job id", strings.Repeat("x", 300), strings.Repeat("x", 255)},
-		{"NUL and bad UTF-8 in the path", "a\x00b\xffc", "a\uFFFDb\uFFFDc"},
-	} {
+	// The fixture's job, under other.vendor: a job is the provider's
+	// whose secret signed the delivery, or nobody's.
+	for _, tt := range append(strangePaths(), strangePath{"registered for another provider", "", ""}) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newCallbackFixture(t)
@@ -451,28 +442,50 @@ func TestCallbackUnknownJob(t *testing.T) {
 				d.body = callbackBody(f.job.ProviderJobID, "running", nil)
 			}
 			before := f.jobState(f.job.ID)
-			res := f.callback(d)
-			if status, reason := res.answer(t); status != "dropped" || reason != "unknown_job" {
-				t.Fatalf("callback = %s, want dropped unknown_job", res.body)
-			}
-			drops := f.drops()
-			if len(drops) != 1 || drops[0].reason != "unknown_job" || drops[0].org != nil ||
-				drops[0].pathJobID != tt.stored || drops[0].provider != cmp.Or(d.provider, acme) {
-				t.Errorf("drops = %+v, want one unknown_job without an organization, naming %q", drops, tt.stored)
-			}
-			if got := f.obs.counts(); len(got) != 1 || got[cmp.Or(d.provider, acme)+"/unknown_job"] != 1 {
-				t.Errorf("observer counted %v, want one unknown_job", got)
-			}
-			if n := f.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
-				t.Errorf("%d claims for a job nobody holds, want 0: the tenant is resolved before the claim", n)
-			}
-			if n := f.count(`SELECT count(*) FROM agent.provider_inbox`); n != 0 {
-				t.Errorf("%d arrivals for a job nobody holds, want 0", n)
-			}
-			if after := f.jobState(f.job.ID); after != before {
-				t.Errorf("job = %+v, want it unchanged %+v", after, before)
-			}
+			// Without an organization: the tenant is resolved before the
+			// claim.
+			f.wantDroppedUnclaimed(t, f.callback(d), d, "unknown_job", tt.stored, before)
 		})
+	}
+}
+
+// strangePath is a callback path's job id that names no job, and the
+// path a drop stores for it (at most 255 bytes, valid UTF-8).
+type strangePath struct{ name, jobID, stored string }
+
+func strangePaths() []strangePath {
+	return []strangePath{
+		{"a UUID nobody holds", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566"},
+		{"the nil UUID", "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"},
+		{"longer than any job id", strings.Repeat("x", 300), strings.Repeat("x", 255)},
+		{"NUL and bad UTF-8 in the path", "a\x00b\xffc", "a\uFFFDb\uFFFDc"},
+	}
+}
+
+// wantDroppedUnclaimed asserts that res dropped d for reason (unknown_job,
+// recorded without an organization, or job_mismatch, under the job's),
+// recorded once with the path stored and counted once, and that nothing
+// was claimed or landed and the job is as it was before.
+func (f *callbackFixture) wantDroppedUnclaimed(t *testing.T, res *response, d delivery, reason, stored string, before jobState) {
+	t.Helper()
+	if status, got := res.answer(t); status != "dropped" || got != reason {
+		t.Fatalf("callback = %s, want dropped %s", res.body, reason)
+	}
+	drops := f.drops()
+	orgOK := len(drops) == 1 && drops[0].org == nil
+	if reason != "unknown_job" {
+		orgOK = len(drops) == 1 && drops[0].org != nil && *drops[0].org == f.org
+	}
+	if !orgOK || drops[0].reason != reason || drops[0].pathJobID != stored || drops[0].provider != cmp.Or(d.provider, acme) {
+		t.Errorf("drops = %+v, want one %s (of the organization: %v) naming the path %q", drops, reason, reason != "unknown_job", stored)
+	}
+	if got := f.obs.counts(); len(got) != 1 || got[cmp.Or(d.provider, acme)+"/"+reason] != 1 {
+		t.Errorf("observer counted %v, want one %s", got, reason)
+	}
+	f.wantCount(t, 0, `SELECT count(*) FROM agent.idempotency_keys`)
+	f.wantCount(t, 0, `SELECT count(*) FROM agent.provider_inbox`)
+	if after := f.jobState(f.job.ID); after != before {
+		t.Errorf("job = %+v, want it unchanged %+v", after, before)
 	}
 }
 
@@ -482,16 +495,8 @@ func TestCallbackUnknownJob(t *testing.T) {
 // is claimed or landed, so the path cannot bind the delivery id.
 func TestCallbackOnAnotherPathIsAJobMismatch(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		name, jobID, stored string
-	}{
-		{"a UUID nobody holds", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566", "5f0c1d7e-8a3b-4c2d-9e6f-112233445566"},
-		// The provider's job id is no address: callbacks name searchd's id.
-		{"the provider's job id", "provider-id", "provider-id"},
-		{"the nil UUID", "00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"},
-		{"longer than any job id", strings.Repeat("x", 300), strings.Repeat("x", 255)},
-		{"NUL and bad UTF-8 in the path", "a\x00b\xffc", "a\uFFFDb\uFFFDc"},
-	} {
+	// The provider's job id is no address: callbacks name searchd's id.
+	for _, tt := range append(strangePaths(), strangePath{"the provider's job id", "provider-id", "provider-id"}) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newCallbackFixture(t)
@@ -500,26 +505,7 @@ func TestCallbackOnAnotherPathIsAJobMismatch(t *testing.T) {
 				d.jobID, tt.stored = f.job.ProviderJobID, f.job.ProviderJobID
 			}
 			before := f.jobState(f.job.ID)
-			res := f.callback(d)
-			if status, reason := res.answer(t); status != "dropped" || reason != "job_mismatch" {
-				t.Fatalf("callback = %s, want dropped job_mismatch", res.body)
-			}
-			if drops := f.drops(); len(drops) != 1 || drops[0].reason != "job_mismatch" || drops[0].pathJobID != tt.stored ||
-				drops[0].org == nil || *drops[0].org != f.org {
-				t.Errorf("drops = %+v, want one job_mismatch of the organization naming the path %q", drops, tt.stored)
-			}
-			if got := f.obs.counts(); len(got) != 1 || got[acme+"/job_mismatch"] != 1 {
-				t.Errorf("observer counted %v, want one job_mismatch", got)
-			}
-			if n := f.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
-				t.Errorf("%d claims, want 0", n)
-			}
-			if n := f.count(`SELECT count(*) FROM agent.provider_inbox`); n != 0 {
-				t.Errorf("%d arrivals, want 0", n)
-			}
-			if after := f.jobState(f.job.ID); after != before {
-				t.Errorf("job = %+v, want it unchanged %+v", after, before)
-			}
+			f.wantDroppedUnclaimed(t, f.callback(d), d, "job_mismatch", tt.stored, before)
 			// The delivery, on its job's path, is applied.
 			d.jobID = pathOf(f.job)
 			if status, _ := f.callback(d).answer(t); status != "accepted" {
@@ -540,9 +526,7 @@ func TestCallbackJobMismatch(t *testing.T) {
 	if s := f.jobState(other.ID); s.version != 1 {
 		t.Errorf("the job the body named = %+v, want it untouched", s)
 	}
-	if n := f.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
-		t.Errorf("%d claims for a mismatched delivery, want 0", n)
-	}
+	f.wantCount(t, 0, `SELECT count(*) FROM agent.idempotency_keys`)
 }
 
 // wantNothingRecorded fails unless no claim and no drop exist, no drop was
@@ -609,9 +593,7 @@ func TestCallbackSignatureIsChecked(t *testing.T) {
 		d := tt.d
 		d.jobID, d.deliveryID, d.body, d.at = pathOf(f.job), "d-x", body, now
 		res := f.callback(d)
-		if res.status != http.StatusUnauthorized || res.problem(t).Code != "unauthorized" {
-			t.Errorf("%s: callback = %d %s, want 401 unauthorized", tt.name, res.status, res.body)
-		}
+		res.wantProblem(t, http.StatusUnauthorized, "unauthorized", "%s: callback", tt.name)
 		// The challenge names the signature, not the bearer token the
 		// callback route does not take.
 		if ch := res.header.Get("WWW-Authenticate"); !strings.HasPrefix(ch, "Webhook-Signature ") {
@@ -723,12 +705,8 @@ func TestCallbackBodyLimitHoldsBeforeTheSignature(t *testing.T) {
 	b := setup(t, setupOpts{deps: func(d *api.Deps) { d.MaxBodyBytes = 1024 }})
 	body := callbackBody("j", "running", map[string]any{"blob": strings.Repeat("x", 2000)})
 	res := b.callback(delivery{jobID: "j", deliveryID: "d", body: body})
-	if res.status != http.StatusRequestEntityTooLarge || res.problem(t).Code != "payload_too_large" {
-		t.Errorf("a 2 KiB callback = %d %s, want 413 payload_too_large", res.status, res.body)
-	}
-	if n := b.count(`SELECT count(*) FROM agent.webhook_drops`); n != 0 {
-		t.Errorf("%d drops recorded for a refused body, want 0", n)
-	}
+	res.wantProblem(t, http.StatusRequestEntityTooLarge, "payload_too_large", "a 2 KiB callback")
+	b.wantCount(t, 0, `SELECT count(*) FROM agent.webhook_drops`)
 }
 
 func TestCallbackSetToValueNeverLeavesATerminalStatus(t *testing.T) {
@@ -808,17 +786,11 @@ func TestCallbackConcurrentDeliveriesApplyOnce(t *testing.T) {
 	}
 	// Copies are counted on the one arrival, not multiplied: one audit
 	// row for the reason, 49 on the counter.
-	if n := f.count(`SELECT count(*) FROM agent.provider_inbox WHERE delivery_id = $1 AND status = 'applied'`, d.deliveryID); n != 1 {
-		t.Errorf("%d applied arrivals, want one", n)
-	}
-	if n := f.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`); n != 1 {
-		t.Errorf("%d duplicate drops recorded, want 1", n)
-	}
-	if n := f.count(`SELECT c.duplicates FROM agent.provider_inbox_copies c JOIN agent.provider_inbox i
+	f.wantCount(t, 1, `SELECT count(*) FROM agent.provider_inbox WHERE delivery_id = $1 AND status = 'applied'`, d.deliveryID)
+	f.wantCount(t, 1, `SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`)
+	f.wantCount(t, 49, `SELECT c.duplicates FROM agent.provider_inbox_copies c JOIN agent.provider_inbox i
 		ON i.organization_id = c.organization_id AND i.id = c.inbox_id
-		WHERE i.delivery_id = $1`, d.deliveryID); n != 49 {
-		t.Errorf("%d copies counted on the arrival, want 49", n)
-	}
+		WHERE i.delivery_id = $1`, d.deliveryID)
 	if got := f.obs.counts(); len(got) != 1 || got[acme+"/duplicate"] != 49 {
 		t.Errorf("observer counted %v, want 49 acme/duplicate", got)
 	}
@@ -868,9 +840,8 @@ func TestCallbackRedeliveryAfterACrashIsAppliedOnceByTheApplier(t *testing.T) {
 	if status, reason := f.callback(d).answer(t); status != "dropped" || reason != "duplicate" {
 		t.Errorf("the last redelivery = %s %s, want dropped duplicate", status, reason)
 	}
-	if n := f.count(`SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`); n != 1 {
-		t.Errorf("%d duplicate drops, want 1: the first copy; the next is counted on the arrival", n)
-	}
+	// The first copy; the next is counted on the arrival.
+	f.wantCount(t, 1, `SELECT count(*) FROM agent.webhook_drops WHERE reason = 'duplicate'`)
 	if got := f.jobState(f.job.ID); got.version != 2 {
 		t.Errorf("job version = %d, want 2", got.version)
 	}
@@ -878,12 +849,7 @@ func TestCallbackRedeliveryAfterACrashIsAppliedOnceByTheApplier(t *testing.T) {
 
 func TestProviderJobsAnswer503WhenTheDatabaseIsDown(t *testing.T) {
 	t.Parallel()
-	down, err := pgxpool.New(context.Background(), "postgres://searchd@127.0.0.1:1/searchd?connect_timeout=2&sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(down.Close)
-	b := setup(t, setupOpts{pool: down})
+	b := setupDown(t)
 	body := callbackBody("job-1", "running", nil)
 	for _, r := range []req{
 		b.callbackReq(delivery{jobID: uuid.NewString(), deliveryID: "d-1", body: body}), // resolving the job
@@ -970,9 +936,7 @@ func TestRegisterProviderJob(t *testing.T) {
 	// for another organization: a provider's job id names one job.
 	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
 		body: map[string]any{"run_id": b.seedRun(b.org).String(), "provider": acme, "provider_job_id": "job/42 ü"}})
-	if res.status != http.StatusConflict || res.problem(t).Code != "already_registered" {
-		t.Errorf("register again for another Run = %d %s, want 409 already_registered", res.status, res.body)
-	}
+	res.wantProblem(t, http.StatusConflict, "already_registered", "register again for another Run")
 	other := uuid.New()
 	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs", header: map[string]string{"Authorization": "Bearer " + b.tokenFor(other, "other")},
 		body: map[string]any{"run_id": b.seedRun(other).String(), "provider": acme, "provider_job_id": "job/42 ü"}})
@@ -985,9 +949,7 @@ func TestRegisterProviderJob(t *testing.T) {
 	if res.status != http.StatusCreated {
 		t.Errorf("the same job id at another provider = %d %s, want 201", res.status, res.body)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 2 {
-		t.Errorf("%d jobs, want 2", n)
-	}
+	b.wantCount(t, 2, `SELECT count(*) FROM agent.provider_jobs`)
 }
 
 // TestAProviderJobIDNamesOneJobInTheWorld is issue 24.3, end to end.
@@ -1026,9 +988,8 @@ func TestAProviderJobIDNamesOneJobInTheWorld(t *testing.T) {
 	if res.status != http.StatusConflict || res.problem(t).Code != "already_registered" {
 		t.Fatalf("B's registration of A's provider job id = %d %s, want 409 already_registered", res.status, res.body)
 	}
-	if n := w.count(`SELECT count(*) FROM agent.provider_jobs WHERE organization_id = $1`, w.otherOrg); n != 0 {
-		t.Errorf("B holds %d jobs after its refused registration, want none: nothing is written", n)
-	}
+	// B's refused registration wrote nothing.
+	w.wantCount(t, 0, `SELECT count(*) FROM agent.provider_jobs WHERE organization_id = $1`, w.otherOrg)
 	res = register(w.asOther, bRun, "acme-job-2002")
 	var bJob registeredJob
 	res.decode(t, &bJob)
@@ -1100,9 +1061,7 @@ func TestProviderJobsAreTenantScoped(t *testing.T) {
 	// Another organization's Run cannot carry our job, nor ours theirs.
 	res := b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
 		body: map[string]any{"run_id": b.seedRun(other).String(), "provider": acme, "provider_job_id": "stolen"}})
-	if res.status != http.StatusNotFound || res.problem(t).Code != "not_found" {
-		t.Errorf("register on another organization's Run = %d %s, want 404 not_found", res.status, res.body)
-	}
+	res.wantProblem(t, http.StatusNotFound, "not_found", "register on another organization's Run")
 	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
 		body: map[string]any{"run_id": uuid.NewString(), "provider": acme, "provider_job_id": "nowhere"}})
 	if res.status != http.StatusNotFound {
@@ -1111,9 +1070,7 @@ func TestProviderJobsAreTenantScoped(t *testing.T) {
 	// Another organization cannot read our job.
 	res = b.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + job.ID.String(),
 		header: map[string]string{"Authorization": "Bearer " + otherToken}})
-	if res.status != http.StatusNotFound || res.problem(t).Code != "not_found" {
-		t.Errorf("another organization's GET = %d %s, want 404 not_found", res.status, res.body)
-	}
+	res.wantProblem(t, http.StatusNotFound, "not_found", "another organization's GET")
 	for _, path := range []string{"/v1/provider-jobs/" + uuid.NewString(), "/v1/provider-jobs/not-a-uuid"} {
 		if res := b.do(req{method: http.MethodGet, path: path}); res.status != http.StatusNotFound {
 			t.Errorf("GET %s = %d, want 404", path, res.status)
@@ -1122,9 +1079,8 @@ func TestProviderJobsAreTenantScoped(t *testing.T) {
 	if res := b.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + job.ID.String(), noAuth: true}); res.status != http.StatusUnauthorized {
 		t.Errorf("GET without a token = %d, want 401", res.status)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 1 {
-		t.Errorf("%d jobs, want only the seeded one", n)
-	}
+	// Only the seeded job.
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.provider_jobs`)
 }
 
 func TestRegisterProviderJobRefusesBadInput(t *testing.T) {
@@ -1157,9 +1113,7 @@ func TestRegisterProviderJobRefusesBadInput(t *testing.T) {
 			t.Errorf("%s: problem %+v, want validation_failed naming %s", tt.name, p, tt.field)
 		}
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 0 {
-		t.Errorf("%d jobs registered from bad input, want 0", n)
-	}
+	b.wantCount(t, 0, `SELECT count(*) FROM agent.provider_jobs`)
 }
 
 // TestOpenAPIValidatesProviderJobResponses drives every documented answer

@@ -261,10 +261,7 @@ func badCredentials(t testing.TB, org uuid.UUID) []credential {
 	now := time.Now()
 	valid := jwt.MapClaims{"org_id": org.String(), "sub": "mallory", "exp": now.Add(time.Hour).Unix(), "iat": now.Unix()}
 	with := func(edit func(jwt.MapClaims)) jwt.MapClaims {
-		c := jwt.MapClaims{}
-		for k, v := range valid {
-			c[k] = v
-		}
+		c := maps.Clone(valid)
 		edit(c)
 		return c
 	}

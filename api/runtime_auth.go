@@ -29,24 +29,16 @@ var (
 		challenge: insufficientScopeChallenge}
 )
 
-// authenticateUser is authenticate for the user routes: it refuses a
-// runtime credential.
-func (s *Server) authenticateUser(next echo.HandlerFunc) echo.HandlerFunc {
-	return s.authenticate(func(c echo.Context) error {
-		if principal(c).IsRuntime() {
-			return errRuntimeCredential
-		}
-		return next(c)
-	})
-}
-
-// authenticateRuntime is authenticate for the runtime's routes: it admits a
-// runtime credential alone.
-func (s *Server) authenticateRuntime(next echo.HandlerFunc) echo.HandlerFunc {
-	return s.authenticate(func(c echo.Context) error {
-		if !principal(c).IsRuntime() {
-			return errUserCredential
-		}
-		return next(c)
-	})
+// authenticateAs is authenticate admitting the principals whose
+// IsRuntime is runtime, refusing any other with refused: the user routes
+// refuse a runtime credential, and the runtime's admit one alone.
+func (s *Server) authenticateAs(runtime bool, refused error) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return s.authenticate(func(c echo.Context) error {
+			if principal(c).IsRuntime() != runtime {
+				return refused
+			}
+			return next(c)
+		})
+	}
 }

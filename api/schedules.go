@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -53,24 +52,21 @@ func (r scheduleRequest) params() (schedule.SetParams, error) {
 	return p, nil
 }
 
-// setScheduleETag sets the ETag of a schedule: its version, as a saved
-// search's is.
-func setScheduleETag(c echo.Context, sc *schedule.Schedule) {
+// answerSchedule answers sc with status and its ETag (its version, as a
+// saved search's is), or err.
+func answerSchedule(c echo.Context, status int, sc *schedule.Schedule, err error) error {
+	if err != nil {
+		return err
+	}
 	c.Response().Header().Set(HeaderETag, etag(sc.Version))
+	return c.JSON(status, sc)
 }
 
 // scheduleIfMatch is [ifMatch] for a schedule, where "*" is a
 // precondition too: a schedule must exist (a set with If-Match: * never
 // creates one).
 func scheduleIfMatch(h http.Header) func(int64) bool {
-	for _, v := range h.Values(HeaderIfMatch) {
-		for _, t := range splitQuoted(v, ',') {
-			if strings.TrimSpace(t) == "*" {
-				return func(int64) bool { return true }
-			}
-		}
-	}
-	return ifMatch(h)
+	return ifMatchOr(h, func(int64) bool { return true })
 }
 
 // schedulePath is the Location of a saved search's schedule.
@@ -83,11 +79,7 @@ func (s *Server) getSchedule(c echo.Context) error {
 		return err
 	}
 	sc, err := s.schedules.Get(c.Request().Context(), principal(c).OrganizationID, id)
-	if err != nil {
-		return err
-	}
-	setScheduleETag(c, sc)
-	return c.JSON(http.StatusOK, sc)
+	return answerSchedule(c, http.StatusOK, sc, err)
 }
 
 // setSchedule creates (201) or replaces (200) a saved search's schedule;
@@ -141,8 +133,7 @@ func (s *Server) setSchedule(c echo.Context) error {
 		status = http.StatusCreated
 		c.Response().Header().Set(echo.HeaderLocation, schedulePath(id))
 	}
-	setScheduleETag(c, sc)
-	return c.JSON(status, sc)
+	return answerSchedule(c, status, sc, nil)
 }
 
 // pauseSchedule and resumeSchedule set whether a schedule produces
@@ -162,11 +153,7 @@ func (s *Server) changeSchedule(c echo.Context, pause bool) error {
 		change = s.schedules.Pause
 	}
 	sc, err := change(c.Request().Context(), principal(c).OrganizationID, id, scheduleIfMatch(c.Request().Header))
-	if err != nil {
-		return err
-	}
-	setScheduleETag(c, sc)
-	return c.JSON(http.StatusOK, sc)
+	return answerSchedule(c, http.StatusOK, sc, err)
 }
 
 // removeSchedule deletes a saved search's schedule (204); its occurrences
@@ -200,8 +187,5 @@ func (s *Server) listOccurrences(c echo.Context) error {
 	}
 	items, next, err := s.schedules.Occurrences(c.Request().Context(), principal(c).OrganizationID, id,
 		schedule.ListParams{Limit: limit, Cursor: cursor})
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, page[schedule.Occurrence]{Items: items, NextCursor: nextCursor(next)})
+	return answerPage(c, items, next, err)
 }

@@ -123,12 +123,8 @@ func TestScheduleSetIsIdempotentByKey(t *testing.T) {
 		t.Errorf("keyed PUT repeated = %d %v %s, want 200 replayed with the paused schedule", res.status, res.header, res.body)
 	}
 	res = b.do(req{method: http.MethodPut, path: path, body: map[string]any{"interval_seconds": 900}, header: key})
-	if res.status != http.StatusUnprocessableEntity || res.problem(t).Code != "key_reused" {
-		t.Errorf("the key with another body = %d %s, want 422 key_reused", res.status, res.body)
-	}
-	if n := b.count(`SELECT count(*) FROM agent.idempotency_keys WHERE scope = 'surface.schedule.set' AND status = 'completed'`); n != 1 {
-		t.Errorf("%d completed surface.schedule.set claims, want 1", n)
-	}
+	res.wantProblem(t, http.StatusUnprocessableEntity, "key_reused", "the key with another body")
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.idempotency_keys WHERE scope = 'surface.schedule.set' AND status = 'completed'`)
 }
 
 // TestScheduleRefusals: bad input is a 400 naming each field, before any
@@ -163,9 +159,7 @@ func TestScheduleRefusals(t *testing.T) {
 			t.Errorf("PUT %v = %d %s, want 400 naming %s", tc.body, res.status, res.body, tc.field)
 		}
 	}
-	if n := b.count(`SELECT count(*) FROM agent.saved_search_schedules`); n != 0 {
-		t.Errorf("%d schedules written by refused sets", n)
-	}
+	b.wantCount(t, 0, `SELECT count(*) FROM agent.saved_search_schedules`)
 	other := b.seedSavedSearch(seedOpts{org: uuid.New()})
 	archived := b.seedSavedSearch(seedOpts{archived: true})
 	for _, id := range []string{other.ID.String(), uuid.NewString(), "not-a-uuid", archived.ID.String()} {

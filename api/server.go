@@ -72,8 +72,6 @@ type SavedSearches interface {
 	// stored, under its row lock (a merge patch).
 	UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool,
 		change func(cur *savedsearch.SavedSearch) (savedsearch.UpdateParams, error)) (*savedsearch.SavedSearch, error)
-	ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b savedsearch.Baseline) (*savedsearch.SavedSearch, error)
-	Archive(ctx context.Context, org, id uuid.UUID) error
 }
 
 // Snapshots is what the API needs of the snapshot store; a *snapshot.Store
@@ -238,6 +236,9 @@ type Server struct {
 // New returns the API server built on d. It returns an error naming the
 // first dependency that is missing or invalid.
 func New(d Deps) (*Server, error) {
+	maxBody := cmp.Or(d.MaxBodyBytes, DefaultMaxBodyBytes)
+	callbackMax := cmp.Or(d.CallbackMaxBodyBytes, min(DefaultCallbackMaxBodyBytes, maxBody))
+	budget := cmp.Or(d.CallbackBodyBudget, DefaultCallbackBodyBudget)
 	switch {
 	case d.Ready == nil:
 		return nil, errors.New("api: Deps.Ready is required")
@@ -251,57 +252,50 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("api: Deps.MaxBodyBytes is negative")
 	case d.CallbackMaxBodyBytes < 0:
 		return nil, errors.New("api: Deps.CallbackMaxBodyBytes is negative")
-	case d.CallbackMaxBodyBytes > cmp.Or(d.MaxBodyBytes, DefaultMaxBodyBytes):
+	case d.CallbackMaxBodyBytes > maxBody:
 		return nil, fmt.Errorf("api: Deps.CallbackMaxBodyBytes is %d; it must be at most MaxBodyBytes (%d)",
-			d.CallbackMaxBodyBytes, cmp.Or(d.MaxBodyBytes, DefaultMaxBodyBytes))
+			d.CallbackMaxBodyBytes, maxBody)
 	case d.CallbackBodyBudget < 0 || d.CallbackBodyTimeout < 0:
 		return nil, errors.New("api: Deps.CallbackBodyBudget or CallbackBodyTimeout is negative")
 	case d.MaxPreferWait < 0 || d.MaxPreferWait > PreferWaitLimit || d.MaxPreferWait%time.Second != 0:
 		return nil, fmt.Errorf("api: Deps.MaxPreferWait is %s; it must be whole seconds from 0s to %s", d.MaxPreferWait, PreferWaitLimit)
 	}
 	secrets, err := providerSecrets(d.ProviderSecrets)
+	if err == nil {
+		err = ValidateCORSOrigins(d.CORSOrigins)
+	}
+	if err == nil && budget < 2*callbackMax {
+		err = fmt.Errorf("api: Deps.CallbackBodyBudget is %d; it must be at least twice the callback limit (%d)",
+			budget, 2*callbackMax)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
-		savedSearches: d.SavedSearches,
-		snapshots:     d.Snapshots,
-		runs:          d.Runs,
-		starter:       d.Starter,
-		providerJobs:  d.ProviderJobs,
-		dispatches:    d.Dispatches,
-		schedules:     d.Schedules,
-		verifier:      d.Verifier,
-		logger:        d.Logger,
-		now:           d.Now,
-		maxBodyBytes:  d.MaxBodyBytes,
-		maxPreferWait: d.MaxPreferWait,
-		ready:         d.Ready,
-		plane:         d.Plane,
-		corsOrigins:   d.CORSOrigins,
-		admission:     d.Admission,
-	}
-	if err := ValidateCORSOrigins(d.CORSOrigins); err != nil {
-		return nil, err
-	}
-	s.providerSecrets = secrets
-	if s.logger == nil {
-		s.logger = slog.New(slog.DiscardHandler)
+		savedSearches:        d.SavedSearches,
+		snapshots:            d.Snapshots,
+		runs:                 d.Runs,
+		starter:              d.Starter,
+		providerJobs:         d.ProviderJobs,
+		dispatches:           d.Dispatches,
+		schedules:            d.Schedules,
+		verifier:             d.Verifier,
+		logger:               cmp.Or(d.Logger, slog.New(slog.DiscardHandler)),
+		now:                  d.Now,
+		maxBodyBytes:         maxBody,
+		callbackMaxBodyBytes: callbackMax,
+		callbackBodies:       newBodyBudget(budget),
+		callbackBodyTimeout:  cmp.Or(d.CallbackBodyTimeout, DefaultCallbackBodyTimeout),
+		maxPreferWait:        d.MaxPreferWait,
+		ready:                d.Ready,
+		plane:                d.Plane,
+		corsOrigins:          d.CORSOrigins,
+		admission:            d.Admission,
+		providerSecrets:      secrets,
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if s.maxBodyBytes == 0 {
-		s.maxBodyBytes = DefaultMaxBodyBytes
-	}
-	s.callbackMaxBodyBytes = cmp.Or(d.CallbackMaxBodyBytes, min(DefaultCallbackMaxBodyBytes, s.maxBodyBytes))
-	budget := cmp.Or(d.CallbackBodyBudget, DefaultCallbackBodyBudget)
-	if budget < 2*s.callbackMaxBodyBytes {
-		return nil, fmt.Errorf("api: Deps.CallbackBodyBudget is %d; it must be at least twice the callback limit (%d)",
-			budget, 2*s.callbackMaxBodyBytes)
-	}
-	s.callbackBodies = newBodyBudget(budget)
-	s.callbackBodyTimeout = cmp.Or(d.CallbackBodyTimeout, DefaultCallbackBodyTimeout)
 	s.initTelemetry(d)
 	s.echo = s.routes()
 	s.knownRoutes = routeSet(s.echo)
@@ -339,7 +333,7 @@ func (s *Server) routes() *echo.Echo {
 	// Allow. Each authenticates, then takes a seat in the admission
 	// queue under its organization (admission.go). The user routes refuse
 	// a runtime credential.
-	auth, limit := s.authenticateUser, s.admit
+	auth, limit := s.authenticateAs(false, errRuntimeCredential), s.admit
 	e.POST("/v1/saved-searches", s.createSavedSearch, auth, limit)
 	get("/v1/saved-searches", s.listSavedSearches, auth, limit)
 	get("/v1/saved-searches/:id", s.getSavedSearch, auth, limit)
@@ -352,7 +346,7 @@ func (s *Server) routes() *echo.Echo {
 	get("/v1/runs", s.listRuns, auth, limit)
 	get("/v1/runs/:id", s.getRun, auth, limit)
 	// The runtime's route: a runtime credential alone (runtime_auth.go).
-	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.authenticateRuntime, limit)
+	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.authenticateAs(true, errUserCredential), limit)
 	get("/v1/snapshots/:id", s.getSnapshot, auth, limit)
 	e.POST("/v1/provider-jobs", s.registerProviderJob, auth, limit)
 	get("/v1/provider-jobs/:id", s.getProviderJob, auth, limit)

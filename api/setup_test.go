@@ -107,6 +107,27 @@ func (s stores) starter(t testing.TB, cfg admission.Config) *admission.Starter {
 	return starter
 }
 
+// deps are the dependencies api.New requires, on s: its stores, a
+// starter at its defaults, provider jobs with jobs, an admission queue as
+// cmd/searchd builds it and the test verifier.
+func (s stores) deps(t testing.TB, jobs providerjobs.Config) api.Deps {
+	return api.Deps{
+		Ready: readiness.Pool(s.pool), SavedSearches: s.searches, Snapshots: s.snapshots, Runs: s.runs,
+		Starter: s.starter(t, admission.Config{}), ProviderJobs: providerjobs.New(s.pool, s.plane, jobs),
+		Dispatches: s.dispatches, Admission: admissionFor(t, s.pool), Verifier: testVerifier(t, nil),
+	}
+}
+
+// fakeDeps are the dependencies api.New requires, with starter and fakes
+// that touch no database.
+func fakeDeps(t testing.TB, starter api.Starter) api.Deps {
+	return api.Deps{
+		Ready: func(context.Context) error { return nil }, SavedSearches: noSavedSearches{},
+		Snapshots: noSnapshots{}, Runs: noRuns{}, Starter: starter, ProviderJobs: noProviderJobs{},
+		Dispatches: noDispatches{}, Admission: defaultAdmission(t), Verifier: testVerifier(t, nil),
+	}
+}
+
 func setup(t testing.TB, opts setupOpts) *bundle {
 	t.Helper()
 	pool := opts.pool
@@ -115,24 +136,14 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	}
 	logs := &syncBuffer{}
 	st := newStores(pool, opts.clock)
-	d := api.Deps{
-		Ready: readiness.Pool(pool),
-		// The plane a server built without one made for itself: the
-		// default config, on the test's pool.
-		Plane:           idempotency.NewService(pool, idempotency.Config{}),
-		SavedSearches:   st.searches,
-		Snapshots:       st.snapshots,
-		Runs:            st.runs,
-		Starter:         st.starter(t, admission.Config{}),
-		ProviderJobs:    providerjobs.New(pool, st.plane, providerjobs.Config{Observer: opts.observer}),
-		Dispatches:      st.dispatches,
-		Schedules:       schedule.NewStore(pool, opts.clock),
-		ProviderSecrets: map[string][]byte{acme: acmeSecret, otherProvider: otherSecret},
-		Logger:          slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		// At its defaults, seats as many as the pool's connections, as
-		// cmd/searchd builds it.
-		Admission: admissionFor(t, pool),
-	}
+	d := st.deps(t, providerjobs.Config{Observer: opts.observer})
+	d.Verifier = nil // made below, on the clock opts.deps may set
+	// The plane a server built without one made for itself: the default
+	// config, on the test's pool.
+	d.Plane = idempotency.NewService(pool, idempotency.Config{})
+	d.Schedules = schedule.NewStore(pool, opts.clock)
+	d.ProviderSecrets = map[string][]byte{acme: acmeSecret, otherProvider: otherSecret}
+	d.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if opts.deps != nil {
 		opts.deps(&d)
 	}
@@ -148,6 +159,18 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	b := &bundle{t: t, pool: pool, server: ts, api: srv, admission: d.Admission, org: uuid.New(), logs: logs}
 	b.token = b.tokenFor(b.org, "tester")
 	return b
+}
+
+// setupDown is setup on a database that is down: port 1 on loopback,
+// where nothing listens and every connection is refused.
+func setupDown(t testing.TB) *bundle {
+	t.Helper()
+	down, err := pgxpool.New(context.Background(), "postgres://searchd@127.0.0.1:1/searchd?connect_timeout=2&sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(down.Close)
+	return setup(t, setupOpts{pool: down})
 }
 
 // admissionFor returns an admission queue at its defaults, its seats as
@@ -184,21 +207,21 @@ func testVerifier(t testing.TB, now func() time.Time) *auth.Verifier {
 
 // tokenFor returns a valid token for org with sub actor.
 func (b *bundle) tokenFor(org uuid.UUID, actor string) string {
-	b.t.Helper()
-	tok, err := auth.SignToken(testSecret, org, actor, time.Now(), time.Hour)
-	if err != nil {
-		b.t.Fatalf("SignToken: %v", err)
-	}
-	return tok
+	return b.sign(auth.SignToken, org, actor)
 }
 
 // runtimeTokenFor returns a runtime credential of org named actor, valid
 // for an hour.
 func (b *bundle) runtimeTokenFor(org uuid.UUID, actor string) string {
+	return b.sign(auth.SignRuntimeToken, org, actor)
+}
+
+// sign returns the token sign makes of org and actor, valid for an hour.
+func (b *bundle) sign(sign func([]byte, uuid.UUID, string, time.Time, time.Duration) (string, error), org uuid.UUID, actor string) string {
 	b.t.Helper()
-	tok, err := auth.SignRuntimeToken(testSecret, org, actor, time.Now(), time.Hour)
+	tok, err := sign(testSecret, org, actor, time.Now(), time.Hour)
 	if err != nil {
-		b.t.Fatalf("SignRuntimeToken: %v", err)
+		b.t.Fatalf("signing a token: %v", err)
 	}
 	return tok
 }
@@ -208,6 +231,15 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
+}
+
+// wantProblem fails t unless r is a problem of status and code; what (a
+// format and its args) names the request.
+func (r *response) wantProblem(t *testing.T, status int, code, what string, args ...any) {
+	t.Helper()
+	if r.status != status || r.problem(t).Code != code {
+		t.Errorf("%s = %d %s, want %d %s", fmt.Sprintf(what, args...), r.status, r.body, status, code)
+	}
 }
 
 // decode decodes the body into v, failing the test when it is not JSON.
@@ -418,6 +450,14 @@ func (b *bundle) count(query string, args ...any) int {
 	return n
 }
 
+// wantCount fails t unless query counts want.
+func (b *bundle) wantCount(t testing.TB, want int, query string, args ...any) {
+	t.Helper()
+	if n := b.count(query, args...); n != want {
+		t.Errorf("%s = %d, want %d", query, n, want)
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe for the server's concurrent logging.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -443,15 +483,4 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatalf("json.Marshal(%v): %v", v, err)
 	}
 	return b
-}
-
-// lockWaits counts the backends of the bundle's database that wait on a
-// lock, on every node of a cluster (pgtest.LockWaits).
-func (b *bundle) lockWaits() int {
-	b.t.Helper()
-	n, err := pgtest.LockWaits(context.Background(), b.pool)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return n
 }

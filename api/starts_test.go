@@ -81,12 +81,8 @@ func TestStartSavedSearchAdmitsOnceThenReplays(t *testing.T) {
 		snap.CreatedBy == nil || *snap.CreatedBy != "tester" {
 		t.Errorf("snapshot = %d %+v, want the frozen copy by the token's sub", res.status, snap)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.runs`); n != 1 {
-		t.Errorf("%d runs, want 1", n)
-	}
-	if n := b.count(`SELECT count(*) FROM agent.saved_search_snapshots`); n != 1 {
-		t.Errorf("%d snapshots, want 1", n)
-	}
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.runs`)
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.saved_search_snapshots`)
 }
 
 func TestStartDefaultsAreOneRequest(t *testing.T) {
@@ -122,9 +118,7 @@ func TestStartKeyReusedForAnotherRequest(t *testing.T) {
 		{"other saved search", other.ID, map[string]any{"max_results": 5}},
 	} {
 		res := b.start(tt.id, "reused", tt.body)
-		if res.status != http.StatusUnprocessableEntity || res.problem(t).Code != "key_reused" {
-			t.Errorf("%s: start = %d %s, want 422 key_reused", tt.name, res.status, res.body)
-		}
+		res.wantProblem(t, http.StatusUnprocessableEntity, "key_reused", "%s: start", tt.name)
 	}
 }
 
@@ -135,9 +129,7 @@ func TestStartUnknownSavedSearchIsNotFoundBeforeAnyClaim(t *testing.T) {
 	if res.status != http.StatusNotFound || res.problem(t).Code != "not_found" {
 		t.Fatalf("start of an unknown saved search = %d %s, want 404 not_found", res.status, res.body)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
-		t.Errorf("%d claims written, want 0", n)
-	}
+	b.wantCount(t, 0, `SELECT count(*) FROM agent.idempotency_keys`)
 }
 
 func TestStartInProgressThenReclaimedAfterLease(t *testing.T) {
@@ -166,9 +158,7 @@ func TestStartInProgressThenReclaimedAfterLease(t *testing.T) {
 	if ra := res.header.Get("Retry-After"); ra != "1" {
 		t.Errorf("Retry-After = %q, want 1 (a hint, not the rest of the 30 s lease)", ra)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.saved_search_snapshots`); n != 0 {
-		t.Errorf("%d snapshots during the live lease, want 0", n)
-	}
+	b.wantCount(t, 0, `SELECT count(*) FROM agent.saved_search_snapshots`)
 
 	// After the lease the holder is presumed dead: the next caller reclaims.
 	clk.Advance(21 * time.Second)
@@ -176,9 +166,7 @@ func TestStartInProgressThenReclaimedAfterLease(t *testing.T) {
 	if res.status != http.StatusCreated {
 		t.Fatalf("start after the lease = %d %s, want 201", res.status, res.body)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.runs`); n != 1 {
-		t.Errorf("%d runs, want 1", n)
-	}
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.runs`)
 }
 
 func TestConcurrentStartsAdmitOneRun(t *testing.T) {
@@ -235,12 +223,8 @@ func TestConcurrentStartsAdmitOneRun(t *testing.T) {
 	if len(runIDs) != 1 {
 		t.Errorf("answers name %d Runs, want 1", len(runIDs))
 	}
-	if n := b.count(`SELECT count(*) FROM agent.runs`); n != 1 {
-		t.Errorf("%d runs, want 1", n)
-	}
-	if n := b.count(`SELECT count(*) FROM agent.saved_search_snapshots`); n != 1 {
-		t.Errorf("%d snapshots, want 1", n)
-	}
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.runs`)
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.saved_search_snapshots`)
 }
 
 func TestStartDirectAdmitsWithoutAClaim(t *testing.T) {
@@ -282,9 +266,8 @@ func TestStartDirectAdmitsWithoutAClaim(t *testing.T) {
 	if def.status != http.StatusCreated || string(defGot.Run.Input) != "{}" {
 		t.Errorf("definition start = %d %s, want 201 with input {}", def.status, def.body)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
-		t.Errorf("direct starts wrote %d rows in agent.idempotency_keys, want 0", n)
-	}
+	// Direct starts write no claim.
+	b.wantCount(t, 0, `SELECT count(*) FROM agent.idempotency_keys`)
 }
 
 func TestOneKeyOnBothSurfacesNamesTwoRuns(t *testing.T) {

@@ -113,14 +113,10 @@ func TestKeyedSavedSearchCreateRunsOnce(t *testing.T) {
 		res.problem(t).Code != api.CodeKeyReused {
 		t.Errorf("another body under the key = %d %s, want 422 key_reused", res.status, res.body)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.saved_searches WHERE organization_id = $1`, b.org); n != 1 {
-		t.Errorf("%d saved searches after two creates with one key, want 1", n)
-	}
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.saved_searches WHERE organization_id = $1`, b.org)
 	// Without a key every request creates, as before.
 	create("", body)
-	if n := b.count(`SELECT count(*) FROM agent.saved_searches WHERE organization_id = $1`, b.org); n != 2 {
-		t.Errorf("%d saved searches after a create without a key, want 2", n)
-	}
+	b.wantCount(t, 2, `SELECT count(*) FROM agent.saved_searches WHERE organization_id = $1`, b.org)
 
 	// Twenty at once with one key: one saved search, one 201.
 	var wg sync.WaitGroup
@@ -149,9 +145,8 @@ func TestKeyedSavedSearchCreateRunsOnce(t *testing.T) {
 			break
 		}
 	}
-	if n := b.count(`SELECT count(*) FROM agent.saved_searches WHERE organization_id = $1`, b.org); n != 3 {
-		t.Errorf("%d saved searches after twenty concurrent creates with one key, want 3 (one more)", n)
-	}
+	// Twenty concurrent creates with one key made one more.
+	b.wantCount(t, 3, `SELECT count(*) FROM agent.saved_searches WHERE organization_id = $1`, b.org)
 }
 
 // TestKeyedProviderJobRegistrationRunsOnce: a registration's key replays
@@ -180,12 +175,9 @@ func TestKeyedProviderJobRegistrationRunsOnce(t *testing.T) {
 	if res := register("reg-1", "job-2"); res.status != http.StatusUnprocessableEntity || res.problem(t).Code != api.CodeKeyReused {
 		t.Errorf("another body under the key = %d %s, want 422 key_reused", res.status, res.body)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs WHERE organization_id = $1`, b.org); n != 1 {
-		t.Errorf("%d jobs, want 1", n)
-	}
-	if n := b.count(`SELECT count(*) FROM agent.idempotency_keys WHERE scope = 'surface.provider_job.register' AND status = 'completed'`); n != 1 {
-		t.Errorf("%d completed registration claims, want 1 on the plane", n)
-	}
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.provider_jobs WHERE organization_id = $1`, b.org)
+	// One completed registration claim, on the plane.
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.idempotency_keys WHERE scope = 'surface.provider_job.register' AND status = 'completed'`)
 }
 
 // TestSavedSearchETagAndIfMatch: every answer carries the version as its
@@ -288,9 +280,7 @@ func TestConcurrentIfMatchLetsOneWriterWin(t *testing.T) {
 	if ok != 1 {
 		t.Errorf("%d PATCHes from version 1 applied (%v), want exactly 1", ok, statuses)
 	}
-	if n := b.count(`SELECT version FROM agent.saved_searches WHERE id = $1`, ss.ID); n != 2 {
-		t.Errorf("version %d, want 2", n)
-	}
+	b.wantCount(t, 2, `SELECT version FROM agent.saved_searches WHERE id = $1`, ss.ID)
 }
 
 // TestConcurrentMergePatchesWithoutIfMatchAllApply: 16 clients each send
@@ -383,9 +373,8 @@ func TestMergePatchAppliesRFC7396ToTheBrief(t *testing.T) {
 			t.Errorf("PATCH with %s = %d %s, want 415", ct, res.status, res.body)
 		}
 	}
-	if n := b.count(`SELECT version FROM agent.saved_searches WHERE id = $1`, ss.ID); n != 2 {
-		t.Errorf("version %d after refused patches, want 2", n)
-	}
+	// Refused patches leave the version.
+	b.wantCount(t, 2, `SELECT version FROM agent.saved_searches WHERE id = $1`, ss.ID)
 }
 
 // TestCORSAllowsListedOrigins: a preflight from a listed origin is

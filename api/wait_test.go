@@ -16,7 +16,6 @@ import (
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
-	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/providerjobs"
 )
 
@@ -192,9 +191,7 @@ func TestWaitingStartAnswersTheMomentTheHolderCompletes(t *testing.T) {
 	if got := h.res.header.Get("Preference-Applied"); got != "" {
 		t.Errorf("holder, which sent no Prefer, got Preference-Applied %q", got)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.saved_search_snapshots`); n != 1 {
-		t.Errorf("%d snapshots, want 1", n)
-	}
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.saved_search_snapshots`)
 }
 
 // holdClaim claims the preparation of the start startPrefer sends, as
@@ -264,9 +261,7 @@ func TestWaitingStartReclaimsWhenTheHoldersLeasePasses(t *testing.T) {
 	// Nothing ever notifies, so only the lease passing let it claim: had
 	// the waiter slept through its wait, it would have answered 409.
 	t.Logf("answered after %s", time.Since(began))
-	if n := b.count(`SELECT count(*) FROM agent.runs`); n != 1 {
-		t.Errorf("%d runs, want 1", n)
-	}
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.runs`)
 }
 
 func TestManyWaitersAreAllAnsweredOnBoundedConnections(t *testing.T) {
@@ -329,9 +324,7 @@ func TestManyWaitersAreAllAnsweredOnBoundedConnections(t *testing.T) {
 	if len(runIDs) != 1 || created != 1 {
 		t.Errorf("answers name %d Runs with %d admissions, want 1 Run admitted once", len(runIDs), created)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.runs`); n != 1 {
-		t.Errorf("%d runs, want 1", n)
-	}
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.runs`)
 }
 
 func TestPreferenceAppliedOnlyWhereAWaitCouldShapeTheAnswer(t *testing.T) {
@@ -394,17 +387,7 @@ func TestMaxPreferWaitIsValidated(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
 	st := newStores(pool, nil)
-	deps := api.Deps{
-		Ready:         readiness.Pool(pool),
-		SavedSearches: st.searches,
-		Snapshots:     st.snapshots,
-		Runs:          st.runs,
-		Starter:       st.starter(t, admission.Config{}),
-		ProviderJobs:  providerjobs.New(pool, st.plane, providerjobs.Config{}),
-		Dispatches:    st.dispatches,
-		Admission:     admissionFor(t, pool),
-		Verifier:      testVerifier(t, nil),
-	}
+	deps := st.deps(t, providerjobs.Config{})
 	for _, d := range []time.Duration{-time.Second, 31 * time.Second, 1500 * time.Millisecond} {
 		deps.MaxPreferWait = d
 		if _, err := api.New(deps); err == nil {
