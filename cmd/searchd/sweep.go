@@ -124,16 +124,7 @@ func startSweeper(ctx context.Context, st *stores, cfg serverConfig, logger *slo
 		slog.Duration("interval", c.Interval), slog.Duration("jitter", max(c.Jitter, 0)),
 		slog.Int("bound", c.Bound), slog.Int("max_bound", c.MaxBound), slog.Int("max_passes", c.MaxPasses),
 		slog.Float64("duty", c.Duty))
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Run(sctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}, nil
+	return background(ctx, s.Run), nil
 }
 
 // recordFailed logs a sweeper run that could not be recorded in
