@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -9,7 +10,7 @@ import (
 
 // token prints a bearer token for an organization, signed with
 // SEARCHD_JWT_SECRET.
-func (a *app) token(args []string) error {
+func (a *app) token(_ context.Context, args []string) error {
 	fs := a.flagSet("token")
 	registerOptions(fs, tokenCommand)
 	org := fs.String("org", "", "organization id (UUID; required, but optional with --operator)")
