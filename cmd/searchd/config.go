@@ -196,19 +196,12 @@ func parseProviderSecretsSetting(r *reader, s setting) string {
 // limit, it would be no limit of its own.
 func parseCallbackMaxBodyBytes(r *reader, s setting) string {
 	c := r.cfg
-	c.CallbackMaxBodyBytes = min(api.DefaultCallbackMaxBodyBytes, c.MaxBodyBytes)
-	if s.value == "" {
+	return setWhole(&c.CallbackMaxBodyBytes, s, min(api.DefaultCallbackMaxBodyBytes, c.MaxBodyBytes), "bytes", func(n int64) string {
+		if n < minMaxBodyBytes || n > c.MaxBodyBytes {
+			return fmt.Sprintf("%d is out of range: from %d to the body limit, %s (%d)", n, minMaxBodyBytes, r.name(EnvMaxBodyBytes), c.MaxBodyBytes)
+		}
 		return ""
-	}
-	n, problem := parseWhole(s, "bytes")
-	switch {
-	case problem != "":
-		return problem
-	case n < minMaxBodyBytes || n > c.MaxBodyBytes:
-		return fmt.Sprintf("%d is out of range: from %d to the body limit, %s (%d)", n, minMaxBodyBytes, r.name(EnvMaxBodyBytes), c.MaxBodyBytes)
-	}
-	c.CallbackMaxBodyBytes = n
-	return ""
+	})
 }
 
 // parseCallbackBodyBudget reads the callback body budget, which is 64 MiB,
@@ -217,20 +210,13 @@ func parseCallbackMaxBodyBytes(r *reader, s setting) string {
 func parseCallbackBodyBudget(r *reader, s setting) string {
 	c := r.cfg
 	least := 2 * c.CallbackMaxBodyBytes
-	c.CallbackBodyBudget = max(api.DefaultCallbackBodyBudget, least)
-	if s.value == "" {
+	return setWhole(&c.CallbackBodyBudget, s, max(api.DefaultCallbackBodyBudget, least), "bytes", func(n int64) string {
+		if n < least || n > maxCallbackBodyBudget {
+			return fmt.Sprintf("%d is out of range: from twice the callback limit, %s (%d), to %d",
+				n, r.name(EnvCallbackMaxBodyBytes), least, int64(maxCallbackBodyBudget))
+		}
 		return ""
-	}
-	n, problem := parseWhole(s, "bytes")
-	switch {
-	case problem != "":
-		return problem
-	case n < least || n > maxCallbackBodyBudget:
-		return fmt.Sprintf("%d is out of range: from twice the callback limit, %s (%d), to %d",
-			n, r.name(EnvCallbackMaxBodyBytes), least, int64(maxCallbackBodyBudget))
-	}
-	c.CallbackBodyBudget = n
-	return ""
+	})
 }
 
 // parseProviderSecrets reads provider callback secrets written as

@@ -234,30 +234,31 @@ func (k durationKind) str(d time.Duration) string {
 }
 
 func (k durationKind) set(r *reader, s setting) string {
-	p := k.at(r.cfg)
-	*p = k.def
+	return setDuration(k.at(r.cfg), s, k.def, k.like, func(d time.Duration) string {
+		if d < k.min || (k.above && d == k.min) || d > k.max || (k.whole > 0 && d%k.whole != 0) {
+			return fmt.Sprintf("%s is out of range: %s%s", k.str(d), k.values(), k.why)
+		}
+		return ""
+	})
+}
+
+// setDuration reads s, a duration, into *p: def when s is empty, else the
+// value, when check (its range) returns no problem. like says how to
+// write one ("10s or 1m30s"). It returns the problem, or "".
+func setDuration(p *time.Duration, s setting, def time.Duration, like string, check func(time.Duration) string) string {
+	*p = def
 	if s.value == "" {
 		return ""
 	}
-	d, problem := parseDuration(s, k.like)
-	switch {
-	case problem != "":
+	d, err := time.ParseDuration(s.value)
+	if err != nil {
+		return fmt.Sprintf("%q is not a duration (write it like %s)", s.value, like)
+	}
+	if problem := check(d); problem != "" {
 		return problem
-	case d < k.min || (k.above && d == k.min) || d > k.max || (k.whole > 0 && d%k.whole != 0):
-		return fmt.Sprintf("%s is out of range: %s%s", k.str(d), k.values(), k.why)
 	}
 	*p = d
 	return ""
-}
-
-// parseDuration parses s as a duration, or returns the problem with it;
-// like says how to write one ("10s or 1m30s").
-func parseDuration(s setting, like string) (time.Duration, string) {
-	d, err := time.ParseDuration(s.value)
-	if err != nil {
-		return 0, fmt.Sprintf("%q is not a duration (write it like %s)", s.value, like)
-	}
-	return d, ""
 }
 
 func (k durationKind) literal(bool) string { return k.str(k.def) }
@@ -289,33 +290,34 @@ type integer[T int | int32 | int64] struct {
 }
 
 func (k integer[T]) set(r *reader, s setting) string {
-	p := k.at(r.cfg)
-	*p = k.def
+	return setWhole(k.at(r.cfg), s, k.def, k.of, func(n int64) string {
+		if n < int64(k.min) || (k.max != 0 && n > int64(k.max)) {
+			return fmt.Sprintf("%d is out of range: %s", n, k.values())
+		}
+		return ""
+	})
+}
+
+// setWhole reads s, a whole number, into *p: def when s is empty, else
+// the value, when check (its range) returns no problem. of says what it
+// counts ("bytes"), or is "". It returns the problem, or "".
+func setWhole[T int | int32 | int64](p *T, s setting, def T, of string, check func(int64) string) string {
+	*p = def
 	if s.value == "" {
 		return ""
 	}
-	n, problem := parseWhole(s, k.of)
-	switch {
-	case problem != "":
-		return problem
-	case n < int64(k.min) || (k.max != 0 && n > int64(k.max)):
-		return fmt.Sprintf("%d is out of range: %s", n, k.values())
-	}
-	*p = T(n)
-	return ""
-}
-
-// parseWhole parses s as a whole number, or returns the problem with it;
-// of says what it counts ("bytes"), or is "".
-func parseWhole(s setting, of string) (int64, string) {
 	n, err := strconv.ParseInt(s.value, 10, 64)
 	if err != nil {
 		if of != "" {
 			of = " of " + of
 		}
-		return 0, fmt.Sprintf("%q is not a whole number%s", s.value, of)
+		return fmt.Sprintf("%q is not a whole number%s", s.value, of)
 	}
-	return n, ""
+	if problem := check(n); problem != "" {
+		return problem
+	}
+	*p = T(n)
+	return ""
 }
 
 func (k integer[T]) literal(bool) string {

@@ -46,22 +46,16 @@ var sweepCommand = command{"searchd sweep [flags]",
 // default.
 func parseSweepJitter(r *reader, s setting) string {
 	c := &r.cfg.Sweep
-	c.Jitter = c.Interval / 10
-	if s.value == "" {
+	problem := setDuration(&c.Jitter, s, c.Interval/10, "6m, or 0s for none", func(d time.Duration) string {
+		if d < 0 || (c.Interval > 0 && d > c.Interval) {
+			return fmt.Sprintf("%s is out of range: from 0s to the sweep interval (%s)", shortDuration(d), shortDuration(c.Interval))
+		}
 		return ""
-	}
-	d, problem := parseDuration(s, "6m, or 0s for none")
-	switch {
-	case problem != "":
-		return problem
-	case d < 0 || (c.Interval > 0 && d > c.Interval):
-		return fmt.Sprintf("%s is out of range: from 0s to the sweep interval (%s)", shortDuration(d), shortDuration(c.Interval))
-	case d == 0:
+	})
+	if problem == "" && s.value != "" && c.Jitter == 0 {
 		c.Jitter = -1
-	default:
-		c.Jitter = d
 	}
-	return ""
+	return problem
 }
 
 // parseSweepDuty reads the sweeper's duty.
