@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/tools"
 )
@@ -32,12 +31,7 @@ type claimsBundle struct {
 
 func claimsSetup(t *testing.T) *claimsBundle {
 	t.Helper()
-	dbURL := pgtest.NewDBURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	dbURL, pool := newDB(t)
 	return &claimsBundle{
 		pool:  pool,
 		plane: idempotency.NewService(pool, idempotency.Config{}),

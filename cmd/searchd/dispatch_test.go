@@ -16,7 +16,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/auth"
@@ -247,12 +246,7 @@ func TestServeWithoutARuntimeLeavesRunsQueued(t *testing.T) {
 // retries one with a reason; a pending one is refused.
 func TestRunsDispatchListAndRetry(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDBURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	dbURL, pool := newDB(t)
 	org := uuid.New()
 	var failed, pending uuid.UUID
 	for _, id := range []*uuid.UUID{&failed, &pending} {

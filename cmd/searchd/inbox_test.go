@@ -94,12 +94,7 @@ func TestSessionBoundsEndAStalledTransaction(t *testing.T) {
 // lease passed), and counts it in its metrics.
 func TestServeRunsTheApplier(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDBURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	dbURL, pool := newDB(t)
 	_, job := seedInboxJob(t, pool)
 	if _, err := pool.Exec(context.Background(), `
 INSERT INTO agent.provider_inbox (id, provider, delivery_id, path_job_id, job_id, organization_id, request_hash,
@@ -149,12 +144,7 @@ VALUES ($1, 'acme', 'd-left', $2, $3, $4, repeat('a', 64), 'pj-1', 'succeeded', 
 // never the delivery's result.
 func TestInboxShowAndList(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDBURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	dbURL, pool := newDB(t)
 	svc, job := seedInboxJob(t, pool)
 	body := []byte(`{"job_id":"pj-1","status":"succeeded","result":{"secret_sauce":"customer data"}}`)
 	d := providerjobs.Delivery{Provider: "acme", JobID: job.ID.String(), DeliveryID: "d-1", Body: body,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/oidctest"
@@ -41,6 +42,19 @@ func newHarness(env map[string]string) *harness {
 		ready:  func(addr string) { h.addrs <- addr },
 	}
 	return h
+}
+
+// newDB returns the URL of a migrated database of the test's own and a
+// pool on it, closed when the test ends.
+func newDB(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
+	dbURL := pgtest.NewDBURL(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return dbURL, pool
 }
 
 func (h *harness) run(args ...string) int {

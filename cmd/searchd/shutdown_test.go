@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
@@ -77,13 +76,8 @@ func TestServeHTTPCancelsWhatTheGraceDidNotFinishAndLetsItAnswer(t *testing.T) {
 // claim is released rather than left processing, and both get an answer.
 func TestShutdownReleasesTheClaimOfAStartCutOffInsideItsFreeze(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDBURL(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	dbURL, pool := newDB(t)
 	org := uuid.New()
 	ss, err := savedsearch.NewStore(pool).Create(ctx, org, savedsearch.CreateParams{
 		Name: "cut off", Brief: savedsearch.Brief{Query: "q"}})

@@ -9,12 +9,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/savedsearch"
 )
 
@@ -25,14 +23,9 @@ import (
 // store the starter was handed are the ones built at it.
 func TestServeRunsEveryStoreAtTheAppsDatabaseClock(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDBURL(t)
+	dbURL, pool := newDB(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
 	org := uuid.New()
 	ss, err := savedsearch.NewStore(pool).Create(ctx, org, savedsearch.CreateParams{
 		Name: "one clock", Brief: savedsearch.Brief{Query: "postgres"}})

@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/sweeper"
 )
 
@@ -33,12 +32,7 @@ type sweepBundle struct {
 
 func sweepSetup(t *testing.T) *sweepBundle {
 	t.Helper()
-	dbURL := pgtest.NewDBURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	dbURL, pool := newDB(t)
 	return &sweepBundle{dbURL: dbURL, pool: pool, plane: idempotency.NewService(pool, idempotency.Config{}), org: uuid.New()}
 }
 
