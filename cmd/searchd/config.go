@@ -159,21 +159,17 @@ func lookup(fs *flag.FlagSet, fl string, env string, getenv func(string) string)
 	return s
 }
 
-// serverFlags registers the flags of the server settings on fs, and its
-// --help. The secrets have no flag.
-func serverFlags(fs *flag.FlagSet) { registerOptions(fs, serveCommand) }
-
-// loadServerConfig reads the settings of serve, or of dev when dev is
-// set, from the flags on fs and the environment: the rows of
-// [settingsTable] they read. dev relaxes DATABASE_URL and
-// SEARCHD_JWT_SECRET to optional and changes some defaults. Every problem
-// is reported, one per line, in a *usageError.
-func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (serverConfig, error) {
-	c := cmdServe
-	if dev {
-		c = cmdDev
+// loadCommand parses args as the flags of command c, which has none but
+// its settings' (serve, dev, migrate, sweep), and reads its settings: the
+// rows of [settingsTable] it reads, from the flags and the environment.
+// Every problem is reported, one per line, in a *usageError.
+func (a *app) loadCommand(name string, c command, args []string) (serverConfig, error) {
+	fs := a.flagSet(name)
+	registerOptions(fs, c)
+	if err := parse(fs, args); err != nil {
+		return serverConfig{}, err
 	}
-	cfg, problems := loadSettings(fs, getenv, c)
+	cfg, problems := loadSettings(fs, a.getenv, c.reads)
 	if len(problems) > 0 {
 		return cfg, invalid(problems)
 	}

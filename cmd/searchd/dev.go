@@ -50,12 +50,7 @@ const (
 // dev runs searchd locally with one command: its own PostgreSQL (unless
 // DATABASE_URL names one), migrations, demo data, a token, and the server.
 func (a *app) dev(ctx context.Context, args []string) error {
-	fs := a.flagSet("dev")
-	registerOptions(fs, devCommand)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadServerConfig(fs, a.getenv, true)
+	cfg, err := a.loadCommand("dev", devCommand, args)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"strings"
 	"sync"
 	"testing"
@@ -269,4 +270,22 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.buf.String()
+}
+
+// serverFlags registers the flags of serve's settings on fs, and its
+// --help.
+func serverFlags(fs *flag.FlagSet) { registerOptions(fs, serveCommand) }
+
+// loadServerConfig reads the settings of serve, or of dev when dev is
+// set, from the flags on fs and getenv, as [app.loadCommand] does.
+func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (serverConfig, error) {
+	c := cmdServe
+	if dev {
+		c = cmdDev
+	}
+	cfg, problems := loadSettings(fs, getenv, c)
+	if len(problems) > 0 {
+		return cfg, invalid(problems)
+	}
+	return cfg, nil
 }

@@ -34,12 +34,7 @@ const (
 )
 
 func (a *app) serve(ctx context.Context, args []string) error {
-	fs := a.flagSet("serve")
-	serverFlags(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadServerConfig(fs, a.getenv, false)
+	cfg, err := a.loadCommand("serve", serveCommand, args)
 	if err != nil {
 		return err
 	}

@@ -131,14 +131,9 @@ func recordFailed(logger *slog.Logger) func(error) {
 
 // sweep runs `searchd sweep`: one run of the sweeper.
 func (a *app) sweep(ctx context.Context, args []string) error {
-	fs := a.flagSet("sweep")
-	registerOptions(fs, sweepCommand)
-	if err := parse(fs, args); err != nil {
+	cfg, err := a.loadCommand("sweep", sweepCommand, args)
+	if err != nil {
 		return err
-	}
-	cfg, problems := loadSettings(fs, a.getenv, cmdSweep)
-	if len(problems) > 0 {
-		return invalid(problems)
 	}
 	dbURL, scfg := cfg.DatabaseURL, cfg.Sweep
 	logger := newLogger(a.stderr, cfg)
