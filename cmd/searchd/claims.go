@@ -290,14 +290,6 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 	return nil
 }
 
-// errCompletedClaim and errClaimChanged are the refusals of
-// operator.Store.ForceRelease, which holds the release's rules for the
-// CLI and the console alike.
-var (
-	errCompletedClaim = operator.ErrCompletedClaim
-	errClaimChanged   = operator.ErrClaimChanged
-)
-
 // releaseClaim force-releases rec, as read, with store (see
 // operator.Store.ForceRelease: completed claims are refused, the delete is
 // fenced by the token rec was read with, and the release is recorded in
@@ -314,7 +306,7 @@ func releaseClaim(ctx context.Context, store *operator.Store, rec *idempotency.R
 	}
 	_, err := store.ForceRelease(ctx, rec, operator.ReleaseParams{Actor: actor, Reason: reason, Via: operator.ViaCLI})
 	switch {
-	case errors.Is(err, errClaimChanged):
+	case errors.Is(err, operator.ErrClaimChanged):
 		logger.LogAttrs(ctx, slog.LevelWarn, "claim release refused: the claim changed since it was read", attrs...)
 		return fmt.Errorf("%w; run searchd claims show to see it now", err)
 	case err != nil:

@@ -225,8 +225,8 @@ func TestClaimsReleaseIsFencedByTheTokenItRead(t *testing.T) {
 		read := b.row(t, key) // what the command read
 		tt.change(t, claim)
 		err := releaseClaim(context.Background(), store, read, "ops", "tester", logger)
-		if !errors.Is(err, errClaimChanged) {
-			t.Errorf("%s: releaseClaim = %v, want errClaimChanged", tt.name, err)
+		if !errors.Is(err, operator.ErrClaimChanged) {
+			t.Errorf("%s: releaseClaim = %v, want operator.ErrClaimChanged", tt.name, err)
 		}
 		if rec := b.row(t, key); rec == nil || rec.Status != tt.want {
 			t.Errorf("%s: after the fenced release the claim is %+v, want it %s and kept", tt.name, rec, tt.want)

@@ -98,10 +98,7 @@ func usage() string {
 	b.WriteString(usageHead)
 	b.WriteString("\nenvironment (default; dev's when it differs):\n")
 	for _, s := range allSettings() {
-		def := plain(s.defaultText(false))
-		if s.in&cmdDev != 0 && s.defaultText(true) != s.defaultText(false) {
-			def += " (dev: " + plain(s.defaultText(true)) + ")"
-		}
+		def := s.defaults(func(dev bool) string { return plain(s.defaultText(dev)) })
 		if len(s.env) > 38 {
 			fmt.Fprintf(&b, "  %s\n  %-38s %s\n", s.env, "", def)
 			continue

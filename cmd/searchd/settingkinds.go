@@ -116,6 +116,16 @@ func (s spec) defaultText(dev bool) string {
 	return "none"
 }
 
+// defaults is the default of s as text writes it for serve, then dev's
+// where it differs.
+func (s spec) defaults(text func(dev bool) string) string {
+	d := text(false)
+	if s.in&cmdDev != 0 && s.defaultText(true) != s.defaultText(false) {
+		d += " (dev: " + text(true) + ")"
+	}
+	return d
+}
+
 // valuesText describes the values the setting takes.
 func (s spec) valuesText() string { return cmpOr(s.values, s.kind.values()) }
 

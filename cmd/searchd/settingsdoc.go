@@ -184,11 +184,7 @@ func defaultCell(s spec) string {
 		}
 		return "`" + s.kind.literal(dev) + "`"
 	}
-	c := cell(false)
-	if s.in&cmdDev != 0 && s.defaultText(true) != s.defaultText(false) {
-		c += " (dev: " + cell(true) + ")"
-	}
-	return c
+	return s.defaults(cell)
 }
 
 // writeSettingsMarkdown writes docs/settings.md.
@@ -290,11 +286,7 @@ func writeExampleEnv(w io.Writer) {
 			comment(head)
 			comment(sentence(s.meaning) + ".")
 			comment("Values: " + s.valuesText() + ".")
-			def := "Default: " + s.defaultText(false)
-			if s.in&cmdDev != 0 && s.defaultText(true) != s.defaultText(false) {
-				def += " (dev: " + s.defaultText(true) + ")"
-			}
-			comment(def + ".")
+			comment("Default: " + s.defaults(s.defaultText) + ".")
 			if s.example != "" {
 				fmt.Fprintf(w, "%s=%s\n", s.env, s.example)
 				continue
