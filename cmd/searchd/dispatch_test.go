@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -46,13 +47,8 @@ func TestDispatchSettingsNameTheSettingAndHideTheSecret(t *testing.T) {
 		{map[string]string{EnvRuntimeSecret: runtimeSecret}, []string{"--runtime-url", "https://user:hunter2-password@runtime/runs"},
 			"--runtime-url: holds credentials"},
 	} {
-		env := map[string]string{}
-		for k, v := range base {
-			env[k] = v
-		}
-		for k, v := range tt.env {
-			env[k] = v
-		}
+		env := maps.Clone(base)
+		maps.Copy(env, tt.env)
 		h := newHarness(env)
 		code := h.run(append([]string{"serve"}, tt.args...)...)
 		out := h.stderr.String()

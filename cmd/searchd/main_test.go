@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -103,10 +104,7 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		"SEARCHD_JWT_SECRET": goodSecret,
 	}
 	with := func(kv ...string) map[string]string {
-		env := map[string]string{}
-		for k, v := range base {
-			env[k] = v
-		}
+		env := maps.Clone(base)
 		for i := 0; i < len(kv); i += 2 {
 			env[kv[i]] = kv[i+1]
 		}

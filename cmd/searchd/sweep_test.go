@@ -7,6 +7,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -245,13 +246,8 @@ func TestABoundOverTheCeilingIsRefusedAtStartUp(t *testing.T) {
 			"SEARCHD_SWEEP_BOUND: Bound 5000 exceeds MaxBound 1000"},
 	}
 	for _, tt := range tests {
-		env := map[string]string{}
-		for k, v := range base {
-			env[k] = v
-		}
-		for k, v := range tt.env {
-			env[k] = v
-		}
+		env := maps.Clone(base)
+		maps.Copy(env, tt.env)
 		h := newHarness(env)
 		if code := h.run(tt.args...); code != 2 || !strings.Contains(h.stderr.String(), tt.want) {
 			t.Errorf("%v with %v = %d, stderr %q; want 2 saying %q", tt.args, tt.env, code, h.stderr.String(), tt.want)
