@@ -273,12 +273,11 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 	at, problems := readClaimAddress(*org, *scope, *key)
 	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the claim is released; it is logged",
 		operator.MaxReasonLen, operator.MaxActorLen)
-	pool, cfg, err := a.connect(ctx, fs, cmdClaimsChange, append(problems, whoProblems...))
+	pool, logger, err := a.connect(ctx, fs, cmdClaimsChange, append(problems, whoProblems...))
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	logger := newLogger(a.stderr, cfg)
 	rec, err := getClaim(ctx, idempotency.NewRepository(pool, a.dbClock), at)
 	if err != nil {
 		return err
@@ -341,12 +340,11 @@ func (a *app) claimsResolve(ctx context.Context, args []string) error {
 	}
 	checkLine(&problems, "actor", p.Actor, "it is recorded with the resolution", tools.MaxActorLen)
 	checkLine(&problems, "reason", p.Reason, "it is recorded with the resolution", tools.MaxReasonLen)
-	pool, cfg, err := a.connect(ctx, fs, cmdClaimsChange, problems)
+	pool, logger, err := a.connect(ctx, fs, cmdClaimsChange, problems)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	logger := newLogger(a.stderr, cfg)
 	res, err := tools.NewResolver(pool, tools.ResolverConfig{Clock: a.dbClock}).Resolve(ctx, p)
 	switch {
 	case errors.Is(err, tools.ErrNoCall):

@@ -20,7 +20,6 @@ import (
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgcluster"
-	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
@@ -72,11 +71,9 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	applied, err := migrations.Up(ctx, cfg.DatabaseURL)
-	if err != nil {
+	if err := a.migrateUp(ctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	fmt.Fprintln(a.stdout, appliedMessage(applied))
 	secret, err := a.devJWTSecret(cfg, dir)
 	if err != nil {
 		return err

@@ -15,7 +15,13 @@ func (a *app) migrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	applied, err := migrations.Up(ctx, cfg.DatabaseURL)
+	return a.migrateUp(ctx, cfg.DatabaseURL)
+}
+
+// migrateUp applies the migrations to the database of dbURL and prints
+// the versions applied.
+func (a *app) migrateUp(ctx context.Context, dbURL string) error {
+	applied, err := migrations.Up(ctx, dbURL)
 	if err != nil {
 		return err
 	}

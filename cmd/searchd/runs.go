@@ -169,12 +169,11 @@ func (a *app) runsDispatchRetry(ctx context.Context, args []string) error {
 	orgID := readOrg(&problems, *org, false)
 	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the dispatch is retried (what was fixed); it is recorded",
 		dispatch.MaxReasonLen, dispatch.MaxActorBytes)
-	pool, cfg, err := a.connect(ctx, fs, cmdRunsRetry, append(problems, whoProblems...))
+	pool, logger, err := a.connect(ctx, fs, cmdRunsRetry, append(problems, whoProblems...))
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	logger := newLogger(a.stderr, cfg)
 	d, err := dispatch.NewStore(pool, a.dbClock).Retry(ctx, dispatch.RetryParams{RunID: runID, OrganizationID: orgID, Actor: actor, Reason: why})
 	switch {
 	case errors.Is(err, dispatch.ErrNotFound) && orgID != uuid.Nil:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -52,14 +53,15 @@ func (a *app) dispatchSubcommand(ctx context.Context, command, usage string, arg
 // connect reads the settings of command c from fs and the environment
 // and, when neither they nor the command's own flags have a problem (given
 // in problems), opens a pool of one connection on the database (see
-// [openSmallPool]). Every problem is answered at once, in a usage error.
-func (a *app) connect(ctx context.Context, fs *flag.FlagSet, c cmds, problems []string) (*pgxpool.Pool, serverConfig, error) {
+// [openSmallPool]), and returns it with the logger the settings ask for.
+// Every problem is answered at once, in a usage error.
+func (a *app) connect(ctx context.Context, fs *flag.FlagSet, c cmds, problems []string) (*pgxpool.Pool, *slog.Logger, error) {
 	cfg, settingProblems := loadSettings(fs, a.getenv, c)
 	if problems = append(problems, settingProblems...); len(problems) > 0 {
-		return nil, cfg, invalid(problems)
+		return nil, nil, invalid(problems)
 	}
 	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
-	return pool, cfg, err
+	return pool, newLogger(a.stderr, cfg), err
 }
 
 // printJSON writes v on stdout as indented JSON.
