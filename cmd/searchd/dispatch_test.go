@@ -296,10 +296,11 @@ func TestRunsDispatchListAndRetry(t *testing.T) {
 	}
 }
 
-// postRun starts a direct Run with key and returns its id.
-func postRun(t *testing.T, base, tok, key string) string {
+// post sends body to url as JSON with the bearer token tok and the
+// Idempotency-Key key; the caller closes the answer's body.
+func post(t *testing.T, url, tok, key, body string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/v1/runs", strings.NewReader(`{"kind":"capability","name":"enrich"}`))
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
@@ -307,6 +308,13 @@ func postRun(t *testing.T, base, tok, key string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res
+}
+
+// postRun starts a direct Run with key and returns its id.
+func postRun(t *testing.T, base, tok, key string) string {
+	t.Helper()
+	res := post(t, base+"/v1/runs", tok, key, `{"kind":"capability","name":"enrich"}`)
 	defer res.Body.Close()
 	var started struct {
 		Run struct {

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -127,14 +125,9 @@ VALUES ($1, 'acme', 'd-left', $2, $3, $4, repeat('a', 64), 'pj-1', 'succeeded', 
 		status != "applied" || by != "applier" {
 		t.Errorf("arrival = %s by %s, %v; want applied by the applier", status, by, err)
 	}
-	res, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	page := getText(t, "http://"+addr+"/metrics")
 	for _, line := range []string{`searchd_inbox_applied_total{by="applier",provider="acme"} 1`, "searchd_inbox_pending 0"} {
-		if !strings.Contains(string(page), line+"\n") {
+		if !strings.Contains(page, line+"\n") {
 			t.Errorf("metrics lack %q", line)
 		}
 	}

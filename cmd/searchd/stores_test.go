@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -46,18 +45,7 @@ func TestServeRunsEveryStoreAtTheAppsDatabaseClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
-		"http://"+addr+"/v1/saved-searches/"+ss.ID.String()+"/start", strings.NewReader(`{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "one-clock")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := post(t, "http://"+addr+"/v1/saved-searches/"+ss.ID.String()+"/start", tok, "one-clock", `{}`)
 	defer res.Body.Close()
 	var body struct {
 		Run struct {

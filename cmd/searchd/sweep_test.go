@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"io"
 	"log/slog"
 	"maps"
-	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -408,13 +406,7 @@ func TestServeSweepsWhileItServes(t *testing.T) {
 	for _, series := range []string{"searchd_sweeper_rows_read_total", "searchd_sweeper_rows_deleted_total"} {
 		want := series + `{table="` + sweeper.TableClaims + `"} 2`
 		eventually("/metrics shows "+want, func() bool {
-			res, err := http.Get("http://" + addr + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			body, _ := io.ReadAll(res.Body)
-			return strings.Contains(string(body), want)
+			return strings.Contains(getText(t, "http://"+addr+"/metrics"), want)
 		})
 	}
 	sched := logLine(h.stderr.String(), "sweeper scheduled")
