@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"strings"
@@ -79,7 +80,7 @@ func TestSessionBoundsEndAStalledTransaction(t *testing.T) {
 		t.Errorf("default bounds = %+v (%v), want 5s, 10s, 15s", sb, problems)
 	}
 	bad := map[string]string{EnvIdleInTransactionTimeout: "2h", EnvLockTimeout: "soon", EnvWebhookLease: "0s", EnvApplierBatch: "0"}
-	_, problems = loadSettings(fs, func(k string) string { return cmpOr(bad[k], base[k]) }, cmdServe)
+	_, problems = loadSettings(fs, func(k string) string { return cmp.Or(bad[k], base[k]) }, cmdServe)
 	if msg := strings.Join(problems, "\n"); len(problems) != 4 || !strings.Contains(msg, EnvIdleInTransactionTimeout+": 2h0m0s is out of range") ||
 		!strings.Contains(msg, EnvLockTimeout+`: "soon" is not a duration`) || !strings.Contains(msg, EnvWebhookLease+": 0s is out of range") ||
 		!strings.Contains(msg, EnvApplierBatch+": 0 is out of range") {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"strconv"
@@ -104,16 +105,7 @@ func (cs cmds) String() string {
 // defaultText is the setting's default as documented for serve, or for
 // dev when dev is set.
 func (s spec) defaultText(dev bool) string {
-	switch {
-	case dev && s.devDef != "":
-		return s.devDef
-	case s.def != "":
-		return s.def
-	}
-	if lit := s.kind.literal(dev); lit != "" {
-		return lit
-	}
-	return "none"
+	return cmp.Or(devOr(dev, s.devDef, s.def), s.kind.literal(dev), "none")
 }
 
 // defaults is the default of s as text writes it for serve, then dev's
@@ -127,14 +119,7 @@ func (s spec) defaults(text func(dev bool) string) string {
 }
 
 // valuesText describes the values the setting takes.
-func (s spec) valuesText() string { return cmpOr(s.values, s.kind.values()) }
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
+func (s spec) valuesText() string { return cmp.Or(s.values, s.kind.values()) }
 
 // kind is the type of a setting: it parses a value into the setting's
 // place in the configuration being loaded, and states the typed default
@@ -193,7 +178,7 @@ func (r *reader) ok(envs ...string) bool {
 
 // name is how the user gave the setting of variable env: its flag when
 // given, else the variable.
-func (r *reader) name(env string) string { return cmpOr(r.given[env].name, env) }
+func (r *reader) name(env string) string { return cmp.Or(r.given[env].name, env) }
 
 // loadSettings reads the settings of command c from the flags on fs and
 // the environment, in the table's order (a setting may depend on one
@@ -206,10 +191,7 @@ func loadSettings(fs *flag.FlagSet, getenv func(string) string, c cmds) (serverC
 		if s.in&c == 0 {
 			continue
 		}
-		given := lookup(fs, s.flag, s.env, getenv)
-		if s.flag == "" {
-			given = setting{name: s.env, value: getenv(s.env)}
-		}
+		given := lookup(fs, s.flag, s.env, getenv) // the variable alone when there is no flag
 		r.given[s.env] = given
 		if p := s.kind.set(r, given); p != "" {
 			r.bad(given, "%s", p)
@@ -390,7 +372,7 @@ type text struct {
 
 func (k text) set(r *reader, s setting) string {
 	p := k.at(r.cfg)
-	*p = cmpOr(s.value, k.literal(r.dev))
+	*p = cmp.Or(s.value, k.literal(r.dev))
 	switch {
 	case *p == "" && k.required != "" && !r.dev:
 		return "is required: " + k.required
@@ -400,11 +382,14 @@ func (k text) set(r *reader, s setting) string {
 	return k.check(setting{name: s.name, value: *p})
 }
 
-func (k text) literal(dev bool) string {
-	if dev && k.devDef != "" {
-		return k.devDef
+func (k text) literal(dev bool) string { return devOr(dev, k.devDef, k.def) }
+
+// devOr is devDef in dev when it is set, else def.
+func devOr(dev bool, devDef, def string) string {
+	if dev && devDef != "" {
+		return devDef
 	}
-	return k.def
+	return def
 }
 
 func (k text) values() string { return k.desc }
@@ -419,12 +404,7 @@ type custom struct {
 
 func (k custom) set(r *reader, s setting) string { return k.parse(r, s) }
 
-func (k custom) literal(dev bool) string {
-	if dev && k.devLit != "" {
-		return k.devLit
-	}
-	return k.lit
-}
+func (k custom) literal(dev bool) string { return devOr(dev, k.devLit, k.lit) }
 
 func (k custom) values() string { return k.desc }
 
