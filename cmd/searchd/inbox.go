@@ -209,9 +209,7 @@ func (a *app) inboxList(ctx context.Context, args []string) error {
 	default:
 		problems = append(problems, fmt.Sprintf("--status: %q is not a state: use pending, applied or dropped", *status))
 	}
-	if *limit < 1 || *limit > 1000 {
-		problems = append(problems, fmt.Sprintf("--limit: %d is out of range: from 1 to 1000", *limit))
-	}
+	checkLimit(&problems, *limit, 1000)
 	svc, closeDB, err := a.openInbox(ctx, fs, problems)
 	if err != nil {
 		return err
@@ -222,14 +220,12 @@ func (a *app) inboxList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		views := make([]arrivalJSON, 0, len(list))
-		for i := range list {
-			views = append(views, arrivalView(&list[i], nil))
-		}
-		return a.printJSON(views)
-	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	return printList(a, *asJSON, list, func(e *providerjobs.InboxEntry) arrivalJSON { return arrivalView(e, nil) }, printArrivals)
+}
+
+// printArrivals writes arrivals for a person, a row each.
+func printArrivals(w io.Writer, list []providerjobs.InboxEntry) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "received at\tprovider\tdelivery id\tstatus\tattempts\tjob")
 	for _, e := range list {
 		state := string(e.Status)

@@ -93,9 +93,7 @@ func (a *app) runsDispatchList(ctx context.Context, args []string) error {
 		problems = append(problems, fmt.Sprintf("--state: %q is not listed: use failed or pending", *state))
 	}
 	orgID := readOrg(&problems, *org, false)
-	if *limit < 1 || *limit > dispatch.MaxListLimit {
-		problems = append(problems, fmt.Sprintf("--limit: %d is out of range: from 1 to %d", *limit, dispatch.MaxListLimit))
-	}
+	checkLimit(&problems, *limit, dispatch.MaxListLimit)
 	pool, _, err := a.connect(ctx, fs, cmdRunsList, problems)
 	if err != nil {
 		return err
@@ -105,18 +103,10 @@ func (a *app) runsDispatchList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		views := make([]dispatchJSON, 0, len(list))
-		for i := range list {
-			views = append(views, dispatchView(&list[i]))
-		}
-		return a.printJSON(views)
-	}
-	printDispatches(a.stdout, list)
-	return nil
+	return printList(a, *asJSON, list, dispatchView, printDispatches)
 }
 
-func printDispatches(w io.Writer, list []dispatch.Dispatch) {
+func printDispatches(w io.Writer, list []dispatch.Dispatch) error {
 	ts := func(t *time.Time) string {
 		if t == nil {
 			return "-"
@@ -146,6 +136,7 @@ func printDispatches(w io.Writer, list []dispatch.Dispatch) {
 	if len(list) == 0 {
 		fmt.Fprintln(w, "(none)")
 	}
+	return nil
 }
 
 func (a *app) runsDispatchRetry(ctx context.Context, args []string) error {

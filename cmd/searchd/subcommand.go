@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"unicode"
@@ -69,6 +70,27 @@ func (a *app) printJSON(v any) error {
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printList writes list on stdout: with asJSON as a JSON array of each
+// item's view, else as table writes it for a person.
+func printList[T, V any](a *app, asJSON bool, list []T, view func(*T) V, table func(io.Writer, []T) error) error {
+	if !asJSON {
+		return table(a.stdout, list)
+	}
+	views := make([]V, len(list))
+	for i := range list {
+		views[i] = view(&list[i])
+	}
+	return a.printJSON(views)
+}
+
+// checkLimit checks --limit, from 1 to most. A problem is added to
+// problems.
+func checkLimit(problems *[]string, limit, most int) {
+	if limit < 1 || limit > most {
+		*problems = append(*problems, fmt.Sprintf("--limit: %d is out of range: from 1 to %d", limit, most))
+	}
 }
 
 // readOrg reads --org, an organization id: a UUID, not the nil one. ""
