@@ -84,14 +84,11 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 // Prefer: wait runs for as long as the server does; the sweeper, the
 // inbox's applier, the dispatcher and the drain of scheduled starts until
 // ctx ends. All have returned when runServer does, so the caller may close
-// the pool. Everything runs on st, the stores constructed once on the pool.
+// the pool. Everything runs on st, the stores constructed once on the pool,
+// and reports to obs's metrics (newObservability's, never nil).
 func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, st *stores, logger *slog.Logger, obs observability) error {
 	defer ln.Close() // on an error before serving; serving closes it already
 	pool := st.pool
-	if obs.metrics == nil {
-		obs.metrics = telemetry.NewMetrics()
-		_ = obs.metrics.WatchPool(pool) // a fresh registry: it cannot collide
-	}
 	// One admission queue for every door: the API's requests, the
 	// console's pages, the callbacks and the drain's scheduled starts
 	// share its seats.
