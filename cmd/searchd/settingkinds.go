@@ -108,6 +108,18 @@ func (s spec) defaultText(dev bool) string {
 	return cmp.Or(devOr(dev, s.devDef, s.def), s.kind.literal(dev), "none")
 }
 
+// given is flag, the text for a setting given by its flag, or secret or
+// env for a setting read from the environment alone, a secret or not.
+func (s spec) given(flag, secret, env string) string {
+	switch {
+	case s.secret:
+		return secret
+	case s.flag == "":
+		return env
+	}
+	return flag
+}
+
 // defaults is the default of s as text writes it for serve, then dev's
 // where it differs.
 func (s spec) defaults(text func(dev bool) string) string {

@@ -94,13 +94,7 @@ func printUsage(fs *flag.FlagSet, c command, settingFlags map[string]bool) {
 }
 
 func printOption(w io.Writer, s spec, dev bool) {
-	name := "--" + s.flag + ", " + s.env
-	switch {
-	case s.secret:
-		name = s.env + " (environment only: a secret)"
-	case s.flag == "":
-		name = s.env + " (environment only)"
-	}
+	name := s.given("--"+s.flag+", "+s.env, s.env+" (environment only: a secret)", s.env+" (environment only)")
 	fmt.Fprintf(w, "  %s\n        default: %s\n", name, plain(s.defaultText(dev)))
 	for _, line := range wrap("values: "+plain(s.valuesText()), 70) {
 		fmt.Fprintf(w, "        %s\n", line)
@@ -220,13 +214,7 @@ prints it for the binary at hand).
 		fmt.Fprintln(w, "| Variable | Flag | Read by | Default | Values | Meaning |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|")
 		for _, s := range sec.settings {
-			flag := "`--" + s.flag + "`"
-			switch {
-			case s.secret:
-				flag = "none: a secret"
-			case s.flag == "":
-				flag = "none"
-			}
+			flag := s.given("`--"+s.flag+"`", "none: a secret", "none")
 			fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s |\n", s.env, flag, s.in, defaultCell(s),
 				markdown(s.valuesText()), markdown(s.meaning))
 		}
@@ -276,14 +264,8 @@ func writeExampleEnv(w io.Writer) {
 		}
 		for _, s := range sec.settings {
 			fmt.Fprintln(w)
-			head := s.env + " (flag --" + s.flag + "; read by " + s.in.String() + ")"
-			switch {
-			case s.secret:
-				head = s.env + " (a secret: environment only, no flag; read by " + s.in.String() + ")"
-			case s.flag == "":
-				head = s.env + " (environment only; read by " + s.in.String() + ")"
-			}
-			comment(head)
+			comment(s.env + s.given(" (flag --"+s.flag, " (a secret: environment only, no flag", " (environment only") +
+				"; read by " + s.in.String() + ")")
 			comment(sentence(s.meaning) + ".")
 			comment("Values: " + s.valuesText() + ".")
 			comment("Default: " + s.defaults(s.defaultText) + ".")
