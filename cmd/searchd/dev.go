@@ -261,13 +261,23 @@ func devSecret(dir string) ([]byte, error) {
 	if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	raw := make([]byte, 48)
+	s, err := storeNewSecret(path, "dev secret", 48)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(s), nil
+}
+
+// storeNewSecret stores n random bytes, in base64, in path and returns
+// them; what names the secret in the error.
+func storeNewSecret(path, what string, n int) (string, error) {
+	raw := make([]byte, n)
 	_, _ = rand.Read(raw) // never fails
 	s := base64.RawURLEncoding.EncodeToString(raw)
 	if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("storing the dev secret: %w", err)
+		return "", fmt.Errorf("storing the %s: %w", what, err)
 	}
-	return []byte(s), nil
+	return s, nil
 }
 
 // demoSavedSearch returns the demo organization's demo saved search,
@@ -332,14 +342,12 @@ func (a *app) demoProviderSecret(dir string, cfg *serverConfig) (string, error) 
 	path := filepath.Join(dir, fmt.Sprintf(demoProviderSecretFmt, demoProvider))
 	b, err := os.ReadFile(path)
 	s := strings.TrimSpace(string(b))
-	if errors.Is(err, os.ErrNotExist) || (err == nil && s == "") {
-		raw := make([]byte, 32)
-		_, _ = rand.Read(raw)
-		s = base64.RawURLEncoding.EncodeToString(raw)
-		if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
-			return "", fmt.Errorf("storing the demo provider secret: %w", err)
+	switch {
+	case errors.Is(err, os.ErrNotExist) || (err == nil && s == ""):
+		if s, err = storeNewSecret(path, "demo provider secret", 32); err != nil {
+			return "", err
 		}
-	} else if err != nil {
+	case err != nil:
 		return "", err
 	}
 	if cfg.ProviderSecrets == nil {
