@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"log/slog"
 	"time"
 
@@ -58,11 +59,7 @@ type admissionConfig struct {
 // waits and refusals count in metrics, and its seats and queues are read
 // there at each scrape.
 func newAdmission(cfg admissionConfig, pool *pgxpool.Pool, metrics *telemetry.Metrics) (*fairq.Queue, error) {
-	seats := cfg.Seats
-	if seats == 0 {
-		seats = int(pool.Config().MaxConns)
-	}
-	qc := fairq.Config{Seats: seats, QueueLength: cfg.QueueLength, MaxWait: cfg.MaxWait}
+	qc := fairq.Config{Seats: cmp.Or(cfg.Seats, int(pool.Config().MaxConns)), QueueLength: cfg.QueueLength, MaxWait: cfg.MaxWait}
 	if metrics != nil {
 		qc.Observer = metrics
 	}

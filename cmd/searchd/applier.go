@@ -43,16 +43,9 @@ func startApplier(ctx context.Context, st *stores, cfg serverConfig, logger *slo
 	svc := st.providerJobs
 	acfg := cfg.Inbox.Applier
 	acfg.Wake = st.wake
-	actx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := svc.RunApplier(actx, acfg); err != nil {
+	return background(ctx, func(ctx context.Context) {
+		if err := svc.RunApplier(ctx, acfg); err != nil {
 			logger.Error("the applier did not start", slog.String("error", err.Error()))
 		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	})
 }

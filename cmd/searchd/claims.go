@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -89,15 +88,7 @@ func claimFlags(fs *flag.FlagSet) (org, scope, key *string) {
 // problem, each naming its flag.
 func readClaimAddress(org, scope, key string) (claimAddress, []string) {
 	var problems []string
-	id, err := uuid.Parse(org)
-	switch {
-	case org == "":
-		problems = append(problems, "--org: is required: the organization id, a UUID")
-	case err != nil:
-		problems = append(problems, fmt.Sprintf("--org: %q is not a UUID", org))
-	case id == uuid.Nil:
-		problems = append(problems, "--org: is the nil UUID, which names no organization")
-	}
+	id := readOrg(&problems, org, true)
 	if scope == "" {
 		problems = append(problems, "--scope: is required: "+idempotency.ScopeSavedSearchStart+", tool.<name> or webhook.<name>")
 	} else if _, err := idempotency.Retention(scope); err != nil {
@@ -161,11 +152,7 @@ func (a *app) claimsShow(ctx context.Context, args []string) error {
 		return err
 	}
 	at, problems := readClaimAddress(*org, *scope, *key)
-	cfg, settingProblems := loadSettings(fs, a.getenv, cmdClaimsShow)
-	if problems = append(problems, settingProblems...); len(problems) > 0 {
-		return invalid(problems)
-	}
-	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
+	pool, _, err := a.connect(ctx, fs, cmdClaimsShow, problems)
 	if err != nil {
 		return err
 	}
@@ -175,9 +162,7 @@ func (a *app) claimsShow(ctx context.Context, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(claimView(rec))
+		return a.printJSON(claimView(rec))
 	}
 	printClaim(a.stdout, rec)
 	return nil
@@ -288,14 +273,7 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 	at, problems := readClaimAddress(*org, *scope, *key)
 	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the claim is released; it is logged",
 		operator.MaxReasonLen, operator.MaxActorLen)
-	problems = append(problems, whoProblems...)
-	cfg, settingProblems := loadSettings(fs, a.getenv, cmdClaimsChange)
-	if problems = append(problems, settingProblems...); len(problems) > 0 {
-		return invalid(problems)
-	}
-	logger := newLogger(a.stderr, cfg)
-
-	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
+	pool, logger, err := a.connect(ctx, fs, cmdClaimsChange, append(problems, whoProblems...))
 	if err != nil {
 		return err
 	}
@@ -310,14 +288,6 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 	fmt.Fprintf(a.stdout, "released claim %s (%s); the next attempt with this key runs afresh\n", rec.ID, at)
 	return nil
 }
-
-// errCompletedClaim and errClaimChanged are the refusals of
-// operator.Store.ForceRelease, which holds the release's rules for the
-// CLI and the console alike.
-var (
-	errCompletedClaim = operator.ErrCompletedClaim
-	errClaimChanged   = operator.ErrClaimChanged
-)
 
 // releaseClaim force-releases rec, as read, with store (see
 // operator.Store.ForceRelease: completed claims are refused, the delete is
@@ -335,7 +305,7 @@ func releaseClaim(ctx context.Context, store *operator.Store, rec *idempotency.R
 	}
 	_, err := store.ForceRelease(ctx, rec, operator.ReleaseParams{Actor: actor, Reason: reason, Via: operator.ViaCLI})
 	switch {
-	case errors.Is(err, errClaimChanged):
+	case errors.Is(err, operator.ErrClaimChanged):
 		logger.LogAttrs(ctx, slog.LevelWarn, "claim release refused: the claim changed since it was read", attrs...)
 		return fmt.Errorf("%w; run searchd claims show to see it now", err)
 	case err != nil:
@@ -368,26 +338,9 @@ func (a *app) claimsResolve(ctx context.Context, args []string) error {
 	default:
 		problems = append(problems, fmt.Sprintf("--as: %q is neither delivered nor retry", *as))
 	}
-	for _, f := range []struct {
-		flag, value string
-		max         int
-	}{{"actor", p.Actor, tools.MaxActorLen}, {"reason", p.Reason, tools.MaxReasonLen}} {
-		switch {
-		case f.value == "":
-			problems = append(problems, "--"+f.flag+": is required: it is recorded with the resolution")
-		case utf8.RuneCountInString(f.value) > f.max || !utf8.ValidString(f.value):
-			problems = append(problems, fmt.Sprintf("--%s: must be valid UTF-8 of at most %d characters", f.flag, f.max))
-		case strings.ContainsFunc(f.value, unicode.IsControl):
-			problems = append(problems, "--"+f.flag+": must be one line, without control characters")
-		}
-	}
-	cfg, settingProblems := loadSettings(fs, a.getenv, cmdClaimsChange)
-	if problems = append(problems, settingProblems...); len(problems) > 0 {
-		return invalid(problems)
-	}
-	logger := newLogger(a.stderr, cfg)
-
-	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
+	checkLine(&problems, "actor", p.Actor, "it is recorded with the resolution", tools.MaxActorLen)
+	checkLine(&problems, "reason", p.Reason, "it is recorded with the resolution", tools.MaxReasonLen)
+	pool, logger, err := a.connect(ctx, fs, cmdClaimsChange, problems)
 	if err != nil {
 		return err
 	}
@@ -429,14 +382,7 @@ func (a *app) claimsResolve(ctx context.Context, args []string) error {
 // trimmed, and every problem, each naming its flag.
 func (a *app) readWhoAndWhy(reason, actorFlag, need string, maxReason, maxActor int) (why, actor string, problems []string) {
 	why = strings.TrimSpace(reason)
-	switch {
-	case why == "":
-		problems = append(problems, "--reason: is required: "+need)
-	case utf8.RuneCountInString(why) > maxReason || !utf8.ValidString(why):
-		problems = append(problems, fmt.Sprintf("--reason: must be valid UTF-8 of at most %d characters", maxReason))
-	case strings.ContainsFunc(why, unicode.IsControl):
-		problems = append(problems, "--reason: must be one line, without control characters")
-	}
+	checkLine(&problems, "reason", why, need, maxReason)
 	actor = cmp.Or(strings.TrimSpace(actorFlag), a.getenv("USER"), "cli")
 	if len(actor) > maxActor || !utf8.ValidString(actor) || strings.ContainsFunc(actor, unicode.IsControl) {
 		problems = append(problems, fmt.Sprintf("--actor: must be valid UTF-8 of at most %d bytes, one line", maxActor))

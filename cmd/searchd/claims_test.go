@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/tools"
 )
@@ -32,12 +31,7 @@ type claimsBundle struct {
 
 func claimsSetup(t *testing.T) *claimsBundle {
 	t.Helper()
-	dbURL := pgtest.NewDBURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	dbURL, pool := newDB(t)
 	return &claimsBundle{
 		pool:  pool,
 		plane: idempotency.NewService(pool, idempotency.Config{}),
@@ -231,8 +225,8 @@ func TestClaimsReleaseIsFencedByTheTokenItRead(t *testing.T) {
 		read := b.row(t, key) // what the command read
 		tt.change(t, claim)
 		err := releaseClaim(context.Background(), store, read, "ops", "tester", logger)
-		if !errors.Is(err, errClaimChanged) {
-			t.Errorf("%s: releaseClaim = %v, want errClaimChanged", tt.name, err)
+		if !errors.Is(err, operator.ErrClaimChanged) {
+			t.Errorf("%s: releaseClaim = %v, want operator.ErrClaimChanged", tt.name, err)
 		}
 		if rec := b.row(t, key); rec == nil || rec.Status != tt.want {
 			t.Errorf("%s: after the fenced release the claim is %+v, want it %s and kept", tt.name, rec, tt.want)
@@ -254,6 +248,10 @@ func TestClaimsCommandLineErrorsNameTheFlag(t *testing.T) {
 		{env, []string{"claims", "show"}, []string{"--org: is required", "--scope: is required", "--key: is required"}},
 		{env, []string{"claims", "show", "--org", "acme", "--scope", "tool", "--key", "k"},
 			[]string{`--org: "acme" is not a UUID`, `--scope: "tool" is not a scope of the plane`}},
+		{env, []string{"claims", "show", "--org", uuid.Nil.String(), "--scope", startScope, "--key", "k"},
+			[]string{"--org: is the nil UUID, which names no organization"}},
+		{env, []string{"runs", "dispatch", "list", "--org", uuid.Nil.String(), "--limit", "0"},
+			[]string{"--org: is the nil UUID, which names no organization", "--limit: 0 is out of range: from 1 to 1000"}},
 		{env, []string{"claims", "show", "--org", org, "--scope", startScope, "--key", "a\tb"},
 			[]string{"--key: holds a control character"}},
 		{nil, []string{"claims", "show", "--org", org, "--scope", startScope, "--key", "k"},

@@ -159,21 +159,17 @@ func lookup(fs *flag.FlagSet, fl string, env string, getenv func(string) string)
 	return s
 }
 
-// serverFlags registers the flags of the server settings on fs, and its
-// --help. The secrets have no flag.
-func serverFlags(fs *flag.FlagSet) { registerOptions(fs, serveCommand) }
-
-// loadServerConfig reads the settings of serve, or of dev when dev is
-// set, from the flags on fs and the environment: the rows of
-// [settingsTable] they read. dev relaxes DATABASE_URL and
-// SEARCHD_JWT_SECRET to optional and changes some defaults. Every problem
-// is reported, one per line, in a *usageError.
-func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (serverConfig, error) {
-	c := cmdServe
-	if dev {
-		c = cmdDev
+// loadCommand parses args as the flags of command c, which has none but
+// its settings' (serve, dev, migrate, sweep), and reads its settings: the
+// rows of [settingsTable] it reads, from the flags and the environment.
+// Every problem is reported, one per line, in a *usageError.
+func (a *app) loadCommand(name string, c command, args []string) (serverConfig, error) {
+	fs := a.flagSet(name)
+	registerOptions(fs, c)
+	if err := parse(fs, args); err != nil {
+		return serverConfig{}, err
 	}
-	cfg, problems := loadSettings(fs, getenv, c)
+	cfg, problems := loadSettings(fs, a.getenv, c.reads)
 	if len(problems) > 0 {
 		return cfg, invalid(problems)
 	}
@@ -196,19 +192,12 @@ func parseProviderSecretsSetting(r *reader, s setting) string {
 // limit, it would be no limit of its own.
 func parseCallbackMaxBodyBytes(r *reader, s setting) string {
 	c := r.cfg
-	c.CallbackMaxBodyBytes = min(api.DefaultCallbackMaxBodyBytes, c.MaxBodyBytes)
-	if s.value == "" {
+	return setWhole(&c.CallbackMaxBodyBytes, s, min(api.DefaultCallbackMaxBodyBytes, c.MaxBodyBytes), "bytes", func(n int64) string {
+		if n < minMaxBodyBytes || n > c.MaxBodyBytes {
+			return fmt.Sprintf("%d is out of range: from %d to the body limit, %s (%d)", n, minMaxBodyBytes, r.name(EnvMaxBodyBytes), c.MaxBodyBytes)
+		}
 		return ""
-	}
-	n, problem := parseWhole(s, "bytes")
-	switch {
-	case problem != "":
-		return problem
-	case n < minMaxBodyBytes || n > c.MaxBodyBytes:
-		return fmt.Sprintf("%d is out of range: from %d to the body limit, %s (%d)", n, minMaxBodyBytes, r.name(EnvMaxBodyBytes), c.MaxBodyBytes)
-	}
-	c.CallbackMaxBodyBytes = n
-	return ""
+	})
 }
 
 // parseCallbackBodyBudget reads the callback body budget, which is 64 MiB,
@@ -217,20 +206,13 @@ func parseCallbackMaxBodyBytes(r *reader, s setting) string {
 func parseCallbackBodyBudget(r *reader, s setting) string {
 	c := r.cfg
 	least := 2 * c.CallbackMaxBodyBytes
-	c.CallbackBodyBudget = max(api.DefaultCallbackBodyBudget, least)
-	if s.value == "" {
+	return setWhole(&c.CallbackBodyBudget, s, max(api.DefaultCallbackBodyBudget, least), "bytes", func(n int64) string {
+		if n < least || n > maxCallbackBodyBudget {
+			return fmt.Sprintf("%d is out of range: from twice the callback limit, %s (%d), to %d",
+				n, r.name(EnvCallbackMaxBodyBytes), least, int64(maxCallbackBodyBudget))
+		}
 		return ""
-	}
-	n, problem := parseWhole(s, "bytes")
-	switch {
-	case problem != "":
-		return problem
-	case n < least || n > maxCallbackBodyBudget:
-		return fmt.Sprintf("%d is out of range: from twice the callback limit, %s (%d), to %d",
-			n, r.name(EnvCallbackMaxBodyBytes), least, int64(maxCallbackBodyBudget))
-	}
-	c.CallbackBodyBudget = n
-	return ""
+	})
 }
 
 // parseProviderSecrets reads provider callback secrets written as

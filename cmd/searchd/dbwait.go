@@ -64,20 +64,12 @@ func (w dbWait) apply(pc *pgxpool.Config) {
 // parseDBAnswerTimeout reads the answer timeout: 0s for none, else from
 // 1s to an hour.
 func parseDBAnswerTimeout(r *reader, s setting) string {
-	w := &r.cfg.DBWait
-	w.Answer = DefaultDBAnswerTimeout
-	if s.value == "" {
+	return setDuration(&r.cfg.DBWait.Answer, s, DefaultDBAnswerTimeout, "5s or 1m", func(d time.Duration) string {
+		if d != 0 && (d < time.Second || d > maxDBAnswerTimeout) {
+			return fmt.Sprintf("%s is out of range: %s", d, dbAnswerTimeoutValues)
+		}
 		return ""
-	}
-	d, problem := parseDuration(s, "5s or 1m")
-	switch {
-	case problem != "":
-		return problem
-	case d != 0 && (d < time.Second || d > maxDBAnswerTimeout):
-		return fmt.Sprintf("%s is out of range: %s", d, dbAnswerTimeoutValues)
-	}
-	w.Answer = d
-	return ""
+	})
 }
 
 // dbAnswerTimeoutValues are the values the answer timeout takes.

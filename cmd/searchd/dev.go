@@ -20,7 +20,6 @@ import (
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgcluster"
-	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
@@ -50,12 +49,7 @@ const (
 // dev runs searchd locally with one command: its own PostgreSQL (unless
 // DATABASE_URL names one), migrations, demo data, a token, and the server.
 func (a *app) dev(ctx context.Context, args []string) error {
-	fs := a.flagSet("dev")
-	registerOptions(fs, devCommand)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadServerConfig(fs, a.getenv, true)
+	cfg, err := a.loadCommand("dev", devCommand, args)
 	if err != nil {
 		return err
 	}
@@ -77,11 +71,9 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	applied, err := migrations.Up(ctx, cfg.DatabaseURL)
-	if err != nil {
+	if err := a.migrateUp(ctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	fmt.Fprintln(a.stdout, appliedMessage(applied))
 	secret, err := a.devJWTSecret(cfg, dir)
 	if err != nil {
 		return err
@@ -269,13 +261,23 @@ func devSecret(dir string) ([]byte, error) {
 	if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	raw := make([]byte, 48)
+	s, err := storeNewSecret(path, "dev secret", 48)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(s), nil
+}
+
+// storeNewSecret stores n random bytes, in base64, in path and returns
+// them; what names the secret in the error.
+func storeNewSecret(path, what string, n int) (string, error) {
+	raw := make([]byte, n)
 	_, _ = rand.Read(raw) // never fails
 	s := base64.RawURLEncoding.EncodeToString(raw)
 	if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("storing the dev secret: %w", err)
+		return "", fmt.Errorf("storing the %s: %w", what, err)
 	}
-	return []byte(s), nil
+	return s, nil
 }
 
 // demoSavedSearch returns the demo organization's demo saved search,
@@ -340,14 +342,12 @@ func (a *app) demoProviderSecret(dir string, cfg *serverConfig) (string, error) 
 	path := filepath.Join(dir, fmt.Sprintf(demoProviderSecretFmt, demoProvider))
 	b, err := os.ReadFile(path)
 	s := strings.TrimSpace(string(b))
-	if errors.Is(err, os.ErrNotExist) || (err == nil && s == "") {
-		raw := make([]byte, 32)
-		_, _ = rand.Read(raw)
-		s = base64.RawURLEncoding.EncodeToString(raw)
-		if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
-			return "", fmt.Errorf("storing the demo provider secret: %w", err)
+	switch {
+	case errors.Is(err, os.ErrNotExist) || (err == nil && s == ""):
+		if s, err = storeNewSecret(path, "demo provider secret", 32); err != nil {
+			return "", err
 		}
-	} else if err != nil {
+	case err != nil:
 		return "", err
 	}
 	if cfg.ProviderSecrets == nil {

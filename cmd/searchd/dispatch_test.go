@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/auth"
@@ -47,13 +47,8 @@ func TestDispatchSettingsNameTheSettingAndHideTheSecret(t *testing.T) {
 		{map[string]string{EnvRuntimeSecret: runtimeSecret}, []string{"--runtime-url", "https://user:hunter2-password@runtime/runs"},
 			"--runtime-url: holds credentials"},
 	} {
-		env := map[string]string{}
-		for k, v := range base {
-			env[k] = v
-		}
-		for k, v := range tt.env {
-			env[k] = v
-		}
+		env := maps.Clone(base)
+		maps.Copy(env, tt.env)
 		h := newHarness(env)
 		code := h.run(append([]string{"serve"}, tt.args...)...)
 		out := h.stderr.String()
@@ -247,12 +242,7 @@ func TestServeWithoutARuntimeLeavesRunsQueued(t *testing.T) {
 // retries one with a reason; a pending one is refused.
 func TestRunsDispatchListAndRetry(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDBURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	dbURL, pool := newDB(t)
 	org := uuid.New()
 	var failed, pending uuid.UUID
 	for _, id := range []*uuid.UUID{&failed, &pending} {
@@ -306,10 +296,11 @@ func TestRunsDispatchListAndRetry(t *testing.T) {
 	}
 }
 
-// postRun starts a direct Run with key and returns its id.
-func postRun(t *testing.T, base, tok, key string) string {
+// post sends body to url as JSON with the bearer token tok and the
+// Idempotency-Key key; the caller closes the answer's body.
+func post(t *testing.T, url, tok, key, body string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/v1/runs", strings.NewReader(`{"kind":"capability","name":"enrich"}`))
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
@@ -317,6 +308,13 @@ func postRun(t *testing.T, base, tok, key string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res
+}
+
+// postRun starts a direct Run with key and returns its id.
+func postRun(t *testing.T, base, tok, key string) string {
+	t.Helper()
+	res := post(t, base+"/v1/runs", tok, key, `{"kind":"capability","name":"enrich"}`)
 	defer res.Body.Close()
 	var started struct {
 		Run struct {

@@ -93,16 +93,8 @@ func startDispatcher(ctx context.Context, st *stores, cfg serverConfig, logger *
 		return nil, err
 	}
 	st.wakeDispatcher = d.Wake
-	dctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = d.Run(dctx)
-	}()
+	stop := background(ctx, func(ctx context.Context) { _ = d.Run(ctx) })
 	logger.Info("dispatching admitted Runs to the runtime", slog.Duration("timeout", dcfg.Timeout),
 		slog.Duration("lease", d.Lease()), slog.Int("concurrency", dcfg.Concurrency))
-	return func() {
-		cancel()
-		<-done
-	}, nil
+	return stop, nil
 }

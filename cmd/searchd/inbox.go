@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -94,10 +94,10 @@ func arrivalView(e *providerjobs.InboxEntry, c *providerjobs.Copies) arrivalJSON
 	return v
 }
 
-// openInbox opens a one-connection pool and the service that reads the
-// inbox on it.
-func (a *app) openInbox(ctx context.Context, dbURL string) (*providerjobs.Service, func(), error) {
-	pool, err := openSmallPool(ctx, dbURL)
+// openInbox opens a one-connection pool (see [app.connect]) and the
+// service that reads the inbox on it.
+func (a *app) openInbox(ctx context.Context, fs *flag.FlagSet, problems []string) (*providerjobs.Service, func(), error) {
+	pool, _, err := a.connect(ctx, fs, cmdInbox, problems)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -120,12 +120,7 @@ func (a *app) inboxShow(ctx context.Context, args []string) error {
 	if err := idempotency.ValidateKey(*deliveryID); err != nil {
 		problems = append(problems, "--delivery-id: is required: 1 to 255 bytes of UTF-8 without control characters")
 	}
-	cfg, settingProblems := loadSettings(fs, a.getenv, cmdInbox)
-	if problems = append(problems, settingProblems...); len(problems) > 0 {
-		return invalid(problems)
-	}
-	dbURL := cfg.DatabaseURL
-	svc, closeDB, err := a.openInbox(ctx, dbURL)
+	svc, closeDB, err := a.openInbox(ctx, fs, problems)
 	if err != nil {
 		return err
 	}
@@ -146,9 +141,7 @@ func (a *app) inboxShow(ctx context.Context, args []string) error {
 			return err
 		}
 		if *asJSON {
-			enc := json.NewEncoder(a.stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(arrivalView(e, &c)); err != nil {
+			if err := a.printJSON(arrivalView(e, &c)); err != nil {
 				return err
 			}
 			continue
@@ -216,15 +209,8 @@ func (a *app) inboxList(ctx context.Context, args []string) error {
 	default:
 		problems = append(problems, fmt.Sprintf("--status: %q is not a state: use pending, applied or dropped", *status))
 	}
-	if *limit < 1 || *limit > 1000 {
-		problems = append(problems, fmt.Sprintf("--limit: %d is out of range: from 1 to 1000", *limit))
-	}
-	cfg, settingProblems := loadSettings(fs, a.getenv, cmdInbox)
-	if problems = append(problems, settingProblems...); len(problems) > 0 {
-		return invalid(problems)
-	}
-	dbURL := cfg.DatabaseURL
-	svc, closeDB, err := a.openInbox(ctx, dbURL)
+	checkLimit(&problems, *limit, 1000)
+	svc, closeDB, err := a.openInbox(ctx, fs, problems)
 	if err != nil {
 		return err
 	}
@@ -234,16 +220,12 @@ func (a *app) inboxList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		views := make([]arrivalJSON, 0, len(list))
-		for i := range list {
-			views = append(views, arrivalView(&list[i], nil))
-		}
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(views)
-	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	return printList(a, *asJSON, list, func(e *providerjobs.InboxEntry) arrivalJSON { return arrivalView(e, nil) }, printArrivals)
+}
+
+// printArrivals writes arrivals for a person, a row each.
+func printArrivals(w io.Writer, list []providerjobs.InboxEntry) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "received at\tprovider\tdelivery id\tstatus\tattempts\tjob")
 	for _, e := range list {
 		state := string(e.Status)

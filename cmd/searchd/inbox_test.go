@@ -1,10 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +80,7 @@ func TestSessionBoundsEndAStalledTransaction(t *testing.T) {
 		t.Errorf("default bounds = %+v (%v), want 5s, 10s, 15s", sb, problems)
 	}
 	bad := map[string]string{EnvIdleInTransactionTimeout: "2h", EnvLockTimeout: "soon", EnvWebhookLease: "0s", EnvApplierBatch: "0"}
-	_, problems = loadSettings(fs, func(k string) string { return cmpOr(bad[k], base[k]) }, cmdServe)
+	_, problems = loadSettings(fs, func(k string) string { return cmp.Or(bad[k], base[k]) }, cmdServe)
 	if msg := strings.Join(problems, "\n"); len(problems) != 4 || !strings.Contains(msg, EnvIdleInTransactionTimeout+": 2h0m0s is out of range") ||
 		!strings.Contains(msg, EnvLockTimeout+`: "soon" is not a duration`) || !strings.Contains(msg, EnvWebhookLease+": 0s is out of range") ||
 		!strings.Contains(msg, EnvApplierBatch+": 0 is out of range") {
@@ -94,12 +93,7 @@ func TestSessionBoundsEndAStalledTransaction(t *testing.T) {
 // lease passed), and counts it in its metrics.
 func TestServeRunsTheApplier(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDBURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	dbURL, pool := newDB(t)
 	_, job := seedInboxJob(t, pool)
 	if _, err := pool.Exec(context.Background(), `
 INSERT INTO agent.provider_inbox (id, provider, delivery_id, path_job_id, job_id, organization_id, request_hash,
@@ -132,14 +126,9 @@ VALUES ($1, 'acme', 'd-left', $2, $3, $4, repeat('a', 64), 'pj-1', 'succeeded', 
 		status != "applied" || by != "applier" {
 		t.Errorf("arrival = %s by %s, %v; want applied by the applier", status, by, err)
 	}
-	res, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	page := getText(t, "http://"+addr+"/metrics")
 	for _, line := range []string{`searchd_inbox_applied_total{by="applier",provider="acme"} 1`, "searchd_inbox_pending 0"} {
-		if !strings.Contains(string(page), line+"\n") {
+		if !strings.Contains(page, line+"\n") {
 			t.Errorf("metrics lack %q", line)
 		}
 	}
@@ -149,12 +138,7 @@ VALUES ($1, 'acme', 'd-left', $2, $3, $4, repeat('a', 64), 'pj-1', 'succeeded', 
 // never the delivery's result.
 func TestInboxShowAndList(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDBURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	dbURL, pool := newDB(t)
 	svc, job := seedInboxJob(t, pool)
 	body := []byte(`{"job_id":"pj-1","status":"succeeded","result":{"secret_sauce":"customer data"}}`)
 	d := providerjobs.Delivery{Provider: "acme", JobID: job.ID.String(), DeliveryID: "d-1", Body: body,

@@ -73,13 +73,22 @@ func startHub(ctx context.Context, pool *pgxpool.Pool, cfg serverConfig, logger 
 		return nil, func() {}
 	}
 	hub := idempotency.NewHub(pool.Config().ConnConfig, logger)
-	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	return hub, background(context.WithoutCancel(ctx), func(ctx context.Context) {
+		_ = hub.Run(ctx) // returns ctx's error: we stopped it
+	})
+}
+
+// background runs run in a goroutine on a context of its own, derived
+// from ctx, and returns the function that cancels that context and waits
+// for run to return.
+func background(ctx context.Context, run func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = hub.Run(hctx) // returns hctx's error: we stopped it
+		run(ctx)
 	}()
-	return hub, func() {
+	return func() {
 		cancel()
 		<-done
 	}

@@ -98,10 +98,7 @@ func usage() string {
 	b.WriteString(usageHead)
 	b.WriteString("\nenvironment (default; dev's when it differs):\n")
 	for _, s := range allSettings() {
-		def := plain(s.defaultText(false))
-		if s.in&cmdDev != 0 && s.defaultText(true) != s.defaultText(false) {
-			def += " (dev: " + plain(s.defaultText(true)) + ")"
-		}
+		def := s.defaults(func(dev bool) string { return plain(s.defaultText(dev)) })
 		if len(s.env) > 38 {
 			fmt.Fprintf(&b, "  %s\n  %-38s %s\n", s.env, "", def)
 			continue
@@ -117,43 +114,26 @@ func (a *app) run(ctx context.Context, args []string) int {
 		fmt.Fprint(a.stderr, usage())
 		return 2
 	}
-	var err error
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "migrate":
-		err = a.migrate(ctx, rest)
-	case "serve":
-		err = a.serve(ctx, rest)
-	case "token":
-		err = a.token(rest)
-	case "dev":
-		err = a.dev(ctx, rest)
-	case "claims":
-		err = a.claims(ctx, rest)
-	case "sweep":
-		err = a.sweep(ctx, rest)
-	case "inbox":
-		err = a.inbox(ctx, rest)
-	case "runs":
-		err = a.runs(ctx, rest)
-	case "version":
-		err = a.printVersion(rest)
-	case "settings":
-		err = a.settings(rest)
-	case "help", "-h", "-help", "--help":
+	help := func(context.Context, []string) error {
 		fmt.Fprint(a.stdout, usage())
-		return 0
-	default:
-		err = usagef("unknown command %q; run `searchd help`", cmd)
+		return nil
 	}
-	var uerr *usageError
-	switch {
-	case err == nil, errors.Is(err, errHelp):
+	commands := map[string]func(context.Context, []string) error{
+		"migrate": a.migrate, "serve": a.serve, "token": a.token, "dev": a.dev, "claims": a.claims, "sweep": a.sweep,
+		"inbox": a.inbox, "runs": a.runs, "version": a.printVersion, "settings": a.settings,
+		"help": help, "-h": help, "-help": help, "--help": help,
+	}
+	err := usagef("unknown command %q; run `searchd help`", args[0])
+	if cmd, ok := commands[args[0]]; ok {
+		err = cmd(ctx, args[1:])
+	}
+	if err == nil || errors.Is(err, errHelp) {
 		return 0
-	case errors.As(err, &uerr):
-		fmt.Fprintf(a.stderr, "searchd: %v\n", err)
-		return 2
 	}
 	fmt.Fprintf(a.stderr, "searchd: %v\n", err)
+	if errors.As(err, new(*usageError)) {
+		return 2
+	}
 	return 1
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/oidctest"
@@ -41,6 +44,19 @@ func newHarness(env map[string]string) *harness {
 		ready:  func(addr string) { h.addrs <- addr },
 	}
 	return h
+}
+
+// newDB returns the URL of a migrated database of the test's own and a
+// pool on it, closed when the test ends.
+func newDB(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
+	dbURL := pgtest.NewDBURL(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return dbURL, pool
 }
 
 func (h *harness) run(args ...string) int {
@@ -88,10 +104,7 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		"SEARCHD_JWT_SECRET": goodSecret,
 	}
 	with := func(kv ...string) map[string]string {
-		env := map[string]string{}
-		for k, v := range base {
-			env[k] = v
-		}
+		env := maps.Clone(base)
 		for i := 0; i < len(kv); i += 2 {
 			env[kv[i]] = kv[i+1]
 		}
@@ -255,4 +268,22 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.buf.String()
+}
+
+// serverFlags registers the flags of serve's settings on fs, and its
+// --help.
+func serverFlags(fs *flag.FlagSet) { registerOptions(fs, serveCommand) }
+
+// loadServerConfig reads the settings of serve, or of dev when dev is
+// set, from the flags on fs and getenv, as [app.loadCommand] does.
+func loadServerConfig(fs *flag.FlagSet, getenv func(string) string, dev bool) (serverConfig, error) {
+	c := cmdServe
+	if dev {
+		c = cmdDev
+	}
+	cfg, problems := loadSettings(fs, getenv, c)
+	if len(problems) > 0 {
+		return cfg, invalid(problems)
+	}
+	return cfg, nil
 }

@@ -11,16 +11,17 @@ import (
 
 // migrate applies the migrations to DATABASE_URL and prints what it did.
 func (a *app) migrate(ctx context.Context, args []string) error {
-	fs := a.flagSet("migrate")
-	registerOptions(fs, migrateCommand)
-	if err := parse(fs, args); err != nil {
+	cfg, err := a.loadCommand("migrate", migrateCommand, args)
+	if err != nil {
 		return err
 	}
-	cfg, problems := loadSettings(fs, a.getenv, cmdMigrate)
-	if len(problems) > 0 {
-		return invalid(problems)
-	}
-	applied, err := migrations.Up(ctx, cfg.DatabaseURL)
+	return a.migrateUp(ctx, cfg.DatabaseURL)
+}
+
+// migrateUp applies the migrations to the database of dbURL and prints
+// the versions applied.
+func (a *app) migrateUp(ctx context.Context, dbURL string) error {
+	applied, err := migrations.Up(ctx, dbURL)
 	if err != nil {
 		return err
 	}

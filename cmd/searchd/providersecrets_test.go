@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
@@ -108,29 +108,11 @@ func TestProviderSecretsErrorsNameTheSettingAndHideTheSecrets(t *testing.T) {
 
 func TestServeWiresProviderCallbacks(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewDB(t)
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	serverFlags(fs)
-	env := map[string]string{
+	ts := serveAPI(t, pgtest.NewDB(t), serveConfig(t, map[string]string{
 		"DATABASE_URL":             "postgres://searchd@localhost:5432/searchd",
 		"SEARCHD_JWT_SECRET":       goodSecret,
 		"SEARCHD_PROVIDER_SECRETS": "acme=s3cret",
-	}
-	cfg, err := loadServerConfig(fs, func(k string) string { return env[k] }, false)
-	if err != nil {
-		t.Fatalf("loadServerConfig: %v", err)
-	}
-	logger := slog.New(slog.DiscardHandler)
-	queue, err := newAdmission(cfg.Admission, pool, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := newAPI(newStores(pool, nil, cfg, logger, observability{}), cfg, mustVerifier(t, cfg), logger, nil, observability{}, nil, queue)
-	if err != nil {
-		t.Fatalf("newAPI: %v", err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
+	}))
 
 	body := `{"job_id": "j-1", "status": "running"}`
 	post := func(secret string) (int, string) {
@@ -165,12 +147,37 @@ func TestServeWiresProviderCallbacks(t *testing.T) {
 	}
 }
 
-// mustVerifier returns the verifier serve would build from cfg.
-func mustVerifier(t *testing.T, cfg serverConfig) *auth.Verifier {
+// serveConfig is the configuration serve loads from env alone.
+func serveConfig(t *testing.T, env map[string]string) serverConfig {
 	t.Helper()
-	v, err := newVerifier(t.Context(), cfg)
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	serverFlags(fs)
+	cfg, err := loadServerConfig(fs, func(k string) string { return env[k] }, false)
+	if err != nil {
+		t.Fatalf("loadServerConfig: %v", err)
+	}
+	return cfg
+}
+
+// serveAPI serves, until the test ends, the API serve would build from
+// cfg on pool, with the verifier it would build (no claim listener, no
+// metrics of serve's own).
+func serveAPI(t *testing.T, pool *pgxpool.Pool, cfg serverConfig) *httptest.Server {
+	t.Helper()
+	logger := slog.New(slog.DiscardHandler)
+	queue, err := newAdmission(cfg.Admission, pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := newVerifier(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("newVerifier: %v", err)
 	}
-	return v
+	srv, err := newAPI(newStores(pool, nil, cfg, logger, observability{}), cfg, verifier, logger, nil, observability{}, nil, queue)
+	if err != nil {
+		t.Fatalf("newAPI: %v", err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return ts
 }

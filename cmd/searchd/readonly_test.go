@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -49,29 +46,13 @@ func TestReadOnlyDatabaseAnswers503AndThePoolReconnects(t *testing.T) {
 	}
 	alter("SET default_transaction_read_only = on")
 
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	serverFlags(fs)
-	env := map[string]string{"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret, "SEARCHD_DB_MAX_CONNS": "2"}
-	cfg, err := loadServerConfig(fs, func(k string) string { return env[k] }, false)
-	if err != nil {
-		t.Fatalf("loadServerConfig: %v", err)
-	}
+	cfg := serveConfig(t, map[string]string{"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret, "SEARCHD_DB_MAX_CONNS": "2"})
 	pool, err := openPool(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
-	logger := slog.New(slog.DiscardHandler)
-	queue, err := newAdmission(cfg.Admission, pool, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := newAPI(newStores(pool, nil, cfg, logger, observability{}), cfg, mustVerifier(t, cfg), logger, nil, observability{}, nil, queue)
-	if err != nil {
-		t.Fatalf("newAPI: %v", err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	defer ts.Close()
+	t.Cleanup(pool.Close)
+	ts := serveAPI(t, pool, cfg)
 	token, err := auth.SignToken([]byte(goodSecret), uuid.New(), "tester", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)

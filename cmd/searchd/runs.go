@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -79,21 +78,6 @@ func dispatchView(d *dispatch.Dispatch) dispatchJSON {
 		LastStatusCode: d.LastStatusCode, LastError: d.LastError, Retries: d.Retries}
 }
 
-// readOrg reads an optional --org; "" is none.
-func readOrg(v string) (uuid.UUID, string) {
-	if v == "" {
-		return uuid.Nil, ""
-	}
-	id, err := uuid.Parse(v)
-	switch {
-	case err != nil:
-		return uuid.Nil, fmt.Sprintf("--org: %q is not a UUID", v)
-	case id == uuid.Nil:
-		return uuid.Nil, "--org: is the nil UUID, which names no organization"
-	}
-	return id, ""
-}
-
 func (a *app) runsDispatchList(ctx context.Context, args []string) error {
 	fs := a.flagSet("runs dispatch list")
 	registerOptions(fs, runsDispatchListCommand)
@@ -108,18 +92,9 @@ func (a *app) runsDispatchList(ctx context.Context, args []string) error {
 	if *state != dispatch.StateFailed && *state != dispatch.StatePending {
 		problems = append(problems, fmt.Sprintf("--state: %q is not listed: use failed or pending", *state))
 	}
-	orgID, problem := readOrg(*org)
-	if problem != "" {
-		problems = append(problems, problem)
-	}
-	if *limit < 1 || *limit > dispatch.MaxListLimit {
-		problems = append(problems, fmt.Sprintf("--limit: %d is out of range: from 1 to %d", *limit, dispatch.MaxListLimit))
-	}
-	cfg, settingProblems := loadSettings(fs, a.getenv, cmdRunsList)
-	if problems = append(problems, settingProblems...); len(problems) > 0 {
-		return invalid(problems)
-	}
-	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
+	orgID := readOrg(&problems, *org, false)
+	checkLimit(&problems, *limit, dispatch.MaxListLimit)
+	pool, _, err := a.connect(ctx, fs, cmdRunsList, problems)
 	if err != nil {
 		return err
 	}
@@ -128,20 +103,10 @@ func (a *app) runsDispatchList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		views := make([]dispatchJSON, 0, len(list))
-		for i := range list {
-			views = append(views, dispatchView(&list[i]))
-		}
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(views)
-	}
-	printDispatches(a.stdout, list)
-	return nil
+	return printList(a, *asJSON, list, dispatchView, printDispatches)
 }
 
-func printDispatches(w io.Writer, list []dispatch.Dispatch) {
+func printDispatches(w io.Writer, list []dispatch.Dispatch) error {
 	ts := func(t *time.Time) string {
 		if t == nil {
 			return "-"
@@ -171,6 +136,7 @@ func printDispatches(w io.Writer, list []dispatch.Dispatch) {
 	if len(list) == 0 {
 		fmt.Fprintln(w, "(none)")
 	}
+	return nil
 }
 
 func (a *app) runsDispatchRetry(ctx context.Context, args []string) error {
@@ -191,19 +157,10 @@ func (a *app) runsDispatchRetry(ctx context.Context, args []string) error {
 	case err != nil || runID == uuid.Nil:
 		problems = append(problems, fmt.Sprintf("--run: %q is not a Run id (a UUID)", *run))
 	}
-	orgID, problem := readOrg(*org)
-	if problem != "" {
-		problems = append(problems, problem)
-	}
+	orgID := readOrg(&problems, *org, false)
 	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the dispatch is retried (what was fixed); it is recorded",
 		dispatch.MaxReasonLen, dispatch.MaxActorBytes)
-	problems = append(problems, whoProblems...)
-	cfg, settingProblems := loadSettings(fs, a.getenv, cmdRunsRetry)
-	if problems = append(problems, settingProblems...); len(problems) > 0 {
-		return invalid(problems)
-	}
-	logger := newLogger(a.stderr, cfg)
-	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
+	pool, logger, err := a.connect(ctx, fs, cmdRunsRetry, append(problems, whoProblems...))
 	if err != nil {
 		return err
 	}

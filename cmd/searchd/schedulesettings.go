@@ -85,16 +85,7 @@ func startDrain(ctx context.Context, st *stores, cfg serverConfig, logger *slog.
 	if err != nil {
 		return nil, err
 	}
-	dctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		d.Run(dctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}, nil
+	return background(ctx, d.Run), nil
 }
 
 // seated returns start behind queue: each call holds a seat of its

@@ -34,12 +34,7 @@ const (
 )
 
 func (a *app) serve(ctx context.Context, args []string) error {
-	fs := a.flagSet("serve")
-	serverFlags(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadServerConfig(fs, a.getenv, false)
+	cfg, err := a.loadCommand("serve", serveCommand, args)
 	if err != nil {
 		return err
 	}
@@ -89,26 +84,22 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 // Prefer: wait runs for as long as the server does; the sweeper, the
 // inbox's applier, the dispatcher and the drain of scheduled starts until
 // ctx ends. All have returned when runServer does, so the caller may close
-// the pool. Everything runs on st, the stores constructed once on the pool.
+// the pool. Everything runs on st, the stores constructed once on the pool,
+// and reports to obs's metrics (newObservability's, never nil).
 func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, st *stores, logger *slog.Logger, obs observability) error {
+	defer ln.Close() // on an error before serving; serving closes it already
 	pool := st.pool
-	if obs.metrics == nil {
-		obs.metrics = telemetry.NewMetrics()
-		_ = obs.metrics.WatchPool(pool) // a fresh registry: it cannot collide
-	}
 	// One admission queue for every door: the API's requests, the
 	// console's pages, the callbacks and the drain's scheduled starts
 	// share its seats.
 	queue, err := newAdmission(cfg.Admission, pool, obs.metrics)
 	if err != nil {
-		_ = ln.Close()
 		return err
 	}
 	hub, stopHub := startHub(ctx, pool, cfg, logger)
 	defer stopHub()
 	stopSweeper, err := startSweeper(ctx, st, cfg, logger, obs.metrics)
 	if err != nil {
-		_ = ln.Close()
 		return err
 	}
 	defer stopSweeper()
@@ -116,13 +107,11 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	defer stopApplier()
 	stopDispatcher, err := startDispatcher(ctx, st, cfg, logger, obs)
 	if err != nil {
-		_ = ln.Close()
 		return err
 	}
 	defer stopDispatcher()
 	stopDrain, err := startDrain(ctx, st, cfg, logger, obs, queue)
 	if err != nil {
-		_ = ln.Close()
 		return err
 	}
 	defer stopDrain()
@@ -130,29 +119,17 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	// so probes cost the request pool nothing (see readiness.Checker).
 	ready := readiness.NewChecker(pool.Config().ConnConfig, readiness.DefaultInterval)
 	ready.Check(ctx) // ready from the first probe
-	rctx, stopReady := context.WithCancel(context.WithoutCancel(ctx))
-	readyDone := make(chan struct{})
-	go func() {
-		defer close(readyDone)
-		ready.Run(rctx)
-	}()
-	defer func() {
-		stopReady()
-		<-readyDone
-	}()
+	defer background(context.WithoutCancel(ctx), ready.Run)()
 	verifier, err := newVerifier(ctx, cfg)
 	if err != nil {
-		_ = ln.Close()
 		return err
 	}
 	srv, err := newAPI(st, cfg, verifier, logger, hub, obs, ready, queue)
 	if err != nil {
-		_ = ln.Close()
 		return err
 	}
 	con, err := newConsole(st, cfg, verifier, logger, queue)
 	if err != nil {
-		_ = ln.Close()
 		return err
 	}
 	logger.Info("serving", slog.String("addr", ln.Addr().String()), slog.String("console", console.Prefix))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"strconv"
@@ -104,27 +105,33 @@ func (cs cmds) String() string {
 // defaultText is the setting's default as documented for serve, or for
 // dev when dev is set.
 func (s spec) defaultText(dev bool) string {
+	return cmp.Or(devOr(dev, s.devDef, s.def), s.kind.literal(dev), "none")
+}
+
+// given is flag, the text for a setting given by its flag, or secret or
+// env for a setting read from the environment alone, a secret or not.
+func (s spec) given(flag, secret, env string) string {
 	switch {
-	case dev && s.devDef != "":
-		return s.devDef
-	case s.def != "":
-		return s.def
+	case s.secret:
+		return secret
+	case s.flag == "":
+		return env
 	}
-	if lit := s.kind.literal(dev); lit != "" {
-		return lit
+	return flag
+}
+
+// defaults is the default of s as text writes it for serve, then dev's
+// where it differs.
+func (s spec) defaults(text func(dev bool) string) string {
+	d := text(false)
+	if s.in&cmdDev != 0 && s.defaultText(true) != s.defaultText(false) {
+		d += " (dev: " + text(true) + ")"
 	}
-	return "none"
+	return d
 }
 
 // valuesText describes the values the setting takes.
-func (s spec) valuesText() string { return cmpOr(s.values, s.kind.values()) }
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
+func (s spec) valuesText() string { return cmp.Or(s.values, s.kind.values()) }
 
 // kind is the type of a setting: it parses a value into the setting's
 // place in the configuration being loaded, and states the typed default
@@ -183,7 +190,7 @@ func (r *reader) ok(envs ...string) bool {
 
 // name is how the user gave the setting of variable env: its flag when
 // given, else the variable.
-func (r *reader) name(env string) string { return cmpOr(r.given[env].name, env) }
+func (r *reader) name(env string) string { return cmp.Or(r.given[env].name, env) }
 
 // loadSettings reads the settings of command c from the flags on fs and
 // the environment, in the table's order (a setting may depend on one
@@ -196,10 +203,7 @@ func loadSettings(fs *flag.FlagSet, getenv func(string) string, c cmds) (serverC
 		if s.in&c == 0 {
 			continue
 		}
-		given := lookup(fs, s.flag, s.env, getenv)
-		if s.flag == "" {
-			given = setting{name: s.env, value: getenv(s.env)}
-		}
+		given := lookup(fs, s.flag, s.env, getenv) // the variable alone when there is no flag
 		r.given[s.env] = given
 		if p := s.kind.set(r, given); p != "" {
 			r.bad(given, "%s", p)
@@ -234,30 +238,31 @@ func (k durationKind) str(d time.Duration) string {
 }
 
 func (k durationKind) set(r *reader, s setting) string {
-	p := k.at(r.cfg)
-	*p = k.def
+	return setDuration(k.at(r.cfg), s, k.def, k.like, func(d time.Duration) string {
+		if d < k.min || (k.above && d == k.min) || d > k.max || (k.whole > 0 && d%k.whole != 0) {
+			return fmt.Sprintf("%s is out of range: %s%s", k.str(d), k.values(), k.why)
+		}
+		return ""
+	})
+}
+
+// setDuration reads s, a duration, into *p: def when s is empty, else the
+// value, when check (its range) returns no problem. like says how to
+// write one ("10s or 1m30s"). It returns the problem, or "".
+func setDuration(p *time.Duration, s setting, def time.Duration, like string, check func(time.Duration) string) string {
+	*p = def
 	if s.value == "" {
 		return ""
 	}
-	d, problem := parseDuration(s, k.like)
-	switch {
-	case problem != "":
+	d, err := time.ParseDuration(s.value)
+	if err != nil {
+		return fmt.Sprintf("%q is not a duration (write it like %s)", s.value, like)
+	}
+	if problem := check(d); problem != "" {
 		return problem
-	case d < k.min || (k.above && d == k.min) || d > k.max || (k.whole > 0 && d%k.whole != 0):
-		return fmt.Sprintf("%s is out of range: %s%s", k.str(d), k.values(), k.why)
 	}
 	*p = d
 	return ""
-}
-
-// parseDuration parses s as a duration, or returns the problem with it;
-// like says how to write one ("10s or 1m30s").
-func parseDuration(s setting, like string) (time.Duration, string) {
-	d, err := time.ParseDuration(s.value)
-	if err != nil {
-		return 0, fmt.Sprintf("%q is not a duration (write it like %s)", s.value, like)
-	}
-	return d, ""
 }
 
 func (k durationKind) literal(bool) string { return k.str(k.def) }
@@ -289,33 +294,34 @@ type integer[T int | int32 | int64] struct {
 }
 
 func (k integer[T]) set(r *reader, s setting) string {
-	p := k.at(r.cfg)
-	*p = k.def
+	return setWhole(k.at(r.cfg), s, k.def, k.of, func(n int64) string {
+		if n < int64(k.min) || (k.max != 0 && n > int64(k.max)) {
+			return fmt.Sprintf("%d is out of range: %s", n, k.values())
+		}
+		return ""
+	})
+}
+
+// setWhole reads s, a whole number, into *p: def when s is empty, else
+// the value, when check (its range) returns no problem. of says what it
+// counts ("bytes"), or is "". It returns the problem, or "".
+func setWhole[T int | int32 | int64](p *T, s setting, def T, of string, check func(int64) string) string {
+	*p = def
 	if s.value == "" {
 		return ""
 	}
-	n, problem := parseWhole(s, k.of)
-	switch {
-	case problem != "":
-		return problem
-	case n < int64(k.min) || (k.max != 0 && n > int64(k.max)):
-		return fmt.Sprintf("%d is out of range: %s", n, k.values())
-	}
-	*p = T(n)
-	return ""
-}
-
-// parseWhole parses s as a whole number, or returns the problem with it;
-// of says what it counts ("bytes"), or is "".
-func parseWhole(s setting, of string) (int64, string) {
 	n, err := strconv.ParseInt(s.value, 10, 64)
 	if err != nil {
 		if of != "" {
 			of = " of " + of
 		}
-		return 0, fmt.Sprintf("%q is not a whole number%s", s.value, of)
+		return fmt.Sprintf("%q is not a whole number%s", s.value, of)
 	}
-	return n, ""
+	if problem := check(n); problem != "" {
+		return problem
+	}
+	*p = T(n)
+	return ""
 }
 
 func (k integer[T]) literal(bool) string {
@@ -378,7 +384,7 @@ type text struct {
 
 func (k text) set(r *reader, s setting) string {
 	p := k.at(r.cfg)
-	*p = cmpOr(s.value, k.literal(r.dev))
+	*p = cmp.Or(s.value, k.literal(r.dev))
 	switch {
 	case *p == "" && k.required != "" && !r.dev:
 		return "is required: " + k.required
@@ -388,11 +394,14 @@ func (k text) set(r *reader, s setting) string {
 	return k.check(setting{name: s.name, value: *p})
 }
 
-func (k text) literal(dev bool) string {
-	if dev && k.devDef != "" {
-		return k.devDef
+func (k text) literal(dev bool) string { return devOr(dev, k.devDef, k.def) }
+
+// devOr is devDef in dev when it is set, else def.
+func devOr(dev bool, devDef, def string) string {
+	if dev && devDef != "" {
+		return devDef
 	}
-	return k.def
+	return def
 }
 
 func (k text) values() string { return k.desc }
@@ -407,12 +416,7 @@ type custom struct {
 
 func (k custom) set(r *reader, s setting) string { return k.parse(r, s) }
 
-func (k custom) literal(dev bool) string {
-	if dev && k.devLit != "" {
-		return k.devLit
-	}
-	return k.lit
-}
+func (k custom) literal(dev bool) string { return devOr(dev, k.devLit, k.lit) }
 
 func (k custom) values() string { return k.desc }
 

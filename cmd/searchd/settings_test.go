@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -196,10 +197,7 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"console-token-sign-in", "SEARCHD_CONSOLE_TOKEN_SIGN_IN", "maybe", `"maybe" is not true or false`},
 	}
 	for _, tt := range tests {
-		env := map[string]string{}
-		for k, v := range base {
-			env[k] = v
-		}
+		env := maps.Clone(base)
 		env[tt.env] = tt.bad
 		h := newHarness(env)
 		if code := h.run("serve"); code != 2 || !strings.Contains(h.stderr.String(), tt.env+": "+tt.want) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -93,13 +94,7 @@ func printUsage(fs *flag.FlagSet, c command, settingFlags map[string]bool) {
 }
 
 func printOption(w io.Writer, s spec, dev bool) {
-	name := "--" + s.flag + ", " + s.env
-	switch {
-	case s.secret:
-		name = s.env + " (environment only: a secret)"
-	case s.flag == "":
-		name = s.env + " (environment only)"
-	}
+	name := s.given("--"+s.flag+", "+s.env, s.env+" (environment only: a secret)", s.env+" (environment only)")
 	fmt.Fprintf(w, "  %s\n        default: %s\n", name, plain(s.defaultText(dev)))
 	for _, line := range wrap("values: "+plain(s.valuesText()), 70) {
 		fmt.Fprintf(w, "        %s\n", line)
@@ -156,7 +151,7 @@ var settingsFormats = map[string]func(io.Writer){"env": writeExampleEnv, "markdo
 
 // settings runs `searchd settings`: it prints the reference of every
 // setting, made from the table this binary reads them by.
-func (a *app) settings(args []string) error {
+func (a *app) settings(_ context.Context, args []string) error {
 	fs := a.flagSet("settings")
 	registerOptions(fs, settingsCommand)
 	format := fs.String("format", "env", "env: searchd.example.env; markdown: docs/settings.md")
@@ -183,11 +178,7 @@ func defaultCell(s spec) string {
 		}
 		return "`" + s.kind.literal(dev) + "`"
 	}
-	c := cell(false)
-	if s.in&cmdDev != 0 && s.defaultText(true) != s.defaultText(false) {
-		c += " (dev: " + cell(true) + ")"
-	}
-	return c
+	return s.defaults(cell)
 }
 
 // writeSettingsMarkdown writes docs/settings.md.
@@ -223,13 +214,7 @@ prints it for the binary at hand).
 		fmt.Fprintln(w, "| Variable | Flag | Read by | Default | Values | Meaning |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|")
 		for _, s := range sec.settings {
-			flag := "`--" + s.flag + "`"
-			switch {
-			case s.secret:
-				flag = "none: a secret"
-			case s.flag == "":
-				flag = "none"
-			}
+			flag := s.given("`--"+s.flag+"`", "none: a secret", "none")
 			fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s |\n", s.env, flag, s.in, defaultCell(s),
 				markdown(s.valuesText()), markdown(s.meaning))
 		}
@@ -279,21 +264,11 @@ func writeExampleEnv(w io.Writer) {
 		}
 		for _, s := range sec.settings {
 			fmt.Fprintln(w)
-			head := s.env + " (flag --" + s.flag + "; read by " + s.in.String() + ")"
-			switch {
-			case s.secret:
-				head = s.env + " (a secret: environment only, no flag; read by " + s.in.String() + ")"
-			case s.flag == "":
-				head = s.env + " (environment only; read by " + s.in.String() + ")"
-			}
-			comment(head)
+			comment(s.env + s.given(" (flag --"+s.flag, " (a secret: environment only, no flag", " (environment only") +
+				"; read by " + s.in.String() + ")")
 			comment(sentence(s.meaning) + ".")
 			comment("Values: " + s.valuesText() + ".")
-			def := "Default: " + s.defaultText(false)
-			if s.in&cmdDev != 0 && s.defaultText(true) != s.defaultText(false) {
-				def += " (dev: " + s.defaultText(true) + ")"
-			}
-			comment(def + ".")
+			comment("Default: " + s.defaults(s.defaultText) + ".")
 			if s.example != "" {
 				fmt.Fprintf(w, "%s=%s\n", s.env, s.example)
 				continue

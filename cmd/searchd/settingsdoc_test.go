@@ -8,6 +8,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -163,10 +164,7 @@ func TestDocumentedDefaultsAreTheDefaults(t *testing.T) {
 	required := map[string]string{EnvDatabaseURL: "postgres://searchd@localhost:5432/searchd", EnvJWTSecret: goodSecret}
 	for _, c := range []cmds{cmdServe, cmdDev, cmdSweep, cmdToken} {
 		dev := c == cmdDev
-		withDefaults := map[string]string{}
-		for k, v := range required {
-			withDefaults[k] = v
-		}
+		withDefaults := maps.Clone(required)
 		set := 0
 		for _, s := range allSettings() {
 			if lit := s.kind.literal(dev); s.in&c != 0 && lit != "" {

@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
@@ -23,33 +20,12 @@ import (
 
 func TestServeHTTPCancelsWhatTheGraceDidNotFinishAndLetsItAnswer(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	entered := make(chan struct{})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered)
+	const grace = 300 * time.Millisecond
+	_, cancel, stopped, answered := serveOne(t, func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done() // nothing but the cancellation ends it
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, "cancelled")
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	const grace = 300 * time.Millisecond
-	go func() { stopped <- serveHTTP(ctx, ln, h, grace, slog.New(slog.DiscardHandler)) }()
-	answered := make(chan string, 1)
-	go func() {
-		res, err := http.Get("http://" + ln.Addr().String() + "/stuck")
-		if err != nil {
-			answered <- "error: " + err.Error()
-			return
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		answered <- string(b)
-	}()
-	<-entered
+	}, grace)
 	began := time.Now()
 	cancel()
 	select {
@@ -77,13 +53,8 @@ func TestServeHTTPCancelsWhatTheGraceDidNotFinishAndLetsItAnswer(t *testing.T) {
 // claim is released rather than left processing, and both get an answer.
 func TestShutdownReleasesTheClaimOfAStartCutOffInsideItsFreeze(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDBURL(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	dbURL, pool := newDB(t)
 	org := uuid.New()
 	ss, err := savedsearch.NewStore(pool).Create(ctx, org, savedsearch.CreateParams{
 		Name: "cut off", Brief: savedsearch.Brief{Query: "q"}})

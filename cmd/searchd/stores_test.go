@@ -4,17 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/savedsearch"
 )
 
@@ -25,14 +22,9 @@ import (
 // store the starter was handed are the ones built at it.
 func TestServeRunsEveryStoreAtTheAppsDatabaseClock(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.NewDBURL(t)
+	dbURL, pool := newDB(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
 	org := uuid.New()
 	ss, err := savedsearch.NewStore(pool).Create(ctx, org, savedsearch.CreateParams{
 		Name: "one clock", Brief: savedsearch.Brief{Query: "postgres"}})
@@ -53,18 +45,7 @@ func TestServeRunsEveryStoreAtTheAppsDatabaseClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
-		"http://"+addr+"/v1/saved-searches/"+ss.ID.String()+"/start", strings.NewReader(`{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "one-clock")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := post(t, "http://"+addr+"/v1/saved-searches/"+ss.ID.String()+"/start", tok, "one-clock", `{}`)
 	defer res.Body.Close()
 	var body struct {
 		Run struct {

@@ -2,8 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // subcommand is one verb of a command with several (`claims show`).
@@ -40,4 +49,80 @@ func (a *app) dispatchSubcommand(ctx context.Context, command, usage string, arg
 		}
 	}
 	return usagef("%s: unknown subcommand %q: use %s", command, args[0], choice)
+}
+
+// connect reads the settings of command c from fs and the environment
+// and, when neither they nor the command's own flags have a problem (given
+// in problems), opens a pool of one connection on the database (see
+// [openSmallPool]), and returns it with the logger the settings ask for.
+// Every problem is answered at once, in a usage error.
+func (a *app) connect(ctx context.Context, fs *flag.FlagSet, c cmds, problems []string) (*pgxpool.Pool, *slog.Logger, error) {
+	cfg, settingProblems := loadSettings(fs, a.getenv, c)
+	if problems = append(problems, settingProblems...); len(problems) > 0 {
+		return nil, nil, invalid(problems)
+	}
+	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
+	return pool, newLogger(a.stderr, cfg), err
+}
+
+// printJSON writes v on stdout as indented JSON.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printList writes list on stdout: with asJSON as a JSON array of each
+// item's view, else as table writes it for a person.
+func printList[T, V any](a *app, asJSON bool, list []T, view func(*T) V, table func(io.Writer, []T) error) error {
+	if !asJSON {
+		return table(a.stdout, list)
+	}
+	views := make([]V, len(list))
+	for i := range list {
+		views[i] = view(&list[i])
+	}
+	return a.printJSON(views)
+}
+
+// checkLimit checks --limit, from 1 to most. A problem is added to
+// problems.
+func checkLimit(problems *[]string, limit, most int) {
+	if limit < 1 || limit > most {
+		*problems = append(*problems, fmt.Sprintf("--limit: %d is out of range: from 1 to %d", limit, most))
+	}
+}
+
+// readOrg reads --org, an organization id: a UUID, not the nil one. ""
+// is none (uuid.Nil), a problem when required. A problem is added to
+// problems.
+func readOrg(problems *[]string, v string, required bool) uuid.UUID {
+	id, err := uuid.Parse(v)
+	switch {
+	case v == "" && required:
+		*problems = append(*problems, "--org: is required: the organization id, a UUID")
+	case v == "":
+	case err != nil:
+		*problems = append(*problems, fmt.Sprintf("--org: %q is not a UUID", v))
+	case id == uuid.Nil:
+		*problems = append(*problems, "--org: is the nil UUID, which names no organization")
+	default:
+		return id
+	}
+	return uuid.Nil
+}
+
+// checkLine checks the value of a flag an operator's action records
+// (--reason, --actor): required (need completes "is required: "), valid
+// UTF-8 of at most max characters, one line. A problem is added to
+// problems.
+func checkLine(problems *[]string, flag, value, need string, max int) {
+	switch {
+	case value == "":
+		*problems = append(*problems, "--"+flag+": is required: "+need)
+	case utf8.RuneCountInString(value) > max || !utf8.ValidString(value):
+		*problems = append(*problems, fmt.Sprintf("--%s: must be valid UTF-8 of at most %d characters", flag, max))
+	case strings.ContainsFunc(value, unicode.IsControl):
+		*problems = append(*problems, "--"+flag+": must be one line, without control characters")
+	}
 }

@@ -46,22 +46,16 @@ var sweepCommand = command{"searchd sweep [flags]",
 // default.
 func parseSweepJitter(r *reader, s setting) string {
 	c := &r.cfg.Sweep
-	c.Jitter = c.Interval / 10
-	if s.value == "" {
+	problem := setDuration(&c.Jitter, s, c.Interval/10, "6m, or 0s for none", func(d time.Duration) string {
+		if d < 0 || (c.Interval > 0 && d > c.Interval) {
+			return fmt.Sprintf("%s is out of range: from 0s to the sweep interval (%s)", shortDuration(d), shortDuration(c.Interval))
+		}
 		return ""
-	}
-	d, problem := parseDuration(s, "6m, or 0s for none")
-	switch {
-	case problem != "":
-		return problem
-	case d < 0 || (c.Interval > 0 && d > c.Interval):
-		return fmt.Sprintf("%s is out of range: from 0s to the sweep interval (%s)", shortDuration(d), shortDuration(c.Interval))
-	case d == 0:
+	})
+	if problem == "" && s.value != "" && c.Jitter == 0 {
 		c.Jitter = -1
-	default:
-		c.Jitter = d
 	}
-	return ""
+	return problem
 }
 
 // parseSweepDuty reads the sweeper's duty.
@@ -124,16 +118,7 @@ func startSweeper(ctx context.Context, st *stores, cfg serverConfig, logger *slo
 		slog.Duration("interval", c.Interval), slog.Duration("jitter", max(c.Jitter, 0)),
 		slog.Int("bound", c.Bound), slog.Int("max_bound", c.MaxBound), slog.Int("max_passes", c.MaxPasses),
 		slog.Float64("duty", c.Duty))
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Run(sctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}, nil
+	return background(ctx, s.Run), nil
 }
 
 // recordFailed logs a sweeper run that could not be recorded in
@@ -146,14 +131,9 @@ func recordFailed(logger *slog.Logger) func(error) {
 
 // sweep runs `searchd sweep`: one run of the sweeper.
 func (a *app) sweep(ctx context.Context, args []string) error {
-	fs := a.flagSet("sweep")
-	registerOptions(fs, sweepCommand)
-	if err := parse(fs, args); err != nil {
+	cfg, err := a.loadCommand("sweep", sweepCommand, args)
+	if err != nil {
 		return err
-	}
-	cfg, problems := loadSettings(fs, a.getenv, cmdSweep)
-	if len(problems) > 0 {
-		return invalid(problems)
 	}
 	dbURL, scfg := cfg.DatabaseURL, cfg.Sweep
 	logger := newLogger(a.stderr, cfg)

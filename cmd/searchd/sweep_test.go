@@ -5,9 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"io"
 	"log/slog"
-	"net/http"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/sweeper"
 )
 
@@ -33,12 +31,7 @@ type sweepBundle struct {
 
 func sweepSetup(t *testing.T) *sweepBundle {
 	t.Helper()
-	dbURL := pgtest.NewDBURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	dbURL, pool := newDB(t)
 	return &sweepBundle{dbURL: dbURL, pool: pool, plane: idempotency.NewService(pool, idempotency.Config{}), org: uuid.New()}
 }
 
@@ -251,13 +244,8 @@ func TestABoundOverTheCeilingIsRefusedAtStartUp(t *testing.T) {
 			"SEARCHD_SWEEP_BOUND: Bound 5000 exceeds MaxBound 1000"},
 	}
 	for _, tt := range tests {
-		env := map[string]string{}
-		for k, v := range base {
-			env[k] = v
-		}
-		for k, v := range tt.env {
-			env[k] = v
-		}
+		env := maps.Clone(base)
+		maps.Copy(env, tt.env)
 		h := newHarness(env)
 		if code := h.run(tt.args...); code != 2 || !strings.Contains(h.stderr.String(), tt.want) {
 			t.Errorf("%v with %v = %d, stderr %q; want 2 saying %q", tt.args, tt.env, code, h.stderr.String(), tt.want)
@@ -418,13 +406,7 @@ func TestServeSweepsWhileItServes(t *testing.T) {
 	for _, series := range []string{"searchd_sweeper_rows_read_total", "searchd_sweeper_rows_deleted_total"} {
 		want := series + `{table="` + sweeper.TableClaims + `"} 2`
 		eventually("/metrics shows "+want, func() bool {
-			res, err := http.Get("http://" + addr + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			body, _ := io.ReadAll(res.Body)
-			return strings.Contains(string(body), want)
+			return strings.Contains(getText(t, "http://"+addr+"/metrics"), want)
 		})
 	}
 	sched := logLine(h.stderr.String(), "sweeper scheduled")

@@ -79,29 +79,34 @@ func tracingConfig(getenv func(string) string) (telemetry.TracingConfig, bool, e
 	default:
 		return cfg, false, usagef("%s: %q is not an exporter searchd has: use otlp or none", EnvOTelTracesExporter, exp)
 	}
-	name, endpoint := EnvOTelTracesEndpoint, getenv(EnvOTelTracesEndpoint)
-	if endpoint == "" {
-		name, endpoint = EnvOTelEndpoint, getenv(EnvOTelEndpoint)
-		if endpoint != "" {
-			endpoint = strings.TrimSuffix(endpoint, "/") + otlpTracesPath
-		}
-	}
-	if endpoint == "" {
+	name, endpoint := firstSet(getenv, EnvOTelTracesEndpoint, EnvOTelEndpoint)
+	switch {
+	case endpoint == "":
 		return cfg, false, nil
+	case name == EnvOTelEndpoint:
+		endpoint = strings.TrimSuffix(endpoint, "/") + otlpTracesPath
 	}
 	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return cfg, false, usagef("%s: %q is not an http:// or https:// URL", name, getenv(name))
 	}
-	protoName, proto := EnvOTelTracesProtocol, getenv(EnvOTelTracesProtocol)
-	if proto == "" {
-		protoName, proto = EnvOTelProtocol, getenv(EnvOTelProtocol)
-	}
+	protoName, proto := firstSet(getenv, EnvOTelTracesProtocol, EnvOTelProtocol)
 	if p := cmp.Or(proto, "http/protobuf"); p != "http/protobuf" {
 		return cfg, false, usagef("%s: %q is not supported: searchd exports traces over http/protobuf", protoName, p)
 	}
 	cfg.EndpointURL = endpoint
 	cfg.ServiceName = getenv(EnvOTelServiceName)
 	return cfg, true, nil
+}
+
+// firstSet returns the first of the variables names that is set, and its
+// value; the last name and "" when none is.
+func firstSet(getenv func(string) string, names ...string) (name, value string) {
+	for _, name = range names {
+		if value = getenv(name); value != "" {
+			break
+		}
+	}
+	return name, value
 }
 
 // tracerProvider returns the tracer provider, or nil (not a nil pointer in

@@ -137,26 +137,14 @@ func TestServeTracesAndMeasuresWhenConfigured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hr, _ := http.NewRequest(http.MethodPost, base+"/v1/runs", strings.NewReader(`{"kind": "capability", "name": "c"}`))
-	hr.Header.Set("Authorization", "Bearer "+tok)
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set("Idempotency-Key", "k1")
-	res, err := http.DefaultClient.Do(hr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := post(t, base+"/v1/runs", tok, "k1", `{"kind": "capability", "name": "c"}`)
 	res.Body.Close()
 	if res.StatusCode != http.StatusCreated {
 		t.Fatalf("POST /v1/runs = %d, want 201", res.StatusCode)
 	}
 	reqID := res.Header.Get("X-Request-Id")
 
-	res, err = http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	page := getText(t, base+"/metrics")
 	for _, want := range []string{
 		`searchd_http_requests_total{method="POST",route="/v1/runs",status="201"} 1`,
 		"searchd_db_pool_max_conns ",
@@ -164,7 +152,7 @@ func TestServeTracesAndMeasuresWhenConfigured(t *testing.T) {
 		// The build, so a dashboard tells which build each replica runs.
 		`searchd_build_info{commit="` + buildInfo().Commit + `",goversion="` + runtime.Version() + `",version="` + buildInfo().Version + `"} 1`,
 	} {
-		if !bytes.Contains(page, []byte("\n"+want)) {
+		if !strings.Contains(page, "\n"+want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}

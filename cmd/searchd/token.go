@@ -1,18 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/auth"
 )
 
 // token prints a bearer token for an organization, signed with
 // SEARCHD_JWT_SECRET.
-func (a *app) token(args []string) error {
+func (a *app) token(_ context.Context, args []string) error {
 	fs := a.flagSet("token")
 	registerOptions(fs, tokenCommand)
 	org := fs.String("org", "", "organization id (UUID; required, but optional with --operator)")
@@ -25,17 +23,7 @@ func (a *app) token(args []string) error {
 		return err
 	}
 	var problems []string
-	orgID, err := uuid.Parse(*org)
-	switch {
-	case *asOperator && *org == "":
-		orgID = uuid.Nil // an operator's token may name no organization
-	case *org == "":
-		problems = append(problems, "--org: is required: the organization id, a UUID")
-	case err != nil:
-		problems = append(problems, fmt.Sprintf("--org: %q is not a UUID", *org))
-	case orgID == uuid.Nil:
-		problems = append(problems, "--org: is the nil UUID, which names no organization")
-	}
+	orgID := readOrg(&problems, *org, !*asOperator) // an operator's token may name no organization
 	cfg, settingProblems := loadSettings(fs, a.getenv, cmdToken)
 	problems = append(problems, settingProblems...)
 	// A token the server would refuse is no token: --ttl is bounded by
@@ -58,7 +46,7 @@ func (a *app) token(args []string) error {
 		problems = append(problems, "--runtime and --operator: choose one role")
 	}
 	if len(problems) > 0 {
-		return &usageError{msg: "invalid configuration:\n  " + strings.Join(problems, "\n  ")}
+		return invalid(problems)
 	}
 	sign := auth.SignToken
 	switch {

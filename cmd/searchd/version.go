@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"runtime/debug"
 
@@ -37,7 +38,7 @@ func buildInfo() build {
 }
 
 // printVersion is `searchd version`.
-func (a *app) printVersion(args []string) error {
+func (a *app) printVersion(_ context.Context, args []string) error {
 	fs := a.flagSet("version")
 	if err := parse(fs, args); err != nil {
 		return err
