@@ -270,10 +270,7 @@ func (s *Store) Overview(ctx context.Context, hours int) (_ *Overview, err error
 	)
 	wg.Go(func() { events, eventsErr = s.hourlyEvents(ctx, hours) })
 	defer wg.Wait()
-	rows, err := s.db.Query(ctx, claimOverview, s.nowArg(), hours)
-	if err != nil {
-		return nil, fmt.Errorf("operator: overview: %w", err)
-	}
+	rows, _ := s.db.Query(ctx, claimOverview, s.nowArg(), hours)
 	byScope := map[string]*ScopeCount{}
 	hourly := map[[2]any]int64{}
 	var (
@@ -329,10 +326,7 @@ func (s *Store) Overview(ctx context.Context, hours int) (_ *Overview, err error
 
 // hourlyEvents reads the drops and force-releases of the last hours.
 func (s *Store) hourlyEvents(ctx context.Context, hours int) ([]Bucket, error) {
-	rows, err := s.db.Query(ctx, eventHourly, s.nowArg(), hours)
-	if err != nil {
-		return nil, fmt.Errorf("operator: overview: %w", err)
-	}
+	rows, _ := s.db.Query(ctx, eventHourly, s.nowArg(), hours)
 	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Bucket])
 	if err != nil {
 		return nil, fmt.Errorf("operator: overview: %w", err)
