@@ -16,6 +16,7 @@ import (
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // The errors of this package carry the kinds of package errs, and every
@@ -370,10 +371,7 @@ func (s *Store) List(ctx context.Context, p ListParams) (_ []Dispatch, err error
 	default:
 		return nil, fmt.Errorf("%w: state %q: list failed or pending dispatches", ErrInvalid, p.State)
 	}
-	rows, err := s.db.Query(ctx, q, nullUUID(p.OrganizationID), p.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("dispatch: list: %w", err)
-	}
+	rows, _ := s.db.Query(ctx, q, sqlarg.Null(p.OrganizationID), p.Limit)
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Dispatch, error) {
 		d, err := scanDispatch(r)
 		if err != nil {
@@ -417,13 +415,13 @@ func (s *Store) Retry(ctx context.Context, p RetryParams) (_ *Dispatch, err erro
 	}
 	var org uuid.UUID
 	err = s.db.QueryRow(ctx, dispatchRetry, pgx.StrictNamedArgs{
-		"run": p.RunID, "org": nullUUID(p.OrganizationID), "id": uuid.New(), "actor": p.Actor,
+		"run": p.RunID, "org": sqlarg.Null(p.OrganizationID), "id": uuid.New(), "actor": p.Actor,
 		"reason": p.Reason, "now": s.clock.Arg(),
 	}).Scan(&org)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("dispatch: retry: %w", err)
 	}
-	d, ferr := scanDispatch(s.db.QueryRow(ctx, dispatchFind, p.RunID, nullUUID(p.OrganizationID)))
+	d, ferr := scanDispatch(s.db.QueryRow(ctx, dispatchFind, p.RunID, sqlarg.Null(p.OrganizationID)))
 	switch {
 	case errors.Is(ferr, pgx.ErrNoRows):
 		return nil, ErrNotFound
@@ -455,11 +453,4 @@ func (s *Store) Stats(ctx context.Context) (_ Stats, err error) {
 	}
 	st.OldestPending = time.Duration(secs * float64(time.Second))
 	return st, nil
-}
-
-func nullUUID(id uuid.UUID) any {
-	if id == uuid.Nil {
-		return nil
-	}
-	return id
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // ErrNotFound, ErrInvalid and ErrInvalidCursor carry the kinds of package
@@ -269,10 +270,7 @@ func (s *Store) Overview(ctx context.Context, hours int) (_ *Overview, err error
 	)
 	wg.Go(func() { events, eventsErr = s.hourlyEvents(ctx, hours) })
 	defer wg.Wait()
-	rows, err := s.db.Query(ctx, claimOverview, s.nowArg(), hours)
-	if err != nil {
-		return nil, fmt.Errorf("operator: overview: %w", err)
-	}
+	rows, _ := s.db.Query(ctx, claimOverview, s.nowArg(), hours)
 	byScope := map[string]*ScopeCount{}
 	hourly := map[[2]any]int64{}
 	var (
@@ -328,10 +326,7 @@ func (s *Store) Overview(ctx context.Context, hours int) (_ *Overview, err error
 
 // hourlyEvents reads the drops and force-releases of the last hours.
 func (s *Store) hourlyEvents(ctx context.Context, hours int) ([]Bucket, error) {
-	rows, err := s.db.Query(ctx, eventHourly, s.nowArg(), hours)
-	if err != nil {
-		return nil, fmt.Errorf("operator: overview: %w", err)
-	}
+	rows, _ := s.db.Query(ctx, eventHourly, s.nowArg(), hours)
 	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Bucket])
 	if err != nil {
 		return nil, fmt.Errorf("operator: overview: %w", err)
@@ -358,12 +353,7 @@ type PageParams struct {
 	Cursor string
 }
 
-func (p PageParams) limit() int {
-	if p.Limit <= 0 {
-		return DefaultPageSize
-	}
-	return min(p.Limit, MaxPageSize)
-}
+func (p PageParams) limit() int { return keyset.Limit(p.Limit, DefaultPageSize, MaxPageSize) }
 
 // InFlight returns a page of processing claims with a live lease, the
 // soonest to pass first, and the next cursor ("" after the last page).
@@ -397,23 +387,19 @@ func (s *Store) processing(ctx context.Context, live bool, f ClaimFilter, p Page
 	if live {
 		query = claimInFlightPage
 	}
-	rows, err := s.db.Query(ctx, query, s.nowArg(), at, id, limit+1, nullUUID(f.OrganizationID), nullString(f.Scope))
-	if err != nil {
-		return nil, "", fmt.Errorf("operator: processing claims: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (idempotency.Record, error) {
+	rows, _ := s.db.Query(ctx, query, s.nowArg(), at, id, limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Scope))
+	list, next, err := keyset.Collect(rows, limit, func(r pgx.CollectableRow) (idempotency.Record, error) {
 		rec, err := scanRecord(r)
 		if err != nil {
 			return idempotency.Record{}, err
 		}
 		return *rec, nil
+	}, func(r idempotency.Record) keyset.Position {
+		return keyset.Position{CreatedAt: r.LeaseExpiresAt, ID: r.ID}
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("operator: processing claims: %w", err)
 	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].LeaseExpiresAt, ID: list[i].ID}
-	})
 	return list, next, nil
 }
 
@@ -468,17 +454,13 @@ func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) (_ 
 	}
 	at, id := keyset.Args(pos)
 	limit := p.limit()
-	rows, err := s.db.Query(ctx, releasePage, at, id, limit+1, nullUUID(f.OrganizationID), nullString(f.Actor), nullUUID(f.ClaimID))
-	if err != nil {
-		return nil, "", fmt.Errorf("operator: releases: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Release])
-	if err != nil {
-		return nil, "", fmt.Errorf("operator: releases: %w", err)
-	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].ReleasedAt, ID: list[i].ID}
+	rows, _ := s.db.Query(ctx, releasePage, at, id, limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Actor), sqlarg.Null(f.ClaimID))
+	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[Release], func(r Release) keyset.Position {
+		return keyset.Position{CreatedAt: r.ReleasedAt, ID: r.ID}
 	})
+	if err != nil {
+		return nil, "", fmt.Errorf("operator: releases: %w", err)
+	}
 	return list, next, nil
 }
 
@@ -502,18 +484,4 @@ func scanRecord(row pgx.Row) (*idempotency.Record, error) {
 		rec.ResourceID = *resourceID
 	}
 	return &rec, nil
-}
-
-func nullUUID(id uuid.UUID) any {
-	if id == uuid.Nil {
-		return nil
-	}
-	return id
-}
-
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // ErrInvalidCursor reports a list cursor this package did not write.
@@ -57,33 +58,18 @@ func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []J
 	}
 	limit := pageLimit(p.Limit)
 	at, id := keyset.Args(pos)
-	var run, provider, status any
-	if p.RunID != uuid.Nil {
-		run = p.RunID
-	}
-	if p.Provider != "" {
-		provider = p.Provider
-	}
-	if p.Status != "" {
-		status = string(p.Status)
-	}
-	rows, err := a.db.Query(ctx, jobAuditList, org, at, id, limit+1, run, provider, status)
-	if err != nil {
-		return nil, "", fmt.Errorf("providerjobs: list: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) {
+	rows, _ := a.db.Query(ctx, jobAuditList, org, at, id, limit+1,
+		sqlarg.Null(p.RunID), sqlarg.Null(p.Provider), sqlarg.Null(string(p.Status)))
+	list, next, err := keyset.Collect(rows, limit, func(r pgx.CollectableRow) (Job, error) {
 		j, err := scanJob(r)
 		if err != nil {
 			return Job{}, err
 		}
 		return *j, nil
-	})
+	}, func(j Job) keyset.Position { return keyset.Position{CreatedAt: j.CreatedAt, ID: j.ID} })
 	if err != nil {
 		return nil, "", fmt.Errorf("providerjobs: list: %w", err)
 	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].CreatedAt, ID: list[i].ID}
-	})
 	return list, next, nil
 }
 
@@ -112,10 +98,7 @@ const AuditResultBytes = 128 << 10
 // when it has none). It returns [ErrNotFound] when org has no such job.
 func (a *Audit) Job(ctx context.Context, org, id uuid.UUID) (_ *Job, resultBytes int64, err error) {
 	defer dberr.Annotate(&err)
-	rows, err := a.db.Query(ctx, jobAuditGet, org, id, AuditResultBytes)
-	if err != nil {
-		return nil, 0, fmt.Errorf("providerjobs: audit job: %w", err)
-	}
+	rows, _ := a.db.Query(ctx, jobAuditGet, org, id, AuditResultBytes)
 	j, err := pgx.CollectOneRow(rows, func(r pgx.CollectableRow) (*Job, error) { return scanJob(r, &resultBytes) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, ErrNotFound
@@ -130,10 +113,7 @@ func (a *Audit) Job(ctx context.Context, org, id uuid.UUID) (_ *Job, resultBytes
 // the plane, newest first, at most limit (1 to 200; zero or less is 50).
 func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) (_ []AppliedDelivery, err error) {
 	defer dberr.Annotate(&err)
-	rows, err := a.db.Query(ctx, deliveryAuditList, j.OrganizationID, Scope(j.Provider), j.ID.String(), pageLimit(limit))
-	if err != nil {
-		return nil, fmt.Errorf("providerjobs: deliveries: %w", err)
-	}
+	rows, _ := a.db.Query(ctx, deliveryAuditList, j.OrganizationID, Scope(j.Provider), j.ID.String(), pageLimit(limit))
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AppliedDelivery, error) {
 		var (
 			d   AppliedDelivery
@@ -166,26 +146,17 @@ func (a *Audit) Drops(ctx context.Context, org, jobID uuid.UUID, limit int, curs
 	}
 	limit = pageLimit(limit)
 	at, id := keyset.Args(pos)
-	rows, err := a.db.Query(ctx, dropAuditList, org, jobID, at, id, limit+1)
-	if err != nil {
-		return nil, "", fmt.Errorf("providerjobs: drops: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Drop])
-	if err != nil {
-		return nil, "", fmt.Errorf("providerjobs: drops: %w", err)
-	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].ReceivedAt, ID: list[i].ID}
+	rows, _ := a.db.Query(ctx, dropAuditList, org, jobID, at, id, limit+1)
+	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[Drop], func(d Drop) keyset.Position {
+		return keyset.Position{CreatedAt: d.ReceivedAt, ID: d.ID}
 	})
+	if err != nil {
+		return nil, "", fmt.Errorf("providerjobs: drops: %w", err)
+	}
 	return list, next, nil
 }
 
-func pageLimit(n int) int {
-	if n <= 0 {
-		return 50
-	}
-	return min(n, 200)
-}
+func pageLimit(n int) int { return keyset.Limit(n, 50, 200) }
 
 // jobAuditGet reads one job of an organization with its result when the
 // result's JSON text is at most $3 bytes, and that size (0 for none).

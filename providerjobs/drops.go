@@ -42,10 +42,7 @@ func (s *Service) ListDrops(ctx context.Context, org, id uuid.UUID) (_ []Drop, e
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.db.Query(ctx, dropListByJob, org, job.ID, MaxDropsListed)
-	if err != nil {
-		return nil, fmt.Errorf("providerjobs: list drops: %w", err)
-	}
+	rows, _ := s.db.Query(ctx, dropListByJob, org, job.ID, MaxDropsListed)
 	drops, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Drop])
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: list drops: %w", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // InboxStatus is the state of an arrival in the inbox.
@@ -203,7 +204,7 @@ func (s *Service) land(ctx context.Context, d Delivery, org, jobID uuid.UUID) (*
 		"id": uuid.New(), "provider": d.Provider, "delivery_id": d.DeliveryID,
 		"path_job_id": storable(d.JobID, MaxJobIDLen), "job_id": jobID, "org": org,
 		"request_hash": RequestHash(d.Body), "body_job_id": d.Update.ProviderJobID,
-		"body_status": string(d.Update.Status), "body_result": nullJSON(d.Update.Result),
+		"body_status": string(d.Update.Status), "body_result": sqlarg.JSON(d.Update.Result),
 		"lease_us": s.cfg.Lease.Microseconds(), "now": s.nowArg(),
 	}))
 	switch {
@@ -373,7 +374,7 @@ func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, e *InboxEntry, org, jo
 		}
 	}
 	var status string
-	err = tx.QueryRow(ctx, jobApply, org, jobID, string(e.Update.Status), nullJSON(e.Update.Result), s.nowArg()).Scan(&status)
+	err = tx.QueryRow(ctx, jobApply, org, jobID, string(e.Update.Status), sqlarg.JSON(e.Update.Result), s.nowArg()).Scan(&status)
 	switch {
 	case err == nil:
 		answer.Applied = true
@@ -582,32 +583,29 @@ func (s *Service) ListArrivals(ctx context.Context, p ListArrivalsParams) (_ []I
 	if p.Limit < 1 || p.Limit > 1000 {
 		return nil, fmt.Errorf("%w: limit %d: must be 1 to 1000", ErrInvalid, p.Limit)
 	}
-	var provider, status any
-	if p.Provider != "" {
-		provider = p.Provider
+	if err := checkInboxStatus(p.Status); err != nil {
+		return nil, err
 	}
-	switch p.Status {
-	case "":
-	case InboxPending, InboxApplied, InboxDropped:
-		status = string(p.Status)
-	default:
-		return nil, fmt.Errorf("%w: status %q: must be pending, applied or dropped", ErrInvalid, p.Status)
-	}
-	rows, err := s.db.Query(ctx, inboxList, provider, status, p.Limit)
+	rows, _ := s.db.Query(ctx, inboxList, sqlarg.Null(p.Provider), sqlarg.Null(string(p.Status)), p.Limit)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (InboxEntry, error) {
+		e, err := scanEntry(r)
+		if err != nil {
+			return InboxEntry{}, err
+		}
+		return *e, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: list the inbox: %w", err)
 	}
-	defer rows.Close()
-	var out []InboxEntry
-	for rows.Next() {
-		e, err := scanEntry(rows)
-		if err != nil {
-			return nil, fmt.Errorf("providerjobs: list the inbox: %w", err)
-		}
-		out = append(out, *e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("providerjobs: list the inbox: %w", err)
-	}
 	return out, nil
+}
+
+// checkInboxStatus returns an error wrapping [ErrInvalid] unless s is an
+// inbox status or "" (any).
+func checkInboxStatus(s InboxStatus) error {
+	switch s {
+	case "", InboxPending, InboxApplied, InboxDropped:
+		return nil
+	}
+	return fmt.Errorf("%w: status %q: must be pending, applied or dropped", ErrInvalid, s)
 }

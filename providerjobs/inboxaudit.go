@@ -9,6 +9,7 @@ import (
 
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // The inbox as an operator reads it in the console: the backlog the
@@ -19,10 +20,7 @@ import (
 // oldest, by the database clock: the applier's lag (as [Service.Stats]).
 func (a *Audit) InboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error) {
 	defer dberr.Annotate(&err)
-	rows, err := a.db.Query(ctx, inboxStats, nil)
-	if err != nil {
-		return 0, 0, fmt.Errorf("providerjobs: inbox stats: %w", err)
-	}
+	rows, _ := a.db.Query(ctx, inboxStats, nil)
 	var secs float64
 	_, err = pgx.ForEachRow(rows, []any{&pending, &secs}, func() error { return nil })
 	if err != nil {
@@ -50,7 +48,7 @@ func (a *Audit) InboxPending(ctx context.Context, p InboxListParams) (_ []InboxE
 	defer dberr.Annotate(&err)
 	return a.inboxPage(ctx, inboxPendingPage, p, func(e InboxEntry) keyset.Position {
 		return keyset.Position{CreatedAt: e.LeaseExpiresAt, ID: e.ID}
-	}, nil)
+	}, "")
 }
 
 // InboxArrivals returns a page of the arrivals, the newest first, and the
@@ -58,35 +56,23 @@ func (a *Audit) InboxPending(ctx context.Context, p InboxListParams) (_ []InboxE
 // status and [ErrInvalidCursor] for a cursor it did not write.
 func (a *Audit) InboxArrivals(ctx context.Context, p InboxListParams) (_ []InboxEntry, _ string, err error) {
 	defer dberr.Annotate(&err)
-	var status any
-	switch p.Status {
-	case "":
-	case InboxPending, InboxApplied, InboxDropped:
-		status = string(p.Status)
-	default:
-		return nil, "", fmt.Errorf("%w: status %q: must be pending, applied or dropped", ErrInvalid, p.Status)
+	if err := checkInboxStatus(p.Status); err != nil {
+		return nil, "", err
 	}
 	return a.inboxPage(ctx, inboxArrivalPage, p, func(e InboxEntry) keyset.Position {
 		return keyset.Position{CreatedAt: e.ReceivedAt, ID: e.ID}
-	}, status)
+	}, p.Status)
 }
 
-func (a *Audit) inboxPage(ctx context.Context, query string, p InboxListParams, pos func(InboxEntry) keyset.Position, status any) ([]InboxEntry, string, error) {
+func (a *Audit) inboxPage(ctx context.Context, query string, p InboxListParams, pos func(InboxEntry) keyset.Position, status InboxStatus) ([]InboxEntry, string, error) {
 	at, err := keyset.Decode(p.Cursor)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
 	t, id := keyset.Args(at)
 	limit := pageLimit(p.Limit)
-	var provider any
-	if p.Provider != "" {
-		provider = p.Provider
-	}
-	rows, err := a.db.Query(ctx, query, t, id, limit+1, provider, status)
-	if err != nil {
-		return nil, "", fmt.Errorf("providerjobs: inbox: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (InboxEntry, error) {
+	rows, _ := a.db.Query(ctx, query, t, id, limit+1, sqlarg.Null(p.Provider), sqlarg.Null(string(status)))
+	list, next, err := keyset.Collect(rows, limit, func(r pgx.CollectableRow) (InboxEntry, error) {
 		var c Copies
 		e, err := scanEntry(r, &c.Duplicates, &c.HashMismatches, &c.PathMismatches, &c.LastAt)
 		if err != nil {
@@ -94,11 +80,10 @@ func (a *Audit) inboxPage(ctx context.Context, query string, p InboxListParams, 
 		}
 		e.Copies = c
 		return *e, nil
-	})
+	}, pos)
 	if err != nil {
 		return nil, "", fmt.Errorf("providerjobs: inbox: %w", err)
 	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position { return pos(list[i]) })
 	return list, next, nil
 }
 

@@ -194,10 +194,3 @@ func isJSONObject(b json.RawMessage) bool {
 	t := bytes.TrimLeft(b, " \t\r\n")
 	return len(t) > 0 && t[0] == '{' && json.Valid(b)
 }
-
-func nullJSON(b json.RawMessage) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return string(b)
-}

@@ -132,16 +132,10 @@ func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor s
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	if limit <= 0 {
-		limit = 50
-	}
-	limit = min(limit, 200)
+	limit = keyset.Limit(limit, 50, 200)
 	at, id := keyset.Args(pos)
-	rows, err := l.db.Query(ctx, sweeperRunPage, at, id, limit+1, backlogOnly)
-	if err != nil {
-		return nil, "", fmt.Errorf("sweeper: list runs: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RunEntry, error) {
+	rows, _ := l.db.Query(ctx, sweeperRunPage, at, id, limit+1, backlogOnly)
+	list, next, err := keyset.Collect(rows, limit, func(row pgx.CollectableRow) (RunEntry, error) {
 		var (
 			e   RunEntry
 			doc []byte
@@ -158,13 +152,10 @@ func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor s
 				Duration: time.Duration(t.DurationUS) * time.Microsecond, Backlog: t.Backlog})
 		}
 		return e, nil
-	})
+	}, func(e RunEntry) keyset.Position { return keyset.Position{CreatedAt: e.FinishedAt, ID: e.ID} })
 	if err != nil {
 		return nil, "", fmt.Errorf("sweeper: list runs: %w", err)
 	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position {
-		return keyset.Position{CreatedAt: list[i].FinishedAt, ID: list[i].ID}
-	})
 	return list, next, nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // The reads a person needs to decide about uncertain calls: the calls
@@ -78,12 +79,7 @@ type InspectParams struct {
 	Cursor string
 }
 
-func (p InspectParams) limit() int {
-	if p.Limit <= 0 {
-		return 50
-	}
-	return min(p.Limit, 200)
-}
+func (p InspectParams) limit() int { return keyset.Limit(p.Limit, 50, 200) }
 
 // Uncertain returns a page of the uncertain calls awaiting a person, the
 // oldest first, and the next cursor ("" after the last page). It returns
@@ -139,33 +135,15 @@ func readPage[T any](ctx context.Context, db InspectDB, what, query string, lead
 	}
 	at, id := keyset.Args(cur)
 	limit := p.limit()
-	rows, err := db.Query(ctx, query, append(lead, at, id, limit+1, nullUUID(p.OrganizationID), nullText(p.Scope))...)
+	rows, _ := db.Query(ctx, query, append(lead, at, id, limit+1, sqlarg.Null(p.OrganizationID), sqlarg.Null(p.Scope))...)
+	list, next, err := keyset.Collect(rows, limit, scan, pos)
 	if err != nil {
 		return nil, "", fmt.Errorf("tools: %s: %w", what, err)
 	}
-	list, err := pgx.CollectRows(rows, scan)
-	if err != nil {
-		return nil, "", fmt.Errorf("tools: %s: %w", what, err)
-	}
-	list, next := keyset.Page(list, limit, func(i int) keyset.Position { return pos(list[i]) })
 	return list, next, nil
 }
 
 func (in *Inspector) nowArg() any { return in.clock.Arg() }
-
-func nullUUID(id uuid.UUID) any {
-	if id == uuid.Nil {
-		return nil
-	}
-	return id
-}
-
-func nullText(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
 
 func deref(s *string) string {
 	if s == nil {
