@@ -79,8 +79,7 @@ func TestDrainStartsADueOccurrenceOnce(t *testing.T) {
 func TestAScheduledRunHasItsDispatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	id := b.hourlySearch(t)
 	d := b.drain(t, drainOpts{})
 	for _, at := range []time.Time{t0, t0.Add(time.Hour), t0.Add(time.Hour + time.Minute)} {
 		b.clock.Set(at)
@@ -108,8 +107,7 @@ func TestAScheduledRunHasItsDispatch(t *testing.T) {
 func TestTwoDrainsRacingAdmitOneRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	id := b.hourlySearch(t)
 	b.clock.Set(t0)
 
 	stall := func() (hook func(context.Context, taken) error, stalled, resume chan struct{}) {
@@ -178,8 +176,7 @@ func TestDrainKilledBetweenStartAndRecord(t *testing.T) {
 		t.Run(fmt.Sprintf("late=%v", late), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			id := b.search(t)
-			b.schedule(t, id, hourly())
+			id := b.hourlySearch(t)
 			b.clock.Set(t0)
 			killed := b.drain(t, drainOpts{afterStart: func(context.Context, taken) error { return errCrash }})
 			b.tick(t, killed)
@@ -237,9 +234,7 @@ func TestDrainKilledBetweenStartAndRecord(t *testing.T) {
 func TestMissedPastTheCatchUpWindow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	onTime, late := b.search(t), b.search(t)
-	b.schedule(t, onTime, hourly())
-	b.schedule(t, late, hourly())
+	onTime, late := b.hourlySearch(t), b.hourlySearch(t)
 	// At t0 a drain plans both occurrences and goes no further (it
 	// died), so both stay pending, never attempted; then a drain tries
 	// one, which is not ready.
@@ -377,8 +372,7 @@ func TestNotReadyIsNotRetriedForEver(t *testing.T) {
 func TestPausedScheduleProducesNoOccurrences(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	id := b.hourlySearch(t)
 	b.clock.Set(t0.Add(-time.Minute))
 	sc, err := b.store.Pause(b.ctx, b.org, id, nil)
 	if err != nil || !sc.Paused || sc.NextDueAt != nil {
@@ -417,9 +411,7 @@ func TestPausedScheduleProducesNoOccurrences(t *testing.T) {
 func TestPauseAndRemoveRefuseOpenOccurrences(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	paused, removed := b.search(t), b.search(t)
-	b.schedule(t, paused, hourly())
-	b.schedule(t, removed, hourly())
+	paused, removed := b.hourlySearch(t), b.hourlySearch(t)
 	b.clock.Set(t0)
 	fail := true
 	d := b.drain(t, drainOpts{start: func(ctx context.Context, p admission.SavedSearchStart) (admission.Result, error) {
@@ -459,8 +451,7 @@ func TestPauseAndRemoveRefuseOpenOccurrences(t *testing.T) {
 func TestArchivedSavedSearch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	id := b.hourlySearch(t)
 	if err := b.searches.Archive(b.ctx, b.org, id); err != nil {
 		t.Fatal(err)
 	}
@@ -508,8 +499,7 @@ func TestRefusalsAreClassified(t *testing.T) {
 		}
 	}
 	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	id := b.hourlySearch(t)
 	b.clock.Set(t0)
 	d := b.drain(t, drainOpts{start: func(context.Context, admission.SavedSearchStart) (admission.Result, error) {
 		return admission.Result{}, fmt.Errorf("admission queue: %w", ErrOverLimits)
@@ -676,8 +666,7 @@ func TestRacingDrainsAdmitOneRunPerOccurrence(t *testing.T) {
 func TestStatsAndTheRunLoop(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	id := b.hourlySearch(t)
 	b.clock.Set(t0.Add(30 * time.Second))
 	d := b.drain(t, drainOpts{})
 	due, lag, err := d.Stats(b.ctx)

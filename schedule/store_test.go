@@ -96,8 +96,7 @@ func TestSetRefusals(t *testing.T) {
 func TestFirstOccurrenceIsAfterTheLatest(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	id := b.hourlySearch(t)
 	b.clock.Set(t0)
 	b.tick(t, b.drain(t, drainOpts{}))
 	iv := int64(60)
@@ -113,8 +112,7 @@ func TestFirstOccurrenceIsAfterTheLatest(t *testing.T) {
 func TestPauseResumeRemoveAreConditional(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	id := b.hourlySearch(t)
 	b.clock.Set(t0)
 	b.tick(t, b.drain(t, drainOpts{}))
 	wrong := func(v int64) bool { return v == 99 }
@@ -181,8 +179,7 @@ func TestSetOnceIsIdempotentByKey(t *testing.T) {
 func TestOccurrencesPaginateLatestFirst(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	id := b.hourlySearch(t)
 	d := b.drain(t, drainOpts{batch: 100})
 	b.clock.Set(t0.Add(4 * time.Hour))
 	b.tick(t, d)
