@@ -93,6 +93,13 @@ func (b *bundle) hourlySearch(t *testing.T) uuid.UUID {
 	return id
 }
 
+// setupHourly is setup with one hourly-scheduled saved search, id.
+func setupHourly(t *testing.T) (*bundle, uuid.UUID) {
+	t.Helper()
+	b := setup(t)
+	return b, b.hourlySearch(t)
+}
+
 // hourly is an hourly schedule from t0.
 func hourly() SetParams {
 	iv, at := int64(3600), t0
