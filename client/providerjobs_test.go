@@ -74,8 +74,7 @@ func callBack(ctx context.Context, t *testing.T, s *searchd, job *client.Provide
 func testProviderJobs(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	c, rec := newClient(t, s.url(), s.token, client.RetryPolicy{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 	run := startDirectRun(ctx, t, c, "render")
 	other := startDirectRun(ctx, t, c, "render.other")
 	params := client.RegisterProviderJobParams{RunID: run.ID, Provider: testProvider, ProviderJobID: "acme-job-1"}
@@ -206,8 +205,7 @@ func testProviderJobs(t *testing.T, bin string) {
 func testLostRegistration(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	direct, _ := newClient(t, s.url(), s.token, client.RetryPolicy{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 	run := startDirectRun(ctx, t, direct, "render")
 	proxy := newDropProxy(t, s.addr)
 	c, rec := newClient(t, proxy.url(), s.token, client.RetryPolicy{})

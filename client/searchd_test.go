@@ -52,8 +52,7 @@ func testDoubleSubmit(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	ss := createSavedSearch(t, s)
 	c, _ := newClient(t, s.url(), s.token, client.RetryPolicy{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 	began := time.Now()
 	results := make([]*client.StartResult, 20)
 	var wg sync.WaitGroup
@@ -102,8 +101,7 @@ func testDoubleSubmit(t *testing.T, bin string) {
 func testSurface(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	c, rec := newClient(t, s.url(), s.token, client.RetryPolicy{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 	var ids []string
 	for i := range 5 {
 		ss, err := c.CreateSavedSearch(ctx, client.CreateSavedSearchParams{Name: "s" + string(rune('0'+i)), Brief: client.Brief{Query: "q"}})
@@ -257,8 +255,7 @@ func attemptsOf(rec *recorder, f func()) int {
 func testRoundTrip(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	c, rec := newClient(t, s.url(), s.token, client.RetryPolicy{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 
 	// Saved searches: create, read, change, page through.
 	price := json.Number("12345678901234567890") // beyond float64
@@ -403,8 +400,7 @@ func testLostAnswer(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	ss := createSavedSearch(t, s)
 	proxy := newDropProxy(t, s.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 
 	tests := []struct {
 		name      string
@@ -595,8 +591,7 @@ func testKillDuringFreeze(t *testing.T, bin string) {
 func testConcurrentStarts(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	ss := createSavedSearch(t, s)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 	// The losers of the race meet the winner's claim and are told to retry
 	// after its whole lease (30 s), though the winner finishes in
 	// milliseconds; a lower cap polls sooner.
