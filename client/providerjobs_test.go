@@ -189,14 +189,8 @@ func testProviderJobs(t *testing.T, bin string) {
 	}
 
 	stranger, strangerRec := newClient(t, s.url(), "not-a-jwt", client.RetryPolicy{})
-	n = attemptsOf(strangerRec, func() { _, err = stranger.RegisterProviderJob(ctx, params) })
-	if !errors.Is(err, client.ErrUnauthorized) || n != 1 {
-		t.Errorf("RegisterProviderJob with a bad token: %v in %d attempts, want ErrUnauthorized at once", err, n)
-	}
-	n = attemptsOf(strangerRec, func() { _, err = stranger.GetProviderJob(ctx, job.ID) })
-	if !errors.Is(err, client.ErrUnauthorized) || n != 1 {
-		t.Errorf("GetProviderJob with a bad token: %v in %d attempts, want ErrUnauthorized at once", err, n)
-	}
+	wantUnauthorizedAtOnce(t, strangerRec, "RegisterProviderJob", func() error { _, err := stranger.RegisterProviderJob(ctx, params); return err })
+	wantUnauthorizedAtOnce(t, strangerRec, "GetProviderJob", func() error { _, err := stranger.GetProviderJob(ctx, job.ID); return err })
 }
 
 // testLostRegistration drops the 201 of a registration the server
