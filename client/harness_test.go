@@ -23,6 +23,7 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/searchdproc"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -39,6 +40,14 @@ const (
 
 // setupTimeout bounds building the binary and starting a server.
 const setupTimeout = 3 * time.Minute
+
+// withinAMinute is the context of a test against a real searchd: it ends
+// after a minute, or with the test.
+func withinAMinute(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
 
 // buildSearchd builds ./cmd/searchd into dir and returns the binary's path.
 func buildSearchd(t *testing.T, dir string) string {
@@ -76,7 +85,7 @@ type searchd struct {
 }
 
 // startSearchd starts searchd from bin on a fresh database and returns it
-// once /healthz answers. It is killed at cleanup, before its database is
+// once /readyz answers. It is killed at cleanup, before its database is
 // dropped, and its log is printed when the test failed.
 func startSearchd(t *testing.T, bin string, env ...string) *searchd {
 	t.Helper()
@@ -86,12 +95,10 @@ func startSearchd(t *testing.T, bin string, env ...string) *searchd {
 		t.Fatalf("opening the test database: %v", err)
 	}
 	t.Cleanup(db.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := searchdproc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	s := &searchd{t: t, bin: bin, dbURL: dbURL, addr: addr, db: db, org: uuid.New(), env: env}
 	s.token, err = auth.SignToken([]byte(testSecret), s.org, "client-test", time.Now(), time.Hour)
 	if err != nil {
@@ -110,7 +117,7 @@ func startSearchd(t *testing.T, bin string, env ...string) *searchd {
 // url is the base URL of the server.
 func (s *searchd) url() string { return "http://" + s.addr }
 
-// start starts the process and waits until /healthz answers 200.
+// start starts the process and waits until /readyz answers 200.
 func (s *searchd) start() {
 	s.t.Helper()
 	cmd := exec.Command(s.bin, "serve")
@@ -136,23 +143,8 @@ func (s *searchd) start() {
 	s.proc = p
 	s.mu.Unlock()
 
-	deadline := time.Now().Add(setupTimeout)
-	for {
-		res, err := http.Get(s.url() + "/healthz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-p.Done():
-			s.t.Fatalf("searchd exited before serving:\n%s", s.log.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("searchd did not answer /healthz within %s:\n%s", setupTimeout, s.log.String())
-		}
+	if err := p.Await(context.Background(), setupTimeout, searchdproc.Ready(s.url())); err != nil {
+		s.t.Fatalf("searchd %v:\n%s", err, s.log.String())
 	}
 }
 

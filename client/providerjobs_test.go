@@ -74,8 +74,7 @@ func callBack(ctx context.Context, t *testing.T, s *searchd, job *client.Provide
 func testProviderJobs(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	c, rec := newClient(t, s.url(), s.token, client.RetryPolicy{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 	run := startDirectRun(ctx, t, c, "render")
 	other := startDirectRun(ctx, t, c, "render.other")
 	params := client.RegisterProviderJobParams{RunID: run.ID, Provider: testProvider, ProviderJobID: "acme-job-1"}
@@ -190,14 +189,8 @@ func testProviderJobs(t *testing.T, bin string) {
 	}
 
 	stranger, strangerRec := newClient(t, s.url(), "not-a-jwt", client.RetryPolicy{})
-	n = attemptsOf(strangerRec, func() { _, err = stranger.RegisterProviderJob(ctx, params) })
-	if !errors.Is(err, client.ErrUnauthorized) || n != 1 {
-		t.Errorf("RegisterProviderJob with a bad token: %v in %d attempts, want ErrUnauthorized at once", err, n)
-	}
-	n = attemptsOf(strangerRec, func() { _, err = stranger.GetProviderJob(ctx, job.ID) })
-	if !errors.Is(err, client.ErrUnauthorized) || n != 1 {
-		t.Errorf("GetProviderJob with a bad token: %v in %d attempts, want ErrUnauthorized at once", err, n)
-	}
+	wantUnauthorizedAtOnce(t, strangerRec, "RegisterProviderJob", func() error { _, err := stranger.RegisterProviderJob(ctx, params); return err })
+	wantUnauthorizedAtOnce(t, strangerRec, "GetProviderJob", func() error { _, err := stranger.GetProviderJob(ctx, job.ID); return err })
 }
 
 // testLostRegistration drops the 201 of a registration the server
@@ -206,8 +199,7 @@ func testProviderJobs(t *testing.T, bin string) {
 func testLostRegistration(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	direct, _ := newClient(t, s.url(), s.token, client.RetryPolicy{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 	run := startDirectRun(ctx, t, direct, "render")
 	proxy := newDropProxy(t, s.addr)
 	c, rec := newClient(t, proxy.url(), s.token, client.RetryPolicy{})

@@ -244,67 +244,52 @@ func TestTransientFailuresOfSafeRequestsAreRetried(t *testing.T) {
 		{"504 from a gateway", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusGatewayTimeout) }, 0},
 		{"connection closed before the answer", hangUp, 0},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name+"/read", func(t *testing.T) {
-			t.Parallel()
-			f, ts := serve(t, tt.first, runOK)
-			c, w := newTestClient(t, ts.URL, RetryPolicy{})
-			run, err := c.GetRun(context.Background(), "8c0b9a8e-7b2c-4d0f-9d38-3f6d2f1f2a11")
-			if err != nil {
-				t.Fatalf("GetRun: %v", err)
+	// Each call's retry repeats its request to the letter: a start with its
+	// key; a registration, which carries no key, with its body (the
+	// provider job id keys it, so the repeat finds the job).
+	calls := []struct {
+		name    string
+		request string // method and path
+		answer  http.HandlerFunc
+		call    func(t *testing.T, c *Client)
+	}{
+		{"read", "GET /v1/runs/8c0b9a8e-7b2c-4d0f-9d38-3f6d2f1f2a11", runOK, func(t *testing.T, c *Client) {
+			if run, err := c.GetRun(context.Background(), "8c0b9a8e-7b2c-4d0f-9d38-3f6d2f1f2a11"); err != nil || run.Status != "queued" {
+				t.Fatalf("GetRun = %+v, %v; want the run", run, err)
 			}
-			if n := len(f.requests()); n != 2 || run.Status != "queued" {
-				t.Errorf("GetRun made %d requests and read %+v, want 2 and the run", n, run)
-			}
-			if got := w.list(); len(got) != 1 || got[0] < tt.wantWait {
-				t.Errorf("waits = %v, want one of at least %s", got, tt.wantWait)
-			}
-		})
-		t.Run(tt.name+"/start", func(t *testing.T) {
-			t.Parallel()
-			f, ts := serve(t, tt.first, started(http.StatusOK))
-			c, _ := newTestClient(t, ts.URL, RetryPolicy{})
+		}},
+		{"start", "POST /v1/saved-searches/s/start", started(http.StatusOK), func(t *testing.T, c *Client) {
 			if _, err := c.StartSavedSearch(context.Background(), "s", StartOptions{}); err != nil {
 				t.Fatalf("StartSavedSearch: %v", err)
 			}
-			reqs := f.requests()
-			if len(reqs) != 2 || reqs[0].key != reqs[1].key {
-				t.Errorf("requests = %+v, want 2 with one key", reqs)
-			}
-		})
-		// A registration carries no key: the provider job id keys it, so
-		// the repeat, with the same body, finds the job.
-		t.Run(tt.name+"/provider job registration", func(t *testing.T) {
-			t.Parallel()
-			f, ts := serve(t, tt.first, registered(http.StatusOK))
-			c, w := newTestClient(t, ts.URL, RetryPolicy{})
+		}},
+		{"provider job registration", "POST /v1/provider-jobs", registered(http.StatusOK), func(t *testing.T, c *Client) {
 			res, err := c.RegisterProviderJob(context.Background(), registerParams)
-			if err != nil {
-				t.Fatalf("RegisterProviderJob: %v", err)
+			if err != nil || res.Created || res.Attempts != 2 || res.Job.ProviderJobID != "acme-1" {
+				t.Fatalf("RegisterProviderJob = %+v, %v; want the job answered 200 on attempt 2, not created", res, err)
 			}
-			reqs := f.requests()
-			if len(reqs) != 2 || reqs[0].body != reqs[1].body || reqs[1].method != http.MethodPost || reqs[1].path != "/v1/provider-jobs" {
-				t.Errorf("requests = %+v, want the same POST /v1/provider-jobs twice", reqs)
+		}},
+		{"provider job read", "GET /v1/provider-jobs/3e0c7a1b-2d4f-4a6b-8c9d-0e1f2a3b4c55", registered(http.StatusOK), func(t *testing.T, c *Client) {
+			if job, err := c.GetProviderJob(context.Background(), "3e0c7a1b-2d4f-4a6b-8c9d-0e1f2a3b4c55"); err != nil || job.Status != "pending" {
+				t.Fatalf("GetProviderJob = %+v, %v; want the job", job, err)
 			}
-			if res.Created || res.Attempts != 2 || res.Job.ProviderJobID != "acme-1" {
-				t.Errorf("result = %+v, want the job answered 200 on attempt 2, not created", res)
-			}
-			if got := w.list(); len(got) != 1 || got[0] < tt.wantWait {
-				t.Errorf("waits = %v, want one of at least %s", got, tt.wantWait)
-			}
-		})
-		t.Run(tt.name+"/provider job read", func(t *testing.T) {
-			t.Parallel()
-			f, ts := serve(t, tt.first, registered(http.StatusOK))
-			c, _ := newTestClient(t, ts.URL, RetryPolicy{})
-			job, err := c.GetProviderJob(context.Background(), "3e0c7a1b-2d4f-4a6b-8c9d-0e1f2a3b4c55")
-			if err != nil {
-				t.Fatalf("GetProviderJob: %v", err)
-			}
-			if n := len(f.requests()); n != 2 || job.Status != "pending" {
-				t.Errorf("GetProviderJob made %d requests and read %+v, want 2 and the job", n, job)
-			}
-		})
+		}},
+	}
+	for _, tt := range tests {
+		for _, call := range calls {
+			t.Run(tt.name+"/"+call.name, func(t *testing.T) {
+				t.Parallel()
+				f, ts := serve(t, tt.first, call.answer)
+				c, w := newTestClient(t, ts.URL, RetryPolicy{})
+				call.call(t, c)
+				if reqs := f.requests(); len(reqs) != 2 || reqs[0] != reqs[1] || reqs[1].method+" "+reqs[1].path != call.request {
+					t.Errorf("requests = %+v, want the same %s twice", reqs, call.request)
+				}
+				if got := w.list(); len(got) != 1 || got[0] < tt.wantWait {
+					t.Errorf("waits = %v, want one of at least %s", got, tt.wantWait)
+				}
+			})
+		}
 	}
 }
 

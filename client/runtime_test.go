@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -51,8 +50,7 @@ func testRuntime(t *testing.T, bin string) {
 	s := startSearchd(t, bin, "SEARCHD_RUNTIME_URL="+rt.URL, "SEARCHD_RUNTIME_SECRET="+secret)
 	ss := createSavedSearch(t, s)
 	user, _ := newClient(t, s.url(), s.token, client.RetryPolicy{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 	started, err := user.StartSavedSearch(ctx, ss.ID, client.StartOptions{MaxResults: 5})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -18,8 +17,7 @@ func testSchedules(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	ss := createSavedSearch(t, s)
 	c, _ := newClient(t, s.url(), s.token, client.RetryPolicy{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 
 	if _, err := c.GetSchedule(ctx, ss.ID); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("GetSchedule with none = %v, want ErrNotFound", err)

@@ -52,8 +52,7 @@ func testDoubleSubmit(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	ss := createSavedSearch(t, s)
 	c, _ := newClient(t, s.url(), s.token, client.RetryPolicy{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 	began := time.Now()
 	results := make([]*client.StartResult, 20)
 	var wg sync.WaitGroup
@@ -102,8 +101,7 @@ func testDoubleSubmit(t *testing.T, bin string) {
 func testSurface(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	c, rec := newClient(t, s.url(), s.token, client.RetryPolicy{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 	var ids []string
 	for i := range 5 {
 		ss, err := c.CreateSavedSearch(ctx, client.CreateSavedSearchParams{Name: "s" + string(rune('0'+i)), Brief: client.Brief{Query: "q"}})
@@ -247,6 +245,31 @@ func (s *searchd) claimStatus(key string) string {
 	return status
 }
 
+// wantOneStart checks that the saved-search start of key left one Run
+// under it, one snapshot of the saved search and its claim completed.
+func (s *searchd) wantOneStart(key, savedSearchID string) {
+	s.t.Helper()
+	if n := s.runsUnderKey("saved_search:" + key); n != 1 {
+		s.t.Errorf("%d Runs under the key, want 1", n)
+	}
+	if n := s.snapshotsOf(savedSearchID); n != 1 {
+		s.t.Errorf("%d snapshots, want 1", n)
+	}
+	if st := s.claimStatus(key); st != "completed" {
+		s.t.Errorf("claim after the start is %s, want completed", st)
+	}
+}
+
+// wantUnauthorizedAtOnce checks that call, made through rec with a bad
+// token, is refused ErrUnauthorized in one attempt.
+func wantUnauthorizedAtOnce(t *testing.T, rec *recorder, name string, call func() error) {
+	t.Helper()
+	var err error
+	if n := attemptsOf(rec, func() { err = call() }); !errors.Is(err, client.ErrUnauthorized) || n != 1 {
+		t.Errorf("%s with a bad token: %v in %d attempts, want ErrUnauthorized at once", name, err, n)
+	}
+}
+
 // attemptsOf returns how many attempts f made through rec.
 func attemptsOf(rec *recorder, f func()) int {
 	before := len(rec.list())
@@ -257,8 +280,7 @@ func attemptsOf(rec *recorder, f func()) int {
 func testRoundTrip(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	c, rec := newClient(t, s.url(), s.token, client.RetryPolicy{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 
 	// Saved searches: create, read, change, page through.
 	price := json.Number("12345678901234567890") // beyond float64
@@ -391,10 +413,7 @@ func testRoundTrip(t *testing.T, bin string) {
 		t.Errorf("GetRun(unknown): %v, want ErrNotFound", err)
 	}
 	stranger, strangerRec := newClient(t, s.url(), "not-a-jwt", client.RetryPolicy{})
-	n = attemptsOf(strangerRec, func() { _, err = stranger.GetRun(ctx, first.Run.ID) })
-	if !errors.Is(err, client.ErrUnauthorized) || n != 1 {
-		t.Errorf("GetRun with a bad token: %v in %d attempts, want ErrUnauthorized at once", err, n)
-	}
+	wantUnauthorizedAtOnce(t, strangerRec, "GetRun", func() error { _, err := stranger.GetRun(ctx, first.Run.ID); return err })
 }
 
 // testLostAnswer drops the answer of a start the server completed: the
@@ -403,8 +422,7 @@ func testLostAnswer(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	ss := createSavedSearch(t, s)
 	proxy := newDropProxy(t, s.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 
 	tests := []struct {
 		name      string
@@ -547,15 +565,7 @@ func testKillBeforeRunInsert(t *testing.T, bin string) {
 		t.Errorf("start answered snapshot %+v and a Run on %v; want both the one snapshot %s",
 			a.res.Snapshot, a.res.Run.SnapshotID, frozen)
 	}
-	if st := s.claimStatus(key); st != "completed" {
-		t.Errorf("claim after the start is %s, want completed", st)
-	}
-	if n := s.runsUnderKey("saved_search:" + key); n != 1 {
-		t.Errorf("%d Runs under the key, want 1", n)
-	}
-	if n := s.snapshotsOf(ss.ID); n != 1 {
-		t.Errorf("%d snapshots, want 1", n)
-	}
+	s.wantOneStart(key, ss.ID)
 	listed, err := c.ListRuns(ctx, client.ListRunsParams{SavedSearchID: ss.ID})
 	if err != nil || len(listed.Items) != 1 || listed.Items[0].ID != a.res.Run.ID {
 		t.Errorf("ListRuns = %+v, %v; want the one Run %s", listed, err, a.res.Run.ID)
@@ -579,15 +589,8 @@ func testKillDuringFreeze(t *testing.T, bin string) {
 	if !a.res.Created {
 		t.Errorf("start answered created %v, want the reclaiming attempt's admission", a.res.Created)
 	}
-	if n := s.runsUnderKey("saved_search:" + key); n != 1 {
-		t.Errorf("%d Runs under the key, want 1", n)
-	}
-	if n := s.snapshotsOf(ss.ID); n != 1 {
-		t.Errorf("%d snapshots, want 1: the dead server's freeze must have rolled back", n)
-	}
-	if st := s.claimStatus(key); st != "completed" {
-		t.Errorf("claim after the start is %s, want completed", st)
-	}
+	// One snapshot: the dead server's freeze must have rolled back.
+	s.wantOneStart(key, ss.ID)
 }
 
 // testConcurrentStarts sends one start ten times at once, as ten
@@ -595,8 +598,7 @@ func testKillDuringFreeze(t *testing.T, bin string) {
 func testConcurrentStarts(t *testing.T, bin string) {
 	s := startSearchd(t, bin)
 	ss := createSavedSearch(t, s)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := withinAMinute(t)
 	// The losers of the race meet the winner's claim and are told to retry
 	// after its whole lease (30 s), though the winner finishes in
 	// milliseconds; a lower cap polls sooner.
@@ -631,10 +633,5 @@ func testConcurrentStarts(t *testing.T, bin string) {
 	if created != 1 {
 		t.Errorf("%d starts were answered 201, want 1", created)
 	}
-	if n := s.runsUnderKey("saved_search:" + key); n != 1 {
-		t.Errorf("%d Runs under the key, want 1", n)
-	}
-	if n := s.snapshotsOf(ss.ID); n != 1 {
-		t.Errorf("%d snapshots, want 1", n)
-	}
+	s.wantOneStart(key, ss.ID)
 }

@@ -190,15 +190,7 @@ func TestAProviderJobIDNamesOneJobInTheWorld(t *testing.T) {
 	jobA := b.seedJob("shared")
 	orgB := uuid.New()
 	runB := b.seedRun(orgB)
-	if job, _, err := b.svc.Register(ctx, orgB, RegisterParams{RunID: runB, Provider: "acme", ProviderJobID: "shared"}); !errors.Is(err, ErrAlreadyRegistered) {
-		t.Fatalf("B's registration of A's provider job id = %+v, %v; want ErrAlreadyRegistered", job, err)
-	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs WHERE organization_id = $1`, orgB); n != 0 {
-		t.Errorf("B holds %d jobs after its refused registration, want 0: nothing is written", n)
-	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_job_directory WHERE job_id = $1 AND organization_id = $2`, jobA.ID, b.org); n != 1 {
-		t.Errorf("the directory names A's job %d times, want once", n)
-	}
+	b.wantPairRefused(orgB, runB, jobA)
 	jobB, created, err := b.svc.Register(ctx, orgB, RegisterParams{RunID: runB, Provider: "acme", ProviderJobID: "b-own"})
 	if err != nil || !created {
 		t.Fatalf("B's registration of its own job = %v, %v", created, err)

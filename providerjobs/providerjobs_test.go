@@ -120,6 +120,23 @@ func (b *bundle) job(id uuid.UUID) *Job {
 	return job
 }
 
+// wantPairRefused registers ours's provider job id under org with run, and
+// wants it refused with ErrAlreadyRegistered, nothing of org's written and
+// the directory still naming ours once.
+func (b *bundle) wantPairRefused(org, run uuid.UUID, ours *Job) {
+	b.t.Helper()
+	p := RegisterParams{RunID: run, Provider: ours.Provider, ProviderJobID: ours.ProviderJobID}
+	if job, created, err := b.svc.Register(context.Background(), org, p); !errors.Is(err, ErrAlreadyRegistered) || job != nil || created {
+		b.t.Fatalf("%s's registration of %s's provider job id = %+v, created %v, %v; want ErrAlreadyRegistered", org, ours.OrganizationID, job, created, err)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.provider_jobs WHERE organization_id = $1`, org); n != 0 {
+		b.t.Errorf("%s holds %d jobs after its refused registration, want 0: nothing is written", org, n)
+	}
+	if n := b.count(`SELECT count(*) FROM agent.provider_job_directory WHERE organization_id = $1 AND job_id = $2`, ours.OrganizationID, ours.ID); n != 1 {
+		b.t.Errorf("the directory names %s's job %d times, want once", ours.OrganizationID, n)
+	}
+}
+
 // delivery returns a valid delivery of status about job: on the path of
 // searchd's id, naming the provider's id in the body.
 func delivery(job *Job, deliveryID string, status Status) Delivery {
@@ -212,15 +229,9 @@ func TestRegisterIsSafeToRetryAndThePairIsTheWorlds(t *testing.T) {
 	// Another organization registers the same provider job id: refused,
 	// and nothing of it is written.
 	other := uuid.New()
-	theirs, created, err := b.svc.Register(ctx, other, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "j-1"})
-	if !errors.Is(err, ErrAlreadyRegistered) || theirs != nil || created {
-		t.Fatalf("another organization's Register = %+v, created %v, %v; want ErrAlreadyRegistered", theirs, created, err)
-	}
+	b.wantPairRefused(other, b.seedRun(other), first)
 	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 1 {
 		t.Errorf("%d jobs, want 1", n)
-	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_job_directory WHERE organization_id = $1 AND job_id = $2`, b.org, first.ID); n != 1 {
-		t.Errorf("the directory names our job %d times, want once", n)
 	}
 	// The pair is another provider's to register: the directory is per
 	// provider.

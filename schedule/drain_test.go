@@ -78,9 +78,7 @@ func TestDrainStartsADueOccurrenceOnce(t *testing.T) {
 // once; a tick that starts nothing new writes none.
 func TestAScheduledRunHasItsDispatch(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	b, id := setupHourly(t)
 	d := b.drain(t, drainOpts{})
 	for _, at := range []time.Time{t0, t0.Add(time.Hour), t0.Add(time.Hour + time.Minute)} {
 		b.clock.Set(at)
@@ -107,9 +105,7 @@ func TestAScheduledRunHasItsDispatch(t *testing.T) {
 // not A's), and B's record is the outcome.
 func TestTwoDrainsRacingAdmitOneRun(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	b, id := setupHourly(t)
 	b.clock.Set(t0)
 
 	stall := func() (hook func(context.Context, taken) error, stalled, resume chan struct{}) {
@@ -177,9 +173,7 @@ func TestDrainKilledBetweenStartAndRecord(t *testing.T) {
 	for _, late := range []bool{false, true} {
 		t.Run(fmt.Sprintf("late=%v", late), func(t *testing.T) {
 			t.Parallel()
-			b := setup(t)
-			id := b.search(t)
-			b.schedule(t, id, hourly())
+			b, id := setupHourly(t)
 			b.clock.Set(t0)
 			killed := b.drain(t, drainOpts{afterStart: func(context.Context, taken) error { return errCrash }})
 			b.tick(t, killed)
@@ -237,9 +231,7 @@ func TestDrainKilledBetweenStartAndRecord(t *testing.T) {
 func TestMissedPastTheCatchUpWindow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	onTime, late := b.search(t), b.search(t)
-	b.schedule(t, onTime, hourly())
-	b.schedule(t, late, hourly())
+	onTime, late := b.hourlySearch(t), b.hourlySearch(t)
 	// At t0 a drain plans both occurrences and goes no further (it
 	// died), so both stay pending, never attempted; then a drain tries
 	// one, which is not ready.
@@ -376,9 +368,7 @@ func TestNotReadyIsNotRetriedForEver(t *testing.T) {
 // resume, and nothing of the three days is back-filled.
 func TestPausedScheduleProducesNoOccurrences(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	b, id := setupHourly(t)
 	b.clock.Set(t0.Add(-time.Minute))
 	sc, err := b.store.Pause(b.ctx, b.org, id, nil)
 	if err != nil || !sc.Paused || sc.NextDueAt != nil {
@@ -417,9 +407,7 @@ func TestPausedScheduleProducesNoOccurrences(t *testing.T) {
 func TestPauseAndRemoveRefuseOpenOccurrences(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	paused, removed := b.search(t), b.search(t)
-	b.schedule(t, paused, hourly())
-	b.schedule(t, removed, hourly())
+	paused, removed := b.hourlySearch(t), b.hourlySearch(t)
 	b.clock.Set(t0)
 	fail := true
 	d := b.drain(t, drainOpts{start: func(ctx context.Context, p admission.SavedSearchStart) (admission.Result, error) {
@@ -458,9 +446,7 @@ func TestPauseAndRemoveRefuseOpenOccurrences(t *testing.T) {
 // Run is admitted, and the schedule comes due no more.
 func TestArchivedSavedSearch(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	b, id := setupHourly(t)
 	if err := b.searches.Archive(b.ctx, b.org, id); err != nil {
 		t.Fatal(err)
 	}
@@ -507,9 +493,7 @@ func TestRefusalsAreClassified(t *testing.T) {
 			t.Errorf("classify(%v) = %s %s, want %s %s", tc.err, out.status, out.reason, tc.status, tc.reason)
 		}
 	}
-	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	b, id := setupHourly(t)
 	b.clock.Set(t0)
 	d := b.drain(t, drainOpts{start: func(context.Context, admission.SavedSearchStart) (admission.Result, error) {
 		return admission.Result{}, fmt.Errorf("admission queue: %w", ErrOverLimits)
@@ -675,9 +659,7 @@ func TestRacingDrainsAdmitOneRunPerOccurrence(t *testing.T) {
 // reports each tick to the observer.
 func TestStatsAndTheRunLoop(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	b, id := setupHourly(t)
 	b.clock.Set(t0.Add(30 * time.Second))
 	d := b.drain(t, drainOpts{})
 	due, lag, err := d.Stats(b.ctx)

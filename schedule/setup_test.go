@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/admission"
@@ -81,6 +82,22 @@ func (b *bundle) schedule(t *testing.T, id uuid.UUID, p SetParams) *Schedule {
 		t.Fatal(err)
 	}
 	return sc
+}
+
+// hourlySearch creates a live saved search with an hourly schedule from
+// t0, set as "alice".
+func (b *bundle) hourlySearch(t *testing.T) uuid.UUID {
+	t.Helper()
+	id := b.search(t)
+	b.schedule(t, id, hourly())
+	return id
+}
+
+// setupHourly is setup with one hourly-scheduled saved search, id.
+func setupHourly(t *testing.T) (*bundle, uuid.UUID) {
+	t.Helper()
+	b := setup(t)
+	return b, b.hourlySearch(t)
 }
 
 // hourly is an hourly schedule from t0.
@@ -161,21 +178,10 @@ func (b *bundle) count(t *testing.T, query string, args ...any) int {
 // first.
 func (b *bundle) dues(t *testing.T, id uuid.UUID) []time.Time {
 	t.Helper()
-	rows, err := b.db.Query(b.ctx, `SELECT due_at FROM agent.schedule_occurrences
+	rows, _ := b.db.Query(b.ctx, `SELECT due_at AT TIME ZONE 'UTC' FROM agent.schedule_occurrences
 		WHERE organization_id = $1 AND saved_search_id = $2 ORDER BY due_at`, b.org, id)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []time.Time
-	for rows.Next() {
-		var at time.Time
-		if err := rows.Scan(&at); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, at.UTC())
-	}
-	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return out

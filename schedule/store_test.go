@@ -95,9 +95,7 @@ func TestSetRefusals(t *testing.T) {
 // key.
 func TestFirstOccurrenceIsAfterTheLatest(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	b, id := setupHourly(t)
 	b.clock.Set(t0)
 	b.tick(t, b.drain(t, drainOpts{}))
 	iv := int64(60)
@@ -112,9 +110,7 @@ func TestFirstOccurrenceIsAfterTheLatest(t *testing.T) {
 // schedule but keeps its occurrences.
 func TestPauseResumeRemoveAreConditional(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	b, id := setupHourly(t)
 	b.clock.Set(t0)
 	b.tick(t, b.drain(t, drainOpts{}))
 	wrong := func(v int64) bool { return v == 99 }
@@ -180,9 +176,7 @@ func TestSetOnceIsIdempotentByKey(t *testing.T) {
 // TestOccurrencesPaginateLatestFirst.
 func TestOccurrencesPaginateLatestFirst(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	id := b.search(t)
-	b.schedule(t, id, hourly())
+	b, id := setupHourly(t)
 	d := b.drain(t, drainOpts{batch: 100})
 	b.clock.Set(t0.Add(4 * time.Hour))
 	b.tick(t, d)

@@ -43,6 +43,18 @@ func (b *bundle) admitDirect(t *testing.T, at time.Time, key string) *runs.Run {
 	return run
 }
 
+// wantSwept checks that one run's pass over table read and deleted n rows
+// in one pass with no backlog, and that query then lists left.
+func (b *bundle) wantSwept(t *testing.T, r TableReport, table string, n int, query string, left ...string) {
+	t.Helper()
+	if r.Table != table || r.Read != n || r.Deleted != n || r.Passes != 1 || r.Backlog {
+		t.Errorf("%s report = %+v, want %d read, %d deleted in 1 pass, no backlog", table, r, n, n)
+	}
+	if got := b.strings(t, query); !slices.Equal(got, left) {
+		t.Errorf("%s left = %q, want %q", table, got, left)
+	}
+}
+
 func TestRunRetention(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -329,17 +341,13 @@ VALUES ($1, 'acme', 'job', $2, repeat('0', 64), 'duplicate', $3, $4)`, uuid.New(
 		}
 	})})
 	rep := b.runOnce(t, s)
-	if d := rep.Drops; d.Table != TableDrops || d.Read != 2 || d.Deleted != 2 || d.Passes != 1 || d.Backlog {
-		t.Errorf("drops report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", d)
-	}
+	b.wantSwept(t, rep.Drops, TableDrops, 2, `SELECT delivery_id FROM agent.webhook_drops ORDER BY delivery_id`,
+		"a-microsecond-inside", "recent")
 	if len(observed) != 1 || observed[0] != "2/2" {
 		t.Errorf("observer saw drop passes %v, want one of 2 read, 2 deleted", observed)
 	}
 	if c := rep.Claims; c.Read != 0 {
 		t.Errorf("claims report = %+v, want nothing: the drops are a table of their own", c)
-	}
-	if left, want := b.strings(t, `SELECT delivery_id FROM agent.webhook_drops ORDER BY delivery_id`), []string{"a-microsecond-inside", "recent"}; !slices.Equal(left, want) {
-		t.Errorf("drops left = %q, want %q", left, want)
 	}
 }
 
@@ -363,13 +371,8 @@ VALUES ($1, $2, 'tool.email.send', $3, $1, 'retry', 'ada@ops', 'checked', '{"ok"
 	resolution("a-microsecond-inside", now.Add(-tools.ResolutionRetention+time.Microsecond))
 	resolution("recent", now.Add(-time.Hour))
 
-	rep := b.runOnce(t, b.sweeper(t, Config{}))
-	if r := rep.Resolutions; r.Table != TableResolutions || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
-		t.Errorf("resolutions report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
-	}
-	if left, want := b.strings(t, `SELECT key FROM agent.tool_call_resolutions ORDER BY key`), []string{"a-microsecond-inside", "recent"}; !slices.Equal(left, want) {
-		t.Errorf("resolutions left = %q, want %q", left, want)
-	}
+	b.wantSwept(t, b.runOnce(t, b.sweeper(t, Config{})).Resolutions, TableResolutions, 2,
+		`SELECT key FROM agent.tool_call_resolutions ORDER BY key`, "a-microsecond-inside", "recent")
 }
 
 // TestInboxRetention: a finished arrival of the provider inbox is kept as
@@ -409,12 +412,8 @@ VALUES ($1, 'acme', $2, $7::uuid::text, $7::uuid, $8, repeat('0', 64), 'j', 'run
 	arrival("applied-inside", "applied", now.Add(-providerjobs.DropRetention+time.Microsecond))
 
 	rep := b.runOnce(t, b.sweeper(t, Config{}))
-	if r := rep.Inbox; r.Table != TableInbox || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
-		t.Errorf("inbox report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
-	}
-	if left, want := b.strings(t, `SELECT delivery_id FROM agent.provider_inbox ORDER BY delivery_id`), []string{"applied-inside", "pending-old"}; !slices.Equal(left, want) {
-		t.Errorf("arrivals left = %q, want %q", left, want)
-	}
+	b.wantSwept(t, rep.Inbox, TableInbox, 2, `SELECT delivery_id FROM agent.provider_inbox ORDER BY delivery_id`,
+		"applied-inside", "pending-old")
 	var copies int
 	if err := b.db.QueryRow(b.ctx, `SELECT count(*) FROM agent.provider_inbox_copies`).Scan(&copies); err != nil || copies != 2 {
 		t.Errorf("copies rows left = %d, %v; want 2: they go with their arrival", copies, err)
@@ -454,14 +453,10 @@ VALUES ($1, $2, $3::timestamptz, gen_random_uuid(), $4, $5, $6, $3::timestamptz 
 	occurrence(long.Add(3*time.Hour), "not_ready", nil, nil)
 
 	rep := b.runOnce(t, b.sweeper(t, Config{}))
-	if r := rep.Occurrences; r.Table != TableOccurrences || r.Read != 2 || r.Deleted != 2 || r.Backlog {
-		t.Errorf("occurrences report = %+v, want 2 read, 2 deleted, no backlog", r)
-	}
+	b.wantSwept(t, rep.Occurrences, TableOccurrences, 2, `SELECT status FROM agent.schedule_occurrences ORDER BY due_at`,
+		"missed", "not_ready")
 	if r := rep.Runs; r.Deleted != 1 {
 		t.Errorf("runs report = %+v, want the occurrence's Run deleted in the same run", r)
-	}
-	if left, want := b.strings(t, `SELECT status FROM agent.schedule_occurrences ORDER BY due_at`), []string{"missed", "not_ready"}; !slices.Equal(left, want) {
-		t.Errorf("occurrences left = %q, want %q", left, want)
 	}
 }
 
@@ -483,13 +478,8 @@ VALUES ($1, $2, $3, $4, '', 'oidc', $5, $6)`, uuid.New(), hash[:], b.org, actor,
 	session("a-microsecond-left", now.Add(time.Microsecond))
 	session("signed-in-an-hour-ago", now.Add(7*time.Hour))
 
-	rep := b.runOnce(t, b.sweeper(t, Config{}))
-	if r := rep.Sessions; r.Table != TableSessions || r.Read != 2 || r.Deleted != 2 || r.Passes != 1 || r.Backlog {
-		t.Errorf("sessions report = %+v, want 2 read, 2 deleted in 1 pass, no backlog", r)
-	}
-	if left, want := b.strings(t, `SELECT actor FROM agent.console_sessions ORDER BY actor`), []string{"a-microsecond-left", "signed-in-an-hour-ago"}; !slices.Equal(left, want) {
-		t.Errorf("sessions left = %q, want %q", left, want)
-	}
+	b.wantSwept(t, b.runOnce(t, b.sweeper(t, Config{})).Sessions, TableSessions, 2,
+		`SELECT actor FROM agent.console_sessions ORDER BY actor`, "a-microsecond-left", "signed-in-an-hour-ago")
 }
 
 // TestDirectoryRetention: an entry of the provider job directory goes once
@@ -514,11 +504,6 @@ VALUES ('acme', $1, $2, $3, $4::timestamptz - interval '396 days', $4)`, provide
 	entry("at-retention", now)
 	entry("inside", now.Add(time.Microsecond))
 
-	rep := b.runOnce(t, b.sweeper(t, Config{}))
-	if r := rep.Directory; r.Table != TableDirectory || r.Read != 7 || r.Deleted != 7 || r.Passes != 1 || r.Backlog {
-		t.Errorf("directory report = %+v, want 7 read, 7 deleted in 1 pass, no backlog", r)
-	}
-	if left, want := b.strings(t, `SELECT provider_job_id FROM agent.provider_job_directory ORDER BY 1`), []string{"inside"}; !slices.Equal(left, want) {
-		t.Errorf("entries left = %q, want %q", left, want)
-	}
+	b.wantSwept(t, b.runOnce(t, b.sweeper(t, Config{})).Directory, TableDirectory, 7,
+		`SELECT provider_job_id FROM agent.provider_job_directory ORDER BY 1`, "inside")
 }
