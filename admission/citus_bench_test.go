@@ -4,8 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/pgtest/benchkit"
 )
 
 // TestCitusStartBench measures saved-search starts through the Starter on
@@ -44,20 +44,14 @@ import (
 // (default 16) and SEARCHD_BENCH_CITUS_SHARDS (citus.shard_count, default
 // Citus's 32) size it.
 func TestCitusStartBench(t *testing.T) {
-	if os.Getenv("SEARCHD_BENCH") == "" {
-		t.Skip("a benchmark: set SEARCHD_BENCH=1 to run it")
-	}
+	benchkit.Asked(t)
 	if pgtest.Citus() {
 		t.Skip("starts its own PostgreSQL and Citus side by side; run it without " + pgtest.EnvCitus)
 	}
-	rounds := benchInt("SEARCHD_BENCH_ROUNDS", 5)
-	seconds, err := strconv.ParseFloat(cmpOr(os.Getenv("SEARCHD_BENCH_SECONDS"), "2"), 64)
-	if err != nil || seconds <= 0 {
-		t.Fatalf("SEARCHD_BENCH_SECONDS=%q: want a positive number", os.Getenv("SEARCHD_BENCH_SECONDS"))
-	}
-	phase := time.Duration(seconds * float64(time.Second))
-	clients := benchInt("SEARCHD_BENCH_CITUS_CLIENTS", 16)
-	shards := benchInt("SEARCHD_BENCH_CITUS_SHARDS", 0)
+	rounds := benchkit.Int("SEARCHD_BENCH_ROUNDS", 5)
+	phase := benchPhase(t)
+	clients := benchkit.Int("SEARCHD_BENCH_CITUS_CLIENTS", 16)
+	shards := benchkit.Int("SEARCHD_BENCH_CITUS_SHARDS", 0)
 	const orgs, searchesPerOrg = 32, 4
 
 	ctx := context.Background()
@@ -118,7 +112,7 @@ func TestCitusStartBench(t *testing.T) {
 		systems = append(systems, s)
 	}
 	fmt.Printf("load               load average %s; %d clients; %d organizations with %d saved searches (50 baseline items) each\n",
-		loadAverage(), clients, orgs, searchesPerOrg)
+		benchkit.LoadAverage(), clients, orgs, searchesPerOrg)
 	fmt.Printf("rounds             %d of %s per system and workload, alternating, first system rotating\n\n", rounds, phase)
 
 	for r := range rounds {
@@ -150,7 +144,7 @@ func TestCitusStartBench(t *testing.T) {
 			ratios[i] = b[i] / a[i]
 		}
 		fmt.Printf("%-12s %-26s %-26s %.2fx (rounds %.2f-%.2f)\n", w.name, spread(a), spread(b),
-			median(b)/median(a), minOf(ratios), maxOf(ratios))
+			benchkit.Median(b)/benchkit.Median(a), slices.Min(ratios), slices.Max(ratios))
 	}
 }
 
@@ -241,21 +235,5 @@ func benchReplays(ctx context.Context, t *testing.T, starter *Starter, keys [][]
 
 // spread is a median with its range, for the table.
 func spread(xs []float64) string {
-	return fmt.Sprintf("%.0f (%.0f-%.0f)", median(xs), minOf(xs), maxOf(xs))
-}
-
-func minOf(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = min(m, x)
-	}
-	return m
-}
-
-func maxOf(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
+	return fmt.Sprintf("%.0f (%.0f-%.0f)", benchkit.Median(xs), slices.Min(xs), slices.Max(xs))
 }
