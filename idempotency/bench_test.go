@@ -124,10 +124,10 @@ func TestBenchReport(t *testing.T) {
 				if err != nil || rec == nil {
 					return fmt.Errorf("raw claim: %v", err)
 				}
-				_, err = scanRecord(pool.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
-					"id": rec.ID, "lease_token": rec.LeaseToken, "resource_type": completion.ResourceType,
-					"resource_id": completion.ResourceID, "response": string(completion.Response), "now": nil,
-				}))
+				_, err = scanColumns(pool.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
+					"org": org, "id": rec.ID, "lease_token": rec.LeaseToken, "resource_type": completion.ResourceType,
+					"resource_id": completion.ResourceID, "response": string(completion.Response),
+				}), false)
 				return err
 			}),
 		},
