@@ -84,11 +84,7 @@ func TestStartBench(t *testing.T) {
 	fmt.Printf("load        load average %s; %d rounds of %s per system, alternating, first system rotating\n",
 		benchkit.LoadAverage(), rounds, phase)
 
-	admin, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := benchkit.Pool{}.Open(t, dbURL)
 	org := uuid.New()
 	searches := seedBench(t, admin, org, 100, 50)
 	fmt.Printf("seed        1 organization, %d saved searches with %d baseline items each\n\n", len(searches), 50)

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/dispatch"
@@ -50,11 +49,7 @@ func TestDispatchBench(t *testing.T) {
 	pool := benchkit.Pool{MaxConns: 16, Tracer: tr}.Open(t, dbURL) // searchd's default pool
 	// admin seeds, resets and polls, untraced: the tracer counts the
 	// dispatcher's statements alone.
-	admin, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := benchkit.Pool{}.Open(t, dbURL)
 	fmt.Printf("\ndispatch throughput to a local runtime: the Dispatcher against bare signed POSTs of the same bodies\n")
 	fmt.Printf("database    %s\n", pgtest.DurableSettings(t))
 	fmt.Printf("load        load average %s; %d rounds of %d Runs per system, alternating, first system rotating\n", benchkit.LoadAverage(), rounds, n)

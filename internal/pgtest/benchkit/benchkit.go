@@ -43,8 +43,9 @@ func Float(name string, def float64) float64 {
 	return def
 }
 
-// Pool is the shape of a benchmark's pool: MaxConns connections (all
-// opened up front when Eager), each with Tracer when it is not nil.
+// Pool is the shape of a benchmark's pool: MaxConns connections (pgx's
+// default when 0; all opened up front when Eager), each with Tracer when
+// it is not nil.
 type Pool struct {
 	MaxConns int
 	Eager    bool
@@ -59,7 +60,9 @@ func (p Pool) Open(t testing.TB, url string) *pgxpool.Pool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.MaxConns = int32(p.MaxConns)
+	if p.MaxConns > 0 {
+		cfg.MaxConns = int32(p.MaxConns)
+	}
 	if p.Eager {
 		cfg.MinConns = cfg.MaxConns
 	}
