@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -166,6 +167,41 @@ type benchKey struct {
 func benchNewStarts(ctx context.Context, t *testing.T, starter *Starter, orgs []benchOrg, clients int, d time.Duration, prefix string) (float64, [][]benchKey) {
 	t.Helper()
 	keys := make([][]benchKey, clients)
+	rate := benchRate(t, clients, d, func(c, i int) error {
+		o := orgs[rand.N(len(orgs))]
+		k := benchKey{org: o.id, search: o.searches[rand.N(len(o.searches))], key: fmt.Sprintf("%s-c%d-%d", prefix, c, i)}
+		res, err := starter.StartSavedSearch(ctx, SavedSearchStart{Org: k.org, SavedSearchID: k.search,
+			IdempotencyKey: k.key, Actor: "bench"})
+		if err != nil || !res.Created {
+			return cmp.Or(err, fmt.Errorf("start %s was not created", k.key))
+		}
+		keys[c] = append(keys[c], k)
+		return nil
+	})
+	return rate, keys
+}
+
+// benchReplays replays the keys of each client, in turn, for d, and
+// returns the rate. Any failure fails the test.
+func benchReplays(ctx context.Context, t *testing.T, starter *Starter, keys [][]benchKey, d time.Duration) float64 {
+	t.Helper()
+	keys = slices.DeleteFunc(slices.Clone(keys), func(mine []benchKey) bool { return len(mine) == 0 })
+	return benchRate(t, len(keys), d, func(c, i int) error {
+		k := keys[c][i%len(keys[c])]
+		res, err := starter.StartSavedSearch(ctx, SavedSearchStart{Org: k.org, SavedSearchID: k.search,
+			IdempotencyKey: k.key, Actor: "bench"})
+		if err != nil || res.Created {
+			return cmp.Or(err, fmt.Errorf("replay of %s created a Run", k.key))
+		}
+		return nil
+	})
+}
+
+// benchRate runs call(c, i) from clients goroutines for d, c the client
+// and i its call's number from 0, and returns the rate of calls that
+// succeeded. A client stops at its first error, which fails the test.
+func benchRate(t *testing.T, clients int, d time.Duration, call func(c, i int) error) float64 {
+	t.Helper()
 	var n atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
@@ -174,51 +210,7 @@ func benchNewStarts(ctx context.Context, t *testing.T, starter *Starter, orgs []
 	for c := range clients {
 		wg.Go(func() {
 			for i := 0; time.Now().Before(deadline); i++ {
-				o := orgs[rand.N(len(orgs))]
-				k := benchKey{org: o.id, search: o.searches[rand.N(len(o.searches))], key: fmt.Sprintf("%s-c%d-%d", prefix, c, i)}
-				res, err := starter.StartSavedSearch(ctx, SavedSearchStart{Org: k.org, SavedSearchID: k.search,
-					IdempotencyKey: k.key, Actor: "bench"})
-				if err != nil || !res.Created {
-					if err == nil {
-						err = fmt.Errorf("start %s was not created", k.key)
-					}
-					failed.Store(&err)
-					return
-				}
-				keys[c] = append(keys[c], k)
-				n.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if err := failed.Load(); err != nil {
-		t.Fatal(*err)
-	}
-	return float64(n.Load()) / time.Since(start).Seconds(), keys
-}
-
-// benchReplays replays the keys of each client, in turn, for d, and
-// returns the rate. Any failure fails the test.
-func benchReplays(ctx context.Context, t *testing.T, starter *Starter, keys [][]benchKey, d time.Duration) float64 {
-	t.Helper()
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	var failed atomic.Pointer[error]
-	deadline := time.Now().Add(d)
-	start := time.Now()
-	for _, mine := range keys {
-		if len(mine) == 0 {
-			continue
-		}
-		wg.Go(func() {
-			for i := 0; time.Now().Before(deadline); i++ {
-				k := mine[i%len(mine)]
-				res, err := starter.StartSavedSearch(ctx, SavedSearchStart{Org: k.org, SavedSearchID: k.search,
-					IdempotencyKey: k.key, Actor: "bench"})
-				if err != nil || res.Created {
-					if err == nil {
-						err = fmt.Errorf("replay of %s created a Run", k.key)
-					}
+				if err := call(c, i); err != nil {
 					failed.Store(&err)
 					return
 				}
