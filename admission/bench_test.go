@@ -334,41 +334,46 @@ type benchRow struct {
 	Commits    float64 `json:"commits,omitempty"`
 }
 
-// runFor runs call from clients goroutines for d and returns the calls
-// made and the time taken. The first error fails the test.
+// runFor runs call from clients goroutines, each with its own random
+// source, for d and returns the calls made and the time taken. An error
+// fails the test.
 func runFor(ctx context.Context, t *testing.T, clients int, d time.Duration, call func(ctx context.Context, rng *rand.Rand) error) (int, time.Duration) {
 	t.Helper()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		total int
-		first error
-	)
+	seed := uint64(time.Now().UnixNano())
+	rngs := make([]*rand.Rand, clients)
+	for c := range rngs {
+		rngs[c] = rand.New(rand.NewPCG(uint64(c), seed))
+	}
+	return clientLoop(t, clients, d, func(c, _ int) error { return call(ctx, rngs[c]) })
+}
+
+// clientLoop runs call(c, i) from clients goroutines for d, c the client
+// and i its call's number from 0, and returns the calls that succeeded and
+// the time taken. A client stops at its first error, which fails the test.
+func clientLoop(t *testing.T, clients int, d time.Duration, call func(c, i int) error) (int, time.Duration) {
+	t.Helper()
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
 	start := time.Now()
 	deadline := start.Add(d)
-	for w := range clients {
+	for c := range clients {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
-			n := 0
-			for ; time.Now().Before(deadline); n++ {
-				if err := call(ctx, rng); err != nil {
-					mu.Lock()
-					first = cmp.Or(first, err)
-					mu.Unlock()
-					break
+			for i := 0; time.Now().Before(deadline); i++ {
+				if err := call(c, i); err != nil {
+					failed.Store(&err)
+					return
 				}
+				n.Add(1)
 			}
-			mu.Lock()
-			total += n
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if first != nil {
-		t.Fatal(first)
+	if err := failed.Load(); err != nil {
+		t.Fatal(*err)
 	}
-	return total, elapsed
+	return int(n.Load()), elapsed
 }
 
 // benchPhase is SEARCHD_BENCH_SECONDS (default 2; fractions allowed) as a

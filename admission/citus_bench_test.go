@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,7 +165,7 @@ type benchKey struct {
 func benchNewStarts(ctx context.Context, t *testing.T, starter *Starter, orgs []benchOrg, clients int, d time.Duration, prefix string) (float64, [][]benchKey) {
 	t.Helper()
 	keys := make([][]benchKey, clients)
-	rate := benchRate(t, clients, d, func(c, i int) error {
+	n, elapsed := clientLoop(t, clients, d, func(c, i int) error {
 		o := orgs[rand.N(len(orgs))]
 		k := benchKey{org: o.id, search: o.searches[rand.N(len(o.searches))], key: fmt.Sprintf("%s-c%d-%d", prefix, c, i)}
 		res, err := starter.StartSavedSearch(ctx, SavedSearchStart{Org: k.org, SavedSearchID: k.search,
@@ -178,7 +176,7 @@ func benchNewStarts(ctx context.Context, t *testing.T, starter *Starter, orgs []
 		keys[c] = append(keys[c], k)
 		return nil
 	})
-	return rate, keys
+	return float64(n) / elapsed.Seconds(), keys
 }
 
 // benchReplays replays the keys of each client, in turn, for d, and
@@ -186,7 +184,7 @@ func benchNewStarts(ctx context.Context, t *testing.T, starter *Starter, orgs []
 func benchReplays(ctx context.Context, t *testing.T, starter *Starter, keys [][]benchKey, d time.Duration) float64 {
 	t.Helper()
 	keys = slices.DeleteFunc(slices.Clone(keys), func(mine []benchKey) bool { return len(mine) == 0 })
-	return benchRate(t, len(keys), d, func(c, i int) error {
+	n, elapsed := clientLoop(t, len(keys), d, func(c, i int) error {
 		k := keys[c][i%len(keys[c])]
 		res, err := starter.StartSavedSearch(ctx, SavedSearchStart{Org: k.org, SavedSearchID: k.search,
 			IdempotencyKey: k.key, Actor: "bench"})
@@ -195,34 +193,7 @@ func benchReplays(ctx context.Context, t *testing.T, starter *Starter, keys [][]
 		}
 		return nil
 	})
-}
-
-// benchRate runs call(c, i) from clients goroutines for d, c the client
-// and i its call's number from 0, and returns the rate of calls that
-// succeeded. A client stops at its first error, which fails the test.
-func benchRate(t *testing.T, clients int, d time.Duration, call func(c, i int) error) float64 {
-	t.Helper()
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	var failed atomic.Pointer[error]
-	deadline := time.Now().Add(d)
-	start := time.Now()
-	for c := range clients {
-		wg.Go(func() {
-			for i := 0; time.Now().Before(deadline); i++ {
-				if err := call(c, i); err != nil {
-					failed.Store(&err)
-					return
-				}
-				n.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if err := failed.Load(); err != nil {
-		t.Fatal(*err)
-	}
-	return float64(n.Load()) / time.Since(start).Seconds()
+	return float64(n) / elapsed.Seconds()
 }
 
 // spread is a median with its range, for the table.
