@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/pgtest/benchkit"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -62,17 +64,11 @@ import (
 //	  go test -run TestStartBench -cpuprofile /tmp/replay.pprof ./admission/
 //	go tool pprof -top -cum admission.test /tmp/replay.pprof
 func TestStartBench(t *testing.T) {
-	if os.Getenv("SEARCHD_BENCH") == "" {
-		t.Skip("a benchmark: set SEARCHD_BENCH=1 to run it")
-	}
-	rounds := benchInt("SEARCHD_BENCH_ROUNDS", 5)
-	seconds, err := strconv.ParseFloat(cmpOr(os.Getenv("SEARCHD_BENCH_SECONDS"), "2"), 64)
-	if err != nil || seconds <= 0 {
-		t.Fatalf("SEARCHD_BENCH_SECONDS=%q: want a positive number", os.Getenv("SEARCHD_BENCH_SECONDS"))
-	}
-	phase := time.Duration(seconds * float64(time.Second))
+	benchkit.Asked(t)
+	rounds := benchkit.Int("SEARCHD_BENCH_ROUNDS", 5)
+	phase := benchPhase(t)
 	var clientCounts []int
-	for _, f := range strings.Split(cmpOr(os.Getenv("SEARCHD_BENCH_CLIENTS"), "1,4,16,64"), ",") {
+	for _, f := range strings.Split(cmp.Or(os.Getenv("SEARCHD_BENCH_CLIENTS"), "1,4,16,64"), ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 || n > 256 {
 			t.Fatalf("SEARCHD_BENCH_CLIENTS=%q: want client counts from 1 to 256", os.Getenv("SEARCHD_BENCH_CLIENTS"))
@@ -86,32 +82,17 @@ func TestStartBench(t *testing.T) {
 	fmt.Printf("\nsaved-search starts in process: the Starter against raw SQL, on a durable database\n")
 	fmt.Printf("database    %s\n", pgtest.DurableSettings(t))
 	fmt.Printf("load        load average %s; %d rounds of %s per system, alternating, first system rotating\n",
-		loadAverage(), rounds, phase)
+		benchkit.LoadAverage(), rounds, phase)
 
-	admin, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := benchkit.Pool{}.Open(t, dbURL)
 	org := uuid.New()
 	searches := seedBench(t, admin, org, 100, 50)
 	fmt.Printf("seed        1 organization, %d saved searches with %d baseline items each\n\n", len(searches), 50)
 
 	// open returns a pool of n connections, opened up front, with a tracer.
 	open := func(n int) (*pgxpool.Pool, *pgtest.Tracer) {
-		cfg, err := pgxpool.ParseConfig(dbURL)
-		if err != nil {
-			t.Fatal(err)
-		}
 		tr := &pgtest.Tracer{}
-		cfg.ConnConfig.Tracer = tr
-		cfg.MaxConns, cfg.MinConns = int32(n), int32(n)
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		return pool, tr
+		return benchkit.Pool{MaxConns: n, Eager: true, Tracer: tr}.Open(t, dbURL), tr
 	}
 	const actor = "bench"
 	key := func(prefix string, n int) string { return fmt.Sprintf("%s-%d", prefix, n) }
@@ -261,18 +242,18 @@ func TestStartBench(t *testing.T) {
 					paired[i] = with[i] / without[i]
 				}
 				outboxRows = append(outboxRows, fmt.Sprintf("%2d clients: raw 2 commits with the outbox row %.0f/s, without %.0f/s: %.2f× [rounds %.2f–%.2f]; "+
-					"searchd over the flow without it %.2f×", clients, median(with), median(without), median(with)/median(without),
-					slices.Min(paired), slices.Max(paired), median(rates["searchd"])/median(without)))
+					"searchd over the flow without it %.2f×", clients, benchkit.Median(with), benchkit.Median(without), benchkit.Median(with)/benchkit.Median(without),
+					slices.Min(paired), slices.Max(paired), benchkit.Median(rates["searchd"])/benchkit.Median(without)))
 			}
 			base := m.systems[0].name
 			for _, s := range m.systems {
 				rs, c := rates[s.name], counts[s.name]
 				per := func(v int64) float64 { return float64(v) / float64(calls[s.name]) }
 				row := benchRow{Measure: m.name, Clients: clients, System: s.name,
-					Median: median(rs), Min: slices.Min(rs), Max: slices.Max(rs),
+					Median: benchkit.Median(rs), Min: slices.Min(rs), Max: slices.Max(rs),
 					RoundTrips: per(c.RoundTrips), Statements: per(c.Statements), Commits: per(c.Commits)}
 				if s.name != base {
-					row.Ratio = median(rates[base]) / row.Median
+					row.Ratio = benchkit.Median(rates[base]) / row.Median
 					paired := make([]float64, len(rs))
 					for i := range rs {
 						paired[i] = rates[base][i] / rs[i]
@@ -328,7 +309,7 @@ func TestStartBench(t *testing.T) {
 			fmt.Println(l)
 		}
 	}
-	fmt.Printf("load average after: %s\n", loadAverage())
+	fmt.Printf("load average after: %s\n", benchkit.LoadAverage())
 	b, err := json.Marshal(summary)
 	if err != nil {
 		t.Fatal(err)
@@ -353,83 +334,57 @@ type benchRow struct {
 	Commits    float64 `json:"commits,omitempty"`
 }
 
-// runFor runs call from clients goroutines for d and returns the calls
-// made and the time taken. The first error fails the test.
+// runFor runs call from clients goroutines, each with its own random
+// source, for d and returns the calls made and the time taken. An error
+// fails the test.
 func runFor(ctx context.Context, t *testing.T, clients int, d time.Duration, call func(ctx context.Context, rng *rand.Rand) error) (int, time.Duration) {
 	t.Helper()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		total int
-		first error
-	)
+	seed := uint64(time.Now().UnixNano())
+	rngs := make([]*rand.Rand, clients)
+	for c := range rngs {
+		rngs[c] = rand.New(rand.NewPCG(uint64(c), seed))
+	}
+	return clientLoop(t, clients, d, func(c, _ int) error { return call(ctx, rngs[c]) })
+}
+
+// clientLoop runs call(c, i) from clients goroutines for d, c the client
+// and i its call's number from 0, and returns the calls that succeeded and
+// the time taken. A client stops at its first error, which fails the test.
+func clientLoop(t *testing.T, clients int, d time.Duration, call func(c, i int) error) (int, time.Duration) {
+	t.Helper()
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
 	start := time.Now()
 	deadline := start.Add(d)
-	for w := range clients {
+	for c := range clients {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
-			n := 0
-			for ; time.Now().Before(deadline); n++ {
-				if err := call(ctx, rng); err != nil {
-					mu.Lock()
-					first = cmpOrErr(first, err)
-					mu.Unlock()
-					break
+			for i := 0; time.Now().Before(deadline); i++ {
+				if err := call(c, i); err != nil {
+					failed.Store(&err)
+					return
 				}
+				n.Add(1)
 			}
-			mu.Lock()
-			total += n
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if first != nil {
-		t.Fatal(first)
+	if err := failed.Load(); err != nil {
+		t.Fatal(*err)
 	}
-	return total, elapsed
+	return int(n.Load()), elapsed
 }
 
-func cmpOrErr(a, b error) error {
-	if a != nil {
-		return a
+// benchPhase is SEARCHD_BENCH_SECONDS (default 2; fractions allowed) as a
+// duration; any other value fails t.
+func benchPhase(t *testing.T) time.Duration {
+	v := cmp.Or(os.Getenv("SEARCHD_BENCH_SECONDS"), "2")
+	seconds, err := strconv.ParseFloat(v, 64)
+	if err != nil || seconds <= 0 {
+		t.Fatalf("SEARCHD_BENCH_SECONDS=%q: want a positive number", v)
 	}
-	return b
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
-}
-
-func benchInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
+	return time.Duration(seconds * float64(time.Second))
 }
 
 // seedBench creates n saved searches of org with items baseline items.

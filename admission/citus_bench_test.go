@@ -1,13 +1,11 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
-	"sync"
-	"sync/atomic"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/pgtest/benchkit"
 )
 
 // TestCitusStartBench measures saved-search starts through the Starter on
@@ -44,20 +43,14 @@ import (
 // (default 16) and SEARCHD_BENCH_CITUS_SHARDS (citus.shard_count, default
 // Citus's 32) size it.
 func TestCitusStartBench(t *testing.T) {
-	if os.Getenv("SEARCHD_BENCH") == "" {
-		t.Skip("a benchmark: set SEARCHD_BENCH=1 to run it")
-	}
+	benchkit.Asked(t)
 	if pgtest.Citus() {
 		t.Skip("starts its own PostgreSQL and Citus side by side; run it without " + pgtest.EnvCitus)
 	}
-	rounds := benchInt("SEARCHD_BENCH_ROUNDS", 5)
-	seconds, err := strconv.ParseFloat(cmpOr(os.Getenv("SEARCHD_BENCH_SECONDS"), "2"), 64)
-	if err != nil || seconds <= 0 {
-		t.Fatalf("SEARCHD_BENCH_SECONDS=%q: want a positive number", os.Getenv("SEARCHD_BENCH_SECONDS"))
-	}
-	phase := time.Duration(seconds * float64(time.Second))
-	clients := benchInt("SEARCHD_BENCH_CITUS_CLIENTS", 16)
-	shards := benchInt("SEARCHD_BENCH_CITUS_SHARDS", 0)
+	rounds := benchkit.Int("SEARCHD_BENCH_ROUNDS", 5)
+	phase := benchPhase(t)
+	clients := benchkit.Int("SEARCHD_BENCH_CITUS_CLIENTS", 16)
+	shards := benchkit.Int("SEARCHD_BENCH_CITUS_SHARDS", 0)
 	const orgs, searchesPerOrg = 32, 4
 
 	ctx := context.Background()
@@ -118,7 +111,7 @@ func TestCitusStartBench(t *testing.T) {
 		systems = append(systems, s)
 	}
 	fmt.Printf("load               load average %s; %d clients; %d organizations with %d saved searches (50 baseline items) each\n",
-		loadAverage(), clients, orgs, searchesPerOrg)
+		benchkit.LoadAverage(), clients, orgs, searchesPerOrg)
 	fmt.Printf("rounds             %d of %s per system and workload, alternating, first system rotating\n\n", rounds, phase)
 
 	for r := range rounds {
@@ -150,7 +143,7 @@ func TestCitusStartBench(t *testing.T) {
 			ratios[i] = b[i] / a[i]
 		}
 		fmt.Printf("%-12s %-26s %-26s %.2fx (rounds %.2f-%.2f)\n", w.name, spread(a), spread(b),
-			median(b)/median(a), minOf(ratios), maxOf(ratios))
+			benchkit.Median(b)/benchkit.Median(a), slices.Min(ratios), slices.Max(ratios))
 	}
 }
 
@@ -172,90 +165,38 @@ type benchKey struct {
 func benchNewStarts(ctx context.Context, t *testing.T, starter *Starter, orgs []benchOrg, clients int, d time.Duration, prefix string) (float64, [][]benchKey) {
 	t.Helper()
 	keys := make([][]benchKey, clients)
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	var failed atomic.Pointer[error]
-	deadline := time.Now().Add(d)
-	start := time.Now()
-	for c := range clients {
-		wg.Go(func() {
-			for i := 0; time.Now().Before(deadline); i++ {
-				o := orgs[rand.N(len(orgs))]
-				k := benchKey{org: o.id, search: o.searches[rand.N(len(o.searches))], key: fmt.Sprintf("%s-c%d-%d", prefix, c, i)}
-				res, err := starter.StartSavedSearch(ctx, SavedSearchStart{Org: k.org, SavedSearchID: k.search,
-					IdempotencyKey: k.key, Actor: "bench"})
-				if err != nil || !res.Created {
-					if err == nil {
-						err = fmt.Errorf("start %s was not created", k.key)
-					}
-					failed.Store(&err)
-					return
-				}
-				keys[c] = append(keys[c], k)
-				n.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if err := failed.Load(); err != nil {
-		t.Fatal(*err)
-	}
-	return float64(n.Load()) / time.Since(start).Seconds(), keys
+	n, elapsed := clientLoop(t, clients, d, func(c, i int) error {
+		o := orgs[rand.N(len(orgs))]
+		k := benchKey{org: o.id, search: o.searches[rand.N(len(o.searches))], key: fmt.Sprintf("%s-c%d-%d", prefix, c, i)}
+		res, err := starter.StartSavedSearch(ctx, SavedSearchStart{Org: k.org, SavedSearchID: k.search,
+			IdempotencyKey: k.key, Actor: "bench"})
+		if err != nil || !res.Created {
+			return cmp.Or(err, fmt.Errorf("start %s was not created", k.key))
+		}
+		keys[c] = append(keys[c], k)
+		return nil
+	})
+	return float64(n) / elapsed.Seconds(), keys
 }
 
 // benchReplays replays the keys of each client, in turn, for d, and
 // returns the rate. Any failure fails the test.
 func benchReplays(ctx context.Context, t *testing.T, starter *Starter, keys [][]benchKey, d time.Duration) float64 {
 	t.Helper()
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	var failed atomic.Pointer[error]
-	deadline := time.Now().Add(d)
-	start := time.Now()
-	for _, mine := range keys {
-		if len(mine) == 0 {
-			continue
+	keys = slices.DeleteFunc(slices.Clone(keys), func(mine []benchKey) bool { return len(mine) == 0 })
+	n, elapsed := clientLoop(t, len(keys), d, func(c, i int) error {
+		k := keys[c][i%len(keys[c])]
+		res, err := starter.StartSavedSearch(ctx, SavedSearchStart{Org: k.org, SavedSearchID: k.search,
+			IdempotencyKey: k.key, Actor: "bench"})
+		if err != nil || res.Created {
+			return cmp.Or(err, fmt.Errorf("replay of %s created a Run", k.key))
 		}
-		wg.Go(func() {
-			for i := 0; time.Now().Before(deadline); i++ {
-				k := mine[i%len(mine)]
-				res, err := starter.StartSavedSearch(ctx, SavedSearchStart{Org: k.org, SavedSearchID: k.search,
-					IdempotencyKey: k.key, Actor: "bench"})
-				if err != nil || res.Created {
-					if err == nil {
-						err = fmt.Errorf("replay of %s created a Run", k.key)
-					}
-					failed.Store(&err)
-					return
-				}
-				n.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if err := failed.Load(); err != nil {
-		t.Fatal(*err)
-	}
-	return float64(n.Load()) / time.Since(start).Seconds()
+		return nil
+	})
+	return float64(n) / elapsed.Seconds()
 }
 
 // spread is a median with its range, for the table.
 func spread(xs []float64) string {
-	return fmt.Sprintf("%.0f (%.0f-%.0f)", median(xs), minOf(xs), maxOf(xs))
-}
-
-func minOf(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = min(m, x)
-	}
-	return m
-}
-
-func maxOf(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
+	return fmt.Sprintf("%.0f (%.0f-%.0f)", benchkit.Median(xs), slices.Min(xs), slices.Max(xs))
 }

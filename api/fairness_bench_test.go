@@ -26,6 +26,7 @@ import (
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgcluster"
+	"github.com/searchd/searchd/internal/pgtest/benchkit"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
@@ -63,14 +64,12 @@ import (
 // changes the seats from the default (the pool's size), to compare; the
 // output then says so.
 func TestFairnessBench(t *testing.T) {
-	if os.Getenv("SEARCHD_BENCH") == "" {
-		t.Skip("a benchmark: set SEARCHD_BENCH=1 to run it")
-	}
+	benchkit.Asked(t)
 	var (
-		rounds  = benchEnv("SEARCHD_BENCH_ROUNDS", 3)
-		phase   = time.Duration(benchEnv("SEARCHD_BENCH_SECONDS", 4)) * time.Second
-		hammers = benchEnv("SEARCHD_BENCH_HAMMERS", 32)
-		seats   = benchEnv("SEARCHD_BENCH_SEATS", 0)
+		rounds  = benchkit.Int("SEARCHD_BENCH_ROUNDS", 3)
+		phase   = time.Duration(benchkit.Int("SEARCHD_BENCH_SECONDS", 4)) * time.Second
+		hammers = benchkit.Int("SEARCHD_BENCH_HAMMERS", 32)
+		seats   = benchkit.Int("SEARCHD_BENCH_SEATS", 0)
 		ctx     = context.Background()
 	)
 	const poolSize = 16 // cmd/searchd's DefaultDBMaxConns
@@ -374,10 +373,3 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func benchEnv(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}

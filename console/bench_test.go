@@ -6,13 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/searchd/searchd/console"
+	"github.com/searchd/searchd/internal/pgtest/benchkit"
 )
 
 // TestConsoleBench is the console's benchmark, not a timed test: it seeds
@@ -23,9 +23,7 @@ import (
 // same run. It asserts nothing about time. Run it with make bench-console
 // (SEARCHD_BENCH=1).
 func TestConsoleBench(t *testing.T) {
-	if os.Getenv("SEARCHD_BENCH") == "" {
-		t.Skip("set SEARCHD_BENCH=1 (make bench-console)")
-	}
+	benchkit.Asked(t)
 	b := setup(t)
 	ctx := context.Background()
 	w := b.world
@@ -142,11 +140,7 @@ func TestConsoleBench(t *testing.T) {
 		snaps, claims, seeded.Round(time.Millisecond), version, fsync, syncCommit)
 	fmt.Printf("%d requests per page over loopback HTTP after %d warm-ups; baseline SELECT 1 round trip: median %s\n\n",
 		rounds, warm, fmtDur(baseline[len(baseline)/2]))
-	var load string
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		load = strings.Join(strings.Fields(string(b))[:3], " ")
-	}
-	fmt.Printf("load average before: %s\n", load)
+	fmt.Printf("load average before: %s\n", benchkit.LoadAverage())
 	fmt.Printf("%-30s %9s %9s %9s %10s %10s\n", "page", "median", "p95", "max", "/100ms", "/SELECT 1")
 	worst := time.Duration(0)
 	for _, p := range pages {
@@ -180,9 +174,7 @@ func TestConsoleBench(t *testing.T) {
 		fmt.Printf("%-30s %9s %9s %9s %9.2fx %9.1fx\n", p.name, fmtDur(med), fmtDur(p95), fmtDur(mx),
 			float64(med)/float64(100*time.Millisecond), float64(med)/float64(baseline[len(baseline)/2]))
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Printf("load average after: %s\n", strings.Join(strings.Fields(string(b))[:3], " "))
-	}
+	fmt.Printf("load average after: %s\n", benchkit.LoadAverage())
 	fmt.Printf("\nslowest page's median %s: %.2fx the 100 ms budget\n", fmtDur(worst), float64(worst)/float64(100*time.Millisecond))
 }
 

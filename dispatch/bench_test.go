@@ -7,20 +7,18 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/pgtest/benchkit"
 	"github.com/searchd/searchd/runs"
 )
 
@@ -42,35 +40,19 @@ import (
 // SEARCHD_BENCH_RUNS (default 2000) and SEARCHD_BENCH_ROUNDS (default 5)
 // size it.
 func TestDispatchBench(t *testing.T) {
-	if os.Getenv("SEARCHD_BENCH") == "" {
-		t.Skip("a benchmark: set SEARCHD_BENCH=1 to run it")
-	}
-	n := benchEnv("SEARCHD_BENCH_RUNS", 2000)
-	rounds := benchEnv("SEARCHD_BENCH_ROUNDS", 5)
+	benchkit.Asked(t)
+	n := benchkit.Int("SEARCHD_BENCH_RUNS", 2000)
+	rounds := benchkit.Int("SEARCHD_BENCH_ROUNDS", 5)
 	ctx := context.Background()
 	dbURL := pgtest.NewDurableDBURL(t)
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tr := &pgtest.Tracer{}
-	cfg.ConnConfig.Tracer = tr
-	cfg.MaxConns = 16 // searchd's default pool
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := benchkit.Pool{MaxConns: 16, Tracer: tr}.Open(t, dbURL) // searchd's default pool
 	// admin seeds, resets and polls, untraced: the tracer counts the
 	// dispatcher's statements alone.
-	admin, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := benchkit.Pool{}.Open(t, dbURL)
 	fmt.Printf("\ndispatch throughput to a local runtime: the Dispatcher against bare signed POSTs of the same bodies\n")
 	fmt.Printf("database    %s\n", pgtest.DurableSettings(t))
-	fmt.Printf("load        load average %s; %d rounds of %d Runs per system, alternating, first system rotating\n", loadavg(), rounds, n)
+	fmt.Printf("load        load average %s; %d rounds of %d Runs per system, alternating, first system rotating\n", benchkit.LoadAverage(), rounds, n)
 	fmt.Printf("dispatcher  its defaults: concurrency %d, batch %d, timeout %s\n", dispatch.DefaultConcurrency, dispatch.DefaultBatch, dispatch.DefaultTimeout)
 
 	store := runs.NewStore(admin, runs.Config{})
@@ -230,42 +212,14 @@ func TestDispatchBench(t *testing.T) {
 		paired[i] = rates["searchd"][i] / rates["bare"][i]
 	}
 	fmt.Printf("\nmedians of %d rounds: searchd %.0f deliveries/s (%.0f–%.0f), bare POSTs %.0f/s (%.0f–%.0f): ratio %.2f× [rounds %.2f–%.2f]\n",
-		rounds, median(rates["searchd"]), slices.Min(rates["searchd"]), slices.Max(rates["searchd"]),
-		median(rates["bare"]), slices.Min(rates["bare"]), slices.Max(rates["bare"]),
-		median(rates["searchd"])/median(rates["bare"]), slices.Min(paired), slices.Max(paired))
+		rounds, benchkit.Median(rates["searchd"]), slices.Min(rates["searchd"]), slices.Max(rates["searchd"]),
+		benchkit.Median(rates["bare"]), slices.Min(rates["bare"]), slices.Max(rates["bare"]),
+		benchkit.Median(rates["searchd"])/benchkit.Median(rates["bare"]), slices.Min(paired), slices.Max(paired))
 	fmt.Printf("per delivery: %.2f statements in %.2f round trips, each its own transaction: the message read, the answer's "+
 		"record (a commit, so a WAL flush) and a share of a lease pass (also a commit)\n",
 		float64(counts.Statements)/delivered, float64(counts.RoundTrips)/delivered)
-	fmt.Printf("load average after: %s\n", loadavg())
+	fmt.Printf("load average after: %s\n", benchkit.LoadAverage())
 	if received < n*rounds*2 {
 		t.Errorf("the runtime received %d deliveries, want at least %d", received, n*rounds*2)
 	}
-}
-
-func benchEnv(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,9 +12,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/pgtest/benchkit"
 )
 
 // TestBenchReport measures the plane against the floor: the same SQL issued
@@ -29,24 +27,13 @@ import (
 // SEARCHD_BENCH_ROUNDS (default 7) and SEARCHD_BENCH_OPS (default 2000 per
 // serial round) size it.
 func TestBenchReport(t *testing.T) {
-	if os.Getenv("SEARCHD_BENCH") == "" {
-		t.Skip("a benchmark: set SEARCHD_BENCH=1 to run it")
-	}
-	rounds := envInt("SEARCHD_BENCH_ROUNDS", 7)
-	ops := envInt("SEARCHD_BENCH_OPS", 2000)
+	benchkit.Asked(t)
+	rounds := benchkit.Int("SEARCHD_BENCH_ROUNDS", 7)
+	ops := benchkit.Int("SEARCHD_BENCH_OPS", 2000)
 	ctx := context.Background()
 	// On a durable cluster (fsync and synchronous_commit on), so every
 	// claim pays its WAL flush as it does in production.
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDurableDBURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 16
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := benchkit.Pool{MaxConns: 16}.Open(t, pgtest.NewDurableDBURL(t))
 	svc := NewService(pool, Config{})
 	org := uuid.New()
 	const scope, hash, lease = "tool.bench", "h", time.Minute
@@ -137,10 +124,10 @@ func TestBenchReport(t *testing.T) {
 				if err != nil || rec == nil {
 					return fmt.Errorf("raw claim: %v", err)
 				}
-				_, err = scanRecord(pool.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
-					"id": rec.ID, "lease_token": rec.LeaseToken, "resource_type": completion.ResourceType,
-					"resource_id": completion.ResourceID, "response": string(completion.Response), "now": nil,
-				}))
+				_, err = scanColumns(pool.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
+					"org": org, "id": rec.ID, "lease_token": rec.LeaseToken, "resource_type": completion.ResourceType,
+					"resource_id": completion.ResourceID, "response": string(completion.Response),
+				}), false)
 				return err
 			}),
 		},
@@ -216,15 +203,10 @@ func shortUnit(u string) string {
 	return "µs"
 }
 
+// median is the upper middle of xs: the same element with an odd number
+// of rounds (the default 7) as [benchkit.Median].
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
 }

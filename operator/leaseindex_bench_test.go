@@ -3,7 +3,6 @@ package operator_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -11,10 +10,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/pgtest/benchkit"
 )
 
 // TestLeaseIndexBench measures what idempotency_keys_lease_idx (migration
@@ -24,18 +23,9 @@ import (
 // synchronous_commit=on); it prints the medians and their ratio. A
 // benchmark, not a timed test: SEARCHD_BENCH=1 (make bench-console).
 func TestLeaseIndexBench(t *testing.T) {
-	if os.Getenv("SEARCHD_BENCH") == "" {
-		t.Skip("set SEARCHD_BENCH=1")
-	}
+	benchkit.Asked(t)
 	ctx := context.Background()
-	url := pgtest.NewDurableDBURL(t)
-	cfg, _ := pgxpool.ParseConfig(url)
-	cfg.MaxConns = 16
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := benchkit.Pool{MaxConns: 16}.Open(t, pgtest.NewDurableDBURL(t))
 	var fsync, sc string
 	_ = pool.QueryRow(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit')`).Scan(&fsync, &sc)
 	plane := idempotency.NewService(pool, idempotency.Config{})

@@ -3,9 +3,7 @@ package schedule
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/pgtest/benchkit"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -47,30 +46,19 @@ import (
 // SEARCHD_BENCH_ROUNDS (5) size it; the smoke form is
 // SEARCHD_BENCH_OCCURRENCES=200 SEARCHD_BENCH_SECONDS=1 SEARCHD_BENCH_ROUNDS=1.
 func TestDrainBench(t *testing.T) {
-	if os.Getenv("SEARCHD_BENCH") == "" {
-		t.Skip("a benchmark: set SEARCHD_BENCH=1 to run it")
-	}
+	benchkit.Asked(t)
 	var (
-		occurrences = envInt("SEARCHD_BENCH_OCCURRENCES", 2000)
-		clients     = envInt("SEARCHD_BENCH_CLIENTS", 16)
-		phase       = time.Duration(envInt("SEARCHD_BENCH_SECONDS", 5)) * time.Second
-		rounds      = envInt("SEARCHD_BENCH_ROUNDS", 5)
+		occurrences = benchkit.Int("SEARCHD_BENCH_OCCURRENCES", 2000)
+		clients     = benchkit.Int("SEARCHD_BENCH_CLIENTS", 16)
+		phase       = time.Duration(benchkit.Int("SEARCHD_BENCH_SECONDS", 5)) * time.Second
+		rounds      = benchkit.Int("SEARCHD_BENCH_ROUNDS", 5)
 		ctx         = context.Background()
 		defaults    = DrainConfig{}.WithDefaults()
 	)
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDurableDBURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = int32(clients + 8)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := benchkit.Pool{MaxConns: clients + 8}.Open(t, pgtest.NewDurableDBURL(t))
 	fmt.Printf("\nschedule: database %s\n", pgtest.DurableSettings(t))
 	fmt.Printf("schedule: drain defaults: tick %s, batch %d, lease %s; pool of %d connections\n",
-		defaults.Interval, defaults.Batch, defaults.Lease, cfg.MaxConns)
+		defaults.Interval, defaults.Batch, defaults.Lease, pool.Config().MaxConns)
 
 	rs := runs.NewStore(pool, runs.Config{})
 	starter, err := admission.NewStarter(admission.Deps{Pool: pool, Plane: idempotency.NewService(pool, idempotency.Config{}),
@@ -213,10 +201,10 @@ func TestDrainBench(t *testing.T) {
 		rDefault = append(rDefault, ratio(d, b))
 		rFull = append(rFull, ratio(f, b))
 		fmt.Printf("round %d: p99 no drain %s, drain at its defaults %s (%.2fx), back-to-back full ticks %s (%.2fx)\n",
-			r+1, percentile(b, 99), percentile(d, 99), rDefault[r], percentile(f, 99), rFull[r])
+			r+1, benchkit.Percentile(b, 99), benchkit.Percentile(d, 99), rDefault[r], benchkit.Percentile(f, 99), rFull[r])
 	}
 	fmt.Printf("\n%-40s %8s %10s %10s %16s\n", "start latency", "starts", "p50", "p99", "p99 ratio")
-	fmt.Printf("%-40s %8d %10s %10s %16s\n", "no drain", len(base), percentile(base, 50), percentile(base, 99), "1.00x")
+	fmt.Printf("%-40s %8d %10s %10s %16s\n", "no drain", len(base), benchkit.Percentile(base, 50), benchkit.Percentile(base, 99), "1.00x")
 	for _, row := range []struct {
 		name   string
 		lat    []time.Duration
@@ -226,8 +214,8 @@ func TestDrainBench(t *testing.T) {
 		{"drain, back-to-back full ticks", full, rFull},
 	} {
 		slices.Sort(row.ratios)
-		fmt.Printf("%-40s %8d %10s %10s %7.2fx median (%.2f-%.2f)\n", row.name, len(row.lat), percentile(row.lat, 50),
-			percentile(row.lat, 99), row.ratios[len(row.ratios)/2], row.ratios[0], row.ratios[len(row.ratios)-1])
+		fmt.Printf("%-40s %8d %10s %10s %7.2fx median (%.2f-%.2f)\n", row.name, len(row.lat), benchkit.Percentile(row.lat, 50),
+			benchkit.Percentile(row.lat, 99), row.ratios[len(row.ratios)/2], row.ratios[0], row.ratios[len(row.ratios)-1])
 	}
 }
 
@@ -255,23 +243,5 @@ FROM s`, org, n)
 }
 
 func ratio(a, b []time.Duration) float64 {
-	return float64(percentile(a, 99)) / float64(max(percentile(b, 99), time.Microsecond))
-}
-
-// percentile returns the p-th percentile of xs, nearest rank.
-func percentile(xs []time.Duration, p int) time.Duration {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := (len(s)*p+99)/100 - 1
-	return s[max(i, 0)].Round(time.Microsecond)
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
+	return float64(benchkit.Percentile(a, 99)) / float64(max(benchkit.Percentile(b, 99), time.Microsecond))
 }

@@ -5,18 +5,16 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/pgtest/benchkit"
 )
 
 // TestSweepBench measures what sweeping costs the claim path: the claim
@@ -38,38 +36,26 @@ import (
 // size it. A sweep phase ends early when no expired row is left, so it never
 // measures a sweep with nothing to do.
 func TestSweepBench(t *testing.T) {
-	if os.Getenv("SEARCHD_BENCH") == "" {
-		t.Skip("a benchmark: set SEARCHD_BENCH=1 to run it")
-	}
+	benchkit.Asked(t)
 	var (
-		rows    = envInt("SEARCHD_BENCH_ROWS", 1_000_000)
-		clients = envInt("SEARCHD_BENCH_CLIENTS", 16)
-		phase   = time.Duration(envInt("SEARCHD_BENCH_SECONDS", 5)) * time.Second
-		rounds  = envInt("SEARCHD_BENCH_ROUNDS", 40)
-		bound   = envInt("SEARCHD_BENCH_BOUND", DefaultBound)
-		duty    = envFloat("SEARCHD_BENCH_DUTY", DefaultDuty)
+		rows    = benchkit.Int("SEARCHD_BENCH_ROWS", 1_000_000)
+		clients = benchkit.Int("SEARCHD_BENCH_CLIENTS", 16)
+		phase   = time.Duration(benchkit.Int("SEARCHD_BENCH_SECONDS", 5)) * time.Second
+		rounds  = benchkit.Int("SEARCHD_BENCH_ROUNDS", 40)
+		bound   = benchkit.Int("SEARCHD_BENCH_BOUND", DefaultBound)
+		duty    = benchkit.Float("SEARCHD_BENCH_DUTY", DefaultDuty)
 		ctx     = context.Background()
 	)
 	// On a durable cluster (fsync and synchronous_commit on): a sweep's
 	// deletes and the claims' inserts share its WAL flushes, as in
 	// production.
-	cfg, err := pgxpool.ParseConfig(pgtest.NewDurableDBURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = int32(clients + 2)
-	cfg.MinConns = cfg.MaxConns
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := benchkit.Pool{MaxConns: clients + 2, Eager: true}.Open(t, pgtest.NewDurableDBURL(t))
 	fmt.Printf("\nsweeper: database %s\n", pgtest.DurableSettings(t))
 
 	// The expired claims: 30-day tool claims whose retention passed a
 	// minute to an hour ago, a millisecond apart, in one statement.
 	start := time.Now()
-	_, err = pool.Exec(ctx, `
+	_, err := pool.Exec(ctx, `
 INSERT INTO agent.idempotency_keys
 	(id, organization_id, scope, key, request_hash, status, lease_token,
 	 resource_type, resource_id, response, claimed_at, lease_expires_at, retain_until)
@@ -189,7 +175,7 @@ FROM generate_series(1, $1::int) i,
 		}
 		swept = append(swept, lat...)
 		if len(lat) > 0 && len(baseLat) > 0 {
-			ratios = append(ratios, float64(percentile(lat, 99))/float64(percentile(baseLat, 99)))
+			ratios = append(ratios, float64(benchkit.Percentile(lat, 99))/float64(benchkit.Percentile(baseLat, 99)))
 		}
 		if deleted >= rows {
 			break
@@ -200,8 +186,8 @@ FROM generate_series(1, $1::int) i,
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM agent.idempotency_keys WHERE retain_until <= now()`).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
-	bp50, bp99 := percentile(base, 50), percentile(base, 99)
-	sp50, sp99 := percentile(swept, 50), percentile(swept, 99)
+	bp50, bp99 := benchkit.Percentile(base, 50), benchkit.Percentile(base, 99)
+	sp50, sp99 := benchkit.Percentile(swept, 50), benchkit.Percentile(swept, 99)
 	fmt.Printf("sweeper: %d clients claiming new keys; bound %d; duty %g; phases of %s\n", clients, bound, duty, phase)
 	fmt.Printf("%-26s %10s %10s %10s\n", "claim latency", "claims", "p50", "p99")
 	fmt.Printf("%-26s %10d %10s %10s\n", "without the sweep", len(base), bp50, bp99)
@@ -220,29 +206,4 @@ FROM generate_series(1, $1::int) i,
 	gone := rows - left
 	fmt.Printf("swept %d rows (%d counted by %d passes) over %s: %.0f rows/s; %d expired rows left\n",
 		gone, deleted, passes, sweeping.Round(time.Millisecond), float64(gone)/sweeping.Seconds(), left)
-}
-
-// percentile returns the p-th percentile of xs, nearest rank.
-func percentile(xs []time.Duration, p int) time.Duration {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := (len(s)*p+99)/100 - 1
-	return s[max(i, 0)].Round(time.Microsecond)
-}
-
-func envFloat(name string, def float64) float64 {
-	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
 }
