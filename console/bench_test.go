@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/console"
+	"github.com/searchd/searchd/console/consoletest"
+	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/pgtest/benchkit"
 )
 
@@ -24,9 +26,15 @@ import (
 // (SEARCHD_BENCH=1).
 func TestConsoleBench(t *testing.T) {
 	benchkit.Asked(t)
-	b := setup(t)
 	ctx := context.Background()
-	w := b.world
+	// On the durable server (fsync and synchronous_commit on, printed
+	// below), not the tests' fast one.
+	pool := benchkit.Pool{}.Open(t, pgtest.NewDurableDBURL(t))
+	w, err := consoletest.Seed(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bundle{pool: pool, world: w, handler: newConsoleAt(t, pool, io.Discard, 0, nil)}
 	start := time.Now()
 	for _, q := range []string{
 		// 10,000 snapshots of org A's saved search over the last 7 days,
