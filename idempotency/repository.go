@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // DBTX is what the plane needs of a database handle: a *pgxpool.Pool, a
@@ -174,8 +175,8 @@ func (r *Repository) Get(ctx context.Context, organizationID uuid.UUID, scope, k
 func (r *Repository) Complete(ctx context.Context, organizationID, claimID, leaseToken uuid.UUID, resourceType, resourceID string, response json.RawMessage) (*Record, error) {
 	rec, err := scanColumns(r.db.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
 		"org": organizationID, "id": claimID, "lease_token": leaseToken,
-		"resource_type": nullString(resourceType), "resource_id": nullString(resourceID),
-		"response": nullJSON(response),
+		"resource_type": sqlarg.Null(resourceType), "resource_id": sqlarg.Null(resourceID),
+		"response": sqlarg.JSON(response),
 	}), false)
 	rec, err = orNil(rec, err, "complete claim")
 	if err == nil && rec != nil && rec.Waited {
@@ -267,18 +268,4 @@ func orNil(rec *Record, err error, op string) (*Record, error) {
 		return nil, fmt.Errorf("idempotency: %s: %w", op, err)
 	}
 	return rec, nil
-}
-
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func nullJSON(b json.RawMessage) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return string(b)
 }

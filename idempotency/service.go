@@ -16,6 +16,7 @@ import (
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // Kind says which of the endings of a claim a caller holds.
@@ -424,7 +425,7 @@ func (s *Service) QueueComplete(b *pgx.Batch, claim *Claim, c Completion) (*Queu
 	q := &QueuedCompletion{repo: s.repo, claim: claim}
 	scope, id := claim.Scope, claim.ID
 	b.Queue(claimCompleteOrAbort, claim.OrganizationID, claim.ID, claim.LeaseToken,
-		nullString(c.ResourceType), nullString(c.ResourceID), nullJSON(c.Response)).
+		sqlarg.Null(c.ResourceType), sqlarg.Null(c.ResourceID), sqlarg.JSON(c.Response)).
 		QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&q.waited)
 			switch {
