@@ -542,9 +542,9 @@ func (s *Service) releaseRetrying(ctx context.Context, org, id, token uuid.UUID,
 // context detached from the caller's (which may be the very failure) and
 // bounded by [Config.OrphanReleaseTimeout]. The release is fenced by the
 // token: when the statement never ran it deletes nothing, and it can never
-// delete a claim another worker holds. An answer of the server (a
-// PostgreSQL error) means the statement failed and wrote nothing, so none
-// is needed. It returns cause, joined with the release's error when the
+// delete a claim another worker holds. An answer of the server that the
+// statement failed ([dberr.Answered]) means it wrote nothing, so none is
+// needed; a Citus coordinator's "could not commit" is not such an answer. It returns cause, joined with the release's error when the
 // release failed too.
 func (s *Service) releaseOrphan(ctx context.Context, org, id, token uuid.UUID, cause error) error {
 	if dberr.Answered(cause) {

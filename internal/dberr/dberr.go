@@ -23,11 +23,12 @@ import (
 // so that the same request may succeed later: no connection, a lost
 // connection, a timeout, a server shutting down or refusing connections,
 // a server that refuses writes (a primary demoted under a failover, or a
-// standby: SQLSTATE 25006), or a transaction the server aborted for a conflict
-// the caller did not retry (a serialization failure, a deadlock, a lock
-// not available). An
-// answer of the server about the statement itself (a unique violation, a
-// data exception) is not transient: it fails again.
+// standby: SQLSTATE 25006), a transaction the server aborted for a
+// conflict the caller did not retry (a serialization failure, a deadlock,
+// a lock not available), or a server that lost its own connection to
+// where it forwarded the statement (a Citus coordinator; see
+// outcomeUnknown). An answer of the server about the statement itself (a
+// unique violation, a data exception) is not transient: it fails again.
 func Transient(err error) bool {
 	if err == nil {
 		return false
@@ -38,8 +39,9 @@ func Transient(err error) bool {
 	switch {
 	case errors.As(err, &pgErr):
 		switch {
-		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
-			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
+		case outcomeUnknown(pgErr):
+			return true
+		case strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
 			strings.HasPrefix(pgErr.Code, "57"), // operator intervention: shutdown, cancel, timeout
 			pgErr.Code == "25P03",               // idle_in_transaction_session_timeout: the session was ended
 			pgErr.Code == sqlStateReadOnly,      // read_only_sql_transaction: see sqlStateReadOnly
@@ -87,18 +89,36 @@ func ClosingOnPgError(next pgconn.PgErrorHandler) pgconn.PgErrorHandler {
 }
 
 // Answered reports whether err is an answer of the server (a PostgreSQL
-// error): the statement ran, or was refused, and failed as a whole, so it
-// wrote nothing. A failure without one (a cut connection, a timeout) may
-// have committed with only its reply lost.
+// error) that the statement ran, or was refused, and failed as a whole, so
+// it wrote nothing. A failure without one (a cut connection, a timeout)
+// may have committed with only its reply lost, and so may the statement
+// behind an answer that does not know ([outcomeUnknown]).
 func Answered(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr)
+	return errors.As(err, &pgErr) && !outcomeUnknown(pgErr)
+}
+
+// outcomeUnknown reports whether pgErr is an answer of a server that
+// forwarded the statement and lost its own connection to where it ran, so
+// that it cannot know whether the statement wrote: a Citus coordinator
+// whose worker's connection broke under a statement the worker commits on
+// its own (a connection exception, class 08), or inside the COMMIT it sent
+// the worker after committing its own part. Citus raises the latter with
+// the catch-all SQLSTATE XX000, so it is told apart by its message, as
+// Citus 13 words it ("could not commit transaction for shard N on at
+// least one active node", "… on any active node"). The caller may take
+// the writes neither as done nor as undone: the same request must be sent
+// again and find out (a fenced, idempotent write does).
+func outcomeUnknown(pgErr *pgconn.PgError) bool {
+	return strings.HasPrefix(pgErr.Code, "08") ||
+		pgErr.Code == "XX000" && strings.HasPrefix(pgErr.Message, "could not commit transaction")
 }
 
 // Transport reports whether err is a failure of the connection rather than
-// an answer of the server, and not the caller giving up (its context
-// canceled or past its deadline): a fenced, idempotent statement that
-// failed so is worth sending again at once, on another connection.
+// an answer of the server that the statement wrote nothing ([Answered]),
+// and not the caller giving up (its context canceled or past its
+// deadline): a fenced, idempotent statement that failed so is worth
+// sending again at once, on another connection.
 func Transport(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false

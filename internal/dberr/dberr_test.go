@@ -34,7 +34,9 @@ func TestInterpretClassifiesDriverErrors(t *testing.T) {
 		transport bool // a failure of the connection, worth resending at once
 	}{
 		{"connection refused", wrap(&pgconn.ConnectError{}), errs.Unavailable, true},
-		{"connection exception", &pgconn.PgError{Code: "08006"}, errs.Unavailable, false},
+		// A server's own connection exception: a Citus coordinator that
+		// lost its worker under the statement, which may have committed.
+		{"connection exception", &pgconn.PgError{Code: "08006"}, errs.Unavailable, true},
 		{"too many connections", wrap(&pgconn.PgError{Code: "53300"}), errs.Unavailable, false},
 		{"server shutting down", wrap(&pgconn.PgError{Code: "57P01"}), errs.Unavailable, false},
 		{"statement timeout", &pgconn.PgError{Code: "57014"}, errs.Unavailable, false},
@@ -43,6 +45,14 @@ func TestInterpretClassifiesDriverErrors(t *testing.T) {
 		{"deadlock", &pgconn.PgError{Code: "40P01"}, errs.Unavailable, false},
 		{"lock not available", &pgconn.PgError{Code: "55P03"}, errs.Unavailable, false},
 		{"read-only server (a demoted primary)", wrap(&pgconn.PgError{Code: "25006"}), errs.Unavailable, false},
+		// A Citus coordinator that lost a worker inside the commit: the
+		// outcome is unknown, so the request is sent again (the message
+		// is the one a worker killed under load made, SQLSTATE XX000).
+		{"Citus lost a worker inside the commit", wrap(&pgconn.PgError{Code: "XX000",
+			Message: "could not commit transaction for shard 102046 on at least one active node"}), errs.Unavailable, true},
+		{"Citus lost every placement inside the commit", &pgconn.PgError{Code: "XX000",
+			Message: "could not commit transaction on any active node"}, errs.Unavailable, true},
+		{"another internal error of the server", &pgconn.PgError{Code: "XX000", Message: "cache lookup failed"}, errs.Internal, false},
 		{"deadline", wrap(context.DeadlineExceeded), errs.Unavailable, false},
 		{"connection closed", wrap(pgconn.ErrConnClosed), errs.Unavailable, true},
 		{"cut mid-reply", wrap(io.ErrUnexpectedEOF), errs.Unavailable, true},
