@@ -5,7 +5,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -237,6 +239,10 @@ func TestCitusFaults(t *testing.T) {
 		sides = append(sides, side)
 	}
 
+	// Before the load, with nothing else on the second worker: starts
+	// whose commit to it is cut.
+	cutViolations := checkCommitCuts(ctx, t, cl.proxy, sides[1])
+
 	var stop atomic.Bool
 	var load sync.WaitGroup
 	for _, side := range sides {
@@ -338,7 +344,7 @@ func TestCitusFaults(t *testing.T) {
 		t.Errorf("the load did not stop within %s of its end", drainTimeout)
 	}
 
-	var violations []string
+	violations := cutViolations
 	violations = append(violations, checkRegistration(ctx, h, reg)...)
 	for _, side := range sides {
 		if !waitFor(&side.s.bg, drainTimeout) {
@@ -459,4 +465,146 @@ func checkRegistration(ctx context.Context, h *harness, reg registration) []stri
 		out = append(out, fmt.Sprintf("the registration was answered %s, but %d jobs hold its pair", reg.status, jobs))
 	}
 	return out
+}
+
+// commitCut is one way a start's write on the second worker is cut. The
+// claim is one statement the worker commits on its own; the freeze is a
+// transaction whose COMMIT the coordinator sends the worker after
+// committing its own part. The first chunk the coordinator sends the
+// worker that holds match is held before it reaches the worker, which then
+// never commits, or passed on with every answer of the worker swallowed,
+// so the worker commits unseen; either way the proxy then resets the
+// connections, and the coordinator cannot know which it was.
+type commitCut struct {
+	name    string
+	match   string
+	reaches bool   // the chunk reaches the worker
+	logged  string // in the replica's log line of the answer: the cut hit the start
+}
+
+var commitCuts = []commitCut{
+	{"the freeze's COMMIT lost before the worker", "Q\x00\x00\x00\vCOMMIT\x00", false, "could not commit transaction"},
+	{"the freeze committed on the worker, its answer lost", "Q\x00\x00\x00\vCOMMIT\x00", true, "could not commit transaction"},
+	{"the claim written on the worker, its answer lost", "INSERT INTO agent.idempotency_keys_", true, "idempotency"},
+}
+
+// checkCommitCuts starts, for each commitCut, a saved search of side's
+// organization (on the second worker, behind proxy) whose write is cut,
+// and wants the start answered 503 unavailable, never 500: its outcome is
+// unknown, so the client must send it again, and no claim of its key may
+// be left processing (the start released whatever it may have written),
+// so that the retry need not wait out a lease. The key is then sent again
+// until it is answered; the scenario's verify wants one Run for it and no
+// orphan snapshot. It returns what went wrong.
+func checkCommitCuts(ctx context.Context, t *testing.T, proxy *faultProxy, side *citusSide) []string {
+	var out []string
+	retrying, err := newClient("commit-cut-retry", side.s.token, side.s.h.replicas, 0, loadPolicy, &recorder{})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	for i, cut := range commitCuts {
+		// A background loop of searchd may send the worker a matching
+		// chunk first; the cut then misses the start: try again.
+		var answer error
+		var key string
+		var spec keySpec
+		for try := 1; ; try++ {
+			key = fmt.Sprintf("%s-cut%d-%d", side.s.name, i, try)
+			if spec, answer, err = cutOneWrite(ctx, proxy, side.s, key, cut); err != nil {
+				return append(out, fmt.Sprintf("%s: %v", cut.name, err))
+			}
+			if hit(side.s.h.replicas[0].logPath, answer, cut.logged) || try == 3 {
+				break
+			}
+			t.Logf("commit cut, %s: the chunk cut was not the start's (answered %v); again", cut.name, answer)
+		}
+		var apiErr *client.APIError
+		if !errors.As(answer, &apiErr) || apiErr.Status != http.StatusServiceUnavailable || apiErr.Code != "unavailable" {
+			out = append(out, fmt.Sprintf("%s: the start was answered %v, want 503 unavailable (the outcome is unknown; the client sends it again)", cut.name, answer))
+		}
+		var processing int
+		if err := side.s.h.db.QueryRow(ctx, `SELECT count(*) FROM agent.idempotency_keys
+			WHERE organization_id = $1 AND scope = 'surface.saved_search.start' AND key = $2 AND status = 'processing'`,
+			side.s.org, key).Scan(&processing); err != nil {
+			return append(out, fmt.Sprintf("%s: reading the claim: %v", cut.name, err))
+		}
+		if processing != 0 {
+			out = append(out, fmt.Sprintf("%s: the claim of key %s is left processing after the answer: its retry waits out the lease", cut.name, key))
+		}
+		rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		res, err := retrying.StartSavedSearch(rctx, spec.savedSearch, spec.opts, client.WithIdempotencyKey(key))
+		cancel()
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: sending the start again failed: %v", cut.name, err))
+			continue
+		}
+		t.Logf("commit cut, %s: answered %v; sent again: Run %s (replayed %v) in %d attempts", cut.name, answer, res.Run.ID, res.Replayed, res.Attempts)
+	}
+	return out
+}
+
+// hit reports whether answer is an error whose request the replica logged
+// (in the log at path) with an error that holds want.
+func hit(path string, answer error, want string) bool {
+	var apiErr *client.APIError
+	if !errors.As(answer, &apiErr) || apiErr.RequestID == "" {
+		return false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		if strings.Contains(line, "request_id="+apiErr.RequestID) && strings.Contains(line, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// cutOneWrite registers key with s for a new saved search, starts it once,
+// cuts the first chunk the coordinator sends the second worker meanwhile
+// that holds cut.match, and returns the request and the start's answer.
+func cutOneWrite(ctx context.Context, proxy *faultProxy, s *scenarioRun, key string, cut commitCut) (spec keySpec, answer, err error) {
+	ss, err := s.createSearch(ctx, "commit cut "+key)
+	if err != nil {
+		return keySpec{}, nil, fmt.Errorf("creating the saved search: %w", err)
+	}
+	spec = keySpec{savedSearch: ss, opts: client.StartOptions{MaxResults: 3, Note: "commit cut " + key}}
+	s.mu.Lock()
+	s.keys[key] = spec
+	s.mu.Unlock()
+	once, err := newClient("commit-cut", s.token, s.h.replicas[:1], 0, client.RetryPolicy{MaxAttempts: 1}, &recorder{})
+	if err != nil {
+		return spec, nil, err
+	}
+	caught := make(chan struct{})
+	var seen atomic.Bool
+	proxy.HoldWhen(func(chunk []byte) bool {
+		if !bytes.Contains(chunk, []byte(cut.match)) || seen.Swap(true) {
+			return false
+		}
+		if cut.reaches {
+			proxy.Swallow()
+		}
+		close(caught)
+		return !cut.reaches
+	})
+	defer proxy.HoldWhen(nil)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := once.StartSavedSearch(ctx, spec.savedSearch, spec.opts, client.WithIdempotencyKey(key))
+		answered <- err
+	}()
+	select {
+	case <-caught:
+	case err := <-answered:
+		return spec, nil, fmt.Errorf("the start was answered (%v) before the proxy saw %q", err, cut.match)
+	case <-time.After(30 * time.Second):
+		return spec, nil, fmt.Errorf("the proxy saw no %q within 30 s", cut.match)
+	}
+	time.Sleep(200 * time.Millisecond) // a chunk passed on is applied
+	proxy.HoldWhen(nil)
+	proxy.Cut()
+	return spec, <-answered, nil
 }
