@@ -161,7 +161,9 @@ var ErrNoHub = errors.New("idempotency: waiting needs a Hub")
 // holder's lease passes (so it reclaims a claim whose worker died) and when
 // hub reconnects. It answers the first outcome that is not processing, or
 // processing with the time left on the lease when wait runs out or ctx
-// ends. Only scopes whose claims notify can be woken early
+// ends (also when ctx ends as it reads the claim again after a wake: the
+// wait ended without the outcome, so a cut-off waiter answers processing,
+// not the cancellation). Only scopes whose claims notify can be woken early
 // ([NotifyChannel]); others are read again when their lease passes.
 //
 // While it waits it holds no connection, so when ctx carries an
@@ -183,11 +185,18 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 	// wait still wakes us.
 	woken, cancel := hub.subscribe(organizationID, scope, key)
 	defer cancel()
-	for {
+	var last Outcome // the previous round's answer: processing
+	for round := 0; ; round++ {
 		out, err := s.Claim(ctx, organizationID, scope, key, requestHash, lease)
+		if err != nil && round > 0 && ctx.Err() != nil {
+			// Cut off as it read again after a wake: the wait ended
+			// without the outcome, which is still processing, as below.
+			return last, nil
+		}
 		if err != nil || out.Kind != KindProcessing {
 			return out, err
 		}
+		last = out
 		left := time.Until(deadline)
 		if left <= 0 {
 			return out, nil

@@ -3,11 +3,14 @@ package idempotency_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
@@ -128,6 +131,54 @@ func TestWaiterIsWokenByARelease(t *testing.T) {
 	if r.err != nil || r.out.Kind != idempotency.KindClaimed || r.out.Claim.Reclaimed || r.elapsed > 10*time.Second {
 		t.Fatalf("ClaimWait after a release = %+v, %v in %v; want a new claim", r.out, r.err, r.elapsed)
 	}
+}
+
+// TestWaiterCutOffAsItReadsAgainAnswersProcessing cuts a waiter off (its
+// context ends, as a shutdown cancels the requests still running) just as
+// a release has woken it and it reads the claim again. The wait ended
+// without the outcome: it answers processing, as when it is cut off while
+// it sleeps, not the cancellation (a 503 where a waiter answers 409).
+func TestWaiterCutOffAsItReadsAgainAnswersProcessing(t *testing.T) {
+	t.Parallel()
+	b, _, hub := waitSetup(t, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The holder's claim, the waiter's first, then its read after the wake.
+	db := &cancelOnClaim{Pool: b.pool, cancel: cancel, nth: 3}
+	svc := idempotency.NewService(db, idempotency.Config{})
+	claim := hold(t, svc, b.org, "k", 30*time.Second)
+	res := make(chan waitResult, 1)
+	go func() {
+		out, err := svc.ClaimWait(ctx, hub, b.org, startScope, "k", hashA, 30*time.Second, 20*time.Second)
+		res <- waitResult{out: out, err: err}
+	}()
+	time.Sleep(200 * time.Millisecond) // let the waiter meet the live lease
+	if ok, err := svc.Release(context.Background(), claim); !ok || err != nil {
+		t.Fatalf("Release = %v, %v", ok, err)
+	}
+	r := <-res
+	if n := db.claims.Load(); n < 3 {
+		t.Fatalf("the waiter sent %d claims, want the holder's, its first and the one after the wake", n)
+	}
+	if r.err != nil || r.out.Kind != idempotency.KindProcessing || r.out.RetryAfter <= 0 {
+		t.Fatalf("ClaimWait cut off as it read again = %v (retry after %v), %v; want processing", r.out.Kind, r.out.RetryAfter, r.err)
+	}
+}
+
+// cancelOnClaim cancels a context just before the nth claim statement it
+// sees (counting from 1) runs, as a request cut off at that moment.
+type cancelOnClaim struct {
+	*pgxpool.Pool
+	cancel context.CancelFunc
+	nth    int32
+	claims atomic.Int32
+}
+
+func (c *cancelOnClaim) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if strings.HasPrefix(strings.TrimSpace(sql), "INSERT INTO agent.idempotency_keys") && c.claims.Add(1) == c.nth {
+		c.cancel()
+	}
+	return c.Pool.QueryRow(ctx, sql, args...)
 }
 
 func TestWaitersSurviveTheListenerConnectionDropping(t *testing.T) {
