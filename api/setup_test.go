@@ -443,11 +443,7 @@ func (b *bundle) start(id uuid.UUID, key string, body any) *response {
 // count returns the number of rows a query counts.
 func (b *bundle) count(query string, args ...any) int {
 	b.t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		b.t.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return pgtest.Count(b.t, b.pool, query, args...)
 }
 
 // wantCount fails t unless query counts want.

@@ -162,11 +162,7 @@ func (s *searchd) kill() {
 // count runs a count(*) query on the server's database.
 func (s *searchd) count(query string, args ...any) int {
 	s.t.Helper()
-	var n int
-	if err := s.db.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		s.t.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return pgtest.Count(s.t, s.db, query, args...)
 }
 
 // waitForBlockedInsert waits until a session of the server waits for a

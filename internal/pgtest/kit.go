@@ -2,8 +2,21 @@ package pgtest
 
 import (
 	"bytes"
+	"context"
 	"sync"
+	"testing"
 )
+
+// Count returns the number read by query (a SELECT count(*) ...) with
+// args on db; an error fails t at once, naming the query.
+func Count(t testing.TB, db Querier, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
 
 // SyncBuffer is a bytes.Buffer safe for concurrent use: a server or a
 // command writes to it (its log, its stdout) while the test reads it. The
