@@ -103,6 +103,13 @@ func (b bundle) start(key string) SavedSearchStart {
 	return SavedSearchStart{Org: b.org, SavedSearchID: b.search.ID, IdempotencyKey: key, Actor: "user-1"}
 }
 
+// claim claims p's key in the plane as another worker starting p would:
+// the start's scope, p's request hash, the default lease.
+func (b bundle) claim(ctx context.Context, p SavedSearchStart) (idempotency.Outcome, error) {
+	return b.plane.Claim(ctx, p.Org, idempotency.ScopeSavedSearchStart, p.IdempotencyKey,
+		SavedSearchRequestHash(p.SavedSearchID, p.Options), idempotency.SavedSearchStartLease)
+}
+
 // count returns the number of rows of table (one of the three below).
 func (b bundle) count(t *testing.T, table string) int {
 	t.Helper()
@@ -111,11 +118,7 @@ func (b bundle) count(t *testing.T, table string) int {
 		"runs":      `SELECT count(*) FROM agent.runs`,
 		"claims":    `SELECT count(*) FROM agent.idempotency_keys`,
 	}
-	var n int
-	if err := b.db.QueryRow(b.ctx, queries[table]).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return pgtest.Count(t, b.db, queries[table])
 }
 
 func (b bundle) wantCounts(t *testing.T, snapshots, runs int) {
@@ -263,8 +266,7 @@ func TestLivePreparationAnswersInProgressThenOneCallerReclaims(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	p := b.start("k")
-	hash := SavedSearchRequestHash(b.search.ID, p.Options)
-	held, err := b.plane.Claim(b.ctx, b.org, idempotency.ScopeSavedSearchStart, "k", hash, idempotency.SavedSearchStartLease)
+	held, err := b.claim(b.ctx, p)
 	if err != nil || held.Kind != idempotency.KindClaimed {
 		t.Fatalf("Claim = %v, %v", held.Kind, err)
 	}
@@ -315,7 +317,6 @@ func TestPreparationWithLostFenceWritesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	p := b.start("k")
-	hash := SavedSearchRequestHash(b.search.ID, p.Options)
 	var thief *idempotency.Claim
 	var once sync.Once
 	// The worker stalls inside its preparation past its lease, and another
@@ -325,7 +326,7 @@ func TestPreparationWithLostFenceWritesNothing(t *testing.T) {
 		once.Do(func() {
 			b.clock.Advance(idempotency.SavedSearchStartLease + time.Second)
 			var out idempotency.Outcome
-			out, err = b.plane.Claim(ctx, b.org, idempotency.ScopeSavedSearchStart, "k", hash, idempotency.SavedSearchStartLease)
+			out, err = b.claim(ctx, p)
 			if err == nil && out.Kind != idempotency.KindClaimed {
 				err = errors.New("the second worker did not reclaim: " + out.Kind.String())
 			}
@@ -358,7 +359,6 @@ func TestPreparationClaimsWithTheConfiguredLease(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	p := b.start("k")
-	hash := SavedSearchRequestHash(b.search.ID, p.Options)
 	const lease = 5 * time.Second
 	var retryAfter time.Duration
 	var reclaimed idempotency.Outcome
@@ -377,7 +377,7 @@ func TestPreparationClaimsWithTheConfiguredLease(t *testing.T) {
 			}
 			retryAfter = ife.RetryAfter
 			b.clock.Advance(lease + time.Second)
-			reclaimed, err = b.plane.Claim(ctx, b.org, idempotency.ScopeSavedSearchStart, "k", hash, idempotency.SavedSearchStartLease)
+			reclaimed, err = b.claim(ctx, p)
 		})
 		return err
 	}, nil)

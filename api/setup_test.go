@@ -54,7 +54,7 @@ type bundle struct {
 	// org is the caller's organization; token authenticates as it.
 	org   uuid.UUID
 	token string
-	logs  *syncBuffer
+	logs  *pgtest.SyncBuffer
 }
 
 // setupOpts tune setup; the zero value is a plain server on a fresh
@@ -134,7 +134,7 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	if pool == nil {
 		pool = pgtest.NewDB(t)
 	}
-	logs := &syncBuffer{}
+	logs := &pgtest.SyncBuffer{}
 	st := newStores(pool, opts.clock)
 	d := st.deps(t, providerjobs.Config{Observer: opts.observer})
 	d.Verifier = nil // made below, on the clock opts.deps may set
@@ -443,11 +443,7 @@ func (b *bundle) start(id uuid.UUID, key string, body any) *response {
 // count returns the number of rows a query counts.
 func (b *bundle) count(query string, args ...any) int {
 	b.t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		b.t.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return pgtest.Count(b.t, b.pool, query, args...)
 }
 
 // wantCount fails t unless query counts want.
@@ -456,24 +452,6 @@ func (b *bundle) wantCount(t testing.TB, want int, query string, args ...any) {
 	if n := b.count(query, args...); n != want {
 		t.Errorf("%s = %d, want %d", query, n, want)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's concurrent logging.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
 
 func mustJSON(t *testing.T, v any) []byte {

@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -76,7 +75,7 @@ type searchd struct {
 	db    *pgxpool.Pool
 	org   uuid.UUID
 	token string
-	log   syncBuffer // every incarnation's stderr
+	log   pgtest.SyncBuffer // every incarnation's stderr
 	// env is added to the process's environment.
 	env []string
 
@@ -163,11 +162,7 @@ func (s *searchd) kill() {
 // count runs a count(*) query on the server's database.
 func (s *searchd) count(query string, args ...any) int {
 	s.t.Helper()
-	var n int
-	if err := s.db.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		s.t.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return pgtest.Count(s.t, s.db, query, args...)
 }
 
 // waitForBlockedInsert waits until a session of the server waits for a
@@ -185,24 +180,6 @@ func (s *searchd) waitForBlockedInsert(table string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // recorder is an http.RoundTripper that notes how every attempt ended: the

@@ -167,11 +167,7 @@ func (b *bundle) runsOf(t *testing.T, id uuid.UUID, due time.Time) int {
 
 func (b *bundle) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := b.db.QueryRow(b.ctx, query, args...).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return pgtest.Count(t, b.db, query, args...)
 }
 
 // dues lists the due times of saved search id's occurrences, earliest

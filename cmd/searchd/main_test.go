@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"maps"
@@ -29,13 +28,13 @@ const goodSecret = "0123456789abcdef0123456789abcdef-test"
 // harness runs the command in process with its own environment.
 type harness struct {
 	app    *app
-	stdout *syncBuffer
-	stderr *syncBuffer
+	stdout *pgtest.SyncBuffer
+	stderr *pgtest.SyncBuffer
 	addrs  chan string
 }
 
 func newHarness(env map[string]string) *harness {
-	h := &harness{stdout: &syncBuffer{}, stderr: &syncBuffer{}, addrs: make(chan string, 1)}
+	h := &harness{stdout: &pgtest.SyncBuffer{}, stderr: &pgtest.SyncBuffer{}, addrs: make(chan string, 1)}
 	h.app = &app{
 		stdout: h.stdout,
 		stderr: h.stderr,
@@ -251,24 +250,9 @@ func TestTokenPrintsAVerifiableToken(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a command writing while a test
-// reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
+// syncBuffer is the package's name for [pgtest.SyncBuffer] (sweep_test.go
+// logs into one).
+type syncBuffer = pgtest.SyncBuffer
 
 // serverFlags registers the flags of serve's settings on fs, and its
 // --help.

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Querier is what [LockWaits] reads with: a pool, a connection or a
+// Querier is what [LockWaits] and [Count] read with: a pool, a connection or a
 // transaction.
 type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
