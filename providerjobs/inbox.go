@@ -14,6 +14,7 @@ import (
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
@@ -68,6 +69,9 @@ type InboxEntry struct {
 	// reason. The [Audit]'s lists fill it; elsewhere it is zero.
 	Copies Copies
 }
+
+// entryValue reads a row of inboxColumns, for pgx.CollectRows.
+var entryValue = keyset.Value(func(r pgx.Row) (*InboxEntry, error) { return scanEntry(r) })
 
 // scanEntry scans the inboxColumns of row, then into extra the columns
 // that follow them.
@@ -530,13 +534,7 @@ func (s *Service) FindArrivals(ctx context.Context, provider, deliveryID string)
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: find arrivals: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (InboxEntry, error) {
-		e, err := scanEntry(r)
-		if err != nil {
-			return InboxEntry{}, err
-		}
-		return *e, nil
-	})
+	out, err := pgx.CollectRows(rows, entryValue)
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: find arrivals: %w", err)
 	}
@@ -587,13 +585,7 @@ func (s *Service) ListArrivals(ctx context.Context, p ListArrivalsParams) (_ []I
 		return nil, err
 	}
 	rows, _ := s.db.Query(ctx, inboxList, sqlarg.Null(p.Provider), sqlarg.Null(string(p.Status)), p.Limit)
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (InboxEntry, error) {
-		e, err := scanEntry(r)
-		if err != nil {
-			return InboxEntry{}, err
-		}
-		return *e, nil
-	})
+	out, err := pgx.CollectRows(rows, entryValue)
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: list the inbox: %w", err)
 	}

@@ -89,21 +89,19 @@ type AuditListParams struct {
 // wrapping [ErrInvalid] for a name filter over MaxNameLen.
 func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (_ []AuditSummary, _ string, err error) {
 	defer dberr.Annotate(&err)
-	pos, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
 	if utf8.RuneCountInString(p.Name) > MaxNameLen || !utf8.ValidString(p.Name) {
 		return nil, "", fmt.Errorf("%w: name filter: at most %d characters of UTF-8", ErrInvalid, MaxNameLen)
 	}
-	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
-	createdAt, id := keyset.Args(pos)
 	var pattern any
 	if p.Name != "" {
 		pattern = "%" + likeEscaper.Replace(p.Name) + "%"
 	}
-	rows, _ := s.db.Query(ctx, savedSearchAuditList, org, createdAt, id, limit+1, p.IncludeArchived, pattern)
-	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[AuditSummary], AuditSummary.position)
+	rows, _ := s.db.Query(ctx, savedSearchAuditList, org, q.At, q.ID, q.Limit+1, p.IncludeArchived, pattern)
+	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[AuditSummary], AuditSummary.position)
 	if err != nil {
 		return nil, "", fmt.Errorf("savedsearch: list all: %w", err)
 	}

@@ -402,11 +402,10 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Snapshot, err er
 // cursor it did not write, and an empty page when there are no snapshots.
 func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID, p ListParams) (_ []ListItem, _ string, err error) {
 	defer dberr.Annotate(&err)
-	pos, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
 	var known bool
 	if err := s.db.QueryRow(ctx, savedSearchKnown, org, savedSearchID).Scan(&known); err != nil {
 		return nil, "", fmt.Errorf("snapshot: list: %w", err)
@@ -414,10 +413,9 @@ func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.U
 	if !known {
 		return nil, "", ErrSavedSearchNotFound
 	}
-	createdAt, id := keyset.Args(pos)
 	// One row more than the page says whether a next page exists.
-	rows, _ := s.db.Query(ctx, snapshotListBySavedSearch, org, savedSearchID, createdAt, id, limit+1)
-	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[ListItem], func(it ListItem) keyset.Position {
+	rows, _ := s.db.Query(ctx, snapshotListBySavedSearch, org, savedSearchID, q.At, q.ID, q.Limit+1)
+	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[ListItem], func(it ListItem) keyset.Position {
 		return keyset.Position{CreatedAt: it.CreatedAt, ID: it.ID}
 	})
 	if err != nil {
