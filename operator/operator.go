@@ -119,11 +119,8 @@ func (s *Store) nowArg() any { return s.clock.Arg() }
 func (s *Store) Claim(ctx context.Context, id uuid.UUID) (_ *idempotency.Record, err error) {
 	defer dberr.Annotate(&err)
 	rec, err := scanRecord(s.db.QueryRow(ctx, claimGetByID, id, s.nowArg()))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("operator: claim: %w", err)
+		return nil, sqlarg.RowError(err, ErrNotFound, "operator: claim")
 	}
 	return rec, nil
 }

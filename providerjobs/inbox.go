@@ -516,11 +516,8 @@ func (s *Service) backoff(attempts int) time.Duration {
 func (s *Service) GetArrival(ctx context.Context, org uuid.UUID, provider, deliveryID string) (_ *InboxEntry, err error) {
 	defer dberr.Annotate(&err)
 	e, err := scanEntry(s.db.QueryRow(ctx, inboxGet, org, provider, deliveryID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("providerjobs: read the inbox: %w", err)
+		return nil, sqlarg.RowError(err, ErrNotFound, "providerjobs: read the inbox")
 	}
 	return e, nil
 }

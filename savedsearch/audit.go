@@ -3,7 +3,6 @@ package savedsearch
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // The audit reads of saved searches: the console's, which see archived
@@ -120,11 +120,8 @@ func (s *Store) GetEntry(ctx context.Context, org, id uuid.UUID) (_ *Entry, err 
 	err = s.db.QueryRow(ctx, savedSearchAuditGet, org, id, AuditBriefBytes).Scan(&e.ID, &e.OrganizationID, &e.Name,
 		&raw, &e.BriefBytes, &e.Version, &e.CreatedAt, &e.UpdatedAt, &e.BaselineItems, &e.BaselineCursor,
 		&e.CreatedBy, &e.ArchivedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("savedsearch: get any: %w", err)
+		return nil, sqlarg.RowError(err, ErrNotFound, "savedsearch: get any")
 	}
 	if err := json.Unmarshal(raw, &e.Brief); err != nil {
 		return nil, fmt.Errorf("savedsearch: get any: decode brief: %w", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/jsonenc"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/sqlarg"
 	"github.com/searchd/searchd/savedsearch"
 )
 
@@ -311,11 +312,8 @@ func (r *Read) scan(row pgx.Row) error {
 	r.done = true
 	err := row.Scan(&r.snap.SavedSearchName, &r.brief, &r.snap.SavedSearchVersion,
 		&r.snap.Baseline.Items, &r.snap.Baseline.Cursor, &r.snap.CreatedAt)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		r.err = ErrNotFound
-	case err != nil:
-		r.err = fmt.Errorf("snapshot: freeze: read saved search: %w", err)
+	if err != nil {
+		r.err = sqlarg.RowError(err, ErrNotFound, "snapshot: freeze: read saved search")
 	}
 	return r.err
 }
@@ -385,11 +383,8 @@ func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
 func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Snapshot, err error) {
 	defer dberr.Annotate(&err)
 	snap, err := scanSnapshot(s.db.QueryRow(ctx, snapshotGet, org, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: get: %w", err)
+		return nil, sqlarg.RowError(err, ErrNotFound, "snapshot: get")
 	}
 	return snap, nil
 }
