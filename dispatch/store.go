@@ -126,11 +126,8 @@ func (s *Store) Message(ctx context.Context, org, runID uuid.UUID) (_ []byte, er
 		&run.ID, &run.OrganizationID, &run.Kind, &name, &savedSearch, &snapID, &options, &input,
 		&createdBy, &run.CreatedAt, &startKey,
 		&snapVersion, &brief, &baseline, &snapHash, &snapActor, &snapCreated)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("dispatch: reading the message: %w", err)
+		return nil, sqlarg.RowError(err, ErrNotFound, "dispatch: reading the message")
 	}
 	run.Name, run.SavedSearchID, run.SnapshotID, run.CreatedBy = name, savedSearch, snapID, createdBy
 	run.Options, run.Input = nullRaw(options), nullRaw(input)
@@ -283,11 +280,8 @@ func scanDispatch(row pgx.Row) (*Dispatch, error) {
 func (s *Store) Get(ctx context.Context, org, runID uuid.UUID) (_ *Dispatch, err error) {
 	defer dberr.Annotate(&err)
 	d, err := scanDispatch(s.db.QueryRow(ctx, dispatchGet, org, runID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("dispatch: get: %w", err)
+		return nil, sqlarg.RowError(err, ErrNotFound, "dispatch: get")
 	}
 	return d, nil
 }

@@ -119,11 +119,8 @@ func (s *Store) nowArg() any { return s.clock.Arg() }
 func (s *Store) Claim(ctx context.Context, id uuid.UUID) (_ *idempotency.Record, err error) {
 	defer dberr.Annotate(&err)
 	rec, err := scanRecord(s.db.QueryRow(ctx, claimGetByID, id, s.nowArg()))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("operator: claim: %w", err)
+		return nil, sqlarg.RowError(err, ErrNotFound, "operator: claim")
 	}
 	return rec, nil
 }
@@ -353,8 +350,6 @@ type PageParams struct {
 	Cursor string
 }
 
-func (p PageParams) limit() int { return keyset.Limit(p.Limit, DefaultPageSize, MaxPageSize) }
-
 // InFlight returns a page of processing claims with a live lease, the
 // soonest to pass first, and the next cursor ("" after the last page).
 // Each record's ObservedAt is the database clock, so the time left is
@@ -374,27 +369,19 @@ func (s *Store) Stuck(ctx context.Context, f ClaimFilter, p PageParams) (_ []ide
 }
 
 func (s *Store) processing(ctx context.Context, live bool, f ClaimFilter, p PageParams) ([]idempotency.Record, string, error) {
-	pos, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, DefaultPageSize, MaxPageSize)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
 	if f.Key != "" {
-		return s.processingByKey(ctx, live, f, pos)
+		return s.processingByKey(ctx, live, f, q.At != nil)
 	}
-	at, id := keyset.Args(pos)
-	limit := p.limit()
 	query := claimStuckPage
 	if live {
 		query = claimInFlightPage
 	}
-	rows, _ := s.db.Query(ctx, query, s.nowArg(), at, id, limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Scope))
-	list, next, err := keyset.Collect(rows, limit, func(r pgx.CollectableRow) (idempotency.Record, error) {
-		rec, err := scanRecord(r)
-		if err != nil {
-			return idempotency.Record{}, err
-		}
-		return *rec, nil
-	}, func(r idempotency.Record) keyset.Position {
+	rows, _ := s.db.Query(ctx, query, s.nowArg(), q.At, q.ID, q.Limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Scope))
+	list, next, err := keyset.Collect(rows, q.Limit, keyset.Value(scanRecord), func(r idempotency.Record) keyset.Position {
 		return keyset.Position{CreatedAt: r.LeaseExpiresAt, ID: r.ID}
 	})
 	if err != nil {
@@ -404,12 +391,13 @@ func (s *Store) processing(ctx context.Context, live bool, f ClaimFilter, p Page
 }
 
 // processingByKey is the one-claim page of a key: the claim when it is
-// processing with a lease live (live) or passed (not live), else none.
-func (s *Store) processingByKey(ctx context.Context, live bool, f ClaimFilter, pos *keyset.Position) ([]idempotency.Record, string, error) {
+// processing with a lease live (live) or passed (not live), else none;
+// the page after it (after) is empty.
+func (s *Store) processingByKey(ctx context.Context, live bool, f ClaimFilter, after bool) ([]idempotency.Record, string, error) {
 	if f.OrganizationID == uuid.Nil || f.Scope == "" {
 		return nil, "", fmt.Errorf("%w: a key names a claim within an organization and a scope: give both", ErrInvalid)
 	}
-	if pos != nil {
+	if after {
 		return nil, "", nil // a key's page has one claim at most: nothing after it
 	}
 	rec, err := scanRecord(s.db.QueryRow(ctx, claimByKey, f.OrganizationID, f.Scope, f.Key, s.nowArg()))
@@ -448,14 +436,12 @@ type ReleaseFilter struct {
 // cursor. It returns [ErrInvalidCursor] for a cursor it did not write.
 func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) (_ []Release, _ string, err error) {
 	defer dberr.Annotate(&err)
-	pos, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, DefaultPageSize, MaxPageSize)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	at, id := keyset.Args(pos)
-	limit := p.limit()
-	rows, _ := s.db.Query(ctx, releasePage, at, id, limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Actor), sqlarg.Null(f.ClaimID))
-	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[Release], func(r Release) keyset.Position {
+	rows, _ := s.db.Query(ctx, releasePage, q.At, q.ID, q.Limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Actor), sqlarg.Null(f.ClaimID))
+	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[Release], func(r Release) keyset.Position {
 		return keyset.Position{CreatedAt: r.ReleasedAt, ID: r.ID}
 	})
 	if err != nil {

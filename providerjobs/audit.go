@@ -52,21 +52,14 @@ type JobListParams struct {
 // cursor it did not write.
 func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []Job, _ string, err error) {
 	defer dberr.Annotate(&err)
-	pos, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, 50, 200)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit := pageLimit(p.Limit)
-	at, id := keyset.Args(pos)
-	rows, _ := a.db.Query(ctx, jobAuditList, org, at, id, limit+1,
+	rows, _ := a.db.Query(ctx, jobAuditList, org, q.At, q.ID, q.Limit+1,
 		sqlarg.Null(p.RunID), sqlarg.Null(p.Provider), sqlarg.Null(string(p.Status)))
-	list, next, err := keyset.Collect(rows, limit, func(r pgx.CollectableRow) (Job, error) {
-		j, err := scanJob(r)
-		if err != nil {
-			return Job{}, err
-		}
-		return *j, nil
-	}, func(j Job) keyset.Position { return keyset.Position{CreatedAt: j.CreatedAt, ID: j.ID} })
+	list, next, err := keyset.Collect(rows, q.Limit, keyset.Value(func(r pgx.Row) (*Job, error) { return scanJob(r) }),
+		func(j Job) keyset.Position { return keyset.Position{CreatedAt: j.CreatedAt, ID: j.ID} })
 	if err != nil {
 		return nil, "", fmt.Errorf("providerjobs: list: %w", err)
 	}
@@ -140,14 +133,12 @@ func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) (_ []AppliedD
 // [ErrInvalidCursor] for a cursor it did not write.
 func (a *Audit) Drops(ctx context.Context, org, jobID uuid.UUID, limit int, cursor string) (_ []Drop, _ string, err error) {
 	defer dberr.Annotate(&err)
-	pos, err := keyset.Decode(cursor)
+	q, err := keyset.Read(cursor, limit, 50, 200)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit = pageLimit(limit)
-	at, id := keyset.Args(pos)
-	rows, _ := a.db.Query(ctx, dropAuditList, org, jobID, at, id, limit+1)
-	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[Drop], func(d Drop) keyset.Position {
+	rows, _ := a.db.Query(ctx, dropAuditList, org, jobID, q.At, q.ID, q.Limit+1)
+	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[Drop], func(d Drop) keyset.Position {
 		return keyset.Position{CreatedAt: d.ReceivedAt, ID: d.ID}
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
@@ -68,6 +69,9 @@ type InboxEntry struct {
 	// reason. The [Audit]'s lists fill it; elsewhere it is zero.
 	Copies Copies
 }
+
+// entryValue reads a row of inboxColumns, for pgx.CollectRows.
+var entryValue = keyset.Value(func(r pgx.Row) (*InboxEntry, error) { return scanEntry(r) })
 
 // scanEntry scans the inboxColumns of row, then into extra the columns
 // that follow them.
@@ -512,11 +516,8 @@ func (s *Service) backoff(attempts int) time.Duration {
 func (s *Service) GetArrival(ctx context.Context, org uuid.UUID, provider, deliveryID string) (_ *InboxEntry, err error) {
 	defer dberr.Annotate(&err)
 	e, err := scanEntry(s.db.QueryRow(ctx, inboxGet, org, provider, deliveryID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("providerjobs: read the inbox: %w", err)
+		return nil, sqlarg.RowError(err, ErrNotFound, "providerjobs: read the inbox")
 	}
 	return e, nil
 }
@@ -530,13 +531,7 @@ func (s *Service) FindArrivals(ctx context.Context, provider, deliveryID string)
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: find arrivals: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (InboxEntry, error) {
-		e, err := scanEntry(r)
-		if err != nil {
-			return InboxEntry{}, err
-		}
-		return *e, nil
-	})
+	out, err := pgx.CollectRows(rows, entryValue)
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: find arrivals: %w", err)
 	}
@@ -587,13 +582,7 @@ func (s *Service) ListArrivals(ctx context.Context, p ListArrivalsParams) (_ []I
 		return nil, err
 	}
 	rows, _ := s.db.Query(ctx, inboxList, sqlarg.Null(p.Provider), sqlarg.Null(string(p.Status)), p.Limit)
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (InboxEntry, error) {
-		e, err := scanEntry(r)
-		if err != nil {
-			return InboxEntry{}, err
-		}
-		return *e, nil
-	})
+	out, err := pgx.CollectRows(rows, entryValue)
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: list the inbox: %w", err)
 	}

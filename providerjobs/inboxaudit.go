@@ -65,14 +65,12 @@ func (a *Audit) InboxArrivals(ctx context.Context, p InboxListParams) (_ []Inbox
 }
 
 func (a *Audit) inboxPage(ctx context.Context, query string, p InboxListParams, pos func(InboxEntry) keyset.Position, status InboxStatus) ([]InboxEntry, string, error) {
-	at, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, 50, 200)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	t, id := keyset.Args(at)
-	limit := pageLimit(p.Limit)
-	rows, _ := a.db.Query(ctx, query, t, id, limit+1, sqlarg.Null(p.Provider), sqlarg.Null(string(status)))
-	list, next, err := keyset.Collect(rows, limit, func(r pgx.CollectableRow) (InboxEntry, error) {
+	rows, _ := a.db.Query(ctx, query, q.At, q.ID, q.Limit+1, sqlarg.Null(p.Provider), sqlarg.Null(string(status)))
+	list, next, err := keyset.Collect(rows, q.Limit, func(r pgx.CollectableRow) (InboxEntry, error) {
 		var c Copies
 		e, err := scanEntry(r, &c.Duplicates, &c.HashMismatches, &c.PathMismatches, &c.LastAt)
 		if err != nil {

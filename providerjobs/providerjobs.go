@@ -19,6 +19,7 @@ import (
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/sqlarg"
 	"github.com/searchd/searchd/runs"
 )
 
@@ -350,11 +351,8 @@ func (s *Service) insertJob(ctx context.Context, tx pgx.Tx, org uuid.UUID, p Reg
 func (s *Service) Get(ctx context.Context, org, id uuid.UUID) (_ *Job, err error) {
 	defer dberr.Annotate(&err)
 	job, err := scanJob(s.db.QueryRow(ctx, jobGet, org, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("providerjobs: get: %w", err)
+		return nil, sqlarg.RowError(err, ErrNotFound, "providerjobs: get")
 	}
 	return job, nil
 }

@@ -559,19 +559,17 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Run, err error) 
 // not write.
 func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []ListItem, _ string, err error) {
 	defer dberr.Annotate(&err)
-	pos, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
-	createdAt, id := keyset.Args(pos)
 	// One row more than the page says whether a next page exists.
-	query, args := runList, []any{org, createdAt, id, limit + 1}
+	query, args := runList, []any{org, q.At, q.ID, q.Limit + 1}
 	if p.SavedSearchID != nil {
 		query, args = runListBySavedSearch, append(args, *p.SavedSearchID)
 	}
 	rows, _ := s.db.Query(ctx, query, args...)
-	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[ListItem], ListItem.position)
+	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[ListItem], ListItem.position)
 	if err != nil {
 		return nil, "", fmt.Errorf("runs: list: %w", err)
 	}

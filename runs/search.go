@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
@@ -41,26 +40,18 @@ type SearchParams struct {
 // not write.
 func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) (_ []Run, _ string, err error) {
 	defer dberr.Annotate(&err)
-	pos, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
-	at, id := keyset.Args(pos)
 	var keys any
 	if p.Key != "" {
 		keys = []string{SavedSearchStartKey(p.Key), DirectStartKey(p.Key)}
 	}
-	rows, _ := s.db.Query(ctx, runSearch, org, at, id, limit+1,
+	rows, _ := s.db.Query(ctx, runSearch, org, q.At, q.ID, q.Limit+1,
 		sqlarg.Null(p.SavedSearchID), sqlarg.Null(p.SnapshotID), sqlarg.Null(p.Actor), keys,
 		sqlarg.Null(p.Status), sqlarg.Null(p.From), sqlarg.Null(p.To))
-	list, next, err := keyset.Collect(rows, limit, func(r pgx.CollectableRow) (Run, error) {
-		run, err := scanRun(r)
-		if err != nil {
-			return Run{}, err
-		}
-		return *run, nil
-	}, Run.position)
+	list, next, err := keyset.Collect(rows, q.Limit, keyset.Value(scanRun), Run.position)
 	if err != nil {
 		return nil, "", fmt.Errorf("runs: search: %w", err)
 	}

@@ -3,7 +3,6 @@ package savedsearch
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // The audit reads of saved searches: the console's, which see archived
@@ -89,21 +89,19 @@ type AuditListParams struct {
 // wrapping [ErrInvalid] for a name filter over MaxNameLen.
 func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (_ []AuditSummary, _ string, err error) {
 	defer dberr.Annotate(&err)
-	pos, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
 	if utf8.RuneCountInString(p.Name) > MaxNameLen || !utf8.ValidString(p.Name) {
 		return nil, "", fmt.Errorf("%w: name filter: at most %d characters of UTF-8", ErrInvalid, MaxNameLen)
 	}
-	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
-	createdAt, id := keyset.Args(pos)
 	var pattern any
 	if p.Name != "" {
 		pattern = "%" + likeEscaper.Replace(p.Name) + "%"
 	}
-	rows, _ := s.db.Query(ctx, savedSearchAuditList, org, createdAt, id, limit+1, p.IncludeArchived, pattern)
-	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[AuditSummary], AuditSummary.position)
+	rows, _ := s.db.Query(ctx, savedSearchAuditList, org, q.At, q.ID, q.Limit+1, p.IncludeArchived, pattern)
+	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[AuditSummary], AuditSummary.position)
 	if err != nil {
 		return nil, "", fmt.Errorf("savedsearch: list all: %w", err)
 	}
@@ -122,11 +120,8 @@ func (s *Store) GetEntry(ctx context.Context, org, id uuid.UUID) (_ *Entry, err 
 	err = s.db.QueryRow(ctx, savedSearchAuditGet, org, id, AuditBriefBytes).Scan(&e.ID, &e.OrganizationID, &e.Name,
 		&raw, &e.BriefBytes, &e.Version, &e.CreatedAt, &e.UpdatedAt, &e.BaselineItems, &e.BaselineCursor,
 		&e.CreatedBy, &e.ArchivedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("savedsearch: get any: %w", err)
+		return nil, sqlarg.RowError(err, ErrNotFound, "savedsearch: get any")
 	}
 	if err := json.Unmarshal(raw, &e.Brief); err != nil {
 		return nil, fmt.Errorf("savedsearch: get any: decode brief: %w", err)

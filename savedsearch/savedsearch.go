@@ -292,19 +292,17 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *SavedSearch, err
 // It returns [ErrInvalidCursor] for a cursor it did not write.
 func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summary, _ string, err error) {
 	defer dberr.Annotate(&err)
-	pos, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
-	createdAt, id := keyset.Args(pos)
 	query := savedSearchList
 	if p.Archived {
 		query = savedSearchListArchived
 	}
 	// One row more than the page says whether a next page exists.
-	rows, _ := s.db.Query(ctx, query, org, createdAt, id, limit+1)
-	list, next, err := keyset.Collect(rows, limit, func(r pgx.CollectableRow) (Summary, error) {
+	rows, _ := s.db.Query(ctx, query, org, q.At, q.ID, q.Limit+1)
+	list, next, err := keyset.Collect(rows, q.Limit, func(r pgx.CollectableRow) (Summary, error) {
 		var it Summary
 		var query *string
 		err := r.Scan(&it.ID, &it.OrganizationID, &it.Name, &query, &it.Version,

@@ -109,11 +109,10 @@ type ListParams struct {
 // such saved search and [ErrInvalidCursor] for a cursor it did not write.
 func (s *Store) Occurrences(ctx context.Context, org, id uuid.UUID, p ListParams) (_ []Occurrence, _ string, err error) {
 	defer dberr.Annotate(&err)
-	pos, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
 	var known bool
 	if err := s.db.QueryRow(ctx, savedSearchKnown, org, id).Scan(&known); err != nil {
 		return nil, "", fmt.Errorf("schedule: occurrences: %w", err)
@@ -124,12 +123,8 @@ func (s *Store) Occurrences(ctx context.Context, org, id uuid.UUID, p ListParams
 	// The due time alone orders one saved search's occurrences (it is
 	// their key), so the cursor's position holds it and the id rides
 	// along unread.
-	var before any
-	if pos != nil {
-		before = pos.CreatedAt
-	}
-	rows, _ := s.db.Query(ctx, occurrenceList, org, id, before, limit+1)
-	list, next, err := keyset.Collect(rows, limit, func(r pgx.CollectableRow) (Occurrence, error) { return scanOccurrence(r) },
+	rows, _ := s.db.Query(ctx, occurrenceList, org, id, q.At, q.Limit+1)
+	list, next, err := keyset.Collect(rows, q.Limit, func(r pgx.CollectableRow) (Occurrence, error) { return scanOccurrence(r) },
 		func(o Occurrence) keyset.Position { return keyset.Position{CreatedAt: o.DueAt, ID: o.ID} })
 	if err != nil {
 		return nil, "", fmt.Errorf("schedule: occurrences: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/sqlarg"
 )
 
 // The errors of this package carry the kinds of package errs, as its
@@ -255,11 +256,8 @@ func (s *Store) Clock() *dbclock.Clock { return s.clock }
 func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Schedule, err error) {
 	defer dberr.Annotate(&err)
 	sc, err := scanSchedule(s.db.QueryRow(ctx, scheduleGet, org, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("schedule: get: %w", err)
+		return nil, sqlarg.RowError(err, ErrNotFound, "schedule: get")
 	}
 	return sc, nil
 }
@@ -394,11 +392,8 @@ func (s *Store) Remove(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 	defer dberr.Annotate(&err)
 	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
-		}
 		if err != nil {
-			return fmt.Errorf("schedule: remove: %w", err)
+			return sqlarg.RowError(err, ErrNotFound, "schedule: remove")
 		}
 		if ifMatch != nil && !ifMatch(cur.Version) {
 			return &VersionMismatchError{Current: cur.Version}
@@ -439,11 +434,8 @@ func (s *Store) change(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 	var out *Schedule
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
-		}
 		if err != nil {
-			return fmt.Errorf("schedule: lock: %w", err)
+			return sqlarg.RowError(err, ErrNotFound, "schedule: lock")
 		}
 		// Read under the lock: no plan of this schedule can write an
 		// occurrence between the read and the change.

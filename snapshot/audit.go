@@ -3,7 +3,6 @@ package snapshot
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/sqlarg"
 	"github.com/searchd/searchd/savedsearch"
 )
 
@@ -61,11 +61,8 @@ func (s *Store) Header(ctx context.Context, org, id uuid.UUID) (_ *Header, err e
 	err = s.db.QueryRow(ctx, snapshotAuditHeader, org, id, savedsearch.AuditBriefBytes).Scan(&h.ID, &h.OrganizationID,
 		&h.SavedSearchID, &h.SavedSearchVersion, &h.SavedSearchName, &raw, &h.BriefBytes, &h.BaselineItems,
 		&h.BaselineCursor, &h.ContentHash, &h.CreatedBy, &h.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: header: %w", err)
+		return nil, sqlarg.RowError(err, ErrNotFound, "snapshot: header")
 	}
 	if err := json.Unmarshal(raw, &h.Brief); err != nil {
 		return nil, fmt.Errorf("snapshot: header: decode brief: %w", err)

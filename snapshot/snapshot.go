@@ -20,6 +20,7 @@ import (
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/jsonenc"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/sqlarg"
 	"github.com/searchd/searchd/savedsearch"
 )
 
@@ -311,11 +312,8 @@ func (r *Read) scan(row pgx.Row) error {
 	r.done = true
 	err := row.Scan(&r.snap.SavedSearchName, &r.brief, &r.snap.SavedSearchVersion,
 		&r.snap.Baseline.Items, &r.snap.Baseline.Cursor, &r.snap.CreatedAt)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		r.err = ErrNotFound
-	case err != nil:
-		r.err = fmt.Errorf("snapshot: freeze: read saved search: %w", err)
+	if err != nil {
+		r.err = sqlarg.RowError(err, ErrNotFound, "snapshot: freeze: read saved search")
 	}
 	return r.err
 }
@@ -385,11 +383,8 @@ func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
 func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Snapshot, err error) {
 	defer dberr.Annotate(&err)
 	snap, err := scanSnapshot(s.db.QueryRow(ctx, snapshotGet, org, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: get: %w", err)
+		return nil, sqlarg.RowError(err, ErrNotFound, "snapshot: get")
 	}
 	return snap, nil
 }
@@ -402,11 +397,10 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Snapshot, err er
 // cursor it did not write, and an empty page when there are no snapshots.
 func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID, p ListParams) (_ []ListItem, _ string, err error) {
 	defer dberr.Annotate(&err)
-	pos, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit := keyset.Limit(p.Limit, DefaultListLimit, MaxListLimit)
 	var known bool
 	if err := s.db.QueryRow(ctx, savedSearchKnown, org, savedSearchID).Scan(&known); err != nil {
 		return nil, "", fmt.Errorf("snapshot: list: %w", err)
@@ -414,10 +408,9 @@ func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.U
 	if !known {
 		return nil, "", ErrSavedSearchNotFound
 	}
-	createdAt, id := keyset.Args(pos)
 	// One row more than the page says whether a next page exists.
-	rows, _ := s.db.Query(ctx, snapshotListBySavedSearch, org, savedSearchID, createdAt, id, limit+1)
-	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[ListItem], func(it ListItem) keyset.Position {
+	rows, _ := s.db.Query(ctx, snapshotListBySavedSearch, org, savedSearchID, q.At, q.ID, q.Limit+1)
+	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[ListItem], func(it ListItem) keyset.Position {
 		return keyset.Position{CreatedAt: it.CreatedAt, ID: it.ID}
 	})
 	if err != nil {

@@ -53,7 +53,7 @@ type TimelineParams struct {
 // [ErrInvalidCursor] for a cursor it did not write.
 func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p TimelineParams) (_ []TimelineEntry, _ string, err error) {
 	defer dberr.Annotate(&err)
-	pos, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, 50, 200)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
@@ -64,11 +64,9 @@ func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p Ti
 	if !known {
 		return nil, "", ErrNotFound
 	}
-	limit := keyset.Limit(p.Limit, 50, 200)
-	at, id := keyset.Args(pos)
-	rows, _ := s.db.Query(ctx, snapshotTimeline, org, savedSearchID, at, id, limit+1,
+	rows, _ := s.db.Query(ctx, snapshotTimeline, org, savedSearchID, q.At, q.ID, q.Limit+1,
 		sqlarg.Null(p.Actor), sqlarg.Null(p.From), sqlarg.Null(p.To))
-	list, next, err := keyset.Collect(rows, limit, pgx.RowToStructByPos[TimelineEntry], func(e TimelineEntry) keyset.Position {
+	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[TimelineEntry], func(e TimelineEntry) keyset.Position {
 		return keyset.Position{CreatedAt: e.CreatedAt, ID: e.ID}
 	})
 	if err != nil {

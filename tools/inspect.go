@@ -79,8 +79,6 @@ type InspectParams struct {
 	Cursor string
 }
 
-func (p InspectParams) limit() int { return keyset.Limit(p.Limit, 50, 200) }
-
 // Uncertain returns a page of the uncertain calls awaiting a person, the
 // oldest first, and the next cursor ("" after the last page). It returns
 // [ErrInvalidCursor] for a cursor it did not write.
@@ -129,14 +127,12 @@ func (in *Inspector) Resolutions(ctx context.Context, p InspectParams) ([]PastRe
 // [ErrInvalidCursor] for a cursor this package did not write.
 func readPage[T any](ctx context.Context, db InspectDB, what, query string, lead []any, p InspectParams,
 	scan pgx.RowToFunc[T], pos func(T) keyset.Position) ([]T, string, error) {
-	cur, err := keyset.Decode(p.Cursor)
+	q, err := keyset.Read(p.Cursor, p.Limit, 50, 200)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	at, id := keyset.Args(cur)
-	limit := p.limit()
-	rows, _ := db.Query(ctx, query, append(lead, at, id, limit+1, sqlarg.Null(p.OrganizationID), sqlarg.Null(p.Scope))...)
-	list, next, err := keyset.Collect(rows, limit, scan, pos)
+	rows, _ := db.Query(ctx, query, append(lead, q.At, q.ID, q.Limit+1, sqlarg.Null(p.OrganizationID), sqlarg.Null(p.Scope))...)
+	list, next, err := keyset.Collect(rows, q.Limit, scan, pos)
 	if err != nil {
 		return nil, "", fmt.Errorf("tools: %s: %w", what, err)
 	}

@@ -24,3 +24,38 @@ func Collect[T any](rows pgx.Rows, limit int, scan pgx.RowToFunc[T], pos func(T)
 	list, next := Page(list, limit, func(i int) Position { return pos(list[i]) })
 	return list, next, nil
 }
+
+// Request is a list's cursor and limit, read: the query arguments of the
+// position the cursor names and the page size.
+type Request struct {
+	// At and ID are the (created_at, id) arguments of the page after the
+	// cursor, as [Args] gives them: NULLs for the first page.
+	At, ID any
+	// Limit is the page size, as [Limit] bounds it; the query asks for one
+	// row more, which says whether a next page exists.
+	Limit int
+}
+
+// Read reads a list's cursor, with [Decode], and its limit, with [Limit]
+// (def and most). Its error is [ErrInvalid], for a cursor Decode refuses.
+func Read(cursor string, limit, def, most int) (Request, error) {
+	pos, err := Decode(cursor)
+	if err != nil {
+		return Request{}, err
+	}
+	at, id := Args(pos)
+	return Request{At: at, ID: id, Limit: Limit(limit, def, most)}, nil
+}
+
+// Value turns scan, a store's reading of a row into a new *T, into the
+// row function [Collect] and pgx.CollectRows take, which yields the T.
+func Value[T any](scan func(pgx.Row) (*T, error)) pgx.RowToFunc[T] {
+	return func(r pgx.CollectableRow) (T, error) {
+		v, err := scan(r)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return *v, nil
+	}
+}

@@ -164,3 +164,27 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestReadGivesTheCursorsArgumentsAndTheBoundedLimit(t *testing.T) {
+	t.Parallel()
+	pos := Position{CreatedAt: time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC), ID: uuid.New()}
+	for _, c := range []struct {
+		cursor    string
+		limit     int
+		wantAt    any
+		wantID    any
+		wantLimit int
+	}{
+		{"", 0, nil, nil, 50},
+		{"", 7, nil, nil, 7},
+		{Encode(pos), 500, pos.CreatedAt, pos.ID, 200},
+	} {
+		r, err := Read(c.cursor, c.limit, 50, 200)
+		if err != nil || r.At != c.wantAt || r.ID != c.wantID || r.Limit != c.wantLimit {
+			t.Errorf("Read(%q, %d) = %+v, %v; want {%v %v %d}", c.cursor, c.limit, r, err, c.wantAt, c.wantID, c.wantLimit)
+		}
+	}
+	if _, err := Read("not-a-cursor", 10, 50, 200); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Read of a foreign cursor: %v, want ErrInvalid", err)
+	}
+}

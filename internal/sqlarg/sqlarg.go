@@ -1,9 +1,16 @@
-// Package sqlarg writes the arguments of optional values: SQL NULL for
-// an unset one, so a stored column reads NULL and a query's optional
-// filter ($n IS NULL OR ...) matches every row.
+// Package sqlarg is what the stores share around a statement: the
+// arguments of optional values (SQL NULL for an unset one, so a stored
+// column reads NULL and a query's optional filter ($n IS NULL OR ...)
+// matches every row), and the error of a read of one row ([RowError]).
 package sqlarg
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // Null returns v, or nil (NULL) when v is unset: its type's zero value,
 // or a value whose IsZero method says so (a time.Time).
@@ -22,4 +29,14 @@ func JSON(b json.RawMessage) any {
 		return nil
 	}
 	return string(b)
+}
+
+// RowError returns the error err of a read of one row as a store reports
+// it: notFound when there was no row (pgx.ErrNoRows), else err wrapped as
+// "op: err".
+func RowError(err, notFound error, op string) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return notFound
+	}
+	return fmt.Errorf("%s: %w", op, err)
 }

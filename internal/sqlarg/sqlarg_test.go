@@ -2,10 +2,13 @@ package sqlarg
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 func TestUnsetValuesAreNull(t *testing.T) {
@@ -28,5 +31,17 @@ func TestUnsetValuesAreNull(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: got %#v, want %#v", c.name, c.got, c.want)
 		}
+	}
+}
+
+func TestRowErrorIsNotFoundForNoRowAndWrapsTheRest(t *testing.T) {
+	t.Parallel()
+	notFound, other := errors.New("x: not found"), errors.New("boom")
+	if got := RowError(fmt.Errorf("scan: %w", pgx.ErrNoRows), notFound, "x: get"); got != notFound {
+		t.Errorf("no row: got %v, want %v", got, notFound)
+	}
+	got := RowError(other, notFound, "x: get")
+	if !errors.Is(got, other) || got.Error() != "x: get: boom" {
+		t.Errorf("other error: got %v, want x: get: boom wrapping it", got)
 	}
 }
