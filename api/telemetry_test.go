@@ -174,8 +174,7 @@ func TestTracingMarksStartsWithTheirClaimOutcome(t *testing.T) {
 	ss := b.seedSavedSearch(seedOpts{})
 	b.holdClaim(clk.Clock(), ss.ID, "held", admission.StartOptions{MaxResults: 7})
 	direct := func() *response {
-		return b.do(req{method: http.MethodPost, path: "/v1/runs", body: map[string]any{"kind": "capability", "name": "c"},
-			header: map[string]string{"Idempotency-Key": "direct"}})
+		return b.startDirect("direct", map[string]any{"kind": "capability", "name": "c"})
 	}
 
 	const start = "/v1/saved-searches/:id/start"
