@@ -41,7 +41,7 @@ export async function startWorld() {
   const stop = async () => {
     await browser?.close();
     fixture.stdin.end();
-    if (fixture.exitCode === null) await new Promise((r) => fixture.once("exit", r));
+    if (fixture.exitCode === null && fixture.signalCode === null) await new Promise((r) => fixture.once("exit", r));
   };
   try {
     browser = await chromium.launch(chromiumOptions());
