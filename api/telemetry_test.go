@@ -317,8 +317,7 @@ func TestLogsNeverCarryCredentialsOrBodies(t *testing.T) {
 		body: map[string]any{"note": canary}, header: key})
 	send(req{method: http.MethodPost, path: "/v1/runs", body: map[string]any{"kind": "capability", "name": canary,
 		"input": map[string]any{"q": canary}}, header: key})
-	send(req{method: http.MethodGet, path: "/v1/runs", noAuth: true,
-		header: map[string]string{"Authorization": "Bearer " + forged}})
+	send(req{method: http.MethodGet, path: "/v1/runs", noAuth: true, header: bearer(forged)})
 	send(req{method: http.MethodGet, path: "/v1/runs?cursor=" + canary})
 	send(req{method: http.MethodPost, path: "/v1/callbacks/acme/jobs/job-" + canary, noAuth: true, body: cbBody,
 		header: map[string]string{api.HeaderDeliveryID: "d-1", api.HeaderTimestamp: unix(cbAt), api.HeaderSignature: goodSig}})
