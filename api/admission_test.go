@@ -112,16 +112,11 @@ func (b *fairBundle) lockRows(t *testing.T, ids ...uuid.UUID) (unlock func()) {
 // patchAsync sends a PATCH of saved search id with auth (nil: the
 // bundle's) on its own goroutine.
 func (b *fairBundle) patchAsync(id uuid.UUID, auth map[string]string) <-chan timedResponse {
-	ch := make(chan timedResponse, 1)
-	go func() {
-		res, err := b.send(req{method: http.MethodPatch, path: "/v1/saved-searches/" + id.String(),
-			body: map[string]any{"name": "held " + uuid.NewString()[:8]}, header: auth})
-		ch <- timedResponse{res, err, time.Now()}
-	}()
-	return ch
+	return b.sendAsync(req{method: http.MethodPatch, path: "/v1/saved-searches/" + id.String(),
+		body: map[string]any{"name": "held " + uuid.NewString()[:8]}, header: auth})
 }
 
-// getAsync sends req r on its own goroutine.
+// sendAsync sends req r on its own goroutine.
 func (b *fairBundle) sendAsync(r req) <-chan timedResponse {
 	ch := make(chan timedResponse, 1)
 	go func() {
@@ -146,6 +141,19 @@ func (b *fairBundle) waitForQueue(t *testing.T, what string, ok func(fairq.Stats
 	var st fairq.Stats
 	b.eventually(t, what, func() bool { st = b.admission.Stats(20); return ok(st) })
 	return st
+}
+
+// wantServed waits for the answer of each of held (PATCHes that waited
+// on locked rows), wanting 200, then until every seat is back: none in
+// use and no flow left in the queue.
+func (b *fairBundle) wantServed(t *testing.T, held []<-chan timedResponse) {
+	t.Helper()
+	for i, h := range held {
+		if r := <-h; r.err != nil || r.res.status != http.StatusOK {
+			t.Errorf("held PATCH %d = %+v %v, want 200", i, r.res, r.err)
+		}
+	}
+	b.waitForQueue(t, "every seat back", func(st fairq.Stats) bool { return st.InUse == 0 && st.FlowsTotal == 0 })
 }
 
 func (b *fairBundle) eventually(t *testing.T, what string, ok func() bool) {
@@ -280,12 +288,7 @@ func TestALightOrganizationGetsTheNextTurnBeforeAHeavyOnesQueue(t *testing.T) {
 	for _, u := range unlocks {
 		u()
 	}
-	for i, h := range heavy {
-		if r := <-h; r.err != nil || r.res.status != http.StatusOK {
-			t.Errorf("heavy PATCH %d = %+v %v, want 200", i, r.res, r.err)
-		}
-	}
-	b.waitForQueue(t, "nothing left", func(st fairq.Stats) bool { return st.InUse == 0 && st.FlowsTotal == 0 })
+	b.wantServed(t, heavy)
 }
 
 // TestRefusalsAnswer429WithRetryAfterAndAreCounted: with both seats held,
@@ -339,12 +342,7 @@ func TestRefusalsAnswer429WithRetryAfterAndAreCounted(t *testing.T) {
 		t.Errorf("the metrics name the organization:\n%s", grepLines(body, b.org.String()))
 	}
 	unlock()
-	for i, h := range held {
-		if r := <-h; r.err != nil || r.res.status != http.StatusOK {
-			t.Errorf("held PATCH %d = %+v %v, want 200", i, r.res, r.err)
-		}
-	}
-	b.waitForQueue(t, "nothing left", func(st fairq.Stats) bool { return st.InUse == 0 && st.FlowsTotal == 0 })
+	b.wantServed(t, held)
 }
 
 // TestAWaitPastTheLongestWhileTheDatabaseDoesNotAnswerIs503: with both
@@ -388,12 +386,7 @@ func TestAWaitPastTheLongestWhileTheDatabaseDoesNotAnswerIs503(t *testing.T) {
 	}
 	down.Store(false)
 	unlock()
-	for i, h := range held {
-		if r := <-h; r.err != nil || r.res.status != http.StatusOK {
-			t.Errorf("held PATCH %d = %+v %v, want 200", i, r.res, r.err)
-		}
-	}
-	b.waitForQueue(t, "nothing left", func(st fairq.Stats) bool { return st.InUse == 0 && st.FlowsTotal == 0 })
+	b.wantServed(t, held)
 }
 
 // TestAWaitingRequestTouchesNoConnectionAndLeavesWhenItsClientGoes: a
@@ -424,12 +417,7 @@ func TestAWaitingRequestTouchesNoConnectionAndLeavesWhenItsClientGoes(t *testing
 		return st.Queued == 0 && st.InUse == 2 && st.FlowsTotal == 1
 	})
 	unlock()
-	for i, h := range held {
-		if r := <-h; r.err != nil || r.res.status != http.StatusOK {
-			t.Errorf("held PATCH %d = %+v %v, want 200", i, r.res, r.err)
-		}
-	}
-	b.waitForQueue(t, "every seat back", func(st fairq.Stats) bool { return st.InUse == 0 && st.FlowsTotal == 0 })
+	b.wantServed(t, held)
 	// The cancelled create wrote nothing.
 	b.wantCount(t, 0, `SELECT count(*) FROM agent.saved_searches WHERE name = 'never'`)
 	body := string(b.do(req{method: http.MethodGet, path: "/metrics", noAuth: true}).body)

@@ -20,7 +20,7 @@ func TestRememberedTokenStillExpires(t *testing.T) {
 		d.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	}})
 	get := func(token string) int {
-		return b.do(req{method: "GET", path: "/v1/saved-searches", header: map[string]string{"Authorization": "Bearer " + token}}).status
+		return b.do(req{method: "GET", path: "/v1/saved-searches", header: bearer(token)}).status
 	}
 	if s := get(b.token); s != http.StatusOK {
 		t.Fatalf("fresh token: %d, want 200", s)
@@ -41,7 +41,7 @@ func TestRememberedTokenStillExpires(t *testing.T) {
 	if s := b.do(req{method: "GET", path: path}).status; s != http.StatusOK {
 		t.Fatalf("owner: %d, want 200", s)
 	}
-	if s := b.do(req{method: "GET", path: path, header: map[string]string{"Authorization": "Bearer " + other}}).status; s != http.StatusNotFound {
+	if s := b.do(req{method: "GET", path: path, header: bearer(other)}).status; s != http.StatusNotFound {
 		t.Fatalf("another organization's token: %d, want 404", s)
 	}
 	// Tampering with a remembered token's signature is a new string that

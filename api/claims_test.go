@@ -38,8 +38,7 @@ func TestTokenClaimsAreReadExactly(t *testing.T) {
 	theirs := b.seedSavedSearch(seedOpts{org: other})
 	exp := time.Now().Add(time.Hour).Unix()
 	list := func(tok string) *response {
-		return b.do(req{method: http.MethodGet, path: "/v1/saved-searches",
-			header: map[string]string{"Authorization": "Bearer " + tok}})
+		return b.do(req{method: http.MethodGet, path: "/v1/saved-searches", header: bearer(tok)})
 	}
 	for _, tt := range []struct {
 		name, claims string
@@ -91,8 +90,7 @@ func TestTokenSignatureMustBeCanonicalBase64url(t *testing.T) {
 		t.Fatalf("the altered signature must decode leniently to the same bytes: %v", err)
 	}
 	list := func(tok string) *response {
-		return b.do(req{method: http.MethodGet, path: "/v1/saved-searches",
-			header: map[string]string{"Authorization": "Bearer " + tok}})
+		return b.do(req{method: http.MethodGet, path: "/v1/saved-searches", header: bearer(tok)})
 	}
 	if res := list(tok); res.status != http.StatusOK {
 		t.Fatalf("control: the token as signed = %d %s, want 200", res.status, res.body)

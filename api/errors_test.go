@@ -317,8 +317,7 @@ func TestTenantIsolationOnEveryRoute(t *testing.T) {
 	ss := b.seedSavedSearch(seedOpts{})
 	var started, direct startResult
 	b.start(ss.ID, "tenant", nil).decode(t, &started)
-	b.do(req{method: http.MethodPost, path: "/v1/runs", body: map[string]any{"kind": "definition", "name": "d"},
-		header: map[string]string{"Idempotency-Key": "tenant-direct"}}).decode(t, &direct)
+	b.startDirect("tenant-direct", map[string]any{"kind": "definition", "name": "d"}).decode(t, &direct)
 	aToken := b.token
 
 	// Organization B sees none of it, on every route.

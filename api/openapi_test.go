@@ -91,8 +91,7 @@ func TestOpenAPIValidatesRealResponses(t *testing.T) {
 	var started startResult
 	b.start(ss.ID, "openapi", map[string]any{"max_results": 3}).decode(t, &started)
 	b.start(ss.ID, "openapi", map[string]any{"max_results": 3}) // 200 replayed
-	b.do(req{method: http.MethodPost, path: "/v1/runs", body: map[string]any{"kind": "capability", "name": "c", "input": map[string]any{"a": []int{1}}},
-		header: map[string]string{"Idempotency-Key": "openapi"}})
+	b.startDirect("openapi", map[string]any{"kind": "capability", "name": "c", "input": map[string]any{"a": []int{1}}})
 	for _, r := range []req{
 		{method: http.MethodPost, path: "/v1/saved-searches", body: map[string]any{"name": "n", "brief": map[string]any{"query": "q"}}},
 		{method: http.MethodGet, path: "/v1/saved-searches?limit=1"},

@@ -578,7 +578,7 @@ func TestCallbackSignatureIsChecked(t *testing.T) {
 		{"two wrong signatures", delivery{signature: sign(otherSecret, "d-x", now, body) + " " + sign([]byte("x"), "d-x", now, body)}},
 		{"unknown provider", delivery{provider: "nobody", signature: good}},
 		{"provider in capitals", delivery{provider: "ACME", signature: good}},
-		{"a bearer token instead", delivery{signature: "-", header: map[string]string{"Authorization": "Bearer " + f.token}}},
+		{"a bearer token instead", delivery{signature: "-", header: bearer(f.token)}},
 		{"no timestamp", delivery{timestamp: "-", signature: good}},
 		{"empty timestamp", delivery{timestamp: " ", signature: good}},
 		{"timestamp not a number", delivery{timestamp: "soon", signature: good}},
@@ -938,7 +938,7 @@ func TestRegisterProviderJob(t *testing.T) {
 		body: map[string]any{"run_id": b.seedRun(b.org).String(), "provider": acme, "provider_job_id": "job/42 ü"}})
 	res.wantProblem(t, http.StatusConflict, "already_registered", "register again for another Run")
 	other := uuid.New()
-	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs", header: map[string]string{"Authorization": "Bearer " + b.tokenFor(other, "other")},
+	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs", header: bearer(b.tokenFor(other, "other")),
 		body: map[string]any{"run_id": b.seedRun(other).String(), "provider": acme, "provider_job_id": "job/42 ü"}})
 	if res.status != http.StatusConflict || res.problem(t).Code != "already_registered" || strings.Contains(string(res.body), b.org.String()) {
 		t.Errorf("another organization's registration = %d %s, want 409 already_registered naming nobody", res.status, res.body)
@@ -1068,8 +1068,7 @@ func TestProviderJobsAreTenantScoped(t *testing.T) {
 		t.Errorf("register on an unknown Run = %d %s, want 404", res.status, res.body)
 	}
 	// Another organization cannot read our job.
-	res = b.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + job.ID.String(),
-		header: map[string]string{"Authorization": "Bearer " + otherToken}})
+	res = b.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + job.ID.String(), header: bearer(otherToken)})
 	res.wantProblem(t, http.StatusNotFound, "not_found", "another organization's GET")
 	for _, path := range []string{"/v1/provider-jobs/" + uuid.NewString(), "/v1/provider-jobs/not-a-uuid"} {
 		if res := b.do(req{method: http.MethodGet, path: path}); res.status != http.StatusNotFound {

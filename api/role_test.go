@@ -36,7 +36,7 @@ func TestTheV1RoutesNeedAnOrganizationWhateverTheRole(t *testing.T) {
 		{"operator with org", withOrg, http.StatusOK},
 		{"organization", b.token, http.StatusOK},
 	} {
-		res := b.do(req{method: "GET", path: "/v1/runs", header: map[string]string{"Authorization": "Bearer " + tt.token}})
+		res := b.do(req{method: "GET", path: "/v1/runs", header: bearer(tt.token)})
 		if res.status != tt.want {
 			t.Errorf("%s token: GET /v1/runs = %d, want %d", tt.name, res.status, tt.want)
 		}

@@ -130,8 +130,7 @@ func newWorld(t testing.TB, opts setupOpts) *world {
 	if err := json.Unmarshal(res.body, &started); err != nil || res.status != http.StatusCreated {
 		t.Fatalf("seeding a start: %d %s", res.status, res.body)
 	}
-	res = b.do(req{method: http.MethodPost, path: "/v1/runs", body: `{"kind":"definition","name":"world"}`,
-		header: map[string]string{"Idempotency-Key": "world-direct"}})
+	res = b.startDirect("world-direct", `{"kind":"definition","name":"world"}`)
 	if err := json.Unmarshal(res.body, &direct); err != nil || res.status != http.StatusCreated {
 		t.Fatalf("seeding a direct start: %d %s", res.status, res.body)
 	}

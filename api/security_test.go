@@ -287,7 +287,7 @@ func TestNoSecretInAnyAnswerOrLog(t *testing.T) {
 	for _, sig := range []string{"", "-", sign(otherSecret, "d", time.Now(), body), "v1," + base64.StdEncoding.EncodeToString(acmeSecret),
 		"sha256=" + hex.EncodeToString(acmeSecret), string(acmeSecret)} {
 		rq := w.callbackReq(delivery{jobID: pathOf(w.job), deliveryID: "d-" + uuid.NewString(), body: body, signature: sig,
-			header: map[string]string{"Authorization": "Bearer " + w.token}})
+			header: bearer(w.token)})
 		send(rq)
 	}
 
@@ -573,8 +573,7 @@ func TestCallbackSignatureBindsTheExactBody(t *testing.T) {
 		{"another delivery id", delivery{deliveryID: "d-other"}},
 		{"the delivery id in capitals", delivery{deliveryID: "D-GOOD"}},
 		{"another timestamp", delivery{at: now.Add(time.Second)}},
-		{"a valid bearer token and no signature", delivery{signature: "-",
-			header: map[string]string{"Authorization": "Bearer " + f.token}}},
+		{"a valid bearer token and no signature", delivery{signature: "-", header: bearer(f.token)}},
 		{"the version in capitals", delivery{signature: "V1," + strings.TrimPrefix(good, "v1,")}},
 		{"the MAC as hex", delivery{signature: "v1," + hex.EncodeToString(must(base64.StdEncoding.DecodeString(strings.TrimPrefix(good, "v1,"))))}},
 	} {

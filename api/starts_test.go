@@ -227,12 +227,17 @@ func TestConcurrentStartsAdmitOneRun(t *testing.T) {
 	b.wantCount(t, 1, `SELECT count(*) FROM agent.saved_search_snapshots`)
 }
 
+// startDirect posts a direct start (POST /v1/runs) with key and body.
+func (b *bundle) startDirect(key string, body any) *response {
+	b.t.Helper()
+	return b.do(req{method: http.MethodPost, path: "/v1/runs", body: body, header: map[string]string{"Idempotency-Key": key}})
+}
+
 func TestStartDirectAdmitsWithoutAClaim(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	body := map[string]any{"kind": "capability", "name": "web.search", "input": map[string]any{"q": "go", "n": 3}}
-	first := b.do(req{method: http.MethodPost, path: "/v1/runs", body: body,
-		header: map[string]string{"Idempotency-Key": "direct-1"}})
+	first := b.startDirect("direct-1", body)
 	if first.status != http.StatusCreated {
 		t.Fatalf("direct start = %d %s, want 201", first.status, first.body)
 	}
@@ -246,21 +251,16 @@ func TestStartDirectAdmitsWithoutAClaim(t *testing.T) {
 		t.Errorf("Location = %q", loc)
 	}
 
-	again := b.do(req{method: http.MethodPost, path: "/v1/runs",
-		body:   `{"input": {"n": 3, "q": "go"}, "name": "web.search", "kind": "capability"}`,
-		header: map[string]string{"Idempotency-Key": "direct-1"}})
+	again := b.startDirect("direct-1", `{"input": {"n": 3, "q": "go"}, "name": "web.search", "kind": "capability"}`)
 	if again.status != http.StatusOK || again.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(again.body, first.body) {
 		t.Errorf("direct repeat = %d %s, want 200 replayed with the first body", again.status, again.body)
 	}
-	reused := b.do(req{method: http.MethodPost, path: "/v1/runs",
-		body:   map[string]any{"kind": "capability", "name": "web.search", "input": map[string]any{"q": "rust"}},
-		header: map[string]string{"Idempotency-Key": "direct-1"}})
+	reused := b.startDirect("direct-1", map[string]any{"kind": "capability", "name": "web.search", "input": map[string]any{"q": "rust"}})
 	if reused.status != http.StatusUnprocessableEntity || reused.problem(t).Code != "key_reused" {
 		t.Errorf("direct start with the key reused = %d %s, want 422 key_reused", reused.status, reused.body)
 	}
 	// A definition start with no input takes {}.
-	def := b.do(req{method: http.MethodPost, path: "/v1/runs", body: map[string]any{"kind": "definition", "name": "digest"},
-		header: map[string]string{"Idempotency-Key": "direct-2"}})
+	def := b.startDirect("direct-2", map[string]any{"kind": "definition", "name": "digest"})
 	var defGot startResult
 	def.decode(t, &defGot)
 	if def.status != http.StatusCreated || string(defGot.Run.Input) != "{}" {
@@ -276,8 +276,7 @@ func TestOneKeyOnBothSurfacesNamesTwoRuns(t *testing.T) {
 	ss := b.seedSavedSearch(seedOpts{})
 	var fromSaved, fromDirect startResult
 	b.start(ss.ID, "shared-key", nil).decode(t, &fromSaved)
-	res := b.do(req{method: http.MethodPost, path: "/v1/runs", body: map[string]any{"kind": "definition", "name": "n"},
-		header: map[string]string{"Idempotency-Key": "shared-key"}})
+	res := b.startDirect("shared-key", map[string]any{"kind": "definition", "name": "n"})
 	res.decode(t, &fromDirect)
 	if res.status != http.StatusCreated || fromDirect.Run.ID == fromSaved.Run.ID {
 		t.Errorf("direct start with a saved-search key = %d, run %s (saved-search run %s); want 201 and another Run",

@@ -541,7 +541,7 @@ func TestRefusedTokenChallengesInvalidToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res = b.do(req{method: http.MethodGet, path: "/v1/runs", header: map[string]string{"Authorization": "Bearer " + expired}})
+	res = b.do(req{method: http.MethodGet, path: "/v1/runs", header: bearer(expired)})
 	if !strings.Contains(res.header.Get("WWW-Authenticate"), `error="invalid_token"`) {
 		t.Errorf("expired token: WWW-Authenticate %q, want error=\"invalid_token\"", res.header.Get("WWW-Authenticate"))
 	}
@@ -642,7 +642,7 @@ func TestArchivedSavedSearchesAreListedAndRead(t *testing.T) {
 		t.Errorf("archived saved search: %d snapshots, %d Runs; want 1 each", len(snaps.Items), len(runsPage.Items))
 	}
 	other := b.tokenFor(uuid.New(), "intruder")
-	if res := b.do(req{method: http.MethodGet, path: path + "?archived=true", header: map[string]string{"Authorization": "Bearer " + other}}); res.status != http.StatusNotFound {
+	if res := b.do(req{method: http.MethodGet, path: path + "?archived=true", header: bearer(other)}); res.status != http.StatusNotFound {
 		t.Errorf("another organization reads the archived saved search: %d", res.status)
 	}
 	if res := b.do(req{method: http.MethodGet, path: "/v1/saved-searches?archived=maybe"}); res.status != http.StatusBadRequest {
@@ -676,7 +676,7 @@ func TestProviderJobDropsAreListedPerJob(t *testing.T) {
 		t.Errorf("GET %s = %d %s, want the one duplicate", path, res.status, res.body)
 	}
 	other := b.tokenFor(uuid.New(), "intruder")
-	if res := b.do(req{method: http.MethodGet, path: path, header: map[string]string{"Authorization": "Bearer " + other}}); res.status != http.StatusNotFound {
+	if res := b.do(req{method: http.MethodGet, path: path, header: bearer(other)}); res.status != http.StatusNotFound {
 		t.Errorf("another organization reads the drops: %d %s", res.status, res.body)
 	}
 }

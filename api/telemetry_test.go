@@ -174,8 +174,7 @@ func TestTracingMarksStartsWithTheirClaimOutcome(t *testing.T) {
 	ss := b.seedSavedSearch(seedOpts{})
 	b.holdClaim(clk.Clock(), ss.ID, "held", admission.StartOptions{MaxResults: 7})
 	direct := func() *response {
-		return b.do(req{method: http.MethodPost, path: "/v1/runs", body: map[string]any{"kind": "capability", "name": "c"},
-			header: map[string]string{"Idempotency-Key": "direct"}})
+		return b.startDirect("direct", map[string]any{"kind": "capability", "name": "c"})
 	}
 
 	const start = "/v1/saved-searches/:id/start"
@@ -318,8 +317,7 @@ func TestLogsNeverCarryCredentialsOrBodies(t *testing.T) {
 		body: map[string]any{"note": canary}, header: key})
 	send(req{method: http.MethodPost, path: "/v1/runs", body: map[string]any{"kind": "capability", "name": canary,
 		"input": map[string]any{"q": canary}}, header: key})
-	send(req{method: http.MethodGet, path: "/v1/runs", noAuth: true,
-		header: map[string]string{"Authorization": "Bearer " + forged}})
+	send(req{method: http.MethodGet, path: "/v1/runs", noAuth: true, header: bearer(forged)})
 	send(req{method: http.MethodGet, path: "/v1/runs?cursor=" + canary})
 	send(req{method: http.MethodPost, path: "/v1/callbacks/acme/jobs/job-" + canary, noAuth: true, body: cbBody,
 		header: map[string]string{api.HeaderDeliveryID: "d-1", api.HeaderTimestamp: unix(cbAt), api.HeaderSignature: goodSig}})

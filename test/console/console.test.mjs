@@ -8,49 +8,15 @@
 //   SCREENSHOTS      a directory to write the pages' screenshots to (optional)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
-import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
 import { layoutProblems, widths } from "./layout.mjs";
-import { chromiumOptions } from "../chromium.mjs";
+import { requireEnv, shot, shots, startWorld } from "./world.mjs";
 
-const bin = process.env.SEARCHD_BIN;
-const fixtureBin = process.env.CONSOLE_FIXTURE;
-const shots = process.env.SCREENSHOTS || "";
-if (!bin || !fixtureBin) throw new Error("set SEARCHD_BIN and CONSOLE_FIXTURE (make test-console does)");
+requireEnv("SEARCHD_BIN", "CONSOLE_FIXTURE");
 
-let fixture, world, browser, lines;
-const answers = [];
-
-// ask asks the fixture a question about the database and returns its answer.
-function ask(question) {
-  return new Promise((resolve) => {
-    answers.push(resolve);
-    fixture.stdin.write(question + "\n");
-  });
-}
-
-before(async () => {
-  fixture = spawn(fixtureBin, ["-searchd", bin], { stdio: ["pipe", "pipe", "inherit"] });
-  lines = createInterface({ input: fixture.stdout });
-  world = await new Promise((resolve, reject) => {
-    fixture.once("exit", (code) => reject(new Error("fixture exited " + code)));
-    lines.once("line", (l) => resolve(JSON.parse(l)));
-  });
-  lines.on("line", (l) => answers.shift()?.(l));
-  browser = await chromium.launch(chromiumOptions());
-  if (shots) mkdirSync(shots, { recursive: true });
-});
-
-after(async () => {
-  await browser?.close();
-  if (fixture) {
-    fixture.stdin.end();
-    await new Promise((r) => fixture.once("exit", r));
-  }
-});
+let world, browser, ask, stop;
+before(async () => ({ world, browser, ask, stop } = await startWorld()));
+after(() => stop?.());
 
 // session opens a browser context signed in with token, width px wide
 // (1440 unless said), and collects every CSP violation or page error so a
@@ -67,10 +33,6 @@ async function session(token, width = 1440) {
   await Promise.all([page.waitForNavigation(), page.click("#token-sign-in")]);
   assert.doesNotMatch(page.url(), /token|eyJ/, "the token is never in a URL");
   return { ctx, page };
-}
-
-async function shot(page, name) {
-  if (shots) await page.screenshot({ path: join(shots, name + ".png"), fullPage: true });
 }
 
 const layoutShots = process.env.LAYOUT_SHOTS || "";

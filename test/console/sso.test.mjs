@@ -10,51 +10,14 @@
 //   SCREENSHOTS  a directory to write the pages' screenshots to (optional)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { chromium } from "playwright-core";
 import { layoutProblems, widths } from "./layout.mjs";
-import { chromiumOptions } from "../chromium.mjs";
+import { requireEnv, shot, startWorld } from "./world.mjs";
 
-const bin = process.env.SEARCHD_BIN;
-const fixtureBin = process.env.CONSOLE_FIXTURE;
-const shots = process.env.SCREENSHOTS || "";
-if (!bin || !fixtureBin || !process.env.SEARCHD_OIDC_PROVIDER) {
-  throw new Error("set SEARCHD_BIN, CONSOLE_FIXTURE and SEARCHD_OIDC_PROVIDER (make test-console does)");
-}
+requireEnv("SEARCHD_BIN", "CONSOLE_FIXTURE", "SEARCHD_OIDC_PROVIDER");
 
-let fixture, world, browser;
-const answers = [];
-
-// ask asks the fixture a question about the database and returns its answer.
-function ask(question) {
-  return new Promise((resolve) => {
-    answers.push(resolve);
-    fixture.stdin.write(question + "\n");
-  });
-}
-
-before(async () => {
-  fixture = spawn(fixtureBin, ["-searchd", bin], { stdio: ["pipe", "pipe", "inherit"] });
-  const lines = createInterface({ input: fixture.stdout });
-  world = await new Promise((resolve, reject) => {
-    fixture.once("exit", (code) => reject(new Error("fixture exited " + code)));
-    lines.once("line", (l) => resolve(JSON.parse(l)));
-  });
-  lines.on("line", (l) => answers.shift()?.(l));
-  browser = await chromium.launch(chromiumOptions());
-  if (shots) mkdirSync(shots, { recursive: true });
-});
-
-after(async () => {
-  await browser?.close();
-  if (fixture) {
-    fixture.stdin.end();
-    await new Promise((r) => fixture.once("exit", r));
-  }
-});
+let world, browser, ask, stop;
+before(async () => ({ world, browser, ask, stop } = await startWorld()));
+after(() => stop?.());
 
 const desktop = { width: 1440, height: 900 };
 const phone = { width: 390, height: 844 };
@@ -73,10 +36,6 @@ async function open(viewport) {
   });
   page.on("pageerror", (e) => { if (ours()) page.problems.push(page.url() + ": " + String(e)); });
   return { ctx, page };
-}
-
-async function shot(page, name) {
-  if (shots) await page.screenshot({ path: join(shots, name + ".png"), fullPage: true });
 }
 
 // signIn signs user in through the provider's login page, from the
