@@ -15,9 +15,34 @@ import (
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
-// serveSettings lists every setting of serve as --help must show it: the
-// flag ("" for a secret, which has none), the variable and the default.
-var serveSettings = []struct{ flag, env, def string }{
+// helpSetting is a setting as a command's --help must show it: the flag
+// ("" for a secret, which has none), the variable and the default.
+type helpSetting struct{ flag, env, def string }
+
+// wantHelpListing runs searchd with args (a command and --help), which
+// must exit 0, checks that its help lists each of settings with its
+// default, and returns the help.
+func wantHelpListing(t *testing.T, settings []helpSetting, args ...string) string {
+	t.Helper()
+	h := newHarness(nil)
+	if code := h.run(args...); code != 0 {
+		t.Fatalf("%s = %d, want 0", strings.Join(args, " "), code)
+	}
+	help := h.stderr.String()
+	for _, s := range settings {
+		name := "--" + s.flag + ", " + s.env
+		if s.flag == "" {
+			name = s.env + " (environment only: a secret)"
+		}
+		if entry := "\n  " + name + "\n        default: " + s.def + "\n"; !strings.Contains(help, entry) {
+			t.Errorf("%s does not list %q with its default %q:\n%s", strings.Join(args, " "), name, s.def, help)
+		}
+	}
+	return help
+}
+
+// serveSettings lists every setting of serve as --help must show it.
+var serveSettings = []helpSetting{
 	{"database-url", "DATABASE_URL", "required"},
 	{"db-max-conns", "SEARCHD_DB_MAX_CONNS", "pool_max_conns of the URL, else 16"},
 	{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "15s"},
@@ -26,7 +51,7 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "10s"},
 	{"addr", "SEARCHD_ADDR", ":8080"},
 	{"", "SEARCHD_JWT_SECRET", "required unless SEARCHD_OIDC_ISSUER is set"},
-	{"", "SEARCHD_PROVIDER_SECRETS", "none"},
+	{"", "SEARCHD_PROVIDER_SECRETS", "none: no provider may call back"},
 	{"shutdown-grace", "SEARCHD_SHUTDOWN_GRACE", "10s"},
 	{"max-body-bytes", "SEARCHD_MAX_BODY_BYTES", "4194304"},
 	{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "1048576, or the body limit when lower"},
@@ -70,20 +95,7 @@ var serveSettings = []struct{ flag, env, def string }{
 
 func TestServeHelpListsEverySetting(t *testing.T) {
 	t.Parallel()
-	h := newHarness(nil)
-	if code := h.run("serve", "--help"); code != 0 {
-		t.Fatalf("serve --help = %d, want 0", code)
-	}
-	help := h.stderr.String()
-	for _, s := range serveSettings {
-		name := "--" + s.flag + ", " + s.env
-		if s.flag == "" {
-			name = s.env + " (environment only: a secret)"
-		}
-		if entry := "\n  " + name + "\n        default: " + s.def; !strings.Contains(help, entry) {
-			t.Errorf("serve --help does not list %q with its default %q:\n%s", name, s.def, help)
-		}
-	}
+	help := wantHelpListing(t, serveSettings, "serve", "--help")
 	// Every flag serve accepts is a listed setting: none is left out.
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	serverFlags(fs)
@@ -93,7 +105,7 @@ func TestServeHelpListsEverySetting(t *testing.T) {
 		}
 	})
 
-	h = newHarness(nil)
+	h := newHarness(nil)
 	if code := h.run("dev", "--help"); code != 0 ||
 		!strings.Contains(h.stderr.String(), "--dev-dir, SEARCHD_DEV_DIR") ||
 		!strings.Contains(h.stderr.String(), "--pg-bin, SEARCHD_PG_BIN") ||

@@ -427,12 +427,7 @@ func TestServeSweepsWhileItServes(t *testing.T) {
 
 func TestSweepHelpListsItsSettings(t *testing.T) {
 	t.Parallel()
-	h := newHarness(nil)
-	if code := h.run("sweep", "--help"); code != 0 {
-		t.Fatalf("sweep --help = %d, want 0", code)
-	}
-	help := h.stderr.String()
-	for _, s := range []struct{ flag, env, def string }{
+	help := wantHelpListing(t, []helpSetting{
 		{"database-url", "DATABASE_URL", "required"},
 		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "1000, or the ceiling when that is lower"},
 		{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "1000"},
@@ -440,15 +435,11 @@ func TestSweepHelpListsItsSettings(t *testing.T) {
 		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "0.25"},
 		{"log-level", "SEARCHD_LOG_LEVEL", "info"},
 		{"log-format", "SEARCHD_LOG_FORMAT", "json"},
-	} {
-		if entry := "\n  --" + s.flag + ", " + s.env + "\n        default: " + s.def + "\n"; !strings.Contains(help, entry) {
-			t.Errorf("sweep --help does not list --%s, %s with its default %q:\n%s", s.flag, s.env, s.def, help)
-		}
-	}
+	}, "sweep", "--help")
 	if !strings.HasPrefix(help, "usage: searchd sweep") || strings.Contains(help, "sweep-interval") {
 		t.Errorf("sweep --help =\n%s\nwant its usage, and no schedule: one run has none", help)
 	}
-	h = newHarness(nil)
+	h := newHarness(nil)
 	if code := h.run("help"); code != 0 || !strings.Contains(h.stdout.String(), "\n  sweep ") ||
 		!strings.Contains(h.stdout.String(), "SEARCHD_SWEEP_MAX_BOUND") {
 		t.Errorf("help = %d:\n%s\nwant the sweep command and its settings", code, h.stdout.String())
