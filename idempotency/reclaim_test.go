@@ -94,23 +94,7 @@ func TestRepositoryReclaimRefusesEveryRowThatIsNotReclaimable(t *testing.T) {
 // scope or key.
 func TestRepositoryReclaimTouchesOnlyItsOwnKey(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	c := b.mustClaim(t, toolScope, "k", hashA, toolLease)
-	b.clock.Advance(toolLease + time.Second)
-	for _, p := range []idempotency.ClaimParams{
-		{OrganizationID: uuid.New(), Scope: toolScope, Key: "k"},
-		{OrganizationID: b.org, Scope: "tool.other.call", Key: "k"},
-		{OrganizationID: b.org, Scope: toolScope, Key: "k2"},
-	} {
-		p.RequestHash, p.LeaseToken, p.Lease, p.Retention = hashA, uuid.New(), toolLease, idempotency.ToolRetention
-		rec, err := b.svc.Repository().Reclaim(context.Background(), p)
-		if err != nil || rec != nil {
-			t.Fatalf("Reclaim(%s, %s, %s) = %+v, %v; want nil", p.OrganizationID, p.Scope, p.Key, rec, err)
-		}
-	}
-	if rec := b.row(t, toolScope, "k"); rec.LeaseToken != c.LeaseToken {
-		t.Fatal("a reclaim of another address moved the lease of k")
-	}
+	wantOnlyItsOwnKey(t, toolLease+time.Second, "Reclaim", (*idempotency.Repository).Reclaim)
 }
 
 // TestRepositoryReplaceExpiredRefusesEveryRowStillRetained calls the
@@ -211,23 +195,7 @@ func TestRepositoryReplaceExpiredRefusesEveryRowStillRetained(t *testing.T) {
 // organization, scope or key.
 func TestRepositoryReplaceExpiredTouchesOnlyItsOwnKey(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	c := b.mustClaim(t, toolScope, "k", hashA, toolLease)
-	b.clock.Advance(idempotency.ToolRetention + time.Second)
-	for _, p := range []idempotency.ClaimParams{
-		{OrganizationID: uuid.New(), Scope: toolScope, Key: "k"},
-		{OrganizationID: b.org, Scope: "tool.other.call", Key: "k"},
-		{OrganizationID: b.org, Scope: toolScope, Key: "k2"},
-	} {
-		p.ID, p.RequestHash, p.LeaseToken, p.Lease, p.Retention = uuid.New(), hashA, uuid.New(), toolLease, idempotency.ToolRetention
-		rec, err := b.svc.Repository().ReplaceExpired(context.Background(), p)
-		if err != nil || rec != nil {
-			t.Fatalf("ReplaceExpired(%s, %s, %s) = %+v, %v; want nil", p.OrganizationID, p.Scope, p.Key, rec, err)
-		}
-	}
-	if rec := b.row(t, toolScope, "k"); rec.ID != c.ID || rec.LeaseToken != c.LeaseToken {
-		t.Fatal("a takeover of another address replaced k")
-	}
+	wantOnlyItsOwnKey(t, idempotency.ToolRetention+time.Second, "ReplaceExpired", (*idempotency.Repository).ReplaceExpired)
 }
 
 // TestRacingTakeoversOfOneExpiredRowLeaveExactlyOneOwner races takeovers of
@@ -293,6 +261,33 @@ func TestRacingClaimsOfOneExpiredKeyGiveOneClaim(t *testing.T) {
 				t.Fatalf("stored row = %+v, want the one claim %s", rec, o.Claim.ID)
 			}
 		}
+	}
+}
+
+// wantOnlyItsOwnKey claims the key "k" with hashA, moves the clock by
+// advance, and calls take (named name) for another organization, scope and
+// key, each with hashA: every call must take nothing and leave k's row as
+// it was.
+func wantOnlyItsOwnKey(t *testing.T, advance time.Duration, name string,
+	take func(*idempotency.Repository, context.Context, idempotency.ClaimParams) (*idempotency.Record, error)) {
+	t.Helper()
+	b := setup(t)
+	c := b.mustClaim(t, toolScope, "k", hashA, toolLease)
+	b.clock.Advance(advance)
+	before := b.row(t, toolScope, "k")
+	for _, p := range []idempotency.ClaimParams{
+		{OrganizationID: uuid.New(), Scope: toolScope, Key: "k"},
+		{OrganizationID: b.org, Scope: "tool.other.call", Key: "k"},
+		{OrganizationID: b.org, Scope: toolScope, Key: "k2"},
+	} {
+		p.ID, p.RequestHash, p.LeaseToken, p.Lease, p.Retention = uuid.New(), hashA, uuid.New(), toolLease, idempotency.ToolRetention
+		rec, err := take(b.svc.Repository(), context.Background(), p)
+		if err != nil || rec != nil {
+			t.Fatalf("%s(%s, %s, %s) = %+v, %v; want nil", name, p.OrganizationID, p.Scope, p.Key, rec, err)
+		}
+	}
+	if after := b.row(t, toolScope, "k"); after.ID != c.ID || after.LeaseToken != c.LeaseToken || !sameRow(after, before) {
+		t.Fatalf("a %s of another address changed k:\nbefore %+v\nafter  %+v", name, before, after)
 	}
 }
 
