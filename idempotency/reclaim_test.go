@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -79,12 +80,7 @@ func TestRepositoryReclaimRefusesEveryRowThatIsNotReclaimable(t *testing.T) {
 				}
 				return
 			}
-			if rec != nil {
-				t.Fatalf("Reclaim = %+v, want nil: the row is not reclaimable", rec)
-			}
-			if !sameRow(after, before) {
-				t.Fatalf("a refused Reclaim changed the row:\nbefore %+v\nafter  %+v", before, after)
-			}
+			wantRefused(t, "Reclaim", rec, before, after, "the row is not reclaimable")
 		})
 	}
 }
@@ -179,13 +175,8 @@ func TestRepositoryReplaceExpiredRefusesEveryRowStillRetained(t *testing.T) {
 				}
 				return
 			}
-			if rec != nil {
-				t.Fatalf("ReplaceExpired = %+v, want nil: the row's retention holds until %s, now is %s",
-					rec, before.RetainUntil, b.clock.Now())
-			}
-			if !sameRow(after, before) {
-				t.Fatalf("a refused ReplaceExpired changed the row:\nbefore %+v\nafter  %+v", before, after)
-			}
+			wantRefused(t, "ReplaceExpired", rec, before, after,
+				fmt.Sprintf("the row's retention holds until %s, now is %s", before.RetainUntil, b.clock.Now()))
 		})
 	}
 }
@@ -272,7 +263,7 @@ func wantOnlyItsOwnKey(t *testing.T, advance time.Duration, name string,
 	take func(*idempotency.Repository, context.Context, idempotency.ClaimParams) (*idempotency.Record, error)) {
 	t.Helper()
 	b := setup(t)
-	c := b.mustClaim(t, toolScope, "k", hashA, toolLease)
+	b.mustClaim(t, toolScope, "k", hashA, toolLease)
 	b.clock.Advance(advance)
 	before := b.row(t, toolScope, "k")
 	for _, p := range []idempotency.ClaimParams{
@@ -282,12 +273,22 @@ func wantOnlyItsOwnKey(t *testing.T, advance time.Duration, name string,
 	} {
 		p.ID, p.RequestHash, p.LeaseToken, p.Lease, p.Retention = uuid.New(), hashA, uuid.New(), toolLease, idempotency.ToolRetention
 		rec, err := take(b.svc.Repository(), context.Background(), p)
-		if err != nil || rec != nil {
-			t.Fatalf("%s(%s, %s, %s) = %+v, %v; want nil", name, p.OrganizationID, p.Scope, p.Key, rec, err)
+		if err != nil {
+			t.Fatalf("%s(%s, %s, %s): %v", name, p.OrganizationID, p.Scope, p.Key, err)
 		}
+		wantRefused(t, name, rec, before, b.row(t, toolScope, "k"),
+			fmt.Sprintf("%s, %s, %s is another address", p.OrganizationID, p.Scope, p.Key))
 	}
-	if after := b.row(t, toolScope, "k"); after.ID != c.ID || after.LeaseToken != c.LeaseToken || !sameRow(after, before) {
-		t.Fatalf("a %s of another address changed k:\nbefore %+v\nafter  %+v", name, before, after)
+}
+
+// wantRefused fails t unless call took nothing (for the reason why) and left the row as it was.
+func wantRefused(t *testing.T, call string, rec, before, after *idempotency.Record, why string) {
+	t.Helper()
+	if rec != nil {
+		t.Fatalf("%s = %+v, want nil: %s", call, rec, why)
+	}
+	if !sameRow(after, before) {
+		t.Fatalf("a refused %s changed the row:\nbefore %+v\nafter  %+v", call, before, after)
 	}
 }
 
