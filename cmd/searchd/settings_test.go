@@ -209,16 +209,23 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"console-token-sign-in", "SEARCHD_CONSOLE_TOKEN_SIGN_IN", "maybe", `"maybe" is not true or false`},
 	}
 	for _, tt := range tests {
-		env := maps.Clone(base)
-		env[tt.env] = tt.bad
-		h := newHarness(env)
-		if code := h.run("serve"); code != 2 || !strings.Contains(h.stderr.String(), tt.env+": "+tt.want) {
-			t.Errorf("%s=%s: serve = %d %q, want 2 saying %q", tt.env, tt.bad, code, h.stderr.String(), tt.env+": "+tt.want)
-		}
-		h = newHarness(base)
-		if code := h.run("serve", "--"+tt.flag, tt.bad); code != 2 || !strings.Contains(h.stderr.String(), "--"+tt.flag+": "+tt.want) {
-			t.Errorf("--%s %s: serve = %d %q, want 2 saying %q", tt.flag, tt.bad, code, h.stderr.String(), "--"+tt.flag+": "+tt.want)
-		}
+		wantBadSetting(t, "serve", base, tt.flag, tt.env, tt.bad, tt.want)
+	}
+}
+
+// wantBadSetting runs searchd cmd with bad as the setting's variable (over
+// base) and as its flag: each run must exit 2 saying "<name>: want".
+func wantBadSetting(t *testing.T, cmd string, base map[string]string, flag, env, bad, want string) {
+	t.Helper()
+	vars := maps.Clone(base)
+	vars[env] = bad
+	h := newHarness(vars)
+	if code := h.run(cmd); code != 2 || !strings.Contains(h.stderr.String(), env+": "+want) {
+		t.Errorf("%s=%s: %s = %d %q, want 2 saying %q", env, bad, cmd, code, h.stderr.String(), env+": "+want)
+	}
+	h = newHarness(base)
+	if code := h.run(cmd, "--"+flag, bad); code != 2 || !strings.Contains(h.stderr.String(), "--"+flag+": "+want) {
+		t.Errorf("--%s %s: %s = %d %q, want 2 saying %q", flag, bad, cmd, code, h.stderr.String(), "--"+flag+": "+want)
 	}
 }
 

@@ -272,18 +272,7 @@ func TestSweepSettingsAreCheckedAndNamed(t *testing.T) {
 		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "quarter", `"quarter" is not a number (write it like 0.25)`},
 		{"log-level", "SEARCHD_LOG_LEVEL", "loud", `"loud" is not a level`},
 	} {
-		env := map[string]string{tt.env: tt.bad}
-		for k, v := range base {
-			env[k] = v
-		}
-		h := newHarness(env)
-		if code := h.run("sweep"); code != 2 || !strings.Contains(h.stderr.String(), tt.env+": "+tt.want) {
-			t.Errorf("%s=%s: sweep = %d %q, want 2 saying %q", tt.env, tt.bad, code, h.stderr.String(), tt.env+": "+tt.want)
-		}
-		h = newHarness(base)
-		if code := h.run("sweep", "--"+tt.flag, tt.bad); code != 2 || !strings.Contains(h.stderr.String(), "--"+tt.flag+": "+tt.want) {
-			t.Errorf("--%s %s: sweep = %d %q, want 2 saying %q", tt.flag, tt.bad, code, h.stderr.String(), "--"+tt.flag+": "+tt.want)
-		}
+		wantBadSetting(t, "sweep", base, tt.flag, tt.env, tt.bad, tt.want)
 	}
 	h := newHarness(nil)
 	if code := h.run("sweep"); code != 2 || !strings.Contains(h.stderr.String(), "DATABASE_URL: is required") {
