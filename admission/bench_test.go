@@ -352,28 +352,11 @@ func runFor(ctx context.Context, t *testing.T, clients int, d time.Duration, cal
 // the time taken. A client stops at its first error, which fails the test.
 func clientLoop(t *testing.T, clients int, d time.Duration, call func(c, i int) error) (int, time.Duration) {
 	t.Helper()
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	var failed atomic.Pointer[error]
-	start := time.Now()
-	deadline := start.Add(d)
-	for c := range clients {
-		wg.Go(func() {
-			for i := 0; time.Now().Before(deadline); i++ {
-				if err := call(c, i); err != nil {
-					failed.Store(&err)
-					return
-				}
-				n.Add(1)
-			}
-		})
+	lat, elapsed, err := benchkit.Clients(clients, d, nil, call)
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if err := failed.Load(); err != nil {
-		t.Fatal(*err)
-	}
-	return int(n.Load()), elapsed
+	return len(lat), elapsed
 }
 
 // benchPhase is SEARCHD_BENCH_SECONDS (default 2; fractions allowed) as a

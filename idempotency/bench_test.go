@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,30 +80,11 @@ func TestBenchReport(t *testing.T) {
 	}
 	concurrent := func(f func(key string) error) func(int) (float64, error) {
 		return func(int) (float64, error) {
-			const workers, d = 16, 2 * time.Second
-			var n atomic.Int64
-			var firstErr atomic.Value
-			var wg sync.WaitGroup
-			deadline := time.Now().Add(d)
-			start := time.Now()
-			for range workers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for time.Now().Before(deadline) {
-						if err := f(uuid.NewString()); err != nil {
-							firstErr.CompareAndSwap(nil, err)
-							return
-						}
-						n.Add(1)
-					}
-				}()
-			}
-			wg.Wait()
-			if err, _ := firstErr.Load().(error); err != nil {
+			lat, elapsed, err := benchkit.Clients(16, 2*time.Second, nil, func(int, int) error { return f(uuid.NewString()) })
+			if err != nil {
 				return 0, err
 			}
-			return float64(n.Load()) / time.Since(start).Seconds(), nil
+			return float64(len(lat)) / elapsed.Seconds(), nil
 		}
 	}
 	measures := []measure{

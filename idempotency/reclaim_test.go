@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -79,12 +80,7 @@ func TestRepositoryReclaimRefusesEveryRowThatIsNotReclaimable(t *testing.T) {
 				}
 				return
 			}
-			if rec != nil {
-				t.Fatalf("Reclaim = %+v, want nil: the row is not reclaimable", rec)
-			}
-			if !sameRow(after, before) {
-				t.Fatalf("a refused Reclaim changed the row:\nbefore %+v\nafter  %+v", before, after)
-			}
+			wantRefused(t, "Reclaim", rec, before, after, "the row is not reclaimable")
 		})
 	}
 }
@@ -94,23 +90,7 @@ func TestRepositoryReclaimRefusesEveryRowThatIsNotReclaimable(t *testing.T) {
 // scope or key.
 func TestRepositoryReclaimTouchesOnlyItsOwnKey(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	c := b.mustClaim(t, toolScope, "k", hashA, toolLease)
-	b.clock.Advance(toolLease + time.Second)
-	for _, p := range []idempotency.ClaimParams{
-		{OrganizationID: uuid.New(), Scope: toolScope, Key: "k"},
-		{OrganizationID: b.org, Scope: "tool.other.call", Key: "k"},
-		{OrganizationID: b.org, Scope: toolScope, Key: "k2"},
-	} {
-		p.RequestHash, p.LeaseToken, p.Lease, p.Retention = hashA, uuid.New(), toolLease, idempotency.ToolRetention
-		rec, err := b.svc.Repository().Reclaim(context.Background(), p)
-		if err != nil || rec != nil {
-			t.Fatalf("Reclaim(%s, %s, %s) = %+v, %v; want nil", p.OrganizationID, p.Scope, p.Key, rec, err)
-		}
-	}
-	if rec := b.row(t, toolScope, "k"); rec.LeaseToken != c.LeaseToken {
-		t.Fatal("a reclaim of another address moved the lease of k")
-	}
+	wantOnlyItsOwnKey(t, toolLease+time.Second, "Reclaim", (*idempotency.Repository).Reclaim)
 }
 
 // TestRepositoryReplaceExpiredRefusesEveryRowStillRetained calls the
@@ -195,13 +175,8 @@ func TestRepositoryReplaceExpiredRefusesEveryRowStillRetained(t *testing.T) {
 				}
 				return
 			}
-			if rec != nil {
-				t.Fatalf("ReplaceExpired = %+v, want nil: the row's retention holds until %s, now is %s",
-					rec, before.RetainUntil, b.clock.Now())
-			}
-			if !sameRow(after, before) {
-				t.Fatalf("a refused ReplaceExpired changed the row:\nbefore %+v\nafter  %+v", before, after)
-			}
+			wantRefused(t, "ReplaceExpired", rec, before, after,
+				fmt.Sprintf("the row's retention holds until %s, now is %s", before.RetainUntil, b.clock.Now()))
 		})
 	}
 }
@@ -211,23 +186,7 @@ func TestRepositoryReplaceExpiredRefusesEveryRowStillRetained(t *testing.T) {
 // organization, scope or key.
 func TestRepositoryReplaceExpiredTouchesOnlyItsOwnKey(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	c := b.mustClaim(t, toolScope, "k", hashA, toolLease)
-	b.clock.Advance(idempotency.ToolRetention + time.Second)
-	for _, p := range []idempotency.ClaimParams{
-		{OrganizationID: uuid.New(), Scope: toolScope, Key: "k"},
-		{OrganizationID: b.org, Scope: "tool.other.call", Key: "k"},
-		{OrganizationID: b.org, Scope: toolScope, Key: "k2"},
-	} {
-		p.ID, p.RequestHash, p.LeaseToken, p.Lease, p.Retention = uuid.New(), hashA, uuid.New(), toolLease, idempotency.ToolRetention
-		rec, err := b.svc.Repository().ReplaceExpired(context.Background(), p)
-		if err != nil || rec != nil {
-			t.Fatalf("ReplaceExpired(%s, %s, %s) = %+v, %v; want nil", p.OrganizationID, p.Scope, p.Key, rec, err)
-		}
-	}
-	if rec := b.row(t, toolScope, "k"); rec.ID != c.ID || rec.LeaseToken != c.LeaseToken {
-		t.Fatal("a takeover of another address replaced k")
-	}
+	wantOnlyItsOwnKey(t, idempotency.ToolRetention+time.Second, "ReplaceExpired", (*idempotency.Repository).ReplaceExpired)
 }
 
 // TestRacingTakeoversOfOneExpiredRowLeaveExactlyOneOwner races takeovers of
@@ -293,6 +252,43 @@ func TestRacingClaimsOfOneExpiredKeyGiveOneClaim(t *testing.T) {
 				t.Fatalf("stored row = %+v, want the one claim %s", rec, o.Claim.ID)
 			}
 		}
+	}
+}
+
+// wantOnlyItsOwnKey claims the key "k" with hashA, moves the clock by
+// advance, and calls take (named name) for another organization, scope and
+// key, each with hashA: every call must take nothing and leave k's row as
+// it was.
+func wantOnlyItsOwnKey(t *testing.T, advance time.Duration, name string,
+	take func(*idempotency.Repository, context.Context, idempotency.ClaimParams) (*idempotency.Record, error)) {
+	t.Helper()
+	b := setup(t)
+	b.mustClaim(t, toolScope, "k", hashA, toolLease)
+	b.clock.Advance(advance)
+	before := b.row(t, toolScope, "k")
+	for _, p := range []idempotency.ClaimParams{
+		{OrganizationID: uuid.New(), Scope: toolScope, Key: "k"},
+		{OrganizationID: b.org, Scope: "tool.other.call", Key: "k"},
+		{OrganizationID: b.org, Scope: toolScope, Key: "k2"},
+	} {
+		p.ID, p.RequestHash, p.LeaseToken, p.Lease, p.Retention = uuid.New(), hashA, uuid.New(), toolLease, idempotency.ToolRetention
+		rec, err := take(b.svc.Repository(), context.Background(), p)
+		if err != nil {
+			t.Fatalf("%s(%s, %s, %s): %v", name, p.OrganizationID, p.Scope, p.Key, err)
+		}
+		wantRefused(t, name, rec, before, b.row(t, toolScope, "k"),
+			fmt.Sprintf("%s, %s, %s is another address", p.OrganizationID, p.Scope, p.Key))
+	}
+}
+
+// wantRefused fails t unless call took nothing (for the reason why) and left the row as it was.
+func wantRefused(t *testing.T, call string, rec, before, after *idempotency.Record, why string) {
+	t.Helper()
+	if rec != nil {
+		t.Fatalf("%s = %+v, want nil: %s", call, rec, why)
+	}
+	if !sameRow(after, before) {
+		t.Fatalf("a refused %s changed the row:\nbefore %+v\nafter  %+v", call, before, after)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,27 +29,18 @@ func TestLeaseIndexBench(t *testing.T) {
 	plane := idempotency.NewService(pool, idempotency.Config{})
 	org := uuid.New()
 	round := func() float64 {
-		var n atomic.Int64
-		deadline := time.Now().Add(3 * time.Second)
-		var wg sync.WaitGroup
-		for range 16 {
-			wg.Go(func() {
-				for time.Now().Before(deadline) {
-					out, err := plane.Claim(ctx, org, "tool.bench", uuid.NewString(), "h", time.Minute)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if _, err := plane.Complete(ctx, out.Claim, idempotency.Completion{ResourceType: "x", ResourceID: "1"}); err != nil {
-						t.Error(err)
-						return
-					}
-					n.Add(1)
-				}
-			})
+		lat, _, err := benchkit.Clients(16, 3*time.Second, nil, func(int, int) error {
+			out, err := plane.Claim(ctx, org, "tool.bench", uuid.NewString(), "h", time.Minute)
+			if err != nil {
+				return err
+			}
+			_, err = plane.Complete(ctx, out.Claim, idempotency.Completion{ResourceType: "x", ResourceID: "1"})
+			return err
+		})
+		if err != nil {
+			t.Error(err)
 		}
-		wg.Wait()
-		return float64(n.Load()) / 3
+		return float64(len(lat)) / 3
 	}
 	var without, with []float64
 	for r := range 5 {

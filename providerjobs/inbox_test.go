@@ -47,9 +47,7 @@ func TestReceiveLandsTheArrivalAndAppliesItBeforeAnswering(t *testing.T) {
 		e.Update.ProviderJobID != job.ProviderJobID || e.FinishedAt == nil || !e.ReceivedAt.Equal(b.clk.Now()) {
 		t.Errorf("arrival = %+v, want it applied by the handler, with the delivery's identity and content", e)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_inbox`); n != 1 {
-		t.Errorf("%d arrivals, want 1", n)
-	}
+	b.wantCount(1, "arrivals", `SELECT count(*) FROM agent.provider_inbox`)
 }
 
 // TestApplierFinishesAnArrivalWhoseHandlerDied is the scenario of issue 11:
@@ -167,12 +165,8 @@ func TestAppliedAtMostOnceWhateverRaces(t *testing.T) {
 			t.Errorf("job %d = %+v, want succeeded and applied exactly once (version 2)", i, got)
 		}
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_inbox WHERE status <> 'applied'`); n != 0 {
-		t.Errorf("%d arrivals not applied, want 0", n)
-	}
-	if n := b.count(`SELECT count(*) FROM agent.idempotency_keys WHERE status <> 'completed'`); n != 0 {
-		t.Errorf("%d claims left processing, want 0", n)
-	}
+	b.wantCount(0, "arrivals not applied", `SELECT count(*) FROM agent.provider_inbox WHERE status <> 'applied'`)
+	b.wantCount(0, "claims left processing", `SELECT count(*) FROM agent.idempotency_keys WHERE status <> 'completed'`)
 }
 
 // TestAProviderJobIDNamesOneJobInTheWorld is issue 24.3. Before it, A and
@@ -260,9 +254,7 @@ func TestCopiesAreCountedNotMultiplied(t *testing.T) {
 			t.Fatalf("unknown = %+v, %v; want dropped unknown_job", out, err)
 		}
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_inbox`); n != 1 {
-		t.Errorf("%d arrivals, want 1", n)
-	}
+	b.wantCount(1, "arrivals", `SELECT count(*) FROM agent.provider_inbox`)
 	if n := b.count(`SELECT count(*) FROM agent.webhook_drops`); n != 2 {
 		t.Errorf("%d audit rows, want 2: the first duplicate, and the unknown job's unknown_job", n)
 	}
@@ -302,9 +294,7 @@ func TestAckNeverDependsOnTheDropAudit(t *testing.T) {
 	if obs.auditFailures.Load() != 1 {
 		t.Errorf("audit failures counted = %d, want 1", obs.auditFailures.Load())
 	}
-	if n := b.count(`SELECT count(*) FROM agent.webhook_drops`); n != 0 {
-		t.Errorf("%d audit rows, want 0", n)
-	}
+	b.wantCount(0, "audit rows", `SELECT count(*) FROM agent.webhook_drops`)
 	unknown := d
 	unknown.DeliveryID, unknown.Update.ProviderJobID = "d-unknown", "not-a-job"
 	if out, err := svc.Receive(context.Background(), unknown); err == nil {
@@ -316,9 +306,7 @@ func TestAckNeverDependsOnTheDropAudit(t *testing.T) {
 			t.Errorf("the redelivery = %+v, %v; want dropped unknown_job", out, err)
 		}
 	}
-	if n := b.count(`SELECT count(*) FROM agent.webhook_drops WHERE delivery_id = 'd-unknown' AND reason = 'unknown_job'`); n != 1 {
-		t.Errorf("%d unknown_job rows, want 1", n)
-	}
+	b.wantCount(1, "unknown_job rows", `SELECT count(*) FROM agent.webhook_drops WHERE delivery_id = 'd-unknown' AND reason = 'unknown_job'`)
 }
 
 // cutInboxDB fails the inbox insert the way a database outage does, before

@@ -102,6 +102,15 @@ func (b *bundle) count(query string, args ...any) int {
 	return n
 }
 
+// wantCount fails the test, saying "<n> <what>, want <want>", unless query
+// counts want.
+func (b *bundle) wantCount(want int, what, query string, args ...any) {
+	b.t.Helper()
+	if n := b.count(query, args...); n != want {
+		b.t.Errorf("%d %s, want %d", n, what, want)
+	}
+}
+
 func (b *bundle) arrival(deliveryID string) *InboxEntry {
 	b.t.Helper()
 	e, err := b.svc.GetArrival(context.Background(), b.org, "acme", deliveryID)
@@ -202,9 +211,7 @@ func TestRegisterRefusals(t *testing.T) {
 	if _, _, err := b.svc.Register(context.Background(), b.org, RegisterParams{RunID: run, Provider: "acme", ProviderJobID: strings.Repeat("é", 255)}); err != nil {
 		t.Errorf("Register of a 255-character id = %v, want it registered", err)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 2 {
-		t.Errorf("%d jobs, want 2", n)
-	}
+	b.wantCount(2, "jobs", `SELECT count(*) FROM agent.provider_jobs`)
 }
 
 // TestRegisterIsSafeToRetryAndThePairIsTheWorlds: a registration repeated
@@ -230,9 +237,7 @@ func TestRegisterIsSafeToRetryAndThePairIsTheWorlds(t *testing.T) {
 	// and nothing of it is written.
 	other := uuid.New()
 	b.wantPairRefused(other, b.seedRun(other), first)
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 1 {
-		t.Errorf("%d jobs, want 1", n)
-	}
+	b.wantCount(1, "jobs", `SELECT count(*) FROM agent.provider_jobs`)
 	// The pair is another provider's to register: the directory is per
 	// provider.
 	if _, created, err := b.svc.Register(ctx, other, RegisterParams{RunID: b.seedRun(other), Provider: "other", ProviderJobID: "j-1"}); err != nil || !created {
@@ -280,9 +285,7 @@ func TestRegisterConcurrentRetriesCreateOneJob(t *testing.T) {
 	if creators != 1 {
 		t.Errorf("%d registrations created the job, want 1", creators)
 	}
-	if c := b.count(`SELECT count(*) FROM agent.provider_jobs`); c != 1 {
-		t.Errorf("%d jobs, want 1", c)
-	}
+	b.wantCount(1, "jobs", `SELECT count(*) FROM agent.provider_jobs`)
 }
 
 // TestReceiveResolvesTheJobItsBodyNames: a delivery is about the job its
@@ -331,12 +334,8 @@ func TestReceiveResolvesTheJobItsBodyNames(t *testing.T) {
 				tt.name, pathJobID, org, jobID, d.JobID, tt.job)
 		}
 	}
-	if n := b.count(`SELECT count(*) FROM agent.idempotency_keys`); n != 0 {
-		t.Errorf("%d claims for deliveries that were not about their path's job, want 0", n)
-	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_inbox`); n != 0 {
-		t.Errorf("%d arrivals landed for them, want 0", n)
-	}
+	b.wantCount(0, "claims for deliveries that were not about their path's job", `SELECT count(*) FROM agent.idempotency_keys`)
+	b.wantCount(0, "arrivals landed for them", `SELECT count(*) FROM agent.provider_inbox`)
 	if got := b.job(job.ID); got.Status != StatusPending || got.Version != 1 {
 		t.Errorf("job = %+v, want it untouched", got)
 	}
@@ -408,9 +407,7 @@ func TestSchemaTiesAJobToItsOrganizationsRun(t *testing.T) {
 	if _, err := b.pool.Exec(context.Background(), `DELETE FROM agent.runs WHERE id = $1`, job.RunID); err != nil {
 		t.Fatalf("deleting the Run: %v", err)
 	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs`); n != 0 {
-		t.Errorf("%d jobs after their Run was deleted, want 0", n)
-	}
+	b.wantCount(0, "jobs after their Run was deleted", `SELECT count(*) FROM agent.provider_jobs`)
 	out, err := b.svc.Receive(context.Background(), delivery(job, "d-1", StatusRunning))
 	if err != nil || out.Reason != DropUnknownJob {
 		t.Errorf("Receive for the deleted job = %+v, %v; want dropped unknown_job", out, err)
@@ -564,9 +561,7 @@ func TestReceiveRefusesInvalidDeliveriesBeforeAnySQL(t *testing.T) {
 			t.Errorf("%s: Receive = %v, want ErrInvalid", tt.name, err)
 		}
 	}
-	if n := b.count(`SELECT (SELECT count(*) FROM agent.idempotency_keys) + (SELECT count(*) FROM agent.webhook_drops)`); n != 0 {
-		t.Errorf("%d rows written for invalid deliveries, want 0", n)
-	}
+	b.wantCount(0, "rows written for invalid deliveries", `SELECT (SELECT count(*) FROM agent.idempotency_keys) + (SELECT count(*) FROM agent.webhook_drops)`)
 }
 
 func TestValidateProvider(t *testing.T) {

@@ -126,32 +126,15 @@ func TestDrainBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	startFor := func(d time.Duration) []time.Duration {
-		var (
-			mu  sync.Mutex
-			all []time.Duration
-			wg  sync.WaitGroup
-		)
-		deadline := time.Now().Add(d)
-		for range clients {
-			wg.Go(func() {
-				lat := make([]time.Duration, 0, 1024)
-				for time.Now().Before(deadline) {
-					t0 := time.Now()
-					_, err := starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: startOrg, SavedSearchID: ss.ID,
-						IdempotencyKey: uuid.NewString()})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					lat = append(lat, time.Since(t0))
-				}
-				mu.Lock()
-				all = append(all, lat...)
-				mu.Unlock()
-			})
+		lat, _, err := benchkit.Clients(clients, d, nil, func(int, int) error {
+			_, err := starter.StartSavedSearch(ctx, admission.SavedSearchStart{Org: startOrg, SavedSearchID: ss.ID,
+				IdempotencyKey: uuid.NewString()})
+			return err
+		})
+		if err != nil {
+			t.Error(err)
 		}
-		wg.Wait()
-		return all
+		return lat
 	}
 	// drainFor runs a drain for d, ticking every Interval (the default)
 	// or back to back, and returns the function that waits for it and

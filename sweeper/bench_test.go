@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -87,46 +86,14 @@ FROM generate_series(1, $1::int) i,
 	// claimFor runs the clients for d or until stop closes, and returns the
 	// latency of every claim.
 	claimFor := func(d time.Duration, stop <-chan struct{}) ([]time.Duration, error) {
-		var (
-			mu      sync.Mutex
-			all     []time.Duration
-			firstEr error
-			wg      sync.WaitGroup
-		)
-		deadline := time.Now().Add(d)
-		for range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				lat := make([]time.Duration, 0, 4096)
-				defer func() {
-					mu.Lock()
-					all = append(all, lat...)
-					mu.Unlock()
-				}()
-				for time.Now().Before(deadline) {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					t0 := time.Now()
-					out, err := plane.Claim(ctx, org, "tool.email.send", uuid.NewString(), "hash", time.Minute)
-					if err == nil && out.Kind != idempotency.KindClaimed {
-						err = fmt.Errorf("claim of a new key answered %v", out.Kind)
-					}
-					if err != nil {
-						mu.Lock()
-						firstEr = err
-						mu.Unlock()
-						return
-					}
-					lat = append(lat, time.Since(t0))
-				}
-			}()
-		}
-		wg.Wait()
-		return all, firstEr
+		lat, _, err := benchkit.Clients(clients, d, stop, func(int, int) error {
+			out, err := plane.Claim(ctx, org, "tool.email.send", uuid.NewString(), "hash", time.Minute)
+			if err == nil && out.Kind != idempotency.KindClaimed {
+				err = fmt.Errorf("claim of a new key answered %v", out.Kind)
+			}
+			return err
+		})
+		return lat, err
 	}
 
 	var (

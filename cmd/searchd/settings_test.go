@@ -15,9 +15,34 @@ import (
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
-// serveSettings lists every setting of serve as --help must show it: the
-// flag ("" for a secret, which has none), the variable and the default.
-var serveSettings = []struct{ flag, env, def string }{
+// helpSetting is a setting as a command's --help must show it: the flag
+// ("" for a secret, which has none), the variable and the default.
+type helpSetting struct{ flag, env, def string }
+
+// wantHelpListing runs searchd with args (a command and --help), which
+// must exit 0, checks that its help lists each of settings with its
+// default, and returns the help.
+func wantHelpListing(t *testing.T, settings []helpSetting, args ...string) string {
+	t.Helper()
+	h := newHarness(nil)
+	if code := h.run(args...); code != 0 {
+		t.Fatalf("%s = %d, want 0", strings.Join(args, " "), code)
+	}
+	help := h.stderr.String()
+	for _, s := range settings {
+		name := "--" + s.flag + ", " + s.env
+		if s.flag == "" {
+			name = s.env + " (environment only: a secret)"
+		}
+		if entry := "\n  " + name + "\n        default: " + s.def + "\n"; !strings.Contains(help, entry) {
+			t.Errorf("%s does not list %q with its default %q:\n%s", strings.Join(args, " "), name, s.def, help)
+		}
+	}
+	return help
+}
+
+// serveSettings lists every setting of serve as --help must show it.
+var serveSettings = []helpSetting{
 	{"database-url", "DATABASE_URL", "required"},
 	{"db-max-conns", "SEARCHD_DB_MAX_CONNS", "pool_max_conns of the URL, else 16"},
 	{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "15s"},
@@ -26,7 +51,7 @@ var serveSettings = []struct{ flag, env, def string }{
 	{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "10s"},
 	{"addr", "SEARCHD_ADDR", ":8080"},
 	{"", "SEARCHD_JWT_SECRET", "required unless SEARCHD_OIDC_ISSUER is set"},
-	{"", "SEARCHD_PROVIDER_SECRETS", "none"},
+	{"", "SEARCHD_PROVIDER_SECRETS", "none: no provider may call back"},
 	{"shutdown-grace", "SEARCHD_SHUTDOWN_GRACE", "10s"},
 	{"max-body-bytes", "SEARCHD_MAX_BODY_BYTES", "4194304"},
 	{"callback-max-body-bytes", "SEARCHD_CALLBACK_MAX_BODY_BYTES", "1048576, or the body limit when lower"},
@@ -70,20 +95,7 @@ var serveSettings = []struct{ flag, env, def string }{
 
 func TestServeHelpListsEverySetting(t *testing.T) {
 	t.Parallel()
-	h := newHarness(nil)
-	if code := h.run("serve", "--help"); code != 0 {
-		t.Fatalf("serve --help = %d, want 0", code)
-	}
-	help := h.stderr.String()
-	for _, s := range serveSettings {
-		name := "--" + s.flag + ", " + s.env
-		if s.flag == "" {
-			name = s.env + " (environment only: a secret)"
-		}
-		if entry := "\n  " + name + "\n        default: " + s.def; !strings.Contains(help, entry) {
-			t.Errorf("serve --help does not list %q with its default %q:\n%s", name, s.def, help)
-		}
-	}
+	help := wantHelpListing(t, serveSettings, "serve", "--help")
 	// Every flag serve accepts is a listed setting: none is left out.
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	serverFlags(fs)
@@ -93,7 +105,7 @@ func TestServeHelpListsEverySetting(t *testing.T) {
 		}
 	})
 
-	h = newHarness(nil)
+	h := newHarness(nil)
 	if code := h.run("dev", "--help"); code != 0 ||
 		!strings.Contains(h.stderr.String(), "--dev-dir, SEARCHD_DEV_DIR") ||
 		!strings.Contains(h.stderr.String(), "--pg-bin, SEARCHD_PG_BIN") ||
@@ -197,16 +209,23 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"console-token-sign-in", "SEARCHD_CONSOLE_TOKEN_SIGN_IN", "maybe", `"maybe" is not true or false`},
 	}
 	for _, tt := range tests {
-		env := maps.Clone(base)
-		env[tt.env] = tt.bad
-		h := newHarness(env)
-		if code := h.run("serve"); code != 2 || !strings.Contains(h.stderr.String(), tt.env+": "+tt.want) {
-			t.Errorf("%s=%s: serve = %d %q, want 2 saying %q", tt.env, tt.bad, code, h.stderr.String(), tt.env+": "+tt.want)
-		}
-		h = newHarness(base)
-		if code := h.run("serve", "--"+tt.flag, tt.bad); code != 2 || !strings.Contains(h.stderr.String(), "--"+tt.flag+": "+tt.want) {
-			t.Errorf("--%s %s: serve = %d %q, want 2 saying %q", tt.flag, tt.bad, code, h.stderr.String(), "--"+tt.flag+": "+tt.want)
-		}
+		wantBadSetting(t, "serve", base, tt.flag, tt.env, tt.bad, tt.want)
+	}
+}
+
+// wantBadSetting runs searchd cmd with bad as the setting's variable (over
+// base) and as its flag: each run must exit 2 saying "<name>: want".
+func wantBadSetting(t *testing.T, cmd string, base map[string]string, flag, env, bad, want string) {
+	t.Helper()
+	vars := maps.Clone(base)
+	vars[env] = bad
+	h := newHarness(vars)
+	if code := h.run(cmd); code != 2 || !strings.Contains(h.stderr.String(), env+": "+want) {
+		t.Errorf("%s=%s: %s = %d %q, want 2 saying %q", env, bad, cmd, code, h.stderr.String(), env+": "+want)
+	}
+	h = newHarness(base)
+	if code := h.run(cmd, "--"+flag, bad); code != 2 || !strings.Contains(h.stderr.String(), "--"+flag+": "+want) {
+		t.Errorf("--%s %s: %s = %d %q, want 2 saying %q", flag, bad, cmd, code, h.stderr.String(), "--"+flag+": "+want)
 	}
 }
 

@@ -272,18 +272,7 @@ func TestSweepSettingsAreCheckedAndNamed(t *testing.T) {
 		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "quarter", `"quarter" is not a number (write it like 0.25)`},
 		{"log-level", "SEARCHD_LOG_LEVEL", "loud", `"loud" is not a level`},
 	} {
-		env := map[string]string{tt.env: tt.bad}
-		for k, v := range base {
-			env[k] = v
-		}
-		h := newHarness(env)
-		if code := h.run("sweep"); code != 2 || !strings.Contains(h.stderr.String(), tt.env+": "+tt.want) {
-			t.Errorf("%s=%s: sweep = %d %q, want 2 saying %q", tt.env, tt.bad, code, h.stderr.String(), tt.env+": "+tt.want)
-		}
-		h = newHarness(base)
-		if code := h.run("sweep", "--"+tt.flag, tt.bad); code != 2 || !strings.Contains(h.stderr.String(), "--"+tt.flag+": "+tt.want) {
-			t.Errorf("--%s %s: sweep = %d %q, want 2 saying %q", tt.flag, tt.bad, code, h.stderr.String(), "--"+tt.flag+": "+tt.want)
-		}
+		wantBadSetting(t, "sweep", base, tt.flag, tt.env, tt.bad, tt.want)
 	}
 	h := newHarness(nil)
 	if code := h.run("sweep"); code != 2 || !strings.Contains(h.stderr.String(), "DATABASE_URL: is required") {
@@ -427,12 +416,7 @@ func TestServeSweepsWhileItServes(t *testing.T) {
 
 func TestSweepHelpListsItsSettings(t *testing.T) {
 	t.Parallel()
-	h := newHarness(nil)
-	if code := h.run("sweep", "--help"); code != 0 {
-		t.Fatalf("sweep --help = %d, want 0", code)
-	}
-	help := h.stderr.String()
-	for _, s := range []struct{ flag, env, def string }{
+	help := wantHelpListing(t, []helpSetting{
 		{"database-url", "DATABASE_URL", "required"},
 		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "1000, or the ceiling when that is lower"},
 		{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "1000"},
@@ -440,15 +424,11 @@ func TestSweepHelpListsItsSettings(t *testing.T) {
 		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "0.25"},
 		{"log-level", "SEARCHD_LOG_LEVEL", "info"},
 		{"log-format", "SEARCHD_LOG_FORMAT", "json"},
-	} {
-		if entry := "\n  --" + s.flag + ", " + s.env + "\n        default: " + s.def + "\n"; !strings.Contains(help, entry) {
-			t.Errorf("sweep --help does not list --%s, %s with its default %q:\n%s", s.flag, s.env, s.def, help)
-		}
-	}
+	}, "sweep", "--help")
 	if !strings.HasPrefix(help, "usage: searchd sweep") || strings.Contains(help, "sweep-interval") {
 		t.Errorf("sweep --help =\n%s\nwant its usage, and no schedule: one run has none", help)
 	}
-	h = newHarness(nil)
+	h := newHarness(nil)
 	if code := h.run("help"); code != 0 || !strings.Contains(h.stdout.String(), "\n  sweep ") ||
 		!strings.Contains(h.stdout.String(), "SEARCHD_SWEEP_MAX_BOUND") {
 		t.Errorf("help = %d:\n%s\nwant the sweep command and its settings", code, h.stdout.String())

@@ -44,12 +44,19 @@ type harness struct {
 	waited  map[string]time.Duration
 }
 
-func newHarness(t *testing.T, cfg fairq.Config) *harness {
+// mustNew is fairq.New, failing t on an error.
+func mustNew(t *testing.T, cfg fairq.Config) *fairq.Queue {
 	t.Helper()
 	q, err := fairq.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return q
+}
+
+func newHarness(t *testing.T, cfg fairq.Config) *harness {
+	t.Helper()
+	q := mustNew(t, cfg)
 	h := &harness{t: t, q: q, holds: map[string]chan struct{}{}, times: map[string]time.Duration{},
 		answers: map[string]*httptest.ResponseRecorder{}, waited: map[string]time.Duration{}}
 	// A test that failed half-way lets every handler end, so the bubble
@@ -404,10 +411,7 @@ func TestACancelledRequestLeavesTheQueueAtOnce(t *testing.T) {
 // holds it again until released.
 func TestIdleGivesTheSeatUpAndResumesFirstInItsFlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q, err := fairq.New(fairq.Config{Seats: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := mustNew(t, fairq.Config{Seats: 1})
 		a := fairq.Flow{Kind: fairq.KindOrganization, Name: "a"}
 		seat, err := q.Acquire(t.Context(), a, 1)
 		if err != nil {
@@ -475,10 +479,7 @@ func TestIdleGivesTheSeatUpAndResumesFirstInItsFlow(t *testing.T) {
 func TestRefusalsAndWaitsAreObserved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		obs := &recorder{}
-		q, err := fairq.New(fairq.Config{Seats: 1, QueueLength: 1, MaxWait: time.Second, Observer: obs})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := mustNew(t, fairq.Config{Seats: 1, QueueLength: 1, MaxWait: time.Second, Observer: obs})
 		p := fairq.Flow{Kind: fairq.KindProvider, Name: "acme"}
 		seat, err := q.Acquire(t.Context(), p, 1)
 		if err != nil {
@@ -541,10 +542,7 @@ func (r *recorder) get() []any {
 func TestSeatsAreNeverOverdrawnUnderRacingCancels(t *testing.T) {
 	t.Parallel()
 	const seats = 3
-	q, err := fairq.New(fairq.Config{Seats: seats, QueueLength: 40, MaxWait: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := mustNew(t, fairq.Config{Seats: seats, QueueLength: 40, MaxWait: 50 * time.Millisecond})
 	var seated, peak, served, refused, gone atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 64 {
@@ -618,10 +616,7 @@ func TestNewRefusesOutOfRangeSettings(t *testing.T) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", c.cfg, err, c.want)
 		}
 	}
-	q, err := fairq.New(fairq.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := mustNew(t, fairq.Config{})
 	if q.Seats() != fairq.DefaultSeats || q.QueueLength() != fairq.DefaultQueueLength || q.MaxWait() != fairq.DefaultMaxWait {
 		t.Errorf("defaults = %d, %d, %s", q.Seats(), q.QueueLength(), q.MaxWait())
 	}
@@ -633,10 +628,7 @@ func TestNewRefusesOutOfRangeSettings(t *testing.T) {
 // request in the same queue is still refused at MaxWait.
 func TestAResumeIsRefusedByNeitherBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q, err := fairq.New(fairq.Config{Seats: 1, QueueLength: 1, MaxWait: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := mustNew(t, fairq.Config{Seats: 1, QueueLength: 1, MaxWait: time.Second})
 		a, b := fairq.Flow{Kind: fairq.KindOrganization, Name: "a"}, fairq.Flow{Kind: fairq.KindOrganization, Name: "b"}
 		seat, err := q.Acquire(t.Context(), a, 1)
 		if err != nil {
@@ -681,10 +673,7 @@ func TestAResumeIsRefusedByNeitherBound(t *testing.T) {
 // client gone instead, the narrow one would be seated at once.
 func TestAWideRequestTakesItsSeatsInTurnAndIsNotOvertaken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q, err := fairq.New(fairq.Config{Seats: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := mustNew(t, fairq.Config{Seats: 4})
 		flow := func(name string) fairq.Flow { return fairq.Flow{Kind: fairq.KindOrganization, Name: name} }
 		type result struct {
 			seat *fairq.Seat

@@ -1,7 +1,8 @@
 // Package benchkit is what the TestXxxBench measurements of the main
 // module share: the SEARCHD_BENCH switch and its sizing variables, a pool
-// on the durable cluster, medians and percentiles, and the load average
-// they print beside their figures. It asserts nothing about time.
+// on the durable cluster, concurrent clients calling back to back, medians
+// and percentiles, and the load average they print beside their figures.
+// It asserts nothing about time.
 package benchkit
 
 import (
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,6 +77,49 @@ func (p Pool) Open(t testing.TB, url string) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// Clients runs call(c, i) from clients goroutines, each calling back to
+// back until d has passed or stop closes (a nil stop never does); c is the
+// client, from 0, and i its call's number, from 0. A client ends at its
+// first error. Clients returns the latency of every call that succeeded
+// (in no order), the time from the start to the last client's end, and
+// the first error.
+func Clients(clients int, d time.Duration, stop <-chan struct{}, call func(c, i int) error) (lat []time.Duration, elapsed time.Duration, err error) {
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for c := range clients {
+		wg.Go(func() {
+			mine := make([]time.Duration, 0, 1024)
+			var failed error
+			defer func() {
+				mu.Lock()
+				defer mu.Unlock()
+				lat = append(lat, mine...)
+				if err == nil {
+					err = failed
+				}
+			}()
+			for i := 0; time.Now().Before(deadline); i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				t0 := time.Now()
+				if failed = call(c, i); failed != nil {
+					return
+				}
+				mine = append(mine, time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	return lat, time.Since(start), err
 }
 
 // Median returns the median of xs (the mean of the middle two when their

@@ -1,7 +1,9 @@
 package benchkit
 
 import (
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -49,5 +51,48 @@ func TestIntAndFloat(t *testing.T) {
 func TestLoadAverage(t *testing.T) {
 	if got := LoadAverage(); got != "unknown" && len(strings.Fields(got)) != 3 {
 		t.Errorf("LoadAverage() = %q, want three figures or unknown", got)
+	}
+}
+
+func TestClients(t *testing.T) {
+	// Every client calls back to back with its own numbers until the time
+	// is up; every call that succeeded has its latency.
+	var mu sync.Mutex
+	next := map[int]int{}
+	lat, elapsed, err := Clients(3, 50*time.Millisecond, nil, func(c, i int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if next[c] != i {
+			t.Errorf("client %d made call %d, want %d", c, i, next[c])
+		}
+		next[c]++
+		return nil
+	})
+	calls := 0
+	for _, n := range next {
+		calls += n
+	}
+	if err != nil || len(next) != 3 || len(lat) != calls || elapsed < 50*time.Millisecond {
+		t.Errorf("Clients(3, 50ms) = %d latencies in %s, %v; want one for each of the %d calls of 3 clients, at least 50ms, no error", len(lat), elapsed, err, calls)
+	}
+
+	// A client ends at its first error, the others go on, and the first
+	// error is returned with the latencies of the calls that succeeded.
+	boom := errors.New("boom")
+	lat, _, err = Clients(2, 50*time.Millisecond, nil, func(c, i int) error {
+		if c == 0 && i == 2 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) || len(lat) < 3 {
+		t.Errorf("Clients with a failing client = %d latencies, %v; want boom and the other client's calls", len(lat), err)
+	}
+
+	// A closed stop ends every client before its time is up.
+	stop := make(chan struct{})
+	close(stop)
+	if lat, elapsed, err := Clients(4, time.Minute, stop, func(int, int) error { return nil }); len(lat) != 0 || err != nil || elapsed > 30*time.Second {
+		t.Errorf("Clients with stop closed = %d latencies in %s, %v; want none, at once", len(lat), elapsed, err)
 	}
 }
