@@ -95,11 +95,7 @@ func (b *bundle) seedJob(providerJobID string) *Job {
 
 func (b *bundle) count(query string, args ...any) int {
 	b.t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		b.t.Fatalf("%s: %v", query, err)
-	}
-	return n
+	return pgtest.Count(b.t, b.pool, query, args...)
 }
 
 // wantCount fails the test, saying "<n> <what>, want <want>", unless query

@@ -1,12 +1,10 @@
 package sweeper
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,25 +25,6 @@ func newClock(t time.Time) *dbclocktest.Stub {
 	return dbclocktest.New(t.UTC().Truncate(time.Microsecond))
 }
 
-// logBuffer is a log sink tests read back; handlers write to it from the
-// sweeping goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // bundle is what setup hands a test.
 type bundle struct {
 	ctx   context.Context
@@ -53,7 +32,7 @@ type bundle struct {
 	clock *dbclocktest.Stub
 	plane *idempotency.Service // on the stubbed clock
 	org   uuid.UUID
-	logs  *logBuffer
+	logs  *pgtest.SyncBuffer // the sweeper's log, written from its goroutines
 }
 
 // setup gives a test its own migrated database and a plane on a clock
@@ -68,7 +47,7 @@ func setup(t *testing.T) *bundle {
 		clock: c,
 		plane: idempotency.NewService(db, idempotency.Config{Clock: c.Clock()}),
 		org:   uuid.New(),
-		logs:  &logBuffer{},
+		logs:  &pgtest.SyncBuffer{},
 	}
 }
 

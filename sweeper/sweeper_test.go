@@ -114,7 +114,7 @@ func TestFullBoundLeavesABacklogAndWarns(t *testing.T) {
 	// Passes that drain the backlog within one run leave none behind, but
 	// the pass that read a full bound is still warned of: the read is what
 	// says whether the sweep keeps up, whatever later passes do.
-	b.logs = &logBuffer{}
+	b.logs = &pgtest.SyncBuffer{}
 	s = b.sweeper(t, Config{Bound: 5, MaxPasses: 3})
 	rep = b.runOnce(t, s)
 	if c := rep.Claims; c.Read != 7 || c.Deleted != 7 || c.Passes != 2 || c.Backlog || c.FullPasses != 1 {
@@ -163,7 +163,7 @@ func TestEveryFullPassIsWarnedOfAndCounted(t *testing.T) {
 		t.Errorf("log = %q, want exactly 2 warnings", logs)
 	}
 	// A quiet run warns of nothing and counts nothing.
-	b.logs = &logBuffer{}
+	b.logs = &pgtest.SyncBuffer{}
 	obs.full = map[string]int{}
 	b.seedExpired(t, "few", 3)
 	rep = b.runOnce(t, b.sweeper(t, Config{Bound: 5, Observer: obs}))

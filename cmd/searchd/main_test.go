@@ -250,10 +250,6 @@ func TestTokenPrintsAVerifiableToken(t *testing.T) {
 	}
 }
 
-// syncBuffer is the package's name for [pgtest.SyncBuffer] (sweep_test.go
-// logs into one).
-type syncBuffer = pgtest.SyncBuffer
-
 // serverFlags registers the flags of serve's settings on fs, and its
 // --help.
 func serverFlags(fs *flag.FlagSet) { registerOptions(fs, serveCommand) }

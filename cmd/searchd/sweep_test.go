@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/sweeper"
 )
 
@@ -346,7 +347,7 @@ func TestSweepSettingsDefaultsAndOverrides(t *testing.T) {
 
 func TestServeWithoutASweepIntervalRunsNoSweeper(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs pgtest.SyncBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	// No pool: a sweeper that started would need one.
 	stop, err := startSweeper(context.Background(), nil, serverConfig{}, logger, nil)

@@ -288,3 +288,35 @@ func (p *Provider) Login(ctx context.Context, c Client, username, password strin
 	idToken, _ := tok.Extra("id_token").(string)
 	return Tokens{Access: tok.AccessToken, ID: idToken}, nil
 }
+
+// AnswerLines is the control loop of the test programs driven through
+// their standard streams (test/oidcprovider, and the console's browser
+// fixture, which starts one): it reads in line by line (lines up to 1 MiB)
+// and prints answer's reply to each on standard output, until in ends or
+// ctx does.
+func AnswerLines(ctx context.Context, in io.Reader, answer func(line string) string) {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case line, ok := <-lines:
+			if !ok {
+				return
+			}
+			fmt.Println(answer(line))
+		}
+	}
+}

@@ -27,7 +27,6 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"crypto"
@@ -104,26 +103,8 @@ func run(raw string) error {
 	out, _ := json.Marshal(map[string]string{"issuer": issuer})
 	fmt.Println(string(out))
 
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(os.Stdin)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case line, ok := <-lines:
-			if !ok {
-				return nil
-			}
-			fmt.Println(p.answer(line, hits.Load()))
-		}
-	}
+	oidctest.AnswerLines(ctx, os.Stdin, func(line string) string { return p.answer(line, hits.Load()) })
+	return nil
 }
 
 // provider is the example storage with searchd's additions.
