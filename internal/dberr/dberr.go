@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -101,17 +102,37 @@ func Answered(err error) bool {
 // outcomeUnknown reports whether pgErr is an answer of a server that
 // forwarded the statement and lost its own connection to where it ran, so
 // that it cannot know whether the statement wrote: a Citus coordinator
-// whose worker's connection broke under a statement the worker commits on
-// its own (a connection exception, class 08), or inside the COMMIT it sent
-// the worker after committing its own part. Citus raises the latter with
-// the catch-all SQLSTATE XX000, so it is told apart by its message, as
-// Citus 13 words it ("could not commit transaction for shard N on at
-// least one active node", "… on any active node"). The caller may take
-// the writes neither as done nor as undone: the same request must be sent
-// again and find out (a fenced, idempotent write does).
+// that lost a worker. It says so with a connection exception (class 08)
+// or with the catch-all SQLSTATE XX000 and one of the messages of
+// citusLostWorker. The caller may take the writes neither as done nor as
+// undone: the same request must be sent again and find out (a fenced,
+// idempotent write does).
 func outcomeUnknown(pgErr *pgconn.PgError) bool {
-	return strings.HasPrefix(pgErr.Code, "08") ||
-		pgErr.Code == "XX000" && strings.HasPrefix(pgErr.Message, "could not commit transaction")
+	if strings.HasPrefix(pgErr.Code, "08") {
+		return true
+	}
+	return pgErr.Code == "XX000" && slices.ContainsFunc(citusLostWorker, func(prefix string) bool {
+		return strings.HasPrefix(pgErr.Message, prefix)
+	})
+}
+
+// citusLostWorker begins the messages of a Citus coordinator's XX000
+// errors that say it lost a worker under a transaction, as Citus 13 and
+// libpq word them: Citus's own, for the COMMIT it sends a worker after
+// committing its own part and for a transaction on several nodes, and
+// libpq's, which Citus passes on under XX000 when a worker's connection
+// breaks under a statement (seen when a two-phase commit was cut at its
+// PREPARE TRANSACTION).
+var citusLostWorker = []string{
+	"could not commit transaction", // "… for shard N on at least one active node", "… on any active node"
+	"failure on connection marked as essential",
+	"server closed the connection unexpectedly",
+	"could not receive data from server",
+	"could not send data to server",
+	"connection not open",
+	"no connection to the server",
+	"lost synchronization with server",
+	"SSL SYSCALL error",
 }
 
 // Transport reports whether err is a failure of the connection rather than

@@ -52,6 +52,13 @@ func TestInterpretClassifiesDriverErrors(t *testing.T) {
 			Message: "could not commit transaction for shard 102046 on at least one active node"}), errs.Unavailable, true},
 		{"Citus lost every placement inside the commit", &pgconn.PgError{Code: "XX000",
 			Message: "could not commit transaction on any active node"}, errs.Unavailable, true},
+		{"Citus lost a worker a write on several nodes needs", wrap(&pgconn.PgError{Code: "XX000",
+			Message: "failure on connection marked as essential: 127.0.0.1:9702"}), errs.Unavailable, true},
+		// libpq's message, passed on by Citus when a two-phase commit was
+		// cut at its PREPARE TRANSACTION (as make e2e-citus cuts it).
+		{"Citus passes on libpq's lost connection", &pgconn.PgError{Code: "XX000",
+			Message: "server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n\tbefore or while processing the request.\ninvalid socket"},
+			errs.Unavailable, true},
 		{"another internal error of the server", &pgconn.PgError{Code: "XX000", Message: "cache lookup failed"}, errs.Internal, false},
 		{"deadline", wrap(context.DeadlineExceeded), errs.Unavailable, false},
 		{"connection closed", wrap(pgconn.ErrConnClosed), errs.Unavailable, true},

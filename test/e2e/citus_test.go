@@ -242,6 +242,8 @@ func TestCitusFaults(t *testing.T) {
 	// Before the load, with nothing else on the second worker: starts
 	// whose commit to it is cut.
 	cutViolations := checkCommitCuts(ctx, t, cl.proxy, sides[1])
+	cutReg, found := cutRegistration(ctx, t, cl.proxy, sides[0])
+	cutViolations = append(cutViolations, found...)
 
 	var stop atomic.Bool
 	var load sync.WaitGroup
@@ -346,6 +348,7 @@ func TestCitusFaults(t *testing.T) {
 
 	violations := cutViolations
 	violations = append(violations, checkRegistration(ctx, h, reg)...)
+	violations = append(violations, checkRegistration(ctx, h, cutReg)...)
 	for _, side := range sides {
 		if !waitFor(&side.s.bg, drainTimeout) {
 			violations = append(violations, fmt.Sprintf("%s: background work did not stop", side.s.name))
@@ -607,4 +610,75 @@ func cutOneWrite(ctx context.Context, proxy *faultProxy, s *scenarioRun, key str
 	proxy.HoldWhen(nil)
 	proxy.Cut()
 	return spec, <-answered, nil
+}
+
+// cutRegistration registers a provider job for a new Run of side's callback
+// organization (on the first worker) and cuts its two-phase commit at the
+// PREPARE TRANSACTION the coordinator sends the second worker (for the
+// directory's copy there): the proxy holds it, then resets the
+// connections. The coordinator aborts the whole transaction, so the answer
+// must be 503 unavailable, never 500. The registration is then sent again
+// until it is answered; it returns that registration, which the caller
+// checks whole once the prepared transactions are recovered, and what went
+// wrong.
+func cutRegistration(ctx context.Context, t *testing.T, proxy *faultProxy, side *citusSide) (registration, []string) {
+	reg := registration{providerJobID: "citus-prepare-cut-" + uuid.NewString()[:8]}
+	token, err := auth.SignToken([]byte(jwtSecret), side.cb.org, "e2e-prepare-cut", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	once, err := newClient("prepare-cut", token, side.s.h.replicas[:1], 0, client.RetryPolicy{MaxAttempts: 1}, &recorder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retrying, err := newClient("prepare-cut-retry", token, side.s.h.replicas, 0, loadPolicy, &recorder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	run, err := retrying.StartRun(cctx, client.DirectStart{Kind: client.KindCapability, Name: "prepare cut"},
+		client.WithIdempotencyKey("citus-prepare-cut-run"))
+	if err != nil {
+		return reg, []string{fmt.Sprintf("prepare cut: starting its Run: %v", err)}
+	}
+	params := client.RegisterProviderJobParams{RunID: run.Run.ID, Provider: e2eProvider, ProviderJobID: reg.providerJobID}
+	caught := make(chan struct{})
+	var seen atomic.Bool
+	proxy.HoldWhen(func(chunk []byte) bool {
+		if !bytes.Contains(chunk, []byte("PREPARE TRANSACTION")) || seen.Swap(true) {
+			return false
+		}
+		close(caught)
+		return true
+	})
+	defer proxy.HoldWhen(nil)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := once.RegisterProviderJob(cctx, params)
+		answered <- err
+	}()
+	var out []string
+	select {
+	case <-caught:
+		proxy.HoldWhen(nil)
+		proxy.Cut()
+		answer := <-answered
+		var apiErr *client.APIError
+		if !errors.As(answer, &apiErr) || apiErr.Status != http.StatusServiceUnavailable || apiErr.Code != "unavailable" {
+			out = append(out, fmt.Sprintf("prepare cut: the registration was answered %v, want 503 unavailable", answer))
+		}
+		t.Logf("prepare cut: the registration cut at its PREPARE TRANSACTION on the second worker was answered %v", answer)
+	case err := <-answered:
+		out = append(out, fmt.Sprintf("prepare cut: the registration was answered (%v) before a PREPARE TRANSACTION reached the second worker", err))
+	case <-time.After(30 * time.Second):
+		out = append(out, "prepare cut: no PREPARE TRANSACTION reached the second worker within 30 s")
+	}
+	res, err := retrying.RegisterProviderJob(cctx, params)
+	if err != nil {
+		reg.err = err
+		return reg, append(out, fmt.Sprintf("prepare cut: sending the registration again failed: %v", err))
+	}
+	reg.jobID, reg.status = res.Job.ID, "created"
+	return reg, out
 }
