@@ -185,10 +185,10 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 	// wait still wakes us.
 	woken, cancel := hub.subscribe(organizationID, scope, key)
 	defer cancel()
-	var last Outcome // the previous round's answer: processing
-	for round := 0; ; round++ {
+	var last Outcome // the previous round's answer, processing; zero before the first
+	for {
 		out, err := s.Claim(ctx, organizationID, scope, key, requestHash, lease)
-		if err != nil && round > 0 && ctx.Err() != nil {
+		if err != nil && last.Kind == KindProcessing && ctx.Err() != nil {
 			// Cut off as it read again after a wake: the wait ended
 			// without the outcome, which is still processing, as below.
 			return last, nil
