@@ -126,12 +126,7 @@ func (s *Service) ApplyPending(ctx context.Context, batch int) (_ PassReport, er
 // Stats returns the number of pending arrivals and the age of the oldest,
 // by the database clock.
 func (s *Service) Stats(ctx context.Context) (pending int64, oldest time.Duration, err error) {
-	defer dberr.Annotate(&err)
-	var secs float64
-	if err := s.db.QueryRow(ctx, inboxStats, s.nowArg()).Scan(&pending, &secs); err != nil {
-		return 0, 0, fmt.Errorf("providerjobs: inbox stats: %w", err)
-	}
-	return pending, time.Duration(secs * float64(time.Second)), nil
+	return readInboxStats(ctx, s.db, s.nowArg())
 }
 
 // RunApplier runs the background applier until ctx ends: every Interval
