@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -295,15 +294,12 @@ func (r *Runner) run(ctx context.Context, c Call, jk journalKey, claim *idempote
 }
 
 // complete stores res as the answer of claim and returns what it stored, so
-// the live result and every replay answer the same.
-//
-// The answer is fitted to the store limit of the plane the Runner runs on
-// (see [MaxStoredOutput]) and normalized to what the plane accepts, so the
-// plane never refuses it nor stores a reference in its place: a refused
-// completion would leave the claim processing, in flight to every retry for
-// a lease and then reclaimed as uncertain, for a call that was made. (A
-// plane limit too small for {"ok":...,"outcome":...,"output_omitted":true},
-// some 60 bytes, is the one configuration it cannot serve.)
+// the live result and every replay answer the same: normalized, and fitted
+// to the store limit of the plane the Runner runs on as [MaxStoredOutput]
+// says, so that the plane never refuses it nor stores a reference in its
+// place. (A plane limit too small for
+// {"ok":...,"outcome":...,"output_omitted":true}, some 60 bytes, is the one
+// configuration it cannot serve.)
 func (r *Runner) complete(ctx context.Context, jk journalKey, claim *idempotency.Claim, res Result) (Result, error) {
 	res, body, err := fitAnswer(normalize(res), r.plane.MaxResponseBytes())
 	if err != nil {
@@ -433,9 +429,7 @@ func normalize(res Result) Result {
 		}
 		res.Output = canon
 	}
-	if len(res.Outcome) > maxStoredOutcome || !utf8.ValidString(res.Outcome) {
-		res.Outcome = strings.ToValidUTF8(res.Outcome[:min(len(res.Outcome), maxStoredOutcome)], "")
-	}
+	res.Outcome = strings.ToValidUTF8(res.Outcome[:min(len(res.Outcome), maxStoredOutcome)], "")
 	res.Message = strings.ToValidUTF8(res.Message[:min(len(res.Message), maxStoredMessage)], "")
 	if res.ResourceType == "" || res.ResourceID == "" || len(res.ResourceType) > 255 || len(res.ResourceID) > 255 {
 		res.ResourceType, res.ResourceID = "", ""
