@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -393,17 +394,14 @@ func fitAnswer(res Result, limit int) (Result, []byte, error) {
 		return res, nil, fmt.Errorf("an answer of %d bytes does not fit the store limit of %d", len(b), limit)
 	}
 	msg := res.Message
-	lo, hi := 0, len(msg) // a prefix of lo bytes fits; hi bytes do not
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		res.Message = strings.ToValidUTF8(msg[:mid], "")
-		if b, err := encodeAnswer(res); err == nil && len(b) <= limit {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	res.Message = strings.ToValidUTF8(msg[:lo], "")
+	// No message fits and the whole one does not: n is the longest prefix
+	// shorter than msg that fits.
+	n := sort.Search(len(msg)-1, func(i int) bool {
+		res.Message = strings.ToValidUTF8(msg[:i+1], "")
+		b, err := encodeAnswer(res)
+		return err != nil || len(b) > limit
+	})
+	res.Message = strings.ToValidUTF8(msg[:n], "")
 	body, err = encodeAnswer(res)
 	return res, body, err
 }
