@@ -17,13 +17,14 @@ import (
 // provider's and organization's (an arrival of an unknown job has none).
 
 // InboxStats returns the number of pending arrivals and the age of the oldest,
-// by the database clock: the applier's lag (as [Service.Stats]).
+// by the database clock: the applier's lag, as its every poll reports it to
+// the [InboxObserver].
 func (a *Audit) InboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error) {
 	return readInboxStats(ctx, a.db, nil)
 }
 
-// readInboxStats is [Audit.InboxStats] and [Service.Stats] on db at now
-// (nil: the database's now()).
+// readInboxStats is [Audit.InboxStats] on db at now (nil: the database's
+// now()).
 func readInboxStats(ctx context.Context, db Querier, now any) (pending int64, oldest time.Duration, err error) {
 	defer dberr.Annotate(&err)
 	rows, _ := db.Query(ctx, inboxStats, now)
