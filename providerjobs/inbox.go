@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -215,14 +216,16 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 	}
 	s.observer.ObserveCopy(d.Provider, string(reason))
 	s.cfg.Observer.ObserveDrop(d.Provider, string(reason))
-	var c Copies
-	err := s.db.QueryRow(ctx, inboxCopy, e.OrganizationID, e.ID, one(reason == DropDuplicate), one(reason == DropHashMismatch),
-		one(reason == DropPathMismatch), s.nowArg()).Scan(&c.Duplicates, &c.HashMismatches, &c.PathMismatches)
-	n := map[DropReason]int64{DropDuplicate: c.Duplicates, DropHashMismatch: c.HashMismatches, DropPathMismatch: c.PathMismatches}[reason]
+	// inboxCopy adds one to the counter of reason and returns the three,
+	// in this order.
+	i := slices.Index([]DropReason{DropDuplicate, DropHashMismatch, DropPathMismatch}, reason)
+	var add, n [3]int64
+	add[i] = 1
+	err := s.db.QueryRow(ctx, inboxCopy, e.OrganizationID, e.ID, add[0], add[1], add[2], s.nowArg()).Scan(&n[0], &n[1], &n[2])
 	switch {
 	case err != nil:
 		s.auditFailed(ctx, d.Provider, d.DeliveryID, reason, fmt.Errorf("count the copy: %w", err))
-	case n == 1:
+	case n[i] == 1:
 		// The first copy of its reason: the audit gets a row, the next
 		// copies are counted alone.
 		if err := s.recordDrop(ctx, d.Provider, d.JobID, d.DeliveryID, hash, reason, e.OrganizationID, e.JobID); err != nil {
@@ -235,14 +238,6 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 		s.cfg.Wake()
 	}
 	return Outcome{Reason: reason, JobID: e.JobID}
-}
-
-// one is 1 when b holds, else 0.
-func one(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // auditFailed logs and counts a drop the audit could not record. The
