@@ -111,14 +111,12 @@ type Store struct {
 // stub is for tests.
 func NewStore(db DB, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
 
-func (s *Store) nowArg() any { return s.clock.Arg() }
-
 // Claim returns the claim id of any organization, as stored, with the
 // database clock of the read in ObservedAt. It returns [ErrNotFound] when
 // none is stored.
 func (s *Store) Claim(ctx context.Context, id uuid.UUID) (_ *idempotency.Record, err error) {
 	defer dberr.Annotate(&err)
-	rec, err := scanRecord(s.db.QueryRow(ctx, claimGetByID, id, s.nowArg()))
+	rec, err := scanRecord(s.db.QueryRow(ctx, claimGetByID, id, s.clock.Arg()))
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "operator: claim")
 	}
@@ -207,11 +205,11 @@ func (s *Store) ForceRelease(ctx context.Context, rec *idempotency.Record, p Rel
 		if err := tx.QueryRow(ctx, releaseInsert, pgx.StrictNamedArgs{
 			"id": r.ID, "claim_id": r.ClaimID, "org": r.OrganizationID, "scope": r.Scope, "key": r.Key,
 			"request_hash": r.RequestHash, "claimed_at": r.ClaimedAt, "lease_expires_at": r.LeaseExpiresAt,
-			"lease_live": r.LeaseLive, "actor": r.Actor, "reason": r.Reason, "via": r.Via, "now": s.nowArg(),
+			"lease_live": r.LeaseLive, "actor": r.Actor, "reason": r.Reason, "via": r.Via, "now": s.clock.Arg(),
 		}).Scan(&r.ReleasedAt); err != nil {
 			return fmt.Errorf("record the release: %w", err)
 		}
-		_, err = tx.Exec(ctx, releasePrune, ReleaseRetention.Microseconds(), s.nowArg())
+		_, err = tx.Exec(ctx, releasePrune, ReleaseRetention.Microseconds(), s.clock.Arg())
 		return err
 	})
 	switch {
@@ -267,7 +265,7 @@ func (s *Store) Overview(ctx context.Context, hours int) (_ *Overview, err error
 	)
 	wg.Go(func() { events, eventsErr = s.hourlyEvents(ctx, hours) })
 	defer wg.Wait()
-	rows, _ := s.db.Query(ctx, claimOverview, s.nowArg(), hours)
+	rows, _ := s.db.Query(ctx, claimOverview, s.clock.Arg(), hours)
 	byScope := map[string]*ScopeCount{}
 	hourly := map[[2]any]int64{}
 	var (
@@ -323,7 +321,7 @@ func (s *Store) Overview(ctx context.Context, hours int) (_ *Overview, err error
 
 // hourlyEvents reads the drops and force-releases of the last hours.
 func (s *Store) hourlyEvents(ctx context.Context, hours int) ([]Bucket, error) {
-	rows, _ := s.db.Query(ctx, eventHourly, s.nowArg(), hours)
+	rows, _ := s.db.Query(ctx, eventHourly, s.clock.Arg(), hours)
 	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Bucket])
 	if err != nil {
 		return nil, fmt.Errorf("operator: overview: %w", err)
@@ -380,7 +378,7 @@ func (s *Store) processing(ctx context.Context, live bool, f ClaimFilter, p Page
 	if live {
 		query = claimInFlightPage
 	}
-	rows, _ := s.db.Query(ctx, query, s.nowArg(), q.At, q.ID, q.Limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Scope))
+	rows, _ := s.db.Query(ctx, query, s.clock.Arg(), q.At, q.ID, q.Limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Scope))
 	list, next, err := keyset.Collect(rows, q.Limit, keyset.Value(scanRecord), func(r idempotency.Record) keyset.Position {
 		return keyset.Position{CreatedAt: r.LeaseExpiresAt, ID: r.ID}
 	})
@@ -400,7 +398,7 @@ func (s *Store) processingByKey(ctx context.Context, live bool, f ClaimFilter, a
 	if after {
 		return nil, "", nil // a key's page has one claim at most: nothing after it
 	}
-	rec, err := scanRecord(s.db.QueryRow(ctx, claimByKey, f.OrganizationID, f.Scope, f.Key, s.nowArg()))
+	rec, err := scanRecord(s.db.QueryRow(ctx, claimByKey, f.OrganizationID, f.Scope, f.Key, s.clock.Arg()))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, "", nil
@@ -453,16 +451,14 @@ func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) (_ 
 func scanRecord(row pgx.Row) (*idempotency.Record, error) {
 	var (
 		rec                      idempotency.Record
-		status                   string
 		resourceType, resourceID *string
 	)
-	err := row.Scan(&rec.ID, &rec.OrganizationID, &rec.Scope, &rec.Key, &rec.RequestHash, &status,
+	err := row.Scan(&rec.ID, &rec.OrganizationID, &rec.Scope, &rec.Key, &rec.RequestHash, &rec.Status,
 		&rec.LeaseToken, &resourceType, &resourceID, &rec.Response,
 		&rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.RetainUntil, &rec.ObservedAt)
 	if err != nil {
 		return nil, err
 	}
-	rec.Status = idempotency.Status(status)
 	if resourceType != nil {
 		rec.ResourceType = *resourceType
 	}

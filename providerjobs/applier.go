@@ -62,19 +62,19 @@ type PassReport struct {
 }
 
 // inboxPass is the applier's pass over the inbox: on a cluster, one lease
-// statement per shard that holds arrivals due (see internal/shardpass).
+// statement per shard that holds arrivals due, each locking rows of its
+// shard alone (see internal/shardpass).
 var inboxPass = shardpass.New("agent.provider_inbox", inboxDue)
 
 // ApplyPending is one pass of the applier: it leases at most batch pending
 // arrivals whose lease has passed (a handler that crashed, stalled or
 // failed mid-apply, or a failed attempt whose backoff is over), with FOR
 // UPDATE SKIP LOCKED so that replicas take disjoint batches and never wait
-// on one another, then applies each through the plane exactly as the
-// handler does. On a cluster the lease is one statement per shard holding
-// arrivals due, each locking rows of its shard alone. An arrival whose
-// attempt fails stays pending, with its next attempt after a backoff. The
-// plane's claim makes the apply happen at most once whatever races: a
-// handler that wakes after its lease finds its fence gone.
+// on one another ([inboxPass] on a cluster), then applies each through the
+// plane exactly as the handler does. An arrival whose attempt fails stays
+// pending, with its next attempt after a backoff. The plane's claim makes
+// the apply happen at most once whatever races: a handler that wakes after
+// its lease finds its fence gone.
 //
 // It returns an error only when a lease statement fails; the arrivals the
 // other statements leased are applied first.
@@ -121,17 +121,6 @@ func (s *Service) ApplyPending(ctx context.Context, batch int) (_ PassReport, er
 		return rep, fmt.Errorf("providerjobs: take pending arrivals: %w", passErr)
 	}
 	return rep, nil
-}
-
-// Stats returns the number of pending arrivals and the age of the oldest,
-// by the database clock.
-func (s *Service) Stats(ctx context.Context) (pending int64, oldest time.Duration, err error) {
-	defer dberr.Annotate(&err)
-	var secs float64
-	if err := s.db.QueryRow(ctx, inboxStats, s.nowArg()).Scan(&pending, &secs); err != nil {
-		return 0, 0, fmt.Errorf("providerjobs: inbox stats: %w", err)
-	}
-	return pending, time.Duration(secs * float64(time.Second)), nil
 }
 
 // RunApplier runs the background applier until ctx ends: every Interval
@@ -181,7 +170,7 @@ func (s *Service) RunApplier(ctx context.Context, cfg ApplierConfig) error {
 			wait = min(2*wait, cfg.MaxIdleBackoff)
 			continue
 		}
-		if pending, oldest, err := s.Stats(ctx); err == nil {
+		if pending, oldest, err := readInboxStats(ctx, s.db, s.nowArg()); err == nil {
 			s.observer.ObserveInbox(pending, oldest)
 		}
 		wait = cfg.Interval

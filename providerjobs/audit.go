@@ -3,8 +3,8 @@ package providerjobs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,16 +52,26 @@ type JobListParams struct {
 // cursor it did not write.
 func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []Job, _ string, err error) {
 	defer dberr.Annotate(&err)
-	q, err := keyset.Read(p.Cursor, p.Limit, 50, 200)
+	return readPage(ctx, a.db, "list", jobAuditList, p.Cursor, p.Limit, []any{org},
+		[]any{sqlarg.Null(p.RunID), sqlarg.Null(p.Provider), sqlarg.Null(string(p.Status))},
+		keyset.Value(func(r pgx.Row) (*Job, error) { return scanJob(r) }),
+		func(j Job) keyset.Position { return keyset.Position{CreatedAt: j.CreatedAt, ID: j.ID} })
+}
+
+// readPage reads a keyset page of query (1 to 200 rows, 50 by default)
+// and the next cursor. Its arguments are lead, the cursor's position and
+// the limit plus one, then tail. It returns [ErrInvalidCursor] for a
+// cursor this package did not write.
+func readPage[T any](ctx context.Context, db Querier, what, query, cursor string, limit int, lead, tail []any,
+	scan pgx.RowToFunc[T], pos func(T) keyset.Position) ([]T, string, error) {
+	q, err := keyset.Read(cursor, limit, 50, 200)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	rows, _ := a.db.Query(ctx, jobAuditList, org, q.At, q.ID, q.Limit+1,
-		sqlarg.Null(p.RunID), sqlarg.Null(p.Provider), sqlarg.Null(string(p.Status)))
-	list, next, err := keyset.Collect(rows, q.Limit, keyset.Value(func(r pgx.Row) (*Job, error) { return scanJob(r) }),
-		func(j Job) keyset.Position { return keyset.Position{CreatedAt: j.CreatedAt, ID: j.ID} })
+	rows, _ := db.Query(ctx, query, slices.Concat(lead, []any{q.At, q.ID, q.Limit + 1}, tail)...)
+	list, next, err := keyset.Collect(rows, q.Limit, scan, pos)
 	if err != nil {
-		return nil, "", fmt.Errorf("providerjobs: list: %w", err)
+		return nil, "", fmt.Errorf("providerjobs: %s: %w", what, err)
 	}
 	return list, next, nil
 }
@@ -93,11 +103,8 @@ func (a *Audit) Job(ctx context.Context, org, id uuid.UUID) (_ *Job, resultBytes
 	defer dberr.Annotate(&err)
 	rows, _ := a.db.Query(ctx, jobAuditGet, org, id, AuditResultBytes)
 	j, err := pgx.CollectOneRow(rows, func(r pgx.CollectableRow) (*Job, error) { return scanJob(r, &resultBytes) })
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, 0, ErrNotFound
-	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("providerjobs: audit job: %w", err)
+		return nil, 0, sqlarg.RowError(err, ErrNotFound, "providerjobs: audit job")
 	}
 	return j, resultBytes, nil
 }
@@ -106,7 +113,7 @@ func (a *Audit) Job(ctx context.Context, org, id uuid.UUID) (_ *Job, resultBytes
 // the plane, newest first, at most limit (1 to 200; zero or less is 50).
 func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) (_ []AppliedDelivery, err error) {
 	defer dberr.Annotate(&err)
-	rows, _ := a.db.Query(ctx, deliveryAuditList, j.OrganizationID, Scope(j.Provider), j.ID.String(), pageLimit(limit))
+	rows, _ := a.db.Query(ctx, deliveryAuditList, j.OrganizationID, Scope(j.Provider), j.ID.String(), keyset.Limit(limit, 50, 200))
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AppliedDelivery, error) {
 		var (
 			d   AppliedDelivery
@@ -133,21 +140,9 @@ func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) (_ []AppliedD
 // [ErrInvalidCursor] for a cursor it did not write.
 func (a *Audit) Drops(ctx context.Context, org, jobID uuid.UUID, limit int, cursor string) (_ []Drop, _ string, err error) {
 	defer dberr.Annotate(&err)
-	q, err := keyset.Read(cursor, limit, 50, 200)
-	if err != nil {
-		return nil, "", ErrInvalidCursor
-	}
-	rows, _ := a.db.Query(ctx, dropAuditList, org, jobID, q.At, q.ID, q.Limit+1)
-	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[Drop], func(d Drop) keyset.Position {
-		return keyset.Position{CreatedAt: d.ReceivedAt, ID: d.ID}
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("providerjobs: drops: %w", err)
-	}
-	return list, next, nil
+	return readPage(ctx, a.db, "drops", dropAuditList, cursor, limit, []any{org, jobID}, nil,
+		pgx.RowToStructByPos[Drop], func(d Drop) keyset.Position { return keyset.Position{CreatedAt: d.ReceivedAt, ID: d.ID} })
 }
-
-func pageLimit(n int) int { return keyset.Limit(n, 50, 200) }
 
 // jobAuditGet reads one job of an organization with its result when the
 // result's JSON text is at most $3 bytes, and that size (0 for none).

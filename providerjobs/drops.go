@@ -49,12 +49,3 @@ func (s *Service) ListDrops(ctx context.Context, org, id uuid.UUID) (_ []Drop, e
 	}
 	return drops, nil
 }
-
-// RegisterIn is [Service.Register] run on tx, a transaction of the caller's:
-// a keyed registration registers the job and completes its claim in one
-// transaction.
-func (s *Service) RegisterIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p RegisterParams) (_ *Job, _ bool, err error) {
-	defer dberr.Annotate(&err)
-	in := &Service{db: tx, plane: s.plane, cfg: s.cfg}
-	return in.Register(ctx, org, p)
-}

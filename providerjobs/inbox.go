@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
@@ -76,57 +76,29 @@ var entryValue = keyset.Value(func(r pgx.Row) (*InboxEntry, error) { return scan
 // scanEntry scans the inboxColumns of row, then into extra the columns
 // that follow them.
 func scanEntry(row pgx.Row, extra ...any) (*InboxEntry, error) {
-	var (
-		e          InboxEntry
-		jobID, org *uuid.UUID
-		bodyStatus string
-		status     string
-		reason     string
-		result     []byte
-	)
-	if err := row.Scan(append([]any{&e.ID, &e.Provider, &e.DeliveryID, &e.PathJobID, &jobID, &org,
-		&e.RequestHash, &e.Update.ProviderJobID, &bodyStatus, &result, &e.ReceivedAt, &status,
-		&reason, &e.AppliedBy, &e.FinishedAt, &e.LeaseExpiresAt, &e.Attempts, &e.LastError}, extra...)...); err != nil {
+	var e InboxEntry
+	// A NULL job_id or organization_id scans as the nil UUID (uuid.UUID's
+	// sql.Scanner).
+	if err := row.Scan(append([]any{&e.ID, &e.Provider, &e.DeliveryID, &e.PathJobID, &e.JobID, &e.OrganizationID,
+		&e.RequestHash, &e.Update.ProviderJobID, &e.Update.Status, &e.Update.Result, &e.ReceivedAt, &e.Status,
+		&e.Reason, &e.AppliedBy, &e.FinishedAt, &e.LeaseExpiresAt, &e.Attempts, &e.LastError}, extra...)...); err != nil {
 		return nil, err
 	}
-	if jobID != nil {
-		e.JobID = *jobID
-	}
-	if org != nil {
-		e.OrganizationID = *org
-	}
-	if result != nil {
-		e.Update.Result = json.RawMessage(result)
-	}
-	e.Update.Status, e.Status, e.Reason = Status(bodyStatus), InboxStatus(status), DropReason(reason)
 	return &e, nil
 }
 
-// Receive processes a delivery the caller has authenticated, in two stages,
-// and answers how it ended (see the package documentation):
-//
-//  1. It resolves the job the delivery's body names through the provider
-//     job directory. A body naming no job of the provider drops as
-//     [DropUnknownJob], and a delivery posted to the path of another job
-//     than the one its body names as [DropJobMismatch], recorded under the
-//     organization and the job the body names; neither is landed, so
-//     neither binds the delivery id to a path. Otherwise it lands the
-//     delivery in the inbox, in the organization of its job, under its
-//     identity (provider, delivery id), and commits it. Nothing is
-//     acknowledged before that commit (or the drop's): an error here means
-//     nothing was stored, and the provider must redeliver. A delivery
-//     whose identity is stored already is a copy: dropped as
-//     [DropDuplicate] or [DropHashMismatch] (another body), counted on the
-//     arrival, and answered at once, whatever stage two of the arrival is
-//     doing.
-//  2. The arrival it landed it applies at once (the fast path). When that
-//     fails, or meets another worker's claim, the arrival stays pending
-//     and the outcome is [Outcome.Queued]: the applier of some replica
-//     applies it once the handler's lease passes.
+// Receive processes a delivery the caller has authenticated, in the stages
+// the package documentation describes, and answers how it ended. Nothing is
+// acknowledged before the arrival (or the drop of a delivery that is not
+// landed) is committed. When the fast path's apply fails, or meets another
+// worker's claim, the arrival stays pending and the outcome is
+// [Outcome.Queued]: the applier of some replica applies it once the
+// handler's lease passes.
 //
 // Errors: an error wrapping [ErrInvalid] for a delivery the caller should
 // have refused, before any SQL runs; any other error comes from the
-// database and means the delivery was not stored.
+// database and means the delivery was not stored, and the provider must
+// redeliver.
 func (s *Service) Receive(ctx context.Context, d Delivery) (_ Outcome, err error) {
 	defer dberr.Annotate(&err)
 	if err := d.validate(); err != nil {
@@ -184,7 +156,7 @@ func (s *Service) resolve(ctx context.Context, provider, providerJobID string) (
 // its only record, written once per delivery and reason, so its failure is
 // an error and the provider redelivers.
 func (s *Service) refuse(ctx context.Context, d Delivery, reason DropReason, org, jobID uuid.UUID) (Outcome, error) {
-	if err := s.recordDrop(ctx, s.db, d.Provider, d.JobID, d.DeliveryID, RequestHash(d.Body), reason, org, jobID); err != nil {
+	if err := s.recordDrop(ctx, d.Provider, d.JobID, d.DeliveryID, RequestHash(d.Body), reason, org, jobID); err != nil {
 		return Outcome{}, err
 	}
 	s.cfg.Observer.ObserveDrop(d.Provider, string(reason))
@@ -244,34 +216,28 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 	}
 	s.observer.ObserveCopy(d.Provider, string(reason))
 	s.cfg.Observer.ObserveDrop(d.Provider, string(reason))
-	var c Copies
-	err := s.db.QueryRow(ctx, inboxCopy, e.OrganizationID, e.ID, one(reason == DropDuplicate), one(reason == DropHashMismatch),
-		one(reason == DropPathMismatch), s.nowArg()).Scan(&c.Duplicates, &c.HashMismatches, &c.PathMismatches)
-	n := map[DropReason]int64{DropDuplicate: c.Duplicates, DropHashMismatch: c.HashMismatches, DropPathMismatch: c.PathMismatches}[reason]
+	// inboxCopy adds one to the counter of reason and returns the three,
+	// in this order.
+	i := slices.Index([]DropReason{DropDuplicate, DropHashMismatch, DropPathMismatch}, reason)
+	var add, n [3]int64
+	add[i] = 1
+	err := s.db.QueryRow(ctx, inboxCopy, e.OrganizationID, e.ID, add[0], add[1], add[2], s.nowArg()).Scan(&n[0], &n[1], &n[2])
 	switch {
 	case err != nil:
 		s.auditFailed(ctx, d.Provider, d.DeliveryID, reason, fmt.Errorf("count the copy: %w", err))
-	case n == 1:
+	case n[i] == 1:
 		// The first copy of its reason: the audit gets a row, the next
 		// copies are counted alone.
-		if err := s.recordDrop(ctx, s.db, d.Provider, d.JobID, d.DeliveryID, hash, reason, e.OrganizationID, e.JobID); err != nil {
+		if err := s.recordDrop(ctx, d.Provider, d.JobID, d.DeliveryID, hash, reason, e.OrganizationID, e.JobID); err != nil {
 			s.auditFailed(ctx, d.Provider, d.DeliveryID, reason, err)
 		}
 	}
-	if e.Status == InboxPending && !e.LeaseExpiresAt.After(s.now()) && s.cfg.Wake != nil {
-		// The arrival's worker is gone: the applier need not wait for its
-		// next poll.
+	if e.Status == InboxPending && !e.LeaseExpiresAt.After(s.plane.Clock().Now()) && s.cfg.Wake != nil {
+		// The arrival's worker is gone (by the plane's clock: the stub in
+		// tests): the applier need not wait for its next poll.
 		s.cfg.Wake()
 	}
 	return Outcome{Reason: reason, JobID: e.JobID}
-}
-
-// one is 1 when b holds, else 0.
-func one(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // auditFailed logs and counts a drop the audit could not record. The
@@ -450,20 +416,15 @@ func (s *Service) dropEntry(ctx context.Context, e *InboxEntry, reason DropReaso
 // arrival records its reason durably already; a failed audit write is
 // logged and counted.
 func (s *Service) dropped(ctx context.Context, e *InboxEntry, reason DropReason) {
-	if err := s.recordDrop(ctx, s.db, e.Provider, e.PathJobID, e.DeliveryID, e.RequestHash, reason, e.OrganizationID, e.JobID); err != nil {
+	if err := s.recordDrop(ctx, e.Provider, e.PathJobID, e.DeliveryID, e.RequestHash, reason, e.OrganizationID, e.JobID); err != nil {
 		s.auditFailed(ctx, e.Provider, e.DeliveryID, reason, err)
 	}
 	s.cfg.Observer.ObserveDrop(e.Provider, string(reason))
 }
 
-// dbtx is what recording a drop needs.
-type dbtx interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
 // recordDrop writes a drop to the audit, under the organization and the
 // job the delivery named: none for unknown_job.
-func (s *Service) recordDrop(ctx context.Context, db dbtx, provider, pathJobID, deliveryID, hash string, reason DropReason, org, jobID uuid.UUID) error {
+func (s *Service) recordDrop(ctx context.Context, provider, pathJobID, deliveryID, hash string, reason DropReason, org, jobID uuid.UUID) error {
 	if s.cfg.beforeAudit != nil {
 		if err := s.cfg.beforeAudit(); err != nil {
 			return err
@@ -473,7 +434,7 @@ func (s *Service) recordDrop(ctx context.Context, db dbtx, provider, pathJobID, 
 	if org != uuid.Nil && jobID != uuid.Nil && reason != DropUnknownJob {
 		orgArg, jobArg = org, jobID
 	}
-	_, err := db.Exec(ctx, dropInsert, pgx.StrictNamedArgs{
+	_, err := s.db.Exec(ctx, dropInsert, pgx.StrictNamedArgs{
 		"id": uuid.New(), "provider": provider, "path_job_id": storable(pathJobID, MaxJobIDLen),
 		"delivery_id": deliveryID, "request_hash": hash, "reason": string(reason), "org": orgArg,
 		"job_id": jobArg, "now": s.nowArg(),
@@ -505,21 +466,8 @@ func (s *Service) retryLater(ctx context.Context, e *InboxEntry, delay time.Dura
 // attempt number attempts failed: doubling from a second, at most
 // MaxBackoff.
 func (s *Service) backoff(attempts int) time.Duration {
-	d := time.Second
-	for i := 1; i < attempts && d < s.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, s.cfg.MaxBackoff)
-}
-
-// GetArrival returns the arrival of a delivery in org, or [ErrNotFound].
-func (s *Service) GetArrival(ctx context.Context, org uuid.UUID, provider, deliveryID string) (_ *InboxEntry, err error) {
-	defer dberr.Annotate(&err)
-	e, err := scanEntry(s.db.QueryRow(ctx, inboxGet, org, provider, deliveryID))
-	if err != nil {
-		return nil, sqlarg.RowError(err, ErrNotFound, "providerjobs: read the inbox")
-	}
-	return e, nil
+	// 2^33 s is the largest power of two a time.Duration holds.
+	return min(time.Second<<min(max(attempts-1, 0), 33), s.cfg.MaxBackoff)
 }
 
 // FindArrivals returns the arrivals of a delivery id in every
@@ -527,16 +475,10 @@ func (s *Service) GetArrival(ctx context.Context, org uuid.UUID, provider, deliv
 // job has its own), and an empty slice when there are none.
 func (s *Service) FindArrivals(ctx context.Context, provider, deliveryID string) (_ []InboxEntry, err error) {
 	defer dberr.Annotate(&err)
-	rows, err := s.db.Query(ctx, inboxFind, provider, deliveryID)
-	if err != nil {
-		return nil, fmt.Errorf("providerjobs: find arrivals: %w", err)
-	}
+	rows, _ := s.db.Query(ctx, inboxFind, provider, deliveryID)
 	out, err := pgx.CollectRows(rows, entryValue)
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: find arrivals: %w", err)
-	}
-	if out == nil {
-		out = []InboxEntry{}
 	}
 	return out, nil
 }

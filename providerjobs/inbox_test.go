@@ -272,6 +272,40 @@ func TestCopiesAreCountedNotMultiplied(t *testing.T) {
 	}
 }
 
+// TestCopiesAreCountedByTheirReason: a copy with the arrival's body counts
+// as a duplicate and one with another body as a hash mismatch, each on its
+// own counter, and the first copy of each reason alone writes the audit.
+func TestCopiesAreCountedByTheirReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	job := b.seedJob("j-reasons")
+	d := delivery(job, "d-reasons", StatusRunning)
+	other := d
+	other.Body = append([]byte(nil), d.Body...)
+	other.Body = append(other.Body, ' ')
+	if out, err := b.svc.Receive(context.Background(), d); err != nil || !out.Accepted {
+		t.Fatalf("first delivery = %+v, %v; want accepted", out, err)
+	}
+	for range 3 {
+		if out, err := b.svc.Receive(context.Background(), other); err != nil || out.Reason != DropHashMismatch {
+			t.Fatalf("another body = %+v, %v; want dropped hash_mismatch", out, err)
+		}
+	}
+	for range 2 {
+		if out, err := b.svc.Receive(context.Background(), d); err != nil || out.Reason != DropDuplicate {
+			t.Fatalf("the same body = %+v, %v; want dropped duplicate", out, err)
+		}
+	}
+	c, err := b.svc.ArrivalCopies(context.Background(), b.org, b.arrival("d-reasons").ID)
+	if err != nil || c.Duplicates != 2 || c.HashMismatches != 3 || c.PathMismatches != 0 {
+		t.Errorf("copies = %+v, %v; want 2 duplicates and 3 hash mismatches", c, err)
+	}
+	for _, reason := range []DropReason{DropHashMismatch, DropDuplicate} {
+		b.wantCount(1, string(reason)+" audit rows",
+			`SELECT count(*) FROM agent.webhook_drops WHERE delivery_id = 'd-reasons' AND reason = $1`, string(reason))
+	}
+}
+
 // TestAckNeverDependsOnTheDropAudit is point 6 of issue 12: when the audit
 // cannot be written, every landed delivery is still answered, the failure
 // is logged and counted, and the arrival records the reason. A delivery

@@ -16,14 +16,20 @@ import (
 // applier has not finished, and the arrivals as they landed. Every
 // provider's and organization's (an arrival of an unknown job has none).
 
-// InboxStats returns the number of pending arrivals and the age of the
-// oldest, by the database clock: the applier's lag (as [Service.Stats]).
+// InboxStats returns the number of pending arrivals and the age of the oldest,
+// by the database clock: the applier's lag, as its every poll reports it to
+// the [InboxObserver].
 func (a *Audit) InboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error) {
+	return readInboxStats(ctx, a.db, nil)
+}
+
+// readInboxStats is [Audit.InboxStats] on db at now (nil: the database's
+// now()).
+func readInboxStats(ctx context.Context, db Querier, now any) (pending int64, oldest time.Duration, err error) {
 	defer dberr.Annotate(&err)
-	rows, _ := a.db.Query(ctx, inboxStats, nil)
+	rows, _ := db.Query(ctx, inboxStats, now)
 	var secs float64
-	_, err = pgx.ForEachRow(rows, []any{&pending, &secs}, func() error { return nil })
-	if err != nil {
+	if _, err := pgx.ForEachRow(rows, []any{&pending, &secs}, func() error { return nil }); err != nil {
 		return 0, 0, fmt.Errorf("providerjobs: inbox stats: %w", err)
 	}
 	return pending, time.Duration(secs * float64(time.Second)), nil
@@ -46,9 +52,8 @@ type InboxListParams struct {
 // next cursor. It returns [ErrInvalidCursor] for a cursor it did not write.
 func (a *Audit) InboxPending(ctx context.Context, p InboxListParams) (_ []InboxEntry, _ string, err error) {
 	defer dberr.Annotate(&err)
-	return a.inboxPage(ctx, inboxPendingPage, p, func(e InboxEntry) keyset.Position {
-		return keyset.Position{CreatedAt: e.LeaseExpiresAt, ID: e.ID}
-	}, "")
+	return readPage(ctx, a.db, "inbox", inboxPendingPage, p.Cursor, p.Limit, nil, []any{sqlarg.Null(p.Provider), nil},
+		scanCopied, func(e InboxEntry) keyset.Position { return keyset.Position{CreatedAt: e.LeaseExpiresAt, ID: e.ID} })
 }
 
 // InboxArrivals returns a page of the arrivals, the newest first, and the
@@ -59,30 +64,20 @@ func (a *Audit) InboxArrivals(ctx context.Context, p InboxListParams) (_ []Inbox
 	if err := checkInboxStatus(p.Status); err != nil {
 		return nil, "", err
 	}
-	return a.inboxPage(ctx, inboxArrivalPage, p, func(e InboxEntry) keyset.Position {
-		return keyset.Position{CreatedAt: e.ReceivedAt, ID: e.ID}
-	}, p.Status)
+	return readPage(ctx, a.db, "inbox", inboxArrivalPage, p.Cursor, p.Limit, nil,
+		[]any{sqlarg.Null(p.Provider), sqlarg.Null(string(p.Status))},
+		scanCopied, func(e InboxEntry) keyset.Position { return keyset.Position{CreatedAt: e.ReceivedAt, ID: e.ID} })
 }
 
-func (a *Audit) inboxPage(ctx context.Context, query string, p InboxListParams, pos func(InboxEntry) keyset.Position, status InboxStatus) ([]InboxEntry, string, error) {
-	q, err := keyset.Read(p.Cursor, p.Limit, 50, 200)
+// scanCopied reads a row of an inbox page: an arrival and its copies.
+func scanCopied(r pgx.CollectableRow) (InboxEntry, error) {
+	var c Copies
+	e, err := scanEntry(r, &c.Duplicates, &c.HashMismatches, &c.PathMismatches, &c.LastAt)
 	if err != nil {
-		return nil, "", ErrInvalidCursor
+		return InboxEntry{}, err
 	}
-	rows, _ := a.db.Query(ctx, query, q.At, q.ID, q.Limit+1, sqlarg.Null(p.Provider), sqlarg.Null(string(status)))
-	list, next, err := keyset.Collect(rows, q.Limit, func(r pgx.CollectableRow) (InboxEntry, error) {
-		var c Copies
-		e, err := scanEntry(r, &c.Duplicates, &c.HashMismatches, &c.PathMismatches, &c.LastAt)
-		if err != nil {
-			return InboxEntry{}, err
-		}
-		e.Copies = c
-		return *e, nil
-	}, pos)
-	if err != nil {
-		return nil, "", fmt.Errorf("providerjobs: inbox: %w", err)
-	}
-	return list, next, nil
+	e.Copies = c
+	return *e, nil
 }
 
 // The two inbox pages read a page of arrivals by an index range, then the

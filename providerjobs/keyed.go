@@ -37,7 +37,8 @@ func (s *Service) RegisterOnce(ctx context.Context, org uuid.UUID, key string, p
 	id, first, err := s.plane.CreateOnce(ctx, s.db, idempotency.KeyedCreate{
 		Org: org, Scope: idempotency.ScopeProviderJobRegister, Key: key, RequestHash: hash, ResourceType: ResourceType,
 	}, func(ctx context.Context, tx pgx.Tx) (string, error) {
-		j, made, err := s.RegisterIn(ctx, tx, org, p)
+		// The registration runs on tx, so it commits with the claim.
+		j, made, err := (&Service{db: tx, plane: s.plane, cfg: s.cfg}).Register(ctx, org, p)
 		if err != nil {
 			return "", err
 		}

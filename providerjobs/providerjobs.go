@@ -224,10 +224,6 @@ func New(db DB, plane *idempotency.Service, cfg Config) *Service {
 // nowArg is the $now argument: NULL in production, the stub in tests.
 func (s *Service) nowArg() any { return s.plane.Clock().Arg() }
 
-// now is the clock of the one comparison made in Go (whether to wake the
-// applier): the stub in tests, the local clock in production.
-func (s *Service) now() time.Time { return s.plane.Clock().Now() }
-
 // registerAttempts bounds the retries of a registration whose conflicting
 // job vanished (with its Run) between the insert and the lookup.
 const registerAttempts = 3
@@ -237,11 +233,9 @@ const registerAttempts = 3
 // when org has registered the (provider, provider job id) pair for the same
 // Run already, Register returns that job and false, changing nothing.
 //
-// A provider's job id names one job in the world: the job and its entry in
-// the provider job directory, which callbacks resolve their job through,
-// are written in one transaction (a savepoint when the service runs on the
-// caller's), and a pair whose entry names a job that exists, in any
-// organization, is refused with nothing written.
+// The job and its entry in the provider job directory, which callbacks
+// resolve their job through, are written in one transaction (a savepoint
+// when the service runs on the caller's).
 //
 // Errors: an error wrapping [ErrInvalid] for a nil organization or Run, or
 // a provider or job id the validators refuse, before any SQL runs;
@@ -361,11 +355,9 @@ func (s *Service) Get(ctx context.Context, org, id uuid.UUID) (_ *Job, err error
 // follow them.
 func scanJob(row pgx.Row, extra ...any) (*Job, error) {
 	var j Job
-	var status string
 	if err := row.Scan(append([]any{&j.ID, &j.OrganizationID, &j.RunID, &j.Provider, &j.ProviderJobID,
-		&status, &j.Result, &j.Version, &j.CreatedAt, &j.UpdatedAt}, extra...)...); err != nil {
+		&j.Status, &j.Result, &j.Version, &j.CreatedAt, &j.UpdatedAt}, extra...)...); err != nil {
 		return nil, err
 	}
-	j.Status = Status(status)
 	return &j, nil
 }

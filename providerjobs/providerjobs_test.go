@@ -630,3 +630,29 @@ func TestRegisterTakesOverAnEntryPastItsRetention(t *testing.T) {
 		t.Error("the entry still names the old job")
 	}
 }
+
+// TestBackoffDoublesFromASecondUpToMaxBackoff: the wait after the attempt
+// number attempts failed is 1 s, 2 s, 4 s, ..., at most MaxBackoff.
+func TestBackoffDoublesFromASecondUpToMaxBackoff(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		max      time.Duration
+		attempts int
+		want     time.Duration
+	}{
+		{time.Minute, 0, time.Second},
+		{time.Minute, 1, time.Second},
+		{time.Minute, 2, 2 * time.Second},
+		{time.Minute, 3, 4 * time.Second},
+		{time.Minute, 6, 32 * time.Second},
+		{time.Minute, 7, time.Minute},
+		{time.Minute, 1 << 20, time.Minute},
+		{500 * time.Millisecond, 1, 500 * time.Millisecond},
+		{1000 * time.Hour, 12, 2048 * time.Second},
+	} {
+		s := &Service{cfg: Config{MaxBackoff: tt.max}}
+		if got := s.backoff(tt.attempts); got != tt.want {
+			t.Errorf("backoff(%d) with MaxBackoff %s = %s, want %s", tt.attempts, tt.max, got, tt.want)
+		}
+	}
+}

@@ -72,23 +72,15 @@ type InboxObserver interface {
 	ObserveInbox(pending int64, oldest time.Duration)
 }
 
-// NopObserver observes nothing. It is the default [Observer].
+// NopObserver observes nothing: its methods do nothing. It is the default
+// [Observer].
 type NopObserver struct{}
 
-// ObserveDrop does nothing.
-func (NopObserver) ObserveDrop(string, string) {}
-
-// ObserveApplied does nothing.
-func (NopObserver) ObserveApplied(string, string) {}
-
-// ObserveCopy does nothing.
-func (NopObserver) ObserveCopy(string, string) {}
-
-// ObserveAuditFailure does nothing.
+func (NopObserver) ObserveDrop(string, string)         {}
+func (NopObserver) ObserveApplied(string, string)      {}
+func (NopObserver) ObserveCopy(string, string)         {}
 func (NopObserver) ObserveAuditFailure(string, string) {}
-
-// ObserveInbox does nothing.
-func (NopObserver) ObserveInbox(int64, time.Duration) {}
+func (NopObserver) ObserveInbox(int64, time.Duration)  {}
 
 // Delivery is one callback of a provider, authenticated by the caller.
 type Delivery struct {

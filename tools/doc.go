@@ -17,32 +17,25 @@
 // The occurrence keeps two genuine, identical calls of one Run apart;
 // [Occurrences] counts it.
 //
-// The path, in [Runner.Execute]:
-//  1. Read the journal, before the policy checkpoint. A completed answer is
-//     returned marked Replayed, without calling the tool or asking the
-//     policy: the call was allowed, and made, before.
-//  2. The policy checkpoint. A call that needs a person's approval returns
-//     [ErrApprovalRequired] and claims nothing: a claim taken now would sit
-//     processing for a whole lease and block the resumed call.
-//  3. Claim, with the lease [ToolSpec.Lease], and call the tool with its
-//     timeout, passing the key to a vendor that honours one.
-//  4. End the claim. Success and business failures (not_found,
-//     invalid_input) complete it, so a repeat returns the same answer. A
-//     retryable failure releases it, so the next attempt executes. A call to
-//     a vendor without idempotency support that ended without an
-//     acknowledgement completes as [OutcomeUncertain]: the message may or may
-//     not have gone out, an automatic retry is a coin flip between a
-//     duplicate and a delivery, so the answer is surfaced and never retried.
-//     A person resolves it with [Resolver]: delivered (the answer becomes a
-//     success naming them) or one retry with the same key.
+// The path, in [Runner.Execute]: read the journal, ask the policy
+// checkpoint, claim with the lease [ToolSpec.Lease] and call the tool with
+// its timeout (passing the key to a vendor that honours one), and end the
+// claim. A completed answer is replayed without asking the policy: the call
+// was allowed, and made, before. A call that needs a person's approval
+// claims nothing: a claim taken then would sit processing for a whole lease
+// and block the resumed call. Success and business failures (not_found,
+// invalid_input) complete the claim, so a repeat returns the same answer; a
+// retryable failure releases it, so the next attempt executes. A call to a
+// vendor without idempotency support that ended without an acknowledgement
+// completes as [OutcomeUncertain]: the message may or may not have gone
+// out, and an automatic retry is a coin flip between a duplicate and a
+// delivery, so the answer is surfaced and never retried. A person resolves
+// it with [Resolver]: delivered (the answer becomes a success naming them)
+// or one retry with the same key.
 //
 // Every answer is fitted under the plane's store limit before it is stored
 // (see [MaxStoredOutput]), so a replay answers exactly what the live call
 // did at every output size, and a completion is never refused.
-//
-// A live claim held by another worker is never a result: Execute returns an
-// [*idempotency.InFlightError], which matches [ErrClaimInFlight], so the
-// orchestrator's step fails and runs again after the lease.
 //
 // Postgres cannot commit atomically with a vendor. The claim stops concurrent
 // local execution; the vendor's idempotency key covers a worker that crashed

@@ -83,7 +83,7 @@ type InspectParams struct {
 // oldest first, and the next cursor ("" after the last page). It returns
 // [ErrInvalidCursor] for a cursor it did not write.
 func (in *Inspector) Uncertain(ctx context.Context, p InspectParams) ([]UncertainCall, string, error) {
-	return readPage(ctx, in.db, "uncertain calls", uncertainPage, []any{in.nowArg()}, p,
+	return readPage(ctx, in.db, "uncertain calls", uncertainPage, []any{in.clock.Arg()}, p,
 		func(r pgx.CollectableRow) (UncertainCall, error) {
 			var (
 				c          UncertainCall
@@ -106,14 +106,12 @@ func (in *Inspector) Resolutions(ctx context.Context, p InspectParams) ([]PastRe
 	return readPage(ctx, in.db, "resolutions", resolutionPage, nil, p,
 		func(r pgx.CollectableRow) (PastResolution, error) {
 			var (
-				pr         PastResolution
-				resolution string
-				raw        json.RawMessage
+				pr  PastResolution
+				raw json.RawMessage
 			)
-			err := r.Scan(&pr.ID, &pr.OrganizationID, &pr.Scope, &pr.Key, &pr.ClaimID, &resolution,
+			err := r.Scan(&pr.ID, &pr.OrganizationID, &pr.Scope, &pr.Key, &pr.ClaimID, &pr.Resolution,
 				&pr.Actor, &pr.Reason, &raw, &pr.ResolvedAt)
 			if err == nil {
-				pr.Resolution = Resolution(resolution)
 				pr.Uncertain, err = decodeAnswer(raw, "", "")
 			}
 			return pr, err
@@ -138,8 +136,6 @@ func readPage[T any](ctx context.Context, db InspectDB, what, query string, lead
 	}
 	return list, next, nil
 }
-
-func (in *Inspector) nowArg() any { return in.clock.Arg() }
 
 func deref(s *string) string {
 	if s == nil {

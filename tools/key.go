@@ -23,13 +23,9 @@ const KeyPrefix = "tk1_"
 // of toolName with input in the Run runID: KeyPrefix and the hex SHA-256 of
 // those four things, the input in its canonical form (internal/canonjson), so
 // the order of its keys and its white space do not change the key. The key is
-// 68 bytes, and it is the key sent to a vendor that honours one.
-//
-// The model's tool-call id is deliberately not an argument. A restarted
-// segment makes the model mint new ids for the same calls, and a key built
-// on them would miss the claim the earlier attempt made and repeat its
-// effect. The occurrence is what tells two genuine, identical calls of one Run
-// apart; [Occurrences] counts it.
+// 68 bytes, and it is the key sent to a vendor that honours one. The model's
+// tool-call id is deliberately not an argument (see the package
+// documentation).
 //
 // Key returns an error wrapping [ErrInvalid] for a nil run id, an invalid
 // tool name, an occurrence below 1 or an input that is not one JSON value.

@@ -167,7 +167,7 @@ func (r *Resolver) Resolve(ctx context.Context, p ResolveParams) (*Resolved, err
 		return nil, err
 	}
 	p.Actor, p.Reason = strings.TrimSpace(p.Actor), strings.TrimSpace(p.Reason)
-	now := r.nowArg()
+	now := r.clock.Arg()
 	var out *Resolved
 	err := pgx.BeginFunc(ctx, r.db, func(tx pgx.Tx) error {
 		var (
@@ -232,5 +232,3 @@ func (r *Resolver) Resolve(ctx context.Context, p ResolveParams) (*Resolved, err
 	}
 	return out, nil
 }
-
-func (r *Resolver) nowArg() any { return r.clock.Arg() }

@@ -7,9 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -295,15 +295,12 @@ func (r *Runner) run(ctx context.Context, c Call, jk journalKey, claim *idempote
 }
 
 // complete stores res as the answer of claim and returns what it stored, so
-// the live result and every replay answer the same.
-//
-// The answer is fitted to the store limit of the plane the Runner runs on
-// (see [MaxStoredOutput]) and normalized to what the plane accepts, so the
-// plane never refuses it nor stores a reference in its place: a refused
-// completion would leave the claim processing, in flight to every retry for
-// a lease and then reclaimed as uncertain, for a call that was made. (A
-// plane limit too small for {"ok":...,"outcome":...,"output_omitted":true},
-// some 60 bytes, is the one configuration it cannot serve.)
+// the live result and every replay answer the same: normalized, and fitted
+// to the store limit of the plane the Runner runs on as [MaxStoredOutput]
+// says, so that the plane never refuses it nor stores a reference in its
+// place. (A plane limit too small for
+// {"ok":...,"outcome":...,"output_omitted":true}, some 60 bytes, is the one
+// configuration it cannot serve.)
 func (r *Runner) complete(ctx context.Context, jk journalKey, claim *idempotency.Claim, res Result) (Result, error) {
 	res, body, err := fitAnswer(normalize(res), r.plane.MaxResponseBytes())
 	if err != nil {
@@ -397,17 +394,14 @@ func fitAnswer(res Result, limit int) (Result, []byte, error) {
 		return res, nil, fmt.Errorf("an answer of %d bytes does not fit the store limit of %d", len(b), limit)
 	}
 	msg := res.Message
-	lo, hi := 0, len(msg) // a prefix of lo bytes fits; hi bytes do not
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		res.Message = strings.ToValidUTF8(msg[:mid], "")
-		if b, err := encodeAnswer(res); err == nil && len(b) <= limit {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	res.Message = strings.ToValidUTF8(msg[:lo], "")
+	// No message fits and the whole one does not: n is the longest prefix
+	// shorter than msg that fits.
+	n := sort.Search(len(msg)-1, func(i int) bool {
+		res.Message = strings.ToValidUTF8(msg[:i+1], "")
+		b, err := encodeAnswer(res)
+		return err != nil || len(b) > limit
+	})
+	res.Message = strings.ToValidUTF8(msg[:n], "")
 	body, err = encodeAnswer(res)
 	return res, body, err
 }
@@ -433,9 +427,7 @@ func normalize(res Result) Result {
 		}
 		res.Output = canon
 	}
-	if len(res.Outcome) > maxStoredOutcome || !utf8.ValidString(res.Outcome) {
-		res.Outcome = strings.ToValidUTF8(res.Outcome[:min(len(res.Outcome), maxStoredOutcome)], "")
-	}
+	res.Outcome = strings.ToValidUTF8(res.Outcome[:min(len(res.Outcome), maxStoredOutcome)], "")
 	res.Message = strings.ToValidUTF8(res.Message[:min(len(res.Message), maxStoredMessage)], "")
 	if res.ResourceType == "" || res.ResourceID == "" || len(res.ResourceType) > 255 || len(res.ResourceID) > 255 {
 		res.ResourceType, res.ResourceID = "", ""

@@ -162,10 +162,7 @@ func (s *Sender) Call(ctx context.Context, cc tools.CallContext, input json.RawM
 	if err != nil {
 		return tools.Result{}, &tools.ToolError{Code: tools.OutcomeInvalidInput, Err: err}
 	}
-	body, err := json.Marshal(in)
-	if err != nil {
-		return tools.Result{}, &tools.ToolError{Code: tools.OutcomeInvalidInput, Err: err}
-	}
+	body, _ := json.Marshal(in) // three strings: it cannot fail
 	// written turns true once the request headers went out: from then on
 	// the vendor may act on the request even if no answer comes back.
 	var written atomic.Bool
@@ -188,7 +185,7 @@ func (s *Sender) Call(ctx context.Context, cc tools.CallContext, input json.RawM
 		if readErr != nil {
 			raw = nil
 		}
-		return acknowledged(raw)
+		return acknowledged(raw), nil
 	}
 	return tools.Result{}, refused(cc, resp, raw)
 }
@@ -217,20 +214,17 @@ func (s *Sender) request(ctx context.Context, cc tools.CallContext, body []byte,
 
 // acknowledged is the result of a send the vendor acknowledged with the
 // answer raw (nil when unreadable), naming the message it reports.
-func acknowledged(raw []byte) (tools.Result, error) {
+func acknowledged(raw []byte) tools.Result {
 	var ack struct {
 		ID string `json:"id"`
 	}
 	_ = json.Unmarshal(raw, &ack)
-	out, err := json.Marshal(Output{MessageID: ack.ID})
-	if err != nil {
-		return tools.Result{}, err
-	}
+	out, _ := json.Marshal(Output{MessageID: ack.ID}) // one string: it cannot fail
 	res := tools.Result{OK: true, Output: out}
 	if ack.ID != "" {
 		res.ResourceType, res.ResourceID = ResourceType, ack.ID
 	}
-	return res, nil
+	return res
 }
 
 // refused is the failure of a request the vendor answered with resp, not
