@@ -93,12 +93,6 @@ var (
 // charts is the claims chart twice: wide, and narrow for a phone.
 type charts struct{ Wide, Narrow chart }
 
-// buildCharts lays out the buckets of the last hours hours ending with the
-// hour of now, wide and narrow.
-func buildCharts(buckets []operator.Bucket, now time.Time, hours int) charts {
-	return charts{Wide: buildChart(buckets, now, hours, chartWidth), Narrow: buildChart(buckets, now, hours, chartNarrowWidth)}
-}
-
 // buildChart lays out the buckets of the last hours hours ending with the
 // hour of now, width units wide.
 func buildChart(buckets []operator.Bucket, now time.Time, hours, width int) chart {
