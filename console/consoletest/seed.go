@@ -215,17 +215,14 @@ func (sd *seeder) job(ctx context.Context) error {
 	for _, d := range []struct {
 		id, body string
 		status   providerjobs.Status
-		result   string
+		result   json.RawMessage
 	}{
-		{"msg_2Kx1", `{"job_id":"acme-job-5521","status":"running"}`, providerjobs.StatusRunning, ""},
-		{"msg_2Kx1", `{"job_id":"acme-job-5521","status":"running"}`, providerjobs.StatusRunning, ""},
-		{"msg_9Qa7", `{"job_id":"acme-job-5521","status":"succeeded","result":{"matches":12}}`, providerjobs.StatusSucceeded, `{"matches":12}`},
-		{"msg_9Qa7", `{"job_id":"acme-job-5521","status":"failed"}`, providerjobs.StatusFailed, ""},
+		{"msg_2Kx1", `{"job_id":"acme-job-5521","status":"running"}`, providerjobs.StatusRunning, nil},
+		{"msg_2Kx1", `{"job_id":"acme-job-5521","status":"running"}`, providerjobs.StatusRunning, nil},
+		{"msg_9Qa7", `{"job_id":"acme-job-5521","status":"succeeded","result":{"matches":12}}`, providerjobs.StatusSucceeded, json.RawMessage(`{"matches":12}`)},
+		{"msg_9Qa7", `{"job_id":"acme-job-5521","status":"failed"}`, providerjobs.StatusFailed, nil},
 	} {
-		u := providerjobs.Update{ProviderJobID: "acme-job-5521", Status: d.status}
-		if d.result != "" {
-			u.Result = json.RawMessage(d.result)
-		}
+		u := providerjobs.Update{ProviderJobID: "acme-job-5521", Status: d.status, Result: d.result}
 		if _, err := sd.jobs.Receive(ctx, providerjobs.Delivery{Provider: Provider, JobID: job.ID.String(),
 			DeliveryID: d.id, Body: []byte(d.body), Update: u}); err != nil {
 			return failed("deliver "+d.id, err)
