@@ -53,17 +53,17 @@ func (f *filters) text(name string, max int) string {
 
 // parsed returns parameter name, trimmed, as parse reads it: T's zero
 // value when empty, and when parse refuses it, with the problem "v is
-// not <what>".
-func parsed[T any](f *filters, name string, parse func(string) (T, bool), what string, args ...any) (t T) {
+// not <what>" (what formatted with args).
+func parsed[T any](f *filters, name string, parse func(string) (T, bool), what string, args ...any) (zero T) {
 	v := strings.TrimSpace(f.q.Get(name))
 	if v == "" {
-		return t
+		return zero
 	}
 	if t, ok := parse(v); ok {
 		return t
 	}
 	f.bad(name, "%q is not "+what, append([]any{clip(v)}, args...)...)
-	return t
+	return zero
 }
 
 // id returns parameter name as a UUID, uuid.Nil when empty.
