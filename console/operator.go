@@ -175,7 +175,7 @@ func (oc *overviewCache) read(ctx context.Context, r *overviewRead) {
 	ctx, cancel := context.WithTimeout(ctx, overviewReadTimeout)
 	defer cancel()
 	var seat *fairq.Seat
-	if started := fairq.FromContext(ctx); started != nil && oc.admission != nil {
+	if started := fairq.FromContext(ctx); started != nil {
 		// One seat: the page that started it may hold its own while it
 		// waits for the read (at most OverviewWait).
 		seat, r.err = oc.admission.Acquire(ctx, started.Flow(), 1)
