@@ -25,8 +25,6 @@ type chart struct {
 
 type chartPanel struct {
 	Title  string
-	Top    int
-	Height int
 	Grid   []chartLine
 	Bars   []chartRect
 	Legend []chartLegend
@@ -144,7 +142,7 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours, width int) char
 // layoutPanel lays out a panel: data's series stacked in an hour's slot
 // each, from the hour first.
 func layoutPanel(title string, top, height int, data []map[string]int64, series []chartSeries, first time.Time, slot float64) chartPanel {
-	p := chartPanel{Title: title, Top: top, Height: height, TitleY: top - 10}
+	p := chartPanel{Title: title, TitleY: top - 10}
 	var peak int64
 	for _, m := range data {
 		var sum int64
