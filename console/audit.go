@@ -25,9 +25,8 @@ const pageSize = 50
 // a snapshot's baseline, and of each side of a compared baseline.
 const itemsPageSize = 200
 
-// The auditor's views. Each reads with the organization of the session's
-// token, through the same stores as the API, so another organization's
-// record answers not found, exactly as on /v1.
+// The auditor's views. Each reads with the organization of the session,
+// so another organization's record answers not found, exactly as on /v1.
 
 type savedSearchesPage struct {
 	Items    []savedsearch.AuditSummary
@@ -48,17 +47,21 @@ func (c *Console) savedSearches(r *http.Request, f *filters) (view, error) {
 	return view{"saved-searches", "Saved searches", p}, err
 }
 
-type savedSearchPage struct {
-	Search *savedsearch.Entry
-	// Items are a page of the baseline's items, after position ItemsAt;
-	// ItemsNext continues them (0 on the last page).
+// itemsPage is a page of a baseline's items, after position ItemsAt;
+// ItemsNext continues them (0 on the last page).
+type itemsPage struct {
 	Items              []string
 	ItemsAt, ItemsNext int64
-	Timeline           []snapshot.TimelineEntry
-	Actor              string
-	From, To           string
-	Cursor             string
-	Next               string
+}
+
+type savedSearchPage struct {
+	Search *savedsearch.Entry
+	itemsPage
+	Timeline []snapshot.TimelineEntry
+	Actor    string
+	From, To string
+	Cursor   string
+	Next     string
 	// Runs are the newest Runs of the saved search.
 	Runs []runs.Run
 	// Schedules says whether the console reads schedules at all;
@@ -74,7 +77,7 @@ func (c *Console) savedSearch(r *http.Request, f *filters) (view, error) {
 	ctx, org, id := r.Context(), orgOf(r), f.pathID()
 	from, to := f.time("from"), f.time("to")
 	p := savedSearchPage{Actor: f.text("actor", maxFilterLen), From: localInput(from), To: localInput(to),
-		Cursor: f.cursor("cursor"), ItemsAt: f.position("items"), OccCursor: f.cursor("occ")}
+		Cursor: f.cursor("cursor"), itemsPage: itemsPage{ItemsAt: f.position("items")}, OccCursor: f.cursor("occ")}
 	if err := f.err(); err != nil {
 		return view{}, err
 	}
@@ -144,18 +147,15 @@ func (c *Console) compare(r *http.Request, f *filters) (view, error) {
 
 type snapshotPage struct {
 	Snapshot *snapshot.Header
-	// Items are a page of the baseline's items, after position ItemsAt;
-	// ItemsNext continues them (0 on the last page).
-	Items              []string
-	ItemsAt, ItemsNext int64
-	Runs               []runs.Run
-	Cursor             string
-	Next               string
+	itemsPage
+	Runs   []runs.Run
+	Cursor string
+	Next   string
 }
 
 func (c *Console) snapshot(r *http.Request, f *filters) (view, error) {
 	ctx, org, id := r.Context(), orgOf(r), f.pathID()
-	p := snapshotPage{Cursor: f.cursor("cursor"), ItemsAt: f.position("items")}
+	p := snapshotPage{Cursor: f.cursor("cursor"), itemsPage: itemsPage{ItemsAt: f.position("items")}}
 	if err := f.err(); err != nil {
 		return view{}, err
 	}

@@ -25,8 +25,6 @@ type chart struct {
 
 type chartPanel struct {
 	Title  string
-	Top    int
-	Height int
 	Grid   []chartLine
 	Bars   []chartRect
 	Legend []chartLegend
@@ -93,12 +91,6 @@ var (
 // charts is the claims chart twice: wide, and narrow for a phone.
 type charts struct{ Wide, Narrow chart }
 
-// buildCharts lays out the buckets of the last hours hours ending with the
-// hour of now, wide and narrow.
-func buildCharts(buckets []operator.Bucket, now time.Time, hours int) charts {
-	return charts{Wide: buildChart(buckets, now, hours, chartWidth), Narrow: buildChart(buckets, now, hours, chartNarrowWidth)}
-}
-
 // buildChart lays out the buckets of the last hours hours ending with the
 // hour of now, width units wide.
 func buildChart(buckets []operator.Bucket, now time.Time, hours, width int) chart {
@@ -150,7 +142,7 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours, width int) char
 // layoutPanel lays out a panel: data's series stacked in an hour's slot
 // each, from the hour first.
 func layoutPanel(title string, top, height int, data []map[string]int64, series []chartSeries, first time.Time, slot float64) chartPanel {
-	p := chartPanel{Title: title, Top: top, Height: height, TitleY: top - 10}
+	p := chartPanel{Title: title, TitleY: top - 10}
 	var peak int64
 	for _, m := range data {
 		var sum int64

@@ -3,20 +3,12 @@
 // the API.
 //
 // An organization's auditor (a member of an organization) sees that
-// organization's saved searches, archived ones included, each with its
-// schedule and the occurrences it came due at, its snapshot timeline, a
-// diff of brief and baseline between any two snapshots and the Runs each
-// snapshot started; its Runs, each with its timeline (admitted, each
-// delivery to the runtime with its answer, dispatched, each status
-// report); its provider jobs with their applied and dropped deliveries.
-// An operator (the role auth.RoleOperator: the provider's operator role,
-// or a token minted by `searchd token --operator`) sees the plane across
-// organizations: claim counts, claims in flight, stuck claims with a
-// guarded force-release, the provider inbox's backlog and the applier's
-// lag, tool calls left
-// uncertain with a person's decision (mark delivered, or one retry with
-// the same key), the record of force-releases and the sweeper's runs.
-// Every read goes through the domain stores with the organization of the
+// organization's saved searches, snapshots, Runs and provider jobs (the
+// views of audit.go); an operator (the role auth.RoleOperator: the
+// provider's operator role, or a token minted by `searchd token
+// --operator`) sees the plane across organizations, one panel a part of
+// it (operator.go). docs/console.md says what each page shows. Every
+// read goes through the domain stores with the organization of the
 // session, as the API's do with the token's.
 //
 // Signing in. With the company's OpenID Connect provider configured

@@ -31,12 +31,8 @@ type route struct {
 	handler http.HandlerFunc
 }
 
-// operatorPanels are the operator's views, in navigation order. A view of
-// another part of the plane joins as one more panel with its store in
-// Deps, shown when the store is set: "Inbound" (the provider inbox's
-// backlog and the applier's lag) and "Uncertain effects" (outbound tool
-// calls left uncertain, for a person to mark delivered or to allow one
-// retry with the same key) are two.
+// operatorPanels are the operator's views, in navigation order; a panel
+// whose stores are not in Deps is left out.
 func (c *Console) operatorPanels() []panel {
 	panels := []panel{{"Claims", "claims", c.claims, []route{
 		{"GET /console/operator/claims/counts", c.claimCounts},
@@ -112,7 +108,8 @@ func newCountsView(ov *operator.Overview, readAt, now time.Time) countsView {
 	if ov == nil {
 		return countsView{Counting: true}
 	}
-	v := countsView{CountedAt: readAt, Scopes: ov.Counts, Chart: buildCharts(ov.Buckets, now, chartHours)}
+	v := countsView{CountedAt: readAt, Scopes: ov.Counts, Chart: charts{Wide: buildChart(ov.Buckets, now, chartHours, chartWidth),
+		Narrow: buildChart(ov.Buckets, now, chartHours, chartNarrowWidth)}}
 	for _, sc := range ov.Counts {
 		v.Total.Completed += sc.Completed
 		v.Total.InFlight += sc.InFlight
@@ -132,13 +129,9 @@ func newCountsView(ov *operator.Overview, readAt, now time.Time) countsView {
 // it fills in from [Console.claimCounts] when the read lands. So no page
 // waits on the scan longer than wait, however large the plane.
 type overviewCache struct {
-	ttl time.Duration
-	// staleFor is how old a copy may be and still be served while a
-	// background read replaces it; zero serves no stale copy.
-	staleFor time.Duration
-	// wait is how long a page with no copy to serve waits for the read;
-	// negative waits until it lands.
-	wait   time.Duration
+	// A negative wait waits until the read lands.
+	ttl, staleFor, wait time.Duration
+
 	mu     sync.Mutex // guards the fields below; never held across a read
 	at     time.Time
 	latest *operator.Overview
@@ -182,7 +175,7 @@ func (oc *overviewCache) read(ctx context.Context, r *overviewRead) {
 	ctx, cancel := context.WithTimeout(ctx, overviewReadTimeout)
 	defer cancel()
 	var seat *fairq.Seat
-	if started := fairq.FromContext(ctx); started != nil && oc.admission != nil {
+	if started := fairq.FromContext(ctx); started != nil {
 		// One seat: the page that started it may hold its own while it
 		// waits for the read (at most OverviewWait).
 		seat, r.err = oc.admission.Acquire(ctx, started.Flow(), 1)

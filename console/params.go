@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,18 +51,27 @@ func (f *filters) text(name string, max int) string {
 	return v
 }
 
-// id returns parameter name as a UUID, uuid.Nil when empty.
-func (f *filters) id(name string) uuid.UUID {
+// parsed returns parameter name, trimmed, as parse reads it: T's zero
+// value when empty, and when parse refuses it, with the problem "v is
+// not <what>" (what formatted with args).
+func parsed[T any](f *filters, name string, parse func(string) (T, bool), what string, args ...any) (zero T) {
 	v := strings.TrimSpace(f.q.Get(name))
 	if v == "" {
-		return uuid.Nil
+		return zero
 	}
-	id, err := uuid.Parse(v)
-	if err != nil {
-		f.bad(name, "%q is not a UUID", clip(v))
-		return uuid.Nil
+	if t, ok := parse(v); ok {
+		return t
 	}
-	return id
+	f.bad(name, "%q is not "+what, append([]any{clip(v)}, args...)...)
+	return zero
+}
+
+// id returns parameter name as a UUID, uuid.Nil when empty.
+func (f *filters) id(name string) uuid.UUID {
+	return parsed(f, name, func(v string) (uuid.UUID, bool) {
+		id, err := uuid.Parse(v)
+		return id, err == nil
+	}, "a UUID")
 }
 
 // timeLayouts are what a time filter accepts, read as UTC when no zone is
@@ -74,32 +84,20 @@ var timeLayouts = []string{"2006-01-02 15:04", "2006-01-02T15:04", "2006-01-02 1
 
 // time returns parameter name as an instant, the zero time when empty.
 func (f *filters) time(name string) time.Time {
-	v := strings.TrimSpace(f.q.Get(name))
-	if v == "" {
-		return time.Time{}
-	}
-	for _, l := range timeLayouts {
-		if t, err := time.ParseInLocation(l, v, time.UTC); err == nil {
-			return t
+	return parsed(f, name, func(v string) (time.Time, bool) {
+		for _, l := range timeLayouts {
+			if t, err := time.ParseInLocation(l, v, time.UTC); err == nil {
+				return t, true
+			}
 		}
-	}
-	f.bad(name, "%q is not a time: write it like 2026-12-01 09:30 (UTC) or 2026-12-01", clip(v))
-	return time.Time{}
+		return time.Time{}, false
+	}, "a time: write it like 2026-12-01 09:30 (UTC) or 2026-12-01")
 }
 
 // oneOf returns parameter name if it is empty or one of allowed.
 func (f *filters) oneOf(name string, allowed ...string) string {
-	v := strings.TrimSpace(f.q.Get(name))
-	if v == "" {
-		return ""
-	}
-	for _, a := range allowed {
-		if v == a {
-			return v
-		}
-	}
-	f.bad(name, "%q is not one of %s", clip(v), strings.Join(allowed, ", "))
-	return ""
+	return parsed(f, name, func(v string) (string, bool) { return v, slices.Contains(allowed, v) },
+		"one of %s", strings.Join(allowed, ", "))
 }
 
 // cursor returns parameter name, a page cursor, bounded in length; the
@@ -184,14 +182,8 @@ const maxPosition = 1 << 31
 // a page starts: a whole number from 0 (the start, and when empty) to
 // maxPosition.
 func (f *filters) position(name string) int64 {
-	v := strings.TrimSpace(f.q.Get(name))
-	if v == "" {
-		return 0
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 || n > maxPosition {
-		f.bad(name, "%q is not a position in the list: a whole number from 0 to %d", clip(v), maxPosition)
-		return 0
-	}
-	return n
+	return parsed(f, name, func(v string) (int64, bool) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, err == nil && n >= 0 && n <= maxPosition
+	}, "a position in the list: a whole number from 0 to %d", maxPosition)
 }

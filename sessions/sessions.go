@@ -30,6 +30,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/errs"
@@ -143,13 +144,9 @@ func (s *Store) Create(ctx context.Context, p CreateParams) (secret string, _ *S
 	}
 	raw := make([]byte, secretLen)
 	_, _ = rand.Read(raw) // never fails (crypto/rand)
-	var org, notAfter any
-	if p.OrganizationID != uuid.Nil {
-		org = p.OrganizationID
-	}
-	if !p.NotAfter.IsZero() {
-		notAfter = p.NotAfter
-	}
+	// No organization and no bound are NULL.
+	org := uuid.NullUUID{UUID: p.OrganizationID, Valid: p.OrganizationID != uuid.Nil}
+	notAfter := pgtype.Timestamptz{Time: p.NotAfter, Valid: !p.NotAfter.IsZero()}
 	hash := sha256.Sum256(raw)
 	sess, err := scan(s.db.QueryRow(ctx, sessionInsert, uuid.New(), hash[:], org, p.Actor, p.Role,
 		p.Lifetime.Microseconds(), notAfter, p.Via, s.clock.Arg()))
@@ -200,12 +197,9 @@ func hashOf(secret string) ([]byte, bool) {
 
 func scan(row pgx.Row) (*Session, error) {
 	var s Session
-	var org *uuid.UUID
-	if err := row.Scan(&s.ID, &org, &s.Actor, &s.Role, &s.Via, &s.CreatedAt, &s.ExpiresAt); err != nil {
+	// A NULL organization scans as uuid.Nil (uuid.UUID's sql.Scanner).
+	if err := row.Scan(&s.ID, &s.OrganizationID, &s.Actor, &s.Role, &s.Via, &s.CreatedAt, &s.ExpiresAt); err != nil {
 		return nil, err
-	}
-	if org != nil {
-		s.OrganizationID = *org
 	}
 	return &s, nil
 }

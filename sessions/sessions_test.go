@@ -59,6 +59,9 @@ func TestATokensExpiryEndsItsSessionSooner(t *testing.T) {
 	if !s.ExpiresAt.Equal(t0.Add(time.Hour)) || s.OrganizationID != uuid.Nil || s.Role != sessions.RoleOperator {
 		t.Errorf("Create = %+v, want operator olga of no organization until %s", s, t0.Add(time.Hour))
 	}
+	if n := pgtest.Count(t, pool, `SELECT count(*) FROM agent.console_sessions WHERE id = $1 AND organization_id IS NULL`, s.ID); n != 1 {
+		t.Errorf("the operator's session holds an organization, want NULL")
+	}
 	// A bound far away (a token's exp of 2^53 s) leaves the lifetime.
 	_, s, err = store.Create(t.Context(), sessions.CreateParams{OrganizationID: uuid.New(), Via: sessions.ViaToken,
 		Lifetime: 8 * time.Hour, NotAfter: time.Unix(1<<40, 0)})

@@ -101,11 +101,7 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 	sd := &seeder{pool: pool, plane: plane, store: store, starter: starter,
 		jobs: providerjobs.New(pool, plane, providerjobs.Config{}), w: w}
 	for _, step := range []func(context.Context) error{
-		sd.story, sd.archived, sd.job, sd.claims, sd.orgB,
-		func(ctx context.Context) error {
-			return failed("the scheduled saved search", seedSchedule(ctx, pool, w))
-		},
-		sd.sweep,
+		sd.story, sd.archived, sd.job, sd.claims, sd.orgB, sd.scheduled, sd.sweep,
 	} {
 		if err := step(ctx); err != nil {
 			return nil, err
@@ -219,17 +215,14 @@ func (sd *seeder) job(ctx context.Context) error {
 	for _, d := range []struct {
 		id, body string
 		status   providerjobs.Status
-		result   string
+		result   json.RawMessage
 	}{
-		{"msg_2Kx1", `{"job_id":"acme-job-5521","status":"running"}`, providerjobs.StatusRunning, ""},
-		{"msg_2Kx1", `{"job_id":"acme-job-5521","status":"running"}`, providerjobs.StatusRunning, ""},
-		{"msg_9Qa7", `{"job_id":"acme-job-5521","status":"succeeded","result":{"matches":12}}`, providerjobs.StatusSucceeded, `{"matches":12}`},
-		{"msg_9Qa7", `{"job_id":"acme-job-5521","status":"failed"}`, providerjobs.StatusFailed, ""},
+		{"msg_2Kx1", `{"job_id":"acme-job-5521","status":"running"}`, providerjobs.StatusRunning, nil},
+		{"msg_2Kx1", `{"job_id":"acme-job-5521","status":"running"}`, providerjobs.StatusRunning, nil},
+		{"msg_9Qa7", `{"job_id":"acme-job-5521","status":"succeeded","result":{"matches":12}}`, providerjobs.StatusSucceeded, json.RawMessage(`{"matches":12}`)},
+		{"msg_9Qa7", `{"job_id":"acme-job-5521","status":"failed"}`, providerjobs.StatusFailed, nil},
 	} {
-		u := providerjobs.Update{ProviderJobID: "acme-job-5521", Status: d.status}
-		if d.result != "" {
-			u.Result = json.RawMessage(d.result)
-		}
+		u := providerjobs.Update{ProviderJobID: "acme-job-5521", Status: d.status, Result: d.result}
 		if _, err := sd.jobs.Receive(ctx, providerjobs.Delivery{Provider: Provider, JobID: job.ID.String(),
 			DeliveryID: d.id, Body: []byte(d.body), Update: u}); err != nil {
 			return failed("deliver "+d.id, err)
@@ -369,11 +362,13 @@ func seedDispatches(ctx context.Context, pool *pgxpool.Pool, w *World, at time.T
 	return nil
 }
 
-// seedSchedule makes w.Scheduled: a daily schedule set three days ago, on
-// a stub clock, and drained on two mornings: the first started, the next
+// scheduled makes w.Scheduled: a daily schedule set three days ago, on a
+// stub clock, and drained on two mornings: the first started, the next
 // morning missed (the drain came back more than a day late), the third
 // started.
-func seedSchedule(ctx context.Context, pool *pgxpool.Pool, w *World) error {
+func (sd *seeder) scheduled(ctx context.Context) (err error) {
+	defer func() { err = failed("the scheduled saved search", err) }()
+	pool, w := sd.pool, sd.w
 	clock := dbclocktest.New(time.Now().UTC().Truncate(24 * time.Hour).Add(-72 * time.Hour))
 	store := savedsearch.NewStore(pool)
 	ss, err := store.Create(ctx, w.OrgA, savedsearch.CreateParams{Name: ScheduledName,
