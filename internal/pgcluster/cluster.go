@@ -198,9 +198,6 @@ func settingArgs(settings map[string]string) []string {
 	return args
 }
 
-// Dir returns the cluster directory.
-func (c *Cluster) Dir() string { return c.dir }
-
 // LogPath returns the path of the server log.
 func (c *Cluster) LogPath() string { return c.logPath }
 
