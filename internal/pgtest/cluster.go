@@ -108,15 +108,13 @@ type Options struct {
 	// to see what was measured.
 	Durable bool
 	// Citus starts a Citus cluster instead of one server: a coordinator
-	// and CitusWorkers workers (2 by default), each a throwaway server
+	// and two workers, each a throwaway server
 	// with the citus extension preloaded. Every database [Cluster.CreateDB]
 	// hands out is one on all of them, made a cluster ([pgcluster.JoinCitus])
 	// and migrated on the coordinator, whose URL it returns; migration
 	// 00019 distributes the tables. It needs the extension installed
 	// ([pgcluster.CitusInstalled]). An external server is used as it is.
 	Citus bool
-	// CitusWorkers is the number of workers of a Citus cluster; 0 is 2.
-	CitusWorkers int
 	// ShardCount is citus.shard_count, the shards each distributed table
 	// is split into; 0 keeps Citus's default (32). The tests use 4: fewer
 	// shards to create per database, still two per worker.
@@ -245,7 +243,7 @@ func (c *Cluster) startCitus(ctx context.Context, opts Options) (_ *localServer,
 			c.workers, c.workerAdmins = nil, nil
 		}
 	}()
-	for range cmp.Or(opts.CitusWorkers, 2) {
+	for range 2 {
 		w, err := startLocal(ctx, opts, roleWorker)
 		if err != nil {
 			return nil, err
