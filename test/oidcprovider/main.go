@@ -36,9 +36,9 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"encoding/asn1"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -372,22 +372,18 @@ func (p *provider) answer(line string, hits int64) string {
 // k by k's algorithm, and returns the JWS compact serialization.
 func signRaw(k *key, header, claims string) (string, error) {
 	input := header + "." + claims
-	var sig []byte
-	var err error
-	switch priv := k.priv.(type) {
-	case *rsa.PrivateKey:
-		h := sha256.Sum256([]byte(input))
-		sig, err = rsa.SignPKCS1v15(rand.Reader, priv, crypto.SHA256, h[:])
-	case *ecdsa.PrivateKey:
-		h := sha256.Sum256([]byte(input))
-		var r, s *big.Int
-		if r, s, err = ecdsa.Sign(rand.Reader, priv, h[:]); err == nil {
-			sig = append(r.FillBytes(make([]byte, 32)), s.FillBytes(make([]byte, 32))...)
+	digest, opts := []byte(input), crypto.Hash(0) // Ed25519 signs the input itself
+	if k.alg != jose.EdDSA {
+		h := sha256.Sum256(digest)
+		digest, opts = h[:], crypto.SHA256 // RSA: PKCS #1 v1.5
+	}
+	sig, err := k.priv.Sign(rand.Reader, digest, opts)
+	if err == nil && k.alg == jose.ES256 {
+		// JWS wants r and s side by side, not the ASN.1 the signer gives.
+		var rs struct{ R, S *big.Int }
+		if _, err = asn1.Unmarshal(sig, &rs); err == nil {
+			sig = append(rs.R.FillBytes(make([]byte, 32)), rs.S.FillBytes(make([]byte, 32))...)
 		}
-	case ed25519.PrivateKey:
-		sig = ed25519.Sign(priv, []byte(input))
-	default:
-		err = errors.New("unknown key type")
 	}
 	if err != nil {
 		return "", err
