@@ -1,7 +1,6 @@
 package pgtest
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -48,9 +47,6 @@ const (
 	// ownerPIDFile, inside the temporary directory, holds the PID of the
 	// process that created the cluster.
 	ownerPIDFile = "owner.pid"
-	// localPort only names the socket file: the cluster listens on a unix
-	// socket in its own directory, so the number never clashes.
-	localPort = 5432
 	// templateLockKey is the pg_advisory_lock key serialising template
 	// builds across test binaries sharing one external server.
 	templateLockKey int64 = 0x73656172636864 // "searchd"
@@ -507,9 +503,9 @@ func (c *Cluster) joinCitus(ctx context.Context, build string) error {
 			return err
 		}
 		urls = append(urls, u)
-		nodes = append(nodes, w.node())
+		nodes = append(nodes, w.Node())
 	}
-	if err := pgcluster.JoinCitus(ctx, coordinatorURL, c.local.node(), urls, nodes); err != nil {
+	if err := pgcluster.JoinCitus(ctx, coordinatorURL, c.local.Node(), urls, nodes); err != nil {
 		return fmt.Errorf("pgtest: making %s a Citus cluster: %w", build, err)
 	}
 	return nil
@@ -538,18 +534,11 @@ func templateName() (string, error) {
 	return "searchd_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
-// localServer is a throwaway cluster run by this process.
+// localServer is a throwaway cluster run by this process, in dir.
 type localServer struct {
-	dir       string
-	socketDir string
-	adminURL  string
-	proc      *pgcluster.Process
-}
-
-// node is how the other nodes of a Citus cluster reach the server: by the
-// directory of its unix socket.
-func (s *localServer) node() pgcluster.CitusNode {
-	return pgcluster.CitusNode{Host: s.socketDir, Port: localPort}
+	*pgcluster.Cluster
+	dir      string
+	adminURL string
 }
 
 // role is what a throwaway server is: a server of its own, or a node of a
@@ -562,20 +551,16 @@ const (
 	roleWorker
 )
 
-// startLocal initialises and starts a throwaway cluster and waits until it
-// accepts connections. On error nothing is left running and the temporary
-// directory is removed.
-func startLocal(ctx context.Context, opts Options, r role) (_ *localServer, err error) {
+// startLocal initialises and starts a throwaway cluster in a new
+// temporary directory (with [pgcluster.Start]) and waits until it accepts
+// connections. On error nothing is left running and the directory is
+// removed.
+func startLocal(ctx context.Context, opts Options, r role) (*localServer, error) {
 	bins, err := findBinaries()
 	if err != nil {
 		return nil, err
 	}
-	cred, err := pgcluster.ServerCredential()
-	if err != nil {
-		return nil, err
-	}
 	sweepStaleDirs()
-
 	base := os.TempDir()
 	// A unix socket path is limited to 107 bytes.
 	if len(base) > 60 {
@@ -585,46 +570,25 @@ func startLocal(ctx context.Context, opts Options, r role) (_ *localServer, err 
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: creating temporary directory: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	sockDir, dataDir := filepath.Join(dir, "sock"), filepath.Join(dir, "data")
-	err = cmp.Or(os.WriteFile(filepath.Join(dir, ownerPIDFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644),
-		os.Mkdir(sockDir, 0o700))
-	if err == nil && cred != nil {
-		// initdb creates dataDir inside dir, so the server's user must
-		// own both dir and sockDir.
-		err = cmp.Or(os.Chown(dir, int(cred.Uid), int(cred.Gid)), os.Chown(sockDir, int(cred.Uid), int(cred.Gid)))
-	}
-	if err == nil {
-		// --no-sync: a throwaway cluster need not survive a power cut.
-		err = pgcluster.InitDB(ctx, pgcluster.InitConfig{Initdb: bins.Initdb, DataDir: dataDir, Dir: dir,
-			LogPath: filepath.Join(dir, "initdb.log"), Credential: cred, Args: []string{"--no-sync"}})
+	var c *pgcluster.Cluster
+	if err = os.WriteFile(filepath.Join(dir, ownerPIDFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err == nil {
+		c, err = pgcluster.Start(ctx, pgcluster.Config{Dir: dir, Binaries: bins, Settings: serverSettings(opts, r),
+			StartTimeout: startupTimeout, StopTimeout: stopTimeout,
+			// --no-sync: a throwaway cluster need not survive a power cut.
+			InitArgs: []string{"--no-sync"},
+			// SIGKILL: the cluster dies with the test binary, even when
+			// that is SIGKILLed, and its directory is swept by a later run.
+			Pdeathsig: syscall.SIGKILL})
 	}
 	if err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	server := pgcluster.ServerConfig{
-		Postgres: bins.Postgres, DataDir: dataDir, Dir: dir, SocketDir: sockDir, Port: localPort,
-		Settings:   serverSettings(opts, r),
-		LogPath:    filepath.Join(dir, "postgres.log"),
-		Credential: cred,
-		// SIGKILL: the cluster dies with the test binary, even when that
-		// is SIGKILLed, and its directory is swept by a later run.
-		Pdeathsig:    syscall.SIGKILL,
-		StartTimeout: startupTimeout,
-	}
-	proc, err := pgcluster.StartServer(ctx, server)
-	if err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
-	}
-	return &localServer{dir: dir, socketDir: sockDir, proc: proc, adminURL: server.URL("postgres")}, nil
+	return &localServer{Cluster: c, dir: dir, adminURL: c.URL("postgres")}, nil
 }
 
 // serverSettings are the settings of a throwaway server of role r.
-func serverSettings(opts Options, r role) []string {
+func serverSettings(opts Options, r role) map[string]string {
 	// Durability: off for tests, which commit thousands of throwaway rows;
 	// on for benchmarks, which must pay what a commit costs in production.
 	durability := "off"
@@ -650,13 +614,18 @@ func serverSettings(opts Options, r role) []string {
 		settings = append(settings, "shared_buffers=64MB")
 		settings = append(settings, pgcluster.CitusSettings(500)...)
 	}
-	return settings
+	m := map[string]string{} // a later setting overrides an earlier one
+	for _, s := range settings {
+		k, v, _ := strings.Cut(s, "=")
+		m[k] = v
+	}
+	return m
 }
 
 // stop shuts the server down (fast shutdown, then SIGKILL after
 // stopTimeout) and removes its directory.
 func (s *localServer) stop() error {
-	_ = s.proc.Stop(syscall.SIGINT, stopTimeout) // killed after stopTimeout
+	_ = s.Stop() // killed after stopTimeout
 	if err := os.RemoveAll(s.dir); err != nil {
 		return fmt.Errorf("pgtest: removing %s: %w", s.dir, err)
 	}
