@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -120,7 +121,7 @@ type Options struct {
 // StartWith is [Start] with options.
 func StartWith(ctx context.Context, opts Options) (*Cluster, error) {
 	c := &Cluster{}
-	if u := externalURL(); u != "" {
+	if u := cmp.Or(os.Getenv(EnvDatabaseURL), os.Getenv("DATABASE_URL")); u != "" {
 		c.adminURL = u
 	} else {
 		var ls *localServer
@@ -145,15 +146,6 @@ func StartWith(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("pgtest: connecting to throwaway cluster: %w", err)
 	}
 	return c, nil
-}
-
-// externalURL returns the connection string of the external server to use,
-// or "" to use a throwaway cluster.
-func externalURL() string {
-	if u := os.Getenv(EnvDatabaseURL); u != "" {
-		return u
-	}
-	return os.Getenv("DATABASE_URL")
 }
 
 // Settings returns the server's version and the settings that decide what a
@@ -277,7 +269,7 @@ func (c *Cluster) createDB(ctx context.Context) (string, func() error, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	name := "searchd_test_" + randomHex(8)
+	name := "searchd_test_" + strings.ToLower(rand.Text())
 	sql := "CREATE DATABASE " + quoteIdent(name) + " TEMPLATE " + quoteIdent(tmpl)
 	// On a Citus cluster the database is cloned on every node, workers
 	// first: the coordinator's copy of the metadata names the workers'
@@ -405,7 +397,7 @@ func (c *Cluster) ensureTemplate(ctx context.Context) (name string, err error) {
 		return name, nil
 	}
 
-	build := name + "_build_" + randomHex(4)
+	build := name + "_build_" + strings.ToLower(rand.Text())
 	create := "CREATE DATABASE " + quoteIdent(build) + " TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"
 	if _, err = conn.Exec(ctx, create); err != nil {
 		return "", fmt.Errorf("pgtest: creating template database %s: %w", build, err)
@@ -733,10 +725,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-func randomHex(nBytes int) string {
-	b := make([]byte, nBytes)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux
-	return hex.EncodeToString(b)
 }
