@@ -137,18 +137,20 @@ type publicKey struct{ *key }
 
 func (k publicKey) Key() any { return k.priv.Public() }
 
-func newRSAKey() (*key, error) {
-	priv, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return nil, err
+// newKey returns a new key for alg: RS256, ES256 (P-256) or EdDSA
+// (Ed25519).
+func newKey(alg jose.SignatureAlgorithm) (*key, error) {
+	var priv crypto.Signer
+	var err error
+	switch alg {
+	case jose.ES256:
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case jose.EdDSA:
+		_, priv, err = ed25519.GenerateKey(rand.Reader)
+	default:
+		priv, err = rsa.GenerateKey(rand.Reader, 2048)
 	}
-	return &key{id: randomID(), alg: jose.RS256, priv: priv}, nil
-}
-
-func randomID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
+	return &key{id: rand.Text(), alg: alg, priv: priv}, err
 }
 
 func newProvider(cfg oidctest.Config) (*provider, error) {
@@ -170,24 +172,14 @@ func newProvider(cfg oidctest.Config) (*provider, error) {
 		p.audience[c.ID] = c.Audience
 	}
 	p.Storage = storage.NewStorageWithClients(users, clients)
-	first, err := newRSAKey()
-	if err != nil {
-		return nil, err
+	keys := make([]*key, 4)
+	for i, alg := range []jose.SignatureAlgorithm{jose.RS256, jose.RS256, jose.ES256, jose.EdDSA} {
+		var err error
+		if keys[i], err = newKey(alg); err != nil {
+			return nil, err
+		}
 	}
-	if p.unpublished, err = newRSAKey(); err != nil {
-		return nil, err
-	}
-	p.rsaKeys = []*key{first}
-	ecPriv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	p.ec = &key{id: randomID(), alg: jose.ES256, priv: ecPriv}
-	_, edPriv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	p.ed = &key{id: randomID(), alg: jose.EdDSA, priv: edPriv}
+	p.rsaKeys, p.unpublished, p.ec, p.ed = keys[:1:1], keys[1], keys[2], keys[3]
 	return p, nil
 }
 
@@ -345,7 +337,7 @@ func (p *provider) answer(line string, hits int64) string {
 			"unpublished": p.unpublished.id})
 		return string(out)
 	case f[0] == "rotate" && len(f) == 1:
-		k, err := newRSAKey()
+		k, err := newKey(jose.RS256)
 		if err != nil {
 			return "error: " + err.Error()
 		}
