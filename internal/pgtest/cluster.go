@@ -135,7 +135,7 @@ func StartWith(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 		c.local = ls
-		c.adminURL = ls.adminURL
+		c.adminURL = ls.URL("postgres")
 	}
 	var err error
 	if c.admin, err = openPool(ctx, c.adminURL, adminConns, nil); err != nil {
@@ -151,16 +151,13 @@ func StartWith(ctx context.Context, opts Options) (*Cluster, error) {
 // Settings returns the server's version and the settings that decide what a
 // commit costs, in one line, for a benchmark to print at its top.
 func (c *Cluster) Settings(ctx context.Context) (string, error) {
-	var version, fsync, syncCommit, fpw, walSync, sharedBuffers, maxConns string
-	err := c.admin.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'),
-		current_setting('synchronous_commit'), current_setting('full_page_writes'),
-		current_setting('wal_sync_method'), current_setting('shared_buffers'), current_setting('max_connections')`).
-		Scan(&version, &fsync, &syncCommit, &fpw, &walSync, &sharedBuffers, &maxConns)
+	var line string
+	err := c.admin.QueryRow(ctx, `SELECT 'PostgreSQL ' || current_setting('server_version') || ': ' || string_agg(s || '=' || current_setting(s), ' ' ORDER BY i)
+		FROM unnest(ARRAY['fsync', 'synchronous_commit', 'full_page_writes', 'wal_sync_method', 'shared_buffers', 'max_connections']) WITH ORDINALITY AS t(s, i)`).Scan(&line)
 	if err != nil {
 		return "", fmt.Errorf("pgtest: reading the server's settings: %w", err)
 	}
-	return fmt.Sprintf("PostgreSQL %s: fsync=%s synchronous_commit=%s full_page_writes=%s wal_sync_method=%s shared_buffers=%s max_connections=%s",
-		version, fsync, syncCommit, fpw, walSync, sharedBuffers, maxConns), nil
+	return line, nil
 }
 
 // URL returns the admin connection string of the server.
@@ -209,7 +206,7 @@ func (c *Cluster) Citus() bool { return len(c.workers) > 0 }
 func (c *Cluster) Workers() []string {
 	var out []string
 	for _, w := range c.workers {
-		out = append(out, w.adminURL)
+		out = append(out, w.URL("postgres"))
 	}
 	return out
 }
@@ -237,7 +234,7 @@ func (c *Cluster) startCitus(ctx context.Context, opts Options) (_ *localServer,
 			return nil, err
 		}
 		c.workers = append(c.workers, w)
-		p, err := openPool(ctx, w.adminURL, adminConns, nil)
+		p, err := openPool(ctx, w.URL("postgres"), adminConns, nil)
 		if err != nil {
 			return nil, fmt.Errorf("pgtest: connecting to a Citus worker: %w", err)
 		}
@@ -483,21 +480,13 @@ func publishTemplate(ctx context.Context, db interface {
 // joinCitus makes the database build of every node one Citus cluster: the
 // workers join the coordinator, each by the directory of its socket.
 func (c *Cluster) joinCitus(ctx context.Context, build string) error {
-	coordinatorURL, err := withDatabase(c.adminURL, build)
-	if err != nil {
-		return err
-	}
 	var urls []string
 	var nodes []pgcluster.CitusNode
 	for _, w := range c.workers {
-		u, err := withDatabase(w.adminURL, build)
-		if err != nil {
-			return err
-		}
-		urls = append(urls, u)
+		urls = append(urls, w.URL(build))
 		nodes = append(nodes, w.Node())
 	}
-	if err := pgcluster.JoinCitus(ctx, coordinatorURL, c.local.Node(), urls, nodes); err != nil {
+	if err := pgcluster.JoinCitus(ctx, c.local.URL(build), c.local.Node(), urls, nodes); err != nil {
 		return fmt.Errorf("pgtest: making %s a Citus cluster: %w", build, err)
 	}
 	return nil
@@ -529,8 +518,7 @@ func templateName() (string, error) {
 // localServer is a throwaway cluster run by this process, in dir.
 type localServer struct {
 	*pgcluster.Cluster
-	dir      string
-	adminURL string
+	dir string
 }
 
 // role is what a throwaway server is: a server of its own, or a node of a
@@ -576,7 +564,7 @@ func startLocal(ctx context.Context, opts Options, r role) (*localServer, error)
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	return &localServer{Cluster: c, dir: dir, adminURL: c.URL("postgres")}, nil
+	return &localServer{Cluster: c, dir: dir}, nil
 }
 
 // serverSettings are the settings of a throwaway server of role r.
