@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -232,9 +233,7 @@ func (p *Provider) Hits() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var n int
-	_, err = fmt.Sscan(a, &n)
-	return n, err
+	return strconv.Atoi(a)
 }
 
 // Tokens are what a sign-in at the provider returned.

@@ -612,9 +612,8 @@ func (s *localServer) stop() error {
 	return nil
 }
 
-// findBinaries locates initdb and postgres through [pgcluster.FindBinaries]
-// ($SEARCHD_PG_BIN, `pg_config --bindir`, /usr/lib/postgresql/*/bin, $PATH),
-// adding the test-only way out: a server to use instead.
+// findBinaries is [pgcluster.FindBinaries] whose error adds the test-only
+// way out: a server to use instead.
 func findBinaries() (pgcluster.Binaries, error) {
 	b, err := pgcluster.FindBinaries(os.Getenv(EnvPGBin))
 	if err != nil {
