@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -131,29 +132,21 @@ func Start(bin string, cfg Config) (*Provider, error) {
 	}
 	p := &Provider{proc: proc, stdin: inW, stdout: bufio.NewScanner(outR)}
 	p.stdout.Buffer(make([]byte, 64<<10), 1<<20)
-	first := make(chan error, 1)
-	go func() {
-		if !p.stdout.Scan() {
-			first <- errors.New("the test provider exited before it served")
-			return
-		}
-		var ready struct{ Issuer string }
-		if err := json.Unmarshal(p.stdout.Bytes(), &ready); err != nil {
-			first <- err
-			return
-		}
-		p.Issuer = ready.Issuer
-		first <- nil
-	}()
-	select {
-	case err = <-first:
-	case <-time.After(30 * time.Second):
+	killed := time.AfterFunc(30*time.Second, proc.Kill) // which ends the Scan
+	var ready struct{ Issuer string }
+	switch served := p.stdout.Scan(); {
+	case !killed.Stop():
 		err = errors.New("the test provider did not serve within 30 s")
+	case !served:
+		err = errors.New("the test provider exited before it served")
+	default:
+		err = json.Unmarshal(p.stdout.Bytes(), &ready)
 	}
 	if err != nil {
 		proc.Kill()
 		return nil, err
 	}
+	p.Issuer = ready.Issuer
 	return p, nil
 }
 
@@ -232,9 +225,7 @@ func (p *Provider) Hits() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var n int
-	_, err = fmt.Sscan(a, &n)
-	return n, err
+	return strconv.Atoi(a)
 }
 
 // Tokens are what a sign-in at the provider returned.

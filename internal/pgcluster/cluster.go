@@ -59,6 +59,12 @@ type Config struct {
 	StartTimeout time.Duration
 	// StopTimeout defaults to [DefaultStopTimeout].
 	StopTimeout time.Duration
+	// InitArgs are more initdb arguments, such as --no-sync.
+	InitArgs []string
+	// Pdeathsig is [ServerConfig.Pdeathsig]; the default here is SIGINT,
+	// which stops the server cleanly if this process dies without
+	// stopping it.
+	Pdeathsig syscall.Signal
 }
 
 // Cluster is a running local server. Stop it with [Cluster.Stop].
@@ -112,7 +118,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		logPath:   filepath.Join(dir, "postgres.log"),
 		stopAfter: cmp.Or(cfg.StopTimeout, DefaultStopTimeout),
 	}
-	if err := c.initIfNew(ctx, bins.Initdb, dataDir, cred); err != nil {
+	if err := c.initIfNew(ctx, bins.Initdb, dataDir, cred, cfg.InitArgs); err != nil {
 		return nil, err
 	}
 	if err := c.makeSocketDir(cred); err != nil {
@@ -124,12 +130,11 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 	}()
 	// Setpgid keeps a terminal's SIGINT from reaching the server before
-	// the parent has drained its requests; the parent-death signal SIGINT
-	// stops the server cleanly if the parent dies without stopping it.
+	// the parent has drained its requests.
 	c.proc, err = StartServer(ctx, ServerConfig{
 		Postgres: bins.Postgres, DataDir: dataDir, Dir: dir, SocketDir: c.socketDir, Port: socketPort,
 		Settings: settingArgs(cfg.Settings), LogPath: c.logPath, Credential: cred,
-		Pdeathsig: syscall.SIGINT, Setpgid: true, StartTimeout: cfg.StartTimeout,
+		Pdeathsig: cmp.Or(cfg.Pdeathsig, syscall.SIGINT), Setpgid: true, StartTimeout: cfg.StartTimeout,
 	})
 	if err != nil {
 		return nil, err
@@ -154,12 +159,12 @@ func prepareDir(dir string, cred *syscall.Credential) error {
 
 // initIfNew runs initdb on dataDir when it holds no cluster yet, and says
 // so in c.Initialized; a failed initdb leaves no data directory behind.
-func (c *Cluster) initIfNew(ctx context.Context, initdb, dataDir string, cred *syscall.Credential) error {
+func (c *Cluster) initIfNew(ctx context.Context, initdb, dataDir string, cred *syscall.Credential, args []string) error {
 	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); !errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	err := InitDB(ctx, InitConfig{Initdb: initdb, DataDir: dataDir, Dir: c.dir,
-		LogPath: filepath.Join(c.dir, "initdb.log"), Credential: cred, Args: []string{"--no-instructions"}})
+		LogPath: filepath.Join(c.dir, "initdb.log"), Credential: cred, Args: append([]string{"--no-instructions"}, args...)})
 	if err != nil {
 		_ = os.RemoveAll(dataDir) // a half-made data directory would fail every later start
 		return err
@@ -198,15 +203,16 @@ func settingArgs(settings map[string]string) []string {
 	return args
 }
 
-// Dir returns the cluster directory.
-func (c *Cluster) Dir() string { return c.dir }
-
 // LogPath returns the path of the server log.
 func (c *Cluster) LogPath() string { return c.logPath }
 
 // URL returns the connection string of database on the cluster, as the
 // superuser postgres over the unix socket.
 func (c *Cluster) URL(database string) string { return SocketURL(c.socketDir, socketPort, database) }
+
+// Node is how the other nodes of a Citus cluster reach the server: by
+// the directory of its unix socket.
+func (c *Cluster) Node() CitusNode { return CitusNode{Host: c.socketDir, Port: socketPort} }
 
 // CreateDatabase creates database name unless it exists, and reports
 // whether it created it.

@@ -74,19 +74,6 @@ func RunProcess(ctx context.Context, cmd *exec.Cmd, logPath string, attr *syscal
 	}
 }
 
-// Done is closed once the process has exited and been waited for.
-func (p *Process) Done() <-chan struct{} { return p.done }
-
-// Err is cmd.Wait's result; it is meaningful once Done is closed.
-func (p *Process) Err() error {
-	select {
-	case <-p.done:
-		return p.err
-	default:
-		return nil
-	}
-}
-
 // Pid is the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 

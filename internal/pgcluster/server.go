@@ -16,7 +16,7 @@ import (
 )
 
 // The one launcher of PostgreSQL processes: [InitDB] and [StartServer] are
-// what [Start] (`searchd dev`), internal/pgtest's throwaway clusters and the
+// what [Start] (`searchd dev`, internal/pgtest's throwaway clusters) and the
 // fault suite's restartable servers (test/e2e) all run. Each caller keeps its
 // own directory layout and lifetime; the way a process is forked, pinned,
 // logged, waited for and reported on is this file's.
@@ -116,28 +116,18 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: starting %s: %w", cfg.Postgres, err)
 	}
-	if err := WaitReady(ctx, p, cfg.URL("postgres"), cfg.LogPath, cmp.Or(cfg.StartTimeout, DefaultStartTimeout)); err != nil {
-		p.Kill()
-		return nil, err
-	}
-	return p, nil
-}
-
-// WaitReady polls until connString accepts a connection, for at most
-// timeout. It returns an error carrying the tail of the log at logPath when
-// the server p exits first, or when the time or ctx runs out.
-func WaitReady(ctx context.Context, p *Process, connString, logPath string, timeout time.Duration) error {
-	err := p.Await(ctx, timeout, func(ctx context.Context) error {
-		conn, err := pgx.Connect(ctx, connString)
+	err = p.Await(ctx, cmp.Or(cfg.StartTimeout, DefaultStartTimeout), func(ctx context.Context) error {
+		conn, err := pgx.Connect(ctx, cfg.URL("postgres"))
 		if err == nil {
 			err = conn.Close(ctx)
 		}
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgcluster: postgres %w\n%s", err, LogTail(logPath))
+		p.Kill()
+		return nil, fmt.Errorf("pgcluster: postgres %w\n%s", err, LogTail(cfg.LogPath))
 	}
-	return nil
+	return p, nil
 }
 
 // SocketURL returns the connection string of database as the superuser

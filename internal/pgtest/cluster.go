@@ -48,9 +48,6 @@ const (
 	// ownerPIDFile, inside the temporary directory, holds the PID of the
 	// process that created the cluster.
 	ownerPIDFile = "owner.pid"
-	// localPort only names the socket file: the cluster listens on a unix
-	// socket in its own directory, so the number never clashes.
-	localPort = 5432
 	// templateLockKey is the pg_advisory_lock key serialising template
 	// builds across test binaries sharing one external server.
 	templateLockKey int64 = 0x73656172636864 // "searchd"
@@ -108,15 +105,13 @@ type Options struct {
 	// to see what was measured.
 	Durable bool
 	// Citus starts a Citus cluster instead of one server: a coordinator
-	// and CitusWorkers workers (2 by default), each a throwaway server
+	// and two workers, each a throwaway server
 	// with the citus extension preloaded. Every database [Cluster.CreateDB]
 	// hands out is one on all of them, made a cluster ([pgcluster.JoinCitus])
 	// and migrated on the coordinator, whose URL it returns; migration
 	// 00019 distributes the tables. It needs the extension installed
 	// ([pgcluster.CitusInstalled]). An external server is used as it is.
 	Citus bool
-	// CitusWorkers is the number of workers of a Citus cluster; 0 is 2.
-	CitusWorkers int
 	// ShardCount is citus.shard_count, the shards each distributed table
 	// is split into; 0 keeps Citus's default (32). The tests use 4: fewer
 	// shards to create per database, still two per worker.
@@ -126,7 +121,7 @@ type Options struct {
 // StartWith is [Start] with options.
 func StartWith(ctx context.Context, opts Options) (*Cluster, error) {
 	c := &Cluster{}
-	if u := externalURL(); u != "" {
+	if u := cmp.Or(os.Getenv(EnvDatabaseURL), os.Getenv("DATABASE_URL")); u != "" {
 		c.adminURL = u
 	} else {
 		var ls *localServer
@@ -140,7 +135,7 @@ func StartWith(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 		c.local = ls
-		c.adminURL = ls.adminURL
+		c.adminURL = ls.URL("postgres")
 	}
 	var err error
 	if c.admin, err = openPool(ctx, c.adminURL, adminConns, nil); err != nil {
@@ -153,28 +148,16 @@ func StartWith(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// externalURL returns the connection string of the external server to use,
-// or "" to use a throwaway cluster.
-func externalURL() string {
-	if u := os.Getenv(EnvDatabaseURL); u != "" {
-		return u
-	}
-	return os.Getenv("DATABASE_URL")
-}
-
 // Settings returns the server's version and the settings that decide what a
 // commit costs, in one line, for a benchmark to print at its top.
 func (c *Cluster) Settings(ctx context.Context) (string, error) {
-	var version, fsync, syncCommit, fpw, walSync, sharedBuffers, maxConns string
-	err := c.admin.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('fsync'),
-		current_setting('synchronous_commit'), current_setting('full_page_writes'),
-		current_setting('wal_sync_method'), current_setting('shared_buffers'), current_setting('max_connections')`).
-		Scan(&version, &fsync, &syncCommit, &fpw, &walSync, &sharedBuffers, &maxConns)
+	var line string
+	err := c.admin.QueryRow(ctx, `SELECT 'PostgreSQL ' || current_setting('server_version') || ': ' || string_agg(s || '=' || current_setting(s), ' ' ORDER BY i)
+		FROM unnest(ARRAY['fsync', 'synchronous_commit', 'full_page_writes', 'wal_sync_method', 'shared_buffers', 'max_connections']) WITH ORDINALITY AS t(s, i)`).Scan(&line)
 	if err != nil {
 		return "", fmt.Errorf("pgtest: reading the server's settings: %w", err)
 	}
-	return fmt.Sprintf("PostgreSQL %s: fsync=%s synchronous_commit=%s full_page_writes=%s wal_sync_method=%s shared_buffers=%s max_connections=%s",
-		version, fsync, syncCommit, fpw, walSync, sharedBuffers, maxConns), nil
+	return line, nil
 }
 
 // URL returns the admin connection string of the server.
@@ -223,7 +206,7 @@ func (c *Cluster) Citus() bool { return len(c.workers) > 0 }
 func (c *Cluster) Workers() []string {
 	var out []string
 	for _, w := range c.workers {
-		out = append(out, w.adminURL)
+		out = append(out, w.URL("postgres"))
 	}
 	return out
 }
@@ -245,13 +228,13 @@ func (c *Cluster) startCitus(ctx context.Context, opts Options) (_ *localServer,
 			c.workers, c.workerAdmins = nil, nil
 		}
 	}()
-	for range cmp.Or(opts.CitusWorkers, 2) {
+	for range 2 {
 		w, err := startLocal(ctx, opts, roleWorker)
 		if err != nil {
 			return nil, err
 		}
 		c.workers = append(c.workers, w)
-		p, err := openPool(ctx, w.adminURL, adminConns, nil)
+		p, err := openPool(ctx, w.URL("postgres"), adminConns, nil)
 		if err != nil {
 			return nil, fmt.Errorf("pgtest: connecting to a Citus worker: %w", err)
 		}
@@ -283,7 +266,7 @@ func (c *Cluster) createDB(ctx context.Context) (string, func() error, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	name := "searchd_test_" + randomHex(8)
+	name := "searchd_test_" + strings.ToLower(rand.Text())
 	sql := "CREATE DATABASE " + quoteIdent(name) + " TEMPLATE " + quoteIdent(tmpl)
 	// On a Citus cluster the database is cloned on every node, workers
 	// first: the coordinator's copy of the metadata names the workers'
@@ -411,7 +394,7 @@ func (c *Cluster) ensureTemplate(ctx context.Context) (name string, err error) {
 		return name, nil
 	}
 
-	build := name + "_build_" + randomHex(4)
+	build := name + "_build_" + strings.ToLower(rand.Text())
 	create := "CREATE DATABASE " + quoteIdent(build) + " TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"
 	if _, err = conn.Exec(ctx, create); err != nil {
 		return "", fmt.Errorf("pgtest: creating template database %s: %w", build, err)
@@ -497,21 +480,13 @@ func publishTemplate(ctx context.Context, db interface {
 // joinCitus makes the database build of every node one Citus cluster: the
 // workers join the coordinator, each by the directory of its socket.
 func (c *Cluster) joinCitus(ctx context.Context, build string) error {
-	coordinatorURL, err := withDatabase(c.adminURL, build)
-	if err != nil {
-		return err
-	}
 	var urls []string
 	var nodes []pgcluster.CitusNode
 	for _, w := range c.workers {
-		u, err := withDatabase(w.adminURL, build)
-		if err != nil {
-			return err
-		}
-		urls = append(urls, u)
-		nodes = append(nodes, w.node())
+		urls = append(urls, w.URL(build))
+		nodes = append(nodes, w.Node())
 	}
-	if err := pgcluster.JoinCitus(ctx, coordinatorURL, c.local.node(), urls, nodes); err != nil {
+	if err := pgcluster.JoinCitus(ctx, c.local.URL(build), c.local.Node(), urls, nodes); err != nil {
 		return fmt.Errorf("pgtest: making %s a Citus cluster: %w", build, err)
 	}
 	return nil
@@ -540,18 +515,10 @@ func templateName() (string, error) {
 	return "searchd_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
-// localServer is a throwaway cluster run by this process.
+// localServer is a throwaway cluster run by this process, in dir.
 type localServer struct {
-	dir       string
-	socketDir string
-	adminURL  string
-	proc      *pgcluster.Process
-}
-
-// node is how the other nodes of a Citus cluster reach the server: by the
-// directory of its unix socket.
-func (s *localServer) node() pgcluster.CitusNode {
-	return pgcluster.CitusNode{Host: s.socketDir, Port: localPort}
+	*pgcluster.Cluster
+	dir string
 }
 
 // role is what a throwaway server is: a server of its own, or a node of a
@@ -564,20 +531,16 @@ const (
 	roleWorker
 )
 
-// startLocal initialises and starts a throwaway cluster and waits until it
-// accepts connections. On error nothing is left running and the temporary
-// directory is removed.
-func startLocal(ctx context.Context, opts Options, r role) (_ *localServer, err error) {
+// startLocal initialises and starts a throwaway cluster in a new
+// temporary directory (with [pgcluster.Start]) and waits until it accepts
+// connections. On error nothing is left running and the directory is
+// removed.
+func startLocal(ctx context.Context, opts Options, r role) (*localServer, error) {
 	bins, err := findBinaries()
 	if err != nil {
 		return nil, err
 	}
-	cred, err := pgcluster.ServerCredential()
-	if err != nil {
-		return nil, err
-	}
 	sweepStaleDirs()
-
 	base := os.TempDir()
 	// A unix socket path is limited to 107 bytes.
 	if len(base) > 60 {
@@ -587,46 +550,25 @@ func startLocal(ctx context.Context, opts Options, r role) (_ *localServer, err 
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: creating temporary directory: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	sockDir, dataDir := filepath.Join(dir, "sock"), filepath.Join(dir, "data")
-	err = cmp.Or(os.WriteFile(filepath.Join(dir, ownerPIDFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644),
-		os.Mkdir(sockDir, 0o700))
-	if err == nil && cred != nil {
-		// initdb creates dataDir inside dir, so the server's user must
-		// own both dir and sockDir.
-		err = cmp.Or(os.Chown(dir, int(cred.Uid), int(cred.Gid)), os.Chown(sockDir, int(cred.Uid), int(cred.Gid)))
-	}
-	if err == nil {
-		// --no-sync: a throwaway cluster need not survive a power cut.
-		err = pgcluster.InitDB(ctx, pgcluster.InitConfig{Initdb: bins.Initdb, DataDir: dataDir, Dir: dir,
-			LogPath: filepath.Join(dir, "initdb.log"), Credential: cred, Args: []string{"--no-sync"}})
+	var c *pgcluster.Cluster
+	if err = os.WriteFile(filepath.Join(dir, ownerPIDFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err == nil {
+		c, err = pgcluster.Start(ctx, pgcluster.Config{Dir: dir, Binaries: bins, Settings: serverSettings(opts, r),
+			StartTimeout: startupTimeout, StopTimeout: stopTimeout,
+			// --no-sync: a throwaway cluster need not survive a power cut.
+			InitArgs: []string{"--no-sync"},
+			// SIGKILL: the cluster dies with the test binary, even when
+			// that is SIGKILLed, and its directory is swept by a later run.
+			Pdeathsig: syscall.SIGKILL})
 	}
 	if err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	server := pgcluster.ServerConfig{
-		Postgres: bins.Postgres, DataDir: dataDir, Dir: dir, SocketDir: sockDir, Port: localPort,
-		Settings:   serverSettings(opts, r),
-		LogPath:    filepath.Join(dir, "postgres.log"),
-		Credential: cred,
-		// SIGKILL: the cluster dies with the test binary, even when that
-		// is SIGKILLed, and its directory is swept by a later run.
-		Pdeathsig:    syscall.SIGKILL,
-		StartTimeout: startupTimeout,
-	}
-	proc, err := pgcluster.StartServer(ctx, server)
-	if err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
-	}
-	return &localServer{dir: dir, socketDir: sockDir, proc: proc, adminURL: server.URL("postgres")}, nil
+	return &localServer{Cluster: c, dir: dir}, nil
 }
 
 // serverSettings are the settings of a throwaway server of role r.
-func serverSettings(opts Options, r role) []string {
+func serverSettings(opts Options, r role) map[string]string {
 	// Durability: off for tests, which commit thousands of throwaway rows;
 	// on for benchmarks, which must pay what a commit costs in production.
 	durability := "off"
@@ -652,22 +594,26 @@ func serverSettings(opts Options, r role) []string {
 		settings = append(settings, "shared_buffers=64MB")
 		settings = append(settings, pgcluster.CitusSettings(500)...)
 	}
-	return settings
+	m := map[string]string{} // a later setting overrides an earlier one
+	for _, s := range settings {
+		k, v, _ := strings.Cut(s, "=")
+		m[k] = v
+	}
+	return m
 }
 
 // stop shuts the server down (fast shutdown, then SIGKILL after
 // stopTimeout) and removes its directory.
 func (s *localServer) stop() error {
-	_ = s.proc.Stop(syscall.SIGINT, stopTimeout) // killed after stopTimeout
+	_ = s.Stop() // killed after stopTimeout
 	if err := os.RemoveAll(s.dir); err != nil {
 		return fmt.Errorf("pgtest: removing %s: %w", s.dir, err)
 	}
 	return nil
 }
 
-// findBinaries locates initdb and postgres through [pgcluster.FindBinaries]
-// ($SEARCHD_PG_BIN, `pg_config --bindir`, /usr/lib/postgresql/*/bin, $PATH),
-// adding the test-only way out: a server to use instead.
+// findBinaries is [pgcluster.FindBinaries] whose error adds the test-only
+// way out: a server to use instead.
 func findBinaries() (pgcluster.Binaries, error) {
 	b, err := pgcluster.FindBinaries(os.Getenv(EnvPGBin))
 	if err != nil {
@@ -766,10 +712,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-func randomHex(nBytes int) string {
-	b := make([]byte, nBytes)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux
-	return hex.EncodeToString(b)
 }

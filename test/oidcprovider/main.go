@@ -36,9 +36,9 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"encoding/asn1"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -137,18 +137,20 @@ type publicKey struct{ *key }
 
 func (k publicKey) Key() any { return k.priv.Public() }
 
-func newRSAKey() (*key, error) {
-	priv, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return nil, err
+// newKey returns a new key for alg: RS256, ES256 (P-256) or EdDSA
+// (Ed25519).
+func newKey(alg jose.SignatureAlgorithm) (*key, error) {
+	var priv crypto.Signer
+	var err error
+	switch alg {
+	case jose.ES256:
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case jose.EdDSA:
+		_, priv, err = ed25519.GenerateKey(rand.Reader)
+	default:
+		priv, err = rsa.GenerateKey(rand.Reader, 2048)
 	}
-	return &key{id: randomID(), alg: jose.RS256, priv: priv}, nil
-}
-
-func randomID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
+	return &key{id: rand.Text(), alg: alg, priv: priv}, err
 }
 
 func newProvider(cfg oidctest.Config) (*provider, error) {
@@ -170,24 +172,14 @@ func newProvider(cfg oidctest.Config) (*provider, error) {
 		p.audience[c.ID] = c.Audience
 	}
 	p.Storage = storage.NewStorageWithClients(users, clients)
-	first, err := newRSAKey()
-	if err != nil {
-		return nil, err
+	keys := make([]*key, 4)
+	for i, alg := range []jose.SignatureAlgorithm{jose.RS256, jose.RS256, jose.ES256, jose.EdDSA} {
+		var err error
+		if keys[i], err = newKey(alg); err != nil {
+			return nil, err
+		}
 	}
-	if p.unpublished, err = newRSAKey(); err != nil {
-		return nil, err
-	}
-	p.rsaKeys = []*key{first}
-	ecPriv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	p.ec = &key{id: randomID(), alg: jose.ES256, priv: ecPriv}
-	_, edPriv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	p.ed = &key{id: randomID(), alg: jose.EdDSA, priv: edPriv}
+	p.rsaKeys, p.unpublished, p.ec, p.ed = keys[:1:1], keys[1], keys[2], keys[3]
 	return p, nil
 }
 
@@ -345,7 +337,7 @@ func (p *provider) answer(line string, hits int64) string {
 			"unpublished": p.unpublished.id})
 		return string(out)
 	case f[0] == "rotate" && len(f) == 1:
-		k, err := newRSAKey()
+		k, err := newKey(jose.RS256)
 		if err != nil {
 			return "error: " + err.Error()
 		}
@@ -372,22 +364,18 @@ func (p *provider) answer(line string, hits int64) string {
 // k by k's algorithm, and returns the JWS compact serialization.
 func signRaw(k *key, header, claims string) (string, error) {
 	input := header + "." + claims
-	var sig []byte
-	var err error
-	switch priv := k.priv.(type) {
-	case *rsa.PrivateKey:
-		h := sha256.Sum256([]byte(input))
-		sig, err = rsa.SignPKCS1v15(rand.Reader, priv, crypto.SHA256, h[:])
-	case *ecdsa.PrivateKey:
-		h := sha256.Sum256([]byte(input))
-		var r, s *big.Int
-		if r, s, err = ecdsa.Sign(rand.Reader, priv, h[:]); err == nil {
-			sig = append(r.FillBytes(make([]byte, 32)), s.FillBytes(make([]byte, 32))...)
+	digest, opts := []byte(input), crypto.Hash(0) // Ed25519 signs the input itself
+	if k.alg != jose.EdDSA {
+		h := sha256.Sum256(digest)
+		digest, opts = h[:], crypto.SHA256 // RSA: PKCS #1 v1.5
+	}
+	sig, err := k.priv.Sign(rand.Reader, digest, opts)
+	if err == nil && k.alg == jose.ES256 {
+		// JWS wants r and s side by side, not the ASN.1 the signer gives.
+		var rs struct{ R, S *big.Int }
+		if _, err = asn1.Unmarshal(sig, &rs); err == nil {
+			sig = append(rs.R.FillBytes(make([]byte, 32)), rs.S.FillBytes(make([]byte, 32))...)
 		}
-	case ed25519.PrivateKey:
-		sig = ed25519.Sign(priv, []byte(input))
-	default:
-		err = errors.New("unknown key type")
 	}
 	if err != nil {
 		return "", err

@@ -156,17 +156,16 @@ func (v *Vendor) send(key string, body []byte) (int, any) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.opts.Idempotent && key != "" {
-		if prev, ok := v.byKey[key]; ok {
-			if !bytes.Equal(prev.body, body) {
-				return http.StatusUnprocessableEntity, map[string]string{"error": "Idempotency-Key reused for a different request"}
-			}
-			return http.StatusCreated, map[string]string{"id": prev.id}
+	dedupe := v.opts.Idempotent && key != ""
+	if prev, ok := v.byKey[key]; dedupe && ok {
+		if !bytes.Equal(prev.body, body) {
+			return http.StatusUnprocessableEntity, map[string]string{"error": "Idempotency-Key reused for a different request"}
 		}
+		return http.StatusCreated, map[string]string{"id": prev.id}
 	}
 	id := fmt.Sprintf("msg_%d", len(v.messages)+1)
 	v.messages = append(v.messages, Message{ID: id, IdempotencyKey: key, To: in.To, Subject: in.Subject, Body: in.Body})
-	if v.opts.Idempotent && key != "" {
+	if dedupe {
 		v.byKey[key] = sent{body: body, id: id}
 	}
 	return http.StatusCreated, map[string]string{"id": id}
