@@ -134,10 +134,8 @@ func checkHeader(raw string) error {
 	return refuseDuplicateNames(b)
 }
 
-// hs256Principal maps the claims of an HS256 token: org_id (a UUID, not
-// the nil one), sub (the actor), role (none or a known role). An
-// organization's token needs an org_id; an operator's needs a sub and may
-// name an organization too; a runtime's needs both.
+// hs256Principal maps the claims of an HS256 token: org_id, sub (the
+// actor), role (none or a known role), as [withOrganization] says.
 func hs256Principal(c *claims) (Principal, error) {
 	org, hasOrg, err := c.str("org_id")
 	if err != nil {
@@ -147,26 +145,25 @@ func hs256Principal(c *claims) (Principal, error) {
 	if err != nil || !knownRoles[Role(role)] || !validActor(c.Subject) {
 		return Principal{}, ErrInvalidToken
 	}
-	p := Principal{Actor: c.Subject, Role: Role(role)}
+	return withOrganization(Principal{Actor: c.Subject, Role: Role(role)}, org, hasOrg)
+}
+
+// withOrganization completes p with its organization claim org (hasOrg:
+// present), a UUID other than the nil one. An organization's or a
+// runtime's token needs one; an operator's may name one, and an
+// operator's or a runtime's needs an actor.
+func withOrganization(p Principal, org string, hasOrg bool) (Principal, error) {
 	if hasOrg || !p.IsOperator() {
-		if p.OrganizationID, err = organization(org); err != nil {
-			return Principal{}, err
+		id, err := uuid.Parse(org)
+		if err != nil || id == uuid.Nil {
+			return Principal{}, ErrInvalidToken
 		}
+		p.OrganizationID = id
 	}
 	if (p.IsOperator() || p.IsRuntime()) && p.Actor == "" {
 		return Principal{}, ErrInvalidToken
 	}
 	return p, nil
-}
-
-// organization parses an organization claim: a UUID other than the nil
-// one.
-func organization(s string) (uuid.UUID, error) {
-	org, err := uuid.Parse(s)
-	if err != nil || org == uuid.Nil {
-		return uuid.Nil, ErrInvalidToken
-	}
-	return org, nil
 }
 
 // check applies the provider's rules to c: iss is the issuer, aud holds
@@ -208,16 +205,8 @@ func (p *provider) principal(c *claims) (Principal, error) {
 		out.Role = RoleOperator
 	}
 	org, hasOrg, err := c.str(cfg.OrgClaim)
-	switch {
-	case err != nil:
+	if err != nil {
 		return Principal{}, err
-	case hasOrg || !out.IsOperator():
-		if out.OrganizationID, err = organization(org); err != nil {
-			return Principal{}, err
-		}
 	}
-	if out.IsOperator() && out.Actor == "" {
-		return Principal{}, ErrInvalidToken
-	}
-	return out, nil
+	return withOrganization(out, org, hasOrg)
 }
