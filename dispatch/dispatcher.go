@@ -285,7 +285,7 @@ func (d *Dispatcher) deliverAll(ctx context.Context, wg *sync.WaitGroup, slots, 
 				default:
 				}
 			}()
-			d.deliver(ctx, l)
+			d.Deliver(ctx, l)
 		})
 	}
 }
@@ -315,9 +315,7 @@ func (d *Dispatcher) observeBacklog(ctx context.Context) {
 // runs its own passes (a benchmark, a test). It returns the outcome, or ""
 // when nothing was sent (the Run is gone, or its message could not be
 // read: the dispatch is leased again after its lease).
-func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome { return d.deliver(ctx, l) }
-
-func (d *Dispatcher) deliver(ctx context.Context, l Leased) Outcome {
+func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 	start := time.Now()
 	base := ctx
 	ctx, cancel := context.WithTimeout(base, d.lease)

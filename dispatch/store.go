@@ -118,28 +118,24 @@ func (s *Store) Message(ctx context.Context, org, runID uuid.UUID) (_ []byte, er
 		brief, baseline     json.RawMessage
 		snapHash, snapActor *string
 		snapCreated         *time.Time
-		options, input      json.RawMessage
-		savedSearch, snapID *uuid.UUID
-		name, createdBy     *string
 	)
 	err = s.db.QueryRow(ctx, dispatchMessage, org, runID).Scan(
-		&run.ID, &run.OrganizationID, &run.Kind, &name, &savedSearch, &snapID, &options, &input,
-		&createdBy, &run.CreatedAt, &startKey,
+		&run.ID, &run.OrganizationID, &run.Kind, &run.Name, &run.SavedSearchID, &run.SnapshotID, &run.Options, &run.Input,
+		&run.CreatedBy, &run.CreatedAt, &startKey,
 		&snapVersion, &brief, &baseline, &snapHash, &snapActor, &snapCreated)
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "dispatch: reading the message")
 	}
-	run.Name, run.SavedSearchID, run.SnapshotID, run.CreatedBy = name, savedSearch, snapID, createdBy
-	run.Options, run.Input = nullRaw(options), nullRaw(input)
+	run.Options, run.Input = nullRaw(run.Options), nullRaw(run.Input)
 	run.IdempotencyKey = idempotencyKey(startKey)
-	m := Message{Type: MessageType, Timestamp: run.CreatedAt.UTC(), Data: MessageData{Run: run, StatusURL: StatusPath(runID)}}
-	if snapID != nil && snapVersion != nil {
+	run.CreatedAt = run.CreatedAt.UTC()
+	m := Message{Type: MessageType, Timestamp: run.CreatedAt, Data: MessageData{Run: run, StatusURL: StatusPath(runID)}}
+	if run.SnapshotID != nil && snapVersion != nil {
 		m.Data.Snapshot = &MessageSnapshot{
-			ID: *snapID, SavedSearchID: *savedSearch, SavedSearchVersion: *snapVersion,
+			ID: *run.SnapshotID, SavedSearchID: *run.SavedSearchID, SavedSearchVersion: *snapVersion,
 			Brief: brief, Baseline: baseline, ContentHash: *snapHash, CreatedBy: snapActor, CreatedAt: snapCreated.UTC(),
 		}
 	}
-	m.Data.Run.CreatedAt = m.Data.Run.CreatedAt.UTC()
 	return json.Marshal(m)
 }
 
