@@ -447,11 +447,11 @@ func (d *Drain) Run(ctx context.Context) {
 		start := time.Now()
 		rep, err := d.Tick(ctx)
 		if err != nil {
+			wait = min(2*wait, d.cfg.MaxIdleBackoff)
 			if ctx.Err() == nil {
 				d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "schedule: drain: tick failed; backing off",
-					slog.String("error", err.Error()), slog.Duration("next", min(2*wait, d.cfg.MaxIdleBackoff)))
+					slog.String("error", err.Error()), slog.Duration("next", wait))
 			}
-			wait = min(2*wait, d.cfg.MaxIdleBackoff)
 			continue
 		}
 		wait = d.cfg.Interval

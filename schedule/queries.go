@@ -341,11 +341,7 @@ type planRow struct {
 // at the most) and the new next_due_at: the first one left, nil when the
 // schedule will not come due again.
 func (r planRow) dues(most int) (dues []time.Time, next *time.Time) {
-	var iv time.Duration
-	if r.Interval != nil {
-		iv = time.Duration(*r.Interval) * time.Second
-	}
-	c, cerr := newCadence(iv, r.Expr, r.Zone, r.Start)
+	c, cerr := newCadence(r.Interval, &r.Expr, r.Zone, r.Start)
 	d := r.Next
 	for len(dues) < most && !d.After(r.Now) {
 		dues = append(dues, d)

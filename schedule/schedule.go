@@ -87,15 +87,7 @@ type Schedule struct {
 
 // cadence returns s's rule.
 func (s *Schedule) cadence() (cadence, error) {
-	var iv time.Duration
-	if s.IntervalSeconds != nil {
-		iv = time.Duration(*s.IntervalSeconds) * time.Second
-	}
-	var expr string
-	if s.Cron != nil {
-		expr = *s.Cron
-	}
-	return newCadence(iv, expr, s.TimeZone, s.StartAt)
+	return newCadence(s.IntervalSeconds, s.Cron, s.TimeZone, s.StartAt)
 }
 
 // SetParams are the inputs of [Store.Set]. The json names are those of
@@ -159,7 +151,7 @@ func (p SetParams) settings() (settings, cadence, error) {
 	var fields []errs.Field
 	bad := func(name, msg string) { fields = append(fields, errs.Field{Name: name, Message: msg}) }
 	st := p.withDefaults(bad)
-	iv, expr := p.cadenceOf(bad)
+	p.checkCadence(bad)
 	if _, err := loadZone(st.timeZone); err != nil {
 		bad("time_zone", err.Error())
 	}
@@ -175,7 +167,7 @@ func (p SetParams) settings() (settings, cadence, error) {
 	if st.startAt != nil {
 		start = *st.startAt
 	}
-	c, err := newCadence(iv, expr, st.timeZone, start)
+	c, err := newCadence(st.interval, st.cron, st.timeZone, start)
 	if err != nil {
 		return st, cadence{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -206,9 +198,9 @@ func (p SetParams) withDefaults(bad func(name, msg string)) settings {
 	return st
 }
 
-// cadenceOf returns the one cadence p sets, an interval or a cron
-// expression, telling bad of none, both, or one out of range.
-func (p SetParams) cadenceOf(bad func(name, msg string)) (iv time.Duration, expr string) {
+// checkCadence tells bad when p sets no cadence, both an interval and a
+// cron expression, or one out of range.
+func (p SetParams) checkCadence(bad func(name, msg string)) {
 	switch {
 	case p.IntervalSeconds == nil && p.Cron == nil:
 		bad("interval_seconds", "is required when cron is absent")
@@ -216,18 +208,15 @@ func (p SetParams) cadenceOf(bad func(name, msg string)) (iv time.Duration, expr
 	case p.IntervalSeconds != nil && p.Cron != nil:
 		bad("cron", "must be absent when interval_seconds is set: a schedule has one cadence")
 	case p.IntervalSeconds != nil:
-		iv = time.Duration(*p.IntervalSeconds) * time.Second
 		if *p.IntervalSeconds < int64(MinInterval/time.Second) || *p.IntervalSeconds > int64(MaxInterval/time.Second) {
 			bad("interval_seconds", fmt.Sprintf("must be from %d to %d (a minute to 366 days)",
 				int64(MinInterval/time.Second), int64(MaxInterval/time.Second)))
 		}
 	default:
-		expr = *p.Cron
-		if _, err := parseCron(expr); err != nil {
+		if _, err := parseCron(*p.Cron); err != nil {
 			bad("cron", err.Error())
 		}
 	}
-	return iv, expr
 }
 
 // DBTX is what the SQL-running helpers need: a *pgxpool.Pool or a pgx.Tx.
@@ -613,11 +602,7 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, query string, cur *Schedul
 	if actor != nil && *actor != "" {
 		args["actor"] = *actor
 	}
-	sc, err := scanSchedule(tx.QueryRow(ctx, query, args))
-	if err != nil {
-		return nil, err
-	}
-	return sc, nil
+	return scanSchedule(tx.QueryRow(ctx, query, args))
 }
 
 // scanSchedule scans scheduleColumns.
