@@ -453,7 +453,7 @@ type recordParams struct {
 
 // recordOutcome records an attempt's outcome and reports whether the fence
 // held (false: another drain took the occurrence over).
-func recordOutcome(ctx context.Context, db DBTX, p recordParams) (bool, error) {
+func recordOutcome(ctx context.Context, db *pgxpool.Pool, p recordParams) (bool, error) {
 	var reason any
 	if p.reason != "" {
 		reason = p.reason

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock"
@@ -219,13 +218,6 @@ func (p SetParams) checkCadence(bad func(name, msg string)) {
 	}
 }
 
-// DBTX is what the SQL-running helpers need: a *pgxpool.Pool or a pgx.Tx.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // Store reads and writes schedules and reads their occurrences. It is
 // safe for concurrent use.
 type Store struct {
@@ -402,38 +394,15 @@ type readState struct {
 	lastDue *time.Time
 }
 
-// read reads the clock and the latest occurrence of org's live saved
-// search id; it returns ErrSavedSearchNotFound when there is none live.
-func (s *Store) read(ctx context.Context, db DBTX, org, id uuid.UUID) (readState, error) {
-	var rs readState
-	var live bool
-	if err := db.QueryRow(ctx, scheduleReadState, org, id, s.clock.Arg()).Scan(&rs.now, &live, &rs.lastDue); err != nil {
-		return rs, fmt.Errorf("schedule: read: %w", err)
-	}
-	if !live {
-		return rs, ErrSavedSearchNotFound
-	}
-	return rs, nil
-}
-
 // change runs fn on the locked schedule of org's live saved search id, in
 // a transaction, after judging ifMatch.
 func (s *Store) change(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool,
 	fn func(tx pgx.Tx, cur *Schedule, rs readState) (*Schedule, error)) (*Schedule, error) {
 	var out *Schedule
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
-		if err != nil {
-			return sqlarg.RowError(err, ErrNotFound, "schedule: lock")
-		}
-		// Read under the lock: no plan of this schedule can write an
-		// occurrence between the read and the change.
-		rs, err := s.read(ctx, tx, org, id)
+		cur, rs, err := s.lock(ctx, tx, org, id, ifMatch, true)
 		if err != nil {
 			return err
-		}
-		if ifMatch != nil && !ifMatch(cur.Version) {
-			return &VersionMismatchError{Current: cur.Version}
 		}
 		out, err = fn(tx, cur, rs)
 		return err
@@ -471,17 +440,8 @@ var errCreatedMeanwhile = errors.New("schedule: created meanwhile")
 // nothing. It returns errCreatedMeanwhile when its insert lost to
 // another writer's.
 func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams, st *settings, c *cadence) (*Schedule, bool, error) {
-	cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, fmt.Errorf("schedule: lock: %w", err)
-	}
-	// Read under the lock: no plan of this schedule can write an
-	// occurrence between the read and the change.
-	rs, err := s.read(ctx, tx, org, id)
+	cur, rs, err := s.lock(ctx, tx, org, id, p.IfMatch, false)
 	if err != nil {
-		return nil, false, err
-	}
-	if err := precondition(cur, p.IfMatch); err != nil {
 		return nil, false, err
 	}
 	settleStart(st, cur, rs.now)
@@ -502,6 +462,27 @@ func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p Set
 		return nil, false, errCreatedMeanwhile // another writer created it first: change theirs
 	}
 	return sc, err == nil, err
+}
+
+// lock locks the schedule of org's saved search id (nil when there is
+// none; [ErrNotFound] when required), reads the [readState] under the
+// lock, so that no plan of this schedule can write an occurrence between
+// the read and the change ([ErrSavedSearchNotFound] when the saved search
+// is not live), and judges ifMatch.
+func (s *Store) lock(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, ifMatch func(int64) bool, required bool) (*Schedule, readState, error) {
+	cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
+	if err != nil && (required || !errors.Is(err, pgx.ErrNoRows)) {
+		return nil, readState{}, sqlarg.RowError(err, ErrNotFound, "schedule: lock")
+	}
+	var rs readState
+	var live bool
+	if err := tx.QueryRow(ctx, scheduleReadState, org, id, s.clock.Arg()).Scan(&rs.now, &live, &rs.lastDue); err != nil {
+		return nil, rs, fmt.Errorf("schedule: read: %w", err)
+	}
+	if !live {
+		return nil, rs, ErrSavedSearchNotFound
+	}
+	return cur, rs, precondition(cur, ifMatch)
 }
 
 // precondition judges ifMatch (nil: none) against cur, the schedule as
