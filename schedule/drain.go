@@ -353,11 +353,7 @@ func (d *Drain) attempt(ctx context.Context, o taken, token uuid.UUID) (status, 
 	// deadline: the margin left of the lease is its time.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Lease/4)
 	defer cancel()
-	ok, err := recordOutcome(rctx, d.db, recordParams{
-		org: o.org, savedSearchID: o.savedSearchID, dueAt: o.dueAt, token: token,
-		status: out.status, reason: out.reason, runID: out.runID, runRetainUntil: out.retainUntil,
-		lastError: out.lastError, now: d.cfg.Clock.Arg(), retryAfter: d.cfg.RetryAfter, retention: runs.Retention,
-	})
+	ok, err := d.record(rctx, o, token, out)
 	if err != nil {
 		return "", "", err
 	}
