@@ -116,6 +116,9 @@ func (c Config) WithDefaults() Config {
 	c.MinBackoff = cmp.Or(c.MinBackoff, DefaultMinBackoff)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
 	c.UserAgent = cmp.Or(c.UserAgent, "searchd")
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
 	return c
 }
 
@@ -184,12 +187,8 @@ func NewDispatcher(store *Store, cfg Config) (*Dispatcher, error) {
 			},
 		}
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	return &Dispatcher{store: store, cfg: cfg, lease: LeaseFor(cfg.Timeout), signer: signer, client: client,
-		log: log, wake: make(chan struct{}, 1)}, nil
+		log: cfg.Logger, wake: make(chan struct{}, 1)}, nil
 }
 
 // Lease returns the lease of one delivery, LeaseFor(Config.Timeout).

@@ -16,6 +16,7 @@ import (
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/shardpass"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
@@ -93,17 +94,36 @@ type Leased struct {
 }
 
 // LeasePass leases at most limit due dispatches for lease, in one
-// statement (one per shard that holds some, on a cluster), and starts an
-// attempt for each; see dispatchLease. Replicas running passes at once
-// lease disjoint sets. It returns the leased dispatches, none when nothing
-// is due; on a cluster, where a shard's statement may fail alone, the
-// failures are returned with what the other shards leased.
-func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (_ []Leased, err error) {
+// statement per shard that holds some (one over the whole table on
+// PostgreSQL; see internal/shardpass), and starts an attempt for each; see
+// dispatchLease. Replicas running passes at once lease disjoint sets. It
+// returns the leased dispatches, none when nothing is due; on a cluster a
+// shard whose statement fails does not stop the others: what they leased
+// is returned, with the failures joined.
+func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (all []Leased, err error) {
 	defer dberr.Annotate(&err)
 	if limit < 1 || lease <= 0 {
 		return nil, fmt.Errorf("%w: a lease pass needs a positive limit and lease, got %d and %s", ErrInvalid, limit, lease)
 	}
-	return leasePass(ctx, s.db, s.clock.Arg(), lease, limit)
+	var clock time.Time
+	if err := s.db.QueryRow(ctx, clockRead, s.clock.Arg()).Scan(&clock); err != nil {
+		return nil, fmt.Errorf("dispatch: lease: read the clock: %w", err)
+	}
+	err = leaseDue.Run(ctx, s.db, limit, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
+		rows, err := s.db.Query(ctx, dispatchLease, g.Args(pgx.NamedArgs{
+			"clock": clock, "lease_end": clock.Add(lease), "kept": KeptAttempts,
+		}))
+		if err != nil {
+			return err
+		}
+		leased, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Leased])
+		all = append(all, leased...)
+		return err
+	})
+	if err != nil {
+		return all, fmt.Errorf("dispatch: lease: %w", err)
+	}
+	return all, nil
 }
 
 // Message returns the body of Run runID's delivery: the JSON of its
