@@ -23,22 +23,6 @@ var algorithms = []string{
 	jwt.SigningMethodEdDSA.Alg(),
 }
 
-// parser is the one parser every token goes through: the algorithms
-// pinned, exp required, nbf honoured (golang-jwt checks it when present),
-// judged by the verifier's clock, and every segment in canonical
-// base64url (strict decoding: no padding, and the unused low bits of the
-// last character zero), so one signature has exactly one spelling.
-type parser = *jwt.Parser
-
-func newParser(now func() time.Time) parser {
-	return jwt.NewParser(
-		jwt.WithValidMethods(algorithms),
-		jwt.WithStrictDecoding(),
-		jwt.WithExpirationRequired(),
-		jwt.WithTimeFunc(now),
-	)
-}
-
 // expectation is what a caller expects of a token beyond the rules of
 // every token.
 type expectation struct {
