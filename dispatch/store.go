@@ -278,18 +278,15 @@ type Dispatch struct {
 	Retries int `json:"retries"`
 }
 
-func scanDispatch(row pgx.Row) (*Dispatch, error) {
+func scanDispatch(row pgx.Row) (Dispatch, error) {
 	var d Dispatch
 	var next time.Time
 	err := row.Scan(&d.RunID, &d.OrganizationID, &d.State, &d.Attempts, &next, &d.CreatedAt,
 		&d.LastAttemptAt, &d.DispatchedAt, &d.FailedAt, &d.LastStatusCode, &d.LastError, &d.Retries)
-	if err != nil {
-		return nil, err
-	}
 	if d.State == StatePending {
 		d.NextAttemptAt = &next
 	}
-	return &d, nil
+	return d, err
 }
 
 // Get returns the dispatch of Run runID of org, or [ErrNotFound].
@@ -299,7 +296,7 @@ func (s *Store) Get(ctx context.Context, org, runID uuid.UUID) (_ *Dispatch, err
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "dispatch: get")
 	}
-	return d, nil
+	return &d, nil
 }
 
 // Attempt is one delivery attempt of a dispatch.
@@ -382,13 +379,7 @@ func (s *Store) List(ctx context.Context, p ListParams) (_ []Dispatch, err error
 		return nil, fmt.Errorf("%w: state %q: list failed or pending dispatches", ErrInvalid, p.State)
 	}
 	rows, _ := s.db.Query(ctx, q, sqlarg.Null(p.OrganizationID), p.Limit)
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Dispatch, error) {
-		d, err := scanDispatch(r)
-		if err != nil {
-			return Dispatch{}, err
-		}
-		return *d, nil
-	})
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Dispatch, error) { return scanDispatch(r) })
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: list: %w", err)
 	}
@@ -440,7 +431,7 @@ func (s *Store) Retry(ctx context.Context, p RetryParams) (_ *Dispatch, err erro
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, fmt.Errorf("%w: it is %s", ErrNotFailed, d.State)
 	}
-	return d, nil
+	return &d, nil
 }
 
 // Stats are the outbox's backlog, by the database clock.
