@@ -198,15 +198,14 @@ type TickReport struct {
 	Left, FenceLost                    int
 }
 
-// taken is an occurrence a tick holds: its key, its lease token and what
-// the start needs from its schedule.
+// taken is an occurrence a tick holds: its key, its state and what the
+// start needs from its schedule. (The take also answers its id and
+// attempts, which the drain does not read.)
 type taken struct {
 	org, savedSearchID uuid.UUID
 	dueAt              time.Time
-	id                 uuid.UUID
 	status             string // after the take: missed, or still open
-	attempts           int
-	late               bool // past its deadline: never started again
+	late               bool   // past its deadline: never started again
 	hasSchedule        bool
 	paused             bool
 	actor              *string

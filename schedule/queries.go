@@ -424,7 +424,7 @@ func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) 
 		}
 		ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taken, error) {
 			var t taken
-			err := r.Scan(&t.org, &t.savedSearchID, &t.dueAt, &t.id, &t.status, &t.attempts, &t.late, &t.hasSchedule,
+			err := r.Scan(&t.org, &t.savedSearchID, &t.dueAt, nil, &t.status, nil, &t.late, &t.hasSchedule,
 				&t.paused, &t.actor)
 			t.dueAt = t.dueAt.UTC()
 			return t, err
