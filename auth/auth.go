@@ -166,7 +166,7 @@ func NewVerifier(ctx context.Context, cfg Config) (*Verifier, error) {
 		return nil, err
 	}
 	v := &Verifier{secret: cfg.Secret, maxLifetime: cmp.Or(cfg.MaxLifetime, DefaultMaxLifetime), now: cfg.Now,
-		cache: newTokenCache(tokenCacheSize)}
+		cache: &tokenCache{entries: make(map[string]cachedToken, tokenCacheSize)}}
 	if v.now == nil {
 		v.now = time.Now
 	}

@@ -251,8 +251,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				bySlots = true
 			}
 		}
-		if now := time.Now(); !now.Before(nextStats) {
-			d.observeBacklog(ctx)
+		if now := time.Now(); d.cfg.Observer != nil && !now.Before(nextStats) {
+			if st, err := d.store.Stats(ctx); err == nil {
+				d.cfg.Observer.ObserveDispatchBacklog(st.Pending, st.Failed, st.OldestPending)
+			}
 			nextStats = now.Add(statsInterval)
 		}
 		var slot <-chan struct{}
@@ -296,17 +298,6 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-func (d *Dispatcher) observeBacklog(ctx context.Context) {
-	if d.cfg.Observer == nil {
-		return
-	}
-	st, err := d.store.Stats(ctx)
-	if err != nil {
-		return
-	}
-	d.cfg.Observer.ObserveDispatchBacklog(st.Pending, st.Failed, st.OldestPending)
 }
 
 // Deliver makes one attempt of a leased dispatch and records how it ended:
