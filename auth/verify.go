@@ -34,14 +34,6 @@ type expectation struct {
 	nonce   string
 }
 
-// kind is how a token was signed.
-type kind int
-
-const (
-	kindHS256 kind = iota + 1
-	kindProvider
-)
-
 // errCrit refuses a token with a crit header: it names extensions the
 // recipient must understand, and searchd understands none.
 var errCrit = errors.New("auth: the token has a crit header")
@@ -57,7 +49,7 @@ func (v *Verifier) verify(ctx context.Context, raw string, want expectation) (Pr
 		return Principal{}, time.Time{}, ErrInvalidToken
 	}
 	var c claims
-	var k kind
+	var hs256 bool // else the provider's
 	_, err := v.parser.ParseWithClaims(raw, &c, func(t *jwt.Token) (any, error) {
 		if _, ok := t.Header["crit"]; ok {
 			return nil, errCrit
@@ -66,13 +58,12 @@ func (v *Verifier) verify(ctx context.Context, raw string, want expectation) (Pr
 			if v.secret == nil || want.idToken {
 				return nil, ErrInvalidToken
 			}
-			k = kindHS256
+			hs256 = true
 			return v.secret, nil
 		}
 		if v.oidc == nil {
 			return nil, ErrInvalidToken
 		}
-		k = kindProvider
 		return v.oidc.key(ctx, t)
 	})
 	if err != nil {
@@ -85,10 +76,9 @@ func (v *Verifier) verify(ctx context.Context, raw string, want expectation) (Pr
 	}
 	var p Principal
 	until := exp
-	switch k {
-	case kindHS256:
+	if hs256 {
 		p, err = hs256Principal(&c)
-	case kindProvider:
+	} else {
 		if err = v.oidc.check(&c, want); err == nil {
 			p, err = v.oidc.principal(&c)
 		}
