@@ -32,6 +32,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -39,6 +40,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 )
 
@@ -145,8 +147,14 @@ type Verifier struct {
 	oidc        *provider // nil without OIDC
 	maxLifetime time.Duration
 	now         func() time.Time
-	parser      parser
-	cache       *tokenCache
+	// parser is the one parser every token goes through: the algorithms
+	// pinned, exp required, nbf honoured (golang-jwt checks it when
+	// present), judged by the verifier's clock, and every segment in
+	// canonical base64url (strict decoding: no padding, and the unused low
+	// bits of the last character zero), so one signature has exactly one
+	// spelling.
+	parser *jwt.Parser
+	cache  *tokenCache
 }
 
 // NewVerifier returns the verifier cfg describes. With cfg.OIDC it
@@ -157,14 +165,13 @@ func NewVerifier(ctx context.Context, cfg Config) (*Verifier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	v := &Verifier{secret: cfg.Secret, maxLifetime: cfg.MaxLifetime, now: cfg.Now, cache: newTokenCache(tokenCacheSize)}
-	if v.maxLifetime == 0 {
-		v.maxLifetime = DefaultMaxLifetime
-	}
+	v := &Verifier{secret: cfg.Secret, maxLifetime: cmp.Or(cfg.MaxLifetime, DefaultMaxLifetime), now: cfg.Now,
+		cache: &tokenCache{entries: make(map[string]cachedToken, tokenCacheSize)}}
 	if v.now == nil {
 		v.now = time.Now
 	}
-	v.parser = newParser(func() time.Time { return v.now() })
+	v.parser = jwt.NewParser(jwt.WithValidMethods(algorithms), jwt.WithStrictDecoding(), jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(v.now))
 	if cfg.OIDC != nil {
 		p, err := discover(ctx, *cfg.OIDC)
 		if err != nil {

@@ -23,17 +23,12 @@ const maxCachedTokenLen = 2048
 // that fits.
 type tokenCache struct {
 	mu      sync.RWMutex
-	max     int
 	entries map[string]cachedToken
 }
 
 type cachedToken struct {
 	p     Principal
 	until time.Time
-}
-
-func newTokenCache(max int) *tokenCache {
-	return &tokenCache{max: max, entries: make(map[string]cachedToken, max)}
 }
 
 // get returns the principal of raw when raw verified before and its entry
@@ -54,7 +49,7 @@ func (c *tokenCache) put(raw string, p Principal, until, now time.Time) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.entries) >= c.max {
+	if len(c.entries) >= tokenCacheSize {
 		clear(c.entries)
 	}
 	c.entries[raw] = cachedToken{p: p, until: until}

@@ -100,18 +100,10 @@ func CheckProviderURL(u string) error {
 		return fmt.Errorf("%q is not an absolute URL without query or fragment", u)
 	case p.Scheme == "https":
 		return nil
-	case p.Scheme == "http" && isLoopback(p.Hostname()):
+	case p.Scheme == "http" && (p.Hostname() == "localhost" || net.ParseIP(p.Hostname()).IsLoopback()):
 		return nil
 	}
 	return fmt.Errorf("%q must be https (http only on a loopback host, for tests)", u)
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // discovery is the part of the provider's discovery document searchd

@@ -2,9 +2,7 @@ package auth
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/url"
@@ -103,7 +101,9 @@ func ParseFlow(s string) (Flow, error) {
 // Start begins a sign-in: it returns its flow and the provider's URL to
 // send the browser to.
 func (s *SignIn) Start() (Flow, string) {
-	f := Flow{State: random(), Nonce: random(), Verifier: oauth2.GenerateVerifier()}
+	// GenerateVerifier is 32 random bytes in base64url: a state and a
+	// nonce as good as the PKCE verifier.
+	f := Flow{State: oauth2.GenerateVerifier(), Nonce: oauth2.GenerateVerifier(), Verifier: oauth2.GenerateVerifier()}
 	return f, s.oauth.AuthCodeURL(f.State, oauth2.S256ChallengeOption(f.Verifier), oauth2.SetAuthURLParam("nonce", f.Nonce))
 }
 
@@ -148,11 +148,4 @@ func (s *SignIn) Finish(ctx context.Context, f Flow, q url.Values) (Principal, e
 	}
 	p, _, err := s.v.verify(ctx, raw, expectation{audience: s.oauth.ClientID, idToken: true, nonce: f.Nonce})
 	return p, err
-}
-
-// random returns 32 random bytes in base64url.
-func random() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return base64.RawURLEncoding.EncodeToString(b)
 }

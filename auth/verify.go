@@ -23,22 +23,6 @@ var algorithms = []string{
 	jwt.SigningMethodEdDSA.Alg(),
 }
 
-// parser is the one parser every token goes through: the algorithms
-// pinned, exp required, nbf honoured (golang-jwt checks it when present),
-// judged by the verifier's clock, and every segment in canonical
-// base64url (strict decoding: no padding, and the unused low bits of the
-// last character zero), so one signature has exactly one spelling.
-type parser = *jwt.Parser
-
-func newParser(now func() time.Time) parser {
-	return jwt.NewParser(
-		jwt.WithValidMethods(algorithms),
-		jwt.WithStrictDecoding(),
-		jwt.WithExpirationRequired(),
-		jwt.WithTimeFunc(now),
-	)
-}
-
 // expectation is what a caller expects of a token beyond the rules of
 // every token.
 type expectation struct {
@@ -49,14 +33,6 @@ type expectation struct {
 	idToken bool
 	nonce   string
 }
-
-// kind is how a token was signed.
-type kind int
-
-const (
-	kindHS256 kind = iota + 1
-	kindProvider
-)
 
 // errCrit refuses a token with a crit header: it names extensions the
 // recipient must understand, and searchd understands none.
@@ -73,7 +49,7 @@ func (v *Verifier) verify(ctx context.Context, raw string, want expectation) (Pr
 		return Principal{}, time.Time{}, ErrInvalidToken
 	}
 	var c claims
-	var k kind
+	var hs256 bool // else the provider's
 	_, err := v.parser.ParseWithClaims(raw, &c, func(t *jwt.Token) (any, error) {
 		if _, ok := t.Header["crit"]; ok {
 			return nil, errCrit
@@ -82,13 +58,12 @@ func (v *Verifier) verify(ctx context.Context, raw string, want expectation) (Pr
 			if v.secret == nil || want.idToken {
 				return nil, ErrInvalidToken
 			}
-			k = kindHS256
+			hs256 = true
 			return v.secret, nil
 		}
 		if v.oidc == nil {
 			return nil, ErrInvalidToken
 		}
-		k = kindProvider
 		return v.oidc.key(ctx, t)
 	})
 	if err != nil {
@@ -101,10 +76,9 @@ func (v *Verifier) verify(ctx context.Context, raw string, want expectation) (Pr
 	}
 	var p Principal
 	until := exp
-	switch k {
-	case kindHS256:
+	if hs256 {
 		p, err = hs256Principal(&c)
-	case kindProvider:
+	} else {
 		if err = v.oidc.check(&c, want); err == nil {
 			p, err = v.oidc.principal(&c)
 		}
@@ -134,10 +108,8 @@ func checkHeader(raw string) error {
 	return refuseDuplicateNames(b)
 }
 
-// hs256Principal maps the claims of an HS256 token: org_id (a UUID, not
-// the nil one), sub (the actor), role (none or a known role). An
-// organization's token needs an org_id; an operator's needs a sub and may
-// name an organization too; a runtime's needs both.
+// hs256Principal maps the claims of an HS256 token: org_id, sub (the
+// actor), role (none or a known role), as [withOrganization] says.
 func hs256Principal(c *claims) (Principal, error) {
 	org, hasOrg, err := c.str("org_id")
 	if err != nil {
@@ -147,26 +119,25 @@ func hs256Principal(c *claims) (Principal, error) {
 	if err != nil || !knownRoles[Role(role)] || !validActor(c.Subject) {
 		return Principal{}, ErrInvalidToken
 	}
-	p := Principal{Actor: c.Subject, Role: Role(role)}
+	return withOrganization(Principal{Actor: c.Subject, Role: Role(role)}, org, hasOrg)
+}
+
+// withOrganization completes p with its organization claim org (hasOrg:
+// present), a UUID other than the nil one. An organization's or a
+// runtime's token needs one; an operator's may name one, and an
+// operator's or a runtime's needs an actor.
+func withOrganization(p Principal, org string, hasOrg bool) (Principal, error) {
 	if hasOrg || !p.IsOperator() {
-		if p.OrganizationID, err = organization(org); err != nil {
-			return Principal{}, err
+		id, err := uuid.Parse(org)
+		if err != nil || id == uuid.Nil {
+			return Principal{}, ErrInvalidToken
 		}
+		p.OrganizationID = id
 	}
 	if (p.IsOperator() || p.IsRuntime()) && p.Actor == "" {
 		return Principal{}, ErrInvalidToken
 	}
 	return p, nil
-}
-
-// organization parses an organization claim: a UUID other than the nil
-// one.
-func organization(s string) (uuid.UUID, error) {
-	org, err := uuid.Parse(s)
-	if err != nil || org == uuid.Nil {
-		return uuid.Nil, ErrInvalidToken
-	}
-	return org, nil
 }
 
 // check applies the provider's rules to c: iss is the issuer, aud holds
@@ -208,16 +179,8 @@ func (p *provider) principal(c *claims) (Principal, error) {
 		out.Role = RoleOperator
 	}
 	org, hasOrg, err := c.str(cfg.OrgClaim)
-	switch {
-	case err != nil:
+	if err != nil {
 		return Principal{}, err
-	case hasOrg || !out.IsOperator():
-		if out.OrganizationID, err = organization(org); err != nil {
-			return Principal{}, err
-		}
 	}
-	if out.IsOperator() && out.Actor == "" {
-		return Principal{}, ErrInvalidToken
-	}
-	return out, nil
+	return withOrganization(out, org, hasOrg)
 }

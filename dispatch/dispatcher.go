@@ -116,6 +116,9 @@ func (c Config) WithDefaults() Config {
 	c.MinBackoff = cmp.Or(c.MinBackoff, DefaultMinBackoff)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
 	c.UserAgent = cmp.Or(c.UserAgent, "searchd")
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
 	return c
 }
 
@@ -184,12 +187,8 @@ func NewDispatcher(store *Store, cfg Config) (*Dispatcher, error) {
 			},
 		}
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	return &Dispatcher{store: store, cfg: cfg, lease: LeaseFor(cfg.Timeout), signer: signer, client: client,
-		log: log, wake: make(chan struct{}, 1)}, nil
+		log: cfg.Logger, wake: make(chan struct{}, 1)}, nil
 }
 
 // Lease returns the lease of one delivery, LeaseFor(Config.Timeout).
@@ -252,8 +251,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				bySlots = true
 			}
 		}
-		if now := time.Now(); !now.Before(nextStats) {
-			d.observeBacklog(ctx)
+		if now := time.Now(); d.cfg.Observer != nil && !now.Before(nextStats) {
+			if st, err := d.store.Stats(ctx); err == nil {
+				d.cfg.Observer.ObserveDispatchBacklog(st.Pending, st.Failed, st.OldestPending)
+			}
 			nextStats = now.Add(statsInterval)
 		}
 		var slot <-chan struct{}
@@ -285,7 +286,7 @@ func (d *Dispatcher) deliverAll(ctx context.Context, wg *sync.WaitGroup, slots, 
 				default:
 				}
 			}()
-			d.deliver(ctx, l)
+			d.Deliver(ctx, l)
 		})
 	}
 }
@@ -299,25 +300,12 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-func (d *Dispatcher) observeBacklog(ctx context.Context) {
-	if d.cfg.Observer == nil {
-		return
-	}
-	st, err := d.store.Stats(ctx)
-	if err != nil {
-		return
-	}
-	d.cfg.Observer.ObserveDispatchBacklog(st.Pending, st.Failed, st.OldestPending)
-}
-
 // Deliver makes one attempt of a leased dispatch and records how it ended:
 // what [Dispatcher.Run] does for each dispatch it leases, for a caller that
 // runs its own passes (a benchmark, a test). It returns the outcome, or ""
 // when nothing was sent (the Run is gone, or its message could not be
 // read: the dispatch is leased again after its lease).
-func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome { return d.deliver(ctx, l) }
-
-func (d *Dispatcher) deliver(ctx context.Context, l Leased) Outcome {
+func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 	start := time.Now()
 	base := ctx
 	ctx, cancel := context.WithTimeout(base, d.lease)

@@ -1,14 +1,6 @@
 package dispatch
 
-import (
-	"context"
-	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/searchd/searchd/internal/shardpass"
-)
+import "github.com/searchd/searchd/internal/shardpass"
 
 // The SQL of the outbox, in one place. The outbox row itself is inserted
 // by runs.runInsert, in the statement that admits its Run. Statements that
@@ -75,35 +67,6 @@ const clockRead = `SELECT agent.clock($1::timestamptz)`
 
 // leaseDue is the lease pass's read of what is due, grouped by shard.
 var leaseDue = shardpass.New("agent.run_dispatches", dispatchDue)
-
-// leasePass is the whole of the dispatcher's claim on the outbox: a
-// bounded lease pass on db of at most limit dispatches, each leased for
-// lease, in one statement per shard that holds some due (one statement
-// over the whole table on PostgreSQL; see internal/shardpass). A shard
-// whose statement fails does not stop the others: what they leased is
-// returned, with the failures joined.
-func leasePass(ctx context.Context, db DBTX, now any, lease time.Duration, limit int) ([]Leased, error) {
-	var clock time.Time
-	if err := db.QueryRow(ctx, clockRead, now).Scan(&clock); err != nil {
-		return nil, fmt.Errorf("dispatch: lease: read the clock: %w", err)
-	}
-	var all []Leased
-	err := leaseDue.Run(ctx, db, limit, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
-		rows, err := db.Query(ctx, dispatchLease, g.Args(pgx.NamedArgs{
-			"clock": clock, "lease_end": clock.Add(lease), "kept": KeptAttempts,
-		}))
-		if err != nil {
-			return err
-		}
-		leased, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Leased])
-		all = append(all, leased...)
-		return err
-	})
-	if err != nil {
-		return all, fmt.Errorf("dispatch: lease: %w", err)
-	}
-	return all, nil
-}
 
 // dispatchMessage reads what a delivery carries: the Run's fields that
 // never change, and its snapshot (NULLs for a direct Run). $1 org, $2 Run.

@@ -16,6 +16,7 @@ import (
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/shardpass"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
@@ -93,17 +94,36 @@ type Leased struct {
 }
 
 // LeasePass leases at most limit due dispatches for lease, in one
-// statement (one per shard that holds some, on a cluster), and starts an
-// attempt for each; see dispatchLease. Replicas running passes at once
-// lease disjoint sets. It returns the leased dispatches, none when nothing
-// is due; on a cluster, where a shard's statement may fail alone, the
-// failures are returned with what the other shards leased.
-func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (_ []Leased, err error) {
+// statement per shard that holds some (one over the whole table on
+// PostgreSQL; see internal/shardpass), and starts an attempt for each; see
+// dispatchLease. Replicas running passes at once lease disjoint sets. It
+// returns the leased dispatches, none when nothing is due; on a cluster a
+// shard whose statement fails does not stop the others: what they leased
+// is returned, with the failures joined.
+func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (all []Leased, err error) {
 	defer dberr.Annotate(&err)
 	if limit < 1 || lease <= 0 {
 		return nil, fmt.Errorf("%w: a lease pass needs a positive limit and lease, got %d and %s", ErrInvalid, limit, lease)
 	}
-	return leasePass(ctx, s.db, s.clock.Arg(), lease, limit)
+	var clock time.Time
+	if err := s.db.QueryRow(ctx, clockRead, s.clock.Arg()).Scan(&clock); err != nil {
+		return nil, fmt.Errorf("dispatch: lease: read the clock: %w", err)
+	}
+	err = leaseDue.Run(ctx, s.db, limit, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
+		rows, err := s.db.Query(ctx, dispatchLease, g.Args(pgx.NamedArgs{
+			"clock": clock, "lease_end": clock.Add(lease), "kept": KeptAttempts,
+		}))
+		if err != nil {
+			return err
+		}
+		leased, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Leased])
+		all = append(all, leased...)
+		return err
+	})
+	if err != nil {
+		return all, fmt.Errorf("dispatch: lease: %w", err)
+	}
+	return all, nil
 }
 
 // Message returns the body of Run runID's delivery: the JSON of its
@@ -118,28 +138,24 @@ func (s *Store) Message(ctx context.Context, org, runID uuid.UUID) (_ []byte, er
 		brief, baseline     json.RawMessage
 		snapHash, snapActor *string
 		snapCreated         *time.Time
-		options, input      json.RawMessage
-		savedSearch, snapID *uuid.UUID
-		name, createdBy     *string
 	)
 	err = s.db.QueryRow(ctx, dispatchMessage, org, runID).Scan(
-		&run.ID, &run.OrganizationID, &run.Kind, &name, &savedSearch, &snapID, &options, &input,
-		&createdBy, &run.CreatedAt, &startKey,
+		&run.ID, &run.OrganizationID, &run.Kind, &run.Name, &run.SavedSearchID, &run.SnapshotID, &run.Options, &run.Input,
+		&run.CreatedBy, &run.CreatedAt, &startKey,
 		&snapVersion, &brief, &baseline, &snapHash, &snapActor, &snapCreated)
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "dispatch: reading the message")
 	}
-	run.Name, run.SavedSearchID, run.SnapshotID, run.CreatedBy = name, savedSearch, snapID, createdBy
-	run.Options, run.Input = nullRaw(options), nullRaw(input)
+	run.Options, run.Input = nullRaw(run.Options), nullRaw(run.Input)
 	run.IdempotencyKey = idempotencyKey(startKey)
-	m := Message{Type: MessageType, Timestamp: run.CreatedAt.UTC(), Data: MessageData{Run: run, StatusURL: StatusPath(runID)}}
-	if snapID != nil && snapVersion != nil {
+	run.CreatedAt = run.CreatedAt.UTC()
+	m := Message{Type: MessageType, Timestamp: run.CreatedAt, Data: MessageData{Run: run, StatusURL: StatusPath(runID)}}
+	if run.SnapshotID != nil && snapVersion != nil {
 		m.Data.Snapshot = &MessageSnapshot{
-			ID: *snapID, SavedSearchID: *savedSearch, SavedSearchVersion: *snapVersion,
+			ID: *run.SnapshotID, SavedSearchID: *run.SavedSearchID, SavedSearchVersion: *snapVersion,
 			Brief: brief, Baseline: baseline, ContentHash: *snapHash, CreatedBy: snapActor, CreatedAt: snapCreated.UTC(),
 		}
 	}
-	m.Data.Run.CreatedAt = m.Data.Run.CreatedAt.UTC()
 	return json.Marshal(m)
 }
 
@@ -262,18 +278,15 @@ type Dispatch struct {
 	Retries int `json:"retries"`
 }
 
-func scanDispatch(row pgx.Row) (*Dispatch, error) {
+func scanDispatch(row pgx.Row) (Dispatch, error) {
 	var d Dispatch
 	var next time.Time
 	err := row.Scan(&d.RunID, &d.OrganizationID, &d.State, &d.Attempts, &next, &d.CreatedAt,
 		&d.LastAttemptAt, &d.DispatchedAt, &d.FailedAt, &d.LastStatusCode, &d.LastError, &d.Retries)
-	if err != nil {
-		return nil, err
-	}
 	if d.State == StatePending {
 		d.NextAttemptAt = &next
 	}
-	return &d, nil
+	return d, err
 }
 
 // Get returns the dispatch of Run runID of org, or [ErrNotFound].
@@ -283,7 +296,7 @@ func (s *Store) Get(ctx context.Context, org, runID uuid.UUID) (_ *Dispatch, err
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "dispatch: get")
 	}
-	return d, nil
+	return &d, nil
 }
 
 // Attempt is one delivery attempt of a dispatch.
@@ -366,13 +379,7 @@ func (s *Store) List(ctx context.Context, p ListParams) (_ []Dispatch, err error
 		return nil, fmt.Errorf("%w: state %q: list failed or pending dispatches", ErrInvalid, p.State)
 	}
 	rows, _ := s.db.Query(ctx, q, sqlarg.Null(p.OrganizationID), p.Limit)
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Dispatch, error) {
-		d, err := scanDispatch(r)
-		if err != nil {
-			return Dispatch{}, err
-		}
-		return *d, nil
-	})
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Dispatch, error) { return scanDispatch(r) })
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: list: %w", err)
 	}
@@ -424,7 +431,7 @@ func (s *Store) Retry(ctx context.Context, p RetryParams) (_ *Dispatch, err erro
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, fmt.Errorf("%w: it is %s", ErrNotFailed, d.State)
 	}
-	return d, nil
+	return &d, nil
 }
 
 // Stats are the outbox's backlog, by the database clock.

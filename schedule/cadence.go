@@ -85,16 +85,20 @@ func loadZone(name string) (*time.Location, error) {
 	return loc, nil
 }
 
-// newCadence returns the cadence of a stored or validated schedule.
-func newCadence(interval time.Duration, expr, zone string, start time.Time) (cadence, error) {
+// newCadence returns the cadence of a stored or validated schedule: every
+// interval seconds, or when cron is set (and not empty) its times.
+func newCadence(interval *int64, cron *string, zone string, start time.Time) (cadence, error) {
 	loc, err := loadZone(zone)
 	if err != nil {
 		return cadence{}, fmt.Errorf("time_zone %q %w", zone, err)
 	}
-	c := cadence{interval: interval, loc: loc, start: start.Truncate(time.Second)}
-	if expr != "" {
-		if c.spec, err = parseCron(expr); err != nil {
-			return cadence{}, fmt.Errorf("cron %q %w", expr, err)
+	c := cadence{loc: loc, start: start.Truncate(time.Second)}
+	if interval != nil {
+		c.interval = time.Duration(*interval) * time.Second
+	}
+	if cron != nil && *cron != "" {
+		if c.spec, err = parseCron(*cron); err != nil {
+			return cadence{}, fmt.Errorf("cron %q %w", *cron, err)
 		}
 	}
 	return c, nil

@@ -10,7 +10,12 @@ import (
 
 func mustCadence(t *testing.T, interval time.Duration, expr, zone string, start time.Time) cadence {
 	t.Helper()
-	c, err := newCadence(interval, expr, zone, start)
+	var iv *int64
+	if interval != 0 {
+		secs := int64(interval / time.Second)
+		iv = &secs
+	}
+	c, err := newCadence(iv, &expr, zone, start)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -198,15 +198,14 @@ type TickReport struct {
 	Left, FenceLost                    int
 }
 
-// taken is an occurrence a tick holds: its key, its lease token and what
-// the start needs from its schedule.
+// taken is an occurrence a tick holds: its key, its state and what the
+// start needs from its schedule. (The take also answers its id and
+// attempts, which the drain does not read.)
 type taken struct {
 	org, savedSearchID uuid.UUID
 	dueAt              time.Time
-	id                 uuid.UUID
 	status             string // after the take: missed, or still open
-	attempts           int
-	late               bool // past its deadline: never started again
+	late               bool   // past its deadline: never started again
 	hasSchedule        bool
 	paused             bool
 	actor              *string
@@ -353,11 +352,7 @@ func (d *Drain) attempt(ctx context.Context, o taken, token uuid.UUID) (status, 
 	// deadline: the margin left of the lease is its time.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Lease/4)
 	defer cancel()
-	ok, err := recordOutcome(rctx, d.db, recordParams{
-		org: o.org, savedSearchID: o.savedSearchID, dueAt: o.dueAt, token: token,
-		status: out.status, reason: out.reason, runID: out.runID, runRetainUntil: out.retainUntil,
-		lastError: out.lastError, now: d.cfg.Clock.Arg(), retryAfter: d.cfg.RetryAfter, retention: runs.Retention,
-	})
+	ok, err := d.record(rctx, o, token, out)
 	if err != nil {
 		return "", "", err
 	}
@@ -447,11 +442,11 @@ func (d *Drain) Run(ctx context.Context) {
 		start := time.Now()
 		rep, err := d.Tick(ctx)
 		if err != nil {
+			wait = min(2*wait, d.cfg.MaxIdleBackoff)
 			if ctx.Err() == nil {
 				d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "schedule: drain: tick failed; backing off",
-					slog.String("error", err.Error()), slog.Duration("next", min(2*wait, d.cfg.MaxIdleBackoff)))
+					slog.String("error", err.Error()), slog.Duration("next", wait))
 			}
-			wait = min(2*wait, d.cfg.MaxIdleBackoff)
 			continue
 		}
 		wait = d.cfg.Interval

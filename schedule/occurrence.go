@@ -124,7 +124,7 @@ func (s *Store) Occurrences(ctx context.Context, org, id uuid.UUID, p ListParams
 	// their key), so the cursor's position holds it and the id rides
 	// along unread.
 	rows, _ := s.db.Query(ctx, occurrenceList, org, id, q.At, q.Limit+1)
-	list, next, err := keyset.Collect(rows, q.Limit, func(r pgx.CollectableRow) (Occurrence, error) { return scanOccurrence(r) },
+	list, next, err := keyset.Collect(rows, q.Limit, scanOccurrence,
 		func(o Occurrence) keyset.Position { return keyset.Position{CreatedAt: o.DueAt, ID: o.ID} })
 	if err != nil {
 		return nil, "", fmt.Errorf("schedule: occurrences: %w", err)
@@ -133,7 +133,7 @@ func (s *Store) Occurrences(ctx context.Context, org, id uuid.UUID, p ListParams
 }
 
 // scanOccurrence scans occurrenceColumns.
-func scanOccurrence(row pgx.Row) (Occurrence, error) {
+func scanOccurrence(row pgx.CollectableRow) (Occurrence, error) {
 	var o Occurrence
 	err := row.Scan(&o.ID, &o.SavedSearchID, &o.DueAt, &o.Status, &o.Reason, &o.RunID, &o.Attempts, &o.Deadline,
 		&o.NextAttemptAt, &o.CreatedAt, &o.ClosedAt)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/internal/shardpass"
+	"github.com/searchd/searchd/runs"
 )
 
 // The SQL of schedules and occurrences, in one place. Time comes from the
@@ -341,11 +342,7 @@ type planRow struct {
 // at the most) and the new next_due_at: the first one left, nil when the
 // schedule will not come due again.
 func (r planRow) dues(most int) (dues []time.Time, next *time.Time) {
-	var iv time.Duration
-	if r.Interval != nil {
-		iv = time.Duration(*r.Interval) * time.Second
-	}
-	c, cerr := newCadence(iv, r.Expr, r.Zone, r.Start)
+	c, cerr := newCadence(r.Interval, &r.Expr, r.Zone, r.Start)
 	d := r.Next
 	for len(dues) < most && !d.After(r.Now) {
 		dues = append(dues, d)
@@ -427,7 +424,7 @@ func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) 
 		}
 		ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taken, error) {
 			var t taken
-			err := r.Scan(&t.org, &t.savedSearchID, &t.dueAt, &t.id, &t.status, &t.attempts, &t.late, &t.hasSchedule,
+			err := r.Scan(&t.org, &t.savedSearchID, &t.dueAt, nil, &t.status, nil, &t.late, &t.hasSchedule,
 				&t.paused, &t.actor)
 			t.dueAt = t.dueAt.UTC()
 			return t, err
@@ -441,41 +438,28 @@ func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) 
 	return all, nil
 }
 
-// recordParams are the inputs of recordOutcome.
-type recordParams struct {
-	org, savedSearchID uuid.UUID
-	dueAt              time.Time
-	token              uuid.UUID
-	status, reason     string
-	runID              *uuid.UUID
-	runRetainUntil     *time.Time
-	lastError          *string
-	now                any
-	retryAfter         time.Duration
-	retention          time.Duration
-}
-
-// recordOutcome records an attempt's outcome and reports whether the fence
-// held (false: another drain took the occurrence over).
-func recordOutcome(ctx context.Context, db DBTX, p recordParams) (bool, error) {
+// record records out, the outcome of an attempt of o under the lease
+// token, and reports whether the fence held (false: another drain took the
+// occurrence over).
+func (d *Drain) record(ctx context.Context, o taken, token uuid.UUID, out outcome) (bool, error) {
 	var reason any
-	if p.reason != "" {
-		reason = p.reason
+	if out.reason != "" {
+		reason = out.reason
 	}
 	args := pgx.StrictNamedArgs{
-		"org": p.org, "saved_search_id": p.savedSearchID, "due_at": p.dueAt, "token": p.token,
-		"status": p.status, "reason": reason, "last_error": p.lastError, "now": p.now,
+		"org": o.org, "saved_search_id": o.savedSearchID, "due_at": o.dueAt, "token": token,
+		"status": out.status, "reason": reason, "last_error": out.lastError, "now": d.cfg.Clock.Arg(),
 	}
 	var record string
 	switch {
-	case p.status == StatusNotReady:
-		record, args["retry"] = occurrenceRecordRetry, p.retryAfter.Microseconds()
-	case p.runID != nil && p.runRetainUntil != nil:
-		record, args["run_id"], args["run_retain_until"] = occurrenceRecordStarted, p.runID, p.runRetainUntil
+	case out.status == StatusNotReady:
+		record, args["retry"] = occurrenceRecordRetry, d.cfg.RetryAfter.Microseconds()
+	case out.runID != nil && out.retainUntil != nil:
+		record, args["run_id"], args["run_retain_until"] = occurrenceRecordStarted, out.runID, out.retainUntil
 	default:
-		record, args["retention"] = occurrenceRecordClose, p.retention.Microseconds()
+		record, args["retention"] = occurrenceRecordClose, runs.Retention.Microseconds()
 	}
-	tag, err := db.Exec(ctx, record, args)
+	tag, err := d.db.Exec(ctx, record, args)
 	if err != nil {
 		return false, err
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock"
@@ -87,15 +86,7 @@ type Schedule struct {
 
 // cadence returns s's rule.
 func (s *Schedule) cadence() (cadence, error) {
-	var iv time.Duration
-	if s.IntervalSeconds != nil {
-		iv = time.Duration(*s.IntervalSeconds) * time.Second
-	}
-	var expr string
-	if s.Cron != nil {
-		expr = *s.Cron
-	}
-	return newCadence(iv, expr, s.TimeZone, s.StartAt)
+	return newCadence(s.IntervalSeconds, s.Cron, s.TimeZone, s.StartAt)
 }
 
 // SetParams are the inputs of [Store.Set]. The json names are those of
@@ -159,7 +150,7 @@ func (p SetParams) settings() (settings, cadence, error) {
 	var fields []errs.Field
 	bad := func(name, msg string) { fields = append(fields, errs.Field{Name: name, Message: msg}) }
 	st := p.withDefaults(bad)
-	iv, expr := p.cadenceOf(bad)
+	p.checkCadence(bad)
 	if _, err := loadZone(st.timeZone); err != nil {
 		bad("time_zone", err.Error())
 	}
@@ -175,7 +166,7 @@ func (p SetParams) settings() (settings, cadence, error) {
 	if st.startAt != nil {
 		start = *st.startAt
 	}
-	c, err := newCadence(iv, expr, st.timeZone, start)
+	c, err := newCadence(st.interval, st.cron, st.timeZone, start)
 	if err != nil {
 		return st, cadence{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -206,9 +197,9 @@ func (p SetParams) withDefaults(bad func(name, msg string)) settings {
 	return st
 }
 
-// cadenceOf returns the one cadence p sets, an interval or a cron
-// expression, telling bad of none, both, or one out of range.
-func (p SetParams) cadenceOf(bad func(name, msg string)) (iv time.Duration, expr string) {
+// checkCadence tells bad when p sets no cadence, both an interval and a
+// cron expression, or one out of range.
+func (p SetParams) checkCadence(bad func(name, msg string)) {
 	switch {
 	case p.IntervalSeconds == nil && p.Cron == nil:
 		bad("interval_seconds", "is required when cron is absent")
@@ -216,25 +207,15 @@ func (p SetParams) cadenceOf(bad func(name, msg string)) (iv time.Duration, expr
 	case p.IntervalSeconds != nil && p.Cron != nil:
 		bad("cron", "must be absent when interval_seconds is set: a schedule has one cadence")
 	case p.IntervalSeconds != nil:
-		iv = time.Duration(*p.IntervalSeconds) * time.Second
 		if *p.IntervalSeconds < int64(MinInterval/time.Second) || *p.IntervalSeconds > int64(MaxInterval/time.Second) {
 			bad("interval_seconds", fmt.Sprintf("must be from %d to %d (a minute to 366 days)",
 				int64(MinInterval/time.Second), int64(MaxInterval/time.Second)))
 		}
 	default:
-		expr = *p.Cron
-		if _, err := parseCron(expr); err != nil {
+		if _, err := parseCron(*p.Cron); err != nil {
 			bad("cron", err.Error())
 		}
 	}
-	return iv, expr
-}
-
-// DBTX is what the SQL-running helpers need: a *pgxpool.Pool or a pgx.Tx.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // Store reads and writes schedules and reads their occurrences. It is
@@ -413,38 +394,15 @@ type readState struct {
 	lastDue *time.Time
 }
 
-// read reads the clock and the latest occurrence of org's live saved
-// search id; it returns ErrSavedSearchNotFound when there is none live.
-func (s *Store) read(ctx context.Context, db DBTX, org, id uuid.UUID) (readState, error) {
-	var rs readState
-	var live bool
-	if err := db.QueryRow(ctx, scheduleReadState, org, id, s.clock.Arg()).Scan(&rs.now, &live, &rs.lastDue); err != nil {
-		return rs, fmt.Errorf("schedule: read: %w", err)
-	}
-	if !live {
-		return rs, ErrSavedSearchNotFound
-	}
-	return rs, nil
-}
-
 // change runs fn on the locked schedule of org's live saved search id, in
 // a transaction, after judging ifMatch.
 func (s *Store) change(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool,
 	fn func(tx pgx.Tx, cur *Schedule, rs readState) (*Schedule, error)) (*Schedule, error) {
 	var out *Schedule
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
-		if err != nil {
-			return sqlarg.RowError(err, ErrNotFound, "schedule: lock")
-		}
-		// Read under the lock: no plan of this schedule can write an
-		// occurrence between the read and the change.
-		rs, err := s.read(ctx, tx, org, id)
+		cur, rs, err := s.lock(ctx, tx, org, id, ifMatch, true)
 		if err != nil {
 			return err
-		}
-		if ifMatch != nil && !ifMatch(cur.Version) {
-			return &VersionMismatchError{Current: cur.Version}
 		}
 		out, err = fn(tx, cur, rs)
 		return err
@@ -482,17 +440,8 @@ var errCreatedMeanwhile = errors.New("schedule: created meanwhile")
 // nothing. It returns errCreatedMeanwhile when its insert lost to
 // another writer's.
 func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams, st *settings, c *cadence) (*Schedule, bool, error) {
-	cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, fmt.Errorf("schedule: lock: %w", err)
-	}
-	// Read under the lock: no plan of this schedule can write an
-	// occurrence between the read and the change.
-	rs, err := s.read(ctx, tx, org, id)
+	cur, rs, err := s.lock(ctx, tx, org, id, p.IfMatch, false)
 	if err != nil {
-		return nil, false, err
-	}
-	if err := precondition(cur, p.IfMatch); err != nil {
 		return nil, false, err
 	}
 	settleStart(st, cur, rs.now)
@@ -513,6 +462,27 @@ func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p Set
 		return nil, false, errCreatedMeanwhile // another writer created it first: change theirs
 	}
 	return sc, err == nil, err
+}
+
+// lock locks the schedule of org's saved search id (nil when there is
+// none; [ErrNotFound] when required), reads the [readState] under the
+// lock, so that no plan of this schedule can write an occurrence between
+// the read and the change ([ErrSavedSearchNotFound] when the saved search
+// is not live), and judges ifMatch.
+func (s *Store) lock(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, ifMatch func(int64) bool, required bool) (*Schedule, readState, error) {
+	cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
+	if err != nil && (required || !errors.Is(err, pgx.ErrNoRows)) {
+		return nil, readState{}, sqlarg.RowError(err, ErrNotFound, "schedule: lock")
+	}
+	var rs readState
+	var live bool
+	if err := tx.QueryRow(ctx, scheduleReadState, org, id, s.clock.Arg()).Scan(&rs.now, &live, &rs.lastDue); err != nil {
+		return nil, rs, fmt.Errorf("schedule: read: %w", err)
+	}
+	if !live {
+		return nil, rs, ErrSavedSearchNotFound
+	}
+	return cur, rs, precondition(cur, ifMatch)
 }
 
 // precondition judges ifMatch (nil: none) against cur, the schedule as
@@ -613,11 +583,7 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, query string, cur *Schedul
 	if actor != nil && *actor != "" {
 		args["actor"] = *actor
 	}
-	sc, err := scanSchedule(tx.QueryRow(ctx, query, args))
-	if err != nil {
-		return nil, err
-	}
-	return sc, nil
+	return scanSchedule(tx.QueryRow(ctx, query, args))
 }
 
 // scanSchedule scans scheduleColumns.

@@ -117,16 +117,14 @@ const (
 func Kinds() []Kind { return []Kind{KindOrganization, KindOperator, KindProvider} }
 
 // String returns the kind's name: organization, operator or provider.
-func (k Kind) String() string {
-	switch k {
-	case KindOrganization:
-		return "organization"
-	case KindOperator:
-		return "operator"
-	case KindProvider:
-		return "provider"
+func (k Kind) String() string { return name(k, "organization", "operator", "provider") }
+
+// name returns the name of the i-th (from 1) of names, or "unknown".
+func name[T ~uint8](i T, names ...string) string {
+	if i < 1 || int(i) > len(names) {
+		return "unknown"
 	}
-	return "unknown"
+	return names[i-1]
 }
 
 // Flow is who a request is charged to: the unit of fairness. Two requests
@@ -187,19 +185,7 @@ const (
 
 // String returns the outcome's name: seated, queue_full, wait_timeout or
 // gone.
-func (o Outcome) String() string {
-	switch o {
-	case Seated:
-		return "seated"
-	case QueueFull:
-		return "queue_full"
-	case WaitTimeout:
-		return "wait_timeout"
-	case Gone:
-		return "gone"
-	}
-	return "unknown"
-}
+func (o Outcome) String() string { return name(o, "seated", "queue_full", "wait_timeout", "gone") }
 
 // The reasons of a [Refusal], to test with errors.Is.
 var (
@@ -434,21 +420,13 @@ func (q *Queue) leave(w *waiter, why error) error {
 		q.observe(f.key.Kind, Gone, time.Since(w.since))
 		return why
 	}
-	f.waiting.Remove(w.elem)
-	q.queued--
-	if f.waiting.Len() == 0 {
-		q.round.Remove(f.inRound)
-		f.inRound = nil
-	}
+	q.dequeueLocked(f, w)
 	// It may have been the one whose turn it was, waiting for more seats
 	// than were free: the next may fit.
 	q.dispatchLocked()
-	var err error
-	outcome := Gone
+	err, outcome := why, Gone
 	if why == ErrWaitTimeout {
 		err, outcome = q.refusalLocked(f, ErrWaitTimeout), WaitTimeout
-	} else {
-		err = why
 	}
 	q.forgetLocked(f)
 	q.mu.Unlock()
@@ -516,12 +494,7 @@ func (q *Queue) dispatchLocked() {
 		if q.inUse+w.seat.width > q.seats {
 			return
 		}
-		f.waiting.Remove(w.elem)
-		q.queued--
-		if f.waiting.Len() == 0 {
-			q.round.Remove(f.inRound)
-			f.inRound = nil
-		} else {
+		if q.dequeueLocked(f, w); f.inRound != nil {
 			q.round.MoveToBack(f.inRound)
 		}
 		q.inUse += w.seat.width
@@ -529,6 +502,17 @@ func (q *Queue) dispatchLocked() {
 		w.seat.held, w.seat.since = true, time.Now()
 		w.seated = true
 		close(w.ready)
+	}
+}
+
+// dequeueLocked takes w out of f's queue, and f out of the round when
+// nothing of it waits any more.
+func (q *Queue) dequeueLocked(f *flow, w *waiter) {
+	f.waiting.Remove(w.elem)
+	q.queued--
+	if f.waiting.Len() == 0 {
+		q.round.Remove(f.inRound)
+		f.inRound = nil
 	}
 }
 
