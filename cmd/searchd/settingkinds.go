@@ -223,6 +223,7 @@ type durationKind struct {
 	def      time.Duration
 	min, max time.Duration
 	above    bool          // more than min, not from it
+	none     bool          // 0s (none) is taken too, below min
 	whole    time.Duration // a whole number of these, or any when 0
 	like     string        // how to write one: "10s or 1m30s"
 	short    bool          // written without trailing zero units: 1h, not 1h0m0s
@@ -239,7 +240,7 @@ func (k durationKind) str(d time.Duration) string {
 
 func (k durationKind) set(r *reader, s setting) string {
 	return setDuration(k.at(r.cfg), s, k.def, k.like, func(d time.Duration) string {
-		if d < k.min || (k.above && d == k.min) || d > k.max || (k.whole > 0 && d%k.whole != 0) {
+		if (d != 0 || !k.none) && (d < k.min || (k.above && d == k.min) || d > k.max || (k.whole > 0 && d%k.whole != 0)) {
 			return fmt.Sprintf("%s is out of range: %s%s", k.str(d), k.values(), k.why)
 		}
 		return ""
