@@ -21,26 +21,19 @@ import (
 // secrets: a flag's value is in the process list for every local user to
 // read. [settingsTable] declares each.
 const (
-	EnvDatabaseURL   = "DATABASE_URL"
-	EnvAddr          = "SEARCHD_ADDR"
-	EnvJWTSecret     = "SEARCHD_JWT_SECRET"
-	EnvShutdownGrace = "SEARCHD_SHUTDOWN_GRACE"
-	EnvMaxBodyBytes  = "SEARCHD_MAX_BODY_BYTES"
-	EnvLogLevel      = "SEARCHD_LOG_LEVEL"
-	EnvLogFormat     = "SEARCHD_LOG_FORMAT"
-	EnvDevDir        = "SEARCHD_DEV_DIR"
-	EnvPGBin         = "SEARCHD_PG_BIN"
-	// EnvProviderSecrets holds the secrets provider callbacks are signed
-	// with, as provider=secret pairs separated by commas.
-	EnvProviderSecrets = "SEARCHD_PROVIDER_SECRETS"
-	// EnvCallbackMaxBodyBytes limits a provider callback's body, below
-	// SEARCHD_MAX_BODY_BYTES: anyone can send one.
+	EnvDatabaseURL          = "DATABASE_URL"
+	EnvAddr                 = "SEARCHD_ADDR"
+	EnvJWTSecret            = "SEARCHD_JWT_SECRET"
+	EnvShutdownGrace        = "SEARCHD_SHUTDOWN_GRACE"
+	EnvMaxBodyBytes         = "SEARCHD_MAX_BODY_BYTES"
+	EnvLogLevel             = "SEARCHD_LOG_LEVEL"
+	EnvLogFormat            = "SEARCHD_LOG_FORMAT"
+	EnvDevDir               = "SEARCHD_DEV_DIR"
+	EnvPGBin                = "SEARCHD_PG_BIN"
+	EnvProviderSecrets      = "SEARCHD_PROVIDER_SECRETS"
 	EnvCallbackMaxBodyBytes = "SEARCHD_CALLBACK_MAX_BODY_BYTES"
-	// EnvCallbackBodyBudget bounds the bytes of all callback bodies
-	// awaiting their signature check together, and EnvCallbackBodyTimeout
-	// how long one may take to arrive.
-	EnvCallbackBodyBudget  = "SEARCHD_CALLBACK_BODY_BUDGET"
-	EnvCallbackBodyTimeout = "SEARCHD_CALLBACK_BODY_TIMEOUT"
+	EnvCallbackBodyBudget   = "SEARCHD_CALLBACK_BODY_BUDGET"
+	EnvCallbackBodyTimeout  = "SEARCHD_CALLBACK_BODY_TIMEOUT"
 )
 
 // Defaults of the settings.

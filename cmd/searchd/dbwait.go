@@ -27,11 +27,7 @@ import (
 // whose processors are saturated), every attempt would be abandoned and
 // the pool would never fill again: the fault suite saw that with two CPU
 // hogs beside it.
-const (
-	// EnvDBAnswerTimeout bounds waiting for any one answer of the
-	// database: a statement's, a batch's, a commit's, a pool connection.
-	EnvDBAnswerTimeout = "SEARCHD_DB_ANSWER_TIMEOUT"
-)
+const EnvDBAnswerTimeout = "SEARCHD_DB_ANSWER_TIMEOUT"
 
 // Default and limit of the answer timeout: the statement timeout's default
 // and 5 s more, as PostgreSQL ends a statement that runs longer itself

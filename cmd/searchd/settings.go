@@ -24,11 +24,8 @@ import (
 
 // Environment variables of the settings added with waiting and the pool.
 const (
-	// EnvDBMaxConns sizes the database pool of serve and dev.
-	EnvDBMaxConns = "SEARCHD_DB_MAX_CONNS"
-	// EnvMaxPreferWait is the longest Prefer: wait a start honours.
-	EnvMaxPreferWait = "SEARCHD_MAX_PREFER_WAIT"
-	// EnvSavedSearchLease is the lease of a saved-search preparation.
+	EnvDBMaxConns       = "SEARCHD_DB_MAX_CONNS"
+	EnvMaxPreferWait    = "SEARCHD_MAX_PREFER_WAIT"
 	EnvSavedSearchLease = "SEARCHD_SAVED_SEARCH_LEASE"
 )
 
