@@ -32,11 +32,7 @@ func openPool(ctx context.Context, cfg serverConfig, prepare ...func(*pgxpool.Co
 		pc.MaxConns = DefaultDBMaxConns // see its comment: commits, not CPUs
 	}
 	pc.MinConns = min(pc.MinConns, pc.MaxConns)
-	// Server-side bounds on every session (see inboxsettings.go): a
-	// replica stopped inside a transaction loses its locks within seconds,
-	// and one slow statement (a tenant's heavy list, a lock wait) gives its
-	// connection back within the statement timeout instead of holding it
-	// while others queue.
+	// Server-side bounds on every session (why: at their defaults).
 	for k, v := range cfg.Session.runtimeParams() {
 		pc.ConnConfig.RuntimeParams[k] = v
 	}

@@ -22,14 +22,14 @@ import (
 	"github.com/searchd/searchd/sweeper"
 )
 
-// Environment variables of the settings added with waiting and the pool.
+// Environment variables of the pool, waiting and the saved-search lease.
 const (
 	EnvDBMaxConns       = "SEARCHD_DB_MAX_CONNS"
 	EnvMaxPreferWait    = "SEARCHD_MAX_PREFER_WAIT"
 	EnvSavedSearchLease = "SEARCHD_SAVED_SEARCH_LEASE"
 )
 
-// Defaults and limits of the pool settings.
+// Defaults and limits of those settings.
 const (
 	// DefaultDBMaxConns sizes the pool when neither the setting nor the
 	// URL's pool_max_conns does. A start is a few short statements and a
@@ -39,12 +39,7 @@ const (
 	// others wait on the disk, and PostgreSQL flushes the commits waiting
 	// together in one fsync (group commit). pgx's max(4, CPUs) left a
 	// 2-core server at 4, which four slow requests of one tenant filled.
-	DefaultDBMaxConns = 16
-)
-
-// Defaults and limits of those settings.
-const (
-	// DefaultMaxPreferWait is the ceiling the API allows.
+	DefaultDBMaxConns    = 16
 	DefaultMaxPreferWait = api.PreferWaitLimit
 	// DefaultSavedSearchLease is the seed's lease, which the product keeps.
 	DefaultSavedSearchLease = idempotency.SavedSearchStartLease

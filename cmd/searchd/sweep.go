@@ -38,7 +38,7 @@ var sweepCommand = command{"searchd sweep [flags]",
 // default.
 func parseSweepJitter(r *reader, s setting) string {
 	c := &r.cfg.Sweep
-	problem := setDuration(&c.Jitter, s, c.Interval/10, "6m, or 0s for none", func(d time.Duration) string {
+	problem := setValue(&c.Jitter, s, c.Interval/10, time.ParseDuration, "a duration (write it like 6m, or 0s for none)", func(d time.Duration) string {
 		if d < 0 || (c.Interval > 0 && d > c.Interval) {
 			return fmt.Sprintf("%s is out of range: from 0s to the sweep interval (%s)", shortDuration(d), shortDuration(c.Interval))
 		}
@@ -52,19 +52,13 @@ func parseSweepJitter(r *reader, s setting) string {
 
 // parseSweepDuty reads the sweeper's duty.
 func parseSweepDuty(r *reader, s setting) string {
-	r.cfg.Sweep.Duty = sweeper.DefaultDuty
-	if s.value == "" {
+	parse := func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }
+	return setValue(&r.cfg.Sweep.Duty, s, sweeper.DefaultDuty, parse, "a number (write it like 0.25)", func(f float64) string {
+		if !(f > 0 && f <= 1) {
+			return fmt.Sprintf("%s is out of range: above 0 and at most 1", s.value)
+		}
 		return ""
-	}
-	f, err := strconv.ParseFloat(s.value, 64)
-	switch {
-	case err != nil:
-		return fmt.Sprintf("%q is not a number (write it like 0.25)", s.value)
-	case !(f > 0 && f <= 1):
-		return fmt.Sprintf("%s is out of range: above 0 and at most 1", s.value)
-	}
-	r.cfg.Sweep.Duty = f
-	return ""
+	})
 }
 
 // checkSweepBound checks the sweep bound against its ceiling, with
