@@ -137,8 +137,7 @@ func lookup(fs *flag.FlagSet, fl string, env string, getenv func(string) string)
 // rows of [settingsTable] it reads, from the flags and the environment.
 // Every problem is reported, one per line, in a *usageError.
 func (a *app) loadCommand(name string, c command, args []string) (serverConfig, error) {
-	fs := a.flagSet(name)
-	registerOptions(fs, c)
+	fs := a.flagSet(name, c)
 	if err := parse(fs, args); err != nil {
 		return serverConfig{}, err
 	}

@@ -126,10 +126,14 @@ func (a *app) run(ctx context.Context, args []string) int {
 }
 
 // flagSet returns a flag set for a subcommand that reports its errors as
-// usage errors rather than exiting.
-func (a *app) flagSet(name string) *flag.FlagSet {
+// usage errors rather than exiting, with the flags of c's settings and its
+// --help (see [registerOptions]) unless c is the zero command.
+func (a *app) flagSet(name string, c command) *flag.FlagSet {
 	fs := flag.NewFlagSet("searchd "+name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
+	if c != (command{}) {
+		registerOptions(fs, c)
+	}
 	return fs
 }
 
