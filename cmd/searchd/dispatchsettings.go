@@ -40,8 +40,6 @@ func runtimeURLProblem(s setting) string {
 // the runtime's URL (read before it) requires, and which is set with it
 // alone. No message quotes it.
 func parseRuntimeSecret(r *reader, s setting) string {
-	c := &r.cfg.Dispatch
-	c.Secret = nil
 	key, err := providerSecret(s.value)
 	switch u := r.given[EnvRuntimeURL]; {
 	case u.value == "" && s.value != "":
@@ -56,7 +54,7 @@ func parseRuntimeSecret(r *reader, s setting) string {
 	case len(key) < dispatch.MinSecretLen:
 		return fmt.Sprintf("is a key of %d bytes; it must be at least %d", len(key), dispatch.MinSecretLen)
 	}
-	c.Secret = key
+	r.cfg.Dispatch.Secret = key
 	return ""
 }
 
