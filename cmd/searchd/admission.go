@@ -14,13 +14,9 @@ import (
 // Environment variables of the admission queue (package fairq), which
 // the API, the console and the provider callbacks of one process share.
 const (
-	// EnvAdmissionSeats is how many requests the process serves at once.
-	EnvAdmissionSeats = "SEARCHD_ADMISSION_SEATS"
-	// EnvAdmissionQueueLength is how many requests of one organization
-	// (operator, provider) may wait for a seat.
+	EnvAdmissionSeats       = "SEARCHD_ADMISSION_SEATS"
 	EnvAdmissionQueueLength = "SEARCHD_ADMISSION_QUEUE_LENGTH"
-	// EnvAdmissionMaxWait is how long a request may wait for a seat.
-	EnvAdmissionMaxWait = "SEARCHD_ADMISSION_MAX_WAIT"
+	EnvAdmissionMaxWait     = "SEARCHD_ADMISSION_MAX_WAIT"
 )
 
 // removedSettings are the variables of the limits the admission queue
@@ -59,16 +55,11 @@ type admissionConfig struct {
 // waits and refusals count in metrics, and its seats and queues are read
 // there at each scrape.
 func newAdmission(cfg admissionConfig, pool *pgxpool.Pool, metrics *telemetry.Metrics) (*fairq.Queue, error) {
-	qc := fairq.Config{Seats: cmp.Or(cfg.Seats, int(pool.Config().MaxConns)), QueueLength: cfg.QueueLength, MaxWait: cfg.MaxWait}
-	if metrics != nil {
-		qc.Observer = metrics
-	}
-	q, err := fairq.New(qc)
+	q, err := fairq.New(fairq.Config{Seats: cmp.Or(cfg.Seats, int(pool.Config().MaxConns)),
+		QueueLength: cfg.QueueLength, MaxWait: cfg.MaxWait, Observer: metrics})
 	if err != nil {
 		return nil, err
 	}
-	if metrics != nil {
-		_ = metrics.WatchAdmission(q) // one queue per registry; a second server in a test keeps the first's
-	}
+	_ = metrics.WatchAdmission(q) // one queue per registry; a second server in a test keeps the first's
 	return q, nil
 }

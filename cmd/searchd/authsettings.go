@@ -11,31 +11,19 @@ import (
 // Environment variables of authentication: the tokens the API accepts and
 // how people sign in to the console (docs/auth.md).
 const (
-	// EnvTokenMaxLifetime is the longest a token may live (exp − iat).
-	EnvTokenMaxLifetime = "SEARCHD_TOKEN_MAX_LIFETIME"
-	// EnvOIDCIssuer is the issuer of the OpenID Connect provider whose
-	// access tokens the API accepts.
-	EnvOIDCIssuer = "SEARCHD_OIDC_ISSUER"
-	// EnvOIDCAudience must be in an access token's aud.
-	EnvOIDCAudience = "SEARCHD_OIDC_AUDIENCE"
-	// EnvOIDCOrgClaim, EnvOIDCActorClaim and EnvOIDCRoleClaim name the
-	// claims the organization, the actor and the roles come from.
-	EnvOIDCOrgClaim   = "SEARCHD_OIDC_ORG_CLAIM"
-	EnvOIDCActorClaim = "SEARCHD_OIDC_ACTOR_CLAIM"
-	EnvOIDCRoleClaim  = "SEARCHD_OIDC_ROLE_CLAIM"
-	// EnvOIDCOperatorRole is the role claim's value of an operator.
-	EnvOIDCOperatorRole = "SEARCHD_OIDC_OPERATOR_ROLE"
-	// EnvOIDCClientID, EnvOIDCClientSecret, EnvOIDCRedirectURL and
-	// EnvOIDCScopes register the console as a client of the provider.
-	EnvOIDCClientID     = "SEARCHD_OIDC_CLIENT_ID"
-	EnvOIDCClientSecret = "SEARCHD_OIDC_CLIENT_SECRET"
-	EnvOIDCRedirectURL  = "SEARCHD_OIDC_REDIRECT_URL"
-	EnvOIDCScopes       = "SEARCHD_OIDC_SCOPES"
-	// EnvConsoleSessionLifetime is the longest a console session lives.
+	EnvTokenMaxLifetime       = "SEARCHD_TOKEN_MAX_LIFETIME"
+	EnvOIDCIssuer             = "SEARCHD_OIDC_ISSUER"
+	EnvOIDCAudience           = "SEARCHD_OIDC_AUDIENCE"
+	EnvOIDCOrgClaim           = "SEARCHD_OIDC_ORG_CLAIM"
+	EnvOIDCActorClaim         = "SEARCHD_OIDC_ACTOR_CLAIM"
+	EnvOIDCRoleClaim          = "SEARCHD_OIDC_ROLE_CLAIM"
+	EnvOIDCOperatorRole       = "SEARCHD_OIDC_OPERATOR_ROLE"
+	EnvOIDCClientID           = "SEARCHD_OIDC_CLIENT_ID"
+	EnvOIDCClientSecret       = "SEARCHD_OIDC_CLIENT_SECRET"
+	EnvOIDCRedirectURL        = "SEARCHD_OIDC_REDIRECT_URL"
+	EnvOIDCScopes             = "SEARCHD_OIDC_SCOPES"
 	EnvConsoleSessionLifetime = "SEARCHD_CONSOLE_SESSION_LIFETIME"
-	// EnvConsoleTokenSignIn lets a person sign in to the console by
-	// pasting a token (development).
-	EnvConsoleTokenSignIn = "SEARCHD_CONSOLE_TOKEN_SIGN_IN"
+	EnvConsoleTokenSignIn     = "SEARCHD_CONSOLE_TOKEN_SIGN_IN"
 )
 
 // Defaults and limits of those settings.

@@ -116,12 +116,11 @@ func invalid(problems []string) error {
 // openSmallPool opens a pool of one connection, for a command that runs
 // one statement or transaction at a time (claims, sweep).
 func openSmallPool(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(dbURL)
+	pc, err := poolConfig(dbURL)
 	if err != nil {
-		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection string", EnvDatabaseURL)
+		return nil, err
 	}
 	pc.MaxConns, pc.MinConns = 1, 0
-	dropReadOnly(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("opening the database: %w", err)
@@ -144,8 +143,7 @@ func getClaim(ctx context.Context, repo *idempotency.Repository, at claimAddress
 }
 
 func (a *app) claimsShow(ctx context.Context, args []string) error {
-	fs := a.flagSet("claims show")
-	registerOptions(fs, claimsShowCommand)
+	fs := a.flagSet("claims show", claimsShowCommand)
 	org, scope, key := claimFlags(fs)
 	asJSON := fs.Bool("json", false, "print the claim as one JSON object")
 	if err := parse(fs, args); err != nil {
@@ -262,8 +260,7 @@ func printClaim(w io.Writer, rec *idempotency.Record) {
 }
 
 func (a *app) claimsRelease(ctx context.Context, args []string) error {
-	fs := a.flagSet("claims release")
-	registerOptions(fs, claimsReleaseCommand)
+	fs := a.flagSet("claims release", claimsReleaseCommand)
 	org, scope, key := claimFlags(fs)
 	reason := fs.String("reason", "", fmt.Sprintf("why the claim is released, for the log and the audit (required, 1 to %d characters, one line)", operator.MaxReasonLen))
 	actorFlag := fs.String("actor", "", "who releases, recorded with the release (default: $USER, else \"cli\")")
@@ -316,8 +313,7 @@ func releaseClaim(ctx context.Context, store *operator.Store, rec *idempotency.R
 }
 
 func (a *app) claimsResolve(ctx context.Context, args []string) error {
-	fs := a.flagSet("claims resolve")
-	registerOptions(fs, claimsResolveCommand)
+	fs := a.flagSet("claims resolve", claimsResolveCommand)
 	org, scope, key := claimFlags(fs)
 	as := fs.String("as", "", "the resolution: delivered (the call had its effect) or retry (it had none: make it once more, same key) (required)")
 	actor := fs.String("actor", "", fmt.Sprintf("who decides, recorded and named by a delivered answer (required, 1 to %d characters, one line)", tools.MaxActorLen))

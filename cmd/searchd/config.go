@@ -21,26 +21,19 @@ import (
 // secrets: a flag's value is in the process list for every local user to
 // read. [settingsTable] declares each.
 const (
-	EnvDatabaseURL   = "DATABASE_URL"
-	EnvAddr          = "SEARCHD_ADDR"
-	EnvJWTSecret     = "SEARCHD_JWT_SECRET"
-	EnvShutdownGrace = "SEARCHD_SHUTDOWN_GRACE"
-	EnvMaxBodyBytes  = "SEARCHD_MAX_BODY_BYTES"
-	EnvLogLevel      = "SEARCHD_LOG_LEVEL"
-	EnvLogFormat     = "SEARCHD_LOG_FORMAT"
-	EnvDevDir        = "SEARCHD_DEV_DIR"
-	EnvPGBin         = "SEARCHD_PG_BIN"
-	// EnvProviderSecrets holds the secrets provider callbacks are signed
-	// with, as provider=secret pairs separated by commas.
-	EnvProviderSecrets = "SEARCHD_PROVIDER_SECRETS"
-	// EnvCallbackMaxBodyBytes limits a provider callback's body, below
-	// SEARCHD_MAX_BODY_BYTES: anyone can send one.
+	EnvDatabaseURL          = "DATABASE_URL"
+	EnvAddr                 = "SEARCHD_ADDR"
+	EnvJWTSecret            = "SEARCHD_JWT_SECRET"
+	EnvShutdownGrace        = "SEARCHD_SHUTDOWN_GRACE"
+	EnvMaxBodyBytes         = "SEARCHD_MAX_BODY_BYTES"
+	EnvLogLevel             = "SEARCHD_LOG_LEVEL"
+	EnvLogFormat            = "SEARCHD_LOG_FORMAT"
+	EnvDevDir               = "SEARCHD_DEV_DIR"
+	EnvPGBin                = "SEARCHD_PG_BIN"
+	EnvProviderSecrets      = "SEARCHD_PROVIDER_SECRETS"
 	EnvCallbackMaxBodyBytes = "SEARCHD_CALLBACK_MAX_BODY_BYTES"
-	// EnvCallbackBodyBudget bounds the bytes of all callback bodies
-	// awaiting their signature check together, and EnvCallbackBodyTimeout
-	// how long one may take to arrive.
-	EnvCallbackBodyBudget  = "SEARCHD_CALLBACK_BODY_BUDGET"
-	EnvCallbackBodyTimeout = "SEARCHD_CALLBACK_BODY_TIMEOUT"
+	EnvCallbackBodyBudget   = "SEARCHD_CALLBACK_BODY_BUDGET"
+	EnvCallbackBodyTimeout  = "SEARCHD_CALLBACK_BODY_TIMEOUT"
 )
 
 // Defaults of the settings.
@@ -70,11 +63,11 @@ func (e *usageError) Error() string { return e.msg }
 func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
 // serverConfig is the configuration of `searchd serve` and `searchd dev`.
+// Each field holds the setting of [settingsTable] that names it; the
+// comments say what the table does not.
 type serverConfig struct {
-	// Addr is the TCP address to listen on.
 	Addr string
-	// DatabaseURL is the PostgreSQL connection string; dev may leave it
-	// empty to run its own cluster.
+	// DatabaseURL is empty in dev when dev runs its own cluster.
 	DatabaseURL string
 	// JWTSecret verifies the HS256 bearer tokens, as raw bytes; empty
 	// when only the provider's tokens are accepted (dev uses its
@@ -82,62 +75,42 @@ type serverConfig struct {
 	JWTSecret string
 	// Auth is the rest of authentication: the provider, the token
 	// lifetime, the console's sign-in (authsettings.go).
-	Auth authConfig
-	// ShutdownGrace is how long a shutdown waits for requests in flight.
+	Auth          authConfig
 	ShutdownGrace time.Duration
-	// MaxBodyBytes limits request bodies.
-	MaxBodyBytes int64
-	// CallbackMaxBodyBytes limits a provider callback's body; at most
-	// MaxBodyBytes.
+	MaxBodyBytes  int64
+	// CallbackMaxBodyBytes is at most MaxBodyBytes; it, CallbackBodyBudget
+	// and CallbackBodyTimeout are never zero once loaded (api.Deps).
 	CallbackMaxBodyBytes int64
-	// CallbackBodyBudget and CallbackBodyTimeout bound the callback bodies
-	// awaiting their signature check (api.Deps); never zero once loaded.
-	CallbackBodyBudget  int64
-	CallbackBodyTimeout time.Duration
-	// LogLevel and LogFormat ("json" or "text") shape the log on stderr.
-	LogLevel  slog.Level
-	LogFormat string
-	// DevDir holds the local cluster and the dev secret (dev alone).
-	DevDir string
-	// PGBin is the directory of initdb and postgres, empty to search for
-	// them (dev alone).
-	PGBin string
+	CallbackBodyBudget   int64
+	CallbackBodyTimeout  time.Duration
+	LogLevel             slog.Level
+	LogFormat            string // "json" or "text"
+	DevDir, PGBin        string // dev alone; PGBin empty to search
 	// ProviderSecrets maps each provider to the secret its callbacks are
 	// signed with; empty when no provider may call back.
 	ProviderSecrets map[string][]byte
-	// DBMaxConns sizes the database pool; zero leaves it to the
-	// connection string (pool_max_conns), else DefaultDBMaxConns.
+	// DBMaxConns zero leaves the pool's size to the connection string
+	// (pool_max_conns), else DefaultDBMaxConns.
 	DBMaxConns int32
-	// Admission configures the admission queue the API and the console
-	// share; its zero Seats is the pool's size.
+	// Admission's zero Seats is the pool's size.
 	Admission admissionConfig
-	// MaxPreferWait is the longest Prefer: wait a start honours; zero
-	// never waits, and then no claim listener runs.
-	MaxPreferWait time.Duration
-	// SavedSearchLease is the lease of a saved-search preparation
-	// (admission.Config.Lease).
+	// MaxPreferWait zero never waits, and then no claim listener runs.
+	MaxPreferWait    time.Duration
 	SavedSearchLease time.Duration
-	// Sweep configures the in-process sweeper, but for its Logger and
-	// Observer, which the server sets. Its Interval is always explicit:
-	// zero runs no sweeper (rather than the sweeper's default hour), for
-	// a deployment that runs searchd sweep from an outside scheduler.
-	Sweep sweeper.Config
-	// Inbox configures the provider inbox's lease and its applier, and
-	// Session the server-side bounds of every session (inboxsettings.go).
+	// Sweep configures the in-process sweeper, but for what the server
+	// sets. Its Interval is always explicit: zero runs no sweeper (rather
+	// than the sweeper's default hour), for a deployment that runs searchd
+	// sweep from an outside scheduler.
+	Sweep   sweeper.Config
 	Inbox   inboxConfig
 	Session sessionBounds
-	// DBWait is the client-side bound on waiting for the database
-	// (dbwait.go).
-	DBWait dbWait
-	// Schedule configures the drain of scheduled starts, but for its
-	// Clock, Logger and Observer, which the server sets
-	// (schedulesettings.go); an Interval of zero runs none.
-	Schedule schedule.DrainConfig
-	// CORSOrigins are the origins browser pages may call the API from.
+	DBWait  dbWait
+	// Schedule and Dispatch configure the drain of scheduled starts and
+	// the dispatcher, but for what the server sets; a zero Interval, an
+	// empty URL, runs none.
+	Schedule    schedule.DrainConfig
 	CORSOrigins []string
-	// Dispatch configures the dispatcher (dispatchsettings.go), but for
-	// its Logger and Observer; an empty URL runs none.
-	Dispatch dispatch.Config
+	Dispatch    dispatch.Config
 }
 
 // setting is one configuration value and where it came from, so a message
@@ -164,8 +137,7 @@ func lookup(fs *flag.FlagSet, fl string, env string, getenv func(string) string)
 // rows of [settingsTable] it reads, from the flags and the environment.
 // Every problem is reported, one per line, in a *usageError.
 func (a *app) loadCommand(name string, c command, args []string) (serverConfig, error) {
-	fs := a.flagSet(name)
-	registerOptions(fs, c)
+	fs := a.flagSet(name, c)
 	if err := parse(fs, args); err != nil {
 		return serverConfig{}, err
 	}
@@ -192,7 +164,7 @@ func parseProviderSecretsSetting(r *reader, s setting) string {
 // limit, it would be no limit of its own.
 func parseCallbackMaxBodyBytes(r *reader, s setting) string {
 	c := r.cfg
-	return setWhole(&c.CallbackMaxBodyBytes, s, min(api.DefaultCallbackMaxBodyBytes, c.MaxBodyBytes), "bytes", func(n int64) string {
+	return setValue(&c.CallbackMaxBodyBytes, s, min(api.DefaultCallbackMaxBodyBytes, c.MaxBodyBytes), parseWhole, "a whole number of bytes", func(n int64) string {
 		if n < minMaxBodyBytes || n > c.MaxBodyBytes {
 			return fmt.Sprintf("%d is out of range: from %d to the body limit, %s (%d)", n, minMaxBodyBytes, r.name(EnvMaxBodyBytes), c.MaxBodyBytes)
 		}
@@ -206,7 +178,7 @@ func parseCallbackMaxBodyBytes(r *reader, s setting) string {
 func parseCallbackBodyBudget(r *reader, s setting) string {
 	c := r.cfg
 	least := 2 * c.CallbackMaxBodyBytes
-	return setWhole(&c.CallbackBodyBudget, s, max(api.DefaultCallbackBodyBudget, least), "bytes", func(n int64) string {
+	return setValue(&c.CallbackBodyBudget, s, max(api.DefaultCallbackBodyBudget, least), parseWhole, "a whole number of bytes", func(n int64) string {
 		if n < least || n > maxCallbackBodyBudget {
 			return fmt.Sprintf("%d is out of range: from twice the callback limit, %s (%d), to %d",
 				n, r.name(EnvCallbackMaxBodyBytes), least, int64(maxCallbackBodyBudget))

@@ -1,17 +1,16 @@
 package main
 
 import (
-	"log/slog"
-
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
-	"github.com/searchd/searchd/internal/fairq"
 )
 
-// newConsole wires the console (served under /console/ beside the API) on
+// console wires the console (served under /console/ beside the API) on
 // the same stores, verifier and admission queue as the API, signing
-// people in through the provider when cfg registers the console there.
-func newConsole(st *stores, cfg serverConfig, verifier *auth.Verifier, logger *slog.Logger, queue *fairq.Queue) (*console.Console, error) {
+// people in through the provider when the settings register the console
+// there.
+func (s server) console(verifier *auth.Verifier) (*console.Console, error) {
+	st, cfg, logger := s.st, s.cfg, s.logger
 	d := console.Deps{
 		SavedSearches:   st.savedSearches,
 		Snapshots:       st.snapshots,
@@ -29,7 +28,7 @@ func newConsole(st *stores, cfg serverConfig, verifier *auth.Verifier, logger *s
 		Verifier:        verifier,
 		SessionLifetime: cfg.Auth.SessionLifetime,
 		Logger:          logger,
-		Admission:       queue,
+		Admission:       s.queue,
 	}
 	if cfg.Auth.SignIn != nil {
 		signIn, err := auth.NewSignIn(verifier, *cfg.Auth.SignIn)

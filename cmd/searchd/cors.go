@@ -9,12 +9,9 @@ import (
 // EnvCORSOrigins lists the origins a browser page may call the API from.
 const EnvCORSOrigins = "SEARCHD_CORS_ORIGINS"
 
-// parseCORSOrigins reads the origins separated by commas.
+// parseCORSOrigins reads the origins separated by commas: none when the
+// value is blank.
 func parseCORSOrigins(r *reader, s setting) string {
-	r.cfg.CORSOrigins = nil
-	if strings.TrimSpace(s.value) == "" {
-		return ""
-	}
 	var origins []string
 	for _, o := range strings.Split(s.value, ",") {
 		if o = strings.TrimSpace(o); o != "" {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,11 +27,7 @@ import (
 // whose processors are saturated), every attempt would be abandoned and
 // the pool would never fill again: the fault suite saw that with two CPU
 // hogs beside it.
-const (
-	// EnvDBAnswerTimeout bounds waiting for any one answer of the
-	// database: a statement's, a batch's, a commit's, a pool connection.
-	EnvDBAnswerTimeout = "SEARCHD_DB_ANSWER_TIMEOUT"
-)
+const EnvDBAnswerTimeout = "SEARCHD_DB_ANSWER_TIMEOUT"
 
 // Default and limit of the answer timeout: the statement timeout's default
 // and 5 s more, as PostgreSQL ends a statement that runs longer itself
@@ -60,17 +55,3 @@ func (w dbWait) apply(pc *pgxpool.Config) {
 	}
 	pc.ConnConfig.Tracer = multitracer.New(pc.ConnConfig.Tracer, pgx.QueryTracer(deadline))
 }
-
-// parseDBAnswerTimeout reads the answer timeout: 0s for none, else from
-// 1s to an hour.
-func parseDBAnswerTimeout(r *reader, s setting) string {
-	return setDuration(&r.cfg.DBWait.Answer, s, DefaultDBAnswerTimeout, "5s or 1m", func(d time.Duration) string {
-		if d != 0 && (d < time.Second || d > maxDBAnswerTimeout) {
-			return fmt.Sprintf("%s is out of range: %s", d, dbAnswerTimeoutValues)
-		}
-		return ""
-	})
-}
-
-// dbAnswerTimeoutValues are the values the answer timeout takes.
-var dbAnswerTimeoutValues = "0s (none), or from 1s to " + maxDBAnswerTimeout.String()

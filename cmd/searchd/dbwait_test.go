@@ -17,8 +17,7 @@ import (
 func TestDBWaitSettings(t *testing.T) {
 	t.Parallel()
 	h := newHarness(map[string]string{})
-	fs := h.app.flagSet("serve")
-	serverFlags(fs)
+	fs := h.app.flagSet("serve", serveCommand)
 	for _, tt := range []struct {
 		value   string
 		want    time.Duration

@@ -145,18 +145,27 @@ func (a *app) devCluster(ctx context.Context, cfg *serverConfig, dir string) (st
 }
 
 // devJWTSecret is the JWT secret cfg sets, or the development one kept in
-// dir, with a warning that it is for local development only.
+// dir (generated and stored on first use), with a warning that it is for
+// local development only.
 func (a *app) devJWTSecret(cfg serverConfig, dir string) ([]byte, error) {
 	if cfg.JWTSecret != "" {
 		return []byte(cfg.JWTSecret), nil
 	}
-	secret, err := devSecret(dir)
-	if err != nil {
+	path := filepath.Join(dir, devSecretFile)
+	b, err := os.ReadFile(path)
+	s := strings.TrimSpace(string(b))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if s, err = storeNewSecret(path, "dev secret", 48); err != nil {
+			return nil, err
+		}
+	case err != nil:
 		return nil, err
+	case len(s) < auth.MinSecretLen:
+		return nil, fmt.Errorf("%s holds fewer than %d bytes; delete it and a new secret is made", path, auth.MinSecretLen)
 	}
-	fmt.Fprintf(a.stdout, "WARNING: using the development JWT secret in %s; it is for local development only, never for a real deployment\n",
-		filepath.Join(dir, devSecretFile))
-	return secret, nil
+	fmt.Fprintf(a.stdout, "WARNING: using the development JWT secret in %s; it is for local development only, never for a real deployment\n", path)
+	return []byte(s), nil
 }
 
 // devBanner is what dev prints once it listens: the demo records, the
@@ -244,28 +253,6 @@ Serving on %s (Ctrl-C stops the server and PostgreSQL; so does the end of the pr
 		demoProvider, job.ID, job.ProviderJobID, job.ProviderJobID, b.providerSecret, base, "/v1/callbacks/"+demoProvider+"/jobs/"+job.ID.String(),
 		b.dispatching, DemoOrganization, base, b.rtToken,
 		base, b.opToken, base)
-}
-
-// devSecret returns the dev JWT secret kept in dir, generating and storing
-// it on first use.
-func devSecret(dir string) ([]byte, error) {
-	path := filepath.Join(dir, devSecretFile)
-	b, err := os.ReadFile(path)
-	if err == nil {
-		s := strings.TrimSpace(string(b))
-		if len(s) < auth.MinSecretLen {
-			return nil, fmt.Errorf("%s holds fewer than %d bytes; delete it and a new secret is made", path, auth.MinSecretLen)
-		}
-		return []byte(s), nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	s, err := storeNewSecret(path, "dev secret", 48)
-	if err != nil {
-		return nil, err
-	}
-	return []byte(s), nil
 }
 
 // storeNewSecret stores n random bytes, in base64, in path and returns

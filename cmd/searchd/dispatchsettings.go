@@ -14,22 +14,13 @@ import (
 // secret its deliveries are signed with, and how the dispatcher paces
 // them.
 const (
-	// EnvRuntimeURL is the runtime's endpoint; unset, dispatch is off.
-	EnvRuntimeURL = "SEARCHD_RUNTIME_URL"
-	// EnvRuntimeSecret is the Standard Webhooks secret deliveries are
-	// signed with (environment only: a secret).
-	EnvRuntimeSecret = "SEARCHD_RUNTIME_SECRET"
-	// EnvRuntimeTimeout bounds one delivery's HTTP request.
-	EnvRuntimeTimeout = "SEARCHD_RUNTIME_TIMEOUT"
-	// EnvDispatchInterval is the time between two lease passes while
-	// nothing is due.
-	EnvDispatchInterval = "SEARCHD_DISPATCH_INTERVAL"
-	// EnvDispatchBatch is the most dispatches one lease pass takes.
-	EnvDispatchBatch = "SEARCHD_DISPATCH_BATCH"
-	// EnvDispatchConcurrency is the most deliveries in flight in a process.
+	EnvRuntimeURL          = "SEARCHD_RUNTIME_URL"
+	EnvRuntimeSecret       = "SEARCHD_RUNTIME_SECRET"
+	EnvRuntimeTimeout      = "SEARCHD_RUNTIME_TIMEOUT"
+	EnvDispatchInterval    = "SEARCHD_DISPATCH_INTERVAL"
+	EnvDispatchBatch       = "SEARCHD_DISPATCH_BATCH"
 	EnvDispatchConcurrency = "SEARCHD_DISPATCH_CONCURRENCY"
-	// EnvDispatchMaxBackoff is the longest wait before a retry.
-	EnvDispatchMaxBackoff = "SEARCHD_DISPATCH_MAX_BACKOFF"
+	EnvDispatchMaxBackoff  = "SEARCHD_DISPATCH_MAX_BACKOFF"
 )
 
 // runtimeURLProblem checks the runtime's endpoint; a flag's must hold no
@@ -49,8 +40,6 @@ func runtimeURLProblem(s setting) string {
 // the runtime's URL (read before it) requires, and which is set with it
 // alone. No message quotes it.
 func parseRuntimeSecret(r *reader, s setting) string {
-	c := &r.cfg.Dispatch
-	c.Secret = nil
 	key, err := providerSecret(s.value)
 	switch u := r.given[EnvRuntimeURL]; {
 	case u.value == "" && s.value != "":
@@ -65,36 +54,30 @@ func parseRuntimeSecret(r *reader, s setting) string {
 	case len(key) < dispatch.MinSecretLen:
 		return fmt.Sprintf("is a key of %d bytes; it must be at least %d", len(key), dispatch.MinSecretLen)
 	}
-	c.Secret = key
+	r.cfg.Dispatch.Secret = key
 	return ""
 }
 
-// startDispatcher starts the dispatcher of the outbox when a runtime is
-// configured, and returns the function that stops it and waits for its
-// deliveries in flight (each bounded by its lease). Without a runtime it
-// logs that dispatch is off (Runs are admitted and stay queued, their
-// dispatches pending until a replica with a runtime delivers them) and
-// starts nothing.
-func startDispatcher(ctx context.Context, st *stores, cfg serverConfig, logger *slog.Logger, obs observability) (func(), error) {
+// dispatcher returns the run of the dispatcher of the outbox when a
+// runtime is configured; it returns when its deliveries in flight (each
+// bounded by its lease) have. Without a runtime it logs that dispatch is
+// off (Runs are admitted and stay queued, their dispatches pending until a
+// replica with a runtime delivers them) and returns nil.
+func (s server) dispatcher() (func(context.Context), error) {
+	st := s.st
 	st.wakeDispatcher = func() {}
-	if cfg.Dispatch.URL == "" {
-		logger.Info("dispatch is off: " + EnvRuntimeURL + " is not set, so admitted Runs stay queued with their dispatch pending")
-		return func() {}, nil
+	if s.cfg.Dispatch.URL == "" {
+		s.logger.Info("dispatch is off: " + EnvRuntimeURL + " is not set, so admitted Runs stay queued with their dispatch pending")
+		return nil, nil
 	}
-	dcfg := cfg.Dispatch
-	dcfg.Logger = logger
-	if obs.metrics != nil {
-		dcfg.Observer = obs.metrics
-	}
-	b := buildInfo()
-	dcfg.UserAgent = "searchd/" + b.Version
+	dcfg := s.cfg.Dispatch
+	dcfg.Logger, dcfg.Observer, dcfg.UserAgent = s.logger, s.obs.metrics, "searchd/"+buildInfo().Version
 	d, err := dispatch.NewDispatcher(st.dispatches, dcfg)
 	if err != nil {
 		return nil, err
 	}
 	st.wakeDispatcher = d.Wake
-	stop := background(ctx, func(ctx context.Context) { _ = d.Run(ctx) })
-	logger.Info("dispatching admitted Runs to the runtime", slog.Duration("timeout", dcfg.Timeout),
+	s.logger.Info("dispatching admitted Runs to the runtime", slog.Duration("timeout", dcfg.Timeout),
 		slog.Duration("lease", d.Lease()), slog.Int("concurrency", dcfg.Concurrency))
-	return stop, nil
+	return func(ctx context.Context) { _ = d.Run(ctx) }, nil
 }

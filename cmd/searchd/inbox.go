@@ -105,8 +105,7 @@ func (a *app) openInbox(ctx context.Context, fs *flag.FlagSet, problems []string
 }
 
 func (a *app) inboxShow(ctx context.Context, args []string) error {
-	fs := a.flagSet("inbox show")
-	registerOptions(fs, inboxShowCommand)
+	fs := a.flagSet("inbox show", inboxShowCommand)
 	provider := fs.String("provider", "", "the provider, as its callback path names it (required)")
 	deliveryID := fs.String("delivery-id", "", "the delivery id, the webhook-id header (required)")
 	asJSON := fs.Bool("json", false, "print the arrival as one JSON object")
@@ -191,8 +190,7 @@ func printArrival(w io.Writer, e *providerjobs.InboxEntry, c providerjobs.Copies
 }
 
 func (a *app) inboxList(ctx context.Context, args []string) error {
-	fs := a.flagSet("inbox list")
-	registerOptions(fs, inboxListCommand)
+	fs := a.flagSet("inbox list", inboxListCommand)
 	provider := fs.String("provider", "", "only this provider's arrivals")
 	status := fs.String("status", "", "only arrivals in this state: pending, applied or dropped")
 	limit := fs.Int("limit", 50, "most arrivals printed, 1 to 1000")

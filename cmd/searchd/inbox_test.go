@@ -72,8 +72,7 @@ func TestSessionBoundsEndAStalledTransaction(t *testing.T) {
 	_ = tx.Rollback(ctx)
 	// The defaults are seconds, and every setting names itself in errors.
 	h := newHarness(map[string]string{})
-	fs := h.app.flagSet("serve")
-	serverFlags(fs)
+	fs := h.app.flagSet("serve", serveCommand)
 	base := map[string]string{EnvDatabaseURL: "postgres://searchd@localhost:5432/searchd", EnvJWTSecret: goodSecret}
 	cfg, problems := loadSettings(fs, func(k string) string { return base[k] }, cmdServe)
 	if sb := cfg.Session; len(problems) != 0 || sb != (sessionBounds{5 * time.Second, 10 * time.Second, 15 * time.Second}) {

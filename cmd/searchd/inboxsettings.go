@@ -11,21 +11,12 @@ import (
 // Environment variables of the provider inbox's applier and of the
 // server-side bounds every session of serve and dev carries.
 const (
-	// EnvWebhookLease is the lease of a provider delivery: of its claim,
-	// and of its arrival while a worker applies it.
-	EnvWebhookLease = "SEARCHD_WEBHOOK_LEASE"
-	// EnvApplierInterval is the time between two polls of the applier.
-	EnvApplierInterval = "SEARCHD_APPLIER_INTERVAL"
-	// EnvApplierBatch is the most arrivals one poll takes.
-	EnvApplierBatch = "SEARCHD_APPLIER_BATCH"
-	// EnvIdleInTransactionTimeout is PostgreSQL's
-	// idle_in_transaction_session_timeout for searchd's sessions.
+	EnvWebhookLease             = "SEARCHD_WEBHOOK_LEASE"
+	EnvApplierInterval          = "SEARCHD_APPLIER_INTERVAL"
+	EnvApplierBatch             = "SEARCHD_APPLIER_BATCH"
 	EnvIdleInTransactionTimeout = "SEARCHD_DB_IDLE_IN_TRANSACTION_TIMEOUT"
-	// EnvLockTimeout is PostgreSQL's lock_timeout for searchd's sessions.
-	EnvLockTimeout = "SEARCHD_DB_LOCK_TIMEOUT"
-	// EnvStatementTimeout is PostgreSQL's statement_timeout for searchd's
-	// sessions.
-	EnvStatementTimeout = "SEARCHD_DB_STATEMENT_TIMEOUT"
+	EnvLockTimeout              = "SEARCHD_DB_LOCK_TIMEOUT"
+	EnvStatementTimeout         = "SEARCHD_DB_STATEMENT_TIMEOUT"
 )
 
 // Defaults and limits of those settings. The session bounds are seconds:

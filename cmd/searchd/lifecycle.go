@@ -20,10 +20,9 @@ import (
 // cfg.DBMaxConns when it is set. Each prepare edits the config before the
 // pool opens (observability.openPool sets the tracer).
 func openPool(ctx context.Context, cfg serverConfig, prepare ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
-	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	pc, err := poolConfig(cfg.DatabaseURL)
 	if err != nil {
-		// Validated already; the message may quote a password.
-		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection string", EnvDatabaseURL)
+		return nil, err
 	}
 	switch {
 	case cfg.DBMaxConns > 0:
@@ -32,15 +31,10 @@ func openPool(ctx context.Context, cfg serverConfig, prepare ...func(*pgxpool.Co
 		pc.MaxConns = DefaultDBMaxConns // see its comment: commits, not CPUs
 	}
 	pc.MinConns = min(pc.MinConns, pc.MaxConns)
-	// Server-side bounds on every session (see inboxsettings.go): a
-	// replica stopped inside a transaction loses its locks within seconds,
-	// and one slow statement (a tenant's heavy list, a lock wait) gives its
-	// connection back within the statement timeout instead of holding it
-	// while others queue.
+	// Server-side bounds on every session (why: at their defaults).
 	for k, v := range cfg.Session.runtimeParams() {
 		pc.ConnConfig.RuntimeParams[k] = v
 	}
-	dropReadOnly(pc)
 	for _, p := range prepare {
 		p(pc)
 	}
@@ -50,15 +44,22 @@ func openPool(ctx context.Context, cfg serverConfig, prepare ...func(*pgxpool.Co
 	return pgxpool.NewWithConfig(ctx, pc)
 }
 
-// dropReadOnly makes the pool drop a connection whose server refused a
-// write as read-only (SQLSTATE 25006): the pool reached a primary that was
-// demoted, or a standby, and every later write on that connection would
-// fail alike. The request answers 503 and the next acquire connects
-// afresh, which with a multi-host URL and target_session_attrs=read-write
-// reaches the new primary. (A pool keeps a connection that answers errors,
-// and only this hook sees the error on its connection.)
-func dropReadOnly(pc *pgxpool.Config) {
+// poolConfig parses the connection string of every pool, whose pool drops
+// a connection whose server refused a write as read-only (SQLSTATE 25006):
+// the pool reached a primary that was demoted, or a standby, and every
+// later write on that connection would fail alike. The request answers 503
+// and the next acquire connects afresh, which with a multi-host URL and
+// target_session_attrs=read-write reaches the new primary. (A pool keeps a
+// connection that answers errors, and only this hook sees the error on its
+// connection.)
+func poolConfig(dbURL string) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		// Validated already; the message may quote a password.
+		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection string", EnvDatabaseURL)
+	}
 	pc.ConnConfig.OnPgError = dberr.ClosingOnPgError(pc.ConnConfig.OnPgError)
+	return pc, nil
 }
 
 // startHub starts the claim listener that wakes starts waiting on

@@ -1,21 +1,9 @@
 // Command searchd is the saved-search service: it migrates its database,
 // serves the HTTP API (and sweeps what is past its retention while it
-// does), sweeps once for an outside scheduler, mints development tokens
-// and runs a complete local setup with one command.
-//
-//	searchd migrate                       apply the database migrations
-//	searchd serve                         serve the API
-//	searchd token --org UUID [--sub S] [--ttl 1h]
-//	                                      print a bearer token
-//	searchd dev                           local PostgreSQL + demo data + serve
-//	searchd claims show|release --org UUID --scope S --key K
-//	                                      inspect or force-release one claim
-//	searchd claims resolve --org UUID --scope tool.N --key K --as delivered|retry --actor A --reason R
-//	                                      resolve an uncertain tool call
-//	searchd sweep                         delete what is past its retention, once
-//	searchd inbox show|list               inspect the provider inbox
-//	searchd version                       print the build's version and commit
-//	searchd settings [--format markdown]  print every setting, as an example env file
+// does), sweeps once for an outside scheduler, mints development tokens,
+// lets an operator inspect and mend claims, the inbox and dispatches, and
+// runs a complete local setup with one command; `searchd help` lists the
+// commands ([usageHead]).
 //
 // Configuration comes from the environment, and from flags that win over
 // it, but for secrets, which are read from the environment alone; see
@@ -138,10 +126,14 @@ func (a *app) run(ctx context.Context, args []string) int {
 }
 
 // flagSet returns a flag set for a subcommand that reports its errors as
-// usage errors rather than exiting.
-func (a *app) flagSet(name string) *flag.FlagSet {
+// usage errors rather than exiting, with the flags of c's settings and its
+// --help (see [registerOptions]) unless c is the zero command.
+func (a *app) flagSet(name string, c command) *flag.FlagSet {
 	fs := flag.NewFlagSet("searchd "+name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
+	if c != (command{}) {
+		registerOptions(fs, c)
+	}
 	return fs
 }
 

@@ -18,6 +18,8 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/readiness"
+	"github.com/searchd/searchd/internal/telemetry"
 )
 
 func TestParseProviderSecrets(t *testing.T) {
@@ -161,11 +163,12 @@ func serveConfig(t *testing.T, env map[string]string) serverConfig {
 
 // serveAPI serves, until the test ends, the API serve would build from
 // cfg on pool, with the verifier it would build (no claim listener, no
-// metrics of serve's own).
+// background loops, /readyz checked on the pool per probe).
 func serveAPI(t *testing.T, pool *pgxpool.Pool, cfg serverConfig) *httptest.Server {
 	t.Helper()
 	logger := slog.New(slog.DiscardHandler)
-	queue, err := newAdmission(cfg.Admission, pool, nil)
+	obs := observability{metrics: telemetry.NewMetrics()}
+	queue, err := newAdmission(cfg.Admission, pool, obs.metrics)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,9 +176,10 @@ func serveAPI(t *testing.T, pool *pgxpool.Pool, cfg serverConfig) *httptest.Serv
 	if err != nil {
 		t.Fatalf("newVerifier: %v", err)
 	}
-	srv, err := newAPI(newStores(pool, nil, cfg, logger, observability{}), cfg, verifier, logger, nil, observability{}, nil, queue)
+	s := server{st: newStores(pool, nil, cfg, logger, obs), cfg: cfg, logger: logger, obs: obs, queue: queue}
+	srv, err := s.api(verifier, nil, readiness.Pool(pool))
 	if err != nil {
-		t.Fatalf("newAPI: %v", err)
+		t.Fatalf("api: %v", err)
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)

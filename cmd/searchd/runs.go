@@ -79,8 +79,7 @@ func dispatchView(d *dispatch.Dispatch) dispatchJSON {
 }
 
 func (a *app) runsDispatchList(ctx context.Context, args []string) error {
-	fs := a.flagSet("runs dispatch list")
-	registerOptions(fs, runsDispatchListCommand)
+	fs := a.flagSet("runs dispatch list", runsDispatchListCommand)
 	state := fs.String("state", dispatch.StateFailed, "which dispatches: failed or pending")
 	org := fs.String("org", "", "only this organization's (UUID)")
 	limit := fs.Int("limit", 50, fmt.Sprintf("most dispatches printed, 1 to %d", dispatch.MaxListLimit))
@@ -140,8 +139,7 @@ func printDispatches(w io.Writer, list []dispatch.Dispatch) error {
 }
 
 func (a *app) runsDispatchRetry(ctx context.Context, args []string) error {
-	fs := a.flagSet("runs dispatch retry")
-	registerOptions(fs, runsDispatchRetryCommand)
+	fs := a.flagSet("runs dispatch retry", runsDispatchRetryCommand)
 	run := fs.String("run", "", "the Run id of the failed dispatch (UUID; required)")
 	org := fs.String("org", "", "the Run's organization (UUID; optional: a check that the Run is of it)")
 	reason := fs.String("reason", "", fmt.Sprintf("why it is retried, recorded and logged (required, 1 to %d characters, one line)", dispatch.MaxReasonLen))

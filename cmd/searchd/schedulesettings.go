@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/searchd/searchd/admission"
@@ -15,13 +14,9 @@ import (
 
 // Environment variables of the drain of scheduled starts.
 const (
-	// EnvScheduleTick is the time between two ticks of the drain.
-	EnvScheduleTick = "SEARCHD_SCHEDULE_TICK"
-	// EnvScheduleBatch is the most occurrences one tick takes.
+	EnvScheduleTick  = "SEARCHD_SCHEDULE_TICK"
 	EnvScheduleBatch = "SEARCHD_SCHEDULE_BATCH"
-	// EnvScheduleLease is how long a tick holds what it took.
 	EnvScheduleLease = "SEARCHD_SCHEDULE_LEASE"
-	// EnvScheduleRetry is when a not-ready occurrence is tried again.
 	EnvScheduleRetry = "SEARCHD_SCHEDULE_RETRY"
 )
 
@@ -55,21 +50,21 @@ func checkScheduleLease(r *reader) {
 	}
 }
 
-// startDrain starts the drain of scheduled starts, and returns the
-// function that stops it and waits for it. It starts each occurrence with
-// a saved-search start of its own on st's stores (no Prefer: wait; the
-// drain never waits on a claim), one call per attempt, behind queue as
-// every request is: each start takes a seat in its organization's flow,
-// so a burst of due occurrences waits its turn beside the API's requests
-// rather than ahead of them. A refusal of the queue (every seat taken for
-// longer than its longest wait) is a transient failure, not ready, tried
-// again later. A Run it admits wakes this process's dispatcher, as a
-// start through the API does (so start the dispatcher first). An Interval
-// of zero runs none.
-func startDrain(ctx context.Context, st *stores, cfg serverConfig, logger *slog.Logger, obs observability, queue *fairq.Queue) (func(), error) {
+// drain returns the run of the drain of scheduled starts: nil when its
+// Interval is zero. It starts each occurrence with a saved-search start of
+// its own on the stores (no Prefer: wait; the drain never waits on a
+// claim), one call per attempt, behind the queue as every request is: each
+// start takes a seat in its organization's flow, so a burst of due
+// occurrences waits its turn beside the API's requests rather than ahead
+// of them. A refusal of the queue (every seat taken for longer than its
+// longest wait) is a transient failure, not ready, tried again later. A
+// Run it admits wakes this process's dispatcher, as a start through the
+// API does (so make the dispatcher first).
+func (s server) drain() (func(context.Context), error) {
+	st, cfg := s.st, s.cfg
 	dcfg := cfg.Schedule
 	if dcfg.Interval <= 0 {
-		return func() {}, nil
+		return nil, nil
 	}
 	starter, err := admission.NewStarter(admission.Deps{
 		Pool: st.pool, Plane: st.plane, SavedSearches: st.savedSearches, Snapshots: st.snapshots, Runs: st.runs,
@@ -77,15 +72,12 @@ func startDrain(ctx context.Context, st *stores, cfg serverConfig, logger *slog.
 	if err != nil {
 		return nil, err
 	}
-	dcfg.Clock, dcfg.Logger = st.clock, logger
-	if obs.metrics != nil {
-		dcfg.Observer = obs.metrics
-	}
-	d, err := schedule.NewDrain(schedule.DrainDeps{Pool: st.pool, Start: seated(queue, starter.StartSavedSearch), Runs: st.runs}, dcfg)
+	dcfg.Clock, dcfg.Logger, dcfg.Observer = st.clock, s.logger, s.obs.metrics
+	d, err := schedule.NewDrain(schedule.DrainDeps{Pool: st.pool, Start: seated(s.queue, starter.StartSavedSearch), Runs: st.runs}, dcfg)
 	if err != nil {
 		return nil, err
 	}
-	return background(ctx, d.Run), nil
+	return d.Run, nil
 }
 
 // seated returns start behind queue: each call holds a seat of its

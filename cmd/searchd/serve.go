@@ -78,14 +78,25 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 	return nil
 }
 
+// server is what serve and dev run on: the stores constructed once on the
+// pool, the settings, the log, what the service is observed with (its
+// metrics never nil) and the admission queue every door shares.
+type server struct {
+	st     *stores
+	cfg    serverConfig
+	logger *slog.Logger
+	obs    observability
+	queue  *fairq.Queue
+}
+
 // runServer serves the API on ln until ctx ends, then drains: requests in
 // flight get cfg.ShutdownGrace to finish, new connections are refused, and
 // what still runs is cancelled (see serveHTTP). The claim listener of
 // Prefer: wait runs for as long as the server does; the sweeper, the
 // inbox's applier, the dispatcher and the drain of scheduled starts until
 // ctx ends. All have returned when runServer does, so the caller may close
-// the pool. Everything runs on st, the stores constructed once on the pool,
-// and reports to obs's metrics (newObservability's, never nil).
+// the pool. Everything runs on st, and reports to obs's metrics
+// (newObservability's, never nil).
 func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, st *stores, logger *slog.Logger, obs observability) error {
 	defer ln.Close() // on an error before serving; serving closes it already
 	pool := st.pool
@@ -96,25 +107,21 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	if err != nil {
 		return err
 	}
+	s := server{st: st, cfg: cfg, logger: logger, obs: obs, queue: queue}
 	hub, stopHub := startHub(ctx, pool, cfg, logger)
 	defer stopHub()
-	stopSweeper, err := startSweeper(ctx, st, cfg, logger, obs.metrics)
-	if err != nil {
-		return err
+	// The background loops, each a nil run when its settings turn it off,
+	// stopped in the reverse order; the drain's admissions wake the
+	// dispatcher, started before it.
+	for _, loop := range []func() (func(context.Context), error){s.sweeper, s.applier, s.dispatcher, s.drain} {
+		run, err := loop()
+		if err != nil {
+			return err
+		}
+		if run != nil {
+			defer background(ctx, run)()
+		}
 	}
-	defer stopSweeper()
-	stopApplier := startApplier(ctx, st, cfg, logger)
-	defer stopApplier()
-	stopDispatcher, err := startDispatcher(ctx, st, cfg, logger, obs)
-	if err != nil {
-		return err
-	}
-	defer stopDispatcher()
-	stopDrain, err := startDrain(ctx, st, cfg, logger, obs, queue)
-	if err != nil {
-		return err
-	}
-	defer stopDrain()
 	// Readiness is checked in the background on a connection of its own,
 	// so probes cost the request pool nothing (see readiness.Checker).
 	ready := readiness.NewChecker(pool.Config().ConnConfig, readiness.DefaultInterval)
@@ -124,11 +131,11 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	if err != nil {
 		return err
 	}
-	srv, err := newAPI(st, cfg, verifier, logger, hub, obs, ready, queue)
+	srv, err := s.api(verifier, hub, ready.Ready)
 	if err != nil {
 		return err
 	}
-	con, err := newConsole(st, cfg, verifier, logger, queue)
+	con, err := s.console(verifier)
 	if err != nil {
 		return err
 	}
@@ -139,23 +146,18 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	return serveHTTP(ctx, ln, con.Mount(srv.Handler()), cfg.ShutdownGrace, logger)
 }
 
-// newAPI wires the domain services of st into the API. Starts wait on
-// Prefer: wait when hub is set, and not at all when it is nil. The plane
-// and the provider jobs report to the metrics the API serves. /readyz
-// answers from ready when it is set, else checks on pool per probe. Every
-// request takes a seat in admission first (see newAdmission).
-func newAPI(st *stores, cfg serverConfig, verifier api.Verifier, logger *slog.Logger, hub *idempotency.Hub, obs observability, ready *readiness.Checker, queue *fairq.Queue) (*api.Server, error) {
-	pool := st.pool
-	if obs.metrics == nil {
-		obs.metrics = telemetry.NewMetrics()
-		_ = obs.metrics.WatchPool(pool) // a fresh registry: it cannot collide
-	}
+// api wires the domain services of the stores into the API. Starts wait
+// on Prefer: wait when hub is set, and not at all when it is nil. /readyz
+// answers from ready. Every request takes a seat in the queue first (see
+// newAdmission).
+func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(context.Context) error) (*api.Server, error) {
+	st, cfg := s.st, s.cfg
 	b := buildInfo()
 	// Registered once per registry: a second server on the same metrics
 	// (tests) keeps the first's, which says the same.
-	_ = obs.metrics.SetBuildInfo(b.Version, b.Commit, b.GoVersion)
+	_ = s.obs.metrics.SetBuildInfo(b.Version, b.Commit, b.GoVersion)
 	starter, err := admission.NewStarter(admission.Deps{
-		Pool:          pool,
+		Pool:          st.pool,
 		Plane:         st.plane,
 		SavedSearches: st.savedSearches,
 		Snapshots:     st.snapshots,
@@ -168,13 +170,9 @@ func newAPI(st *stores, cfg serverConfig, verifier api.Verifier, logger *slog.Lo
 	if hub == nil {
 		maxWait = 0
 	}
-	readyFunc := readiness.Pool(pool)
-	if ready != nil {
-		readyFunc = ready.Ready
-	}
 	return api.New(api.Deps{
-		Ready:                readyFunc,
-		Admission:            queue,
+		Ready:                ready,
+		Admission:            s.queue,
 		SavedSearches:        st.savedSearches,
 		Snapshots:            st.snapshots,
 		Runs:                 st.runs,
@@ -184,14 +182,14 @@ func newAPI(st *stores, cfg serverConfig, verifier api.Verifier, logger *slog.Lo
 		Schedules:            st.schedules,
 		ProviderSecrets:      cfg.ProviderSecrets,
 		Verifier:             verifier,
-		Logger:               logger,
+		Logger:               s.logger,
 		MaxBodyBytes:         cfg.MaxBodyBytes,
 		CallbackMaxBodyBytes: cfg.CallbackMaxBodyBytes,
 		CallbackBodyBudget:   cfg.CallbackBodyBudget,
 		CallbackBodyTimeout:  cfg.CallbackBodyTimeout,
 		MaxPreferWait:        maxWait,
-		Metrics:              obs.metrics,
-		TracerProvider:       obs.tracerProvider(),
+		Metrics:              s.obs.metrics,
+		TracerProvider:       s.obs.tracerProvider(),
 		Plane:                st.plane,
 		CORSOrigins:          cfg.CORSOrigins,
 	})

@@ -223,6 +223,7 @@ type durationKind struct {
 	def      time.Duration
 	min, max time.Duration
 	above    bool          // more than min, not from it
+	none     bool          // 0s (none) is taken too, below min
 	whole    time.Duration // a whole number of these, or any when 0
 	like     string        // how to write one: "10s or 1m30s"
 	short    bool          // written without trailing zero units: 1h, not 1h0m0s
@@ -238,30 +239,33 @@ func (k durationKind) str(d time.Duration) string {
 }
 
 func (k durationKind) set(r *reader, s setting) string {
-	return setDuration(k.at(r.cfg), s, k.def, k.like, func(d time.Duration) string {
-		if d < k.min || (k.above && d == k.min) || d > k.max || (k.whole > 0 && d%k.whole != 0) {
+	return setValue(k.at(r.cfg), s, k.def, time.ParseDuration, "a duration (write it like "+k.like+")", func(d time.Duration) string {
+		if (d != 0 || !k.none) && (d < k.min || (k.above && d == k.min) || d > k.max || (k.whole > 0 && d%k.whole != 0)) {
 			return fmt.Sprintf("%s is out of range: %s%s", k.str(d), k.values(), k.why)
 		}
 		return ""
 	})
 }
 
-// setDuration reads s, a duration, into *p: def when s is empty, else the
-// value, when check (its range) returns no problem. like says how to
-// write one ("10s or 1m30s"). It returns the problem, or "".
-func setDuration(p *time.Duration, s setting, def time.Duration, like string, check func(time.Duration) string) string {
+// setValue reads s into *p: def when s is empty, else what parse makes of
+// the value, when check (its range; nil for none) finds no problem. notA
+// completes the message `"value" is not ` of a value parse refuses. It
+// returns the problem, or "".
+func setValue[T any](p *T, s setting, def T, parse func(string) (T, error), notA string, check func(T) string) string {
 	*p = def
 	if s.value == "" {
 		return ""
 	}
-	d, err := time.ParseDuration(s.value)
+	v, err := parse(s.value)
 	if err != nil {
-		return fmt.Sprintf("%q is not a duration (write it like %s)", s.value, like)
+		return fmt.Sprintf("%q is not %s", s.value, notA)
 	}
-	if problem := check(d); problem != "" {
-		return problem
+	if check != nil {
+		if problem := check(v); problem != "" {
+			return problem
+		}
 	}
-	*p = d
+	*p = v
 	return ""
 }
 
@@ -294,35 +298,22 @@ type integer[T int | int32 | int64] struct {
 }
 
 func (k integer[T]) set(r *reader, s setting) string {
-	return setWhole(k.at(r.cfg), s, k.def, k.of, func(n int64) string {
+	notA := "a whole number"
+	if k.of != "" {
+		notA += " of " + k.of
+	}
+	n := int64(k.def) // checked in range before it is a T
+	problem := setValue(&n, s, n, parseWhole, notA, func(n int64) string {
 		if n < int64(k.min) || (k.max != 0 && n > int64(k.max)) {
 			return fmt.Sprintf("%d is out of range: %s", n, k.values())
 		}
 		return ""
 	})
+	*k.at(r.cfg) = T(n)
+	return problem
 }
 
-// setWhole reads s, a whole number, into *p: def when s is empty, else
-// the value, when check (its range) returns no problem. of says what it
-// counts ("bytes"), or is "". It returns the problem, or "".
-func setWhole[T int | int32 | int64](p *T, s setting, def T, of string, check func(int64) string) string {
-	*p = def
-	if s.value == "" {
-		return ""
-	}
-	n, err := strconv.ParseInt(s.value, 10, 64)
-	if err != nil {
-		if of != "" {
-			of = " of " + of
-		}
-		return fmt.Sprintf("%q is not a whole number%s", s.value, of)
-	}
-	if problem := check(n); problem != "" {
-		return problem
-	}
-	*p = T(n)
-	return ""
-}
+func parseWhole(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) }
 
 func (k integer[T]) literal(bool) string {
 	if k.zero {
@@ -345,20 +336,11 @@ type boolean struct {
 }
 
 func (k boolean) set(r *reader, s setting) string {
-	p := k.at(r.cfg)
-	*p = k.def
+	def := k.def
 	if r.dev {
-		*p = k.devDef
+		def = k.devDef
 	}
-	if s.value == "" {
-		return ""
-	}
-	b, err := strconv.ParseBool(s.value)
-	if err != nil {
-		return fmt.Sprintf("%q is not true or false", s.value)
-	}
-	*p = b
-	return ""
+	return setValue(k.at(r.cfg), s, def, strconv.ParseBool, "true or false", nil)
 }
 
 func (k boolean) literal(dev bool) string {

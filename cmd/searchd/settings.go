@@ -22,17 +22,14 @@ import (
 	"github.com/searchd/searchd/sweeper"
 )
 
-// Environment variables of the settings added with waiting and the pool.
+// Environment variables of the pool, waiting and the saved-search lease.
 const (
-	// EnvDBMaxConns sizes the database pool of serve and dev.
-	EnvDBMaxConns = "SEARCHD_DB_MAX_CONNS"
-	// EnvMaxPreferWait is the longest Prefer: wait a start honours.
-	EnvMaxPreferWait = "SEARCHD_MAX_PREFER_WAIT"
-	// EnvSavedSearchLease is the lease of a saved-search preparation.
+	EnvDBMaxConns       = "SEARCHD_DB_MAX_CONNS"
+	EnvMaxPreferWait    = "SEARCHD_MAX_PREFER_WAIT"
 	EnvSavedSearchLease = "SEARCHD_SAVED_SEARCH_LEASE"
 )
 
-// Defaults and limits of the pool settings.
+// Defaults and limits of those settings.
 const (
 	// DefaultDBMaxConns sizes the pool when neither the setting nor the
 	// URL's pool_max_conns does. A start is a few short statements and a
@@ -42,12 +39,7 @@ const (
 	// others wait on the disk, and PostgreSQL flushes the commits waiting
 	// together in one fsync (group commit). pgx's max(4, CPUs) left a
 	// 2-core server at 4, which four slow requests of one tenant filled.
-	DefaultDBMaxConns = 16
-)
-
-// Defaults and limits of those settings.
-const (
-	// DefaultMaxPreferWait is the ceiling the API allows.
+	DefaultDBMaxConns    = 16
 	DefaultMaxPreferWait = api.PreferWaitLimit
 	// DefaultSavedSearchLease is the seed's lease, which the product keeps.
 	DefaultSavedSearchLease = idempotency.SavedSearchStartLease
@@ -101,7 +93,8 @@ var settingsTable = []section{
 			meaning: "PostgreSQL `statement_timeout` of every session: the longest a statement runs (then 503), so one slow " +
 				"statement (a tenant's heavy list) cannot hold a pool connection long; `0s` for none"},
 		{env: EnvDBAnswerTimeout, flag: "db-answer-timeout", in: cmdServers,
-			kind: custom{parse: parseDBAnswerTimeout, lit: DefaultDBAnswerTimeout.String(), desc: dbAnswerTimeoutValues},
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.DBWait.Answer }, def: DefaultDBAnswerTimeout,
+				none: true, min: time.Second, max: maxDBAnswerTimeout, like: "5s or 1m", desc: "0s (none), or from 1s to " + maxDBAnswerTimeout.String()},
 			meaning: "the longest searchd waits for any one answer of the database (a statement, a batch, a commit, a " +
 				"connection from the pool) before it counts the database unreachable (a partition, a blackholed primary): " +
 				"the call fails, its connection is closed and the request answers 503. The default is the statement " +

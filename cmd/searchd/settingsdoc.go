@@ -152,8 +152,7 @@ var settingsFormats = map[string]func(io.Writer){"env": writeExampleEnv, "markdo
 // settings runs `searchd settings`: it prints the reference of every
 // setting, made from the table this binary reads them by.
 func (a *app) settings(_ context.Context, args []string) error {
-	fs := a.flagSet("settings")
-	registerOptions(fs, settingsCommand)
+	fs := a.flagSet("settings", settingsCommand)
 	format := fs.String("format", "env", "env: searchd.example.env; markdown: docs/settings.md")
 	if err := parse(fs, args); err != nil {
 		return err

@@ -50,12 +50,12 @@ type stores struct {
 }
 
 // newStores constructs the stores of serve and dev on pool, at clock. The
-// plane and the provider jobs report to obs's metrics when it has them.
+// plane and the provider jobs report to obs's metrics (never nil).
 func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cfg serverConfig, logger *slog.Logger, obs observability) *stores {
 	st := &stores{
 		pool:          pool,
 		clock:         clock,
-		plane:         newPlane(pool, clock, obs),
+		plane:         idempotency.NewService(pool, idempotency.Config{Clock: clock, Observer: obs.metrics}),
 		savedSearches: savedsearch.NewStore(pool),
 		snapshots:     snapshot.NewStore(pool),
 		runs:          runs.NewStore(pool, runs.Config{Clock: clock}),
@@ -75,6 +75,7 @@ func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cfg serverConfig, logge
 		default:
 		}
 	}
-	st.providerJobs = newProviderJobs(pool, st.plane, cfg, logger, obs, wake)
+	st.providerJobs = providerjobs.New(pool, st.plane,
+		providerjobs.Config{Lease: cfg.Inbox.Lease, Logger: logger, Wake: wake, Observer: obs.metrics})
 	return st
 }

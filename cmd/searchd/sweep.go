@@ -12,25 +12,17 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/sweeper"
 )
 
 // Environment variables of the sweeper's settings.
 const (
-	// EnvSweepInterval is the time between two runs of serve's sweeper;
-	// 0s runs none.
-	EnvSweepInterval = "SEARCHD_SWEEP_INTERVAL"
-	// EnvSweepJitter is the most random delay added to each wait.
-	EnvSweepJitter = "SEARCHD_SWEEP_JITTER"
-	// EnvSweepBound is the most rows one pass reads from one table.
-	EnvSweepBound = "SEARCHD_SWEEP_BOUND"
-	// EnvSweepMaxBound is the ceiling on the bound.
-	EnvSweepMaxBound = "SEARCHD_SWEEP_MAX_BOUND"
-	// EnvSweepMaxPasses is the most passes a run makes on one table.
+	EnvSweepInterval  = "SEARCHD_SWEEP_INTERVAL"
+	EnvSweepJitter    = "SEARCHD_SWEEP_JITTER"
+	EnvSweepBound     = "SEARCHD_SWEEP_BOUND"
+	EnvSweepMaxBound  = "SEARCHD_SWEEP_MAX_BOUND"
 	EnvSweepMaxPasses = "SEARCHD_SWEEP_MAX_PASSES"
-	// EnvSweepDuty is the most of a run's time spent in passes.
-	EnvSweepDuty = "SEARCHD_SWEEP_DUTY"
+	EnvSweepDuty      = "SEARCHD_SWEEP_DUTY"
 )
 
 var sweepCommand = command{"searchd sweep [flags]",
@@ -46,7 +38,7 @@ var sweepCommand = command{"searchd sweep [flags]",
 // default.
 func parseSweepJitter(r *reader, s setting) string {
 	c := &r.cfg.Sweep
-	problem := setDuration(&c.Jitter, s, c.Interval/10, "6m, or 0s for none", func(d time.Duration) string {
+	problem := setValue(&c.Jitter, s, c.Interval/10, time.ParseDuration, "a duration (write it like 6m, or 0s for none)", func(d time.Duration) string {
 		if d < 0 || (c.Interval > 0 && d > c.Interval) {
 			return fmt.Sprintf("%s is out of range: from 0s to the sweep interval (%s)", shortDuration(d), shortDuration(c.Interval))
 		}
@@ -60,19 +52,13 @@ func parseSweepJitter(r *reader, s setting) string {
 
 // parseSweepDuty reads the sweeper's duty.
 func parseSweepDuty(r *reader, s setting) string {
-	r.cfg.Sweep.Duty = sweeper.DefaultDuty
-	if s.value == "" {
+	parse := func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }
+	return setValue(&r.cfg.Sweep.Duty, s, sweeper.DefaultDuty, parse, "a number (write it like 0.25)", func(f float64) string {
+		if !(f > 0 && f <= 1) {
+			return fmt.Sprintf("%s is out of range: above 0 and at most 1", s.value)
+		}
 		return ""
-	}
-	f, err := strconv.ParseFloat(s.value, 64)
-	switch {
-	case err != nil:
-		return fmt.Sprintf("%q is not a number (write it like 0.25)", s.value)
-	case !(f > 0 && f <= 1):
-		return fmt.Sprintf("%s is out of range: above 0 and at most 1", s.value)
-	}
-	r.cfg.Sweep.Duty = f
-	return ""
+	})
 }
 
 // checkSweepBound checks the sweep bound against its ceiling, with
@@ -90,35 +76,29 @@ func checkSweepBound(r *reader) {
 	}
 }
 
-// startSweeper starts the sweeper of serve and dev on st's pool, at st's
-// database clock and recording into st's run log, reporting to logger and
-// metrics (when not nil), and returns the function that stops
-// it and waits for it to return. It sweeps until ctx ends, the signal:
-// the sweeper has no request to drain, and a run cut short rolls its pass
-// back. The caller stops it before the pool closes. With cfg.Sweep.Interval
-// zero there is no sweeper.
-func startSweeper(ctx context.Context, st *stores, cfg serverConfig, logger *slog.Logger, metrics *telemetry.Metrics) (func(), error) {
-	if cfg.Sweep.Interval <= 0 {
+// sweeper returns the run of serve's and dev's sweeper, on the stores'
+// pool, at their database clock and recording into their run log: nil
+// when the sweep interval is zero. It sweeps until its context ends, the
+// signal: the sweeper has no request to drain, and a run cut short rolls
+// its pass back.
+func (s server) sweeper() (func(context.Context), error) {
+	logger := s.logger
+	if s.cfg.Sweep.Interval <= 0 {
 		logger.Info("sweeper off: the sweep interval is 0s; run searchd sweep from an outside scheduler to enforce retention")
-		return func() {}, nil
+		return nil, nil
 	}
-	scfg := cfg.Sweep
-	scfg.Logger = logger
-	scfg.Recorder = st.sweeperRuns
-	scfg.Clock = st.clock
-	if metrics != nil { // a nil *Metrics in the interface would not be nil
-		scfg.Observer = metrics
-	}
-	s, err := sweeper.New(st.pool, scfg)
+	scfg := s.cfg.Sweep
+	scfg.Logger, scfg.Recorder, scfg.Clock, scfg.Observer = logger, s.st.sweeperRuns, s.st.clock, s.obs.metrics
+	sw, err := sweeper.New(s.st.pool, scfg)
 	if err != nil {
 		return nil, err
 	}
-	c := s.Config()
+	c := sw.Config()
 	logger.Info("sweeper scheduled",
 		slog.Duration("interval", c.Interval), slog.Duration("jitter", max(c.Jitter, 0)),
 		slog.Int("bound", c.Bound), slog.Int("max_bound", c.MaxBound), slog.Int("max_passes", c.MaxPasses),
 		slog.Float64("duty", c.Duty))
-	return background(ctx, s.Run), nil
+	return sw.Run, nil
 }
 
 // recordFailed logs a sweeper run that could not be recorded in

@@ -350,13 +350,12 @@ func TestServeWithoutASweepIntervalRunsNoSweeper(t *testing.T) {
 	var logs pgtest.SyncBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	// No pool: a sweeper that started would need one.
-	stop, err := startSweeper(context.Background(), nil, serverConfig{}, logger, nil)
-	if err != nil {
-		t.Fatal(err)
+	run, err := server{logger: logger}.sweeper()
+	if err != nil || run != nil {
+		t.Fatalf("sweeper with no interval: run %v, error %v; want no run", run != nil, err)
 	}
-	stop()
 	if l := logLine(logs.String(), "sweeper off: the sweep interval is 0s; run searchd sweep from an outside scheduler to enforce retention"); l == nil {
-		t.Errorf("startSweeper with no interval logged %q, want that the sweeper is off", logs.String())
+		t.Errorf("the sweeper with no interval logged %q, want that the sweeper is off", logs.String())
 	}
 }
 

@@ -38,12 +38,10 @@ const otlpTracesPath = "/v1/traces"
 // traceFlushTimeout bounds the flush of the spans still batched at exit.
 const traceFlushTimeout = 5 * time.Second
 
-// observability is what serve and dev observe the service with. The zero
-// value is valid: metrics of the API's own, no tracing.
+// observability is what serve and dev observe the service with.
 type observability struct {
-	// metrics is shared by the API, the plane, the provider jobs and the
-	// sweeper; nil lets the API make its own, and the sweeper report to
-	// none.
+	// metrics is shared by the API, the plane, the provider jobs, the
+	// admission queue and the background loops; never nil.
 	metrics *telemetry.Metrics
 	// tracer is nil when tracing is off.
 	tracer *sdktrace.TracerProvider
@@ -127,8 +125,8 @@ func (o observability) openPool(ctx context.Context, cfg serverConfig) (*pgxpool
 			pc.ConnConfig.Tracer = telemetry.PoolTracer(o.tracer)
 		}
 	})
-	if err != nil || o.metrics == nil {
-		return pool, err
+	if err != nil {
+		return nil, err
 	}
 	if err := o.metrics.WatchPool(pool); err != nil {
 		pool.Close()

@@ -11,8 +11,7 @@ import (
 // token prints a bearer token for an organization, signed with
 // SEARCHD_JWT_SECRET.
 func (a *app) token(_ context.Context, args []string) error {
-	fs := a.flagSet("token")
-	registerOptions(fs, tokenCommand)
+	fs := a.flagSet("token", tokenCommand)
 	org := fs.String("org", "", "organization id (UUID; required, but optional with --operator)")
 	sub := fs.String("sub", "", "subject, recorded as the actor of starts (optional)")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")

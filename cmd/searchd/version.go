@@ -39,7 +39,7 @@ func buildInfo() build {
 
 // printVersion is `searchd version`.
 func (a *app) printVersion(_ context.Context, args []string) error {
-	fs := a.flagSet("version")
+	fs := a.flagSet("version", command{})
 	if err := parse(fs, args); err != nil {
 		return err
 	}
