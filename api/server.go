@@ -278,7 +278,9 @@ func (s *Server) routes() *echo.Echo {
 	get("/healthz", s.healthz)
 	get("/readyz", s.readyz)
 	get("/openapi.json", serveOpenAPI)
-	get("/metrics", s.serveMetrics)
+	// Unauthenticated, like the health checks: the page names routes,
+	// scopes and providers, never an organization, a key or a body.
+	get("/metrics", echo.WrapHandler(s.d.Metrics.Handler()))
 	get(problemsPath, s.serveProblemIndex)
 	get(problemsPath+"/:code", s.serveProblemPage)
 	// Outside the bearer token: a provider authenticates by the signature

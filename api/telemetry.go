@@ -91,14 +91,6 @@ func methodLabel(m string) string {
 	return "other"
 }
 
-// serveMetrics serves the Prometheus metrics. It is unauthenticated, like
-// the health checks: the page names routes, scopes and providers, never an
-// organization, a key or a body.
-func (s *Server) serveMetrics(c echo.Context) error {
-	s.d.Metrics.Handler().ServeHTTP(c.Response(), c.Request())
-	return nil
-}
-
 // measure counts every request by route, method and status and times it.
 // It runs outside accessLog, which renders errors, so the status is the
 // one the client saw.
