@@ -37,7 +37,7 @@ import (
 func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		rest := preRead(r, s.maxBodyBytes)
+		rest := preRead(r, s.d.MaxBodyBytes)
 		seat, err := s.acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: principal(c).OrganizationID.String()},
 			max(requestWidth(c), bodyWidth(r.ContentLength, rest)))
 		if err != nil {
@@ -111,8 +111,8 @@ func preRead(r *http.Request, limit int64) (rest bool) {
 	if r.ContentLength > min(preReadBytes, limit) {
 		return true
 	}
-	b := &preReadBody{closer: r.Body}
 	var buf []byte
+	var left io.Reader // what is left of the body after buf: nil when nothing is
 	var err error
 	if n := r.ContentLength; n > 0 {
 		// One byte of room more than declared: the read that finds the
@@ -124,43 +124,29 @@ func preRead(r *http.Request, limit int64) (rest bool) {
 		if err == io.ErrUnexpectedEOF {
 			err = nil // the whole body, and its end seen
 		} else if err == nil {
-			b.rest = r.Body // longer than declared: net/http refuses it
+			left = r.Body // longer than declared: net/http refuses it
 		}
 	} else {
 		most := min(preReadBytes, limit+1)
 		buf, err = io.ReadAll(io.LimitReader(r.Body, most))
 		if err == nil && int64(len(buf)) == most {
-			b.rest = r.Body // perhaps more: the handler reads it
+			left = r.Body // perhaps more: the handler reads it
 		}
 	}
 	if err != nil {
-		b.rest = errReader{err}
+		left = errReader{err}
 	}
-	b.Reset(buf)
-	r.Body = b
-	return b.rest != nil
-}
-
-// preReadBody is a body read ahead: the bytes read, then what is left of
-// the original (nil when nothing is), closing as the original does.
-type preReadBody struct {
-	bytes.Reader
-	rest   io.Reader
-	closer io.Closer
-}
-
-func (b *preReadBody) Read(p []byte) (int, error) {
-	n, err := b.Reader.Read(p)
-	if err == io.EOF && b.rest != nil {
-		if n > 0 {
-			return n, nil
-		}
-		return b.rest.Read(p)
+	read := io.Reader(bytes.NewReader(buf))
+	if left != nil {
+		read = io.MultiReader(read, left)
 	}
-	return n, err
+	// Closing closes the original.
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{read, r.Body}
+	return left != nil
 }
-
-func (b *preReadBody) Close() error { return b.closer.Close() }
 
 // errReader returns err, as the body it replaces did.
 type errReader struct{ err error }
@@ -172,13 +158,14 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // rate_limited ([refusedProblem]), or the outage's 503 when the request
 // waited out the database ([waitedOnTheDatabase]).
 func (s *Server) acquire(ctx context.Context, f fairq.Flow, width int) (*fairq.Seat, error) {
-	seat, err := s.admission.Acquire(ctx, f, width)
+	seat, err := s.d.Admission.Acquire(ctx, f, width)
 	var r *fairq.Refusal
 	switch {
 	case !errors.As(err, &r):
 		return seat, err
-	case waitedOnTheDatabase(ctx, err, s.ready):
-		return nil, outageProblem()
+	case waitedOnTheDatabase(ctx, err, s.d.Ready):
+		// Every seat waits on the database: the outage's answer.
+		return nil, unavailable("the service cannot reach its database, and every seat of this server waits on it; retry later")
 	}
 	return nil, refusedProblem(r)
 }
@@ -202,13 +189,6 @@ func waitedOnTheDatabase(ctx context.Context, err error, ready func(context.Cont
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	return ready(ctx) != nil && ctx.Err() == nil
-}
-
-// outageProblem is the answer to a request that waited out an outage
-// for a seat (waitedOnTheDatabase).
-func outageProblem() *apiError {
-	return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, retryAfter: unavailableRetryAfter,
-		detail: "the service cannot reach its database, and every seat of this server waits on it; retry later"}
 }
 
 // refusedProblem is the 429 of a request the admission queue refused.

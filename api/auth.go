@@ -49,7 +49,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return errUnauthorized
 		}
-		p, err := s.verifier.Verify(c.Request().Context(), raw)
+		p, err := s.d.Verifier.Verify(c.Request().Context(), raw)
 		if err != nil || p.OrganizationID == uuid.Nil {
 			return errInvalidToken
 		}

@@ -82,17 +82,17 @@ func (s *Server) decodeBody(c echo.Context, dst any, required bodyRequired) erro
 		return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
 			detail: "the request body must be JSON: send Content-Type: application/json"}
 	}
-	if r.ContentLength > s.maxBodyBytes {
-		return s.tooLarge()
+	if r.ContentLength > s.d.MaxBodyBytes {
+		return tooLarge("request", s.d.MaxBodyBytes)
 	}
 	var buf []byte
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		var err error
-		buf, err = io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, s.maxBodyBytes))
-		var tooLarge *http.MaxBytesError
+		buf, err = io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, s.d.MaxBodyBytes))
+		var tooLong *http.MaxBytesError
 		switch {
-		case errors.As(err, &tooLarge):
-			return s.tooLarge()
+		case errors.As(err, &tooLong):
+			return tooLarge("request", s.d.MaxBodyBytes)
 		case err != nil:
 			return malformedJSON("the request body could not be read")
 		}
@@ -162,9 +162,11 @@ func malformedJSON(detail string) *apiError {
 	return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON, detail: detail}
 }
 
-func (s *Server) tooLarge() error {
+// tooLarge is the 413 payload_too_large of a body (what: "request",
+// "callback") over its limit.
+func tooLarge(what string, limit int64) error {
 	return &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
-		detail: fmt.Sprintf("the request body is larger than %d bytes", s.maxBodyBytes)}
+		detail: fmt.Sprintf("the %s body is larger than %d bytes", what, limit)}
 }
 
 // isJSONMediaType reports whether the Content-Type value ct names JSON:

@@ -75,18 +75,18 @@ func (b *bodyBudget) give(n int64) {
 	b.mu.Unlock()
 }
 
-// readCallbackBody reads the callback body of c, at most
-// s.callbackMaxBodyBytes (one more is refused with its 413), into a buffer charged to the
-// budget as it grows, writing each byte read to mac too. The body must be
-// in within s.callbackBodyTimeout of the call. It returns the body and the
-// bytes charged for it, which the caller gives back once the signature is
-// checked; the charge is zero when err is not nil.
+// readCallbackBody reads the callback body of c (one byte over the
+// callback limit is its 413), within the callback body timeout, into a
+// buffer charged to the budget as it grows, writing each byte read to mac
+// too. It returns the body and the bytes charged for it, which the caller
+// gives back once the signature is checked; the charge is zero when err
+// is not nil.
 //
 // It answers 503 unavailable with Retry-After when the budget cannot take
 // the body (and closes the connection: the body is not read), and when the
 // body did not arrive in time.
 func (s *Server) readCallbackBody(c echo.Context, mac io.Writer) (body []byte, charged int64, err error) {
-	r, limit := c.Request(), s.callbackMaxBodyBytes
+	r, limit := c.Request(), s.d.CallbackMaxBodyBytes
 	defer func() {
 		if err != nil {
 			s.callbackBodies.give(charged)
@@ -107,7 +107,7 @@ func (s *Server) readCallbackBody(c echo.Context, mac io.Writer) (body []byte, c
 	// A read deadline of this request alone: the server's own is for every
 	// request, and far longer. (It is reset for the next request on the
 	// connection.)
-	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(s.callbackBodyTimeout))
+	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(s.d.CallbackBodyTimeout))
 	// MaxBytesReader asks the body for at most limit+1 bytes, and tells
 	// net/http to close the connection after a body over it.
 	src := http.MaxBytesReader(c.Response(), r.Body, limit)
@@ -118,7 +118,7 @@ func (s *Server) readCallbackBody(c echo.Context, mac io.Writer) (body []byte, c
 			// before its buffer is full.
 			next := min(2*int64(cap(buf)), limit+1)
 			if next <= int64(cap(buf)) {
-				return nil, charged, s.callbackTooLarge()
+				return nil, charged, tooLarge("callback", limit)
 			}
 			if !s.callbackBodies.take(next-int64(cap(buf)), next) {
 				return nil, charged, budgetSpent(c)
@@ -137,10 +137,10 @@ func (s *Server) readCallbackBody(c echo.Context, mac io.Writer) (body []byte, c
 			return buf, charged, nil
 		case rerr == nil:
 		case errors.As(rerr, &tooLong):
-			return nil, charged, s.callbackTooLarge()
+			return nil, charged, tooLarge("callback", limit)
 		case errors.Is(rerr, os.ErrDeadlineExceeded):
-			return nil, charged, &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, retryAfter: unavailableRetryAfter,
-				detail: fmt.Sprintf("the callback body did not arrive within %s; redeliver after Retry-After", s.callbackBodyTimeout)}
+			return nil, charged, unavailable(fmt.Sprintf("the callback body did not arrive within %s; redeliver after Retry-After",
+				s.d.CallbackBodyTimeout))
 		default:
 			return nil, charged, malformedJSON("the request body could not be read")
 		}
@@ -151,6 +151,5 @@ func (s *Server) readCallbackBody(c echo.Context, mac io.Writer) (body []byte, c
 // take. The connection is closed after it, as the body is left unread.
 func budgetSpent(c echo.Context) error {
 	c.Response().Header().Set(echo.HeaderConnection, "close")
-	return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, retryAfter: unavailableRetryAfter,
-		detail: "too many callback bodies are awaiting their signature check; redeliver after Retry-After"}
+	return unavailable("too many callback bodies are awaiting their signature check; redeliver after Retry-After")
 }

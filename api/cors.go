@@ -53,11 +53,11 @@ func ValidateCORSOrigins(origins []string) error {
 // allowed origin, a problem included, names it in
 // Access-Control-Allow-Origin, so a page can read a 401 or a 409.
 func (s *Server) cors() echo.MiddlewareFunc {
-	if len(s.corsOrigins) == 0 {
+	if len(s.d.CORSOrigins) == 0 {
 		return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
 	}
 	return middleware.CORSWithConfig(middleware.CORSConfig{
-		AllowOrigins: s.corsOrigins,
+		AllowOrigins: s.d.CORSOrigins,
 		// AllowMethods is left empty, so a preflight is answered with the
 		// methods the route has (echo's Allow).
 		AllowHeaders:  corsAllowHeaders,

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"net/http"
 
 	"github.com/labstack/echo/v4"
 )
@@ -23,7 +24,15 @@ func (s *Server) optionalKey(c echo.Context) (string, bool, error) {
 	return key, err == nil, err
 }
 
-// markReplayed marks an answer replayed from an earlier request's effect.
-func markReplayed(c echo.Context) {
-	c.Response().Header().Set(HeaderIdempotentReplayed, "true")
+// keyedStatus returns the status of a keyed create's answer: 201 when
+// this request created the resource, else 200, marked Idempotent-Replayed
+// when it is a repeat answered from an earlier request's effect.
+func keyedStatus(c echo.Context, created, replayed bool) int {
+	if replayed {
+		c.Response().Header().Set(HeaderIdempotentReplayed, "true")
+	}
+	if created {
+		return http.StatusCreated
+	}
+	return http.StatusOK
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"mime"
@@ -76,6 +77,50 @@ func pathID(c echo.Context) (uuid.UUID, error) {
 	return id, nil
 }
 
+// readByID is the handler of a read of one resource: get reads the
+// route's :id (one that is not a UUID answers 404 first) for the caller's
+// organization, and answer writes what it read.
+func readByID[T any](get func(ctx context.Context, org, id uuid.UUID) (T, error), answer func(echo.Context, T) error) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := pathID(c)
+		if err != nil {
+			return err
+		}
+		v, err := get(c.Request().Context(), principal(c).OrganizationID, id)
+		if err != nil {
+			return err
+		}
+		return answer(c, v)
+	}
+}
+
+// conditional is a change of one resource as the stores take it: ifMatch
+// is the request's precondition (nil: none).
+type conditional[T any] func(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (T, error)
+
+// changeByID is readByID for a conditional change: change gets the
+// precondition cond reads from the request's If-Match headers.
+func changeByID[T any](change conditional[T], cond func(http.Header) func(int64) bool, answer func(echo.Context, T) error) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return readByID(func(ctx context.Context, org, id uuid.UUID) (T, error) {
+			return change(ctx, org, id, cond(c.Request().Header))
+		}, answer)(c)
+	}
+}
+
+// removal is a removal as changeByID takes it: it answers no value.
+func removal(remove func(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) error) conditional[struct{}] {
+	return func(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (struct{}, error) {
+		return struct{}{}, remove(ctx, org, id, ifMatch)
+	}
+}
+
+// answerNoContent answers a removal, 204.
+func answerNoContent(c echo.Context, _ struct{}) error { return c.NoContent(http.StatusNoContent) }
+
+// answerOK answers v, 200.
+func answerOK[T any](c echo.Context, v T) error { return c.JSON(http.StatusOK, v) }
+
 // Ceilings of list answers, in bytes, as docs/api.md and the OpenAPI
 // document state them. Each follows from the bounded fields of its items
 // (names of 200 and queries of 2000 characters, notes of 500, actors of 255
@@ -136,25 +181,21 @@ func (s *Server) createSavedSearch(c echo.Context) error {
 	req.Actor = p.Actor
 	ctx := c.Request().Context()
 	var ss *savedsearch.SavedSearch
-	status := http.StatusCreated
+	created := true
 	if hasKey {
-		if s.plane == nil {
+		if s.d.Plane == nil {
 			return errNoPlane
 		}
-		var first bool
-		if ss, first, err = s.savedSearches.CreateOnce(ctx, s.plane, p.OrganizationID, key, req); err != nil {
-			return err
-		}
-		if !first {
-			status = http.StatusOK
-			markReplayed(c)
-		}
-	} else if ss, err = s.savedSearches.Create(ctx, p.OrganizationID, req); err != nil {
+		ss, created, err = s.d.SavedSearches.CreateOnce(ctx, s.d.Plane, p.OrganizationID, key, req)
+	} else {
+		ss, err = s.d.SavedSearches.Create(ctx, p.OrganizationID, req)
+	}
+	if err != nil {
 		return err
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/saved-searches/"+ss.ID.String())
 	c.Response().Header().Set(HeaderETag, etag(ss.Version))
-	return c.JSON(status, ss)
+	return c.JSON(keyedStatus(c, created, !created), ss)
 }
 
 // archivedQuery reads ?archived=: true or false (the default).
@@ -179,7 +220,7 @@ func (s *Server) listSavedSearches(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	items, next, err := s.savedSearches.List(c.Request().Context(), principal(c).OrganizationID,
+	items, next, err := s.d.SavedSearches.List(c.Request().Context(), principal(c).OrganizationID,
 		savedsearch.ListParams{Limit: limit, Cursor: cursor, Archived: archived})
 	return answerPage(c, items, next, err)
 }
@@ -195,9 +236,9 @@ func (s *Server) getSavedSearch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	get := s.savedSearches.Get
+	get := s.d.SavedSearches.Get
 	if archived {
-		get = s.savedSearches.GetAny
+		get = s.d.SavedSearches.GetAny
 	}
 	ss, err := get(c.Request().Context(), principal(c).OrganizationID, id)
 	return answerSavedSearch(c, ss, err)
@@ -234,7 +275,7 @@ func (s *Server) updateSavedSearch(c echo.Context) error {
 		return errNeitherNameNorBrief
 	}
 	req.IfMatch = ifMatch(c.Request().Header)
-	ss, err := s.savedSearches.Update(c.Request().Context(), principal(c).OrganizationID, id, req)
+	ss, err := s.d.SavedSearches.Update(c.Request().Context(), principal(c).OrganizationID, id, req)
 	return answerSavedSearch(c, ss, err)
 }
 
@@ -277,7 +318,7 @@ func (s *Server) mergePatchSavedSearch(c echo.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	ss, err := s.savedSearches.UpdateFunc(c.Request().Context(), principal(c).OrganizationID, id,
+	ss, err := s.d.SavedSearches.UpdateFunc(c.Request().Context(), principal(c).OrganizationID, id,
 		ifMatch(c.Request().Header), func(cur *savedsearch.SavedSearch) (savedsearch.UpdateParams, error) {
 			return mergePatch(cur, raw)
 		})
@@ -329,23 +370,9 @@ func (s *Server) replaceBaseline(c echo.Context) error {
 	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
 		return err
 	}
-	ss, err := s.savedSearches.ReplaceBaselineIf(c.Request().Context(), principal(c).OrganizationID, id, req,
+	ss, err := s.d.SavedSearches.ReplaceBaselineIf(c.Request().Context(), principal(c).OrganizationID, id, req,
 		ifMatch(c.Request().Header))
 	return answerSavedSearch(c, ss, err)
-}
-
-// archiveSavedSearch archives; If-Match makes it conditional on the
-// version.
-func (s *Server) archiveSavedSearch(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
-	if err := s.savedSearches.ArchiveIf(c.Request().Context(), principal(c).OrganizationID, id,
-		ifMatch(c.Request().Header)); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
 }
 
 func (s *Server) listSnapshots(c echo.Context) error {
@@ -357,21 +384,9 @@ func (s *Server) listSnapshots(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	items, next, err := s.snapshots.ListBySavedSearch(c.Request().Context(), principal(c).OrganizationID, id,
+	items, next, err := s.d.Snapshots.ListBySavedSearch(c.Request().Context(), principal(c).OrganizationID, id,
 		snapshot.ListParams{Limit: limit, Cursor: cursor})
 	return answerPage(c, items, next, err)
-}
-
-func (s *Server) getSnapshot(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
-	snap, err := s.snapshots.Get(c.Request().Context(), principal(c).OrganizationID, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, snap)
 }
 
 // startSavedSearch admits a Run on a frozen copy of the saved search. The
@@ -398,7 +413,7 @@ func (s *Server) startSavedSearch(c echo.Context) error {
 	}
 	wait, applied := s.waitPreference(c.Request().Header)
 	p := principal(c)
-	res, err := s.starter.StartSavedSearch(c.Request().Context(), admission.SavedSearchStart{
+	res, err := s.d.Starter.StartSavedSearch(c.Request().Context(), admission.SavedSearchStart{
 		Org:            p.OrganizationID,
 		SavedSearchID:  id,
 		IdempotencyKey: key,
@@ -433,7 +448,7 @@ func (s *Server) startDirect(c echo.Context) error {
 	if err := start.Validate(); err != nil {
 		return refusedInput(err)
 	}
-	res, err := s.starter.StartDirect(c.Request().Context(), start)
+	res, err := s.d.Starter.StartDirect(c.Request().Context(), start)
 	if err != nil {
 		return err
 	}
@@ -505,7 +520,7 @@ func (s *Server) listRuns(c echo.Context) error {
 		}
 		params.SavedSearchID = &id
 	}
-	items, next, err := s.runs.List(c.Request().Context(), principal(c).OrganizationID, params)
+	items, next, err := s.d.Runs.List(c.Request().Context(), principal(c).OrganizationID, params)
 	return answerPage(c, items, next, err)
 }
 
@@ -515,11 +530,11 @@ func (s *Server) getRun(c echo.Context) error {
 		return err
 	}
 	ctx, org := c.Request().Context(), principal(c).OrganizationID
-	run, err := s.runs.Get(ctx, org, id)
+	run, err := s.d.Runs.Get(ctx, org, id)
 	if err != nil {
 		return err
 	}
-	d, err := s.dispatches.Get(ctx, org, id)
+	d, err := s.d.Dispatches.Get(ctx, org, id)
 	if err != nil && !errors.Is(err, dispatch.ErrNotFound) {
 		return err
 	}

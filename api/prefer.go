@@ -132,14 +132,14 @@ func unquote(v string) string {
 // the server does not wait at all (its maximum is zero), the preference is
 // ignored and nothing is applied.
 func (s *Server) waitPreference(h http.Header) (time.Duration, string) {
-	if s.maxPreferWait <= 0 {
+	if s.d.MaxPreferWait <= 0 {
 		return 0, ""
 	}
 	n, ok := preferWaitSeconds(h)
 	if !ok {
 		return 0, ""
 	}
-	seconds := min(n, int64(s.maxPreferWait/time.Second))
+	seconds := min(n, int64(s.d.MaxPreferWait/time.Second))
 	return time.Duration(seconds) * time.Second, "wait=" + strconv.FormatInt(seconds, 10)
 }
 

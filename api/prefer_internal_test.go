@@ -70,7 +70,7 @@ func TestWaitPreferenceIsCappedAndIgnoredWhenTheServerDoesNotWait(t *testing.T) 
 		{0, "wait=5", 0, ""},
 	}
 	for _, tt := range tests {
-		s := &Server{maxPreferWait: tt.max}
+		s := &Server{d: Deps{MaxPreferWait: tt.max}}
 		h := http.Header{}
 		if tt.prefer != "" {
 			h.Set(HeaderPrefer, tt.prefer)

@@ -117,6 +117,11 @@ const (
 
 func (e *apiError) Error() string { return e.code + ": " + e.detail }
 
+// unavailable is the 503 unavailable saying detail, with its Retry-After.
+func unavailable(detail string) *apiError {
+	return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, detail: detail, retryAfter: unavailableRetryAfter}
+}
+
 // kindAnswer is the answer to a domain error of one kind: its status, and
 // the code and detail of an error that carries none of its own.
 type kindAnswer struct {
@@ -275,12 +280,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if p == nil {
 		if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {
 			// The client went away; nobody reads the answer.
-			s.logger.LogAttrs(c.Request().Context(), slog.LevelDebug, "request canceled by client",
+			s.d.Logger.LogAttrs(c.Request().Context(), slog.LevelDebug, "request canceled by client",
 				slog.String("request_id", reqID))
-			p = &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
-				detail: "the request was canceled", retryAfter: unavailableRetryAfter}
+			p = unavailable("the request was canceled")
 		} else {
-			s.logger.LogAttrs(context.WithoutCancel(c.Request().Context()), slog.LevelError, "internal error",
+			s.d.Logger.LogAttrs(context.WithoutCancel(c.Request().Context()), slog.LevelError, "internal error",
 				slog.String("request_id", reqID),
 				slog.String("method", c.Request().Method),
 				slog.String("route", c.Path()),
@@ -291,7 +295,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	} else if p.status == http.StatusServiceUnavailable || errs.Is(err, errs.Invalid) {
 		// Worth a look: a database in trouble, or a domain rule the API's
 		// own checks do not know yet.
-		s.logger.LogAttrs(context.WithoutCancel(c.Request().Context()), slog.LevelWarn, p.code,
+		s.d.Logger.LogAttrs(context.WithoutCancel(c.Request().Context()), slog.LevelWarn, p.code,
 			slog.String("request_id", reqID), slog.String("error", err.Error()))
 	}
 	s.writeProblem(c, p, reqID)

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -89,6 +88,9 @@ func jobResponse(job *providerjobs.Job) providerJobResponse {
 	return providerJobResponse{Job: job, CallbackPath: callbackPath(job)}
 }
 
+// answerJob answers job with its callback path, 200.
+func answerJob(c echo.Context, job *providerjobs.Job) error { return answerOK(c, jobResponse(job)) }
+
 // providerSecrets validates the provider secrets of [Deps] and returns a
 // copy of them, so a caller changing its map later changes nothing here. A
 // secret is used as its raw bytes: the HMAC key of the provider's
@@ -144,7 +146,7 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	if providerjobs.ValidateProvider(req.Provider) != nil {
 		fields = append(fields, FieldError{Field: "provider",
 			Message: "must be a lower-case dotted identifier: letters a-z, digits, '_' and '-', with dots between them"})
-	} else if _, ok := s.providerSecrets[req.Provider]; !ok {
+	} else if _, ok := s.d.ProviderSecrets[req.Provider]; !ok {
 		fields = append(fields, FieldError{Field: "provider",
 			Message: "is not a provider this server holds a callback secret for"})
 	}
@@ -166,51 +168,24 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 		// 200 when the job was registered for the Run before, as without
 		// a key); a repeat answers the job it registered, 200 with
 		// Idempotent-Replayed, whatever has been registered since.
-		job, created, replayed, err = s.providerJobs.RegisterOnce(c.Request().Context(), org, key, params)
+		job, created, replayed, err = s.d.ProviderJobs.RegisterOnce(c.Request().Context(), org, key, params)
 	} else {
-		job, created, err = s.providerJobs.Register(c.Request().Context(), org, params)
+		job, created, err = s.d.ProviderJobs.Register(c.Request().Context(), org, params)
 	}
 	if err != nil {
 		return err
-	}
-	if replayed {
-		markReplayed(c)
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/provider-jobs/"+job.ID.String())
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return c.JSON(status, jobResponse(job))
+	return c.JSON(keyedStatus(c, created, replayed), jobResponse(job))
 }
 
-// listProviderJobDrops answers the deliveries of a job that were dropped
+// answerDrops answers the deliveries of a job that were dropped
 // (duplicate, hash_mismatch, job_mismatch), newest first: the audit the
 // drops table keeps, readable by the job's organization alone.
-func (s *Server) listProviderJobDrops(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
-	drops, err := s.providerJobs.ListDrops(c.Request().Context(), principal(c).OrganizationID, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, struct {
+func answerDrops(c echo.Context, drops []providerjobs.Drop) error {
+	return answerOK(c, struct {
 		Items []providerjobs.Drop `json:"items"`
 	}{drops})
-}
-
-func (s *Server) getProviderJob(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
-	job, err := s.providerJobs.Get(c.Request().Context(), principal(c).OrganizationID, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, jobResponse(job))
 }
 
 // callbackAnswer is the body of every callback a provider signed: accepted,
@@ -261,12 +236,10 @@ var (
 //   - the body is read with the callback's own limit
 //     (Deps.CallbackMaxBodyBytes): a declared length beyond it is refused
 //     before a byte is read, and a body of unknown length after the
-//     limit and one byte, 413 payload_too_large. The HMAC of
-//     "<webhook-id>.<webhook-timestamp>.<body>" is computed as the body
-//     streams in, and the body is parsed only if one v1 signature equals
-//     it, compared in constant time; else 401 unauthorized. The id and
-//     the timestamp are signed, so neither can be changed to replay a
-//     captured body;
+//     limit and one byte, 413 payload_too_large. The HMAC is computed as
+//     the body streams in, and the body is parsed only if one v1
+//     signature equals it, compared in constant time; else 401
+//     unauthorized;
 //   - a body that is not a JSON object: 400 malformed_json; one whose
 //     job_id, status or result have the wrong shape: 400
 //     validation_failed. Members beyond those three are ignored, so a
@@ -291,7 +264,7 @@ var (
 //     redelivers; nothing was stored then.
 func (s *Server) receiveCallback(c echo.Context) error {
 	provider := pathParam(c, "provider")
-	secret, known := s.providerSecrets[provider]
+	secret, known := s.d.ProviderSecrets[provider]
 	if !known {
 		return errBadSignature
 	}
@@ -325,7 +298,7 @@ func (s *Server) receiveCallback(c echo.Context) error {
 		return err
 	}
 	defer seat.Release()
-	out, err := s.providerJobs.Receive(ctx, providerjobs.Delivery{
+	out, err := s.d.ProviderJobs.Receive(ctx, providerjobs.Delivery{
 		Provider:   provider,
 		JobID:      pathParam(c, "job_id"),
 		DeliveryID: deliveryID,
@@ -341,7 +314,7 @@ func (s *Server) receiveCallback(c echo.Context) error {
 	if out.Queued {
 		return c.JSON(http.StatusOK, callbackAnswer{Status: callbackQueued})
 	}
-	s.logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "callback dropped",
+	s.d.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "callback dropped",
 		slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
 		slog.String("provider", provider),
 		slog.String("delivery_id", deliveryID),
@@ -363,11 +336,9 @@ func pathParam(c echo.Context, name string) string {
 	return v
 }
 
-// signatureHeader returns the webhook-signature of h, trimmed. It reports
-// false unless there is exactly one header holding at least one
-// well-formed v1 signature: "v1," and the standard base64 of an
-// HMAC-SHA256. Entries of other versions are allowed beside it (and
-// ignored): Standard Webhooks defines more than one.
+// signatureHeader returns the one webhook-signature of h, trimmed, or
+// false unless it holds a well-formed v1 signature ([HeaderSignature]);
+// entries of other versions are ignored.
 func signatureHeader(h http.Header) (string, bool) {
 	values := h.Values(HeaderSignature)
 	if len(values) != 1 {
@@ -401,7 +372,7 @@ func (s *Server) timestampHeader(h http.Header) (string, error) {
 	if err != nil || secs < 0 || strconv.FormatInt(secs, 10) != v {
 		return "", errBadTimestamp
 	}
-	now := s.now()
+	now := s.d.Now()
 	// Compared in seconds: a time.Duration cannot hold every int64 of
 	// seconds, and an absurd timestamp must not overflow into the window.
 	limit := int64(CallbackTolerance / time.Second)
@@ -429,13 +400,10 @@ func deliveryIDHeader(h http.Header) (string, error) {
 	return id, nil
 }
 
-// readSignedBody reads the callback body of c, at most
-// s.callbackMaxBodyBytes of it, feeding the HMAC-SHA256 under secret of
-// "<deliveryID>.<ts>.<body>" as it goes, and returns the body when one v1
-// signature of sig (a header signatureHeader passed) is that HMAC. It
-// returns the 413 of the limit when the body is longer, refusing a
-// declared length over it before reading, and errBadSignature when no
-// signature matches.
+// readSignedBody returns the callback body of c when one v1 signature of
+// sig is its HMAC under secret ([HeaderSignature]), fed as the body is
+// read; else the 413 of the callback limit (a declared length over it
+// before reading) or errBadSignature.
 //
 // This is Standard Webhooks' verification, done here rather than by the
 // reference library, whose Verify takes the whole body and copies it
@@ -445,8 +413,8 @@ func deliveryIDHeader(h http.Header) (string, error) {
 // readCallbackBody: 503 when either is spent).
 func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, sig string) ([]byte, error) {
 	r := c.Request()
-	if r.ContentLength > s.callbackMaxBodyBytes {
-		return nil, s.callbackTooLarge()
+	if r.ContentLength > s.d.CallbackMaxBodyBytes {
+		return nil, tooLarge("callback", s.d.CallbackMaxBodyBytes)
 	}
 	mac := hmac.New(sha256.New, secret)
 	_, _ = io.WriteString(mac, deliveryID+"."+ts+".")
@@ -468,8 +436,7 @@ func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, s
 }
 
 // signatureMatches reports whether one v1 entry of the webhook-signature
-// sig is the standard base64 of mac, compared in constant time. Entries
-// of other versions are ignored, as Standard Webhooks says.
+// sig is the standard base64 of mac, compared in constant time.
 func signatureMatches(sig string, mac []byte) bool {
 	var want [44]byte // base64 of an HMAC-SHA256
 	base64.StdEncoding.Encode(want[:], mac)
@@ -485,11 +452,6 @@ func signatureMatches(sig string, mac []byte) bool {
 	return matched
 }
 
-func (s *Server) callbackTooLarge() error {
-	return &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
-		detail: fmt.Sprintf("the callback body is larger than %d bytes", s.callbackMaxBodyBytes)}
-}
-
 // parseCallbackBody reads a verified callback body: a JSON object with
 // job_id (a string), status (running, succeeded or failed) and result (an
 // object; absent or null for none). Member names match exactly; other
@@ -500,12 +462,9 @@ func parseCallbackBody(buf []byte) (providerjobs.Update, error) {
 	if len(bytes.TrimSpace(buf)) == 0 {
 		return providerjobs.Update{}, malformedJSON("the request body is empty; a callback is a JSON object")
 	}
-	if err := checkJSON(buf, reflect.TypeFor[map[string]any]()); err != nil {
+	var members map[string]json.RawMessage // each value checked as free-form (readFree)
+	if err := decodeJSON(buf, &members); err != nil {
 		return providerjobs.Update{}, err
-	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(buf, &members); err != nil {
-		return providerjobs.Update{}, malformedJSON("the request body is not valid JSON")
 	}
 	var u providerjobs.Update
 	var fields []FieldError

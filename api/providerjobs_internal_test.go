@@ -41,7 +41,7 @@ func TestProblemForMapsProviderJobOutcomes(t *testing.T) {
 func TestTimestampHeader(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2030, 1, 1, 12, 0, 0, 500_000_000, time.UTC)
-	s := &Server{now: func() time.Time { return now }}
+	s := &Server{d: Deps{Now: func() time.Time { return now }}}
 	secs := now.Unix()
 	for _, tt := range []struct {
 		values []string

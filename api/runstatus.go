@@ -61,7 +61,7 @@ func (s *Server) reportRunStatus(c echo.Context) error {
 	if err := r.Validate(); err != nil {
 		return refusedInput(err)
 	}
-	run, _, err := s.runs.Report(c.Request().Context(), p.OrganizationID, id, r)
+	run, _, err := s.d.Runs.Report(c.Request().Context(), p.OrganizationID, id, r)
 	if err != nil {
 		return err
 	}

@@ -53,11 +53,8 @@ func (r scheduleRequest) params() (schedule.SetParams, error) {
 }
 
 // answerSchedule answers sc with status and its ETag (its version, as a
-// saved search's is), or err.
-func answerSchedule(c echo.Context, status int, sc *schedule.Schedule, err error) error {
-	if err != nil {
-		return err
-	}
+// saved search's is).
+func answerSchedule(c echo.Context, status int, sc *schedule.Schedule) error {
 	c.Response().Header().Set(HeaderETag, etag(sc.Version))
 	return c.JSON(status, sc)
 }
@@ -72,14 +69,9 @@ func scheduleIfMatch(h http.Header) func(int64) bool {
 // schedulePath is the Location of a saved search's schedule.
 func schedulePath(id uuid.UUID) string { return "/v1/saved-searches/" + id.String() + "/schedule" }
 
-// getSchedule reads a saved search's schedule, with its ETag.
-func (s *Server) getSchedule(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
-	sc, err := s.schedules.Get(c.Request().Context(), principal(c).OrganizationID, id)
-	return answerSchedule(c, http.StatusOK, sc, err)
+// answerScheduleOK is answerSchedule's 200, to a read or a change.
+func answerScheduleOK(c echo.Context, sc *schedule.Schedule) error {
+	return answerSchedule(c, http.StatusOK, sc)
 }
 
 // setSchedule creates (201) or replaces (200) a saved search's schedule;
@@ -115,59 +107,20 @@ func (s *Server) setSchedule(c echo.Context) error {
 		created, replayed bool
 	)
 	if hasKey {
-		if s.plane == nil {
+		if s.d.Plane == nil {
 			return errNoPlane
 		}
-		sc, created, replayed, err = s.schedules.SetOnce(ctx, s.plane, pr.OrganizationID, id, key, p)
+		sc, created, replayed, err = s.d.Schedules.SetOnce(ctx, s.d.Plane, pr.OrganizationID, id, key, p)
 	} else {
-		sc, created, err = s.schedules.Set(ctx, pr.OrganizationID, id, p)
+		sc, created, err = s.d.Schedules.Set(ctx, pr.OrganizationID, id, p)
 	}
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	switch {
-	case replayed:
-		markReplayed(c)
-	case created:
-		status = http.StatusCreated
+	if created {
 		c.Response().Header().Set(echo.HeaderLocation, schedulePath(id))
 	}
-	return answerSchedule(c, status, sc, nil)
-}
-
-// pauseSchedule and resumeSchedule set whether a schedule produces
-// occurrences; each is a set, so a repeat changes nothing. If-Match makes
-// either conditional on the version.
-func (s *Server) pauseSchedule(c echo.Context) error { return s.changeSchedule(c, true) }
-
-func (s *Server) resumeSchedule(c echo.Context) error { return s.changeSchedule(c, false) }
-
-func (s *Server) changeSchedule(c echo.Context, pause bool) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
-	change := s.schedules.Resume
-	if pause {
-		change = s.schedules.Pause
-	}
-	sc, err := change(c.Request().Context(), principal(c).OrganizationID, id, scheduleIfMatch(c.Request().Header))
-	return answerSchedule(c, http.StatusOK, sc, err)
-}
-
-// removeSchedule deletes a saved search's schedule (204); its occurrences
-// stay. If-Match makes it conditional on the version.
-func (s *Server) removeSchedule(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
-	if err := s.schedules.Remove(c.Request().Context(), principal(c).OrganizationID, id,
-		scheduleIfMatch(c.Request().Header)); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
+	return answerSchedule(c, keyedStatus(c, created, replayed), sc)
 }
 
 // MaxOccurrencePageBytes is the ceiling of an occurrence list answer: 200
@@ -185,7 +138,7 @@ func (s *Server) listOccurrences(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	items, next, err := s.schedules.Occurrences(c.Request().Context(), principal(c).OrganizationID, id,
+	items, next, err := s.d.Schedules.Occurrences(c.Request().Context(), principal(c).OrganizationID, id,
 		schedule.ListParams{Limit: limit, Cursor: cursor})
 	return answerPage(c, items, next, err)
 }

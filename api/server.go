@@ -196,39 +196,15 @@ type Deps struct {
 
 // Server is the HTTP API. It is safe for concurrent use.
 type Server struct {
-	echo          *echo.Echo
-	savedSearches SavedSearches
-	snapshots     Snapshots
-	runs          Runs
-	starter       Starter
-	providerJobs  ProviderJobs
-	dispatches    Dispatches
-	schedules     Schedules
-	verifier      Verifier
-	logger        *slog.Logger
-	now           func() time.Time
-	maxBodyBytes  int64
-	// callbackMaxBodyBytes limits a callback body (Deps.CallbackMaxBodyBytes);
-	// callbackBodies and callbackBodyTimeout bound the bodies awaiting their
-	// signature (callbackbody.go).
-	callbackMaxBodyBytes int64
-	callbackBodies       *bodyBudget
-	callbackBodyTimeout  time.Duration
-	maxPreferWait        time.Duration
-	ready                func(ctx context.Context) error
-	admission            *fairq.Queue
-	// plane serves keyed creates (creates.go); corsOrigins the CORS
-	// middleware (cors.go).
-	plane       *idempotency.Service
-	corsOrigins []string
-
-	// providerSecrets holds a copy of each provider's callback secret
-	// from Deps.ProviderSecrets: the key of its signatures' HMAC.
-	providerSecrets map[string][]byte
-
-	// metrics, traceHTTP (nil when tracing is off) and knownRoutes (the
-	// route patterns, which bound the route label) are telemetry.go's.
-	metrics     *telemetry.Metrics
+	echo *echo.Echo
+	// d is what New was given, with its defaults filled in (Logger, Now,
+	// Metrics, the body limits and timeout) and ProviderSecrets copied.
+	d Deps
+	// callbackBodies bounds the callback bodies awaiting their signature
+	// (callbackbody.go).
+	callbackBodies *bodyBudget
+	// traceHTTP (nil when tracing is off) and knownRoutes (the route
+	// patterns, which bound the route label) are telemetry.go's.
 	traceHTTP   func(http.Handler) http.Handler
 	knownRoutes map[string]bool
 }
@@ -271,32 +247,14 @@ func New(d Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{
-		savedSearches:        d.SavedSearches,
-		snapshots:            d.Snapshots,
-		runs:                 d.Runs,
-		starter:              d.Starter,
-		providerJobs:         d.ProviderJobs,
-		dispatches:           d.Dispatches,
-		schedules:            d.Schedules,
-		verifier:             d.Verifier,
-		logger:               cmp.Or(d.Logger, slog.New(slog.DiscardHandler)),
-		now:                  d.Now,
-		maxBodyBytes:         maxBody,
-		callbackMaxBodyBytes: callbackMax,
-		callbackBodies:       newBodyBudget(budget),
-		callbackBodyTimeout:  cmp.Or(d.CallbackBodyTimeout, DefaultCallbackBodyTimeout),
-		maxPreferWait:        d.MaxPreferWait,
-		ready:                d.Ready,
-		plane:                d.Plane,
-		corsOrigins:          d.CORSOrigins,
-		admission:            d.Admission,
-		providerSecrets:      secrets,
+	d.ProviderSecrets, d.MaxBodyBytes, d.CallbackMaxBodyBytes = secrets, maxBody, callbackMax
+	d.CallbackBodyTimeout = cmp.Or(d.CallbackBodyTimeout, DefaultCallbackBodyTimeout)
+	d.Logger = cmp.Or(d.Logger, slog.New(slog.DiscardHandler))
+	if d.Now == nil {
+		d.Now = time.Now
 	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	s.initTelemetry(d)
+	s := &Server{d: d, callbackBodies: newBodyBudget(budget)}
+	s.initTelemetry()
 	s.echo = s.routes()
 	s.knownRoutes = routeSet(s.echo)
 	return s, nil
@@ -320,7 +278,9 @@ func (s *Server) routes() *echo.Echo {
 	get("/healthz", s.healthz)
 	get("/readyz", s.readyz)
 	get("/openapi.json", serveOpenAPI)
-	get("/metrics", s.serveMetrics)
+	// Unauthenticated, like the health checks: the page names routes,
+	// scopes and providers, never an organization, a key or a body.
+	get("/metrics", echo.WrapHandler(s.d.Metrics.Handler()))
 	get(problemsPath, s.serveProblemIndex)
 	get(problemsPath+"/:code", s.serveProblemPage)
 	// Outside the bearer token: a provider authenticates by the signature
@@ -338,7 +298,8 @@ func (s *Server) routes() *echo.Echo {
 	get("/v1/saved-searches", s.listSavedSearches, auth, limit)
 	get("/v1/saved-searches/:id", s.getSavedSearch, auth, limit)
 	e.PATCH("/v1/saved-searches/:id", s.updateSavedSearch, auth, limit)
-	e.DELETE("/v1/saved-searches/:id", s.archiveSavedSearch, auth, limit)
+	// Archive: If-Match makes it conditional on the version.
+	e.DELETE("/v1/saved-searches/:id", changeByID(removal(s.d.SavedSearches.ArchiveIf), ifMatch, answerNoContent), auth, limit)
 	e.PUT("/v1/saved-searches/:id/baseline", s.replaceBaseline, auth, limit)
 	e.POST("/v1/saved-searches/:id/start", s.startSavedSearch, auth, limit)
 	get("/v1/saved-searches/:id/snapshots", s.listSnapshots, auth, limit)
@@ -347,16 +308,18 @@ func (s *Server) routes() *echo.Echo {
 	get("/v1/runs/:id", s.getRun, auth, limit)
 	// The runtime's route: a runtime credential alone (runtime_auth.go).
 	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.authenticateAs(true, errUserCredential), limit)
-	get("/v1/snapshots/:id", s.getSnapshot, auth, limit)
+	get("/v1/snapshots/:id", readByID(s.d.Snapshots.Get, answerOK), auth, limit)
 	e.POST("/v1/provider-jobs", s.registerProviderJob, auth, limit)
-	get("/v1/provider-jobs/:id", s.getProviderJob, auth, limit)
-	get("/v1/provider-jobs/:id/drops", s.listProviderJobDrops, auth, limit)
-	if s.schedules != nil {
-		get("/v1/saved-searches/:id/schedule", s.getSchedule, auth, limit)
+	get("/v1/provider-jobs/:id", readByID(s.d.ProviderJobs.Get, answerJob), auth, limit)
+	get("/v1/provider-jobs/:id/drops", readByID(s.d.ProviderJobs.ListDrops, answerDrops), auth, limit)
+	if s.d.Schedules != nil {
+		get("/v1/saved-searches/:id/schedule", readByID(s.d.Schedules.Get, answerScheduleOK), auth, limit)
 		e.PUT("/v1/saved-searches/:id/schedule", s.setSchedule, auth, limit)
-		e.DELETE("/v1/saved-searches/:id/schedule", s.removeSchedule, auth, limit)
-		e.POST("/v1/saved-searches/:id/schedule/pause", s.pauseSchedule, auth, limit)
-		e.POST("/v1/saved-searches/:id/schedule/resume", s.resumeSchedule, auth, limit)
+		// A schedule's occurrences stay when it is removed. Pause and
+		// resume are sets, so a repeat changes nothing.
+		e.DELETE("/v1/saved-searches/:id/schedule", changeByID(removal(s.d.Schedules.Remove), scheduleIfMatch, answerNoContent), auth, limit)
+		e.POST("/v1/saved-searches/:id/schedule/pause", changeByID(s.d.Schedules.Pause, scheduleIfMatch, answerScheduleOK), auth, limit)
+		e.POST("/v1/saved-searches/:id/schedule/resume", changeByID(s.d.Schedules.Resume, scheduleIfMatch, answerScheduleOK), auth, limit)
 		get("/v1/saved-searches/:id/occurrences", s.listOccurrences, auth, limit)
 	}
 	return e
@@ -384,7 +347,7 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			s.handleError(err, c)
 		}
-		ctx, h := c.Request().Context(), s.logger.Handler()
+		ctx, h := c.Request().Context(), s.d.Logger.Handler()
 		if !h.Enabled(ctx, slog.LevelInfo) {
 			return nil
 		}
@@ -436,13 +399,11 @@ const readyTimeout = 3 * time.Second
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 	defer cancel()
-	if err := s.ready(ctx); err != nil {
-		s.logger.LogAttrs(ctx, slog.LevelWarn, "not ready",
+	if err := s.d.Ready(ctx); err != nil {
+		s.d.Logger.LogAttrs(ctx, slog.LevelWarn, "not ready",
 			slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
 			slog.String("error", err.Error()))
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
-			detail:     "the service is not ready: its database is unreachable or its schema is not current",
-			retryAfter: unavailableRetryAfter}
+		return unavailable("the service is not ready: its database is unreachable or its schema is not current")
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -44,16 +44,15 @@ const (
 )
 
 // initTelemetry sets up the metrics, the tracing and the log handler from
-// d. It runs before the routes are built.
-func (s *Server) initTelemetry(d Deps) {
-	s.logger = slog.New(telemetry.NewLogHandler(s.logger.Handler()))
-	s.metrics = d.Metrics
-	if s.metrics == nil {
-		s.metrics = telemetry.NewMetrics()
+// s.d. It runs before the routes are built.
+func (s *Server) initTelemetry() {
+	s.d.Logger = slog.New(telemetry.NewLogHandler(s.d.Logger.Handler()))
+	if s.d.Metrics == nil {
+		s.d.Metrics = telemetry.NewMetrics()
 	}
-	if d.TracerProvider != nil {
+	if s.d.TracerProvider != nil {
 		s.traceHTTP = otelhttp.NewMiddleware("searchd",
-			otelhttp.WithTracerProvider(d.TracerProvider),
+			otelhttp.WithTracerProvider(s.d.TracerProvider),
 			otelhttp.WithPropagators(telemetry.Propagator()),
 			// The request metrics are Prometheus's (measure); otelhttp's
 			// own would go nowhere.
@@ -92,14 +91,6 @@ func methodLabel(m string) string {
 	return "other"
 }
 
-// serveMetrics serves the Prometheus metrics. It is unauthenticated, like
-// the health checks: the page names routes, scopes and providers, never an
-// organization, a key or a body.
-func (s *Server) serveMetrics(c echo.Context) error {
-	s.metrics.Handler().ServeHTTP(c.Response(), c.Request())
-	return nil
-}
-
 // measure counts every request by route, method and status and times it.
 // It runs outside accessLog, which renders errors, so the status is the
 // one the client saw.
@@ -107,7 +98,7 @@ func (s *Server) measure(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
 		err := next(c)
-		s.metrics.ObserveRequest(s.routeLabel(c), methodLabel(c.Request().Method), c.Response().Status, time.Since(start))
+		s.d.Metrics.ObserveRequest(s.routeLabel(c), methodLabel(c.Request().Method), c.Response().Status, time.Since(start))
 		return err
 	}
 }

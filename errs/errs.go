@@ -133,6 +133,9 @@ func (e *Error) ErrorCode() string { return e.Code }
 // ErrorDetail returns e's detail; it is the method [DetailOf] looks for.
 func (e *Error) ErrorDetail() string { return e.Detail }
 
+// ErrorFields returns e's fields; it is the method [FieldsOf] looks for.
+func (e *Error) ErrorFields() []Field { return e.Fields }
+
 // kinded is an error that says its kind: [*Error] and the typed errors of
 // the domain packages.
 type kinded interface {
@@ -168,37 +171,27 @@ func CodeOf(err error) string { return first(err, coded.ErrorCode) }
 // method), or "".
 func DetailOf(err error) string { return first(err, detailed.ErrorDetail) }
 
+// FieldsOf returns the refused fields of the first error in err's chain
+// that names any (an [*Error] with Fields, a typed error with an
+// ErrorFields method), or nil.
+func FieldsOf(err error) []Field { return first(err, fielded.ErrorFields) }
+
 type (
 	coded    interface{ ErrorCode() string }
 	detailed interface{ ErrorDetail() string }
+	fielded  interface{ ErrorFields() []Field }
 )
 
 // first returns what say answers for the first error of err's chain that
 // is an S and answers something.
-func first[S any](err error, say func(S) string) (s string) {
+func first[S any, T ~string | ~[]Field](err error, say func(S) T) (t T) {
 	find(err, func(e error) bool {
 		if x, ok := e.(S); ok {
-			s = say(x)
+			t = say(x)
 		}
-		return s != ""
+		return len(t) > 0
 	})
-	return s
-}
-
-// FieldsOf returns the refused fields of the first error in err's chain
-// that names any (an [*Error] with Fields, a typed error with an
-// ErrorFields method), or nil.
-func FieldsOf(err error) (fields []Field) {
-	find(err, func(e error) bool {
-		switch e := e.(type) {
-		case *Error:
-			fields = e.Fields
-		case interface{ ErrorFields() []Field }:
-			fields = e.ErrorFields()
-		}
-		return len(fields) > 0
-	})
-	return fields
+	return t
 }
 
 // find calls found on each error of err's tree, depth first as errors.As
