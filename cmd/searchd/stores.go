@@ -34,7 +34,7 @@ type stores struct {
 	// the reads of the API and the console.
 	dispatches *dispatch.Store
 	// wakeDispatcher wakes this process's dispatcher after an admission;
-	// set by startDispatcher (a no-op when dispatch is off).
+	// set by server.dispatcher (a no-op when dispatch is off).
 	wakeDispatcher func()
 	// providerJobs is the callback handler's and the applier's; it sends
 	// to wake when a copy meets an arrival whose worker is gone.
