@@ -30,7 +30,7 @@ LIMIT @limit`
 // than the newest @kept are pruned, so a dispatch keeps a bounded history
 // however long its runtime fails. Every statement names the shard's
 // organizations, so a cluster runs each part of it on that one shard
-// group; the clock is a parameter (the pass's clockRead): a cluster
+// group; the clock is a parameter (the pass's [shardpass.Clock]): a cluster
 // refuses now() in a COALESCE of a data-modifying statement.
 const dispatchLease = `
 WITH due AS (
@@ -60,11 +60,6 @@ WITH due AS (
 )
 SELECT l.organization_id, l.run_id, l.attempts FROM leased l`
 
-// clockRead reads the database clock (agent.clock: the stub a test
-// passes, else now()) once for a whole lease pass: every shard's step
-// judges by that one instant.
-const clockRead = `SELECT agent.clock($1::timestamptz)`
-
 // leaseDue is the lease pass's read of what is due, grouped by shard.
 var leaseDue = shardpass.New("agent.run_dispatches", dispatchDue)
 
@@ -88,7 +83,7 @@ WHERE r.organization_id = $1 AND r.id = $2`
 // reported running already), with the change in the Run's status history.
 // The attempt's own row records the answer whatever the fence says: the
 // attempt happened. It answers whether the fence held. Every time is a
-// parameter the caller derived from the clock it read (clockRead): a
+// parameter the caller derived from the clock it read ([shardpass.Clock]): a
 // cluster refuses a clock in the CASE or COALESCE of a data-modifying
 // statement.
 const dispatchEnd = `

@@ -105,8 +105,8 @@ func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (
 	if limit < 1 || lease <= 0 {
 		return nil, fmt.Errorf("%w: a lease pass needs a positive limit and lease, got %d and %s", ErrInvalid, limit, lease)
 	}
-	var clock time.Time
-	if err := s.db.QueryRow(ctx, clockRead, s.clock.Arg()).Scan(&clock); err != nil {
+	clock, err := shardpass.Clock(ctx, s.db, s.clock.Arg())
+	if err != nil {
 		return nil, fmt.Errorf("dispatch: lease: read the clock: %w", err)
 	}
 	err = leaseDue.Run(ctx, s.db, limit, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
@@ -211,8 +211,8 @@ func (s *Store) End(ctx context.Context, e End) (held bool, err error) {
 	if a := Clean(e.Answer, MaxAnswerLen); a != "" {
 		answer = a
 	}
-	var clock time.Time
-	if err := s.db.QueryRow(ctx, clockRead, s.clock.Arg()).Scan(&clock); err != nil {
+	clock, err := shardpass.Clock(ctx, s.db, s.clock.Arg())
+	if err != nil {
 		return false, fmt.Errorf("dispatch: end attempt: read the clock: %w", err)
 	}
 	args := pgx.StrictNamedArgs{

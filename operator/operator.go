@@ -378,14 +378,11 @@ func (s *Store) processing(ctx context.Context, live bool, f ClaimFilter, p Page
 	if live {
 		query = claimInFlightPage
 	}
-	rows, _ := s.db.Query(ctx, query, s.clock.Arg(), q.At, q.ID, q.Limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Scope))
-	list, next, err := keyset.Collect(rows, q.Limit, keyset.Value(scanRecord), func(r idempotency.Record) keyset.Position {
-		return keyset.Position{CreatedAt: r.LeaseExpiresAt, ID: r.ID}
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("operator: processing claims: %w", err)
-	}
-	return list, next, nil
+	return keyset.Query(ctx, s.db, "operator: processing claims", q, keyset.Value(scanRecord),
+		func(r idempotency.Record) keyset.Position {
+			return keyset.Position{CreatedAt: r.LeaseExpiresAt, ID: r.ID}
+		},
+		query, s.clock.Arg(), q.At, q.ID, q.Limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Scope))
 }
 
 // processingByKey is the one-claim page of a key: the claim when it is
@@ -438,14 +435,9 @@ func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) (_ 
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	rows, _ := s.db.Query(ctx, releasePage, q.At, q.ID, q.Limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Actor), sqlarg.Null(f.ClaimID))
-	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[Release], func(r Release) keyset.Position {
-		return keyset.Position{CreatedAt: r.ReleasedAt, ID: r.ID}
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("operator: releases: %w", err)
-	}
-	return list, next, nil
+	return keyset.Query(ctx, s.db, "operator: releases", q, pgx.RowToStructByPos[Release],
+		func(r Release) keyset.Position { return keyset.Position{CreatedAt: r.ReleasedAt, ID: r.ID} },
+		releasePage, q.At, q.ID, q.Limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Actor), sqlarg.Null(f.ClaimID))
 }
 
 func scanRecord(row pgx.Row) (*idempotency.Record, error) {

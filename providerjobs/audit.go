@@ -68,12 +68,7 @@ func readPage[T any](ctx context.Context, db Querier, what, query, cursor string
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	rows, _ := db.Query(ctx, query, slices.Concat(lead, []any{q.At, q.ID, q.Limit + 1}, tail)...)
-	list, next, err := keyset.Collect(rows, q.Limit, scan, pos)
-	if err != nil {
-		return nil, "", fmt.Errorf("providerjobs: %s: %w", what, err)
-	}
-	return list, next, nil
+	return keyset.Query(ctx, db, "providerjobs: "+what, q, scan, pos, query, slices.Concat(lead, []any{q.At, q.ID, q.Limit + 1}, tail)...)
 }
 
 // AppliedDelivery is a delivery whose claim is completed for a job: it was

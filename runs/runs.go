@@ -563,17 +563,11 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []List
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	// One row more than the page says whether a next page exists.
 	query, args := runList, []any{org, q.At, q.ID, q.Limit + 1}
 	if p.SavedSearchID != nil {
 		query, args = runListBySavedSearch, append(args, *p.SavedSearchID)
 	}
-	rows, _ := s.db.Query(ctx, query, args...)
-	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[ListItem], ListItem.position)
-	if err != nil {
-		return nil, "", fmt.Errorf("runs: list: %w", err)
-	}
-	return list, next, nil
+	return keyset.Query(ctx, s.db, "runs: list", q, pgx.RowToStructByPos[ListItem], ListItem.position, query, args...)
 }
 
 func (r Run) position() keyset.Position { return keyset.Position{CreatedAt: r.CreatedAt, ID: r.ID} }

@@ -2,7 +2,6 @@ package runs
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,14 +47,9 @@ func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) (_ []
 	if p.Key != "" {
 		keys = []string{SavedSearchStartKey(p.Key), DirectStartKey(p.Key)}
 	}
-	rows, _ := s.db.Query(ctx, runSearch, org, q.At, q.ID, q.Limit+1,
-		sqlarg.Null(p.SavedSearchID), sqlarg.Null(p.SnapshotID), sqlarg.Null(p.Actor), keys,
-		sqlarg.Null(p.Status), sqlarg.Null(p.From), sqlarg.Null(p.To))
-	list, next, err := keyset.Collect(rows, q.Limit, keyset.Value(scanRun), Run.position)
-	if err != nil {
-		return nil, "", fmt.Errorf("runs: search: %w", err)
-	}
-	return list, next, nil
+	return keyset.Query(ctx, s.db, "runs: search", q, keyset.Value(scanRun), Run.position,
+		runSearch, org, q.At, q.ID, q.Limit+1, sqlarg.Null(p.SavedSearchID), sqlarg.Null(p.SnapshotID),
+		sqlarg.Null(p.Actor), keys, sqlarg.Null(p.Status), sqlarg.Null(p.From), sqlarg.Null(p.To))
 }
 
 // AuditInputBytes is the largest stored input, as PostgreSQL's JSON text

@@ -100,12 +100,8 @@ func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (
 	if p.Name != "" {
 		pattern = "%" + likeEscaper.Replace(p.Name) + "%"
 	}
-	rows, _ := s.db.Query(ctx, savedSearchAuditList, org, q.At, q.ID, q.Limit+1, p.IncludeArchived, pattern)
-	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[AuditSummary], AuditSummary.position)
-	if err != nil {
-		return nil, "", fmt.Errorf("savedsearch: list all: %w", err)
-	}
-	return list, next, nil
+	return keyset.Query(ctx, s.db, "savedsearch: list all", q, pgx.RowToStructByPos[AuditSummary], AuditSummary.position,
+		savedSearchAuditList, org, q.At, q.ID, q.Limit+1, p.IncludeArchived, pattern)
 }
 
 // GetEntry returns org's saved search id, archived or not, without its

@@ -300,9 +300,7 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summ
 	if p.Archived {
 		query = savedSearchListArchived
 	}
-	// One row more than the page says whether a next page exists.
-	rows, _ := s.db.Query(ctx, query, org, q.At, q.ID, q.Limit+1)
-	list, next, err := keyset.Collect(rows, q.Limit, func(r pgx.CollectableRow) (Summary, error) {
+	return keyset.Query(ctx, s.db, "savedsearch: list", q, func(r pgx.CollectableRow) (Summary, error) {
 		var it Summary
 		var query *string
 		err := r.Scan(&it.ID, &it.OrganizationID, &it.Name, &query, &it.Version,
@@ -311,11 +309,7 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summ
 			it.Query = *query
 		}
 		return it, err
-	}, Summary.position)
-	if err != nil {
-		return nil, "", fmt.Errorf("savedsearch: list: %w", err)
-	}
-	return list, next, nil
+	}, Summary.position, query, org, q.At, q.ID, q.Limit+1)
 }
 
 // Update changes the name and/or the brief of a live saved search, bumps its

@@ -123,13 +123,9 @@ func (s *Store) Occurrences(ctx context.Context, org, id uuid.UUID, p ListParams
 	// The due time alone orders one saved search's occurrences (it is
 	// their key), so the cursor's position holds it and the id rides
 	// along unread.
-	rows, _ := s.db.Query(ctx, occurrenceList, org, id, q.At, q.Limit+1)
-	list, next, err := keyset.Collect(rows, q.Limit, scanOccurrence,
-		func(o Occurrence) keyset.Position { return keyset.Position{CreatedAt: o.DueAt, ID: o.ID} })
-	if err != nil {
-		return nil, "", fmt.Errorf("schedule: occurrences: %w", err)
-	}
-	return list, next, nil
+	return keyset.Query(ctx, s.db, "schedule: occurrences", q, scanOccurrence,
+		func(o Occurrence) keyset.Position { return keyset.Position{CreatedAt: o.DueAt, ID: o.ID} },
+		occurrenceList, org, id, q.At, q.Limit+1)
 }
 
 // scanOccurrence scans occurrenceColumns.

@@ -161,14 +161,9 @@ WHERE o.closed_at IS NULL AND o.next_attempt_at <= agent.clock(@now)
 ORDER BY o.next_attempt_at
 LIMIT @limit`
 
-// clockRead reads the database clock (agent.clock: the stub a test
-// passes, else now()) once for a whole take pass: every shard's step
-// judges by that one instant.
-const clockRead = `SELECT agent.clock($1::timestamptz)`
-
 // occurrenceTake takes at most @limit open occurrences of a shard (@keys;
 // every one with @all) whose next attempt has come by @clock (the pass's
-// clockRead), earliest first, with FOR UPDATE SKIP LOCKED: replicas take
+// [shardpass.Clock]), earliest first, with FOR UPDATE SKIP LOCKED: replicas take
 // disjoint rows and never wait on each other. One past its deadline and
 // never attempted is closed as missed: it has no Run, since only its start
 // could have made one. Every other is leased: @token fences its outcome
@@ -410,12 +405,12 @@ func planShard(ctx context.Context, db *pgxpool.Pool, p passParams, g shardpass.
 
 // take is boundedPass's second half: occurrenceTake, once per shard.
 func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) {
-	var clock time.Time
-	if err := db.QueryRow(ctx, clockRead, p.now).Scan(&clock); err != nil {
+	clock, err := shardpass.Clock(ctx, db, p.now)
+	if err != nil {
 		return nil, fmt.Errorf("take: read the clock: %w", err)
 	}
 	var all []taken
-	err := takePass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
+	err = takePass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
 		rows, err := db.Query(ctx, occurrenceTake, g.Args(pgx.NamedArgs{
 			"clock": clock, "token": p.token, "lease_end": clock.Add(p.lease), "retain_end": clock.Add(p.retention),
 		}))

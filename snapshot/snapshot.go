@@ -408,15 +408,9 @@ func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.U
 	if !known {
 		return nil, "", ErrSavedSearchNotFound
 	}
-	// One row more than the page says whether a next page exists.
-	rows, _ := s.db.Query(ctx, snapshotListBySavedSearch, org, savedSearchID, q.At, q.ID, q.Limit+1)
-	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[ListItem], func(it ListItem) keyset.Position {
-		return keyset.Position{CreatedAt: it.CreatedAt, ID: it.ID}
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("snapshot: list: %w", err)
-	}
-	return list, next, nil
+	return keyset.Query(ctx, s.db, "snapshot: list", q, pgx.RowToStructByPos[ListItem],
+		func(it ListItem) keyset.Position { return keyset.Position{CreatedAt: it.CreatedAt, ID: it.ID} },
+		snapshotListBySavedSearch, org, savedSearchID, q.At, q.ID, q.Limit+1)
 }
 
 func scanSnapshot(row pgx.Row) (*Snapshot, error) {

@@ -64,15 +64,9 @@ func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p Ti
 	if !known {
 		return nil, "", ErrNotFound
 	}
-	rows, _ := s.db.Query(ctx, snapshotTimeline, org, savedSearchID, q.At, q.ID, q.Limit+1,
-		sqlarg.Null(p.Actor), sqlarg.Null(p.From), sqlarg.Null(p.To))
-	list, next, err := keyset.Collect(rows, q.Limit, pgx.RowToStructByPos[TimelineEntry], func(e TimelineEntry) keyset.Position {
-		return keyset.Position{CreatedAt: e.CreatedAt, ID: e.ID}
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("snapshot: timeline: %w", err)
-	}
-	return list, next, nil
+	return keyset.Query(ctx, s.db, "snapshot: timeline", q, pgx.RowToStructByPos[TimelineEntry],
+		func(e TimelineEntry) keyset.Position { return keyset.Position{CreatedAt: e.CreatedAt, ID: e.ID} },
+		snapshotTimeline, org, savedSearchID, q.At, q.ID, q.Limit+1, sqlarg.Null(p.Actor), sqlarg.Null(p.From), sqlarg.Null(p.To))
 }
 
 // snapshotTimeline reads a page of a saved search's snapshots, newest

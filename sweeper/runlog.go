@@ -128,14 +128,11 @@ var ErrInvalidCursor = keyset.InvalidCursor("sweeper")
 // the last). backlogOnly keeps the runs that left a backlog. It returns
 // [ErrInvalidCursor] for a cursor it did not write.
 func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor string) ([]RunEntry, string, error) {
-	pos, err := keyset.Decode(cursor)
+	q, err := keyset.Read(cursor, limit, 50, 200)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	limit = keyset.Limit(limit, 50, 200)
-	at, id := keyset.Args(pos)
-	rows, _ := l.db.Query(ctx, sweeperRunPage, at, id, limit+1, backlogOnly)
-	list, next, err := keyset.Collect(rows, limit, func(row pgx.CollectableRow) (RunEntry, error) {
+	return keyset.Query(ctx, l.db, "sweeper: list runs", q, func(row pgx.CollectableRow) (RunEntry, error) {
 		var (
 			e   RunEntry
 			doc []byte
@@ -152,11 +149,8 @@ func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor s
 				Duration: time.Duration(t.DurationUS) * time.Microsecond, Backlog: t.Backlog})
 		}
 		return e, nil
-	}, func(e RunEntry) keyset.Position { return keyset.Position{CreatedAt: e.FinishedAt, ID: e.ID} })
-	if err != nil {
-		return nil, "", fmt.Errorf("sweeper: list runs: %w", err)
-	}
-	return list, next, nil
+	}, func(e RunEntry) keyset.Position { return keyset.Position{CreatedAt: e.FinishedAt, ID: e.ID} },
+		sweeperRunPage, q.At, q.ID, q.Limit+1, backlogOnly)
 }
 
 // sweeperRunInsert records a run and prunes at most 100 runs past

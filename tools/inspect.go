@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -129,12 +128,8 @@ func readPage[T any](ctx context.Context, db InspectDB, what, query string, lead
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	rows, _ := db.Query(ctx, query, append(lead, q.At, q.ID, q.Limit+1, sqlarg.Null(p.OrganizationID), sqlarg.Null(p.Scope))...)
-	list, next, err := keyset.Collect(rows, q.Limit, scan, pos)
-	if err != nil {
-		return nil, "", fmt.Errorf("tools: %s: %w", what, err)
-	}
-	return list, next, nil
+	return keyset.Query(ctx, db, "tools: "+what, q, scan, pos,
+		query, append(lead, q.At, q.ID, q.Limit+1, sqlarg.Null(p.OrganizationID), sqlarg.Null(p.Scope))...)
 }
 
 func deref(s *string) string {

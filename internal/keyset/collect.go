@@ -1,6 +1,11 @@
 package keyset
 
-import "github.com/jackc/pgx/v5"
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // Limit returns the page size of a list asked for limit rows: def when
 // limit is zero or less, and never more than most.
@@ -11,17 +16,26 @@ func Limit(limit, def, most int) int {
 	return min(limit, most)
 }
 
-// Collect reads a page's rows, which its query asked for one more than
-// limit, with scan, and ends the page as [Page] does, pos giving a row's
-// position. Its error is the query's or a row's: pgx reports a failed
-// Query through its rows too, so a list ignores Query's own error and
-// reads it here.
-func Collect[T any](rows pgx.Rows, limit int, scan pgx.RowToFunc[T], pos func(T) Position) ([]T, string, error) {
+// Querier is what [Query] reads a page with; a *pgxpool.Pool, a pgx.Tx and
+// every store's database have it.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Query reads a page of a list after q: it runs query with args, which
+// place q's At, ID and Limit+1 (one row more than the page, which says
+// whether a next page exists) where query wants them, reads the rows with
+// scan and ends the page as [Page] does, pos giving a row's position. Its
+// error is the query's or a row's, wrapped as "what: ...": pgx reports a
+// failed Query through its rows too, so Query's own error is read there.
+func Query[T any](ctx context.Context, db Querier, what string, q Request, scan pgx.RowToFunc[T], pos func(T) Position,
+	query string, args ...any) ([]T, string, error) {
+	rows, _ := db.Query(ctx, query, args...)
 	list, err := pgx.CollectRows(rows, scan)
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("%s: %w", what, err)
 	}
-	list, next := Page(list, limit, func(i int) Position { return pos(list[i]) })
+	list, next := Page(list, q.Limit, func(i int) Position { return pos(list[i]) })
 	return list, next, nil
 }
 
@@ -37,7 +51,7 @@ type Request struct {
 }
 
 // Read reads a list's cursor, with [Decode], and its limit, with [Limit]
-// (def and most). Its error is [ErrInvalid], for a cursor Decode refuses.
+// (def and most), for [Query]. Its error is [ErrInvalid], for a cursor Decode refuses.
 func Read(cursor string, limit, def, most int) (Request, error) {
 	pos, err := Decode(cursor)
 	if err != nil {
@@ -48,7 +62,7 @@ func Read(cursor string, limit, def, most int) (Request, error) {
 }
 
 // Value turns scan, a store's reading of a row into a new *T, into the
-// row function [Collect] and pgx.CollectRows take, which yields the T.
+// row function [Query] and pgx.CollectRows take, which yields the T.
 func Value[T any](scan func(pgx.Row) (*T, error)) pgx.RowToFunc[T] {
 	return func(r pgx.CollectableRow) (T, error) {
 		v, err := scan(r)

@@ -59,6 +59,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -67,6 +68,15 @@ import (
 type DB interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Clock reads the database clock, agent.clock(now): now, a test's stub,
+// or else the database's now() when now is nil. A pass reads it once, so
+// every shard's step judges by that one instant. Its error is the query's.
+func Clock(ctx context.Context, db DB, now any) (time.Time, error) {
+	var clock time.Time
+	err := db.QueryRow(ctx, `SELECT agent.clock($1::timestamptz)`, now).Scan(&clock)
+	return clock, err
 }
 
 // Pass is a bounded background pass over one table. It is safe for
