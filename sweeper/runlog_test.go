@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
@@ -34,6 +36,9 @@ func TestARecordedRunIsListedWithItsCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(page) > 2 {
+			t.Fatalf("List(limit 2) gave a page of %d runs", len(page))
+		}
 		all = append(all, page...)
 		if next == "" {
 			break
@@ -42,6 +47,16 @@ func TestARecordedRunIsListedWithItsCounts(t *testing.T) {
 	}
 	if len(all) != 3 {
 		t.Fatalf("listed %d runs, want 3", len(all))
+	}
+	seen := map[uuid.UUID]bool{}
+	for i, e := range all {
+		if seen[e.ID] {
+			t.Errorf("run %s listed twice", e.ID)
+		}
+		seen[e.ID] = true
+		if i > 0 && e.FinishedAt.After(all[i-1].FinishedAt) {
+			t.Errorf("run %d finished at %s, after run %d at %s: want newest first", i, e.FinishedAt, i-1, all[i-1].FinishedAt)
+		}
 	}
 	e := all[0]
 	if e.Via != ViaSweep || e.Bound != 7 || len(e.Tables) != len(Report{}.Tables()) || e.Tables[0].Table != TableClaims || e.Tables[0].Passes != 1 || e.Backlog {
