@@ -5,17 +5,21 @@ import (
 	"context"
 	"encoding/base64"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/dispatch"
+	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/runs"
 )
 
@@ -315,5 +319,41 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if l := dispatch.LeaseFor(time.Minute); l != 75*time.Second {
 		t.Errorf("LeaseFor(1m) = %s, want 1m15s", l)
+	}
+}
+
+// TestAFailingLeasePassBacksOffDoubling: while its database is gone (here
+// a closed pool), the dispatcher logs each failed lease pass with the wait
+// it takes next: the Interval, then twice as long each time (up to 30 s).
+func TestAFailingLeasePassBacksOffDoubling(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	gone, err := pgxpool.New(b.ctx, b.db.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Close()
+	var log pgtest.SyncBuffer
+	d, err := dispatch.NewDispatcher(dispatch.NewStore(gone, b.clock.Clock()), dispatch.Config{
+		URL: "http://127.0.0.1:1/runs", Secret: secret, Interval: 5 * time.Millisecond,
+		Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	const msg = "dispatch: lease pass failed; backing off"
+	want := []time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond}
+	var got []time.Duration
+	for deadline := time.Now().Add(20 * time.Second); len(got) < len(want) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		got = pgtest.LogAttr[time.Duration](log.String(), msg, "next")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+	if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		t.Errorf("the waits %q logged = %v, want them to begin %v", msg, got, want)
 	}
 }

@@ -3,6 +3,8 @@ package pgtest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -38,4 +40,24 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.buf.String()
+}
+
+// LogAttr returns, in order, the value of the attribute key of each line
+// of log (slog's JSONHandler) whose msg is msg, decoded into T (a
+// time.Duration from slog's nanoseconds, say). Lines that are not JSON, or
+// whose attribute does not decode, are passed over.
+func LogAttr[T any](log, msg, key string) []T {
+	var vals []T
+	for line := range strings.Lines(log) {
+		var rec map[string]json.RawMessage
+		var m string
+		if json.Unmarshal([]byte(line), &rec) != nil || json.Unmarshal(rec["msg"], &m) != nil || m != msg {
+			continue
+		}
+		var v T
+		if json.Unmarshal(rec[key], &v) == nil {
+			vals = append(vals, v)
+		}
+	}
+	return vals
 }
