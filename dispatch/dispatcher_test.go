@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/dispatch"
@@ -328,31 +327,20 @@ func TestConfigValidation(t *testing.T) {
 func TestAFailingLeasePassBacksOffDoubling(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	gone, err := pgxpool.New(b.ctx, b.db.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone.Close()
 	var log pgtest.SyncBuffer
-	d, err := dispatch.NewDispatcher(dispatch.NewStore(gone, b.clock.Clock()), dispatch.Config{
+	d, err := dispatch.NewDispatcher(dispatch.NewStore(pgtest.ClosedPool(t, b.db), b.clock.Clock()), dispatch.Config{
 		URL: "http://127.0.0.1:1/runs", Secret: secret, Interval: 5 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(b.ctx)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
 	const msg = "dispatch: lease pass failed; backing off"
 	want := []time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond}
-	var got []time.Duration
-	for deadline := time.Now().Add(20 * time.Second); len(got) < len(want) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		got = pgtest.LogAttr[time.Duration](log.String(), msg, "next")
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run = %v, want nil", err)
-	}
+	got := pgtest.RunUntilLogged[time.Duration](func(ctx context.Context) {
+		if err := d.Run(ctx); err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+	}, &log, msg, "next", len(want))
 	if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
 		t.Errorf("the waits %q logged = %v, want them to begin %v", msg, got, want)
 	}

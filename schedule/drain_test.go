@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/errs"
@@ -722,29 +721,16 @@ func (o *countingObserver) ObserveDrain(int64, time.Duration, time.Duration) { o
 func TestAFailingTickBacksOffDoublingToItsCap(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	gone, err := pgxpool.New(b.ctx, b.db.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone.Close()
 	var log pgtest.SyncBuffer
-	d, err := NewDrain(DrainDeps{Pool: gone, Start: b.starter.StartSavedSearch, Runs: b.runs},
+	d, err := NewDrain(DrainDeps{Pool: pgtest.ClosedPool(t, b.db), Start: b.starter.StartSavedSearch, Runs: b.runs},
 		DrainConfig{Clock: b.clock.Clock(), Interval: 5 * time.Millisecond, MaxIdleBackoff: 40 * time.Millisecond,
 			Logger: slog.New(slog.NewJSONHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(b.ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); d.Run(ctx) }()
 	const msg = "schedule: drain: tick failed; backing off"
 	want := []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond}
-	var got []time.Duration
-	for deadline := time.Now().Add(20 * time.Second); len(got) < len(want) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		got = pgtest.LogAttr[time.Duration](log.String(), msg, "next")
-	}
-	cancel()
-	<-done
+	got := pgtest.RunUntilLogged[time.Duration](d.Run, &log, msg, "next", len(want))
 	if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
 		t.Errorf("the waits %q logged = %v, want them to begin %v", msg, got, want)
 	}

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Count returns the number read by query (a SELECT count(*) ...) with
@@ -42,11 +45,40 @@ func (s *SyncBuffer) String() string {
 	return s.buf.String()
 }
 
-// LogAttr returns, in order, the value of the attribute key of each line
-// of log (slog's JSONHandler) whose msg is msg, decoded into T (a
-// time.Duration from slog's nanoseconds, say). Lines that are not JSON, or
-// whose attribute does not decode, are passed over.
-func LogAttr[T any](log, msg, key string) []T {
+// ClosedPool returns a pool on db's database that is closed: every call on
+// it fails at once, as it does when the database is gone.
+func ClosedPool(t testing.TB, db *pgxpool.Pool) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), db.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+	return pool
+}
+
+// RunUntilLogged runs run until log (slog's JSONHandler) holds n lines
+// whose msg is msg, or 20 s pass, then ends run's context, waits for it to
+// return, and returns the attribute key of each such line decoded into T
+// (a time.Duration from slog's nanoseconds, say), in order: fewer than n
+// when the time ran out.
+func RunUntilLogged[T any](run func(context.Context), log *SyncBuffer, msg, key string, n int) []T {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); run(ctx) }()
+	var vals []T
+	for deadline := time.Now().Add(20 * time.Second); len(vals) < n && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		vals = logAttr[T](log.String(), msg, key)
+	}
+	cancel()
+	<-done
+	return logAttr[T](log.String(), msg, key)
+}
+
+// logAttr returns the attribute key of each line of log whose msg is msg,
+// decoded into T; lines that are not JSON, or whose attribute does not
+// decode, are passed over.
+func logAttr[T any](log, msg, key string) []T {
 	var vals []T
 	for line := range strings.Lines(log) {
 		var rec map[string]json.RawMessage
