@@ -31,7 +31,7 @@ func TestReadyzFromTheCheckerCostsThePoolNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	checker := readiness.NewChecker(pool.Config().ConnConfig, 50*time.Millisecond)
+	checker := readiness.NewChecker(pool.Config().ConnConfig, 50*time.Millisecond, nil)
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); checker.Run(rctx) }()

@@ -124,7 +124,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 
 	dbURL := cfg.databaseURL
 	if dbURL != "" {
-		switch err := migrations.Check(ctx, dbURL); {
+		switch _, err := migrations.Check(ctx, dbURL); {
 		case errors.Is(err, migrations.ErrNotCurrent):
 			return nil, fmt.Errorf("%w: %w", errNotCurrent, err)
 		case err != nil:

@@ -63,12 +63,14 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	return a.runServer(ctx, cfg, ln, newStores(pool, a.dbClock, cfg, logger, obs), logger, obs)
 }
 
-// checkSchema refuses a database whose schema is not at the newest
-// migration: serving an older schema would fail requests one by one.
+// checkSchema refuses a database that lacks a migration of this binary:
+// serving an older schema would fail requests one by one. A newer schema
+// (a newer release migrated first, expand-then-contract) is served; the
+// readiness check logs it.
 func checkSchema(ctx context.Context, databaseURL string) error {
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	err := migrations.Check(ctx, databaseURL)
+	_, err := migrations.Check(ctx, databaseURL)
 	switch {
 	case errors.Is(err, migrations.ErrNotCurrent):
 		return fmt.Errorf("refusing to start: %w", err)
@@ -124,7 +126,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	}
 	// Readiness is checked in the background on a connection of its own,
 	// so probes cost the request pool nothing (see readiness.Checker).
-	ready := readiness.NewChecker(pool.Config().ConnConfig, readiness.DefaultInterval)
+	ready := readiness.NewChecker(pool.Config().ConnConfig, readiness.DefaultInterval, logger)
 	ready.Check(ctx) // ready from the first probe
 	defer background(context.WithoutCancel(ctx), ready.Run)()
 	verifier, err := newVerifier(ctx, cfg)

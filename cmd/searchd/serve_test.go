@@ -191,3 +191,42 @@ func TestServeHTTPCutsOffAfterTheGrace(t *testing.T) {
 		t.Fatal("serveHTTP did not give up after its grace")
 	}
 }
+
+// TestServeStartsOnANewerSchema: a database a newer release migrated
+// first (a goose version this binary does not embed) is served, ready,
+// with a warning that the replica is behind; an older one is still
+// refused (TestMigrateThenServe).
+func TestServeStartsOnANewerSchema(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDBURL(t)
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(context.Background(), `INSERT INTO public.goose_db_version (version_id, is_applied)
+		SELECT max(version_id) + 1, true FROM public.goose_db_version`)
+	conn.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(map[string]string{
+		"DATABASE_URL":       dbURL,
+		"SEARCHD_JWT_SECRET": goodSecret,
+		"SEARCHD_ADDR":       "127.0.0.1:0",
+	})
+	addr, stop := h.start(t, "serve")
+	res, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("/readyz on a newer schema = %d, want 200", res.StatusCode)
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d after the signal, want 0: %s", code, h.stderr.String())
+	}
+	if n := strings.Count(h.stderr.String(), "schema is newer than this binary"); n != 1 {
+		t.Errorf("serve on a newer schema logged the warning %d times, want once: %s", n, h.stderr.String())
+	}
+}

@@ -1,5 +1,8 @@
 // Package readiness decides whether searchd can take traffic: its database
-// answers and the schema is at the newest migration. The binary builds a
+// answers and the schema has every migration of this binary applied. A
+// schema newer than the binary (a newer release migrated first, during a
+// rolling upgrade) is ready: migrations are expand-then-contract (see
+// package migrations), so this binary serves it correctly. The binary builds a
 // check here and hands its Ready to the HTTP edge (api.Deps.Ready), which
 // only asks it and knows no database.
 package readiness
@@ -9,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -42,8 +46,8 @@ const ConnectTimeout = 15 * time.Second
 // finished.
 var errNotCheckedYet = errors.New("readiness: not checked yet")
 
-// Checker checks readiness (the database answers and its schema is
-// at the newest migration) in the background, every interval, on one
+// Checker checks readiness (the database answers and its schema has
+// every migration of this binary) in the background, every interval, on one
 // connection of its own, and answers /readyz from the last result. A probe
 // then costs no round trip on the request pool, however many probers there
 // are, and a pool held by slow requests does not make readiness flap. It
@@ -55,6 +59,10 @@ type Checker struct {
 	// checking is when the check under way began, in Unix nanoseconds;
 	// 0 when none is.
 	checking atomic.Int64
+	logger   *slog.Logger
+	// newerLogged is the newer schema version last logged, so a replica
+	// says it once per version rather than every interval.
+	newerLogged atomic.Int64
 }
 
 type readyResult struct {
@@ -64,8 +72,13 @@ type readyResult struct {
 
 // NewChecker returns a checker that connects with cfg (a copy; the
 // caller may pass a pool's ConnConfig) and checks every interval (zero is
-// [DefaultInterval]). It opens no connection until [Checker.Run].
-func NewChecker(cfg *pgx.ConnConfig, interval time.Duration) *Checker {
+// [DefaultInterval]). It logs to logger (nil: nowhere) once per version
+// when the schema is newer than this binary. It opens no connection until
+// [Checker.Run].
+func NewChecker(cfg *pgx.ConnConfig, interval time.Duration, logger *slog.Logger) *Checker {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
@@ -75,7 +88,7 @@ func NewChecker(cfg *pgx.ConnConfig, interval time.Duration) *Checker {
 	// One connection, kept: database/sql reconnects after a failure.
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	r := &Checker{db: db, interval: interval}
+	r := &Checker{db: db, interval: interval, logger: logger}
 	r.last.Store(&readyResult{err: errNotCheckedYet, at: time.Now()})
 	return r
 }
@@ -111,15 +124,30 @@ func (r *Checker) Check(ctx context.Context) {
 		qctx, cancel := context.WithTimeout(ctx, Timeout)
 		err = r.db.PingContext(qctx)
 		if err == nil {
-			err = migrations.CheckDB(qctx, r.db)
+			var schema migrations.Schema
+			schema, err = migrations.CheckDB(qctx, r.db)
+			if err == nil {
+				r.logNewer(schema)
+			}
 		}
 		cancel()
 	}
 	r.last.Store(&readyResult{err: err, at: time.Now()})
 }
 
+// logNewer logs, once per version, that the schema is newer than this
+// binary: ready all the same, but a replica left behind by an upgrade.
+func (r *Checker) logNewer(s migrations.Schema) {
+	if !s.Newer() || r.newerLogged.Swap(s.Version) == s.Version {
+		return
+	}
+	r.logger.Warn("the database schema is newer than this binary knows; serving on it (migrations are expand-then-contract): upgrade this replica",
+		slog.Int64("schema_version", s.Version), slog.Int64("binary_newest_migration", s.Newest))
+}
+
 // Ready returns the result of the last check: nil when the database
-// answered and its schema was current. A check under way for longer than
+// answered and its schema had every migration of this binary (a newer
+// schema included). A check under way for longer than
 // Timeout (waiting for a database that does not answer, or connecting to
 // it) is an error, and so is a result older than three intervals plus the
 // check's timeouts, so a checker that stopped does not keep answering
@@ -137,10 +165,10 @@ func (r *Checker) Ready(context.Context) error {
 	return last.err
 }
 
-// Pool returns a check that pings pool and checks that its schema is at
-// the newest migration, on every call: the readiness of a server that runs
-// no [Checker]. It returns nil when the database answered and its schema
-// was current. Each call borrows a connection of pool through a
+// Pool returns a check that pings pool and checks that its schema has
+// every migration of this binary, on every call: the readiness of a server
+// that runs no [Checker]. It returns nil when the database answered and
+// its schema had every migration (a newer schema included, silently). Each call borrows a connection of pool through a
 // database/sql handle of its own, closed before it returns (closing it
 // leaves pool open), so a check that is dropped leaves no goroutine behind.
 func Pool(pool *pgxpool.Pool) func(ctx context.Context) error {
@@ -150,6 +178,7 @@ func Pool(pool *pgxpool.Pool) func(ctx context.Context) error {
 		}
 		db := stdlib.OpenDBFromPool(pool)
 		defer db.Close()
-		return migrations.CheckDB(ctx, db)
+		_, err := migrations.CheckDB(ctx, db)
+		return err
 	}
 }
