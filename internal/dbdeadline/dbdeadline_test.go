@@ -101,11 +101,14 @@ func TestEveryCallHasADeadlineOfItsOwn(t *testing.T) {
 			return err
 		})
 	})
-	// Each call has its own deadline: three of 0.3 s each in one
-	// transaction add up to more than one deadline.
-	if err := pgx.BeginFunc(ctx, p, func(tx pgx.Tx) error {
+	// Each call has its own deadline: three statements in one transaction
+	// add up to more than one deadline. Each takes half its deadline, so a
+	// loaded machine's delay (a 0.3 s statement once missed a 0.4 s
+	// deadline at a load average of 25) still leaves it within.
+	long := pool(t, url, dbdeadline.Tracer{Timeout: 3 * time.Second}, nil)
+	if err := pgx.BeginFunc(ctx, long, func(tx pgx.Tx) error {
 		for range 3 {
-			if _, err := tx.Exec(ctx, "SELECT pg_sleep(0.3)"); err != nil {
+			if _, err := tx.Exec(ctx, "SELECT pg_sleep(1.5)"); err != nil {
 				return err
 			}
 		}
