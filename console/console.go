@@ -176,6 +176,10 @@ type Deps struct {
 	// Dispatches serves the Run page's timeline: the hand-off to the
 	// runtime and its attempts.
 	Dispatches Dispatches
+	// Backlog says whether this process dispatches and how many Runs
+	// wait for it (a *dispatch.Watcher); when it does not and some do,
+	// every page carries a notice. Nil shows none.
+	Backlog Backlog
 	// Inbox serves the operator's "Inbound" panel, shown when it is set.
 	Inbox Inbox
 	// Schedules shows a saved search's schedule and its occurrences on

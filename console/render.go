@@ -44,6 +44,9 @@ type page struct {
 	Nav     []navEntry
 	Data    any
 	Now     time.Time
+	// Dispatch is the notice that dispatch is off and Runs wait; nil
+	// when not.
+	Dispatch *dispatchNotice
 }
 
 type navEntry struct {
@@ -101,7 +104,8 @@ func parsePages() (map[string]*template.Template, error) {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
 	s := sessionOf(r.Context())
 	c.execute(w, r, status, name, "layout.html",
-		page{Title: title, Session: s, Section: sectionOf(r.URL.Path), Nav: c.nav(s), Data: data, Now: c.now()})
+		page{Title: title, Session: s, Section: sectionOf(r.URL.Path), Nav: c.nav(s), Data: data, Now: c.now(),
+			Dispatch: c.dispatchNotice(s)})
 }
 
 // execute writes template tmpl of page name's templates with data: the

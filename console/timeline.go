@@ -23,6 +23,34 @@ type Dispatches interface {
 	Retries(ctx context.Context, org, runID uuid.UUID) ([]dispatch.Retry, error)
 }
 
+// Backlog is the outbox's backlog as last read; a *dispatch.Watcher has
+// it.
+type Backlog interface {
+	Backlog() dispatch.Backlog
+}
+
+// dispatchNotice is the notice every page carries while this process does
+// not dispatch and Runs are pending: an operator reads the count and the
+// oldest age (of every organization's Runs), an auditor that their Runs
+// may stay queued.
+type dispatchNotice struct {
+	Operator bool
+	Pending  int64
+	Oldest   time.Duration
+}
+
+// dispatchNotice returns the notice for s, nil when there is none.
+func (c *Console) dispatchNotice(s *session) *dispatchNotice {
+	if s == nil || c.d.Backlog == nil {
+		return nil
+	}
+	b := c.d.Backlog.Backlog()
+	if !b.Stranded() {
+		return nil
+	}
+	return &dispatchNotice{Operator: s.IsOperator(), Pending: b.Pending, Oldest: b.OldestPending}
+}
+
 // timelineEvent is one line of a Run's timeline: when, what (a badge and
 // its class, one the stylesheet has), and the detail.
 type timelineEvent struct {

@@ -35,9 +35,6 @@ const (
 	// MinSecretLen is the shortest signing key accepted, in bytes: the
 	// Standard Webhooks specification asks for 24 to 64 random bytes.
 	MinSecretLen = 24
-	// statsInterval is how often a dispatcher counts the backlog for its
-	// observer.
-	statsInterval = 15 * time.Second
 	// maxFailWait bounds the wait after lease passes that failed (the
 	// database down), which doubles from the Interval.
 	maxFailWait = 30 * time.Second
@@ -58,11 +55,9 @@ func LeaseFor(timeout time.Duration) time.Duration { return timeout + max(5*time
 // one. Its methods must not block.
 type Observer interface {
 	// ObserveDispatchAttempt counts an ended attempt by outcome
-	// (delivered, retry, failed) and its duration.
+	// (delivered, retry, failed) and its duration. (The backlog is a
+	// [Watcher]'s, which every serve runs, dispatching or not.)
 	ObserveDispatchAttempt(outcome string, d time.Duration)
-	// ObserveDispatchBacklog reports the pending and failed dispatches and
-	// the age of the oldest pending one.
-	ObserveDispatchBacklog(pending, failed int64, oldest time.Duration)
 }
 
 // Config configures a [Dispatcher]. URL and Secret are required; the zero
@@ -221,7 +216,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	// lease. Each is bounded by its lease instead.
 	dctx := context.WithoutCancel(ctx)
 	failWait := d.cfg.Interval
-	var nextStats time.Time
 	for ctx.Err() == nil {
 		bySlots := false
 		if free := cap(slots) - len(slots); free == 0 {
@@ -250,12 +244,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				}
 				bySlots = true
 			}
-		}
-		if now := time.Now(); d.cfg.Observer != nil && !now.Before(nextStats) {
-			if st, err := d.store.Stats(ctx); err == nil {
-				d.cfg.Observer.ObserveDispatchBacklog(st.Pending, st.Failed, st.OldestPending)
-			}
-			nextStats = now.Add(statsInterval)
 		}
 		var slot <-chan struct{}
 		if bySlots {

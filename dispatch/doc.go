@@ -37,6 +37,12 @@
 // than the delivery timeout ([LeaseFor]), so a live dispatcher never loses
 // its lease to another mid-request.
 //
+// A [Watcher] runs in every `searchd serve` too, whether or not it
+// dispatches: it reads the outbox's backlog ([Store.Stats], on partial
+// indexes of the pending and failed rows) for the metrics and the
+// console, and while its process does not dispatch and Runs are pending
+// it says so with a WARN every few minutes: dispatch off is never silent.
+//
 // Every attempt is recorded (agent.run_dispatch_attempts: the newest
 // [KeptAttempts] of each dispatch), and with the Run's status changes
 // (runs.Store.StatusChanges) they make the Run's timeline. Dispatch rows

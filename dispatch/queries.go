@@ -190,12 +190,16 @@ SELECT ` + dispatchColumns + `
 FROM agent.run_dispatches d
 WHERE d.run_id = $1 AND ($2::uuid IS NULL OR d.organization_id = $2)`
 
-// dispatchStats counts the pending and failed dispatches and the age of
-// the oldest pending one (by its Run's admission), by the database clock.
-// $1 now.
-const dispatchStats = `
-SELECT count(*) FILTER (WHERE d.state = 'pending'),
-	count(*) FILTER (WHERE d.state = 'failed'),
-	coalesce(extract(epoch FROM coalesce($1::timestamptz, now()) - min(d.created_at) FILTER (WHERE d.state = 'pending')), 0)::float8
+// dispatchPendingStats counts the pending dispatches and reads the age of
+// the oldest one (by its Run's admission), by the database clock: one
+// index-only scan of run_dispatches_pending_age_idx, partial on pending,
+// so it reads the pending rows alone however many are dispatched. $1 now.
+const dispatchPendingStats = `
+SELECT count(*), coalesce(extract(epoch FROM coalesce($1::timestamptz, now()) - min(d.created_at)), 0)::float8
 FROM agent.run_dispatches d
-WHERE d.state IN ('pending', 'failed')`
+WHERE d.state = 'pending'`
+
+// dispatchFailedCount counts the failed dispatches, on
+// run_dispatches_failed_idx (partial on failed).
+const dispatchFailedCount = `
+SELECT count(*) FROM agent.run_dispatches d WHERE d.state = 'failed'`

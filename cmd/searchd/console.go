@@ -19,6 +19,7 @@ func (s server) console(verifier *auth.Verifier) (*console.Console, error) {
 		Operator:        st.operator,
 		SweeperRuns:     st.sweeperRuns,
 		Dispatches:      st.dispatches,
+		Backlog:         st.backlog,
 		Inbox:           st.jobAudit,
 		Schedules:       st.schedules,
 		Uncertain:       st.uncertain,

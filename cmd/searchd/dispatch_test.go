@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
@@ -236,6 +238,65 @@ func TestServeWithoutARuntimeLeavesRunsQueued(t *testing.T) {
 	if got.Status != "queued" || got.Dispatch.State != "pending" || got.Dispatch.Attempts != 0 {
 		t.Errorf("Run = %+v, want queued with a pending dispatch never attempted", got)
 	}
+}
+
+// TestServeWithDispatchOffCountsAndWarnsOfPendingRuns is issue 35.6: with
+// SEARCHD_RUNTIME_URL unset, serve warns at start that dispatch is off;
+// after three starts /metrics counts the three pending dispatches and says
+// this process does not dispatch; and the log repeats a WARN naming the
+// count and the settings to set, every WarnEvery (shortened here), while
+// they wait.
+func TestServeWithDispatchOffCountsAndWarnsOfPendingRuns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(map[string]string{
+		"DATABASE_URL": pgtest.NewDBURL(t), "SEARCHD_JWT_SECRET": goodSecret, "SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s",
+	})
+	h.app.backlogWatch = dispatch.WatchConfig{Interval: 20 * time.Millisecond, WarnEvery: 200 * time.Millisecond}
+	addr, _ := h.start(t, "serve")
+	base := "http://" + addr
+	startWarn := `"level":"WARN","msg":"dispatch is off: ` + EnvRuntimeURL + ` is not set, so admitted Runs stay queued with their dispatch pending ` +
+		`until a replica with a runtime delivers them; set ` + EnvRuntimeURL + ` and ` + EnvRuntimeSecret + ` on this replica`
+	if !strings.Contains(h.stderr.String(), startWarn) {
+		t.Errorf("no WARN at start that dispatch is off:\n%s", h.stderr.String())
+	}
+	tok, _ := auth.SignToken([]byte(goodSecret), uuid.New(), "alice", time.Now(), time.Hour)
+	for i := range 3 {
+		postRun(t, base, tok, fmt.Sprintf("dispatch-off-%d", i))
+	}
+	var page string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if page = getText(t, base+"/metrics"); strings.Contains(page, "\nsearchd_dispatch_pending 3\n") {
+			break
+		}
+	}
+	for _, want := range []string{"\nsearchd_dispatch_pending 3\n", "\nsearchd_dispatch_enabled 0\n", "\nsearchd_dispatch_failed 0\n"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/metrics lacks %q:\n%s", strings.TrimSpace(want), grepLines(page, "searchd_dispatch_"))
+		}
+	}
+	if strings.Contains(page, "\nsearchd_dispatch_oldest_pending_seconds 0\n") || !strings.Contains(page, "\nsearchd_dispatch_oldest_pending_seconds ") {
+		t.Errorf("/metrics does not age the oldest pending Run:\n%s", grepLines(page, "searchd_dispatch_"))
+	}
+	// The repeated warning: twice at least, each naming the three Runs.
+	const repeated = `"level":"WARN","msg":"dispatch is off on this replica and Runs are waiting for it: they stay queued until a replica ` +
+		`with a runtime delivers them; set ` + EnvRuntimeURL + ` and ` + EnvRuntimeSecret + ` on this replica to deliver them (docs/runtime.md)","pending":3,`
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(h.stderr.String(), repeated) < 2 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := strings.Count(h.stderr.String(), repeated); n < 2 {
+		t.Errorf("%d warnings of the three pending Runs within 20 s, want 2 or more:\n%s", n, h.stderr.String())
+	}
+}
+
+// grepLines returns the lines of page that contain s.
+func grepLines(page, s string) string {
+	var out []string
+	for l := range strings.Lines(page) {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }
 
 // TestRunsDispatchListAndRetry: an operator lists the failed dispatches and

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/searchd/searchd/dispatch"
 )
@@ -58,17 +59,32 @@ func parseRuntimeSecret(r *reader, s setting) string {
 	return ""
 }
 
-// dispatcher returns the run of the dispatcher of the outbox when a
-// runtime is configured; it returns when its deliveries in flight (each
-// bounded by its lease) have. Without a runtime it logs that dispatch is
-// off (Runs are admitted and stay queued, their dispatches pending until a
-// replica with a runtime delivers them) and returns nil.
+// dispatchRemedy is what the warnings of dispatch off ask for.
+const dispatchRemedy = "set " + EnvRuntimeURL + " and " + EnvRuntimeSecret + " on this replica to deliver them (docs/runtime.md)"
+
+// dispatcher returns the run of the backlog's watcher and, when a runtime
+// is configured, of the dispatcher of the outbox; it returns when both
+// have (the dispatcher once its deliveries in flight, each bounded by its
+// lease, have). Without a runtime, dispatch is off: admitted Runs stay
+// queued, their dispatches pending until a replica with a runtime delivers
+// them. That is said with a WARN at start, and the watcher says it again
+// (count, oldest age, the settings to set) every few minutes while Runs
+// are pending, and reports it in the metrics and the console.
 func (s server) dispatcher() (func(context.Context), error) {
 	st := s.st
 	st.wakeDispatcher = func() {}
-	if s.cfg.Dispatch.URL == "" {
-		s.logger.Info("dispatch is off: " + EnvRuntimeURL + " is not set, so admitted Runs stay queued with their dispatch pending")
-		return nil, nil
+	on := s.cfg.Dispatch.URL != ""
+	w, err := dispatch.NewWatcher(st.dispatches, dispatch.WatchConfig{Dispatching: on,
+		Interval: s.watch.Interval, WarnEvery: s.watch.WarnEvery, Remedy: dispatchRemedy,
+		Logger: s.logger, Observer: s.obs.metrics})
+	if err != nil {
+		return nil, err
+	}
+	st.backlog = w
+	if !on {
+		s.logger.Warn("dispatch is off: " + EnvRuntimeURL + " is not set, so admitted Runs stay queued with their dispatch pending " +
+			"until a replica with a runtime delivers them; " + dispatchRemedy)
+		return func(ctx context.Context) { _ = w.Run(ctx) }, nil
 	}
 	dcfg := s.cfg.Dispatch
 	dcfg.Logger, dcfg.Observer, dcfg.UserAgent = s.logger, s.obs.metrics, "searchd/"+buildInfo().Version
@@ -79,5 +95,10 @@ func (s server) dispatcher() (func(context.Context), error) {
 	st.wakeDispatcher = d.Wake
 	s.logger.Info("dispatching admitted Runs to the runtime", slog.Duration("timeout", dcfg.Timeout),
 		slog.Duration("lease", d.Lease()), slog.Int("concurrency", dcfg.Concurrency))
-	return func(ctx context.Context) { _ = d.Run(ctx) }, nil
+	return func(ctx context.Context) {
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = w.Run(ctx) })
+		_ = d.Run(ctx)
+		wg.Wait()
+	}, nil
 }

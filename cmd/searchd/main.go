@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/dispatch"
 )
 
 func main() {
@@ -45,6 +46,9 @@ type app struct {
 	dbClock *dbclock.Clock
 	// ready, when set, is told the address serve listens on (tests).
 	ready func(addr string)
+	// backlogWatch, when set, paces serve's watcher of the dispatch
+	// backlog (its Interval and WarnEvery; tests).
+	backlogWatch dispatch.WatchConfig
 }
 
 const usageHead = `usage: searchd <command> [flags]

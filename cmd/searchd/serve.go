@@ -14,6 +14,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/console"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/readiness"
@@ -89,6 +90,9 @@ type server struct {
 	logger *slog.Logger
 	obs    observability
 	queue  *fairq.Queue
+	// watch paces the backlog's watcher: its Interval and WarnEvery, the
+	// defaults when zero (tests shorten them).
+	watch dispatch.WatchConfig
 }
 
 // runServer serves the API on ln until ctx ends, then drains: requests in
@@ -109,7 +113,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	if err != nil {
 		return err
 	}
-	s := server{st: st, cfg: cfg, logger: logger, obs: obs, queue: queue}
+	s := server{st: st, cfg: cfg, logger: logger, obs: obs, queue: queue, watch: a.backlogWatch}
 	hub, stopHub := startHub(ctx, pool, cfg, logger)
 	defer stopHub()
 	// The background loops, each a nil run when its settings turn it off,

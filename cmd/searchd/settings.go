@@ -279,8 +279,9 @@ var settingsTable = []section{
 				desc: "an absolute http or https URL; as a flag, without credentials"},
 			def: "none: dispatch is off, Runs stay queued",
 			meaning: "the runtime's endpoint: every admitted Run is POSTed to it as a signed Standard Webhooks message " +
-				"whose `webhook-id` is the Run id, until it answers 2xx. Unset, dispatch is off: `serve` logs so, and Runs " +
-				"are admitted and stay `queued` with their dispatch pending, for a replica with a runtime to deliver. As a " +
+				"whose `webhook-id` is the Run id, until it answers 2xx. Unset, dispatch is off: Runs are admitted and stay " +
+				"`queued` with their dispatch pending, for a replica with a runtime to deliver; `serve` warns at start and " +
+				"every 5 minutes while Runs are pending, `searchd_dispatch_enabled` is 0 and the console shows a notice. As a " +
 				"flag it must hold no credentials (`ps` shows flags)"},
 		{env: EnvRuntimeSecret, secret: true, in: cmdServers,
 			kind: custom{parse: parseRuntimeSecret,

@@ -36,6 +36,9 @@ type stores struct {
 	// wakeDispatcher wakes this process's dispatcher after an admission;
 	// set by server.dispatcher (a no-op when dispatch is off).
 	wakeDispatcher func()
+	// backlog is the outbox's backlog as last read, and whether this
+	// process dispatches; set by server.dispatcher, read by the console.
+	backlog *dispatch.Watcher
 	// providerJobs is the callback handler's and the applier's; it sends
 	// to wake when a copy meets an arrival whose worker is gone.
 	providerJobs *providerjobs.Service

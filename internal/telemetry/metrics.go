@@ -20,8 +20,8 @@ const namespace = "searchd"
 // Metrics are the Prometheus metrics of one searchd process, on a registry
 // of their own. A *Metrics is an idempotency.Observer, a
 // providerjobs.Observer, a sweeper.Observer, a fairq.Observer, a
-// schedule.Observer (the drain of scheduled starts) and a
-// dispatch.Observer; give the same value to all of them and to the API,
+// schedule.Observer (the drain of scheduled starts), a dispatch.Observer
+// and a dispatch.BacklogObserver; give the same value to all of them and to the API,
 // which serves [Metrics.Handler]. It is safe for
 // concurrent use; its Observe methods never block.
 type Metrics struct {
@@ -49,6 +49,7 @@ type Metrics struct {
 
 	admission *admissionMetrics
 
+	dispatchEnabled  prometheus.Gauge
 	dispatchPending  prometheus.Gauge
 	dispatchFailed   prometheus.Gauge
 	dispatchOldest   prometheus.Gauge
@@ -101,8 +102,10 @@ func NewMetrics() *Metrics {
 		sweepFull: f.counterVec("sweeper", "backlog_passes_total",
 			"Sweeper passes whose read filled the bound, leaving rows past retention behind, by table.", "table"),
 		admission: newAdmissionMetrics(f),
+		dispatchEnabled: f.gauge("dispatch", "enabled",
+			"1 when this process dispatches admitted Runs to the runtime (SEARCHD_RUNTIME_URL is set), 0 when it does not."),
 		dispatchPending: f.gauge("dispatch", "pending",
-			"Admitted Runs whose dispatch to the runtime is pending (not yet acknowledged), counted by the dispatcher every 15 s."),
+			"Admitted Runs whose dispatch to the runtime is pending (not yet acknowledged), in the whole outbox, counted every 15 s by every process whether or not it dispatches."),
 		dispatchFailed: f.gauge("dispatch", "failed",
 			"Dispatches the runtime refused (a 4xx other than 408 and 429), waiting for an operator's retry; counted every 15 s."),
 		dispatchOldest: f.gauge("dispatch", "oldest_pending_seconds",
@@ -239,11 +242,21 @@ func (m *Metrics) ObserveDispatchAttempt(outcome string, d time.Duration) {
 	m.dispatchDuration.WithLabelValues(outcome).Observe(d.Seconds())
 }
 
-// ObserveDispatchBacklog implements dispatch.Observer.
+// ObserveDispatchBacklog implements dispatch.BacklogObserver.
 func (m *Metrics) ObserveDispatchBacklog(pending, failed int64, oldest time.Duration) {
 	m.dispatchPending.Set(float64(pending))
 	m.dispatchFailed.Set(float64(failed))
 	m.dispatchOldest.Set(oldest.Seconds())
+}
+
+// ObserveDispatching implements dispatch.BacklogObserver:
+// searchd_dispatch_enabled, so an alert on a backlog can say why.
+func (m *Metrics) ObserveDispatching(on bool) {
+	v := 0.0
+	if on {
+		v = 1
+	}
+	m.dispatchEnabled.Set(v)
 }
 
 // ObserveCameDue implements schedule.Observer.

@@ -407,12 +407,15 @@ func TestMetricsCountTheDispatches(t *testing.T) {
 	t.Parallel()
 	m := NewMetrics()
 	var _ dispatch.Observer = m
+	var _ dispatch.BacklogObserver = m
 	m.ObserveDispatchAttempt("delivered", 20*time.Millisecond)
 	m.ObserveDispatchAttempt("retry", time.Second)
 	m.ObserveDispatchAttempt("retry", time.Second)
 	m.ObserveDispatchBacklog(12, 3, 90*time.Second)
+	m.ObserveDispatching(true)
 	page := scrape(t, m)
 	wantLines(t, page,
+		`searchd_dispatch_enabled 1`,
 		`searchd_dispatch_attempts_total{outcome="delivered"} 1`,
 		`searchd_dispatch_attempts_total{outcome="retry"} 2`,
 		`searchd_dispatch_attempt_duration_seconds_count{outcome="retry"} 2`,

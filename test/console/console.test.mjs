@@ -263,6 +263,31 @@ test("an operator sees this process's admission seats and queues on the claims p
   }
 });
 
+// The fixture's serve has no runtime (SEARCHD_RUNTIME_URL unset) and the
+// seeded world has Runs whose dispatch is pending: issue 35.6's notice.
+test("while this replica does not dispatch and Runs wait, the pages say so, on a desktop and a phone", async () => {
+  for (const width of [1440, 390]) {
+    const op = await session(world.token_operator, width);
+    await op.page.goto(world.base + "/console/operator/claims");
+    const notice = op.page.locator("#dispatch-off");
+    await notice.waitFor();
+    assert.match(await notice.innerText(),
+      /^Dispatch is off on this replica\.\s+\d+ Runs? (are|is) waiting to be handed to the runtime, the oldest for .+ Set SEARCHD_RUNTIME_URL and SEARCHD_RUNTIME_SECRET/);
+    assert.ok(await notice.isVisible(), "the operator sees the notice");
+    const box = await notice.boundingBox();
+    assert.ok(box.x >= 0 && box.x + box.width <= width, "the notice fits the width");
+    assert.deepEqual(op.page.problems, [], "no CSP violation or script error");
+    await op.ctx.close();
+  }
+  const aud = await session(world.token_a);
+  await aud.page.goto(world.base + "/console/runs");
+  const notice = aud.page.locator("#dispatch-off");
+  await notice.waitFor();
+  assert.match(await notice.innerText(), /they stay queued until a replica with a runtime delivers them/);
+  assert.doesNotMatch(await notice.innerText(), /\d+ Runs/, "an auditor is not told every organization's count");
+  await aud.ctx.close();
+});
+
 test("an operator sees the stuck claim, force-releases it, and it is gone from the database", async () => {
   assert.equal(await ask("claim " + world.stuck), "present");
   const { ctx, page } = await session(world.token_operator);
