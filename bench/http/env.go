@@ -58,6 +58,8 @@ type env struct {
 	limits string
 	pg     pgCPU
 	org    uuid.UUID
+	// queue counts the real server's waits for an admission seat.
+	queue *queueWatch
 	// admin runs the benchmark's own statements, outside both counted
 	// pools.
 	admin   *pgxpool.Pool
@@ -192,7 +194,8 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	}
 	// The admission queue at its defaults, its seats the pool's size, as
 	// searchd serve builds it (cmd/searchd's newAdmission).
-	queue, err := fairq.New(fairq.Config{Seats: int(e.maxConns)})
+	e.queue = &queueWatch{}
+	queue, err := fairq.New(fairq.Config{Seats: int(e.maxConns), Observer: e.queue})
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +228,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.real = newTarget("real", realBase, cfg.clients, realTrace, e.pg, bearer, searches)
+	e.real = newTarget("real", realBase, cfg.clients, realPool, realTrace, e.pg, bearer, searches)
 
 	thinPool, thinTrace, err := openPool(ctx, e, dbURL, cfg.maxConns)
 	if err != nil {
@@ -235,7 +238,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.thin = newTarget("thin", thinBase, cfg.clients, thinTrace, e.pg, bearer, searches)
+	e.thin = newTarget("thin", thinBase, cfg.clients, thinPool, thinTrace, e.pg, bearer, searches)
 	return e, nil
 }
 
@@ -270,7 +273,7 @@ func openPool(ctx context.Context, e *env, dbURL string, maxConns int) (*pgxpool
 		pcfg.ConnConfig.RuntimeParams[k] = v
 	}
 	trace := &sqlTrace{}
-	pcfg.ConnConfig.Tracer = trace
+	pcfg.ConnConfig.Tracer = phaseTracer{trace}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening a pool: %w", err)
@@ -290,7 +293,7 @@ func listen(e *env, h http.Handler) (string, error) {
 		return "", err
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           timed(h), // both servers alike: see phases.go
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
