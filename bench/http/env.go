@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/google/uuid"
@@ -178,8 +179,11 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	}
 	e.maxConns = realPool.Config().MaxConns
 	logger := slog.New(slog.DiscardHandler)
-	if cfg.accessLog == "json" {
+	switch cfg.accessLog {
+	case "json":
 		logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	case "stderr":
+		logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	// Each store once, shared by the starter and the API, as cmd/searchd
 	// wires them.

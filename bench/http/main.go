@@ -2,6 +2,7 @@
 // loopback, against a thin baseline measured in the same run.
 //
 //	go -C bench run ./http [-clients 16] [-rounds 5] [-duration 3s] [-database-url URL] [-json FILE]
+//	                       [-only new-starts|replays] [-explain]
 //
 // It creates a database (a fresh one cloned from the migrated template by
 // internal/pgtest: a throwaway cluster, or the server SEARCHD_TEST_DATABASE_URL
@@ -33,13 +34,17 @@
 // ignoring Retry-After), and the count is printed with the target of
 // issue 23, none.
 //
-// It prints each round, then the medians of the rounds: requests per
-// second, p50 and p99 latency, SQL statements per request (a pgx
+// It prints each round (p50, p99, p99.9, the slowest request and how many
+// took 50 ms or more; for a round with such requests, where their time
+// went and what else happened meanwhile, see phases.go and stalls.go),
+// then the medians of the rounds: requests per
+// second, p50, p99 and p99.9 latency, SQL statements per request (a pgx
 // QueryTracer on each server's pool), the time spent inside statements,
 // round trips and commits per request, the CPU time per request of this
 // process and of the PostgreSQL server (when it runs on this machine), and
 // the ratio real/thin against the targets of issue 17: new starts and
-// replays at least 0.90x the thin handler, a replay one statement.
+// replays at least 0.90x the thin handler, a replay one statement; and a
+// log-scale latency histogram of each measure.
 //
 // With -json it also writes those medians to a file as JSON (see
 // [summary.Summary]), for bench/report.
@@ -95,7 +100,7 @@ func main() {
 	flag.IntVar(&cfg.maxConns, "max-conns", 0,
 		fmt.Sprintf("pool size of each server; 0 is searchd serve's default, %d (and the real server's admission seats follow it)", serveMaxConns))
 	flag.StringVar(&cfg.accessLog, "access-log", "json",
-		"the real server's logger: json (searchd serve's JSON access log, formatted and discarded) or off")
+		"the real server's logger: json (searchd serve's JSON access log, formatted and discarded), stderr (the same, written to stderr) or off")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "",
 		"write a CPU profile of every measured round to PREFIX-<measure>-<handler>-r<N>.pprof")
 	flag.StringVar(&cfg.jsonOut, "json", "", "also write the medians as JSON to this file (for bench/report)")
@@ -137,8 +142,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-baseline-items is %d, want 0 to 10000", c.baselineItems)
 	case c.maxConns < 0:
 		return fmt.Errorf("-max-conns is %d, want 0 (the default) or more", c.maxConns)
-	case c.accessLog != "json" && c.accessLog != "off":
-		return fmt.Errorf("-access-log is %q, want json or off", c.accessLog)
+	case c.accessLog != "json" && c.accessLog != "stderr" && c.accessLog != "off":
+		return fmt.Errorf("-access-log is %q, want json, stderr or off", c.accessLog)
 	case c.only != "" && c.only != "new-starts" && c.only != "replays":
 		return fmt.Errorf("-only is %q, want new-starts or replays (or nothing, for both)", c.only)
 	}
