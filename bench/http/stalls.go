@@ -83,6 +83,17 @@ func (s stalls) String() string {
 		msShort(s.queueWaitMax), s.checkpoints, s.autovacuums)
 }
 
+// pressure returns " cpu-wait N%": the share of elapsed in which some
+// runnable task of the machine waited for a CPU (PSI), or "" when the
+// kernel does not tell. Near 0% the round had the CPUs it wanted; near
+// 100% something always waited, and latencies are the machine's.
+func (s stalls) pressure(elapsed time.Duration) string {
+	if !s.psiOK || elapsed <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" cpu-wait %.0f%%", 100*float64(s.psi)/float64(elapsed))
+}
+
 // queueWatch is the admission queue's Observer: it counts the requests
 // that waited for a seat.
 type queueWatch struct {
