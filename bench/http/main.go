@@ -296,7 +296,7 @@ func measureRounds(ctx context.Context, out io.Writer, cfg config, env *env, m m
 			}
 			line += fmt.Sprintf("  %s %5.0f/s p50 %s p99 %s p99.9 %s max %s ≥50ms %d 429s %d%s", t.name, res.rate(),
 				msShort(res.quantile(0.50)), msShort(res.quantile(0.99)), msShort(res.quantile(0.999)),
-				msShort(res.maxLatency()), len(res.slow), res.refused, res.stalls.pressure(res.elapsed))
+				msShort(res.maxLatency()), len(res.slow), res.refused, res.stalls.pressure())
 			if cfg.explain || len(res.slow) > 0 {
 				why = append(why, fmt.Sprintf("    %s: %s\n    %s  meanwhile: %s", t.name, slowSummary(res.slow), t.name, res.stalls))
 			}

@@ -40,6 +40,7 @@ import (
 
 // sample is the counters a round's stalls are the difference of.
 type sample struct {
+	at              time.Time
 	cpuBusy, cpuAll uint64        // jiffies of every CPU, from /proc/stat
 	psi             time.Duration // PSI cpu "some" total
 	psiOK           bool
@@ -56,6 +57,7 @@ type sample struct {
 type stalls struct {
 	psi          time.Duration // CPU pressure: time some task waited for a CPU
 	psiOK        bool
+	sampled      time.Duration // from the first sample to the second
 	others       float64 // CPUs the machine's other processes used
 	schedWaits   uint64  // goroutines that waited ≥ 10 ms to run
 	schedMax     float64 // seconds, the upper bound of the slowest bucket hit
@@ -83,15 +85,17 @@ func (s stalls) String() string {
 		msShort(s.queueWaitMax), s.checkpoints, s.autovacuums)
 }
 
-// pressure returns " cpu-wait N%": the share of elapsed in which some
+// pressure returns " cpu-wait N%": the share of the round in which some
 // runnable task of the machine waited for a CPU (PSI), or "" when the
 // kernel does not tell. Near 0% the round had the CPUs it wanted; near
-// 100% something always waited, and latencies are the machine's.
-func (s stalls) pressure(elapsed time.Duration) string {
-	if !s.psiOK || elapsed <= 0 {
+// 100% something always waited, and latencies are the machine's. (PSI
+// updates its total every few milliseconds, so a short round may read a
+// little over 100%.)
+func (s stalls) pressure() string {
+	if !s.psiOK || s.sampled <= 0 {
 		return ""
 	}
-	return fmt.Sprintf(" cpu-wait %.0f%%", 100*float64(s.psi)/float64(elapsed))
+	return fmt.Sprintf(" cpu-wait %.0f%%", 100*float64(s.psi)/float64(s.sampled))
 }
 
 // queueWatch is the admission queue's Observer: it counts the requests
@@ -129,7 +133,7 @@ var goMetrics = []metrics.Sample{
 // takeSample reads every counter. The PostgreSQL ones are read through
 // admin, outside the measured pools; an error leaves them zero.
 func (e *env) takeSample(ctx context.Context, t *target) sample {
-	var s sample
+	s := sample{at: time.Now()}
 	s.cpuBusy, s.cpuAll = procStatCPU()
 	s.psi, s.psiOK = cpuPressure()
 	metrics.Read(goMetrics)
@@ -149,7 +153,7 @@ func (e *env) takeSample(ctx context.Context, t *target) sample {
 // stallsBetween returns what happened from a to b, over elapsed, with
 // ownCPU and pgCPU the CPU time this process and the server used.
 func (e *env) stallsBetween(a, b sample, t *target, elapsed, ownCPU, pgCPU time.Duration) stalls {
-	s := stalls{psi: b.psi - a.psi, psiOK: a.psiOK && b.psiOK, gcCycles: b.gcCycles - a.gcCycles,
+	s := stalls{psi: b.psi - a.psi, psiOK: a.psiOK && b.psiOK, sampled: b.at.Sub(a.at), gcCycles: b.gcCycles - a.gcCycles,
 		poolWaits:   b.pool.EmptyAcquireCount() - a.pool.EmptyAcquireCount(),
 		poolAcquire: b.pool.AcquireDuration() - a.pool.AcquireDuration(),
 		queueWaits:  b.queueWaits - a.queueWaits, checkpoints: b.checkpoints - a.checkpoints,
