@@ -15,7 +15,7 @@ setup:
 	$(GO) mod download
 
 # The test command: every package against real PostgreSQL, with the race
-# detector; and vet and the unit tests of the benchmarks' module (bench/, a
+# detector; and vet and the tests of the benchmarks' module (bench/, a
 # module of its own built against this checkout; its tests measure
 # nothing), so a change that breaks them fails here.
 test:

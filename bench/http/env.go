@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/admission"
@@ -86,6 +88,44 @@ func (e *env) analyze(ctx context.Context) error {
 		return fmt.Errorf("analyzing: %w", err)
 	}
 	return nil
+}
+
+// replayPlan returns the generic plan PostgreSQL makes, on the current
+// statistics, for a replay's one statement: the plan each pooled
+// connection switches to after five executions (see analyze). Its first
+// lines name the index the lookup uses.
+func (e *env) replayPlan(ctx context.Context) (string, error) {
+	conn, err := e.admin.Acquire(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Release()
+	c := conn.Conn()
+	// A session of its own, left as it was: the prepared statement and the
+	// setting go with the deallocate and reset.
+	if _, err := c.Exec(ctx, `PREPARE bench_replay_plan(uuid, text, timestamptz) AS `+thinRunWithSnapshotByStartKey); err != nil {
+		return "", fmt.Errorf("preparing the replay's statement: %w", err)
+	}
+	defer func() { _, _ = c.Exec(context.WithoutCancel(ctx), `DEALLOCATE bench_replay_plan; RESET plan_cache_mode`) }()
+	if _, err := c.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		return "", err
+	}
+	// EXPLAIN takes no parameters; a uuid's text is safe to inline.
+	rows, err := c.Query(ctx, `EXPLAIN (COSTS OFF) EXECUTE bench_replay_plan('`+e.org.String()+`', 'none', NULL)`)
+	if err != nil {
+		return "", fmt.Errorf("explaining the replay's statement: %w", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("explaining the replay's statement: %w", err)
+	}
+	var scans []string
+	for _, l := range lines {
+		if t := strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(l), "->")); strings.Contains(t, "Scan") {
+			scans = append(scans, strings.TrimSpace(t))
+		}
+	}
+	return strings.Join(scans, "; "), nil
 }
 
 // checkRows checks that every admitted start, on either handler, left

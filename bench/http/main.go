@@ -277,6 +277,13 @@ func measureRounds(ctx context.Context, out io.Writer, cfg config, env *env, m m
 	if err := env.analyze(ctx); err != nil {
 		return nil, err
 	}
+	if m == replays {
+		plan, err := env.replayPlan(ctx)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "replay plan (generic, after ANALYZE): %s\n", plan)
+	}
 	for r := range cfg.rounds {
 		order := []*target{realT, thinT}
 		if r%2 == 1 {
