@@ -106,7 +106,9 @@ func (e *env) replayPlan(ctx context.Context) (string, error) {
 	if _, err := c.Exec(ctx, `PREPARE bench_replay_plan(uuid, text, timestamptz) AS `+thinRunWithSnapshotByStartKey); err != nil {
 		return "", fmt.Errorf("preparing the replay's statement: %w", err)
 	}
-	defer func() { _, _ = c.Exec(context.WithoutCancel(ctx), `DEALLOCATE bench_replay_plan; RESET plan_cache_mode`) }()
+	defer func() {
+		_, _ = c.Exec(context.WithoutCancel(ctx), `DEALLOCATE bench_replay_plan; RESET plan_cache_mode`)
+	}()
 	if _, err := c.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
 		return "", err
 	}

@@ -58,9 +58,9 @@ type stalls struct {
 	psi          time.Duration // CPU pressure: time some task waited for a CPU
 	psiOK        bool
 	sampled      time.Duration // from the first sample to the second
-	others       float64 // CPUs the machine's other processes used
-	schedWaits   uint64  // goroutines that waited ≥ 10 ms to run
-	schedMax     float64 // seconds, the upper bound of the slowest bucket hit
+	others       float64       // CPUs the machine's other processes used
+	schedWaits   uint64        // goroutines that waited ≥ 10 ms to run
+	schedMax     float64       // seconds, the upper bound of the slowest bucket hit
 	gcCycles     uint64
 	gcPauseMax   float64 // seconds, the upper bound of the longest pause's bucket
 	poolWaits    int64   // acquires that waited for a connection
