@@ -34,7 +34,7 @@ import (
 //   - the server's pool (pgxpool.Stat): acquires that found no idle
 //     connection and waited, and the time all acquires took;
 //   - the real server's admission queue (a fairq.Observer): requests that
-//     waited for a seat, and the longest wait;
+//     waited for a seat or were refused one, and the longest wait;
 //   - PostgreSQL (pg_stat_bgwriter, pg_stat_all_tables): checkpoints and
 //     autovacuum or autoanalyze runs that ended.
 
@@ -78,7 +78,7 @@ func (s stalls) String() string {
 		psi = msShort(s.psi)
 	}
 	return fmt.Sprintf("CPU pressure %s, other processes %.2f CPUs; Go: %d waits ≥10ms to run (longest ≤%s), "+
-		"%d GCs (longest pause ≤%s); pool: %d acquires waited (all acquires %s); queue: %d waited (longest %s); "+
+		"%d GCs (longest pause ≤%s); pool: %d acquires waited (all acquires %s); queue: %d waited or refused (longest wait %s); "+
 		"PG: %d checkpoints, %d autovacuum/analyze runs",
 		psi, s.others, s.schedWaits, msShort(time.Duration(s.schedMax*1e9)), s.gcCycles,
 		msShort(time.Duration(s.gcPauseMax*1e9)), s.poolWaits, msShort(s.poolAcquire), s.queueWaits,
