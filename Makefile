@@ -15,11 +15,13 @@ setup:
 	$(GO) mod download
 
 # The test command: every package against real PostgreSQL, with the race
-# detector; and vet of the benchmarks' module (bench/, a module of its own
-# built against this checkout), so a change that breaks them fails here.
+# detector; and vet and the tests of the benchmarks' module (bench/, a
+# module of its own built against this checkout; its tests measure
+# nothing), so a change that breaks them fails here.
 test:
 	$(GO) vet ./...
 	$(GO) -C bench vet ./...
+	$(GO) -C bench test -race -count=1 ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # The settings reference (docs/settings.md) and the example env file

@@ -9,9 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/admission"
@@ -58,6 +61,8 @@ type env struct {
 	limits string
 	pg     pgCPU
 	org    uuid.UUID
+	// queue counts the real server's waits for an admission seat.
+	queue *queueWatch
 	// admin runs the benchmark's own statements, outside both counted
 	// pools.
 	admin   *pgxpool.Pool
@@ -83,6 +88,46 @@ func (e *env) analyze(ctx context.Context) error {
 		return fmt.Errorf("analyzing: %w", err)
 	}
 	return nil
+}
+
+// replayPlan returns the generic plan PostgreSQL makes, on the current
+// statistics, for a replay's one statement: the plan each pooled
+// connection switches to after five executions (see analyze). Its first
+// lines name the index the lookup uses.
+func (e *env) replayPlan(ctx context.Context) (string, error) {
+	conn, err := e.admin.Acquire(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Release()
+	c := conn.Conn()
+	// A session of its own, left as it was: the prepared statement and the
+	// setting go with the deallocate and reset.
+	if _, err := c.Exec(ctx, `PREPARE bench_replay_plan(uuid, text, timestamptz) AS `+thinRunWithSnapshotByStartKey); err != nil {
+		return "", fmt.Errorf("preparing the replay's statement: %w", err)
+	}
+	defer func() {
+		_, _ = c.Exec(context.WithoutCancel(ctx), `DEALLOCATE bench_replay_plan; RESET plan_cache_mode`)
+	}()
+	if _, err := c.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		return "", err
+	}
+	// EXPLAIN takes no parameters; a uuid's text is safe to inline.
+	rows, err := c.Query(ctx, `EXPLAIN (COSTS OFF) EXECUTE bench_replay_plan('`+e.org.String()+`', 'none', NULL)`)
+	if err != nil {
+		return "", fmt.Errorf("explaining the replay's statement: %w", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("explaining the replay's statement: %w", err)
+	}
+	var scans []string
+	for _, l := range lines {
+		if t := strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(l), "->")); strings.Contains(t, "Scan") {
+			scans = append(scans, strings.TrimSpace(t))
+		}
+	}
+	return strings.Join(scans, "; "), nil
 }
 
 // checkRows checks that every admitted start, on either handler, left
@@ -176,8 +221,11 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	}
 	e.maxConns = realPool.Config().MaxConns
 	logger := slog.New(slog.DiscardHandler)
-	if cfg.accessLog == "json" {
+	switch cfg.accessLog {
+	case "json":
 		logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	case "stderr":
+		logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	// Each store once, shared by the starter and the API, as cmd/searchd
 	// wires them.
@@ -192,7 +240,8 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	}
 	// The admission queue at its defaults, its seats the pool's size, as
 	// searchd serve builds it (cmd/searchd's newAdmission).
-	queue, err := fairq.New(fairq.Config{Seats: int(e.maxConns)})
+	e.queue = &queueWatch{}
+	queue, err := fairq.New(fairq.Config{Seats: int(e.maxConns), Observer: e.queue})
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +274,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.real = newTarget("real", realBase, cfg.clients, realTrace, e.pg, bearer, searches)
+	e.real = newTarget("real", realBase, cfg.clients, realPool, realTrace, e.pg, bearer, searches)
 
 	thinPool, thinTrace, err := openPool(ctx, e, dbURL, cfg.maxConns)
 	if err != nil {
@@ -235,7 +284,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.thin = newTarget("thin", thinBase, cfg.clients, thinTrace, e.pg, bearer, searches)
+	e.thin = newTarget("thin", thinBase, cfg.clients, thinPool, thinTrace, e.pg, bearer, searches)
 	return e, nil
 }
 
@@ -270,7 +319,7 @@ func openPool(ctx context.Context, e *env, dbURL string, maxConns int) (*pgxpool
 		pcfg.ConnConfig.RuntimeParams[k] = v
 	}
 	trace := &sqlTrace{}
-	pcfg.ConnConfig.Tracer = trace
+	pcfg.ConnConfig.Tracer = phaseTracer{trace}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening a pool: %w", err)
@@ -290,7 +339,7 @@ func listen(e *env, h http.Handler) (string, error) {
 		return "", err
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           timed(h), // both servers alike: see phases.go
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // measure is what a round does: start with fresh keys, or replay keys the
@@ -49,6 +50,7 @@ type target struct {
 	base   string // http://127.0.0.1:port
 	client *http.Client
 	trace  *sqlTrace
+	pool   *pgxpool.Pool
 	pg     pgCPU
 	auth   string // the Authorization header value
 	paths  []string
@@ -56,7 +58,7 @@ type target struct {
 	keys []started
 }
 
-func newTarget(name, base string, clients int, trace *sqlTrace, pg pgCPU, auth string, searches []uuid.UUID) *target {
+func newTarget(name, base string, clients int, pool *pgxpool.Pool, trace *sqlTrace, pg pgCPU, auth string, searches []uuid.UUID) *target {
 	tr := &http.Transport{
 		MaxIdleConns:        clients,
 		MaxIdleConnsPerHost: clients,
@@ -68,7 +70,7 @@ func newTarget(name, base string, clients int, trace *sqlTrace, pg pgCPU, auth s
 		paths[i] = "/v1/saved-searches/" + id.String() + "/start"
 	}
 	return &target{name: name, base: base, client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		trace: trace, pg: pg, auth: auth, paths: paths}
+		trace: trace, pool: pool, pg: pg, auth: auth, paths: paths}
 }
 
 // post sends one start and returns its status and body. With keepBody false
@@ -115,6 +117,10 @@ type round struct {
 	// pgCPU is the CPU time the PostgreSQL server used in the round, zero
 	// when it cannot be measured.
 	pgCPU time.Duration
+	// slow is the requests slower than slowThreshold, in no order.
+	slow []slowRequest
+	// stalls is what else happened meanwhile (see stalls.go).
+	stalls stalls
 }
 
 func (r round) rate() float64 { return float64(r.requests) / r.elapsed.Seconds() }
@@ -190,6 +196,7 @@ func (t *target) run(ctx context.Context, m measure, clients int, d time.Duratio
 		latencies []time.Duration
 		keys      []started
 		refused   int
+		slow      []slowRequest
 	}
 	results := make([]result, clients)
 	var wg sync.WaitGroup
@@ -208,7 +215,7 @@ func (t *target) run(ctx context.Context, m measure, clients int, d time.Duratio
 					s = t.keys[rng.IntN(len(t.keys))]
 				}
 				sent := time.Now()
-				status, body, _, err := t.post(ctx, s, false)
+				status, body, h, err := t.post(ctx, s, false)
 				if err == nil && status == http.StatusTooManyRequests {
 					res.refused++
 					continue
@@ -220,7 +227,12 @@ func (t *target) run(ctx context.Context, m measure, clients int, d time.Duratio
 					cancel(err)
 					return
 				}
-				res.latencies = append(res.latencies, time.Since(sent))
+				took := time.Since(sent)
+				res.latencies = append(res.latencies, took)
+				if took >= slowThreshold {
+					st, ok := parseServerTiming(h.Get("Server-Timing"))
+					res.slow = append(res.slow, slowRequest{at: sent.Sub(begin), latency: took, server: st, ok: ok})
+				}
 				if m == newStarts {
 					res.keys = append(res.keys, s)
 				}
@@ -237,6 +249,7 @@ func (t *target) run(ctx context.Context, m measure, clients int, d time.Duratio
 		dbTime: c.Busy, cpu: processCPU() - cpu, pgCPU: t.pg.used() - pgCPU}
 	for _, res := range results {
 		r.refused += res.refused
+		r.slow = append(r.slow, res.slow...)
 		r.latencies = append(r.latencies, res.latencies...)
 		t.keys = append(t.keys, res.keys...)
 	}

@@ -2,6 +2,7 @@
 // loopback, against a thin baseline measured in the same run.
 //
 //	go -C bench run ./http [-clients 16] [-rounds 5] [-duration 3s] [-database-url URL] [-json FILE]
+//	                       [-only new-starts|replays] [-explain]
 //
 // It creates a database (a fresh one cloned from the migrated template by
 // internal/pgtest: a throwaway cluster, or the server SEARCHD_TEST_DATABASE_URL
@@ -33,13 +34,17 @@
 // ignoring Retry-After), and the count is printed with the target of
 // issue 23, none.
 //
-// It prints each round, then the medians of the rounds: requests per
-// second, p50 and p99 latency, SQL statements per request (a pgx
+// It prints each round (p50, p99, p99.9, the slowest request and how many
+// took 50 ms or more; for a round with such requests, where their time
+// went and what else happened meanwhile, see phases.go and stalls.go),
+// then the medians of the rounds: requests per
+// second, p50, p99 and p99.9 latency, SQL statements per request (a pgx
 // QueryTracer on each server's pool), the time spent inside statements,
 // round trips and commits per request, the CPU time per request of this
 // process and of the PostgreSQL server (when it runs on this machine), and
 // the ratio real/thin against the targets of issue 17: new starts and
-// replays at least 0.90x the thin handler, a replay one statement.
+// replays at least 0.90x the thin handler, a replay one statement; and a
+// log-scale latency histogram of each measure.
 //
 // With -json it also writes those medians to a file as JSON (see
 // [summary.Summary]), for bench/report.
@@ -77,6 +82,8 @@ type config struct {
 	accessLog     string
 	cpuProfile    string
 	jsonOut       string
+	only          string
+	explain       bool
 }
 
 func main() {
@@ -93,10 +100,14 @@ func main() {
 	flag.IntVar(&cfg.maxConns, "max-conns", 0,
 		fmt.Sprintf("pool size of each server; 0 is searchd serve's default, %d (and the real server's admission seats follow it)", serveMaxConns))
 	flag.StringVar(&cfg.accessLog, "access-log", "json",
-		"the real server's logger: json (searchd serve's JSON access log, formatted and discarded) or off")
+		"the real server's logger: json (searchd serve's JSON access log, formatted and discarded), stderr (the same, written to stderr) or off")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "",
 		"write a CPU profile of every measured round to PREFIX-<measure>-<handler>-r<N>.pprof")
 	flag.StringVar(&cfg.jsonOut, "json", "", "also write the medians as JSON to this file (for bench/report)")
+	flag.StringVar(&cfg.only, "only", "",
+		"measure only new-starts or only replays (replays then replay the keys the new starts' warm-up started); default both")
+	flag.BoolVar(&cfg.explain, "explain", false,
+		"print every round's stalls and slow requests (default: only for rounds with a request ≥ 50ms)")
 	flag.Parse()
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/http:", err)
@@ -131,8 +142,10 @@ func (c config) validate() error {
 		return fmt.Errorf("-baseline-items is %d, want 0 to 10000", c.baselineItems)
 	case c.maxConns < 0:
 		return fmt.Errorf("-max-conns is %d, want 0 (the default) or more", c.maxConns)
-	case c.accessLog != "json" && c.accessLog != "off":
-		return fmt.Errorf("-access-log is %q, want json or off", c.accessLog)
+	case c.accessLog != "json" && c.accessLog != "stderr" && c.accessLog != "off":
+		return fmt.Errorf("-access-log is %q, want json, stderr or off", c.accessLog)
+	case c.only != "" && c.only != "new-starts" && c.only != "replays":
+		return fmt.Errorf("-only is %q, want new-starts or replays (or nothing, for both)", c.only)
 	}
 	return nil
 }
@@ -160,7 +173,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	results := map[measure]*figures{}
-	for _, m := range []measure{newStarts, replays} {
+	for _, m := range cfg.measures() {
 		if results[m], err = measureRounds(ctx, out, cfg, env, m); err != nil {
 			return err
 		}
@@ -182,6 +195,17 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		"Go µs/req: CPU time of this whole process (servers and load generator) per request.\n"+
 		"PG µs/req: CPU time of the PostgreSQL server's processes per request.\n")
 	return nil
+}
+
+// measures returns the measures -only asks for.
+func (c config) measures() []measure {
+	switch c.only {
+	case "new-starts":
+		return []measure{newStarts}
+	case "replays":
+		return []measure{replays}
+	}
+	return []measure{newStarts, replays}
 }
 
 // printSetup prints what the run measures on: the machine, the database,
@@ -235,6 +259,14 @@ func checkSQL(ctx context.Context, out io.Writer, realT, thinT *target) error {
 func measureRounds(ctx context.Context, out io.Writer, cfg config, env *env, m measure) (*figures, error) {
 	realT, thinT := env.real, env.thin
 	f := &figures{}
+	if m == replays && len(realT.keys) == 0 {
+		// -only replays: start the keys to replay, unmeasured.
+		for _, t := range []*target{realT, thinT} {
+			if _, err := t.run(ctx, newStarts, cfg.clients, max(cfg.warmup, time.Second)); err != nil {
+				return nil, fmt.Errorf("starting keys to replay: %w", err)
+			}
+		}
+	}
 	if cfg.warmup > 0 {
 		for _, t := range []*target{realT, thinT} {
 			if _, err := t.run(ctx, m, cfg.clients, cfg.warmup); err != nil {
@@ -245,14 +277,22 @@ func measureRounds(ctx context.Context, out io.Writer, cfg config, env *env, m m
 	if err := env.analyze(ctx); err != nil {
 		return nil, err
 	}
+	if m == replays {
+		plan, err := env.replayPlan(ctx)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "replay plan (generic, after ANALYZE): %s\n", plan)
+	}
 	for r := range cfg.rounds {
 		order := []*target{realT, thinT}
 		if r%2 == 1 {
 			order = []*target{thinT, realT}
 		}
 		line := fmt.Sprintf("%-10s round %d:", m, r+1)
+		var why []string
 		for _, t := range order {
-			res, err := measureRound(ctx, cfg, t, m, r)
+			res, err := measureRound(ctx, cfg, env, t, m, r)
 			if err != nil {
 				return nil, err
 			}
@@ -261,11 +301,18 @@ func measureRounds(ctx context.Context, out io.Writer, cfg config, env *env, m m
 			} else {
 				f.thin = append(f.thin, res)
 			}
-			line += fmt.Sprintf("  %s %5.0f/s p50 %7s p99 %7s 429s %d", t.name, res.rate(),
-				ms(res.quantile(0.50)), ms(res.quantile(0.99)), res.refused)
+			line += fmt.Sprintf("  %s %5.0f/s p50 %s p99 %s p99.9 %s max %s ≥50ms %d 429s %d%s", t.name, res.rate(),
+				msShort(res.quantile(0.50)), msShort(res.quantile(0.99)), msShort(res.quantile(0.999)),
+				msShort(res.maxLatency()), len(res.slow), res.refused, res.stalls.pressure())
+			if cfg.explain || len(res.slow) > 0 {
+				why = append(why, fmt.Sprintf("    %s: %s\n    %s  meanwhile: %s", t.name, slowSummary(res.slow), t.name, res.stalls))
+			}
 		}
 		last := len(f.real) - 1
 		fmt.Fprintf(out, "%s  real/thin %.2f×\n", line, f.real[last].rate()/f.thin[last].rate())
+		for _, w := range why {
+			fmt.Fprintln(out, w)
+		}
 	}
 	return f, nil
 }
@@ -273,11 +320,11 @@ func measureRounds(ctx context.Context, out io.Writer, cfg config, env *env, m m
 // printMedians prints the medians of the rounds and the verdicts against
 // the targets, and fills sum with them.
 func printMedians(out io.Writer, cfg config, env *env, results map[measure]*figures, sum *summary.Summary) {
-	fmt.Fprintf(out, "\nmedians of %d rounds; the ratio is median real req/s over median thin req/s\n", cfg.rounds)
-	fmt.Fprintf(out, "%-11s %-5s %7s %9s %9s %9s %9s %9s %10s %10s %10s\n", "measure", "", "req/s", "p50", "p99",
+	fmt.Fprintf(out, "\nmedians of %d rounds; the ratio is median real req/s over median thin req/s; max is the slowest of all rounds\n", cfg.rounds)
+	fmt.Fprintf(out, "%-11s %-5s %7s %9s %9s %9s %9s %9s %9s %9s %10s %10s %10s\n", "measure", "", "req/s", "p50", "p99", "p99.9", "max",
 		"stmts/req", "trips/req", "commits", "SQL ms/req", "Go µs/req", "PG µs/req")
 	var verdicts []string
-	for _, m := range []measure{newStarts, replays} {
+	for _, m := range cfg.measures() {
 		f := results[m]
 		printSide(out, m, "real", f.real, env.pg.ok())
 		printSide(out, m, "thin", f.thin, env.pg.ok())
@@ -286,8 +333,12 @@ func printMedians(out io.Writer, cfg config, env *env, results map[measure]*figu
 		sum.Measures = append(sum.Measures, summary.Measure{
 			Measure: m.String(), Real: sideSummary(f.real), Thin: sideSummary(f.thin), Ratio: ratio})
 	}
+	fmt.Fprintln(out)
+	for _, m := range cfg.measures() {
+		printHistograms(out, m, results[m])
+	}
 	var refused int
-	for _, m := range []measure{newStarts, replays} {
+	for _, m := range cfg.measures() {
 		for _, r := range results[m].real {
 			refused += r.refused
 		}
@@ -295,15 +346,19 @@ func printMedians(out io.Writer, cfg config, env *env, results map[measure]*figu
 	fmt.Fprintf(out, "\nreal 429 rate_limited answers in all measured rounds: %d, target 0: %s\n", refused, verdict(refused == 0))
 	verdicts = append(verdicts, fmt.Sprintf("%d × 429 (%s)", refused, verdict(refused == 0)))
 	sum.Refused = refused
-	replayStmts := medianOf(results[replays].real, round.statementsPerRequest)
-	fmt.Fprintf(out, "real replay: %.2f SQL statements per request, target ≤ %d: %s\n",
-		replayStmts, targetReplayStmts, verdict(replayStmts <= targetReplayStmts))
-	fmt.Fprintf(out, "real new start: %.2f SQL statements in %.2f round trips and %.2f commits per request, target ≤ 5 round trips and ≤ 2 commits\n",
-		medianOf(results[newStarts].real, round.statementsPerRequest), medianOf(results[newStarts].real, round.roundTripsPerRequest),
-		medianOf(results[newStarts].real, round.commitsPerRequest))
+	if f, ok := results[replays]; ok {
+		replayStmts := medianOf(f.real, round.statementsPerRequest)
+		fmt.Fprintf(out, "real replay: %.2f SQL statements per request, target ≤ %d: %s\n",
+			replayStmts, targetReplayStmts, verdict(replayStmts <= targetReplayStmts))
+		sum.ReplayStatements = replayStmts
+	}
+	if f, ok := results[newStarts]; ok {
+		fmt.Fprintf(out, "real new start: %.2f SQL statements in %.2f round trips and %.2f commits per request, target ≤ 5 round trips and ≤ 2 commits\n",
+			medianOf(f.real, round.statementsPerRequest), medianOf(f.real, round.roundTripsPerRequest),
+			medianOf(f.real, round.commitsPerRequest))
+		sum.StartStatements = medianOf(f.real, round.statementsPerRequest)
+	}
 	fmt.Fprintf(out, "summary: %s; load average after: %s\n", strings.Join(verdicts, ", "), sum.LoadAfter)
-	sum.ReplayStatements = replayStmts
-	sum.StartStatements = medianOf(results[newStarts].real, round.statementsPerRequest)
 }
 
 // printSide prints the medians of one handler's rounds of measure m.
@@ -315,9 +370,14 @@ func printSide(out io.Writer, m measure, name string, rs []round, pgOK bool) {
 	if pgOK {
 		pg = us(med(round.pgCPUPerRequest))
 	}
-	fmt.Fprintf(out, "%-11s %-5s %7.0f %9s %9s %9.2f %9.2f %9.2f %10s %10s %10s\n", m, name, medianOf(rs, round.rate),
+	var slowest time.Duration
+	for _, r := range rs {
+		slowest = max(slowest, r.maxLatency())
+	}
+	fmt.Fprintf(out, "%-11s %-5s %7.0f %9s %9s %9s %9s %9.2f %9.2f %9.2f %10s %10s %10s\n", m, name, medianOf(rs, round.rate),
 		ms(med(func(r round) time.Duration { return r.quantile(0.50) })),
 		ms(med(func(r round) time.Duration { return r.quantile(0.99) })),
+		ms(med(func(r round) time.Duration { return r.quantile(0.999) })), ms(slowest),
 		medianOf(rs, round.statementsPerRequest), medianOf(rs, round.roundTripsPerRequest),
 		medianOf(rs, round.commitsPerRequest), ms(med(round.dbPerRequest)),
 		us(med(round.cpuPerRequest)), pg)
@@ -347,7 +407,7 @@ func printRatio(out io.Writer, m measure, f *figures, pgOK bool) float64 {
 
 // measureRound runs one measured round on t, under a CPU profile when
 // asked.
-func measureRound(ctx context.Context, cfg config, t *target, m measure, r int) (round, error) {
+func measureRound(ctx context.Context, cfg config, env *env, t *target, m measure, r int) (round, error) {
 	if cfg.cpuProfile != "" {
 		name := fmt.Sprintf("%s-%s-%s-r%d.pprof", cfg.cpuProfile, strings.ReplaceAll(m.String(), " ", "-"), t.name, r+1)
 		f, err := os.Create(name)
@@ -360,10 +420,12 @@ func measureRound(ctx context.Context, cfg config, t *target, m measure, r int) 
 		}
 		defer pprof.StopCPUProfile()
 	}
+	before := env.takeSample(ctx, t)
 	res, err := t.run(ctx, m, cfg.clients, cfg.duration)
 	if err != nil {
 		return round{}, fmt.Errorf("%s round %d on %s: %w", m, r+1, t.name, err)
 	}
+	res.stalls = env.stallsBetween(before, env.takeSample(ctx, t), t, res.elapsed, res.cpu, res.pgCPU)
 	return res, nil
 }
 

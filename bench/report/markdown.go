@@ -230,16 +230,20 @@ func (r *report) concurrency(p func(string, ...any)) {
 		"the figures are medians of its rounds, and the ratio is searchd's median req/s over the thin handler's. "+
 		"Both servers use pgxpool's default pool (MaxConns %d here).\n\n",
 		strings.Join(r.httpArgs, " "), r.maxConns())
-	p("| clients | new starts: searchd | thin | ratio | searchd p99 | trips, commits | replays: searchd | thin | ratio | searchd p99 |\n")
+	p("| clients | new starts: searchd | thin | ratio | p99, p99.9 searchd (thin) | trips, commits | replays: searchd | thin | ratio | p99, p99.9 searchd (thin) |\n")
 	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	tail := func(m summary.Measure) string {
+		return fmt.Sprintf("%.1f, %.1f ms (%.1f, %.1f)", m.Real.P99Ms, m.Real.P999Ms, m.Thin.P99Ms, m.Thin.P999Ms)
+	}
 	for _, h := range r.http {
 		n, rp := h.Measure("new starts"), h.Measure("replays")
-		p("| %d | %.0f/s | %.0f/s | %.2f× | %.1f ms | %.2f, %.2f | %.0f/s | %.0f/s | %.2f× | %.1f ms |\n", h.Clients,
-			n.Real.RPS, n.Thin.RPS, n.Ratio, n.Real.P99Ms, n.Real.Trips, n.Real.Commits, rp.Real.RPS, rp.Thin.RPS, rp.Ratio, rp.Real.P99Ms)
+		p("| %d | %.0f/s | %.0f/s | %.2f× | %s | %.2f, %.2f | %.0f/s | %.0f/s | %.2f× | %s |\n", h.Clients,
+			n.Real.RPS, n.Thin.RPS, n.Ratio, tail(n), n.Real.Trips, n.Real.Commits, rp.Real.RPS, rp.Thin.RPS, rp.Ratio, tail(rp))
 	}
 	p("\nThe whole run shares %d CPUs between the load generator, both servers and PostgreSQL, "+
 		"so requests per second flatten once those CPUs are busy; the ratio is the figure to compare "+
-		"between machines.\n", r.machine.cpus)
+		"between machines. The percentiles are medians of the rounds'; bench/http's own output has each round's, "+
+		"the slowest request and a histogram.\n", r.machine.cpus)
 }
 
 func (r *report) httpAt(clients int) (summary.Summary, bool) {

@@ -34,11 +34,18 @@ type Measure struct {
 	Ratio   float64 `json:"ratio"`
 }
 
-// Side is one handler's medians over the rounds of a measure.
+// Side is one handler's medians over the rounds of a measure, and its
+// tail.
 type Side struct {
-	RPS     float64 `json:"rps"`
-	P50Ms   float64 `json:"p50_ms"`
-	P99Ms   float64 `json:"p99_ms"`
+	RPS   float64 `json:"rps"`
+	P50Ms float64 `json:"p50_ms"`
+	P99Ms float64 `json:"p99_ms"`
+	// P999Ms is the median of the rounds' 99.9th percentiles; MaxMs the
+	// slowest request of every round; Slow the requests of 50 ms or more,
+	// summed over the rounds.
+	P999Ms  float64 `json:"p999_ms"`
+	MaxMs   float64 `json:"max_ms"`
+	Slow    int     `json:"slow"`
 	Stmts   float64 `json:"stmts_per_req"`
 	Trips   float64 `json:"round_trips_per_req"`
 	Commits float64 `json:"commits_per_req"`
