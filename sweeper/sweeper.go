@@ -139,13 +139,13 @@ func newTarget(table string, sql statements, extra pgx.NamedArgs, report func(*R
 
 var targets = []target{
 	newTarget(TableClaims, claimExpired, nil, func(r *Report) *TableReport { return &r.Claims }),
-	// Before the Runs: an occurrence is kept as long as its Run
-	// (retain_until is the Run's), so both go in the same run.
+	// Before the Runs, in each round: an occurrence is kept as long as
+	// its Run (retain_until is the Run's), so both go in the same run.
 	newTarget(TableOccurrences, occurrenceExpired, nil, func(r *Report) *TableReport { return &r.Occurrences }),
 	newTarget(TableRuns, runExpired, nil, func(r *Report) *TableReport { return &r.Runs }),
 	newTarget(TableDirectory, directoryExpired, nil, func(r *Report) *TableReport { return &r.Directory }),
-	// After the Runs, so the snapshots of Runs deleted in this run go in
-	// this run too.
+	// After the Runs, in each round, so the snapshots of Runs a round
+	// deletes go in its own snapshot pass.
 	newTarget(TableSnapshots, snapshotOrphan,
 		pgx.NamedArgs{"min_age_us": SnapshotMinAge.Microseconds(), "scope": idempotency.ScopeSavedSearchStart},
 		func(r *Report) *TableReport { return &r.Snapshots }),

@@ -667,7 +667,7 @@ func TestRunStartsAgainAtOnceWhileABacklogRemains(t *testing.T) {
 		}),
 		Recorder: recorderFunc(func(r RunRecord) { counts = append(counts, r.Report.Claims.Deleted) }),
 		now:      func() time.Time { return now },
-		rest: func(context.Context, time.Duration) bool { return true },
+		rest:     func(context.Context, time.Duration) bool { return true },
 		wait: func(_ context.Context, d time.Duration) bool {
 			waits = append(waits, d)
 			runs++
