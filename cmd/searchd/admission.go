@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,28 +17,6 @@ const (
 	EnvAdmissionQueueLength = "SEARCHD_ADMISSION_QUEUE_LENGTH"
 	EnvAdmissionMaxWait     = "SEARCHD_ADMISSION_MAX_WAIT"
 )
-
-// removedSettings are the variables no longer read, so a deployment that
-// still sets them is told: the limits the admission queue replaced, and
-// the sweeper's passes per run, which its budget replaced.
-var removedSettings = []struct{ env, why string }{
-	{"SEARCHD_ORG_MAX_IN_FLIGHT", "the cap on one organization's requests in flight on a process (flag " +
-		"--org-max-in-flight); the admission queue serves each organization in turn instead (docs/admission-control.md)"},
-	{"SEARCHD_MAX_IN_FLIGHT", "the CPU-pressure rule (flag --max-in-flight), the heaviest organization giving way; " +
-		"to bound concurrency, set " + EnvAdmissionSeats},
-	{"SEARCHD_SWEEP_MAX_PASSES", "the most passes a sweeper run made on one table (flag --sweep-max-passes); a run " +
-		"now sweeps until nothing is due or " + EnvSweepBudget + " runs out, and serve runs again at once while a backlog remains"},
-}
-
-// warnRemovedSettings logs a warning for each of removedSettings that is
-// set, saying what replaced it.
-func warnRemovedSettings(logger *slog.Logger, getenv func(string) string) {
-	for _, r := range removedSettings {
-		if getenv(r.env) != "" {
-			logger.Warn(r.env+" is no longer read: "+r.why, slog.String("setting", r.env))
-		}
-	}
-}
 
 // admissionConfig is the admission queue's configuration; a zero field is
 // its default (Seats: the pool's size).

@@ -393,6 +393,28 @@ var settingsTable = []section{
 	}},
 }
 
+// removedSettings are the variables no longer read, so a deployment that
+// still sets them is told: the limits the admission queue replaced, and
+// the sweeper's passes per run, which its budget replaced.
+var removedSettings = []struct{ env, why string }{
+	{"SEARCHD_ORG_MAX_IN_FLIGHT", "the cap on one organization's requests in flight on a process (flag " +
+		"--org-max-in-flight); the admission queue serves each organization in turn instead (docs/admission-control.md)"},
+	{"SEARCHD_MAX_IN_FLIGHT", "the CPU-pressure rule (flag --max-in-flight), the heaviest organization giving way; " +
+		"to bound concurrency, set " + EnvAdmissionSeats},
+	{"SEARCHD_SWEEP_MAX_PASSES", "the most passes a sweeper run made on one table (flag --sweep-max-passes); a run " +
+		"now sweeps until nothing is due or " + EnvSweepBudget + " runs out, and serve runs again at once while a backlog remains"},
+}
+
+// warnRemovedSettings logs a warning for each of removedSettings that is
+// set, saying what replaced it.
+func warnRemovedSettings(logger *slog.Logger, getenv func(string) string) {
+	for _, r := range removedSettings {
+		if getenv(r.env) != "" {
+			logger.Warn(r.env+" is no longer read: "+r.why, slog.String("setting", r.env))
+		}
+	}
+}
+
 // settingChecks are what settings say of one another, checked once every
 // setting of a command was read.
 var settingChecks = []settingCheck{
