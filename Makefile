@@ -1,7 +1,7 @@
 # The README and docs/ name these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test test-citus settings-docs ci e2e e2e-citus soak failover-report bench bench-plane bench-http bench-sweep bench-schedule bench-start bench-dispatch bench-citus run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
+.PHONY: setup test test-citus settings-docs ci e2e e2e-citus soak failover-report bench bench-plane bench-http bench-sweep bench-sweep-drain bench-schedule bench-start bench-dispatch bench-citus run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -180,6 +180,12 @@ bench-citus:
 # Claim latency while the sweeper deletes a million expired rows.
 bench-sweep:
 	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestSweepBench -v -timeout 30m ./sweeper/
+
+# One `searchd sweep` (the binary, at its defaults) draining a million
+# expired claims: its wall time and rows/s, alone and under claims, and the
+# claims' p50/p99 during the drain against without (docs/benchmarks.md).
+bench-sweep-drain:
+	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestSweepDrainBench -v -timeout 40m ./sweeper/
 
 # The drain of scheduled starts: occurrences started per second, and the
 # start path's p99 with the drain running against without (docs/schedules.md).

@@ -21,10 +21,17 @@ const (
 	// DefaultBound is the default number of rows one pass reads, when
 	// MaxBound allows it.
 	DefaultBound = 1000
-	// DefaultMaxPasses is the default number of passes per table per run.
-	// With the default bound and interval a run keeps up with 10000 expired
-	// rows per table per hour.
-	DefaultMaxPasses = 10
+	// DefaultBudget is the default time after which a run stops making
+	// passes (past its first round) and leaves what is still due to the
+	// next run. It is no brake on retention: [Sweeper.Run] starts the next
+	// run at once while one leaves a backlog, and a run drains a million
+	// expired rows well within it (docs/benchmarks.md). What it bounds is
+	// how long one run goes unreported: a run is logged, recorded for the
+	// console (RunLog) and its report printed by `searchd sweep` when it
+	// ends, so a drain of tens of millions of rows shows progress every
+	// quarter of an hour. A quarter of an hour also keeps a `searchd sweep`
+	// of an hourly CronJob well inside its schedule.
+	DefaultBudget = 15 * time.Minute
 	// DefaultInterval is the time between two runs of [Sweeper.Run]: an
 	// hour, 24 times finer than the shortest retention it enforces.
 	DefaultInterval = time.Hour
@@ -46,13 +53,17 @@ type Config struct {
 	// MaxBound is the ceiling on Bound, standing in for PostgREST's
 	// db-max-rows. Default DefaultMaxBound (1000).
 	MaxBound int
-	// MaxPasses is the most passes a run makes on one table; a run stops
-	// earlier on a table when a pass reads less than Bound. Default
-	// DefaultMaxPasses (10).
-	MaxPasses int
+	// Budget is the time after which a run makes no further pass, once it
+	// has made its first round (one pass on every table): the tables whose
+	// last pass read a full bound are left with a backlog for the next
+	// run. A run ends sooner when every table is drained (a pass read less
+	// than Bound). Default DefaultBudget (15 min); it must be positive.
+	// The number of passes is not bounded: the bound keeps each pass
+	// short, Duty keeps their share of the time, and Budget the run's.
+	Budget time.Duration
 	// Duty is the most of a run's time spent in passes, from above 0 to 1:
-	// after a pass that took d and left a backlog, the run rests
-	// d×(1/Duty−1) before its next pass on the table. A pass is quick
+	// after a pass that took d and read a full bound, the run rests
+	// d×(1/Duty−1) before its next pass. A pass is quick
 	// (milliseconds for a full bound) but busy, and back-to-back passes
 	// take a core of the database away from the claim path; resting in
 	// proportion to each pass bounds that share, and backs off by itself
@@ -88,13 +99,19 @@ type Config struct {
 	// rest, set by tests alone, replaces the timer of the rest between two
 	// passes; it reports false when the run should stop.
 	rest func(ctx context.Context, d time.Duration) bool
+	// wait, set by tests alone, replaces the timer of [Sweeper.Run]'s wait
+	// before each run; it reports false when Run should return.
+	wait func(ctx context.Context, d time.Duration) bool
+	// now, set by tests alone, replaces time.Now as the clock the budget
+	// is judged by.
+	now func() time.Time
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
 	c.MaxBound = cmp.Or(c.MaxBound, DefaultMaxBound)
 	c.Bound = cmp.Or(c.Bound, min(DefaultBound, c.MaxBound))
-	c.MaxPasses = cmp.Or(c.MaxPasses, DefaultMaxPasses)
+	c.Budget = cmp.Or(c.Budget, DefaultBudget)
 	c.Duty = cmp.Or(c.Duty, DefaultDuty)
 	c.Interval = cmp.Or(c.Interval, DefaultInterval)
 	c.Jitter = cmp.Or(c.Jitter, c.Interval/10)
@@ -103,6 +120,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Observer == nil {
 		c.Observer = ObserverFunc(func(string, int, int, time.Duration) {})
+	}
+	if c.now == nil {
+		c.now = time.Now
 	}
 	return c
 }
@@ -123,8 +143,8 @@ func (c Config) Validate() error {
 	case c.Bound > c.MaxBound:
 		return invalid("Bound %d exceeds MaxBound %d: a larger bound is refused, not clamped; "+
 			"lower Bound, or raise MaxBound with PostgREST's db-max-rows", c.Bound, c.MaxBound)
-	case c.MaxPasses < 1:
-		return invalid("MaxPasses %d: must be at least 1", c.MaxPasses)
+	case c.Budget < 0:
+		return invalid("Budget %s: must be positive", c.Budget)
 	case !(c.Duty > 0 && c.Duty <= 1):
 		return invalid("Duty %g: must be above 0 and at most 1", c.Duty)
 	case c.Interval < 0:

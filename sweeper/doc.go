@@ -20,8 +20,10 @@
 //     that is older than [SnapshotMinAge]. The claim is what holds a snapshot
 //     frozen for a start whose Run is not admitted yet; the age keeps every
 //     snapshot a start may still be preparing or admitting. A snapshot whose
-//     claim passed without a Run is an orphan, and goes. Runs are swept
-//     first, so the snapshots of Runs deleted in a run go in the same run.
+//     claim passed without a Run is an orphan, and goes. Each round sweeps
+//     the Runs before the snapshots, so the snapshots of Runs a round
+//     deletes go in its own snapshot pass (once the snapshots are drained
+//     for the run, in the next run).
 //   - agent.webhook_drops: a dropped provider delivery received longer ago
 //     than providerjobs.DropRetention (30 days). The drop audit is written
 //     once and never read by the service, only by people: it is kept as
@@ -52,26 +54,49 @@
 // second guard; for a snapshot the delete re-checks on a newer view than the
 // read, and a Run or claim that came to refer to it in between keeps it.
 //
-// Passes per run. A run sweeps a table until a pass reads less than Bound, or
-// MaxPasses passes have run. Between two passes it rests in proportion to
-// the pass it just made, so that passes take at most [Config.Duty] of the
-// run's time (a quarter by default). Back-to-back passes are cheap each but
-// busy together: on a small database they take a core from the claim path
-// and raise its tail latency; resting bounds that share, and a loaded
-// database, whose passes run slower, gets longer rests by itself. A run that ends on a full pass leaves a backlog:
-// it is flagged in the [Report] and logged as a warning, so a backlog that
-// never drains is visible without reading every quiet pass. A full pass that
-// the next pass of the same run drains is not a backlog and logs no warning.
+// Passes per run. A run drains what is due: it sweeps the tables in rounds,
+// one pass per table per round, and a table stays in the rounds while its
+// passes read a full bound; a pass that reads less than Bound drains it.
+// Round-robin rather than one table after another: a table with a huge
+// backlog takes its turn with the others, so it cannot hold them off for a
+// whole run, run after run; within a round the order keeps the
+// dependencies (occurrences before their Runs, Runs before their
+// snapshots). Between two passes, after a pass that read a full bound, the
+// run rests in proportion to that pass, so that passes take at most
+// [Config.Duty] of the run's time (a quarter by default). Back-to-back
+// passes are cheap each but busy together: on a small database they take
+// a core from the claim path and raise its tail latency; resting bounds
+// that share, and a loaded database, whose passes run slower, gets longer
+// rests by itself.
+//
+// The number of passes is not bounded; [Config.Budget] is (15 minutes by
+// default): after the first round, which every run makes in full so that
+// every table is swept by every run, a run makes no pass once its budget
+// has passed. A table whose last pass still read a full bound is left with
+// a backlog: flagged in the [Report] and logged as a warning. A run that
+// drains its backlog within the budget warns of nothing; its full passes
+// are counted ([TableReport.FullPasses], [BacklogObserver]) and its
+// summary says how many.
 //
 // The bound stands in for PostgREST's db-max-rows, above which a read is
 // silently truncated: [Config.Validate] refuses a Bound above MaxBound rather
 // than clamping it, so a misconfiguration fails at start-up.
 //
 // Scheduling. [Sweeper.Run] is the in-process loop of `searchd serve`: it
-// runs shortly after start (within Jitter), then every Interval plus up to
-// Jitter, so replicas started together drift apart. [Sweeper.RunOnce] is one
-// run, for `searchd sweep` under an outside scheduler. Counts go to the
-// [Report], to the log and to an [Observer], where metrics attach.
+// runs shortly after start (within Jitter); while a run leaves a backlog
+// (its budget ran out) it starts the next at once, after only the rest the
+// last pass asked for; once a run drained everything it waits Interval
+// plus up to Jitter, so replicas started together drift apart. A backlog
+// is thus drained continuously, at the duty's pace, and a quiet table is
+// looked at every Interval. [Sweeper.RunOnce] is one run, for `searchd
+// sweep` under an outside scheduler. Counts go to the [Report], to the log
+// and to an [Observer], where metrics attach.
+//
+// Several replicas. Any number of sweepers (replicas' loops, `searchd
+// sweep` jobs) may drain one backlog at once: each pass locks its batch
+// with SKIP LOCKED, so their batches are disjoint, each row is deleted by
+// one of them, and a sweeper whose read finds only rows another holds
+// reads less than its bound and leaves the rest to that one.
 //
 // Time comes from the database unless [Config.Clock] stubs it, like the rest
 // of searchd (see package dbclock): every replica judges retention by one

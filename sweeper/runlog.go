@@ -27,8 +27,8 @@ type RunRecord struct {
 	Report Report
 	// Err is the run's error, nil when it succeeded.
 	Err error
-	// Bound and MaxPasses are the run's configuration.
-	Bound, MaxPasses int
+	// Bound is the run's bound on a pass.
+	Bound int
 }
 
 // RunLog records runs in agent.sweeper_runs and reads them back. It is
@@ -97,7 +97,7 @@ func (l *RunLog) RecordRun(ctx context.Context, r RunRecord) {
 			s := r.Err.Error()
 			msg = &s
 		}
-		_, err = l.db.Exec(ctx, sweeperRunInsert, uuid.New(), l.via, r.Bound, r.MaxPasses, string(doc),
+		_, err = l.db.Exec(ctx, sweeperRunInsert, uuid.New(), l.via, r.Bound, 0, string(doc),
 			r.Report.Backlog(), msg, r.Report.Duration.Microseconds(), RunRetention.Microseconds(), l.nowArg())
 	}
 	if err != nil && l.onError != nil {
@@ -112,9 +112,14 @@ type RunEntry struct {
 	FinishedAt time.Time
 	Via        string
 	Bound      int
-	MaxPasses  int
-	Tables     []TableReport
-	Backlog    bool
+	// MaxPasses is the most passes per table the run was allowed, from
+	// the days a run was bounded by its passes; 0 for a run bounded by its
+	// time budget, as every run is now (agent.sweeper_runs.max_passes is
+	// kept, and written 0, so that a replica of the earlier release still
+	// reads the log).
+	MaxPasses int
+	Tables    []TableReport
+	Backlog   bool
 	// Error is the run's error, "" when it succeeded.
 	Error string
 }
@@ -154,7 +159,8 @@ func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor s
 }
 
 // sweeperRunInsert records a run and prunes at most 100 runs past
-// RunRetention. $1 id, $2 via, $3 bound, $4 max_passes, $5 tables,
+// RunRetention. $1 id, $2 via, $3 bound, $4 max_passes (0: no pass limit,
+// the run was bounded by its time budget), $5 tables,
 // $6 backlog, $7 error, $8 duration µs, $9 retention µs, $10 now.
 const sweeperRunInsert = `
 WITH c AS (SELECT coalesce($10::timestamptz, now()) AS now),

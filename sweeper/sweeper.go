@@ -72,16 +72,17 @@ type TableReport struct {
 	// first.
 	Passes int
 	// Duration is the time the run spent on the table: its passes and the
-	// rests between them.
+	// rests after them (the passes of the other tables in between are
+	// theirs).
 	Duration time.Duration
-	// Backlog reports whether the last pass read a full bound: rows past
-	// retention were left for the next run.
+	// Backlog reports whether the last pass read a full bound: the run's
+	// budget ran out (or its context ended) before the table was drained,
+	// and rows past retention were left for the next run.
 	Backlog bool
-	// FullPasses is the number of passes whose read filled the bound. Each
-	// one is warned of and counted as it happens, whatever the passes after
-	// it did: a run that drains its table in its last pass still had a
-	// backlog, and a backlog that fills a pass every hour is one the
-	// sweeper only just keeps up with.
+	// FullPasses is the number of passes whose read filled the bound,
+	// counted as they happen ([BacklogObserver]) whatever the passes after
+	// them did: a run that drains its table still had a backlog to catch
+	// up with.
 	FullPasses int
 }
 
@@ -102,6 +103,10 @@ type Report struct {
 	Sessions TableReport
 	// Duration is the time the whole run took.
 	Duration time.Duration
+
+	// rest is the rest the run's last pass asked for when the run ended
+	// on its budget: what [Sweeper.Run] waits before the next run.
+	rest time.Duration
 }
 
 // Tables returns the table reports in the order the run swept them.
@@ -134,13 +139,13 @@ func newTarget(table string, sql statements, extra pgx.NamedArgs, report func(*R
 
 var targets = []target{
 	newTarget(TableClaims, claimExpired, nil, func(r *Report) *TableReport { return &r.Claims }),
-	// Before the Runs: an occurrence is kept as long as its Run
-	// (retain_until is the Run's), so both go in the same run.
+	// Before the Runs, in each round: an occurrence is kept as long as
+	// its Run (retain_until is the Run's), so both go in the same run.
 	newTarget(TableOccurrences, occurrenceExpired, nil, func(r *Report) *TableReport { return &r.Occurrences }),
 	newTarget(TableRuns, runExpired, nil, func(r *Report) *TableReport { return &r.Runs }),
 	newTarget(TableDirectory, directoryExpired, nil, func(r *Report) *TableReport { return &r.Directory }),
-	// After the Runs, so the snapshots of Runs deleted in this run go in
-	// this run too.
+	// After the Runs, in each round, so the snapshots of Runs a round
+	// deletes go in its own snapshot pass.
 	newTarget(TableSnapshots, snapshotOrphan,
 		pgx.NamedArgs{"min_age_us": SnapshotMinAge.Microseconds(), "scope": idempotency.ScopeSavedSearchStart},
 		func(r *Report) *TableReport { return &r.Snapshots }),
@@ -177,94 +182,141 @@ func New(db DB, cfg Config) (*Sweeper, error) {
 // Config returns the sweeper's configuration, with its defaults applied.
 func (s *Sweeper) Config() Config { return s.cfg }
 
-// RunOnce sweeps each table once: claims, then occurrences of schedules,
-// then Runs, then the provider job directory, then snapshots, then dropped
-// deliveries, then resolutions of uncertain tool calls, then the inbox's
-// finished arrivals, then expired console sessions, each
-// until a pass reads less than Bound or MaxPasses passes have run, resting
-// between passes as Duty asks. It logs a summary per table, and a warning
-// for every table it leaves with a backlog.
+// RunOnce drains what is due: it sweeps the tables in rounds, each round
+// one pass on every table whose last pass read a full bound, in the order
+// claims, occurrences of schedules, Runs, the provider job directory,
+// snapshots, dropped deliveries, resolutions of uncertain tool calls, the
+// inbox's finished arrivals, expired console sessions. A table is done when
+// a pass reads less than Bound. After a pass that read a full bound the run
+// rests as Duty asks before its next pass. The first round is always made
+// in full, so every table is swept at least once by every run; after it,
+// the run stops when Budget has passed since it started, and the tables
+// still full are left with a backlog for the next run. It logs a summary
+// per table, a warning for every table it leaves with a backlog.
 //
 // It returns the report of what it did, complete or partial, and an error
-// joining the failures of the tables that failed; a failed table does not
-// stop the others, and what a failed pass read is not deleted. It stops at
-// ctx's end and returns ctx's error with the report so far.
+// joining the failures of the tables that failed; a failed table is done
+// for the run and does not stop the others, and what a failed pass read is
+// not deleted. It stops at ctx's end and returns ctx's error with the
+// report so far.
 func (s *Sweeper) RunOnce(ctx context.Context) (Report, error) {
 	var (
-		rep   Report
-		errs  []error
-		start = time.Now()
+		rep    Report
+		errs   []error
+		start  = time.Now()
+		budget = s.cfg.now().Add(s.cfg.Budget)
+		tables = make([]*tableRun, len(targets))
+		// owed is the rest the last pass asked for, before the run's
+		// next pass; owner is the table that made that pass.
+		owed  time.Duration
+		owner *tableRun
 	)
-	for _, t := range targets {
-		if ctx.Err() != nil {
+	for i, t := range targets {
+		tables[i] = &tableRun{target: t, report: TableReport{Table: t.table}}
+	}
+	// Round-robin rather than one table drained after another: a table
+	// with a huge backlog takes one pass in turn with the others, so it
+	// cannot hold them off for the whole budget, run after run. Within a
+	// round the order is the one the dependencies ask for (occurrences
+	// before their Runs, Runs before their snapshots).
+run:
+	for round := 0; ; round++ {
+		swept := false
+		for _, tb := range tables {
+			if tb.done {
+				continue
+			}
+			if ctx.Err() != nil || (round > 0 && !s.cfg.now().Before(budget)) {
+				break run
+			}
+			if owed > 0 {
+				if !s.rest(ctx, owed) {
+					break run
+				}
+				owner.report.Duration += owed
+				owed = 0
+			}
+			swept = true
+			d, err := s.sweepPass(ctx, tb)
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+				tb.done = true
+			case tb.report.Backlog:
+				owed, owner = s.restAfter(d), tb
+			default:
+				tb.done = true
+			}
+		}
+		if !swept {
 			break
 		}
-		tr, err := s.sweep(ctx, t)
-		*t.report(&rep) = tr
-		if err != nil {
-			errs = append(errs, err)
-		}
+	}
+	for _, tb := range tables {
+		*tb.target.report(&rep) = tb.report
+		s.logTable(ctx, tb.report)
 	}
 	rep.Duration = time.Since(start)
+	rep.rest = owed
 	err := errors.Join(errs...)
 	if ctx.Err() != nil {
 		err = fmt.Errorf("sweeper: run stopped: %w", ctx.Err())
 	}
 	if s.cfg.Recorder != nil {
-		s.cfg.Recorder.RecordRun(context.WithoutCancel(ctx),
-			RunRecord{Report: rep, Err: err, Bound: s.cfg.Bound, MaxPasses: s.cfg.MaxPasses})
+		s.cfg.Recorder.RecordRun(context.WithoutCancel(ctx), RunRecord{Report: rep, Err: err, Bound: s.cfg.Bound})
 	}
 	return rep, err
 }
 
-// sweep runs the passes of one table and logs what they did.
-func (s *Sweeper) sweep(ctx context.Context, t target) (TableReport, error) {
-	tr := TableReport{Table: t.table}
+// tableRun is one table's part of a run.
+type tableRun struct {
+	target target
+	report TableReport
+	// done is set once a pass read less than the bound, or failed.
+	done bool
+}
+
+// sweepPass makes one pass on tb, counts it in tb's report and tells the
+// Observer. It returns the pass's duration, or an error naming the table
+// and the pass.
+func (s *Sweeper) sweepPass(ctx context.Context, tb *tableRun) (time.Duration, error) {
+	tr, t := &tb.report, tb.target
 	start := time.Now()
-	var err error
-	for tr.Passes < s.cfg.MaxPasses && ctx.Err() == nil {
-		var read, deleted int
-		passStart := time.Now()
-		read, deleted, err = s.pass(ctx, t)
-		if err != nil {
-			err = fmt.Errorf("sweeper: %s pass %d: %w", t.table, tr.Passes+1, err)
-			break
-		}
-		d := time.Since(passStart)
-		tr.Passes++
-		tr.Read += read
-		tr.Deleted += deleted
-		tr.Backlog = read >= s.cfg.Bound
-		s.cfg.Observer.ObservePass(t.table, read, deleted, d)
-		passAttrs := []slog.Attr{
-			slog.String("table", t.table), slog.Int("pass", tr.Passes),
-			slog.Int("read", read), slog.Int("deleted", deleted), slog.Duration("duration", d),
-		}
-		if tr.Backlog {
-			// The read is what says whether the sweep keeps up, so every
-			// full one is warned of here, before a later pass of the run
-			// can drain the table and make the summary look quiet.
-			tr.FullPasses++
-			if bo, ok := s.cfg.Observer.(BacklogObserver); ok {
-				bo.ObserveBacklogPass(t.table)
-			}
-			s.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn,
-				"sweeper: a pass read a full bound: rows past retention are left behind it",
-				append(passAttrs, slog.Int("bound", s.cfg.Bound))...)
-		} else {
-			s.log.LogAttrs(ctx, slog.LevelDebug, "sweeper: pass", passAttrs...)
-		}
-		if !tr.Backlog || tr.Passes == s.cfg.MaxPasses {
-			break
-		}
-		if !s.rest(ctx, d) {
-			break
+	read, deleted, err := s.pass(ctx, t)
+	d := time.Since(start)
+	if err != nil {
+		tr.Duration += d
+		return d, fmt.Errorf("sweeper: %s pass %d: %w", t.table, tr.Passes+1, err)
+	}
+	tr.Passes++
+	tr.Read += read
+	tr.Deleted += deleted
+	tr.Duration += d
+	tr.Backlog = read >= s.cfg.Bound
+	s.cfg.Observer.ObservePass(t.table, read, deleted, d)
+	if tr.Backlog {
+		// Counted as it happens, whatever the passes after it do: a
+		// backlog the run drains is still one the sweeper had to catch up
+		// with, and the metric shows how often.
+		tr.FullPasses++
+		if bo, ok := s.cfg.Observer.(BacklogObserver); ok {
+			bo.ObserveBacklogPass(t.table)
 		}
 	}
-	tr.Duration = time.Since(start)
+	s.log.LogAttrs(ctx, slog.LevelDebug, "sweeper: pass",
+		slog.String("table", t.table), slog.Int("pass", tr.Passes), slog.Int("read", read),
+		slog.Int("deleted", deleted), slog.Bool("full", tr.Backlog), slog.Duration("duration", d))
+	return d, nil
+}
 
+// logTable logs what a run did to one table: a warning when it left a
+// backlog, else a summary.
+func (s *Sweeper) logTable(ctx context.Context, tr TableReport) {
+	if tr.Passes == 0 && !tr.Backlog {
+		return // not reached: the run was stopped before it
+	}
 	attrs := []slog.Attr{
-		slog.String("table", t.table), slog.Int("read", tr.Read), slog.Int("deleted", tr.Deleted),
+		slog.String("table", tr.Table), slog.Int("read", tr.Read), slog.Int("deleted", tr.Deleted),
 		slog.Int("passes", tr.Passes), slog.Int("full_passes", tr.FullPasses), slog.Int("bound", s.cfg.Bound),
 		slog.Duration("duration", tr.Duration),
 	}
@@ -274,14 +326,13 @@ func (s *Sweeper) sweep(ctx context.Context, t target) (TableReport, error) {
 	switch {
 	case tr.Backlog:
 		s.log.LogAttrs(lctx, slog.LevelWarn,
-			"sweeper: backlog remains: the last pass read a full bound, rows past retention are left for the next run",
-			append(attrs, slog.Int("max_passes", s.cfg.MaxPasses))...)
+			"sweeper: backlog remains: the run ended on a pass that read a full bound, rows past retention are left for the next run",
+			append(attrs, slog.Duration("budget", s.cfg.Budget))...)
 	case tr.Read > 0:
 		s.log.LogAttrs(lctx, slog.LevelInfo, "sweeper: swept", attrs...)
 	default:
 		s.log.LogAttrs(lctx, slog.LevelDebug, "sweeper: nothing past retention", attrs...)
 	}
-	return tr, err
 }
 
 // pass reads at most Bound rows of t past retention, locking them, and
@@ -345,15 +396,25 @@ func (s *Sweeper) step(ctx context.Context, t target, args pgx.NamedArgs) (read,
 	return read, deleted, nil
 }
 
-// rest waits d×(1/Duty−1) after a pass that took d, and reports false when
-// ctx ended first.
-func (s *Sweeper) rest(ctx context.Context, d time.Duration) bool {
+// restAfter returns the rest owed after a pass that took d and read a full
+// bound: d×(1/Duty−1), so that passes take at most Duty of the run's time.
+func (s *Sweeper) restAfter(d time.Duration) time.Duration {
 	if s.cfg.Duty >= 1 {
-		return ctx.Err() == nil
+		return 0
 	}
-	d = time.Duration(float64(d) * (1/s.cfg.Duty - 1))
-	if s.cfg.rest != nil {
-		return s.cfg.rest(ctx, d)
+	return time.Duration(float64(d) * (1/s.cfg.Duty - 1))
+}
+
+// rest waits d between two passes, and reports false when ctx ended first.
+func (s *Sweeper) rest(ctx context.Context, d time.Duration) bool {
+	return sleep(ctx, d, s.cfg.rest)
+}
+
+// sleep waits d, or calls hook (a test's) instead when it is set, and
+// reports false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration, hook func(context.Context, time.Duration) bool) bool {
+	if hook != nil {
+		return hook(ctx, d)
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -369,29 +430,40 @@ func (s *Sweeper) rest(ctx context.Context, d time.Duration) bool {
 // value serves every statement of a pass.
 func (s *Sweeper) nowArg() any { return s.cfg.Clock.Arg() }
 
-// Run sweeps until ctx ends: first after a random delay of at most Jitter,
-// then every Interval plus a random delay of at most Jitter, so replicas
-// started together do not sweep in lock-step, and a process restarted more
-// often than Interval still sweeps. A failed run is logged as an error and
-// the next one retries; nothing is lost by waiting, because every pass
-// re-reads what is past retention. Run returns when ctx ends, abandoning a
-// run in progress (its current pass rolls back).
+// Run sweeps until ctx ends: first after a random delay of at most Jitter;
+// then, while the last run left a backlog (its Budget ran out), again at
+// once, after the rest its last pass asked for (Duty); and once a run
+// drained everything, after Interval plus a random delay of at most Jitter,
+// so replicas started together do not sweep in lock-step, and a process
+// restarted more often than Interval still sweeps. A failed run is logged
+// as a warning and the next one retries; nothing is lost by waiting,
+// because every pass re-reads what is past retention. Run returns when ctx
+// ends, abandoning a run in progress (its current pass rolls back).
 func (s *Sweeper) Run(ctx context.Context) {
 	wait := s.jitter()
-	for {
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+	for sleep(ctx, wait, s.cfg.wait) {
+		rep, err := s.RunOnce(ctx)
+		if ctx.Err() != nil {
 			return
-		case <-timer.C:
 		}
-		if _, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		if err != nil {
 			s.log.LogAttrs(ctx, slog.LevelWarn, "sweeper: run failed; the next run retries",
 				slog.String("error", err.Error()))
 		}
-		wait = s.cfg.Interval + s.jitter()
+		wait = s.next(rep)
 	}
+}
+
+// next returns the wait of [Sweeper.Run] after a run that reported rep:
+// the rest its last pass asked for while it left a backlog, else Interval
+// plus jitter. A run that left a backlog made a full pass and committed
+// it, so running again at once always makes progress; a run that failed
+// without one (the database is down) waits the interval.
+func (s *Sweeper) next(rep Report) time.Duration {
+	if rep.Backlog() {
+		return rep.rest
+	}
+	return s.cfg.Interval + s.jitter()
 }
 
 // jitter returns a random delay from 0 to Jitter.

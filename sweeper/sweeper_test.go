@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/pgtest"
@@ -84,12 +85,13 @@ func TestSweepDeletesExpiredClaimsAndKeepsLiveOnes(t *testing.T) {
 	}
 }
 
-func TestFullBoundLeavesABacklogAndWarns(t *testing.T) {
+func TestARunOutOfBudgetLeavesABacklogAndWarns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.seedExpired(t, "old", 12)
 
-	s := b.sweeper(t, Config{Bound: 5, MaxPasses: 1})
+	// A budget spent by the first round: one pass on each table.
+	s := b.sweeper(t, Config{Bound: 5, Budget: time.Nanosecond})
 	rep := b.runOnce(t, s)
 	if c := rep.Claims; c.Read != 5 || c.Deleted != 5 || c.Passes != 1 || !c.Backlog || !rep.Backlog() {
 		t.Errorf("claims report = %+v, want 5 read, 5 deleted, 1 pass, a backlog", c)
@@ -107,23 +109,22 @@ func TestFullBoundLeavesABacklogAndWarns(t *testing.T) {
 	}
 	logs := b.logs.String()
 	if !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "backlog remains") ||
-		!strings.Contains(logs, "table="+TableClaims) || !strings.Contains(logs, "read=5") {
-		t.Errorf("log = %q, want a warning that a backlog remains on %s", logs, TableClaims)
+		!strings.Contains(logs, "table="+TableClaims) || !strings.Contains(logs, "read=5") || !strings.Contains(logs, "budget=1ns") {
+		t.Errorf("log = %q, want a warning that a backlog remains on %s when the budget ran out", logs, TableClaims)
 	}
 
-	// Passes that drain the backlog within one run leave none behind, but
-	// the pass that read a full bound is still warned of: the read is what
-	// says whether the sweep keeps up, whatever later passes do.
+	// A run within its budget drains the rest, and warns of nothing: its
+	// full pass is counted, and the summary says so.
 	b.logs = &pgtest.SyncBuffer{}
-	s = b.sweeper(t, Config{Bound: 5, MaxPasses: 3})
+	s = b.sweeper(t, Config{Bound: 5})
 	rep = b.runOnce(t, s)
 	if c := rep.Claims; c.Read != 7 || c.Deleted != 7 || c.Passes != 2 || c.Backlog || c.FullPasses != 1 {
 		t.Errorf("claims report = %+v, want 7 read, 7 deleted, 2 passes, 1 full, no backlog", c)
 	}
 	logs = b.logs.String()
-	if n := strings.Count(logs, "level=WARN"); n != 1 || !strings.Contains(logs, "a pass read a full bound") ||
-		!strings.Contains(logs, "pass=1 read=5") || !strings.Contains(logs, "read=7 deleted=7") {
-		t.Errorf("log = %q, want one warning of the full first pass and an info summary of 7 read and 7 deleted", logs)
+	if strings.Contains(logs, "level=WARN") ||
+		!strings.Contains(logs, `level=INFO msg="sweeper: swept" table=`+TableClaims+" read=7 deleted=7 passes=2 full_passes=1") {
+		t.Errorf("log = %q, want no warning and an info summary of 7 read and 7 deleted in 2 passes, 1 full", logs)
 	}
 }
 
@@ -139,14 +140,14 @@ func (l *backlogLog) ObserveBacklogPass(table string) {
 	l.full[table]++
 }
 
-func TestEveryFullPassIsWarnedOfAndCounted(t *testing.T) {
+func TestEveryFullPassIsCounted(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	// 12 rows, bound 5: passes read 5, 5 and 2. The run drains the table,
-	// and both full passes are warned of and counted.
+	// and both full passes are counted.
 	b.seedExpired(t, "old", 12)
 	obs := &backlogLog{full: map[string]int{}}
-	rep := b.runOnce(t, b.sweeper(t, Config{Bound: 5, MaxPasses: 10, Duty: 1, Observer: obs}))
+	rep := b.runOnce(t, b.sweeper(t, Config{Bound: 5, Duty: 1, Observer: obs}))
 	if c := rep.Claims; c.Read != 12 || c.Passes != 3 || c.FullPasses != 2 || c.Backlog || rep.Backlog() {
 		t.Errorf("claims report = %+v, want 12 read in 3 passes, 2 of them full, no backlog left", c)
 	}
@@ -154,21 +155,20 @@ func TestEveryFullPassIsWarnedOfAndCounted(t *testing.T) {
 		t.Errorf("backlog passes observed = %v, want 2 on %s", got, TableClaims)
 	}
 	logs := b.logs.String()
-	for _, want := range []string{"pass=1 read=5", "pass=2 read=5"} {
-		if !strings.Contains(logs, "level=WARN msg=\"sweeper: a pass read a full bound: rows past retention are left behind it\" table="+TableClaims+" "+want) {
-			t.Errorf("log = %q, want a warning of the full pass %q", logs, want)
+	for _, want := range []string{"pass=1 read=5 deleted=5 full=true", "pass=2 read=5 deleted=5 full=true", "pass=3 read=2 deleted=2 full=false"} {
+		if !strings.Contains(logs, `level=DEBUG msg="sweeper: pass" table=`+TableClaims+" "+want) {
+			t.Errorf("log = %q, want the pass %q", logs, want)
 		}
 	}
-	if n := strings.Count(logs, "level=WARN"); n != 2 {
-		t.Errorf("log = %q, want exactly 2 warnings", logs)
+	if strings.Contains(logs, "level=WARN") {
+		t.Errorf("log = %q, want no warning: the run drained its backlog", logs)
 	}
-	// A quiet run warns of nothing and counts nothing.
-	b.logs = &pgtest.SyncBuffer{}
+	// A quiet run counts nothing.
 	obs.full = map[string]int{}
 	b.seedExpired(t, "few", 3)
 	rep = b.runOnce(t, b.sweeper(t, Config{Bound: 5, Observer: obs}))
-	if rep.Claims.FullPasses != 0 || len(obs.full) != 0 || strings.Contains(b.logs.String(), "level=WARN") {
-		t.Errorf("a pass of 3 under a bound of 5: report %+v, observed %v, log %q; want no backlog pass", rep.Claims, obs.full, b.logs.String())
+	if rep.Claims.FullPasses != 0 || len(obs.full) != 0 {
+		t.Errorf("a pass of 3 under a bound of 5: report %+v, observed %v; want no backlog pass", rep.Claims, obs.full)
 	}
 }
 
@@ -185,7 +185,8 @@ func TestConfigRefusesABoundAboveItsCeiling(t *testing.T) {
 		{Config{Bound: 2000, MaxBound: 2000}, nil},
 		{Config{Bound: -1}, []string{"Bound -1"}},
 		{Config{MaxBound: -5}, []string{"MaxBound -5"}},
-		{Config{MaxPasses: -1}, []string{"MaxPasses -1"}},
+		{Config{Budget: -time.Second}, []string{"Budget -1s", "must be positive"}},
+		{Config{Budget: time.Nanosecond}, nil},
 		{Config{Interval: -time.Second}, []string{"Interval -1s"}},
 		{Config{Interval: time.Minute, Jitter: 2 * time.Minute}, []string{"Jitter 2m0s", "Interval (1m0s)"}},
 		{Config{Jitter: -1}, nil}, // no jitter
@@ -223,7 +224,7 @@ func TestConfigRefusesABoundAboveItsCeiling(t *testing.T) {
 		t.Errorf("defaults with MaxBound 200 = Bound %d, MaxBound %d; want 200, 200", c.Bound, c.MaxBound)
 	}
 	c := Config{}.WithDefaults()
-	if c.Bound != 1000 || c.MaxBound != 1000 || c.MaxPasses != 10 || c.Interval != time.Hour || c.Jitter != 6*time.Minute ||
+	if c.Bound != 1000 || c.MaxBound != 1000 || c.Budget != 15*time.Minute || c.Interval != time.Hour || c.Jitter != 6*time.Minute ||
 		c.Duty != 0.25 {
 		t.Errorf("defaults = %+v", c)
 	}
@@ -256,18 +257,23 @@ func (l *passLog) all() []pass {
 
 func TestPassesRestInProportionToTheirDuration(t *testing.T) {
 	t.Parallel()
+	// The other tables (occurrences, runs, directory, snapshots, drops,
+	// resolutions, inbox, sessions) have nothing to sweep: one pass each
+	// in the first round, reading nothing.
+	quiet := []int{0, 0, 0, 0, 0, 0, 0, 0}
+	round := func(claims int) []int { return append([]int{claims}, quiet...) }
 	for _, tt := range []struct {
-		name      string
-		duty      float64
-		maxPasses int
-		seeded    int
-		reads     []int // per pass, bound 5
-		rests     int   // rests between passes: never after a run's last pass
+		name   string
+		duty   float64
+		budget time.Duration
+		seeded int
+		reads  []int // per pass, bound 5, in the order made
+		rests  int   // one after each full pass the run goes on from
 	}{
-		{"drained on the third pass", 0.25, 10, 12, []int{5, 5, 2}, 2},
-		{"the last pass allowed leaves a backlog", 0.25, 2, 15, []int{5, 5}, 1},
-		{"a tenth", 0.1, 10, 7, []int{5, 2}, 1},
-		{"back to back", 1, 10, 12, []int{5, 5, 2}, 0},
+		{"drained on the third pass", 0.25, 0, 12, append(round(5), 5, 2), 2},
+		{"a budget spent by the first round leaves a backlog", 0.25, time.Nanosecond, 15, round(5), 1},
+		{"a tenth", 0.1, 0, 7, append(round(5), 2), 1},
+		{"back to back", 1, 0, 12, append(round(5), 5, 2), 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -278,7 +284,7 @@ func TestPassesRestInProportionToTheirDuration(t *testing.T) {
 				mu    sync.Mutex
 				rests []time.Duration
 			)
-			s := b.sweeper(t, Config{Bound: 5, MaxPasses: tt.maxPasses, Duty: tt.duty, Observer: &log,
+			s := b.sweeper(t, Config{Bound: 5, Budget: tt.budget, Duty: tt.duty, Observer: &log,
 				rest: func(ctx context.Context, d time.Duration) bool {
 					mu.Lock()
 					defer mu.Unlock()
@@ -287,23 +293,26 @@ func TestPassesRestInProportionToTheirDuration(t *testing.T) {
 				}})
 			b.runOnce(t, s)
 			passes := log.all()
-			var reads []int
+			var (
+				reads []int
+				full  []pass
+			)
 			for _, p := range passes {
 				reads = append(reads, p.read)
+				if p.read == 5 {
+					full = append(full, p)
+				}
 			}
-			// The occurrences, runs, directory, snapshots, drops,
-			// resolutions, inbox and sessions tables have nothing to sweep:
-			// one pass each that reads nothing.
-			if want := append(slices.Clone(tt.reads), 0, 0, 0, 0, 0, 0, 0, 0); !slices.Equal(reads, want) {
-				t.Fatalf("passes read %v, want %v", reads, want)
+			if !slices.Equal(reads, tt.reads) {
+				t.Fatalf("passes read %v, want %v", reads, tt.reads)
 			}
 			if len(rests) != tt.rests {
 				t.Fatalf("rested %d times (%v), want %d", len(rests), rests, tt.rests)
 			}
 			for i, r := range rests {
-				// The rest after pass i is its duration times 1/Duty−1.
-				if want := time.Duration(float64(passes[i].d) * (1/tt.duty - 1)); r != want || r <= 0 {
-					t.Errorf("rest %d = %s after a pass of %s, want %s (duty %g)", i, r, passes[i].d, want, tt.duty)
+				// The rest after full pass i is its duration times 1/Duty−1.
+				if want := time.Duration(float64(full[i].d) * (1/tt.duty - 1)); r != want || r <= 0 {
+					t.Errorf("rest %d = %s after a pass of %s, want %s (duty %g)", i, r, full[i].d, want, tt.duty)
 				}
 			}
 		})
@@ -378,7 +387,7 @@ func TestSweepRacingClaimersLosesNoLiveClaim(t *testing.T) {
 	// delete, while the pass holds its batch: many passes, each racing the
 	// claimers on the rows it holds.
 	var swept atomic.Int64
-	s := b.sweeper(t, Config{Bound: 7, MaxPasses: 1,
+	s := b.sweeper(t, Config{Bound: 7, Budget: time.Nanosecond,
 		beforeDelete: func(context.Context, string, []uuid.UUID) error {
 			time.Sleep(time.Millisecond)
 			return nil
@@ -498,22 +507,101 @@ func TestSweepRacingClaimersLosesNoLiveClaim(t *testing.T) {
 		expired, swept.Load(), int64(expired)-swept.Load())
 }
 
-func TestConcurrentSweepersDeleteEachRowOnce(t *testing.T) {
+// noRest is a rest that returns at once, counting the rests asked for:
+// the tests of a drain prove what the run does, not how long it rests
+// (TestRestWaitsAndStopsWithTheContext does).
+func noRest(n *atomic.Int64) func(context.Context, time.Duration) bool {
+	return func(ctx context.Context, _ time.Duration) bool {
+		n.Add(1)
+		return ctx.Err() == nil
+	}
+}
+
+// TestARunDrainsABacklogOf200000Claims: one run at the defaults (the bound
+// of 1000, the duty's rests asked for, the default budget) deletes every
+// one of 200,000 expired claims: the number of passes is no brake.
+func TestARunDrainsABacklogOf200000Claims(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	const expired = 2000
+	const expired = 200_000
 	b.seedExpired(t, "old", expired)
 	b.claimDone(t, "tool.email.send", "live", time.Minute)
 
-	const sweepers = 2
+	var rests atomic.Int64
+	rep := b.runOnce(t, b.sweeper(t, Config{rest: noRest(&rests)}))
+	c := rep.Claims
+	if c.Read != expired || c.Deleted != expired || c.Backlog || rep.Backlog() {
+		t.Errorf("claims report = %+v, want %d read and deleted, no backlog", c, expired)
+	}
+	// 200 full passes, then one that finds none left; a rest after each
+	// full pass.
+	if c.Passes != expired/DefaultBound+1 || c.FullPasses != expired/DefaultBound || rests.Load() != int64(c.FullPasses) {
+		t.Errorf("claims report = %+v after %d rests, want %d passes, %d full, a rest after each full one",
+			c, rests.Load(), expired/DefaultBound+1, expired/DefaultBound)
+	}
+	if got := b.keys(t); !maps.Equal(got, map[string]bool{"live": true}) {
+		t.Errorf("%d claims left after the run, want the live one alone", len(got))
+	}
+}
+
+// TestTwoReplicasDrainABacklogDeletingEachRowOnce: two sweepers, each on
+// a pool of its own as two replicas are, drain one backlog at once. Each
+// first pass holds its batch until the other has read one too, so both
+// hold locked batches at the same instant (SKIP LOCKED lets the second
+// read past the first's rows instead of waiting on them); then they race
+// freely. Every row is read and deleted by exactly one of them, neither
+// errs, and none is left.
+func TestTwoReplicasDrainABacklogDeletingEachRowOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const expired = 30_000
+	dbURL := pgtest.NewDBURL(t)
+	pools := make([]*pgxpool.Pool, 2)
+	for i := range pools {
+		pool, err := pgxpool.New(b.ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close) // before the database is dropped
+		pools[i] = pool
+	}
+	b.db, b.plane = pools[0], idempotency.NewService(pools[0], idempotency.Config{Clock: b.clock.Clock()})
+	b.seedExpired(t, "old", expired)
+	b.claimDone(t, "tool.email.send", "live", time.Minute)
+
 	var (
 		wg      sync.WaitGroup
 		start   = make(chan struct{})
-		reports [sweepers]Report
-		errs    [sweepers]error
+		both    sync.WaitGroup // both sweepers hold a batch of claims
+		reports [2]Report
+		errs    [2]error
+		rests   atomic.Int64
 	)
-	for i := range sweepers {
-		s := b.sweeper(t, Config{Bound: 50, MaxPasses: 100})
+	both.Add(len(pools))
+	for i, pool := range pools {
+		var first sync.Once
+		s, err := New(pool, Config{Clock: b.clock.Clock(), Logger: slog.New(slog.DiscardHandler), rest: noRest(&rests),
+			beforeDelete: func(ctx context.Context, table string, _ []uuid.UUID) error {
+				var err error
+				first.Do(func() {
+					if table != TableClaims {
+						err = fmt.Errorf("sweeper %d: first pass on %s, want %s", i, table, TableClaims)
+						return
+					}
+					both.Done()
+					held := make(chan struct{})
+					go func() { both.Wait(); close(held) }()
+					select {
+					case <-held:
+					case <-time.After(30 * time.Second):
+						err = fmt.Errorf("sweeper %d: the other sweeper read no batch of its own for 30s while this one held its batch: its read waits on this one's locks", i)
+					}
+				})
+				return err
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -525,26 +613,95 @@ func TestConcurrentSweepersDeleteEachRowOnce(t *testing.T) {
 	wg.Wait()
 
 	read, deleted := 0, 0
-	for i := range sweepers {
+	for i := range pools {
 		if errs[i] != nil {
 			t.Errorf("sweeper %d: %v", i, errs[i])
 		}
-		read += reports[i].Claims.Read
-		deleted += reports[i].Claims.Deleted
-		t.Logf("sweeper %d: %+v", i, reports[i].Claims)
+		c := reports[i].Claims
+		if c.Deleted == 0 {
+			t.Errorf("sweeper %d deleted nothing: the sweepers did not share the work", i)
+		}
+		read += c.Read
+		deleted += c.Deleted
+		t.Logf("sweeper %d: %+v", i, c)
 	}
-	if deleted != expired {
-		t.Errorf("the sweepers deleted %d claims in total, want %d: each once", deleted, expired)
-	}
-	// The reads lock with SKIP LOCKED, so the sweepers split the work and
-	// no row is counted twice.
-	if read != expired {
-		t.Errorf("the sweepers read %d claims in total, want %d: each by one of them", read, expired)
+	if deleted != expired || read != expired {
+		t.Errorf("the sweepers read %d and deleted %d claims in total, want %d each: every row by one of them, once",
+			read, deleted, expired)
 	}
 	if got := b.keys(t); !maps.Equal(got, map[string]bool{"live": true}) {
 		t.Errorf("%d claims left, want the live one alone", len(got))
 	}
 }
+
+// TestRunStartsAgainAtOnceWhileABacklogRemains: the loop of serve, its
+// budget judged by a stub clock that moves a second per pass (and not in
+// the rests, which return at once: the budget then depends on the number
+// of passes alone, never on how fast the machine is).
+// The first run's budget runs out with claims still due, right after a
+// full pass: the loop's next wait is the rest that pass asked for (the
+// duty's, a few milliseconds), not the interval. The second run drains the
+// rest, and the wait after it is the interval plus at most the jitter.
+func TestRunStartsAgainAtOnceWhileABacklogRemains(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.seedExpired(t, "old", 20)
+
+	var (
+		now    = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+		waits  []time.Duration
+		full   []time.Duration // the durations of the full claims passes
+		counts []int           // claims deleted by each run
+		runs   int
+	)
+	const interval, jitter = time.Hour, 6 * time.Minute
+	s := b.sweeper(t, Config{Bound: 5, Duty: 0.25, Interval: interval, Jitter: jitter,
+		// A round of 9 passes is 9 s: the first round, then two passes of
+		// the second and third, and the budget has run out.
+		Budget: 10*time.Second + 500*time.Millisecond,
+		Observer: ObserverFunc(func(table string, read, _ int, d time.Duration) {
+			now = now.Add(time.Second)
+			if table == TableClaims && read == 5 {
+				full = append(full, d)
+			}
+		}),
+		Recorder: recorderFunc(func(r RunRecord) { counts = append(counts, r.Report.Claims.Deleted) }),
+		now:      func() time.Time { return now },
+		rest:     func(context.Context, time.Duration) bool { return true },
+		wait: func(_ context.Context, d time.Duration) bool {
+			waits = append(waits, d)
+			runs++
+			return runs <= 2
+		},
+	})
+	s.Run(b.ctx)
+
+	if !slices.Equal(counts, []int{15, 5}) {
+		t.Fatalf("the runs deleted %v claims, want 15 (out of budget) then the last 5", counts)
+	}
+	if len(waits) != 3 || len(full) != 4 {
+		t.Fatalf("waits %v after full passes of %v, want 3 waits and 4 full passes", waits, full)
+	}
+	if w := waits[0]; w < 0 || w > jitter {
+		t.Errorf("first wait = %s, want at most the jitter %s", w, jitter)
+	}
+	// The third full pass ended the first run: its rest, owed, is the wait.
+	if want := 3 * full[2]; waits[1] != want {
+		t.Errorf("wait after a run that left a backlog = %s, want the rest its last pass asked for, %s (3×%s): "+
+			"the next run starts at once", waits[1], want, full[2])
+	}
+	if w := waits[2]; w < interval || w > interval+jitter {
+		t.Errorf("wait after a run that drained everything = %s, want the interval %s plus at most %s", w, interval, jitter)
+	}
+	if n := b.count(t, TableClaims); n != 0 {
+		t.Errorf("%d claims left, want none", n)
+	}
+}
+
+// recorderFunc adapts a function to a Recorder.
+type recorderFunc func(RunRecord)
+
+func (f recorderFunc) RecordRun(_ context.Context, r RunRecord) { f(r) }
 
 func TestSweepSkipsARowAWriterHolds(t *testing.T) {
 	t.Parallel()
@@ -720,7 +877,7 @@ VALUES (gen_random_uuid(), $1, 'webhook.nylas', $2, 'hash', 'completed', gen_ran
 	}
 	left := func() []string { return b.strings(t, `SELECT key FROM agent.idempotency_keys ORDER BY key`) }
 
-	rep := b.runOnce(t, b.sweeper(t, Config{Bound: 10, MaxPasses: 1}))
+	rep := b.runOnce(t, b.sweeper(t, Config{Bound: 10, Budget: time.Nanosecond}))
 	if c := rep.Claims; c.Read != 10 || c.Deleted != 10 || c.Passes != 1 || !c.Backlog {
 		t.Errorf("one pass of a bound of 10 = %+v, want 10 read, 10 deleted, a backlog", c)
 	}
@@ -735,7 +892,7 @@ VALUES (gen_random_uuid(), $1, 'webhook.nylas', $2, 'hash', 'completed', gen_ran
 		t.Errorf("log = %q, want a warning that a backlog remains after a pass that read 10", logs)
 	}
 
-	rep = b.runOnce(t, b.sweeper(t, Config{Bound: 10, MaxPasses: 5}))
+	rep = b.runOnce(t, b.sweeper(t, Config{Bound: 10}))
 	if c := rep.Claims; c.Read != 14 || c.Deleted != 14 || c.Passes != 2 || c.Backlog || c.FullPasses != 1 {
 		t.Errorf("the rest = %+v, want 14 read and deleted in 2 passes, 1 full, no backlog", c)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,26 +17,6 @@ const (
 	EnvAdmissionQueueLength = "SEARCHD_ADMISSION_QUEUE_LENGTH"
 	EnvAdmissionMaxWait     = "SEARCHD_ADMISSION_MAX_WAIT"
 )
-
-// removedSettings are the variables of the limits the admission queue
-// replaced: no longer read, so a deployment that still sets them is told.
-var removedSettings = []struct{ env, why string }{
-	{"SEARCHD_ORG_MAX_IN_FLIGHT", "the cap on one organization's requests in flight on a process (flag " +
-		"--org-max-in-flight); the admission queue serves each organization in turn instead (docs/admission-control.md)"},
-	{"SEARCHD_MAX_IN_FLIGHT", "the CPU-pressure rule (flag --max-in-flight), the heaviest organization giving way; " +
-		"to bound concurrency, set " + EnvAdmissionSeats},
-}
-
-// warnRemovedSettings logs a warning for each of removedSettings that is
-// set.
-func warnRemovedSettings(logger *slog.Logger, getenv func(string) string) {
-	for _, r := range removedSettings {
-		if getenv(r.env) != "" {
-			logger.Warn(r.env+" is no longer read: the admission queue replaced it; see "+EnvAdmissionSeats+
-				" and docs/admission-control.md", slog.String("setting", r.env))
-		}
-	}
-}
 
 // admissionConfig is the admission queue's configuration; a zero field is
 // its default (Seats: the pool's size).

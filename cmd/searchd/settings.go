@@ -315,11 +315,13 @@ var settingsTable = []section{
 				"and all of it, and a `Retry-After` of the runtime is honoured up to this"},
 	}},
 	{"Sweeper", "The sweeper deletes the claims, Runs, snapshots and dropped deliveries past their retention, in bounded " +
-		"passes: inside serve and dev every interval, or once per `searchd sweep` from an outside scheduler.", []spec{
+		"passes until none is left or its budget runs out: inside serve and dev every interval (at once again while a " +
+		"backlog remains), or once per `searchd sweep` from an outside scheduler.", []spec{
 		{env: EnvSweepInterval, flag: "sweep-interval", in: cmdServers,
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Sweep.Interval }, def: sweeper.DefaultInterval,
 				max: math.MaxInt64, short: true, like: "1h or 30m, or 0s to run no sweeper", desc: "0s (no sweeper) or more"},
-			meaning: "time between two runs of the in-process sweeper; the first run is within the jitter of start. `0s` " +
+			meaning: "time between a run of the in-process sweeper that drained everything and the next (after a run whose " +
+				"budget ran out, the next starts at once); the first run is within the jitter of start. `0s` " +
 				"runs no sweeper: then run `searchd sweep` from an outside scheduler (cron, a Kubernetes CronJob)"},
 		{env: EnvSweepJitter, flag: "sweep-jitter", in: cmdServers,
 			kind: custom{parse: parseSweepJitter, desc: "from 0s (none) to the sweep interval"},
@@ -335,14 +337,17 @@ var settingsTable = []section{
 		{env: EnvSweepMaxBound, flag: "sweep-max-bound", in: cmdServers | cmdSweep,
 			kind:    integer[int]{at: func(c *loading) *int { return &c.Sweep.MaxBound }, def: sweeper.DefaultMaxBound, min: 1},
 			meaning: "ceiling on the sweep bound, standing in for PostgREST's `db-max-rows`: raise it with `db-max-rows`, never alone"},
-		{env: EnvSweepMaxPasses, flag: "sweep-max-passes", in: cmdServers | cmdSweep,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Sweep.MaxPasses }, def: sweeper.DefaultMaxPasses, min: 1},
-			meaning: "most passes one run makes on one table; a run whose last pass read a full bound leaves a backlog " +
-				"for the next run and logs a warning"},
+		{env: EnvSweepBudget, flag: "sweep-budget", in: cmdServers | cmdSweep,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Sweep.Budget }, def: sweeper.DefaultBudget,
+				min: time.Second, max: math.MaxInt64, short: true, like: "15m or 1h", desc: "1s or more"},
+			meaning: "how long one sweeper run goes on making passes while rows past retention remain (every table is " +
+				"swept at least once, whatever it is). A run that drains everything ends sooner; one whose budget runs out " +
+				"leaves a backlog and logs a warning, and serve starts its next run at once. A run is logged and recorded " +
+				"for the console when it ends, so the budget is how often a long drain reports"},
 		{env: EnvSweepDuty, flag: "sweep-duty", in: cmdServers | cmdSweep,
 			kind: custom{parse: parseSweepDuty, lit: strconv.FormatFloat(sweeper.DefaultDuty, 'g', -1, 64),
 				desc: "above 0 and at most 1"},
-			meaning: "most of a run's time spent in passes: after each pass that leaves a backlog the run rests in " +
+			meaning: "most of a run's time spent in passes: after each pass that reads a full bound the run rests in " +
 				"proportion (0.25 rests three times the pass), so a long sweep leaves the database to the claim path; " +
 				"`1` runs passes back to back"},
 	}},
@@ -387,6 +392,28 @@ var settingsTable = []section{
 			def:     "searched: pg_config --bindir, /usr/lib/postgresql/*/bin, PATH",
 			meaning: "directory of `initdb` and `postgres` (the tests read it too)"},
 	}},
+}
+
+// removedSettings are the variables no longer read, so a deployment that
+// still sets them is told: the limits the admission queue replaced, and
+// the sweeper's passes per run, which its budget replaced.
+var removedSettings = []struct{ env, why string }{
+	{"SEARCHD_ORG_MAX_IN_FLIGHT", "the cap on one organization's requests in flight on a process (flag " +
+		"--org-max-in-flight); the admission queue serves each organization in turn instead (docs/admission-control.md)"},
+	{"SEARCHD_MAX_IN_FLIGHT", "the CPU-pressure rule (flag --max-in-flight), the heaviest organization giving way; " +
+		"to bound concurrency, set " + EnvAdmissionSeats},
+	{"SEARCHD_SWEEP_MAX_PASSES", "the most passes a sweeper run made on one table (flag --sweep-max-passes); a run " +
+		"now sweeps until nothing is due or " + EnvSweepBudget + " runs out, and serve runs again at once while a backlog remains"},
+}
+
+// warnRemovedSettings logs a warning for each of removedSettings that is
+// set, saying what replaced it.
+func warnRemovedSettings(logger *slog.Logger, getenv func(string) string) {
+	for _, r := range removedSettings {
+		if getenv(r.env) != "" {
+			logger.Warn(r.env+" is no longer read: "+r.why, slog.String("setting", r.env))
+		}
+	}
 }
 
 // settingChecks are what settings say of one another, checked once every

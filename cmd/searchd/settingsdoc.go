@@ -218,7 +218,7 @@ prints it for the binary at hand).
 				markdown(s.valuesText()), markdown(s.meaning))
 		}
 	}
-	fmt.Fprint(w, "\n## Removed settings\n\nNo longer read: `serve` and `dev` log a warning naming each one still set, "+
+	fmt.Fprint(w, "\n## Removed settings\n\nNo longer read: `serve`, `dev` and `sweep` log a warning naming each one still set, "+
 		"and refuse its flag as unknown.\n\n")
 	for _, r := range removedSettings {
 		fmt.Fprintf(w, "- `%s`: %s\n", r.env, markdown(r.why))

@@ -17,19 +17,20 @@ import (
 
 // Environment variables of the sweeper's settings.
 const (
-	EnvSweepInterval  = "SEARCHD_SWEEP_INTERVAL"
-	EnvSweepJitter    = "SEARCHD_SWEEP_JITTER"
-	EnvSweepBound     = "SEARCHD_SWEEP_BOUND"
-	EnvSweepMaxBound  = "SEARCHD_SWEEP_MAX_BOUND"
-	EnvSweepMaxPasses = "SEARCHD_SWEEP_MAX_PASSES"
-	EnvSweepDuty      = "SEARCHD_SWEEP_DUTY"
+	EnvSweepInterval = "SEARCHD_SWEEP_INTERVAL"
+	EnvSweepJitter   = "SEARCHD_SWEEP_JITTER"
+	EnvSweepBound    = "SEARCHD_SWEEP_BOUND"
+	EnvSweepMaxBound = "SEARCHD_SWEEP_MAX_BOUND"
+	EnvSweepBudget   = "SEARCHD_SWEEP_BUDGET"
+	EnvSweepDuty     = "SEARCHD_SWEEP_DUTY"
 )
 
 var sweepCommand = command{"searchd sweep [flags]",
 	"Run the sweeper once, for an outside scheduler (cron, a Kubernetes CronJob): delete the claims, Runs, " +
-		"snapshots and dropped deliveries past their retention in bounded passes, print what each table read and deleted, and exit 0, " +
-		"or 1 on an error. A backlog left for the next run is warned of, not an error. A sweep never blocks a " +
-		"claim, and any number may run at once, with serve's own sweepers too.",
+		"snapshots and dropped deliveries past their retention in bounded passes until none is left or the sweep budget " +
+		"runs out, print what each table read and deleted, and exit 0, or 1 on an error. A backlog left for the next run " +
+		"is warned of, not an error. A sweep never blocks a claim, and any number may run at once, with serve's own " +
+		"sweepers too.",
 	cmdSweep}
 
 // parseSweepJitter reads the sweeper's jitter, 10% of the interval (read
@@ -66,7 +67,7 @@ func parseSweepDuty(r *reader, s setting) string {
 // over its ceiling is refused, never clamped. The settings are each in
 // range when it runs; otherwise their own messages say enough.
 func checkSweepBound(r *reader) {
-	if !r.ok(EnvSweepInterval, EnvSweepJitter, EnvSweepBound, EnvSweepMaxBound, EnvSweepMaxPasses, EnvSweepDuty) {
+	if !r.ok(EnvSweepInterval, EnvSweepJitter, EnvSweepBound, EnvSweepMaxBound, EnvSweepBudget, EnvSweepDuty) {
 		return
 	}
 	if err := r.cfg.Sweep.Validate(); err != nil {
@@ -96,7 +97,7 @@ func (s server) sweeper() (func(context.Context), error) {
 	c := sw.Config()
 	logger.Info("sweeper scheduled",
 		slog.Duration("interval", c.Interval), slog.Duration("jitter", max(c.Jitter, 0)),
-		slog.Int("bound", c.Bound), slog.Int("max_bound", c.MaxBound), slog.Int("max_passes", c.MaxPasses),
+		slog.Int("bound", c.Bound), slog.Int("max_bound", c.MaxBound), slog.Duration("budget", c.Budget),
 		slog.Float64("duty", c.Duty))
 	return sw.Run, nil
 }
@@ -131,6 +132,7 @@ func (a *app) sweep(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
+	warnRemovedSettings(logger, a.getenv)
 	scfg.Logger = logger
 	scfg.Recorder = sweeper.NewRunLog(pool, sweeper.ViaSweep, a.dbClock, recordFailed(logger))
 	scfg.Clock = a.dbClock
@@ -197,11 +199,11 @@ func printSweepReport(w io.Writer, rep sweeper.Report, cfg sweeper.Config, err e
 			roundDuration(rep.Duration), read, deleted)
 		return
 	}
-	fmt.Fprintf(w, "swept in %s: read %d, deleted %d (bound %d, max passes %d)\n",
-		roundDuration(rep.Duration), read, deleted, cfg.Bound, cfg.MaxPasses)
+	fmt.Fprintf(w, "swept in %s: read %d, deleted %d (bound %d, budget %s)\n",
+		roundDuration(rep.Duration), read, deleted, cfg.Bound, shortDuration(cfg.Budget))
 	if len(backlog) > 0 {
-		fmt.Fprintf(w, "backlog: the last pass on %s read a full bound; rows past retention remain for the next run "+
-			"(run searchd sweep more often, or raise --sweep-max-passes)\n", strings.Join(backlog, ", "))
+		fmt.Fprintf(w, "backlog: the budget ran out and the last pass on %s read a full bound; rows past retention remain "+
+			"for the next run (run searchd sweep again or more often, or raise --sweep-budget)\n", strings.Join(backlog, ", "))
 	}
 }
 

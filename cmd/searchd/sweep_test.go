@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"log/slog"
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -154,7 +156,7 @@ func TestSweepDeletesExpiredClaimsAndKeepsLiveOnes(t *testing.T) {
 	}
 	for _, want := range []string{"table", "read", "deleted", "passes", "duration", "backlog",
 		sweeper.TableOccurrences, sweeper.TableRuns, sweeper.TableSnapshots, sweeper.TableDrops, sweeper.TableResolutions,
-		"swept in ", "read 2, deleted 2 (bound 1000, max passes 10)"} {
+		"swept in ", "read 2, deleted 2 (bound 1000, budget 15m)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("sweep printed\n%s\nwithout %q", out, want)
 		}
@@ -185,26 +187,50 @@ func TestSweepDeletesExpiredClaimsAndKeepsLiveOnes(t *testing.T) {
 func TestSweepLeavesABacklogAndSaysSo(t *testing.T) {
 	t.Parallel()
 	b := sweepSetup(t)
-	for _, k := range []string{"a", "b", "c"} {
-		b.expired(t, k, expiredOpts{})
+	const expired = 200
+	for i := range expired {
+		b.expired(t, fmt.Sprintf("k%03d", i), expiredOpts{})
 	}
-	h := newHarness(map[string]string{"DATABASE_URL": b.dbURL, "SEARCHD_SWEEP_MAX_PASSES": "1"})
-	if code := h.run("sweep", "--sweep-bound", "2"); code != 0 {
+	// Passes of one row, each followed by a rest 99 times as long: a
+	// second's budget runs out long before 200 passes (each pass is
+	// several round trips to the database, well over 50 µs).
+	// SEARCHD_SWEEP_MAX_PASSES, no longer read, is warned of.
+	h := newHarness(map[string]string{"DATABASE_URL": b.dbURL, "SEARCHD_SWEEP_MAX_PASSES": "1000"})
+	if code := h.run("sweep", "--sweep-bound", "1", "--sweep-duty", "0.01", "--sweep-budget", "1s"); code != 0 {
 		t.Fatalf("sweep with a backlog = %d, want 0 (a backlog is no error): %s", code, h.stderr.String())
 	}
-	if got := b.keys(t); len(got) != 1 {
-		t.Errorf("claims after one pass of 2 = %q, want one left", got)
+	left := len(b.keys(t))
+	if left == 0 || left == expired {
+		t.Errorf("%d of %d claims left after a run out of budget, want some deleted and some left", left, expired)
 	}
 	out := h.stdout.String()
-	if m := claimsRow.FindStringSubmatch(out); m == nil || m[1] != "2" || m[2] != "2" || m[3] != "1" || m[4] != "yes" {
-		t.Errorf("sweep printed\n%s\nwant a %s row of 2 read, 2 deleted, 1 pass, a backlog", out, sweeper.TableClaims)
+	m := claimsRow.FindStringSubmatch(out)
+	if m == nil || m[2] != strconv.Itoa(expired-left) || m[3] != m[2] || m[4] != "yes" {
+		t.Errorf("sweep printed\n%s\nwant a %s row of %d deleted in as many passes, a backlog", out, sweeper.TableClaims, expired-left)
 	}
-	if !strings.Contains(out, "backlog: the last pass on "+sweeper.TableClaims+" read a full bound") {
-		t.Errorf("sweep printed\n%s\nwithout the backlog", out)
+	if !strings.Contains(out, "backlog: the budget ran out and the last pass on "+sweeper.TableClaims+" read a full bound") ||
+		!strings.Contains(out, "(bound 1, budget 1s)") {
+		t.Errorf("sweep printed\n%s\nwithout the backlog and the budget", out)
 	}
-	if l := logLine(h.stderr.String(), "sweep done; a backlog remains for the next run"); l == nil || l["level"] != "WARN" {
-		t.Errorf("the run's log line = %v, want a warning of the backlog; stderr:\n%s", l, h.stderr.String())
+	stderr := h.stderr.String()
+	if l := logLine(stderr, "sweep done; a backlog remains for the next run"); l == nil || l["level"] != "WARN" {
+		t.Errorf("the run's log line = %v, want a warning of the backlog; stderr:\n%s", l, stderr)
 	}
+	if l := logLine(stderr, "SEARCHD_SWEEP_MAX_PASSES is no longer read: "+removedWhy(t, "SEARCHD_SWEEP_MAX_PASSES")); l == nil || l["level"] != "WARN" {
+		t.Errorf("stderr =\n%s\nwant a warning that SEARCHD_SWEEP_MAX_PASSES is no longer read", stderr)
+	}
+}
+
+// removedWhy returns what removedSettings says of env.
+func removedWhy(t *testing.T, env string) string {
+	t.Helper()
+	for _, r := range removedSettings {
+		if r.env == env {
+			return r.why
+		}
+	}
+	t.Fatalf("%s is not in removedSettings", env)
+	return ""
 }
 
 func TestSweepExitsOneOnAnError(t *testing.T) {
@@ -266,7 +292,8 @@ func TestSweepSettingsAreCheckedAndNamed(t *testing.T) {
 		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "lots", `"lots" is not a whole number`},
 		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "0", "0 is out of range: at least 1"},
 		{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "-5", "-5 is out of range: at least 1"},
-		{"sweep-max-passes", "SEARCHD_SWEEP_MAX_PASSES", "0", "0 is out of range: at least 1"},
+		{"sweep-budget", "SEARCHD_SWEEP_BUDGET", "0s", "0s is out of range: 1s or more"},
+		{"sweep-budget", "SEARCHD_SWEEP_BUDGET", "soon", `"soon" is not a duration (write it like 15m or 1h)`},
 		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "0", "0 is out of range: above 0 and at most 1"},
 		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "-0.5", "-0.5 is out of range: above 0 and at most 1"},
 		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "NaN", "NaN is out of range: above 0 and at most 1"},
@@ -278,6 +305,11 @@ func TestSweepSettingsAreCheckedAndNamed(t *testing.T) {
 	h := newHarness(nil)
 	if code := h.run("sweep"); code != 2 || !strings.Contains(h.stderr.String(), "DATABASE_URL: is required") {
 		t.Errorf("sweep without a database = %d %q, want 2 naming DATABASE_URL", code, h.stderr.String())
+	}
+	// The passes per run are no longer bounded, and their flag is gone.
+	h = newHarness(base)
+	if code := h.run("sweep", "--sweep-max-passes", "10"); code != 2 || !strings.Contains(h.stderr.String(), "flag provided but not defined: -sweep-max-passes") {
+		t.Errorf("sweep --sweep-max-passes = %d %q, want 2: no such flag", code, h.stderr.String())
 	}
 	// One run has no schedule: the interval is serve's.
 	h = newHarness(base)
@@ -314,28 +346,28 @@ func TestSweepSettingsDefaultsAndOverrides(t *testing.T) {
 		want sweeper.Config
 	}{
 		{"defaults", nil, nil,
-			sweeper.Config{Interval: time.Hour, Jitter: 6 * time.Minute, Bound: 1000, MaxBound: 1000, MaxPasses: 10, Duty: 0.25}},
+			sweeper.Config{Interval: time.Hour, Jitter: 6 * time.Minute, Bound: 1000, MaxBound: 1000, Budget: 15 * time.Minute, Duty: 0.25}},
 		{"jitter is a tenth of the interval", map[string]string{"SEARCHD_SWEEP_INTERVAL": "10m"}, nil,
-			sweeper.Config{Interval: 10 * time.Minute, Jitter: time.Minute, Bound: 1000, MaxBound: 1000, MaxPasses: 10, Duty: 0.25}},
+			sweeper.Config{Interval: 10 * time.Minute, Jitter: time.Minute, Bound: 1000, MaxBound: 1000, Budget: 15 * time.Minute, Duty: 0.25}},
 		{"from the variables", map[string]string{"SEARCHD_SWEEP_INTERVAL": "30m", "SEARCHD_SWEEP_JITTER": "30m",
-			"SEARCHD_SWEEP_BOUND": "1200", "SEARCHD_SWEEP_MAX_BOUND": "1200", "SEARCHD_SWEEP_MAX_PASSES": "3",
+			"SEARCHD_SWEEP_BOUND": "1200", "SEARCHD_SWEEP_MAX_BOUND": "1200", "SEARCHD_SWEEP_BUDGET": "1h",
 			"SEARCHD_SWEEP_DUTY": "1"}, nil,
-			sweeper.Config{Interval: 30 * time.Minute, Jitter: 30 * time.Minute, Bound: 1200, MaxBound: 1200, MaxPasses: 3, Duty: 1}},
+			sweeper.Config{Interval: 30 * time.Minute, Jitter: 30 * time.Minute, Bound: 1200, MaxBound: 1200, Budget: time.Hour, Duty: 1}},
 		{"flags over variables", map[string]string{"SEARCHD_SWEEP_INTERVAL": "30m", "SEARCHD_SWEEP_BOUND": "900",
 			"SEARCHD_SWEEP_DUTY": "0.9"},
-			[]string{"--sweep-interval", "2h", "--sweep-bound", "100", "--sweep-max-passes", "20", "--sweep-duty", "0.5"},
-			sweeper.Config{Interval: 2 * time.Hour, Jitter: 12 * time.Minute, Bound: 100, MaxBound: 1000, MaxPasses: 20, Duty: 0.5}},
+			[]string{"--sweep-interval", "2h", "--sweep-bound", "100", "--sweep-budget", "90s", "--sweep-duty", "0.5"},
+			sweeper.Config{Interval: 2 * time.Hour, Jitter: 12 * time.Minute, Bound: 100, MaxBound: 1000, Budget: 90 * time.Second, Duty: 0.5}},
 		{"a lower ceiling lowers the default bound", map[string]string{"SEARCHD_SWEEP_MAX_BOUND": "500"}, nil,
-			sweeper.Config{Interval: time.Hour, Jitter: 6 * time.Minute, Bound: 500, MaxBound: 500, MaxPasses: 10, Duty: 0.25}},
+			sweeper.Config{Interval: time.Hour, Jitter: 6 * time.Minute, Bound: 500, MaxBound: 500, Budget: 15 * time.Minute, Duty: 0.25}},
 		{"0s of jitter is none", nil, []string{"--sweep-interval", "200ms", "--sweep-jitter", "0s"},
-			sweeper.Config{Interval: 200 * time.Millisecond, Jitter: -1, Bound: 1000, MaxBound: 1000, MaxPasses: 10, Duty: 0.25}},
+			sweeper.Config{Interval: 200 * time.Millisecond, Jitter: -1, Bound: 1000, MaxBound: 1000, Budget: 15 * time.Minute, Duty: 0.25}},
 	} {
 		got := load(tt.env, tt.args...).WithDefaults()
 		if got.Interval != tt.want.Interval || got.Jitter != tt.want.Jitter || got.Bound != tt.want.Bound ||
-			got.MaxBound != tt.want.MaxBound || got.MaxPasses != tt.want.MaxPasses || got.Duty != tt.want.Duty {
-			t.Errorf("%s: sweep config = interval %s jitter %s bound %d max bound %d max passes %d duty %g; want %s %s %d %d %d %g",
-				tt.name, got.Interval, got.Jitter, got.Bound, got.MaxBound, got.MaxPasses, got.Duty,
-				tt.want.Interval, tt.want.Jitter, tt.want.Bound, tt.want.MaxBound, tt.want.MaxPasses, tt.want.Duty)
+			got.MaxBound != tt.want.MaxBound || got.Budget != tt.want.Budget || got.Duty != tt.want.Duty {
+			t.Errorf("%s: sweep config = interval %s jitter %s bound %d max bound %d budget %s duty %g; want %s %s %d %d %s %g",
+				tt.name, got.Interval, got.Jitter, got.Bound, got.MaxBound, got.Budget, got.Duty,
+				tt.want.Interval, tt.want.Jitter, tt.want.Bound, tt.want.MaxBound, tt.want.Budget, tt.want.Duty)
 		}
 	}
 	// 0s turns the sweeper off: the interval stays zero, not the
@@ -420,7 +452,7 @@ func TestSweepHelpListsItsSettings(t *testing.T) {
 		{"database-url", "DATABASE_URL", "required"},
 		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "1000, or the ceiling when that is lower"},
 		{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "1000"},
-		{"sweep-max-passes", "SEARCHD_SWEEP_MAX_PASSES", "10"},
+		{"sweep-budget", "SEARCHD_SWEEP_BUDGET", "15m"},
 		{"sweep-duty", "SEARCHD_SWEEP_DUTY", "0.25"},
 		{"log-level", "SEARCHD_LOG_LEVEL", "info"},
 		{"log-format", "SEARCHD_LOG_FORMAT", "json"},
