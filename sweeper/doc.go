@@ -85,10 +85,13 @@
 // Scheduling. [Sweeper.Run] is the in-process loop of `searchd serve`: it
 // runs shortly after start (within Jitter); while a run leaves a backlog
 // (its budget ran out) it starts the next at once, after only the rest the
-// last pass asked for; once a run drained everything it waits Interval
-// plus up to Jitter, so replicas started together drift apart. A backlog
-// is thus drained continuously, at the duty's pace, and a quiet table is
-// looked at every Interval. [Sweeper.RunOnce] is one run, for `searchd
+// last pass asked for; once a run drained everything it waits as long as
+// half a Bound took to come due at the pace that run found rows (at least
+// [MinWait], at most Interval), plus a tenth of that at random, so
+// replicas started together drift apart. A backlog is thus drained
+// continuously, at the duty's pace; rows that keep coming due are swept
+// about every half bound, so those past retention stay below one pass's
+// bound; and a quiet table is looked at every Interval. [Sweeper.RunOnce] is one run, for `searchd
 // sweep` under an outside scheduler. Counts go to the [Report], to the log
 // and to an [Observer], where metrics attach.
 //

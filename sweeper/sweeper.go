@@ -433,15 +433,22 @@ func (s *Sweeper) nowArg() any { return s.cfg.Clock.Arg() }
 // Run sweeps until ctx ends: first after a random delay of at most Jitter;
 // then, while the last run left a backlog (its Budget ran out), again at
 // once, after the rest its last pass asked for (Duty); and once a run
-// drained everything, after Interval plus a random delay of at most Jitter,
-// so replicas started together do not sweep in lock-step, and a process
-// restarted more often than Interval still sweeps. A failed run is logged
-// as a warning and the next one retries; nothing is lost by waiting,
-// because every pass re-reads what is past retention. Run returns when ctx
-// ends, abandoning a run in progress (its current pass rolls back).
+// drained everything, after the time in which half a Bound of rows came
+// due at the pace the run found them, at least [MinWait] and at most
+// Interval, plus a random delay of at most a tenth of that wait (Jitter
+// once it is the Interval), so replicas started together do not sweep in
+// lock-step, and a process restarted more often than Interval still
+// sweeps. A database where rows keep coming due is so swept about every
+// half bound: rows past retention stay below one pass's bound, instead of
+// growing for an Interval between runs. A failed run is logged as a
+// warning and the next one retries; nothing is lost by waiting, because
+// every pass re-reads what is past retention. Run returns when ctx ends,
+// abandoning a run in progress (its current pass rolls back).
 func (s *Sweeper) Run(ctx context.Context) {
 	wait := s.jitter()
+	since := s.cfg.now() // the start of the window the next run sweeps
 	for sleep(ctx, wait, s.cfg.wait) {
+		start := s.cfg.now()
 		rep, err := s.RunOnce(ctx)
 		if ctx.Err() != nil {
 			return
@@ -450,20 +457,42 @@ func (s *Sweeper) Run(ctx context.Context) {
 			s.log.LogAttrs(ctx, slog.LevelWarn, "sweeper: run failed; the next run retries",
 				slog.String("error", err.Error()))
 		}
-		wait = s.next(rep)
+		wait = s.next(rep, start.Sub(since))
+		since = start
 	}
 }
 
-// next returns the wait of [Sweeper.Run] after a run that reported rep:
-// the rest its last pass asked for while it left a backlog, else Interval
-// plus jitter. A run that left a backlog made a full pass and committed
-// it, so running again at once always makes progress; a run that failed
-// without one (the database is down) waits the interval.
-func (s *Sweeper) next(rep Report) time.Duration {
+// MinWait is the shortest wait of [Sweeper.Run] between two runs that
+// left no backlog, however fast rows come due: each run reads every table
+// once, and a second between them keeps that cost small.
+const MinWait = time.Second
+
+// next returns the wait of [Sweeper.Run] after a run that reported rep,
+// whose rows came due over window (from the previous run's start to this
+// one's): the rest its last pass asked for while it left a backlog; else
+// the time in which half a Bound comes due at the pace of the table that
+// deleted most, within MinWait and Interval, plus jitter. A run that left
+// a backlog made a full pass and committed it, so running again at once
+// always makes progress; a run that failed without one (the database is
+// down) or deleted nothing waits the interval.
+func (s *Sweeper) next(rep Report, window time.Duration) time.Duration {
 	if rep.Backlog() {
 		return rep.rest
 	}
-	return s.cfg.Interval + s.jitter()
+	most := 0
+	for _, t := range rep.Tables() {
+		most = max(most, t.Deleted)
+	}
+	if most == 0 || window <= 0 {
+		return s.cfg.Interval + s.jitter()
+	}
+	// window × (Bound/2) / most: when half a bound came due at this pace.
+	half := time.Duration(float64(window) * float64(s.cfg.Bound) / 2 / float64(most))
+	if half >= s.cfg.Interval {
+		return s.cfg.Interval + s.jitter()
+	}
+	w := max(half, MinWait)
+	return w + rand.N(w/10+1)
 }
 
 // jitter returns a random delay from 0 to Jitter.

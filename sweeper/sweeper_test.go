@@ -641,7 +641,9 @@ func TestTwoReplicasDrainABacklogDeletingEachRowOnce(t *testing.T) {
 // The first run's budget runs out with claims still due, right after a
 // full pass: the loop's next wait is the rest that pass asked for (the
 // duty's, a few milliseconds), not the interval. The second run drains the
-// rest, and the wait after it is the interval plus at most the jitter.
+// rest: rows came due, so the wait after it is the time half a bound took
+// to come due at that pace (never the interval). The third finds nothing,
+// and the wait after it is the interval plus at most the jitter.
 func TestRunStartsAgainAtOnceWhileABacklogRemains(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -652,6 +654,7 @@ func TestRunStartsAgainAtOnceWhileABacklogRemains(t *testing.T) {
 		waits  []time.Duration
 		full   []time.Duration // the durations of the full claims passes
 		counts []int           // claims deleted by each run
+		starts []time.Time     // the clock at each wait: the next run's start
 		runs   int
 	)
 	const interval, jitter = time.Hour, 6 * time.Minute
@@ -669,18 +672,18 @@ func TestRunStartsAgainAtOnceWhileABacklogRemains(t *testing.T) {
 		now:      func() time.Time { return now },
 		rest:     func(context.Context, time.Duration) bool { return true },
 		wait: func(_ context.Context, d time.Duration) bool {
-			waits = append(waits, d)
+			waits, starts = append(waits, d), append(starts, now)
 			runs++
-			return runs <= 2
+			return runs <= 3
 		},
 	})
 	s.Run(b.ctx)
 
-	if !slices.Equal(counts, []int{15, 5}) {
-		t.Fatalf("the runs deleted %v claims, want 15 (out of budget) then the last 5", counts)
+	if !slices.Equal(counts, []int{15, 5, 0}) {
+		t.Fatalf("the runs deleted %v claims, want 15 (out of budget), then the last 5, then none", counts)
 	}
-	if len(waits) != 3 || len(full) != 4 {
-		t.Fatalf("waits %v after full passes of %v, want 3 waits and 4 full passes", waits, full)
+	if len(waits) != 4 || len(full) != 4 {
+		t.Fatalf("waits %v after full passes of %v, want 4 waits and 4 full passes", waits, full)
 	}
 	if w := waits[0]; w < 0 || w > jitter {
 		t.Errorf("first wait = %s, want at most the jitter %s", w, jitter)
@@ -690,8 +693,15 @@ func TestRunStartsAgainAtOnceWhileABacklogRemains(t *testing.T) {
 		t.Errorf("wait after a run that left a backlog = %s, want the rest its last pass asked for, %s (3×%s): "+
 			"the next run starts at once", waits[1], want, full[2])
 	}
-	if w := waits[2]; w < interval || w > interval+jitter {
-		t.Errorf("wait after a run that drained everything = %s, want the interval %s plus at most %s", w, interval, jitter)
+	// The second run deleted 5 claims, a bound, that came due since the
+	// first run's start: half a bound comes due in half that window.
+	half := max(starts[1].Sub(starts[0])/2, MinWait)
+	if w := waits[2]; w < half || w > half+half/10 {
+		t.Errorf("wait after a run that drained 5 claims due over %s = %s, want %s plus at most a tenth: "+
+			"when half a bound came due at that pace, not the interval", starts[1].Sub(starts[0]), w, half)
+	}
+	if w := waits[3]; w < interval || w > interval+jitter {
+		t.Errorf("wait after a run that found nothing = %s, want the interval %s plus at most %s", w, interval, jitter)
 	}
 	if n := b.count(t, TableClaims); n != 0 {
 		t.Errorf("%d claims left, want none", n)
