@@ -58,6 +58,8 @@ type env struct {
 	limits string
 	pg     pgCPU
 	org    uuid.UUID
+	// searches are org's saved searches, which the starts pick from.
+	searches []uuid.UUID
 	// admin runs the benchmark's own statements, outside both counted
 	// pools.
 	admin   *pgxpool.Pool
@@ -158,6 +160,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	e.searches = searches
 
 	secret := make([]byte, auth.MinSecretLen)
 	if _, err := rand.Read(secret); err != nil {
