@@ -183,9 +183,10 @@ bench-citus:
 # the console's list reads of the large organization and one sweep pass.
 # SCALE_IDS=v4 mints random keys (server and seed) as before internal/ids,
 # for the comparison with time-ordered v7. It needs about 3.7 kB of disk per
-# seeded start plus up to 8 GB of WAL while it seeds, and took about 15
+# seeded start plus up to 8 GB of WAL while it seeds, and took 8 to 14
 # minutes at 1,000,000 starts on a loaded 2-CPU machine (docs/benchmarks.md,
-# "A large database"); try SCALE_STARTS=100000 first.
+# "A large database"); the default 10,000,000 needs about 45 GB and hours.
+# Try SCALE_STARTS=100000 first.
 SCALE_STARTS ?= 10000000
 SCALE_IDS ?= v7
 bench-scale:
