@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,6 +57,8 @@ type scaleDB struct {
 	// walBytes and storedBytes are what the new-start rounds wrote to the
 	// WAL and added to the start's tables, and started their starts.
 	walBytes, storedBytes, started int64
+	// fpis are the full-page images of the new-start rounds, by relation.
+	fpis []string
 }
 
 func runScale(ctx context.Context, cfg config, out io.Writer) error {
@@ -88,6 +91,13 @@ func runScale(ctx context.Context, cfg config, out io.Writer) error {
 		dbs[i] = &scaleDB{name: name, e: e, rounds: map[measure][]round{}}
 	}
 	empty, large := dbs[0], dbs[1]
+	// Keep the load's WAL for pg_walinspect to read (readFPIs): it changes
+	// which segments a checkpoint may recycle, not what is written.
+	for _, q := range []string{"ALTER SYSTEM SET wal_keep_size = '4GB'", "SELECT pg_reload_conf()"} {
+		if _, err := large.e.admin.Exec(ctx, q); err != nil {
+			return fmt.Errorf("keeping the WAL: %w", err)
+		}
+	}
 	var settings string
 	if err := large.e.admin.QueryRow(ctx, scaleSettings).Scan(&settings); err != nil {
 		return fmt.Errorf("reading the server's settings: %w", err)
@@ -97,8 +107,10 @@ func runScale(ctx context.Context, cfg config, out io.Writer) error {
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), loadStart)
 	fmt.Fprintf(out, "cluster     a durable throwaway cluster (internal/pgtest), over a unix socket; %s\n", large.e.pgVersion)
 	fmt.Fprintf(out, "            %s\n", settings)
-	fmt.Fprintf(out, "changed     from PostgreSQL's defaults by internal/pgtest: max_connections=300 (the tests' pools);\n"+
-		"            by this run, during the seed alone: max_wal_size=%s (fewer checkpoints while it copies, so fewer\n"+
+	fmt.Fprintf(out, "changed     from PostgreSQL's defaults by internal/pgtest: max_connections=300 (the tests' pools); by this run:\n"+
+		"            wal_keep_size=4GB (the load's WAL kept for pg_walinspect to read; it changes what a checkpoint may\n"+
+		"            recycle, not what is written);\n"+
+		"            and during the seed alone: max_wal_size=%s (fewer checkpoints while it copies, so fewer\n"+
 		"            full-page images and a shorter seed), reset to the setting above and CHECKPOINT before the load.\n"+
 		"            Nothing else: shared_buffers stays 128MB, so the large database's indexes do not fit in it.\n", scaleSeedWAL)
 	fmt.Fprintf(out, "ids         %s keys, minted by the server and by the seed\n", map[string]string{
@@ -289,6 +301,10 @@ func scaleRounds(ctx context.Context, out io.Writer, cfg config, dbs [2]*scaleDB
 			return err
 		}
 	}
+	var lsn0 string
+	if err := dbs[0].e.admin.QueryRow(ctx, scaleLSN).Scan(&lsn0); err != nil {
+		return err
+	}
 	for r := range cfg.rounds {
 		order := []*scaleDB{dbs[0], dbs[1]}
 		if r%2 == 1 {
@@ -327,6 +343,35 @@ func scaleRounds(ctx context.Context, out io.Writer, cfg config, dbs [2]*scaleDB
 		}
 		fmt.Fprintf(out, "%s  large/empty %.2f×\n", line, dbs[1].rounds[m][r].rate()/dbs[0].rounds[m][r].rate())
 	}
+	if m == newStarts {
+		return readFPIs(ctx, dbs, lsn0)
+	}
+	return nil
+}
+
+// readFPIs reads, through pg_walinspect, the full-page images each
+// database's relations got in the WAL since lsn0, per start.
+func readFPIs(ctx context.Context, dbs [2]*scaleDB, lsn0 string) error {
+	var lsn1 string
+	if err := dbs[0].e.admin.QueryRow(ctx, scaleLSN).Scan(&lsn1); err != nil {
+		return err
+	}
+	for _, db := range dbs {
+		if _, err := db.e.admin.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_walinspect"); err != nil {
+			return fmt.Errorf("pg_walinspect: %w", err)
+		}
+		rows, _ := db.e.admin.Query(ctx, scaleFPIs, pgx.NamedArgs{"from": lsn0, "to": lsn1})
+		fpis, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+			var rel string
+			var b int64
+			err := r.Scan(&rel, &b)
+			return fmt.Sprintf("%s %.0f", rel, float64(b)/float64(max(db.started, 1))), err
+		})
+		if err != nil {
+			return fmt.Errorf("reading the full-page images: %w", err)
+		}
+		db.fpis = fpis
+	}
 	return nil
 }
 
@@ -355,6 +400,7 @@ func printScale(out io.Writer, cfg config, dbs [2]*scaleDB) {
 		n := float64(max(db.started, 1))
 		fmt.Fprintf(out, "  %-6s %7d starts: WAL %6.0f bytes, stored %6.0f bytes (the growth of the start's tables, "+
 			"heap, TOAST and indexes)\n", db.name, db.started, float64(db.walBytes)/n, float64(db.storedBytes)/n)
+		fmt.Fprintf(out, "         of the WAL, full-page images by relation, bytes per start: %s\n", strings.Join(db.fpis, ", "))
 	}
 }
 

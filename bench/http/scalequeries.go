@@ -125,4 +125,19 @@ const scaleWAL = `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`
 const scaleSettings = `
 SELECT string_agg(s || '=' || current_setting(s), ' ' ORDER BY i)
 FROM unnest(ARRAY['fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'max_wal_size',
-	'checkpoint_timeout', 'effective_cache_size', 'maintenance_work_mem', 'autovacuum', 'max_connections']) WITH ORDINALITY AS t(s, i)`
+	'checkpoint_timeout', 'wal_keep_size', 'effective_cache_size', 'maintenance_work_mem', 'autovacuum', 'max_connections']) WITH ORDINALITY AS t(s, i)`
+
+// scaleFPIs is the full-page images written between @from and @to into
+// the relations of this database, by relation (a record's images are
+// counted on its first block's relation), largest first: pg_walinspect.
+const scaleFPIs = `
+SELECT coalesce(c.relname, 'relfilenode ' || w.node) AS relation, sum(w.fpi_length)::bigint AS bytes
+FROM (SELECT (regexp_match(block_ref, 'rel \d+/(\d+)/(\d+)'))[1]::oid AS db,
+		(regexp_match(block_ref, 'rel \d+/(\d+)/(\d+)'))[2]::oid AS node, fpi_length
+	FROM pg_get_wal_records_info(@from::pg_lsn, @to::pg_lsn) WHERE fpi_length > 0) w
+LEFT JOIN pg_class c ON c.relfilenode = w.node
+WHERE w.db = (SELECT oid FROM pg_database WHERE datname = current_database())
+GROUP BY 1 ORDER BY 2 DESC LIMIT 8`
+
+// scaleLSN is the WAL position now.
+const scaleLSN = `SELECT pg_current_wal_lsn()::text`
