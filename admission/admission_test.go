@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -183,6 +184,39 @@ func TestStartAdmitsARunOnAFrozenSnapshot(t *testing.T) {
 		t.Errorf("repeat = %+v, %v; want Run %s replayed with the same snapshot", again, err, run.ID)
 	}
 	b.wantCounts(t, 1, 1)
+}
+
+// The keys a start mints are primary keys, time-ordered so that each
+// lands at the right edge of its index (internal/ids); the claim's lease
+// token is a fence, random.
+func TestStartMintsTimeOrderedKeysAndARandomLeaseToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if v := b.search.ID.Version(); v != 7 {
+		t.Errorf("saved search id %s is version %d, want 7", b.search.ID, v)
+	}
+	var prev []uuid.UUID
+	for _, key := range []string{"k1", "k2"} {
+		res, err := b.starter.StartSavedSearch(b.ctx, b.start(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := b.claimRow(t, key)
+		keys := []uuid.UUID{rec.ID, res.Snapshot.ID, res.Run.ID}
+		for i, id := range keys {
+			name := []string{"claim", "snapshot", "Run"}[i]
+			if id.Version() != 7 {
+				t.Errorf("start %s: %s id %s is version %d, want 7", key, name, id, id.Version())
+			}
+			if prev != nil && bytes.Compare(prev[i][:], id[:]) >= 0 {
+				t.Errorf("start %s: %s id %s is not after the previous start's %s", key, name, id, prev[i])
+			}
+		}
+		if v := rec.LeaseToken.Version(); v != 4 {
+			t.Errorf("start %s: lease token %s is version %d, want 4 (random)", key, rec.LeaseToken, v)
+		}
+		prev = keys
+	}
 }
 
 func TestConcurrentStartsMakeOneSnapshotAndOneRun(t *testing.T) {

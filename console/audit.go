@@ -231,7 +231,7 @@ func (c *Console) run(r *http.Request, f *filters) (view, error) {
 		return view{}, err
 	}
 	p.Timeline, err = c.timeline(ctx, run, c.now())
-	return view{"run", "Run " + id.String()[:8], p}, err
+	return view{"run", "Run " + shortID(id), p}, err
 }
 
 type jobsPage struct {

@@ -174,14 +174,32 @@ func (c *Console) internal(w http.ResponseWriter, r *http.Request, err error) {
 		"The request failed on the server; it has been logged with request id "+w.Header().Get("X-Request-Id")+".")
 }
 
+// shortID is the 8 characters that tell an id from its neighbours: the
+// last 8 of a time-ordered (version 7) UUID, whose first 8 are the time it
+// was minted and so are shared by every id of the same minute; the first 8
+// of any other (the random ids minted before internal/ids).
+func shortID(id uuid.UUID) string {
+	s := id.String()
+	if id.Version() == 7 {
+		return s[len(s)-8:]
+	}
+	return s[:8]
+}
+
 var funcs = template.FuncMap{
-	// short is the first 8 characters of an id, for a table cell (the
-	// full id is the cell's title).
+	// short is 8 characters of an id, for a table cell (the full id is
+	// the cell's title): of a UUID, see shortID; of anything else (a
+	// content hash), its first 8.
 	"short": func(v any) string {
-		s := fmt.Sprint(v)
-		if p, ok := v.(*uuid.UUID); ok && p != nil {
-			s = p.String()
+		switch id := v.(type) {
+		case uuid.UUID:
+			return shortID(id)
+		case *uuid.UUID:
+			if id != nil {
+				return shortID(*id)
+			}
 		}
+		s := fmt.Sprint(v)
 		if len(s) > 8 {
 			return s[:8]
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/ids"
 	"github.com/searchd/searchd/internal/shardpass"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
@@ -416,7 +417,7 @@ func (s *Store) Retry(ctx context.Context, p RetryParams) (_ *Dispatch, err erro
 	}
 	var org uuid.UUID
 	err = s.db.QueryRow(ctx, dispatchRetry, pgx.StrictNamedArgs{
-		"run": p.RunID, "org": sqlarg.Null(p.OrganizationID), "id": uuid.New(), "actor": p.Actor,
+		"run": p.RunID, "org": sqlarg.Null(p.OrganizationID), "id": ids.New(), "actor": p.Actor,
 		"reason": p.Reason, "now": s.clock.Arg(),
 	}).Scan(&org)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/ids"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
@@ -299,7 +300,9 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		Retention:      retention,
 	}
 	for range maxClaimRounds {
-		p.ID, p.LeaseToken = uuid.New(), uuid.New()
+		// The id is a primary key, time-ordered (internal/ids); the lease
+		// token is a fence a worker proves its lease with, random.
+		p.ID, p.LeaseToken = ids.New(), uuid.New()
 		if out, done, err := s.write(ctx, s.repo.TryClaim, p, p.ID, false); done {
 			return out, err
 		}
@@ -311,7 +314,7 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		case rec == nil:
 			continue // released or swept since the insert: claim again
 		case !rec.Retained():
-			p.ID, p.LeaseToken = uuid.New(), uuid.New()
+			p.ID, p.LeaseToken = ids.New(), uuid.New()
 			if out, done, err := s.write(ctx, s.repo.ReplaceExpired, p, p.ID, false); done {
 				return out, err
 			}

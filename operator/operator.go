@@ -19,6 +19,7 @@ import (
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/ids"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
@@ -187,7 +188,7 @@ func (s *Store) ForceRelease(ctx context.Context, rec *idempotency.Record, p Rel
 			rec.ID, ErrLeaseLive, rec.LeaseExpiresAt.UTC().Format(time.RFC3339))
 	}
 	r := &Release{
-		ID: uuid.New(), ClaimID: rec.ID, OrganizationID: rec.OrganizationID, Scope: rec.Scope, Key: rec.Key,
+		ID: ids.New(), ClaimID: rec.ID, OrganizationID: rec.OrganizationID, Scope: rec.Scope, Key: rec.Key,
 		RequestHash: rec.RequestHash, ClaimedAt: rec.ClaimedAt, LeaseExpiresAt: rec.LeaseExpiresAt,
 		LeaseLive: rec.LeaseLive(), Actor: p.Actor, Reason: why, Via: p.Via,
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/ids"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
@@ -177,7 +178,7 @@ func (s *Service) land(ctx context.Context, d Delivery, org, jobID uuid.UUID) (*
 		return nil, false, fmt.Errorf("providerjobs: read the inbox: %w", err)
 	}
 	e, err = scanEntry(s.db.QueryRow(ctx, inboxInsert, pgx.StrictNamedArgs{
-		"id": uuid.New(), "provider": d.Provider, "delivery_id": d.DeliveryID,
+		"id": ids.New(), "provider": d.Provider, "delivery_id": d.DeliveryID,
 		"path_job_id": storable(d.JobID, MaxJobIDLen), "job_id": jobID, "org": org,
 		"request_hash": RequestHash(d.Body), "body_job_id": d.Update.ProviderJobID,
 		"body_status": string(d.Update.Status), "body_result": sqlarg.JSON(d.Update.Result),
@@ -435,7 +436,7 @@ func (s *Service) recordDrop(ctx context.Context, provider, pathJobID, deliveryI
 		orgArg, jobArg = org, jobID
 	}
 	_, err := s.db.Exec(ctx, dropInsert, pgx.StrictNamedArgs{
-		"id": uuid.New(), "provider": provider, "path_job_id": storable(pathJobID, MaxJobIDLen),
+		"id": ids.New(), "provider": provider, "path_job_id": storable(pathJobID, MaxJobIDLen),
 		"delivery_id": deliveryID, "request_hash": hash, "reason": string(reason), "org": orgArg,
 		"job_id": jobArg, "now": s.nowArg(),
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/ids"
 	"github.com/searchd/searchd/internal/sqlarg"
 	"github.com/searchd/searchd/runs"
 )
@@ -315,7 +316,7 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 // for the pair: the caller rolls tx back, so nothing is written.
 func (s *Service) insertJob(ctx context.Context, tx pgx.Tx, org uuid.UUID, p RegisterParams) (*Job, error) {
 	job, err := scanJob(tx.QueryRow(ctx, jobInsert, pgx.StrictNamedArgs{
-		"id": uuid.New(), "org": org, "run_id": p.RunID, "provider": p.Provider,
+		"id": ids.New(), "org": org, "run_id": p.RunID, "provider": p.Provider,
 		"provider_job_id": p.ProviderJobID, "now": s.nowArg(),
 	}))
 	if err != nil {

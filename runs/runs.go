@@ -17,6 +17,7 @@ import (
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/ids"
 	"github.com/searchd/searchd/internal/jsonenc"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/sqlarg"
@@ -453,7 +454,7 @@ func (q *QueuedAdmit) Run() (*Run, error) {
 
 func (s *Store) insertArgs(p AdmitParams) pgx.StrictNamedArgs {
 	return pgx.StrictNamedArgs{
-		"id": uuid.New(), "org": p.OrganizationID, "kind": p.Kind, "start_key": p.StartKey,
+		"id": ids.New(), "org": p.OrganizationID, "kind": p.Kind, "start_key": p.StartKey,
 		"request_hash": p.RequestHash, "saved_search_id": p.SavedSearchID, "snapshot_id": p.SnapshotID,
 		"name": p.Name, "options": sqlarg.JSON(p.Options), "input": sqlarg.JSON(p.Input),
 		"created_by": sqlarg.Null(p.Actor), "retention_us": Retention.Microseconds(), "now": s.nowArg(),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/ids"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
@@ -256,7 +257,7 @@ func (s *Store) CreateIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p Create
 		return nil, fmt.Errorf("%w: brief: %w", ErrInvalid, err)
 	}
 	args := pgx.StrictNamedArgs{
-		"id": uuid.New(), "org": org, "name": p.Name, "brief": string(brief),
+		"id": ids.New(), "org": org, "name": p.Name, "brief": string(brief),
 		"created_by": sqlarg.Null(p.Actor),
 	}
 	var ss SavedSearch

@@ -35,6 +35,7 @@ import (
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/ids"
 )
 
 // How a person signed in.
@@ -148,7 +149,7 @@ func (s *Store) Create(ctx context.Context, p CreateParams) (secret string, _ *S
 	org := uuid.NullUUID{UUID: p.OrganizationID, Valid: p.OrganizationID != uuid.Nil}
 	notAfter := pgtype.Timestamptz{Time: p.NotAfter, Valid: !p.NotAfter.IsZero()}
 	hash := sha256.Sum256(raw)
-	sess, err := scan(s.db.QueryRow(ctx, sessionInsert, uuid.New(), hash[:], org, p.Actor, p.Role,
+	sess, err := scan(s.db.QueryRow(ctx, sessionInsert, ids.New(), hash[:], org, p.Actor, p.Role,
 		p.Lifetime.Microseconds(), notAfter, p.Via, s.clock.Arg()))
 	if err != nil {
 		return "", nil, err

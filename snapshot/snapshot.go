@@ -18,6 +18,7 @@ import (
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/canonjson"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/ids"
 	"github.com/searchd/searchd/internal/jsonenc"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/sqlarg"
@@ -278,7 +279,7 @@ type Read struct {
 }
 
 func newRead(org, savedSearchID uuid.UUID, actor, origin string) *Read {
-	r := &Read{snap: Snapshot{ID: uuid.New(), OrganizationID: org, SavedSearchID: savedSearchID, Origin: origin}}
+	r := &Read{snap: Snapshot{ID: ids.New(), OrganizationID: org, SavedSearchID: savedSearchID, Origin: origin}}
 	if actor != "" {
 		r.snap.CreatedBy = &actor
 	}

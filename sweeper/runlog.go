@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/internal/ids"
 	"github.com/searchd/searchd/internal/keyset"
 )
 
@@ -97,7 +98,7 @@ func (l *RunLog) RecordRun(ctx context.Context, r RunRecord) {
 			s := r.Err.Error()
 			msg = &s
 		}
-		_, err = l.db.Exec(ctx, sweeperRunInsert, uuid.New(), l.via, r.Bound, 0, string(doc),
+		_, err = l.db.Exec(ctx, sweeperRunInsert, ids.New(), l.via, r.Bound, 0, string(doc),
 			r.Report.Backlog(), msg, r.Report.Duration.Microseconds(), RunRetention.Microseconds(), l.nowArg())
 	}
 	if err != nil && l.onError != nil {

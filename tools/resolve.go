@@ -15,6 +15,7 @@ import (
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/ids"
 )
 
 // Resolution is what a person decided about an uncertain call.
@@ -213,7 +214,7 @@ func (r *Resolver) Resolve(ctx context.Context, p ResolveParams) (*Resolved, err
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("%w: another resolution came first", ErrNotUncertain)
 		}
-		res := &Resolved{ID: uuid.New(), ClaimID: claimID, Resolution: p.Resolution, Actor: p.Actor, Reason: p.Reason, Uncertain: prev}
+		res := &Resolved{ID: ids.New(), ClaimID: claimID, Resolution: p.Resolution, Actor: p.Actor, Reason: p.Reason, Uncertain: prev}
 		if err := tx.QueryRow(ctx, resolutionInsert, pgx.StrictNamedArgs{
 			"id": res.ID, "org": p.OrganizationID, "scope": p.Scope, "key": p.Key, "claim_id": claimID,
 			"resolution": string(p.Resolution), "actor": p.Actor, "reason": p.Reason,

@@ -63,6 +63,8 @@ type env struct {
 	org    uuid.UUID
 	// queue counts the real server's waits for an admission seat.
 	queue *queueWatch
+	// searches are org's saved searches, which the starts pick from.
+	searches []uuid.UUID
 	// admin runs the benchmark's own statements, outside both counted
 	// pools.
 	admin   *pgxpool.Pool
@@ -203,6 +205,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	e.searches = searches
 
 	secret := make([]byte, auth.MinSecretLen)
 	if _, err := rand.Read(secret); err != nil {

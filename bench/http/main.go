@@ -49,12 +49,18 @@
 // With -json it also writes those medians to a file as JSON (see
 // [summary.Summary]), for bench/report.
 //
+// With -scale it runs the scale benchmark instead (scale.go,
+// scalequeries.go; make bench-scale): the real server on a database seeded
+// with -starts starts against the same server on an empty database, both
+// on one durable cluster, with -ids v7 (time-ordered keys) or v4 (random).
+//
 // Everything listens on loopback only, and the whole run is bounded: the
 // program stops by itself, and on SIGINT.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -84,6 +90,12 @@ type config struct {
 	jsonOut       string
 	only          string
 	explain       bool
+	// The scale benchmark's (scale.go).
+	scale     bool
+	starts    int
+	ids       string
+	smallOrgs int
+	seedBatch int
 }
 
 func main() {
@@ -108,6 +120,12 @@ func main() {
 		"measure only new-starts or only replays (replays then replay the keys the new starts' warm-up started); default both")
 	flag.BoolVar(&cfg.explain, "explain", false,
 		"print every round's stalls and slow requests (default: only for rounds with a request ≥ 50ms)")
+	flag.BoolVar(&cfg.scale, "scale", false,
+		"the scale benchmark instead: the real server on a database seeded with -starts starts against an empty one")
+	flag.IntVar(&cfg.starts, "starts", 10_000_000, "with -scale: starts seeded (claims, snapshots, Runs and their dispatches)")
+	flag.StringVar(&cfg.ids, "ids", "v7", "with -scale: the keys the server and the seed mint, v7 (time-ordered) or v4 (random, as before)")
+	flag.IntVar(&cfg.smallOrgs, "small-orgs", 10_000, "with -scale: the small organizations that hold half of the seeded starts")
+	flag.IntVar(&cfg.seedBatch, "seed-batch", 1_000_000, "with -scale: starts per seed statement")
 	flag.Parse()
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/http:", err)
@@ -116,11 +134,19 @@ func main() {
 	// Setup, then two measures of rounds on two handlers, each with its
 	// warm-up, plus slack for draining and the database's drop.
 	budget := 3*time.Minute + time.Duration(2*2*(cfg.rounds+1))*(cfg.duration+cfg.warmup+5*time.Second)
+	if cfg.scale {
+		// The seed: at most a few minutes per million starts.
+		budget += 2*budget + time.Duration(cfg.starts/1_000_000+1)*10*time.Minute
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg, os.Stdout); err != nil {
+	runner := run
+	if cfg.scale {
+		runner = runScale
+	}
+	if err := runner(ctx, cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/http:", err)
 		os.Exit(1)
 	}
@@ -146,6 +172,16 @@ func (c config) validate() error {
 		return fmt.Errorf("-access-log is %q, want json, stderr or off", c.accessLog)
 	case c.only != "" && c.only != "new-starts" && c.only != "replays":
 		return fmt.Errorf("-only is %q, want new-starts or replays (or nothing, for both)", c.only)
+	case c.starts < 1000 || c.starts > 100_000_000:
+		return fmt.Errorf("-starts is %d, want 1000 to 100000000", c.starts)
+	case c.ids != "v7" && c.ids != "v4":
+		return fmt.Errorf("-ids is %q, want v7 or v4", c.ids)
+	case c.smallOrgs < 1 || c.smallOrgs > 1_000_000:
+		return fmt.Errorf("-small-orgs is %d, want 1 to 1000000", c.smallOrgs)
+	case c.seedBatch < 1000 || c.seedBatch > 10_000_000:
+		return fmt.Errorf("-seed-batch is %d, want 1000 to 10000000", c.seedBatch)
+	case c.scale && c.databaseURL != "":
+		return errors.New("-scale makes its own cluster; -database-url is not for it")
 	}
 	return nil
 }

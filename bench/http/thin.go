@@ -19,6 +19,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/ids"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/snapshot"
 )
@@ -321,7 +322,7 @@ func (t *thin) claim(ctx context.Context, in thinStart) (thinRecord, int, error)
 		return claim, http.StatusNotFound, nil
 	}
 	err := t.pool.QueryRow(ctx, thinClaimInsert, pgx.StrictNamedArgs{
-		"id": uuid.New(), "org": t.org, "scope": idempotency.ScopeSavedSearchStart, "key": in.key, "request_hash": in.hash,
+		"id": ids.New(), "org": t.org, "scope": idempotency.ScopeSavedSearchStart, "key": in.key, "request_hash": in.hash,
 		"lease_token": uuid.New(), "lease_us": idempotency.SavedSearchStartLease.Microseconds(),
 		"retention_us": idempotency.SavedSearchStartRetention.Microseconds(), "now": nil,
 	}).Scan(claim.dest()...)
@@ -362,7 +363,7 @@ func (t *thin) admit(ctx context.Context, in thinStart, claim thinRecord) (*thin
 		"brief": string(snap.Brief), "baseline": string(baseline), "content_hash": snap.ContentHash,
 		"created_by": t.actor, "origin": snap.Origin, "created_at": snap.CreatedAt,
 	})
-	runID := uuid.New()
+	runID := ids.New()
 	second.Queue(thinRunInsert, pgx.StrictNamedArgs{
 		"id": runID, "org": t.org, "kind": runs.KindSavedSearch, "start_key": in.startKey,
 		"request_hash": in.hash, "saved_search_id": in.ssID, "snapshot_id": snap.ID, "name": snap.name,
@@ -386,7 +387,7 @@ func (t *thin) admit(ctx context.Context, in thinStart, claim thinRecord) (*thin
 // read; it returns the snapshot with its content hash, and its baseline
 // as JSON.
 func (t *thin) freeze(ctx context.Context, conn *pgxpool.Conn, in thinStart) (*thinSnapshot, []byte, error) {
-	snap := &thinSnapshot{ID: uuid.New(), OrganizationID: t.org, SavedSearchID: in.ssID, CreatedBy: &t.actor, Origin: snapshot.OriginAPI}
+	snap := &thinSnapshot{ID: ids.New(), OrganizationID: t.org, SavedSearchID: in.ssID, CreatedBy: &t.actor, Origin: snapshot.OriginAPI}
 	first := &pgx.Batch{}
 	first.Queue("begin")
 	first.Queue(thinSavedSearchFreezeRead, t.org, in.ssID).QueryRow(func(row pgx.Row) error {

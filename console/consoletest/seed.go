@@ -242,7 +242,7 @@ func (sd *seeder) job(ctx context.Context) error {
 // tool calls whose answer is uncertain.
 func (sd *seeder) claims(ctx context.Context) error {
 	w := sd.w
-	w.StuckKey = "run-" + w.SecondRun.String()[:8] + "/email.send/1"
+	w.StuckKey = "run-" + w.SecondRun.String()[28:] + "/email.send/1"
 	stuck, err := sd.plane.Claim(ctx, w.OrgA, "tool.email.send", w.StuckKey, "hash-stuck", time.Millisecond)
 	if err != nil {
 		return failed("stuck claim", err)
@@ -254,8 +254,8 @@ func (sd *seeder) claims(ctx context.Context) error {
 	}
 	w.InFlight = live.Claim.ID
 
-	w.UncertainKey = "run-" + w.SecondRun.String()[:8] + "/sms.send/1"
-	w.UncertainRetryKey = "run-" + w.FirstRun.String()[:8] + "/sms.send/1"
+	w.UncertainKey = "run-" + w.SecondRun.String()[28:] + "/sms.send/1"
+	w.UncertainRetryKey = "run-" + w.FirstRun.String()[28:] + "/sms.send/1"
 	for _, u := range []struct {
 		key string
 		id  *uuid.UUID
@@ -308,7 +308,7 @@ func seedDispatches(ctx context.Context, pool *pgxpool.Pool, w *World, at time.T
 	clock := dbclocktest.New(at.Add(time.Second))
 	outbox := dispatch.NewStore(pool, clock.Clock())
 	store := runs.NewStore(pool, runs.Config{Clock: clock.Clock()})
-	w.ResultRef = "s3://results/" + w.SecondRun.String()[:8] + "/matches.json"
+	w.ResultRef = "s3://results/" + w.SecondRun.String()[28:] + "/matches.json"
 	end := func(l dispatch.Leased, o dispatch.Outcome, code int, answer string) error {
 		clock.Advance(40 * time.Millisecond) // the runtime's answer takes a moment
 		_, err := outbox.End(ctx, dispatch.End{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt,

@@ -21,6 +21,13 @@ after(() => stop?.());
 // session opens a browser context signed in with token, width px wide
 // (1440 unless said), and collects every CSP violation or page error so a
 // test can assert there was none.
+// short is the console's short form of an id (console/render.go shortID):
+// the random last 8 characters of a time-ordered (version 7) UUID, the
+// first 8 of any other.
+function short(id) {
+  return id[14] === "7" ? id.slice(-8) : id.slice(0, 8);
+}
+
 async function session(token, width = 1440) {
   const ctx = await browser.newContext({ viewport: { width, height: 900 } });
   const page = await ctx.newPage();
@@ -107,7 +114,7 @@ test("an auditor opens a saved search, compares two snapshots and opens a Run", 
   assert.match(events[5], new RegExp(world.result_ref.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")));
   await shot(page, "run");
 
-  await Promise.all([page.waitForNavigation(), page.getByRole("link", { name: world.job.slice(0, 8) }).click()]);
+  await Promise.all([page.waitForNavigation(), page.getByRole("link", { name: short(world.job) }).click()]);
   const job = await page.locator("main").innerText();
   assert.match(job, /msg_2Kx1/);
   assert.match(job, /duplicate/);

@@ -134,7 +134,9 @@ function showRun(id: string, s: Started, resumed: boolean): void {
   status.dataset.run = s.run.id;
   status.dataset.replayed = String(s.replayed);
   const how = s.created ? "a new Run" : resumed ? "the Run your start before the reload made" : "the Run this start already made";
-  status.replaceChildren(`Run `, el("code", { textContent: s.run.id.slice(0, 8) }), ` ${s.run.status}: ${how}.`);
+  // The id's last 8 characters: its first 8 are the minute it was minted
+  // (a time-ordered UUID), shared by every Run of that minute.
+  status.replaceChildren(`Run …`, el("code", { textContent: s.run.id.slice(-8) }), ` ${s.run.status}: ${how}.`);
   status.title = `Run ${s.run.id}, key ${s.idempotencyKey}`;
 }
 
