@@ -91,7 +91,10 @@
 // replicas started together drift apart. A backlog is thus drained
 // continuously, at the duty's pace; rows that keep coming due are swept
 // about every half bound, so those past retention stay below one pass's
-// bound; and a quiet table is looked at every Interval. [Sweeper.RunOnce] is one run, for `searchd
+// bound; such a quick run sweeps only the tables the run before it deleted
+// from, so a table whose pass is a scan (the orphaned snapshots) is not
+// read every second; and every table is looked at at least every
+// Interval. [Sweeper.RunOnce] is one run, for `searchd
 // sweep` under an outside scheduler. Counts go to the [Report], to the log
 // and to an [Observer], where metrics attach.
 //

@@ -199,7 +199,11 @@ func (s *Sweeper) Config() Config { return s.cfg }
 // for the run and does not stop the others, and what a failed pass read is
 // not deleted. It stops at ctx's end and returns ctx's error with the
 // report so far.
-func (s *Sweeper) RunOnce(ctx context.Context) (Report, error) {
+func (s *Sweeper) RunOnce(ctx context.Context) (Report, error) { return s.run(ctx, nil) }
+
+// run is [Sweeper.RunOnce] on the tables only names, or on every table when
+// only is nil; the others are reported with no pass.
+func (s *Sweeper) run(ctx context.Context, only map[string]bool) (Report, error) {
 	var (
 		rep    Report
 		errs   []error
@@ -212,7 +216,7 @@ func (s *Sweeper) RunOnce(ctx context.Context) (Report, error) {
 		owner *tableRun
 	)
 	for i, t := range targets {
-		tables[i] = &tableRun{target: t, report: TableReport{Table: t.table}}
+		tables[i] = &tableRun{target: t, report: TableReport{Table: t.table}, done: only != nil && !only[t.table]}
 	}
 	// Round-robin rather than one table drained after another: a table
 	// with a huge backlog takes one pass in turn with the others, so it
@@ -440,16 +444,27 @@ func (s *Sweeper) nowArg() any { return s.cfg.Clock.Arg() }
 // lock-step, and a process restarted more often than Interval still
 // sweeps. A database where rows keep coming due is so swept about every
 // half bound: rows past retention stay below one pass's bound, instead of
-// growing for an Interval between runs. A failed run is logged as a
-// warning and the next one retries; nothing is lost by waiting, because
-// every pass re-reads what is past retention. Run returns when ctx ends,
-// abandoning a run in progress (its current pass rolls back).
+// growing for an Interval between runs. Such a quick run sweeps only the
+// tables the run before it deleted from; every table is swept at least
+// every Interval (plus jitter), so a table whose pass is costly and that
+// rarely has rows due (the orphaned snapshots, found by a scan) is not
+// read every second. A failed run is logged as a warning and the next one
+// retries; nothing is lost by waiting, because every pass re-reads what is
+// past retention. Run returns when ctx ends, abandoning a run in progress
+// (its current pass rolls back).
 func (s *Sweeper) Run(ctx context.Context) {
-	wait := s.jitter()
-	since := s.cfg.now() // the start of the window the next run sweeps
+	var (
+		wait  = s.jitter()
+		since = s.cfg.now() // the start of the window the next run sweeps
+		full  = since       // the start of the last run of every table
+		only  map[string]bool
+	)
 	for sleep(ctx, wait, s.cfg.wait) {
 		start := s.cfg.now()
-		rep, err := s.RunOnce(ctx)
+		if only == nil {
+			full = start
+		}
+		rep, err := s.run(ctx, only)
 		if ctx.Err() != nil {
 			return
 		}
@@ -457,42 +472,51 @@ func (s *Sweeper) Run(ctx context.Context) {
 			s.log.LogAttrs(ctx, slog.LevelWarn, "sweeper: run failed; the next run retries",
 				slog.String("error", err.Error()))
 		}
-		wait = s.next(rep, start.Sub(since))
+		wait, only = s.next(rep, start.Sub(since))
+		if only != nil && s.cfg.now().Add(wait).Sub(full) >= s.cfg.Interval {
+			only = nil
+		}
 		since = start
 	}
 }
 
 // MinWait is the shortest wait of [Sweeper.Run] between two runs that
 // left no backlog, however fast rows come due: each run reads every table
-// once, and a second between them keeps that cost small.
+// it sweeps once, and a second between them keeps that cost small.
 const MinWait = time.Second
 
 // next returns the wait of [Sweeper.Run] after a run that reported rep,
 // whose rows came due over window (from the previous run's start to this
-// one's): the rest its last pass asked for while it left a backlog; else
-// the time in which half a Bound comes due at the pace of the table that
-// deleted most, within MinWait and Interval, plus jitter. A run that left
-// a backlog made a full pass and committed it, so running again at once
-// always makes progress; a run that failed without one (the database is
-// down) or deleted nothing waits the interval.
-func (s *Sweeper) next(rep Report, window time.Duration) time.Duration {
+// one's), and the tables the next run sweeps (nil: every table): after a
+// backlog, the rest its last pass asked for, every table; else, when the
+// run deleted rows, the time in which half a Bound comes due at the pace
+// of the table that deleted most, within MinWait and Interval, plus
+// jitter, and the tables that deleted rows; else Interval plus jitter,
+// every table. A run that left a backlog made a full pass and committed
+// it, so running again at once always makes progress; a run that failed
+// without one (the database is down) or deleted nothing waits the
+// interval.
+func (s *Sweeper) next(rep Report, window time.Duration) (time.Duration, map[string]bool) {
 	if rep.Backlog() {
-		return rep.rest
+		return rep.rest, nil
 	}
-	most := 0
+	most, deleted := 0, map[string]bool{}
 	for _, t := range rep.Tables() {
 		most = max(most, t.Deleted)
+		if t.Deleted > 0 {
+			deleted[t.Table] = true
+		}
 	}
 	if most == 0 || window <= 0 {
-		return s.cfg.Interval + s.jitter()
+		return s.cfg.Interval + s.jitter(), nil
 	}
 	// window × (Bound/2) / most: when half a bound came due at this pace.
 	half := time.Duration(float64(window) * float64(s.cfg.Bound) / 2 / float64(most))
 	if half >= s.cfg.Interval {
-		return s.cfg.Interval + s.jitter()
+		return s.cfg.Interval + s.jitter(), nil
 	}
 	w := max(half, MinWait)
-	return w + rand.N(w/10+1)
+	return w + rand.N(w/10+1), deleted
 }
 
 // jitter returns a random delay from 0 to Jitter.

@@ -642,8 +642,10 @@ func TestTwoReplicasDrainABacklogDeletingEachRowOnce(t *testing.T) {
 // full pass: the loop's next wait is the rest that pass asked for (the
 // duty's, a few milliseconds), not the interval. The second run drains the
 // rest: rows came due, so the wait after it is the time half a bound took
-// to come due at that pace (never the interval). The third finds nothing,
-// and the wait after it is the interval plus at most the jitter.
+// to come due at that pace (never the interval), and the third run, so
+// soon, sweeps the claims alone, the one table that had rows due. It finds
+// nothing, and the wait after it is the interval plus at most the jitter,
+// before a fourth run that sweeps every table again.
 func TestRunStartsAgainAtOnceWhileABacklogRemains(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -654,6 +656,7 @@ func TestRunStartsAgainAtOnceWhileABacklogRemains(t *testing.T) {
 		waits  []time.Duration
 		full   []time.Duration // the durations of the full claims passes
 		counts []int           // claims deleted by each run
+		passes [][2]int        // each run's passes on the claims and the Runs
 		starts []time.Time     // the clock at each wait: the next run's start
 		runs   int
 	)
@@ -668,22 +671,32 @@ func TestRunStartsAgainAtOnceWhileABacklogRemains(t *testing.T) {
 				full = append(full, d)
 			}
 		}),
-		Recorder: recorderFunc(func(r RunRecord) { counts = append(counts, r.Report.Claims.Deleted) }),
-		now:      func() time.Time { return now },
-		rest:     func(context.Context, time.Duration) bool { return true },
+		Recorder: recorderFunc(func(r RunRecord) {
+			counts = append(counts, r.Report.Claims.Deleted)
+			passes = append(passes, [2]int{r.Report.Claims.Passes, r.Report.Runs.Passes})
+		}),
+		now:  func() time.Time { return now },
+		rest: func(context.Context, time.Duration) bool { return true },
 		wait: func(_ context.Context, d time.Duration) bool {
 			waits, starts = append(waits, d), append(starts, now)
 			runs++
-			return runs <= 3
+			return runs <= 4
 		},
 	})
 	s.Run(b.ctx)
 
-	if !slices.Equal(counts, []int{15, 5, 0}) {
-		t.Fatalf("the runs deleted %v claims, want 15 (out of budget), then the last 5, then none", counts)
+	if !slices.Equal(counts, []int{15, 5, 0, 0}) {
+		t.Fatalf("the runs deleted %v claims, want 15 (out of budget), then the last 5, then none twice", counts)
 	}
-	if len(waits) != 4 || len(full) != 4 {
-		t.Fatalf("waits %v after full passes of %v, want 4 waits and 4 full passes", waits, full)
+	if len(waits) != 5 || len(full) != 4 {
+		t.Fatalf("waits %v after full passes of %v, want 5 waits and 4 full passes", waits, full)
+	}
+	if want := [2]int{1, 0}; passes[2] != want {
+		t.Errorf("the quick third run made %v passes on the claims and the Runs, want %v: "+
+			"the claims alone, the one table the run before deleted from", passes[2], want)
+	}
+	if want := [2]int{1, 1}; passes[3] != want {
+		t.Errorf("the fourth run, an interval on, made %v passes on the claims and the Runs, want %v: every table", passes[3], want)
 	}
 	if w := waits[0]; w < 0 || w > jitter {
 		t.Errorf("first wait = %s, want at most the jitter %s", w, jitter)
@@ -908,5 +921,60 @@ VALUES (gen_random_uuid(), $1, 'webhook.nylas', $2, 'hash', 'completed', gen_ran
 	}
 	if got := left(); len(got) != 0 {
 		t.Errorf("claims left = %q, want none", got)
+	}
+}
+
+// TestQuickRunsSweepEveryTableAnIntervalApart: claims come due before
+// every run, four at a time (less than a bound, so no run leaves a
+// backlog), so the loop keeps running quickly, on the claims alone; the
+// other tables are still swept at least once an interval. The clock is a
+// stub that moves by each wait alone.
+func TestQuickRunsSweepEveryTableAnIntervalApart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const interval = 10 * time.Second
+	var (
+		now   = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+		at    []time.Time // each run's start
+		fulls []time.Time // the starts of the runs that swept the Runs too
+		runs  int
+	)
+	s := b.sweeper(t, Config{Bound: 5, Interval: interval, Jitter: time.Second,
+		Recorder: recorderFunc(func(r RunRecord) {
+			if r.Report.Runs.Passes > 0 {
+				fulls = append(fulls, at[len(at)-1])
+			}
+		}),
+		now: func() time.Time { return now },
+		wait: func(_ context.Context, d time.Duration) bool {
+			if runs++; runs > 40 {
+				return false
+			}
+			now = now.Add(d)
+			b.seedExpired(t, fmt.Sprintf("r%d", runs), 4)
+			at = append(at, now)
+			return true
+		},
+	})
+	s.Run(b.ctx)
+
+	if len(fulls) < 3 {
+		t.Fatalf("%d of %d runs swept every table (at %v), want one at least every %s", len(fulls), len(at), fulls, interval)
+	}
+	quick := len(at) - len(fulls)
+	if quick < len(at)/2 {
+		t.Errorf("%d of %d runs swept the claims alone, want most: rows keep coming due", quick, len(at))
+	}
+	// A wait is at most a bound's worth of due rows away (a few seconds)
+	// and its tenth of jitter: every table is swept within an interval and
+	// one such wait of the last full run.
+	for i := 1; i < len(fulls); i++ {
+		if gap := fulls[i].Sub(fulls[i-1]); gap > interval+2*time.Second {
+			t.Errorf("full runs at %s then %s, %s apart: want at most the interval %s and one quick wait",
+				fulls[i-1].Format(time.TimeOnly), fulls[i].Format(time.TimeOnly), gap, interval)
+		}
+	}
+	if n := b.count(t, TableClaims); n != 0 {
+		t.Errorf("%d claims left, want none", n)
 	}
 }
