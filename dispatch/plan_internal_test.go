@@ -45,7 +45,7 @@ func TestStatsReadsThePendingAndFailedRowsAlone(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, sql, index string
-		args         []any
+		args             []any
 	}{
 		{"pending", dispatchPendingStats, "run_dispatches_pending_age_idx", []any{nil}},
 		{"failed", dispatchFailedCount, "run_dispatches_failed_idx", nil},
