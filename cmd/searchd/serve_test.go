@@ -85,14 +85,7 @@ func TestMigrateThenServe(t *testing.T) {
 	// Now serve starts, answers, and stops cleanly when told to.
 	h = newHarness(env)
 	addr, stop := h.start(t, "serve")
-	res, err := http.Get("http://" + addr + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Errorf("/readyz = %d, want 200", res.StatusCode)
-	}
+	wantReady(t, addr, "")
 	if code := stop(); code != 0 {
 		t.Errorf("serve exited %d after the signal, want 0: %s", code, h.stderr.String())
 	}
@@ -215,18 +208,25 @@ func TestServeStartsOnANewerSchema(t *testing.T) {
 		"SEARCHD_ADDR":       "127.0.0.1:0",
 	})
 	addr, stop := h.start(t, "serve")
+	wantReady(t, addr, " on a newer schema")
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d after the signal, want 0: %s", code, h.stderr.String())
+	}
+	if n := strings.Count(h.stderr.String(), "schema is newer than this binary"); n != 1 {
+		t.Errorf("serve on a newer schema logged the warning %d times, want once: %s", n, h.stderr.String())
+	}
+}
+
+// wantReady fails t unless serve at addr answers /readyz with 200; where
+// names the case in the message.
+func wantReady(t *testing.T, addr, where string) {
+	t.Helper()
 	res, err := http.Get("http://" + addr + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		t.Errorf("/readyz on a newer schema = %d, want 200", res.StatusCode)
-	}
-	if code := stop(); code != 0 {
-		t.Errorf("serve exited %d after the signal, want 0: %s", code, h.stderr.String())
-	}
-	if n := strings.Count(h.stderr.String(), "schema is newer than this binary"); n != 1 {
-		t.Errorf("serve on a newer schema logged the warning %d times, want once: %s", n, h.stderr.String())
+		t.Errorf("/readyz%s = %d, want 200", where, res.StatusCode)
 	}
 }
