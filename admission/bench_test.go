@@ -471,9 +471,10 @@ WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 	rawSnapshotInsert = `
 INSERT INTO agent.saved_search_snapshots
 	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
-	 brief, baseline, content_hash, created_by, origin, created_at)
+	 brief, baseline, content_hash, created_by, origin, created_at, claim_id)
 VALUES (@id::uuid, @org::uuid, @saved_search_id::uuid, @version::bigint, @name::text,
-	@brief::jsonb, @baseline::jsonb, @content_hash::text, @created_by::text, @origin::text, @created_at::timestamptz)`
+	@brief::jsonb, @baseline::jsonb, @content_hash::text, @created_by::text, @origin::text, @created_at::timestamptz,
+	@claim_id::uuid)`
 	rawCompleteOrAbort = `
 WITH done AS (
 	UPDATE agent.idempotency_keys AS k
@@ -710,7 +711,7 @@ func (f rawFlows) twoCommits(ctx context.Context, ssID uuid.UUID, key string) er
 	second.Queue(rawSnapshotInsert, pgx.StrictNamedArgs{
 		"id": s.ID, "org": f.org, "saved_search_id": ssID, "version": s.SavedSearchVersion, "name": s.name,
 		"brief": string(s.Brief), "baseline": string(baseline), "content_hash": s.ContentHash,
-		"created_by": f.actor, "origin": snapshot.OriginAPI, "created_at": s.CreatedAt,
+		"created_by": f.actor, "origin": snapshot.OriginAPI, "created_at": s.CreatedAt, "claim_id": r.claimID,
 	})
 	f.queueRun(second, ssID, s.ID, key, s.name, options, &r)
 	second.Queue(rawCompleteOrAbort, f.org, r.claimID, r.token, ResourceType, s.ID.String(), string(answer))

@@ -502,7 +502,7 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 			if c.Response, err = answer(snap); err != nil {
 				return err
 			}
-			snapshot.QueueInsert(second, snap)
+			snapshot.QueueInsert(second, snap, claim.ID)
 			if admitted, err = s.runs.QueueAdmit(second, a.params(snap.ID, snap.SavedSearchName)); err != nil {
 				return err
 			}

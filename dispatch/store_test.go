@@ -65,7 +65,7 @@ func (b *bundle) admitSaved(t *testing.T) *runs.Run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := snapshot.Freeze(b.ctx, b.db, b.org, ss.ID, "bob")
+	snap, err := snapshot.Freeze(b.ctx, b.db, b.org, ss.ID, "bob", uuid.Nil)
 	if err != nil {
 		t.Fatal(err)
 	}

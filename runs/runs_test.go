@@ -69,7 +69,7 @@ func (b bundle) savedSearchRun(t *testing.T, key string) runs.AdmitParams {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := snapshot.Freeze(b.ctx, b.db, b.org, ss.ID, "")
+	snap, err := snapshot.Freeze(b.ctx, b.db, b.org, ss.ID, "", uuid.Nil)
 	if err != nil {
 		t.Fatal(err)
 	}

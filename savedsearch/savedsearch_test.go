@@ -225,7 +225,7 @@ func TestSettingTheValuesItHasChangesNothing(t *testing.T) {
 	if base.Version != 3 {
 		t.Fatalf("after a brief and a baseline change version = %d, want 3", base.Version)
 	}
-	before, err := snapshot.Freeze(b.ctx, b.db, b.org, ss.ID, "")
+	before, err := snapshot.Freeze(b.ctx, b.db, b.org, ss.ID, "", uuid.Nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestSettingTheValuesItHasChangesNothing(t *testing.T) {
 	if err != nil || stored.Version != base.Version || !stored.UpdatedAt.Equal(base.UpdatedAt) {
 		t.Fatalf("Get = %+v, %v; want version %d unchanged", stored, err, base.Version)
 	}
-	after, err := snapshot.Freeze(b.ctx, b.db, b.org, ss.ID, "")
+	after, err := snapshot.Freeze(b.ctx, b.db, b.org, ss.ID, "", uuid.Nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,15 @@ JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 
 // snapshotInsert writes a snapshot. Its parameters are named
-// (pgx.StrictNamedArgs); created_at is the clock savedSearchFreezeRead read.
+// (pgx.StrictNamedArgs); created_at is the clock savedSearchFreezeRead read,
+// claim_id the claim the snapshot answers (NULL for none).
 const snapshotInsert = `
 INSERT INTO agent.saved_search_snapshots
 	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
-	 brief, baseline, content_hash, created_by, origin, created_at)
+	 brief, baseline, content_hash, created_by, origin, created_at, claim_id)
 VALUES (@id::uuid, @org::uuid, @saved_search_id::uuid, @version::bigint, @name::text,
-	@brief::jsonb, @baseline::jsonb, @content_hash::text, @created_by::text, @origin::text, @created_at::timestamptz)`
+	@brief::jsonb, @baseline::jsonb, @content_hash::text, @created_by::text, @origin::text, @created_at::timestamptz,
+	@claim_id::uuid)`
 
 const snapshotColumns = `sn.id, sn.organization_id, sn.saved_search_id, sn.saved_search_version,
 	sn.saved_search_name, sn.brief, sn.baseline, sn.content_hash, sn.created_by, sn.origin, sn.created_at`

@@ -247,9 +247,12 @@ type DBTX interface {
 // (absent, archived, or another organization's); the transaction is then
 // still usable. Other errors come from the database.
 //
+// claim is the id of the claim the snapshot answers (uuid.Nil for none):
+// the sweeper finds the claim by it (see [QueueInsert]).
+//
 // Freeze costs two round trips; [QueueRead] and [QueueInsert] are the same
 // two statements for a caller that pipelines them with its own.
-func Freeze(ctx context.Context, tx DBTX, org, savedSearchID uuid.UUID, actor string) (*Snapshot, error) {
+func Freeze(ctx context.Context, tx DBTX, org, savedSearchID uuid.UUID, actor string, claim uuid.UUID) (*Snapshot, error) {
 	r := newRead(org, savedSearchID, actor, OriginAPI)
 	if err := r.scan(tx.QueryRow(ctx, savedSearchFreezeRead, org, savedSearchID)); err != nil {
 		return nil, err
@@ -258,7 +261,7 @@ func Freeze(ctx context.Context, tx DBTX, org, savedSearchID uuid.UUID, actor st
 	if err != nil {
 		return nil, err
 	}
-	tag, err := tx.Exec(ctx, snapshotInsert, snap.insertArgs())
+	tag, err := tx.Exec(ctx, snapshotInsert, snap.insertArgs(claim))
 	if err == nil && tag.RowsAffected() != 1 {
 		err = fmt.Errorf("inserted %d rows", tag.RowsAffected())
 	}
@@ -351,10 +354,13 @@ func (r *Read) Snapshot() (*Snapshot, error) {
 }
 
 // QueueInsert queues on b the insert that stores snap, a snapshot
-// [Read.Snapshot] returned: the second half of [Freeze]. The batch's
+// [Read.Snapshot] returned: the second half of [Freeze]. claim is the id
+// of the claim whose completion, in the same transaction, names the
+// snapshot (uuid.Nil for none): stored with it, it lets the sweeper ask
+// whether that claim is still retained by its primary key. The batch's
 // results return an error when the insert fails.
-func QueueInsert(b *pgx.Batch, snap *Snapshot) {
-	b.Queue(snapshotInsert, snap.insertArgs()).Exec(func(tag pgconn.CommandTag) error {
+func QueueInsert(b *pgx.Batch, snap *Snapshot, claim uuid.UUID) {
+	b.Queue(snapshotInsert, snap.insertArgs(claim)).Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("snapshot: freeze: insert: inserted %d rows", tag.RowsAffected())
 		}
@@ -362,8 +368,8 @@ func QueueInsert(b *pgx.Batch, snap *Snapshot) {
 	})
 }
 
-func (s *Snapshot) insertArgs() pgx.StrictNamedArgs {
-	return pgx.StrictNamedArgs{
+func (s *Snapshot) insertArgs(claim uuid.UUID) pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{"claim_id": sqlarg.Null(claim),
 		"id": s.ID, "org": s.OrganizationID, "saved_search_id": s.SavedSearchID,
 		"version": s.SavedSearchVersion, "name": s.SavedSearchName, "brief": string(s.rawBrief),
 		"baseline": string(s.rawBaseline), "content_hash": s.ContentHash, "created_by": s.CreatedBy,

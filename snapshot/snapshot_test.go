@@ -59,10 +59,33 @@ func (b bundle) freeze(org, id uuid.UUID) (*snapshot.Snapshot, error) {
 	var snap *snapshot.Snapshot
 	err := pgx.BeginFunc(b.ctx, b.db, func(tx pgx.Tx) error {
 		var err error
-		snap, err = snapshot.Freeze(b.ctx, tx, org, id, "user-7")
+		snap, err = snapshot.Freeze(b.ctx, tx, org, id, "user-7", uuid.Nil)
 		return err
 	})
 	return snap, err
+}
+
+// TestFreezeStoresTheClaimItAnswers: the sweeper finds a snapshot's claim
+// by the claim_id it was stored with; none is stored as NULL.
+func TestFreezeStoresTheClaimItAnswers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ss := b.createSearch(t, "rust", "a")
+	claim := uuid.New()
+	for _, want := range []uuid.UUID{claim, uuid.Nil} {
+		snap, err := snapshot.Freeze(b.ctx, b.db, b.org, ss.ID, "", want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *uuid.UUID
+		if err := b.db.QueryRow(b.ctx, `SELECT claim_id FROM agent.saved_search_snapshots WHERE id = $1`, snap.ID).
+			Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if want == uuid.Nil && got != nil || want != uuid.Nil && (got == nil || *got != want) {
+			t.Errorf("Freeze(claim %s) stored claim_id %v", want, got)
+		}
+	}
 }
 
 func TestFreezeCopiesBriefBaselineAndVersion(t *testing.T) {

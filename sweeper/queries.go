@@ -119,13 +119,18 @@ WHERE (@all::boolean OR d.provider_job_id = ANY(@keys::text[]))
 //   - it is older than the minimum age (@min_age_us), so a snapshot a start
 //     is freezing or admitting right now is never a candidate;
 //   - no Run refers to it (runs_snapshot_idx);
-//   - no retained claim in the saved-search start scope (@scope) names it
-//     as its resource: a start whose preparation completed but whose Run is
-//     not yet admitted finds its snapshot through that claim (the
-//     organization and scope prefix of the claim's unique index narrows the
-//     probe).
+//   - the claim it answers is not retained: a start whose preparation
+//     completed but whose Run is not yet admitted finds its snapshot
+//     through that claim. A snapshot names its claim (claim_id, migration
+//     00021): one probe of the claims' primary key. A snapshot written
+//     before that column, or by a replica of an older release, names none
+//     and keeps the probe of before, of every retained start claim of its
+//     organization (@scope) naming it: the organization and scope prefix
+//     of the claims' unique index, a scan of the organization's start
+//     claims per snapshot. It goes with the snapshots written before the
+//     upgrade.
 //
-// Both probes join on the organization, and name the group's
+// Every probe joins on the organization, and names the group's
 // organizations as the snapshot does: on a cluster Citus then routes the
 // whole statement to the snapshot's own shard group (it refuses FOR
 // UPDATE on anything else).
@@ -139,11 +144,46 @@ const snapshotDeletable = `
 		SELECT 1 FROM agent.idempotency_keys k
 		WHERE (@all::boolean OR k.organization_id = ANY(@keys::uuid[]))
 			AND k.organization_id = s.organization_id
+			AND k.id = s.claim_id
 			AND k.scope = @scope::text
 			AND k.resource_id = s.id::text
-			AND k.retain_until > agent.clock(@now))`
+			AND k.retain_until > agent.clock(@now))
+	AND (s.claim_id IS NOT NULL OR NOT EXISTS (
+		SELECT 1 FROM agent.idempotency_keys k
+		WHERE (@all::boolean OR k.organization_id = ANY(@keys::uuid[]))
+			AND k.organization_id = s.organization_id
+			AND k.scope = @scope::text
+			AND k.resource_id = s.id::text
+			AND k.retain_until > agent.clock(@now)))`
 
-// snapshotOrphan sweeps deletable snapshots, oldest first.
+// snapshotWindow is the FROM clause of the snapshot pass's reads: the
+// oldest snapshots past the minimum age, at most four bounds (@bound) of
+// them, by saved_search_snapshots_created_idx, each joined back to its row
+// (alias s) by the primary key. Only these are candidates. Without the
+// window, a pass that finds fewer than a bound to delete (every pass that
+// ends a run) walked every snapshot past the minimum age, nearly the whole
+// table, and probed the Runs for each. With it the planner knows the
+// candidates are few and probes the Runs by runs_snapshot_idx, whatever
+// its statistics say of the table.
+//
+// The window holds the orphans: a snapshot is written in the transaction
+// that admits its Run, and Runs are kept for one retention from their
+// admission, so they go in the order of their snapshots, oldest first. The
+// one kind of orphan elsewhere in the table is the snapshot a retry of a
+// start frozen after its claim had expired (its key's Run was admitted
+// before and keeps the earlier snapshot): it goes when the window reaches
+// it, once the snapshots frozen before it have gone.
+const snapshotWindow = `
+FROM (SELECT w.organization_id, w.id
+	FROM agent.saved_search_snapshots w
+	WHERE (@all::boolean OR w.organization_id = ANY(@keys::uuid[]))
+		AND w.created_at <= agent.clock(@now) - @min_age_us::bigint * interval '1 microsecond'
+	ORDER BY w.created_at
+	LIMIT 4 * @bound::bigint) w
+JOIN agent.saved_search_snapshots s ON s.id = w.id AND s.organization_id = w.organization_id`
+
+// snapshotOrphan sweeps deletable snapshots, oldest first, from the
+// window (snapshotWindow).
 //
 // The read locks them. The lock conflicts with the FOR KEY SHARE lock the
 // runs_snapshot_fkey check takes, so a Run being admitted on a snapshot
@@ -157,14 +197,12 @@ const snapshotDeletable = `
 // here).
 var snapshotOrphan = statements{
 	due: `
-SELECT s.organization_id::text
-FROM agent.saved_search_snapshots s
+SELECT s.organization_id::text` + snapshotWindow + `
 WHERE` + snapshotDeletable + `
 ORDER BY s.created_at
 LIMIT @limit`,
 	read: `
-SELECT s.id, s.ctid
-FROM agent.saved_search_snapshots s
+SELECT s.id, s.ctid` + snapshotWindow + `
 WHERE (@all::boolean OR s.organization_id = ANY(@keys::uuid[])) AND` + snapshotDeletable + `
 ORDER BY s.created_at
 LIMIT @limit

@@ -188,14 +188,19 @@ func (b snapshotBundle) start(t *testing.T, at time.Time, key string) admission.
 // prepare does what a saved-search start does before admission, and stops
 // there: it claims key on a plane whose clock reads at, freezes a snapshot
 // and completes the claim with it in one transaction. No Run refers to the
-// snapshot; the claim holds it.
-func (b snapshotBundle) prepare(t *testing.T, at time.Time, key string) uuid.UUID {
+// snapshot; the claim holds it. A legacy snapshot is stored without the
+// claim it answers, as before migration 00021.
+func (b snapshotBundle) prepare(t *testing.T, at time.Time, key string, legacy bool) uuid.UUID {
 	t.Helper()
 	plane := idempotency.NewService(b.db, idempotency.Config{Clock: dbclocktest.New(at).Clock()})
 	c := b.claim(t, plane, idempotency.ScopeSavedSearchStart, key, idempotency.SavedSearchStartLease)
+	named := c.ID
+	if legacy {
+		named = uuid.Nil
+	}
 	var id uuid.UUID
 	err := pgx.BeginFunc(b.ctx, b.db, func(tx pgx.Tx) error {
-		snap, err := snapshot.Freeze(b.ctx, tx, b.org, b.search.ID, "")
+		snap, err := snapshot.Freeze(b.ctx, tx, b.org, b.search.ID, "", named)
 		if err != nil {
 			return err
 		}
@@ -236,13 +241,15 @@ func TestSnapshotRetention(t *testing.T) {
 	// Of a Run past its retention: the Run goes, then its snapshot.
 	ofOldRun := *b.start(t, now.Add(-runs.Retention-day), "old-run").Snapshot
 	// Frozen, claim completed, Run not yet admitted, and the claim was
-	// taken three hours after the others, so it is retained longest.
-	held := b.prepare(t, now.Add(3*time.Hour), "held")
+	// taken three hours after the others, so it is retained longest; the
+	// legacy one names no claim, as before migration 00021.
+	held := b.prepare(t, now.Add(3*time.Hour), "held", false)
+	heldLegacy := b.prepare(t, now.Add(3*time.Hour), "held-legacy", true)
 	// Frozen and claimed, and the Run never came: an orphan once the
 	// claim is gone.
-	orphan := b.prepare(t, now, "orphan")
-	if n := len(b.snapshots(t)); n != 4 {
-		t.Fatalf("%d snapshots, want 4", n)
+	orphan := b.prepare(t, now, "orphan", false)
+	if n := len(b.snapshots(t)); n != 5 {
+		t.Fatalf("%d snapshots, want 5", n)
 	}
 	s := b.sweeper(t, Config{})
 
@@ -251,30 +258,31 @@ func TestSnapshotRetention(t *testing.T) {
 	// or no claim.
 	b.clock.Set(now.Add(24*time.Hour + 30*time.Minute))
 	rep := b.runOnce(t, s)
-	if rep.Runs.Deleted != 1 || rep.Snapshots.Read != 0 || len(b.snapshots(t)) != 4 {
+	if rep.Runs.Deleted != 1 || rep.Snapshots.Read != 0 || len(b.snapshots(t)) != 5 {
 		t.Errorf("at 24.5 h: report %+v and %d snapshots, want the old Run deleted and every snapshot kept",
 			rep, len(b.snapshots(t)))
 	}
 
 	// Past SnapshotMinAge: the orphan and the snapshot of the deleted Run
-	// go; the referenced one and the held one stay.
+	// go; the referenced one and the held ones stay.
 	b.clock.Set(now.Add(SnapshotMinAge + time.Hour))
 	rep = b.runOnce(t, s)
-	if got := b.snapshots(t); len(got) != 2 || !got[referenced.ID] || !got[held] {
-		t.Errorf("at %s: snapshots %v, want referenced %s and held %s", SnapshotMinAge+time.Hour, got, referenced.ID, held)
+	if got := b.snapshots(t); len(got) != 3 || !got[referenced.ID] || !got[held] || !got[heldLegacy] {
+		t.Errorf("at %s: snapshots %v, want referenced %s, held %s and held-legacy %s",
+			SnapshotMinAge+time.Hour, got, referenced.ID, held, heldLegacy)
 	}
 	if sn := rep.Snapshots; sn.Read != 2 || sn.Deleted != 2 {
 		t.Errorf("snapshots report = %+v, want 2 read (orphan %s, of the old Run %s) and 2 deleted", sn, orphan, ofOldRun.ID)
 	}
 
-	// Once held's claim has passed too, nothing holds it.
+	// Once the held claims have passed too, nothing holds them.
 	b.clock.Set(now.Add(3*time.Hour + idempotency.SavedSearchStartRetention + time.Minute))
 	rep = b.runOnce(t, s)
 	if got := b.snapshots(t); len(got) != 1 || !got[referenced.ID] {
-		t.Errorf("after held's claim passed: snapshots %v, want referenced %s alone", got, referenced.ID)
+		t.Errorf("after the held claims passed: snapshots %v, want referenced %s alone", got, referenced.ID)
 	}
-	if rep.Snapshots.Deleted != 1 {
-		t.Errorf("snapshots report = %+v, want 1 deleted", rep.Snapshots)
+	if rep.Snapshots.Deleted != 2 {
+		t.Errorf("snapshots report = %+v, want 2 deleted", rep.Snapshots)
 	}
 	// The referenced snapshot's Run still replays its start key, with it.
 	run, sum, err := runs.NewStore(b.db, runs.Config{}).LookupStart(b.ctx, b.org, runs.SavedSearchStartKey("referenced"))
@@ -283,11 +291,17 @@ func TestSnapshotRetention(t *testing.T) {
 	}
 }
 
+// TestSnapshotClaimedBetweenReadAndDeleteStays: a snapshot that names no
+// claim (written before migration 00021) is kept by any retained start
+// claim naming it, seen by the delete's re-check too. (A snapshot that
+// names its claim is kept by that claim alone: a start's claim is
+// completed with the snapshot its own preparation froze, never an older
+// one.)
 func TestSnapshotClaimedBetweenReadAndDeleteStays(t *testing.T) {
 	t.Parallel()
 	b := setupSnapshots(t)
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	id := b.prepare(t, now, "orphan")
+	id := b.prepare(t, now, "orphan", true)
 	b.clock.Set(now.Add(SnapshotMinAge + time.Hour))
 
 	// Between the read and the delete, a claim comes to name the snapshot.

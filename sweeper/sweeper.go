@@ -346,7 +346,7 @@ func (s *Sweeper) logTable(ctx context.Context, tr TableReport) {
 // rolled back and counts nothing; the others count, and the failures are
 // returned joined.
 func (s *Sweeper) pass(ctx context.Context, t target) (read, deleted int, err error) {
-	args := pgx.NamedArgs{"now": s.nowArg()}
+	args := pgx.NamedArgs{"now": s.nowArg(), "bound": s.cfg.Bound}
 	maps.Copy(args, t.extra)
 	err = t.pass.Run(ctx, s.db, s.cfg.Bound, args, func(ctx context.Context, g shardpass.Group) error {
 		r, d, err := s.step(ctx, t, g.Args(args))

@@ -71,11 +71,13 @@ FROM (SELECT g, @t0::timestamptz + g * @step::interval AS ts,
 	FROM generate_series(@from::bigint, @to::bigint) g) st
 JOIN scale_template t ON t.n = st.g % @templates::bigint`
 
+// scaleSnapshots copies the snapshots, each naming its start's claim.
 const scaleSnapshots = `
 INSERT INTO agent.saved_search_snapshots (id, organization_id, saved_search_id, saved_search_version,
-	saved_search_name, brief, baseline, content_hash, created_by, created_at, origin)
+	saved_search_name, brief, baseline, content_hash, created_by, created_at, origin, claim_id)
 SELECT pg_temp.scale_id('s', g, ts, @v7::boolean), org, search, t.saved_search_version,
-	t.saved_search_name, t.brief, t.baseline, t.content_hash, t.created_by, ts, t.origin` + scaleStarts
+	t.saved_search_name, t.brief, t.baseline, t.content_hash, t.created_by, ts, t.origin,
+	pg_temp.scale_id('c', g, ts, @v7::boolean)` + scaleStarts
 
 // scaleRuns copies the Runs; a seeded Run has run its course (succeeded,
 // with a result reference), and the first @due are past retention, for

@@ -81,9 +81,10 @@ WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 const thinSnapshotInsert = `
 INSERT INTO agent.saved_search_snapshots
 	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
-	 brief, baseline, content_hash, created_by, origin, created_at)
+	 brief, baseline, content_hash, created_by, origin, created_at, claim_id)
 VALUES (@id::uuid, @org::uuid, @saved_search_id::uuid, @version::bigint, @name::text,
-	@brief::jsonb, @baseline::jsonb, @content_hash::text, @created_by::text, @origin::text, @created_at::timestamptz)`
+	@brief::jsonb, @baseline::jsonb, @content_hash::text, @created_by::text, @origin::text, @created_at::timestamptz,
+	@claim_id::uuid)`
 
 // idempotency.claimCompleteOrAbort.
 const thinClaimCompleteOrAbort = `
@@ -361,7 +362,7 @@ func (t *thin) admit(ctx context.Context, in thinStart, claim thinRecord) (*thin
 	second.Queue(thinSnapshotInsert, pgx.StrictNamedArgs{
 		"id": snap.ID, "org": t.org, "saved_search_id": in.ssID, "version": snap.SavedSearchVersion, "name": snap.name,
 		"brief": string(snap.Brief), "baseline": string(baseline), "content_hash": snap.ContentHash,
-		"created_by": t.actor, "origin": snap.Origin, "created_at": snap.CreatedAt,
+		"created_by": t.actor, "origin": snap.Origin, "created_at": snap.CreatedAt, "claim_id": claim.id,
 	})
 	runID := ids.New()
 	second.Queue(thinRunInsert, pgx.StrictNamedArgs{
