@@ -20,10 +20,16 @@
 //     that is older than [SnapshotMinAge]. The claim is what holds a snapshot
 //     frozen for a start whose Run is not admitted yet; the age keeps every
 //     snapshot a start may still be preparing or admitting. A snapshot whose
-//     claim passed without a Run is an orphan, and goes. Each round sweeps
-//     the Runs before the snapshots, so the snapshots of Runs a round
-//     deletes go in its own snapshot pass (once the snapshots are drained
-//     for the run, in the next run).
+//     claim passed without a Run is an orphan, and goes. A pass looks
+//     only at the oldest snapshots past the minimum age, four bounds of
+//     them, where the snapshots of deleted Runs are (Runs are kept for one
+//     retention from their admission, in the transaction that froze their
+//     snapshot); an orphan frozen by a start retried after its claim had
+//     expired goes when that window reaches it. A snapshot names its claim
+//     (claim_id), so the claim is one probe of a primary key. Each round
+//     sweeps the Runs before the snapshots, so the snapshots of Runs a
+//     round deletes go in its own snapshot pass (once the snapshots are
+//     drained for the run, in the next run).
 //   - agent.webhook_drops: a dropped provider delivery received longer ago
 //     than providerjobs.DropRetention (30 days). The drop audit is written
 //     once and never read by the service, only by people: it is kept as
@@ -92,8 +98,7 @@
 // continuously, at the duty's pace; rows that keep coming due are swept
 // about every half bound, so those past retention stay below one pass's
 // bound; such a quick run sweeps only the tables the run before it deleted
-// from, so a table whose pass is a scan (the orphaned snapshots) is not
-// read every second; and every table is looked at at least every
+// from, so a table with nothing due is not read every second; and every table is looked at at least every
 // Interval. [Sweeper.RunOnce] is one run, for `searchd
 // sweep` under an outside scheduler. Counts go to the [Report], to the log
 // and to an [Observer], where metrics attach.
