@@ -26,6 +26,7 @@ const (
 	EnvJWTSecret            = "SEARCHD_JWT_SECRET"
 	EnvShutdownGrace        = "SEARCHD_SHUTDOWN_GRACE"
 	EnvMaxBodyBytes         = "SEARCHD_MAX_BODY_BYTES"
+	EnvMaxHeaderBytes       = "SEARCHD_MAX_HEADER_BYTES"
 	EnvLogLevel             = "SEARCHD_LOG_LEVEL"
 	EnvLogFormat            = "SEARCHD_LOG_FORMAT"
 	EnvDevDir               = "SEARCHD_DEV_DIR"
@@ -42,10 +43,16 @@ const (
 	DefaultDevAddr       = "127.0.0.1:8080"
 	DefaultShutdownGrace = 10 * time.Second
 	DefaultDevDir        = ".searchd-dev"
+	// DefaultMaxHeaderBytes bounds a request's header: a bearer token of
+	// 8 KiB (auth.MaxTokenBytes) and a console cookie fit with room.
+	DefaultMaxHeaderBytes = 16 << 10
 
-	minMaxBodyBytes  = 1 << 10
-	maxMaxBodyBytes  = 1 << 30
-	maxShutdownGrace = time.Hour
+	minMaxBodyBytes = 1 << 10
+	maxMaxBodyBytes = 1 << 30
+	// A header limit from 4 KiB to Go's default, 1 MiB.
+	minMaxHeaderBytes = 4 << 10
+	maxMaxHeaderBytes = 1 << 20
+	maxShutdownGrace  = time.Hour
 	// The callback body budget is at least twice the callback limit (see
 	// api.Deps.CallbackBodyBudget) and at most 16 GiB; the body timeout
 	// from 1s to the server's read timeout.
@@ -78,6 +85,8 @@ type serverConfig struct {
 	Auth          authConfig
 	ShutdownGrace time.Duration
 	MaxBodyBytes  int64
+	// MaxHeaderBytes is the http.Server's MaxHeaderBytes.
+	MaxHeaderBytes int64
 	// CallbackMaxBodyBytes is at most MaxBodyBytes; it, CallbackBodyBudget
 	// and CallbackBodyTimeout are never zero once loaded (api.Deps).
 	CallbackMaxBodyBytes int64

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
+
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/console"
@@ -41,6 +43,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	}
 	logger := newLogger(a.stderr, cfg)
 	warnRemovedSettings(logger, a.getenv)
+	setMemoryLimit(logger, memlimit.FromCgroup)
 	obs, err := newObservability(ctx, a.getenv)
 	if err != nil {
 		return err
@@ -149,7 +152,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	if a.ready != nil {
 		a.ready(ln.Addr().String())
 	}
-	return serveHTTP(ctx, ln, con.Mount(srv.Handler()), cfg.ShutdownGrace, logger)
+	return serveHTTP(ctx, ln, con.Mount(srv.Handler()), httpLimits{Grace: cfg.ShutdownGrace, MaxHeaderBytes: int(cfg.MaxHeaderBytes)}, logger)
 }
 
 // api wires the domain services of the stores into the API. Starts wait

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/internal/pgtest"
 )
 
@@ -108,7 +111,7 @@ func serveOne(t *testing.T, h http.HandlerFunc, grace time.Duration) (addr strin
 		served <- serveHTTP(ctx, ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			close(entered)
 			h(w, r)
-		}), grace, slog.New(slog.DiscardHandler))
+		}), httpLimits{Grace: grace}, slog.New(slog.DiscardHandler))
 	}()
 	go func() {
 		res, err := http.Get("http://" + ln.Addr().String() + "/slow")
@@ -228,5 +231,64 @@ func wantReady(t *testing.T, addr, where string) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		t.Errorf("/readyz%s = %d, want 200", where, res.StatusCode)
+	}
+}
+
+// TestServeBoundsTheRequestHeader: serve at its defaults answers a header
+// over SEARCHD_MAX_HEADER_BYTES 431, however it is made up (one long
+// field, or thousands of short fields of distinct names, the attack of
+// issue 36 that took 1.1 GiB at Go's default of 1 MiB), and keeps serving;
+// a header with a bearer token at auth's limit is read. The setting moves
+// the bound.
+func TestServeBoundsTheRequestHeader(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := newDB(t)
+	send := func(addr, fields string) int {
+		t.Helper()
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+		// The server may answer and close before it has read it all.
+		go func() { _, _ = io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n"+fields+"\r\n") }()
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("reading the answer to a header of %d bytes: %v", len(fields), err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	many := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "X%x: v\r\n", i)
+		}
+		return b.String()
+	}
+	token := "Authorization: Bearer " + strings.Repeat("a", auth.MaxTokenLen) + "\r\n"
+	for _, tc := range []struct {
+		name   string
+		env    string // SEARCHD_MAX_HEADER_BYTES, "" for the default
+		fields string
+		want   int
+	}{
+		{"a token at auth's limit", "", token, http.StatusOK},
+		{"1 MiB of short fields", "", many(100_000), http.StatusRequestHeaderFieldsTooLarge},
+		{"one field of 24 KiB", "", "X-Long: " + strings.Repeat("v", 24<<10) + "\r\n", http.StatusRequestHeaderFieldsTooLarge},
+		{"a token over a 4 KiB bound", "4096", token, http.StatusRequestHeaderFieldsTooLarge},
+		{"one field of 24 KiB under a 64 KiB bound", "65536", "X-Long: " + strings.Repeat("v", 24<<10) + "\r\n", http.StatusOK},
+	} {
+		env := map[string]string{"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret, "SEARCHD_ADDR": "127.0.0.1:0"}
+		if tc.env != "" {
+			env["SEARCHD_MAX_HEADER_BYTES"] = tc.env
+		}
+		addr, stop := newHarness(env).start(t, "serve")
+		if got := send(addr, tc.fields); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+		wantReady(t, addr, " after "+tc.name)
+		stop()
 	}
 }

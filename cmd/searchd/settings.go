@@ -113,6 +113,12 @@ var settingsTable = []section{
 			kind: integer[int64]{at: func(c *loading) *int64 { return &c.MaxBodyBytes }, def: api.DefaultMaxBodyBytes,
 				min: minMaxBodyBytes, max: maxMaxBodyBytes, of: "bytes"},
 			meaning: "largest request body (1 KiB to 1 GiB); every body the API's size limits allow fits in the default"},
+		{env: EnvMaxHeaderBytes, flag: "max-header-bytes", in: cmdServers,
+			kind: integer[int64]{at: func(c *loading) *int64 { return &c.MaxHeaderBytes }, def: DefaultMaxHeaderBytes,
+				min: minMaxHeaderBytes, max: maxMaxHeaderBytes, of: "bytes"},
+			meaning: "largest request header, the request line and every field together (4 KiB to 1 MiB); a larger one " +
+				"is answered 431 before it is read further, and its connection closed. It bounds the number of fields " +
+				"too (one per 4 bytes at most), and so the memory a request's header takes. Go reads up to 4 KiB past it"},
 		{env: EnvMaxPreferWait, flag: "max-prefer-wait", in: cmdServers,
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.MaxPreferWait }, def: DefaultMaxPreferWait,
 				max: api.PreferWaitLimit, whole: time.Second, like: "30s, or 0s to never wait"},
@@ -123,6 +129,14 @@ var settingsTable = []section{
 				desc: "origins separated by commas, each lower-case `scheme://host[:port]` with no path or wildcard; or `*`"},
 			meaning: "origins a browser page may call the API from (CORS), such as " +
 				"`http://127.0.0.1:5173,https://app.example.com`; `*` allows every origin; none (the default) allows no other origin"},
+	}},
+	{"Memory", "", []spec{
+		{env: EnvGoMemLimit, in: cmdServe, kind: external{desc: "a size in Go's syntax, such as `460MiB`"},
+			def: "90 % of the container's memory limit (its cgroup's), or none outside a container",
+			meaning: "the Go runtime's soft memory limit: past it the collector works harder rather than let the heap " +
+				"grow. The memory tests hold `serve` at its defaults under 256 MiB resident under every attack they " +
+				"make (docs/testing.md); give its container at least 512 MiB, and a limit lower than the container's " +
+				"only to leave room for something else in it. Read by the Go runtime; `serve` logs the limit in effect"},
 	}},
 	{"Admission", "The admission queue the API, the console and provider callbacks share (docs/admission-control.md).", []spec{
 		{env: EnvAdmissionSeats, flag: "admission-seats", in: cmdServers,

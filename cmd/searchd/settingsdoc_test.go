@@ -63,7 +63,7 @@ func firstDifference(got, want string) string {
 }
 
 // variableName is a name searchd reads from the environment.
-var variableName = regexp.MustCompile(`^(SEARCHD_[A-Z0-9_]+|OTEL_[A-Z0-9_]+|DATABASE_URL)$`)
+var variableName = regexp.MustCompile(`^(SEARCHD_[A-Z0-9_]+|OTEL_[A-Z0-9_]+|DATABASE_URL|GOMEMLIMIT)$`)
 
 // TestEveryVariableReadIsInTheSettingsTable: every variable named in the
 // code of cmd/searchd is a setting of the table (or a removed one it warns

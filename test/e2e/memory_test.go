@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -132,6 +133,11 @@ func TestMemoryStaysBounded(t *testing.T) {
 	// it by its Content-Length and must read it.
 	big := append(append([]byte(`{"name":"n","brief":{"query":"q","filters":{"s":"`), bytes.Repeat([]byte("x"), api.DefaultMaxBodyBytes-64)...), []byte(`"}}}`)...)
 
+	var bloat strings.Builder
+	for i := range 110_000 {
+		fmt.Fprintf(&bloat, "X%x: v\r\n", i)
+	}
+
 	attacks := []struct {
 		name    string
 		workers int
@@ -170,6 +176,10 @@ func TestMemoryStaysBounded(t *testing.T) {
 		{"4 MiB bodies from a tenant, chunked", 64, func() (int, error) { return send(http.MethodPost, "/v1/saved-searches", attackAuth, big) }},
 		{"4 MiB bodies from strangers, chunked", 64, func() (int, error) { return send(http.MethodPost, "/v1/saved-searches", "", big) }},
 		{"/readyz flood", 128, func() (int, error) { return send(http.MethodGet, "/readyz", "", nil) }},
+		// Issue 36: a stranger's 1 MiB header of short fields of distinct
+		// names, on a new connection each time; 1,131 MiB at 64
+		// connections when serve kept Go's default limit of 1 MiB.
+		{"1 MiB headers of short fields, 64 connections", 64, func() (int, error) { return headerAttack(r.addr, &bloat) }},
 	}
 	const attackFor = 3 * time.Second
 	for _, a := range attacks {
@@ -338,4 +348,24 @@ func peakRSS(t *testing.T, pid int) int64 {
 	}
 	t.Fatal("no VmHWM in /proc/pid/status")
 	return 0
+}
+
+// headerAttack sends GET /healthz with the header fields on a new
+// connection and returns the status of the answer. The server may answer
+// (431) and close before it has read them all: the write goes on beside
+// the read.
+func headerAttack(addr string, fields *strings.Builder) (int, error) {
+	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	go func() { _, _ = io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n"+fields.String()+"\r\n") }()
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0, err
+	}
+	res.Body.Close()
+	return res.StatusCode, nil
 }
