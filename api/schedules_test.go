@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -148,6 +149,10 @@ func TestScheduleRefusals(t *testing.T) {
 		{map[string]any{"interval_seconds": 60, "start_at": "tomorrow"}, "start_at"},
 		{map[string]any{"interval_seconds": "60"}, "interval_seconds"},
 		{map[string]any{"interval_seconds": 60, "every": "1h"}, "every"},
+		// Issue 36: due after year 9999, stored, then 500 on every read.
+		{map[string]any{"cron": "@yearly", "start_at": "9999-12-31T23:59:59Z"}, "start_at"},
+		{map[string]any{"interval_seconds": 60, "start_at": "9999-12-31T23:59:59Z"}, "start_at"},
+		{map[string]any{"interval_seconds": 31622400, "start_at": "9999-12-30T00:00:00Z"}, "start_at"},
 	} {
 		res := b.do(req{method: http.MethodPut, path: path, body: tc.body})
 		p := res.problem(t)
@@ -223,5 +228,33 @@ func TestOccurrencesAreListed(t *testing.T) {
 	}
 	if res := b.do(req{method: http.MethodHead, path: path}); res.status != http.StatusOK {
 		t.Errorf("HEAD = %d, want 200", res.status)
+	}
+}
+
+// TestScheduleAtTheLastDueTimeIsRead: a schedule set to come due at the
+// last time searchd stores (schedule.LastDue, in year 9999) is answered
+// and read back, by every route that renders it.
+func TestScheduleAtTheLastDueTimeIsRead(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ss := b.seedSavedSearch(seedOpts{})
+	path := "/v1/saved-searches/" + ss.ID.String() + "/schedule"
+	last := schedule.LastDue.Format(time.RFC3339)
+	res := b.do(req{method: http.MethodPut, path: path, body: map[string]any{
+		"interval_seconds": int64(schedule.MaxInterval / time.Second), "start_at": last, "catch_up_seconds": int64(schedule.MaxCatchUp / time.Second)}})
+	var sc scheduleBody
+	res.decode(t, &sc)
+	if res.status != http.StatusCreated || sc.NextDueAt == nil || *sc.NextDueAt != last {
+		t.Fatalf("PUT at the last due time = %d %s, want 201 due at %s", res.status, res.body, last)
+	}
+	for _, route := range []req{
+		{method: http.MethodGet, path: path},
+		{method: http.MethodPost, path: path + "/pause"},
+		{method: http.MethodPost, path: path + "/resume"},
+		{method: http.MethodGet, path: "/v1/saved-searches/" + ss.ID.String() + "/occurrences"},
+	} {
+		if res := b.do(route); res.status != http.StatusOK {
+			t.Errorf("%s %s = %d %s, want 200", route.method, route.path, res.status, res.body)
+		}
 	}
 }

@@ -322,11 +322,18 @@ var funcs = template.FuncMap{
 // ago writes how long before now t was, for a person: "3 min ago", with
 // no-break spaces, so a narrow column never splits it.
 func ago(now, t time.Time) string {
-	d := now.Sub(t)
-	if d < 0 {
-		return nbsp("in " + humanDuration(-d))
+	// Years apart, by the calendar: a Duration ends at 292 years (Sub
+	// saturates), and a schedule may come due in year 9999.
+	switch y := t.Year() - now.Year(); {
+	case y > 2:
+		return nbsp(fmt.Sprintf("in %d years", y))
+	case y < -2:
+		return nbsp(fmt.Sprintf("%d years ago", -y))
 	}
-	return nbsp(humanDuration(d) + " ago")
+	if t.After(now) {
+		return nbsp("in " + humanDuration(t.Sub(now)))
+	}
+	return nbsp(humanDuration(now.Sub(t)) + " ago")
 }
 
 // nbsp replaces the spaces of s with no-break spaces.

@@ -31,6 +31,18 @@ const (
 	DefaultTimeZone = "UTC"
 )
 
+// LastTime is the last instant searchd writes or reads in JSON
+// (RFC 3339 has four digits for the year), and LastDue the last an
+// occurrence may come due: its catch-up deadline, at most MaxCatchUp
+// later, is still at or before LastTime. A cadence has no occurrence after
+// LastDue, so a schedule whose next one would be later has none (its set
+// is refused; a running one ends): every time a schedule stores can be
+// answered.
+var (
+	LastTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	LastDue  = LastTime.Add(-MaxCatchUp)
+)
+
 // cronParser reads the five fields of standard cron (minute, hour, day of
 // month, month, day of week) and the descriptors (@daily, @hourly...).
 // robfig/cron is the parser most Go schedulers use; searchd uses its
@@ -112,7 +124,7 @@ func (c cadence) atOrAfter(t time.Time) (time.Time, bool) {
 
 // after returns the first occurrence strictly after t, and false when the
 // schedule has none (a cron expression that matches no date within five
-// years, such as 30 February).
+// years, such as 30 February; or none by LastDue).
 //
 // An interval schedule's occurrences are start + k·interval, k ≥ 0:
 // absolute time, so a 24-hour interval drifts by an hour on the local
@@ -130,6 +142,25 @@ func (c cadence) atOrAfter(t time.Time) (time.Time, bool) {
 // library's own zone handling runs a repeated time twice and skips a
 // skipped one.
 func (c cadence) after(t time.Time) (time.Time, bool) {
+	at, ok := c.next(t)
+	if !ok || at.After(LastDue) {
+		return time.Time{}, false
+	}
+	return at, true
+}
+
+// field names the setting to blame when the cadence never comes due: its
+// start, when it is past LastDue or c is an interval's; else its cron
+// expression.
+func (c cadence) field() string {
+	if c.spec == nil || c.start.After(LastDue) {
+		return "start_at"
+	}
+	return "cron"
+}
+
+// next is after without the bound of LastDue.
+func (c cadence) next(t time.Time) (time.Time, bool) {
 	if c.spec == nil {
 		if t.Before(c.start) {
 			return c.start, true

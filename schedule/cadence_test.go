@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -205,4 +206,43 @@ func namesField(err error, field string) bool {
 		}
 	}
 	return false
+}
+
+// TestNoOccurrenceAfterTheLastDueTime: a cadence ends at LastDue, so a
+// schedule whose next occurrence would be later has none, and a running
+// one ends there (its last occurrence's deadline is a time JSON writes).
+func TestNoOccurrenceAfterTheLastDueTime(t *testing.T) {
+	t.Parallel()
+	yearly, iv := "@yearly", int64(MaxInterval/time.Second)
+	for _, tc := range []struct {
+		name     string
+		interval *int64
+		cron     *string
+	}{{"interval", &iv, nil}, {"cron", nil, &yearly}} {
+		c, err := newCadence(tc.interval, tc.cron, "UTC", LastDue.AddDate(-1, 0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at, ok := c.after(LastDue); ok {
+			t.Errorf("%s: after the last due time = %s, want none", tc.name, at)
+		}
+		first, ok := c.atOrAfter(LastDue.AddDate(-1, 0, 0))
+		row := planRow{Now: LastDue, Interval: tc.interval, Zone: "UTC", Start: LastDue.AddDate(-1, 0, 0),
+			CatchUp: int64(MaxCatchUp / time.Second), Next: first}
+		if tc.cron != nil {
+			row.Expr = *tc.cron
+		}
+		dues, next := row.dues(10)
+		if !ok || len(dues) == 0 || next != nil {
+			t.Errorf("%s: planned %v then %v, want its occurrences to the last due time and no next", tc.name, dues, next)
+		}
+		for _, d := range dues {
+			if b, err := json.Marshal(d.Add(MaxCatchUp)); d.After(LastDue) || err != nil {
+				t.Errorf("%s: occurrence %s, deadline %s, %v", tc.name, d, b, err)
+			}
+		}
+	}
+	if _, err := json.Marshal(LastTime); err != nil {
+		t.Errorf("LastTime %s: %v", LastTime, err)
+	}
 }

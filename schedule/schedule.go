@@ -543,8 +543,9 @@ func firstDue(c cadence, rs readState) (time.Time, error) {
 		at, ok = c.after(*rs.lastDue)
 	}
 	if !ok {
-		return time.Time{}, &errs.Error{Kind: errs.Invalid, Message: "schedule: the cron expression never comes due again",
-			Fields: []errs.Field{{Name: "cron", Message: "never comes due again (no matching date within five years)"}},
+		return time.Time{}, &errs.Error{Kind: errs.Invalid, Message: "schedule: the schedule never comes due again",
+			Fields: []errs.Field{{Name: c.field(), Message: "never comes due again (no matching date within five years, " +
+				"or none by " + LastDue.Format(time.RFC3339) + ", the last due time searchd stores)"}},
 			Err:    ErrInvalid}
 	}
 	return at, nil
