@@ -546,7 +546,7 @@ func firstDue(c cadence, rs readState) (time.Time, error) {
 		return time.Time{}, &errs.Error{Kind: errs.Invalid, Message: "schedule: the schedule never comes due again",
 			Fields: []errs.Field{{Name: c.field(), Message: "never comes due again (no matching date within five years, " +
 				"or none by " + LastDue.Format(time.RFC3339) + ", the last due time searchd stores)"}},
-			Err:    ErrInvalid}
+			Err: ErrInvalid}
 	}
 	return at, nil
 }
