@@ -42,12 +42,18 @@ var errInvalidToken = &apiError{status: http.StatusUnauthorized, code: CodeUnaut
 // configured OpenID Connect provider) that names an organization: the
 // /v1 routes serve one organization's records, whatever the caller's
 // role. Every refusal answers the same 401: which check failed is not the
-// client's business.
+// client's business. A request with no Authorization header is told a
+// token is needed; one whose credential is refused, however (a scheme
+// other than Bearer, two headers, a token over auth.MaxTokenLen, one that
+// does not verify), is told the token is invalid (error="invalid_token").
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if len(c.Request().Header.Values(echo.HeaderAuthorization)) == 0 {
+			return errUnauthorized
+		}
 		raw, ok := bearerToken(c.Request().Header)
 		if !ok {
-			return errUnauthorized
+			return errInvalidToken
 		}
 		p, err := s.d.Verifier.Verify(c.Request().Context(), raw)
 		if err != nil || p.OrganizationID == uuid.Nil {

@@ -545,6 +545,17 @@ func TestRefusedTokenChallengesInvalidToken(t *testing.T) {
 	if !strings.Contains(res.header.Get("WWW-Authenticate"), `error="invalid_token"`) {
 		t.Errorf("expired token: WWW-Authenticate %q, want error=\"invalid_token\"", res.header.Get("WWW-Authenticate"))
 	}
+	// Issue 36: every credential sent and refused, however it fails.
+	for name, value := range map[string]string{
+		"a token over 8 KiB": "Bearer " + strings.Repeat("a", auth.MaxTokenLen+1),
+		"another scheme":     "Basic YWxpY2U6c2VjcmV0",
+		"Bearer alone":       "Bearer",
+	} {
+		res = b.do(req{method: http.MethodGet, path: "/v1/runs", header: map[string]string{"Authorization": value}})
+		if res.status != http.StatusUnauthorized || !strings.Contains(res.header.Get("WWW-Authenticate"), `error="invalid_token"`) {
+			t.Errorf("%s: %d, WWW-Authenticate %q; want 401 with error=\"invalid_token\"", name, res.status, res.header.Get("WWW-Authenticate"))
+		}
+	}
 	res = b.do(req{method: http.MethodGet, path: "/v1/runs", noAuth: true})
 	if got := res.header.Get("WWW-Authenticate"); got != `Bearer realm="searchd"` {
 		t.Errorf("no token: WWW-Authenticate %q, want the bare Bearer challenge", got)

@@ -16,7 +16,8 @@
 //
 // Every kind obeys the same strict rules: exp is required and a JSON
 // number; exp is at most the maximum lifetime after iat and after now
-// (so no token lives longer, whatever it claims); nbf is honoured; a crit
+// (so no token lives longer, whatever it claims); iat, when present, is
+// at most [IssuedAtLeeway] ahead of the clock; nbf is honoured; a crit
 // header is refused; the algorithm is pinned to the key's type (HS256 only
 // with the secret, RS256 only with an RSA key, ES256 only with a P-256 key,
 // EdDSA only with an Ed25519 key; never none); every segment is canonical
@@ -47,6 +48,12 @@ import (
 // MinSecretLen is the shortest HS256 secret accepted, in bytes: RFC 7518
 // §3.2 asks for a key at least as long as the hash output.
 const MinSecretLen = 32
+
+// IssuedAtLeeway is how far ahead of searchd's clock a token's iat may
+// be: the clock skew between its issuer and searchd. A token issued
+// further in the future is refused (it would otherwise count its lifetime
+// from a time that has not come).
+const IssuedAtLeeway = time.Minute
 
 // MaxTokenLen bounds the tokens a [Verifier] parses, in bytes.
 const MaxTokenLen = 8 << 10

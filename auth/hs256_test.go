@@ -143,6 +143,9 @@ func TestStrictRulesForHS256(t *testing.T) {
 		{"lifetime a day and a second", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"iat":%d,"exp":%d}`, org, iat-7200, iat-7200+day+1))},
 		{"no iat, 25 h left", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"exp":%d}`, org, iat+day+3600))},
 		{"iat in the future hiding a long exp", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"iat":%d,"exp":%d}`, org, iat+10*day, iat+10*day+60))},
+		// Issue 36: an iat ahead of the clock within the lifetime.
+		{"iat an hour ahead", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"iat":%d,"exp":%d}`, org, iat+3600, iat+7200))},
+		{"iat past the leeway", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"iat":%d,"exp":%d}`, org, iat+62, exp))},
 		{"nbf in the future", rawToken(secret, hsHeader, claims(fmt.Sprintf(`,"nbf":%d`, iat+600)))},
 		{"expired", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"iat":%d,"exp":%d}`, org, iat-7200, iat-1))},
 		{"crit header", rawToken(secret, `{"alg":"HS256","typ":"JWT","crit":["exp"]}`, claims(""))},
@@ -163,6 +166,11 @@ func TestStrictRulesForHS256(t *testing.T) {
 		if p, err := v.Verify(t.Context(), tt.token); !errors.Is(err, auth.ErrInvalidToken) {
 			t.Errorf("%s: Verify = %+v, %v; want ErrInvalidToken", tt.name, p, err)
 		}
+	}
+	// An iat within the leeway ahead (a clock a little fast) is accepted.
+	skewed := rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"iat":%d,"exp":%d}`, org, iat+int64(auth.IssuedAtLeeway/time.Second)-5, exp))
+	if _, err := v.Verify(t.Context(), skewed); err != nil {
+		t.Errorf("an iat within the leeway ahead: %v, want accepted", err)
 	}
 	// At the maximum exactly, both ways, a token is accepted.
 	edge := rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"iat":%d,"exp":%d}`, org, iat, iat+day))

@@ -71,7 +71,8 @@ func (v *Verifier) verify(ctx context.Context, raw string, want expectation) (Pr
 	}
 	now := v.now()
 	exp := c.ExpiresAt.Time
-	if exp.Sub(now) > v.maxLifetime || c.IssuedAt != nil && exp.Sub(c.IssuedAt.Time) > v.maxLifetime {
+	if exp.Sub(now) > v.maxLifetime || c.IssuedAt != nil && (exp.Sub(c.IssuedAt.Time) > v.maxLifetime ||
+		c.IssuedAt.After(now.Add(IssuedAtLeeway))) {
 		return Principal{}, time.Time{}, ErrInvalidToken
 	}
 	var p Principal
