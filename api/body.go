@@ -647,3 +647,19 @@ func integralValue(lit string) (int64, bool) {
 	}
 	return i, true
 }
+
+// errBodyNotTaken is the 413 of a route that takes no body, sent one.
+var errBodyNotTaken = &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
+	detail: "this route takes no request body: send none (no Content-Length above 0, no Transfer-Encoding)"}
+
+// noBody is the middleware of the routes that take no body (archive,
+// remove, pause, resume): a request that declares one, whatever its length
+// or type, is refused before anything else reads it.
+func noBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r := c.Request(); r.ContentLength != 0 {
+			return errBodyNotTaken
+		}
+		return next(c)
+	}
+}

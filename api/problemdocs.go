@@ -51,7 +51,7 @@ var problemDocs = []problemDoc{
 		"Do not retry: the Run's outcome is recorded and final. Read the Run to see it."},
 	{CodeRateLimited, "Too many requests waiting", 429, "Every seat of the server was taken and your request could not be served in time: your organization (or, for a callback, the provider) already had the most requests waiting that the server queues for one, or the request waited the longest a request waits (SEARCHD_ADMISSION_QUEUE_LENGTH, SEARCHD_ADMISSION_MAX_WAIT). Nothing was done. Retry-After is estimated from how fast the server is serving.",
 		"Retry after Retry-After with the same Idempotency-Key. A server with free seats never answers this, whoever sends the request: it means the server is full."},
-	{CodePayloadTooLarge, "Payload too large", 413, "The request body is larger than the server's limit (SEARCHD_MAX_BODY_BYTES, 8 MiB by default).",
+	{CodePayloadTooLarge, "Payload too large", 413, "The request body is larger than the server's limit (SEARCHD_MAX_BODY_BYTES, 4 MiB by default), or the route takes no body (DELETE, pause, resume) and one was sent.",
 		"Send a smaller body; a baseline holds at most 10,000 items."},
 	{CodeUnsupportedMediaType, "Unsupported media type", 415, "The body's Content-Type is not one the operation takes: application/json everywhere, and application/merge-patch+json (RFC 7396) on PATCH /v1/saved-searches/{id}.",
 		"Send Content-Type: application/json (or application/merge-patch+json for a merge patch)."},

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -256,5 +257,37 @@ func TestScheduleAtTheLastDueTimeIsRead(t *testing.T) {
 		if res := b.do(route); res.status != http.StatusOK {
 			t.Errorf("%s %s = %d %s, want 200", route.method, route.path, res.status, res.body)
 		}
+	}
+}
+
+// TestRoutesWithoutABodyRefuseOne: pause, resume and the removals take no
+// body; one sent (any length, any type: issue 36 sent 5 MB) is refused 413
+// before it is read, and nothing changes.
+func TestRoutesWithoutABodyRefuseOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ss := b.seedSavedSearch(seedOpts{})
+	path := "/v1/saved-searches/" + ss.ID.String()
+	if res := b.do(req{method: http.MethodPut, path: path + "/schedule", body: map[string]any{"interval_seconds": 3600}}); res.status != http.StatusCreated {
+		t.Fatalf("PUT schedule = %d %s", res.status, res.body)
+	}
+	for _, r := range []req{
+		{method: http.MethodPost, path: path + "/schedule/pause", body: strings.Repeat("x", 5<<20), header: map[string]string{"Content-Type": "text/plain"}},
+		{method: http.MethodPost, path: path + "/schedule/resume", body: "{}"},
+		{method: http.MethodDelete, path: path + "/schedule", body: "{}"},
+		{method: http.MethodDelete, path: path, body: "{}"},
+	} {
+		res := b.do(r)
+		if p := res.problem(t); res.status != http.StatusRequestEntityTooLarge || p.Code != "payload_too_large" {
+			t.Errorf("%s %s with a body = %d %s, want 413 payload_too_large", r.method, r.path, res.status, res.body)
+		}
+	}
+	var sc scheduleBody
+	res := b.do(req{method: http.MethodGet, path: path + "/schedule"})
+	if res.decode(t, &sc); res.status != http.StatusOK || sc.Paused || sc.Version != 1 {
+		t.Errorf("after the refusals: %d %s, want the schedule unchanged", res.status, res.body)
+	}
+	if res := b.do(req{method: http.MethodPost, path: path + "/schedule/pause"}); res.status != http.StatusOK {
+		t.Errorf("pause without a body = %d %s, want 200", res.status, res.body)
 	}
 }

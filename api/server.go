@@ -299,7 +299,7 @@ func (s *Server) routes() *echo.Echo {
 	get("/v1/saved-searches/:id", s.getSavedSearch, auth, limit)
 	e.PATCH("/v1/saved-searches/:id", s.updateSavedSearch, auth, limit)
 	// Archive: If-Match makes it conditional on the version.
-	e.DELETE("/v1/saved-searches/:id", changeByID(removal(s.d.SavedSearches.ArchiveIf), ifMatch, answerNoContent), auth, limit)
+	e.DELETE("/v1/saved-searches/:id", changeByID(removal(s.d.SavedSearches.ArchiveIf), ifMatch, answerNoContent), auth, noBody, limit)
 	e.PUT("/v1/saved-searches/:id/baseline", s.replaceBaseline, auth, limit)
 	e.POST("/v1/saved-searches/:id/start", s.startSavedSearch, auth, limit)
 	get("/v1/saved-searches/:id/snapshots", s.listSnapshots, auth, limit)
@@ -317,9 +317,9 @@ func (s *Server) routes() *echo.Echo {
 		e.PUT("/v1/saved-searches/:id/schedule", s.setSchedule, auth, limit)
 		// A schedule's occurrences stay when it is removed. Pause and
 		// resume are sets, so a repeat changes nothing.
-		e.DELETE("/v1/saved-searches/:id/schedule", changeByID(removal(s.d.Schedules.Remove), scheduleIfMatch, answerNoContent), auth, limit)
-		e.POST("/v1/saved-searches/:id/schedule/pause", changeByID(s.d.Schedules.Pause, scheduleIfMatch, answerScheduleOK), auth, limit)
-		e.POST("/v1/saved-searches/:id/schedule/resume", changeByID(s.d.Schedules.Resume, scheduleIfMatch, answerScheduleOK), auth, limit)
+		e.DELETE("/v1/saved-searches/:id/schedule", changeByID(removal(s.d.Schedules.Remove), scheduleIfMatch, answerNoContent), auth, noBody, limit)
+		e.POST("/v1/saved-searches/:id/schedule/pause", changeByID(s.d.Schedules.Pause, scheduleIfMatch, answerScheduleOK), auth, noBody, limit)
+		e.POST("/v1/saved-searches/:id/schedule/resume", changeByID(s.d.Schedules.Resume, scheduleIfMatch, answerScheduleOK), auth, noBody, limit)
 		get("/v1/saved-searches/:id/occurrences", s.listOccurrences, auth, limit)
 	}
 	return e
