@@ -272,7 +272,7 @@ func TestRoutesWithoutABodyRefuseOne(t *testing.T) {
 		t.Fatalf("PUT schedule = %d %s", res.status, res.body)
 	}
 	for _, r := range []req{
-		{method: http.MethodPost, path: path + "/schedule/pause", body: strings.Repeat("x", 5<<20), header: map[string]string{"Content-Type": "text/plain"}},
+		{method: http.MethodPost, path: path + "/schedule/pause", body: strings.Repeat("x", 1<<20), header: map[string]string{"Content-Type": "text/plain"}},
 		{method: http.MethodPost, path: path + "/schedule/resume", body: "{}"},
 		{method: http.MethodDelete, path: path + "/schedule", body: "{}"},
 		{method: http.MethodDelete, path: path, body: "{}"},
