@@ -300,6 +300,11 @@ func countOpen(ts []taken) (n int) {
 	return n
 }
 
+// ErrBusy is what a [StartFunc] wraps when it was refused a seat of the
+// admission queue: the occurrence is not ready, [ReasonBusy], and tried
+// again at the next tick.
+var ErrBusy = errors.New("schedule: the admission queue refused the start a seat")
+
 // errFenceLost reports an outcome the fence refused: the occurrence's
 // lease passed and another drain took it (and its outcome) over.
 var errFenceLost = errors.New("schedule: occurrence fence lost")
@@ -390,6 +395,8 @@ func classify(res admission.Result, err error) outcome {
 		out.status, out.reason = StatusRefused, ReasonSavedSearchArchived
 	case errs.Is(err, errs.Invalid), errs.Is(err, errs.KeyReused):
 		out.status, out.reason = StatusRefused, ReasonInvalid
+	case errors.Is(err, ErrBusy):
+		out.reason = ReasonBusy
 	case errs.Is(err, errs.InProgress):
 		out.reason = ReasonInProgress
 	case errors.Is(err, context.DeadlineExceeded):

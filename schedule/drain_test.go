@@ -343,6 +343,39 @@ func TestNotReadyIsRetriedAnHourLaterAndOnlyThen(t *testing.T) {
 	}
 }
 
+// TestBusyIsRetriedAtTheNextTick: a start the admission queue refused a
+// seat (its error wraps ErrBusy, as serve's seated StartFunc makes it) is
+// not ready, busy, and tried again at the drain's next tick, not an hour
+// later (issue 36: another organization's occurrence, refused while a
+// noisy one held every seat, waited an hour).
+func TestBusyIsRetriedAtTheNextTick(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.search(t)
+	iv, at := int64(86400), t0
+	b.schedule(t, id, SetParams{IntervalSeconds: &iv, StartAt: &at})
+	busy := true
+	d := b.drain(t, drainOpts{start: func(ctx context.Context, p admission.SavedSearchStart) (admission.Result, error) {
+		if busy {
+			return admission.Result{}, errs.Wrap(errs.Unavailable, fmt.Errorf("%w: every seat taken", ErrBusy))
+		}
+		return b.starter.StartSavedSearch(ctx, p)
+	}})
+	b.clock.Set(t0)
+	if rep := b.tick(t, d); rep.NotReady != 1 {
+		t.Fatalf("the first tick: %+v, want not ready", rep)
+	}
+	next := t0.Add(time.Second) // the drain's Interval, by default
+	if o := b.occ(t, id, t0); o.status != StatusNotReady || o.reason != ReasonBusy || !o.nextAttempt.Equal(next) {
+		t.Fatalf("occurrence = %+v, want not_ready (busy), tried again at %s", o, next)
+	}
+	busy = false
+	b.clock.Set(next)
+	if rep := b.tick(t, d); rep.Started != 1 {
+		t.Fatalf("at the next tick: %+v, want the retry started", rep)
+	}
+}
+
 // TestNotReadyIsNotRetriedForEver: a start that keeps failing is tried
 // every hour while within the catch-up window, then missed.
 func TestNotReadyIsNotRetriedForEver(t *testing.T) {

@@ -57,6 +57,12 @@ const (
 	ReasonInProgress = "in_progress"
 	// ReasonTimeout: the start did not finish within the drain's lease.
 	ReasonTimeout = "timeout"
+	// ReasonBusy: the admission queue refused the start a seat (every
+	// seat taken and the organization's turn not come within the longest
+	// wait; the StartFunc's error wraps [ErrBusy]). Unlike the others it is
+	// tried again at the drain's next tick, not after RetryAfter: the
+	// seats free as soon as the load passes.
+	ReasonBusy = "busy"
 	// ReasonInternal: any other failure.
 	ReasonInternal = "internal"
 )

@@ -448,7 +448,12 @@ func (d *Drain) record(ctx context.Context, o taken, token uuid.UUID, out outcom
 	var record string
 	switch {
 	case out.status == StatusNotReady:
-		record, args["retry"] = occurrenceRecordRetry, d.cfg.RetryAfter.Microseconds()
+		retry := d.cfg.RetryAfter
+		if out.reason == ReasonBusy {
+			// Refused a seat: tried again at the next tick.
+			retry = max(min(d.cfg.Interval, retry), MinRetryAfter)
+		}
+		record, args["retry"] = occurrenceRecordRetry, retry.Microseconds()
 	case out.runID != nil && out.retainUntil != nil:
 		record, args["run_id"], args["run_retain_until"] = occurrenceRecordStarted, out.runID, out.retainUntil
 	default:

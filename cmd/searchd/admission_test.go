@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/schedule"
 )
 
 // TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue serves with one
@@ -199,7 +201,8 @@ func TestTheDrainsStartsTakeASeatOfTheirOrganization(t *testing.T) {
 	}
 	defer held.Release()
 	_, err = start(context.Background(), admission.SavedSearchStart{Org: org})
-	if !errs.Is(err, errs.Unavailable) || calls != 1 {
-		t.Errorf("a start with every seat taken past the wait = %v after %d calls; want errs.Unavailable, not run", err, calls)
+	if !errs.Is(err, errs.Unavailable) || !errors.Is(err, schedule.ErrBusy) || calls != 1 {
+		t.Errorf("a start with every seat taken past the wait = %v after %d calls; want errs.Unavailable and "+
+			"schedule.ErrBusy (tried again at the next tick), not run", err, calls)
 	}
 }

@@ -82,14 +82,15 @@ func (s server) drain() (func(context.Context), error) {
 
 // seated returns start behind queue: each call holds a seat of its
 // organization's flow while it runs. A refusal of the queue is
-// errs.Unavailable (the drain records the occurrence not ready).
+// errs.Unavailable wrapping schedule.ErrBusy (the drain records the
+// occurrence not ready, busy, and tries it again at its next tick).
 func seated(queue *fairq.Queue, start schedule.StartFunc) schedule.StartFunc {
 	return func(ctx context.Context, p admission.SavedSearchStart) (admission.Result, error) {
 		seat, err := queue.Acquire(ctx, fairq.Flow{Kind: fairq.KindOrganization, Name: p.Org.String()}, 1)
 		var refusal *fairq.Refusal
 		switch {
 		case errors.As(err, &refusal):
-			return admission.Result{}, errs.Wrap(errs.Unavailable, fmt.Errorf("admission queue: %w", err))
+			return admission.Result{}, errs.Wrap(errs.Unavailable, fmt.Errorf("%w: %w", schedule.ErrBusy, err))
 		case err != nil:
 			return admission.Result{}, err
 		}
