@@ -768,3 +768,37 @@ func TestAFailingTickBacksOffDoublingToItsCap(t *testing.T) {
 		t.Errorf("the waits %q logged = %v, want them to begin %v", msg, got, want)
 	}
 }
+
+// TestTheDrainServesOrganizationsInTurn: one organization's 600
+// per-minute schedules, three minutes behind, do not delay another's: its
+// occurrence, due while the 1,800 wait, is planned and started within two
+// ticks of the default batch (10). (Taken earliest first, as before issue
+// 36, it waited for all 600 schedules to be planned, 60 ticks.)
+func TestTheDrainServesOrganizationsInTurn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	every := "* * * * *"
+	at := t0
+	b.clock.Set(t0)
+	for range 600 {
+		b.schedule(t, b.search(t), SetParams{Cron: &every, StartAt: &at})
+	}
+	light := *b // the same database, another organization
+	light.org = uuid.New()
+	b.clock.Set(t0.Add(2 * time.Minute))
+	id := light.search(t)
+	light.schedule(t, id, SetParams{Cron: &every})
+	due := t0.Add(2 * time.Minute)
+	d := b.drain(t, drainOpts{})
+	for tick := 1; tick <= 2; tick++ {
+		b.tick(t, d)
+		if n := light.runsOf(t, id, due); n == 1 {
+			return
+		}
+	}
+	var planned int
+	if err := b.db.QueryRow(b.ctx, `SELECT count(*) FROM agent.schedule_occurrences`).Scan(&planned); err != nil {
+		t.Fatal(err)
+	}
+	t.Errorf("after two ticks the light organization's occurrence due at %s has no Run (%d occurrences planned in all)", due, planned)
+}

@@ -92,18 +92,29 @@ WHERE o.organization_id = $1 AND o.saved_search_id = $2
 ORDER BY o.due_at DESC
 LIMIT $4`
 
-// scheduleDue finds the schedules that came due, earliest first, without
-// a lock: the plan's shardpass.Pass groups them by shard.
+// The drain serves the organizations in turn: each read of what came due
+// ranks an organization's rows by time (turn 1 its earliest, 2 the next)
+// and takes them by turn, then time, so the earliest of every organization
+// comes before the second of any (issue 36: one organization's 600
+// per-minute schedules, taken earliest first, made another's single
+// schedule 38 s late within 3 minutes). Within a turn the earliest go
+// first. The rank is partitioned by the distribution column, so a
+// cluster computes it on each shard.
+
+// scheduleDue finds the schedules that came due, by turn, without a lock:
+// the plan's shardpass.Pass groups them by shard.
 const scheduleDue = `
-SELECT sc.organization_id::text
-FROM agent.saved_search_schedules sc
-WHERE sc.next_due_at <= agent.clock(@now)
-ORDER BY sc.next_due_at
+SELECT d.org::text
+FROM (SELECT sc.organization_id AS org, sc.next_due_at AS at,
+		row_number() OVER (PARTITION BY sc.organization_id ORDER BY sc.next_due_at, sc.saved_search_id) AS turn
+	FROM agent.saved_search_schedules sc
+	WHERE sc.next_due_at <= agent.clock(@now)) d
+ORDER BY d.turn, d.at
 LIMIT @limit`
 
 // planRead reads and locks at most @limit schedules of a shard (@keys,
 // the organizations the due read found there; every one with @all) that
-// came due (paused ones have no next_due_at), earliest first, with whether
+// came due (paused ones have no next_due_at), by turn, with whether
 // their saved search is archived and the clock every write of the plan
 // uses. SKIP LOCKED: a schedule another drain plans, or a writer changes,
 // is left to them. Both tables name the shard's organizations, so a
@@ -112,12 +123,17 @@ const planRead = `
 SELECT agent.clock(@now), sc.organization_id, sc.saved_search_id, sc.interval_seconds,
 	coalesce(sc.cron, ''), sc.time_zone, sc.start_at, sc.catch_up_seconds, sc.next_due_at,
 	s.archived_at IS NOT NULL
-FROM agent.saved_search_schedules sc
+FROM (SELECT r.organization_id, r.saved_search_id, r.next_due_at,
+		row_number() OVER (PARTITION BY r.organization_id ORDER BY r.next_due_at, r.saved_search_id) AS turn
+	FROM agent.saved_search_schedules r
+	WHERE (@all::boolean OR r.organization_id = ANY(@keys::uuid[]))
+		AND r.next_due_at <= agent.clock(@now)) d
+JOIN agent.saved_search_schedules sc ON sc.organization_id = d.organization_id AND sc.saved_search_id = d.saved_search_id
 JOIN agent.saved_searches s ON s.organization_id = sc.organization_id AND s.id = sc.saved_search_id
 WHERE (@all::boolean OR sc.organization_id = ANY(@keys::uuid[]))
 	AND (@all::boolean OR s.organization_id = ANY(@keys::uuid[]))
 	AND sc.next_due_at <= agent.clock(@now)
-ORDER BY sc.next_due_at
+ORDER BY d.turn, d.next_due_at
 LIMIT @limit
 FOR UPDATE OF sc SKIP LOCKED`
 
@@ -152,18 +168,20 @@ WHERE sc.organization_id = ANY($1::uuid[])
 	AND sc.organization_id = v.org AND sc.saved_search_id = v.saved_search_id`
 
 // occurrenceDue finds the open occurrences whose next attempt has come,
-// earliest first, without a lock: the take's shardpass.Pass groups them
-// by shard.
+// by turn, without a lock: the take's shardpass.Pass groups them by
+// shard.
 const occurrenceDue = `
-SELECT o.organization_id::text
-FROM agent.schedule_occurrences o
-WHERE o.closed_at IS NULL AND o.next_attempt_at <= agent.clock(@now)
-ORDER BY o.next_attempt_at
+SELECT d.org::text
+FROM (SELECT o.organization_id AS org, o.next_attempt_at AS at,
+		row_number() OVER (PARTITION BY o.organization_id ORDER BY o.next_attempt_at, o.saved_search_id, o.due_at) AS turn
+	FROM agent.schedule_occurrences o
+	WHERE o.closed_at IS NULL AND o.next_attempt_at <= agent.clock(@now)) d
+ORDER BY d.turn, d.at
 LIMIT @limit`
 
 // occurrenceTake takes at most @limit open occurrences of a shard (@keys;
 // every one with @all) whose next attempt has come by @clock (the pass's
-// [shardpass.Clock]), earliest first, with FOR UPDATE SKIP LOCKED: replicas take
+// [shardpass.Clock]), by turn, with FOR UPDATE SKIP LOCKED: replicas take
 // disjoint rows and never wait on each other. One past its deadline and
 // never attempted is closed as missed: it has no Run, since only its start
 // could have made one. Every other is leased: @token fences its outcome
@@ -182,12 +200,18 @@ WITH due AS (
 	SELECT o.organization_id, o.saved_search_id, o.due_at,
 		o.deadline < @clock::timestamptz AS late,
 		o.deadline < @clock::timestamptz AND o.attempts = 0 AS missed
-	FROM agent.schedule_occurrences o
+	FROM (SELECT r.organization_id, r.saved_search_id, r.due_at, r.next_attempt_at,
+			row_number() OVER (PARTITION BY r.organization_id ORDER BY r.next_attempt_at, r.saved_search_id, r.due_at) AS turn
+		FROM agent.schedule_occurrences r
+		WHERE (@all::boolean OR r.organization_id = ANY(@keys::uuid[]))
+			AND r.closed_at IS NULL AND r.next_attempt_at <= @clock::timestamptz) d
+	JOIN agent.schedule_occurrences o
+		ON o.organization_id = d.organization_id AND o.saved_search_id = d.saved_search_id AND o.due_at = d.due_at
 	WHERE (@all::boolean OR o.organization_id = ANY(@keys::uuid[]))
 		AND o.closed_at IS NULL AND o.next_attempt_at <= @clock::timestamptz
-	ORDER BY o.next_attempt_at
+	ORDER BY d.turn, d.next_attempt_at
 	LIMIT @limit
-	FOR UPDATE SKIP LOCKED
+	FOR UPDATE OF o SKIP LOCKED
 ), taken AS (
 	UPDATE agent.schedule_occurrences AS o
 	SET status = CASE WHEN due.missed THEN 'missed' ELSE o.status END,
