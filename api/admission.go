@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,40 +14,101 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/heldanswer"
 )
 
 // admit is the middleware, after authenticate, that seats each /v1
 // request in the process's admission queue (Deps.Admission, package
 // fairq), charged to its organization, before its handler runs: its
 // statements run only once it has its seats (one, or more for a long
-// list: see requestWidth), and it holds them until its answer is
-// written. Free seats are taken at once, whoever asks; when the seats are
-// taken the request waits its organization's turn. Refused a seat (its organization's queue full, or
-// no seat within the longest wait), it answers 429 rate_limited with a
-// Retry-After estimated from the observed service rate, having done
-// nothing (but a wait out while the database does not answer is that
-// outage's 503: see waitedOnTheDatabase); a request whose client goes away while it waits leaves the
-// queue at once. The seat rides in the request's context, so a start that
-// waits with Prefer: wait gives it up while it only waits (fairq.Idle).
+// list or a long body: see requestWidth and bodyWidth), and it holds them
+// until its answer is rendered. Free seats are taken at once, whoever
+// asks; when the seats are taken the request waits its organization's
+// turn. Refused a seat (its organization's queue full, or no seat within
+// the longest wait), it answers 429 rate_limited with a Retry-After
+// estimated from the observed service rate, having done nothing (but a
+// wait out while the database does not answer is that outage's 503: see
+// waitedOnTheDatabase); a request whose client goes away while it waits
+// leaves the queue at once. The seat rides in the request's context, so a
+// start that waits with Prefer: wait gives it up while it only waits
+// (fairq.Idle).
 //
-// A body of up to [preReadBytes] is read before the request queues: so a
-// slow sender holds no seat while it sends, and net/http, which watches
-// the connection only once the body is read, notices a client that goes
-// away while its request waits. A larger body is read once the request
-// has its seat.
+// A seat is charged for work, not for waiting on the client (issue 36):
+//   - the body is read whole before the request queues (readBody), within
+//     Deps.BodyTimeout and charged to a budget of bytes, so a slow sender
+//     holds no seat while it sends, and net/http, which watches the
+//     connection only once the body is read, notices a client that goes
+//     away while its request waits;
+//   - the answer is held in memory (internal/heldanswer) and the seats go
+//     back before it is written, within a write deadline: a client that
+//     reads slowly, or pipelines requests and never reads, holds no seat.
 func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		rest := preRead(r, s.d.MaxBodyBytes)
-		seat, err := s.acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: principal(c).OrganizationID.String()},
-			max(requestWidth(c), bodyWidth(r.ContentLength, rest)))
+		n, charged, err := s.readBody(c)
 		if err != nil {
 			return err
 		}
-		defer seat.Release()
+		defer s.requestBodies.give(charged)
+		seat, err := s.acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: principal(c).OrganizationID.String()},
+			max(requestWidth(c), bodyWidth(n)))
+		if err != nil {
+			return err
+		}
 		c.SetRequest(r.WithContext(fairq.NewContext(r.Context(), seat)))
+		res := c.Response()
+		client := res.Writer
+		held := heldanswer.New(client)
+		res.Writer = held
+		// Deferred, so a handler that panics gives its seats back too. An
+		// error (or the panic) is answered by echo's error handler after
+		// this returns: straight to the client, as a problem is small.
+		defer func() {
+			res.Writer = client
+			seat.Release()
+			if err := held.Send(client); err != nil {
+				s.d.Logger.LogAttrs(r.Context(), slog.LevelDebug, "api: the client did not take its answer",
+					slog.String("error", err.Error()))
+			}
+		}()
 		return next(c)
 	}
+}
+
+// readBody reads the request's body whole, when it has one, before the
+// request queues for a seat (see admit), and puts it back as the body the
+// handler reads; it returns its length and the bytes charged for it to
+// the request body budget, which the caller gives back when the request
+// ends. A body declared over Deps.MaxBodyBytes is refused 413 unread, one
+// found over it 413; a body the budget cannot take answers 503 unread
+// (the connection is closed), as does one that did not arrive within
+// Deps.BodyTimeout.
+func (s *Server) readBody(c echo.Context) (n int64, charged int64, err error) {
+	r := c.Request()
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return 0, 0, nil
+	}
+	if r.ContentLength > s.d.MaxBodyBytes {
+		return 0, 0, tooLarge("request", s.d.MaxBodyBytes)
+	}
+	body, charged, err := s.requestBodies.read(c.Response(), r, s.d.MaxBodyBytes, s.d.BodyTimeout, nil)
+	switch {
+	case errors.Is(err, errBudgetSpent):
+		c.Response().Header().Set(echo.HeaderConnection, "close")
+		return 0, 0, unavailable("too many request bodies are being read or served; retry after Retry-After")
+	case errors.Is(err, errBodyTooLarge):
+		return 0, 0, tooLarge("request", s.d.MaxBodyBytes)
+	case errors.Is(err, errBodyLate):
+		return 0, 0, unavailable(fmt.Sprintf("the request body did not arrive within %s", s.d.BodyTimeout))
+	case err != nil:
+		return 0, 0, malformedJSON("the request body could not be read")
+	}
+	// Closing closes the original.
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{bytes.NewReader(body), r.Body}
+	return int64(len(body)), charged, nil
 }
 
 // listRowsPerSeat is how many rows of a list page one seat stands for: a
@@ -78,80 +140,13 @@ func requestWidth(c echo.Context) int {
 // not the seats times it.
 const bodyBytesPerSeat = 512 << 10
 
-// bodyWidth is the seats a request body stands for: its declared length's
-// (length -1 when unknown), or when a body of unknown length was not read
-// whole ahead (rest), the most, since it may be as long as the limit.
-func bodyWidth(length int64, rest bool) int {
-	switch {
-	case length > bodyBytesPerSeat:
-		return int(min((length+bodyBytesPerSeat-1)/bodyBytesPerSeat, fairq.MaxWidth))
-	case length < 0 && rest:
-		return fairq.MaxWidth
+// bodyWidth is the seats a request body of n bytes stands for.
+func bodyWidth(n int64) int {
+	if n > bodyBytesPerSeat {
+		return int(min((n+bodyBytesPerSeat-1)/bodyBytesPerSeat, fairq.MaxWidth))
 	}
 	return 1
 }
-
-// preReadBytes bounds the body [Server.admit] reads before a request
-// queues, so the bodies held by waiting requests stay small: at most this
-// times the queue length per organization.
-const preReadBytes = 16 << 10
-
-// preRead reads r's body, when it has one of at most preReadBytes, into
-// memory and puts it back as r.Body, so that the handler reads the same
-// bytes (or the same error) later. A body declared longer, or over
-// limit (the body limit, which the handler enforces), is left unread; one
-// of unknown length is read up to preReadBytes, or one byte past limit
-// when that is less, and the rest is left to the handler. It reads until
-// the body says it has ended, as net/http watches the connection only
-// from then. It reports whether some of the body is left unread.
-func preRead(r *http.Request, limit int64) (rest bool) {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		return false
-	}
-	if r.ContentLength > min(preReadBytes, limit) {
-		return true
-	}
-	var buf []byte
-	var left io.Reader // what is left of the body after buf: nil when nothing is
-	var err error
-	if n := r.ContentLength; n > 0 {
-		// One byte of room more than declared: the read that finds the
-		// end, in the one allocation.
-		buf = make([]byte, n+1)
-		var got int
-		got, err = io.ReadFull(r.Body, buf)
-		buf = buf[:got]
-		if err == io.ErrUnexpectedEOF {
-			err = nil // the whole body, and its end seen
-		} else if err == nil {
-			left = r.Body // longer than declared: net/http refuses it
-		}
-	} else {
-		most := min(preReadBytes, limit+1)
-		buf, err = io.ReadAll(io.LimitReader(r.Body, most))
-		if err == nil && int64(len(buf)) == most {
-			left = r.Body // perhaps more: the handler reads it
-		}
-	}
-	if err != nil {
-		left = errReader{err}
-	}
-	read := io.Reader(bytes.NewReader(buf))
-	if left != nil {
-		read = io.MultiReader(read, left)
-	}
-	// Closing closes the original.
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{read, r.Body}
-	return left != nil
-}
-
-// errReader returns err, as the body it replaces did.
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // acquire takes width seats of the admission queue for a request of flow
 // f, as fairq.Queue.Acquire does, and answers a refusal: 429

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -33,16 +32,12 @@ func TestABodyTakesASeatPerHalfMegabyte(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		length int64
-		rest   bool
 		want   int
 	}{
-		{0, false, 1}, {17, false, 1}, {512 << 10, false, 1}, {512<<10 + 1, true, 2}, {1 << 20, true, 2},
-		{3 << 20, true, 6}, {4 << 20, true, 8}, {1 << 30, true, 8},
-		{-1, false, 1}, // unknown length, read whole ahead: small
-		{-1, true, 8},  // unknown length, more than the read ahead: perhaps the limit
+		{0, 1}, {17, 1}, {512 << 10, 1}, {512<<10 + 1, 2}, {1 << 20, 2}, {3 << 20, 6}, {4 << 20, 8}, {1 << 30, 8},
 	} {
-		if got := bodyWidth(tt.length, tt.rest); got != tt.want {
-			t.Errorf("bodyWidth(%d, %v) = %d, want %d", tt.length, tt.rest, got, tt.want)
+		if got := bodyWidth(tt.length); got != tt.want {
+			t.Errorf("bodyWidth(%d) = %d, want %d", tt.length, got, tt.want)
 		}
 	}
 }
@@ -61,57 +56,68 @@ func (f *failing) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func TestPreReadGivesTheHandlerTheSameBytesOrTheSameError(t *testing.T) {
+// TestReadBodyReadsTheWholeBodyAheadOfTheSeat: every body is read whole
+// before the request queues, and the handler reads the same bytes; the
+// budget's charge covers it until the caller gives it back. A body over
+// the limit is 413, one cut short 400, one the budget cannot take 503.
+func TestReadBodyReadsTheWholeBodyAheadOfTheSeat(t *testing.T) {
 	t.Parallel()
-	errCut := errors.New("connection cut")
-	big := strings.Repeat("x", preReadBytes+100)
+	const limit = 1 << 20
+	s := &Server{d: Deps{MaxBodyBytes: limit, BodyTimeout: DefaultBodyTimeout}, requestBodies: newBodyBudget(4 * (limit + 1))}
+	big := strings.Repeat("x", 600_000)
 	for _, tt := range []struct {
-		name    string
-		body    io.Reader
-		length  int64
-		limit   int64
-		want    string
-		wantErr error
+		name   string
+		body   io.Reader
+		length int64
+		want   string
+		status int
 	}{
-		{"a small body of known length", strings.NewReader(`{"max_results":5}`), 17, 4 << 20, `{"max_results":5}`, nil},
-		{"a small body of unknown length", strings.NewReader(`{"a":1}`), -1, 4 << 20, `{"a":1}`, nil},
-		{"a body of unknown length longer than the read ahead", strings.NewReader(big), -1, 4 << 20, big, nil},
-		{"a body of unknown length over a small limit", strings.NewReader(big), -1, 1024, big, nil},
-		{"a body declared longer than the read ahead", strings.NewReader(big), int64(len(big)), 4 << 20, big, nil},
-		{"a body cut short", &failing{strings.NewReader("abc"), errCut}, -1, 4 << 20, "abc", errCut},
+		{"a small body of known length", strings.NewReader(`{"max_results":5}`), 17, `{"max_results":5}`, 0},
+		{"a small body of unknown length", strings.NewReader(`{"a":1}`), -1, `{"a":1}`, 0},
+		{"a large body of unknown length", strings.NewReader(big), -1, big, 0},
+		{"a large body of known length", strings.NewReader(big), int64(len(big)), big, 0},
+		{"a body of unknown length over the limit", strings.NewReader(big + big), -1, "", http.StatusRequestEntityTooLarge},
+		{"a body declared over the limit", strings.NewReader(big + big), 2 * int64(len(big)), "", http.StatusRequestEntityTooLarge},
+		{"a body cut short", &failing{strings.NewReader("abc"), errors.New("connection cut")}, -1, "", http.StatusBadRequest},
 	} {
 		r := httptest.NewRequest(http.MethodPost, "/", io.NopCloser(tt.body))
 		r.ContentLength = tt.length
-		rest := preRead(r, tt.limit)
-		if wantRest := len(tt.want) > preReadBytes || int64(len(tt.want)) > tt.limit; rest != wantRest && tt.wantErr == nil {
-			t.Errorf("%s: preRead reports rest %v, want %v", tt.name, rest, wantRest)
+		c := echo.New().NewContext(r, httptest.NewRecorder())
+		n, charged, err := s.readBody(c)
+		var p *apiError
+		switch {
+		case tt.status != 0:
+			if !errors.As(err, &p) || p.status != tt.status || charged != 0 {
+				t.Errorf("%s: readBody = %v (charged %d), want %d", tt.name, err, charged, tt.status)
+			}
+			continue
+		case err != nil || n != int64(len(tt.want)) || charged < n:
+			t.Errorf("%s: readBody = %d bytes charged %d, %v; want %d", tt.name, n, charged, err, len(tt.want))
+			continue
 		}
-		got, err := io.ReadAll(r.Body)
-		if string(got) != tt.want || !errors.Is(err, tt.wantErr) {
-			t.Errorf("%s: read %d bytes (%v), want %d (%v)", tt.name, len(got), err, len(tt.want), tt.wantErr)
+		got, err := io.ReadAll(c.Request().Body)
+		if string(got) != tt.want || err != nil {
+			t.Errorf("%s: the handler read %d bytes (%v), want %d", tt.name, len(got), err, len(tt.want))
 		}
-		if err := r.Body.Close(); err != nil {
-			t.Errorf("%s: Close = %v", tt.name, err)
-		}
+		s.requestBodies.give(charged)
 	}
-	// A body within the read ahead is read to its end before the handler
-	// runs; one beyond it is not read past the read ahead.
-	counted := &countingReader{r: bytes.NewReader([]byte(big))}
-	r := httptest.NewRequest(http.MethodPost, "/", io.NopCloser(counted))
-	r.ContentLength = -1
-	preRead(r, 1024)
-	if counted.n != 1025 {
-		t.Errorf("read ahead %d bytes of a body of unknown length under a 1024-byte limit, want 1025", counted.n)
+	// Bodies over 64 KiB share three quarters of the budget: three of
+	// the limit; a fourth is refused unread while they are held.
+	var held []int64
+	for i := range 4 {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(strings.Repeat("y", limit)))
+		c := echo.New().NewContext(r, httptest.NewRecorder())
+		_, charged, err := s.readBody(c)
+		var p *apiError
+		switch {
+		case i < 3 && err != nil:
+			t.Fatalf("body %d: %v", i, err)
+		case i == 3 && (!errors.As(err, &p) || p.status != http.StatusServiceUnavailable):
+			t.Errorf("a body past the budget: %v, want 503", err)
+		}
+		held = append(held, charged)
 	}
-}
-
-type countingReader struct {
-	r io.Reader
-	n int
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += n
-	return n, err
+	for _, n := range held {
+		s.requestBodies.give(n)
+	}
 }

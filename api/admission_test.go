@@ -1,9 +1,12 @@
 package api_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -505,4 +508,111 @@ func TestAStartWaitingWithPreferWaitHoldsNoSeat(t *testing.T) {
 	if st := b.admission.Stats(10); st.InUse != 0 || st.FlowsTotal != 0 {
 		t.Errorf("afterwards: %+v, want every seat back", st)
 	}
+}
+
+// TestASlowClientHoldsNoSeat runs issue 36's seat-holding attacks of one
+// organization against a server of two seats, each from two connections,
+// and checks that none holds a seat while the client is slow (the queue's
+// seats in use stay 0) and that another organization is served at once:
+//   - a chunked PUT of a baseline that sends 20 KB, then stops (it held
+//     8 seats until the read timeout);
+//   - a PUT declaring Content-Length: 600000 that sends 1,000 bytes;
+//   - eight pipelined GETs of the organization's 1 MiB saved search from
+//     a client that never reads.
+//
+// A body that does not arrive within the body timeout (here 2 s) answers
+// 503 and gives its share of the body budget back.
+func TestASlowClientHoldsNoSeat(t *testing.T) {
+	t.Parallel()
+	b := fairSetup(t, 2, fairq.Config{}, func(d *api.Deps) { d.BodyTimeout = 2 * time.Second })
+	items := make([]string, 0, 5000)
+	for i := range cap(items) {
+		items = append(items, fmt.Sprintf("item-%0195d", i))
+	}
+	own := b.seedSavedSearch(seedOpts{items: items}) // about 1 MiB of baseline
+	other := uuid.New()
+	otherAuth := "Bearer " + b.tokenFor(other, "light")
+	theirs := b.seedSavedSearch(seedOpts{org: other})
+	addr := strings.TrimPrefix(b.server.URL, "http://")
+	auth := "Authorization: Bearer " + b.token + "\r\n"
+	baseline := "/v1/saved-searches/" + own.ID.String() + "/baseline"
+	attacks := []struct {
+		name  string
+		write func(conn net.Conn) error
+	}{
+		{"a chunked body that stops after 20 KB", func(conn net.Conn) error {
+			chunk := strings.Repeat("x", 20_000)
+			_, err := fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\n"+
+				"Transfer-Encoding: chunked\r\n\r\n%x\r\n{\"items\":[\"%s\r\n", baseline, auth, len(chunk)+11, chunk)
+			return err
+		}},
+		{"a body declared 600000 bytes that stops after 1000", func(conn net.Conn) error {
+			_, err := fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\n"+
+				"Content-Length: 600000\r\n\r\n{\"items\":[\"%s", baseline, auth, strings.Repeat("x", 988))
+			return err
+		}},
+		{"eight pipelined GETs of 1 MiB never read", func(conn net.Conn) error {
+			var w strings.Builder
+			for range 8 {
+				fmt.Fprintf(&w, "GET /v1/saved-searches/%s HTTP/1.1\r\nHost: x\r\n%s\r\n", own.ID, auth)
+			}
+			_, err := io.WriteString(conn, w.String())
+			return err
+		}},
+	}
+	for _, a := range attacks {
+		var conns []net.Conn
+		for range 2 {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if err := a.write(conn); err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, conn)
+		}
+		// Once the server has done what it can (read what was sent,
+		// rendered what the buffers take), no seat is in use, and none
+		// comes to be.
+		if !seatsFree(b.admission, 2*time.Second, time.Minute) {
+			t.Errorf("%s: seats in use while the client is slow (%+v), want none", a.name, b.admission.Stats(10))
+		}
+		start := time.Now()
+		res := b.do(req{method: http.MethodGet, path: "/v1/saved-searches/" + theirs.ID.String(), token: strings.TrimPrefix(otherAuth, "Bearer ")})
+		if res.status != http.StatusOK || time.Since(start) > 5*time.Second {
+			t.Errorf("%s: another organization's read = %d after %s, want 200 at once", a.name, res.status, time.Since(start))
+		}
+		if strings.Contains(a.name, "body") {
+			// The body timeout ends the slow upload with a 503.
+			for _, conn := range conns {
+				_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+				r, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil || r.StatusCode != http.StatusServiceUnavailable {
+					t.Errorf("%s: the slow upload's answer = %v, %v; want 503", a.name, r, err)
+				}
+			}
+		}
+		for _, conn := range conns {
+			conn.Close()
+		}
+	}
+	b.waitForQueue(t, "every seat back", func(st fairq.Stats) bool { return st.InUse == 0 })
+}
+
+// seatsFree reports whether no seat of q is in use for stretch on end,
+// waiting at most within.
+func seatsFree(q *fairq.Queue, stretch, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	since := time.Now()
+	for time.Now().Before(deadline) {
+		if q.Stats(1).InUse != 0 {
+			since = time.Now()
+		} else if time.Since(since) >= stretch {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
 }

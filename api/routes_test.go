@@ -219,6 +219,8 @@ func (w *world) validRequest(r route) req {
 	case runtimeRoute:
 		rq.body = `{"status":"running"}`
 		rq.token = w.runtime
+	case "POST /v1/saved-searches/:id/schedule/pause", "POST /v1/saved-searches/:id/schedule/resume":
+		// They take no body (a body is 413).
 	case callbackRoute:
 		rq.noAuth = true
 		body := callbackBody(w.job.ProviderJobID, "running", map[string]any{"p": 1})

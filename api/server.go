@@ -168,6 +168,11 @@ type Deps struct {
 	// and gives its share of the budget back. Zero is
 	// [DefaultCallbackBodyTimeout].
 	CallbackBodyTimeout time.Duration
+	// BodyTimeout is how long a request body may take to arrive, from the
+	// end of its headers: the body is read whole before the request takes
+	// a seat, so a slow sender holds none; a slower one answers 503
+	// unavailable. Zero is [DefaultBodyTimeout].
+	BodyTimeout time.Duration
 	// MaxPreferWait is the longest Prefer: wait=N a saved-search start
 	// honours, in whole seconds, at most [PreferWaitLimit]; a longer
 	// N is cut to it. Zero (the default) ignores the preference: set it
@@ -203,6 +208,9 @@ type Server struct {
 	// callbackBodies bounds the callback bodies awaiting their signature
 	// (callbackbody.go).
 	callbackBodies *bodyBudget
+	// requestBodies bounds the request bodies read ahead of their seats
+	// and held while served (admission.go).
+	requestBodies *bodyBudget
 	// traceHTTP (nil when tracing is off) and knownRoutes (the route
 	// patterns, which bound the route label) are telemetry.go's.
 	traceHTTP   func(http.Handler) http.Handler
@@ -231,8 +239,8 @@ func New(d Deps) (*Server, error) {
 	case d.CallbackMaxBodyBytes > maxBody:
 		return nil, fmt.Errorf("api: Deps.CallbackMaxBodyBytes is %d; it must be at most MaxBodyBytes (%d)",
 			d.CallbackMaxBodyBytes, maxBody)
-	case d.CallbackBodyBudget < 0 || d.CallbackBodyTimeout < 0:
-		return nil, errors.New("api: Deps.CallbackBodyBudget or CallbackBodyTimeout is negative")
+	case d.CallbackBodyBudget < 0 || d.CallbackBodyTimeout < 0 || d.BodyTimeout < 0:
+		return nil, errors.New("api: Deps.CallbackBodyBudget, CallbackBodyTimeout or BodyTimeout is negative")
 	case d.MaxPreferWait < 0 || d.MaxPreferWait > PreferWaitLimit || d.MaxPreferWait%time.Second != 0:
 		return nil, fmt.Errorf("api: Deps.MaxPreferWait is %s; it must be whole seconds from 0s to %s", d.MaxPreferWait, PreferWaitLimit)
 	}
@@ -249,11 +257,13 @@ func New(d Deps) (*Server, error) {
 	}
 	d.ProviderSecrets, d.MaxBodyBytes, d.CallbackMaxBodyBytes = secrets, maxBody, callbackMax
 	d.CallbackBodyTimeout = cmp.Or(d.CallbackBodyTimeout, DefaultCallbackBodyTimeout)
+	d.BodyTimeout = cmp.Or(d.BodyTimeout, DefaultBodyTimeout)
 	d.Logger = cmp.Or(d.Logger, slog.New(slog.DiscardHandler))
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	s := &Server{d: d, callbackBodies: newBodyBudget(budget)}
+	s := &Server{d: d, callbackBodies: newBodyBudget(budget),
+		requestBodies: newBodyBudget(max(DefaultBodyBudget, 2*(maxBody+1)))}
 	s.initTelemetry()
 	s.echo = s.routes()
 	s.knownRoutes = routeSet(s.echo)

@@ -2,6 +2,9 @@ package console_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
@@ -10,6 +13,7 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/console"
+	"github.com/searchd/searchd/console/consoletest"
 	"github.com/searchd/searchd/internal/fairq"
 )
 
@@ -110,4 +114,69 @@ func TestTheClaimsPageShowsTheAdmissionQueue(t *testing.T) {
 			t.Errorf("the admission section lacks %q:\n%s", want, section)
 		}
 	}
+}
+
+// TestAClientThatDoesNotReadItsPagesHoldsNoSeat: issue 36's console
+// attack, heavy pages (a saved search of 10,000 items: 200 KB a page)
+// pipelined on connections that never read. Each page is rendered under
+// its seats and held, and the seats go back before it is written: once
+// the connections' buffers are full no seat is in use, and another
+// organization's page is served at once. (Written under the seat, each
+// blocked connection held its two seats until the write timeout.)
+func TestAClientThatDoesNotReadItsPagesHoldsNoSeat(t *testing.T) {
+	t.Parallel()
+	b, q := admissionBundle(t, fairq.Config{Seats: 2})
+	large, err := consoletest.SeedLarge(context.Background(), b.pool, b.world.OrgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.handler)
+	defer srv.Close()
+	tokA, tokB := b.signIn(t, b.world.OrgA, "alice"), b.signIn(t, b.world.OrgB, "bob")
+	var pipelined strings.Builder
+	for range 40 {
+		fmt.Fprintf(&pipelined, "GET /console/saved-searches/%s HTTP/1.1\r\nHost: x\r\nCookie: searchd_console=%s\r\n\r\n", large.Search, tokA)
+	}
+	for range 2 {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		// A small receive buffer, so the server's writes fill it soon:
+		// 40 pages of 200 KB are more than the socket buffers hold.
+		if err := conn.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(conn, pipelined.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Once the pages that fit in the connections' buffers are rendered,
+	// every connection waits on a client that does not read, holding no
+	// seat: the seats in use come to 0 and stay there. (Written under
+	// the seat, the blocked connections hold them for the write timeout.)
+	if !seatsFree(q, 2*time.Second, time.Minute) {
+		t.Fatalf("seats still in use while the clients do not read (%+v), want none", q.Stats(10))
+	}
+	start := time.Now()
+	if rec := b.do("GET", "/console/runs", tokB, nil, nil); rec.Code != 200 || time.Since(start) > 5*time.Second {
+		t.Errorf("another organization's page = %d after %s, want 200 at once", rec.Code, time.Since(start))
+	}
+}
+
+// seatsFree reports whether no seat of q is in use for stretch on end,
+// waiting at most within.
+func seatsFree(q *fairq.Queue, stretch, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	since := time.Now()
+	for time.Now().Before(deadline) {
+		if q.Stats(1).InUse != 0 {
+			since = time.Now()
+		} else if time.Since(since) >= stretch {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
 }

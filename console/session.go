@@ -19,6 +19,7 @@ import (
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/heldanswer"
 	"github.com/searchd/searchd/sessions"
 )
 
@@ -136,8 +137,18 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 				c.admissionFailed(w, r, err)
 				return
 			}
-			defer seat.Release()
 			ctx = fairq.NewContext(ctx, seat)
+			// The page is rendered under the seat and held; the seat goes
+			// back before it is written, so a client that reads slowly, or
+			// pipelines pages it never reads, holds none (issue 36). A page
+			// is bounded in bytes (MaxPageBytes).
+			client := w
+			held := heldanswer.New(client)
+			w = held
+			defer func() {
+				seat.Release()
+				_ = held.Send(client)
+			}()
 		}
 		if s.IsOperator() && r.Method == http.MethodGet {
 			// An operator at work is likely to open the claims page: have
