@@ -75,6 +75,12 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// untimedBody is the longest body declared (Content-Length) that is read
+// without a deadline of its own: a start's options, a saved search's
+// brief. It holds no seat while it comes, and at most this of the body
+// budget until the server's read timeout (a minute).
+const untimedBody = 16 << 10
+
 // readBody reads the request's body whole, when it has one, before the
 // request queues for a seat (see admit), and puts it back as the body the
 // handler reads; it returns its length and the bytes charged for it to
@@ -82,7 +88,8 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 // ends. A body declared over Deps.MaxBodyBytes is refused 413 unread, one
 // found over it 413; a body the budget cannot take answers 503 unread
 // (the connection is closed), as does one that did not arrive within
-// Deps.BodyTimeout.
+// Deps.BodyTimeout (a body of unknown length, or declared longer than
+// untimedBody).
 func (s *Server) readBody(c echo.Context) (n int64, charged int64, err error) {
 	r := c.Request()
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
@@ -91,7 +98,7 @@ func (s *Server) readBody(c echo.Context) (n int64, charged int64, err error) {
 	if r.ContentLength > s.d.MaxBodyBytes {
 		return 0, 0, tooLarge("request", s.d.MaxBodyBytes)
 	}
-	body, charged, err := s.requestBodies.read(c.Response(), r, s.d.MaxBodyBytes, s.d.BodyTimeout, nil)
+	body, charged, err := s.requestBodies.read(c.Response(), r, s.d.MaxBodyBytes, untimedBody, s.d.BodyTimeout, nil)
 	switch {
 	case errors.Is(err, errBudgetSpent):
 		c.Response().Header().Set(echo.HeaderConnection, "close")

@@ -105,8 +105,10 @@ var (
 // byte read to tee too when it is not nil. It returns the body and the
 // bytes charged for it, which the caller gives back once it is done with
 // the body; the charge is zero, given back already, when err is not nil.
-// w is r's writer: the read deadline is set through it.
-func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, tee io.Writer) (body []byte, charged int64, err error) {
+// w is r's writer: the read deadline is set through it, unless the body is
+// declared at most untimed bytes long (the server's read timeout bounds
+// it then: setting a deadline costs every small request a timer's update).
+func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit, untimed int64, timeout time.Duration, tee io.Writer) (body []byte, charged int64, err error) {
 	defer func() {
 		if err != nil {
 			b.give(charged)
@@ -127,7 +129,9 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit int64, t
 	// A read deadline of this request alone: the server's own is for every
 	// request, and far longer. (It is reset for the next request on the
 	// connection.)
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+	if r.ContentLength < 0 || r.ContentLength > untimed {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+	}
 	// MaxBytesReader asks the body for at most limit+1 bytes, and tells
 	// net/http to close the connection after a body over it.
 	src := http.MaxBytesReader(w, r.Body, limit)
@@ -179,7 +183,7 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit int64, t
 // the body (and closes the connection: the body is not read), and when the
 // body did not arrive in time.
 func (s *Server) readCallbackBody(c echo.Context, mac io.Writer) (body []byte, charged int64, err error) {
-	body, charged, err = s.callbackBodies.read(c.Response(), c.Request(), s.d.CallbackMaxBodyBytes, s.d.CallbackBodyTimeout, mac)
+	body, charged, err = s.callbackBodies.read(c.Response(), c.Request(), s.d.CallbackMaxBodyBytes, 0, s.d.CallbackBodyTimeout, mac)
 	switch {
 	case err == nil:
 		return body, charged, nil

@@ -53,6 +53,10 @@ func (h *Writer) Written() bool { return h.status != 0 }
 // Bytes returns the length of the body held.
 func (h *Writer) Bytes() int { return h.body.Len() }
 
+// SmallAnswer is the largest answer written without a deadline of its
+// own: the socket's send buffer takes it whole.
+const SmallAnswer = 16 << 10
+
 // MinRate is the slowest a client may read an answer, in bytes a second;
 // Grace is the time it is given on top.
 const (
@@ -72,9 +76,13 @@ func (h *Writer) SendBy(w http.ResponseWriter, deadline time.Time) error {
 	if !h.Written() {
 		return nil
 	}
-	// Not every writer can (a test's recorder cannot): the server's
-	// WriteTimeout still bounds the answer then.
-	_ = http.NewResponseController(w).SetWriteDeadline(deadline)
+	// An answer the socket's buffers take is written at once, whoever
+	// reads it: no deadline (setting one costs every small answer a
+	// timer's update). Not every writer can take one (a test's recorder
+	// cannot): the server's WriteTimeout still bounds the answer then.
+	if h.body.Len() > SmallAnswer {
+		_ = http.NewResponseController(w).SetWriteDeadline(deadline)
+	}
 	w.WriteHeader(h.status)
 	_, err := w.Write(h.body.Bytes())
 	return err
