@@ -44,6 +44,9 @@ const (
 	// CodeRunFinished refuses a status report that would change a Run
 	// that finished (409, with current_status and current_version).
 	CodeRunFinished = "run_finished"
+	// CodeScheduleLimit is the 409 of a new schedule beyond the
+	// organization's limit (schedule.ErrTooMany).
+	CodeScheduleLimit = "schedule_limit"
 )
 
 // ProblemTypeBase prefixes the "type" URI of every problem; the code

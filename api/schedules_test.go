@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/admission"
+	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/schedule"
 )
 
@@ -290,4 +291,25 @@ func TestRoutesWithoutABodyRefuseOne(t *testing.T) {
 	if res := b.do(req{method: http.MethodPost, path: path + "/schedule/pause"}); res.status != http.StatusOK {
 		t.Errorf("pause without a body = %d %s, want 200", res.status, res.body)
 	}
+}
+
+// TestScheduleLimitIs409: a schedule beyond the organization's limit is
+// refused 409 schedule_limit, and nothing is written.
+func TestScheduleLimitIs409(t *testing.T) {
+	t.Parallel()
+	var store *schedule.Store
+	b := setup(t, setupOpts{deps: func(d *api.Deps) {
+		store = d.Schedules.(*schedule.Store).Limit(1)
+		d.Schedules = store
+	}})
+	first, second := b.seedSavedSearch(seedOpts{}), b.seedSavedSearch(seedOpts{})
+	hourly := map[string]any{"interval_seconds": 3600}
+	if res := b.do(req{method: http.MethodPut, path: "/v1/saved-searches/" + first.ID.String() + "/schedule", body: hourly}); res.status != http.StatusCreated {
+		t.Fatalf("the first schedule = %d %s", res.status, res.body)
+	}
+	res := b.do(req{method: http.MethodPut, path: "/v1/saved-searches/" + second.ID.String() + "/schedule", body: hourly})
+	if p := res.problem(t); res.status != http.StatusConflict || p.Code != "schedule_limit" {
+		t.Errorf("a schedule beyond the limit = %d %s, want 409 schedule_limit", res.status, res.body)
+	}
+	b.wantCount(t, 1, `SELECT count(*) FROM agent.saved_search_schedules`)
 }

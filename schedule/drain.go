@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -62,6 +63,11 @@ type DrainConfig struct {
 	// Batch is the most occurrences one tick takes to start, and the most
 	// schedules it plans. Default 10; 1 to 1000.
 	Batch int
+	// Width is how many of a tick's occurrences are started at once.
+	// Default 4; 1 to MaxWidth. Each start also takes a seat of its
+	// organization in the admission queue (serve's StartFunc), so the
+	// seats bound the drain beside the API's requests.
+	Width int
 	// Lease is how long a tick holds the occurrences it took before
 	// another drain may take them over: it bounds the tick's starts, and
 	// is longer than a start's claim lease (30 s) so that whoever takes an
@@ -94,6 +100,8 @@ var errCrash = errors.New("schedule: test: crashed")
 // Limits of the settings.
 const (
 	MaxBatch      = 1000
+	DefaultWidth  = 4
+	MaxWidth      = 64
 	MinLease      = time.Second
 	MaxLease      = time.Hour
 	MinRetryAfter = time.Second
@@ -108,6 +116,7 @@ const (
 func (c DrainConfig) WithDefaults() DrainConfig {
 	c.Interval = cmp.Or(c.Interval, time.Second)
 	c.Batch = cmp.Or(c.Batch, 10)
+	c.Width = cmp.Or(c.Width, DefaultWidth)
 	c.Lease = cmp.Or(c.Lease, time.Minute)
 	c.RetryAfter = cmp.Or(c.RetryAfter, time.Hour)
 	c.MaxIdleBackoff = cmp.Or(c.MaxIdleBackoff, 30*time.Second)
@@ -127,6 +136,8 @@ func (c DrainConfig) Validate() error {
 	switch {
 	case c.Interval < 0:
 		return fmt.Errorf("schedule: DrainConfig.Interval %s: must not be negative", c.Interval)
+	case c.Width < 1 || c.Width > MaxWidth:
+		return fmt.Errorf("schedule: DrainConfig.Width %d: must be 1 to %d", c.Width, MaxWidth)
 	case c.Batch < 1 || c.Batch > MaxBatch:
 		return fmt.Errorf("schedule: DrainConfig.Batch %d: must be 1 to %d", c.Batch, MaxBatch)
 	case c.Lease < MinLease || c.Lease > MaxLease:
@@ -214,8 +225,8 @@ type taken struct {
 // Tick plans the occurrences that came due and takes at most Batch open
 // ones, whose next attempt has come, with FOR UPDATE SKIP LOCKED and a
 // lease; it closes those past their catch-up window as missed, and starts
-// each of the others through the StartFunc and records its outcome under
-// the lease's fence. It returns an error only when the pass's statements
+// each of the others through the StartFunc, at most Width at once, and
+// records its outcome under the lease's fence. It returns an error only when the pass's statements
 // fail (on a cluster, where the pass runs per shard, after starting what
 // the shards that answered gave it); an occurrence's start failing is its
 // outcome.
@@ -249,34 +260,15 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 	// occurrences over while they run; a quarter of it is the margin.
 	sctx, cancel := context.WithDeadline(ctx, leasedAt.Add(d.cfg.Lease-d.cfg.Lease/4))
 	defer cancel()
-	for i, o := range res.taken {
-		if o.status == StatusMissed {
-			rep.Missed++
-			d.cfg.Observer.ObserveOutcome(StatusMissed, "")
-			continue
-		}
-		if sctx.Err() != nil {
-			// Left held: another drain takes it when the lease passes.
-			rep.Left += countOpen(res.taken[i:])
-			break
-		}
-		status, reason, err := d.attempt(sctx, o, token)
-		switch {
-		case errors.Is(err, errCrash):
-			return rep, nil
-		case err != nil && ctx.Err() != nil:
-			// Shutting down: nothing is recorded, the lease hands it on.
-			rep.Left += countOpen(res.taken[i:])
-			return rep, nil
-		case errors.Is(err, errFenceLost):
-			rep.FenceLost++
-			d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "schedule: drain: another drain took the occurrence over; its outcome stands",
-				slog.String("saved_search_id", o.savedSearchID.String()), slog.Time("due_at", o.dueAt))
-			continue
-		case err != nil:
-			return rep, fmt.Errorf("schedule: drain: recording an outcome: %w", err)
-		}
-		d.cfg.Observer.ObserveOutcome(status, reason)
+	var (
+		mu      sync.Mutex // guards rep, stop and failed
+		stop    bool       // a crash, a shutdown or a failed record: start no more
+		failed  error      // a record that failed
+		crashed bool
+		wg      sync.WaitGroup
+		width   = make(chan struct{}, d.cfg.Width)
+	)
+	count := func(status string) {
 		switch status {
 		case StatusMissed:
 			rep.Missed++
@@ -287,6 +279,61 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 		case StatusNotReady:
 			rep.NotReady++
 		}
+	}
+	for i, o := range res.taken {
+		if o.status == StatusMissed {
+			mu.Lock()
+			rep.Missed++
+			mu.Unlock()
+			d.cfg.Observer.ObserveOutcome(StatusMissed, "")
+			continue
+		}
+		width <- struct{}{} // at most Width starts at once
+		mu.Lock()
+		halt := stop || sctx.Err() != nil
+		if halt {
+			// Left held: another drain takes them when the lease passes.
+			rep.Left += countOpen(res.taken[i:])
+		}
+		mu.Unlock()
+		if halt {
+			<-width
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-width }()
+			status, reason, err := d.attempt(sctx, o, token)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, errCrash):
+				stop, crashed = true, true
+				return
+			case err != nil && ctx.Err() != nil:
+				// Shutting down: nothing is recorded, the lease hands it on.
+				stop = true
+				rep.Left++
+				return
+			case errors.Is(err, errFenceLost):
+				rep.FenceLost++
+				d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "schedule: drain: another drain took the occurrence over; its outcome stands",
+					slog.String("saved_search_id", o.savedSearchID.String()), slog.Time("due_at", o.dueAt))
+				return
+			case err != nil:
+				stop = true
+				failed = errors.Join(failed, err)
+				return
+			}
+			d.cfg.Observer.ObserveOutcome(status, reason)
+			count(status)
+		})
+	}
+	wg.Wait()
+	switch {
+	case crashed:
+		return rep, nil
+	case failed != nil:
+		return rep, fmt.Errorf("schedule: drain: recording an outcome: %w", failed)
 	}
 	return rep, nil
 }

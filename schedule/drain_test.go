@@ -802,3 +802,35 @@ func TestTheDrainServesOrganizationsInTurn(t *testing.T) {
 	}
 	t.Errorf("after two ticks the light organization's occurrence due at %s has no Run (%d occurrences planned in all)", due, planned)
 }
+
+// TestATickStartsWidthAtOnce: a tick's starts run Width at once (issue 36:
+// one at a time, the drain managed 6.5 starts/s against 10 due). Four
+// starts that each wait for all four to be in flight finish only when
+// they run together.
+func TestATickStartsWidthAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	every := "* * * * *"
+	at := t0
+	b.clock.Set(t0)
+	for range 4 {
+		b.schedule(t, b.search(t), SetParams{Cron: &every, StartAt: &at})
+	}
+	var inFlight atomic.Int32
+	all := make(chan struct{})
+	var once sync.Once
+	d := b.drain(t, drainOpts{start: func(ctx context.Context, p admission.SavedSearchStart) (admission.Result, error) {
+		if inFlight.Add(1) == 4 {
+			once.Do(func() { close(all) })
+		}
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+			return admission.Result{}, errs.Wrap(errs.Unavailable, errors.New("the other starts never came"))
+		}
+		return b.starter.StartSavedSearch(ctx, p)
+	}})
+	if rep := b.tick(t, d); rep.Started != 4 {
+		t.Errorf("a tick of 4 occurrences at the default width: %+v, want 4 started together", rep)
+	}
+}

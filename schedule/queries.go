@@ -101,6 +101,17 @@ LIMIT $4`
 // first. The rank is partitioned by the distribution column, so a
 // cluster computes it on each shard.
 
+// scheduleCreateLock serializes the creates of one organization's
+// schedules ($1), to the end of the transaction, so that the count
+// (scheduleCount) and the insert after it are one step: a lock of
+// PostgreSQL's own, a transaction-level advisory lock on a key derived
+// from the organization. On a cluster it is taken on the coordinator,
+// where every write of the organization's schedules begins.
+const scheduleCreateLock = `SELECT pg_advisory_xact_lock(hashtextextended('searchd.schedules:' || $1::text, 0))`
+
+// scheduleCount counts the schedules of organization $1.
+const scheduleCount = `SELECT count(*) FROM agent.saved_search_schedules WHERE organization_id = $1`
+
 // scheduleDue finds the schedules that came due, by turn, without a lock:
 // the plan's shardpass.Pass groups them by shard.
 const scheduleDue = `

@@ -33,6 +33,10 @@ var (
 	ErrInvalid = errs.New(errs.Invalid, "schedule: invalid schedule")
 	// ErrInvalidCursor reports a list cursor this package did not write.
 	ErrInvalidCursor = keyset.InvalidCursor("schedule")
+	// ErrTooMany reports a new schedule beyond the organization's
+	// limit ([Store.Limit]): a 409 schedule_limit.
+	ErrTooMany = &errs.Error{Kind: errs.Conflict, Code: "schedule_limit", Message: "schedule: the organization has as many schedules as it may",
+		Detail: "your organization has as many schedules as it may (SEARCHD_SCHEDULE_MAX_PER_ORG); remove one first"}
 	// ErrVersionMismatch is wrapped by every [*VersionMismatchError].
 	ErrVersionMismatch = &errs.Error{Kind: errs.PreconditionFailed, Message: "schedule: version precondition failed",
 		Detail: "the schedule changed since the version If-Match names, or there is none; " +
@@ -223,11 +227,31 @@ func (p SetParams) checkCadence(bad func(name, msg string)) {
 type Store struct {
 	db    *pgxpool.Pool
 	clock *dbclock.Clock
+	// most is the most schedules an organization may have.
+	most int
 }
 
+// DefaultMaxPerOrganization is the most schedules an organization may
+// have, unless [Store.Limit] says otherwise: each comes due at most once a
+// minute, and the drain serves organizations in turn, so one
+// organization's schedules cost the others little; the bound keeps one
+// from filling the drain's every tick.
+const DefaultMaxPerOrganization = 1000
+
 // NewStore returns a store on db, at the database clock clock (nil is the
-// database's own).
-func NewStore(db *pgxpool.Pool, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
+// database's own), allowing an organization [DefaultMaxPerOrganization]
+// schedules.
+func NewStore(db *pgxpool.Pool, clock *dbclock.Clock) *Store {
+	return &Store{db: db, clock: clock, most: DefaultMaxPerOrganization}
+}
+
+// Limit returns a store like s allowing an organization most schedules
+// (at least 1).
+func (s *Store) Limit(most int) *Store {
+	c := *s
+	c.most = max(most, 1)
+	return &c
+}
 
 // Clock returns the database clock the store runs at.
 func (s *Store) Clock() *dbclock.Clock { return s.clock }
@@ -457,11 +481,32 @@ func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p Set
 		sc, err := s.write(ctx, tx, scheduleUpdate, cur, *st, next, &p.Actor)
 		return sc, false, err
 	}
+	if err := s.room(ctx, tx, org); err != nil {
+		return nil, false, err
+	}
 	sc, err := s.write(ctx, tx, scheduleInsert, &Schedule{OrganizationID: org, SavedSearchID: id}, *st, next, &p.Actor)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, errCreatedMeanwhile // another writer created it first: change theirs
 	}
 	return sc, err == nil, err
+}
+
+// room returns [ErrTooMany] when org has its most schedules already. It
+// takes the organization's transaction lock first (scheduleCreateLock), so
+// two creates of one organization count one after the other and never
+// both take the last place.
+func (s *Store) room(ctx context.Context, tx pgx.Tx, org uuid.UUID) error {
+	if _, err := tx.Exec(ctx, scheduleCreateLock, org); err != nil {
+		return fmt.Errorf("schedule: lock the organization's creates: %w", err)
+	}
+	var n int
+	if err := tx.QueryRow(ctx, scheduleCount, org).Scan(&n); err != nil {
+		return fmt.Errorf("schedule: count the organization's schedules: %w", err)
+	}
+	if n >= s.most {
+		return ErrTooMany
+	}
+	return nil
 }
 
 // lock locks the schedule of org's saved search id (nil when there is

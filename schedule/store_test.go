@@ -2,6 +2,8 @@ package schedule
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,5 +228,64 @@ func TestNewIntervalScheduleComesDueAtOnce(t *testing.T) {
 	sc := b.schedule(t, id, SetParams{IntervalSeconds: &iv})
 	if want := t0.Add(time.Second); !sc.StartAt.Equal(want) || !sc.NextDueAt.Equal(want) {
 		t.Errorf("start %s, next due %s; want both %s", sc.StartAt, sc.NextDueAt, want)
+	}
+}
+
+// TestSchedulesPerOrganizationAreBounded: an organization has at most the
+// store's limit of schedules; a set beyond it is ErrTooMany and writes
+// nothing, a change of one it has is not refused, and another
+// organization has its own. Creates racing for the last places take no
+// more than there are (issue 36: one organization's 600 schedules).
+func TestSchedulesPerOrganizationAreBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := b.store.Limit(3)
+	every := "0 * * * *"
+	ids := make([]uuid.UUID, 4)
+	for i := range ids {
+		ids[i] = b.search(t)
+	}
+	for _, id := range ids[:3] {
+		if _, _, err := store.Set(b.ctx, b.org, id, SetParams{Cron: &every, Actor: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := store.Set(b.ctx, b.org, ids[3], SetParams{Cron: &every, Actor: "alice"}); !errors.Is(err, ErrTooMany) {
+		t.Errorf("a fourth schedule = %v, want ErrTooMany", err)
+	}
+	hourly := "30 * * * *"
+	if _, _, err := store.Set(b.ctx, b.org, ids[0], SetParams{Cron: &hourly, Actor: "alice"}); err != nil {
+		t.Errorf("changing a schedule at the limit = %v, want it changed", err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM agent.saved_search_schedules`); n != 3 {
+		t.Errorf("%d schedules, want 3", n)
+	}
+
+	// Eight creates of another organization race for five places.
+	other := *b
+	other.org = uuid.New()
+	racers := make([]uuid.UUID, 8)
+	for i := range racers {
+		racers[i] = other.search(t)
+	}
+	store = b.store.Limit(5)
+	var wg sync.WaitGroup
+	var made, refused atomic.Int32
+	for _, id := range racers {
+		wg.Go(func() {
+			_, _, err := store.Set(b.ctx, other.org, id, SetParams{Cron: &every, Actor: "bob"})
+			switch {
+			case err == nil:
+				made.Add(1)
+			case errors.Is(err, ErrTooMany):
+				refused.Add(1)
+			default:
+				t.Errorf("racing create: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if made.Load() != 5 || refused.Load() != 3 {
+		t.Errorf("racing creates: %d made, %d refused; want 5 and 3", made.Load(), refused.Load())
 	}
 }

@@ -118,6 +118,8 @@ type serverConfig struct {
 	// the dispatcher, but for what the server sets; a zero Interval, an
 	// empty URL, runs none.
 	Schedule    schedule.DrainConfig
+	// ScheduleMax is the most schedules an organization may have.
+	ScheduleMax int
 	CORSOrigins []string
 	Dispatch    dispatch.Config
 }

@@ -18,6 +18,8 @@ const (
 	EnvScheduleBatch = "SEARCHD_SCHEDULE_BATCH"
 	EnvScheduleLease = "SEARCHD_SCHEDULE_LEASE"
 	EnvScheduleRetry = "SEARCHD_SCHEDULE_RETRY"
+	EnvScheduleMax   = "SEARCHD_SCHEDULE_MAX_PER_ORG"
+	EnvScheduleWidth = "SEARCHD_SCHEDULE_WIDTH"
 )
 
 // Defaults and limits of those settings.
@@ -29,6 +31,7 @@ const (
 	DefaultScheduleLease = time.Minute
 	DefaultScheduleRetry = time.Hour
 	maxScheduleTick      = time.Hour
+	maxScheduleMax       = 1_000_000
 )
 
 // parseScheduleLease reads the schedule lease, which is twice the

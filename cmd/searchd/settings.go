@@ -273,6 +273,11 @@ var settingsTable = []section{
 			kind: integer[int]{at: func(c *loading) *int { return &c.Schedule.Batch }, def: DefaultScheduleBatch,
 				min: 1, max: schedule.MaxBatch},
 			meaning: "most occurrences one tick takes to start (and schedules it plans)"},
+		{env: EnvScheduleWidth, flag: "schedule-width", in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Schedule.Width }, def: schedule.DefaultWidth,
+				min: 1, max: schedule.MaxWidth},
+			meaning: "how many of a tick's occurrences are started at once; each start also takes a seat of its " +
+				"organization in the admission queue"},
 		{env: EnvScheduleLease, flag: "schedule-lease", in: cmdServers,
 			kind: custom{parse: parseScheduleLease,
 				desc: "from " + schedule.MinLease.String() + " to " + schedule.MaxLease.String() + ", and longer than " + EnvSavedSearchLease},
@@ -285,6 +290,10 @@ var settingsTable = []section{
 				min: schedule.MinRetryAfter, max: schedule.MaxRetryAfter, like: "1s or 1m"},
 			meaning: "when an occurrence whose start failed for a transient reason (`not_ready`) is tried again; for tests " +
 				"and tuning (the seed's value is an hour)"},
+		{env: EnvScheduleMax, flag: "schedule-max-per-org", in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.ScheduleMax }, def: schedule.DefaultMaxPerOrganization,
+				min: 1, max: maxScheduleMax},
+			meaning: "most schedules one organization may have; setting one more answers 409 `schedule_limit`"},
 	}},
 	{"Dispatch to the runtime", "How every admitted Run reaches the runtime that executes it (docs/runtime.md). Every " +
 		"replica with a runtime runs a dispatcher; they share the outbox.", []spec{

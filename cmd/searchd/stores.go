@@ -69,7 +69,7 @@ func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cfg serverConfig, logge
 		sweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, clock, recordFailed(logger)),
 		uncertain:     tools.NewInspector(pool, clock),
 		resolver:      tools.NewResolver(pool, tools.ResolverConfig{Clock: clock}),
-		schedules:     schedule.NewStore(pool, clock),
+		schedules:     schedule.NewStore(pool, clock).Limit(cfg.ScheduleMax),
 		sessions:      sessions.NewStore(pool, clock),
 	}
 	wake := func() {

@@ -638,7 +638,7 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "missing_idempotency_key" | "invalid_idempotency_key" | "malformed_json" | "validation_failed" | "unauthorized" | "not_found" | "method_not_allowed" | "in_progress" | "key_reused" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "internal" | "already_registered" | "missing_delivery_id" | "invalid_delivery_id" | "rate_limited" | "precondition_failed" | "insufficient_scope" | "run_finished";
+            code: "missing_idempotency_key" | "invalid_idempotency_key" | "malformed_json" | "validation_failed" | "unauthorized" | "not_found" | "method_not_allowed" | "in_progress" | "key_reused" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "internal" | "already_registered" | "missing_delivery_id" | "invalid_delivery_id" | "rate_limited" | "precondition_failed" | "insufficient_scope" | "run_finished" | "schedule_limit";
             /** @description The X-Request-Id of the request, to match a report with the server log. */
             request_id?: string;
             errors?: components["schemas"]["FieldError"][];
@@ -1336,6 +1336,28 @@ export interface components {
                  *       "status": 405,
                  *       "detail": "this resource does not support the request method",
                  *       "code": "method_not_allowed",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description in_progress: another request with this Idempotency-Key is still being prepared; retry after Retry-After seconds. Or schedule_limit: a new schedule would give the organization more than SEARCHD_SCHEDULE_MAX_PER_ORG (no Retry-After: remove a schedule first). */
+        ScheduleConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                /** @description On in_progress alone: seconds to wait before retrying, at least 1. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/schedule_limit",
+                 *       "title": "Schedule limit reached",
+                 *       "status": 409,
+                 *       "detail": "your organization has as many schedules as it may (SEARCHD_SCHEDULE_MAX_PER_ORG); remove one first",
+                 *       "code": "schedule_limit",
                  *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
                  *     }
                  */
@@ -2572,7 +2594,7 @@ export interface operations {
             403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
-            409: components["responses"]["InProgress"];
+            409: components["responses"]["ScheduleConflict"];
             412: components["responses"]["SchedulePreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
