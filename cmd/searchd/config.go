@@ -117,7 +117,7 @@ type serverConfig struct {
 	// Schedule and Dispatch configure the drain of scheduled starts and
 	// the dispatcher, but for what the server sets; a zero Interval, an
 	// empty URL, runs none.
-	Schedule    schedule.DrainConfig
+	Schedule schedule.DrainConfig
 	// ScheduleMax is the most schedules an organization may have.
 	ScheduleMax int
 	CORSOrigins []string
