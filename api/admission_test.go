@@ -576,7 +576,7 @@ func TestASlowClientHoldsNoSeat(t *testing.T) {
 		// Once the server has done what it can (read what was sent,
 		// rendered what the buffers take), no seat is in use, and none
 		// comes to be.
-		if !seatsFree(b.admission, 2*time.Second, time.Minute) {
+		if !pgtest.Holds(func() bool { return b.admission.Stats(1).InUse == 0 }, 2*time.Second, time.Minute) {
 			t.Errorf("%s: seats in use while the client is slow (%+v), want none", a.name, b.admission.Stats(10))
 		}
 		start := time.Now()
@@ -599,20 +599,4 @@ func TestASlowClientHoldsNoSeat(t *testing.T) {
 		}
 	}
 	b.waitForQueue(t, "every seat back", func(st fairq.Stats) bool { return st.InUse == 0 })
-}
-
-// seatsFree reports whether no seat of q is in use for stretch on end,
-// waiting at most within.
-func seatsFree(q *fairq.Queue, stretch, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	since := time.Now()
-	for time.Now().Before(deadline) {
-		if q.Stats(1).InUse != 0 {
-			since = time.Now()
-		} else if time.Since(since) >= stretch {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
 }

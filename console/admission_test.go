@@ -15,6 +15,7 @@ import (
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/console/consoletest"
 	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/pgtest"
 )
 
 // admissionBundle is a console on q, the admission queue the test
@@ -156,27 +157,11 @@ func TestAClientThatDoesNotReadItsPagesHoldsNoSeat(t *testing.T) {
 	// every connection waits on a client that does not read, holding no
 	// seat: the seats in use come to 0 and stay there. (Written under
 	// the seat, the blocked connections hold them for the write timeout.)
-	if !seatsFree(q, 2*time.Second, time.Minute) {
+	if !pgtest.Holds(func() bool { return q.Stats(1).InUse == 0 }, 2*time.Second, time.Minute) {
 		t.Fatalf("seats still in use while the clients do not read (%+v), want none", q.Stats(10))
 	}
 	start := time.Now()
 	if rec := b.do("GET", "/console/runs", tokB, nil, nil); rec.Code != 200 || time.Since(start) > 5*time.Second {
 		t.Errorf("another organization's page = %d after %s, want 200 at once", rec.Code, time.Since(start))
 	}
-}
-
-// seatsFree reports whether no seat of q is in use for stretch on end,
-// waiting at most within.
-func seatsFree(q *fairq.Queue, stretch, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	since := time.Now()
-	for time.Now().Before(deadline) {
-		if q.Stats(1).InUse != 0 {
-			since = time.Now()
-		} else if time.Since(since) >= stretch {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
 }

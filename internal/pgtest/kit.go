@@ -93,3 +93,21 @@ func logAttr[T any](log, msg, key string) []T {
 	}
 	return vals
 }
+
+// Holds reports whether cond comes to hold for stretch on end, polling it,
+// within at most within: for a state a system settles into (no seat in
+// use once every client stalls, say) that passing moments of it would not
+// prove.
+func Holds(cond func() bool, stretch, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	since := time.Now()
+	for time.Now().Before(deadline) {
+		if !cond() {
+			since = time.Now()
+		} else if time.Since(since) >= stretch {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
