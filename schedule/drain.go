@@ -226,9 +226,10 @@ type taken struct {
 // ones, whose next attempt has come, with FOR UPDATE SKIP LOCKED and a
 // lease; it closes those past their catch-up window as missed, and starts
 // each of the others through the StartFunc, at most Width at once, and
-// records its outcome under the lease's fence. It returns an error only when the pass's statements
-// fail (on a cluster, where the pass runs per shard, after starting what
-// the shards that answered gave it); an occurrence's start failing is its
+// records its outcome under the lease's fence. It returns an error only
+// when the pass's statements fail (on a cluster, where the pass runs per
+// shard, after starting what the shards that answered gave it), or an
+// outcome could not be recorded; an occurrence's start failing is its
 // outcome.
 func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 	defer dberr.Annotate(&err)
@@ -268,7 +269,7 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 		wg      sync.WaitGroup
 		width   = make(chan struct{}, d.cfg.Width)
 	)
-	count := func(status string) {
+	count := func(status string) { // under mu
 		switch status {
 		case StatusMissed:
 			rep.Missed++
@@ -283,7 +284,7 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 	for i, o := range res.taken {
 		if o.status == StatusMissed {
 			mu.Lock()
-			rep.Missed++
+			count(StatusMissed)
 			mu.Unlock()
 			d.cfg.Observer.ObserveOutcome(StatusMissed, "")
 			continue
