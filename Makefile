@@ -1,7 +1,7 @@
 # The README and docs/ name these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test test-citus settings-docs ci e2e e2e-citus soak failover-report bench bench-plane bench-http bench-sweep bench-sweep-drain bench-schedule bench-start bench-dispatch bench-citus bench-scale run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
+.PHONY: setup test test-citus settings-docs ci e2e e2e-citus soak failover-report bench bench-plane bench-neighbours bench-http bench-sweep bench-sweep-drain bench-schedule bench-start bench-dispatch bench-citus bench-scale run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -164,6 +164,14 @@ bench-dispatch:
 # The idempotency plane against raw pgx issuing the same SQL.
 bench-plane:
 	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestBenchReport -v ./idempotency/
+
+# A real `searchd serve` at its defaults: a light organization's starts
+# alone and beside each of issue 36's noisy loads and seat-holding attacks
+# of another organization (docs/benchmarks.md, "Noisy neighbours"). About
+# 8 minutes; SEARCHD_NEIGHBOURS_ROUNDS=1 SEARCHD_NEIGHBOURS_DURATION=2s is
+# its smoke form.
+bench-neighbours:
+	SEARCHD_BENCH=1 $(GO) test -tags e2e -count=1 -run TestNoisyNeighbourBench -v -timeout 60m ./test/e2e/
 
 # searchd's HTTP starts against a thin echo + pgx handler issuing the same SQL.
 bench-http:

@@ -21,7 +21,7 @@ import (
 // request in the process's admission queue (Deps.Admission, package
 // fairq), charged to its organization, before its handler runs: its
 // statements run only once it has its seats (one, or more for a long
-// list or a long body: see requestWidth and bodyWidth), and it holds them
+// list or a long body: see requestWidth and fairq.BytesWidth), and it holds them
 // until its answer is rendered. Free seats are taken at once, whoever
 // asks; when the seats are taken the request waits its organization's
 // turn. Refused a seat (its organization's queue full, or no seat within
@@ -33,7 +33,8 @@ import (
 // start that waits with Prefer: wait gives it up while it only waits
 // (fairq.Idle).
 //
-// A seat is charged for work, not for waiting on the client (issue 36):
+// A seat is charged for work, and for what the work cost, not for waiting
+// on the client (issue 36):
 //   - the body is read whole before the request queues (readBody), within
 //     Deps.BodyTimeout and charged to a budget of bytes, so a slow sender
 //     holds no seat while it sends, and net/http, which watches the
@@ -41,7 +42,10 @@ import (
 //     away while its request waits;
 //   - the answer is held in memory (internal/heldanswer) and the seats go
 //     back before it is written, within a write deadline: a client that
-//     reads slowly, or pipelines requests and never reads, holds no seat.
+//     reads slowly, or pipelines requests and never reads, holds no seat;
+//   - the bytes read and rendered are charged to the seat
+//     (fairq.Seat.Charge, fairq.BytesWidth): an answer that cost more seats
+//     than the request took is paid by the organization's next requests.
 func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
@@ -51,7 +55,7 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		defer s.requestBodies.give(charged)
 		seat, err := s.acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: principal(c).OrganizationID.String()},
-			max(requestWidth(c), bodyWidth(n)))
+			max(requestWidth(c), fairq.BytesWidth(n)))
 		if err != nil {
 			return err
 		}
@@ -65,6 +69,9 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 		// this returns: straight to the client, as a problem is small.
 		defer func() {
 			res.Writer = client
+			// What the request cost, known now: its organization's next
+			// requests pay what it cost beyond its seats.
+			seat.Charge(fairq.BytesWidth(n + int64(held.Bytes())))
 			seat.Release()
 			if err := held.Send(client); err != nil {
 				s.d.Logger.LogAttrs(r.Context(), slog.LevelDebug, "api: the client did not take its answer",
@@ -134,23 +141,6 @@ func requestWidth(c echo.Context) int {
 			// The largest list is 200 rows; a larger limit is refused.
 			return min((n+listRowsPerSeat-1)/listRowsPerSeat, 200/listRowsPerSeat)
 		}
-	}
-	return 1
-}
-
-// bodyBytesPerSeat is how many bytes of request body one seat stands
-// for: a body is held whole in memory while it is decoded (several times
-// over, in the buffer, the decoded value and its copies), so a body
-// longer than this takes a seat per this many bytes, at most
-// fairq.MaxWidth (a body at the default 4 MiB limit, half the default
-// seats), and the bodies held at once stay a few times the body limit,
-// not the seats times it.
-const bodyBytesPerSeat = 512 << 10
-
-// bodyWidth is the seats a request body of n bytes stands for.
-func bodyWidth(n int64) int {
-	if n > bodyBytesPerSeat {
-		return int(min((n+bodyBytesPerSeat-1)/bodyBytesPerSeat, fairq.MaxWidth))
 	}
 	return 1
 }

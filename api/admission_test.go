@@ -600,3 +600,45 @@ func TestASlowClientHoldsNoSeat(t *testing.T) {
 	}
 	b.waitForQueue(t, "every seat back", func(st fairq.Stats) bool { return st.InUse == 0 })
 }
+
+// TestALargeAnswerIsChargedToTheOrganizationsNextRequest: a read whose
+// answer is over 448 KiB took one seat and cost eight; while the
+// organization is being served (a request of it holds a seat), its next
+// request takes the seven it owes on top of its own, and another
+// organization's takes one (issue 36: 64 clients reading such answers
+// held every seat as if each were a start).
+func TestALargeAnswerIsChargedToTheOrganizationsNextRequest(t *testing.T) {
+	t.Parallel()
+	b := fairSetup(t, 16, fairq.Config{})
+	items := make([]string, 0, 3000)
+	for i := range cap(items) {
+		items = append(items, fmt.Sprintf("item-%0195d", i))
+	}
+	own := b.seedSavedSearch(seedOpts{items: items}) // about 600 KB of baseline
+	flow := func(org uuid.UUID) fairq.Flow { return fairq.Flow{Kind: fairq.KindOrganization, Name: org.String()} }
+	keep, err := b.admission.Acquire(t.Context(), flow(b.org), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keep.Release()
+	res := b.do(req{method: http.MethodGet, path: "/v1/saved-searches/" + own.ID.String()})
+	if res.status != http.StatusOK || len(res.body) < 448<<10 {
+		t.Fatalf("GET the saved search = %d with %d bytes, want 200 with over 448 KiB", res.status, len(res.body))
+	}
+	next, err := b.admission.Acquire(t.Context(), flow(b.org), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Release()
+	if next.Width() != fairq.MaxWidth {
+		t.Errorf("the organization's next request takes %d seats, want %d: 1 and the 7 its large answer owed", next.Width(), fairq.MaxWidth)
+	}
+	other, err := b.admission.Acquire(t.Context(), flow(uuid.New()), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release()
+	if other.Width() != 1 {
+		t.Errorf("another organization's request takes %d seats, want 1", other.Width())
+	}
+}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -54,37 +55,83 @@ const (
 // of their seats and held while served (each has its own). It is safe for
 // concurrent use.
 type bodyBudget struct {
+	// wait is how long a body the budget cannot take waits for bytes to
+	// be given back before it is refused; zero refuses it at once.
+	wait  time.Duration
 	mu    sync.Mutex
 	used  int64
 	total int64 // every body together
 	large int64 // bodies over smallCallbackBody together: three quarters
+	// freed is closed, and forgotten, when bytes are given back: the
+	// bodies waiting then try again. Nil while none waits.
+	freed chan struct{}
 }
 
-func newBodyBudget(total int64) *bodyBudget {
-	return &bodyBudget{total: total, large: total - total/4}
+func newBodyBudget(total int64, wait time.Duration) *bodyBudget {
+	return &bodyBudget{total: total, large: total - total/4, wait: wait}
 }
 
 // take charges n more bytes to a body that then holds held bytes in all,
 // and reports whether the budget had them: a body over smallCallbackBody
-// may not take the last quarter of it.
+// may not take the last quarter of it. It does not wait.
 func (b *bodyBudget) take(n, held int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	_, ok := b.takeLocked(n, held)
+	return ok
+}
+
+// takeLocked is take's, returning also the channel closed when bytes are
+// next given back.
+func (b *bodyBudget) takeLocked(n, held int64) (freed <-chan struct{}, ok bool) {
 	limit := b.total
 	if held > smallCallbackBody {
 		limit = b.large
 	}
-	if b.used+n > limit {
-		return false
+	if b.used+n <= limit {
+		b.used += n
+		return nil, true
 	}
-	b.used += n
-	return true
+	if b.freed == nil {
+		b.freed = make(chan struct{})
+	}
+	return b.freed, false
+}
+
+// takeWaiting is take, but a body the budget cannot take now waits up to
+// b.wait for bytes given back, or until ctx ends, and tries again.
+func (b *bodyBudget) takeWaiting(ctx context.Context, n, held int64) bool {
+	var timeout <-chan time.Time
+	for {
+		b.mu.Lock()
+		freed, ok := b.takeLocked(n, held)
+		b.mu.Unlock()
+		if ok || b.wait == 0 {
+			return ok
+		}
+		if timeout == nil {
+			t := time.NewTimer(b.wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-freed:
+		case <-timeout:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // give returns n bytes a body had taken.
 func (b *bodyBudget) give(n int64) {
 	b.mu.Lock()
 	b.used -= n
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
 	b.mu.Unlock()
 }
 
@@ -122,7 +169,7 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit, untimed
 		size = r.ContentLength + 1
 	}
 	size = min(size, limit+1)
-	if !b.take(size, size) {
+	if !b.takeWaiting(r.Context(), size, size) {
 		return nil, 0, errBudgetSpent
 	}
 	charged = size

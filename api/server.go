@@ -262,8 +262,12 @@ func New(d Deps) (*Server, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	s := &Server{d: d, callbackBodies: newBodyBudget(budget),
-		requestBodies: newBodyBudget(max(DefaultBodyBudget, 2*(maxBody+1)))}
+	// A request body the budget cannot take waits for it as long as a
+	// request waits for a seat: an honest batch of large bodies is queued,
+	// not refused. A callback's is refused at once; its provider
+	// redelivers.
+	s := &Server{d: d, callbackBodies: newBodyBudget(budget, 0),
+		requestBodies: newBodyBudget(max(DefaultBodyBudget, 2*(maxBody+1)), d.Admission.MaxWait())}
 	s.initTelemetry()
 	s.echo = s.routes()
 	s.knownRoutes = routeSet(s.echo)

@@ -165,3 +165,45 @@ func TestAClientThatDoesNotReadItsPagesHoldsNoSeat(t *testing.T) {
 		t.Errorf("another organization's page = %d after %s, want 200 at once", rec.Code, time.Since(start))
 	}
 }
+
+// TestAHeavyPageIsChargedToItsFlowsNextRequest: a page of a saved search
+// of 10,000 items (about 200 KB) took the two seats of a page and cost
+// more, by the bytes it rendered; while the organization is being served,
+// its next request takes what the page owed on top of its own seat, and
+// another organization's takes one (issue 36: 64 such pages held their
+// seats as if each cost what a list of 100 rows does).
+func TestAHeavyPageIsChargedToItsFlowsNextRequest(t *testing.T) {
+	t.Parallel()
+	b, q := admissionBundle(t, fairq.Config{Seats: 16})
+	large, err := consoletest.SeedLarge(context.Background(), b.pool, b.world.OrgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flow := func(name string) fairq.Flow { return fairq.Flow{Kind: fairq.KindOrganization, Name: name} }
+	keep, err := q.Acquire(t.Context(), flow(b.world.OrgA.String()), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keep.Release()
+	rec := b.do("GET", "/console/saved-searches/"+large.Search.String(), b.signIn(t, b.world.OrgA, "alice"), nil, nil)
+	cost := fairq.BytesWidth(int64(rec.Body.Len()))
+	if rec.Code != 200 || cost <= 2 {
+		t.Fatalf("the heavy page = %d with %d bytes (%d seats' worth), want 200 and more than a page's 2 seats", rec.Code, rec.Body.Len(), cost)
+	}
+	next, err := q.Acquire(t.Context(), flow(b.world.OrgA.String()), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Release()
+	if want := 1 + cost - 2; next.Width() != want {
+		t.Errorf("the organization's next request takes %d seats, want %d: 1 and the %d the page owed", next.Width(), want, cost-2)
+	}
+	other, err := q.Acquire(t.Context(), flow(b.world.OrgB.String()), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release()
+	if other.Width() != 1 {
+		t.Errorf("another organization's request takes %d seats, want 1", other.Width())
+	}
+}

@@ -146,6 +146,9 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 			held := heldanswer.New(client)
 			w = held
 			defer func() {
+				// A page that cost more than its seats (a compare of
+				// thousands of items) is paid by the flow's next pages.
+				seat.Charge(fairq.BytesWidth(int64(held.Bytes())))
 				seat.Release()
 				_ = held.Send(client)
 			}()
@@ -159,10 +162,11 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// pageSeats is the seats a console page takes: a page reads several
-// lists or a whole saved search with its baseline and timeline, and
-// renders them, about what an API list of a hundred rows costs. An action
-// (a POST) is one small write and takes one.
+// pageSeats is the seats a console page takes up front: a page reads
+// several lists or a whole saved search with its baseline and timeline,
+// and renders them, about what an API list of a hundred rows costs. An
+// action (a POST) is one small write and takes one. What a page turns out
+// to cost, by the bytes it rendered, is charged after (fairq.Seat.Charge).
 const pageSeats = 2
 
 func pageWidth(r *http.Request) int {

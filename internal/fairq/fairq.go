@@ -11,6 +11,20 @@
 //     successful [Queue.Acquire] until [Seat.Release]: one, or as many as
 //     its width when the caller knows it to be heavier (a list of
 //     hundreds of rows), as Priority and Fairness counts a large list.
+//   - Charged for its cost (issue 36): a request that turns out to have
+//     cost more seats than it took ([Seat.Charge], told before the
+//     release: the bytes it read and rendered, say) leaves the excess to
+//     its flow as a debt, which the flow's next requests pay by taking
+//     that many seats more (up to [MaxWidth]) while the flow is being
+//     served. A flow of costly requests thus takes the seats its work is
+//     worth after its first few, whatever width its caller guessed.
+//   - Wide requests (more than one seat) together hold at most half the
+//     seats ([Queue.WideSeats]), so however many a flow sends, the other
+//     half stays for narrow requests: a light request of another flow
+//     runs beside at most that half of heavy work, and waits for no
+//     heavy request to end. A wide request that waits only for that
+//     share does not hold up the narrow requests behind it in the round
+//     (narrow requests never take the share, so it is not starved).
 //   - Work-conserving: while nobody waits and the seats a request needs
 //     are free, Acquire seats it at once, whoever sends it, so one flow
 //     alone may hold every seat.
@@ -161,6 +175,19 @@ type Config struct {
 // half the default seats.
 const MaxWidth = 8
 
+// BytesPerSeat is the bytes a request reads or renders that one seat
+// stands for in [BytesWidth]: a body is decoded, and an answer encoded,
+// by the processor under the seat, at a cost that grows with its bytes,
+// while a start, whose answer is a few KiB, mostly waits for two commits.
+const BytesPerSeat = 64 << 10
+
+// BytesWidth is the seats n bytes read or rendered stand for: one per
+// [BytesPerSeat] begun, 1 to [MaxWidth] (a body or an answer of 448 KiB
+// or more is as wide as a request can be).
+func BytesWidth(n int64) int {
+	return int(min(max((n+BytesPerSeat-1)/BytesPerSeat, 1), MaxWidth))
+}
+
 // Observer is told how each wait for a seat ended, one call per
 // [Queue.Acquire] and per resume after [Idle] that returned. Its calls
 // are made outside the queue's lock and must not block.
@@ -238,6 +265,9 @@ type Queue struct {
 	// round holds the flows with requests waiting (*flow), in the order
 	// they get the next seats.
 	round list.List
+	// wideSeats is the share of the seats wide requests may hold
+	// together; wideInUse what they hold.
+	wideSeats, wideInUse int
 	// meanHold is the moving average of how long a request holds its
 	// seat; zero until one was released.
 	meanHold time.Duration
@@ -247,6 +277,10 @@ type Queue struct {
 type flow struct {
 	key   Flow
 	inUse int
+	// debt is the seats its requests cost beyond those they took (see
+	// Seat.Charge), which its next requests take on top of their own; at
+	// most maxDebt, and gone with the flow.
+	debt int
 	// waiting holds its waiting requests (*waiter), oldest first but for
 	// resumes, which go to the front.
 	waiting list.List
@@ -267,10 +301,14 @@ type waiter struct {
 // Seat is the seats a request holds. Its methods are for the request's
 // own goroutine.
 type Seat struct {
-	q     *Queue
-	f     *flow
-	width int
-	since time.Time
+	q *Queue
+	f *flow
+	// asked is the width the caller asked; width the seats taken (asked
+	// and paid, the part of the flow's debt taken on, which goes back to
+	// the flow if the request is never seated); cost what Charge said
+	// the request cost.
+	asked, width, paid, cost int
+	since                    time.Time
 	// held reports whether the seat is the request's: false after
 	// Release, and while idle (see Idle). Guarded by q.mu.
 	held bool
@@ -292,8 +330,10 @@ func New(cfg Config) (*Queue, error) {
 		return nil, fmt.Errorf("fairq: Config.MaxWait is %s; it must be above 0s and at most %s (0s for the default %s)",
 			cfg.MaxWait, MaxMaxWait, DefaultMaxWait)
 	}
+	seats := cmp.Or(cfg.Seats, DefaultSeats)
 	q := &Queue{
-		seats:       cmp.Or(cfg.Seats, DefaultSeats),
+		seats:       seats,
+		wideSeats:   max(seats/2, 1),
 		queueLength: cmp.Or(cfg.QueueLength, DefaultQueueLength),
 		maxWait:     cmp.Or(cfg.MaxWait, DefaultMaxWait),
 		obs:         cfg.Observer,
@@ -305,22 +345,28 @@ func New(cfg Config) (*Queue, error) {
 // Seats returns how many requests the queue serves at once.
 func (q *Queue) Seats() int { return q.seats }
 
+// WideSeats returns how many seats wide requests (of more than one seat)
+// may hold together: half the seats (at least one). It is also the widest
+// a request can be.
+func (q *Queue) WideSeats() int { return q.wideSeats }
+
 // QueueLength returns how many requests of one flow may wait.
 func (q *Queue) QueueLength() int { return q.queueLength }
 
 // MaxWait returns how long a request may wait for a seat.
 func (q *Queue) MaxWait() time.Duration { return q.maxWait }
 
-// Acquire returns the seats of a request of f, width of them (1 to
-// [MaxWidth], and at most the queue's seats; a width out of range is
-// taken as the nearest in range): at once when nobody waits and they are
-// free, else when f's turn comes and they are (see the package's
-// contract). The caller must Release them. It returns a [*Refusal] when
-// f's queue is full or no seat came within the longest wait, and ctx's
-// error when ctx ended first; in every case the request holds no seat and
-// has left the queue.
+// Acquire returns the seats of a request of f, width of them and as many
+// more as f owes (see [Seat.Charge]), 1 to [MaxWidth] and at most
+// [Queue.WideSeats] in all (a width out of range is taken as the nearest
+// in range): at once when they are free and nobody whose turn comes first
+// waits for them, else when f's turn comes and they are (see the
+// package's contract). The caller must Release them. It returns a
+// [*Refusal] when f's queue is full or no seat came within the longest
+// wait, and ctx's error when ctx ended first; in every case the request
+// holds no seat, owes what f owed, and has left the queue.
 func (q *Queue) Acquire(ctx context.Context, f Flow, width int) (*Seat, error) {
-	s := &Seat{q: q, width: min(max(width, 1), MaxWidth, q.seats)}
+	s := &Seat{q: q, asked: min(max(width, 1), MaxWidth, q.wideSeats)}
 	if err := q.take(ctx, s, f, false); err != nil {
 		return nil, err
 	}
@@ -335,20 +381,24 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 	}
 	q.mu.Lock()
 	f := q.flowLocked(s, key)
-	// Work conservation: while nobody waits, seats that are free are
-	// taken at once. (While requests wait, the one whose turn it is needs
-	// more seats than are free: seats that free go to it first, see
-	// dispatchLocked, and nobody overtakes it.)
-	if q.round.Len() == 0 && q.inUse+s.width <= q.seats {
-		q.inUse += s.width
-		f.inUse += s.width
-		s.held, s.since = true, time.Now()
+	if !resume {
+		// The flow's debt rides on its next requests.
+		s.width = min(s.asked+f.debt, MaxWidth, q.wideSeats)
+		s.paid = s.width - s.asked
+		f.debt -= s.paid
+	}
+	// Work conservation: seats that are free are taken at once, unless
+	// requests wait that dispatch would seat first (see dispatchLocked:
+	// nobody overtakes the request whose turn it is).
+	if q.round.Len() == 0 && q.fitsLocked(s.width) {
+		q.seatLocked(f, s)
 		q.mu.Unlock()
 		q.observe(f.key.Kind, Seated, 0)
 		return nil
 	}
 	if !resume && f.waiting.Len() >= q.queueLength {
 		err := q.refusalLocked(f, ErrQueueFull)
+		q.repayLocked(s)
 		q.forgetLocked(f)
 		q.mu.Unlock()
 		q.observe(f.key.Kind, QueueFull, 0)
@@ -364,7 +414,15 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 		f.inRound = q.round.PushBack(f)
 	}
 	q.queued++
+	// Seats may be free that the requests ahead of it cannot use (they
+	// wait for the wide share): dispatch decides.
+	q.dispatchLocked()
+	seated := w.seated
 	q.mu.Unlock()
+	if seated {
+		q.observe(f.key.Kind, Seated, 0)
+		return nil
+	}
 
 	// A resume waits as long as its client does: the request was
 	// admitted once, and has work done that only a seat can answer.
@@ -421,6 +479,7 @@ func (q *Queue) leave(w *waiter, why error) error {
 		return why
 	}
 	q.dequeueLocked(f, w)
+	q.repayLocked(s)
 	// It may have been the one whose turn it was, waiting for more seats
 	// than were free: the next may fit.
 	q.dispatchLocked()
@@ -479,29 +538,84 @@ func (q *Queue) releaseLocked(s *Seat) {
 	}
 	s.f.inUse -= s.width
 	q.inUse -= s.width
+	if s.width > 1 {
+		q.wideInUse -= s.width
+	}
+	if s.cost > s.width {
+		s.f.debt = min(s.f.debt+s.cost-s.width, maxDebt)
+	}
+	s.cost = 0
 	q.dispatchLocked()
 	q.forgetLocked(s.f)
+}
+
+// maxDebt is the most seats a flow owes: four of its widest requests.
+const maxDebt = 4 * MaxWidth
+
+// Charge tells the queue what the request cost, in seats: the seats it
+// would have taken had its cost been known when it asked (from the bytes
+// it read and rendered, say). A cost above the seats it took is owed by
+// its flow, and its next requests take the excess on top of their own
+// width (see [Queue.Acquire]); a cost at or below them changes nothing.
+// Call it before [Seat.Release]; the last call counts.
+func (s *Seat) Charge(cost int) {
+	s.q.mu.Lock()
+	s.cost = cost
+	s.q.mu.Unlock()
+}
+
+// Width returns the seats the request holds (or held).
+func (s *Seat) Width() int { return s.width }
+
+// repayLocked gives the flow back the debt s took on, when s was not
+// seated after all.
+func (q *Queue) repayLocked(s *Seat) {
+	s.f.debt += s.paid
+	s.paid = 0
+}
+
+// fitsLocked reports whether a request of width seats fits in the seats
+// free and, when wide, in the wide share.
+func (q *Queue) fitsLocked(width int) bool {
+	return q.inUse+width <= q.seats && (width == 1 || q.wideInUse+width <= q.wideSeats)
+}
+
+// seatLocked gives s its seats, in f.
+func (q *Queue) seatLocked(f *flow, s *Seat) {
+	q.inUse += s.width
+	f.inUse += s.width
+	if s.width > 1 {
+		q.wideInUse += s.width
+	}
+	s.held, s.since, s.paid = true, time.Now(), 0
 }
 
 // dispatchLocked gives free seats to the oldest request of the flow whose
 // turn it is, which then goes to the end of the round if it has more
 // waiting, and so on while the request whose turn it is fits in the seats
 // that are free. It stops at the first that does not: nobody overtakes it.
+// The one exception is a wide request that does not fit in the wide
+// share: it waits for wide requests to end, which narrow ones behind it
+// cannot delay, so the round passes it by (it keeps its place) and the
+// next flow's request is considered.
 func (q *Queue) dispatchLocked() {
-	for front := q.round.Front(); front != nil; front = q.round.Front() {
-		f := front.Value.(*flow)
+	for e := q.round.Front(); e != nil; {
+		f := e.Value.(*flow)
 		w := f.waiting.Front().Value.(*waiter)
+		if w.seat.width > 1 && q.wideInUse+w.seat.width > q.wideSeats {
+			e = e.Next() // waits for the wide share first
+			continue
+		}
 		if q.inUse+w.seat.width > q.seats {
 			return
 		}
 		if q.dequeueLocked(f, w); f.inRound != nil {
 			q.round.MoveToBack(f.inRound)
 		}
-		q.inUse += w.seat.width
-		f.inUse += w.seat.width
-		w.seat.held, w.seat.since = true, time.Now()
+		q.seatLocked(f, w.seat)
 		w.seated = true
 		close(w.ready)
+		e = q.round.Front()
 	}
 }
 

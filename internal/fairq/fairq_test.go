@@ -541,9 +541,13 @@ func (r *recorder) get() []any {
 // afterwards the queue holds nothing (run under -race).
 func TestSeatsAreNeverOverdrawnUnderRacingCancels(t *testing.T) {
 	t.Parallel()
-	const seats = 3
+	const seats = 4
 	q := mustNew(t, fairq.Config{Seats: seats, QueueLength: 40, MaxWait: 50 * time.Millisecond})
-	var seated, peak, served, refused, gone atomic.Int64
+	var seated, peak, wide, widePeak, served, refused, gone atomic.Int64
+	bump := func(peak *atomic.Int64, n int64) {
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+	}
 	var wg sync.WaitGroup
 	for g := range 64 {
 		wg.Go(func() {
@@ -554,26 +558,33 @@ func TestSeatsAreNeverOverdrawnUnderRacingCancels(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					time.AfterFunc(time.Duration(rng.IntN(200))*time.Microsecond, cancel)
 				}
-				width := int64(1 + rng.IntN(2))
-				s, err := q.Acquire(ctx, f, int(width))
+				s, err := q.Acquire(ctx, f, 1+rng.IntN(2))
 				var refusal *fairq.Refusal
 				switch {
 				case err == nil:
-					n := seated.Add(width)
-					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+					width := int64(s.Width())
+					// hold counts the seats held (n = 1) or given back (n = -1).
+					hold := func(n int64) {
+						bump(&peak, seated.Add(n*width))
+						if width > 1 {
+							bump(&widePeak, wide.Add(n*width))
+						}
 					}
+					hold(1)
+					// Some cost more than they took: their flows owe.
+					s.Charge(rng.IntN(4))
 					if rng.IntN(4) == 0 {
-						seated.Add(-width)
+						hold(-1)
 						resume := fairq.Idle(fairq.NewContext(ctx, s))
 						if resume() == nil {
-							seated.Add(width)
+							hold(1)
 						} else {
 							cancel()
 							continue
 						}
 					}
 					time.Sleep(time.Duration(rng.IntN(100)) * time.Microsecond)
-					seated.Add(-width)
+					hold(-1)
 					s.Release()
 					served.Add(1)
 				case errors.As(err, &refusal):
@@ -590,6 +601,9 @@ func TestSeatsAreNeverOverdrawnUnderRacingCancels(t *testing.T) {
 	wg.Wait()
 	if p := peak.Load(); p > seats {
 		t.Errorf("%d seats taken at once, with %d seats", p, seats)
+	}
+	if p, share := widePeak.Load(), int64(q.WideSeats()); p > share || p == 0 {
+		t.Errorf("wide requests held %d seats at most at once; want some, and at most the share of %d", p, share)
 	}
 	if served.Load() == 0 {
 		t.Error("nothing was served")
@@ -665,15 +679,15 @@ func TestAResumeIsRefusedByNeitherBound(t *testing.T) {
 	})
 }
 
-// TestAWideRequestTakesItsSeatsInTurnAndIsNotOvertaken: on 4 seats with
-// one taken, a request of width 4 waits; a narrow request of another
+// TestAWideRequestTakesItsSeatsInTurnAndIsNotOvertaken: on 8 seats with
+// five taken, a request of width 4 waits; a narrow request of another
 // organization arriving after it waits too, though 3 seats are free (it
-// would overtake the wide one's turn); when the seat frees the wide
-// request takes all four, and the narrow one follows. Had the wide one's
+// would overtake the wide one's turn); when a seat frees the wide
+// request takes its four, and the narrow one follows. Had the wide one's
 // client gone instead, the narrow one would be seated at once.
 func TestAWideRequestTakesItsSeatsInTurnAndIsNotOvertaken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := mustNew(t, fairq.Config{Seats: 4})
+		q := mustNew(t, fairq.Config{Seats: 8})
 		flow := func(name string) fairq.Flow { return fairq.Flow{Kind: fairq.KindOrganization, Name: name} }
 		type result struct {
 			seat *fairq.Seat
@@ -696,20 +710,26 @@ func TestAWideRequestTakesItsSeatsInTurnAndIsNotOvertaken(t *testing.T) {
 				return nil
 			}
 		}
-		held := seated(acquire(t.Context(), "a", 1))
+		holdFive := func() (held []*fairq.Seat) {
+			for range 5 {
+				held = append(held, seated(acquire(t.Context(), "a", 1)))
+			}
+			return held
+		}
+		held := holdFive()
 		wide := acquire(t.Context(), "wide", 4)
 		narrow := acquire(t.Context(), "narrow", 1)
 		if seated(wide) != nil || seated(narrow) != nil {
 			t.Fatalf("seated before the seat freed: %+v", q.Stats(10))
 		}
-		if st := q.Stats(0); st.InUse != 1 || st.Queued != 2 {
-			t.Fatalf("stats %+v, want 1 seat in use and 2 waiting", st)
+		if st := q.Stats(0); st.InUse != 5 || st.Queued != 2 {
+			t.Fatalf("stats %+v, want 5 seats in use and 2 waiting", st)
 		}
-		held.Release()
+		held[0].Release()
 		synctest.Wait()
 		w := seated(wide)
-		if w == nil || seated(narrow) != nil || q.Stats(0).InUse != 4 {
-			t.Fatalf("after the release: wide %v, stats %+v; want the wide request on all 4 seats, the narrow one waiting", w, q.Stats(10))
+		if w == nil || seated(narrow) != nil || q.Stats(0).InUse != 8 {
+			t.Fatalf("after the release: wide %v, stats %+v; want the wide request on 4 seats, the narrow one waiting", w, q.Stats(10))
 		}
 		w.Release()
 		synctest.Wait()
@@ -719,7 +739,10 @@ func TestAWideRequestTakesItsSeatsInTurnAndIsNotOvertaken(t *testing.T) {
 			n.Release()
 		}
 
-		held = seated(acquire(t.Context(), "a", 1))
+		for _, h := range held[1:] {
+			h.Release()
+		}
+		held = holdFive()
 		ctx, cancel := context.WithCancel(t.Context())
 		gone := acquire(ctx, "wide", 4)
 		narrow = acquire(t.Context(), "narrow", 1)
@@ -733,9 +756,153 @@ func TestAWideRequestTakesItsSeatsInTurnAndIsNotOvertaken(t *testing.T) {
 			t.Fatalf("the narrow request was not seated once the wide one before it left: %+v", q.Stats(10))
 		}
 		n.Release()
-		held.Release()
+		for _, h := range held {
+			h.Release()
+		}
 		if st := q.Stats(10); st.InUse != 0 || st.Queued != 0 || st.FlowsTotal != 0 {
 			t.Errorf("at rest: %+v", st)
 		}
 	})
+}
+
+// TestWideRequestsHoldAtMostHalfTheSeats: on 16 seats, a flow that sends
+// five requests of width 8 has one seated and four waiting, the wide share
+// being taken; a narrow request of another flow, arriving behind them in
+// the round, is seated at once on the seats the share leaves, and so are
+// seven more. When the wide request ends, the next one takes the share.
+func TestWideRequestsHoldAtMostHalfTheSeats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := mustNew(t, fairq.Config{Seats: 16})
+		if q.WideSeats() != 8 {
+			t.Fatalf("WideSeats = %d, want 8", q.WideSeats())
+		}
+		heavy := fairq.Flow{Kind: fairq.KindOrganization, Name: "heavy"}
+		light := fairq.Flow{Kind: fairq.KindOrganization, Name: "light"}
+		seats := make(chan *fairq.Seat, 5)
+		for range 5 {
+			go func() {
+				s, err := q.Acquire(t.Context(), heavy, 8)
+				if err != nil {
+					t.Error(err)
+				}
+				seats <- s
+			}()
+		}
+		synctest.Wait()
+		if st := q.Stats(0); st.InUse != 8 || st.Queued != 4 {
+			t.Fatalf("five wide requests: %+v, want one seated on 8 seats and four waiting", st)
+		}
+		var narrow []*fairq.Seat
+		for range 8 {
+			s, err := q.Acquire(t.Context(), light, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			narrow = append(narrow, s)
+		}
+		if st := q.Stats(0); st.InUse != 16 || st.Queued != 4 {
+			t.Fatalf("eight narrow requests beside: %+v, want all 16 seats in use, four wide waiting", st)
+		}
+		for _, s := range narrow {
+			s.Release()
+		}
+		(<-seats).Release()
+		synctest.Wait()
+		if st := q.Stats(0); st.InUse != 8 || st.Queued != 3 {
+			t.Fatalf("after the first wide request: %+v, want the next on the share, three waiting", st)
+		}
+		for range 4 {
+			(<-seats).Release()
+			synctest.Wait()
+		}
+		if st := q.Stats(10); st.InUse != 0 || st.Queued != 0 || st.FlowsTotal != 0 {
+			t.Errorf("at rest: %+v", st)
+		}
+	})
+}
+
+// TestACostlyRequestsFlowPaysOnItsNextRequests: a request that took one
+// seat and cost eight leaves its flow owing seven, which its next request
+// takes on top of its one; another flow's requests owe nothing. The debt
+// is paid once; a request that leaves the queue unseated gives back what
+// it took on.
+func TestACostlyRequestsFlowPaysOnItsNextRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := mustNew(t, fairq.Config{Seats: 16})
+		heavy := fairq.Flow{Kind: fairq.KindOrganization, Name: "heavy"}
+		light := fairq.Flow{Kind: fairq.KindOrganization, Name: "light"}
+		acquire := func(ctx context.Context, f fairq.Flow) *fairq.Seat {
+			t.Helper()
+			s, err := q.Acquire(ctx, f, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		// The flow lives while one of its requests is served.
+		keep := acquire(t.Context(), heavy)
+		costly := acquire(t.Context(), heavy)
+		costly.Charge(8)
+		costly.Release()
+		owing := acquire(t.Context(), heavy)
+		if owing.Width() != 8 {
+			t.Fatalf("the next request of the flow takes %d seats, want 1 + 7 owed", owing.Width())
+		}
+		if l := acquire(t.Context(), light); l.Width() != 1 {
+			t.Errorf("another flow's request takes %d seats, want 1", l.Width())
+		} else {
+			l.Release()
+		}
+		owing.Charge(1)
+		owing.Release()
+		if s := acquire(t.Context(), heavy); s.Width() != 1 {
+			t.Errorf("after the debt was paid, a request takes %d seats, want 1", s.Width())
+		} else {
+			s.Release()
+		}
+
+		// Owed again; the request that takes the debt on waits behind a
+		// wide request, and its client goes away: the debt stays owed.
+		costly = acquire(t.Context(), heavy)
+		costly.Charge(8)
+		costly.Release()
+		wide, err := q.Acquire(t.Context(), light, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() {
+			_, err := q.Acquire(ctx, heavy, 1)
+			done <- err
+		}()
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the waiting request: %v, want context.Canceled", err)
+		}
+		wide.Release()
+		if s := acquire(t.Context(), heavy); s.Width() != 8 {
+			t.Errorf("after an unseated request left, the next takes %d seats, want 8", s.Width())
+		} else {
+			s.Release()
+		}
+		keep.Release()
+		if st := q.Stats(10); st.InUse != 0 || st.Queued != 0 || st.FlowsTotal != 0 {
+			t.Errorf("at rest: %+v", st)
+		}
+	})
+}
+
+func TestBytesWidthIsASeatPer64KiBBegun(t *testing.T) {
+	for _, tt := range []struct {
+		n    int64
+		want int
+	}{
+		{0, 1}, {17, 1}, {64 << 10, 1}, {64<<10 + 1, 2}, {200 << 10, 4}, {448 << 10, 7}, {448<<10 + 1, 8}, {4 << 20, 8}, {1 << 40, 8},
+	} {
+		if got := fairq.BytesWidth(tt.n); got != tt.want {
+			t.Errorf("BytesWidth(%d) = %d, want %d", tt.n, got, tt.want)
+		}
+	}
 }
