@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -161,41 +162,49 @@ func TestValidationFailedNamesTheFields(t *testing.T) {
 	b.wantCount(t, 0, `SELECT count(*) FROM agent.runs`)
 }
 
-// TestListCursorsAreReadByTheOneDecoder sends every API list a cursor in
-// the cursors' own format with an instant PostgreSQL cannot hold (before
-// 4713 BC) and ones just past the range the decoder takes: each is refused
-// as the cursor (400 validation_failed naming the field "cursor"), before
-// any SQL, as the console refuses it. A cursor at either end of the range
-// is taken (200).
+// TestListCursorsAreReadByTheOneDecoder sends every API list cursors in
+// the cursors' own format that searchd did not mint: a valid instant with
+// a MAC of zeros (a forgery of a client that knows the format), the
+// unsigned version-1 format of before the upgrade, an instant PostgreSQL
+// cannot hold (before 4713 BC) and ones just past the range the decoder
+// takes. Each is refused as the cursor (400 validation_failed naming the
+// field "cursor"), before any SQL, as the console refuses it.
 func TestListCursorsAreReadByTheOneDecoder(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ss := b.seedSavedSearch(seedOpts{})
-	at := func(t time.Time) string { return keyset.Encode(keyset.Position{CreatedAt: t, ID: uuid.New()}) }
 	for _, list := range []string{"/v1/saved-searches", "/v1/runs", "/v1/saved-searches/" + ss.ID.String() + "/snapshots",
 		"/v1/saved-searches/" + ss.ID.String() + "/occurrences"} {
-		for _, c := range []struct {
-			name, cursor string
-			want         int
-		}{
-			{"an instant before 4713 BC", at(time.UnixMicro(-211_000_000_000_000_000)), http.StatusBadRequest},
-			{"one microsecond before the first instant", at(keyset.MinInstant.Add(-time.Microsecond)), http.StatusBadRequest},
-			{"one microsecond after the last instant", at(keyset.MaxInstant.Add(time.Microsecond)), http.StatusBadRequest},
-			{"the first instant", at(keyset.MinInstant), http.StatusOK},
-			{"the last instant", at(keyset.MaxInstant), http.StatusOK},
+		for _, c := range []struct{ name, cursor string }{
+			{"a forged MAC at a valid instant", forgedCursor(2, time.Now(), uuid.New())},
+			{"a version-1 cursor", forgedCursor(1, time.Now(), uuid.New())},
+			{"an instant before 4713 BC", forgedCursor(2, time.UnixMicro(-211_000_000_000_000_000), uuid.New())},
+			{"one microsecond before the first instant", forgedCursor(2, keyset.MinInstant.Add(-time.Microsecond), uuid.New())},
+			{"one microsecond after the last instant", forgedCursor(2, keyset.MaxInstant.Add(time.Microsecond), uuid.New())},
+			{"the first instant", forgedCursor(2, keyset.MinInstant, uuid.New())},
 		} {
 			res := b.do(req{method: http.MethodGet, path: list + "?cursor=" + c.cursor})
-			if res.status != c.want {
-				t.Errorf("GET %s with %s = %d %s, want %d", list, c.name, res.status, res.body, c.want)
+			if res.status != http.StatusBadRequest {
+				t.Errorf("GET %s with %s = %d %s, want 400", list, c.name, res.status, res.body)
 				continue
 			}
-			if c.want == http.StatusBadRequest {
-				if p := res.problem(t); p.Code != "validation_failed" || len(p.Errors) != 1 || p.Errors[0].Field != "cursor" {
-					t.Errorf("GET %s with %s = %s, want validation_failed naming the cursor", list, c.name, res.body)
-				}
+			if p := res.problem(t); p.Code != "validation_failed" || len(p.Errors) != 1 || p.Errors[0].Field != "cursor" {
+				t.Errorf("GET %s with %s = %s, want validation_failed naming the cursor", list, c.name, res.body)
 			}
 		}
 	}
+}
+
+// forgedCursor writes a cursor as a client that knows the format but not
+// the key would: version v, the instant and id, and for version 2 a MAC
+// of zeros (version 1 had none).
+func forgedCursor(v byte, at time.Time, id uuid.UUID) string {
+	b := binary.BigEndian.AppendUint64([]byte{v}, uint64(at.UnixMicro()))
+	b = append(b, id[:]...)
+	if v == 2 {
+		b = append(b, make([]byte, 16)...)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func TestUnauthorized(t *testing.T) {

@@ -623,12 +623,13 @@ func TestCompareShowsTheBaselineAndBriefChanges(t *testing.T) {
 }
 
 // TestEveryListCursorIsReadByTheOneDecoder sends each cursor parameter of
-// every console list a cursor crafted in the cursors' own format with an
-// instant PostgreSQL cannot hold (before 4713 BC), which once reached the
-// SQL and answered 500 (SQLSTATE 22008, logged at ERROR) on every list,
-// and one just past either end of the range the decoder takes: each must
-// answer 400 and log no error. A cursor at either end of that range must
-// be taken (200): the decoder refuses no instant a query can use.
+// every console list cursors in the cursors' own format that searchd did
+// not mint: a MAC of zeros at a valid instant (a forgery of a client that
+// knows the format), the unsigned version-1 format of before the upgrade,
+// an instant PostgreSQL cannot hold (before 4713 BC), which once reached
+// the SQL and answered 500 (SQLSTATE 22008, logged at ERROR) on every
+// list, and one just past either end of the range the decoder takes: each
+// must answer 400 and log no error.
 func TestEveryListCursorIsReadByTheOneDecoder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -651,23 +652,22 @@ func TestEveryListCursorIsReadByTheOneDecoder(t *testing.T) {
 		{"/console/operator/uncertain", "cursor", op},
 		{"/console/operator/uncertain", "decisions", op},
 	}
-	at := func(t time.Time) string { return keyset.Encode(keyset.Position{CreatedAt: t, ID: uuid.New()}) }
-	cursors := []struct {
-		name, cursor string
-		want         int
-	}{
-		{"an instant before 4713 BC", at(time.UnixMicro(-211_000_000_000_000_000)), http.StatusBadRequest},
-		{"one microsecond before the first instant", at(keyset.MinInstant.Add(-time.Microsecond)), http.StatusBadRequest},
-		{"one microsecond after the last instant", at(keyset.MaxInstant.Add(time.Microsecond)), http.StatusBadRequest},
-		{"the first instant", at(keyset.MinInstant), http.StatusOK},
-		{"the last instant", at(keyset.MaxInstant), http.StatusOK},
+	at := func(t time.Time) string { return forgedCursor(2, t, uuid.New()) }
+	cursors := []struct{ name, cursor string }{
+		{"a forged MAC at a valid instant", at(time.Now())},
+		{"a version-1 cursor", forgedCursor(1, time.Now(), uuid.New())},
+		{"an instant before 4713 BC", at(time.UnixMicro(-211_000_000_000_000_000))},
+		{"one microsecond before the first instant", at(keyset.MinInstant.Add(-time.Microsecond))},
+		{"one microsecond after the last instant", at(keyset.MaxInstant.Add(time.Microsecond))},
+		{"the first instant", at(keyset.MinInstant)},
+		{"the last instant", at(keyset.MaxInstant)},
 	}
 	for _, p := range pages {
 		for _, c := range cursors {
 			b.log.Reset()
 			target := p.path + "?" + url.Values{p.param: {c.cursor}}.Encode()
-			if rec := b.do("GET", target, p.cookie, nil, nil); rec.Code != c.want {
-				t.Errorf("GET %s (%s ?%s) = %d, want %d", target, c.name, p.param, rec.Code, c.want)
+			if rec := b.do("GET", target, p.cookie, nil, nil); rec.Code != http.StatusBadRequest {
+				t.Errorf("GET %s (%s ?%s) = %d, want 400", target, c.name, p.param, rec.Code)
 			}
 			if strings.Contains(b.log.String(), `"level":"ERROR"`) {
 				t.Errorf("GET %s (%s ?%s) logged an error: %s", target, c.name, p.param, b.log.String())

@@ -69,6 +69,8 @@ var notDistributed = map[string]string{
 		"no shard; not a reference table either, which would write every node at each sign-in and sign-out and refuse " +
 		"them while a worker is down; rare (a sign-in, then a read per console page), off the claim path and joined " +
 		"with no other table, it stays a local table on the coordinator, which every replica reaches",
+	"agent.cursor_key": "the key that signs list cursors (00022): one row, naming no organization, read once by " +
+		"each replica at startup; a local table on the coordinator, which every replica reaches",
 	"public.goose_db_version": "the migration bookkeeping of goose: one row per applied migration, " +
 		"read and written by `searchd migrate` alone; it stays on the coordinator, which applies DDL to every shard",
 }

@@ -101,8 +101,9 @@ type DB interface {
 // Store reads the plane across organizations and force-releases claims.
 // It is safe for concurrent use.
 type Store struct {
-	db    DB
-	clock *dbclock.Clock
+	db      DB
+	clock   *dbclock.Clock
+	cursors keyset.Key
 }
 
 // NewStore returns a store on db, which must be safe for concurrent use
@@ -111,6 +112,15 @@ type Store struct {
 // repository, run at clock: nil (production) is the database's now(), a
 // stub is for tests.
 func NewStore(db DB, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
+
+// Cursors returns a copy of s whose lists sign and verify their cursors
+// with k, the database's cursor key in production; without it they use
+// the zero [keyset.Key], whose cursors no other process accepts.
+func (s *Store) Cursors(k keyset.Key) *Store {
+	c := *s
+	c.cursors = k
+	return &c
+}
 
 // Claim returns the claim id of any organization, as stored, with the
 // database clock of the read in ObservedAt. It returns [ErrNotFound] when
@@ -368,7 +378,12 @@ func (s *Store) Stuck(ctx context.Context, f ClaimFilter, p PageParams) (_ []ide
 }
 
 func (s *Store) processing(ctx context.Context, live bool, f ClaimFilter, p PageParams) ([]idempotency.Record, string, error) {
-	q, err := keyset.Read(p.Cursor, p.Limit, DefaultPageSize, MaxPageSize)
+	// The operator's lists run across organizations: no Org.
+	list := keyset.List{Name: "operator.stuck"}
+	if live {
+		list.Name = "operator.inflight"
+	}
+	q, err := s.cursors.Read(list, p.Cursor, p.Limit, DefaultPageSize, MaxPageSize)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
@@ -432,7 +447,7 @@ type ReleaseFilter struct {
 // cursor. It returns [ErrInvalidCursor] for a cursor it did not write.
 func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) (_ []Release, _ string, err error) {
 	defer dberr.Annotate(&err)
-	q, err := keyset.Read(p.Cursor, p.Limit, DefaultPageSize, MaxPageSize)
+	q, err := s.cursors.Read(keyset.List{Name: "operator.releases"}, p.Cursor, p.Limit, DefaultPageSize, MaxPageSize)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}

@@ -28,11 +28,21 @@ type Querier interface {
 // deliveries, for the console. Every read takes the organization and reads
 // nothing of another. It is safe for concurrent use.
 type Audit struct {
-	db Querier
+	db      Querier
+	cursors keyset.Key
 }
 
 // NewAudit returns the audit reads on db.
 func NewAudit(db Querier) *Audit { return &Audit{db: db} }
+
+// Cursors returns a copy of a whose lists sign and verify their cursors
+// with k, the database's cursor key in production; without it they use
+// the zero [keyset.Key], whose cursors no other process accepts.
+func (a *Audit) Cursors(k keyset.Key) *Audit {
+	c := *a
+	c.cursors = k
+	return &c
+}
 
 // JobListParams are the inputs of [Audit.Jobs]; zero filters match every
 // job.
@@ -52,7 +62,7 @@ type JobListParams struct {
 // cursor it did not write.
 func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []Job, _ string, err error) {
 	defer dberr.Annotate(&err)
-	return readPage(ctx, a.db, "list", jobAuditList, p.Cursor, p.Limit, []any{org},
+	return readPage(ctx, a, keyset.List{Name: "providerjobs.jobs", Org: org}, "list", jobAuditList, p.Cursor, p.Limit, []any{org},
 		[]any{sqlarg.Null(p.RunID), sqlarg.Null(p.Provider), sqlarg.Null(string(p.Status))},
 		keyset.Value(func(r pgx.Row) (*Job, error) { return scanJob(r) }),
 		func(j Job) keyset.Position { return keyset.Position{CreatedAt: j.CreatedAt, ID: j.ID} })
@@ -61,14 +71,14 @@ func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []J
 // readPage reads a keyset page of query (1 to 200 rows, 50 by default)
 // and the next cursor. Its arguments are lead, the cursor's position and
 // the limit plus one, then tail. It returns [ErrInvalidCursor] for a
-// cursor this package did not write.
-func readPage[T any](ctx context.Context, db Querier, what, query, cursor string, limit int, lead, tail []any,
+// cursor a's key did not sign for list l.
+func readPage[T any](ctx context.Context, a *Audit, l keyset.List, what, query, cursor string, limit int, lead, tail []any,
 	scan pgx.RowToFunc[T], pos func(T) keyset.Position) ([]T, string, error) {
-	q, err := keyset.Read(cursor, limit, 50, 200)
+	q, err := a.cursors.Read(l, cursor, limit, 50, 200)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	return keyset.Query(ctx, db, "providerjobs: "+what, q, scan, pos, query, slices.Concat(lead, []any{q.At, q.ID, q.Limit + 1}, tail)...)
+	return keyset.Query(ctx, a.db, "providerjobs: "+what, q, scan, pos, query, slices.Concat(lead, []any{q.At, q.ID, q.Limit + 1}, tail)...)
 }
 
 // AppliedDelivery is a delivery whose claim is completed for a job: it was
@@ -135,7 +145,7 @@ func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) (_ []AppliedD
 // [ErrInvalidCursor] for a cursor it did not write.
 func (a *Audit) Drops(ctx context.Context, org, jobID uuid.UUID, limit int, cursor string) (_ []Drop, _ string, err error) {
 	defer dberr.Annotate(&err)
-	return readPage(ctx, a.db, "drops", dropAuditList, cursor, limit, []any{org, jobID}, nil,
+	return readPage(ctx, a, keyset.List{Name: "providerjobs.drops", Org: org, Parent: jobID}, "drops", dropAuditList, cursor, limit, []any{org, jobID}, nil,
 		pgx.RowToStructByPos[Drop], func(d Drop) keyset.Position { return keyset.Position{CreatedAt: d.ReceivedAt, ID: d.ID} })
 }
 

@@ -52,7 +52,7 @@ type InboxListParams struct {
 // next cursor. It returns [ErrInvalidCursor] for a cursor it did not write.
 func (a *Audit) InboxPending(ctx context.Context, p InboxListParams) (_ []InboxEntry, _ string, err error) {
 	defer dberr.Annotate(&err)
-	return readPage(ctx, a.db, "inbox", inboxPendingPage, p.Cursor, p.Limit, nil, []any{sqlarg.Null(p.Provider), nil},
+	return readPage(ctx, a, keyset.List{Name: "providerjobs.inbox.pending"}, "inbox", inboxPendingPage, p.Cursor, p.Limit, nil, []any{sqlarg.Null(p.Provider), nil},
 		scanCopied, func(e InboxEntry) keyset.Position { return keyset.Position{CreatedAt: e.LeaseExpiresAt, ID: e.ID} })
 }
 
@@ -64,7 +64,7 @@ func (a *Audit) InboxArrivals(ctx context.Context, p InboxListParams) (_ []Inbox
 	if err := checkInboxStatus(p.Status); err != nil {
 		return nil, "", err
 	}
-	return readPage(ctx, a.db, "inbox", inboxArrivalPage, p.Cursor, p.Limit, nil,
+	return readPage(ctx, a, keyset.List{Name: "providerjobs.inbox.arrivals"}, "inbox", inboxArrivalPage, p.Cursor, p.Limit, nil,
 		[]any{sqlarg.Null(p.Provider), sqlarg.Null(string(p.Status))},
 		scanCopied, func(e InboxEntry) keyset.Position { return keyset.Position{CreatedAt: e.ReceivedAt, ID: e.ID} })
 }

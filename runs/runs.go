@@ -310,13 +310,23 @@ type DBTX interface {
 
 // Store admits and reads Runs. It is safe for concurrent use.
 type Store struct {
-	db    DBTX
-	clock *dbclock.Clock
+	db      DBTX
+	clock   *dbclock.Clock
+	cursors keyset.Key
 }
 
 // NewStore returns a store running its statements on db, usually a
 // *pgxpool.Pool. Every Config is valid.
 func NewStore(db DBTX, cfg Config) *Store { return &Store{db: db, clock: cfg.Clock} }
+
+// Cursors returns a copy of s whose lists sign and verify their cursors
+// with k, the database's cursor key in production; without it they use
+// the zero [keyset.Key], whose cursors no other process accepts.
+func (s *Store) Cursors(k keyset.Key) *Store {
+	c := *s
+	c.cursors = k
+	return &c
+}
 
 // Clock returns the database clock the store runs at, [Config.Clock].
 func (s *Store) Clock() *dbclock.Clock { return s.clock }
@@ -560,7 +570,7 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Run, err error) 
 // not write.
 func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []ListItem, _ string, err error) {
 	defer dberr.Annotate(&err)
-	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
+	q, err := s.cursors.Read(keyset.List{Name: "runs.list", Org: org}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}

@@ -39,7 +39,7 @@ type SearchParams struct {
 // not write.
 func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) (_ []Run, _ string, err error) {
 	defer dberr.Annotate(&err)
-	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
+	q, err := s.cursors.Read(keyset.List{Name: "runs.search", Org: org}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}

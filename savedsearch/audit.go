@@ -89,7 +89,7 @@ type AuditListParams struct {
 // wrapping [ErrInvalid] for a name filter over MaxNameLen.
 func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (_ []AuditSummary, _ string, err error) {
 	defer dberr.Annotate(&err)
-	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
+	q, err := s.cursors.Read(keyset.List{Name: "savedsearch.all", Org: org}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}

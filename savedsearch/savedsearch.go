@@ -222,11 +222,21 @@ type DBTX interface {
 
 // Store reads and writes saved searches. It is safe for concurrent use.
 type Store struct {
-	db *pgxpool.Pool
+	db      *pgxpool.Pool
+	cursors keyset.Key
 }
 
 // NewStore returns a store on db.
 func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
+
+// Cursors returns a copy of s whose lists sign and verify their cursors
+// with k, the database's cursor key in production; without it they use
+// the zero [keyset.Key], whose cursors no other process accepts.
+func (s *Store) Cursors(k keyset.Key) *Store {
+	c := *s
+	c.cursors = k
+	return &c
+}
 
 // Create stores a new saved search at version 1 with its baseline and
 // returns it. It returns an error wrapping [ErrInvalid] for input
@@ -293,7 +303,7 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *SavedSearch, err
 // It returns [ErrInvalidCursor] for a cursor it did not write.
 func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summary, _ string, err error) {
 	defer dberr.Annotate(&err)
-	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
+	q, err := s.cursors.Read(keyset.List{Name: "savedsearch.list", Org: org}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}

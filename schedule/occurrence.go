@@ -115,7 +115,7 @@ type ListParams struct {
 // such saved search and [ErrInvalidCursor] for a cursor it did not write.
 func (s *Store) Occurrences(ctx context.Context, org, id uuid.UUID, p ListParams) (_ []Occurrence, _ string, err error) {
 	defer dberr.Annotate(&err)
-	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
+	q, err := s.cursors.Read(keyset.List{Name: "schedule.occurrences", Org: org, Parent: id}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}

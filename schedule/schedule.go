@@ -228,7 +228,8 @@ type Store struct {
 	db    *pgxpool.Pool
 	clock *dbclock.Clock
 	// most is the most schedules an organization may have.
-	most int
+	most    int
+	cursors keyset.Key
 }
 
 // DefaultMaxPerOrganization is the most schedules an organization may
@@ -250,6 +251,15 @@ func NewStore(db *pgxpool.Pool, clock *dbclock.Clock) *Store {
 func (s *Store) Limit(most int) *Store {
 	c := *s
 	c.most = max(most, 1)
+	return &c
+}
+
+// Cursors returns a copy of s whose lists sign and verify their cursors
+// with k, the database's cursor key in production; without it they use
+// the zero [keyset.Key], whose cursors no other process accepts.
+func (s *Store) Cursors(k keyset.Key) *Store {
+	c := *s
+	c.cursors = k
 	return &c
 }
 

@@ -379,11 +379,21 @@ func (s *Snapshot) insertArgs(claim uuid.UUID) pgx.StrictNamedArgs {
 
 // Store reads snapshots. It is safe for concurrent use.
 type Store struct {
-	db DBTX
+	db      DBTX
+	cursors keyset.Key
 }
 
 // NewStore returns a store on db.
 func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
+
+// Cursors returns a copy of s whose lists sign and verify their cursors
+// with k, the database's cursor key in production; without it they use
+// the zero [keyset.Key], whose cursors no other process accepts.
+func (s *Store) Cursors(k keyset.Key) *Store {
+	c := *s
+	c.cursors = k
+	return &c
+}
 
 // Get returns snapshot id of org. It returns [ErrNotFound] when org has no
 // such snapshot, including another organization's.
@@ -404,7 +414,8 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Snapshot, err er
 // cursor it did not write, and an empty page when there are no snapshots.
 func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID, p ListParams) (_ []ListItem, _ string, err error) {
 	defer dberr.Annotate(&err)
-	q, err := keyset.Read(p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
+	q, err := s.cursors.Read(keyset.List{Name: "snapshot.list", Org: org, Parent: savedSearchID},
+		p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}

@@ -53,7 +53,7 @@ type TimelineParams struct {
 // [ErrInvalidCursor] for a cursor it did not write.
 func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p TimelineParams) (_ []TimelineEntry, _ string, err error) {
 	defer dberr.Annotate(&err)
-	q, err := keyset.Read(p.Cursor, p.Limit, 50, 200)
+	q, err := s.cursors.Read(keyset.List{Name: "snapshot.timeline", Org: org, Parent: savedSearchID}, p.Cursor, p.Limit, 50, 200)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}

@@ -40,6 +40,7 @@ type RunLog struct {
 	clock *dbclock.Clock
 	// onError, when set, is told of a run that could not be recorded.
 	onError func(error)
+	cursors keyset.Key
 }
 
 // RunLogDB is what a [RunLog] needs of the database; a *pgxpool.Pool has
@@ -69,6 +70,15 @@ func NewRunLog(db RunLogDB, via string, clock *dbclock.Clock, onError func(error
 }
 
 func (l *RunLog) nowArg() any { return l.clock.Arg() }
+
+// Cursors returns a copy of l whose lists sign and verify their cursors
+// with k, the database's cursor key in production; without it they use
+// the zero [keyset.Key], whose cursors no other process accepts.
+func (l *RunLog) Cursors(k keyset.Key) *RunLog {
+	c := *l
+	c.cursors = k
+	return &c
+}
 
 // tableJSON is one table of a recorded run, as agent.sweeper_runs.tables
 // holds it.
@@ -134,7 +144,7 @@ var ErrInvalidCursor = keyset.InvalidCursor("sweeper")
 // the last). backlogOnly keeps the runs that left a backlog. It returns
 // [ErrInvalidCursor] for a cursor it did not write.
 func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor string) ([]RunEntry, string, error) {
-	q, err := keyset.Read(cursor, limit, 50, 200)
+	q, err := l.cursors.Read(keyset.List{Name: "sweeper.runs"}, cursor, limit, 50, 200)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}

@@ -57,14 +57,24 @@ type InspectDB interface {
 // Inspector reads uncertain calls and their resolutions. It is safe for
 // concurrent use.
 type Inspector struct {
-	db    InspectDB
-	clock *dbclock.Clock
+	db      InspectDB
+	clock   *dbclock.Clock
+	cursors keyset.Key
 }
 
 // NewInspector returns an inspector on db whose statements run at clock:
 // nil (production) is the database's now(), a stub is for tests.
 func NewInspector(db InspectDB, clock *dbclock.Clock) *Inspector {
 	return &Inspector{db: db, clock: clock}
+}
+
+// Cursors returns a copy of in whose lists sign and verify their cursors
+// with k, the database's cursor key in production; without it they use
+// the zero [keyset.Key], whose cursors no other process accepts.
+func (in *Inspector) Cursors(k keyset.Key) *Inspector {
+	c := *in
+	c.cursors = k
+	return &c
 }
 
 // InspectParams narrow and page the lists; zero filters match everything.
@@ -82,7 +92,7 @@ type InspectParams struct {
 // oldest first, and the next cursor ("" after the last page). It returns
 // [ErrInvalidCursor] for a cursor it did not write.
 func (in *Inspector) Uncertain(ctx context.Context, p InspectParams) ([]UncertainCall, string, error) {
-	return readPage(ctx, in.db, "uncertain calls", uncertainPage, []any{in.clock.Arg()}, p,
+	return readPage(ctx, in, keyset.List{Name: "tools.uncertain"}, "uncertain calls", uncertainPage, []any{in.clock.Arg()}, p,
 		func(r pgx.CollectableRow) (UncertainCall, error) {
 			var (
 				c          UncertainCall
@@ -102,7 +112,7 @@ func (in *Inspector) Uncertain(ctx context.Context, p InspectParams) ([]Uncertai
 // and the next cursor. It returns [ErrInvalidCursor] for a cursor it did
 // not write.
 func (in *Inspector) Resolutions(ctx context.Context, p InspectParams) ([]PastResolution, string, error) {
-	return readPage(ctx, in.db, "resolutions", resolutionPage, nil, p,
+	return readPage(ctx, in, keyset.List{Name: "tools.resolutions"}, "resolutions", resolutionPage, nil, p,
 		func(r pgx.CollectableRow) (PastResolution, error) {
 			var (
 				pr  PastResolution
@@ -121,14 +131,15 @@ func (in *Inspector) Resolutions(ctx context.Context, p InspectParams) ([]PastRe
 // readPage runs query, one keyset page of what, with the lead arguments
 // followed by the cursor's position, the limit plus one, and p's filters;
 // scan reads a row and pos names a row's place. It returns
-// [ErrInvalidCursor] for a cursor this package did not write.
-func readPage[T any](ctx context.Context, db InspectDB, what, query string, lead []any, p InspectParams,
+// [ErrInvalidCursor] for a cursor in's key did not sign for list l (the
+// inspector's lists run across organizations: l names none).
+func readPage[T any](ctx context.Context, in *Inspector, l keyset.List, what, query string, lead []any, p InspectParams,
 	scan pgx.RowToFunc[T], pos func(T) keyset.Position) ([]T, string, error) {
-	q, err := keyset.Read(p.Cursor, p.Limit, 50, 200)
+	q, err := in.cursors.Read(l, p.Cursor, p.Limit, 50, 200)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	return keyset.Query(ctx, db, "tools: "+what, q, scan, pos,
+	return keyset.Query(ctx, in.db, "tools: "+what, q, scan, pos,
 		query, append(lead, q.At, q.ID, q.Limit+1, sqlarg.Null(p.OrganizationID), sqlarg.Null(p.Scope))...)
 }
 

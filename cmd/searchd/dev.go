@@ -89,7 +89,11 @@ func (a *app) dev(ctx context.Context, args []string) error {
 		return fmt.Errorf("opening the database pool: %w", err)
 	}
 	defer pool.Close()
-	st := newStores(pool, a.dbClock, cfg, logger, obs)
+	cursors, err := loadCursorKey(ctx, pool)
+	if err != nil {
+		return err
+	}
+	st := newStores(pool, a.dbClock, cursors, cfg, logger, obs)
 	banner, err := a.devDemo(ctx, st, secret, dir, &cfg)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/internal/telemetry"
@@ -176,7 +177,7 @@ func serveAPI(t *testing.T, pool *pgxpool.Pool, cfg serverConfig) *httptest.Serv
 	if err != nil {
 		t.Fatalf("newVerifier: %v", err)
 	}
-	s := server{st: newStores(pool, nil, cfg, logger, obs), cfg: cfg, logger: logger, obs: obs, queue: queue}
+	s := server{st: newStores(pool, nil, keyset.Key{}, cfg, logger, obs), cfg: cfg, logger: logger, obs: obs, queue: queue}
 	srv, err := s.api(verifier, nil, readiness.Pool(pool))
 	if err != nil {
 		t.Fatalf("api: %v", err)

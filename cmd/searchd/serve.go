@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
@@ -19,6 +20,7 @@ import (
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/migrations"
@@ -60,11 +62,28 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return fmt.Errorf("opening the database pool: %w", err)
 	}
 	defer pool.Close() // last: after the hub has stopped and every request ended
+	cursors, err := loadCursorKey(ctx, pool)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("%s=%s: cannot listen: %w", EnvAddr, cfg.Addr, err)
 	}
-	return a.runServer(ctx, cfg, ln, newStores(pool, a.dbClock, cfg, logger, obs), logger, obs)
+	return a.runServer(ctx, cfg, ln, newStores(pool, a.dbClock, cursors, cfg, logger, obs), logger, obs)
+}
+
+// loadCursorKey reads the key every list cursor is signed with from the
+// database (migration 00022), once at startup, so that every replica,
+// before and after a restart, accepts the cursors any other minted.
+func loadCursorKey(ctx context.Context, pool *pgxpool.Pool) (keyset.Key, error) {
+	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	k, err := keyset.LoadKey(ctx, pool)
+	if err != nil {
+		return keyset.Key{}, fmt.Errorf("cannot read the cursor key from the database named by %s: %w", EnvDatabaseURL, err)
+	}
+	return k, nil
 }
 
 // checkSchema refuses a database that lacks a migration of this binary:

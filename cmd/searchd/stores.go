@@ -8,6 +8,7 @@ import (
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -53,23 +54,26 @@ type stores struct {
 }
 
 // newStores constructs the stores of serve and dev on pool, at clock. The
-// plane and the provider jobs report to obs's metrics (never nil).
-func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cfg serverConfig, logger *slog.Logger, obs observability) *stores {
+// plane and the provider jobs report to obs's metrics (never nil). Every
+// store that lists signs and verifies its cursors with cursors, the
+// database's key ([loadCursorKey]).
+func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cursors keyset.Key, cfg serverConfig, logger *slog.Logger,
+	obs observability) *stores {
 	st := &stores{
 		pool:          pool,
 		clock:         clock,
 		plane:         idempotency.NewService(pool, idempotency.Config{Clock: clock, Observer: obs.metrics}),
-		savedSearches: savedsearch.NewStore(pool),
-		snapshots:     snapshot.NewStore(pool),
-		runs:          runs.NewStore(pool, runs.Config{Clock: clock}),
+		savedSearches: savedsearch.NewStore(pool).Cursors(cursors),
+		snapshots:     snapshot.NewStore(pool).Cursors(cursors),
+		runs:          runs.NewStore(pool, runs.Config{Clock: clock}).Cursors(cursors),
 		dispatches:    dispatch.NewStore(pool, clock),
 		wake:          make(chan struct{}, 1),
-		jobAudit:      providerjobs.NewAudit(pool),
-		operator:      operator.NewStore(pool, clock),
-		sweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, clock, recordFailed(logger)),
-		uncertain:     tools.NewInspector(pool, clock),
+		jobAudit:      providerjobs.NewAudit(pool).Cursors(cursors),
+		operator:      operator.NewStore(pool, clock).Cursors(cursors),
+		sweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, clock, recordFailed(logger)).Cursors(cursors),
+		uncertain:     tools.NewInspector(pool, clock).Cursors(cursors),
 		resolver:      tools.NewResolver(pool, tools.ResolverConfig{Clock: clock}),
-		schedules:     schedule.NewStore(pool, clock).Limit(cfg.ScheduleMax),
+		schedules:     schedule.NewStore(pool, clock).Limit(cfg.ScheduleMax).Cursors(cursors),
 		sessions:      sessions.NewStore(pool, clock),
 	}
 	wake := func() {

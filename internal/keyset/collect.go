@@ -35,12 +35,13 @@ func Query[T any](ctx context.Context, db Querier, what string, q Request, scan 
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", what, err)
 	}
-	list, next := Page(list, q.Limit, func(i int) Position { return pos(list[i]) })
+	list, next := Page(q, list, func(i int) Position { return pos(list[i]) })
 	return list, next, nil
 }
 
 // Request is a list's cursor and limit, read: the query arguments of the
-// position the cursor names and the page size.
+// position the cursor names and the page size, and the list and key the
+// next page's cursor is minted for.
 type Request struct {
 	// At and ID are the (created_at, id) arguments of the page after the
 	// cursor, as [Args] gives them: NULLs for the first page.
@@ -48,17 +49,21 @@ type Request struct {
 	// Limit is the page size, as [Limit] bounds it; the query asks for one
 	// row more, which says whether a next page exists.
 	Limit int
+
+	key  Key
+	list List
 }
 
-// Read reads a list's cursor, with [Decode], and its limit, with [Limit]
-// (def and most), for [Query]. Its error is [ErrInvalid], for a cursor Decode refuses.
-func Read(cursor string, limit, def, most int) (Request, error) {
-	pos, err := Decode(cursor)
+// Read reads the cursor of list l, with [Key.Decode], and its limit, with
+// [Limit] (def and most), for [Query], which mints the next page's cursor
+// for l with k. Its error is [ErrInvalid], for a cursor Decode refuses.
+func (k Key) Read(l List, cursor string, limit, def, most int) (Request, error) {
+	pos, err := k.Decode(l, cursor)
 	if err != nil {
 		return Request{}, err
 	}
 	at, id := Args(pos)
-	return Request{At: at, ID: id, Limit: Limit(limit, def, most)}, nil
+	return Request{At: at, ID: id, Limit: Limit(limit, def, most), key: k, list: l}, nil
 }
 
 // Value turns scan, a store's reading of a row into a new *T, into the
@@ -72,4 +77,18 @@ func Value[T any](scan func(pgx.Row) (*T, error)) pgx.RowToFunc[T] {
 		}
 		return *v, nil
 	}
+}
+
+// LoadKey reads the cursor key from the database (agent.cursor_key, which
+// migration 00022 fills with a secret from PostgreSQL's strong random), so
+// every replica, and every restart, mints and verifies cursors with the
+// same key. It returns an error when the table or its row is missing (the
+// schema predates 00022) or the query fails.
+func LoadKey(ctx context.Context, db Querier) (Key, error) {
+	rows, _ := db.Query(ctx, cursorKeyGet)
+	secret, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return Key{}, fmt.Errorf("keyset: reading the cursor key: %w", err)
+	}
+	return NewKey(secret)
 }

@@ -1690,7 +1690,7 @@ export interface components {
         IdempotencyKey: string;
         /** @description Page size, 1 to 200; default 50. */
         Limit: number;
-        /** @description The next_cursor of the previous page. */
+        /** @description The next_cursor of the previous page, unchanged. A cursor is opaque and signed by searchd for the list and the organization it was returned to: any other cursor (crafted, another list's or organization's, or one of an earlier release) answers 400 validation_failed naming cursor. */
         Cursor: string;
         /** @description Optional on a create: with it the create runs once per key (a repeat answers 200 with Idempotent-Replayed and the resource the key created; the same key with another body is 422 key_reused; while the first is in flight, 409 in_progress). 1 to 255 printable ASCII characters (0x20-0x7E), not starting or ending with a space; also accepted as a structured-field string ("...", with \" and \\ escapes) per the IETF Idempotency-Key draft, which is unquoted. One key only: a bare value with a comma is a list and refused (quote a key that holds a comma). Missing: 400 missing_idempotency_key; otherwise wrong: 400 invalid_idempotency_key. */
         IdempotencyKeyOptional: string;
@@ -1730,7 +1730,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 200; default 50. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The next_cursor of the previous page. */
+                /** @description The next_cursor of the previous page, unchanged. A cursor is opaque and signed by searchd for the list and the organization it was returned to: any other cursor (crafted, another list's or organization's, or one of an earlier release) answers 400 validation_failed naming cursor. */
                 cursor?: components["parameters"]["Cursor"];
                 /** @description true reads archived saved searches too: the list lists the archived ones alone, a read answers one whether archived or not (archived_at says which). Default false. */
                 archived?: components["parameters"]["Archived"];
@@ -1763,7 +1763,7 @@ export interface operations {
                      *           "baseline_items": 1
                      *         }
                      *       ],
-                     *       "next_cursor": "AQAGYY5klTAZjoIWyqS9Q2md5O7f75HRZg"
+                     *       "next_cursor": "AgAGROCfiBhAAZCgtGo8fI6fAAEjRWeJqyk1-VxTNXBCI1AR60WVomA"
                      *     }
                      */
                     "application/json": components["schemas"]["SavedSearchPage"];
@@ -1902,7 +1902,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 200; default 50. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The next_cursor of the previous page. */
+                /** @description The next_cursor of the previous page, unchanged. A cursor is opaque and signed by searchd for the list and the organization it was returned to: any other cursor (crafted, another list's or organization's, or one of an earlier release) answers 400 validation_failed naming cursor. */
                 cursor?: components["parameters"]["Cursor"];
                 /** @description true reads archived saved searches too: the list lists the archived ones alone, a read answers one whether archived or not (archived_at says which). Default false. */
                 archived?: components["parameters"]["Archived"];
@@ -2365,7 +2365,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 200; default 50. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The next_cursor of the previous page. */
+                /** @description The next_cursor of the previous page, unchanged. A cursor is opaque and signed by searchd for the list and the organization it was returned to: any other cursor (crafted, another list's or organization's, or one of an earlier release) answers 400 validation_failed naming cursor. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -2421,7 +2421,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 200; default 50. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The next_cursor of the previous page. */
+                /** @description The next_cursor of the previous page, unchanged. A cursor is opaque and signed by searchd for the list and the organization it was returned to: any other cursor (crafted, another list's or organization's, or one of an earlier release) answers 400 validation_failed naming cursor. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -2790,7 +2790,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 200; default 50. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The next_cursor of the previous page. */
+                /** @description The next_cursor of the previous page, unchanged. A cursor is opaque and signed by searchd for the list and the organization it was returned to: any other cursor (crafted, another list's or organization's, or one of an earlier release) answers 400 validation_failed naming cursor. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -2860,7 +2860,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 200; default 50. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The next_cursor of the previous page. */
+                /** @description The next_cursor of the previous page, unchanged. A cursor is opaque and signed by searchd for the list and the organization it was returned to: any other cursor (crafted, another list's or organization's, or one of an earlier release) answers 400 validation_failed naming cursor. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -2897,7 +2897,7 @@ export interface operations {
                 saved_search_id?: string;
                 /** @description Page size, 1 to 200; default 50. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The next_cursor of the previous page. */
+                /** @description The next_cursor of the previous page, unchanged. A cursor is opaque and signed by searchd for the list and the organization it was returned to: any other cursor (crafted, another list's or organization's, or one of an earlier release) answers 400 validation_failed naming cursor. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -3084,7 +3084,7 @@ export interface operations {
                 saved_search_id?: string;
                 /** @description Page size, 1 to 200; default 50. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The next_cursor of the previous page. */
+                /** @description The next_cursor of the previous page, unchanged. A cursor is opaque and signed by searchd for the list and the organization it was returned to: any other cursor (crafted, another list's or organization's, or one of an earlier release) answers 400 validation_failed naming cursor. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
