@@ -54,11 +54,17 @@ COMMENT ON TABLE agent.provider_job_directory IS
 COMMENT ON COLUMN agent.provider_job_directory.provider_job_id IS
     'the provider''s id of the job, unique per (organization_id, provider) only; a callback body''s job_id must equal it';
 
+-- A drop names the job of the path it was posted to from now on.
+COMMENT ON COLUMN agent.webhook_drops.job_id IS
+    'the job the delivery''s callback path named, resolved through agent.provider_job_directory (before migration 00023: the job its signed body named); NULL for unknown_job';
+
 -- +goose Down
 
 -- The old key cannot hold one provider job id in two organizations: the
 -- Down fails on it while such jobs exist, and one of them has to be
 -- deleted first (as the Down of 00006 did).
+COMMENT ON COLUMN agent.webhook_drops.job_id IS
+    'the job the delivery''s signed body named, resolved through agent.provider_job_directory; NULL for unknown_job';
 COMMENT ON COLUMN agent.provider_job_directory.provider_job_id IS NULL;
 COMMENT ON TABLE agent.provider_job_directory IS NULL;
 ALTER TABLE agent.provider_job_directory DROP CONSTRAINT provider_job_directory_pkey;

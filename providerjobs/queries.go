@@ -249,8 +249,8 @@ ORDER BY i.received_at DESC, i.id DESC
 LIMIT $3`
 
 // dropListByJob reads the newest drops recorded for a job of an
-// organization: those whose signed body named it, whatever path they were
-// posted to, by webhook_drops_org_job_idx. $1 org, $2 job id, $3 limit.
+// organization: those posted to its callback path (since migration 00023;
+// before, those whose signed body named it), by webhook_drops_org_job_idx. $1 org, $2 job id, $3 limit.
 const dropListByJob = `
 SELECT d.id, d.delivery_id, d.reason, d.request_hash, d.received_at
 FROM agent.webhook_drops d
