@@ -131,8 +131,8 @@ func TestEveryKindHasOneAnswer(t *testing.T) {
 		{runs.ErrNotFound, "no such run in your organization"},
 		{providerjobs.ErrNotFound, "no such provider job in your organization"},
 		{providerjobs.ErrRunNotFound, "no such run in your organization"},
-		{providerjobs.ErrAlreadyRegistered, "this provider job id is registered already, for another run or by " +
-			"another organization; a provider's job id names one job"},
+		{providerjobs.ErrAlreadyRegistered, "your organization registered this provider job id already, for another run; " +
+			"a provider's job id names one job of an organization"},
 		{&savedsearch.VersionMismatchError{Current: 3},
 			"the saved search changed since the version If-Match names; read it again (its ETag) and reapply the change"},
 		{schedule.ErrNotFound, "this saved search has no schedule"},

@@ -72,7 +72,8 @@ const (
 
 // callbackPath returns the path a provider calls back on about job: the
 // provider's name and searchd's id of the job, which only the job's
-// organization learns (a provider job id can be registered by anyone).
+// organization learns (a provider job id may be registered by several
+// organizations, each for a job of its own).
 func callbackPath(job *providerjobs.Job) string {
 	return "/v1/callbacks/" + job.Provider + "/jobs/" + job.ID.String()
 }
@@ -125,9 +126,11 @@ type registerProviderJobRequest struct {
 //
 // A registration is safe to retry: the same provider job id registered
 // again by the organization for the same Run answers 200 with the job as
-// it is now (Location names it too); for another Run, or by another
-// organization, 409 already_registered, with nothing written: a provider's
-// job id names one job. A body that fails the checks is 400
+// it is now (Location names it too); for another Run, 409
+// already_registered, with nothing written: a provider's job id names one
+// job of an organization. Another organization's jobs play no part: it may
+// register the same id, gets its own job (201), and no answer tells either
+// whether the other holds it. A body that fails the checks is 400
 // validation_failed; a Run the organization does not have is 404.
 func (s *Server) registerProviderJob(c echo.Context) error {
 	key, hasKey, err := s.optionalKey(c)
@@ -251,13 +254,13 @@ var (
 //     with Retry-After, having stored nothing, and the provider redelivers;
 //   - then the delivery is processed (see package providerjobs): it is
 //     landed in the inbox and committed before any answer, then applied.
-//     The body's job_id names the job (the provider's id registered for
-//     it), and the path's job_id must be searchd's id of that job. The
+//     The path's job_id names the job (searchd's id of it), and the
+//     body's job_id must be the provider's id registered for it. The
 //     answer is 200 {"status": "accepted"}, 200 {"status": "queued"}
 //     (stored, and applied once by the applier) or 200 {"status":
-//     "dropped", "reason": ...} (a body naming no job of the provider drops
-//     as unknown_job, a path of another job as job_mismatch, neither
-//     stored in the inbox). Every 200 means the delivery is durable. A
+//     "dropped", "reason": ...} (a path naming no job of the provider
+//     drops as unknown_job, a body naming another provider job id as
+//     job_mismatch, neither stored in the inbox). Every 200 means the delivery is durable. A
 //     duplicate is not an error to the provider, and a 5xx would make it
 //     retry a delivery that was handled. A database that cannot be
 //     reached answers 503 unavailable with Retry-After, so the provider

@@ -421,9 +421,9 @@ func TestCallbackHashMismatch(t *testing.T) {
 	f.wantDropped(t, f.callback(other), other, "hash_mismatch", before)
 }
 
-// TestCallbackUnknownJob: a delivery whose signed body names no job of the
+// TestCallbackUnknownJob: a delivery whose path names no job of the
 // provider drops as unknown_job, recorded without an organization, with
-// the path as received, whatever the path; nothing is claimed or landed.
+// the path as received, whatever the body; nothing is claimed or landed.
 func TestCallbackUnknownJob(t *testing.T) {
 	t.Parallel()
 	// The fixture's job, under other.vendor: a job is the provider's
@@ -489,13 +489,15 @@ func (f *callbackFixture) wantDroppedUnclaimed(t *testing.T, res *response, d de
 	}
 }
 
-// TestCallbackOnAnotherPathIsAJobMismatch: a delivery whose body names the
-// fixture's job, posted to any path but that job's, drops as job_mismatch,
-// recorded under the job's organization with the path as received; nothing
-// is claimed or landed, so the path cannot bind the delivery id.
-func TestCallbackOnAnotherPathIsAJobMismatch(t *testing.T) {
+// TestCallbackOnAPathOfNoJobIsAnUnknownJob: a delivery whose body names
+// the fixture's job, posted to a path that names no job (the provider's
+// job id included: callbacks name searchd's id), drops as unknown_job,
+// recorded without an organization with the path as received: the path
+// decides the job, and a body alone names none (issue 36.6: a provider
+// job id may name a job in several organizations). Nothing is claimed or
+// landed, so the path cannot bind the delivery id.
+func TestCallbackOnAPathOfNoJobIsAnUnknownJob(t *testing.T) {
 	t.Parallel()
-	// The provider's job id is no address: callbacks name searchd's id.
 	for _, tt := range append(strangePaths(), strangePath{"the provider's job id", "provider-id", "provider-id"}) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -505,7 +507,7 @@ func TestCallbackOnAnotherPathIsAJobMismatch(t *testing.T) {
 				d.jobID, tt.stored = f.job.ProviderJobID, f.job.ProviderJobID
 			}
 			before := f.jobState(f.job.ID)
-			f.wantDroppedUnclaimed(t, f.callback(d), d, "job_mismatch", tt.stored, before)
+			f.wantDroppedUnclaimed(t, f.callback(d), d, "unknown_job", tt.stored, before)
 			// The delivery, on its job's path, is applied.
 			d.jobID = pathOf(f.job)
 			if status, _ := f.callback(d).answer(t); status != "accepted" {
@@ -515,6 +517,9 @@ func TestCallbackOnAnotherPathIsAJobMismatch(t *testing.T) {
 	}
 }
 
+// TestCallbackJobMismatch: the path names the fixture's job and the body
+// another job of the organization: job_mismatch, recorded under the
+// path's job, and neither job changes.
 func TestCallbackJobMismatch(t *testing.T) {
 	t.Parallel()
 	f := newCallbackFixture(t)
@@ -932,16 +937,24 @@ func TestRegisterProviderJob(t *testing.T) {
 		t.Errorf("register again after a callback = %d %s, want 200 with the job, running", again.status, again.body)
 	}
 
-	// For another Run of the organization it is a conflict, and so it is
-	// for another organization: a provider's job id names one job.
+	// For another Run of the organization it is a conflict, which names
+	// no other organization.
 	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
 		body: map[string]any{"run_id": b.seedRun(b.org).String(), "provider": acme, "provider_job_id": "job/42 ü"}})
 	res.wantProblem(t, http.StatusConflict, "already_registered", "register again for another Run")
+	if strings.Contains(string(res.body), "another organization") {
+		t.Errorf("the 409 = %s, want it to speak of the caller's organization alone", res.body)
+	}
+	// Another organization registers the same provider job id: its own
+	// job, 201, as for an id nobody holds, naming nothing of ours.
 	other := uuid.New()
 	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs", header: bearer(b.tokenFor(other, "other")),
 		body: map[string]any{"run_id": b.seedRun(other).String(), "provider": acme, "provider_job_id": "job/42 ü"}})
-	if res.status != http.StatusConflict || res.problem(t).Code != "already_registered" || strings.Contains(string(res.body), b.org.String()) {
-		t.Errorf("another organization's registration = %d %s, want 409 already_registered naming nobody", res.status, res.body)
+	var theirs registeredJob
+	res.decode(t, &theirs)
+	if res.status != http.StatusCreated || theirs.OrganizationID != other || theirs.ID == job.ID ||
+		strings.Contains(string(res.body), b.org.String()) || strings.Contains(string(res.body), job.ID.String()) {
+		t.Errorf("another organization's registration = %d %s, want 201 with its own job, naming nothing of ours", res.status, res.body)
 	}
 	// The same provider job id at another provider is another job.
 	res = b.do(req{method: http.MethodPost, path: "/v1/provider-jobs",
@@ -949,106 +962,126 @@ func TestRegisterProviderJob(t *testing.T) {
 	if res.status != http.StatusCreated {
 		t.Errorf("the same job id at another provider = %d %s, want 201", res.status, res.body)
 	}
-	b.wantCount(t, 2, `SELECT count(*) FROM agent.provider_jobs`)
+	b.wantCount(t, 3, `SELECT count(*) FROM agent.provider_jobs`)
 }
 
-// TestAProviderJobIDNamesOneJobInTheWorld is issue 24.3, end to end.
-// Before it, organizations A and B could each register a provider job with
-// the same provider_job_id; A's signed delivery posted to B's callback
-// path first was accepted and applied to B's job (B read A's result), the
-// genuine copy on A's path was then dropped as path_mismatch and A's job
-// stayed pending for ever, though the provider had its 200; and the drop
-// was stored under B, so A's drops said nothing happened. Now the pair
-// names one job in the world: B's registration of it answers 409
-// already_registered and writes nothing; A's delivery on the path of B's
-// own job drops as job_mismatch, recorded under A and A's job, and the
-// genuine copy is applied to A's job.
-//
-// (It replaces TestProviderJobIDsAreScopedToTheOrganization, the finding
-// of issue 7's review that made the pair unique per organization: a
-// squatter registering A's provider job id first now costs A a 409, never
-// A's data, because a callback is applied only on the path of the job its
-// signed body names, and only A holds that path.)
-func TestAProviderJobIDNamesOneJobInTheWorld(t *testing.T) {
+// TestAProviderJobIDIsTheOrganizations is issue 36.6 end to end, with
+// issue 24.3 kept fixed. Organizations A and B both register provider job
+// id "acme-job-1001" (before, B's registration answered 409 "... or by
+// another organization": A squatted the id, and the answer told B it was
+// held); each gets its own job and callback path. Their providers then
+// call back at once, signed, with the same delivery ids, each on its own
+// job's path: every delivery is applied once, to its path's job, so A's job
+// carries A's results alone and B's B's. Deliveries cross-posted (A's path
+// with a body naming B's own job, and the reverse) drop as job_mismatch,
+// recorded under the path's job, and change neither job; the genuine
+// copies are applied after them.
+func TestAProviderJobIDIsTheOrganizations(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, setupOpts{})
-	const jobID = "acme-job-1001"
-	register := func(as func(req) *response, run uuid.UUID, providerJobID string) *response {
-		return as(req{method: http.MethodPost, path: "/v1/provider-jobs",
+	const shared = "acme-job-1001"
+	register := func(as func(req) *response, run uuid.UUID, providerJobID string) registeredJob {
+		t.Helper()
+		res := as(req{method: http.MethodPost, path: "/v1/provider-jobs",
 			body: fmt.Sprintf(`{"run_id":%q,"provider":"acme","provider_job_id":%q}`, run, providerJobID)})
-	}
-	res := register(w.do, w.runID, jobID)
-	var aJob registeredJob
-	res.decode(t, &aJob)
-	if res.status != http.StatusCreated || aJob.OrganizationID != w.org {
-		t.Fatalf("A's registration = %d %s, want 201", res.status, res.body)
+		var job registeredJob
+		res.decode(t, &job)
+		if res.status != http.StatusCreated {
+			t.Fatalf("registration of %q = %d %s, want 201", providerJobID, res.status, res.body)
+		}
+		return job
 	}
 	bRun := w.seedRun(w.otherOrg)
-	res = register(w.asOther, bRun, jobID)
-	if res.status != http.StatusConflict || res.problem(t).Code != "already_registered" {
-		t.Fatalf("B's registration of A's provider job id = %d %s, want 409 already_registered", res.status, res.body)
+	aShared := register(w.do, w.runID, shared)
+	bShared := register(w.asOther, bRun, shared)
+	aOwn := register(w.do, w.runID, "acme-job-a")
+	bOwn := register(w.asOther, bRun, "acme-job-b")
+	if aShared.OrganizationID != w.org || bShared.OrganizationID != w.otherOrg || aShared.ID == bShared.ID ||
+		aShared.CallbackPath == bShared.CallbackPath {
+		t.Fatalf("A's job %+v and B's %+v, want one job and callback path each", aShared, bShared)
 	}
-	// B's refused registration wrote nothing.
-	w.wantCount(t, 0, `SELECT count(*) FROM agent.provider_jobs WHERE organization_id = $1`, w.otherOrg)
-	res = register(w.asOther, bRun, "acme-job-2002")
-	var bJob registeredJob
-	res.decode(t, &bJob)
-	if res.status != http.StatusCreated {
-		t.Fatalf("B's registration of its own job = %d %s", res.status, res.body)
-	}
-
-	// A's signed delivery, posted to B's callback path first.
-	body := callbackBody(jobID, "succeeded", map[string]any{"a_private_result": "organization A's data"})
-	d := delivery{jobID: pathOf(&aJob.Job), deliveryID: "d-" + uuid.NewString(), body: body}
-	misdirected := d
-	misdirected.jobID = pathOf(&bJob.Job)
-	if status, reason := w.callback(misdirected).answer(t); status != "dropped" || reason != "job_mismatch" {
-		t.Errorf("A's delivery on B's path = %s %s, want dropped job_mismatch", status, reason)
-	}
-	// The genuine copy, on A's path.
-	if status, reason := w.callback(d).answer(t); status != "accepted" {
-		t.Errorf("the genuine copy on A's path = %s %s, want accepted", status, reason)
+	get := func(as func(req) *response, id uuid.UUID) (registeredJob, string) {
+		t.Helper()
+		res := as(req{method: http.MethodGet, path: "/v1/provider-jobs/" + id.String()})
+		var job registeredJob
+		res.decode(t, &job)
+		return job, string(res.body)
 	}
 
-	got := w.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + aJob.ID.String()})
-	var aNow registeredJob
-	got.decode(t, &aNow)
-	if aNow.Status != providerjobs.StatusSucceeded || aNow.Version != 2 || !strings.Contains(string(got.body), "organization A's data") {
-		t.Errorf("A's job = %s, want succeeded with A's result, applied once", got.body)
+	// Cross-posted deliveries first: each drops as job_mismatch.
+	crossed := []struct {
+		name   string
+		path   registeredJob
+		body   string // the provider job id the body names
+		result string
+	}{
+		{"B's body on A's path", aShared, bOwn.ProviderJobID, "organization B's data"},
+		{"A's body on B's path", bShared, aOwn.ProviderJobID, "organization A's data"},
 	}
-	got = w.asOther(req{method: http.MethodGet, path: "/v1/provider-jobs/" + bJob.ID.String()})
-	var bNow registeredJob
-	got.decode(t, &bNow)
-	if strings.Contains(string(got.body), "organization A's data") || bNow.Status != providerjobs.StatusPending || bNow.Version != 1 {
-		t.Errorf("B's job = %s, want it pending and without A's result", got.body)
+	for _, c := range crossed {
+		d := delivery{jobID: pathOf(&c.path.Job), deliveryID: "d-cross-" + c.path.ID.String(),
+			body: callbackBody(c.body, "succeeded", map[string]any{"private": c.result})}
+		if status, reason := w.callback(d).answer(t); status != "dropped" || reason != "job_mismatch" {
+			t.Errorf("%s = %s %s, want dropped job_mismatch", c.name, status, reason)
+		}
 	}
-
-	// The drop is A's, on A's job, and B's drops say nothing.
+	for _, j := range []struct {
+		as  func(req) *response
+		job registeredJob
+	}{{w.do, aShared}, {w.asOther, bShared}, {w.do, aOwn}, {w.asOther, bOwn}} {
+		if now, body := get(j.as, j.job.ID); now.Status != providerjobs.StatusPending || now.Version != 1 || strings.Contains(body, "data") {
+			t.Errorf("job %s after the cross-posts = %s, want it pending and untouched", j.job.ProviderJobID, body)
+		}
+	}
+	// Each drop is the path's organization's, on the path's job.
 	var drops struct{ Items []providerjobs.Drop }
-	res = w.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + aJob.ID.String() + "/drops"})
+	res := w.do(req{method: http.MethodGet, path: "/v1/provider-jobs/" + aShared.ID.String() + "/drops"})
 	res.decode(t, &drops)
-	if res.status != http.StatusOK || len(drops.Items) != 1 || drops.Items[0].Reason != providerjobs.DropJobMismatch ||
-		drops.Items[0].DeliveryID != d.deliveryID {
-		t.Errorf("A's drops = %d %s, want the job_mismatch of the misdirected delivery", res.status, res.body)
-	}
-	res = w.asOther(req{method: http.MethodGet, path: "/v1/provider-jobs/" + bJob.ID.String() + "/drops"})
-	drops.Items = nil
-	res.decode(t, &drops)
-	if res.status != http.StatusOK || len(drops.Items) != 0 {
-		t.Errorf("B's drops = %d %s, want none", res.status, res.body)
-	}
-	var org uuid.UUID
-	if err := w.pool.QueryRow(context.Background(), `SELECT organization_id FROM agent.webhook_drops WHERE delivery_id = $1`,
-		d.deliveryID).Scan(&org); err != nil || org != w.org {
-		t.Errorf("the drop is stored under %s, %v; want A's organization %s", org, err, w.org)
+	if res.status != http.StatusOK || len(drops.Items) != 1 || drops.Items[0].Reason != providerjobs.DropJobMismatch {
+		t.Errorf("A's drops = %d %s, want the job_mismatch posted on A's path", res.status, res.body)
 	}
 
-	// A callback on the provider's job id, an address searchd never
-	// handed out, is about A's job on a path that is not its own.
-	d = delivery{jobID: jobID, deliveryID: "d-" + uuid.NewString(), body: body}
-	if status, reason := w.callback(d).answer(t); status != "dropped" || reason != "job_mismatch" {
-		t.Errorf("a callback addressed by the provider's job id = %s %s, want dropped job_mismatch", status, reason)
+	// Both providers at once, signed, on their own paths, with the same
+	// delivery ids.
+	const n = 8
+	type sent struct {
+		as    func(req) *response
+		job   registeredJob
+		label string
 	}
+	senders := []sent{{w.do, aShared, "A"}, {w.asOther, bShared, "B"}}
+	var wg sync.WaitGroup
+	answers := make(chan string, 2*n)
+	for i := range n {
+		for _, s := range senders {
+			wg.Go(func() {
+				d := delivery{jobID: pathOf(&s.job.Job), deliveryID: "d-" + strconv.Itoa(i),
+					body: callbackBody(shared, "running", map[string]any{"org": s.label, "n": i})}
+				if status, reason := w.callback(d).answer(t); status != "accepted" {
+					answers <- fmt.Sprintf("%s's delivery %s = %s %s, want accepted", s.label, d.deliveryID, status, reason)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(answers)
+	for a := range answers {
+		t.Error(a)
+	}
+	for _, s := range senders {
+		now, body := get(s.as, s.job.ID)
+		var result struct{ Org string }
+		if err := json.Unmarshal(now.Result, &result); err != nil || result.Org != s.label || now.Version < 2 ||
+			now.Status != providerjobs.StatusRunning {
+			t.Errorf("%s's job = %s, want running with one of %s's results", s.label, body, s.label)
+		}
+		w.wantCount(t, n, `SELECT count(*) FROM agent.provider_inbox
+			WHERE organization_id = $1 AND job_id = $2 AND status = 'applied' AND body_result->>'org' = $3`,
+			s.job.OrganizationID, s.job.ID, s.label)
+	}
+	// Every arrival is on a job of its own organization.
+	w.wantCount(t, 0, `SELECT count(*) FROM agent.provider_inbox i
+		WHERE NOT EXISTS (SELECT 1 FROM agent.provider_jobs j WHERE j.organization_id = i.organization_id AND j.id = i.job_id)`)
 }
 
 func TestProviderJobsAreTenantScoped(t *testing.T) {

@@ -27,7 +27,7 @@
 // Identifiers in paths are UUIDs; a provider callback's path also names
 // the provider. A path id that is not a UUID names no resource, so it
 // answers 404 not_found like an id of another organization (on a callback,
-// which is always acknowledged, it drops as job_mismatch); a malformed id in
+// which is always acknowledged, it drops as unknown_job); a malformed id in
 // a query parameter answers 400 validation_failed, because there the
 // client sent a filter, not a name.
 package api

@@ -19,7 +19,17 @@ import (
 var contractAllowed = map[string]struct {
 	steps  []string
 	reason string
-}{}
+}{
+	"00023_provider_job_directory_by_job.sql": {
+		steps: []string{"drop", "new primary key or unique constraint"},
+		reason: "issue 36.6: the directory's key moves from (provider, provider_job_id) to job_id, so that two " +
+			"organizations can register one provider job id; the old key is what allowed squatting, and no expand step " +
+			"can keep it while allowing that. A replica of the previous release, during the roll, still resolves every " +
+			"callback of a pair one organization holds (by the pair, as before); its registration names the old key in " +
+			"ON CONFLICT and fails with a 500, writing nothing (one transaction), and the client's retry reaches an " +
+			"upgraded replica. The CHANGELOG's upgrade notes say so",
+	},
+}
 
 // contractRule is one kind of step that breaks a replica of the previous
 // release, which still reads and writes the schema as it was: it belongs

@@ -49,9 +49,9 @@ var distributed = []string{
 // organization (each copy holds every row); they reference no other table,
 // and a local table may not reference them.
 var reference = map[string]string{
-	"agent.provider_job_directory": "the callback directory: a callback names no organization, only " +
-		"(provider, provider_job_id), which it finds its job by, on the coordinator's own copy, whichever worker " +
-		"is down; the pair is unique across organizations; a registration, rare, writes every copy",
+	"agent.provider_job_directory": "the callback directory: a callback names no organization, only searchd's " +
+		"job id in its path, which it finds its job and tenant by, on the coordinator's own copy, whichever worker " +
+		"is down; one entry per job, keyed by the job's id; a registration, rare, writes every copy",
 }
 
 // notDistributed are the tables that are not sharded by organization, each
@@ -143,7 +143,7 @@ func TestShardingCheckCatchesPlantedViolations(t *testing.T) {
 		ALTER TABLE agent.provider_job_directory ADD CONSTRAINT planted_directory_fkey
 			FOREIGN KEY (job_id, organization_id) REFERENCES agent.provider_jobs (id, organization_id);
 		ALTER TABLE agent.claim_releases ADD CONSTRAINT planted_to_reference_fkey
-			FOREIGN KEY (scope, key) REFERENCES agent.provider_job_directory (provider, provider_job_id);`); err != nil {
+			FOREIGN KEY (claim_id) REFERENCES agent.provider_job_directory (job_id);`); err != nil {
 		t.Fatal(err)
 	}
 	plan := layout{

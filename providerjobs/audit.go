@@ -190,7 +190,8 @@ LIMIT $4`
 
 // dropAuditList reads a page of a job's drops newest first after
 // ($3 received_at, $4 id), by webhook_drops_org_job_idx: the deliveries
-// whose signed body named the job, whatever path they were posted to.
+// posted to the job's callback path (since migration 00023; before, those
+// whose signed body named the job).
 // $1 org, $2 the job id, $5 limit.
 const dropAuditList = `
 SELECT d.id, d.delivery_id, d.reason, d.request_hash, d.received_at

@@ -2,18 +2,29 @@
 // outside providers for its Runs, and the processing of the providers'
 // callbacks about them.
 //
-// A job is registered under the provider's id of it, and a provider's job
-// id names one job in the world: the provider job directory
-// (agent.provider_job_directory) holds each (provider, provider job id)
-// once, with the job and the organization it names, and a registration of
-// a pair another job holds is refused ([ErrAlreadyRegistered]) with
-// nothing written. Registering the same pair again in the same
-// organization for the same Run is a retry (the existing job is
-// returned). A job is also addressed by searchd's own id, [Job.ID], a
-// random UUID that only the registering organization learns: it hands the
-// provider the callback path that holds it (/v1/callbacks/<provider>/jobs/<id>
-// at the HTTP edge), and a callback is applied only on the path of the job
-// its signed body names.
+// A job is registered under the provider's id of it, which names one job
+// of an organization: registering the same (provider, provider job id)
+// again in the same organization for the same Run is a retry (the
+// existing job is returned), for another Run a conflict
+// ([ErrAlreadyRegistered], nothing written). Another organization's jobs
+// play no part: two organizations may register the same id (providers
+// that number jobs per account hand the same ids to many customers), each
+// gets its own job, and neither's registration tells the other anything.
+// A job is also addressed by searchd's own id, [Job.ID], a random UUID
+// that only the registering organization learns: it hands the provider
+// the callback path that holds it (/v1/callbacks/<provider>/jobs/<id> at
+// the HTTP edge). The provider job directory
+// (agent.provider_job_directory) holds one entry per job, by that id, with
+// the job's organization and provider job id: how a callback, which names
+// no organization, finds its job on a cluster sharded by organization.
+//
+// When two organizations hold the same provider job id, a signed body
+// naming it fits both jobs (the signature covers the delivery id, its
+// timestamp and the body, not the path), and the path decides: the
+// delivery is about the job whose path it was posted on. Arrivals and
+// their claims are keyed per organization, so a copy posted on one
+// organization's path never consumes, blocks or changes the other's: each
+// job gets the deliveries posted on its own path, and only those.
 //
 // A provider reports progress by calling back once per change, and it
 // redelivers whatever it thinks was not received. So a callback is a
@@ -24,13 +35,16 @@
 // the body). [Service.Receive] makes every delivery take effect at most
 // once, and never loses one it acknowledged, in two stages:
 //
-//  0. It resolves the job its body names through the directory: one
-//     lookup by the pair, the tenant before anything else. A body naming
-//     no job drops as [DropUnknownJob]; a delivery posted to another job's
-//     path than the one its body names as [DropJobMismatch], recorded
-//     under that job and its organization. Neither is landed, so a
-//     delivery posted to the wrong path first is still applied when it
-//     arrives on its own. Then it lands the delivery in the inbox
+//  0. It resolves the job its path names through the directory: one
+//     lookup by the job's id, the tenant before anything else. A path
+//     naming no job of the provider drops as [DropUnknownJob]; a body
+//     naming another provider job id than the path's job was registered
+//     under as [DropJobMismatch], recorded under that job and its
+//     organization. So a delivery is applied only to a job that both its
+//     path (known to the job's organization and its provider alone) and
+//     its signed body name. Neither drop is landed, so a delivery posted
+//     to the wrong path first is still applied when it arrives on its
+//     own. Then it lands the delivery in the inbox
 //     (agent.provider_inbox), in the job's organization, under its
 //     identity (provider, delivery id), with the path it arrived on, the
 //     job, the body's parsed content and hash, and commits it before

@@ -18,7 +18,8 @@ type Drop struct {
 	// DeliveryID is the delivery's webhook-id.
 	DeliveryID string `json:"delivery_id"`
 	// Reason is why it was not applied: duplicate, hash_mismatch,
-	// job_mismatch (posted to another job's path) or path_mismatch
+	// job_mismatch (posted to this job's path, its body naming another
+	// provider job id) or path_mismatch
 	// (unknown_job names no job, so no job lists it).
 	Reason DropReason `json:"reason"`
 	// RequestHash is the hex SHA-256 of the delivery's raw body, the hash

@@ -105,14 +105,14 @@ func (s *Service) Receive(ctx context.Context, d Delivery) (_ Outcome, err error
 	if err := d.validate(); err != nil {
 		return Outcome{}, err
 	}
-	org, jobID, err := s.resolve(ctx, d.Provider, d.Update.ProviderJobID)
+	org, jobID, providerJobID, err := s.resolve(ctx, d.Provider, d.JobID)
 	if err != nil {
 		return Outcome{}, err
 	}
 	switch {
 	case jobID == uuid.Nil:
 		return s.refuse(ctx, d, DropUnknownJob, uuid.Nil, uuid.Nil)
-	case storable(d.JobID, MaxJobIDLen) != jobID.String():
+	case d.Update.ProviderJobID != providerJobID:
 		return s.refuse(ctx, d, DropJobMismatch, org, jobID)
 	}
 	e, fresh, err := s.land(ctx, d, org, jobID)
@@ -138,22 +138,36 @@ func (s *Service) Receive(ctx context.Context, d Delivery) (_ Outcome, err error
 	return out, nil
 }
 
-// resolve returns the job the pair (provider, providerJobID) names and its
-// organization, through the directory: one lookup by the pair, which a
-// cluster routes to one shard. The nil UUIDs when the pair names no job.
-func (s *Service) resolve(ctx context.Context, provider, providerJobID string) (org, jobID uuid.UUID, err error) {
-	err = s.db.QueryRow(ctx, directoryResolve, provider, providerJobID).Scan(&org, &jobID)
+// resolve returns the job the callback path's {job_id} (pathJobID,
+// unparsed) names under provider, its organization and the provider job
+// id it was registered under, through the directory: one lookup by the
+// job's id, which a cluster answers from the coordinator's copy. The nil
+// UUIDs when the path names no job of the provider: not searchd's id of
+// a job in its canonical form (the form callback paths are handed out
+// in), or of none.
+//
+// The path decides the job, not the body: a provider job id may name a job
+// in several organizations, and only the path, which only the job's
+// organization learns, tells them apart. The body must then name the
+// path's job too (the caller's check), so neither alone can steer a
+// delivery to another job.
+func (s *Service) resolve(ctx context.Context, provider, pathJobID string) (org, jobID uuid.UUID, providerJobID string, err error) {
+	id, err := uuid.Parse(pathJobID)
+	if err != nil || id.String() != pathJobID {
+		return uuid.Nil, uuid.Nil, "", nil
+	}
+	err = s.db.QueryRow(ctx, directoryResolve, id, provider).Scan(&org, &providerJobID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return uuid.Nil, uuid.Nil, nil
+		return uuid.Nil, uuid.Nil, "", nil
 	}
 	if err != nil {
-		return uuid.Nil, uuid.Nil, fmt.Errorf("providerjobs: resolve the job: %w", err)
+		return uuid.Nil, uuid.Nil, "", fmt.Errorf("providerjobs: resolve the job: %w", err)
 	}
-	return org, jobID, nil
+	return org, id, providerJobID, nil
 }
 
-// refuse drops a delivery that is not landed (it names no job, or was
-// posted to the path of another job than the one it names): its drop is
+// refuse drops a delivery that is not landed (its path names no job of
+// the provider, or its body names another job than its path's): its drop is
 // its only record, written once per delivery and reason, so its failure is
 // an error and the provider redelivers.
 func (s *Service) refuse(ctx context.Context, d Delivery, reason DropReason, org, jobID uuid.UUID) (Outcome, error) {
@@ -211,8 +225,9 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 	case e.RequestHash != hash:
 		reason = DropHashMismatch
 	case e.PathJobID != storable(d.JobID, MaxJobIDLen):
-		// The pair was registered for another job since the arrival
-		// landed: the copy resolved to the new job's path.
+		// The copy came on another path of the organization whose job
+		// its body names too: the arrival's job went (with its Run) and
+		// the organization registered the pair again since.
 		reason = DropPathMismatch
 	}
 	s.observer.ObserveCopy(d.Provider, string(reason))

@@ -169,23 +169,22 @@ func TestAppliedAtMostOnceWhateverRaces(t *testing.T) {
 	b.wantCount(0, "claims left processing", `SELECT count(*) FROM agent.idempotency_keys WHERE status <> 'completed'`)
 }
 
-// TestAProviderJobIDNamesOneJobInTheWorld is issue 24.3. Before it, A and
-// B could both register the provider job id "shared"; A's delivery posted
-// to B's job path first was applied to B's job, the genuine copy on A's
-// path was then dropped (path_mismatch), A's job stayed pending, and the
-// drop was recorded under B. Now B's registration of the pair is refused
-// with nothing written; A's delivery on B's path drops as job_mismatch,
-// recorded under A and A's job and never landed, so the genuine copy is
-// applied to A's job.
-func TestAProviderJobIDNamesOneJobInTheWorld(t *testing.T) {
+// TestADeliveryOnAnotherJobsPathIsNeverApplied keeps issue 24.3 fixed
+// now that a provider job id is unique per organization (issue 36.6).
+// Before 24.3, A's delivery posted to the path of B's job was applied
+// there, the genuine copy on A's path was dropped, A's job stayed pending,
+// and the drop was recorded under B. Now the path names the job and the
+// body must name it too: A's delivery on the path of B's job (another
+// provider job id) drops as job_mismatch, recorded under B's job, whose
+// path it was posted on, and is never landed, so the genuine copy is
+// applied to A's job; B's job is untouched.
+func TestADeliveryOnAnotherJobsPathIsNeverApplied(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := context.Background()
-	jobA := b.seedJob("shared")
+	jobA := b.seedJob("a-own")
 	orgB := uuid.New()
-	runB := b.seedRun(orgB)
-	b.wantPairRefused(orgB, runB, jobA)
-	jobB, created, err := b.svc.Register(ctx, orgB, RegisterParams{RunID: runB, Provider: "acme", ProviderJobID: "b-own"})
+	jobB, created, err := b.svc.Register(ctx, orgB, RegisterParams{RunID: b.seedRun(orgB), Provider: "acme", ProviderJobID: "b-own"})
 	if err != nil || !created {
 		t.Fatalf("B's registration of its own job = %v, %v", created, err)
 	}
@@ -193,8 +192,8 @@ func TestAProviderJobIDNamesOneJobInTheWorld(t *testing.T) {
 	d := delivery(jobA, "d-a", StatusSucceeded)
 	onB := d
 	onB.JobID = jobB.ID.String()
-	if out, err := b.svc.Receive(ctx, onB); err != nil || out.Reason != DropJobMismatch {
-		t.Fatalf("A's delivery posted to B's path = %+v, %v; want dropped job_mismatch", out, err)
+	if out, err := b.svc.Receive(ctx, onB); err != nil || out.Reason != DropJobMismatch || out.JobID != jobB.ID {
+		t.Fatalf("A's delivery posted to B's path = %+v, %v; want dropped job_mismatch on B's job", out, err)
 	}
 	if out, err := b.svc.Receive(ctx, d); err != nil || !out.Accepted || !out.Applied {
 		t.Fatalf("the genuine copy on A's path = %+v, %v; want accepted and applied", out, err)
@@ -209,19 +208,19 @@ func TestAProviderJobIDNamesOneJobInTheWorld(t *testing.T) {
 	var org, job uuid.UUID
 	if err := b.pool.QueryRow(ctx, `SELECT reason, path_job_id, organization_id, job_id FROM agent.webhook_drops
 		WHERE delivery_id = 'd-a'`).Scan(&reason, &pathJobID, &org, &job); err != nil ||
-		reason != string(DropJobMismatch) || pathJobID != jobB.ID.String() || org != b.org || job != jobA.ID {
-		t.Errorf("drop audit = %s on path %s of %s's job %s, %v; want job_mismatch on B's path, recorded under A and A's job",
+		reason != string(DropJobMismatch) || pathJobID != jobB.ID.String() || org != orgB || job != jobB.ID {
+		t.Errorf("drop audit = %s on path %s of %s's job %s, %v; want job_mismatch recorded under B's job, whose path it came on",
 			reason, pathJobID, org, job, err)
 	}
-	if drops, err := b.svc.ListDrops(ctx, b.org, jobA.ID); err != nil || len(drops) != 1 || drops[0].Reason != DropJobMismatch {
-		t.Errorf("A's drops = %+v, %v; want the job_mismatch", drops, err)
+	if drops, err := b.svc.ListDrops(ctx, orgB, jobB.ID); err != nil || len(drops) != 1 || drops[0].Reason != DropJobMismatch {
+		t.Errorf("B's drops = %+v, %v; want the job_mismatch", drops, err)
 	}
-	if drops, _, err := NewAudit(b.pool).Drops(ctx, b.org, jobA.ID, 0, ""); err != nil || len(drops) != 1 ||
+	if drops, _, err := NewAudit(b.pool).Drops(ctx, orgB, jobB.ID, 0, ""); err != nil || len(drops) != 1 ||
 		drops[0].Reason != DropJobMismatch || drops[0].DeliveryID != "d-a" || len(drops[0].RequestHash) != 64 {
-		t.Errorf("A's drops in the audit = %+v, %v; want the job_mismatch of d-a with its body's hash", drops, err)
+		t.Errorf("B's drops in the audit = %+v, %v; want the job_mismatch of d-a with its body's hash", drops, err)
 	}
-	if drops, err := b.svc.ListDrops(ctx, orgB, jobB.ID); err != nil || len(drops) != 0 {
-		t.Errorf("B's drops = %+v, %v; want none: the delivery was about A's job", drops, err)
+	if drops, err := b.svc.ListDrops(ctx, b.org, jobA.ID); err != nil || len(drops) != 0 {
+		t.Errorf("A's drops = %+v, %v; want none", drops, err)
 	}
 	// The misdirected delivery was never landed: A's arrival is the
 	// genuine copy's, and B has none.
@@ -244,7 +243,7 @@ func TestCopiesAreCountedNotMultiplied(t *testing.T) {
 	job := b.seedJob("j-copies")
 	d := delivery(job, "d-copies", StatusRunning)
 	unknown := d
-	unknown.DeliveryID, unknown.Update.ProviderJobID = "d-unknown", "nobody's"
+	unknown.DeliveryID, unknown.JobID = "d-unknown", uuid.NewString() // a path naming no job
 	const copies = 300
 	for range copies + 1 {
 		if _, err := svc.Receive(context.Background(), d); err != nil {
@@ -330,7 +329,7 @@ func TestAckNeverDependsOnTheDropAudit(t *testing.T) {
 	}
 	b.wantCount(0, "audit rows", `SELECT count(*) FROM agent.webhook_drops`)
 	unknown := d
-	unknown.DeliveryID, unknown.Update.ProviderJobID = "d-unknown", "not-a-job"
+	unknown.DeliveryID, unknown.JobID = "d-unknown", "not-a-job"
 	if out, err := svc.Receive(context.Background(), unknown); err == nil {
 		t.Errorf("unknown job with the audit failing = %+v; want an error: nothing records it", out)
 	}

@@ -37,14 +37,14 @@ var (
 	ErrRunNotFound = &errs.Error{Kind: errs.NotFound, Message: "providerjobs: run not found",
 		Detail: "no such run in your organization"}
 	// ErrAlreadyRegistered reports a registration of a (provider, provider
-	// job id) pair that names a job already: of the organization, for
-	// another Run, or of another organization. The pair names one job in
-	// the world, and a job belongs to one Run. Its code is
+	// job id) pair the organization registered already for another Run: a
+	// provider job id names one job of an organization, and a job belongs
+	// to one Run. Another organization's jobs never cause it. Its code is
 	// already_registered.
 	ErrAlreadyRegistered = &errs.Error{Kind: errs.Conflict, Code: "already_registered",
 		Message: "providerjobs: provider job already registered",
-		Detail: "this provider job id is registered already, for another run or by another organization; " +
-			"a provider's job id names one job"}
+		Detail: "your organization registered this provider job id already, for another run; " +
+			"a provider's job id names one job of an organization"}
 	// ErrInvalid is wrapped by every error about input the package refuses
 	// before it runs any SQL.
 	ErrInvalid = errs.New(errs.Invalid, "providerjobs: invalid input")
@@ -72,14 +72,16 @@ func (s Status) reported() bool { return s == StatusRunning || s.Terminal() }
 // Job is a job searchd started at a provider for a Run.
 type Job struct {
 	// ID is searchd's id of the job: its callback path names it, and a
-	// callback is applied only on the path of the job its body names.
+	// callback is applied to the job its path names, and only when its
+	// body names the job's ProviderJobID.
 	ID             uuid.UUID `json:"id"`
 	OrganizationID uuid.UUID `json:"organization_id"`
 	RunID          uuid.UUID `json:"run_id"`
 	// Provider names the provider and its claim scope webhook.<provider>.
 	Provider string `json:"provider"`
 	// ProviderJobID is the provider's own id of the job, unique per
-	// provider across organizations. A callback body names the job by it.
+	// organization and provider: another organization may hold a job
+	// with the same one. A callback body names the job by it.
 	ProviderJobID string `json:"provider_job_id"`
 	Status        Status `json:"status"`
 	// Result is the object the last applied delivery carried; null until
@@ -232,18 +234,20 @@ const registerAttempts = 3
 // Register registers a pending job for Run p.RunID of org and returns it,
 // reporting whether this call created it. Registration is safe to retry:
 // when org has registered the (provider, provider job id) pair for the same
-// Run already, Register returns that job and false, changing nothing.
+// Run already, Register returns that job and false, changing nothing. The
+// pair is org's own: whether another organization registered it changes
+// nothing here, and nothing here tells.
 //
 // The job and its entry in the provider job directory, which callbacks
-// resolve their job through, are written in one transaction (a savepoint
-// when the service runs on the caller's).
+// resolve their job through by its id, are written in one transaction (a
+// savepoint when the service runs on the caller's).
 //
 // Errors: an error wrapping [ErrInvalid] for a nil organization or Run, or
 // a provider or job id the validators refuse, before any SQL runs;
 // [ErrRunNotFound] when org has no such Run (another organization's
 // included), checked before the pair; [ErrAlreadyRegistered] when org has
-// registered the pair for another Run, or another organization holds it.
-// Other errors come from the database.
+// registered the pair for another Run. Other errors come from the
+// database.
 func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams) (_ *Job, _ bool, err error) {
 	defer dberr.Annotate(&err)
 	switch {
@@ -272,8 +276,6 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 		case errors.As(err, &pgErr) && pgErr.Code == "23503":
 			// The Run was deleted between the read and the insert.
 			return nil, false, ErrRunNotFound
-		case errors.Is(err, ErrAlreadyRegistered):
-			return nil, false, err
 		case !errors.Is(err, pgx.ErrNoRows):
 			return nil, false, fmt.Errorf("providerjobs: register: %w", err)
 		}
@@ -311,9 +313,7 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 
 // insertJob inserts the job of a registration and its directory entry on
 // tx. It returns pgx.ErrNoRows when the job was not inserted (no such Run,
-// or the organization registered the pair already), and
-// [ErrAlreadyRegistered] when the directory names another job that exists
-// for the pair: the caller rolls tx back, so nothing is written.
+// or the organization registered the pair already).
 func (s *Service) insertJob(ctx context.Context, tx pgx.Tx, org uuid.UUID, p RegisterParams) (*Job, error) {
 	job, err := scanJob(tx.QueryRow(ctx, jobInsert, pgx.StrictNamedArgs{
 		"id": ids.New(), "org": org, "run_id": p.RunID, "provider": p.Provider,
@@ -322,21 +322,11 @@ func (s *Service) insertJob(ctx context.Context, tx pgx.Tx, org uuid.UUID, p Reg
 	if err != nil {
 		return nil, err
 	}
-	entry := pgx.StrictNamedArgs{
+	if _, err := tx.Exec(ctx, directoryInsert, pgx.StrictNamedArgs{
 		"provider": p.Provider, "provider_job_id": p.ProviderJobID, "org": org, "job_id": job.ID,
 		"registered_at": job.CreatedAt, "retention_us": runs.Retention.Microseconds(),
-	}
-	var owner uuid.UUID
-	err = tx.QueryRow(ctx, directoryClaim, entry).Scan(&owner)
-	if errors.Is(err, pgx.ErrNoRows) {
-		entry["now"] = s.nowArg()
-		err = tx.QueryRow(ctx, directoryTakeOver, entry).Scan(&owner)
-	}
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil, ErrAlreadyRegistered
-	case err != nil:
-		return nil, fmt.Errorf("claim the directory entry: %w", err)
+	}); err != nil {
+		return nil, fmt.Errorf("write the directory entry: %w", err)
 	}
 	return job, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -125,23 +126,6 @@ func (b *bundle) job(id uuid.UUID) *Job {
 	return job
 }
 
-// wantPairRefused registers ours's provider job id under org with run, and
-// wants it refused with ErrAlreadyRegistered, nothing of org's written and
-// the directory still naming ours once.
-func (b *bundle) wantPairRefused(org, run uuid.UUID, ours *Job) {
-	b.t.Helper()
-	p := RegisterParams{RunID: run, Provider: ours.Provider, ProviderJobID: ours.ProviderJobID}
-	if job, created, err := b.svc.Register(context.Background(), org, p); !errors.Is(err, ErrAlreadyRegistered) || job != nil || created {
-		b.t.Fatalf("%s's registration of %s's provider job id = %+v, created %v, %v; want ErrAlreadyRegistered", org, ours.OrganizationID, job, created, err)
-	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_jobs WHERE organization_id = $1`, org); n != 0 {
-		b.t.Errorf("%s holds %d jobs after its refused registration, want 0: nothing is written", org, n)
-	}
-	if n := b.count(`SELECT count(*) FROM agent.provider_job_directory WHERE organization_id = $1 AND job_id = $2`, ours.OrganizationID, ours.ID); n != 1 {
-		b.t.Errorf("the directory names %s's job %d times, want once", ours.OrganizationID, n)
-	}
-}
-
 // delivery returns a valid delivery of status about job: on the path of
 // searchd's id, naming the provider's id in the body.
 func delivery(job *Job, deliveryID string, status Status) Delivery {
@@ -210,10 +194,11 @@ func TestRegisterRefusals(t *testing.T) {
 	b.wantCount(2, "jobs", `SELECT count(*) FROM agent.provider_jobs`)
 }
 
-// TestRegisterIsSafeToRetryAndThePairIsTheWorlds: a registration repeated
-// by its organization finds its job; the same pair registered by another
-// organization is refused and writes nothing (issue 24.3).
-func TestRegisterIsSafeToRetryAndThePairIsTheWorlds(t *testing.T) {
+// TestRegisterIsSafeToRetryAndThePairIsTheOrganizations: a registration
+// repeated by its organization finds its job; the same pair registered by
+// another organization creates that organization's own job, as if nobody
+// held the pair (issue 36.6: no squatting, no existence oracle).
+func TestRegisterIsSafeToRetryAndThePairIsTheOrganizations(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := context.Background()
@@ -229,19 +214,34 @@ func TestRegisterIsSafeToRetryAndThePairIsTheWorlds(t *testing.T) {
 		t.Errorf("Register again = %+v, created %v, %v; want the first job, not created", again, created, err)
 	}
 
-	// Another organization registers the same provider job id: refused,
-	// and nothing of it is written.
+	// Another organization registers the same provider job id: its own
+	// job, created, and a retry of it finds that one.
 	other := uuid.New()
-	b.wantPairRefused(other, b.seedRun(other), first)
-	b.wantCount(1, "jobs", `SELECT count(*) FROM agent.provider_jobs`)
-	// The pair is another provider's to register: the directory is per
-	// provider.
-	if _, created, err := b.svc.Register(ctx, other, RegisterParams{RunID: b.seedRun(other), Provider: "other", ProviderJobID: "j-1"}); err != nil || !created {
-		t.Errorf("another organization's Register of the pair under another provider = created %v, %v; want created", created, err)
+	op := RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "j-1"}
+	theirs, created, err := b.svc.Register(ctx, other, op)
+	if err != nil || !created || theirs.OrganizationID != other || theirs.ID == first.ID || theirs.Version != 1 {
+		t.Fatalf("another organization's Register of the pair = %+v, created %v, %v; want its own job, created", theirs, created, err)
+	}
+	if again, created, err := b.svc.Register(ctx, other, op); err != nil || created || again.ID != theirs.ID {
+		t.Errorf("its retry = %+v, created %v, %v; want its job, not created", again, created, err)
+	}
+	// For another Run of its own organization the pair is a conflict.
+	if _, _, err := b.svc.Register(ctx, other, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "j-1"}); !errors.Is(err, ErrAlreadyRegistered) {
+		t.Errorf("another Run of the other organization = %v, want ErrAlreadyRegistered", err)
+	}
+	b.wantCount(2, "jobs", `SELECT count(*) FROM agent.provider_jobs`)
+	for _, j := range []*Job{first, theirs} {
+		if n := b.count(`SELECT count(*) FROM agent.provider_job_directory
+			WHERE job_id = $1 AND organization_id = $2 AND provider = 'acme' AND provider_job_id = 'j-1'`, j.ID, j.OrganizationID); n != 1 {
+			t.Errorf("the directory names %s's job %d times, want once", j.OrganizationID, n)
+		}
 	}
 	out, err := b.svc.Receive(ctx, delivery(first, "d-1", StatusSucceeded))
 	if err != nil || !out.Accepted || out.JobID != first.ID {
 		t.Fatalf("Receive for our job = %+v, %v; want accepted for %s", out, err, first.ID)
+	}
+	if got, err := b.svc.Get(ctx, other, theirs.ID); err != nil || got.Status != StatusPending || got.Version != 1 {
+		t.Errorf("their job after our delivery = %+v, %v; want it untouched", got, err)
 	}
 }
 
@@ -284,12 +284,13 @@ func TestRegisterConcurrentRetriesCreateOneJob(t *testing.T) {
 	b.wantCount(1, "jobs", `SELECT count(*) FROM agent.provider_jobs`)
 }
 
-// TestReceiveResolvesTheJobItsBodyNames: a delivery is about the job its
-// signed body names, through the directory; a body naming no job drops as
-// unknown_job (recorded without an organization), and a path that is not
-// that job's drops as job_mismatch, recorded under the organization and
-// the job the body named. Neither claims anything.
-func TestReceiveResolvesTheJobItsBodyNames(t *testing.T) {
+// TestReceiveResolvesTheJobItsPathNames: a delivery is about the job its
+// callback path names, through the directory, and its signed body must
+// name that job's provider job id. A path naming no job of the provider
+// drops as unknown_job (recorded without an organization); a body naming
+// another provider job id drops as job_mismatch, recorded under the
+// organization and the job of the path. Neither claims anything.
+func TestReceiveResolvesTheJobItsPathNames(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := context.Background()
@@ -301,13 +302,15 @@ func TestReceiveResolvesTheJobItsBodyNames(t *testing.T) {
 		want   DropReason
 		job    uuid.UUID // the job the drop names; nil for none
 	}{
-		{"the provider's id in the path", func(d *Delivery) { d.JobID = job.ProviderJobID }, DropJobMismatch, job.ID},
-		{"no such job in the path", func(d *Delivery) { d.JobID = uuid.NewString() }, DropJobMismatch, job.ID},
-		{"empty path id", func(d *Delivery) { d.JobID = "" }, DropJobMismatch, job.ID},
-		{"the body names another job of ours", func(d *Delivery) { d.Update.ProviderJobID = second.ProviderJobID }, DropJobMismatch, second.ID},
+		{"the provider's id in the path", func(d *Delivery) { d.JobID = job.ProviderJobID }, DropUnknownJob, uuid.Nil},
+		{"no such job in the path", func(d *Delivery) { d.JobID = uuid.NewString() }, DropUnknownJob, uuid.Nil},
+		{"empty path id", func(d *Delivery) { d.JobID = "" }, DropUnknownJob, uuid.Nil},
+		{"the path's id in upper case", func(d *Delivery) { d.JobID = strings.ToUpper(job.ID.String()) }, DropUnknownJob, uuid.Nil},
 		{"the job under another provider", func(d *Delivery) { d.Provider = "other" }, DropUnknownJob, uuid.Nil},
-		{"the body names an unregistered job", func(d *Delivery) { d.Update.ProviderJobID = "j-3" }, DropUnknownJob, uuid.Nil},
-		{"the body names searchd's id", func(d *Delivery) { d.Update.ProviderJobID = job.ID.String() }, DropUnknownJob, uuid.Nil},
+		{"the body names another job of ours", func(d *Delivery) { d.Update.ProviderJobID = second.ProviderJobID }, DropJobMismatch, job.ID},
+		{"the path names another job of ours", func(d *Delivery) { d.JobID = second.ID.String() }, DropJobMismatch, second.ID},
+		{"the body names an unregistered job", func(d *Delivery) { d.Update.ProviderJobID = "j-3" }, DropJobMismatch, job.ID},
+		{"the body names searchd's id", func(d *Delivery) { d.Update.ProviderJobID = job.ID.String() }, DropJobMismatch, job.ID},
 	}
 	for i, tt := range tests {
 		d := delivery(job, "d-"+strconv.Itoa(i), StatusRunning)
@@ -602,35 +605,6 @@ func TestStorable(t *testing.T) {
 	}
 }
 
-// TestRegisterTakesOverAnEntryPastItsRetention: the directory entry of a
-// job whose Run is past its retention (the job goes with it) names nothing
-// worth keeping: the next registration of the pair, by any organization,
-// takes it over, and the pair's callbacks find the new job.
-func TestRegisterTakesOverAnEntryPastItsRetention(t *testing.T) {
-	t.Parallel()
-	b := setup(t, setupOpts{})
-	ctx := context.Background()
-	old := b.seedJob("recycled")
-	other := uuid.New()
-	b.clk.Advance(runs.Retention - time.Second)
-	if _, _, err := b.svc.Register(ctx, other, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "recycled"}); !errors.Is(err, ErrAlreadyRegistered) {
-		t.Fatalf("Register inside the entry's retention = %v, want ErrAlreadyRegistered", err)
-	}
-	b.clk.Advance(time.Second)
-	job, created, err := b.svc.Register(ctx, other, RegisterParams{RunID: b.seedRun(other), Provider: "acme", ProviderJobID: "recycled"})
-	if err != nil || !created || job.OrganizationID != other {
-		t.Fatalf("Register once the entry's retention passed = %+v, %v, %v; want a new job of the other organization", job, created, err)
-	}
-	var org, jobID uuid.UUID
-	if err := b.pool.QueryRow(ctx, `SELECT organization_id, job_id FROM agent.provider_job_directory
-		WHERE provider = 'acme' AND provider_job_id = 'recycled'`).Scan(&org, &jobID); err != nil || org != other || jobID != job.ID {
-		t.Errorf("the entry names %s's job %s, %v; want %s's %s", org, jobID, err, other, job.ID)
-	}
-	if jobID == old.ID {
-		t.Error("the entry still names the old job")
-	}
-}
-
 // TestBackoffDoublesFromASecondUpToMaxBackoff: the wait after the attempt
 // number attempts failed is 1 s, 2 s, 4 s, ..., at most MaxBackoff.
 func TestBackoffDoublesFromASecondUpToMaxBackoff(t *testing.T) {
@@ -655,4 +629,97 @@ func TestBackoffDoublesFromASecondUpToMaxBackoff(t *testing.T) {
 			t.Errorf("backoff(%d) with MaxBackoff %s = %s, want %s", tt.attempts, tt.max, got, tt.want)
 		}
 	}
+}
+
+// TestOrganizationsSharingAProviderJobIDEachGetTheirOwnDeliveries is issue
+// 36.6 under concurrency: organizations A and B both register provider job
+// id "shared" (and each one of its own), and their providers call back at
+// once, with the same delivery ids, each on its own job's path. Every
+// delivery is applied once, to the job its path names: A's job only ever
+// carries A's results, B's only B's, each organization's arrivals and
+// claims are its own. Deliveries cross-posted (A's path with a body naming
+// B's own job, and the reverse) drop as job_mismatch and change nothing.
+func TestOrganizationsSharingAProviderJobIDEachGetTheirOwnDeliveries(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	orgA, orgB := b.org, uuid.New()
+	register := func(org uuid.UUID, providerJobID string) *Job {
+		t.Helper()
+		job, created, err := b.svc.Register(ctx, org, RegisterParams{RunID: b.seedRun(org), Provider: "acme", ProviderJobID: providerJobID})
+		if err != nil || !created {
+			t.Fatalf("%s registers %q = created %v, %v; want created", org, providerJobID, created, err)
+		}
+		return job
+	}
+	sharedA, sharedB := register(orgA, "shared"), register(orgB, "shared")
+	ownA, ownB := register(orgA, "a-own"), register(orgB, "b-own")
+
+	// Cross-posted first: a body naming B's own job on A's shared path,
+	// and one naming A's own job on B's shared path.
+	for _, tt := range []struct {
+		name      string
+		body, dst *Job
+	}{
+		{"B's body on A's path", ownB, sharedA},
+		{"A's body on B's path", ownA, sharedB},
+		{"B's body on the path of A's own job", ownB, ownA},
+	} {
+		d := delivery(tt.body, "d-"+tt.name, StatusSucceeded)
+		d.JobID = tt.dst.ID.String()
+		if out, err := b.svc.Receive(ctx, d); err != nil || out.Reason != DropJobMismatch || out.JobID != tt.dst.ID {
+			t.Errorf("%s = %+v, %v; want dropped job_mismatch on the path's job", tt.name, out, err)
+		}
+	}
+	for _, j := range []*Job{sharedA, sharedB, ownA, ownB} {
+		if got, err := b.svc.Get(ctx, j.OrganizationID, j.ID); err != nil || got.Status != StatusPending || got.Version != 1 {
+			t.Errorf("job %s of %s after the cross-posts = %+v, %v; want it untouched", j.ProviderJobID, j.OrganizationID, got, err)
+		}
+	}
+	b.wantCount(0, "arrivals of cross-posted deliveries", `SELECT count(*) FROM agent.provider_inbox`)
+
+	// Both providers at once, the same delivery ids, each on its own path.
+	const n = 12
+	var start, done sync.WaitGroup
+	start.Add(1)
+	errc := make(chan error, 2*n)
+	for i := range n {
+		for _, j := range []*Job{sharedA, sharedB} {
+			done.Go(func() {
+				start.Wait()
+				d := delivery(j, "d-"+strconv.Itoa(i), StatusRunning)
+				result := `{"org":"` + j.OrganizationID.String() + `","n":` + strconv.Itoa(i) + `}`
+				d.Update.Result = json.RawMessage(result)
+				d.Body = []byte(`{"job_id":"shared","status":"running","result":` + result + `}`)
+				out, err := b.svc.Receive(ctx, d)
+				if err != nil || !out.Accepted || out.JobID != j.ID {
+					errc <- fmt.Errorf("%s's delivery %s = %+v, %v; want accepted for its job %s", j.OrganizationID, d.DeliveryID, out, err, j.ID)
+				}
+			})
+		}
+	}
+	start.Done()
+	done.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	for _, j := range []*Job{sharedA, sharedB} {
+		got, err := b.svc.Get(ctx, j.OrganizationID, j.ID)
+		if err != nil || got.Status != StatusRunning || got.Version < 2 || !strings.Contains(string(got.Result), j.OrganizationID.String()) {
+			t.Errorf("%s's shared job = %+v (result %s), %v; want running with one of its own organization's results", j.OrganizationID, got, got.Result, err)
+		}
+		// Every arrival and claim of the organization is about its job,
+		// carries its own results, and was applied once.
+		b.wantCount(n, "applied arrivals of "+j.OrganizationID.String()+" on its job with its results", `
+			SELECT count(*) FROM agent.provider_inbox
+			WHERE organization_id = $1 AND job_id = $2 AND status = 'applied' AND body_result->>'org' = $1::text`,
+			j.OrganizationID, j.ID)
+		b.wantCount(n, "completed claims of "+j.OrganizationID.String(), `
+			SELECT count(*) FROM agent.idempotency_keys WHERE organization_id = $1 AND status = 'completed'`, j.OrganizationID)
+	}
+	b.wantCount(3, "drops (the three cross-posts alone)", `SELECT count(*) FROM agent.webhook_drops`)
+	b.wantCount(0, "arrivals on no job of their own organization", `
+		SELECT count(*) FROM agent.provider_inbox i
+		WHERE NOT EXISTS (SELECT 1 FROM agent.provider_jobs j WHERE j.organization_id = i.organization_id AND j.id = i.job_id)`)
 }

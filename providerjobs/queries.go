@@ -27,46 +27,30 @@ WHERE r.organization_id = @org::uuid AND r.id = @run_id::uuid
 ON CONFLICT (organization_id, provider, provider_job_id) DO NOTHING
 RETURNING ` + jobColumns
 
-// directoryClaim writes the directory entry of a job just registered: the
-// pair names it from now on, until its registration plus the Run
-// retention (@retention_us), which its Run, created before it, never
-// outlives. It writes nothing and returns no row when the pair has an
-// entry already; directoryTakeOver then decides. Its parameters are named
-// (pgx.StrictNamedArgs).
-const directoryClaim = `
-INSERT INTO agent.provider_job_directory AS d
+// directoryInsert writes the directory entry of a job just registered,
+// keyed by the job's id: the {job_id} of its callback path names it from
+// now on, until its registration plus the Run retention (@retention_us),
+// which its Run, created before it, never outlives. The id is fresh, so
+// the entry never meets another; the provider job id is no key here (it
+// is unique per organization, in agent.provider_jobs). Its parameters are
+// named (pgx.StrictNamedArgs).
+const directoryInsert = `
+INSERT INTO agent.provider_job_directory
 	(provider, provider_job_id, organization_id, job_id, registered_at, retain_until)
 VALUES (@provider::text, @provider_job_id::text, @org::uuid, @job_id::uuid,
-	@registered_at::timestamptz, @registered_at::timestamptz + @retention_us::bigint * interval '1 microsecond')
-ON CONFLICT (provider, provider_job_id) DO NOTHING
-RETURNING d.job_id`
+	@registered_at::timestamptz, @registered_at::timestamptz + @retention_us::bigint * interval '1 microsecond')`
 
-// directoryTakeOver gives the pair's entry to the job just registered when
-// the entry's retention has passed: its job went with its Run (a job is
-// deleted with its Run alone, once the Run is past its retention), or is
-// about to. Otherwise it writes nothing and returns no row: the pair names
-// a job that exists, whatever its organization. A statement of its own, not
-// the insert's ON CONFLICT ... WHERE: Citus refuses a clock there. The
-// condition reads the entry alone. It takes directoryClaim's parameters and
-// @now.
-const directoryTakeOver = `
-UPDATE agent.provider_job_directory AS d
-SET organization_id = @org::uuid, job_id = @job_id::uuid, registered_at = @registered_at::timestamptz,
-	retain_until = @registered_at::timestamptz + @retention_us::bigint * interval '1 microsecond'
-WHERE d.provider = @provider::text AND d.provider_job_id = @provider_job_id::text
-	AND d.retain_until <= agent.clock(@now)
-RETURNING d.job_id`
-
-// directoryResolve finds the job a (provider, provider_job_id) pair names,
-// with its organization: how a callback, which names no organization,
-// resolves its tenant. An entry past its retention still names its job
-// until the sweeper deletes it or a registration takes it over; a job gone
-// with its Run is found missing by the apply. $1 provider,
-// $2 provider_job_id.
+// directoryResolve finds the job a callback path names, with its
+// organization and the provider job id it was registered under: how a
+// callback, which names no organization, resolves its tenant, by the
+// directory's primary key. A job of another provider than the path's is
+// not found. An entry past its retention still names its job until the
+// sweeper deletes it; a job gone with its Run is found missing by the
+// apply. $1 job id (searchd's), $2 provider.
 const directoryResolve = `
-SELECT d.organization_id, d.job_id
+SELECT d.organization_id, d.provider_job_id
 FROM agent.provider_job_directory d
-WHERE d.provider = $1 AND d.provider_job_id = $2`
+WHERE d.job_id = $1 AND d.provider = $2`
 
 // jobRegistered explains a jobInsert that inserted nothing: whether the
 // organization has the Run, and the id and Run of the job it registered
@@ -265,8 +249,8 @@ ORDER BY i.received_at DESC, i.id DESC
 LIMIT $3`
 
 // dropListByJob reads the newest drops recorded for a job of an
-// organization: those whose signed body named it, whatever path they were
-// posted to, by webhook_drops_org_job_idx. $1 org, $2 job id, $3 limit.
+// organization: those posted to its callback path (since migration 00023;
+// before, those whose signed body named it), by webhook_drops_org_job_idx. $1 org, $2 job id, $3 limit.
 const dropListByJob = `
 SELECT d.id, d.delivery_id, d.reason, d.request_hash, d.received_at
 FROM agent.webhook_drops d

@@ -29,21 +29,21 @@ const (
 	// The key already answers for other content, so applying this body
 	// would be unsafe, and calling it a duplicate would be false.
 	DropHashMismatch DropReason = "hash_mismatch"
-	// DropUnknownJob: the body names no job of the provider on this
-	// platform (none was registered with its provider job id under the
-	// provider, or the job went with its Run). Recorded without an
-	// organization.
+	// DropUnknownJob: the callback path names no job of the provider on
+	// this platform (it is not searchd's id of a job in canonical form,
+	// the job is another provider's, or it went with its Run). Recorded
+	// without an organization.
 	DropUnknownJob DropReason = "unknown_job"
-	// DropJobMismatch: the delivery was posted to the callback path of
-	// another job than the one its body names (or to a path naming no
-	// job). Recorded under the organization and the job the body names,
-	// and never landed, so the delivery posted to its own job's path
-	// afterwards is applied.
+	// DropJobMismatch: the body names another provider job id than the
+	// job its callback path names was registered under. Recorded under the
+	// path's job and its organization, and never landed, so the delivery
+	// posted to its own job's path afterwards is applied.
 	DropJobMismatch DropReason = "job_mismatch"
-	// DropPathMismatch: a copy of a stored arrival resolved to another
-	// job's path than the arrival's: the pair was registered for another
-	// job since the arrival landed. Before migration 00015 it was how a
-	// delivery re-posted to another organization's path was refused.
+	// DropPathMismatch: a copy of a stored arrival came on another path of
+	// the organization than the arrival, one whose job the body names too:
+	// the arrival's job went with its Run and the organization registered
+	// the pair again since. Before migration 00015 it was how a delivery
+	// re-posted to another organization's path was refused.
 	DropPathMismatch DropReason = "path_mismatch"
 )
 
@@ -88,8 +88,9 @@ type Delivery struct {
 	// [ValidateProvider].
 	Provider string
 	// JobID is searchd's id of the job ([Job.ID]) as the request path
-	// names it, unparsed: it must be the id of the job the body names, and
-	// is recorded as received (made storable) when the delivery drops.
+	// names it, unparsed: the delivery is about that job, whose provider
+	// job id the body must name, and it is recorded as received (made
+	// storable) when the delivery drops.
 	JobID string
 	// DeliveryID is the provider's id of this delivery, the claim key: 1 to
 	// 255 bytes of UTF-8 without control characters.
@@ -102,8 +103,8 @@ type Delivery struct {
 
 // Update is the content of a delivery.
 type Update struct {
-	// ProviderJobID is the provider's id of the job the body names: the
-	// delivery is about the job registered with it.
+	// ProviderJobID is the provider's id of the job the body names: it
+	// must be the one the path's job was registered under.
 	ProviderJobID string
 	// Status is running, succeeded or failed.
 	Status Status

@@ -89,8 +89,9 @@ var runExpired = expired(TableRuns, "r", "r.organization_id", "uuid",
 // provider_job_directory_retain_until_idx. On a cluster the directory is a
 // reference table, a copy on every node: one pass, @all. The read returns
 // the id of the job each entry names, and the delete deletes the entries of
-// the jobs read (@ids) still past their retention (a registration that
-// took one over since moved its retain_until on): by job, not by ctid, as
+// the jobs read (@ids) still past their retention (before migration 00023
+// a registration could take an entry over and move its retain_until on;
+// since, an entry is its job's alone, keyed by the job's id): by job, not by ctid, as
 // each copy of a reference table is a table of its own, where the same row
 // has its own ctid.
 var directoryExpired = statements{

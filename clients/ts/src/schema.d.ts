@@ -341,7 +341,7 @@ export interface paths {
         put?: never;
         /**
          * Register a job started at a provider for a Run
-         * @description Registers a pending job for a Run of the caller's organization and answers its callback_path, which the caller hands to the provider as the path of the job's callback URL: callbacks address searchd's id of the job (POST /v1/callbacks/{provider}/jobs/{job_id}), never the provider's. A provider's job id names one job in the world: registering the same (provider, provider_job_id) again for the same Run is a safe retry and answers 200 with the job as it is now; for another Run of the organization, or by another organization, it answers 409 already_registered and nothing is written (the answer names no organization). The provider must be one the server holds a callback secret for (SEARCHD_PROVIDER_SECRETS), else 400 validation_failed. A run_id the organization does not have answers 404 (checked before the conflict). With an Idempotency-Key the registration runs once per key, on the idempotency plane: a repeat answers the job the key registered with 200 and Idempotent-Replayed, another body under the key is 422 key_reused, and a repeat while the first is in flight is 409 in_progress.
+         * @description Registers a pending job for a Run of the caller's organization and answers its callback_path, which the caller hands to the provider as the path of the job's callback URL: callbacks address searchd's id of the job (POST /v1/callbacks/{provider}/jobs/{job_id}), never the provider's. A provider's job id names one job of an organization: registering the same (provider, provider_job_id) again for the same Run is a safe retry and answers 200 with the job as it is now; for another Run of the organization it answers 409 already_registered and nothing is written. Other organizations' jobs play no part: another organization may register the same provider job id, gets its own job and callback path (201), and no answer tells either organization whether the other holds it. The provider must be one the server holds a callback secret for (SEARCHD_PROVIDER_SECRETS), else 400 validation_failed. A run_id the organization does not have answers 404 (checked before the conflict). With an Idempotency-Key the registration runs once per key, on the idempotency plane: a repeat answers the job the key registered with 200 and Idempotent-Replayed, another body under the key is 422 key_reused, and a repeat while the first is in flight is 409 in_progress.
          */
         post: operations["registerProviderJob"];
         delete?: never;
@@ -384,7 +384,7 @@ export interface paths {
             path: {
                 /** @description The provider, as configured in SEARCHD_PROVIDER_SECRETS. A provider without a secret answers 401. */
                 provider: string;
-                /** @description searchd's id of the job, as its registration's callback_path gives it (not the provider's own job id). It must be the id of the job the body's job_id names; a delivery on any other path is dropped with reason job_mismatch, recorded for the job the body names. */
+                /** @description searchd's id of the job, as its registration's callback_path gives it (not the provider's own job id): the delivery is about this job. A path that names no job of the provider (not the lower-case UUID of one) drops the delivery with reason unknown_job; the body's job_id must then be the provider job id this job was registered under, else the delivery drops with reason job_mismatch, recorded for this job. */
                 job_id: string;
             };
             cookie?: never;
@@ -393,7 +393,7 @@ export interface paths {
         put?: never;
         /**
          * Receive a provider's callback about one of its jobs
-         * @description Authenticated by a Standard Webhooks signature (https://www.standardwebhooks.com/), not by a bearer token: webhook-signature holds v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>" under the provider's secret>, compared in constant time; one matching v1 signature among several is enough. The delivery id and the timestamp are signed with the body, so a captured body cannot be replayed under a fresh delivery id, and a webhook-timestamp more than 5 minutes from the server's clock, either way, is refused: a delivery is re-signed on every attempt, keeping its webhook-id. The checks run in this order: an unknown provider, a missing or malformed webhook-signature or webhook-timestamp, or a timestamp outside the 5 minutes answers 401; then a missing or invalid webhook-id answers 400; then the body is read, with a limit of its own (SEARCHD_CALLBACK_MAX_BODY_BYTES, 1 MiB by default: a declared length over it answers 413 before a byte is read, a body of unknown length once the limit and one byte have been read), the HMAC computed as it streams in, and the signature verified (401); none of the checks before this one reads the body, so refusing an unsigned or unknown caller costs nothing in proportion to what it sends; bodies awaiting their signature check share a budget of bytes (SEARCHD_CALLBACK_BODY_BUDGET), and one it cannot take answers 503 unavailable with Retry-After at once, unread, as does a body that does not arrive within SEARCHD_CALLBACK_BODY_TIMEOUT (10 s by default); then the body is parsed (400). Nothing is recorded for any of these. Every delivery with a valid signature that can be processed is first stored in the inbox under its identity (provider, webhook-id) and committed; only then is it acknowledged with 200, so every 200 means the delivery is durable and will take effect at most once: {"status": "queued"} when it is stored and will be applied by the background applier (its immediate apply failed or met another worker), {"status": "accepted"} when it was applied (or found its job already succeeded or failed, which are terminal and never left), or {"status": "dropped", "reason": ...} when it was not: duplicate (the delivery id was handled already, or is being handled now; a delivery re-sent whole within the 5 minutes is one), hash_mismatch (the delivery id was used for a different body), unknown_job (the body's job_id names no job of this provider) or job_mismatch (the path is not the callback path of the job the body's job_id names; recorded for that job, under its organization). Neither of those two is stored in the inbox, so a delivery posted to the wrong path first is still applied when it arrives on its own; path_mismatch is no longer answered (deliveries stored before migration 00015 may carry it). A copy of a stored delivery is counted on its arrival, not stored again. Each drop is recorded with its reason, once per delivery and reason for unknown_job and job_mismatch. A 503 means the database could not be reached and nothing was stored; redeliver after Retry-After. Members of the body other than job_id, status and result are ignored; the Content-Type is not checked.
+         * @description Authenticated by a Standard Webhooks signature (https://www.standardwebhooks.com/), not by a bearer token: webhook-signature holds v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>" under the provider's secret>, compared in constant time; one matching v1 signature among several is enough. The delivery id and the timestamp are signed with the body, so a captured body cannot be replayed under a fresh delivery id, and a webhook-timestamp more than 5 minutes from the server's clock, either way, is refused: a delivery is re-signed on every attempt, keeping its webhook-id. The checks run in this order: an unknown provider, a missing or malformed webhook-signature or webhook-timestamp, or a timestamp outside the 5 minutes answers 401; then a missing or invalid webhook-id answers 400; then the body is read, with a limit of its own (SEARCHD_CALLBACK_MAX_BODY_BYTES, 1 MiB by default: a declared length over it answers 413 before a byte is read, a body of unknown length once the limit and one byte have been read), the HMAC computed as it streams in, and the signature verified (401); none of the checks before this one reads the body, so refusing an unsigned or unknown caller costs nothing in proportion to what it sends; bodies awaiting their signature check share a budget of bytes (SEARCHD_CALLBACK_BODY_BUDGET), and one it cannot take answers 503 unavailable with Retry-After at once, unread, as does a body that does not arrive within SEARCHD_CALLBACK_BODY_TIMEOUT (10 s by default); then the body is parsed (400). Nothing is recorded for any of these. Every delivery with a valid signature that can be processed is first stored in the inbox under its identity (provider, webhook-id) and committed; only then is it acknowledged with 200, so every 200 means the delivery is durable and will take effect at most once: {"status": "queued"} when it is stored and will be applied by the background applier (its immediate apply failed or met another worker), {"status": "accepted"} when it was applied (or found its job already succeeded or failed, which are terminal and never left), or {"status": "dropped", "reason": ...} when it was not: duplicate (the delivery id was handled already, or is being handled now; a delivery re-sent whole within the 5 minutes is one), hash_mismatch (the delivery id was used for a different body), unknown_job (the path's job_id names no job of this provider) or job_mismatch (the body's job_id is not the provider job id the path's job was registered under; recorded for the path's job, under its organization). Neither of those two is stored in the inbox, so a delivery posted to the wrong path first is still applied when it arrives on its own; path_mismatch is no longer answered (deliveries stored before migration 00015 may carry it). A copy of a stored delivery is counted on its arrival, not stored again. Each drop is recorded with its reason, once per delivery and reason for unknown_job and job_mismatch. A 503 means the database could not be reached and nothing was stored; redeliver after Retry-After. Members of the body other than job_id, status and result are ignored; the Content-Type is not checked.
          */
         post: operations["receiveProviderCallback"];
         delete?: never;
@@ -510,7 +510,7 @@ export interface paths {
         };
         /**
          * The dropped deliveries of a provider job
-         * @description Lists the deliveries about the job (their body's job_id names it, whatever path they were posted to) that searchd recorded as dropped (duplicate, hash_mismatch, job_mismatch), newest first, at most 500: the audit of what the provider sent and was not applied, kept 30 days, readable by the job's organization alone.
+         * @description Lists the deliveries posted to the job's callback path (job_mismatch: with a body naming another provider job id) that searchd recorded as dropped (duplicate, hash_mismatch, job_mismatch), newest first, at most 500: the audit of what the provider sent and was not applied, kept 30 days, readable by the job's organization alone.
          */
         get: operations["listProviderJobDrops"];
         put?: never;
@@ -950,7 +950,7 @@ export interface components {
             callback_path: string;
         };
         ProviderCallback: {
-            /** @description The provider's own id of the job: the delivery is about the job registered with it (a provider's job id names one job), and must be posted to that job's callback path, else it is dropped with reason job_mismatch; none registered, unknown_job. */
+            /** @description The provider's own id of the job: it must be the one the job of the callback path was registered under, else the delivery is dropped with reason job_mismatch. Two organizations may hold a job with the same provider job id: the path, not the body, says which job the delivery is about. */
             job_id: string;
             /** @enum {string} */
             status: "running" | "succeeded" | "failed";
@@ -1487,7 +1487,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description already_registered: this provider job id is registered already, for another Run of the organization or by another organization; a provider's job id names one job. */
+        /** @description already_registered: the organization registered this provider job id already, for another Run; a provider's job id names one job of an organization (another organization's jobs never cause it). */
         AlreadyRegistered: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1499,7 +1499,7 @@ export interface components {
                  *       "type": "/problems/already_registered",
                  *       "title": "Already registered",
                  *       "status": 409,
-                 *       "detail": "this provider job id is registered already, for another run or by another organization; a provider's job id names one job",
+                 *       "detail": "your organization registered this provider job id already, for another run; a provider's job id names one job of an organization",
                  *       "code": "already_registered",
                  *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
                  *     }
@@ -1605,7 +1605,7 @@ export interface components {
                  *       "type": "/problems/already_registered",
                  *       "title": "Already registered",
                  *       "status": 409,
-                 *       "detail": "this provider job id is registered already, for another run or by another organization; a provider's job id names one job",
+                 *       "detail": "your organization registered this provider job id already, for another run; a provider's job id names one job of an organization",
                  *       "code": "already_registered",
                  *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
                  *     }
@@ -3469,7 +3469,7 @@ export interface operations {
             path: {
                 /** @description The provider, as configured in SEARCHD_PROVIDER_SECRETS. A provider without a secret answers 401. */
                 provider: string;
-                /** @description searchd's id of the job, as its registration's callback_path gives it (not the provider's own job id). It must be the id of the job the body's job_id names; a delivery on any other path is dropped with reason job_mismatch, recorded for the job the body names. */
+                /** @description searchd's id of the job, as its registration's callback_path gives it (not the provider's own job id): the delivery is about this job. A path that names no job of the provider (not the lower-case UUID of one) drops the delivery with reason unknown_job; the body's job_id must then be the provider job id this job was registered under, else the delivery drops with reason job_mismatch, recorded for this job. */
                 job_id: string;
             };
             cookie?: never;
