@@ -138,22 +138,30 @@ func TestABodyWaitsForTheBudget(t *testing.T) {
 			}
 			held = append(held, charged)
 		}
+		// Two wait, in the order they came; bytes given back go to the
+		// older first.
 		fourth := read()
+		synctest.Wait()
+		fifth := read()
 		synctest.Wait()
 		select {
 		case err := <-fourth:
 			t.Fatalf("a body past the budget did not wait: %v", err)
+		case err := <-fifth:
+			t.Fatalf("a body past the budget did not wait: %v", err)
 		default:
 		}
-		s.requestBodies.give(held[0])
-		synctest.Wait()
-		select {
-		case err := <-fourth:
-			if err != nil {
-				t.Fatalf("the waiting body, once bytes were given back: %v", err)
+		for i, next := range []chan error{fourth, fifth} {
+			s.requestBodies.give(held[i])
+			synctest.Wait()
+			select {
+			case err := <-next:
+				if err != nil {
+					t.Fatalf("waiting body %d, once bytes were given back: %v", i+1, err)
+				}
+			default:
+				t.Fatalf("waiting body %d was not read once bytes were given back (first come, first served)", i+1)
 			}
-		default:
-			t.Fatal("the waiting body was not read once bytes were given back")
 		}
 		var p *apiError
 		if err := <-read(); !errors.As(err, &p) || p.status != http.StatusServiceUnavailable {

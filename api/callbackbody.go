@@ -1,6 +1,7 @@
 package api
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -62,77 +63,106 @@ type bodyBudget struct {
 	used  int64
 	total int64 // every body together
 	large int64 // bodies over smallCallbackBody together: three quarters
-	// freed is closed, and forgotten, when bytes are given back: the
-	// bodies waiting then try again. Nil while none waits.
-	freed chan struct{}
+	// waiting holds the bodies waiting for bytes (*budgetWaiter), first
+	// come first: bytes given back go to the oldest while it fits.
+	waiting list.List
+}
+
+// budgetWaiter is a body waiting for the budget; ready is closed once
+// its bytes are taken for it.
+type budgetWaiter struct {
+	n, held int64
+	ready   chan struct{}
 }
 
 func newBodyBudget(total int64, wait time.Duration) *bodyBudget {
 	return &bodyBudget{total: total, large: total - total/4, wait: wait}
 }
 
-// take charges n more bytes to a body that then holds held bytes in all,
-// and reports whether the budget had them: a body over smallCallbackBody
-// may not take the last quarter of it. It does not wait.
-func (b *bodyBudget) take(n, held int64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	_, ok := b.takeLocked(n, held)
-	return ok
-}
-
-// takeLocked is take's, returning also the channel closed when bytes are
-// next given back.
-func (b *bodyBudget) takeLocked(n, held int64) (freed <-chan struct{}, ok bool) {
+// fitsLocked reports whether n more bytes, for a body then holding held
+// in all, are in the budget: a body over smallCallbackBody may not take
+// the last quarter of it.
+func (b *bodyBudget) fitsLocked(n, held int64) bool {
 	limit := b.total
 	if held > smallCallbackBody {
 		limit = b.large
 	}
-	if b.used+n <= limit {
-		b.used += n
-		return nil, true
-	}
-	if b.freed == nil {
-		b.freed = make(chan struct{})
-	}
-	return b.freed, false
+	return b.used+n <= limit
 }
 
-// takeWaiting is take, but a body the budget cannot take now waits up to
-// b.wait for bytes given back, or until ctx ends, and tries again.
-func (b *bodyBudget) takeWaiting(ctx context.Context, n, held int64) bool {
-	var timeout <-chan time.Time
-	for {
-		b.mu.Lock()
-		freed, ok := b.takeLocked(n, held)
-		b.mu.Unlock()
-		if ok || b.wait == 0 {
-			return ok
-		}
-		if timeout == nil {
-			t := time.NewTimer(b.wait)
-			defer t.Stop()
-			timeout = t.C
-		}
-		select {
-		case <-freed:
-		case <-timeout:
-			return false
-		case <-ctx.Done():
-			return false
-		}
+// take charges n more bytes to a body that then holds held bytes in all,
+// and reports whether the budget had them. It does not wait, and does not
+// take bytes a waiting body is owed first (but a small body, whose
+// quarter large ones never use, does not wait behind them).
+func (b *bodyBudget) take(n, held int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fitsLocked(n, held) && (b.waiting.Len() == 0 || held <= smallCallbackBody) {
+		b.used += n
+		return true
 	}
+	return false
+}
+
+// takeWaiting is take, but a body the budget cannot take now waits its
+// turn, first come first served, up to b.wait or until ctx ends; it
+// reports whether the bytes were taken.
+func (b *bodyBudget) takeWaiting(ctx context.Context, n, held int64) bool {
+	b.mu.Lock()
+	if b.fitsLocked(n, held) && (b.waiting.Len() == 0 || held <= smallCallbackBody) {
+		b.used += n
+		b.mu.Unlock()
+		return true
+	}
+	if b.wait == 0 {
+		b.mu.Unlock()
+		return false
+	}
+	w := &budgetWaiter{n: n, held: held, ready: make(chan struct{})}
+	e := b.waiting.PushBack(w)
+	b.mu.Unlock()
+
+	t := time.NewTimer(b.wait)
+	defer t.Stop()
+	select {
+	case <-w.ready:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-w.ready:
+		return true // served as the wait ended
+	default:
+	}
+	b.waiting.Remove(e)
+	// It may have been the oldest, holding up those behind it.
+	b.serveLocked()
+	return false
 }
 
 // give returns n bytes a body had taken.
 func (b *bodyBudget) give(n int64) {
 	b.mu.Lock()
 	b.used -= n
-	if b.freed != nil {
-		close(b.freed)
-		b.freed = nil
-	}
+	b.serveLocked()
 	b.mu.Unlock()
+}
+
+// serveLocked gives bytes to the waiting bodies, oldest first, while the
+// oldest fits.
+func (b *bodyBudget) serveLocked() {
+	for e := b.waiting.Front(); e != nil; e = b.waiting.Front() {
+		w := e.Value.(*budgetWaiter)
+		if !b.fitsLocked(w.n, w.held) {
+			return
+		}
+		b.used += w.n
+		b.waiting.Remove(e)
+		close(w.ready)
+	}
 }
 
 // The failures of [bodyBudget.read], each its caller's to answer.
