@@ -206,3 +206,22 @@ func TestTheDrainsStartsTakeASeatOfTheirOrganization(t *testing.T) {
 			"schedule.ErrBusy (tried again at the next tick), not run", err, calls)
 	}
 }
+
+// TestWideRequestsShareAtMostTwiceTheProcessors: the wide requests' share
+// is half the seats, at most twice the processors, at least one; a share
+// set above the seats is refused, naming both settings.
+func TestWideRequestsShareAtMostTwiceTheProcessors(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ seats, procs, want int }{
+		{16, 2, 4}, {16, 8, 8}, {16, 1, 2}, {16, 64, 8}, {4, 2, 2}, {1, 2, 1}, {3, 1, 1},
+	} {
+		if got := wideSeats(tt.seats, tt.procs); got != tt.want {
+			t.Errorf("wideSeats(%d seats, %d processors) = %d, want %d", tt.seats, tt.procs, got, tt.want)
+		}
+	}
+	_, pool := newDB(t)
+	if _, err := newAdmission(admissionConfig{Seats: 4, WideSeats: 5}, pool, nil); err == nil ||
+		!strings.Contains(err.Error(), EnvAdmissionWideSeats) || !strings.Contains(err.Error(), EnvAdmissionSeats) {
+		t.Errorf("a wide share over the seats: %v, want an error naming both settings", err)
+	}
+}

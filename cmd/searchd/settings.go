@@ -154,6 +154,13 @@ var settingsTable = []section{
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Admission.MaxWait }, def: fairq.DefaultMaxWait,
 				above: true, max: fairq.MaxMaxWait, like: "10s or 500ms"},
 			meaning: "longest a request waits for a seat, then 429 `rate_limited` with `Retry-After`"},
+		{env: EnvAdmissionWideSeats, flag: "admission-wide-seats", in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Admission.WideSeats }, min: 1, max: fairq.MaxSeats, of: "seats", zero: true},
+			def:  "half the seats, at most twice the processors (GOMAXPROCS)",
+			meaning: "seats that wide requests (long lists, large bodies and answers, the console's heavy pages: more than " +
+				"one seat each) hold together, and the widest a request can be; the other seats stay for narrow requests " +
+				"such as starts. Wide requests are bound by the processor, so more of them at once only slows every " +
+				"request beside them; at most the seats"},
 	}},
 	{"Saved-search starts", "", []spec{
 		{env: EnvSavedSearchLease, flag: "saved-search-lease", in: cmdServers,

@@ -306,16 +306,19 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 		t.Errorf("default admission %+v, want the pool's size (zero) and fairq's defaults", cfg.Admission)
 	}
 	env["SEARCHD_ADMISSION_SEATS"], env["SEARCHD_ADMISSION_QUEUE_LENGTH"], env["SEARCHD_ADMISSION_MAX_WAIT"] = "12", "7", "2s"
-	if cfg = load(env, false); cfg.Admission != (admissionConfig{Seats: 12, QueueLength: 7, MaxWait: 2 * time.Second}) {
+	env["SEARCHD_ADMISSION_WIDE_SEATS"] = "6"
+	if cfg = load(env, false); cfg.Admission != (admissionConfig{Seats: 12, QueueLength: 7, MaxWait: 2 * time.Second, WideSeats: 6}) {
 		t.Errorf("admission variables: %+v", cfg.Admission)
 	}
-	if cfg = load(env, false, "--admission-seats", "5", "--admission-queue-length", "3", "--admission-max-wait", "250ms"); cfg.Admission !=
-		(admissionConfig{Seats: 5, QueueLength: 3, MaxWait: 250 * time.Millisecond}) {
+	if cfg = load(env, false, "--admission-seats", "5", "--admission-queue-length", "3", "--admission-max-wait", "250ms",
+		"--admission-wide-seats", "2"); cfg.Admission !=
+		(admissionConfig{Seats: 5, QueueLength: 3, MaxWait: 250 * time.Millisecond, WideSeats: 2}) {
 		t.Errorf("admission flags over the variables: %+v", cfg.Admission)
 	}
 	delete(env, "SEARCHD_ADMISSION_SEATS")
 	delete(env, "SEARCHD_ADMISSION_QUEUE_LENGTH")
 	delete(env, "SEARCHD_ADMISSION_MAX_WAIT")
+	delete(env, "SEARCHD_ADMISSION_WIDE_SEATS")
 	// Authentication: HS256 alone by default; a provider when its issuer
 	// is set, the claims as configured; the console's token sign-in off
 	// under serve and on under dev.

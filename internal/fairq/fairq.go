@@ -18,10 +18,10 @@
 //     that many seats more (up to [MaxWidth]) while the flow is being
 //     served. A flow of costly requests thus takes the seats its work is
 //     worth after its first few, whatever width its caller guessed.
-//   - Wide requests (more than one seat) together hold at most half the
-//     seats ([Queue.WideSeats]), so however many a flow sends, the other
-//     half stays for narrow requests: a light request of another flow
-//     runs beside at most that half of heavy work, and waits for no
+//   - Wide requests (more than one seat) together hold at most a share
+//     of the seats ([Config.WideSeats], by default half), so however many
+//     a flow sends, the rest stays for narrow requests: a light request of another flow
+//     runs beside at most that share of heavy work, and waits for no
 //     heavy request to end. A wide request that waits only for that
 //     share does not hold up the narrow requests behind it in the round
 //     (narrow requests never take the share, so it is not starved).
@@ -167,6 +167,11 @@ type Config struct {
 	// MaxWait is how long a request may wait for a seat, above zero and
 	// at most [MaxMaxWait]; then it is refused. Zero is [DefaultMaxWait].
 	MaxWait time.Duration
+	// WideSeats is how many seats wide requests (of more than one seat)
+	// may hold together, 1 to Seats; it is also the widest a request can
+	// be. Zero is half the seats (at least one). cmd/searchd gives at most
+	// twice the processors: wide requests are the processor-bound ones.
+	WideSeats int
 	// Observer is told how each request's wait ended; nil tells nobody.
 	Observer Observer
 }
@@ -326,6 +331,9 @@ func New(cfg Config) (*Queue, error) {
 	case cfg.QueueLength < 0 || cfg.QueueLength > MaxQueueLength:
 		return nil, fmt.Errorf("fairq: Config.QueueLength is %d; it must be 1 to %d (0 for the default %d)",
 			cfg.QueueLength, MaxQueueLength, DefaultQueueLength)
+	case cfg.WideSeats < 0 || cfg.WideSeats > cmp.Or(cfg.Seats, DefaultSeats):
+		return nil, fmt.Errorf("fairq: Config.WideSeats is %d; it must be 1 to the seats, %d (0 for half of them)",
+			cfg.WideSeats, cmp.Or(cfg.Seats, DefaultSeats))
 	case cfg.MaxWait < 0 || cfg.MaxWait > MaxMaxWait:
 		return nil, fmt.Errorf("fairq: Config.MaxWait is %s; it must be above 0s and at most %s (0s for the default %s)",
 			cfg.MaxWait, MaxMaxWait, DefaultMaxWait)
@@ -333,7 +341,7 @@ func New(cfg Config) (*Queue, error) {
 	seats := cmp.Or(cfg.Seats, DefaultSeats)
 	q := &Queue{
 		seats:       seats,
-		wideSeats:   max(seats/2, 1),
+		wideSeats:   cmp.Or(cfg.WideSeats, max(seats/2, 1)),
 		queueLength: cmp.Or(cfg.QueueLength, DefaultQueueLength),
 		maxWait:     cmp.Or(cfg.MaxWait, DefaultMaxWait),
 		obs:         cfg.Observer,
@@ -346,8 +354,8 @@ func New(cfg Config) (*Queue, error) {
 func (q *Queue) Seats() int { return q.seats }
 
 // WideSeats returns how many seats wide requests (of more than one seat)
-// may hold together: half the seats (at least one). It is also the widest
-// a request can be.
+// may hold together ([Config.WideSeats]). It is also the widest a request
+// can be.
 func (q *Queue) WideSeats() int { return q.wideSeats }
 
 // QueueLength returns how many requests of one flow may wait.

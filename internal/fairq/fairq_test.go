@@ -625,14 +625,17 @@ func TestNewRefusesOutOfRangeSettings(t *testing.T) {
 		{fairq.Config{QueueLength: -1}, "Config.QueueLength"},
 		{fairq.Config{MaxWait: -time.Second}, "Config.MaxWait"},
 		{fairq.Config{MaxWait: fairq.MaxMaxWait + 1}, "Config.MaxWait"},
+		{fairq.Config{WideSeats: -1}, "Config.WideSeats"},
+		{fairq.Config{Seats: 4, WideSeats: 5}, "Config.WideSeats"},
 	} {
 		if _, err := fairq.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", c.cfg, err, c.want)
 		}
 	}
 	q := mustNew(t, fairq.Config{})
-	if q.Seats() != fairq.DefaultSeats || q.QueueLength() != fairq.DefaultQueueLength || q.MaxWait() != fairq.DefaultMaxWait {
-		t.Errorf("defaults = %d, %d, %s", q.Seats(), q.QueueLength(), q.MaxWait())
+	if q.Seats() != fairq.DefaultSeats || q.QueueLength() != fairq.DefaultQueueLength || q.MaxWait() != fairq.DefaultMaxWait ||
+		q.WideSeats() != fairq.DefaultSeats/2 {
+		t.Errorf("defaults = %d, %d, %s, %d", q.Seats(), q.QueueLength(), q.MaxWait(), q.WideSeats())
 	}
 }
 
