@@ -459,18 +459,5 @@ func mustFreePort(t *testing.T) int {
 // startDurablePostgres is startPostgres with fsync and full-page writes
 // on, as a production server runs: a benchmark's commits are durable.
 func startDurablePostgres(ctx context.Context, parent string) (*postgres, error) {
-	bins, err := pgcluster.FindBinaries(os.Getenv(pgcluster.EnvPGBin))
-	if err != nil {
-		return nil, err
-	}
-	pg, err := newNode(bins, parent, "pg")
-	if err != nil {
-		return nil, err
-	}
-	pg.groupKill = false
-	pg.settings = []string{"fsync=on", "full_page_writes=on"}
-	if err := pg.boot(ctx); err != nil {
-		return nil, err
-	}
-	return pg, nil
+	return startPostgresWith(ctx, parent, "fsync=on", "full_page_writes=on")
 }

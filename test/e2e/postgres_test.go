@@ -48,6 +48,11 @@ type postgres struct {
 // startPostgres runs initdb in a new directory under parent and starts the
 // server. parent must be traversable by the server's user.
 func startPostgres(ctx context.Context, parent string) (*postgres, error) {
+	return startPostgresWith(ctx, parent)
+}
+
+// startPostgresWith is startPostgres with more server settings.
+func startPostgresWith(ctx context.Context, parent string, settings ...string) (*postgres, error) {
 	bins, err := pgcluster.FindBinaries(os.Getenv(pgcluster.EnvPGBin))
 	if err != nil {
 		return nil, err
@@ -57,6 +62,7 @@ func startPostgres(ctx context.Context, parent string) (*postgres, error) {
 		return nil, err
 	}
 	pg.groupKill = false
+	pg.settings = settings
 	if err := pg.boot(ctx); err != nil {
 		return nil, err
 	}
