@@ -145,6 +145,9 @@ func (a *app) devCluster(ctx context.Context, cfg *serverConfig, dir string) (st
 		how = "initialized and started"
 	}
 	fmt.Fprintf(a.stdout, "PostgreSQL %s in %s (log: %s)\n", how, filepath.Join(dir, "data"), cluster.LogPath())
+	// The CLI's commands (migrate, runs, sweep...) take the database from
+	// DATABASE_URL: this is the one to give them while dev runs.
+	fmt.Fprintf(a.stdout, "DATABASE_URL=%s\n", shellQuote(cfg.DatabaseURL))
 	return stop, nil
 }
 
@@ -395,3 +398,7 @@ func exitWithParent(ctx context.Context, logger *slog.Logger) (context.Context, 
 	}()
 	return ctx, cancel
 }
+
+// shellQuote returns s quoted for a POSIX shell, so a printed assignment
+// can be pasted as it is.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

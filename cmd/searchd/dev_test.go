@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/searchd/searchd/internal/pgtest"
 )
@@ -102,7 +105,7 @@ func TestDevRunsEverythingAndKeepsItsData(t *testing.T) {
 	dir := filepath.Join(parent, ".searchd-dev")
 
 	first := runDev(t, dir, func(addr string, out devRun) {
-		for _, want := range []string{"initialized and started", "applied version 1, 2", "WARNING", "development", "token "} {
+		for _, want := range []string{"initialized and started", "applied version 1, 2", "WARNING", "development", "token ", "DATABASE_URL='postgres"} {
 			if !strings.Contains(out.stdout, want) {
 				t.Errorf("dev printed\n%s\nwithout %q", out.stdout, want)
 			}
@@ -120,6 +123,20 @@ func TestDevRunsEverythingAndKeepsItsData(t *testing.T) {
 		// is a delivery the server accepts: signed with the demo secret.
 		if got := runCallbackExample(t, out.stdout); got != `{"status":"accepted"}` {
 			t.Errorf("the printed callback example answered %q, want accepted", got)
+		}
+		// The printed DATABASE_URL is the database dev serves from: the
+		// CLI given it reads the demo saved search.
+		if m := regexp.MustCompile(`DATABASE_URL='([^']+)'`).FindStringSubmatch(out.stdout); m == nil {
+			t.Errorf("dev printed no DATABASE_URL:\n%s", out.stdout)
+		} else if conn, err := pgx.Connect(context.Background(), m[1]); err != nil {
+			t.Errorf("the printed DATABASE_URL %q: %v", m[1], err)
+		} else {
+			var n int
+			err := conn.QueryRow(context.Background(), "SELECT count(*) FROM agent.saved_searches WHERE id = $1", out.savedSearch).Scan(&n)
+			conn.Close(context.Background())
+			if err != nil || n != 1 {
+				t.Errorf("the printed DATABASE_URL's database holds %d demo saved searches (%v), want 1", n, err)
+			}
 		}
 		if !strings.Contains(out.stdout, "bin/searchd token --org") || !strings.Contains(out.stdout, "make build") {
 			t.Errorf("dev printed\n%s\nwithout the bin/searchd token hint", out.stdout)
