@@ -34,13 +34,15 @@ type scheduleRequest struct {
 	StartAt         *string `json:"start_at"`
 	CatchUpSeconds  *int64  `json:"catch_up_seconds"`
 	Paused          *bool   `json:"paused"`
+	MaxResults      *int    `json:"max_results"`
+	Note            *string `json:"note"`
 }
 
 // params returns the domain's inputs of r, or a validation_failed problem
 // for a start_at that is not an RFC 3339 time.
 func (r scheduleRequest) params() (schedule.SetParams, error) {
 	p := schedule.SetParams{IntervalSeconds: r.IntervalSeconds, Cron: r.Cron, TimeZone: r.TimeZone,
-		CatchUpSeconds: r.CatchUpSeconds, Paused: r.Paused}
+		CatchUpSeconds: r.CatchUpSeconds, Paused: r.Paused, MaxResults: r.MaxResults, Note: r.Note}
 	if r.StartAt != nil {
 		at, err := time.Parse(time.RFC3339Nano, *r.StartAt)
 		if err != nil {

@@ -25,6 +25,8 @@ type scheduleBody struct {
 	NextDueAt       *string   `json:"next_due_at"`
 	Version         int64     `json:"version"`
 	UpdatedBy       *string   `json:"updated_by"`
+	MaxResults      int       `json:"max_results"`
+	Note            string    `json:"note"`
 }
 
 // TestScheduleSetReadPauseRemove walks a schedule through its routes:
@@ -155,6 +157,10 @@ func TestScheduleRefusals(t *testing.T) {
 		{map[string]any{"cron": "@yearly", "start_at": "9999-12-31T23:59:59Z"}, "start_at"},
 		{map[string]any{"interval_seconds": 60, "start_at": "9999-12-31T23:59:59Z"}, "start_at"},
 		{map[string]any{"interval_seconds": 31622400, "start_at": "9999-12-30T00:00:00Z"}, "start_at"},
+		// The start options, with a start's limits (issue 37).
+		{map[string]any{"interval_seconds": 60, "max_results": 0}, "max_results"},
+		{map[string]any{"interval_seconds": 60, "max_results": 1001}, "max_results"},
+		{map[string]any{"interval_seconds": 60, "note": strings.Repeat("n", 501)}, "note"},
 	} {
 		res := b.do(req{method: http.MethodPut, path: path, body: tc.body})
 		p := res.problem(t)
@@ -312,4 +318,27 @@ func TestScheduleLimitIs409(t *testing.T) {
 		t.Errorf("a schedule beyond the limit = %d %s, want 409 schedule_limit", res.status, res.body)
 	}
 	b.wantCount(t, 1, `SELECT count(*) FROM agent.saved_search_schedules`)
+}
+
+// TestScheduleCarriesStartOptions: a schedule's max_results and note are
+// set, read back, defaulted (100 and none) when omitted, and a set of the
+// same values again changes nothing.
+func TestScheduleCarriesStartOptions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ss := b.seedSavedSearch(seedOpts{})
+	path := "/v1/saved-searches/" + ss.ID.String() + "/schedule"
+	var sc scheduleBody
+	res := b.do(req{method: http.MethodPut, path: path, body: map[string]any{"interval_seconds": 3600, "max_results": 7, "note": "digest"}})
+	if res.decode(t, &sc); res.status != http.StatusCreated || sc.MaxResults != 7 || sc.Note != "digest" {
+		t.Fatalf("PUT with options = %d %s, want 201 with max_results 7 and the note", res.status, res.body)
+	}
+	res = b.do(req{method: http.MethodPut, path: path, body: map[string]any{"interval_seconds": 3600, "max_results": 7, "note": "digest"}})
+	if res.decode(t, &sc); res.status != http.StatusOK || sc.Version != 1 {
+		t.Errorf("the same set again = %d %s, want 200 at version 1", res.status, res.body)
+	}
+	res = b.do(req{method: http.MethodPut, path: path, body: map[string]any{"interval_seconds": 3600}})
+	if res.decode(t, &sc); res.status != http.StatusOK || sc.MaxResults != 100 || sc.Note != "" || sc.Version != 2 {
+		t.Errorf("a set without options = %d %s, want the defaults (100, none) at version 2", res.status, res.body)
+	}
 }

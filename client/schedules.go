@@ -19,6 +19,9 @@ type Schedule struct {
 	StartAt         time.Time `json:"start_at"`
 	CatchUpSeconds  int64     `json:"catch_up_seconds"`
 	Paused          bool      `json:"paused"`
+	// MaxResults and Note are the start options of the Runs it starts.
+	MaxResults int    `json:"max_results"`
+	Note       string `json:"note"`
 	// NextDueAt is nil while paused, or when it will not come due again.
 	NextDueAt *time.Time `json:"next_due_at"`
 	// Version is the schedule's ETag; pass it as IfVersion.
@@ -45,6 +48,11 @@ type SetScheduleParams struct {
 	CatchUpSeconds int64 `json:"catch_up_seconds,omitempty"`
 	// Paused sets the schedule paused.
 	Paused bool `json:"paused,omitempty"`
+	// MaxResults is 1 to 1000 for the Runs it starts; zero is 100.
+	MaxResults int `json:"max_results,omitempty"`
+	// Note is kept in the options of the Runs it starts, at most 500
+	// characters.
+	Note string `json:"note,omitempty"`
 	// IfVersion, when set, makes the set change exactly that version of
 	// the schedule (If-Match), and refuses to create one.
 	IfVersion int64 `json:"-"`

@@ -220,6 +220,8 @@ type taken struct {
 	hasSchedule        bool
 	paused             bool
 	actor              *string
+	// options are the start options the occurrence was planned with.
+	options admission.StartOptions
 }
 
 // Tick plans the occurrences that came due and takes at most Batch open
@@ -388,6 +390,7 @@ func (d *Drain) attempt(ctx context.Context, o taken, token uuid.UUID) (status, 
 			Org:            o.org,
 			SavedSearchID:  o.savedSearchID,
 			IdempotencyKey: IdempotencyKey(o.savedSearchID, o.dueAt),
+			Options:        o.options,
 			Actor:          actor,
 			Origin:         snapshot.OriginSchedule,
 		})

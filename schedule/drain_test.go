@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -832,5 +833,71 @@ func TestATickStartsWidthAtOnce(t *testing.T) {
 	}})
 	if rep := b.tick(t, d); rep.Started != 4 {
 		t.Errorf("a tick of 4 occurrences at the default width: %+v, want 4 started together", rep)
+	}
+}
+
+// TestScheduledRunsStartWithTheScheduleOptions: a schedule's max_results
+// and note are its Runs' options, as a client's start gives them; an
+// occurrence keeps those its schedule had when it came due, so one whose
+// first attempt failed starts with them though the schedule changed
+// since (every attempt of one occurrence is one request of its key).
+func TestScheduledRunsStartWithTheScheduleOptions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.search(t)
+	p := hourly()
+	seven, note := 7, "weekly digest"
+	p.MaxResults, p.Note = &seven, &note
+	if sc := b.schedule(t, id, p); sc.MaxResults != 7 || sc.Note != note {
+		t.Fatalf("schedule options = %d %q, want 7 %q", sc.MaxResults, sc.Note, note)
+	}
+	options := func(at time.Time) admission.StartOptions {
+		t.Helper()
+		o := b.occ(t, id, at)
+		if o.runID == nil {
+			t.Fatalf("occurrence at %s has no Run: %+v", at, o)
+		}
+		run, err := b.runs.Get(b.ctx, b.org, *o.runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got admission.StartOptions
+		if err := json.Unmarshal(run.Options, &got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	b.clock.Set(t0)
+	if rep := b.tick(t, b.drain(t, drainOpts{})); rep.Started != 1 {
+		t.Fatalf("tick = %+v, want one started", rep)
+	}
+	if got := options(t0); got != (admission.StartOptions{MaxResults: 7, Note: note}) {
+		t.Errorf("the scheduled Run's options = %+v, want the schedule's", got)
+	}
+
+	// The next occurrence's first attempt fails; the schedule's options
+	// change; the retry starts with the options it came due with.
+	b.clock.Set(t0.Add(time.Hour))
+	failing := b.drain(t, drainOpts{start: func(context.Context, admission.SavedSearchStart) (admission.Result, error) {
+		return admission.Result{}, errors.New("the database went away")
+	}})
+	if rep := b.tick(t, failing); rep.Started != 0 {
+		t.Fatalf("the failing tick started %d", rep.Started)
+	}
+	other := 3
+	p.MaxResults, p.Note = &other, nil
+	if sc := b.schedule(t, id, p); sc.MaxResults != 3 || sc.Note != "" {
+		t.Fatalf("schedule options after the change = %d %q, want 3 and none", sc.MaxResults, sc.Note)
+	}
+	b.clock.Set(t0.Add(2*time.Hour - time.Second))
+	if _, err := b.db.Exec(b.ctx, `UPDATE agent.schedule_occurrences SET next_attempt_at = $1, lease_token = NULL
+		WHERE saved_search_id = $2 AND due_at = $3`, t0.Add(time.Hour), id, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if rep := b.tick(t, b.drain(t, drainOpts{})); rep.Started < 1 {
+		t.Fatalf("the retry tick = %+v, want the occurrence started", rep)
+	}
+	if got := options(t0.Add(time.Hour)); got != (admission.StartOptions{MaxResults: 7, Note: note}) {
+		t.Errorf("the retried occurrence's Run options = %+v, want those it came due with", got)
 	}
 }

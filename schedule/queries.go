@@ -19,7 +19,7 @@ import (
 
 const scheduleColumns = `sc.organization_id, sc.saved_search_id, sc.interval_seconds, sc.cron, sc.time_zone,
 	sc.start_at, sc.catch_up_seconds, sc.paused, sc.next_due_at, sc.version, sc.updated_by, sc.created_at,
-	sc.updated_at`
+	sc.updated_at, sc.max_results, sc.note`
 
 // scheduleGet reads a schedule. $1 org, $2 saved_search_id.
 const scheduleGet = `
@@ -48,10 +48,10 @@ SELECT coalesce($3::timestamptz, now()),
 const scheduleInsert = `
 INSERT INTO agent.saved_search_schedules AS sc
 	(organization_id, saved_search_id, interval_seconds, cron, time_zone, start_at, catch_up_seconds,
-	 paused, next_due_at, updated_by, created_at, updated_at)
+	 paused, next_due_at, updated_by, created_at, updated_at, max_results, note)
 VALUES (@org::uuid, @id::uuid, @interval::bigint, @cron::text, @time_zone::text, @start_at::timestamptz,
 	@catch_up::bigint, @paused::boolean, @next_due_at::timestamptz, @actor::text,
-	agent.clock(@now), agent.clock(@now))
+	agent.clock(@now), agent.clock(@now), @max_results::integer, @note::text)
 ON CONFLICT DO NOTHING
 RETURNING ` + scheduleColumns
 
@@ -62,7 +62,7 @@ const scheduleUpdate = `
 UPDATE agent.saved_search_schedules AS sc
 SET interval_seconds = @interval::bigint, cron = @cron::text, time_zone = @time_zone::text,
 	start_at = @start_at::timestamptz, catch_up_seconds = @catch_up::bigint, paused = @paused::boolean,
-	next_due_at = @next_due_at::timestamptz,
+	next_due_at = @next_due_at::timestamptz, max_results = @max_results::integer, note = @note::text,
 	updated_by = CASE WHEN @set_actor::boolean THEN @actor::text ELSE sc.updated_by END,
 	version = sc.version + 1, updated_at = agent.clock(@now)
 WHERE sc.organization_id = @org::uuid AND sc.saved_search_id = @id::uuid
@@ -133,7 +133,7 @@ LIMIT @limit`
 const planRead = `
 SELECT agent.clock(@now), sc.organization_id, sc.saved_search_id, sc.interval_seconds,
 	coalesce(sc.cron, ''), sc.time_zone, sc.start_at, sc.catch_up_seconds, sc.next_due_at,
-	s.archived_at IS NOT NULL
+	s.archived_at IS NOT NULL, sc.max_results, sc.note
 FROM (SELECT r.organization_id, r.saved_search_id, r.next_due_at,
 		row_number() OVER (PARTITION BY r.organization_id ORDER BY r.next_due_at, r.saved_search_id) AS turn
 	FROM agent.saved_search_schedules r
@@ -149,21 +149,24 @@ LIMIT @limit
 FOR UPDATE OF sc SKIP LOCKED`
 
 // planInsert writes the occurrences that came due, from parallel arrays
-// ($2 org, $3 saved_search_id, $4 due_at, $5 deadline), at $1 (the plan's
-// clock). One already due past its deadline is written missed: closed,
+// ($2 org, $3 saved_search_id, $4 due_at, $5 deadline, $7 max_results, $8
+// note: the start options of their schedule now, which every attempt
+// starts with), at $1 (the plan's clock). One already due past its deadline is written missed: closed,
 // never started, kept $6 µs like a Run. The natural key decides: an
 // occurrence written already is not written again. It returns the status
 // of each row written.
 const planInsert = `
 INSERT INTO agent.schedule_occurrences AS o
 	(organization_id, saved_search_id, due_at, id, status, deadline, next_attempt_at, created_at,
-	 closed_at, retain_until)
+	 closed_at, retain_until, max_results, note)
 SELECT v.org, v.saved_search_id, v.due_at, gen_random_uuid(),
 	CASE WHEN v.deadline < $1::timestamptz THEN 'missed' ELSE 'pending' END,
 	v.deadline, v.due_at, $1::timestamptz,
 	CASE WHEN v.deadline < $1::timestamptz THEN $1::timestamptz END,
-	CASE WHEN v.deadline < $1::timestamptz THEN $1::timestamptz + $6::bigint * interval '1 microsecond' END
-FROM unnest($2::uuid[], $3::uuid[], $4::timestamptz[], $5::timestamptz[]) AS v(org, saved_search_id, due_at, deadline)
+	CASE WHEN v.deadline < $1::timestamptz THEN $1::timestamptz + $6::bigint * interval '1 microsecond' END,
+	v.max_results, v.note
+FROM unnest($2::uuid[], $3::uuid[], $4::timestamptz[], $5::timestamptz[], $7::integer[], $8::text[])
+	AS v(org, saved_search_id, due_at, deadline, max_results, note)
 ON CONFLICT DO NOTHING
 RETURNING o.status`
 
@@ -237,10 +240,11 @@ WITH due AS (
 	WHERE (@all::boolean OR o.organization_id = ANY(@keys::uuid[]))
 		AND o.organization_id = due.organization_id AND o.saved_search_id = due.saved_search_id
 		AND o.due_at = due.due_at
-	RETURNING o.organization_id, o.saved_search_id, o.due_at, o.id, o.status, o.attempts, due.late
+	RETURNING o.organization_id, o.saved_search_id, o.due_at, o.id, o.status, o.attempts, due.late,
+		o.max_results, o.note
 )
 SELECT t.organization_id, t.saved_search_id, t.due_at, t.id, t.status, t.attempts, t.late,
-	sc.saved_search_id IS NOT NULL, coalesce(sc.paused, false), sc.updated_by
+	sc.saved_search_id IS NOT NULL, coalesce(sc.paused, false), sc.updated_by, t.max_results, t.note
 FROM taken t
 LEFT JOIN agent.saved_search_schedules sc
 	ON (@all::boolean OR sc.organization_id = ANY(@keys::uuid[]))
@@ -366,6 +370,8 @@ type planRow struct {
 	CatchUp    int64
 	Next       time.Time
 	Archived   bool
+	MaxResults int
+	Note       string
 }
 
 // dues returns the occurrences of r from next_due_at to now (most of them
@@ -405,18 +411,21 @@ func planShard(ctx context.Context, db *pgxpool.Pool, p passParams, g shardpass.
 		var (
 			orgs, ids, advOrgs, advID []uuid.UUID
 			dues, deadlines, nexts    []*time.Time
+			maxResults                []int
+			notes                     []string
 		)
 		for _, sc := range schedules {
 			ds, next := sc.dues(p.maxPlanned)
 			for _, due := range ds {
 				deadline := due.Add(time.Duration(sc.CatchUp) * time.Second)
 				orgs, ids, dues, deadlines = append(orgs, sc.Org), append(ids, sc.ID), append(dues, &due), append(deadlines, &deadline)
+				maxResults, notes = append(maxResults, sc.MaxResults), append(notes, sc.Note)
 			}
 			advOrgs, advID, nexts = append(advOrgs, sc.Org), append(advID, sc.ID), append(nexts, next)
 		}
 		now := schedules[len(schedules)-1].Now
 		b := &pgx.Batch{}
-		b.Queue(planInsert, now, orgs, ids, dues, deadlines, p.retention.Microseconds()).Query(func(rows pgx.Rows) error {
+		b.Queue(planInsert, now, orgs, ids, dues, deadlines, p.retention.Microseconds(), maxResults, notes).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var status string
 				if err := rows.Scan(&status); err != nil {
@@ -455,7 +464,7 @@ func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) 
 		ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taken, error) {
 			var t taken
 			err := r.Scan(&t.org, &t.savedSearchID, &t.dueAt, nil, &t.status, nil, &t.late, &t.hasSchedule,
-				&t.paused, &t.actor)
+				&t.paused, &t.actor, &t.options.MaxResults, &t.options.Note)
 			t.dueAt = t.dueAt.UTC()
 			return t, err
 		})

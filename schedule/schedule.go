@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
@@ -75,6 +77,11 @@ type Schedule struct {
 	StartAt        time.Time `json:"start_at"`
 	CatchUpSeconds int64     `json:"catch_up_seconds"`
 	Paused         bool      `json:"paused"`
+	// MaxResults and Note are the start options of the Runs it starts,
+	// as a client's start gives them (admission.StartOptions): each
+	// occurrence starts with those its schedule had when it came due.
+	MaxResults int    `json:"max_results"`
+	Note       string `json:"note"`
 	// NextDueAt is the next time the schedule comes due; nil while it is
 	// paused, or when it will not come due again (its saved search was
 	// archived, or its cron expression names no further date).
@@ -118,6 +125,12 @@ type SetParams struct {
 	// Paused, when true, makes the schedule produce no occurrences;
 	// default false.
 	Paused *bool `json:"paused"`
+	// MaxResults and Note are the start options of its Runs, with a
+	// start's limits and defaults: 1 to admission.MaxMaxResults (default
+	// admission.DefaultMaxResults), at most admission.MaxNoteLen
+	// characters (default empty).
+	MaxResults *int    `json:"max_results"`
+	Note       *string `json:"note"`
 
 	// Actor is recorded as the schedule's updated_by and on the starts
 	// it makes; empty records NULL.
@@ -137,6 +150,7 @@ type settings struct {
 	startAt        *time.Time
 	catchUpSeconds int64
 	paused         bool
+	options        admission.StartOptions
 }
 
 // Validate returns an error of kind errs.Invalid wrapping [ErrInvalid]
@@ -157,6 +171,12 @@ func (p SetParams) settings() (settings, cadence, error) {
 	p.checkCadence(bad)
 	if _, err := loadZone(st.timeZone); err != nil {
 		bad("time_zone", err.Error())
+	}
+	if p.MaxResults != nil && (*p.MaxResults < 1 || *p.MaxResults > admission.MaxMaxResults) {
+		bad("max_results", fmt.Sprintf("must be from 1 to %d", admission.MaxMaxResults))
+	}
+	if p.Note != nil && utf8.RuneCountInString(*p.Note) > admission.MaxNoteLen {
+		bad("note", fmt.Sprintf("must be at most %d characters", admission.MaxNoteLen))
 	}
 	if st.catchUpSeconds < int64(MinCatchUp/time.Second) || st.catchUpSeconds > int64(MaxCatchUp/time.Second) {
 		bad("catch_up_seconds", fmt.Sprintf("must be from %d to %d (a minute to a week)",
@@ -191,6 +211,13 @@ func (p SetParams) withDefaults(bad func(name, msg string)) settings {
 	if p.Paused != nil {
 		st.paused = *p.Paused
 	}
+	if p.MaxResults != nil {
+		st.options.MaxResults = *p.MaxResults
+	}
+	if p.Note != nil {
+		st.options.Note = *p.Note
+	}
+	st.options = st.options.Normalize()
 	if p.StartAt != nil {
 		at := p.StartAt.UTC().Truncate(time.Second)
 		if at.Year() < 1970 || at.Year() > 9999 {
@@ -609,7 +636,8 @@ func firstDue(c cadence, rs readState) (time.Time, error) {
 // settingsOf returns the stored settings of cur, paused as given.
 func settingsOf(cur *Schedule, paused bool) settings {
 	return settings{interval: cur.IntervalSeconds, cron: cur.Cron, timeZone: cur.TimeZone, startAt: &cur.StartAt,
-		catchUpSeconds: cur.CatchUpSeconds, paused: paused}
+		catchUpSeconds: cur.CatchUpSeconds, paused: paused,
+		options: admission.StartOptions{MaxResults: cur.MaxResults, Note: cur.Note}}
 }
 
 // sameCadence reports whether st names the times cur names.
@@ -620,7 +648,8 @@ func sameCadence(cur *Schedule, st settings) bool {
 
 // sameSettings reports whether st would change nothing of cur.
 func sameSettings(cur *Schedule, st settings) bool {
-	return sameCadence(cur, st) && cur.CatchUpSeconds == st.catchUpSeconds && cur.Paused == st.paused
+	return sameCadence(cur, st) && cur.CatchUpSeconds == st.catchUpSeconds && cur.Paused == st.paused &&
+		cur.MaxResults == st.options.MaxResults && cur.Note == st.options.Note
 }
 
 func eqPtr[T comparable](a, b *T) bool {
@@ -635,6 +664,7 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, query string, cur *Schedul
 		"org": cur.OrganizationID, "id": cur.SavedSearchID, "interval": st.interval, "cron": st.cron,
 		"time_zone": st.timeZone, "start_at": *st.startAt, "catch_up": st.catchUpSeconds, "paused": st.paused,
 		"next_due_at": next, "now": s.clock.Arg(), "actor": nil, "set_actor": actor != nil,
+		"max_results": st.options.MaxResults, "note": st.options.Note,
 	}
 	if actor != nil && *actor != "" {
 		args["actor"] = *actor
@@ -646,7 +676,8 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, query string, cur *Schedul
 func scanSchedule(row pgx.Row) (*Schedule, error) {
 	var sc Schedule
 	err := row.Scan(&sc.OrganizationID, &sc.SavedSearchID, &sc.IntervalSeconds, &sc.Cron, &sc.TimeZone, &sc.StartAt,
-		&sc.CatchUpSeconds, &sc.Paused, &sc.NextDueAt, &sc.Version, &sc.UpdatedBy, &sc.CreatedAt, &sc.UpdatedAt)
+		&sc.CatchUpSeconds, &sc.Paused, &sc.NextDueAt, &sc.Version, &sc.UpdatedBy, &sc.CreatedAt, &sc.UpdatedAt,
+		&sc.MaxResults, &sc.Note)
 	if err != nil {
 		return nil, err
 	}

@@ -1020,6 +1020,10 @@ export interface components {
             /** @description An occurrence due more than this long ago when the drain reaches it is missed: closed, never started. */
             catch_up_seconds: number;
             paused: boolean;
+            /** @description The max_results of the Runs it starts, as a start's: the most results a Run should return. Each occurrence starts with the options its schedule had when it came due. */
+            max_results: number;
+            /** @description Kept in the options of the Runs it starts and passed to the runtime, as a start's note. */
+            note: string;
             /**
              * Format: date-time
              * @description The next time it comes due; null while paused, or when it will not come due again (its saved search was archived, or the cron expression names no further date).
@@ -1051,6 +1055,13 @@ export interface components {
             catch_up_seconds?: number | null;
             /** @description Default false. */
             paused?: boolean | null;
+            /**
+             * @description The max_results of the Runs it starts, as a start's (1 to 1000, default 100).
+             * @default 100
+             */
+            max_results: number | null;
+            /** @description The note of the Runs it starts, as a start's; default empty. */
+            note?: string | null;
         };
         /** @description One time a schedule came due, with its outcome. Unique by its saved search and due time; started under an Idempotency-Key derived from them, so it admits at most one Run. */
         Occurrence: {
@@ -2481,6 +2492,8 @@ export interface operations {
                      *       "start_at": "2026-12-01T09:30:00Z",
                      *       "catch_up_seconds": 86400,
                      *       "paused": false,
+                     *       "max_results": 100,
+                     *       "note": "",
                      *       "next_due_at": "2026-12-02T08:00:00Z",
                      *       "version": 1,
                      *       "updated_by": "user-42",
@@ -2550,6 +2563,8 @@ export interface operations {
                      *       "start_at": "2026-12-01T09:30:00Z",
                      *       "catch_up_seconds": 86400,
                      *       "paused": false,
+                     *       "max_results": 100,
+                     *       "note": "",
                      *       "next_due_at": "2026-12-02T08:00:00Z",
                      *       "version": 2,
                      *       "updated_by": "user-42",
@@ -2579,6 +2594,8 @@ export interface operations {
                      *       "start_at": "2026-12-01T09:30:00Z",
                      *       "catch_up_seconds": 86400,
                      *       "paused": false,
+                     *       "max_results": 100,
+                     *       "note": "",
                      *       "next_due_at": "2026-12-02T08:00:00Z",
                      *       "version": 1,
                      *       "updated_by": "user-42",
@@ -2707,6 +2724,8 @@ export interface operations {
                      *       "start_at": "2026-12-01T09:30:00Z",
                      *       "catch_up_seconds": 86400,
                      *       "paused": true,
+                     *       "max_results": 100,
+                     *       "note": "",
                      *       "next_due_at": null,
                      *       "version": 2,
                      *       "updated_by": "user-42",
@@ -2764,6 +2783,8 @@ export interface operations {
                      *       "start_at": "2026-12-01T09:30:00Z",
                      *       "catch_up_seconds": 86400,
                      *       "paused": false,
+                     *       "max_results": 100,
+                     *       "note": "",
                      *       "next_due_at": "2026-12-02T08:00:00Z",
                      *       "version": 2,
                      *       "updated_by": "user-42",
