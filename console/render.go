@@ -187,6 +187,8 @@ func shortID(id uuid.UUID) string {
 }
 
 var funcs = template.FuncMap{
+	// plural is n and the word for it: "1 item", "0 items", "2 items".
+	"plural": plural,
 	// short is 8 characters of an id, for a table cell (the full id is
 	// the cell's title): of a UUID, see shortID; of anything else (a
 	// content hash), its first 8.
@@ -393,4 +395,14 @@ func link(base string, kv ...string) string {
 		return base
 	}
 	return base + "?" + v.Encode()
+}
+
+// plural returns n (an integer of any kind) and one when it is 1, many
+// otherwise.
+func plural(n any, one, many string) string {
+	v, err := strconv.ParseInt(fmt.Sprint(n), 10, 64)
+	if err == nil && v == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprint(n) + " " + many
 }

@@ -46,3 +46,18 @@ func TestAgoReadsEveryStorableTime(t *testing.T) {
 		}
 	}
 }
+
+// TestPluralSaysOneItem: a count of one takes the singular, every other
+// count (none included) the plural, whatever integer type the page holds.
+func TestPluralSaysOneItem(t *testing.T) {
+	for _, tt := range []struct {
+		n    any
+		want string
+	}{
+		{1, "1 item"}, {int64(1), "1 item"}, {int32(1), "1 item"}, {0, "0 items"}, {2, "2 items"}, {int64(10000), "10000 items"}, {-1, "-1 items"},
+	} {
+		if got := plural(tt.n, "item", "items"); got != tt.want {
+			t.Errorf("plural(%v) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
