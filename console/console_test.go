@@ -910,3 +910,37 @@ func TestASavedSearchPageShowsItsScheduleAndOccurrences(t *testing.T) {
 		t.Errorf("org B GET the scheduled saved search = %d, want 404 showing nothing", rec.Code)
 	}
 }
+
+// TestASnapshotPageSaysWhoStartedIt: a snapshot's page names its origin,
+// a start through the API or its saved search's schedule (issue 37).
+func TestASnapshotPageSaysWhoStartedIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world
+	tok := b.signIn(t, w.OrgA, "alice")
+	page := "/console/snapshots/" + w.SecondSnapshot.String()
+	if body := b.do("GET", page, tok, nil, nil).Body.String(); !strings.Contains(body, "started through the API") {
+		t.Errorf("an API start's snapshot page does not say so:\n%s", body)
+	}
+	// Snapshots are immutable: a copy of it, frozen by the schedule (its
+	// stored columns; the generated ones follow).
+	scheduled := uuid.New()
+	var cols, rcols string
+	if err := b.pool.QueryRow(context.Background(), `SELECT string_agg(quote_ident(column_name), ', ' ORDER BY ordinal_position),
+			string_agg('r.' || quote_ident(column_name), ', ' ORDER BY ordinal_position)
+		FROM information_schema.columns
+		WHERE table_schema = 'agent' AND table_name = 'saved_search_snapshots' AND is_generated = 'NEVER'`).Scan(&cols, &rcols); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(context.Background(), `INSERT INTO agent.saved_search_snapshots (`+cols+`)
+		SELECT `+rcols+` FROM agent.saved_search_snapshots s,
+			jsonb_populate_record(NULL::agent.saved_search_snapshots,
+				to_jsonb(s) || jsonb_build_object('id', $2::uuid, 'origin', 'schedule')) r
+		WHERE s.id = $1`, w.SecondSnapshot, scheduled); err != nil {
+		t.Fatal(err)
+	}
+	page = "/console/snapshots/" + scheduled.String()
+	if body := b.do("GET", page, tok, nil, nil).Body.String(); !strings.Contains(body, "started by its schedule") {
+		t.Errorf("a scheduled start's snapshot page does not say so:\n%s", body)
+	}
+}

@@ -42,6 +42,8 @@ type Header struct {
 	ContentHash    string
 	// CreatedBy is the actor that started the freeze; nil when unknown.
 	CreatedBy *string
+	// Origin says who started the freeze: [OriginAPI] or [OriginSchedule].
+	Origin    string
 	CreatedAt time.Time
 }
 
@@ -60,7 +62,7 @@ func (s *Store) Header(ctx context.Context, org, id uuid.UUID) (_ *Header, err e
 	)
 	err = s.db.QueryRow(ctx, snapshotAuditHeader, org, id, savedsearch.AuditBriefBytes).Scan(&h.ID, &h.OrganizationID,
 		&h.SavedSearchID, &h.SavedSearchVersion, &h.SavedSearchName, &raw, &h.BriefBytes, &h.BaselineItems,
-		&h.BaselineCursor, &h.ContentHash, &h.CreatedBy, &h.CreatedAt)
+		&h.BaselineCursor, &h.ContentHash, &h.CreatedBy, &h.Origin, &h.CreatedAt)
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "snapshot: header")
 	}

@@ -64,7 +64,7 @@ SELECT sn.id, sn.organization_id, sn.saved_search_id, sn.saved_search_version, s
 	CASE WHEN sn.brief_bytes <= $3 THEN sn.brief
 		ELSE jsonb_build_object('query', coalesce(left(sn.brief ->> 'query', 2000), '')) END,
 	sn.brief_bytes, sn.baseline_items, left(sn.baseline ->> 'cursor', 4096),
-	sn.content_hash, sn.created_by, sn.created_at
+	sn.content_hash, sn.created_by, sn.origin, sn.created_at
 FROM agent.saved_search_snapshots sn
 WHERE sn.organization_id = $1 AND sn.id = $2`
 
