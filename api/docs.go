@@ -27,8 +27,7 @@ const docsPath = "/docs"
 const docsStyle = `body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em;line-height:1.45}` +
 	`code,pre{background:#f3f3f3;font-size:.9em}pre{padding:.5em;white-space:pre-wrap;overflow-wrap:anywhere}` +
 	`section{border-top:1px solid #ddd;padding:.3em 0}h3 code{background:none}.m{font-weight:bold;text-transform:uppercase}` +
-	`table{border-collapse:collapse;width:100%}td,th{border:1px solid #ddd;padding:.2em .4em;text-align:left;vertical-align:top;overflow-wrap:anywhere}` +
-	`nav li{margin:.1em 0}`
+	`li{margin:.15em 0;overflow-wrap:anywhere}`
 
 // docsCSP refuses everything but the page's own style sheet.
 var docsCSP = func() string {
@@ -49,9 +48,8 @@ var docsTemplate = template.Must(template.New("docs").Parse(`<!doctype html>
 {{range .Tags}}<h2 id="tag-{{.Anchor}}">{{.Name}}</h2>{{if .Description}}<p>{{.Description}}</p>{{end}}
 {{range .Ops}}<section id="{{.Anchor}}"><h3><span class="m">{{.Method}}</span> <code>{{.Path}}</code></h3>
 <p><strong>{{.Summary}}</strong></p><p>{{.Description}}</p>
-{{if .Params}}<h4>Parameters</h4><table><tr><th>name</th><th>in</th><th>required</th><th>type</th><th>description</th></tr>
-{{range .Params}}<tr><td><code>{{.Name}}</code></td><td>{{.In}}</td><td>{{if .Required}}yes{{else}}no{{end}}</td><td>{{.Type}}</td><td>{{.Description}}</td></tr>
-{{end}}</table>{{end}}
+{{if .Params}}<h4>Parameters</h4><ul>{{range .Params}}<li><code>{{.Name}}</code> ({{.In}}, {{if .Required}}required{{else}}optional{{end}}, {{.Type}}){{if .Description}}: {{.Description}}{{end}}</li>
+{{end}}</ul>{{end}}
 {{with .Body}}<h4>Request body{{if .Required}} (required){{end}}</h4>{{if .Description}}<p>{{.Description}}</p>{{end}}
 {{range .Media}}<p><code>{{.ContentType}}</code>: {{.Schema}}</p>{{range .Examples}}{{if .Title}}<p>Example <em>{{.Title}}</em></p>{{end}}<pre>{{.Text}}</pre>{{end}}{{end}}{{end}}
 <h4>Responses</h4>{{range .Responses}}<p><strong>{{.Status}}</strong> {{.Description}}</p>

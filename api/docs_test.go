@@ -202,4 +202,7 @@ func TestDocsPageShowsEveryOperationAndItsExamples(t *testing.T) {
 	if head.status != http.StatusOK || len(head.body) != 0 {
 		t.Errorf("HEAD /docs = %d with %d bytes, want 200 and no body", head.status, len(head.body))
 	}
+	if post := b.do(req{method: http.MethodPost, path: "/docs", noAuth: true}); post.status != http.StatusMethodNotAllowed {
+		t.Errorf("POST /docs = %d, want 405", post.status)
+	}
 }
