@@ -44,6 +44,7 @@ var publicRoutes = map[string]bool{
 	"GET /healthz":      true,
 	"GET /readyz":       true,
 	"GET /openapi.json": true,
+	"GET /docs":         true,
 	"GET /metrics":      true,
 	// The documentation of the problem types, which every problem's type
 	// names.

@@ -211,6 +211,8 @@ type Server struct {
 	// requestBodies bounds the request bodies read ahead of their seats
 	// and held while served (admission.go).
 	requestBodies *bodyBudget
+	// docs is the page GET /docs serves, rendered once per process.
+	docs []byte
 	// traceHTTP (nil when tracing is off) and knownRoutes (the route
 	// patterns, which bound the route label) are telemetry.go's.
 	traceHTTP   func(http.Handler) http.Handler
@@ -252,6 +254,10 @@ func New(d Deps) (*Server, error) {
 		err = fmt.Errorf("api: Deps.CallbackBodyBudget is %d; it must be at least twice the callback limit (%d)",
 			budget, 2*callbackMax)
 	}
+	var docs []byte
+	if err == nil {
+		docs, err = renderedDocs()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +273,7 @@ func New(d Deps) (*Server, error) {
 	// not refused. A callback's is refused at once; its provider
 	// redelivers.
 	s := &Server{d: d, callbackBodies: newBodyBudget(budget, 0),
-		requestBodies: newBodyBudget(max(DefaultBodyBudget, 2*(maxBody+1)), d.Admission.MaxWait())}
+		requestBodies: newBodyBudget(max(DefaultBodyBudget, 2*(maxBody+1)), d.Admission.MaxWait()), docs: docs}
 	s.initTelemetry()
 	s.echo = s.routes()
 	s.knownRoutes = routeSet(s.echo)
@@ -292,6 +298,7 @@ func (s *Server) routes() *echo.Echo {
 	get("/healthz", s.healthz)
 	get("/readyz", s.readyz)
 	get("/openapi.json", serveOpenAPI)
+	get(docsPath, s.serveDocs)
 	// Unauthenticated, like the health checks: the page names routes,
 	// scopes and providers, never an organization, a key or a body.
 	get("/metrics", echo.WrapHandler(s.d.Metrics.Handler()))

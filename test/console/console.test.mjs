@@ -8,6 +8,7 @@
 //   SCREENSHOTS      a directory to write the pages' screenshots to (optional)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { layoutProblems, widths } from "./layout.mjs";
 import { requireEnv, shot, shots, startWorld } from "./world.mjs";
@@ -359,4 +360,32 @@ test("a form posted without the session's CSRF token is refused", async () => {
   }, world.stuck);
   assert.equal(status, 403);
   await ctx.close();
+});
+
+test("the API reference at /docs: no script, no token, readable at 390, 1024 and 1440 px", async () => {
+  const failures = [];
+  for (const width of widths) {
+    const ctx = await browser.newContext({ viewport: { width, height: 900 } });
+    const page = await ctx.newPage();
+    const problems = [];
+    page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+    page.on("pageerror", (e) => problems.push(String(e)));
+    const resp = await page.goto(world.base + "/docs");
+    assert.equal(resp.status(), 200);
+    assert.match(resp.headers()["content-security-policy"], /default-src 'none'/);
+    assert.equal(await page.locator("script").count(), 0, "no script");
+    // Every operation of the table of contents leads to its section.
+    const anchors = await page.locator("nav a[href^='#']").evaluateAll((as) => as.map((a) => a.getAttribute("href")));
+    assert.ok(anchors.length > 40, `${anchors.length} links in the table of contents`);
+    for (const href of anchors) assert.equal(await page.locator(href).count(), 1, href);
+    for (const problem of await page.evaluate(layoutProblems)) failures.push(`/docs at ${width}px: ${problem}`);
+    assert.deepEqual(problems, [], "no CSP violation or script error (the style sheet is admitted by its hash)");
+    if (layoutShots) {
+      mkdirSync(layoutShots, { recursive: true });
+      await page.screenshot({ path: join(layoutShots, `docs-${width}.png`) });
+      await page.locator("#startSavedSearch").screenshot({ path: join(layoutShots, `docs-start-${width}.png`) });
+    }
+    await ctx.close();
+  }
+  assert.deepEqual(failures, [], "what a reader would miss:\n" + failures.join("\n"));
 });
