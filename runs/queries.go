@@ -109,6 +109,21 @@ WHERE r.organization_id = $1`
 		coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
 ORDER BY r.created_at DESC, r.id DESC
 LIMIT $4`
+	// runListKeyHead is runListHead for a list of one Idempotency-Key, $5,
+	// which has at most two Runs: it reads them by the unique
+	// (organization_id, start_key) index first, in a materialized CTE, and
+	// the other filters and the order apply to those two. In one WHERE, a
+	// generic plan (which cannot tell one status or saved search from
+	// another) walked an ordered index through the organization's Runs
+	// instead, filtering the key.
+	runListKeyHead = `
+WITH r AS MATERIALIZED (
+	SELECT * FROM agent.runs r
+	WHERE r.organization_id = $1
+		AND r.start_key IN ('` + savedSearchPrefix + `' || $5::text, '` + directPrefix + `' || $5::text))
+SELECT ` + runListColumns + `
+FROM r
+WHERE true`
 )
 
 // runListFilter are the conditions of a list's filters, %d their
@@ -118,14 +133,15 @@ LIMIT $4`
 //   - none: runs_org_created_idx;
 //   - saved search: runs_org_saved_search_created_idx;
 //   - status: runs_org_status_created_idx (migration 00024);
-//   - start keys: the unique (organization_id, start_key) index, which
-//     finds the at most two Runs of a key;
+//   - an Idempotency-Key: the unique (organization_id, start_key) index,
+//     which finds the at most two Runs of a key (runListKeyHead; an IN of
+//     two values, not = ANY of an array, whose length a generic plan
+//     does not know);
 //   - created_after and created_before: a range of whichever of the first
 //     three serves the rest.
-var runListFilter = struct{ savedSearch, status, startKeys, after, before string }{
+var runListFilter = struct{ savedSearch, status, after, before string }{
 	savedSearch: `r.saved_search_id = $%d::uuid`,
 	status:      `r.status = $%d::text`,
-	startKeys:   `r.start_key = ANY ($%d::text[])`,
 	after:       `r.created_at > $%d::timestamptz`,
 	before:      `r.created_at < $%d::timestamptz`,
 }

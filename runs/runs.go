@@ -604,6 +604,10 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []List
 // each combination is a statement of its own, whose plan (custom or
 // generic) uses the index for it; see runListFilter.
 func runListQuery(p ListParams, args []any) (string, []any) {
+	head := runListHead
+	if p.IdempotencyKey != "" {
+		head, args = runListKeyHead, append(args, p.IdempotencyKey)
+	}
 	var where strings.Builder
 	add := func(cond string, arg any) {
 		args = append(args, arg)
@@ -615,16 +619,13 @@ func runListQuery(p ListParams, args []any) (string, []any) {
 	if p.Status != "" {
 		add(runListFilter.status, p.Status)
 	}
-	if p.IdempotencyKey != "" {
-		add(runListFilter.startKeys, []string{SavedSearchStartKey(p.IdempotencyKey), DirectStartKey(p.IdempotencyKey)})
-	}
 	if !p.CreatedAfter.IsZero() {
 		add(runListFilter.after, p.CreatedAfter)
 	}
 	if !p.CreatedBefore.IsZero() {
 		add(runListFilter.before, p.CreatedBefore)
 	}
-	return runListHead + where.String() + runListTail, args
+	return head + where.String() + runListTail, args
 }
 
 func (p ListParams) validate() error {
