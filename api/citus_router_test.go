@@ -51,6 +51,15 @@ func TestEveryRequestStatementIsRoutedToOneShard(t *testing.T) {
 	ss := w.seedSavedSearch(seedOpts{items: []string{"a"}})
 	w.start(ss.ID, "replayed", nil)
 	w.start(ss.ID, "replayed", nil)
+	// The Run list's filters, each statement shape of them (issue 37.5):
+	// a key's list reads its Runs in a CTE first.
+	for _, q := range []string{"status=queued", "idempotency_key=replayed",
+		"idempotency_key=replayed&status=queued&saved_search_id=" + ss.ID.String(),
+		"saved_search_id=" + ss.ID.String() + "&created_after=2020-01-01T00:00:00Z&created_before=2999-01-01T00:00:00Z"} {
+		if res := w.do(req{method: http.MethodGet, path: "/v1/runs?" + q}); res.status != http.StatusOK {
+			t.Fatalf("GET /v1/runs?%s = %d %s", q, res.status, res.body)
+		}
+	}
 	plane := idempotency.NewService(pool, idempotency.Config{})
 	held, err := plane.Claim(ctx, w.org, idempotency.ScopeSavedSearchStart, "held", "h", idempotency.SavedSearchStartLease)
 	if err != nil || held.Kind != idempotency.KindClaimed {

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/uuid"
@@ -17,6 +18,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"
@@ -507,6 +509,14 @@ func (r startResponse) appendJSON(b []byte) (_ []byte, err error) {
 	return append(b, "}\n"...), nil
 }
 
+// listRuns answers GET /v1/runs: a page of the organization's Runs, newest
+// first, kept by the filters the query sets. Every filter is checked before
+// any SQL runs; a bad one is 400 validation_failed naming it: a
+// saved_search_id that is not a UUID, a status that is not a Run status, an
+// idempotency_key that is not 1 to MaxIdempotencyKeyLen printable ASCII
+// characters (no space at either end), a created_after or created_before
+// that is not an RFC 3339 instant of the years 1 to 9999 (in UTC), and
+// created_after later than created_before.
 func (s *Server) listRuns(c echo.Context) error {
 	limit, cursor, err := listQuery(c, runs.MaxListLimit)
 	if err != nil {
@@ -519,6 +529,36 @@ func (s *Server) listRuns(c echo.Context) error {
 			return validationFailed(FieldError{Field: "saved_search_id", Message: "must be a UUID"})
 		}
 		params.SavedSearchID = &id
+	}
+	if v := c.QueryParam("status"); v != "" {
+		if runs.Rank(v) < 0 {
+			return validationFailed(FieldError{Field: "status",
+				Message: "must be one of queued, dispatched, running, succeeded, failed, cancelled"})
+		}
+		params.Status = v
+	}
+	if v := c.QueryParam("idempotency_key"); v != "" {
+		if k, err := ParseIdempotencyKey(v); err != nil || k != v {
+			return validationFailed(FieldError{Field: "idempotency_key",
+				Message: "must be 1 to 255 printable ASCII characters, with no space at either end"})
+		}
+		params.IdempotencyKey = v
+	}
+	for _, f := range []struct {
+		name string
+		dst  *time.Time
+	}{{"created_after", &params.CreatedAfter}, {"created_before", &params.CreatedBefore}} {
+		if v := c.QueryParam(f.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil || t.Before(keyset.MinInstant) || t.After(keyset.MaxInstant) {
+				return validationFailed(FieldError{Field: f.name,
+					Message: "must be an RFC 3339 instant of the years 0001 to 9999 in UTC, such as 2026-12-01T09:31:12Z"})
+			}
+			*f.dst = t
+		}
+	}
+	if !params.CreatedAfter.IsZero() && !params.CreatedBefore.IsZero() && params.CreatedAfter.After(params.CreatedBefore) {
+		return validationFailed(FieldError{Field: "created_after", Message: "must not be later than created_before"})
 	}
 	items, next, err := s.d.Runs.List(c.Request().Context(), principal(c).OrganizationID, params)
 	return answerPage(c, items, next, err)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -135,13 +136,23 @@ func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
 	return fetch[Run](ctx, c, get("/v1/runs/", id, ""))
 }
 
-// ListRuns returns a page of Runs, newest first. It returns
-// [ErrValidation] for a SavedSearchID that is not a UUID, a limit out of
-// range or a cursor the server did not write.
+// ListRuns returns a page of Runs, newest first, kept by p's filters. It
+// returns [ErrValidation] for a SavedSearchID that is not a UUID, an
+// unknown Status, an IdempotencyKey the API refuses, a CreatedAfter later
+// than CreatedBefore or outside the years 1 to 9999, a limit out of range
+// or a cursor the server did not write.
 func (c *Client) ListRuns(ctx context.Context, p ListRunsParams) (*RunPage, error) {
 	q := url.Values{}
-	if p.SavedSearchID != "" {
-		q.Set("saved_search_id", p.SavedSearchID)
+	for name, v := range map[string]string{"saved_search_id": p.SavedSearchID, "status": p.Status,
+		"idempotency_key": p.IdempotencyKey} {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	for name, t := range map[string]time.Time{"created_after": p.CreatedAfter, "created_before": p.CreatedBefore} {
+		if !t.IsZero() {
+			q.Set(name, t.Format(time.RFC3339Nano))
+		}
 	}
 	return fetch[RunPage](ctx, c, newRequest(http.MethodGet, "/v1/runs"+listQuery(q, p.Limit, p.Cursor), nil, repeatable))
 }

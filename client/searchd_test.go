@@ -385,6 +385,37 @@ func testRoundTrip(t *testing.T, bin string) {
 		t.Errorf("StartRun of an unknown kind: %v, want ErrValidation", err)
 	}
 
+	// The list's filters: each reaches the server, which keeps the Runs
+	// they match.
+	for _, f := range []struct {
+		p    client.ListRunsParams
+		want []string
+	}{
+		{client.ListRunsParams{IdempotencyKey: direct.IdempotencyKey}, []string{direct.Run.ID}},
+		{client.ListRunsParams{Status: "queued", SavedSearchID: ss.ID}, []string{first.Run.ID}},
+		{client.ListRunsParams{Status: "succeeded"}, nil},
+		{client.ListRunsParams{CreatedAfter: first.Run.CreatedAt}, []string{direct.Run.ID}},
+		{client.ListRunsParams{CreatedBefore: direct.Run.CreatedAt}, []string{first.Run.ID}},
+		{client.ListRunsParams{CreatedAfter: first.Run.CreatedAt, CreatedBefore: direct.Run.CreatedAt}, nil},
+	} {
+		page, err := c.ListRuns(ctx, f.p)
+		if err != nil {
+			t.Errorf("ListRuns(%+v): %v", f.p, err)
+			continue
+		}
+		var got []string
+		for _, it := range page.Items {
+			got = append(got, it.ID)
+		}
+		if !slices.Equal(got, f.want) {
+			t.Errorf("ListRuns(%+v) = %v, %v; want %v", f.p, got, err, f.want)
+		}
+	}
+	_, err = c.ListRuns(ctx, client.ListRunsParams{CreatedAfter: direct.Run.CreatedAt, CreatedBefore: first.Run.CreatedAt})
+	if !errors.As(err, &ae) || ae.Code != "validation_failed" || len(ae.Errors) != 1 || ae.Errors[0].Field != "created_after" {
+		t.Errorf("ListRuns(created_after later than created_before): %v, want validation_failed on created_after", err)
+	}
+
 	// Archive: gone for reads and starts, its audit trail stays.
 	if err := c.ArchiveSavedSearch(ctx, ss.ID); err != nil {
 		t.Fatalf("ArchiveSavedSearch: %v", err)

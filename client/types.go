@@ -78,10 +78,23 @@ type ListParams struct {
 	Archived bool
 }
 
-// ListRunsParams select a page of Runs.
+// ListRunsParams select a page of Runs. Each filter that is set keeps the
+// Runs it matches; pass the same filters with the Cursor of the page
+// before.
 type ListRunsParams struct {
 	// SavedSearchID, when set, keeps the Runs of that saved search alone.
 	SavedSearchID string
+	// Status, when set, keeps the Runs in this status (queued,
+	// dispatched, running, succeeded, failed or cancelled).
+	Status string
+	// IdempotencyKey, when set, keeps the Runs started with this
+	// Idempotency-Key: at most two, a saved-search start's and a direct
+	// start's.
+	IdempotencyKey string
+	// CreatedAfter and CreatedBefore, when not zero, keep the Runs
+	// created strictly after and strictly before them (microsecond
+	// precision; the years 1 to 9999).
+	CreatedAfter, CreatedBefore time.Time
 	// Limit is the page size, 1 to 200; zero means the server's default
 	// (50).
 	Limit int

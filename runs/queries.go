@@ -95,29 +95,56 @@ const runListColumns = `r.id, r.organization_id, r.kind, r.saved_search_id, r.sn
 	r.name, r.status, r.options, r.input_bytes, r.created_at, r.retain_until,
 	r.version, coalesce(r.updated_at, r.created_at)`
 
-// runList reads a page of an organization's Runs, newest first, after the
-// position ($2 created_at, $3 id); NULLs mean before every row. $1 org,
-// $4 limit.
-const runList = `
+// runListHead and runListTail are the statement of a list, newest first,
+// after the position ($2 created_at, $3 id; NULLs mean before every row):
+// $1 org, $4 limit. runListQuery puts a condition of runListFilter between
+// them for each filter that is set, numbered $5 on.
+const (
+	runListHead = `
 SELECT ` + runListColumns + `
 FROM agent.runs r
-WHERE r.organization_id = $1
+WHERE r.organization_id = $1`
+	runListTail = `
 	AND (r.created_at, r.id) < (coalesce($2::timestamptz, 'infinity'),
 		coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
 ORDER BY r.created_at DESC, r.id DESC
 LIMIT $4`
+	// runListKeyHead is runListHead for a list of one Idempotency-Key, $5,
+	// which has at most two Runs: it reads them by the unique
+	// (organization_id, start_key) index first, in a materialized CTE, and
+	// the other filters and the order apply to those two. In one WHERE, a
+	// generic plan (which cannot tell one status or saved search from
+	// another) walked an ordered index through the organization's Runs
+	// instead, filtering the key.
+	runListKeyHead = `
+WITH r AS MATERIALIZED (
+	SELECT * FROM agent.runs r
+	WHERE r.organization_id = $1
+		AND r.start_key IN ('` + savedSearchPrefix + `' || $5::text, '` + directPrefix + `' || $5::text))
+SELECT ` + runListColumns + `
+FROM r
+WHERE true`
+)
 
-// runListBySavedSearch is runList for the Runs of one saved search, $5.
-// A statement of its own rather than an optional filter, so its plan uses
-// the (organization_id, saved_search_id, created_at) index.
-const runListBySavedSearch = `
-SELECT ` + runListColumns + `
-FROM agent.runs r
-WHERE r.organization_id = $1 AND r.saved_search_id = $5
-	AND (r.created_at, r.id) < (coalesce($2::timestamptz, 'infinity'),
-		coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
-ORDER BY r.created_at DESC, r.id DESC
-LIMIT $4`
+// runListFilter are the conditions of a list's filters, %d their
+// parameter's number. A condition is in the statement only when its filter
+// is set, never "$n IS NULL OR ...": a generic plan could not use an index
+// for that. The indexes that serve them, newest first:
+//   - none: runs_org_created_idx;
+//   - saved search: runs_org_saved_search_created_idx;
+//   - status: runs_org_status_created_idx (migration 00024);
+//   - an Idempotency-Key: the unique (organization_id, start_key) index,
+//     which finds the at most two Runs of a key (runListKeyHead; an IN of
+//     two values, not = ANY of an array, whose length a generic plan
+//     does not know);
+//   - created_after and created_before: a range of whichever of the first
+//     three serves the rest.
+var runListFilter = struct{ savedSearch, status, after, before string }{
+	savedSearch: `r.saved_search_id = $%d::uuid`,
+	status:      `r.status = $%d::text`,
+	after:       `r.created_at > $%d::timestamptz`,
+	before:      `r.created_at < $%d::timestamptz`,
+}
 
 // runStatusSet applies a runtime's status report when it moves the Run
 // forward: to running from queued or dispatched, to a terminal status from

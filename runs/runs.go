@@ -272,10 +272,23 @@ type AdmitParams struct {
 	Actor string
 }
 
-// ListParams are the inputs of [Store.List].
+// ListParams are the inputs of [Store.List]. Each filter that is set
+// keeps the Runs it matches; zero filters list every Run.
 type ListParams struct {
 	// SavedSearchID, when set, lists the Runs of that saved search alone.
 	SavedSearchID *uuid.UUID
+	// Status, when set, keeps the Runs in this status (one of the
+	// Status constants).
+	Status string
+	// IdempotencyKey, when set, keeps the Run started with this
+	// Idempotency-Key, on either surface (start keys saved_search:<key>
+	// and direct:<key>), as the console's [SearchParams.Key] does.
+	IdempotencyKey string
+	// CreatedAfter and CreatedBefore, when not zero, keep the Runs created
+	// strictly after and strictly before them. They must lie in
+	// [keyset.MinInstant, keyset.MaxInstant]; PostgreSQL compares them at
+	// microsecond precision.
+	CreatedAfter, CreatedBefore time.Time
 	// Limit is the page size: 1 to MaxListLimit; zero or less means
 	// DefaultListLimit, more means MaxListLimit.
 	Limit int
@@ -563,22 +576,72 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Run, err error) 
 	return run, nil
 }
 
-// List returns a page of org's Runs as [ListItem] values, newest first,
-// optionally of one saved search, and the cursor of the next page ("" after
-// the last page). A saved search with no Runs, or another organization's,
-// gives an empty page. It returns [ErrInvalidCursor] for a cursor it did
-// not write.
+// List returns a page of org's Runs that match p's filters, as [ListItem]
+// values, newest first, and the cursor of the next page ("" after the
+// last page). A saved search with no Runs, or another organization's,
+// gives an empty page. A cursor is for the filters of the page that
+// minted it: with other filters it still names a position in org's Runs,
+// and the page starts there. It returns [ErrInvalidCursor] for a cursor
+// it did not write, and an error wrapping [ErrInvalid] for an unknown
+// status, an over-long key or an instant outside [keyset.MinInstant,
+// keyset.MaxInstant], before any SQL runs.
 func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []ListItem, _ string, err error) {
 	defer dberr.Annotate(&err)
+	if err := p.validate(); err != nil {
+		return nil, "", err
+	}
 	q, err := s.cursors.Read(keyset.List{Name: "runs.list", Org: org}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	query, args := runList, []any{org, q.At, q.ID, q.Limit + 1}
-	if p.SavedSearchID != nil {
-		query, args = runListBySavedSearch, append(args, *p.SavedSearchID)
-	}
+	query, args := runListQuery(p, []any{org, q.At, q.ID, q.Limit + 1})
 	return keyset.Query(ctx, s.db, "runs: list", q, pgx.RowToStructByPos[ListItem], ListItem.position, query, args...)
+}
+
+// runListQuery returns the statement of a list with p's filters and its
+// arguments, args (runList's four) followed by one per filter that is
+// set. Only the conditions of the filters set are in the statement, so
+// each combination is a statement of its own, whose plan (custom or
+// generic) uses the index for it; see runListFilter.
+func runListQuery(p ListParams, args []any) (string, []any) {
+	head := runListHead
+	if p.IdempotencyKey != "" {
+		head, args = runListKeyHead, append(args, p.IdempotencyKey)
+	}
+	var where strings.Builder
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		fmt.Fprintf(&where, "\n\tAND "+cond, len(args))
+	}
+	if p.SavedSearchID != nil {
+		add(runListFilter.savedSearch, *p.SavedSearchID)
+	}
+	if p.Status != "" {
+		add(runListFilter.status, p.Status)
+	}
+	if !p.CreatedAfter.IsZero() {
+		add(runListFilter.after, p.CreatedAfter)
+	}
+	if !p.CreatedBefore.IsZero() {
+		add(runListFilter.before, p.CreatedBefore)
+	}
+	return head + where.String() + runListTail, args
+}
+
+func (p ListParams) validate() error {
+	invalid := func(reason string) error { return fmt.Errorf("%w: %s", ErrInvalid, reason) }
+	inRange := func(t time.Time) bool {
+		return t.IsZero() || !t.Before(keyset.MinInstant) && !t.After(keyset.MaxInstant)
+	}
+	switch {
+	case p.Status != "" && Rank(p.Status) < 0:
+		return invalid(fmt.Sprintf("unknown status %q", p.Status))
+	case len(p.IdempotencyKey)+len(savedSearchPrefix) > MaxStartKeyLen:
+		return invalid("idempotency key too long")
+	case !inRange(p.CreatedAfter) || !inRange(p.CreatedBefore):
+		return invalid("created_after or created_before outside the years 1 to 9999")
+	}
+	return nil
 }
 
 func (r Run) position() keyset.Position { return keyset.Position{CreatedAt: r.CreatedAt, ID: r.ID} }

@@ -297,9 +297,20 @@ export class SearchdClient {
     return (await this.call({ method: "PUT", path: `/v1/runs/${encodeURIComponent(id)}/status`, body: report, safety: "repeatable", signal: o.signal })).body as Run;
   }
 
-  /** A page of Runs, newest first; savedSearchId narrows it. */
-  async listRuns(p: { savedSearchId?: string; limit?: number; cursor?: string; signal?: AbortSignal } = {}): Promise<RunPage> {
-    const q = query({ saved_search_id: p.savedSearchId, limit: p.limit, cursor: p.cursor });
+  /**
+   * A page of Runs, newest first. Each filter set keeps the Runs it matches
+   * (savedSearchId, status, idempotencyKey, and createdAfter and
+   * createdBefore, RFC 3339 instants, both exclusive); pass the same
+   * filters with the cursor of the page before.
+   */
+  async listRuns(p: {
+    savedSearchId?: string; status?: Run["status"]; idempotencyKey?: string; createdAfter?: string; createdBefore?: string;
+    limit?: number; cursor?: string; signal?: AbortSignal;
+  } = {}): Promise<RunPage> {
+    const q = query({
+      saved_search_id: p.savedSearchId, status: p.status, idempotency_key: p.idempotencyKey,
+      created_after: p.createdAfter, created_before: p.createdBefore, limit: p.limit, cursor: p.cursor,
+    });
     return (await this.call({ method: "GET", path: `/v1/runs${q}`, safety: "repeatable", signal: p.signal })).body as RunPage;
   }
 

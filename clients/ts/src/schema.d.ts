@@ -257,7 +257,7 @@ export interface paths {
         };
         /**
          * List Runs, newest first
-         * @description Lists the Runs of the caller's organization, newest first, a page at a time; saved_search_id narrows it to one saved search, archived or not.
+         * @description Lists the Runs of the caller's organization, newest first, a page at a time. Each filter that is set keeps the Runs it matches, and they combine (AND): saved_search_id (one saved search, archived or not), status, idempotency_key, created_after and created_before. A next_cursor continues the list it was returned with: send the same filters with it. With other filters it still names a position among the organization's Runs and the page starts there; a cursor of another list or organization is 400. Every filter is checked before the list is read; a bad one is 400 validation_failed naming it.
          */
         get: operations["listRuns"];
         put?: never;
@@ -2940,6 +2940,14 @@ export interface operations {
             query?: {
                 /** @description Only the Runs of this saved search. Not a UUID: 400. */
                 saved_search_id?: string;
+                /** @description Only the Runs in this status. Any other value: 400 validation_failed naming status. */
+                status?: "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
+                /** @description Only the Run started with this Idempotency-Key (the key as the start's header named it, unquoted), on either surface: a saved-search start and a direct start may each have used it, so at most two Runs match. Not 1 to 255 printable ASCII characters, or a space at either end: 400 validation_failed naming idempotency_key. */
+                idempotency_key?: string;
+                /** @description Only the Runs created strictly after this instant: RFC 3339 (any offset), within the years 0001 to 9999 in UTC, compared at microsecond precision. Anything else: 400 validation_failed naming created_after; later than created_before: 400 naming created_after. */
+                created_after?: string;
+                /** @description Only the Runs created strictly before this instant: RFC 3339 (any offset), within the years 0001 to 9999 in UTC, compared at microsecond precision. Anything else: 400 validation_failed naming created_before. */
+                created_before?: string;
                 /** @description Page size, 1 to 200; default 50. */
                 limit?: components["parameters"]["Limit"];
                 /** @description The next_cursor of the previous page, unchanged. A cursor is opaque and signed by searchd for the list and the organization it was returned to: any other cursor (crafted, another list's or organization's, or one of an earlier release) answers 400 validation_failed naming cursor. */
