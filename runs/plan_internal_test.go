@@ -21,7 +21,7 @@ import (
 // organization holds 40,000 succeeded Runs, of one saved search and
 // direct, and, older than all of them, 40 Runs in each other status; 2,000
 // other organizations hold one Run each. A rare status read along
-// runs_org_created_idx would walk the 40,000 first: migration 00024's
+// runs_org_created_idx would walk the 40,000 first: migration 00025's
 // index is what keeps it a page. On Citus the coordinator's plan is of
 // the distributed query: plain PostgreSQL alone.
 func TestListFiltersAreServedByAnIndex(t *testing.T) {

@@ -132,7 +132,7 @@ WHERE true`
 // for that. The indexes that serve them, newest first:
 //   - none: runs_org_created_idx;
 //   - saved search: runs_org_saved_search_created_idx;
-//   - status: runs_org_status_created_idx (migration 00024);
+//   - status: runs_org_status_created_idx (migration 00025);
 //   - an Idempotency-Key: the unique (organization_id, start_key) index,
 //     which finds the at most two Runs of a key (runListKeyHead; an IN of
 //     two values, not = ANY of an array, whose length a generic plan
