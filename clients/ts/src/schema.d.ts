@@ -1079,11 +1079,8 @@ export interface components {
             catch_up_seconds?: number | null;
             /** @description Default false. */
             paused?: boolean | null;
-            /**
-             * @description The max_results of the Runs it starts, as a start's (1 to 1000, default 100).
-             * @default 100
-             */
-            max_results: number | null;
+            /** @description The max_results of the Runs it starts, as a start's (1 to 1000, default 100). */
+            max_results?: number | null;
             /** @description The note of the Runs it starts, as a start's; default empty. */
             note?: string | null;
         };
