@@ -185,7 +185,7 @@ type Deps struct {
 	// Schedules shows a saved search's schedule and its occurrences on
 	// its page, when it is set.
 	Schedules Schedules
-	// Uncertain and Resolver serve the operator's "Uncertain effects"
+	// Uncertain and Resolver serve the operator's "Tool calls to decide"
 	// panel; it is shown only when both are set.
 	Uncertain UncertainCalls
 	Resolver  Resolver

@@ -42,7 +42,7 @@ func (c *Console) operatorPanels() []panel {
 		panels = append(panels, panel{"Inbound", "inbound", c.inbound, nil})
 	}
 	if c.d.Uncertain != nil && c.d.Resolver != nil {
-		panels = append(panels, panel{"Uncertain effects", "uncertain", c.uncertain,
+		panels = append(panels, panel{"Tool calls to decide", "uncertain", c.uncertain,
 			[]route{{"POST /console/operator/uncertain/resolve", c.resolve}}})
 	}
 	return append(panels, panel{"Force-releases", "releases", c.releases, nil}, panel{"Sweeper", "sweeper", c.sweeperRuns, nil})

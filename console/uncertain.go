@@ -9,7 +9,7 @@ import (
 	"github.com/searchd/searchd/tools"
 )
 
-// The "Uncertain effects" panel: tool calls sent to a vendor without
+// The "Tool calls to decide" panel: tool calls sent to a vendor without
 // idempotency support that ended without an acknowledgement. Nothing
 // retries them by itself (a retry is a coin flip between a duplicate and a
 // delivery); a person looks at the evidence and marks the call delivered,
@@ -39,7 +39,7 @@ func (c *Console) uncertain(r *http.Request, f *filters) (view, error) {
 	}
 	params.Cursor = p.DecCursor
 	p.Resolutions, p.DecNext, err = c.d.Uncertain.Resolutions(r.Context(), params)
-	return view{"uncertain", "Uncertain effects", p}, err
+	return view{"uncertain", "Tool calls to decide", p}, err
 }
 
 // resolve records the operator's decision about one uncertain call.

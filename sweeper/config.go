@@ -15,8 +15,7 @@ import (
 
 // Defaults of [Config].
 const (
-	// DefaultMaxBound is the default ceiling on Bound: PostgREST's
-	// db-max-rows as searchd deploys it.
+	// DefaultMaxBound is the default ceiling on Bound.
 	DefaultMaxBound = 1000
 	// DefaultBound is the default number of rows one pass reads, when
 	// MaxBound allows it.
@@ -50,8 +49,8 @@ type Config struct {
 	// table. Default DefaultBound, or MaxBound when that is lower. A Bound
 	// above MaxBound is refused, never clamped.
 	Bound int
-	// MaxBound is the ceiling on Bound, standing in for PostgREST's
-	// db-max-rows. Default DefaultMaxBound (1000).
+	// MaxBound is the ceiling on Bound, a guard against a Bound set by
+	// mistake. Default DefaultMaxBound (1000).
 	MaxBound int
 	// Budget is the time after which a run makes no further pass, once it
 	// has made its first round (one pass on every table): the tables whose
@@ -142,7 +141,7 @@ func (c Config) Validate() error {
 		return invalid("Bound %d: must be 1 to MaxBound (%d)", c.Bound, c.MaxBound)
 	case c.Bound > c.MaxBound:
 		return invalid("Bound %d exceeds MaxBound %d: a larger bound is refused, not clamped; "+
-			"lower Bound, or raise MaxBound with PostgREST's db-max-rows", c.Bound, c.MaxBound)
+			"lower Bound, or raise MaxBound with it", c.Bound, c.MaxBound)
 	case c.Budget < 0:
 		return invalid("Budget %s: must be positive", c.Budget)
 	case !(c.Duty > 0 && c.Duty <= 1):

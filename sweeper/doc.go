@@ -84,8 +84,8 @@
 // are counted ([TableReport.FullPasses], [BacklogObserver]) and its
 // summary says how many.
 //
-// The bound stands in for PostgREST's db-max-rows, above which a read is
-// silently truncated: [Config.Validate] refuses a Bound above MaxBound rather
+// MaxBound guards against a Bound set by mistake so large that one pass
+// would hold its table for long: [Config.Validate] refuses a Bound above MaxBound rather
 // than clamping it, so a misconfiguration fails at start-up.
 //
 // Scheduling. [Sweeper.Run] is the in-process loop of `searchd serve`: it

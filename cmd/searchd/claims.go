@@ -23,7 +23,7 @@ import (
 
 const claimsUsage = `usage: searchd claims <show|release|resolve> [flags]
 
-Inspect, or force-release, one claim of the idempotency plane
+Inspect, or force-release, one claim of an Idempotency-Key
 (agent.idempotency_keys), for an operator facing a stuck key; or resolve a
 tool call the journal recorded as uncertain.
 

@@ -27,7 +27,7 @@ const (
 	DefaultScheduleTick  = time.Second
 	DefaultScheduleBatch = 10
 	// DefaultScheduleLease is the lease when the saved-search lease is
-	// the seed's 30 s: the default is twice the saved-search lease.
+	// the default 30 s: the default is twice the saved-search lease.
 	DefaultScheduleLease = time.Minute
 	DefaultScheduleRetry = time.Hour
 	maxScheduleTick      = time.Hour

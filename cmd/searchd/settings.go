@@ -41,7 +41,7 @@ const (
 	// 2-core server at 4, which four slow requests of one tenant filled.
 	DefaultDBMaxConns    = 16
 	DefaultMaxPreferWait = api.PreferWaitLimit
-	// DefaultSavedSearchLease is the seed's lease, which the product keeps.
+	// DefaultSavedSearchLease is the saved-search start's lease, 30 s.
 	DefaultSavedSearchLease = idempotency.SavedSearchStartLease
 	// MaxSavedSearchLease bounds the saved-search lease. A preparation is
 	// one short transaction, so the lease matters only after a crash: it is
@@ -49,7 +49,7 @@ const (
 	// The retention is raised to a longer lease, so without this bound one
 	// crash could block a key for the plane's MaxLease of 30 days (beyond
 	// which admission.Config refuses a lease). Five minutes is ten times
-	// the seed's 30 s.
+	// the default 30 s.
 	MaxSavedSearchLease = 5 * time.Minute
 	maxDBMaxConns       = 1000
 )
@@ -170,7 +170,7 @@ var settingsTable = []section{
 			meaning: "lease of a saved-search preparation: how long a start waits before it reclaims the key of a crashed " +
 				"replica. A preparation is one short transaction, so the lease matters only after a crash; the retention " +
 				"is raised to a longer lease, and the limit keeps one crash from blocking a key for long. For tests and " +
-				"tuning; the seed's value is 30 s"},
+				"tuning"},
 	}},
 	{"Authentication", "The tokens the API accepts (docs/auth.md).", []spec{
 		{env: EnvJWTSecret, secret: true, in: cmdServers | cmdToken,
@@ -205,7 +205,7 @@ var settingsTable = []section{
 		{env: EnvOIDCOperatorRole, flag: "oidc-operator-role", in: cmdServers,
 			kind:    text{at: func(c *loading) *string { return &c.oidc.OperatorRole }, desc: "a value of the role claim"},
 			def:     "none: no provider token is an operator's",
-			meaning: "value of the role claim that makes a person an operator of the platform (every organization's claims in the console)"},
+			meaning: "value of the role claim that makes a person an operator of searchd (every organization's claims in the console)"},
 	}},
 	{"Console sign-in", "How people sign in to the console (docs/auth.md).", []spec{
 		{env: EnvOIDCClientID, flag: "oidc-client-id", in: cmdServers,
@@ -260,7 +260,7 @@ var settingsTable = []section{
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Inbox.Lease }, def: DefaultWebhookLease,
 				above: true, max: maxWebhookLease, like: "5s or 1m"},
 			meaning: "lease of a provider delivery: how long a replica applying it holds its claim and its inbox arrival " +
-				"before another replica's applier takes it over; for tests and tuning (the seed's value is 30 s)"},
+				"before another replica's applier takes it over; for tests and tuning"},
 		{env: EnvApplierInterval, flag: "applier-interval", in: cmdServers,
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Inbox.Applier.Interval }, def: DefaultApplierInterval,
 				max: maxApplierInterval, like: "5s or 1m"},
@@ -296,7 +296,7 @@ var settingsTable = []section{
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Schedule.RetryAfter }, def: DefaultScheduleRetry,
 				min: schedule.MinRetryAfter, max: schedule.MaxRetryAfter, like: "1s or 1m"},
 			meaning: "when an occurrence whose start failed for a transient reason (`not_ready`) is tried again; for tests " +
-				"and tuning (the seed's value is an hour)"},
+				"and tuning"},
 		{env: EnvScheduleMax, flag: "schedule-max-per-org", in: cmdServers,
 			kind: integer[int]{at: func(c *loading) *int { return &c.ScheduleMax }, def: schedule.DefaultMaxPerOrganization,
 				min: 1, max: maxScheduleMax},
@@ -366,7 +366,7 @@ var settingsTable = []section{
 				"refused at start-up (exit status 2), never clamped"},
 		{env: EnvSweepMaxBound, flag: "sweep-max-bound", in: cmdServers | cmdSweep,
 			kind:    integer[int]{at: func(c *loading) *int { return &c.Sweep.MaxBound }, def: sweeper.DefaultMaxBound, min: 1},
-			meaning: "ceiling on the sweep bound, standing in for PostgREST's `db-max-rows`: raise it with `db-max-rows`, never alone"},
+			meaning: "ceiling on the sweep bound: a guard against a bound set by mistake so large that one pass would hold its table for long"},
 		{env: EnvSweepBudget, flag: "sweep-budget", in: cmdServers | cmdSweep,
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Sweep.Budget }, def: sweeper.DefaultBudget,
 				min: time.Second, max: math.MaxInt64, short: true, like: "15m or 1h", desc: "1s or more"},

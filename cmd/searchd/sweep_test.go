@@ -261,12 +261,12 @@ func TestABoundOverTheCeilingIsRefusedAtStartUp(t *testing.T) {
 			"SEARCHD_SWEEP_BOUND: Bound 2000 exceeds MaxBound 1000: a larger bound is refused, not clamped"},
 		{nil, []string{"sweep", "--sweep-bound", "1500", "--sweep-max-bound", "1200"},
 			"--sweep-bound: Bound 1500 exceeds MaxBound 1200: a larger bound is refused, not clamped; lower Bound, or raise MaxBound " +
-				"with PostgREST's db-max-rows (Bound is --sweep-bound, MaxBound is --sweep-max-bound)"},
+				"with it (Bound is --sweep-bound, MaxBound is --sweep-max-bound)"},
 		{map[string]string{"SEARCHD_SWEEP_BOUND": "1001"}, []string{"serve"},
 			"SEARCHD_SWEEP_BOUND: Bound 1001 exceeds MaxBound 1000"},
 		{map[string]string{"SEARCHD_SWEEP_MAX_BOUND": "500"}, []string{"serve", "--sweep-bound", "501"},
 			"--sweep-bound: Bound 501 exceeds MaxBound 500: a larger bound is refused, not clamped; lower Bound, or raise MaxBound " +
-				"with PostgREST's db-max-rows (Bound is --sweep-bound, MaxBound is SEARCHD_SWEEP_MAX_BOUND)"},
+				"with it (Bound is --sweep-bound, MaxBound is SEARCHD_SWEEP_MAX_BOUND)"},
 		{map[string]string{"SEARCHD_SWEEP_BOUND": "5000"}, []string{"dev"},
 			"SEARCHD_SWEEP_BOUND: Bound 5000 exceeds MaxBound 1000"},
 	}
