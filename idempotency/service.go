@@ -160,9 +160,10 @@ type Config struct {
 // claim path, so they must be fast and must not block.
 type Observer interface {
 	// ObserveClaim is called once per Claim (and ClaimWait round) that
-	// returns without error, with the outcome's kind; reclaimed reports a
-	// claimed outcome that took over a passed lease.
-	ObserveClaim(scope string, kind Kind, reclaimed bool)
+	// returns without error, with the outcome's kind as [Kind.String]
+	// names it; reclaimed reports a claimed outcome that took over a
+	// passed lease.
+	ObserveClaim(scope, kind string, reclaimed bool)
 	// ObserveFenceLost is called when Complete ("complete") or Release
 	// ("release") finds that the lease moved on.
 	ObserveFenceLost(scope, op string)
@@ -170,8 +171,8 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) ObserveClaim(string, Kind, bool) {}
-func (nopObserver) ObserveFenceLost(string, string) {}
+func (nopObserver) ObserveClaim(string, string, bool) {}
+func (nopObserver) ObserveFenceLost(string, string)   {}
 
 // DefaultMaxResponseBytes is the default store limit of a response, 64 KiB.
 const DefaultMaxResponseBytes = 64 << 10
@@ -278,7 +279,7 @@ func (s *Service) Claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 	defer dberr.Annotate(&err)
 	out, err := s.claim(ctx, organizationID, scope, key, requestHash, lease)
 	if err == nil {
-		s.cfg.Observer.ObserveClaim(scope, out.Kind, out.Claim != nil && out.Claim.Reclaimed)
+		s.cfg.Observer.ObserveClaim(scope, out.Kind.String(), out.Claim != nil && out.Claim.Reclaimed)
 	}
 	return out, err
 }

@@ -709,10 +709,10 @@ type recordingObserver struct {
 	fenceLost []string
 }
 
-func (o *recordingObserver) ObserveClaim(scope string, kind idempotency.Kind, reclaimed bool) {
+func (o *recordingObserver) ObserveClaim(scope, kind string, reclaimed bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s := scope + " " + kind.String()
+	s := scope + " " + kind
 	if reclaimed {
 		s += " reclaimed"
 	}

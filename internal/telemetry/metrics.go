@@ -10,8 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/searchd/searchd/idempotency"
 )
 
 // namespace prefixes every metric searchd defines itself.
@@ -184,8 +182,8 @@ func (m *Metrics) ObserveRequest(route, method string, status int, d time.Durati
 
 // ObserveClaim implements idempotency.Observer: it counts the outcome, and
 // the reclaim when the claim took over a passed lease.
-func (m *Metrics) ObserveClaim(scope string, kind idempotency.Kind, reclaimed bool) {
-	m.claims.WithLabelValues(scope, kind.String()).Inc()
+func (m *Metrics) ObserveClaim(scope, kind string, reclaimed bool) {
+	m.claims.WithLabelValues(scope, kind).Inc()
 	if reclaimed {
 		m.reclaims.WithLabelValues(scope).Inc()
 	}
