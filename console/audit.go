@@ -105,6 +105,24 @@ func (c *Console) savedSearch(r *http.Request, f *filters) (view, error) {
 	return view{"saved-search", p.Search.Name, p}, err
 }
 
+type schedulesPage struct {
+	Schedules    []schedule.Summary
+	Cursor, Next string
+}
+
+// schedules is the organization's schedules overview: each schedule with
+// its saved search, cadence, next occurrence, state and the outcome of its
+// latest occurrence, the newest set first.
+func (c *Console) schedules(r *http.Request, f *filters) (view, error) {
+	p := schedulesPage{Cursor: f.cursor("cursor")}
+	if err := f.err(); err != nil {
+		return view{}, err
+	}
+	var err error
+	p.Schedules, p.Next, err = c.d.Schedules.List(r.Context(), orgOf(r), schedule.ListParams{Limit: pageSize, Cursor: p.Cursor})
+	return view{"schedules", "Schedules", p}, err
+}
+
 type comparePage struct {
 	Search *savedsearch.Entry
 	Diff   snapshotDiff
@@ -210,6 +228,10 @@ type runPage struct {
 	Timeline   *runTimeline
 	// Key is the Idempotency-Key the Run was started with.
 	Key string
+	// Retry is the retry form's state after a refused retry; nil
+	// otherwise. Retried is the message of a retry just made.
+	Retry   *retryForm
+	Retried string
 }
 
 func (c *Console) run(r *http.Request, f *filters) (view, error) {
@@ -221,7 +243,7 @@ func (c *Console) run(r *http.Request, f *filters) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
-	p := runPage{Run: run, InputBytes: inputBytes, Key: idempotencyKey(run.StartKey)}
+	p := runPage{Run: run, InputBytes: inputBytes, Key: idempotencyKey(run.StartKey), Retried: outcome(r, "dispatch", "dispatch")}
 	if run.SnapshotID != nil {
 		if p.Snapshot, err = c.d.Snapshots.Header(ctx, org, *run.SnapshotID); err != nil && !errors.Is(err, snapshot.ErrNotFound) {
 			return view{}, err
