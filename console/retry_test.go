@@ -207,3 +207,44 @@ func TestTheSchedulesOverviewListsTheOrganizationsSchedules(t *testing.T) {
 		t.Errorf("org B's overview shows org A's schedule, or does not say it has none")
 	}
 }
+
+// onePlural finds a count of one with a plural noun ("1 items"): the
+// nouns the console counts.
+var onePlural = regexp.MustCompile(`(^|[^\d.,-])1 (items|attempts|operator retries|bytes|claims|drops|force-releases|requests|more flows|` +
+	`duplicates|hash mismatches|path mismatches|passes|Runs|seconds|deliveries|schedules|snapshots)\b`)
+
+// TestPagesSayOneItemNotOneItems: no page of the seeded world, whose
+// refused Run has one delivery attempt and one operator retry and whose
+// inbox has one duplicate and one hash mismatch, writes a count of one
+// with a plural noun (issue 37.7).
+func TestPagesSayOneItemNotOneItems(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.world
+	op := b.operatorOf(t, w.OrgA, "olga")
+	page := "/console/runs/" + w.DirectRun.String()
+	if rec := b.do("POST", page+"/dispatch/retry", op, url.Values{"csrf": {b.csrfOf(t, op, page)}, "reason": {"fixed"}}, nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("retry = %d", rec.Code)
+	}
+	text := regexp.MustCompile(`<[^>]*>`)
+	for _, target := range []string{
+		page, "/console/runs/" + w.SecondRun.String(), "/console/runs", "/console/saved-searches",
+		"/console/saved-searches/" + w.Search.String(), "/console/saved-searches/" + w.Scheduled.String(),
+		"/console/snapshots/" + w.SecondSnapshot.String(), "/console/schedules", "/console/provider-jobs",
+		"/console/provider-jobs/" + w.Job.String(), "/console/operator/claims", "/console/operator/inbound",
+		"/console/operator/uncertain", "/console/operator/releases", "/console/operator/sweeper",
+	} {
+		rec := b.do("GET", target, op, nil, nil)
+		if rec.Code != http.StatusOK {
+			t.Errorf("GET %s = %d", target, rec.Code)
+			continue
+		}
+		body := strings.Join(strings.Fields(text.ReplaceAllString(rec.Body.String(), " ")), " ")
+		if m := onePlural.FindString(body); m != "" {
+			t.Errorf("GET %s writes %q", target, strings.TrimSpace(m))
+		}
+		if target == page && !strings.Contains(body, "1 attempt, 1 operator retry") {
+			t.Errorf("the retried Run's page does not count 1 attempt, 1 operator retry")
+		}
+	}
+}
