@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/operator"
@@ -229,9 +230,11 @@ type runPage struct {
 	// Key is the Idempotency-Key the Run was started with.
 	Key string
 	// Retry is the retry form's state after a refused retry; nil
-	// otherwise. Retried is the message of a retry just made.
+	// otherwise. Retried is the latest retry of the dispatch, as
+	// recorded, when the page was sent back after one (?dispatch=retried):
+	// announced from the record, never from the link.
 	Retry   *retryForm
-	Retried string
+	Retried *dispatch.Retry
 }
 
 func (c *Console) run(r *http.Request, f *filters) (view, error) {
@@ -243,7 +246,7 @@ func (c *Console) run(r *http.Request, f *filters) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
-	p := runPage{Run: run, InputBytes: inputBytes, Key: idempotencyKey(run.StartKey), Retried: outcome(r, "dispatch", "dispatch")}
+	p := runPage{Run: run, InputBytes: inputBytes, Key: idempotencyKey(run.StartKey)}
 	if run.SnapshotID != nil {
 		if p.Snapshot, err = c.d.Snapshots.Header(ctx, org, *run.SnapshotID); err != nil && !errors.Is(err, snapshot.ErrNotFound) {
 			return view{}, err
@@ -252,8 +255,13 @@ func (c *Console) run(r *http.Request, f *filters) (view, error) {
 	if p.Jobs, _, err = c.d.JobAudit.Jobs(ctx, org, providerjobs.JobListParams{RunID: id, Limit: 200}); err != nil {
 		return view{}, err
 	}
-	p.Timeline, err = c.timeline(ctx, run, c.now())
-	return view{"run", "Run " + shortID(id), p}, err
+	if p.Timeline, err = c.timeline(ctx, run, c.now()); err != nil {
+		return view{}, err
+	}
+	if rs := p.Timeline.Retries; len(rs) > 0 && r.URL.Query().Get("dispatch") == "retried" {
+		p.Retried = &rs[len(rs)-1]
+	}
+	return view{"run", "Run " + shortID(id), p}, nil
 }
 
 type jobsPage struct {

@@ -32,10 +32,6 @@ var outcomeMessages = map[string]map[string]string{
 		"no_call":       "no answer is stored under that key any more",
 		"not_uncertain": "the call is not uncertain (any more): it is in flight, answered, or a person decided already",
 	},
-	// A failed dispatch retried from the Run page.
-	"dispatch": {
-		"retried": "The dispatch was retried: it is pending and due now, and the retry is recorded below with your name and reason.",
-	},
 	// A decision recorded.
 	"resolved": {
 		"delivered": "the call was marked delivered",

@@ -110,6 +110,10 @@ func TestAnOperatorRetriesAFailedDispatchFromTheRunPage(t *testing.T) {
 		t.Errorf("org B's operator retrying org A's Run = %d, want 404", code)
 	}
 
+	// A link that says a retry was made announces none that was not.
+	if body := b.do("GET", page+"?dispatch=retried", alice, nil, nil).Body.String(); strings.Contains(body, `class="alert`) {
+		t.Errorf("a Run never retried announces a retry")
+	}
 	reason := "the runtime was deployed with enrich.company"
 	rec := b.do("POST", action, op, url.Values{"csrf": {csrf}, "reason": {"  " + reason + " "}}, nil)
 	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != page+"?dispatch=retried" {
@@ -123,7 +127,7 @@ func TestAnOperatorRetriesAFailedDispatchFromTheRunPage(t *testing.T) {
 	}
 	body = b.do("GET", page+"?dispatch=retried", alice, nil, nil).Body.String()
 	retries := body[strings.Index(body, "<h3>Operator retries</h3>"):]
-	for _, want := range []string{"The dispatch was retried", "olga", reason, "HTTP 422", "unknown capability enrich.company"} {
+	for _, want := range []string{"<strong>Retried</strong> by olga", "The dispatch is pending now", reason, "HTTP 422", "unknown capability enrich.company"} {
 		if !strings.Contains(retries, want) && !strings.Contains(body, want) {
 			t.Errorf("the Run page after the retry lacks %q", want)
 		}
