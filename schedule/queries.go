@@ -96,15 +96,16 @@ LIMIT $4`
 // first, after ($2, $3) (NULLs: from the newest), each with its saved
 // search's name and archive time and its latest occurrence (by the
 // occurrences' primary key, one row). The organization's rows are read by
-// the primary key's prefix and sorted: at most Store.Limit of them. $1
-// org, $4 limit.
+// the primary key's prefix and sorted: at most Store.Limit of them. Every
+// table names the organization ($1), so a cluster routes the statement to
+// its shard. $4 limit.
 const scheduleList = `
 SELECT ` + scheduleColumns + `, s.name, s.archived_at, ` + occurrenceColumns + `
 FROM agent.saved_search_schedules sc
-JOIN agent.saved_searches s ON s.organization_id = sc.organization_id AND s.id = sc.saved_search_id
+JOIN agent.saved_searches s ON s.organization_id = $1 AND s.id = sc.saved_search_id
 LEFT JOIN LATERAL (
 	SELECT * FROM agent.schedule_occurrences o
-	WHERE o.organization_id = sc.organization_id AND o.saved_search_id = sc.saved_search_id
+	WHERE o.organization_id = $1 AND o.saved_search_id = sc.saved_search_id
 	ORDER BY o.due_at DESC
 	LIMIT 1
 ) o ON true
