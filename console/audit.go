@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/operator"
@@ -103,6 +104,24 @@ func (c *Console) savedSearch(r *http.Request, f *filters) (view, error) {
 		p.Occurrences, p.OccNext, err = c.d.Schedules.Occurrences(ctx, org, id, schedule.ListParams{Limit: pageSize, Cursor: p.OccCursor})
 	}
 	return view{"saved-search", p.Search.Name, p}, err
+}
+
+type schedulesPage struct {
+	Schedules    []schedule.Summary
+	Cursor, Next string
+}
+
+// schedules is the organization's schedules overview: each schedule with
+// its saved search, cadence, next occurrence, state and the outcome of its
+// latest occurrence, the newest set first.
+func (c *Console) schedules(r *http.Request, f *filters) (view, error) {
+	p := schedulesPage{Cursor: f.cursor("cursor")}
+	if err := f.err(); err != nil {
+		return view{}, err
+	}
+	var err error
+	p.Schedules, p.Next, err = c.d.Schedules.List(r.Context(), orgOf(r), schedule.ListParams{Limit: pageSize, Cursor: p.Cursor})
+	return view{"schedules", "Schedules", p}, err
 }
 
 type comparePage struct {
@@ -210,6 +229,12 @@ type runPage struct {
 	Timeline   *runTimeline
 	// Key is the Idempotency-Key the Run was started with.
 	Key string
+	// Retry is the retry form's state after a refused retry; nil
+	// otherwise. Retried is the latest retry of the dispatch, as
+	// recorded, when the page was sent back after one (?dispatch=retried):
+	// announced from the record, never from the link.
+	Retry   *retryForm
+	Retried *dispatch.Retry
 }
 
 func (c *Console) run(r *http.Request, f *filters) (view, error) {
@@ -230,8 +255,13 @@ func (c *Console) run(r *http.Request, f *filters) (view, error) {
 	if p.Jobs, _, err = c.d.JobAudit.Jobs(ctx, org, providerjobs.JobListParams{RunID: id, Limit: 200}); err != nil {
 		return view{}, err
 	}
-	p.Timeline, err = c.timeline(ctx, run, c.now())
-	return view{"run", "Run " + shortID(id), p}, err
+	if p.Timeline, err = c.timeline(ctx, run, c.now()); err != nil {
+		return view{}, err
+	}
+	if rs := p.Timeline.Retries; len(rs) > 0 && r.URL.Query().Get("dispatch") == "retried" {
+		p.Retried = &rs[len(rs)-1]
+	}
+	return view{"run", "Run " + shortID(id), p}, nil
 }
 
 type jobsPage struct {

@@ -171,7 +171,7 @@ func layoutPanel(title string, top, height int, data []map[string]int64, series 
 			base -= h
 			hour := first.Add(time.Duration(i) * time.Hour)
 			p.Bars = append(p.Bars, chartRect{X: x, Y: base, W: slot * 0.7, H: h, Class: s.class,
-				Title: fmt.Sprintf("%s–%s UTC: %d %s", hour.Format("15:04"), hour.Add(time.Hour).Format("15:04"), n, s.label)})
+				Title: fmt.Sprintf("%s–%s UTC, %s: %d", hour.Format("15:04"), hour.Add(time.Hour).Format("15:04"), s.label, n)})
 		}
 	}
 	for _, s := range series {

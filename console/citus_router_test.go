@@ -54,6 +54,7 @@ func TestEveryAuditorPageIsRoutedToOneShard(t *testing.T) {
 		"/console/runs/" + w.DirectRun.String(),
 		"/console/provider-jobs",
 		"/console/provider-jobs/" + w.Job.String(),
+		"/console/schedules",
 	} {
 		if rec := b.do(http.MethodGet, target, cookie, nil, nil); rec.Code != http.StatusOK {
 			t.Fatalf("GET %s = %d", target, rec.Code)

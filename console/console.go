@@ -156,6 +156,9 @@ type Resolver interface {
 type Schedules interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*schedule.Schedule, error)
 	Occurrences(ctx context.Context, org, id uuid.UUID, p schedule.ListParams) ([]schedule.Occurrence, string, error)
+	// List reads a page of the organization's schedules for the
+	// schedules overview.
+	List(ctx context.Context, org uuid.UUID, p schedule.ListParams) ([]schedule.Summary, string, error)
 }
 
 // SweeperRuns reads the sweeper's recorded runs; a *sweeper.RunLog has it.
@@ -183,7 +186,8 @@ type Deps struct {
 	// Inbox serves the operator's "Inbound" panel, shown when it is set.
 	Inbox Inbox
 	// Schedules shows a saved search's schedule and its occurrences on
-	// its page, when it is set.
+	// its page, and the organization's schedules overview, when it is
+	// set.
 	Schedules Schedules
 	// Uncertain and Resolver serve the operator's "Tool calls to decide"
 	// panel; it is shown only when both are set.
@@ -359,6 +363,10 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /console/snapshots/{id}", c.session(auditor, c.show(c.snapshot)))
 	mux.HandleFunc("GET /console/runs", c.session(auditor, c.show(c.runs)))
 	mux.HandleFunc("GET /console/runs/{id}", c.session(auditor, c.show(c.run)))
+	mux.HandleFunc("POST /console/runs/{id}/dispatch/retry", c.session(auditor, c.retryDispatch))
+	if c.d.Schedules != nil {
+		mux.HandleFunc("GET /console/schedules", c.session(auditor, c.show(c.schedules)))
+	}
 	mux.HandleFunc("GET /console/provider-jobs", c.session(auditor, c.show(c.providerJobs)))
 	mux.HandleFunc("GET /console/provider-jobs/{id}", c.session(auditor, c.show(c.providerJob)))
 

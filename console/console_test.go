@@ -641,6 +641,7 @@ func TestEveryListCursorIsReadByTheOneDecoder(t *testing.T) {
 		{"/console/saved-searches/" + w.Search.String(), "occ", tok},
 		{"/console/snapshots/" + w.FirstSnapshot.String(), "cursor", tok},
 		{"/console/runs", "cursor", tok},
+		{"/console/schedules", "cursor", tok},
 		{"/console/provider-jobs", "cursor", tok},
 		{"/console/provider-jobs/" + w.Job.String(), "cursor", tok},
 		{"/console/operator/claims", "stuck", op},

@@ -63,6 +63,11 @@ func (c *Console) nav(s *session) []navEntry {
 	if s.OrganizationID != uuid.Nil {
 		out = append(out,
 			navEntry{"Audit", "Saved searches", "/console/saved-searches", "saved-searches"},
+		)
+		if c.d.Schedules != nil {
+			out = append(out, navEntry{"Audit", "Schedules", "/console/schedules", "schedules"})
+		}
+		out = append(out,
 			navEntry{"Audit", "Runs", "/console/runs", "runs"},
 			navEntry{"Audit", "Provider jobs", "/console/provider-jobs", "provider-jobs"},
 		)

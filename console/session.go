@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -188,7 +187,7 @@ func (c *Console) admissionFailed(w http.ResponseWriter, r *http.Request, err er
 	secs := idempotency.RetryAfterSeconds(refusal.RetryAfter)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	c.fail(w, r, http.StatusTooManyRequests, "Busy",
-		fmt.Sprintf("Every seat of the server is taken and this page could not be served in time. Try again in %d seconds.", secs))
+		"Every seat of the server is taken and this page could not be served in time. Try again in "+plural(secs, "second", "seconds")+".")
 }
 
 // unavailable answers a request whose session could not be read.

@@ -21,6 +21,9 @@ type Dispatches interface {
 	Get(ctx context.Context, org, runID uuid.UUID) (*dispatch.Dispatch, error)
 	Attempts(ctx context.Context, org, runID uuid.UUID) ([]dispatch.Attempt, error)
 	Retries(ctx context.Context, org, runID uuid.UUID) ([]dispatch.Retry, error)
+	// Retry retries a failed dispatch, for an operator (the Run page's
+	// form).
+	Retry(ctx context.Context, p dispatch.RetryParams) (*dispatch.Dispatch, error)
 }
 
 // Backlog is the outbox's backlog as last read; a *dispatch.Watcher has
@@ -69,7 +72,9 @@ type timelineEvent struct {
 // event of its life in order.
 type runTimeline struct {
 	Dispatch *dispatch.Dispatch
-	Events   []timelineEvent
+	// Retries are the operators' retries of the dispatch, oldest first.
+	Retries []dispatch.Retry
+	Events  []timelineEvent
 	// Pruned counts the attempts older than the kept ones.
 	Pruned int
 }
@@ -99,6 +104,7 @@ func (c *Console) timeline(ctx context.Context, run *runs.Run, now time.Time) (*
 		if err != nil {
 			return nil, err
 		}
+		tl.Retries = retries
 		if len(attempts) > 0 {
 			tl.Pruned = attempts[0].Attempt - 1
 		}

@@ -142,3 +142,64 @@ func scanOccurrence(row pgx.CollectableRow) (Occurrence, error) {
 	o.DueAt = o.DueAt.UTC()
 	return o, err
 }
+
+// Summary is one schedule of an organization's overview: the schedule,
+// its saved search's name and whether it is archived, and the latest
+// occurrence it came due with (nil before the first).
+type Summary struct {
+	Schedule
+	SavedSearchName string      `json:"saved_search_name"`
+	ArchivedAt      *time.Time  `json:"archived_at"`
+	Last            *Occurrence `json:"last_occurrence"`
+}
+
+// List returns a page of org's schedules, the newest set first (by when
+// each was created, then its saved search's id), each with its saved
+// search's name and its latest occurrence, and the cursor of the next
+// page ("" after the last). Limit is as in [ListParams]. It returns
+// [ErrInvalidCursor] for a cursor it did not write. An organization holds
+// at most [Store.Limit] schedules, so a page reads at most that many rows
+// of its own, by the primary key's organization prefix.
+func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summary, _ string, err error) {
+	defer dberr.Annotate(&err)
+	q, err := s.cursors.Read(keyset.List{Name: "schedule.list", Org: org}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
+	if err != nil {
+		return nil, "", ErrInvalidCursor
+	}
+	return keyset.Query(ctx, s.db, "schedule: list", q, scanSummary,
+		func(sm Summary) keyset.Position {
+			return keyset.Position{CreatedAt: sm.CreatedAt, ID: sm.SavedSearchID}
+		},
+		scheduleList, org, q.At, q.ID, q.Limit+1)
+}
+
+// scanSummary scans scheduleList's row: scheduleColumns, the saved
+// search's name and archive time, and occurrenceColumns of the latest
+// occurrence (all NULL before the first).
+func scanSummary(row pgx.CollectableRow) (Summary, error) {
+	var (
+		sm       Summary
+		o        Occurrence
+		oid      *uuid.UUID
+		oss      *uuid.UUID
+		due      *time.Time
+		status   *string
+		attempts *int
+		deadline *time.Time
+		created  *time.Time
+	)
+	err := row.Scan(&sm.OrganizationID, &sm.SavedSearchID, &sm.IntervalSeconds, &sm.Cron, &sm.TimeZone, &sm.StartAt,
+		&sm.CatchUpSeconds, &sm.Paused, &sm.NextDueAt, &sm.Version, &sm.UpdatedBy, &sm.CreatedAt, &sm.UpdatedAt,
+		&sm.MaxResults, &sm.Note, &sm.SavedSearchName, &sm.ArchivedAt,
+		&oid, &oss, &due, &status, &o.Reason, &o.RunID, &attempts, &deadline, &o.NextAttemptAt, &created, &o.ClosedAt)
+	if err != nil {
+		return Summary{}, err
+	}
+	sm.StartAt = sm.StartAt.UTC()
+	if oid != nil {
+		o.ID, o.SavedSearchID, o.DueAt, o.Status = *oid, *oss, due.UTC(), *status
+		o.Attempts, o.Deadline, o.CreatedAt = *attempts, *deadline, *created
+		sm.Last = &o
+	}
+	return sm, nil
+}

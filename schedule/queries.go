@@ -92,6 +92,29 @@ WHERE o.organization_id = $1 AND o.saved_search_id = $2
 ORDER BY o.due_at DESC
 LIMIT $4`
 
+// scheduleList reads a page of an organization's schedules, newest set
+// first, after ($2, $3) (NULLs: from the newest), each with its saved
+// search's name and archive time and its latest occurrence (by the
+// occurrences' primary key, one row). The organization's rows are read by
+// the primary key's prefix and sorted: at most Store.Limit of them. Every
+// table names the organization ($1), so a cluster routes the statement to
+// its shard. $4 limit.
+const scheduleList = `
+SELECT ` + scheduleColumns + `, s.name, s.archived_at, ` + occurrenceColumns + `
+FROM agent.saved_search_schedules sc
+JOIN agent.saved_searches s ON s.organization_id = $1 AND s.id = sc.saved_search_id
+LEFT JOIN LATERAL (
+	SELECT * FROM agent.schedule_occurrences o
+	WHERE o.organization_id = $1 AND o.saved_search_id = sc.saved_search_id
+	ORDER BY o.due_at DESC
+	LIMIT 1
+) o ON true
+WHERE sc.organization_id = $1
+	AND (sc.created_at, sc.saved_search_id) < (coalesce($2::timestamptz, 'infinity'),
+		coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+ORDER BY sc.created_at DESC, sc.saved_search_id DESC
+LIMIT $4`
+
 // The drain serves the organizations in turn: each read of what came due
 // ranks an organization's rows by time (turn 1 its earliest, 2 the next)
 // and takes them by turn, then time, so the earliest of every organization

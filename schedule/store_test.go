@@ -289,3 +289,56 @@ func TestSchedulesPerOrganizationAreBounded(t *testing.T) {
 		t.Errorf("racing creates: %d made, %d refused; want 5 and 3", made.Load(), refused.Load())
 	}
 }
+
+// TestListPagesAnOrganizationsSchedulesNewestFirst: the overview lists
+// each schedule once, the newest set first, with its saved search's name
+// and its latest occurrence (none before the first); another
+// organization's list is empty and a cursor not of this list is refused.
+func TestListPagesAnOrganizationsSchedulesNewestFirst(t *testing.T) {
+	t.Parallel()
+	b, first := setupHourly(t)
+	var ids []uuid.UUID // newest first
+	for i := range 3 {
+		b.clock.Set(t0.Add(time.Duration(i+1) * time.Minute))
+		id := b.search(t)
+		b.schedule(t, id, hourly())
+		ids = append([]uuid.UUID{id}, ids...)
+	}
+	ids = append(ids, first)
+	b.clock.Set(t0.Add(30 * time.Minute))
+	b.tick(t, b.drain(t, drainOpts{batch: 100}))
+	var got []Summary
+	cursor := ""
+	for range 10 {
+		page, next, err := b.store.List(b.ctx, b.org, ListParams{Limit: 3, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, page...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(got) != len(ids) {
+		t.Fatalf("List held %d schedules, want %d", len(got), len(ids))
+	}
+	for i, sm := range got {
+		if sm.SavedSearchID != ids[i] || sm.SavedSearchName != "rust jobs" || sm.ArchivedAt != nil {
+			t.Errorf("item %d = %s %q, want %s, its name, live", i, sm.SavedSearchID, sm.SavedSearchName, ids[i])
+		}
+	}
+	// Only the first (hourly from t0) came due by t0+30min.
+	if l := got[3].Last; l == nil || !l.DueAt.Equal(t0) || l.Status != StatusStarted || l.RunID == nil {
+		t.Errorf("the first schedule's latest occurrence = %+v, want started at %s", l, t0)
+	}
+	if got[0].Last != nil {
+		t.Errorf("a schedule not yet due has latest occurrence %+v, want none", got[0].Last)
+	}
+	if page, _, err := b.store.List(b.ctx, uuid.New(), ListParams{}); err != nil || len(page) != 0 {
+		t.Errorf("another organization's list = %d schedules, %v; want none", len(page), err)
+	}
+	if _, _, err := b.store.Occurrences(b.ctx, b.org, first, ListParams{Cursor: cursor}); !errors.Is(err, ErrInvalidCursor) {
+		t.Errorf("the overview's cursor on a list of occurrences = %v, want ErrInvalidCursor", err)
+	}
+}

@@ -214,6 +214,8 @@ test("every page at 390, 1024 and 1440 px: no sideways scroll, no value cut or p
     ["snapshot", "/console/snapshots/" + world.second_snapshot],
     ["runs", "/console/runs"],
     ["run", "/console/runs/" + world.second_run],
+    ["run-refused", "/console/runs/" + world.direct_run],
+    ["schedules", "/console/schedules"],
     ["provider-jobs", "/console/provider-jobs"],
     ["provider-job", "/console/provider-jobs/" + world.job],
   ];
@@ -347,6 +349,95 @@ test("an operator sees the stuck claim, force-releases it, and it is gone from t
   const resp = await page.goto(world.base + "/console/saved-searches");
   assert.equal(resp.status(), 403);
   await ctx.close();
+});
+
+// Issue 37.7: an operator signed in to organization A retries the
+// dispatch the runtime refused (422), with a reason; an auditor of A sees
+// the Run but no form. Screenshots at 1440 and 390 px, before and after.
+test("an operator retries a failed dispatch with a reason, on a desktop and a phone", async () => {
+  const path = "/console/runs/" + world.direct_run;
+  assert.equal(await ask("dispatch " + world.direct_run), "failed|");
+
+  const aud = await session(world.token_a);
+  await aud.page.goto(world.base + path);
+  await aud.page.locator("#dispatch .retry-card").waitFor();
+  assert.equal(await aud.page.locator("form.retry").count(), 0, "an auditor has no retry form");
+  assert.match(await aud.page.locator("#dispatch").innerText(), /An operator retries it once the cause is fixed/);
+  await aud.ctx.close();
+
+  const { ctx, page } = await session(world.token_operator_a);
+  await page.goto(world.base + path);
+  const card = page.locator("#dispatch .retry-card");
+  await card.waitFor();
+  assert.match(await card.innerText(), /The runtime refused this Run .* with HTTP 422/);
+  assert.match(await card.innerText(), /unknown capability enrich\.company/);
+  await shot(page, "dispatch-failed");
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const problem of await page.evaluate(layoutProblems)) assert.fail(`the failed dispatch at 390px: ${problem}`);
+  await page.locator("#dispatch").scrollIntoViewIfNeeded();
+  await shot(page, "dispatch-failed-phone");
+  await page.setViewportSize({ width: 1440, height: 900 });
+
+  // The browser asks for a reason before anything is sent.
+  await page.locator("form.retry button[type=submit]").click();
+  assert.equal(await page.locator("#retry-reason").evaluate((el) => el.validity.valueMissing), true);
+  assert.equal(page.url(), world.base + path, "nothing was posted");
+  // Blanks pass the browser, not the server: 400, the page says why.
+  await page.fill("#retry-reason", "   ");
+  const [refused] = await Promise.all([page.waitForNavigation(), page.locator("form.retry button[type=submit]").click()]);
+  assert.equal(refused.status(), 400);
+  assert.match(await page.locator("#retry-refused").innerText(), /A reason is required/);
+  assert.equal(await ask("dispatch " + world.direct_run), "failed|", "a refused retry writes nothing");
+  await shot(page, "dispatch-refused");
+
+  const reason = "runtime redeployed with enrich.company";
+  await page.fill("#retry-reason", reason);
+  const [done] = await Promise.all([page.waitForNavigation(), page.locator("form.retry button[type=submit]").click()]);
+  assert.equal(done.status(), 200);
+  assert.match(page.url(), /\?dispatch=retried$/);
+  assert.match(await page.locator("#retried").innerText(), new RegExp(`Retried by ${world.operator_a} at .* UTC: ${reason}\\. The dispatch is pending now\\.`));
+  const retries = page.locator("table.retries tbody tr");
+  assert.equal(await retries.count(), 1);
+  assert.match(await retries.first().innerText(), new RegExp(`${world.operator_a}[\\s\\S]*${reason}[\\s\\S]*HTTP 422`));
+  assert.equal(await page.locator("form.retry").count(), 0, "a pending dispatch has no retry form");
+  assert.match(await page.locator("section:has(h2:text('Timeline'))").innerText(), /1 attempt, 1 operator retry/);
+  assert.equal(await ask("dispatch " + world.direct_run), `pending|${world.operator_a}:${reason}`, "the retry is recorded with who and why");
+  await shot(page, "dispatch-retried");
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const problem of await page.evaluate(layoutProblems)) assert.fail(`the retried dispatch at 390px: ${problem}`);
+  await page.locator("#dispatch").scrollIntoViewIfNeeded();
+  await shot(page, "dispatch-retried-phone");
+  assert.deepEqual(page.problems.filter((p) => !/400/.test(p)), [], "no CSP violation or script error");
+  await ctx.close();
+});
+
+test("an auditor opens the schedules overview and goes to a schedule, on a desktop and a phone", async () => {
+  const { ctx, page } = await session(world.token_a);
+  await Promise.all([page.waitForNavigation(), page.locator("nav a", { hasText: "Schedules" }).click()]);
+  assert.match(page.url(), /\/console\/schedules$/);
+  const row = page.locator("tr.schedule-row", { hasText: world.scheduled_name });
+  assert.equal(await page.locator("tr.schedule-row").count(), 1, "organization A's one schedule");
+  const text = await row.innerText();
+  assert.match(text, /cron 0 9 \* \* \*/);
+  assert.match(text, /Europe\/Berlin/);
+  assert.match(text, /live/);
+  assert.match(text, /started/);
+  await shot(page, "schedules");
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.reload();
+  for (const problem of await page.evaluate(layoutProblems)) assert.fail(`the schedules overview at 390px: ${problem}`);
+  await shot(page, "schedules-phone");
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await Promise.all([page.waitForNavigation(), row.getByRole("link", { name: world.scheduled_name }).click()]);
+  assert.match(page.url(), new RegExp("/console/saved-searches/" + world.scheduled + "#schedule$"));
+  assert.match(await page.locator("#schedule .card").innerText(), /cron 0 9 \* \* \*/);
+  assert.deepEqual(page.problems, [], "no CSP violation or script error");
+  await ctx.close();
+
+  const other = await session(world.token_b);
+  await other.page.goto(world.base + "/console/schedules");
+  assert.match(await other.page.locator("table.schedules tbody").innerText(), /No saved search of your organization has a schedule/);
+  await other.ctx.close();
 });
 
 test("a form posted without the session's CSRF token is refused", async () => {
