@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/internal/dberr"
 )
 
@@ -128,4 +129,18 @@ func (s *Store) lookup(ctx context.Context, raw string) (_ Caller, err error) {
 		c.ExpiresAt = *k.ExpiresAt
 	}
 	return c, nil
+}
+
+// Service is the store and the verifier of one process, as the API takes
+// them.
+type Service struct {
+	*Store
+	*Verifier
+}
+
+// NewService returns the store of keys on db at clock (nil: the
+// database's) and its verifier.
+func NewService(db DB, clock *dbclock.Clock) *Service {
+	s := NewStore(db, clock)
+	return &Service{Store: s, Verifier: NewVerifier(s)}
 }
