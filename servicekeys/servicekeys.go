@@ -93,8 +93,8 @@ var (
 
 // Key is a service key as listed: never its secret.
 type Key struct {
-	ID             uuid.UUID  `json:"id"`
-	OrganizationID uuid.UUID  `json:"organization_id"`
+	ID             uuid.UUID `json:"id"`
+	OrganizationID uuid.UUID `json:"organization_id"`
 	// Prefix names the key: its token begins sdk_<organization>_<prefix>_.
 	Prefix    string     `json:"prefix"`
 	Name      string     `json:"name"`
