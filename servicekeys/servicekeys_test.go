@@ -1,6 +1,8 @@
 package servicekeys_test
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -81,7 +83,8 @@ func TestTheSecretIsNeverStored(t *testing.T) {
 	}
 	// Every row, every column, as text (bytea as hex and as escape): no
 	// token and no secret in it.
-	rows, err := pool.Query(t.Context(), `SELECT t::text, encode(secret_hash, 'escape'), encode(secret_hash, 'base64') FROM agent.service_keys t`)
+	rows, err := pool.Query(t.Context(), `SELECT t::text, encode(secret_hash, 'escape'), encode(secret_hash, 'base64'), secret_hash
+		FROM agent.service_keys t`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,12 +92,20 @@ func TestTheSecretIsNeverStored(t *testing.T) {
 	n := 0
 	for rows.Next() {
 		var row, esc, b64 string
-		if err := rows.Scan(&row, &esc, &b64); err != nil {
+		var hash []byte
+		if err := rows.Scan(&row, &esc, &b64, &hash); err != nil {
 			t.Fatal(err)
 		}
 		n++
 		for _, tok := range tokens {
 			secret := tok[strings.LastIndex(tok, "_")+1:]
+			raw, err := base64.RawURLEncoding.DecodeString(secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(hash, raw) || bytes.Contains(hash, []byte(secret)) {
+				t.Errorf("a stored secret_hash is the secret %s itself", secret)
+			}
 			for _, text := range []string{row, esc, b64} {
 				if strings.Contains(text, secret) {
 					t.Errorf("a stored row holds the secret %s: %s", secret, text)
