@@ -22,7 +22,7 @@ func TestTheV1RoutesNeedAnOrganizationWhateverTheRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unknownRole, err := jwt.NewWithClaims(jwt.SigningMethodHS256, auth.Claims{OrgID: b.org.String(), Role: "admin",
+	unknownRole, err := jwt.NewWithClaims(jwt.SigningMethodHS256, auth.Claims{OrgID: b.org.String(), Role: "superuser",
 		RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}}).SignedString(testSecret)
 	if err != nil {
 		t.Fatal(err)

@@ -115,6 +115,10 @@ type world struct {
 	other     string // a valid token of otherOrg
 	// runtime and otherRuntime are runtime credentials of A and of B.
 	runtime, otherRuntime string
+	// admin and otherAdmin are admins' tokens of A and of B; key is a
+	// service key of A (all scopes), keyID its id.
+	admin, otherAdmin string
+	keyID             uuid.UUID
 }
 
 func newWorld(t testing.TB, opts setupOpts) *world {
@@ -123,6 +127,7 @@ func newWorld(t testing.TB, opts setupOpts) *world {
 	w := &world{bundle: b, ss: b.seedSavedSearch(seedOpts{items: []string{"seen"}}), otherOrg: uuid.New()}
 	w.other = b.tokenFor(w.otherOrg, "intruder")
 	w.runtime, w.otherRuntime = b.runtimeTokenFor(b.org, "runtime-a"), b.runtimeTokenFor(w.otherOrg, "runtime-b")
+	w.admin, w.otherAdmin = b.adminTokenFor(b.org, "admin-a"), b.adminTokenFor(w.otherOrg, "admin-b")
 	var started, direct struct {
 		Run      struct{ ID uuid.UUID } `json:"run"`
 		Snapshot struct{ ID uuid.UUID } `json:"snapshot"`
@@ -137,6 +142,13 @@ func newWorld(t testing.TB, opts setupOpts) *world {
 	}
 	w.runID, w.snapshot, w.directRun = started.Run.ID, started.Snapshot.ID, direct.Run.ID
 	w.job = b.seedJob("world-job")
+	var key struct{ ID uuid.UUID }
+	res = b.do(req{method: http.MethodPost, path: "/v1/service-keys", token: w.admin,
+		body: `{"name":"world","scopes":["read"]}`})
+	if err := json.Unmarshal(res.body, &key); err != nil || res.status != http.StatusCreated {
+		t.Fatalf("seeding a service key: %d %s", res.status, res.body)
+	}
+	w.keyID = key.ID
 	if res := b.do(req{method: http.MethodPut, path: "/v1/saved-searches/" + w.ss.ID.String() + "/schedule",
 		body: `{"interval_seconds":3600}`}); res.status != http.StatusCreated {
 		t.Fatalf("seeding a schedule: %d %s", res.status, res.body)
@@ -157,6 +169,8 @@ func (w *world) resourceID(path string) string {
 		return w.snapshot.String()
 	case strings.HasPrefix(path, "/v1/provider-jobs/"):
 		return w.job.ID.String()
+	case strings.HasPrefix(path, "/v1/service-keys/"):
+		return w.keyID.String()
 	}
 	return ""
 }
@@ -220,6 +234,11 @@ func (w *world) validRequest(r route) req {
 	case runtimeRoute:
 		rq.body = `{"status":"running"}`
 		rq.token = w.runtime
+	case "POST /v1/service-keys":
+		rq.body = `{"name":"another","scopes":["read","starts:write"]}`
+		rq.token = w.admin
+	case "GET /v1/service-keys", "DELETE /v1/service-keys/:id":
+		rq.token = w.admin
 	case "POST /v1/saved-searches/:id/schedule/pause", "POST /v1/saved-searches/:id/schedule/resume":
 		// They take no body (a body is 413).
 	case callbackRoute:

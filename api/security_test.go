@@ -167,6 +167,28 @@ var tenantCases = map[string]func(t *testing.T, w *world, r route){
 	"POST /v1/provider-jobs": func(t *testing.T, w *world, r route) {
 		w.wantNotFound(t, w.validRequest(r)) // the body names A's Run
 	},
+	"GET /v1/service-keys": func(t *testing.T, w *world, r route) {
+		res := w.asOther(req{method: r.method, path: r.path})
+		w.wantNoneOfA(t, res)
+		if bytes.Contains(res.body, []byte(w.keyID.String())) {
+			t.Errorf("B's key list names A's key %s: %s", w.keyID, res.body)
+		}
+	},
+	"POST /v1/service-keys": func(t *testing.T, w *world, r route) {
+		// B's new key is B's: it opens none of A's records.
+		res := w.asOther(w.validRequest(r))
+		var created struct{ Token string }
+		res.decode(t, &created)
+		if res.status != http.StatusCreated || created.Token == "" {
+			t.Fatalf("B's key = %d %s, want 201", res.status, res.body)
+		}
+		for _, path := range []string{"/v1/saved-searches/" + w.ss.ID.String(), "/v1/runs/" + w.runID.String()} {
+			if got := w.do(req{method: http.MethodGet, path: path, token: created.Token}); got.status != http.StatusNotFound {
+				t.Errorf("B's key reading A's %s = %d %s, want 404", path, got.status, got.body)
+			}
+		}
+		w.wantNoneOfA(t, w.do(req{method: http.MethodGet, path: "/v1/runs", token: created.Token}))
+	},
 }
 
 // TestEveryBearerRouteIsolatesTenants sends organization B's valid token to
@@ -217,6 +239,9 @@ func (w *world) asOther(rq req) *response {
 	rq.header["Authorization"] = "Bearer " + w.other
 	if rq.method == http.MethodPut && strings.HasSuffix(rq.path, "/status") {
 		rq.header["Authorization"] = "Bearer " + w.otherRuntime // runtimeRoute takes B's runtime credential
+	}
+	if strings.HasPrefix(rq.path, "/v1/service-keys") {
+		rq.header["Authorization"] = "Bearer " + w.otherAdmin // the key routes take B's admin
 	}
 	return w.do(rq)
 }

@@ -52,6 +52,7 @@ import (
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
+	"github.com/searchd/searchd/servicekeys"
 	"github.com/searchd/searchd/snapshot"
 )
 
@@ -121,6 +122,10 @@ type Deps struct {
 	// Schedules serves the schedules of saved searches and their
 	// occurrences; nil serves none of those routes.
 	Schedules Schedules
+	// ServiceKeys verifies service keys (bearer tokens sdk_...) and
+	// serves their management (/v1/service-keys); nil serves none of
+	// those routes and refuses every service key.
+	ServiceKeys ServiceKeys
 	// ProviderSecrets maps each provider name to the secret its callbacks
 	// are signed with (Standard Webhooks v1: HMAC-SHA256 over the delivery
 	// id, timestamp and body), used as these raw bytes. Names must pass
@@ -311,37 +316,44 @@ func (s *Server) routes() *echo.Echo {
 	// The /v1 routes authenticate route by route rather than through a
 	// group middleware: echo answers a group's unmatched methods with its
 	// catch-all 404, where a known path with a wrong method is a 405 with
-	// Allow. Each authenticates, then takes a seat in the admission
-	// queue under its organization (admission.go). The user routes refuse
-	// a runtime credential.
-	auth, limit := s.authenticateAs(false, errRuntimeCredential), s.admit
-	e.POST("/v1/saved-searches", s.createSavedSearch, auth, limit)
-	get("/v1/saved-searches", s.listSavedSearches, auth, limit)
-	get("/v1/saved-searches/:id", s.getSavedSearch, auth, limit)
-	e.PATCH("/v1/saved-searches/:id", s.updateSavedSearch, auth, limit)
+	// Allow. Each authenticates and names who it opens to
+	// (runtime_auth.go): an organization's user token and a service key of
+	// the scope given, the runtime, or the key admin; then it takes a seat
+	// in the admission queue under its organization (admission.go).
+	read, write, limit := s.open(servicekeys.ScopeRead), s.open(servicekeys.ScopeStartsWrite), s.admit
+	e.POST("/v1/saved-searches", s.createSavedSearch, write, limit)
+	get("/v1/saved-searches", s.listSavedSearches, read, limit)
+	get("/v1/saved-searches/:id", s.getSavedSearch, read, limit)
+	e.PATCH("/v1/saved-searches/:id", s.updateSavedSearch, write, limit)
 	// Archive: If-Match makes it conditional on the version.
-	e.DELETE("/v1/saved-searches/:id", changeByID(removal(s.d.SavedSearches.ArchiveIf), ifMatch, answerNoContent), auth, noBody, limit)
-	e.PUT("/v1/saved-searches/:id/baseline", s.replaceBaseline, auth, limit)
-	e.POST("/v1/saved-searches/:id/start", s.startSavedSearch, auth, limit)
-	get("/v1/saved-searches/:id/snapshots", s.listSnapshots, auth, limit)
-	e.POST("/v1/runs", s.startDirect, auth, limit)
-	get("/v1/runs", s.listRuns, auth, limit)
-	get("/v1/runs/:id", s.getRun, auth, limit)
-	// The runtime's route: a runtime credential alone (runtime_auth.go).
-	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.authenticateAs(true, errUserCredential), limit)
-	get("/v1/snapshots/:id", readByID(s.d.Snapshots.Get, answerOK), auth, limit)
-	e.POST("/v1/provider-jobs", s.registerProviderJob, auth, limit)
-	get("/v1/provider-jobs/:id", readByID(s.d.ProviderJobs.Get, answerJob), auth, limit)
-	get("/v1/provider-jobs/:id/drops", readByID(s.d.ProviderJobs.ListDrops, answerDrops), auth, limit)
+	e.DELETE("/v1/saved-searches/:id", changeByID(removal(s.d.SavedSearches.ArchiveIf), ifMatch, answerNoContent), write, noBody, limit)
+	e.PUT("/v1/saved-searches/:id/baseline", s.replaceBaseline, write, limit)
+	e.POST("/v1/saved-searches/:id/start", s.startSavedSearch, write, limit)
+	get("/v1/saved-searches/:id/snapshots", s.listSnapshots, read, limit)
+	e.POST("/v1/runs", s.startDirect, write, limit)
+	get("/v1/runs", s.listRuns, read, limit)
+	get("/v1/runs/:id", s.getRun, read, limit)
+	// The runtime's route: a runtime credential or a runs:report key.
+	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.openRuntime(), limit)
+	get("/v1/snapshots/:id", readByID(s.d.Snapshots.Get, answerOK), read, limit)
+	e.POST("/v1/provider-jobs", s.registerProviderJob, write, limit)
+	get("/v1/provider-jobs/:id", readByID(s.d.ProviderJobs.Get, answerJob), read, limit)
+	get("/v1/provider-jobs/:id/drops", readByID(s.d.ProviderJobs.ListDrops, answerDrops), read, limit)
 	if s.d.Schedules != nil {
-		get("/v1/saved-searches/:id/schedule", readByID(s.d.Schedules.Get, answerScheduleOK), auth, limit)
-		e.PUT("/v1/saved-searches/:id/schedule", s.setSchedule, auth, limit)
+		get("/v1/saved-searches/:id/schedule", readByID(s.d.Schedules.Get, answerScheduleOK), read, limit)
+		e.PUT("/v1/saved-searches/:id/schedule", s.setSchedule, write, limit)
 		// A schedule's occurrences stay when it is removed. Pause and
 		// resume are sets, so a repeat changes nothing.
-		e.DELETE("/v1/saved-searches/:id/schedule", changeByID(removal(s.d.Schedules.Remove), scheduleIfMatch, answerNoContent), auth, noBody, limit)
-		e.POST("/v1/saved-searches/:id/schedule/pause", changeByID(s.d.Schedules.Pause, scheduleIfMatch, answerScheduleOK), auth, noBody, limit)
-		e.POST("/v1/saved-searches/:id/schedule/resume", changeByID(s.d.Schedules.Resume, scheduleIfMatch, answerScheduleOK), auth, noBody, limit)
-		get("/v1/saved-searches/:id/occurrences", s.listOccurrences, auth, limit)
+		e.DELETE("/v1/saved-searches/:id/schedule", changeByID(removal(s.d.Schedules.Remove), scheduleIfMatch, answerNoContent), write, noBody, limit)
+		e.POST("/v1/saved-searches/:id/schedule/pause", changeByID(s.d.Schedules.Pause, scheduleIfMatch, answerScheduleOK), write, noBody, limit)
+		e.POST("/v1/saved-searches/:id/schedule/resume", changeByID(s.d.Schedules.Resume, scheduleIfMatch, answerScheduleOK), write, noBody, limit)
+		get("/v1/saved-searches/:id/occurrences", s.listOccurrences, read, limit)
+	}
+	if s.d.ServiceKeys != nil {
+		admin := s.openKeyAdmin()
+		e.POST("/v1/service-keys", s.createServiceKey, admin, limit)
+		get("/v1/service-keys", s.listServiceKeys, admin, limit)
+		e.DELETE("/v1/service-keys/:id", s.revokeServiceKey, admin, noBody, limit)
 	}
 	return e
 }

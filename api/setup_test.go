@@ -35,6 +35,7 @@ import (
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/schedule"
+	"github.com/searchd/searchd/servicekeys"
 	"github.com/searchd/searchd/snapshot"
 )
 
@@ -142,6 +143,7 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	// config, on the test's pool.
 	d.Plane = idempotency.NewService(pool, idempotency.Config{})
 	d.Schedules = schedule.NewStore(pool, opts.clock)
+	d.ServiceKeys = servicekeys.NewService(pool, opts.clock)
 	d.ProviderSecrets = map[string][]byte{acme: acmeSecret, otherProvider: otherSecret}
 	d.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if opts.deps != nil {
@@ -214,6 +216,24 @@ func (b *bundle) tokenFor(org uuid.UUID, actor string) string {
 // for an hour.
 func (b *bundle) runtimeTokenFor(org uuid.UUID, actor string) string {
 	return b.sign(auth.SignRuntimeToken, org, actor)
+}
+
+// adminTokenFor returns an admin's token of org named actor, valid for an
+// hour.
+func (b *bundle) adminTokenFor(org uuid.UUID, actor string) string {
+	return b.sign(auth.SignAdminToken, org, actor)
+}
+
+// keyFor returns the token of a new service key of org with scopes,
+// created in the store directly.
+func (b *bundle) keyFor(org uuid.UUID, scopes ...servicekeys.Scope) string {
+	b.t.Helper()
+	tok, _, err := servicekeys.NewStore(b.pool, nil).Create(context.Background(), org,
+		servicekeys.CreateParams{Name: "test key", Scopes: scopes, Actor: "tester"})
+	if err != nil {
+		b.t.Fatalf("creating a service key: %v", err)
+	}
+	return tok
 }
 
 // sign returns the token sign makes of org and actor, valid for an hour.

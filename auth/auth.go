@@ -90,8 +90,17 @@ const RoleOperator Role = "operator"
 // refuses it. A provider's token never has this role.
 const RoleRuntime Role = "runtime"
 
+// RoleAdmin is the role of an organization's admin: an organization's
+// caller who also manages its service keys (POST, GET and DELETE
+// /v1/service-keys), which no other caller of the organization may. An
+// HS256 token carries it as the claim "role": "admin" with an org_id and a
+// sub (`searchd token --admin`); a provider's token when its role claim
+// holds the value configured as [OIDCConfig.AdminRole]. An admin names
+// who they are (the sub), recorded on every key they create or revoke.
+const RoleAdmin Role = "admin"
+
 // knownRoles are the roles an HS256 token may name.
-var knownRoles = map[Role]bool{"": true, RoleOperator: true, RoleRuntime: true}
+var knownRoles = map[Role]bool{"": true, RoleOperator: true, RoleRuntime: true, RoleAdmin: true}
 
 // Principal is who a verified token names.
 type Principal struct {
@@ -109,6 +118,9 @@ type Principal struct {
 
 // IsOperator reports whether p has [RoleOperator].
 func (p Principal) IsOperator() bool { return p.Role == RoleOperator }
+
+// IsAdmin reports whether p has [RoleAdmin].
+func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
 
 // IsRuntime reports whether p has [RoleRuntime].
 func (p Principal) IsRuntime() bool { return p.Role == RoleRuntime }

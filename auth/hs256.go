@@ -45,6 +45,21 @@ func SignOperatorToken(secret []byte, org uuid.UUID, actor string, now time.Time
 	return sign(secret, c, actor, now, ttl)
 }
 
+// SignAdminToken returns an HS256 JWT with [RoleAdmin] for actor (sub;
+// required, recorded on the keys they create and revoke) of organization
+// org, issued at now and expiring ttl later. It returns an error for a
+// nil organization, an empty or unrecordable actor, a non-positive ttl or
+// a secret shorter than [MinSecretLen].
+func SignAdminToken(secret []byte, org uuid.UUID, actor string, now time.Time, ttl time.Duration) (string, error) {
+	switch {
+	case org == uuid.Nil:
+		return "", errors.New("auth: an admin token needs an organization")
+	case actor == "":
+		return "", errors.New("auth: an admin token needs a sub of 1 to 255 bytes of UTF-8 without NUL")
+	}
+	return sign(secret, Claims{OrgID: org.String(), Role: RoleAdmin}, actor, now, ttl)
+}
+
 // SignRuntimeToken returns an HS256 JWT with [RoleRuntime] for the
 // runtime named actor (sub; required, recorded with every status change
 // it reports) of organization org, issued at now and expiring ttl later.

@@ -102,6 +102,27 @@ func TestVerifyReadsTheRole(t *testing.T) {
 	if _, err := auth.SignRuntimeToken(secret, uuid.Nil, "runtime-1", time.Now(), time.Hour); err == nil {
 		t.Errorf("SignRuntimeToken without an organization succeeded")
 	}
+	// An admin's token names its organization and its admin.
+	adTok, err := auth.SignAdminToken(secret, org, "ada", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := v.Verify(ctx, adTok); err != nil || !p.IsAdmin() || p.IsOperator() || p.IsRuntime() || p.OrganizationID != org || p.Actor != "ada" {
+		t.Errorf("Verify(admin token) = %+v, %v; want admin ada of %s", p, err, org)
+	}
+	for name, c := range map[string]auth.Claims{
+		"without sub": {OrgID: org.String(), Role: auth.RoleAdmin},
+		"without org": {Role: auth.RoleAdmin, RegisteredClaims: jwt.RegisteredClaims{Subject: "ada"}},
+	} {
+		c.ExpiresAt = jwt.NewNumericDate(time.Now().Add(time.Hour))
+		tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(secret)
+		if _, err := v.Verify(ctx, tok); !errors.Is(err, auth.ErrInvalidToken) {
+			t.Errorf("Verify(admin token %s) = %v, want ErrInvalidToken", name, err)
+		}
+	}
+	if _, err := auth.SignAdminToken(secret, uuid.Nil, "ada", time.Now(), time.Hour); err == nil {
+		t.Errorf("SignAdminToken without an organization succeeded")
+	}
 }
 
 // TestStrictRulesForHS256 holds searchd's own tokens to the rules of every
@@ -159,7 +180,7 @@ func TestStrictRulesForHS256(t *testing.T) {
 		{"org_id not a string", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":7,"iat":%d,"exp":%d}`, iat, exp))},
 		{"duplicate org_id", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"org_id":%q,"exp":%d}`, org, uuid.New(), exp))},
 		{"a name twice in a nested object", rawToken(secret, hsHeader, claims(`,"x":[{"a":1,"a":2}]`))},
-		{"unknown role", rawToken(secret, hsHeader, claims(`,"role":"admin"`))},
+		{"unknown role", rawToken(secret, hsHeader, claims(`,"role":"superuser"`))},
 		{"role not a string", rawToken(secret, hsHeader, claims(`,"role":["operator"]`))},
 		{"another secret", rawToken([]byte("another-secret-another-secret-0123456"), hsHeader, claims(""))},
 	} {

@@ -42,6 +42,11 @@ type OIDCConfig struct {
 	// OperatorRole is the value of RoleClaim that makes a principal an
 	// operator; "" makes no provider token an operator's.
 	OperatorRole string
+	// AdminRole is the value of RoleClaim that makes a principal its
+	// organization's admin ([RoleAdmin]), who manages its service keys;
+	// "" makes no provider token an admin's. OperatorRole wins when the
+	// claim holds both.
+	AdminRole string
 	// HTTPClient makes the requests to the provider; nil is a client
 	// with a 10 s timeout.
 	HTTPClient *http.Client

@@ -243,6 +243,20 @@ func TestOperatorRoleComesFromTheRoleClaim(t *testing.T) {
 	if p, err := off.Verify(ctx, tok); !errors.Is(err, auth.ErrInvalidToken) {
 		t.Errorf("no operator role configured: Verify = %+v, %v; want ErrInvalidToken (no organization)", p, err)
 	}
+	// The admin role, when configured, makes an organization's admin; the
+	// operator role wins over it.
+	admins := newWorldVerifier(t, w, func(c *auth.Config) { c.OIDC.AdminRole = "searchd-admin" })
+	admin := w.sign(t, "rsa", header("RS256", w.keys.RSA), w.claims(map[string]any{"roles": []string{"staff", "searchd-admin"}}))
+	if p, err := admins.Verify(ctx, admin); err != nil || !p.IsAdmin() || p.OrganizationID != w.org {
+		t.Errorf("admin: Verify = %+v, %v; want an admin of %s", p, err, w.org)
+	}
+	if p, err := w.v.Verify(ctx, admin); err != nil || p.Role != "" {
+		t.Errorf("no admin role configured: Verify = %+v, %v; want an organization's caller", p, err)
+	}
+	both := w.sign(t, "rsa", header("RS256", w.keys.RSA), w.claims(map[string]any{"roles": []string{"searchd-admin", operatorRole}}))
+	if p, err := admins.Verify(ctx, both); err != nil || !p.IsOperator() {
+		t.Errorf("admin and operator: Verify = %+v, %v; want an operator", p, err)
+	}
 	claimed := newWorldVerifier(t, w, func(c *auth.Config) { c.OIDC.OrgClaim, c.OIDC.ActorClaim = "tenant", "email" })
 	other := uuid.New()
 	mapped := w.sign(t, "rsa", header("RS256", w.keys.RSA), w.claims(map[string]any{"tenant": other.String(), "email": "a@example.com"}))

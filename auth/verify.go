@@ -126,7 +126,7 @@ func hs256Principal(c *claims) (Principal, error) {
 // withOrganization completes p with its organization claim org (hasOrg:
 // present), a UUID other than the nil one. An organization's or a
 // runtime's token needs one; an operator's may name one, and an
-// operator's or a runtime's needs an actor.
+// operator's, a runtime's or an admin's needs an actor.
 func withOrganization(p Principal, org string, hasOrg bool) (Principal, error) {
 	if hasOrg || !p.IsOperator() {
 		id, err := uuid.Parse(org)
@@ -135,7 +135,7 @@ func withOrganization(p Principal, org string, hasOrg bool) (Principal, error) {
 		}
 		p.OrganizationID = id
 	}
-	if (p.IsOperator() || p.IsRuntime()) && p.Actor == "" {
+	if (p.IsOperator() || p.IsRuntime() || p.IsAdmin()) && p.Actor == "" {
 		return Principal{}, ErrInvalidToken
 	}
 	return p, nil
@@ -178,6 +178,8 @@ func (p *provider) principal(c *claims) (Principal, error) {
 	out := Principal{Actor: actor}
 	if cfg.OperatorRole != "" && slices.Contains(roles, cfg.OperatorRole) {
 		out.Role = RoleOperator
+	} else if cfg.AdminRole != "" && slices.Contains(roles, cfg.AdminRole) {
+		out.Role = RoleAdmin
 	}
 	org, hasOrg, err := c.str(cfg.OrgClaim)
 	if err != nil {

@@ -23,8 +23,9 @@ type Options struct {
 	// attempt is bounded by Retry.AttemptTimeout).
 	HTTPClient *http.Client
 	// Token is the bearer token of every request: an access token of the
-	// company's identity provider, or an HS256 JWT such as `searchd token`
-	// prints (see docs/auth.md).
+	// company's identity provider, an HS256 JWT such as `searchd token`
+	// prints, or a service key (sdk_...) of the organization with the
+	// scopes of the calls made (see docs/auth.md).
 	Token string
 	// TokenSource returns the bearer token of each attempt, for tokens that
 	// expire and are renewed while a call retries. An error it returns ends

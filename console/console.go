@@ -232,6 +232,10 @@ type Deps struct {
 	// lands (console.js; without scripts, a reload shows them). Zero is
 	// DefaultOverviewWait; negative waits as long as the read takes.
 	OverviewWait time.Duration
+	// ServiceKeys lists, creates and revokes an organization's service
+	// keys, for its admins and operators (keys.go); nil serves no keys
+	// page.
+	ServiceKeys ServiceKeys
 }
 
 // Sessions stores the console's sessions; a *sessions.Store is one.
@@ -369,6 +373,11 @@ func (c *Console) routes() http.Handler {
 	}
 	mux.HandleFunc("GET /console/provider-jobs", c.session(auditor, c.show(c.providerJobs)))
 	mux.HandleFunc("GET /console/provider-jobs/{id}", c.session(auditor, c.show(c.providerJob)))
+	if c.d.ServiceKeys != nil {
+		mux.HandleFunc("GET /console/service-keys", c.session(keyAdmin, c.show(c.serviceKeys)))
+		mux.HandleFunc("POST /console/service-keys", c.session(keyAdmin, c.createServiceKey))
+		mux.HandleFunc("POST /console/service-keys/{id}/revoke", c.session(keyAdmin, c.revokeServiceKey))
+	}
 
 	// The operator's views: every organization's plane.
 	for _, p := range c.operatorPanels() {

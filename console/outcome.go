@@ -32,6 +32,11 @@ var outcomeMessages = map[string]map[string]string{
 		"no_call":       "no answer is stored under that key any more",
 		"not_uncertain": "the call is not uncertain (any more): it is in flight, answered, or a person decided already",
 	},
+	// A service key revoked, or why not.
+	"key-revoked": {
+		"revoked": "the key is revoked: every replica refuses it within 3 seconds",
+		"gone":    "no such key in this organization",
+	},
 	// A decision recorded.
 	"resolved": {
 		"delivered": "the call was marked delivered",

@@ -71,6 +71,9 @@ func (c *Console) nav(s *session) []navEntry {
 			navEntry{"Audit", "Runs", "/console/runs", "runs"},
 			navEntry{"Audit", "Provider jobs", "/console/provider-jobs", "provider-jobs"},
 		)
+		if c.d.ServiceKeys != nil && (s.IsAdmin() || s.IsOperator()) {
+			out = append(out, navEntry{"Audit", "Service keys", "/console/service-keys", "service-keys"})
+		}
 	}
 	if s.IsOperator() {
 		for _, p := range c.operatorPanels() {

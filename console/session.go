@@ -63,6 +63,7 @@ const (
 	anyone       gate = iota // any signed-in principal
 	auditor                  // a session that names an organization
 	operatorOnly             // a session with the operator role
+	keyAdmin                 // a session that names an organization, of its admin or an operator
 )
 
 // lookup returns the session of the request's cookie: nil with a nil
@@ -106,6 +107,10 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 		case g == auditor && s.OrganizationID == uuid.Nil:
 			c.fail(w, r, http.StatusForbidden, "No organization",
 				"You signed in without an organization, so you read no organization's records. Sign in as a member of one.")
+			return
+		case g == keyAdmin && (s.OrganizationID == uuid.Nil || !s.IsAdmin() && !s.IsOperator()):
+			c.fail(w, r, http.StatusForbidden, "Admins only",
+				"Service keys are managed by an organization's admin (the admin role) or an operator naming the organization.")
 			return
 		case g == operatorOnly && !s.IsOperator():
 			c.fail(w, r, http.StatusForbidden, "Operators only",

@@ -40,6 +40,7 @@ var distributed = []string{
 	"agent.saved_search_snapshots",
 	"agent.saved_searches",
 	"agent.schedule_occurrences",
+	"agent.service_keys",
 	"agent.tool_call_resolutions",
 }
 

@@ -18,6 +18,7 @@ const (
 	EnvOIDCActorClaim         = "SEARCHD_OIDC_ACTOR_CLAIM"
 	EnvOIDCRoleClaim          = "SEARCHD_OIDC_ROLE_CLAIM"
 	EnvOIDCOperatorRole       = "SEARCHD_OIDC_OPERATOR_ROLE"
+	EnvOIDCAdminRole          = "SEARCHD_OIDC_ADMIN_ROLE"
 	EnvOIDCClientID           = "SEARCHD_OIDC_CLIENT_ID"
 	EnvOIDCClientSecret       = "SEARCHD_OIDC_CLIENT_SECRET"
 	EnvOIDCRedirectURL        = "SEARCHD_OIDC_REDIRECT_URL"

@@ -379,9 +379,16 @@ func (a *app) claimsResolve(ctx context.Context, args []string) error {
 func (a *app) readWhoAndWhy(reason, actorFlag, need string, maxReason, maxActor int) (why, actor string, problems []string) {
 	why = strings.TrimSpace(reason)
 	checkLine(&problems, "reason", why, need, maxReason)
-	actor = cmp.Or(strings.TrimSpace(actorFlag), a.getenv("USER"), "cli")
-	if len(actor) > maxActor || !utf8.ValidString(actor) || strings.ContainsFunc(actor, unicode.IsControl) {
-		problems = append(problems, fmt.Sprintf("--actor: must be valid UTF-8 of at most %d bytes, one line", maxActor))
-	}
+	actor = a.readActor(&problems, actorFlag, maxActor)
 	return why, actor, problems
+}
+
+// readActor reads --actor: the flag, else $USER, else "cli"; valid UTF-8
+// of at most maxActor bytes, one line. A problem is added to problems.
+func (a *app) readActor(problems *[]string, actorFlag string, maxActor int) string {
+	actor := cmp.Or(strings.TrimSpace(actorFlag), a.getenv("USER"), "cli")
+	if len(actor) > maxActor || !utf8.ValidString(actor) || strings.ContainsFunc(actor, unicode.IsControl) {
+		*problems = append(*problems, fmt.Sprintf("--actor: must be valid UTF-8 of at most %d bytes, one line", maxActor))
+	}
+	return actor
 }

@@ -25,6 +25,7 @@ func (s server) console(verifier *auth.Verifier) (*console.Console, error) {
 		Uncertain:       st.uncertain,
 		Resolver:        st.resolver,
 		Sessions:        st.sessions,
+		ServiceKeys:     st.serviceKeys,
 		TokenSignIn:     cfg.Auth.TokenSignIn,
 		Verifier:        verifier,
 		SessionLifetime: cfg.Auth.SessionLifetime,

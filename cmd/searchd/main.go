@@ -57,7 +57,8 @@ commands:
   migrate   apply the database migrations (DATABASE_URL) and print the versions applied
   serve     serve the HTTP API
   token     print an HS256 bearer token: searchd token --org UUID [--sub S] [--ttl 1h];
-            --operator for an operator's, --runtime --sub NAME for a runtime credential
+            --operator for an operator's, --runtime --sub NAME for a runtime credential,
+            --admin --sub NAME for an organization's admin (who manages service keys)
   dev       run locally: start PostgreSQL under ./.searchd-dev (unless DATABASE_URL
             is set), migrate, create demo data, print a token and a curl command, serve
   claims    show or force-release one claim: searchd claims show|release --org UUID
@@ -71,6 +72,9 @@ commands:
   runs      the hand-off of Runs to the runtime: searchd runs dispatch list [--state failed|pending]
             [--org UUID] [--limit N] [--json], or searchd runs dispatch retry --run UUID
             --reason TEXT [--actor WHO] (a failed dispatch alone)
+  keys      service keys of an organization: searchd keys create --org UUID --name N
+            --scope S [--scope S] [--expires-in 720h] | list --org UUID [--json] |
+            revoke --org UUID --id UUID [--actor WHO]; create prints the token once
   version   print the version, commit and Go version of this binary
   settings  print every setting with its default and values: an example env file
             (searchd settings --format markdown: the reference, docs/settings.md)
@@ -112,7 +116,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	commands := map[string]func(context.Context, []string) error{
 		"migrate": a.migrate, "serve": a.serve, "token": a.token, "dev": a.dev, "claims": a.claims, "sweep": a.sweep,
-		"inbox": a.inbox, "runs": a.runs, "version": a.printVersion, "settings": a.settings,
+		"inbox": a.inbox, "runs": a.runs, "keys": a.keys, "version": a.printVersion, "settings": a.settings,
 		"help": help, "-h": help, "-help": help, "--help": help,
 	}
 	err := usagef("unknown command %q; run `searchd help`", args[0])

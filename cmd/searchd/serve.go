@@ -208,6 +208,7 @@ func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(cont
 		ProviderJobs:         st.providerJobs,
 		Dispatches:           st.dispatches,
 		Schedules:            st.schedules,
+		ServiceKeys:          st.serviceKeys,
 		ProviderSecrets:      cfg.ProviderSecrets,
 		Verifier:             verifier,
 		Logger:               s.logger,

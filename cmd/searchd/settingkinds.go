@@ -72,10 +72,12 @@ const (
 	cmdInbox
 	cmdRunsList
 	cmdRunsRetry
+	cmdKeys // keys create, list and revoke
 
 	cmdServers   = cmdServe | cmdDev
-	cmdConnected = cmdServers | cmdMigrate | cmdSweep | cmdClaimsShow | cmdClaimsChange | cmdInbox | cmdRunsList | cmdRunsRetry
-	cmdLogging   = cmdServers | cmdSweep | cmdClaimsChange | cmdRunsRetry
+	cmdConnected = cmdServers | cmdMigrate | cmdSweep | cmdClaimsShow | cmdClaimsChange | cmdInbox | cmdRunsList | cmdRunsRetry |
+		cmdKeys
+	cmdLogging = cmdServers | cmdSweep | cmdClaimsChange | cmdRunsRetry
 )
 
 // cmdNames name the commands in the documentation, in its order.
@@ -85,7 +87,7 @@ var cmdNames = []struct {
 }{
 	{cmdServe, "serve"}, {cmdDev, "dev"}, {cmdMigrate, "migrate"}, {cmdToken, "token"}, {cmdSweep, "sweep"},
 	{cmdClaimsShow, "claims show"}, {cmdClaimsChange, "claims release/resolve"}, {cmdInbox, "inbox"},
-	{cmdRunsList, "runs dispatch list"}, {cmdRunsRetry, "runs dispatch retry"},
+	{cmdRunsList, "runs dispatch list"}, {cmdRunsRetry, "runs dispatch retry"}, {cmdKeys, "keys"},
 }
 
 // String names the commands of cs, separated by commas.

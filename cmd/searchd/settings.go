@@ -206,6 +206,10 @@ var settingsTable = []section{
 			kind:    text{at: func(c *loading) *string { return &c.oidc.OperatorRole }, desc: "a value of the role claim"},
 			def:     "none: no provider token is an operator's",
 			meaning: "value of the role claim that makes a person an operator of searchd (every organization's claims in the console)"},
+		{env: EnvOIDCAdminRole, flag: "oidc-admin-role", in: cmdServers,
+			kind:    text{at: func(c *loading) *string { return &c.oidc.AdminRole }, desc: "a value of the role claim"},
+			def:     "none: no provider token is an admin's",
+			meaning: "value of the role claim that makes a person an admin of their organization, who creates, lists and revokes its service keys (/v1/service-keys)"},
 	}},
 	{"Console sign-in", "How people sign in to the console (docs/auth.md).", []spec{
 		{env: EnvOIDCClientID, flag: "oidc-client-id", in: cmdServers,

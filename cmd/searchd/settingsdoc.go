@@ -29,14 +29,16 @@ var (
 	migrateCommand = command{"searchd migrate [flags]",
 		"Apply the database migrations and print the versions applied.",
 		cmdMigrate}
-	tokenCommand = command{"searchd token --org UUID [--sub S] [--ttl 1h] | searchd token --operator --sub NAME [--org UUID] | searchd token --runtime --org UUID --sub NAME",
+	tokenCommand = command{"searchd token --org UUID [--sub S] [--ttl 1h] | searchd token --operator --sub NAME [--org UUID] | searchd token --runtime --org UUID --sub NAME | searchd token --admin --org UUID --sub NAME",
 		"Print an HS256 bearer token for the organization, signed with the secret the server verifies with. " +
 			"With --operator, print an operator's token instead: the role claim \"operator\" opens the console's " +
 			"operator views (every organization's claims, force-release, the sweeper's runs), which an " +
 			"organization's token never reaches; --sub names the operator, recorded with every release. " +
 			"With --runtime, print a runtime credential of the organization: the role claim \"runtime\" opens " +
 			"PUT /v1/runs/{id}/status (status reports) and nothing else, and no other token opens that route; " +
-			"--sub names the runtime, recorded with every status change it reports.",
+			"--sub names the runtime, recorded with every status change it reports. " +
+			"With --admin, print an organization admin's token: the role claim \"admin\" also opens the management " +
+			"of the organization's service keys (/v1/service-keys); --sub names the admin.",
 		cmdToken}
 	settingsCommand = command{"searchd settings [--format env|markdown]",
 		"Print every setting of searchd with its meaning, its values and its default: as an example env file " +

@@ -14,6 +14,7 @@ import (
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/schedule"
+	"github.com/searchd/searchd/servicekeys"
 	"github.com/searchd/searchd/sessions"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
@@ -51,6 +52,9 @@ type stores struct {
 	resolver     *tools.Resolver
 	schedules    *schedule.Store
 	sessions     *sessions.Store
+	// serviceKeys verifies service keys (one cache per process) and
+	// serves their management.
+	serviceKeys *servicekeys.Service
 }
 
 // newStores constructs the stores of serve and dev on pool, at clock. The
@@ -75,6 +79,7 @@ func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cursors keyset.Key, cfg
 		resolver:      tools.NewResolver(pool, tools.ResolverConfig{Clock: clock}),
 		schedules:     schedule.NewStore(pool, clock).Limit(cfg.ScheduleMax).Cursors(cursors),
 		sessions:      sessions.NewStore(pool, clock),
+		serviceKeys:   servicekeys.NewService(pool, clock),
 	}
 	wake := func() {
 		select {

@@ -18,6 +18,8 @@ func (a *app) token(_ context.Context, args []string) error {
 	asOperator := fs.Bool("operator", false, "mint an operator's token (role claim \"operator\"): --sub is required, --org optional")
 	asRuntime := fs.Bool("runtime", false, "mint a runtime credential (role claim \"runtime\") of --org: it reports the status of the "+
 		"organization's Runs (PUT /v1/runs/{id}/status) and opens no other route; --sub, required, names the runtime")
+	asAdmin := fs.Bool("admin", false, "mint an organization admin's token (role claim \"admin\") of --org: an organization's "+
+		"token that also creates, lists and revokes its service keys; --sub, required, names the admin")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -41,8 +43,11 @@ func (a *app) token(_ context.Context, args []string) error {
 	if *asRuntime && *sub == "" {
 		problems = append(problems, "--sub: is required with --runtime: it names the runtime in every status change recorded")
 	}
-	if *asRuntime && *asOperator {
-		problems = append(problems, "--runtime and --operator: choose one role")
+	if *asAdmin && *sub == "" {
+		problems = append(problems, "--sub: is required with --admin: it names the admin on every key they create or revoke")
+	}
+	if n := countTrue(*asRuntime, *asOperator, *asAdmin); n > 1 {
+		problems = append(problems, "--runtime, --operator and --admin: choose one role")
 	}
 	if len(problems) > 0 {
 		return invalid(problems)
@@ -53,6 +58,8 @@ func (a *app) token(_ context.Context, args []string) error {
 		sign = auth.SignOperatorToken
 	case *asRuntime:
 		sign = auth.SignRuntimeToken
+	case *asAdmin:
+		sign = auth.SignAdminToken
 	}
 	tok, err := sign([]byte(secret), orgID, *sub, a.now(), *ttl)
 	if err != nil {
@@ -60,4 +67,15 @@ func (a *app) token(_ context.Context, args []string) error {
 	}
 	fmt.Fprintln(a.stdout, tok)
 	return nil
+}
+
+// countTrue counts the true values of bs.
+func countTrue(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }

@@ -626,6 +626,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/service-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the service keys (admin)
+         * @description Lists the service keys of the caller's organization, revoked ones too, newest first, at most 1000 in one page; never a token or a secret. Only an organization's admin or an operator naming the organization may (403 insufficient_scope otherwise, for every service key too).
+         */
+        get: operations["listServiceKeys"];
+        put?: never;
+        /**
+         * Create a service key (admin)
+         * @description Creates a service key of the caller's organization and answers it with its token, the one time the token is shown: searchd stores only the SHA-256 of its secret. Only an organization's admin (role "admin") or an operator naming the organization may; any other caller, and every service key whatever its scopes, answers 403 insufficient_scope. created_by records the caller's actor. There is no Idempotency-Key: a repeat creates another key (a token cannot be answered twice), so revoke a key nobody received. Unknown or repeated scopes, a name outside 1 to 200 characters, or an expires_at not in the future answer 400 validation_failed.
+         */
+        post: operations["createServiceKey"];
+        delete?: never;
+        options?: never;
+        /**
+         * List the service keys (admin, headers only)
+         * @description HEAD of listServiceKeys: the same status and headers, no body.
+         */
+        head: operations["listServiceKeysHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/service-keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a service key (admin)
+         * @description Revokes a service key of the caller's organization and answers it, revoked_at and revoked_by set. Every replica refuses the key within 3 seconds of the revocation (each remembers a verified key that long at most). Revoking a revoked key changes nothing and answers it as it is (its first revocation kept). Another organization's key, or an id of none, is 404. Only an organization's admin or an operator naming the organization may (403 insufficient_scope otherwise, for every service key too). A body is refused (413).
+         */
+        delete: operations["revokeServiceKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     runAdmitted: {
@@ -1284,6 +1332,94 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
+        /**
+         * @description What a service key opens. runs:report: PUT /v1/runs/{id}/status alone (a runtime). starts:write: the starts, direct Runs, and the writes of saved searches, baselines, schedules and provider-job registrations. read: every GET of the organization's records. No scope opens /v1/service-keys.
+         * @enum {string}
+         */
+        ServiceKeyScope: "runs:report" | "starts:write" | "read";
+        /** @description A service key as listed: never its secret. */
+        ServiceKey: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            organization_id: string;
+            /** @description Names the key: its token begins sdk_<organization as 32 hex digits>_<prefix>_, and what it does records the actor key:<prefix>. Safe to log. */
+            prefix: string;
+            name: string;
+            scopes: components["schemas"]["ServiceKeyScope"][];
+            /** Format: date-time */
+            created_at: string;
+            /** @description The actor (sub) of the admin or operator who created it. */
+            created_by: string;
+            /**
+             * Format: date-time
+             * @description When the key stops working; null: never.
+             */
+            expires_at: string | null;
+            /**
+             * Format: date-time
+             * @description When a replica last verified the key, to within a minute (written at most once a minute); null: never used.
+             */
+            last_used_at: string | null;
+            /**
+             * Format: date-time
+             * @description When it was revoked; null while live. Every replica refuses it within 3 seconds of this.
+             */
+            revoked_at: string | null;
+            /** @description Who revoked it; null while live. */
+            revoked_by: string | null;
+        };
+        /** @description A new service key and its token, shown this once: searchd keeps only a hash of its secret. */
+        CreatedServiceKey: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            organization_id: string;
+            /** @description Names the key: its token begins sdk_<organization as 32 hex digits>_<prefix>_, and what it does records the actor key:<prefix>. Safe to log. */
+            prefix: string;
+            name: string;
+            scopes: components["schemas"]["ServiceKeyScope"][];
+            /** Format: date-time */
+            created_at: string;
+            /** @description The actor (sub) of the admin or operator who created it. */
+            created_by: string;
+            /**
+             * Format: date-time
+             * @description When the key stops working; null: never.
+             */
+            expires_at: string | null;
+            /**
+             * Format: date-time
+             * @description When a replica last verified the key, to within a minute (written at most once a minute); null: never used.
+             */
+            last_used_at: string | null;
+            /**
+             * Format: date-time
+             * @description When it was revoked; null while live. Every replica refuses it within 3 seconds of this.
+             */
+            revoked_at: string | null;
+            /** @description Who revoked it; null while live. */
+            revoked_by: string | null;
+            /** @description The bearer token of the key: send it as Authorization: Bearer <token>. Shown once; store it as a secret. */
+            token: string;
+        };
+        ServiceKeyCreate: {
+            /** @description What the key is for (1 to 200 characters). */
+            name: string;
+            /** @description What the key opens: one or more scopes, none twice. */
+            scopes: components["schemas"]["ServiceKeyScope"][];
+            /**
+             * Format: date-time
+             * @description When the key stops working (RFC 3339, in the future); omitted: never.
+             */
+            expires_at?: string;
+        };
+        /** @description The organization's service keys, revoked ones too, newest first: at most 1000, in one page. */
+        ServiceKeyPage: {
+            items: components["schemas"]["ServiceKey"][];
+            /** @description Always null: the keys come in one page. */
+            next_cursor: null;
+        };
     };
     responses: {
         /** @description missing_idempotency_key, invalid_idempotency_key, malformed_json or validation_failed. */
@@ -1312,7 +1448,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description unauthorized: no bearer token (WWW-Authenticate: Bearer realm="searchd"), or one the server refuses: not an unexpired JWT that names an organization, signed with the server's HS256 secret or by its OpenID Connect provider (WWW-Authenticate: Bearer realm="searchd", error="invalid_token", RFC 6750). */
+        /** @description unauthorized: no bearer token (WWW-Authenticate: Bearer realm="searchd"), or one the server refuses: not a live service key, nor an unexpired JWT that names an organization, signed with the server's HS256 secret or by its OpenID Connect provider (WWW-Authenticate: Bearer realm="searchd", error="invalid_token", RFC 6750). */
         Unauthorized: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1325,7 +1461,7 @@ export interface components {
                  *       "type": "/problems/unauthorized",
                  *       "title": "Unauthorized",
                  *       "status": 401,
-                 *       "detail": "the bearer token is invalid or expired: send a JWT with exp and an organization, signed with the server's HS256 secret or by its OpenID Connect provider",
+                 *       "detail": "the bearer token is invalid or expired: send a live service key (sdk_...), or a JWT with exp and an organization, signed with the server's HS256 secret or by its OpenID Connect provider",
                  *       "code": "unauthorized",
                  *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
                  *     }
@@ -1671,7 +1807,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description insufficient_scope: the bearer token is valid but its role does not open this route: a runtime credential (role "runtime") anywhere but PUT /v1/runs/{id}/status, or a user token there (WWW-Authenticate: Bearer realm="searchd", error="insufficient_scope"). */
+        /** @description insufficient_scope: the credential is valid but does not open this route: a runtime credential (role "runtime") anywhere but PUT /v1/runs/{id}/status, or a user token there; a service key without the route's scope; on /v1/service-keys, any caller but an organization's admin or an operator (WWW-Authenticate: Bearer realm="searchd", error="insufficient_scope"). */
         InsufficientScope: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -4044,6 +4180,191 @@ export interface operations {
             409: components["responses"]["RunFinished"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listServiceKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization's keys. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "01939c7e-5a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *           "prefix": "k7q2m3xa",
+                     *           "name": "runtime eu-1",
+                     *           "scopes": [
+                     *             "runs:report"
+                     *           ],
+                     *           "created_at": "2026-12-01T09:31:12.5Z",
+                     *           "created_by": "admin-7",
+                     *           "expires_at": null,
+                     *           "last_used_at": "2026-12-01T10:02:00Z",
+                     *           "revoked_at": null,
+                     *           "revoked_by": null
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ServiceKeyPage"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createServiceKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "runtime eu-1",
+                 *       "scopes": [
+                 *         "runs:report"
+                 *       ],
+                 *       "expires_at": "2027-12-01T00:00:00Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ServiceKeyCreate"];
+            };
+        };
+        responses: {
+            /** @description The new key and its token (Cache-Control: no-store). */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01939c7e-5a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "prefix": "k7q2m3xa",
+                     *       "name": "runtime eu-1",
+                     *       "scopes": [
+                     *         "runs:report"
+                     *       ],
+                     *       "created_at": "2026-12-01T09:31:12.5Z",
+                     *       "created_by": "admin-7",
+                     *       "expires_at": "2027-12-01T00:00:00Z",
+                     *       "last_used_at": null,
+                     *       "revoked_at": null,
+                     *       "revoked_by": null,
+                     *       "token": "sdk_d0d0d0d0000040008000000000000001_k7q2m3xa_q3Jx9T0bVw8mZr2LkPf7YcN5sHd1GaE4uWo6iRt8yUe"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreatedServiceKey"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listServiceKeysHead: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization's keys. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeServiceKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key, revoked. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01939c7e-5a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "prefix": "k7q2m3xa",
+                     *       "name": "runtime eu-1",
+                     *       "scopes": [
+                     *         "runs:report"
+                     *       ],
+                     *       "created_at": "2026-12-01T09:31:12.5Z",
+                     *       "created_by": "admin-7",
+                     *       "expires_at": null,
+                     *       "last_used_at": "2026-12-01T10:02:00Z",
+                     *       "revoked_at": "2026-12-02T08:00:00Z",
+                     *       "revoked_by": "admin-7"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ServiceKey"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

@@ -1,0 +1,120 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/servicekeys"
+)
+
+// ServiceKeys is what the console needs of service keys; a
+// *servicekeys.Store has it.
+type ServiceKeys interface {
+	List(ctx context.Context, org uuid.UUID) ([]servicekeys.Key, error)
+	Create(ctx context.Context, org uuid.UUID, p servicekeys.CreateParams) (token string, k *servicekeys.Key, err error)
+	Revoke(ctx context.Context, org, id uuid.UUID, actor string) (*servicekeys.Key, error)
+}
+
+// keysPage is the service keys page: the organization's keys, and after
+// a create the new key's token, shown this once.
+type keysPage struct {
+	Keys    []servicekeys.Key
+	Scopes  []servicekeys.Scope
+	Created *servicekeys.Key
+	Token   string
+	Refused string
+	Revoked string
+	Now     time.Time
+}
+
+// serviceKeys lists the organization's keys, revoked ones too.
+func (c *Console) serviceKeys(r *http.Request, _ *filters) (view, error) {
+	s := sessionOf(r.Context())
+	keys, err := c.d.ServiceKeys.List(r.Context(), s.OrganizationID)
+	if err != nil {
+		return view{}, err
+	}
+	return view{name: "service-keys", title: "Service keys", data: keysPage{Keys: keys, Scopes: servicekeys.Scopes(),
+		Revoked: outcome(r, "key-revoked", "revoked"), Now: c.now()}}, nil
+}
+
+// createServiceKey creates a key of the session's organization from the
+// form (name, scope checkboxes, days until it expires: none, never) and
+// renders the page with its token, the one time it is shown; the answer
+// is not stored by the browser (Cache-Control: no-store).
+func (c *Console) createServiceKey(w http.ResponseWriter, r *http.Request) {
+	s := sessionOf(r.Context())
+	p := servicekeys.CreateParams{Name: r.PostFormValue("name"), Actor: s.Actor}
+	for _, sc := range r.PostForm["scope"] {
+		p.Scopes = append(p.Scopes, servicekeys.Scope(sc))
+	}
+	var refused string
+	if d := r.PostFormValue("expires_days"); d != "" {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 1 || n > 3650 {
+			refused = "expires in: a whole number of days from 1 to 3650, or empty for never"
+		}
+		at := c.now().Add(time.Duration(n) * 24 * time.Hour)
+		p.ExpiresAt = &at
+	}
+	var token string
+	var k *servicekeys.Key
+	var err error
+	if refused == "" {
+		token, k, err = c.d.ServiceKeys.Create(r.Context(), s.OrganizationID, p)
+		if errs.Is(err, errs.Invalid) {
+			for _, f := range errs.FieldsOf(err) {
+				refused = f.Name + " " + f.Message
+				break
+			}
+			err = nil
+		}
+	}
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	keys, err := c.d.ServiceKeys.List(r.Context(), s.OrganizationID)
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	status := http.StatusCreated
+	if refused != "" {
+		status = http.StatusBadRequest
+	} else {
+		c.log.InfoContext(r.Context(), "service key created in the console", "organization_id", s.OrganizationID.String(),
+			"prefix", k.Prefix, "actor", s.Actor)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	c.render(w, r, status, "service-keys", "Service keys", keysPage{Keys: keys, Scopes: servicekeys.Scopes(),
+		Created: k, Token: token, Refused: refused, Now: c.now()})
+}
+
+// revokeServiceKey revokes a key of the session's organization, recording
+// the session's actor; revoking a revoked key changes nothing.
+func (c *Console) revokeServiceKey(w http.ResponseWriter, r *http.Request) {
+	s := sessionOf(r.Context())
+	id, ok := pathID(r)
+	if !ok {
+		c.notFound(w, r)
+		return
+	}
+	k, err := c.d.ServiceKeys.Revoke(r.Context(), s.OrganizationID, id, s.Actor)
+	switch {
+	case errors.Is(err, servicekeys.ErrNotFound):
+		redirectOutcome(w, r, "/console/service-keys", "revoked", "gone")
+	case err != nil:
+		c.internal(w, r, err)
+	default:
+		c.log.WarnContext(r.Context(), "service key revoked in the console", "organization_id", s.OrganizationID.String(),
+			"prefix", k.Prefix, "actor", s.Actor)
+		redirectOutcome(w, r, "/console/service-keys", "revoked", "revoked")
+	}
+}

@@ -1,0 +1,53 @@
+package servicekeys
+
+// The SQL of service keys, in one place. Every statement names the
+// organization (the table's distribution column), so each runs on one
+// shard. The clock is coalesce($now::timestamptz, now()): production
+// passes NULL.
+
+const keyColumns = `id, organization_id, prefix, name, scopes, created_at, created_by, expires_at,
+	last_used_at, revoked_at, revoked_by`
+
+// keyInsert stores a new key. $1 organization, $2 id, $3 prefix, $4
+// secret hash, $5 name, $6 scopes, $7 created by, $8 expires at (NULL:
+// never), $9 now. An expiry not after now violates
+// service_keys_expiry_check.
+const keyInsert = `
+INSERT INTO agent.service_keys (organization_id, id, prefix, secret_hash, name, scopes, created_at, created_by, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, coalesce($9::timestamptz, now()), $7, $8)
+RETURNING ` + keyColumns
+
+// keyList reads an organization's keys, newest first, revoked ones too.
+// $1 organization, $2 limit.
+const keyList = `
+SELECT ` + keyColumns + `
+FROM agent.service_keys
+WHERE organization_id = $1
+ORDER BY created_at DESC, id DESC
+LIMIT $2`
+
+// keyRevoke revokes a key; a revoked key keeps its first revocation, so
+// revoking twice changes nothing. $1 organization, $2 id, $3 actor, $4 now.
+const keyRevoke = `
+UPDATE agent.service_keys
+SET revoked_at = coalesce(revoked_at, coalesce($4::timestamptz, now())),
+    revoked_by = coalesce(revoked_by, $3)
+WHERE organization_id = $1 AND id = $2
+RETURNING ` + keyColumns
+
+// keyByPrefix reads the live key a token names, with its secret's hash:
+// not revoked, not expired at now. $1 organization, $2 prefix, $3 now.
+const keyByPrefix = `
+SELECT secret_hash, ` + keyColumns + `
+FROM agent.service_keys
+WHERE organization_id = $1 AND prefix = $2 AND revoked_at IS NULL
+	AND (expires_at IS NULL OR expires_at > coalesce($3::timestamptz, now()))`
+
+// keyTouch records a use of a key, unless one was recorded within the
+// interval: at most one write per key per interval, whichever replica
+// verifies it. $1 organization, $2 id, $3 interval µs, $4 now.
+const keyTouch = `
+UPDATE agent.service_keys
+SET last_used_at = coalesce($4::timestamptz, now())
+WHERE organization_id = $1 AND id = $2
+	AND (last_used_at IS NULL OR last_used_at <= coalesce($4::timestamptz, now()) - $3::bigint * interval '1 microsecond')`

@@ -1,0 +1,324 @@
+// Package servicekeys owns agent.service_keys: the long-lived, scoped,
+// revocable credentials an organization gives a service (a runtime that
+// reports Run status, a product backend that starts and reads Runs),
+// instead of a JWT signed with the server's secret.
+//
+// A key is the bearer token
+//
+//	sdk_<organization>_<prefix>_<secret>
+//
+// where organization is the organization's UUID as 32 hex digits, prefix
+// is 8 random base32 characters that name the key (in logs, in the
+// console, and as the actor key:<prefix> of what it does), and secret is
+// 32 random bytes in base64url. The token is shown once, by [Store.Create];
+// the table holds only the SHA-256 of the secret. The organization in the
+// token lets the lookup name the table's distribution column, so verifying
+// a key is one shard's read.
+//
+// Each key carries scopes ([Scope]) that say which routes it opens; a key
+// opens only its own organization's records. [Verifier] checks a token
+// against the table and remembers a verified key for at most
+// [RevocationBound], so a revoked or expired key is refused by every
+// replica within that bound.
+package servicekeys
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/ids"
+	"github.com/searchd/searchd/internal/sqlarg"
+)
+
+// Scope is what a key may do. The set is closed: [Scopes] lists it, and a
+// key naming any other scope is refused at creation. A scope added later
+// is one constant here and one row of the API's table of routes.
+type Scope string
+
+const (
+	// ScopeRunsReport opens the runtime's route alone: PUT
+	// /v1/runs/{id}/status, a Run's status report.
+	ScopeRunsReport Scope = "runs:report"
+	// ScopeStartsWrite opens the routes that start Runs or change what
+	// starts them: starts, direct Runs, saved searches and their
+	// baselines and schedules, provider-job registration.
+	ScopeStartsWrite Scope = "starts:write"
+	// ScopeRead opens the reads (GET) of the organization's records.
+	ScopeRead Scope = "read"
+)
+
+// Scopes returns every scope a key may carry.
+func Scopes() []Scope { return []Scope{ScopeRunsReport, ScopeStartsWrite, ScopeRead} }
+
+// TokenPrefix begins every service key's token; a bearer token that
+// begins with it is a service key and nothing else.
+const TokenPrefix = "sdk_"
+
+// Limits of a key's fields.
+const (
+	// MaxNameLen bounds a key's name, in characters.
+	MaxNameLen = 200
+	// MaxActorLen bounds the actor who creates or revokes a key, in bytes.
+	MaxActorLen = 255
+	// MaxList is the most keys [Store.List] returns, newest first.
+	MaxList = 1000
+)
+
+var (
+	// ErrNotFound reports a key id that names no key of the organization.
+	ErrNotFound = errs.New(errs.NotFound, "servicekeys: no such key")
+	// ErrInvalid is wrapped by every refusal of a create's input.
+	ErrInvalid = errs.New(errs.Invalid, "servicekeys: invalid key")
+	// ErrInvalidKey reports a token that is not a live key: malformed, of
+	// no key, of a revoked or expired one, or with the wrong secret.
+	ErrInvalidKey = errors.New("servicekeys: invalid key")
+)
+
+// Key is a service key as listed: never its secret.
+type Key struct {
+	ID             uuid.UUID `json:"id"`
+	OrganizationID uuid.UUID `json:"organization_id"`
+	// Prefix names the key: its token begins sdk_<organization>_<prefix>_.
+	Prefix    string     `json:"prefix"`
+	Name      string     `json:"name"`
+	Scopes    []Scope    `json:"scopes"`
+	CreatedAt time.Time  `json:"created_at"`
+	CreatedBy string     `json:"created_by"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	// LastUsedAt is when the key was last verified, to within
+	// [LastUsedInterval]; nil when never.
+	LastUsedAt *time.Time `json:"last_used_at"`
+	RevokedAt  *time.Time `json:"revoked_at"`
+	RevokedBy  *string    `json:"revoked_by"`
+}
+
+// Actor is what the key's actions record as their actor: key:<prefix>.
+func (k *Key) Actor() string { return "key:" + k.Prefix }
+
+// DB is what the store needs of a database handle, usually a
+// *pgxpool.Pool.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Store keeps service keys. It is safe for concurrent use.
+type Store struct {
+	db    DB
+	clock *dbclock.Clock
+}
+
+// NewStore returns the store of service keys on db, at clock (nil: the
+// database's).
+func NewStore(db DB, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
+
+// CreateParams are a new key.
+type CreateParams struct {
+	// Name says what the key is for: 1 to MaxNameLen characters of UTF-8
+	// without NUL. Required.
+	Name string `json:"name"`
+	// Scopes are what the key opens: at least one, each of [Scopes], none
+	// twice. Required.
+	Scopes []Scope `json:"scopes"`
+	// ExpiresAt, when set, is when the key stops working; it must be in
+	// the future. Nil: never.
+	ExpiresAt *time.Time `json:"expires_at"`
+	// Actor is who creates the key (recorded as created_by): at most
+	// MaxActorLen bytes.
+	Actor string `json:"-"`
+}
+
+// Validate returns an error wrapping [ErrInvalid] naming the fields of p
+// that are wrong, judged at now.
+func (p CreateParams) Validate(now time.Time) error {
+	var fields []errs.Field
+	if p.Name == "" || utf8.RuneCountInString(p.Name) > MaxNameLen || !utf8.ValidString(p.Name) || strings.ContainsRune(p.Name, 0) {
+		fields = append(fields, errs.Field{Name: "name",
+			Message: fmt.Sprintf("is required: 1 to %d characters of UTF-8 without NUL", MaxNameLen)})
+	}
+	if msg := checkScopes(p.Scopes); msg != "" {
+		fields = append(fields, errs.Field{Name: "scopes", Message: msg})
+	}
+	if p.ExpiresAt != nil && !p.ExpiresAt.After(now) {
+		fields = append(fields, errs.Field{Name: "expires_at", Message: "must be in the future"})
+	}
+	if len(p.Actor) > MaxActorLen {
+		fields = append(fields, errs.Field{Name: "", Message: fmt.Sprintf("the actor is over %d bytes", MaxActorLen)})
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return &errs.Error{Kind: errs.Invalid, Message: "servicekeys: invalid key: " + fields[0].Name + " " + fields[0].Message,
+		Fields: fields, Err: ErrInvalid}
+}
+
+// checkScopes returns why scopes are refused, or "".
+func checkScopes(scopes []Scope) string {
+	names := make([]string, 0, len(Scopes()))
+	for _, s := range Scopes() {
+		names = append(names, string(s))
+	}
+	if len(scopes) == 0 {
+		return "needs at least one of " + strings.Join(names, ", ")
+	}
+	for i, s := range scopes {
+		if !slices.Contains(Scopes(), s) {
+			return fmt.Sprintf("%q is not a scope: the scopes are %s", s, strings.Join(names, ", "))
+		}
+		if slices.Contains(scopes[:i], s) {
+			return fmt.Sprintf("names %q twice", s)
+		}
+	}
+	return ""
+}
+
+// secretLen is the random bytes of a secret: 256 bits, base64url 43
+// characters.
+const secretLen = 32
+
+// prefixLen is the characters of a prefix: 40 random bits in base32,
+// unique per organization.
+const prefixLen = 8
+
+var prefixEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// Create stores a new key of org and returns it with its token, which
+// only the caller ever sees: the table keeps the secret's hash. It
+// returns an error wrapping [ErrInvalid] for params Validate refuses
+// (before any SQL), and the database's errors as kinds.
+func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (token string, _ *Key, err error) {
+	defer dberr.Annotate(&err)
+	if err := p.Validate(s.clock.Now()); err != nil {
+		return "", nil, err
+	}
+	if org == uuid.Nil {
+		return "", nil, fmt.Errorf("%w: no organization", ErrInvalid)
+	}
+	scopes := make([]string, len(p.Scopes))
+	for i, sc := range p.Scopes {
+		scopes[i] = string(sc)
+	}
+	// Two keys of one organization drawing one prefix (40 bits) is
+	// unlikely; a few draws make it never matter.
+	for range 3 {
+		b := make([]byte, 5+secretLen)
+		_, _ = rand.Read(b) // never fails (crypto/rand)
+		prefix, secret := prefixEncoding.EncodeToString(b[:5]), base64.RawURLEncoding.EncodeToString(b[5:])
+		hash := hashSecret(secret)
+		var expires any
+		if p.ExpiresAt != nil {
+			expires = *p.ExpiresAt
+		}
+		k, err := scanKey(s.db.QueryRow(ctx, keyInsert, org, ids.New(), prefix, hash[:], p.Name, scopes,
+			p.Actor, expires, s.clock.Arg()))
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.ConstraintName == "service_keys_prefix_key" {
+			continue
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		return TokenPrefix + hex.EncodeToString(org[:]) + "_" + prefix + "_" + secret, k, nil
+	}
+	return "", nil, errors.New("servicekeys: no free prefix after three draws")
+}
+
+// List returns org's keys, revoked ones too, newest first, at most
+// [MaxList]. It returns the database's errors as kinds.
+func (s *Store) List(ctx context.Context, org uuid.UUID) (_ []Key, err error) {
+	defer dberr.Annotate(&err)
+	rows, err := s.db.Query(ctx, keyList, org, MaxList)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) {
+		k, err := scanKey(r)
+		if err != nil {
+			return Key{}, err
+		}
+		return *k, nil
+	})
+	if keys == nil && err == nil {
+		keys = []Key{}
+	}
+	return keys, err
+}
+
+// Revoke revokes org's key id, recording actor, and returns the key as
+// revoked. Revoking a revoked key changes nothing and returns it as it
+// is. A revoked key is refused by every replica within
+// [RevocationBound]. It returns [ErrNotFound] when id names no key of org,
+// and the database's errors as kinds.
+func (s *Store) Revoke(ctx context.Context, org, id uuid.UUID, actor string) (_ *Key, err error) {
+	defer dberr.Annotate(&err)
+	if len(actor) > MaxActorLen {
+		return nil, fmt.Errorf("%w: the actor is over %d bytes", ErrInvalid, MaxActorLen)
+	}
+	k, err := scanKey(s.db.QueryRow(ctx, keyRevoke, org, id, actor, s.clock.Arg()))
+	if err != nil {
+		return nil, sqlarg.RowError(err, ErrNotFound, "servicekeys: revoke")
+	}
+	return k, nil
+}
+
+// hashSecret is the stored form of a secret: its SHA-256. A fast hash is
+// right here, unlike for a password: the secret is 256 random bits, so no
+// guess list or brute force finds it from its hash, and a slow hash
+// (bcrypt, argon2) would only cost CPU on every verification.
+func hashSecret(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
+
+// parseToken splits a token into the organization and prefix it names and
+// the hash of its secret; ok is false for a string that is not a token
+// Create makes.
+func parseToken(raw string) (org uuid.UUID, prefix string, hash [32]byte, ok bool) {
+	rest, found := strings.CutPrefix(raw, TokenPrefix)
+	if !found {
+		return org, "", hash, false
+	}
+	orgHex, rest, _ := strings.Cut(rest, "_")
+	prefix, secret, _ := strings.Cut(rest, "_")
+	b, err := hex.DecodeString(orgHex)
+	if err != nil || len(b) != 16 || orgHex != strings.ToLower(orgHex) || len(prefix) != prefixLen ||
+		strings.Trim(prefix, "abcdefghijklmnopqrstuvwxyz234567") != "" {
+		return org, "", hash, false
+	}
+	if s, err := base64.RawURLEncoding.Strict().DecodeString(secret); err != nil || len(s) != secretLen {
+		return org, "", hash, false
+	}
+	copy(org[:], b)
+	return org, prefix, hashSecret(secret), org != uuid.Nil
+}
+
+// scanKey reads the keyColumns of row.
+func scanKey(row pgx.Row, before ...any) (*Key, error) {
+	var k Key
+	var scopes []string
+	dst := append(before, &k.ID, &k.OrganizationID, &k.Prefix, &k.Name, &scopes, &k.CreatedAt, &k.CreatedBy,
+		&k.ExpiresAt, &k.LastUsedAt, &k.RevokedAt, &k.RevokedBy)
+	if err := row.Scan(dst...); err != nil {
+		return nil, err
+	}
+	k.Scopes = make([]Scope, len(scopes))
+	for i, s := range scopes {
+		k.Scopes[i] = Scope(s)
+	}
+	return &k, nil
+}
