@@ -550,7 +550,7 @@ func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string)
 		(*[16]byte)(&run.ID), (*[16]byte)(&run.OrganizationID), &run.Kind, &run.StartKey, &run.RequestHash,
 		&searchID, &runSnap, &run.Name, &run.Status, &run.Options, &run.Input,
 		&run.CreatedBy, &run.CreatedAt, &run.RetainUntil,
-		&run.Version, &run.UpdatedAt, &run.ResultRef, &errCode, &errMessage,
+		&run.Version, &run.UpdatedAt, &run.ResultRef, &errCode, &errMessage, &run.CancelRequestedAt,
 		&snapID, &snapSearch, &version, &hash, &createdAt)
 	if err != nil {
 		return nil, nil, translate("lookup start", err)
