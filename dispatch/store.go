@@ -40,6 +40,9 @@ const (
 	StatePending    = "pending"
 	StateDispatched = "dispatched"
 	StateFailed     = "failed"
+	// StateCancelled is a dispatch stopped by a cancel of its Run before
+	// it was delivered (runs.Store.Cancel): never leased again.
+	StateCancelled = "cancelled"
 )
 
 // Outcome is how a delivery attempt ended.
@@ -198,6 +201,14 @@ func (s *Store) CancelMessage(ctx context.Context, org, runID uuid.UUID) (_ []by
 	}})
 }
 
+// States of a cancel request ([Cancel.State]).
+const (
+	CancelPending   = "pending"
+	CancelDelivered = "delivered"
+	CancelFailed    = "failed"
+	CancelSkipped   = "skipped"
+)
+
 // Cancel is a Run's cancel request as stored.
 type Cancel struct {
 	RequestedAt time.Time `json:"requested_at"`
@@ -303,6 +314,9 @@ func (s *Store) End(ctx context.Context, e End) (held bool, err error) {
 	q := dispatchEnd
 	if e.Cancel {
 		q = cancelEnd
+		if e.Outcome == OutcomeDelivered {
+			args["state"] = CancelDelivered
+		}
 		delete(args, "outcome")
 		delete(args, "answer")
 		delete(args, "clock")

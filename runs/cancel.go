@@ -80,7 +80,7 @@ func (s *Store) Cancel(ctx context.Context, org, id uuid.UUID, c CancelRequest) 
 	args := pgx.StrictNamedArgs{"org": org, "id": id, "now": s.nowArg()}
 	var run *Run
 	err = sendInTx(ctx, s.db, func(b *pgx.Batch) {
-		b.Queue(runDispatchStop, args)
+		b.Queue(runDispatchStop, pgx.StrictNamedArgs{"org": org, "id": id})
 		// The status change of a runtime's report, and its record: one
 		// path for every change of a Run's status.
 		b.Queue(runStatusSet, pgx.StrictNamedArgs{
