@@ -87,6 +87,8 @@ type Runs interface {
 	List(ctx context.Context, org uuid.UUID, p runs.ListParams) ([]runs.ListItem, string, error)
 	// Report applies a runtime's status report.
 	Report(ctx context.Context, org, id uuid.UUID, r runs.StatusReport) (*runs.Run, bool, error)
+	// Cancel cancels a Run, or asks its runtime to.
+	Cancel(ctx context.Context, org, id uuid.UUID, c runs.CancelRequest) (*runs.Run, error)
 }
 
 // Starter starts Runs; an *admission.Starter is one.
@@ -327,6 +329,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/runs", s.startDirect, auth, limit)
 	get("/v1/runs", s.listRuns, auth, limit)
 	get("/v1/runs/:id", s.getRun, auth, limit)
+	e.POST("/v1/runs/:id/cancel", s.cancelRun, auth, limit)
 	// The runtime's route: a runtime credential alone (runtime_auth.go).
 	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.authenticateAs(true, errUserCredential), limit)
 	get("/v1/snapshots/:id", readByID(s.d.Snapshots.Get, answerOK), auth, limit)

@@ -107,7 +107,7 @@ func (s *Store) Cancel(ctx context.Context, org, id uuid.UUID, c CancelRequest) 
 	case run == nil:
 		return nil, ErrNotFound
 	case run.Status == StatusSucceeded || run.Status == StatusFailed:
-		return nil, &FinishedError{Status: run.Status, Version: run.Version}
+		return nil, &FinishedError{Status: run.Status, Version: run.Version, Cancel: true}
 	case run.Status == StatusCancelled || run.CancelRequestedAt != nil:
 		return run, nil
 	}
