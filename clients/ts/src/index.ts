@@ -298,6 +298,19 @@ export class SearchdClient {
   }
 
   /**
+   * Cancels a Run. A queued Run is cancelled at once and never dispatched; a
+   * Run the runtime has keeps its status, with cancel_requested_at set,
+   * until the runtime reports it cancelled (one that succeeds or fails first
+   * keeps how it finished). Idempotent, so it is retried like a read: a
+   * repeat answers the Run as it is. A Run that succeeded or failed fails
+   * with code run_finished, which is final. reason: at most 500 characters.
+   */
+  async cancelRun(id: string, o: { reason?: string; signal?: AbortSignal } = {}): Promise<Run> {
+    const body = o.reason === undefined ? {} : { reason: o.reason };
+    return (await this.call({ method: "POST", path: `/v1/runs/${encodeURIComponent(id)}/cancel`, body, safety: "repeatable", signal: o.signal })).body as Run;
+  }
+
+  /**
    * A page of Runs, newest first. Each filter set keeps the Runs it matches
    * (savedSearchId, status, idempotencyKey, and createdAfter and
    * createdBefore, RFC 3339 instants, both exclusive); pass the same

@@ -71,3 +71,32 @@ test("a status report is a PUT retried like a read; run_finished is final", asyn
   });
   assert.equal(seen.length, 3, "run_finished is not retried");
 });
+
+test("a cancel is a POST retried like a read, with its reason; run_finished is final", async () => {
+  const seen: { method: string; url: string; body?: string }[] = [];
+  const answers = [
+    () => { throw new TypeError("Failed to fetch"); },
+    () => new Response(JSON.stringify({ id, status: "running", version: 3, cancel_requested_at: "2026-12-01T09:35:40.2Z" }),
+      { status: 200, headers: { "Content-Type": "application/json" } }),
+    () => new Response(JSON.stringify({ type: "/problems/run_finished", title: "Run finished", status: 409, detail: "d", code: "run_finished", current_status: "succeeded", current_version: 4 }),
+      { status: 409, headers: { "Content-Type": "application/problem+json" } }),
+  ];
+  const fetch = (async (url: string, init?: RequestInit) => {
+    seen.push({ method: init?.method ?? "GET", url, body: init?.body as string });
+    return answers[seen.length - 1]!();
+  }) as unknown as typeof globalThis.fetch;
+  const c = new SearchdClient({ baseUrl: "http://searchd.test", token: "user-token", fetch, sleep: async () => {} });
+  const run = await c.cancelRun(id, { reason: "wrong search" });
+  assert.equal(run.cancel_requested_at, "2026-12-01T09:35:40.2Z");
+  assert.equal(seen.length, 2, "retried after the network failure");
+  assert.deepEqual(seen.map((s) => s.method), ["POST", "POST"]);
+  assert.equal(seen[1]!.url, `http://searchd.test/v1/runs/${id}/cancel`);
+  assert.equal(seen[1]!.body, '{"reason":"wrong search"}');
+  await assert.rejects(c.cancelRun(id), (e: unknown) => {
+    assert.ok(e instanceof SearchdError);
+    assert.equal(e.code, "run_finished");
+    return true;
+  });
+  assert.equal(seen.length, 3, "run_finished is not retried");
+  assert.equal(seen[2]!.body, "{}");
+});
