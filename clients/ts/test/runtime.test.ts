@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
-import { DispatchVerificationError, SearchdClient, SearchdError, verifyDispatch } from "../src/index.js";
+import { DispatchVerificationError, SearchdClient, SearchdError, isCancel, verifyCancel, verifyDispatch } from "../src/index.js";
 
 const secret = "whsec_c2VhcmNoZC10cy1jbGllbnQtdGVzdC1zZWNyZXQtMzI=";
 const id = "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6";
@@ -99,4 +99,20 @@ test("a cancel is a POST retried like a read, with its reason; run_finished is f
   });
   assert.equal(seen.length, 3, "run_finished is not retried");
   assert.equal(seen[2]!.body, "{}");
+});
+
+test("a cancel request verifies as one, and is no dispatch", async () => {
+  const cid = `cancel_${id}`;
+  const cbody = `{"type":"run.cancel_requested","timestamp":"2026-12-01T09:35:40.2Z","data":{"run":{"id":"${id}","organization_id":"d0d0d0d0-0000-4000-8000-000000000001"},"reason":"wrong search","status_url":"/v1/runs/${id}/status"}}`;
+  const key = Buffer.from(secret.slice(6), "base64");
+  const sig = "v1," + createHmac("sha256", key).update(`${cid}.${ts}.${cbody}`).digest("base64");
+  const h = { "webhook-id": cid, "webhook-timestamp": String(ts), "webhook-signature": sig };
+  assert.ok(isCancel(h));
+  assert.ok(!isCancel(headers));
+  const c = await verifyCancel(secret, h, cbody, { now });
+  assert.equal(c.data.run.id, id);
+  assert.equal(c.data.reason, "wrong search");
+  await assert.rejects(verifyDispatch(secret, h, cbody, { now }), DispatchVerificationError, "a cancel is no dispatch");
+  await assert.rejects(verifyCancel(secret, headers, body, { now }), DispatchVerificationError, "a dispatch is no cancel");
+  await assert.rejects(verifyCancel(secret, h, cbody.replace("wrong", "right"), { now }), DispatchVerificationError, "a changed body");
 });
