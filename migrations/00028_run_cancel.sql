@@ -7,6 +7,11 @@
 
 -- +goose Up
 
+-- On Citus, one connection per worker for the whole migration: the table
+-- it distributes must see the DDL before it in this transaction (a no-op
+-- setting on plain PostgreSQL).
+SELECT set_config('citus.multi_shard_modify_mode', 'sequential', true);
+
 -- When a cancel was first asked for; NULL for a Run nobody cancelled. Set
 -- once: a repeated cancel changes nothing.
 ALTER TABLE agent.runs ADD COLUMN cancel_requested_at timestamptz;
@@ -43,8 +48,6 @@ CREATE TABLE agent.run_cancels (
     last_error       text,
 
     CONSTRAINT run_cancels_pkey PRIMARY KEY (run_id, organization_id),
-    CONSTRAINT run_cancels_run_fkey
-        FOREIGN KEY (run_id, organization_id) REFERENCES agent.runs (id, organization_id) ON DELETE CASCADE,
     CONSTRAINT run_cancels_state_check CHECK (state IN ('pending', 'delivered', 'failed', 'skipped')),
     CONSTRAINT run_cancels_attempts_check CHECK (attempts >= 0),
     CONSTRAINT run_cancels_delivered_check CHECK ((state = 'delivered') = (delivered_at IS NOT NULL)),
@@ -58,7 +61,11 @@ CREATE TABLE agent.run_cancels (
 -- run_dispatches_due_idx.
 CREATE INDEX run_cancels_due_idx ON agent.run_cancels (next_attempt_at) WHERE state = 'pending';
 
+-- Distributed before its foreign key: Citus refuses a local table's key
+-- to a distributed one.
 SELECT agent.distribute_tenant_table('agent.run_cancels');
+ALTER TABLE agent.run_cancels ADD CONSTRAINT run_cancels_run_fkey
+    FOREIGN KEY (run_id, organization_id) REFERENCES agent.runs (id, organization_id) ON DELETE CASCADE;
 
 -- +goose Down
 DROP TABLE agent.run_cancels;

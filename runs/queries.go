@@ -152,7 +152,9 @@ var runListFilter = struct{ savedSearch, status, after, before string }{
 // any status that is not one. With @stopped (a cancel before dispatch,
 // [Store.Cancel]) it changes the Run only when the cancel's first
 // statement, runDispatchStop, stopped its dispatch in the same
-// transaction; a runtime's report passes false. The condition is the transition rule itself,
+// transaction; a runtime's report passes false. The subquery names the
+// organization itself, not through r: a cluster routes it to the
+// organization's shard only so. The condition is the transition rule itself,
 // so it holds under concurrency: a concurrent report that got there first
 // makes this one re-check against the row it left, and change nothing. No
 // row: the report changes nothing (or the Run is not the organization's);
@@ -175,7 +177,7 @@ WHERE r.organization_id = @org::uuid AND r.id = @id::uuid
 	AND (r.status IN ('queued', 'dispatched') OR (r.status = 'running' AND @status::text <> 'running'))
 	AND (NOT @stopped::boolean OR EXISTS (
 		SELECT FROM agent.run_dispatches d
-		WHERE d.organization_id = r.organization_id AND d.run_id = r.id AND d.state = 'cancelled'))
+		WHERE d.organization_id = @org::uuid AND d.run_id = @id::uuid AND d.state = 'cancelled'))
 RETURNING ` + runColumns
 
 const statusChangeInsert = `
@@ -224,7 +226,7 @@ SET cancel_requested_at = agent.clock(@now)
 WHERE r.organization_id = @org::uuid AND r.id = @id::uuid AND r.cancel_requested_at IS NULL
 	AND (r.status IN ('dispatched', 'running') OR (r.status = 'cancelled' AND EXISTS (
 		SELECT FROM agent.run_dispatches d
-		WHERE d.organization_id = r.organization_id AND d.run_id = r.id AND d.state = 'cancelled')))`
+		WHERE d.organization_id = @org::uuid AND d.run_id = @id::uuid AND d.state = 'cancelled')))`
 
 // cancelInsert writes the record of a cancel and its message to the
 // runtime (agent.run_cancels, delivered by package dispatch), once per Run:
