@@ -124,8 +124,8 @@ func testCancel(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	var (
-		taken    = make(chan *client.RunDispatch, 4)
-		cancels  = make(chan *client.RunCancel, 4)
+		taken   = make(chan *client.RunDispatch, 4)
+		cancels = make(chan *client.RunCancel, 4)
 	)
 	rt := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
