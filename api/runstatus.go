@@ -83,3 +83,39 @@ func runWithDispatch(run *runs.Run, d *dispatch.Dispatch) ([]byte, error) {
 	b = append(b, dj...)
 	return append(b, '}'), nil
 }
+
+// cancelRequest is the optional body of POST /v1/runs/{id}/cancel.
+type cancelRequest struct {
+	// Reason says why, for a person: at most runs.MaxCancelReasonLen
+	// characters, recorded and sent to the runtime.
+	Reason string `json:"reason"`
+}
+
+// cancelRun is POST /v1/runs/{id}/cancel, for a user of the Run's
+// organization: a Run not yet handed to the runtime is cancelled at once
+// and never dispatched; a Run the runtime has gets a cancel request sent
+// to the runtime and stays as it is until the runtime reports it (its
+// cancel_requested_at says the request is recorded). Either way the answer
+// is 200 with the Run. Idempotent: a Run cancelled already, or whose
+// cancel was requested already, answers as it is and nothing is sent
+// again. A Run that succeeded or failed is 409 run_finished; another
+// organization's Run is 404; a body that is not the cancel's is 400.
+func (s *Server) cancelRun(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	var req cancelRequest
+	if err := s.decodeBody(c, &req, bodyOptional); err != nil {
+		return err
+	}
+	r := runs.CancelRequest{Actor: principal(c).Actor, Reason: req.Reason}
+	if err := r.Validate(); err != nil {
+		return refusedInput(err)
+	}
+	run, err := s.d.Runs.Cancel(c.Request().Context(), principal(c).OrganizationID, id, r)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, run)
+}

@@ -88,6 +88,8 @@ type Runs interface {
 	List(ctx context.Context, org uuid.UUID, p runs.ListParams) ([]runs.ListItem, string, error)
 	// Report applies a runtime's status report.
 	Report(ctx context.Context, org, id uuid.UUID, r runs.StatusReport) (*runs.Run, bool, error)
+	// Cancel cancels a Run, or asks its runtime to.
+	Cancel(ctx context.Context, org, id uuid.UUID, c runs.CancelRequest) (*runs.Run, error)
 }
 
 // Starter starts Runs; an *admission.Starter is one.
@@ -333,6 +335,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/runs", s.startDirect, write, limit)
 	get("/v1/runs", s.listRuns, read, limit)
 	get("/v1/runs/:id", s.getRun, read, limit)
+	e.POST("/v1/runs/:id/cancel", s.cancelRun, write, limit)
 	// The runtime's route: a runtime credential or a runs:report key.
 	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.openRuntime(), limit)
 	get("/v1/snapshots/:id", readByID(s.d.Snapshots.Get, answerOK), read, limit)

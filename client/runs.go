@@ -174,3 +174,27 @@ func (c *Client) ListRuns(ctx context.Context, p ListRunsParams) (*RunPage, erro
 func (c *Client) ReportRunStatus(ctx context.Context, id string, r StatusReport) (*Run, error) {
 	return fetch[Run](ctx, c, idRequest(http.MethodPut, "/v1/runs/", id, "/status", r, repeatable))
 }
+
+// CancelRequest is the optional body of [Client.CancelRun].
+type CancelRequest struct {
+	// Reason says why, for a person (at most 500 characters), recorded
+	// and sent to the runtime; "" for none.
+	Reason string `json:"reason,omitempty"`
+}
+
+// CancelRun cancels Run id. A Run not yet handed to the runtime (queued)
+// is cancelled at once and never dispatched; a Run the runtime has
+// (dispatched or running) gets its CancelRequestedAt set and searchd asks
+// the runtime to stop it: it becomes cancelled when the runtime reports
+// it, and one that succeeds or fails first keeps how it finished. Poll
+// [Client.GetRun] until its status is final. A cancel is idempotent, so it
+// is retried like a read: cancelling a Run cancelled (or whose cancel was
+// requested) already answers the Run as it is and sends nothing again.
+//
+// Errors: [ErrValidation] for a reason the API refuses; [ErrNotFound]
+// for a Run of another organization or none; [ErrRunFinished] for a Run
+// that succeeded or failed (the [APIError]'s CurrentStatus says which),
+// which is final.
+func (c *Client) CancelRun(ctx context.Context, id string, r CancelRequest) (*Run, error) {
+	return fetch[Run](ctx, c, idRequest(http.MethodPost, "/v1/runs/", id, "/cancel", r, repeatable))
+}

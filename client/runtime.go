@@ -127,6 +127,55 @@ func (v *DispatchVerifier) Verify(header http.Header, body []byte) (*RunDispatch
 	return &d, nil
 }
 
+// RunCancel is the body of a cancel request: searchd asks the runtime to
+// stop a Run it has, or may have (its delivery was on its way when the Run
+// was cancelled). Its webhook-id is "cancel_" and the Run id.
+type RunCancel struct {
+	// Type is "run.cancel_requested".
+	Type string `json:"type"`
+	// Timestamp is when the cancel was asked for, the same on every
+	// redelivery.
+	Timestamp time.Time     `json:"timestamp"`
+	Data      RunCancelData `json:"data"`
+}
+
+// RunCancelData names the Run to stop, why, and where to report it.
+type RunCancelData struct {
+	Run struct {
+		ID             string `json:"id"`
+		OrganizationID string `json:"organization_id"`
+	} `json:"run"`
+	// Reason is the canceller's; nil for none.
+	Reason    *string `json:"reason"`
+	StatusURL string  `json:"status_url"`
+}
+
+// IsCancel reports whether a message searchd POSTed is a cancel request
+// (to verify with [DispatchVerifier.VerifyCancel]) rather than a dispatch,
+// by its webhook-id; a header is no proof: verify either.
+func IsCancel(header http.Header) bool {
+	return strings.HasPrefix(header.Get(standardwebhooks.HeaderWebhookID), "cancel_")
+}
+
+// VerifyCancel checks the signature of a cancel request and decodes it, as
+// [DispatchVerifier.Verify] does a dispatch. Stop the Run (or do not start
+// it), then report it cancelled ([Client.ReportRunStatus]); deduplicate by
+// the webhook-id. It returns an error wrapping [ErrBadDispatch] for
+// anything that does not verify.
+func (v *DispatchVerifier) VerifyCancel(header http.Header, body []byte) (*RunCancel, error) {
+	if err := v.wh.Verify(body, header); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadDispatch, err)
+	}
+	var c RunCancel
+	if err := json.Unmarshal(body, &c); err != nil {
+		return nil, fmt.Errorf("%w: the body is not a cancel request: %w", ErrBadDispatch, err)
+	}
+	if id := header.Get(standardwebhooks.HeaderWebhookID); c.Type != "run.cancel_requested" || "cancel_"+c.Data.Run.ID != id {
+		return nil, fmt.Errorf("%w: a %q message of Run %q under webhook-id %q", ErrBadDispatch, c.Type, c.Data.Run.ID, id)
+	}
+	return &c, nil
+}
+
 // VerifyDispatch is [NewDispatchVerifier] and [DispatchVerifier.Verify] in
 // one call, for a runtime that verifies a dispatch now and then.
 func VerifyDispatch(secret string, header http.Header, body []byte) (*RunDispatch, error) {

@@ -110,3 +110,93 @@ func testRuntime(t *testing.T, bin string) {
 		t.Errorf("GetRun = %+v (dispatch %+v), %v; want succeeded, dispatched", got, got.Dispatch, err)
 	}
 }
+
+// testCancel: a Run the runtime took is cancelled through the client; the
+// runtime, written with the client alone, verifies the cancel request
+// (told apart from a dispatch by its webhook-id) and reports the Run
+// cancelled. A repeat cancel answers the Run as it is; a finished Run's
+// cancel is ErrRunFinished.
+func testCancel(t *testing.T, bin string) {
+	key := []byte("client-test-runtime-key-32-bytes")
+	secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
+	verifier, err := client.NewDispatchVerifier(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		taken   = make(chan *client.RunDispatch, 4)
+		cancels = make(chan *client.RunCancel, 4)
+	)
+	rt := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if client.IsCancel(r.Header) {
+			c, err := verifier.VerifyCancel(r.Header, body)
+			if err != nil {
+				t.Errorf("a cancel request did not verify: %v", err)
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			cancels <- c
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		d, err := verifier.Verify(r.Header, body)
+		if err != nil {
+			t.Errorf("a dispatch did not verify: %v", err)
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		taken <- d
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer rt.Close()
+	s := startSearchd(t, bin, "SEARCHD_RUNTIME_URL="+rt.URL, "SEARCHD_RUNTIME_SECRET="+secret)
+	user, _ := newClient(t, s.url(), s.token, client.RetryPolicy{})
+	tok, err := auth.SignRuntimeToken([]byte(testSecret), s.org, "client-runtime", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime, _ := newClient(t, s.url(), tok, client.RetryPolicy{})
+	ctx := withinAMinute(t)
+	started, err := user.StartRun(ctx, client.DirectStart{Kind: client.KindCapability, Name: "slow.capability", Input: map[string]any{"n": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-taken:
+	case <-ctx.Done():
+		t.Fatal("the runtime got no dispatch")
+	}
+	got, err := user.CancelRun(ctx, started.Run.ID, client.CancelRequest{Reason: "not needed any more"})
+	if err != nil || got.CancelRequestedAt == nil {
+		t.Fatalf("CancelRun = %+v, %v; want the Run with its cancel requested", got, err)
+	}
+	var c *client.RunCancel
+	select {
+	case c = <-cancels:
+	case <-ctx.Done():
+		t.Fatal("the runtime got no cancel request")
+	}
+	if c.Data.Run.ID != started.Run.ID || c.Data.Reason == nil || *c.Data.Reason != "not needed any more" {
+		t.Fatalf("cancel request = %+v, want Run %s's with the reason", c, started.Run.ID)
+	}
+	if _, err := runtime.ReportRunStatus(ctx, c.Data.Run.ID, client.StatusReport{Status: client.StatusCancelled}); err != nil {
+		t.Fatalf("ReportRunStatus(cancelled) = %v", err)
+	}
+	again, err := user.CancelRun(ctx, started.Run.ID, client.CancelRequest{})
+	if err != nil || again.Status != client.StatusCancelled {
+		t.Errorf("repeated CancelRun = %+v, %v; want the Run cancelled", again, err)
+	}
+	// A Run that succeeded is not cancelled.
+	done, err := user.StartRun(ctx, client.DirectStart{Kind: client.KindCapability, Name: "fast.capability", Input: map[string]any{"n": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-taken
+	if _, err := runtime.ReportRunStatus(ctx, done.Run.ID, client.StatusReport{Status: client.StatusSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := user.CancelRun(ctx, done.Run.ID, client.CancelRequest{}); !errors.Is(err, client.ErrRunFinished) {
+		t.Errorf("CancelRun of a succeeded Run = %v, want ErrRunFinished", err)
+	}
+}

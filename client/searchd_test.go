@@ -39,6 +39,7 @@ func TestAgainstSearchd(t *testing.T) {
 	t.Run("DoubleSubmitIsAnsweredWithoutWaitingOutTheLease", func(t *testing.T) { t.Parallel(); testDoubleSubmit(t, bin) })
 	t.Run("IteratorsAndTheSurfaceOfIssue15", func(t *testing.T) { t.Parallel(); testSurface(t, bin) })
 	t.Run("ARuntimeVerifiesItsDispatchAndReportsTheStatus", func(t *testing.T) { t.Parallel(); testRuntime(t, bin) })
+	t.Run("ACancelReachesTheRuntimeWhichReportsIt", func(t *testing.T) { t.Parallel(); testCancel(t, bin) })
 	t.Run("SchedulesStartSavedSearchesOnTheirOwn", func(t *testing.T) { t.Parallel(); testSchedules(t, bin) })
 }
 

@@ -199,6 +199,9 @@ type Run struct {
 	// Error is how a failed or cancelled Run ended, as its runtime
 	// reported it; nil otherwise.
 	Error *RunError `json:"error"`
+	// CancelRequestedAt is when a cancel was first asked for
+	// ([Client.CancelRun]); nil when nobody cancelled the Run.
+	CancelRequestedAt *time.Time `json:"cancel_requested_at"`
 	// Dispatch is the Run's hand-off to the runtime: set by [Client.GetRun]
 	// alone (a start's and a report's answers have none).
 	Dispatch *Dispatch `json:"dispatch,omitempty"`

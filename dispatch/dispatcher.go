@@ -298,7 +298,11 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 	base := ctx
 	ctx, cancel := context.WithTimeout(base, d.lease)
 	defer cancel()
-	body, err := d.store.Message(ctx, l.OrganizationID, l.RunID)
+	message, id := d.store.Message, l.RunID.String()
+	if l.Cancel {
+		message, id = d.store.CancelMessage, CancelMessageID(l.RunID)
+	}
+	body, err := message(ctx, l.OrganizationID, l.RunID)
 	if errors.Is(err, ErrNotFound) {
 		return "" // swept with its Run meanwhile: nothing to deliver
 	}
@@ -307,8 +311,8 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 			slog.String("run_id", l.RunID.String()), slog.Int("attempt", l.Attempt), slog.String("error", err.Error()))
 		return ""
 	}
-	a := d.post(ctx, l, body)
-	e := End{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt, Outcome: a.outcome,
+	a := d.post(ctx, id, body)
+	e := End{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt, Cancel: l.Cancel, Outcome: a.outcome,
 		StatusCode: a.status, Answer: a.answer}
 	if a.outcome == OutcomeRetry {
 		e.RetryIn = d.backoff(l.Attempt, a.retryAfter)
@@ -322,7 +326,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 	if d.cfg.Observer != nil {
 		d.cfg.Observer.ObserveDispatchAttempt(string(a.outcome), time.Since(start))
 	}
-	attrs := []slog.Attr{slog.String("run_id", l.RunID.String()), slog.Int("attempt", l.Attempt),
+	attrs := []slog.Attr{slog.String("run_id", l.RunID.String()), slog.Bool("cancel", l.Cancel), slog.Int("attempt", l.Attempt),
 		slog.String("outcome", string(a.outcome)), slog.Int("status", a.status), slog.String("answer", a.answer)}
 	switch {
 	case err != nil:
@@ -347,14 +351,13 @@ type answer struct {
 }
 
 // post sends body to the runtime, signed, and classifies the answer.
-func (d *Dispatcher) post(ctx context.Context, l Leased, body []byte) answer {
+func (d *Dispatcher) post(ctx context.Context, id string, body []byte) answer {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return answer{outcome: OutcomeFailed, answer: "the request could not be built: " + err.Error()}
 	}
-	id := l.RunID.String()
 	now := time.Now()
 	sig, err := d.signer.Sign(id, now, body)
 	if err != nil {

@@ -43,6 +43,16 @@
 // console, and while its process does not dispatch and Runs are pending
 // it says so with a WARN every few minutes: dispatch off is never silent.
 //
+// Cancel requests (agent.run_cancels, written by runs.Store.Cancel for a
+// Run the runtime has or may have) travel the same way: leased in the same
+// pass (first, as they are few), fenced by the same attempt number,
+// signed with the same secret, retried with the same back-off. Their
+// webhook-id is [CancelMessageID], their body a [CancelMessage]. A Run
+// cancelled before it was delivered has its dispatch cancelled
+// ([StateCancelled]) in the transaction that cancels it: never leased
+// again, and an attempt in flight then ends without marking the Run
+// dispatched, as its fence asks for a pending dispatch.
+//
 // Every attempt is recorded (agent.run_dispatch_attempts: the newest
 // [KeptAttempts] of each dispatch), and with the Run's status changes
 // (runs.Store.StatusChanges) they make the Run's timeline. Dispatch rows

@@ -64,5 +64,39 @@ type MessageSnapshot struct {
 	CreatedAt          time.Time       `json:"created_at"`
 }
 
+// CancelMessageType is the type of a cancel request: a Run the runtime was
+// handed (or may have been) is cancelled, and should stop.
+const CancelMessageType = "run.cancel_requested"
+
+// CancelMessage is the body of a cancel request, a Standard Webhooks
+// message: its type, a timestamp (when the cancel was asked for, so every
+// redelivery is the same bytes) and its data. Its webhook-id is
+// [CancelMessageID] of the Run.
+type CancelMessage struct {
+	Type      string            `json:"type"`
+	Timestamp time.Time         `json:"timestamp"`
+	Data      CancelMessageData `json:"data"`
+}
+
+// CancelMessageData names the Run to stop and where to report it.
+type CancelMessageData struct {
+	Run CancelMessageRun `json:"run"`
+	// Reason is the canceller's, for a person; nil for none.
+	Reason *string `json:"reason"`
+	// StatusURL is where the runtime reports the Run cancelled (PUT).
+	StatusURL string `json:"status_url"`
+}
+
+// CancelMessageRun identifies the Run of a cancel request.
+type CancelMessageRun struct {
+	ID             uuid.UUID `json:"id"`
+	OrganizationID uuid.UUID `json:"organization_id"`
+}
+
+// CancelMessageID returns the webhook-id of Run runID's cancel request:
+// distinct from the Run's own delivery (the Run id), the same on every
+// redelivery.
+func CancelMessageID(runID uuid.UUID) string { return "cancel_" + runID.String() }
+
 // StatusPath returns the path of Run runID's status reports.
 func StatusPath(runID uuid.UUID) string { return "/v1/runs/" + runID.String() + "/status" }

@@ -58,7 +58,7 @@ WITH due AS (
 	WHERE (@all::boolean OR a.organization_id = ANY(@keys::uuid[]))
 		AND a.run_id = l.run_id AND a.organization_id = l.organization_id AND a.attempt <= l.attempts - @kept::integer
 )
-SELECT l.organization_id, l.run_id, l.attempts FROM leased l`
+SELECT l.organization_id, l.run_id, l.attempts, false FROM leased l`
 
 // leaseDue is the lease pass's read of what is due, grouped by shard.
 var leaseDue = shardpass.New("agent.run_dispatches", dispatchDue)
@@ -203,3 +203,68 @@ WHERE d.state = 'pending'`
 // run_dispatches_failed_idx (partial on failed).
 const dispatchFailedCount = `
 SELECT count(*) FROM agent.run_dispatches d WHERE d.state = 'failed'`
+
+// cancelDue finds the pending cancel requests that are due, as dispatchDue
+// does the dispatches.
+const cancelDue = `
+SELECT c.organization_id::text
+FROM agent.run_cancels c
+WHERE c.state = 'pending' AND c.next_attempt_at <= agent.clock(@now)
+ORDER BY c.next_attempt_at
+LIMIT @limit`
+
+// leaseCancelsDue is the lease pass's read of the cancel requests due,
+// grouped by shard.
+var leaseCancelsDue = shardpass.New("agent.run_cancels", cancelDue)
+
+// cancelLease leases at most @limit due cancel requests of one shard, as
+// dispatchLease does dispatches (the same fence: the attempt number, the
+// lease's end in next_attempt_at), without an attempts table: a cancel's
+// row keeps its last answer.
+const cancelLease = `
+WITH due AS (
+	SELECT c.run_id, c.organization_id
+	FROM agent.run_cancels c
+	WHERE (@all::boolean OR c.organization_id = ANY(@keys::uuid[]))
+		AND c.state = 'pending' AND c.next_attempt_at <= @clock::timestamptz
+	ORDER BY c.next_attempt_at
+	LIMIT @limit
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE agent.run_cancels AS c
+SET attempts = c.attempts + 1, next_attempt_at = @lease_end::timestamptz, last_attempt_at = @clock::timestamptz
+FROM due
+WHERE (@all::boolean OR c.organization_id = ANY(@keys::uuid[]))
+	AND c.run_id = due.run_id AND c.organization_id = due.organization_id
+RETURNING c.organization_id, c.run_id, c.attempts, true`
+
+// cancelMessage reads what a cancel request carries. $1 org, $2 Run.
+const cancelMessage = `
+SELECT c.requested_at, c.reason
+FROM agent.run_cancels c
+WHERE c.organization_id = $1 AND c.run_id = $2`
+
+// cancelEnd writes how an attempt to deliver a cancel request ended,
+// fenced as dispatchEnd is: only while the request is pending and its
+// attempts still hold @attempt. It answers whether the fence held.
+const cancelEnd = `
+WITH ended AS (
+	UPDATE agent.run_cancels AS c
+	SET state = @state::text,
+		next_attempt_at = coalesce(@next_attempt_at::timestamptz, c.next_attempt_at),
+		delivered_at = @dispatched_at::timestamptz,
+		failed_at = @failed_at::timestamptz,
+		last_status_code = @status_code::integer,
+		last_error = @last_error::text
+	WHERE c.run_id = @run::uuid AND c.organization_id = @org::uuid
+		AND c.attempts = @attempt::integer AND c.state = 'pending'
+	RETURNING c.run_id
+)
+SELECT EXISTS (SELECT FROM ended)`
+
+// cancelGet reads a Run's cancel request. $1 org, $2 Run.
+const cancelGet = `
+SELECT c.requested_at, c.requested_by, c.reason, c.state, c.attempts, c.delivered_at, c.failed_at,
+	c.last_status_code, c.last_error
+FROM agent.run_cancels c
+WHERE c.organization_id = $1 AND c.run_id = $2`

@@ -40,6 +40,9 @@ const (
 	StatePending    = "pending"
 	StateDispatched = "dispatched"
 	StateFailed     = "failed"
+	// StateCancelled is a dispatch stopped by a cancel of its Run before
+	// it was delivered (runs.Store.Cancel): never leased again.
+	StateCancelled = "cancelled"
 )
 
 // Outcome is how a delivery attempt ended.
@@ -92,9 +95,13 @@ type Leased struct {
 	OrganizationID uuid.UUID
 	RunID          uuid.UUID
 	Attempt        int
+	// Cancel is set for a Run's cancel request (agent.run_cancels), unset
+	// for its dispatch.
+	Cancel bool
 }
 
-// LeasePass leases at most limit due dispatches for lease, in one
+// LeasePass leases at most limit due cancel requests and dispatches (the
+// cancel requests first) for lease, in one
 // statement per shard that holds some (one over the whole table on
 // PostgreSQL; see internal/shardpass), and starts an attempt for each; see
 // dispatchLease. Replicas running passes at once lease disjoint sets. It
@@ -109,6 +116,23 @@ func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (
 	clock, err := shardpass.Clock(ctx, s.db, s.clock.Arg())
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: lease: read the clock: %w", err)
+	}
+	// Cancel requests first: they are few, and each stops work the
+	// runtime would do for nothing.
+	err = leaseCancelsDue.Run(ctx, s.db, limit, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
+		rows, err := s.db.Query(ctx, cancelLease, g.Args(pgx.NamedArgs{"clock": clock, "lease_end": clock.Add(lease)}))
+		if err != nil {
+			return err
+		}
+		leased, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Leased])
+		all = append(all, leased...)
+		return err
+	})
+	if err != nil {
+		return all, fmt.Errorf("dispatch: lease cancel requests: %w", err)
+	}
+	if limit -= len(all); limit == 0 {
+		return all, nil
 	}
 	err = leaseDue.Run(ctx, s.db, limit, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
 		rows, err := s.db.Query(ctx, dispatchLease, g.Args(pgx.NamedArgs{
@@ -160,6 +184,61 @@ func (s *Store) Message(ctx context.Context, org, runID uuid.UUID) (_ []byte, er
 	return json.Marshal(m)
 }
 
+// CancelMessage returns the body of the cancel request of Run runID: the
+// JSON of its [CancelMessage], the same bytes every time. It returns
+// [ErrNotFound] when org has no cancel request of the Run.
+func (s *Store) CancelMessage(ctx context.Context, org, runID uuid.UUID) (_ []byte, err error) {
+	defer dberr.Annotate(&err)
+	var (
+		at     time.Time
+		reason *string
+	)
+	if err := s.db.QueryRow(ctx, cancelMessage, org, runID).Scan(&at, &reason); err != nil {
+		return nil, sqlarg.RowError(err, ErrNotFound, "dispatch: reading the cancel request")
+	}
+	return json.Marshal(CancelMessage{Type: CancelMessageType, Timestamp: at.UTC(), Data: CancelMessageData{
+		Run: CancelMessageRun{ID: runID, OrganizationID: org}, Reason: reason, StatusURL: StatusPath(runID),
+	}})
+}
+
+// States of a cancel request ([Cancel.State]).
+const (
+	CancelPending   = "pending"
+	CancelDelivered = "delivered"
+	CancelFailed    = "failed"
+	CancelSkipped   = "skipped"
+)
+
+// Cancel is a Run's cancel request as stored.
+type Cancel struct {
+	RequestedAt time.Time `json:"requested_at"`
+	// RequestedBy is who asked (the token's sub); nil when unknown.
+	RequestedBy *string `json:"requested_by"`
+	Reason      *string `json:"reason"`
+	// State is pending (to deliver to the runtime), delivered, failed (the
+	// runtime refused it) or skipped (the Run was cancelled before any
+	// attempt to deliver it: nothing to tell the runtime).
+	State          string     `json:"state"`
+	Attempts       int        `json:"attempts"`
+	DeliveredAt    *time.Time `json:"delivered_at"`
+	FailedAt       *time.Time `json:"failed_at"`
+	LastStatusCode *int       `json:"last_status_code"`
+	LastError      *string    `json:"last_error"`
+}
+
+// GetCancel returns the cancel request of Run runID of org, or
+// [ErrNotFound] when nobody cancelled it.
+func (s *Store) GetCancel(ctx context.Context, org, runID uuid.UUID) (_ *Cancel, err error) {
+	defer dberr.Annotate(&err)
+	var c Cancel
+	err = s.db.QueryRow(ctx, cancelGet, org, runID).Scan(&c.RequestedAt, &c.RequestedBy, &c.Reason, &c.State,
+		&c.Attempts, &c.DeliveredAt, &c.FailedAt, &c.LastStatusCode, &c.LastError)
+	if err != nil {
+		return nil, sqlarg.RowError(err, ErrNotFound, "dispatch: get cancel request")
+	}
+	return &c, nil
+}
+
 // idempotencyKey is the client's key of a start key: after the namespace
 // (runs.SavedSearchStartKey, runs.DirectStartKey).
 func idempotencyKey(startKey string) string {
@@ -182,6 +261,9 @@ type End struct {
 	RunID          uuid.UUID
 	// Attempt is the number [Store.LeasePass] gave the attempt: its fence.
 	Attempt int
+	// Cancel is set for an attempt to deliver a cancel request
+	// ([Leased.Cancel]).
+	Cancel bool
 	// Outcome is OutcomeDelivered, OutcomeRetry or OutcomeFailed.
 	Outcome Outcome
 	// StatusCode is the runtime's HTTP status; 0 when none came (a
@@ -229,7 +311,17 @@ func (s *Store) End(ctx context.Context, e End) (held bool, err error) {
 	case OutcomeFailed:
 		args["state"], args["failed_at"] = StateFailed, clock
 	}
-	err = s.db.QueryRow(ctx, dispatchEnd, args).Scan(&held)
+	q := dispatchEnd
+	if e.Cancel {
+		q = cancelEnd
+		if e.Outcome == OutcomeDelivered {
+			args["state"] = CancelDelivered
+		}
+		delete(args, "outcome")
+		delete(args, "answer")
+		delete(args, "clock")
+	}
+	err = s.db.QueryRow(ctx, q, args).Scan(&held)
 	if err != nil {
 		return false, fmt.Errorf("dispatch: end attempt: %w", err)
 	}

@@ -30,6 +30,7 @@ var distributed = []string{
 	"agent.provider_inbox",
 	"agent.provider_inbox_copies",
 	"agent.provider_jobs",
+	"agent.run_cancels",
 	"agent.run_dispatch_attempts",
 	"agent.run_dispatch_retries",
 	"agent.run_dispatches",

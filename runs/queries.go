@@ -14,7 +14,8 @@ const (
 	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options, `
 	runColumnsTail = `,
 	r.created_by, r.created_at, r.retain_until,
-	r.version, coalesce(r.updated_at, r.created_at), r.result_ref, r.error_code, r.error_message`
+	r.version, coalesce(r.updated_at, r.created_at), r.result_ref, r.error_code, r.error_message,
+	r.cancel_requested_at`
 )
 
 // runInsert admits a Run, or does nothing when its start key is taken.
@@ -148,7 +149,12 @@ var runListFilter = struct{ savedSearch, status, after, before string }{
 
 // runStatusSet applies a runtime's status report when it moves the Run
 // forward: to running from queued or dispatched, to a terminal status from
-// any status that is not one. The condition is the transition rule itself,
+// any status that is not one. With @stopped (a cancel before dispatch,
+// [Store.Cancel]) it changes the Run only when the cancel's first
+// statement, runDispatchStop, stopped its dispatch in the same
+// transaction; a runtime's report passes false. The subquery names the
+// organization itself, not through r: a cluster routes it to the
+// organization's shard only so. The condition is the transition rule itself,
 // so it holds under concurrency: a concurrent report that got there first
 // makes this one re-check against the row it left, and change nothing. No
 // row: the report changes nothing (or the Run is not the organization's);
@@ -169,6 +175,9 @@ SET status = @status::text, version = r.version + 1, updated_at = agent.clock(@n
 	result_ref = @result_ref::text, error_code = @error_code::text, error_message = @error_message::text
 WHERE r.organization_id = @org::uuid AND r.id = @id::uuid
 	AND (r.status IN ('queued', 'dispatched') OR (r.status = 'running' AND @status::text <> 'running'))
+	AND (NOT @stopped::boolean OR EXISTS (
+		SELECT FROM agent.run_dispatches d
+		WHERE d.organization_id = @org::uuid AND d.run_id = @id::uuid AND d.state = 'cancelled'))
 RETURNING ` + runColumns
 
 const statusChangeInsert = `
@@ -187,3 +196,51 @@ SELECT c.version, c.status, c.changed_at, c.reported_by, c.result_ref, c.error_c
 FROM agent.run_status_changes c
 WHERE c.run_id = $2 AND c.organization_id = $1
 ORDER BY c.version`
+
+// runDispatchStop is the first statement of a cancel ([Store.Cancel]): it
+// stops the dispatch of a Run still queued, pending (due, waiting for a
+// retry, or with an attempt in flight) or failed, by making it cancelled.
+// Its row lock is the one the dispatcher's lease (FOR UPDATE SKIP LOCKED)
+// and the end of an attempt take: a lease committed first leaves the
+// dispatch pending with one more attempt, which this re-checks and stops
+// (the cancel request then tells the runtime, as the attempt may reach it);
+// an end that recorded a delivery first leaves it dispatched, which this
+// leaves alone (the Run is the runtime's: a cancel request). Once this
+// commits the dispatch is never leased, and an attempt in flight ends
+// without marking the Run dispatched (its fence asks for pending).
+const runDispatchStop = `
+UPDATE agent.run_dispatches AS d
+SET state = 'cancelled', failed_at = NULL
+FROM agent.runs r
+WHERE d.organization_id = @org::uuid AND d.run_id = @id::uuid
+	AND r.organization_id = @org::uuid AND r.id = @id::uuid
+	AND r.status = 'queued' AND d.state IN ('pending', 'failed')`
+
+// runCancelRequest records when a cancel was first asked for: of a Run the
+// runtime has (dispatched or running), or of one runStatusSet just
+// cancelled before dispatch (its dispatch cancelled). Set once: a repeat,
+// or a Run the runtime cancelled on its own, changes nothing.
+const runCancelRequest = `
+UPDATE agent.runs AS r
+SET cancel_requested_at = agent.clock(@now)
+WHERE r.organization_id = @org::uuid AND r.id = @id::uuid AND r.cancel_requested_at IS NULL
+	AND (r.status IN ('dispatched', 'running') OR (r.status = 'cancelled' AND EXISTS (
+		SELECT FROM agent.run_dispatches d
+		WHERE d.organization_id = @org::uuid AND d.run_id = @id::uuid AND d.state = 'cancelled')))`
+
+// cancelInsert writes the record of a cancel and its message to the
+// runtime (agent.run_cancels, delivered by package dispatch), once per Run:
+// pending, due now, for a Run the runtime has or may have (an attempt to
+// deliver it was made: it may be in flight, or have reached the runtime
+// without an answer); skipped for a Run cancelled before any attempt. A
+// repeat conflicts and writes nothing.
+const cancelInsert = `
+INSERT INTO agent.run_cancels
+	(run_id, organization_id, requested_at, requested_by, reason, state, next_attempt_at)
+SELECT r.id, r.organization_id, r.cancel_requested_at, @requested_by::text, @reason::text,
+	CASE WHEN r.status <> 'cancelled' OR coalesce(d.attempts, 1) > 0 THEN 'pending' ELSE 'skipped' END,
+	r.cancel_requested_at
+FROM agent.runs r
+LEFT JOIN agent.run_dispatches d ON d.organization_id = r.organization_id AND d.run_id = r.id
+WHERE r.organization_id = @org::uuid AND r.id = @id::uuid AND r.cancel_requested_at IS NOT NULL
+ON CONFLICT DO NOTHING`

@@ -132,6 +132,9 @@ type Run struct {
 	// Error is what the runtime reported a failed or cancelled Run ended
 	// with; nil otherwise.
 	Error *RunError `json:"error"`
+	// CancelRequestedAt is when a cancel was first asked for
+	// ([Store.Cancel]); nil when none was.
+	CancelRequestedAt *time.Time `json:"cancel_requested_at"`
 
 	// StartKey, RequestHash and CreatedBy are stored but not part of the
 	// Run's JSON.
@@ -240,6 +243,12 @@ func (r Run) AppendJSON(b []byte) (_ []byte, err error) {
 		b = append(b, `,"message":`...)
 		b = jsonenc.NullString(b, r.Error.Message)
 		b = append(b, '}')
+	}
+	b = append(b, `,"cancel_requested_at":`...)
+	if r.CancelRequestedAt == nil {
+		b = append(b, "null"...)
+	} else if b, err = jsonenc.Time(b, *r.CancelRequestedAt); err != nil {
+		return nil, err
 	}
 	b = append(b, `,"created_by":`...)
 	b = jsonenc.NullString(b, r.CreatedBy)
@@ -541,7 +550,7 @@ func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string)
 		(*[16]byte)(&run.ID), (*[16]byte)(&run.OrganizationID), &run.Kind, &run.StartKey, &run.RequestHash,
 		&searchID, &runSnap, &run.Name, &run.Status, &run.Options, &run.Input,
 		&run.CreatedBy, &run.CreatedAt, &run.RetainUntil,
-		&run.Version, &run.UpdatedAt, &run.ResultRef, &errCode, &errMessage,
+		&run.Version, &run.UpdatedAt, &run.ResultRef, &errCode, &errMessage, &run.CancelRequestedAt,
 		&snapID, &snapSearch, &version, &hash, &createdAt)
 	if err != nil {
 		return nil, nil, translate("lookup start", err)
@@ -662,7 +671,7 @@ func (r *runScan) scanDest() []any {
 	return []any{&r.ID, &r.OrganizationID, &r.Kind, &r.StartKey, &r.RequestHash,
 		&r.SavedSearchID, &r.SnapshotID, &r.Name, &r.Status, &r.Options, &r.Input,
 		&r.CreatedBy, &r.CreatedAt, &r.RetainUntil,
-		&r.Version, &r.UpdatedAt, &r.ResultRef, &r.errCode, &r.errMessage}
+		&r.Version, &r.UpdatedAt, &r.ResultRef, &r.errCode, &r.errMessage, &r.CancelRequestedAt}
 }
 
 func (r *runScan) run() *Run {

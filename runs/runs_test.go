@@ -129,7 +129,7 @@ func TestRunJSONHasTheContractShape(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	want := []string{"created_at", "created_by", "error", "id", "idempotency_key", "input", "kind", "name", "options",
+	want := []string{"cancel_requested_at", "created_at", "created_by", "error", "id", "idempotency_key", "input", "kind", "name", "options",
 		"organization_id", "result_ref", "retain_until", "saved_search_id", "snapshot_id", "status", "updated_at", "version"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("Run JSON keys = %v, want %v", keys, want)

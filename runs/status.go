@@ -124,6 +124,8 @@ type FinishedError struct {
 	// Status and Version are the Run's, as it finished.
 	Status  string
 	Version int64
+	// Cancel is set when a cancel ([Store.Cancel]) found the Run finished.
+	Cancel bool
 }
 
 func (e *FinishedError) Error() string {
@@ -138,6 +140,9 @@ func (e *FinishedError) ErrorCode() string { return "run_finished" }
 
 // ErrorDetail says how the Run finished.
 func (e *FinishedError) ErrorDetail() string {
+	if e.Cancel {
+		return "the Run finished as " + e.Status + " before it could be cancelled; a finished Run never changes"
+	}
 	return "the Run finished as " + e.Status + "; a finished Run never changes, and this report would change it"
 }
 
@@ -181,7 +186,7 @@ func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (
 	err = sendInTx(ctx, s.db, func(b *pgx.Batch) {
 		b.Queue(runStatusSet, pgx.StrictNamedArgs{
 			"org": org, "id": id, "status": r.Status, "result_ref": sqlarg.Null(r.ResultRef),
-			"error_code": code, "error_message": message, "now": s.nowArg(),
+			"error_code": code, "error_message": message, "now": s.nowArg(), "stopped": false,
 		}).QueryRow(func(row pgx.Row) error {
 			changed, err := scanRun(row)
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {

@@ -45,7 +45,8 @@ WHERE r.organization_id = $1 AND r.start_key = $2
 const thinRunColumns = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
 	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options, r.input,
 	r.created_by, r.created_at, r.retain_until,
-	r.version, coalesce(r.updated_at, r.created_at), r.result_ref, r.error_code, r.error_message`
+	r.version, coalesce(r.updated_at, r.created_at), r.result_ref, r.error_code, r.error_message,
+	r.cancel_requested_at`
 
 // savedsearch.savedSearchExists.
 const thinSavedSearchExists = `
@@ -150,33 +151,34 @@ func (t *thin) handler() http.Handler {
 }
 
 type thinRun struct {
-	ID             uuid.UUID       `json:"id"`
-	OrganizationID uuid.UUID       `json:"organization_id"`
-	Kind           string          `json:"kind"`
-	SavedSearchID  pgtype.UUID     `json:"saved_search_id"`
-	SnapshotID     pgtype.UUID     `json:"snapshot_id"`
-	Name           *string         `json:"name"`
-	Status         string          `json:"status"`
-	Options        json.RawMessage `json:"options"`
-	Input          json.RawMessage `json:"input"`
-	CreatedAt      time.Time       `json:"created_at"`
-	RetainUntil    time.Time       `json:"retain_until"`
-	Version        int64           `json:"version"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	ResultRef      *string         `json:"result_ref"`
-	Error          *thinRunError   `json:"error"`
-	errCode        *string
-	errMessage     *string
-	StartKey       string  `json:"-"`
-	RequestHash    string  `json:"-"`
-	CreatedBy      *string `json:"-"`
+	ID              uuid.UUID       `json:"id"`
+	OrganizationID  uuid.UUID       `json:"organization_id"`
+	Kind            string          `json:"kind"`
+	SavedSearchID   pgtype.UUID     `json:"saved_search_id"`
+	SnapshotID      pgtype.UUID     `json:"snapshot_id"`
+	Name            *string         `json:"name"`
+	Status          string          `json:"status"`
+	Options         json.RawMessage `json:"options"`
+	Input           json.RawMessage `json:"input"`
+	CreatedAt       time.Time       `json:"created_at"`
+	RetainUntil     time.Time       `json:"retain_until"`
+	Version         int64           `json:"version"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+	ResultRef       *string         `json:"result_ref"`
+	Error           *thinRunError   `json:"error"`
+	CancelRequested *time.Time      `json:"cancel_requested_at"`
+	errCode         *string
+	errMessage      *string
+	StartKey        string  `json:"-"`
+	RequestHash     string  `json:"-"`
+	CreatedBy       *string `json:"-"`
 }
 
 func (r *thinRun) dest() []any {
 	return []any{(*[16]byte)(&r.ID), (*[16]byte)(&r.OrganizationID), &r.Kind, &r.StartKey, &r.RequestHash,
 		&r.SavedSearchID, &r.SnapshotID, &r.Name, &r.Status, &r.Options, &r.Input,
 		&r.CreatedBy, &r.CreatedAt, &r.RetainUntil,
-		&r.Version, &r.UpdatedAt, &r.ResultRef, &r.errCode, &r.errMessage}
+		&r.Version, &r.UpdatedAt, &r.ResultRef, &r.errCode, &r.errMessage, &r.CancelRequested}
 }
 
 // thinRunError is a Run's error: null on every Run a start answers.

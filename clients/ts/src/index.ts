@@ -38,6 +38,8 @@ export type Dispatch = components["schemas"]["Dispatch"];
 export type StatusReport = components["schemas"]["StatusReport"];
 /** The body of a dispatch: what searchd POSTs to the runtime for every admitted Run (verifyDispatch). */
 export type RunDispatch = components["schemas"]["RunDispatch"];
+/** The body of a cancel request: searchd asks the runtime to stop a Run (verifyCancel). */
+export type RunCancelRequest = components["schemas"]["RunCancelRequest"];
 export type RunPage = components["schemas"]["RunPage"];
 export type SavedSearchPage = components["schemas"]["SavedSearchPage"];
 export type SavedSearchSummary = components["schemas"]["SavedSearchSummary"];
@@ -298,6 +300,19 @@ export class SearchdClient {
   }
 
   /**
+   * Cancels a Run. A queued Run is cancelled at once and never dispatched; a
+   * Run the runtime has keeps its status, with cancel_requested_at set,
+   * until the runtime reports it cancelled (one that succeeds or fails first
+   * keeps how it finished). Idempotent, so it is retried like a read: a
+   * repeat answers the Run as it is. A Run that succeeded or failed fails
+   * with code run_finished, which is final. reason: at most 500 characters.
+   */
+  async cancelRun(id: string, o: { reason?: string; signal?: AbortSignal } = {}): Promise<Run> {
+    const body = o.reason === undefined ? {} : { reason: o.reason };
+    return (await this.call({ method: "POST", path: `/v1/runs/${encodeURIComponent(id)}/cancel`, body, safety: "repeatable", signal: o.signal })).body as Run;
+  }
+
+  /**
    * A page of Runs, newest first. Each filter set keeps the Runs it matches
    * (savedSearchId, status, idempotencyKey, and createdAfter and
    * createdBefore, RFC 3339 instants, both exclusive); pass the same
@@ -507,6 +522,35 @@ export interface VerifyOptions {
  * not verify. Uses Web Crypto (browsers, Node 18+).
  */
 export async function verifyDispatch(secret: string, headers: Headers | Record<string, string>, body: string, o: VerifyOptions = {}): Promise<RunDispatch> {
+  const id = await verifySignature(secret, headers, body, o);
+  const d = safeJSON(body) as RunDispatch | undefined;
+  if (!d || d.type !== "run.admitted" || d.data?.run?.id !== id) throw new DispatchVerificationError("the body is not a dispatch of the Run webhook-id names");
+  return d;
+}
+
+/**
+ * Verifies a cancel request as a runtime receives it and returns its body,
+ * as verifyDispatch does a dispatch: its webhook-id is "cancel_" and the
+ * Run id, its type run.cancel_requested. Stop the Run (or do not start
+ * it), then report it cancelled; deduplicate by the webhook-id. Tell a
+ * cancel request from a dispatch by isCancel(headers). Throws
+ * DispatchVerificationError for anything that does not verify.
+ */
+export async function verifyCancel(secret: string, headers: Headers | Record<string, string>, body: string, o: VerifyOptions = {}): Promise<RunCancelRequest> {
+  const id = await verifySignature(secret, headers, body, o);
+  const c = safeJSON(body) as RunCancelRequest | undefined;
+  if (!c || c.type !== "run.cancel_requested" || `cancel_${c.data?.run?.id}` !== id) throw new DispatchVerificationError("the body is not a cancel request of the Run webhook-id names");
+  return c;
+}
+
+/** Reports whether a message searchd POSTed is a cancel request (verifyCancel) rather than a dispatch (verifyDispatch), by its webhook-id. */
+export function isCancel(headers: Headers | Record<string, string>): boolean {
+  const h = headers instanceof Headers ? headers : new Headers(headers);
+  return (h.get("webhook-id") ?? "").startsWith("cancel_");
+}
+
+/** Checks a message's Standard Webhooks signature and timestamp, and returns its webhook-id. */
+async function verifySignature(secret: string, headers: Headers | Record<string, string>, body: string, o: VerifyOptions): Promise<string> {
   const h = headers instanceof Headers ? headers : new Headers(headers);
   const id = h.get("webhook-id");
   const ts = h.get("webhook-timestamp");
@@ -525,9 +569,7 @@ export async function verifyDispatch(secret: string, headers: Headers | Record<s
     return version === "v1" && sig !== undefined && constantTimeEqual(sig, expected);
   });
   if (!match) throw new DispatchVerificationError("no signature matches");
-  const d = safeJSON(body) as RunDispatch | undefined;
-  if (!d || d.type !== "run.admitted" || d.data?.run?.id !== id) throw new DispatchVerificationError("the body is not a dispatch of the Run webhook-id names");
-  return d;
+  return id;
 }
 
 function base64ToBytes(b64: string): Uint8Array<ArrayBuffer> {

@@ -674,6 +674,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Run id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a Run
+         * @description Cancels a Run of the caller's organization. A Run not yet handed to the runtime (queued) is cancelled at once and never dispatched: its dispatch is stopped in the same transaction, so no delivery of it is recorded after this answers, and its status change (version + 1) is recorded with the token's sub. If an attempt to deliver it was already on its way, the runtime is sent a cancel request as well. A Run the runtime has (dispatched or running) stays as it is, with cancel_requested_at set, and searchd sends the runtime a signed cancel request (the runCancelRequested webhook), delivered at least once with retries; the Run becomes cancelled when the runtime reports it (PUT /v1/runs/{id}/status). A Run that succeeds or fails before the runtime stops it keeps how it finished. Idempotent: cancelling a Run cancelled already, or whose cancel was requested already, answers 200 with the Run and changes or sends nothing (the first cancel's reason stays). A Run that succeeded or failed answers 409 run_finished; another organization's Run is 404. The body is optional: {"reason": "..."}, at most 500 characters.
+         */
+        post: operations["cancelRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     runAdmitted: {
@@ -690,6 +713,26 @@ export interface webhooks {
          * @description searchd's dispatcher POSTs every admitted Run to SEARCHD_RUNTIME_URL, signed as a Standard Webhooks message with SEARCHD_RUNTIME_SECRET; verify the signature before trusting the body (the Go client's VerifyDispatch, the TypeScript client's verifyDispatch). webhook-id is the Run id: a redelivery (after a lost answer, a timeout, a 5xx) carries the same id and body, so a runtime that has it already answers 2xx again and runs nothing twice. Answer 2xx once the Run is safely yours (the dispatch is then done and the Run dispatched); 5xx, 408 or 429 (with Retry-After, honoured) to be asked again later; any other 4xx marks the dispatch failed, with your answer recorded, until an operator retries it. Then report the Run's status with PUT /v1/runs/{id}/status.
          */
         post: operations["runAdmitted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    runCancelRequested: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop a Run (searchd to the runtime)
+         * @description When a Run the runtime has (or may have) is cancelled, searchd's dispatcher POSTs a cancel request to SEARCHD_RUNTIME_URL, signed as a Standard Webhooks message with SEARCHD_RUNTIME_SECRET, like a Run's dispatch; tell the two apart by the body's type (run.cancel_requested) or the webhook-id (cancel_ followed by the Run id). Deduplicate by webhook-id. Stop the Run if it is running, do not start it if it has not started (a cancel can overtake a delivery that was on its way: remember it by Run id), then report it cancelled with PUT /v1/runs/{id}/status; a cancel for a Run that finished, or that you never got, is answered 2xx all the same. A Run cancelled before the runtime took it is cancelled in searchd already: a report on it answers 409 run_finished, which also means stop. Answer 2xx once the request is taken; 5xx, 408 or 429 to be asked again later (with back-off, Retry-After honoured); any other 4xx ends the delivery, recorded.
+         */
+        post: operations["runCancelRequested"];
         delete?: never;
         options?: never;
         head?: never;
@@ -834,7 +877,7 @@ export interface components {
             snapshot_id: string | null;
             name: string | null;
             /**
-             * @description queued at admission; dispatched once the runtime acknowledged its delivery; then what the runtime reports: running, and one of succeeded, failed, cancelled. A status only moves forward, and a finished one never changes.
+             * @description queued at admission; dispatched once the runtime acknowledged its delivery; then what the runtime reports: running, and one of succeeded, failed, cancelled. A status only moves forward, and a finished one never changes. A cancel (POST /v1/runs/{id}/cancel) sets cancelled at once while the Run is queued; later, the runtime reports it.
              * @enum {string}
              */
             status: "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
@@ -868,6 +911,11 @@ export interface components {
             result_ref: string | null;
             /** @description How a failed or cancelled Run ended, as its runtime reported it; null otherwise. */
             error: components["schemas"]["RunError"] | null;
+            /**
+             * Format: date-time
+             * @description When a cancel was first asked for (POST /v1/runs/{id}/cancel); null when nobody cancelled the Run. A Run the runtime has stays dispatched or running with this set until the runtime reports it cancelled (or finished: a Run that succeeds or fails anyway keeps how it finished).
+             */
+            cancel_requested_at: string | null;
         };
         /** @description A Run as the list shows it: the Run without its input (GET /v1/runs/{id} has it), with the input's size instead. */
         RunListItem: {
@@ -1189,10 +1237,10 @@ export interface components {
             /** @description Words for a person, at most 2000 characters. */
             message?: string | null;
         };
-        /** @description The hand-off of a Run to the runtime (the outbox row its admission wrote). pending: to deliver (next_attempt_at says when); dispatched: the runtime answered 2xx; failed: the runtime refused it (a 4xx other than 408 and 429) and an operator must retry it. */
+        /** @description The hand-off of a Run to the runtime (the outbox row its admission wrote). pending: to deliver (next_attempt_at says when); dispatched: the runtime answered 2xx; failed: the runtime refused it (a 4xx other than 408 and 429) and an operator must retry it. cancelled: the Run was cancelled before the runtime took it, and it is never delivered. */
         Dispatch: {
             /** @enum {string} */
-            state: "pending" | "dispatched" | "failed";
+            state: "pending" | "dispatched" | "failed" | "cancelled";
             /** @description Delivery attempts made. */
             attempts: number;
             /**
@@ -1261,6 +1309,11 @@ export interface components {
             result_ref: string | null;
             /** @description How a failed or cancelled Run ended, as its runtime reported it; null otherwise. */
             error: components["schemas"]["RunError"] | null;
+            /**
+             * Format: date-time
+             * @description When a cancel was first asked for (POST /v1/runs/{id}/cancel); null when nobody cancelled the Run. A Run the runtime has stays dispatched or running with this set until the runtime reports it cancelled (or finished: a Run that succeeds or fails anyway keeps how it finished).
+             */
+            cancel_requested_at: string | null;
             /** @description The Run's dispatch to the runtime; null for a Run that has none (none admitted since migration 00016). */
             dispatch: components["schemas"]["Dispatch"] | null;
         };
@@ -1419,6 +1472,33 @@ export interface components {
             items: components["schemas"]["ServiceKey"][];
             /** @description Always null: the keys come in one page. */
             next_cursor: null;
+        };
+        /** @description The optional body of a cancel. An empty body, or {}, cancels without a reason. */
+        CancelRequest: {
+            /** @description Why, for a person: at most 500 characters of text, recorded with the cancel and sent to the runtime in the cancel request. */
+            reason?: string;
+        };
+        /** @description The body of a cancel request: a Standard Webhooks message searchd POSTs to SEARCHD_RUNTIME_URL when a Run the runtime has (or may have) is cancelled, signed like a dispatch with SEARCHD_RUNTIME_SECRET. webhook-id is cancel_ followed by the Run id, and every redelivery is the same body under the same webhook-id: deduplicate by it. */
+        RunCancelRequest: {
+            /** @enum {string} */
+            type: "run.cancel_requested";
+            /**
+             * Format: date-time
+             * @description When the cancel was asked for, the same on every redelivery.
+             */
+            timestamp: string;
+            data: {
+                run: {
+                    /** Format: uuid */
+                    id: string;
+                    /** Format: uuid */
+                    organization_id: string;
+                };
+                /** @description The canceller's reason; null for none. */
+                reason: string | null;
+                /** @description Where to report the Run cancelled (PUT, relative to searchd's base URL). */
+                status_url: string;
+            };
         };
     };
     responses: {
@@ -1828,7 +1908,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description run_finished: the report would change a Run that finished (another terminal status, result or error, or running after the end). current_status and current_version say how it finished. Not to be retried. */
+        /** @description run_finished: the report or cancel would change a Run that finished (another terminal status, result or error, running after the end, or a cancel of a Run that succeeded or failed). current_status and current_version say how it finished. Not to be retried. */
         RunFinished: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -2455,7 +2535,8 @@ export interface operations {
                      *         "version": 1,
                      *         "updated_at": "2026-12-01T09:31:12.5Z",
                      *         "result_ref": null,
-                     *         "error": null
+                     *         "error": null,
+                     *         "cancel_requested_at": null
                      *       },
                      *       "snapshot": {
                      *         "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
@@ -2500,7 +2581,8 @@ export interface operations {
                      *         "version": 1,
                      *         "updated_at": "2026-12-01T09:31:12.5Z",
                      *         "result_ref": null,
-                     *         "error": null
+                     *         "error": null,
+                     *         "cancel_requested_at": null
                      *       },
                      *       "snapshot": {
                      *         "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
@@ -3206,7 +3288,8 @@ export interface operations {
                      *         "version": 1,
                      *         "updated_at": "2026-12-01T09:31:12.5Z",
                      *         "result_ref": null,
-                     *         "error": null
+                     *         "error": null,
+                     *         "cancel_requested_at": null
                      *       },
                      *       "snapshot": null
                      *     }
@@ -3243,7 +3326,8 @@ export interface operations {
                      *         "version": 1,
                      *         "updated_at": "2026-12-01T09:31:12.5Z",
                      *         "result_ref": null,
-                     *         "error": null
+                     *         "error": null,
+                     *         "cancel_requested_at": null
                      *       },
                      *       "snapshot": null
                      *     }
@@ -3337,6 +3421,7 @@ export interface operations {
                      *       "updated_at": "2026-12-01T09:31:14.02Z",
                      *       "result_ref": null,
                      *       "error": null,
+                     *       "cancel_requested_at": null,
                      *       "dispatch": {
                      *         "state": "dispatched",
                      *         "attempts": 2,
@@ -4166,7 +4251,8 @@ export interface operations {
                      *       "version": 4,
                      *       "updated_at": "2026-12-01T09:40:02.5Z",
                      *       "result_ref": "s3://results/0f8e4a2c/results.json",
-                     *       "error": null
+                     *       "error": null,
+                     *       "cancel_requested_at": null
                      *     }
                      */
                     "application/json": components["schemas"]["Run"];
@@ -4370,6 +4456,75 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    cancelRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Run id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "reason": "started with the wrong saved search"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CancelRequest"];
+            };
+        };
+        responses: {
+            /** @description The Run after the cancel: cancelled (it was queued, or cancelled already), or as it was with cancel_requested_at set (the runtime has it and is asked to stop; the Run becomes cancelled when the runtime reports it). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "kind": "saved_search",
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "snapshot_id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                     *       "name": "PostgreSQL roles in Berlin",
+                     *       "status": "dispatched",
+                     *       "options": {
+                     *         "max_results": 10,
+                     *         "note": ""
+                     *       },
+                     *       "input": null,
+                     *       "created_at": "2026-12-01T09:31:12.5Z",
+                     *       "retain_until": "2028-01-01T09:31:12.5Z",
+                     *       "created_by": "user-42",
+                     *       "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324",
+                     *       "version": 2,
+                     *       "updated_at": "2026-12-01T09:31:13.1Z",
+                     *       "result_ref": null,
+                     *       "error": null,
+                     *       "cancel_requested_at": "2026-12-01T09:35:40.2Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["RunFinished"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     runAdmitted: {
         parameters: {
             query?: never;
@@ -4443,6 +4598,63 @@ export interface operations {
                 content?: never;
             };
             /** @description 408 and 429: asked again later. Any other: the dispatch is failed, with the answer recorded, until an operator retries it. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Asked again later, after a backoff (Retry-After is honoured). */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    runCancelRequested: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description cancel_ followed by the Run id: the key to deduplicate by, the same on every redelivery. */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed; refuse one more than 5 minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description v1,<base64 HMAC-SHA256 of id.timestamp.body under the secret's key>. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "run.cancel_requested",
+                 *       "timestamp": "2026-12-01T09:35:40.2Z",
+                 *       "data": {
+                 *         "run": {
+                 *           "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
+                 *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001"
+                 *         },
+                 *         "reason": "started with the wrong saved search",
+                 *         "status_url": "/v1/runs/0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6/status"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["RunCancelRequest"];
+            };
+        };
+        responses: {
+            /** @description Taken: the request is delivered; searchd waits for the Run's status report. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description 408 and 429: asked again later. Any other: the delivery ends, with the answer recorded. */
             "4XX": {
                 headers: {
                     [name: string]: unknown;

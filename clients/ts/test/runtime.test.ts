@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
-import { DispatchVerificationError, SearchdClient, SearchdError, verifyDispatch } from "../src/index.js";
+import { DispatchVerificationError, SearchdClient, SearchdError, isCancel, verifyCancel, verifyDispatch } from "../src/index.js";
 
 const secret = "whsec_c2VhcmNoZC10cy1jbGllbnQtdGVzdC1zZWNyZXQtMzI=";
 const id = "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6";
@@ -70,4 +70,49 @@ test("a status report is a PUT retried like a read; run_finished is final", asyn
     return true;
   });
   assert.equal(seen.length, 3, "run_finished is not retried");
+});
+
+test("a cancel is a POST retried like a read, with its reason; run_finished is final", async () => {
+  const seen: { method: string; url: string; body?: string }[] = [];
+  const answers = [
+    () => { throw new TypeError("Failed to fetch"); },
+    () => new Response(JSON.stringify({ id, status: "running", version: 3, cancel_requested_at: "2026-12-01T09:35:40.2Z" }),
+      { status: 200, headers: { "Content-Type": "application/json" } }),
+    () => new Response(JSON.stringify({ type: "/problems/run_finished", title: "Run finished", status: 409, detail: "d", code: "run_finished", current_status: "succeeded", current_version: 4 }),
+      { status: 409, headers: { "Content-Type": "application/problem+json" } }),
+  ];
+  const fetch = (async (url: string, init?: RequestInit) => {
+    seen.push({ method: init?.method ?? "GET", url, body: init?.body as string });
+    return answers[seen.length - 1]!();
+  }) as unknown as typeof globalThis.fetch;
+  const c = new SearchdClient({ baseUrl: "http://searchd.test", token: "user-token", fetch, sleep: async () => {} });
+  const run = await c.cancelRun(id, { reason: "wrong search" });
+  assert.equal(run.cancel_requested_at, "2026-12-01T09:35:40.2Z");
+  assert.equal(seen.length, 2, "retried after the network failure");
+  assert.deepEqual(seen.map((s) => s.method), ["POST", "POST"]);
+  assert.equal(seen[1]!.url, `http://searchd.test/v1/runs/${id}/cancel`);
+  assert.equal(seen[1]!.body, '{"reason":"wrong search"}');
+  await assert.rejects(c.cancelRun(id), (e: unknown) => {
+    assert.ok(e instanceof SearchdError);
+    assert.equal(e.code, "run_finished");
+    return true;
+  });
+  assert.equal(seen.length, 3, "run_finished is not retried");
+  assert.equal(seen[2]!.body, "{}");
+});
+
+test("a cancel request verifies as one, and is no dispatch", async () => {
+  const cid = `cancel_${id}`;
+  const cbody = `{"type":"run.cancel_requested","timestamp":"2026-12-01T09:35:40.2Z","data":{"run":{"id":"${id}","organization_id":"d0d0d0d0-0000-4000-8000-000000000001"},"reason":"wrong search","status_url":"/v1/runs/${id}/status"}}`;
+  const key = Buffer.from(secret.slice(6), "base64");
+  const sig = "v1," + createHmac("sha256", key).update(`${cid}.${ts}.${cbody}`).digest("base64");
+  const h = { "webhook-id": cid, "webhook-timestamp": String(ts), "webhook-signature": sig };
+  assert.ok(isCancel(h));
+  assert.ok(!isCancel(headers));
+  const c = await verifyCancel(secret, h, cbody, { now });
+  assert.equal(c.data.run.id, id);
+  assert.equal(c.data.reason, "wrong search");
+  await assert.rejects(verifyDispatch(secret, h, cbody, { now }), DispatchVerificationError, "a cancel is no dispatch");
+  await assert.rejects(verifyCancel(secret, headers, body, { now }), DispatchVerificationError, "a dispatch is no cancel");
+  await assert.rejects(verifyCancel(secret, h, cbody.replace("wrong", "right"), { now }), DispatchVerificationError, "a changed body");
 });
