@@ -121,6 +121,9 @@ type Deps struct {
 	// Schedules serves the schedules of saved searches and their
 	// occurrences; nil serves none of those routes.
 	Schedules Schedules
+	// Webhooks serves the organization's webhook endpoints and their
+	// deliveries; nil serves none of those routes.
+	Webhooks Webhooks
 	// ProviderSecrets maps each provider name to the secret its callbacks
 	// are signed with (Standard Webhooks v1: HMAC-SHA256 over the delivery
 	// id, timestamp and body), used as these raw bytes. Names must pass
@@ -342,6 +345,14 @@ func (s *Server) routes() *echo.Echo {
 		e.POST("/v1/saved-searches/:id/schedule/pause", changeByID(s.d.Schedules.Pause, scheduleIfMatch, answerScheduleOK), auth, noBody, limit)
 		e.POST("/v1/saved-searches/:id/schedule/resume", changeByID(s.d.Schedules.Resume, scheduleIfMatch, answerScheduleOK), auth, noBody, limit)
 		get("/v1/saved-searches/:id/occurrences", s.listOccurrences, auth, limit)
+	}
+	if s.d.Webhooks != nil {
+		e.POST("/v1/webhook-endpoints", s.createWebhookEndpoint, auth, limit)
+		get("/v1/webhook-endpoints", s.listWebhookEndpoints, auth, limit)
+		get("/v1/webhook-endpoints/:id", readByID(s.d.Webhooks.Get, answerOK), auth, limit)
+		e.PATCH("/v1/webhook-endpoints/:id", s.updateWebhookEndpoint, auth, limit)
+		e.DELETE("/v1/webhook-endpoints/:id", s.deleteWebhookEndpoint, auth, noBody, limit)
+		get("/v1/webhook-endpoints/:id/deliveries", s.listWebhookDeliveries, auth, limit)
 	}
 	return e
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/schedule"
+	"github.com/searchd/searchd/webhooks"
 	"github.com/searchd/searchd/snapshot"
 )
 
@@ -142,6 +143,7 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	// config, on the test's pool.
 	d.Plane = idempotency.NewService(pool, idempotency.Config{})
 	d.Schedules = schedule.NewStore(pool, opts.clock)
+	d.Webhooks = webhooks.NewStore(pool, webhooks.Config{Clock: opts.clock, AllowHTTPLoopback: true})
 	d.ProviderSecrets = map[string][]byte{acme: acmeSecret, otherProvider: otherSecret}
 	d.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if opts.deps != nil {

@@ -331,7 +331,7 @@ func scanEndpoint(row pgx.Row) (*Endpoint, error) {
 // RunError is a failed or cancelled Run's error, as the Run has it.
 type RunError struct {
 	Code    string  `json:"code"`
-	Message *string `json:"message,omitempty"`
+	Message *string `json:"message"`
 }
 
 // Event is one change of a Run, the data of a delivery's message (the
@@ -525,7 +525,7 @@ func (s *Store) End(ctx context.Context, e End) (held, disabled bool, err error)
 		"delivered_at": nil, "status_code": code, "last_error": answer, "clock": clock, "outcome": "retry",
 		"duration_us": e.Duration.Microseconds(), "answer": answer, "delivered": e.Delivered,
 		"disable_before": clock.Add(-e.DisableAfter),
-		"reason": fmt.Sprintf("every attempt failed for more than %s", e.DisableAfter),
+		"reason":         fmt.Sprintf("every attempt failed for more than %s", e.DisableAfter),
 	}
 	if e.Delivered {
 		args["state"], args["next_attempt_at"], args["delivered_at"], args["last_error"], args["outcome"] =
