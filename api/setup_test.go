@@ -35,8 +35,8 @@ import (
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/schedule"
-	"github.com/searchd/searchd/webhooks"
 	"github.com/searchd/searchd/snapshot"
+	"github.com/searchd/searchd/webhooks"
 )
 
 func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }

@@ -59,13 +59,13 @@ func TestDirectoryByJobMigratesAPopulatedDirectory(t *testing.T) {
 	orgA, orgB := uuid.New(), uuid.New()
 	seedRun := func(org uuid.UUID) uuid.UUID {
 		t.Helper()
-		name := "capability"
-		run, _, err := runs.NewStore(pool, runs.Config{}).Admit(ctx, runs.AdmitParams{OrganizationID: org,
-			Kind: runs.KindCapability, StartKey: runs.DirectStartKey(uuid.NewString()), RequestHash: "seed", Name: &name})
-		if err != nil {
-			t.Fatalf("seeding a Run: %v", err)
-		}
-		return run.ID
+		// In SQL, not through runs.Store: today's admission writes tables
+		// (a later migration's) this schema does not have.
+		id := uuid.New()
+		exec(`INSERT INTO agent.runs (id, organization_id, kind, start_key, request_hash, name, status, created_at, retain_until)
+			VALUES ($1, $2, 'capability', $3, 'seed', 'capability', 'queued', now(), now() + interval '1 day')`,
+			id, org, runs.DirectStartKey(uuid.NewString()))
+		return id
 	}
 	created := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
 	job := func(org uuid.UUID, providerJobID string, entry bool) uuid.UUID {

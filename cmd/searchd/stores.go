@@ -18,6 +18,7 @@ import (
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/tools"
+	"github.com/searchd/searchd/webhooks"
 )
 
 // stores are the stores and services of serve and dev, each constructed
@@ -51,6 +52,9 @@ type stores struct {
 	resolver     *tools.Resolver
 	schedules    *schedule.Store
 	sessions     *sessions.Store
+	// webhooks are the organizations' webhook endpoints and their
+	// deliveries: the API's, the console's and the worker's.
+	webhooks *webhooks.Store
 }
 
 // newStores constructs the stores of serve and dev on pool, at clock. The
@@ -75,6 +79,8 @@ func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cursors keyset.Key, cfg
 		resolver:      tools.NewResolver(pool, tools.ResolverConfig{Clock: clock}),
 		schedules:     schedule.NewStore(pool, clock).Limit(cfg.ScheduleMax).Cursors(cursors),
 		sessions:      sessions.NewStore(pool, clock),
+		webhooks: webhooks.NewStore(pool, webhooks.Config{Clock: clock,
+			AllowHTTPLoopback: cfg.Webhooks.AllowHTTPLoopback}),
 	}
 	wake := func() {
 		select {
