@@ -626,6 +626,90 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhook-endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the webhook endpoints
+         * @description The organization's endpoints, oldest first (at most 100), without their secrets.
+         */
+        get: operations["listWebhookEndpoints"];
+        put?: never;
+        /**
+         * Create a webhook endpoint
+         * @description Creates an enabled endpoint of the caller's organization, with a fresh signing secret, shown in the answer (and on a read of the endpoint). From then on every change of every Run of the organization whose type it receives is POSTed to its url as a Standard Webhooks message (RunEventMessage, the webhook runEvent), in order per Run, retried until it answers 2xx (docs/webhooks.md). Subscribe instead of polling GET /v1/runs/{id}.
+         */
+        post: operations["createWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        /**
+         * List the webhook endpoints (headers only)
+         * @description HEAD of listWebhookEndpoints: the same status and headers, no body.
+         */
+        head: operations["listWebhookEndpointsHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-endpoints/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a webhook endpoint
+         * @description One endpoint of the organization, with its secret.
+         */
+        get: operations["getWebhookEndpoint"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint
+         * @description Deletes the endpoint with its deliveries and their attempts; nothing more is sent to it.
+         */
+        delete: operations["deleteWebhookEndpoint"];
+        options?: never;
+        /**
+         * Read a webhook endpoint (headers only)
+         * @description HEAD of getWebhookEndpoint: the same status and headers, no body.
+         */
+        head: operations["getWebhookEndpointHead"];
+        /**
+         * Change, disable or enable a webhook endpoint
+         * @description Changes the fields the body names. state disabled stops its deliveries, which wait; enabled again clears its failure and makes what waited due at once, delivered in order. A disabled endpoint gets no new events.
+         */
+        patch: operations["updateWebhookEndpoint"];
+        trace?: never;
+    };
+    "/v1/webhook-endpoints/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The deliveries of a webhook endpoint
+         * @description The endpoint's newest deliveries, newest first (limit, 1 to 200, default 50), each with its event and its newest 20 attempts: status code, answer, duration.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * The deliveries of a webhook endpoint (headers only)
+         * @description HEAD of listWebhookDeliveries: the same status and headers, no body.
+         */
+        head: operations["listWebhookDeliveriesHead"];
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     runAdmitted: {
@@ -642,6 +726,26 @@ export interface webhooks {
          * @description searchd's dispatcher POSTs every admitted Run to SEARCHD_RUNTIME_URL, signed as a Standard Webhooks message with SEARCHD_RUNTIME_SECRET; verify the signature before trusting the body (the Go client's VerifyDispatch, the TypeScript client's verifyDispatch). webhook-id is the Run id: a redelivery (after a lost answer, a timeout, a 5xx) carries the same id and body, so a runtime that has it already answers 2xx again and runs nothing twice. Answer 2xx once the Run is safely yours (the dispatch is then done and the Run dispatched); 5xx, 408 or 429 (with Retry-After, honoured) to be asked again later; any other 4xx marks the dispatch failed, with your answer recorded, until an operator retries it. Then report the Run's status with PUT /v1/runs/{id}/status.
          */
         post: operations["runAdmitted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    runEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A Run's event (searchd to the product)
+         * @description searchd POSTs every change of a Run to each enabled endpoint of its organization that receives the event's type, signed as a Standard Webhooks message with the endpoint's secret: verify the signature before trusting the body. webhook-id is run_{run_id}_{seq}, the same on every retry: deduplicate by it. A Run's events reach an endpoint in seq order: seq n+1 is not sent before seq n was answered 2xx (a retry of an event already processed may still come later: ignore a seq at or below the last you applied). Answer 2xx quickly; any other answer, a timeout (10 s) or a cut connection is retried with capped exponential back-off (Retry-After honoured); an endpoint that fails every attempt for longer than SEARCHD_WEBHOOK_DISABLE_AFTER (72 h) is disabled.
+         */
+        post: operations["runEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1283,6 +1387,138 @@ export interface components {
             created_by: string | null;
             /** Format: date-time */
             created_at: string;
+        };
+        /** @description One change of a Run: its admission (seq 1) or a change of its status. seq is the Run's version after the change, so a Run's events are numbered 1, 2, ... with gaps only where a status was skipped; order and deduplicate by it. */
+        RunEvent: {
+            /** Format: uuid */
+            run_id: string;
+            /** @description The Run's version after the change: 1 for run.admitted, growing by one per change. */
+            seq: number;
+            /** @enum {string} */
+            type: "run.admitted" | "run.dispatched" | "run.running" | "run.succeeded" | "run.failed" | "run.cancelled";
+            /**
+             * @description The Run's status after the change: queued for run.admitted.
+             * @enum {string}
+             */
+            status: "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
+            /** Format: date-time */
+            occurred_at: string;
+            /** @description A succeeded Run's result reference, when the runtime reported one. */
+            result_ref?: string;
+            /** @description A failed or cancelled Run's error, when reported. */
+            error?: components["schemas"]["RunError"];
+        };
+        /** @description The body of a webhook delivery: a Standard Webhooks message whose data is the RunEvent. */
+        RunEventMessage: {
+            /** @enum {string} */
+            type: "run.admitted" | "run.dispatched" | "run.running" | "run.succeeded" | "run.failed" | "run.cancelled";
+            /**
+             * Format: date-time
+             * @description When the change happened (the event's occurred_at).
+             */
+            timestamp: string;
+            data: components["schemas"]["RunEvent"];
+        };
+        WebhookEndpoint: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: uri
+             * @description Where events are POSTed: https (http to a loopback host only when the server allows it, SEARCHD_WEBHOOK_ALLOW_HTTP_LOOPBACK).
+             */
+            url: string;
+            description: string;
+            /** @description The event types it receives. */
+            event_types: ("run.admitted" | "run.dispatched" | "run.running" | "run.succeeded" | "run.failed" | "run.cancelled")[];
+            /** @description The Standard Webhooks signing secret (whsec_ and the base64 of 32 random bytes): verify every delivery with it. In the answer of a creation and of a read of the one endpoint; never in a list. */
+            secret?: string;
+            /** @enum {string} */
+            state: "enabled" | "disabled";
+            /** @description Why it is disabled: by whom, or the failure window it exceeded. */
+            disabled_reason: string | null;
+            /** Format: date-time */
+            disabled_at: string | null;
+            /**
+             * Format: date-time
+             * @description When its current run of failed attempts began; null while the last attempt was delivered. An endpoint failing longer than the window (SEARCHD_WEBHOOK_DISABLE_AFTER, 72 h by default) is disabled.
+             */
+            failing_since: string | null;
+            /** Format: date-time */
+            created_at: string;
+            created_by: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        WebhookEndpointCreate: {
+            /**
+             * Format: uri
+             * @description Where events are POSTed: https (http to a loopback host only when the server allows it, SEARCHD_WEBHOOK_ALLOW_HTTP_LOOPBACK).
+             */
+            url: string;
+            /** @default  */
+            description: string;
+            /** @description The event types to receive; omitted or empty: every type. */
+            event_types?: ("run.admitted" | "run.dispatched" | "run.running" | "run.succeeded" | "run.failed" | "run.cancelled")[];
+        };
+        /** @description The fields to change; an omitted field stays as it is. */
+        WebhookEndpointUpdate: {
+            /**
+             * Format: uri
+             * @description Where events are POSTed: https (http to a loopback host only when the server allows it, SEARCHD_WEBHOOK_ALLOW_HTTP_LOOPBACK).
+             */
+            url?: string;
+            description?: string;
+            /** @description The event types to receive; empty: every type. */
+            event_types?: ("run.admitted" | "run.dispatched" | "run.running" | "run.succeeded" | "run.failed" | "run.cancelled")[];
+            /**
+             * @description disabled stops its deliveries (they wait); enabled again clears its failure and delivers what waited, in order.
+             * @enum {string}
+             */
+            state?: "enabled" | "disabled";
+        };
+        WebhookEndpointList: {
+            items: components["schemas"]["WebhookEndpoint"][];
+        };
+        WebhookAttempt: {
+            attempt: number;
+            /** Format: date-time */
+            started_at: string;
+            /** Format: date-time */
+            ended_at: string | null;
+            /** @enum {string} */
+            outcome: "in_flight" | "delivered" | "retry";
+            status_code: number | null;
+            duration_ms: number | null;
+            /** @description The start of the endpoint's answer, or what went wrong (a timeout, a cut connection). */
+            answer: string | null;
+        };
+        WebhookDelivery: {
+            /** Format: uuid */
+            endpoint_id: string;
+            /** @description The webhook-id header of every attempt of this event. */
+            webhook_id: string;
+            event: components["schemas"]["RunEvent"];
+            /** @enum {string} */
+            state: "pending" | "delivered";
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description When a pending delivery is tried next; null once delivered or while its endpoint is disabled.
+             */
+            next_attempt_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            last_attempt_at: string | null;
+            /** Format: date-time */
+            delivered_at: string | null;
+            last_status_code: number | null;
+            last_error: string | null;
+            /** @description The newest 20 attempts, oldest first. */
+            attempt_history: components["schemas"]["WebhookAttempt"][];
+        };
+        WebhookDeliveryList: {
+            items: components["schemas"]["WebhookDelivery"][];
         };
     };
     responses: {
@@ -4049,6 +4285,434 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    listWebhookEndpoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoints. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "0193a0c2-7d41-7cc1-9a5e-3b2f0e4d5c6a",
+                     *           "url": "https://product.example.com/hooks/searchd",
+                     *           "description": "Run updates for the product UI",
+                     *           "event_types": [
+                     *             "run.succeeded",
+                     *             "run.failed",
+                     *             "run.cancelled"
+                     *           ],
+                     *           "state": "enabled",
+                     *           "disabled_reason": null,
+                     *           "disabled_at": null,
+                     *           "failing_since": null,
+                     *           "created_at": "2026-12-01T09:30:00.123456Z",
+                     *           "created_by": "alice@example.com",
+                     *           "updated_at": "2026-12-01T09:30:00.123456Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookEndpointList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "url": "https://product.example.com/hooks/searchd",
+                 *       "description": "Run updates for the product UI",
+                 *       "event_types": [
+                 *         "run.succeeded",
+                 *         "run.failed",
+                 *         "run.cancelled"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookEndpointCreate"];
+            };
+        };
+        responses: {
+            /** @description The endpoint, enabled, with its secret. Location names it. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0193a0c2-7d41-7cc1-9a5e-3b2f0e4d5c6a",
+                     *       "url": "https://product.example.com/hooks/searchd",
+                     *       "description": "Run updates for the product UI",
+                     *       "event_types": [
+                     *         "run.succeeded",
+                     *         "run.failed",
+                     *         "run.cancelled"
+                     *       ],
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw1pY7Yw8XrA8=",
+                     *       "state": "enabled",
+                     *       "disabled_reason": null,
+                     *       "disabled_at": null,
+                     *       "failing_since": null,
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "created_by": "alice@example.com",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhookEndpointsHead: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoints. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook endpoint id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0193a0c2-7d41-7cc1-9a5e-3b2f0e4d5c6a",
+                     *       "url": "https://product.example.com/hooks/searchd",
+                     *       "description": "Run updates for the product UI",
+                     *       "event_types": [
+                     *         "run.succeeded",
+                     *         "run.failed",
+                     *         "run.cancelled"
+                     *       ],
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw1pY7Yw8XrA8=",
+                     *       "state": "enabled",
+                     *       "disabled_reason": null,
+                     *       "disabled_at": null,
+                     *       "failing_since": null,
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "created_by": "alice@example.com",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook endpoint id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getWebhookEndpointHead: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook endpoint id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook endpoint id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "state": "disabled"
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookEndpointUpdate"];
+            };
+        };
+        responses: {
+            /** @description The endpoint as it is now. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0193a0c2-7d41-7cc1-9a5e-3b2f0e4d5c6a",
+                     *       "url": "https://product.example.com/hooks/searchd",
+                     *       "description": "Run updates for the product UI",
+                     *       "event_types": [
+                     *         "run.succeeded",
+                     *         "run.failed",
+                     *         "run.cancelled"
+                     *       ],
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw1pY7Yw8XrA8=",
+                     *       "state": "disabled",
+                     *       "disabled_reason": "disabled by alice@example.com",
+                     *       "disabled_at": "2026-12-02T10:00:00Z",
+                     *       "failing_since": null,
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "created_by": "alice@example.com",
+                     *       "updated_at": "2026-12-02T10:00:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookEndpoint"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description How many deliveries, 1 to 200; default 50. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Webhook endpoint id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "endpoint_id": "0193a0c2-7d41-7cc1-9a5e-3b2f0e4d5c6a",
+                     *           "webhook_id": "run_0193a0c2-6b10-7f55-8e21-4c9d2a7b1e03_4",
+                     *           "event": {
+                     *             "run_id": "0193a0c2-6b10-7f55-8e21-4c9d2a7b1e03",
+                     *             "seq": 4,
+                     *             "type": "run.succeeded",
+                     *             "status": "succeeded",
+                     *             "occurred_at": "2026-12-01T09:31:05.5Z",
+                     *             "result_ref": "s3://results/2026/12/01/run.json"
+                     *           },
+                     *           "state": "delivered",
+                     *           "attempts": 2,
+                     *           "next_attempt_at": null,
+                     *           "created_at": "2026-12-01T09:31:05.5Z",
+                     *           "last_attempt_at": "2026-12-01T09:31:09.1Z",
+                     *           "delivered_at": "2026-12-01T09:31:09.2Z",
+                     *           "last_status_code": 204,
+                     *           "last_error": null,
+                     *           "attempt_history": [
+                     *             {
+                     *               "attempt": 1,
+                     *               "started_at": "2026-12-01T09:31:05.6Z",
+                     *               "ended_at": "2026-12-01T09:31:06.1Z",
+                     *               "outcome": "retry",
+                     *               "status_code": 503,
+                     *               "duration_ms": 480.2,
+                     *               "answer": "503 Service Unavailable"
+                     *             },
+                     *             {
+                     *               "attempt": 2,
+                     *               "started_at": "2026-12-01T09:31:09.1Z",
+                     *               "ended_at": "2026-12-01T09:31:09.2Z",
+                     *               "outcome": "delivered",
+                     *               "status_code": 204,
+                     *               "duration_ms": 35.7,
+                     *               "answer": "204 No Content"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeliveryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhookDeliveriesHead: {
+        parameters: {
+            query?: {
+                /** @description How many deliveries, 1 to 200; default 50. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Webhook endpoint id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     runAdmitted: {
         parameters: {
             query?: never;
@@ -4130,6 +4794,56 @@ export interface operations {
             };
             /** @description Asked again later, after a backoff (Retry-After is honoured). */
             "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    runEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description run_{run_id}_{seq}: the key to deduplicate by, the same on every retry. */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed; refuse one more than 5 minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description v1,{base64 HMAC-SHA256 of id.timestamp.body under the endpoint's secret}: verify with any Standard Webhooks library. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "run.succeeded",
+                 *       "timestamp": "2026-12-01T09:31:05.5Z",
+                 *       "data": {
+                 *         "run_id": "0193a0c2-6b10-7f55-8e21-4c9d2a7b1e03",
+                 *         "seq": 4,
+                 *         "type": "run.succeeded",
+                 *         "status": "succeeded",
+                 *         "occurred_at": "2026-12-01T09:31:05.5Z",
+                 *         "result_ref": "s3://results/2026/12/01/run.json"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["RunEventMessage"];
+            };
+        };
+        responses: {
+            /** @description Received: the event is delivered. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else is retried with back-off. */
+            default: {
                 headers: {
                     [name: string]: unknown;
                 };
