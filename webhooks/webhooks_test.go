@@ -131,6 +131,7 @@ func TestEventsAreWrittenInTheRunsTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer tx.Rollback(b.ctx) // a no-op after the Rollback below; ends it on a failure before
 	inTx := runs.NewStore(tx, runs.Config{})
 	if _, changed, err := inTx.Report(b.ctx, b.org, run.ID, runs.StatusReport{Status: runs.StatusRunning}); err != nil || !changed {
 		t.Fatalf("Report in tx = %v, %v", changed, err)
