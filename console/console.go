@@ -185,6 +185,9 @@ type Deps struct {
 	// Schedules shows a saved search's schedule and its occurrences on
 	// its page, when it is set.
 	Schedules Schedules
+	// Webhooks serves the organization's webhook endpoints page, when it
+	// is set.
+	Webhooks Webhooks
 	// Uncertain and Resolver serve the operator's "Uncertain effects"
 	// panel; it is shown only when both are set.
 	Uncertain UncertainCalls
@@ -361,6 +364,9 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /console/runs/{id}", c.session(auditor, c.show(c.run)))
 	mux.HandleFunc("GET /console/provider-jobs", c.session(auditor, c.show(c.providerJobs)))
 	mux.HandleFunc("GET /console/provider-jobs/{id}", c.session(auditor, c.show(c.providerJob)))
+	if c.d.Webhooks != nil {
+		mux.HandleFunc("GET /console/webhooks", c.session(auditor, c.show(c.webhooksPage)))
+	}
 
 	// The operator's views: every organization's plane.
 	for _, p := range c.operatorPanels() {

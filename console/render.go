@@ -66,6 +66,9 @@ func (c *Console) nav(s *session) []navEntry {
 			navEntry{"Audit", "Runs", "/console/runs", "runs"},
 			navEntry{"Audit", "Provider jobs", "/console/provider-jobs", "provider-jobs"},
 		)
+		if c.d.Webhooks != nil {
+			out = append(out, navEntry{"Audit", "Webhooks", "/console/webhooks", "webhooks"})
+		}
 	}
 	if s.IsOperator() {
 		for _, p := range c.operatorPanels() {
