@@ -153,8 +153,10 @@ WHERE (@all::boolean OR e.organization_id = ANY(@keys::uuid[]))`
 // disables the endpoint with @reason when it started at or before
 // @disable_before, pushing its other pending deliveries out of the due
 // scan (the ended one is not updated twice in one statement).
-// It answers whether the fence held and whether this attempt disabled the
-// endpoint.
+// The endpoint's row is written only when one of these changes it, so
+// deliveries to a healthy endpoint, and the failures inside the window
+// after the first, do not queue on its row lock. It answers whether the
+// fence held and whether this attempt disabled the endpoint.
 const deliveryEnd = `
 WITH ended AS (
 	UPDATE agent.webhook_deliveries AS d
@@ -184,7 +186,8 @@ WITH ended AS (
 	FROM ended
 	WHERE e.organization_id = @org::uuid AND e.id = @endpoint::uuid AND e.state = 'enabled'
 		AND ended.organization_id = e.organization_id AND ended.endpoint_id = e.id
-		AND (NOT @delivered::boolean OR e.failing_since IS NOT NULL)
+		AND ((@delivered::boolean AND e.failing_since IS NOT NULL)
+			OR (NOT @delivered::boolean AND (e.failing_since IS NULL OR e.failing_since <= @disable_before::timestamptz)))
 	RETURNING e.state
 ), parked AS (
 	UPDATE agent.webhook_deliveries AS d
