@@ -44,9 +44,9 @@ WITH c AS (SELECT agent.clock(@now) AS now), cur AS (
 		description = CASE WHEN @set_description::boolean THEN @description::text ELSE e.description END,
 		event_types = CASE WHEN @set_event_types::boolean THEN @event_types::text[] ELSE e.event_types END,
 		state = coalesce(@state::text, e.state),
-		disabled_reason = CASE coalesce(@state::text, e.state) WHEN 'enabled' THEN NULL
-			ELSE CASE WHEN e.state = 'disabled' THEN e.disabled_reason ELSE @reason::text END END,
-		disabled_at = CASE coalesce(@state::text, e.state) WHEN 'enabled' THEN NULL
+		disabled_reason = CASE WHEN coalesce(@state::text, e.state) = 'enabled' THEN NULL
+			WHEN e.state = 'disabled' THEN e.disabled_reason ELSE @reason::text END,
+		disabled_at = CASE WHEN coalesce(@state::text, e.state) = 'enabled' THEN NULL
 			ELSE coalesce(e.disabled_at, c.now) END,
 		failing_since = CASE WHEN @state::text = 'enabled' AND e.state = 'disabled' THEN NULL ELSE e.failing_since END,
 		updated_at = c.now
@@ -112,10 +112,12 @@ WITH due AS (
 	FROM agent.webhook_deliveries d
 	JOIN agent.webhook_endpoints e ON e.organization_id = d.organization_id AND e.id = d.endpoint_id
 	WHERE (@all::boolean OR d.organization_id = ANY(@keys::uuid[]))
+		AND (@all::boolean OR e.organization_id = ANY(@keys::uuid[]))
 		AND d.state = 'pending' AND d.next_attempt_at <= @clock::timestamptz AND e.state = 'enabled'
 		AND NOT EXISTS (
 			SELECT FROM agent.webhook_deliveries p
-			WHERE p.organization_id = d.organization_id AND p.run_id = d.run_id
+			WHERE (@all::boolean OR p.organization_id = ANY(@keys::uuid[]))
+				AND p.organization_id = d.organization_id AND p.run_id = d.run_id
 				AND p.endpoint_id = d.endpoint_id AND p.seq < d.seq AND p.state = 'pending')
 	ORDER BY d.next_attempt_at
 	LIMIT @limit
