@@ -1,7 +1,7 @@
 # The README and docs/ name these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test test-citus settings-docs ci e2e e2e-citus soak failover-report bench bench-plane bench-neighbours bench-http bench-sweep bench-sweep-drain bench-schedule bench-start bench-dispatch bench-citus bench-scale run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
+.PHONY: setup test test-citus settings-docs ci e2e e2e-citus soak failover-report bench bench-plane bench-neighbours bench-http bench-sweep bench-sweep-drain bench-schedule bench-start bench-dispatch bench-events bench-citus bench-scale run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -160,6 +160,11 @@ bench-start:
 # same bodies, on a durable cluster.
 bench-dispatch:
 	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestDispatchBench -v -timeout 30m ./dispatch/
+
+# Run events delivered to a local webhook endpoint by the webhooks Worker
+# against bare signed POSTs of the same bodies (docs/webhooks.md).
+bench-events:
+	SEARCHD_BENCH=1 $(GO) test -count=1 -run TestEventsBench -v -timeout 30m ./webhooks/
 
 # The idempotency plane against raw pgx issuing the same SQL.
 bench-plane:

@@ -111,6 +111,7 @@ type world struct {
 	snapshot  uuid.UUID // its snapshot
 	directRun uuid.UUID // a Run of a direct start
 	job       *providerjobs.Job
+	endpoint  uuid.UUID // a webhook endpoint
 	otherOrg  uuid.UUID
 	other     string // a valid token of otherOrg
 	// runtime and otherRuntime are runtime credentials of A and of B.
@@ -149,6 +150,12 @@ func newWorld(t testing.TB, opts setupOpts) *world {
 		t.Fatalf("seeding a service key: %d %s", res.status, res.body)
 	}
 	w.keyID = key.ID
+	var ep struct{ ID uuid.UUID }
+	res = b.do(req{method: http.MethodPost, path: "/v1/webhook-endpoints", token: w.admin, body: `{"url":"https://product.example.com/hooks"}`})
+	if err := json.Unmarshal(res.body, &ep); err != nil || res.status != http.StatusCreated {
+		t.Fatalf("seeding a webhook endpoint: %d %s", res.status, res.body)
+	}
+	w.endpoint = ep.ID
 	if res := b.do(req{method: http.MethodPut, path: "/v1/saved-searches/" + w.ss.ID.String() + "/schedule",
 		body: `{"interval_seconds":3600}`}); res.status != http.StatusCreated {
 		t.Fatalf("seeding a schedule: %d %s", res.status, res.body)
@@ -171,6 +178,8 @@ func (w *world) resourceID(path string) string {
 		return w.job.ID.String()
 	case strings.HasPrefix(path, "/v1/service-keys/"):
 		return w.keyID.String()
+	case strings.HasPrefix(path, "/v1/webhook-endpoints/"):
+		return w.endpoint.String()
 	}
 	return ""
 }
@@ -216,6 +225,9 @@ func (r route) params() int { return strings.Count(r.path, "/:") }
 // with a fresh Idempotency-Key and the bundle's token.
 func (w *world) validRequest(r route) req {
 	rq := req{method: r.method, path: w.url(r), header: map[string]string{"Idempotency-Key": "k-" + uuid.NewString()}}
+	if strings.HasPrefix(r.path, "/v1/webhook-endpoints") {
+		rq.token = w.admin // an admin's route
+	}
 	switch r.String() {
 	case "POST /v1/saved-searches":
 		rq.body = `{"name":"n","brief":{"query":"q"}}`
@@ -229,6 +241,10 @@ func (w *world) validRequest(r route) req {
 		rq.body = `{"interval_seconds":3600}`
 	case "POST /v1/runs":
 		rq.body = `{"kind":"capability","name":"c","input":{"a":1}}`
+	case "POST /v1/webhook-endpoints":
+		rq.body = `{"url":"https://product.example.com/other"}`
+	case "PATCH /v1/webhook-endpoints/:id":
+		rq.body = `{"description":"changed"}`
 	case "POST /v1/provider-jobs":
 		rq.body = fmt.Sprintf(`{"run_id":%q,"provider":%q,"provider_job_id":%q}`, w.runID, acme, "job-"+uuid.NewString())
 	case runtimeRoute:

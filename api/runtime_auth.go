@@ -41,8 +41,8 @@ var (
 			"claim \"runtime\" from searchd token --runtime); an organization's user token cannot report a Run's status",
 		challenge: insufficientScopeChallenge}
 	errKeyManagement = &apiError{status: http.StatusForbidden, code: CodeInsufficientScope,
-		detail: "service keys are managed by an organization's admin (role \"admin\") or an operator; " +
-			"a service key never manages keys, whatever its scopes",
+		detail: "an organization's service keys and webhook endpoints are managed by its admin (role \"admin\") " +
+			"or an operator; a service key never manages them, whatever its scopes",
 		challenge: insufficientScopeChallenge}
 )
 
@@ -87,9 +87,10 @@ func (s *Server) openRuntime() echo.MiddlewareFunc {
 	})
 }
 
-// openKeyAdmin admits an organization's admin and an operator (who, on a
-// /v1 route, names an organization), and refuses every other caller.
-func (s *Server) openKeyAdmin() echo.MiddlewareFunc {
+// openAdmin admits an organization's admin and an operator (who, on a
+// /v1 route, names an organization), and refuses every other caller: the
+// routes of the organization's service keys and webhook endpoints.
+func (s *Server) openAdmin() echo.MiddlewareFunc {
 	return s.allow(func(c echo.Context) error {
 		if _, ok := serviceKey(c); ok {
 			return errKeyManagement

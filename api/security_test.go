@@ -189,6 +189,20 @@ var tenantCases = map[string]func(t *testing.T, w *world, r route){
 		}
 		w.wantNoneOfA(t, w.do(req{method: http.MethodGet, path: "/v1/runs", token: created.Token}))
 	},
+	"GET /v1/webhook-endpoints": func(t *testing.T, w *world, r route) {
+		w.wantNoneOfA(t, w.asOther(req{method: r.method, path: r.path}))
+	},
+	"POST /v1/webhook-endpoints": func(t *testing.T, w *world, r route) {
+		res := w.asOther(w.validRequest(r))
+		var created struct{ ID uuid.UUID }
+		res.decode(t, &created)
+		if res.status != http.StatusCreated {
+			t.Fatalf("B's create = %d %s, want 201", res.status, res.body)
+		}
+		if got := w.do(req{method: http.MethodGet, path: "/v1/webhook-endpoints/" + created.ID.String(), token: w.admin}); got.status != http.StatusNotFound {
+			t.Errorf("A reading B's new endpoint = %d %s, want 404", got.status, got.body)
+		}
+	},
 }
 
 // TestEveryBearerRouteIsolatesTenants sends organization B's valid token to
@@ -240,8 +254,8 @@ func (w *world) asOther(rq req) *response {
 	if rq.method == http.MethodPut && strings.HasSuffix(rq.path, "/status") {
 		rq.header["Authorization"] = "Bearer " + w.otherRuntime // runtimeRoute takes B's runtime credential
 	}
-	if strings.HasPrefix(rq.path, "/v1/service-keys") {
-		rq.header["Authorization"] = "Bearer " + w.otherAdmin // the key routes take B's admin
+	if strings.HasPrefix(rq.path, "/v1/service-keys") || strings.HasPrefix(rq.path, "/v1/webhook-endpoints") {
+		rq.header["Authorization"] = "Bearer " + w.otherAdmin // the admin routes take B's admin
 	}
 	return w.do(rq)
 }
@@ -270,7 +284,7 @@ func (w *world) wantNoneOfA(t *testing.T, res *response) {
 	if res.status != http.StatusOK {
 		t.Fatalf("B's list = %d %s, want 200", res.status, res.body)
 	}
-	for _, id := range []uuid.UUID{w.ss.ID, w.runID, w.directRun, w.snapshot, w.job.ID, w.job.RunID, w.org} {
+	for _, id := range []uuid.UUID{w.ss.ID, w.runID, w.directRun, w.snapshot, w.job.ID, w.job.RunID, w.org, w.endpoint} {
 		if bytes.Contains(res.body, []byte(id.String())) {
 			t.Errorf("B's list names %s of organization A: %s", id, res.body)
 		}

@@ -128,6 +128,9 @@ type Deps struct {
 	// serves their management (/v1/service-keys); nil serves none of
 	// those routes and refuses every service key.
 	ServiceKeys ServiceKeys
+	// Webhooks serves the organization's webhook endpoints and their
+	// deliveries; nil serves none of those routes.
+	Webhooks Webhooks
 	// ProviderSecrets maps each provider name to the secret its callbacks
 	// are signed with (Standard Webhooks v1: HMAC-SHA256 over the delivery
 	// id, timestamp and body), used as these raw bytes. Names must pass
@@ -352,11 +355,21 @@ func (s *Server) routes() *echo.Echo {
 		e.POST("/v1/saved-searches/:id/schedule/resume", changeByID(s.d.Schedules.Resume, scheduleIfMatch, answerScheduleOK), write, noBody, limit)
 		get("/v1/saved-searches/:id/occurrences", s.listOccurrences, read, limit)
 	}
+	// The organization's administration: its service keys and its webhook
+	// endpoints (whose secrets the answers carry).
+	admin := s.openAdmin()
 	if s.d.ServiceKeys != nil {
-		admin := s.openKeyAdmin()
 		e.POST("/v1/service-keys", s.createServiceKey, admin, limit)
 		get("/v1/service-keys", s.listServiceKeys, admin, limit)
 		e.DELETE("/v1/service-keys/:id", s.revokeServiceKey, admin, noBody, limit)
+	}
+	if s.d.Webhooks != nil {
+		e.POST("/v1/webhook-endpoints", s.createWebhookEndpoint, admin, limit)
+		get("/v1/webhook-endpoints", s.listWebhookEndpoints, admin, limit)
+		get("/v1/webhook-endpoints/:id", readByID(s.d.Webhooks.Get, answerOK), admin, limit)
+		e.PATCH("/v1/webhook-endpoints/:id", s.updateWebhookEndpoint, admin, limit)
+		e.DELETE("/v1/webhook-endpoints/:id", s.deleteWebhookEndpoint, admin, noBody, limit)
+		get("/v1/webhook-endpoints/:id/deliveries", s.listWebhookDeliveries, admin, limit)
 	}
 	return e
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/servicekeys"
 	"github.com/searchd/searchd/snapshot"
+	"github.com/searchd/searchd/webhooks"
 )
 
 func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
@@ -144,6 +145,7 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	d.Plane = idempotency.NewService(pool, idempotency.Config{})
 	d.Schedules = schedule.NewStore(pool, opts.clock)
 	d.ServiceKeys = servicekeys.NewService(pool, opts.clock)
+	d.Webhooks = webhooks.NewStore(pool, webhooks.Config{Clock: opts.clock, AllowHTTPLoopback: true})
 	d.ProviderSecrets = map[string][]byte{acme: acmeSecret, otherProvider: otherSecret}
 	d.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if opts.deps != nil {

@@ -189,6 +189,9 @@ type Deps struct {
 	// its page, and the organization's schedules overview, when it is
 	// set.
 	Schedules Schedules
+	// Webhooks serves the organization's webhook endpoints page, when it
+	// is set.
+	Webhooks Webhooks
 	// Uncertain and Resolver serve the operator's "Tool calls to decide"
 	// panel; it is shown only when both are set.
 	Uncertain UncertainCalls
@@ -377,6 +380,9 @@ func (c *Console) routes() http.Handler {
 		mux.HandleFunc("GET /console/service-keys", c.session(keyAdmin, c.show(c.serviceKeys)))
 		mux.HandleFunc("POST /console/service-keys", c.session(keyAdmin, c.createServiceKey))
 		mux.HandleFunc("POST /console/service-keys/{id}/revoke", c.session(keyAdmin, c.revokeServiceKey))
+	}
+	if c.d.Webhooks != nil {
+		mux.HandleFunc("GET /console/webhooks", c.session(auditor, c.show(c.webhooksPage)))
 	}
 
 	// The operator's views: every organization's plane.

@@ -35,6 +35,7 @@ import (
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/tools"
+	"github.com/searchd/searchd/webhooks"
 )
 
 func TestMain(m *testing.M) {
@@ -67,6 +68,7 @@ func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL t
 		Dispatches:    dispatch.NewStore(pool, nil),
 		Inbox:         providerjobs.NewAudit(pool),
 		Schedules:     schedule.NewStore(pool, nil),
+		Webhooks:      webhooks.NewStore(pool, webhooks.Config{AllowHTTPLoopback: true}),
 		Uncertain:     tools.NewInspector(pool, nil),
 		Resolver:      tools.NewResolver(pool, tools.ResolverConfig{}),
 		Sessions:      sessions.NewStore(pool, nil),

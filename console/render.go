@@ -74,6 +74,9 @@ func (c *Console) nav(s *session) []navEntry {
 		if c.d.ServiceKeys != nil && (s.IsAdmin() || s.IsOperator()) {
 			out = append(out, navEntry{"Audit", "Service keys", "/console/service-keys", "service-keys"})
 		}
+		if c.d.Webhooks != nil {
+			out = append(out, navEntry{"Audit", "Webhooks", "/console/webhooks", "webhooks"})
+		}
 	}
 	if s.IsOperator() {
 		for _, p := range c.operatorPanels() {

@@ -1,6 +1,9 @@
 package dispatch
 
-import "github.com/searchd/searchd/internal/shardpass"
+import (
+	"github.com/searchd/searchd/internal/runevents"
+	"github.com/searchd/searchd/internal/shardpass"
+)
 
 // The SQL of the outbox, in one place. The outbox row itself is inserted
 // by runs.runInsert, in the statement that admits its Run. Statements that
@@ -85,8 +88,9 @@ WHERE r.organization_id = $1 AND r.id = $2`
 // attempt happened. It answers whether the fence held. Every time is a
 // parameter the caller derived from the clock it read ([shardpass.Clock]): a
 // cluster refuses a clock in the CASE or COALESCE of a data-modifying
-// statement.
-const dispatchEnd = `
+// statement. The move to dispatched writes its webhook deliveries in the
+// same statement (events, internal/runevents).
+var dispatchEnd = `
 WITH ended AS (
 	UPDATE agent.run_dispatches AS d
 	SET state = @state::text,
@@ -114,6 +118,9 @@ WITH ended AS (
 ), history AS (
 	INSERT INTO agent.run_status_changes (run_id, organization_id, version, status, changed_at)
 	SELECT m.id, m.organization_id, m.version, 'dispatched', m.updated_at FROM marked m
+), events AS (` + runevents.InsertFrom(`(SELECT m.id, m.organization_id, m.version, 'dispatched'::text AS status,
+	m.updated_at AS changed_at, NULL::text AS result_ref, NULL::text AS error_code, NULL::text AS error_message
+	FROM marked m) r`) + `
 )
 SELECT EXISTS (SELECT FROM ended)`
 

@@ -43,6 +43,9 @@ var distributed = []string{
 	"agent.schedule_occurrences",
 	"agent.service_keys",
 	"agent.tool_call_resolutions",
+	"agent.webhook_deliveries",
+	"agent.webhook_delivery_attempts",
+	"agent.webhook_endpoints",
 }
 
 // reference are the reference tables, a copy on every node, each with the

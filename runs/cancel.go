@@ -88,6 +88,9 @@ func (s *Store) Cancel(ctx context.Context, org, id uuid.UUID, c CancelRequest) 
 			"error_code": nil, "error_message": nil, "now": s.nowArg(), "stopped": true,
 		})
 		b.Queue(statusChangeInsert, pgx.StrictNamedArgs{"org": org, "id": id, "reported_by": sqlarg.Null(c.Actor)})
+		// A Run cancelled at once emits run.cancelled in this transaction;
+		// a cancel request changes no status and writes nothing here.
+		b.Queue(eventInsert, pgx.StrictNamedArgs{"org": org, "id": id})
 		b.Queue(runCancelRequest, args)
 		b.Queue(cancelInsert, pgx.StrictNamedArgs{"org": org, "id": id,
 			"requested_by": sqlarg.Null(c.Actor), "reason": sqlarg.Null(c.Reason)})

@@ -1,5 +1,7 @@
 package runs
 
+import "github.com/searchd/searchd/internal/runevents"
+
 // The SQL of Runs, in one place. Statements that write a time take the clock
 // as coalesce($now::timestamptz, now()): production passes NULL, tests a
 // stubbed instant. Durations travel as microseconds.
@@ -50,6 +52,12 @@ INSERT INTO agent.run_dispatches (run_id, organization_id, next_attempt_at, crea
 SELECT r.id, r.organization_id, r.created_at, r.created_at
 FROM agent.runs r
 WHERE r.organization_id = @org::uuid AND r.id = @id::uuid`
+
+// eventInsert, queued after dispatchInsert by an admission and after
+// statusChangeInsert by a status report, in the same transaction, writes
+// the change's webhook deliveries (internal/runevents): the Run's event
+// commits exactly when its change does. Named parameters: @org and @id.
+var eventInsert = runevents.Insert
 
 // runGetByStartKey reads the Run admitted under a start key while its
 // retention holds. A Run past retain_until answers nothing, as the plane

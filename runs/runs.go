@@ -470,6 +470,7 @@ func (s *Store) queueAdmit(b *pgx.Batch, p AdmitParams) *QueuedAdmit {
 		return nil
 	})
 	b.Queue(dispatchInsert, pgx.StrictNamedArgs{"org": args["org"], "id": args["id"]})
+	b.Queue(eventInsert, pgx.StrictNamedArgs{"org": args["org"], "id": args["id"]})
 	return q
 }
 

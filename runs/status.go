@@ -196,6 +196,7 @@ func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (
 			return nil
 		})
 		b.Queue(statusChangeInsert, pgx.StrictNamedArgs{"org": org, "id": id, "reported_by": sqlarg.Null(r.Reporter)})
+		b.Queue(eventInsert, pgx.StrictNamedArgs{"org": org, "id": id})
 	})
 	if err != nil {
 		return nil, false, err

@@ -122,6 +122,9 @@ type serverConfig struct {
 	ScheduleMax int
 	CORSOrigins []string
 	Dispatch    dispatch.Config
+	// Webhooks configures the delivery of Run events to the
+	// organizations' webhook endpoints, which every serve runs.
+	Webhooks webhookConfig
 }
 
 // setting is one configuration value and where it came from, so a message

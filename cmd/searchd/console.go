@@ -22,6 +22,7 @@ func (s server) console(verifier *auth.Verifier) (*console.Console, error) {
 		Backlog:         st.backlog,
 		Inbox:           st.jobAudit,
 		Schedules:       st.schedules,
+		Webhooks:        st.webhooks,
 		Uncertain:       st.uncertain,
 		Resolver:        st.resolver,
 		Sessions:        st.sessions,

@@ -121,7 +121,7 @@ type server struct {
 // flight get cfg.ShutdownGrace to finish, new connections are refused, and
 // what still runs is cancelled (see serveHTTP). The claim listener of
 // Prefer: wait runs for as long as the server does; the sweeper, the
-// inbox's applier, the dispatcher and the drain of scheduled starts until
+// inbox's applier, the dispatcher, the webhook worker and the drain of scheduled starts until
 // ctx ends. All have returned when runServer does, so the caller may close
 // the pool. Everything runs on st, and reports to obs's metrics
 // (newObservability's, never nil).
@@ -141,7 +141,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	// The background loops, each a nil run when its settings turn it off,
 	// stopped in the reverse order; the drain's admissions wake the
 	// dispatcher, started before it.
-	for _, loop := range []func() (func(context.Context), error){s.sweeper, s.applier, s.dispatcher, s.drain} {
+	for _, loop := range []func() (func(context.Context), error){s.sweeper, s.applier, s.dispatcher, s.webhookWorker, s.drain} {
 		run, err := loop()
 		if err != nil {
 			return err
@@ -209,6 +209,7 @@ func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(cont
 		Dispatches:           st.dispatches,
 		Schedules:            st.schedules,
 		ServiceKeys:          st.serviceKeys,
+		Webhooks:             st.webhooks,
 		ProviderSecrets:      cfg.ProviderSecrets,
 		Verifier:             verifier,
 		Logger:               s.logger,

@@ -348,6 +348,8 @@ var settingsTable = []section{
 				"wait is " + dispatch.DefaultMinBackoff.String() + " after the first attempt and doubles, drawn between half " +
 				"and all of it, and a `Retry-After` of the runtime is honoured up to this"},
 	}},
+	{"Webhooks", "How Run events reach the webhook endpoints organizations create (docs/webhooks.md). Every replica runs " +
+		"a worker; they share the deliveries.", webhookSpecs},
 	{"Sweeper", "The sweeper deletes the claims, Runs, snapshots and dropped deliveries past their retention, in bounded " +
 		"passes until none is left or its budget runs out: inside serve and dev every interval (at once again while a " +
 		"backlog remains), or once per `searchd sweep` from an outside scheduler.", []spec{

@@ -19,6 +19,7 @@ import (
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/tools"
+	"github.com/searchd/searchd/webhooks"
 )
 
 // stores are the stores and services of serve and dev, each constructed
@@ -55,6 +56,9 @@ type stores struct {
 	// serviceKeys verifies service keys (one cache per process) and
 	// serves their management.
 	serviceKeys *servicekeys.Service
+	// webhooks are the organizations' webhook endpoints and their
+	// deliveries: the API's, the console's and the worker's.
+	webhooks *webhooks.Store
 }
 
 // newStores constructs the stores of serve and dev on pool, at clock. The
@@ -80,6 +84,8 @@ func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cursors keyset.Key, cfg
 		schedules:     schedule.NewStore(pool, clock).Limit(cfg.ScheduleMax).Cursors(cursors),
 		sessions:      sessions.NewStore(pool, clock),
 		serviceKeys:   servicekeys.NewService(pool, clock),
+		webhooks: webhooks.NewStore(pool, webhooks.Config{Clock: clock,
+			AllowHTTPLoopback: cfg.Webhooks.AllowHTTPLoopback}),
 	}
 	wake := func() {
 		select {

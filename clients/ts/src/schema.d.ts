@@ -626,7 +626,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/service-keys": {
+    "/v1/webhook-endpoints": {
         parameters: {
             query?: never;
             header?: never;
@@ -634,66 +634,79 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List the service keys (admin)
-         * @description Lists the service keys of the caller's organization, revoked ones too, newest first, at most 1000 in one page; never a token or a secret. Only an organization's admin or an operator naming the organization may (403 insufficient_scope otherwise, for every service key too).
+         * List the webhook endpoints
+         * @description The organization's endpoints, oldest first (at most 100), without their secrets.
          */
-        get: operations["listServiceKeys"];
+        get: operations["listWebhookEndpoints"];
         put?: never;
         /**
-         * Create a service key (admin)
-         * @description Creates a service key of the caller's organization and answers it with its token, the one time the token is shown: searchd stores only the SHA-256 of its secret. Only an organization's admin (role "admin") or an operator naming the organization may; any other caller, and every service key whatever its scopes, answers 403 insufficient_scope. created_by records the caller's actor. There is no Idempotency-Key: a repeat creates another key (a token cannot be answered twice), so revoke a key nobody received. Unknown or repeated scopes, a name outside 1 to 200 characters, or an expires_at not in the future answer 400 validation_failed.
+         * Create a webhook endpoint
+         * @description Creates an enabled endpoint of the caller's organization, with a fresh signing secret, shown in the answer (and on a read of the endpoint). From then on every change of every Run of the organization whose type it receives is POSTed to its url as a Standard Webhooks message (RunEventMessage, the webhook runEvent), in order per Run, retried until it answers 2xx (docs/webhooks.md). Subscribe instead of polling GET /v1/runs/{id}.
          */
-        post: operations["createServiceKey"];
+        post: operations["createWebhookEndpoint"];
         delete?: never;
         options?: never;
         /**
-         * List the service keys (admin, headers only)
-         * @description HEAD of listServiceKeys: the same status and headers, no body.
+         * List the webhook endpoints (headers only)
+         * @description HEAD of listWebhookEndpoints: the same status and headers, no body.
          */
-        head: operations["listServiceKeysHead"];
+        head: operations["listWebhookEndpointsHead"];
         patch?: never;
         trace?: never;
     };
-    "/v1/service-keys/{id}": {
+    "/v1/webhook-endpoints/{id}": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Read a webhook endpoint
+         * @description One endpoint of the organization, with its secret.
+         */
+        get: operations["getWebhookEndpoint"];
         put?: never;
         post?: never;
         /**
-         * Revoke a service key (admin)
-         * @description Revokes a service key of the caller's organization and answers it, revoked_at and revoked_by set. Every replica refuses the key within 3 seconds of the revocation (each remembers a verified key that long at most). Revoking a revoked key changes nothing and answers it as it is (its first revocation kept). Another organization's key, or an id of none, is 404. Only an organization's admin or an operator naming the organization may (403 insufficient_scope otherwise, for every service key too). A body is refused (413).
+         * Delete a webhook endpoint
+         * @description Deletes the endpoint with its deliveries and their attempts; nothing more is sent to it.
          */
-        delete: operations["revokeServiceKey"];
+        delete: operations["deleteWebhookEndpoint"];
         options?: never;
-        head?: never;
-        patch?: never;
+        /**
+         * Read a webhook endpoint (headers only)
+         * @description HEAD of getWebhookEndpoint: the same status and headers, no body.
+         */
+        head: operations["getWebhookEndpointHead"];
+        /**
+         * Change, disable or enable a webhook endpoint
+         * @description Changes the fields the body names. state disabled stops its deliveries, which wait; enabled again clears its failure and makes what waited due at once, delivered in order. A disabled endpoint gets no new events.
+         */
+        patch: operations["updateWebhookEndpoint"];
         trace?: never;
     };
-    "/v1/runs/{id}/cancel": {
+    "/v1/webhook-endpoints/{id}/deliveries": {
         parameters: {
             query?: never;
             header?: never;
-            path: {
-                /** @description Run id. An id that is not a UUID answers 404. */
-                id: string;
-            };
+            path?: never;
             cookie?: never;
         };
-        get?: never;
-        put?: never;
         /**
-         * Cancel a Run
-         * @description Cancels a Run of the caller's organization. A Run not yet handed to the runtime (queued) is cancelled at once and never dispatched: its dispatch is stopped in the same transaction, so no delivery of it is recorded after this answers, and its status change (version + 1) is recorded with the token's sub. If an attempt to deliver it was already on its way, the runtime is sent a cancel request as well. A Run the runtime has (dispatched or running) stays as it is, with cancel_requested_at set, and searchd sends the runtime a signed cancel request (the runCancelRequested webhook), delivered at least once with retries; the Run becomes cancelled when the runtime reports it (PUT /v1/runs/{id}/status). A Run that succeeds or fails before the runtime stops it keeps how it finished. Idempotent: cancelling a Run cancelled already, or whose cancel was requested already, answers 200 with the Run and changes or sends nothing (the first cancel's reason stays). A Run that succeeded or failed answers 409 run_finished; another organization's Run is 404. The body is optional: {"reason": "..."}, at most 500 characters.
+         * The deliveries of a webhook endpoint
+         * @description The endpoint's newest deliveries, newest first (limit, 1 to 200, default 50), each with its event and its newest 20 attempts: status code, answer, duration.
          */
-        post: operations["cancelRun"];
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * The deliveries of a webhook endpoint (headers only)
+         * @description HEAD of listWebhookDeliveries: the same status and headers, no body.
+         */
+        head: operations["listWebhookDeliveriesHead"];
         patch?: never;
         trace?: never;
     };
@@ -719,7 +732,7 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
-    runCancelRequested: {
+    runEvent: {
         parameters: {
             query?: never;
             header?: never;
@@ -729,10 +742,10 @@ export interface webhooks {
         get?: never;
         put?: never;
         /**
-         * Stop a Run (searchd to the runtime)
-         * @description When a Run the runtime has (or may have) is cancelled, searchd's dispatcher POSTs a cancel request to SEARCHD_RUNTIME_URL, signed as a Standard Webhooks message with SEARCHD_RUNTIME_SECRET, like a Run's dispatch; tell the two apart by the body's type (run.cancel_requested) or the webhook-id (cancel_ followed by the Run id). Deduplicate by webhook-id. Stop the Run if it is running, do not start it if it has not started (a cancel can overtake a delivery that was on its way: remember it by Run id), then report it cancelled with PUT /v1/runs/{id}/status; a cancel for a Run that finished, or that you never got, is answered 2xx all the same. A Run cancelled before the runtime took it is cancelled in searchd already: a report on it answers 409 run_finished, which also means stop. Answer 2xx once the request is taken; 5xx, 408 or 429 to be asked again later (with back-off, Retry-After honoured); any other 4xx ends the delivery, recorded.
+         * A Run's event (searchd to the product)
+         * @description searchd POSTs every change of a Run to each enabled endpoint of its organization that receives the event's type, signed as a Standard Webhooks message with the endpoint's secret: verify the signature before trusting the body. webhook-id is run_{run_id}_{seq}, the same on every retry: deduplicate by it. A Run's events reach an endpoint in seq order: seq n+1 is not sent before seq n was answered 2xx (a retry of an event already processed may still come later: ignore a seq at or below the last you applied). Answer 2xx quickly; any other answer, a timeout (10 s) or a cut connection is retried with capped exponential back-off (Retry-After honoured); an endpoint that fails every attempt for longer than SEARCHD_WEBHOOK_DISABLE_AFTER (72 h) is disabled.
          */
-        post: operations["runCancelRequested"];
+        post: operations["runEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -877,7 +890,7 @@ export interface components {
             snapshot_id: string | null;
             name: string | null;
             /**
-             * @description queued at admission; dispatched once the runtime acknowledged its delivery; then what the runtime reports: running, and one of succeeded, failed, cancelled. A status only moves forward, and a finished one never changes. A cancel (POST /v1/runs/{id}/cancel) sets cancelled at once while the Run is queued; later, the runtime reports it.
+             * @description queued at admission; dispatched once the runtime acknowledged its delivery; then what the runtime reports: running, and one of succeeded, failed, cancelled. A status only moves forward, and a finished one never changes.
              * @enum {string}
              */
             status: "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
@@ -911,11 +924,6 @@ export interface components {
             result_ref: string | null;
             /** @description How a failed or cancelled Run ended, as its runtime reported it; null otherwise. */
             error: components["schemas"]["RunError"] | null;
-            /**
-             * Format: date-time
-             * @description When a cancel was first asked for (POST /v1/runs/{id}/cancel); null when nobody cancelled the Run. A Run the runtime has stays dispatched or running with this set until the runtime reports it cancelled (or finished: a Run that succeeds or fails anyway keeps how it finished).
-             */
-            cancel_requested_at: string | null;
         };
         /** @description A Run as the list shows it: the Run without its input (GET /v1/runs/{id} has it), with the input's size instead. */
         RunListItem: {
@@ -1237,10 +1245,10 @@ export interface components {
             /** @description Words for a person, at most 2000 characters. */
             message?: string | null;
         };
-        /** @description The hand-off of a Run to the runtime (the outbox row its admission wrote). pending: to deliver (next_attempt_at says when); dispatched: the runtime answered 2xx; failed: the runtime refused it (a 4xx other than 408 and 429) and an operator must retry it. cancelled: the Run was cancelled before the runtime took it, and it is never delivered. */
+        /** @description The hand-off of a Run to the runtime (the outbox row its admission wrote). pending: to deliver (next_attempt_at says when); dispatched: the runtime answered 2xx; failed: the runtime refused it (a 4xx other than 408 and 429) and an operator must retry it. */
         Dispatch: {
             /** @enum {string} */
-            state: "pending" | "dispatched" | "failed" | "cancelled";
+            state: "pending" | "dispatched" | "failed";
             /** @description Delivery attempts made. */
             attempts: number;
             /**
@@ -1309,11 +1317,6 @@ export interface components {
             result_ref: string | null;
             /** @description How a failed or cancelled Run ended, as its runtime reported it; null otherwise. */
             error: components["schemas"]["RunError"] | null;
-            /**
-             * Format: date-time
-             * @description When a cancel was first asked for (POST /v1/runs/{id}/cancel); null when nobody cancelled the Run. A Run the runtime has stays dispatched or running with this set until the runtime reports it cancelled (or finished: a Run that succeeds or fails anyway keeps how it finished).
-             */
-            cancel_requested_at: string | null;
             /** @description The Run's dispatch to the runtime; null for a Run that has none (none admitted since migration 00016). */
             dispatch: components["schemas"]["Dispatch"] | null;
         };
@@ -1385,120 +1388,137 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
-        /**
-         * @description What a service key opens. runs:report: PUT /v1/runs/{id}/status alone (a runtime). starts:write: the starts, direct Runs, and the writes of saved searches, baselines, schedules and provider-job registrations. read: every GET of the organization's records. No scope opens /v1/service-keys.
-         * @enum {string}
-         */
-        ServiceKeyScope: "runs:report" | "starts:write" | "read";
-        /** @description A service key as listed: never its secret. */
-        ServiceKey: {
+        /** @description One change of a Run: its admission (seq 1) or a change of its status. seq is the Run's version after the change, so a Run's events are numbered 1, 2, ... with gaps only where a status was skipped; order and deduplicate by it. */
+        RunEvent: {
             /** Format: uuid */
-            id: string;
-            /** Format: uuid */
-            organization_id: string;
-            /** @description Names the key: its token begins sdk_<organization as 32 hex digits>_<prefix>_, and what it does records the actor key:<prefix>. Safe to log. */
-            prefix: string;
-            name: string;
-            scopes: components["schemas"]["ServiceKeyScope"][];
-            /** Format: date-time */
-            created_at: string;
-            /** @description The actor (sub) of the admin or operator who created it. */
-            created_by: string;
-            /**
-             * Format: date-time
-             * @description When the key stops working; null: never.
-             */
-            expires_at: string | null;
-            /**
-             * Format: date-time
-             * @description When a replica last verified the key, to within a minute (written at most once a minute); null: never used.
-             */
-            last_used_at: string | null;
-            /**
-             * Format: date-time
-             * @description When it was revoked; null while live. Every replica refuses it within 3 seconds of this.
-             */
-            revoked_at: string | null;
-            /** @description Who revoked it; null while live. */
-            revoked_by: string | null;
-        };
-        /** @description A new service key and its token, shown this once: searchd keeps only a hash of its secret. */
-        CreatedServiceKey: {
-            /** Format: uuid */
-            id: string;
-            /** Format: uuid */
-            organization_id: string;
-            /** @description Names the key: its token begins sdk_<organization as 32 hex digits>_<prefix>_, and what it does records the actor key:<prefix>. Safe to log. */
-            prefix: string;
-            name: string;
-            scopes: components["schemas"]["ServiceKeyScope"][];
-            /** Format: date-time */
-            created_at: string;
-            /** @description The actor (sub) of the admin or operator who created it. */
-            created_by: string;
-            /**
-             * Format: date-time
-             * @description When the key stops working; null: never.
-             */
-            expires_at: string | null;
-            /**
-             * Format: date-time
-             * @description When a replica last verified the key, to within a minute (written at most once a minute); null: never used.
-             */
-            last_used_at: string | null;
-            /**
-             * Format: date-time
-             * @description When it was revoked; null while live. Every replica refuses it within 3 seconds of this.
-             */
-            revoked_at: string | null;
-            /** @description Who revoked it; null while live. */
-            revoked_by: string | null;
-            /** @description The bearer token of the key: send it as Authorization: Bearer <token>. Shown once; store it as a secret. */
-            token: string;
-        };
-        ServiceKeyCreate: {
-            /** @description What the key is for (1 to 200 characters). */
-            name: string;
-            /** @description What the key opens: one or more scopes, none twice. */
-            scopes: components["schemas"]["ServiceKeyScope"][];
-            /**
-             * Format: date-time
-             * @description When the key stops working (RFC 3339, in the future); omitted: never.
-             */
-            expires_at?: string;
-        };
-        /** @description The organization's service keys, revoked ones too, newest first: at most 1000, in one page. */
-        ServiceKeyPage: {
-            items: components["schemas"]["ServiceKey"][];
-            /** @description Always null: the keys come in one page. */
-            next_cursor: null;
-        };
-        /** @description The optional body of a cancel. An empty body, or {}, cancels without a reason. */
-        CancelRequest: {
-            /** @description Why, for a person: at most 500 characters of text, recorded with the cancel and sent to the runtime in the cancel request. */
-            reason?: string;
-        };
-        /** @description The body of a cancel request: a Standard Webhooks message searchd POSTs to SEARCHD_RUNTIME_URL when a Run the runtime has (or may have) is cancelled, signed like a dispatch with SEARCHD_RUNTIME_SECRET. webhook-id is cancel_ followed by the Run id, and every redelivery is the same body under the same webhook-id: deduplicate by it. */
-        RunCancelRequest: {
+            run_id: string;
+            /** @description The Run's version after the change: 1 for run.admitted, growing by one per change. */
+            seq: number;
             /** @enum {string} */
-            type: "run.cancel_requested";
+            type: "run.admitted" | "run.dispatched" | "run.running" | "run.succeeded" | "run.failed" | "run.cancelled";
+            /**
+             * @description The Run's status after the change: queued for run.admitted.
+             * @enum {string}
+             */
+            status: "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
+            /** Format: date-time */
+            occurred_at: string;
+            /** @description A succeeded Run's result reference, when the runtime reported one. */
+            result_ref?: string;
+            /** @description A failed or cancelled Run's error, when reported. */
+            error?: components["schemas"]["RunError"];
+        };
+        /** @description The body of a webhook delivery: a Standard Webhooks message whose data is the RunEvent. */
+        RunEventMessage: {
+            /** @enum {string} */
+            type: "run.admitted" | "run.dispatched" | "run.running" | "run.succeeded" | "run.failed" | "run.cancelled";
             /**
              * Format: date-time
-             * @description When the cancel was asked for, the same on every redelivery.
+             * @description When the change happened (the event's occurred_at).
              */
             timestamp: string;
-            data: {
-                run: {
-                    /** Format: uuid */
-                    id: string;
-                    /** Format: uuid */
-                    organization_id: string;
-                };
-                /** @description The canceller's reason; null for none. */
-                reason: string | null;
-                /** @description Where to report the Run cancelled (PUT, relative to searchd's base URL). */
-                status_url: string;
-            };
+            data: components["schemas"]["RunEvent"];
+        };
+        WebhookEndpoint: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: uri
+             * @description Where events are POSTed: https (http to a loopback host only when the server allows it, SEARCHD_WEBHOOK_ALLOW_HTTP_LOOPBACK).
+             */
+            url: string;
+            description: string;
+            /** @description The event types it receives. */
+            event_types: ("run.admitted" | "run.dispatched" | "run.running" | "run.succeeded" | "run.failed" | "run.cancelled")[];
+            /** @description The Standard Webhooks signing secret (whsec_ and the base64 of 32 random bytes): verify every delivery with it. In the answer of a creation and of a read of the one endpoint; never in a list. */
+            secret?: string;
+            /** @enum {string} */
+            state: "enabled" | "disabled";
+            /** @description Why it is disabled: by whom, or the failure window it exceeded. */
+            disabled_reason: string | null;
+            /** Format: date-time */
+            disabled_at: string | null;
+            /**
+             * Format: date-time
+             * @description When its current run of failed attempts began; null while the last attempt was delivered. An endpoint failing longer than the window (SEARCHD_WEBHOOK_DISABLE_AFTER, 72 h by default) is disabled.
+             */
+            failing_since: string | null;
+            /** Format: date-time */
+            created_at: string;
+            created_by: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        WebhookEndpointCreate: {
+            /**
+             * Format: uri
+             * @description Where events are POSTed: https (http to a loopback host only when the server allows it, SEARCHD_WEBHOOK_ALLOW_HTTP_LOOPBACK).
+             */
+            url: string;
+            /** @default  */
+            description: string;
+            /** @description The event types to receive; omitted or empty: every type. */
+            event_types?: ("run.admitted" | "run.dispatched" | "run.running" | "run.succeeded" | "run.failed" | "run.cancelled")[];
+        };
+        /** @description The fields to change; an omitted field stays as it is. */
+        WebhookEndpointUpdate: {
+            /**
+             * Format: uri
+             * @description Where events are POSTed: https (http to a loopback host only when the server allows it, SEARCHD_WEBHOOK_ALLOW_HTTP_LOOPBACK).
+             */
+            url?: string;
+            description?: string;
+            /** @description The event types to receive; empty: every type. */
+            event_types?: ("run.admitted" | "run.dispatched" | "run.running" | "run.succeeded" | "run.failed" | "run.cancelled")[];
+            /**
+             * @description disabled stops its deliveries (they wait); enabled again clears its failure and delivers what waited, in order.
+             * @enum {string}
+             */
+            state?: "enabled" | "disabled";
+        };
+        WebhookEndpointList: {
+            items: components["schemas"]["WebhookEndpoint"][];
+        };
+        WebhookAttempt: {
+            attempt: number;
+            /** Format: date-time */
+            started_at: string;
+            /** Format: date-time */
+            ended_at: string | null;
+            /** @enum {string} */
+            outcome: "in_flight" | "delivered" | "retry";
+            status_code: number | null;
+            duration_ms: number | null;
+            /** @description The start of the endpoint's answer, or what went wrong (a timeout, a cut connection). */
+            answer: string | null;
+        };
+        WebhookDelivery: {
+            /** Format: uuid */
+            endpoint_id: string;
+            /** @description The webhook-id header of every attempt of this event. */
+            webhook_id: string;
+            event: components["schemas"]["RunEvent"];
+            /** @enum {string} */
+            state: "pending" | "delivered";
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description When a pending delivery is tried next; null once delivered or while its endpoint is disabled.
+             */
+            next_attempt_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            last_attempt_at: string | null;
+            /** Format: date-time */
+            delivered_at: string | null;
+            last_status_code: number | null;
+            last_error: string | null;
+            /** @description The newest 20 attempts, oldest first. */
+            attempt_history: components["schemas"]["WebhookAttempt"][];
+        };
+        WebhookDeliveryList: {
+            items: components["schemas"]["WebhookDelivery"][];
         };
     };
     responses: {
@@ -1528,7 +1548,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description unauthorized: no bearer token (WWW-Authenticate: Bearer realm="searchd"), or one the server refuses: not a live service key, nor an unexpired JWT that names an organization, signed with the server's HS256 secret or by its OpenID Connect provider (WWW-Authenticate: Bearer realm="searchd", error="invalid_token", RFC 6750). */
+        /** @description unauthorized: no bearer token (WWW-Authenticate: Bearer realm="searchd"), or one the server refuses: not an unexpired JWT that names an organization, signed with the server's HS256 secret or by its OpenID Connect provider (WWW-Authenticate: Bearer realm="searchd", error="invalid_token", RFC 6750). */
         Unauthorized: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1541,7 +1561,7 @@ export interface components {
                  *       "type": "/problems/unauthorized",
                  *       "title": "Unauthorized",
                  *       "status": 401,
-                 *       "detail": "the bearer token is invalid or expired: send a live service key (sdk_...), or a JWT with exp and an organization, signed with the server's HS256 secret or by its OpenID Connect provider",
+                 *       "detail": "the bearer token is invalid or expired: send a JWT with exp and an organization, signed with the server's HS256 secret or by its OpenID Connect provider",
                  *       "code": "unauthorized",
                  *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
                  *     }
@@ -1887,7 +1907,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description insufficient_scope: the credential is valid but does not open this route: a runtime credential (role "runtime") anywhere but PUT /v1/runs/{id}/status, or a user token there; a service key without the route's scope; on /v1/service-keys, any caller but an organization's admin or an operator (WWW-Authenticate: Bearer realm="searchd", error="insufficient_scope"). */
+        /** @description insufficient_scope: the bearer token is valid but its role does not open this route: a runtime credential (role "runtime") anywhere but PUT /v1/runs/{id}/status, or a user token there (WWW-Authenticate: Bearer realm="searchd", error="insufficient_scope"). */
         InsufficientScope: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1908,7 +1928,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description run_finished: the report or cancel would change a Run that finished (another terminal status, result or error, running after the end, or a cancel of a Run that succeeded or failed). current_status and current_version say how it finished. Not to be retried. */
+        /** @description run_finished: the report would change a Run that finished (another terminal status, result or error, or running after the end). current_status and current_version say how it finished. Not to be retried. */
         RunFinished: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -2535,8 +2555,7 @@ export interface operations {
                      *         "version": 1,
                      *         "updated_at": "2026-12-01T09:31:12.5Z",
                      *         "result_ref": null,
-                     *         "error": null,
-                     *         "cancel_requested_at": null
+                     *         "error": null
                      *       },
                      *       "snapshot": {
                      *         "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
@@ -2581,8 +2600,7 @@ export interface operations {
                      *         "version": 1,
                      *         "updated_at": "2026-12-01T09:31:12.5Z",
                      *         "result_ref": null,
-                     *         "error": null,
-                     *         "cancel_requested_at": null
+                     *         "error": null
                      *       },
                      *       "snapshot": {
                      *         "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
@@ -3288,8 +3306,7 @@ export interface operations {
                      *         "version": 1,
                      *         "updated_at": "2026-12-01T09:31:12.5Z",
                      *         "result_ref": null,
-                     *         "error": null,
-                     *         "cancel_requested_at": null
+                     *         "error": null
                      *       },
                      *       "snapshot": null
                      *     }
@@ -3326,8 +3343,7 @@ export interface operations {
                      *         "version": 1,
                      *         "updated_at": "2026-12-01T09:31:12.5Z",
                      *         "result_ref": null,
-                     *         "error": null,
-                     *         "cancel_requested_at": null
+                     *         "error": null
                      *       },
                      *       "snapshot": null
                      *     }
@@ -3421,7 +3437,6 @@ export interface operations {
                      *       "updated_at": "2026-12-01T09:31:14.02Z",
                      *       "result_ref": null,
                      *       "error": null,
-                     *       "cancel_requested_at": null,
                      *       "dispatch": {
                      *         "state": "dispatched",
                      *         "attempts": 2,
@@ -4251,8 +4266,7 @@ export interface operations {
                      *       "version": 4,
                      *       "updated_at": "2026-12-01T09:40:02.5Z",
                      *       "result_ref": "s3://results/0f8e4a2c/results.json",
-                     *       "error": null,
-                     *       "cancel_requested_at": null
+                     *       "error": null
                      *     }
                      */
                     "application/json": components["schemas"]["Run"];
@@ -4271,7 +4285,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    listServiceKeys: {
+    listWebhookEndpoints: {
         parameters: {
             query?: never;
             header?: never;
@@ -4280,7 +4294,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The organization's keys. */
+            /** @description The endpoints. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -4291,25 +4305,26 @@ export interface operations {
                      * @example {
                      *       "items": [
                      *         {
-                     *           "id": "01939c7e-5a1b-7c2d-8e3f-4a5b6c7d8e9f",
-                     *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
-                     *           "prefix": "k7q2m3xa",
-                     *           "name": "runtime eu-1",
-                     *           "scopes": [
-                     *             "runs:report"
+                     *           "id": "0193a0c2-7d41-7cc1-9a5e-3b2f0e4d5c6a",
+                     *           "url": "https://product.example.com/hooks/searchd",
+                     *           "description": "Run updates for the product UI",
+                     *           "event_types": [
+                     *             "run.succeeded",
+                     *             "run.failed",
+                     *             "run.cancelled"
                      *           ],
-                     *           "created_at": "2026-12-01T09:31:12.5Z",
-                     *           "created_by": "admin-7",
-                     *           "expires_at": null,
-                     *           "last_used_at": "2026-12-01T10:02:00Z",
-                     *           "revoked_at": null,
-                     *           "revoked_by": null
+                     *           "state": "enabled",
+                     *           "disabled_reason": null,
+                     *           "disabled_at": null,
+                     *           "failing_since": null,
+                     *           "created_at": "2026-12-01T09:30:00.123456Z",
+                     *           "created_by": "alice@example.com",
+                     *           "updated_at": "2026-12-01T09:30:00.123456Z"
                      *         }
-                     *       ],
-                     *       "next_cursor": null
+                     *       ]
                      *     }
                      */
-                    "application/json": components["schemas"]["ServiceKeyPage"];
+                    "application/json": components["schemas"]["WebhookEndpointList"];
                 };
             };
             401: components["responses"]["Unauthorized"];
@@ -4320,7 +4335,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    createServiceKey: {
+    createWebhookEndpoint: {
         parameters: {
             query?: never;
             header?: never;
@@ -4331,44 +4346,48 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "name": "runtime eu-1",
-                 *       "scopes": [
-                 *         "runs:report"
-                 *       ],
-                 *       "expires_at": "2027-12-01T00:00:00Z"
+                 *       "url": "https://product.example.com/hooks/searchd",
+                 *       "description": "Run updates for the product UI",
+                 *       "event_types": [
+                 *         "run.succeeded",
+                 *         "run.failed",
+                 *         "run.cancelled"
+                 *       ]
                  *     }
                  */
-                "application/json": components["schemas"]["ServiceKeyCreate"];
+                "application/json": components["schemas"]["WebhookEndpointCreate"];
             };
         };
         responses: {
-            /** @description The new key and its token (Cache-Control: no-store). */
+            /** @description The endpoint, enabled, with its secret. Location names it. */
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
-                    "Cache-Control"?: string;
+                    Location: components["headers"]["Location"];
                     [name: string]: unknown;
                 };
                 content: {
                     /**
                      * @example {
-                     *       "id": "01939c7e-5a1b-7c2d-8e3f-4a5b6c7d8e9f",
-                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
-                     *       "prefix": "k7q2m3xa",
-                     *       "name": "runtime eu-1",
-                     *       "scopes": [
-                     *         "runs:report"
+                     *       "id": "0193a0c2-7d41-7cc1-9a5e-3b2f0e4d5c6a",
+                     *       "url": "https://product.example.com/hooks/searchd",
+                     *       "description": "Run updates for the product UI",
+                     *       "event_types": [
+                     *         "run.succeeded",
+                     *         "run.failed",
+                     *         "run.cancelled"
                      *       ],
-                     *       "created_at": "2026-12-01T09:31:12.5Z",
-                     *       "created_by": "admin-7",
-                     *       "expires_at": "2027-12-01T00:00:00Z",
-                     *       "last_used_at": null,
-                     *       "revoked_at": null,
-                     *       "revoked_by": null,
-                     *       "token": "sdk_d0d0d0d0000040008000000000000001_k7q2m3xa_q3Jx9T0bVw8mZr2LkPf7YcN5sHd1GaE4uWo6iRt8yUe"
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw1pY7Yw8XrA8=",
+                     *       "state": "enabled",
+                     *       "disabled_reason": null,
+                     *       "disabled_at": null,
+                     *       "failing_since": null,
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "created_by": "alice@example.com",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
                      *     }
                      */
-                    "application/json": components["schemas"]["CreatedServiceKey"];
+                    "application/json": components["schemas"]["WebhookEndpoint"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -4382,7 +4401,7 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    listServiceKeysHead: {
+    listWebhookEndpointsHead: {
         parameters: {
             query?: never;
             header?: never;
@@ -4391,7 +4410,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The organization's keys. */
+            /** @description The endpoints. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -4407,19 +4426,19 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    revokeServiceKey: {
+    getWebhookEndpoint: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                /** @description The key's id. */
+                /** @description Webhook endpoint id. An id that is not a UUID answers 404. */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The key, revoked. */
+            /** @description The endpoint. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -4428,23 +4447,55 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "01939c7e-5a1b-7c2d-8e3f-4a5b6c7d8e9f",
-                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
-                     *       "prefix": "k7q2m3xa",
-                     *       "name": "runtime eu-1",
-                     *       "scopes": [
-                     *         "runs:report"
+                     *       "id": "0193a0c2-7d41-7cc1-9a5e-3b2f0e4d5c6a",
+                     *       "url": "https://product.example.com/hooks/searchd",
+                     *       "description": "Run updates for the product UI",
+                     *       "event_types": [
+                     *         "run.succeeded",
+                     *         "run.failed",
+                     *         "run.cancelled"
                      *       ],
-                     *       "created_at": "2026-12-01T09:31:12.5Z",
-                     *       "created_by": "admin-7",
-                     *       "expires_at": null,
-                     *       "last_used_at": "2026-12-01T10:02:00Z",
-                     *       "revoked_at": "2026-12-02T08:00:00Z",
-                     *       "revoked_by": "admin-7"
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw1pY7Yw8XrA8=",
+                     *       "state": "enabled",
+                     *       "disabled_reason": null,
+                     *       "disabled_at": null,
+                     *       "failing_since": null,
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "created_by": "alice@example.com",
+                     *       "updated_at": "2026-12-01T09:30:00.123456Z"
                      *     }
                      */
-                    "application/json": components["schemas"]["ServiceKey"];
+                    "application/json": components["schemas"]["WebhookEndpoint"];
                 };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook endpoint id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["InsufficientScope"];
@@ -4456,28 +4507,57 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    cancelRun: {
+    getWebhookEndpointHead: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                /** @description Run id. An id that is not a UUID answers 404. */
+                /** @description Webhook endpoint id. An id that is not a UUID answers 404. */
                 id: string;
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook endpoint id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
             content: {
                 /**
                  * @example {
-                 *       "reason": "started with the wrong saved search"
+                 *       "state": "disabled"
                  *     }
                  */
-                "application/json": components["schemas"]["CancelRequest"];
+                "application/json": components["schemas"]["WebhookEndpointUpdate"];
             };
         };
         responses: {
-            /** @description The Run after the cancel: cancelled (it was queued, or cancelled already), or as it was with cancel_requested_at set (the runtime has it and is asked to stop; the Run becomes cancelled when the runtime reports it). */
+            /** @description The endpoint as it is now. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -4486,30 +4566,25 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
-                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
-                     *       "kind": "saved_search",
-                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
-                     *       "snapshot_id": "9c3b9997-92eb-4949-852b-a9916ff82864",
-                     *       "name": "PostgreSQL roles in Berlin",
-                     *       "status": "dispatched",
-                     *       "options": {
-                     *         "max_results": 10,
-                     *         "note": ""
-                     *       },
-                     *       "input": null,
-                     *       "created_at": "2026-12-01T09:31:12.5Z",
-                     *       "retain_until": "2028-01-01T09:31:12.5Z",
-                     *       "created_by": "user-42",
-                     *       "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324",
-                     *       "version": 2,
-                     *       "updated_at": "2026-12-01T09:31:13.1Z",
-                     *       "result_ref": null,
-                     *       "error": null,
-                     *       "cancel_requested_at": "2026-12-01T09:35:40.2Z"
+                     *       "id": "0193a0c2-7d41-7cc1-9a5e-3b2f0e4d5c6a",
+                     *       "url": "https://product.example.com/hooks/searchd",
+                     *       "description": "Run updates for the product UI",
+                     *       "event_types": [
+                     *         "run.succeeded",
+                     *         "run.failed",
+                     *         "run.cancelled"
+                     *       ],
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw1pY7Yw8XrA8=",
+                     *       "state": "disabled",
+                     *       "disabled_reason": "disabled by alice@example.com",
+                     *       "disabled_at": "2026-12-02T10:00:00Z",
+                     *       "failing_since": null,
+                     *       "created_at": "2026-12-01T09:30:00.123456Z",
+                     *       "created_by": "alice@example.com",
+                     *       "updated_at": "2026-12-02T10:00:00Z"
                      *     }
                      */
-                    "application/json": components["schemas"]["Run"];
+                    "application/json": components["schemas"]["WebhookEndpoint"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -4517,9 +4592,122 @@ export interface operations {
             403: components["responses"]["InsufficientScope"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
-            409: components["responses"]["RunFinished"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description How many deliveries, 1 to 200; default 50. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Webhook endpoint id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "endpoint_id": "0193a0c2-7d41-7cc1-9a5e-3b2f0e4d5c6a",
+                     *           "webhook_id": "run_0193a0c2-6b10-7f55-8e21-4c9d2a7b1e03_4",
+                     *           "event": {
+                     *             "run_id": "0193a0c2-6b10-7f55-8e21-4c9d2a7b1e03",
+                     *             "seq": 4,
+                     *             "type": "run.succeeded",
+                     *             "status": "succeeded",
+                     *             "occurred_at": "2026-12-01T09:31:05.5Z",
+                     *             "result_ref": "s3://results/2026/12/01/run.json"
+                     *           },
+                     *           "state": "delivered",
+                     *           "attempts": 2,
+                     *           "next_attempt_at": null,
+                     *           "created_at": "2026-12-01T09:31:05.5Z",
+                     *           "last_attempt_at": "2026-12-01T09:31:09.1Z",
+                     *           "delivered_at": "2026-12-01T09:31:09.2Z",
+                     *           "last_status_code": 204,
+                     *           "last_error": null,
+                     *           "attempt_history": [
+                     *             {
+                     *               "attempt": 1,
+                     *               "started_at": "2026-12-01T09:31:05.6Z",
+                     *               "ended_at": "2026-12-01T09:31:06.1Z",
+                     *               "outcome": "retry",
+                     *               "status_code": 503,
+                     *               "duration_ms": 480.2,
+                     *               "answer": "503 Service Unavailable"
+                     *             },
+                     *             {
+                     *               "attempt": 2,
+                     *               "started_at": "2026-12-01T09:31:09.1Z",
+                     *               "ended_at": "2026-12-01T09:31:09.2Z",
+                     *               "outcome": "delivered",
+                     *               "status_code": 204,
+                     *               "duration_ms": 35.7,
+                     *               "answer": "204 No Content"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeliveryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listWebhookDeliveriesHead: {
+        parameters: {
+            query?: {
+                /** @description How many deliveries, 1 to 200; default 50. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Webhook endpoint id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -4613,15 +4801,15 @@ export interface operations {
             };
         };
     };
-    runCancelRequested: {
+    runEvent: {
         parameters: {
             query?: never;
             header: {
-                /** @description cancel_ followed by the Run id: the key to deduplicate by, the same on every redelivery. */
+                /** @description run_{run_id}_{seq}: the key to deduplicate by, the same on every retry. */
                 "webhook-id": string;
                 /** @description Unix seconds when this attempt was signed; refuse one more than 5 minutes away from your clock. */
                 "webhook-timestamp": string;
-                /** @description v1,<base64 HMAC-SHA256 of id.timestamp.body under the secret's key>. */
+                /** @description v1,{base64 HMAC-SHA256 of id.timestamp.body under the endpoint's secret}: verify with any Standard Webhooks library. */
                 "webhook-signature": string;
             };
             path?: never;
@@ -4631,38 +4819,31 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "type": "run.cancel_requested",
-                 *       "timestamp": "2026-12-01T09:35:40.2Z",
+                 *       "type": "run.succeeded",
+                 *       "timestamp": "2026-12-01T09:31:05.5Z",
                  *       "data": {
-                 *         "run": {
-                 *           "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
-                 *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001"
-                 *         },
-                 *         "reason": "started with the wrong saved search",
-                 *         "status_url": "/v1/runs/0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6/status"
+                 *         "run_id": "0193a0c2-6b10-7f55-8e21-4c9d2a7b1e03",
+                 *         "seq": 4,
+                 *         "type": "run.succeeded",
+                 *         "status": "succeeded",
+                 *         "occurred_at": "2026-12-01T09:31:05.5Z",
+                 *         "result_ref": "s3://results/2026/12/01/run.json"
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["RunCancelRequest"];
+                "application/json": components["schemas"]["RunEventMessage"];
             };
         };
         responses: {
-            /** @description Taken: the request is delivered; searchd waits for the Run's status report. */
+            /** @description Received: the event is delivered. */
             "2XX": {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description 408 and 429: asked again later. Any other: the delivery ends, with the answer recorded. */
-            "4XX": {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Asked again later, after a backoff (Retry-After is honoured). */
-            "5XX": {
+            /** @description Anything else is retried with back-off. */
+            default: {
                 headers: {
                     [name: string]: unknown;
                 };
