@@ -222,8 +222,9 @@ func wantInsufficientScope(t *testing.T, name string, res *response) {
 
 // TestAKeyOpensNoOtherOrganizationsRecords aims a key of organization B
 // with every scope at each of organization A's resources: every route with
-// an id answers 404 and writes nothing, as B's user token does; the key
-// routes answer 403, as they do to every key.
+// an id answers 404 and writes nothing, as B's user token does; the
+// admin's routes (keys, webhook endpoints) answer 403, as they do to every
+// key.
 func TestAKeyOpensNoOtherOrganizationsRecords(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, setupOpts{})
@@ -243,7 +244,7 @@ func TestAKeyOpensNoOtherOrganizationsRecords(t *testing.T) {
 		}
 		res := w.do(rq)
 		switch {
-		case strings.HasPrefix(r.path, "/v1/service-keys"):
+		case strings.HasPrefix(r.path, "/v1/service-keys"), strings.HasPrefix(r.path, "/v1/webhook-endpoints"):
 			wantInsufficientScope(t, "B's key on "+r.String(), res)
 		case r.params() > 0 || r.String() == "POST /v1/provider-jobs": // the body names A's Run
 			if res.status != http.StatusNotFound {
