@@ -81,7 +81,8 @@ for (const width of [1440, 390]) {
     // the form (and the server would refuse it).
     const del = endpoint.getByRole("button", { name: "Delete" });
     await del.click();
-    assert.equal(await endpoint.locator("input[name=confirm]").evaluate((el) => el.validity.valueMissing), true);
+    assert.equal(await endpoint.locator("input[name=confirm]").evaluate((el) => el.validity.valueMissing), true,
+      "the browser refuses to send the delete form until its box is ticked");
     assert.equal(await endpoint.count(), 1, "nothing deleted without the box ticked");
     await endpoint.locator("input[name=confirm]").check();
     await submit(page, del);
