@@ -190,7 +190,8 @@ type Deps struct {
 	// set.
 	Schedules Schedules
 	// Webhooks serves the organization's webhook endpoints page, when it
-	// is set.
+	// is set: read by every member, its forms (create, disable, enable,
+	// delete) for its admins and operators (webhooks.go).
 	Webhooks Webhooks
 	// Uncertain and Resolver serve the operator's "Tool calls to decide"
 	// panel; it is shown only when both are set.
@@ -383,6 +384,9 @@ func (c *Console) routes() http.Handler {
 	}
 	if c.d.Webhooks != nil {
 		mux.HandleFunc("GET /console/webhooks", c.session(auditor, c.show(c.webhooksPage)))
+		mux.HandleFunc("POST /console/webhooks", c.session(keyAdmin, c.createWebhook))
+		mux.HandleFunc("POST /console/webhooks/{id}/state", c.session(keyAdmin, c.setWebhookState))
+		mux.HandleFunc("POST /console/webhooks/{id}/delete", c.session(keyAdmin, c.deleteWebhook))
 	}
 
 	// The operator's views: every organization's plane.

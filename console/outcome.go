@@ -37,6 +37,13 @@ var outcomeMessages = map[string]map[string]string{
 		"revoked": "the key is revoked: every replica refuses it within 3 seconds",
 		"gone":    "no such key in this organization",
 	},
+	// A webhook endpoint changed, or why not.
+	"webhook-changed": {
+		"enabled":  "the endpoint is enabled: its pending deliveries are due at once",
+		"disabled": "the endpoint is disabled: nothing is sent to it until it is enabled",
+		"deleted":  "the endpoint is deleted, with its deliveries",
+		"gone":     "no such endpoint in this organization",
+	},
 	// A decision recorded.
 	"resolved": {
 		"delivered": "the call was marked delivered",

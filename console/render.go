@@ -198,6 +198,8 @@ func shortID(id uuid.UUID) string {
 }
 
 var funcs = template.FuncMap{
+	// has says whether list holds v.
+	"has": slices.Contains[[]string],
 	// plural is n and the word for it: "1 item", "0 items", "2 items".
 	"plural": plural,
 	// short is 8 characters of an id, for a table cell (the full id is

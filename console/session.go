@@ -110,7 +110,7 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 			return
 		case g == keyAdmin && (s.OrganizationID == uuid.Nil || !s.IsAdmin() && !s.IsOperator()):
 			c.fail(w, r, http.StatusForbidden, "Admins only",
-				"Service keys are managed by an organization's admin (the admin role) or an operator naming the organization.")
+				"Service keys and webhook endpoints are managed by an organization's admin (the admin role) or an operator naming the organization.")
 			return
 		case g == operatorOnly && !s.IsOperator():
 			c.fail(w, r, http.StatusForbidden, "Operators only",

@@ -2,18 +2,24 @@ package console
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/google/uuid"
 
+	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/webhooks"
 )
 
 // Webhooks reads an organization's webhook endpoints and their
-// deliveries; a *webhooks.Store has it.
+// deliveries, and lets its admins and operators create, disable, enable
+// and delete them; a *webhooks.Store has it.
 type Webhooks interface {
 	List(ctx context.Context, org uuid.UUID) ([]webhooks.Endpoint, error)
 	Deliveries(ctx context.Context, org, id uuid.UUID, limit int) ([]webhooks.Delivery, error)
+	Create(ctx context.Context, org uuid.UUID, p webhooks.CreateParams) (*webhooks.Endpoint, error)
+	Update(ctx context.Context, org, id uuid.UUID, p webhooks.UpdateParams) (*webhooks.Endpoint, error)
+	Delete(ctx context.Context, org, id uuid.UUID) error
 }
 
 // webhookDeliveriesShown is how many of each endpoint's newest
@@ -25,6 +31,20 @@ type webhookEndpointView struct {
 	Deliveries []webhooks.Delivery
 }
 
+// webhooksPage is the Webhooks page: the organization's endpoints; for
+// an admin or an operator (Manage) the forms, and after a create the new
+// endpoint with its secret, shown this once.
+type webhooksPage struct {
+	Endpoints  []webhookEndpointView
+	Manage     bool
+	EventTypes []string
+	Created    *webhooks.Endpoint
+	Refused    string
+	Changed    string
+	// Form is what a refused create was sent, written back into the form.
+	Form webhooks.CreateParams
+}
+
 // webhooksPage lists the organization's webhook endpoints, each with its
 // newest deliveries and every kept attempt of each (status, answer,
 // duration). It never shows a secret.
@@ -32,19 +52,138 @@ func (c *Console) webhooksPage(r *http.Request, f *filters) (view, error) {
 	if err := f.err(); err != nil {
 		return view{}, err
 	}
-	ctx, org := r.Context(), orgOf(r)
-	list, err := c.d.Webhooks.List(ctx, org)
+	p, err := c.readWebhooks(r, webhooksPage{Changed: outcome(r, "webhook-changed", "changed")})
+	return view{"webhooks", "Webhooks", p}, err
+}
+
+// readWebhooks fills p with the organization's endpoints (without their
+// secrets) and whether the session manages them.
+func (c *Console) readWebhooks(r *http.Request, p webhooksPage) (webhooksPage, error) {
+	ctx, s := r.Context(), sessionOf(r.Context())
+	list, err := c.d.Webhooks.List(ctx, s.OrganizationID)
 	if err != nil {
-		return view{}, err
+		return p, err
 	}
-	out := make([]webhookEndpointView, 0, len(list))
+	p.Endpoints = make([]webhookEndpointView, 0, len(list))
 	for _, e := range list {
 		e.Secret = ""
-		ds, err := c.d.Webhooks.Deliveries(ctx, org, e.ID, webhookDeliveriesShown)
+		ds, err := c.d.Webhooks.Deliveries(ctx, s.OrganizationID, e.ID, webhookDeliveriesShown)
 		if err != nil {
-			return view{}, err
+			return p, err
 		}
-		out = append(out, webhookEndpointView{Endpoint: e, Deliveries: ds})
+		p.Endpoints = append(p.Endpoints, webhookEndpointView{Endpoint: e, Deliveries: ds})
 	}
-	return view{"webhooks", "Webhooks", out}, nil
+	p.Manage = s.IsAdmin() || s.IsOperator()
+	p.EventTypes = webhooks.EventTypes
+	return p, nil
+}
+
+// refusal is the first field error of a refused input, "" for any other
+// error.
+func refusal(err error) string {
+	if !errs.Is(err, errs.Invalid) {
+		return ""
+	}
+	for _, f := range errs.FieldsOf(err) {
+		return f.Name + " " + f.Message
+	}
+	return "the form is not one the page sent"
+}
+
+// createWebhook creates an endpoint of the session's organization from
+// the form (url, description, event type checkboxes: none is every type),
+// recording the session's actor as its creator, and renders the page with
+// its secret, the one time the console shows it; the answer is not stored
+// by the browser (Cache-Control: no-store). A field webhooks refuses is a
+// 400 naming it, and nothing is created.
+func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request) {
+	s := sessionOf(r.Context())
+	p := webhooks.CreateParams{URL: r.PostFormValue("url"), Description: r.PostFormValue("description"),
+		EventTypes: r.PostForm["event_type"], Actor: s.Actor}
+	e, err := c.d.Webhooks.Create(r.Context(), s.OrganizationID, p)
+	page := webhooksPage{Created: e}
+	if why := refusal(err); why != "" {
+		page.Refused, page.Form, err = "No endpoint was created: "+why, p, nil
+	}
+	if err == nil {
+		page, err = c.readWebhooks(r, page)
+	}
+	if err != nil {
+		c.internal(w, r, err)
+		return
+	}
+	status := http.StatusCreated
+	if page.Refused != "" {
+		status = http.StatusBadRequest
+	} else {
+		c.log.InfoContext(r.Context(), "webhook endpoint created in the console", "organization_id", s.OrganizationID.String(),
+			"endpoint_id", e.ID.String(), "actor", s.Actor)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	c.render(w, r, status, "webhooks", "Webhooks", page)
+}
+
+// setWebhookState enables or disables an endpoint of the session's
+// organization (form field state); a disable is recorded as the
+// session's actor's. A state that is neither is a 400.
+func (c *Console) setWebhookState(w http.ResponseWriter, r *http.Request) {
+	s := sessionOf(r.Context())
+	id, ok := pathID(r)
+	if !ok {
+		c.notFound(w, r)
+		return
+	}
+	state := r.PostFormValue("state")
+	_, err := c.d.Webhooks.Update(r.Context(), s.OrganizationID, id, webhooks.UpdateParams{State: &state, Actor: s.Actor})
+	if err == nil {
+		c.log.InfoContext(r.Context(), "webhook endpoint "+state+" in the console", "organization_id", s.OrganizationID.String(),
+			"endpoint_id", id.String(), "actor", s.Actor)
+	}
+	c.webhookChanged(w, r, err, state, "Nothing was changed: ")
+}
+
+// deleteWebhook deletes an endpoint of the session's organization with
+// its deliveries, once the form's confirm box is ticked; without it the
+// page answers 400 and nothing is deleted.
+func (c *Console) deleteWebhook(w http.ResponseWriter, r *http.Request) {
+	s := sessionOf(r.Context())
+	id, ok := pathID(r)
+	if !ok {
+		c.notFound(w, r)
+		return
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		c.webhookChanged(w, r, &errs.Error{Kind: errs.Invalid, Err: webhooks.ErrInvalid,
+			Fields: []errs.Field{{Name: "confirm", Message: "must be ticked to delete the endpoint"}}}, "", "Nothing was deleted: ")
+		return
+	}
+	err := c.d.Webhooks.Delete(r.Context(), s.OrganizationID, id)
+	if err == nil {
+		c.log.WarnContext(r.Context(), "webhook endpoint deleted in the console", "organization_id", s.OrganizationID.String(),
+			"endpoint_id", id.String(), "actor", s.Actor)
+	}
+	c.webhookChanged(w, r, err, "deleted", "Nothing was deleted: ")
+}
+
+// webhookChanged answers a change of an endpoint: back to the page saying
+// code's outcome, or that the endpoint is gone; a refused input renders
+// the page with 400 saying why, after prefix.
+func (c *Console) webhookChanged(w http.ResponseWriter, r *http.Request, err error, code, prefix string) {
+	if why := refusal(err); why != "" {
+		page, err := c.readWebhooks(r, webhooksPage{Refused: prefix + why})
+		if err != nil {
+			c.internal(w, r, err)
+			return
+		}
+		c.render(w, r, http.StatusBadRequest, "webhooks", "Webhooks", page)
+		return
+	}
+	switch {
+	case errors.Is(err, webhooks.ErrNotFound):
+		redirectOutcome(w, r, "/console/webhooks", "changed", "gone")
+	case err != nil:
+		c.internal(w, r, err)
+	default:
+		redirectOutcome(w, r, "/console/webhooks", "changed", code)
+	}
 }
