@@ -47,6 +47,9 @@ const (
 	// CodeScheduleLimit is the 409 of a new schedule beyond the
 	// organization's limit (schedule.ErrTooMany).
 	CodeScheduleLimit = "schedule_limit"
+	// CodeWebhookEndpointLimit is the 409 of a new webhook endpoint beyond
+	// the organization's limit (webhooks.ErrTooMany).
+	CodeWebhookEndpointLimit = "webhook_endpoint_limit"
 )
 
 // ProblemTypeBase prefixes the "type" URI of every problem; the code

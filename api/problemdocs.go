@@ -51,6 +51,8 @@ var problemDocs = []problemDoc{
 		"Do not retry: the Run's outcome is recorded and final. Read the Run to see it."},
 	{CodeScheduleLimit, "Schedule limit reached", 409, "Setting a schedule on one more saved search would give your organization more schedules than the server allows (SEARCHD_SCHEDULE_MAX_PER_ORG, 1000 by default). Changing an existing schedule is not refused.",
 		"Remove a schedule you no longer need (DELETE /v1/saved-searches/{id}/schedule), or ask the operator for a higher limit."},
+	{CodeWebhookEndpointLimit, "Webhook endpoint limit reached", 409, "Creating one more webhook endpoint would give your organization more than the 100 it may have.",
+		"Delete an endpoint you no longer need (DELETE /v1/webhook-endpoints/{id}); an endpoint receives every event type unless it names some, so one endpoint may serve several consumers."},
 	{CodeRateLimited, "Too many requests waiting", 429, "Every seat of the server was taken and your request could not be served in time: your organization (or, for a callback, the provider) already had the most requests waiting that the server queues for one, or the request waited the longest a request waits (SEARCHD_ADMISSION_QUEUE_LENGTH, SEARCHD_ADMISSION_MAX_WAIT). Nothing was done. Retry-After is estimated from how fast the server is serving.",
 		"Retry after Retry-After with the same Idempotency-Key. A server with free seats never answers this, whoever sends the request: it means the server is full."},
 	{CodePayloadTooLarge, "Payload too large", 413, "The request body is larger than the server's limit (SEARCHD_MAX_BODY_BYTES, 4 MiB by default), or the route takes no body (DELETE, pause, resume) and one was sent.",

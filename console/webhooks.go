@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -81,6 +82,9 @@ func (c *Console) readWebhooks(r *http.Request, p webhooksPage) (webhooksPage, e
 // refusal is the first field error of a refused input, "" for any other
 // error.
 func refusal(err error) string {
+	if errors.Is(err, webhooks.ErrTooMany) {
+		return fmt.Sprintf("the organization has %d endpoints, the most it may have; delete one first", webhooks.MaxEndpoints)
+	}
 	if !errs.Is(err, errs.Invalid) {
 		return ""
 	}
@@ -102,6 +106,10 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request) {
 		EventTypes: r.PostForm["event_type"], Actor: s.Actor}
 	e, err := c.d.Webhooks.Create(r.Context(), s.OrganizationID, p)
 	page := webhooksPage{Created: e}
+	refused := http.StatusBadRequest
+	if errors.Is(err, webhooks.ErrTooMany) {
+		refused = http.StatusConflict
+	}
 	if why := refusal(err); why != "" {
 		page.Refused, page.Form, err = "No endpoint was created: "+why, p, nil
 	}
@@ -114,7 +122,7 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	status := http.StatusCreated
 	if page.Refused != "" {
-		status = http.StatusBadRequest
+		status = refused
 	} else {
 		c.log.InfoContext(r.Context(), "webhook endpoint created in the console", "organization_id", s.OrganizationID.String(),
 			"endpoint_id", e.ID.String(), "actor", s.Actor)

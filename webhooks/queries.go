@@ -11,12 +11,21 @@ import "github.com/searchd/searchd/internal/shardpass"
 const endpointColumns = `e.organization_id, e.id, e.url, e.description, e.event_types, e.secret, e.state,
 	e.disabled_reason, e.disabled_at, e.failing_since, e.created_at, e.created_by, e.updated_at`
 
-// endpointInsert creates an endpoint, enabled.
+// endpointCreateLock serializes the endpoint creates of organization $1
+// for the rest of the transaction. On a cluster it is taken on the
+// coordinator, where every write of the organization's endpoints begins.
+const endpointCreateLock = `SELECT pg_advisory_xact_lock(hashtextextended('searchd.webhook_endpoints:' || $1::text, 0))`
+
+// endpointInsert creates an endpoint, enabled, unless the organization
+// has @most already: then it inserts and returns no row. It runs after
+// endpointCreateLock in its transaction, so its count sees every create
+// that went before.
 const endpointInsert = `
 INSERT INTO agent.webhook_endpoints AS e
 	(organization_id, id, url, description, event_types, secret, created_at, created_by, updated_at)
-VALUES (@org::uuid, @id::uuid, @url::text, @description::text, @event_types::text[], @secret::text,
-	agent.clock(@now), @actor::text, agent.clock(@now))
+SELECT @org::uuid, @id::uuid, @url::text, @description::text, @event_types::text[], @secret::text,
+	agent.clock(@now), @actor::text, agent.clock(@now)
+WHERE (SELECT count(*) FROM agent.webhook_endpoints c WHERE c.organization_id = @org::uuid) < @most::int
 RETURNING ` + endpointColumns
 
 // endpointGet reads one endpoint. $1 org, $2 id.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -55,6 +56,11 @@ var (
 	ErrNotFound = errs.New(errs.NotFound, "webhooks: not found")
 	// ErrInvalid reports input refused before any SQL.
 	ErrInvalid = errs.New(errs.Invalid, "webhooks: invalid input")
+	// ErrTooMany reports a new endpoint beyond [MaxEndpoints] of its
+	// organization: a 409 webhook_endpoint_limit.
+	ErrTooMany = &errs.Error{Kind: errs.Conflict, Code: "webhook_endpoint_limit",
+		Message: "webhooks: the organization has as many endpoints as it may",
+		Detail:  fmt.Sprintf("your organization has %d webhook endpoints, the most it may have; delete one first", MaxEndpoints)}
 )
 
 // Config configures a [Store].
@@ -70,6 +76,7 @@ type Config struct {
 // DBTX is what the store needs of a database handle: a *pgxpool.Pool, a
 // *pgx.Conn or a pgx.Tx.
 type DBTX interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -215,10 +222,22 @@ func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (_ *E
 	if p.Actor == "" {
 		return nil, fmt.Errorf("%w: an endpoint needs its creator", ErrInvalid)
 	}
-	e, err := scanEndpoint(s.db.QueryRow(ctx, endpointInsert, pgx.StrictNamedArgs{
-		"org": org, "id": ids.New(), "url": p.URL, "description": p.Description, "event_types": typesArg(p.EventTypes),
-		"secret": NewSecret(), "actor": p.Actor, "now": s.cfg.Clock.Arg(),
-	}))
+	// The organization's creates take its transaction lock first, so two
+	// of them count one after the other and never both take the last place.
+	var e *Endpoint
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, endpointCreateLock, org); err != nil {
+			return fmt.Errorf("webhooks: lock the organization's creates: %w", err)
+		}
+		e, err = scanEndpoint(tx.QueryRow(ctx, endpointInsert, pgx.StrictNamedArgs{
+			"org": org, "id": ids.New(), "url": p.URL, "description": p.Description, "event_types": typesArg(p.EventTypes),
+			"secret": NewSecret(), "actor": p.Actor, "now": s.cfg.Clock.Arg(), "most": MaxEndpoints,
+		}))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrTooMany
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: create: %w", err)
 	}

@@ -1,6 +1,7 @@
 package webhooks_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -519,6 +520,60 @@ func TestEndpointIsDisabledAfterTheFailureWindow(t *testing.T) {
 
 // TestEndpointRules: the URL, type and state rules, and another
 // organization's endpoint is not found.
+// TestAnOrganizationHasAtMostMaxEndpoints: a create for the last place
+// while another holds it uncommitted waits for it, then is ErrTooMany;
+// another organization is not counted.
+func TestAnOrganizationHasAtMostMaxEndpoints(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for i := range webhooks.MaxEndpoints - 1 {
+		b.endpoint(t, fmt.Sprintf("https://hooks.example.com/%d", i))
+	}
+	// The last place, taken in a transaction that has not committed yet.
+	tx, err := b.db.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(b.ctx)
+	if _, err := webhooks.NewStore(tx, webhooks.Config{}).Create(b.ctx, b.org,
+		webhooks.CreateParams{URL: "https://hooks.example.com/last", Actor: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	racer := make(chan error, 1)
+	go func() {
+		_, err := b.hooks.Create(b.ctx, b.org, webhooks.CreateParams{URL: "https://race.example.com", Actor: "a"})
+		racer <- err
+	}()
+	// Commit once the racer waits for the organization's lock, or ended
+	// (without the lock it counts the 99 committed and inserts).
+	var ended error
+	waiting := false
+	for !waiting && ended == nil {
+		select {
+		case err := <-racer:
+			ended = cmp.Or(err, errors.New("no error"))
+		case <-time.After(10 * time.Millisecond):
+			waiting = pgtest.Count(t, b.db, `SELECT count(*) FROM pg_stat_activity
+				WHERE wait_event_type = 'Lock' AND query LIKE '%pg_advisory_xact_lock%'`) > 0
+		}
+	}
+	if err := tx.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ended == nil {
+		ended = <-racer
+	}
+	if !errors.Is(ended, webhooks.ErrTooMany) {
+		t.Errorf("a create racing for the last place = %v, want ErrTooMany", ended)
+	}
+	if n := pgtest.Count(t, b.db, `SELECT count(*) FROM agent.webhook_endpoints WHERE organization_id = $1`, b.org); n != webhooks.MaxEndpoints {
+		t.Errorf("the organization has %d endpoints, want %d", n, webhooks.MaxEndpoints)
+	}
+	if _, err := b.hooks.Create(b.ctx, uuid.New(), webhooks.CreateParams{URL: "https://other.example.com", Actor: "a"}); err != nil {
+		t.Errorf("another organization's first endpoint = %v", err)
+	}
+}
+
 func TestEndpointRules(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)

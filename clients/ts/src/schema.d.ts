@@ -626,6 +626,77 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/service-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the service keys (admin)
+         * @description Lists the service keys of the caller's organization, revoked ones too, newest first, at most 1000 in one page; never a token or a secret. Only an organization's admin or an operator naming the organization may (403 insufficient_scope otherwise, for every service key too).
+         */
+        get: operations["listServiceKeys"];
+        put?: never;
+        /**
+         * Create a service key (admin)
+         * @description Creates a service key of the caller's organization and answers it with its token, the one time the token is shown: searchd stores only the SHA-256 of its secret. Only an organization's admin (role "admin") or an operator naming the organization may; any other caller, and every service key whatever its scopes, answers 403 insufficient_scope. created_by records the caller's actor. There is no Idempotency-Key: a repeat creates another key (a token cannot be answered twice), so revoke a key nobody received. Unknown or repeated scopes, a name outside 1 to 200 characters, or an expires_at not in the future answer 400 validation_failed.
+         */
+        post: operations["createServiceKey"];
+        delete?: never;
+        options?: never;
+        /**
+         * List the service keys (admin, headers only)
+         * @description HEAD of listServiceKeys: the same status and headers, no body.
+         */
+        head: operations["listServiceKeysHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/service-keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a service key (admin)
+         * @description Revokes a service key of the caller's organization and answers it, revoked_at and revoked_by set. Every replica refuses the key within 3 seconds of the revocation (each remembers a verified key that long at most). Revoking a revoked key changes nothing and answers it as it is (its first revocation kept). Another organization's key, or an id of none, is 404. Only an organization's admin or an operator naming the organization may (403 insufficient_scope otherwise, for every service key too). A body is refused (413).
+         */
+        delete: operations["revokeServiceKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Run id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a Run
+         * @description Cancels a Run of the caller's organization. A Run not yet handed to the runtime (queued) is cancelled at once and never dispatched: its dispatch is stopped in the same transaction, so no delivery of it is recorded after this answers, and its status change (version + 1) is recorded with the token's sub. If an attempt to deliver it was already on its way, the runtime is sent a cancel request as well. A Run the runtime has (dispatched or running) stays as it is, with cancel_requested_at set, and searchd sends the runtime a signed cancel request (the runCancelRequested webhook), delivered at least once with retries; the Run becomes cancelled when the runtime reports it (PUT /v1/runs/{id}/status). A Run that succeeds or fails before the runtime stops it keeps how it finished. Idempotent: cancelling a Run cancelled already, or whose cancel was requested already, answers 200 with the Run and changes or sends nothing (the first cancel's reason stays). A Run that succeeded or failed answers 409 run_finished; another organization's Run is 404. The body is optional: {"reason": "..."}, at most 500 characters.
+         */
+        post: operations["cancelRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/webhook-endpoints": {
         parameters: {
             query?: never;
@@ -732,6 +803,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    runCancelRequested: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop a Run (searchd to the runtime)
+         * @description When a Run the runtime has (or may have) is cancelled, searchd's dispatcher POSTs a cancel request to SEARCHD_RUNTIME_URL, signed as a Standard Webhooks message with SEARCHD_RUNTIME_SECRET, like a Run's dispatch; tell the two apart by the body's type (run.cancel_requested) or the webhook-id (cancel_ followed by the Run id). Deduplicate by webhook-id. Stop the Run if it is running, do not start it if it has not started (a cancel can overtake a delivery that was on its way: remember it by Run id), then report it cancelled with PUT /v1/runs/{id}/status; a cancel for a Run that finished, or that you never got, is answered 2xx all the same. A Run cancelled before the runtime took it is cancelled in searchd already: a report on it answers 409 run_finished, which also means stop. Answer 2xx once the request is taken; 5xx, 408 or 429 to be asked again later (with back-off, Retry-After honoured); any other 4xx ends the delivery, recorded.
+         */
+        post: operations["runCancelRequested"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     runEvent: {
         parameters: {
             query?: never;
@@ -766,7 +857,7 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "missing_idempotency_key" | "invalid_idempotency_key" | "malformed_json" | "validation_failed" | "unauthorized" | "not_found" | "method_not_allowed" | "in_progress" | "key_reused" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "internal" | "already_registered" | "missing_delivery_id" | "invalid_delivery_id" | "rate_limited" | "precondition_failed" | "insufficient_scope" | "run_finished" | "schedule_limit";
+            code: "missing_idempotency_key" | "invalid_idempotency_key" | "malformed_json" | "validation_failed" | "unauthorized" | "not_found" | "method_not_allowed" | "in_progress" | "key_reused" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "internal" | "already_registered" | "missing_delivery_id" | "invalid_delivery_id" | "rate_limited" | "precondition_failed" | "insufficient_scope" | "run_finished" | "schedule_limit" | "webhook_endpoint_limit";
             /** @description The X-Request-Id of the request, to match a report with the server log. */
             request_id?: string;
             errors?: components["schemas"]["FieldError"][];
@@ -890,7 +981,7 @@ export interface components {
             snapshot_id: string | null;
             name: string | null;
             /**
-             * @description queued at admission; dispatched once the runtime acknowledged its delivery; then what the runtime reports: running, and one of succeeded, failed, cancelled. A status only moves forward, and a finished one never changes.
+             * @description queued at admission; dispatched once the runtime acknowledged its delivery; then what the runtime reports: running, and one of succeeded, failed, cancelled. A status only moves forward, and a finished one never changes. A cancel (POST /v1/runs/{id}/cancel) sets cancelled at once while the Run is queued; later, the runtime reports it.
              * @enum {string}
              */
             status: "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
@@ -924,6 +1015,11 @@ export interface components {
             result_ref: string | null;
             /** @description How a failed or cancelled Run ended, as its runtime reported it; null otherwise. */
             error: components["schemas"]["RunError"] | null;
+            /**
+             * Format: date-time
+             * @description When a cancel was first asked for (POST /v1/runs/{id}/cancel); null when nobody cancelled the Run. A Run the runtime has stays dispatched or running with this set until the runtime reports it cancelled (or finished: a Run that succeeds or fails anyway keeps how it finished).
+             */
+            cancel_requested_at: string | null;
         };
         /** @description A Run as the list shows it: the Run without its input (GET /v1/runs/{id} has it), with the input's size instead. */
         RunListItem: {
@@ -1245,10 +1341,10 @@ export interface components {
             /** @description Words for a person, at most 2000 characters. */
             message?: string | null;
         };
-        /** @description The hand-off of a Run to the runtime (the outbox row its admission wrote). pending: to deliver (next_attempt_at says when); dispatched: the runtime answered 2xx; failed: the runtime refused it (a 4xx other than 408 and 429) and an operator must retry it. */
+        /** @description The hand-off of a Run to the runtime (the outbox row its admission wrote). pending: to deliver (next_attempt_at says when); dispatched: the runtime answered 2xx; failed: the runtime refused it (a 4xx other than 408 and 429) and an operator must retry it. cancelled: the Run was cancelled before the runtime took it, and it is never delivered. */
         Dispatch: {
             /** @enum {string} */
-            state: "pending" | "dispatched" | "failed";
+            state: "pending" | "dispatched" | "failed" | "cancelled";
             /** @description Delivery attempts made. */
             attempts: number;
             /**
@@ -1317,6 +1413,11 @@ export interface components {
             result_ref: string | null;
             /** @description How a failed or cancelled Run ended, as its runtime reported it; null otherwise. */
             error: components["schemas"]["RunError"] | null;
+            /**
+             * Format: date-time
+             * @description When a cancel was first asked for (POST /v1/runs/{id}/cancel); null when nobody cancelled the Run. A Run the runtime has stays dispatched or running with this set until the runtime reports it cancelled (or finished: a Run that succeeds or fails anyway keeps how it finished).
+             */
+            cancel_requested_at: string | null;
             /** @description The Run's dispatch to the runtime; null for a Run that has none (none admitted since migration 00016). */
             dispatch: components["schemas"]["Dispatch"] | null;
         };
@@ -1387,6 +1488,121 @@ export interface components {
             created_by: string | null;
             /** Format: date-time */
             created_at: string;
+        };
+        /**
+         * @description What a service key opens. runs:report: PUT /v1/runs/{id}/status alone (a runtime). starts:write: the starts, direct Runs, and the writes of saved searches, baselines, schedules and provider-job registrations. read: every GET of the organization's records. No scope opens /v1/service-keys.
+         * @enum {string}
+         */
+        ServiceKeyScope: "runs:report" | "starts:write" | "read";
+        /** @description A service key as listed: never its secret. */
+        ServiceKey: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            organization_id: string;
+            /** @description Names the key: its token begins sdk_<organization as 32 hex digits>_<prefix>_, and what it does records the actor key:<prefix>. Safe to log. */
+            prefix: string;
+            name: string;
+            scopes: components["schemas"]["ServiceKeyScope"][];
+            /** Format: date-time */
+            created_at: string;
+            /** @description The actor (sub) of the admin or operator who created it. */
+            created_by: string;
+            /**
+             * Format: date-time
+             * @description When the key stops working; null: never.
+             */
+            expires_at: string | null;
+            /**
+             * Format: date-time
+             * @description When a replica last verified the key, to within a minute (written at most once a minute); null: never used.
+             */
+            last_used_at: string | null;
+            /**
+             * Format: date-time
+             * @description When it was revoked; null while live. Every replica refuses it within 3 seconds of this.
+             */
+            revoked_at: string | null;
+            /** @description Who revoked it; null while live. */
+            revoked_by: string | null;
+        };
+        /** @description A new service key and its token, shown this once: searchd keeps only a hash of its secret. */
+        CreatedServiceKey: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            organization_id: string;
+            /** @description Names the key: its token begins sdk_<organization as 32 hex digits>_<prefix>_, and what it does records the actor key:<prefix>. Safe to log. */
+            prefix: string;
+            name: string;
+            scopes: components["schemas"]["ServiceKeyScope"][];
+            /** Format: date-time */
+            created_at: string;
+            /** @description The actor (sub) of the admin or operator who created it. */
+            created_by: string;
+            /**
+             * Format: date-time
+             * @description When the key stops working; null: never.
+             */
+            expires_at: string | null;
+            /**
+             * Format: date-time
+             * @description When a replica last verified the key, to within a minute (written at most once a minute); null: never used.
+             */
+            last_used_at: string | null;
+            /**
+             * Format: date-time
+             * @description When it was revoked; null while live. Every replica refuses it within 3 seconds of this.
+             */
+            revoked_at: string | null;
+            /** @description Who revoked it; null while live. */
+            revoked_by: string | null;
+            /** @description The bearer token of the key: send it as Authorization: Bearer <token>. Shown once; store it as a secret. */
+            token: string;
+        };
+        ServiceKeyCreate: {
+            /** @description What the key is for (1 to 200 characters). */
+            name: string;
+            /** @description What the key opens: one or more scopes, none twice. */
+            scopes: components["schemas"]["ServiceKeyScope"][];
+            /**
+             * Format: date-time
+             * @description When the key stops working (RFC 3339, in the future); omitted: never.
+             */
+            expires_at?: string;
+        };
+        /** @description The organization's service keys, revoked ones too, newest first: at most 1000, in one page. */
+        ServiceKeyPage: {
+            items: components["schemas"]["ServiceKey"][];
+            /** @description Always null: the keys come in one page. */
+            next_cursor: null;
+        };
+        /** @description The optional body of a cancel. An empty body, or {}, cancels without a reason. */
+        CancelRequest: {
+            /** @description Why, for a person: at most 500 characters of text, recorded with the cancel and sent to the runtime in the cancel request. */
+            reason?: string;
+        };
+        /** @description The body of a cancel request: a Standard Webhooks message searchd POSTs to SEARCHD_RUNTIME_URL when a Run the runtime has (or may have) is cancelled, signed like a dispatch with SEARCHD_RUNTIME_SECRET. webhook-id is cancel_ followed by the Run id, and every redelivery is the same body under the same webhook-id: deduplicate by it. */
+        RunCancelRequest: {
+            /** @enum {string} */
+            type: "run.cancel_requested";
+            /**
+             * Format: date-time
+             * @description When the cancel was asked for, the same on every redelivery.
+             */
+            timestamp: string;
+            data: {
+                run: {
+                    /** Format: uuid */
+                    id: string;
+                    /** Format: uuid */
+                    organization_id: string;
+                };
+                /** @description The canceller's reason; null for none. */
+                reason: string | null;
+                /** @description Where to report the Run cancelled (PUT, relative to searchd's base URL). */
+                status_url: string;
+            };
         };
         /** @description One change of a Run: its admission (seq 1) or a change of its status. seq is the Run's version after the change, so a Run's events are numbered 1, 2, ... with gaps only where a status was skipped; order and deduplicate by it. */
         RunEvent: {
@@ -1548,7 +1764,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description unauthorized: no bearer token (WWW-Authenticate: Bearer realm="searchd"), or one the server refuses: not an unexpired JWT that names an organization, signed with the server's HS256 secret or by its OpenID Connect provider (WWW-Authenticate: Bearer realm="searchd", error="invalid_token", RFC 6750). */
+        /** @description unauthorized: no bearer token (WWW-Authenticate: Bearer realm="searchd"), or one the server refuses: not a live service key, nor an unexpired JWT that names an organization, signed with the server's HS256 secret or by its OpenID Connect provider (WWW-Authenticate: Bearer realm="searchd", error="invalid_token", RFC 6750). */
         Unauthorized: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1561,7 +1777,7 @@ export interface components {
                  *       "type": "/problems/unauthorized",
                  *       "title": "Unauthorized",
                  *       "status": 401,
-                 *       "detail": "the bearer token is invalid or expired: send a JWT with exp and an organization, signed with the server's HS256 secret or by its OpenID Connect provider",
+                 *       "detail": "the bearer token is invalid or expired: send a live service key (sdk_...), or a JWT with exp and an organization, signed with the server's HS256 secret or by its OpenID Connect provider",
                  *       "code": "unauthorized",
                  *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
                  *     }
@@ -1907,7 +2123,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description insufficient_scope: the bearer token is valid but its role does not open this route: a runtime credential (role "runtime") anywhere but PUT /v1/runs/{id}/status, or a user token there (WWW-Authenticate: Bearer realm="searchd", error="insufficient_scope"). */
+        /** @description insufficient_scope: the credential is valid but does not open this route: a runtime credential (role "runtime") anywhere but PUT /v1/runs/{id}/status, or a user token there; a service key without the route's scope; on /v1/service-keys, any caller but an organization's admin or an operator (WWW-Authenticate: Bearer realm="searchd", error="insufficient_scope"). */
         InsufficientScope: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1928,7 +2144,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description run_finished: the report would change a Run that finished (another terminal status, result or error, or running after the end). current_status and current_version say how it finished. Not to be retried. */
+        /** @description run_finished: the report or cancel would change a Run that finished (another terminal status, result or error, running after the end, or a cancel of a Run that succeeded or failed). current_status and current_version say how it finished. Not to be retried. */
         RunFinished: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -2555,7 +2771,8 @@ export interface operations {
                      *         "version": 1,
                      *         "updated_at": "2026-12-01T09:31:12.5Z",
                      *         "result_ref": null,
-                     *         "error": null
+                     *         "error": null,
+                     *         "cancel_requested_at": null
                      *       },
                      *       "snapshot": {
                      *         "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
@@ -2600,7 +2817,8 @@ export interface operations {
                      *         "version": 1,
                      *         "updated_at": "2026-12-01T09:31:12.5Z",
                      *         "result_ref": null,
-                     *         "error": null
+                     *         "error": null,
+                     *         "cancel_requested_at": null
                      *       },
                      *       "snapshot": {
                      *         "id": "9c3b9997-92eb-4949-852b-a9916ff82864",
@@ -3306,7 +3524,8 @@ export interface operations {
                      *         "version": 1,
                      *         "updated_at": "2026-12-01T09:31:12.5Z",
                      *         "result_ref": null,
-                     *         "error": null
+                     *         "error": null,
+                     *         "cancel_requested_at": null
                      *       },
                      *       "snapshot": null
                      *     }
@@ -3343,7 +3562,8 @@ export interface operations {
                      *         "version": 1,
                      *         "updated_at": "2026-12-01T09:31:12.5Z",
                      *         "result_ref": null,
-                     *         "error": null
+                     *         "error": null,
+                     *         "cancel_requested_at": null
                      *       },
                      *       "snapshot": null
                      *     }
@@ -3437,6 +3657,7 @@ export interface operations {
                      *       "updated_at": "2026-12-01T09:31:14.02Z",
                      *       "result_ref": null,
                      *       "error": null,
+                     *       "cancel_requested_at": null,
                      *       "dispatch": {
                      *         "state": "dispatched",
                      *         "attempts": 2,
@@ -4266,7 +4487,262 @@ export interface operations {
                      *       "version": 4,
                      *       "updated_at": "2026-12-01T09:40:02.5Z",
                      *       "result_ref": "s3://results/0f8e4a2c/results.json",
-                     *       "error": null
+                     *       "error": null,
+                     *       "cancel_requested_at": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["RunFinished"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listServiceKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization's keys. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "items": [
+                     *         {
+                     *           "id": "01939c7e-5a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *           "prefix": "k7q2m3xa",
+                     *           "name": "runtime eu-1",
+                     *           "scopes": [
+                     *             "runs:report"
+                     *           ],
+                     *           "created_at": "2026-12-01T09:31:12.5Z",
+                     *           "created_by": "admin-7",
+                     *           "expires_at": null,
+                     *           "last_used_at": "2026-12-01T10:02:00Z",
+                     *           "revoked_at": null,
+                     *           "revoked_by": null
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ServiceKeyPage"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createServiceKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "runtime eu-1",
+                 *       "scopes": [
+                 *         "runs:report"
+                 *       ],
+                 *       "expires_at": "2027-12-01T00:00:00Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ServiceKeyCreate"];
+            };
+        };
+        responses: {
+            /** @description The new key and its token (Cache-Control: no-store). */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01939c7e-5a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "prefix": "k7q2m3xa",
+                     *       "name": "runtime eu-1",
+                     *       "scopes": [
+                     *         "runs:report"
+                     *       ],
+                     *       "created_at": "2026-12-01T09:31:12.5Z",
+                     *       "created_by": "admin-7",
+                     *       "expires_at": "2027-12-01T00:00:00Z",
+                     *       "last_used_at": null,
+                     *       "revoked_at": null,
+                     *       "revoked_by": null,
+                     *       "token": "sdk_d0d0d0d0000040008000000000000001_k7q2m3xa_q3Jx9T0bVw8mZr2LkPf7YcN5sHd1GaE4uWo6iRt8yUe"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreatedServiceKey"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listServiceKeysHead: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization's keys. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeServiceKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key, revoked. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01939c7e-5a1b-7c2d-8e3f-4a5b6c7d8e9f",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "prefix": "k7q2m3xa",
+                     *       "name": "runtime eu-1",
+                     *       "scopes": [
+                     *         "runs:report"
+                     *       ],
+                     *       "created_at": "2026-12-01T09:31:12.5Z",
+                     *       "created_by": "admin-7",
+                     *       "expires_at": null,
+                     *       "last_used_at": "2026-12-01T10:02:00Z",
+                     *       "revoked_at": "2026-12-02T08:00:00Z",
+                     *       "revoked_by": "admin-7"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ServiceKey"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    cancelRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Run id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "reason": "started with the wrong saved search"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CancelRequest"];
+            };
+        };
+        responses: {
+            /** @description The Run after the cancel: cancelled (it was queued, or cancelled already), or as it was with cancel_requested_at set (the runtime has it and is asked to stop; the Run becomes cancelled when the runtime reports it). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
+                     *       "organization_id": "d0d0d0d0-0000-4000-8000-000000000001",
+                     *       "kind": "saved_search",
+                     *       "saved_search_id": "5b0c7f43-9a1e-4c2b-8f63-0d4a3e2b1c9d",
+                     *       "snapshot_id": "9c3b9997-92eb-4949-852b-a9916ff82864",
+                     *       "name": "PostgreSQL roles in Berlin",
+                     *       "status": "dispatched",
+                     *       "options": {
+                     *         "max_results": 10,
+                     *         "note": ""
+                     *       },
+                     *       "input": null,
+                     *       "created_at": "2026-12-01T09:31:12.5Z",
+                     *       "retain_until": "2028-01-01T09:31:12.5Z",
+                     *       "created_by": "user-42",
+                     *       "idempotency_key": "8e03978e-40d5-43e8-bc93-6894a57f9324",
+                     *       "version": 2,
+                     *       "updated_at": "2026-12-01T09:31:13.1Z",
+                     *       "result_ref": null,
+                     *       "error": null,
+                     *       "cancel_requested_at": "2026-12-01T09:35:40.2Z"
                      *     }
                      */
                     "application/json": components["schemas"]["Run"];
@@ -4394,6 +4870,26 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["InsufficientScope"];
             405: components["responses"]["MethodNotAllowed"];
+            /** @description webhook_endpoint_limit: the organization has 100 endpoints, the most it may have (webhooks.MaxEndpoints); delete one first. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "/problems/webhook_endpoint_limit",
+                     *       "title": "Webhook endpoint limit reached",
+                     *       "status": 409,
+                     *       "detail": "your organization has 100 webhook endpoints, the most it may have; delete one first",
+                     *       "code": "webhook_endpoint_limit",
+                     *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
@@ -4786,6 +5282,63 @@ export interface operations {
                 content?: never;
             };
             /** @description 408 and 429: asked again later. Any other: the dispatch is failed, with the answer recorded, until an operator retries it. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Asked again later, after a backoff (Retry-After is honoured). */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    runCancelRequested: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description cancel_ followed by the Run id: the key to deduplicate by, the same on every redelivery. */
+                "webhook-id": string;
+                /** @description Unix seconds when this attempt was signed; refuse one more than 5 minutes away from your clock. */
+                "webhook-timestamp": string;
+                /** @description v1,<base64 HMAC-SHA256 of id.timestamp.body under the secret's key>. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "run.cancel_requested",
+                 *       "timestamp": "2026-12-01T09:35:40.2Z",
+                 *       "data": {
+                 *         "run": {
+                 *           "id": "0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6",
+                 *           "organization_id": "d0d0d0d0-0000-4000-8000-000000000001"
+                 *         },
+                 *         "reason": "started with the wrong saved search",
+                 *         "status_url": "/v1/runs/0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6/status"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["RunCancelRequest"];
+            };
+        };
+        responses: {
+            /** @description Taken: the request is delivered; searchd waits for the Run's status report. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description 408 and 429: asked again later. Any other: the delivery ends, with the answer recorded. */
             "4XX": {
                 headers: {
                     [name: string]: unknown;
