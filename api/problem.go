@@ -47,6 +47,9 @@ const (
 	// CodeScheduleLimit is the 409 of a new schedule beyond the
 	// organization's limit (schedule.ErrTooMany).
 	CodeScheduleLimit = "schedule_limit"
+	// CodeTooManyStreams is the 503 of an event stream beyond the
+	// server's cap (SEARCHD_EVENT_STREAMS_MAX).
+	CodeTooManyStreams = "too_many_streams"
 )
 
 // ProblemTypeBase prefixes the "type" URI of every problem; the code

@@ -48,6 +48,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -87,6 +88,10 @@ type Runs interface {
 	List(ctx context.Context, org uuid.UUID, p runs.ListParams) ([]runs.ListItem, string, error)
 	// Report applies a runtime's status report.
 	Report(ctx context.Context, org, id uuid.UUID, r runs.StatusReport) (*runs.Run, bool, error)
+	// Version and Events are what a Run's event stream reads
+	// (runstream.Source).
+	Version(ctx context.Context, org, id uuid.UUID) (int64, string, error)
+	Events(ctx context.Context, org, id uuid.UUID, after int64) ([]runs.Event, error)
 }
 
 // Starter starts Runs; an *admission.Starter is one.
@@ -197,6 +202,12 @@ type Deps struct {
 	// its organization, and every signed provider callback one charged to
 	// its provider, before it touches the database. Required.
 	Admission *fairq.Queue
+	// Streams bounds and serves the Runs' event streams (GET
+	// /v1/runs/{id}/events); share it with the console's, and close it
+	// when the server shuts down (runstream.Hub.Close), so the drain
+	// does not wait for streams. Nil makes one of runstream's defaults
+	// on Runs, which [Server.Streams] returns.
+	Streams *runstream.Hub
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -265,6 +276,11 @@ func New(d Deps) (*Server, error) {
 	d.CallbackBodyTimeout = cmp.Or(d.CallbackBodyTimeout, DefaultCallbackBodyTimeout)
 	d.BodyTimeout = cmp.Or(d.BodyTimeout, DefaultBodyTimeout)
 	d.Logger = cmp.Or(d.Logger, slog.New(slog.DiscardHandler))
+	if d.Streams == nil {
+		if d.Streams, err = runstream.New(runstream.Config{}, d.Runs, d.Logger); err != nil {
+			return nil, err
+		}
+	}
 	if d.Now == nil {
 		d.Now = time.Now
 	}
@@ -279,6 +295,10 @@ func New(d Deps) (*Server, error) {
 	s.knownRoutes = routeSet(s.echo)
 	return s, nil
 }
+
+// Streams returns the hub of the Runs' event streams: Deps.Streams, or the
+// one New made.
+func (s *Server) Streams() *runstream.Hub { return s.d.Streams }
 
 // Handler returns the http.Handler that serves the API.
 func (s *Server) Handler() http.Handler { return s.echo }
@@ -327,6 +347,9 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/runs", s.startDirect, auth, limit)
 	get("/v1/runs", s.listRuns, auth, limit)
 	get("/v1/runs/:id", s.getRun, auth, limit)
+	// A stream takes its seat for its first read only (events.go); no
+	// HEAD, which would wait as long as the stream.
+	e.GET("/v1/runs/:id/events", s.streamRunEvents, auth)
 	// The runtime's route: a runtime credential alone (runtime_auth.go).
 	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.authenticateAs(true, errUserCredential), limit)
 	get("/v1/snapshots/:id", readByID(s.d.Snapshots.Get, answerOK), auth, limit)

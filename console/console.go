@@ -60,6 +60,7 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
@@ -228,6 +229,10 @@ type Deps struct {
 	// lands (console.js; without scripts, a reload shows them). Zero is
 	// DefaultOverviewWait; negative waits as long as the read takes.
 	OverviewWait time.Duration
+	// Streams serves the Run page's live updates (GET
+	// /console/runs/{id}/events), under the cap it shares with the API's
+	// streams; nil serves none, and the Run page is updated by reloading.
+	Streams *runstream.Hub
 }
 
 // Sessions stores the console's sessions; a *sessions.Store is one.
@@ -359,6 +364,9 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /console/snapshots/{id}", c.session(auditor, c.show(c.snapshot)))
 	mux.HandleFunc("GET /console/runs", c.session(auditor, c.show(c.runs)))
 	mux.HandleFunc("GET /console/runs/{id}", c.session(auditor, c.show(c.run)))
+	if c.d.Streams != nil {
+		mux.HandleFunc("GET /console/runs/{id}/events", c.session(streamer, c.runEvents))
+	}
 	mux.HandleFunc("GET /console/provider-jobs", c.session(auditor, c.show(c.providerJobs)))
 	mux.HandleFunc("GET /console/provider-jobs/{id}", c.session(auditor, c.show(c.providerJob)))
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/dispatch"
+	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
@@ -122,6 +123,8 @@ type serverConfig struct {
 	ScheduleMax int
 	CORSOrigins []string
 	Dispatch    dispatch.Config
+	// Streams bounds the Runs' event streams (package runstream).
+	Streams runstream.Config
 }
 
 // setting is one configuration value and where it came from, so a message
