@@ -224,6 +224,13 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, s *Stream) {
 	// nginx buffers answers unless told not to.
 	hd.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	// The server's read timeout would end the connection's read (and so
+	// the request's context) a minute in: the client sends nothing more on
+	// it while the stream lasts, so there is nothing to time out. Writes
+	// get a deadline each instead. A writer that cannot (a wrapper without
+	// Unwrap) keeps the server's timeouts: the stream ends there, and the
+	// client reconnects with Last-Event-ID.
+	_ = rc.SetReadDeadline(time.Time{})
 	write := func(b []byte) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		if _, err := w.Write(b); err != nil {
