@@ -23,8 +23,10 @@ const lastEventIDParam = "last_event_id"
 // stream's longest duration, or when the server shuts down (the client
 // reconnects with Last-Event-ID and misses nothing).
 //
+// HEAD answers the status and type a GET would, at once.
+//
 // Errors: 400 validation_failed for a Last-Event-ID that is not a decimal
-// seq; 404 not_found for a Run not in the caller's organization; 503
+// seq; 413 payload_too_large for a request with a body; 404 not_found for a Run not in the caller's organization; 503
 // too_many_streams (Retry-After) when this server has its most streams
 // open; and the admission queue's 429 for the first read. A Run that
 // finished, whose last event the client has, answers 204 No Content,
@@ -66,6 +68,11 @@ func (s *Server) streamRunEvents(c echo.Context) error {
 	}
 	if st.Done() {
 		return c.NoContent(http.StatusNoContent)
+	}
+	if r.Method == http.MethodHead {
+		// The stream's status and type, without waiting for its events.
+		c.Response().Header().Set(echo.HeaderContentType, "text/event-stream")
+		return c.NoContent(http.StatusOK)
 	}
 	s.d.Streams.Serve(c.Response(), r, st)
 	return nil

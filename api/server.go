@@ -347,9 +347,9 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/runs", s.startDirect, auth, limit)
 	get("/v1/runs", s.listRuns, auth, limit)
 	get("/v1/runs/:id", s.getRun, auth, limit)
-	// A stream takes its seat for its first read only (events.go); no
-	// HEAD, which would wait as long as the stream.
-	e.GET("/v1/runs/:id/events", s.streamRunEvents, auth)
+	// A stream takes its seat for its first read only (events.go), and
+	// takes no body: it would sit unread while the stream lasts.
+	get("/v1/runs/:id/events", s.streamRunEvents, auth, noBody)
 	// The runtime's route: a runtime credential alone (runtime_auth.go).
 	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.authenticateAs(true, errUserCredential), limit)
 	get("/v1/snapshots/:id", readByID(s.d.Snapshots.Get, answerOK), auth, limit)
