@@ -172,7 +172,7 @@ var settingsTable = []section{
 			kind: integer[int]{at: func(c *loading) *int { return &c.Streams.MaxStreams }, def: runstream.DefaultMaxStreams,
 				min: 1, max: 100000, of: "streams"},
 			meaning: "most event streams this server keeps open at once, the API's and the console's together; one more " +
-				"answers 503 `too_many_streams` with `Retry-After`. Each open stream costs a goroutine, a connection and " +
+				"answers 503 `too_many_streams` with `Retry-After`. Each open stream costs a connection, a little memory and " +
 				"one primary-key lookup per poll, and holds no admission seat while it waits"},
 		{env: EnvEventStreamPoll, flag: "event-stream-poll", in: cmdServers,
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Streams.Poll }, def: runstream.DefaultPoll,
