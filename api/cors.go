@@ -15,6 +15,8 @@ var (
 	corsAllowHeaders = []string{
 		echo.HeaderAuthorization, echo.HeaderContentType, HeaderIdempotencyKey,
 		HeaderIfMatch, HeaderPrefer,
+		// A Run's event stream resumes after it (GET /v1/runs/{id}/events).
+		"Last-Event-ID",
 	}
 	corsExposeHeaders = []string{
 		echo.HeaderLocation, "Retry-After", HeaderIdempotentReplayed, HeaderETag,

@@ -50,6 +50,9 @@ const (
 	// CodeWebhookEndpointLimit is the 409 of a new webhook endpoint beyond
 	// the organization's limit (webhooks.ErrTooMany).
 	CodeWebhookEndpointLimit = "webhook_endpoint_limit"
+	// CodeTooManyStreams is the 503 of an event stream beyond the
+	// server's cap (SEARCHD_EVENT_STREAMS_MAX).
+	CodeTooManyStreams = "too_many_streams"
 )
 
 // ProblemTypeBase prefixes the "type" URI of every problem; the code

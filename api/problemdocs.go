@@ -25,6 +25,8 @@ type problemDoc struct {
 // problemDocs documents every code the API answers with. A test checks
 // that every code constant has an entry.
 var problemDocs = []problemDoc{
+	{CodeTooManyStreams, "Too many event streams", 503, "This server has the most Run event streams open that it serves at once (GET /v1/runs/{id}/events; SEARCHD_EVENT_STREAMS_MAX, 1000 by default). Nothing was read.",
+		"Retry after Retry-After (another replica may have room), or poll GET /v1/runs/{id} meanwhile."},
 	{CodeMissingIdempotencyKey, "Idempotency-Key header missing", 400, "A start (POST /v1/saved-searches/{id}/start, POST /v1/runs) was sent without an Idempotency-Key header.",
 		"Mint one key per user action (a UUID) and send it on the request and on every retry of it."},
 	{CodeInvalidIdempotencyKey, "Idempotency-Key header invalid", 400, "The Idempotency-Key header is not 1 to 255 printable ASCII characters (bare, or as a structured-field string), or it holds more than one key: it was sent twice, or one bare value holds a comma (a list).",

@@ -48,6 +48,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -90,6 +91,10 @@ type Runs interface {
 	Report(ctx context.Context, org, id uuid.UUID, r runs.StatusReport) (*runs.Run, bool, error)
 	// Cancel cancels a Run, or asks its runtime to.
 	Cancel(ctx context.Context, org, id uuid.UUID, c runs.CancelRequest) (*runs.Run, error)
+	// Version and Events are what a Run's event stream reads
+	// (runstream.Source).
+	Version(ctx context.Context, org, id uuid.UUID) (int64, string, error)
+	Events(ctx context.Context, org, id uuid.UUID, after int64) ([]runs.Event, error)
 }
 
 // Starter starts Runs; an *admission.Starter is one.
@@ -207,6 +212,12 @@ type Deps struct {
 	// its organization, and every signed provider callback one charged to
 	// its provider, before it touches the database. Required.
 	Admission *fairq.Queue
+	// Streams bounds and serves the Runs' event streams (GET
+	// /v1/runs/{id}/events); share it with the console's, and close it
+	// when the server shuts down (runstream.Hub.Close), so the drain
+	// does not wait for streams. Nil makes one of runstream's defaults
+	// on Runs, which [Server.Streams] returns.
+	Streams *runstream.Hub
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -275,6 +286,11 @@ func New(d Deps) (*Server, error) {
 	d.CallbackBodyTimeout = cmp.Or(d.CallbackBodyTimeout, DefaultCallbackBodyTimeout)
 	d.BodyTimeout = cmp.Or(d.BodyTimeout, DefaultBodyTimeout)
 	d.Logger = cmp.Or(d.Logger, slog.New(slog.DiscardHandler))
+	if d.Streams == nil {
+		if d.Streams, err = runstream.New(runstream.Config{}, d.Runs, d.Logger); err != nil {
+			return nil, err
+		}
+	}
 	if d.Now == nil {
 		d.Now = time.Now
 	}
@@ -289,6 +305,10 @@ func New(d Deps) (*Server, error) {
 	s.knownRoutes = routeSet(s.echo)
 	return s, nil
 }
+
+// Streams returns the hub of the Runs' event streams: Deps.Streams, or the
+// one New made.
+func (s *Server) Streams() *runstream.Hub { return s.d.Streams }
 
 // Handler returns the http.Handler that serves the API.
 func (s *Server) Handler() http.Handler { return s.echo }
@@ -339,6 +359,9 @@ func (s *Server) routes() *echo.Echo {
 	get("/v1/runs", s.listRuns, read, limit)
 	get("/v1/runs/:id", s.getRun, read, limit)
 	e.POST("/v1/runs/:id/cancel", s.cancelRun, write, limit)
+	// A stream takes its seat for its first read only (events.go), and
+	// takes no body: it would sit unread while the stream lasts.
+	get("/v1/runs/:id/events", s.streamRunEvents, read, noBody)
 	// The runtime's route: a runtime credential or a runs:report key.
 	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.openRuntime(), limit)
 	get("/v1/snapshots/:id", readByID(s.d.Snapshots.Get, answerOK), read, limit)

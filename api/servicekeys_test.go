@@ -64,6 +64,8 @@ var operationAccess = map[string]string{
 	"HEAD /v1/runs":                                string(servicekeys.ScopeRead),
 	"GET /v1/runs/{id}":                            string(servicekeys.ScopeRead),
 	"HEAD /v1/runs/{id}":                           string(servicekeys.ScopeRead),
+	"GET /v1/runs/{id}/events":                     string(servicekeys.ScopeRead),
+	"HEAD /v1/runs/{id}/events":                    string(servicekeys.ScopeRead),
 	"POST /v1/runs/{id}/cancel":                    string(servicekeys.ScopeStartsWrite),
 	"PUT /v1/runs/{id}/status":                     string(servicekeys.ScopeRunsReport),
 	"GET /v1/snapshots/{id}":                       string(servicekeys.ScopeRead),

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,6 +32,7 @@ import (
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/readiness"
+	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
@@ -148,6 +150,14 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	d.Webhooks = webhooks.NewStore(pool, webhooks.Config{Clock: opts.clock, AllowHTTPLoopback: true})
 	d.ProviderSecrets = map[string][]byte{acme: acmeSecret, otherProvider: otherSecret}
 	d.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// Streams that end within a second, so that the tests of every route,
+	// which read each answer whole, are not held by a Run's event stream
+	// (events_test.go sets its own).
+	streams, err := runstream.New(runstream.Config{Poll: 100 * time.Millisecond, MaxDuration: time.Second}, d.Runs, d.Logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Streams = streams
 	if opts.deps != nil {
 		opts.deps(&d)
 	}
@@ -384,6 +394,31 @@ var openAPI = sync.OnceValues(func() (routers.Router, error) {
 	if err := doc.Validate(loader.Context); err != nil {
 		return nil, err
 	}
+	// A Run's event stream: every data line must be a RunEvent.
+	runEvent := doc.Components.Schemas["RunEvent"]
+	if runEvent == nil {
+		return nil, errors.New("the document has no schema RunEvent")
+	}
+	openapi3filter.RegisterBodyDecoder("text/event-stream", func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+		raw, err := io.ReadAll(body)
+		if err != nil {
+			return nil, err
+		}
+		for line := range strings.Lines(string(raw)) {
+			data, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "data: ")
+			if !ok {
+				continue
+			}
+			var v any
+			if err := json.Unmarshal([]byte(data), &v); err != nil {
+				return nil, fmt.Errorf("event data %q: %w", data, err)
+			}
+			if err := runEvent.Value.VisitJSON(v); err != nil {
+				return nil, fmt.Errorf("event data %s is no RunEvent: %w", data, err)
+			}
+		}
+		return string(raw), nil
+	})
 	return gorillamux.NewRouter(doc)
 })
 

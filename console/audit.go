@@ -235,6 +235,10 @@ type runPage struct {
 	// announced from the record, never from the link.
 	Retry   *retryForm
 	Retried *dispatch.Retry
+	// Events is the path of the Run's event stream, which console.js
+	// follows to update the page; "" when the Run finished or the console
+	// serves no streams.
+	Events string
 }
 
 func (c *Console) run(r *http.Request, f *filters) (view, error) {
@@ -247,6 +251,11 @@ func (c *Console) run(r *http.Request, f *filters) (view, error) {
 		return view{}, err
 	}
 	p := runPage{Run: run, InputBytes: inputBytes, Key: idempotencyKey(run.StartKey)}
+	if c.d.Streams != nil && !runs.Terminal(run.Status) {
+		// console.js follows the Run from here (stream.go), from the
+		// version this page shows.
+		p.Events = "/console/runs/" + id.String() + "/events"
+	}
 	if run.SnapshotID != nil {
 		if p.Snapshot, err = c.d.Snapshots.Header(ctx, org, *run.SnapshotID); err != nil && !errors.Is(err, snapshot.ErrNotFound) {
 			return view{}, err

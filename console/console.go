@@ -60,6 +60,7 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
@@ -240,6 +241,10 @@ type Deps struct {
 	// keys, for its admins and operators (keys.go); nil serves no keys
 	// page.
 	ServiceKeys ServiceKeys
+	// Streams serves the Run page's live updates (GET
+	// /console/runs/{id}/events), under the cap it shares with the API's
+	// streams; nil serves none, and the Run page is updated by reloading.
+	Streams *runstream.Hub
 }
 
 // Sessions stores the console's sessions; a *sessions.Store is one.
@@ -375,6 +380,9 @@ func (c *Console) routes() http.Handler {
 	if c.d.Schedules != nil {
 		mux.HandleFunc("GET /console/schedules", c.session(auditor, c.show(c.schedules)))
 	}
+	if c.d.Streams != nil {
+		mux.HandleFunc("GET /console/runs/{id}/events", c.session(streamer, c.runEvents))
+	}
 	mux.HandleFunc("GET /console/provider-jobs", c.session(auditor, c.show(c.providerJobs)))
 	mux.HandleFunc("GET /console/provider-jobs/{id}", c.session(auditor, c.show(c.providerJob)))
 	if c.d.ServiceKeys != nil {
@@ -440,6 +448,10 @@ func (w *statusWriter) WriteHeader(code int) {
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection: a Run's event
+// stream flushes each event and sets its write deadlines through it.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {

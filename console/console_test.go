@@ -863,7 +863,7 @@ func TestTheRunPageShowsItsTimeline(t *testing.T) {
 		last += 1 + i
 	}
 	if !strings.Contains(section, `Dispatch to the runtime: <span class="badge b-dispatched">dispatched</span>`) ||
-		!strings.Contains(section, "2 attempts") || !strings.Contains(section, "Version 4") {
+		!strings.Contains(section, "2 attempts") || !strings.Contains(section, `Version <span id="run-version">4</span>`) {
 		t.Errorf("the timeline's summary lacks the dispatch state, its attempts or the version:\n%s", section[:min(len(section), 1500)])
 	}
 	body = b.do("GET", "/console/runs/"+b.world.DirectRun.String(), tok, nil, nil).Body.String()

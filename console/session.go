@@ -64,6 +64,11 @@ const (
 	auditor                  // a session that names an organization
 	operatorOnly             // a session with the operator role
 	keyAdmin                 // a session that names an organization, of its admin or an operator
+	// streamer is auditor for a Run's event stream, which takes its
+	// admission seat itself, for its first read only (stream.go): a
+	// stream's answer never ends while the Run runs, so it is neither
+	// held nor seated for its life.
+	streamer
 )
 
 // lookup returns the session of the request's cookie: nil with a nil
@@ -104,7 +109,7 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 		case s == nil:
 			c.fail(w, r, http.StatusUnauthorized, "Signed out", "Your session has ended. Sign in again.")
 			return
-		case g == auditor && s.OrganizationID == uuid.Nil:
+		case (g == auditor || g == streamer) && s.OrganizationID == uuid.Nil:
 			c.fail(w, r, http.StatusForbidden, "No organization",
 				"You signed in without an organization, so you read no organization's records. Sign in as a member of one.")
 			return
@@ -131,7 +136,7 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 		// a console reading large pages waits its turn beside the API's
 		// requests, never ahead of them. Signing out reads nothing.
 		ctx := context.WithValue(r.Context(), principalKey{}, s)
-		if g != anyone {
+		if g != anyone && g != streamer {
 			flow := fairq.Flow{Kind: fairq.KindOrganization, Name: s.OrganizationID.String()}
 			if g == operatorOnly {
 				flow = fairq.Flow{Kind: fairq.KindOperator, Name: s.Actor}

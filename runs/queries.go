@@ -252,3 +252,25 @@ FROM agent.runs r
 LEFT JOIN agent.run_dispatches d ON d.organization_id = r.organization_id AND d.run_id = r.id
 WHERE r.organization_id = @org::uuid AND r.id = @id::uuid AND r.cancel_requested_at IS NOT NULL
 ON CONFLICT DO NOTHING`
+
+// runVersion reads a Run's version and status: the primary-key lookup an
+// event stream polls. $1 org, $2 Run id.
+const runVersion = `
+SELECT r.version, r.status
+FROM agent.runs r
+WHERE r.organization_id = $1 AND r.id = $2`
+
+// runEvents reads a Run's events after seq $3, oldest first: its
+// admission (version 1, from the Run row itself) and every status change
+// (agent.run_status_changes, one row per later version, written in the
+// transaction of the change), so the events need no table of their own.
+// $1 org, $2 Run id, $3 the last seq the reader has (0 for all).
+const runEvents = `
+SELECT 1::bigint, 'queued'::text, r.created_at, NULL::text, NULL::text, NULL::text
+FROM agent.runs r
+WHERE r.organization_id = $1 AND r.id = $2 AND $3::bigint < 1
+UNION ALL
+SELECT c.version, c.status, c.changed_at, c.result_ref, c.error_code, c.error_message
+FROM agent.run_status_changes c
+WHERE c.run_id = $2 AND c.organization_id = $1 AND c.version > $3::bigint
+ORDER BY 1`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/dispatch"
+	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
@@ -125,6 +126,8 @@ type serverConfig struct {
 	// Webhooks configures the delivery of Run events to the
 	// organizations' webhook endpoints, which every serve runs.
 	Webhooks webhookConfig
+	// Streams bounds the Runs' event streams (package runstream).
+	Streams runstream.Config
 }
 
 // setting is one configuration value and where it came from, so a message

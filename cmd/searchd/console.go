@@ -3,13 +3,14 @@ package main
 import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
+	"github.com/searchd/searchd/internal/runstream"
 )
 
 // console wires the console (served under /console/ beside the API) on
 // the same stores, verifier and admission queue as the API, signing
 // people in through the provider when the settings register the console
 // there.
-func (s server) console(verifier *auth.Verifier) (*console.Console, error) {
+func (s server) console(verifier *auth.Verifier, streams *runstream.Hub) (*console.Console, error) {
 	st, cfg, logger := s.st, s.cfg, s.logger
 	d := console.Deps{
 		SavedSearches:   st.savedSearches,
@@ -32,6 +33,7 @@ func (s server) console(verifier *auth.Verifier) (*console.Console, error) {
 		SessionLifetime: cfg.Auth.SessionLifetime,
 		Logger:          logger,
 		Admission:       s.queue,
+		Streams:         streams,
 	}
 	if cfg.Auth.SignIn != nil {
 		signIn, err := auth.NewSignIn(verifier, *cfg.Auth.SignIn)

@@ -178,7 +178,7 @@ func serveAPI(t *testing.T, pool *pgxpool.Pool, cfg serverConfig) *httptest.Serv
 		t.Fatalf("newVerifier: %v", err)
 	}
 	s := server{st: newStores(pool, nil, keyset.Key{}, cfg, logger, obs), cfg: cfg, logger: logger, obs: obs, queue: queue}
-	srv, err := s.api(verifier, nil, readiness.Pool(pool))
+	srv, err := s.api(verifier, nil, readiness.Pool(pool), nil)
 	if err != nil {
 		t.Fatalf("api: %v", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/readiness"
+	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/migrations"
 )
@@ -159,11 +160,21 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	if err != nil {
 		return err
 	}
-	srv, err := s.api(verifier, hub, ready.Ready)
+	// The Runs' event streams, the API's and the console's under one cap.
+	// They end when ctx does, before the drain: a stream lasts until its
+	// Run finishes, so the drain would otherwise wait out its grace for
+	// them. Their clients reconnect with Last-Event-ID elsewhere.
+	streams, err := runstream.New(cfg.Streams, st.runs, logger)
 	if err != nil {
 		return err
 	}
-	con, err := s.console(verifier)
+	stopStreams := context.AfterFunc(ctx, streams.Close)
+	defer stopStreams()
+	srv, err := s.api(verifier, hub, ready.Ready, streams)
+	if err != nil {
+		return err
+	}
+	con, err := s.console(verifier, streams)
 	if err != nil {
 		return err
 	}
@@ -178,7 +189,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 // on Prefer: wait when hub is set, and not at all when it is nil. /readyz
 // answers from ready. Every request takes a seat in the queue first (see
 // newAdmission).
-func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(context.Context) error) (*api.Server, error) {
+func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(context.Context) error, streams *runstream.Hub) (*api.Server, error) {
 	st, cfg := s.st, s.cfg
 	b := buildInfo()
 	// Registered once per registry: a second server on the same metrics
@@ -222,6 +233,7 @@ func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(cont
 		TracerProvider:       s.obs.tracerProvider(),
 		Plane:                st.plane,
 		CORSOrigins:          cfg.CORSOrigins,
+		Streams:              streams,
 	})
 }
 

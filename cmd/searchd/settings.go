@@ -18,6 +18,7 @@ import (
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
 )
@@ -27,6 +28,10 @@ const (
 	EnvDBMaxConns       = "SEARCHD_DB_MAX_CONNS"
 	EnvMaxPreferWait    = "SEARCHD_MAX_PREFER_WAIT"
 	EnvSavedSearchLease = "SEARCHD_SAVED_SEARCH_LEASE"
+	// The Runs' event streams (package runstream).
+	EnvEventStreamsMax        = "SEARCHD_EVENT_STREAMS_MAX"
+	EnvEventStreamPoll        = "SEARCHD_EVENT_STREAM_POLL"
+	EnvEventStreamMaxDuration = "SEARCHD_EVENT_STREAM_MAX_DURATION"
 )
 
 // Defaults and limits of those settings.
@@ -161,6 +166,24 @@ var settingsTable = []section{
 				"one seat each) hold together, and the widest a request can be; the other seats stay for narrow requests " +
 				"such as starts. Wide requests are bound by the processor, so more of them at once only slows every " +
 				"request beside them; at most the seats"},
+	}},
+	{"Run event streams", "GET /v1/runs/{id}/events and the console's Run page (docs/api.md, Watching a Run).", []spec{
+		{env: EnvEventStreamsMax, flag: "event-streams-max", in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Streams.MaxStreams }, def: runstream.DefaultMaxStreams,
+				min: 1, max: 100000, of: "streams"},
+			meaning: "most event streams this server keeps open at once, the API's and the console's together; one more " +
+				"answers 503 `too_many_streams` with `Retry-After`. Each open stream costs a connection, a little memory and " +
+				"one primary-key lookup per poll, and holds no admission seat while it waits"},
+		{env: EnvEventStreamPoll, flag: "event-stream-poll", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Streams.Poll }, def: runstream.DefaultPoll,
+				min: 100 * time.Millisecond, max: time.Minute, like: "1s or 500ms"},
+			meaning: "how often an open stream looks up its Run's version (one primary-key lookup): how late an event " +
+				"arrives at most, and the database's load from streams (`--event-streams-max` / this, lookups a second)"},
+		{env: EnvEventStreamMaxDuration, flag: "event-stream-max-duration", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Streams.MaxDuration }, def: runstream.DefaultMaxDuration,
+				min: time.Second, max: 24 * time.Hour, like: "15m or 1h"},
+			meaning: "longest an event stream stays open; the client then reconnects with `Last-Event-ID` (the stream " +
+				"set `retry:`) and misses nothing. Keep it below your proxies' idle and total timeouts"},
 	}},
 	{"Saved-search starts", "", []spec{
 		{env: EnvSavedSearchLease, flag: "saved-search-lease", in: cmdServers,

@@ -164,3 +164,78 @@ func TestShutdownReleasesTheClaimOfAStartCutOffInsideItsFreeze(t *testing.T) {
 		t.Errorf("the waiter answered %d %+v (%v), want 409 in_progress with its preference applied", a.status, a.problem, a.err)
 	}
 }
+
+// TestShutdownEndsTheEventStreams: a Run's event stream lasts until its Run
+// finishes, so a shutdown that waited for it would wait out its grace and
+// cut it off. The streams end when the signal comes instead: serve exits
+// at once and cleanly, and the client's stream ends (it reconnects with
+// Last-Event-ID to another replica).
+func TestShutdownEndsTheEventStreams(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := newDB(t)
+	const grace = 20 * time.Second
+	h := newHarness(map[string]string{
+		"DATABASE_URL":           dbURL,
+		"SEARCHD_JWT_SECRET":     goodSecret,
+		"SEARCHD_ADDR":           "127.0.0.1:0",
+		"SEARCHD_SHUTDOWN_GRACE": grace.String(),
+	})
+	addr, signal := h.start(t, "serve")
+	token, err := auth.SignToken([]byte(goodSecret), uuid.New(), "tester", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(method, path, body string) *http.Response {
+		t.Helper()
+		hr, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+		if body == "" {
+			hr.Body = nil
+		}
+		hr.Header.Set("Authorization", "Bearer "+token)
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Idempotency-Key", "stream-at-shutdown")
+		res, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := do(http.MethodPost, "/v1/runs", `{"kind":"definition","name":"watched"}`)
+	var started struct {
+		Run struct{ ID uuid.UUID } `json:"run"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&started); err != nil || res.StatusCode != http.StatusCreated {
+		t.Fatalf("start = %d (%v)", res.StatusCode, err)
+	}
+	res.Body.Close()
+	stream := do(http.MethodGet, "/v1/runs/"+started.Run.ID.String()+"/events", "")
+	defer stream.Body.Close()
+	if stream.StatusCode != http.StatusOK {
+		t.Fatalf("GET events = %d", stream.StatusCode)
+	}
+	buf := make([]byte, 4096)
+	if n, err := stream.Body.Read(buf); err != nil || !strings.Contains(string(buf[:n]), "retry:") {
+		t.Fatalf("the stream began %q (%v), want its retry: line", buf[:n], err)
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, stream.Body)
+		read <- err
+	}()
+
+	began := time.Now()
+	if code := signal(); code != 0 || strings.Contains(h.stderr.String(), "cut off") {
+		t.Errorf("serve exited %d, want 0 with nothing cut off: %s", code, h.stderr.String())
+	}
+	if d := time.Since(began); d > grace/2 {
+		t.Errorf("serve took %s to exit, want it not to wait for the stream (grace %s)", d, grace)
+	}
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Errorf("the stream ended with %v, want its end", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the stream did not end with the server")
+	}
+}

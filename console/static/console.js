@@ -57,4 +57,56 @@ document.addEventListener("DOMContentLoaded", () => {
       }
     });
   }
+  // A Run page follows its Run live (stream.go): each event sets the
+  // status, the version and a line of the timeline. EventSource sends the
+  // session's cookie, reconnects by itself with Last-Event-ID, and stops
+  // when the server answers 204 (the Run finished and the page has its
+  // last event). Without this script a reload shows the same.
+  const head = document.querySelector("header[data-events]");
+  if (head && window.EventSource) {
+    const live = document.getElementById("run-live");
+    const badge = document.getElementById("run-status");
+    const version = document.getElementById("run-version");
+    const updated = document.getElementById("run-updated");
+    const timeline = document.getElementById("run-timeline");
+    const say = (text) => { if (live) { live.hidden = false; live.textContent = text; } };
+    const es = new EventSource(head.dataset.events + "?last_event_id=" + encodeURIComponent(head.dataset.version));
+    const cell = (text, cls) => {
+      const td = document.createElement("td");
+      if (cls) td.className = cls;
+      td.textContent = text;
+      return td;
+    };
+    const onEvent = (msg) => {
+      let ev;
+      try { ev = JSON.parse(msg.data); } catch (_) { return; }
+      const when = ev.occurred_at.replace("T", " ").replace(/(\.\d+)?Z$/, "");
+      if (badge) { badge.textContent = ev.status; badge.className = "badge b-" + ev.status; }
+      if (version) version.textContent = String(ev.seq);
+      if (updated) updated.textContent = when;
+      if (timeline) {
+        const tr = document.createElement("tr");
+        const badgeCell = document.createElement("td");
+        const b = document.createElement("span");
+        b.className = "badge b-" + ev.status;
+        b.textContent = ev.status;
+        badgeCell.appendChild(b);
+        let detail = "version " + ev.seq;
+        if (ev.result_ref) detail += "; result: " + ev.result_ref;
+        if (ev.error) detail += "; error: " + ev.error.code + (ev.error.message ? ": " + ev.error.message : "");
+        tr.append(cell(when, "mono"), cell("status"), badgeCell, cell("live", "muted"), cell(detail, "wrap"));
+        timeline.appendChild(tr);
+      }
+      const terminal = ev.status === "succeeded" || ev.status === "failed" || ev.status === "cancelled";
+      say(terminal ? "The Run finished; this page is up to date." : "Following this Run live.");
+      if (terminal) es.close();
+    };
+    for (const type of ["run.admitted", "run.dispatched", "run.running", "run.succeeded", "run.failed", "run.cancelled"]) {
+      es.addEventListener(type, onEvent);
+    }
+    es.addEventListener("open", () => say("Following this Run live."));
+    es.addEventListener("error", () => {
+      if (es.readyState === EventSource.CLOSED) say("Live updates stopped; reload the page to see the Run as it is now.");
+    });
+  }
 });

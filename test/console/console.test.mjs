@@ -129,6 +129,53 @@ test("an auditor opens a saved search, compares two snapshots and opens a Run", 
   await ctx.close();
 });
 
+test("a Run page follows its Run live: each status the runtime reports appears without a reload", async () => {
+  // A Run of organization A, started through the API, queued.
+  const api = (method, path, token, body, headers = {}) => fetch(world.base + path, {
+    method, headers: { Authorization: "Bearer " + token, "Content-Type": "application/json", ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const started = await api("POST", "/v1/runs", world.token_a, { kind: "definition", name: "live run page" }, { "Idempotency-Key": "live-" + Date.now() });
+  assert.equal(started.status, 201, await started.clone().text());
+  const run = (await started.json()).run.id;
+  const report = async (body) => {
+    const res = await api("PUT", "/v1/runs/" + run + "/status", world.runtime_a, body);
+    assert.equal(res.status, 200, await res.text());
+  };
+
+  const { ctx, page } = await session(world.token_a);
+  const streams = [];
+  page.on("request", (r) => { if (r.url().includes("/events")) streams.push(r.url()); });
+  await page.goto(world.base + "/console/runs/" + run);
+  const badge = page.locator("#run-status");
+  assert.equal(await badge.innerText(), "queued");
+  const rows = page.locator("#run-timeline tr");
+  const before = await rows.count();
+  await page.locator("#run-live").filter({ hasText: "Following this Run live" }).waitFor();
+
+  await report({ status: "running" });
+  await page.locator("#run-status.b-running").waitFor();
+  assert.equal(await page.locator("#run-version").innerText(), "2");
+  await report({ status: "succeeded", result_ref: "s3://results/live-page" });
+  await page.locator("#run-status.b-succeeded").waitFor();
+  await page.locator("#run-live").filter({ hasText: "The Run finished" }).waitFor();
+  assert.equal(await page.locator("#run-version").innerText(), "3");
+  const added = await rows.allInnerTexts();
+  assert.equal(added.length, before + 2, "one timeline row per event: " + JSON.stringify(added));
+  assert.match(added.at(-2), /running[\s\S]*version 2/);
+  assert.match(added.at(-1), /succeeded[\s\S]*version 3[\s\S]*s3:\/\/results\/live-page/);
+  assert.deepEqual(streams, [world.base + "/console/runs/" + run + "/events?last_event_id=1"], "one stream, from the version the page showed");
+  await shot(page, "run-live");
+
+  // A finished Run's page follows nothing: a reload shows the same, with no stream.
+  await page.reload();
+  assert.equal(await badge.innerText(), "succeeded");
+  assert.equal(await page.locator("#run-live").count(), 0);
+  assert.equal(streams.length, 1, "a finished Run's page opened a stream");
+  assert.deepEqual(page.problems, [], "no CSP violation or script error");
+  await ctx.close();
+});
+
 test("an auditor sees a saved search's schedule and its occurrences, on a desktop and on a phone", async () => {
   const { ctx, page } = await session(world.token_a);
   await Promise.all([page.waitForNavigation(), page.getByRole("link", { name: world.scheduled_name }).click()]);

@@ -33,6 +33,8 @@ export type StartResult = components["schemas"]["StartResult"];
 export type Run = components["schemas"]["Run"];
 /** A Run as getRun reads it: with its dispatch to the runtime. */
 export type RunDetail = components["schemas"]["RunDetail"];
+/** One event of a Run (GET /v1/runs/{id}/events; the Run webhooks' body too). */
+export type RunEvent = components["schemas"]["RunEvent"];
 export type Dispatch = components["schemas"]["Dispatch"];
 /** A runtime's report of a Run's status (reportRunStatus). */
 export type StatusReport = components["schemas"]["StatusReport"];
@@ -313,6 +315,57 @@ export class SearchdClient {
   }
 
   /**
+   * Follows a Run's events as they happen: GET /v1/runs/{id}/events, a
+   * Server-Sent Events stream read with fetch (an EventSource cannot send
+   * the bearer token). Yields every event with a seq after lastEventId (0,
+   * the default: the admission first), in seq order, once each; ends after
+   * the Run's terminal event (run.succeeded, run.failed, run.cancelled).
+   * When the stream ends before (the server's longest stream, a restart, a
+   * cut connection) it reconnects after the stream's retry: with
+   * Last-Event-ID, so nothing is missed or repeated; a refusal that may be
+   * retried (429, 503 too_many_streams) is retried as a read, any other
+   * (not_found) throws. Stop early with signal, or by leaving the loop.
+   */
+  async *followRun(id: string, o: { lastEventId?: number; signal?: AbortSignal } = {}): AsyncGenerator<RunEvent> {
+    const path = `/v1/runs/${encodeURIComponent(id)}/events`;
+    let last = o.lastEventId ?? 0;
+    for (let failures = 0; ;) {
+      const headers: Record<string, string> = { Accept: "text/event-stream", "Last-Event-ID": String(last) };
+      headers["Authorization"] = `Bearer ${await this.token()}`;
+      let res: Response;
+      try {
+        res = await this.fetch(this.base + path, { headers, signal: o.signal });
+      } catch (cause) {
+        if (o.signal?.aborted) throw cause;
+        const err = new SearchdError(0, `searchd: GET ${path}: network failure: ${String(cause)}`, { cause });
+        err.attempts = ++failures;
+        if (failures >= this.retry.maxAttempts) throw err;
+        await this.sleep(this.delay(failures));
+        continue;
+      }
+      if (res.status === 204) return; // the Run finished, and we have its last event
+      if (!res.ok || !res.body) {
+        const err = problemError("GET", path, res, await res.text());
+        err.attempts = ++failures;
+        if (!retryable("repeatable", err) || failures >= this.retry.maxAttempts) throw err;
+        await this.sleep(this.delay(failures, err.retryAfterMs));
+        continue;
+      }
+      failures = 0;
+      let retryMs = 2000;
+      for await (const m of serverSentEvents(res.body, (ms) => { retryMs = ms; })) {
+        const e = safeJSON(m.data) as RunEvent | undefined;
+        if (!e || typeof e.seq !== "number" || e.seq <= last) continue;
+        last = e.seq;
+        yield e;
+        if (e.type === "run.succeeded" || e.type === "run.failed" || e.type === "run.cancelled") return;
+      }
+      if (o.signal?.aborted) return;
+      await this.sleep(retryMs);
+    }
+  }
+
+  /**
    * A page of Runs, newest first. Each filter set keeps the Runs it matches
    * (savedSearchId, status, idempotencyKey, and createdAfter and
    * createdBefore, RFC 3339 instants, both exclusive); pass the same
@@ -445,14 +498,73 @@ export class SearchdClient {
       throw new SearchdError(0, `searchd: ${c.method} ${c.path}: network failure: ${String(cause)}`, { cause });
     }
     const text = await res.text();
-    const parsed = text ? safeJSON(text) : undefined;
-    if (res.ok) return { status: res.status, headers: res.headers, body: parsed };
-    const problem = isProblem(parsed) ? parsed : undefined;
-    const retryAfterMs = parseRetryAfter(res.headers.get("Retry-After"));
-    const what = problem ? `${problem.code}: ${problem.detail}` : res.statusText;
-    throw new SearchdError(res.status, `searchd: ${c.method} ${c.path}: ${res.status} ${what}`, {
-      problem, requestId: res.headers.get("X-Request-Id") ?? undefined, retryAfterMs,
-    });
+    if (res.ok) return { status: res.status, headers: res.headers, body: text ? safeJSON(text) : undefined };
+    throw problemError(c.method, c.path, res, text);
+  }
+}
+
+/** The error of an answer other than 2xx, whose body is text. */
+function problemError(method: string, path: string, res: Response, text: string): SearchdError {
+  const parsed = text ? safeJSON(text) : undefined;
+  const problem = isProblem(parsed) ? parsed : undefined;
+  const retryAfterMs = parseRetryAfter(res.headers.get("Retry-After"));
+  const what = problem ? `${problem.code}: ${problem.detail}` : res.statusText;
+  return new SearchdError(res.status, `searchd: ${method} ${path}: ${res.status} ${what}`, {
+    problem, requestId: res.headers.get("X-Request-Id") ?? undefined, retryAfterMs,
+  });
+}
+
+/** One message of a Server-Sent Events stream. */
+export interface ServerSentEvent {
+  /** The event's id (for searchd, its seq); "" when it has none. */
+  id: string;
+  /** The event type; "message" when the stream named none. */
+  event: string;
+  /** The data lines, joined by "\n". */
+  data: string;
+}
+
+/**
+ * Parses a text/event-stream body (WHATWG HTML, "Interpreting an event
+ * stream"): lines end with CRLF, LF or CR; a blank line dispatches the
+ * event; comment lines (":") are skipped; retry: is handed to onRetry. The
+ * reader is cancelled when the loop stops early. A small parser rather than
+ * a dependency: the client needs nothing but fetch.
+ */
+export async function* serverSentEvents(body: ReadableStream<Uint8Array>, onRetry: (ms: number) => void = () => {}): AsyncGenerator<ServerSentEvent> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buf = "";
+  let id = "", event = "", data: string[] = [];
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      buf += done ? decoder.decode() : decoder.decode(value, { stream: true });
+      let m: RegExpExecArray | null;
+      // A CR at the very end may be the first half of a CRLF: wait for more.
+      while ((m = /\r\n|\n|\r(?!$)/.exec(buf)) !== null) {
+        const line = buf.slice(0, m.index);
+        buf = buf.slice(m.index + m[0].length);
+        if (line === "") {
+          if (data.length > 0) yield { id, event: event || "message", data: data.join("\n") };
+          event = "";
+          data = [];
+          continue;
+        }
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let v = colon < 0 ? "" : line.slice(colon + 1);
+        if (v.startsWith(" ")) v = v.slice(1);
+        if (field === "data") data.push(v);
+        else if (field === "event") event = v;
+        else if (field === "id" && !v.includes("\0")) id = v;
+        else if (field === "retry" && /^[0-9]+$/.test(v)) onRetry(Number(v));
+      }
+      if (done) return; // an event without its blank line is dropped, as the standard says
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
   }
 }
 

@@ -781,6 +781,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Run id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Follow a Run's events (Server-Sent Events)
+         * @description A text/event-stream of the Run's events, for a page or a service that watches one Run: every event with a seq after Last-Event-ID (the header, or the last_event_id query parameter for a client that cannot set headers; neither sends them all), then each new one as it happens. Each event is `id: <seq>`, `event: <type>` and `data: <RunEvent as JSON>`; the stream starts with `retry: 2000`; a comment line (`: keep-alive`) comes every 15 s when nothing else does. The stream ends after the Run's terminal event (run.succeeded, run.failed, run.cancelled); before that, after at most SEARCHD_EVENT_STREAM_MAX_DURATION (15 min by default) or when the server shuts down: reconnect with Last-Event-ID and nothing is missed or repeated. An event arrives at most SEARCHD_EVENT_STREAM_POLL (1 s by default) after the change. A finished Run whose last event you have answers 204, which stops an EventSource from reconnecting. Browsers: EventSource cannot send the Authorization header, so read the stream with fetch (the TypeScript client's followRun). Each server keeps at most SEARCHD_EVENT_STREAMS_MAX streams open; one more answers 503 too_many_streams. An open stream holds no admission seat. Poll GET /v1/runs/{id} instead when you check now and then; subscribe when a person is watching.
+         */
+        get: operations["streamRunEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Follow a Run's events (headers only)
+         * @description HEAD of streamRunEvents: the same status and headers, at once, with no body.
+         */
+        head: operations["streamRunEventsHead"];
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     runAdmitted: {
@@ -857,7 +884,7 @@ export interface components {
             status: number;
             detail: string;
             /** @enum {string} */
-            code: "missing_idempotency_key" | "invalid_idempotency_key" | "malformed_json" | "validation_failed" | "unauthorized" | "not_found" | "method_not_allowed" | "in_progress" | "key_reused" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "internal" | "already_registered" | "missing_delivery_id" | "invalid_delivery_id" | "rate_limited" | "precondition_failed" | "insufficient_scope" | "run_finished" | "schedule_limit" | "webhook_endpoint_limit";
+            code: "missing_idempotency_key" | "invalid_idempotency_key" | "malformed_json" | "validation_failed" | "unauthorized" | "not_found" | "method_not_allowed" | "in_progress" | "key_reused" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "internal" | "already_registered" | "missing_delivery_id" | "invalid_delivery_id" | "rate_limited" | "precondition_failed" | "insufficient_scope" | "run_finished" | "schedule_limit" | "webhook_endpoint_limit" | "too_many_streams";
             /** @description The X-Request-Id of the request, to match a report with the server log. */
             request_id?: string;
             errors?: components["schemas"]["FieldError"][];
@@ -1604,24 +1631,33 @@ export interface components {
                 status_url: string;
             };
         };
-        /** @description One change of a Run: its admission (seq 1) or a change of its status. seq is the Run's version after the change, so a Run's events are numbered 1, 2, ... with gaps only where a status was skipped; order and deduplicate by it. */
+        /** @description One event of a Run's history: its admission (seq 1, run.admitted) or one change of its status. seq is the Run's version after the event, so events of one Run are ordered by seq with no gap, and a reader that has seq n has every event up to n. The same body is the data of every event of GET /v1/runs/{id}/events and the data of every Run webhook message (an endpoint subscribed to some types receives only those, so its seqs have gaps). */
         RunEvent: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The Run.
+             */
             run_id: string;
-            /** @description The Run's version after the change: 1 for run.admitted, growing by one per change. */
+            /** @description The Run's version after this event: 1 for the admission, one more per status change. The id of the SSE event, and what Last-Event-ID resumes after. */
             seq: number;
-            /** @enum {string} */
+            /**
+             * @description run.admitted for the admission (status queued), else run.<status>.
+             * @enum {string}
+             */
             type: "run.admitted" | "run.dispatched" | "run.running" | "run.succeeded" | "run.failed" | "run.cancelled";
             /**
-             * @description The Run's status after the change: queued for run.admitted.
+             * @description The Run's status after this event.
              * @enum {string}
              */
             status: "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the Run was admitted, or its status changed (the database's clock).
+             */
             occurred_at: string;
-            /** @description A succeeded Run's result reference, when the runtime reported one. */
+            /** @description run.succeeded alone, when the runtime reported one: where the result is. */
             result_ref?: string;
-            /** @description A failed or cancelled Run's error, when reported. */
+            /** @description run.failed or run.cancelled, when the runtime reported how it ended. */
             error?: components["schemas"]["RunError"];
         };
         /** @description The body of a webhook delivery: a Standard Webhooks message whose data is the RunEvent. */
@@ -2161,6 +2197,27 @@ export interface components {
                  *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962",
                  *       "current_version": 4,
                  *       "current_status": "succeeded"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description too_many_streams: this server has its most event streams open (SEARCHD_EVENT_STREAMS_MAX); retry after Retry-After, or poll GET /v1/runs/{id}. unavailable: the server is shutting down, or cannot reach its database. */
+        TooManyStreams: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "/problems/too_many_streams",
+                 *       "title": "Too many event streams",
+                 *       "status": 503,
+                 *       "detail": "this server has its most event streams open; retry after Retry-After, or poll GET /v1/runs/{id}",
+                 *       "code": "too_many_streams",
+                 *       "request_id": "3b241101-e2bb-4255-8caf-4136c566a962"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -5207,6 +5264,127 @@ export interface operations {
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    streamRunEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Last-Event-ID for a client that cannot set headers; the header wins when both are sent.
+                 * @example 2
+                 */
+                last_event_id?: string;
+            };
+            header?: {
+                /**
+                 * @description The seq of the last event you have: the stream sends the events after it. A whole number from 0; 0 (or none) sends every event. An EventSource sends it by itself when it reconnects.
+                 * @example 2
+                 */
+                "Last-Event-ID"?: string;
+            };
+            path: {
+                /** @description Run id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stream: each event's data is a RunEvent. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example retry: 2000
+                     *
+                     *     id: 1
+                     *     event: run.admitted
+                     *     data: {"run_id":"0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6","seq":1,"type":"run.admitted","status":"queued","occurred_at":"2026-12-01T09:31:12.5Z"}
+                     *
+                     *     id: 2
+                     *     event: run.dispatched
+                     *     data: {"run_id":"0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6","seq":2,"type":"run.dispatched","status":"dispatched","occurred_at":"2026-12-01T09:31:13.18Z"}
+                     *
+                     *     : keep-alive
+                     *
+                     *     id: 3
+                     *     event: run.succeeded
+                     *     data: {"run_id":"0f8e4a2c-6b1d-4e3f-9a57-c2d8e1f0b4a6","seq":3,"type":"run.succeeded","status":"succeeded","occurred_at":"2026-12-01T09:31:20.4Z","result_ref":"s3://results/0f8e4a2c"}
+                     */
+                    "text/event-stream": string;
+                };
+            };
+            /** @description The Run finished and Last-Event-ID is its last event: nothing more will come. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["TooManyStreams"];
+        };
+    };
+    streamRunEventsHead: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Last-Event-ID for a client that cannot set headers; the header wins when both are sent.
+                 * @example 2
+                 */
+                last_event_id?: string;
+            };
+            header?: {
+                /**
+                 * @description The seq of the last event you have: the stream sends the events after it. A whole number from 0; 0 (or none) sends every event. An EventSource sends it by itself when it reconnects.
+                 * @example 2
+                 */
+                "Last-Event-ID"?: string;
+            };
+            path: {
+                /** @description Run id. An id that is not a UUID answers 404. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stream's status and type: a HEAD waits for no event. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Run finished and Last-Event-ID is its last event: nothing more will come. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["InsufficientScope"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["TooManyStreams"];
         };
     };
     runAdmitted: {

@@ -136,8 +136,34 @@ function showRun(id: string, s: Started, resumed: boolean): void {
   const how = s.created ? "a new Run" : resumed ? "the Run your start before the reload made" : "the Run this start already made";
   // The id's last 8 characters: its first 8 are the minute it was minted
   // (a time-ordered UUID), shared by every Run of that minute.
-  status.replaceChildren(`Run …`, el("code", { textContent: s.run.id.slice(-8) }), ` ${s.run.status}: ${how}.`);
+  const live = el("strong", { className: "run-status", textContent: s.run.status });
+  status.dataset.runStatus = s.run.status;
+  status.replaceChildren(`Run …`, el("code", { textContent: s.run.id.slice(-8) }), " ", live, `: ${how}.`);
   status.title = `Run ${s.run.id}, key ${s.idempotencyKey}`;
+  void follow(id, s.run.id, s.run.version, live);
+}
+
+// The stream each row follows, stopped when the row shows another Run.
+const following = new Map<string, AbortController>();
+
+// follow sets the row's status from each event of Run runId after version
+// seq (the version the start answered), until the Run finishes.
+async function follow(id: string, runId: string, seq: number, live: HTMLElement): Promise<void> {
+  following.get(id)?.abort();
+  const stop = new AbortController();
+  following.set(id, stop);
+  const { status } = parts(id);
+  try {
+    for await (const e of (await searchd()).followRun(runId, { lastEventId: seq, signal: stop.signal })) {
+      live.textContent = e.status;
+      status.dataset.runStatus = e.status;
+      if (e.type === "run.failed" && e.error) live.title = e.error.message ?? e.error.code;
+    }
+  } catch (err) {
+    if (!stop.signal.aborted) live.title = `No longer following this Run: ${err instanceof Error ? err.message : String(err)}`;
+  } finally {
+    if (following.get(id) === stop) following.delete(id);
+  }
 }
 
 function showFailure(id: string, key: string, err: unknown): void {

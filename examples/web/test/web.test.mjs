@@ -10,6 +10,9 @@
 //     page never saw the answer, and the reloaded page resumes the start
 //     with the key it kept;
 //   - a Retry after the page gave up waiting (?timeoutMs).
+// And the page follows its Run live: the test plays the runtime (status
+// reports with a runtime credential) and waits for the page to show
+// each status, through the Run's event stream, without a reload.
 // SEARCHD_BIN names the searchd binary (default ../../bin/searchd);
 // SCREENSHOTS names a directory for the screenshots (default: a temporary
 // one, printed). `make web-example` runs it.
@@ -18,7 +21,8 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { createServer as createNetServer } from "node:net";
-import { mkdtemp, chmod, rm, mkdir } from "node:fs/promises";
+import { mkdtemp, chmod, rm, mkdir, readFile } from "node:fs/promises";
+import { createHmac } from "node:crypto";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -220,6 +224,44 @@ test("at a phone's width (390 px)", async () => {
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   assert.equal(overflow, 0, `the page is ${overflow} px wider than a 390 px screen`);
   await page.screenshot({ path: path.join(shots, "web-390.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+// runtimeReport reports Run id's status as the runtime would: a runtime
+// credential (role runtime) of the page's organization, signed with dev's
+// secret, as `searchd token --runtime` mints one.
+async function runtimeReport(id, body) {
+  const secret = (await readFile(process.env.SEARCHD_JWT_SECRET_FILE, "utf8")).trim();
+  const { organization } = await (await fetch(`${origin}/session`)).json();
+  const part = (v) => Buffer.from(JSON.stringify(v)).toString("base64url");
+  const iat = Math.floor(Date.now() / 1000);
+  const signed = `${part({ alg: "HS256", typ: "JWT" })}.${part({ org_id: organization, sub: "web-example-runtime", role: "runtime", iat, exp: iat + 600 })}`;
+  const token = `${signed}.${createHmac("sha256", secret).update(signed).digest("base64url")}`;
+  const res = await fetch(`${base}/v1/runs/${id}/status`, {
+    method: "PUT", headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" }, body: JSON.stringify(body),
+  });
+  assert.equal(res.status, 200, await res.text());
+}
+
+test("the page follows its Run to succeeded live, through the Run's event stream", async () => {
+  const id = await savedSearch("Live");
+  const { page, keys, errors } = await openPage(id);
+  const streams = [];
+  page.on("request", (r) => { if (r.method() === "GET" && r.url().includes("/events")) streams.push(r.headers()["last-event-id"]); });
+  await page.locator(`button[data-start="${id}"]`).click();
+  const status = statusOf(page, id);
+  await status.and(page.locator('[data-run-status="queued"]')).waitFor();
+  const run = await assertOneRun(id, keys, page);
+  await runtimeReport(run.id, { status: "running" });
+  await status.and(page.locator('[data-run-status="running"]')).waitFor();
+  assert.equal(await status.locator(".run-status").textContent(), "running");
+  await runtimeReport(run.id, { status: "succeeded", result_ref: "s3://results/live" });
+  await status.and(page.locator('[data-run-status="succeeded"]')).waitFor();
+  assert.equal(await status.locator(".run-status").textContent(), "succeeded");
+  assert.match(await status.textContent(), /succeeded: a new Run/);
+  // One stream, from the version the start answered: no reload, no poll.
+  assert.deepEqual(streams, ["1"], `the page opened streams with Last-Event-ID ${JSON.stringify(streams)}`);
   assert.deepEqual(errors, []);
   await page.close();
 });
