@@ -42,7 +42,8 @@ settings-docs:
 # extension: `bash ../shared/citus/install.sh` builds and installs it into
 # PostgreSQL 15 (5-10 minutes the first time, a no-op after).
 CITUS_PACKAGES ?= ./migrations/ ./idempotency/ ./admission/ ./api/ ./providerjobs/ ./sweeper/ \
-	./savedsearch/ ./snapshot/ ./runs/ ./tools/ ./schedule/ ./dispatch/ ./internal/shardpass/
+	./savedsearch/ ./snapshot/ ./runs/ ./tools/ ./schedule/ ./dispatch/ ./internal/shardpass/ \
+	./webhooks/ ./servicekeys/
 test-citus:
 	SEARCHD_TEST_CITUS=1 $(GO) test -count=1 -timeout 30m $(CITUS_PACKAGES)
 

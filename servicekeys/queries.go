@@ -2,8 +2,9 @@ package servicekeys
 
 // The SQL of service keys, in one place. Every statement names the
 // organization (the table's distribution column), so each runs on one
-// shard. The clock is coalesce($now::timestamptz, now()): production
-// passes NULL.
+// shard. The clock is agent.clock($now) (migration 00019): the stub a
+// test passes, else now(); production passes NULL. Citus refuses now() in
+// a COALESCE or CASE of a statement it routes, so neither holds a clock.
 
 const keyColumns = `id, organization_id, prefix, name, scopes, created_at, created_by, expires_at,
 	last_used_at, revoked_at, revoked_by`
@@ -14,7 +15,7 @@ const keyColumns = `id, organization_id, prefix, name, scopes, created_at, creat
 // service_keys_expiry_check.
 const keyInsert = `
 INSERT INTO agent.service_keys (organization_id, id, prefix, secret_hash, name, scopes, created_at, created_by, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, coalesce($9::timestamptz, now()), $7, $8)
+VALUES ($1, $2, $3, $4, $5, $6, agent.clock($9::timestamptz), $7, $8)
 RETURNING ` + keyColumns
 
 // keyList reads an organization's keys, newest first, revoked ones too.
@@ -26,14 +27,19 @@ WHERE organization_id = $1
 ORDER BY created_at DESC, id DESC
 LIMIT $2`
 
-// keyRevoke revokes a key; a revoked key keeps its first revocation, so
-// revoking twice changes nothing. $1 organization, $2 id, $3 actor, $4 now.
+// keyRevoke revokes a key and returns it; a revoked key keeps its first
+// revocation, so revoking twice changes nothing and returns the key as it
+// is. $1 organization, $2 id, $3 actor, $4 now.
 const keyRevoke = `
-UPDATE agent.service_keys
-SET revoked_at = coalesce(revoked_at, coalesce($4::timestamptz, now())),
-    revoked_by = coalesce(revoked_by, $3)
-WHERE organization_id = $1 AND id = $2
-RETURNING ` + keyColumns
+WITH revoked AS (
+	UPDATE agent.service_keys
+	SET revoked_at = agent.clock($4::timestamptz), revoked_by = $3
+	WHERE organization_id = $1 AND id = $2 AND revoked_at IS NULL
+	RETURNING ` + keyColumns + `)
+SELECT ` + keyColumns + ` FROM revoked
+UNION ALL
+SELECT ` + keyColumns + ` FROM agent.service_keys
+WHERE organization_id = $1 AND id = $2 AND NOT EXISTS (SELECT FROM revoked)`
 
 // keyByPrefix reads the live key a token names, with its secret's hash:
 // not revoked, not expired at now. $1 organization, $2 prefix, $3 now.
@@ -41,13 +47,13 @@ const keyByPrefix = `
 SELECT secret_hash, ` + keyColumns + `
 FROM agent.service_keys
 WHERE organization_id = $1 AND prefix = $2 AND revoked_at IS NULL
-	AND (expires_at IS NULL OR expires_at > coalesce($3::timestamptz, now()))`
+	AND (expires_at IS NULL OR expires_at > agent.clock($3::timestamptz))`
 
 // keyTouch records a use of a key, unless one was recorded within the
 // interval: at most one write per key per interval, whichever replica
 // verifies it. $1 organization, $2 id, $3 interval µs, $4 now.
 const keyTouch = `
 UPDATE agent.service_keys
-SET last_used_at = coalesce($4::timestamptz, now())
+SET last_used_at = agent.clock($4::timestamptz)
 WHERE organization_id = $1 AND id = $2
-	AND (last_used_at IS NULL OR last_used_at <= coalesce($4::timestamptz, now()) - $3::bigint * interval '1 microsecond')`
+	AND (last_used_at IS NULL OR last_used_at <= agent.clock($4::timestamptz) - $3::bigint * interval '1 microsecond')`

@@ -16,16 +16,17 @@ const endpointColumns = `e.organization_id, e.id, e.url, e.description, e.event_
 // coordinator, where every write of the organization's endpoints begins.
 const endpointCreateLock = `SELECT pg_advisory_xact_lock(hashtextextended('searchd.webhook_endpoints:' || $1::text, 0))`
 
-// endpointInsert creates an endpoint, enabled, unless the organization
-// has @most already: then it inserts and returns no row. It runs after
-// endpointCreateLock in its transaction, so its count sees every create
-// that went before.
+// endpointCount counts the endpoints of organization $1. It runs after
+// endpointCreateLock in its transaction, so it sees every create that
+// went before.
+const endpointCount = `SELECT count(*) FROM agent.webhook_endpoints WHERE organization_id = $1`
+
+// endpointInsert creates an endpoint, enabled.
 const endpointInsert = `
 INSERT INTO agent.webhook_endpoints AS e
 	(organization_id, id, url, description, event_types, secret, created_at, created_by, updated_at)
-SELECT @org::uuid, @id::uuid, @url::text, @description::text, @event_types::text[], @secret::text,
-	agent.clock(@now), @actor::text, agent.clock(@now)
-WHERE (SELECT count(*) FROM agent.webhook_endpoints c WHERE c.organization_id = @org::uuid) < @most::int
+VALUES (@org::uuid, @id::uuid, @url::text, @description::text, @event_types::text[], @secret::text,
+	agent.clock(@now), @actor::text, agent.clock(@now))
 RETURNING ` + endpointColumns
 
 // endpointGet reads one endpoint. $1 org, $2 id.

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -229,13 +228,17 @@ func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (_ *E
 		if _, err := tx.Exec(ctx, endpointCreateLock, org); err != nil {
 			return fmt.Errorf("webhooks: lock the organization's creates: %w", err)
 		}
-		e, err = scanEndpoint(tx.QueryRow(ctx, endpointInsert, pgx.StrictNamedArgs{
-			"org": org, "id": ids.New(), "url": p.URL, "description": p.Description, "event_types": typesArg(p.EventTypes),
-			"secret": NewSecret(), "actor": p.Actor, "now": s.cfg.Clock.Arg(), "most": MaxEndpoints,
-		}))
-		if errors.Is(err, pgx.ErrNoRows) {
+		var n int
+		if err := tx.QueryRow(ctx, endpointCount, org).Scan(&n); err != nil {
+			return fmt.Errorf("webhooks: count the organization's endpoints: %w", err)
+		}
+		if n >= MaxEndpoints {
 			return ErrTooMany
 		}
+		e, err = scanEndpoint(tx.QueryRow(ctx, endpointInsert, pgx.StrictNamedArgs{
+			"org": org, "id": ids.New(), "url": p.URL, "description": p.Description, "event_types": typesArg(p.EventTypes),
+			"secret": NewSecret(), "actor": p.Actor, "now": s.cfg.Clock.Arg(),
+		}))
 		return err
 	})
 	if err != nil {
