@@ -32,7 +32,7 @@ settings-docs:
 	$(GO) run ./cmd/searchd settings --format env >searchd.example.env
 
 # The contract on Citus (docs/scaling.md): every test of these packages
-# against a coordinator and two workers that internal/pgtest starts from the
+# against a coordinator and two workers that internal/testkit/pgtest starts from the
 # installed binaries (SEARCHD_TEST_CITUS=1), on databases whose tables
 # migration 00019 distributed: the plane, admission and the API, the stores
 # beneath them, the schedule drain's and the dispatcher's passes, the

@@ -25,9 +25,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
-	"github.com/searchd/searchd/internal/pgtest/benchkit"
 	"github.com/searchd/searchd/internal/runevents"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest/benchkit"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"

@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/internal/pgtest"
-	"github.com/searchd/searchd/internal/pgtest/benchkit"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest/benchkit"
 )
 
 // TestCitusStartBench measures saved-search starts through the Starter on

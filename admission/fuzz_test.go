@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/internal/canonjson"
-	"github.com/searchd/searchd/internal/jsonforms"
+	"github.com/searchd/searchd/internal/testkit/jsonforms"
 )
 
 // FuzzSavedSearchRequestHash checks the two promises of the saved-search

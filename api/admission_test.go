@@ -21,8 +21,8 @@ import (
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/internal/fairq"
-	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/telemetry"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 // fairBundle is a server whose pool (and so its seats) has a known size,

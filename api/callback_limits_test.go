@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/api"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/providerjobs"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/tools"
 )
 

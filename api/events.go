@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/internal/fairq"
-	"github.com/searchd/searchd/internal/runstream"
+	"github.com/searchd/searchd/runs/runstream"
 )
 
 // lastEventIDParam is the query parameter that stands for the

@@ -17,8 +17,8 @@ import (
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/internal/fairq"
-	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/runs/runstream"
 )
 
 // sseEvent is one event of a stream as a client parses it.

@@ -26,7 +26,7 @@ import (
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgcluster"
-	"github.com/searchd/searchd/internal/pgtest/benchkit"
+	"github.com/searchd/searchd/internal/testkit/pgtest/benchkit"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"

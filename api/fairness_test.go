@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
-	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/readiness"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 // TestReadyzFromTheCheckerCostsThePoolNothing takes every connection of a

@@ -21,7 +21,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
-	"github.com/searchd/searchd/internal/jsonforms"
+	"github.com/searchd/searchd/internal/testkit/jsonforms"
 	"github.com/searchd/searchd/runs"
 )
 

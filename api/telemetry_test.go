@@ -21,8 +21,8 @@ import (
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/telemetry"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 // holdClaim claims key for the start of the saved search ssID with opts on

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/searchd/searchd/auth"
-	"github.com/searchd/searchd/internal/oidctest"
+	"github.com/searchd/searchd/internal/testkit/oidctest"
 )
 
 func TestMain(m *testing.M) {

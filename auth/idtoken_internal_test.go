@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/internal/oidctest"
+	"github.com/searchd/searchd/internal/testkit/oidctest"
 )
 
 // TestIDTokenRules: an ID token of the console's sign-in must be the

@@ -19,7 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/auth"
-	"github.com/searchd/searchd/internal/oidctest"
+	"github.com/searchd/searchd/internal/testkit/oidctest"
 )
 
 const (

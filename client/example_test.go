@@ -19,7 +19,7 @@ import (
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"

@@ -15,7 +15,7 @@ import (
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/console/consoletest"
 	"github.com/searchd/searchd/internal/fairq"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 // admissionBundle is a console on q, the admission queue the test

@@ -13,8 +13,8 @@ import (
 
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/console/consoletest"
-	"github.com/searchd/searchd/internal/pgtest"
-	"github.com/searchd/searchd/internal/pgtest/benchkit"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest/benchkit"
 )
 
 // TestConsoleBench is the console's benchmark, not a timed test: it seeds

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 // TestEveryAuditorPageIsRoutedToOneShard is issue 25.2 for the console: on

@@ -15,7 +15,7 @@ import (
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
-	"github.com/searchd/searchd/internal/oidctest"
+	"github.com/searchd/searchd/internal/testkit/oidctest"
 )
 
 // ssoWorld is a console registered at a real provider, served on

@@ -8,7 +8,7 @@ import (
 
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/fairq"
-	"github.com/searchd/searchd/internal/runstream"
+	"github.com/searchd/searchd/runs/runstream"
 )
 
 // runEvents is GET /console/runs/{id}/events: the Run's events as

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/console"
-	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/runs"
+	"github.com/searchd/searchd/runs/runstream"
 )
 
 // TestTheRunPageStream: the session's organization reads a Run's events

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/dispatch"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 // backlogSeen records what a Watcher reports.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 // TestStatsReadsThePendingAndFailedRowsAlone: every serve reads the

@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/searchd/searchd/internal/pgtest"
-	"github.com/searchd/searchd/internal/pgtest/benchkit"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest/benchkit"
 )
 
 // TestBenchReport measures the plane against the floor: the same SQL issued

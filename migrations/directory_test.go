@@ -11,7 +11,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"

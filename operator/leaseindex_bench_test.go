@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
-	"github.com/searchd/searchd/internal/pgtest/benchkit"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest/benchkit"
 )
 
 // TestLeaseIndexBench measures what idempotency_keys_lease_idx (migration

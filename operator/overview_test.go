@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/operator"
 )
 

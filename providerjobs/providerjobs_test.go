@@ -18,7 +18,7 @@ import (
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/dberr"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/runs"
 )
 

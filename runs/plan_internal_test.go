@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 // TestListFiltersAreServedByAnIndex: on a large organization, every

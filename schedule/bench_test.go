@@ -14,8 +14,8 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
-	"github.com/searchd/searchd/internal/pgtest/benchkit"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest/benchkit"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"

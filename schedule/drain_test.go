@@ -16,7 +16,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/errs"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/snapshot"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/snapshot"

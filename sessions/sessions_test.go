@@ -13,7 +13,7 @@ import (
 
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/errs"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/sessions"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
-	"github.com/searchd/searchd/internal/pgtest/benchkit"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest/benchkit"
 )
 
 // TestSweepBench measures what sweeping costs the claim path: the claim

@@ -14,7 +14,7 @@ import (
 
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }

@@ -16,8 +16,8 @@ import (
 	"github.com/google/uuid"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/searchd/searchd/internal/pgtest"
-	"github.com/searchd/searchd/internal/pgtest/benchkit"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest/benchkit"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/webhooks"
 )

@@ -24,7 +24,7 @@ import (
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/errs"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/webhooks"
 )

@@ -23,8 +23,8 @@ import (
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
-	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/readiness"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -195,7 +195,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		if cluster.External() {
 			e.dbDescription = "a fresh database on the server named by SEARCHD_TEST_DATABASE_URL or DATABASE_URL"
 		} else {
-			e.dbDescription = "a fresh database on a durable throwaway cluster (internal/pgtest), over a unix socket"
+			e.dbDescription = "a fresh database on a durable throwaway cluster (internal/testkit/pgtest), over a unix socket"
 		}
 	}
 

@@ -5,7 +5,7 @@
 //	                       [-only new-starts|replays] [-explain]
 //
 // It creates a database (a fresh one cloned from the migrated template by
-// internal/pgtest: a throwaway cluster, or the server SEARCHD_TEST_DATABASE_URL
+// internal/testkit/pgtest: a throwaway cluster, or the server SEARCHD_TEST_DATABASE_URL
 // or DATABASE_URL names; or the migrated database -database-url names),
 // seeds an organization and its saved searches, and serves two handlers on
 // 127.0.0.1 ports of their own:
@@ -106,7 +106,7 @@ func main() {
 	flag.DurationVar(&cfg.warmup, "warmup", time.Second, "unmeasured warm-up per handler before each measure")
 	flag.StringVar(&cfg.databaseURL, "database-url", "",
 		"a migrated database to use; the run adds a new organization's rows and leaves them "+
-			"(default: a fresh database from internal/pgtest, dropped at the end)")
+			"(default: a fresh database from internal/testkit/pgtest, dropped at the end)")
 	flag.IntVar(&cfg.savedSearches, "saved-searches", 100, "saved searches seeded; each start picks one at random")
 	flag.IntVar(&cfg.baselineItems, "baseline-items", 50, "baseline items of each saved search, copied by every freeze")
 	flag.IntVar(&cfg.maxConns, "max-conns", 0,

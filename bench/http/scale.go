@@ -15,7 +15,7 @@ import (
 
 	"github.com/searchd/searchd/bench/internal/summary"
 	"github.com/searchd/searchd/internal/ids"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
@@ -105,9 +105,9 @@ func runScale(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "searchd scale benchmark: the real server on a database of %d starts against an empty one\n\n", cfg.starts)
 	fmt.Fprintf(out, "machine     %d CPUs, GOMAXPROCS %d, %s; load average before setup: %s\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), loadStart)
-	fmt.Fprintf(out, "cluster     a durable throwaway cluster (internal/pgtest), over a unix socket; %s\n", large.e.pgVersion)
+	fmt.Fprintf(out, "cluster     a durable throwaway cluster (internal/testkit/pgtest), over a unix socket; %s\n", large.e.pgVersion)
 	fmt.Fprintf(out, "            %s\n", settings)
-	fmt.Fprintf(out, "changed     from PostgreSQL's defaults by internal/pgtest: max_connections=300 (the tests' pools); by this run:\n"+
+	fmt.Fprintf(out, "changed     from PostgreSQL's defaults by internal/testkit/pgtest: max_connections=300 (the tests' pools); by this run:\n"+
 		"            wal_keep_size=4GB (the load's WAL kept for pg_walinspect to read; it changes what a checkpoint may\n"+
 		"            recycle, not what is written);\n"+
 		"            and during the seed alone: max_wal_size=%s (fewer checkpoints while it copies, so fewer\n"+

@@ -3,7 +3,7 @@ package main
 import (
 	"strings"
 
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 // sqlTrace is the tracer on each server's pool: a pgtest.Tracer, which

@@ -11,8 +11,8 @@ import (
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/dispatch"
-	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/runs/runstream"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
 )

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
-	"github.com/searchd/searchd/internal/runstream"
+	"github.com/searchd/searchd/runs/runstream"
 )
 
 // console wires the console (served under /console/ beside the API) on

@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/auth"
-	"github.com/searchd/searchd/internal/oidctest"
+	"github.com/searchd/searchd/internal/testkit/oidctest"
 )
 
 func TestServeServesTheConsoleBesideTheAPI(t *testing.T) {

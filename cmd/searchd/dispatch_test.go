@@ -22,7 +22,7 @@ import (
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dispatch"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 // runtimeKey is the test runtime's signing key; runtimeSecret its whsec_

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/auth"
-	"github.com/searchd/searchd/internal/oidctest"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/oidctest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) {

@@ -18,9 +18,9 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/internal/keyset"
-	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/internal/telemetry"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 func TestParseProviderSecrets(t *testing.T) {

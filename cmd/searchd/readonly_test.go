@@ -14,7 +14,7 @@ import (
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 // TestReadOnlyDatabaseAnswers503AndThePoolReconnects serves the API on the

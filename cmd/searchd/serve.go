@@ -22,9 +22,9 @@ import (
 	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/readiness"
-	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/migrations"
+	"github.com/searchd/searchd/runs/runstream"
 )
 
 // startupTimeout bounds the database checks before serving.

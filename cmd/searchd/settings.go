@@ -18,7 +18,7 @@ import (
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
-	"github.com/searchd/searchd/internal/runstream"
+	"github.com/searchd/searchd/runs/runstream"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
 )

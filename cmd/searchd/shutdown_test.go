@@ -14,7 +14,7 @@ import (
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/savedsearch"
 )
 

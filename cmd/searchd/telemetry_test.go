@@ -19,7 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/auth"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 func TestTracingConfigFromTheOTELVariables(t *testing.T) {

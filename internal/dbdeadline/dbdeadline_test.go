@@ -12,7 +12,7 @@ import (
 
 	"github.com/searchd/searchd/internal/dbdeadline"
 	"github.com/searchd/searchd/internal/dberr"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -14,7 +14,7 @@ import (
 
 // Citus: a coordinator and its workers are each a server this package
 // starts ([StartServer]) with [CitusSettings]; [JoinCitus] makes one
-// database of theirs a cluster. internal/pgtest (make test-citus) and the
+// database of theirs a cluster. internal/testkit/pgtest (make test-citus) and the
 // fault suite's Citus variant (test/e2e) both build theirs this way.
 
 // ErrNoCitus reports that the citus extension is not installed into the

@@ -16,7 +16,7 @@ import (
 )
 
 // The one launcher of PostgreSQL processes: [InitDB] and [StartServer] are
-// what [Start] (`searchd dev`, internal/pgtest's throwaway clusters) and the
+// what [Start] (`searchd dev`, internal/testkit/pgtest's throwaway clusters) and the
 // fault suite's restartable servers (test/e2e) all run. Each caller keeps its
 // own directory layout and lifetime; the way a process is forked, pinned,
 // logged, waited for and reported on is this file's.

@@ -6,8 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/searchd/searchd/internal/pgtest"
 	"github.com/searchd/searchd/internal/shardpass"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
 // A background worker's bounded pass: delete at most 1000 expired claims,

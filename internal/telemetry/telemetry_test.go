@@ -22,7 +22,7 @@ import (
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/pgtest"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"

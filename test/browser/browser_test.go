@@ -33,8 +33,8 @@ import (
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
-	"github.com/searchd/searchd/internal/pgtest"
-	"github.com/searchd/searchd/internal/searchdproc"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
+	"github.com/searchd/searchd/internal/testkit/searchdproc"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -28,7 +28,7 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console/consoletest"
 	"github.com/searchd/searchd/internal/pgcluster"
-	"github.com/searchd/searchd/internal/searchdproc"
+	"github.com/searchd/searchd/internal/testkit/searchdproc"
 )
 
 // TestNoisyNeighbourBench is issue 36's noisy-neighbour benchmark (make bench-neighbours;

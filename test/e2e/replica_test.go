@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/internal/pgcluster"
-	"github.com/searchd/searchd/internal/searchdproc"
+	"github.com/searchd/searchd/internal/testkit/searchdproc"
 )
 
 // jwtSecret signs the tokens every replica accepts.

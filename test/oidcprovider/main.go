@@ -61,7 +61,7 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/op"
 	"golang.org/x/text/language"
 
-	"github.com/searchd/searchd/internal/oidctest"
+	"github.com/searchd/searchd/internal/testkit/oidctest"
 )
 
 func main() {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/searchd/searchd/internal/pgtest"
-	"github.com/searchd/searchd/internal/searchdproc"
+	"github.com/searchd/searchd/internal/testkit/pgtest"
+	"github.com/searchd/searchd/internal/testkit/searchdproc"
 )
 
 func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
