@@ -170,7 +170,7 @@ type Deps struct {
 type Server struct {
 	echo *echo.Echo
 	// d is New's Deps with defaults filled in.
-	d Deps
+	d              Deps
 	callbackBodies *bodyBudget // callbackbody.go
 	requestBodies  *bodyBudget // admission.go
 	docs           []byte      // GET /docs, rendered once

@@ -73,7 +73,7 @@ type Principal struct {
 	// Actor is recorded with what the caller does; "" when unnamed
 	// (operators, runtimes and admins always have one).
 	Actor string
-	Role Role
+	Role  Role
 	// ExpiresAt is the token's exp.
 	ExpiresAt time.Time
 }
