@@ -17,35 +17,18 @@ import (
 	"github.com/searchd/searchd/internal/heldanswer"
 )
 
-// admit is the middleware, after authenticate, that seats each /v1
-// request in the process's admission queue (Deps.Admission, package
-// fairq), charged to its organization, before its handler runs: its
-// statements run only once it has its seats (one, or more for a long
-// list or a long body: see requestWidth and fairq.BytesWidth), and it holds them
-// until its answer is rendered. Free seats are taken at once, whoever
-// asks; when the seats are taken the request waits its organization's
-// turn. Refused a seat (its organization's queue full, or no seat within
-// the longest wait), it answers 429 rate_limited with a Retry-After
-// estimated from the observed service rate, having done nothing (but a
-// wait out while the database does not answer is that outage's 503: see
-// waitedOnTheDatabase); a request whose client goes away while it waits
-// leaves the queue at once. The seat rides in the request's context, so a
-// start that waits with Prefer: wait gives it up while it only waits
-// (fairq.Idle).
+// admit is the middleware, after authentication, that seats each /v1
+// request in the fair queue (Deps.Admission) under its organization before
+// its handler runs, holding the seats (requestWidth) until the answer is
+// rendered. A refusal answers 429 rate_limited with a Retry-After from the
+// observed service rate, or 503 during a database outage
+// (waitedOnTheDatabase). See docs/admission-control.md.
 //
-// A seat is charged for work, and for what the work cost, not for waiting
-// on the client (issue 36):
-//   - the body is read whole before the request queues (readBody), within
-//     Deps.BodyTimeout and charged to a budget of bytes, so a slow sender
-//     holds no seat while it sends, and net/http, which watches the
-//     connection only once the body is read, notices a client that goes
-//     away while its request waits;
-//   - the answer is held in memory (internal/heldanswer) and the seats go
-//     back before it is written, within a write deadline: a client that
-//     reads slowly, or pipelines requests and never reads, holds no seat;
-//   - the bytes read and rendered are charged to the seat
-//     (fairq.Seat.Charge, fairq.BytesWidth): an answer that cost more seats
-//     than the request took is paid by the organization's next requests.
+// Seats pay for work, never for waiting on the client: the body is read
+// before queueing (readBody), the answer is buffered (internal/heldanswer)
+// and the seats released before it is written, and the bytes read and
+// rendered are charged afterwards (fairq.Seat.Charge) to the
+// organization's next requests.
 func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
@@ -64,13 +47,11 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 		client := res.Writer
 		held := heldanswer.New(client)
 		res.Writer = held
-		// Deferred, so a handler that panics gives its seats back too. An
-		// error (or the panic) is answered by echo's error handler after
-		// this returns: straight to the client, as a problem is small.
+		// Deferred so a panicking handler releases its seats too; errors
+		// are rendered after this returns, unbuffered.
 		defer func() {
 			res.Writer = client
-			// What the request cost, known now: its organization's next
-			// requests pay what it cost beyond its seats.
+			// Charge what it cost beyond its seats.
 			seat.Charge(fairq.BytesWidth(n + int64(held.Bytes())))
 			seat.Release()
 			if err := held.Send(client); err != nil {
@@ -82,21 +63,15 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// untimedBody is the longest body declared (Content-Length) that is read
-// without a deadline of its own: a start's options, a saved search's
-// brief. It holds no seat while it comes, and at most this of the body
-// budget until the server's read timeout (a minute).
+// untimedBody is the longest declared body read without its own
+// deadline; the server's read timeout still bounds it.
 const untimedBody = 16 << 10
 
-// readBody reads the request's body whole, when it has one, before the
-// request queues for a seat (see admit), and puts it back as the body the
-// handler reads; it returns its length and the bytes charged for it to
-// the request body budget, which the caller gives back when the request
-// ends. A body declared over Deps.MaxBodyBytes is refused 413 unread, one
-// found over it 413; a body the budget cannot take answers 503 unread
-// (the connection is closed), as does one that did not arrive within
-// Deps.BodyTimeout (a body of unknown length, or declared longer than
-// untimedBody).
+// readBody reads the whole body before queueing and puts it back for the
+// handler. It returns the length and the budget charge, which the caller
+// gives back when the request ends. It answers 413 over
+// Deps.MaxBodyBytes, and 503 when the budget is spent or the body misses
+// Deps.BodyTimeout.
 func (s *Server) readBody(c echo.Context) (n int64, charged int64, err error) {
 	r := c.Request()
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
@@ -125,16 +100,12 @@ func (s *Server) readBody(c echo.Context) (n int64, charged int64, err error) {
 	return int64(len(body)), charged, nil
 }
 
-// listRowsPerSeat is how many rows of a list page one seat stands for: a
-// list asking for more (?limit=, up to 200) takes a seat per this many,
-// (4 for the largest page), so that pages of 200 rows, which take several
-// times the processor and memory of a start, cannot all run at once
-// beside a light organization's start.
+// listRowsPerSeat is the list rows one seat stands for, so large pages
+// take several seats.
 const listRowsPerSeat = 50
 
-// requestWidth is the seats a request takes: one, or for a list the
-// seats its ?limit= stands for. A limit that is not a number takes one
-// (the handler refuses it without reading anything).
+// requestWidth is the seats a request takes: one, or for a list its
+// ?limit= over listRowsPerSeat.
 func requestWidth(c echo.Context) int {
 	if v := c.QueryParam("limit"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil && n > listRowsPerSeat {
@@ -145,10 +116,8 @@ func requestWidth(c echo.Context) int {
 	return 1
 }
 
-// acquire takes width seats of the admission queue for a request of flow
-// f, as fairq.Queue.Acquire does, and answers a refusal: 429
-// rate_limited ([refusedProblem]), or the outage's 503 when the request
-// waited out the database ([waitedOnTheDatabase]).
+// acquire takes width seats for flow f, answering a refusal with 429
+// ([refusedProblem]) or 503 ([waitedOnTheDatabase]).
 func (s *Server) acquire(ctx context.Context, f fairq.Flow, width int) (*fairq.Seat, error) {
 	seat, err := s.d.Admission.Acquire(ctx, f, width)
 	var r *fairq.Refusal
@@ -162,17 +131,10 @@ func (s *Server) acquire(ctx context.Context, f fairq.Flow, width int) (*fairq.S
 	return nil, refusedProblem(r)
 }
 
-// waitedOnTheDatabase reports whether err is the admission queue's refusal
-// of a request that waited its longest for a seat while ready, the
-// readiness of the service, says the database does not answer. Every seat
-// is then held by a request waiting on the database (a blackholed
-// primary holds each up to SEARCHD_DB_ANSWER_TIMEOUT), and the wait was
-// the outage's, not the organization's rate: the answer is the outage's
-// 503 unavailable, not 429 (issue 24.11). ready is given a second: the
-// binary's (readiness.Checker) answers at once from its last check, and
-// a readiness that does not answer within it (readiness.Pool's ping,
-// waiting for a connection of a pool whose every connection is held)
-// says nothing, so the refusal stays a 429.
+// waitedOnTheDatabase reports whether err is a timed-out wait while
+// ready says the database is down: the seats were held by requests stuck
+// on the database, so the answer is 503, not 429. A ready that does not
+// answer within a second proves nothing, and the refusal stays a 429.
 func waitedOnTheDatabase(ctx context.Context, err error, ready func(context.Context) error) bool {
 	var r *fairq.Refusal
 	if !errors.As(err, &r) || !errors.Is(r.Reason, fairq.ErrWaitTimeout) {
@@ -183,7 +145,7 @@ func waitedOnTheDatabase(ctx context.Context, err error, ready func(context.Cont
 	return ready(ctx) != nil && ctx.Err() == nil
 }
 
-// refusedProblem is the 429 of a request the admission queue refused.
+// refusedProblem is the 429 of a refused seat.
 func refusedProblem(r *fairq.Refusal) *apiError {
 	who := "your organization"
 	if r.Flow.Kind == fairq.KindProvider {

@@ -15,8 +15,6 @@ import (
 
 // Verifier verifies bearer tokens; an *auth.Verifier is one.
 type Verifier interface {
-	// Verify returns the principal of raw, or an error when raw is not
-	// a token the server accepts.
 	Verify(ctx context.Context, raw string) (auth.Principal, error)
 }
 
@@ -25,8 +23,7 @@ const (
 	serviceKeyKey = "searchd.service_key"
 )
 
-// serviceKey returns the service key the caller authenticated with, and
-// false for a caller with a token.
+// serviceKey returns the caller's service key, or false for a token.
 func serviceKey(c echo.Context) (servicekeys.Caller, bool) {
 	k, ok := c.Get(serviceKeyKey).(servicekeys.Caller)
 	return k, ok
@@ -41,24 +38,15 @@ func principal(c echo.Context) auth.Principal {
 var errUnauthorized = &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized,
 	detail: "a valid bearer token is required: a service key (sdk_...), or a JWT with exp and an organization, signed with the server's HS256 secret or by its OpenID Connect provider"}
 
-// errInvalidToken is the 401 of a request that sent a bearer token the
-// server refused: its challenge says so (error="invalid_token", RFC 6750
-// §3.1), so a client knows to get a new token rather than add one.
+// errInvalidToken is the 401 of a refused bearer token (RFC 6750 §3.1).
 var errInvalidToken = &apiError{status: http.StatusUnauthorized, code: CodeUnauthorized,
 	detail:    "the bearer token is invalid or expired: send a live service key (sdk_...), or a JWT with exp and an organization, signed with the server's HS256 secret or by its OpenID Connect provider",
 	challenge: invalidTokenChallenge}
 
-// authenticate is the middleware that admits a request only with an
-// Authorization: Bearer token the server's verifier accepts (package
-// auth: an HS256 token of the server's secret, or an access token of the
-// configured OpenID Connect provider), or a live service key (package
-// servicekeys), that names an organization: the
-// /v1 routes serve one organization's records, whatever the caller's
-// role. Every refusal answers the same 401: which check failed is not the
-// client's business. A request with no Authorization header is told a
-// token is needed; one whose credential is refused, however (a scheme
-// other than Bearer, two headers, a token over auth.MaxTokenLen, one that
-// does not verify), is told the token is invalid (error="invalid_token").
+// authenticate admits a request whose bearer token or service key
+// verifies and names an organization. A missing header answers 401 asking
+// for a token; any refused credential answers the same 401 invalid_token,
+// never saying which check failed.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if len(c.Request().Header.Values(echo.HeaderAuthorization)) == 0 {
@@ -80,12 +68,9 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// authenticateKey admits a request whose bearer token raw is a live
-// service key (servicekeys.Verifier): its principal is the key's
-// organization, with the actor key:<prefix> and no role, and the key's
-// scopes are kept for the route's check (runtime_auth.go). A token that
-// is no live key answers 401 invalid_token, as a refused JWT does; a
-// database that cannot answer, 503 (the key may be good).
+// authenticateKey admits a live service key as its organization with
+// actor key:<prefix>, keeping its scopes for the route's check. It answers
+// 401 invalid_token for a dead key, 503 when the database cannot answer.
 func (s *Server) authenticateKey(c echo.Context, raw string, next echo.HandlerFunc) error {
 	if s.d.ServiceKeys == nil {
 		return errInvalidToken
@@ -102,8 +87,8 @@ func (s *Server) authenticateKey(c echo.Context, raw string, next echo.HandlerFu
 	return next(c)
 }
 
-// bearerToken returns the token of an Authorization: Bearer header. The
-// scheme is case-insensitive (RFC 9110 §11.1); exactly one header is allowed.
+// bearerToken returns the token of exactly one Authorization: Bearer
+// header; the scheme is case-insensitive.
 func bearerToken(h http.Header) (string, bool) {
 	values := h.Values(echo.HeaderAuthorization)
 	if len(values) != 1 || len(values[0]) > auth.MaxTokenLen {

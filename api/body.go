@@ -23,27 +23,19 @@ import (
 	"github.com/searchd/searchd/savedsearch"
 )
 
-// DefaultMaxBodyBytes is the default limit on a request body. The largest
-// body the size limits allow is a saved search of about 1 MiB of JSON
-// (savedsearch.MaxSavedSearchBytes, as searchd encodes it); 4 MiB leaves
-// room for a client that escapes what searchd would not (every non-ASCII
-// character as \uXXXX), and bounds what a request can make the server
-// buffer.
+// DefaultMaxBodyBytes is the default request body limit: room for a
+// maximal saved search (about 1 MiB) even with every character escaped.
 const DefaultMaxBodyBytes = 4 << 20
 
-// maxJSONDepth bounds how deeply a request body may nest objects and arrays.
-// The bodies this API defines nest four levels by their types; the
-// free-form filters and input objects get the rest (readFree checks them).
-// A bound keeps a hostile body from exhausting PostgreSQL's stack when it
-// parses the stored jsonb.
+// maxJSONDepth bounds a request body's nesting, so a hostile body cannot
+// exhaust PostgreSQL's stack when it parses the stored jsonb.
 const maxJSONDepth = 32
 
 // maxFieldErrors bounds the errors one validation problem lists.
 const maxFieldErrors = 20
 
-// FieldError names one refused field of a request: Field is its JSON path,
-// dotted with indexes in brackets ("brief.query", "baseline.items[3]"), and
-// Message says what is wrong with it.
+// FieldError is one refused request field; Field is its JSON path
+// ("baseline.items[3]").
 type FieldError struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`
@@ -57,24 +49,12 @@ const (
 	bodyOptional  bodyRequired = false
 )
 
-// decodeBody reads the JSON body of c into dst, a pointer to a request
-// struct, and validates it. With bodyOptional an empty body (no bytes, or
-// only white space) leaves dst untouched, so every field takes its default.
-//
-// The checks run in the order a client can fix them:
-//   - a Content-Type other than application/json or application/*+json
-//     (charset utf-8 alone) answers 415 unsupported_media_type, as does a
-//     non-empty body with no Content-Type;
-//   - a body longer than the limit answers 413 payload_too_large, enforced
-//     while reading, so an oversized body is never held in memory whole;
-//   - a body that is not one well-formed UTF-8 JSON object answers 400
-//     malformed_json;
-//   - an unknown or duplicate field, a value of the wrong JSON type, nesting
-//     deeper than maxJSONDepth or a NUL character in any string (PostgreSQL
-//     text cannot hold it) answers 400 validation_failed naming the first
-//     such field, where decoding stops;
-//   - the struct's validate rules answer 400 validation_failed, listing
-//     each field they refuse.
+// decodeBody decodes and validates c's JSON body into dst. With
+// bodyOptional an empty body leaves dst untouched. Refusals, in the order
+// a client can fix them: 415 for a non-JSON or missing Content-Type; 413
+// over the limit (enforced while reading); 400 malformed_json; 400
+// validation_failed for the first unknown, duplicate, mistyped, too deep
+// or NUL-holding field; then 400 validation_failed listing rule failures.
 func (s *Server) decodeBody(c echo.Context, dst any, required bodyRequired) error {
 	r := c.Request()
 	ct := r.Header.Get(echo.HeaderContentType)
@@ -162,16 +142,14 @@ func malformedJSON(detail string) *apiError {
 	return &apiError{status: http.StatusBadRequest, code: CodeMalformedJSON, detail: detail}
 }
 
-// tooLarge is the 413 payload_too_large of a body (what: "request",
-// "callback") over its limit.
+// tooLarge is the 413 of a body (what: "request", "callback").
 func tooLarge(what string, limit int64) error {
 	return &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
 		detail: fmt.Sprintf("the %s body is larger than %d bytes", what, limit)}
 }
 
-// isJSONMediaType reports whether the Content-Type value ct names JSON:
-// application/json or application/<anything>+json, with no charset or
-// charset utf-8 (RFC 8259 §8.1: JSON exchanged between systems is UTF-8).
+// isJSONMediaType reports whether ct is application/json or
+// application/*+json, with no charset or utf-8 (RFC 8259 §8.1).
 func isJSONMediaType(ct string) bool {
 	if ct == echo.MIMEApplicationJSON { // what nearly every client sends
 		return true
@@ -187,11 +165,9 @@ func isJSONMediaType(ct string) bool {
 	return !ok || strings.EqualFold(cs, "utf-8")
 }
 
-// decodeJSON decodes buf, a whole request body, into dst, a pointer to a
-// request type, with JSON v2's options and the checks they lack. It returns
-// malformed_json when buf is not one well-formed UTF-8 JSON object, and
-// otherwise validation_failed naming the first field refused: an unknown or
-// duplicate name, a value of the wrong JSON type, or one a hook refuses.
+// decodeJSON decodes a whole body into dst. It returns malformed_json for
+// anything but one UTF-8 JSON object, else validation_failed naming the
+// first refused field.
 func decodeJSON(buf []byte, dst any) error {
 	if !utf8.Valid(buf) {
 		return malformedJSON("the request body is not valid UTF-8")
@@ -202,8 +178,7 @@ func decodeJSON(buf []byte, dst any) error {
 			return nil
 		}
 	}
-	// Decoding stops at the first problem: a syntax error after it is the
-	// client's to fix first.
+	// A syntax error anywhere is the client's to fix first.
 	if bad := syntaxProblem(buf); bad != nil {
 		return bad
 	}
@@ -231,12 +206,10 @@ func checkJSON(buf []byte, t reflect.Type) error {
 	return decodeJSON(buf, reflect.New(t).Interface())
 }
 
-// bodyOptions are the options of every body: a name matches its field
-// exactly (JSON v2's default), an unknown or a duplicate name is refused, an
-// escaped lone surrogate reads as U+FFFD, as encoding/json reads it (raw
-// invalid UTF-8 is refused before), and hooks check what JSON v2 takes
-// and searchd does not. A request type with its own UnmarshalJSON would
-// escape them all: it needs a hook, as the brief has.
+// bodyOptions match names exactly, refuse unknown and duplicate names,
+// read escaped lone surrogates as U+FFFD like encoding/json, and hook the
+// checks JSON v2 lacks. A type with its own UnmarshalJSON bypasses them
+// and needs a hook, as the brief has.
 var bodyOptions = json.JoinOptions(
 	json.RejectUnknownMembers(true),
 	jsontext.AllowInvalidUTF8(true),
@@ -273,8 +246,8 @@ var refusedDepth = valueRefusal(fmt.Sprintf("nests objects and arrays deeper tha
 
 var errNotObject = malformedJSON("the request body must be a JSON object")
 
-// noNUL reads a string (a value or an object's name) into s, refusing one
-// that holds the NUL character: PostgreSQL text cannot hold it.
+// noNUL refuses strings and names holding NUL, which PostgreSQL text
+// cannot store.
 func noNUL(dec *jsontext.Decoder, s *string) error {
 	if dec.PeekKind() != '"' {
 		return errors.ErrUnsupported // JSON v2 refuses or zeroes it
@@ -292,9 +265,8 @@ func noNUL(dec *jsontext.Decoder, s *string) error {
 	return refusedNUL
 }
 
-// integer reads a JSON number whose value is an integer into v, written
-// as an integer or not (10, 10.0, 1e1, 1.0E+1), as JSON Schema's integer
-// type takes it; JSON v2 takes integers written as integers alone.
+// integer accepts any integral number (10, 10.0, 1e1) as JSON Schema's
+// integer does; JSON v2 alone accepts only 10.
 func integer[T int | int8 | int16 | int32 | int64](dec *jsontext.Decoder, v *T) error {
 	if dec.PeekKind() != '0' {
 		return errors.ErrUnsupported // JSON v2 refuses or zeroes it
@@ -320,8 +292,7 @@ func integer[T int | int8 | int16 | int32 | int64](dec *jsontext.Decoder, v *T) 
 	return nil
 }
 
-// freeAny reads a free-form value into v, its numbers as json.Number,
-// exactly as the client wrote them.
+// freeAny reads a free-form value with numbers as json.Number.
 func freeAny(dec *jsontext.Decoder, v *any) error {
 	val, err := readFree(dec)
 	if err != nil {
@@ -350,8 +321,7 @@ func freeRaw(dec *jsontext.Decoder, m *stdjson.RawMessage) error {
 	return err
 }
 
-// plainBrief is a brief without its UnmarshalJSON, which reads rows back
-// leniently (names in any case, unknown ones ignored).
+// plainBrief drops the brief's lenient UnmarshalJSON, meant for rows.
 type plainBrief savedsearch.Brief
 
 // strictBrief reads a brief with the options of the body it is in.
@@ -359,12 +329,9 @@ func strictBrief(dec *jsontext.Decoder, b *savedsearch.Brief) error {
 	return json.UnmarshalDecode(dec, (*plainBrief)(b))
 }
 
-// readFree reads a free-form value (any JSON: a Run's input, a filter),
-// which the decoder checks for syntax and duplicate names, and walks it for
-// what JSON v2 takes and searchd does not: a NUL character in a string or
-// a name, a number beyond float64 (JSON leaves the range open; most
-// readers of the stored value could not hold it, RFC 8259 §6) and nesting
-// deeper than maxJSONDepth. It refuses with a *freeProblem.
+// readFree reads a free-form value (a Run's input, a filter) and refuses,
+// with a *freeProblem, NUL characters, numbers beyond float64 (RFC 8259
+// §6) and nesting deeper than maxJSONDepth.
 func readFree(dec *jsontext.Decoder) (jsontext.Value, error) {
 	depth := dec.StackDepth() // of the value's container
 	val, err := dec.ReadValue()
@@ -405,8 +372,7 @@ func readFree(dec *jsontext.Decoder) (jsontext.Value, error) {
 	}
 }
 
-// freeProblem is a value refused inside a free-form value; at points to
-// it there.
+// freeProblem is a refusal inside a free-form value, at pointer at.
 type freeProblem struct {
 	at jsontext.Pointer
 	valueRefusal
@@ -418,8 +384,8 @@ var walkers = sync.Pool{New: func() any { return jsontext.NewDecoder(noInput) }}
 // noInput is what a pooled decoder is reset to; it is never read.
 var noInput = strings.NewReader("")
 
-// syntaxProblem returns the malformed_json problem of buf, or nil when buf
-// is one JSON object. Duplicate names are field problems, not its own.
+// syntaxProblem returns buf's malformed_json problem, or nil for one JSON
+// object (duplicate names are field problems).
 func syntaxProblem(buf []byte) error {
 	dec := jsontext.NewDecoder(bytes.NewBuffer(buf), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	val, err := dec.ReadValue()
@@ -435,8 +401,8 @@ func syntaxProblem(buf []byte) error {
 	return nil
 }
 
-// malformed turns a decoder error into a malformed_json problem. The detail
-// quotes the decoder, which describes only the client's own bytes.
+// malformed turns a decoder error, which quotes only the client's bytes,
+// into a malformed_json problem.
 func malformed(err error) error {
 	detail := "the request body is not valid JSON"
 	var syn *jsontext.SyntacticError
@@ -449,11 +415,9 @@ func malformed(err error) error {
 	return malformedJSON(detail)
 }
 
-// fieldRefused is the validation_failed problem of the field ptr points to
-// in buf, a well-formed body, named as the API names fields: each name after
-// a dot and each array index in brackets ("baseline.items[3]"). A JSON
-// Pointer does not say which tokens are indexes; a decoder reading buf
-// up to the field's container does, in its stack.
+// fieldRefused is the validation_failed problem of the field at JSON
+// Pointer ptr in buf, named "baseline.items[3]"-style; re-reading buf tells
+// indexes from names.
 func fieldRefused(buf []byte, ptr jsontext.Pointer, r valueRefusal) error {
 	dec := jsontext.NewDecoder(bytes.NewBuffer(buf), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	n := strings.Count(string(ptr), "/")
@@ -479,9 +443,8 @@ func fieldRefused(buf []byte, ptr jsontext.Pointer, r valueRefusal) error {
 	return validationFailed(FieldError{Field: path.String(), Message: string(r)})
 }
 
-// typeRefusal says what JSON v2 refused of a value: its JSON type, or for
-// a number its range. A refusal by a method of the Go type (a UUID's
-// UnmarshalText) says only that the value is invalid.
+// typeRefusal says why JSON v2 refused a value: its type or range, or
+// just "invalid" when a method such as UnmarshalText refused it.
 func typeRefusal(sem *json.SemanticError) valueRefusal {
 	t := sem.GoType
 	for t != nil && t.Kind() == reflect.Pointer {
@@ -512,8 +475,7 @@ var kindRefusals = map[reflect.Kind]valueRefusal{
 	reflect.Float32: "must be a number", reflect.Float64: "must be a number",
 }
 
-// jsonName returns the JSON member name of a struct field, or "" when the
-// field is not serialized.
+// jsonName returns a field's JSON name, or "" when not serialized.
 func jsonName(f reflect.StructField) string {
 	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 	switch name {
@@ -525,16 +487,13 @@ func jsonName(f reflect.StructField) string {
 	return name
 }
 
-// validate holds the rules of the request structs. Field names in its
-// errors are the JSON names.
+// validate checks request structs, reporting JSON field names.
 var validate = func() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
 	v.RegisterTagNameFunc(jsonName)
 	return v
 }()
 
-// validationFailedDetail is the detail of every validation_failed problem;
-// its errors member says the rest.
 const validationFailedDetail = "the request has invalid fields; see errors"
 
 func validationFailed(fields ...FieldError) error {
@@ -546,15 +505,13 @@ func validationFailed(fields ...FieldError) error {
 func validationProblem(err error) error {
 	var verrs validator.ValidationErrors
 	if !errors.As(err, &verrs) {
-		// InvalidValidationError: a handler passed a non-struct. A bug,
-		// and a 500 is its honest answer.
+		// InvalidValidationError: a handler bug, so a 500.
 		return err
 	}
 	return validationFailed(ruleFields(verrs, func(path string) string { return path })...)
 }
 
-// ruleFields names the fields of verrs (maxFieldErrors at most) and the
-// rules they broke, each path as name spells it.
+// ruleFields lists up to maxFieldErrors fields of verrs and their rules.
 func ruleFields(verrs validator.ValidationErrors, name func(path string) string) []FieldError {
 	fields := make([]FieldError, 0, min(len(verrs), maxFieldErrors))
 	for _, fe := range verrs[:min(len(verrs), maxFieldErrors)] {
@@ -596,13 +553,10 @@ func plural(unit, count string) string {
 	return unit
 }
 
-// integralValue reads a JSON number literal that is not written as an
-// integer (a fraction, an exponent or both) and reports whether its value
-// is an integer, as JSON Schema's integer type asks: 10.0 and 1e1 are 10.
-// The digits are shifted by the exponent as text, so the answer is exact
-// and costs nothing for a huge exponent. A value beyond int64 answers
-// math.MaxInt64 or math.MinInt64 with true, which every caller refuses as
-// out of range.
+// integralValue reports whether a number literal with a fraction or
+// exponent is an integer (10.0, 1e1), shifting digits as text so the
+// answer is exact for any exponent. Beyond int64 it returns MaxInt64 or
+// MinInt64 with true, which callers refuse as out of range.
 func integralValue(lit string) (int64, bool) {
 	neg := strings.HasPrefix(lit, "-")
 	lit = strings.TrimPrefix(lit, "-")
@@ -652,9 +606,8 @@ func integralValue(lit string) (int64, bool) {
 var errBodyNotTaken = &apiError{status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
 	detail: "this route takes no request body: send none (no Content-Length above 0, no Transfer-Encoding)"}
 
-// noBody is the middleware of the routes that take no body (archive,
-// remove, pause, resume): a request that declares one, whatever its length
-// or type, is refused before anything else reads it.
+// noBody refuses, with 413, any request on a bodiless route that
+// declares a body.
 func noBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if r := c.Request(); r.ContentLength != 0 {

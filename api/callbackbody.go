@@ -14,62 +14,44 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// A callback's signature can only be checked once its whole body is in, so
-// until then anyone holds the server's memory with a body: a forged
-// signature of the right shape, a declared length at the callback limit,
-// and the bytes sent slowly. Two bounds make that cheap to refuse. Every
-// body awaiting its signature check is charged to one budget of bytes
-// before it is buffered, and a body the budget cannot take is refused at
-// once (503 unavailable, Retry-After) without being read; and a body must
-// arrive within a short deadline of its own, so a slow sender gives its
-// share back within seconds.
+// Until a callback's whole body is in, its signature cannot be checked,
+// so anyone can hold server memory with a slow forged body. Unverified
+// bodies are therefore charged to a byte budget before buffering (503
+// unread when it is spent) and must arrive within a short deadline.
 const (
-	// DefaultCallbackBodyBudget is the default of Deps.CallbackBodyBudget:
-	// 64 bodies of the default callback limit.
+	// DefaultCallbackBodyBudget is 64 default-size callback bodies.
 	DefaultCallbackBodyBudget = 64 << 20
-	// DefaultCallbackBodyTimeout is the default of
-	// Deps.CallbackBodyTimeout: a body of the default callback limit must
-	// arrive at 100 KiB/s or faster.
+	// DefaultCallbackBodyTimeout allows a default-size callback body at
+	// 100 KiB/s.
 	DefaultCallbackBodyTimeout = 10 * time.Second
-	// smallCallbackBody is the largest body that may use the quarter of
-	// the budget larger bodies leave: a provider's status updates are a
-	// few KiB, so they still get in while full-size bodies hold the rest.
+	// smallCallbackBody is the largest body that may use the budget's
+	// last quarter, so small updates still get in.
 	smallCallbackBody = 64 << 10
-	// firstUnknownBody is the buffer first charged for a body of unknown
-	// length (chunked); it doubles, charged each time, up to the limit.
+	// firstUnknownBody is the first charge for a chunked body; it doubles
+	// up to the limit.
 	firstUnknownBody = 4 << 10
-	// DefaultBodyBudget bounds the request bodies of the API read ahead
-	// of their seats and held while served, together: four bodies of the
-	// default limit (4 MiB), of which bodies over 64 KiB may hold three
-	// quarters, so two of the limit at once (as many as their seats let
-	// decode at once); at least two bodies of the limit set. The memory
-	// test holds it: 64 MiB took serve to 308 MiB resident under 4 MiB
-	// bodies from 64 connections.
+	// DefaultBodyBudget bounds all request bodies read ahead of their
+	// seats: four default-size bodies (at least two of the limit set).
+	// 64 MiB let 64 connections drive the server to 308 MiB resident.
 	DefaultBodyBudget = 16 << 20
-	// DefaultBodyTimeout is the default of Deps.BodyTimeout: a body of the
-	// default limit must arrive at 140 KiB/s or faster.
+	// DefaultBodyTimeout allows a default-size body at 140 KiB/s.
 	DefaultBodyTimeout = 30 * time.Second
 )
 
-// bodyBudget counts the bytes of capacity that bodies hold together:
-// callback bodies awaiting their signature, or request bodies read ahead
-// of their seats and held while served (each has its own). It is safe for
-// concurrent use.
+// bodyBudget bounds the buffer bytes bodies hold together. It is safe
+// for concurrent use.
 type bodyBudget struct {
-	// wait is how long a body the budget cannot take waits for bytes to
-	// be given back before it is refused; zero refuses it at once.
+	// wait is how long a body waits for bytes; zero refuses at once.
 	wait  time.Duration
 	mu    sync.Mutex
 	used  int64
 	total int64 // every body together
 	large int64 // bodies over smallCallbackBody together: three quarters
-	// waiting holds the bodies waiting for bytes (*budgetWaiter), first
-	// come first: bytes given back go to the oldest while it fits.
+	// waiting queues *budgetWaiter first come, first served.
 	waiting list.List
 }
 
-// budgetWaiter is a body waiting for the budget; ready is closed once
-// its bytes are taken for it.
+// budgetWaiter is a waiting body; ready closes once its bytes are taken.
 type budgetWaiter struct {
 	n, held int64
 	ready   chan struct{}
@@ -79,9 +61,8 @@ func newBodyBudget(total int64, wait time.Duration) *bodyBudget {
 	return &bodyBudget{total: total, large: total - total/4, wait: wait}
 }
 
-// fitsLocked reports whether n more bytes, for a body then holding held
-// in all, are in the budget: a body over smallCallbackBody may not take
-// the last quarter of it.
+// fitsLocked reports whether n more bytes fit for a body holding held in
+// all; bodies over smallCallbackBody may not take the last quarter.
 func (b *bodyBudget) fitsLocked(n, held int64) bool {
 	limit := b.total
 	if held > smallCallbackBody {
@@ -90,10 +71,8 @@ func (b *bodyBudget) fitsLocked(n, held int64) bool {
 	return b.used+n <= limit
 }
 
-// take charges n more bytes to a body that then holds held bytes in all,
-// and reports whether the budget had them. It does not wait, and does not
-// take bytes a waiting body is owed first (but a small body, whose
-// quarter large ones never use, does not wait behind them).
+// take charges n more bytes without waiting and reports whether they
+// fit. It does not jump the queue, except for small bodies.
 func (b *bodyBudget) take(n, held int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -104,9 +83,7 @@ func (b *bodyBudget) take(n, held int64) bool {
 	return false
 }
 
-// takeWaiting is take, but a body the budget cannot take now waits its
-// turn, first come first served, up to b.wait or until ctx ends; it
-// reports whether the bytes were taken.
+// takeWaiting is take, queueing up to b.wait or until ctx ends.
 func (b *bodyBudget) takeWaiting(ctx context.Context, n, held int64) bool {
 	b.mu.Lock()
 	if b.fitsLocked(n, held) && (b.waiting.Len() == 0 || held <= smallCallbackBody) {
@@ -138,7 +115,7 @@ func (b *bodyBudget) takeWaiting(ctx context.Context, n, held int64) bool {
 	default:
 	}
 	b.waiting.Remove(e)
-	// It may have been the oldest, holding up those behind it.
+	// It may have been holding up those behind it.
 	b.serveLocked()
 	return false
 }
@@ -151,8 +128,7 @@ func (b *bodyBudget) give(n int64) {
 	b.mu.Unlock()
 }
 
-// serveLocked gives bytes to the waiting bodies, oldest first, while the
-// oldest fits.
+// serveLocked serves waiting bodies, oldest first, while the oldest fits.
 func (b *bodyBudget) serveLocked() {
 	for e := b.waiting.Front(); e != nil; e = b.waiting.Front() {
 		w := e.Value.(*budgetWaiter)
@@ -165,7 +141,7 @@ func (b *bodyBudget) serveLocked() {
 	}
 }
 
-// The failures of [bodyBudget.read], each its caller's to answer.
+// Failures of [bodyBudget.read].
 var (
 	// errBudgetSpent: the budget could not take the body, left unread.
 	errBudgetSpent = errors.New("api: the body budget is spent")
@@ -177,14 +153,10 @@ var (
 	errBodyUnread = errors.New("api: the body could not be read")
 )
 
-// read reads the body of r (one byte over limit is errBodyTooLarge)
-// within timeout, into a buffer charged to b as it grows, writing each
-// byte read to tee too when it is not nil. It returns the body and the
-// bytes charged for it, which the caller gives back once it is done with
-// the body; the charge is zero, given back already, when err is not nil.
-// w is r's writer: the read deadline is set through it, unless the body is
-// declared at most untimed bytes long (the server's read timeout bounds
-// it then: setting a deadline costs every small request a timer's update).
+// read reads r's body within timeout into a buffer charged to b, copying
+// to tee if non-nil. It returns the body and the charge, which the caller
+// gives back when done (zero on error). Bodies declared at most untimed
+// bytes skip the per-request deadline and its timer update.
 func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit, untimed int64, timeout time.Duration, tee io.Writer) (body []byte, charged int64, err error) {
 	defer func() {
 		if err != nil {
@@ -194,8 +166,7 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit, untimed
 	}()
 	size := int64(firstUnknownBody)
 	if r.ContentLength >= 0 {
-		// Room for the declared body and the read that sees its end, so
-		// an honest body is read into one allocation.
+		// One allocation for an honest body and the read that sees EOF.
 		size = r.ContentLength + 1
 	}
 	size = min(size, limit+1)
@@ -203,20 +174,16 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit, untimed
 		return nil, 0, errBudgetSpent
 	}
 	charged = size
-	// A read deadline of this request alone: the server's own is for every
-	// request, and far longer. (It is reset for the next request on the
-	// connection.)
+	// A per-request read deadline, shorter than the server's.
 	if r.ContentLength < 0 || r.ContentLength > untimed {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
 	}
-	// MaxBytesReader asks the body for at most limit+1 bytes, and tells
-	// net/http to close the connection after a body over it.
+	// MaxBytesReader also makes net/http close the connection after.
 	src := http.MaxBytesReader(w, r.Body, limit)
 	buf := make([]byte, 0, size)
 	for {
 		if len(buf) == cap(buf) {
-			// Only a body of unknown length gets here: a declared one ends
-			// before its buffer is full.
+			// Only a body of unknown length gets here.
 			next := min(2*int64(cap(buf)), limit+1)
 			if next <= int64(cap(buf)) {
 				return nil, charged, errBodyTooLarge
@@ -249,16 +216,9 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit, untimed
 	}
 }
 
-// readCallbackBody reads the callback body of c (one byte over the
-// callback limit is its 413), within the callback body timeout, into a
-// buffer charged to the callback budget as it grows, writing each byte
-// read to mac too. It returns the body and the bytes charged for it,
-// which the caller gives back once the signature is checked; the charge
-// is zero when err is not nil.
-//
-// It answers 503 unavailable with Retry-After when the budget cannot take
-// the body (and closes the connection: the body is not read), and when the
-// body did not arrive in time.
+// readCallbackBody is [bodyBudget.read] for a callback, feeding mac. It
+// answers 413 over the limit, and 503 with Retry-After when the budget is
+// spent (closing the connection, body unread) or the body is late.
 func (s *Server) readCallbackBody(c echo.Context, mac io.Writer) (body []byte, charged int64, err error) {
 	body, charged, err = s.callbackBodies.read(c.Response(), c.Request(), s.d.CallbackMaxBodyBytes, 0, s.d.CallbackBodyTimeout, mac)
 	switch {
@@ -275,8 +235,7 @@ func (s *Server) readCallbackBody(c echo.Context, mac io.Writer) (body []byte, c
 	return nil, 0, malformedJSON("the request body could not be read")
 }
 
-// budgetSpent is the answer to a callback whose body the budget cannot
-// take. The connection is closed after it, as the body is left unread.
+// budgetSpent answers a callback the budget cannot take.
 func budgetSpent(c echo.Context) error {
 	c.Response().Header().Set(echo.HeaderConnection, "close")
 	return unavailable("too many callback bodies are awaiting their signature check; redeliver after Retry-After")

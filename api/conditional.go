@@ -17,17 +17,12 @@ const (
 	HeaderIfMatch = "If-Match"
 )
 
-// etag returns the entity tag of a saved search at version: the version
-// as a strong tag. Every change to the name, the brief or the baseline
-// bumps the version, so equal tags mean equal representations.
+// etag returns version as a strong entity tag.
 func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
 
-// ifMatch returns the precondition the If-Match headers of h set on a
-// change, or nil when there is none. "*" matches any current version (the
-// saved search must exist, which the change checks anyway). A list
-// matches when any of its tags is the current version's; comparison is
-// strong (RFC 9110 §13.1.1), so a weak tag (W/"3") or a tag that is no
-// version of ours never matches and the change is refused.
+// ifMatch returns h's If-Match precondition, or nil. "*" matches any
+// version; comparison is strong (RFC 9110 §13.1.1), so weak tags never
+// match.
 func ifMatch(h http.Header) func(int64) bool { return ifMatchOr(h, nil) }
 
 // ifMatchOr is ifMatch answering star for "*".

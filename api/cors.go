@@ -27,10 +27,8 @@ var (
 // corsMaxAge is how long a browser may cache a preflight, in seconds.
 const corsMaxAge = 600
 
-// ValidateCORSOrigins returns an error naming the first entry of origins
-// that [Deps.CORSOrigins] cannot hold: each is "*" or an origin as a
-// browser sends it, scheme://host[:port] with no path, and no wildcard
-// inside, since echo would read one as a pattern.
+// ValidateCORSOrigins returns an error naming the first entry that is
+// neither "*" nor a wildcard-free scheme://host[:port].
 func ValidateCORSOrigins(origins []string) error {
 	for _, o := range origins {
 		if o == "*" {
@@ -48,12 +46,9 @@ func ValidateCORSOrigins(origins []string) error {
 	return nil
 }
 
-// cors is echo's CORS middleware on the allow-list, or nothing at all when
-// the list is empty: echo's default would allow every origin. It runs
-// before the route's authentication, so a preflight, which carries no
-// token, is answered 204 with the route's methods; an answer to an
-// allowed origin, a problem included, names it in
-// Access-Control-Allow-Origin, so a page can read a 401 or a 409.
+// cors is echo's CORS middleware on the allow-list, or a no-op for an
+// empty list (echo's default allows all). It runs before authentication,
+// so token-less preflights are answered and problems stay readable.
 func (s *Server) cors() echo.MiddlewareFunc {
 	if len(s.d.CORSOrigins) == 0 {
 		return func(next echo.HandlerFunc) echo.HandlerFunc { return next }

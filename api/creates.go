@@ -11,11 +11,8 @@ import (
 // Deps.Plane.
 var errNoPlane = errors.New("api: keyed creates need Deps.Plane")
 
-// optionalKey reads the Idempotency-Key of a create: absent is no key (a
-// create without one is not deduplicated, as before keys were honoured);
-// present, it must be valid. The create itself runs once per key in its
-// domain package (savedsearch.Store.CreateOnce,
-// providerjobs.Service.RegisterOnce), on the idempotency plane.
+// optionalKey reads a create's optional Idempotency-Key; a present key
+// must be valid.
 func (s *Server) optionalKey(c echo.Context) (string, bool, error) {
 	if len(c.Request().Header.Values(HeaderIdempotencyKey)) == 0 {
 		return "", false, nil
@@ -24,9 +21,8 @@ func (s *Server) optionalKey(c echo.Context) (string, bool, error) {
 	return key, err == nil, err
 }
 
-// keyedStatus returns the status of a keyed create's answer: 201 when
-// this request created the resource, else 200, marked Idempotent-Replayed
-// when it is a repeat answered from an earlier request's effect.
+// keyedStatus returns 201 when created, else 200, marking a replay
+// Idempotent-Replayed.
 func keyedStatus(c echo.Context, created, replayed bool) int {
 	if replayed {
 		c.Response().Header().Set(HeaderIdempotentReplayed, "true")

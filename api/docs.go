@@ -15,11 +15,8 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// docsPath serves the API reference: the OpenAPI document rendered as one
-// HTML page when the server starts. It is plain HTML and one inline style
-// sheet, no script and nothing fetched from elsewhere, so it reads the
-// same offline and on a phone, and its Content-Security-Policy can refuse
-// every script.
+// docsPath serves the OpenAPI document rendered as one script-free HTML
+// page with an inline style sheet.
 const docsPath = "/docs"
 
 // docsStyle is the page's only style sheet; the Content-Security-Policy

@@ -15,28 +15,14 @@ import (
 // Last-Event-ID header, for a client that cannot set headers.
 const lastEventIDParam = "last_event_id"
 
-// streamRunEvents is GET /v1/runs/{id}/events: the Run's events as
-// Server-Sent Events (package runstream), for a page that watches one Run.
-// It sends every event with a seq after the Last-Event-ID header (or the
-// last_event_id query parameter; neither is from the start), then each
-// new one as it happens, and ends after the terminal event, or at the
-// stream's longest duration, or when the server shuts down (the client
-// reconnects with Last-Event-ID and misses nothing).
+// streamRunEvents serves GET /v1/runs/{id}/events as Server-Sent Events
+// (package runstream), from after Last-Event-ID (or ?last_event_id=).
+// It answers 400 for a bad Last-Event-ID, 413 for a body, 404 for another
+// organization's Run, 503 too_many_streams, 429 for the first read's seat,
+// and 204 when the Run finished and the client has its last event.
 //
-// HEAD answers the status and type a GET would, at once.
-//
-// Errors: 400 validation_failed for a Last-Event-ID that is not a decimal
-// seq; 413 payload_too_large for a request with a body; 404 not_found for a Run not in the caller's organization; 503
-// too_many_streams (Retry-After) when this server has its most streams
-// open; and the admission queue's 429 for the first read. A Run that
-// finished, whose last event the client has, answers 204 No Content,
-// which tells an EventSource to stop reconnecting.
-//
-// The route is not behind admit: that middleware holds the answer until
-// the seats go back, and a stream's answer never ends while the Run runs.
-// The stream takes a seat for its first read only, and gives it back
-// before it waits: a waiting stream costs one primary-key lookup per
-// poll, bounded by the streams' cap, not a seat for its whole life.
+// It is not behind admit, which would hold the never-ending answer; the
+// stream holds a seat for its first read only.
 func (s *Server) streamRunEvents(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -70,7 +56,7 @@ func (s *Server) streamRunEvents(c echo.Context) error {
 		return c.NoContent(http.StatusNoContent)
 	}
 	if r.Method == http.MethodHead {
-		// The stream's status and type, without waiting for its events.
+		// HEAD: the status and type, at once.
 		c.Response().Header().Set(echo.HeaderContentType, "text/event-stream")
 		return c.NoContent(http.StatusOK)
 	}

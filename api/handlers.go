@@ -27,39 +27,34 @@ import (
 // HeaderIdempotentReplayed marks a start answered from an earlier admission.
 const HeaderIdempotentReplayed = "Idempotent-Replayed"
 
-// page is a page of a cursor-paginated list. NextCursor is null on the last
-// page; pass it back as ?cursor= for the next.
+// page is a page of a list; NextCursor is null on the last page.
 type page[T any] struct {
 	Items      []T     `json:"items"`
 	NextCursor *string `json:"next_cursor"`
 }
 
-// startResponse answers a start: the Run and, for a saved-search start, the
-// snapshot it runs on (null for a direct start).
+// startResponse answers a start; Snapshot is null for a direct start.
 type startResponse struct {
 	Run      *runs.Run         `json:"run"`
 	Snapshot *snapshot.Summary `json:"snapshot"`
 }
 
-// startRequest is the optional body of a saved-search start. Pointers tell
-// an omitted field (the default) from one set out of range, such as
-// max_results 0; admission.NewStartOptions decides the ranges.
+// startRequest is the optional body of a saved-search start; pointers
+// tell omitted fields from zero values.
 type startRequest struct {
 	MaxResults *int    `json:"max_results"`
 	Note       *string `json:"note"`
 }
 
-// directStartRequest is the body of a direct start; admission.DirectStart
-// decides its rules.
+// directStartRequest is the body of a direct start.
 type directStartRequest struct {
 	Kind  string          `json:"kind"`
 	Name  string          `json:"name"`
 	Input json.RawMessage `json:"input"`
 }
 
-// refusedInput turns the domain's refusal of a request's input (an
-// errs.Invalid error) into the validation_failed problem that names its
-// fields as the body spells them; any other err is returned as it is.
+// refusedInput turns an errs.Invalid error into a validation_failed
+// problem naming its fields; other errors pass through.
 func refusedInput(err error) error {
 	if !errs.Is(err, errs.Invalid) {
 		return err
@@ -69,8 +64,7 @@ func refusedInput(err error) error {
 
 var errNoSuchPath = &apiError{status: http.StatusNotFound, code: CodeNotFound, detail: "no such resource"}
 
-// pathID returns the :id of the route. An id that is not a UUID names
-// nothing and answers 404, as a missing one does.
+// pathID returns the route's :id; a non-UUID answers 404.
 func pathID(c echo.Context) (uuid.UUID, error) {
 	id, err := uuid.Parse(c.Param("id"))
 	if err != nil {
@@ -79,9 +73,8 @@ func pathID(c echo.Context) (uuid.UUID, error) {
 	return id, nil
 }
 
-// readByID is the handler of a read of one resource: get reads the
-// route's :id (one that is not a UUID answers 404 first) for the caller's
-// organization, and answer writes what it read.
+// readByID returns a handler that reads :id for the caller's organization
+// with get and writes it with answer.
 func readByID[T any](get func(ctx context.Context, org, id uuid.UUID) (T, error), answer func(echo.Context, T) error) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id, err := pathID(c)
@@ -96,12 +89,11 @@ func readByID[T any](get func(ctx context.Context, org, id uuid.UUID) (T, error)
 	}
 }
 
-// conditional is a change of one resource as the stores take it: ifMatch
-// is the request's precondition (nil: none).
+// conditional is a store's change of one resource; ifMatch is nil
+// without a precondition.
 type conditional[T any] func(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (T, error)
 
-// changeByID is readByID for a conditional change: change gets the
-// precondition cond reads from the request's If-Match headers.
+// changeByID is readByID for a change conditional on If-Match (cond).
 func changeByID[T any](change conditional[T], cond func(http.Header) func(int64) bool, answer func(echo.Context, T) error) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		return readByID(func(ctx context.Context, org, id uuid.UUID) (T, error) {
@@ -110,7 +102,7 @@ func changeByID[T any](change conditional[T], cond func(http.Header) func(int64)
 	}
 }
 
-// removal is a removal as changeByID takes it: it answers no value.
+// removal adapts a store's removal to changeByID.
 func removal(remove func(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) error) conditional[struct{}] {
 	return func(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (struct{}, error) {
 		return struct{}{}, remove(ctx, org, id, ifMatch)
@@ -123,19 +115,16 @@ func answerNoContent(c echo.Context, _ struct{}) error { return c.NoContent(http
 // answerOK answers v, 200.
 func answerOK[T any](c echo.Context, v T) error { return c.JSON(http.StatusOK, v) }
 
-// Ceilings of list answers, in bytes, as docs/api.md and the OpenAPI
-// document state them. Each follows from the bounded fields of its items
-// (names of 200 and queries of 2000 characters, notes of 500, actors of 255
-// bytes, every character escaped at most six bytes wide) times
-// MaxListLimit; a page cannot exceed them, whatever the rows hold.
+// Ceilings of list answers in bytes, as docs/api.md states them: the
+// items' bounded fields, fully escaped, times MaxListLimit.
 const (
 	MaxSavedSearchPageBytes = 3 << 20
 	MaxRunPageBytes         = 1 << 20
 	MaxSnapshotPageBytes    = 512 << 10
 )
 
-// listQuery reads ?limit= (1 to maxLimit; omitted means the store's
-// default, returned as 0) and ?cursor=.
+// listQuery reads ?limit= (1 to maxLimit; omitted is 0, the store's
+// default) and ?cursor=.
 func listQuery(c echo.Context, maxLimit int) (limit int, cursor string, err error) {
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -148,8 +137,8 @@ func listQuery(c echo.Context, maxLimit int) (limit int, cursor string, err erro
 	return limit, c.QueryParam("cursor"), nil
 }
 
-// answerPage answers a page of items (an empty one as [], never null) and
-// the cursor of the next, or err.
+// answerPage answers a page of items (never null) and the next cursor,
+// or err.
 func answerPage[T any](c echo.Context, items []T, next string, err error) error {
 	if err != nil {
 		return err
@@ -164,12 +153,10 @@ func answerPage[T any](c echo.Context, items []T, next string, err error) error 
 	return c.JSON(http.StatusOK, page[T]{Items: items, NextCursor: cursor})
 }
 
-// createSavedSearch creates a saved search: 201 with its ETag. With an
-// Idempotency-Key the create runs once per key on the plane: a repeat of
-// the request answers the saved search the key created, as it is now (an
-// archived one too), 200 with Idempotent-Replayed; the same key with
-// another body is 422 key_reused, and while the first request is still in
-// flight 409 in_progress.
+// createSavedSearch answers 201 with the ETag. With an Idempotency-Key, a
+// repeat answers the saved search as it is now, 200 with
+// Idempotent-Replayed; another body with the key is 422 key_reused, and a
+// repeat while the first runs is 409 in_progress.
 func (s *Server) createSavedSearch(c echo.Context) error {
 	key, hasKey, err := s.optionalKey(c)
 	if err != nil {
@@ -211,8 +198,8 @@ func archivedQuery(c echo.Context) (bool, error) {
 	return false, validationFailed(FieldError{Field: "archived", Message: "must be true or false"})
 }
 
-// listSavedSearches lists the live saved searches, or with ?archived=true
-// the archived ones, newest first.
+// listSavedSearches lists live (or ?archived=true archived) saved
+// searches, newest first.
 func (s *Server) listSavedSearches(c echo.Context) error {
 	limit, cursor, err := listQuery(c, savedsearch.MaxListLimit)
 	if err != nil {
@@ -227,8 +214,8 @@ func (s *Server) listSavedSearches(c echo.Context) error {
 	return answerPage(c, items, next, err)
 }
 
-// getSavedSearch reads a live saved search, or with ?archived=true one
-// that may be archived (archived_at says whether it is), with its ETag.
+// getSavedSearch reads a saved search with its ETag; ?archived=true also
+// finds archived ones.
 func (s *Server) getSavedSearch(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -249,14 +236,10 @@ func (s *Server) getSavedSearch(c echo.Context) error {
 // MediaTypeMergePatch is the Content-Type of an RFC 7396 merge patch.
 const MediaTypeMergePatch = "application/merge-patch+json"
 
-// updateSavedSearch changes the name and/or the brief. With
-// application/json a body sets name and/or brief, each replacing the whole
-// value; a body that sets neither is refused: "name and/or brief" means at
-// least one. With application/merge-patch+json the body is an RFC 7396
-// merge patch of {"name", "brief"}: a member null removes (a filter), a
-// member set replaces, objects merge member by member. Any other media
-// type is 415. If-Match makes the change conditional on the version
-// (412 precondition_failed otherwise); the answer carries the new ETag.
+// updateSavedSearch changes the name and/or brief: application/json
+// replaces each member given (at least one), application/merge-patch+json
+// applies an RFC 7396 patch, anything else is 415. If-Match makes it
+// conditional (412); the answer carries the new ETag.
 func (s *Server) updateSavedSearch(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -295,19 +278,15 @@ func answerSavedSearch(c echo.Context, ss *savedsearch.SavedSearch, err error) e
 	return c.JSON(http.StatusOK, ss)
 }
 
-// savedSearchPatch is the body of a merge patch: the members a patch may
-// touch, kept as written (null included, which removes); the patch
-// applied holds those the body has.
+// savedSearchPatch holds a merge patch's members as written, null
+// included.
 type savedSearchPatch struct {
 	Name  json.RawMessage `json:"name,omitempty"`
 	Brief json.RawMessage `json:"brief,omitempty"`
 }
 
-// mergePatchSavedSearch applies an RFC 7396 merge patch to the name and
-// brief of saved search id. The store applies it to the saved search as
-// stored under its row lock, so concurrent edits of one saved search apply
-// one after another and a patch without If-Match always applies; with
-// If-Match, the client's precondition is judged under the same lock (412).
+// mergePatchSavedSearch applies an RFC 7396 patch under the row lock, so
+// concurrent patches serialize and If-Match is judged under the lock.
 func (s *Server) mergePatchSavedSearch(c echo.Context, id uuid.UUID) error {
 	var body savedSearchPatch
 	if err := s.decodeBody(c, &body, bodyMandatory); err != nil {
@@ -327,9 +306,8 @@ func (s *Server) mergePatchSavedSearch(c echo.Context, id uuid.UUID) error {
 	return answerSavedSearch(c, ss, err)
 }
 
-// mergePatch returns the change the merge patch raw makes to cur: the
-// patched name and brief, checked as a request body is. Its errors are
-// the API's answers.
+// mergePatch returns the change patch raw makes to cur, checked as a
+// request body; its errors are API answers.
 func mergePatch(cur *savedsearch.SavedSearch, raw []byte) (savedsearch.UpdateParams, error) {
 	var req savedsearch.UpdateParams
 	doc, err := json.Marshal(struct {
@@ -361,8 +339,8 @@ func mergePatch(cur *savedsearch.SavedSearch, raw []byte) (savedsearch.UpdatePar
 	return req, nil
 }
 
-// replaceBaseline replaces the whole baseline; If-Match makes it
-// conditional on the version, and the answer carries the new ETag.
+// replaceBaseline replaces the whole baseline, honouring If-Match; the
+// answer carries the new ETag.
 func (s *Server) replaceBaseline(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -391,11 +369,9 @@ func (s *Server) listSnapshots(c echo.Context) error {
 	return answerPage(c, items, next, err)
 }
 
-// startSavedSearch admits a Run on a frozen copy of the saved search. The
-// checks run cheapest first and all before any claim: the path, the
-// Idempotency-Key, the body. A Prefer: wait=N lets the start wait for a
-// preparation of the same key in flight instead of answering 409 at once
-// (see waitPreference).
+// startSavedSearch admits a Run on a frozen copy of the saved search,
+// checking path, key and body before any claim. Prefer: wait=N waits for
+// an in-flight start of the same key instead of answering 409.
 func (s *Server) startSavedSearch(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -430,8 +406,7 @@ func (s *Server) startSavedSearch(c echo.Context) error {
 	return startAnswer(c, res)
 }
 
-// MaxDirectInputBytes bounds the input of a direct start, in bytes of its
-// JSON as sent: admission.MaxInputBytes, which decides it.
+// MaxDirectInputBytes bounds a direct start's input JSON, as sent.
 const MaxDirectInputBytes = admission.MaxInputBytes
 
 // startDirect admits a capability or definition Run.

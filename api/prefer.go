@@ -14,39 +14,24 @@ import (
 
 // Headers of RFC 7240 (Prefer for HTTP).
 const (
-	// HeaderPrefer carries the client's preferences; searchd understands
-	// one, wait=N on a saved-search start.
+	// HeaderPrefer: searchd understands wait=N on a saved-search start.
 	HeaderPrefer = "Prefer"
-	// HeaderPreferenceApplied tells the client which preference the server
-	// applied, and with what value: wait=M, M the seconds it was prepared
-	// to wait.
+	// HeaderPreferenceApplied answers wait=M, the seconds actually allowed.
 	HeaderPreferenceApplied = "Preference-Applied"
 )
 
-// PreferWaitLimit is the most [Deps.MaxPreferWait] may be. It is the
-// 30 s lease of a preparation: within it the holder the waiter met either
-// ends or loses its lease to the waiter, and a client that wants longer
-// retries, which costs one request per lease.
+// PreferWaitLimit caps [Deps.MaxPreferWait] at one claim lease: within
+// it the holder either finishes or loses its lease to the waiter.
 const PreferWaitLimit = 30 * time.Second
 
-// preferWaitSeconds returns the seconds of the wait preference among the
-// Prefer headers of h (RFC 7240 §4.3: wait = "wait" "=" delta-seconds),
-// and reports whether one was sent and well formed.
-//
-// The reading is lenient where RFC 7240 asks it to be: preferences may
-// come in several Prefer headers and comma-separated lists, in any order,
-// with parameters (";...") and quoted strings that hold commas; names are
-// case-insensitive; the value may be quoted. Only the first wait counts
-// (§2: a preference given twice is read once). A preference that is
-// malformed, a wait without a value or with one that is not a whole
-// number of seconds, is ignored, never an error: a preference is a hint
-// the server may disregard. A value too large for an int64 reads as
-// math.MaxInt64, which the caller caps anyway.
+// preferWaitSeconds returns the first wait=N among h's Prefer headers
+// (RFC 7240 §4.3) and whether one was well formed. Parsing is lenient as
+// the RFC asks; malformed preferences are ignored, never errors, and huge
+// values saturate at math.MaxInt64.
 func preferWaitSeconds(h http.Header) (int64, bool) {
 	for _, line := range h.Values(HeaderPrefer) {
 		for _, pref := range splitQuoted(line, ',') {
-			// The parameters after ';' belong to the preference; wait
-			// defines none, so they are read past.
+			// wait defines no parameters; skip any after ';'.
 			head, _, _ := cutQuoted(pref, ';')
 			name, value, hasValue := strings.Cut(head, "=")
 			if !strings.EqualFold(strings.TrimSpace(name), "wait") {
@@ -86,9 +71,8 @@ func splitQuoted(s string, sep byte) []string {
 	}
 }
 
-// cutQuoted is strings.Cut at the first sep outside a quoted string, where
-// a backslash inside quotes escapes the next character (RFC 9110 §5.6.4).
-// An unterminated quote runs to the end of s.
+// cutQuoted is strings.Cut at the first sep outside a quoted string
+// (RFC 9110 §5.6.4); an unterminated quote runs to the end.
 func cutQuoted(s string, sep byte) (before, after string, found bool) {
 	quoted := false
 	for i := 0; i < len(s); i++ {
@@ -104,9 +88,8 @@ func cutQuoted(s string, sep byte) (before, after string, found bool) {
 	return s, "", false
 }
 
-// unquote returns the content of a quoted string, its escapes undone, and
-// any other value as it is. A malformed quoted string comes back with its
-// quote, which no caller accepts as a number.
+// unquote undoes a quoted string; other and malformed values come back
+// as they are.
 func unquote(v string) string {
 	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 		return v
@@ -124,13 +107,9 @@ func unquote(v string) string {
 	return b.String()
 }
 
-// waitPreference reads the wait a saved-search start asked for and
-// returns how long to wait and the Preference-Applied value to answer
-// with ("" when the preference does not apply). A wait longer than the
-// server's maximum is cut to it (RFC 7240 §4.3 lets the server wait less
-// than asked; refusing the request would turn a hint into an error). When
-// the server does not wait at all (its maximum is zero), the preference is
-// ignored and nothing is applied.
+// waitPreference returns how long a start should wait, capped at
+// MaxPreferWait, and the Preference-Applied value ("" when not applied,
+// including when MaxPreferWait is zero).
 func (s *Server) waitPreference(h http.Header) (time.Duration, string) {
 	if s.d.MaxPreferWait <= 0 {
 		return 0, ""
@@ -143,11 +122,8 @@ func (s *Server) waitPreference(h http.Header) (time.Duration, string) {
 	return time.Duration(seconds) * time.Second, "wait=" + strconv.FormatInt(seconds, 10)
 }
 
-// markPreferenceApplied sets Preference-Applied on the answers of a start
-// whose wait preference was applied: the start answered (201 or 200), or a
-// preparation was still in flight when the wait ran out (409 in_progress).
-// Every other answer was decided by something else, before or without any
-// wait, so it names no preference.
+// markPreferenceApplied sets Preference-Applied on a start's 201, 200 or
+// 409 in_progress, the answers the wait shaped.
 func markPreferenceApplied(c echo.Context, applied string, err error) {
 	if applied != "" && (err == nil || errs.Is(err, errs.InProgress)) {
 		c.Response().Header().Set(HeaderPreferenceApplied, applied)

@@ -37,39 +37,30 @@ const (
 	CodeInvalidDeliveryID     = "invalid_delivery_id"
 	CodeRateLimited           = "rate_limited"
 	CodePreconditionFailed    = "precondition_failed"
-	// CodeInsufficientScope answers a valid token on a route its role
-	// does not open: a runtime credential on a user route, or a user
-	// token on the runtime's (403, RFC 6750 §3.1; runtime_auth.go).
+	// CodeInsufficientScope is the 403 of a valid token on a route its
+	// role or scope does not open (RFC 6750 §3.1).
 	CodeInsufficientScope = "insufficient_scope"
-	// CodeRunFinished refuses a status report that would change a Run
-	// that finished (409, with current_status and current_version).
+	// CodeRunFinished is the 409 of a report changing a finished Run.
 	CodeRunFinished = "run_finished"
-	// CodeScheduleLimit is the 409 of a new schedule beyond the
-	// organization's limit (schedule.ErrTooMany).
+	// CodeScheduleLimit is the 409 of schedule.ErrTooMany.
 	CodeScheduleLimit = "schedule_limit"
-	// CodeWebhookEndpointLimit is the 409 of a new webhook endpoint beyond
-	// the organization's limit (webhooks.ErrTooMany).
+	// CodeWebhookEndpointLimit is the 409 of webhooks.ErrTooMany.
 	CodeWebhookEndpointLimit = "webhook_endpoint_limit"
-	// CodeTooManyStreams is the 503 of an event stream beyond the
-	// server's cap (SEARCHD_EVENT_STREAMS_MAX).
+	// CodeTooManyStreams is the 503 of runstream.ErrFull.
 	CodeTooManyStreams = "too_many_streams"
 )
 
-// ProblemTypeBase prefixes the "type" URI of every problem; the code
-// completes it. It is a URI reference relative to the API (RFC 9457
-// §3.1.1), so it resolves to the page searchd itself serves about the
-// code: GET /problems/{code}.
+// ProblemTypeBase prefixes every problem's relative "type" URI, which
+// resolves to GET /problems/{code}.
 const ProblemTypeBase = problemsPath + "/"
 
 // MediaTypeProblem is the Content-Type of every error response (RFC 9457).
 const MediaTypeProblem = "application/problem+json"
 
-// inProgressRetryAfter is the most a 409 in_progress asks a client to
-// wait: a preparation in flight is usually done well within it.
+// inProgressRetryAfter is the longest Retry-After of a 409 in_progress.
 const inProgressRetryAfter = time.Second
 
-// unavailableRetryAfter is the Retry-After of a 503: long enough for a
-// restarted database or a drained pool, short enough not to strand clients.
+// unavailableRetryAfter is the Retry-After of a 503.
 const unavailableRetryAfter = 5 * time.Second
 
 // Problem is an RFC 9457 problem details body.
@@ -79,48 +70,39 @@ type Problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
 	Code   string `json:"code"`
-	// RequestID is the request's X-Request-Id, set on every problem, so
-	// a report can be matched to the log and the trace.
+	// RequestID is the X-Request-Id, matching the log and trace.
 	RequestID string `json:"request_id,omitempty"`
 	// Errors lists the refused fields of a validation_failed problem.
 	Errors []FieldError `json:"errors,omitempty"`
-	// CurrentVersion is the version a precondition_failed change was
-	// judged against: the saved search's version now; for run_finished,
-	// the Run's.
+	// CurrentVersion is the version a precondition_failed or
+	// run_finished refusal was judged against.
 	CurrentVersion *int64 `json:"current_version,omitempty"`
 	// CurrentStatus is the status a run_finished Run finished with.
 	CurrentStatus string `json:"current_status,omitempty"`
 }
 
-// apiError is an error the HTTP layer itself decided on: its status, code
-// and detail are the answer.
+// apiError is an answer the HTTP layer decided itself.
 type apiError struct {
 	status     int
 	code       string
 	detail     string
 	fields     []FieldError
 	retryAfter time.Duration
-	// challenge is the WWW-Authenticate of a 401; empty for the bearer
-	// token's, [bearerChallenge].
+	// challenge is a 401's WWW-Authenticate; empty is [bearerChallenge].
 	challenge string
-	// currentVersion and etag describe the resource a 412 refused a
-	// change to; currentVersion and currentStatus the Run a 409
-	// run_finished refused a report for.
+	// currentVersion, currentStatus and etag describe the refusing
+	// resource of a 412 or run_finished.
 	currentVersion *int64
 	etag           string
 	currentStatus  string
 }
 
-// The WWW-Authenticate challenges of a 401: every 401 carries one (RFC 9110
-// §11.6.1), naming the scheme that would have been accepted.
+// WWW-Authenticate challenges; every 401 carries one (RFC 9110 §11.6.1).
 const (
 	bearerChallenge = `Bearer realm="searchd"`
-	// invalidTokenChallenge answers a request that sent a bearer token
-	// the server refused (RFC 6750 §3.1).
+	// invalidTokenChallenge answers a refused bearer token (RFC 6750 §3.1).
 	invalidTokenChallenge = `Bearer realm="searchd", error="invalid_token"`
-	// signatureChallenge answers a provider callback, which is signed
-	// (Standard Webhooks), not behind a bearer token: a client told to
-	// send a token there would be told wrong.
+	// signatureChallenge answers a callback, which is signed, not bearer.
 	signatureChallenge = `Webhook-Signature realm="searchd provider callbacks"`
 )
 
@@ -131,22 +113,16 @@ func unavailable(detail string) *apiError {
 	return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, detail: detail, retryAfter: unavailableRetryAfter}
 }
 
-// kindAnswer is the answer to a domain error of one kind: its status, and
-// the code and detail of an error that carries none of its own.
+// kindAnswer is a kind's status and default code and detail.
 type kindAnswer struct {
 	status int
 	code   string
 	detail string
 }
 
-// kindAnswers is the one table that turns domain outcomes into HTTP
-// statuses: each kind of errs has its row, but errs.Internal, which is a
-// logged 500 with nothing of the error in its body. The code and detail
-// are the error's own (errs.CodeOf, errs.DetailOf), the row's when it
-// carries none. The API reads no further into a domain error than that
-// and what the error offers for the answer's other members: the version
-// and status it was judged against ([judged]), the refused fields and a
-// lease's time left.
+// kindAnswers maps every errs kind but errs.Internal (a logged 500) to
+// its answer. An error's own code and detail (errs.CodeOf, errs.DetailOf)
+// win over the row's.
 var kindAnswers = map[errs.Kind]kindAnswer{
 	errs.Invalid:    {http.StatusBadRequest, CodeValidationFailed, validationFailedDetail},
 	errs.NotFound:   {http.StatusNotFound, CodeNotFound, "no such resource"},
@@ -158,19 +134,16 @@ var kindAnswers = map[errs.Kind]kindAnswer{
 	errs.Unavailable: {http.StatusServiceUnavailable, CodeUnavailable, "the service cannot reach its database; retry later"},
 }
 
-// judged is a domain error that names the version of the resource it
-// was judged against (a precondition's, a finished Run's): the problem's
-// current_version, and for a 412 its ETag; 0 names none. One that names
-// the status it was judged against too (a finished Run) gives the
-// problem's current_status.
+// judged is a domain error naming the version (0: none), and optionally
+// the status, it was judged against: the problem's current_version and
+// current_status, and a 412's ETag.
 type judged interface {
 	error
 	CurrentVersion() int64
 }
 
-// problemFor decides the answer to err. It never returns a body that
-// quotes err itself unless err is an *apiError, whose detail the API
-// wrote. Nil means no rule knows err: a 500.
+// problemFor decides the answer to err, never quoting err unless it is an
+// *apiError. Nil means a 500.
 func problemFor(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
@@ -198,19 +171,13 @@ func problemFor(err error) *apiError {
 	}
 	switch kind {
 	case errs.Invalid:
-		// The API checks every body before a store sees it, so this is
-		// a rule the domain decides (or one the API lacks): still the
-		// client's input.
+		// A domain rule the API's checks lack: still the client's input.
 		if p.code == CodeValidationFailed {
 			p.fields = invalidFields(err)
 		}
 	case errs.InProgress:
-		// Retry-After is a hint of when the answer is likely ready, not
-		// the lease: a preparation or a keyed create is one short
-		// transaction, done in milliseconds, while the lease is the bound
-		// on recovering from a crashed holder. So a retry comes after
-		// inProgressRetryAfter, or sooner when the lease passes sooner;
-		// a client that can wait asks for Prefer: wait instead.
+		// Hint when the answer is likely ready, not the whole lease,
+		// which only bounds recovery from a crashed holder.
 		p.retryAfter = inProgressRetryAfter
 		var inFlight *idempotency.InFlightError
 		if errors.As(err, &inFlight) && inFlight.RetryAfter > 0 {
@@ -226,11 +193,9 @@ func problemFor(err error) *apiError {
 	return p
 }
 
-// invalidFields names the refused fields of an [errs.Invalid] error: those
-// the domain named (errs.FieldsOf: a cursor, a size limit, a stored value),
-// those of a validator it wrapped, or the input as a whole. A validator
-// speaks Go field names, which become the JSON names by the snake_case
-// convention every request type follows.
+// invalidFields names an [errs.Invalid] error's fields: the domain's
+// (errs.FieldsOf), a wrapped validator's (Go names made snake_case), or
+// the whole input.
 func invalidFields(err error) []FieldError {
 	if named := errs.FieldsOf(err); len(named) > 0 {
 		fields := make([]FieldError, 0, min(len(named), maxFieldErrors))
@@ -263,8 +228,7 @@ func snakePath(path string) string {
 	return b.String()
 }
 
-// echoProblems answer the errors echo raises itself (no route, wrong
-// method), by status.
+// echoProblems answer echo's own errors by status.
 var echoProblems = map[int]*apiError{
 	http.StatusNotFound: {status: http.StatusNotFound, code: CodeNotFound, detail: "no such resource"},
 	http.StatusMethodNotAllowed: {status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
@@ -277,9 +241,8 @@ var echoProblems = map[int]*apiError{
 		detail: "a valid bearer token is required"},
 }
 
-// handleError is the echo HTTPErrorHandler: it renders every error as a
-// problem. An error no rule recognises is logged with the request id and
-// answered 500 with nothing of the error in the body.
+// handleError renders every error as a problem; an unrecognised one is
+// logged and answered 500 with nothing of it in the body.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
@@ -302,8 +265,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 				detail: "the server failed to answer; report the request_id if it persists"}
 		}
 	} else if p.status == http.StatusServiceUnavailable || errs.Is(err, errs.Invalid) {
-		// Worth a look: a database in trouble, or a domain rule the API's
-		// own checks do not know yet.
 		s.d.Logger.LogAttrs(context.WithoutCancel(c.Request().Context()), slog.LevelWarn, p.code,
 			slog.String("request_id", reqID), slog.String("error", err.Error()))
 	}
@@ -320,8 +281,7 @@ func (s *Server) writeProblem(c echo.Context, p *apiError, reqID string) {
 		Errors:         p.fields,
 		CurrentVersion: p.currentVersion,
 		CurrentStatus:  p.currentStatus,
-		// Every problem, not only a 500: a client's 409 or 422 is worth
-		// finding in the log too.
+		// Log every problem, not only 500s.
 		RequestID: reqID,
 	}
 	h := c.Response().Header()

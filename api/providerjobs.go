@@ -25,61 +25,47 @@ import (
 	"github.com/searchd/searchd/providerjobs"
 )
 
-// Headers of a provider callback: those of Standard Webhooks
-// (https://www.standardwebhooks.com/).
+// Headers of a provider callback (https://www.standardwebhooks.com/).
 const (
-	// HeaderDeliveryID carries the provider's id of one delivery, the same
-	// on every redelivery: the key a delivery is claimed under, so a
-	// redelivery is recognised. It is signed, so a captured body cannot be
-	// replayed under a fresh id.
+	// HeaderDeliveryID is the delivery's id, the same on redeliveries and
+	// signed; deliveries are claimed under it.
 	HeaderDeliveryID = standardwebhooks.HeaderWebhookID
-	// HeaderTimestamp carries the time the delivery was signed, in unix
-	// seconds. It is signed, and a delivery is accepted only within
-	// [CallbackTolerance] of the server's clock, so a captured delivery
-	// cannot be replayed later.
+	// HeaderTimestamp is the signing time in unix seconds, accepted
+	// within [CallbackTolerance].
 	HeaderTimestamp = standardwebhooks.HeaderWebhookTimestamp
-	// HeaderSignature carries space-separated signatures, each a version,
-	// a comma and the signature. Version v1 is the base64 HMAC-SHA256 of
-	// "<webhook-id>.<webhook-timestamp>.<raw body>" under the provider's
-	// secret; other versions are ignored, and one matching v1 signature
-	// authenticates the delivery (so a provider can rotate its secret).
+	// HeaderSignature holds space-separated "v1,<base64 HMAC-SHA256 of
+	// id.timestamp.body>" entries; one match authenticates, so secrets can
+	// rotate. Other versions are ignored.
 	HeaderSignature = standardwebhooks.HeaderWebhookSignature
 )
 
-// DefaultCallbackMaxBodyBytes is the default limit on a callback body. A
-// callback is a job's status and result; anyone can send one, and its body
-// is held until its signature is checked, so the limit is its own, well
-// below [DefaultMaxBodyBytes].
+// DefaultCallbackMaxBodyBytes is the default callback body limit, well
+// below [DefaultMaxBodyBytes] since the body is buffered unverified.
 const DefaultCallbackMaxBodyBytes = 1 << 20
 
-// CallbackTolerance is how far the webhook-timestamp of a callback may be
-// from the server's clock, either way: the window in which a captured
-// delivery could be re-sent at all. Within it, a re-sent delivery carries
-// its delivery id, which the idempotency plane remembers far longer (the
-// webhook.* retention), so it is a duplicate. Standard Webhooks' value.
+// CallbackTolerance is how far a webhook-timestamp may be from the
+// server's clock, either way. Within it, a replay is caught as a duplicate
+// delivery id.
 const CallbackTolerance = 5 * time.Minute
 
 // signatureVersion starts every signature this server verifies.
 const signatureVersion = "v1"
 
-// Answers of a callback, in its "status" member.
+// Callback answers' "status" values.
 const (
 	callbackAccepted = "accepted"
 	callbackDropped  = "dropped"
-	// callbackQueued: stored in the inbox, applied later by the applier.
+	// callbackQueued: stored in the inbox, applied later.
 	callbackQueued = "queued"
 )
 
-// callbackPath returns the path a provider calls back on about job: the
-// provider's name and searchd's id of the job, which only the job's
-// organization learns (a provider job id may be registered by several
-// organizations, each for a job of its own).
+// callbackPath returns job's callback path, named by searchd's job id
+// because several organizations may register one provider job id.
 func callbackPath(job *providerjobs.Job) string {
 	return "/v1/callbacks/" + job.Provider + "/jobs/" + job.ID.String()
 }
 
-// providerJobResponse is a job as the API shows it: with the callback path
-// the caller hands to the provider.
+// providerJobResponse is a job with its callback path.
 type providerJobResponse struct {
 	*providerjobs.Job
 	CallbackPath string `json:"callback_path"`
@@ -89,13 +75,10 @@ func jobResponse(job *providerjobs.Job) providerJobResponse {
 	return providerJobResponse{Job: job, CallbackPath: callbackPath(job)}
 }
 
-// answerJob answers job with its callback path, 200.
+// answerJob answers 200 with job and its callback path.
 func answerJob(c echo.Context, job *providerjobs.Job) error { return answerOK(c, jobResponse(job)) }
 
-// providerSecrets validates the provider secrets of [Deps] and returns a
-// copy of them, so a caller changing its map later changes nothing here. A
-// secret is used as its raw bytes: the HMAC key of the provider's
-// signatures.
+// providerSecrets validates Deps.ProviderSecrets and returns a copy.
 func providerSecrets(in map[string][]byte) (map[string][]byte, error) {
 	out := make(map[string][]byte, len(in))
 	for name, secret := range in {
@@ -110,28 +93,18 @@ func providerSecrets(in map[string][]byte) (map[string][]byte, error) {
 	return out, nil
 }
 
-// registerProviderJobRequest is the body of POST /v1/provider-jobs. The
-// struct rules bound the sizes; registerProviderJob checks the shapes.
+// registerProviderJobRequest is the body of POST /v1/provider-jobs.
 type registerProviderJobRequest struct {
 	RunID         string `json:"run_id" validate:"required,max=100"`
 	Provider      string `json:"provider" validate:"required,max=100"`
 	ProviderJobID string `json:"provider_job_id" validate:"required,max=255"`
 }
 
-// registerProviderJob registers a job for a Run of the caller's
-// organization: 201 with the job and its callback_path, which the caller
-// hands to the provider. The provider must be one this server holds a
-// callback secret for: a job whose callbacks could never be authenticated
-// would never move, and nothing would say why.
-//
-// A registration is safe to retry: the same provider job id registered
-// again by the organization for the same Run answers 200 with the job as
-// it is now (Location names it too); for another Run, 409
-// already_registered, with nothing written: a provider's job id names one
-// job of an organization. Another organization's jobs play no part: it may
-// register the same id, gets its own job (201), and no answer tells either
-// whether the other holds it. A body that fails the checks is 400
-// validation_failed; a Run the organization does not have is 404.
+// registerProviderJob answers 201 with the job and its callback_path. The
+// provider must have a configured secret, or its callbacks could never be
+// verified. Re-registering the same id for the same Run answers 200; for
+// another Run, 409 already_registered. Other organizations' jobs are
+// invisible. Bad input is 400 validation_failed; an unknown Run 404.
 func (s *Server) registerProviderJob(c echo.Context) error {
 	key, hasKey, err := s.optionalKey(c)
 	if err != nil {
@@ -167,10 +140,7 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 		created, replayed bool
 	)
 	if hasKey {
-		// On the plane: the first request with the key registers (201, or
-		// 200 when the job was registered for the Run before, as without
-		// a key); a repeat answers the job it registered, 200 with
-		// Idempotent-Replayed, whatever has been registered since.
+		// A repeat of the key replays its first answer's job.
 		job, created, replayed, err = s.d.ProviderJobs.RegisterOnce(c.Request().Context(), org, key, params)
 	} else {
 		job, created, err = s.d.ProviderJobs.Register(c.Request().Context(), org, params)
@@ -182,17 +152,14 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	return c.JSON(keyedStatus(c, created, replayed), jobResponse(job))
 }
 
-// answerDrops answers the deliveries of a job that were dropped
-// (duplicate, hash_mismatch, job_mismatch), newest first: the audit the
-// drops table keeps, readable by the job's organization alone.
+// answerDrops answers a job's dropped deliveries, newest first.
 func answerDrops(c echo.Context, drops []providerjobs.Drop) error {
 	return answerOK(c, struct {
 		Items []providerjobs.Drop `json:"items"`
 	}{drops})
 }
 
-// callbackAnswer is the body of every callback a provider signed: accepted,
-// or dropped with its reason. Both are acknowledgements.
+// callbackAnswer is the body of every signed callback's 200.
 type callbackAnswer struct {
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
@@ -213,58 +180,22 @@ var (
 		detail: "the webhook-id header must be one value of 1 to 255 bytes of UTF-8 without control characters"}
 )
 
-// receiveCallback takes a provider's callback about one of its jobs, on
-// the path its registration's callback_path names. It is not behind the
-// bearer token: the provider authenticates with Standard Webhooks
-// signatures. The checks run in this order, and only a delivery that
-// passes the signature can leave a trace; every refusal below records
-// nothing. Everything up to the body is decided on the path and the
-// headers alone, before a byte of the body is read: anyone can send a
-// callback, so refusing a stranger costs no memory or work in proportion
-// to what the stranger sends.
+// receiveCallback handles a provider's signed callback. Headers are
+// checked before any body byte is read, so a stranger costs nothing, and
+// no refusal records anything. In order:
 //
-//   - an unknown provider; a webhook-signature that is missing, repeated,
-//     or holds no well-formed v1 signature (v1, a comma, the base64 of 32
-//     bytes); a webhook-timestamp that is missing, repeated or not unix
-//     seconds: 401 unauthorized;
-//   - a webhook-timestamp more than [CallbackTolerance] from the server's
-//     clock, either way: 401 unauthorized, with a detail that says so. A
-//     captured delivery cannot be re-sent after the window, and within it
-//     its delivery id makes it a duplicate;
-//   - a missing webhook-id: 400 missing_delivery_id; a repeated one, or
-//     one that cannot be a claim key: 400 invalid_delivery_id. A delivery
-//     without an id cannot be told from its redeliveries, so it cannot be
-//     applied safely; and the id is checked before the signature because
-//     the signature covers it;
-//   - the body is read with the callback's own limit
-//     (Deps.CallbackMaxBodyBytes): a declared length beyond it is refused
-//     before a byte is read, and a body of unknown length after the
-//     limit and one byte, 413 payload_too_large. The HMAC is computed as
-//     the body streams in, and the body is parsed only if one v1
-//     signature equals it, compared in constant time; else 401
-//     unauthorized;
-//   - a body that is not a JSON object: 400 malformed_json; one whose
-//     job_id, status or result have the wrong shape: 400
-//     validation_failed. Members beyond those three are ignored, so a
-//     provider may add some without breaking its deliveries. The
-//     Content-Type is not checked: the signature, not the label,
-//     vouches for the bytes;
-//   - then it takes a seat in the admission queue, charged to the
-//     provider (package fairq): refused one, it answers 429 rate_limited
-//     with Retry-After, having stored nothing, and the provider redelivers;
-//   - then the delivery is processed (see package providerjobs): it is
-//     landed in the inbox and committed before any answer, then applied.
-//     The path's job_id names the job (searchd's id of it), and the
-//     body's job_id must be the provider's id registered for it. The
-//     answer is 200 {"status": "accepted"}, 200 {"status": "queued"}
-//     (stored, and applied once by the applier) or 200 {"status":
-//     "dropped", "reason": ...} (a path naming no job of the provider
-//     drops as unknown_job, a body naming another provider job id as
-//     job_mismatch, neither stored in the inbox). Every 200 means the delivery is durable. A
-//     duplicate is not an error to the provider, and a 5xx would make it
-//     retry a delivery that was handled. A database that cannot be
-//     reached answers 503 unavailable with Retry-After, so the provider
-//     redelivers; nothing was stored then.
+//   - unknown provider, bad webhook-signature or webhook-timestamp: 401;
+//     a timestamp outside [CallbackTolerance]: 401 saying so;
+//   - missing webhook-id: 400 missing_delivery_id; repeated or not a
+//     valid claim key: 400 invalid_delivery_id;
+//   - body over Deps.CallbackMaxBodyBytes: 413; no matching v1 signature
+//     (HMAC computed while streaming, compared in constant time): 401;
+//   - not a JSON object: 400 malformed_json; bad job_id, status or
+//     result: 400 validation_failed (other members are ignored);
+//   - no fair-queue seat for the provider: 429 with Retry-After;
+//   - otherwise 200 accepted, queued or dropped with a reason: every 200
+//     means durable, since a 5xx would make the provider retry a handled
+//     delivery. An unreachable database answers 503 with nothing stored.
 func (s *Server) receiveCallback(c echo.Context) error {
 	provider := pathParam(c, "provider")
 	secret, known := s.d.ProviderSecrets[provider]
@@ -293,9 +224,7 @@ func (s *Server) receiveCallback(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	// A seat, charged to the provider's flow, once the signature holds:
-	// a forged callback never takes one, and a flood of genuine ones
-	// waits its turn beside the organizations' requests.
+	// Only a verified callback takes a seat, charged to its provider.
 	seat, err := s.acquire(ctx, fairq.Flow{Kind: fairq.KindProvider, Name: provider}, 1)
 	if err != nil {
 		return err
@@ -325,9 +254,8 @@ func (s *Server) receiveCallback(c echo.Context) error {
 	return c.JSON(http.StatusOK, callbackAnswer{Status: callbackDropped, Reason: string(out.Reason)})
 }
 
-// pathParam returns the path parameter name, unescaped. Echo matches on the
-// escaped path when the path holds an escape its decoded form would lose
-// (an encoded slash, "%2F"), and then hands the parameter out escaped.
+// pathParam returns the path parameter name unescaped: echo hands it out
+// escaped when the path holds an escape such as "%2F".
 func pathParam(c echo.Context, name string) string {
 	v := c.Param(name)
 	if c.Request().URL.RawPath == "" {
@@ -339,9 +267,8 @@ func pathParam(c echo.Context, name string) string {
 	return v
 }
 
-// signatureHeader returns the one webhook-signature of h, trimmed, or
-// false unless it holds a well-formed v1 signature ([HeaderSignature]);
-// entries of other versions are ignored.
+// signatureHeader returns h's single webhook-signature, trimmed, or false
+// unless it holds a well-formed v1 entry.
 func signatureHeader(h http.Header) (string, bool) {
 	values := h.Values(HeaderSignature)
 	if len(values) != 1 {
@@ -360,11 +287,9 @@ func signatureHeader(h http.Header) (string, bool) {
 	return "", false
 }
 
-// timestampHeader returns the webhook-timestamp of h, or errBadTimestamp
-// unless there is exactly one, a non-negative count of unix seconds in
-// decimal without a sign or leading zeros (the text is signed, so it must
-// read back as itself), or errStaleTimestamp when it is more than
-// [CallbackTolerance] from the server's clock.
+// timestampHeader returns h's single webhook-timestamp: canonical decimal
+// unix seconds (the text is signed), else errBadTimestamp; outside
+// [CallbackTolerance], errStaleTimestamp.
 func (s *Server) timestampHeader(h http.Header) (string, error) {
 	values := h.Values(HeaderTimestamp)
 	if len(values) != 1 {
@@ -376,8 +301,7 @@ func (s *Server) timestampHeader(h http.Header) (string, error) {
 		return "", errBadTimestamp
 	}
 	now := s.d.Now()
-	// Compared in seconds: a time.Duration cannot hold every int64 of
-	// seconds, and an absurd timestamp must not overflow into the window.
+	// Compare in seconds so an absurd timestamp cannot overflow a Duration.
 	limit := int64(CallbackTolerance / time.Second)
 	if d := now.Unix() - secs; d > limit || d < -limit {
 		return "", errStaleTimestamp
@@ -385,9 +309,8 @@ func (s *Server) timestampHeader(h http.Header) (string, error) {
 	return v, nil
 }
 
-// deliveryIDHeader returns the webhook-id of h, or errDeliveryIDMissing
-// or errDeliveryIDInvalid. The id becomes a claim key, so the plane's rule
-// for keys decides what is valid.
+// deliveryIDHeader returns h's webhook-id, which must be a valid claim
+// key, or errDeliveryIDMissing or errDeliveryIDInvalid.
 func deliveryIDHeader(h http.Header) (string, error) {
 	values := h.Values(HeaderDeliveryID)
 	switch {
@@ -403,17 +326,9 @@ func deliveryIDHeader(h http.Header) (string, error) {
 	return id, nil
 }
 
-// readSignedBody returns the callback body of c when one v1 signature of
-// sig is its HMAC under secret ([HeaderSignature]), fed as the body is
-// read; else the 413 of the callback limit (a declared length over it
-// before reading) or errBadSignature.
-//
-// This is Standard Webhooks' verification, done here rather than by the
-// reference library, whose Verify takes the whole body and copies it
-// again into the signed message: streamed, the only buffer is the body
-// itself, sized by its declared length, which the limit bounds, charged to
-// the budget of bodies awaiting their signature and bounded in time (see
-// readCallbackBody: 503 when either is spent).
+// readSignedBody returns c's body when a v1 entry of sig matches its
+// HMAC, else a 413 or errBadSignature. It streams the HMAC rather than
+// using the reference library, which copies the whole body again.
 func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, sig string) ([]byte, error) {
 	r := c.Request()
 	if r.ContentLength > s.d.CallbackMaxBodyBytes {
@@ -428,8 +343,6 @@ func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, s
 		if body, charged, err = s.readCallbackBody(c, mac); err != nil {
 			return nil, err
 		}
-		// Checked, the body is the provider's or refused: either way it
-		// no longer awaits its signature.
 		defer s.callbackBodies.give(charged)
 	}
 	if !signatureMatches(sig, mac.Sum(nil)) {
@@ -438,16 +351,14 @@ func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, s
 	return body, nil
 }
 
-// signatureMatches reports whether one v1 entry of the webhook-signature
-// sig is the standard base64 of mac, compared in constant time.
+// signatureMatches reports whether a v1 entry of sig is base64(mac).
 func signatureMatches(sig string, mac []byte) bool {
 	var want [44]byte // base64 of an HMAC-SHA256
 	base64.StdEncoding.Encode(want[:], mac)
 	matched := false
 	for entry := range strings.SplitSeq(sig, " ") {
 		version, got, ok := strings.Cut(entry, ",")
-		// Every entry is compared, so the time taken says nothing about
-		// which one matched.
+		// Compare every entry, so timing does not reveal which matched.
 		if ok && version == signatureVersion && hmac.Equal([]byte(got), want[:]) {
 			matched = true
 		}
@@ -455,12 +366,9 @@ func signatureMatches(sig string, mac []byte) bool {
 	return matched
 }
 
-// parseCallbackBody reads a verified callback body: a JSON object with
-// job_id (a string), status (running, succeeded or failed) and result (an
-// object; absent or null for none). Member names match exactly; other
-// members are ignored. The whole body must still pass the checks every
-// body of this API does (UTF-8, one value, no duplicate names, no NUL, a
-// bounded depth), because result is stored as jsonb.
+// parseCallbackBody reads a verified body's job_id, status and optional
+// result object, by exact names. The body still passes the API's usual
+// JSON checks, since result is stored as jsonb.
 func parseCallbackBody(buf []byte) (providerjobs.Update, error) {
 	if len(bytes.TrimSpace(buf)) == 0 {
 		return providerjobs.Update{}, malformedJSON("the request body is empty; a callback is a JSON object")
@@ -495,8 +403,7 @@ func parseCallbackBody(buf []byte) (providerjobs.Update, error) {
 	return u, nil
 }
 
-// stringMember decodes the required, non-empty string member name of m
-// into dst, or names what is wrong with it.
+// stringMember decodes the required non-empty string m[name] into dst.
 func stringMember(m map[string]json.RawMessage, name string, dst *string) *FieldError {
 	raw, ok := m[name]
 	if !ok || string(bytes.TrimSpace(raw)) == "null" {

@@ -12,15 +12,12 @@ import (
 	"github.com/searchd/searchd/runs"
 )
 
-// Dispatches reads the hand-off of Runs to the runtime; a *dispatch.Store
-// has it.
+// Dispatches reads Runs' hand-offs to the runtime; a *dispatch.Store is one.
 type Dispatches interface {
 	Get(ctx context.Context, org, runID uuid.UUID) (*dispatch.Dispatch, error)
 }
 
-// statusReportRequest is the body of PUT /v1/runs/{id}/status: the status
-// to set, with a succeeded Run's result reference or a failed or cancelled
-// Run's error.
+// statusReportRequest is the body of PUT /v1/runs/{id}/status.
 type statusReportRequest struct {
 	Status    string             `json:"status"`
 	ResultRef *string            `json:"result_ref"`
@@ -32,12 +29,9 @@ type statusReportError struct {
 	Message *string `json:"message"`
 }
 
-// reportRunStatus is PUT /v1/runs/{id}/status, for a runtime credential of
-// the Run's organization: the report sets the Run's status when it moves
-// the Run forward, and answers the Run either way (200). The same report
-// twice answers the same Run, version and timestamps included; a report
-// that would change a finished Run is 409 run_finished. Another
-// organization's Run is 404, as everywhere.
+// reportRunStatus applies a runtime's report when it moves the Run
+// forward and answers the Run, 200; a repeat answers the same Run. A
+// change to a finished Run is 409 run_finished.
 func (s *Server) reportRunStatus(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -86,20 +80,13 @@ func runWithDispatch(run *runs.Run, d *dispatch.Dispatch) ([]byte, error) {
 
 // cancelRequest is the optional body of POST /v1/runs/{id}/cancel.
 type cancelRequest struct {
-	// Reason says why, for a person: at most runs.MaxCancelReasonLen
-	// characters, recorded and sent to the runtime.
+	// Reason is at most runs.MaxCancelReasonLen characters.
 	Reason string `json:"reason"`
 }
 
-// cancelRun is POST /v1/runs/{id}/cancel, for a user of the Run's
-// organization: a Run not yet handed to the runtime is cancelled at once
-// and never dispatched; a Run the runtime has gets a cancel request sent
-// to the runtime and stays as it is until the runtime reports it (its
-// cancel_requested_at says the request is recorded). Either way the answer
-// is 200 with the Run. Idempotent: a Run cancelled already, or whose
-// cancel was requested already, answers as it is and nothing is sent
-// again. A Run that succeeded or failed is 409 run_finished; another
-// organization's Run is 404; a body that is not the cancel's is 400.
+// cancelRun cancels an undispatched Run at once, or records a cancel
+// request for the runtime, and answers 200 with the Run; it is
+// idempotent. A succeeded or failed Run is 409 run_finished.
 func (s *Server) cancelRun(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {

@@ -8,25 +8,12 @@ import (
 	"github.com/searchd/searchd/servicekeys"
 )
 
-// Who opens which route. Every /v1 route names its access when it is
-// registered (server.go), through one of the middlewares below, each of
-// which authenticates first:
-//
-//   - [Server.open] of a scope: an organization's user token (any role but
-//     runtime), and a service key that carries the scope.
-//   - [Server.openRuntime]: the runtime's route, PUT /v1/runs/{id}/status:
-//     a runtime credential (an HS256 token with the role claim "runtime",
-//     `searchd token --runtime`) or a service key with runs:report. An
-//     organization's user token is refused there: a user cannot forge a
-//     Run's outcome.
-//   - [Server.openKeyAdmin]: the management of service keys: an
-//     organization's admin or an operator naming the organization. No
-//     service key opens it, whatever its scopes: a leaked key cannot mint
-//     itself successors or revoke the keys that would replace it.
-//
-// A runtime credential opens the status route alone. A key of one
-// organization opens that organization's records alone: its principal
-// names its organization, as a token's does, and every store reads by it.
+// Every /v1 route names its access in server.go with one of the
+// middlewares below, each authenticating first: [Server.open] (user tokens
+// and keys with the scope), [Server.openRuntime] (runtime credentials and
+// runs:report keys; a user cannot forge a Run's outcome) and
+// [Server.openAdmin] (admins and operators; no service key, so a leaked
+// key cannot mint successors).
 
 // insufficientScopeChallenge is the WWW-Authenticate of a 403
 // insufficient_scope (RFC 6750 §3).
@@ -53,8 +40,7 @@ func errScope(scope servicekeys.Scope) error {
 		challenge: insufficientScopeChallenge}
 }
 
-// open admits an organization's user token (a runtime credential is
-// refused) and a service key that carries scope.
+// open admits a user token (not a runtime's) or a key with scope.
 func (s *Server) open(scope servicekeys.Scope) echo.MiddlewareFunc {
 	return s.allow(func(c echo.Context) error {
 		if k, ok := serviceKey(c); ok {
@@ -70,8 +56,7 @@ func (s *Server) open(scope servicekeys.Scope) echo.MiddlewareFunc {
 	})
 }
 
-// openRuntime admits a runtime credential and a service key with
-// runs:report, and refuses every other caller.
+// openRuntime admits a runtime credential or a runs:report key.
 func (s *Server) openRuntime() echo.MiddlewareFunc {
 	return s.allow(func(c echo.Context) error {
 		if k, ok := serviceKey(c); ok {
@@ -87,9 +72,7 @@ func (s *Server) openRuntime() echo.MiddlewareFunc {
 	})
 }
 
-// openAdmin admits an organization's admin and an operator (who, on a
-// /v1 route, names an organization), and refuses every other caller: the
-// routes of the organization's service keys and webhook endpoints.
+// openAdmin admits an organization's admin or an operator naming it.
 func (s *Server) openAdmin() echo.MiddlewareFunc {
 	return s.allow(func(c echo.Context) error {
 		if _, ok := serviceKey(c); ok {
@@ -105,8 +88,7 @@ func (s *Server) openAdmin() echo.MiddlewareFunc {
 	})
 }
 
-// allow is authenticate, then check, which returns the refusal of the
-// authenticated caller or nil.
+// allow authenticates, then returns check's refusal, if any.
 func (s *Server) allow(check func(c echo.Context) error) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return s.authenticate(func(c echo.Context) error {

@@ -17,7 +17,7 @@ import (
 type Schedules interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*schedule.Schedule, error)
 	Set(ctx context.Context, org, id uuid.UUID, p schedule.SetParams) (sc *schedule.Schedule, created bool, err error)
-	// SetOnce sets once per Idempotency-Key, claimed on plane.
+	// SetOnce sets once per Idempotency-Key.
 	SetOnce(ctx context.Context, plane *idempotency.Service, org, id uuid.UUID, key string, p schedule.SetParams) (sc *schedule.Schedule, created, replayed bool, err error)
 	Pause(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (*schedule.Schedule, error)
 	Resume(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (*schedule.Schedule, error)
@@ -25,8 +25,7 @@ type Schedules interface {
 	Occurrences(ctx context.Context, org, id uuid.UUID, p schedule.ListParams) ([]schedule.Occurrence, string, error)
 }
 
-// scheduleRequest is the body of a schedule set. start_at is an RFC 3339
-// time, read here; schedule.SetParams decides every rule.
+// scheduleRequest is the body of a schedule set.
 type scheduleRequest struct {
 	IntervalSeconds *int64  `json:"interval_seconds"`
 	Cron            *string `json:"cron"`
@@ -54,16 +53,13 @@ func (r scheduleRequest) params() (schedule.SetParams, error) {
 	return p, nil
 }
 
-// answerSchedule answers sc with status and its ETag (its version, as a
-// saved search's is).
+// answerSchedule answers sc with status and its version's ETag.
 func answerSchedule(c echo.Context, status int, sc *schedule.Schedule) error {
 	c.Response().Header().Set(HeaderETag, etag(sc.Version))
 	return c.JSON(status, sc)
 }
 
-// scheduleIfMatch is [ifMatch] for a schedule, where "*" is a
-// precondition too: a schedule must exist (a set with If-Match: * never
-// creates one).
+// scheduleIfMatch is [ifMatch] where "*" requires the schedule to exist.
 func scheduleIfMatch(h http.Header) func(int64) bool {
 	return ifMatchOr(h, func(int64) bool { return true })
 }
@@ -76,11 +72,8 @@ func answerScheduleOK(c echo.Context, sc *schedule.Schedule) error {
 	return answerSchedule(c, http.StatusOK, sc)
 }
 
-// setSchedule creates (201) or replaces (200) a saved search's schedule;
-// the same values again change nothing. If-Match makes it conditional on
-// the schedule's version (and on there being one); an Idempotency-Key
-// makes it run once per key, a repeat answering the schedule as it is
-// now, 200 with Idempotent-Replayed.
+// setSchedule creates (201) or replaces (200) a schedule, honouring
+// If-Match and Idempotency-Key.
 func (s *Server) setSchedule(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -125,9 +118,7 @@ func (s *Server) setSchedule(c echo.Context) error {
 	return answerSchedule(c, keyedStatus(c, created, replayed), sc)
 }
 
-// MaxOccurrencePageBytes is the ceiling of an occurrence list answer: 200
-// occurrences of bounded fields (ids, times, a status and a reason of at
-// most 64 bytes), well under 512 bytes each.
+// MaxOccurrencePageBytes is the ceiling of an occurrence list answer.
 const MaxOccurrencePageBytes = 128 << 10
 
 // listOccurrences lists a saved search's occurrences, latest due first.

@@ -1,35 +1,21 @@
-// Package api is the HTTP edge of searchd: JSON over HTTP with echo, the
-// routes of the saved-search surface, Run starts and reads, health checks
-// and the OpenAPI document that describes them (openapi.json, served at
-// GET /openapi.json).
+// Package api is searchd's HTTP edge: JSON routes for saved searches, Run
+// starts and reads, provider callbacks, health checks, and the OpenAPI
+// document served at GET /openapi.json. See docs/api.md.
 //
-// The package decides what the domain packages cannot: who the caller is
-// (a bearer token that package auth verifies; the organization comes from
-// the token and from nowhere else; a runtime reports Run status with a
-// runtime credential of its own, see runtime_auth.go; a provider callback
-// is authenticated by a Standard Webhooks signature over its delivery id,
-// timestamp and body instead, see providerjobs.go), what a well-formed request is
-// (the Idempotency-Key header, JSON bodies, field rules), and how every
-// outcome reads on the wire. Errors are RFC 9457 problem documents with a
-// machine code; the one table that turns domain errors into statuses is in
-// problem.go, keyed by the kinds of package errs, and the code and detail
-// of a domain error are the ones it carries. No input of any shape is
-// meant to produce a 500: a 500 is a bug, logged with the request id the
-// response carries.
+// The package authenticates callers (bearer tokens via package auth, the
+// organization taken from the token alone; service keys; a runtime
+// credential, runtime_auth.go; Standard Webhooks signatures on provider
+// callbacks, providerjobs.go), validates requests, and renders every
+// outcome. Errors are RFC 9457 problem documents; problem.go maps the
+// kinds of package errs to statuses in one table. A 500 is a bug, logged
+// with the request id.
 //
-// The package knows no database: the stores translate their driver's
-// errors into kinds (internal/dberr), keyed creates run their transaction
-// in their domain package, and readiness is a function the binary hands in
-// (Deps.Ready, internal/readiness). Request bodies are the package's own
-// types; the domain packages decide the rules of what they carry, and the
-// handlers turn a domain refusal into the fields of a validation_failed.
+// The package knows no database: stores translate driver errors into
+// kinds (internal/dberr) and readiness is a function handed in.
 //
-// Identifiers in paths are UUIDs; a provider callback's path also names
-// the provider. A path id that is not a UUID names no resource, so it
-// answers 404 not_found like an id of another organization (on a callback,
-// which is always acknowledged, it drops as unknown_job); a malformed id in
-// a query parameter answers 400 validation_failed, because there the
-// client sent a filter, not a name.
+// A path id that is not a UUID answers 404 like another organization's id
+// (on a callback, an unknown_job drop); a malformed id in a query
+// parameter answers 400 validation_failed.
 package api
 
 import (
@@ -57,11 +43,10 @@ import (
 	"github.com/searchd/searchd/snapshot"
 )
 
-// SavedSearches is what the API needs of the saved-search store; a
-// *savedsearch.Store has it.
+// SavedSearches is the saved-search store; a *savedsearch.Store is one.
 type SavedSearches interface {
 	Create(ctx context.Context, org uuid.UUID, p savedsearch.CreateParams) (*savedsearch.SavedSearch, error)
-	// CreateOnce creates once per Idempotency-Key, claimed on plane.
+	// CreateOnce creates once per Idempotency-Key.
 	CreateOnce(ctx context.Context, plane *idempotency.Service, org uuid.UUID, key string, p savedsearch.CreateParams) (ss *savedsearch.SavedSearch, created bool, err error)
 	// GetAny reads a live or an archived saved search.
 	GetAny(ctx context.Context, org, id uuid.UUID) (*savedsearch.SavedSearch, error)
@@ -70,29 +55,24 @@ type SavedSearches interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*savedsearch.SavedSearch, error)
 	List(ctx context.Context, org uuid.UUID, p savedsearch.ListParams) ([]savedsearch.Summary, string, error)
 	Update(ctx context.Context, org, id uuid.UUID, p savedsearch.UpdateParams) (*savedsearch.SavedSearch, error)
-	// UpdateFunc applies the change computed from the saved search as
-	// stored, under its row lock (a merge patch).
+	// UpdateFunc applies change to the stored row under its lock.
 	UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool,
 		change func(cur *savedsearch.SavedSearch) (savedsearch.UpdateParams, error)) (*savedsearch.SavedSearch, error)
 }
 
-// Snapshots is what the API needs of the snapshot store; a *snapshot.Store
-// has it.
+// Snapshots is the snapshot store; a *snapshot.Store is one.
 type Snapshots interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*snapshot.Snapshot, error)
 	ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID, p snapshot.ListParams) ([]snapshot.ListItem, string, error)
 }
 
-// Runs is what the API needs of the Run store; a *runs.Store has it.
+// Runs is the Run store; a *runs.Store is one.
 type Runs interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*runs.Run, error)
 	List(ctx context.Context, org uuid.UUID, p runs.ListParams) ([]runs.ListItem, string, error)
-	// Report applies a runtime's status report.
 	Report(ctx context.Context, org, id uuid.UUID, r runs.StatusReport) (*runs.Run, bool, error)
-	// Cancel cancels a Run, or asks its runtime to.
 	Cancel(ctx context.Context, org, id uuid.UUID, c runs.CancelRequest) (*runs.Run, error)
-	// Version and Events are what a Run's event stream reads
-	// (runstream.Source).
+	// Version and Events make it a runstream.Source.
 	Version(ctx context.Context, org, id uuid.UUID) (int64, string, error)
 	Events(ctx context.Context, org, id uuid.UUID, after int64) ([]runs.Event, error)
 }
@@ -108,9 +88,7 @@ type Starter interface {
 type ProviderJobs interface {
 	Register(ctx context.Context, org uuid.UUID, p providerjobs.RegisterParams) (job *providerjobs.Job, created bool, err error)
 	Get(ctx context.Context, org, id uuid.UUID) (*providerjobs.Job, error)
-	// RegisterOnce registers once per Idempotency-Key.
 	RegisterOnce(ctx context.Context, org uuid.UUID, key string, p providerjobs.RegisterParams) (job *providerjobs.Job, created, replayed bool, err error)
-	// ListDrops reads the dropped deliveries of a job.
 	ListDrops(ctx context.Context, org, id uuid.UUID) ([]providerjobs.Drop, error)
 	Receive(ctx context.Context, d providerjobs.Delivery) (providerjobs.Outcome, error)
 }
@@ -123,125 +101,87 @@ type Deps struct {
 	Runs          Runs
 	Starter       Starter
 	ProviderJobs  ProviderJobs
-	// Dispatches reads each Run's hand-off to the runtime, which GET
-	// /v1/runs/{id} shows. Required.
+	// Dispatches reads each Run's hand-off to the runtime. Required.
 	Dispatches Dispatches
-	// Schedules serves the schedules of saved searches and their
-	// occurrences; nil serves none of those routes.
+	// Schedules serves schedules and occurrences; nil disables them.
 	Schedules Schedules
-	// ServiceKeys verifies service keys (bearer tokens sdk_...) and
-	// serves their management (/v1/service-keys); nil serves none of
-	// those routes and refuses every service key.
+	// ServiceKeys verifies and manages service keys; nil disables the
+	// routes and refuses every key.
 	ServiceKeys ServiceKeys
-	// Webhooks serves the organization's webhook endpoints and their
-	// deliveries; nil serves none of those routes.
+	// Webhooks serves webhook endpoints and deliveries; nil disables them.
 	Webhooks Webhooks
-	// ProviderSecrets maps each provider name to the secret its callbacks
-	// are signed with (Standard Webhooks v1: HMAC-SHA256 over the delivery
-	// id, timestamp and body), used as these raw bytes. Names must pass
-	// providerjobs.ValidateProvider and secrets must not be empty. A
-	// callback from a provider missing here answers 401; nil allows none.
+	// ProviderSecrets maps provider names (providerjobs.ValidateProvider)
+	// to their non-empty Standard Webhooks signing secrets, raw bytes. An
+	// unlisted provider's callback answers 401.
 	ProviderSecrets map[string][]byte
-	// Verifier verifies bearer tokens (an *auth.Verifier: HS256 tokens
-	// of the server's secret, a provider's access tokens, or both).
-	// Required.
+	// Verifier verifies bearer tokens (an *auth.Verifier). Required.
 	Verifier Verifier
-	// Logger receives the access log and the errors; nil discards them.
-	// Every line about a request carries its request_id.
+	// Logger receives the access log and errors; nil discards them.
 	Logger *slog.Logger
-	// Metrics counts every request and is served at GET /metrics; share
-	// it with the plane's and the provider jobs' observers so their
-	// counts are on the same page (and watch the pool there: the API has
-	// none). Nil makes a private one with the HTTP metrics and the Go and
-	// process collectors.
+	// Metrics is served at GET /metrics; share it with the other
+	// observers. Nil makes a private one.
 	Metrics *telemetry.Metrics
-	// TracerProvider, when set, makes a span of every request, named
-	// after its route, with the claim outcome on a start's. Nil (the
-	// default) traces nothing and adds nothing to a request.
+	// TracerProvider, when set, traces every request; nil adds nothing.
 	TracerProvider trace.TracerProvider
-	// Now is the clock tokens expire by and callback timestamps are
-	// checked against ([CallbackTolerance]); nil is time.Now.
+	// Now is the clock for callback timestamps; nil is time.Now.
 	Now func() time.Time
 	// MaxBodyBytes limits request bodies; zero is [DefaultMaxBodyBytes].
 	MaxBodyBytes int64
-	// CallbackMaxBodyBytes limits the body of a provider callback, which
-	// anyone can send: it is buffered (to be parsed and stored once its
-	// signature holds), so its limit is its own and small. Zero is
-	// [DefaultCallbackMaxBodyBytes], or MaxBodyBytes when that is lower;
-	// more than MaxBodyBytes is an error.
+	// CallbackMaxBodyBytes limits an unauthenticated callback body, which
+	// is buffered until its signature is checked. Zero is
+	// [DefaultCallbackMaxBodyBytes] capped at MaxBodyBytes; more than
+	// MaxBodyBytes is an error.
 	CallbackMaxBodyBytes int64
-	// CallbackBodyBudget bounds the bytes that callback bodies awaiting
-	// their signature check hold together (a body is charged its buffer
-	// before a byte is read); a body it cannot take answers 503
-	// unavailable with Retry-After at once, unread. Bodies over 64 KiB
-	// share three quarters of it, so small deliveries still get in while
-	// large ones hold the rest. Zero is [DefaultCallbackBodyBudget]; it
-	// must be at least twice the callback limit.
+	// CallbackBodyBudget bounds the bytes all unverified callback bodies
+	// hold together; a body over budget answers 503 unread. Bodies over
+	// 64 KiB share three quarters of it. Zero is
+	// [DefaultCallbackBodyBudget]; it must be at least twice the callback
+	// limit.
 	CallbackBodyBudget int64
-	// CallbackBodyTimeout is how long a callback body may take to arrive,
-	// from the end of its headers; a slower one answers 503 unavailable
-	// and gives its share of the budget back. Zero is
-	// [DefaultCallbackBodyTimeout].
+	// CallbackBodyTimeout bounds a callback body's arrival after its
+	// headers (else 503). Zero is [DefaultCallbackBodyTimeout].
 	CallbackBodyTimeout time.Duration
-	// BodyTimeout is how long a request body may take to arrive, from the
-	// end of its headers: the body is read whole before the request takes
-	// a seat, so a slow sender holds none; a slower one answers 503
-	// unavailable. Zero is [DefaultBodyTimeout].
+	// BodyTimeout bounds a request body's arrival after its headers
+	// (else 503); bodies are read before taking a seat. Zero is
+	// [DefaultBodyTimeout].
 	BodyTimeout time.Duration
-	// MaxPreferWait is the longest Prefer: wait=N a saved-search start
-	// honours, in whole seconds, at most [PreferWaitLimit]; a longer
-	// N is cut to it. Zero (the default) ignores the preference: set it
+	// MaxPreferWait caps the Prefer: wait=N a saved-search start honours,
+	// in whole seconds up to [PreferWaitLimit]. Zero ignores it; set it
 	// only when Starter can wait (admission.Config.Hub).
 	MaxPreferWait time.Duration
-	// Plane is the idempotency plane keyed saved-search creates claim
-	// their Idempotency-Key on; give the same plane as the Starter's so
-	// its observer counts every claim. Nil answers every keyed create 500.
+	// Plane is the idempotency service keyed saved-search creates claim
+	// on; share the Starter's. Nil answers every keyed create 500.
 	Plane *idempotency.Service
-	// CORSOrigins are the origins (scheme://host[:port]) a browser page
-	// may call the API from: their preflights are answered without a
-	// token and their answers carry Access-Control-Allow-Origin and expose
-	// the headers a UI reads. Empty (the default) allows no other origin;
-	// "*" allows every origin.
+	// CORSOrigins are the browser origins (scheme://host[:port]) allowed
+	// to call the API; "*" allows all, empty none.
 	CORSOrigins []string
-	// Ready is the readiness check of /readyz: it returns nil when the
-	// service can take traffic (the binary's is readiness.Checker.Ready:
-	// the database answers and its schema is current). Required.
+	// Ready is the /readyz check; nil means ready. Required.
 	Ready func(ctx context.Context) error
-	// Admission is the process's admission queue (package fairq), shared
-	// with the console: every /v1 request takes a seat in it, charged to
-	// its organization, and every signed provider callback one charged to
-	// its provider, before it touches the database. Required.
+	// Admission is the process's fair queue, shared with the console:
+	// each /v1 request takes a seat charged to its organization, each
+	// signed callback one charged to its provider. Required.
 	Admission *fairq.Queue
-	// Streams bounds and serves the Runs' event streams (GET
-	// /v1/runs/{id}/events); share it with the console's, and close it
-	// when the server shuts down (runstream.Hub.Close), so the drain
-	// does not wait for streams. Nil makes one of runstream's defaults
-	// on Runs, which [Server.Streams] returns.
+	// Streams serves Run event streams; share it with the console and
+	// close it on shutdown. Nil makes a default one ([Server.Streams]).
 	Streams *runstream.Hub
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
 type Server struct {
 	echo *echo.Echo
-	// d is what New was given, with its defaults filled in (Logger, Now,
-	// Metrics, the body limits and timeout) and ProviderSecrets copied.
-	d Deps
-	// callbackBodies bounds the callback bodies awaiting their signature
-	// (callbackbody.go).
-	callbackBodies *bodyBudget
-	// requestBodies bounds the request bodies read ahead of their seats
-	// and held while served (admission.go).
-	requestBodies *bodyBudget
-	// docs is the page GET /docs serves, rendered once per process.
-	docs []byte
-	// traceHTTP (nil when tracing is off) and knownRoutes (the route
-	// patterns, which bound the route label) are telemetry.go's.
+	// d is New's Deps with defaults filled in.
+	d              Deps
+	callbackBodies *bodyBudget // callbackbody.go
+	requestBodies  *bodyBudget // admission.go
+	docs           []byte      // GET /docs, rendered once
+	// traceHTTP (nil when tracing is off) and knownRoutes belong to
+	// telemetry.go.
 	traceHTTP   func(http.Handler) http.Handler
 	knownRoutes map[string]bool
 }
 
-// New returns the API server built on d. It returns an error naming the
-// first dependency that is missing or invalid.
+// New returns the API server built on d, or an error naming the first
+// missing or invalid dependency.
 func New(d Deps) (*Server, error) {
 	maxBody := cmp.Or(d.MaxBodyBytes, DefaultMaxBodyBytes)
 	callbackMax := cmp.Or(d.CallbackMaxBodyBytes, min(DefaultCallbackMaxBodyBytes, maxBody))
@@ -294,10 +234,8 @@ func New(d Deps) (*Server, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	// A request body the budget cannot take waits for it as long as a
-	// request waits for a seat: an honest batch of large bodies is queued,
-	// not refused. A callback's is refused at once; its provider
-	// redelivers.
+	// Request bodies wait for budget as long as for a seat; callback
+	// bodies are refused at once, since providers redeliver.
 	s := &Server{d: d, callbackBodies: newBodyBudget(budget, 0),
 		requestBodies: newBodyBudget(max(DefaultBodyBudget, 2*(maxBody+1)), d.Admission.MaxWait()), docs: docs}
 	s.initTelemetry()
@@ -306,8 +244,7 @@ func New(d Deps) (*Server, error) {
 	return s, nil
 }
 
-// Streams returns the hub of the Runs' event streams: Deps.Streams, or the
-// one New made.
+// Streams returns Deps.Streams or the hub New made.
 func (s *Server) Streams() *runstream.Hub { return s.d.Streams }
 
 // Handler returns the http.Handler that serves the API.
@@ -319,8 +256,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.requestID, s.trace, s.measure, s.accessLog, s.recoverPanic, s.cors(), s.traceStart)
 
-	// get registers a GET route and its HEAD (RFC 9110 §9.3.2: the same
-	// answer without the body, which net/http discards).
+	// get registers a GET route and its HEAD.
 	get := func(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
 		e.GET(path, h, m...)
 		e.HEAD(path, h, m...)
@@ -329,28 +265,21 @@ func (s *Server) routes() *echo.Echo {
 	get("/readyz", s.readyz)
 	get("/openapi.json", serveOpenAPI)
 	get(docsPath, s.serveDocs)
-	// Unauthenticated, like the health checks: the page names routes,
-	// scopes and providers, never an organization, a key or a body.
+	// Unauthenticated: labels name no organization, key or body.
 	get("/metrics", echo.WrapHandler(s.d.Metrics.Handler()))
 	get(problemsPath, s.serveProblemIndex)
 	get(problemsPath+"/:code", s.serveProblemPage)
-	// Outside the bearer token: a provider authenticates by the signature
-	// of its body.
+	// Providers authenticate by signature, not bearer token.
 	e.POST("/v1/callbacks/:provider/jobs/:job_id", s.receiveCallback)
 
-	// The /v1 routes authenticate route by route rather than through a
-	// group middleware: echo answers a group's unmatched methods with its
-	// catch-all 404, where a known path with a wrong method is a 405 with
-	// Allow. Each authenticates and names who it opens to
-	// (runtime_auth.go): an organization's user token and a service key of
-	// the scope given, the runtime, or the key admin; then it takes a seat
-	// in the admission queue under its organization (admission.go).
+	// Authenticate per route, not per group: an echo group answers a
+	// wrong method with 404 instead of 405 with Allow. Then limit takes a
+	// fair-queue seat (admission.go).
 	read, write, limit := s.open(servicekeys.ScopeRead), s.open(servicekeys.ScopeStartsWrite), s.admit
 	e.POST("/v1/saved-searches", s.createSavedSearch, write, limit)
 	get("/v1/saved-searches", s.listSavedSearches, read, limit)
 	get("/v1/saved-searches/:id", s.getSavedSearch, read, limit)
 	e.PATCH("/v1/saved-searches/:id", s.updateSavedSearch, write, limit)
-	// Archive: If-Match makes it conditional on the version.
 	e.DELETE("/v1/saved-searches/:id", changeByID(removal(s.d.SavedSearches.ArchiveIf), ifMatch, answerNoContent), write, noBody, limit)
 	e.PUT("/v1/saved-searches/:id/baseline", s.replaceBaseline, write, limit)
 	e.POST("/v1/saved-searches/:id/start", s.startSavedSearch, write, limit)
@@ -359,10 +288,8 @@ func (s *Server) routes() *echo.Echo {
 	get("/v1/runs", s.listRuns, read, limit)
 	get("/v1/runs/:id", s.getRun, read, limit)
 	e.POST("/v1/runs/:id/cancel", s.cancelRun, write, limit)
-	// A stream takes its seat for its first read only (events.go), and
-	// takes no body: it would sit unread while the stream lasts.
+	// A stream takes a seat for its first read only (events.go).
 	get("/v1/runs/:id/events", s.streamRunEvents, read, noBody)
-	// The runtime's route: a runtime credential or a runs:report key.
 	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.openRuntime(), limit)
 	get("/v1/snapshots/:id", readByID(s.d.Snapshots.Get, answerOK), read, limit)
 	e.POST("/v1/provider-jobs", s.registerProviderJob, write, limit)
@@ -371,15 +298,11 @@ func (s *Server) routes() *echo.Echo {
 	if s.d.Schedules != nil {
 		get("/v1/saved-searches/:id/schedule", readByID(s.d.Schedules.Get, answerScheduleOK), read, limit)
 		e.PUT("/v1/saved-searches/:id/schedule", s.setSchedule, write, limit)
-		// A schedule's occurrences stay when it is removed. Pause and
-		// resume are sets, so a repeat changes nothing.
 		e.DELETE("/v1/saved-searches/:id/schedule", changeByID(removal(s.d.Schedules.Remove), scheduleIfMatch, answerNoContent), write, noBody, limit)
 		e.POST("/v1/saved-searches/:id/schedule/pause", changeByID(s.d.Schedules.Pause, scheduleIfMatch, answerScheduleOK), write, noBody, limit)
 		e.POST("/v1/saved-searches/:id/schedule/resume", changeByID(s.d.Schedules.Resume, scheduleIfMatch, answerScheduleOK), write, noBody, limit)
 		get("/v1/saved-searches/:id/occurrences", s.listOccurrences, read, limit)
 	}
-	// The organization's administration: its service keys and its webhook
-	// endpoints (whose secrets the answers carry).
 	admin := s.openAdmin()
 	if s.d.ServiceKeys != nil {
 		e.POST("/v1/service-keys", s.createServiceKey, admin, limit)
@@ -397,9 +320,8 @@ func (s *Server) routes() *echo.Echo {
 	return e
 }
 
-// requestID gives every request a fresh id, sent back in X-Request-Id, put
-// in every problem and, through the request's context, in every log line
-// about the request. A client-sent id is not trusted into the log.
+// requestID gives every request a fresh id for X-Request-Id, problems and
+// logs; a client-sent id is never trusted.
 func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := uuid.NewString()
@@ -410,8 +332,8 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// accessLog logs one line per request, after the error handler has
-// rendered any error, so the status is the one the client saw.
+// accessLog logs one line per request after any error is rendered, so
+// the status is the one the client saw.
 func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -423,10 +345,8 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		if !h.Enabled(ctx, slog.LevelInfo) {
 			return nil
 		}
-		// The record is made here rather than by Logger.LogAttrs, which
-		// walks the stack for the caller's program counter on every line:
-		// an access line has no source worth naming, and one is written
-		// per request.
+		// Build the record directly: Logger.LogAttrs would walk the stack
+		// for a source nobody needs, once per request.
 		res := c.Response()
 		r := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
 		r.AddAttrs(
@@ -441,8 +361,7 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// recoverPanic turns a panic in a handler into an error, which becomes a
-// logged 500, instead of a dropped connection.
+// recoverPanic turns a handler's panic into a logged 500.
 func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {
 		defer func() {
@@ -462,12 +381,10 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyTimeout bounds the readiness check, so a hung database answers 503
-// rather than hanging the prober.
+// readyTimeout bounds the readiness check, so a hung database answers 503.
 const readyTimeout = 3 * time.Second
 
-// readyz answers 200 when the database is reachable and its schema is at
-// the newest migration, else 503 unavailable.
+// readyz answers 200 when Deps.Ready passes, else 503.
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 	defer cancel()

@@ -22,8 +22,7 @@ type ServiceKeys interface {
 	Revoke(ctx context.Context, org, id uuid.UUID, actor string) (*servicekeys.Key, error)
 }
 
-// serviceKeyRequest is the body of a key's creation. expires_at is an
-// RFC 3339 time, read here; servicekeys.CreateParams decides every rule.
+// serviceKeyRequest is the body of a key's creation.
 type serviceKeyRequest struct {
 	Name      string              `json:"name"`
 	Scopes    []servicekeys.Scope `json:"scopes"`
@@ -37,10 +36,8 @@ type createdServiceKey struct {
 	Token string `json:"token"`
 }
 
-// createServiceKey creates a service key of the caller's organization,
-// recording the caller as created_by: 201 with the key and its token,
-// the one time the token is shown. A repeat creates another key (the
-// token cannot be answered twice): revoke a key nobody received.
+// createServiceKey answers 201 with a new key and its token, shown only
+// this once; a repeat creates another key.
 func (s *Server) createServiceKey(c echo.Context) error {
 	var req serviceKeyRequest
 	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
@@ -71,9 +68,7 @@ func (s *Server) listServiceKeys(c echo.Context) error {
 	return answerPage(c, keys, "", err)
 }
 
-// revokeServiceKey revokes a key of the organization, recording the
-// caller as revoked_by, and answers it, 200. Revoking a revoked key
-// changes nothing. Another organization's key is 404.
+// revokeServiceKey revokes a key, idempotently, and answers it, 200.
 func (s *Server) revokeServiceKey(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {

@@ -23,28 +23,24 @@ const (
 	// AttrRequestID is the request's X-Request-Id, so a problem's
 	// request_id finds its trace.
 	AttrRequestID = "searchd.request_id"
-	// AttrClaimOutcome is the outcome of a saved-search start's claim as
-	// the answer shows it: claimed (201), completed (200, a replay),
-	// processing (409 in_progress) or conflict (422 key_reused).
+	// AttrClaimOutcome is a saved-search start's claim outcome: claimed,
+	// completed, processing or conflict.
 	AttrClaimOutcome = "searchd.claim.outcome"
 	// AttrReplayed is true on a start answered from an earlier admission.
 	AttrReplayed = "searchd.replayed"
 )
 
-// unmatchedRoute is the route label of a request no route matched. Labels
-// are route patterns, never raw paths: a client could otherwise grow the
-// number of series without bound.
+// unmatchedRoute labels unmatched requests; labels are never raw paths,
+// which would grow series without bound.
 const unmatchedRoute = "unmatched"
 
-// The start routes: a saved-search start's span carries its claim
-// outcome; a direct start writes no claim, so only its replay is marked.
+// The start routes, whose spans traceStart marks.
 const (
 	startRoute       = "/v1/saved-searches/:id/start"
 	directStartRoute = "/v1/runs"
 )
 
-// initTelemetry sets up the metrics, the tracing and the log handler from
-// s.d. It runs before the routes are built.
+// initTelemetry sets up metrics, tracing and logging before the routes.
 func (s *Server) initTelemetry() {
 	s.d.Logger = slog.New(telemetry.NewLogHandler(s.d.Logger.Handler()))
 	if s.d.Metrics == nil {
@@ -91,9 +87,8 @@ func methodLabel(m string) string {
 	return "other"
 }
 
-// measure counts every request by route, method and status and times it.
-// It runs outside accessLog, which renders errors, so the status is the
-// one the client saw.
+// measure counts and times requests; outside accessLog, it sees the
+// rendered status.
 func (s *Server) measure(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -103,10 +98,8 @@ func (s *Server) measure(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// trace makes a span of every request when tracing is on: otelhttp
-// extracts the caller's traceparent, starts the span and records the
-// status; the span is named after the route pattern and carries the
-// request id. Off, it is not in the chain at all.
+// trace makes a span per request, named after the route, when tracing
+// is on.
 func (s *Server) trace(next echo.HandlerFunc) echo.HandlerFunc {
 	if s.traceHTTP == nil {
 		return next
@@ -128,13 +121,8 @@ func (s *Server) trace(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// traceStart marks the span of a start with its outcome. It sits inside
-// accessLog, so it sees the handler's error before it is rendered.
-//
-// The outcome is the one the answer shows: a saved-search start replayed
-// from its Run never reaches the claim, yet its answer is the completed
-// one, so it reads completed. The plane's own count of claim outcomes is
-// the searchd_claims_total metric.
+// traceStart marks a start's span with the outcome its answer shows (a
+// replay reads completed even without reaching the claim).
 func (s *Server) traceStart(next echo.HandlerFunc) echo.HandlerFunc {
 	if s.traceHTTP == nil {
 		return next

@@ -9,24 +9,16 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// errLooseJSON is returned for a header or claims set the package will not
-// read: not one JSON object, a duplicate member name anywhere in it, a
-// member of a registered claim holding the wrong JSON type, or a
-// NumericDate written as a string.
+// errLooseJSON refuses a header or claims set that is not one exact JSON
+// object: duplicate names, wrongly typed registered claims, or string dates.
 var errLooseJSON = errors.New("auth: token JSON is not one exact object")
 
-// claims is a token's claims set, read exactly. encoding/json alone would
-// match member names case-insensitively and keep the last of duplicates,
-// so a token whose only tenant claim is "ORG_ID", or one holding both
-// "org_id" and "Org_Id", would authenticate as an organization nobody
-// named exactly; and jwt.NumericDate reads "exp": "1700000000", a string,
-// as a date. Here a member counts only under its exact name, a claims set
-// with any name twice (at any depth) is refused, and exp, nbf and iat must
-// be JSON numbers.
+// claims is a token's claims set, read by exact names. encoding/json
+// matches names case-insensitively and keeps the last duplicate, so
+// "ORG_ID" would pass as org_id; and jwt.NumericDate accepts strings.
 type claims struct {
 	jwt.RegisteredClaims
-	// members holds every member, by exact name, for the claims the
-	// configuration names (organization, actor, role, nonce).
+	// members holds every member by exact name.
 	members map[string]json.RawMessage
 }
 
@@ -36,8 +28,6 @@ func (c *claims) UnmarshalJSON(data []byte) error {
 	if err := refuseDuplicateNames(data); err != nil {
 		return err
 	}
-	// Map keys are compared exactly, and after the check above each is
-	// unique, so every lookup below sees the one member of that name.
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(data, &members); err != nil {
 		return errLooseJSON
@@ -69,14 +59,13 @@ func (c *claims) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// isJSONNumber reports whether raw is a JSON number (and not null, a
-// string or anything else): its first byte is a digit or a minus sign.
+// isJSONNumber reports whether raw is a JSON number.
 func isJSONNumber(raw json.RawMessage) bool {
 	return len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9')
 }
 
-// str returns the member name as a string: ok is false when it is absent,
-// and err is set when it is present but not a string.
+// str returns member name; ok is false when absent, err set when not a
+// string.
 func (c *claims) str(name string) (s string, ok bool, err error) {
 	raw, ok := c.members[name]
 	if !ok {
@@ -88,8 +77,7 @@ func (c *claims) str(name string) (s string, ok bool, err error) {
 	return s, true, nil
 }
 
-// strs returns the member name as a list of strings: a string alone, or
-// an array of strings (how providers write roles and groups).
+// strs returns member name, a string or an array of strings, as a list.
 func (c *claims) strs(name string) ([]string, error) {
 	raw, ok := c.members[name]
 	if !ok {
@@ -107,8 +95,8 @@ func (c *claims) strs(name string) ([]string, error) {
 }
 
 // refuseDuplicateNames returns errLooseJSON unless data is one JSON object
-// in which no object, at any depth, names a member twice (jsontext's
-// default). Invalid UTF-8 is let through, as encoding/json reads it.
+// with no duplicate names at any depth. Invalid UTF-8 passes, as in
+// encoding/json.
 func refuseDuplicateNames(data []byte) error {
 	if v := jsontext.Value(data); v.Kind() != '{' || !v.IsValid(jsontext.AllowInvalidUTF8(true)) {
 		return errLooseJSON
@@ -116,6 +104,4 @@ func refuseDuplicateNames(data []byte) error {
 	return nil
 }
 
-// The registered claims' own decoding is replaced above; this keeps the
-// compiler checking that claims still is a jwt.Claims.
 var _ jwt.Claims = (*claims)(nil)

@@ -8,20 +8,17 @@ import (
 	"github.com/google/uuid"
 )
 
-// Claims are the claims of the HS256 tokens searchd mints: org_id names
-// the caller's organization, sub the actor, role its [Role] ("" for an
-// organization's token).
+// Claims are the claims of the HS256 tokens searchd mints.
 type Claims struct {
 	OrgID string `json:"org_id,omitempty"`
 	Role  Role   `json:"role,omitempty"`
 	jwt.RegisteredClaims
 }
 
-// SignToken returns an HS256 JWT for org and actor (sub; "" for none),
-// issued at now and expiring ttl later, signed with secret. It is what
-// `searchd token` prints and what tests authenticate with. It returns an
-// error for a nil organization, an actor that cannot be recorded, a
-// non-positive ttl or a secret shorter than [MinSecretLen].
+// SignToken returns an HS256 JWT for org and actor (sub, may be ""),
+// valid from now for ttl. It returns an error for a nil organization, an
+// invalid actor, a non-positive ttl or a secret shorter than
+// [MinSecretLen].
 func SignToken(secret []byte, org uuid.UUID, actor string, now time.Time, ttl time.Duration) (string, error) {
 	if org == uuid.Nil {
 		return "", errors.New("auth: token organization is the nil UUID")
@@ -29,11 +26,8 @@ func SignToken(secret []byte, org uuid.UUID, actor string, now time.Time, ttl ti
 	return sign(secret, Claims{OrgID: org.String()}, actor, now, ttl)
 }
 
-// SignOperatorToken returns an HS256 JWT with [RoleOperator] for actor
-// (sub; required, so every operator action names who did it), issued at
-// now and expiring ttl later. org may be uuid.Nil for a token that names
-// no organization. It returns an error for an empty or unrecordable
-// actor, a non-positive ttl or a secret shorter than [MinSecretLen].
+// SignOperatorToken is [SignToken] with [RoleOperator]; actor is required
+// and org may be uuid.Nil.
 func SignOperatorToken(secret []byte, org uuid.UUID, actor string, now time.Time, ttl time.Duration) (string, error) {
 	if actor == "" {
 		return "", errors.New("auth: an operator token needs a sub of 1 to 255 bytes of UTF-8 without NUL")
@@ -45,11 +39,7 @@ func SignOperatorToken(secret []byte, org uuid.UUID, actor string, now time.Time
 	return sign(secret, c, actor, now, ttl)
 }
 
-// SignAdminToken returns an HS256 JWT with [RoleAdmin] for actor (sub;
-// required, recorded on the keys they create and revoke) of organization
-// org, issued at now and expiring ttl later. It returns an error for a
-// nil organization, an empty or unrecordable actor, a non-positive ttl or
-// a secret shorter than [MinSecretLen].
+// SignAdminToken is [SignToken] with [RoleAdmin]; actor is required.
 func SignAdminToken(secret []byte, org uuid.UUID, actor string, now time.Time, ttl time.Duration) (string, error) {
 	switch {
 	case org == uuid.Nil:
@@ -60,11 +50,7 @@ func SignAdminToken(secret []byte, org uuid.UUID, actor string, now time.Time, t
 	return sign(secret, Claims{OrgID: org.String(), Role: RoleAdmin}, actor, now, ttl)
 }
 
-// SignRuntimeToken returns an HS256 JWT with [RoleRuntime] for the
-// runtime named actor (sub; required, recorded with every status change
-// it reports) of organization org, issued at now and expiring ttl later.
-// It returns an error for a nil organization, an empty or unrecordable
-// actor, a non-positive ttl or a secret shorter than [MinSecretLen].
+// SignRuntimeToken is [SignToken] with [RoleRuntime]; actor is required.
 func SignRuntimeToken(secret []byte, org uuid.UUID, actor string, now time.Time, ttl time.Duration) (string, error) {
 	switch {
 	case org == uuid.Nil:

@@ -23,49 +23,39 @@ import (
 )
 
 // OIDCConfig names an OpenID Connect provider whose access tokens the API
-// accepts, and how their claims map to a [Principal].
+// accepts, and maps their claims to a [Principal].
 type OIDCConfig struct {
-	// Issuer is the provider's issuer URL, exactly as its tokens' iss
-	// and its discovery document say it: https, or http on a loopback
-	// host (for tests and local development). Required.
+	// Issuer is the issuer URL exactly as in iss: https, or http on
+	// loopback. Required.
 	Issuer string
-	// Audience must be one of an access token's aud values: the
-	// identifier the provider gives searchd's API. Required.
+	// Audience must be among an access token's aud values. Required.
 	Audience string
 	// OrgClaim holds the organization's UUID; "" is "org_id".
 	OrgClaim string
 	// ActorClaim holds the actor; "" is "sub".
 	ActorClaim string
-	// RoleClaim holds the person's roles, a string or an array of
-	// strings; "" is "roles".
+	// RoleClaim holds the roles, a string or array; "" is "roles".
 	RoleClaim string
-	// OperatorRole is the value of RoleClaim that makes a principal an
-	// operator; "" makes no provider token an operator's.
+	// OperatorRole is the RoleClaim value granting [RoleOperator]; ""
+	// grants it to none.
 	OperatorRole string
-	// AdminRole is the value of RoleClaim that makes a principal its
-	// organization's admin ([RoleAdmin]), who manages its service keys;
-	// "" makes no provider token an admin's. OperatorRole wins when the
-	// claim holds both.
+	// AdminRole is the RoleClaim value granting [RoleAdmin]; "" grants
+	// it to none. OperatorRole wins when both are present.
 	AdminRole string
-	// HTTPClient makes the requests to the provider; nil is a client
-	// with a 10 s timeout.
+	// HTTPClient talks to the provider; nil has a 10 s timeout.
 	HTTPClient *http.Client
-	// KeyRefresh is how often the JWKS is fetched again in the
-	// background; zero is DefaultKeyRefresh.
+	// KeyRefresh is the JWKS refresh interval; zero is DefaultKeyRefresh.
 	KeyRefresh time.Duration
-	// UnknownKeyRefresh is the least time between two fetches of the
-	// JWKS caused by tokens whose kid is unknown (a rotation at the
-	// provider); zero is DefaultUnknownKeyRefresh.
+	// UnknownKeyRefresh is the least time between JWKS fetches caused by
+	// unknown kids; zero is DefaultUnknownKeyRefresh.
 	UnknownKeyRefresh time.Duration
 }
 
 // DefaultKeyRefresh is the default [OIDCConfig.KeyRefresh].
 const DefaultKeyRefresh = time.Hour
 
-// DefaultUnknownKeyRefresh is the default [OIDCConfig.UnknownKeyRefresh]:
-// a rotation is seen by the first token signed with the new key, and a
-// stream of tokens with made-up kids costs the provider one fetch every
-// 30 s.
+// DefaultUnknownKeyRefresh is the default [OIDCConfig.UnknownKeyRefresh],
+// which bounds the fetches forged kids can cause.
 const DefaultUnknownKeyRefresh = 30 * time.Second
 
 func (c *OIDCConfig) withDefaults() OIDCConfig {
@@ -93,9 +83,9 @@ func (c *OIDCConfig) Validate() error {
 	return nil
 }
 
-// CheckProviderURL returns what is wrong with u as the URL of a provider
-// or one of its endpoints, completing "... ": it must be absolute, https,
-// or http on a loopback host, with no query or fragment.
+// CheckProviderURL returns what is wrong with u as a provider URL, as a
+// phrase completing "... ": it must be absolute https (or http on
+// loopback) without query or fragment.
 func CheckProviderURL(u string) error {
 	p, err := url.Parse(u)
 	switch {
@@ -111,8 +101,7 @@ func CheckProviderURL(u string) error {
 	return fmt.Errorf("%q must be https (http only on a loopback host, for tests)", u)
 }
 
-// discovery is the part of the provider's discovery document searchd
-// reads (OpenID Connect Discovery 1.0 §3).
+// discovery is the part of the discovery document searchd reads.
 type discovery struct {
 	Issuer        string `json:"issuer"`
 	AuthEndpoint  string `json:"authorization_endpoint"`
@@ -131,9 +120,8 @@ type provider struct {
 	keys keyfunc.Keyfunc
 }
 
-// discover reads the provider's discovery document, checks that it names
-// the configured issuer, and fetches its JWKS, refreshed in the
-// background until ctx ends.
+// discover reads the discovery document, checks its issuer, and fetches
+// the JWKS, refreshed until ctx ends.
 func discover(ctx context.Context, c OIDCConfig) (*provider, error) {
 	cfg := c.withDefaults()
 	where := strings.TrimSuffix(cfg.Issuer, "/") + "/.well-known/openid-configuration"
@@ -156,8 +144,7 @@ func discover(ctx context.Context, c OIDCConfig) (*provider, error) {
 		return nil, fmt.Errorf("auth: discovery of %s: the document is not JSON: %w", cfg.Issuer, err)
 	}
 	if doc.Issuer != cfg.Issuer {
-		// OpenID Connect Discovery §4.3: a mismatch means the document is
-		// not this issuer's, and its keys must not be trusted for it.
+		// OpenID Connect Discovery §4.3: do not trust another issuer's keys.
 		return nil, fmt.Errorf("auth: discovery of %s: the document names the issuer %q", cfg.Issuer, doc.Issuer)
 	}
 	if err := CheckProviderURL(doc.JWKSURI); err != nil {
@@ -183,10 +170,8 @@ func discover(ctx context.Context, c OIDCConfig) (*provider, error) {
 // errKeyKind refuses a token whose key is not of its algorithm's kind.
 var errKeyKind = errors.New("auth: the key does not fit the token's algorithm")
 
-// key returns the JWKS key of t: the one its kid names (fetching the JWKS
-// again, rate-limited, when the kid is unknown), and only when it fits t's
-// algorithm. A token without a kid is refused: every provider names its
-// key, and trying each would let one token probe them all.
+// key returns the JWKS key t's kid names, if it fits t's algorithm. A
+// token without a kid is refused rather than tried against every key.
 func (p *provider) key(ctx context.Context, t *jwt.Token) (any, error) {
 	if _, ok := t.Header["kid"].(string); !ok {
 		return nil, ErrInvalidToken
@@ -201,9 +186,8 @@ func (p *provider) key(ctx context.Context, t *jwt.Token) (any, error) {
 	return k, nil
 }
 
-// keyFits reports whether key is the one kind of key alg may be verified
-// with: RS256 an RSA key of at least 2048 bits, ES256 a P-256 key, EdDSA
-// an Ed25519 key. A symmetric key from the JWKS fits none of them.
+// keyFits reports whether key is alg's kind: RS256 RSA of at least 2048
+// bits, ES256 P-256, EdDSA Ed25519. Symmetric JWKS keys fit none.
 func keyFits(alg string, key any) bool {
 	switch k := key.(type) {
 	case *rsa.PublicKey:

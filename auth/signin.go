@@ -14,24 +14,20 @@ import (
 
 // SignInConfig registers searchd's console as a client of the provider.
 type SignInConfig struct {
-	// ClientID is the console's client id at the provider. It must not
-	// be the API's audience: the console's ID tokens would then be
-	// bearer tokens of the API. Required.
+	// ClientID is the console's client id; required, and not the API's
+	// audience, or its ID tokens would be API bearer tokens.
 	ClientID string
-	// ClientSecret is the client's secret; "" for a public client, which
-	// PKCE alone protects.
+	// ClientSecret is "" for a public client.
 	ClientSecret string
-	// RedirectURL is the console's callback as registered at the
-	// provider: https://<host>/console/oidc/callback. Required.
+	// RedirectURL is the registered callback,
+	// https://<host>/console/oidc/callback. Required.
 	RedirectURL string
-	// Scopes are asked for; "openid" is always among them. Nil is
-	// ["openid"].
+	// Scopes are requested; "openid" is always added.
 	Scopes []string
 }
 
-// SignIn signs people in to the console through the provider: the
-// authorization code flow with PKCE (S256), state and nonce (OpenID
-// Connect Core §3.1). It is safe for concurrent use.
+// SignIn runs the console's authorization code flow with PKCE, state and
+// nonce (OpenID Connect Core §3.1). It is safe for concurrent use.
 type SignIn struct {
 	v     *Verifier
 	oauth oauth2.Config
@@ -66,9 +62,8 @@ func NewSignIn(v *Verifier, c SignInConfig) (*SignIn, error) {
 	}}, nil
 }
 
-// AuthorizationOrigin returns the origin (scheme://host) of the
-// provider's authorization endpoint, where [SignIn.Start] sends browsers:
-// what a Content-Security-Policy's form-action must admit.
+// AuthorizationOrigin returns the authorization endpoint's origin, for a
+// Content-Security-Policy form-action.
 func (s *SignIn) AuthorizationOrigin() string {
 	u, err := url.Parse(s.oauth.Endpoint.AuthURL)
 	if err != nil {
@@ -77,10 +72,8 @@ func (s *SignIn) AuthorizationOrigin() string {
 	return u.Scheme + "://" + u.Host
 }
 
-// Flow is one sign-in between [SignIn.Start] and [SignIn.Finish]: the
-// state the provider sends back, the nonce its ID token must carry and
-// the PKCE verifier of the code. The browser keeps it, in a cookie, and
-// nobody else sees it.
+// Flow is a sign-in's state, nonce and PKCE verifier between
+// [SignIn.Start] and [SignIn.Finish], kept in the browser's cookie.
 type Flow struct {
 	State, Nonce, Verifier string
 }
@@ -101,18 +94,17 @@ func ParseFlow(s string) (Flow, error) {
 // Start begins a sign-in: it returns its flow and the provider's URL to
 // send the browser to.
 func (s *SignIn) Start() (Flow, string) {
-	// GenerateVerifier is 32 random bytes in base64url: a state and a
-	// nonce as good as the PKCE verifier.
+	// GenerateVerifier's 32 random bytes serve for state and nonce too.
 	f := Flow{State: oauth2.GenerateVerifier(), Nonce: oauth2.GenerateVerifier(), Verifier: oauth2.GenerateVerifier()}
 	return f, s.oauth.AuthCodeURL(f.State, oauth2.S256ChallengeOption(f.Verifier), oauth2.SetAuthURLParam("nonce", f.Nonce))
 }
 
-// ErrSignInState reports a callback that is not the answer to the
-// browser's sign-in: no flow, or another state.
+// ErrSignInState reports a callback that does not match the browser's
+// sign-in.
 var ErrSignInState = errors.New("auth: the sign-in's state does not match")
 
-// ProviderError is the provider's refusal of a sign-in (an error
-// parameter on the callback, RFC 6749 §4.1.2.1).
+// ProviderError is the provider's refusal of a sign-in (RFC 6749
+// §4.1.2.1).
 type ProviderError struct {
 	Code, Description string
 }
@@ -121,15 +113,11 @@ func (e *ProviderError) Error() string {
 	return fmt.Sprintf("auth: the provider refused the sign-in: %s %s", e.Code, e.Description)
 }
 
-// Finish completes the sign-in f with the query of the provider's
-// callback: it checks the state, exchanges the code (with f's PKCE
-// verifier) for the tokens, and verifies the ID token (issued by the
-// provider for this client with f's nonce, by the package's rules). It
-// returns the principal the ID token names; [ErrSignInState] for a
-// callback of another sign-in, a *[ProviderError] when the provider
-// refused, [ErrInvalidToken] for an ID token that does not verify, and
-// another error when the exchange failed (the provider is unreachable or
-// refused the code).
+// Finish completes sign-in f with the callback's query: it checks the
+// state, exchanges the code and verifies the ID token. It returns
+// [ErrSignInState] for another sign-in's callback, a *[ProviderError] when
+// the provider refused, [ErrInvalidToken] for a bad ID token, and another
+// error when the exchange failed.
 func (s *SignIn) Finish(ctx context.Context, f Flow, q url.Values) (Principal, error) {
 	if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(f.State)) != 1 || f.State == "" {
 		return Principal{}, ErrSignInState

@@ -13,9 +13,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// The algorithms a token may be signed with. Each is pinned to one kind
-// of key (see keyFits); RS256, ES256 and EdDSA only with a key of the
-// provider's JWKS, HS256 only with the secret.
+// algorithms are the accepted algorithms, each pinned to one kind of key
+// (keyFits); HS256 only with the secret.
 var algorithms = []string{
 	jwt.SigningMethodHS256.Alg(),
 	jwt.SigningMethodRS256.Alg(),
@@ -23,27 +22,24 @@ var algorithms = []string{
 	jwt.SigningMethodEdDSA.Alg(),
 }
 
-// expectation is what a caller expects of a token beyond the rules of
-// every token.
+// expectation is what a caller requires beyond the common rules.
 type expectation struct {
 	// audience must be in a provider token's aud.
 	audience string
-	// idToken: the token is an ID token of the console's sign-in, for
-	// the client audience, with the nonce; only the provider signs one.
+	// idToken requires a provider-signed ID token carrying nonce.
 	idToken bool
 	nonce   string
 }
 
-// errCrit refuses a token with a crit header: it names extensions the
-// recipient must understand, and searchd understands none.
+// errCrit refuses a crit header: searchd understands no extension.
 var errCrit = errors.New("auth: the token has a crit header")
 
 // providerCacheTTL is how long a verified provider token is remembered
 // before its key is looked up again.
 const providerCacheTTL = time.Minute
 
-// verify verifies raw by the package's rules and want, and returns its
-// principal and until when it may be remembered.
+// verify checks raw against the rules and want, returning its principal
+// and how long it may be cached.
 func (v *Verifier) verify(ctx context.Context, raw string, want expectation) (Principal, time.Time, error) {
 	if err := checkHeader(raw); err != nil {
 		return Principal{}, time.Time{}, ErrInvalidToken
@@ -94,9 +90,8 @@ func (v *Verifier) verify(ctx context.Context, raw string, want expectation) (Pr
 	return p, until, nil
 }
 
-// checkHeader refuses a header that is not one exact JSON object: a name
-// twice would let the parser and a reader of the token disagree on alg or
-// kid. The parser decodes it again and checks the rest.
+// checkHeader refuses duplicate header names, on which the parser and
+// another reader could disagree about alg or kid.
 func checkHeader(raw string) error {
 	head, _, ok := strings.Cut(raw, ".")
 	if !ok {
@@ -109,8 +104,7 @@ func checkHeader(raw string) error {
 	return refuseDuplicateNames(b)
 }
 
-// hs256Principal maps the claims of an HS256 token: org_id, sub (the
-// actor), role (none or a known role), as [withOrganization] says.
+// hs256Principal maps an HS256 token's org_id, sub and role.
 func hs256Principal(c *claims) (Principal, error) {
 	org, hasOrg, err := c.str("org_id")
 	if err != nil {
@@ -123,10 +117,9 @@ func hs256Principal(c *claims) (Principal, error) {
 	return withOrganization(Principal{Actor: c.Subject, Role: Role(role)}, org, hasOrg)
 }
 
-// withOrganization completes p with its organization claim org (hasOrg:
-// present), a UUID other than the nil one. An organization's or a
-// runtime's token needs one; an operator's may name one, and an
-// operator's, a runtime's or an admin's needs an actor.
+// withOrganization sets p's organization from claim org (hasOrg: present),
+// a non-nil UUID required except for operators. Operators, runtimes and
+// admins also need an actor.
 func withOrganization(p Principal, org string, hasOrg bool) (Principal, error) {
 	if hasOrg || !p.IsOperator() {
 		id, err := uuid.Parse(org)
@@ -141,9 +134,8 @@ func withOrganization(p Principal, org string, hasOrg bool) (Principal, error) {
 	return p, nil
 }
 
-// check applies the provider's rules to c: iss is the issuer, aud holds
-// the audience (for an ID token, the client, which azp names too when
-// present), and an ID token's nonce is the sign-in's.
+// check requires iss to be the issuer and aud to hold the audience; for
+// an ID token, the nonce must match and azp, when present, be the client.
 func (p *provider) check(c *claims, want expectation) error {
 	if c.Issuer != p.doc.Issuer || !slices.Contains(c.Audience, want.audience) || want.audience == "" {
 		return ErrInvalidToken
@@ -161,10 +153,8 @@ func (p *provider) check(c *claims, want expectation) error {
 	return nil
 }
 
-// principal maps the claims of a provider's token by the configuration:
-// the organization claim (a UUID; absent for an operator who names none),
-// the actor claim, and the role claim (a string or an array of strings,
-// holding the operator role or not).
+// principal maps a provider token's claims as the configuration names
+// them.
 func (p *provider) principal(c *claims) (Principal, error) {
 	cfg := p.cfg
 	actor, _, err := c.str(cfg.ActorClaim)

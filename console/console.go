@@ -1,41 +1,21 @@
 // Package console is searchd's audit and operator console: server-rendered
-// HTML under /console/, served by `searchd serve` and `searchd dev` beside
-// the API.
+// HTML under /console/, served beside the API. See docs/console.md.
 //
-// An organization's auditor (a member of an organization) sees that
-// organization's saved searches, snapshots, Runs and provider jobs (the
-// views of audit.go); an operator (the role auth.RoleOperator: the
-// provider's operator role, or a token minted by `searchd token
-// --operator`) sees the plane across organizations, one panel a part of
-// it (operator.go). docs/console.md says what each page shows. Every
-// read goes through the domain stores with the organization of the
-// session, as the API's do with the token's.
+// An organization's members see its saved searches, snapshots, Runs and
+// provider jobs (audit.go); operators see idempotency claims across
+// organizations (operator.go). Every read goes through the domain stores
+// with the session's organization.
 //
-// Signing in. With the company's OpenID Connect provider configured
-// (Deps.SignIn), a person signs in there: the authorization code flow
-// with PKCE, state and nonce (package auth), the ID token verified by the
-// rules of every token. In development (Deps.TokenSignIn, on in `searchd
-// dev`) a person may paste a bearer token instead. Either way the console
-// keeps a server-side session (package sessions): the cookie holds a
-// random secret, never a token, HttpOnly, SameSite=Strict, scoped to
-// /console/, Secure when the request came over TLS; the session in
-// PostgreSQL holds the organization, actor and role, and ends at its
-// lifetime (a pasted token's exp, when sooner) or at sign-out, which
-// deletes it, so the old cookie is refused everywhere at once. A session
-// is never a bearer token of the API.
+// People sign in through the OpenID Connect provider (Deps.SignIn) or, in
+// development, by pasting a token (Deps.TokenSignIn). The console then
+// keeps a server-side session (package sessions); its cookie holds a
+// random secret, never a token, and sign-out deletes the session
+// everywhere at once.
 //
-// Security. Every POST is refused unless the browser says it is
-// same-origin (http.CrossOriginProtection: Sec-Fetch-Site, else Origin)
-// and, once signed in, unless it carries the CSRF token bound to the
-// session (an HMAC keyed by the session's secret). Every response carries
-// a strict Content-Security-Policy: scripts and styles from the console's
-// own embedded files only, no inline script or style, no framing, forms
-// posted to the console alone (and, from the sign-in page, redirected to
-// the provider). The pages work without JavaScript; console.js only adds
-// conveniences. Neither a token nor a cookie is ever logged.
-//
-// Templates and assets are embedded (go:embed), so `go build` needs no
-// front-end toolchain and there are no built assets to keep current.
+// Every POST must be same-origin (http.CrossOriginProtection) and, once
+// signed in, carry the session's CSRF token. Every response carries a
+// strict Content-Security-Policy; pages work without JavaScript. Tokens
+// and cookies are never logged. Templates and assets are embedded.
 package console
 
 import (
@@ -83,19 +63,14 @@ var staticFS embed.FS
 const Prefix = "/console/"
 
 // SavedSearches is what the console reads of saved searches; a
-// *savedsearch.Store has it.
-//
-// Every read of the console is bounded in size whatever the rows hold, so
-// that every page is (see maxPageBytes): lists read summaries, documents
-// are read without their baselines, baselines a page at a time.
+// *savedsearch.Store is one. Every read is bounded in size (maxPageBytes).
 type SavedSearches interface {
 	ListAll(ctx context.Context, org uuid.UUID, p savedsearch.AuditListParams) ([]savedsearch.AuditSummary, string, error)
 	GetEntry(ctx context.Context, org, id uuid.UUID) (*savedsearch.Entry, error)
 	BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) ([]string, int64, error)
 }
 
-// Snapshots is what the console reads of snapshots; a *snapshot.Store has
-// it.
+// Snapshots is what the console reads of snapshots; a *snapshot.Store is one.
 type Snapshots interface {
 	Header(ctx context.Context, org, id uuid.UUID) (*snapshot.Header, error)
 	BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) ([]string, int64, error)
@@ -111,8 +86,7 @@ type Runs interface {
 	StatusChanges(ctx context.Context, org, id uuid.UUID) ([]runs.StatusChange, error)
 }
 
-// JobAudit is the audit reads of provider jobs; a *providerjobs.Audit has
-// them.
+// JobAudit reads provider jobs; a *providerjobs.Audit is one.
 type JobAudit interface {
 	Job(ctx context.Context, org, id uuid.UUID) (*providerjobs.Job, int64, error)
 	Jobs(ctx context.Context, org uuid.UUID, p providerjobs.JobListParams) ([]providerjobs.Job, string, error)
@@ -121,7 +95,7 @@ type JobAudit interface {
 }
 
 // Operator is the operator's reads and force-release; an *operator.Store
-// has them.
+// is one.
 type Operator interface {
 	Claim(ctx context.Context, id uuid.UUID) (*idempotency.Record, error)
 	Overview(ctx context.Context, hours int) (*operator.Overview, error)
@@ -131,16 +105,15 @@ type Operator interface {
 	ForceRelease(ctx context.Context, rec *idempotency.Record, p operator.ReleaseParams) (*operator.Release, error)
 }
 
-// Inbox reads the provider inbox: the applier's backlog and lag and the
-// arrivals; a *providerjobs.Audit has it.
+// Inbox reads the provider inbox; a *providerjobs.Audit is one.
 type Inbox interface {
 	InboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error)
 	InboxPending(ctx context.Context, p providerjobs.InboxListParams) ([]providerjobs.InboxEntry, string, error)
 	InboxArrivals(ctx context.Context, p providerjobs.InboxListParams) ([]providerjobs.InboxEntry, string, error)
 }
 
-// UncertainCalls reads the tool calls left uncertain and the decisions
-// made about them; a *tools.Inspector has it.
+// UncertainCalls reads uncertain tool calls and their decisions; a
+// *tools.Inspector is one.
 type UncertainCalls interface {
 	Uncertain(ctx context.Context, p tools.InspectParams) ([]tools.UncertainCall, string, error)
 	Resolutions(ctx context.Context, p tools.InspectParams) ([]tools.PastResolution, string, error)
@@ -152,24 +125,20 @@ type Resolver interface {
 	Resolve(ctx context.Context, p tools.ResolveParams) (*tools.Resolved, error)
 }
 
-// Schedules reads a saved search's schedule and its occurrences; a
-// *schedule.Store has it.
+// Schedules reads schedules and occurrences; a *schedule.Store is one.
 type Schedules interface {
 	Get(ctx context.Context, org, id uuid.UUID) (*schedule.Schedule, error)
 	Occurrences(ctx context.Context, org, id uuid.UUID, p schedule.ListParams) ([]schedule.Occurrence, string, error)
-	// List reads a page of the organization's schedules for the
-	// schedules overview.
 	List(ctx context.Context, org uuid.UUID, p schedule.ListParams) ([]schedule.Summary, string, error)
 }
 
-// SweeperRuns reads the sweeper's recorded runs; a *sweeper.RunLog has it.
+// SweeperRuns reads the sweeper's recorded runs; a *sweeper.RunLog is one.
 type SweeperRuns interface {
 	List(ctx context.Context, backlogOnly bool, limit int, cursor string) ([]sweeper.RunEntry, string, error)
 }
 
-// Deps are what a [Console] is built from. All are required but Logger,
-// Now, OverviewTTL, and the stores of the optional operator panels (Inbox;
-// Uncertain and Resolver), each panel shown when its stores are set.
+// Deps are what a [Console] is built from. Fields documented as nil-able
+// are optional; the rest are required.
 type Deps struct {
 	SavedSearches SavedSearches
 	Snapshots     Snapshots
@@ -177,73 +146,51 @@ type Deps struct {
 	JobAudit      JobAudit
 	Operator      Operator
 	SweeperRuns   SweeperRuns
-	// Dispatches serves the Run page's timeline: the hand-off to the
-	// runtime and its attempts.
+	// Dispatches serves the Run page's dispatch timeline.
 	Dispatches Dispatches
-	// Backlog says whether this process dispatches and how many Runs
-	// wait for it (a *dispatch.Watcher); when it does not and some do,
-	// every page carries a notice. Nil shows none.
+	// Backlog (a *dispatch.Watcher) adds a notice when Runs wait and this
+	// process does not dispatch. Nil shows none.
 	Backlog Backlog
-	// Inbox serves the operator's "Inbound" panel, shown when it is set.
+	// Inbox serves the operator's "Inbound" panel; nil hides it.
 	Inbox Inbox
-	// Schedules shows a saved search's schedule and its occurrences on
-	// its page, and the organization's schedules overview, when it is
-	// set.
+	// Schedules serves schedules and occurrences; nil hides them.
 	Schedules Schedules
-	// Webhooks serves the organization's webhook endpoints page, when it
-	// is set: read by every member, its forms (create, disable, enable,
-	// delete) for its admins and operators (webhooks.go).
+	// Webhooks serves the webhook endpoints page; nil hides it.
 	Webhooks Webhooks
-	// Uncertain and Resolver serve the operator's "Tool calls to decide"
-	// panel; it is shown only when both are set.
+	// Uncertain and Resolver serve the "Tool calls to decide" panel,
+	// shown only when both are set.
 	Uncertain UncertainCalls
 	Resolver  Resolver
-	// Sessions keeps the sessions of the people signed in (a
-	// *sessions.Store).
-	Sessions Sessions
-	// SignIn signs people in through the company's OpenID Connect
-	// provider (an *auth.SignIn); nil when the console has no provider.
+	Sessions  Sessions
+	// SignIn signs in through the OIDC provider; nil without one.
 	SignIn SignIn
-	// TokenSignIn lets a person sign in by pasting a bearer token, which
-	// Verifier verifies as the API does (development: searchd dev).
+	// TokenSignIn allows signing in with a pasted bearer token, checked
+	// by Verifier (development).
 	TokenSignIn bool
 	Verifier    Verifier
 	// SessionLifetime is the longest a session lives; zero is
 	// DefaultSessionLifetime.
 	SessionLifetime time.Duration
-	// Logger receives one line per request (never a token, a cookie or a
-	// query string) and the errors; nil discards them.
+	// Logger receives one line per request and errors; nil discards.
 	Logger *slog.Logger
-	// Now is the clock tokens expire by and "ago" is written against;
-	// nil is time.Now.
+	// Now is the clock; nil is time.Now.
 	Now func() time.Time
-	// OverviewTTL is how long the claims page reuses the plane's counts
-	// and chart (one pass over agent.idempotency_keys) before reading
-	// them again. Up to six times as old, the old counts are served at
-	// once while one background read replaces them; older, a page reads
-	// them itself. The stuck and in-flight lists are always read fresh.
-	// Zero is DefaultOverviewTTL; negative reads them on every request.
+	// OverviewTTL is how long the claims page reuses its counts and
+	// chart (a full table scan). Up to overviewStaleFactor times as old,
+	// they are served while a background read refreshes them. Zero is
+	// DefaultOverviewTTL; negative reads on every request.
 	OverviewTTL time.Duration
-	// Admission is the process's admission queue (package fairq), shared
-	// with the API: every page and action that reads the database takes
-	// a seat in it first, charged to the organization (an auditor's
-	// views) or to the operator (an operator's, by the token's sub).
-	// Required.
+	// Admission is the fair queue shared with the API: every database
+	// read takes a seat, charged to the organization or the operator.
 	Admission *fairq.Queue
-	// OverviewWait is how long the claims page waits for a read of the
-	// counts when it has none to serve (the first page, or after six TTLs
-	// without an operator page). Past it the page is served without them,
-	// saying they are being counted, and fills them in when the read
-	// lands (console.js; without scripts, a reload shows them). Zero is
-	// DefaultOverviewWait; negative waits as long as the read takes.
+	// OverviewWait is how long the claims page waits for counts it lacks
+	// before rendering without them (console.js fills them in). Zero is
+	// DefaultOverviewWait; negative waits for the read.
 	OverviewWait time.Duration
-	// ServiceKeys lists, creates and revokes an organization's service
-	// keys, for its admins and operators (keys.go); nil serves no keys
-	// page.
+	// ServiceKeys serves the keys page (keys.go); nil hides it.
 	ServiceKeys ServiceKeys
-	// Streams serves the Run page's live updates (GET
-	// /console/runs/{id}/events), under the cap it shares with the API's
-	// streams; nil serves none, and the Run page is updated by reloading.
+	// Streams serves the Run page's live updates, sharing the API's cap;
+	// nil serves none.
 	Streams *runstream.Hub
 }
 
@@ -266,22 +213,18 @@ type Verifier interface {
 	Verify(ctx context.Context, raw string) (auth.Principal, error)
 }
 
-// DefaultSessionLifetime is the default [Deps.SessionLifetime]: a
-// working day.
+// DefaultSessionLifetime is the default [Deps.SessionLifetime].
 const DefaultSessionLifetime = 8 * time.Hour
 
-// DefaultOverviewTTL is the default [Deps.OverviewTTL]: counts a few
-// seconds old, so operators refreshing the page do not each scan the
-// plane.
+// DefaultOverviewTTL is the default [Deps.OverviewTTL].
 const DefaultOverviewTTL = 5 * time.Second
 
-// DefaultOverviewWait is the default [Deps.OverviewWait]: the claims page
-// answers within the console's 100 ms budget however large the plane.
+// DefaultOverviewWait is the default [Deps.OverviewWait], within the
+// console's 100 ms page budget.
 const DefaultOverviewWait = 50 * time.Millisecond
 
-// overviewStaleFactor times the OverviewTTL is how old the counts may be
-// and still be served while a background read replaces them: past it, a
-// page reads afresh.
+// overviewStaleFactor times OverviewTTL is the oldest counts served
+// while a background read refreshes them.
 const overviewStaleFactor = 6
 
 // Console serves the console. It is safe for concurrent use.
@@ -297,7 +240,7 @@ type Console struct {
 }
 
 // New returns the console built on d, or an error naming the first
-// dependency missing.
+// missing dependency.
 func New(d Deps) (*Console, error) {
 	switch {
 	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.JobAudit == nil, d.Dispatches == nil:
@@ -341,10 +284,9 @@ func New(d Deps) (*Console, error) {
 // Handler returns the http.Handler of the console: mount it at [Prefix].
 func (c *Console) Handler() http.Handler { return c.handler }
 
-// Mount returns a handler that serves the console under [Prefix] and
-// everything else with next (the API). It dispatches on the path alone,
-// leaving the request as it came for next: a ServeMux would set
-// r.Pattern, which the API's tracing takes for its route.
+// Mount serves the console under [Prefix] and everything else with next.
+// It dispatches on the path alone: a ServeMux would set r.Pattern, which
+// the API's tracing reads.
 func (c *Console) Mount(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -397,7 +339,7 @@ func (c *Console) routes() http.Handler {
 		mux.HandleFunc("POST /console/webhooks/{id}/delete", c.session(keyAdmin, c.deleteWebhook))
 	}
 
-	// The operator's views: every organization's plane.
+	// The operator's views, across organizations.
 	for _, p := range c.operatorPanels() {
 		mux.HandleFunc("GET /console/operator/"+p.name, c.session(operatorOnly, c.show(p.page)))
 		for _, r := range p.more {
@@ -414,9 +356,7 @@ func (c *Console) routes() http.Handler {
 	return c.logRequests(securityHeaders(csrf.Handler(mux)))
 }
 
-// contentSecurityPolicy admits the console's own script and stylesheet and
-// nothing else: no inline script or style, no other origin, no framing, and
-// forms post back to the console alone.
+// contentSecurityPolicy admits only the console's own files and forms.
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
@@ -449,8 +389,7 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// Unwrap lets http.ResponseController reach the connection: a Run's event
-// stream flushes each event and sets its write deadlines through it.
+// Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
@@ -460,9 +399,8 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// logRequests gives each request an id (X-Request-Id, and every log line
-// about it) and logs one line: the route pattern, never the raw path or
-// query, and never a header or cookie.
+// logRequests gives each request an id and logs one line naming its
+// route pattern, never the path, query, headers or cookies.
 func (c *Console) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -480,10 +418,8 @@ func (c *Console) logRequests(next http.Handler) http.Handler {
 	})
 }
 
-// staticFiles serves the embedded assets by name, cacheable for an hour
-// and revalidated by their ETag. It knows exactly the files under static/
-// and answers any other name, a directory's included, with the console's
-// 404: no listing, no path to walk.
+// staticFiles serves the embedded assets by exact name with an ETag;
+// anything else, directories included, is a 404.
 type staticFiles struct {
 	files    map[string][]byte
 	etags    map[string]string

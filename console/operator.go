@@ -17,9 +17,8 @@ import (
 	"github.com/searchd/searchd/sweeper"
 )
 
-// panel is one operator view: its navigation entry, its page at
-// /console/operator/<name> (section operator-<name>) and its other
-// routes. Every route is gated to operator tokens by routes().
+// panel is one operator view at /console/operator/<name>; routes() gates
+// it to operators.
 type panel struct {
 	label, name string
 	page        viewFunc
@@ -31,8 +30,8 @@ type route struct {
 	handler http.HandlerFunc
 }
 
-// operatorPanels are the operator's views, in navigation order; a panel
-// whose stores are not in Deps is left out.
+// operatorPanels are the operator's views in navigation order, leaving
+// out panels whose stores are nil.
 func (c *Console) operatorPanels() []panel {
 	panels := []panel{{"Claims", "claims", c.claims, []route{
 		{"GET /console/operator/claims/counts", c.claimCounts},
@@ -58,21 +57,17 @@ type claimsPage struct {
 	StuckCursor           string
 	FlightCursor          string
 	Org, Scope, Key       string
-	// Released is the release the page was sent back with, as the
-	// database recorded it; Refused is the message of why a release was
-	// refused (see outcome.go).
-	Released *operator.Release
-	Refused  string
-	Filtered bool
-	Now      time.Time
-	// Admission is the admission queue as the page was served.
+	// Released is the recorded release the page returns with; Refused
+	// says why a release was refused (outcome.go).
+	Released  *operator.Release
+	Refused   string
+	Filtered  bool
+	Now       time.Time
 	Admission admissionView
 }
 
-// admissionView shows the admission queue the API and the console share:
-// its seats and the flows being served or waiting. Organization ids
-// appear here (an operator sees every organization); the metrics carry
-// none.
+// admissionView shows the shared fair queue's seats and flows, with
+// organization ids, which the metrics never carry.
 type admissionView struct {
 	fairq.Stats
 	// MaxWait and QueueLength are the queue's bounds.
@@ -91,9 +86,8 @@ func (c *Console) admissionView() admissionView {
 	return admissionView{Stats: st, MaxWait: q.MaxWait(), QueueLength: q.QueueLength(), More: st.FlowsTotal - len(st.Flows)}
 }
 
-// countsView is the top of the claims page: the counts of the plane by
-// scope and state, and the chart. While Counting, the read has not landed
-// yet and the page fills them in from [Console.claimCounts].
+// countsView is the claims page's counts by scope and state, and its
+// chart. While Counting, the page fills them in from [Console.claimCounts].
 type countsView struct {
 	Counting bool
 	// CountedAt is when the counts and the chart were read.
@@ -119,15 +113,10 @@ func newCountsView(ov *operator.Overview, readAt, now time.Time) countsView {
 	return v
 }
 
-// overviewCache keeps the last overview, so that a page need not wait for
-// the scan of the whole plane behind its counts. A copy younger than ttl
-// is served as it is. An older one, up to staleFor, is served at once
-// while one background read replaces it (stale-while-revalidate): the
-// page says when its counts were read. With no copy, or one older than
-// staleFor, a page starts the read (or joins the one running) and waits
-// for it at most wait: past that it is served without the counts, which
-// it fills in from [Console.claimCounts] when the read lands. So no page
-// waits on the scan longer than wait, however large the plane.
+// overviewCache keeps the last overview (a full table scan) with
+// stale-while-revalidate: fresh within ttl, served while one background
+// read refreshes it up to staleFor, and beyond that a page waits at most
+// wait for a read before rendering without counts.
 type overviewCache struct {
 	// A negative wait waits until the read lands.
 	ttl, staleFor, wait time.Duration
@@ -135,10 +124,10 @@ type overviewCache struct {
 	mu     sync.Mutex // guards the fields below; never held across a read
 	at     time.Time
 	latest *operator.Overview
-	// reading is the read running, if any: at most one at a time.
+	// reading is the one running read, if any.
 	reading *overviewRead
-	// admission seats each read, charged to the flow of the request that
-	// started it (a read outlives that request's seat).
+	// admission seats each read under its starter's flow, since the read
+	// outlives the starter's seat.
 	admission *fairq.Queue
 	// op reads the overview by now's clock; log gets a failed read.
 	op  Operator
@@ -146,8 +135,7 @@ type overviewCache struct {
 	log *slog.Logger
 }
 
-// overviewRead is one read of the overview; done is closed when it has
-// landed, and ov, at and err are set before.
+// overviewRead is one read; ov, at and err are set before done closes.
 type overviewRead struct {
 	done chan struct{}
 	ov   *operator.Overview
@@ -155,12 +143,10 @@ type overviewRead struct {
 	err  error
 }
 
-// overviewReadTimeout bounds a read: it runs on past the page that started
-// it, so no request's context bounds it.
+// overviewReadTimeout bounds a read, which outlives its request.
 const overviewReadTimeout = 30 * time.Second
 
-// startLocked starts the read, or returns the one running; oc.mu must be
-// held.
+// startLocked starts a read or returns the running one; oc.mu is held.
 func (oc *overviewCache) startLocked(ctx context.Context) *overviewRead {
 	if oc.reading == nil {
 		oc.reading = &overviewRead{done: make(chan struct{})}
@@ -169,15 +155,14 @@ func (oc *overviewCache) startLocked(ctx context.Context) *overviewRead {
 	return oc.reading
 }
 
-// read reads the overview for r and keeps it; a failure leaves the old
-// copy to age out, and is logged.
+// read reads and keeps the overview; a failure is logged and the old
+// copy ages out.
 func (oc *overviewCache) read(ctx context.Context, r *overviewRead) {
 	ctx, cancel := context.WithTimeout(ctx, overviewReadTimeout)
 	defer cancel()
 	var seat *fairq.Seat
 	if started := fairq.FromContext(ctx); started != nil {
-		// One seat: the page that started it may hold its own while it
-		// waits for the read (at most OverviewWait).
+		// Its own seat: the starting page may hold one while it waits.
 		seat, r.err = oc.admission.Acquire(ctx, started.Flow(), 1)
 	}
 	if r.err == nil {
@@ -199,8 +184,7 @@ func (oc *overviewCache) read(ctx context.Context, r *overviewRead) {
 	}
 }
 
-// warm starts a read when there is no copy to serve at all (none yet, or
-// one too old) and none is running.
+// warm starts a read when no copy is servable and none is running.
 func (oc *overviewCache) warm(ctx context.Context) {
 	if oc.ttl <= 0 {
 		return
@@ -212,10 +196,8 @@ func (oc *overviewCache) warm(ctx context.Context) {
 	}
 }
 
-// reread replaces the copy with a read made now, waiting for it: after a
-// release, so that the page the operator is sent to shows it and is served
-// without a read of its own. A failed read drops the copy instead (the
-// page then reads itself).
+// reread refreshes the copy and waits, after a release, so the next page
+// shows it; a failed read drops the copy.
 func (oc *overviewCache) reread(ctx context.Context) {
 	t := oc.now()
 	ov, err := oc.op.Overview(ctx, chartHours)
@@ -235,10 +217,8 @@ func (oc *overviewCache) storeLocked(ov *operator.Overview, at time.Time) {
 	}
 }
 
-// get returns the overview a page shows and when it was read, or nil and
-// no error when the read has not landed within wait (negative: until it
-// lands): the page then shows its counts as being counted. Its error is
-// the read's, or ctx's.
+// get returns the overview and its read time, or nil when no read landed
+// within wait (negative: no limit). Its error is the read's or ctx's.
 func (oc *overviewCache) get(ctx context.Context, wait time.Duration) (*operator.Overview, time.Time, error) {
 	oc.mu.Lock()
 	if age := oc.now().Sub(oc.at); oc.latest != nil && oc.ttl > 0 && age < max(oc.ttl, oc.staleFor) {
@@ -277,9 +257,7 @@ func (c *Console) claims(r *http.Request, f *filters) (view, error) {
 	}
 	p.Filtered = p.Org != "" || p.Scope != "" || p.Key != ""
 	ctx := r.Context()
-	// The overview (a scan of the plane, when not cached) and the two
-	// lists (index ranges) are read at once: the page waits for the
-	// slowest, not for the sum.
+	// Read the overview and the two lists concurrently.
 	var (
 		wg     sync.WaitGroup
 		ov     *operator.Overview
@@ -290,7 +268,6 @@ func (c *Console) claims(r *http.Request, f *filters) (view, error) {
 	filter := operator.ClaimFilter{OrganizationID: org, Scope: p.Scope, Key: p.Key}
 	var stuckErr, flightErr error
 	if id, err := uuid.Parse(r.URL.Query().Get("released")); err == nil && id != uuid.Nil {
-		// Announced only as recorded: who released which claim and why.
 		var rs []operator.Release
 		if rs, _, stuckErr = c.d.Operator.Releases(ctx, operator.ReleaseFilter{ClaimID: id}, operator.PageParams{Limit: 1}); len(rs) == 1 {
 			p.Released = &rs[0]
@@ -312,17 +289,13 @@ func (c *Console) claims(r *http.Request, f *filters) (view, error) {
 	return view{"claims", "Claims", p}, nil
 }
 
-// claimCountsWait bounds how long [Console.claimCounts] waits for the
-// read of the counts; the read itself gives up at overviewReadTimeout.
+// claimCountsWait bounds [Console.claimCounts]'s wait for the read.
 const claimCountsWait = overviewReadTimeout + 5*time.Second
 
-// claimCounts serves the top of the claims page alone, once the read of
-// the counts has landed, for a page served while they were being counted
-// (console.js puts it in place). It waits for the read, as no person waits
-// on it: the page they look at was served already.
+// claimCounts serves the claims page's counts fragment once the read
+// lands, for console.js to fill in.
 func (c *Console) claimCounts(w http.ResponseWriter, r *http.Request) {
-	// It only waits (the read takes a seat of its own) and then renders:
-	// it needs no seat, so it gives its own up at once.
+	// It only waits and renders, so it releases its seat at once.
 	fairq.Idle(r.Context())
 	ctx, cancel := context.WithTimeout(r.Context(), claimCountsWait)
 	defer cancel()
@@ -335,11 +308,9 @@ func (c *Console) claimCounts(w http.ResponseWriter, r *http.Request) {
 	c.execute(w, r, http.StatusOK, "claims", "claim-counts", newCountsView(ov, readAt, c.now()))
 }
 
-// releaseClaim force-releases a stuck claim: the same rules as `searchd
-// claims release` (operator.Store.ForceRelease), with the session's actor
-// recorded, and two guards more: the lease must have passed, and the claim
-// must still be the one the operator saw (its claimed_at, which a reclaim
-// moves, is in the form).
+// releaseClaim force-releases a stuck claim (operator.Store.ForceRelease)
+// as the session's actor, requiring a passed lease and the claimed_at the
+// operator saw.
 func (c *Console) releaseClaim(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
 	id, ok := pathID(r)
@@ -386,8 +357,6 @@ func (c *Console) releaseClaim(w http.ResponseWriter, r *http.Request) {
 		c.log.WarnContext(r.Context(), "claim force-released by an operator in the console",
 			"claim_id", rec.ID.String(), "organization_id", rec.OrganizationID.String(),
 			"scope", rec.Scope, "actor", s.Actor, "reason", reason)
-		// The claim's id, which the page shows only when the database
-		// holds a release of it.
 		redirectOutcome(w, r, "/console/operator/claims", "released", rec.ID.String())
 	}
 }

@@ -5,13 +5,9 @@ import (
 	"net/url"
 )
 
-// Outcomes of the operator's forms. A form redirects back to its page
-// (post, redirect, get) naming what happened by a code in the query
-// string; the page prints the fixed message of a code it knows and nothing
-// for any other. No text of the URL is ever printed in the console's own
-// alerts, so a crafted link cannot make the console say anything it did
-// not write (issue 24.8). A release is announced from its record in the
-// database instead (see [Console.claims]).
+// Outcomes of the operator's forms. A form redirects back with a code in
+// the query; the page prints only the fixed message of a known code, so a
+// crafted link cannot make the console say anything it did not write.
 
 // outcomeMessages are the messages of the codes, by the parameter that
 // carries them.

@@ -74,11 +74,9 @@ func (f *filters) id(name string) uuid.UUID {
 	}, "a UUID")
 }
 
-// timeLayouts are what a time filter accepts, read as UTC when no zone is
-// given: a date and time with a space or a T between them, a date, RFC
-// 3339. The filters are text fields showing the first layout: a browser's
-// date picker would show the time in the reader's own locale and format
-// while the console reads it as UTC.
+// timeLayouts are the accepted time filter layouts, UTC without a zone.
+// Filters are text fields, since a browser date picker would show local
+// time while the console reads UTC.
 var timeLayouts = []string{"2006-01-02 15:04", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02T15:04:05",
 	"2006-01-02", time.RFC3339}
 
@@ -178,9 +176,8 @@ func localInput(t time.Time) string {
 // items than any baseline holds.
 const maxPosition = 1 << 31
 
-// position returns parameter name as a position in a list of items, where
-// a page starts: a whole number from 0 (the start, and when empty) to
-// maxPosition.
+// position returns parameter name as a list position from 0 (also when
+// empty) to maxPosition.
 func (f *filters) position(name string) int64 {
 	return parsed(f, name, func(v string) (int64, bool) {
 		n, err := strconv.ParseInt(v, 10, 64)

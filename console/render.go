@@ -21,18 +21,12 @@ import (
 	"github.com/searchd/searchd/schedule"
 )
 
-// MaxPageBytes bounds every page of the console, in bytes of HTML, with
-// any records at the documented limits and rows stored before the limits
-// existed: lists read summaries, documents are read without their
-// baselines, baseline items come itemsPageSize to a page, and a JSON value
-// (a Run's input, a job's result, a tool's output) is cut to maxJSONShown.
-// TestEveryPageIsBoundedInBytes holds the heaviest pages to it, and a page
-// over it is logged as an error.
+// MaxPageBytes bounds every page's HTML, whatever the rows hold: lists read
+// summaries, baselines are paged and JSON values are cut to maxJSONShown.
+// A page over it is logged as an error.
 const MaxPageBytes = 1 << 20
 
-// maxJSONShown bounds a JSON value on a page, in bytes of indented JSON:
-// a direct start's input at its 64 KiB limit fits, indented, unless
-// deeply nested.
+// maxJSONShown bounds a JSON value on a page, in bytes of indented JSON.
 const maxJSONShown = 128 << 10
 
 // page is what every template gets.
@@ -44,8 +38,7 @@ type page struct {
 	Nav     []navEntry
 	Data    any
 	Now     time.Time
-	// Dispatch is the notice that dispatch is off and Runs wait; nil
-	// when not.
+	// Dispatch is the dispatch-off notice, or nil.
 	Dispatch *dispatchNotice
 }
 
@@ -53,8 +46,7 @@ type navEntry struct {
 	Group, Label, Href, Section string
 }
 
-// nav returns the navigation s may use: the auditor's views when its token
-// names an organization, the operator's panels when it has the role.
+// nav returns the views s may use.
 func (c *Console) nav(s *session) []navEntry {
 	if s == nil {
 		return nil
@@ -119,10 +111,8 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 			Dispatch: c.dispatchNotice(s)})
 }
 
-// execute writes template tmpl of page name's templates with data: the
-// layout, or a fragment, a part of a page that the page fetches to fill
-// in. It renders into a buffer first, so a template error is a clean 500,
-// never half a page.
+// execute renders template tmpl (the layout or a fragment) of page name
+// into a buffer first, so a template error is a clean 500.
 func (c *Console) execute(w http.ResponseWriter, r *http.Request, status int, name, tmpl string, data any) {
 	t, ok := c.pages[name]
 	if !ok {
@@ -185,10 +175,8 @@ func (c *Console) internal(w http.ResponseWriter, r *http.Request, err error) {
 		"The request failed on the server; it has been logged with request id "+w.Header().Get("X-Request-Id")+".")
 }
 
-// shortID is the 8 characters that tell an id from its neighbours: the
-// last 8 of a time-ordered (version 7) UUID, whose first 8 are the time it
-// was minted and so are shared by every id of the same minute; the first 8
-// of any other (the random ids minted before internal/ids).
+// shortID is the last 8 characters of a version 7 UUID (the first 8 are
+// its timestamp), else the first 8.
 func shortID(id uuid.UUID) string {
 	s := id.String()
 	if id.Version() == 7 {
@@ -202,9 +190,7 @@ var funcs = template.FuncMap{
 	"has": slices.Contains[[]string],
 	// plural is n and the word for it: "1 item", "0 items", "2 items".
 	"plural": plural,
-	// short is 8 characters of an id, for a table cell (the full id is
-	// the cell's title): of a UUID, see shortID; of anything else (a
-	// content hash), its first 8.
+	// short is shortID, or the first 8 characters of a non-UUID.
 	"short": func(v any) string {
 		switch id := v.(type) {
 		case uuid.UUID:
@@ -239,8 +225,7 @@ var funcs = template.FuncMap{
 		}
 		return string(b)
 	},
-	// rawjson writes a stored JSON value indented, cut to maxJSONShown
-	// bytes with a note of its whole size.
+	// rawjson indents a stored JSON value, cut to maxJSONShown.
 	"rawjson": func(b json.RawMessage) string {
 		if len(b) == 0 {
 			return ""
@@ -278,13 +263,10 @@ var funcs = template.FuncMap{
 	"pager": func(base, cursor, next string, kv ...string) pagerLinks {
 		return newPager(base, "cursor", cursor, next, kv...)
 	},
-	// pagerNamed is pager for a list whose cursor parameter is not
-	// "cursor" (two lists on one page).
+	// pagerNamed is pager with a custom cursor parameter.
 	"pagerNamed": newPager,
-	// itemsPager links the pages of a list of baseline items at base,
-	// whose page starts after position at with shown items and goes on
-	// after next (0 on the last page), of total; kv are the page's other
-	// parameters, kept.
+	// itemsPager links the pages of baseline items; next is 0 on the
+	// last page.
 	"itemsPager": func(base, param string, at, next int64, shown int, total int64, kv ...string) itemsPagerLinks {
 		l := itemsPagerLinks{From: at + 1, To: at + int64(shown), Total: total, First: link(base, kv...), Paged: at > 0 || next > 0}
 		if next > 0 {
@@ -292,8 +274,7 @@ var funcs = template.FuncMap{
 		}
 		return l
 	},
-	// pos writes a position of a list of items for a link, "" for the
-	// start (so the link leaves it out).
+	// pos writes a list position for a link, "" for the start.
 	"pos": func(n int64) string {
 		if n <= 0 {
 			return ""
@@ -301,8 +282,7 @@ var funcs = template.FuncMap{
 		return strconv.FormatInt(n, 10)
 	},
 	"add": func(a, b int) int { return a + b },
-	// occBadge is the badge class of an occurrence's status, from the
-	// console's existing badges.
+	// occBadge is the badge class of an occurrence's status.
 	"occBadge": func(status string) string {
 		switch status {
 		case schedule.StatusStarted:
@@ -324,8 +304,7 @@ var funcs = template.FuncMap{
 	// left writes the time from now to t: a lease's time left.
 	"left":  func(now, t time.Time) string { return nbsp(humanDuration(t.Sub(now))) },
 	"since": func(a, b time.Time) time.Duration { return b.Sub(a) },
-	// table is the rows of a shared table partial (runs-table,
-	// jobs-table) with the page's now.
+	// table passes rows and now to a shared table partial.
 	"table": func(rows any, now time.Time) any {
 		return struct {
 			Rows any
@@ -334,11 +313,9 @@ var funcs = template.FuncMap{
 	},
 }
 
-// ago writes how long before now t was, for a person: "3 min ago", with
-// no-break spaces, so a narrow column never splits it.
+// ago writes "3 min ago" with no-break spaces.
 func ago(now, t time.Time) string {
-	// Years apart, by the calendar: a Duration ends at 292 years (Sub
-	// saturates), and a schedule may come due in year 9999.
+	// Count years by calendar: Sub saturates at 292 years.
 	switch y := t.Year() - now.Year(); {
 	case y > 2:
 		return nbsp(fmt.Sprintf("in %d years", y))
@@ -354,8 +331,7 @@ func ago(now, t time.Time) string {
 // nbsp replaces the spaces of s with no-break spaces.
 func nbsp(s string) string { return strings.ReplaceAll(s, " ", "\u00a0") }
 
-// humanDuration rounds d to what a person reads: 42 s, 7 min, 3 h 5 min,
-// 2 d 4 h.
+// humanDuration rounds d for reading: 42 s, 7 min, 3 h 5 min, 2 d 4 h.
 func humanDuration(d time.Duration) string {
 	switch {
 	case d < time.Second:
@@ -376,9 +352,8 @@ func humanDuration(d time.Duration) string {
 	return fmt.Sprintf("%d d %d h", days, int(d.Hours())-24*days)
 }
 
-// itemsPagerLinks are the links of the pages of a list of baseline items:
-// items From to To of Total are shown; First is the first page, NextURL
-// the next ("" on the last). Paged reports more than one page.
+// itemsPagerLinks are the links of baseline item pages; NextURL is "" on
+// the last.
 type itemsPagerLinks struct {
 	From, To, Total int64
 	First, NextURL  string
@@ -395,8 +370,8 @@ func newPager(base, param, cursor, next string, kv ...string) pagerLinks {
 	return pagerLinks{Cursor: cursor, Next: next, First: link(base, kv...), NextURL: link(base, slices.Concat(kv, []string{param, next})...)}
 }
 
-// link is base with the query of kv, pairs of a name and a value, leaving
-// out the empty values (a later pair of a name wins).
+// link is base with the query of name/value pairs kv, skipping empty
+// values; a later pair wins.
 func link(base string, kv ...string) string {
 	v := url.Values{}
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -410,8 +385,7 @@ func link(base string, kv ...string) string {
 	return base + "?" + v.Encode()
 }
 
-// plural returns n (an integer of any kind) and one when it is 1, many
-// otherwise.
+// plural returns n and one or many.
 func plural(n any, one, many string) string {
 	v, err := strconv.ParseInt(fmt.Sprint(n), 10, 64)
 	if err == nil && v == 1 {

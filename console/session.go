@@ -22,17 +22,13 @@ import (
 	"github.com/searchd/searchd/sessions"
 )
 
-// cookieName is the session cookie. It holds the secret of a server-side
-// session (package sessions), never a token: HttpOnly (no script reads
-// it), SameSite=Strict (no other site's page sends it), Path /console/
-// (the API never sees it), Secure over TLS, expiring with the session.
+// cookieName is the session cookie, holding a session secret (never a
+// token): HttpOnly, SameSite=Strict, Path /console/, Secure over TLS.
 const cookieName = "searchd_console"
 
-// flowCookie holds a sign-in through the provider between its start and
-// the provider's callback: the state, nonce and PKCE verifier (auth.Flow).
-// SameSite=Lax, because the callback is a top-level navigation from the
-// provider's site; Path /console/oidc/, so no other page receives it; ten
-// minutes at most.
+// flowCookie holds an auth.Flow until the provider's callback:
+// SameSite=Lax since the callback is a cross-site navigation, Path
+// /console/oidc/.
 const flowCookie = "searchd_console_flow"
 
 // flowTTL bounds a sign-in at the provider.
@@ -43,8 +39,7 @@ const maxTokenFormLen = 8 << 10
 
 type principalKey struct{}
 
-// session is a signed-in request: the principal, the session's secret and
-// the CSRF token its forms carry.
+// session is a signed-in request's principal, secret and CSRF token.
 type session struct {
 	auth.Principal
 	CSRF   string
@@ -64,16 +59,13 @@ const (
 	auditor                  // a session that names an organization
 	operatorOnly             // a session with the operator role
 	keyAdmin                 // a session that names an organization, of its admin or an operator
-	// streamer is auditor for a Run's event stream, which takes its
-	// admission seat itself, for its first read only (stream.go): a
-	// stream's answer never ends while the Run runs, so it is neither
-	// held nor seated for its life.
+	// streamer is auditor for an event stream, which seats its first
+	// read itself (stream.go).
 	streamer
 )
 
-// lookup returns the session of the request's cookie: nil with a nil
-// error when there is none (no cookie, signed out, expired), and an
-// error when the database could not say.
+// lookup returns the cookie's live session, nil without one, or an error
+// when the database could not say.
 func (c *Console) lookup(r *http.Request) (*session, error) {
 	ck, err := r.Cookie(cookieName)
 	if err != nil {
@@ -93,9 +85,9 @@ func (c *Console) lookup(r *http.Request) (*session, error) {
 	}, nil
 }
 
-// session admits a request with a live session that passes g, and a POST
-// only with the session's CSRF token in its csrf field. Without a session
-// a GET is sent to the sign-in page; a refused gate answers 403.
+// session admits a request whose live session passes g, and a POST only
+// with its CSRF token. A GET without a session is sent to sign in; a
+// refused gate answers 403.
 func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, err := c.lookup(r)
@@ -130,11 +122,8 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
-		// A seat in the admission queue the API shares (package fairq)
-		// before anything reads the database: an operator's view is
-		// charged to the operator, an auditor's to the organization, so
-		// a console reading large pages waits its turn beside the API's
-		// requests, never ahead of them. Signing out reads nothing.
+		// Take a seat in the fair queue shared with the API before any
+		// database read, charged to the operator or organization.
 		ctx := context.WithValue(r.Context(), principalKey{}, s)
 		if g != anyone && g != streamer {
 			flow := fairq.Flow{Kind: fairq.KindOrganization, Name: s.OrganizationID.String()}
@@ -147,35 +136,28 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 			ctx = fairq.NewContext(ctx, seat)
-			// The page is rendered under the seat and held; the seat goes
-			// back before it is written, so a client that reads slowly, or
-			// pipelines pages it never reads, holds none (issue 36). A page
-			// is bounded in bytes (MaxPageBytes).
+			// Render under the seat, release it, then write, so a slow
+			// reader holds no seat.
 			client := w
 			held := heldanswer.New(client)
 			w = held
 			defer func() {
-				// A page that cost more than its seats (a compare of
-				// thousands of items) is paid by the flow's next pages.
+				// Charge the cost beyond its seats to the next pages.
 				seat.Charge(fairq.BytesWidth(int64(held.Bytes())))
 				seat.Release()
 				_ = held.Send(client)
 			}()
 		}
 		if s.IsOperator() && r.Method == http.MethodGet {
-			// An operator at work is likely to open the claims page: have
-			// its counts read in the background, so that page need not wait.
+			// Warm the claims page's counts for an operator.
 			c.overview.warm(ctx)
 		}
 		next(w, r.WithContext(ctx))
 	}
 }
 
-// pageSeats is the seats a console page takes up front: a page reads
-// several lists or a whole saved search with its baseline and timeline,
-// and renders them, about what an API list of a hundred rows costs. An
-// action (a POST) is one small write and takes one. What a page turns out
-// to cost, by the bytes it rendered, is charged after (fairq.Seat.Charge).
+// pageSeats is the seats a page takes up front, about an API list of a
+// hundred rows; a POST takes one. The actual cost is charged after.
 const pageSeats = 2
 
 func pageWidth(r *http.Request) int {
@@ -185,9 +167,8 @@ func pageWidth(r *http.Request) int {
 	return pageSeats
 }
 
-// admissionFailed answers a request the admission queue did not seat: a
-// refusal is the 429 page with Retry-After; a request whose client went
-// away gets a 503 nobody reads.
+// admissionFailed answers an unseated request: 429 with Retry-After, or
+// 503 when the client left.
 func (c *Console) admissionFailed(w http.ResponseWriter, r *http.Request, err error) {
 	var refusal *fairq.Refusal
 	if !errors.As(err, &refusal) {
@@ -211,19 +192,15 @@ func (c *Console) unavailable(w http.ResponseWriter, r *http.Request, err error)
 	c.fail(w, r, http.StatusServiceUnavailable, "Unavailable", "The database could not be reached. Try again in a moment.")
 }
 
-// csrfToken is the session's CSRF token: an HMAC keyed by the session's
-// secret. Another site cannot compute it (the cookie is HttpOnly, the
-// pages same-origin), nor learn the secret from it, and it changes with
-// every sign-in; replicas compute the same without a key of their own.
+// csrfToken is an HMAC keyed by the session's secret, so every replica
+// computes it and no other site can.
 func csrfToken(secret string) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte("searchd console csrf v1"))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// setCookie sets the session cookie (cookieName) or flowCookie, as their
-// comments say, Secure when the request came over TLS; maxAge -1 deletes
-// it.
+// setCookie sets cookieName or flowCookie; maxAge -1 deletes it.
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
 	ck := &http.Cookie{Name: name, Value: value, Path: Prefix, MaxAge: maxAge, HttpOnly: true,
 		Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"), SameSite: http.SameSiteStrictMode}
@@ -247,9 +224,8 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// landing is where a principal starts: its organization's saved
-// searches, or the claims of every organization for an operator who
-// names none.
+// landing is a principal's first view: its saved searches, or the claims
+// page for an operator naming no organization.
 func landing(p auth.Principal) string {
 	if p.OrganizationID == uuid.Nil {
 		return "/console/operator/claims"
@@ -258,16 +234,12 @@ func landing(p auth.Principal) string {
 }
 
 type signInPage struct {
-	Error string
-	// Provider is whether people sign in through the provider; Token
-	// whether they may paste a token.
+	Error           string
 	Provider, Token bool
 }
 
-// renderSignIn renders the sign-in page with status and an error. Its
-// form posts to the console and, for the provider's button, is redirected
-// to the provider, so form-action admits the provider's authorization
-// endpoint as well (a browser checks the redirect of a form too).
+// renderSignIn renders the sign-in page; its form-action also admits the
+// provider's authorization endpoint, which browsers check on redirect.
 func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	if c.d.SignIn != nil {
 		w.Header().Set("Content-Security-Policy",
@@ -280,11 +252,8 @@ func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
 	c.renderSignIn(w, r, http.StatusOK, "")
 }
 
-// signIn exchanges a pasted token for a session, when token sign-in is
-// on. The token travels in the POST body alone; CrossOriginProtection
-// has refused a cross-site post before this runs (login CSRF). The
-// session ends at the token's exp or after the session lifetime, which
-// comes first.
+// signIn exchanges a pasted token (in the POST body) for a session that
+// ends at the token's exp or the session lifetime, whichever is first.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	if !c.d.TokenSignIn {
 		c.fail(w, r, http.StatusForbidden, "Token sign-in is off",
@@ -305,10 +274,9 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// newSession stores a session for p and hands the browser its cookie. It
-// reports false when it answered the request itself: p cannot hold a
-// session (a runtime credential never does), or the database could not
-// store it.
+// newSession stores a session for p and sets its cookie. It reports
+// false when it answered the request itself (a runtime, or a database
+// failure).
 func (c *Console) newSession(w http.ResponseWriter, r *http.Request, p auth.Principal, via string, notAfter time.Time) bool {
 	if p.IsRuntime() {
 		// A runtime reports the status of Runs and reads nothing.
@@ -326,16 +294,14 @@ func (c *Console) newSession(w http.ResponseWriter, r *http.Request, p auth.Prin
 		c.unavailable(w, r, err)
 		return false
 	}
-	// Both from the database's clock: at most the session lifetime,
-	// whatever a token's exp said.
+	// Both judged by the database clock.
 	setCookie(w, r, cookieName, secret, max(1, int(s.ExpiresAt.Sub(s.CreatedAt).Seconds())))
 	c.log.LogAttrs(r.Context(), slog.LevelInfo, "console: signed in", slog.String("via", via),
 		slog.String("actor", s.Actor), slog.String("role", s.Role), slog.String("session", s.ID.String()))
 	return true
 }
 
-// startProviderSignIn sends the browser to the provider's sign-in, with a
-// fresh state, nonce and PKCE verifier kept in the flow cookie.
+// startProviderSignIn redirects to the provider with a fresh flow cookie.
 func (c *Console) startProviderSignIn(w http.ResponseWriter, r *http.Request) {
 	if c.d.SignIn == nil {
 		c.notFound(w, r)
@@ -349,18 +315,15 @@ func (c *Console) startProviderSignIn(w http.ResponseWriter, r *http.Request) {
 // oidcPath is where the provider's callback lands.
 const oidcPath = "/console/oidc/"
 
-// providerCallback finishes a sign-in through the provider: the state of
-// the flow cookie, the code exchanged with its PKCE verifier, the ID
-// token verified with its nonce. It answers the page that continues to
-// the person's first view from the console's own origin: a redirect
-// straight from this cross-site navigation would not carry the new
-// SameSite=Strict cookie.
+// providerCallback finishes a provider sign-in and answers a page that
+// continues from the console's origin: a redirect from this cross-site
+// navigation would not carry the new SameSite=Strict cookie.
 func (c *Console) providerCallback(w http.ResponseWriter, r *http.Request) {
 	if c.d.SignIn == nil {
 		c.notFound(w, r)
 		return
 	}
-	// The flow is spent whatever happens: a callback is answered once.
+	// A flow answers one callback.
 	setCookie(w, r, flowCookie, "", -1)
 	var f auth.Flow
 	ck, err := r.Cookie(flowCookie)
@@ -403,8 +366,7 @@ type signedInPage struct {
 	Next, Actor string
 }
 
-// signOut ends the session: it is deleted, so the cookie is worthless on
-// every replica, whatever the browser does with it.
+// signOut deletes the session, voiding the cookie on every replica.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
 	if err := c.d.Sessions.Delete(r.Context(), s.secret); err != nil {

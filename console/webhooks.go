@@ -12,9 +12,7 @@ import (
 	"github.com/searchd/searchd/webhooks"
 )
 
-// Webhooks reads an organization's webhook endpoints and their
-// deliveries, and lets its admins and operators create, disable, enable
-// and delete them; a *webhooks.Store has it.
+// Webhooks reads and manages webhook endpoints; a *webhooks.Store is one.
 type Webhooks interface {
 	List(ctx context.Context, org uuid.UUID) ([]webhooks.Endpoint, error)
 	Deliveries(ctx context.Context, org, id uuid.UUID, limit int) ([]webhooks.Delivery, error)
@@ -32,9 +30,8 @@ type webhookEndpointView struct {
 	Deliveries []webhooks.Delivery
 }
 
-// webhooksPage is the Webhooks page: the organization's endpoints; for
-// an admin or an operator (Manage) the forms, and after a create the new
-// endpoint with its secret, shown this once.
+// webhooksPage is the Webhooks page; after a create it shows the new
+// endpoint's secret, this once.
 type webhooksPage struct {
 	Endpoints  []webhookEndpointView
 	Manage     bool
@@ -46,9 +43,8 @@ type webhooksPage struct {
 	Form webhooks.CreateParams
 }
 
-// webhooksPage lists the organization's webhook endpoints, each with its
-// newest deliveries and every kept attempt of each (status, answer,
-// duration). It never shows a secret.
+// webhooksPage lists endpoints with their newest deliveries and attempts,
+// never a secret.
 func (c *Console) webhooksPage(r *http.Request, f *filters) (view, error) {
 	if err := f.err(); err != nil {
 		return view{}, err
@@ -94,12 +90,9 @@ func refusal(err error) string {
 	return "the form is not one the page sent"
 }
 
-// createWebhook creates an endpoint of the session's organization from
-// the form (url, description, event type checkboxes: none is every type),
-// recording the session's actor as its creator, and renders the page with
-// its secret, the one time the console shows it; the answer is not stored
-// by the browser (Cache-Control: no-store). A field webhooks refuses is a
-// 400 naming it, and nothing is created.
+// createWebhook creates an endpoint from the form (no event types means
+// all) and renders its secret once, with Cache-Control: no-store. A
+// refused field is a 400 naming it.
 func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
 	p := webhooks.CreateParams{URL: r.PostFormValue("url"), Description: r.PostFormValue("description"),
@@ -131,9 +124,7 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, status, "webhooks", "Webhooks", page)
 }
 
-// setWebhookState enables or disables an endpoint of the session's
-// organization (form field state); a disable is recorded as the
-// session's actor's. A state that is neither is a 400.
+// setWebhookState enables or disables an endpoint; another state is a 400.
 func (c *Console) setWebhookState(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
 	id, ok := pathID(r)

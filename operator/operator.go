@@ -24,25 +24,20 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// ErrNotFound, ErrInvalid and ErrInvalidCursor carry the kinds of package
-// errs their names say; the refusals of a release are the operator's own.
-// Every exported method that runs SQL returns a transient database failure
-// as an errs.Unavailable wrapping the driver's error (internal/dberr).
+// Errors. Methods that run SQL return transient database failures as
+// errs.Unavailable (internal/dberr).
 var (
-	// ErrCompletedClaim refuses the release of a completed claim: it is
-	// the journal, the answer every repeat of its key replays, and
-	// deleting it would let a repeat make the effect again.
+	// ErrCompletedClaim refuses releasing a completed claim: repeats
+	// replay it, and deleting it would let a repeat redo the effect.
 	ErrCompletedClaim = errors.New("a completed claim is never released")
-	// ErrClaimChanged reports a release the fence refused: the claim was
-	// completed, released or reclaimed since it was read.
+	// ErrClaimChanged reports a claim that changed since it was read.
 	ErrClaimChanged = errors.New("the claim changed since it was read; nothing was released")
-	// ErrLeaseLive refuses, when [ReleaseParams.RequirePassedLease] is
-	// set, the release of a claim whose holder may still be working.
+	// ErrLeaseLive refuses a live lease under
+	// [ReleaseParams.RequirePassedLease].
 	ErrLeaseLive = errors.New("the claim's lease is live: its holder may still be working")
 	// ErrNotFound reports a claim that is not stored.
 	ErrNotFound = errs.New(errs.NotFound, "operator: claim not found")
-	// ErrInvalid is wrapped by every error about input refused before any
-	// SQL runs.
+	// ErrInvalid is wrapped by every input error, returned before any SQL.
 	ErrInvalid = errs.New(errs.Invalid, "operator: invalid input")
 	// ErrInvalidCursor reports a page cursor this package did not write.
 	ErrInvalidCursor = keyset.InvalidCursor("operator")
@@ -50,15 +45,14 @@ var (
 
 // Limits of a release's record.
 const (
-	// MaxReasonLen bounds a release's reason, in characters: a sentence,
-	// not a document.
+	// MaxReasonLen bounds a release's reason, in characters.
 	MaxReasonLen = 500
 	// MaxActorLen bounds the actor, in bytes (a token's sub).
 	MaxActorLen = 255
 )
 
-// ReleaseRetention is how long a force-release is remembered: as long as
-// a Run, the longest any record a release may be asked about is kept.
+// ReleaseRetention is how long a force-release record is kept: as long
+// as a Run.
 const ReleaseRetention = 396 * 24 * time.Hour
 
 // Via names the tool a release was made with.
@@ -74,8 +68,7 @@ const (
 )
 
 // CheckReason returns reason trimmed, or an error wrapping [ErrInvalid]
-// that says what is wrong: empty, over [MaxReasonLen] characters, not
-// UTF-8, or more than one line.
+// when it is empty, too long, not UTF-8 or several lines.
 func CheckReason(reason string) (string, error) {
 	why := strings.TrimSpace(reason)
 	switch {
@@ -89,8 +82,7 @@ func CheckReason(reason string) (string, error) {
 	return why, nil
 }
 
-// DB is what the store needs: statements and transactions. A
-// *pgxpool.Pool has it.
+// DB runs statements and transactions; a *pgxpool.Pool is one.
 type DB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -98,33 +90,28 @@ type DB interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Store reads the plane across organizations and force-releases claims.
-// It is safe for concurrent use.
+// Store reads claims across organizations and force-releases them. It is
+// safe for concurrent use.
 type Store struct {
 	db      DB
 	clock   *dbclock.Clock
 	cursors keyset.Key
 }
 
-// NewStore returns a store on db, which must be safe for concurrent use
-// (a pool: [Store.Overview] reads on two connections at once). Its
-// statements, and the force-release it makes through the plane's
-// repository, run at clock: nil (production) is the database's now(), a
-// stub is for tests.
+// NewStore returns a store on db, which must be a pool
+// ([Store.Overview] uses two connections at once). A nil clock means the
+// database's now().
 func NewStore(db DB, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
 
-// Cursors returns a copy of s whose lists sign and verify their cursors
-// with k, the database's cursor key in production; without it they use
-// the zero [keyset.Key], whose cursors no other process accepts.
+// Cursors returns a copy of s that signs its list cursors with k.
 func (s *Store) Cursors(k keyset.Key) *Store {
 	c := *s
 	c.cursors = k
 	return &c
 }
 
-// Claim returns the claim id of any organization, as stored, with the
-// database clock of the read in ObservedAt. It returns [ErrNotFound] when
-// none is stored.
+// Claim returns claim id of any organization, with the read's database
+// time in ObservedAt. It returns [ErrNotFound] when none is stored.
 func (s *Store) Claim(ctx context.Context, id uuid.UUID) (_ *idempotency.Record, err error) {
 	defer dberr.Annotate(&err)
 	rec, err := scanRecord(s.db.QueryRow(ctx, claimGetByID, id, s.clock.Arg()))
@@ -136,16 +123,14 @@ func (s *Store) Claim(ctx context.Context, id uuid.UUID) (_ *idempotency.Record,
 
 // ReleaseParams are the inputs of [Store.ForceRelease].
 type ReleaseParams struct {
-	// Actor is who releases: an operator token's sub, or the CLI's user.
-	// Required, at most [MaxActorLen] bytes.
+	// Actor is who releases; required, at most [MaxActorLen] bytes.
 	Actor string
 	// Reason says why; see [CheckReason]. Required.
 	Reason string
 	// Via is ViaCLI or ViaConsole.
 	Via string
-	// RequirePassedLease refuses a claim whose lease is live with
-	// [ErrLeaseLive]. The console sets it: it offers the release for
-	// stuck claims alone. The CLI does not, for a holder known to be gone.
+	// RequirePassedLease refuses a live lease with [ErrLeaseLive]; the
+	// console sets it, the CLI does not.
 	RequirePassedLease bool
 }
 
@@ -166,17 +151,12 @@ type Release struct {
 	ReleasedAt     time.Time
 }
 
-// ForceRelease deletes rec, as it was read, if it is processing and still
-// holds the lease token it was read with, and records who released it and
-// why in the same transaction; it returns the record.
-//
-// Errors: [ErrCompletedClaim] for a completed claim; [ErrLeaseLive] for a
-// live lease when p.RequirePassedLease is set; an error wrapping
-// [ErrInvalid] for a missing actor, a reason [CheckReason] refuses or an
-// unknown Via, before any SQL; [ErrClaimChanged] when the fence refused
-// the delete (the claim was completed, released or reclaimed since the
-// read), and then nothing is recorded either. Other errors come from the
-// database.
+// ForceRelease deletes rec if it is processing and still holds the lease
+// token it was read with, and records the release in the same
+// transaction. It returns [ErrCompletedClaim], [ErrLeaseLive] (with
+// p.RequirePassedLease), an error wrapping [ErrInvalid] for bad params
+// (before any SQL), or [ErrClaimChanged] when the claim moved on (nothing
+// is recorded then).
 func (s *Store) ForceRelease(ctx context.Context, rec *idempotency.Record, p ReleaseParams) (_ *Release, err error) {
 	defer dberr.Annotate(&err)
 	why, err := CheckReason(p.Reason)
@@ -203,9 +183,7 @@ func (s *Store) ForceRelease(ctx context.Context, rec *idempotency.Record, p Rel
 		LeaseLive: rec.LeaseLive(), Actor: p.Actor, Reason: why, Via: p.Via,
 	}
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		// The plane's own fenced Release: a claim that moved on since the
-		// read (completed, released, or reclaimed with a new token) is
-		// left alone.
+		// Fenced by the lease token read: a claim that moved on is left alone.
 		released, err := idempotency.NewRepository(tx, s.clock).Release(ctx, rec.OrganizationID, rec.ID, rec.LeaseToken)
 		if err != nil {
 			return err
@@ -239,36 +217,29 @@ type ScopeCount struct {
 	Completed int64
 	// InFlight counts processing claims with a live lease.
 	InFlight int64
-	// Stuck counts processing claims whose lease passed, still retained:
-	// the next claim of the key reclaims each, and a force-release may
-	// end one nobody retries.
+	// Stuck counts retained processing claims whose lease passed.
 	Stuck int64
-	// Expired counts rows past their retention, which answer nothing and
-	// wait for the sweeper.
+	// Expired counts rows past retention, awaiting the sweeper.
 	Expired int64
 }
 
-// Overview is the whole plane at one read: the counts of every scope and
-// the hourly events of the chart.
+// Overview is every scope's claim counts and the chart's hourly events.
 type Overview struct {
 	// Counts are per scope, in scope order.
 	Counts []ScopeCount
-	// Buckets are the events of the last hours; hours with nothing are
-	// absent.
+	// Buckets are the last hours' events; empty hours are absent.
 	Buckets []Bucket
 }
 
-// Overview counts the claims of every scope by state, and the events of
-// the last hours (1 to 168), the current hour included: claims by the hour
-// they were last claimed and their state now, drops by reason, and
-// force-releases. The claims are read in one pass over the table.
+// Overview counts every scope's claims by state, and the events of the
+// last hours (1 to 168, current hour included): claims, drops by reason,
+// and force-releases.
 func (s *Store) Overview(ctx context.Context, hours int) (_ *Overview, err error) {
 	defer dberr.Annotate(&err)
 	if hours < 1 || hours > 168 {
 		return nil, fmt.Errorf("%w: hours %d: must be 1 to 168", ErrInvalid, hours)
 	}
-	// The events (two index ranges) are read on a connection of their
-	// own while the claims are scanned.
+	// Read the events on a second connection while the claims are scanned.
 	var (
 		events    []Bucket
 		eventsErr error
@@ -340,10 +311,8 @@ func (s *Store) hourlyEvents(ctx context.Context, hours int) ([]Bucket, error) {
 	return events, nil
 }
 
-// ClaimFilter narrows the claim lists; zero fields match every claim. A
-// Key names a claim within its organization and scope, so it needs both
-// (an error wrapping [ErrInvalid] otherwise): the lookup is then one
-// probe of the unique index.
+// ClaimFilter narrows the claim lists; zero fields match all. Key needs
+// both organization and scope, else the error wraps [ErrInvalid].
 type ClaimFilter struct {
 	OrganizationID uuid.UUID
 	Scope          string
@@ -352,26 +321,24 @@ type ClaimFilter struct {
 
 // PageParams are a page's size and position.
 type PageParams struct {
-	// Limit is 1 to MaxPageSize; zero or less is DefaultPageSize, more
-	// is MaxPageSize.
+	// Limit <= 0 means DefaultPageSize; it is capped at MaxPageSize.
 	Limit int
 	// Cursor is the next cursor of the previous page; "" for the first.
 	Cursor string
 }
 
-// InFlight returns a page of processing claims with a live lease, the
-// soonest to pass first, and the next cursor ("" after the last page).
-// Each record's ObservedAt is the database clock, so the time left is
+// InFlight returns a page of claims with a live lease, soonest to pass
+// first, and the next cursor ("" on the last page). Time left is
 // LeaseExpiresAt minus ObservedAt. It returns [ErrInvalidCursor] for a
-// cursor it did not write.
+// foreign cursor.
 func (s *Store) InFlight(ctx context.Context, f ClaimFilter, p PageParams) (_ []idempotency.Record, _ string, err error) {
 	defer dberr.Annotate(&err)
 	return s.processing(ctx, true, f, p)
 }
 
-// Stuck returns a page of processing claims whose lease has passed and
-// whose retention holds, the longest stuck first, and the next cursor.
-// It returns [ErrInvalidCursor] for a cursor it did not write.
+// Stuck returns a page of retained claims whose lease passed, longest
+// stuck first, and the next cursor. It returns [ErrInvalidCursor] for a
+// foreign cursor.
 func (s *Store) Stuck(ctx context.Context, f ClaimFilter, p PageParams) (_ []idempotency.Record, _ string, err error) {
 	defer dberr.Annotate(&err)
 	return s.processing(ctx, false, f, p)
@@ -401,9 +368,8 @@ func (s *Store) processing(ctx context.Context, live bool, f ClaimFilter, p Page
 		query, s.clock.Arg(), q.At, q.ID, q.Limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Scope))
 }
 
-// processingByKey is the one-claim page of a key: the claim when it is
-// processing with a lease live (live) or passed (not live), else none;
-// the page after it (after) is empty.
+// processingByKey is the one-claim page of a key, for lists filtered by
+// Key.
 func (s *Store) processingByKey(ctx context.Context, live bool, f ClaimFilter, after bool) ([]idempotency.Record, string, error) {
 	if f.OrganizationID == uuid.Nil || f.Scope == "" {
 		return nil, "", fmt.Errorf("%w: a key names a claim within an organization and a scope: give both", ErrInvalid)
@@ -425,8 +391,7 @@ func (s *Store) processingByKey(ctx context.Context, live bool, f ClaimFilter, a
 
 // Bucket is one hour's count of one kind of event.
 type Bucket struct {
-	// Kind is "claim" (by the hour a claim was last claimed), "drop" (by
-	// the hour a delivery was dropped) or "release" (force-releases).
+	// Kind is "claim", "drop" or "release".
 	Kind string
 	Hour time.Time
 	// What is a claim's state now (completed, in_flight, stuck), a drop's
@@ -444,7 +409,7 @@ type ReleaseFilter struct {
 }
 
 // Releases returns a page of force-releases, newest first, and the next
-// cursor. It returns [ErrInvalidCursor] for a cursor it did not write.
+// cursor. It returns [ErrInvalidCursor] for a foreign cursor.
 func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) (_ []Release, _ string, err error) {
 	defer dberr.Annotate(&err)
 	q, err := s.cursors.Read(keyset.List{Name: "operator.releases"}, p.Cursor, p.Limit, DefaultPageSize, MaxPageSize)

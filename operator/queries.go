@@ -1,7 +1,6 @@
 package operator
 
-// The SQL of the operator's views, in one place. The clock is
-// coalesce($now::timestamptz, now()): production passes NULL.
+// The clock is coalesce($now::timestamptz, now()): production passes NULL.
 
 const claimColumns = `k.id, k.organization_id, k.scope, k.key, k.request_hash, k.status,
 	k.lease_token, k.resource_type, k.resource_id, k.response,
@@ -13,18 +12,12 @@ SELECT ` + claimColumns + `, coalesce($2::timestamptz, now())
 FROM agent.idempotency_keys k
 WHERE k.id = $1`
 
-// claimOverview reads the whole plane in one pass: claims counted by
-// scope, status and the hour they were claimed in (slot: width_bucket over
-// the chart's hour boundaries from since, the first hour of the chart, $2
-// hours back from the current one; 0 before since, $2 for the current
-// hour and later), each group with how many are past retention (expired)
-// and how many hold a live lease within retention (live). The caller
-// derives the states from them: expired; else completed by status; else
-// in flight when live, stuck when not. One sequential scan serves both the
-// counts and the chart. Grouping by plain columns with FILTER counts is
-// cheaper per row than a CASE per state, and width_bucket than epoch
-// arithmetic; OFFSET 0 keeps the clock's subquery from being flattened
-// into a per-row computation. $1 now, $2 hours.
+// claimOverview counts claims in one scan by scope, status and hour slot
+// (width_bucket from the chart's first hour: 0 before it, $2 for the
+// current hour), with expired and live counts per group; the caller
+// derives the states. FILTER counts and width_bucket are cheaper per row
+// than CASE and epoch arithmetic; OFFSET 0 keeps the clock subquery from
+// being evaluated per row. $1 now, $2 hours.
 const claimOverview = `
 SELECT k.scope, k.status, width_bucket(k.claimed_at, c.bounds) AS slot, c.since,
 	count(*) FILTER (WHERE k.retain_until <= c.now) AS expired,
@@ -54,11 +47,9 @@ FROM agent.claim_releases r, w
 WHERE r.released_at >= w.since
 GROUP BY 1, 2, 3`
 
-// claimProcessingSelect and claimProcessingAfter frame the two pages of
-// processing claims: the claims, with the database clock, of the WHERE
-// between them that also match $5 organization and $6 scope (NULL for
-// any), after the position ($2 lease_expires_at, $3 id), by
-// idempotency_keys_lease_idx. $1 now, $4 limit.
+// claimProcessingSelect and claimProcessingAfter wrap the WHERE of the
+// two processing-claim pages: after ($2 lease_expires_at, $3 id), matching
+// $5 organization and $6 scope (NULL for any). $1 now, $4 limit.
 const (
 	claimProcessingSelect = `
 SELECT ` + claimColumns + `, c.now
@@ -79,8 +70,7 @@ const claimStuckPage = claimProcessingSelect + `k.lease_expires_at <= c.now
 	AND k.status = 'processing' AND k.retain_until > c.now` + claimProcessingAfter
 
 // claimInFlightPage reads processing claims with a live lease, the soonest
-// to pass first: the range of the index after now, which holds little
-// else.
+// to pass first.
 const claimInFlightPage = claimProcessingSelect + `k.lease_expires_at > c.now
 	AND k.status = 'processing'` + claimProcessingAfter
 
@@ -118,8 +108,7 @@ ORDER BY r.released_at DESC, r.id DESC
 LIMIT $3`
 
 // releasePrune deletes at most 100 force-release records older than
-// ReleaseRetention, so the audit is bounded without a sweeper pass of its
-// own. $1 retention µs, $2 now.
+// ReleaseRetention. $1 retention µs, $2 now.
 const releasePrune = `
 DELETE FROM agent.claim_releases
 WHERE id IN (

@@ -1,25 +1,15 @@
-// Package servicekeys owns agent.service_keys: the long-lived, scoped,
-// revocable credentials an organization gives a service (a runtime that
-// reports Run status, a product backend that starts and reads Runs),
-// instead of a JWT signed with the server's secret.
+// Package servicekeys stores agent.service_keys: long-lived, scoped,
+// revocable bearer credentials an organization gives a service.
 //
-// A key is the bearer token
+// A key's token is
 //
 //	sdk_<organization>_<prefix>_<secret>
 //
-// where organization is the organization's UUID as 32 hex digits, prefix
-// is 8 random base32 characters that name the key (in logs, in the
-// console, and as the actor key:<prefix> of what it does), and secret is
-// 32 random bytes in base64url. The token is shown once, by [Store.Create];
-// the table holds only the SHA-256 of the secret. The organization in the
-// token lets the lookup name the table's distribution column, so verifying
-// a key is one shard's read.
-//
-// Each key carries scopes ([Scope]) that say which routes it opens; a key
-// opens only its own organization's records. [Verifier] checks a token
-// against the table and remembers a verified key for at most
-// [RevocationBound], so a revoked or expired key is refused by every
-// replica within that bound.
+// with the organization's UUID as 32 hex digits (so verifying reads one
+// shard), an 8-character base32 prefix that names the key, and 32 random
+// bytes of base64url secret. The token is shown once, by [Store.Create];
+// the table holds the secret's SHA-256. [Verifier] caches a verified key
+// for at most [RevocationBound].
 package servicekeys
 
 import (
@@ -47,18 +37,14 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// Scope is what a key may do. The set is closed: [Scopes] lists it, and a
-// key naming any other scope is refused at creation. A scope added later
-// is one constant here and one row of the API's table of routes.
+// Scope is what a key may do; the set is closed ([Scopes]).
 type Scope string
 
 const (
-	// ScopeRunsReport opens the runtime's route alone: PUT
-	// /v1/runs/{id}/status, a Run's status report.
+	// ScopeRunsReport opens PUT /v1/runs/{id}/status alone.
 	ScopeRunsReport Scope = "runs:report"
 	// ScopeStartsWrite opens the routes that start Runs or change what
-	// starts them: starts, direct Runs, saved searches and their
-	// baselines and schedules, provider-job registration.
+	// starts them.
 	ScopeStartsWrite Scope = "starts:write"
 	// ScopeRead opens the reads (GET) of the organization's records.
 	ScopeRead Scope = "read"
@@ -67,8 +53,7 @@ const (
 // Scopes returns every scope a key may carry.
 func Scopes() []Scope { return []Scope{ScopeRunsReport, ScopeStartsWrite, ScopeRead} }
 
-// TokenPrefix begins every service key's token; a bearer token that
-// begins with it is a service key and nothing else.
+// TokenPrefix begins every service key's token and no other bearer token.
 const TokenPrefix = "sdk_"
 
 // Limits of a key's fields.
@@ -86,8 +71,7 @@ var (
 	ErrNotFound = errs.New(errs.NotFound, "servicekeys: no such key")
 	// ErrInvalid is wrapped by every refusal of a create's input.
 	ErrInvalid = errs.New(errs.Invalid, "servicekeys: invalid key")
-	// ErrInvalidKey reports a token that is not a live key: malformed, of
-	// no key, of a revoked or expired one, or with the wrong secret.
+	// ErrInvalidKey reports a token that is not a live key's.
 	ErrInvalidKey = errors.New("servicekeys: invalid key")
 )
 
@@ -95,15 +79,14 @@ var (
 type Key struct {
 	ID             uuid.UUID `json:"id"`
 	OrganizationID uuid.UUID `json:"organization_id"`
-	// Prefix names the key: its token begins sdk_<organization>_<prefix>_.
+	// Prefix names the key within its token.
 	Prefix    string     `json:"prefix"`
 	Name      string     `json:"name"`
 	Scopes    []Scope    `json:"scopes"`
 	CreatedAt time.Time  `json:"created_at"`
 	CreatedBy string     `json:"created_by"`
 	ExpiresAt *time.Time `json:"expires_at"`
-	// LastUsedAt is when the key was last verified, to within
-	// [LastUsedInterval]; nil when never.
+	// LastUsedAt is the last verification, within [LastUsedInterval].
 	LastUsedAt *time.Time `json:"last_used_at"`
 	RevokedAt  *time.Time `json:"revoked_at"`
 	RevokedBy  *string    `json:"revoked_by"`
@@ -112,8 +95,7 @@ type Key struct {
 // Actor is what the key's actions record as their actor: key:<prefix>.
 func (k *Key) Actor() string { return "key:" + k.Prefix }
 
-// DB is what the store needs of a database handle, usually a
-// *pgxpool.Pool.
+// DB is the store's database handle, usually a *pgxpool.Pool.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -126,28 +108,23 @@ type Store struct {
 	clock *dbclock.Clock
 }
 
-// NewStore returns the store of service keys on db, at clock (nil: the
-// database's).
+// NewStore returns a store on db; a nil clock means the database's.
 func NewStore(db DB, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
 
 // CreateParams are a new key.
 type CreateParams struct {
-	// Name says what the key is for: 1 to MaxNameLen characters of UTF-8
-	// without NUL. Required.
+	// Name is 1 to MaxNameLen characters of UTF-8 without NUL.
 	Name string `json:"name"`
-	// Scopes are what the key opens: at least one, each of [Scopes], none
-	// twice. Required.
+	// Scopes are at least one of [Scopes], none twice.
 	Scopes []Scope `json:"scopes"`
-	// ExpiresAt, when set, is when the key stops working; it must be in
-	// the future. Nil: never.
+	// ExpiresAt, if set, must be in the future; nil never expires.
 	ExpiresAt *time.Time `json:"expires_at"`
-	// Actor is who creates the key (recorded as created_by): at most
-	// MaxActorLen bytes.
+	// Actor is recorded as created_by; at most MaxActorLen bytes.
 	Actor string `json:"-"`
 }
 
-// Validate returns an error wrapping [ErrInvalid] naming the fields of p
-// that are wrong, judged at now.
+// Validate returns an error wrapping [ErrInvalid] naming p's bad fields,
+// judged at now.
 func (p CreateParams) Validate(now time.Time) error {
 	var fields []errs.Field
 	if p.Name == "" || utf8.RuneCountInString(p.Name) > MaxNameLen || !utf8.ValidString(p.Name) || strings.ContainsRune(p.Name, 0) {
@@ -190,20 +167,17 @@ func checkScopes(scopes []Scope) string {
 	return ""
 }
 
-// secretLen is the random bytes of a secret: 256 bits, base64url 43
-// characters.
+// secretLen is 256 bits: 43 base64url characters.
 const secretLen = 32
 
-// prefixLen is the characters of a prefix: 40 random bits in base32,
-// unique per organization.
+// prefixLen is 40 random bits in base32, unique per organization.
 const prefixLen = 8
 
 var prefixEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// Create stores a new key of org and returns it with its token, which
-// only the caller ever sees: the table keeps the secret's hash. It
-// returns an error wrapping [ErrInvalid] for params Validate refuses
-// (before any SQL), and the database's errors as kinds.
+// Create stores a new key of org and returns it with its token, which is
+// never stored. It returns an error wrapping [ErrInvalid] for invalid
+// params, and database errors as kinds.
 func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (token string, _ *Key, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.Validate(s.clock.Now()); err != nil {
@@ -216,8 +190,7 @@ func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (toke
 	for i, sc := range p.Scopes {
 		scopes[i] = string(sc)
 	}
-	// Two keys of one organization drawing one prefix (40 bits) is
-	// unlikely; a few draws make it never matter.
+	// Retry a rare 40-bit prefix collision a few times.
 	for range 3 {
 		b := make([]byte, 5+secretLen)
 		_, _ = rand.Read(b) // never fails (crypto/rand)
@@ -241,8 +214,8 @@ func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (toke
 	return "", nil, errors.New("servicekeys: no free prefix after three draws")
 }
 
-// List returns org's keys, revoked ones too, newest first, at most
-// [MaxList]. It returns the database's errors as kinds.
+// List returns up to [MaxList] of org's keys, revoked ones too, newest
+// first. It returns database errors as kinds.
 func (s *Store) List(ctx context.Context, org uuid.UUID) (_ []Key, err error) {
 	defer dberr.Annotate(&err)
 	rows, err := s.db.Query(ctx, keyList, org, MaxList)
@@ -262,11 +235,10 @@ func (s *Store) List(ctx context.Context, org uuid.UUID) (_ []Key, err error) {
 	return keys, err
 }
 
-// Revoke revokes org's key id, recording actor, and returns the key as
-// revoked. Revoking a revoked key changes nothing and returns it as it
-// is. A revoked key is refused by every replica within
-// [RevocationBound]. It returns [ErrNotFound] when id names no key of org,
-// and the database's errors as kinds.
+// Revoke revokes org's key id, recording actor, and returns the key; it
+// is idempotent. Replicas refuse the key within [RevocationBound]. It
+// returns [ErrNotFound] when org has no key id, and database errors as
+// kinds.
 func (s *Store) Revoke(ctx context.Context, org, id uuid.UUID, actor string) (_ *Key, err error) {
 	defer dberr.Annotate(&err)
 	if len(actor) > MaxActorLen {
@@ -279,15 +251,12 @@ func (s *Store) Revoke(ctx context.Context, org, id uuid.UUID, actor string) (_ 
 	return k, nil
 }
 
-// hashSecret is the stored form of a secret: its SHA-256. A fast hash is
-// right here, unlike for a password: the secret is 256 random bits, so no
-// guess list or brute force finds it from its hash, and a slow hash
-// (bcrypt, argon2) would only cost CPU on every verification.
+// hashSecret returns the secret's SHA-256. A fast hash suffices for 256
+// random bits; bcrypt would only cost CPU on every verification.
 func hashSecret(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
 
-// parseToken splits a token into the organization and prefix it names and
-// the hash of its secret; ok is false for a string that is not a token
-// Create makes.
+// parseToken splits a token into organization, prefix and secret hash;
+// ok is false for a malformed token.
 func parseToken(raw string) (org uuid.UUID, prefix string, hash [32]byte, ok bool) {
 	rest, found := strings.CutPrefix(raw, TokenPrefix)
 	if !found {
@@ -307,7 +276,6 @@ func parseToken(raw string) (org uuid.UUID, prefix string, hash [32]byte, ok boo
 	return org, prefix, hashSecret(secret), org != uuid.Nil
 }
 
-// scanKey reads the keyColumns of row.
 func scanKey(row pgx.Row, before ...any) (*Key, error) {
 	var k Key
 	var scopes []string

@@ -17,19 +17,13 @@ import (
 )
 
 // RevocationBound is the longest a replica keeps accepting a key after it
-// was revoked, or after it expired: a verified key is remembered for at
-// most this long, then read again. Every replica reads the one table, so
-// within this bound of a revocation's commit, no replica opens a route to
-// the key. Short enough for a person who revokes a leaked key; long
-// enough that a busy key costs its replica one read every few seconds.
+// was revoked or expired: the verifier's cache lifetime.
 const RevocationBound = 3 * time.Second
 
-// LastUsedInterval is how often a key's last_used_at is written at most:
-// a key in constant use writes its row once a minute, not once a request.
+// LastUsedInterval is the most often a key's last_used_at is written.
 const LastUsedInterval = time.Minute
 
-// cacheSize bounds the keys a verifier remembers; when full it is emptied
-// (simpler than an LRU, and as good for a working set that fits).
+// cacheSize bounds the verifier's cache, which is emptied when full.
 const cacheSize = 4096
 
 // Caller is the key a token verified as.
@@ -48,13 +42,12 @@ func (c Caller) Has(scope Scope) bool { return slices.Contains(c.Scopes, scope) 
 // Actor is what the key's actions record as their actor: key:<prefix>.
 func (c Caller) Actor() string { return "key:" + c.Prefix }
 
-// Verifier verifies service keys' tokens against the store. It is safe for
-// concurrent use; build one per process.
+// Verifier verifies tokens against the store. It is safe for concurrent
+// use; build one per process.
 type Verifier struct {
 	store *Store
 	mu    sync.RWMutex
-	// entries are the keys verified within RevocationBound, by the
-	// SHA-256 of the whole token.
+	// entries are keyed by the token's SHA-256.
 	entries map[[32]byte]cached
 }
 
@@ -63,17 +56,14 @@ type cached struct {
 	until time.Time
 }
 
-// NewVerifier returns a verifier of the keys of store, judged at the
-// store's clock.
+// NewVerifier returns a verifier of store's keys.
 func NewVerifier(store *Store) *Verifier {
 	return &Verifier{store: store, entries: make(map[[32]byte]cached)}
 }
 
-// Verify returns the key raw is the token of: a live key (neither revoked
-// nor expired at most [RevocationBound] ago) whose secret's hash is the
-// stored one, compared in constant time. It returns [ErrInvalidKey] for
-// any other string, and the database's errors as kinds (an unavailable
-// database is errs.Unavailable, not a refusal).
+// Verify returns the live key raw is the token of, comparing hashes in
+// constant time. It returns [ErrInvalidKey] for anything else, and
+// database errors as kinds (errs.Unavailable is not a refusal).
 func (v *Verifier) Verify(ctx context.Context, raw string) (Caller, error) {
 	now := v.store.clock.Now()
 	id := sha256.Sum256([]byte(raw))
@@ -100,8 +90,8 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Caller, error) {
 	return c, nil
 }
 
-// lookup reads the live key raw names and checks its secret, then records
-// its use when the last one recorded is [LastUsedInterval] old.
+// lookup reads and checks the key, recording its use every
+// [LastUsedInterval].
 func (s *Store) lookup(ctx context.Context, raw string) (_ Caller, err error) {
 	defer dberr.Annotate(&err)
 	org, prefix, hash, ok := parseToken(raw)
@@ -131,15 +121,14 @@ func (s *Store) lookup(ctx context.Context, raw string) (_ Caller, err error) {
 	return c, nil
 }
 
-// Service is the store and the verifier of one process, as the API takes
-// them.
+// Service is a process's store and verifier, as the API takes them.
 type Service struct {
 	*Store
 	*Verifier
 }
 
-// NewService returns the store of keys on db at clock (nil: the
-// database's) and its verifier.
+// NewService returns a store on db (nil clock: the database's) and its
+// verifier.
 func NewService(db DB, clock *dbclock.Clock) *Service {
 	s := NewStore(db, clock)
 	return &Service{Store: s, Verifier: NewVerifier(s)}

@@ -1,7 +1,6 @@
 package sessions
 
-// The SQL of the console's sessions, in one place. The clock is
-// coalesce($now::timestamptz, now()): production passes NULL.
+// The clock is coalesce($now::timestamptz, now()): production passes NULL.
 
 const sessionColumns = `id, organization_id, actor, role, via, created_at, expires_at`
 

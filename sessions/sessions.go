@@ -1,18 +1,11 @@
-// Package sessions keeps the console's server-side sessions in
-// agent.console_sessions: who signed in (their organization, actor and
-// role), how (through the provider, or with a pasted token), and until
-// when.
+// Package sessions stores the console's server-side sessions in
+// agent.console_sessions.
 //
-// A session is named by a secret of 32 random bytes that only the
-// person's browser holds (the console's cookie); the table holds its
-// SHA-256, so a copy of the table signs nobody in. A session lives at
-// most its lifetime, judged by the database clock like every expiry of
-// searchd, so replicas agree on it; [Store.Delete] (sign-out) ends it at
-// once on every replica, since each request reads it again. The sweeper
-// deletes expired sessions (sweeper.TableSessions).
-//
-// A session is never a bearer token: the API verifies JWTs alone, and a
-// secret is not one.
+// A session is named by a 32-byte random secret held only in the browser's
+// cookie; the table holds its SHA-256, so a copy of the table signs nobody
+// in. Expiry is judged by the database clock, so replicas agree, and every
+// request reads the row, so [Store.Delete] takes effect at once everywhere.
+// A secret is never a bearer token for the API.
 package sessions
 
 import (
@@ -50,11 +43,9 @@ const (
 const RoleOperator = "operator"
 
 var (
-	// ErrNotFound reports a secret that names no live session: never
-	// created, signed out, or expired.
+	// ErrNotFound reports a secret with no live session.
 	ErrNotFound = errs.New(errs.NotFound, "sessions: no such session")
-	// ErrInvalid is wrapped by every error about input refused before
-	// any SQL runs.
+	// ErrInvalid is wrapped by every input error, returned before any SQL.
 	ErrInvalid = errs.New(errs.Invalid, "sessions: invalid input")
 )
 
@@ -73,8 +64,7 @@ type Session struct {
 	ExpiresAt      time.Time
 }
 
-// DB is what the store needs of a database handle, usually a
-// *pgxpool.Pool.
+// DB is the store's database handle, usually a *pgxpool.Pool.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -86,25 +76,20 @@ type Store struct {
 	clock *dbclock.Clock
 }
 
-// NewStore returns the store of sessions on db, at clock (nil: the
-// database's).
+// NewStore returns a store on db; a nil clock means the database's.
 func NewStore(db DB, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
 
 // CreateParams are a new session.
 type CreateParams struct {
-	// OrganizationID is the person's organization; uuid.Nil only with
-	// RoleOperator.
+	// OrganizationID may be uuid.Nil only with RoleOperator.
 	OrganizationID uuid.UUID
-	// Actor names the person, at most MaxActorLen bytes of UTF-8 without
-	// NUL; "" for none.
+	// Actor is UTF-8 without NUL, at most MaxActorLen bytes; may be "".
 	Actor string
-	// Role is "" or a role name of lower-case letters and '_', at most
-	// 32 bytes.
+	// Role is "" or up to 32 bytes of [a-z_].
 	Role string
 	// Via is ViaOIDC or ViaToken.
 	Via string
-	// Lifetime is how long the session lives from its creation.
-	// Required, positive.
+	// Lifetime is the session's lifetime; required, positive.
 	Lifetime time.Duration
 	// NotAfter, when set, ends the session sooner: a pasted token's exp.
 	NotAfter time.Time
@@ -112,8 +97,7 @@ type CreateParams struct {
 
 var roleName = regexp.MustCompile(`^[a-z_]{0,32}$`)
 
-// Validate returns an error wrapping [ErrInvalid] naming what is wrong
-// with p.
+// Validate returns an error wrapping [ErrInvalid] naming the bad field.
 func (p CreateParams) Validate() error {
 	switch {
 	case p.OrganizationID == uuid.Nil && p.Role != RoleOperator:
@@ -130,14 +114,12 @@ func (p CreateParams) Validate() error {
 	return nil
 }
 
-// secretLen is the random bytes of a secret; its base64url is 43
-// characters.
+// secretLen is the secret's size; its base64url is 43 characters.
 const secretLen = 32
 
-// Create stores a new session and returns it with its secret, which
-// only the caller ever sees. It returns an error wrapping [ErrInvalid]
-// for params [CreateParams.Validate] refuses (before any SQL), and the
-// database's errors as kinds.
+// Create stores a new session and returns it with its secret. It returns
+// an error wrapping [ErrInvalid] for invalid params, and database errors
+// as kinds.
 func (s *Store) Create(ctx context.Context, p CreateParams) (secret string, _ *Session, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.Validate(); err != nil {
@@ -145,7 +127,6 @@ func (s *Store) Create(ctx context.Context, p CreateParams) (secret string, _ *S
 	}
 	raw := make([]byte, secretLen)
 	_, _ = rand.Read(raw) // never fails (crypto/rand)
-	// No organization and no bound are NULL.
 	org := uuid.NullUUID{UUID: p.OrganizationID, Valid: p.OrganizationID != uuid.Nil}
 	notAfter := pgtype.Timestamptz{Time: p.NotAfter, Valid: !p.NotAfter.IsZero()}
 	hash := sha256.Sum256(raw)
@@ -157,9 +138,8 @@ func (s *Store) Create(ctx context.Context, p CreateParams) (secret string, _ *S
 	return base64.RawURLEncoding.EncodeToString(raw), sess, nil
 }
 
-// Lookup returns the live session of secret. It returns [ErrNotFound]
-// for a secret of no session, of one signed out or expired, and for a
-// string that is no secret at all (without SQL).
+// Lookup returns the live session of secret, or [ErrNotFound] (without
+// SQL for a malformed secret).
 func (s *Store) Lookup(ctx context.Context, secret string) (_ *Session, err error) {
 	defer dberr.Annotate(&err)
 	hash, ok := hashOf(secret)
@@ -173,8 +153,8 @@ func (s *Store) Lookup(ctx context.Context, secret string) (_ *Session, err erro
 	return sess, err
 }
 
-// Delete ends the session of secret, if there is one: signing out twice
-// is signing out once. It returns the database's errors as kinds.
+// Delete ends the session of secret, if any; it is idempotent. It
+// returns database errors as kinds.
 func (s *Store) Delete(ctx context.Context, secret string) (err error) {
 	defer dberr.Annotate(&err)
 	hash, ok := hashOf(secret)
@@ -185,8 +165,7 @@ func (s *Store) Delete(ctx context.Context, secret string) (err error) {
 	return err
 }
 
-// hashOf returns the SHA-256 of the secret's bytes, or false when secret
-// is not a secret Create made.
+// hashOf returns the secret's SHA-256, or false when it is malformed.
 func hashOf(secret string) ([]byte, bool) {
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(secret)
 	if err != nil || len(raw) != secretLen {

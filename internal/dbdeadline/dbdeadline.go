@@ -1,24 +1,15 @@
-// Package dbdeadline bounds how long searchd waits for PostgreSQL's answer
-// to any one call: a statement, a batch, a prepare, a copy, or a
-// connection from the pool.
+// Package dbdeadline bounds how long searchd waits for PostgreSQL to answer
+// any one call: a statement, batch, prepare, copy, or pool acquire.
 //
-// PostgreSQL's own bounds (statement_timeout, lock_timeout) act only
-// when the server hears the statement. A database that is unreachable
-// without refusing (a network that drops packets, a partition, a proxy or
-// load balancer that accepts connections and never answers: a blackholed
-// primary) answers nothing, and a call left to itself waits for as long
-// as its context lets it: a request whose client went away waits no more,
-// but a background loop (the applier, the sweeper) waits forever, and
-// each waiting call holds a pool connection, so new requests queue behind
-// them. [Tracer] gives every call a deadline of its own, derived from its
-// context (an earlier deadline of the caller still wins): past it the
-// call fails with context.DeadlineExceeded, pgx closes its connection, and
-// internal/dberr reads the error as transient, so the request answers 503
-// unavailable with Retry-After.
+// statement_timeout and lock_timeout act only once the server hears the
+// statement; an unreachable database that does not refuse (a blackholed
+// primary) answers nothing, and a background loop would wait forever while
+// holding a pool connection. [Tracer] gives each call its own deadline
+// (an earlier caller deadline still wins); past it pgx closes the
+// connection and internal/dberr classifies the error as transient (503).
 //
-// It is a pgx tracer because pgx gives a tracer the context each call
-// runs on; it traces nothing. Compose it with others with
-// github.com/jackc/pgx/v5/multitracer.
+// It is a pgx tracer only to get each call's context; it traces nothing.
+// Combine it with others via github.com/jackc/pgx/v5/multitracer.
 package dbdeadline
 
 import (
@@ -29,15 +20,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Tracer gives each call the deadline Timeout from its start; a Timeout of
-// zero or less gives none. Its zero value does nothing. It is safe for
-// concurrent use.
+// Tracer gives each call a deadline Timeout after its start; a Timeout
+// <= 0 gives none. It is safe for concurrent use.
 type Tracer struct {
 	Timeout time.Duration
 }
 
-// cancelKey keys the cancel function of a call's deadline in its context,
-// so the call's end releases the deadline's timer at once.
+// cancelKey keys the deadline's cancel func in the call's context, so the
+// call's end releases the timer.
 type cancelKey struct{}
 
 func (t Tracer) start(ctx context.Context) context.Context {
@@ -48,7 +38,6 @@ func (t Tracer) start(ctx context.Context) context.Context {
 	return context.WithValue(ctx, cancelKey{}, cancel)
 }
 
-// end releases the deadline the call's start set, found in its context.
 func end(ctx context.Context) {
 	if cancel, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
 		cancel()
@@ -93,8 +82,7 @@ func (Tracer) TraceCopyFromEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopy
 	end(ctx)
 }
 
-// TraceAcquireStart bounds taking a connection from the pool: the wait for
-// a free one, a new connection's connect, the ping of an idle one.
+// TraceAcquireStart bounds a pool acquire, including connect and ping.
 func (t Tracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
 	return t.start(ctx)
 }

@@ -7,8 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Limit returns the page size of a list asked for limit rows: def when
-// limit is zero or less, and never more than most.
+// Limit returns limit capped at most, or def when limit <= 0.
 func Limit(limit, def, most int) int {
 	if limit <= 0 {
 		return def
@@ -16,18 +15,14 @@ func Limit(limit, def, most int) int {
 	return min(limit, most)
 }
 
-// Querier is what [Query] reads a page with; a *pgxpool.Pool, a pgx.Tx and
-// every store's database have it.
+// Querier is what [Query] reads with: a *pgxpool.Pool or a pgx.Tx.
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// Query reads a page of a list after q: it runs query with args, which
-// place q's At, ID and Limit+1 (one row more than the page, which says
-// whether a next page exists) where query wants them, reads the rows with
-// scan and ends the page as [Page] does, pos giving a row's position. Its
-// error is the query's or a row's, wrapped as "what: ...": pgx reports a
-// failed Query through its rows too, so Query's own error is read there.
+// Query reads the page after q: args must pass q's At, ID and Limit+1
+// (the extra row says whether a next page exists); rows are read with scan
+// and cut as [Page] does. Errors are wrapped as "what: ...".
 func Query[T any](ctx context.Context, db Querier, what string, q Request, scan pgx.RowToFunc[T], pos func(T) Position,
 	query string, args ...any) ([]T, string, error) {
 	rows, _ := db.Query(ctx, query, args...)
@@ -39,24 +34,20 @@ func Query[T any](ctx context.Context, db Querier, what string, q Request, scan 
 	return list, next, nil
 }
 
-// Request is a list's cursor and limit, read: the query arguments of the
-// position the cursor names and the page size, and the list and key the
-// next page's cursor is minted for.
+// Request is a decoded cursor and limit, with the list and key that mint
+// the next page's cursor.
 type Request struct {
-	// At and ID are the (created_at, id) arguments of the page after the
-	// cursor, as [Args] gives them: NULLs for the first page.
+	// At and ID are the (created_at, id) arguments from [Args].
 	At, ID any
-	// Limit is the page size, as [Limit] bounds it; the query asks for one
-	// row more, which says whether a next page exists.
+	// Limit is the page size, bounded by [Limit].
 	Limit int
 
 	key  Key
 	list List
 }
 
-// Read reads the cursor of list l, with [Key.Decode], and its limit, with
-// [Limit] (def and most), for [Query], which mints the next page's cursor
-// for l with k. Its error is [ErrInvalid], for a cursor Decode refuses.
+// Read decodes cursor for list l and bounds limit, for [Query]. It
+// returns [ErrInvalid] for a cursor [Key.Decode] refuses.
 func (k Key) Read(l List, cursor string, limit, def, most int) (Request, error) {
 	pos, err := k.Decode(l, cursor)
 	if err != nil {
@@ -66,8 +57,7 @@ func (k Key) Read(l List, cursor string, limit, def, most int) (Request, error) 
 	return Request{At: at, ID: id, Limit: Limit(limit, def, most), key: k, list: l}, nil
 }
 
-// Value turns scan, a store's reading of a row into a new *T, into the
-// row function [Query] and pgx.CollectRows take, which yields the T.
+// Value adapts scan, which fills a new *T, to a pgx.RowToFunc yielding T.
 func Value[T any](scan func(pgx.Row) (*T, error)) pgx.RowToFunc[T] {
 	return func(r pgx.CollectableRow) (T, error) {
 		v, err := scan(r)
@@ -79,11 +69,9 @@ func Value[T any](scan func(pgx.Row) (*T, error)) pgx.RowToFunc[T] {
 	}
 }
 
-// LoadKey reads the cursor key from the database (agent.cursor_key, which
-// migration 00022 fills with a secret from PostgreSQL's strong random), so
-// every replica, and every restart, mints and verifies cursors with the
-// same key. It returns an error when the table or its row is missing (the
-// schema predates 00022) or the query fails.
+// LoadKey reads the cursor key from agent.cursor_key, so every replica
+// and restart uses the same key. It returns an error when the row is
+// missing (schema before migration 00022) or the query fails.
 func LoadKey(ctx context.Context, db Querier) (Key, error) {
 	rows, _ := db.Query(ctx, cursorKeyGet)
 	secret, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[[]byte])

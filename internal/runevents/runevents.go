@@ -1,29 +1,20 @@
-// Package runevents holds the one INSERT that turns a change of a Run into
-// its webhook deliveries (agent.webhook_deliveries, migration 00027): every
-// statement that changes a Run (runs' admission and status report,
-// dispatch's queued -> dispatched, the cancel) runs it in the transaction
-// of the change, so an event exists exactly when its change commits.
-// Package webhooks delivers the rows.
+// Package runevents builds the INSERT that queues a Run change's webhook
+// deliveries. Every statement that changes a Run runs it in the same
+// transaction, so an event exists exactly when its change commits; package
+// webhooks delivers the rows.
 package runevents
 
-// typeExpr is the SQL expression of an event's type from a Run row r of
-// the source: run.admitted for version 1, else run.<status>.
+// typeExpr is the event type of Run row r: run.admitted for version 1,
+// else run.<status>.
 const typeExpr = `CASE WHEN r.version = 1 THEN 'run.admitted' ELSE 'run.' || r.status END`
 
-// InsertFrom returns the INSERT of the deliveries of the Runs that src
-// yields, one per enabled endpoint of the Run's organization that is
-// subscribed to the event's type. src is a FROM item aliased r with the
+// InsertFrom returns the INSERT of one delivery per subscribed, enabled
+// endpoint for each Run src yields. src is a FROM item aliased r with
 // columns id, organization_id, version, status, changed_at, result_ref,
-// error_code and error_message: the Runs as the change left them. The
-// statement names the organization as the named parameter @org (so a
-// cluster routes it to the organization's shard). An endpoint created
-// after the change gets none, and a delivery already written conflicts
-// and is not written again: a statement that runs it for a Run that did not
-// change in this transaction (a status report that changed nothing) writes
+// error_code and error_message. The statement takes @org, so a cluster
+// routes it to the organization's shard. Deliveries already written
+// conflict and are skipped, so running it for an unchanged Run writes
 // nothing.
-//
-// It is an INSERT of its own, for a statement list in one transaction
-// (runs), and a data-modifying WITH's step (dispatch).
 func InsertFrom(src string) string {
 	return `
 INSERT INTO agent.webhook_deliveries
@@ -38,13 +29,11 @@ WHERE e.organization_id = @org::uuid AND e.state = 'enabled' AND e.created_at <=
 ON CONFLICT DO NOTHING`
 }
 
-// RunSource is the FROM item of [InsertFrom] that reads Run @id of @org as
-// it is now, for a statement that runs after the change in its transaction.
+// RunSource is an [InsertFrom] source reading Run @id of @org as it is now.
 const RunSource = `(SELECT r.id, r.organization_id, r.version, r.status,
 	coalesce(r.updated_at, r.created_at) AS changed_at, r.result_ref, r.error_code, r.error_message
 	FROM agent.runs r WHERE r.organization_id = @org::uuid AND r.id = @id::uuid) r`
 
-// Insert is [InsertFrom] of [RunSource]: the deliveries of Run @id of
-// @org's latest change, queued after the statement that made it. Its
-// parameters are named: @org and @id.
+// Insert queues the deliveries of Run @id of @org's latest change; run it
+// after the change, in its transaction.
 var Insert = InsertFrom(RunSource)

@@ -2,10 +2,8 @@ package telemetry
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// SetBuildInfo registers searchd_build_info, a gauge that is 1 with the
-// build's version, commit and Go version as labels (the Prometheus
-// convention for build metadata), so a dashboard can tell which build each
-// replica runs. It returns an error when it is registered already.
+// SetBuildInfo registers searchd_build_info, a constant 1 labelled with
+// the version, commit and Go version. It returns an error when called twice.
 func (m *Metrics) SetBuildInfo(version, commit, goVersion string) error {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info",

@@ -27,15 +27,11 @@ func RequestID(ctx context.Context) string {
 	return id
 }
 
-// logHandler adds the request id of the context, and its trace and span
-// ids when the request is traced, to every record it handles.
 type logHandler struct{ next slog.Handler }
 
-// NewLogHandler returns h adding to every record logged with a context
-// the request id [WithRequestID] put there, and the trace_id and span_id
-// of the context's span when it has one. A record that names a
-// request_id itself keeps its own. Wrapping a handler NewLogHandler
-// returned returns it unchanged, so no line carries an id twice.
+// NewLogHandler wraps h to add the context's request id and, when traced,
+// its trace_id and span_id to every record. A record's own request_id
+// wins. Wrapping twice returns the handler unchanged.
 func NewLogHandler(h slog.Handler) slog.Handler {
 	if _, ok := h.(logHandler); ok {
 		return h
@@ -74,8 +70,7 @@ func (h logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return logHandler{next: h.next.WithAttrs(attrs)}
 }
 
-// WithGroup implements slog.Handler. The ids of a record logged through
-// the group are in the group too.
+// WithGroup implements slog.Handler; the ids land inside the group too.
 func (h logHandler) WithGroup(name string) slog.Handler {
 	return logHandler{next: h.next.WithGroup(name)}
 }

@@ -60,9 +60,8 @@ type Metrics struct {
 	scheduleTick     prometheus.Histogram
 }
 
-// NewMetrics returns the metrics of a process on a fresh registry that
-// also holds the Go runtime and process collectors. Call
-// [Metrics.WatchPool] to add the database pool's gauges.
+// NewMetrics returns metrics on a fresh registry with the Go runtime and
+// process collectors.
 func NewMetrics() *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -125,9 +124,7 @@ func NewMetrics() *Metrics {
 	}
 }
 
-// factory declares the metrics of one registry, each named under
-// namespace and registered as it is made; the histograms have the default
-// buckets.
+// factory registers metrics under namespace on one registry.
 type factory struct{ promauto.Factory }
 
 func (f factory) counter(subsystem, name, help string) prometheus.Counter {
@@ -154,16 +151,14 @@ func (f factory) histogramVec(subsystem, name, help string, labels ...string) *p
 	}, labels)
 }
 
-// WatchPool adds the gauges and counters of pool's statistics to the
-// metrics, read at every scrape. It returns an error when a pool is
-// watched already: the series have no label to tell two pools apart.
+// WatchPool exports pool's statistics, read at each scrape. It returns an
+// error for a second pool: the series have no pool label.
 func (m *Metrics) WatchPool(pool *pgxpool.Pool) error {
 	return m.reg.Register(newPoolCollector(pool))
 }
 
-// Handler serves the metrics in the Prometheus text format (or OpenMetrics
-// when the scraper asks for it). A collector that fails is left out of the
-// page rather than failing the scrape.
+// Handler serves the metrics; a failing collector is left out rather
+// than failing the scrape.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
@@ -171,17 +166,15 @@ func (m *Metrics) Handler() http.Handler {
 	})
 }
 
-// ObserveRequest records one answered HTTP request. route must be a route
-// pattern or "unmatched", and method one of a bounded set, never the raw
-// request line: every distinct value is a series kept for the life of the
-// process.
+// ObserveRequest records one answered HTTP request. route (a pattern or
+// "unmatched") and method must come from bounded sets: each value is a
+// series kept for the process's life.
 func (m *Metrics) ObserveRequest(route, method string, status int, d time.Duration) {
 	m.httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 	m.httpDuration.WithLabelValues(route, method).Observe(d.Seconds())
 }
 
-// ObserveClaim implements idempotency.Observer: it counts the outcome, and
-// the reclaim when the claim took over a passed lease.
+// ObserveClaim implements idempotency.Observer.
 func (m *Metrics) ObserveClaim(scope, kind string, reclaimed bool) {
 	m.claims.WithLabelValues(scope, kind).Inc()
 	if reclaimed {
@@ -232,9 +225,8 @@ func (m *Metrics) ObserveBacklogPass(table string) {
 	m.sweepFull.WithLabelValues(table).Inc()
 }
 
-// ObserveDispatchAttempt implements dispatch.Observer: one ended delivery
-// attempt. No organization label: every distinct one would be a series
-// kept for the life of the process.
+// ObserveDispatchAttempt implements dispatch.Observer. It has no
+// organization label, to keep series bounded.
 func (m *Metrics) ObserveDispatchAttempt(outcome string, d time.Duration) {
 	m.dispatchAttempts.WithLabelValues(outcome).Inc()
 	m.dispatchDuration.WithLabelValues(outcome).Observe(d.Seconds())
@@ -260,10 +252,8 @@ func (m *Metrics) ObserveDispatching(on bool) {
 // ObserveCameDue implements schedule.Observer.
 func (m *Metrics) ObserveCameDue(n int) { m.scheduleCameDue.Add(float64(n)) }
 
-// ObserveOutcome implements schedule.Observer. outcome and reason are of
-// bounded sets (schedule's statuses and reasons); no label names an
-// organization, since every distinct one would be a series kept for the
-// life of the process.
+// ObserveOutcome implements schedule.Observer; outcome and reason come
+// from bounded sets.
 func (m *Metrics) ObserveOutcome(outcome, reason string) {
 	m.scheduleOutcomes.WithLabelValues(outcome, reason).Inc()
 }

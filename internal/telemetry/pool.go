@@ -5,9 +5,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// statCollector turns a statistics snapshot of type S into metrics at
-// scrape time: one snapshot per scrape, so the series of a scrape agree
-// with each other.
+// statCollector exports one snapshot of S per scrape, so a scrape's
+// series agree.
 type statCollector[S any] struct {
 	stat    func() S
 	metrics []statMetric[S]
@@ -41,10 +40,8 @@ func (c *statCollector[S]) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// newPoolCollector turns pgxpool's statistics into metrics at scrape
-// time. The pool keeps the counts itself, so watching it costs nothing
-// between scrapes; what pgxpool counts up for ever is exposed as a
-// counter, what it reads now as a gauge.
+// newPoolCollector exports pgxpool's statistics: cumulative counts as
+// counters, current values as gauges.
 func newPoolCollector(pool *pgxpool.Pool) *statCollector[*pgxpool.Stat] {
 	metric := func(name, help string, kind prometheus.ValueType, value func(*pgxpool.Stat) float64) statMetric[*pgxpool.Stat] {
 		return newStatMetric("db_pool", name, help, kind, value)

@@ -23,23 +23,19 @@ const DefaultServiceName = "searchd"
 
 // TracingConfig configures [NewTracerProvider].
 type TracingConfig struct {
-	// EndpointURL is the full URL spans are posted to over OTLP/HTTP
-	// (protobuf), such as "http://collector:4318/v1/traces"; its path is
-	// used as is. Required.
+	// EndpointURL is the full OTLP/HTTP URL, path included
+	// ("http://collector:4318/v1/traces"). Required.
 	EndpointURL string
-	// ServiceName is the service.name of every span. Empty keeps the one
-	// OTEL_RESOURCE_ATTRIBUTES sets, else [DefaultServiceName].
+	// ServiceName overrides service.name; empty keeps OTEL_* or
+	// [DefaultServiceName].
 	ServiceName string
 }
 
-// NewTracerProvider returns a tracer provider that batches spans to an
-// OTLP/HTTP collector at cfg.EndpointURL. The exporter and the SDK read
-// their remaining settings from the process's standard OTEL_* variables
-// (headers, timeout, compression, certificates, OTEL_TRACES_SAMPLER,
-// OTEL_BSP_*). The caller must Shutdown the provider, which flushes the
-// spans still batched. It returns an error when cfg has no endpoint or the
-// exporter cannot be built; an unreachable collector is not an error here:
-// the export fails later, and spans are dropped, never the requests.
+// NewTracerProvider returns a provider batching spans to cfg.EndpointURL;
+// other settings come from the standard OTEL_* variables. The caller must
+// Shutdown it to flush. It returns an error when the endpoint is missing
+// or the exporter cannot be built; an unreachable collector only drops
+// spans later.
 func NewTracerProvider(ctx context.Context, cfg TracingConfig) (*sdktrace.TracerProvider, error) {
 	if cfg.EndpointURL == "" {
 		return nil, errors.New("telemetry: TracingConfig.EndpointURL is required")
@@ -55,10 +51,8 @@ func NewTracerProvider(ctx context.Context, cfg TracingConfig) (*sdktrace.Tracer
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
-// serviceResource is the SDK's default resource (which reads
-// OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME) with service.name set to
-// name, or to searchd's default when no variable named the service: the
-// SDK's own default, "unknown_service:searchd", helps nobody.
+// serviceResource is the SDK's default resource with service.name set to
+// name, or to [DefaultServiceName] instead of "unknown_service:searchd".
 func serviceResource(ctx context.Context, name string) (*resource.Resource, error) {
 	if name == "" {
 		env, err := resource.New(ctx, resource.WithFromEnv())
@@ -77,20 +71,15 @@ func serviceResource(ctx context.Context, name string) (*resource.Resource, erro
 	return res, nil
 }
 
-// Propagator reads and writes the W3C traceparent and baggage headers, the
-// default of OTEL_PROPAGATORS. It is used explicitly rather than through
-// the process-wide global, which is a no-op until someone sets it.
+// Propagator handles the W3C traceparent and baggage headers. It is used
+// directly because the global propagator is a no-op until set.
 func Propagator() propagation.TextMapPropagator {
 	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 }
 
-// PoolTracer returns a pgx tracer that makes a child span of the caller's
-// span for every SQL statement, batch, prepare and pool acquire. A
-// statement run outside any span (the sweeper, the readiness probe's own
-// context) is not traced. The span carries the SQL text, which searchd
-// writes with placeholders, never the arguments. Set it as the
-// ConnConfig.Tracer of the pool's config; leave the tracer unset when
-// tracing is off, so a statement costs nothing extra.
+// PoolTracer returns a pgx tracer making a child span for each statement,
+// batch, prepare and acquire under an existing span. Spans carry the SQL
+// text, never the arguments. Leave it unset when tracing is off.
 func PoolTracer(tp trace.TracerProvider) pgx.QueryTracer {
 	return otelpgx.NewTracer(
 		otelpgx.WithTracerProvider(tp),

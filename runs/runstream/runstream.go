@@ -1,22 +1,12 @@
-// Package runstream serves the events of one Run as Server-Sent Events: the
-// stream of GET /v1/runs/{id}/events (package api) and of the console's Run
-// page (package console), which differ only in how the caller is
-// authenticated.
+// Package runstream serves one Run's events as Server-Sent Events, for
+// GET /v1/runs/{id}/events (package api) and the console's Run page.
 //
-// A Run's events need no table of their own: the Run row is its admission
-// (seq 1) and agent.run_status_changes holds every later change, written in
-// the transaction that makes it (runs.Store.Events). A stream sends the
-// events after the reader's Last-Event-ID, then polls the Run's version (one
-// primary-key lookup per [Config.Poll]) and sends what changed, until the
-// Run finishes, the client goes, the stream reaches [Config.MaxDuration] or
-// the server shuts down ([Hub.Close]).
-//
-// The streams are bounded per process: at most [Config.MaxStreams] at once
-// ([Hub.Open] refuses one more with [ErrFull]), so the database sees at most
-// MaxStreams/Poll lookups a second from them. A stream holds no admission
-// seat while it waits (its caller takes one for the first read only): a
-// seat is for work, and a stream that waits an hour for a Run would hold one
-// for an hour while doing a lookup a second.
+// The Run row is event seq 1 and agent.run_status_changes holds the rest.
+// A stream sends the events after Last-Event-ID, then polls the Run's
+// version every [Config.Poll] until the Run finishes, the client leaves,
+// [Config.MaxDuration] passes or [Hub.Close] is called. At most
+// [Config.MaxStreams] are open per process. A stream holds no fair-queue
+// seat while it waits; its caller takes one for the first read only.
 package runstream
 
 import (
@@ -42,11 +32,9 @@ const (
 	DefaultPoll        = time.Second
 	DefaultHeartbeat   = 15 * time.Second
 	DefaultMaxDuration = 15 * time.Minute
-	// Retry is the reconnection delay a stream asks of the client (the
-	// SSE retry: field) when it ends before the Run finished.
+	// Retry is the SSE retry: delay sent to the client.
 	Retry = 2 * time.Second
-	// writeTimeout bounds each write to the client: one that does not take
-	// its bytes within it ends the stream.
+	// writeTimeout bounds each write; a stalled client ends the stream.
 	writeTimeout = 10 * time.Second
 )
 
@@ -99,12 +87,10 @@ type Source interface {
 // ErrFull is [Hub.Open]'s refusal: MaxStreams streams are open.
 var ErrFull = errors.New("runstream: every stream of this server is taken")
 
-// ErrClosed is [Hub.Open]'s refusal once the hub is closed (the server
-// shuts down).
+// ErrClosed is [Hub.Open]'s refusal after [Hub.Close].
 var ErrClosed = errors.New("runstream: the server is shutting down")
 
-// Hub is a process's streams: their bound, their source and their end. It
-// is safe for concurrent use.
+// Hub bounds and ends a process's streams. It is safe for concurrent use.
 type Hub struct {
 	cfg    Config
 	src    Source
@@ -152,10 +138,8 @@ func (h *Hub) Open() (release func(), err error) {
 // Streams returns how many streams are open.
 func (h *Hub) Streams() int { return len(h.slots) }
 
-// Close ends every stream at its next step and refuses new ones: the
-// server's shutdown calls it, so that draining requests does not wait
-// for streams that would otherwise last MaxDuration. Clients reconnect
-// (to another replica) with Last-Event-ID and miss nothing.
+// Close ends every stream at its next step and refuses new ones, so
+// shutdown need not wait MaxDuration; clients reconnect with Last-Event-ID.
 func (h *Hub) Close() { h.once.Do(func() { close(h.closed) }) }
 
 // ParseLastEventID reads a Last-Event-ID: "" is 0 (from the start), else a
@@ -173,8 +157,7 @@ func ParseLastEventID(v string) (seq int64, ok bool) {
 	return n, err == nil
 }
 
-// Stream is one stream's start: what its caller read under its admission
-// seat, with [Hub.Begin].
+// Stream is what [Hub.Begin] read for a stream's start.
 type Stream struct {
 	org, id uuid.UUID
 	// last is the seq of the last event sent (or the reader's
@@ -186,14 +169,12 @@ type Stream struct {
 	done bool
 }
 
-// Done reports whether the stream has nothing to send: the Run finished
-// and the reader has its last event. An SSE answer for it is 204 No
-// Content, which tells an EventSource not to reconnect.
+// Done reports whether the Run finished and the reader has its last
+// event; answer 204 so an EventSource does not reconnect.
 func (s *Stream) Done() bool { return s.done && len(s.pending) == 0 }
 
-// Begin reads what a stream of Run id of org sends first: the events after
-// seq after. It returns runs.ErrNotFound when org has no Run id, and the
-// database's errors. Call it under the request's admission seat.
+// Begin reads the events of Run id of org after seq after. It returns
+// runs.ErrNotFound when org has no Run id. Call it while holding a seat.
 func (h *Hub) Begin(ctx context.Context, org, id uuid.UUID, after int64) (*Stream, error) {
 	version, status, err := h.src.Version(ctx, org, id)
 	if err != nil {
@@ -208,13 +189,10 @@ func (h *Hub) Begin(ctx context.Context, org, id uuid.UUID, after int64) (*Strea
 	return s, nil
 }
 
-// Serve writes s to w as text/event-stream until the Run finishes (after
-// its terminal event), the request's context ends (the client went),
-// MaxDuration passes, a write does not complete within its timeout, or the
-// hub closes. Every event is `id: <seq>`, `event: <type>` and `data:` a
-// runs.Event in JSON; the stream starts with `retry:`; a comment line
-// (`: keep-alive`) is sent every Heartbeat. It writes the 200 itself; the
-// caller has set whatever other headers it needs.
+// Serve writes s to w as text/event-stream (each event's data a
+// runs.Event in JSON, a keep-alive comment every Heartbeat) until the Run
+// finishes, the request ends, MaxDuration passes, a write times out or
+// the hub closes. It writes the 200 itself.
 func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, s *Stream) {
 	ctx := r.Context()
 	rc := http.NewResponseController(w)
@@ -224,12 +202,9 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, s *Stream) {
 	// nginx buffers answers unless told not to.
 	hd.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	// The server's read timeout would end the connection's read (and so
-	// the request's context) a minute in: the client sends nothing more on
-	// it while the stream lasts, so there is nothing to time out. Writes
-	// get a deadline each instead. A writer that cannot (a wrapper without
-	// Unwrap) keeps the server's timeouts: the stream ends there, and the
-	// client reconnects with Last-Event-ID.
+	// The server's read timeout would cancel the request mid-stream;
+	// clear it and bound each write instead. A writer that cannot keeps
+	// the server's timeouts and the client reconnects.
 	_ = rc.SetReadDeadline(time.Time{})
 	write := func(b []byte) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
@@ -301,8 +276,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, s *Stream) {
 	}
 }
 
-// changes reads the events after s.last when the Run's version says there
-// are any: one lookup, and one read more only when the Run changed.
+// changes reads the events after s.last only when the Run's version moved.
 func (h *Hub) changes(ctx context.Context, s *Stream) ([]runs.Event, error) {
 	version, _, err := h.src.Version(ctx, s.org, s.id)
 	if err != nil || version <= s.last {
