@@ -572,7 +572,6 @@ func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (_ Result, err
 	return Result{Run: run, Created: created}, nil
 }
 
-// admitted calls Config.Admitted, if set.
 func (s *Starter) admitted() {
 	if s.cfg.Admitted != nil {
 		s.cfg.Admitted()
