@@ -572,7 +572,6 @@ func printableASCII(s string) bool {
 	return true
 }
 
-// maxResourceLen bounds a resource type or id.
 const maxResourceLen = 255
 
 func validateCompletion(c Completion) error {
@@ -591,7 +590,6 @@ func validateCompletion(c Completion) error {
 	return nil
 }
 
-// isJSONObject reports whether b is valid JSON whose top value is an object.
 func isJSONObject(b json.RawMessage) bool {
 	for _, c := range b {
 		switch c {
