@@ -512,7 +512,6 @@ func (q *Queue) fitsLocked(width int) bool {
 	return q.inUse+width <= q.seats && (width == 1 || q.wideInUse+width <= q.wideSeats)
 }
 
-// seatLocked gives s its seats in f.
 func (q *Queue) seatLocked(f *flow, s *Seat) {
 	q.inUse += s.width
 	f.inUse += s.width
