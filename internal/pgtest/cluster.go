@@ -52,8 +52,7 @@ const (
 	stopTimeout    = 10 * time.Second
 	dropTimeout    = 30 * time.Second
 	createRetries  = 10
-	// adminConns is the MaxConns of each server's admin pool.
-	adminConns = 4
+	adminConns     = 4
 )
 
 // Cluster is a PostgreSQL server for tests: a throwaway cluster owned by

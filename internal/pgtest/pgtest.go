@@ -204,7 +204,6 @@ func run(m *testing.M) int {
 	return code
 }
 
-// atExit holds the functions [AtExit] registered.
 var atExit struct {
 	mu  sync.Mutex
 	fns []func()
