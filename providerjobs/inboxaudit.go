@@ -63,7 +63,6 @@ func (a *Audit) InboxArrivals(ctx context.Context, p InboxListParams) (_ []Inbox
 		scanCopied, func(e InboxEntry) keyset.Position { return keyset.Position{CreatedAt: e.ReceivedAt, ID: e.ID} })
 }
 
-// scanCopied scans an arrival and its copy counters.
 func scanCopied(r pgx.CollectableRow) (InboxEntry, error) {
 	var c Copies
 	e, err := scanEntry(r, &c.Duplicates, &c.HashMismatches, &c.PathMismatches, &c.LastAt)

@@ -151,7 +151,6 @@ func (d Delivery) validate() error {
 	return nil
 }
 
-// isJSONObject reports whether b is valid JSON whose top value is an object.
 func isJSONObject(b json.RawMessage) bool {
 	t := bytes.TrimLeft(b, " \t\r\n")
 	return len(t) > 0 && t[0] == '{' && json.Valid(b)
