@@ -607,7 +607,6 @@ type runScan struct {
 	errCode, errMessage *string
 }
 
-// scanDest returns the destinations of runColumns.
 func (r *runScan) scanDest() []any {
 	return []any{&r.ID, &r.OrganizationID, &r.Kind, &r.StartKey, &r.RequestHash,
 		&r.SavedSearchID, &r.SnapshotID, &r.Name, &r.Status, &r.Options, &r.Input,
@@ -629,7 +628,6 @@ func scanRun(row pgx.Row) (*Run, error) {
 	return r.run(), nil
 }
 
-// runError returns the stored error, or nil.
 func runError(code, message *string) *RunError {
 	if code == nil {
 		return nil

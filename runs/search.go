@@ -69,7 +69,6 @@ func (s *Store) GetAudit(ctx context.Context, org, id uuid.UUID) (_ *Run, inputB
 	return run.run(), inputBytes, nil
 }
 
-// runAuditColumns are runColumns with NULL for the input.
 const runAuditColumns = runColumnsHead + `NULL::jsonb` + runColumnsTail
 
 // runAuditGet reads a Run with its input if at most $3 bytes, and the

@@ -30,7 +30,6 @@ const (
 	MaxReporterBytes = 255
 )
 
-// errorCodePattern is the form of [RunError.Code].
 var errorCodePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 
 // StatusReport is a runtime's report of a Run's status. It sets a value,
