@@ -131,7 +131,6 @@ func (s *Store) BaselineItems(ctx context.Context, org, id uuid.UUID, after int6
 	return list, 0, nil
 }
 
-// likeEscaper escapes the LIKE wildcards of a name filter.
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // savedSearchAuditList: $1 org, $2 created_at, $3 id (the cursor),
