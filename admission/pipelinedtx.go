@@ -11,21 +11,17 @@ import (
 )
 
 // pipelinedTx is one transaction sent as pipelined batches on one
-// connection: BEGIN rides at the head of its first batch and COMMIT at the
-// tail of its last, so the transaction costs one round trip per batch
-// (pgx's Begin would add one of its own). Its scope is one call of
-// inPipelinedTx.
+// connection, with BEGIN and COMMIT riding in the first and last batch, so
+// it costs one round trip per batch.
 type pipelinedTx struct {
 	conn  *pgxpool.Conn
 	begun bool
 }
 
-// inPipelinedTx runs fn with a pipelinedTx on a connection of pool. When
-// fn returns, however it ended, a transaction still open or aborted on the
-// connection is rolled back (on a context detached from ctx, bounded by
-// rollbackTimeout) before the connection goes back to the pool, so a
-// failed batch never leaves it dirty. fn commits with [pipelinedTx.commit];
-// without it nothing fn sent is kept.
+// inPipelinedTx runs fn with a pipelinedTx on a pooled connection. Whatever
+// fn does, an open or aborted transaction is rolled back (detached,
+// bounded by rollbackTimeout) before the connection is returned. Nothing is
+// kept unless fn calls [pipelinedTx.commit].
 func inPipelinedTx(ctx context.Context, pool *pgxpool.Pool, rollbackTimeout time.Duration, fn func(*pipelinedTx) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -43,8 +39,7 @@ func inPipelinedTx(ctx context.Context, pool *pgxpool.Pool, rollbackTimeout time
 	return fn(&pipelinedTx{conn: conn})
 }
 
-// batch returns a new batch of the transaction; the first one it returns
-// begins it.
+// batch returns a new batch; the first one begins the transaction.
 func (tx *pipelinedTx) batch() *pgx.Batch {
 	b := &pgx.Batch{}
 	if !tx.begun {
@@ -54,14 +49,14 @@ func (tx *pipelinedTx) batch() *pgx.Batch {
 	return b
 }
 
-// send sends b and reads every result; the first error of its statements
-// is returned, and the transaction is then aborted.
+// send sends b and returns its first statement error, which aborts the
+// transaction.
 func (tx *pipelinedTx) send(ctx context.Context, b *pgx.Batch) error {
 	return tx.conn.SendBatch(ctx, b).Close()
 }
 
-// commit queues COMMIT at the end of b and sends it. It fails unless the
-// server answered COMMIT (an aborted transaction answers ROLLBACK).
+// commit appends COMMIT to b and sends it. It fails unless the server
+// answered COMMIT (an aborted transaction answers ROLLBACK).
 func (tx *pipelinedTx) commit(ctx context.Context, b *pgx.Batch) error {
 	b.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
 		if tag.String() != "COMMIT" {

@@ -21,28 +21,23 @@ import (
 	"github.com/searchd/searchd/snapshot"
 )
 
-// The errors of this package carry the kinds of package errs (their
-// sentinels are errs.Error values of the kind their names say), and every
-// exported method that runs SQL returns a transient database failure as an
-// errs.Unavailable wrapping the driver's error (internal/dberr).
+// Errors carry the kinds of package errs. Methods that run SQL return a
+// transient database failure as errs.Unavailable wrapping the driver error.
 var (
-	// ErrNotFound reports a saved search the organization does not have
-	// live, found before any claim or by the freeze itself, and every
-	// repeat of a start whose freeze found it gone.
+	// ErrNotFound reports a saved search the organization does not have live,
+	// and every repeat of a start whose freeze found it gone.
 	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "admission: saved search not found",
 		Detail: "no such saved search in your organization"}
-	// ErrKeyReused reports an Idempotency-Key already used for a different
-	// request, by the claim or by the Run. It is [runs.ErrKeyReused], so
-	// either name matches it.
+	// ErrKeyReused reports an Idempotency-Key used for a different request.
+	// It is [runs.ErrKeyReused].
 	ErrKeyReused = runs.ErrKeyReused
-	// ErrInvalid is wrapped by every error about a start refused before any
-	// SQL runs; validator.ValidationErrors, when wrapped too, name the
-	// fields.
+	// ErrInvalid is wrapped by every start refused before any SQL;
+	// validator.ValidationErrors, when wrapped too, name the fields.
 	ErrInvalid = errs.New(errs.Invalid, "admission: invalid start")
 )
 
-// ResourceType names the resource a completed surface.saved_search.start
-// claim stores: its resource id is the snapshot id.
+// ResourceType is the resource type a completed surface.saved_search.start
+// claim stores; its id is the snapshot id.
 const ResourceType = "saved_search_snapshot"
 
 // Config configures a [Starter].
@@ -92,23 +87,18 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Deps are the stores and the plane a [Starter] is built on. The caller
-// constructs each once (cmd/searchd does, for the API and the console
-// alike) and hands it in; every field is required.
+// Deps are the stores a [Starter] is built on, constructed once by the
+// caller. Every field is required.
 type Deps struct {
-	// Pool runs the preparation's transaction (the freeze), on a
-	// connection of its own.
+	// Pool runs the freeze transaction.
 	Pool *pgxpool.Pool
-	// Plane claims the preparations (scope surface.saved_search.start).
+	// Plane claims the preparations.
 	Plane *idempotency.Service
-	// SavedSearches answers whether a saved search is live before any
-	// claim is written.
+	// SavedSearches checks that a saved search is live before any claim.
 	SavedSearches *savedsearch.Store
-	// Snapshots reads the frozen snapshot a replayed start carries.
+	// Snapshots reads the snapshot a replayed start carries.
 	Snapshots *snapshot.Store
-	// Runs admits and looks up the Runs. It must run at the plane's
-	// database clock (runs.Config.Clock is Plane.Clock()): a claim and
-	// the Run it admits are stamped by one clock.
+	// Runs admits and looks up Runs. It must run at Plane's database clock.
 	Runs *runs.Store
 }
 
@@ -120,26 +110,21 @@ type Starter struct {
 	snapshots *snapshot.Store
 	runs      *runs.Store
 	cfg       Config
-	// hooks are set by tests alone (export_test.go).
+	// hooks are set by tests only (export_test.go).
 	hooks testHooks
 }
 
-// testHooks let a test stop a start at a point of its preparation.
+// testHooks let a test stop a start inside its preparation.
 type testHooks struct {
-	// beforeFreeze runs just before the preparation's transaction; an
-	// error it returns is a failure of the freeze.
+	// beforeFreeze runs before the freeze transaction; an error fails it.
 	beforeFreeze func(ctx context.Context) error
-	// afterFreeze runs after this call froze the snapshot, completed its
-	// claim and admitted its Run.
+	// afterFreeze runs after this call froze, completed and admitted.
 	afterFreeze func(ctx context.Context)
 }
 
-// NewStarter returns a starter built on d that claims saved-search
-// preparations through d.Plane. Zero fields of cfg take their defaults.
-//
-// It returns an error naming the field when a dependency is missing, when
-// d.Runs and d.Plane run at different database clocks, or when cfg fails
-// [Config.Validate]; a Starter it returns can run.
+// NewStarter returns a starter built on d. It returns an error naming the
+// field when a dependency is missing, d.Runs and d.Plane use different
+// clocks, or cfg fails [Config.Validate].
 func NewStarter(d Deps, cfg Config) (*Starter, error) {
 	switch {
 	case d.Pool == nil:
@@ -171,13 +156,11 @@ func NewStarter(d Deps, cfg Config) (*Starter, error) {
 // Result is the answer of a start.
 type Result struct {
 	Run *runs.Run
-	// Snapshot is the frozen input of a saved-search Run; nil for a direct
-	// one.
+	// Snapshot is a saved-search Run's frozen input; nil for a direct one.
 	Snapshot *snapshot.Summary
 	// Created reports whether this call made the start (201): for a
-	// saved-search start, the call that froze the snapshot the Run carries,
-	// whichever call's insert admitted the Run; for a direct start, the
-	// call that admitted it. False is a replay (200).
+	// saved-search start, the call that froze the snapshot. False is a
+	// replay (200).
 	Created bool
 }
 
@@ -191,29 +174,25 @@ type SavedSearchStart struct {
 	Options StartOptions
 	// Actor is recorded on the snapshot and the Run; empty records NULL.
 	Actor string
-	// Origin is recorded on the snapshot: snapshot.OriginAPI (empty is
-	// the same) for a client's start, snapshot.OriginSchedule for the
-	// schedule drain's. It is not part of the request hash: a start key
-	// names one start, whoever asks for it.
+	// Origin is recorded on the snapshot: snapshot.OriginAPI (or empty) or
+	// snapshot.OriginSchedule. It is not part of the request hash.
 	Origin string
-	// Wait is how long to wait for a preparation of the same key another
-	// caller holds (a live claim) to end, instead of answering in progress
-	// at once: woken when it completes or is released, reclaiming it when
-	// its lease passes. Zero (the default) does not wait; so does a Starter
-	// without [Config.Hub]. The caller bounds it (the API to 30 s).
+	// Wait is how long to wait for another caller's live preparation of the
+	// same key to end instead of answering in progress at once. Zero, or a
+	// Starter without [Config.Hub], does not wait.
 	Wait time.Duration
 }
 
-// DirectStart are the inputs of [Starter.StartDirect]; [DirectStart.Validate]
-// states their rules.
+// DirectStart are the inputs of [Starter.StartDirect]; see
+// [DirectStart.Validate].
 type DirectStart struct {
 	Org uuid.UUID
 	// Kind is "capability" or "definition".
 	Kind string `validate:"required,oneof=capability definition"`
 	// Name is 1 to 200 characters.
 	Name string `validate:"required,max=200"`
-	// Input is a JSON object of at most [MaxInputBytes] bytes as the
-	// caller wrote it; empty or null is {}.
+	// Input is a JSON object of at most [MaxInputBytes] bytes; empty or null
+	// is {}.
 	Input json.RawMessage
 	// IdempotencyKey is the client's key, unquoted: 1 to 255 bytes.
 	IdempotencyKey string
@@ -221,19 +200,14 @@ type DirectStart struct {
 	Actor string
 }
 
-// MaxInputBytes bounds the input of a direct start, in bytes of its JSON
-// as the caller wrote it. A Run keeps its input for 396 days and the Run
-// list pages leave it out, so the bound is what one Run read can cost.
+// MaxInputBytes bounds a direct start's input as written by the caller; it
+// bounds what one Run read costs over the Run's retention.
 const MaxInputBytes = 64 << 10
 
-// Validate checks the kind, the name and the input of p (not its key,
-// which [Starter.StartDirect] checks first): the one statement of these
-// rules, which an edge runs before it starts anything. It returns nil, or
-// an error of kind errs.Invalid wrapping [ErrInvalid]: with the
-// validator.ValidationErrors naming Kind and Name when either is refused;
-// else with an errs.Field named "input" when the input is not a JSON
-// object or is over [MaxInputBytes]. Input is not parsed: a caller that
-// has not checked it is well-formed JSON learns so from StartDirect.
+// Validate checks p's kind, name and input (not its key). It returns nil or
+// an error wrapping [ErrInvalid], with validator.ValidationErrors naming
+// Kind and Name, or an errs.Field "input" for a non-object or oversized
+// input. Input is not parsed here; StartDirect reports malformed JSON.
 func (p DirectStart) Validate() error {
 	if err := check(p); err != nil {
 		return err
@@ -248,7 +222,7 @@ func (p DirectStart) Validate() error {
 	return nil
 }
 
-// invalidInput is the refusal of a direct start's input for reason.
+// invalidInput refuses a direct start's input for reason.
 func invalidInput(reason string) error {
 	return &errs.Error{Kind: errs.Invalid, Message: "admission: invalid start: input " + reason,
 		Fields: []errs.Field{{Name: "input", Message: reason}}, Err: ErrInvalid}
@@ -271,32 +245,21 @@ func checkKey(key string) error {
 }
 
 // StartSavedSearch starts a Run on a frozen copy of the saved search, or
-// replays the Run the same Idempotency-Key already started.
+// replays the Run the same Idempotency-Key already started:
 //
-// The flow, in order:
-//  0. The Run under the stable start key answers first: same request, a
-//     replay; different request, ErrKeyReused. A replay is this one
-//     statement, and it works for the Run's 396 days, long after the claim's
-//     24 hours.
-//  1. A saved search org does not have live answers ErrNotFound, before any
-//     claim is written.
-//  2. The preparation is claimed in scope surface.saved_search.start with
-//     the lease of [Config.Lease] (30 s by default). Claimed: the snapshot is frozen and the claim
-//     completed with it in one transaction. Completed: the stored snapshot
-//     is used and none is written. Processing: with p.Wait and a hub, the
-//     start first waits that long for the holder's claim to end and takes
-//     whichever of these it then meets (a completion, or a claim of its
-//     own after a release or a passed lease); otherwise, or when the wait
-//     runs out, *idempotency.InFlightError. Conflict: ErrKeyReused.
-//  3. The Run is admitted under the start key, carrying the snapshot, the
-//     normalized options and the saved search's name at the freeze.
+//  1. A Run under the start key answers first: a replay, or ErrKeyReused
+//     for a different request.
+//  2. A saved search org does not have live answers ErrNotFound.
+//  3. The preparation is claimed with [Config.Lease]. Claimed: freeze and
+//     complete in one transaction. Completed: reuse the stored snapshot.
+//     Processing: wait up to p.Wait if there is a hub, else
+//     *idempotency.InFlightError. Conflict: ErrKeyReused.
+//  4. The Run is admitted under the start key with the snapshot.
 //
-// Errors: an error wrapping [ErrInvalid] for a refused key or options;
-// [ErrNotFound] (also replayed from a claim whose freeze found the saved
-// search gone); an [*idempotency.InFlightError] with RetryAfter of at least
-// a second when another caller holds a live preparation or took it over;
-// [ErrKeyReused]. Any other error is a retryable failure: the claim, if this
-// call held one, has been released, and a retry runs the preparation again.
+// Errors: an error wrapping [ErrInvalid] for a bad key or options;
+// [ErrNotFound]; an [*idempotency.InFlightError] while another caller holds
+// the preparation; [ErrKeyReused]. Any other error is retryable: a claim
+// this call held has been released.
 func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (_ Result, err error) {
 	defer dberr.Annotate(&err)
 	if err := checkKey(p.IdempotencyKey); err != nil {
@@ -334,16 +297,16 @@ func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (_ R
 	return s.prepare(ctx, admit{SavedSearchStart: p, hash: hash, options: options})
 }
 
-// admit is a saved-search start on its way to admission: its inputs, its
-// request hash and its normalized options as stored on the Run.
+// admit is a saved-search start's inputs, request hash and normalized
+// options.
 type admit struct {
 	SavedSearchStart
 	hash    string
 	options json.RawMessage
 }
 
-// params returns the Run admission of a on snapshot snapID, named name (the
-// saved search's name at the freeze; empty stores NULL).
+// params returns the Run admission on snapshot snapID, named name (empty
+// stores NULL).
 func (a admit) params(snapID uuid.UUID, name string) runs.AdmitParams {
 	var n *string
 	if name != "" {
@@ -362,15 +325,13 @@ func (a admit) params(snapID uuid.UUID, name string) runs.AdmitParams {
 	}
 }
 
-// prepared is what admission needs of a completed preparation. Its JSON is
-// the claim's stored answer.
+// prepared is a completed preparation; its JSON is the claim's answer.
 type prepared struct {
-	// Error is "not_found" for the business answer of a freeze that found
-	// the saved search gone; everything else is then empty.
+	// Error is "not_found" when the freeze found the saved search gone;
+	// the other fields are then empty.
 	Error string `json:"error,omitempty"`
-	// Snapshot holds the whole snapshot; reading decodes its summary
-	// fields. A snapshot larger than the plane's store limit is stored as a
-	// reference to the snapshot record instead (idempotency.ResourceRef).
+	// Snapshot holds the whole snapshot; one over the store limit is stored
+	// as an idempotency.ResourceRef instead.
 	Snapshot *snapshot.Summary `json:"snapshot,omitempty"`
 	// SavedSearchName names the Run.
 	SavedSearchName string `json:"saved_search_name,omitempty"`
@@ -378,11 +339,10 @@ type prepared struct {
 
 const answerNotFound = "not_found"
 
-// prepare claims the preparation of a's start and answers it: a claim of
-// its own is frozen and admitted in one transaction (see freeze); a
-// completed claim's stored answer is admitted by admitSavedSearch.
+// prepare claims a's preparation, then freezes it (own claim) or admits
+// the stored answer (completed claim).
 func (s *Starter) prepare(ctx context.Context, a admit) (Result, error) {
-	// Without a hub nobody would wake the wait, so it does not begin.
+	// Without a hub nobody would wake the wait.
 	wait := a.Wait
 	if s.cfg.Hub == nil {
 		wait = 0
@@ -409,29 +369,21 @@ func (s *Starter) prepare(ctx context.Context, a admit) (Result, error) {
 	return Result{}, fmt.Errorf("admission: claim answered %s", out.Kind)
 }
 
-// freeze does the work claim owns, ends the claim and admits the Run, in
-// ONE transaction of two round trips: BEGIN with the freeze read, then the
-// snapshot, the Run, the fenced completion and COMMIT, pipelined. So the
-// snapshot, the completion and the Run exist together or not at all, and a
-// new start commits twice in all (the claim, then this):
-//   - a saved search gone since the check is a business answer: the claim
-//     is completed with it, and every repeat answers ErrNotFound;
-//   - a completion refused by the fence (our lease passed and another
-//     worker reclaimed the key) aborts the transaction before its COMMIT:
-//     nothing is written, that worker owns the preparation, and the answer
-//     is in progress;
-//   - any other failure is retryable: the claim is released, so the next
-//     attempt runs instead of waiting out the lease.
+// freeze freezes the snapshot, admits the Run and completes the claim in
+// one transaction of two round trips, so all three exist together or not
+// at all:
+//   - a saved search gone since the check completes the claim with that
+//     answer, so every repeat answers ErrNotFound;
+//   - a lost fence aborts the transaction; the answer is in progress;
+//   - any other failure releases the claim so the next attempt runs.
 //
-// The Run insert is admission as ever: the unique start key decides, and a
-// Run already admitted under it (by an earlier preparation whose claim has
-// expired) is read after the commit and answered.
+// A Run already admitted under the start key (from an expired earlier
+// claim) is read and answered.
 func (s *Starter) freeze(ctx context.Context, a admit, claim *idempotency.Claim) (Result, error) {
 	f, err := s.freezeTx(ctx, a, claim)
 	switch {
 	case err == nil && f.run == nil:
-		// The start key was admitted before this preparation: answer that
-		// Run, as admitSavedSearch answers any repeat.
+		// Admitted before this preparation: answer that Run.
 		return s.admitSavedSearch(ctx, a, &prepared{Snapshot: &f.snapshot, SavedSearchName: f.savedSearchName})
 	case err == nil:
 		s.admitted()
@@ -444,9 +396,8 @@ func (s *Starter) freeze(ctx context.Context, a admit, claim *idempotency.Claim)
 	case errors.Is(err, idempotency.ErrFenceLost):
 		return Result{}, inFlight(a.IdempotencyKey, time.Second)
 	}
-	// The release is fenced and conditional on the claim being unfinished,
-	// so it is safe even when the commit went through and only its answer
-	// was lost: it then deletes nothing, and a retry finds the Run.
+	// Safe even if the commit went through: release is fenced and
+	// conditional; a retry then finds the Run.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
 	defer cancel()
 	if _, rerr := s.plane.Release(rctx, claim); rerr != nil {
@@ -455,18 +406,15 @@ func (s *Starter) freeze(ctx context.Context, a admit, claim *idempotency.Claim)
 	return Result{}, fmt.Errorf("admission: prepare: %w", err)
 }
 
-// frozen is what the preparation's transaction committed: the snapshot
-// (its summary and the saved search's name at the freeze) and the Run it
-// admitted, nil when the start key had admitted one before.
+// frozen is what the freeze committed; run is nil when the start key had
+// been admitted before.
 type frozen struct {
 	snapshot        snapshot.Summary
 	savedSearchName string
 	run             *runs.Run
 }
 
-// freezeTx runs freeze's transaction, in two round trips (see
-// pipelinedTx): BEGIN and the freeze read; then the snapshot, the Run, the
-// fenced completion and COMMIT. A saved search gone since the check
+// freezeTx runs freeze's transaction. A saved search gone since the check
 // completes the claim with that answer and returns [ErrNotFound].
 func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Claim) (frozen, error) {
 	if s.hooks.beforeFreeze != nil {
@@ -488,12 +436,9 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 			return err
 		}
 
-		// Round trip 2: the snapshot, the Run that refers to it, the
-		// fenced completion, COMMIT. The completion goes last: from it to
-		// the COMMIT the transaction holds the claim's row lock, which a
-		// concurrent claim of the same key would wait on (ON CONFLICT
-		// waits for the row's updater), so it must not be held while an
-		// insert waits; a lost fence still aborts everything before it.
+		// Round trip 2: snapshot, Run, fenced completion, COMMIT. The
+		// completion goes last because from it to COMMIT we hold the claim's
+		// row lock, which a concurrent claim of the key waits on.
 		second := tx.batch()
 		var admitted *runs.QueuedAdmit
 		c := idempotency.Completion{Response: json.RawMessage(`{"error":"` + answerNotFound + `"}`)}
@@ -514,8 +459,7 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 		if err := tx.commit(ctx, second); err != nil {
 			return err
 		}
-		// A start waiting on this claim is woken after the commit, on the
-		// connection the transaction used (see idempotency.QueuedCompletion).
+		// Wake waiters after the commit, on the transaction's connection.
 		completion.Announce(ctx, tx.conn)
 		if notFound {
 			return ErrNotFound
@@ -527,9 +471,8 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 	return f, err
 }
 
-// answer returns the claim response for snap: the whole snapshot with the
-// saved search's name. The plane stores a reference to the snapshot record
-// in its place when it is larger than the store limit.
+// answer returns the claim response for snap: the snapshot and the saved
+// search's name.
 func answer(snap *snapshot.Snapshot) (json.RawMessage, error) {
 	return json.Marshal(struct {
 		Snapshot        *snapshot.Snapshot `json:"snapshot"`
@@ -537,9 +480,8 @@ func answer(snap *snapshot.Snapshot) (json.RawMessage, error) {
 	}{snap, snap.SavedSearchName})
 }
 
-// storedAnswer reads the answer of a completed claim: inline, or through the
-// reference the plane stored for a large snapshot, from the immutable
-// snapshot record, which outlives the claim.
+// storedAnswer reads a completed claim's answer, inline or through its
+// reference to the snapshot record.
 func (s *Starter) storedAnswer(ctx context.Context, org uuid.UUID, out idempotency.Outcome) (*prepared, error) {
 	if out.Ref != nil {
 		id, err := uuid.Parse(out.Ref.ID)
@@ -566,30 +508,24 @@ func (s *Starter) storedAnswer(ctx context.Context, org uuid.UUID, out idempoten
 	return &prep, nil
 }
 
-// inFlight is the in-progress answer. Retry-After is whole seconds and at
-// least one, so a client never retries in a tight loop.
+// inFlight is the in-progress answer, Retry-After at least one second.
 func inFlight(key string, retryAfter time.Duration) error {
 	retryAfter = time.Duration(idempotency.RetryAfterSeconds(retryAfter)) * time.Second
 	return &idempotency.InFlightError{Scope: idempotency.ScopeSavedSearchStart, Key: key, RetryAfter: retryAfter}
 }
 
-// admitSavedSearch admits the Run of a start whose preparation another
-// caller completed (or, from an earlier version of searchd, completed
-// without admitting its Run): usually the Run exists and this is a replay.
+// admitSavedSearch admits the Run of a preparation another caller
+// completed; usually the Run exists and this is a replay.
 func (s *Starter) admitSavedSearch(ctx context.Context, a admit, prep *prepared) (Result, error) {
-	// 201 belongs to the start that froze the snapshot, and that start
-	// admitted its Run in the same transaction (freezeTx). Whoever gets
-	// here read a completed preparation or found the key admitted: it is
-	// a repeat of the start and answers 200, even when its insert admits
-	// the Run (of a preparation an earlier searchd completed without one).
+	// Only the start that froze the snapshot answers 201; this is a repeat
+	// and answers 200, even if its insert admits the Run.
 	run, _, err := s.runs.Admit(ctx, a.params(prep.Snapshot.ID, prep.SavedSearchName))
 	if err != nil {
 		return Result{}, err
 	}
 	sum := prep.Snapshot
 	if run.SnapshotID != nil && *run.SnapshotID != sum.ID {
-		// The Run was admitted from an earlier preparation of this key,
-		// whose claim has since expired: answer with that Run's snapshot.
+		// Admitted from an earlier, expired claim: use that Run's snapshot.
 		snap, err := s.snapshots.Get(ctx, a.Org, *run.SnapshotID)
 		if err != nil {
 			return Result{}, fmt.Errorf("admission: reading the Run's snapshot: %w", err)
@@ -599,14 +535,12 @@ func (s *Starter) admitSavedSearch(ctx context.Context, a admit, prep *prepared)
 	return Result{Run: run, Snapshot: sum}, nil
 }
 
-// StartDirect starts a capability or definition Run, or replays the Run the
-// same Idempotency-Key already started. Admission is the agent.runs insert
-// alone; no row is written in agent.idempotency_keys.
+// StartDirect starts a capability or definition Run, or replays the Run
+// the same Idempotency-Key started.
 //
-// Errors: an error wrapping [ErrInvalid] for a refused key, kind, name or
-// input (see [DirectStart.Validate]); [ErrKeyReused] when the key started a Run for a
-// different kind, name or input. Other errors come from the database and are
-// retryable.
+// Errors: an error wrapping [ErrInvalid] for a bad key, kind, name or input
+// (see [DirectStart.Validate]); [ErrKeyReused] when the key started a
+// different Run. Other errors are retryable.
 func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (_ Result, err error) {
 	defer dberr.Annotate(&err)
 	if err := checkKey(p.IdempotencyKey); err != nil {
@@ -638,7 +572,6 @@ func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (_ Result, err
 	return Result{Run: run, Created: created}, nil
 }
 
-// admitted tells Config.Admitted that a Run was admitted.
 func (s *Starter) admitted() {
 	if s.cfg.Admitted != nil {
 		s.cfg.Admitted()

@@ -17,17 +17,14 @@ import (
 	"github.com/searchd/searchd/internal/dberr"
 )
 
-// KeyedCreate is a create that carries an idempotency key: the key, the
-// scope it is claimed in and the hash of its request.
+// KeyedCreate describes a create that carries an idempotency key.
 type KeyedCreate struct {
 	Org         uuid.UUID
 	Scope, Key  string
 	RequestHash string
 	// ResourceType names what the completion records.
 	ResourceType string
-	// ReleaseTimeout bounds releasing the claim after a failure, on a
-	// context detached from the caller's (which may be why it failed).
-	// Zero is 5 s.
+	// ReleaseTimeout bounds releasing the claim after a failure. Zero is 5 s.
 	ReleaseTimeout time.Duration
 }
 
@@ -36,28 +33,17 @@ type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// errCreateFenceLost reports a completion the plane refused: the claim's
-// lease passed and another request took the key over.
+// errCreateFenceLost reports that another request took the key over.
 var errCreateFenceLost = errors.New("idempotency: keyed create: claim fence lost")
 
-// CreateOnce runs create at most once per key (the IETF Idempotency-Key
-// draft's semantics) and returns the id of the resource the key created
-// and whether this call created it. The claim takes [SurfaceCreateLease].
+// CreateOnce runs create at most once per key and returns the created id and
+// whether this call created it. create runs in a transaction that also
+// completes the claim, so the resource exists exactly when the claim names
+// it; on failure the transaction rolls back and the claim is released.
 //
-//   - claimed: create runs in a transaction on db that also completes the
-//     claim with the resource, so the resource exists exactly when the
-//     claim names it; any failure rolls back and releases the claim, so a
-//     retry runs again (a create that failed made nothing to remember);
-//   - completed: the id the key created, created false (a replay);
-//   - processing, or a completion the fence refused because another
-//     request took the key over: an [*InFlightError];
-//   - conflict: the key was used for another request: an error of kind
-//     errs.KeyReused, matched by [ErrKeyReused].
-//
-// Errors of create are returned as they are, so its kinds decide the
-// answer; a failed release is joined to them as text only. Database
-// failures are classified by internal/dberr (errs.Unavailable when
-// transient).
+// A replay returns the stored id with created false. A live claim, or one
+// taken over, returns an [*InFlightError]; a key used for another request
+// returns [ErrKeyReused]. Errors from create are returned unchanged.
 func (s *Service) CreateOnce(ctx context.Context, db Beginner, kc KeyedCreate,
 	create func(ctx context.Context, tx pgx.Tx) (id string, err error)) (_ string, _ bool, err error) {
 	defer dberr.Annotate(&err)
@@ -100,13 +86,11 @@ func (s *Service) CreateOnce(ctx context.Context, db Beginner, kc KeyedCreate,
 		return "", false, &InFlightError{Scope: kc.Scope, Key: kc.Key, RetryAfter: time.Second}
 	}
 	if err != nil {
-		// Fenced and conditional on the claim being unfinished: safe even
-		// when the commit went through and only its answer was lost.
+		// Safe even if the commit went through: release is fenced and conditional.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(kc.ReleaseTimeout, 5*time.Second))
 		defer cancel()
 		if _, rerr := s.Release(rctx, out.Claim); rerr != nil {
-			// %v, not %w: the release's failure is worth reading, but the
-			// create's error alone decides what the caller is told.
+			// %v, not %w: only create's error decides what the caller sees.
 			err = errors.Join(err, fmt.Errorf("idempotency: releasing the keyed create's claim failed: %v", rerr))
 		}
 		return "", false, err

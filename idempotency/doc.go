@@ -1,34 +1,16 @@
-// Package idempotency is the plane every effect of searchd passes through:
-// one durable PostgreSQL table, agent.idempotency_keys, and the rules that make
-// a repeated command have the effect of one.
+// Package idempotency makes a repeated command have the effect of one. It
+// stores claims in agent.idempotency_keys, keyed by (organization, scope, key).
 //
-// A caller claims a key (organization, scope, key) for a request hash. The
-// first caller owns the claim, does its work and ends the claim in exactly one
-// of two ways: [Service.Complete] stores the answer every repeat replays, and
-// [Service.Release] deletes an unfinished claim after a retryable failure so
-// the next attempt runs. Every other caller reads an [Outcome] that says what
-// it holds: completed (replay the stored answer), processing (another worker
-// holds a live lease: retry later, never execute), conflict (the key was used
-// for different content) or, from [Service.Read] alone, absent.
+// The first caller to [Service.Claim] a key owns it and ends the claim with
+// [Service.Complete], which stores the answer repeats replay, or
+// [Service.Release], which deletes it after a retryable failure. Other callers
+// get an [Outcome]: completed, processing (retry later), or conflict (the key
+// was used for a different request).
 //
-// Two clocks. The lease (lease_expires_at) says how long a worker may hold the
-// key before another may reclaim it; it is the caller's operation timeout plus
-// a margin, so it is an argument. The retention (retain_until) says how long
-// the answer is remembered; it is a per-scope constant from [Retention]. One
-// field cannot be both: long, a crashed worker blocks every retry; short, the
-// journal forgets an effect and a retry repeats it.
-//
-// The fence. Every claim and reclaim carries a new lease token, and
-// completion and release are conditional on it. A worker that stalled past its
-// lease and wakes after another reclaimed the key writes nothing: its
-// Complete answers false and its Release answers false, silently, and it must
-// not retry.
-//
-// Time. Every comparison of leases and retention uses the database clock, so
-// replicas whose clocks disagree still agree on who owns a key. Tests stub the
-// clock through [Config.Clock] (a [dbclock.Clock]), which is passed into the
-// SQL as coalesce($now, now()); production passes NULL.
-//
-// The [Repository] owns the atomic SQL; the [Service] owns duplicate
-// semantics. Callers use the Service.
+// A claim has two clocks: a lease (how long a worker may hold it before
+// another may reclaim it, chosen per call) and a retention (how long the
+// answer is kept, fixed per scope by [Retention]). Each claim carries a lease
+// token; Complete and Release succeed only with the current token, so a
+// worker whose lease was taken over writes nothing. All times come from the
+// database clock, so replicas agree on who owns a key.
 package idempotency

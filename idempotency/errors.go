@@ -8,42 +8,28 @@ import (
 	"github.com/searchd/searchd/errs"
 )
 
-// The plane's errors carry the kinds of package errs: [ErrInvalid] and
-// [*InputError] are errs.Invalid, [ErrClaimInFlight] and [*InFlightError]
-// errs.InProgress, [ErrKeyReused] errs.KeyReused; a transient database
-// failure from a [Service] method is an errs.Unavailable wrapping the
-// driver's error (internal/dberr), so errors.As still finds a
-// *pgconn.PgError in it.
+// Errors carry the kinds of package errs. A transient database failure from a
+// [Service] method is an errs.Unavailable that still wraps the driver error.
 var (
-	// ErrInvalid is wrapped by every [*InputError]: input the plane refuses
-	// before it runs any SQL.
+	// ErrInvalid is wrapped by every [*InputError].
 	ErrInvalid = errs.New(errs.Invalid, "idempotency: invalid input")
 	// ErrUnknownScope reports a scope the registry does not name.
 	ErrUnknownScope = errors.New("idempotency: unknown scope")
 	// ErrClaimInFlight reports that another worker holds a live lease on the
-	// key. Callers that an orchestrator replays return it, so the step fails
-	// and runs again; it is never turned into a result. [*InFlightError]
-	// matches it with errors.Is.
+	// key. [*InFlightError] matches it.
 	ErrClaimInFlight = errs.New(errs.InProgress, "idempotency: claim in flight")
 	// ErrFenceLost reports that a completion queued with
-	// [Service.QueueComplete] found the lease moved on: another worker
-	// reclaimed the key, or the claim already ended. Its transaction was
-	// aborted before its COMMIT, so nothing of it was written. Like a false
-	// from [Service.Complete], it is not a failure to retry: the key belongs
-	// to another worker.
+	// [Service.QueueComplete] found the lease taken over or the claim ended;
+	// its transaction was aborted, so nothing was written. Do not retry.
 	ErrFenceLost = errors.New("idempotency: claim fence lost")
-	// ErrKeyReused reports a key claimed before for a different request
-	// hash ([KindConflict]) where an error is the answer, as
-	// [Service.CreateOnce] gives it: a retry with the key never succeeds.
+	// ErrKeyReused reports a key already claimed for a different request.
 	ErrKeyReused = errs.New(errs.KeyReused, "idempotency: key reused for a different request")
 )
 
-// sqlStateFenceLost is the SQLSTATE agent.idempotency_fence_lost raises
-// (migration 00012).
+// sqlStateFenceLost is the SQLSTATE raised by agent.idempotency_fence_lost.
 const sqlStateFenceLost = "SD409"
 
-// InputError names the field the plane refused and why. It matches
-// [ErrInvalid] with errors.Is.
+// InputError names a refused input field and why. It matches [ErrInvalid].
 type InputError struct {
 	Field  string
 	Reason string
@@ -56,9 +42,8 @@ func (e *InputError) Error() string {
 // Is reports whether target is [ErrInvalid].
 func (e *InputError) Is(target error) bool { return target == ErrInvalid }
 
-// InFlightError is the error form of a processing outcome. RetryAfter is the
-// time until the holder's lease passes, by the database clock, so an HTTP edge
-// can answer Retry-After. It matches [ErrClaimInFlight] with errors.Is.
+// InFlightError is a processing outcome as an error. RetryAfter is the time
+// until the holder's lease passes. It matches [ErrClaimInFlight].
 type InFlightError struct {
 	Scope      string
 	Key        string
@@ -72,13 +57,10 @@ func (e *InFlightError) Error() string {
 // Is reports whether target is [ErrClaimInFlight].
 func (e *InFlightError) Is(target error) bool { return target == ErrClaimInFlight }
 
-// ErrorKind returns [errs.Invalid]: the plane refused the input before it
-// ran any SQL.
+// ErrorKind returns [errs.Invalid].
 func (e *InputError) ErrorKind() errs.Kind { return errs.Invalid }
 
-// ErrorCode returns invalid_idempotency_key for a refused key: a key is
-// the client's own, not a field of its input. Any other field has its
-// kind's code.
+// ErrorCode returns invalid_idempotency_key for a refused key, else "".
 func (e *InputError) ErrorCode() string {
 	if e.Field == "key" {
 		return "invalid_idempotency_key"
@@ -86,8 +68,7 @@ func (e *InputError) ErrorCode() string {
 	return ""
 }
 
-// ErrorDetail says why a key was refused; any other field, a caller's
-// bug, is told nothing more than its kind.
+// ErrorDetail says why a key was refused; other fields get no detail.
 func (e *InputError) ErrorDetail() string {
 	if e.Field == "key" {
 		return "the idempotency key " + e.Reason
@@ -95,13 +76,11 @@ func (e *InputError) ErrorDetail() string {
 	return ""
 }
 
-// ErrorKind returns [errs.InProgress]: a retry after RetryAfter is
-// answered.
+// ErrorKind returns [errs.InProgress].
 func (e *InFlightError) ErrorKind() errs.Kind { return errs.InProgress }
 
-// RetryAfterSeconds returns d rounded up to whole seconds, at least 1: the
-// one rounding of every Retry-After searchd gives, since a client told to
-// retry after 0 seconds would meet the same live lease.
+// RetryAfterSeconds returns d rounded up to whole seconds, at least 1, so a
+// client is never told to retry at once into the same live lease.
 func RetryAfterSeconds(d time.Duration) int {
 	return int(max(time.Second, (d+time.Second-1).Truncate(time.Second)) / time.Second)
 }

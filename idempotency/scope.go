@@ -6,64 +6,47 @@ import (
 	"time"
 )
 
-// Scopes and their retention. The retention is a property of the scope, the
-// lease a property of the operation, which is why only the first lives here.
+// Scopes and their retentions. Retention belongs to the scope, lease to the
+// operation.
 const (
-	// ScopeSavedSearchStart is the surface claim that freezes a saved
-	// search's input before Run admission.
+	// ScopeSavedSearchStart freezes a saved search's input before Run admission.
 	ScopeSavedSearchStart = "surface.saved_search.start"
-	// ScopeSavedSearchCreate is the surface claim of a saved-search create
-	// that carries an Idempotency-Key: its completion names the saved
-	// search the key created, in the same transaction as the insert.
+	// ScopeSavedSearchCreate is a keyed saved-search create.
 	ScopeSavedSearchCreate = "surface.saved_search.create"
-	// ScopeProviderJobRegister is the surface claim of a provider-job
-	// registration that carries an Idempotency-Key.
+	// ScopeProviderJobRegister is a keyed provider-job registration.
 	ScopeProviderJobRegister = "surface.provider_job.register"
-	// ScopeScheduleSet is the surface claim of a schedule set that carries
-	// an Idempotency-Key: its completion names the saved search whose
-	// schedule the key set, in the same transaction as the write.
+	// ScopeScheduleSet is a keyed schedule set.
 	ScopeScheduleSet = "surface.schedule.set"
 	// ToolScopePrefix starts every tool scope, as in "tool.email.send".
 	ToolScopePrefix = "tool."
-	// WebhookScopePrefix starts every webhook and provider callback scope,
-	// as in "webhook.nylas".
+	// WebhookScopePrefix starts every webhook and provider callback scope.
 	WebhookScopePrefix = "webhook."
 
-	// ToolRetention is the retention of every tool scope. A tool claim is the
-	// replay journal of a Run, and a Run may wait on an approval for as long
-	// as the longest max_run_duration a definition may set, which validation
-	// caps at 30 days. A per-scope constant cannot know the definition, so it
-	// takes the ceiling; a shorter value would let a restarted segment repeat
-	// an effect the journal forgot.
+	// ToolRetention is the retention of every tool scope. It must outlast the
+	// longest Run (max_run_duration is capped at 30 days), or a restarted Run
+	// could repeat an effect the journal forgot.
 	ToolRetention = 30 * 24 * time.Hour
 	// WebhookRetention covers every redelivery a vendor makes.
 	WebhookRetention = 24 * time.Hour
-	// SavedSearchStartRetention keeps the frozen snapshot answerable for the
-	// retries of one start; the Run itself is replayed from agent.runs.
+	// SavedSearchStartRetention covers the retries of one start.
 	SavedSearchStartRetention = 24 * time.Hour
 
-	// SurfaceCreateRetention keeps the answer of a keyed create for the
-	// retries of one client action, like a start's preparation.
+	// SurfaceCreateRetention covers the retries of one keyed create.
 	SurfaceCreateRetention = 24 * time.Hour
-	// SurfaceCreateLease is the lease of a keyed create: one short
-	// transaction, so a retry after a crash waits at most this long.
+	// SurfaceCreateLease is the lease of a keyed create.
 	SurfaceCreateLease = 30 * time.Second
 
-	// SavedSearchStartLease is the lease of a saved-search preparation: the
-	// freeze is one short transaction, and a retry waits at most this long
-	// after a crash.
+	// SavedSearchStartLease is the lease of a saved-search start.
 	SavedSearchStartLease = 30 * time.Second
-	// WebhookLease is the lease a webhook handler takes on a delivery.
+	// WebhookLease is the lease of a webhook delivery.
 	WebhookLease = 30 * time.Second
 
-	// MaxLease bounds the lease a caller may ask for. No operation of the
-	// platform runs longer than the longest retention.
+	// MaxLease bounds the lease a caller may ask for.
 	MaxLease = ToolRetention
 )
 
-// Retention returns how long claims in scope are remembered. It returns an
-// error wrapping [ErrUnknownScope] for a scope the registry does not name: an
-// unknown scope is a programming error, never a default.
+// Retention returns how long claims in scope are kept. An unknown scope is a
+// programming error and returns an error wrapping [ErrUnknownScope].
 func Retention(scope string) (time.Duration, error) {
 	switch {
 	case scope == ScopeSavedSearchStart:
@@ -78,8 +61,7 @@ func Retention(scope string) (time.Duration, error) {
 	return 0, fmt.Errorf("%w: %q", ErrUnknownScope, scope)
 }
 
-// validScopeName reports whether name, the part after a scope prefix, is a
-// dotted lower-case identifier such as "email.send".
+// validScopeName reports whether name is a dotted lower-case identifier.
 func validScopeName(name string) bool {
 	if name == "" || len(name) > 100 || name[0] == '.' || name[len(name)-1] == '.' {
 		return false

@@ -20,20 +20,19 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// Kind says which of the endings of a claim a caller holds.
+// Kind is the state of a claim as a caller sees it.
 type Kind uint8
 
 const (
-	// KindAbsent: the journal has no answer. Only [Service.Read] answers it:
-	// for no row, for a processing row whose lease has passed (its worker is
-	// gone, and the next Claim reclaims it) and for a row past its retention.
+	// KindAbsent: nothing retained, or a processing claim whose lease passed.
+	// Only [Service.Read] answers it.
 	KindAbsent Kind = iota + 1
 	// KindClaimed: the caller owns the key. Execute, then Complete or Release.
 	KindClaimed
 	// KindCompleted: the stored answer. Return it and mark the call replayed.
 	KindCompleted
-	// KindProcessing: another worker holds a live lease. The effect may be in
-	// flight, so this is never a value: retry later, or drop at an HTTP edge.
+	// KindProcessing: another worker holds a live lease. Retry later; never
+	// treat it as a result.
 	KindProcessing
 	// KindConflict: the key is stored for a different request hash.
 	KindConflict
@@ -42,7 +41,7 @@ const (
 var kindNames = [...]string{KindAbsent: "absent", KindClaimed: "claimed", KindCompleted: "completed",
 	KindProcessing: "processing", KindConflict: "conflict"}
 
-// String returns the kind's name as the seed and the metrics spell it.
+// String returns the kind's name as metrics spell it.
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && kindNames[k] != "" {
 		return kindNames[k]
@@ -50,54 +49,46 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-// Claim is a claim the caller owns: what [Service.Complete] and
-// [Service.Release] need to end it.
+// Claim is a claim the caller owns.
 type Claim struct {
 	ID             uuid.UUID
 	OrganizationID uuid.UUID
 	Scope          string
 	Key            string
 	RequestHash    string
-	// LeaseToken is the fence this claim carries to its ending.
+	// LeaseToken fences Complete and Release.
 	LeaseToken     uuid.UUID
 	ClaimedAt      time.Time
 	LeaseExpiresAt time.Time
 	RetainUntil    time.Time
-	// Reclaimed reports whether the claim was taken over from a worker
-	// whose lease had passed, rather than inserted new.
+	// Reclaimed reports whether the claim was taken over from a passed lease.
 	Reclaimed bool
 }
 
-// Outcome is what Read and Claim answer. Each field but Kind belongs to one
-// kind and is zero for every other.
+// Outcome is what Read and Claim answer. Fields other than Kind are zero
+// unless their comment names the kind.
 type Outcome struct {
 	Kind Kind
-	// Claim is set for KindClaimed alone.
+	// Claim is set for KindClaimed.
 	Claim *Claim
-	// Response, ResourceType and ResourceID are set for KindCompleted alone:
-	// the stored answer.
+	// Response, ResourceType and ResourceID are set for KindCompleted.
 	Response     json.RawMessage
 	ResourceType string
 	ResourceID   string
-	// Ref is set for KindCompleted alone, when the stored response was
-	// larger than the store limit and a reference to the resource stands
-	// in its place: Response then holds the reference, and the caller reads
-	// the body from the resource.
+	// Ref is set for KindCompleted when the response was over the store limit;
+	// the caller reads the body from the referenced resource.
 	Ref *ResourceRef
-	// RetryAfter is set for KindProcessing alone: the time until the live
-	// lease passes, by the database clock.
+	// RetryAfter is set for KindProcessing: the time until the lease passes.
 	RetryAfter time.Duration
 }
 
-// ResourceRef stands in for a response larger than the store limit. It is
-// stored as {"resource_ref": {"type": ..., "id": ...}}, so a large answer is
-// not kept for the whole retention of its claim: the resource holds it.
+// ResourceRef stands in for a response larger than the store limit, stored
+// as {"resource_ref": {"type": ..., "id": ...}}.
 type ResourceRef struct {
 	Type string `json:"type"`
 	ID   string `json:"id"`
 }
 
-// refPrefix starts every stored reference, as jsonb prints it.
 var refPrefix = []byte(`{"resource_ref":`)
 
 // parseRef returns the reference a stored response holds, or nil.
@@ -114,9 +105,7 @@ func parseRef(response json.RawMessage) *ResourceRef {
 	return v.Ref
 }
 
-// InFlight returns an [*InFlightError] for a processing outcome and nil for
-// every other kind. A caller that an orchestrator replays returns it, so the
-// step fails and is retried after the lease.
+// InFlight returns an [*InFlightError] for a processing outcome, else nil.
 func (o Outcome) InFlight(scope, key string) error {
 	if o.Kind != KindProcessing {
 		return nil
@@ -124,15 +113,13 @@ func (o Outcome) InFlight(scope, key string) error {
 	return &InFlightError{Scope: scope, Key: key, RetryAfter: o.RetryAfter}
 }
 
-// Completion is the answer a claim stores. It names a resource (both
-// ResourceType and ResourceID), carries a Response, or both; one that records
-// neither would replay an empty success and is refused.
+// Completion is the answer a claim stores: a resource (type and id), a
+// Response, or both; neither is refused.
 type Completion struct {
 	ResourceType string
 	ResourceID   string
-	// Response must be a JSON object when set. One larger than
-	// [Config.MaxResponseBytes] is stored as a [ResourceRef] to the named
-	// resource, so it must name one.
+	// Response must be a JSON object. One over [Config.MaxResponseBytes] is
+	// stored as a [ResourceRef], so the completion must then name a resource.
 	Response json.RawMessage
 }
 
@@ -156,16 +143,14 @@ type Config struct {
 	OrphanReleaseTimeout time.Duration
 }
 
-// Observer watches the plane. Its methods are called synchronously on the
-// claim path, so they must be fast and must not block.
+// Observer receives claim metrics. It is called synchronously on the claim
+// path and must not block.
 type Observer interface {
-	// ObserveClaim is called once per Claim (and ClaimWait round) that
-	// returns without error, with the outcome's kind as [Kind.String]
-	// names it; reclaimed reports a claimed outcome that took over a
-	// passed lease.
+	// ObserveClaim is called for each successful Claim with the outcome kind;
+	// reclaimed reports a takeover of a passed lease.
 	ObserveClaim(scope, kind string, reclaimed bool)
-	// ObserveFenceLost is called when Complete ("complete") or Release
-	// ("release") finds that the lease moved on.
+	// ObserveFenceLost is called when Complete or Release ("complete",
+	// "release") finds the lease taken over.
 	ObserveFenceLost(scope, op string)
 }
 
@@ -192,18 +177,15 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Service owns duplicate semantics on top of a [Repository]. It is safe for
+// Service implements claim semantics on a [Repository]. It is safe for
 // concurrent use.
 type Service struct {
 	repo *Repository
 	cfg  Config // with its defaults, and a nopObserver for a nil Observer
 }
 
-// NewService returns a service running its statements on db, usually a
-// *pgxpool.Pool. Zero fields of cfg take their defaults. Every field is set
-// in code, never read from the environment, so a config that fails
-// [Config.Validate] is a programmer error: NewService panics with its
-// message.
+// NewService returns a service on db, usually a *pgxpool.Pool. It panics if
+// cfg fails [Config.Validate]: config is set in code, so that is a bug.
 func NewService(db DBTX, cfg Config) *Service {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
@@ -218,27 +200,19 @@ func NewService(db DBTX, cfg Config) *Service {
 // Repository returns the repository the service runs on.
 func (s *Service) Repository() *Repository { return s.repo }
 
-// Clock returns the database clock the service runs at, [Config.Clock]. A
-// component built on the service runs at it too.
+// Clock returns the database clock the service runs at.
 func (s *Service) Clock() *dbclock.Clock { return s.repo.clock }
 
-// MaxResponseBytes returns the store limit of a response, [Config.MaxResponseBytes]
-// with its default applied. A caller whose answer must replay whole (not as a
-// [ResourceRef]) fits its response under it before it completes.
+// MaxResponseBytes returns the effective store limit of a response.
 func (s *Service) MaxResponseBytes() int { return s.cfg.MaxResponseBytes }
 
-// maxClaimRounds bounds how often Claim goes round when the row changes
-// between its statements (released, swept, reclaimed by another worker).
-// Each round needs another worker to change the row in between, so running
-// out means the key is being worked on: the answer is processing.
+// maxClaimRounds bounds Claim's retries when other workers keep changing the
+// row between its statements; running out answers processing.
 const maxClaimRounds = 4
 
-// Read answers what the journal holds for the key, and never writes. It
-// returns absent when nothing is stored, when a processing claim's lease has
-// passed (so the caller's Claim reclaims it) and when a row's retention has
-// passed. The request hash is compared first, whatever the lease says.
-// Invalid input returns an error wrapping [ErrInvalid] or [ErrUnknownScope]
-// before any SQL runs.
+// Read reports what is stored for the key without writing. It answers absent
+// when nothing is retained or a processing claim's lease has passed. Invalid
+// input returns an error wrapping [ErrInvalid] or [ErrUnknownScope].
 func (s *Service) Read(ctx context.Context, organizationID uuid.UUID, scope, key, requestHash string) (_ Outcome, err error) {
 	defer dberr.Annotate(&err)
 	if _, err := validateKey(organizationID, scope, key, requestHash); err != nil {
@@ -257,24 +231,16 @@ func (s *Service) Read(ctx context.Context, organizationID uuid.UUID, scope, key
 	return Outcome{Kind: KindAbsent}, nil // processing, lease passed: reclaimable
 }
 
-// Claim claims the key for requestHash with a lease of the given length, or
-// answers what holds it: completed, processing (a live lease, never stolen)
-// or conflict (a different hash, whatever the lease says). A processing claim
-// whose lease has passed is reclaimed atomically, by exactly one of any
-// number of racing callers; a row past its retention is replaced as if absent.
+// Claim claims the key for requestHash with the given lease, or reports what
+// holds it: completed, processing (a live lease) or conflict (another hash).
+// A passed lease with the same hash is reclaimed by exactly one of racing
+// callers; a row past retention is replaced. Retention is the scope's
+// [Retention], raised to the lease if longer.
 //
-// The retention is the scope's constant from [Retention], raised to the
-// lease when the lease is longer. Invalid input returns an error wrapping
-// [ErrInvalid] or [ErrUnknownScope] before any SQL runs; other errors come
-// from the database. When the reply to the statement that writes the claim
-// is lost (a cut connection, a timeout, ctx ending), the claim it may have
-// committed is released before Claim returns its error, so a retry of the
-// key proceeds at once instead of meeting a claim nobody holds for a whole
-// lease; see [Config.OrphanReleaseTimeout]. (A statement still running in
-// the server when the release runs, and committing after it, is not
-// covered: its claim falls to the lease rules.)
-//
-// A new claim costs one statement, a replay two, a reclaim three.
+// Invalid input returns an error wrapping [ErrInvalid] or [ErrUnknownScope]
+// before any SQL runs. If the reply to the writing statement is lost, the
+// claim it may have committed is released before Claim returns the error, so
+// a retry need not wait a whole lease.
 func (s *Service) Claim(ctx context.Context, organizationID uuid.UUID, scope, key, requestHash string, lease time.Duration) (_ Outcome, err error) {
 	defer dberr.Annotate(&err)
 	out, err := s.claim(ctx, organizationID, scope, key, requestHash, lease)
@@ -301,8 +267,7 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		Retention:      retention,
 	}
 	for range maxClaimRounds {
-		// The id is a primary key, time-ordered (internal/ids); the lease
-		// token is a fence a worker proves its lease with, random.
+		// The id is time-ordered; the lease token is random.
 		p.ID, p.LeaseToken = ids.New(), uuid.New()
 		if out, done, err := s.write(ctx, s.repo.TryClaim, p, p.ID, false); done {
 			return out, err
@@ -324,10 +289,8 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		if out, settled := judge(rec, requestHash); settled {
 			return out, nil
 		}
-		// Processing, same hash, lease passed: its worker is gone. The
-		// reclaim is conditional, so of racing callers exactly one wins; a
-		// loser goes round and reads the winner's live lease. A reclaim
-		// keeps the row's id.
+		// Processing with a passed lease: reclaim. The update is conditional, so
+		// one racer wins and the others loop and see its live lease.
 		p.LeaseToken = uuid.New()
 		if out, done, err := s.write(ctx, s.repo.Reclaim, p, rec.ID, true); done {
 			return out, err
@@ -336,10 +299,9 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 	return Outcome{Kind: KindProcessing, RetryAfter: time.Second}, nil
 }
 
-// write runs stmt, a statement that may write the claim (rowID,
-// p.LeaseToken), and reports done with the claim it wrote, or with its
-// error after releasing what it may have written (releaseOrphan); done is
-// false when it wrote nothing.
+// write runs stmt, which may write the claim (rowID, p.LeaseToken). done is
+// false when nothing was written; on error it releases a possibly written
+// claim first.
 func (s *Service) write(ctx context.Context, stmt func(context.Context, ClaimParams) (*Record, error),
 	p ClaimParams, rowID uuid.UUID, reclaimed bool) (_ Outcome, done bool, _ error) {
 	rec, err := stmt(ctx, p)
@@ -352,8 +314,8 @@ func (s *Service) write(ctx context.Context, stmt func(context.Context, ClaimPar
 	return claimed(rec, reclaimed), true, nil
 }
 
-// judge classifies a retained row for requestHash. It reports settled false
-// for a processing row whose lease has passed, which the caller may reclaim.
+// judge classifies a retained row. settled is false for a processing row
+// whose lease has passed.
 func judge(rec *Record, requestHash string) (Outcome, bool) {
 	switch {
 	case rec.RequestHash != requestHash:
@@ -387,40 +349,28 @@ func claimed(rec *Record, reclaimed bool) Outcome {
 	}}
 }
 
-// Complete stores c as the answer of claim. It reports false and no error
-// when the fence moved on (another worker reclaimed the key, or the claim
-// already ended): the caller must then neither retry nor raise. An invalid
-// completion returns an error wrapping [ErrInvalid] before any SQL runs.
+// Complete stores c as the answer of claim. It reports false, and the caller
+// must do nothing more, when the lease was taken over or the claim ended.
+// An invalid completion returns an error wrapping [ErrInvalid].
 func (s *Service) Complete(ctx context.Context, claim *Claim, c Completion) (_ bool, err error) {
 	defer dberr.Annotate(&err)
 	return s.complete(ctx, s.repo, claim, c)
 }
 
-// CompleteTx is [Service.Complete] inside the caller's transaction tx, so a
-// local effect and the completion commit or roll back together. When it
-// reports false the caller should roll back: the key belongs to another
-// worker.
+// CompleteTx is [Service.Complete] in the caller's transaction tx. On false
+// the caller should roll back: the key belongs to another worker.
 func (s *Service) CompleteTx(ctx context.Context, tx DBTX, claim *Claim, c Completion) (_ bool, err error) {
 	defer dberr.Annotate(&err)
 	return s.complete(ctx, s.repo.WithTx(tx), claim, c)
 }
 
-// QueueComplete queues on b the completion of claim with c, fenced by its
-// lease token, for a caller that sends it in one round trip with its own
-// writes and the COMMIT of their transaction (a [pgx.Batch] that began the
-// transaction, or the batch after it). [Service.CompleteTx] reports a lost
-// fence as false for the caller to roll back; a queued completion cannot,
-// since the COMMIT is on its way before the answer comes back. So it fails
-// instead: when the fence has moved on, the statement raises, the
-// transaction is aborted, the statements queued after it (the COMMIT too)
-// do not run, and nothing the transaction wrote is kept. The batch's
-// results then return an error wrapping [ErrFenceLost]; the caller rolls
-// back and must neither retry nor report a failure, because another worker
-// owns the key. Once the batch has committed, the caller calls
-// [QueuedCompletion.Announce], which tells the claim's waiters, if any.
-//
-// An invalid completion returns an error wrapping [ErrInvalid] and queues
-// nothing.
+// QueueComplete queues the fenced completion of claim on b, so it commits in
+// one round trip with the caller's writes. Since the COMMIT is already sent,
+// a lost fence cannot be reported as false: the statement raises, aborting
+// the transaction, and the batch returns an error wrapping [ErrFenceLost].
+// The caller then rolls back and does not retry. After a successful commit,
+// call [QueuedCompletion.Announce]. An invalid completion returns an error
+// wrapping [ErrInvalid] and queues nothing.
 func (s *Service) QueueComplete(b *pgx.Batch, claim *Claim, c Completion) (*QueuedCompletion, error) {
 	c, err := s.storedCompletion(claim, c)
 	if err != nil {
@@ -444,27 +394,24 @@ func (s *Service) QueueComplete(b *pgx.Batch, claim *Claim, c Completion) (*Queu
 	return q, nil
 }
 
-// QueuedCompletion is a completion [Service.QueueComplete] queued on a
-// batch.
+// QueuedCompletion is a completion queued by [Service.QueueComplete].
 type QueuedCompletion struct {
 	repo   *Repository
 	claim  *Claim
 	waited bool // set when the batch ran the completion
 }
 
-// Announce tells the waiters of the claim that it ended ([NotifyChannel]),
-// when a waiter marked it; otherwise it sends nothing. Call it on the
-// connection that ran the batch, once its COMMIT succeeded: the waiters
-// then read the answer. It is best effort: a waiter not told reads the
-// claim again when the holder's lease passes.
+// Announce notifies waiters that the claim ended, if any marked it. Call it
+// on the batch's connection after its COMMIT succeeded. Best effort: an
+// unnotified waiter rereads when the lease passes.
 func (q *QueuedCompletion) Announce(ctx context.Context, db DBTX) {
 	if q.waited {
 		_ = q.repo.announceEnd(ctx, db, q.claim.OrganizationID, q.claim.Scope, q.claim.Key)
 	}
 }
 
-// storedCompletion checks c and returns what is stored for it: c, or c
-// with a [ResourceRef] in place of a response over the store limit.
+// storedCompletion validates c and replaces an oversized response with a
+// [ResourceRef].
 func (s *Service) storedCompletion(claim *Claim, c Completion) (Completion, error) {
 	if claim == nil {
 		return c, &InputError{Field: "claim", Reason: "is nil; only a claimed outcome can be completed"}
@@ -503,9 +450,8 @@ func (s *Service) complete(ctx context.Context, repo *Repository, claim *Claim, 
 	return rec != nil, nil
 }
 
-// Release deletes claim, which made no effect, so the next attempt executes.
-// It reports false and no error when the fence moved on; the caller must
-// then do nothing, because another worker owns the key.
+// Release deletes claim after a failure that made no effect. It reports
+// false, and the caller must do nothing more, when the lease was taken over.
 func (s *Service) Release(ctx context.Context, claim *Claim) (_ bool, err error) {
 	defer dberr.Annotate(&err)
 	if claim == nil {
@@ -518,11 +464,8 @@ func (s *Service) Release(ctx context.Context, claim *Claim) (_ bool, err error)
 	return ok, err
 }
 
-// releaseRetrying deletes the processing claim (id, token). A release
-// usually follows a failure, often of the very connection it would run on.
-// The delete is fenced and idempotent (a second one finds nothing to
-// delete), so a transport failure is retried: a release that fails once
-// would leave the key blocked for a whole lease.
+// releaseRetrying retries transport failures: a release often follows a
+// broken connection, and the fenced delete is idempotent.
 func (s *Service) releaseRetrying(ctx context.Context, org, id, token uuid.UUID, attempts int) (ok bool, err error) {
 	for attempt := range attempts {
 		if ok, err = s.repo.Release(ctx, org, id, token); !dberr.Transport(err) {
@@ -535,21 +478,12 @@ func (s *Service) releaseRetrying(ctx context.Context, org, id, token uuid.UUID,
 	return ok, err
 }
 
-// releaseOrphan is what Claim does when a statement that may have written
-// the claim (id, token) failed without an answer from the server: a cut
-// connection, a timeout, the caller's context ending. The statement may
-// have committed and only its reply been lost; the claim would then sit
-// processing, held by nobody, and every retry would meet its live lease
-// for a whole lease (at a webhook edge, a retry that meets it is dropped
-// as a duplicate: the delivery would be lost). The id and the token were
-// minted before the statement, so that exact claim is released, on a
-// context detached from the caller's (which may be the very failure) and
-// bounded by [Config.OrphanReleaseTimeout]. The release is fenced by the
-// token: when the statement never ran it deletes nothing, and it can never
-// delete a claim another worker holds. An answer of the server that the
-// statement failed ([dberr.Answered]) means it wrote nothing, so none is
-// needed; a Citus coordinator's "could not commit" is not such an answer. It returns cause, joined with the release's error when the
-// release failed too.
+// releaseOrphan handles a claiming statement that failed without a server
+// answer: it may have committed, leaving a claim nobody holds for a whole
+// lease. It releases that exact claim (id and token were minted beforehand)
+// on a detached context bounded by [Config.OrphanReleaseTimeout]. A server
+// error ([dberr.Answered]) means nothing was written. It returns cause,
+// joined with the release error if any.
 func (s *Service) releaseOrphan(ctx context.Context, org, id, token uuid.UUID, cause error) error {
 	if dberr.Answered(cause) {
 		return cause
@@ -589,8 +523,7 @@ const MaxKeyLen = 255
 // maxHashLen bounds a request hash; a hex SHA-256 is 64 bytes.
 const maxHashLen = 128
 
-// validateKey checks the inputs that address a claim and returns the scope's
-// retention.
+// validateKey validates a claim's address and returns its scope's retention.
 func validateKey(organizationID uuid.UUID, scope, key, requestHash string) (time.Duration, error) {
 	if organizationID == uuid.Nil {
 		return 0, &InputError{Field: "organization_id", Reason: "is the nil UUID"}
@@ -639,7 +572,6 @@ func printableASCII(s string) bool {
 	return true
 }
 
-// maxResourceLen bounds a resource type or id.
 const maxResourceLen = 255
 
 func validateCompletion(c Completion) error {
@@ -658,7 +590,6 @@ func validateCompletion(c Completion) error {
 	return nil
 }
 
-// isJSONObject reports whether b is valid JSON whose top value is an object.
 func isJSONObject(b json.RawMessage) bool {
 	for _, c := range b {
 		switch c {

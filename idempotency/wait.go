@@ -16,29 +16,22 @@ import (
 	"github.com/searchd/searchd/internal/fairq"
 )
 
-// NotifyChannel is the channel on which the plane announces that a claim a
-// waiter marked (a surface.saved_search.start claim; see
-// [Service.ClaimWait]) ended: completed, or released while processing. The
-// plane sends it on the connection that ended the claim, in its
-// transaction when there is one: a trigger did before migration 00019, but
-// on Citus a trigger fires on the worker that holds the claim's shard,
-// while the waiters listen on the coordinator every replica connects to.
+// NotifyChannel carries the end of a waited-for claim (see
+// [Service.ClaimWait]). It is sent from the connection that ended the claim,
+// not by a trigger: on Citus a trigger fires on the shard's worker, while
+// waiters listen on the coordinator.
 const NotifyChannel = "searchd_claim_ended"
 
-// notifyPayload is the payload announced for a key:
-// md5(organization_id/scope/key) in hex, fixed in size whatever the key.
+// notifyPayload is md5(organization_id/scope/key) in hex.
 func notifyPayload(organizationID uuid.UUID, scope, key string) string {
 	sum := md5.Sum([]byte(organizationID.String() + "/" + scope + "/" + key))
 	return hex.EncodeToString(sum[:])
 }
 
-// Hub wakes callers waiting for a claim to end. It holds one LISTEN
-// connection for the whole process, however many callers wait, and wakes
-// the waiters of a key when the database notifies that its claim ended.
-// When the connection drops it wakes every waiter, because notifications
-// sent while it was down are lost, and each waiter then reads the claim
-// again. A Hub is safe for concurrent use; [Hub.Run] must be running for
-// waiters to be woken early.
+// Hub wakes callers waiting for a claim to end, over one shared LISTEN
+// connection. When the connection drops it wakes every waiter, since
+// notifications were lost. It is safe for concurrent use; [Hub.Run] must be
+// running for waiters to wake early.
 type Hub struct {
 	connect func(ctx context.Context) (*pgx.Conn, error)
 	logger  *slog.Logger
@@ -47,8 +40,7 @@ type Hub struct {
 	waiters map[string]map[chan struct{}]struct{}
 }
 
-// NewHub returns a hub that opens its LISTEN connection with cfg, usually
-// pool.Config().ConnConfig. A nil logger discards.
+// NewHub returns a hub that connects with cfg. A nil logger discards.
 func NewHub(cfg *pgx.ConnConfig, logger *slog.Logger) *Hub {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -102,9 +94,8 @@ func (h *Hub) listen(ctx context.Context) error {
 	}
 }
 
-// subscribe registers interest in the end of the key's claim. The channel
-// receives (without blocking the hub) when the claim may have ended; cancel
-// must be called when the caller stops waiting.
+// subscribe returns a channel signalled when the key's claim may have ended.
+// Call cancel when done waiting.
 func (h *Hub) subscribe(organizationID uuid.UUID, scope, key string) (<-chan struct{}, func()) {
 	topic := notifyPayload(organizationID, scope, key)
 	ch := make(chan struct{}, 1)
@@ -154,24 +145,14 @@ func signal(ch chan struct{}) {
 // ErrNoHub is returned by [Service.ClaimWait] asked to wait without a hub.
 var ErrNoHub = errors.New("idempotency: waiting needs a Hub")
 
-// ClaimWait is [Service.Claim] that, when another worker holds a live lease
-// on the key, waits up to wait for that claim to end instead of answering
-// processing at once. It is woken by the database (LISTEN/NOTIFY through
-// hub), not by polling, and reads the claim again when woken, when the
-// holder's lease passes (so it reclaims a claim whose worker died) and when
-// hub reconnects. It answers the first outcome that is not processing, or
-// processing with the time left on the lease when wait runs out or ctx
-// ends (also when ctx ends as it reads the claim again after a wake: the
-// wait ended without the outcome, so a cut-off waiter answers processing,
-// not the cancellation). Only scopes whose claims notify can be woken early
-// ([NotifyChannel]); others are read again when their lease passes.
+// ClaimWait is [Service.Claim] that, when another worker holds a live lease,
+// waits up to wait for that claim to end. It rereads when hub wakes it, when
+// the lease passes, and when hub reconnects. It returns the first outcome
+// that is not processing, or processing when wait or ctx runs out. Only
+// [ScopeSavedSearchStart] claims notify; others are reread at lease end.
 //
-// While it waits it holds no connection, so when ctx carries an
-// admission seat (package fairq) it gives the seat up for the wait and
-// takes one again before it reads the claim again (fairq.Idle).
-//
-// A wait of zero or less is Claim. Errors are those of Claim, and
-// [ErrNoHub] when wait is positive and hub is nil.
+// While waiting it holds no connection and gives up its fairq seat.
+// A wait <= 0 is Claim. Errors are Claim's, and [ErrNoHub] if hub is nil.
 func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.UUID, scope, key, requestHash string, lease, wait time.Duration) (_ Outcome, err error) {
 	defer dberr.Annotate(&err)
 	if wait <= 0 {
@@ -181,8 +162,7 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 		return Outcome{}, ErrNoHub
 	}
 	deadline := time.Now().Add(wait)
-	// Subscribe before the first read, so an end between the read and the
-	// wait still wakes us.
+	// Subscribe first so an end between read and wait still wakes us.
 	woken, cancel := hub.subscribe(organizationID, scope, key)
 	defer cancel()
 	var last Outcome // the previous round's answer, processing; zero before the first
@@ -201,11 +181,8 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 		if left <= 0 {
 			return out, nil
 		}
-		// A completion notifies only a claim marked as waited for, so that
-		// starts nobody waits for commit without NOTIFY's lock. The mark is
-		// ordered against the completion by the claim's row lock: when it
-		// finds nothing processing any more, the claim ended meanwhile, and
-		// the next round reads the answer.
+		// Completions notify only marked claims, so unwaited starts avoid
+		// NOTIFY's lock. The claim's row lock orders mark and completion.
 		if scope == ScopeSavedSearchStart {
 			marked, err := s.repo.MarkWaited(ctx, organizationID, scope, key)
 			switch {
@@ -225,10 +202,8 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 	}
 }
 
-// doze waits d, or until woken or ctx ends. The wait holds no connection,
-// so the request gives its admission seat up for it (see package fairq)
-// and takes one again before its next statement. It reports false when
-// ctx ended (even as it was woken) or no seat came back.
+// doze waits d, or until woken or ctx ends, without holding a fairq seat.
+// It reports false if ctx ended or no seat came back.
 func doze(ctx context.Context, woken <-chan struct{}, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()

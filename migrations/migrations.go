@@ -1,28 +1,13 @@
-// Package migrations holds the database schema of searchd as numbered SQL
-// files, embedded into the binary and applied with goose.
+// Package migrations holds searchd's schema as numbered SQL files, embedded
+// and applied with goose. Applying is idempotent, and an advisory lock
+// serializes concurrent runs.
 //
-// Applying is idempotent: goose records each applied version in
-// public.goose_db_version, so running [Up] twice changes nothing the second
-// time, and a session-level advisory lock serialises concurrent runs (several
-// replicas starting at once, parallel test binaries).
-//
-// # Expand, then contract
-//
-// An upgrade migrates first (the new release's `searchd migrate`, while the
-// old release's replicas serve) and then rolls the replicas, so for a while
-// replicas of release N serve on the schema of release N+1. A migration
-// therefore only expands in the release that introduces it: it may add a
-// table, a nullable column or one with a default, an index (CONCURRENTLY on
-// a large table, in a migration of its own marked `-- +goose NO
-// TRANSACTION`), a function, or a constraint that release N's writes
-// already satisfy, added NOT VALID so it takes no long lock (it binds every
-// new write at once, the old replicas' too). What release N reads or writes
-// is contracted only in a later release, once no replica of N is left:
-// dropping or renaming a column, table, trigger or function, changing a
-// column's type, SET NOT NULL, VALIDATE of a constraint, a new primary key
-// or unique constraint. expand_test.go holds every migration after
-// [ExpandOnlyAfter] to it, with an allow-list for the exceptions and their
-// reasons. docs/deploy.md gives the operator's side.
+// Migrations after [ExpandOnlyAfter] follow expand-then-contract: during an
+// upgrade, the old release serves on the new schema, so a migration may
+// only add (tables, nullable or defaulted columns, indexes, NOT VALID
+// constraints). Dropping, renaming, retyping or tightening what the previous
+// release uses waits for a later release. expand_test.go enforces this;
+// see docs/deploy.md.
 package migrations
 
 import (
@@ -42,17 +27,14 @@ import (
 //go:embed *.sql
 var FS embed.FS
 
-// ExpandOnlyAfter is the newest migration written before the
-// expand-then-contract rule (see the package comment); every later one is
-// held to it by expand_test.go.
+// ExpandOnlyAfter is the last migration before the expand-then-contract
+// rule; expand_test.go checks every later one.
 const ExpandOnlyAfter = 19
 
-// ErrNotCurrent reports a database whose schema lacks a migration of this
-// binary (an older schema); [Check] wraps it.
+// ErrNotCurrent reports a schema missing a migration of this binary.
 var ErrNotCurrent = errors.New("migrations: schema is not at the newest migration")
 
-// Schema is the version of a database's schema that [Check] found beside
-// the newest migration this binary embeds.
+// Schema is the schema version [Check] found and the newest embedded one.
 type Schema struct {
 	// Version is the highest migration applied to the database.
 	Version int64
@@ -60,9 +42,8 @@ type Schema struct {
 	Newest int64
 }
 
-// Newer reports whether the database carries migrations beyond those of
-// this binary: a newer release migrated it. Expand-then-contract makes
-// such a schema one this binary serves correctly.
+// Newer reports whether a newer release migrated the database; this binary
+// still serves it correctly.
 func (s Schema) Newer() bool { return s.Version > s.Newest }
 
 func provider(db *sql.DB, opts ...goose.ProviderOption) (*goose.Provider, error) {
@@ -85,10 +66,8 @@ func open(databaseURL string) (*sql.DB, error) {
 	return db, nil
 }
 
-// Up applies every migration not yet applied to the database at databaseURL
-// and returns the versions it applied (none when the schema was current).
-// It returns an error when the database cannot be reached or a migration
-// fails; a failed migration is rolled back whole.
+// Up applies pending migrations to the database at databaseURL and returns
+// the versions applied. A failed migration is rolled back whole.
 func Up(ctx context.Context, databaseURL string) ([]int64, error) {
 	db, err := open(databaseURL)
 	if err != nil {
@@ -110,12 +89,9 @@ func Up(ctx context.Context, databaseURL string) ([]int64, error) {
 	return applied, nil
 }
 
-// Check checks that the database at databaseURL has every migration of
-// this binary applied, and returns its version. A schema newer than this
-// binary (migrations it does not know, applied by a newer release) passes:
-// see [Schema.Newer]. It returns an error wrapping [ErrNotCurrent], naming
-// both versions, when a migration of this binary is not applied, and
-// another error when the database cannot be read.
+// Check returns the schema version of the database at databaseURL. A newer
+// schema passes (see [Schema.Newer]); a missing migration of this binary
+// returns an error wrapping [ErrNotCurrent] naming both versions.
 func Check(ctx context.Context, databaseURL string) (Schema, error) {
 	db, err := open(databaseURL)
 	if err != nil {
@@ -125,11 +101,10 @@ func Check(ctx context.Context, databaseURL string) (Schema, error) {
 	return CheckDB(ctx, db)
 }
 
-// CheckDB is [Check] on an open database handle. It takes no lock, so it
-// answers while `searchd migrate` runs.
+// CheckDB is [Check] on an open handle. It takes no lock, so it answers
+// while a migration runs.
 func CheckDB(ctx context.Context, db *sql.DB) (Schema, error) {
-	// Out of order allowed: a migration of this binary missing below a
-	// newer version is then reported as pending, not as goose's error.
+	// Allow out of order, so a gap is reported as pending, not as an error.
 	p, err := provider(db, goose.WithAllowOutofOrder(true))
 	if err != nil {
 		return Schema{}, err

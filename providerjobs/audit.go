@@ -18,15 +18,13 @@ import (
 // ErrInvalidCursor reports a list cursor this package did not write.
 var ErrInvalidCursor = keyset.InvalidCursor("providerjobs")
 
-// Querier is what the audit reads need of a database; a *pgxpool.Pool
-// has it.
+// Querier runs queries; a *pgxpool.Pool is one.
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// Audit reads an organization's jobs with what happened to their
-// deliveries, for the console. Every read takes the organization and reads
-// nothing of another. It is safe for concurrent use.
+// Audit reads an organization's jobs and their deliveries for the console.
+// It is safe for concurrent use.
 type Audit struct {
 	db      Querier
 	cursors keyset.Key
@@ -35,31 +33,28 @@ type Audit struct {
 // NewAudit returns the audit reads on db.
 func NewAudit(db Querier) *Audit { return &Audit{db: db} }
 
-// Cursors returns a copy of a whose lists sign and verify their cursors
-// with k, the database's cursor key in production; without it they use
-// the zero [keyset.Key], whose cursors no other process accepts.
+// Cursors returns a copy of a that signs its cursors with k. Without it,
+// the zero [keyset.Key] is used, which no other process accepts.
 func (a *Audit) Cursors(k keyset.Key) *Audit {
 	c := *a
 	c.cursors = k
 	return &c
 }
 
-// JobListParams are the inputs of [Audit.Jobs]; zero filters match every
-// job.
+// JobListParams filter [Audit.Jobs]; zero values match all.
 type JobListParams struct {
 	RunID    uuid.UUID
 	Provider string
 	Status   Status
-	// Limit is 1 to 200; zero or less is 50. Cursor is the next cursor of
-	// the previous page, "" for the first.
+	// Limit is 1 to 200; zero or less is 50. Cursor is the previous page's
+	// next cursor, "" for the first.
 	Limit  int
 	Cursor string
 }
 
-// Jobs returns a page of org's jobs, newest first, without their results
-// (Result is nil: a page stays bounded whatever the results hold; Get has
-// a job's result), and the cursor of the next page ("" after the last). It returns [ErrInvalidCursor] for a
-// cursor it did not write.
+// Jobs returns a page of org's jobs, newest first, without results, and the
+// next cursor ("" after the last). It returns [ErrInvalidCursor] for a
+// foreign cursor.
 func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []Job, _ string, err error) {
 	defer dberr.Annotate(&err)
 	return readPage(ctx, a, keyset.List{Name: "providerjobs.jobs", Org: org}, "list", jobAuditList, p.Cursor, p.Limit, []any{org},
@@ -68,10 +63,9 @@ func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []J
 		func(j Job) keyset.Position { return keyset.Position{CreatedAt: j.CreatedAt, ID: j.ID} })
 }
 
-// readPage reads a keyset page of query (1 to 200 rows, 50 by default)
-// and the next cursor. Its arguments are lead, the cursor's position and
-// the limit plus one, then tail. It returns [ErrInvalidCursor] for a
-// cursor a's key did not sign for list l.
+// readPage reads a keyset page of query and the next cursor. Its arguments
+// are lead, the cursor position, limit+1, then tail. It returns
+// [ErrInvalidCursor] for a cursor not signed for l.
 func readPage[T any](ctx context.Context, a *Audit, l keyset.List, what, query, cursor string, limit int, lead, tail []any,
 	scan pgx.RowToFunc[T], pos func(T) keyset.Position) ([]T, string, error) {
 	q, err := a.cursors.Read(l, cursor, limit, 50, 200)
@@ -81,29 +75,25 @@ func readPage[T any](ctx context.Context, a *Audit, l keyset.List, what, query, 
 	return keyset.Query(ctx, a.db, "providerjobs: "+what, q, scan, pos, query, slices.Concat(lead, []any{q.At, q.ID, q.Limit + 1}, tail)...)
 }
 
-// AppliedDelivery is a delivery whose claim is completed for a job: it was
-// applied, or found the job terminal already. The plane remembers it for
-// the webhook retention (24 hours); the job's version counts every applied
-// delivery for ever.
+// AppliedDelivery is a completed delivery claim of a job, kept for the
+// webhook retention.
 type AppliedDelivery struct {
-	// DeliveryID is the provider's webhook-id, the claim key.
+	// DeliveryID is the claim key.
 	DeliveryID  string
 	RequestHash string
 	ClaimedAt   time.Time
 	// Applied reports whether the delivery changed the job.
 	Applied bool
-	// Status is the job's status after it.
+	// Status is the job's status afterwards.
 	Status Status
 }
 
-// AuditResultBytes is the largest stored result, as PostgreSQL's JSON
-// text, that [Audit.Job] reads.
+// AuditResultBytes is the largest result, as JSON text, [Audit.Job] returns.
 const AuditResultBytes = 128 << 10
 
-// Job returns job id of org as [Service.Get] does, but with its result
-// only when the stored result is at most AuditResultBytes of JSON text
-// (Result is nil otherwise), and the stored result's size either way (0
-// when it has none). It returns [ErrNotFound] when org has no such job.
+// Job is [Service.Get] with the result only when it is at most
+// [AuditResultBytes], plus the stored result's size (0 if none). It returns
+// [ErrNotFound] when org has no such job.
 func (a *Audit) Job(ctx context.Context, org, id uuid.UUID) (_ *Job, resultBytes int64, err error) {
 	defer dberr.Annotate(&err)
 	rows, _ := a.db.Query(ctx, jobAuditGet, org, id, AuditResultBytes)
@@ -114,8 +104,8 @@ func (a *Audit) Job(ctx context.Context, org, id uuid.UUID) (_ *Job, resultBytes
 	return j, resultBytes, nil
 }
 
-// Deliveries returns the applied deliveries of job j still remembered by
-// the plane, newest first, at most limit (1 to 200; zero or less is 50).
+// Deliveries returns j's remembered applied deliveries, newest first, at
+// most limit (1 to 200; zero or less is 50).
 func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) (_ []AppliedDelivery, err error) {
 	defer dberr.Annotate(&err)
 	rows, _ := a.db.Query(ctx, deliveryAuditList, j.OrganizationID, Scope(j.Provider), j.ID.String(), keyset.Limit(limit, 50, 200))
@@ -139,19 +129,16 @@ func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) (_ []AppliedD
 	return list, nil
 }
 
-// Drops returns a page of the dropped deliveries of org's job jobID,
-// newest first, and the next cursor. The drops of an unknown job name no
-// organization, so they are no organization's to read. It returns
-// [ErrInvalidCursor] for a cursor it did not write.
+// Drops returns a page of the drops of org's job jobID, newest first, and
+// the next cursor. It returns [ErrInvalidCursor] for a foreign cursor.
 func (a *Audit) Drops(ctx context.Context, org, jobID uuid.UUID, limit int, cursor string) (_ []Drop, _ string, err error) {
 	defer dberr.Annotate(&err)
 	return readPage(ctx, a, keyset.List{Name: "providerjobs.drops", Org: org, Parent: jobID}, "drops", dropAuditList, cursor, limit, []any{org, jobID}, nil,
 		pgx.RowToStructByPos[Drop], func(d Drop) keyset.Position { return keyset.Position{CreatedAt: d.ReceivedAt, ID: d.ID} })
 }
 
-// jobAuditGet reads one job of an organization with its result when the
-// result's JSON text is at most $3 bytes, and that size (0 for none).
-// $1 org, $2 id.
+// jobAuditGet reads a job with its result if at most $3 bytes of JSON,
+// and the result's size. $1 org, $2 id.
 const jobAuditGet = `
 SELECT j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id, j.status,
 	CASE WHEN octet_length(j.result::text) <= $3 THEN j.result END,
@@ -159,10 +146,8 @@ SELECT j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id, j.statu
 FROM agent.provider_jobs j
 WHERE j.organization_id = $1 AND j.id = $2`
 
-// jobAuditList reads a page of an organization's jobs newest first after
-// ($2 created_at, $3 id), by provider_jobs_org_created_idx. $1 org,
-// $4 limit, $5 run, $6 provider, $7 status: NULL for any. It reads no
-// result (NULL in its place).
+// jobAuditList: $1 org, $2 created_at, $3 id (the cursor), $4 limit, $5
+// run, $6 provider, $7 status (NULL for any). Results are read as NULL.
 const jobAuditList = `
 SELECT j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id,
 	j.status, NULL::jsonb, j.version, j.created_at, j.updated_at
@@ -176,9 +161,8 @@ WHERE j.organization_id = $1
 ORDER BY j.created_at DESC, j.id DESC
 LIMIT $4`
 
-// deliveryAuditList reads the completed delivery claims of a job: scope
-// webhook.<provider> of its organization (the unique index's prefix),
-// resource the job. $1 org, $2 scope, $3 job id, $4 limit.
+// deliveryAuditList reads a job's completed delivery claims. $1 org,
+// $2 scope, $3 job id, $4 limit.
 const deliveryAuditList = `
 SELECT k.key, k.request_hash, k.claimed_at, k.response
 FROM agent.idempotency_keys k
@@ -188,11 +172,8 @@ WHERE k.organization_id = $1 AND k.scope = $2
 ORDER BY k.claimed_at DESC
 LIMIT $4`
 
-// dropAuditList reads a page of a job's drops newest first after
-// ($3 received_at, $4 id), by webhook_drops_org_job_idx: the deliveries
-// posted to the job's callback path (since migration 00023; before, those
-// whose signed body named the job).
-// $1 org, $2 the job id, $5 limit.
+// dropAuditList reads a job's drops newest first. $1 org, $2 job id,
+// $3 received_at, $4 id (the cursor), $5 limit.
 const dropAuditList = `
 SELECT d.id, d.delivery_id, d.reason, d.request_hash, d.received_at
 FROM agent.webhook_drops d

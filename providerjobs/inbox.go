@@ -22,7 +22,7 @@ import (
 // InboxStatus is the state of an arrival in the inbox.
 type InboxStatus string
 
-// The states of an arrival: pending until stage two applied or dropped it.
+// The states of an arrival: pending until applied or dropped.
 const (
 	InboxPending InboxStatus = "pending"
 	InboxApplied InboxStatus = "applied"
@@ -31,55 +31,49 @@ const (
 
 // Who finished an arrival, in [InboxEntry.AppliedBy].
 const (
-	// ByHandler: the callback handler, right after it landed the arrival.
+	// ByHandler: the callback handler, right after landing.
 	ByHandler = "handler"
 	// ByApplier: the background applier, after the handler's lease passed.
 	ByApplier = "applier"
 )
 
-// InboxEntry is one arrival in agent.provider_inbox: a delivery as it
-// first landed, and what stage two made of it.
+// InboxEntry is one arrival in agent.provider_inbox.
 type InboxEntry struct {
 	ID         uuid.UUID
 	Provider   string
 	DeliveryID string
-	// PathJobID is the {job_id} of the path the delivery first arrived on,
-	// as received (made storable).
+	// PathJobID is the path's {job_id} as received (made storable).
 	PathJobID string
-	// JobID and OrganizationID are the job the path resolved to when the
-	// delivery landed, and its tenant; the nil UUID when it named none.
+	// JobID and OrganizationID are the job the path resolved to; nil UUIDs
+	// when it named none.
 	JobID          uuid.UUID
 	OrganizationID uuid.UUID
 	RequestHash    string
-	// Update is the parsed content of the body, which stage two applies.
+	// Update is the parsed body.
 	Update     Update
 	ReceivedAt time.Time
 	Status     InboxStatus
 	// Reason is set for a dropped arrival.
 	Reason DropReason
-	// AppliedBy is ByHandler or ByApplier once the arrival is finished.
+	// AppliedBy is ByHandler or ByApplier once finished.
 	AppliedBy  string
 	FinishedAt *time.Time
-	// LeaseExpiresAt is, while pending, when the worker applying it loses
-	// it, or when its next attempt is due.
+	// LeaseExpiresAt is, while pending, when the current worker loses the
+	// arrival or the next attempt is due.
 	LeaseExpiresAt time.Time
 	Attempts       int
-	// LastError is the error of the last failed attempt, while pending.
+	// LastError is the last failed attempt's error, while pending.
 	LastError string
-	// Copies counts the copies of the arrival that were dropped, by
-	// reason. The [Audit]'s lists fill it; elsewhere it is zero.
+	// Copies counts dropped copies by reason; set only by the [Audit] lists.
 	Copies Copies
 }
 
-// entryValue reads a row of inboxColumns, for pgx.CollectRows.
 var entryValue = keyset.Value(func(r pgx.Row) (*InboxEntry, error) { return scanEntry(r) })
 
-// scanEntry scans the inboxColumns of row, then into extra the columns
-// that follow them.
+// scanEntry scans inboxColumns, then extra.
 func scanEntry(row pgx.Row, extra ...any) (*InboxEntry, error) {
 	var e InboxEntry
-	// A NULL job_id or organization_id scans as the nil UUID (uuid.UUID's
-	// sql.Scanner).
+	// NULL job_id and organization_id scan as the nil UUID.
 	if err := row.Scan(append([]any{&e.ID, &e.Provider, &e.DeliveryID, &e.PathJobID, &e.JobID, &e.OrganizationID,
 		&e.RequestHash, &e.Update.ProviderJobID, &e.Update.Status, &e.Update.Result, &e.ReceivedAt, &e.Status,
 		&e.Reason, &e.AppliedBy, &e.FinishedAt, &e.LeaseExpiresAt, &e.Attempts, &e.LastError}, extra...)...); err != nil {
@@ -88,18 +82,15 @@ func scanEntry(row pgx.Row, extra ...any) (*InboxEntry, error) {
 	return &e, nil
 }
 
-// Receive processes a delivery the caller has authenticated, in the stages
-// the package documentation describes, and answers how it ended. Nothing is
-// acknowledged before the arrival (or the drop of a delivery that is not
-// landed) is committed. When the fast path's apply fails, or meets another
-// worker's claim, the arrival stays pending and the outcome is
-// [Outcome.Queued]: the applier of some replica applies it once the
-// handler's lease passes.
+// Receive lands and applies an authenticated delivery and reports how it
+// ended; nothing is acknowledged before the arrival (or the drop of an
+// unlanded delivery) is committed. If the immediate apply fails or meets
+// another worker's claim, the outcome is [Outcome.Queued] and the applier
+// applies it later.
 //
-// Errors: an error wrapping [ErrInvalid] for a delivery the caller should
-// have refused, before any SQL runs; any other error comes from the
-// database and means the delivery was not stored, and the provider must
-// redeliver.
+// Errors: an error wrapping [ErrInvalid] for input the caller should have
+// refused; any other error means the delivery was not stored and the
+// provider must redeliver.
 func (s *Service) Receive(ctx context.Context, d Delivery) (_ Outcome, err error) {
 	defer dberr.Annotate(&err)
 	if err := d.validate(); err != nil {
@@ -122,10 +113,9 @@ func (s *Service) Receive(ctx context.Context, d Delivery) (_ Outcome, err error
 	if !fresh {
 		return s.copied(ctx, e, d), nil
 	}
-	// The arrival is durable: from here on every ending is an
-	// acknowledgement. The apply runs on a context detached from the
-	// request's, bounded by the lease: a provider that hangs up early
-	// does not cut the apply short and leave it to the applier.
+	// The arrival is durable, so every ending from here is acknowledged. The
+	// apply is detached from the request so a provider hanging up does not
+	// cut it short.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ApplyTimeout)
 	defer cancel()
 	out, err := s.applyEntry(actx, e, ByHandler)
@@ -138,19 +128,10 @@ func (s *Service) Receive(ctx context.Context, d Delivery) (_ Outcome, err error
 	return out, nil
 }
 
-// resolve returns the job the callback path's {job_id} (pathJobID,
-// unparsed) names under provider, its organization and the provider job
-// id it was registered under, through the directory: one lookup by the
-// job's id, which a cluster answers from the coordinator's copy. The nil
-// UUIDs when the path names no job of the provider: not searchd's id of
-// a job in its canonical form (the form callback paths are handed out
-// in), or of none.
-//
-// The path decides the job, not the body: a provider job id may name a job
-// in several organizations, and only the path, which only the job's
-// organization learns, tells them apart. The body must then name the
-// path's job too (the caller's check), so neither alone can steer a
-// delivery to another job.
+// resolve returns the organization, job and provider job id the path's
+// {job_id} names under provider, through the directory; nil UUIDs when it
+// names none. The path decides the job (only its organization knows it);
+// the caller then checks that the body names the same job.
 func (s *Service) resolve(ctx context.Context, provider, pathJobID string) (org, jobID uuid.UUID, providerJobID string, err error) {
 	id, err := uuid.Parse(pathJobID)
 	if err != nil || id.String() != pathJobID {
@@ -166,10 +147,8 @@ func (s *Service) resolve(ctx context.Context, provider, pathJobID string) (org,
 	return org, id, providerJobID, nil
 }
 
-// refuse drops a delivery that is not landed (its path names no job of
-// the provider, or its body names another job than its path's): its drop is
-// its only record, written once per delivery and reason, so its failure is
-// an error and the provider redelivers.
+// refuse records the drop of an unlanded delivery. The drop is its only
+// record, so a failure to write it is an error and the provider redelivers.
 func (s *Service) refuse(ctx context.Context, d Delivery, reason DropReason, org, jobID uuid.UUID) (Outcome, error) {
 	if err := s.recordDrop(ctx, d.Provider, d.JobID, d.DeliveryID, RequestHash(d.Body), reason, org, jobID); err != nil {
 		return Outcome{}, err
@@ -178,11 +157,9 @@ func (s *Service) refuse(ctx context.Context, d Delivery, reason DropReason, org
 	return Outcome{Reason: reason, JobID: jobID}, nil
 }
 
-// land stores the arrival of d, which resolved to job jobID of org, and
-// reports whether this call inserted it; otherwise it returns the stored
-// arrival. The stored arrival is read first: a read waits for no lock, so
-// a copy is answered at once even while a stalled worker holds the
-// arrival's row inside its apply.
+// land stores d's arrival and reports whether this call inserted it,
+// otherwise returning the stored one. It reads first, since a read waits
+// for no lock even while a stalled worker holds the row.
 func (s *Service) land(ctx context.Context, d Delivery, org, jobID uuid.UUID) (*InboxEntry, bool, error) {
 	e, err := scanEntry(s.db.QueryRow(ctx, inboxGet, org, d.Provider, d.DeliveryID))
 	switch {
@@ -204,7 +181,7 @@ func (s *Service) land(ctx context.Context, d Delivery, org, jobID uuid.UUID) (*
 	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, false, fmt.Errorf("providerjobs: land the delivery: %w", err)
 	}
-	// Landed by a concurrent copy between the read and the insert.
+	// Landed by a concurrent copy.
 	e, err = scanEntry(s.db.QueryRow(ctx, inboxGet, org, d.Provider, d.DeliveryID))
 	if err != nil {
 		return nil, false, fmt.Errorf("providerjobs: read the inbox after a conflict: %w", err)
@@ -212,12 +189,9 @@ func (s *Service) land(ctx context.Context, d Delivery, org, jobID uuid.UUID) (*
 	return e, false, nil
 }
 
-// copied answers a copy of the stored arrival e: dropped for its reason,
-// counted on the arrival, written to the drop audit once per reason and
-// arrival. The request hash is compared first: a different body is a
-// hash_mismatch whatever its path. Counting and the audit never decide the
-// answer: the arrival is durable, and a failure to record a copy is logged
-// and counted, never a 5xx.
+// copied answers a copy of the stored arrival e: it compares the hash
+// first, counts the copy, and audits the first copy of each reason.
+// Recording failures are logged, never answered.
 func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome {
 	hash := RequestHash(d.Body)
 	reason := DropDuplicate
@@ -225,15 +199,13 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 	case e.RequestHash != hash:
 		reason = DropHashMismatch
 	case e.PathJobID != storable(d.JobID, MaxJobIDLen):
-		// The copy came on another path of the organization whose job
-		// its body names too: the arrival's job went (with its Run) and
-		// the organization registered the pair again since.
+		// Another path whose job the body also names: the arrival's job went
+		// with its Run and the pair was registered again.
 		reason = DropPathMismatch
 	}
 	s.observer.ObserveCopy(d.Provider, string(reason))
 	s.cfg.Observer.ObserveDrop(d.Provider, string(reason))
-	// inboxCopy adds one to the counter of reason and returns the three,
-	// in this order.
+	// inboxCopy returns the three counters in this order.
 	i := slices.Index([]DropReason{DropDuplicate, DropHashMismatch, DropPathMismatch}, reason)
 	var add, n [3]int64
 	add[i] = 1
@@ -242,22 +214,19 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 	case err != nil:
 		s.auditFailed(ctx, d.Provider, d.DeliveryID, reason, fmt.Errorf("count the copy: %w", err))
 	case n[i] == 1:
-		// The first copy of its reason: the audit gets a row, the next
-		// copies are counted alone.
+		// First copy of this reason: audit it; later ones are only counted.
 		if err := s.recordDrop(ctx, d.Provider, d.JobID, d.DeliveryID, hash, reason, e.OrganizationID, e.JobID); err != nil {
 			s.auditFailed(ctx, d.Provider, d.DeliveryID, reason, err)
 		}
 	}
 	if e.Status == InboxPending && !e.LeaseExpiresAt.After(s.plane.Clock().Now()) && s.cfg.Wake != nil {
-		// The arrival's worker is gone (by the plane's clock: the stub in
-		// tests): the applier need not wait for its next poll.
+		// The arrival's worker is gone: wake the applier now.
 		s.cfg.Wake()
 	}
 	return Outcome{Reason: reason, JobID: e.JobID}
 }
 
-// auditFailed logs and counts a drop the audit could not record. The
-// acknowledgement never depends on the audit.
+// auditFailed logs and counts a drop the audit could not record.
 func (s *Service) auditFailed(ctx context.Context, provider, deliveryID string, reason DropReason, err error) {
 	s.observer.ObserveAuditFailure(provider, string(reason))
 	s.cfg.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelError, "providerjobs: the drop audit could not record a drop; the delivery was acknowledged",
@@ -265,8 +234,7 @@ func (s *Service) auditFailed(ctx context.Context, provider, deliveryID string, 
 		slog.String("reason", string(reason)), slog.String("error", err.Error()))
 }
 
-// errFenceLost reports a completion the plane refused because another
-// worker took the claim over after its lease passed.
+// errFenceLost reports that another worker took the claim over.
 var errFenceLost = errors.New("providerjobs: claim fence lost")
 
 // errFinished reports an arrival another worker finished first.
@@ -279,16 +247,11 @@ func (e *errInFlight) Error() string {
 	return fmt.Sprintf("providerjobs: another worker holds the delivery's claim; lease passes in %s", e.retryAfter)
 }
 
-// applyEntry is stage two: it applies the pending arrival e through the
-// plane, or drops it with its reason, and finishes the arrival in the same
-// transaction as the effect. by is ByHandler or ByApplier. The arrival
-// names its job and the job's organization: the delivery resolved to them
-// before it landed, and a job that went since (with its Run) is found
-// missing by the apply, which drops the delivery as [DropUnknownJob].
-//
-// It returns an error, and leaves e pending, when the database failed or
-// another worker holds the delivery's claim live ([*errInFlight]); a claim
-// this call held has been released then.
+// applyEntry applies the pending arrival e through a claim, or drops it,
+// and finishes the arrival in the same transaction. A job gone since
+// landing drops as [DropUnknownJob]. On a database error or another
+// worker's live claim ([*errInFlight]) it returns an error, leaves e
+// pending and releases any claim it held.
 func (s *Service) applyEntry(ctx context.Context, e *InboxEntry, by string) (Outcome, error) {
 	org, jobID := e.OrganizationID, e.JobID
 	claimed, err := s.plane.Claim(ctx, org, Scope(e.Provider), e.DeliveryID, e.RequestHash, s.cfg.Lease)
@@ -299,8 +262,7 @@ func (s *Service) applyEntry(ctx context.Context, e *InboxEntry, by string) (Out
 	case idempotency.KindClaimed:
 		return s.apply(ctx, e, org, jobID, claimed.Claim, by)
 	case idempotency.KindCompleted:
-		// Applied already, by a worker that finished the claim but not the
-		// arrival: one that ran before the inbox existed.
+		// Claim completed by a worker from before the inbox existed.
 		return s.dropEntry(ctx, e, DropDuplicate, by)
 	case idempotency.KindProcessing:
 		return Outcome{}, &errInFlight{retryAfter: claimed.RetryAfter}
@@ -311,8 +273,7 @@ func (s *Service) applyEntry(ctx context.Context, e *InboxEntry, by string) (Out
 }
 
 // apply applies a claimed delivery, completes its claim and finishes its
-// arrival in one transaction, so the job changes exactly when the claim and
-// the inbox record it.
+// arrival in one transaction.
 func (s *Service) apply(ctx context.Context, e *InboxEntry, org, jobID uuid.UUID, claim *idempotency.Claim, by string) (Outcome, error) {
 	var answer claimAnswer
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) (err error) {
@@ -327,32 +288,26 @@ func (s *Service) apply(ctx context.Context, e *InboxEntry, org, jobID uuid.UUID
 		s.observer.ObserveApplied(e.Provider, by)
 		return Outcome{Accepted: true, Applied: answer.Applied, Status: answer.Status, JobID: jobID}, nil
 	case errors.Is(err, errFenceLost):
-		// Our lease passed and another worker took the delivery over: it
-		// owns the effect and the arrival now, and ours rolled back.
+		// Another worker took over after our lease passed; ours rolled back.
 		s.dropped(ctx, e, DropDuplicate)
 		return Outcome{Reason: DropDuplicate, JobID: jobID}, nil
 	case errors.Is(err, errFinished):
-		// Another worker finished the arrival (dropped it) while we held
-		// the claim; ours rolled back, and the claim we hold must not be
-		// left processing.
+		// Another worker dropped the arrival; ours rolled back. Release our
+		// claim so it is not left processing.
 		_ = s.release(ctx, claim)
 		s.cfg.Observer.ObserveDrop(e.Provider, string(DropDuplicate))
 		return Outcome{Reason: DropDuplicate, JobID: jobID}, nil
 	}
-	// The release is fenced and conditional on the claim being unfinished,
-	// so it is safe even when the commit went through and only its answer
-	// was lost: it then deletes nothing, and the arrival is finished.
+	// Safe even if the commit went through: release is fenced and
+	// conditional on an unfinished claim.
 	if rerr := s.release(ctx, claim); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("release claim: %w", rerr))
 	}
 	return Outcome{}, fmt.Errorf("providerjobs: apply delivery: %w", err)
 }
 
-// applyTx is the transaction of [Service.apply]: it applies the update to
-// the job (or reads the status of a job terminal already), completes the
-// claim with the answer, and finishes the arrival. It returns errFenceLost
-// when the claim's lease moved on, errFinished when another worker
-// finished the arrival, or the database's error.
+// applyTx is apply's transaction. It returns errFenceLost when the lease
+// was taken over and errFinished when another worker finished the arrival.
 func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, e *InboxEntry, org, jobID uuid.UUID, claim *idempotency.Claim, by string) (answer claimAnswer, err error) {
 	if s.cfg.beforeApply != nil {
 		if err := s.cfg.beforeApply(ctx, tx); err != nil {
@@ -368,7 +323,7 @@ func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, e *InboxEntry, org, jo
 		// Terminal already: the job keeps its status.
 		err = tx.QueryRow(ctx, jobStatus, org, jobID).Scan(&status)
 		if errors.Is(err, pgx.ErrNoRows) {
-			// Gone since the resolution, with its Run.
+			// Gone since resolution, with its Run.
 			answer.Dropped, err = DropUnknownJob, nil
 		}
 	}
@@ -402,9 +357,7 @@ func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, e *InboxEntry, org, jo
 	return answer, nil
 }
 
-// release releases claim after a failure, on a context detached from
-// ctx (which may be the very reason of the failure) and bounded by
-// ReleaseTimeout.
+// release releases claim on a detached context bounded by ReleaseTimeout.
 func (s *Service) release(ctx context.Context, claim *idempotency.Claim) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
 	defer cancel()
@@ -412,9 +365,8 @@ func (s *Service) release(ctx context.Context, claim *idempotency.Claim) error {
 	return err
 }
 
-// dropEntry finishes the pending arrival e as dropped for reason and
-// records the drop. When another worker finished it first, it answers what
-// that worker made of it.
+// dropEntry finishes e as dropped and records the drop. If another worker
+// finished it first, it answers that worker's outcome.
 func (s *Service) dropEntry(ctx context.Context, e *InboxEntry, reason DropReason, by string) (Outcome, error) {
 	tag, err := s.db.Exec(ctx, inboxFinish, e.OrganizationID, e.ID, string(InboxDropped), string(reason), by, s.nowArg())
 	if err != nil {
@@ -428,9 +380,7 @@ func (s *Service) dropEntry(ctx context.Context, e *InboxEntry, reason DropReaso
 	return Outcome{Reason: reason, JobID: e.JobID}, nil
 }
 
-// dropped writes the drop of the arrival e to the audit and counts it. The
-// arrival records its reason durably already; a failed audit write is
-// logged and counted.
+// dropped audits and counts the drop of e; a failed audit write is logged.
 func (s *Service) dropped(ctx context.Context, e *InboxEntry, reason DropReason) {
 	if err := s.recordDrop(ctx, e.Provider, e.PathJobID, e.DeliveryID, e.RequestHash, reason, e.OrganizationID, e.JobID); err != nil {
 		s.auditFailed(ctx, e.Provider, e.DeliveryID, reason, err)
@@ -438,8 +388,8 @@ func (s *Service) dropped(ctx context.Context, e *InboxEntry, reason DropReason)
 	s.cfg.Observer.ObserveDrop(e.Provider, string(reason))
 }
 
-// recordDrop writes a drop to the audit, under the organization and the
-// job the delivery named: none for unknown_job.
+// recordDrop writes a drop to the audit; org and job are nil for
+// unknown_job.
 func (s *Service) recordDrop(ctx context.Context, provider, pathJobID, deliveryID, hash string, reason DropReason, org, jobID uuid.UUID) error {
 	if s.cfg.beforeAudit != nil {
 		if err := s.cfg.beforeAudit(); err != nil {
@@ -461,9 +411,8 @@ func (s *Service) recordDrop(ctx context.Context, provider, pathJobID, deliveryI
 	return nil
 }
 
-// retryLater sets the next attempt of the pending arrival e after delay,
-// recording cause. Best effort: when it fails the arrival keeps the lease
-// it has, and the applier takes it when that passes.
+// retryLater schedules e's next attempt after delay. Best effort: on failure
+// the applier takes e when its current lease passes.
 func (s *Service) retryLater(ctx context.Context, e *InboxEntry, delay time.Duration, cause error) {
 	var inFlight *errInFlight
 	if errors.As(cause, &inFlight) {
@@ -478,17 +427,15 @@ func (s *Service) retryLater(ctx context.Context, e *InboxEntry, delay time.Dura
 	}
 }
 
-// backoff returns the wait before the next attempt of an arrival whose
-// attempt number attempts failed: doubling from a second, at most
-// MaxBackoff.
+// backoff returns the wait after attempts failures: doubling from a second
+// up to MaxBackoff.
 func (s *Service) backoff(attempts int) time.Duration {
-	// 2^33 s is the largest power of two a time.Duration holds.
+	// Cap the shift: 2^33 s is the largest power of two a Duration holds.
 	return min(time.Second<<min(max(attempts-1, 0), 33), s.cfg.MaxBackoff)
 }
 
-// FindArrivals returns the arrivals of a delivery id in every
-// organization, oldest first (an operator's look-up; each organization's
-// job has its own), and an empty slice when there are none.
+// FindArrivals returns the arrivals of a delivery id in every organization,
+// oldest first.
 func (s *Service) FindArrivals(ctx context.Context, provider, deliveryID string) (_ []InboxEntry, err error) {
 	defer dberr.Annotate(&err)
 	rows, _ := s.db.Query(ctx, inboxFind, provider, deliveryID)
@@ -499,10 +446,10 @@ func (s *Service) FindArrivals(ctx context.Context, provider, deliveryID string)
 	return out, nil
 }
 
-// Copies is what the copies of one arrival were dropped for.
+// Copies counts the dropped copies of one arrival by reason.
 type Copies struct {
 	Duplicates, HashMismatches, PathMismatches int64
-	// LastAt is when the last copy arrived; nil when none did.
+	// LastAt is when the last copy arrived; nil if none.
 	LastAt *time.Time
 }
 
@@ -518,7 +465,7 @@ func (s *Service) ArrivalCopies(ctx context.Context, org, id uuid.UUID) (_ Copie
 
 // ListArrivalsParams filter [Service.ListArrivals].
 type ListArrivalsParams struct {
-	// Provider and Status, when set, keep the arrivals that have them.
+	// Provider and Status filter when set.
 	Provider string
 	Status   InboxStatus
 	// Limit is the most arrivals returned, 1 to 1000. Default 50.
@@ -526,8 +473,7 @@ type ListArrivalsParams struct {
 }
 
 // ListArrivals returns arrivals newest first. It returns an error wrapping
-// [ErrInvalid] for a limit out of range or an unknown status, before any
-// SQL runs.
+// [ErrInvalid] for a bad limit or status.
 func (s *Service) ListArrivals(ctx context.Context, p ListArrivalsParams) (_ []InboxEntry, err error) {
 	defer dberr.Annotate(&err)
 	if p.Limit == 0 {
@@ -548,7 +494,7 @@ func (s *Service) ListArrivals(ctx context.Context, p ListArrivalsParams) (_ []I
 }
 
 // checkInboxStatus returns an error wrapping [ErrInvalid] unless s is an
-// inbox status or "" (any).
+// inbox status or "".
 func checkInboxStatus(s InboxStatus) error {
 	switch s {
 	case "", InboxPending, InboxApplied, InboxDropped:

@@ -12,19 +12,15 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// The inbox as an operator reads it in the console: the backlog the
-// applier has not finished, and the arrivals as they landed. Every
-// provider's and organization's (an arrival of an unknown job has none).
+// The inbox as the console reads it, across providers and organizations.
 
-// InboxStats returns the number of pending arrivals and the age of the oldest,
-// by the database clock: the applier's lag, as its every poll reports it to
-// the [InboxObserver].
+// InboxStats returns the number of pending arrivals and the age of the
+// oldest, by the database clock.
 func (a *Audit) InboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error) {
 	return readInboxStats(ctx, a.db, nil)
 }
 
-// readInboxStats is [Audit.InboxStats] on db at now (nil: the database's
-// now()).
+// readInboxStats is [Audit.InboxStats] on db at now (nil: now()).
 func readInboxStats(ctx context.Context, db Querier, now any) (pending int64, oldest time.Duration, err error) {
 	defer dberr.Annotate(&err)
 	rows, _ := db.Query(ctx, inboxStats, now)
@@ -35,30 +31,28 @@ func readInboxStats(ctx context.Context, db Querier, now any) (pending int64, ol
 	return pending, time.Duration(secs * float64(time.Second)), nil
 }
 
-// InboxListParams narrow and page the inbox lists; zero filters match
-// every arrival.
+// InboxListParams filter and page the inbox lists; zero values match all.
 type InboxListParams struct {
 	Provider string
 	// Status keeps the arrivals in it ([Audit.InboxArrivals] only).
 	Status InboxStatus
-	// Limit is 1 to 200; zero or less is 50. Cursor is the next cursor of
-	// the previous page, "" for the first.
+	// Limit is 1 to 200; zero or less is 50. Cursor is the previous page's
+	// next cursor, "" for the first.
 	Limit  int
 	Cursor string
 }
 
-// InboxPending returns a page of the pending arrivals, the one whose next
-// attempt is due first at the top (by the inbox's pending index), and the
-// next cursor. It returns [ErrInvalidCursor] for a cursor it did not write.
+// InboxPending returns a page of pending arrivals, next attempt first, and
+// the next cursor. It returns [ErrInvalidCursor] for a foreign cursor.
 func (a *Audit) InboxPending(ctx context.Context, p InboxListParams) (_ []InboxEntry, _ string, err error) {
 	defer dberr.Annotate(&err)
 	return readPage(ctx, a, keyset.List{Name: "providerjobs.inbox.pending"}, "inbox", inboxPendingPage, p.Cursor, p.Limit, nil, []any{sqlarg.Null(p.Provider), nil},
 		scanCopied, func(e InboxEntry) keyset.Position { return keyset.Position{CreatedAt: e.LeaseExpiresAt, ID: e.ID} })
 }
 
-// InboxArrivals returns a page of the arrivals, the newest first, and the
-// next cursor. It returns an error wrapping [ErrInvalid] for an unknown
-// status and [ErrInvalidCursor] for a cursor it did not write.
+// InboxArrivals returns a page of arrivals, newest first, and the next
+// cursor. It returns an error wrapping [ErrInvalid] for an unknown status
+// and [ErrInvalidCursor] for a foreign cursor.
 func (a *Audit) InboxArrivals(ctx context.Context, p InboxListParams) (_ []InboxEntry, _ string, err error) {
 	defer dberr.Annotate(&err)
 	if err := checkInboxStatus(p.Status); err != nil {
@@ -69,7 +63,6 @@ func (a *Audit) InboxArrivals(ctx context.Context, p InboxListParams) (_ []Inbox
 		scanCopied, func(e InboxEntry) keyset.Position { return keyset.Position{CreatedAt: e.ReceivedAt, ID: e.ID} })
 }
 
-// scanCopied reads a row of an inbox page: an arrival and its copies.
 func scanCopied(r pgx.CollectableRow) (InboxEntry, error) {
 	var c Copies
 	e, err := scanEntry(r, &c.Duplicates, &c.HashMismatches, &c.PathMismatches, &c.LastAt)
@@ -80,9 +73,7 @@ func scanCopied(r pgx.CollectableRow) (InboxEntry, error) {
 	return *e, nil
 }
 
-// The two inbox pages read a page of arrivals by an index range, then the
-// copy counters of each (agent.provider_inbox_copies, by its primary key):
-// inboxPaged wraps the range's SELECT.
+// inboxPaged wraps a page query with each arrival's copy counters.
 func inboxPaged(page, order string) string {
 	return `
 SELECT ` + inboxColumns + `,
@@ -92,9 +83,8 @@ LEFT JOIN agent.provider_inbox_copies c ON c.organization_id = i.organization_id
 ORDER BY ` + order
 }
 
-// inboxPendingPage reads pending arrivals by their lease (the next attempt
-// due) after ($1 lease_expires_at, $2 id), on provider_inbox_pending_idx.
-// $3 limit, $4 provider or NULL; $5 unused (NULL).
+// inboxPendingPage: $1 lease_expires_at, $2 id (the cursor), $3 limit,
+// $4 provider or NULL; $5 unused.
 var inboxPendingPage = inboxPaged(`
 SELECT *
 FROM agent.provider_inbox i
@@ -104,9 +94,8 @@ WHERE i.status = 'pending' AND ($4::text IS NULL OR i.provider = $4::text) AND $
 ORDER BY i.lease_expires_at, i.id
 LIMIT $3`, `i.lease_expires_at, i.id`)
 
-// inboxArrivalPage reads arrivals newest first after ($1 received_at,
-// $2 id), on provider_inbox_received_at_idx. $3 limit, $4 provider, $5
-// status: NULL for any.
+// inboxArrivalPage: $1 received_at, $2 id (the cursor), $3 limit,
+// $4 provider, $5 status; NULL for any.
 var inboxArrivalPage = inboxPaged(`
 SELECT *
 FROM agent.provider_inbox i

@@ -10,21 +10,17 @@ import (
 	"github.com/searchd/searchd/idempotency"
 )
 
-// registerHashDomain names the request hash of a keyed registration;
-// stored claims hold hashes made with it.
+// registerHashDomain names the request hash of a keyed registration; stored
+// claims hold it, so it must not change.
 const registerHashDomain = "searchd.provider_job.register.v1"
 
-// RegisterOnce registers p at most once per idempotency key, claimed on
-// the service's plane in [idempotency.ScopeProviderJobRegister]: the
-// registration and the claim's completion are one transaction
-// ([idempotency.Service.CreateOnce]). The first request with key
-// registers as [Service.Register] does (created reports whether it made
-// the job); a repeat returns the job it registered, as it is now, with
-// replayed true, whatever has been registered since.
+// RegisterOnce registers p at most once per idempotency key: the
+// registration and the claim's completion commit together. A repeat returns
+// the job as it is now, with replayed true.
 //
 // Errors: those of [Service.Register]; [idempotency.ErrKeyReused] when key
 // was used for a different registration; an [*idempotency.InFlightError]
-// while the first request with key is in flight.
+// while the first request is in flight.
 func (s *Service) RegisterOnce(ctx context.Context, org uuid.UUID, key string, p RegisterParams) (_ *Job, created, replayed bool, err error) {
 	hash, err := idempotency.RequestHash(registerHashDomain, p)
 	if err != nil {
@@ -37,7 +33,6 @@ func (s *Service) RegisterOnce(ctx context.Context, org uuid.UUID, key string, p
 	id, first, err := s.plane.CreateOnce(ctx, s.db, idempotency.KeyedCreate{
 		Org: org, Scope: idempotency.ScopeProviderJobRegister, Key: key, RequestHash: hash, ResourceType: ResourceType,
 	}, func(ctx context.Context, tx pgx.Tx) (string, error) {
-		// The registration runs on tx, so it commits with the claim.
 		j, made, err := (&Service{db: tx, plane: s.plane, cfg: s.cfg}).Register(ctx, org, p)
 		if err != nil {
 			return "", err

@@ -24,37 +24,29 @@ import (
 	"github.com/searchd/searchd/runs"
 )
 
-// The errors of this package carry the kinds of package errs (their
-// sentinels are errs.Error values of the kind their names say), and every
-// exported method that runs SQL returns a transient database failure as an
-// errs.Unavailable wrapping the driver's error (internal/dberr).
+// Errors carry the kinds of package errs. Methods that run SQL return a
+// transient database failure as errs.Unavailable wrapping the driver error.
 var (
 	// ErrNotFound reports a job that does not exist in the organization.
 	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "providerjobs: job not found",
 		Detail: "no such provider job in your organization"}
-	// ErrRunNotFound reports a registration for a Run the organization does
-	// not have.
+	// ErrRunNotFound reports a registration for a Run the organization lacks.
 	ErrRunNotFound = &errs.Error{Kind: errs.NotFound, Message: "providerjobs: run not found",
 		Detail: "no such run in your organization"}
-	// ErrAlreadyRegistered reports a registration of a (provider, provider
-	// job id) pair the organization registered already for another Run: a
-	// provider job id names one job of an organization, and a job belongs
-	// to one Run. Another organization's jobs never cause it. Its code is
-	// already_registered.
+	// ErrAlreadyRegistered reports a (provider, provider job id) pair the
+	// organization registered already for another Run.
 	ErrAlreadyRegistered = &errs.Error{Kind: errs.Conflict, Code: "already_registered",
 		Message: "providerjobs: provider job already registered",
 		Detail: "your organization registered this provider job id already, for another run; " +
 			"a provider's job id names one job of an organization"}
-	// ErrInvalid is wrapped by every error about input the package refuses
-	// before it runs any SQL.
+	// ErrInvalid is wrapped by every input error, returned before any SQL.
 	ErrInvalid = errs.New(errs.Invalid, "providerjobs: invalid input")
 )
 
 // Status is the state of a job.
 type Status string
 
-// The statuses of a job. A job starts pending; succeeded and failed are
-// terminal.
+// The statuses of a job; succeeded and failed are terminal.
 const (
 	StatusPending   Status = "pending"
 	StatusRunning   Status = "running"
@@ -65,30 +57,25 @@ const (
 // Terminal reports whether s is a status a job never leaves.
 func (s Status) Terminal() bool { return s == StatusSucceeded || s == StatusFailed }
 
-// reported reports whether s is a status a delivery may report: every
-// status but pending, which only registration sets.
+// reported reports whether a delivery may report s (pending is set only by
+// registration).
 func (s Status) reported() bool { return s == StatusRunning || s.Terminal() }
 
 // Job is a job searchd started at a provider for a Run.
 type Job struct {
-	// ID is searchd's id of the job: its callback path names it, and a
-	// callback is applied to the job its path names, and only when its
-	// body names the job's ProviderJobID.
+	// ID is searchd's id of the job, named by its callback path.
 	ID             uuid.UUID `json:"id"`
 	OrganizationID uuid.UUID `json:"organization_id"`
 	RunID          uuid.UUID `json:"run_id"`
-	// Provider names the provider and its claim scope webhook.<provider>.
+	// Provider names the provider; its claim scope is webhook.<provider>.
 	Provider string `json:"provider"`
-	// ProviderJobID is the provider's own id of the job, unique per
-	// organization and provider: another organization may hold a job
-	// with the same one. A callback body names the job by it.
+	// ProviderJobID is the provider's id of the job, unique per organization
+	// and provider.
 	ProviderJobID string `json:"provider_job_id"`
 	Status        Status `json:"status"`
-	// Result is the object the last applied delivery carried; null until
-	// one carries a result.
+	// Result is the last applied delivery's result; null until one has one.
 	Result json.RawMessage `json:"result"`
-	// Version is 1 at registration and grows by one with every applied
-	// delivery.
+	// Version is 1 at registration and grows with every applied delivery.
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -98,26 +85,22 @@ type Job struct {
 type RegisterParams struct {
 	// RunID is a Run of the organization.
 	RunID uuid.UUID
-	// Provider is a valid provider name; see [ValidateProvider].
+	// Provider is a provider name; see [ValidateProvider].
 	Provider string
-	// ProviderJobID is the provider's id of the job; see [ValidateJobID].
+	// ProviderJobID is the provider's id; see [ValidateJobID].
 	ProviderJobID string
 }
 
 // MaxJobIDLen is the longest provider job id, in characters.
 const MaxJobIDLen = 255
 
-// DropRetention is how long a dropped delivery stays in agent.webhook_drops
-// after it was received; the sweeper deletes it then. A constant, like the
-// retention of each claim scope: the ceiling of the plane's retentions (the
-// 30 days of tool claims), which outlives every claim a drop may be
-// compared with, so the audit of a drop answers for as long as anything
-// could ask about its delivery.
+// DropRetention is how long drops and finished arrivals are kept: the
+// longest claim retention, so a drop's audit outlives any claim it could be
+// compared with.
 const DropRetention = idempotency.ToolRetention
 
-// ValidateProvider returns an error wrapping [ErrInvalid] unless name can
-// name a provider: the part after "webhook." of a claim scope the plane
-// accepts, a dotted lower-case identifier such as "acme" or "acme.jobs".
+// ValidateProvider returns an error wrapping [ErrInvalid] unless name is a
+// dotted lower-case identifier such as "acme.jobs".
 func ValidateProvider(name string) error {
 	if _, err := idempotency.Retention(Scope(name)); err != nil {
 		return fmt.Errorf("%w: provider %q is not a lower-case dotted identifier of at most 100 characters "+
@@ -126,7 +109,7 @@ func ValidateProvider(name string) error {
 	return nil
 }
 
-// Scope returns the claim scope of the deliveries of provider.
+// Scope returns the claim scope of provider's deliveries.
 func Scope(provider string) string { return idempotency.WebhookScopePrefix + provider }
 
 // ValidateJobID returns an error wrapping [ErrInvalid] unless id is 1 to
@@ -139,9 +122,8 @@ func ValidateJobID(id string) error {
 	return nil
 }
 
-// DB is what the service needs of a database: statements, and transactions
-// to apply a delivery and complete its claim together. A *pgxpool.Pool has
-// it.
+// DB is a database handle that can begin transactions, such as a
+// *pgxpool.Pool.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -210,11 +192,8 @@ type Service struct {
 	observer InboxObserver
 }
 
-// New returns a service running its statements on db, usually a
-// *pgxpool.Pool, that claims deliveries through plane. Its statements
-// (jobs, drops, the inbox) run at the plane's database clock
-// ([idempotency.Service.Clock]), so the two cannot disagree. Zero fields of
-// cfg take their defaults.
+// New returns a service on db that claims deliveries through plane and runs
+// at plane's database clock.
 func New(db DB, plane *idempotency.Service, cfg Config) *Service {
 	cfg = cfg.WithDefaults()
 	obs, ok := cfg.Observer.(InboxObserver)
@@ -224,30 +203,20 @@ func New(db DB, plane *idempotency.Service, cfg Config) *Service {
 	return &Service{db: db, plane: plane, cfg: cfg, observer: obs}
 }
 
-// nowArg is the $now argument: NULL in production, the stub in tests.
 func (s *Service) nowArg() any { return s.plane.Clock().Arg() }
 
-// registerAttempts bounds the retries of a registration whose conflicting
-// job vanished (with its Run) between the insert and the lookup.
+// registerAttempts bounds retries when the conflicting job vanished with
+// its Run between the insert and the lookup.
 const registerAttempts = 3
 
-// Register registers a pending job for Run p.RunID of org and returns it,
-// reporting whether this call created it. Registration is safe to retry:
-// when org has registered the (provider, provider job id) pair for the same
-// Run already, Register returns that job and false, changing nothing. The
-// pair is org's own: whether another organization registered it changes
-// nothing here, and nothing here tells.
+// Register registers a pending job for Run p.RunID of org and reports
+// whether this call created it. Retrying is safe: if org registered the pair
+// for the same Run already, Register returns that job and false. The job and
+// its directory entry are written in one transaction.
 //
-// The job and its entry in the provider job directory, which callbacks
-// resolve their job through by its id, are written in one transaction (a
-// savepoint when the service runs on the caller's).
-//
-// Errors: an error wrapping [ErrInvalid] for a nil organization or Run, or
-// a provider or job id the validators refuse, before any SQL runs;
-// [ErrRunNotFound] when org has no such Run (another organization's
-// included), checked before the pair; [ErrAlreadyRegistered] when org has
-// registered the pair for another Run. Other errors come from the
-// database.
+// Errors: [ErrInvalid] (wrapped) for bad input, before any SQL;
+// [ErrRunNotFound] when org has no such Run; [ErrAlreadyRegistered] when org
+// registered the pair for another Run.
 func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams) (_ *Job, _ bool, err error) {
 	defer dberr.Annotate(&err)
 	switch {
@@ -279,11 +248,9 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return nil, false, fmt.Errorf("providerjobs: register: %w", err)
 		}
-		// Nothing inserted: the Run is not the organization's, or the pair
-		// names a job of the organization already. The insert does nothing
-		// on a conflict rather than fail, so a retried registration leaves
-		// no error in the database's log; this statement sees the
-		// conflicting job even when it was committed after the insert began.
+		// Nothing inserted: no such Run, or a conflict. The insert uses ON
+		// CONFLICT DO NOTHING so retries log no error; this read sees the
+		// conflicting job even if committed after the insert began.
 		var runFound bool
 		var existingID, existingRun *uuid.UUID
 		if err := s.db.QueryRow(ctx, jobRegistered, org, p.RunID, p.Provider, p.ProviderJobID).
@@ -311,9 +278,8 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 	return nil, false, fmt.Errorf("providerjobs: register: the job (%s, %q) kept changing; retry", p.Provider, p.ProviderJobID)
 }
 
-// insertJob inserts the job of a registration and its directory entry on
-// tx. It returns pgx.ErrNoRows when the job was not inserted (no such Run,
-// or the organization registered the pair already).
+// insertJob inserts the job and its directory entry on tx. It returns
+// pgx.ErrNoRows when nothing was inserted.
 func (s *Service) insertJob(ctx context.Context, tx pgx.Tx, org uuid.UUID, p RegisterParams) (*Job, error) {
 	job, err := scanJob(tx.QueryRow(ctx, jobInsert, pgx.StrictNamedArgs{
 		"id": ids.New(), "org": org, "run_id": p.RunID, "provider": p.Provider,
@@ -331,8 +297,7 @@ func (s *Service) insertJob(ctx context.Context, tx pgx.Tx, org uuid.UUID, p Reg
 	return job, nil
 }
 
-// Get returns job id of org. It returns [ErrNotFound] when org has no such
-// job, including another organization's.
+// Get returns job id of org, or [ErrNotFound].
 func (s *Service) Get(ctx context.Context, org, id uuid.UUID) (_ *Job, err error) {
 	defer dberr.Annotate(&err)
 	job, err := scanJob(s.db.QueryRow(ctx, jobGet, org, id))
@@ -342,8 +307,7 @@ func (s *Service) Get(ctx context.Context, org, id uuid.UUID) (_ *Job, err error
 	return job, nil
 }
 
-// scanJob scans the jobColumns of row, then into extra the columns that
-// follow them.
+// scanJob scans jobColumns, then extra.
 func scanJob(row pgx.Row, extra ...any) (*Job, error) {
 	var j Job
 	if err := row.Scan(append([]any{&j.ID, &j.OrganizationID, &j.RunID, &j.Provider, &j.ProviderJobID,

@@ -1,23 +1,16 @@
 package providerjobs
 
-// The SQL of provider jobs and drops, in one place. Statements that write a
-// time take the clock as coalesce($now::timestamptz, now()), or
-// agent.clock($now) where they update a distributed table (Citus refuses
-// the first there; see migration 00019): production passes NULL, tests a
-// stubbed instant.
+// Statements that write a time use coalesce($now::timestamptz, now()), or
+// agent.clock($now) when updating a distributed table (Citus refuses the
+// former there). Production passes NULL.
 
 const jobColumns = `j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id,
 	j.status, j.result, j.version, j.created_at, j.updated_at`
 
-// jobInsert registers a pending job for a Run of the organization. The Run
-// is read in the same statement, scoped to the organization, so a Run of
-// another organization inserts nothing and the caller answers not found;
-// the composite foreign key enforces the same tenant rule in the schema.
-// A job the organization registered already under the same (provider,
-// provider_job_id) also inserts nothing, without an error, and
-// jobRegistered tells the two apart. Every parameter is typed: on a
-// cluster an INSERT ... SELECT is planned before its parameters are sent.
-// Its parameters are named (pgx.StrictNamedArgs).
+// jobInsert registers a pending job for a Run of the organization. It
+// inserts nothing for another organization's Run or an already registered
+// pair; jobRegistered tells which. Parameters are typed because Citus plans
+// INSERT ... SELECT before it sees them.
 const jobInsert = `
 INSERT INTO agent.provider_jobs AS j
 	(id, organization_id, run_id, provider, provider_job_id, status, created_at, updated_at)
@@ -27,13 +20,8 @@ WHERE r.organization_id = @org::uuid AND r.id = @run_id::uuid
 ON CONFLICT (organization_id, provider, provider_job_id) DO NOTHING
 RETURNING ` + jobColumns
 
-// directoryInsert writes the directory entry of a job just registered,
-// keyed by the job's id: the {job_id} of its callback path names it from
-// now on, until its registration plus the Run retention (@retention_us),
-// which its Run, created before it, never outlives. The id is fresh, so
-// the entry never meets another; the provider job id is no key here (it
-// is unique per organization, in agent.provider_jobs). Its parameters are
-// named (pgx.StrictNamedArgs).
+// directoryInsert writes the directory entry of a new job, kept for the
+// Run retention (@retention_us).
 const directoryInsert = `
 INSERT INTO agent.provider_job_directory
 	(provider, provider_job_id, organization_id, job_id, registered_at, retain_until)
@@ -41,22 +29,16 @@ VALUES (@provider::text, @provider_job_id::text, @org::uuid, @job_id::uuid,
 	@registered_at::timestamptz, @registered_at::timestamptz + @retention_us::bigint * interval '1 microsecond')`
 
 // directoryResolve finds the job a callback path names, with its
-// organization and the provider job id it was registered under: how a
-// callback, which names no organization, resolves its tenant, by the
-// directory's primary key. A job of another provider than the path's is
-// not found. An entry past its retention still names its job until the
-// sweeper deletes it; a job gone with its Run is found missing by the
-// apply. $1 job id (searchd's), $2 provider.
+// organization and provider job id. An entry past retention resolves until
+// swept. $1 job id, $2 provider.
 const directoryResolve = `
 SELECT d.organization_id, d.provider_job_id
 FROM agent.provider_job_directory d
 WHERE d.job_id = $1 AND d.provider = $2`
 
-// jobRegistered explains a jobInsert that inserted nothing: whether the
-// organization has the Run, and the id and Run of the job it registered
-// under the pair, NULL when none. A statement of its own, so it sees a
-// conflicting job committed after the insert's snapshot was taken.
-// $1 org, $2 run_id, $3 provider, $4 provider_job_id.
+// jobRegistered explains why jobInsert inserted nothing. A separate
+// statement, so it sees a conflicting job committed after the insert's
+// snapshot. $1 org, $2 run_id, $3 provider, $4 provider_job_id.
 const jobRegistered = `
 SELECT EXISTS (SELECT 1 FROM agent.runs r WHERE r.organization_id = $1 AND r.id = $2),
 	j.id, j.run_id
@@ -64,23 +46,16 @@ FROM (SELECT) AS one
 LEFT JOIN agent.provider_jobs j
 	ON j.organization_id = $1 AND j.provider = $3 AND j.provider_job_id = $4`
 
-// jobGet reads one job of an organization. $1 org, $2 id.
+// jobGet reads one job. $1 org, $2 id.
 const jobGet = `
 SELECT ` + jobColumns + `
 FROM agent.provider_jobs j
 WHERE j.organization_id = $1 AND j.id = $2`
 
-// jobApply sets the job to the delivery's status and result. The status
-// condition is the terminal rule: a job that succeeded or failed is never
-// changed again, so a late running, or a second terminal status, matches no
-// row. Two deliveries for one job serialize on the row lock, and the second
-// re-checks the condition against the first one's write. It is a
-// set-to-value write: when the job already has the status and the result
-// (compared as jsonb text), version and updated_at stay, so a repeat changes
-// nothing further. The clock is joined in as a function in FROM, a column
-// of the CASE: Citus refuses a clock inside a CASE of a data-modifying
-// statement, and plans a subquery in its FROM as a step of its own, where
-// it evaluates a function there once and routes the statement.
+// jobApply sets the job's status and result unless it is terminal; the row
+// lock serializes concurrent deliveries. An unchanged status and result
+// leave version and updated_at alone. The clock is a function in FROM
+// because Citus refuses one inside a CASE of a modifying statement.
 // $1 org, $2 id, $3 status, $4 result, $5 now.
 const jobApply = `
 UPDATE agent.provider_jobs AS j
@@ -92,24 +67,18 @@ WHERE j.organization_id = $1 AND j.id = $2
 	AND j.status NOT IN ('succeeded', 'failed')
 RETURNING j.status`
 
-// jobChanged is whether jobApply's status and result differ from the job's.
+// jobChanged reports whether jobApply changes the job.
 const jobChanged = `(j.status IS DISTINCT FROM $3::text
 	OR j.result::text IS DISTINCT FROM ($4::jsonb)::text)`
 
-// jobStatus reads the status of a job the apply left unchanged. $1 org,
-// $2 id.
+// jobStatus reads a job's status. $1 org, $2 id.
 const jobStatus = `
 SELECT j.status
 FROM agent.provider_jobs j
 WHERE j.organization_id = $1 AND j.id = $2`
 
-// dropInsert records a dropped delivery. Its parameters are named
-// (pgx.StrictNamedArgs): path_job_id is the path's job id as received, made
-// storable; org and job_id are the job the delivery named and its
-// organization, both NULL for unknown_job. A delivery that named no job, or
-// was posted to the path of another job than the one it names, is never
-// landed, so its drop is the only record of it: each copy writes it, and
-// the unique index keeps one row per delivery and reason (DO NOTHING).
+// dropInsert records a dropped delivery; org and job_id are NULL for
+// unknown_job. The unique index keeps one row per delivery and reason.
 const dropInsert = `
 INSERT INTO agent.webhook_drops
 	(id, provider, path_job_id, delivery_id, request_hash, reason, organization_id, job_id, received_at)
@@ -117,19 +86,15 @@ VALUES (@id::uuid, @provider::text, @path_job_id::text, @delivery_id::text, @req
 	@org::uuid, @job_id::uuid, coalesce(@now::timestamptz, now()))
 ON CONFLICT (provider, delivery_id, reason) WHERE reason IN ('unknown_job', 'job_mismatch') DO NOTHING`
 
-// The inbox: stage one of a callback (see inbox.go).
+// The inbox.
 
 const inboxColumns = `i.id, i.provider, i.delivery_id, i.path_job_id, i.job_id, i.organization_id,
 	i.request_hash, i.body_job_id, i.body_status, i.body_result, i.received_at, i.status,
 	coalesce(i.reason, ''), coalesce(i.applied_by, ''), i.finished_at, i.lease_expires_at, i.attempts,
 	coalesce(i.last_error, '')`
 
-// inboxInsert lands an arrival of a delivery that resolved to its job, or
-// nothing when its identity is stored already. DO NOTHING: a copy is told
-// apart by the caller, which read the stored arrival first (a read waits
-// for no lock). The lease is the handler's own, for the apply it makes
-// right after the commit. Its parameters are named (pgx.StrictNamedArgs);
-// the lease is microseconds.
+// inboxInsert lands an arrival, or does nothing when it is stored already
+// (the caller read it first). The lease, in microseconds, is the handler's.
 const inboxInsert = `
 INSERT INTO agent.provider_inbox AS i
 	(id, provider, delivery_id, path_job_id, job_id, organization_id, request_hash,
@@ -140,15 +105,13 @@ VALUES (@id::uuid, @provider::text, @delivery_id::text, @path_job_id::text, @job
 ON CONFLICT (organization_id, provider, delivery_id) DO NOTHING
 RETURNING ` + inboxColumns
 
-// inboxGet reads the arrival of a delivery in the organization of the job
-// it names. $1 org, $2 provider, $3 delivery_id.
+// inboxGet reads a delivery's arrival. $1 org, $2 provider, $3 delivery_id.
 const inboxGet = `
 SELECT ` + inboxColumns + `
 FROM agent.provider_inbox i
 WHERE i.organization_id = $1 AND i.provider = $2 AND i.delivery_id = $3`
 
-// inboxFind reads the arrivals of a delivery id in every organization
-// (an operator's look-up: a delivery id is unique per organization).
+// inboxFind reads a delivery id's arrivals in every organization.
 // $1 provider, $2 delivery_id.
 const inboxFind = `
 SELECT ` + inboxColumns + `
@@ -156,13 +119,9 @@ FROM agent.provider_inbox i
 WHERE i.provider = $1 AND i.delivery_id = $2
 ORDER BY i.received_at, i.id`
 
-// inboxCopy counts a copy of an arrival by the reason it was dropped for
-// (one of $3, $4, $5 is 1, the others 0), and returns the three counts, so
-// the first copy of each reason is written to the drop audit and the rest
-// are counted alone. The caller picks the reason: Citus deparses a CASE
-// on a parameter in this statement wrongly ("operator does not exist:
-// text = boolean" on the worker). $1 org, $2 inbox id, $3 duplicate,
-// $4 hash mismatch, $5 path mismatch, $6 now.
+// inboxCopy counts a dropped copy (one of $3, $4, $5 is 1) and returns the
+// three counts. The caller picks the reason because Citus mis-deparses a
+// CASE on a parameter here. $1 org, $2 inbox id, $6 now.
 const inboxCopy = `
 INSERT INTO agent.provider_inbox_copies AS c
 	(organization_id, inbox_id, duplicates, hash_mismatches, path_mismatches, first_copy_at, last_copy_at)
@@ -175,10 +134,9 @@ ON CONFLICT (inbox_id, organization_id) DO UPDATE SET
 	last_copy_at = greatest(c.last_copy_at, EXCLUDED.last_copy_at)
 RETURNING c.duplicates, c.hash_mismatches, c.path_mismatches`
 
-// inboxFinish marks a pending arrival applied or dropped. Conditional on
-// pending, so of two workers that both reach it only one finishes it.
-// $1 org, $2 id, $3 status, $4 reason (NULL unless dropped), $5 applied_by,
-// $6 now.
+// inboxFinish marks a pending arrival applied or dropped; only one of two
+// racing workers succeeds. $1 org, $2 id, $3 status, $4 reason,
+// $5 applied_by, $6 now.
 const inboxFinish = `
 UPDATE agent.provider_inbox AS i
 SET status = $3, reason = $4, applied_by = $5, finished_at = agent.clock($6), last_error = NULL
@@ -216,31 +174,28 @@ WHERE i.id IN (
 	AND i.status = 'pending'
 RETURNING ` + inboxColumns
 
-// inboxRetry sets the time of a pending arrival's next attempt and the
-// error of the last one. $1 org, $2 id, $3 delay µs, $4 error, $5 now.
+// inboxRetry schedules a pending arrival's next attempt. $1 org, $2 id,
+// $3 delay µs, $4 error, $5 now.
 const inboxRetry = `
 UPDATE agent.provider_inbox AS i
 SET lease_expires_at = agent.clock($5) + $3::bigint * interval '1 microsecond',
 	last_error = left($4, 1000)
 WHERE i.organization_id = $1 AND i.id = $2 AND i.status = 'pending'`
 
-// inboxStats counts the pending arrivals and the age of the oldest, by the
-// database clock: the applier's lag. On a cluster it reads every shard,
-// without a lock. $1 now.
+// inboxStats counts pending arrivals and the oldest's age. $1 now.
 const inboxStats = `
 SELECT count(*), coalesce(extract(epoch FROM coalesce($1::timestamptz, now()) - min(i.received_at)), 0)::float8
 FROM agent.provider_inbox i
 WHERE i.status = 'pending'`
 
-// inboxCopies reads the copy counters of an arrival (zeros when none).
-// $1 org, $2 inbox id.
+// inboxCopies reads an arrival's copy counters. $1 org, $2 inbox id.
 const inboxCopies = `
 SELECT coalesce(c.duplicates, 0), coalesce(c.hash_mismatches, 0), coalesce(c.path_mismatches, 0), c.last_copy_at
 FROM (SELECT) AS one
 LEFT JOIN agent.provider_inbox_copies c ON c.organization_id = $1 AND c.inbox_id = $2`
 
-// inboxList reads arrivals newest first, optionally of one provider ($1,
-// NULL for all) and one status ($2, NULL for all), at most $3.
+// inboxList reads arrivals newest first. $1 provider, $2 status (NULL for
+// all), $3 limit.
 const inboxList = `
 SELECT ` + inboxColumns + `
 FROM agent.provider_inbox i
@@ -248,9 +203,7 @@ WHERE ($1::text IS NULL OR i.provider = $1) AND ($2::text IS NULL OR i.status = 
 ORDER BY i.received_at DESC, i.id DESC
 LIMIT $3`
 
-// dropListByJob reads the newest drops recorded for a job of an
-// organization: those posted to its callback path (since migration 00023;
-// before, those whose signed body named it), by webhook_drops_org_job_idx. $1 org, $2 job id, $3 limit.
+// dropListByJob reads a job's newest drops. $1 org, $2 job id, $3 limit.
 const dropListByJob = `
 SELECT d.id, d.delivery_id, d.reason, d.request_hash, d.received_at
 FROM agent.webhook_drops d

@@ -15,56 +15,41 @@ import (
 	"github.com/searchd/searchd/idempotency"
 )
 
-// DropReason says why a delivery was dropped rather than applied.
+// DropReason says why a delivery was not applied.
 type DropReason string
 
-// The reasons a delivery is dropped. Each is recorded in
-// agent.webhook_drops and counted; none is an error.
+// The reasons a delivery is dropped. None is an error.
 const (
-	// DropDuplicate: the delivery id is claimed for this body already, and
-	// the claim is completed (the provider redelivered a handled delivery)
-	// or held by a live worker (the effect is in flight).
+	// DropDuplicate: the delivery id is claimed for this body already,
+	// completed or in flight.
 	DropDuplicate DropReason = "duplicate"
 	// DropHashMismatch: the delivery id is claimed for a different body.
-	// The key already answers for other content, so applying this body
-	// would be unsafe, and calling it a duplicate would be false.
 	DropHashMismatch DropReason = "hash_mismatch"
-	// DropUnknownJob: the callback path names no job of the provider on
-	// this platform (it is not searchd's id of a job in canonical form,
-	// the job is another provider's, or it went with its Run). Recorded
-	// without an organization.
+	// DropUnknownJob: the path names no job of the provider. Recorded without
+	// an organization.
 	DropUnknownJob DropReason = "unknown_job"
-	// DropJobMismatch: the body names another provider job id than the
-	// job its callback path names was registered under. Recorded under the
-	// path's job and its organization, and never landed, so the delivery
-	// posted to its own job's path afterwards is applied.
+	// DropJobMismatch: the body names another provider job id than the path's
+	// job. Not landed, so the delivery can still arrive on its own path.
 	DropJobMismatch DropReason = "job_mismatch"
-	// DropPathMismatch: a copy of a stored arrival came on another path of
-	// the organization than the arrival, one whose job the body names too:
-	// the arrival's job went with its Run and the organization registered
-	// the pair again since. Before migration 00015 it was how a delivery
-	// re-posted to another organization's path was refused.
+	// DropPathMismatch: a copy of a stored arrival came on another path of the
+	// organization whose job the body also names (the first job went with its
+	// Run and the pair was registered again).
 	DropPathMismatch DropReason = "path_mismatch"
 )
 
-// ResourceType names the resource a completed delivery claim stores: its
-// resource id is the job's id.
+// ResourceType is the resource type a completed delivery claim stores; its
+// id is the job's id.
 const ResourceType = "provider_job"
 
-// Observer is told about every drop, after it is recorded, so a metrics
-// backend can count drops by provider and reason. Provider is always a
-// configured provider, so its values are few. Implementations must be safe
-// for concurrent use and must not block.
+// Observer counts drops by provider and reason, after they are recorded.
+// Implementations must be safe for concurrent use and must not block.
 type Observer interface {
 	ObserveDrop(provider, reason string)
 }
 
-// InboxObserver is told about the inbox, when the [Observer] given in
-// [Config] has these methods too: arrivals applied (by ByHandler or
-// ByApplier), copies counted by reason, drops the audit failed to record,
-// and, at every poll of the applier, the pending arrivals and the age of
-// the oldest. Implementations must be safe for concurrent use and must not
-// block.
+// InboxObserver is the optional extension of [Observer] for inbox metrics:
+// applies, copies, failed audit writes, and the applier's backlog.
+// Implementations must be safe for concurrent use and must not block.
 type InboxObserver interface {
 	ObserveApplied(provider, by string)
 	ObserveCopy(provider, reason string)
@@ -72,8 +57,7 @@ type InboxObserver interface {
 	ObserveInbox(pending int64, oldest time.Duration)
 }
 
-// NopObserver observes nothing: its methods do nothing. It is the default
-// [Observer].
+// NopObserver observes nothing. It is the default [Observer].
 type NopObserver struct{}
 
 func (NopObserver) ObserveDrop(string, string)         {}
@@ -82,64 +66,50 @@ func (NopObserver) ObserveCopy(string, string)         {}
 func (NopObserver) ObserveAuditFailure(string, string) {}
 func (NopObserver) ObserveInbox(int64, time.Duration)  {}
 
-// Delivery is one callback of a provider, authenticated by the caller.
+// Delivery is one authenticated callback of a provider.
 type Delivery struct {
-	// Provider is the provider that signed the delivery; see
-	// [ValidateProvider].
+	// Provider is the provider that signed the delivery.
 	Provider string
-	// JobID is searchd's id of the job ([Job.ID]) as the request path
-	// names it, unparsed: the delivery is about that job, whose provider
-	// job id the body must name, and it is recorded as received (made
-	// storable) when the delivery drops.
+	// JobID is [Job.ID] as the path names it, unparsed.
 	JobID string
-	// DeliveryID is the provider's id of this delivery, the claim key: 1 to
-	// 255 bytes of UTF-8 without control characters.
+	// DeliveryID is the provider's id of the delivery, the claim key.
 	DeliveryID string
-	// Body is the raw body, whose hex SHA-256 is the claim's request hash.
+	// Body is the raw body.
 	Body []byte
-	// Update is what Body says.
+	// Update is the parsed body.
 	Update Update
 }
 
 // Update is the content of a delivery.
 type Update struct {
-	// ProviderJobID is the provider's id of the job the body names: it
-	// must be the one the path's job was registered under.
+	// ProviderJobID must match the path's job.
 	ProviderJobID string
 	// Status is running, succeeded or failed.
 	Status Status
-	// Result is a JSON object, or nil for none. The job's result is set to
-	// it, nil included.
+	// Result is a JSON object or nil; it replaces the job's result.
 	Result json.RawMessage
 }
 
 // Outcome is the ending of a delivery. Exactly one of Accepted, Queued and
 // Reason is set.
 type Outcome struct {
-	// Queued reports that the delivery is stored in the inbox and not yet
-	// applied: its apply right after the landing failed or met another
-	// worker's claim. The applier applies (or drops) it once; the
-	// acknowledgement is as safe as for an applied one.
+	// Queued reports that the delivery is landed but not yet applied; the
+	// applier will apply or drop it. Acknowledging it is safe.
 	Queued bool
-	// Accepted reports that this call claimed the delivery and completed
-	// its claim: the update was applied, or found the job already in a
-	// terminal status and left it there.
+	// Accepted reports that this call claimed and completed the delivery.
 	Accepted bool
-	// Applied reports that the job changed (accepted alone).
+	// Applied reports that the job changed (Accepted only).
 	Applied bool
-	// Status is the job's status after the delivery (accepted alone).
+	// Status is the job's status afterwards (Accepted only).
 	Status Status
-	// Reason says why the delivery was dropped (dropped alone).
+	// Reason says why the delivery was dropped.
 	Reason DropReason
-	// JobID is the id of the job the delivery resolved to; the nil UUID
-	// for an unknown job.
+	// JobID is the resolved job's id; nil for an unknown job.
 	JobID uuid.UUID
 }
 
-// RequestHash returns the claim request hash of a delivery body: the hex
-// SHA-256 of its raw bytes. The raw bytes, not a canonical form: the
-// signature covers exactly these bytes, and a provider that re-sends one
-// delivery id re-sends the same bytes.
+// RequestHash returns the hex SHA-256 of a raw delivery body. Raw, not
+// canonical: the signature covers these exact bytes.
 func RequestHash(body []byte) string {
 	sum := sha256.Sum256(body)
 	return hex.EncodeToString(sum[:])
@@ -149,13 +119,12 @@ func RequestHash(body []byte) string {
 type claimAnswer struct {
 	Applied bool   `json:"applied"`
 	Status  Status `json:"status,omitempty"`
-	// Dropped is set when the job disappeared between the resolution and
-	// the apply (its Run was deleted).
+	// Dropped is set when the job vanished with its Run before the apply.
 	Dropped DropReason `json:"dropped,omitempty"`
 }
 
-// storable returns s as PostgreSQL text can hold it, for the audit: invalid
-// UTF-8 and NUL replaced by U+FFFD, cut to at most limit characters.
+// storable makes s fit PostgreSQL text: invalid UTF-8 and NUL become
+// U+FFFD, cut to limit characters.
 func storable(s string, limit int) string {
 	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 	if utf8.RuneCountInString(s) > limit {
@@ -182,7 +151,6 @@ func (d Delivery) validate() error {
 	return nil
 }
 
-// isJSONObject reports whether b is valid JSON whose top value is an object.
 func isJSONObject(b json.RawMessage) bool {
 	t := bytes.TrimLeft(b, " \t\r\n")
 	return len(t) > 0 && t[0] == '{' && json.Valid(b)

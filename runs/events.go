@@ -11,8 +11,7 @@ import (
 	"github.com/searchd/searchd/internal/dberr"
 )
 
-// Event types: one per status a Run reaches, run.admitted for its
-// admission (status queued).
+// Event types: run.admitted for admission, then one per status reached.
 const (
 	EventAdmitted   = "run.admitted"
 	EventDispatched = "run.dispatched"
@@ -31,30 +30,26 @@ func EventType(status string) string {
 	return "run." + status
 }
 
-// Event is one step of a Run's history, as GET /v1/runs/{id}/events sends
-// it (the schema RunEvent of the OpenAPI document, the body webhooks carry
-// too). Seq is the Run's version after the step: 1 for the admission, then
-// one more per status change, so a reader that has seq n has every event
-// up to n and asks for the ones after it.
+// Event is one step of a Run's history, as the events endpoint and webhooks
+// send it. Seq is the Run's version after the step, so a reader holding
+// seq n asks for the events after n.
 type Event struct {
 	RunID      uuid.UUID `json:"run_id"`
 	Seq        int64     `json:"seq"`
 	Type       string    `json:"type"`
 	Status     string    `json:"status"`
 	OccurredAt time.Time `json:"occurred_at"`
-	// ResultRef is a succeeded Run's result reference, when it has one.
+	// ResultRef is a succeeded Run's result reference, if any.
 	ResultRef *string `json:"result_ref,omitempty"`
-	// Error is how a failed or cancelled Run ended, when it says.
+	// Error is how a failed or cancelled Run ended, if reported.
 	Error *RunError `json:"error,omitempty"`
 }
 
-// Terminal reports whether e is a Run's last event: no event follows it.
+// Terminal reports whether e is a Run's last event.
 func (e Event) Terminal() bool { return Terminal(e.Status) }
 
-// Version returns the version and status of Run id of org: one
-// primary-key lookup, what an event stream polls to learn whether the Run
-// changed. It returns [ErrNotFound] when org has no Run id (another
-// organization's included, or one the sweeper removed).
+// Version returns the version and status of Run id of org, the cheap read
+// an event stream polls. It returns [ErrNotFound] when org has no Run id.
 func (s *Store) Version(ctx context.Context, org, id uuid.UUID) (version int64, status string, err error) {
 	defer dberr.Annotate(&err)
 	if err := s.db.QueryRow(ctx, runVersion, org, id).Scan(&version, &status); err != nil {
@@ -63,10 +58,9 @@ func (s *Store) Version(ctx context.Context, org, id uuid.UUID) (version int64, 
 	return version, status, nil
 }
 
-// Events returns the events of Run id of org with a seq greater than
-// after, oldest first: at most five, as a status only moves forward. A
-// Run with none after it, or not org's, has none: call [Store.Version]
-// first to tell them apart. after below zero reads them all.
+// Events returns the events of Run id of org with seq > after, oldest
+// first (at most five). An unknown Run has none; call [Store.Version] to
+// tell. A negative after reads all.
 func (s *Store) Events(ctx context.Context, org, id uuid.UUID, after int64) (_ []Event, err error) {
 	defer dberr.Annotate(&err)
 	rows, err := s.db.Query(ctx, runEvents, org, id, after)

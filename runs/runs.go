@@ -24,13 +24,11 @@ import (
 	"github.com/searchd/searchd/snapshot"
 )
 
-// The errors of this package carry the kinds of package errs, as its
-// package doc says of every domain package.
+// Errors carry the kinds of package errs.
 var (
 	// ErrNotFound reports a Run that does not exist in the organization.
 	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "runs: not found", Detail: "no such run in your organization"}
-	// ErrKeyReused reports a start key already admitted for a different
-	// request hash: the key answers for another request.
+	// ErrKeyReused reports a start key already admitted for another request.
 	ErrKeyReused = errs.New(errs.KeyReused, "runs: start key reused for a different request")
 	// ErrInvalid reports admission input the store or the table refuses.
 	ErrInvalid = errs.New(errs.Invalid, "runs: invalid input")
@@ -38,8 +36,7 @@ var (
 	ErrInvalidCursor = keyset.InvalidCursor("runs")
 )
 
-// Retention is how long a Run, and so its start key's replay, is kept:
-// retain_until is its creation plus Retention.
+// Retention is how long a Run, and its start key's replay, is kept.
 const Retention = 396 * 24 * time.Hour
 
 // Kinds of Run.
@@ -49,10 +46,9 @@ const (
 	KindDefinition  = "definition"
 )
 
-// Statuses of a Run. A Run is admitted queued; the dispatcher moves it to
-// dispatched when the runtime acknowledges its delivery; the runtime
-// reports running and then one terminal status. The status only moves
-// forward (see [Rank]), and a terminal status is never left.
+// Statuses of a Run: queued, then dispatched when the runtime acknowledges
+// delivery, then running and one terminal status. Status only moves
+// forward (see [Rank]).
 const (
 	StatusQueued     = "queued"
 	StatusDispatched = "dispatched"
@@ -62,9 +58,8 @@ const (
 	StatusCancelled  = "cancelled"
 )
 
-// Rank orders the statuses: queued 0, dispatched 1, running 2, and the
-// terminal statuses 3; -1 for an unknown status. A Run's status only moves
-// to a higher rank.
+// Rank orders the statuses: queued 0, dispatched 1, running 2, terminal 3;
+// -1 for an unknown status.
 func Rank(status string) int {
 	switch status {
 	case StatusQueued:
@@ -79,12 +74,11 @@ func Rank(status string) int {
 	return -1
 }
 
-// Terminal reports whether status is a terminal status: succeeded, failed
-// or cancelled.
+// Terminal reports whether status is succeeded, failed or cancelled.
 func Terminal(status string) bool { return Rank(status) == 3 }
 
-// MaxStartKeyLen bounds a start key, in bytes: the longest namespace prefix
-// plus the longest Idempotency-Key.
+// MaxStartKeyLen bounds a start key in bytes: the longest prefix plus the
+// longest Idempotency-Key.
 const MaxStartKeyLen = 300
 
 // Start-key namespaces.
@@ -93,59 +87,52 @@ const (
 	directPrefix      = "direct:"
 )
 
-// SavedSearchStartKey returns the start key of the saved-search start
-// idempotencyKey names. Its namespace differs from [DirectStartKey]'s.
+// SavedSearchStartKey returns the start key of a saved-search start.
 func SavedSearchStartKey(idempotencyKey string) string { return savedSearchPrefix + idempotencyKey }
 
-// DirectStartKey returns the start key of the direct (capability or
-// definition) start idempotencyKey names.
+// DirectStartKey returns the start key of a direct (capability or
+// definition) start.
 func DirectStartKey(idempotencyKey string) string { return directPrefix + idempotencyKey }
 
-// Run is an admitted Run. Fields that do not apply to its kind are nil and
-// written as null.
+// Run is an admitted Run. Fields that do not apply to its kind are nil
+// (null in JSON).
 type Run struct {
 	ID             uuid.UUID `json:"id"`
 	OrganizationID uuid.UUID `json:"organization_id"`
 	// Kind is KindSavedSearch, KindCapability or KindDefinition.
 	Kind string `json:"kind"`
-	// SavedSearchID and SnapshotID are set for saved-search Runs alone.
+	// SavedSearchID and SnapshotID are set for saved-search Runs only.
 	SavedSearchID *uuid.UUID `json:"saved_search_id"`
 	SnapshotID    *uuid.UUID `json:"snapshot_id"`
-	// Name is the definition or capability name of a direct Run, and the
-	// saved search's name at the freeze for a saved-search Run.
+	// Name is a direct Run's definition or capability name, or the saved
+	// search's name when frozen.
 	Name   *string `json:"name"`
 	Status string  `json:"status"`
-	// Options are the normalized start options of a saved-search Run.
+	// Options are a saved-search Run's normalized start options.
 	Options json.RawMessage `json:"options"`
-	// Input is the canonical input of a direct Run.
+	// Input is a direct Run's canonical input.
 	Input       json.RawMessage `json:"input"`
 	CreatedAt   time.Time       `json:"created_at"`
 	RetainUntil time.Time       `json:"retain_until"`
-	// Version is 1 at admission and grows by one with every change of
-	// status; UpdatedAt is the time of the last change (CreatedAt before
-	// any).
+	// Version is 1 at admission and grows with every status change;
+	// UpdatedAt is the last change's time.
 	Version   int64     `json:"version"`
 	UpdatedAt time.Time `json:"updated_at"`
-	// ResultRef is what the runtime reported a succeeded Run produced; nil
-	// otherwise.
+	// ResultRef is a succeeded Run's reported result reference.
 	ResultRef *string `json:"result_ref"`
-	// Error is what the runtime reported a failed or cancelled Run ended
-	// with; nil otherwise.
+	// Error is how a failed or cancelled Run ended, as reported.
 	Error *RunError `json:"error"`
-	// CancelRequestedAt is when a cancel was first asked for
-	// ([Store.Cancel]); nil when none was.
+	// CancelRequestedAt is when a cancel was first asked for; nil if never.
 	CancelRequestedAt *time.Time `json:"cancel_requested_at"`
 
-	// StartKey, RequestHash and CreatedBy are stored but not part of the
-	// Run's JSON.
+	// StartKey, RequestHash and CreatedBy are not in the Run's JSON.
 	StartKey    string  `json:"-"`
 	RequestHash string  `json:"-"`
 	CreatedBy   *string `json:"-"`
 }
 
-// ListItem is a Run as a list shows it: the Run without its input, which
-// [Store.Get] has, and with the input's size instead. Every field is
-// bounded, so a page of MaxListLimit items is too, whatever the inputs hold.
+// ListItem is a Run without its input but with the input's size, so a page
+// is bounded.
 type ListItem struct {
 	ID             uuid.UUID  `json:"id"`
 	OrganizationID uuid.UUID  `json:"organization_id"`
@@ -154,10 +141,10 @@ type ListItem struct {
 	SnapshotID     *uuid.UUID `json:"snapshot_id"`
 	Name           *string    `json:"name"`
 	Status         string     `json:"status"`
-	// Options are the normalized start options of a saved-search Run.
+	// Options are a saved-search Run's normalized start options.
 	Options json.RawMessage `json:"options"`
-	// InputBytes is the size of a direct Run's stored input as JSON
-	// text; nil for a saved-search Run, which has none.
+	// InputBytes is a direct Run's input size as JSON text; nil for a
+	// saved-search Run.
 	InputBytes  *int64    `json:"input_bytes"`
 	CreatedAt   time.Time `json:"created_at"`
 	RetainUntil time.Time `json:"retain_until"`
@@ -165,18 +152,17 @@ type ListItem struct {
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
-// RunError is how a failed or cancelled Run ended, as its runtime reported
-// it: a machine code and, optionally, words for a person.
+// RunError is how a failed or cancelled Run ended, as its runtime reported.
 type RunError struct {
-	// Code is 1 to 100 characters of a-z, 0-9, '_', '.' and '-',
-	// starting with a letter or digit.
+	// Code is 1 to 100 characters of a-z, 0-9, '_', '.' and '-', starting
+	// with a letter or digit.
 	Code string `json:"code"`
-	// Message is at most 2000 characters; nil when none was reported.
+	// Message is at most 2000 characters; nil if none.
 	Message *string `json:"message"`
 }
 
-// IdempotencyKey returns the client's Idempotency-Key the Run was started
-// with: its start key without the namespace.
+// IdempotencyKey returns the client's Idempotency-Key: the start key
+// without its namespace.
 func (r *Run) IdempotencyKey() string {
 	for _, prefix := range []string{savedSearchPrefix, directPrefix} {
 		if strings.HasPrefix(r.StartKey, prefix) {
@@ -262,47 +248,39 @@ type AdmitParams struct {
 	OrganizationID uuid.UUID
 	// Kind is KindSavedSearch, KindCapability or KindDefinition.
 	Kind string
-	// StartKey is built by SavedSearchStartKey or DirectStartKey.
+	// StartKey comes from SavedSearchStartKey or DirectStartKey.
 	StartKey string
-	// RequestHash identifies the request; a later Admit with the same
-	// StartKey and another hash answers ErrKeyReused.
+	// RequestHash identifies the request; another hash with the same
+	// StartKey answers ErrKeyReused.
 	RequestHash string
-	// SavedSearchID and SnapshotID are required for a saved-search Run
-	// and must be nil for a direct one.
+	// SavedSearchID and SnapshotID are required for a saved-search Run and
+	// nil for a direct one.
 	SavedSearchID *uuid.UUID
 	SnapshotID    *uuid.UUID
 	// Name is required for a direct Run.
 	Name *string
-	// Options (a JSON object) and Input are stored as given; nil stores
-	// NULL. A saved-search Run has no Input.
+	// Options (a JSON object) and Input are stored as given; nil is NULL.
 	Options json.RawMessage
 	Input   json.RawMessage
 	// Actor is recorded as created_by; empty records NULL.
 	Actor string
 }
 
-// ListParams are the inputs of [Store.List]. Each filter that is set
-// keeps the Runs it matches; zero filters list every Run.
+// ListParams are the inputs of [Store.List]; zero filters list every Run.
 type ListParams struct {
-	// SavedSearchID, when set, lists the Runs of that saved search alone.
+	// SavedSearchID keeps one saved search's Runs.
 	SavedSearchID *uuid.UUID
-	// Status, when set, keeps the Runs in this status (one of the
-	// Status constants).
+	// Status keeps the Runs in this status.
 	Status string
-	// IdempotencyKey, when set, keeps the Run started with this
-	// Idempotency-Key, on either surface (start keys saved_search:<key>
-	// and direct:<key>), as the console's [SearchParams.Key] does.
+	// IdempotencyKey keeps the Runs started with this key on either surface.
 	IdempotencyKey string
-	// CreatedAfter and CreatedBefore, when not zero, keep the Runs created
-	// strictly after and strictly before them. They must lie in
-	// [keyset.MinInstant, keyset.MaxInstant]; PostgreSQL compares them at
-	// microsecond precision.
+	// CreatedAfter and CreatedBefore, when set, bound created_at
+	// exclusively, within [keyset.MinInstant, keyset.MaxInstant].
 	CreatedAfter, CreatedBefore time.Time
-	// Limit is the page size: 1 to MaxListLimit; zero or less means
-	// DefaultListLimit, more means MaxListLimit.
+	// Limit is the page size, capped at MaxListLimit; zero or less means
+	// DefaultListLimit.
 	Limit int
-	// Cursor is the next cursor a previous page returned; empty for the
-	// first page.
+	// Cursor is the previous page's next cursor; empty for the first page.
 	Cursor string
 }
 
@@ -321,8 +299,7 @@ type Config struct {
 	Clock *dbclock.Clock
 }
 
-// DBTX is what the store needs of a database handle: a *pgxpool.Pool, a
-// *pgx.Conn or a pgx.Tx.
+// DBTX is a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
 type DBTX interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -337,44 +314,33 @@ type Store struct {
 	cursors keyset.Key
 }
 
-// NewStore returns a store running its statements on db, usually a
-// *pgxpool.Pool. Every Config is valid.
+// NewStore returns a store on db, usually a *pgxpool.Pool.
 func NewStore(db DBTX, cfg Config) *Store { return &Store{db: db, clock: cfg.Clock} }
 
-// Cursors returns a copy of s whose lists sign and verify their cursors
-// with k, the database's cursor key in production; without it they use
-// the zero [keyset.Key], whose cursors no other process accepts.
+// Cursors returns a copy of s that signs its cursors with k. Without it,
+// the zero [keyset.Key] is used, which no other process accepts.
 func (s *Store) Cursors(k keyset.Key) *Store {
 	c := *s
 	c.cursors = k
 	return &c
 }
 
-// Clock returns the database clock the store runs at, [Config.Clock].
+// Clock returns the database clock the store runs at.
 func (s *Store) Clock() *dbclock.Clock { return s.clock }
 
 func (s *Store) nowArg() any { return s.clock.Arg() }
 
-// maxAdmitRounds bounds how often Admit goes round when the Run holding its
-// key disappears between the insert and the read (a retention sweep).
+// maxAdmitRounds bounds Admit's retries when the Run holding the key
+// vanishes between insert and read.
 const maxAdmitRounds = 3
 
-// Admit admits a Run: it inserts it and reports created true, or, when
-// p.StartKey is already admitted in the organization, returns that Run and
-// created false. It never touches agent.idempotency_keys: the unique index
-// on (organization_id, start_key) is the admission. A Run under the key whose
-// retention has passed is absent: it is deleted, as the sweeper would, and a
-// new Run admitted in its place.
+// Admit inserts a Run and reports created true, or returns the Run already
+// admitted under p.StartKey with created false. A Run past its retention is
+// deleted and a new one admitted.
 //
-// It returns [ErrKeyReused] when the existing Run was admitted for a
-// different request hash, and an error wrapping [ErrInvalid] for params the
-// store or the table's checks refuse (a missing field, a saved-search Run
-// without its snapshot, a start key outside its kind's namespace). Other
-// errors come from the database.
-//
-// A new Run costs one round trip (its insert and its outbox row's, in a
-// transaction of their own unless the store's db is a pgx.Tx), a replay
-// two.
+// It returns [ErrKeyReused] when the existing Run has a different request
+// hash, and an error wrapping [ErrInvalid] for params the store or the
+// table refuses.
 func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created bool, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.validate(); err != nil {
@@ -391,9 +357,7 @@ func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created boo
 		}
 		run, err = s.GetByStartKey(ctx, p.OrganizationID, p.StartKey)
 		if errors.Is(err, ErrNotFound) {
-			// Deleted since the insert, or past its retention: such a Run
-			// is absent, so it goes (as the sweeper would take it) and
-			// the start is admitted again.
+			// Gone or past retention: delete it and admit again.
 			if _, err := s.db.Exec(ctx, runDeleteExpiredByStartKey, p.OrganizationID, p.StartKey, s.nowArg()); err != nil {
 				return nil, false, translate("admit: delete expired", err)
 			}
@@ -410,13 +374,10 @@ func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created boo
 	return nil, false, fmt.Errorf("runs: admit: the Run under start key %q kept disappearing", p.StartKey)
 }
 
-// sendInTx sends the batch queue fills in a transaction: db's own when db
-// is a pgx.Tx, else one of the batch's, its BEGIN and COMMIT riding at its
-// head and tail, so it still costs one round trip. A pipeline without them
-// is one implicit transaction on PostgreSQL, but not on Citus, whose
-// coordinator commits a statement on its worker before the next one runs.
-// A failed batch rolls the transaction back (a pool then discards the
-// connection it left in the aborted transaction).
+// sendInTx sends queue's batch in a transaction: db's when db is a pgx.Tx,
+// else BEGIN and COMMIT within the batch, still one round trip. An
+// implicit pipeline transaction is not enough on Citus, which commits each
+// statement on its worker.
 func sendInTx(ctx context.Context, db DBTX, queue func(b *pgx.Batch)) error {
 	b := &pgx.Batch{}
 	_, inTx := db.(pgx.Tx)
@@ -436,16 +397,11 @@ type QueuedAdmit struct {
 	done bool
 }
 
-// QueueAdmit queues on b the inserts that begin [Store.Admit] (the Run and
-// its outbox row), for a caller that admits the Run in one round trip with
-// its own writes and the COMMIT of their transaction: the Run is then
-// admitted exactly when those writes are. b must run inside a transaction
-// (the caller's BEGIN): the Run and its outbox row commit together only
-// there. [QueuedAdmit.Run] answers once b's results are closed. A refused
-// insert fails the batch (an error wrapping [ErrInvalid] for a refused
-// check), which aborts the transaction.
-//
-// Invalid params return an error wrapping [ErrInvalid] and queue nothing.
+// QueueAdmit queues [Store.Admit]'s inserts on b, so the Run commits with
+// the caller's writes in one round trip. b must run inside the caller's
+// transaction. [QueuedAdmit.Run] answers once b's results are closed. A
+// refused insert fails the batch and aborts the transaction. Invalid
+// params return an error wrapping [ErrInvalid] and queue nothing.
 func (s *Store) QueueAdmit(b *pgx.Batch, p AdmitParams) (*QueuedAdmit, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
@@ -453,7 +409,7 @@ func (s *Store) QueueAdmit(b *pgx.Batch, p AdmitParams) (*QueuedAdmit, error) {
 	return s.queueAdmit(b, p), nil
 }
 
-// queueAdmit is QueueAdmit of valid params.
+// queueAdmit is QueueAdmit for valid params.
 func (s *Store) queueAdmit(b *pgx.Batch, p AdmitParams) *QueuedAdmit {
 	q := &QueuedAdmit{}
 	args := s.insertArgs(p)
@@ -474,10 +430,9 @@ func (s *Store) queueAdmit(b *pgx.Batch, p AdmitParams) *QueuedAdmit {
 	return q
 }
 
-// Run returns the Run the queued insert admitted. It returns nil and no
-// error when the start key was already admitted: [Store.Admit] with the
-// same params then answers that Run (or [ErrKeyReused]). It returns an
-// error when the batch did not get as far as the insert.
+// Run returns the admitted Run, or nil, nil when the start key was already
+// taken ([Store.Admit] then answers it). It returns an error when the batch
+// failed before the insert.
 func (q *QueuedAdmit) Run() (*Run, error) {
 	if !q.done {
 		return nil, errors.New("runs: the queued admission has not run")
@@ -513,9 +468,8 @@ func (p AdmitParams) validate() error {
 	return nil
 }
 
-// GetByStartKey returns the Run admitted under startKey in org. It returns
-// [ErrNotFound] when there is none, or when its retention has passed by the
-// database clock (the sweeper may not have deleted it yet).
+// GetByStartKey returns the Run under startKey in org, or [ErrNotFound]
+// when there is none or its retention has passed.
 func (s *Store) GetByStartKey(ctx context.Context, org uuid.UUID, startKey string) (_ *Run, err error) {
 	defer dberr.Annotate(&err)
 	run, err := scanRun(s.db.QueryRow(ctx, runGetByStartKey, org, startKey, s.nowArg()))
@@ -525,19 +479,13 @@ func (s *Store) GetByStartKey(ctx context.Context, org uuid.UUID, startKey strin
 	return run, nil
 }
 
-// LookupStart returns the Run admitted under startKey in org with the
-// summary of its snapshot (nil for a direct Run), in one statement: all a
-// replayed start answers. It returns [ErrNotFound] when there is none, and
-// when the Run's retention has passed by the database clock, whether or not
-// the sweeper has deleted it yet: a start key replays for [Retention] and
-// not a moment longer.
+// LookupStart returns the Run under startKey in org with its snapshot
+// summary (nil for a direct Run), in one statement. It returns
+// [ErrNotFound] when there is none or its retention has passed.
 func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string) (_ *Run, _ *snapshot.Summary, err error) {
 	defer dberr.Annotate(&err)
-	// The replay path: every argument and column goes through pgx's
-	// binary uuid codec directly. A uuid.UUID argument is encoded through
-	// its driver.Valuer (a string that fails the binary encoding, then is
-	// parsed back) and a *uuid.UUID column scanned through sql.Scanner;
-	// both cost more than the rest of the scan.
+	// Hot path: scan UUIDs with pgx's binary codec, avoiding uuid.UUID's
+	// driver.Valuer and sql.Scanner round trips.
 	var (
 		run                 Run
 		searchID, runSnap   pgtype.UUID
@@ -575,8 +523,7 @@ func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string)
 	}, nil
 }
 
-// Get returns Run id of org. It returns [ErrNotFound] when org has no such
-// Run, including another organization's.
+// Get returns Run id of org, or [ErrNotFound].
 func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Run, err error) {
 	defer dberr.Annotate(&err)
 	run, err := scanRun(s.db.QueryRow(ctx, runGet, org, id))
@@ -586,15 +533,11 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Run, err error) 
 	return run, nil
 }
 
-// List returns a page of org's Runs that match p's filters, as [ListItem]
-// values, newest first, and the cursor of the next page ("" after the
-// last page). A saved search with no Runs, or another organization's,
-// gives an empty page. A cursor is for the filters of the page that
-// minted it: with other filters it still names a position in org's Runs,
-// and the page starts there. It returns [ErrInvalidCursor] for a cursor
-// it did not write, and an error wrapping [ErrInvalid] for an unknown
-// status, an over-long key or an instant outside [keyset.MinInstant,
-// keyset.MaxInstant], before any SQL runs.
+// List returns a page of org's Runs matching p, newest first, and the next
+// cursor ("" after the last). A cursor keeps its position under other
+// filters. It returns [ErrInvalidCursor] for a foreign cursor, and an
+// error wrapping [ErrInvalid] for an unknown status, an over-long key or an
+// instant out of range, before any SQL runs.
 func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []ListItem, _ string, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.validate(); err != nil {
@@ -608,11 +551,9 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []List
 	return keyset.Query(ctx, s.db, "runs: list", q, pgx.RowToStructByPos[ListItem], ListItem.position, query, args...)
 }
 
-// runListQuery returns the statement of a list with p's filters and its
-// arguments, args (runList's four) followed by one per filter that is
-// set. Only the conditions of the filters set are in the statement, so
-// each combination is a statement of its own, whose plan (custom or
-// generic) uses the index for it; see runListFilter.
+// runListQuery returns the list statement for p's filters and its
+// arguments; each filter combination is its own statement so its plan can
+// use the right index.
 func runListQuery(p ListParams, args []any) (string, []any) {
 	head := runListHead
 	if p.IdempotencyKey != "" {
@@ -660,14 +601,12 @@ func (it ListItem) position() keyset.Position {
 	return keyset.Position{CreatedAt: it.CreatedAt, ID: it.ID}
 }
 
-// runScan holds what runColumns scan into: the Run, and the columns of
-// its error, which [runScan.run] folds into Run.Error.
+// runScan holds a Run and its error columns, folded by [runScan.run].
 type runScan struct {
 	Run
 	errCode, errMessage *string
 }
 
-// scanDest returns the destinations of runColumns.
 func (r *runScan) scanDest() []any {
 	return []any{&r.ID, &r.OrganizationID, &r.Kind, &r.StartKey, &r.RequestHash,
 		&r.SavedSearchID, &r.SnapshotID, &r.Name, &r.Status, &r.Options, &r.Input,
@@ -689,7 +628,6 @@ func scanRun(row pgx.Row) (*Run, error) {
 	return r.run(), nil
 }
 
-// runError is the error of the stored columns; nil when there is none.
 func runError(code, message *string) *RunError {
 	if code == nil {
 		return nil
@@ -697,8 +635,8 @@ func runError(code, message *string) *RunError {
 	return &RunError{Code: *code, Message: message}
 }
 
-// translate turns the driver's answer into the package's: no row is
-// ErrNotFound, a refused check or foreign key is ErrInvalid.
+// translate maps driver errors: no row is ErrNotFound, a refused check or
+// foreign key is ErrInvalid.
 func translate(op string, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound

@@ -11,32 +11,27 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// SearchParams are the inputs of [Store.Search]; zero filters match every
-// Run.
+// SearchParams filter [Store.Search]; zero values match every Run.
 type SearchParams struct {
-	// SavedSearchID and SnapshotID keep the Runs of one saved search, or
-	// admitted on one snapshot.
+	// SavedSearchID and SnapshotID keep one saved search's or snapshot's Runs.
 	SavedSearchID uuid.UUID
 	SnapshotID    uuid.UUID
-	// Actor keeps the Runs started by this actor (a token's sub).
+	// Actor keeps the Runs started by this token sub.
 	Actor string
-	// Key keeps the Run started with this Idempotency-Key, on either
-	// surface (start keys saved_search:<key> and direct:<key>).
+	// Key keeps the Runs started with this Idempotency-Key, on either surface.
 	Key string
 	// Status keeps the Runs in this status.
 	Status string
-	// From and To keep the Runs created at or after From and before To.
+	// From and To bound created_at: at or after From, before To.
 	From, To time.Time
 	// Limit and Cursor are as in [ListParams].
 	Limit  int
 	Cursor string
 }
 
-// Search returns a page of org's Runs that match p, newest first, without
-// their inputs (Input is nil: a page stays bounded whatever the inputs
-// hold; [Store.Get] has a Run's input), and the cursor of the next page
-// ("" after the last). It returns [ErrInvalidCursor] for a cursor it did
-// not write.
+// Search returns a page of org's Runs matching p, newest first, without
+// inputs, and the next cursor ("" after the last). It returns
+// [ErrInvalidCursor] for a foreign cursor.
 func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) (_ []Run, _ string, err error) {
 	defer dberr.Annotate(&err)
 	q, err := s.cursors.Read(keyset.List{Name: "runs.search", Org: org}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
@@ -52,17 +47,13 @@ func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) (_ []
 		sqlarg.Null(p.Actor), keys, sqlarg.Null(p.Status), sqlarg.Null(p.From), sqlarg.Null(p.To))
 }
 
-// AuditInputBytes is the largest stored input, as PostgreSQL's JSON text
-// (input_bytes), that [Store.GetAudit] reads: twice the 64 KiB a direct
-// start accepts, as jsonb's text spaces its separators, so every input
-// within the limit fits.
+// AuditInputBytes is the largest input, as JSON text, [Store.GetAudit]
+// returns: twice the 64 KiB a start accepts, since jsonb text adds spaces.
 const AuditInputBytes = 128 << 10
 
-// GetAudit returns Run id of org as [Store.Get] does, but with its input
-// only when the stored input is at most AuditInputBytes (a larger one was
-// stored before the limit existed; Input is nil then), and the stored
-// input's size either way (0 for a saved-search Run, which has none). It
-// returns [ErrNotFound] when org has no such Run.
+// GetAudit is [Store.Get] with the input only when it is at most
+// AuditInputBytes, plus the stored input's size (0 if none). It returns
+// [ErrNotFound] when org has no such Run.
 func (s *Store) GetAudit(ctx context.Context, org, id uuid.UUID) (_ *Run, inputBytes int64, err error) {
 	defer dberr.Annotate(&err)
 	var (
@@ -78,19 +69,18 @@ func (s *Store) GetAudit(ctx context.Context, org, id uuid.UUID) (_ *Run, inputB
 	return run.run(), inputBytes, nil
 }
 
-// runAuditColumns are runColumns without the input (NULL in its place).
 const runAuditColumns = runColumnsHead + `NULL::jsonb` + runColumnsTail
 
-// runAuditGet reads one Run with its input when the stored input is at
-// most $3 bytes of JSON text, and the input's size. $1 org, $2 id.
+// runAuditGet reads a Run with its input if at most $3 bytes, and the
+// input's size. $1 org, $2 id.
 const runAuditGet = `
 SELECT ` + runColumnsHead + `CASE WHEN r.input_bytes <= $3 THEN r.input END` + runColumnsTail + `, r.input_bytes
 FROM agent.runs r
 WHERE r.organization_id = $1 AND r.id = $2`
 
-// runSearch is runList with optional filters, NULL for none:
-// $5 saved_search_id, $6 snapshot_id, $7 created_by, $8 start keys,
-// $9 status, $10 from, $11 to.
+// runSearch is runList with optional filters (NULL for none): $5
+// saved_search_id, $6 snapshot_id, $7 created_by, $8 start keys, $9
+// status, $10 from, $11 to.
 const runSearch = `
 SELECT ` + runAuditColumns + `
 FROM agent.runs r

@@ -16,43 +16,38 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// Limits of a status report, checked by [StatusReport.Validate] before any
-// SQL (and by the table's checks after it).
+// Limits of a status report, checked by [StatusReport.Validate] and by the
+// table.
 const (
-	// MaxResultRefBytes bounds a result reference: a URI or an opaque
-	// name of where the result is, not the result itself.
+	// MaxResultRefBytes bounds a result reference (a URI or name, not the
+	// result).
 	MaxResultRefBytes = 2048
 	// MaxErrorCodeLen bounds an error code, in characters.
 	MaxErrorCodeLen = 100
 	// MaxErrorMessageLen bounds an error message, in characters.
 	MaxErrorMessageLen = 2000
-	// MaxReporterBytes bounds the reporter recorded with a change.
+	// MaxReporterBytes bounds a recorded reporter.
 	MaxReporterBytes = 255
 )
 
-// errorCodePattern is the form of [RunError.Code].
 var errorCodePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 
-// StatusReport is a runtime's report of a Run's status: a value to set,
-// not a step to take, so the same report twice changes nothing.
+// StatusReport is a runtime's report of a Run's status. It sets a value,
+// so the same report twice changes nothing.
 type StatusReport struct {
 	// Status is running, succeeded, failed or cancelled.
 	Status string
-	// ResultRef names what a succeeded Run produced (1 to
-	// MaxResultRefBytes bytes); only with succeeded; "" for none.
+	// ResultRef names a succeeded Run's result (1 to MaxResultRefBytes bytes);
+	// only with succeeded.
 	ResultRef string
-	// Error is how a failed or cancelled Run ended; only with those;
-	// nil for none.
+	// Error is how a failed or cancelled Run ended; only with those.
 	Error *RunError
-	// Reporter names who reported (the runtime credential's sub), recorded
-	// with the change; "" records none.
+	// Reporter is the runtime credential's sub; "" records none.
 	Reporter string
 }
 
-// Validate checks r by the rules of a report and returns nil, or an error
-// of kind errs.Invalid wrapping [ErrInvalid] whose fields (errs.Field)
-// name each refused member as the API spells it: status, result_ref,
-// error.code, error.message.
+// Validate returns nil or an error wrapping [ErrInvalid] naming each
+// refused field as the API spells it.
 func (r StatusReport) Validate() error {
 	var fields []errs.Field
 	bad := func(name, msg string) { fields = append(fields, errs.Field{Name: name, Message: msg}) }
@@ -116,15 +111,13 @@ func storable(s string) bool {
 	return true
 }
 
-// FinishedError reports a status report that would move a Run out of its
-// terminal status, or change how it finished. A finished Run never
-// changes; the error says how it finished. Its kind is errs.Conflict,
-// its code run_finished.
+// FinishedError reports a change to a Run that already finished; a
+// finished Run never changes. Its kind is errs.Conflict, code run_finished.
 type FinishedError struct {
-	// Status and Version are the Run's, as it finished.
+	// Status and Version are the finished Run's.
 	Status  string
 	Version int64
-	// Cancel is set when a cancel ([Store.Cancel]) found the Run finished.
+	// Cancel is set when the finished Run met a [Store.Cancel].
 	Cancel bool
 }
 
@@ -152,23 +145,15 @@ func (e *FinishedError) CurrentVersion() int64 { return e.Version }
 // CurrentStatus returns Status.
 func (e *FinishedError) CurrentStatus() string { return e.Status }
 
-// Report sets the status of Run id of org to what r says, when that moves
-// it forward: to running from queued or dispatched; to succeeded, failed
-// or cancelled (with r's result reference or error) from any status that
-// is not terminal, so a runtime may skip running. It returns the Run as it
-// is afterwards and whether this report changed it (its version grew by
-// one and the change was recorded with r.Reporter).
+// Report sets the status of Run id of org to r when that moves it forward:
+// to running from queued or dispatched, to a terminal status (with r's
+// result or error) from any non-terminal one. It returns the Run afterwards
+// and whether this report changed it. A report that changes nothing is
+// answered, not refused, so repeats and races change the Run once.
 //
-// A report that changes nothing is answered, not refused: running for a
-// running Run, or the very status, result and error a finished Run has. So
-// the same report twice, or two at once, changes the Run once; the
-// version and timestamps of the second answer are the first's.
-//
-// Errors: an error wrapping [ErrInvalid] for a report [StatusReport.Validate]
-// refuses; [ErrNotFound] when org has no Run id; a [*FinishedError] for a
-// report that would change a finished Run (another status, result or
-// error), or a running report that comes after the Run finished. Other
-// errors come from the database; a retry of the same report is safe.
+// Errors: an error wrapping [ErrInvalid] for a report Validate refuses;
+// [ErrNotFound]; a [*FinishedError] for a report that would change a
+// finished Run, including running after it finished. Retrying is safe.
 func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (_ *Run, changed bool, err error) {
 	defer dberr.Annotate(&err)
 	if err := r.Validate(); err != nil {
@@ -204,9 +189,7 @@ func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (
 	if run != nil {
 		return run, true, nil
 	}
-	// Nothing changed. The Run as it is now (read after the update, so it
-	// includes whatever change made this one moot) says whether the report
-	// is a repeat or comes too late.
+	// Nothing changed. The Run read now tells a repeat from a late report.
 	run, err = s.Get(ctx, org, id)
 	if err != nil {
 		return nil, false, err
@@ -217,13 +200,11 @@ func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (
 	if Terminal(run.Status) {
 		return nil, false, &FinishedError{Status: run.Status, Version: run.Version}
 	}
-	// The update found the Run finished or running; a status never moves
-	// back, so the Run read after it cannot be anywhere else.
+	// A status never moves back, so the Run cannot be anywhere else.
 	return nil, false, fmt.Errorf("runs: report status: the Run is %s, which the report %s should have moved", run.Status, r.Status)
 }
 
-// sameStatus reports whether run already is what r reports: its status,
-// result reference and error.
+// sameStatus reports whether run already has r's status, result and error.
 func sameStatus(run *Run, r StatusReport) bool {
 	if run.Status != r.Status || deref(run.ResultRef) != r.ResultRef || (run.Error == nil) != (r.Error == nil) {
 		return false
@@ -242,23 +223,21 @@ func deref(s *string) string {
 	return *s
 }
 
-// StatusChange is one change of a Run's status after its admission: the
-// dispatcher's move to dispatched (Reporter nil) or a runtime's report.
+// StatusChange is one status change after admission: the dispatcher's move
+// to dispatched (Reporter nil) or a runtime's report.
 type StatusChange struct {
-	// Version is the Run's version the change made: 2 for the first.
+	// Version is the version the change made: 2 for the first.
 	Version   int64
 	Status    string
 	ChangedAt time.Time
-	// Reporter is the runtime credential's sub; nil for searchd's own
-	// dispatcher.
+	// Reporter is the runtime credential's sub; nil for the dispatcher.
 	Reporter  *string
 	ResultRef *string
 	Error     *RunError
 }
 
-// StatusChanges returns the status changes of Run id of org, oldest first:
-// at most three, as a status only moves forward. A Run without changes,
-// or not org's, has none.
+// StatusChanges returns the status changes of Run id of org, oldest first
+// (at most three); none for an unknown Run.
 func (s *Store) StatusChanges(ctx context.Context, org, id uuid.UUID) (_ []StatusChange, err error) {
 	defer dberr.Annotate(&err)
 	rows, err := s.db.Query(ctx, runStatusChanges, org, id)

@@ -16,63 +16,54 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// The audit reads of saved searches: the console's, which see archived
-// saved searches too. Every one takes the organization and reads nothing
-// of another. Every answer is bounded in size whatever the rows hold (a
-// row stored before the limits existed included), so a page built of them
-// is too: the lists read summaries, a saved search is read without its
-// baseline items, which [Store.BaselineItems] reads a page at a time.
+// The console's audit reads, which include archived saved searches. Every
+// answer is bounded in size whatever the rows hold; baseline items are read
+// a page at a time by [Store.BaselineItems].
 
-// AuditBriefBytes is the largest stored brief, as PostgreSQL's JSON text
-// (brief_bytes), that [Store.GetEntry] reads whole: twice MaxBriefBytes,
-// as jsonb's text spaces its separators, so every brief within the limits
-// fits. A larger one, stored before the limits existed, is read as its
-// query alone.
+// AuditBriefBytes is the largest brief, as JSON text, [Store.GetEntry]
+// reads whole: twice MaxBriefBytes, since jsonb text adds spaces. A larger
+// (older) brief is read as its query alone.
 const AuditBriefBytes = 2 * MaxBriefBytes
 
 // maxItemLenSQL is MaxItemLen for the page of items.
 const maxItemLenSQL = "200"
 
-// Entry is a saved search as the audit sees it, archived or not, without
-// its baseline's items.
+// Entry is a saved search, archived or not, without its baseline items.
 type Entry struct {
 	ID             uuid.UUID
 	OrganizationID uuid.UUID
 	Name           string
-	// Brief is the whole brief when BriefBytes is at most AuditBriefBytes,
-	// else its query alone (cut to MaxQueryLen characters): see BriefCut.
+	// Brief is the whole brief, or only its query (cut to MaxQueryLen) when
+	// over AuditBriefBytes; see BriefCut.
 	Brief Brief
 	// BriefBytes is the stored brief's size as JSON text.
 	BriefBytes int64
 	Version    int64
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
-	// BaselineItems counts the baseline's items; BaselineCursor is its
-	// cursor, cut to MaxCursorBytes.
+	// BaselineItems counts the baseline's items; BaselineCursor is cut to
+	// MaxCursorBytes.
 	BaselineItems  int64
 	BaselineCursor *string
-	// CreatedBy is the actor that created it; nil when unknown.
+	// CreatedBy is the creating actor; nil when unknown.
 	CreatedBy *string
-	// ArchivedAt is when it was archived; nil while it is live.
+	// ArchivedAt is when it was archived; nil while live.
 	ArchivedAt *time.Time
 }
 
-// BriefCut reports whether Brief holds the query alone, the stored brief
-// being over AuditBriefBytes.
+// BriefCut reports whether Brief holds only the query.
 func (e *Entry) BriefCut() bool { return e.BriefBytes > AuditBriefBytes }
 
-// AuditSummary is a saved search as the audit lists it: its [Summary] and
-// who created it.
+// AuditSummary is a [Summary] with its creator.
 type AuditSummary struct {
 	Summary
-	// CreatedBy is the actor that created it; nil when unknown.
+	// CreatedBy is the creating actor; nil when unknown.
 	CreatedBy *string
 }
 
 // AuditListParams are the inputs of [Store.ListAll].
 type AuditListParams struct {
-	// Name, when set, keeps the saved searches whose name contains it,
-	// ignoring case; at most MaxNameLen characters.
+	// Name keeps names containing it, ignoring case; at most MaxNameLen.
 	Name string
 	// IncludeArchived lists archived saved searches too.
 	IncludeArchived bool
@@ -81,12 +72,10 @@ type AuditListParams struct {
 	Cursor string
 }
 
-// ListAll returns a page of summaries of org's saved searches, newest
-// first, archived ones too when p.IncludeArchived, and the cursor of the
-// next page ("" after the last). It reads the stored sizes and the query
-// (cut to MaxQueryLen characters), never the filters or the baseline. It
-// returns [ErrInvalidCursor] for a cursor it did not write and an error
-// wrapping [ErrInvalid] for a name filter over MaxNameLen.
+// ListAll returns a page of org's saved-search summaries, newest first,
+// and the next cursor ("" after the last). It returns [ErrInvalidCursor]
+// for a foreign cursor and an error wrapping [ErrInvalid] for a name filter
+// over MaxNameLen.
 func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (_ []AuditSummary, _ string, err error) {
 	defer dberr.Annotate(&err)
 	q, err := s.cursors.Read(keyset.List{Name: "savedsearch.all", Org: org}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
@@ -105,8 +94,7 @@ func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (
 }
 
 // GetEntry returns org's saved search id, archived or not, without its
-// baseline's items (see [Entry]). It returns [ErrNotFound] when org has
-// none (another organization's included).
+// baseline items. It returns [ErrNotFound] when org has none.
 func (s *Store) GetEntry(ctx context.Context, org, id uuid.UUID) (_ *Entry, err error) {
 	defer dberr.Annotate(&err)
 	var (
@@ -125,12 +113,10 @@ func (s *Store) GetEntry(ctx context.Context, org, id uuid.UUID) (_ *Entry, err 
 	return &e, nil
 }
 
-// BaselineItems returns a page of the current baseline items of org's
-// saved search id, archived or not: at most limit (1 to MaxListLimit)
-// items after the first after, in their order, each cut to MaxItemLen
-// characters (a longer one, stored before the limit, ends in "…"), and
-// the position to continue after, 0 on the last page. A saved search org
-// does not have has no items.
+// BaselineItems returns up to limit (1 to MaxListLimit) baseline items of
+// org's saved search id after position after, each cut to MaxItemLen
+// (older longer ones end in "…"), and the next position, 0 on the last
+// page. An unknown saved search has no items.
 func (s *Store) BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) (_ []string, next int64, err error) {
 	defer dberr.Annotate(&err)
 	limit = max(1, min(limit, MaxListLimit))
@@ -145,12 +131,10 @@ func (s *Store) BaselineItems(ctx context.Context, org, id uuid.UUID, after int6
 	return list, 0, nil
 }
 
-// likeEscaper escapes the LIKE wildcards of a name filter.
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
-// savedSearchAuditList reads a page of saved-search summaries, archived
-// ones too when $5, newest first, after ($2 created_at, $3 id); $6 a LIKE
-// pattern on the name or NULL. $1 org, $4 limit.
+// savedSearchAuditList: $1 org, $2 created_at, $3 id (the cursor),
+// $4 limit, $5 include archived, $6 LIKE pattern or NULL.
 const savedSearchAuditList = `
 SELECT s.id, s.organization_id, s.name, coalesce(left(s.brief ->> 'query', ` + maxQueryLenSQL + `), ''), s.version,
 	s.created_at, s.updated_at, s.brief_bytes, b.item_count, s.archived_at, s.created_by
@@ -164,10 +148,9 @@ WHERE s.organization_id = $1
 ORDER BY s.created_at DESC, s.id DESC
 LIMIT $4`
 
-// savedSearchAuditGet reads one saved search, archived or not, with the
-// brief whole when its stored size is at most $3 and else its query
-// alone, and the baseline's size and cut cursor, never its items. $1 org,
-// $2 id.
+// savedSearchAuditGet reads a saved search, archived or not, with its brief
+// whole if at most $3 bytes (else its query), and the baseline's size and
+// cut cursor. $1 org, $2 id.
 const savedSearchAuditGet = `
 SELECT s.id, s.organization_id, s.name,
 	CASE WHEN s.brief_bytes <= $3 THEN s.brief
@@ -178,9 +161,8 @@ FROM agent.saved_searches s
 JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2`
 
-// savedSearchAuditItems reads a page of a saved search's baseline items by
-// their position, after $3, at most $4, each cut to MaxItemLen characters.
-// $1 org, $2 id.
+// savedSearchAuditItems reads baseline items after position $3, at most
+// $4, cut to MaxItemLen. $1 org, $2 id.
 const savedSearchAuditItems = `
 SELECT CASE WHEN char_length(x.item) > ` + maxItemLenSQL + ` THEN left(x.item, ` + maxItemLenSQL + `) || '…' ELSE x.item END
 FROM agent.saved_search_baselines b, unnest(b.items) WITH ORDINALITY x(item, pos)
@@ -188,6 +170,6 @@ WHERE b.organization_id = $1 AND b.saved_search_id = $2 AND x.pos > $3
 ORDER BY x.pos
 LIMIT $4`
 
-// maxCursorBytesSQL is MaxCursorBytes for the audit read (left counts
-// characters, so a cut cursor is at most four times as many bytes).
+// maxCursorBytesSQL is MaxCursorBytes in characters (left counts
+// characters, so at most four times as many bytes).
 const maxCursorBytesSQL = "4096"

@@ -1,17 +1,13 @@
-// Package savedsearch owns saved searches: the mutable product tables a
+// Package savedsearch owns saved searches: the mutable tables a
 // saved-search start freezes its input from.
 //
-// A saved search is split over two tables that change independently: the
-// brief (agent.saved_searches: name, query, filters) and the baseline
-// (agent.saved_search_baselines: the results already seen). Every change to
-// either, and archiving, bumps saved_searches.version by one in the same
-// transaction, and every writer locks the saved_searches row before it
-// touches the baseline. That gives the snapshot package what it needs to
-// freeze one consistent picture, and gives every picture a version to name.
+// A saved search has a brief (agent.saved_searches: name, query, filters)
+// and a baseline (agent.saved_search_baselines: results already seen).
+// Every change to either, and archiving, bumps saved_searches.version in the
+// same transaction, and every writer locks the saved_searches row before
+// touching the baseline, so a snapshot can read one consistent version.
 //
-// Archiving is the only deletion: an archived saved search answers
-// [ErrNotFound] to every read here, but its row stays, because snapshots and
-// Runs refer to it. Every method takes the organization and answers
-// [ErrNotFound] for another organization's saved search, so a caller cannot
-// learn that an id exists elsewhere.
+// Archiving is the only deletion: the row stays for snapshots and Runs, but
+// reads answer [ErrNotFound]. Another organization's saved search also
+// answers [ErrNotFound].
 package savedsearch

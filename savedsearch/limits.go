@@ -9,44 +9,32 @@ import (
 	"github.com/searchd/searchd/errs"
 )
 
-// Size limits of a saved search. A start copies the whole saved search into
-// a snapshot kept with its Run for 396 days, so whatever a saved search may
-// hold, every start multiplies; these bound it. They are checked in Go
-// before any SQL, on create, update and baseline replace. Rows written
-// before a limit existed are never re-checked: they still read and start.
+// Size limits of a saved search. Every start copies it into a snapshot kept
+// 396 days, so size multiplies. Checked before any SQL on create, update
+// and baseline replace; older rows are never re-checked.
 const (
-	// MaxCursorBytes bounds a baseline cursor, in bytes: a resume token,
-	// not a document.
+	// MaxCursorBytes bounds a baseline cursor.
 	MaxCursorBytes = 4 << 10
-	// MaxFilterDepth bounds how deeply brief filters nest: the filters
-	// object is level 1, a value inside it level 2.
+	// MaxFilterDepth bounds filter nesting; the filters object is level 1.
 	MaxFilterDepth = 8
-	// MaxFilterKeys bounds the object members of brief filters, counted
-	// at every depth.
+	// MaxFilterKeys bounds object members in filters, at every depth.
 	MaxFilterKeys = 256
-	// MaxFilterBytes bounds brief filters as JSON (the encoding searchd
-	// stores), in bytes.
+	// MaxFilterBytes bounds filters as JSON.
 	MaxFilterBytes = 16 << 10
-	// MaxBriefBytes bounds the whole brief as JSON. A query of
-	// MaxQueryLen characters and filters of MaxFilterBytes fit.
+	// MaxBriefBytes bounds the brief as JSON.
 	MaxBriefBytes = 32 << 10
-	// MaxBaselineBytes bounds the baseline as JSON (items and cursor), in
-	// bytes; it holds MaxBaselineSize items of about 100 bytes.
+	// MaxBaselineBytes bounds the baseline (items and cursor) as JSON.
 	MaxBaselineBytes = 1 << 20
-	// MaxSavedSearchBytes bounds brief and baseline together, and so the
-	// content of every snapshot made from now on. Since each part has a
-	// bound of its own, it is their sum: a baseline replace, which does
-	// not read the brief, can check it without SQL.
+	// MaxSavedSearchBytes bounds brief and baseline together. It is the sum
+	// of their bounds, so a baseline replace can check it without reading
+	// the brief.
 	MaxSavedSearchBytes = MaxBriefBytes + MaxBaselineBytes
 )
 
-// FieldError names one refused field: Name is its JSON path
-// ("brief.filters", "baseline.cursor") and Message says which limit it
-// breaks.
+// FieldError names one refused field by JSON path and the limit it breaks.
 type FieldError = errs.Field
 
-// LimitError is the refusal of input over a size limit. It is wrapped with
-// [ErrInvalid], so errors.Is(err, ErrInvalid) holds for it too.
+// LimitError refuses input over a size limit. It matches [ErrInvalid].
 type LimitError struct {
 	Fields []FieldError
 }
@@ -89,8 +77,8 @@ func checkBaselineLimits(b *Baseline, field string) []FieldError {
 	if b.Cursor != nil && len(*b.Cursor) > MaxCursorBytes {
 		return refused(field, "cursor", "must be at most %d bytes (the cursor limit); it is %d", MaxCursorBytes, len(*b.Cursor))
 	}
-	// The JSON size without encoding it: each item costs its bytes, its
-	// quotes and a comma, and escapes only grow it, so count those too.
+	// Compute the JSON size without encoding: bytes, quotes and a comma per
+	// item, plus escapes.
 	size := len(`{"items":[],"cursor":null}`)
 	for _, it := range b.Items {
 		size += jsonStringLen(it) + 1
@@ -107,9 +95,7 @@ func checkBaselineLimits(b *Baseline, field string) []FieldError {
 	return nil
 }
 
-// refused returns the one refusal of member name of field, its JSON path
-// "field.name" ("name" for the body, "field" for name ""), with its message
-// formatted.
+// refused returns one refusal at JSON path "field.name".
 func refused(field, name, format string, args ...any) []FieldError {
 	return []FieldError{{Name: strings.Trim(field+"."+name, "."), Message: fmt.Sprintf(format, args...)}}
 }
@@ -133,8 +119,8 @@ func jsonStringLen(s string) int {
 	return n
 }
 
-// filterShape returns the nesting depth (the filters object is 1) and the
-// number of object members of the JSON object raw.
+// filterShape returns the nesting depth and member count of the JSON
+// object raw.
 func filterShape(raw []byte) (depth, keys int) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	var stack []bool // true for an object
@@ -163,8 +149,7 @@ func filterShape(raw []byte) (depth, keys int) {
 	}
 }
 
-// limitError wraps fields, when there are any, as an error the callers see
-// as [ErrInvalid].
+// limitError wraps fields, if any, as an error matching [ErrInvalid].
 func limitError(fields []FieldError) error {
 	if len(fields) == 0 {
 		return nil

@@ -21,15 +21,13 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// The errors of this package carry the kinds of package errs, as its
-// package doc says of every domain package.
+// Errors carry the kinds of package errs.
 var (
-	// ErrNotFound reports a saved search that does not exist, belongs to
-	// another organization or is archived.
+	// ErrNotFound reports a saved search that does not exist, is another
+	// organization's, or is archived.
 	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "savedsearch: not found", Detail: "no such saved search in your organization"}
-	// ErrInvalid is wrapped by every error about input the store refuses
-	// before it runs any SQL. The same error also wraps the
-	// validator.ValidationErrors that name the fields.
+	// ErrInvalid is wrapped by every input error, returned before any SQL,
+	// together with the validator.ValidationErrors naming the fields.
 	ErrInvalid = errs.New(errs.Invalid, "savedsearch: invalid input")
 	// ErrInvalidCursor reports a list cursor this package did not write.
 	ErrInvalidCursor = keyset.InvalidCursor("savedsearch")
@@ -38,7 +36,7 @@ var (
 // maxQueryLenSQL is MaxQueryLen for the list query.
 const maxQueryLenSQL = "2000"
 
-// Limits of a saved search, as the validate tags below state them.
+// Limits of a saved search, as the validate tags state them.
 const (
 	MaxNameLen      = 200
 	MaxQueryLen     = 2000
@@ -53,9 +51,8 @@ type Brief struct {
 	Filters map[string]any `json:"filters,omitempty"`
 }
 
-// UnmarshalJSON decodes a brief keeping the numbers in Filters as
-// json.Number, so a filter value survives a round trip through the database
-// exactly as the client wrote it (float64 would round large integers).
+// UnmarshalJSON decodes a brief keeping Filters' numbers as json.Number,
+// so they round-trip exactly (float64 would round large integers).
 func (b *Brief) UnmarshalJSON(data []byte) error {
 	type plain Brief
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -70,10 +67,10 @@ func (b *Brief) UnmarshalJSON(data []byte) error {
 
 // Baseline is the results a saved search has already seen.
 type Baseline struct {
-	// Items holds at most 10000 strings of 1 to 200 characters. It is
-	// written as [] when empty, never null.
+	// Items holds at most 10000 strings of 1 to 200 characters; [] when
+	// empty, never null.
 	Items []string `json:"items" validate:"max=10000,dive,required,max=200"`
-	// Cursor is where the last search stopped; nil when it has not run.
+	// Cursor is where the last search stopped; nil if it has not run.
 	Cursor *string `json:"cursor"`
 }
 
@@ -93,20 +90,18 @@ type SavedSearch struct {
 	Name           string    `json:"name"`
 	Brief          Brief     `json:"brief"`
 	Baseline       Baseline  `json:"baseline"`
-	// Version starts at 1 and grows by one on every change to the name,
-	// the brief or the baseline.
+	// Version starts at 1 and grows with every change to the name, brief or
+	// baseline.
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
-	// ArchivedAt is when the saved search was archived; nil (null) while
-	// it is live. Only [Store.GetAny] and an archived list read it.
+	// ArchivedAt is when it was archived; nil while live. Only
+	// [Store.GetAny] and the archived list read it.
 	ArchivedAt *time.Time `json:"archived_at"`
 }
 
-// Summary is a saved search as its list shows it: what names it and how
-// large it is, without the filters and the baseline ([Store.Get] has
-// those). Every field is bounded, so a page of MaxListLimit summaries is
-// too, whatever the saved searches hold.
+// Summary is a saved search in a list: bounded fields only, without
+// filters or baseline ([Store.Get] has those).
 type Summary struct {
 	ID             uuid.UUID `json:"id"`
 	OrganizationID uuid.UUID `json:"organization_id"`
@@ -116,19 +111,18 @@ type Summary struct {
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
-	// BriefBytes is the size of the stored brief as JSON text;
-	// BaselineItems counts the baseline's items.
+	// BriefBytes is the stored brief's size as JSON text; BaselineItems
+	// counts the baseline's items.
 	BriefBytes    int64 `json:"brief_bytes"`
 	BaselineItems int64 `json:"baseline_items"`
-	// ArchivedAt is when it was archived: set in a list of the archived
-	// ones (ListParams.Archived), omitted for a live one.
+	// ArchivedAt is set in the archived list only.
 	ArchivedAt *time.Time `json:"archived_at,omitempty"`
 }
 
 func (s Summary) position() keyset.Position { return keyset.Position{CreatedAt: s.CreatedAt, ID: s.ID} }
 
-// CreateParams are the inputs of [Store.Create]. The json names are those of
-// the HTTP request body.
+// CreateParams are the inputs of [Store.Create], with the HTTP body's json
+// names.
 type CreateParams struct {
 	// Name is 1 to 200 characters.
 	Name  string `json:"name" validate:"required,max=200"`
@@ -139,9 +133,8 @@ type CreateParams struct {
 	Actor string `json:"-"`
 }
 
-// Validate returns an error wrapping [ErrInvalid] and the
-// validator.ValidationErrors naming each refused field, or, for input over
-// a size limit (see [MaxSavedSearchBytes]), a [*LimitError]; or nil.
+// Validate returns nil, an error wrapping [ErrInvalid] and the
+// validator.ValidationErrors, or a [*LimitError] for input over a limit.
 func (p CreateParams) Validate() error {
 	if err := check(p); err != nil {
 		return err
@@ -149,22 +142,19 @@ func (p CreateParams) Validate() error {
 	return limitError(append(checkBriefLimits(&p.Brief, "brief"), checkBaselineLimits(&p.Baseline, "baseline")...))
 }
 
-// UpdateParams are the inputs of [Store.Update]: a nil field keeps its value.
+// UpdateParams are the inputs of [Store.Update]; a nil field is kept.
 type UpdateParams struct {
 	// Name, when set, is 1 to 200 characters.
 	Name *string `json:"name" validate:"omitnil,min=1,max=200"`
 	// Brief, when set, replaces the whole brief.
 	Brief *Brief `json:"brief"`
-	// IfMatch, when set, is a precondition on the version the change
-	// applies to: it is called with the stored version, under the row lock
-	// the change takes, and a false answer changes nothing and returns a
-	// [*VersionMismatchError]. Nil applies the change to any version.
+	// IfMatch, when set, is called with the stored version under the row
+	// lock; false changes nothing and returns a [*VersionMismatchError].
 	IfMatch func(version int64) bool `json:"-"`
 }
 
-// Validate returns an error wrapping [ErrInvalid] and the
-// validator.ValidationErrors naming each refused field, or a [*LimitError]
-// for a brief over a size limit; or nil.
+// Validate returns nil, an error wrapping [ErrInvalid] and the
+// validator.ValidationErrors, or a [*LimitError] for a brief over a limit.
 func (p UpdateParams) Validate() error {
 	if err := check(p); err != nil {
 		return err
@@ -175,9 +165,9 @@ func (p UpdateParams) Validate() error {
 	return limitError(checkBriefLimits(p.Brief, "brief"))
 }
 
-// Validate returns an error wrapping [ErrInvalid] and the
-// validator.ValidationErrors naming each refused field, or a [*LimitError]
-// for a baseline over a size limit; or nil.
+// Validate returns nil, an error wrapping [ErrInvalid] and the
+// validator.ValidationErrors, or a [*LimitError] for a baseline over a
+// limit.
 func (b Baseline) Validate() error {
 	if err := check(b); err != nil {
 		return err
@@ -187,14 +177,12 @@ func (b Baseline) Validate() error {
 
 // ListParams are the inputs of [Store.List].
 type ListParams struct {
-	// Limit is the page size: 1 to MaxListLimit; zero or less means
-	// DefaultListLimit, more means MaxListLimit.
+	// Limit is the page size, capped at MaxListLimit; zero or less means
+	// DefaultListLimit.
 	Limit int
-	// Cursor is the next cursor a previous page returned; empty for the
-	// first page.
+	// Cursor is the previous page's next cursor; empty for the first page.
 	Cursor string
-	// Archived lists the archived saved searches instead of the live ones,
-	// newest first by creation, each with its ArchivedAt.
+	// Archived lists archived saved searches instead of live ones.
 	Archived bool
 }
 
@@ -213,7 +201,7 @@ func check(v any) error {
 	return nil
 }
 
-// DBTX is what the SQL-running helpers need: a *pgxpool.Pool or a pgx.Tx.
+// DBTX is a *pgxpool.Pool or a pgx.Tx.
 type DBTX interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -229,18 +217,16 @@ type Store struct {
 // NewStore returns a store on db.
 func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
 
-// Cursors returns a copy of s whose lists sign and verify their cursors
-// with k, the database's cursor key in production; without it they use
-// the zero [keyset.Key], whose cursors no other process accepts.
+// Cursors returns a copy of s that signs its cursors with k. Without it,
+// the zero [keyset.Key] is used, which no other process accepts.
 func (s *Store) Cursors(k keyset.Key) *Store {
 	c := *s
 	c.cursors = k
 	return &c
 }
 
-// Create stores a new saved search at version 1 with its baseline and
-// returns it. It returns an error wrapping [ErrInvalid] for input
-// [CreateParams.Validate] refuses; other errors come from the database.
+// Create stores a new saved search at version 1 with its baseline. It
+// returns an error wrapping [ErrInvalid] for input Validate refuses.
 func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (ss *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.Validate(); err != nil {
@@ -253,10 +239,8 @@ func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (ss *
 	return ss, err
 }
 
-// CreateIn is [Store.Create] in tx, a transaction of the caller's: a keyed
-// create inserts the saved search and completes its claim in one
-// transaction. It sends the saved search's insert and its baseline's in
-// one round trip.
+// CreateIn is [Store.Create] in the caller's transaction tx, in one round
+// trip.
 func (s *Store) CreateIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p CreateParams) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.Validate(); err != nil {
@@ -291,16 +275,15 @@ func (s *Store) CreateIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p Create
 	return &ss, nil
 }
 
-// Get returns the live saved search id of org. It returns [ErrNotFound] when
-// there is none: absent, archived, or another organization's.
+// Get returns org's live saved search id, or [ErrNotFound].
 func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	return getSavedSearch(ctx, s.db, org, id)
 }
 
-// List returns a page of org's live saved searches as [Summary] values,
-// newest first, and the cursor of the next page ("" after the last page).
-// It returns [ErrInvalidCursor] for a cursor it did not write.
+// List returns a page of org's live saved searches, newest first, and the
+// next cursor ("" after the last). It returns [ErrInvalidCursor] for a
+// foreign cursor.
 func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summary, _ string, err error) {
 	defer dberr.Annotate(&err)
 	q, err := s.cursors.Read(keyset.List{Name: "savedsearch.list", Org: org}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
@@ -323,11 +306,10 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summ
 	}, Summary.position, query, org, q.At, q.ID, q.Limit+1)
 }
 
-// Update changes the name and/or the brief of a live saved search, bumps its
-// version and returns it. With neither set, or with the values it already
-// has, it changes nothing (the version and updated_at stay) and returns the
-// saved search as it is: it sets values, so a repeat changes nothing further. It returns an error wrapping [ErrInvalid] for
-// input [UpdateParams.Validate] refuses and [ErrNotFound] as [Store.Get].
+// Update changes the name and/or brief of a live saved search, bumps its
+// version and returns it. Unchanged values change nothing, not even the
+// version. It returns an error wrapping [ErrInvalid] for input Validate
+// refuses, and [ErrNotFound] as [Store.Get].
 func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.Validate(); err != nil {
@@ -351,23 +333,16 @@ func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (
 	return ss, nil
 }
 
-// UpdateFunc changes the name and/or the brief of a live saved search to
-// what change computes from the saved search as stored, bumps its version
-// and returns it, as [Store.Update] does with change's answer (whose
-// IfMatch is ignored). The read, the precondition ifMatch (nil: none, as
-// [UpdateParams.IfMatch]), change and the write run in one transaction
-// that holds the saved search's row lock from the read (SELECT ... FOR
-// UPDATE) to the commit. So a read-modify-write, such as an RFC 7396 merge
-// patch, never writes over a version it did not read, and concurrent calls
-// on one saved search run one after another, each on what the one before
-// wrote: without a precondition a change always applies, however many
-// writers race it, rather than failing a precondition nobody set. change
-// runs under the lock, so it must only compute.
+// UpdateFunc is [Store.Update] with the parameters change computes from
+// the stored saved search (their IfMatch is ignored). The read, ifMatch,
+// change and the write run in one transaction holding the row lock (FOR
+// UPDATE), so a read-modify-write such as a merge patch never overwrites a
+// version it did not read, and concurrent calls serialize. change runs
+// under the lock, so it must only compute.
 //
-// It returns [ErrNotFound] as [Store.Get], a [*VersionMismatchError] when
-// ifMatch refuses the stored version, the error change returns as it is,
-// and the errors of [Store.Update] for the parameters change returns; on
-// any error nothing is written.
+// It returns [ErrNotFound], a [*VersionMismatchError] when ifMatch refuses,
+// change's error unchanged, or [Store.Update]'s errors; on any error
+// nothing is written.
 func (s *Store) UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(version int64) bool,
 	change func(cur *SavedSearch) (UpdateParams, error)) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
@@ -406,10 +381,8 @@ func (s *Store) UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(
 	return ss, nil
 }
 
-// update runs inside a writer's transaction that may hold the saved
-// search's row lock already: it sets the name and/or brief p carries, as
-// savedSearchUpdate does, and returns the saved search with its baseline.
-// It returns ErrNotFound when there is no live saved search.
+// update sets p's name and/or brief in the writer's transaction and
+// returns the saved search with its baseline, or ErrNotFound.
 func update(ctx context.Context, tx DBTX, org, id uuid.UUID, p UpdateParams) (*SavedSearch, error) {
 	var brief any
 	if p.Brief != nil {
@@ -430,20 +403,17 @@ func update(ctx context.Context, tx DBTX, org, id uuid.UUID, p UpdateParams) (*S
 	return ss, nil
 }
 
-// ReplaceBaseline sets the whole baseline of a live saved search to b, bumps
-// its version and returns it. A baseline equal to the stored one changes
-// nothing: the version and updated_at stay. It returns an error wrapping
-// [ErrInvalid] when b breaks the limits of [Baseline] ([Baseline.Validate])
-// and [ErrNotFound] as [Store.Get].
+// ReplaceBaseline replaces the baseline of a live saved search, bumps its
+// version and returns it; an equal baseline changes nothing. It returns an
+// error wrapping [ErrInvalid] when [Baseline.Validate] refuses b, and
+// [ErrNotFound] as [Store.Get].
 func (s *Store) ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b Baseline) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	return s.ReplaceBaselineIf(ctx, org, id, b, nil)
 }
 
-// ReplaceBaselineIf is [Store.ReplaceBaseline] with the precondition
-// ifMatch on the stored version, as [UpdateParams.IfMatch]: a false answer
-// changes nothing and returns a [*VersionMismatchError]. Nil is no
-// precondition.
+// ReplaceBaselineIf is [Store.ReplaceBaseline] with the version
+// precondition ifMatch, as [UpdateParams.IfMatch]. Nil is none.
 func (s *Store) ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b Baseline, ifMatch func(version int64) bool) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	if err := b.Validate(); err != nil {
@@ -455,16 +425,15 @@ func (s *Store) ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b Base
 			return err
 		}
 		var err error
-		// The saved search first: its row lock orders this writer after
-		// every other, and the version bump commits with the baseline.
-		// With nothing to set it bumps nothing either.
+		// Lock the saved search first: this orders every writer, and the
+		// version bump commits with the baseline.
 		if ss, err = updateSavedSearch(ctx, tx, org, id, nil, nil); err != nil {
 			return err
 		}
 		err = tx.QueryRow(ctx, baselineReplace, org, id, items(b.Items), b.Cursor).
 			Scan(&ss.Baseline.Items, &ss.Baseline.Cursor, &ss.Version, &ss.UpdatedAt)
 		if errors.Is(err, pgx.ErrNoRows) {
-			// The stored baseline is b already: nothing changed.
+			// Equal to the stored baseline: nothing changed.
 			ss.Baseline = Baseline{Items: b.Items, Cursor: b.Cursor}
 			return nil
 		}
@@ -477,17 +446,16 @@ func (s *Store) ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b Base
 	return ss, nil
 }
 
-// Archive archives a live saved search: later reads and starts answer
-// [ErrNotFound], while its snapshots and Runs stay readable. It returns
-// [ErrNotFound] as [Store.Get], so archiving twice answers ErrNotFound.
+// Archive archives a live saved search; its snapshots and Runs stay
+// readable. It returns [ErrNotFound] as [Store.Get], so a second archive
+// answers ErrNotFound.
 func (s *Store) Archive(ctx context.Context, org, id uuid.UUID) (err error) {
 	defer dberr.Annotate(&err)
 	return s.ArchiveIf(ctx, org, id, nil)
 }
 
-// ArchiveIf is [Store.Archive] with the precondition ifMatch on the stored
-// version, as [UpdateParams.IfMatch]: a false answer archives nothing and
-// returns a [*VersionMismatchError]. Nil is no precondition.
+// ArchiveIf is [Store.Archive] with the version precondition ifMatch, as
+// [UpdateParams.IfMatch]. Nil is none.
 func (s *Store) ArchiveIf(ctx context.Context, org, id uuid.UUID, ifMatch func(version int64) bool) (err error) {
 	defer dberr.Annotate(&err)
 	if ifMatch != nil {
@@ -512,8 +480,7 @@ func archive(ctx context.Context, db DBTX, org, id uuid.UUID) error {
 	return nil
 }
 
-// Exists reports whether org has a live saved search id. Errors come from
-// the database.
+// Exists reports whether org has a live saved search id.
 func (s *Store) Exists(ctx context.Context, org, id uuid.UUID) (_ bool, err error) {
 	defer dberr.Annotate(&err)
 	var ok bool
@@ -523,9 +490,8 @@ func (s *Store) Exists(ctx context.Context, org, id uuid.UUID) (_ bool, err erro
 	return ok, nil
 }
 
-// GetAny returns the saved search id of org, live or archived (ArchivedAt
-// says which): the audit trail of an archived saved search starts here. It
-// returns [ErrNotFound] when org has no such saved search.
+// GetAny returns org's saved search id, live or archived (see ArchivedAt),
+// or [ErrNotFound].
 func (s *Store) GetAny(ctx context.Context, org, id uuid.UUID) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	ss, err := scanSavedSearch(s.db.QueryRow(ctx, savedSearchGetAny, org, id), true)
@@ -539,26 +505,24 @@ func (s *Store) GetAny(ctx context.Context, org, id uuid.UUID) (_ *SavedSearch, 
 var ErrVersionMismatch = &errs.Error{Kind: errs.PreconditionFailed, Message: "savedsearch: version precondition failed",
 	Detail: "the saved search changed since the version If-Match names; read it again (its ETag) and reapply the change"}
 
-// VersionMismatchError reports a change refused by its precondition on the
-// version (an HTTP If-Match): Current is the stored version it was judged
-// against.
+// VersionMismatchError reports a change refused by its version
+// precondition (If-Match). Current is the stored version.
 type VersionMismatchError struct{ Current int64 }
 
 func (e *VersionMismatchError) Error() string {
 	return fmt.Sprintf("savedsearch: version precondition failed; the current version is %d", e.Current)
 }
 
-// Unwrap returns [ErrVersionMismatch]: its kind, its detail.
+// Unwrap returns [ErrVersionMismatch].
 func (e *VersionMismatchError) Unwrap() error { return ErrVersionMismatch }
 
 // CurrentVersion returns Current.
 func (e *VersionMismatchError) CurrentVersion() int64 { return e.Current }
 
-// checkVersion, inside a writer's transaction, locks the live saved search
-// and judges ifMatch against its version before the change runs: the lock
-// is the one the change takes anyway, so no writer can move the version
-// between the check and the change. Nil checks nothing (and locks nothing
-// here). It returns ErrNotFound when there is no live saved search.
+// checkVersion locks the live saved search in the writer's transaction and
+// judges ifMatch against its version, so the version cannot move before
+// the change. Nil checks and locks nothing. It returns ErrNotFound when
+// there is no live saved search.
 func checkVersion(ctx context.Context, tx DBTX, org, id uuid.UUID, ifMatch func(int64) bool) error {
 	if ifMatch == nil {
 		return nil
@@ -585,8 +549,7 @@ func getSavedSearch(ctx context.Context, db DBTX, org, id uuid.UUID) (*SavedSear
 	return ss, nil
 }
 
-// updateSavedSearch runs savedSearchUpdate and returns the saved search
-// without its baseline, or ErrNotFound.
+// updateSavedSearch runs savedSearchUpdate; the result has no baseline.
 func updateSavedSearch(ctx context.Context, db DBTX, org, id uuid.UUID, name *string, brief any) (*SavedSearch, error) {
 	var (
 		ss  SavedSearch
@@ -606,8 +569,8 @@ func updateSavedSearch(ctx context.Context, db DBTX, org, id uuid.UUID, name *st
 	return &ss, nil
 }
 
-// scanSavedSearch scans the columns of savedSearchGet, and with
-// archivable those of savedSearchGetAny, which add archived_at.
+// scanSavedSearch scans savedSearchGet's columns, plus archived_at when
+// archivable.
 func scanSavedSearch(row pgx.Row, archivable bool) (*SavedSearch, error) {
 	var (
 		ss  SavedSearch
@@ -628,8 +591,7 @@ func scanSavedSearch(row pgx.Row, archivable bool) (*SavedSearch, error) {
 	return &ss, nil
 }
 
-// wrap translates the driver's answer at the boundary: no row is
-// ErrNotFound, anything else names the operation.
+// wrap maps no row to ErrNotFound and names the operation otherwise.
 func wrap(op string, err error) error {
 	var mismatch *VersionMismatchError
 	switch {

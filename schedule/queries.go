@@ -14,8 +14,7 @@ import (
 	"github.com/searchd/searchd/runs"
 )
 
-// The SQL of schedules and occurrences, in one place. Time comes from the
-// database: $now (or @now) is NULL in production, the stub in tests.
+// Time comes from the database: $now (or @now) is NULL in production.
 
 const scheduleColumns = `sc.organization_id, sc.saved_search_id, sc.interval_seconds, sc.cron, sc.time_zone,
 	sc.start_at, sc.catch_up_seconds, sc.paused, sc.next_due_at, sc.version, sc.updated_by, sc.created_at,
@@ -27,15 +26,13 @@ SELECT ` + scheduleColumns + `
 FROM agent.saved_search_schedules sc
 WHERE sc.organization_id = $1 AND sc.saved_search_id = $2`
 
-// scheduleLock reads a schedule and locks it for a change: every writer
-// and the drain's plan take this lock, so they never interleave on one
-// schedule. $1 org, $2 saved_search_id.
+// scheduleLock reads and locks a schedule; every writer and the drain's plan
+// take it. $1 org, $2 saved_search_id.
 const scheduleLock = scheduleGet + `
 FOR UPDATE`
 
-// scheduleReadState reads what a change decides by: the database clock,
-// whether the saved search is live, and the latest due time of its
-// occurrences (by the primary key). $1 org, $2 saved_search_id, $3 now.
+// scheduleReadState reads the clock, whether the saved search is live, and
+// its latest occurrence's due time. $1 org, $2 saved_search_id, $3 now.
 const scheduleReadState = `
 SELECT coalesce($3::timestamptz, now()),
 	EXISTS (SELECT 1 FROM agent.saved_searches s
@@ -43,8 +40,8 @@ SELECT coalesce($3::timestamptz, now()),
 	(SELECT max(o.due_at) FROM agent.schedule_occurrences o
 		WHERE o.organization_id = $1 AND o.saved_search_id = $2)`
 
-// scheduleInsert creates a schedule; it returns no row when another writer
-// created it first (the caller then changes theirs). Named parameters.
+// scheduleInsert creates a schedule; no row when another writer created it
+// first. Named parameters.
 const scheduleInsert = `
 INSERT INTO agent.saved_search_schedules AS sc
 	(organization_id, saved_search_id, interval_seconds, cron, time_zone, start_at, catch_up_seconds,
@@ -55,9 +52,8 @@ VALUES (@org::uuid, @id::uuid, @interval::bigint, @cron::text, @time_zone::text,
 ON CONFLICT DO NOTHING
 RETURNING ` + scheduleColumns
 
-// scheduleUpdate replaces a locked schedule's settings and bumps its
-// version. updated_by is @actor when @set_actor, else kept. Named
-// parameters.
+// scheduleUpdate replaces a schedule's settings and bumps its version;
+// updated_by is @actor when @set_actor. Named parameters.
 const scheduleUpdate = `
 UPDATE agent.saved_search_schedules AS sc
 SET interval_seconds = @interval::bigint, cron = @cron::text, time_zone = @time_zone::text,
@@ -74,16 +70,15 @@ const scheduleDelete = `
 DELETE FROM agent.saved_search_schedules sc WHERE sc.organization_id = $1 AND sc.saved_search_id = $2`
 
 // savedSearchKnown reports whether org has the saved search, archived or
-// not: its occurrences outlive the archive. $1 org, $2 id.
+// not. $1 org, $2 id.
 const savedSearchKnown = `
 SELECT EXISTS (SELECT 1 FROM agent.saved_searches s WHERE s.organization_id = $1 AND s.id = $2)`
 
 const occurrenceColumns = `o.id, o.saved_search_id, o.due_at, o.status, o.reason, o.run_id, o.attempts,
 	o.deadline, CASE WHEN o.closed_at IS NULL THEN o.next_attempt_at END, o.created_at, o.closed_at`
 
-// occurrenceList reads a page of a saved search's occurrences, latest due
-// first, before $3 (NULL: from the latest), by the primary key. $1 org,
-// $2 saved_search_id, $4 limit.
+// occurrenceList reads occurrences latest due first, before $3 (NULL: from
+// the latest). $1 org, $2 saved_search_id, $4 limit.
 const occurrenceList = `
 SELECT ` + occurrenceColumns + `
 FROM agent.schedule_occurrences o
@@ -92,13 +87,9 @@ WHERE o.organization_id = $1 AND o.saved_search_id = $2
 ORDER BY o.due_at DESC
 LIMIT $4`
 
-// scheduleList reads a page of an organization's schedules, newest set
-// first, after ($2, $3) (NULLs: from the newest), each with its saved
-// search's name and archive time and its latest occurrence (by the
-// occurrences' primary key, one row). The organization's rows are read by
-// the primary key's prefix and sorted: at most Store.Limit of them. Every
-// table names the organization ($1), so a cluster routes the statement to
-// its shard. $4 limit.
+// scheduleList reads an organization's schedules newest first after
+// ($2, $3) (NULLs: from the start), each with its saved search and latest
+// occurrence. $1 org, $4 limit.
 const scheduleList = `
 SELECT ` + scheduleColumns + `, s.name, s.archived_at, ` + occurrenceColumns + `
 FROM agent.saved_search_schedules sc
@@ -115,28 +106,19 @@ WHERE sc.organization_id = $1
 ORDER BY sc.created_at DESC, sc.saved_search_id DESC
 LIMIT $4`
 
-// The drain serves the organizations in turn: each read of what came due
-// ranks an organization's rows by time (turn 1 its earliest, 2 the next)
-// and takes them by turn, then time, so the earliest of every organization
-// comes before the second of any (issue 36: one organization's 600
-// per-minute schedules, taken earliest first, made another's single
-// schedule 38 s late within 3 minutes). Within a turn the earliest go
-// first. The rank is partitioned by the distribution column, so a
-// cluster computes it on each shard.
+// The drain serves organizations in turn: rows are ranked per organization
+// by time and taken by rank, then time, so one organization's many
+// schedules cannot delay another's. The rank is partitioned by the
+// distribution column so Citus computes it per shard.
 
-// scheduleCreateLock serializes the creates of one organization's
-// schedules ($1), to the end of the transaction, so that the count
-// (scheduleCount) and the insert after it are one step: a lock of
-// PostgreSQL's own, a transaction-level advisory lock on a key derived
-// from the organization. On a cluster it is taken on the coordinator,
-// where every write of the organization's schedules begins.
+// scheduleCreateLock serializes creates of organization $1's schedules
+// until commit, so the count and the insert are one step.
 const scheduleCreateLock = `SELECT pg_advisory_xact_lock(hashtextextended('searchd.schedules:' || $1::text, 0))`
 
 // scheduleCount counts the schedules of organization $1.
 const scheduleCount = `SELECT count(*) FROM agent.saved_search_schedules WHERE organization_id = $1`
 
-// scheduleDue finds the schedules that came due, by turn, without a lock:
-// the plan's shardpass.Pass groups them by shard.
+// scheduleDue finds due schedules, by turn, without a lock.
 const scheduleDue = `
 SELECT d.org::text
 FROM (SELECT sc.organization_id AS org, sc.next_due_at AS at,
@@ -146,13 +128,9 @@ FROM (SELECT sc.organization_id AS org, sc.next_due_at AS at,
 ORDER BY d.turn, d.at
 LIMIT @limit`
 
-// planRead reads and locks at most @limit schedules of a shard (@keys,
-// the organizations the due read found there; every one with @all) that
-// came due (paused ones have no next_due_at), by turn, with whether
-// their saved search is archived and the clock every write of the plan
-// uses. SKIP LOCKED: a schedule another drain plans, or a writer changes,
-// is left to them. Both tables name the shard's organizations, so a
-// cluster routes the statement, and its locks, to that one shard group.
+// planRead reads and locks at most @limit due schedules of a shard (@keys;
+// all with @all), by turn, with their saved search's archive state and the
+// plan's clock. SKIP LOCKED leaves schedules being changed to their owner.
 const planRead = `
 SELECT agent.clock(@now), sc.organization_id, sc.saved_search_id, sc.interval_seconds,
 	coalesce(sc.cron, ''), sc.time_zone, sc.start_at, sc.catch_up_seconds, sc.next_due_at,
@@ -171,13 +149,10 @@ ORDER BY d.turn, d.next_due_at
 LIMIT @limit
 FOR UPDATE OF sc SKIP LOCKED`
 
-// planInsert writes the occurrences that came due, from parallel arrays
-// ($2 org, $3 saved_search_id, $4 due_at, $5 deadline, $7 max_results, $8
-// note: the start options of their schedule now, which every attempt
-// starts with), at $1 (the plan's clock). One already due past its deadline is written missed: closed,
-// never started, kept $6 µs like a Run. The natural key decides: an
-// occurrence written already is not written again. It returns the status
-// of each row written.
+// planInsert writes due occurrences from parallel arrays at $1 (the plan's
+// clock): $2 org, $3 saved_search_id, $4 due_at, $5 deadline,
+// $7 max_results, $8 note. One already past its deadline is written missed,
+// kept $6 µs. Existing occurrences are skipped. It returns each status.
 const planInsert = `
 INSERT INTO agent.schedule_occurrences AS o
 	(organization_id, saved_search_id, due_at, id, status, deadline, next_attempt_at, created_at,
@@ -193,20 +168,16 @@ FROM unnest($2::uuid[], $3::uuid[], $4::timestamptz[], $5::timestamptz[], $7::in
 ON CONFLICT DO NOTHING
 RETURNING o.status`
 
-// planAdvance moves each planned schedule's next_due_at, from parallel
-// arrays ($1 org, $2 saved_search_id, $3 next_due_at, NULL when it will
-// not come due again). The organizations the schedules were read of ($1,
-// all on one shard) name the shard once more, for a cluster to route the
-// update there.
+// planAdvance sets next_due_at of planned schedules from parallel arrays:
+// $1 org, $2 saved_search_id, $3 next_due_at (NULL: never again).
 const planAdvance = `
 UPDATE agent.saved_search_schedules AS sc SET next_due_at = v.next_due_at
 FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS v(org, saved_search_id, next_due_at)
 WHERE sc.organization_id = ANY($1::uuid[])
 	AND sc.organization_id = v.org AND sc.saved_search_id = v.saved_search_id`
 
-// occurrenceDue finds the open occurrences whose next attempt has come,
-// by turn, without a lock: the take's shardpass.Pass groups them by
-// shard.
+// occurrenceDue finds open occurrences whose next attempt has come, by
+// turn, without a lock.
 const occurrenceDue = `
 SELECT d.org::text
 FROM (SELECT o.organization_id AS org, o.next_attempt_at AS at,
@@ -216,22 +187,13 @@ FROM (SELECT o.organization_id AS org, o.next_attempt_at AS at,
 ORDER BY d.turn, d.at
 LIMIT @limit`
 
-// occurrenceTake takes at most @limit open occurrences of a shard (@keys;
-// every one with @all) whose next attempt has come by @clock (the pass's
-// [shardpass.Clock]), by turn, with FOR UPDATE SKIP LOCKED: replicas take
-// disjoint rows and never wait on each other. One past its deadline and
-// never attempted is closed as missed: it has no Run, since only its start
-// could have made one. Every other is leased: @token fences its outcome
-// and next_attempt_at is the end of the lease, after which another drain
-// takes it over. It returns each with whether it is late (past its
-// deadline: an attempted one may have admitted its Run before its drain
-// died, which the caller looks up instead of starting it), its schedule's
-// state (none when removed) and actor. Every table names the shard's
-// organizations, so a cluster routes the statement to that one shard
-// group. The clock is a parameter, read before, and the ends of the lease
-// (@lease_end) and of a missed one's retention (@retain_end) are
-// computed from it: a cluster refuses a clock, and the arithmetic of a
-// timestamptz, inside the CASEs of a data-modifying statement.
+// occurrenceTake takes at most @limit due open occurrences of a shard
+// (@keys; all with @all), by turn, FOR UPDATE SKIP LOCKED. One past its
+// deadline and never attempted is closed as missed; the rest are leased
+// under @token until @lease_end. It returns each with whether it is late
+// (an attempted late one may have admitted its Run, which the caller looks
+// up), its schedule's state and actor. The clock and derived times are
+// parameters because Citus refuses them in a modifying statement's CASE.
 const occurrenceTake = `
 WITH due AS (
 	SELECT o.organization_id, o.saved_search_id, o.due_at,
@@ -273,15 +235,11 @@ LEFT JOIN agent.saved_search_schedules sc
 	ON (@all::boolean OR sc.organization_id = ANY(@keys::uuid[]))
 	AND sc.organization_id = t.organization_id AND sc.saved_search_id = t.saved_search_id`
 
-// occurrenceRecordRetry, occurrenceRecordClose and
-// occurrenceRecordStarted record the outcome of an attempt, fenced by the
-// lease token: a drain whose lease passed, and whose occurrence another
-// drain took over, changes nothing. not_ready (Retry) stays open until
-// @retry µs from now; every other status closes it, kept as long as its
-// Run (Started: @run_retain_until) or, with none (Close), @retention µs.
-// Three statements, picked by the status, not one with a CASE on it: a
-// cluster refuses a clock, and the arithmetic of a timestamptz, inside the
-// CASE of a data-modifying statement.
+// occurrenceRecordRetry, occurrenceRecordClose and occurrenceRecordStarted
+// record an attempt's outcome, fenced by the lease token. Retry stays open
+// @retry µs; the others close it, kept like its Run (@run_retain_until) or
+// @retention µs. Three statements, since Citus refuses a clock inside a
+// modifying statement's CASE.
 const occurrenceRecordRetry = `
 UPDATE agent.schedule_occurrences AS o
 SET status = @status::text, reason = @reason::text, run_id = NULL, lease_token = NULL,
@@ -303,18 +261,13 @@ SET status = @status::text, reason = @reason::text, run_id = @run_id::uuid, leas
 	closed_at = agent.clock(@now), retain_until = @run_retain_until::timestamptz
 ` + occurrenceFenced
 
-// occurrenceFenced is the condition of the three records: the occurrence
-// by its key, still open and still held under @token.
+// occurrenceFenced selects an occurrence still open under @token.
 const occurrenceFenced = `
 WHERE o.organization_id = @org::uuid AND o.saved_search_id = @saved_search_id::uuid AND o.due_at = @due_at::timestamptz
 	AND o.lease_token = @token::uuid AND o.closed_at IS NULL`
 
-// drainStats counts the open occurrences due now, up to drainStatsCap
-// (a backlog larger than that is counted as the cap: a tick's stats read
-// must stay cheap), and reads the drain's lag in seconds: now less the
-// oldest of the earliest next attempt of an open occurrence and the
-// earliest next_due_at of a schedule (NULL, so 0, when there is neither).
-// Each walks an index from its start. $1 now.
+// drainStats counts due open occurrences, up to drainStatsCap, and the
+// drain's lag in seconds (0 when nothing is due). $1 now.
 const drainStats = `
 SELECT (SELECT count(*) FROM (SELECT 1 FROM agent.schedule_occurrences o
 		WHERE o.closed_at IS NULL AND o.next_attempt_at <= coalesce($1::timestamptz, now())

@@ -20,23 +20,20 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// The errors of this package carry the kinds of package errs, as its
-// package doc says of every domain package.
+// Errors carry the kinds of package errs.
 var (
 	// ErrNotFound reports a saved search with no schedule.
 	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "schedule: the saved search has no schedule",
 		Detail: "this saved search has no schedule"}
-	// ErrSavedSearchNotFound reports a saved search the organization does
-	// not have, or, for a change that would start it, has archived.
+	// ErrSavedSearchNotFound reports a saved search the organization does not
+	// have, or has archived when the change would start it.
 	ErrSavedSearchNotFound = &errs.Error{Kind: errs.NotFound, Message: "schedule: saved search not found",
 		Detail: "no such saved search in your organization (a schedule is set on a live one)"}
-	// ErrInvalid is wrapped by every refusal of a schedule's fields; the
-	// errs.Error names each refused field.
+	// ErrInvalid is wrapped by every refusal of a schedule's fields.
 	ErrInvalid = errs.New(errs.Invalid, "schedule: invalid schedule")
 	// ErrInvalidCursor reports a list cursor this package did not write.
 	ErrInvalidCursor = keyset.InvalidCursor("schedule")
-	// ErrTooMany reports a new schedule beyond the organization's
-	// limit ([Store.Limit]): a 409 schedule_limit.
+	// ErrTooMany reports a new schedule beyond [Store.Limit].
 	ErrTooMany = &errs.Error{Kind: errs.Conflict, Code: "schedule_limit", Message: "schedule: the organization has as many schedules as it may",
 		Detail: "your organization has as many schedules as it may (SEARCHD_SCHEDULE_MAX_PER_ORG); remove one first"}
 	// ErrVersionMismatch is wrapped by every [*VersionMismatchError].
@@ -45,9 +42,8 @@ var (
 			"read it again (its ETag) and reapply the change"}
 )
 
-// VersionMismatchError reports a change refused by its precondition on
-// the schedule's version (an HTTP If-Match): Current is the version it was
-// judged against, 0 when the saved search has no schedule.
+// VersionMismatchError reports a change refused by its version
+// precondition (If-Match). Current is the version judged, 0 if none.
 type VersionMismatchError struct{ Current int64 }
 
 func (e *VersionMismatchError) Error() string {
@@ -57,7 +53,7 @@ func (e *VersionMismatchError) Error() string {
 	return fmt.Sprintf("schedule: version precondition failed; the current version is %d", e.Current)
 }
 
-// Unwrap returns [ErrVersionMismatch]: its kind, its detail.
+// Unwrap returns [ErrVersionMismatch].
 func (e *VersionMismatchError) Unwrap() error { return ErrVersionMismatch }
 
 // CurrentVersion returns Current.
@@ -67,82 +63,69 @@ func (e *VersionMismatchError) CurrentVersion() int64 { return e.Current }
 type Schedule struct {
 	SavedSearchID  uuid.UUID `json:"saved_search_id"`
 	OrganizationID uuid.UUID `json:"organization_id"`
-	// IntervalSeconds and Cron are the cadence: exactly one is set.
+	// IntervalSeconds and Cron are the cadence; exactly one is set.
 	IntervalSeconds *int64  `json:"interval_seconds"`
 	Cron            *string `json:"cron"`
-	// TimeZone is the IANA zone a cron expression is read in.
+	// TimeZone is the IANA zone cron is read in.
 	TimeZone string `json:"time_zone"`
-	// StartAt is the first instant the schedule may come due (whole
-	// seconds); an interval schedule comes due at StartAt + k·interval.
+	// StartAt is the first instant the schedule may come due, in whole
+	// seconds.
 	StartAt        time.Time `json:"start_at"`
 	CatchUpSeconds int64     `json:"catch_up_seconds"`
 	Paused         bool      `json:"paused"`
-	// MaxResults and Note are the start options of the Runs it starts,
-	// as a client's start gives them (admission.StartOptions): each
-	// occurrence starts with those its schedule had when it came due.
+	// MaxResults and Note are the start options of its Runs, as of when each
+	// occurrence came due.
 	MaxResults int    `json:"max_results"`
 	Note       string `json:"note"`
-	// NextDueAt is the next time the schedule comes due; nil while it is
-	// paused, or when it will not come due again (its saved search was
-	// archived, or its cron expression names no further date).
+	// NextDueAt is the next due time; nil while paused or when it will not
+	// come due again.
 	NextDueAt *time.Time `json:"next_due_at"`
 	// Version starts at 1 and grows by one on every change.
 	Version int64 `json:"version"`
-	// UpdatedBy is the actor who last set the schedule; its starts record
-	// it as theirs. Nil when unknown.
+	// UpdatedBy is the actor who last set the schedule, recorded on its
+	// starts; nil when unknown.
 	UpdatedBy *string   `json:"updated_by"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// cadence returns s's rule.
 func (s *Schedule) cadence() (cadence, error) {
 	return newCadence(s.IntervalSeconds, s.Cron, s.TimeZone, s.StartAt)
 }
 
-// SetParams are the inputs of [Store.Set]. The json names are those of
-// the HTTP request body. A set replaces the whole schedule: an omitted
-// field takes its default, but for StartAt, which keeps the stored value.
+// SetParams are the inputs of [Store.Set], with the HTTP body's json names.
+// A set replaces the whole schedule: omitted fields take their defaults,
+// except StartAt, which keeps the stored value.
 type SetParams struct {
-	// IntervalSeconds is 60 to 31622400 (a minute to 366 days); exactly
-	// one of it and Cron is set.
+	// IntervalSeconds is 60 to 31622400; exactly one of it and Cron is set.
 	IntervalSeconds *int64 `json:"interval_seconds"`
-	// Cron is a cron expression of five fields (minute, hour, day of
-	// month, month, day of week) or a descriptor (@daily, @hourly, ...),
-	// at most 100 bytes, with no time zone prefix and no @every.
+	// Cron is five-field cron or a descriptor, at most 100 bytes, without a
+	// time zone prefix or @every.
 	Cron *string `json:"cron"`
-	// TimeZone is an IANA time zone name, at most 64 bytes; default UTC.
+	// TimeZone is an IANA zone name, at most 64 bytes; default UTC.
 	TimeZone *string `json:"time_zone"`
-	// StartAt is the first instant the schedule may come due, cut to the
-	// second; default the stored one, or, for a new schedule, the time it
-	// is set (rounded up to the second: an interval schedule set without
-	// one comes due at once). A start in the past is never back-filled: the first
-	// occurrence is the first due at or after the set.
+	// StartAt is cut to the second; default the stored one, or for a new
+	// schedule now rounded up (so an interval schedule comes due at once).
+	// The past is never back-filled.
 	StartAt *time.Time `json:"start_at"`
-	// CatchUpSeconds is the catch-up window, 60 to 604800 (a minute to a
-	// week); default 86400 (24 h).
+	// CatchUpSeconds is 60 to 604800; default 86400.
 	CatchUpSeconds *int64 `json:"catch_up_seconds"`
-	// Paused, when true, makes the schedule produce no occurrences;
-	// default false.
+	// Paused stops occurrences; default false.
 	Paused *bool `json:"paused"`
-	// MaxResults and Note are the start options of its Runs, with a
-	// start's limits and defaults: 1 to admission.MaxMaxResults (default
-	// admission.DefaultMaxResults), at most admission.MaxNoteLen
-	// characters (default empty).
+	// MaxResults and Note are the start options of its Runs, with a start's
+	// limits and defaults (see admission.StartOptions).
 	MaxResults *int    `json:"max_results"`
 	Note       *string `json:"note"`
 
-	// Actor is recorded as the schedule's updated_by and on the starts
-	// it makes; empty records NULL.
+	// Actor is recorded as updated_by and on its starts; empty records NULL.
 	Actor string `json:"-"`
-	// IfMatch, when set, is a precondition on the schedule's version,
-	// judged under the row lock the change takes; a false answer, or any
-	// precondition when there is no schedule, changes nothing and returns
-	// a [*VersionMismatchError].
+	// IfMatch, when set, is a version precondition judged under the row lock;
+	// if it fails, or there is no schedule, Set returns a
+	// [*VersionMismatchError] and changes nothing.
 	IfMatch func(version int64) bool `json:"-"`
 }
 
-// settings are a SetParams with its defaults applied, as stored.
+// settings are SetParams with defaults applied, as stored.
 type settings struct {
 	interval       *int64
 	cron           *string
@@ -153,17 +136,16 @@ type settings struct {
 	options        admission.StartOptions
 }
 
-// Validate returns an error of kind errs.Invalid wrapping [ErrInvalid]
-// that names every refused field, or nil. It runs no SQL; [Store.Set]
-// also refuses, after reading the clock, a cron expression that never
+// Validate returns an error wrapping [ErrInvalid] naming every refused
+// field, or nil. [Store.Set] also refuses a cron expression that never
 // comes due again.
 func (p SetParams) Validate() error {
 	_, _, err := p.settings()
 	return err
 }
 
-// settings applies p's defaults and returns them with the cadence they
-// name (whose start is zero when p sets none).
+// settings applies p's defaults and returns the cadence (zero start when p
+// sets none).
 func (p SetParams) settings() (settings, cadence, error) {
 	var fields []errs.Field
 	bad := func(name, msg string) { fields = append(fields, errs.Field{Name: name, Message: msg}) }
@@ -197,8 +179,8 @@ func (p SetParams) settings() (settings, cadence, error) {
 	return st, c, nil
 }
 
-// withDefaults returns p's settings with the defaults of what p leaves
-// out, telling bad of a start_at out of range.
+// withDefaults applies the defaults, reporting an out-of-range start_at to
+// bad.
 func (p SetParams) withDefaults(bad func(name, msg string)) settings {
 	st := settings{interval: p.IntervalSeconds, cron: p.Cron, timeZone: DefaultTimeZone,
 		catchUpSeconds: int64(DefaultCatchUp / time.Second)}
@@ -228,8 +210,7 @@ func (p SetParams) withDefaults(bad func(name, msg string)) settings {
 	return st
 }
 
-// checkCadence tells bad when p sets no cadence, both an interval and a
-// cron expression, or one out of range.
+// checkCadence reports a missing, doubled or out-of-range cadence to bad.
 func (p SetParams) checkCadence(bad func(name, msg string)) {
 	switch {
 	case p.IntervalSeconds == nil && p.Cron == nil:
@@ -249,41 +230,34 @@ func (p SetParams) checkCadence(bad func(name, msg string)) {
 	}
 }
 
-// Store reads and writes schedules and reads their occurrences. It is
-// safe for concurrent use.
+// Store reads and writes schedules and their occurrences. It is safe for
+// concurrent use.
 type Store struct {
-	db    *pgxpool.Pool
-	clock *dbclock.Clock
-	// most is the most schedules an organization may have.
+	db      *pgxpool.Pool
+	clock   *dbclock.Clock
 	most    int
 	cursors keyset.Key
 }
 
-// DefaultMaxPerOrganization is the most schedules an organization may
-// have, unless [Store.Limit] says otherwise: each comes due at most once a
-// minute, and the drain serves organizations in turn, so one
-// organization's schedules cost the others little; the bound keeps one
-// from filling the drain's every tick.
+// DefaultMaxPerOrganization is the default schedule limit per
+// organization, so no organization fills every drain tick.
 const DefaultMaxPerOrganization = 1000
 
-// NewStore returns a store on db, at the database clock clock (nil is the
-// database's own), allowing an organization [DefaultMaxPerOrganization]
-// schedules.
+// NewStore returns a store on db at clock (nil: the database's own).
 func NewStore(db *pgxpool.Pool, clock *dbclock.Clock) *Store {
 	return &Store{db: db, clock: clock, most: DefaultMaxPerOrganization}
 }
 
-// Limit returns a store like s allowing an organization most schedules
-// (at least 1).
+// Limit returns a copy of s allowing most schedules per organization (at
+// least 1).
 func (s *Store) Limit(most int) *Store {
 	c := *s
 	c.most = max(most, 1)
 	return &c
 }
 
-// Cursors returns a copy of s whose lists sign and verify their cursors
-// with k, the database's cursor key in production; without it they use
-// the zero [keyset.Key], whose cursors no other process accepts.
+// Cursors returns a copy of s that signs its cursors with k. Without it,
+// the zero [keyset.Key] is used, which no other process accepts.
 func (s *Store) Cursors(k keyset.Key) *Store {
 	c := *s
 	c.cursors = k
@@ -293,8 +267,8 @@ func (s *Store) Cursors(k keyset.Key) *Store {
 // Clock returns the database clock the store runs at.
 func (s *Store) Clock() *dbclock.Clock { return s.clock }
 
-// Get returns the schedule of org's saved search id, whether the saved
-// search is live or archived. It returns [ErrNotFound] when there is none.
+// Get returns the schedule of org's saved search id, live or archived, or
+// [ErrNotFound].
 func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Schedule, err error) {
 	defer dberr.Annotate(&err)
 	sc, err := scanSchedule(s.db.QueryRow(ctx, scheduleGet, org, id))
@@ -304,17 +278,14 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Schedule, err er
 	return sc, nil
 }
 
-// Set sets the schedule of org's live saved search id to p, creating it
-// or replacing it whole, and returns it and whether this call created it.
-// Setting the values a schedule has already changes nothing (its version
-// and updated_at stay): it is a set, so a repeat changes nothing further.
-// A new or changed cadence, or a resume, comes due first at the first time
-// at or after the set (and after every occurrence the saved search already
-// has): nothing is back-filled.
+// Set creates or replaces the schedule of org's live saved search id and
+// reports whether it created it. Setting the current values changes
+// nothing, not even the version. A new or changed cadence, or a resume,
+// first comes due at or after now and after existing occurrences: nothing
+// is back-filled.
 //
-// Errors: an error wrapping [ErrInvalid] for fields [SetParams.Validate]
-// refuses, or a cron expression that never comes due again;
-// [ErrSavedSearchNotFound] when org has no live saved search id; a
+// Errors: an error wrapping [ErrInvalid] for bad fields or a cron
+// expression that never comes due again; [ErrSavedSearchNotFound];
 // [*VersionMismatchError] when p.IfMatch refuses.
 func (s *Store) Set(ctx context.Context, org, id uuid.UUID, p SetParams) (_ *Schedule, created bool, err error) {
 	defer dberr.Annotate(&err)
@@ -334,27 +305,22 @@ func (s *Store) Set(ctx context.Context, org, id uuid.UUID, p SetParams) (_ *Sch
 }
 
 // setHashDomain names the request hash of a keyed set; stored claims hold
-// hashes made with it.
+// it, so it must not change.
 const setHashDomain = "searchd.schedule.set.v1"
 
-// SetOnce is [Store.Set] at most once per idempotency key, claimed on
-// plane in [idempotency.ScopeScheduleSet]: the write and the claim's
-// completion are one transaction ([idempotency.Service.CreateOnce]). It
-// returns the schedule, whether this call created it, and whether the
-// answer is a replay: a repeat of the request returns the schedule the
-// key set as it is now, with replayed true.
+// SetOnce is [Store.Set] at most once per idempotency key; the write and
+// the claim's completion commit together. A repeat returns the schedule as
+// it is now, with replayed true.
 //
 // Errors: those of [Store.Set]; [ErrNotFound] for a repeat whose schedule
-// has been removed since; [idempotency.ErrKeyReused] when key was used for
-// another saved search or other fields; an [*idempotency.InFlightError]
-// while the first request with key is in flight.
+// was removed; [idempotency.ErrKeyReused] when key was used for another
+// request; an [*idempotency.InFlightError] while the first is in flight.
 func (s *Store) SetOnce(ctx context.Context, plane *idempotency.Service, org, id uuid.UUID, key string, p SetParams) (_ *Schedule, created, replayed bool, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.Validate(); err != nil {
 		return nil, false, false, err
 	}
-	// The hash covers the saved search and p's fields by their json
-	// names (Actor and IfMatch have none).
+	// Hash the saved search and p's json fields (not Actor or IfMatch).
 	hash, err := idempotency.RequestHash(setHashDomain, struct {
 		SavedSearchID uuid.UUID `json:"saved_search_id"`
 		SetParams
@@ -385,12 +351,10 @@ func (s *Store) SetOnce(ctx context.Context, plane *idempotency.Service, org, id
 	return sc, false, true, nil
 }
 
-// Pause pauses the schedule of org's saved search id and returns it: it
-// produces no occurrences until resumed, and an open occurrence it already
-// has is refused (schedule_paused) when the drain next takes it. Pausing a
-// paused schedule changes nothing. ifMatch is a precondition on the
-// version as [SetParams.IfMatch]. Errors: [ErrNotFound],
-// [ErrSavedSearchNotFound] (no live saved search), [*VersionMismatchError].
+// Pause pauses and returns the schedule; an open occurrence is refused
+// (schedule_paused) when the drain takes it. ifMatch is as
+// [SetParams.IfMatch]. Errors: [ErrNotFound], [ErrSavedSearchNotFound],
+// [*VersionMismatchError].
 func (s *Store) Pause(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (_ *Schedule, err error) {
 	defer dberr.Annotate(&err)
 	return s.change(ctx, org, id, ifMatch, func(tx pgx.Tx, cur *Schedule, _ readState) (*Schedule, error) {
@@ -401,11 +365,9 @@ func (s *Store) Pause(ctx context.Context, org, id uuid.UUID, ifMatch func(int64
 	})
 }
 
-// Resume resumes a paused schedule and returns it: it comes due next at
-// the first time at or after the resume, and nothing that fell due while
-// it was paused is back-filled. Resuming a running schedule changes
-// nothing. Errors as [Store.Pause], and an error wrapping [ErrInvalid]
-// when the cron expression never comes due again.
+// Resume resumes and returns the schedule; it next comes due at or after
+// now, without back-filling. Errors as [Store.Pause], and an error wrapping
+// [ErrInvalid] when the cron expression never comes due again.
 func (s *Store) Resume(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (_ *Schedule, err error) {
 	defer dberr.Annotate(&err)
 	return s.change(ctx, org, id, ifMatch, func(tx pgx.Tx, cur *Schedule, rs readState) (*Schedule, error) {
@@ -424,12 +386,9 @@ func (s *Store) Resume(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 	})
 }
 
-// Remove deletes the schedule of org's saved search id, live or archived:
-// it produces no more occurrences, and an open occurrence it has is
-// refused (schedule_removed) when the drain next takes it; the
-// occurrences stay, with their Runs. ifMatch is a precondition on the
-// version as [SetParams.IfMatch]. Errors: [ErrNotFound],
-// [*VersionMismatchError].
+// Remove deletes the schedule of org's saved search id, live or archived.
+// Its occurrences stay; an open one is refused (schedule_removed) when the
+// drain takes it. Errors: [ErrNotFound], [*VersionMismatchError].
 func (s *Store) Remove(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (err error) {
 	defer dberr.Annotate(&err)
 	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
@@ -447,16 +406,14 @@ func (s *Store) Remove(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 	})
 }
 
-// readState is what a change reads before it writes: the database clock
-// and the latest occurrence the saved search has, whose due time a new
-// first occurrence must come after (the natural key is taken).
+// readState is read under the lock before a change: the clock and the
+// latest occurrence, which a new first occurrence must follow.
 type readState struct {
 	now     time.Time
 	lastDue *time.Time
 }
 
-// change runs fn on the locked schedule of org's live saved search id, in
-// a transaction, after judging ifMatch.
+// change runs fn on the locked schedule in a transaction, after ifMatch.
 func (s *Store) change(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool,
 	fn func(tx pgx.Tx, cur *Schedule, rs readState) (*Schedule, error)) (*Schedule, error) {
 	var out *Schedule
@@ -480,9 +437,8 @@ func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetPa
 	if err != nil {
 		return nil, false, err
 	}
-	// Two attempts: the second follows a create another writer won between
-	// this one's lock (nothing to lock) and its insert. The second keeps
-	// the start the first settled on.
+	// A second attempt follows a create another writer won between our lock
+	// and our insert; it keeps the start the first settled on.
 	for range 2 {
 		sc, created, err := s.setOnce(ctx, tx, org, id, p, &st, &c)
 		if !errors.Is(err, errCreatedMeanwhile) {
@@ -492,14 +448,11 @@ func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetPa
 	return nil, false, errors.New("schedule: set: the schedule was created and removed under this change")
 }
 
-// errCreatedMeanwhile is setOnce's insert that found the schedule another
-// writer created since its lock.
+// errCreatedMeanwhile reports an insert that lost to another writer.
 var errCreatedMeanwhile = errors.New("schedule: created meanwhile")
 
-// setOnce is one attempt of setIn: it locks the schedule, judges p's
-// precondition, settles st's start and writes st unless it changes
-// nothing. It returns errCreatedMeanwhile when its insert lost to
-// another writer's.
+// setOnce is one attempt of setIn. It returns errCreatedMeanwhile when its
+// insert lost to another writer.
 func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams, st *settings, c *cadence) (*Schedule, bool, error) {
 	cur, rs, err := s.lock(ctx, tx, org, id, p.IfMatch, false)
 	if err != nil {
@@ -528,10 +481,9 @@ func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p Set
 	return sc, err == nil, err
 }
 
-// room returns [ErrTooMany] when org has its most schedules already. It
-// takes the organization's transaction lock first (scheduleCreateLock), so
-// two creates of one organization count one after the other and never
-// both take the last place.
+// room returns [ErrTooMany] when org is at its limit. It takes
+// scheduleCreateLock first so concurrent creates cannot both take the last
+// place.
 func (s *Store) room(ctx context.Context, tx pgx.Tx, org uuid.UUID) error {
 	if _, err := tx.Exec(ctx, scheduleCreateLock, org); err != nil {
 		return fmt.Errorf("schedule: lock the organization's creates: %w", err)
@@ -546,11 +498,10 @@ func (s *Store) room(ctx context.Context, tx pgx.Tx, org uuid.UUID) error {
 	return nil
 }
 
-// lock locks the schedule of org's saved search id (nil when there is
-// none; [ErrNotFound] when required), reads the [readState] under the
-// lock, so that no plan of this schedule can write an occurrence between
-// the read and the change ([ErrSavedSearchNotFound] when the saved search
-// is not live), and judges ifMatch.
+// lock locks the schedule (nil if none; [ErrNotFound] when required),
+// reads the [readState] under the lock so no plan writes an occurrence in
+// between ([ErrSavedSearchNotFound] unless the saved search is live), and
+// judges ifMatch.
 func (s *Store) lock(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, ifMatch func(int64) bool, required bool) (*Schedule, readState, error) {
 	cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
 	if err != nil && (required || !errors.Is(err, pgx.ErrNoRows)) {
@@ -567,8 +518,8 @@ func (s *Store) lock(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, ifMatch 
 	return cur, rs, precondition(cur, ifMatch)
 }
 
-// precondition judges ifMatch (nil: none) against cur, the schedule as
-// locked (nil: none, which no version matches).
+// precondition judges ifMatch (nil: none) against cur (nil matches no
+// version).
 func precondition(cur *Schedule, ifMatch func(version int64) bool) error {
 	switch {
 	case ifMatch == nil:
@@ -581,10 +532,8 @@ func precondition(cur *Schedule, ifMatch func(version int64) bool) error {
 	return nil
 }
 
-// settleStart gives st a start when it sets none: cur's, or for a new
-// schedule the set's time now, rounded up to the second, so a new
-// interval schedule comes due first at once (at the next tick), not an
-// interval later.
+// settleStart defaults st's start to cur's, or for a new schedule to now
+// rounded up, so a new interval schedule comes due at once.
 func settleStart(st *settings, cur *Schedule, now time.Time) {
 	switch {
 	case st.startAt != nil:
@@ -599,9 +548,8 @@ func settleStart(st *settings, cur *Schedule, now time.Time) {
 	}
 }
 
-// nextDue is when st's cadence c next comes due as cur becomes st: none
-// while paused; cur's next occurrence when the cadence stays the same;
-// else its first (firstDue).
+// nextDue is when c next comes due as cur becomes st: nil while paused,
+// cur's next when the cadence is unchanged, else firstDue.
 func nextDue(c cadence, st settings, cur *Schedule, rs readState) (*time.Time, error) {
 	switch {
 	case st.paused:
@@ -616,9 +564,8 @@ func nextDue(c cadence, st settings, cur *Schedule, rs readState) (*time.Time, e
 	return &at, nil
 }
 
-// firstDue is the first time a new, changed or resumed cadence comes due:
-// at or after the clock, and after the latest occurrence the saved search
-// has, so the natural key of the first is free.
+// firstDue is the first due time of a new, changed or resumed cadence: at
+// or after the clock and after the latest occurrence.
 func firstDue(c cadence, rs readState) (time.Time, error) {
 	at, ok := c.atOrAfter(rs.now)
 	if ok && rs.lastDue != nil && !at.After(*rs.lastDue) {
@@ -633,14 +580,14 @@ func firstDue(c cadence, rs readState) (time.Time, error) {
 	return at, nil
 }
 
-// settingsOf returns the stored settings of cur, paused as given.
+// settingsOf returns cur's stored settings with paused.
 func settingsOf(cur *Schedule, paused bool) settings {
 	return settings{interval: cur.IntervalSeconds, cron: cur.Cron, timeZone: cur.TimeZone, startAt: &cur.StartAt,
 		catchUpSeconds: cur.CatchUpSeconds, paused: paused,
 		options: admission.StartOptions{MaxResults: cur.MaxResults, Note: cur.Note}}
 }
 
-// sameCadence reports whether st names the times cur names.
+// sameCadence reports whether st names the same times as cur.
 func sameCadence(cur *Schedule, st settings) bool {
 	return eqPtr(cur.IntervalSeconds, st.interval) && eqPtr(cur.Cron, st.cron) && cur.TimeZone == st.timeZone &&
 		cur.StartAt.Equal(*st.startAt)
@@ -656,9 +603,8 @@ func eqPtr[T comparable](a, b *T) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
-// write runs query (scheduleInsert or scheduleUpdate) for the schedule cur
-// names with st and next, and returns the schedule written. actor, when
-// set, is the new updated_by (empty: NULL); nil keeps updated_by.
+// write runs scheduleInsert or scheduleUpdate and returns the schedule.
+// A non-nil actor sets updated_by (empty: NULL); nil keeps it.
 func (s *Store) write(ctx context.Context, tx pgx.Tx, query string, cur *Schedule, st settings, next *time.Time, actor *string) (*Schedule, error) {
 	args := pgx.NamedArgs{
 		"org": cur.OrganizationID, "id": cur.SavedSearchID, "interval": st.interval, "cron": st.cron,

@@ -14,14 +14,10 @@ import (
 	"github.com/searchd/searchd/savedsearch"
 )
 
-// The audit reads of snapshots: the console's. A snapshot may hold a
-// megabyte of baseline (more, stored before the limits existed), so
-// these never read it whole: a snapshot is read without its baseline
-// items ([Store.Header]), its items a page at a time
-// ([Store.BaselineItems]), and two snapshots' baselines are compared in
-// the database, which answers the counts and a page of each side
-// ([Store.DiffBaselines]). Each answer is bounded in size whatever the
-// rows hold.
+// The console's audit reads. A snapshot may hold a megabyte of baseline, so
+// these never read it whole: [Store.Header] omits the items,
+// [Store.BaselineItems] pages them, and [Store.DiffBaselines] compares two
+// baselines in the database. Every answer is bounded in size.
 
 // Header is a snapshot without its baseline items.
 type Header struct {
@@ -30,30 +26,28 @@ type Header struct {
 	SavedSearchID      uuid.UUID
 	SavedSearchVersion int64
 	SavedSearchName    string
-	// Brief is the whole brief when BriefBytes is at most
-	// savedsearch.AuditBriefBytes, else its query alone: see BriefCut.
+	// Brief is the whole brief, or only its query when over
+	// savedsearch.AuditBriefBytes; see BriefCut.
 	Brief savedsearch.Brief
 	// BriefBytes is the stored brief's size as JSON text.
 	BriefBytes int64
-	// BaselineItems counts the baseline's items; BaselineCursor is its
-	// cursor, cut to savedsearch.MaxCursorBytes.
+	// BaselineItems counts the baseline's items; BaselineCursor is cut to
+	// savedsearch.MaxCursorBytes.
 	BaselineItems  int64
 	BaselineCursor *string
 	ContentHash    string
 	// CreatedBy is the actor that started the freeze; nil when unknown.
 	CreatedBy *string
-	// Origin says who started the freeze: [OriginAPI] or [OriginSchedule].
+	// Origin is [OriginAPI] or [OriginSchedule].
 	Origin    string
 	CreatedAt time.Time
 }
 
-// BriefCut reports whether Brief holds the query alone, the stored brief
-// being over savedsearch.AuditBriefBytes.
+// BriefCut reports whether Brief holds only the query.
 func (h *Header) BriefCut() bool { return h.BriefBytes > savedsearch.AuditBriefBytes }
 
-// Header returns snapshot id of org without its baseline items. It
-// returns [ErrNotFound] when org has no such snapshot, including another
-// organization's.
+// Header returns snapshot id of org without its baseline items, or
+// [ErrNotFound].
 func (s *Store) Header(ctx context.Context, org, id uuid.UUID) (_ *Header, err error) {
 	defer dberr.Annotate(&err)
 	var (
@@ -72,11 +66,10 @@ func (s *Store) Header(ctx context.Context, org, id uuid.UUID) (_ *Header, err e
 	return &h, nil
 }
 
-// BaselineItems returns a page of the baseline items of org's snapshot id:
-// at most limit (1 to MaxListLimit) items after the first after, in their
-// order, each cut to savedsearch.MaxItemLen characters (a longer one,
-// stored before the limit, ends in "…"), and the position to continue
-// after, 0 on the last page. A snapshot org does not have has no items.
+// BaselineItems returns up to limit (1 to MaxListLimit) baseline items of
+// org's snapshot id after position after, each cut to
+// savedsearch.MaxItemLen (older longer ones end in "…"), and the next
+// position, 0 on the last page. An unknown snapshot has no items.
 func (s *Store) BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) (_ []string, next int64, err error) {
 	defer dberr.Annotate(&err)
 	after, limit = max(after, 0), max(1, min(limit, MaxListLimit))
@@ -93,34 +86,28 @@ func (s *Store) BaselineItems(ctx context.Context, org, id uuid.UUID, after int6
 
 // DiffParams are the inputs of [Store.DiffBaselines].
 type DiffParams struct {
-	// AddedAfter and RemovedAfter are the positions (in the newer and the
-	// older baseline) after which each side's page starts: 0 for the
-	// first page, else the Next a previous diff returned.
+	// AddedAfter and RemovedAfter are where each side's page starts: 0, or
+	// the Next of a previous diff.
 	AddedAfter, RemovedAfter int64
 	// Limit is each side's page size, 1 to MaxListLimit.
 	Limit int
 }
 
-// BaselineDiff is what changed from one snapshot's baseline items to
-// another's: how many were added, removed and kept, and a page of the
-// added and of the removed ones.
+// BaselineDiff counts the items added, removed and kept between two
+// baselines, with a page of each side.
 type BaselineDiff struct {
-	// Added are items of the newer baseline that the older lacks, in the
-	// newer's order; Removed are the older's items that the newer lacks,
-	// in the older's order. Each is cut as [Store.BaselineItems] cuts.
+	// Added are the newer's items the older lacks, in the newer's order;
+	// Removed the reverse. Items are cut as in [Store.BaselineItems].
 	Added, Removed []string
-	// AddedNext and RemovedNext are the positions to continue after; 0
-	// on a side's last page.
+	// AddedNext and RemovedNext are where to continue; 0 on the last page.
 	AddedNext, RemovedNext int64
-	// AddedCount, RemovedCount and KeptCount count every added, removed
-	// and kept item (an item of the newer that the older has too).
+	// AddedCount, RemovedCount and KeptCount count all items of each kind.
 	AddedCount, RemovedCount, KeptCount int64
 }
 
-// DiffBaselines compares the baseline items of org's snapshots older and
-// newer in the database and returns the counts and a page of each side.
-// A snapshot org does not have has no items: read both with
-// [Store.Header] first.
+// DiffBaselines compares the baselines of org's snapshots older and newer
+// and returns the counts and a page of each side. An unknown snapshot has
+// no items, so check both with [Store.Header] first.
 func (s *Store) DiffBaselines(ctx context.Context, org, older, newer uuid.UUID, p DiffParams) (_ *BaselineDiff, err error) {
 	defer dberr.Annotate(&err)
 	limit := max(1, min(p.Limit, MaxListLimit))
@@ -140,8 +127,7 @@ func (s *Store) DiffBaselines(ctx context.Context, org, older, newer uuid.UUID, 
 		lastAdded, lastRemoved int64
 	)
 	_, err = pgx.ForEachRow(rows, []any{&added, &pos, &item}, func() error {
-		// One row more than a side's page says that it goes on, after
-		// the page's last.
+		// One extra row means the side has another page.
 		switch {
 		case added && len(d.Added) == limit:
 			d.AddedNext = lastAdded

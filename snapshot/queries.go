@@ -1,13 +1,10 @@
 package snapshot
 
-// The SQL of snapshots, in one place. Time comes from the database.
+// Time comes from the database.
 
-// savedSearchFreezeRead reads what a freeze copies: the live saved search's
-// name, brief and version and its baseline, joined in ONE statement so they
-// come from one MVCC snapshot and cannot mix two versions, and the database
-// clock, which stamps the snapshot. In a transaction now() is its start and
-// does not move, so the snapshot's created_at is known before its insert is
-// sent, and the claim that stores the snapshot can be queued beside it.
+// savedSearchFreezeRead reads the live saved search, its baseline and the
+// clock in one statement, so they come from one MVCC snapshot. now() is the
+// transaction's start, so created_at is known before the insert is sent.
 // $1 org, $2 id.
 const savedSearchFreezeRead = `
 SELECT s.name, s.brief, s.version, b.items, b.cursor, now()
@@ -15,9 +12,8 @@ FROM agent.saved_searches s
 JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 
-// snapshotInsert writes a snapshot. Its parameters are named
-// (pgx.StrictNamedArgs); created_at is the clock savedSearchFreezeRead read,
-// claim_id the claim the snapshot answers (NULL for none).
+// snapshotInsert writes a snapshot; created_at is the freeze read's clock,
+// claim_id the claim it answers (NULL for none). Named parameters.
 const snapshotInsert = `
 INSERT INTO agent.saved_search_snapshots
 	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
@@ -35,11 +31,9 @@ SELECT ` + snapshotColumns + `
 FROM agent.saved_search_snapshots sn
 WHERE sn.organization_id = $1 AND sn.id = $2`
 
-// snapshotListBySavedSearch reads a page of a saved search's snapshot
-// summaries, newest first, after the position ($3 created_at, $4 id; NULLs
-// mean before every row), by the (organization_id, saved_search_id,
-// created_at DESC, id DESC) index. It reads the stored sizes, never the
-// brief or the baseline. $1 org, $2 saved_search_id, $5 limit.
+// snapshotListBySavedSearch reads a saved search's snapshot summaries,
+// newest first, after ($3 created_at, $4 id; NULLs for the start): sizes
+// only. $1 org, $2 saved_search_id, $5 limit.
 const snapshotListBySavedSearch = `
 SELECT sn.id, sn.saved_search_id, sn.saved_search_version, sn.content_hash, sn.created_by, sn.origin,
 	sn.created_at, sn.brief_bytes, sn.baseline_bytes, sn.baseline_items
@@ -51,14 +45,14 @@ ORDER BY sn.created_at DESC, sn.id DESC
 LIMIT $5`
 
 // savedSearchKnown reports whether org has the saved search, archived or
-// not: the audit trail outlives the archive. $1 org, $2 id.
+// not. $1 org, $2 id.
 const savedSearchKnown = `
 SELECT EXISTS (
 	SELECT 1 FROM agent.saved_searches s WHERE s.organization_id = $1 AND s.id = $2)`
 
-// snapshotAuditHeader reads a snapshot without its baseline items: the
-// brief whole when its stored size is at most $3 and else its query alone,
-// the baseline's item count and cut cursor. $1 org, $2 id.
+// snapshotAuditHeader reads a snapshot without its items: the brief whole
+// if at most $3 bytes (else its query), the item count and cut cursor.
+// $1 org, $2 id.
 const snapshotAuditHeader = `
 SELECT sn.id, sn.organization_id, sn.saved_search_id, sn.saved_search_version, sn.saved_search_name,
 	CASE WHEN sn.brief_bytes <= $3 THEN sn.brief
@@ -68,12 +62,11 @@ SELECT sn.id, sn.organization_id, sn.saved_search_id, sn.saved_search_version, s
 FROM agent.saved_search_snapshots sn
 WHERE sn.organization_id = $1 AND sn.id = $2`
 
-// auditItem is a baseline item as the audit shows it: cut to MaxItemLen
-// (200) characters, a longer one ending in "…".
+// auditItem cuts a baseline item to MaxItemLen (200), ending in "…".
 const auditItem = `CASE WHEN char_length(x.item) > 200 THEN left(x.item, 200) || '…' ELSE x.item END`
 
-// snapshotAuditItems reads a page of a snapshot's baseline items by their
-// position, after $3, at most $4. $1 org, $2 id.
+// snapshotAuditItems reads baseline items after position $3, at most $4.
+// $1 org, $2 id.
 const snapshotAuditItems = `
 SELECT ` + auditItem + `
 FROM agent.saved_search_snapshots sn, jsonb_array_elements_text(sn.baseline -> 'items') WITH ORDINALITY x(item, pos)
@@ -81,8 +74,8 @@ WHERE sn.organization_id = $1 AND sn.id = $2 AND x.pos > $3
 ORDER BY x.pos
 LIMIT $4`
 
-// snapshotAuditSides are the baseline items of the older ($2) and the
-// newer ($3) snapshot of org $1, with their positions.
+// snapshotAuditSides are the items and positions of the older ($2) and
+// newer ($3) snapshot of org $1.
 const snapshotAuditSides = `
 WITH o AS (
 	SELECT x.item, x.pos
@@ -94,17 +87,15 @@ WITH o AS (
 	WHERE sn.organization_id = $1 AND sn.id = $3
 )`
 
-// snapshotAuditDiffCounts counts the items added (in the newer, not the
-// older), kept (in both) and removed (in the older, not the newer).
+// snapshotAuditDiffCounts counts the items added, kept and removed.
 const snapshotAuditDiffCounts = snapshotAuditSides + `
 SELECT
 	(SELECT count(*) FROM n WHERE NOT EXISTS (SELECT FROM o WHERE o.item = n.item)),
 	(SELECT count(*) FROM n WHERE EXISTS (SELECT FROM o WHERE o.item = n.item)),
 	(SELECT count(*) FROM o WHERE NOT EXISTS (SELECT FROM n WHERE n.item = o.item))`
 
-// snapshotAuditDiffPage reads a page of the added items after position
-// $4 and of the removed ones after $5, at most $6 each, by position:
-// (true, position, item) for an added one, false for a removed one.
+// snapshotAuditDiffPage reads added items after $4 and removed ones after
+// $5, at most $6 each: (true, position, item) for added, false for removed.
 const snapshotAuditDiffPage = snapshotAuditSides + `
 (SELECT true, x.pos, ` + auditItem + ` FROM n x
 	WHERE x.pos > $4 AND NOT EXISTS (SELECT FROM o WHERE o.item = x.item) ORDER BY x.pos LIMIT $6)

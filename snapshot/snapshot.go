@@ -25,15 +25,13 @@ import (
 	"github.com/searchd/searchd/savedsearch"
 )
 
-// The errors of this package carry the kinds of package errs, as its
-// package doc says of every domain package.
+// Errors carry the kinds of package errs.
 var (
-	// ErrNotFound reports a snapshot, or a saved search to freeze or list,
-	// that does not exist in the organization. [Freeze] also answers it
-	// for an archived saved search.
+	// ErrNotFound reports a snapshot or saved search the organization does
+	// not have; [Freeze] also answers it for an archived saved search.
 	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "snapshot: not found", Detail: "no such snapshot in your organization"}
 	// ErrSavedSearchNotFound is the [ErrNotFound] of a list whose saved
-	// search is what the organization does not have.
+	// search the organization does not have.
 	ErrSavedSearchNotFound = &errs.Error{Kind: errs.NotFound, Message: "snapshot: saved search not found",
 		Detail: "no such saved search in your organization", Err: ErrNotFound}
 	// ErrInvalidCursor reports a list cursor this package did not write.
@@ -42,9 +40,9 @@ var (
 
 // Origins of a snapshot: who started the freeze.
 const (
-	// OriginAPI is a start a client asked for.
+	// OriginAPI is a client's start.
 	OriginAPI = "api"
-	// OriginSchedule is a start the drain of a schedule made.
+	// OriginSchedule is a schedule drain's start.
 	OriginSchedule = "schedule"
 )
 
@@ -56,18 +54,15 @@ const (
 
 // ListParams are the inputs of [Store.ListBySavedSearch].
 type ListParams struct {
-	// Limit is the page size: 1 to MaxListLimit; zero or less means
-	// DefaultListLimit, more means MaxListLimit.
+	// Limit is the page size, capped at MaxListLimit; zero or less means
+	// DefaultListLimit.
 	Limit int
-	// Cursor is the next cursor a previous page returned; empty for the
-	// first page.
+	// Cursor is the previous page's next cursor; empty for the first page.
 	Cursor string
 }
 
-// ListItem is a snapshot as its saved search's audit trail lists it: what
-// identifies it and how large it is, without the brief and the baseline
-// (GET /v1/snapshots/{id} has those). Every field is bounded, so a page of
-// MaxListLimit items is too, whatever the snapshots hold.
+// ListItem is a snapshot in a list: bounded fields only, without brief and
+// baseline.
 type ListItem struct {
 	ID                 uuid.UUID `json:"id"`
 	SavedSearchID      uuid.UUID `json:"saved_search_id"`
@@ -75,11 +70,11 @@ type ListItem struct {
 	ContentHash        string    `json:"content_hash"`
 	// CreatedBy is the actor that started the freeze; nil when unknown.
 	CreatedBy *string `json:"created_by"`
-	// Origin says who started the freeze: [OriginAPI] or [OriginSchedule].
+	// Origin is [OriginAPI] or [OriginSchedule].
 	Origin    string    `json:"origin"`
 	CreatedAt time.Time `json:"created_at"`
-	// BriefBytes and BaselineBytes are the sizes of the stored brief and
-	// baseline as JSON text; BaselineItems counts the baseline's items.
+	// BriefBytes and BaselineBytes are the stored sizes as JSON text;
+	// BaselineItems counts the baseline's items.
 	BriefBytes    int64 `json:"brief_bytes"`
 	BaselineBytes int64 `json:"baseline_bytes"`
 	BaselineItems int64 `json:"baseline_items"`
@@ -90,27 +85,24 @@ type Snapshot struct {
 	ID             uuid.UUID `json:"id"`
 	OrganizationID uuid.UUID `json:"organization_id"`
 	SavedSearchID  uuid.UUID `json:"saved_search_id"`
-	// SavedSearchVersion is the version of the saved search the brief and
-	// the baseline were both copied at.
+	// SavedSearchVersion is the version both brief and baseline were copied
+	// at.
 	SavedSearchVersion int64 `json:"saved_search_version"`
-	// SavedSearchName is the saved search's name at the freeze; it names
-	// the Run. It is stored but not part of the snapshot's JSON.
+	// SavedSearchName is the name at the freeze, which names the Run; not in
+	// the JSON.
 	SavedSearchName string               `json:"-"`
 	Brief           savedsearch.Brief    `json:"brief"`
 	Baseline        savedsearch.Baseline `json:"baseline"`
-	// ContentHash is [ContentHash] of Brief and Baseline: equal content,
-	// equal hash, whatever the version.
+	// ContentHash is [ContentHash] of Brief and Baseline, independent of the
+	// version.
 	ContentHash string `json:"content_hash"`
 	// CreatedBy is the actor that started the freeze; nil when unknown.
 	CreatedBy *string `json:"created_by"`
-	// Origin says who started the freeze: [OriginAPI] (a client's start)
-	// or [OriginSchedule] (the drain of the saved search's schedule, for
-	// the actor who set it).
+	// Origin is [OriginAPI] or [OriginSchedule].
 	Origin    string    `json:"origin"`
 	CreatedAt time.Time `json:"created_at"`
 
-	// rawBrief and rawBaseline are the stored JSON of a snapshot a freeze
-	// made, set by [Read.Snapshot].
+	// rawBrief and rawBaseline are the stored JSON, set by [Read.Snapshot].
 	rawBrief, rawBaseline []byte
 }
 
@@ -226,32 +218,22 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})...)
 }
 
-// DBTX is what the SQL-running functions need: a pgx.Tx, a *pgxpool.Pool or
-// a *pgx.Conn.
+// DBTX is a pgx.Tx, *pgxpool.Pool or *pgx.Conn.
 type DBTX interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Freeze copies the live saved search savedSearchID of org into a new
-// snapshot, on tx, and returns it. actor is recorded as created_by (empty
-// records NULL).
+// Freeze copies org's live saved search savedSearchID into a new snapshot
+// on tx and returns it; actor is recorded as created_by (empty: NULL), and
+// claim (uuid.Nil for none) is the claim the snapshot answers. The copy is
+// one statement, so it is consistent at any isolation level. Pass the
+// transaction that completes the claim, so both commit together.
 //
-// The brief, the baseline and the version are read in one statement, so
-// the snapshot is one consistent picture whatever tx's isolation level, and
-// tx may even be a pool. Pass the transaction that also completes the
-// surface claim, so the snapshot exists exactly when the claim says so.
-//
-// It returns [ErrNotFound] when org has no live saved search savedSearchID
-// (absent, archived, or another organization's); the transaction is then
-// still usable. Other errors come from the database.
-//
-// claim is the id of the claim the snapshot answers (uuid.Nil for none):
-// the sweeper finds the claim by it (see [QueueInsert]).
-//
-// Freeze costs two round trips; [QueueRead] and [QueueInsert] are the same
-// two statements for a caller that pipelines them with its own.
+// It returns [ErrNotFound] when org has no live saved search savedSearchID;
+// tx stays usable. [QueueRead] and [QueueInsert] are the same two
+// statements for callers that pipeline.
 func Freeze(ctx context.Context, tx DBTX, org, savedSearchID uuid.UUID, actor string, claim uuid.UUID) (*Snapshot, error) {
 	r := newRead(org, savedSearchID, actor, OriginAPI)
 	if err := r.scan(tx.QueryRow(ctx, savedSearchFreezeRead, org, savedSearchID)); err != nil {
@@ -271,9 +253,8 @@ func Freeze(ctx context.Context, tx DBTX, org, savedSearchID uuid.UUID, actor st
 	return snap, nil
 }
 
-// Read is the first half of a freeze queued on a batch: the copy of a saved
-// search, not yet stored. [Read.Snapshot] answers once the batch's results
-// are closed.
+// Read is a queued freeze read. [Read.Snapshot] answers once the batch's
+// results are closed.
 type Read struct {
 	snap  Snapshot
 	brief []byte
@@ -289,13 +270,10 @@ func newRead(org, savedSearchID uuid.UUID, actor, origin string) *Read {
 	return r
 }
 
-// QueueRead queues on b the read of [Freeze]: the live saved search
-// savedSearchID of org with its baseline and the database clock, in one
-// statement. Queue it in the transaction that will store the snapshot
-// (after [pgx.Batch.BeginTx], or on the transaction), then queue the
-// insert with [QueueInsert] in the next batch. actor is recorded as
-// created_by (empty records NULL), and origin ([OriginAPI] or
-// [OriginSchedule]; empty is OriginAPI) as the freeze's origin.
+// QueueRead queues [Freeze]'s read on b, inside the transaction that will
+// store the snapshot; queue [QueueInsert] in the next batch. actor is
+// recorded as created_by (empty: NULL); origin is [OriginAPI] (the
+// default) or [OriginSchedule].
 func QueueRead(b *pgx.Batch, org, savedSearchID uuid.UUID, actor, origin string) *Read {
 	if origin == "" {
 		origin = OriginAPI
@@ -311,7 +289,7 @@ func QueueRead(b *pgx.Batch, org, savedSearchID uuid.UUID, actor, origin string)
 	return r
 }
 
-// scan reads the freeze read's row into r; a missing row is ErrNotFound.
+// scan scans the freeze read's row; no row is ErrNotFound.
 func (r *Read) scan(row pgx.Row) error {
 	r.done = true
 	err := row.Scan(&r.snap.SavedSearchName, &r.brief, &r.snap.SavedSearchVersion,
@@ -322,10 +300,9 @@ func (r *Read) scan(row pgx.Row) error {
 	return r.err
 }
 
-// Snapshot returns the snapshot the read copied, with its id, content hash
-// and created_at (the database clock of the read) set, not yet stored. It
-// returns [ErrNotFound] when org had no live saved search savedSearchID,
-// and an error when the read did not run or failed.
+// Snapshot returns the copied snapshot, not yet stored, with its id,
+// content hash and created_at set. It returns [ErrNotFound] when there was
+// no live saved search, or an error when the read failed.
 func (r *Read) Snapshot() (*Snapshot, error) {
 	switch {
 	case !r.done:
@@ -353,12 +330,10 @@ func (r *Read) Snapshot() (*Snapshot, error) {
 	return &snap, nil
 }
 
-// QueueInsert queues on b the insert that stores snap, a snapshot
-// [Read.Snapshot] returned: the second half of [Freeze]. claim is the id
-// of the claim whose completion, in the same transaction, names the
-// snapshot (uuid.Nil for none): stored with it, it lets the sweeper ask
-// whether that claim is still retained by its primary key. The batch's
-// results return an error when the insert fails.
+// QueueInsert queues the insert of snap, from [Read.Snapshot], on b. claim
+// (uuid.Nil for none) is the claim completed in the same transaction; the
+// sweeper uses it to check the claim's retention. Insert errors surface in
+// the batch's results.
 func QueueInsert(b *pgx.Batch, snap *Snapshot, claim uuid.UUID) {
 	b.Queue(snapshotInsert, snap.insertArgs(claim)).Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() != 1 {
@@ -386,17 +361,15 @@ type Store struct {
 // NewStore returns a store on db.
 func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
 
-// Cursors returns a copy of s whose lists sign and verify their cursors
-// with k, the database's cursor key in production; without it they use
-// the zero [keyset.Key], whose cursors no other process accepts.
+// Cursors returns a copy of s that signs its cursors with k. Without it,
+// the zero [keyset.Key] is used, which no other process accepts.
 func (s *Store) Cursors(k keyset.Key) *Store {
 	c := *s
 	c.cursors = k
 	return &c
 }
 
-// Get returns snapshot id of org. It returns [ErrNotFound] when org has no
-// such snapshot, including another organization's.
+// Get returns snapshot id of org, or [ErrNotFound].
 func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Snapshot, err error) {
 	defer dberr.Annotate(&err)
 	snap, err := scanSnapshot(s.db.QueryRow(ctx, snapshotGet, org, id))
@@ -407,11 +380,9 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Snapshot, err er
 }
 
 // ListBySavedSearch returns a page of the snapshots of org's saved search
-// savedSearchID, newest first, as [ListItem] summaries (the audit trail of
-// its starts), and the cursor of the next page ("" after the last). It
-// works for an archived saved search too. It returns
-// [ErrSavedSearchNotFound] (an [ErrNotFound]) when org has no such saved search, archived or not, [ErrInvalidCursor] for a
-// cursor it did not write, and an empty page when there are no snapshots.
+// savedSearchID (archived too), newest first, and the next cursor (""
+// after the last). It returns [ErrSavedSearchNotFound] when org has no
+// such saved search and [ErrInvalidCursor] for a foreign cursor.
 func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID, p ListParams) (_ []ListItem, _ string, err error) {
 	defer dberr.Annotate(&err)
 	q, err := s.cursors.Read(keyset.List{Name: "snapshot.list", Org: org, Parent: savedSearchID},

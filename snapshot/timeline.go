@@ -13,8 +13,8 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// TimelineEntry is one snapshot of a saved search's timeline: what names
-// it, without the brief and baseline it froze.
+// TimelineEntry is one snapshot of a saved search's timeline, without its
+// brief and baseline.
 type TimelineEntry struct {
 	ID                 uuid.UUID
 	SavedSearchID      uuid.UUID
@@ -23,7 +23,7 @@ type TimelineEntry struct {
 	ContentHash        string
 	// BaselineItems is how many baseline items it froze.
 	BaselineItems int
-	// CreatedBy is the actor of the start that froze it; nil when unknown.
+	// CreatedBy is the starting actor; nil when unknown.
 	CreatedBy *string
 	// Origin is OriginAPI or OriginSchedule.
 	Origin    string
@@ -32,25 +32,22 @@ type TimelineEntry struct {
 	Runs int64
 }
 
-// TimelineParams are the inputs of [Store.Timeline]; zero filters match
-// every snapshot.
+// TimelineParams filter [Store.Timeline]; zero values match all.
 type TimelineParams struct {
-	// Actor keeps the snapshots a start by this actor froze.
+	// Actor keeps the snapshots this actor's starts froze.
 	Actor string
-	// From and To keep the snapshots created at or after From and before
-	// To.
+	// From and To bound created_at: at or after From, before To.
 	From, To time.Time
 	// Limit is the page size, 1 to 200; zero or less is 50.
 	Limit int
-	// Cursor is the next cursor of the previous page; "" for the first.
+	// Cursor is the previous page's next cursor; "" for the first.
 	Cursor string
 }
 
 // Timeline returns a page of the snapshots of org's saved search
-// savedSearchID, archived or not, newest first, each with the number of
-// Runs admitted on it, and the cursor of the next page ("" after the
-// last). It returns [ErrNotFound] when org has no such saved search and
-// [ErrInvalidCursor] for a cursor it did not write.
+// savedSearchID, archived or not, newest first, with their Run counts, and
+// the next cursor ("" after the last). It returns [ErrNotFound] when org
+// has no such saved search and [ErrInvalidCursor] for a foreign cursor.
 func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p TimelineParams) (_ []TimelineEntry, _ string, err error) {
 	defer dberr.Annotate(&err)
 	q, err := s.cursors.Read(keyset.List{Name: "snapshot.timeline", Org: org, Parent: savedSearchID}, p.Cursor, p.Limit, 50, 200)
@@ -69,12 +66,10 @@ func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p Ti
 		snapshotTimeline, org, savedSearchID, q.At, q.ID, q.Limit+1, sqlarg.Null(p.Actor), sqlarg.Null(p.From), sqlarg.Null(p.To))
 }
 
-// snapshotTimeline reads a page of a saved search's snapshots, newest
-// first, after ($3 created_at, $4 id), with the Runs admitted on each
-// (counted by runs_snapshot_idx). The count names the organization ($1)
-// itself, not only through the snapshot: a cluster then routes the whole
-// statement to the organization's shard group. $1 org, $2
-// saved_search_id, $5 limit, $6 actor, $7 from, $8 to: NULL for none.
+// snapshotTimeline reads a saved search's snapshots newest first with
+// their Run counts. The count names the organization itself so Citus routes
+// the whole statement to one shard group. $1 org, $2 saved_search_id,
+// $3 created_at, $4 id (the cursor), $5 limit, $6 actor, $7 from, $8 to.
 const snapshotTimeline = `
 SELECT sn.id, sn.saved_search_id, sn.saved_search_version, sn.saved_search_name, sn.content_hash,
 	coalesce(jsonb_array_length(sn.baseline -> 'items'), 0), sn.created_by, sn.origin, sn.created_at,

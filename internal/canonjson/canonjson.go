@@ -1,11 +1,8 @@
-// Package canonjson writes JSON in one canonical form, so that two documents
-// that mean the same thing hash the same: object keys sorted by their UTF-8
-// bytes, no insignificant white space, strings escaped by encoding/json's
-// rules but without HTML escaping, and numbers kept exactly as written.
-//
-// Numbers are not reinterpreted: 1 and 1.0 stay different. Rounding them
-// through float64 would make two large integers that differ hash the same,
-// and a request hash that merges different requests is the worse mistake.
+// Package canonjson writes JSON in one canonical form so that equal
+// documents hash the same: keys sorted by UTF-8 bytes, no white space,
+// encoding/json's string escaping without HTML escaping, and numbers exactly
+// as written (1 and 1.0 differ; rounding through float64 could make
+// different requests hash the same).
 package canonjson
 
 import (
@@ -16,9 +13,8 @@ import (
 	"io"
 )
 
-// Canonicalize returns the canonical form of the single JSON value raw. It
-// returns an error when raw is not exactly one valid JSON value (white space
-// around it is allowed).
+// Canonicalize returns the canonical form of the single JSON value raw, or
+// an error if raw is not exactly one valid value.
 func Canonicalize(raw []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -41,8 +37,8 @@ func Marshal(v any) ([]byte, error) {
 	return Canonicalize(raw)
 }
 
-// encode writes a value decoded with UseNumber: encoding/json already sorts
-// map keys and writes no white space; only HTML escaping must be turned off.
+// encode writes a UseNumber-decoded value; encoding/json already sorts map
+// keys and adds no white space.
 func encode(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -1,61 +1,28 @@
-// Package fairq is searchd's admission control: one work-conserving fair
-// queue per process in front of the database, through which every door
-// passes (the /v1 API, the console's pages and actions, provider
-// callbacks). Kubernetes API Priority and Fairness is the model: flows,
-// seats, bounded queues and fair dispatch, here with one priority level.
+// Package fairq is a per-process fair queue of seats in front of the
+// database, shared by the API, the console and provider callbacks. It is
+// modelled on Kubernetes API Priority and Fairness with one priority level.
+// See docs/admission-control.md.
 //
-// The contract:
-//
-//   - Capacity is a number of seats ([Config.Seats]), sized to what the
-//     database pool can serve. A request holds its seats from a
-//     successful [Queue.Acquire] until [Seat.Release]: one, or as many as
-//     its width when the caller knows it to be heavier (a list of
-//     hundreds of rows), as Priority and Fairness counts a large list.
-//   - Charged for its cost (issue 36): a request that turns out to have
-//     cost more seats than it took ([Seat.Charge], told before the
-//     release: the bytes it read and rendered, say) leaves the excess to
-//     its flow as a debt, which the flow's next requests pay by taking
-//     that many seats more (up to [MaxWidth]) while the flow is being
-//     served. A flow of costly requests thus takes the seats its work is
-//     worth after its first few, whatever width its caller guessed.
-//   - Wide requests (more than one seat) together hold at most a share
-//     of the seats ([Config.WideSeats], by default half), so however many
-//     a flow sends, the rest stays for narrow requests: a light request of another flow
-//     runs beside at most that share of heavy work, and waits for no
-//     heavy request to end. A wide request that waits only for that
-//     share does not hold up the narrow requests behind it in the round
-//     (narrow requests never take the share, so it is not starved).
-//   - Work-conserving: while nobody waits and the seats a request needs
-//     are free, Acquire seats it at once, whoever sends it, so one flow
-//     alone may hold every seat.
-//   - Fair: when the seats are taken, a request waits in its flow's FIFO
-//     queue ([Flow]: an organization, an operator, a provider), and seats
-//     that free go to the oldest request of the next flow in turn, once
-//     there are as many free as it needs: round robin over the flows that
-//     have requests waiting, a flow that begins to wait joining the end of
-//     the round. A request therefore waits for at most one request per
-//     flow waiting ahead of it in the round (and then for those ahead of
-//     it in its own flow's queue), however many requests those flows have
-//     queued. Nobody overtakes the request whose turn it is, so a wide
-//     request is never starved by narrow ones.
-//   - Bounded: a flow has at most [Config.QueueLength] requests waiting;
-//     one more is refused at once ([ErrQueueFull]). A request waits at
-//     most [Config.MaxWait]; then it leaves the queue, refused
-//     ([ErrWaitTimeout]). A refusal is a [*Refusal] whose RetryAfter is
-//     estimated from the observed service rate (see [Refusal]).
-//   - A request whose context ends while it waits (its client went away)
-//     leaves the queue at once and holds no seat: Acquire returns the
-//     context's error.
+//   - Capacity is [Config.Seats]. A request holds its seats from
+//     [Queue.Acquire] to [Seat.Release]: one, or more for a known heavy
+//     request. [Seat.Charge] reports a cost above the seats taken; the excess
+//     becomes a debt the flow's next requests pay in extra seats.
+//   - Wide requests (more than one seat) together hold at most
+//     [Config.WideSeats], so narrow requests never wait behind heavy ones.
+//   - Work-conserving: if nobody waits and seats are free, Acquire seats at
+//     once, so one flow alone may use every seat.
+//   - Fair: otherwise a request waits in its [Flow]'s FIFO queue, and freed
+//     seats go round robin to the oldest request of the next waiting flow.
+//     Nobody overtakes the request whose turn it is, so wide requests are
+//     not starved.
+//   - Bounded: [Config.QueueLength] waiters per flow ([ErrQueueFull]) and
+//     [Config.MaxWait] per wait ([ErrWaitTimeout]), both as a [*Refusal].
+//     A request whose context ends leaves the queue at once.
 //   - A seated request that waits for something other than the database
-//     (a start with Prefer: wait, waiting for another request's claim to
-//     end) gives its seat up for the wait with [Idle], and takes one again,
-//     at the head of its flow's queue and exempt from both bounds (it was
-//     admitted once), before it uses the database again.
-//   - Nothing here touches the database, reads a request or does any
-//     I/O: Acquire and Release are a mutex, a map and, for a request that
-//     waits, a channel and a timer.
-//
-// The seats are per process: with replicas, each has its own.
+//     gives its seat up with [Idle] and resumes at the head of its flow's
+//     queue, exempt from both bounds.
+//   - No I/O: Acquire and Release are a mutex, a map and, for a waiter, a
+//     channel and a timer.
 package fairq
 
 import (
@@ -99,18 +66,15 @@ const (
 	MaxMaxWait     = 5 * time.Minute
 )
 
-// The bounds of a [Refusal]'s RetryAfter: Retry-After is whole seconds,
-// and a server that asks for more than a minute is telling its clients to
-// go away, which no estimate of a queue should.
+// Bounds of a [Refusal]'s RetryAfter, in whole seconds; more than a minute
+// would tell clients to go away.
 const (
 	minRetryAfter = time.Second
 	maxRetryAfter = time.Minute
 )
 
-// holdWeight is the weight of the newest seat's hold time in the moving
-// average of hold times the Retry-After estimate divides by: one in
-// sixteen, so the estimate follows a change of load within a few dozen
-// requests without jumping at one slow request.
+// holdWeight is the moving average's weight for the newest hold time: 1/16,
+// so the estimate follows load without jumping on one slow request.
 const holdWeight = 16
 
 // Kind is what a [Flow] is.
@@ -118,8 +82,7 @@ type Kind uint8
 
 // The kinds of flow.
 const (
-	// KindOrganization: an organization's requests, on the API and on the
-	// console's auditor pages.
+	// KindOrganization: an organization's API and console requests.
 	KindOrganization Kind = iota + 1
 	// KindOperator: one operator's console pages (the token's sub).
 	KindOperator
@@ -127,13 +90,13 @@ const (
 	KindProvider
 )
 
-// Kinds are every [Kind], in order.
+// Kinds returns every [Kind], in order.
 func Kinds() []Kind { return []Kind{KindOrganization, KindOperator, KindProvider} }
 
-// String returns the kind's name: organization, operator or provider.
+// String returns organization, operator or provider.
 func (k Kind) String() string { return name(k, "organization", "operator", "provider") }
 
-// name returns the name of the i-th (from 1) of names, or "unknown".
+// name returns the i-th (from 1) of names, or "unknown".
 func name[T ~uint8](i T, names ...string) string {
 	if i < 1 || int(i) > len(names) {
 		return "unknown"
@@ -141,13 +104,12 @@ func name[T ~uint8](i T, names ...string) string {
 	return names[i-1]
 }
 
-// Flow is who a request is charged to: the unit of fairness. Two requests
-// of the same flow share its queue; requests of different flows take
-// turns.
+// Flow is the unit of fairness: requests of one flow share a queue, flows
+// take turns.
 type Flow struct {
 	Kind Kind
-	// Name is the organization's id, the operator's sub or the
-	// provider's name.
+	// Name is the organization's id, the operator's sub or the provider's
+	// name.
 	Name string
 }
 
@@ -176,26 +138,22 @@ type Config struct {
 	Observer Observer
 }
 
-// MaxWidth is the most seats one request takes, whatever width it asks:
-// half the default seats.
+// MaxWidth is the most seats one request takes.
 const MaxWidth = 8
 
-// BytesPerSeat is the bytes a request reads or renders that one seat
-// stands for in [BytesWidth]: a body is decoded, and an answer encoded,
-// by the processor under the seat, at a cost that grows with its bytes,
-// while a start, whose answer is a few KiB, mostly waits for two commits.
+// BytesPerSeat is how many bytes read or rendered one seat stands for in
+// [BytesWidth]; encoding and decoding cost processor time under the seat.
 const BytesPerSeat = 64 << 10
 
-// BytesWidth is the seats n bytes read or rendered stand for: one per
-// [BytesPerSeat] begun, 1 to [MaxWidth] (a body or an answer of 448 KiB
-// or more is as wide as a request can be).
+// BytesWidth returns the seats n bytes stand for: one per [BytesPerSeat]
+// begun, 1 to [MaxWidth].
 func BytesWidth(n int64) int {
 	return int(min(max((n+BytesPerSeat-1)/BytesPerSeat, 1), MaxWidth))
 }
 
-// Observer is told how each wait for a seat ended, one call per
-// [Queue.Acquire] and per resume after [Idle] that returned. Its calls
-// are made outside the queue's lock and must not block.
+// Observer is told how each wait for a seat ended, once per Acquire and per
+// resume after [Idle]. It is called outside the queue's lock and must not
+// block.
 type Observer interface {
 	ObserveAdmission(kind Kind, outcome Outcome, waited time.Duration)
 }
@@ -205,9 +163,9 @@ type Outcome uint8
 
 // The outcomes.
 const (
-	// Seated: the request got a seat (waited is zero when one was free).
+	// Seated: the request got a seat (waited is zero if one was free).
 	Seated Outcome = iota + 1
-	// QueueFull: refused at once, its flow's queue being full.
+	// QueueFull: refused at once; its flow's queue was full.
 	QueueFull
 	// WaitTimeout: refused after waiting [Config.MaxWait].
 	WaitTimeout
@@ -215,28 +173,21 @@ const (
 	Gone
 )
 
-// String returns the outcome's name: seated, queue_full, wait_timeout or
-// gone.
+// String returns seated, queue_full, wait_timeout or gone.
 func (o Outcome) String() string { return name(o, "seated", "queue_full", "wait_timeout", "gone") }
 
-// The reasons of a [Refusal], to test with errors.Is.
+// The reasons of a [Refusal], for errors.Is.
 var (
-	// ErrQueueFull: the flow already had [Config.QueueLength] requests
-	// waiting.
+	// ErrQueueFull: the flow had [Config.QueueLength] requests waiting.
 	ErrQueueFull = errors.New("fairq: the flow's queue is full")
 	// ErrWaitTimeout: no seat came within [Config.MaxWait].
 	ErrWaitTimeout = errors.New("fairq: no seat within the longest wait")
 )
 
-// Refusal is the error of a request refused a seat. Its Reason is
-// [ErrQueueFull] or [ErrWaitTimeout] (errors.Is sees it).
-//
-// RetryAfter is when the refused request would likely be served: the time
-// the flow's queue takes to drain at the rate seats are observed to free,
-// that is the requests the flow has waiting, times the flows taking turns
-// (the flow is served once per round), times the mean time a request
-// holds its seat (a moving average of the requests served), divided by
-// the seats. It is at least a second and at most a minute.
+// Refusal is the error of a request refused a seat; errors.Is matches its
+// Reason, [ErrQueueFull] or [ErrWaitTimeout]. RetryAfter estimates when it
+// would be served: the flow's waiters times the waiting flows times the
+// mean hold time, divided by the seats, clamped to one second to a minute.
 type Refusal struct {
 	Reason     error
 	Flow       Flow
@@ -252,8 +203,7 @@ func (r *Refusal) Error() string {
 
 func (r *Refusal) Unwrap() error { return r.Reason }
 
-// Queue is the admission queue of one process. It is safe for concurrent
-// use.
+// Queue is one process's seat queue. It is safe for concurrent use.
 type Queue struct {
 	seats       int
 	queueLength int
@@ -263,18 +213,13 @@ type Queue struct {
 	mu     sync.Mutex
 	inUse  int
 	queued int
-	// flows holds every flow with a seat in use or a request waiting,
-	// and no other: its size is bounded by the requests being served or
-	// queued.
+	// flows holds exactly the flows with a seat in use or a request waiting.
 	flows map[Flow]*flow
-	// round holds the flows with requests waiting (*flow), in the order
-	// they get the next seats.
+	// round holds the flows with waiters (*flow), in serving order.
 	round list.List
-	// wideSeats is the share of the seats wide requests may hold
-	// together; wideInUse what they hold.
+	// wideSeats is the wide requests' share; wideInUse what they hold.
 	wideSeats, wideInUse int
-	// meanHold is the moving average of how long a request holds its
-	// seat; zero until one was released.
+	// meanHold is the moving average hold time; zero before a release.
 	meanHold time.Duration
 }
 
@@ -282,12 +227,10 @@ type Queue struct {
 type flow struct {
 	key   Flow
 	inUse int
-	// debt is the seats its requests cost beyond those they took (see
-	// Seat.Charge), which its next requests take on top of their own; at
-	// most maxDebt, and gone with the flow.
+	// debt is the extra seats its next requests take (see Seat.Charge), at
+	// most maxDebt.
 	debt int
-	// waiting holds its waiting requests (*waiter), oldest first but for
-	// resumes, which go to the front.
+	// waiting holds its waiters (*waiter), oldest first; resumes go first.
 	waiting list.List
 	// inRound is its element of Queue.round; nil when nothing waits.
 	inRound *list.Element
@@ -298,32 +241,29 @@ type waiter struct {
 	seat  *Seat
 	since time.Time
 	elem  *list.Element
-	// ready is closed when the request is seated (seated is then true).
+	// ready is closed when the request is seated.
 	ready  chan struct{}
 	seated bool
 }
 
-// Seat is the seats a request holds. Its methods are for the request's
-// own goroutine.
+// Seat is the seats a request holds. Its methods are for the request's own
+// goroutine.
 type Seat struct {
 	q *Queue
 	f *flow
-	// asked is the width the caller asked; width the seats taken (asked
-	// and paid, the part of the flow's debt taken on, which goes back to
-	// the flow if the request is never seated); cost what Charge said
-	// the request cost.
+	// asked is the requested width; width the seats taken, of which paid
+	// came from the flow's debt (returned if never seated); cost what Charge
+	// reported.
 	asked, width, paid, cost int
 	since                    time.Time
-	// held reports whether the seat is the request's: false after
-	// Release, and while idle (see Idle). Guarded by q.mu.
+	// held is false after Release and while idle. Guarded by q.mu.
 	held bool
-	// ctx is the context NewContext returns, kept here so that carrying
-	// the seat costs no allocation of its own.
+	// ctx is NewContext's context, embedded to avoid an allocation.
 	ctx seatContext
 }
 
-// New returns a queue configured by cfg. It returns an error naming the
-// field that is out of range.
+// New returns a queue configured by cfg, or an error naming a field out of
+// range.
 func New(cfg Config) (*Queue, error) {
 	switch {
 	case cfg.Seats < 0 || cfg.Seats > MaxSeats:
@@ -353,9 +293,8 @@ func New(cfg Config) (*Queue, error) {
 // Seats returns how many requests the queue serves at once.
 func (q *Queue) Seats() int { return q.seats }
 
-// WideSeats returns how many seats wide requests (of more than one seat)
-// may hold together ([Config.WideSeats]). It is also the widest a request
-// can be.
+// WideSeats returns the wide requests' share ([Config.WideSeats]), which is
+// also the widest a request can be.
 func (q *Queue) WideSeats() int { return q.wideSeats }
 
 // QueueLength returns how many requests of one flow may wait.
@@ -364,15 +303,11 @@ func (q *Queue) QueueLength() int { return q.queueLength }
 // MaxWait returns how long a request may wait for a seat.
 func (q *Queue) MaxWait() time.Duration { return q.maxWait }
 
-// Acquire returns the seats of a request of f, width of them and as many
-// more as f owes (see [Seat.Charge]), 1 to [MaxWidth] and at most
-// [Queue.WideSeats] in all (a width out of range is taken as the nearest
-// in range): at once when they are free and nobody whose turn comes first
-// waits for them, else when f's turn comes and they are (see the
-// package's contract). The caller must Release them. It returns a
-// [*Refusal] when f's queue is full or no seat came within the longest
-// wait, and ctx's error when ctx ended first; in every case the request
-// holds no seat, owes what f owed, and has left the queue.
+// Acquire seats a request of f with width seats plus f's debt, clamped to
+// 1..[MaxWidth] and [Queue.WideSeats]: at once if they are free and nobody
+// waits ahead, else when f's turn comes. The caller must Release the seat.
+// It returns a [*Refusal] when f's queue is full or the wait times out, or
+// ctx's error; the request then holds no seat and f's debt is unchanged.
 func (q *Queue) Acquire(ctx context.Context, f Flow, width int) (*Seat, error) {
 	s := &Seat{q: q, asked: min(max(width, 1), MaxWidth, q.wideSeats)}
 	if err := q.take(ctx, s, f, false); err != nil {
@@ -381,8 +316,8 @@ func (q *Queue) Acquire(ctx context.Context, f Flow, width int) (*Seat, error) {
 	return s, nil
 }
 
-// take seats s in flow key (in its flow when resuming), queueing at the
-// back of the flow's queue, or at its front when resuming.
+// take seats s in flow key, waiting at the back of the flow's queue, or at
+// its front when resuming.
 func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error {
 	if err := ctx.Err(); err != nil {
 		return err // gone already: no seat for nobody
@@ -395,9 +330,8 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 		s.paid = s.width - s.asked
 		f.debt -= s.paid
 	}
-	// Work conservation: seats that are free are taken at once, unless
-	// requests wait that dispatch would seat first (see dispatchLocked:
-	// nobody overtakes the request whose turn it is).
+	// Take free seats at once unless someone waits ahead (nobody overtakes
+	// the request whose turn it is).
 	if q.round.Len() == 0 && q.fitsLocked(s.width) {
 		q.seatLocked(f, s)
 		q.mu.Unlock()
@@ -422,8 +356,7 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 		f.inRound = q.round.PushBack(f)
 	}
 	q.queued++
-	// Seats may be free that the requests ahead of it cannot use (they
-	// wait for the wide share): dispatch decides.
+	// Free seats may fit a request behind ones waiting for the wide share.
 	q.dispatchLocked()
 	seated := w.seated
 	q.mu.Unlock()
@@ -432,8 +365,7 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 		return nil
 	}
 
-	// A resume waits as long as its client does: the request was
-	// admitted once, and has work done that only a seat can answer.
+	// A resume has no timeout: the request was admitted once.
 	var timeout <-chan time.Time
 	if !resume {
 		timer := time.NewTimer(q.maxWait)
@@ -451,9 +383,8 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 	}
 }
 
-// flowLocked returns the flow s waits in, and sets s's: its own when it
-// has one (brought back when it was forgotten while the seat was idle, or
-// the one made since), else flow key's, made when there is none.
+// flowLocked returns and sets s's flow: its own if it has one (restored if
+// forgotten while idle), else flow key's, created if needed.
 func (q *Queue) flowLocked(s *Seat, key Flow) *flow {
 	if s.f != nil {
 		key = s.f.key
@@ -467,10 +398,9 @@ func (q *Queue) flowLocked(s *Seat, key Flow) *flow {
 	return s.f
 }
 
-// leave takes w out of its flow's queue after its wait ended for why
-// (ErrWaitTimeout, or the context's error) and returns the error to
-// return. A seat given to w meanwhile is kept when the wait timed out
-// (it came in time after all) and given back when the request is gone.
+// leave removes w from its flow's queue after its wait ended for why and
+// returns the error to return. A seat granted meanwhile is kept on timeout
+// and given back when the request is gone.
 func (q *Queue) leave(w *waiter, why error) error {
 	s := w.seat
 	f := s.f
@@ -488,8 +418,7 @@ func (q *Queue) leave(w *waiter, why error) error {
 	}
 	q.dequeueLocked(f, w)
 	q.repayLocked(s)
-	// It may have been the one whose turn it was, waiting for more seats
-	// than were free: the next may fit.
+	// w may have blocked the turn waiting for more seats: the next may fit.
 	q.dispatchLocked()
 	err, outcome := why, Gone
 	if why == ErrWaitTimeout {
@@ -501,16 +430,15 @@ func (q *Queue) leave(w *waiter, why error) error {
 	return err
 }
 
-// refusalLocked returns the refusal of a request of f for reason, its
-// Retry-After estimated as [Refusal] says.
+// refusalLocked returns the refusal of a request of f, with RetryAfter as
+// [Refusal] describes.
 func (q *Queue) refusalLocked(f *flow, reason error) *Refusal {
 	turns := q.round.Len()
 	if f.inRound == nil {
 		turns++ // the flow would join the round
 	}
 	backlog := f.waiting.Len() + 1
-	// In floating point: the product of long queues, many flows and a
-	// slow database must clamp, not overflow.
+	// Floating point so the product clamps rather than overflows.
 	est := float64(backlog) * float64(turns) * float64(q.meanHold) / float64(q.seats)
 	after := maxRetryAfter
 	if est < float64(maxRetryAfter) {
@@ -520,9 +448,8 @@ func (q *Queue) refusalLocked(f *flow, reason error) *Refusal {
 		QueueLength: q.queueLength, MaxWait: q.maxWait}
 }
 
-// Release gives the seat back: to the next flow's oldest waiting request
-// when requests wait, else to the free seats. Releasing a seat released
-// already, or given up by Idle and not taken again, does nothing.
+// Release gives the seat to the next waiting request, or frees it. It does
+// nothing for a released seat, or one given up by Idle and not retaken.
 func (s *Seat) Release() {
 	q := s.q
 	q.mu.Lock()
@@ -557,15 +484,13 @@ func (q *Queue) releaseLocked(s *Seat) {
 	q.forgetLocked(s.f)
 }
 
-// maxDebt is the most seats a flow owes: four of its widest requests.
+// maxDebt bounds a flow's debt: four of its widest requests.
 const maxDebt = 4 * MaxWidth
 
-// Charge tells the queue what the request cost, in seats: the seats it
-// would have taken had its cost been known when it asked (from the bytes
-// it read and rendered, say). A cost above the seats it took is owed by
-// its flow, and its next requests take the excess on top of their own
-// width (see [Queue.Acquire]); a cost at or below them changes nothing.
-// Call it before [Seat.Release]; the last call counts.
+// Charge reports the request's cost in seats, such as from the bytes it
+// read and rendered. A cost above the seats taken becomes a debt of its
+// flow, paid by its next requests (see [Queue.Acquire]). Call it before
+// [Seat.Release]; the last call counts.
 func (s *Seat) Charge(cost int) {
 	s.q.mu.Lock()
 	s.cost = cost
@@ -575,20 +500,18 @@ func (s *Seat) Charge(cost int) {
 // Width returns the seats the request holds (or held).
 func (s *Seat) Width() int { return s.width }
 
-// repayLocked gives the flow back the debt s took on, when s was not
-// seated after all.
+// repayLocked returns s's debt to the flow when s was never seated.
 func (q *Queue) repayLocked(s *Seat) {
 	s.f.debt += s.paid
 	s.paid = 0
 }
 
-// fitsLocked reports whether a request of width seats fits in the seats
-// free and, when wide, in the wide share.
+// fitsLocked reports whether width seats are free, within the wide share
+// when wide.
 func (q *Queue) fitsLocked(width int) bool {
 	return q.inUse+width <= q.seats && (width == 1 || q.wideInUse+width <= q.wideSeats)
 }
 
-// seatLocked gives s its seats, in f.
 func (q *Queue) seatLocked(f *flow, s *Seat) {
 	q.inUse += s.width
 	f.inUse += s.width
@@ -598,14 +521,11 @@ func (q *Queue) seatLocked(f *flow, s *Seat) {
 	s.held, s.since, s.paid = true, time.Now(), 0
 }
 
-// dispatchLocked gives free seats to the oldest request of the flow whose
-// turn it is, which then goes to the end of the round if it has more
-// waiting, and so on while the request whose turn it is fits in the seats
-// that are free. It stops at the first that does not: nobody overtakes it.
-// The one exception is a wide request that does not fit in the wide
-// share: it waits for wide requests to end, which narrow ones behind it
-// cannot delay, so the round passes it by (it keeps its place) and the
-// next flow's request is considered.
+// dispatchLocked seats the oldest request of the flow whose turn it is,
+// moving the flow to the end of the round, while requests fit. It stops at
+// the first that does not fit, so nobody overtakes it, except a wide
+// request blocked only by the wide share: narrow requests cannot delay
+// that, so the round skips it (it keeps its place).
 func (q *Queue) dispatchLocked() {
 	for e := q.round.Front(); e != nil; {
 		f := e.Value.(*flow)
@@ -627,8 +547,8 @@ func (q *Queue) dispatchLocked() {
 	}
 }
 
-// dequeueLocked takes w out of f's queue, and f out of the round when
-// nothing of it waits any more.
+// dequeueLocked removes w from f's queue, and f from the round when
+// nothing of it waits.
 func (q *Queue) dequeueLocked(f *flow, w *waiter) {
 	f.waiting.Remove(w.elem)
 	q.queued--
@@ -638,8 +558,8 @@ func (q *Queue) dequeueLocked(f *flow, w *waiter) {
 	}
 }
 
-// forgetLocked drops f from the map when it holds no seat and nothing of
-// it waits, so the map holds only the flows being served or queued.
+// forgetLocked drops f from the map when it holds no seat and has no
+// waiters.
 func (q *Queue) forgetLocked(f *flow) {
 	if f.inUse == 0 && f.waiting.Len() == 0 && q.flows[f.key] == f {
 		delete(q.flows, f.key)
@@ -654,7 +574,7 @@ func (q *Queue) observe(k Kind, o Outcome, waited time.Duration) {
 
 type seatKey struct{}
 
-// seatContext is a context carrying a seat, as context.WithValue would.
+// seatContext is a context carrying a seat, like context.WithValue.
 type seatContext struct {
 	context.Context
 	seat *Seat
@@ -667,8 +587,8 @@ func (c *seatContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// NewContext returns ctx carrying s, for [Idle] to find. A nil s carries
-// none. The context is part of s: call it once per seat.
+// NewContext returns ctx carrying s for [Idle]; nil s carries none. Call it
+// once per seat: the context is part of s.
 func NewContext(ctx context.Context, s *Seat) context.Context {
 	if s == nil {
 		return ctx
@@ -683,14 +603,11 @@ func FromContext(ctx context.Context) *Seat {
 	return s
 }
 
-// Idle gives up the seat ctx carries (see [NewContext]), if it holds one,
-// for a wait that uses no database connection, and returns the function
-// that takes a seat again before the caller uses the database again. The
-// seat is taken again in the same flow, at the head of its queue, and
-// neither bound refuses it: the request was admitted once, its work is
-// begun, and it waits for its seat as long as its client waits. resume
-// returns ctx's error when ctx ends first. Without a seat in ctx, Idle
-// does nothing and resume returns nil.
+// Idle gives up the seat ctx carries, if any, for a wait that uses no
+// database connection, and returns resume, which retakes a seat before the
+// caller uses the database again: in the same flow, at the head of its
+// queue, exempt from both bounds. resume returns ctx's error if ctx ends
+// first. Without a seat, Idle does nothing and resume returns nil.
 //
 //	resume := fairq.Idle(ctx)
 //	select { case <-woken: case <-ctx.Done(): }
@@ -711,21 +628,18 @@ func Idle(ctx context.Context) (resume func() error) {
 	return func() error { return q.take(ctx, s, s.f.key, true) }
 }
 
-// Stats is what the queue holds at one moment.
+// Stats is a snapshot of the queue.
 type Stats struct {
-	// Seats is the capacity; InUse the seats taken (idle ones not), a
-	// wide request's counting as its width.
+	// Seats is the capacity; InUse the seats taken (not idle ones).
 	Seats, InUse int
-	// Queued is the requests waiting, of every flow; Waiting the flows
-	// they belong to.
+	// Queued counts waiting requests; Waiting the flows they belong to.
 	Queued, Waiting int
-	// MeanHold is the moving average of how long a request held its seat
-	// (zero before the first release).
+	// MeanHold is the moving average hold time (zero before a release).
 	MeanHold time.Duration
-	// Flows are the flows with a seat in use or a request waiting, most
-	// waiting first, then most seats; at most the limit asked for.
+	// Flows are the busy flows, most waiting first, then most seats, at
+	// most the limit asked for.
 	Flows []FlowStats
-	// FlowsTotal is how many flows there are in all.
+	// FlowsTotal counts all busy flows.
 	FlowsTotal int
 }
 
@@ -735,11 +649,11 @@ type FlowStats struct {
 	// InUse is the seats its requests hold.
 	InUse   int
 	Waiting int
-	// OldestWait is how long its oldest waiting request has waited.
+	// OldestWait is how long its oldest waiter has waited.
 	OldestWait time.Duration
 }
 
-// Stats returns what the queue holds now, with at most limit flows.
+// Stats returns the queue's state with at most limit flows.
 func (q *Queue) Stats(limit int) Stats {
 	now := time.Now()
 	q.mu.Lock()
@@ -749,7 +663,7 @@ func (q *Queue) Stats(limit int) Stats {
 		st.Flows = make([]FlowStats, 0, min(limit, len(q.flows)))
 		for _, f := range q.flows {
 			fs := FlowStats{Flow: f.key, InUse: f.inUse, Waiting: f.waiting.Len()}
-			// Oldest first, but resumes go to the front: look at each.
+			// Oldest first, except resumes at the front: check each.
 			for e := f.waiting.Front(); e != nil; e = e.Next() {
 				fs.OldestWait = max(fs.OldestWait, now.Sub(e.Value.(*waiter).since))
 			}

@@ -11,13 +11,12 @@ import (
 	"strings"
 )
 
-// EnvPGBin names the directory holding initdb and postgres. When it is set,
+// EnvPGBin names the directory of initdb and postgres; when set,
 // [FindBinaries] looks nowhere else.
 const EnvPGBin = "SEARCHD_PG_BIN"
 
-// ErrNoBinaries reports that the PostgreSQL server programs were not found.
-// Its message is meant for a person: it says where the search looked and how
-// to install them.
+// ErrNoBinaries reports that initdb and postgres were not found. Its
+// message says where the search looked and how to install them.
 var ErrNoBinaries = errors.New("PostgreSQL server programs (initdb, postgres) not found; " +
 	"install them with `apt-get install postgresql`, or set " + EnvPGBin + " to the directory holding them")
 
@@ -27,10 +26,9 @@ type Binaries struct {
 	Postgres string
 }
 
-// FindBinaries locates initdb and postgres, looking in order in the
-// directory named by pgBin when it is not empty (and then nowhere else), in
-// `pg_config --bindir`, in the newest /usr/lib/postgresql/*/bin, and on
-// $PATH. It returns an error wrapping [ErrNoBinaries] when none holds both.
+// FindBinaries locates initdb and postgres in pgBin if not empty (and only
+// there), else `pg_config --bindir`, the newest /usr/lib/postgresql/*/bin
+// and $PATH. It returns an error wrapping [ErrNoBinaries] if none has both.
 func FindBinaries(pgBin string) (Binaries, error) {
 	if pgBin != "" {
 		if b, ok := inDir(pgBin); ok {
@@ -72,8 +70,8 @@ func isExecutable(path string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
-// compareVersions orders dotted numeric versions ("9.6" < "15"); a part that
-// is not a number counts as 0.
+// compareVersions orders dotted numeric versions; non-numeric parts count
+// as 0.
 func compareVersions(a, b string) int {
 	as, bs := strings.Split(a, "."), strings.Split(b, ".")
 	for i := range max(len(as), len(bs)) {

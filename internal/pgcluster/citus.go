@@ -12,21 +12,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Citus: a coordinator and its workers are each a server this package
-// starts ([StartServer]) with [CitusSettings]; [JoinCitus] makes one
-// database of theirs a cluster. internal/testkit/pgtest (make test-citus) and the
-// fault suite's Citus variant (test/e2e) both build theirs this way.
+// Citus nodes are servers started with [StartServer] and [CitusSettings];
+// [JoinCitus] makes one database of theirs a cluster.
 
-// ErrNoCitus reports that the citus extension is not installed into the
-// PostgreSQL server the binaries belong to. Its message says how to
-// install it.
+// ErrNoCitus reports that the citus extension is not installed. Its
+// message says how to install it.
 var ErrNoCitus = errors.New("the citus extension is not installed into this PostgreSQL " +
 	"(no citus.so in its library directory); build and install it with `bash ../shared/citus/install.sh` " +
 	"(Citus 13.2.2 for PostgreSQL 15; 5-10 minutes on 2 cores)")
 
-// CitusInstalled returns nil when the server bins belongs to can load the
-// citus extension, and an error wrapping [ErrNoCitus] naming where it
-// looked otherwise.
+// CitusInstalled returns nil if bins' server can load citus, else an error
+// wrapping [ErrNoCitus] naming where it looked.
 func CitusInstalled(bins Binaries) error {
 	dirs := []string{filepath.Join(filepath.Dir(filepath.Dir(bins.Postgres)), "lib")}
 	if pgConfig, err := exec.LookPath("pg_config"); err == nil {
@@ -42,14 +38,10 @@ func CitusInstalled(bins Binaries) error {
 	return fmt.Errorf("%w: looked in %s", ErrNoCitus, strings.Join(dirs, ", "))
 }
 
-// CitusSettings are the server settings every node of a Citus cluster
-// needs: the extension preloaded, and room for the prepared transactions
-// of the two-phase commits of transactions that write on several nodes
-// (at least one per connection that may take part in one). The nodes of
-// these throwaway clusters talk over loopback or unix sockets without
-// TLS (citus.node_conninfo): Citus's default asks for it, and the server,
-// run as another user than the one whose home it inherits, cannot read a
-// client certificate there.
+// CitusSettings are the settings every Citus node needs: citus preloaded,
+// enough prepared transactions for two-phase commits, and no TLS between
+// nodes (citus.node_conninfo), since the server cannot read a client
+// certificate in the home it inherits.
 func CitusSettings(maxConnections int) []string {
 	return []string{
 		"shared_preload_libraries=citus",
@@ -59,18 +51,16 @@ func CitusSettings(maxConnections int) []string {
 	}
 }
 
-// CitusNode is a node of a Citus cluster as the others reach it: host
-// is a hostname, an address or the directory of a unix socket.
+// CitusNode is how other nodes reach a node: host is a hostname, address
+// or unix socket directory.
 type CitusNode struct {
 	Host string
 	Port int
 }
 
-// JoinCitus makes database a Citus cluster: it creates the citus extension
-// in it on the coordinator and on every worker (each URL is database on
-// that node, as a superuser), records the coordinator's own address, and
-// adds the workers to the coordinator's metadata. database must exist on
-// every node. It is not idempotent: run it on a fresh database.
+// JoinCitus makes database a Citus cluster: it creates the extension on
+// every node (each URL as a superuser), records the coordinator's address
+// and adds the workers. database must exist on every node. Not idempotent.
 func JoinCitus(ctx context.Context, coordinatorURL string, coordinator CitusNode, workerURLs []string, workers []CitusNode) error {
 	if len(workerURLs) != len(workers) {
 		return fmt.Errorf("pgcluster: JoinCitus: %d worker URLs for %d workers", len(workerURLs), len(workers))

@@ -1,17 +1,11 @@
 // Package pgcluster runs a local PostgreSQL server from the installed
-// binaries, for `searchd dev` and for harnesses that need a server of their
-// own.
+// binaries, for `searchd dev` and test harnesses.
 //
-// A cluster lives in one directory that outlives the process: the data
-// directory is created with initdb on the first start and reused after, so
-// what a developer created survives restarts. The server listens on a unix
-// socket only (listen_addresses is empty), accepts the superuser postgres
-// without a password on that socket (trust; the socket directory is private
-// to the server's user), and runs in its own process group, so a Ctrl-C in
-// the terminal reaches the parent alone, which stops the server last, after
-// its own shutdown. PostgreSQL refuses to run as root, so when the parent is
-// root the server runs as the user postgres (or nobody), which then owns the
-// cluster directory.
+// A cluster's directory outlives the process: initdb runs on first start
+// only. The server listens on a unix socket only, trusts the superuser
+// postgres there (the socket directory is private), and runs in its own
+// process group so Ctrl-C reaches the parent, which stops the server last.
+// When the parent is root, the server runs as postgres (or nobody).
 package pgcluster
 
 import (
@@ -39,8 +33,7 @@ const (
 	DefaultStopTimeout = 30 * time.Second
 	// socketPort only names the socket file; no TCP port is opened.
 	socketPort = 5432
-	// maxSocketPath is the longest unix socket path Linux accepts, less
-	// room for the ".lock" suffix PostgreSQL adds.
+	// maxSocketPath is Linux's socket path limit less PostgreSQL's ".lock".
 	maxSocketPath = 107 - len(".lock")
 )
 
@@ -75,18 +68,15 @@ type Cluster struct {
 	logPath   string
 	stopAfter time.Duration
 	proc      *Process
-	// Initialized reports whether Start ran initdb, that is, whether this
-	// is the cluster's first start.
+	// Initialized reports whether Start ran initdb.
 	Initialized bool
 }
 
-// Start starts the cluster in cfg.Dir, running initdb first when the data
-// directory does not exist yet, and waits until the server accepts
-// connections. It returns an error wrapping [ErrNoBinaries] when the
-// programs are missing, and a descriptive error when the directory cannot
-// be used, another server already runs on it, initdb fails, or the server
-// does not come up in time (with the tail of its log). Nothing is left
-// running when it fails.
+// Start starts the cluster in cfg.Dir, running initdb first if needed, and
+// waits until it accepts connections. It returns an error wrapping
+// [ErrNoBinaries] when programs are missing, or a descriptive error (with
+// the log's tail when the server does not come up). On error nothing is
+// left running.
 func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("pgcluster: Config.Dir is required")
@@ -142,8 +132,8 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	return c, nil
 }
 
-// prepareDir creates the cluster directory dir and, when the server runs
-// as another user (cred), gives it to that user and checks it can reach it.
+// prepareDir creates dir and, when the server runs as cred, hands it over
+// and checks cred can reach it.
 func prepareDir(dir string, cred *syscall.Credential) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("pgcluster: creating %s: %w", dir, err)
@@ -157,8 +147,8 @@ func prepareDir(dir string, cred *syscall.Credential) error {
 	return checkReachable(dir, cred)
 }
 
-// initIfNew runs initdb on dataDir when it holds no cluster yet, and says
-// so in c.Initialized; a failed initdb leaves no data directory behind.
+// initIfNew runs initdb on dataDir if it has no cluster, setting
+// c.Initialized; a failed initdb leaves no data directory.
 func (c *Cluster) initIfNew(ctx context.Context, initdb, dataDir string, cred *syscall.Credential, args []string) error {
 	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); !errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -173,9 +163,8 @@ func (c *Cluster) initIfNew(ctx context.Context, initdb, dataDir string, cred *s
 	return nil
 }
 
-// makeSocketDir sets the directory of the server's socket: the cluster
-// directory, or a temporary one (c.tmpSocket) when the socket's path
-// there would be too long.
+// makeSocketDir uses the cluster directory for the socket, or a temporary
+// one (c.tmpSocket) when that path would be too long.
 func (c *Cluster) makeSocketDir(cred *syscall.Credential) (err error) {
 	c.socketDir = c.dir
 	if len(filepath.Join(c.dir, ".s.PGSQL."+strconv.Itoa(socketPort))) <= maxSocketPath {
@@ -194,7 +183,7 @@ func (c *Cluster) makeSocketDir(cred *syscall.Credential) (err error) {
 	return nil
 }
 
-// settingArgs returns the server settings as name=value, sorted by name.
+// settingArgs returns the settings as name=value, sorted by name.
 func settingArgs(settings map[string]string) []string {
 	var args []string
 	for _, k := range slices.Sorted(maps.Keys(settings)) {
@@ -206,16 +195,14 @@ func settingArgs(settings map[string]string) []string {
 // LogPath returns the path of the server log.
 func (c *Cluster) LogPath() string { return c.logPath }
 
-// URL returns the connection string of database on the cluster, as the
-// superuser postgres over the unix socket.
+// URL returns the URL of database as postgres over the unix socket.
 func (c *Cluster) URL(database string) string { return SocketURL(c.socketDir, socketPort, database) }
 
-// Node is how the other nodes of a Citus cluster reach the server: by
-// the directory of its unix socket.
+// Node is how other Citus nodes reach the server: its socket directory.
 func (c *Cluster) Node() CitusNode { return CitusNode{Host: c.socketDir, Port: socketPort} }
 
-// CreateDatabase creates database name unless it exists, and reports
-// whether it created it.
+// CreateDatabase creates database name unless it exists and reports
+// whether it did.
 func (c *Cluster) CreateDatabase(ctx context.Context, name string) (bool, error) {
 	conn, err := pgx.Connect(ctx, c.URL("postgres"))
 	if err != nil {
@@ -235,9 +222,8 @@ func (c *Cluster) CreateDatabase(ctx context.Context, name string) (bool, error)
 	return true, nil
 }
 
-// Stop shuts the server down: a fast shutdown (SIGINT: sessions are ended,
-// data is flushed), then SIGKILL after the stop timeout. The data directory
-// is kept. Calling Stop again does nothing.
+// Stop shuts the server down (SIGINT, then SIGKILL after the stop
+// timeout), keeping the data directory. Calling it again does nothing.
 func (c *Cluster) Stop() error {
 	if c.proc == nil {
 		return nil
@@ -254,9 +240,8 @@ func (c *Cluster) Stop() error {
 	return nil
 }
 
-// ChildEnv is this process's environment without the libpq and locale
-// variables, which could point the programs elsewhere or change the
-// cluster's collation.
+// ChildEnv is this process's environment without libpq and locale
+// variables, which could redirect the programs or change collation.
 func ChildEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -269,8 +254,8 @@ func ChildEnv() []string {
 	return append(env, "LC_ALL=C")
 }
 
-// ServerCredential returns the user to run the server as: nil (ourselves)
-// unless we are root, else postgres or, failing that, nobody.
+// ServerCredential returns the user to run the server as: nil unless we
+// are root, else postgres or nobody.
 func ServerCredential() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
@@ -289,8 +274,8 @@ func ServerCredential() (*syscall.Credential, error) {
 	return nil, errors.New("pgcluster: running as root, and neither user postgres nor nobody exists to run PostgreSQL as (PostgreSQL refuses root)")
 }
 
-// checkReachable reports an error when the user cred cannot traverse every
-// parent of dir, which initdb would otherwise report obscurely.
+// checkReachable reports an error when cred cannot traverse dir's parents,
+// which initdb would report obscurely.
 func checkReachable(dir string, cred *syscall.Credential) error {
 	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
 		fi, err := os.Stat(p)
@@ -314,14 +299,13 @@ func checkReachable(dir string, cred *syscall.Credential) error {
 	}
 }
 
-// livePostmaster reports the pid of a server that still runs on dataDir.
+// livePostmaster reports the pid of a server still running on dataDir.
 func livePostmaster(dataDir string) (int, bool) {
 	pid, ok := ReadPID(filepath.Join(dataDir, "postmaster.pid"))
 	return pid, ok && Alive(pid)
 }
 
-// ReadPID parses the first line of the file at path (a postmaster.pid, say)
-// as a process id; it reports false when there is none.
+// ReadPID parses the first line of the file at path as a pid.
 func ReadPID(path string) (int, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -11,25 +11,18 @@ import (
 	"time"
 )
 
-// Process is a child process forked from a goroutine locked to its OS
-// thread for the child's whole life. The kernel sends a parent-death signal
-// (SysProcAttr.Pdeathsig) when the thread that forked the child exits, not
-// the process; a locked thread whose goroutine returns is retired with it
-// rather than reused, so the signal fires when this process dies, however it
-// dies, and never because the Go runtime happened to retire a thread. Every
-// PostgreSQL server of the tests, of the fault suite and of `searchd dev` is
-// started this way, and so are the fault suite's `searchd serve` replicas.
+// Process is a child forked from a goroutine locked to its OS thread for
+// the child's life. Pdeathsig fires when the forking thread exits, so
+// locking the thread makes it fire when this process dies, and never
+// because the runtime retired a thread.
 type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed once the child has been waited for
 	err  error         // cmd.Wait's result, set before done closes
 }
 
-// StartProcess starts cmd with attr as its SysProcAttr and its standard
-// output and error appended to the file at logPath (created 0600 when
-// missing); with an empty logPath they go where cmd.Stdout and cmd.Stderr
-// say. cmd.Dir and cmd.Env are the caller's. It returns an error when the
-// log cannot be opened or the program cannot be started.
+// StartProcess starts cmd with attr, appending its output to logPath
+// (created 0600), or to cmd.Stdout and cmd.Stderr when logPath is empty.
 func StartProcess(cmd *exec.Cmd, logPath string, attr *syscall.SysProcAttr) (*Process, error) {
 	if logPath != "" {
 		logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -58,8 +51,8 @@ func StartProcess(cmd *exec.Cmd, logPath string, attr *syscall.SysProcAttr) (*Pr
 	return p, nil
 }
 
-// RunProcess runs cmd like [StartProcess] and waits for it to exit, killing
-// it when ctx ends first. It returns cmd.Wait's error, or ctx's.
+// RunProcess runs cmd like [StartProcess] and waits, killing it when ctx
+// ends first. It returns cmd.Wait's error, or ctx's.
 func RunProcess(ctx context.Context, cmd *exec.Cmd, logPath string, attr *syscall.SysProcAttr) error {
 	p, err := StartProcess(cmd, logPath, attr)
 	if err != nil {
@@ -95,15 +88,14 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return p.cmd.Process.Signal(sig)
 }
 
-// Kill is kill -9: it sends SIGKILL and waits for the process to be gone.
+// Kill sends SIGKILL and waits for the process to be gone.
 func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }
 
-// KillGroup sends SIGKILL to the process group the process leads (it must
-// have been started with Setpgid), children included, and waits for the
-// process to be gone.
+// KillGroup sends SIGKILL to the process group (started with Setpgid) and
+// waits for the process to be gone.
 func (p *Process) KillGroup() error {
 	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		return err
@@ -112,11 +104,10 @@ func (p *Process) KillGroup() error {
 	return nil
 }
 
-// Await calls try every 50 ms, each call bounded by 2 s, until it
-// succeeds, for at most timeout: the wait for a server the process runs to
-// answer. It returns an error saying the process "exited before it was
-// ready" when the process exits first, and one saying it was "not ready
-// after" timeout, with try's last error, when the time or ctx runs out.
+// Await calls try every 50 ms (each call bounded by 2 s) until it
+// succeeds or timeout passes. It returns an error saying the process
+// "exited before it was ready", or "not ready after" timeout with try's
+// last error.
 func (p *Process) Await(ctx context.Context, timeout time.Duration, try func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -137,8 +128,8 @@ func (p *Process) Await(ctx context.Context, timeout time.Duration, try func(ctx
 	}
 }
 
-// Stop sends sig and waits up to timeout for the process to exit; then it
-// kills it and returns an error saying so.
+// Stop sends sig and waits up to timeout, then kills the process and
+// returns an error.
 func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) error {
 	_ = p.cmd.Process.Signal(sig)
 	t := time.NewTimer(timeout)

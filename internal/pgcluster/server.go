@@ -15,11 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The one launcher of PostgreSQL processes: [InitDB] and [StartServer] are
-// what [Start] (`searchd dev`, internal/testkit/pgtest's throwaway clusters) and the
-// fault suite's restartable servers (test/e2e) all run. Each caller keeps its
-// own directory layout and lifetime; the way a process is forked, pinned,
-// logged, waited for and reported on is this file's.
+// The one launcher of PostgreSQL processes: [InitDB] and [StartServer]
+// serve [Start], internal/testkit/pgtest and the fault suite (test/e2e).
 
 // InitConfig configures [InitDB].
 type InitConfig struct {
@@ -38,10 +35,9 @@ type InitConfig struct {
 	Args []string
 }
 
-// InitDB runs initdb into cfg.DataDir with the superuser postgres, trust
-// authentication, UTF8 and the C locale, and waits for it. It returns an
-// error carrying the tail of initdb's log when initdb fails, and ctx's error
-// (having killed initdb) when ctx ends first.
+// InitDB runs initdb into cfg.DataDir (superuser postgres, trust, UTF8, C
+// locale). It returns an error with the log's tail on failure, or ctx's
+// error after killing initdb.
 func InitDB(ctx context.Context, cfg InitConfig) error {
 	args := append([]string{"-D", cfg.DataDir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C"}, cfg.Args...)
 	cmd := exec.Command(cfg.Initdb, args...)
@@ -89,18 +85,14 @@ type ServerConfig struct {
 	StartTimeout time.Duration
 }
 
-// URL returns the connection string of database on the server, as the
-// superuser postgres over the unix socket.
+// URL returns the URL of database as postgres over the unix socket.
 func (cfg ServerConfig) URL(database string) string {
 	return SocketURL(cfg.SocketDir, cfg.Port, database)
 }
 
-// StartServer starts postgres with cfg and waits until it accepts a
-// connection over the unix socket. The returned process is the postmaster;
-// stop it with [Process.Stop] (SIGINT for a fast shutdown, SIGQUIT for an
-// immediate one). It returns an error, leaving nothing running, when the
-// program cannot be started, exits while starting, or does not answer within
-// the start timeout or before ctx ends; the error carries the log's tail.
+// StartServer starts postgres and waits until it accepts a connection on
+// the unix socket; stop the returned postmaster with [Process.Stop]. On
+// failure nothing is left running and the error carries the log's tail.
 func StartServer(ctx context.Context, cfg ServerConfig) (*Process, error) {
 	args := []string{"-D", cfg.DataDir, "-k", cfg.SocketDir, "-p", strconv.Itoa(cfg.Port),
 		"-c", "listen_addresses=" + cfg.ListenAddresses}
@@ -130,8 +122,8 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Process, error) {
 	return p, nil
 }
 
-// SocketURL returns the connection string of database as the superuser
-// postgres over the unix socket in socketDir named by port.
+// SocketURL returns the URL of database as postgres over the unix socket
+// in socketDir named by port.
 func SocketURL(socketDir string, port int, database string) string {
 	return (&url.URL{
 		Scheme: "postgres",
@@ -145,8 +137,7 @@ func SocketURL(socketDir string, port int, database string) string {
 	}).String()
 }
 
-// LogTail returns the last 4 KiB of the log at path, from a line start, for
-// error messages.
+// LogTail returns the last 4 KiB of the log at path, from a line start.
 func LogTail(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -1,7 +1,5 @@
-// Package sqlarg is what the stores share around a statement: the
-// arguments of optional values (SQL NULL for an unset one, so a stored
-// column reads NULL and a query's optional filter ($n IS NULL OR ...)
-// matches every row), and the error of a read of one row ([RowError]).
+// Package sqlarg holds small helpers the stores share: NULL for unset
+// optional arguments, and the error of a one-row read ([RowError]).
 package sqlarg
 
 import (
@@ -12,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Null returns v, or nil (NULL) when v is unset: its type's zero value,
-// or a value whose IsZero method says so (a time.Time).
+// Null returns v, or nil (NULL) when v is its zero value or its IsZero
+// method says so.
 func Null[T comparable](v T) any {
 	var zero T
 	if z, ok := any(v).(interface{ IsZero() bool }); v == zero || ok && z.IsZero() {
@@ -22,8 +20,7 @@ func Null[T comparable](v T) any {
 	return v
 }
 
-// JSON returns b as text for a json or jsonb parameter, or nil (NULL)
-// when b is empty.
+// JSON returns b as text for a json or jsonb parameter, or nil when empty.
 func JSON(b json.RawMessage) any {
 	if len(b) == 0 {
 		return nil
@@ -31,8 +28,7 @@ func JSON(b json.RawMessage) any {
 	return string(b)
 }
 
-// RowError returns the error err of a read of one row as a store reports
-// it: notFound when there was no row (pgx.ErrNoRows), else err wrapped as
+// RowError returns notFound for pgx.ErrNoRows, else err wrapped as
 // "op: err".
 func RowError(err, notFound error, op string) error {
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -1,8 +1,6 @@
-// Package jsonforms writes JSON values in arbitrary but equivalent forms, for
-// tests that prove a hash or a parser sees through how a client spelled its
-// JSON: members in any order, any white space between tokens, and each
-// character of a string either as itself or escaped. It is test support,
-// shared by the fuzz tests of several packages; no production code uses it.
+// Package jsonforms writes JSON values in random equivalent forms (member
+// order, white space, escapes), for fuzz tests that check a hash or parser
+// ignores spelling. Test support only.
 package jsonforms
 
 import (
@@ -22,9 +20,8 @@ func (w Writer) Pick(choices ...string) string { return choices[w.Rng.IntN(len(c
 // WS returns white space JSON allows between tokens, often none.
 func (w Writer) WS() string { return w.Pick("", "", " ", "\n", "\t", "\r\n  ") }
 
-// Value returns v in a random form. v holds what encoding/json decodes into
-// an any with UseNumber: nil, bool, json.Number, string, []any and
-// map[string]any; anything else panics.
+// Value returns v in a random form. v holds a UseNumber decoding (nil,
+// bool, json.Number, string, []any, map[string]any); anything else panics.
 func (w Writer) Value(v any) []byte {
 	var b strings.Builder
 	w.write(&b, v)
@@ -52,7 +49,7 @@ func (w Writer) write(b *strings.Builder, v any) {
 		}
 		b.WriteString(w.WS() + "]")
 	case map[string]any:
-		// Sorted first, so the shuffle alone decides the order.
+		// Sort first so the shuffle alone decides the order.
 		keys := SortedKeys(x)
 		w.Rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 		b.WriteByte('{')
@@ -70,8 +67,8 @@ func (w Writer) write(b *strings.Builder, v any) {
 	b.WriteString(w.WS())
 }
 
-// Str returns s, valid UTF-8, as a JSON string, escaping each character or
-// not at random where JSON allows both.
+// Str returns s (valid UTF-8) as a JSON string, escaping characters at
+// random where JSON allows.
 func (w Writer) Str(s string) string {
 	var b strings.Builder
 	b.WriteByte('"')

@@ -7,10 +7,8 @@ import (
 	"strings"
 )
 
-// The helpers below build the near misses of a decoded JSON value, for fuzz
-// targets that check a hash or a request tells two values apart: a member
-// added or removed, a number written in another form, a string changed. They
-// never modify their input.
+// Near-miss builders for fuzz targets that check two values are told
+// apart. They never modify their input.
 
 // With returns a copy of m with m[k] set to v.
 func With(m map[string]any, k string, v any) map[string]any {
@@ -42,11 +40,10 @@ const (
 	StringLeaf
 )
 
-// MutateFirst returns a copy of v with its first leaf of the kind (in
-// sorted key order) changed: a number to another literal of the same value
-// (1 → 1.0, 1.5 → 1.50, 1e2 → 1E2), a string by one more character. It
-// reports false when v has no such leaf. v holds what encoding/json decodes
-// into an any with UseNumber.
+// MutateFirst returns a copy of v with its first leaf of kind (in sorted
+// key order) changed: a number to an equal literal (1 → 1.0, 1e2 → 1E2) or
+// a string by one more character. It reports false if there is no such
+// leaf.
 func MutateFirst(v any, kind LeafKind) (any, bool) {
 	switch x := v.(type) {
 	case json.Number:
@@ -75,7 +72,7 @@ func MutateFirst(v any, kind LeafKind) (any, bool) {
 	return v, false
 }
 
-// otherLiteral writes the number n otherwise, with the same value.
+// otherLiteral writes n differently with the same value.
 func otherLiteral(n json.Number) json.Number {
 	s := string(n)
 	switch {

@@ -1,8 +1,7 @@
 // Package oidctest runs the tests' OpenID Connect provider
-// (test/oidcprovider, a real provider built on github.com/zitadel/oidc) as a
-// process on loopback, and drives it: it signs tokens with the provider's
-// own keys, rotates its key, counts its JWKS fetches, and signs a person in
-// through its login page as a browser would.
+// (test/oidcprovider, built on github.com/zitadel/oidc) on loopback and
+// drives it: signing tokens, rotating keys, counting JWKS fetches and
+// signing people in through its login page.
 package oidctest
 
 import (
@@ -43,16 +42,16 @@ type Config struct {
 // Client is a client registered at the provider.
 type Client struct {
 	ID string `json:"id"`
-	// Secret makes a confidential web client; "" a public client, which
-	// must use PKCE.
+	// Secret makes a confidential client; "" a public one, which must use
+	// PKCE.
 	Secret       string   `json:"secret,omitempty"`
 	RedirectURIs []string `json:"redirect_uris"`
 	// Audience is added to the aud of the client's tokens.
 	Audience []string `json:"audience,omitempty"`
 }
 
-// User is a person who can sign in at the provider; Org and Roles become
-// the claims org_id and roles of their tokens.
+// User can sign in at the provider; Org and Roles become the org_id and
+// roles claims.
 type User struct {
 	Username string   `json:"username"`
 	Password string   `json:"password"`
@@ -60,10 +59,9 @@ type User struct {
 	Roles    []string `json:"roles,omitempty"`
 }
 
-// Provider is a running provider. Its methods are safe for concurrent
-// use.
+// Provider is a running provider. Its methods are safe for concurrent use.
 type Provider struct {
-	// Issuer is its issuer URL, as its tokens' iss say it.
+	// Issuer is its issuer URL.
 	Issuer string
 
 	proc   *pgcluster.Process
@@ -78,9 +76,8 @@ var (
 	buildErr  error
 )
 
-// Binary returns the provider's binary: $SEARCHD_OIDC_PROVIDER when set,
-// else one built once per process with `go build` into a temporary
-// directory (removed when the test binary's TestMain calls [Cleanup]).
+// Binary returns $SEARCHD_OIDC_PROVIDER if set, else a provider binary
+// built once per process into a temporary directory (see [Cleanup]).
 func Binary() (string, error) {
 	if bin := os.Getenv("SEARCHD_OIDC_PROVIDER"); bin != "" {
 		return bin, nil
@@ -107,8 +104,8 @@ func Cleanup() {
 	}
 }
 
-// Start starts the provider binary bin with cfg and waits until it
-// serves. The provider dies with this process (a parent-death signal).
+// Start starts the provider binary bin with cfg and waits until it serves.
+// It dies with this process.
 func Start(bin string, cfg Config) (*Provider, error) {
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -150,8 +147,7 @@ func Start(bin string, cfg Config) (*Provider, error) {
 	return p, nil
 }
 
-// StartT starts the provider for t, built by [Binary], and stops it when
-// t ends.
+// StartT starts the provider built by [Binary] and stops it when t ends.
 func StartT(t testing.TB, cfg Config) *Provider {
 	t.Helper()
 	bin, err := Binary()
@@ -166,14 +162,13 @@ func StartT(t testing.TB, cfg Config) *Provider {
 	return p
 }
 
-// Stop kills the provider and waits for it to be gone: a provider that is
-// down.
+// Stop kills the provider and waits until it is gone.
 func (p *Provider) Stop() {
 	p.proc.Kill()
 	p.stdin.Close()
 }
 
-// ask sends one command and returns the provider's answer.
+// ask sends one command and returns the answer.
 func (p *Provider) ask(cmd string) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -192,8 +187,8 @@ func (p *Provider) ask(cmd string) (string, error) {
 
 // Keys are the ids of the provider's keys.
 type Keys struct {
-	// RSA is the current signing key's; EC and Ed the P-256 and Ed25519
-	// keys'; Unpublished an RSA key that is in no JWKS.
+	// RSA is the current signing key; EC and Ed the P-256 and Ed25519
+	// keys; Unpublished an RSA key in no JWKS.
 	RSA, EC, Ed, Unpublished string
 }
 
@@ -207,16 +202,15 @@ func (p *Provider) Keys() (Keys, error) {
 	return k, json.Unmarshal([]byte(a), &k)
 }
 
-// Sign returns a token of the header and claims JSON exactly as given,
-// signed by the provider with the key named key: "rsa", "ec", "ed" or
-// "unpublished". The header's alg and kid are the caller's to write.
+// Sign signs header and claims, exactly as given, with key "rsa", "ec",
+// "ed" or "unpublished". The caller writes alg and kid.
 func (p *Provider) Sign(key, header, claims string) (string, error) {
 	enc := base64.RawURLEncoding.EncodeToString
 	return p.ask(fmt.Sprintf("sign %s %s %s", key, enc([]byte(header)), enc([]byte(claims))))
 }
 
-// Rotate makes a new RSA key the provider's signing key, published beside
-// the old one, and returns its kid.
+// Rotate publishes a new RSA signing key beside the old one and returns
+// its kid.
 func (p *Provider) Rotate() (string, error) { return p.ask("rotate") }
 
 // Hits returns how many times the provider's JWKS was fetched.
@@ -228,15 +222,14 @@ func (p *Provider) Hits() (int, error) {
 	return strconv.Atoi(a)
 }
 
-// Tokens are what a sign-in at the provider returned.
+// Tokens are what a sign-in returned.
 type Tokens struct {
 	Access, ID string
 }
 
-// Login signs username in through the provider's login page as a browser
-// would, for the public client c (the authorization code flow with PKCE,
-// the redirect caught before it leaves), and exchanges the code for the
-// tokens: what a browser UI of the company does before it calls searchd.
+// Login signs username in through the login page as a browser would, for
+// public client c (authorization code with PKCE), and exchanges the code
+// for tokens.
 func (p *Provider) Login(ctx context.Context, c Client, username, password string) (Tokens, error) {
 	conf := oauth2.Config{ClientID: c.ID, ClientSecret: c.Secret, RedirectURL: c.RedirectURIs[0],
 		Scopes:   []string{"openid"},
@@ -259,7 +252,7 @@ func (p *Provider) Login(ctx context.Context, c Client, username, password strin
 		return Tokens{}, err
 	}
 	resp.Body.Close()
-	// The login page: a form with the auth request's id.
+	// The login page is a form with the auth request's id.
 	id := resp.Request.URL.Query().Get("authRequestID")
 	if id == "" {
 		return Tokens{}, fmt.Errorf("the provider sent the browser to %s, not to its login page", resp.Request.URL)
@@ -280,11 +273,9 @@ func (p *Provider) Login(ctx context.Context, c Client, username, password strin
 	return Tokens{Access: tok.AccessToken, ID: idToken}, nil
 }
 
-// AnswerLines is the control loop of the test programs driven through
-// their standard streams (test/oidcprovider, and the console's browser
-// fixture, which starts one): it reads in line by line (lines up to 1 MiB)
-// and prints answer's reply to each on standard output, until in ends or
-// ctx does.
+// AnswerLines reads in line by line (up to 1 MiB each) and prints answer's
+// reply to each, until in or ctx ends: the control loop of test programs
+// driven through their standard streams.
 func AnswerLines(ctx context.Context, in io.Reader, answer func(line string) string) {
 	lines := make(chan string)
 	go func() {

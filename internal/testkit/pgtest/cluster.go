@@ -31,44 +31,38 @@ import (
 // Environment variables read by the harness.
 const (
 	// EnvDatabaseURL names an existing server to use instead of a throwaway
-	// cluster. It must be an admin connection string: the role needs
-	// CREATEDB and must be able to DROP ... WITH (FORCE) the databases it
-	// created (PostgreSQL 13 or later). DATABASE_URL is consulted when this
-	// is unset.
+	// cluster (else DATABASE_URL). The role needs CREATEDB and DROP ... WITH
+	// (FORCE) on its databases (PostgreSQL 13+).
 	EnvDatabaseURL = "SEARCHD_TEST_DATABASE_URL"
-	// EnvPGBin names the directory holding initdb and postgres for the
-	// throwaway cluster.
+	// EnvPGBin names the directory of initdb and postgres.
 	EnvPGBin = pgcluster.EnvPGBin
 )
 
 const (
-	// tmpDirPrefix prefixes the temporary directory of every throwaway
-	// cluster; stale ones are swept by later runs.
+	// tmpDirPrefix prefixes every throwaway cluster's directory; later runs
+	// sweep stale ones.
 	tmpDirPrefix = "searchd-pgtest-"
-	// ownerPIDFile, inside the temporary directory, holds the PID of the
-	// process that created the cluster.
+	// ownerPIDFile holds the PID of the process that created the cluster.
 	ownerPIDFile = "owner.pid"
-	// templateLockKey is the pg_advisory_lock key serialising template
-	// builds across test binaries sharing one external server.
+	// templateLockKey is the advisory lock key serializing template builds
+	// across test binaries sharing a server.
 	templateLockKey int64 = 0x73656172636864 // "searchd"
 
 	startupTimeout = 30 * time.Second
 	stopTimeout    = 10 * time.Second
 	dropTimeout    = 30 * time.Second
 	createRetries  = 10
-	// adminConns is the MaxConns of the admin pool of each server.
-	adminConns = 4
+	adminConns     = 4
 )
 
-// Cluster is a PostgreSQL server used for tests: either a throwaway cluster
-// owned by this process or an external server named by EnvDatabaseURL or
-// DATABASE_URL. Its methods are safe for concurrent use.
+// Cluster is a PostgreSQL server for tests: a throwaway cluster owned by
+// this process, or an external server. Its methods are safe for concurrent
+// use.
 type Cluster struct {
 	adminURL string
 	admin    *pgxpool.Pool
 	local    *localServer // nil for an external server
-	// workers are the Citus workers of a Citus cluster (Options.Citus),
-	// with an admin pool each; the coordinator is local and admin.
+	// workers are a Citus cluster's workers, each with an admin pool.
 	workers      []*localServer
 	workerAdmins []*pgxpool.Pool
 
@@ -80,41 +74,27 @@ type Cluster struct {
 	stopErr  error
 }
 
-// Start returns a Cluster for callers that are not tests, such as benchmark
-// programs; tests should use NewDB or NewDBURL instead. Every call returns a
-// new Cluster: if EnvDatabaseURL (else DATABASE_URL) is set it connects to
-// that server, otherwise it initialises and starts a throwaway cluster in a
-// fresh temporary directory, which the caller must release with Stop.
-//
-// Start returns an error, and leaves nothing running, when the PostgreSQL
-// binaries cannot be found, initdb fails, the server does not accept
-// connections within 30 seconds (the error then includes the tail of the
-// server log), the external server cannot be reached, or ctx ends first.
+// Start returns a new Cluster for non-test callers such as benchmarks;
+// tests use NewDB or NewDBURL. It connects to EnvDatabaseURL (else
+// DATABASE_URL) if set, else starts a throwaway cluster the caller must
+// Stop. On error nothing is left running; a server that does not accept
+// connections within 30 seconds yields an error with its log's tail.
 func Start(ctx context.Context) (*Cluster, error) {
 	return StartWith(ctx, Options{})
 }
 
 // Options configure [StartWith].
 type Options struct {
-	// Durable starts the throwaway cluster as users run PostgreSQL:
-	// fsync=on, synchronous_commit=on and full_page_writes=on, so every
-	// commit waits for its WAL flush. The default (false) turns all three
-	// off, which is right for tests and wrong for anything that measures
-	// commits: benchmarks set Durable. An external server (EnvDatabaseURL)
-	// is used as it is configured; print its settings ([Cluster.Settings])
-	// to see what was measured.
+	// Durable runs with fsync, synchronous_commit and full_page_writes on,
+	// as production does; the default turns them off. Benchmarks set it. An
+	// external server is used as configured (see [Cluster.Settings]).
 	Durable bool
-	// Citus starts a Citus cluster instead of one server: a coordinator
-	// and two workers, each a throwaway server
-	// with the citus extension preloaded. Every database [Cluster.CreateDB]
-	// hands out is one on all of them, made a cluster ([pgcluster.JoinCitus])
-	// and migrated on the coordinator, whose URL it returns; migration
-	// 00019 distributes the tables. It needs the extension installed
-	// ([pgcluster.CitusInstalled]). An external server is used as it is.
+	// Citus starts a coordinator and two workers with citus preloaded.
+	// [Cluster.CreateDB] then creates each database on every node, joins
+	// them ([pgcluster.JoinCitus]) and migrates on the coordinator. It needs
+	// the extension installed ([pgcluster.CitusInstalled]).
 	Citus bool
-	// ShardCount is citus.shard_count, the shards each distributed table
-	// is split into; 0 keeps Citus's default (32). The tests use 4: fewer
-	// shards to create per database, still two per worker.
+	// ShardCount is citus.shard_count; 0 keeps Citus's default (32).
 	ShardCount int
 }
 
@@ -148,8 +128,8 @@ func StartWith(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// Settings returns the server's version and the settings that decide what a
-// commit costs, in one line, for a benchmark to print at its top.
+// Settings returns the server version and the settings that decide what a
+// commit costs, in one line, for benchmarks to print.
 func (c *Cluster) Settings(ctx context.Context) (string, error) {
 	var line string
 	err := c.admin.QueryRow(ctx, `SELECT 'PostgreSQL ' || current_setting('server_version') || ': ' || string_agg(s || '=' || current_setting(s), ' ' ORDER BY i)
@@ -163,16 +143,13 @@ func (c *Cluster) Settings(ctx context.Context) (string, error) {
 // URL returns the admin connection string of the server.
 func (c *Cluster) URL() string { return c.adminURL }
 
-// External reports whether the cluster is an external server rather than a
-// throwaway cluster owned by this process.
+// External reports whether the cluster is an external server.
 func (c *Cluster) External() bool { return c.local == nil }
 
-// Stop releases the cluster. For a throwaway cluster it asks postgres for a
-// fast shutdown (SIGINT), kills it after 10 seconds, and removes its
-// temporary directory; for an external server it only closes connections,
-// leaving the template database in place for later runs. Stop is idempotent;
-// later calls return the first call's result. The error reports a failure to
-// remove the temporary directory.
+// Stop releases the cluster: a throwaway cluster gets a fast shutdown
+// (SIGKILL after 10 seconds) and its directory removed; an external server
+// only loses its connections. Stop is idempotent. Its error reports a
+// failure to remove the directory.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		if c.admin != nil {
@@ -201,8 +178,7 @@ func (c *Cluster) stopLocal() error {
 // started.
 func (c *Cluster) Citus() bool { return len(c.workers) > 0 }
 
-// Workers returns the admin connection strings of the workers of a Citus
-// cluster, none for any other.
+// Workers returns the admin URLs of a Citus cluster's workers.
 func (c *Cluster) Workers() []string {
 	var out []string
 	for _, w := range c.workers {
@@ -211,9 +187,8 @@ func (c *Cluster) Workers() []string {
 	return out
 }
 
-// startCitus starts the coordinator and the workers of a Citus cluster
-// and opens an admin pool on each worker; it returns the coordinator. On
-// error nothing is left running.
+// startCitus starts a Citus coordinator and workers with admin pools on the
+// workers and returns the coordinator. On error nothing is left running.
 func (c *Cluster) startCitus(ctx context.Context, opts Options) (_ *localServer, err error) {
 	bins, err := findBinaries()
 	if err != nil {
@@ -243,15 +218,10 @@ func (c *Cluster) startCitus(ctx context.Context, opts Options) (_ *localServer,
 	return startLocal(ctx, opts, roleCoordinator)
 }
 
-// CreateDB creates a database cloned from the migrated template and returns
-// its connection string and a function that drops it. The template is built
-// on first use (see the package documentation). drop is idempotent and
-// best-effort: it ignores errors, since the server may already be gone.
-//
-// CreateDB returns an error when building the template fails (including a
-// migrations.Up failure; the failure is remembered and returned by later
-// calls without retrying, unless it was caused by ctx ending), when CREATE
-// DATABASE fails, or when ctx ends.
+// CreateDB clones the migrated template (built on first use) into a new
+// database and returns its URL and an idempotent, best-effort drop. A
+// template build failure is remembered and returned by later calls, unless
+// caused by ctx ending.
 func (c *Cluster) CreateDB(ctx context.Context) (url string, drop func(), err error) {
 	url, dropErr, err := c.createDB(ctx)
 	if err != nil {
@@ -260,7 +230,7 @@ func (c *Cluster) CreateDB(ctx context.Context) (url string, drop func(), err er
 	return url, func() { _ = dropErr() }, nil
 }
 
-// createDB is CreateDB with a drop function that reports its error.
+// createDB is CreateDB with a drop that reports its error.
 func (c *Cluster) createDB(ctx context.Context) (string, func() error, error) {
 	tmpl, err := c.template(ctx)
 	if err != nil {
@@ -268,12 +238,10 @@ func (c *Cluster) createDB(ctx context.Context) (string, func() error, error) {
 	}
 	name := "searchd_test_" + strings.ToLower(rand.Text())
 	sql := "CREATE DATABASE " + quoteIdent(name) + " TEMPLATE " + quoteIdent(tmpl)
-	// On a Citus cluster the database is cloned on every node, workers
-	// first: the coordinator's copy of the metadata names the workers'
-	// copies of the shards, which have the same names in each clone.
+	// On Citus, clone on every node, workers first: the coordinator's
+	// metadata names shards that have the same names in each clone.
 	for _, admin := range append(slices.Clone(c.workerAdmins), c.admin) {
-		// The template refuses connections, so its being accessed by
-		// other users (55006) is transient.
+		// The template refuses connections, so 55006 (in use) is transient.
 		if err := retryInUse(ctx, func() error { _, err := admin.Exec(ctx, sql); return err }); err != nil {
 			_ = c.dropDB(name)
 			return "", nil, fmt.Errorf("pgtest: creating database %s from template %s: %w", name, tmpl, err)
@@ -293,14 +261,10 @@ func (c *Cluster) createDB(ctx context.Context) (string, func() error, error) {
 	return dbURL, drop, nil
 }
 
-// dropDB drops the named database, disconnecting any sessions still using
-// it: on every node of a Citus cluster, the coordinator first. There each
-// node's Citus maintenance daemon holds sessions to every other node's
-// copy of the database, reconnects those that are ended, and may be
-// waiting on one when its own copy is dropped (it then outlasts the drop's
-// wait). So the copies are first closed to new connections everywhere and
-// their client sessions ended everywhere; then each drop stops its node's
-// daemon and ends what is left.
+// dropDB drops the named database on every node, coordinator first. Citus
+// maintenance daemons hold and reopen sessions to the other nodes' copies,
+// so all copies are first closed to new connections and their sessions
+// ended; then each drop stops its node's daemon.
 func (c *Cluster) dropDB(name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 	defer cancel()
@@ -322,11 +286,8 @@ func (c *Cluster) dropDB(name string) error {
 	return errors.Join(errs...)
 }
 
-// dropOn drops the database name of one server. A Citus maintenance daemon
-// busy on a remote call outlasts the forced drop's wait for its sessions
-// (the drop signalled it, and it exits once the call returns): the drop is
-// tried again, with whatever still holds the database ended again, until
-// ctx ends.
+// dropOn drops database name on one server, retrying until ctx ends: a
+// Citus daemon busy on a remote call can outlast the forced drop's wait.
 func dropOn(ctx context.Context, admin *pgxpool.Pool, name string) error {
 	for attempt := 1; ; attempt++ {
 		_, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)")
@@ -340,8 +301,7 @@ func dropOn(ctx context.Context, admin *pgxpool.Pool, name string) error {
 	}
 }
 
-// template returns the name of the migrated template database, building it
-// if needed.
+// template returns the migrated template's name, building it if needed.
 func (c *Cluster) template(ctx context.Context) (string, error) {
 	c.tmplMu.Lock()
 	defer c.tmplMu.Unlock()
@@ -362,14 +322,11 @@ func (c *Cluster) template(ctx context.Context) (string, error) {
 	return name, nil
 }
 
-// ensureTemplate makes sure the template database for the current
-// migrations exists on the server and returns its name.
-//
-// Several processes may share the server, so the check-and-build runs under
-// a session advisory lock held on a dedicated admin connection. The template
-// is built under a temporary name and renamed once migrated, so a database
-// with the final name is always complete. It is then closed to connections,
-// so that nothing can block CREATE DATABASE ... TEMPLATE.
+// ensureTemplate returns the name of the template for the current
+// migrations, building it if needed. Builds run under a session advisory
+// lock, under a temporary name renamed when migrated (so a template with the
+// final name is complete), and the template is then closed to connections
+// so nothing blocks CREATE DATABASE ... TEMPLATE.
 func (c *Cluster) ensureTemplate(ctx context.Context) (name string, err error) {
 	name, err = templateName()
 	if err != nil {
@@ -379,7 +336,7 @@ func (c *Cluster) ensureTemplate(ctx context.Context) (name string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("pgtest: connecting to build template: %w", err)
 	}
-	// Closing the session also releases the advisory lock.
+	// Closing the session releases the advisory lock.
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", templateLockKey); err != nil {
 		return "", fmt.Errorf("pgtest: locking template build: %w", err)
@@ -408,15 +365,13 @@ func (c *Cluster) ensureTemplate(ctx context.Context) (name string, err error) {
 	if err := c.migrateTemplate(ctx, create, build, name); err != nil {
 		return "", err
 	}
-	// The coordinator's copy is published last, so the coordinator's
-	// sessions to the workers are gone with their database's sessions.
+	// Publish the coordinator's copy last, after its sessions to the
+	// workers are gone.
 	err = publishTemplate(ctx, conn, build, name)
 	if code := dberr.Code(err); code == "42P04" || code == "23505" {
-		// Built concurrently by a process that did not share our lock
-		// (advisory locks are per database, and its admin connection
-		// used another one). Use that template and drop ours. A rename
-		// racing the other one's commit reports a unique violation
-		// (23505) rather than 42P04.
+		// Another process built it concurrently without our lock (advisory
+		// locks are per database). Use theirs; a racing rename reports 23505
+		// rather than 42P04.
 		return name, nil
 	}
 	if err != nil {
@@ -426,9 +381,8 @@ func (c *Cluster) ensureTemplate(ctx context.Context) (name string, err error) {
 	return name, nil
 }
 
-// migrateTemplate creates the database build on every Citus worker with
-// create (the coordinator has it already), makes the nodes one Citus
-// cluster, migrates build and closes the workers' copies as name.
+// migrateTemplate creates build on every Citus worker, joins the nodes,
+// migrates build and publishes the workers' copies as name.
 func (c *Cluster) migrateTemplate(ctx context.Context, create, build, name string) error {
 	for _, w := range c.workerAdmins {
 		if _, err := w.Exec(ctx, create); err != nil {
@@ -455,9 +409,8 @@ func (c *Cluster) migrateTemplate(ctx context.Context, create, build, name strin
 	return nil
 }
 
-// publishTemplate closes the database build of one server to connections
-// and renames it to name. The rename fails while the database has sessions,
-// so whatever migrations.Up left behind is disconnected first.
+// publishTemplate disconnects build's sessions, closes it to connections
+// and renames it to name.
 func publishTemplate(ctx context.Context, db interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 }, build, name string) error {
@@ -477,8 +430,8 @@ func publishTemplate(ctx context.Context, db interface {
 	return nil
 }
 
-// joinCitus makes the database build of every node one Citus cluster: the
-// workers join the coordinator, each by the directory of its socket.
+// joinCitus joins the workers' copies of build to the coordinator, each by
+// its socket directory.
 func (c *Cluster) joinCitus(ctx context.Context, build string) error {
 	var urls []string
 	var nodes []pgcluster.CitusNode
@@ -492,9 +445,8 @@ func (c *Cluster) joinCitus(ctx context.Context, build string) error {
 	return nil
 }
 
-// templateName derives the template database name from the names and
-// contents of the files in migrations.FS, so a change to any migration
-// yields a new template.
+// templateName derives the template's name from the migration files, so
+// any change yields a new template.
 func templateName() (string, error) {
 	h := sha256.New()
 	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
@@ -521,8 +473,7 @@ type localServer struct {
 	dir string
 }
 
-// role is what a throwaway server is: a server of its own, or a node of a
-// Citus cluster.
+// role is a throwaway server's role: standalone, or a Citus node.
 type role int
 
 const (
@@ -531,10 +482,8 @@ const (
 	roleWorker
 )
 
-// startLocal initialises and starts a throwaway cluster in a new
-// temporary directory (with [pgcluster.Start]) and waits until it accepts
-// connections. On error nothing is left running and the directory is
-// removed.
+// startLocal starts a throwaway cluster in a new temporary directory and
+// waits until it accepts connections. On error nothing is left.
 func startLocal(ctx context.Context, opts Options, r role) (*localServer, error) {
 	bins, err := findBinaries()
 	if err != nil {
@@ -556,8 +505,8 @@ func startLocal(ctx context.Context, opts Options, r role) (*localServer, error)
 			StartTimeout: startupTimeout, StopTimeout: stopTimeout,
 			// --no-sync: a throwaway cluster need not survive a power cut.
 			InitArgs: []string{"--no-sync"},
-			// SIGKILL: the cluster dies with the test binary, even when
-			// that is SIGKILLed, and its directory is swept by a later run.
+			// SIGKILL: the server dies with the test binary, even a SIGKILLed
+			// one; a later run sweeps its directory.
 			Pdeathsig: syscall.SIGKILL})
 	}
 	if err != nil {
@@ -569,8 +518,7 @@ func startLocal(ctx context.Context, opts Options, r role) (*localServer, error)
 
 // serverSettings are the settings of a throwaway server of role r.
 func serverSettings(opts Options, r role) map[string]string {
-	// Durability: off for tests, which commit thousands of throwaway rows;
-	// on for benchmarks, which must pay what a commit costs in production.
+	// Durability off for tests, on for benchmarks.
 	durability := "off"
 	if opts.Durable {
 		durability = "on"
@@ -589,8 +537,8 @@ func serverSettings(opts Options, r role) map[string]string {
 			settings = append(settings, fmt.Sprintf("citus.shard_count=%d", opts.ShardCount))
 		}
 	case roleWorker:
-		// A worker serves the coordinator's connections of every test
-		// database at once: more connections, less memory.
+		// A worker serves every test database's coordinator connections:
+		// more connections, less memory.
 		settings = append(settings, "shared_buffers=64MB")
 		settings = append(settings, pgcluster.CitusSettings(500)...)
 	}
@@ -602,8 +550,8 @@ func serverSettings(opts Options, r role) map[string]string {
 	return m
 }
 
-// stop shuts the server down (fast shutdown, then SIGKILL after
-// stopTimeout) and removes its directory.
+// stop shuts the server down (SIGKILL after stopTimeout) and removes its
+// directory.
 func (s *localServer) stop() error {
 	_ = s.Stop() // killed after stopTimeout
 	if err := os.RemoveAll(s.dir); err != nil {
@@ -612,8 +560,8 @@ func (s *localServer) stop() error {
 	return nil
 }
 
-// findBinaries is [pgcluster.FindBinaries] whose error adds the test-only
-// way out: a server to use instead.
+// findBinaries is [pgcluster.FindBinaries] with a hint about
+// EnvDatabaseURL.
 func findBinaries() (pgcluster.Binaries, error) {
 	b, err := pgcluster.FindBinaries(os.Getenv(EnvPGBin))
 	if err != nil {
@@ -622,9 +570,8 @@ func findBinaries() (pgcluster.Binaries, error) {
 	return b, nil
 }
 
-// sweepStaleDirs removes the temporary directories of throwaway clusters
-// whose owning process and postmaster are both gone (for example after the
-// test binary was killed). Errors are ignored.
+// sweepStaleDirs removes directories of throwaway clusters whose owner and
+// postmaster are gone. Errors are ignored.
 func sweepStaleDirs() {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tmpDirPrefix+"*"))
 	if os.TempDir() != "/tmp" {
@@ -643,9 +590,8 @@ func sweepStaleDirs() {
 	}
 }
 
-// withDatabase returns connString with its database replaced by db. It
-// handles URLs (postgres://, postgresql://) and keyword/value strings (a
-// later dbname= overrides an earlier one).
+// withDatabase returns connString, URL or keyword/value, with its database
+// replaced by db.
 func withDatabase(connString, db string) (string, error) {
 	if strings.HasPrefix(connString, "postgres://") || strings.HasPrefix(connString, "postgresql://") {
 		u, err := url.Parse(connString)
@@ -664,10 +610,9 @@ func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
 // terminateSessions ends the other sessions on the database $1.
 const terminateSessions = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()"
 
-// retryInUse runs f until it succeeds, fails otherwise than with 55006
-// (object in use: the database is being accessed by other users) or has
-// failed createRetries times, sleeping longer after each failure. It
-// returns f's last error, or ctx's when ctx ends while it sleeps.
+// retryInUse runs f until it succeeds, fails with anything but 55006
+// (object in use), or has failed createRetries times, backing off. It
+// returns f's last error, or ctx's.
 func retryInUse(ctx context.Context, f func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := f()
@@ -680,9 +625,8 @@ func retryInUse(ctx context.Context, f func() error) error {
 	}
 }
 
-// openPool opens a pool of at most maxConns connections on connString,
-// with tracer on its connections when it is not nil, and checks that it
-// connects.
+// openPool opens and checks a pool of at most maxConns connections, with
+// tracer if not nil.
 func openPool(ctx context.Context, connString string, maxConns int32, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {

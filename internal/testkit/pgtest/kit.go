@@ -12,8 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Count returns the number read by query (a SELECT count(*) ...) with
-// args on db; an error fails t at once, naming the query.
+// Count returns the count query reads on db; an error fails t.
 func Count(t testing.TB, db Querier, query string, args ...any) int {
 	t.Helper()
 	var n int
@@ -23,9 +22,8 @@ func Count(t testing.TB, db Querier, query string, args ...any) int {
 	return n
 }
 
-// SyncBuffer is a bytes.Buffer safe for concurrent use: a server or a
-// command writes to it (its log, its stdout) while the test reads it. The
-// zero value is an empty buffer ready to use.
+// SyncBuffer is a bytes.Buffer safe for concurrent use, for logs a test
+// reads while a server writes them. The zero value is ready to use.
 type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -45,8 +43,8 @@ func (s *SyncBuffer) String() string {
 	return s.buf.String()
 }
 
-// ClosedPool returns a pool on db's database that is closed: every call on
-// it fails at once, as it does when the database is gone.
+// ClosedPool returns a closed pool on db's database: every call fails at
+// once, as when the database is gone.
 func ClosedPool(t testing.TB, db *pgxpool.Pool) *pgxpool.Pool {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), db.Config().ConnString())
@@ -57,11 +55,9 @@ func ClosedPool(t testing.TB, db *pgxpool.Pool) *pgxpool.Pool {
 	return pool
 }
 
-// RunUntilLogged runs run until log (slog's JSONHandler) holds n lines
-// whose msg is msg, or 20 s pass, then ends run's context, waits for it to
-// return, and returns the attribute key of each such line decoded into T
-// (a time.Duration from slog's nanoseconds, say), in order: fewer than n
-// when the time ran out.
+// RunUntilLogged runs run until log (slog JSON) holds n lines with msg, or
+// 20 s pass, then cancels run, waits for it, and returns attribute key of
+// each such line decoded into T, in order (fewer than n on timeout).
 func RunUntilLogged[T any](run func(context.Context), log *SyncBuffer, msg, key string, n int) []T {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -75,9 +71,8 @@ func RunUntilLogged[T any](run func(context.Context), log *SyncBuffer, msg, key 
 	return logAttr[T](log.String(), msg, key)
 }
 
-// logAttr returns the attribute key of each line of log whose msg is msg,
-// decoded into T; lines that are not JSON, or whose attribute does not
-// decode, are passed over.
+// logAttr decodes attribute key of each line of log with msg into T,
+// skipping lines that do not decode.
 func logAttr[T any](log, msg, key string) []T {
 	var vals []T
 	for line := range strings.Lines(log) {
@@ -94,10 +89,9 @@ func logAttr[T any](log, msg, key string) []T {
 	return vals
 }
 
-// Holds reports whether cond comes to hold for stretch on end, polling it,
-// within at most within: for a state a system settles into (no seat in
-// use once every client stalls, say) that passing moments of it would not
-// prove.
+// Holds reports whether cond holds continuously for stretch, polling, at
+// some point within within: for a settled state that a passing moment
+// would not prove.
 func Holds(cond func() bool, stretch, within time.Duration) bool {
 	deadline := time.Now().Add(within)
 	since := time.Now()

@@ -10,18 +10,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Querier is what [LockWaits] and [Count] read with: a pool, a connection or a
-// transaction.
+// Querier is a pool, a connection or a transaction.
 type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// LockWaits returns how many backends of db's database wait on a lock,
-// for a test that waits until its statements block on a row it holds. On
-// a Citus cluster it asks every node (citus_stat_activity): a statement
-// routed to a shard waits on the worker that holds it, while its
-// backend on the coordinator waits for the worker's answer and counts
-// nothing. Elsewhere it reads pg_stat_activity.
+// LockWaits returns how many backends of db's database wait on a lock. On
+// Citus it asks every node (citus_stat_activity), since a routed statement
+// waits on its worker.
 func LockWaits(ctx context.Context, db Querier) (int, error) {
 	var citus bool
 	if err := db.QueryRow(ctx, `SELECT to_regclass('pg_catalog.citus_stat_activity') IS NOT NULL`).Scan(&citus); err != nil {
@@ -37,10 +33,8 @@ func LockWaits(ctx context.Context, db Querier) (int, error) {
 	return n, err
 }
 
-// OrganizationPerNode returns one new organization id for each node that
-// holds shards of the tenant tables on a Citus cluster (they are
-// co-located with agent.idempotency_keys), in the order of the nodes: the
-// rows of each live on a different node. On PostgreSQL it returns one.
+// OrganizationPerNode returns one new organization id per Citus node that
+// holds tenant shards, in node order; on PostgreSQL, one id.
 func OrganizationPerNode(ctx context.Context, db Querier) ([]uuid.UUID, error) {
 	var citus bool
 	if err := db.QueryRow(ctx, `SELECT agent.is_distributed('agent.idempotency_keys')`).Scan(&citus); err != nil {

@@ -12,15 +12,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Statement is one statement a pool sent, with its arguments, positional.
+// Statement is one statement a pool sent, with positional arguments.
 type Statement struct {
 	SQL  string
 	Args []any
 }
 
-// StatementLog records every statement sent on the connections of a pool
-// (set it as ConnConfig.Tracer): queries, executions and the statements of
-// batches. It is safe for concurrent use.
+// StatementLog is a pgx tracer that records every statement a pool sends,
+// batches included. It is safe for concurrent use.
 type StatementLog struct {
 	mu  sync.Mutex
 	all []Statement
@@ -28,8 +27,7 @@ type StatementLog struct {
 
 func (l *StatementLog) add(ctx context.Context, conn *pgx.Conn, sql string, args []any) {
 	if len(args) > 0 {
-		// Named arguments: pgx rewrites them after the tracer of a query
-		// has seen them (a batch's are rewritten already).
+		// pgx rewrites named arguments after the query tracer sees them.
 		if rw, ok := args[0].(pgx.QueryRewriter); ok {
 			var err error
 			if sql, args, err = rw.RewriteQuery(ctx, conn, sql, args[1:]); err != nil {
@@ -64,8 +62,8 @@ func (l *StatementLog) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, d pg
 // TraceBatchEnd does nothing.
 func (l *StatementLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-// Distinct returns the statements sent, one per SQL text (with the
-// arguments it was first sent with), in the order first sent.
+// Distinct returns one statement per SQL text, with its first arguments,
+// in order first sent.
 func (l *StatementLog) Distinct() []Statement {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -80,15 +78,11 @@ func (l *StatementLog) Distinct() []Statement {
 	return out
 }
 
-// WantRouted EXPLAINs on a Citus cluster each of statements, with the
-// arguments it was sent with, and fails t for any that is not a router
-// query: any Citus scan of more than one task (shard), or a plan in
-// several steps (distributed subplans, which the coordinator runs first
-// and ships to the workers). A statement whose plan holds no Citus scan
-// reads no distributed table and runs on the coordinator alone (BEGIN, a
-// NOTIFY, a local table's); it returns how many statements were routed to
-// one shard. Statements that cannot be EXPLAINed (BEGIN, COMMIT, SET, ...)
-// are skipped.
+// WantRouted EXPLAINs each statement on a Citus cluster and fails t for any
+// that is not a router query (more than one task, or distributed
+// subplans). It returns how many were routed to one shard; statements
+// without a Citus scan run on the coordinator, and ones that cannot be
+// EXPLAINed are skipped.
 func WantRouted(t testing.TB, ctx context.Context, db *pgxpool.Pool, statements []Statement) (routed int) {
 	t.Helper()
 	for _, s := range statements {
@@ -107,8 +101,8 @@ func WantRouted(t testing.TB, ctx context.Context, db *pgxpool.Pool, statements 
 	return routed
 }
 
-// explainTasks EXPLAINs s with its arguments and returns the task count of
-// every Citus scan in the plan and the number of distributed subplans.
+// explainTasks returns the task count of each Citus scan in s's plan and
+// the number of distributed subplans.
 func explainTasks(ctx context.Context, db *pgxpool.Pool, s Statement) (tasks []int, subplans int, err error) {
 	switch strings.ToLower(strings.Fields(s.SQL)[0]) {
 	case "begin", "commit", "rollback", "listen", "unlisten", "set", "savepoint", "release":

@@ -11,17 +11,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Tracer is a pgx tracer (set it as ConnConfig.Tracer) that counts what a
-// pool costs the database: round trips, statements, commits, and the time
-// spent waiting for answers. Tests assert on it and benchmarks print it per
-// call; its cost, a few atomic adds per statement, falls on both sides of a
-// benchmark's ratio when both pools carry one. It is safe for concurrent
-// use.
+// Tracer is a pgx tracer counting what a pool costs the database: round
+// trips, statements, commits, and time waiting for answers. It is safe for
+// concurrent use and cheap (a few atomic adds per statement).
 //
-// A round trip is one Query, QueryRow or Exec, or one SendBatch however many
-// statements it pipelines. A commit is a transaction that ended in COMMIT,
-// or a statement or batch run outside a transaction (autocommit) that wrote
-// a row: what makes PostgreSQL flush its WAL on a durable server.
+// A round trip is a Query, QueryRow, Exec or SendBatch. A commit is a
+// COMMIT, or an autocommit statement or batch that wrote a row: what makes
+// PostgreSQL flush its WAL.
 type Tracer struct {
 	roundTrips atomic.Int64
 	statements atomic.Int64
@@ -36,12 +32,11 @@ type Tracer struct {
 // Counts are a Tracer's totals.
 type Counts struct {
 	RoundTrips, Statements, Commits int64
-	// Busy is the time spent from sending round trips to their answers,
-	// waits for a CPU included.
+	// Busy is the time from sending round trips to their answers.
 	Busy time.Duration
 }
 
-// Sub returns c minus earlier, the counts of what ran in between.
+// Sub returns c minus earlier.
 func (c Counts) Sub(earlier Counts) Counts {
 	return Counts{c.RoundTrips - earlier.RoundTrips, c.Statements - earlier.Statements,
 		c.Commits - earlier.Commits, c.Busy - earlier.Busy}
@@ -58,8 +53,8 @@ func (t *Tracer) Counts() Counts {
 	return Counts{t.roundTrips.Load(), t.statements.Load(), t.commits.Load(), time.Duration(t.busy.Load())}
 }
 
-// Record runs f and returns the statements the pool ran meanwhile, one
-// slice per round trip. f must be the only user of the pool.
+// Record runs f and returns the statements run meanwhile, one slice per
+// round trip. f must be the pool's only user.
 func (t *Tracer) Record(f func() error) ([][]string, error) {
 	t.mu.Lock()
 	t.recorded = nil
@@ -82,7 +77,7 @@ func (t *Tracer) record(sqls ...string) {
 
 type traceKey struct{}
 
-// traceStart is what a round trip carries from its start to its end.
+// traceStart is carried from a round trip's start to its end.
 type traceStart struct {
 	at         time.Time
 	autocommit bool // the connection was outside a transaction when it began
@@ -146,8 +141,8 @@ func (t *Tracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatc
 		return
 	}
 	t.busy.Add(int64(time.Since(st.at)))
-	// A batch sent outside a transaction that began none is one implicit
-	// transaction, committed at its end when nothing failed.
+	// A batch outside a transaction is one implicit transaction, committed
+	// if nothing failed.
 	if d.Err == nil && st.autocommit && !st.explicit && st.wrote {
 		t.commits.Add(1)
 	}

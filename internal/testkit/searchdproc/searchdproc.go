@@ -1,10 +1,7 @@
-// Package searchdproc runs a built searchd binary's `serve` as a child
-// process on loopback, for the tests that drive it from outside: the
-// browser test (test/browser) and the console's browser tests' fixture
-// (test/console/fixture). The child is forked by [pgcluster.StartProcess],
-// so it dies with this process however that ends, and its environment is
-// PATH, HOME and the settings it is given, nothing else of this process's:
-// a SEARCHD_ or PG variable of the shell cannot change what is tested.
+// Package searchdproc runs a searchd binary's `serve` as a child process on
+// loopback, for browser tests. The child dies with this process
+// ([pgcluster.StartProcess]) and sees only PATH, HOME and the given
+// settings, so the shell's environment cannot change what is tested.
 package searchdproc
 
 import (
@@ -21,8 +18,7 @@ import (
 	"github.com/searchd/searchd/internal/pgcluster"
 )
 
-// readyWithin bounds the wait for /readyz: a migrated database answers in
-// well under a second; a busy machine gets slack.
+// readyWithin bounds the wait for /readyz.
 const readyWithin = time.Minute
 
 // Config says how to run serve.
@@ -47,11 +43,9 @@ type Server struct {
 	proc *pgcluster.Process
 }
 
-// Start starts serve as cfg says and returns once its /readyz answers 200
-// (the database answers and its schema is current). It returns an error
-// when the binary cannot be started, when it exits first, or when it is
-// not ready within a minute or before ctx ends; the process is then
-// stopped.
+// Start starts serve and returns once /readyz answers 200. It returns an
+// error, after stopping the process, if the binary cannot start, exits, or
+// is not ready within a minute or before ctx ends.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	addr := cfg.Addr
 	if addr == "" {
@@ -75,8 +69,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Ready returns a check, for [pgcluster.Process.Await], that the searchd
-// at base answers /readyz with 200.
+// Ready returns a [pgcluster.Process.Await] check that base answers
+// /readyz with 200.
 func Ready(base string) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
@@ -95,15 +89,13 @@ func Ready(base string) func(ctx context.Context) error {
 	}
 }
 
-// Stop sends SIGTERM, as an operator's shutdown does, and waits for the
-// process to exit; after 30 seconds it kills it and returns an error
-// saying so.
+// Stop sends SIGTERM and waits; after 30 seconds it kills the process and
+// returns an error.
 func (s *Server) Stop() error {
 	return s.proc.Stop(syscall.SIGTERM, 30*time.Second)
 }
 
-// FreeAddr returns a loopback address whose port was free a moment ago,
-// for a server to listen on.
+// FreeAddr returns a loopback address whose port was just free.
 func FreeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
