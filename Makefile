@@ -13,6 +13,8 @@ setup:
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; \
 	fi
 	$(GO) mod download
+	$(GO) -C client mod download
+	$(GO) -C client/gen mod download
 
 # The test command: every package against real PostgreSQL, with the race
 # detector; and vet and the tests of the benchmarks' module (bench/, a
