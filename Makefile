@@ -1,7 +1,7 @@
 # The README and docs/ name these targets; .ci/run calls `make ci`.
 GO ?= go
 
-.PHONY: setup test test-citus settings-docs ci e2e e2e-citus soak failover-report bench bench-plane bench-neighbours bench-http bench-sweep bench-sweep-drain bench-schedule bench-start bench-dispatch bench-events bench-citus bench-scale run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
+.PHONY: setup test test-citus settings-docs client-types ci e2e e2e-citus soak failover-report bench bench-plane bench-neighbours bench-http bench-sweep bench-sweep-drain bench-schedule bench-start bench-dispatch bench-events bench-citus bench-scale run build ts browser openapi-lint image test-image readme-tour ts-pack web-example web-example-screenshots
 
 # One-time set-up of a fresh Debian machine: PostgreSQL server binaries (the
 # tests and `searchd dev` start their own throwaway clusters from them) and the
@@ -13,15 +13,23 @@ setup:
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; \
 	fi
 	$(GO) mod download
+	$(GO) -C client mod download
+	$(GO) -C client/gen mod download
 
 # The test command: every package against real PostgreSQL, with the race
 # detector; and vet and the tests of the benchmarks' module (bench/, a
 # module of its own built against this checkout; its tests measure
-# nothing), so a change that breaks them fails here.
+# nothing), of the Go client's module (client/; its tests against a real
+# searchd are test/goclient) and of its generator (client/gen: the
+# committed types against a fresh generation), so a change that breaks
+# them fails here.
 test:
 	$(GO) vet ./...
 	$(GO) -C bench vet ./...
 	$(GO) -C bench test -race -count=1 ./...
+	$(GO) -C client vet ./...
+	$(GO) -C client test -race -count=1 ./...
+	$(GO) -C client/gen test -count=1 ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # The settings reference (docs/settings.md) and the example env file
@@ -30,6 +38,13 @@ test:
 settings-docs:
 	$(GO) run ./cmd/searchd settings --format markdown >docs/settings.md
 	$(GO) run ./cmd/searchd settings --format env >searchd.example.env
+
+# The Go client's API types (client/types.gen.go), generated from
+# api/openapi.json by oapi-codegen, the tool of the client/gen module (its
+# configuration and the overlay it applies are there); run it after
+# changing the document.
+client-types:
+	cd client/gen && $(GO) tool oapi-codegen -config oapi-codegen.yaml -o ../types.gen.go ../../api/openapi.json
 
 # The contract on Citus (docs/scaling.md): every test of these packages
 # against a coordinator and two workers that internal/testkit/pgtest starts from the

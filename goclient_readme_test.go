@@ -14,7 +14,7 @@ import (
 // checkout (here a link to this repository, named searchd), the README's
 // replace and tidy commands run as written, and its example compiled in a
 // program. It needs the modules the client imports in the module cache
-// (go mod download puts them there), and nothing else of the machine's:
+// (go -C client mod download puts them there), and nothing else of the machine's:
 // no checksum database is asked, so a new machine passes it too.
 func TestGoClientReadmeBuildsThroughAReplace(t *testing.T) {
 	t.Parallel()
@@ -70,13 +70,13 @@ func TestGoClientReadmeBuildsThroughAReplace(t *testing.T) {
 		}
 	}
 	run("go", "mod", "init", "example.com/app")
-	// The app's checksums start as this checkout's go.sum, as a user's
-	// would once the modules are known: go mod tidy checks every module
-	// it adds against them and, with GOPROXY=off, cannot ask the
+	// The app's checksums start as the client module's go.sum, as a
+	// user's would once the modules are known: go mod tidy checks every
+	// module it adds against them and, with GOPROXY=off, cannot ask the
 	// checksum database, which a new machine has cached nothing of (a
-	// warm cache once hid that). A module the client needs that go.sum
-	// lacks fails the tidy rather than going unchecked.
-	sums, err := os.ReadFile("go.sum")
+	// warm cache once hid that). A module the client needs that its
+	// go.sum lacks fails the tidy rather than going unchecked.
+	sums, err := os.ReadFile("client/go.sum")
 	if err != nil {
 		t.Fatal(err)
 	}

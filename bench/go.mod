@@ -73,3 +73,6 @@ require (
 
 // The benchmarks measure the service in this checkout, not a released one.
 replace github.com/searchd/searchd => ../
+
+// The Go client, which the server module requires, from this checkout too.
+replace github.com/searchd/searchd/client => ../client

@@ -125,14 +125,6 @@ type APIError struct {
 	CurrentStatus string
 }
 
-// FieldError is one refused field of a validation_failed problem.
-type FieldError struct {
-	// Field is the JSON path of the field (brief.query,
-	// baseline.items[3]); empty for the whole body.
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
 // Error returns the status, the code and the detail, with the refused
 // fields and the request id when there are any.
 func (e *APIError) Error() string {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
@@ -14,31 +13,6 @@ import (
 // signature, its timestamp (more than [DispatchTolerance] away), or a
 // body that is not a Run event of its webhook-id.
 var ErrBadRunEvent = errors.New("searchd: the Run event does not verify")
-
-// RunEvent is one event of a Run's history (the OpenAPI schema RunEvent):
-// its admission (Seq 1, run.admitted) or a change of its status. Seq is
-// the Run's version after the event: order a Run's events by it, and
-// drop one whose Seq you have.
-type RunEvent struct {
-	RunID string `json:"run_id"`
-	Seq   int64  `json:"seq"`
-	// Type is run.admitted, run.dispatched, run.running, run.succeeded,
-	// run.failed or run.cancelled.
-	Type       string    `json:"type"`
-	Status     string    `json:"status"`
-	OccurredAt time.Time `json:"occurred_at"`
-	// ResultRef is a succeeded Run's result, when the runtime reported one.
-	ResultRef *string `json:"result_ref"`
-	// Error is how a failed or cancelled Run ended, when reported.
-	Error *RunError `json:"error"`
-}
-
-// RunEventMessage is the body of a delivery to a webhook endpoint.
-type RunEventMessage struct {
-	Type      string    `json:"type"`
-	Timestamp time.Time `json:"timestamp"`
-	Data      RunEvent  `json:"data"`
-}
 
 // RunEventVerifier checks the deliveries of one webhook endpoint
 // (docs/webhooks.md): their Standard Webhooks signature with the

@@ -132,8 +132,8 @@ func (c *Client) start(ctx context.Context, r request) (*StartResult, error) {
 
 // GetRun reads a Run, with its dispatch to the runtime. It returns
 // [ErrNotFound] for one of another organization or none.
-func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
-	return fetch[Run](ctx, c, get("/v1/runs/", id, ""))
+func (c *Client) GetRun(ctx context.Context, id string) (*RunDetail, error) {
+	return fetch[RunDetail](ctx, c, get("/v1/runs/", id, ""))
 }
 
 // ListRuns returns a page of Runs, newest first, kept by p's filters. It
@@ -173,13 +173,6 @@ func (c *Client) ListRuns(ctx context.Context, p ListRunsParams) (*RunPage, erro
 // CurrentStatus says how), which is final: do not retry it.
 func (c *Client) ReportRunStatus(ctx context.Context, id string, r StatusReport) (*Run, error) {
 	return fetch[Run](ctx, c, idRequest(http.MethodPut, "/v1/runs/", id, "/status", r, repeatable))
-}
-
-// CancelRequest is the optional body of [Client.CancelRun].
-type CancelRequest struct {
-	// Reason says why, for a person (at most 500 characters), recorded
-	// and sent to the runtime; "" for none.
-	Reason string `json:"reason,omitempty"`
 }
 
 // CancelRun cancels Run id. A Run not yet handed to the runtime (queued)

@@ -32,53 +32,6 @@ const DispatchTolerance = 5 * time.Minute
 // the answer and stops; it never sends another body under that id).
 var ErrBadDispatch = errors.New("searchd: the dispatch does not verify")
 
-// RunDispatch is the body of a dispatch.
-type RunDispatch struct {
-	// Type is "run.admitted".
-	Type string `json:"type"`
-	// Timestamp is the Run's admission, the same on every redelivery.
-	Timestamp time.Time       `json:"timestamp"`
-	Data      RunDispatchData `json:"data"`
-}
-
-// RunDispatchData is what a runtime needs to execute a Run and report it.
-type RunDispatchData struct {
-	Run DispatchedRun `json:"run"`
-	// Snapshot is a saved-search Run's frozen input, whole; nil for a
-	// direct Run, whose input is Run.Input.
-	Snapshot *DispatchedSnapshot `json:"snapshot"`
-	// StatusURL is where to report the Run's status, relative to
-	// searchd's base URL ([Client.ReportRunStatus] builds it).
-	StatusURL string `json:"status_url"`
-}
-
-// DispatchedRun is the Run as admitted: what never changes about it.
-type DispatchedRun struct {
-	ID             string          `json:"id"`
-	OrganizationID string          `json:"organization_id"`
-	Kind           string          `json:"kind"`
-	SavedSearchID  *string         `json:"saved_search_id"`
-	SnapshotID     *string         `json:"snapshot_id"`
-	Name           *string         `json:"name"`
-	Options        json.RawMessage `json:"options"`
-	Input          json.RawMessage `json:"input"`
-	CreatedAt      time.Time       `json:"created_at"`
-	CreatedBy      *string         `json:"created_by"`
-	IdempotencyKey string          `json:"idempotency_key"`
-}
-
-// DispatchedSnapshot is the snapshot a saved-search Run was admitted on.
-type DispatchedSnapshot struct {
-	ID                 string    `json:"id"`
-	SavedSearchID      string    `json:"saved_search_id"`
-	SavedSearchVersion int64     `json:"saved_search_version"`
-	Brief              Brief     `json:"brief"`
-	Baseline           Baseline  `json:"baseline"`
-	ContentHash        string    `json:"content_hash"`
-	CreatedBy          *string   `json:"created_by"`
-	CreatedAt          time.Time `json:"created_at"`
-}
-
 // DispatchVerifier checks the dispatches of one runtime secret. It is safe
 // for concurrent use.
 type DispatchVerifier struct {
@@ -125,29 +78,6 @@ func (v *DispatchVerifier) Verify(header http.Header, body []byte) (*RunDispatch
 		return nil, fmt.Errorf("%w: a %q message of Run %q under webhook-id %q", ErrBadDispatch, d.Type, d.Data.Run.ID, id)
 	}
 	return &d, nil
-}
-
-// RunCancel is the body of a cancel request: searchd asks the runtime to
-// stop a Run it has, or may have (its delivery was on its way when the Run
-// was cancelled). Its webhook-id is "cancel_" and the Run id.
-type RunCancel struct {
-	// Type is "run.cancel_requested".
-	Type string `json:"type"`
-	// Timestamp is when the cancel was asked for, the same on every
-	// redelivery.
-	Timestamp time.Time     `json:"timestamp"`
-	Data      RunCancelData `json:"data"`
-}
-
-// RunCancelData names the Run to stop, why, and where to report it.
-type RunCancelData struct {
-	Run struct {
-		ID             string `json:"id"`
-		OrganizationID string `json:"organization_id"`
-	} `json:"run"`
-	// Reason is the canceller's; nil for none.
-	Reason    *string `json:"reason"`
-	StatusURL string  `json:"status_url"`
 }
 
 // IsCancel reports whether a message searchd POSTed is a cancel request

@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
-
-	"github.com/searchd/searchd/api"
 )
 
 var (
@@ -78,48 +74,5 @@ func TestVerifyDispatch(t *testing.T) {
 	}
 	if _, err := NewDispatchVerifier("whsec_!!"); err == nil {
 		t.Error("a whsec_ secret that is not base64 was accepted")
-	}
-}
-
-// TestRuntimeTypesMirrorTheAPISchema holds the JSON names of the runtime's
-// types to the API's OpenAPI document.
-func TestRuntimeTypesMirrorTheAPISchema(t *testing.T) {
-	t.Parallel()
-	var doc struct {
-		Components struct {
-			Schemas map[string]struct {
-				Properties map[string]json.RawMessage `json:"properties"`
-			} `json:"schemas"`
-		} `json:"components"`
-	}
-	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct {
-		schema string
-		typ    reflect.Type
-	}{
-		{"RunDispatch", reflect.TypeFor[RunDispatch]()},
-		{"DispatchedRun", reflect.TypeFor[DispatchedRun]()},
-		{"DispatchedSnapshot", reflect.TypeFor[DispatchedSnapshot]()},
-		{"Dispatch", reflect.TypeFor[Dispatch]()},
-		{"RunError", reflect.TypeFor[RunError]()},
-		{"StatusReport", reflect.TypeFor[StatusReport]()},
-		{"RunDetail", reflect.TypeFor[Run]()},
-		{"RunListItem", reflect.TypeFor[RunListItem]()},
-	} {
-		var props, fields []string
-		for name := range doc.Components.Schemas[tt.schema].Properties {
-			props = append(props, name)
-		}
-		for f := range tt.typ.Fields() {
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			fields = append(fields, name)
-		}
-		slices.Sort(props)
-		slices.Sort(fields)
-		if len(props) == 0 || !slices.Equal(fields, props) {
-			t.Errorf("%s has the JSON fields %q, the schema %s the properties %q", tt.typ, fields, tt.schema, props)
-		}
 	}
 }

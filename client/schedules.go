@@ -7,30 +7,6 @@ import (
 	"time"
 )
 
-// Schedule is a saved search's schedule: every time it comes due, the
-// server starts the saved search (see docs/schedules.md).
-type Schedule struct {
-	SavedSearchID  string `json:"saved_search_id"`
-	OrganizationID string `json:"organization_id"`
-	// IntervalSeconds and Cron are the cadence: exactly one is set.
-	IntervalSeconds *int64    `json:"interval_seconds"`
-	Cron            *string   `json:"cron"`
-	TimeZone        string    `json:"time_zone"`
-	StartAt         time.Time `json:"start_at"`
-	CatchUpSeconds  int64     `json:"catch_up_seconds"`
-	Paused          bool      `json:"paused"`
-	// MaxResults and Note are the start options of the Runs it starts.
-	MaxResults int    `json:"max_results"`
-	Note       string `json:"note"`
-	// NextDueAt is nil while paused, or when it will not come due again.
-	NextDueAt *time.Time `json:"next_due_at"`
-	// Version is the schedule's ETag; pass it as IfVersion.
-	Version   int64     `json:"version"`
-	UpdatedBy *string   `json:"updated_by"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
 // SetScheduleParams are a schedule, set whole: exactly one of
 // IntervalSeconds and Cron. An omitted field takes the server's default,
 // but StartAt, which keeps the stored one.
@@ -56,25 +32,6 @@ type SetScheduleParams struct {
 	// IfVersion, when set, makes the set change exactly that version of
 	// the schedule (If-Match), and refuses to create one.
 	IfVersion int64 `json:"-"`
-}
-
-// Occurrence is one time a schedule came due, with its outcome.
-type Occurrence struct {
-	ID            string    `json:"id"`
-	SavedSearchID string    `json:"saved_search_id"`
-	DueAt         time.Time `json:"due_at"`
-	// Status is pending or not_ready (open), or started, refused or
-	// missed (final).
-	Status string `json:"status"`
-	// Reason says why a refused or not-ready occurrence is so.
-	Reason *string `json:"reason"`
-	// RunID is the Run a started occurrence admitted.
-	RunID         *string    `json:"run_id"`
-	Attempts      int        `json:"attempts"`
-	Deadline      time.Time  `json:"deadline"`
-	NextAttemptAt *time.Time `json:"next_attempt_at"`
-	CreatedAt     time.Time  `json:"created_at"`
-	ClosedAt      *time.Time `json:"closed_at"`
 }
 
 // OccurrencePage is a page of occurrences, latest due first.

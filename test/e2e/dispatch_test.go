@@ -468,7 +468,7 @@ func testThousandStarts(t *testing.T, g *dispatchRig) string {
 		t.Fatal(err)
 	}
 	ss, err := admin.CreateSavedSearch(ctx, client.CreateSavedSearchParams{Name: "dispatched", Brief: client.Brief{Query: "q"},
-		Baseline: &client.Baseline{Items: []string{"https://example.com/1"}}})
+		Baseline: &client.BaselineInput{Items: []string{"https://example.com/1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func (s *scenarioRun) createSearch(ctx context.Context, name string) (string, er
 	ss, err := c.CreateSavedSearch(ctx, client.CreateSavedSearchParams{
 		Name:     name,
 		Brief:    client.Brief{Query: "laptops under 1000", Filters: map[string]any{"scenario": s.name}},
-		Baseline: &client.Baseline{Items: []string{"seen-1", "seen-2"}},
+		Baseline: &client.BaselineInput{Items: []string{"seen-1", "seen-2"}},
 	})
 	if err != nil {
 		return "", fmt.Errorf("creating saved search %q: %w", name, err)

@@ -1,4 +1,4 @@
-package client_test
+package goclient_test
 
 import (
 	"encoding/base64"
@@ -97,7 +97,7 @@ func testRuntime(t *testing.T, bin string) {
 	// The runtime handed the dispatch over before it answered 202, so the
 	// reports may precede the dispatcher's record of that answer: wait
 	// for it (a delivery leaves a Run's reported status alone).
-	var got *client.Run
+	var got *client.RunDetail
 	for {
 		got, err = user.GetRun(ctx, d.Data.Run.ID)
 		if err != nil || got.Dispatch == nil || got.Dispatch.State != "pending" || ctx.Err() != nil {

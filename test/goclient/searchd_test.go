@@ -1,4 +1,4 @@
-package client_test
+package goclient_test
 
 import (
 	"context"
@@ -288,7 +288,7 @@ func testRoundTrip(t *testing.T, bin string) {
 	ss, err := c.CreateSavedSearch(ctx, client.CreateSavedSearchParams{
 		Name:     "laptops",
 		Brief:    client.Brief{Query: "laptop", Filters: map[string]any{"max_price": price}},
-		Baseline: &client.Baseline{Items: []string{"a", "b"}},
+		Baseline: &client.BaselineInput{Items: []string{"a", "b"}},
 	})
 	if err != nil {
 		t.Fatalf("CreateSavedSearch: %v", err)
