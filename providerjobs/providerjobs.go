@@ -208,6 +208,8 @@ type Service struct {
 	plane    *idempotency.Service
 	cfg      Config
 	observer InboxObserver
+	// applierClock, set by tests alone, stubs the waits of RunApplier.
+	applierClock func(context.Context, time.Duration) bool
 }
 
 // New returns a service running its statements on db, usually a
