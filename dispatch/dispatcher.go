@@ -8,15 +8,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/searchd/searchd/internal/loop"
 )
 
 // Defaults and limits of a [Config].
@@ -154,6 +154,7 @@ type Dispatcher struct {
 	client *http.Client
 	log    *slog.Logger
 	wake   chan struct{}
+	clock  func(context.Context, time.Duration) bool // tests' stub of the waits of Run
 }
 
 // NewDispatcher returns a dispatcher of store's outbox configured by cfg,
@@ -207,85 +208,14 @@ func (d *Dispatcher) Wake() {
 // that doubles up to 30 s. Every serve process runs one; they share the
 // outbox through SKIP LOCKED.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	slots := make(chan struct{}, d.cfg.Concurrency)
-	freed := make(chan struct{}, 1)
-	// Deliveries outlive ctx: one cancelled mid-request would leave its
-	// answer unknown and the dispatch to be delivered again after its
-	// lease. Each is bounded by its lease instead.
-	dctx := context.WithoutCancel(ctx)
-	failWait := d.cfg.Interval
-	for ctx.Err() == nil {
-		bySlots := false
-		if free := cap(slots) - len(slots); free == 0 {
-			bySlots = true
-		} else {
-			n := min(free, d.cfg.Batch)
-			leased, err := d.store.LeasePass(ctx, n, d.lease)
-			// What was leased is delivered, even from a pass that failed
-			// in part (on a cluster, a shard whose worker is down): its
-			// lease would otherwise hold it back.
-			d.deliverAll(dctx, &wg, slots, freed, leased)
-			if err != nil {
-				if ctx.Err() != nil {
-					break
-				}
-				d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: lease pass failed; backing off",
-					slog.String("error", err.Error()), slog.Duration("next", failWait))
-				sleep(ctx, failWait)
-				failWait = min(2*failWait, maxFailWait)
-				continue
-			}
-			failWait = d.cfg.Interval
-			if len(leased) == n {
-				if n < free {
-					continue // the batch was the bound: more may be due
-				}
-				bySlots = true
-			}
-		}
-		var slot <-chan struct{}
-		if bySlots {
-			slot = freed
-		}
-		timer := time.NewTimer(d.cfg.Interval + rand.N(d.cfg.Interval/10+1))
-		select {
-		case <-ctx.Done():
-		case <-timer.C:
-		case <-d.wake:
-		case <-slot:
-		}
-		timer.Stop()
-	}
+	l := loop.Loop{Interval: d.cfg.Interval, MaxBackoff: maxFailWait, Wake: d.wake, Clock: d.clock,
+		Failed: func(ctx context.Context, err error, next time.Duration) {
+			d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: lease pass failed; backing off",
+				slog.String("error", err.Error()), slog.Duration("next", next))
+		}}
+	lease := func(ctx context.Context, n int) ([]Leased, error) { return d.store.LeasePass(ctx, n, d.lease) }
+	loop.Deliver(ctx, l, d.cfg.Concurrency, d.cfg.Batch, lease, func(ctx context.Context, l Leased) { d.Deliver(ctx, l) })
 	return nil
-}
-
-// deliverAll delivers each of leased on a goroutine of wg, each holding
-// one of slots while it runs and signalling freed when it ends.
-func (d *Dispatcher) deliverAll(ctx context.Context, wg *sync.WaitGroup, slots, freed chan struct{}, leased []Leased) {
-	for _, l := range leased {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() {
-				<-slots
-				select {
-				case freed <- struct{}{}:
-				default:
-				}
-			}()
-			d.Deliver(ctx, l)
-		})
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // Deliver makes one attempt of a leased dispatch and records how it ended:
@@ -315,7 +245,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 	e := End{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt, Cancel: l.Cancel, Outcome: a.outcome,
 		StatusCode: a.status, Answer: a.answer}
 	if a.outcome == OutcomeRetry {
-		e.RetryIn = d.backoff(l.Attempt, a.retryAfter)
+		e.RetryIn = loop.Retry(l.Attempt, d.cfg.MinBackoff, d.cfg.MaxBackoff, a.retryAfter)
 	}
 	// The answer is recorded on a deadline of its own, not the lease's: a
 	// dispatcher that stalled past its lease still records what it got on
@@ -388,7 +318,7 @@ func (d *Dispatcher) post(ctx context.Context, id string, body []byte) answer {
 		a.outcome = OutcomeDelivered
 	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
 		a.outcome = OutcomeRetry
-		a.retryAfter = retryAfter(res.Header.Get("Retry-After"), now)
+		a.retryAfter = loop.RetryAfter(res.Header.Get("Retry-After"), now)
 	default:
 		// A 4xx says the request itself is refused, and a redirect that
 		// the runtime's URL is not where it is: the same request again
@@ -396,37 +326,4 @@ func (d *Dispatcher) post(ctx context.Context, id string, body []byte) answer {
 		a.outcome = OutcomeFailed
 	}
 	return a
-}
-
-// retryAfter reads a Retry-After header: delay seconds or an HTTP date; 0
-// when absent or unreadable.
-func retryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-		return time.Duration(min(n, 1<<20)) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
-// backoff is the wait before the attempt after attempt: MinBackoff
-// doubling per attempt up to MaxBackoff, drawn between half and all of it
-// (so replicas' retries spread), and at least the runtime's Retry-After
-// (up to MaxBackoff).
-func (d *Dispatcher) backoff(attempt int, after time.Duration) time.Duration {
-	delay := d.cfg.MaxBackoff
-	if shift := attempt - 1; shift >= 0 && shift < 32 {
-		if v := d.cfg.MinBackoff << shift; v > 0 && v < delay {
-			delay = v
-		}
-	}
-	delay = delay/2 + rand.N(delay/2+1)
-	if after > delay {
-		delay = min(after, d.cfg.MaxBackoff)
-	}
-	return delay
 }

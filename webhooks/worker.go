@@ -9,15 +9,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/searchd/searchd/internal/loop"
 )
 
 // Defaults and limits of a [WorkerConfig].
@@ -122,6 +122,7 @@ type Worker struct {
 	lease  time.Duration
 	client *http.Client
 	log    *slog.Logger
+	clock  func(context.Context, time.Duration) bool // tests' stub of the waits of Run
 }
 
 // NewWorker returns a worker of store's deliveries, or an error naming the
@@ -149,72 +150,14 @@ func NewWorker(store *Store, cfg WorkerConfig) (*Worker, error) {
 // flight (each bounded by its lease) and returns nil. A failed pass (the
 // database down) is logged and retried after a wait doubling up to 30 s.
 func (w *Worker) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	slots := make(chan struct{}, w.cfg.Concurrency)
-	freed := make(chan struct{}, 1)
-	dctx := context.WithoutCancel(ctx)
-	failWait := w.cfg.Interval
-	for ctx.Err() == nil {
-		bySlots := false
-		if free := cap(slots) - len(slots); free == 0 {
-			bySlots = true
-		} else {
-			n := min(free, w.cfg.Batch)
-			leased, err := w.store.LeasePass(ctx, n, w.lease)
-			for _, l := range leased {
-				slots <- struct{}{}
-				wg.Go(func() {
-					defer func() {
-						<-slots
-						select {
-						case freed <- struct{}{}:
-						default:
-						}
-					}()
-					w.Deliver(dctx, l)
-				})
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					break
-				}
-				w.log.LogAttrs(ctx, slog.LevelWarn, "webhooks: lease pass failed; backing off",
-					slog.String("error", err.Error()), slog.Duration("next", failWait))
-				sleep(ctx, failWait)
-				failWait = min(2*failWait, maxFailWait)
-				continue
-			}
-			failWait = w.cfg.Interval
-			if len(leased) == n {
-				if n < free {
-					continue
-				}
-				bySlots = true
-			}
-		}
-		var slot <-chan struct{}
-		if bySlots {
-			slot = freed
-		}
-		timer := time.NewTimer(w.cfg.Interval + rand.N(w.cfg.Interval/10+1))
-		select {
-		case <-ctx.Done():
-		case <-timer.C:
-		case <-slot:
-		}
-		timer.Stop()
-	}
+	l := loop.Loop{Interval: w.cfg.Interval, MaxBackoff: maxFailWait, Clock: w.clock,
+		Failed: func(ctx context.Context, err error, next time.Duration) {
+			w.log.LogAttrs(ctx, slog.LevelWarn, "webhooks: lease pass failed; backing off",
+				slog.String("error", err.Error()), slog.Duration("next", next))
+		}}
+	lease := func(ctx context.Context, n int) ([]Leased, error) { return w.store.LeasePass(ctx, n, w.lease) }
+	loop.Deliver(ctx, l, w.cfg.Concurrency, w.cfg.Batch, lease, func(ctx context.Context, l Leased) { w.Deliver(ctx, l) })
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // Deliver makes one attempt of a leased delivery and records it: what
@@ -227,7 +170,7 @@ func (w *Worker) Deliver(ctx context.Context, l Leased) bool {
 	e := End{Leased: l, Delivered: a.delivered, StatusCode: a.status, Answer: a.answer,
 		Duration: time.Since(start), DisableAfter: w.cfg.DisableAfter}
 	if !a.delivered {
-		e.RetryIn = w.backoff(l.Attempt, a.retryAfter)
+		e.RetryIn = loop.Retry(l.Attempt, w.cfg.MinBackoff, w.cfg.MaxBackoff, a.retryAfter)
 	}
 	ectx, cancel := context.WithTimeout(base, recordTimeout)
 	defer cancel()
@@ -306,39 +249,7 @@ func (w *Worker) post(ctx context.Context, l Leased) answer {
 	if res.StatusCode >= 200 && res.StatusCode < 300 {
 		a.delivered = true
 	} else {
-		a.retryAfter = retryAfter(res.Header.Get("Retry-After"), now)
+		a.retryAfter = loop.RetryAfter(res.Header.Get("Retry-After"), now)
 	}
 	return a
-}
-
-// retryAfter reads a Retry-After header: delay seconds or an HTTP date; 0
-// when absent or unreadable.
-func retryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-		return time.Duration(min(n, 1<<20)) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
-// backoff is the wait after a failed attempt: MinBackoff doubling per
-// attempt up to MaxBackoff, drawn between half and all of it, at least the
-// endpoint's Retry-After (up to MaxBackoff).
-func (w *Worker) backoff(attempt int, after time.Duration) time.Duration {
-	delay := w.cfg.MaxBackoff
-	if shift := attempt - 1; shift >= 0 && shift < 32 {
-		if v := w.cfg.MinBackoff << shift; v > 0 && v < delay {
-			delay = v
-		}
-	}
-	delay = delay/2 + rand.N(delay/2+1)
-	if after > delay {
-		delay = min(after, w.cfg.MaxBackoff)
-	}
-	return delay
 }
