@@ -1,22 +1,19 @@
 package dispatch
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/internal/loop"
+	"github.com/searchd/searchd/internal/outbound"
 )
 
 // Defaults and limits of a [Config].
@@ -38,8 +35,6 @@ const (
 	// maxFailWait bounds the wait after lease passes that failed (the
 	// database down), which doubles from the Interval.
 	maxFailWait = 30 * time.Second
-	// answerBytes is how much of a runtime's answer is read and recorded.
-	answerBytes = 1 << 10
 	// recordTimeout bounds recording how an attempt ended.
 	recordTimeout = 10 * time.Second
 )
@@ -173,15 +168,7 @@ func NewDispatcher(store *Store, cfg Config) (*Dispatcher, error) {
 	}
 	client := cfg.Client
 	if client == nil {
-		client = &http.Client{
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			Transport: &http.Transport{
-				Proxy:               http.ProxyFromEnvironment,
-				MaxIdleConnsPerHost: cfg.Concurrency,
-				IdleConnTimeout:     90 * time.Second,
-				ForceAttemptHTTP2:   true,
-			},
-		}
+		client = outbound.Client(cfg.Concurrency)
 	}
 	return &Dispatcher{store: store, cfg: cfg, lease: LeaseFor(cfg.Timeout), signer: signer, client: client,
 		log: cfg.Logger, wake: make(chan struct{}, 1)}, nil
@@ -214,7 +201,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				slog.String("error", err.Error()), slog.Duration("next", next))
 		}}
 	lease := func(ctx context.Context, n int) ([]Leased, error) { return d.store.LeasePass(ctx, n, d.lease) }
-	loop.Deliver(ctx, l, d.cfg.Concurrency, d.cfg.Batch, lease, func(ctx context.Context, l Leased) { d.Deliver(ctx, l) })
+	outbound.Deliver(ctx, l, d.cfg.Concurrency, d.cfg.Batch, lease, func(ctx context.Context, l Leased) { d.Deliver(ctx, l) })
 	return nil
 }
 
@@ -241,11 +228,12 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 			slog.String("run_id", l.RunID.String()), slog.Int("attempt", l.Attempt), slog.String("error", err.Error()))
 		return ""
 	}
-	a := d.post(ctx, id, body)
-	e := End{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt, Cancel: l.Cancel, Outcome: a.outcome,
-		StatusCode: a.status, Answer: a.answer}
-	if a.outcome == OutcomeRetry {
-		e.RetryIn = loop.Retry(l.Attempt, d.cfg.MinBackoff, d.cfg.MaxBackoff, a.retryAfter)
+	a := outbound.Post(ctx, d.client, d.signer, d.cfg.URL, d.cfg.UserAgent, id, body, d.cfg.Timeout)
+	out := outcome(a)
+	e := End{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt, Cancel: l.Cancel, Outcome: out,
+		StatusCode: a.Status, Answer: a.Text}
+	if out == OutcomeRetry {
+		e.RetryIn = outbound.Retry(l.Attempt, d.cfg.MinBackoff, d.cfg.MaxBackoff, a.RetryAfter)
 	}
 	// The answer is recorded on a deadline of its own, not the lease's: a
 	// dispatcher that stalled past its lease still records what it got on
@@ -254,76 +242,37 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 	defer ecancel()
 	held, err := d.store.End(ectx, e)
 	if d.cfg.Observer != nil {
-		d.cfg.Observer.ObserveDispatchAttempt(string(a.outcome), time.Since(start))
+		d.cfg.Observer.ObserveDispatchAttempt(string(out), time.Since(start))
 	}
 	attrs := []slog.Attr{slog.String("run_id", l.RunID.String()), slog.Bool("cancel", l.Cancel), slog.Int("attempt", l.Attempt),
-		slog.String("outcome", string(a.outcome)), slog.Int("status", a.status), slog.String("answer", a.answer)}
+		slog.String("outcome", string(out)), slog.Int("status", a.Status), slog.String("answer", a.Text)}
 	switch {
 	case err != nil:
 		d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: recording the attempt failed; the dispatch is delivered again after its lease",
 			append(attrs, slog.String("error", err.Error()))...)
 	case !held:
 		d.log.LogAttrs(ctx, slog.LevelInfo, "dispatch: the lease had passed; another attempt owns the dispatch", attrs...)
-	case a.outcome == OutcomeFailed:
+	case out == OutcomeFailed:
 		d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: the runtime refused the Run; the dispatch is failed until an operator retries it", attrs...)
 	default:
 		d.log.LogAttrs(ctx, slog.LevelDebug, "dispatch: attempt", append(attrs, slog.Duration("retry_in", e.RetryIn))...)
 	}
-	return a.outcome
+	return out
 }
 
-// answer is how the runtime answered one delivery.
-type answer struct {
-	outcome    Outcome
-	status     int
-	answer     string
-	retryAfter time.Duration
-}
-
-// post sends body to the runtime, signed, and classifies the answer.
-func (d *Dispatcher) post(ctx context.Context, id string, body []byte) answer {
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.cfg.URL, bytes.NewReader(body))
-	if err != nil {
-		return answer{outcome: OutcomeFailed, answer: "the request could not be built: " + err.Error()}
-	}
-	now := time.Now()
-	sig, err := d.signer.Sign(id, now, body)
-	if err != nil {
-		return answer{outcome: OutcomeFailed, answer: "the message could not be signed: " + err.Error()}
-	}
-	h := req.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", d.cfg.UserAgent)
-	h.Set(standardwebhooks.HeaderWebhookID, id)
-	h.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
-	h.Set(standardwebhooks.HeaderWebhookSignature, sig)
-	res, err := d.client.Do(req)
-	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return answer{outcome: OutcomeRetry, answer: fmt.Sprintf("no answer within %s (timeout)", d.cfg.Timeout)}
-		}
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return answer{outcome: OutcomeRetry, answer: "no answer: " + err.Error()}
-	}
-	defer res.Body.Close()
-	head, _ := io.ReadAll(io.LimitReader(res.Body, answerBytes))
-	a := answer{status: res.StatusCode, answer: strings.TrimSpace(res.Status + " " + string(head))}
-	switch code := res.StatusCode; {
-	case code >= 200 && code < 300:
-		a.outcome = OutcomeDelivered
-	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
-		a.outcome = OutcomeRetry
-		a.retryAfter = loop.RetryAfter(res.Header.Get("Retry-After"), now)
+// outcome classifies the runtime's answer to a delivery.
+func outcome(a outbound.Answer) Outcome {
+	switch code := a.Status; {
+	case !a.Sent:
+		return OutcomeFailed
+	case a.Delivered():
+		return OutcomeDelivered
+	case code == 0, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
+		return OutcomeRetry
 	default:
 		// A 4xx says the request itself is refused, and a redirect that
 		// the runtime's URL is not where it is: the same request again
 		// cannot help. A person looks, and retries once it is fixed.
-		a.outcome = OutcomeFailed
+		return OutcomeFailed
 	}
-	return a
 }

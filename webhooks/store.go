@@ -20,7 +20,7 @@ import (
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/ids"
-	"github.com/searchd/searchd/internal/loop"
+	"github.com/searchd/searchd/internal/outbound"
 	"github.com/searchd/searchd/internal/shardpass"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
@@ -539,7 +539,7 @@ func (s *Store) End(ctx context.Context, e End) (held, disabled bool, err error)
 	if e.StatusCode != 0 {
 		code = e.StatusCode
 	}
-	if a := loop.Clean(e.Answer, MaxAnswerLen); a != "" {
+	if a := outbound.Clean(e.Answer, MaxAnswerLen); a != "" {
 		answer = a
 	}
 	args := pgx.StrictNamedArgs{
@@ -559,4 +559,3 @@ func (s *Store) End(ctx context.Context, e End) (held, disabled bool, err error)
 	}
 	return held, disabled, nil
 }
-

@@ -1,23 +1,19 @@
 package webhooks
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/internal/loop"
+	"github.com/searchd/searchd/internal/outbound"
 )
 
 // Defaults and limits of a [WorkerConfig].
@@ -37,7 +33,6 @@ const (
 	MinDisableAfter     = time.Minute
 	MaxDisableAfter     = 30 * 24 * time.Hour
 	maxFailWait         = 30 * time.Second
-	answerBytes         = 1 << 10
 	recordTimeout       = 10 * time.Second
 )
 
@@ -137,11 +132,7 @@ func NewWorker(store *Store, cfg WorkerConfig) (*Worker, error) {
 	cfg = cfg.WithDefaults()
 	client := cfg.Client
 	if client == nil {
-		client = &http.Client{
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: cfg.Concurrency,
-				IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true},
-		}
+		client = outbound.Client(cfg.Concurrency)
 	}
 	return &Worker{store: store, cfg: cfg, lease: LeaseFor(cfg.Timeout), client: client, log: cfg.Logger}, nil
 }
@@ -156,7 +147,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				slog.String("error", err.Error()), slog.Duration("next", next))
 		}}
 	lease := func(ctx context.Context, n int) ([]Leased, error) { return w.store.LeasePass(ctx, n, w.lease) }
-	loop.Deliver(ctx, l, w.cfg.Concurrency, w.cfg.Batch, lease, func(ctx context.Context, l Leased) { w.Deliver(ctx, l) })
+	outbound.Deliver(ctx, l, w.cfg.Concurrency, w.cfg.Batch, lease, func(ctx context.Context, l Leased) { w.Deliver(ctx, l) })
 	return nil
 }
 
@@ -167,17 +158,17 @@ func (w *Worker) Deliver(ctx context.Context, l Leased) bool {
 	base := ctx
 	start := time.Now()
 	a := w.post(ctx, l)
-	e := End{Leased: l, Delivered: a.delivered, StatusCode: a.status, Answer: a.answer,
+	e := End{Leased: l, Delivered: a.Delivered(), StatusCode: a.Status, Answer: a.Text,
 		Duration: time.Since(start), DisableAfter: w.cfg.DisableAfter}
-	if !a.delivered {
-		e.RetryIn = loop.Retry(l.Attempt, w.cfg.MinBackoff, w.cfg.MaxBackoff, a.retryAfter)
+	if !a.Delivered() {
+		e.RetryIn = outbound.Retry(l.Attempt, w.cfg.MinBackoff, w.cfg.MaxBackoff, a.RetryAfter)
 	}
 	ectx, cancel := context.WithTimeout(base, recordTimeout)
 	defer cancel()
 	held, disabled, err := w.store.End(ectx, e)
 	attrs := []slog.Attr{slog.String("organization_id", l.OrganizationID.String()),
 		slog.String("endpoint_id", l.EndpointID.String()), slog.String("webhook_id", MessageID(l.RunID, l.Seq)),
-		slog.Int("attempt", l.Attempt), slog.Int("status", a.status), slog.String("answer", a.answer)}
+		slog.Int("attempt", l.Attempt), slog.Int("status", a.Status), slog.String("answer", a.Text)}
 	switch {
 	case err != nil:
 		w.log.LogAttrs(ctx, slog.LevelWarn, "webhooks: recording the attempt failed; it is delivered again after its lease",
@@ -188,16 +179,9 @@ func (w *Worker) Deliver(ctx context.Context, l Leased) bool {
 		w.log.LogAttrs(ctx, slog.LevelWarn, "webhooks: endpoint disabled: every attempt failed for longer than the window",
 			append(attrs, slog.Duration("window", w.cfg.DisableAfter))...)
 	default:
-		w.log.LogAttrs(ctx, slog.LevelDebug, "webhooks: attempt", append(attrs, slog.Bool("delivered", a.delivered))...)
+		w.log.LogAttrs(ctx, slog.LevelDebug, "webhooks: attempt", append(attrs, slog.Bool("delivered", a.Delivered()))...)
 	}
-	return a.delivered
-}
-
-type answer struct {
-	delivered  bool
-	status     int
-	answer     string
-	retryAfter time.Duration
+	return a.Delivered()
 }
 
 // Body returns the message a delivery of l carries.
@@ -206,50 +190,14 @@ func Body(l Leased) ([]byte, error) {
 }
 
 // post sends l's message to its endpoint, signed with its secret.
-func (w *Worker) post(ctx context.Context, l Leased) answer {
+func (w *Worker) post(ctx context.Context, l Leased) outbound.Answer {
 	body, err := Body(l)
 	if err != nil {
-		return answer{answer: "the message could not be encoded: " + err.Error()}
+		return outbound.Answer{Text: "the message could not be encoded: " + err.Error()}
 	}
 	signer, err := standardwebhooks.NewWebhook(l.Secret)
 	if err != nil {
-		return answer{answer: "the endpoint's secret cannot sign"}
+		return outbound.Answer{Text: "the endpoint's secret cannot sign"}
 	}
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.URL, bytes.NewReader(body))
-	if err != nil {
-		return answer{answer: "the request could not be built: " + err.Error()}
-	}
-	id, now := MessageID(l.RunID, l.Seq), time.Now()
-	sig, err := signer.Sign(id, now, body)
-	if err != nil {
-		return answer{answer: "the message could not be signed: " + err.Error()}
-	}
-	h := req.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", w.cfg.UserAgent)
-	h.Set(standardwebhooks.HeaderWebhookID, id)
-	h.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
-	h.Set(standardwebhooks.HeaderWebhookSignature, sig)
-	res, err := w.client.Do(req)
-	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return answer{answer: fmt.Sprintf("no answer within %s (timeout)", w.cfg.Timeout)}
-		}
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return answer{answer: "no answer: " + err.Error()}
-	}
-	defer res.Body.Close()
-	head, _ := io.ReadAll(io.LimitReader(res.Body, answerBytes))
-	a := answer{status: res.StatusCode, answer: strings.TrimSpace(res.Status + " " + string(head))}
-	if res.StatusCode >= 200 && res.StatusCode < 300 {
-		a.delivered = true
-	} else {
-		a.retryAfter = loop.RetryAfter(res.Header.Get("Retry-After"), now)
-	}
-	return a
+	return outbound.Post(ctx, w.client, signer, l.URL, w.cfg.UserAgent, MessageID(l.RunID, l.Seq), body, w.cfg.Timeout)
 }

@@ -1,5 +1,5 @@
 // Package loop runs the server's background loops, and holds the one
-// cancellable sleep and the back-off of outbound deliveries.
+// cancellable sleep.
 //
 // A [Loop] runs a pass, waits, and runs it again until its context ends:
 // after a pass that succeeded it waits the Interval plus up to a tenth of

@@ -1,8 +1,10 @@
-package loop
+package outbound
 
 import (
 	"context"
 	"sync"
+
+	"github.com/searchd/searchd/internal/loop"
 )
 
 // Deliver runs l on lease passes of an outbound delivery worker until ctx
@@ -14,17 +16,17 @@ import (
 // leased is delivered too. A pass that filled its batch is followed at once
 // by the next; one that leased less waits for the Interval or a wake, and
 // one bound by the slots also for a slot freed.
-func Deliver[T any](ctx context.Context, l Loop, concurrency, batch int,
+func Deliver[T any](ctx context.Context, l loop.Loop, concurrency, batch int,
 	lease func(ctx context.Context, n int) ([]T, error), deliver func(ctx context.Context, item T)) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, concurrency)
 	freed := make(chan struct{}, 1)
 	dctx := context.WithoutCancel(ctx)
-	l.Run(ctx, func(ctx context.Context) (Next, error) {
+	l.Run(ctx, func(ctx context.Context) (loop.Next, error) {
 		free := cap(slots) - len(slots)
 		if free == 0 {
-			return Next{Wake: freed}, nil
+			return loop.Next{Wake: freed}, nil
 		}
 		n := min(free, batch)
 		leased, err := lease(ctx, n)
@@ -43,13 +45,13 @@ func Deliver[T any](ctx context.Context, l Loop, concurrency, batch int,
 		}
 		switch {
 		case err != nil:
-			return Next{}, err
+			return loop.Next{}, err
 		case len(leased) < n:
-			return Next{}, nil
+			return loop.Next{}, nil
 		case n < free:
-			return Next{Now: true}, nil // the batch was the bound: more may be due
+			return loop.Next{Now: true}, nil // the batch was the bound: more may be due
 		default:
-			return Next{Wake: freed}, nil
+			return loop.Next{Wake: freed}, nil
 		}
 	})
 }

@@ -1,4 +1,9 @@
-package loop
+// Package outbound is what the server's two senders of signed POSTs, the
+// dispatcher (package dispatch) and the Run-webhook worker (package
+// webhooks), share: the loop of their lease passes and delivery slots
+// ([Deliver]), the POST itself ([Post]), the wait before a retry ([Retry],
+// [RetryAfter]) and the answer as kept ([Clean]).
+package outbound
 
 import (
 	"math/rand/v2"
