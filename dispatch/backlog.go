@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/searchd/searchd/internal/loop"
 )
 
 // Defaults and limits of a [WatchConfig].
@@ -115,21 +117,16 @@ func (w *Watcher) Backlog() Backlog {
 	return w.last
 }
 
-// Run reads the backlog at once, then every Interval until ctx ends, and
-// returns nil. A read that fails (the database down) is logged at DEBUG
-// and leaves the last backlog in place: the dispatcher and the requests
-// say so louder.
+// Run reads the backlog at once, then an Interval after each read until ctx
+// ends, and returns nil. A read that fails (the database down) is logged
+// at DEBUG and leaves the last backlog in place: the dispatcher and the
+// requests say so louder.
 func (w *Watcher) Run(ctx context.Context) error {
-	t := time.NewTicker(w.cfg.Interval)
-	defer t.Stop()
-	for {
+	loop.Loop{}.Run(ctx, func(ctx context.Context) (loop.Next, error) {
 		w.read(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+		return loop.Next{Wait: w.cfg.Interval}, nil
+	})
+	return nil
 }
 
 // read reads the backlog once, reports it, and warns when it is stranded

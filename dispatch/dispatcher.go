@@ -1,22 +1,19 @@
 package dispatch
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/searchd/searchd/internal/loop"
+	"github.com/searchd/searchd/internal/outbound"
 )
 
 // Defaults and limits of a [Config].
@@ -38,8 +35,6 @@ const (
 	// maxFailWait bounds the wait after lease passes that failed (the
 	// database down), which doubles from the Interval.
 	maxFailWait = 30 * time.Second
-	// answerBytes is how much of a runtime's answer is read and recorded.
-	answerBytes = 1 << 10
 	// recordTimeout bounds recording how an attempt ended.
 	recordTimeout = 10 * time.Second
 )
@@ -154,6 +149,7 @@ type Dispatcher struct {
 	client *http.Client
 	log    *slog.Logger
 	wake   chan struct{}
+	clock  func(context.Context, time.Duration) bool // tests' stub of the waits of Run
 }
 
 // NewDispatcher returns a dispatcher of store's outbox configured by cfg,
@@ -172,15 +168,7 @@ func NewDispatcher(store *Store, cfg Config) (*Dispatcher, error) {
 	}
 	client := cfg.Client
 	if client == nil {
-		client = &http.Client{
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			Transport: &http.Transport{
-				Proxy:               http.ProxyFromEnvironment,
-				MaxIdleConnsPerHost: cfg.Concurrency,
-				IdleConnTimeout:     90 * time.Second,
-				ForceAttemptHTTP2:   true,
-			},
-		}
+		client = outbound.Client(cfg.Concurrency)
 	}
 	return &Dispatcher{store: store, cfg: cfg, lease: LeaseFor(cfg.Timeout), signer: signer, client: client,
 		log: cfg.Logger, wake: make(chan struct{}, 1)}, nil
@@ -207,85 +195,14 @@ func (d *Dispatcher) Wake() {
 // that doubles up to 30 s. Every serve process runs one; they share the
 // outbox through SKIP LOCKED.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	slots := make(chan struct{}, d.cfg.Concurrency)
-	freed := make(chan struct{}, 1)
-	// Deliveries outlive ctx: one cancelled mid-request would leave its
-	// answer unknown and the dispatch to be delivered again after its
-	// lease. Each is bounded by its lease instead.
-	dctx := context.WithoutCancel(ctx)
-	failWait := d.cfg.Interval
-	for ctx.Err() == nil {
-		bySlots := false
-		if free := cap(slots) - len(slots); free == 0 {
-			bySlots = true
-		} else {
-			n := min(free, d.cfg.Batch)
-			leased, err := d.store.LeasePass(ctx, n, d.lease)
-			// What was leased is delivered, even from a pass that failed
-			// in part (on a cluster, a shard whose worker is down): its
-			// lease would otherwise hold it back.
-			d.deliverAll(dctx, &wg, slots, freed, leased)
-			if err != nil {
-				if ctx.Err() != nil {
-					break
-				}
-				d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: lease pass failed; backing off",
-					slog.String("error", err.Error()), slog.Duration("next", failWait))
-				sleep(ctx, failWait)
-				failWait = min(2*failWait, maxFailWait)
-				continue
-			}
-			failWait = d.cfg.Interval
-			if len(leased) == n {
-				if n < free {
-					continue // the batch was the bound: more may be due
-				}
-				bySlots = true
-			}
-		}
-		var slot <-chan struct{}
-		if bySlots {
-			slot = freed
-		}
-		timer := time.NewTimer(d.cfg.Interval + rand.N(d.cfg.Interval/10+1))
-		select {
-		case <-ctx.Done():
-		case <-timer.C:
-		case <-d.wake:
-		case <-slot:
-		}
-		timer.Stop()
-	}
+	l := loop.Loop{Interval: d.cfg.Interval, MaxBackoff: maxFailWait, Wake: d.wake, Clock: d.clock,
+		Failed: func(ctx context.Context, err error, next time.Duration) {
+			d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: lease pass failed; backing off",
+				slog.String("error", err.Error()), slog.Duration("next", next))
+		}}
+	lease := func(ctx context.Context, n int) ([]Leased, error) { return d.store.LeasePass(ctx, n, d.lease) }
+	outbound.Deliver(ctx, l, d.cfg.Concurrency, d.cfg.Batch, lease, func(ctx context.Context, l Leased) { d.Deliver(ctx, l) })
 	return nil
-}
-
-// deliverAll delivers each of leased on a goroutine of wg, each holding
-// one of slots while it runs and signalling freed when it ends.
-func (d *Dispatcher) deliverAll(ctx context.Context, wg *sync.WaitGroup, slots, freed chan struct{}, leased []Leased) {
-	for _, l := range leased {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() {
-				<-slots
-				select {
-				case freed <- struct{}{}:
-				default:
-				}
-			}()
-			d.Deliver(ctx, l)
-		})
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // Deliver makes one attempt of a leased dispatch and records how it ended:
@@ -311,11 +228,12 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 			slog.String("run_id", l.RunID.String()), slog.Int("attempt", l.Attempt), slog.String("error", err.Error()))
 		return ""
 	}
-	a := d.post(ctx, id, body)
-	e := End{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt, Cancel: l.Cancel, Outcome: a.outcome,
-		StatusCode: a.status, Answer: a.answer}
-	if a.outcome == OutcomeRetry {
-		e.RetryIn = d.backoff(l.Attempt, a.retryAfter)
+	a := outbound.Post(ctx, d.client, d.signer, d.cfg.URL, d.cfg.UserAgent, id, body, d.cfg.Timeout)
+	out := outcome(a)
+	e := End{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt, Cancel: l.Cancel, Outcome: out,
+		StatusCode: a.Status, Answer: a.Text}
+	if out == OutcomeRetry {
+		e.RetryIn = outbound.Retry(l.Attempt, d.cfg.MinBackoff, d.cfg.MaxBackoff, a.RetryAfter)
 	}
 	// The answer is recorded on a deadline of its own, not the lease's: a
 	// dispatcher that stalled past its lease still records what it got on
@@ -324,109 +242,37 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 	defer ecancel()
 	held, err := d.store.End(ectx, e)
 	if d.cfg.Observer != nil {
-		d.cfg.Observer.ObserveDispatchAttempt(string(a.outcome), time.Since(start))
+		d.cfg.Observer.ObserveDispatchAttempt(string(out), time.Since(start))
 	}
 	attrs := []slog.Attr{slog.String("run_id", l.RunID.String()), slog.Bool("cancel", l.Cancel), slog.Int("attempt", l.Attempt),
-		slog.String("outcome", string(a.outcome)), slog.Int("status", a.status), slog.String("answer", a.answer)}
+		slog.String("outcome", string(out)), slog.Int("status", a.Status), slog.String("answer", a.Text)}
 	switch {
 	case err != nil:
 		d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: recording the attempt failed; the dispatch is delivered again after its lease",
 			append(attrs, slog.String("error", err.Error()))...)
 	case !held:
 		d.log.LogAttrs(ctx, slog.LevelInfo, "dispatch: the lease had passed; another attempt owns the dispatch", attrs...)
-	case a.outcome == OutcomeFailed:
+	case out == OutcomeFailed:
 		d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: the runtime refused the Run; the dispatch is failed until an operator retries it", attrs...)
 	default:
 		d.log.LogAttrs(ctx, slog.LevelDebug, "dispatch: attempt", append(attrs, slog.Duration("retry_in", e.RetryIn))...)
 	}
-	return a.outcome
+	return out
 }
 
-// answer is how the runtime answered one delivery.
-type answer struct {
-	outcome    Outcome
-	status     int
-	answer     string
-	retryAfter time.Duration
-}
-
-// post sends body to the runtime, signed, and classifies the answer.
-func (d *Dispatcher) post(ctx context.Context, id string, body []byte) answer {
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.cfg.URL, bytes.NewReader(body))
-	if err != nil {
-		return answer{outcome: OutcomeFailed, answer: "the request could not be built: " + err.Error()}
-	}
-	now := time.Now()
-	sig, err := d.signer.Sign(id, now, body)
-	if err != nil {
-		return answer{outcome: OutcomeFailed, answer: "the message could not be signed: " + err.Error()}
-	}
-	h := req.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", d.cfg.UserAgent)
-	h.Set(standardwebhooks.HeaderWebhookID, id)
-	h.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
-	h.Set(standardwebhooks.HeaderWebhookSignature, sig)
-	res, err := d.client.Do(req)
-	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return answer{outcome: OutcomeRetry, answer: fmt.Sprintf("no answer within %s (timeout)", d.cfg.Timeout)}
-		}
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return answer{outcome: OutcomeRetry, answer: "no answer: " + err.Error()}
-	}
-	defer res.Body.Close()
-	head, _ := io.ReadAll(io.LimitReader(res.Body, answerBytes))
-	a := answer{status: res.StatusCode, answer: strings.TrimSpace(res.Status + " " + string(head))}
-	switch code := res.StatusCode; {
-	case code >= 200 && code < 300:
-		a.outcome = OutcomeDelivered
-	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
-		a.outcome = OutcomeRetry
-		a.retryAfter = retryAfter(res.Header.Get("Retry-After"), now)
+// outcome classifies the runtime's answer to a delivery.
+func outcome(a outbound.Answer) Outcome {
+	switch code := a.Status; {
+	case !a.Sent:
+		return OutcomeFailed
+	case a.Delivered():
+		return OutcomeDelivered
+	case code == 0, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
+		return OutcomeRetry
 	default:
 		// A 4xx says the request itself is refused, and a redirect that
 		// the runtime's URL is not where it is: the same request again
 		// cannot help. A person looks, and retries once it is fixed.
-		a.outcome = OutcomeFailed
+		return OutcomeFailed
 	}
-	return a
-}
-
-// retryAfter reads a Retry-After header: delay seconds or an HTTP date; 0
-// when absent or unreadable.
-func retryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-		return time.Duration(min(n, 1<<20)) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
-// backoff is the wait before the attempt after attempt: MinBackoff
-// doubling per attempt up to MaxBackoff, drawn between half and all of it
-// (so replicas' retries spread), and at least the runtime's Retry-After
-// (up to MaxBackoff).
-func (d *Dispatcher) backoff(attempt int, after time.Duration) time.Duration {
-	delay := d.cfg.MaxBackoff
-	if shift := attempt - 1; shift >= 0 && shift < 32 {
-		if v := d.cfg.MinBackoff << shift; v > 0 && v < delay {
-			delay = v
-		}
-	}
-	delay = delay/2 + rand.N(delay/2+1)
-	if after > delay {
-		delay = min(after, d.cfg.MaxBackoff)
-	}
-	return delay
 }

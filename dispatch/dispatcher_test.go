@@ -322,8 +322,9 @@ func TestConfigValidation(t *testing.T) {
 }
 
 // TestAFailingLeasePassBacksOffDoubling: while its database is gone (here
-// a closed pool), the dispatcher logs each failed lease pass with the wait
-// it takes next: the Interval, then twice as long each time (up to 30 s).
+// a closed pool), the dispatcher waits after each failed lease pass the
+// Interval, then twice as long each time (up to 30 s): a stub clock
+// records the waits. Each failure is logged.
 func TestAFailingLeasePassBacksOffDoubling(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -334,14 +335,19 @@ func TestAFailingLeasePassBacksOffDoubling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const msg = "dispatch: lease pass failed; backing off"
 	want := []time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond}
-	got := pgtest.RunUntilLogged[time.Duration](func(ctx context.Context) {
-		if err := d.Run(ctx); err != nil {
-			t.Errorf("Run = %v, want nil", err)
-		}
-	}, &log, msg, "next", len(want))
-	if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
-		t.Errorf("the waits %q logged = %v, want them to begin %v", msg, got, want)
+	var waits []time.Duration
+	dispatch.SetClock(d, func(_ context.Context, w time.Duration) bool {
+		waits = append(waits, w)
+		return len(waits) < len(want)
+	})
+	if err := d.Run(context.Background()); err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+	if !slices.Equal(waits, want) {
+		t.Errorf("the waits after failed lease passes = %v, want %v", waits, want)
+	}
+	if n := strings.Count(log.String(), `"msg":"dispatch: lease pass failed; backing off"`); n != len(want) {
+		t.Errorf("%d failed passes logged, want %d:\n%s", n, len(want), log.String())
 	}
 }

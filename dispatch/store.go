@@ -17,6 +17,7 @@ import (
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/ids"
+	"github.com/searchd/searchd/internal/outbound"
 	"github.com/searchd/searchd/internal/shardpass"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
@@ -291,7 +292,7 @@ func (s *Store) End(ctx context.Context, e End) (held bool, err error) {
 	if e.StatusCode != 0 {
 		code = e.StatusCode
 	}
-	if a := Clean(e.Answer, MaxAnswerLen); a != "" {
+	if a := outbound.Clean(e.Answer, MaxAnswerLen); a != "" {
 		answer = a
 	}
 	clock, err := shardpass.Clock(ctx, s.db, s.clock.Arg())
@@ -326,25 +327,6 @@ func (s *Store) End(ctx context.Context, e End) (held bool, err error) {
 		return false, fmt.Errorf("dispatch: end attempt: %w", err)
 	}
 	return held, nil
-}
-
-// Clean returns s as storable text of at most n characters: valid UTF-8
-// (invalid bytes replaced), without NUL or other control characters but
-// newline and tab.
-func Clean(s string, n int) string {
-	var b strings.Builder
-	count := 0
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		if count == n {
-			break
-		}
-		if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f {
-			r = ' '
-		}
-		b.WriteRune(r)
-		count++
-	}
-	return b.String()
 }
 
 // Dispatch is a Run's dispatch as stored.

@@ -17,6 +17,7 @@ import (
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/ids"
+	"github.com/searchd/searchd/internal/loop"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
@@ -471,7 +472,7 @@ func (s *Service) releaseRetrying(ctx context.Context, org, id, token uuid.UUID,
 		if ok, err = s.repo.Release(ctx, org, id, token); !dberr.Transport(err) {
 			break
 		}
-		if attempt+1 < attempts && sleep(ctx, min(time.Duration(attempt+1)*50*time.Millisecond, 500*time.Millisecond)) != nil {
+		if attempt+1 < attempts && !loop.Sleep(ctx, min(time.Duration(attempt+1)*50*time.Millisecond, 500*time.Millisecond)) {
 			break
 		}
 	}
@@ -505,17 +506,6 @@ const (
 	releaseAttempts       = 3
 	orphanReleaseAttempts = 10
 )
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // MaxKeyLen is the longest key, in bytes.
 const MaxKeyLen = 255

@@ -14,6 +14,7 @@ import (
 
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/loop"
 )
 
 // NotifyChannel carries the end of a waited-for claim (see
@@ -55,22 +56,16 @@ func NewHub(cfg *pgx.ConnConfig, logger *slog.Logger) *Hub {
 // Run listens until ctx ends, reconnecting with backoff when the connection
 // fails, and returns ctx's error.
 func (h *Hub) Run(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
-	for {
+	loop.Loop{Interval: 100 * time.Millisecond, MaxBackoff: 5 * time.Second,
+		Failed: func(ctx context.Context, err error, next time.Duration) {
+			h.logger.Warn("idempotency: claim notification listener failed; reconnecting",
+				slog.String("error", err.Error()), slog.Duration("backoff", next))
+		}}.Run(ctx, func(ctx context.Context) (loop.Next, error) {
 		err := h.listen(ctx)
 		h.wakeAll() // whatever was notified while we were not listening
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		h.logger.Warn("idempotency: claim notification listener failed; reconnecting",
-			slog.String("error", err.Error()), slog.Duration("backoff", backoff))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+		return loop.Next{}, err
+	})
+	return ctx.Err()
 }
 
 func (h *Hub) listen(ctx context.Context) error {

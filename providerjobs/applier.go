@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/loop"
 	"github.com/searchd/searchd/internal/shardpass"
 )
 
@@ -135,44 +135,34 @@ func (s *Service) RunApplier(ctx context.Context, cfg ApplierConfig) error {
 		return err
 	}
 	cfg = cfg.WithDefaults()
-	wait := cfg.Interval
-	for {
-		timer := time.NewTimer(wait + rand.N(wait/10+1))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil
-		case <-timer.C:
-		case <-cfg.Wake:
-			timer.Stop()
+	loop.Loop{Interval: cfg.Interval, Backoff: 2 * cfg.Interval, MaxBackoff: cfg.MaxIdleBackoff,
+		First: loop.Jitter(cfg.Interval), Wake: cfg.Wake, Clock: s.applierClock,
+		Failed: func(ctx context.Context, err error, next time.Duration) {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "providerjobs: applier: pass failed; backing off",
+				slog.String("error", err.Error()), slog.Duration("next", next))
+		}}.Run(ctx, func(ctx context.Context) (loop.Next, error) { return s.applierPass(ctx, cfg.Batch) })
+	return nil
+}
+
+// applierPass makes passes of [Service.ApplyPending] until one takes less
+// than batch, then reports the inbox to the observer.
+func (s *Service) applierPass(ctx context.Context, batch int) (loop.Next, error) {
+	for ctx.Err() == nil {
+		rep, err := s.ApplyPending(ctx, batch)
+		if err != nil {
+			return loop.Next{}, err
 		}
-		failed := false
-		for ctx.Err() == nil {
-			rep, err := s.ApplyPending(ctx, cfg.Batch)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "providerjobs: applier: pass failed; backing off",
-						slog.String("error", err.Error()), slog.Duration("next", min(2*wait, cfg.MaxIdleBackoff)))
-				}
-				failed = true
-				break
-			}
-			if rep.Taken > 0 {
-				s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "providerjobs: applier: pass",
-					slog.Int("taken", rep.Taken), slog.Int("applied", rep.Applied),
-					slog.Int("dropped", rep.Dropped), slog.Int("failed", rep.Failed))
-			}
-			if rep.Taken < cfg.Batch {
-				break
-			}
+		if rep.Taken > 0 {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "providerjobs: applier: pass",
+				slog.Int("taken", rep.Taken), slog.Int("applied", rep.Applied),
+				slog.Int("dropped", rep.Dropped), slog.Int("failed", rep.Failed))
 		}
-		if failed {
-			wait = min(2*wait, cfg.MaxIdleBackoff)
-			continue
+		if rep.Taken < batch {
+			break
 		}
-		if pending, oldest, err := readInboxStats(ctx, s.db, s.nowArg()); err == nil {
-			s.observer.ObserveInbox(pending, oldest)
-		}
-		wait = cfg.Interval
 	}
+	if pending, oldest, err := readInboxStats(ctx, s.db, s.nowArg()); err == nil {
+		s.observer.ObserveInbox(pending, oldest)
+	}
+	return loop.Next{}, nil
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/pgtest"
 )
 
 // inboxCounter is an InboxObserver on top of counter.
@@ -428,5 +432,31 @@ func TestRunApplierAppliesWhenWokenAndReturnsWithItsContext(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("RunApplier still running 10 s after its context ended")
+	}
+}
+
+// TestAFailingApplierPassBacksOffDoublingToItsCap: while its database is
+// gone (here a closed pool), the applier waits after each failed pass
+// twice the wait before, from twice the Interval up to MaxIdleBackoff (a
+// stub clock records the waits), and logs each failure.
+func TestAFailingApplierPassBacksOffDoublingToItsCap(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	var log pgtest.SyncBuffer
+	svc := New(pgtest.ClosedPool(t, b.pool), b.plane, Config{Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	want := []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond}
+	var waits []time.Duration
+	svc.applierClock = func(_ context.Context, w time.Duration) bool {
+		waits = append(waits, w)
+		return len(waits) <= len(want)
+	}
+	if err := svc.RunApplier(context.Background(), ApplierConfig{Interval: 5 * time.Millisecond, MaxIdleBackoff: 40 * time.Millisecond}); err != nil {
+		t.Fatalf("RunApplier = %v, want nil", err)
+	}
+	if got := waits[1:]; !slices.Equal(got, want) {
+		t.Errorf("the waits after failed passes = %v, want %v", got, want)
+	}
+	if n := strings.Count(log.String(), `"msg":"providerjobs: applier: pass failed; backing off"`); n != len(want) {
+		t.Errorf("%d failed passes logged, want %d:\n%s", n, len(want), log.String())
 	}
 }

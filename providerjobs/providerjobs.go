@@ -190,6 +190,8 @@ type Service struct {
 	plane    *idempotency.Service
 	cfg      Config
 	observer InboxObserver
+	// applierClock, set by tests alone, stubs the waits of RunApplier.
+	applierClock func(context.Context, time.Duration) bool
 }
 
 // New returns a service on db that claims deliveries through plane and runs

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/loop"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/snapshot"
 )
@@ -176,6 +176,7 @@ type Drain struct {
 	start StartFunc
 	runs  Runs
 	cfg   DrainConfig
+	clock func(context.Context, time.Duration) bool // tests' stub of the waits of Run
 }
 
 // NewDrain returns a drain on d. It returns an error naming the field when
@@ -488,36 +489,31 @@ func (d *Drain) Stats(ctx context.Context) (due int64, lag time.Duration, err er
 // database that is down is not polled in a loop. Every serve process runs
 // one; they share the work through SKIP LOCKED.
 func (d *Drain) Run(ctx context.Context) {
-	wait := d.cfg.Interval
-	for {
-		timer := time.NewTimer(wait + rand.N(wait/10+1))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
-		}
-		start := time.Now()
-		rep, err := d.Tick(ctx)
-		if err != nil {
-			wait = min(2*wait, d.cfg.MaxIdleBackoff)
-			if ctx.Err() == nil {
-				d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "schedule: drain: tick failed; backing off",
-					slog.String("error", err.Error()), slog.Duration("next", wait))
-			}
-			continue
-		}
-		wait = d.cfg.Interval
-		took := time.Since(start)
-		if rep.Taken > 0 || rep.Planned > 0 {
-			d.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "schedule: drain: tick",
-				slog.Int("planned", rep.Planned), slog.Int("taken", rep.Taken), slog.Int("started", rep.Started),
-				slog.Int("refused", rep.Refused), slog.Int("not_ready", rep.NotReady),
-				slog.Int("missed", rep.Missed+rep.PlannedMissed), slog.Int("left", rep.Left),
-				slog.Int("fence_lost", rep.FenceLost), slog.Duration("duration", took))
-		}
-		if due, lag, err := d.Stats(ctx); err == nil {
-			d.cfg.Observer.ObserveDrain(due, lag, took)
-		}
+	loop.Loop{Interval: d.cfg.Interval, Backoff: 2 * d.cfg.Interval, MaxBackoff: d.cfg.MaxIdleBackoff,
+		First: loop.Jitter(d.cfg.Interval), Clock: d.clock,
+		Failed: func(ctx context.Context, err error, next time.Duration) {
+			d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "schedule: drain: tick failed; backing off",
+				slog.String("error", err.Error()), slog.Duration("next", next))
+		}}.Run(ctx, d.pass)
+}
+
+// pass is one tick of [Drain.Run], logged and observed.
+func (d *Drain) pass(ctx context.Context) (loop.Next, error) {
+	start := time.Now()
+	rep, err := d.Tick(ctx)
+	if err != nil {
+		return loop.Next{}, err
 	}
+	took := time.Since(start)
+	if rep.Taken > 0 || rep.Planned > 0 {
+		d.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "schedule: drain: tick",
+			slog.Int("planned", rep.Planned), slog.Int("taken", rep.Taken), slog.Int("started", rep.Started),
+			slog.Int("refused", rep.Refused), slog.Int("not_ready", rep.NotReady),
+			slog.Int("missed", rep.Missed+rep.PlannedMissed), slog.Int("left", rep.Left),
+			slog.Int("fence_lost", rep.FenceLost), slog.Duration("duration", took))
+	}
+	if due, lag, err := d.Stats(ctx); err == nil {
+		d.cfg.Observer.ObserveDrain(due, lag, took)
+	}
+	return loop.Next{}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -752,9 +753,9 @@ func (o *countingObserver) ObserveOutcome(outcome, _ string) {
 func (o *countingObserver) ObserveDrain(int64, time.Duration, time.Duration) { o.drains.Add(1) }
 
 // TestAFailingTickBacksOffDoublingToItsCap: while its database is gone
-// (here a closed pool), the run loop logs each failed tick with the next
-// wait, which doubles from the Interval up to MaxIdleBackoff and stays
-// there.
+// (here a closed pool), the run loop waits after each failed tick twice
+// the wait before, from twice the Interval up to MaxIdleBackoff (a stub
+// clock records the waits), and logs the wait it takes next.
 func TestAFailingTickBacksOffDoublingToItsCap(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -765,11 +766,21 @@ func TestAFailingTickBacksOffDoublingToItsCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const msg = "schedule: drain: tick failed; backing off"
 	want := []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond}
-	got := pgtest.RunUntilLogged[time.Duration](d.Run, &log, msg, "next", len(want))
-	if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
-		t.Errorf("the waits %q logged = %v, want them to begin %v", msg, got, want)
+	var waits []time.Duration
+	d.clock = func(_ context.Context, w time.Duration) bool {
+		waits = append(waits, w)
+		return len(waits) <= len(want)
+	}
+	d.Run(b.ctx)
+	if got := waits[1:]; !slices.Equal(got, want) {
+		t.Errorf("the waits after failed ticks = %v, want %v", got, want)
+	}
+	if first := waits[0]; first < 5*time.Millisecond || first > 6*time.Millisecond {
+		t.Errorf("the first wait = %s, want the Interval plus at most a tenth", first)
+	}
+	if n := strings.Count(log.String(), `"msg":"schedule: drain: tick failed; backing off"`); n != len(want) {
+		t.Errorf("%d failed ticks logged, want %d:\n%s", n, len(want), log.String())
 	}
 }
 

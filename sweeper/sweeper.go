@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/internal/loop"
 	"github.com/searchd/searchd/internal/shardpass"
 	"github.com/searchd/searchd/providerjobs"
 )
@@ -420,14 +421,7 @@ func sleep(ctx context.Context, d time.Duration, hook func(context.Context, time
 	if hook != nil {
 		return hook(ctx, d)
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
+	return loop.Sleep(ctx, d)
 }
 
 // nowArg is the @now argument: NULL in production, the stub in tests. One
@@ -454,30 +448,31 @@ func (s *Sweeper) nowArg() any { return s.cfg.Clock.Arg() }
 // (its current pass rolls back).
 func (s *Sweeper) Run(ctx context.Context) {
 	var (
-		wait  = s.jitter()
 		since = s.cfg.now() // the start of the window the next run sweeps
 		full  = since       // the start of the last run of every table
 		only  map[string]bool
 	)
-	for sleep(ctx, wait, s.cfg.wait) {
+	if !sleep(ctx, s.jitter(), s.cfg.wait) {
+		return
+	}
+	loop.Loop{Clock: s.cfg.wait}.Run(ctx, func(ctx context.Context) (loop.Next, error) {
 		start := s.cfg.now()
 		if only == nil {
 			full = start
 		}
 		rep, err := s.run(ctx, only)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			s.log.LogAttrs(ctx, slog.LevelWarn, "sweeper: run failed; the next run retries",
 				slog.String("error", err.Error()))
 		}
+		var wait time.Duration
 		wait, only = s.next(rep, start.Sub(since))
 		if only != nil && s.cfg.now().Add(wait).Sub(full) >= s.cfg.Interval {
 			only = nil
 		}
 		since = start
-	}
+		return loop.Next{Wait: wait, Now: wait <= 0}, nil
+	})
 }
 
 // MinWait is the shortest wait of [Sweeper.Run] between two runs that

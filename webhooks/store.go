@@ -20,6 +20,7 @@ import (
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/ids"
+	"github.com/searchd/searchd/internal/outbound"
 	"github.com/searchd/searchd/internal/shardpass"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
@@ -538,7 +539,7 @@ func (s *Store) End(ctx context.Context, e End) (held, disabled bool, err error)
 	if e.StatusCode != 0 {
 		code = e.StatusCode
 	}
-	if a := clean(e.Answer, MaxAnswerLen); a != "" {
+	if a := outbound.Clean(e.Answer, MaxAnswerLen); a != "" {
 		answer = a
 	}
 	args := pgx.StrictNamedArgs{
@@ -557,22 +558,4 @@ func (s *Store) End(ctx context.Context, e End) (held, disabled bool, err error)
 		return false, false, fmt.Errorf("webhooks: end attempt: %w", err)
 	}
 	return held, disabled, nil
-}
-
-// clean returns s as storable text of at most n characters: valid UTF-8,
-// control characters but newline and tab replaced by spaces.
-func clean(s string, n int) string {
-	var b strings.Builder
-	count := 0
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		if count == n {
-			break
-		}
-		if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f {
-			r = ' '
-		}
-		b.WriteRune(r)
-		count++
-	}
-	return b.String()
 }

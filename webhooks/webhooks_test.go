@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -615,5 +616,35 @@ func TestEndpointRules(t *testing.T) {
 	}
 	if err := b.hooks.Delete(b.ctx, b.org, ep.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAFailingLeasePassBacksOffDoubling: while its database is gone (here
+// a closed pool), the worker waits after each failed lease pass the
+// Interval, then twice as long each time up to 30 s (a stub clock records
+// the waits), and logs each failure.
+func TestAFailingLeasePassBacksOffDoubling(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var log pgtest.SyncBuffer
+	w, err := webhooks.NewWorker(webhooks.NewStore(pgtest.ClosedPool(t, b.db), webhooks.Config{}),
+		webhooks.WorkerConfig{Interval: 4 * time.Second, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Duration{4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
+	var waits []time.Duration
+	webhooks.SetClock(w, func(_ context.Context, d time.Duration) bool {
+		waits = append(waits, d)
+		return len(waits) < len(want)
+	})
+	if err := w.Run(context.Background()); err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+	if !slices.Equal(waits, want) {
+		t.Errorf("the waits after failed lease passes = %v, want %v", waits, want)
+	}
+	if n := strings.Count(log.String(), `"msg":"webhooks: lease pass failed; backing off"`); n != len(want) {
+		t.Errorf("%d failed passes logged, want %d:\n%s", n, len(want), log.String())
 	}
 }

@@ -1,23 +1,19 @@
 package webhooks
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/searchd/searchd/internal/loop"
+	"github.com/searchd/searchd/internal/outbound"
 )
 
 // Defaults and limits of a [WorkerConfig].
@@ -37,7 +33,6 @@ const (
 	MinDisableAfter     = time.Minute
 	MaxDisableAfter     = 30 * 24 * time.Hour
 	maxFailWait         = 30 * time.Second
-	answerBytes         = 1 << 10
 	recordTimeout       = 10 * time.Second
 )
 
@@ -122,6 +117,7 @@ type Worker struct {
 	lease  time.Duration
 	client *http.Client
 	log    *slog.Logger
+	clock  func(context.Context, time.Duration) bool // tests' stub of the waits of Run
 }
 
 // NewWorker returns a worker of store's deliveries, or an error naming the
@@ -136,11 +132,7 @@ func NewWorker(store *Store, cfg WorkerConfig) (*Worker, error) {
 	cfg = cfg.WithDefaults()
 	client := cfg.Client
 	if client == nil {
-		client = &http.Client{
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: cfg.Concurrency,
-				IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true},
-		}
+		client = outbound.Client(cfg.Concurrency)
 	}
 	return &Worker{store: store, cfg: cfg, lease: LeaseFor(cfg.Timeout), client: client, log: cfg.Logger}, nil
 }
@@ -149,72 +141,14 @@ func NewWorker(store *Store, cfg WorkerConfig) (*Worker, error) {
 // flight (each bounded by its lease) and returns nil. A failed pass (the
 // database down) is logged and retried after a wait doubling up to 30 s.
 func (w *Worker) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	slots := make(chan struct{}, w.cfg.Concurrency)
-	freed := make(chan struct{}, 1)
-	dctx := context.WithoutCancel(ctx)
-	failWait := w.cfg.Interval
-	for ctx.Err() == nil {
-		bySlots := false
-		if free := cap(slots) - len(slots); free == 0 {
-			bySlots = true
-		} else {
-			n := min(free, w.cfg.Batch)
-			leased, err := w.store.LeasePass(ctx, n, w.lease)
-			for _, l := range leased {
-				slots <- struct{}{}
-				wg.Go(func() {
-					defer func() {
-						<-slots
-						select {
-						case freed <- struct{}{}:
-						default:
-						}
-					}()
-					w.Deliver(dctx, l)
-				})
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					break
-				}
-				w.log.LogAttrs(ctx, slog.LevelWarn, "webhooks: lease pass failed; backing off",
-					slog.String("error", err.Error()), slog.Duration("next", failWait))
-				sleep(ctx, failWait)
-				failWait = min(2*failWait, maxFailWait)
-				continue
-			}
-			failWait = w.cfg.Interval
-			if len(leased) == n {
-				if n < free {
-					continue
-				}
-				bySlots = true
-			}
-		}
-		var slot <-chan struct{}
-		if bySlots {
-			slot = freed
-		}
-		timer := time.NewTimer(w.cfg.Interval + rand.N(w.cfg.Interval/10+1))
-		select {
-		case <-ctx.Done():
-		case <-timer.C:
-		case <-slot:
-		}
-		timer.Stop()
-	}
+	l := loop.Loop{Interval: w.cfg.Interval, MaxBackoff: maxFailWait, Clock: w.clock,
+		Failed: func(ctx context.Context, err error, next time.Duration) {
+			w.log.LogAttrs(ctx, slog.LevelWarn, "webhooks: lease pass failed; backing off",
+				slog.String("error", err.Error()), slog.Duration("next", next))
+		}}
+	lease := func(ctx context.Context, n int) ([]Leased, error) { return w.store.LeasePass(ctx, n, w.lease) }
+	outbound.Deliver(ctx, l, w.cfg.Concurrency, w.cfg.Batch, lease, func(ctx context.Context, l Leased) { w.Deliver(ctx, l) })
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // Deliver makes one attempt of a leased delivery and records it: what
@@ -224,17 +158,17 @@ func (w *Worker) Deliver(ctx context.Context, l Leased) bool {
 	base := ctx
 	start := time.Now()
 	a := w.post(ctx, l)
-	e := End{Leased: l, Delivered: a.delivered, StatusCode: a.status, Answer: a.answer,
+	e := End{Leased: l, Delivered: a.Delivered(), StatusCode: a.Status, Answer: a.Text,
 		Duration: time.Since(start), DisableAfter: w.cfg.DisableAfter}
-	if !a.delivered {
-		e.RetryIn = w.backoff(l.Attempt, a.retryAfter)
+	if !a.Delivered() {
+		e.RetryIn = outbound.Retry(l.Attempt, w.cfg.MinBackoff, w.cfg.MaxBackoff, a.RetryAfter)
 	}
 	ectx, cancel := context.WithTimeout(base, recordTimeout)
 	defer cancel()
 	held, disabled, err := w.store.End(ectx, e)
 	attrs := []slog.Attr{slog.String("organization_id", l.OrganizationID.String()),
 		slog.String("endpoint_id", l.EndpointID.String()), slog.String("webhook_id", MessageID(l.RunID, l.Seq)),
-		slog.Int("attempt", l.Attempt), slog.Int("status", a.status), slog.String("answer", a.answer)}
+		slog.Int("attempt", l.Attempt), slog.Int("status", a.Status), slog.String("answer", a.Text)}
 	switch {
 	case err != nil:
 		w.log.LogAttrs(ctx, slog.LevelWarn, "webhooks: recording the attempt failed; it is delivered again after its lease",
@@ -245,16 +179,9 @@ func (w *Worker) Deliver(ctx context.Context, l Leased) bool {
 		w.log.LogAttrs(ctx, slog.LevelWarn, "webhooks: endpoint disabled: every attempt failed for longer than the window",
 			append(attrs, slog.Duration("window", w.cfg.DisableAfter))...)
 	default:
-		w.log.LogAttrs(ctx, slog.LevelDebug, "webhooks: attempt", append(attrs, slog.Bool("delivered", a.delivered))...)
+		w.log.LogAttrs(ctx, slog.LevelDebug, "webhooks: attempt", append(attrs, slog.Bool("delivered", a.Delivered()))...)
 	}
-	return a.delivered
-}
-
-type answer struct {
-	delivered  bool
-	status     int
-	answer     string
-	retryAfter time.Duration
+	return a.Delivered()
 }
 
 // Body returns the message a delivery of l carries.
@@ -263,82 +190,14 @@ func Body(l Leased) ([]byte, error) {
 }
 
 // post sends l's message to its endpoint, signed with its secret.
-func (w *Worker) post(ctx context.Context, l Leased) answer {
+func (w *Worker) post(ctx context.Context, l Leased) outbound.Answer {
 	body, err := Body(l)
 	if err != nil {
-		return answer{answer: "the message could not be encoded: " + err.Error()}
+		return outbound.Answer{Text: "the message could not be encoded: " + err.Error()}
 	}
 	signer, err := standardwebhooks.NewWebhook(l.Secret)
 	if err != nil {
-		return answer{answer: "the endpoint's secret cannot sign"}
+		return outbound.Answer{Text: "the endpoint's secret cannot sign"}
 	}
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.URL, bytes.NewReader(body))
-	if err != nil {
-		return answer{answer: "the request could not be built: " + err.Error()}
-	}
-	id, now := MessageID(l.RunID, l.Seq), time.Now()
-	sig, err := signer.Sign(id, now, body)
-	if err != nil {
-		return answer{answer: "the message could not be signed: " + err.Error()}
-	}
-	h := req.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", w.cfg.UserAgent)
-	h.Set(standardwebhooks.HeaderWebhookID, id)
-	h.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
-	h.Set(standardwebhooks.HeaderWebhookSignature, sig)
-	res, err := w.client.Do(req)
-	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return answer{answer: fmt.Sprintf("no answer within %s (timeout)", w.cfg.Timeout)}
-		}
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return answer{answer: "no answer: " + err.Error()}
-	}
-	defer res.Body.Close()
-	head, _ := io.ReadAll(io.LimitReader(res.Body, answerBytes))
-	a := answer{status: res.StatusCode, answer: strings.TrimSpace(res.Status + " " + string(head))}
-	if res.StatusCode >= 200 && res.StatusCode < 300 {
-		a.delivered = true
-	} else {
-		a.retryAfter = retryAfter(res.Header.Get("Retry-After"), now)
-	}
-	return a
-}
-
-// retryAfter reads a Retry-After header: delay seconds or an HTTP date; 0
-// when absent or unreadable.
-func retryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-		return time.Duration(min(n, 1<<20)) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
-// backoff is the wait after a failed attempt: MinBackoff doubling per
-// attempt up to MaxBackoff, drawn between half and all of it, at least the
-// endpoint's Retry-After (up to MaxBackoff).
-func (w *Worker) backoff(attempt int, after time.Duration) time.Duration {
-	delay := w.cfg.MaxBackoff
-	if shift := attempt - 1; shift >= 0 && shift < 32 {
-		if v := w.cfg.MinBackoff << shift; v > 0 && v < delay {
-			delay = v
-		}
-	}
-	delay = delay/2 + rand.N(delay/2+1)
-	if after > delay {
-		delay = min(after, w.cfg.MaxBackoff)
-	}
-	return delay
+	return outbound.Post(ctx, w.client, signer, l.URL, w.cfg.UserAgent, MessageID(l.RunID, l.Seq), body, w.cfg.Timeout)
 }

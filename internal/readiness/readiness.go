@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/searchd/searchd/internal/loop"
 	"github.com/searchd/searchd/migrations"
 )
 
@@ -93,20 +94,14 @@ func NewChecker(cfg *pgx.ConnConfig, interval time.Duration, logger *slog.Logger
 	return r
 }
 
-// Run checks at once and then every interval until ctx ends, then closes
-// its connection and returns.
+// Run checks at once and then an interval after each check until ctx ends,
+// then closes its connection and returns.
 func (r *Checker) Run(ctx context.Context) {
 	defer r.db.Close()
-	t := time.NewTicker(r.interval)
-	defer t.Stop()
-	for {
+	loop.Loop{}.Run(ctx, func(ctx context.Context) (loop.Next, error) {
 		r.Check(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return loop.Next{Wait: r.interval}, nil
+	})
 }
 
 // Check checks once, now, and keeps the result for [Checker.Ready]:
