@@ -1,6 +1,8 @@
-// Package tools runs the agent's tool calls through the idempotency plane, so
-// that a call's effect happens once however often the orchestrator replays the
-// step that makes it.
+// Package toolrun runs the agent's tool calls through the idempotency plane,
+// so that a call's effect happens once however often the orchestrator
+// replays the step that makes it. The agent runtime imports it; the server
+// does not (it reads the same journal through package tools, and records a
+// person's resolution of an uncertain call with [tools.Resolver]).
 //
 // Every effectful tool call of a Run is one claim in scope "tool.<name>" of
 // agent.idempotency_keys, and the completed claims are the Run's replay
@@ -30,7 +32,7 @@
 // completes as [OutcomeUncertain]: the message may or may not have gone
 // out, and an automatic retry is a coin flip between a duplicate and a
 // delivery, so the answer is surfaced and never retried. A person resolves
-// it with [Resolver]: delivered (the answer becomes a success naming them)
+// it with [tools.Resolver]: delivered (the answer becomes a success naming them)
 // or one retry with the same key.
 //
 // Every answer is fitted under the plane's store limit before it is stored
