@@ -2,9 +2,9 @@ package tools
 
 import "encoding/json"
 
-// Outcomes a [Result] reports. A tool's business failure reports its
-// [ToolError.Code] as the outcome, so the list is open; these are the ones the
-// journal itself knows.
+// Outcomes a [Result] reports. A tool's business failure reports its code
+// (toolrun's ToolError.Code) as the outcome, so the list is open; these are
+// the ones the journal itself knows.
 const (
 	// OutcomeOK: the call succeeded.
 	OutcomeOK = "ok"
