@@ -15,13 +15,15 @@ setup:
 	$(GO) mod download
 	$(GO) -C client mod download
 	$(GO) -C client/gen mod download
+	$(GO) -C toolrun mod download
 
 # The test command: every package against real PostgreSQL, with the race
-# detector; and vet and the tests of the benchmarks' module (bench/, a
-# module of its own built against this checkout; its tests measure
-# nothing), of the Go client's module (client/; its tests against a real
-# searchd are test/goclient) and of its generator (client/gen: the
-# committed types against a fresh generation), so a change that breaks
+# detector; and vet and the tests of the modules built against this
+# checkout: the benchmarks' (bench/; its tests measure nothing), the Go
+# client's (client/; its tests against a real searchd are test/goclient),
+# its generator's (client/gen: the committed types against a fresh
+# generation) and the agent runtime's tool-call library (toolrun/), so a
+# change that breaks
 # them fails here.
 test:
 	$(GO) vet ./...
@@ -30,6 +32,8 @@ test:
 	$(GO) -C client vet ./...
 	$(GO) -C client test -race -count=1 ./...
 	$(GO) -C client/gen test -count=1 ./...
+	$(GO) -C toolrun vet ./...
+	$(GO) -C toolrun test -race -count=1 ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # The settings reference (docs/settings.md) and the example env file
@@ -53,14 +57,17 @@ client-types:
 # beneath them, the schedule drain's and the dispatcher's passes, the
 # sweeper's and the inbox applier's passes per shard, the catalog check of
 # the distribution, and the router-query checks of the request path
-# (TestEveryRequestStatementIsRoutedToOneShard). It needs the citus
+# (TestEveryRequestStatementIsRoutedToOneShard), and the tool-call
+# journal of the agent runtime (toolrun/: the Runner, its resolutions and
+# TestEveryToolCallStatementIsRoutedToOneShard). It needs the citus
 # extension: `bash ../shared/citus/install.sh` builds and installs it into
 # PostgreSQL 15 (5-10 minutes the first time, a no-op after).
 CITUS_PACKAGES ?= ./migrations/ ./idempotency/ ./admission/ ./api/ ./providerjobs/ ./sweeper/ \
-	./savedsearch/ ./snapshot/ ./runs/ ./tools/ ./schedule/ ./dispatch/ ./internal/shardpass/ \
+	./savedsearch/ ./snapshot/ ./runs/ ./schedule/ ./dispatch/ ./internal/shardpass/ \
 	./webhooks/ ./servicekeys/
 test-citus:
 	SEARCHD_TEST_CITUS=1 $(GO) test -count=1 -timeout 30m $(CITUS_PACKAGES)
+	SEARCHD_TEST_CITUS=1 $(GO) -C toolrun test -count=1 -timeout 30m ./...
 
 ci: test ts ts-pack openapi-lint browser web-example readme-tour test-image
 

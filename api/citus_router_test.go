@@ -21,7 +21,7 @@ import (
 // join of co-located tables). It records every statement a server sends
 // while it answers a valid request on every route of the API, twice (a
 // replay), the starts' replays and Prefer: wait, provider callbacks of
-// every ending, and tool calls through tools.Runner of every ending (a
+// every ending, and tool calls through the journal of every ending (a
 // replay, a release, uncertain calls a person resolves); then it asks the
 // coordinator to EXPLAIN each with the arguments it was sent with, and
 // fails for any Citus scan of more than one task, or any statement
@@ -90,32 +90,44 @@ func TestEveryRequestStatementIsRoutedToOneShard(t *testing.T) {
 			t.Fatalf("callback = %d %s", res.status, res.body)
 		}
 	}
-	// Tool calls through the journal: a call, its replay.
-	runner := tools.NewRunner(plane, tools.Config{})
-	call := tools.Call{OrganizationID: w.org, RunID: w.runID, Spec: tools.ToolSpec{Name: "router.send", Timeout: time.Second},
-		Tool: echoTool{}, Input: json.RawMessage(`{"to":"x"}`), Occurrence: 1, ToolCallID: "c-1"}
-	for range 2 {
-		if res, err := runner.Execute(ctx, call, tools.AllowAll); err != nil || !res.OK {
-			t.Fatalf("tool call = %+v, %v", res, err)
+	// Tool calls through the journal, as the agent runtime's Runner (module
+	// toolrun, whose own Citus test routes its calls) makes them with the
+	// plane's statements alone: a call and its replay, a retryable failure
+	// (its claim released), and uncertain calls a person resolves, one
+	// marked delivered, one authorized to retry.
+	const toolScope = idempotency.ToolScopePrefix + "router.send"
+	toolCall := func(key string, end func(*idempotency.Claim) (bool, error)) {
+		t.Helper()
+		if out, err := plane.Read(ctx, w.org, toolScope, key, "h"); err != nil || out.Kind != idempotency.KindAbsent {
+			t.Fatalf("reading tool call %s = %v, %v; want absent", key, out.Kind, err)
+		}
+		out, err := plane.Claim(ctx, w.org, toolScope, key, "h", 16*time.Second)
+		if err != nil || out.Kind != idempotency.KindClaimed {
+			t.Fatalf("claiming tool call %s = %v, %v", key, out.Kind, err)
+		}
+		if ok, err := end(out.Claim); err != nil || !ok {
+			t.Fatalf("ending tool call %s = %v, %v", key, ok, err)
 		}
 	}
-	// A retryable failure (its claim released), and uncertain calls a
-	// person resolves: one marked delivered, one authorized to retry.
-	call.Tool, call.Occurrence = failTool{&tools.ToolError{Code: "busy", Retryable: true}}, 2
-	if _, err := runner.Execute(ctx, call, tools.AllowAll); err == nil {
-		t.Fatal("a retryable failure answered no error")
+	complete := func(res tools.Result) func(*idempotency.Claim) (bool, error) {
+		return func(c *idempotency.Claim) (bool, error) {
+			body, err := tools.EncodeAnswer(res)
+			if err != nil {
+				return false, err
+			}
+			return plane.Complete(ctx, c, idempotency.Completion{Response: body})
+		}
 	}
+	toolCall("tk1_router_1", complete(tools.Result{OK: true, Outcome: tools.OutcomeOK, Message: `sent {"to":"x"}`}))
+	if out, err := plane.Read(ctx, w.org, toolScope, "tk1_router_1", "h"); err != nil || out.Kind != idempotency.KindCompleted {
+		t.Fatalf("replaying a tool call = %v, %v", out.Kind, err)
+	}
+	toolCall("tk1_router_2", func(c *idempotency.Claim) (bool, error) { return plane.Release(ctx, c) })
 	resolver := tools.NewResolver(pool, tools.ResolverConfig{})
 	for i, resolution := range []tools.Resolution{tools.ResolutionDelivered, tools.ResolutionRetry} {
-		call.Tool, call.Occurrence = failTool{&tools.ToolError{Code: "timeout", Uncertain: true}}, 3+i
-		if res, err := runner.Execute(ctx, call, tools.AllowAll); err != nil || res.Outcome != tools.OutcomeUncertain {
-			t.Fatalf("uncertain tool call = %+v, %v", res, err)
-		}
-		key, err := tools.Key(call.RunID, call.Spec.Name, call.Input, call.Occurrence)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := resolver.Resolve(ctx, tools.ResolveParams{OrganizationID: w.org, Scope: call.Spec.Scope(), Key: key,
+		key := fmt.Sprintf("tk1_router_%d", 3+i)
+		toolCall(key, complete(tools.Result{Outcome: tools.OutcomeUncertain, Message: "tool call uncertain (timeout)"}))
+		if _, err := resolver.Resolve(ctx, tools.ResolveParams{OrganizationID: w.org, Scope: toolScope, Key: key,
 			Resolution: resolution, Actor: "router", Reason: "checked at the vendor"}); err != nil {
 			t.Fatalf("Resolve(%s) = %v", resolution, err)
 		}
@@ -130,18 +142,4 @@ func TestEveryRequestStatementIsRoutedToOneShard(t *testing.T) {
 		t.Errorf("%d of %d statements read a distributed table; the request path cannot be that small", routed, len(statements))
 	}
 	t.Logf("%d distinct statements, %d routed to one shard, %d on the coordinator alone", len(statements), routed, len(statements)-routed)
-}
-
-// echoTool answers every call with its input.
-type echoTool struct{}
-
-func (echoTool) Call(_ context.Context, _ tools.CallContext, input json.RawMessage) (tools.Result, error) {
-	return tools.Result{OK: true, Outcome: tools.OutcomeOK, Message: fmt.Sprintf("sent %s", input)}, nil
-}
-
-// failTool fails every call with its error.
-type failTool struct{ err error }
-
-func (f failTool) Call(context.Context, tools.CallContext, json.RawMessage) (tools.Result, error) {
-	return tools.Result{}, f.err
 }

@@ -101,7 +101,7 @@ func (in *Inspector) Uncertain(ctx context.Context, p InspectParams) ([]Uncertai
 			err := r.Scan(&c.ClaimID, &c.OrganizationID, &c.Scope, &c.Key, &c.RequestHash, &rtype, &rid,
 				&c.Raw, &c.ClaimedAt, &c.RetainUntil)
 			if err == nil {
-				c.Answer, err = decodeAnswer(c.Raw, deref(rtype), deref(rid))
+				c.Answer, err = DecodeAnswer(c.Raw, deref(rtype), deref(rid))
 			}
 			return c, err
 		},
@@ -121,7 +121,7 @@ func (in *Inspector) Resolutions(ctx context.Context, p InspectParams) ([]PastRe
 			err := r.Scan(&pr.ID, &pr.OrganizationID, &pr.Scope, &pr.Key, &pr.ClaimID, &pr.Resolution,
 				&pr.Actor, &pr.Reason, &raw, &pr.ResolvedAt)
 			if err == nil {
-				pr.Uncertain, err = decodeAnswer(raw, "", "")
+				pr.Uncertain, err = DecodeAnswer(raw, "", "")
 			}
 			return pr, err
 		},

@@ -58,9 +58,9 @@ var (
 // ResolveParams name an uncertain call and what a person decided about it.
 type ResolveParams struct {
 	OrganizationID uuid.UUID
-	// Scope is the call's claim scope, "tool.<name>" ([ToolSpec.Scope]).
+	// Scope is the call's claim scope, "tool.<name>".
 	Scope string
-	// Key is the call's key ([Key]), as stored.
+	// Key is the call's key, as stored.
 	Key        string
 	Resolution Resolution
 	// Actor names the person who decided: 1 to [MaxActorLen] characters of
@@ -190,7 +190,7 @@ func (r *Resolver) Resolve(ctx context.Context, p ResolveParams) (*Resolved, err
 		case status != string(idempotency.StatusCompleted):
 			return fmt.Errorf("%w: the call is still in flight (its claim is %s)", ErrNotUncertain, status)
 		}
-		prev, err := decodeAnswer(response, "", "")
+		prev, err := DecodeAnswer(response, "", "")
 		if err != nil {
 			return fmt.Errorf("%w: its stored answer is not a tool answer", ErrNotUncertain)
 		}
@@ -201,7 +201,7 @@ func (r *Resolver) Resolve(ctx context.Context, p ResolveParams) (*Resolved, err
 		// Validate let only the two resolutions through.
 		sql, args := callAuthorizeRetry, []any{p.OrganizationID, claimID}
 		if p.Resolution == ResolutionDelivered {
-			body, err := encodeAnswer(Result{OK: true, Outcome: OutcomeOK, ResolvedBy: p.Actor})
+			body, err := EncodeAnswer(Result{OK: true, Outcome: OutcomeOK, ResolvedBy: p.Actor})
 			if err != nil {
 				return err
 			}

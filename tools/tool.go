@@ -1,15 +1,10 @@
 package tools
 
-import (
-	"context"
-	"encoding/json"
+import "encoding/json"
 
-	"github.com/google/uuid"
-)
-
-// Outcomes a [Result] reports. A tool's business failure reports its
-// [ToolError.Code] as the outcome, so the list is open; these are the ones the
-// journal itself knows.
+// Outcomes a [Result] reports. A tool's business failure reports its code
+// (toolrun's ToolError.Code) as the outcome, so the list is open; these are
+// the ones the journal itself knows.
 const (
 	// OutcomeOK: the call succeeded.
 	OutcomeOK = "ok"
@@ -26,34 +21,6 @@ const (
 	// decides with the evidence in front of them.
 	OutcomeUncertain = "uncertain"
 )
-
-// Tool is one effectful tool. A tool knows its vendor; the journal around it
-// ([Runner]) knows when to call it.
-type Tool interface {
-	// Call makes the call with input, the canonical JSON the call's key was
-	// derived from, within ctx's deadline (the spec's Timeout). It returns a
-	// [Result] for a success, and a [*ToolError] for a failure, whose fields
-	// say whether the claim completes (a business failure), is released
-	// (retryable) or completes as uncertain. Any other error is read as a
-	// call that ended without an answer: retryable when the vendor honours
-	// the key, uncertain when it does not.
-	Call(ctx context.Context, cc CallContext, input json.RawMessage) (Result, error)
-}
-
-// CallContext is what a [Tool] is told about the call it makes.
-type CallContext struct {
-	// IdempotencyKey is the call's key, set when the spec says its vendor
-	// honours one (VendorIdempotency) and empty otherwise. The tool sends
-	// it to the vendor as the vendor's idempotency key, so a retry after a
-	// crash that followed the vendor's acceptance is deduplicated there.
-	IdempotencyKey string
-	OrganizationID uuid.UUID
-	RunID          uuid.UUID
-	// Occurrence is the call's occurrence in the Run, from 1.
-	Occurrence int
-	// ToolCallID is the model's id for this call, for logs and traces only.
-	ToolCallID string
-}
 
 // Result is the answer of a tool call, live or replayed from the journal.
 type Result struct {
@@ -75,9 +42,9 @@ type Result struct {
 	// "email_message" and the vendor's message id; both or neither.
 	ResourceType string
 	ResourceID   string
-	// OutputOmitted reports that Output was larger than [MaxStoredOutput]
-	// and is not kept: a tool whose output can grow that large should name
-	// a resource that holds it.
+	// OutputOmitted reports that Output was too large to store (the
+	// toolrun module's MaxStoredOutput) and is not kept: a tool whose
+	// output can grow that large should name a resource that holds it.
 	OutputOmitted bool
 	// Replayed reports that the result is the journal's stored answer of an
 	// earlier attempt, and nothing was called this time.

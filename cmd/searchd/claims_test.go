@@ -285,34 +285,27 @@ func TestClaimsCommandLineErrorsNameTheFlag(t *testing.T) {
 	}
 }
 
-// uncertain leaves a tool call in the journal as uncertain, as the Runner
-// records a send to a vendor without idempotency support that was never
-// acknowledged, and returns its key.
+// uncertain leaves a tool call in the journal as uncertain, as the agent
+// runtime's Runner (module toolrun) records a send to a vendor without
+// idempotency support that was never acknowledged: a completed claim in the
+// tool's scope whose stored answer is uncertain. It returns its key.
 func (b *claimsBundle) uncertain(t *testing.T, occurrence int) string {
 	t.Helper()
-	c := tools.Call{
-		OrganizationID: b.org, RunID: uuid.New(), Occurrence: occurrence,
-		Spec:  tools.ToolSpec{Name: "email.send", Timeout: time.Second},
-		Input: json.RawMessage(`{"to":"ada@example.com"}`),
-		Tool: toolFunc(func(context.Context, tools.CallContext, json.RawMessage) (tools.Result, error) {
-			return tools.Result{}, &tools.ToolError{Code: "no_answer", Uncertain: true, Err: errors.New("timeout after sending")}
-		}),
+	ctx := context.Background()
+	key := "tk1_claims_" + strconv.Itoa(occurrence) + "_" + uuid.NewString()
+	out, err := b.plane.Claim(ctx, b.org, "tool.email.send", key, "h", 16*time.Second)
+	if err != nil || out.Kind != idempotency.KindClaimed {
+		t.Fatalf("Claim = %v, %v; want claimed", out.Kind, err)
 	}
-	res, err := tools.NewRunner(b.plane, tools.Config{}).Execute(context.Background(), c, tools.AllowAll)
-	if err != nil || !res.Uncertain() {
-		t.Fatalf("Execute = %+v, %v; want uncertain", res, err)
-	}
-	key, err := tools.Key(c.RunID, c.Spec.Name, c.Input, c.Occurrence)
+	body, err := tools.EncodeAnswer(tools.Result{Outcome: tools.OutcomeUncertain,
+		Message: "tool call uncertain (no_answer): timeout after sending"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if ok, err := b.plane.Complete(ctx, out.Claim, idempotency.Completion{Response: body}); err != nil || !ok {
+		t.Fatalf("Complete = %v, %v", ok, err)
+	}
 	return key
-}
-
-type toolFunc func(ctx context.Context, cc tools.CallContext, input json.RawMessage) (tools.Result, error)
-
-func (f toolFunc) Call(ctx context.Context, cc tools.CallContext, input json.RawMessage) (tools.Result, error) {
-	return f(ctx, cc, input)
 }
 
 func TestClaimsResolveRecordsThePersonsDecision(t *testing.T) {

@@ -26,7 +26,6 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/client"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/tools"
 )
 
 // The failover suite's other two loads: a provider delivering callbacks
@@ -345,30 +344,36 @@ func checkAnswers(attempts []attempt, s *scenarioRun) []string {
 	return out
 }
 
-// toolSpec is the suite's tool: a vendor that honours the key, so a call
-// reclaimed after a crash is sent again with the same key and the vendor
-// answers its first result.
-var toolSpec = tools.ToolSpec{Name: "e2e.send", Timeout: time.Second, VendorIdempotency: true}
+// The suite's tool calls go through the journal as the agent runtime's
+// Runner (module toolrun) makes them, with the plane's statements alone, to
+// a vendor that honours the key: a call reclaimed after a crash is sent
+// again with the same key and the vendor answers its first result.
+// toolLease is the Runner's lease of a 1 s tool (toolrun.ToolSpec.Lease).
+const (
+	toolScope = idempotency.ToolScopePrefix + "e2e.send"
+	toolLease = 16 * time.Second
+)
 
 // vendor is the outside service the tool calls. It answers a repeated key
 // with its first result, and remembers when each key was called.
 type vendor struct {
 	mu    sync.Mutex
 	calls map[string][]time.Time
-	first map[string]tools.Result
+	first map[string]string
 }
 
-func (v *vendor) Call(ctx context.Context, cc tools.CallContext, input json.RawMessage) (tools.Result, error) {
+// call sends the message of key and returns the vendor's message id.
+func (v *vendor) call(key string) string {
 	time.Sleep(2 * time.Millisecond)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.calls[cc.IdempotencyKey] = append(v.calls[cc.IdempotencyKey], time.Now())
-	if r, ok := v.first[cc.IdempotencyKey]; ok {
-		return r, nil
+	v.calls[key] = append(v.calls[key], time.Now())
+	if id, ok := v.first[key]; ok {
+		return id
 	}
-	r := tools.Result{OK: true, Output: input, ResourceType: "e2e_message", ResourceID: "msg-" + uuid.NewString()}
-	v.first[cc.IdempotencyKey] = r
-	return r, nil
+	id := "msg-" + uuid.NewString()
+	v.first[key] = id
+	return id
 }
 
 // callsAfter counts the vendor's calls of key after t.
@@ -387,23 +392,58 @@ func (v *vendor) callsAfter(key string, t time.Time) int {
 // toolWorker is one agent runtime: its own pool on the pair's multi-host
 // URL, and a Run whose calls it makes one after another.
 type toolWorker struct {
-	name   string
-	pool   *pgxpool.Pool
-	runner *tools.Runner
-	runID  uuid.UUID
+	name  string
+	pool  *pgxpool.Pool
+	plane *idempotency.Service
+	runID uuid.UUID
+}
+
+// call makes the call key once through the journal, as the Runner does: a
+// completed call answers its stored message id, replayed; otherwise the
+// call is claimed, the vendor called with the key, and the claim completed
+// with the vendor's answer (on a context of its own, as the Runner ends a
+// claim). A live claim of another attempt is an *idempotency.InFlightError.
+func (w *toolWorker) call(ctx context.Context, org uuid.UUID, key string, v *vendor) (id string, replayed bool, err error) {
+	out, err := w.plane.Read(ctx, org, toolScope, key, "h")
+	if err == nil && out.Kind == idempotency.KindAbsent {
+		out, err = w.plane.Claim(ctx, org, toolScope, key, "h", toolLease)
+	}
+	switch {
+	case err != nil:
+		return "", false, err
+	case out.Kind == idempotency.KindCompleted:
+		return out.ResourceID, true, nil
+	case out.Kind == idempotency.KindProcessing:
+		return "", false, out.InFlight(toolScope, key)
+	case out.Kind != idempotency.KindClaimed:
+		return "", false, fmt.Errorf("the journal answered %s", out.Kind)
+	}
+	id = v.call(key)
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	ok, err := w.plane.Complete(ectx, out.Claim, idempotency.Completion{ResourceType: "e2e_message", ResourceID: id,
+		Response: json.RawMessage(`{"ok":true,"outcome":"ok"}`)})
+	switch {
+	case err != nil:
+		return "", false, err
+	case !ok:
+		return "", false, errors.New("the claim's fence was lost")
+	}
+	return id, false, nil
 }
 
 // toolCall is one call a worker made and what it was answered.
 type toolCall struct {
-	w       *toolWorker
-	n       int
-	key     string
-	acked   bool
-	ackedAt time.Time
-	result  tools.Result
+	w        *toolWorker
+	n        int
+	key      string
+	acked    bool
+	ackedAt  time.Time
+	id       string // the vendor's message id
+	replayed bool
 }
 
-// toolLoad is the agent runtimes: three workers that Execute calls through
+// toolLoad is the agent runtimes: three workers that make calls through
 // the journal and retry each, as an orchestrator retries a failed step,
 // until it is answered.
 type toolLoad struct {
@@ -418,7 +458,7 @@ type toolLoad struct {
 // newToolLoad makes the agent runtimes, each with a pool of its own on the
 // database dbURL names (given the parameters to add).
 func newToolLoad(ctx context.Context, s *scenarioRun, dbURL func(params string) string) (*toolLoad, error) {
-	tl := &toolLoad{s: s, vendor: &vendor{calls: map[string][]time.Time{}, first: map[string]tools.Result{}}}
+	tl := &toolLoad{s: s, vendor: &vendor{calls: map[string][]time.Time{}, first: map[string]string{}}}
 	for i := range 3 {
 		name := fmt.Sprintf("e2e-tools-%s-%d", s.name, i+1)
 		pool, err := pgxpool.New(ctx, dbURL("pool_max_conns=2&connect_timeout=10&application_name="+name))
@@ -427,7 +467,7 @@ func newToolLoad(ctx context.Context, s *scenarioRun, dbURL func(params string) 
 			return nil, err
 		}
 		tl.workers = append(tl.workers, &toolWorker{name: name, pool: pool, runID: uuid.New(),
-			runner: tools.NewRunner(idempotency.NewService(pool, idempotency.Config{}), tools.Config{})})
+			plane: idempotency.NewService(pool, idempotency.Config{})})
 	}
 	return tl, nil
 }
@@ -440,7 +480,7 @@ func (tl *toolLoad) close() {
 
 // callTimeout bounds one call: a claim orphaned by the crash blocks it
 // for up to the tool's lease, after the outage.
-func (tl *toolLoad) callTimeout() time.Duration { return toolSpec.Lease() + 45*time.Second }
+func (tl *toolLoad) callTimeout() time.Duration { return toolLease + 45*time.Second }
 
 func (tl *toolLoad) run(ctx context.Context, w *toolWorker, stop *atomic.Bool) {
 	for n := 1; !stop.Load() && ctx.Err() == nil; n++ {
@@ -458,22 +498,14 @@ func (tl *toolLoad) run(ctx context.Context, w *toolWorker, stop *atomic.Bool) {
 // execute makes call n of w until it is answered; a replay asks for the
 // call again after the load, the way a restarted segment does.
 func (tl *toolLoad) execute(ctx context.Context, w *toolWorker, n int, replay bool) *toolCall {
-	input, _ := json.Marshal(map[string]int{"n": n})
-	key, _ := tools.Key(w.runID, toolSpec.Name, input, 1)
-	c := &toolCall{w: w, n: n, key: key}
-	call := tools.Call{OrganizationID: tl.s.org, RunID: w.runID, Spec: toolSpec, Tool: tl.vendor,
-		Input: input, Occurrence: 1, ToolCallID: uuid.NewString()}
+	c := &toolCall{w: w, n: n, key: fmt.Sprintf("tk1_%s_%d", w.runID, n)}
 	deadline := time.Now().Add(tl.callTimeout())
 	for ctx.Err() == nil {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		res, err := w.runner.Execute(actx, call, tools.AllowAll)
+		id, replayed, err := w.call(actx, tl.s.org, c.key, tl.vendor)
 		cancel()
 		if err == nil {
-			if !res.OK {
-				tl.fail("%s call %d: answered %s (%s), want ok", w.name, n, res.Outcome, res.Message)
-				return c
-			}
-			c.acked, c.ackedAt, c.result = true, time.Now(), res
+			c.acked, c.ackedAt, c.id, c.replayed = true, time.Now(), id, replayed
 			return c
 		}
 		if time.Now().After(deadline) {
@@ -517,12 +549,12 @@ func (tl *toolLoad) verify(ctx context.Context, s *scenarioRun, rep *failoverRep
 				mu.Lock()
 				switch {
 				case !again.acked:
-				case !again.result.Replayed:
+				case !again.replayed:
 					out = append(out, fmt.Sprintf("%s call %d: acknowledged %s, then executed again instead of replayed",
-						c.w.name, c.n, c.result.ResourceID))
-				case again.result.ResourceID != c.result.ResourceID:
+						c.w.name, c.n, c.id))
+				case again.id != c.id:
 					out = append(out, fmt.Sprintf("%s call %d: acknowledged %s, replayed %s", c.w.name, c.n,
-						c.result.ResourceID, again.result.ResourceID))
+						c.id, again.id))
 				}
 				mu.Unlock()
 			}
@@ -544,7 +576,7 @@ func (tl *toolLoad) verify(ctx context.Context, s *scenarioRun, rep *failoverRep
 	}
 	var stuck int
 	if err := s.h.db.QueryRow(ctx, `SELECT count(*) FROM agent.idempotency_keys
-		WHERE organization_id = $1 AND scope = $2 AND status = 'processing'`, s.org, toolSpec.Scope()).Scan(&stuck); err != nil {
+		WHERE organization_id = $1 AND scope = $2 AND status = 'processing'`, s.org, toolScope).Scan(&stuck); err != nil {
 		out = append(out, fmt.Sprintf("reading the tool claims: %v", err))
 	} else if stuck > 0 {
 		out = append(out, fmt.Sprintf("%d tool claims left processing after every call was answered", stuck))

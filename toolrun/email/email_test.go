@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/searchd/searchd/tools"
-	"github.com/searchd/searchd/tools/email"
-	"github.com/searchd/searchd/tools/email/emailtest"
+	"github.com/searchd/searchd/toolrun"
+	"github.com/searchd/searchd/toolrun/email"
+	"github.com/searchd/searchd/toolrun/email/emailtest"
 )
 
 const input = `{"to":"ada@example.com","subject":"Hello","body":"Hi Ada"}`
@@ -27,10 +27,10 @@ func newSender(t *testing.T, baseURL string, timeout time.Duration) *email.Sende
 
 // call runs one send to the vendor under the sender's timeout, as the
 // journal would.
-func call(s *email.Sender, key string) (tools.Result, error) {
+func call(s *email.Sender, key string) (toolrun.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.Spec().Timeout)
 	defer cancel()
-	return s.Call(ctx, tools.CallContext{IdempotencyKey: key}, json.RawMessage(input))
+	return s.Call(ctx, toolrun.CallContext{IdempotencyKey: key}, json.RawMessage(input))
 }
 
 func TestSendPassesTheKeyAndNamesTheMessage(t *testing.T) {
@@ -78,9 +78,9 @@ func TestVendorAnswersMapToEndings(t *testing.T) {
 		status int
 		want   ending
 	}{
-		{400, ending{tools.OutcomeInvalidInput, false, false}},
-		{422, ending{tools.OutcomeInvalidInput, false, false}},
-		{404, ending{tools.OutcomeNotFound, false, false}},
+		{400, ending{toolrun.OutcomeInvalidInput, false, false}},
+		{422, ending{toolrun.OutcomeInvalidInput, false, false}},
+		{404, ending{toolrun.OutcomeNotFound, false, false}},
 		{410, ending{email.CodeRejected, false, false}},
 		{401, ending{email.CodeUnauthorized, true, false}},
 		{403, ending{email.CodeUnauthorized, true, false}},
@@ -98,7 +98,7 @@ func TestVendorAnswersMapToEndings(t *testing.T) {
 			v := emailtest.NewVendor(t, emailtest.Options{})
 			v.Script(emailtest.Step{Status: tc.status})
 			res, err := call(newSender(t, v.URL(), 5*time.Second), "")
-			var te *tools.ToolError
+			var te *toolrun.ToolError
 			if !errors.As(err, &te) {
 				t.Fatalf("Call after %d = %+v, %v; want a *ToolError", tc.status, res, err)
 			}
@@ -136,7 +136,7 @@ func failsAs(t *testing.T, status int, code string) {
 		{"", false, true},
 	} {
 		_, err := call(s, tc.key)
-		var te *tools.ToolError
+		var te *toolrun.ToolError
 		if !errors.As(err, &te) || te.Code != code || te.Retryable != tc.retryable || te.Uncertain != tc.uncertain {
 			t.Fatalf("Call(key %q) after %d = %v, want %s retryable %v uncertain %v", tc.key, status, err, code, tc.retryable, tc.uncertain)
 		}
@@ -160,7 +160,7 @@ func TestTimeoutAfterSendingIsRetryableOnlyWithAKey(t *testing.T) {
 			// only has to outlast sending on a busy machine (200 ms did
 			// not, once, at load average 29).
 			_, err := call(newSender(t, v.URL(), 2*time.Second), tc.key)
-			var te *tools.ToolError
+			var te *toolrun.ToolError
 			if !errors.As(err, &te) || te.Code != email.CodeNoAnswer || te.Retryable != tc.retryable || te.Uncertain != tc.uncertain {
 				t.Fatalf("Call after a lost acknowledgement = %v, want no_answer retryable %v uncertain %v", err, tc.retryable, tc.uncertain)
 			}
@@ -185,7 +185,7 @@ func TestUnreachableVendorIsRetryableEvenWithoutAKey(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	_, err = call(newSender(t, "http://"+addr, 2*time.Second), "")
-	var te *tools.ToolError
+	var te *toolrun.ToolError
 	if !errors.As(err, &te) || te.Code != email.CodeUnreachable || !te.Retryable || te.Uncertain {
 		t.Fatalf("Call to a closed port = %v, want a retryable unreachable", err)
 	}
@@ -203,9 +203,9 @@ func TestInvalidInputNeverReachesTheVendor(t *testing.T) {
 		`[]`,
 		`null`,
 	} {
-		_, err := s.Call(context.Background(), tools.CallContext{}, json.RawMessage(in))
-		var te *tools.ToolError
-		if !errors.As(err, &te) || te.Code != tools.OutcomeInvalidInput || te.Retryable || te.Uncertain {
+		_, err := s.Call(context.Background(), toolrun.CallContext{}, json.RawMessage(in))
+		var te *toolrun.ToolError
+		if !errors.As(err, &te) || te.Code != toolrun.OutcomeInvalidInput || te.Retryable || te.Uncertain {
 			t.Errorf("Call(%s) = %v, want an invalid_input business failure", in, err)
 		}
 	}
@@ -221,11 +221,11 @@ func TestConfigValidate(t *testing.T) {
 		ok  bool
 	}{
 		{email.Config{BaseURL: "https://api.vendor.test"}, true},
-		{email.Config{BaseURL: "http://127.0.0.1:8080/base", Timeout: tools.StepBudget}, true},
+		{email.Config{BaseURL: "http://127.0.0.1:8080/base", Timeout: toolrun.StepBudget}, true},
 		{email.Config{}, false},
 		{email.Config{BaseURL: "api.vendor.test"}, false},
 		{email.Config{BaseURL: "ftp://api.vendor.test"}, false},
-		{email.Config{BaseURL: "https://api.vendor.test", Timeout: tools.StepBudget + time.Second}, false},
+		{email.Config{BaseURL: "https://api.vendor.test", Timeout: toolrun.StepBudget + time.Second}, false},
 	} {
 		_, err := email.New(tc.cfg)
 		if (err == nil) != tc.ok {

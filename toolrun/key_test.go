@@ -1,4 +1,4 @@
-package tools_test
+package toolrun_test
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/tools"
+	"github.com/searchd/searchd/toolrun"
 )
 
 var (
@@ -23,7 +23,7 @@ const sendInput = `{"to":"ada@example.com","subject":"Hello","body":"Hi Ada"}`
 
 func mustKey(t *testing.T, run uuid.UUID, name, input string, occurrence int) string {
 	t.Helper()
-	k, err := tools.Key(run, name, json.RawMessage(input), occurrence)
+	k, err := toolrun.Key(run, name, json.RawMessage(input), occurrence)
 	if err != nil {
 		t.Fatalf("Key(%s, %q, %s, %d) error: %v", run, name, input, occurrence, err)
 	}
@@ -37,8 +37,8 @@ func TestKeyIsStableAndPassesThePlane(t *testing.T) {
 	if k1 != k2 {
 		t.Fatalf("Key of the same call = %q and %q, want equal", k1, k2)
 	}
-	if !strings.HasPrefix(k1, tools.KeyPrefix) || len(k1) != len(tools.KeyPrefix)+64 {
-		t.Fatalf("Key = %q, want %q and 64 hex digits", k1, tools.KeyPrefix)
+	if !strings.HasPrefix(k1, toolrun.KeyPrefix) || len(k1) != len(toolrun.KeyPrefix)+64 {
+		t.Fatalf("Key = %q, want %q and 64 hex digits", k1, toolrun.KeyPrefix)
 	}
 	if err := idempotency.ValidateKey(k1); err != nil {
 		t.Fatalf("ValidateKey(%q) = %v, want nil", k1, err)
@@ -108,8 +108,8 @@ func TestKeyRefusesWhatCannotBeKeyed(t *testing.T) {
 		{"broken input", runA, "email.send", `{"to":`, 1},
 		{"two values", runA, "email.send", `{} {}`, 1},
 	} {
-		k, err := tools.Key(tc.run, tc.tool, json.RawMessage(tc.input), tc.occurrence)
-		if !errors.Is(err, tools.ErrInvalid) || k != "" {
+		k, err := toolrun.Key(tc.run, tc.tool, json.RawMessage(tc.input), tc.occurrence)
+		if !errors.Is(err, toolrun.ErrInvalid) || k != "" {
 			t.Errorf("%s: Key = %q, %v; want an error wrapping ErrInvalid", tc.name, k, err)
 		}
 	}
@@ -119,7 +119,7 @@ func TestRequestHashCoversToolAndCanonicalInput(t *testing.T) {
 	t.Parallel()
 	hash := func(tool, input string) string {
 		t.Helper()
-		h, err := tools.RequestHash(tool, json.RawMessage(input))
+		h, err := toolrun.RequestHash(tool, json.RawMessage(input))
 		if err != nil {
 			t.Fatalf("RequestHash(%q, %s) error: %v", tool, input, err)
 		}
@@ -155,7 +155,7 @@ func TestOccurrencesCountIdenticalCallsInOrder(t *testing.T) {
 	// must derive the same keys.
 	var segments [2][]string
 	for s := range segments {
-		var occ tools.Occurrences
+		var occ toolrun.Occurrences
 		for _, c := range calls {
 			n, err := occ.Next(c.tool, json.RawMessage(c.input))
 			if err != nil {
@@ -178,8 +178,8 @@ func TestOccurrencesCountIdenticalCallsInOrder(t *testing.T) {
 		seen[k] = true
 	}
 
-	var occ tools.Occurrences
-	if _, err := occ.Next("email.send", json.RawMessage(`{`)); !errors.Is(err, tools.ErrInvalid) {
+	var occ toolrun.Occurrences
+	if _, err := occ.Next("email.send", json.RawMessage(`{`)); !errors.Is(err, toolrun.ErrInvalid) {
 		t.Fatalf("Next(broken input) = %v, want ErrInvalid", err)
 	}
 	if n, _ := occ.Next("email.send", json.RawMessage(sendInput)); n != 1 {
@@ -189,7 +189,7 @@ func TestOccurrencesCountIdenticalCallsInOrder(t *testing.T) {
 
 func TestOccurrencesIsSafeForConcurrentUse(t *testing.T) {
 	t.Parallel()
-	var occ tools.Occurrences
+	var occ toolrun.Occurrences
 	var wg sync.WaitGroup
 	got := make([]int, 50)
 	for i := range got {
@@ -220,20 +220,20 @@ func TestSpecLeaseIsTimeoutPlusMargin(t *testing.T) {
 		{30 * time.Second, 45 * time.Second},
 		{60 * time.Second, 75 * time.Second},
 		{100 * time.Second, 125 * time.Second},
-		{tools.StepBudget, 150 * time.Second},
+		{toolrun.StepBudget, 150 * time.Second},
 	} {
-		s := tools.ToolSpec{Name: "email.send", Timeout: tc.timeout}
+		s := toolrun.ToolSpec{Name: "email.send", Timeout: tc.timeout}
 		if got := s.Lease(); got != tc.want {
 			t.Errorf("Lease() with Timeout %v = %v, want %v", tc.timeout, got, tc.want)
 		}
-		if s.Lease()-s.Timeout < tools.MinLeaseMargin {
-			t.Errorf("Lease() with Timeout %v leaves a margin under %v", tc.timeout, tools.MinLeaseMargin)
+		if s.Lease()-s.Timeout < toolrun.MinLeaseMargin {
+			t.Errorf("Lease() with Timeout %v leaves a margin under %v", tc.timeout, toolrun.MinLeaseMargin)
 		}
 	}
-	if s := (tools.ToolSpec{Name: "email.send"}); s.Scope() != "tool.email.send" {
+	if s := (toolrun.ToolSpec{Name: "email.send"}); s.Scope() != "tool.email.send" {
 		t.Errorf("Scope() = %q, want tool.email.send", s.Scope())
 	}
-	if r, err := idempotency.Retention(tools.ToolSpec{Name: "email.send"}.Scope()); err != nil || r != 30*24*time.Hour {
+	if r, err := idempotency.Retention(toolrun.ToolSpec{Name: "email.send"}.Scope()); err != nil || r != 30*24*time.Hour {
 		t.Errorf("Retention(tool scope) = %v, %v; want 30 days", r, err)
 	}
 }
@@ -241,20 +241,20 @@ func TestSpecLeaseIsTimeoutPlusMargin(t *testing.T) {
 func TestSpecValidate(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		spec tools.ToolSpec
+		spec toolrun.ToolSpec
 		ok   bool
 	}{
-		{tools.ToolSpec{Name: "email.send", Timeout: 30 * time.Second}, true},
-		{tools.ToolSpec{Name: "email.send", Timeout: tools.StepBudget, VendorIdempotency: true}, true},
-		{tools.ToolSpec{Name: "email.send", Timeout: tools.StepBudget + time.Millisecond}, false},
-		{tools.ToolSpec{Name: "email.send"}, false},
-		{tools.ToolSpec{Name: "email.send", Timeout: -time.Second}, false},
-		{tools.ToolSpec{Name: "", Timeout: time.Second}, false},
-		{tools.ToolSpec{Name: "email..send", Timeout: time.Second}, false},
-		{tools.ToolSpec{Name: "email send", Timeout: time.Second}, false},
+		{toolrun.ToolSpec{Name: "email.send", Timeout: 30 * time.Second}, true},
+		{toolrun.ToolSpec{Name: "email.send", Timeout: toolrun.StepBudget, VendorIdempotency: true}, true},
+		{toolrun.ToolSpec{Name: "email.send", Timeout: toolrun.StepBudget + time.Millisecond}, false},
+		{toolrun.ToolSpec{Name: "email.send"}, false},
+		{toolrun.ToolSpec{Name: "email.send", Timeout: -time.Second}, false},
+		{toolrun.ToolSpec{Name: "", Timeout: time.Second}, false},
+		{toolrun.ToolSpec{Name: "email..send", Timeout: time.Second}, false},
+		{toolrun.ToolSpec{Name: "email send", Timeout: time.Second}, false},
 	} {
 		err := tc.spec.Validate()
-		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, tools.ErrInvalid)) {
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, toolrun.ErrInvalid)) {
 			t.Errorf("Validate(%+v) = %v, want ok %v", tc.spec, err, tc.ok)
 		}
 	}

@@ -1,4 +1,4 @@
-package tools_test
+package toolrun_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/tools"
+	"github.com/searchd/searchd/toolrun"
 )
 
 // jsonOfSize is a JSON string value of exactly n bytes made of c, or none
@@ -23,7 +23,7 @@ func jsonOfSize(n int, c string) json.RawMessage {
 
 // TestEveryOutputSizeReplaysWhatTheLiveCallAnswered runs a tool whose output
 // is 0, limit-1, limit, limit+1 and 1 MiB bytes (the limit is
-// tools.MaxStoredOutput), with and without a resource, and with a message at
+// toolrun.MaxStoredOutput), with and without a resource, and with a message at
 // its own limit that escapes to six bytes a character: at every size the
 // claim completes (a refused completion would strand it processing) and the
 // replay answers exactly what the live call did, never a reference the replay
@@ -33,7 +33,7 @@ func TestEveryOutputSizeReplaysWhatTheLiveCallAnswered(t *testing.T) {
 	b := setup(t, opts{})
 	heavyMessage := strings.Repeat("\x01", 4<<10) // cut to 2 KiB, each \u0001 in JSON
 	i := 0
-	for _, size := range []int{0, tools.MaxStoredOutput - 1, tools.MaxStoredOutput, tools.MaxStoredOutput + 1, 1 << 20} {
+	for _, size := range []int{0, toolrun.MaxStoredOutput - 1, toolrun.MaxStoredOutput, toolrun.MaxStoredOutput + 1, 1 << 20} {
 		for _, tc := range []struct {
 			name     string
 			char     string
@@ -50,21 +50,21 @@ func TestEveryOutputSizeReplaysWhatTheLiveCallAnswered(t *testing.T) {
 			name := fmt.Sprintf("%d bytes, %s", size, tc.name)
 			i++
 			c := b.call(fmt.Sprintf(`{"case":%d}`, i), 1)
-			c.Spec = tools.ToolSpec{Name: "custom.call", Timeout: time.Second}
-			res := tools.Result{OK: tc.ok, Output: jsonOfSize(size, tc.char), Message: tc.message}
+			c.Spec = toolrun.ToolSpec{Name: "custom.call", Timeout: time.Second}
+			res := toolrun.Result{OK: tc.ok, Output: jsonOfSize(size, tc.char), Message: tc.message}
 			if !tc.ok {
 				res.Outcome = "quota_exceeded"
 			}
 			if tc.resource {
 				res.ResourceType, res.ResourceID = "blob", fmt.Sprintf("blob-%d", i)
 			}
-			c.Tool = toolFunc(func(context.Context, tools.CallContext, json.RawMessage) (tools.Result, error) { return res, nil })
+			c.Tool = toolFunc(func(context.Context, toolrun.CallContext, json.RawMessage) (toolrun.Result, error) { return res, nil })
 
-			live, err := b.runner.Execute(b.ctx, c, tools.AllowAll)
+			live, err := b.runner.Execute(b.ctx, c, toolrun.AllowAll)
 			if err != nil {
 				t.Fatalf("%s: Execute error: %v", name, err)
 			}
-			kept := size <= tools.MaxStoredOutput
+			kept := size <= toolrun.MaxStoredOutput
 			if kept != (string(live.Output) == string(res.Output)) || live.OutputOmitted == kept || (!kept && len(live.Output) != 0) {
 				t.Fatalf("%s: live output of %d bytes (omitted %v), want the output kept %v", name, len(live.Output), live.OutputOmitted, kept)
 			}
@@ -76,7 +76,7 @@ func TestEveryOutputSizeReplaysWhatTheLiveCallAnswered(t *testing.T) {
 			if rec == nil || rec.Status != idempotency.StatusCompleted || strings.HasPrefix(string(rec.Response), `{"resource_ref"`) {
 				t.Fatalf("%s: claim = %+v, want completed with the answer itself", name, rec)
 			}
-			replay, err := b.runner.Execute(b.ctx, c, tools.AllowAll)
+			replay, err := b.runner.Execute(b.ctx, c, toolrun.AllowAll)
 			if err != nil {
 				t.Fatalf("%s: replay error: %v", name, err)
 			}
@@ -94,7 +94,7 @@ func TestAPlaneWithASmallLimitStillStoresAnswersWhole(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{})
 	plane := idempotency.NewService(b.pool, idempotency.Config{Clock: b.clock.Clock(), MaxResponseBytes: 1 << 10})
-	runner := tools.NewRunner(plane, tools.Config{})
+	runner := toolrun.NewRunner(plane, toolrun.Config{})
 	for i, tc := range []struct {
 		size     int
 		resource bool
@@ -106,13 +106,13 @@ func TestAPlaneWithASmallLimitStillStoresAnswersWhole(t *testing.T) {
 		{1 << 20, true, false},
 	} {
 		c := b.call(fmt.Sprintf(`{"small":%d}`, i), 1)
-		c.Spec = tools.ToolSpec{Name: "custom.call", Timeout: time.Second}
-		res := tools.Result{OK: true, Output: jsonOfSize(tc.size, "y"), Message: strings.Repeat("m", 300)}
+		c.Spec = toolrun.ToolSpec{Name: "custom.call", Timeout: time.Second}
+		res := toolrun.Result{OK: true, Output: jsonOfSize(tc.size, "y"), Message: strings.Repeat("m", 300)}
 		if tc.resource {
 			res.ResourceType, res.ResourceID = "blob", fmt.Sprintf("b-%d", i)
 		}
-		c.Tool = toolFunc(func(context.Context, tools.CallContext, json.RawMessage) (tools.Result, error) { return res, nil })
-		live, err := runner.Execute(b.ctx, c, tools.AllowAll)
+		c.Tool = toolFunc(func(context.Context, toolrun.CallContext, json.RawMessage) (toolrun.Result, error) { return res, nil })
+		live, err := runner.Execute(b.ctx, c, toolrun.AllowAll)
 		if err != nil {
 			t.Fatalf("%d bytes: Execute error: %v", tc.size, err)
 		}
@@ -123,7 +123,7 @@ func TestAPlaneWithASmallLimitStillStoresAnswersWhole(t *testing.T) {
 		if err != nil || rec == nil || rec.Status != idempotency.StatusCompleted || strings.HasPrefix(string(rec.Response), `{"resource_ref"`) {
 			t.Fatalf("%d bytes: claim = %+v, %v; want completed with the answer itself", tc.size, rec, err)
 		}
-		replay, err := runner.Execute(b.ctx, c, tools.AllowAll)
+		replay, err := runner.Execute(b.ctx, c, toolrun.AllowAll)
 		if err != nil {
 			t.Fatalf("%d bytes: replay error: %v", tc.size, err)
 		}
@@ -140,13 +140,13 @@ func TestAStoredReferenceIsAnErrorNeverAResult(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{})
 	c := b.call(`{"ref":1}`, 1)
-	c.Spec = tools.ToolSpec{Name: "custom.call", Timeout: time.Second}
+	c.Spec = toolrun.ToolSpec{Name: "custom.call", Timeout: time.Second}
 	called := 0
-	c.Tool = toolFunc(func(context.Context, tools.CallContext, json.RawMessage) (tools.Result, error) {
+	c.Tool = toolFunc(func(context.Context, toolrun.CallContext, json.RawMessage) (toolrun.Result, error) {
 		called++
-		return tools.Result{OK: true}, nil
+		return toolrun.Result{OK: true}, nil
 	})
-	hash, err := tools.RequestHash(c.Spec.Name, c.Input)
+	hash, err := toolrun.RequestHash(c.Spec.Name, c.Input)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,8 +158,8 @@ func TestAStoredReferenceIsAnErrorNeverAResult(t *testing.T) {
 	if ok, err := b.plane.Complete(b.ctx, out.Claim, idempotency.Completion{ResourceType: "blob", ResourceID: "b-1", Response: big}); !ok || err != nil {
 		t.Fatalf("Complete = %v, %v", ok, err)
 	}
-	res, err := b.runner.Execute(b.ctx, c, tools.AllowAll)
-	if err == nil || !strings.Contains(err.Error(), "reference to blob b-1") || !equalResults(res, tools.Result{}) {
+	res, err := b.runner.Execute(b.ctx, c, toolrun.AllowAll)
+	if err == nil || !strings.Contains(err.Error(), "reference to blob b-1") || !equalResults(res, toolrun.Result{}) {
 		t.Fatalf("Execute over a stored reference = %+v, %v; want an error naming the reference and no result", res, err)
 	}
 	if called != 0 {

@@ -1,7 +1,6 @@
-package tools
+package toolrun
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/canonjson"
+	"github.com/searchd/searchd/tools"
 )
 
 // Decision is what a policy [Checkpoint] answers for a call.
@@ -230,7 +230,7 @@ func settled(out idempotency.Outcome, jk journalKey) (Result, error) {
 			return Result{}, fmt.Errorf("tools: %s key %s: the stored answer is a reference to %s %s, not the answer: it was stored over the limit",
 				jk.scope, jk.key, out.Ref.Type, out.Ref.ID)
 		}
-		res, err := decodeAnswer(out.Response, out.ResourceType, out.ResourceID)
+		res, err := tools.DecodeAnswer(out.Response, out.ResourceType, out.ResourceID)
 		if err != nil {
 			return Result{}, fmt.Errorf("tools: %s key %s: %w", jk.scope, jk.key, err)
 		}
@@ -337,52 +337,19 @@ func (r *Runner) release(ctx context.Context, c Call, jk journalKey, claim *idem
 	return fmt.Errorf("tools: %s: %w", c.Spec.Name, cause)
 }
 
-// answer is the stored response of a completed call. The resource lives in
-// the claim's own columns.
-type answer struct {
-	OK            bool            `json:"ok"`
-	Outcome       string          `json:"outcome"`
-	Output        json.RawMessage `json:"output,omitempty"`
-	OutputOmitted bool            `json:"output_omitted,omitempty"`
-	Message       string          `json:"message,omitempty"`
-	// ResolvedBy names the person who resolved an uncertain call as
-	// delivered; see [Resolver].
-	ResolvedBy string `json:"resolved_by,omitempty"`
-}
-
-// encodeAnswer returns the stored form of res: JSON without HTML escaping,
-// so the canonical Output is stored byte for byte (encoding/json would write
-// each <, > and & of it as six bytes).
-func encodeAnswer(res Result) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(answer{
-		OK:            res.OK,
-		Outcome:       res.Outcome,
-		Output:        res.Output,
-		OutputOmitted: res.OutputOmitted,
-		Message:       res.Message,
-		ResolvedBy:    res.ResolvedBy,
-	}); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
-}
-
 // fitAnswer returns res, changed as little as it takes for its stored form
 // to fit limit bytes, and that form. The Output is omitted when the answer
 // does not fit even without a message; otherwise the Message is cut to its
 // longest prefix that fits (a binary search: a character may take up to six
 // bytes once escaped).
 func fitAnswer(res Result, limit int) (Result, []byte, error) {
-	body, err := encodeAnswer(res)
+	body, err := tools.EncodeAnswer(res)
 	if err != nil || len(body) <= limit {
 		return res, body, err
 	}
 	bare := res
 	bare.Message = ""
-	b, err := encodeAnswer(bare)
+	b, err := tools.EncodeAnswer(bare)
 	if err != nil {
 		return res, nil, err
 	}
@@ -398,11 +365,11 @@ func fitAnswer(res Result, limit int) (Result, []byte, error) {
 	// shorter than msg that fits.
 	n := sort.Search(len(msg)-1, func(i int) bool {
 		res.Message = strings.ToValidUTF8(msg[:i+1], "")
-		b, err := encodeAnswer(res)
+		b, err := tools.EncodeAnswer(res)
 		return err != nil || len(b) > limit
 	})
 	res.Message = strings.ToValidUTF8(msg[:n], "")
-	body, err = encodeAnswer(res)
+	body, err = tools.EncodeAnswer(res)
 	return res, body, err
 }
 
@@ -433,30 +400,4 @@ func normalize(res Result) Result {
 		res.ResourceType, res.ResourceID = "", ""
 	}
 	return res
-}
-
-func decodeAnswer(body json.RawMessage, resourceType, resourceID string) (Result, error) {
-	var a answer
-	if err := json.Unmarshal(body, &a); err != nil {
-		return Result{}, fmt.Errorf("decoding the stored answer: %w", err)
-	}
-	if len(a.Output) > 0 {
-		// jsonb keeps its own key order; the canonical form is the one
-		// the live result carried.
-		canon, err := canonjson.Canonicalize(a.Output)
-		if err != nil {
-			return Result{}, fmt.Errorf("decoding the stored answer: %w", err)
-		}
-		a.Output = canon
-	}
-	return Result{
-		OK:            a.OK,
-		Outcome:       a.Outcome,
-		Output:        a.Output,
-		OutputOmitted: a.OutputOmitted,
-		Message:       a.Message,
-		ResolvedBy:    a.ResolvedBy,
-		ResourceType:  resourceType,
-		ResourceID:    resourceID,
-	}, nil
 }

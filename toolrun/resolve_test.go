@@ -1,4 +1,4 @@
-package tools_test
+package toolrun_test
 
 import (
 	"errors"
@@ -9,17 +9,18 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/toolrun"
+	"github.com/searchd/searchd/toolrun/email/emailtest"
 	"github.com/searchd/searchd/tools"
-	"github.com/searchd/searchd/tools/email/emailtest"
 )
 
 // uncertainCall makes an email.send to a vendor without idempotency support
 // that sends and never acknowledges, so the journal records it uncertain.
-func (b *bundle) uncertainCall(t *testing.T) (tools.Call, tools.Result) {
+func (b *bundle) uncertainCall(t *testing.T) (toolrun.Call, toolrun.Result) {
 	t.Helper()
 	b.vendor.Script(emailtest.Step{SendThenHang: true})
 	c := b.call(sendInput, 1)
-	live := b.execute(t, c, tools.AllowAll)
+	live := b.execute(t, c, toolrun.AllowAll)
 	if !live.Uncertain() {
 		t.Fatalf("Execute after a lost acknowledgement = %+v, want uncertain", live)
 	}
@@ -30,7 +31,7 @@ func (b *bundle) resolver() *tools.Resolver {
 	return tools.NewResolver(b.pool, tools.ResolverConfig{Clock: b.clock.Clock()})
 }
 
-func (b *bundle) resolve(c tools.Call, key string, r tools.Resolution, actor string) (*tools.Resolved, error) {
+func (b *bundle) resolve(c toolrun.Call, key string, r tools.Resolution, actor string) (*tools.Resolved, error) {
 	return b.resolver().Resolve(b.ctx, tools.ResolveParams{
 		OrganizationID: b.org, Scope: c.Spec.Scope(), Key: key, Resolution: r,
 		Actor: actor, Reason: "checked the vendor's outbox",
@@ -38,7 +39,7 @@ func (b *bundle) resolve(c tools.Call, key string, r tools.Resolution, actor str
 }
 
 // resolutions reads the recorded resolutions of c, oldest first.
-func (b *bundle) resolutions(t *testing.T, c tools.Call) []map[string]any {
+func (b *bundle) resolutions(t *testing.T, c toolrun.Call) []map[string]any {
 	t.Helper()
 	rows, err := b.pool.Query(b.ctx, `
 SELECT resolution, actor, reason, claim_id::text, uncertain_answer->>'outcome', resolved_at, retain_until
@@ -78,14 +79,14 @@ func TestAnUncertainCallMarkedDeliveredReplaysASuccessNamingTheActor(t *testing.
 	if res.ClaimID != claim.ID || res.Actor != "ada@ops" || !res.Uncertain.Uncertain() || !res.ResolvedAt.Equal(b.clock.Now()) {
 		t.Fatalf("Resolve(delivered) = %+v, want claim %s resolved now by ada@ops from uncertain", res, claim.ID)
 	}
-	replay := b.execute(t, c, tools.AllowAll)
-	if !replay.OK || replay.Outcome != tools.OutcomeOK || replay.ResolvedBy != "ada@ops" || !replay.Replayed {
+	replay := b.execute(t, c, toolrun.AllowAll)
+	if !replay.OK || replay.Outcome != toolrun.OutcomeOK || replay.ResolvedBy != "ada@ops" || !replay.Replayed {
 		t.Fatalf("Execute after delivered = %+v, want a replayed ok resolved by ada@ops", replay)
 	}
 	b.wantCounts(t, 1, 1) // the one uncertain send, and nothing since
 	got := b.resolutions(t, c)
 	if len(got) != 1 || got[0]["resolution"] != "delivered" || got[0]["actor"] != "ada@ops" ||
-		got[0]["reason"] != "checked the vendor's outbox" || got[0]["claim"] != claim.ID.String() || got[0]["outcome"] != tools.OutcomeUncertain ||
+		got[0]["reason"] != "checked the vendor's outbox" || got[0]["claim"] != claim.ID.String() || got[0]["outcome"] != toolrun.OutcomeUncertain ||
 		!got[0]["until"].(time.Time).Equal(b.clock.Now().Add(tools.ResolutionRetention)) {
 		t.Fatalf("recorded resolutions = %v, want one delivered by ada@ops with the uncertain answer, kept 396 days", got)
 	}
@@ -109,7 +110,7 @@ func TestAnAuthorizedRetryMakesTheCallOnceMoreWithTheSameKey(t *testing.T) {
 
 	// Before the resolution nothing calls the vendor again.
 	b.clock.Advance(c.Spec.Lease() + time.Hour)
-	if again := b.execute(t, c, tools.AllowAll); !again.Uncertain() || !again.Replayed {
+	if again := b.execute(t, c, toolrun.AllowAll); !again.Uncertain() || !again.Replayed {
 		t.Fatalf("Execute of an uncertain call = %+v, want the uncertain answer replayed", again)
 	}
 	b.wantCounts(t, 1, 1)
@@ -118,7 +119,7 @@ func TestAnAuthorizedRetryMakesTheCallOnceMoreWithTheSameKey(t *testing.T) {
 		t.Fatalf("Resolve(retry) = %v", err)
 	}
 	// The retry runs through the policy and claims the same key.
-	p := &policy{decision: tools.DecisionAllow}
+	p := &policy{decision: toolrun.DecisionAllow}
 	live := b.execute(t, c, p.check)
 	wantSent(t, live, "msg_2")
 	if p.count() != 1 {
@@ -128,7 +129,7 @@ func TestAnAuthorizedRetryMakesTheCallOnceMoreWithTheSameKey(t *testing.T) {
 		t.Fatalf("claim after the retry = %+v, want key %s completed with msg_2", rec, key)
 	}
 	// One retry: every repeat now replays it.
-	wantReplay(t, b.execute(t, c, tools.AllowAll), live)
+	wantReplay(t, b.execute(t, c, toolrun.AllowAll), live)
 	b.wantCounts(t, 2, 2)
 	if _, err := b.resolve(c, key, tools.ResolutionRetry, "ada@ops"); !errors.Is(err, tools.ErrNotUncertain) {
 		t.Fatalf("Resolve(retry) of an answered call = %v, want ErrNotUncertain", err)
@@ -146,11 +147,11 @@ func TestARetryThatIsUncertainAgainWaitsForAPersonAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.vendor.Script(emailtest.Step{SendThenHang: true})
-	if again := b.execute(t, c, tools.AllowAll); !again.Uncertain() || again.Replayed {
+	if again := b.execute(t, c, toolrun.AllowAll); !again.Uncertain() || again.Replayed {
 		t.Fatalf("the retried call = %+v, want uncertain again", again)
 	}
 	b.clock.Advance(c.Spec.Lease() + time.Hour)
-	if again := b.execute(t, c, tools.AllowAll); !again.Uncertain() || !again.Replayed {
+	if again := b.execute(t, c, toolrun.AllowAll); !again.Uncertain() || !again.Replayed {
 		t.Fatalf("after the retry = %+v, want its uncertain answer replayed", again)
 	}
 	b.wantCounts(t, 2, 2) // exactly one more attempt
@@ -194,14 +195,14 @@ func TestResolveRefusesWhatIsNotAnUncertainCall(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{idempotent: false})
 	ok := b.call(sendInput, 1)
-	b.execute(t, ok, tools.AllowAll) // sent and acknowledged
+	b.execute(t, ok, toolrun.AllowAll) // sent and acknowledged
 	inFlight := b.call(sendInput, 2)
-	hash, _ := tools.RequestHash(inFlight.Spec.Name, inFlight.Input)
+	hash, _ := toolrun.RequestHash(inFlight.Spec.Name, inFlight.Input)
 	if out, err := b.plane.Claim(b.ctx, b.org, inFlight.Spec.Scope(), b.key(t, inFlight), hash, inFlight.Spec.Lease()); err != nil || out.Kind != idempotency.KindClaimed {
 		t.Fatalf("Claim = %v, %v", out.Kind, err)
 	}
 	failed := b.call(`{"to":"ada@example.com","body":"no subject"}`, 1)
-	b.execute(t, failed, tools.AllowAll) // a business failure
+	b.execute(t, failed, toolrun.AllowAll) // a business failure
 
 	for _, tc := range []struct {
 		name string
@@ -213,12 +214,12 @@ func TestResolveRefusesWhatIsNotAnUncertainCall(t *testing.T) {
 		{"a business failure", tools.ResolveParams{Key: b.key(t, failed)}, tools.ErrNotUncertain},
 		{"no such call", tools.ResolveParams{Key: "tk1_absent"}, tools.ErrNoCall},
 		{"another organization", tools.ResolveParams{Key: b.key(t, ok), OrganizationID: uuid.New()}, tools.ErrNoCall},
-		{"not a tool scope", tools.ResolveParams{Key: b.key(t, ok), Scope: idempotency.ScopeSavedSearchStart}, tools.ErrInvalid},
-		{"an unknown resolution", tools.ResolveParams{Key: b.key(t, ok), Resolution: "undo"}, tools.ErrInvalid},
-		{"no actor", tools.ResolveParams{Key: b.key(t, ok), Actor: " "}, tools.ErrInvalid},
-		{"an actor of two lines", tools.ResolveParams{Key: b.key(t, ok), Actor: "ada\nbob"}, tools.ErrInvalid},
-		{"a reason too long", tools.ResolveParams{Key: b.key(t, ok), Reason: strings.Repeat("r", tools.MaxReasonLen+1)}, tools.ErrInvalid},
-		{"an empty key", tools.ResolveParams{Key: ""}, tools.ErrInvalid},
+		{"not a tool scope", tools.ResolveParams{Key: b.key(t, ok), Scope: idempotency.ScopeSavedSearchStart}, toolrun.ErrInvalid},
+		{"an unknown resolution", tools.ResolveParams{Key: b.key(t, ok), Resolution: "undo"}, toolrun.ErrInvalid},
+		{"no actor", tools.ResolveParams{Key: b.key(t, ok), Actor: " "}, toolrun.ErrInvalid},
+		{"an actor of two lines", tools.ResolveParams{Key: b.key(t, ok), Actor: "ada\nbob"}, toolrun.ErrInvalid},
+		{"a reason too long", tools.ResolveParams{Key: b.key(t, ok), Reason: strings.Repeat("r", tools.MaxReasonLen+1)}, toolrun.ErrInvalid},
+		{"an empty key", tools.ResolveParams{Key: ""}, toolrun.ErrInvalid},
 	} {
 		p := tc.p
 		if p.OrganizationID == uuid.Nil {
@@ -262,7 +263,7 @@ func TestAnUncertainAnswerPastItsRetentionHasNothingToResolve(t *testing.T) {
 	}
 	c2 := b.call(sendInput, 2)
 	b.vendor.Script(emailtest.Step{SendThenHang: true})
-	if live := b.execute(t, c2, tools.AllowAll); !live.Uncertain() {
+	if live := b.execute(t, c2, toolrun.AllowAll); !live.Uncertain() {
 		t.Fatalf("second call = %+v, want uncertain", live)
 	}
 	b.clock.Advance(idempotency.ToolRetention)

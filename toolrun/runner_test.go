@@ -1,4 +1,4 @@
-package tools_test
+package toolrun_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/tools"
-	"github.com/searchd/searchd/tools/email"
-	"github.com/searchd/searchd/tools/email/emailtest"
+	"github.com/searchd/searchd/toolrun"
+	"github.com/searchd/searchd/toolrun/email"
+	"github.com/searchd/searchd/toolrun/email/emailtest"
 )
 
 func TestRetryableFailureReleasesAndTheNextAttemptExecutes(t *testing.T) {
@@ -24,19 +24,19 @@ func TestRetryableFailureReleasesAndTheNextAttemptExecutes(t *testing.T) {
 			b.vendor.Script(emailtest.Step{Status: status})
 			c := b.call(sendInput, 1)
 
-			res, err := b.runner.Execute(b.ctx, c, tools.AllowAll)
-			var te *tools.ToolError
+			res, err := b.runner.Execute(b.ctx, c, toolrun.AllowAll)
+			var te *toolrun.ToolError
 			if !errors.As(err, &te) || !te.Retryable || te.Uncertain {
 				t.Fatalf("Execute after a vendor %d = %+v, %v; want a retryable *ToolError", status, res, err)
 			}
-			if !equalResults(res, tools.Result{}) {
+			if !equalResults(res, toolrun.Result{}) {
 				t.Fatalf("a retryable failure reported the result %+v", res)
 			}
 			if n := b.rowCount(t); n != 0 {
 				t.Fatalf("after a retryable failure %d claims remain, want the claim released", n)
 			}
 
-			wantSent(t, b.execute(t, c, tools.AllowAll), "msg_1")
+			wantSent(t, b.execute(t, c, toolrun.AllowAll), "msg_1")
 			b.wantCounts(t, 2, 1)
 			key := b.key(t, c)
 			for i, r := range b.vendor.Requests() {
@@ -57,12 +57,12 @@ func TestBusinessFailureCompletesAndTheRepeatReturnsTheStoredAnswer(t *testing.T
 		outcome  string
 		requests int
 	}{
-		{"vendor 400", 400, sendInput, tools.OutcomeInvalidInput, 1},
-		{"vendor 404", 404, sendInput, tools.OutcomeNotFound, 1},
-		{"vendor 422", 422, sendInput, tools.OutcomeInvalidInput, 1},
+		{"vendor 400", 400, sendInput, toolrun.OutcomeInvalidInput, 1},
+		{"vendor 404", 404, sendInput, toolrun.OutcomeNotFound, 1},
+		{"vendor 422", 422, sendInput, toolrun.OutcomeInvalidInput, 1},
 		{"vendor 410", 410, sendInput, email.CodeRejected, 1},
-		{"no subject", 0, `{"to":"ada@example.com","body":"Hi"}`, tools.OutcomeInvalidInput, 0},
-		{"unknown field", 0, `{"to":"ada@example.com","subject":"s","body":"b","cc":"x"}`, tools.OutcomeInvalidInput, 0},
+		{"no subject", 0, `{"to":"ada@example.com","body":"Hi"}`, toolrun.OutcomeInvalidInput, 0},
+		{"unknown field", 0, `{"to":"ada@example.com","subject":"s","body":"b","cc":"x"}`, toolrun.OutcomeInvalidInput, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -71,14 +71,14 @@ func TestBusinessFailureCompletesAndTheRepeatReturnsTheStoredAnswer(t *testing.T
 				b.vendor.Script(emailtest.Step{Status: tc.status})
 			}
 			c := b.call(tc.input, 1)
-			live := b.execute(t, c, tools.AllowAll)
+			live := b.execute(t, c, toolrun.AllowAll)
 			if live.OK || live.Outcome != tc.outcome || live.Replayed || live.Message == "" || live.ResourceID != "" {
 				t.Fatalf("Execute = %+v, want a fresh %s business failure with a message", live, tc.outcome)
 			}
 			if rec := b.row(t, c); rec == nil || rec.Status != idempotency.StatusCompleted {
 				t.Fatalf("claim after a business failure = %+v, want completed", rec)
 			}
-			wantReplay(t, b.execute(t, c, tools.AllowAll), live)
+			wantReplay(t, b.execute(t, c, toolrun.AllowAll), live)
 			b.wantCounts(t, tc.requests, 0)
 		})
 	}
@@ -89,7 +89,7 @@ func TestCrashAfterVendorAcceptedIsReclaimedWithTheSameVendorKey(t *testing.T) {
 	b := setup(t, opts{idempotent: true})
 	c := b.call(sendInput, 1)
 	key := b.key(t, c)
-	hash, err := tools.RequestHash(c.Spec.Name, c.Input)
+	hash, err := toolrun.RequestHash(c.Spec.Name, c.Input)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestCrashAfterVendorAcceptedIsReclaimedWithTheSameVendorKey(t *testing.T) {
 		t.Fatalf("Claim = %v, %v; want claimed", out.Kind, err)
 	}
 	crashed := out.Claim
-	if _, err := b.sender.Call(b.ctx, tools.CallContext{IdempotencyKey: key}, c.Input); err != nil {
+	if _, err := b.sender.Call(b.ctx, toolrun.CallContext{IdempotencyKey: key}, c.Input); err != nil {
 		t.Fatalf("the crashed worker's send: %v", err)
 	}
 	b.wantCounts(t, 1, 1)
@@ -109,14 +109,14 @@ func TestCrashAfterVendorAcceptedIsReclaimedWithTheSameVendorKey(t *testing.T) {
 	// Inside its lease the claim is in flight: the retry neither sends nor
 	// reports a result.
 	b.clock.Advance(c.Spec.Lease() - time.Second)
-	res, err := b.runner.Execute(b.ctx, c, tools.AllowAll)
+	res, err := b.runner.Execute(b.ctx, c, toolrun.AllowAll)
 	wantInFlight(t, res, err)
 	b.wantCounts(t, 1, 1)
 
 	// After it, the retry reclaims and sends with the same key, and the
 	// vendor answers with the message it already sent.
 	b.clock.Advance(time.Second)
-	live := b.execute(t, c, tools.AllowAll)
+	live := b.execute(t, c, toolrun.AllowAll)
 	wantSent(t, live, "msg_1")
 	b.wantCounts(t, 2, 1)
 	for i, r := range b.vendor.Requests() {
@@ -128,7 +128,7 @@ func TestCrashAfterVendorAcceptedIsReclaimedWithTheSameVendorKey(t *testing.T) {
 	if rec.ID != crashed.ID || rec.LeaseToken == crashed.LeaseToken || rec.Status != idempotency.StatusCompleted || rec.ResourceID != "msg_1" {
 		t.Fatalf("claim = %+v, want the crashed claim reclaimed and completed with msg_1", rec)
 	}
-	wantReplay(t, b.execute(t, c, tools.AllowAll), live)
+	wantReplay(t, b.execute(t, c, toolrun.AllowAll), live)
 	b.wantCounts(t, 2, 1)
 }
 
@@ -137,16 +137,16 @@ func TestCrashAfterVendorAcceptedIsReclaimedWithTheSameVendorKey(t *testing.T) {
 type stalling struct {
 	sent  chan struct{}
 	wake  chan struct{}
-	inner tools.Tool
+	inner toolrun.Tool
 	fail  error // answered instead of the inner result, when set
 }
 
-func (s *stalling) Call(ctx context.Context, cc tools.CallContext, input json.RawMessage) (tools.Result, error) {
+func (s *stalling) Call(ctx context.Context, cc toolrun.CallContext, input json.RawMessage) (toolrun.Result, error) {
 	res, err := s.inner.Call(ctx, cc, input)
 	close(s.sent)
 	<-s.wake
 	if s.fail != nil {
-		return tools.Result{}, s.fail
+		return toolrun.Result{}, s.fail
 	}
 	return res, err
 }
@@ -158,8 +158,8 @@ func TestStalledWorkerLosesTheFenceAfterAReclaim(t *testing.T) {
 		fail error
 	}{
 		{"its send succeeds", nil},
-		{"its send fails retryably", &tools.ToolError{Code: "rate_limited", Retryable: true}},
-		{"its send is uncertain", &tools.ToolError{Code: "no_answer", Uncertain: true}},
+		{"its send fails retryably", &toolrun.ToolError{Code: "rate_limited", Retryable: true}},
+		{"its send is uncertain", &toolrun.ToolError{Code: "no_answer", Uncertain: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -170,23 +170,23 @@ func TestStalledWorkerLosesTheFenceAfterAReclaim(t *testing.T) {
 			stalledCall.Tool = stalled
 
 			type answer struct {
-				res tools.Result
+				res toolrun.Result
 				err error
 			}
 			done := make(chan answer, 1)
 			go func() {
-				res, err := b.runner.Execute(b.ctx, stalledCall, tools.AllowAll)
+				res, err := b.runner.Execute(b.ctx, stalledCall, toolrun.AllowAll)
 				done <- answer{res, err}
 			}()
 			<-stalled.sent
 
 			b.clock.Advance(c.Spec.Lease())
-			live := b.execute(t, c, tools.AllowAll)
+			live := b.execute(t, c, toolrun.AllowAll)
 			wantSent(t, live, "msg_1")
 
 			close(stalled.wake)
 			a := <-done
-			if !errors.Is(a.err, tools.ErrFenceLost) || !equalResults(a.res, tools.Result{}) {
+			if !errors.Is(a.err, toolrun.ErrFenceLost) || !equalResults(a.res, toolrun.Result{}) {
 				t.Fatalf("the stalled worker's Execute = %+v, %v; want ErrFenceLost and no result", a.res, a.err)
 			}
 			// The stalled worker wrote nothing over the new owner's answer.
@@ -194,7 +194,7 @@ func TestStalledWorkerLosesTheFenceAfterAReclaim(t *testing.T) {
 			if rec == nil || rec.Status != idempotency.StatusCompleted || rec.ResourceID != "msg_1" {
 				t.Fatalf("claim = %+v, want the reclaimer's completed answer", rec)
 			}
-			wantReplay(t, b.execute(t, c, tools.AllowAll), live)
+			wantReplay(t, b.execute(t, c, toolrun.AllowAll), live)
 			b.wantCounts(t, 2, 1)
 		})
 	}
@@ -205,13 +205,13 @@ func TestClaimSurvivesARunThatWaitedOnApprovalForDays(t *testing.T) {
 	b := setup(t, opts{idempotent: true})
 	first := b.call(sendInput, 1)
 	second := b.call(sendInput, 2)
-	p := &policy{decision: tools.DecisionAllow}
+	p := &policy{decision: toolrun.DecisionAllow}
 
 	live := b.execute(t, first, p.check)
 	wantSent(t, live, "msg_1")
 	// The Run's next identical call needs a person's approval.
-	p.set(tools.DecisionNeedsApproval)
-	if _, err := b.runner.Execute(b.ctx, second, p.check); !errors.Is(err, tools.ErrApprovalRequired) {
+	p.set(toolrun.DecisionNeedsApproval)
+	if _, err := b.runner.Execute(b.ctx, second, p.check); !errors.Is(err, toolrun.ErrApprovalRequired) {
 		t.Fatalf("Execute(second) = %v, want ErrApprovalRequired", err)
 	}
 
@@ -224,14 +224,14 @@ func TestClaimSurvivesARunThatWaitedOnApprovalForDays(t *testing.T) {
 	if p.count() != asked {
 		t.Fatal("a replay asked the policy checkpoint")
 	}
-	p.set(tools.DecisionAllow)
+	p.set(toolrun.DecisionAllow)
 	second2 := b.execute(t, second, p.check)
 	wantSent(t, second2, "msg_2")
 	b.wantCounts(t, 2, 2)
 
 	// 29 days after the first send, both calls still replay.
 	b.clock.Advance(28*24*time.Hour - 25*time.Hour)
-	p.set(tools.DecisionDeny)
+	p.set(toolrun.DecisionDeny)
 	wantReplay(t, b.execute(t, first, p.check), live)
 	wantReplay(t, b.execute(t, second, p.check), second2)
 	b.wantCounts(t, 2, 2)
@@ -243,12 +243,12 @@ func TestLiveClaimRaisesClaimInFlightAndNoResult(t *testing.T) {
 		t.Parallel()
 		b := setup(t, opts{idempotent: true})
 		c := b.call(sendInput, 1)
-		hash, _ := tools.RequestHash(c.Spec.Name, c.Input)
+		hash, _ := toolrun.RequestHash(c.Spec.Name, c.Input)
 		held, err := b.plane.Claim(b.ctx, b.org, c.Spec.Scope(), b.key(t, c), hash, c.Spec.Lease())
 		if err != nil || held.Kind != idempotency.KindClaimed {
 			t.Fatalf("Claim = %v, %v", held.Kind, err)
 		}
-		p := &policy{decision: tools.DecisionAllow}
+		p := &policy{decision: toolrun.DecisionAllow}
 		res, err := b.runner.Execute(b.ctx, c, p.check)
 		wantInFlight(t, res, err)
 		if p.count() != 0 {
@@ -263,15 +263,15 @@ func TestLiveClaimRaisesClaimInFlightAndNoResult(t *testing.T) {
 		t.Parallel()
 		b := setup(t, opts{idempotent: true})
 		c := b.call(sendInput, 1)
-		hash, _ := tools.RequestHash(c.Spec.Name, c.Input)
+		hash, _ := toolrun.RequestHash(c.Spec.Name, c.Input)
 		// Another worker claims the call while this one is at its
 		// checkpoint.
-		racer := func(ctx context.Context, _ tools.Call) (tools.Decision, error) {
+		racer := func(ctx context.Context, _ toolrun.Call) (toolrun.Decision, error) {
 			out, err := b.plane.Claim(ctx, b.org, c.Spec.Scope(), b.key(t, c), hash, c.Spec.Lease())
 			if err != nil || out.Kind != idempotency.KindClaimed {
 				return 0, fmt.Errorf("racer: %v, %v", out.Kind, err)
 			}
-			return tools.DecisionAllow, nil
+			return toolrun.DecisionAllow, nil
 		}
 		res, err := b.runner.Execute(b.ctx, c, racer)
 		wantInFlight(t, res, err)
@@ -285,18 +285,18 @@ func TestPolicyCheckpointClaimsNothingUntilItAllows(t *testing.T) {
 	c := b.call(sendInput, 1)
 	for _, tc := range []struct {
 		name     string
-		decision tools.Decision
+		decision toolrun.Decision
 		err      error
 		want     error
 	}{
-		{"needs approval", tools.DecisionNeedsApproval, nil, tools.ErrApprovalRequired},
-		{"deny", tools.DecisionDeny, nil, tools.ErrDenied},
-		{"policy error", tools.DecisionAllow, context.DeadlineExceeded, context.DeadlineExceeded},
+		{"needs approval", toolrun.DecisionNeedsApproval, nil, toolrun.ErrApprovalRequired},
+		{"deny", toolrun.DecisionDeny, nil, toolrun.ErrDenied},
+		{"policy error", toolrun.DecisionAllow, context.DeadlineExceeded, context.DeadlineExceeded},
 		{"no decision", 0, nil, nil},
 	} {
 		p := &policy{decision: tc.decision, err: tc.err}
 		res, err := b.runner.Execute(b.ctx, c, p.check)
-		if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) || !equalResults(res, tools.Result{}) {
+		if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) || !equalResults(res, toolrun.Result{}) {
 			t.Fatalf("%s: Execute = %+v, %v; want no result and %v", tc.name, res, err, tc.want)
 		}
 		if p.count() != 1 {
@@ -308,10 +308,10 @@ func TestPolicyCheckpointClaimsNothingUntilItAllows(t *testing.T) {
 	}
 	b.wantCounts(t, 0, 0)
 
-	p := &policy{decision: tools.DecisionAllow}
+	p := &policy{decision: toolrun.DecisionAllow}
 	live := b.execute(t, c, p.check)
 	wantSent(t, live, "msg_1")
-	p.set(tools.DecisionNeedsApproval)
+	p.set(toolrun.DecisionNeedsApproval)
 	wantReplay(t, b.execute(t, c, p.check), live)
 	b.wantCounts(t, 1, 1)
 }
@@ -321,7 +321,7 @@ func TestKeyIsIndependentOfTheModelToolCallID(t *testing.T) {
 	b := setup(t, opts{idempotent: true})
 	c := b.call(sendInput, 1)
 	c.ToolCallID = "call_first_segment"
-	live := b.execute(t, c, tools.AllowAll)
+	live := b.execute(t, c, toolrun.AllowAll)
 	wantSent(t, live, "msg_1")
 
 	// A restarted segment: the model mints a new id and writes the same
@@ -329,11 +329,11 @@ func TestKeyIsIndependentOfTheModelToolCallID(t *testing.T) {
 	again := c
 	again.ToolCallID = "call_restarted_segment"
 	again.Input = json.RawMessage(`{ "body": "Hi Ada", "subject": "Hello", "to": "ada@example.com" }`)
-	wantReplay(t, b.execute(t, again, tools.AllowAll), live)
+	wantReplay(t, b.execute(t, again, toolrun.AllowAll), live)
 	b.wantCounts(t, 1, 1)
 
 	// A genuine second identical call is another occurrence: it sends.
-	wantSent(t, b.execute(t, b.call(sendInput, 2), tools.AllowAll), "msg_2")
+	wantSent(t, b.execute(t, b.call(sendInput, 2), toolrun.AllowAll), "msg_2")
 	b.wantCounts(t, 2, 2)
 	if k := b.vendor.Requests(); k[0].IdempotencyKey == k[1].IdempotencyKey {
 		t.Fatalf("two occurrences sent the same key %q", k[0].IdempotencyKey)
@@ -346,8 +346,8 @@ func TestUncertainSendIsStoredAndNeverRetried(t *testing.T) {
 	b.vendor.Script(emailtest.Step{SendThenHang: true})
 	c := b.call(sendInput, 1)
 
-	live := b.execute(t, c, tools.AllowAll)
-	if live.OK || !live.Uncertain() || live.Outcome != tools.OutcomeUncertain || live.Replayed || live.Message == "" {
+	live := b.execute(t, c, toolrun.AllowAll)
+	if live.OK || !live.Uncertain() || live.Outcome != toolrun.OutcomeUncertain || live.Replayed || live.Message == "" {
 		t.Fatalf("Execute after a send that was never acknowledged = %+v, want an uncertain result", live)
 	}
 	if rec := b.row(t, c); rec == nil || rec.Status != idempotency.StatusCompleted {
@@ -361,7 +361,7 @@ func TestUncertainSendIsStoredAndNeverRetried(t *testing.T) {
 	// The repeat, even after the lease and a day, answers uncertain and
 	// does not call the vendor.
 	b.clock.Advance(25 * time.Hour)
-	wantReplay(t, b.execute(t, c, tools.AllowAll), live)
+	wantReplay(t, b.execute(t, c, toolrun.AllowAll), live)
 	b.wantCounts(t, 1, 1)
 }
 
@@ -373,7 +373,7 @@ func TestVendorFailureWithoutIdempotencyIsUncertainAndNeverRetried(t *testing.T)
 			b := setup(t, opts{idempotent: false})
 			b.vendor.Script(emailtest.Step{Status: status})
 			c := b.call(sendInput, 1)
-			live := b.execute(t, c, tools.AllowAll)
+			live := b.execute(t, c, toolrun.AllowAll)
 			if live.OK || !live.Uncertain() || live.Replayed || !strings.Contains(live.Message, "may have been sent") {
 				t.Fatalf("Execute after a vendor %d without idempotency = %+v, want an uncertain result", status, live)
 			}
@@ -382,7 +382,7 @@ func TestVendorFailureWithoutIdempotencyIsUncertainAndNeverRetried(t *testing.T)
 			}
 			// Neither a repeat nor one after the lease sends again.
 			b.clock.Advance(c.Spec.Lease() + time.Hour)
-			wantReplay(t, b.execute(t, c, tools.AllowAll), live)
+			wantReplay(t, b.execute(t, c, toolrun.AllowAll), live)
 			b.wantCounts(t, 1, 0)
 		})
 	}
@@ -394,15 +394,15 @@ func TestUnansweredSendToAnIdempotentVendorIsRetriedWithTheSameKey(t *testing.T)
 	b.vendor.Script(emailtest.Step{SendThenHang: true})
 	c := b.call(sendInput, 1)
 
-	res, err := b.runner.Execute(b.ctx, c, tools.AllowAll)
-	var te *tools.ToolError
+	res, err := b.runner.Execute(b.ctx, c, toolrun.AllowAll)
+	var te *toolrun.ToolError
 	if !errors.As(err, &te) || !te.Retryable || te.Code != email.CodeNoAnswer {
 		t.Fatalf("Execute after an unanswered send = %+v, %v; want a retryable no_answer", res, err)
 	}
 	if n := b.rowCount(t); n != 0 {
 		t.Fatalf("%d claims remain, want the claim released", n)
 	}
-	wantSent(t, b.execute(t, c, tools.AllowAll), "msg_1")
+	wantSent(t, b.execute(t, c, toolrun.AllowAll), "msg_1")
 	b.wantCounts(t, 2, 1)
 }
 
@@ -410,17 +410,17 @@ func TestReclaimWithoutVendorIdempotencyIsUncertainAndNotCalled(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{idempotent: false})
 	c := b.call(sendInput, 1)
-	hash, _ := tools.RequestHash(c.Spec.Name, c.Input)
+	hash, _ := toolrun.RequestHash(c.Spec.Name, c.Input)
 	// A worker claimed the call and died; whether it sent, nobody knows.
 	if out, err := b.plane.Claim(b.ctx, b.org, c.Spec.Scope(), b.key(t, c), hash, c.Spec.Lease()); err != nil || out.Kind != idempotency.KindClaimed {
 		t.Fatalf("Claim = %v, %v", out.Kind, err)
 	}
 	b.clock.Advance(c.Spec.Lease())
-	live := b.execute(t, c, tools.AllowAll)
+	live := b.execute(t, c, toolrun.AllowAll)
 	if !live.Uncertain() || live.Replayed {
 		t.Fatalf("Execute after a reclaim without vendor idempotency = %+v, want uncertain", live)
 	}
-	wantReplay(t, b.execute(t, c, tools.AllowAll), live)
+	wantReplay(t, b.execute(t, c, toolrun.AllowAll), live)
 	b.wantCounts(t, 0, 0)
 }
 
@@ -430,9 +430,9 @@ func TestConcurrentExecutesOfOneCallSendOnce(t *testing.T) {
 	b := setup(t, opts{idempotent: true, delay: 300 * time.Millisecond, dbClock: true})
 	c := b.call(sendInput, 1)
 	const n = 20
-	results := make([]tools.Result, n)
+	results := make([]toolrun.Result, n)
 	errs := make([]error, n)
-	b.race(t, n, func(i int) { results[i], errs[i] = b.runner.Execute(b.ctx, c, tools.AllowAll) })
+	b.race(t, n, func(i int) { results[i], errs[i] = b.runner.Execute(b.ctx, c, toolrun.AllowAll) })
 
 	var fresh, replayed, inFlight int
 	for i := range n {
@@ -460,8 +460,8 @@ func TestConcurrentExecutesOfOneCallSendOnce(t *testing.T) {
 func TestUnclassifiedErrorEndsByTheVendorsGuarantee(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{})
-	broken := toolFunc(func(context.Context, tools.CallContext, json.RawMessage) (tools.Result, error) {
-		return tools.Result{}, errors.New("connection reset by peer")
+	broken := toolFunc(func(context.Context, toolrun.CallContext, json.RawMessage) (toolrun.Result, error) {
+		return toolrun.Result{}, errors.New("connection reset by peer")
 	})
 	for _, tc := range []struct {
 		idempotent bool
@@ -472,11 +472,11 @@ func TestUnclassifiedErrorEndsByTheVendorsGuarantee(t *testing.T) {
 	} {
 		c := b.call(sendInput, 1)
 		c.Tool = broken
-		c.Spec = tools.ToolSpec{Name: "custom.call", Timeout: time.Second, VendorIdempotency: tc.idempotent}
-		res, err := b.runner.Execute(b.ctx, c, tools.AllowAll)
+		c.Spec = toolrun.ToolSpec{Name: "custom.call", Timeout: time.Second, VendorIdempotency: tc.idempotent}
+		res, err := b.runner.Execute(b.ctx, c, toolrun.AllowAll)
 		switch {
 		case tc.released:
-			var te *tools.ToolError
+			var te *toolrun.ToolError
 			if !errors.As(err, &te) || !te.Retryable || b.row(t, c) != nil {
 				t.Fatalf("idempotent vendor: Execute = %+v, %v; want released and a retryable error", res, err)
 			}
@@ -491,32 +491,32 @@ func TestUnclassifiedErrorEndsByTheVendorsGuarantee(t *testing.T) {
 func TestLiveResultIsWhatTheReplayAnswers(t *testing.T) {
 	t.Parallel()
 	b := setup(t, opts{})
-	big := `{"blob":"` + strings.Repeat("x", tools.MaxStoredOutput) + `"}`
+	big := `{"blob":"` + strings.Repeat("x", toolrun.MaxStoredOutput) + `"}`
 	for _, tc := range []struct {
 		name    string
-		res     tools.Result
+		res     toolrun.Result
 		output  string
 		omitted bool
 	}{
-		{"output in canonical form", tools.Result{OK: true, Output: json.RawMessage(`{ "b": [1, 2.50], "a": "<&>" }`)}, `{"a":"<&>","b":[1,2.50]}`, false},
-		{"output too large", tools.Result{OK: true, Output: json.RawMessage(big)}, ``, true},
-		{"output not JSON", tools.Result{OK: true, Output: json.RawMessage(`{nope`)}, ``, true},
-		{"failure without an outcome", tools.Result{OK: false}, ``, false},
-		{"half a resource", tools.Result{OK: true, ResourceID: "r-1"}, ``, false},
+		{"output in canonical form", toolrun.Result{OK: true, Output: json.RawMessage(`{ "b": [1, 2.50], "a": "<&>" }`)}, `{"a":"<&>","b":[1,2.50]}`, false},
+		{"output too large", toolrun.Result{OK: true, Output: json.RawMessage(big)}, ``, true},
+		{"output not JSON", toolrun.Result{OK: true, Output: json.RawMessage(`{nope`)}, ``, true},
+		{"failure without an outcome", toolrun.Result{OK: false}, ``, false},
+		{"half a resource", toolrun.Result{OK: true, ResourceID: "r-1"}, ``, false},
 	} {
 		c := b.call(fmt.Sprintf(`{"case":%q}`, tc.name), 1)
-		c.Spec = tools.ToolSpec{Name: "custom.call", Timeout: time.Second}
-		c.Tool = toolFunc(func(context.Context, tools.CallContext, json.RawMessage) (tools.Result, error) {
+		c.Spec = toolrun.ToolSpec{Name: "custom.call", Timeout: time.Second}
+		c.Tool = toolFunc(func(context.Context, toolrun.CallContext, json.RawMessage) (toolrun.Result, error) {
 			return tc.res, nil
 		})
-		live := b.execute(t, c, tools.AllowAll)
+		live := b.execute(t, c, toolrun.AllowAll)
 		if string(live.Output) != tc.output || live.OutputOmitted != tc.omitted || live.ResourceID != "" {
 			t.Fatalf("%s: live = %+v, want output %s (omitted %v) and no resource", tc.name, live, tc.output, tc.omitted)
 		}
-		if !tc.res.OK && live.Outcome != tools.OutcomeFailed {
-			t.Fatalf("%s: outcome = %q, want %q", tc.name, live.Outcome, tools.OutcomeFailed)
+		if !tc.res.OK && live.Outcome != toolrun.OutcomeFailed {
+			t.Fatalf("%s: outcome = %q, want %q", tc.name, live.Outcome, toolrun.OutcomeFailed)
 		}
-		wantReplay(t, b.execute(t, c, tools.AllowAll), live)
+		wantReplay(t, b.execute(t, c, toolrun.AllowAll), live)
 	}
 }
 
@@ -525,24 +525,24 @@ func TestExecuteRefusesACallItCannotKey(t *testing.T) {
 	b := setup(t, opts{})
 	for _, tc := range []struct {
 		name   string
-		mutate func(*tools.Call)
+		mutate func(*toolrun.Call)
 	}{
-		{"no tool", func(c *tools.Call) { c.Tool = nil }},
-		{"no organization", func(c *tools.Call) { c.OrganizationID = [16]byte{} }},
-		{"no run", func(c *tools.Call) { c.RunID = [16]byte{} }},
-		{"occurrence 0", func(c *tools.Call) { c.Occurrence = 0 }},
-		{"broken input", func(c *tools.Call) { c.Input = json.RawMessage(`{`) }},
-		{"timeout over the step budget", func(c *tools.Call) { c.Spec.Timeout = 121 * time.Second }},
-		{"no timeout", func(c *tools.Call) { c.Spec.Timeout = 0 }},
-		{"bad name", func(c *tools.Call) { c.Spec.Name = "Email" }},
+		{"no tool", func(c *toolrun.Call) { c.Tool = nil }},
+		{"no organization", func(c *toolrun.Call) { c.OrganizationID = [16]byte{} }},
+		{"no run", func(c *toolrun.Call) { c.RunID = [16]byte{} }},
+		{"occurrence 0", func(c *toolrun.Call) { c.Occurrence = 0 }},
+		{"broken input", func(c *toolrun.Call) { c.Input = json.RawMessage(`{`) }},
+		{"timeout over the step budget", func(c *toolrun.Call) { c.Spec.Timeout = 121 * time.Second }},
+		{"no timeout", func(c *toolrun.Call) { c.Spec.Timeout = 0 }},
+		{"bad name", func(c *toolrun.Call) { c.Spec.Name = "Email" }},
 	} {
 		c := b.call(sendInput, 1)
 		tc.mutate(&c)
-		if _, err := b.runner.Execute(b.ctx, c, tools.AllowAll); !errors.Is(err, tools.ErrInvalid) {
+		if _, err := b.runner.Execute(b.ctx, c, toolrun.AllowAll); !errors.Is(err, toolrun.ErrInvalid) {
 			t.Errorf("%s: Execute = %v, want ErrInvalid", tc.name, err)
 		}
 	}
-	if _, err := b.runner.Execute(b.ctx, b.call(sendInput, 1), nil); !errors.Is(err, tools.ErrInvalid) {
+	if _, err := b.runner.Execute(b.ctx, b.call(sendInput, 1), nil); !errors.Is(err, toolrun.ErrInvalid) {
 		t.Errorf("nil checkpoint: Execute = %v, want ErrInvalid", err)
 	}
 	if n := b.rowCount(t); n != 0 {

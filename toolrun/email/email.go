@@ -7,7 +7,7 @@
 // key from the journal. It answers 200 or 201 with {"id": "msg_..."}.
 //
 // The package's job is to say which ending each answer takes (see
-// [tools.ToolError]); [tools.Runner] does the rest. The one hard case is a
+// [toolrun.ToolError]); [toolrun.Runner] does the rest. The one hard case is a
 // call that ended without an acknowledgement once the request was on the
 // wire (a timeout, a reset, a 5xx): the vendor may have sent. With the key
 // the vendor dedupes a retry, so it is retryable; without one it is
@@ -30,7 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/searchd/searchd/tools"
+	"github.com/searchd/searchd/toolrun"
 )
 
 const (
@@ -41,8 +41,8 @@ const (
 	ResourceType = "email_message"
 )
 
-// Failure codes of the tool's [tools.ToolError]s beside the business
-// outcomes tools.OutcomeInvalidInput and tools.OutcomeNotFound.
+// Failure codes of the tool's [toolrun.ToolError]s beside the business
+// outcomes toolrun.OutcomeInvalidInput and toolrun.OutcomeNotFound.
 const (
 	// CodeRejected: the vendor refused the message with a 4xx that names
 	// no other failure. A business failure.
@@ -75,7 +75,7 @@ type Config struct {
 	// APIKey, when set, is sent as Authorization: Bearer.
 	APIKey string
 	// Timeout bounds one call; it is the tool spec's Timeout, so the lease
-	// derives from it. At most tools.StepBudget. Default 30 s.
+	// derives from it. At most toolrun.StepBudget. Default 30 s.
 	Timeout time.Duration
 	// VendorIdempotency reports whether the vendor dedupes requests by the
 	// Idempotency-Key header. Set it only for a vendor that documents the
@@ -103,11 +103,11 @@ func (c Config) Validate() error {
 }
 
 // Spec returns the tool spec of a sender with this configuration.
-func (c Config) Spec() tools.ToolSpec {
-	return tools.ToolSpec{Name: Name, Timeout: c.Timeout, VendorIdempotency: c.VendorIdempotency}
+func (c Config) Spec() toolrun.ToolSpec {
+	return toolrun.ToolSpec{Name: Name, Timeout: c.Timeout, VendorIdempotency: c.VendorIdempotency}
 }
 
-// Sender is the email.send [tools.Tool]. It is safe for concurrent use.
+// Sender is the email.send [toolrun.Tool]. It is safe for concurrent use.
 type Sender struct {
 	cfg      Config
 	endpoint string
@@ -123,8 +123,8 @@ func New(cfg Config) (*Sender, error) {
 	return &Sender{cfg: cfg, endpoint: strings.TrimSuffix(cfg.BaseURL, "/") + "/v1/messages"}, nil
 }
 
-// Spec returns the sender's tool spec, for [tools.Call].
-func (s *Sender) Spec() tools.ToolSpec { return s.cfg.Spec() }
+// Spec returns the sender's tool spec, for [toolrun.Call].
+func (s *Sender) Spec() toolrun.ToolSpec { return s.cfg.Spec() }
 
 // Input is the tool's input.
 type Input struct {
@@ -145,7 +145,7 @@ type Output struct {
 //   - 200, 201 or another 2xx: an OK result naming the email_message the
 //     vendor reports;
 //   - an input that does not decode or validate, 400 or 422: a business
-//     failure, tools.OutcomeInvalidInput; 404: tools.OutcomeNotFound;
+//     failure, toolrun.OutcomeInvalidInput; 404: toolrun.OutcomeNotFound;
 //     another 4xx: CodeRejected;
 //   - 401, 403, 408, 409, 425 and 429: retryable, for the vendor refused
 //     before acting;
@@ -157,10 +157,10 @@ type Output struct {
 //     the vendor dedupes the retry, and uncertain when it does not;
 //   - no request written (a refused connection, a timeout while dialing):
 //     retryable, for the vendor never saw it.
-func (s *Sender) Call(ctx context.Context, cc tools.CallContext, input json.RawMessage) (tools.Result, error) {
+func (s *Sender) Call(ctx context.Context, cc toolrun.CallContext, input json.RawMessage) (toolrun.Result, error) {
 	in, err := decodeInput(input)
 	if err != nil {
-		return tools.Result{}, &tools.ToolError{Code: tools.OutcomeInvalidInput, Err: err}
+		return toolrun.Result{}, &toolrun.ToolError{Code: toolrun.OutcomeInvalidInput, Err: err}
 	}
 	body, _ := json.Marshal(in) // three strings: it cannot fail
 	// written turns true once the request headers went out: from then on
@@ -168,14 +168,14 @@ func (s *Sender) Call(ctx context.Context, cc tools.CallContext, input json.RawM
 	var written atomic.Bool
 	req, err := s.request(ctx, cc, body, &written)
 	if err != nil {
-		return tools.Result{}, &tools.ToolError{Code: CodeUnreachable, Retryable: true, Err: err}
+		return toolrun.Result{}, &toolrun.ToolError{Code: CodeUnreachable, Retryable: true, Err: err}
 	}
 	resp, err := s.cfg.HTTPClient.Do(req)
 	if err != nil {
 		if !written.Load() {
-			return tools.Result{}, &tools.ToolError{Code: CodeUnreachable, Retryable: true, Err: err}
+			return toolrun.Result{}, &toolrun.ToolError{Code: CodeUnreachable, Retryable: true, Err: err}
 		}
-		return tools.Result{}, unsure(cc, CodeNoAnswer, err)
+		return toolrun.Result{}, unsure(cc, CodeNoAnswer, err)
 	}
 	defer resp.Body.Close()
 	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBody))
@@ -187,12 +187,12 @@ func (s *Sender) Call(ctx context.Context, cc tools.CallContext, input json.RawM
 		}
 		return acknowledged(raw), nil
 	}
-	return tools.Result{}, refused(cc, resp, raw)
+	return toolrun.Result{}, refused(cc, resp, raw)
 }
 
 // request is the POST of body to the vendor, which sets written once its
 // headers went out.
-func (s *Sender) request(ctx context.Context, cc tools.CallContext, body []byte, written *atomic.Bool) (*http.Request, error) {
+func (s *Sender) request(ctx context.Context, cc toolrun.CallContext, body []byte, written *atomic.Bool) (*http.Request, error) {
 	trace := &httptrace.ClientTrace{WroteHeaders: func() { written.Store(true) }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.endpoint, bytes.NewReader(body))
 	if err != nil {
@@ -214,13 +214,13 @@ func (s *Sender) request(ctx context.Context, cc tools.CallContext, body []byte,
 
 // acknowledged is the result of a send the vendor acknowledged with the
 // answer raw (nil when unreadable), naming the message it reports.
-func acknowledged(raw []byte) tools.Result {
+func acknowledged(raw []byte) toolrun.Result {
 	var ack struct {
 		ID string `json:"id"`
 	}
 	_ = json.Unmarshal(raw, &ack)
 	out, _ := json.Marshal(Output{MessageID: ack.ID}) // one string: it cannot fail
-	res := tools.Result{OK: true, Output: out}
+	res := toolrun.Result{OK: true, Output: out}
 	if ack.ID != "" {
 		res.ResourceType, res.ResourceID = ResourceType, ack.ID
 	}
@@ -229,27 +229,27 @@ func acknowledged(raw []byte) tools.Result {
 
 // refused is the failure of a request the vendor answered with resp, not
 // a 2xx, whose body is raw.
-func refused(cc tools.CallContext, resp *http.Response, raw []byte) error {
+func refused(cc toolrun.CallContext, resp *http.Response, raw []byte) error {
 	err := vendorError(resp, raw)
 	switch code := resp.StatusCode; {
 	case code == http.StatusBadRequest || code == http.StatusUnprocessableEntity:
-		return &tools.ToolError{Code: tools.OutcomeInvalidInput, Err: err}
+		return &toolrun.ToolError{Code: toolrun.OutcomeInvalidInput, Err: err}
 	case code == http.StatusNotFound:
-		return &tools.ToolError{Code: tools.OutcomeNotFound, Err: err}
+		return &toolrun.ToolError{Code: toolrun.OutcomeNotFound, Err: err}
 	case code == http.StatusTooManyRequests:
-		return &tools.ToolError{Code: CodeRateLimited, Retryable: true, Err: err}
+		return &toolrun.ToolError{Code: CodeRateLimited, Retryable: true, Err: err}
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return &tools.ToolError{Code: CodeUnauthorized, Retryable: true, Err: err}
+		return &toolrun.ToolError{Code: CodeUnauthorized, Retryable: true, Err: err}
 	case code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooEarly:
 		// 408: the vendor gave up reading the request; 409 and 425: it is
 		// still working on an earlier request with this key.
-		return &tools.ToolError{Code: CodeVendorError, Retryable: true, Err: err}
+		return &toolrun.ToolError{Code: CodeVendorError, Retryable: true, Err: err}
 	case code == http.StatusGatewayTimeout:
 		// A gateway that timed out says nothing about whether the vendor
 		// behind it sent.
 		return unsure(cc, CodeNoAnswer, err)
 	case code >= 400 && code < 500:
-		return &tools.ToolError{Code: CodeRejected, Err: err}
+		return &toolrun.ToolError{Code: CodeRejected, Err: err}
 	case code >= 500:
 		// The vendor failed after it read the request, and a 5xx does not
 		// say it did not send: the state is uncertain until it
@@ -263,11 +263,11 @@ func refused(cc tools.CallContext, resp *http.Response, raw []byte) error {
 // no acknowledgement (CodeNoAnswer) or a 5xx but 504 (CodeVendorError):
 // retryable with the key, which the vendor dedupes the retry by; without
 // one it is uncertain and stays so.
-func unsure(cc tools.CallContext, code string, err error) *tools.ToolError {
+func unsure(cc toolrun.CallContext, code string, err error) *toolrun.ToolError {
 	if cc.IdempotencyKey != "" {
-		return &tools.ToolError{Code: code, Retryable: true, Err: err}
+		return &toolrun.ToolError{Code: code, Retryable: true, Err: err}
 	}
-	return &tools.ToolError{Code: code, Uncertain: true, Err: fmt.Errorf("the message may have been sent: %w", err)}
+	return &toolrun.ToolError{Code: code, Uncertain: true, Err: fmt.Errorf("the message may have been sent: %w", err)}
 }
 
 func vendorError(resp *http.Response, raw []byte) error {

@@ -1,4 +1,4 @@
-package tools_test
+package toolrun_test
 
 import (
 	"cmp"
@@ -15,9 +15,9 @@ import (
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
-	"github.com/searchd/searchd/tools"
-	"github.com/searchd/searchd/tools/email"
-	"github.com/searchd/searchd/tools/email/emailtest"
+	"github.com/searchd/searchd/toolrun"
+	"github.com/searchd/searchd/toolrun/email"
+	"github.com/searchd/searchd/toolrun/email/emailtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -41,7 +41,7 @@ type bundle struct {
 	pool   *pgxpool.Pool
 	plane  *idempotency.Service
 	clock  *dbclocktest.Stub // the plane runs every statement at its Now
-	runner *tools.Runner
+	runner *toolrun.Runner
 	vendor *emailtest.Vendor
 	sender *email.Sender
 	org    uuid.UUID
@@ -74,7 +74,7 @@ func setup(t *testing.T, o opts) *bundle {
 		pool:   pool,
 		plane:  plane,
 		clock:  c,
-		runner: tools.NewRunner(plane, tools.Config{}),
+		runner: toolrun.NewRunner(plane, toolrun.Config{}),
 		vendor: vendor,
 		sender: sender,
 		org:    uuid.New(),
@@ -83,8 +83,8 @@ func setup(t *testing.T, o opts) *bundle {
 }
 
 // call is the occurrence-th email.send of input in the bundle's Run.
-func (b *bundle) call(input string, occurrence int) tools.Call {
-	return tools.Call{
+func (b *bundle) call(input string, occurrence int) toolrun.Call {
+	return toolrun.Call{
 		OrganizationID: b.org,
 		RunID:          b.run,
 		Spec:           b.sender.Spec(),
@@ -96,9 +96,9 @@ func (b *bundle) call(input string, occurrence int) tools.Call {
 }
 
 // key is the journal key of c.
-func (b *bundle) key(t *testing.T, c tools.Call) string {
+func (b *bundle) key(t *testing.T, c toolrun.Call) string {
 	t.Helper()
-	k, err := tools.Key(c.RunID, c.Spec.Name, c.Input, c.Occurrence)
+	k, err := toolrun.Key(c.RunID, c.Spec.Name, c.Input, c.Occurrence)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func (b *bundle) key(t *testing.T, c tools.Call) string {
 }
 
 // execute runs c with policy and fails the test on an error.
-func (b *bundle) execute(t *testing.T, c tools.Call, policy tools.Checkpoint) tools.Result {
+func (b *bundle) execute(t *testing.T, c toolrun.Call, policy toolrun.Checkpoint) toolrun.Result {
 	t.Helper()
 	res, err := b.runner.Execute(b.ctx, c, policy)
 	if err != nil {
@@ -154,7 +154,7 @@ func (b *bundle) race(t *testing.T, n int, f func(i int)) {
 }
 
 // row reads the stored claim of c, or nil.
-func (b *bundle) row(t *testing.T, c tools.Call) *idempotency.Record {
+func (b *bundle) row(t *testing.T, c toolrun.Call) *idempotency.Record {
 	t.Helper()
 	rec, err := b.plane.Repository().Get(b.ctx, b.org, c.Spec.Scope(), b.key(t, c))
 	if err != nil {
@@ -173,9 +173,9 @@ func (b *bundle) wantCounts(t *testing.T, requests, messages int) {
 }
 
 // wantSent fails the test unless res is a fresh, OK send of message id.
-func wantSent(t *testing.T, res tools.Result, id string) {
+func wantSent(t *testing.T, res toolrun.Result, id string) {
 	t.Helper()
-	if !res.OK || res.Outcome != tools.OutcomeOK || res.ResourceType != email.ResourceType || res.ResourceID != id || res.Replayed {
+	if !res.OK || res.Outcome != toolrun.OutcomeOK || res.ResourceType != email.ResourceType || res.ResourceID != id || res.Replayed {
 		t.Fatalf("result = %+v, want a fresh ok send of %s", res, id)
 	}
 	if want := `{"message_id":"` + id + `"}`; string(res.Output) != want {
@@ -184,7 +184,7 @@ func wantSent(t *testing.T, res tools.Result, id string) {
 }
 
 // wantReplay fails the test unless res is live replayed.
-func wantReplay(t *testing.T, res, live tools.Result) {
+func wantReplay(t *testing.T, res, live toolrun.Result) {
 	t.Helper()
 	live.Replayed = true
 	if !res.Replayed || !equalResults(res, live) {
@@ -192,7 +192,7 @@ func wantReplay(t *testing.T, res, live tools.Result) {
 	}
 }
 
-func equalResults(a, b tools.Result) bool {
+func equalResults(a, b toolrun.Result) bool {
 	return a.OK == b.OK && a.Outcome == b.Outcome && string(a.Output) == string(b.Output) &&
 		a.Message == b.Message && a.ResourceType == b.ResourceType && a.ResourceID == b.ResourceID &&
 		a.OutputOmitted == b.OutputOmitted && a.Replayed == b.Replayed && a.ResolvedBy == b.ResolvedBy
@@ -202,19 +202,19 @@ func equalResults(a, b tools.Result) bool {
 // asked.
 type policy struct {
 	mu       sync.Mutex
-	decision tools.Decision
+	decision toolrun.Decision
 	err      error
 	asked    int
 }
 
-func (p *policy) check(context.Context, tools.Call) (tools.Decision, error) {
+func (p *policy) check(context.Context, toolrun.Call) (toolrun.Decision, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.asked++
 	return p.decision, p.err
 }
 
-func (p *policy) set(d tools.Decision) {
+func (p *policy) set(d toolrun.Decision) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.decision = d
@@ -226,22 +226,22 @@ func (p *policy) count() int {
 	return p.asked
 }
 
-// toolFunc adapts a function to a tools.Tool.
-type toolFunc func(ctx context.Context, cc tools.CallContext, input json.RawMessage) (tools.Result, error)
+// toolFunc adapts a function to a toolrun.Tool.
+type toolFunc func(ctx context.Context, cc toolrun.CallContext, input json.RawMessage) (toolrun.Result, error)
 
-func (f toolFunc) Call(ctx context.Context, cc tools.CallContext, input json.RawMessage) (tools.Result, error) {
+func (f toolFunc) Call(ctx context.Context, cc toolrun.CallContext, input json.RawMessage) (toolrun.Result, error) {
 	return f(ctx, cc, input)
 }
 
 // wantInFlight fails the test unless err is the in-flight error of a live
 // claim and res carries nothing.
-func wantInFlight(t *testing.T, res tools.Result, err error) {
+func wantInFlight(t *testing.T, res toolrun.Result, err error) {
 	t.Helper()
 	var ife *idempotency.InFlightError
-	if !errors.Is(err, tools.ErrClaimInFlight) || !errors.As(err, &ife) || ife.RetryAfter <= 0 {
+	if !errors.Is(err, toolrun.ErrClaimInFlight) || !errors.As(err, &ife) || ife.RetryAfter <= 0 {
 		t.Fatalf("error = %v, want an *idempotency.InFlightError with a positive RetryAfter", err)
 	}
-	if !equalResults(res, tools.Result{}) {
+	if !equalResults(res, toolrun.Result{}) {
 		t.Fatalf("an in-flight call reported the result %+v", res)
 	}
 }
