@@ -130,8 +130,8 @@ FROM agent.run_dispatch_attempts a
 WHERE a.run_id = $2 AND a.organization_id = $1
 ORDER BY a.attempt`
 
-// dispatchRetries reads the operator retries of a dispatch, oldest first,
-// at most $3. $1 org, $2 Run.
+// dispatchRetries reads a dispatch's retries, oldest first. $1 org, $2 Run,
+// $3 limit.
 const dispatchRetries = `
 SELECT t.actor, t.reason, t.retried_at, t.previous_status_code, t.previous_error
 FROM agent.run_dispatch_retries t
@@ -176,16 +176,14 @@ WITH c AS (
 )
 SELECT r.organization_id FROM retried r`
 
-// dispatchFind reads a dispatch by its Run id, of one organization when
-// $2 is set. $1 Run.
+// dispatchFind reads a dispatch by Run id $1, of organization $2 if set.
 const dispatchFind = `
 SELECT ` + dispatchColumns + `
 FROM agent.run_dispatches d
 WHERE d.run_id = $1 AND ($2::uuid IS NULL OR d.organization_id = $2)`
 
 // dispatchPendingStats counts the pending dispatches and the age of the
-// oldest, in one index-only scan of the partial
-// run_dispatches_pending_age_idx. $1 now.
+// oldest, in one index-only scan. $1 now.
 const dispatchPendingStats = `
 SELECT count(*), coalesce(extract(epoch FROM coalesce($1::timestamptz, now()) - min(d.created_at)), 0)::float8
 FROM agent.run_dispatches d

@@ -83,8 +83,7 @@ type Store struct {
 // NewStore returns a store on db; a nil clock is the database's now().
 func NewStore(db DBTX, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
 
-// Leased is a dispatch a lease pass took; Attempt is the fence its end
-// carries.
+// Leased is a dispatch a lease pass took; Attempt is its fence.
 type Leased struct {
 	OrganizationID uuid.UUID
 	RunID          uuid.UUID
@@ -388,8 +387,9 @@ type Attempt struct {
 	Answer     *string
 }
 
-// Attempts returns the kept attempts of Run runID's dispatch, oldest
-// first; none for another organization's Run.
+// Attempts returns the kept attempts (the newest [KeptAttempts]) of the
+// dispatch of Run runID of org, oldest first; none for another
+// organization's Run.
 func (s *Store) Attempts(ctx context.Context, org, runID uuid.UUID) (_ []Attempt, err error) {
 	defer dberr.Annotate(&err)
 	rows, err := s.db.Query(ctx, dispatchAttempts, org, runID)
