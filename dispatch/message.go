@@ -23,8 +23,8 @@ type Message struct {
 // MessageData is what the runtime needs to execute and report on a Run.
 type MessageData struct {
 	Run MessageRun `json:"run"`
-	// Snapshot is the frozen input of a saved-search Run, whole (brief and
-	// baseline); null for a direct Run, whose input is Run.Input.
+	// Snapshot is a saved-search Run's frozen input; nil for a direct Run,
+	// whose input is Run.Input.
 	Snapshot *MessageSnapshot `json:"snapshot"`
 	// StatusURL is the path, relative to searchd's base URL, of the Run's
 	// status reports.

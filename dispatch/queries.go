@@ -72,13 +72,12 @@ FROM agent.runs r
 LEFT JOIN agent.saved_search_snapshots sn ON sn.organization_id = r.organization_id AND sn.id = r.snapshot_id
 WHERE r.organization_id = $1 AND r.id = $2`
 
-// dispatchEnd writes how an attempt ended. The dispatch changes only while
-// it is pending and its attempts still equal @attempt (the fence); the
-// attempt's row records the answer regardless. A delivery marks a still
+// dispatchEnd writes how an attempt ended and answers whether the fence
+// held: the dispatch changes only while pending with attempts = @attempt;
+// the attempt's row records the answer regardless. A delivery marks a
 // queued Run dispatched, with its status history and webhook deliveries.
-// It answers whether the fence held. Times are parameters because a
-// cluster refuses now() in a CASE or COALESCE of a data-modifying
-// statement.
+// Times are parameters: a cluster refuses now() in a CASE or COALESCE of a
+// data-modifying statement.
 var dispatchEnd = `
 WITH ended AS (
 	UPDATE agent.run_dispatches AS d
