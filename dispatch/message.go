@@ -11,31 +11,27 @@ import (
 // handed to the runtime.
 const MessageType = "run.admitted"
 
-// Message is the body of a delivery, a Standard Webhooks message: its
-// type, a timestamp (the Run's admission, so that every redelivery is the
-// same bytes) and its data. Only what never changes about a Run is in it,
-// which is why a redelivery is byte for byte the first delivery: its
-// status is the runtime's to report, not to be told.
+// Message is the body of a delivery, a Standard Webhooks message. It holds
+// only what never changes about a Run (its timestamp is the admission), so
+// every redelivery is the same bytes.
 type Message struct {
 	Type      string      `json:"type"`
 	Timestamp time.Time   `json:"timestamp"`
 	Data      MessageData `json:"data"`
 }
 
-// MessageData is what the runtime needs to execute the Run and report on
-// it.
+// MessageData is what the runtime needs to execute and report on a Run.
 type MessageData struct {
 	Run MessageRun `json:"run"`
-	// Snapshot is the frozen input of a saved-search Run, whole (brief and
-	// baseline); null for a direct Run, whose input is Run.Input.
+	// Snapshot is a saved-search Run's frozen input; nil for a direct Run,
+	// whose input is Run.Input.
 	Snapshot *MessageSnapshot `json:"snapshot"`
-	// StatusURL is the path, relative to searchd's base URL, where the
-	// runtime reports the Run's status (PUT, with a runtime credential).
+	// StatusURL is the path, relative to searchd's base URL, of the Run's
+	// status reports.
 	StatusURL string `json:"status_url"`
 }
 
-// MessageRun is the Run as admitted: the fields of the API's Run that never
-// change (no status, version or result).
+// MessageRun holds the fields of the API's Run that never change.
 type MessageRun struct {
 	ID             uuid.UUID       `json:"id"`
 	OrganizationID uuid.UUID       `json:"organization_id"`
@@ -50,9 +46,8 @@ type MessageRun struct {
 	IdempotencyKey string          `json:"idempotency_key"`
 }
 
-// MessageSnapshot is a saved-search Run's snapshot, as GET
-// /v1/snapshots/{id} answers it (but for organization_id, which the Run
-// carries): brief and baseline as stored.
+// MessageSnapshot is a saved-search Run's snapshot as GET
+// /v1/snapshots/{id} answers it, less organization_id.
 type MessageSnapshot struct {
 	ID                 uuid.UUID       `json:"id"`
 	SavedSearchID      uuid.UUID       `json:"saved_search_id"`
@@ -64,14 +59,12 @@ type MessageSnapshot struct {
 	CreatedAt          time.Time       `json:"created_at"`
 }
 
-// CancelMessageType is the type of a cancel request: a Run the runtime was
-// handed (or may have been) is cancelled, and should stop.
+// CancelMessageType is the type of a cancel request: the runtime should
+// stop the Run.
 const CancelMessageType = "run.cancel_requested"
 
-// CancelMessage is the body of a cancel request, a Standard Webhooks
-// message: its type, a timestamp (when the cancel was asked for, so every
-// redelivery is the same bytes) and its data. Its webhook-id is
-// [CancelMessageID] of the Run.
+// CancelMessage is the body of a cancel request; its timestamp is when
+// the cancel was asked for, so every redelivery is the same bytes.
 type CancelMessage struct {
 	Type      string            `json:"type"`
 	Timestamp time.Time         `json:"timestamp"`
@@ -81,7 +74,7 @@ type CancelMessage struct {
 // CancelMessageData names the Run to stop and where to report it.
 type CancelMessageData struct {
 	Run CancelMessageRun `json:"run"`
-	// Reason is the canceller's, for a person; nil for none.
+	// Reason is the canceller's, or nil.
 	Reason *string `json:"reason"`
 	// StatusURL is where the runtime reports the Run cancelled (PUT).
 	StatusURL string `json:"status_url"`
@@ -93,9 +86,8 @@ type CancelMessageRun struct {
 	OrganizationID uuid.UUID `json:"organization_id"`
 }
 
-// CancelMessageID returns the webhook-id of Run runID's cancel request:
-// distinct from the Run's own delivery (the Run id), the same on every
-// redelivery.
+// CancelMessageID returns the webhook-id of Run runID's cancel request,
+// distinct from the Run's own delivery.
 func CancelMessageID(runID uuid.UUID) string { return "cancel_" + runID.String() }
 
 // StatusPath returns the path of Run runID's status reports.

@@ -5,15 +5,11 @@ import (
 	"github.com/searchd/searchd/internal/shardpass"
 )
 
-// The SQL of the outbox, in one place. The outbox row itself is inserted
-// by runs.runInsert, in the statement that admits its Run. Statements that
-// read or write a time take the clock as coalesce($now::timestamptz,
-// now()): production passes NULL, tests a stubbed instant. Durations travel
-// as microseconds.
+// The outbox's SQL; runs.runInsert inserts its rows. A clock parameter is
+// NULL in production (now()) and a stubbed instant in tests.
 
-// dispatchDue finds the pending dispatches that are due, oldest due
-// first, without a lock: the lease pass's shardpass.Pass groups them by
-// shard (internal/shardpass).
+// dispatchDue finds due pending dispatches, oldest first, without a lock,
+// for leaseDue to group by shard.
 const dispatchDue = `
 SELECT d.organization_id::text
 FROM agent.run_dispatches d
@@ -66,8 +62,8 @@ SELECT l.organization_id, l.run_id, l.attempts, false FROM leased l`
 // leaseDue is the lease pass's read of what is due, grouped by shard.
 var leaseDue = shardpass.New("agent.run_dispatches", dispatchDue)
 
-// dispatchMessage reads what a delivery carries: the Run's fields that
-// never change, and its snapshot (NULLs for a direct Run). $1 org, $2 Run.
+// dispatchMessage reads a delivery's Run and snapshot (NULLs for a direct
+// Run). $1 org, $2 Run.
 const dispatchMessage = `
 SELECT r.id, r.organization_id, r.kind, r.name, r.saved_search_id, r.snapshot_id, r.options, r.input,
 	r.created_by, r.created_at, r.start_key,
@@ -76,20 +72,12 @@ FROM agent.runs r
 LEFT JOIN agent.saved_search_snapshots sn ON sn.organization_id = r.organization_id AND sn.id = r.snapshot_id
 WHERE r.organization_id = $1 AND r.id = $2`
 
-// dispatchEnd writes how an attempt ended, fenced by its number: the
-// dispatch changes only while it is pending and its attempts still hold
-// @attempt (no lease was taken since). It takes the dispatch to @state
-// (dispatched for a delivery, pending again for a retry, failed), with
-// @next_attempt_at (a retry's; NULL keeps it), @dispatched_at and
-// @failed_at (each NULL but for its state) and @last_error; a delivery
-// marks the Run dispatched when it is still queued (a runtime may have
-// reported running already), with the change in the Run's status history.
-// The attempt's own row records the answer whatever the fence says: the
-// attempt happened. It answers whether the fence held. Every time is a
-// parameter the caller derived from the clock it read ([shardpass.Clock]): a
-// cluster refuses a clock in the CASE or COALESCE of a data-modifying
-// statement. The move to dispatched writes its webhook deliveries in the
-// same statement (events, internal/runevents).
+// dispatchEnd writes how an attempt ended and answers whether the fence
+// held: the dispatch changes only while pending with attempts = @attempt;
+// the attempt's row records the answer regardless. A delivery marks a
+// queued Run dispatched, with its status history and webhook deliveries.
+// Times are parameters: a cluster refuses now() in a CASE or COALESCE of a
+// data-modifying statement.
 var dispatchEnd = `
 WITH ended AS (
 	UPDATE agent.run_dispatches AS d
@@ -141,8 +129,8 @@ FROM agent.run_dispatch_attempts a
 WHERE a.run_id = $2 AND a.organization_id = $1
 ORDER BY a.attempt`
 
-// dispatchRetries reads the operator retries of a dispatch, oldest first,
-// at most $3. $1 org, $2 Run.
+// dispatchRetries reads a dispatch's retries, oldest first. $1 org, $2 Run,
+// $3 limit.
 const dispatchRetries = `
 SELECT t.actor, t.reason, t.retried_at, t.previous_status_code, t.previous_error
 FROM agent.run_dispatch_retries t
@@ -150,9 +138,8 @@ WHERE t.run_id = $2 AND t.organization_id = $1
 ORDER BY t.retried_at, t.id
 LIMIT $3`
 
-// dispatchListFailed reads failed dispatches, the most recently failed
-// first, on run_dispatches_failed_idx; of one organization when $1 is set.
-// $2 limit.
+// dispatchListFailed reads failed dispatches, newest failure first; of
+// one organization when $1 is set. $2 limit.
 const dispatchListFailed = `
 SELECT ` + dispatchColumns + `
 FROM agent.run_dispatches d
@@ -160,8 +147,8 @@ WHERE d.state = 'failed' AND ($1::uuid IS NULL OR d.organization_id = $1)
 ORDER BY d.failed_at DESC
 LIMIT $2`
 
-// dispatchListPending reads pending dispatches, the first due first, on
-// run_dispatches_due_idx; of one organization when $1 is set. $2 limit.
+// dispatchListPending reads pending dispatches, first due first; of one
+// organization when $1 is set. $2 limit.
 const dispatchListPending = `
 SELECT ` + dispatchColumns + `
 FROM agent.run_dispatches d
@@ -169,10 +156,8 @@ WHERE d.state = 'pending' AND ($1::uuid IS NULL OR d.organization_id = $1)
 ORDER BY d.next_attempt_at
 LIMIT $2`
 
-// dispatchRetry makes a failed dispatch due now and records who retried it,
-// why, and the answer that had failed it, in one statement. A dispatch that
-// is not failed is left alone and nothing is recorded. The organization is
-// optional ($org NULL: the Run id alone names the dispatch).
+// dispatchRetry makes a failed dispatch due now and records the retry; it
+// leaves any other dispatch alone. @org may be NULL.
 const dispatchRetry = `
 WITH c AS (
 	SELECT coalesce(@now::timestamptz, now()) AS now
@@ -190,29 +175,24 @@ WITH c AS (
 )
 SELECT r.organization_id FROM retried r`
 
-// dispatchFind reads a dispatch by its Run id, of one organization when
-// $2 is set. $1 Run.
+// dispatchFind reads a dispatch by Run id $1, of organization $2 if set.
 const dispatchFind = `
 SELECT ` + dispatchColumns + `
 FROM agent.run_dispatches d
 WHERE d.run_id = $1 AND ($2::uuid IS NULL OR d.organization_id = $2)`
 
-// dispatchPendingStats counts the pending dispatches and reads the age of
-// the oldest one (by its Run's admission), by the database clock: one
-// index-only scan of run_dispatches_pending_age_idx, partial on pending,
-// so it reads the pending rows alone however many are dispatched. $1 now.
+// dispatchPendingStats counts the pending dispatches and the age of the
+// oldest, in one index-only scan. $1 now.
 const dispatchPendingStats = `
 SELECT count(*), coalesce(extract(epoch FROM coalesce($1::timestamptz, now()) - min(d.created_at)), 0)::float8
 FROM agent.run_dispatches d
 WHERE d.state = 'pending'`
 
-// dispatchFailedCount counts the failed dispatches, on
-// run_dispatches_failed_idx (partial on failed).
+// dispatchFailedCount counts the failed dispatches.
 const dispatchFailedCount = `
 SELECT count(*) FROM agent.run_dispatches d WHERE d.state = 'failed'`
 
-// cancelDue finds the pending cancel requests that are due, as dispatchDue
-// does the dispatches.
+// cancelDue is dispatchDue for cancel requests.
 const cancelDue = `
 SELECT c.organization_id::text
 FROM agent.run_cancels c
@@ -220,14 +200,11 @@ WHERE c.state = 'pending' AND c.next_attempt_at <= agent.clock(@now)
 ORDER BY c.next_attempt_at
 LIMIT @limit`
 
-// leaseCancelsDue is the lease pass's read of the cancel requests due,
-// grouped by shard.
+// leaseCancelsDue is leaseDue for cancel requests.
 var leaseCancelsDue = shardpass.New("agent.run_cancels", cancelDue)
 
-// cancelLease leases at most @limit due cancel requests of one shard, as
-// dispatchLease does dispatches (the same fence: the attempt number, the
-// lease's end in next_attempt_at), without an attempts table: a cancel's
-// row keeps its last answer.
+// cancelLease is dispatchLease for cancel requests, without an attempts
+// table: the request's row keeps its last answer.
 const cancelLease = `
 WITH due AS (
 	SELECT c.run_id, c.organization_id
@@ -251,9 +228,8 @@ SELECT c.requested_at, c.reason
 FROM agent.run_cancels c
 WHERE c.organization_id = $1 AND c.run_id = $2`
 
-// cancelEnd writes how an attempt to deliver a cancel request ended,
-// fenced as dispatchEnd is: only while the request is pending and its
-// attempts still hold @attempt. It answers whether the fence held.
+// cancelEnd is dispatchEnd for cancel requests: fenced the same way, it
+// answers whether the fence held.
 const cancelEnd = `
 WITH ended AS (
 	UPDATE agent.run_cancels AS c

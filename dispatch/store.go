@@ -22,15 +22,12 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// The errors of this package carry the kinds of package errs, and every
-// exported method that runs SQL returns a transient database failure as an
-// errs.Unavailable wrapping the driver's error (internal/dberr).
+// Errors carry the kinds of package errs; a method that runs SQL returns a
+// transient database failure as an errs.Unavailable wrapping the driver's.
 var (
-	// ErrNotFound reports a Run without a dispatch in the organization
-	// (or in any, where the organization is optional).
+	// ErrNotFound reports a Run without a dispatch in the organization.
 	ErrNotFound = errs.New(errs.NotFound, "dispatch: not found")
-	// ErrNotFailed reports a retry of a dispatch that is not failed: a
-	// pending one is delivered by itself, a dispatched one is done.
+	// ErrNotFailed reports a retry of a dispatch that is not failed.
 	ErrNotFailed = errs.New(errs.Conflict, "dispatch: only a failed dispatch can be retried")
 	// ErrInvalid reports input refused before any SQL.
 	ErrInvalid = errs.New(errs.Invalid, "dispatch: invalid input")
@@ -41,17 +38,15 @@ const (
 	StatePending    = "pending"
 	StateDispatched = "dispatched"
 	StateFailed     = "failed"
-	// StateCancelled is a dispatch stopped by a cancel of its Run before
-	// it was delivered (runs.Store.Cancel): never leased again.
+	// StateCancelled is a dispatch whose Run was cancelled before delivery.
 	StateCancelled = "cancelled"
 )
 
 // Outcome is how a delivery attempt ended.
 type Outcome string
 
-// The outcomes of an attempt. An attempt still in flight has
-// OutcomeInFlight; one left in flight after its lease passed was cut short
-// (its dispatcher died or stalled).
+// The outcomes of an attempt. One still OutcomeInFlight after its lease
+// passed was cut short (its dispatcher died or stalled).
 const (
 	OutcomeInFlight  Outcome = "in_flight"
 	OutcomeDelivered Outcome = "delivered"
@@ -67,14 +62,13 @@ const KeptAttempts = 100
 // MaxAnswerLen bounds the answer recorded with an attempt, in characters.
 const MaxAnswerLen = 2000
 
-// Limits of an operator's retry, as those of a claim's force-release.
+// Limits of [RetryParams].
 const (
 	MaxActorBytes = 255
 	MaxReasonLen  = 500
 )
 
-// DBTX is what the store needs of a database handle: a *pgxpool.Pool, a
-// *pgx.Conn or a pgx.Tx.
+// DBTX is a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
 type DBTX interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -87,17 +81,15 @@ type Store struct {
 	clock *dbclock.Clock
 }
 
-// NewStore returns a store on db at clock (nil: the database's now()).
+// NewStore returns a store on db; a nil clock is the database's now().
 func NewStore(db DBTX, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
 
-// Leased is a dispatch a lease pass took: its Run and the number of the
-// attempt, the fence its end carries.
+// Leased is a dispatch a lease pass took; Attempt is its fence.
 type Leased struct {
 	OrganizationID uuid.UUID
 	RunID          uuid.UUID
 	Attempt        int
-	// Cancel is set for a Run's cancel request (agent.run_cancels), unset
-	// for its dispatch.
+	// Cancel is set for a cancel request rather than a dispatch.
 	Cancel bool
 }
 
@@ -152,9 +144,8 @@ func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (
 	return all, nil
 }
 
-// Message returns the body of Run runID's delivery: the JSON of its
-// [Message], the same bytes every time it is asked for. It returns
-// [ErrNotFound] when org has no such Run (it was swept meanwhile).
+// Message returns the JSON of Run runID's [Message], the same bytes every
+// time, or [ErrNotFound] when org has no such Run.
 func (s *Store) Message(ctx context.Context, org, runID uuid.UUID) (_ []byte, err error) {
 	defer dberr.Annotate(&err)
 	var (
@@ -185,9 +176,8 @@ func (s *Store) Message(ctx context.Context, org, runID uuid.UUID) (_ []byte, er
 	return json.Marshal(m)
 }
 
-// CancelMessage returns the body of the cancel request of Run runID: the
-// JSON of its [CancelMessage], the same bytes every time. It returns
-// [ErrNotFound] when org has no cancel request of the Run.
+// CancelMessage returns the JSON of Run runID's [CancelMessage], the same
+// bytes every time, or [ErrNotFound] when org has no such request.
 func (s *Store) CancelMessage(ctx context.Context, org, runID uuid.UUID) (_ []byte, err error) {
 	defer dberr.Annotate(&err)
 	var (
@@ -213,12 +203,11 @@ const (
 // Cancel is a Run's cancel request as stored.
 type Cancel struct {
 	RequestedAt time.Time `json:"requested_at"`
-	// RequestedBy is who asked (the token's sub); nil when unknown.
+	// RequestedBy is the token's sub; nil when unknown.
 	RequestedBy *string `json:"requested_by"`
 	Reason      *string `json:"reason"`
-	// State is pending (to deliver to the runtime), delivered, failed (the
-	// runtime refused it) or skipped (the Run was cancelled before any
-	// attempt to deliver it: nothing to tell the runtime).
+	// State is one of the Cancel* states; skipped means the Run was
+	// cancelled before its dispatch was ever attempted.
 	State          string     `json:"state"`
 	Attempts       int        `json:"attempts"`
 	DeliveredAt    *time.Time `json:"delivered_at"`
@@ -240,8 +229,7 @@ func (s *Store) GetCancel(ctx context.Context, org, runID uuid.UUID) (_ *Cancel,
 	return &c, nil
 }
 
-// idempotencyKey is the client's key of a start key: after the namespace
-// (runs.SavedSearchStartKey, runs.DirectStartKey).
+// idempotencyKey strips the namespace from a runs start key.
 func idempotencyKey(startKey string) string {
 	if _, key, ok := strings.Cut(startKey, ":"); ok {
 		return key
@@ -260,27 +248,24 @@ func nullRaw(b json.RawMessage) json.RawMessage {
 type End struct {
 	OrganizationID uuid.UUID
 	RunID          uuid.UUID
-	// Attempt is the number [Store.LeasePass] gave the attempt: its fence.
+	// Attempt is the fence [Store.LeasePass] returned.
 	Attempt int
-	// Cancel is set for an attempt to deliver a cancel request
-	// ([Leased.Cancel]).
+	// Cancel is [Leased.Cancel].
 	Cancel bool
 	// Outcome is OutcomeDelivered, OutcomeRetry or OutcomeFailed.
 	Outcome Outcome
-	// StatusCode is the runtime's HTTP status; 0 when none came (a
-	// timeout, a cut connection).
+	// StatusCode is the runtime's HTTP status; 0 when none came.
 	StatusCode int
-	// Answer says what went wrong, or what the runtime answered, for a
-	// person; cut to MaxAnswerLen characters of valid UTF-8.
+	// Answer is what went wrong or what the runtime answered, cut to
+	// MaxAnswerLen characters.
 	Answer string
-	// RetryIn is how long a retry waits before it is due (OutcomeRetry).
+	// RetryIn is the delay before an OutcomeRetry is due again.
 	RetryIn time.Duration
 }
 
-// End records how an attempt ended (see dispatchEnd) and reports whether
-// its fence held: false when the dispatch was leased again since (this
-// attempt's lease had passed) or is no longer pending, and then nothing
-// but the attempt's own record changed.
+// End records how an attempt ended and reports whether its fence held:
+// false when the dispatch was leased again or is no longer pending, and
+// then only the attempt's own record changed.
 func (s *Store) End(ctx context.Context, e End) (held bool, err error) {
 	defer dberr.Annotate(&err)
 	switch e.Outcome {
@@ -337,16 +322,14 @@ type Dispatch struct {
 	State string `json:"state"`
 	// Attempts counts the delivery attempts made, every one.
 	Attempts int `json:"attempts"`
-	// NextAttemptAt is when a pending dispatch is due (its next attempt,
-	// or the end of the lease of the attempt in flight); nil otherwise.
+	// NextAttemptAt is when a pending dispatch is due; nil otherwise.
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
 	CreatedAt     time.Time  `json:"-"`
 	LastAttemptAt *time.Time `json:"last_attempt_at"`
 	DispatchedAt  *time.Time `json:"dispatched_at"`
 	FailedAt      *time.Time `json:"failed_at"`
-	// LastStatusCode is the runtime's last HTTP status (nil: none came,
-	// or no attempt was made); LastError what went wrong with the last
-	// attempt that did not deliver, nil once delivered.
+	// LastStatusCode is the runtime's last HTTP status, nil if none came;
+	// LastError is nil once delivered.
 	LastStatusCode *int    `json:"last_status_code"`
 	LastError      *string `json:"last_error"`
 	// Retries counts the operator retries of a failed dispatch.
@@ -403,8 +386,7 @@ type Retry struct {
 	Actor     string
 	Reason    string
 	RetriedAt time.Time
-	// PreviousStatusCode and PreviousError are the answer that had failed
-	// the dispatch.
+	// PreviousStatusCode and PreviousError are the answer that failed it.
 	PreviousStatusCode *int
 	PreviousError      *string
 }
@@ -412,8 +394,8 @@ type Retry struct {
 // MaxRetriesListed bounds the retries [Store.Retries] returns.
 const MaxRetriesListed = 100
 
-// Retries returns the operator retries of the dispatch of Run runID of
-// org, oldest first, at most [MaxRetriesListed].
+// Retries returns at most [MaxRetriesListed] operator retries of Run
+// runID's dispatch, oldest first.
 func (s *Store) Retries(ctx context.Context, org, runID uuid.UUID) (_ []Retry, err error) {
 	defer dberr.Annotate(&err)
 	rows, err := s.db.Query(ctx, dispatchRetries, org, runID, MaxRetriesListed)
@@ -425,10 +407,10 @@ func (s *Store) Retries(ctx context.Context, org, runID uuid.UUID) (_ []Retry, e
 
 // ListParams are the inputs of [Store.List].
 type ListParams struct {
-	// State is StateFailed (the most recently failed first) or
-	// StatePending (the first due first).
+	// State is StateFailed (newest failure first) or StatePending (first
+	// due first).
 	State string
-	// OrganizationID, when set, lists that organization's alone.
+	// OrganizationID, when set, filters by organization.
 	OrganizationID uuid.UUID
 	// Limit is 1 to MaxListLimit.
 	Limit int
@@ -437,9 +419,8 @@ type ListParams struct {
 // MaxListLimit bounds a list.
 const MaxListLimit = 1000
 
-// List returns failed or pending dispatches across organizations (or of
-// one). It returns an error wrapping [ErrInvalid] for another state or a
-// limit out of range.
+// List returns failed or pending dispatches, or an error wrapping
+// [ErrInvalid] for another state or a limit out of range.
 func (s *Store) List(ctx context.Context, p ListParams) (_ []Dispatch, err error) {
 	defer dberr.Annotate(&err)
 	if p.Limit < 1 || p.Limit > MaxListLimit {
@@ -467,17 +448,15 @@ type RetryParams struct {
 	// OrganizationID, when set, must be the Run's organization.
 	OrganizationID uuid.UUID
 	// Actor (1 to MaxActorBytes bytes) and Reason (1 to MaxReasonLen
-	// characters) say who retried and why; both are recorded.
+	// characters) are recorded.
 	Actor, Reason string
 }
 
-// Retry makes a failed dispatch pending and due now, recording who retried
-// it, why, and the answer that had failed it (agent.run_dispatch_retries),
-// in one statement, and returns the dispatch as it is afterwards. Only a
-// failed dispatch is retried: a pending one answers an error wrapping
-// [ErrNotFailed] (it is retried by itself), as does a dispatched one (it
-// is done), and nothing is written. It returns [ErrNotFound] when there is no such dispatch, and
-// an error wrapping [ErrInvalid] for a missing actor or reason.
+// Retry makes a failed dispatch due now, records who retried it, why and
+// the answer that failed it, and returns the dispatch. It returns an error
+// wrapping [ErrNotFailed] (writing nothing) for a dispatch that is not
+// failed, [ErrNotFound] when there is none, and an error wrapping
+// [ErrInvalid] for a missing actor or reason.
 func (s *Store) Retry(ctx context.Context, p RetryParams) (_ *Dispatch, err error) {
 	defer dberr.Annotate(&err)
 	switch {
@@ -509,19 +488,17 @@ func (s *Store) Retry(ctx context.Context, p RetryParams) (_ *Dispatch, err erro
 	return &d, nil
 }
 
-// Stats are the outbox's backlog, by the database clock.
+// Stats are the outbox's backlog.
 type Stats struct {
 	// Pending and Failed count the dispatches in those states.
 	Pending, Failed int64
-	// OldestPending is the age of the oldest pending dispatch's Run; 0
-	// when none is pending.
+	// OldestPending is the age of the oldest pending dispatch's Run, by
+	// the database clock; 0 when none is pending.
 	OldestPending time.Duration
 }
 
-// Stats counts the pending and failed dispatches and reads the age of the
-// oldest pending one, each on a partial index of its state, so its cost is
-// the pending and failed rows, never the dispatched ones (two statements:
-// each is one distributed aggregate on a cluster).
+// Stats reads the backlog from partial indexes, so its cost grows with the
+// pending and failed rows, never the dispatched ones.
 func (s *Store) Stats(ctx context.Context) (_ Stats, err error) {
 	defer dberr.Annotate(&err)
 	var st Stats

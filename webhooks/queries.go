@@ -2,11 +2,9 @@ package webhooks
 
 import "github.com/searchd/searchd/internal/shardpass"
 
-// The SQL of webhook endpoints and their deliveries, in one place. The
-// deliveries themselves are inserted by the statements that change a Run
-// (internal/runevents). Statements that write a time take the clock as a
-// parameter read once ([shardpass.Clock]) or agent.clock(@now): production
-// passes NULL, tests a stubbed instant.
+// The SQL of endpoints and deliveries; internal/runevents inserts the
+// deliveries. A clock parameter is NULL in production (now()) and a
+// stubbed instant in tests.
 
 const endpointColumns = `e.organization_id, e.id, e.url, e.description, e.event_types, e.secret, e.state,
 	e.disabled_reason, e.disabled_at, e.failing_since, e.created_at, e.created_by, e.updated_at`
@@ -16,9 +14,8 @@ const endpointColumns = `e.organization_id, e.id, e.url, e.description, e.event_
 // coordinator, where every write of the organization's endpoints begins.
 const endpointCreateLock = `SELECT pg_advisory_xact_lock(hashtextextended('searchd.webhook_endpoints:' || $1::text, 0))`
 
-// endpointCount counts the endpoints of organization $1. It runs after
-// endpointCreateLock in its transaction, so it sees every create that
-// went before.
+// endpointCount counts the endpoints of organization $1; it runs after
+// endpointCreateLock.
 const endpointCount = `SELECT count(*) FROM agent.webhook_endpoints WHERE organization_id = $1`
 
 // endpointInsert creates an endpoint, enabled.
@@ -33,18 +30,16 @@ RETURNING ` + endpointColumns
 const endpointGet = `
 SELECT ` + endpointColumns + ` FROM agent.webhook_endpoints e WHERE e.organization_id = $1 AND e.id = $2`
 
-// endpointList reads an organization's endpoints, oldest first (an
-// organization has few). $1 org, $2 limit.
+// endpointList reads an organization's endpoints, oldest first. $1 org,
+// $2 limit.
 const endpointList = `
 SELECT ` + endpointColumns + ` FROM agent.webhook_endpoints e WHERE e.organization_id = $1
 ORDER BY e.created_at, e.id LIMIT $2`
 
-// endpointUpdate changes an endpoint: each of @url, @description and
-// @event_types when @set_* says so, and its state when @state is set.
-// Enabling a disabled endpoint clears its failure and makes its pending
-// deliveries due now; disabling one records @reason and pushes its pending
-// deliveries out of the worker's due scan (they stay, and are delivered
-// once it is enabled again).
+// endpointUpdate sets each field whose @set_* is true, and the state when
+// @state is set. Enabling clears the endpoint's failure and makes its
+// pending deliveries due now; disabling records @reason and parks them
+// until it is enabled again.
 const endpointUpdate = `
 WITH c AS (SELECT agent.clock(@now) AS now), cur AS (
 	SELECT e.state FROM agent.webhook_endpoints e WHERE e.organization_id = @org::uuid AND e.id = @id::uuid FOR UPDATE
@@ -72,17 +67,15 @@ WITH c AS (SELECT agent.clock(@now) AS now), cur AS (
 )
 SELECT * FROM updated e`
 
-// endpointDelete deletes an endpoint with its deliveries and their
-// attempts (ON DELETE CASCADE). $1 org, $2 id.
+// endpointDelete deletes an endpoint; its deliveries cascade. $1 org, $2 id.
 const endpointDelete = `DELETE FROM agent.webhook_endpoints e WHERE e.organization_id = $1 AND e.id = $2`
 
 const deliveryColumns = `d.organization_id, d.endpoint_id, d.run_id, d.seq, d.type, d.status, d.occurred_at,
 	d.result_ref, d.error_code, d.error_message, d.state, d.attempts, d.next_attempt_at, d.created_at,
 	d.last_attempt_at, d.delivered_at, d.last_status_code, d.last_error`
 
-// deliveryList reads an endpoint's newest deliveries, newest first, with
-// their kept attempts as JSON, on webhook_deliveries_endpoint_created_idx.
-// $1 org, $2 endpoint, $3 limit.
+// deliveryList reads an endpoint's newest deliveries with their attempts
+// as JSON. $1 org, $2 endpoint, $3 limit.
 const deliveryList = `
 SELECT ` + deliveryColumns + `,
 	coalesce((SELECT json_agg(json_build_object('attempt', a.attempt, 'started_at', a.started_at,
@@ -96,8 +89,8 @@ WHERE d.organization_id = $1 AND d.endpoint_id = $2
 ORDER BY d.created_at DESC, d.run_id DESC, d.seq DESC
 LIMIT $3`
 
-// deliveryDue finds the pending deliveries that are due, oldest due
-// first, without a lock: the lease pass groups them by shard.
+// deliveryDue finds due pending deliveries, oldest first, without a lock,
+// for leaseDue to group by shard.
 const deliveryDue = `
 SELECT d.organization_id::text
 FROM agent.webhook_deliveries d
@@ -156,19 +149,15 @@ FROM leased l
 JOIN agent.webhook_endpoints e ON e.organization_id = l.organization_id AND e.id = l.endpoint_id
 WHERE (@all::boolean OR e.organization_id = ANY(@keys::uuid[]))`
 
-// deliveryEnd writes how an attempt ended, fenced by its number (the
-// delivery changes only while it is pending and its attempts still hold
-// @attempt): delivered, or pending again at @next_attempt_at. The
-// attempt's own row records the answer whatever the fence says. When the
-// fence held, the endpoint's failure clock moves: a delivery clears
-// failing_since; a failure starts it (at @started_at) when clear, and
-// disables the endpoint with @reason when it started at or before
-// @disable_before, pushing its other pending deliveries out of the due
-// scan (the ended one is not updated twice in one statement).
-// The endpoint's row is written only when one of these changes it, so
-// deliveries to a healthy endpoint, and the failures inside the window
-// after the first, do not queue on its row lock. It answers whether the
-// fence held and whether this attempt disabled the endpoint.
+// deliveryEnd writes how an attempt ended. The delivery changes only while
+// it is pending and its attempts still equal @attempt (the fence); the
+// attempt's row records the answer regardless. When the fence held, a
+// delivery clears the endpoint's failing_since; a failure sets it when
+// clear, and disables the endpoint with @reason (parking its other pending
+// deliveries) when it is at or before @disable_before. The endpoint's row
+// is written only when it changes, so
+// attempts on a healthy endpoint do not queue on its row lock. It answers
+// whether the fence held and whether this attempt disabled the endpoint.
 const deliveryEnd = `
 WITH ended AS (
 	UPDATE agent.webhook_deliveries AS d

@@ -26,7 +26,7 @@ import (
 )
 
 // EventTypes are the types of a Run's events, in the order a Run may go
-// through them (it skips some: a Run may finish without running).
+// through them.
 var EventTypes = []string{"run.admitted", "run.dispatched", "run.running", "run.succeeded", "run.failed", "run.cancelled"}
 
 // Endpoint states.
@@ -56,8 +56,8 @@ var (
 	ErrNotFound = errs.New(errs.NotFound, "webhooks: not found")
 	// ErrInvalid reports input refused before any SQL.
 	ErrInvalid = errs.New(errs.Invalid, "webhooks: invalid input")
-	// ErrTooMany reports a new endpoint beyond [MaxEndpoints] of its
-	// organization: a 409 webhook_endpoint_limit.
+	// ErrTooMany reports a new endpoint beyond [MaxEndpoints]: a 409
+	// webhook_endpoint_limit.
 	ErrTooMany = &errs.Error{Kind: errs.Conflict, Code: "webhook_endpoint_limit",
 		Message: "webhooks: the organization has as many endpoints as it may",
 		Detail:  fmt.Sprintf("your organization has %d webhook endpoints, the most it may have; delete one first", MaxEndpoints)}
@@ -73,8 +73,7 @@ type Config struct {
 	AllowHTTPLoopback bool
 }
 
-// DBTX is what the store needs of a database handle: a *pgxpool.Pool, a
-// *pgx.Conn or a pgx.Tx.
+// DBTX is a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
 type DBTX interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -82,8 +81,8 @@ type DBTX interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Store keeps the webhook endpoints of organizations and their
-// deliveries. It is safe for concurrent use.
+// Store keeps webhook endpoints and their deliveries. It is safe for
+// concurrent use.
 type Store struct {
 	db  DBTX
 	cfg Config
@@ -101,8 +100,7 @@ type Endpoint struct {
 	Description    string    `json:"description"`
 	// EventTypes are the types it receives; nil is every type.
 	EventTypes []string `json:"event_types"`
-	// Secret is the whsec_ signing key; the API shows it on creation and
-	// on a read of the one endpoint, never in a list.
+	// Secret is the whsec_ signing key; [Store.List] leaves it empty.
 	Secret         string     `json:"secret,omitempty"`
 	State          string     `json:"state"`
 	DisabledReason *string    `json:"disabled_reason"`
@@ -130,7 +128,7 @@ type CreateParams struct {
 	Description string
 	// EventTypes subscribes to these types; nil or empty is every type.
 	EventTypes []string
-	// Actor is who creates it (the credential's subject).
+	// Actor is the creator's credential subject.
 	Actor string
 }
 
@@ -203,11 +201,11 @@ func NewSecret() string {
 	return "whsec_" + base64.StdEncoding.EncodeToString(b)
 }
 
-// Create creates an enabled endpoint of org with a fresh secret, which it
-// returns. It returns an error wrapping [ErrInvalid], naming the field,
+// Create creates an enabled endpoint of org with a fresh secret and
+// returns it. It returns an error wrapping [ErrInvalid], naming the field,
 // for a URL that is not https (or http to loopback when allowed), a
-// description over MaxDescriptionLen characters or an unknown event type;
-// other errors come from the database.
+// description over MaxDescriptionLen characters or an unknown event type,
+// and an error wrapping [ErrTooMany] beyond MaxEndpoints.
 func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (_ *Endpoint, err error) {
 	defer dberr.Annotate(&err)
 	if err := s.checkURL(p.URL); err != nil {
@@ -222,8 +220,8 @@ func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (_ *E
 	if p.Actor == "" {
 		return nil, fmt.Errorf("%w: an endpoint needs its creator", ErrInvalid)
 	}
-	// The organization's creates take its transaction lock first, so two
-	// of them count one after the other and never both take the last place.
+	// The lock serializes the organization's creates, so two cannot both
+	// take the last place.
 	var e *Endpoint
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, endpointCreateLock, org); err != nil {
@@ -280,9 +278,9 @@ func (s *Store) List(ctx context.Context, org uuid.UUID) (_ []Endpoint, err erro
 	return list, nil
 }
 
-// Update changes endpoint id of org as p says and returns it, with its
-// secret. Errors: as [Store.Create] for a refused field (and a state that
-// is neither enabled nor disabled); [ErrNotFound].
+// Update changes endpoint id of org and returns it, with its secret. It
+// returns field errors as [Store.Create] does (and for a state other than
+// enabled or disabled), or [ErrNotFound].
 func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (_ *Endpoint, err error) {
 	defer dberr.Annotate(&err)
 	args := pgx.StrictNamedArgs{"org": org, "id": id, "now": s.cfg.Clock.Arg(),
@@ -358,7 +356,7 @@ type RunError struct {
 }
 
 // Event is one change of a Run, the data of a delivery's message (the
-// RunEvent of the API's OpenAPI document).
+// API's RunEvent).
 type Event struct {
 	RunID      uuid.UUID `json:"run_id"`
 	Seq        int64     `json:"seq"`
@@ -410,10 +408,10 @@ type Delivery struct {
 	History []Attempt `json:"attempt_history"`
 }
 
-// Deliveries returns endpoint id of org's newest deliveries (at most
-// limit, 1 to MaxDeliveriesLimit; 0 is DefaultListLimit), newest first,
-// each with its kept attempts. It returns [ErrNotFound] when org has no
-// such endpoint, an error wrapping [ErrInvalid] for a limit out of range.
+// Deliveries returns at most limit (0 is DefaultListLimit) of endpoint
+// id's newest deliveries, newest first, with their kept attempts. It
+// returns [ErrNotFound] when org has no such endpoint, and an error
+// wrapping [ErrInvalid] for a limit out of 1 to MaxDeliveriesLimit.
 func (s *Store) Deliveries(ctx context.Context, org, id uuid.UUID, limit int) (_ []Delivery, err error) {
 	defer dberr.Annotate(&err)
 	if limit == 0 {
@@ -525,10 +523,10 @@ type End struct {
 	DisableAfter time.Duration
 }
 
-// End records how an attempt ended (see deliveryEnd). It reports whether
-// the fence held (false: the delivery was leased again since, or is
-// delivered; only the attempt's own record changed) and whether this
-// attempt disabled the endpoint.
+// End records how an attempt ended. It reports whether the fence held
+// (false: the delivery was leased again or is delivered, and only the
+// attempt's record changed) and whether this attempt disabled the
+// endpoint.
 func (s *Store) End(ctx context.Context, e End) (held, disabled bool, err error) {
 	defer dberr.Annotate(&err)
 	clock, err := shardpass.Clock(ctx, s.db, s.cfg.Clock.Arg())

@@ -1,6 +1,6 @@
-// Package consoletest seeds a database with the records the console shows,
-// made through the domain services as the API would make them, for the
-// console's tests, its benchmark and the browser tests' fixture.
+// Package consoletest seeds a database, through the domain services, with
+// the records the console shows, for the console's tests, its benchmark
+// and the browser tests' fixture.
 package consoletest
 
 import (
@@ -48,9 +48,8 @@ type World struct {
 	// one whose lease is live.
 	Stuck, InFlight uuid.UUID
 	StuckKey        string
-	// Uncertain and UncertainRetry are tool calls of org A whose answer
-	// is uncertain (a vendor that went silent after the send), awaiting a
-	// person; UncertainKey and UncertainRetryKey are their keys.
+	// Uncertain and UncertainRetry are org A's tool calls with an
+	// uncertain answer; UncertainKey and UncertainRetryKey are their keys.
 	Uncertain, UncertainRetry       uuid.UUID
 	UncertainKey, UncertainRetryKey string
 	// PendingDelivery is a callback of the job stalled in the inbox: four
@@ -112,8 +111,7 @@ func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 	return w, nil
 }
 
-// seeder holds the services [Seed] makes its world with, each step
-// adding to w.
+// seeder holds the services [Seed] uses; each step adds to w.
 type seeder struct {
 	pool    *pgxpool.Pool
 	plane   *idempotency.Service
@@ -238,7 +236,7 @@ func (sd *seeder) job(ctx context.Context) error {
 	return failed("plant a stalled arrival", err)
 }
 
-// claims are org A's claims on the plane: a stuck one, a live one and two
+// claims are org A's processing claims: a stuck one, a live one and two
 // tool calls whose answer is uncertain.
 func (sd *seeder) claims(ctx context.Context) error {
 	w := sd.w

@@ -1,6 +1,4 @@
-// Package dbclocktest is the stub database clock of the tests: one type,
-// moved by hand, whose [Stub.Clock] is the one [dbclock.Clock] a test hands
-// to every component it builds.
+// Package dbclocktest provides a database clock that tests move by hand.
 package dbclocktest
 
 import (
@@ -10,10 +8,9 @@ import (
 	"github.com/searchd/searchd/dbclock"
 )
 
-// Stub is a stubbed database clock that tests move by hand: every
-// statement of a component built on [Stub.Clock] runs at [Stub.Now], so
-// tests pass leases and retention without sleeping. It is safe for
-// concurrent use.
+// Stub is a database clock moved by hand: every statement of a component
+// built on [Stub.Clock] runs at [Stub.Now], so tests pass leases without
+// sleeping. It is safe for concurrent use.
 type Stub struct {
 	mu    sync.Mutex
 	t     time.Time
@@ -27,8 +24,8 @@ func New(t time.Time) *Stub {
 	return s
 }
 
-// Clock is the database clock to hand to every component of the test; it
-// is the same value on every call.
+// Clock returns the database clock to hand to every component of the
+// test, the same value on every call.
 func (s *Stub) Clock() *dbclock.Clock { return s.clock }
 
 // Now returns the stub's time.

@@ -1,15 +1,8 @@
 // Command oidcprovider is a real OpenID Connect provider for searchd's
-// tests: the provider package of github.com/zitadel/oidc (discovery, JWKS,
-// the authorization code flow with PKCE, the token endpoint) on the
-// example storage of that project, with its login page, served on
-// loopback. It is not a stub of searchd's verifier: searchd discovers it,
-// fetches its keys, sends people to its login page and exchanges codes
-// with it as it would with a company's provider.
-//
-// What the example storage lacks for searchd it adds around it: users
-// with an organization and roles (claims org_id and roles in the ID and
-// access tokens), JWT access tokens with an extra audience per client, an
-// EC and an Ed25519 signing key beside the RSA one, and key rotation.
+// tests, served on loopback: github.com/zitadel/oidc's provider on its
+// example storage, plus users with org_id and roles claims, JWT access
+// tokens with an extra audience per client, EC and Ed25519 keys beside
+// the RSA one, and key rotation.
 //
 // It takes its configuration as JSON in -config (an [oidctest.Config]), prints one
 // JSON line {"issuer": ...} when it serves, then answers commands on
@@ -197,8 +190,7 @@ func (u userStore) GetUserByUsername(name string) *storage.User {
 }
 func (u userStore) ExampleClientID() string { return storage.ServiceUserID }
 
-// SigningKey is the newest RSA key: what the provider signs ID and access
-// tokens with.
+// SigningKey is the newest RSA key.
 func (p *provider) SigningKey(context.Context) (op.SigningKey, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -264,7 +256,7 @@ func (p *provider) AuthRequestByCode(ctx context.Context, code string) (op.AuthR
 	return p.wrap(p.Storage.AuthRequestByCode(ctx, code))
 }
 
-// unwrap hands the example storage its own request type, which it
+// unwrap returns the example storage's own request type, which it
 // switches on.
 func unwrap(r op.TokenRequest) op.TokenRequest {
 	if w, ok := r.(authRequest); ok {
@@ -281,8 +273,7 @@ func (p *provider) CreateAccessAndRefreshTokens(ctx context.Context, r op.TokenR
 	return p.Storage.CreateAccessAndRefreshTokens(ctx, unwrap(r), current)
 }
 
-// searchdClaims are the claims of user's tokens that searchd maps: the
-// organization and the roles.
+// searchdClaims are the org_id and roles claims of user's tokens.
 func (p *provider) searchdClaims(userID string) map[string]any {
 	u, ok := p.users[userID]
 	if !ok {
