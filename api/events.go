@@ -7,7 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/runs/runstream"
 )
 
@@ -43,7 +43,7 @@ func (s *Server) streamRunEvents(c echo.Context) error {
 	}
 	defer release()
 	org := principal(c).OrganizationID
-	seat, err := s.acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: org.String()}, 1)
+	seat, err := s.acquire(r.Context(), seatq.Flow{Kind: seatq.KindOrganization, Name: org.String()}, 1)
 	if err != nil {
 		return err
 	}

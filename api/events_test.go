@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/api"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/runs/runstream"
 )
@@ -245,7 +245,7 @@ func TestRunEventsRefusals(t *testing.T) {
 
 // TestRunEventsCapAndShutdown: a server with its most streams open answers
 // one more 503 too_many_streams with Retry-After, and opens it once one
-// ends; an open stream holds no admission seat (a server of one seat
+// ends; an open stream holds no seat (a server of one seat
 // serves other requests beside it); closing the hub (the shutdown) ends
 // the open streams and refuses new ones.
 func TestRunEventsCapAndShutdown(t *testing.T) {
@@ -255,11 +255,11 @@ func TestRunEventsCapAndShutdown(t *testing.T) {
 	streams := opts.deps
 	opts.deps = func(d *api.Deps) {
 		streams(d)
-		q, err := fairq.New(fairq.Config{Seats: 1, MaxWait: 2 * time.Second})
+		q, err := seatq.New(seatq.Config{Seats: 1, MaxWait: 2 * time.Second})
 		if err != nil {
 			panic(err)
 		}
-		d.Admission = q
+		d.Seats = q
 	}
 	w := newWorld(t, opts)
 	res1, one := openEvents(t, w, w.runID, "", "1", "")

@@ -24,8 +24,8 @@ import (
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
-	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/pgcluster"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/testkit/pgtest/benchkit"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/operator"
@@ -38,8 +38,8 @@ import (
 // TestFairnessBench measures what one organization hammering the server
 // costs another, at the defaults a user gets: searchd serve's pool of 16
 // (DefaultDBMaxConns) with its 15 s statement timeout, and the admission
-// queue at its defaults (seats the pool's size, fairq.DefaultQueueLength
-// per flow, fairq.DefaultMaxWait), shared by the API and the console as
+// queue at its defaults (seats the pool's size, seatq.DefaultQueueLength
+// per flow, seatq.DefaultMaxWait), shared by the API and the console as
 // cmd/searchd shares it, on a durable PostgreSQL of its own (fsync,
 // synchronous_commit and full_page_writes on). It prints every limit
 // setting first.
@@ -131,7 +131,7 @@ func TestFairnessBench(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The server as cmd/searchd builds it: one pool, one admission queue
+	// The server as cmd/searchd builds it: one pool, one seat queue
 	// at its defaults for the API and the console, the console mounted
 	// beside the API.
 	pcfg, err := pgxpool.ParseConfig(dbURL)
@@ -151,13 +151,13 @@ func TestFairnessBench(t *testing.T) {
 	} else {
 		seatsNote = "(CHANGED by SEARCHD_BENCH_SEATS, to compare with the default, the pool's size)"
 	}
-	queue, err := fairq.New(fairq.Config{Seats: seats})
+	queue, err := seatq.New(seatq.Config{Seats: seats})
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := newStores(pool, nil)
 	d := st.deps(t, providerjobs.Config{})
-	d.Plane, d.Logger, d.Admission = st.plane, slog.New(slog.DiscardHandler), queue
+	d.Plane, d.Logger, d.Seats = st.plane, slog.New(slog.DiscardHandler), queue
 	srv, err := api.New(d)
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestFairnessBench(t *testing.T) {
 		JobAudit: providerjobs.NewAudit(pool), Operator: operator.NewStore(pool, nil),
 		SweeperRuns: sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil), Dispatches: st.dispatches,
 		Sessions: sessions.NewStore(pool, nil), TokenSignIn: true, Verifier: testVerifier(t, nil),
-		Logger: slog.New(slog.DiscardHandler), Admission: queue,
+		Logger: slog.New(slog.DiscardHandler), Seats: queue,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -337,8 +337,8 @@ func TestFairnessBench(t *testing.T) {
 		}
 	}
 	med := func(xs []float64) float64 { s := slices.Clone(xs); slices.Sort(s); return s[len(s)/2] }
-	fmt.Printf("\nfairness: limits: admission seats %d %s, queue length %d per flow, max wait %s "+
-		"(fairq's defaults, as searchd serve); pool %d (DefaultDBMaxConns), statement_timeout 15s; nothing else changed\n",
+	fmt.Printf("\nfairness: limits: seats %d %s, queue length %d per flow, max wait %s "+
+		"(seatq's defaults, as searchd serve); pool %d (DefaultDBMaxConns), statement_timeout 15s; nothing else changed\n",
 		queue.Seats(), seatsNote, queue.QueueLength(), queue.MaxWait(), poolSize)
 	fmt.Printf("fairness: %d rounds of %s per phase; light: 1 client, sequential new starts; heavy: %d clients ignoring Retry-After "+
 		"(API: lists of 200 and starts of 2000-item saved searches; console: its saved-search page, 2000 items and the timeline); GOMAXPROCS %d\n",

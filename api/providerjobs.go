@@ -21,7 +21,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/providerjobs"
 )
 
@@ -225,7 +225,7 @@ func (s *Server) receiveCallback(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	// Only a verified callback takes a seat, charged to its provider.
-	seat, err := s.acquire(ctx, fairq.Flow{Kind: fairq.KindProvider, Name: provider}, 1)
+	seat, err := s.acquire(ctx, seatq.Flow{Kind: seatq.KindProvider, Name: provider}, 1)
 	if err != nil {
 		return err
 	}

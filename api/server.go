@@ -33,7 +33,7 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -157,10 +157,10 @@ type Deps struct {
 	CORSOrigins []string
 	// Ready is the /readyz check; nil means ready. Required.
 	Ready func(ctx context.Context) error
-	// Admission is the process's fair queue, shared with the console:
+	// Seats is the process's seat queue, shared with the console:
 	// each /v1 request takes a seat charged to its organization, each
 	// signed callback one charged to its provider. Required.
-	Admission *fairq.Queue
+	Seats *seatq.Queue
 	// Streams serves Run event streams; share it with the console and
 	// close it on shutdown. Nil makes a default one ([Server.Streams]).
 	Streams *runstream.Hub
@@ -193,8 +193,8 @@ func New(d Deps) (*Server, error) {
 		return nil, errors.New("api: Deps.SavedSearches, Snapshots, Runs, Starter, ProviderJobs and Dispatches are required")
 	case d.Verifier == nil:
 		return nil, errors.New("api: Deps.Verifier is required")
-	case d.Admission == nil:
-		return nil, errors.New("api: Deps.Admission is required")
+	case d.Seats == nil:
+		return nil, errors.New("api: Deps.Seats is required")
 	case d.MaxBodyBytes < 0:
 		return nil, errors.New("api: Deps.MaxBodyBytes is negative")
 	case d.CallbackMaxBodyBytes < 0:
@@ -237,7 +237,7 @@ func New(d Deps) (*Server, error) {
 	// Request bodies wait for budget as long as for a seat; callback
 	// bodies are refused at once, since providers redeliver.
 	s := &Server{d: d, callbackBodies: newBodyBudget(budget, 0),
-		requestBodies: newBodyBudget(max(DefaultBodyBudget, 2*(maxBody+1)), d.Admission.MaxWait()), docs: docs}
+		requestBodies: newBodyBudget(max(DefaultBodyBudget, 2*(maxBody+1)), d.Seats.MaxWait()), docs: docs}
 	s.initTelemetry()
 	s.echo = s.routes()
 	s.knownRoutes = routeSet(s.echo)

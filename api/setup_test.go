@@ -29,8 +29,8 @@ import (
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/readiness"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -53,8 +53,8 @@ type bundle struct {
 	pool   *pgxpool.Pool
 	server *httptest.Server
 	api    *api.Server
-	// admission is the server's admission queue.
-	admission *fairq.Queue
+	// admission is the server's seat queue.
+	admission *seatq.Queue
 	// org is the caller's organization; token authenticates as it.
 	org   uuid.UUID
 	token string
@@ -112,13 +112,13 @@ func (s stores) starter(t testing.TB, cfg admission.Config) *admission.Starter {
 }
 
 // deps are the dependencies api.New requires, on s: its stores, a
-// starter at its defaults, provider jobs with jobs, an admission queue as
+// starter at its defaults, provider jobs with jobs, an seat queue as
 // cmd/searchd builds it and the test verifier.
 func (s stores) deps(t testing.TB, jobs providerjobs.Config) api.Deps {
 	return api.Deps{
 		Ready: readiness.Pool(s.pool), SavedSearches: s.searches, Snapshots: s.snapshots, Runs: s.runs,
 		Starter: s.starter(t, admission.Config{}), ProviderJobs: providerjobs.New(s.pool, s.plane, jobs),
-		Dispatches: s.dispatches, Admission: admissionFor(t, s.pool), Verifier: testVerifier(t, nil),
+		Dispatches: s.dispatches, Seats: admissionFor(t, s.pool), Verifier: testVerifier(t, nil),
 	}
 }
 
@@ -128,7 +128,7 @@ func fakeDeps(t testing.TB, starter api.Starter) api.Deps {
 	return api.Deps{
 		Ready: func(context.Context) error { return nil }, SavedSearches: noSavedSearches{},
 		Snapshots: noSnapshots{}, Runs: noRuns{}, Starter: starter, ProviderJobs: noProviderJobs{},
-		Dispatches: noDispatches{}, Admission: defaultAdmission(t), Verifier: testVerifier(t, nil),
+		Dispatches: noDispatches{}, Seats: defaultAdmission(t), Verifier: testVerifier(t, nil),
 	}
 }
 
@@ -170,7 +170,7 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	b := &bundle{t: t, pool: pool, server: ts, api: srv, admission: d.Admission, org: uuid.New(), logs: logs}
+	b := &bundle{t: t, pool: pool, server: ts, api: srv, admission: d.Seats, org: uuid.New(), logs: logs}
 	b.token = b.tokenFor(b.org, "tester")
 	return b
 }
@@ -187,21 +187,21 @@ func setupDown(t testing.TB) *bundle {
 	return setup(t, setupOpts{pool: down})
 }
 
-// admissionFor returns an admission queue at its defaults, its seats as
+// admissionFor returns an seat queue at its defaults, its seats as
 // many as pool has connections, as cmd/searchd's newAdmission builds it.
-func admissionFor(t testing.TB, pool *pgxpool.Pool) *fairq.Queue {
+func admissionFor(t testing.TB, pool *pgxpool.Pool) *seatq.Queue {
 	t.Helper()
-	q, err := fairq.New(fairq.Config{Seats: int(pool.Config().MaxConns)})
+	q, err := seatq.New(seatq.Config{Seats: int(pool.Config().MaxConns)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return q
 }
 
-// defaultAdmission returns an admission queue at fairq's defaults.
-func defaultAdmission(t testing.TB) *fairq.Queue {
+// defaultAdmission returns an seat queue at seatq's defaults.
+func defaultAdmission(t testing.TB) *seatq.Queue {
 	t.Helper()
-	q, err := fairq.New(fairq.Config{})
+	q, err := seatq.New(seatq.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/providerjobs"
 )
@@ -271,15 +271,15 @@ func TestManyWaitersAreAllAnsweredOnBoundedConnections(t *testing.T) {
 	const waiters = 200
 	// The 200 arrive at once and each takes one of the 8 seats for its
 	// claim before it sleeps: on a busy machine seating them all can take
-	// longer than the admission queue's 10 s, which would refuse some 429.
+	// longer than the seat queue's 10 s, which would refuse some 429.
 	// This test is of the connections waiters hold, not of admission
 	// (admission_test.go), so the wait for a seat is raised to 2 minutes.
 	b := waitSetup(t, 8, func(d *api.Deps) {
-		q, err := fairq.New(fairq.Config{Seats: 8, MaxWait: 2 * time.Minute})
+		q, err := seatq.New(seatq.Config{Seats: 8, MaxWait: 2 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.Admission = q
+		d.Seats = q
 	})
 	ss := b.seedSavedSearch(seedOpts{})
 	unlock := b.lockSavedSearch(t, ss.ID)

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/dispatch"
-	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -368,8 +368,8 @@ func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) 
 		c.fail(w, r, http.StatusBadRequest, "Page not found", "That page link is not one of this console's. Start again from the first page.")
 	case errors.Is(err, savedsearch.ErrInvalid):
 		c.badFilters(w, r, err)
-	case errors.As(err, new(*fairq.Refusal)):
-		c.admissionFailed(w, r, err) // the claims' counts were refused a seat
+	case errors.As(err, new(*seatq.Refusal)):
+		c.seatRefused(w, r, err) // the claims' counts were refused a seat
 	default:
 		c.internal(w, r, err)
 	}

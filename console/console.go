@@ -39,7 +39,7 @@ import (
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
@@ -180,9 +180,9 @@ type Deps struct {
 	// they are served while a background read refreshes them. Zero is
 	// DefaultOverviewTTL; negative reads on every request.
 	OverviewTTL time.Duration
-	// Admission is the fair queue shared with the API: every database
+	// Seats is the seat queue shared with the API: every database
 	// read takes a seat, charged to the organization or the operator.
-	Admission *fairq.Queue
+	Seats *seatq.Queue
 	// OverviewWait is how long the claims page waits for counts it lacks
 	// before rendering without them (console.js fills them in). Zero is
 	// DefaultOverviewWait; negative waits for the read.
@@ -247,8 +247,8 @@ func New(d Deps) (*Console, error) {
 		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs, JobAudit and Dispatches are required")
 	case d.Operator == nil, d.SweeperRuns == nil:
 		return nil, errors.New("console: Deps.Operator and SweeperRuns are required")
-	case d.Admission == nil:
-		return nil, errors.New("console: Deps.Admission is required")
+	case d.Seats == nil:
+		return nil, errors.New("console: Deps.Seats is required")
 	case d.Sessions == nil:
 		return nil, errors.New("console: Deps.Sessions is required")
 	case d.TokenSignIn && d.Verifier == nil:
@@ -264,7 +264,7 @@ func New(d Deps) (*Console, error) {
 		c.now = time.Now
 	}
 	c.overview = overviewCache{ttl: cmp.Or(d.OverviewTTL, DefaultOverviewTTL), wait: cmp.Or(d.OverviewWait, DefaultOverviewWait),
-		admission: d.Admission, op: d.Operator, now: c.now, log: c.log}
+		seats: d.Seats, op: d.Operator, now: c.now, log: c.log}
 	c.overview.staleFor = overviewStaleFactor * c.overview.ttl
 	var err error
 	if c.pages, err = parsePages(); err != nil {

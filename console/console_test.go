@@ -22,8 +22,8 @@ import (
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/console/consoletest"
 	"github.com/searchd/searchd/dispatch"
-	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/testkit/oidctest"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/operator"
@@ -78,7 +78,7 @@ func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL t
 		OverviewTTL:   overviewTTL,
 		OverviewWait:  -1,
 		Now:           now,
-		Admission:     admissionFor(t, pool),
+		Seats:         admissionFor(t, pool),
 	}
 	for _, f := range change {
 		f(&d)
@@ -90,11 +90,11 @@ func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL t
 	return c.Handler()
 }
 
-// admissionFor returns an admission queue at its defaults, its seats as
+// admissionFor returns an seat queue at its defaults, its seats as
 // many as pool has connections, as cmd/searchd builds it.
-func admissionFor(t testing.TB, pool *pgxpool.Pool) *fairq.Queue {
+func admissionFor(t testing.TB, pool *pgxpool.Pool) *seatq.Queue {
 	t.Helper()
-	q, err := fairq.New(fairq.Config{Seats: int(pool.Config().MaxConns)})
+	q, err := seatq.New(seatq.Config{Seats: int(pool.Config().MaxConns)})
 	if err != nil {
 		t.Fatal(err)
 	}

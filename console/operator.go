@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/sweeper"
 )
@@ -59,17 +59,17 @@ type claimsPage struct {
 	Org, Scope, Key       string
 	// Released is the recorded release the page returns with; Refused
 	// says why a release was refused (outcome.go).
-	Released  *operator.Release
-	Refused   string
-	Filtered  bool
-	Now       time.Time
-	Admission admissionView
+	Released *operator.Release
+	Refused  string
+	Filtered bool
+	Now      time.Time
+	Seats    seatsView
 }
 
-// admissionView shows the shared fair queue's seats and flows, with
+// seatsView shows the shared seat queue's seats and flows, with
 // organization ids, which the metrics never carry.
-type admissionView struct {
-	fairq.Stats
+type seatsView struct {
+	seatq.Stats
 	// MaxWait and QueueLength are the queue's bounds.
 	MaxWait     time.Duration
 	QueueLength int
@@ -77,13 +77,13 @@ type admissionView struct {
 	More int
 }
 
-// admissionRows bounds the flows the claims page lists.
-const admissionRows = 20
+// seatRows bounds the flows the claims page lists.
+const seatRows = 20
 
-func (c *Console) admissionView() admissionView {
-	q := c.d.Admission
-	st := q.Stats(admissionRows)
-	return admissionView{Stats: st, MaxWait: q.MaxWait(), QueueLength: q.QueueLength(), More: st.FlowsTotal - len(st.Flows)}
+func (c *Console) seatsView() seatsView {
+	q := c.d.Seats
+	st := q.Stats(seatRows)
+	return seatsView{Stats: st, MaxWait: q.MaxWait(), QueueLength: q.QueueLength(), More: st.FlowsTotal - len(st.Flows)}
 }
 
 // countsView is the claims page's counts by scope and state, and its
@@ -126,9 +126,9 @@ type overviewCache struct {
 	latest *operator.Overview
 	// reading is the one running read, if any.
 	reading *overviewRead
-	// admission seats each read under its starter's flow, since the read
+	// seats each read under its starter's flow, since the read
 	// outlives the starter's seat.
-	admission *fairq.Queue
+	seats *seatq.Queue
 	// op reads the overview by now's clock; log gets a failed read.
 	op  Operator
 	now func() time.Time
@@ -160,10 +160,10 @@ func (oc *overviewCache) startLocked(ctx context.Context) *overviewRead {
 func (oc *overviewCache) read(ctx context.Context, r *overviewRead) {
 	ctx, cancel := context.WithTimeout(ctx, overviewReadTimeout)
 	defer cancel()
-	var seat *fairq.Seat
-	if started := fairq.FromContext(ctx); started != nil {
+	var seat *seatq.Seat
+	if started := seatq.FromContext(ctx); started != nil {
 		// Its own seat: the starting page may hold one while it waits.
-		seat, r.err = oc.admission.Acquire(ctx, started.Flow(), 1)
+		seat, r.err = oc.seats.Acquire(ctx, started.Flow(), 1)
 	}
 	if r.err == nil {
 		r.at = oc.now()
@@ -285,7 +285,7 @@ func (c *Console) claims(r *http.Request, f *filters) (view, error) {
 	}
 	p.Now = c.now()
 	p.Overview = newCountsView(ov, readAt, p.Now)
-	p.Admission = c.admissionView()
+	p.Seats = c.seatsView()
 	return view{"claims", "Claims", p}, nil
 }
 
@@ -296,7 +296,7 @@ const claimCountsWait = overviewReadTimeout + 5*time.Second
 // lands, for console.js to fill in.
 func (c *Console) claimCounts(w http.ResponseWriter, r *http.Request) {
 	// It only waits and renders, so it releases its seat at once.
-	fairq.Idle(r.Context())
+	seatq.Idle(r.Context())
 	ctx, cancel := context.WithTimeout(r.Context(), claimCountsWait)
 	defer cancel()
 	ov, readAt, err := c.overview.get(ctx, -1)

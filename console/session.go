@@ -17,8 +17,8 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/heldanswer"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/sessions"
 )
 
@@ -122,20 +122,20 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
-		// Take a seat in the fair queue shared with the API before any
+		// Take a seat in the seat queue shared with the API before any
 		// database read, charged to the operator or organization.
 		ctx := context.WithValue(r.Context(), principalKey{}, s)
 		if g != anyone && g != streamer {
-			flow := fairq.Flow{Kind: fairq.KindOrganization, Name: s.OrganizationID.String()}
+			flow := seatq.Flow{Kind: seatq.KindOrganization, Name: s.OrganizationID.String()}
 			if g == operatorOnly {
-				flow = fairq.Flow{Kind: fairq.KindOperator, Name: s.Actor}
+				flow = seatq.Flow{Kind: seatq.KindOperator, Name: s.Actor}
 			}
-			seat, err := c.d.Admission.Acquire(ctx, flow, pageWidth(r))
+			seat, err := c.d.Seats.Acquire(ctx, flow, pageWidth(r))
 			if err != nil {
-				c.admissionFailed(w, r, err)
+				c.seatRefused(w, r, err)
 				return
 			}
-			ctx = fairq.NewContext(ctx, seat)
+			ctx = seatq.NewContext(ctx, seat)
 			// Render under the seat, release it, then write, so a slow
 			// reader holds no seat.
 			client := w
@@ -143,7 +143,7 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 			w = held
 			defer func() {
 				// Charge the cost beyond its seats to the next pages.
-				seat.Charge(fairq.BytesWidth(int64(held.Bytes())))
+				seat.Charge(seatq.BytesWidth(int64(held.Bytes())))
 				seat.Release()
 				_ = held.Send(client)
 			}()
@@ -167,10 +167,10 @@ func pageWidth(r *http.Request) int {
 	return pageSeats
 }
 
-// admissionFailed answers an unseated request: 429 with Retry-After, or
+// seatRefused answers an unseated request: 429 with Retry-After, or
 // 503 when the client left.
-func (c *Console) admissionFailed(w http.ResponseWriter, r *http.Request, err error) {
-	var refusal *fairq.Refusal
+func (c *Console) seatRefused(w http.ResponseWriter, r *http.Request, err error) {
+	var refusal *seatq.Refusal
 	if !errors.As(err, &refusal) {
 		c.fail(w, r, http.StatusServiceUnavailable, "Unavailable", "The request was cancelled before it was served.")
 		return

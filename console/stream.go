@@ -7,7 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/errs"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/runs/runstream"
 )
 
@@ -18,7 +18,7 @@ import (
 // cookie, and Last-Event-ID when it reconnects). The page works without
 // it: a reload shows the same.
 //
-// Like the API's stream, it takes an admission seat for its first read
+// Like the API's stream, it takes a seat for its first read
 // only (the session's gate streamer takes none), and answers 204 for a
 // finished Run whose last event the browser has, so the EventSource stops
 // reconnecting. A Last-Event-ID that is not a seq answers 400, another
@@ -49,9 +49,9 @@ func (c *Console) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	org := orgOf(r)
-	seat, err := c.d.Admission.Acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: org.String()}, 1)
+	seat, err := c.d.Seats.Acquire(r.Context(), seatq.Flow{Kind: seatq.KindOrganization, Name: org.String()}, 1)
 	if err != nil {
-		c.admissionFailed(w, r, err)
+		c.seatRefused(w, r, err)
 		return
 	}
 	st, err := c.d.Streams.Begin(r.Context(), org, id, after)

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/searchd/searchd/internal/dberr"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/loop"
 )
 
@@ -146,7 +146,7 @@ var ErrNoHub = errors.New("idempotency: waiting needs a Hub")
 // that is not processing, or processing when wait or ctx runs out. Only
 // [ScopeSavedSearchStart] claims notify; others are reread at lease end.
 //
-// While waiting it holds no connection and gives up its fairq seat.
+// While waiting it holds no connection and gives up its seatq seat.
 // A wait <= 0 is Claim. Errors are Claim's, and [ErrNoHub] if hub is nil.
 func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.UUID, scope, key, requestHash string, lease, wait time.Duration) (_ Outcome, err error) {
 	defer dberr.Annotate(&err)
@@ -197,12 +197,12 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 	}
 }
 
-// doze waits d, or until woken or ctx ends, without holding a fairq seat.
+// doze waits d, or until woken or ctx ends, without holding a seatq seat.
 // It reports false if ctx ended or no seat came back.
 func doze(ctx context.Context, woken <-chan struct{}, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	resume := fairq.Idle(ctx)
+	resume := seatq.Idle(ctx)
 	select {
 	case <-woken:
 	case <-timer.C:

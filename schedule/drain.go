@@ -24,7 +24,7 @@ import (
 
 // ErrOverLimits is what a start refused because its organization is over
 // its limits matches with errors.Is: a gate in front of the start (the
-// admission queue of the HTTP edge, when the drain is routed through it)
+// seat queue of the HTTP edge, when the drain is routed through it)
 // wraps it, and the drain records the occurrence refused, over_limits.
 var ErrOverLimits = errors.New("schedule: the organization is over its limits")
 
@@ -65,7 +65,7 @@ type DrainConfig struct {
 	Batch int
 	// Width is how many of a tick's occurrences are started at once.
 	// Default 4; 1 to MaxWidth. Each start also takes a seat of its
-	// organization in the admission queue (serve's StartFunc), so the
+	// organization in the seat queue (serve's StartFunc), so the
 	// seats bound the drain beside the API's requests.
 	Width int
 	// Lease is how long a tick holds the occurrences it took before
@@ -352,9 +352,9 @@ func countOpen(ts []taken) (n int) {
 }
 
 // ErrBusy is what a [StartFunc] wraps when it was refused a seat of the
-// admission queue: the occurrence is not ready, [ReasonBusy], and tried
+// seat queue: the occurrence is not ready, [ReasonBusy], and tried
 // again at the next tick.
-var ErrBusy = errors.New("schedule: the admission queue refused the start a seat")
+var ErrBusy = errors.New("schedule: the seat queue refused the start a seat")
 
 // errFenceLost reports an outcome the fence refused: the occurrence's
 // lease passed and another drain took it (and its outcome) over.

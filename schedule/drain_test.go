@@ -345,7 +345,7 @@ func TestNotReadyIsRetriedAnHourLaterAndOnlyThen(t *testing.T) {
 	}
 }
 
-// TestBusyIsRetriedAtTheNextTick: a start the admission queue refused a
+// TestBusyIsRetriedAtTheNextTick: a start the seat queue refused a
 // seat (its error wraps ErrBusy, as serve's seated StartFunc makes it) is
 // not ready, busy, and tried again at the drain's next tick, not an hour
 // later (issue 36: another organization's occurrence, refused while a
@@ -534,7 +534,7 @@ func TestRefusalsAreClassified(t *testing.T) {
 	b, id := setupHourly(t)
 	b.clock.Set(t0)
 	d := b.drain(t, drainOpts{start: func(context.Context, admission.SavedSearchStart) (admission.Result, error) {
-		return admission.Result{}, fmt.Errorf("admission queue: %w", ErrOverLimits)
+		return admission.Result{}, fmt.Errorf("seat queue: %w", ErrOverLimits)
 	}})
 	b.tick(t, d)
 	if o := b.occ(t, id, t0); o.status != StatusRefused || o.reason != ReasonOverLimits {

@@ -22,8 +22,8 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/readiness"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/providerjobs"
@@ -61,7 +61,7 @@ type env struct {
 	limits string
 	pg     pgCPU
 	org    uuid.UUID
-	// queue counts the real server's waits for an admission seat.
+	// queue counts the real server's waits for a seat.
 	queue *queueWatch
 	// searches are org's saved searches, which the starts pick from.
 	searches []uuid.UUID
@@ -241,14 +241,14 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The admission queue at its defaults, its seats the pool's size, as
+	// The seat queue at its defaults, its seats the pool's size, as
 	// searchd serve builds it (cmd/searchd's newAdmission).
 	e.queue = &queueWatch{}
-	queue, err := fairq.New(fairq.Config{Seats: int(e.maxConns), Observer: e.queue})
+	queue, err := seatq.New(seatq.Config{Seats: int(e.maxConns), Observer: e.queue})
 	if err != nil {
 		return nil, err
 	}
-	e.limits = fmt.Sprintf("admission seats %d (the pool's size), queue length %d per organization, max wait %s; "+
+	e.limits = fmt.Sprintf("seats %d (the pool's size), queue length %d per organization, max wait %s; "+
 		"body limit %d bytes; session bounds %s; %s",
 		queue.Seats(), queue.QueueLength(), queue.MaxWait(), api.DefaultMaxBodyBytes, sessionBoundsText,
 		map[bool]string{true: "searchd serve's defaults but for the pool size -max-conns set (the seats follow it)",
@@ -268,7 +268,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		Dispatches:    dispatch.NewStore(realPool, nil),
 		Verifier:      verifier,
 		Logger:        logger,
-		Admission:     queue,
+		Seats:         queue,
 	})
 	if err != nil {
 		return nil, err

@@ -110,7 +110,7 @@ func main() {
 	flag.IntVar(&cfg.savedSearches, "saved-searches", 100, "saved searches seeded; each start picks one at random")
 	flag.IntVar(&cfg.baselineItems, "baseline-items", 50, "baseline items of each saved search, copied by every freeze")
 	flag.IntVar(&cfg.maxConns, "max-conns", 0,
-		fmt.Sprintf("pool size of each server; 0 is searchd serve's default, %d (and the real server's admission seats follow it)", serveMaxConns))
+		fmt.Sprintf("pool size of each server; 0 is searchd serve's default, %d (and the real server's seats follow it)", serveMaxConns))
 	flag.StringVar(&cfg.accessLog, "access-log", "json",
 		"the real server's logger: json (searchd serve's JSON access log, formatted and discarded), stderr (the same, written to stderr) or off")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "",

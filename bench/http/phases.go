@@ -23,7 +23,7 @@ import (
 // (timed), and their pools carry a phaseTracer, so a slow request can be
 // split: time outside the handler (the connection, the HTTP server, the
 // load generator, and every wait for a CPU on the way), the pool, SQL, and
-// the rest of the handler (for the real one, its admission seat among it).
+// the rest of the handler (for the real one, its seat among it).
 //
 // The server sends them back in a Server-Timing header (the W3C header
 // for exactly this), which the load generator reads for slow requests

@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 )
 
 // What else happened during a round, for the rounds with slow requests:
@@ -33,7 +33,7 @@ import (
 //     stop-the-world pause;
 //   - the server's pool (pgxpool.Stat): acquires that found no idle
 //     connection and waited, and the time all acquires took;
-//   - the real server's admission queue (a fairq.Observer): requests that
+//   - the real server's seat queue (a seatq.Observer): requests that
 //     waited for a seat or were refused one, and the longest wait;
 //   - PostgreSQL (pg_stat_bgwriter, pg_stat_all_tables): checkpoints and
 //     autovacuum or autoanalyze runs that ended.
@@ -65,7 +65,7 @@ type stalls struct {
 	gcPauseMax   float64 // seconds, the upper bound of the longest pause's bucket
 	poolWaits    int64   // acquires that waited for a connection
 	poolAcquire  time.Duration
-	queueWaits   int64 // requests that waited for an admission seat (real only)
+	queueWaits   int64 // requests that waited for a seat (real only)
 	queueWaitMax time.Duration
 	checkpoints  int64
 	autovacuums  int64
@@ -98,7 +98,7 @@ func (s stalls) pressure() string {
 	return fmt.Sprintf(" cpu-wait %.0f%%", 100*float64(s.psi)/float64(s.sampled))
 }
 
-// queueWatch is the admission queue's Observer: it counts the requests
+// queueWatch is the seat queue's Observer: it counts the requests
 // that waited for a seat.
 type queueWatch struct {
 	waits   atomic.Int64
@@ -106,8 +106,8 @@ type queueWatch struct {
 	longest time.Duration
 }
 
-func (q *queueWatch) ObserveAdmission(_ fairq.Kind, outcome fairq.Outcome, waited time.Duration) {
-	if waited > 0 || outcome != fairq.Seated {
+func (q *queueWatch) ObserveSeat(_ seatq.Kind, outcome seatq.Outcome, waited time.Duration) {
+	if waited > 0 || outcome != seatq.Seated {
 		q.waits.Add(1)
 		q.mu.Lock()
 		q.longest = max(q.longest, waited)

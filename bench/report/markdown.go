@@ -190,7 +190,7 @@ func (r *report) fairnessSection(p func(string, ...any)) {
 	p("api's `TestFairnessBench`: one organization makes sequential starts while another hammers the API " +
 		"(lists of 200 and starts), then the console (its largest page), with clients that ignore Retry-After; " +
 		"the light organization's p50 and p99 beside its latency alone, its 429s, and the heavy organization's " +
-		"2xx. The server runs at its defaults (the admission queue, the pool) on a durable cluster of its own.\n\n")
+		"2xx. The server runs at its defaults (the seat queue, the pool) on a durable cluster of its own.\n\n")
 	for _, l := range r.fairness {
 		if strings.HasPrefix(l, "|") {
 			p("%s\n", l)

@@ -1,5 +1,5 @@
 // Package heldanswer buffers an HTTP answer while the request holds seats
-// of the fair queue (internal/fairq), so the seats are released before any
+// of the fair queue (internal/seatq), so the seats are released before any
 // byte is sent: a client that reads slowly holds a connection, never
 // another tenant's turn. Every answer searchd renders is bounded in size.
 package heldanswer

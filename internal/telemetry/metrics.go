@@ -17,7 +17,7 @@ const namespace = "searchd"
 
 // Metrics are the Prometheus metrics of one searchd process, on a registry
 // of their own. A *Metrics is an idempotency.Observer, a
-// providerjobs.Observer, a sweeper.Observer, a fairq.Observer, a
+// providerjobs.Observer, a sweeper.Observer, a seatq.Observer, a
 // schedule.Observer (the drain of scheduled starts), a dispatch.Observer
 // and a dispatch.BacklogObserver; give the same value to all of them and to the API,
 // which serves [Metrics.Handler]. It is safe for
@@ -45,7 +45,7 @@ type Metrics struct {
 	sweepPass    *prometheus.HistogramVec
 	sweepFull    *prometheus.CounterVec
 
-	admission *admissionMetrics
+	admission *seatMetrics
 
 	dispatchEnabled  prometheus.Gauge
 	dispatchPending  prometheus.Gauge
@@ -98,7 +98,7 @@ func NewMetrics() *Metrics {
 			"Time of one committed sweeper pass, by table.", "table"),
 		sweepFull: f.counterVec("sweeper", "backlog_passes_total",
 			"Sweeper passes whose read filled the bound, leaving rows past retention behind, by table.", "table"),
-		admission: newAdmissionMetrics(f),
+		admission: newSeatMetrics(f),
 		dispatchEnabled: f.gauge("dispatch", "enabled",
 			"1 when this process dispatches admitted Runs to the runtime (SEARCHD_RUNTIME_URL is set), 0 when it does not."),
 		dispatchPending: f.gauge("dispatch", "pending",

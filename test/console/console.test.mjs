@@ -299,7 +299,7 @@ test("every page at 390, 1024 and 1440 px: no sideways scroll, no value cut or p
   assert.deepEqual(failures, [], "what a reader would miss:\n" + failures.join("\n"));
 });
 
-test("an operator sees this process's admission seats and queues on the claims page, on a desktop and a phone", async () => {
+test("an operator sees this process's seats and queues on the claims page, on a desktop and a phone", async () => {
   for (const [name, viewport] of [["claims-admission", { width: 1440, height: 900 }], ["claims-admission-phone", { width: 390, height: 844 }]]) {
     const { ctx, page } = await session(world.token_operator);
     await page.setViewportSize(viewport);

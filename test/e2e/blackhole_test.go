@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/client"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 )
 
 // The blackholed primary: the network between the replicas and PostgreSQL
 // swallows everything, as a partition does, while the load runs. Nothing
 // is refused and nothing is reset, so only searchd's own client-side
-// bounds end its waits (the admission queue's longest wait for a seat,
+// bounds end its waits (the seat queue's longest wait for a seat,
 // which requests waiting on the database hold; SEARCHD_DB_ANSWER_TIMEOUT
 // for any one answer, a pool connection included; admission's 5 s release
 // timeout for the release a failed start attempts).
@@ -31,14 +31,14 @@ import (
 const releaseTimeout = 5 * time.Second
 
 // answerBound is the longest a request may take while the database is
-// blackholed: it waits for a seat at most the admission queue's longest
+// blackholed: it waits for a seat at most the seat queue's longest
 // wait (the replicas run at its default; every seat is held by requests
 // waiting on the database), then its first call to the database waits at
 // most the answer timeout, then a failed start's release at most the
 // release timeout. The slack is the busy machine's: a process descheduled
 // for a moment.
 func (c config) answerBound() time.Duration {
-	return fairq.DefaultMaxWait + c.answerTimeout + releaseTimeout + 3*time.Second
+	return seatq.DefaultMaxWait + c.answerTimeout + releaseTimeout + 3*time.Second
 }
 
 // readyBound is how soon /readyz says not ready once the database is

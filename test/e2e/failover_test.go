@@ -195,7 +195,7 @@ func runFailover(t *testing.T, cfg config, fc failoverConfig, bin, parent string
 			addr:    fmt.Sprintf("127.0.0.1:%d", port),
 			logPath: fmt.Sprintf("%s/%s.log", dir, name),
 			// The load's clients are one organization, many at once on
-			// each replica, at the admission queue's defaults.
+			// each replica, at the seat queue's defaults.
 			env: []string{"SEARCHD_PROVIDER_SECRETS=" + e2eProvider + "=" + failoverSecret},
 		}
 		h.replicas = append(h.replicas, r)

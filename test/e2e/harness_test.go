@@ -180,7 +180,7 @@ func setup(t *testing.T, cfg config) *harness {
 		}
 		// The clients of a scenario are one organization, many of them
 		// on each replica at once on purpose, at the defaults: the
-		// admission queue queues them, it caps no organization. The
+		// seat queue queues them, it caps no organization. The
 		// answer timeout is the product's unless SEARCHD_E2E_ANSWER_TIMEOUT
 		// says otherwise.
 		r.env = []string{"SEARCHD_DB_ANSWER_TIMEOUT=" + cfg.answerTimeout.String()}

@@ -18,7 +18,7 @@ import (
 	"github.com/searchd/searchd/client"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -44,9 +44,9 @@ func exampleServer() (baseURL, token string) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// The admission queue, its seats the pool's size, as searchd serve
+	// The seat queue, its seats the pool's size, as searchd serve
 	// builds it.
-	queue, err := fairq.New(fairq.Config{Seats: int(pool.Config().MaxConns)})
+	queue, err := seatq.New(seatq.Config{Seats: int(pool.Config().MaxConns)})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func exampleServer() (baseURL, token string) {
 		log.Fatal(err)
 	}
 	srv, err := api.New(api.Deps{
-		Admission:     queue,
+		Seats:         queue,
 		Plane:         plane,
 		SavedSearches: searches,
 		Snapshots:     snapshots,

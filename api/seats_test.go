@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/api"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
@@ -38,7 +38,7 @@ type fairBundle struct {
 // queue cfg with Seats the pool's size unless set (as cmd/searchd builds
 // it) and the other settings at their defaults unless set; change, when
 // given, changes its Deps further.
-func fairSetup(t *testing.T, conns int32, cfg fairq.Config, change ...func(*api.Deps)) *fairBundle {
+func fairSetup(t *testing.T, conns int32, cfg seatq.Config, change ...func(*api.Deps)) *fairBundle {
 	t.Helper()
 	url := pgtest.NewDBURL(t)
 	open := func(n int32) *pgxpool.Pool {
@@ -60,15 +60,15 @@ func fairSetup(t *testing.T, conns int32, cfg fairq.Config, change ...func(*api.
 		cfg.Seats = int(conns)
 	}
 	cfg.Observer = metrics
-	q, err := fairq.New(cfg)
+	q, err := seatq.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := metrics.WatchAdmission(q); err != nil {
+	if err := metrics.WatchSeats(q); err != nil {
 		t.Fatal(err)
 	}
 	b := setup(t, setupOpts{pool: pool, deps: func(d *api.Deps) {
-		d.Admission, d.Metrics = q, metrics
+		d.Seats, d.Metrics = q, metrics
 		for _, f := range change {
 			f(d)
 		}
@@ -138,10 +138,10 @@ func (b *fairBundle) waitForLockWaiters(t *testing.T, n int) {
 	})
 }
 
-// waitForQueue waits until the admission queue holds what ok says.
-func (b *fairBundle) waitForQueue(t *testing.T, what string, ok func(fairq.Stats) bool) fairq.Stats {
+// waitForQueue waits until the seat queue holds what ok says.
+func (b *fairBundle) waitForQueue(t *testing.T, what string, ok func(seatq.Stats) bool) seatq.Stats {
 	t.Helper()
-	var st fairq.Stats
+	var st seatq.Stats
 	b.eventually(t, what, func() bool { st = b.admission.Stats(20); return ok(st) })
 	return st
 }
@@ -156,7 +156,7 @@ func (b *fairBundle) wantServed(t *testing.T, held []<-chan timedResponse) {
 			t.Errorf("held PATCH %d = %+v %v, want 200", i, r.res, r.err)
 		}
 	}
-	b.waitForQueue(t, "every seat back", func(st fairq.Stats) bool { return st.InUse == 0 && st.FlowsTotal == 0 })
+	b.waitForQueue(t, "every seat back", func(st seatq.Stats) bool { return st.InUse == 0 && st.FlowsTotal == 0 })
 }
 
 func (b *fairBundle) eventually(t *testing.T, what string, ok func() bool) {
@@ -171,13 +171,13 @@ func (b *fairBundle) eventually(t *testing.T, what string, ok func() bool) {
 }
 
 // flowOf returns the stats of flow f in st, zero when it is not there.
-func flowOf(st fairq.Stats, kind fairq.Kind, name string) fairq.FlowStats {
+func flowOf(st seatq.Stats, kind seatq.Kind, name string) seatq.FlowStats {
 	for _, f := range st.Flows {
-		if f.Flow == (fairq.Flow{Kind: kind, Name: name}) {
+		if f.Flow == (seatq.Flow{Kind: kind, Name: name}) {
 			return f
 		}
 	}
-	return fairq.FlowStats{}
+	return seatq.FlowStats{}
 }
 
 func bearer(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
@@ -190,7 +190,7 @@ func bearer(tok string) map[string]string { return map[string]string{"Authorizat
 // queued and served, never refused: 201, 200 and 409 only, no 429.
 func TestOneOrganizationAloneUsesEverySeatAndItsBurstsAreQueued(t *testing.T) {
 	t.Parallel()
-	b := fairSetup(t, 4, fairq.Config{})
+	b := fairSetup(t, 4, seatq.Config{})
 	ss := b.seedSavedSearch(seedOpts{})
 	held := make([]uuid.UUID, 3)
 	for i := range held {
@@ -256,7 +256,7 @@ func TestOneOrganizationAloneUsesEverySeatAndItsBurstsAreQueued(t *testing.T) {
 // not for its whole queue.
 func TestALightOrganizationGetsTheNextTurnBeforeAHeavyOnesQueue(t *testing.T) {
 	t.Parallel()
-	b := fairSetup(t, 4, fairq.Config{})
+	b := fairSetup(t, 4, seatq.Config{})
 	ids := make([]uuid.UUID, 6)
 	for i := range ids {
 		ids[i] = b.seedSavedSearch(seedOpts{}).ID
@@ -271,14 +271,14 @@ func TestALightOrganizationGetsTheNextTurnBeforeAHeavyOnesQueue(t *testing.T) {
 	}
 	b.waitForLockWaiters(t, 4)
 	heavy[4], heavy[5] = b.patchAsync(ids[4], nil), b.patchAsync(ids[5], nil)
-	b.waitForQueue(t, "the heavy organization's two requests queued", func(st fairq.Stats) bool { return st.Queued == 2 })
+	b.waitForQueue(t, "the heavy organization's two requests queued", func(st seatq.Stats) bool { return st.Queued == 2 })
 	light := uuid.New()
 	lightRes := b.sendAsync(req{method: http.MethodGet, path: "/v1/saved-searches", header: bearer(b.tokenFor(light, "light"))})
-	b.waitForQueue(t, "the light organization queued", func(st fairq.Stats) bool { return st.Queued == 3 && st.Waiting == 2 })
+	b.waitForQueue(t, "the light organization queued", func(st seatq.Stats) bool { return st.Queued == 3 && st.Waiting == 2 })
 
 	unlocks[0]() // a seat frees: the heavy organization's turn
 	b.waitForLockWaiters(t, 4)
-	b.waitForQueue(t, "one heavy request seated", func(st fairq.Stats) bool { return st.Queued == 2 })
+	b.waitForQueue(t, "one heavy request seated", func(st seatq.Stats) bool { return st.Queued == 2 })
 	unlocks[1]() // the next: the light organization's turn
 	select {
 	case r := <-lightRes:
@@ -301,14 +301,14 @@ func TestALightOrganizationGetsTheNextTurnBeforeAHeavyOnesQueue(t *testing.T) {
 // series names the organization, and the held requests still end 200.
 func TestRefusalsAnswer429WithRetryAfterAndAreCounted(t *testing.T) {
 	t.Parallel()
-	b := fairSetup(t, 2, fairq.Config{QueueLength: 1, MaxWait: 500 * time.Millisecond})
+	b := fairSetup(t, 2, seatq.Config{QueueLength: 1, MaxWait: 500 * time.Millisecond})
 	ids := []uuid.UUID{b.seedSavedSearch(seedOpts{}).ID, b.seedSavedSearch(seedOpts{}).ID}
 	unlock := b.lockRows(t, ids...)
 	held := []<-chan timedResponse{b.patchAsync(ids[0], nil), b.patchAsync(ids[1], nil)}
 	b.waitForLockWaiters(t, 2)
 	sent := time.Now()
 	waiting := b.sendAsync(req{method: http.MethodGet, path: "/v1/runs"})
-	b.waitForQueue(t, "one request waiting", func(st fairq.Stats) bool { return st.Queued == 1 })
+	b.waitForQueue(t, "one request waiting", func(st seatq.Stats) bool { return st.Queued == 1 })
 
 	check := func(what string, res *response, reason string) {
 		t.Helper()
@@ -357,7 +357,7 @@ func TestRefusalsAnswer429WithRetryAfterAndAreCounted(t *testing.T) {
 func TestAWaitPastTheLongestWhileTheDatabaseDoesNotAnswerIs503(t *testing.T) {
 	t.Parallel()
 	var down atomic.Bool
-	b := fairSetup(t, 2, fairq.Config{QueueLength: 1, MaxWait: 500 * time.Millisecond}, func(d *api.Deps) {
+	b := fairSetup(t, 2, seatq.Config{QueueLength: 1, MaxWait: 500 * time.Millisecond}, func(d *api.Deps) {
 		ready := d.Ready
 		d.Ready = func(ctx context.Context) error {
 			if down.Load() {
@@ -372,7 +372,7 @@ func TestAWaitPastTheLongestWhileTheDatabaseDoesNotAnswerIs503(t *testing.T) {
 	b.waitForLockWaiters(t, 2)
 	down.Store(true)
 	waiting := b.sendAsync(req{method: http.MethodGet, path: "/v1/runs"})
-	b.waitForQueue(t, "one request waiting", func(st fairq.Stats) bool { return st.Queued == 1 })
+	b.waitForQueue(t, "one request waiting", func(st seatq.Stats) bool { return st.Queued == 1 })
 	if res := b.do(req{method: http.MethodGet, path: "/v1/saved-searches"}); res.status != http.StatusTooManyRequests ||
 		res.problem(t).Code != api.CodeRateLimited {
 		t.Errorf("a request beyond the queue = %d %s, want its 429 rate_limited", res.status, res.body)
@@ -398,7 +398,7 @@ func TestAWaitPastTheLongestWhileTheDatabaseDoesNotAnswerIs503(t *testing.T) {
 // abandoned, and afterwards every seat comes back.
 func TestAWaitingRequestTouchesNoConnectionAndLeavesWhenItsClientGoes(t *testing.T) {
 	t.Parallel()
-	b := fairSetup(t, 2, fairq.Config{})
+	b := fairSetup(t, 2, seatq.Config{})
 	ids := []uuid.UUID{b.seedSavedSearch(seedOpts{}).ID, b.seedSavedSearch(seedOpts{}).ID}
 	unlock := b.lockRows(t, ids...)
 	held := []<-chan timedResponse{b.patchAsync(ids[0], nil), b.patchAsync(ids[1], nil)}
@@ -407,7 +407,7 @@ func TestAWaitingRequestTouchesNoConnectionAndLeavesWhenItsClientGoes(t *testing
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := b.sendAsync(req{method: http.MethodPost, path: "/v1/saved-searches", ctx: ctx,
 		body: map[string]any{"name": "never", "brief": map[string]any{"query": "q"}}})
-	b.waitForQueue(t, "the request waiting", func(st fairq.Stats) bool { return st.Queued == 1 })
+	b.waitForQueue(t, "the request waiting", func(st seatq.Stats) bool { return st.Queued == 1 })
 	time.Sleep(100 * time.Millisecond)
 	if n := b.pool.Stat().AcquireCount(); n != acquires {
 		t.Errorf("the waiting request took %d connections of the pool, want none before its seat", n-acquires)
@@ -416,7 +416,7 @@ func TestAWaitingRequestTouchesNoConnectionAndLeavesWhenItsClientGoes(t *testing
 	if r := <-gone; r.err == nil {
 		t.Errorf("the cancelled request answered %d", r.res.status)
 	}
-	b.waitForQueue(t, "the cancelled request gone from the queue", func(st fairq.Stats) bool {
+	b.waitForQueue(t, "the cancelled request gone from the queue", func(st seatq.Stats) bool {
 		return st.Queued == 0 && st.InUse == 2 && st.FlowsTotal == 1
 	})
 	unlock()
@@ -435,7 +435,7 @@ func TestAWaitingRequestTouchesNoConnectionAndLeavesWhenItsClientGoes(t *testing
 // its provider's flow and is accepted when the seat frees.
 func TestCallbacksAreChargedToTheirProviderAndForgedOnesTakeNoSeat(t *testing.T) {
 	t.Parallel()
-	b := fairSetup(t, 1, fairq.Config{})
+	b := fairSetup(t, 1, seatq.Config{})
 	job := b.seedJob("job-" + uuid.NewString()[:8])
 	ss := b.seedSavedSearch(seedOpts{})
 	unlock := b.lockRows(t, ss.ID)
@@ -451,8 +451,8 @@ func TestCallbacksAreChargedToTheirProviderAndForgedOnesTakeNoSeat(t *testing.T)
 		}
 	}
 	genuine := b.sendAsync(b.callbackReq(delivery{jobID: pathOf(job), deliveryID: "genuine", body: body}))
-	st := b.waitForQueue(t, "the signed callback waiting", func(st fairq.Stats) bool { return st.Queued == 1 })
-	if f := flowOf(st, fairq.KindProvider, acme); f.Waiting != 1 {
+	st := b.waitForQueue(t, "the signed callback waiting", func(st seatq.Stats) bool { return st.Queued == 1 })
+	if f := flowOf(st, seatq.KindProvider, acme); f.Waiting != 1 {
 		t.Errorf("queue %+v, want the callback waiting in provider %s's flow", st, acme)
 	}
 	unlock()
@@ -524,7 +524,7 @@ func TestAStartWaitingWithPreferWaitHoldsNoSeat(t *testing.T) {
 // 503 and gives its share of the body budget back.
 func TestASlowClientHoldsNoSeat(t *testing.T) {
 	t.Parallel()
-	b := fairSetup(t, 2, fairq.Config{}, func(d *api.Deps) { d.BodyTimeout = 2 * time.Second })
+	b := fairSetup(t, 2, seatq.Config{}, func(d *api.Deps) { d.BodyTimeout = 2 * time.Second })
 	items := make([]string, 0, 5000)
 	for i := range cap(items) {
 		items = append(items, fmt.Sprintf("item-%0195d", i))
@@ -598,7 +598,7 @@ func TestASlowClientHoldsNoSeat(t *testing.T) {
 			conn.Close()
 		}
 	}
-	b.waitForQueue(t, "every seat back", func(st fairq.Stats) bool { return st.InUse == 0 })
+	b.waitForQueue(t, "every seat back", func(st seatq.Stats) bool { return st.InUse == 0 })
 }
 
 // TestALargeAnswerIsChargedToTheOrganizationsNextRequest: a read whose
@@ -609,13 +609,13 @@ func TestASlowClientHoldsNoSeat(t *testing.T) {
 // held every seat as if each were a start).
 func TestALargeAnswerIsChargedToTheOrganizationsNextRequest(t *testing.T) {
 	t.Parallel()
-	b := fairSetup(t, 16, fairq.Config{})
+	b := fairSetup(t, 16, seatq.Config{})
 	items := make([]string, 0, 3000)
 	for i := range cap(items) {
 		items = append(items, fmt.Sprintf("item-%0195d", i))
 	}
 	own := b.seedSavedSearch(seedOpts{items: items}) // about 600 KB of baseline
-	flow := func(org uuid.UUID) fairq.Flow { return fairq.Flow{Kind: fairq.KindOrganization, Name: org.String()} }
+	flow := func(org uuid.UUID) seatq.Flow { return seatq.Flow{Kind: seatq.KindOrganization, Name: org.String()} }
 	keep, err := b.admission.Acquire(t.Context(), flow(b.org), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -630,8 +630,8 @@ func TestALargeAnswerIsChargedToTheOrganizationsNextRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer next.Release()
-	if next.Width() != fairq.MaxWidth {
-		t.Errorf("the organization's next request takes %d seats, want %d: 1 and the 7 its large answer owed", next.Width(), fairq.MaxWidth)
+	if next.Width() != seatq.MaxWidth {
+		t.Errorf("the organization's next request takes %d seats, want %d: 1 and the 7 its large answer owed", next.Width(), seatq.MaxWidth)
 	}
 	other, err := b.admission.Acquire(t.Context(), flow(uuid.New()), 1)
 	if err != nil {

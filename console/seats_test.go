@@ -14,22 +14,22 @@ import (
 
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/console/consoletest"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
-// admissionBundle is a console on q, the admission queue the test
+// admissionBundle is a console on q, the seat queue the test
 // controls as the API would share it.
-func admissionBundle(t *testing.T, cfg fairq.Config) (*bundle, *fairq.Queue) {
+func admissionBundle(t *testing.T, cfg seatq.Config) (*bundle, *seatq.Queue) {
 	t.Helper()
-	q, err := fairq.New(cfg)
+	q, err := seatq.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return setupAt(t, 0, nil, func(d *console.Deps) { d.Admission = q }), q
+	return setupAt(t, 0, nil, func(d *console.Deps) { d.Seats = q }), q
 }
 
-func waitForQueue(t *testing.T, q *fairq.Queue, what string, ok func(fairq.Stats) bool) {
+func waitForQueue(t *testing.T, q *seatq.Queue, what string, ok func(seatq.Stats) bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !ok(q.Stats(10)) {
@@ -40,9 +40,9 @@ func waitForQueue(t *testing.T, q *fairq.Queue, what string, ok func(fairq.Stats
 	}
 }
 
-func waiting(st fairq.Stats, kind fairq.Kind, name string) int {
+func waiting(st seatq.Stats, kind seatq.Kind, name string) int {
 	for _, f := range st.Flows {
-		if f.Flow == (fairq.Flow{Kind: kind, Name: name}) {
+		if f.Flow == (seatq.Flow{Kind: kind, Name: name}) {
 			return f.Waiting
 		}
 	}
@@ -57,8 +57,8 @@ func waiting(st fairq.Stats, kind fairq.Kind, name string) int {
 // waiting pages are served and the queue ends empty.
 func TestConsolePagesWaitTheirTurnChargedToTheirFlow(t *testing.T) {
 	t.Parallel()
-	b, q := admissionBundle(t, fairq.Config{Seats: 1, QueueLength: 1})
-	seat, err := q.Acquire(context.Background(), fairq.Flow{Kind: fairq.KindOrganization, Name: "the-api"}, 1)
+	b, q := admissionBundle(t, seatq.Config{Seats: 1, QueueLength: 1})
+	seat, err := q.Acquire(context.Background(), seatq.Flow{Kind: seatq.KindOrganization, Name: "the-api"}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +70,8 @@ func TestConsolePagesWaitTheirTurnChargedToTheirFlow(t *testing.T) {
 	}
 	auditor := page("/console/saved-searches", tokA)
 	operatorPage := page("/console/operator/sweeper", op)
-	waitForQueue(t, q, "both pages waiting in their own flows", func(st fairq.Stats) bool {
-		return waiting(st, fairq.KindOrganization, b.world.OrgA.String()) == 1 && waiting(st, fairq.KindOperator, "olga") == 1
+	waitForQueue(t, q, "both pages waiting in their own flows", func(st seatq.Stats) bool {
+		return waiting(st, seatq.KindOrganization, b.world.OrgA.String()) == 1 && waiting(st, seatq.KindOperator, "olga") == 1
 	})
 	rec := b.do("GET", "/console/runs", tokA, nil, nil)
 	secs, err := strconv.Atoi(rec.Header().Get("Retry-After"))
@@ -89,7 +89,7 @@ func TestConsolePagesWaitTheirTurnChargedToTheirFlow(t *testing.T) {
 			t.Errorf("the %s's page once the seat freed = %d, want 200", name, rec.Code)
 		}
 	}
-	waitForQueue(t, q, "nothing left", func(st fairq.Stats) bool { return st.InUse == 0 && st.FlowsTotal == 0 })
+	waitForQueue(t, q, "nothing left", func(st seatq.Stats) bool { return st.InUse == 0 && st.FlowsTotal == 0 })
 }
 
 // TestTheClaimsPageShowsTheAdmissionQueue: the operator's overview lists
@@ -98,8 +98,8 @@ func TestConsolePagesWaitTheirTurnChargedToTheirFlow(t *testing.T) {
 // seats, as every console page does).
 func TestTheClaimsPageShowsTheAdmissionQueue(t *testing.T) {
 	t.Parallel()
-	b, q := admissionBundle(t, fairq.Config{Seats: 4})
-	other := fairq.Flow{Kind: fairq.KindOrganization, Name: b.world.OrgB.String()}
+	b, q := admissionBundle(t, seatq.Config{Seats: 4})
+	other := seatq.Flow{Kind: seatq.KindOrganization, Name: b.world.OrgB.String()}
 	seat, err := q.Acquire(context.Background(), other, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestTheClaimsPageShowsTheAdmissionQueue(t *testing.T) {
 // blocked connection held its two seats until the write timeout.)
 func TestAClientThatDoesNotReadItsPagesHoldsNoSeat(t *testing.T) {
 	t.Parallel()
-	b, q := admissionBundle(t, fairq.Config{Seats: 2})
+	b, q := admissionBundle(t, seatq.Config{Seats: 2})
 	large, err := consoletest.SeedLarge(context.Background(), b.pool, b.world.OrgA)
 	if err != nil {
 		t.Fatal(err)
@@ -174,19 +174,19 @@ func TestAClientThatDoesNotReadItsPagesHoldsNoSeat(t *testing.T) {
 // seats as if each cost what a list of 100 rows does).
 func TestAHeavyPageIsChargedToItsFlowsNextRequest(t *testing.T) {
 	t.Parallel()
-	b, q := admissionBundle(t, fairq.Config{Seats: 16})
+	b, q := admissionBundle(t, seatq.Config{Seats: 16})
 	large, err := consoletest.SeedLarge(context.Background(), b.pool, b.world.OrgA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	flow := func(name string) fairq.Flow { return fairq.Flow{Kind: fairq.KindOrganization, Name: name} }
+	flow := func(name string) seatq.Flow { return seatq.Flow{Kind: seatq.KindOrganization, Name: name} }
 	keep, err := q.Acquire(t.Context(), flow(b.world.OrgA.String()), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer keep.Release()
 	rec := b.do("GET", "/console/saved-searches/"+large.Search.String(), b.signIn(t, b.world.OrgA, "alice"), nil, nil)
-	cost := fairq.BytesWidth(int64(rec.Body.Len()))
+	cost := seatq.BytesWidth(int64(rec.Body.Len()))
 	if rec.Code != 200 || cost <= 2 {
 		t.Fatalf("the heavy page = %d with %d bytes (%d seats' worth), want 200 and more than a page's 2 seats", rec.Code, rec.Body.Len(), cost)
 	}

@@ -5,15 +5,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 )
 
-// admissionMetrics are the admission queue's (package fairq): the waits
+// seatMetrics are the seat queue's (package seatq): the waits
 // and refusals as they happen, the seats and queues read at each scrape.
 // No series is labelled by organization, operator or provider: each would
 // be a series kept for the life of the process. The kind of flow
 // (organization, operator, provider) is a label.
-type admissionMetrics struct {
+type seatMetrics struct {
 	wait      *prometheus.HistogramVec
 	refused   *prometheus.CounterVec
 	abandoned *prometheus.CounterVec
@@ -25,8 +25,8 @@ type admissionMetrics struct {
 	abandonedBy [4]prometheus.Counter
 }
 
-func newAdmissionMetrics(f factory) *admissionMetrics {
-	m := &admissionMetrics{
+func newSeatMetrics(f factory) *seatMetrics {
+	m := &seatMetrics{
 		wait: f.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: "admission", Name: "wait_seconds",
 			Help:    "Time requests waited for a seat before they were served (0 when one was free), by kind of flow (organization, operator, provider).",
@@ -38,50 +38,50 @@ func newAdmissionMetrics(f factory) *admissionMetrics {
 		abandoned: f.counterVec("admission", "abandoned_total",
 			"Requests whose client went away while they waited for a seat, by kind of flow.", "kind"),
 	}
-	for _, k := range fairq.Kinds() {
+	for _, k := range seatq.Kinds() {
 		m.waitBy[k] = m.wait.WithLabelValues(k.String())
-		m.fullBy[k] = m.refused.WithLabelValues(k.String(), fairq.QueueFull.String())
-		m.timeoutBy[k] = m.refused.WithLabelValues(k.String(), fairq.WaitTimeout.String())
+		m.fullBy[k] = m.refused.WithLabelValues(k.String(), seatq.QueueFull.String())
+		m.timeoutBy[k] = m.refused.WithLabelValues(k.String(), seatq.WaitTimeout.String())
 		m.abandonedBy[k] = m.abandoned.WithLabelValues(k.String())
 	}
 	return m
 }
 
-// ObserveAdmission implements fairq.Observer.
-func (m *Metrics) ObserveAdmission(kind fairq.Kind, outcome fairq.Outcome, waited time.Duration) {
+// ObserveSeat implements seatq.Observer.
+func (m *Metrics) ObserveSeat(kind seatq.Kind, outcome seatq.Outcome, waited time.Duration) {
 	a := m.admission
 	if int(kind) >= len(a.waitBy) || a.waitBy[kind] == nil {
 		return
 	}
 	switch outcome {
-	case fairq.Seated:
+	case seatq.Seated:
 		a.waitBy[kind].Observe(waited.Seconds())
-	case fairq.QueueFull:
+	case seatq.QueueFull:
 		a.fullBy[kind].Inc()
-	case fairq.WaitTimeout:
+	case seatq.WaitTimeout:
 		a.timeoutBy[kind].Inc()
-	case fairq.Gone:
+	case seatq.Gone:
 		a.abandonedBy[kind].Inc()
 	}
 }
 
-// WatchAdmission adds the gauges of q (seats, seats in use, requests and
+// WatchSeats adds the gauges of q (seats, seats in use, requests and
 // flows waiting) to the metrics, read at every scrape. It returns an
 // error when a queue is watched already: one process has one.
-func (m *Metrics) WatchAdmission(q *fairq.Queue) error {
-	gauge := func(name, help string, value func(fairq.Stats) float64) statMetric[fairq.Stats] {
+func (m *Metrics) WatchSeats(q *seatq.Queue) error {
+	gauge := func(name, help string, value func(seatq.Stats) float64) statMetric[seatq.Stats] {
 		return newStatMetric("admission", name, help, prometheus.GaugeValue, value)
 	}
-	return m.reg.Register(&statCollector[fairq.Stats]{stat: func() fairq.Stats { return q.Stats(0) }, metrics: []statMetric[fairq.Stats]{
+	return m.reg.Register(&statCollector[seatq.Stats]{stat: func() seatq.Stats { return q.Stats(0) }, metrics: []statMetric[seatq.Stats]{
 		gauge("seats", "Requests the process serves at once (SEARCHD_ADMISSION_SEATS).",
-			func(s fairq.Stats) float64 { return float64(s.Seats) }),
+			func(s seatq.Stats) float64 { return float64(s.Seats) }),
 		gauge("seats_in_use", "Seats taken by requests being served now.",
-			func(s fairq.Stats) float64 { return float64(s.InUse) }),
+			func(s seatq.Stats) float64 { return float64(s.InUse) }),
 		gauge("queued_requests", "Requests waiting for a seat now, of every flow.",
-			func(s fairq.Stats) float64 { return float64(s.Queued) }),
+			func(s seatq.Stats) float64 { return float64(s.Queued) }),
 		gauge("waiting_flows", "Flows (organizations, operators, providers) with requests waiting for a seat now.",
-			func(s fairq.Stats) float64 { return float64(s.Waiting) }),
+			func(s seatq.Stats) float64 { return float64(s.Waiting) }),
 		gauge("mean_hold_seconds", "Moving average of how long a request holds its seat: what Retry-After is estimated from.",
-			func(s fairq.Stats) float64 { return s.MeanHold.Seconds() }),
+			func(s seatq.Stats) float64 { return s.MeanHold.Seconds() }),
 	}})
 }

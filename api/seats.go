@@ -13,21 +13,21 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/heldanswer"
+	"github.com/searchd/searchd/internal/seatq"
 )
 
 // admit is the middleware, after authentication, that seats each /v1
-// request in the fair queue (Deps.Admission) under its organization before
+// request in the seat queue (Deps.Seats) under its organization before
 // its handler runs, holding the seats (requestWidth) until the answer is
 // rendered. A refusal answers 429 rate_limited with a Retry-After from the
 // observed service rate, or 503 during a database outage
-// (waitedOnTheDatabase). See docs/admission-control.md.
+// (waitedOnTheDatabase). See docs/seat-queue.md.
 //
 // Seats pay for work, never for waiting on the client: the body is read
 // before queueing (readBody), the answer is buffered (internal/heldanswer)
 // and the seats released before it is written, and the bytes read and
-// rendered are charged afterwards (fairq.Seat.Charge) to the
+// rendered are charged afterwards (seatq.Seat.Charge) to the
 // organization's next requests.
 func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -37,12 +37,12 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		defer s.requestBodies.give(charged)
-		seat, err := s.acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: principal(c).OrganizationID.String()},
-			max(requestWidth(c), fairq.BytesWidth(n)))
+		seat, err := s.acquire(r.Context(), seatq.Flow{Kind: seatq.KindOrganization, Name: principal(c).OrganizationID.String()},
+			max(requestWidth(c), seatq.BytesWidth(n)))
 		if err != nil {
 			return err
 		}
-		c.SetRequest(r.WithContext(fairq.NewContext(r.Context(), seat)))
+		c.SetRequest(r.WithContext(seatq.NewContext(r.Context(), seat)))
 		res := c.Response()
 		client := res.Writer
 		held := heldanswer.New(client)
@@ -52,7 +52,7 @@ func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
 		defer func() {
 			res.Writer = client
 			// Charge what it cost beyond its seats.
-			seat.Charge(fairq.BytesWidth(n + int64(held.Bytes())))
+			seat.Charge(seatq.BytesWidth(n + int64(held.Bytes())))
 			seat.Release()
 			if err := held.Send(client); err != nil {
 				s.d.Logger.LogAttrs(r.Context(), slog.LevelDebug, "api: the client did not take its answer",
@@ -118,9 +118,9 @@ func requestWidth(c echo.Context) int {
 
 // acquire takes width seats for flow f, answering a refusal with 429
 // ([refusedProblem]) or 503 ([waitedOnTheDatabase]).
-func (s *Server) acquire(ctx context.Context, f fairq.Flow, width int) (*fairq.Seat, error) {
-	seat, err := s.d.Admission.Acquire(ctx, f, width)
-	var r *fairq.Refusal
+func (s *Server) acquire(ctx context.Context, f seatq.Flow, width int) (*seatq.Seat, error) {
+	seat, err := s.d.Seats.Acquire(ctx, f, width)
+	var r *seatq.Refusal
 	switch {
 	case !errors.As(err, &r):
 		return seat, err
@@ -136,8 +136,8 @@ func (s *Server) acquire(ctx context.Context, f fairq.Flow, width int) (*fairq.S
 // on the database, so the answer is 503, not 429. A ready that does not
 // answer within a second proves nothing, and the refusal stays a 429.
 func waitedOnTheDatabase(ctx context.Context, err error, ready func(context.Context) error) bool {
-	var r *fairq.Refusal
-	if !errors.As(err, &r) || !errors.Is(r.Reason, fairq.ErrWaitTimeout) {
+	var r *seatq.Refusal
+	if !errors.As(err, &r) || !errors.Is(r.Reason, seatq.ErrWaitTimeout) {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -146,14 +146,14 @@ func waitedOnTheDatabase(ctx context.Context, err error, ready func(context.Cont
 }
 
 // refusedProblem is the 429 of a refused seat.
-func refusedProblem(r *fairq.Refusal) *apiError {
+func refusedProblem(r *seatq.Refusal) *apiError {
 	who := "your organization"
-	if r.Flow.Kind == fairq.KindProvider {
+	if r.Flow.Kind == seatq.KindProvider {
 		who = "this provider"
 	}
 	detail := fmt.Sprintf("every seat of this server is taken and %s already has %d requests waiting for one, "+
 		"the most it queues for one flow; retry after the Retry-After delay", who, r.QueueLength)
-	if r.Reason == fairq.ErrWaitTimeout {
+	if r.Reason == seatq.ErrWaitTimeout {
 		detail = fmt.Sprintf("every seat of this server stayed taken and the turn of %s did not come within %s, "+
 			"the longest a request waits; retry after the Retry-After delay", who, r.MaxWait)
 	}

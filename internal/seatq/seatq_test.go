@@ -1,4 +1,4 @@
-package fairq_test
+package seatq_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // goroutine is blocked: a stub clock that needs no injection.
 type harness struct {
 	t *testing.T
-	q *fairq.Queue
+	q *seatq.Queue
 
 	mu sync.Mutex
 	// served are the requests' ids in the order they got a seat.
@@ -44,17 +44,17 @@ type harness struct {
 	waited  map[string]time.Duration
 }
 
-// mustNew is fairq.New, failing t on an error.
-func mustNew(t *testing.T, cfg fairq.Config) *fairq.Queue {
+// mustNew is seatq.New, failing t on an error.
+func mustNew(t *testing.T, cfg seatq.Config) *seatq.Queue {
 	t.Helper()
-	q, err := fairq.New(cfg)
+	q, err := seatq.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return q
 }
 
-func newHarness(t *testing.T, cfg fairq.Config) *harness {
+func newHarness(t *testing.T, cfg seatq.Config) *harness {
 	t.Helper()
 	q := mustNew(t, cfg)
 	h := &harness{t: t, q: q, holds: map[string]chan struct{}{}, times: map[string]time.Duration{},
@@ -96,11 +96,11 @@ func (h *harness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("X-Request")
 	began := time.Now()
 	width, _ := strconv.Atoi(r.Header.Get("X-Width"))
-	seat, err := h.q.Acquire(r.Context(), fairq.Flow{Kind: fairq.KindOrganization, Name: r.Header.Get("X-Org")}, width)
+	seat, err := h.q.Acquire(r.Context(), seatq.Flow{Kind: seatq.KindOrganization, Name: r.Header.Get("X-Org")}, width)
 	h.mu.Lock()
 	h.waited[id] = time.Since(began)
 	h.mu.Unlock()
-	var refusal *fairq.Refusal
+	var refusal *seatq.Refusal
 	switch {
 	case errors.As(err, &refusal):
 		w.Header().Set("Retry-After", strconv.Itoa(int(refusal.RetryAfter/time.Second)))
@@ -183,7 +183,7 @@ func (h *harness) empty() {
 // seats waits.
 func TestAFreeSeatIsTakenAtOnceWhoeverAsks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, fairq.Config{Seats: 8})
+		h := newHarness(t, seatq.Config{Seats: 8})
 		for i := range 8 {
 			h.send(t.Context(), "alone", fmt.Sprint("r", i), 0)
 		}
@@ -220,7 +220,7 @@ func TestAFreeSeatIsTakenAtOnceWhoeverAsks(t *testing.T) {
 // (a, b, c, a, b, a, a), not in the order the requests came.
 func TestFreedSeatsGoRoundRobinAcrossOrganizations(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, fairq.Config{Seats: 1})
+		h := newHarness(t, seatq.Config{Seats: 1})
 		h.send(t.Context(), "a", "holder", 0)
 		for _, r := range []struct{ org, id string }{
 			{"a", "a1"}, {"a", "a2"}, {"a", "a3"}, {"a", "a4"}, {"b", "b1"}, {"b", "b2"}, {"c", "c1"},
@@ -254,7 +254,7 @@ func TestALightOrganizationWaitsForAtMostOneRequestPerBusierOne(t *testing.T) {
 		t.Run(fmt.Sprint(seats, " seats"), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const hold = 10 * time.Millisecond
-				h := newHarness(t, fairq.Config{Seats: seats})
+				h := newHarness(t, seatq.Config{Seats: seats})
 				for i := range 50 {
 					h.send(t.Context(), "heavy1", fmt.Sprint("h1-", i), hold)
 					h.send(t.Context(), "heavy2", fmt.Sprint("h2-", i), hold)
@@ -304,7 +304,7 @@ func TestALightOrganizationWaitsForAtMostOneRequestPerBusierOne(t *testing.T) {
 // organization.
 func TestAFullQueueAnswers429WithRetryAfterFromTheServiceRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, fairq.Config{Seats: 1, QueueLength: 3})
+		h := newHarness(t, seatq.Config{Seats: 1, QueueLength: 3})
 		for i := range 4 {
 			h.send(t.Context(), "a", fmt.Sprint("warm", i), 2*time.Second)
 		}
@@ -343,7 +343,7 @@ func TestAFullQueueAnswers429WithRetryAfterFromTheServiceRate(t *testing.T) {
 // at once when the seat frees.
 func TestAWaitBeyondMaxWaitAnswers429(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, fairq.Config{Seats: 1, MaxWait: 5 * time.Second})
+		h := newHarness(t, seatq.Config{Seats: 1, MaxWait: 5 * time.Second})
 		h.send(t.Context(), "a", "warm", 3*time.Second)
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
@@ -379,7 +379,7 @@ func TestAWaitBeyondMaxWaitAnswers429(t *testing.T) {
 // to the others; afterwards the queue holds nothing.
 func TestACancelledRequestLeavesTheQueueAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, fairq.Config{Seats: 1})
+		h := newHarness(t, seatq.Config{Seats: 1})
 		h.send(t.Context(), "a", "holder", 0)
 		ctx, cancel := context.WithCancel(t.Context())
 		h.send(t.Context(), "a", "first", 0)
@@ -411,16 +411,16 @@ func TestACancelledRequestLeavesTheQueueAtOnce(t *testing.T) {
 // holds it again until released.
 func TestIdleGivesTheSeatUpAndResumesFirstInItsFlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := mustNew(t, fairq.Config{Seats: 1})
-		a := fairq.Flow{Kind: fairq.KindOrganization, Name: "a"}
+		q := mustNew(t, seatq.Config{Seats: 1})
+		a := seatq.Flow{Kind: seatq.KindOrganization, Name: "a"}
 		seat, err := q.Acquire(t.Context(), a, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx := fairq.NewContext(t.Context(), seat)
+		ctx := seatq.NewContext(t.Context(), seat)
 		var order []string
 		var mu sync.Mutex
-		queue := func(name string, f fairq.Flow) {
+		queue := func(name string, f seatq.Flow) {
 			go func() {
 				s, err := q.Acquire(t.Context(), f, 1)
 				if err != nil {
@@ -436,12 +436,12 @@ func TestIdleGivesTheSeatUpAndResumesFirstInItsFlow(t *testing.T) {
 			synctest.Wait()
 		}
 		queue("a-older", a)
-		resume := fairq.Idle(ctx)
+		resume := seatq.Idle(ctx)
 		synctest.Wait()
 		if st := q.Stats(0); st.InUse != 1 || st.Queued != 0 {
 			t.Fatalf("after Idle: %+v, want the seat given to a-older", st)
 		}
-		queue("b", fairq.Flow{Kind: fairq.KindOrganization, Name: "b"})
+		queue("b", seatq.Flow{Kind: seatq.KindOrganization, Name: "b"})
 		queue("a-newer", a)
 		if err := resume(); err != nil {
 			t.Fatal(err)
@@ -457,7 +457,7 @@ func TestIdleGivesTheSeatUpAndResumesFirstInItsFlow(t *testing.T) {
 		if st := q.Stats(0); st.InUse != 1 || st.Queued != 1 {
 			t.Errorf("after the resume: %+v, want the resumed seat and a-newer waiting", st)
 		}
-		fairq.Idle(fairq.NewContext(t.Context(), nil))() // no seat: nothing to do
+		seatq.Idle(seatq.NewContext(t.Context(), nil))() // no seat: nothing to do
 		seat.Release()
 		seat.Release() // twice: nothing more
 		time.Sleep(3 * time.Second)
@@ -479,8 +479,8 @@ func TestIdleGivesTheSeatUpAndResumesFirstInItsFlow(t *testing.T) {
 func TestRefusalsAndWaitsAreObserved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		obs := &recorder{}
-		q := mustNew(t, fairq.Config{Seats: 1, QueueLength: 1, MaxWait: time.Second, Observer: obs})
-		p := fairq.Flow{Kind: fairq.KindProvider, Name: "acme"}
+		q := mustNew(t, seatq.Config{Seats: 1, QueueLength: 1, MaxWait: time.Second, Observer: obs})
+		p := seatq.Flow{Kind: seatq.KindProvider, Name: "acme"}
 		seat, err := q.Acquire(t.Context(), p, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -488,11 +488,11 @@ func TestRefusalsAndWaitsAreObserved(t *testing.T) {
 		done := make(chan error, 2)
 		go func() { _, err := q.Acquire(t.Context(), p, 1); done <- err }()
 		synctest.Wait()
-		if _, err := q.Acquire(t.Context(), p, 1); !errors.Is(err, fairq.ErrQueueFull) {
+		if _, err := q.Acquire(t.Context(), p, 1); !errors.Is(err, seatq.ErrQueueFull) {
 			t.Errorf("beyond the queue: %v, want ErrQueueFull", err)
 		}
 		time.Sleep(time.Second)
-		if err := <-done; !errors.Is(err, fairq.ErrWaitTimeout) {
+		if err := <-done; !errors.Is(err, seatq.ErrWaitTimeout) {
 			t.Errorf("past MaxWait: %v, want ErrWaitTimeout", err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
@@ -522,7 +522,7 @@ type recorder struct {
 	got []any
 }
 
-func (r *recorder) ObserveAdmission(k fairq.Kind, o fairq.Outcome, waited time.Duration) {
+func (r *recorder) ObserveSeat(k seatq.Kind, o seatq.Outcome, waited time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got = append(r.got, k, o, waited)
@@ -542,7 +542,7 @@ func (r *recorder) get() []any {
 func TestSeatsAreNeverOverdrawnUnderRacingCancels(t *testing.T) {
 	t.Parallel()
 	const seats = 4
-	q := mustNew(t, fairq.Config{Seats: seats, QueueLength: 40, MaxWait: 50 * time.Millisecond})
+	q := mustNew(t, seatq.Config{Seats: seats, QueueLength: 40, MaxWait: 50 * time.Millisecond})
 	var seated, peak, wide, widePeak, served, refused, gone atomic.Int64
 	bump := func(peak *atomic.Int64, n int64) {
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
@@ -552,14 +552,14 @@ func TestSeatsAreNeverOverdrawnUnderRacingCancels(t *testing.T) {
 	for g := range 64 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 1))
-			f := fairq.Flow{Kind: fairq.KindOrganization, Name: fmt.Sprint(g % 5)}
+			f := seatq.Flow{Kind: seatq.KindOrganization, Name: fmt.Sprint(g % 5)}
 			for range 50 {
 				ctx, cancel := context.WithCancel(context.Background())
 				if rng.IntN(3) == 0 {
 					time.AfterFunc(time.Duration(rng.IntN(200))*time.Microsecond, cancel)
 				}
 				s, err := q.Acquire(ctx, f, 1+rng.IntN(2))
-				var refusal *fairq.Refusal
+				var refusal *seatq.Refusal
 				switch {
 				case err == nil:
 					width := int64(s.Width())
@@ -575,7 +575,7 @@ func TestSeatsAreNeverOverdrawnUnderRacingCancels(t *testing.T) {
 					s.Charge(rng.IntN(4))
 					if rng.IntN(4) == 0 {
 						hold(-1)
-						resume := fairq.Idle(fairq.NewContext(ctx, s))
+						resume := seatq.Idle(seatq.NewContext(ctx, s))
 						if resume() == nil {
 							hold(1)
 						} else {
@@ -617,24 +617,24 @@ func TestSeatsAreNeverOverdrawnUnderRacingCancels(t *testing.T) {
 func TestNewRefusesOutOfRangeSettings(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		cfg  fairq.Config
+		cfg  seatq.Config
 		want string
 	}{
-		{fairq.Config{Seats: -1}, "Config.Seats"},
-		{fairq.Config{Seats: fairq.MaxSeats + 1}, "Config.Seats"},
-		{fairq.Config{QueueLength: -1}, "Config.QueueLength"},
-		{fairq.Config{MaxWait: -time.Second}, "Config.MaxWait"},
-		{fairq.Config{MaxWait: fairq.MaxMaxWait + 1}, "Config.MaxWait"},
-		{fairq.Config{WideSeats: -1}, "Config.WideSeats"},
-		{fairq.Config{Seats: 4, WideSeats: 5}, "Config.WideSeats"},
+		{seatq.Config{Seats: -1}, "Config.Seats"},
+		{seatq.Config{Seats: seatq.MaxSeats + 1}, "Config.Seats"},
+		{seatq.Config{QueueLength: -1}, "Config.QueueLength"},
+		{seatq.Config{MaxWait: -time.Second}, "Config.MaxWait"},
+		{seatq.Config{MaxWait: seatq.MaxMaxWait + 1}, "Config.MaxWait"},
+		{seatq.Config{WideSeats: -1}, "Config.WideSeats"},
+		{seatq.Config{Seats: 4, WideSeats: 5}, "Config.WideSeats"},
 	} {
-		if _, err := fairq.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := seatq.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", c.cfg, err, c.want)
 		}
 	}
-	q := mustNew(t, fairq.Config{})
-	if q.Seats() != fairq.DefaultSeats || q.QueueLength() != fairq.DefaultQueueLength || q.MaxWait() != fairq.DefaultMaxWait ||
-		q.WideSeats() != fairq.DefaultSeats/2 {
+	q := mustNew(t, seatq.Config{})
+	if q.Seats() != seatq.DefaultSeats || q.QueueLength() != seatq.DefaultQueueLength || q.MaxWait() != seatq.DefaultMaxWait ||
+		q.WideSeats() != seatq.DefaultSeats/2 {
 		t.Errorf("defaults = %d, %d, %s, %d", q.Seats(), q.QueueLength(), q.MaxWait(), q.WideSeats())
 	}
 }
@@ -645,13 +645,13 @@ func TestNewRefusesOutOfRangeSettings(t *testing.T) {
 // request in the same queue is still refused at MaxWait.
 func TestAResumeIsRefusedByNeitherBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := mustNew(t, fairq.Config{Seats: 1, QueueLength: 1, MaxWait: time.Second})
-		a, b := fairq.Flow{Kind: fairq.KindOrganization, Name: "a"}, fairq.Flow{Kind: fairq.KindOrganization, Name: "b"}
+		q := mustNew(t, seatq.Config{Seats: 1, QueueLength: 1, MaxWait: time.Second})
+		a, b := seatq.Flow{Kind: seatq.KindOrganization, Name: "a"}, seatq.Flow{Kind: seatq.KindOrganization, Name: "b"}
 		seat, err := q.Acquire(t.Context(), a, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resume := fairq.Idle(fairq.NewContext(t.Context(), seat))
+		resume := seatq.Idle(seatq.NewContext(t.Context(), seat))
 		other, err := q.Acquire(t.Context(), b, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -663,7 +663,7 @@ func TestAResumeIsRefusedByNeitherBound(t *testing.T) {
 		began := time.Now()
 		go func() { resumed <- resume() }()
 		time.Sleep(5 * time.Second)
-		if err := <-newer; !errors.Is(err, fairq.ErrWaitTimeout) {
+		if err := <-newer; !errors.Is(err, seatq.ErrWaitTimeout) {
 			t.Errorf("a new request past MaxWait: %v, want ErrWaitTimeout", err)
 		}
 		select {
@@ -690,10 +690,10 @@ func TestAResumeIsRefusedByNeitherBound(t *testing.T) {
 // client gone instead, the narrow one would be seated at once.
 func TestAWideRequestTakesItsSeatsInTurnAndIsNotOvertaken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := mustNew(t, fairq.Config{Seats: 8})
-		flow := func(name string) fairq.Flow { return fairq.Flow{Kind: fairq.KindOrganization, Name: name} }
+		q := mustNew(t, seatq.Config{Seats: 8})
+		flow := func(name string) seatq.Flow { return seatq.Flow{Kind: seatq.KindOrganization, Name: name} }
 		type result struct {
-			seat *fairq.Seat
+			seat *seatq.Seat
 			err  error
 		}
 		acquire := func(ctx context.Context, name string, width int) chan result {
@@ -702,7 +702,7 @@ func TestAWideRequestTakesItsSeatsInTurnAndIsNotOvertaken(t *testing.T) {
 			synctest.Wait()
 			return ch
 		}
-		seated := func(ch chan result) *fairq.Seat {
+		seated := func(ch chan result) *seatq.Seat {
 			select {
 			case r := <-ch:
 				if r.err != nil {
@@ -713,7 +713,7 @@ func TestAWideRequestTakesItsSeatsInTurnAndIsNotOvertaken(t *testing.T) {
 				return nil
 			}
 		}
-		holdFive := func() (held []*fairq.Seat) {
+		holdFive := func() (held []*seatq.Seat) {
 			for range 5 {
 				held = append(held, seated(acquire(t.Context(), "a", 1)))
 			}
@@ -775,13 +775,13 @@ func TestAWideRequestTakesItsSeatsInTurnAndIsNotOvertaken(t *testing.T) {
 // seven more. When the wide request ends, the next one takes the share.
 func TestWideRequestsHoldAtMostHalfTheSeats(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := mustNew(t, fairq.Config{Seats: 16})
+		q := mustNew(t, seatq.Config{Seats: 16})
 		if q.WideSeats() != 8 {
 			t.Fatalf("WideSeats = %d, want 8", q.WideSeats())
 		}
-		heavy := fairq.Flow{Kind: fairq.KindOrganization, Name: "heavy"}
-		light := fairq.Flow{Kind: fairq.KindOrganization, Name: "light"}
-		seats := make(chan *fairq.Seat, 5)
+		heavy := seatq.Flow{Kind: seatq.KindOrganization, Name: "heavy"}
+		light := seatq.Flow{Kind: seatq.KindOrganization, Name: "light"}
+		seats := make(chan *seatq.Seat, 5)
 		for range 5 {
 			go func() {
 				s, err := q.Acquire(t.Context(), heavy, 8)
@@ -795,7 +795,7 @@ func TestWideRequestsHoldAtMostHalfTheSeats(t *testing.T) {
 		if st := q.Stats(0); st.InUse != 8 || st.Queued != 4 {
 			t.Fatalf("five wide requests: %+v, want one seated on 8 seats and four waiting", st)
 		}
-		var narrow []*fairq.Seat
+		var narrow []*seatq.Seat
 		for range 8 {
 			s, err := q.Acquire(t.Context(), light, 1)
 			if err != nil {
@@ -831,10 +831,10 @@ func TestWideRequestsHoldAtMostHalfTheSeats(t *testing.T) {
 // it took on.
 func TestACostlyRequestsFlowPaysOnItsNextRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := mustNew(t, fairq.Config{Seats: 16})
-		heavy := fairq.Flow{Kind: fairq.KindOrganization, Name: "heavy"}
-		light := fairq.Flow{Kind: fairq.KindOrganization, Name: "light"}
-		acquire := func(ctx context.Context, f fairq.Flow) *fairq.Seat {
+		q := mustNew(t, seatq.Config{Seats: 16})
+		heavy := seatq.Flow{Kind: seatq.KindOrganization, Name: "heavy"}
+		light := seatq.Flow{Kind: seatq.KindOrganization, Name: "light"}
+		acquire := func(ctx context.Context, f seatq.Flow) *seatq.Seat {
 			t.Helper()
 			s, err := q.Acquire(ctx, f, 1)
 			if err != nil {
@@ -904,7 +904,7 @@ func TestBytesWidthIsASeatPer64KiBBegun(t *testing.T) {
 	}{
 		{0, 1}, {17, 1}, {64 << 10, 1}, {64<<10 + 1, 2}, {200 << 10, 4}, {448 << 10, 7}, {448<<10 + 1, 8}, {4 << 20, 8}, {1 << 40, 8},
 	} {
-		if got := fairq.BytesWidth(tt.n); got != tt.want {
+		if got := seatq.BytesWidth(tt.n); got != tt.want {
 			t.Errorf("BytesWidth(%d) = %d, want %d", tt.n, got, tt.want)
 		}
 	}

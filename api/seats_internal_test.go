@@ -111,7 +111,7 @@ func TestReadBodyReadsTheWholeBodyAheadOfTheSeat(t *testing.T) {
 }
 
 // TestABodyWaitsForTheBudget: with a wait set (the server's is the
-// admission queue's longest wait), a body the budget cannot take waits
+// seat queue's longest wait), a body the budget cannot take waits
 // unread until another gives its bytes back, then is read; one whose wait
 // runs out is 503. (Refused at once, 64 honest clients writing 1 MiB
 // baselines were answered 503 three times in four.)

@@ -1,7 +1,7 @@
-// Package fairq is a per-process fair queue of seats in front of the
+// Package seatq is a per-process fair queue of seats in front of the
 // database, shared by the API, the console and provider callbacks. It is
 // modelled on Kubernetes API Priority and Fairness with one priority level.
-// See docs/admission-control.md.
+// See docs/seat-queue.md.
 //
 //   - Capacity is [Config.Seats]. A request holds its seats from
 //     [Queue.Acquire] to [Seat.Release]: one, or more for a known heavy
@@ -23,7 +23,7 @@
 //     queue, exempt from both bounds.
 //   - No I/O: Acquire and Release are a mutex, a map and, for a waiter, a
 //     channel and a timer.
-package fairq
+package seatq
 
 import (
 	"cmp"
@@ -155,7 +155,7 @@ func BytesWidth(n int64) int {
 // resume after [Idle]. It is called outside the queue's lock and must not
 // block.
 type Observer interface {
-	ObserveAdmission(kind Kind, outcome Outcome, waited time.Duration)
+	ObserveSeat(kind Kind, outcome Outcome, waited time.Duration)
 }
 
 // Outcome is how a wait for a seat ended.
@@ -179,9 +179,9 @@ func (o Outcome) String() string { return name(o, "seated", "queue_full", "wait_
 // The reasons of a [Refusal], for errors.Is.
 var (
 	// ErrQueueFull: the flow had [Config.QueueLength] requests waiting.
-	ErrQueueFull = errors.New("fairq: the flow's queue is full")
+	ErrQueueFull = errors.New("seatq: the flow's queue is full")
 	// ErrWaitTimeout: no seat came within [Config.MaxWait].
-	ErrWaitTimeout = errors.New("fairq: no seat within the longest wait")
+	ErrWaitTimeout = errors.New("seatq: no seat within the longest wait")
 )
 
 // Refusal is the error of a request refused a seat; errors.Is matches its
@@ -267,15 +267,15 @@ type Seat struct {
 func New(cfg Config) (*Queue, error) {
 	switch {
 	case cfg.Seats < 0 || cfg.Seats > MaxSeats:
-		return nil, fmt.Errorf("fairq: Config.Seats is %d; it must be 1 to %d (0 for the default %d)", cfg.Seats, MaxSeats, DefaultSeats)
+		return nil, fmt.Errorf("seatq: Config.Seats is %d; it must be 1 to %d (0 for the default %d)", cfg.Seats, MaxSeats, DefaultSeats)
 	case cfg.QueueLength < 0 || cfg.QueueLength > MaxQueueLength:
-		return nil, fmt.Errorf("fairq: Config.QueueLength is %d; it must be 1 to %d (0 for the default %d)",
+		return nil, fmt.Errorf("seatq: Config.QueueLength is %d; it must be 1 to %d (0 for the default %d)",
 			cfg.QueueLength, MaxQueueLength, DefaultQueueLength)
 	case cfg.WideSeats < 0 || cfg.WideSeats > cmp.Or(cfg.Seats, DefaultSeats):
-		return nil, fmt.Errorf("fairq: Config.WideSeats is %d; it must be 1 to the seats, %d (0 for half of them)",
+		return nil, fmt.Errorf("seatq: Config.WideSeats is %d; it must be 1 to the seats, %d (0 for half of them)",
 			cfg.WideSeats, cmp.Or(cfg.Seats, DefaultSeats))
 	case cfg.MaxWait < 0 || cfg.MaxWait > MaxMaxWait:
-		return nil, fmt.Errorf("fairq: Config.MaxWait is %s; it must be above 0s and at most %s (0s for the default %s)",
+		return nil, fmt.Errorf("seatq: Config.MaxWait is %s; it must be above 0s and at most %s (0s for the default %s)",
 			cfg.MaxWait, MaxMaxWait, DefaultMaxWait)
 	}
 	seats := cmp.Or(cfg.Seats, DefaultSeats)
@@ -568,7 +568,7 @@ func (q *Queue) forgetLocked(f *flow) {
 
 func (q *Queue) observe(k Kind, o Outcome, waited time.Duration) {
 	if q.obs != nil {
-		q.obs.ObserveAdmission(k, o, waited)
+		q.obs.ObserveSeat(k, o, waited)
 	}
 }
 
@@ -609,7 +609,7 @@ func FromContext(ctx context.Context) *Seat {
 // queue, exempt from both bounds. resume returns ctx's error if ctx ends
 // first. Without a seat, Idle does nothing and resume returns nil.
 //
-//	resume := fairq.Idle(ctx)
+//	resume := seatq.Idle(ctx)
 //	select { case <-woken: case <-ctx.Done(): }
 //	if err := resume(); err != nil { return err }
 func Idle(ctx context.Context) (resume func() error) {
