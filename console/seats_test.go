@@ -106,7 +106,7 @@ func TestTheClaimsPageShowsTheAdmissionQueue(t *testing.T) {
 	}
 	defer seat.Release()
 	body := b.do("GET", "/console/operator/claims", b.operatorSignIn(t), nil, nil).Body.String()
-	section := body[strings.Index(body, `id="admission"`):]
+	section := body[strings.Index(body, `id="seats"`):]
 	section = section[:strings.Index(section, "</table>")]
 	// The page takes two seats; the other organization's request one.
 	for _, want := range []string{"3 / 4", "seats in use", "<td>organization</td>", b.world.OrgB.String(), "<td>operator</td>", ">olga<",

@@ -304,7 +304,7 @@ test("an operator sees this process's seats and queues on the claims page, on a 
     const { ctx, page } = await session(world.token_operator);
     await page.setViewportSize(viewport);
     await page.goto(world.base + "/console/operator/claims");
-    const section = page.locator("#admission");
+    const section = page.locator("#seats");
     await section.waitFor();
     // The page itself holds seats of the operator's own flow.
     assert.match(await section.locator(".tile").first().innerText(), /^[1-9]\d* \/ \d+\s+seats in use$/);
