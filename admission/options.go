@@ -5,13 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/internal/canonjson"
-	"github.com/searchd/searchd/internal/jsonenc"
 )
 
 // Defaults and limits of [StartOptions].
@@ -55,11 +52,6 @@ func NewStartOptions(maxResults *int, note *string) (StartOptions, error) {
 	if note != nil {
 		o.Note = *note
 	}
-	// A given max_results of 0 is refused (omitting it asks for the
-	// default), so the hand check applies to o as given, not normalized.
-	if (maxResults == nil || o.MaxResults != 0) && o.Normalize().valid() {
-		return o, nil
-	}
 	if err := check(optionRules{MaxResults: maxResults, Note: note}); err != nil {
 		return StartOptions{}, err
 	}
@@ -89,50 +81,15 @@ const (
 // hash the same; requests that differ in any option or in the saved search
 // hash differently.
 func SavedSearchRequestHash(savedSearchID uuid.UUID, o StartOptions) string {
-	o = o.Normalize()
-	// The document is three known fields, so it is written directly: the
-	// bytes canonjson would write (keys sorted, no white space), without
-	// its reflection, decode and re-encode, which were most of what a
-	// replay spent in Go. A note that needs escaping takes canonjson's
-	// path, so every hash stays what it always was; a test pins the two
-	// paths to the same bytes.
-	if plainJSONString(o.Note) {
-		var buf [160]byte
-		doc := append(buf[:0], `{"options":{"max_results":`...)
-		doc = strconv.AppendInt(doc, int64(o.MaxResults), 10)
-		doc = append(doc, `,"note":"`...)
-		doc = append(doc, o.Note...)
-		doc = append(doc, `"},"saved_search_id":`...)
-		doc = jsonenc.UUID(doc, savedSearchID)
-		doc = append(doc, '}')
-		return hashDoc(savedSearchHashDomain, doc)
-	}
-	return hashDoc(savedSearchHashDomain, canonicalSavedSearchRequest(savedSearchID, o))
-}
-
-// canonicalSavedSearchRequest is the canonical document of a saved-search
-// request, through canonjson.
-func canonicalSavedSearchRequest(savedSearchID uuid.UUID, o StartOptions) []byte {
 	doc, err := canonjson.Marshal(struct {
 		SavedSearchID uuid.UUID    `json:"saved_search_id"`
 		Options       StartOptions `json:"options"`
-	}{savedSearchID, o})
+	}{savedSearchID, o.Normalize()})
 	if err != nil {
 		// A uuid, an int and a string always encode.
 		panic(fmt.Sprintf("admission: encoding a saved-search request: %v", err))
 	}
-	return doc
-}
-
-// plainJSONString reports whether s is written as a JSON string by copying
-// it between quotes: printable ASCII without a quote or a backslash.
-func plainJSONString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
+	return hashDoc(savedSearchHashDomain, doc)
 }
 
 // DirectRequestHash returns the request hash of a direct start: the hex
@@ -187,21 +144,8 @@ func hashDoc(domain string, doc []byte) string {
 	return hex.EncodeToString(h.Sum(sum[:0]))
 }
 
-// valid reports whether o, normalized, passes [optionRules], checked by
-// hand: the replay path runs it on every start, and the validator's
-// reflection cost more than the rest of the checks together. A false
-// answer goes to the validator (see validate), which names the field; a
-// test pins the two to the same verdicts.
-func (o StartOptions) valid() bool {
-	return o.MaxResults >= 1 && o.MaxResults <= MaxMaxResults &&
-		(len(o.Note) <= MaxNoteLen || utf8.RuneCountInString(o.Note) <= MaxNoteLen)
-}
-
 // validate checks o, normalized, against [optionRules]: nil, or an error
 // wrapping [ErrInvalid] and the validator's errors.
 func (o StartOptions) validate() error {
-	if o.valid() {
-		return nil
-	}
 	return check(optionRules{MaxResults: &o.MaxResults, Note: &o.Note})
 }
