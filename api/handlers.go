@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
-	"sync"
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -467,46 +466,7 @@ func startAnswer(c echo.Context, res admission.Result) error {
 		status = http.StatusOK
 		h.Set(HeaderIdempotentReplayed, "true")
 	}
-	body := startResponse{Run: res.Run, Snapshot: res.Snapshot}
-	if c.Request().URL.RawQuery != "" || c.Echo().Debug {
-		return c.JSON(status, body) // ?pretty and debug indent it
-	}
-	buf := answerBuffers.Get().(*[]byte)
-	b, err := body.appendJSON((*buf)[:0])
-	if err == nil {
-		err = c.Blob(status, echo.MIMEApplicationJSON, b)
-	}
-	if cap(b) <= maxPooledAnswer {
-		*buf = b[:0]
-		answerBuffers.Put(buf)
-	}
-	return err
-}
-
-// answerBuffers are the buffers start answers are written in. One larger
-// than maxPooledAnswer (a direct Run's input is up to
-// admission.MaxInputBytes) is left to the garbage collector.
-var answerBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-const maxPooledAnswer = 8 << 10
-
-// appendJSON appends the answer as c.JSON writes it (encoding/json,
-// ending with a newline), without reflection: every start and replay
-// answers with it.
-func (r startResponse) appendJSON(b []byte) (_ []byte, err error) {
-	b = append(b, `{"run":`...)
-	if r.Run == nil {
-		b = append(b, "null"...)
-	} else if b, err = r.Run.AppendJSON(b); err != nil {
-		return nil, err
-	}
-	b = append(b, `,"snapshot":`...)
-	if r.Snapshot == nil {
-		b = append(b, "null"...)
-	} else if b, err = r.Snapshot.AppendJSON(b); err != nil {
-		return nil, err
-	}
-	return append(b, "}\n"...), nil
+	return c.JSON(status, startResponse{Run: res.Run, Snapshot: res.Snapshot})
 }
 
 // listRuns answers GET /v1/runs: a page of the organization's Runs, newest
