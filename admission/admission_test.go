@@ -950,6 +950,34 @@ func TestNewStartCommitsTwiceInFiveRoundTrips(t *testing.T) {
 	b.wantCounts(t, 4, 4)
 }
 
+// TestSavedSearchRequestHashWritesCanonjsonsBytes pins the direct writer of
+// the saved-search request document to canonjson's bytes, so no stored
+// hash changes: notes that take the direct path and notes that need
+// escaping, every max_results bound, random ids.
+func TestSavedSearchRequestHashWritesCanonjsonsBytes(t *testing.T) {
+	t.Parallel()
+	notes := []string{"", "a", "plain ASCII note, with punctuation: ~!@#$%^&*()_+`-={}[]|:;'<>?,./",
+		`quote "x"`, `back\slash`, "tab\there", "line\nbreak", "ctrl\x01", "del\x7f", "é accent", "emoji 🎉",
+		"\u2028 separator", "<html>&amp;", strings.Repeat("x", MaxNoteLen)}
+	for i := range 200 {
+		b := make([]byte, i%40)
+		for j := range b {
+			b[j] = byte(0x20 + (i*31+j*7)%95)
+		}
+		notes = append(notes, string(b))
+	}
+	for _, note := range notes {
+		for _, max := range []int{0, 1, 50, DefaultMaxResults, MaxMaxResults} {
+			id := uuid.New()
+			o := StartOptions{MaxResults: max, Note: note}
+			want := hashDoc(savedSearchHashDomain, canonicalSavedSearchRequest(id, o.Normalize()))
+			if got := SavedSearchRequestHash(id, o); got != want {
+				t.Errorf("SavedSearchRequestHash(%s, %+v) = %s, canonjson's document hashes %s", id, o, got, want)
+			}
+		}
+	}
+}
+
 // TestAdmittedIsCalledOncePerNewRun: Config.Admitted (the binary wakes its
 // dispatcher with it) is called once for each start that admitted a new
 // Run, after its commit, and never for a replay, a refusal or concurrent

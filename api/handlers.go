@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"sync"
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -466,7 +467,46 @@ func startAnswer(c echo.Context, res admission.Result) error {
 		status = http.StatusOK
 		h.Set(HeaderIdempotentReplayed, "true")
 	}
-	return c.JSON(status, startResponse{Run: res.Run, Snapshot: res.Snapshot})
+	body := startResponse{Run: res.Run, Snapshot: res.Snapshot}
+	if c.Request().URL.RawQuery != "" || c.Echo().Debug {
+		return c.JSON(status, body) // ?pretty and debug indent it
+	}
+	buf := answerBuffers.Get().(*[]byte)
+	b, err := body.appendJSON((*buf)[:0])
+	if err == nil {
+		err = c.Blob(status, echo.MIMEApplicationJSON, b)
+	}
+	if cap(b) <= maxPooledAnswer {
+		*buf = b[:0]
+		answerBuffers.Put(buf)
+	}
+	return err
+}
+
+// answerBuffers are the buffers start answers are written in. One larger
+// than maxPooledAnswer (a direct Run's input is up to
+// admission.MaxInputBytes) is left to the garbage collector.
+var answerBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxPooledAnswer = 8 << 10
+
+// appendJSON appends the answer as c.JSON writes it (encoding/json,
+// ending with a newline), the Run without reflection: every start and
+// replay answers with it (docs/benchmarks.md, "Hand-tuned JSON paths").
+func (r startResponse) appendJSON(b []byte) (_ []byte, err error) {
+	b = append(b, `{"run":`...)
+	if r.Run == nil {
+		b = append(b, "null"...)
+	} else if b, err = r.Run.AppendJSON(b); err != nil {
+		return nil, err
+	}
+	sj, err := json.Marshal(r.Snapshot) // null for nil
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `,"snapshot":`...)
+	b = append(b, sj...)
+	return append(b, "}\n"...), nil
 }
 
 // listRuns answers GET /v1/runs: a page of the organization's Runs, newest

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/ids"
+	"github.com/searchd/searchd/internal/jsonenc"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/sqlarg"
 	"github.com/searchd/searchd/snapshot"
@@ -187,13 +189,72 @@ func (r *Run) IdempotencyKey() string {
 // MarshalJSON writes the Run with its actor (created_by: the token's sub,
 // null when it had none) and the client's idempotency_key, so the audit
 // trail of who started what, and with which key, reads without SQL.
-func (r Run) MarshalJSON() ([]byte, error) {
-	type plain Run // without this method
-	return json.Marshal(struct {
-		plain
-		CreatedBy      *string `json:"created_by"`
-		IdempotencyKey string  `json:"idempotency_key"`
-	}{plain(r), r.CreatedBy, r.IdempotencyKey()})
+func (r Run) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil) }
+
+// AppendJSON appends the Run's JSON (as MarshalJSON writes it) to b,
+// without reflection: every start and replay answers with it. Its error is
+// encoding/json's for a stored options or input that is not JSON, or a
+// time with no RFC 3339 form.
+func (r Run) AppendJSON(b []byte) (_ []byte, err error) {
+	b = append(b, `{"id":`...)
+	b = jsonenc.UUID(b, r.ID)
+	b = append(b, `,"organization_id":`...)
+	b = jsonenc.UUID(b, r.OrganizationID)
+	b = append(b, `,"kind":`...)
+	b = jsonenc.String(b, r.Kind)
+	b = append(b, `,"saved_search_id":`...)
+	b = jsonenc.NullUUID(b, r.SavedSearchID)
+	b = append(b, `,"snapshot_id":`...)
+	b = jsonenc.NullUUID(b, r.SnapshotID)
+	b = append(b, `,"name":`...)
+	b = jsonenc.NullString(b, r.Name)
+	b = append(b, `,"status":`...)
+	b = jsonenc.String(b, r.Status)
+	b = append(b, `,"options":`...)
+	if b, err = jsonenc.Raw(b, r.Options); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"input":`...)
+	if b, err = jsonenc.Raw(b, r.Input); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"created_at":`...)
+	if b, err = jsonenc.Time(b, r.CreatedAt); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"retain_until":`...)
+	if b, err = jsonenc.Time(b, r.RetainUntil); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"version":`...)
+	b = strconv.AppendInt(b, r.Version, 10)
+	b = append(b, `,"updated_at":`...)
+	if b, err = jsonenc.Time(b, r.UpdatedAt); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"result_ref":`...)
+	b = jsonenc.NullString(b, r.ResultRef)
+	b = append(b, `,"error":`...)
+	if r.Error == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, `{"code":`...)
+		b = jsonenc.String(b, r.Error.Code)
+		b = append(b, `,"message":`...)
+		b = jsonenc.NullString(b, r.Error.Message)
+		b = append(b, '}')
+	}
+	b = append(b, `,"cancel_requested_at":`...)
+	if r.CancelRequestedAt == nil {
+		b = append(b, "null"...)
+	} else if b, err = jsonenc.Time(b, *r.CancelRequestedAt); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"created_by":`...)
+	b = jsonenc.NullString(b, r.CreatedBy)
+	b = append(b, `,"idempotency_key":`...)
+	b = jsonenc.String(b, r.IdempotencyKey())
+	return append(b, '}'), nil
 }
 
 // AdmitParams are the inputs of [Store.Admit].
