@@ -466,8 +466,8 @@ var answerBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); retu
 const maxPooledAnswer = 8 << 10
 
 // appendJSON appends the answer as c.JSON writes it (encoding/json,
-// ending with a newline), without reflection: every start and replay
-// answers with it.
+// ending with a newline), the Run without reflection: every start and
+// replay answers with it (docs/benchmarks.md, "Hand-tuned JSON paths").
 func (r startResponse) appendJSON(b []byte) (_ []byte, err error) {
 	b = append(b, `{"run":`...)
 	if r.Run == nil {
@@ -475,12 +475,12 @@ func (r startResponse) appendJSON(b []byte) (_ []byte, err error) {
 	} else if b, err = r.Run.AppendJSON(b); err != nil {
 		return nil, err
 	}
-	b = append(b, `,"snapshot":`...)
-	if r.Snapshot == nil {
-		b = append(b, "null"...)
-	} else if b, err = r.Snapshot.AppendJSON(b); err != nil {
+	sj, err := json.Marshal(r.Snapshot) // null for nil
+	if err != nil {
 		return nil, err
 	}
+	b = append(b, `,"snapshot":`...)
+	b = append(b, sj...)
 	return append(b, "}\n"...), nil
 }
 

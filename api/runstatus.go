@@ -65,7 +65,7 @@ func (s *Server) reportRunStatus(c echo.Context) error {
 // runWithDispatch writes a Run as GET /v1/runs/{id} answers it: the Run,
 // and its dispatch to the runtime (null when it has none).
 func runWithDispatch(run *runs.Run, d *dispatch.Dispatch) ([]byte, error) {
-	b, err := run.AppendJSON(make([]byte, 0, 1024))
+	b, err := json.Marshal(run)
 	if err != nil {
 		return nil, err
 	}

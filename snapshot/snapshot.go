@@ -19,7 +19,6 @@ import (
 	"github.com/searchd/searchd/internal/canonjson"
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/ids"
-	"github.com/searchd/searchd/internal/jsonenc"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/sqlarg"
 	"github.com/searchd/searchd/savedsearch"
@@ -113,26 +112,6 @@ type Summary struct {
 	SavedSearchVersion int64     `json:"saved_search_version"`
 	ContentHash        string    `json:"content_hash"`
 	CreatedAt          time.Time `json:"created_at"`
-}
-
-// AppendJSON appends the summary's JSON (as encoding/json writes it) to
-// b, without reflection: every start and replay answers with it. Its
-// error is encoding/json's for a time with no RFC 3339 form.
-func (s Summary) AppendJSON(b []byte) ([]byte, error) {
-	b = append(b, `{"id":`...)
-	b = jsonenc.UUID(b, s.ID)
-	b = append(b, `,"saved_search_id":`...)
-	b = jsonenc.UUID(b, s.SavedSearchID)
-	b = append(b, `,"saved_search_version":`...)
-	b = jsonenc.Int(b, s.SavedSearchVersion)
-	b = append(b, `,"content_hash":`...)
-	b = jsonenc.String(b, s.ContentHash)
-	b = append(b, `,"created_at":`...)
-	b, err := jsonenc.Time(b, s.CreatedAt)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '}'), nil
 }
 
 // Summary returns the summary of s.

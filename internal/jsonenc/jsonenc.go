@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -62,9 +61,6 @@ func NullString(b []byte, s *string) []byte {
 	}
 	return String(b, *s)
 }
-
-// Int appends n.
-func Int(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
 
 // Time appends t as time.Time's MarshalJSON writes it (RFC 3339 with
 // nanoseconds); it returns MarshalJSON's error for a time that has no such
