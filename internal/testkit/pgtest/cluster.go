@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/internal/dberr"
+	"github.com/searchd/searchd/internal/loop"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/migrations"
 )
@@ -295,7 +296,7 @@ func dropOn(ctx context.Context, admin *pgxpool.Pool, name string) error {
 			return err
 		}
 		_, _ = admin.Exec(ctx, terminateSessions, name)
-		if serr := sleep(ctx, time.Duration(min(attempt, 10))*100*time.Millisecond); serr != nil {
+		if !loop.Sleep(ctx, time.Duration(min(attempt, 10))*100*time.Millisecond) {
 			return err
 		}
 	}
@@ -619,8 +620,8 @@ func retryInUse(ctx context.Context, f func() error) error {
 		if err == nil || dberr.Code(err) != "55006" || attempt == createRetries {
 			return err
 		}
-		if err := sleep(ctx, time.Duration(attempt)*50*time.Millisecond); err != nil {
-			return err
+		if !loop.Sleep(ctx, time.Duration(attempt)*50*time.Millisecond) {
+			return ctx.Err()
 		}
 	}
 }
@@ -645,15 +646,4 @@ func openPool(ctx context.Context, connString string, maxConns int32, tracer pgx
 		return nil, err
 	}
 	return pool, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
