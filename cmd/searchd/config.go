@@ -102,8 +102,8 @@ type serverConfig struct {
 	// DBMaxConns zero leaves the pool's size to the connection string
 	// (pool_max_conns), else DefaultDBMaxConns.
 	DBMaxConns int32
-	// Admission's zero Seats is the pool's size.
-	Admission admissionConfig
+	// Seats configures the seat queue; its zero Seats is the pool's size.
+	Seats seatConfig
 	// MaxPreferWait zero never waits, and then no claim listener runs.
 	MaxPreferWait    time.Duration
 	SavedSearchLease time.Duration
@@ -128,6 +128,8 @@ type serverConfig struct {
 	Webhooks webhookConfig
 	// Streams bounds the Runs' event streams (package runstream).
 	Streams runstream.Config
+	// renamed says which old names of settings were used, one warning each.
+	renamed []string
 }
 
 // setting is one configuration value and where it came from, so a message

@@ -7,7 +7,7 @@ import (
 )
 
 // console wires the console (served under /console/ beside the API) on
-// the same stores, verifier and admission queue as the API, signing
+// the same stores, verifier and seat queue as the API, signing
 // people in through the provider when the settings register the console
 // there.
 func (s server) console(verifier *auth.Verifier, streams *runstream.Hub) (*console.Console, error) {

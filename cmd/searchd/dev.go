@@ -54,7 +54,7 @@ func (a *app) dev(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(a.stderr, cfg)
-	warnRemovedSettings(logger, a.getenv)
+	warnRemovedSettings(logger, a.getenv, cfg.renamed)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// `go run ./cmd/searchd dev &` then `kill $!` kills go run, not this

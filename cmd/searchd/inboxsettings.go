@@ -11,7 +11,7 @@ import (
 // Environment variables of the provider inbox's applier and of the
 // server-side bounds every session of serve and dev carries.
 const (
-	EnvWebhookLease             = "SEARCHD_WEBHOOK_LEASE"
+	EnvProviderWebhookLease     = "SEARCHD_PROVIDER_WEBHOOK_LEASE"
 	EnvApplierInterval          = "SEARCHD_APPLIER_INTERVAL"
 	EnvApplierBatch             = "SEARCHD_APPLIER_BATCH"
 	EnvIdleInTransactionTimeout = "SEARCHD_DB_IDLE_IN_TRANSACTION_TIMEOUT"

@@ -45,7 +45,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(a.stderr, cfg)
-	warnRemovedSettings(logger, a.getenv)
+	warnRemovedSettings(logger, a.getenv, cfg.renamed)
 	setMemoryLimit(logger, memlimit.FromCgroup)
 	obs, err := newObservability(ctx, a.getenv)
 	if err != nil {
@@ -106,7 +106,7 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 
 // server is what serve and dev run on: the stores constructed once on the
 // pool, the settings, the log, what the service is observed with (its
-// metrics never nil) and the admission queue every door shares.
+// metrics never nil) and the seat queue every door shares.
 type server struct {
 	st     *stores
 	cfg    serverConfig
@@ -129,10 +129,10 @@ type server struct {
 func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, st *stores, logger *slog.Logger, obs observability) error {
 	defer ln.Close() // on an error before serving; serving closes it already
 	pool := st.pool
-	// One admission queue for every door: the API's requests, the
+	// One seat queue for every door: the API's requests, the
 	// console's pages, the callbacks and the drain's scheduled starts
 	// share its seats.
-	queue, err := newAdmission(cfg.Admission, pool, obs.metrics)
+	queue, err := newSeatQueue(cfg.Seats, pool, obs.metrics)
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 // api wires the domain services of the stores into the API. Starts wait
 // on Prefer: wait when hub is set, and not at all when it is nil. /readyz
 // answers from ready. Every request takes a seat in the queue first (see
-// newAdmission).
+// newSeatQueue).
 func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(context.Context) error, streams *runstream.Hub) (*api.Server, error) {
 	st, cfg := s.st, s.cfg
 	b := buildInfo()

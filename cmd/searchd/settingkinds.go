@@ -19,6 +19,8 @@ import (
 type spec struct {
 	env  string
 	flag string // without dashes; "" for a setting read from the environment alone
+	// was is the setting's old name, still read, with a warning.
+	was renamed
 	// secret marks a value nobody else may read: it has no flag (a
 	// flag's value is in the process list for every local user to read)
 	// and no message quotes it.
@@ -41,6 +43,10 @@ type spec struct {
 	// to: a placeholder to replace (a secret's is refused until it is).
 	example string
 }
+
+// renamed is a setting's old variable and flag, still read (a deployment
+// that sets one is warned at start) unless the new name is set too.
+type renamed struct{ env, flag string }
 
 // section is a group of settings under a heading of their own.
 type section struct {
@@ -169,6 +175,7 @@ type reader struct {
 	// given holds every setting read so far, by variable, named as the
 	// user gave it: a message about one setting may name another.
 	given    map[string]setting
+	old      []string // the old names used, for [warnRenamedSettings]
 	problems []string
 	failed   map[string]bool // the settings with a problem, by name
 }
@@ -206,6 +213,18 @@ func loadSettings(fs *flag.FlagSet, getenv func(string) string, c cmds) (serverC
 			continue
 		}
 		given := lookup(fs, s.flag, s.env, getenv) // the variable alone when there is no flag
+		if s.was.env != "" {
+			if old := lookup(fs, s.was.flag, s.was.env, getenv); old.value != "" && given.value != "" {
+				r.bad(given, "%s is its old name: set one of them", old.name)
+			} else if old.value != "" {
+				now := s.env
+				if strings.HasPrefix(old.name, "--") {
+					now = "--" + s.flag
+				}
+				r.old = append(r.old, old.name+" is deprecated: set "+now+" instead")
+				given = old
+			}
+		}
 		r.given[s.env] = given
 		if p := s.kind.set(r, given); p != "" {
 			r.bad(given, "%s", p)
@@ -216,6 +235,7 @@ func loadSettings(fs *flag.FlagSet, getenv func(string) string, c cmds) (serverC
 			check.run(r)
 		}
 	}
+	r.cfg.renamed = r.old
 	return r.cfg.serverConfig, r.problems
 }
 
@@ -418,4 +438,12 @@ func (k external) values() string            { return k.desc }
 type settingCheck struct {
 	in  cmds
 	run func(r *reader)
+}
+
+// about is the setting's meaning, and its old name when it was renamed.
+func (s spec) about() string {
+	if s.was.env == "" {
+		return s.meaning
+	}
+	return s.meaning + "; formerly `" + s.was.env + "` (`--" + s.was.flag + "`), still read with a warning"
 }

@@ -143,24 +143,24 @@ var settingsTable = []section{
 				"make (docs/testing.md); give its container at least 512 MiB, and a limit lower than the container's " +
 				"only to leave room for something else in it. Read by the Go runtime; `serve` logs the limit in effect"},
 	}},
-	{"Admission", "The admission queue the API, the console and provider callbacks share (docs/admission-control.md).", []spec{
-		{env: EnvAdmissionSeats, flag: "admission-seats", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Admission.Seats }, min: 1, max: fairq.MaxSeats, of: "requests", zero: true},
+	{"Seat queue", "The seat queue the API, the console and provider callbacks share (docs/admission-control.md).", []spec{
+		{env: EnvSeats, flag: "seats", was: renamed{"SEARCHD_ADMISSION_SEATS", "admission-seats"}, in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Seats.Seats }, min: 1, max: fairq.MaxSeats, of: "requests", zero: true},
 			def:  "the pool's size (--db-max-conns)",
 			meaning: "requests served at once by the API, the console and provider callbacks together; a free seat is taken " +
 				"at once by whoever asks, and when all are taken each organization (operator, provider) waits in its own " +
 				"queue, served in turn"},
-		{env: EnvAdmissionQueueLength, flag: "admission-queue-length", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Admission.QueueLength }, def: fairq.DefaultQueueLength,
+		{env: EnvSeatQueueLength, flag: "seat-queue-length", was: renamed{"SEARCHD_ADMISSION_QUEUE_LENGTH", "admission-queue-length"}, in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Seats.QueueLength }, def: fairq.DefaultQueueLength,
 				min: 1, max: fairq.MaxQueueLength, of: "requests"},
 			meaning: "most requests of one organization (operator, provider) waiting for a seat; one more answers 429 " +
 				"`rate_limited` with `Retry-After`"},
-		{env: EnvAdmissionMaxWait, flag: "admission-max-wait", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Admission.MaxWait }, def: fairq.DefaultMaxWait,
+		{env: EnvSeatMaxWait, flag: "seat-max-wait", was: renamed{"SEARCHD_ADMISSION_MAX_WAIT", "admission-max-wait"}, in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Seats.MaxWait }, def: fairq.DefaultMaxWait,
 				above: true, max: fairq.MaxMaxWait, like: "10s or 500ms"},
 			meaning: "longest a request waits for a seat, then 429 `rate_limited` with `Retry-After`"},
-		{env: EnvAdmissionWideSeats, flag: "admission-wide-seats", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Admission.WideSeats }, min: 1, max: fairq.MaxSeats, of: "seats", zero: true},
+		{env: EnvWideSeats, flag: "wide-seats", was: renamed{"SEARCHD_ADMISSION_WIDE_SEATS", "admission-wide-seats"}, in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Seats.WideSeats }, min: 1, max: fairq.MaxSeats, of: "seats", zero: true},
 			def:  "half the seats, at most twice the processors (GOMAXPROCS)",
 			meaning: "seats that wide requests (long lists, large bodies and answers, the console's heavy pages: more than " +
 				"one seat each) hold together, and the widest a request can be; the other seats stay for narrow requests " +
@@ -173,7 +173,7 @@ var settingsTable = []section{
 				min: 1, max: 100000, of: "streams"},
 			meaning: "most event streams this server keeps open at once, the API's and the console's together; one more " +
 				"answers 503 `too_many_streams` with `Retry-After`. Each open stream costs a connection, a little memory and " +
-				"one primary-key lookup per poll, and holds no admission seat while it waits"},
+				"one primary-key lookup per poll, and holds no seat while it waits"},
 		{env: EnvEventStreamPoll, flag: "event-stream-poll", in: cmdServers,
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Streams.Poll }, def: runstream.DefaultPoll,
 				min: 100 * time.Millisecond, max: time.Minute, like: "1s or 500ms"},
@@ -283,7 +283,7 @@ var settingsTable = []section{
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.CallbackBodyTimeout }, def: api.DefaultCallbackBodyTimeout,
 				min: minCallbackBodyTimeout, max: maxCallbackBodyTimeout, like: "10s"},
 			meaning: "longest a callback body may take to arrive after its headers; a slower one answers 503 `unavailable`"},
-		{env: EnvWebhookLease, flag: "webhook-lease", in: cmdServers,
+		{env: EnvProviderWebhookLease, flag: "provider-webhook-lease", was: renamed{"SEARCHD_WEBHOOK_LEASE", "webhook-lease"}, in: cmdServers,
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Inbox.Lease }, def: DefaultWebhookLease,
 				above: true, max: maxWebhookLease, like: "5s or 1m"},
 			meaning: "lease of a provider delivery: how long a replica applying it holds its claim and its inbox arrival " +
@@ -311,7 +311,7 @@ var settingsTable = []section{
 			kind: integer[int]{at: func(c *loading) *int { return &c.Schedule.Width }, def: schedule.DefaultWidth,
 				min: 1, max: schedule.MaxWidth},
 			meaning: "how many of a tick's occurrences are started at once; each start also takes a seat of its " +
-				"organization in the admission queue"},
+				"organization in the seat queue"},
 		{env: EnvScheduleLease, flag: "schedule-lease", in: cmdServers,
 			kind: custom{parse: parseScheduleLease,
 				desc: "from " + schedule.MinLease.String() + " to " + schedule.MaxLease.String() + ", and longer than " + EnvSavedSearchLease},
@@ -454,24 +454,28 @@ var settingsTable = []section{
 }
 
 // removedSettings are the variables no longer read, so a deployment that
-// still sets them is told: the limits the admission queue replaced, and
+// still sets them is told: the limits the seat queue replaced, and
 // the sweeper's passes per run, which its budget replaced.
 var removedSettings = []struct{ env, why string }{
 	{"SEARCHD_ORG_MAX_IN_FLIGHT", "the cap on one organization's requests in flight on a process (flag " +
-		"--org-max-in-flight); the admission queue serves each organization in turn instead (docs/admission-control.md)"},
+		"--org-max-in-flight); the seat queue serves each organization in turn instead (docs/admission-control.md)"},
 	{"SEARCHD_MAX_IN_FLIGHT", "the CPU-pressure rule (flag --max-in-flight), the heaviest organization giving way; " +
-		"to bound concurrency, set " + EnvAdmissionSeats},
+		"to bound concurrency, set " + EnvSeats},
 	{"SEARCHD_SWEEP_MAX_PASSES", "the most passes a sweeper run made on one table (flag --sweep-max-passes); a run " +
 		"now sweeps until nothing is due or " + EnvSweepBudget + " runs out, and serve runs again at once while a backlog remains"},
 }
 
 // warnRemovedSettings logs a warning for each of removedSettings that is
-// set, saying what replaced it.
-func warnRemovedSettings(logger *slog.Logger, getenv func(string) string) {
+// set, saying what replaced it, and for each old name of a setting used
+// (renamed, from the loaded configuration).
+func warnRemovedSettings(logger *slog.Logger, getenv func(string) string, renamed []string) {
 	for _, r := range removedSettings {
 		if getenv(r.env) != "" {
 			logger.Warn(r.env+" is no longer read: "+r.why, slog.String("setting", r.env))
 		}
+	}
+	for _, msg := range renamed {
+		logger.Warn(msg, slog.String("setting", strings.TrimPrefix(strings.Fields(msg)[0], "--")))
 	}
 }
 

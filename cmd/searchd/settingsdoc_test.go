@@ -78,6 +78,9 @@ func TestEveryVariableReadIsInTheSettingsTable(t *testing.T) {
 			t.Errorf("%s is in the settings table twice", s.env)
 		}
 		known[s.env] = true
+		if s.was.env != "" {
+			known[s.was.env] = true
+		}
 	}
 	for _, r := range removedSettings {
 		known[r.env] = true

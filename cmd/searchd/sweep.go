@@ -132,7 +132,7 @@ func (a *app) sweep(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	warnRemovedSettings(logger, a.getenv)
+	warnRemovedSettings(logger, a.getenv, cfg.renamed)
 	scfg.Logger = logger
 	scfg.Recorder = sweeper.NewRunLog(pool, sweeper.ViaSweep, a.dbClock, recordFailed(logger))
 	scfg.Clock = a.dbClock

@@ -41,7 +41,7 @@ const traceFlushTimeout = 5 * time.Second
 // observability is what serve and dev observe the service with.
 type observability struct {
 	// metrics is shared by the API, the plane, the provider jobs, the
-	// admission queue and the background loops; never nil.
+	// seat queue and the background loops; never nil.
 	metrics *telemetry.Metrics
 	// tracer is nil when tracing is off.
 	tracer *sdktrace.TracerProvider

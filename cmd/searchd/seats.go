@@ -12,18 +12,18 @@ import (
 	"github.com/searchd/searchd/internal/telemetry"
 )
 
-// Environment variables of the admission queue (package fairq), which
-// the API, the console and the provider callbacks of one process share.
+// Environment variables of the seat queue (package fairq), which the
+// API, the console and the provider callbacks of one process share.
 const (
-	EnvAdmissionSeats       = "SEARCHD_ADMISSION_SEATS"
-	EnvAdmissionQueueLength = "SEARCHD_ADMISSION_QUEUE_LENGTH"
-	EnvAdmissionMaxWait     = "SEARCHD_ADMISSION_MAX_WAIT"
-	EnvAdmissionWideSeats   = "SEARCHD_ADMISSION_WIDE_SEATS"
+	EnvSeats           = "SEARCHD_SEATS"
+	EnvSeatQueueLength = "SEARCHD_SEAT_QUEUE_LENGTH"
+	EnvSeatMaxWait     = "SEARCHD_SEAT_MAX_WAIT"
+	EnvWideSeats       = "SEARCHD_WIDE_SEATS"
 )
 
-// admissionConfig is the admission queue's configuration; a zero field is
+// seatConfig is the seat queue's configuration; a zero field is
 // its default (Seats: the pool's size).
-type admissionConfig struct {
+type seatConfig struct {
 	Seats       int
 	QueueLength int
 	MaxWait     time.Duration
@@ -43,17 +43,17 @@ func wideSeats(seats, procs int) int {
 	return max(min(seats/2, 2*procs), 1)
 }
 
-// newAdmission builds the one admission queue of the process, shared by
+// newSeatQueue builds the one seat queue of the process, shared by
 // the API and the console, its seats by default as many as pool has
 // connections: a seated request then rarely waits for one, and requests
 // beyond what the database can serve wait in their own organization's
 // queue rather than in the pool's, which serves whoever comes first. Its
 // waits and refusals count in metrics, and its seats and queues are read
 // there at each scrape.
-func newAdmission(cfg admissionConfig, pool *pgxpool.Pool, metrics *telemetry.Metrics) (*fairq.Queue, error) {
+func newSeatQueue(cfg seatConfig, pool *pgxpool.Pool, metrics *telemetry.Metrics) (*fairq.Queue, error) {
 	seats := cmp.Or(cfg.Seats, int(pool.Config().MaxConns))
 	if cfg.WideSeats > seats {
-		return nil, fmt.Errorf("%s is %d, more than the %d seats (%s)", EnvAdmissionWideSeats, cfg.WideSeats, seats, EnvAdmissionSeats)
+		return nil, fmt.Errorf("%s is %d, more than the %d seats (%s)", EnvWideSeats, cfg.WideSeats, seats, EnvSeats)
 	}
 	q, err := fairq.New(fairq.Config{Seats: seats, QueueLength: cfg.QueueLength, MaxWait: cfg.MaxWait,
 		WideSeats: cmp.Or(cfg.WideSeats, wideSeats(seats, runtime.GOMAXPROCS(0))), Observer: metrics})
