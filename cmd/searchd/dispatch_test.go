@@ -43,7 +43,7 @@ func TestDispatchSettingsNameTheSettingAndHideTheSecret(t *testing.T) {
 		{map[string]string{EnvRuntimeURL: "http://runtime:9000/runs"}, nil, EnvRuntimeSecret + ": is required with " + EnvRuntimeURL},
 		{map[string]string{EnvRuntimeSecret: runtimeSecret}, nil, EnvRuntimeSecret + ": is set but " + EnvRuntimeURL + " is not"},
 		{map[string]string{EnvRuntimeURL: "http://runtime:9000/runs", EnvRuntimeSecret: "whsec_c2hvcnQ="}, nil,
-			EnvRuntimeSecret + ": is a key of 5 bytes; it must be at least 24"},
+			EnvRuntimeSecret + ": dispatch: Config.Secret is a key of 5 bytes; it must be at least 24"},
 		{map[string]string{EnvRuntimeURL: "http://runtime:9000/runs", EnvRuntimeSecret: "whsec_!!not-base64!!"}, nil,
 			EnvRuntimeSecret + `: starts with "whsec_" but the rest is not standard base64`},
 		{map[string]string{EnvRuntimeSecret: runtimeSecret}, []string{"--runtime-url", "https://user:hunter2-password@runtime/runs"},

@@ -24,15 +24,22 @@ const (
 	EnvDispatchMaxBackoff  = "SEARCHD_DISPATCH_MAX_BACKOFF"
 )
 
-// runtimeURLProblem checks the runtime's endpoint; a flag's must hold no
-// credentials. No message quotes it.
+// runtimeURLProblem checks the runtime's endpoint, as dispatch.Config
+// does; a flag's must hold no credentials. No message quotes it.
 func runtimeURLProblem(s setting) string {
-	u, err := url.Parse(s.value)
-	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return "is not an absolute http or https URL, such as https://runtime.internal/searchd/runs"
-	case strings.HasPrefix(s.name, "--") && u.User != nil:
+	if err := dispatchProblem(dispatch.Config{URL: s.value}, "URL"); err != "" {
+		return err
+	}
+	if u, _ := url.Parse(s.value); strings.HasPrefix(s.name, "--") && u.User != nil {
 		return "holds credentials, which every local user can read in the process list; set " + EnvRuntimeURL + " instead"
+	}
+	return ""
+}
+
+// dispatchProblem is what c's Validate says of its field name, or "".
+func dispatchProblem(c dispatch.Config, name string) string {
+	if err := c.Validate(); err != nil && strings.HasPrefix(err.Error(), "dispatch: Config."+name+" ") {
+		return err.Error()
 	}
 	return ""
 }
@@ -52,8 +59,8 @@ func parseRuntimeSecret(r *reader, s setting) string {
 			"(whsec_ and the base64 of %d random bytes or more: echo whsec_$(openssl rand -base64 32))", u.name, dispatch.MinSecretLen)
 	case err != nil:
 		return err.Error()
-	case len(key) < dispatch.MinSecretLen:
-		return fmt.Sprintf("is a key of %d bytes; it must be at least %d", len(key), dispatch.MinSecretLen)
+	case dispatchProblem(dispatch.Config{URL: u.value, Secret: key}, "Secret") != "":
+		return dispatchProblem(dispatch.Config{URL: u.value, Secret: key}, "Secret")
 	}
 	r.cfg.Dispatch.Secret = key
 	return ""

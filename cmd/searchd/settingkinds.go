@@ -4,11 +4,14 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/dispatch"
+	"github.com/searchd/searchd/internal/runstream"
 )
 
 // spec declares one setting of searchd, once: where it is read from, its
@@ -207,7 +210,7 @@ func (r *reader) name(env string) string { return cmp.Or(r.given[env].name, env)
 // returns every problem, one line per setting, each naming the setting as
 // the user gave it.
 func loadSettings(fs *flag.FlagSet, getenv func(string) string, c cmds) (serverConfig, []string) {
-	r := &reader{fs: fs, getenv: getenv, dev: c == cmdDev, cfg: &loading{}, given: map[string]setting{}, failed: map[string]bool{}}
+	r := &reader{fs: fs, getenv: getenv, dev: c == cmdDev, cfg: defaults(c == cmdDev), given: map[string]setting{}, failed: map[string]bool{}}
 	for _, s := range allSettings() {
 		if s.in&c == 0 {
 			continue
@@ -447,3 +450,113 @@ func (s spec) about() string {
 	}
 	return s.meaning + "; formerly `" + s.was.env + "` (`--" + s.was.flag + "`), still read with a warning"
 }
+
+// field is a setting held in a package's Config, which says it once: its
+// default is what the Config's defaults hold (see [defaults]), its range
+// what the Config's Validate (valid) accepts. Validate's errors read
+// "pkg: Config.Field is V; it must be R".
+type field[T int | int32 | int64 | time.Duration] struct {
+	at    func(*loading) *T
+	valid func(*loading) error
+	of    string // what a number counts, for the message: "bytes"
+	like  string // how to write a duration: "10s or 1m"
+}
+
+func (k field[T]) set(r *reader, s setting) string {
+	if s.value == "" {
+		return "" // the default, which r.cfg holds
+	}
+	var v T
+	var err error
+	switch p := any(&v).(type) {
+	case *time.Duration:
+		*p, err = time.ParseDuration(s.value)
+	default:
+		var n int64
+		n, err = parseWhole(s.value)
+		v = T(n)
+		if err == nil && int64(v) != n {
+			err = strconv.ErrRange
+		}
+	}
+	if err != nil {
+		if k.like != "" {
+			return fmt.Sprintf("%q is not a duration (write it like %s)", s.value, k.like)
+		}
+		notA := "a whole number"
+		if k.of != "" {
+			notA += " of " + k.of
+		}
+		return fmt.Sprintf("%q is not %s", s.value, notA)
+	}
+	if d := defaults(r.dev); v == 0 && *k.at(d) != 0 { // the Config would read 0 as its default
+		err = k.probe(d, k.at(d), ^T(0)) // -1, for the range
+	} else {
+		err = k.probe(r.cfg, k.at(r.cfg), v)
+	}
+	if err != nil {
+		field, _, _ := strings.Cut(err.Error(), " is ")
+		_, rng, _ := strings.Cut(err.Error(), "; it must be ")
+		return fmt.Sprintf("%v is out of range: %s (%s)", v, rng, field)
+	}
+	return ""
+}
+
+// probe puts v in *p, a field of c, and returns the error of the Config's
+// Validate about that field; then *p is as it was, so the next settings
+// are checked against a Config in range.
+func (k field[T]) probe(c *loading, p *T, v T) error {
+	old := *p
+	*p = v
+	if err := k.valid(c); err != nil && strings.Contains(err.Error(), "Config."+fieldName(c, p)+" ") {
+		*p = old
+		return err
+	}
+	return nil
+}
+
+func (k field[T]) literal(dev bool) string { return fmt.Sprint(*k.at(defaults(dev))) }
+
+// values is the range, asked of the Config's Validate with a value below any.
+func (k field[T]) values() string {
+	c := defaults(false)
+	if err := k.probe(c, k.at(c), ^T(0)); err != nil { // -1
+		_, rng, _ := strings.Cut(err.Error(), "; it must be ")
+		return rng
+	}
+	return ""
+}
+
+// fieldName is the name of the field of c that p points to, "" for none.
+func fieldName(c *loading, p any) string {
+	want := reflect.ValueOf(p)
+	var find func(v reflect.Value) string
+	find = func(v reflect.Value) string {
+		for i := range v.NumField() {
+			f := v.Field(i)
+			if f.Addr().Type() == want.Type() && f.Addr().Pointer() == want.Pointer() {
+				return v.Type().Field(i).Name
+			}
+			if f.Kind() == reflect.Struct {
+				if name := find(f); name != "" {
+					return name
+				}
+			}
+		}
+		return ""
+	}
+	return find(reflect.ValueOf(c).Elem())
+}
+
+// defaults is the configuration before any setting is read: the defaults
+// of each package's Config, which are the settings' defaults.
+func defaults(bool) *loading {
+	return &loading{serverConfig: serverConfig{
+		Dispatch: dispatch.Config{}.WithDefaults(),
+		Streams:  runstream.Config{}.WithDefaults(),
+	}}
+}
+
+// dispatchValid and streamsValid are the Validate of the Configs settings hold.
+func dispatchValid(c *loading) error { return c.Dispatch.Validate() }
+func streamsValid(c *loading) error  { return c.Streams.Validate() }

@@ -18,7 +18,6 @@ import (
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/fairq"
-	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
 )
@@ -169,19 +168,17 @@ var settingsTable = []section{
 	}},
 	{"Run event streams", "GET /v1/runs/{id}/events and the console's Run page (docs/api.md, Watching a Run).", []spec{
 		{env: EnvEventStreamsMax, flag: "event-streams-max", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Streams.MaxStreams }, def: runstream.DefaultMaxStreams,
-				min: 1, max: 100000, of: "streams"},
+			kind: field[int]{at: func(c *loading) *int { return &c.Streams.MaxStreams }, valid: streamsValid, of: "streams"},
 			meaning: "most event streams this server keeps open at once, the API's and the console's together; one more " +
 				"answers 503 `too_many_streams` with `Retry-After`. Each open stream costs a connection, a little memory and " +
 				"one primary-key lookup per poll, and holds no seat while it waits"},
 		{env: EnvEventStreamPoll, flag: "event-stream-poll", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Streams.Poll }, def: runstream.DefaultPoll,
-				min: 100 * time.Millisecond, max: time.Minute, like: "1s or 500ms"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Streams.Poll }, valid: streamsValid, like: "1s or 500ms"},
 			meaning: "how often an open stream looks up its Run's version (one primary-key lookup): how late an event " +
 				"arrives at most, and the database's load from streams (`--event-streams-max` / this, lookups a second)"},
 		{env: EnvEventStreamMaxDuration, flag: "event-stream-max-duration", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Streams.MaxDuration }, def: runstream.DefaultMaxDuration,
-				min: time.Second, max: 24 * time.Hour, like: "15m or 1h"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Streams.MaxDuration }, valid: streamsValid,
+				like: "15m or 1h"},
 			meaning: "longest an event stream stays open; the client then reconnects with `Last-Event-ID` (the stream " +
 				"set `retry:`) and misses nothing. Keep it below your proxies' idle and total timeouts"},
 	}},
@@ -347,26 +344,20 @@ var settingsTable = []section{
 			def:     "required with " + EnvRuntimeURL,
 			meaning: "the secret deliveries are signed with (Standard Webhooks), which the runtime verifies every delivery with"},
 		{env: EnvRuntimeTimeout, flag: "runtime-timeout", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Dispatch.Timeout }, def: dispatch.DefaultTimeout,
-				above: true, max: dispatch.MaxTimeout, like: "10s or 1m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.Timeout }, valid: dispatchValid, like: "10s or 1m"},
 			meaning: "how long one delivery waits for the runtime's answer; no answer in time is a retry. A delivery's " +
 				"lease is this plus a quarter of it, at least 5 s more (15 s by default)"},
 		{env: EnvDispatchInterval, flag: "dispatch-interval", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Dispatch.Interval }, def: dispatch.DefaultInterval,
-				above: true, max: dispatch.MaxInterval, like: "10s or 1m"},
+			kind:    field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.Interval }, valid: dispatchValid, like: "10s or 1m"},
 			meaning: "time between two lease passes of the dispatcher while nothing is due; a start on the same replica wakes it at once"},
 		{env: EnvDispatchBatch, flag: "dispatch-batch", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Dispatch.Batch }, def: dispatch.DefaultBatch,
-				min: 1, max: dispatch.MaxBatch},
+			kind:    field[int]{at: func(c *loading) *int { return &c.Dispatch.Batch }, valid: dispatchValid},
 			meaning: "most dispatches one lease pass takes"},
 		{env: EnvDispatchConcurrency, flag: "dispatch-concurrency", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Dispatch.Concurrency }, def: dispatch.DefaultConcurrency,
-				min: 1, max: dispatch.MaxConcurrency},
+			kind:    field[int]{at: func(c *loading) *int { return &c.Dispatch.Concurrency }, valid: dispatchValid},
 			meaning: "most deliveries in flight in this process; a pass leases no more than the free slots, so nothing leased waits for one"},
 		{env: EnvDispatchMaxBackoff, flag: "dispatch-max-backoff", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Dispatch.MaxBackoff }, def: dispatch.DefaultMaxBackoff,
-				min: dispatch.DefaultMinBackoff, max: dispatch.MaxMaxBackoff, like: "30s or 5m",
-				desc: "from " + dispatch.DefaultMinBackoff.String() + " (the first wait) to " + dispatch.MaxMaxBackoff.String()},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.MaxBackoff }, valid: dispatchValid, like: "30s or 5m"},
 			meaning: "the longest wait before a delivery is retried (after a 5xx, 408, 429, timeout or cut connection); the " +
 				"wait is " + dispatch.DefaultMinBackoff.String() + " after the first attempt and doubles, drawn between half " +
 				"and all of it, and a `Retry-After` of the runtime is honoured up to this"},
