@@ -24,12 +24,10 @@ const (
 
 // Defaults and limits of those settings.
 const (
-	DefaultScheduleTick  = time.Second
-	DefaultScheduleBatch = 10
+	DefaultScheduleTick = time.Second
 	// DefaultScheduleLease is the lease when the saved-search lease is
 	// the default 30 s: the default is twice the saved-search lease.
 	DefaultScheduleLease = time.Minute
-	DefaultScheduleRetry = time.Hour
 	maxScheduleTick      = time.Hour
 	maxScheduleMax       = 1_000_000
 )

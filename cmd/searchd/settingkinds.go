@@ -12,6 +12,8 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/internal/runstream"
+	"github.com/searchd/searchd/schedule"
+	"github.com/searchd/searchd/webhooks"
 )
 
 // spec declares one setting of searchd, once: where it is read from, its
@@ -554,9 +556,12 @@ func defaults(bool) *loading {
 	return &loading{serverConfig: serverConfig{
 		Dispatch: dispatch.Config{}.WithDefaults(),
 		Streams:  runstream.Config{}.WithDefaults(),
+		Schedule: schedule.DrainConfig{}.WithDefaults(),
+		Webhooks: webhookConfig{Worker: webhooks.WorkerConfig{}.WithDefaults()},
 	}}
 }
 
-// dispatchValid and streamsValid are the Validate of the Configs settings hold.
+// dispatchValid, streamsValid and scheduleValid are the Validate of the Configs settings hold.
 func dispatchValid(c *loading) error { return c.Dispatch.Validate() }
 func streamsValid(c *loading) error  { return c.Streams.Validate() }
+func scheduleValid(c *loading) error { return c.Schedule.Validate() }

@@ -301,12 +301,10 @@ var settingsTable = []section{
 				max: maxScheduleTick, like: "1s or 1m"},
 			meaning: "time between two ticks of the drain (plus up to a tenth); `0s` runs none in this process"},
 		{env: EnvScheduleBatch, flag: "schedule-batch", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Schedule.Batch }, def: DefaultScheduleBatch,
-				min: 1, max: schedule.MaxBatch},
+			kind:    field[int]{at: func(c *loading) *int { return &c.Schedule.Batch }, valid: scheduleValid},
 			meaning: "most occurrences one tick takes to start (and schedules it plans)"},
 		{env: EnvScheduleWidth, flag: "schedule-width", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Schedule.Width }, def: schedule.DefaultWidth,
-				min: 1, max: schedule.MaxWidth},
+			kind: field[int]{at: func(c *loading) *int { return &c.Schedule.Width }, valid: scheduleValid},
 			meaning: "how many of a tick's occurrences are started at once; each start also takes a seat of its " +
 				"organization in the seat queue"},
 		{env: EnvScheduleLease, flag: "schedule-lease", in: cmdServers,
@@ -317,8 +315,8 @@ var settingsTable = []section{
 				"tick's starts, and is longer than the saved-search lease, so that whoever takes over finds a dead " +
 				"replica's claim reclaimable"},
 		{env: EnvScheduleRetry, flag: "schedule-retry", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Schedule.RetryAfter }, def: DefaultScheduleRetry,
-				min: schedule.MinRetryAfter, max: schedule.MaxRetryAfter, like: "1s or 1m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Schedule.RetryAfter }, valid: scheduleValid,
+				like: "1s or 1m"},
 			meaning: "when an occurrence whose start failed for a transient reason (`not_ready`) is tried again; for tests " +
 				"and tuning"},
 		{env: EnvScheduleMax, flag: "schedule-max-per-org", in: cmdServers,

@@ -42,26 +42,26 @@ func (s server) webhookWorker() (func(context.Context), error) {
 	return func(ctx context.Context) { _ = w.Run(ctx) }, nil
 }
 
+func webhooksValid(c *loading) error { return c.Webhooks.Worker.Validate() }
+
 // webhookSpecs are the settings of the webhook worker.
 var webhookSpecs = []spec{
 	{env: EnvWebhookTimeout, flag: "webhook-timeout", in: cmdServers,
-		kind: durationKind{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.Timeout }, def: webhooks.DefaultTimeout,
-			above: true, max: webhooks.MaxTimeout, like: "10s or 30s"},
+		kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.Timeout }, valid: webhooksValid,
+			like: "10s or 30s"},
 		meaning: "how long one delivery waits for the endpoint's answer; no answer in time is a failed attempt, retried"},
 	{env: EnvWebhookConcurrency, flag: "webhook-concurrency", in: cmdServers,
-		kind: integer[int]{at: func(c *loading) *int { return &c.Webhooks.Worker.Concurrency }, def: webhooks.DefaultConcurrency,
-			min: 1, max: webhooks.MaxConcurrency},
+		kind:    field[int]{at: func(c *loading) *int { return &c.Webhooks.Worker.Concurrency }, valid: webhooksValid},
 		meaning: "most webhook deliveries in flight in this process"},
 	{env: EnvWebhookMaxBackoff, flag: "webhook-max-backoff", in: cmdServers,
-		kind: durationKind{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.MaxBackoff }, def: webhooks.DefaultMaxBackoff,
-			min: webhooks.DefaultMinBackoff, max: webhooks.MaxMaxBackoff, like: "10m or 1h",
-			desc: "from " + webhooks.DefaultMinBackoff.String() + " (the first wait) to " + webhooks.MaxMaxBackoff.String()},
+		kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.MaxBackoff }, valid: webhooksValid,
+			like: "10m or 1h"},
 		meaning: "the longest wait before a failed delivery is tried again; the wait is " + webhooks.DefaultMinBackoff.String() +
 			" after the first failed attempt and doubles, drawn between half and all of it; an endpoint's `Retry-After` is " +
 			"honoured up to this"},
 	{env: EnvWebhookDisableAfter, flag: "webhook-disable-after", in: cmdServers,
-		kind: durationKind{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.DisableAfter }, def: webhooks.DefaultDisableAfter,
-			min: webhooks.MinDisableAfter, max: webhooks.MaxDisableAfter, like: "72h or 24h"},
+		kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.DisableAfter }, valid: webhooksValid,
+			like: "72h or 24h"},
 		meaning: "how long an endpoint may fail every attempt before it is disabled (with the reason); its deliveries then " +
 			"wait until someone enables it again"},
 	{env: EnvWebhookAllowHTTPLoopback, flag: "webhook-allow-http-loopback", in: cmdServers,
