@@ -99,6 +99,7 @@ var errCrash = errors.New("schedule: test: crashed")
 
 // Limits of the settings.
 const (
+	MaxTick       = time.Hour // the longest DrainConfig.Interval
 	MaxBatch      = 1000
 	DefaultWidth  = 4
 	MaxWidth      = 64
@@ -135,8 +136,8 @@ func (c DrainConfig) WithDefaults() DrainConfig {
 func (c DrainConfig) Validate() error {
 	c = c.WithDefaults()
 	switch {
-	case c.Interval < 0:
-		return fmt.Errorf("schedule: DrainConfig.Interval %s: must not be negative", c.Interval)
+	case c.Interval < 0 || c.Interval > MaxTick:
+		return fmt.Errorf("schedule: DrainConfig.Interval is %s; it must be from 0s to %s", c.Interval, MaxTick)
 	case c.Width < 1 || c.Width > MaxWidth:
 		return fmt.Errorf("schedule: DrainConfig.Width is %d; it must be from 1 to %d", c.Width, MaxWidth)
 	case c.Batch < 1 || c.Batch > MaxBatch:

@@ -68,8 +68,8 @@ func claimName(at func(*loading) *string, def string) text {
 
 // jwtSecretProblem checks the length of the HS256 secret.
 func jwtSecretProblem(s setting) string {
-	if len(s.value) < auth.MinSecretLen {
-		return fmt.Sprintf("is %d bytes long; it must be at least %d (generate one with `openssl rand -base64 48`)", len(s.value), auth.MinSecretLen)
+	if err := (auth.Config{Secret: []byte(s.value)}).Validate(); err != nil {
+		return err.Error()
 	}
 	return ""
 }

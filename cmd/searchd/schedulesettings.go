@@ -24,11 +24,9 @@ const (
 
 // Defaults and limits of those settings.
 const (
-	DefaultScheduleTick = time.Second
 	// DefaultScheduleLease is the lease when the saved-search lease is
 	// the default 30 s: the default is twice the saved-search lease.
 	DefaultScheduleLease = time.Minute
-	maxScheduleTick      = time.Hour
 	maxScheduleMax       = 1_000_000
 )
 

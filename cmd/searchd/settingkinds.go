@@ -462,6 +462,7 @@ type field[T int | int32 | int64 | time.Duration] struct {
 	valid func(*loading) error
 	of    string // what a number counts, for the message: "bytes"
 	like  string // how to write a duration: "10s or 1m"
+	none  bool   // 0 is taken, as none (the Config reads 0 as its default)
 }
 
 func (k field[T]) set(r *reader, s setting) string {
@@ -491,7 +492,9 @@ func (k field[T]) set(r *reader, s setting) string {
 		}
 		return fmt.Sprintf("%q is not %s", s.value, notA)
 	}
-	if d := defaults(r.dev); v == 0 && *k.at(d) != 0 { // the Config would read 0 as its default
+	if d := defaults(r.dev); v == 0 && k.none {
+		*k.at(r.cfg) = 0
+	} else if v == 0 && *k.at(d) != 0 { // the Config would read 0 as its default
 		err = k.probe(d, k.at(d), ^T(0)) // -1, for the range
 	} else {
 		err = k.probe(r.cfg, k.at(r.cfg), v)

@@ -297,8 +297,8 @@ var settingsTable = []section{
 	}},
 	{"Scheduled starts", "The drain that starts the saved searches whose schedule came due (docs/schedules.md).", []spec{
 		{env: EnvScheduleTick, flag: "schedule-tick", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Schedule.Interval }, def: DefaultScheduleTick,
-				max: maxScheduleTick, like: "1s or 1m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Schedule.Interval }, valid: scheduleValid,
+				none: true, like: "1s or 1m"},
 			meaning: "time between two ticks of the drain (plus up to a tenth); `0s` runs none in this process"},
 		{env: EnvScheduleBatch, flag: "schedule-batch", in: cmdServers,
 			kind:    field[int]{at: func(c *loading) *int { return &c.Schedule.Batch }, valid: scheduleValid},
