@@ -44,7 +44,7 @@ func (s server) console(verifier *auth.Verifier, streams *runstream.Hub) (*conso
 	}
 	if cfg.Auth.TokenSignIn {
 		logger.Warn("console: token sign-in is on: anyone with a bearer token may sign in to the console by pasting it " +
-			"(development; " + EnvConsoleTokenSignIn + ")")
+			"(development; " + envConsoleTokenSignIn + ")")
 	}
 	return console.New(d)
 }

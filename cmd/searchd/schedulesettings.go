@@ -14,19 +14,19 @@ import (
 
 // Environment variables of the drain of scheduled starts.
 const (
-	EnvScheduleTick  = "SEARCHD_SCHEDULE_TICK"
-	EnvScheduleBatch = "SEARCHD_SCHEDULE_BATCH"
-	EnvScheduleLease = "SEARCHD_SCHEDULE_LEASE"
-	EnvScheduleRetry = "SEARCHD_SCHEDULE_RETRY"
-	EnvScheduleMax   = "SEARCHD_SCHEDULE_MAX_PER_ORG"
-	EnvScheduleWidth = "SEARCHD_SCHEDULE_WIDTH"
+	envScheduleTick  = "SEARCHD_SCHEDULE_TICK"
+	envScheduleBatch = "SEARCHD_SCHEDULE_BATCH"
+	envScheduleLease = "SEARCHD_SCHEDULE_LEASE"
+	envScheduleRetry = "SEARCHD_SCHEDULE_RETRY"
+	envScheduleMax   = "SEARCHD_SCHEDULE_MAX_PER_ORG"
+	envScheduleWidth = "SEARCHD_SCHEDULE_WIDTH"
 )
 
 // Defaults and limits of those settings.
 const (
-	// DefaultScheduleLease is the lease when the saved-search lease is
+	// defaultScheduleLease is the lease when the saved-search lease is
 	// the default 30 s: the default is twice the saved-search lease.
-	DefaultScheduleLease = time.Minute
+	defaultScheduleLease = time.Minute
 	maxScheduleMax       = 1_000_000
 )
 
@@ -43,9 +43,9 @@ func parseScheduleLease(r *reader, s setting) string {
 func checkScheduleLease(r *reader) {
 	c := r.cfg
 	if c.Schedule.Interval > 0 && c.Schedule.Lease <= c.SavedSearchLease {
-		r.bad(r.given[EnvScheduleLease], "%s must be longer than the saved-search lease, %s (%s): a replica "+
+		r.bad(r.given[envScheduleLease], "%s must be longer than the saved-search lease, %s (%s): a replica "+
 			"that takes over an occurrence must find the start claim of one that died reclaimable",
-			c.Schedule.Lease, r.name(EnvSavedSearchLease), c.SavedSearchLease)
+			c.Schedule.Lease, r.name(envSavedSearchLease), c.SavedSearchLease)
 	}
 }
 

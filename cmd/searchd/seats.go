@@ -15,10 +15,10 @@ import (
 // Environment variables of the seat queue (package fairq), which the
 // API, the console and the provider callbacks of one process share.
 const (
-	EnvSeats           = "SEARCHD_SEATS"
-	EnvSeatQueueLength = "SEARCHD_SEAT_QUEUE_LENGTH"
-	EnvSeatMaxWait     = "SEARCHD_SEAT_MAX_WAIT"
-	EnvWideSeats       = "SEARCHD_WIDE_SEATS"
+	envSeats           = "SEARCHD_SEATS"
+	envSeatQueueLength = "SEARCHD_SEAT_QUEUE_LENGTH"
+	envSeatMaxWait     = "SEARCHD_SEAT_MAX_WAIT"
+	envWideSeats       = "SEARCHD_WIDE_SEATS"
 )
 
 // seatConfig is the seat queue's configuration; a zero field is
@@ -53,7 +53,7 @@ func wideSeats(seats, procs int) int {
 func newSeatQueue(cfg seatConfig, pool *pgxpool.Pool, metrics *telemetry.Metrics) (*fairq.Queue, error) {
 	seats := cmp.Or(cfg.Seats, int(pool.Config().MaxConns))
 	if cfg.WideSeats > seats {
-		return nil, fmt.Errorf("%s is %d, more than the %d seats (%s)", EnvWideSeats, cfg.WideSeats, seats, EnvSeats)
+		return nil, fmt.Errorf("%s is %d, more than the %d seats (%s)", envWideSeats, cfg.WideSeats, seats, envSeats)
 	}
 	q, err := fairq.New(fairq.Config{Seats: seats, QueueLength: cfg.QueueLength, MaxWait: cfg.MaxWait,
 		WideSeats: cmp.Or(cfg.WideSeats, wideSeats(seats, runtime.GOMAXPROCS(0))), Observer: metrics})

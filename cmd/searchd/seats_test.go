@@ -21,13 +21,13 @@ import (
 	"github.com/searchd/searchd/schedule"
 )
 
-// TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue serves with one
+// TestServeGivesTheAPIAndTheConsoleOneSeatQueue serves with one
 // seat. An API request holding it (a PATCH waiting on a row lock the test
 // holds) makes a console page of another organization wait: the console
 // and the API share one queue. The metrics show the seat taken and the
 // page waiting, and name no organization; when the lock goes both are
 // answered.
-func TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue(t *testing.T) {
+func TestServeGivesTheAPIAndTheConsoleOneSeatQueue(t *testing.T) {
 	t.Parallel()
 	dbURL := emptyDatabase(t)
 	env := map[string]string{"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret,
@@ -267,7 +267,7 @@ func TestWideRequestsShareAtMostTwiceTheProcessors(t *testing.T) {
 	}
 	_, pool := newDB(t)
 	if _, err := newSeatQueue(seatConfig{Seats: 4, WideSeats: 5}, pool, nil); err == nil ||
-		!strings.Contains(err.Error(), EnvWideSeats) || !strings.Contains(err.Error(), EnvSeats) {
+		!strings.Contains(err.Error(), envWideSeats) || !strings.Contains(err.Error(), envSeats) {
 		t.Errorf("a wide share over the seats: %v, want an error naming both settings", err)
 	}
 }

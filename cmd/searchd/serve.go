@@ -69,7 +69,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("%s=%s: cannot listen: %w", EnvAddr, cfg.Addr, err)
+		return fmt.Errorf("%s=%s: cannot listen: %w", envAddr, cfg.Addr, err)
 	}
 	return a.runServer(ctx, cfg, ln, newStores(pool, a.dbClock, cursors, cfg, logger, obs), logger, obs)
 }
@@ -82,7 +82,7 @@ func loadCursorKey(ctx context.Context, pool *pgxpool.Pool) (keyset.Key, error) 
 	defer cancel()
 	k, err := keyset.LoadKey(ctx, pool)
 	if err != nil {
-		return keyset.Key{}, fmt.Errorf("cannot read the cursor key from the database named by %s: %w", EnvDatabaseURL, err)
+		return keyset.Key{}, fmt.Errorf("cannot read the cursor key from the database named by %s: %w", envDatabaseURL, err)
 	}
 	return k, nil
 }
@@ -99,7 +99,7 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 	case errors.Is(err, migrations.ErrNotCurrent):
 		return fmt.Errorf("refusing to start: %w", err)
 	case err != nil:
-		return fmt.Errorf("cannot check the database named by %s: %w", EnvDatabaseURL, err)
+		return fmt.Errorf("cannot check the database named by %s: %w", envDatabaseURL, err)
 	}
 	return nil
 }

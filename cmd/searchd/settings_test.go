@@ -264,8 +264,8 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 		t.Errorf("flags over variables: wait %s, conns %d, url %q, lease %s", cfg.MaxPreferWait, cfg.DBMaxConns, cfg.DatabaseURL, cfg.SavedSearchLease)
 	}
 	// The limit itself is a lease.
-	if cfg = load(env, false, "--saved-search-lease", MaxSavedSearchLease.String()); cfg.SavedSearchLease != 5*time.Minute {
-		t.Errorf("--saved-search-lease %s: lease %s, want the limit accepted", MaxSavedSearchLease, cfg.SavedSearchLease)
+	if cfg = load(env, false, "--saved-search-lease", maxSavedSearchLease.String()); cfg.SavedSearchLease != 5*time.Minute {
+		t.Errorf("--saved-search-lease %s: lease %s, want the limit accepted", maxSavedSearchLease, cfg.SavedSearchLease)
 	}
 	// The callback body limit: 1 MiB, or the body limit when lower; set,
 	// the flag over the variable.
@@ -398,7 +398,7 @@ func TestPoolSizeSetting(t *testing.T) {
 		{dbURL + sep + "pool_max_conns=5", 0, 5},
 		{dbURL + sep + "pool_max_conns=5", 3, 3},
 		{dbURL, 2, 2},
-		{dbURL, 0, DefaultDBMaxConns}, // sized for commits, not pgx's max(4, CPUs)
+		{dbURL, 0, defaultDBMaxConns}, // sized for commits, not pgx's max(4, CPUs)
 	} {
 		pool, err := openPool(context.Background(), serverConfig{DatabaseURL: tt.url, DBMaxConns: tt.conns})
 		if err != nil {

@@ -165,7 +165,7 @@ func isEnvRead(fun ast.Expr) bool {
 // serve and under dev, so the documented defaults are the ones in force.
 func TestDocumentedDefaultsAreTheDefaults(t *testing.T) {
 	t.Parallel()
-	required := map[string]string{EnvDatabaseURL: "postgres://searchd@localhost:5432/searchd", EnvJWTSecret: goodSecret}
+	required := map[string]string{envDatabaseURL: "postgres://searchd@localhost:5432/searchd", envJWTSecret: goodSecret}
 	for _, c := range []cmds{cmdServe, cmdDev, cmdSweep, cmdToken} {
 		dev := c == cmdDev
 		withDefaults := maps.Clone(required)
@@ -227,11 +227,11 @@ func TestExampleEnvSetsOnlyRequiredSettings(t *testing.T) {
 	if defaults != len(allSettings()) {
 		t.Errorf("the example env has %d NAME= lines, want one per setting, %d", defaults, len(allSettings()))
 	}
-	if len(env) != 2 || env[EnvDatabaseURL] == "" || env[EnvJWTSecret] == "" {
+	if len(env) != 2 || env[envDatabaseURL] == "" || env[envJWTSecret] == "" {
 		t.Errorf("the example env sets %v, want DATABASE_URL and SEARCHD_JWT_SECRET alone", env)
 	}
 	h := newHarness(env)
-	if code := h.run("serve"); code != 2 || !strings.Contains(h.stderr.String(), EnvJWTSecret+": auth: Config.Secret is 9 bytes long") {
+	if code := h.run("serve"); code != 2 || !strings.Contains(h.stderr.String(), envJWTSecret+": auth: Config.Secret is 9 bytes long") {
 		t.Errorf("serve with the example env as written = %d %q, want 2 refusing the placeholder secret", code, h.stderr.String())
 	}
 }
