@@ -29,14 +29,10 @@ const (
 // statement (a tenant's heavy list) cannot hold a pool connection long.
 const (
 	defaultWebhookLease             = idempotency.WebhookLease
-	defaultApplierInterval          = time.Second
-	defaultApplierBatch             = 100
 	defaultIdleInTransactionTimeout = 5 * time.Second
 	defaultLockTimeout              = 10 * time.Second
 	defaultStatementTimeout         = 15 * time.Second
 	maxWebhookLease                 = 10 * time.Minute
-	maxApplierInterval              = time.Hour
-	maxApplierBatch                 = 1000
 	maxSessionTimeout               = time.Hour
 )
 

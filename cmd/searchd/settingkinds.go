@@ -12,6 +12,7 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/internal/runstream"
+	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/webhooks"
 )
@@ -561,10 +562,12 @@ func defaults(bool) *loading {
 		Streams:  runstream.Config{}.WithDefaults(),
 		Schedule: schedule.DrainConfig{}.WithDefaults(),
 		Webhooks: webhookConfig{Worker: webhooks.WorkerConfig{}.WithDefaults()},
+		Inbox:    inboxConfig{Applier: providerjobs.ApplierConfig{}.WithDefaults()},
 	}}
 }
 
-// dispatchValid, streamsValid and scheduleValid are the Validate of the Configs settings hold.
+// dispatchValid and the others are the Validate of the Configs settings hold.
 func dispatchValid(c *loading) error { return c.Dispatch.Validate() }
 func streamsValid(c *loading) error  { return c.Streams.Validate() }
 func scheduleValid(c *loading) error { return c.Schedule.Validate() }
+func applierValid(c *loading) error  { return c.Inbox.Applier.Validate() }

@@ -286,13 +286,12 @@ var settingsTable = []section{
 			meaning: "lease of a provider delivery: how long a replica applying it holds its claim and its inbox arrival " +
 				"before another replica's applier takes it over; for tests and tuning"},
 		{env: envApplierInterval, flag: "applier-interval", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Inbox.Applier.Interval }, def: defaultApplierInterval,
-				max: maxApplierInterval, like: "5s or 1m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Inbox.Applier.Interval }, valid: applierValid,
+				none: true, like: "5s or 1m"},
 			meaning: "time between two polls (plus up to a tenth) of the background applier, which applies the stored " +
 				"provider deliveries a replica did not finish (crashed, stalled, failed); `0s` runs none in this process"},
 		{env: envApplierBatch, flag: "applier-batch", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Inbox.Applier.Batch }, def: defaultApplierBatch,
-				min: 1, max: maxApplierBatch},
+			kind:    field[int]{at: func(c *loading) *int { return &c.Inbox.Applier.Batch }, valid: applierValid},
 			meaning: "most deliveries one poll of the applier takes"},
 	}},
 	{"Scheduled starts", "The drain that starts the saved searches whose schedule came due (docs/schedules.md).", []spec{
