@@ -11,6 +11,7 @@ import (
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/dispatch"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/schedule"
@@ -102,8 +103,9 @@ type serverConfig struct {
 	// DBMaxConns zero leaves the pool's size to the connection string
 	// (pool_max_conns), else defaultDBMaxConns.
 	DBMaxConns int32
-	// Seats configures the seat queue; its zero Seats is the pool's size.
-	Seats seatConfig
+	// Seats configures the seat queue; its zero Seats is the pool's size,
+	// its zero WideSeats a share of the processors (seats.go).
+	Seats fairq.Config
 	// MaxPreferWait zero never waits, and then no claim listener runs.
 	MaxPreferWait    time.Duration
 	SavedSearchLease time.Duration

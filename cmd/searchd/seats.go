@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"runtime"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -20,16 +19,6 @@ const (
 	envSeatMaxWait     = "SEARCHD_SEAT_MAX_WAIT"
 	envWideSeats       = "SEARCHD_WIDE_SEATS"
 )
-
-// seatConfig is the seat queue's configuration; a zero field is
-// its default (Seats: the pool's size).
-type seatConfig struct {
-	Seats       int
-	QueueLength int
-	MaxWait     time.Duration
-	// WideSeats is zero for wideSeats' default.
-	WideSeats int
-}
 
 // wideSeats is the default share of the seats wide requests hold
 // together: half the seats, and at most twice the processors the
@@ -50,13 +39,13 @@ func wideSeats(seats, procs int) int {
 // queue rather than in the pool's, which serves whoever comes first. Its
 // waits and refusals count in metrics, and its seats and queues are read
 // there at each scrape.
-func newSeatQueue(cfg seatConfig, pool *pgxpool.Pool, metrics *telemetry.Metrics) (*fairq.Queue, error) {
+func newSeatQueue(cfg fairq.Config, pool *pgxpool.Pool, metrics *telemetry.Metrics) (*fairq.Queue, error) {
 	seats := cmp.Or(cfg.Seats, int(pool.Config().MaxConns))
 	if cfg.WideSeats > seats {
 		return nil, fmt.Errorf("%s is %d, more than the %d seats (%s)", envWideSeats, cfg.WideSeats, seats, envSeats)
 	}
-	q, err := fairq.New(fairq.Config{Seats: seats, QueueLength: cfg.QueueLength, MaxWait: cfg.MaxWait,
-		WideSeats: cmp.Or(cfg.WideSeats, wideSeats(seats, runtime.GOMAXPROCS(0))), Observer: metrics})
+	cfg.Seats, cfg.WideSeats, cfg.Observer = seats, cmp.Or(cfg.WideSeats, wideSeats(seats, runtime.GOMAXPROCS(0))), metrics
+	q, err := fairq.New(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -175,7 +175,7 @@ func TestTheOldNamesOfRenamedSettingsStillWork(t *testing.T) {
 	old := map[string]string{"SEARCHD_ADMISSION_SEATS": "12", "SEARCHD_ADMISSION_QUEUE_LENGTH": "7",
 		"SEARCHD_ADMISSION_MAX_WAIT": "2s", "SEARCHD_ADMISSION_WIDE_SEATS": "6", "SEARCHD_WEBHOOK_LEASE": "9s"}
 	cfg, problems := load(old)
-	if len(problems) > 0 || cfg.Seats != (seatConfig{Seats: 12, QueueLength: 7, MaxWait: 2 * time.Second, WideSeats: 6}) ||
+	if len(problems) > 0 || cfg.Seats != (fairq.Config{Seats: 12, QueueLength: 7, MaxWait: 2 * time.Second, WideSeats: 6}) ||
 		cfg.Inbox.Lease != 9*time.Second {
 		t.Fatalf("the old variables: %+v, lease %s, problems %q", cfg.Seats, cfg.Inbox.Lease, problems)
 	}
@@ -266,7 +266,7 @@ func TestWideRequestsShareAtMostTwiceTheProcessors(t *testing.T) {
 		}
 	}
 	_, pool := newDB(t)
-	if _, err := newSeatQueue(seatConfig{Seats: 4, WideSeats: 5}, pool, nil); err == nil ||
+	if _, err := newSeatQueue(fairq.Config{Seats: 4, WideSeats: 5}, pool, nil); err == nil ||
 		!strings.Contains(err.Error(), envWideSeats) || !strings.Contains(err.Error(), envSeats) {
 		t.Errorf("a wide share over the seats: %v, want an error naming both settings", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dispatch"
+	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/runstream"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/schedule"
@@ -557,12 +558,16 @@ func fieldName(c *loading, p any) string {
 // defaults is the configuration before any setting is read: the defaults
 // of each package's Config, which are the settings' defaults.
 func defaults(bool) *loading {
+	q := fairq.Config{}.WithDefaults()
 	return &loading{serverConfig: serverConfig{
 		Dispatch: dispatch.Config{}.WithDefaults(),
 		Streams:  runstream.Config{}.WithDefaults(),
 		Schedule: schedule.DrainConfig{}.WithDefaults(),
 		Webhooks: webhookConfig{Worker: webhooks.WorkerConfig{}.WithDefaults()},
 		Inbox:    inboxConfig{Applier: providerjobs.ApplierConfig{}.WithDefaults()},
+		// The seats are the pool's size and the wide seats a share of the
+		// processors, unless set (seats.go).
+		Seats: fairq.Config{QueueLength: q.QueueLength, MaxWait: q.MaxWait},
 	}}
 }
 
@@ -571,3 +576,4 @@ func dispatchValid(c *loading) error { return c.Dispatch.Validate() }
 func streamsValid(c *loading) error  { return c.Streams.Validate() }
 func scheduleValid(c *loading) error { return c.Schedule.Validate() }
 func applierValid(c *loading) error  { return c.Inbox.Applier.Validate() }
+func seatsValid(c *loading) error    { return c.Seats.Validate() }

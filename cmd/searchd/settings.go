@@ -150,13 +150,12 @@ var settingsTable = []section{
 				"at once by whoever asks, and when all are taken each organization (operator, provider) waits in its own " +
 				"queue, served in turn"},
 		{env: envSeatQueueLength, flag: "seat-queue-length", was: renamed{"SEARCHD_ADMISSION_QUEUE_LENGTH", "admission-queue-length"}, in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Seats.QueueLength }, def: fairq.DefaultQueueLength,
-				min: 1, max: fairq.MaxQueueLength, of: "requests"},
+			kind: field[int]{at: func(c *loading) *int { return &c.Seats.QueueLength }, valid: seatsValid, of: "requests"},
 			meaning: "most requests of one organization (operator, provider) waiting for a seat; one more answers 429 " +
 				"`rate_limited` with `Retry-After`"},
 		{env: envSeatMaxWait, flag: "seat-max-wait", was: renamed{"SEARCHD_ADMISSION_MAX_WAIT", "admission-max-wait"}, in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Seats.MaxWait }, def: fairq.DefaultMaxWait,
-				above: true, max: fairq.MaxMaxWait, like: "10s or 500ms"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Seats.MaxWait }, valid: seatsValid,
+				like: "10s or 500ms"},
 			meaning: "longest a request waits for a seat, then 429 `rate_limited` with `Retry-After`"},
 		{env: envWideSeats, flag: "wide-seats", was: renamed{"SEARCHD_ADMISSION_WIDE_SEATS", "admission-wide-seats"}, in: cmdServers,
 			kind: integer[int]{at: func(c *loading) *int { return &c.Seats.WideSeats }, min: 1, max: fairq.MaxSeats, of: "seats", zero: true},

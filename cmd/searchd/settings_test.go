@@ -302,17 +302,17 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 	delete(env, "SEARCHD_CALLBACK_BODY_TIMEOUT")
 	// The admission queue: its seats zero (the pool's size), the rest
 	// fairq's defaults, unless set, the flag over the variable.
-	if cfg = load(env, false); cfg.Seats != (seatConfig{QueueLength: fairq.DefaultQueueLength, MaxWait: fairq.DefaultMaxWait}) {
+	if cfg = load(env, false); cfg.Seats != (fairq.Config{QueueLength: fairq.DefaultQueueLength, MaxWait: fairq.DefaultMaxWait}) {
 		t.Errorf("default admission %+v, want the pool's size (zero) and fairq's defaults", cfg.Seats)
 	}
 	env["SEARCHD_SEATS"], env["SEARCHD_SEAT_QUEUE_LENGTH"], env["SEARCHD_SEAT_MAX_WAIT"] = "12", "7", "2s"
 	env["SEARCHD_WIDE_SEATS"] = "6"
-	if cfg = load(env, false); cfg.Seats != (seatConfig{Seats: 12, QueueLength: 7, MaxWait: 2 * time.Second, WideSeats: 6}) {
+	if cfg = load(env, false); cfg.Seats != (fairq.Config{Seats: 12, QueueLength: 7, MaxWait: 2 * time.Second, WideSeats: 6}) {
 		t.Errorf("admission variables: %+v", cfg.Seats)
 	}
 	if cfg = load(env, false, "--seats", "5", "--seat-queue-length", "3", "--seat-max-wait", "250ms",
 		"--wide-seats", "2"); cfg.Seats !=
-		(seatConfig{Seats: 5, QueueLength: 3, MaxWait: 250 * time.Millisecond, WideSeats: 2}) {
+		(fairq.Config{Seats: 5, QueueLength: 3, MaxWait: 250 * time.Millisecond, WideSeats: 2}) {
 		t.Errorf("admission flags over the variables: %+v", cfg.Seats)
 	}
 	delete(env, "SEARCHD_SEATS")
