@@ -459,7 +459,7 @@ func (s spec) about() string {
 // default is what the Config's defaults hold (see [defaults]), its range
 // what the Config's Validate (valid) accepts. Validate's errors read
 // "pkg: Config.Field is V; it must be R".
-type field[T int | int32 | int64 | time.Duration] struct {
+type field[T int | time.Duration] struct {
 	at    func(*loading) *T
 	valid func(*loading) error
 	of    string // what a number counts, for the message: "bytes"
@@ -476,23 +476,13 @@ func (k field[T]) set(r *reader, s setting) string {
 	switch p := any(&v).(type) {
 	case *time.Duration:
 		*p, err = time.ParseDuration(s.value)
-	default:
-		var n int64
-		n, err = parseWhole(s.value)
-		v = T(n)
-		if err == nil && int64(v) != n {
-			err = strconv.ErrRange
-		}
+	case *int:
+		*p, err = strconv.Atoi(s.value)
 	}
-	if err != nil {
-		if k.like != "" {
-			return fmt.Sprintf("%q is not a duration (write it like %s)", s.value, k.like)
-		}
-		notA := "a whole number"
-		if k.of != "" {
-			notA += " of " + k.of
-		}
-		return fmt.Sprintf("%q is not %s", s.value, notA)
+	if err != nil && k.like != "" {
+		return fmt.Sprintf("%q is not a duration (write it like %s)", s.value, k.like)
+	} else if err != nil {
+		return fmt.Sprintf("%q is not a whole number%s", s.value, strings.TrimSuffix(" of "+k.of, " of "))
 	}
 	if d := defaults(r.dev); v == 0 && k.none {
 		*k.at(r.cfg) = 0
