@@ -20,6 +20,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -112,7 +113,8 @@ func (c Config) Validate() error {
 	case c.Secret == nil && c.OIDC == nil:
 		return errors.New("auth: Config needs Secret, OIDC or both")
 	case c.Secret != nil && len(c.Secret) < MinSecretLen:
-		return errors.New("auth: Config.Secret is shorter than 32 bytes")
+		return fmt.Errorf("auth: Config.Secret is %d bytes long; it must be at least %d (generate one with `openssl rand -base64 48`)",
+			len(c.Secret), MinSecretLen)
 	case c.MaxLifetime < 0:
 		return errors.New("auth: Config.MaxLifetime is negative")
 	}

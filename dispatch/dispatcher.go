@@ -113,28 +113,32 @@ func (c Config) WithDefaults() Config {
 }
 
 // Validate returns an error naming the field and its allowed range when c,
-// with its defaults, cannot run.
+// with its defaults, cannot run: "dispatch: Config.F is V; it must be R".
+// The ranges are checked before URL and Secret, so a Config without them
+// still tells whether its other fields are in range (cmd/searchd asks).
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	u, err := url.Parse(c.URL)
 	switch {
-	case c.URL == "":
-		return errors.New("dispatch: Config.URL is required")
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return errors.New("dispatch: Config.URL must be an absolute http or https URL")
-	case len(c.Secret) < MinSecretLen:
-		return fmt.Errorf("dispatch: Config.Secret is %d bytes; it must be at least %d", len(c.Secret), MinSecretLen)
 	case c.Timeout < 0 || c.Timeout > MaxTimeout:
 		return fmt.Errorf("dispatch: Config.Timeout is %s; it must be more than 0s and at most %s", c.Timeout, MaxTimeout)
 	case c.Interval < 0 || c.Interval > MaxInterval:
 		return fmt.Errorf("dispatch: Config.Interval is %s; it must be more than 0s and at most %s", c.Interval, MaxInterval)
 	case c.Batch < 1 || c.Batch > MaxBatch:
-		return fmt.Errorf("dispatch: Config.Batch is %d; it must be 1 to %d", c.Batch, MaxBatch)
+		return fmt.Errorf("dispatch: Config.Batch is %d; it must be from 1 to %d", c.Batch, MaxBatch)
 	case c.Concurrency < 1 || c.Concurrency > MaxConcurrency:
-		return fmt.Errorf("dispatch: Config.Concurrency is %d; it must be 1 to %d", c.Concurrency, MaxConcurrency)
-	case c.MinBackoff < 0 || c.MaxBackoff < c.MinBackoff || c.MaxBackoff > MaxMaxBackoff:
-		return fmt.Errorf("dispatch: Config.MinBackoff %s and MaxBackoff %s: want 0s < MinBackoff <= MaxBackoff <= %s",
-			c.MinBackoff, c.MaxBackoff, MaxMaxBackoff)
+		return fmt.Errorf("dispatch: Config.Concurrency is %d; it must be from 1 to %d", c.Concurrency, MaxConcurrency)
+	case c.MinBackoff < 0 || c.MinBackoff > MaxMaxBackoff:
+		return fmt.Errorf("dispatch: Config.MinBackoff is %s; it must be more than 0s and at most %s", c.MinBackoff, MaxMaxBackoff)
+	case c.MaxBackoff < c.MinBackoff || c.MaxBackoff > MaxMaxBackoff:
+		return fmt.Errorf("dispatch: Config.MaxBackoff is %s; it must be from %s (the first wait) to %s",
+			c.MaxBackoff, c.MinBackoff, MaxMaxBackoff)
+	case c.URL == "":
+		return errors.New("dispatch: Config.URL is required")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return errors.New("dispatch: Config.URL is not an absolute http or https URL, such as https://runtime.internal/searchd/runs")
+	case len(c.Secret) < MinSecretLen:
+		return fmt.Errorf("dispatch: Config.Secret is a key of %d bytes; it must be at least %d", len(c.Secret), MinSecretLen)
 	}
 	return nil
 }

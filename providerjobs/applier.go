@@ -37,14 +37,15 @@ func (c ApplierConfig) WithDefaults() ApplierConfig {
 	return c
 }
 
-// Validate reports a configuration that cannot work, naming the field.
+// Validate reports a configuration that cannot work, naming the field:
+// "providerjobs: ApplierConfig.F is V; it must be R".
 func (c ApplierConfig) Validate() error {
 	c = c.WithDefaults()
 	switch {
-	case c.Interval < 0:
-		return fmt.Errorf("providerjobs: ApplierConfig.Interval %s: must be positive", c.Interval)
+	case c.Interval < 0 || c.Interval > time.Hour:
+		return fmt.Errorf("providerjobs: ApplierConfig.Interval is %s; it must be from 0s to 1h0m0s", c.Interval)
 	case c.Batch < 1 || c.Batch > 1000:
-		return fmt.Errorf("providerjobs: ApplierConfig.Batch %d: must be 1 to 1000", c.Batch)
+		return fmt.Errorf("providerjobs: ApplierConfig.Batch is %d; it must be from 1 to 1000", c.Batch)
 	case c.MaxIdleBackoff < c.Interval:
 		return fmt.Errorf("providerjobs: ApplierConfig.MaxIdleBackoff %s: must be at least Interval (%s)", c.MaxIdleBackoff, c.Interval)
 	}

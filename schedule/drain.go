@@ -99,6 +99,7 @@ var errCrash = errors.New("schedule: test: crashed")
 
 // Limits of the settings.
 const (
+	MaxTick       = time.Hour // the longest DrainConfig.Interval
 	MaxBatch      = 1000
 	DefaultWidth  = 4
 	MaxWidth      = 64
@@ -130,20 +131,21 @@ func (c DrainConfig) WithDefaults() DrainConfig {
 }
 
 // Validate returns an error naming the field and its range when c, with
-// its defaults applied, cannot run.
+// its defaults applied, cannot run: "schedule: DrainConfig.F is V; it
+// must be R".
 func (c DrainConfig) Validate() error {
 	c = c.WithDefaults()
 	switch {
-	case c.Interval < 0:
-		return fmt.Errorf("schedule: DrainConfig.Interval %s: must not be negative", c.Interval)
+	case c.Interval < 0 || c.Interval > MaxTick:
+		return fmt.Errorf("schedule: DrainConfig.Interval is %s; it must be from 0s to %s", c.Interval, MaxTick)
 	case c.Width < 1 || c.Width > MaxWidth:
-		return fmt.Errorf("schedule: DrainConfig.Width %d: must be 1 to %d", c.Width, MaxWidth)
+		return fmt.Errorf("schedule: DrainConfig.Width is %d; it must be from 1 to %d", c.Width, MaxWidth)
 	case c.Batch < 1 || c.Batch > MaxBatch:
-		return fmt.Errorf("schedule: DrainConfig.Batch %d: must be 1 to %d", c.Batch, MaxBatch)
+		return fmt.Errorf("schedule: DrainConfig.Batch is %d; it must be from 1 to %d", c.Batch, MaxBatch)
 	case c.Lease < MinLease || c.Lease > MaxLease:
-		return fmt.Errorf("schedule: DrainConfig.Lease %s: must be %s to %s", c.Lease, MinLease, MaxLease)
+		return fmt.Errorf("schedule: DrainConfig.Lease is %s; it must be from %s to %s", c.Lease, MinLease, MaxLease)
 	case c.RetryAfter < MinRetryAfter || c.RetryAfter > MaxRetryAfter:
-		return fmt.Errorf("schedule: DrainConfig.RetryAfter %s: must be %s to %s", c.RetryAfter, MinRetryAfter, MaxRetryAfter)
+		return fmt.Errorf("schedule: DrainConfig.RetryAfter is %s; it must be from %s to %s", c.RetryAfter, MinRetryAfter, MaxRetryAfter)
 	case c.MaxIdleBackoff < c.Interval:
 		return fmt.Errorf("schedule: DrainConfig.MaxIdleBackoff %s: must be at least Interval (%s)", c.MaxIdleBackoff, c.Interval)
 	}

@@ -88,7 +88,7 @@ func (c WorkerConfig) WithDefaults() WorkerConfig {
 }
 
 // Validate returns an error naming the field and its range when c, with
-// its defaults, cannot run.
+// its defaults, cannot run: "webhooks: WorkerConfig.F is V; it must be R".
 func (c WorkerConfig) Validate() error {
 	c = c.WithDefaults()
 	switch {
@@ -97,14 +97,16 @@ func (c WorkerConfig) Validate() error {
 	case c.Interval < 0 || c.Interval > MaxInterval:
 		return fmt.Errorf("webhooks: WorkerConfig.Interval is %s; it must be more than 0s and at most %s", c.Interval, MaxInterval)
 	case c.Batch < 1 || c.Batch > MaxBatch:
-		return fmt.Errorf("webhooks: WorkerConfig.Batch is %d; it must be 1 to %d", c.Batch, MaxBatch)
+		return fmt.Errorf("webhooks: WorkerConfig.Batch is %d; it must be from 1 to %d", c.Batch, MaxBatch)
 	case c.Concurrency < 1 || c.Concurrency > MaxConcurrency:
-		return fmt.Errorf("webhooks: WorkerConfig.Concurrency is %d; it must be 1 to %d", c.Concurrency, MaxConcurrency)
-	case c.MinBackoff < 0 || c.MaxBackoff < c.MinBackoff || c.MaxBackoff > MaxMaxBackoff:
-		return fmt.Errorf("webhooks: WorkerConfig.MinBackoff %s and MaxBackoff %s: want 0s < MinBackoff <= MaxBackoff <= %s",
-			c.MinBackoff, c.MaxBackoff, MaxMaxBackoff)
+		return fmt.Errorf("webhooks: WorkerConfig.Concurrency is %d; it must be from 1 to %d", c.Concurrency, MaxConcurrency)
+	case c.MinBackoff < 0 || c.MinBackoff > MaxMaxBackoff:
+		return fmt.Errorf("webhooks: WorkerConfig.MinBackoff is %s; it must be more than 0s and at most %s", c.MinBackoff, MaxMaxBackoff)
+	case c.MaxBackoff < c.MinBackoff || c.MaxBackoff > MaxMaxBackoff:
+		return fmt.Errorf("webhooks: WorkerConfig.MaxBackoff is %s; it must be from %s (the first wait) to %s",
+			c.MaxBackoff, c.MinBackoff, MaxMaxBackoff)
 	case c.DisableAfter < MinDisableAfter || c.DisableAfter > MaxDisableAfter:
-		return fmt.Errorf("webhooks: WorkerConfig.DisableAfter is %s; it must be %s to %s", c.DisableAfter, MinDisableAfter, MaxDisableAfter)
+		return fmt.Errorf("webhooks: WorkerConfig.DisableAfter is %s; it must be from %s to %s", c.DisableAfter, MinDisableAfter, MaxDisableAfter)
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ func newVerifier(ctx context.Context, cfg serverConfig) (*auth.Verifier, error) 
 	}
 	v, err := auth.NewVerifier(ctx, c)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvOIDCIssuer, err)
+		return nil, fmt.Errorf("%s: %w", envOIDCIssuer, err)
 	}
 	return v, nil
 }

@@ -11,26 +11,26 @@ import (
 // Environment variables of authentication: the tokens the API accepts and
 // how people sign in to the console (docs/auth.md).
 const (
-	EnvTokenMaxLifetime       = "SEARCHD_TOKEN_MAX_LIFETIME"
-	EnvOIDCIssuer             = "SEARCHD_OIDC_ISSUER"
-	EnvOIDCAudience           = "SEARCHD_OIDC_AUDIENCE"
-	EnvOIDCOrgClaim           = "SEARCHD_OIDC_ORG_CLAIM"
-	EnvOIDCActorClaim         = "SEARCHD_OIDC_ACTOR_CLAIM"
-	EnvOIDCRoleClaim          = "SEARCHD_OIDC_ROLE_CLAIM"
-	EnvOIDCOperatorRole       = "SEARCHD_OIDC_OPERATOR_ROLE"
-	EnvOIDCAdminRole          = "SEARCHD_OIDC_ADMIN_ROLE"
-	EnvOIDCClientID           = "SEARCHD_OIDC_CLIENT_ID"
-	EnvOIDCClientSecret       = "SEARCHD_OIDC_CLIENT_SECRET"
-	EnvOIDCRedirectURL        = "SEARCHD_OIDC_REDIRECT_URL"
-	EnvOIDCScopes             = "SEARCHD_OIDC_SCOPES"
-	EnvConsoleSessionLifetime = "SEARCHD_CONSOLE_SESSION_LIFETIME"
-	EnvConsoleTokenSignIn     = "SEARCHD_CONSOLE_TOKEN_SIGN_IN"
+	envTokenMaxLifetime       = "SEARCHD_TOKEN_MAX_LIFETIME"
+	envOIDCIssuer             = "SEARCHD_OIDC_ISSUER"
+	envOIDCAudience           = "SEARCHD_OIDC_AUDIENCE"
+	envOIDCOrgClaim           = "SEARCHD_OIDC_ORG_CLAIM"
+	envOIDCActorClaim         = "SEARCHD_OIDC_ACTOR_CLAIM"
+	envOIDCRoleClaim          = "SEARCHD_OIDC_ROLE_CLAIM"
+	envOIDCOperatorRole       = "SEARCHD_OIDC_OPERATOR_ROLE"
+	envOIDCAdminRole          = "SEARCHD_OIDC_ADMIN_ROLE"
+	envOIDCClientID           = "SEARCHD_OIDC_CLIENT_ID"
+	envOIDCClientSecret       = "SEARCHD_OIDC_CLIENT_SECRET"
+	envOIDCRedirectURL        = "SEARCHD_OIDC_REDIRECT_URL"
+	envOIDCScopes             = "SEARCHD_OIDC_SCOPES"
+	envConsoleSessionLifetime = "SEARCHD_CONSOLE_SESSION_LIFETIME"
+	envConsoleTokenSignIn     = "SEARCHD_CONSOLE_TOKEN_SIGN_IN"
 )
 
 // Defaults and limits of those settings.
 const (
-	DefaultTokenMaxLifetime       = auth.DefaultMaxLifetime
-	DefaultConsoleSessionLifetime = 8 * time.Hour
+	defaultTokenMaxLifetime       = auth.DefaultMaxLifetime
+	defaultConsoleSessionLifetime = 8 * time.Hour
 	minTokenMaxLifetime           = time.Minute
 	maxTokenMaxLifetime           = 30 * 24 * time.Hour
 	minConsoleSessionLifetime     = time.Minute
@@ -68,8 +68,8 @@ func claimName(at func(*loading) *string, def string) text {
 
 // jwtSecretProblem checks the length of the HS256 secret.
 func jwtSecretProblem(s setting) string {
-	if len(s.value) < auth.MinSecretLen {
-		return fmt.Sprintf("is %d bytes long; it must be at least %d (generate one with `openssl rand -base64 48`)", len(s.value), auth.MinSecretLen)
+	if err := (auth.Config{Secret: []byte(s.value)}).Validate(); err != nil {
+		return err.Error()
 	}
 	return ""
 }
@@ -83,18 +83,18 @@ func checkAuthSettings(r *reader) {
 	c.Auth.OIDC = checkOIDCSettings(r)
 	c.Auth.SignIn = checkSignInSettings(r, c.Auth.OIDC)
 	if c.JWTSecret == "" && !r.dev && c.Auth.OIDC == nil {
-		r.bad(r.given[EnvJWTSecret], "is required (unless %s is set): at least %d bytes of secret for HS256 tokens "+
-			"(generate one with `openssl rand -base64 48`)", EnvOIDCIssuer, auth.MinSecretLen)
+		r.bad(r.given[envJWTSecret], "is required (unless %s is set): at least %d bytes of secret for HS256 tokens "+
+			"(generate one with `openssl rand -base64 48`)", envOIDCIssuer, auth.MinSecretLen)
 	}
 }
 
 // checkOIDCSettings returns the provider of the API's tokens: nil when no
 // issuer is set.
 func checkOIDCSettings(r *reader) *auth.OIDCConfig {
-	issuer, audience := r.given[EnvOIDCIssuer], r.given[EnvOIDCAudience]
+	issuer, audience := r.given[envOIDCIssuer], r.given[envOIDCAudience]
 	switch {
 	case issuer.value == "" && audience.value != "":
-		r.bad(audience, "is set without %s: name the provider whose tokens carry it", EnvOIDCIssuer)
+		r.bad(audience, "is set without %s: name the provider whose tokens carry it", envOIDCIssuer)
 		return nil
 	case issuer.value == "":
 		return nil
@@ -103,7 +103,7 @@ func checkOIDCSettings(r *reader) *auth.OIDCConfig {
 		r.bad(issuer, "%v", err)
 	}
 	if audience.value == "" {
-		r.bad(audience, "is required with %s: the identifier the provider gives searchd's API (an access token's aud)", EnvOIDCIssuer)
+		r.bad(audience, "is required with %s: the identifier the provider gives searchd's API (an access token's aud)", envOIDCIssuer)
 	}
 	o := r.cfg.oidc
 	return &o
@@ -112,18 +112,18 @@ func checkOIDCSettings(r *reader) *auth.OIDCConfig {
 // checkSignInSettings returns the console's registration at the provider
 // o: nil when neither the client id nor the redirect URL is set.
 func checkSignInSettings(r *reader, o *auth.OIDCConfig) *auth.SignInConfig {
-	client, redirect := r.given[EnvOIDCClientID], r.given[EnvOIDCRedirectURL]
+	client, redirect := r.given[envOIDCClientID], r.given[envOIDCRedirectURL]
 	if client.value == "" && redirect.value == "" {
 		return nil
 	}
 	switch {
 	case o == nil:
-		r.bad(client, "needs %s: the console signs in through the provider it names", EnvOIDCIssuer)
+		r.bad(client, "needs %s: the console signs in through the provider it names", envOIDCIssuer)
 	case client.value == "":
-		r.bad(client, "is required with %s", EnvOIDCRedirectURL)
+		r.bad(client, "is required with %s", envOIDCRedirectURL)
 	case client.value == o.Audience:
 		r.bad(client, "is the API's audience (%s): the console's ID tokens would be bearer tokens of the API; "+
-			"register the console as a client of its own", EnvOIDCAudience)
+			"register the console as a client of its own", envOIDCAudience)
 	}
 	if err := auth.CheckProviderURL(redirect.value); err != nil {
 		r.bad(redirect, "%v (the console's callback, https://HOST/console/oidc/callback)", err)

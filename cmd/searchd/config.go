@@ -11,6 +11,7 @@ import (
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/dispatch"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs/runstream"
 	"github.com/searchd/searchd/schedule"
@@ -22,31 +23,31 @@ import (
 // secrets: a flag's value is in the process list for every local user to
 // read. [settingsTable] declares each.
 const (
-	EnvDatabaseURL          = "DATABASE_URL"
-	EnvAddr                 = "SEARCHD_ADDR"
-	EnvJWTSecret            = "SEARCHD_JWT_SECRET"
-	EnvShutdownGrace        = "SEARCHD_SHUTDOWN_GRACE"
-	EnvMaxBodyBytes         = "SEARCHD_MAX_BODY_BYTES"
-	EnvMaxHeaderBytes       = "SEARCHD_MAX_HEADER_BYTES"
-	EnvLogLevel             = "SEARCHD_LOG_LEVEL"
-	EnvLogFormat            = "SEARCHD_LOG_FORMAT"
-	EnvDevDir               = "SEARCHD_DEV_DIR"
-	EnvPGBin                = "SEARCHD_PG_BIN"
-	EnvProviderSecrets      = "SEARCHD_PROVIDER_SECRETS"
-	EnvCallbackMaxBodyBytes = "SEARCHD_CALLBACK_MAX_BODY_BYTES"
-	EnvCallbackBodyBudget   = "SEARCHD_CALLBACK_BODY_BUDGET"
-	EnvCallbackBodyTimeout  = "SEARCHD_CALLBACK_BODY_TIMEOUT"
+	envDatabaseURL          = "DATABASE_URL"
+	envAddr                 = "SEARCHD_ADDR"
+	envJWTSecret            = "SEARCHD_JWT_SECRET"
+	envShutdownGrace        = "SEARCHD_SHUTDOWN_GRACE"
+	envMaxBodyBytes         = "SEARCHD_MAX_BODY_BYTES"
+	envMaxHeaderBytes       = "SEARCHD_MAX_HEADER_BYTES"
+	envLogLevel             = "SEARCHD_LOG_LEVEL"
+	envLogFormat            = "SEARCHD_LOG_FORMAT"
+	envDevDir               = "SEARCHD_DEV_DIR"
+	envPGBin                = "SEARCHD_PG_BIN"
+	envProviderSecrets      = "SEARCHD_PROVIDER_SECRETS"
+	envCallbackMaxBodyBytes = "SEARCHD_CALLBACK_MAX_BODY_BYTES"
+	envCallbackBodyBudget   = "SEARCHD_CALLBACK_BODY_BUDGET"
+	envCallbackBodyTimeout  = "SEARCHD_CALLBACK_BODY_TIMEOUT"
 )
 
 // Defaults of the settings.
 const (
-	DefaultAddr          = ":8080"
-	DefaultDevAddr       = "127.0.0.1:8080"
-	DefaultShutdownGrace = 10 * time.Second
-	DefaultDevDir        = ".searchd-dev"
-	// DefaultMaxHeaderBytes bounds a request's header: a bearer token of
+	defaultAddr          = ":8080"
+	defaultDevAddr       = "127.0.0.1:8080"
+	defaultShutdownGrace = 10 * time.Second
+	defaultDevDir        = ".searchd-dev"
+	// defaultMaxHeaderBytes bounds a request's header: a bearer token of
 	// 8 KiB (auth.MaxTokenBytes) and a console cookie fit with room.
-	DefaultMaxHeaderBytes = 16 << 10
+	defaultMaxHeaderBytes = 16 << 10
 
 	minMaxBodyBytes = 1 << 10
 	maxMaxBodyBytes = 1 << 30
@@ -100,10 +101,11 @@ type serverConfig struct {
 	// signed with; empty when no provider may call back.
 	ProviderSecrets map[string][]byte
 	// DBMaxConns zero leaves the pool's size to the connection string
-	// (pool_max_conns), else DefaultDBMaxConns.
+	// (pool_max_conns), else defaultDBMaxConns.
 	DBMaxConns int32
-	// Admission's zero Seats is the pool's size.
-	Admission admissionConfig
+	// Seats configures the seat queue; its zero Seats is the pool's size,
+	// its zero WideSeats a share of the processors (seats.go).
+	Seats seatq.Config
 	// MaxPreferWait zero never waits, and then no claim listener runs.
 	MaxPreferWait    time.Duration
 	SavedSearchLease time.Duration
@@ -128,6 +130,8 @@ type serverConfig struct {
 	Webhooks webhookConfig
 	// Streams bounds the Runs' event streams (package runstream).
 	Streams runstream.Config
+	// renamed says which old names of settings were used, one warning each.
+	renamed []string
 }
 
 // setting is one configuration value and where it came from, so a message
@@ -183,7 +187,7 @@ func parseCallbackMaxBodyBytes(r *reader, s setting) string {
 	c := r.cfg
 	return setValue(&c.CallbackMaxBodyBytes, s, min(api.DefaultCallbackMaxBodyBytes, c.MaxBodyBytes), parseWhole, "a whole number of bytes", func(n int64) string {
 		if n < minMaxBodyBytes || n > c.MaxBodyBytes {
-			return fmt.Sprintf("%d is out of range: from %d to the body limit, %s (%d)", n, minMaxBodyBytes, r.name(EnvMaxBodyBytes), c.MaxBodyBytes)
+			return fmt.Sprintf("%d is out of range: from %d to the body limit, %s (%d)", n, minMaxBodyBytes, r.name(envMaxBodyBytes), c.MaxBodyBytes)
 		}
 		return ""
 	})
@@ -198,7 +202,7 @@ func parseCallbackBodyBudget(r *reader, s setting) string {
 	return setValue(&c.CallbackBodyBudget, s, max(api.DefaultCallbackBodyBudget, least), parseWhole, "a whole number of bytes", func(n int64) string {
 		if n < least || n > maxCallbackBodyBudget {
 			return fmt.Sprintf("%d is out of range: from twice the callback limit, %s (%d), to %d",
-				n, r.name(EnvCallbackMaxBodyBytes), least, int64(maxCallbackBodyBudget))
+				n, r.name(envCallbackMaxBodyBytes), least, int64(maxCallbackBodyBudget))
 		}
 		return ""
 	})

@@ -7,7 +7,7 @@ import (
 )
 
 // console wires the console (served under /console/ beside the API) on
-// the same stores, verifier and admission queue as the API, signing
+// the same stores, verifier and seat queue as the API, signing
 // people in through the provider when the settings register the console
 // there.
 func (s server) console(verifier *auth.Verifier, streams *runstream.Hub) (*console.Console, error) {
@@ -32,7 +32,7 @@ func (s server) console(verifier *auth.Verifier, streams *runstream.Hub) (*conso
 		Verifier:        verifier,
 		SessionLifetime: cfg.Auth.SessionLifetime,
 		Logger:          logger,
-		Admission:       s.queue,
+		Seats:           s.queue,
 		Streams:         streams,
 	}
 	if cfg.Auth.SignIn != nil {
@@ -44,7 +44,7 @@ func (s server) console(verifier *auth.Verifier, streams *runstream.Hub) (*conso
 	}
 	if cfg.Auth.TokenSignIn {
 		logger.Warn("console: token sign-in is on: anyone with a bearer token may sign in to the console by pasting it " +
-			"(development; " + EnvConsoleTokenSignIn + ")")
+			"(development; " + envConsoleTokenSignIn + ")")
 	}
 	return console.New(d)
 }

@@ -6,8 +6,8 @@ import (
 	"github.com/searchd/searchd/api"
 )
 
-// EnvCORSOrigins lists the origins a browser page may call the API from.
-const EnvCORSOrigins = "SEARCHD_CORS_ORIGINS"
+// envCORSOrigins lists the origins a browser page may call the API from.
+const envCORSOrigins = "SEARCHD_CORS_ORIGINS"
 
 // parseCORSOrigins reads the origins separated by commas: none when the
 // value is blank.

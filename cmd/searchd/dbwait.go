@@ -27,13 +27,13 @@ import (
 // whose processors are saturated), every attempt would be abandoned and
 // the pool would never fill again: the fault suite saw that with two CPU
 // hogs beside it.
-const EnvDBAnswerTimeout = "SEARCHD_DB_ANSWER_TIMEOUT"
+const envDBAnswerTimeout = "SEARCHD_DB_ANSWER_TIMEOUT"
 
 // Default and limit of the answer timeout: the statement timeout's default
 // and 5 s more, as PostgreSQL ends a statement that runs longer itself
 // and says so, so no answer by then means the database is not there.
 const (
-	DefaultDBAnswerTimeout = DefaultStatementTimeout + 5*time.Second
+	defaultDBAnswerTimeout = defaultStatementTimeout + 5*time.Second
 	maxDBAnswerTimeout     = time.Hour
 )
 

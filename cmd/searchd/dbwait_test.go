@@ -26,17 +26,17 @@ func TestDBWaitSettings(t *testing.T) {
 		{"", 20 * time.Second, ""},
 		{"0s", 0, ""},
 		{"3s", 3 * time.Second, ""},
-		{"later", 20 * time.Second, EnvDBAnswerTimeout + `: "later" is not a duration`},
-		{"500ms", 20 * time.Second, EnvDBAnswerTimeout + ": 500ms is out of range"},
-		{"2h", 20 * time.Second, EnvDBAnswerTimeout + ": 2h0m0s is out of range"},
+		{"later", 20 * time.Second, envDBAnswerTimeout + `: "later" is not a duration`},
+		{"500ms", 20 * time.Second, envDBAnswerTimeout + ": 500ms is out of range"},
+		{"2h", 20 * time.Second, envDBAnswerTimeout + ": 2h0m0s is out of range"},
 	} {
-		env := map[string]string{EnvDBAnswerTimeout: tt.value,
-			EnvDatabaseURL: "postgres://searchd@localhost:5432/searchd", EnvJWTSecret: goodSecret}
+		env := map[string]string{envDBAnswerTimeout: tt.value,
+			envDatabaseURL: "postgres://searchd@localhost:5432/searchd", envJWTSecret: goodSecret}
 		cfg, problems := loadSettings(fs, func(k string) string { return env[k] }, cmdServe)
 		w := cfg.DBWait
 		msg := strings.Join(problems, "\n")
 		if w.Answer != tt.want || (tt.problem == "") != (len(problems) == 0) || !strings.Contains(msg, tt.problem) {
-			t.Errorf("%s=%q: %s, %q; want %s, %q", EnvDBAnswerTimeout, tt.value, w.Answer, msg, tt.want, tt.problem)
+			t.Errorf("%s=%q: %s, %q; want %s, %q", envDBAnswerTimeout, tt.value, w.Answer, msg, tt.want, tt.problem)
 		}
 	}
 }

@@ -25,10 +25,10 @@ import (
 	"github.com/searchd/searchd/savedsearch"
 )
 
-// DemoOrganization is the organization `searchd dev` creates its demo data
+// demoOrganization is the organization `searchd dev` creates its demo data
 // in and mints its token for. It is fixed, so tokens and ids printed on one
 // run stay valid on the next.
-var DemoOrganization = uuid.MustParse("d0d0d0d0-0000-4000-8000-000000000001")
+var demoOrganization = uuid.MustParse("d0d0d0d0-0000-4000-8000-000000000001")
 
 const (
 	// devDatabase is the database dev creates on its local cluster.
@@ -54,7 +54,7 @@ func (a *app) dev(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(a.stderr, cfg)
-	warnRemovedSettings(logger, a.getenv)
+	warnRemovedSettings(logger, a.getenv, cfg.renamed)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// `go run ./cmd/searchd dev &` then `kill $!` kills go run, not this
@@ -64,7 +64,7 @@ func (a *app) dev(ctx context.Context, args []string) error {
 
 	dir, err := filepath.Abs(cfg.DevDir)
 	if err != nil {
-		return fmt.Errorf("%s: %w", EnvDevDir, err)
+		return fmt.Errorf("%s: %w", envDevDir, err)
 	}
 	stopCluster, err := a.devCluster(ctx, &cfg, dir)
 	defer stopCluster(logger) // set even on an error, once the cluster started
@@ -100,7 +100,7 @@ func (a *app) dev(ctx context.Context, args []string) error {
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("%s=%s: cannot listen: %w", EnvAddr, cfg.Addr, err)
+		return fmt.Errorf("%s=%s: cannot listen: %w", envAddr, cfg.Addr, err)
 	}
 	banner.base = "http://" + dialable(ln.Addr())
 	banner.print(a.stdout)
@@ -122,7 +122,7 @@ func (a *app) devCluster(ctx context.Context, cfg *serverConfig, dir string) (st
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return stop, fmt.Errorf("%s: cannot create %s: %w", EnvDevDir, dir, err)
+		return stop, fmt.Errorf("%s: cannot create %s: %w", envDevDir, dir, err)
 	}
 	if cfg.DatabaseURL != "" {
 		return stop, nil
@@ -194,18 +194,18 @@ func (a *app) devDemo(ctx context.Context, st *stores, secret []byte, dir string
 	if b.demo, err = demoSavedSearch(ctx, st.savedSearches); err != nil {
 		return b, fmt.Errorf("creating the demo saved search: %w", err)
 	}
-	if b.token, err = auth.SignToken(secret, DemoOrganization, devActor, a.now(), devTokenTTL); err != nil {
+	if b.token, err = auth.SignToken(secret, demoOrganization, devActor, a.now(), devTokenTTL); err != nil {
 		return b, err
 	}
 	if b.opToken, err = auth.SignOperatorToken(secret, uuid.Nil, devOperator, a.now(), devTokenTTL); err != nil {
 		return b, err
 	}
-	if b.rtToken, err = auth.SignRuntimeToken(secret, DemoOrganization, devRuntime, a.now(), devTokenTTL); err != nil {
+	if b.rtToken, err = auth.SignRuntimeToken(secret, demoOrganization, devRuntime, a.now(), devTokenTTL); err != nil {
 		return b, err
 	}
-	b.dispatching = "off: set " + EnvRuntimeURL + " and " + EnvRuntimeSecret + " to hand every admitted Run to a runtime (docs/runtime.md)"
+	b.dispatching = "off: set " + envRuntimeURL + " and " + envRuntimeSecret + " to hand every admitted Run to a runtime (docs/runtime.md)"
 	if cfg.Dispatch.URL != "" {
-		b.dispatching = "on: every admitted Run is POSTed to " + EnvRuntimeURL + ", signed with " + EnvRuntimeSecret
+		b.dispatching = "on: every admitted Run is POSTed to " + envRuntimeURL + ", signed with " + envRuntimeSecret
 	}
 	if b.providerSecret, err = a.demoProviderSecret(dir, cfg); err != nil {
 		return b, err
@@ -255,10 +255,10 @@ Console: %s/console/ (sign in with the token above; an operator signs in with
               %s)
 
 Serving on %s (Ctrl-C stops the server and PostgreSQL; so does the end of the process that started dev)
-`, DemoOrganization, demo.ID, demo.Name, tok, devTokenTTL, b.secretPath, DemoOrganization,
+`, demoOrganization, demo.ID, demo.Name, tok, devTokenTTL, b.secretPath, demoOrganization,
 		base, demo.ID, tok,
 		demoProvider, job.ID, job.ProviderJobID, job.ProviderJobID, b.providerSecret, base, "/v1/callbacks/"+demoProvider+"/jobs/"+job.ID.String(),
-		b.dispatching, DemoOrganization, base, b.rtToken,
+		b.dispatching, demoOrganization, base, b.rtToken,
 		base, b.opToken, base)
 }
 
@@ -279,13 +279,13 @@ func storeNewSecret(path, what string, n int) (string, error) {
 func demoSavedSearch(ctx context.Context, store *savedsearch.Store) (*savedsearch.SavedSearch, error) {
 	cursor := ""
 	for {
-		items, next, err := store.List(ctx, DemoOrganization, savedsearch.ListParams{Limit: savedsearch.MaxListLimit, Cursor: cursor})
+		items, next, err := store.List(ctx, demoOrganization, savedsearch.ListParams{Limit: savedsearch.MaxListLimit, Cursor: cursor})
 		if err != nil {
 			return nil, err
 		}
 		for i := range items {
 			if items[i].Name == demoName {
-				return store.Get(ctx, DemoOrganization, items[i].ID)
+				return store.Get(ctx, demoOrganization, items[i].ID)
 			}
 		}
 		if next == "" {
@@ -293,7 +293,7 @@ func demoSavedSearch(ctx context.Context, store *savedsearch.Store) (*savedsearc
 		}
 		cursor = next
 	}
-	return store.Create(ctx, DemoOrganization, savedsearch.CreateParams{
+	return store.Create(ctx, demoOrganization, savedsearch.CreateParams{
 		Name: demoName,
 		Brief: savedsearch.Brief{
 			Query:   "senior PostgreSQL engineer",
@@ -356,7 +356,7 @@ func (a *app) demoProviderSecret(dir string, cfg *serverConfig) (string, error) 
 func demoProviderJob(ctx context.Context, st *stores) (*providerjobs.Job, error) {
 	name := "dev demo provider run"
 	run, _, err := st.runs.Admit(ctx, runs.AdmitParams{
-		OrganizationID: DemoOrganization,
+		OrganizationID: demoOrganization,
 		Kind:           runs.KindCapability,
 		StartKey:       runs.DirectStartKey(demoRunKey),
 		RequestHash:    "dev-demo",
@@ -365,7 +365,7 @@ func demoProviderJob(ctx context.Context, st *stores) (*providerjobs.Job, error)
 	if err != nil {
 		return nil, err
 	}
-	job, _, err := st.providerJobs.Register(ctx, DemoOrganization,
+	job, _, err := st.providerJobs.Register(ctx, demoOrganization,
 		providerjobs.RegisterParams{RunID: run.ID, Provider: demoProvider, ProviderJobID: demoProviderJobID})
 	return job, err
 }

@@ -40,13 +40,13 @@ func TestDispatchSettingsNameTheSettingAndHideTheSecret(t *testing.T) {
 		args []string
 		want string
 	}{
-		{map[string]string{EnvRuntimeURL: "http://runtime:9000/runs"}, nil, EnvRuntimeSecret + ": is required with " + EnvRuntimeURL},
-		{map[string]string{EnvRuntimeSecret: runtimeSecret}, nil, EnvRuntimeSecret + ": is set but " + EnvRuntimeURL + " is not"},
-		{map[string]string{EnvRuntimeURL: "http://runtime:9000/runs", EnvRuntimeSecret: "whsec_c2hvcnQ="}, nil,
-			EnvRuntimeSecret + ": is a key of 5 bytes; it must be at least 24"},
-		{map[string]string{EnvRuntimeURL: "http://runtime:9000/runs", EnvRuntimeSecret: "whsec_!!not-base64!!"}, nil,
-			EnvRuntimeSecret + `: starts with "whsec_" but the rest is not standard base64`},
-		{map[string]string{EnvRuntimeSecret: runtimeSecret}, []string{"--runtime-url", "https://user:hunter2-password@runtime/runs"},
+		{map[string]string{envRuntimeURL: "http://runtime:9000/runs"}, nil, envRuntimeSecret + ": is required with " + envRuntimeURL},
+		{map[string]string{envRuntimeSecret: runtimeSecret}, nil, envRuntimeSecret + ": is set but " + envRuntimeURL + " is not"},
+		{map[string]string{envRuntimeURL: "http://runtime:9000/runs", envRuntimeSecret: "whsec_c2hvcnQ="}, nil,
+			envRuntimeSecret + ": dispatch: Config.Secret is a key of 5 bytes; it must be at least 24"},
+		{map[string]string{envRuntimeURL: "http://runtime:9000/runs", envRuntimeSecret: "whsec_!!not-base64!!"}, nil,
+			envRuntimeSecret + `: starts with "whsec_" but the rest is not standard base64`},
+		{map[string]string{envRuntimeSecret: runtimeSecret}, []string{"--runtime-url", "https://user:hunter2-password@runtime/runs"},
 			"--runtime-url: holds credentials"},
 	} {
 		env := maps.Clone(base)
@@ -67,8 +67,8 @@ func TestDispatchSettingsNameTheSettingAndHideTheSecret(t *testing.T) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	serverFlags(fs)
 	cfg, problems := loadSettings(fs, func(k string) string {
-		return map[string]string{EnvRuntimeURL: "https://runtime.internal/runs", EnvRuntimeSecret: runtimeSecret,
-			EnvDatabaseURL: "postgres://searchd@localhost:5432/searchd", EnvJWTSecret: goodSecret}[k]
+		return map[string]string{envRuntimeURL: "https://runtime.internal/runs", envRuntimeSecret: runtimeSecret,
+			envDatabaseURL: "postgres://searchd@localhost:5432/searchd", envJWTSecret: goodSecret}[k]
 	}, cmdServe)
 	if dc := cfg.Dispatch; len(problems) != 0 || dc.URL != "https://runtime.internal/runs" || !bytes.Equal(dc.Secret, runtimeKey) {
 		t.Errorf("valid settings = %+v, %v; want the URL and the decoded key", dc, problems)
@@ -148,9 +148,9 @@ func TestServeDispatchesAdmittedRunsAndTakesTheirStatus(t *testing.T) {
 	rt := newTestRuntime(t)
 	_, base, _ := startServe(t, map[string]string{
 		"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret, "SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s",
-		EnvRuntimeURL: rt.srv.URL, EnvRuntimeSecret: runtimeSecret,
+		envRuntimeURL: rt.srv.URL, envRuntimeSecret: runtimeSecret,
 		// An hour: only the wake of the start itself can deliver it in time.
-		EnvDispatchInterval: "1h",
+		envDispatchInterval: "1h",
 	})
 	org := uuid.New()
 	tok, _ := auth.SignToken([]byte(goodSecret), org, "alice", time.Now(), time.Hour)
@@ -218,9 +218,9 @@ func TestServeWithoutARuntimeLeavesRunsQueued(t *testing.T) {
 	dbURL := pgtest.NewDBURL(t)
 	h, base, _ := startServe(t, map[string]string{
 		"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret, "SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s",
-		EnvDispatchInterval: "10ms",
+		envDispatchInterval: "10ms",
 	})
-	if !strings.Contains(h.stderr.String(), "dispatch is off: "+EnvRuntimeURL+" is not set") {
+	if !strings.Contains(h.stderr.String(), "dispatch is off: "+envRuntimeURL+" is not set") {
 		t.Errorf("the log does not say dispatch is off:\n%s", h.stderr.String())
 	}
 	org := uuid.New()
@@ -254,8 +254,8 @@ func TestServeWithDispatchOffCountsAndWarnsOfPendingRuns(t *testing.T) {
 	h.app.backlogWatch = dispatch.WatchConfig{Interval: 20 * time.Millisecond, WarnEvery: 200 * time.Millisecond}
 	addr, _ := h.start(t, "serve")
 	base := "http://" + addr
-	startWarn := `"level":"WARN","msg":"dispatch is off: ` + EnvRuntimeURL + ` is not set, so admitted Runs stay queued with their dispatch pending ` +
-		`until a replica with a runtime delivers them; set ` + EnvRuntimeURL + ` and ` + EnvRuntimeSecret + ` on this replica`
+	startWarn := `"level":"WARN","msg":"dispatch is off: ` + envRuntimeURL + ` is not set, so admitted Runs stay queued with their dispatch pending ` +
+		`until a replica with a runtime delivers them; set ` + envRuntimeURL + ` and ` + envRuntimeSecret + ` on this replica`
 	if !strings.Contains(h.stderr.String(), startWarn) {
 		t.Errorf("no WARN at start that dispatch is off:\n%s", h.stderr.String())
 	}
@@ -279,7 +279,7 @@ func TestServeWithDispatchOffCountsAndWarnsOfPendingRuns(t *testing.T) {
 	}
 	// The repeated warning: twice at least, each naming the three Runs.
 	const repeated = `"level":"WARN","msg":"dispatch is off on this replica and Runs are waiting for it: they stay queued until a replica ` +
-		`with a runtime delivers them; set ` + EnvRuntimeURL + ` and ` + EnvRuntimeSecret + ` on this replica to deliver them (docs/runtime.md)","pending":3,`
+		`with a runtime delivers them; set ` + envRuntimeURL + ` and ` + envRuntimeSecret + ` on this replica to deliver them (docs/runtime.md)","pending":3,`
 	for deadline := time.Now().Add(20 * time.Second); strings.Count(h.stderr.String(), repeated) < 2 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}

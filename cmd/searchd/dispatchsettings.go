@@ -15,24 +15,31 @@ import (
 // secret its deliveries are signed with, and how the dispatcher paces
 // them.
 const (
-	EnvRuntimeURL          = "SEARCHD_RUNTIME_URL"
-	EnvRuntimeSecret       = "SEARCHD_RUNTIME_SECRET"
-	EnvRuntimeTimeout      = "SEARCHD_RUNTIME_TIMEOUT"
-	EnvDispatchInterval    = "SEARCHD_DISPATCH_INTERVAL"
-	EnvDispatchBatch       = "SEARCHD_DISPATCH_BATCH"
-	EnvDispatchConcurrency = "SEARCHD_DISPATCH_CONCURRENCY"
-	EnvDispatchMaxBackoff  = "SEARCHD_DISPATCH_MAX_BACKOFF"
+	envRuntimeURL          = "SEARCHD_RUNTIME_URL"
+	envRuntimeSecret       = "SEARCHD_RUNTIME_SECRET"
+	envRuntimeTimeout      = "SEARCHD_RUNTIME_TIMEOUT"
+	envDispatchInterval    = "SEARCHD_DISPATCH_INTERVAL"
+	envDispatchBatch       = "SEARCHD_DISPATCH_BATCH"
+	envDispatchConcurrency = "SEARCHD_DISPATCH_CONCURRENCY"
+	envDispatchMaxBackoff  = "SEARCHD_DISPATCH_MAX_BACKOFF"
 )
 
-// runtimeURLProblem checks the runtime's endpoint; a flag's must hold no
-// credentials. No message quotes it.
+// runtimeURLProblem checks the runtime's endpoint, as dispatch.Config
+// does; a flag's must hold no credentials. No message quotes it.
 func runtimeURLProblem(s setting) string {
-	u, err := url.Parse(s.value)
-	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return "is not an absolute http or https URL, such as https://runtime.internal/searchd/runs"
-	case strings.HasPrefix(s.name, "--") && u.User != nil:
-		return "holds credentials, which every local user can read in the process list; set " + EnvRuntimeURL + " instead"
+	if err := dispatchProblem(dispatch.Config{URL: s.value}, "URL"); err != "" {
+		return err
+	}
+	if u, _ := url.Parse(s.value); strings.HasPrefix(s.name, "--") && u.User != nil {
+		return "holds credentials, which every local user can read in the process list; set " + envRuntimeURL + " instead"
+	}
+	return ""
+}
+
+// dispatchProblem is what c's Validate says of its field name, or "".
+func dispatchProblem(c dispatch.Config, name string) string {
+	if err := c.Validate(); err != nil && strings.HasPrefix(err.Error(), "dispatch: Config."+name+" ") {
+		return err.Error()
 	}
 	return ""
 }
@@ -42,9 +49,9 @@ func runtimeURLProblem(s setting) string {
 // alone. No message quotes it.
 func parseRuntimeSecret(r *reader, s setting) string {
 	key, err := providerSecret(s.value)
-	switch u := r.given[EnvRuntimeURL]; {
+	switch u := r.given[envRuntimeURL]; {
 	case u.value == "" && s.value != "":
-		return "is set but " + EnvRuntimeURL + " is not: set both to turn dispatch on, or neither"
+		return "is set but " + envRuntimeURL + " is not: set both to turn dispatch on, or neither"
 	case u.value == "":
 		return ""
 	case s.value == "":
@@ -52,15 +59,15 @@ func parseRuntimeSecret(r *reader, s setting) string {
 			"(whsec_ and the base64 of %d random bytes or more: echo whsec_$(openssl rand -base64 32))", u.name, dispatch.MinSecretLen)
 	case err != nil:
 		return err.Error()
-	case len(key) < dispatch.MinSecretLen:
-		return fmt.Sprintf("is a key of %d bytes; it must be at least %d", len(key), dispatch.MinSecretLen)
+	case dispatchProblem(dispatch.Config{URL: u.value, Secret: key}, "Secret") != "":
+		return dispatchProblem(dispatch.Config{URL: u.value, Secret: key}, "Secret")
 	}
 	r.cfg.Dispatch.Secret = key
 	return ""
 }
 
 // dispatchRemedy is what the warnings of dispatch off ask for.
-const dispatchRemedy = "set " + EnvRuntimeURL + " and " + EnvRuntimeSecret + " on this replica to deliver them (docs/runtime.md)"
+const dispatchRemedy = "set " + envRuntimeURL + " and " + envRuntimeSecret + " on this replica to deliver them (docs/runtime.md)"
 
 // dispatcher returns the run of the backlog's watcher and, when a runtime
 // is configured, of the dispatcher of the outbox; it returns when both
@@ -82,7 +89,7 @@ func (s server) dispatcher() (func(context.Context), error) {
 	}
 	st.backlog = w
 	if !on {
-		s.logger.Warn("dispatch is off: " + EnvRuntimeURL + " is not set, so admitted Runs stay queued with their dispatch pending " +
+		s.logger.Warn("dispatch is off: " + envRuntimeURL + " is not set, so admitted Runs stay queued with their dispatch pending " +
 			"until a replica with a runtime delivers them; " + dispatchRemedy)
 		return func(ctx context.Context) { _ = w.Run(ctx) }, nil
 	}

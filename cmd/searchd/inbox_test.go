@@ -73,16 +73,16 @@ func TestSessionBoundsEndAStalledTransaction(t *testing.T) {
 	// The defaults are seconds, and every setting names itself in errors.
 	h := newHarness(map[string]string{})
 	fs := h.app.flagSet("serve", serveCommand)
-	base := map[string]string{EnvDatabaseURL: "postgres://searchd@localhost:5432/searchd", EnvJWTSecret: goodSecret}
+	base := map[string]string{envDatabaseURL: "postgres://searchd@localhost:5432/searchd", envJWTSecret: goodSecret}
 	cfg, problems := loadSettings(fs, func(k string) string { return base[k] }, cmdServe)
 	if sb := cfg.Session; len(problems) != 0 || sb != (sessionBounds{5 * time.Second, 10 * time.Second, 15 * time.Second}) {
 		t.Errorf("default bounds = %+v (%v), want 5s, 10s, 15s", sb, problems)
 	}
-	bad := map[string]string{EnvIdleInTransactionTimeout: "2h", EnvLockTimeout: "soon", EnvWebhookLease: "0s", EnvApplierBatch: "0"}
+	bad := map[string]string{envIdleInTransactionTimeout: "2h", envLockTimeout: "soon", envProviderWebhookLease: "0s", envApplierBatch: "0"}
 	_, problems = loadSettings(fs, func(k string) string { return cmp.Or(bad[k], base[k]) }, cmdServe)
-	if msg := strings.Join(problems, "\n"); len(problems) != 4 || !strings.Contains(msg, EnvIdleInTransactionTimeout+": 2h0m0s is out of range") ||
-		!strings.Contains(msg, EnvLockTimeout+`: "soon" is not a duration`) || !strings.Contains(msg, EnvWebhookLease+": 0s is out of range") ||
-		!strings.Contains(msg, EnvApplierBatch+": 0 is out of range") {
+	if msg := strings.Join(problems, "\n"); len(problems) != 4 || !strings.Contains(msg, envIdleInTransactionTimeout+": 2h0m0s is out of range") ||
+		!strings.Contains(msg, envLockTimeout+`: "soon" is not a duration`) || !strings.Contains(msg, envProviderWebhookLease+": 0s is out of range") ||
+		!strings.Contains(msg, envApplierBatch+": 0 is out of range") {
 		t.Errorf("problems = %q, want one per setting, naming it", msg)
 	}
 }
@@ -103,7 +103,7 @@ VALUES ($1, 'acme', 'd-left', $2, $3, $4, repeat('a', 64), 'pj-1', 'succeeded', 
 	}
 	h := newHarness(map[string]string{
 		"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret, "SEARCHD_ADDR": "127.0.0.1:0",
-		EnvApplierInterval: "100ms", EnvWebhookLease: "2s", "SEARCHD_SWEEP_INTERVAL": "0s",
+		envApplierInterval: "100ms", envProviderWebhookLease: "2s", "SEARCHD_SWEEP_INTERVAL": "0s",
 	})
 	addr, _ := h.start(t, "serve")
 	deadline := time.Now().Add(15 * time.Second)

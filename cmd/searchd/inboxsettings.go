@@ -11,12 +11,12 @@ import (
 // Environment variables of the provider inbox's applier and of the
 // server-side bounds every session of serve and dev carries.
 const (
-	EnvWebhookLease             = "SEARCHD_WEBHOOK_LEASE"
-	EnvApplierInterval          = "SEARCHD_APPLIER_INTERVAL"
-	EnvApplierBatch             = "SEARCHD_APPLIER_BATCH"
-	EnvIdleInTransactionTimeout = "SEARCHD_DB_IDLE_IN_TRANSACTION_TIMEOUT"
-	EnvLockTimeout              = "SEARCHD_DB_LOCK_TIMEOUT"
-	EnvStatementTimeout         = "SEARCHD_DB_STATEMENT_TIMEOUT"
+	envProviderWebhookLease     = "SEARCHD_PROVIDER_WEBHOOK_LEASE"
+	envApplierInterval          = "SEARCHD_APPLIER_INTERVAL"
+	envApplierBatch             = "SEARCHD_APPLIER_BATCH"
+	envIdleInTransactionTimeout = "SEARCHD_DB_IDLE_IN_TRANSACTION_TIMEOUT"
+	envLockTimeout              = "SEARCHD_DB_LOCK_TIMEOUT"
+	envStatementTimeout         = "SEARCHD_DB_STATEMENT_TIMEOUT"
 )
 
 // Defaults and limits of those settings. The session bounds are seconds:
@@ -28,15 +28,11 @@ const (
 // than failing first; no statement runs longer than 15 s, so one slow
 // statement (a tenant's heavy list) cannot hold a pool connection long.
 const (
-	DefaultWebhookLease             = idempotency.WebhookLease
-	DefaultApplierInterval          = time.Second
-	DefaultApplierBatch             = 100
-	DefaultIdleInTransactionTimeout = 5 * time.Second
-	DefaultLockTimeout              = 10 * time.Second
-	DefaultStatementTimeout         = 15 * time.Second
+	defaultWebhookLease             = idempotency.WebhookLease
+	defaultIdleInTransactionTimeout = 5 * time.Second
+	defaultLockTimeout              = 10 * time.Second
+	defaultStatementTimeout         = 15 * time.Second
 	maxWebhookLease                 = 10 * time.Minute
-	maxApplierInterval              = time.Hour
-	maxApplierBatch                 = 1000
 	maxSessionTimeout               = time.Hour
 )
 

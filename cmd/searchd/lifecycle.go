@@ -28,7 +28,7 @@ func openPool(ctx context.Context, cfg serverConfig, prepare ...func(*pgxpool.Co
 	case cfg.DBMaxConns > 0:
 		pc.MaxConns = cfg.DBMaxConns
 	case !strings.Contains(cfg.DatabaseURL, "pool_max_conns"):
-		pc.MaxConns = DefaultDBMaxConns // see its comment: commits, not CPUs
+		pc.MaxConns = defaultDBMaxConns // see its comment: commits, not CPUs
 	}
 	pc.MinConns = min(pc.MinConns, pc.MaxConns)
 	// Server-side bounds on every session (why: at their defaults).
@@ -56,7 +56,7 @@ func poolConfig(dbURL string) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		// Validated already; the message may quote a password.
-		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection string", EnvDatabaseURL)
+		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection string", envDatabaseURL)
 	}
 	pc.ConnConfig.OnPgError = dberr.ClosingOnPgError(pc.ConnConfig.OnPgError)
 	return pc, nil

@@ -8,9 +8,9 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
-// EnvGoMemLimit is the Go runtime's soft memory limit, read by the
+// envGoMemLimit is the Go runtime's soft memory limit, read by the
 // runtime itself.
-const EnvGoMemLimit = "GOMEMLIMIT"
+const envGoMemLimit = "GOMEMLIMIT"
 
 // memoryLimitRatio is the share of the container's memory limit serve
 // gives the Go runtime as its soft limit when GOMEMLIMIT is unset: the

@@ -169,7 +169,7 @@ func serveAPI(t *testing.T, pool *pgxpool.Pool, cfg serverConfig) *httptest.Serv
 	t.Helper()
 	logger := slog.New(slog.DiscardHandler)
 	obs := observability{metrics: telemetry.NewMetrics()}
-	queue, err := newAdmission(cfg.Admission, pool, obs.metrics)
+	queue, err := newSeatQueue(cfg.Seats, pool, obs.metrics)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,29 +8,25 @@ import (
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/errs"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/schedule"
 )
 
 // Environment variables of the drain of scheduled starts.
 const (
-	EnvScheduleTick  = "SEARCHD_SCHEDULE_TICK"
-	EnvScheduleBatch = "SEARCHD_SCHEDULE_BATCH"
-	EnvScheduleLease = "SEARCHD_SCHEDULE_LEASE"
-	EnvScheduleRetry = "SEARCHD_SCHEDULE_RETRY"
-	EnvScheduleMax   = "SEARCHD_SCHEDULE_MAX_PER_ORG"
-	EnvScheduleWidth = "SEARCHD_SCHEDULE_WIDTH"
+	envScheduleTick  = "SEARCHD_SCHEDULE_TICK"
+	envScheduleBatch = "SEARCHD_SCHEDULE_BATCH"
+	envScheduleLease = "SEARCHD_SCHEDULE_LEASE"
+	envScheduleRetry = "SEARCHD_SCHEDULE_RETRY"
+	envScheduleMax   = "SEARCHD_SCHEDULE_MAX_PER_ORG"
+	envScheduleWidth = "SEARCHD_SCHEDULE_WIDTH"
 )
 
 // Defaults and limits of those settings.
 const (
-	DefaultScheduleTick  = time.Second
-	DefaultScheduleBatch = 10
-	// DefaultScheduleLease is the lease when the saved-search lease is
+	// defaultScheduleLease is the lease when the saved-search lease is
 	// the default 30 s: the default is twice the saved-search lease.
-	DefaultScheduleLease = time.Minute
-	DefaultScheduleRetry = time.Hour
-	maxScheduleTick      = time.Hour
+	defaultScheduleLease = time.Minute
 	maxScheduleMax       = 1_000_000
 )
 
@@ -47,9 +43,9 @@ func parseScheduleLease(r *reader, s setting) string {
 func checkScheduleLease(r *reader) {
 	c := r.cfg
 	if c.Schedule.Interval > 0 && c.Schedule.Lease <= c.SavedSearchLease {
-		r.bad(r.given[EnvScheduleLease], "%s must be longer than the saved-search lease, %s (%s): a replica "+
+		r.bad(r.given[envScheduleLease], "%s must be longer than the saved-search lease, %s (%s): a replica "+
 			"that takes over an occurrence must find the start claim of one that died reclaimable",
-			c.Schedule.Lease, r.name(EnvSavedSearchLease), c.SavedSearchLease)
+			c.Schedule.Lease, r.name(envSavedSearchLease), c.SavedSearchLease)
 	}
 }
 
@@ -87,10 +83,10 @@ func (s server) drain() (func(context.Context), error) {
 // organization's flow while it runs. A refusal of the queue is
 // errs.Unavailable wrapping schedule.ErrBusy (the drain records the
 // occurrence not ready, busy, and tries it again at its next tick).
-func seated(queue *fairq.Queue, start schedule.StartFunc) schedule.StartFunc {
+func seated(queue *seatq.Queue, start schedule.StartFunc) schedule.StartFunc {
 	return func(ctx context.Context, p admission.SavedSearchStart) (admission.Result, error) {
-		seat, err := queue.Acquire(ctx, fairq.Flow{Kind: fairq.KindOrganization, Name: p.Org.String()}, 1)
-		var refusal *fairq.Refusal
+		seat, err := queue.Acquire(ctx, seatq.Flow{Kind: seatq.KindOrganization, Name: p.Org.String()}, 1)
+		var refusal *seatq.Refusal
 		switch {
 		case errors.As(err, &refusal):
 			return admission.Result{}, errs.Wrap(errs.Unavailable, fmt.Errorf("%w: %w", schedule.ErrBusy, err))

@@ -19,9 +19,9 @@ import (
 	"github.com/searchd/searchd/console"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/fairq"
 	"github.com/searchd/searchd/internal/keyset"
 	"github.com/searchd/searchd/internal/readiness"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/runs/runstream"
@@ -45,7 +45,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(a.stderr, cfg)
-	warnRemovedSettings(logger, a.getenv)
+	warnRemovedSettings(logger, a.getenv, cfg.renamed)
 	setMemoryLimit(logger, memlimit.FromCgroup)
 	obs, err := newObservability(ctx, a.getenv)
 	if err != nil {
@@ -69,7 +69,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("%s=%s: cannot listen: %w", EnvAddr, cfg.Addr, err)
+		return fmt.Errorf("%s=%s: cannot listen: %w", envAddr, cfg.Addr, err)
 	}
 	return a.runServer(ctx, cfg, ln, newStores(pool, a.dbClock, cursors, cfg, logger, obs), logger, obs)
 }
@@ -82,7 +82,7 @@ func loadCursorKey(ctx context.Context, pool *pgxpool.Pool) (keyset.Key, error) 
 	defer cancel()
 	k, err := keyset.LoadKey(ctx, pool)
 	if err != nil {
-		return keyset.Key{}, fmt.Errorf("cannot read the cursor key from the database named by %s: %w", EnvDatabaseURL, err)
+		return keyset.Key{}, fmt.Errorf("cannot read the cursor key from the database named by %s: %w", envDatabaseURL, err)
 	}
 	return k, nil
 }
@@ -99,20 +99,20 @@ func checkSchema(ctx context.Context, databaseURL string) error {
 	case errors.Is(err, migrations.ErrNotCurrent):
 		return fmt.Errorf("refusing to start: %w", err)
 	case err != nil:
-		return fmt.Errorf("cannot check the database named by %s: %w", EnvDatabaseURL, err)
+		return fmt.Errorf("cannot check the database named by %s: %w", envDatabaseURL, err)
 	}
 	return nil
 }
 
 // server is what serve and dev run on: the stores constructed once on the
 // pool, the settings, the log, what the service is observed with (its
-// metrics never nil) and the admission queue every door shares.
+// metrics never nil) and the seat queue every door shares.
 type server struct {
 	st     *stores
 	cfg    serverConfig
 	logger *slog.Logger
 	obs    observability
-	queue  *fairq.Queue
+	queue  *seatq.Queue
 	// watch paces the backlog's watcher: its Interval and WarnEvery, the
 	// defaults when zero (tests shorten them).
 	watch dispatch.WatchConfig
@@ -129,10 +129,10 @@ type server struct {
 func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, st *stores, logger *slog.Logger, obs observability) error {
 	defer ln.Close() // on an error before serving; serving closes it already
 	pool := st.pool
-	// One admission queue for every door: the API's requests, the
+	// One seat queue for every door: the API's requests, the
 	// console's pages, the callbacks and the drain's scheduled starts
 	// share its seats.
-	queue, err := newAdmission(cfg.Admission, pool, obs.metrics)
+	queue, err := newSeatQueue(cfg.Seats, pool, obs.metrics)
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 // api wires the domain services of the stores into the API. Starts wait
 // on Prefer: wait when hub is set, and not at all when it is nil. /readyz
 // answers from ready. Every request takes a seat in the queue first (see
-// newAdmission).
+// newSeatQueue).
 func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(context.Context) error, streams *runstream.Hub) (*api.Server, error) {
 	st, cfg := s.st, s.cfg
 	b := buildInfo()
@@ -211,7 +211,7 @@ func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(cont
 	}
 	return api.New(api.Deps{
 		Ready:                ready,
-		Admission:            s.queue,
+		Seats:                s.queue,
 		SavedSearches:        st.savedSearches,
 		Snapshots:            st.snapshots,
 		Runs:                 st.runs,

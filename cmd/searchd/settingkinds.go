@@ -4,11 +4,18 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/dispatch"
+	"github.com/searchd/searchd/internal/seatq"
+	"github.com/searchd/searchd/providerjobs"
+	"github.com/searchd/searchd/runs/runstream"
+	"github.com/searchd/searchd/schedule"
+	"github.com/searchd/searchd/webhooks"
 )
 
 // spec declares one setting of searchd, once: where it is read from, its
@@ -19,6 +26,8 @@ import (
 type spec struct {
 	env  string
 	flag string // without dashes; "" for a setting read from the environment alone
+	// was is the setting's old name, still read, with a warning.
+	was renamed
 	// secret marks a value nobody else may read: it has no flag (a
 	// flag's value is in the process list for every local user to read)
 	// and no message quotes it.
@@ -41,6 +50,10 @@ type spec struct {
 	// to: a placeholder to replace (a secret's is refused until it is).
 	example string
 }
+
+// renamed is a setting's old variable and flag, still read (a deployment
+// that sets one is warned at start) unless the new name is set too.
+type renamed struct{ env, flag string }
 
 // section is a group of settings under a heading of their own.
 type section struct {
@@ -169,6 +182,7 @@ type reader struct {
 	// given holds every setting read so far, by variable, named as the
 	// user gave it: a message about one setting may name another.
 	given    map[string]setting
+	old      []string // the old names used, for [warnRenamedSettings]
 	problems []string
 	failed   map[string]bool // the settings with a problem, by name
 }
@@ -200,12 +214,24 @@ func (r *reader) name(env string) string { return cmp.Or(r.given[env].name, env)
 // returns every problem, one line per setting, each naming the setting as
 // the user gave it.
 func loadSettings(fs *flag.FlagSet, getenv func(string) string, c cmds) (serverConfig, []string) {
-	r := &reader{fs: fs, getenv: getenv, dev: c == cmdDev, cfg: &loading{}, given: map[string]setting{}, failed: map[string]bool{}}
+	r := &reader{fs: fs, getenv: getenv, dev: c == cmdDev, cfg: defaults(c == cmdDev), given: map[string]setting{}, failed: map[string]bool{}}
 	for _, s := range allSettings() {
 		if s.in&c == 0 {
 			continue
 		}
 		given := lookup(fs, s.flag, s.env, getenv) // the variable alone when there is no flag
+		if s.was.env != "" {
+			if old := lookup(fs, s.was.flag, s.was.env, getenv); old.value != "" && given.value != "" {
+				r.bad(given, "%s is its old name: set one of them", old.name)
+			} else if old.value != "" {
+				now := s.env
+				if strings.HasPrefix(old.name, "--") {
+					now = "--" + s.flag
+				}
+				r.old = append(r.old, old.name+" is deprecated: set "+now+" instead")
+				given = old
+			}
+		}
 		r.given[s.env] = given
 		if p := s.kind.set(r, given); p != "" {
 			r.bad(given, "%s", p)
@@ -216,6 +242,7 @@ func loadSettings(fs *flag.FlagSet, getenv func(string) string, c cmds) (serverC
 			check.run(r)
 		}
 	}
+	r.cfg.renamed = r.old
 	return r.cfg.serverConfig, r.problems
 }
 
@@ -419,3 +446,124 @@ type settingCheck struct {
 	in  cmds
 	run func(r *reader)
 }
+
+// about is the setting's meaning, and its old name when it was renamed.
+func (s spec) about() string {
+	if s.was.env == "" {
+		return s.meaning
+	}
+	return s.meaning + "; formerly `" + s.was.env + "` (`--" + s.was.flag + "`), still read with a warning"
+}
+
+// field is a setting held in a package's Config, which says it once: its
+// default is what the Config's defaults hold (see [defaults]), its range
+// what the Config's Validate (valid) accepts. Validate's errors read
+// "pkg: Config.Field is V; it must be R".
+type field[T int | time.Duration] struct {
+	at    func(*loading) *T
+	valid func(*loading) error
+	of    string // what a number counts, for the message: "bytes"
+	like  string // how to write a duration: "10s or 1m"
+	none  bool   // 0 is taken, as none (the Config reads 0 as its default)
+}
+
+func (k field[T]) set(r *reader, s setting) string {
+	if s.value == "" {
+		return "" // the default, which r.cfg holds
+	}
+	var v T
+	var err error
+	switch p := any(&v).(type) {
+	case *time.Duration:
+		*p, err = time.ParseDuration(s.value)
+	case *int:
+		*p, err = strconv.Atoi(s.value)
+	}
+	if err != nil && k.like != "" {
+		return fmt.Sprintf("%q is not a duration (write it like %s)", s.value, k.like)
+	} else if err != nil {
+		return fmt.Sprintf("%q is not a whole number%s", s.value, strings.TrimSuffix(" of "+k.of, " of "))
+	}
+	if d := defaults(r.dev); v == 0 && k.none {
+		*k.at(r.cfg) = 0
+	} else if v == 0 && *k.at(d) != 0 { // the Config would read 0 as its default
+		err = k.probe(d, k.at(d), ^T(0)) // -1, for the range
+	} else {
+		err = k.probe(r.cfg, k.at(r.cfg), v)
+	}
+	if err != nil {
+		field, _, _ := strings.Cut(err.Error(), " is ")
+		_, rng, _ := strings.Cut(err.Error(), "; it must be ")
+		return fmt.Sprintf("%v is out of range: %s (%s)", v, rng, field)
+	}
+	return ""
+}
+
+// probe puts v in *p, a field of c, and returns the error of the Config's
+// Validate about that field; then *p is as it was, so the next settings
+// are checked against a Config in range.
+func (k field[T]) probe(c *loading, p *T, v T) error {
+	old := *p
+	*p = v
+	if err := k.valid(c); err != nil && strings.Contains(err.Error(), "Config."+fieldName(c, p)+" ") {
+		*p = old
+		return err
+	}
+	return nil
+}
+
+func (k field[T]) literal(dev bool) string { return fmt.Sprint(*k.at(defaults(dev))) }
+
+// values is the range, asked of the Config's Validate with a value below any.
+func (k field[T]) values() string {
+	c := defaults(false)
+	if err := k.probe(c, k.at(c), ^T(0)); err != nil { // -1
+		_, rng, _ := strings.Cut(err.Error(), "; it must be ")
+		return rng
+	}
+	return ""
+}
+
+// fieldName is the name of the field of c that p points to, "" for none.
+func fieldName(c *loading, p any) string {
+	want := reflect.ValueOf(p)
+	var find func(v reflect.Value) string
+	find = func(v reflect.Value) string {
+		for i := range v.NumField() {
+			f := v.Field(i)
+			if f.Addr().Type() == want.Type() && f.Addr().Pointer() == want.Pointer() {
+				return v.Type().Field(i).Name
+			}
+			if f.Kind() == reflect.Struct {
+				if name := find(f); name != "" {
+					return name
+				}
+			}
+		}
+		return ""
+	}
+	return find(reflect.ValueOf(c).Elem())
+}
+
+// defaults is the configuration before any setting is read: the defaults
+// of each package's Config, which are the settings' defaults.
+func defaults(bool) *loading {
+	q := seatq.Config{}.WithDefaults()
+	return &loading{serverConfig: serverConfig{
+		Dispatch: dispatch.Config{}.WithDefaults(),
+		Streams:  runstream.Config{}.WithDefaults(),
+		Schedule: schedule.DrainConfig{}.WithDefaults(),
+		Webhooks: webhookConfig{Worker: webhooks.WorkerConfig{}.WithDefaults()},
+		Inbox:    inboxConfig{Applier: providerjobs.ApplierConfig{}.WithDefaults()},
+		// The seats are the pool's size and the wide seats a share of the
+		// processors, unless set (seats.go).
+		Seats: seatq.Config{QueueLength: q.QueueLength, MaxWait: q.MaxWait},
+	}}
+}
+
+// dispatchValid and the others are the Validate of the Configs settings hold.
+func dispatchValid(c *loading) error { return c.Dispatch.Validate() }
+func streamsValid(c *loading) error  { return c.Streams.Validate() }
+func scheduleValid(c *loading) error { return c.Schedule.Validate() }
+func applierValid(c *loading) error  { return c.Inbox.Applier.Validate() }
+func seatsValid(c *loading) error    { return c.Seats.Validate() }

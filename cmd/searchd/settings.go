@@ -17,26 +17,25 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/fairq"
-	"github.com/searchd/searchd/runs/runstream"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
 )
 
 // Environment variables of the pool, waiting and the saved-search lease.
 const (
-	EnvDBMaxConns       = "SEARCHD_DB_MAX_CONNS"
-	EnvMaxPreferWait    = "SEARCHD_MAX_PREFER_WAIT"
-	EnvSavedSearchLease = "SEARCHD_SAVED_SEARCH_LEASE"
+	envDBMaxConns       = "SEARCHD_DB_MAX_CONNS"
+	envMaxPreferWait    = "SEARCHD_MAX_PREFER_WAIT"
+	envSavedSearchLease = "SEARCHD_SAVED_SEARCH_LEASE"
 	// The Runs' event streams (package runstream).
-	EnvEventStreamsMax        = "SEARCHD_EVENT_STREAMS_MAX"
-	EnvEventStreamPoll        = "SEARCHD_EVENT_STREAM_POLL"
-	EnvEventStreamMaxDuration = "SEARCHD_EVENT_STREAM_MAX_DURATION"
+	envEventStreamsMax        = "SEARCHD_EVENT_STREAMS_MAX"
+	envEventStreamPoll        = "SEARCHD_EVENT_STREAM_POLL"
+	envEventStreamMaxDuration = "SEARCHD_EVENT_STREAM_MAX_DURATION"
 )
 
 // Defaults and limits of those settings.
 const (
-	// DefaultDBMaxConns sizes the pool when neither the setting nor the
+	// defaultDBMaxConns sizes the pool when neither the setting nor the
 	// URL's pool_max_conns does. A start is a few short statements and a
 	// commit, and a commit waits for its WAL flush (fsync) with no CPU
 	// used on either side, so the work is bound by commit latency, not by
@@ -44,18 +43,18 @@ const (
 	// others wait on the disk, and PostgreSQL flushes the commits waiting
 	// together in one fsync (group commit). pgx's max(4, CPUs) left a
 	// 2-core server at 4, which four slow requests of one tenant filled.
-	DefaultDBMaxConns    = 16
-	DefaultMaxPreferWait = api.PreferWaitLimit
-	// DefaultSavedSearchLease is the saved-search start's lease, 30 s.
-	DefaultSavedSearchLease = idempotency.SavedSearchStartLease
-	// MaxSavedSearchLease bounds the saved-search lease. A preparation is
+	defaultDBMaxConns    = 16
+	defaultMaxPreferWait = api.PreferWaitLimit
+	// defaultSavedSearchLease is the saved-search start's lease, 30 s.
+	defaultSavedSearchLease = idempotency.SavedSearchStartLease
+	// maxSavedSearchLease bounds the saved-search lease. A preparation is
 	// one short transaction, so the lease matters only after a crash: it is
 	// how long the crashed replica's claim blocks every retry of its key.
 	// The retention is raised to a longer lease, so without this bound one
 	// crash could block a key for the plane's MaxLease of 30 days (beyond
 	// which admission.Config refuses a lease). Five minutes is ten times
 	// the default 30 s.
-	MaxSavedSearchLease = 5 * time.Minute
+	maxSavedSearchLease = 5 * time.Minute
 	maxDBMaxConns       = 1000
 )
 
@@ -68,7 +67,7 @@ const (
 // another is in [settingChecks].
 var settingsTable = []section{
 	{"Database", "", []spec{
-		{env: EnvDatabaseURL, flag: "database-url", in: cmdConnected,
+		{env: envDatabaseURL, flag: "database-url", in: cmdConnected,
 			kind: text{at: func(c *loading) *string { return &c.DatabaseURL }, check: databaseURLProblem,
 				required: "the PostgreSQL connection string, such as postgres://user:password@localhost:5432/searchd"},
 			def: "required", devDef: "none: run a local cluster",
@@ -78,27 +77,27 @@ var settingsTable = []section{
 				"pair). As a flag it must hold no password (`ps` shows flags): give it in the variable, `PGPASSWORD` or a " +
 				"`~/.pgpass` file. Without it, `dev` runs a local cluster under the dev directory",
 			example: "postgres://searchd:CHANGE-ME@db.example.com:5432/searchd"},
-		{env: EnvDBMaxConns, flag: "db-max-conns", in: cmdServers,
+		{env: envDBMaxConns, flag: "db-max-conns", in: cmdServers,
 			kind: integer[int32]{at: func(c *loading) *int32 { return &c.DBMaxConns }, min: 1, max: maxDBMaxConns, of: "connections", zero: true},
-			def:  "pool_max_conns of the URL, else " + strconv.Itoa(DefaultDBMaxConns),
+			def:  "pool_max_conns of the URL, else " + strconv.Itoa(defaultDBMaxConns),
 			meaning: "most connections in the database pool; with waiting on, one more listens for claims, and `/readyz` " +
 				"checks on one more of its own. The default is sized for commits, not CPUs (docs/operations.md says why)"},
-		{env: EnvIdleInTransactionTimeout, flag: "db-idle-in-transaction-timeout", in: cmdServers,
-			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.IdleInTransaction }, DefaultIdleInTransactionTimeout),
+		{env: envIdleInTransactionTimeout, flag: "db-idle-in-transaction-timeout", in: cmdServers,
+			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.IdleInTransaction }, defaultIdleInTransactionTimeout),
 			meaning: "PostgreSQL `idle_in_transaction_session_timeout` of every session of the pool (it overrides the URL's): " +
 				"a replica stopped inside a transaction (SIGSTOP, a long pause, a partition) loses its session and its row " +
 				"locks after this long, and its claims fall to the lease rules; `0s` for none"},
-		{env: EnvLockTimeout, flag: "db-lock-timeout", in: cmdServers,
-			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.Lock }, DefaultLockTimeout),
+		{env: envLockTimeout, flag: "db-lock-timeout", in: cmdServers,
+			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.Lock }, defaultLockTimeout),
 			meaning: "PostgreSQL `lock_timeout` of every session: the longest a statement waits for a row lock (then 503), " +
 				"longer than the idle-in-transaction timeout, so a waiter outlasts a stalled holder rather than failing " +
 				"first; `0s` for none"},
-		{env: EnvStatementTimeout, flag: "db-statement-timeout", in: cmdServers,
-			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.Statement }, DefaultStatementTimeout),
+		{env: envStatementTimeout, flag: "db-statement-timeout", in: cmdServers,
+			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.Statement }, defaultStatementTimeout),
 			meaning: "PostgreSQL `statement_timeout` of every session: the longest a statement runs (then 503), so one slow " +
 				"statement (a tenant's heavy list) cannot hold a pool connection long; `0s` for none"},
-		{env: EnvDBAnswerTimeout, flag: "db-answer-timeout", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.DBWait.Answer }, def: DefaultDBAnswerTimeout,
+		{env: envDBAnswerTimeout, flag: "db-answer-timeout", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.DBWait.Answer }, def: defaultDBAnswerTimeout,
 				none: true, min: time.Second, max: maxDBAnswerTimeout, like: "5s or 1m", desc: "0s (none), or from 1s to " + maxDBAnswerTimeout.String()},
 			meaning: "the longest searchd waits for any one answer of the database (a statement, a batch, a commit, a " +
 				"connection from the pool) before it counts the database unreachable (a partition, a blackholed primary): " +
@@ -106,61 +105,60 @@ var settingsTable = []section{
 				"timeout's and 5 s, as PostgreSQL ends a longer statement itself and says so; `0s` for none"},
 	}},
 	{"HTTP", "", []spec{
-		{env: EnvAddr, flag: "addr", in: cmdServers,
-			kind: text{at: func(c *loading) *string { return &c.Addr }, def: DefaultAddr, devDef: DefaultDevAddr,
+		{env: envAddr, flag: "addr", in: cmdServers,
+			kind: text{at: func(c *loading) *string { return &c.Addr }, def: defaultAddr, devDef: defaultDevAddr,
 				check: addrProblem, desc: "host:port, the port from 0 to 65535"},
 			meaning: "address to listen on"},
-		{env: EnvShutdownGrace, flag: "shutdown-grace", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.ShutdownGrace }, def: DefaultShutdownGrace,
+		{env: envShutdownGrace, flag: "shutdown-grace", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.ShutdownGrace }, def: defaultShutdownGrace,
 				max: maxShutdownGrace, like: "10s or 1m30s"},
 			meaning: "on SIGTERM or SIGINT, how long requests in flight may finish before they are cancelled (their claims released)"},
-		{env: EnvMaxBodyBytes, flag: "max-body-bytes", in: cmdServers,
+		{env: envMaxBodyBytes, flag: "max-body-bytes", in: cmdServers,
 			kind: integer[int64]{at: func(c *loading) *int64 { return &c.MaxBodyBytes }, def: api.DefaultMaxBodyBytes,
 				min: minMaxBodyBytes, max: maxMaxBodyBytes, of: "bytes"},
 			meaning: "largest request body (1 KiB to 1 GiB); every body the API's size limits allow fits in the default"},
-		{env: EnvMaxHeaderBytes, flag: "max-header-bytes", in: cmdServers,
-			kind: integer[int64]{at: func(c *loading) *int64 { return &c.MaxHeaderBytes }, def: DefaultMaxHeaderBytes,
+		{env: envMaxHeaderBytes, flag: "max-header-bytes", in: cmdServers,
+			kind: integer[int64]{at: func(c *loading) *int64 { return &c.MaxHeaderBytes }, def: defaultMaxHeaderBytes,
 				min: minMaxHeaderBytes, max: maxMaxHeaderBytes, of: "bytes"},
 			meaning: "largest request header, the request line and every field together (4 KiB to 1 MiB); a larger one " +
 				"is answered 431 before it is read further, and its connection closed. It bounds the number of fields " +
 				"too (one per 4 bytes at most), and so the memory a request's header takes. Go reads up to 4 KiB past it"},
-		{env: EnvMaxPreferWait, flag: "max-prefer-wait", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.MaxPreferWait }, def: DefaultMaxPreferWait,
+		{env: envMaxPreferWait, flag: "max-prefer-wait", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.MaxPreferWait }, def: defaultMaxPreferWait,
 				max: api.PreferWaitLimit, whole: time.Second, like: "30s, or 0s to never wait"},
 			meaning: "longest `Prefer: wait=N` a start honours (a longer N is cut to it); `0s` never waits, and then no " +
 				"connection listens for claims"},
-		{env: EnvCORSOrigins, flag: "cors-origins", in: cmdServers,
+		{env: envCORSOrigins, flag: "cors-origins", in: cmdServers,
 			kind: custom{parse: parseCORSOrigins,
 				desc: "origins separated by commas, each lower-case `scheme://host[:port]` with no path or wildcard; or `*`"},
 			meaning: "origins a browser page may call the API from (CORS), such as " +
 				"`http://127.0.0.1:5173,https://app.example.com`; `*` allows every origin; none (the default) allows no other origin"},
 	}},
 	{"Memory", "", []spec{
-		{env: EnvGoMemLimit, in: cmdServe, kind: external{desc: "a size in Go's syntax, such as `460MiB`"},
+		{env: envGoMemLimit, in: cmdServe, kind: external{desc: "a size in Go's syntax, such as `460MiB`"},
 			def: "90 % of the container's memory limit (its cgroup's), or none outside a container",
 			meaning: "the Go runtime's soft memory limit: past it the collector works harder rather than let the heap " +
 				"grow. The memory tests hold `serve` at its defaults under 256 MiB resident under every attack they " +
 				"make (docs/testing.md); give its container at least 512 MiB, and a limit lower than the container's " +
 				"only to leave room for something else in it. Read by the Go runtime; `serve` logs the limit in effect"},
 	}},
-	{"Admission", "The admission queue the API, the console and provider callbacks share (docs/admission-control.md).", []spec{
-		{env: EnvAdmissionSeats, flag: "admission-seats", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Admission.Seats }, min: 1, max: fairq.MaxSeats, of: "requests", zero: true},
+	{"Seat queue", "The seat queue the API, the console and provider callbacks share (docs/seat-queue.md).", []spec{
+		{env: envSeats, flag: "seats", was: renamed{"SEARCHD_SEATS", "admission-seats"}, in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Seats.Seats }, min: 1, max: seatq.MaxSeats, of: "requests", zero: true},
 			def:  "the pool's size (--db-max-conns)",
 			meaning: "requests served at once by the API, the console and provider callbacks together; a free seat is taken " +
 				"at once by whoever asks, and when all are taken each organization (operator, provider) waits in its own " +
 				"queue, served in turn"},
-		{env: EnvAdmissionQueueLength, flag: "admission-queue-length", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Admission.QueueLength }, def: fairq.DefaultQueueLength,
-				min: 1, max: fairq.MaxQueueLength, of: "requests"},
+		{env: envSeatQueueLength, flag: "seat-queue-length", was: renamed{"SEARCHD_SEAT_QUEUE_LENGTH", "admission-queue-length"}, in: cmdServers,
+			kind: field[int]{at: func(c *loading) *int { return &c.Seats.QueueLength }, valid: seatsValid, of: "requests"},
 			meaning: "most requests of one organization (operator, provider) waiting for a seat; one more answers 429 " +
 				"`rate_limited` with `Retry-After`"},
-		{env: EnvAdmissionMaxWait, flag: "admission-max-wait", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Admission.MaxWait }, def: fairq.DefaultMaxWait,
-				above: true, max: fairq.MaxMaxWait, like: "10s or 500ms"},
+		{env: envSeatMaxWait, flag: "seat-max-wait", was: renamed{"SEARCHD_SEAT_MAX_WAIT", "admission-max-wait"}, in: cmdServers,
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Seats.MaxWait }, valid: seatsValid,
+				like: "10s or 500ms"},
 			meaning: "longest a request waits for a seat, then 429 `rate_limited` with `Retry-After`"},
-		{env: EnvAdmissionWideSeats, flag: "admission-wide-seats", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Admission.WideSeats }, min: 1, max: fairq.MaxSeats, of: "seats", zero: true},
+		{env: envWideSeats, flag: "wide-seats", was: renamed{"SEARCHD_ADMISSION_WIDE_SEATS", "admission-wide-seats"}, in: cmdServers,
+			kind: integer[int]{at: func(c *loading) *int { return &c.Seats.WideSeats }, min: 1, max: seatq.MaxSeats, of: "seats", zero: true},
 			def:  "half the seats, at most twice the processors (GOMAXPROCS)",
 			meaning: "seats that wide requests (long lists, large bodies and answers, the console's heavy pages: more than " +
 				"one seat each) hold together, and the widest a request can be; the other seats stay for narrow requests " +
@@ -168,27 +166,25 @@ var settingsTable = []section{
 				"request beside them; at most the seats"},
 	}},
 	{"Run event streams", "GET /v1/runs/{id}/events and the console's Run page (docs/api.md, Watching a Run).", []spec{
-		{env: EnvEventStreamsMax, flag: "event-streams-max", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Streams.MaxStreams }, def: runstream.DefaultMaxStreams,
-				min: 1, max: 100000, of: "streams"},
+		{env: envEventStreamsMax, flag: "event-streams-max", in: cmdServers,
+			kind: field[int]{at: func(c *loading) *int { return &c.Streams.MaxStreams }, valid: streamsValid, of: "streams"},
 			meaning: "most event streams this server keeps open at once, the API's and the console's together; one more " +
 				"answers 503 `too_many_streams` with `Retry-After`. Each open stream costs a connection, a little memory and " +
-				"one primary-key lookup per poll, and holds no admission seat while it waits"},
-		{env: EnvEventStreamPoll, flag: "event-stream-poll", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Streams.Poll }, def: runstream.DefaultPoll,
-				min: 100 * time.Millisecond, max: time.Minute, like: "1s or 500ms"},
+				"one primary-key lookup per poll, and holds no seat while it waits"},
+		{env: envEventStreamPoll, flag: "event-stream-poll", in: cmdServers,
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Streams.Poll }, valid: streamsValid, like: "1s or 500ms"},
 			meaning: "how often an open stream looks up its Run's version (one primary-key lookup): how late an event " +
 				"arrives at most, and the database's load from streams (`--event-streams-max` / this, lookups a second)"},
-		{env: EnvEventStreamMaxDuration, flag: "event-stream-max-duration", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Streams.MaxDuration }, def: runstream.DefaultMaxDuration,
-				min: time.Second, max: 24 * time.Hour, like: "15m or 1h"},
+		{env: envEventStreamMaxDuration, flag: "event-stream-max-duration", in: cmdServers,
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Streams.MaxDuration }, valid: streamsValid,
+				like: "15m or 1h"},
 			meaning: "longest an event stream stays open; the client then reconnects with `Last-Event-ID` (the stream " +
 				"set `retry:`) and misses nothing. Keep it below your proxies' idle and total timeouts"},
 	}},
 	{"Saved-search starts", "", []spec{
-		{env: EnvSavedSearchLease, flag: "saved-search-lease", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.SavedSearchLease }, def: DefaultSavedSearchLease,
-				above: true, max: MaxSavedSearchLease, like: "30s or 3s",
+		{env: envSavedSearchLease, flag: "saved-search-lease", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.SavedSearchLease }, def: defaultSavedSearchLease,
+				above: true, max: maxSavedSearchLease, like: "30s or 3s",
 				why: ", the limit of a saved-search lease (after a crash the key is blocked for a whole lease)"},
 			meaning: "lease of a saved-search preparation: how long a start waits before it reclaims the key of a crashed " +
 				"replica. A preparation is one short transaction, so the lease matters only after a crash; the retention " +
@@ -196,142 +192,139 @@ var settingsTable = []section{
 				"tuning"},
 	}},
 	{"Authentication", "The tokens the API accepts (docs/auth.md).", []spec{
-		{env: EnvJWTSecret, secret: true, in: cmdServers | cmdToken,
+		{env: envJWTSecret, secret: true, in: cmdServers | cmdToken,
 			kind: text{at: func(c *loading) *string { return &c.JWTSecret }, check: jwtSecretProblem},
-			def:  "required unless " + EnvOIDCIssuer + " is set", devDef: "generated, kept in the dev directory",
+			def:  "required unless " + envOIDCIssuer + " is set", devDef: "generated, kept in the dev directory",
 			values: fmt.Sprintf("at least %d bytes", auth.MinSecretLen),
 			meaning: "HS256 secret the bearer tokens are signed with (generate one with `openssl rand -base64 48`); " +
 				"`searchd token` signs with it",
 			example: "CHANGE-ME"},
-		{env: EnvTokenMaxLifetime, flag: "token-max-lifetime", in: cmdServers | cmdToken,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Auth.MaxLifetime }, def: DefaultTokenMaxLifetime,
+		{env: envTokenMaxLifetime, flag: "token-max-lifetime", in: cmdServers | cmdToken,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Auth.MaxLifetime }, def: defaultTokenMaxLifetime,
 				min: minTokenMaxLifetime, max: maxTokenMaxLifetime, like: "8h or 30m"},
 			meaning: "longest a bearer token may live, HS256 or the provider's: `exp − iat`, and `exp − now`, at most this " +
 				"(a longer token is refused); `searchd token --ttl` is held to it"},
-		{env: EnvOIDCIssuer, flag: "oidc-issuer", in: cmdServers,
+		{env: envOIDCIssuer, flag: "oidc-issuer", in: cmdServers,
 			kind: text{at: func(c *loading) *string { return &c.oidc.Issuer }, desc: "an https URL (http only on loopback)"},
 			meaning: "issuer of the company's OpenID Connect provider, exactly as its tokens' `iss`: searchd discovers it " +
 				"at start-up and accepts its RS256, ES256 and EdDSA access tokens"},
-		{env: EnvOIDCAudience, flag: "oidc-audience", in: cmdServers,
+		{env: envOIDCAudience, flag: "oidc-audience", in: cmdServers,
 			kind:    text{at: func(c *loading) *string { return &c.oidc.Audience }, desc: "a string, as the provider names the API"},
 			def:     "none (required with the issuer)",
 			meaning: "the identifier the provider gives searchd's API: an access token's `aud` must contain it"},
-		{env: EnvOIDCOrgClaim, flag: "oidc-org-claim", in: cmdServers,
+		{env: envOIDCOrgClaim, flag: "oidc-org-claim", in: cmdServers,
 			kind:    claimName(func(c *loading) *string { return &c.oidc.OrgClaim }, "org_id"),
 			meaning: "claim holding the organization's UUID"},
-		{env: EnvOIDCActorClaim, flag: "oidc-actor-claim", in: cmdServers,
+		{env: envOIDCActorClaim, flag: "oidc-actor-claim", in: cmdServers,
 			kind:    claimName(func(c *loading) *string { return &c.oidc.ActorClaim }, "sub"),
 			meaning: "claim naming the actor recorded with what a caller does"},
-		{env: EnvOIDCRoleClaim, flag: "oidc-role-claim", in: cmdServers,
+		{env: envOIDCRoleClaim, flag: "oidc-role-claim", in: cmdServers,
 			kind:    claimName(func(c *loading) *string { return &c.oidc.RoleClaim }, "roles"),
 			meaning: "claim holding the person's roles: a string or an array of strings"},
-		{env: EnvOIDCOperatorRole, flag: "oidc-operator-role", in: cmdServers,
+		{env: envOIDCOperatorRole, flag: "oidc-operator-role", in: cmdServers,
 			kind:    text{at: func(c *loading) *string { return &c.oidc.OperatorRole }, desc: "a value of the role claim"},
 			def:     "none: no provider token is an operator's",
 			meaning: "value of the role claim that makes a person an operator of searchd (every organization's claims in the console)"},
-		{env: EnvOIDCAdminRole, flag: "oidc-admin-role", in: cmdServers,
+		{env: envOIDCAdminRole, flag: "oidc-admin-role", in: cmdServers,
 			kind:    text{at: func(c *loading) *string { return &c.oidc.AdminRole }, desc: "a value of the role claim"},
 			def:     "none: no provider token is an admin's",
 			meaning: "value of the role claim that makes a person an admin of their organization, who creates, lists and revokes its service keys (/v1/service-keys)"},
 	}},
 	{"Console sign-in", "How people sign in to the console (docs/auth.md).", []spec{
-		{env: EnvOIDCClientID, flag: "oidc-client-id", in: cmdServers,
+		{env: envOIDCClientID, flag: "oidc-client-id", in: cmdServers,
 			kind: text{at: func(c *loading) *string { return &c.signIn.ClientID }, desc: "a string, as the provider registered the console"},
 			def:  "none: the console does not sign in through the provider",
 			meaning: "the console's client id at the provider; it must not be the audience (the console's ID tokens would " +
 				"be bearer tokens of the API)"},
-		{env: EnvOIDCClientSecret, secret: true, in: cmdServers,
+		{env: envOIDCClientSecret, secret: true, in: cmdServers,
 			kind:    text{at: func(c *loading) *string { return &c.signIn.ClientSecret }, desc: "a string, as the provider issued it"},
 			def:     "none: a public client (PKCE alone)",
 			meaning: "the console's client secret at the provider"},
-		{env: EnvOIDCRedirectURL, flag: "oidc-redirect-url", in: cmdServers,
+		{env: envOIDCRedirectURL, flag: "oidc-redirect-url", in: cmdServers,
 			kind:    text{at: func(c *loading) *string { return &c.signIn.RedirectURL }, desc: "`https://HOST/console/oidc/callback`"},
 			def:     "none (required with the client id)",
 			meaning: "the console's callback, as registered at the provider"},
-		{env: EnvOIDCScopes, flag: "oidc-scopes", in: cmdServers,
+		{env: envOIDCScopes, flag: "oidc-scopes", in: cmdServers,
 			kind:    text{at: func(c *loading) *string { return &c.scopes }, def: "openid", desc: "scopes separated by spaces"},
 			meaning: "scopes the console asks for; `openid` is always asked for"},
-		{env: EnvConsoleSessionLifetime, flag: "console-session-lifetime", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Auth.SessionLifetime }, def: DefaultConsoleSessionLifetime,
+		{env: envConsoleSessionLifetime, flag: "console-session-lifetime", in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Auth.SessionLifetime }, def: defaultConsoleSessionLifetime,
 				min: minConsoleSessionLifetime, max: maxConsoleSessionLifetime, like: "8h or 30m"},
 			meaning: "longest a console session lives (a pasted token's own `exp` may end it sooner)"},
-		{env: EnvConsoleTokenSignIn, flag: "console-token-sign-in", in: cmdServers,
+		{env: envConsoleTokenSignIn, flag: "console-token-sign-in", in: cmdServers,
 			kind: boolean{at: func(c *loading) *bool { return &c.Auth.TokenSignIn }, devDef: true},
 			meaning: "whether a person may sign in to the console by pasting a bearer token: for development " +
 				"(`searchd dev` turns it on)"},
 	}},
 	{"Provider callbacks", "Deliveries providers send back to searchd, and the inbox that keeps them.", []spec{
-		{env: EnvProviderSecrets, secret: true, in: cmdServers,
+		{env: envProviderSecrets, secret: true, in: cmdServers,
 			kind: custom{parse: parseProviderSecretsSetting,
 				desc: "`provider=secret` pairs separated by commas, such as `acme=secret1,other=whsec_BASE64`; a name is " +
 					"a lower-case dotted identifier"},
 			def: "none: no provider may call back",
 			meaning: "secrets provider callbacks are signed with (Standard Webhooks): a secret is used as its raw bytes, or, " +
 				"written `whsec_` and base64 as Standard Webhooks prints them, as the decoded key"},
-		{env: EnvCallbackMaxBodyBytes, flag: "callback-max-body-bytes", in: cmdServers,
-			kind: custom{parse: parseCallbackMaxBodyBytes, desc: fmt.Sprintf("from %d to the body limit (%s)", minMaxBodyBytes, EnvMaxBodyBytes)},
+		{env: envCallbackMaxBodyBytes, flag: "callback-max-body-bytes", in: cmdServers,
+			kind: custom{parse: parseCallbackMaxBodyBytes, desc: fmt.Sprintf("from %d to the body limit (%s)", minMaxBodyBytes, envMaxBodyBytes)},
 			def:  "1048576, or the body limit when lower",
 			meaning: "largest provider callback body: anyone can send a callback, and its body is held until its " +
 				"signature is checked"},
-		{env: EnvCallbackBodyBudget, flag: "callback-body-budget", in: cmdServers,
+		{env: envCallbackBodyBudget, flag: "callback-body-budget", in: cmdServers,
 			kind: custom{parse: parseCallbackBodyBudget,
 				desc: fmt.Sprintf("from twice the callback limit to %d (16 GiB)", int64(maxCallbackBodyBudget))},
 			def: "67108864, or twice the callback limit when more",
 			meaning: "most bytes all callback bodies awaiting their signature check hold together; a body it cannot take " +
 				"answers 503 `unavailable` at once, unread; bodies over 64 KiB share three quarters of it"},
-		{env: EnvCallbackBodyTimeout, flag: "callback-body-timeout", in: cmdServers,
+		{env: envCallbackBodyTimeout, flag: "callback-body-timeout", in: cmdServers,
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.CallbackBodyTimeout }, def: api.DefaultCallbackBodyTimeout,
 				min: minCallbackBodyTimeout, max: maxCallbackBodyTimeout, like: "10s"},
 			meaning: "longest a callback body may take to arrive after its headers; a slower one answers 503 `unavailable`"},
-		{env: EnvWebhookLease, flag: "webhook-lease", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Inbox.Lease }, def: DefaultWebhookLease,
+		{env: envProviderWebhookLease, flag: "provider-webhook-lease", was: renamed{"SEARCHD_WEBHOOK_LEASE", "webhook-lease"}, in: cmdServers,
+			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Inbox.Lease }, def: defaultWebhookLease,
 				above: true, max: maxWebhookLease, like: "5s or 1m"},
 			meaning: "lease of a provider delivery: how long a replica applying it holds its claim and its inbox arrival " +
 				"before another replica's applier takes it over; for tests and tuning"},
-		{env: EnvApplierInterval, flag: "applier-interval", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Inbox.Applier.Interval }, def: DefaultApplierInterval,
-				max: maxApplierInterval, like: "5s or 1m"},
+		{env: envApplierInterval, flag: "applier-interval", in: cmdServers,
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Inbox.Applier.Interval }, valid: applierValid,
+				none: true, like: "5s or 1m"},
 			meaning: "time between two polls (plus up to a tenth) of the background applier, which applies the stored " +
 				"provider deliveries a replica did not finish (crashed, stalled, failed); `0s` runs none in this process"},
-		{env: EnvApplierBatch, flag: "applier-batch", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Inbox.Applier.Batch }, def: DefaultApplierBatch,
-				min: 1, max: maxApplierBatch},
+		{env: envApplierBatch, flag: "applier-batch", in: cmdServers,
+			kind:    field[int]{at: func(c *loading) *int { return &c.Inbox.Applier.Batch }, valid: applierValid},
 			meaning: "most deliveries one poll of the applier takes"},
 	}},
 	{"Scheduled starts", "The drain that starts the saved searches whose schedule came due (docs/schedules.md).", []spec{
-		{env: EnvScheduleTick, flag: "schedule-tick", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Schedule.Interval }, def: DefaultScheduleTick,
-				max: maxScheduleTick, like: "1s or 1m"},
+		{env: envScheduleTick, flag: "schedule-tick", in: cmdServers,
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Schedule.Interval }, valid: scheduleValid,
+				none: true, like: "1s or 1m"},
 			meaning: "time between two ticks of the drain (plus up to a tenth); `0s` runs none in this process"},
-		{env: EnvScheduleBatch, flag: "schedule-batch", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Schedule.Batch }, def: DefaultScheduleBatch,
-				min: 1, max: schedule.MaxBatch},
+		{env: envScheduleBatch, flag: "schedule-batch", in: cmdServers,
+			kind:    field[int]{at: func(c *loading) *int { return &c.Schedule.Batch }, valid: scheduleValid},
 			meaning: "most occurrences one tick takes to start (and schedules it plans)"},
-		{env: EnvScheduleWidth, flag: "schedule-width", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Schedule.Width }, def: schedule.DefaultWidth,
-				min: 1, max: schedule.MaxWidth},
+		{env: envScheduleWidth, flag: "schedule-width", in: cmdServers,
+			kind: field[int]{at: func(c *loading) *int { return &c.Schedule.Width }, valid: scheduleValid},
 			meaning: "how many of a tick's occurrences are started at once; each start also takes a seat of its " +
-				"organization in the admission queue"},
-		{env: EnvScheduleLease, flag: "schedule-lease", in: cmdServers,
+				"organization in the seat queue"},
+		{env: envScheduleLease, flag: "schedule-lease", in: cmdServers,
 			kind: custom{parse: parseScheduleLease,
-				desc: "from " + schedule.MinLease.String() + " to " + schedule.MaxLease.String() + ", and longer than " + EnvSavedSearchLease},
-			def: "twice the saved-search lease (" + DefaultScheduleLease.String() + ")",
+				desc: "from " + schedule.MinLease.String() + " to " + schedule.MaxLease.String() + ", and longer than " + envSavedSearchLease},
+			def: "twice the saved-search lease (" + defaultScheduleLease.String() + ")",
 			meaning: "how long a tick holds the occurrences it took before another replica takes them over; it bounds the " +
 				"tick's starts, and is longer than the saved-search lease, so that whoever takes over finds a dead " +
 				"replica's claim reclaimable"},
-		{env: EnvScheduleRetry, flag: "schedule-retry", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Schedule.RetryAfter }, def: DefaultScheduleRetry,
-				min: schedule.MinRetryAfter, max: schedule.MaxRetryAfter, like: "1s or 1m"},
+		{env: envScheduleRetry, flag: "schedule-retry", in: cmdServers,
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Schedule.RetryAfter }, valid: scheduleValid,
+				like: "1s or 1m"},
 			meaning: "when an occurrence whose start failed for a transient reason (`not_ready`) is tried again; for tests " +
 				"and tuning"},
-		{env: EnvScheduleMax, flag: "schedule-max-per-org", in: cmdServers,
+		{env: envScheduleMax, flag: "schedule-max-per-org", in: cmdServers,
 			kind: integer[int]{at: func(c *loading) *int { return &c.ScheduleMax }, def: schedule.DefaultMaxPerOrganization,
 				min: 1, max: maxScheduleMax},
 			meaning: "most schedules one organization may have; setting one more answers 409 `schedule_limit`"},
 	}},
 	{"Dispatch to the runtime", "How every admitted Run reaches the runtime that executes it (docs/runtime.md). Every " +
 		"replica with a runtime runs a dispatcher; they share the outbox.", []spec{
-		{env: EnvRuntimeURL, flag: "runtime-url", in: cmdServers,
+		{env: envRuntimeURL, flag: "runtime-url", in: cmdServers,
 			kind: text{at: func(c *loading) *string { return &c.Dispatch.URL }, check: runtimeURLProblem,
 				desc: "an absolute http or https URL; as a flag, without credentials"},
 			def: "none: dispatch is off, Runs stay queued",
@@ -340,33 +333,27 @@ var settingsTable = []section{
 				"`queued` with their dispatch pending, for a replica with a runtime to deliver; `serve` warns at start and " +
 				"every 5 minutes while Runs are pending, `searchd_dispatch_enabled` is 0 and the console shows a notice. As a " +
 				"flag it must hold no credentials (`ps` shows flags)"},
-		{env: EnvRuntimeSecret, secret: true, in: cmdServers,
+		{env: envRuntimeSecret, secret: true, in: cmdServers,
 			kind: custom{parse: parseRuntimeSecret,
 				desc: fmt.Sprintf("`whsec_` and the standard base64 of at least %d random bytes (`echo whsec_$(openssl rand -base64 32)`), "+
 					"or at least %d bytes used as they are", dispatch.MinSecretLen, dispatch.MinSecretLen)},
-			def:     "required with " + EnvRuntimeURL,
+			def:     "required with " + envRuntimeURL,
 			meaning: "the secret deliveries are signed with (Standard Webhooks), which the runtime verifies every delivery with"},
-		{env: EnvRuntimeTimeout, flag: "runtime-timeout", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Dispatch.Timeout }, def: dispatch.DefaultTimeout,
-				above: true, max: dispatch.MaxTimeout, like: "10s or 1m"},
+		{env: envRuntimeTimeout, flag: "runtime-timeout", in: cmdServers,
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.Timeout }, valid: dispatchValid, like: "10s or 1m"},
 			meaning: "how long one delivery waits for the runtime's answer; no answer in time is a retry. A delivery's " +
 				"lease is this plus a quarter of it, at least 5 s more (15 s by default)"},
-		{env: EnvDispatchInterval, flag: "dispatch-interval", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Dispatch.Interval }, def: dispatch.DefaultInterval,
-				above: true, max: dispatch.MaxInterval, like: "10s or 1m"},
+		{env: envDispatchInterval, flag: "dispatch-interval", in: cmdServers,
+			kind:    field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.Interval }, valid: dispatchValid, like: "10s or 1m"},
 			meaning: "time between two lease passes of the dispatcher while nothing is due; a start on the same replica wakes it at once"},
-		{env: EnvDispatchBatch, flag: "dispatch-batch", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Dispatch.Batch }, def: dispatch.DefaultBatch,
-				min: 1, max: dispatch.MaxBatch},
+		{env: envDispatchBatch, flag: "dispatch-batch", in: cmdServers,
+			kind:    field[int]{at: func(c *loading) *int { return &c.Dispatch.Batch }, valid: dispatchValid},
 			meaning: "most dispatches one lease pass takes"},
-		{env: EnvDispatchConcurrency, flag: "dispatch-concurrency", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Dispatch.Concurrency }, def: dispatch.DefaultConcurrency,
-				min: 1, max: dispatch.MaxConcurrency},
+		{env: envDispatchConcurrency, flag: "dispatch-concurrency", in: cmdServers,
+			kind:    field[int]{at: func(c *loading) *int { return &c.Dispatch.Concurrency }, valid: dispatchValid},
 			meaning: "most deliveries in flight in this process; a pass leases no more than the free slots, so nothing leased waits for one"},
-		{env: EnvDispatchMaxBackoff, flag: "dispatch-max-backoff", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Dispatch.MaxBackoff }, def: dispatch.DefaultMaxBackoff,
-				min: dispatch.DefaultMinBackoff, max: dispatch.MaxMaxBackoff, like: "30s or 5m",
-				desc: "from " + dispatch.DefaultMinBackoff.String() + " (the first wait) to " + dispatch.MaxMaxBackoff.String()},
+		{env: envDispatchMaxBackoff, flag: "dispatch-max-backoff", in: cmdServers,
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.MaxBackoff }, valid: dispatchValid, like: "30s or 5m"},
 			meaning: "the longest wait before a delivery is retried (after a 5xx, 408, 429, timeout or cut connection); the " +
 				"wait is " + dispatch.DefaultMinBackoff.String() + " after the first attempt and doubles, drawn between half " +
 				"and all of it, and a `Retry-After` of the runtime is honoured up to this"},
@@ -376,34 +363,34 @@ var settingsTable = []section{
 	{"Sweeper", "The sweeper deletes the claims, Runs, snapshots and dropped deliveries past their retention, in bounded " +
 		"passes until none is left or its budget runs out: inside serve and dev every interval (at once again while a " +
 		"backlog remains), or once per `searchd sweep` from an outside scheduler.", []spec{
-		{env: EnvSweepInterval, flag: "sweep-interval", in: cmdServers,
+		{env: envSweepInterval, flag: "sweep-interval", in: cmdServers,
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Sweep.Interval }, def: sweeper.DefaultInterval,
 				max: math.MaxInt64, short: true, like: "1h or 30m, or 0s to run no sweeper", desc: "0s (no sweeper) or more"},
 			meaning: "time between a run of the in-process sweeper that drained everything and the next (after a run whose " +
 				"budget ran out, the next starts at once); the first run is within the jitter of start. `0s` " +
 				"runs no sweeper: then run `searchd sweep` from an outside scheduler (cron, a Kubernetes CronJob)"},
-		{env: EnvSweepJitter, flag: "sweep-jitter", in: cmdServers,
+		{env: envSweepJitter, flag: "sweep-jitter", in: cmdServers,
 			kind: custom{parse: parseSweepJitter, desc: "from 0s (none) to the sweep interval"},
 			def: fmt.Sprintf("10%% of the interval (%s at %s)", shortDuration(sweeper.DefaultInterval/10),
 				shortDuration(sweeper.DefaultInterval)),
 			meaning: "most random delay added to each wait of the sweeper, so replicas started together do not sweep in lock-step"},
-		{env: EnvSweepBound, flag: "sweep-bound", in: cmdServers | cmdSweep,
+		{env: envSweepBound, flag: "sweep-bound", in: cmdServers | cmdSweep,
 			kind:   integer[int]{at: func(c *loading) *int { return &c.Sweep.Bound }, min: 1, zero: true},
 			def:    fmt.Sprintf("%d, or the ceiling when that is lower", sweeper.DefaultBound),
 			values: "from 1 to the ceiling (--sweep-max-bound)",
 			meaning: "most rows one sweeper pass reads, and so deletes, from one table. A bound over the ceiling is " +
 				"refused at start-up (exit status 2), never clamped"},
-		{env: EnvSweepMaxBound, flag: "sweep-max-bound", in: cmdServers | cmdSweep,
+		{env: envSweepMaxBound, flag: "sweep-max-bound", in: cmdServers | cmdSweep,
 			kind:    integer[int]{at: func(c *loading) *int { return &c.Sweep.MaxBound }, def: sweeper.DefaultMaxBound, min: 1},
 			meaning: "ceiling on the sweep bound: a guard against a bound set by mistake so large that one pass would hold its table for long"},
-		{env: EnvSweepBudget, flag: "sweep-budget", in: cmdServers | cmdSweep,
+		{env: envSweepBudget, flag: "sweep-budget", in: cmdServers | cmdSweep,
 			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Sweep.Budget }, def: sweeper.DefaultBudget,
 				min: time.Second, max: math.MaxInt64, short: true, like: "15m or 1h", desc: "1s or more"},
 			meaning: "how long one sweeper run goes on making passes while rows past retention remain (every table is " +
 				"swept at least once, whatever it is). A run that drains everything ends sooner; one whose budget runs out " +
 				"leaves a backlog and logs a warning, and serve starts its next run at once. A run is logged and recorded " +
 				"for the console when it ends, so the budget is how often a long drain reports"},
-		{env: EnvSweepDuty, flag: "sweep-duty", in: cmdServers | cmdSweep,
+		{env: envSweepDuty, flag: "sweep-duty", in: cmdServers | cmdSweep,
 			kind: custom{parse: parseSweepDuty, lit: strconv.FormatFloat(sweeper.DefaultDuty, 'g', -1, 64),
 				desc: "above 0 and at most 1"},
 			meaning: "most of a run's time spent in passes: after each pass that reads a full bound the run rests in " +
@@ -411,42 +398,42 @@ var settingsTable = []section{
 				"`1` runs passes back to back"},
 	}},
 	{"Logs and traces", "", []spec{
-		{env: EnvLogLevel, flag: "log-level", in: cmdLogging,
+		{env: envLogLevel, flag: "log-level", in: cmdLogging,
 			kind:    custom{parse: parseLogLevel, lit: "info", desc: "`debug`, `info`, `warn` or `error`"},
 			meaning: "the least severe level logged, on stderr"},
-		{env: EnvLogFormat, flag: "log-format", in: cmdLogging,
+		{env: envLogFormat, flag: "log-format", in: cmdLogging,
 			kind:    custom{parse: parseLogFormat, lit: "json", devLit: "text", desc: "`json` or `text`"},
 			meaning: "the format of the log on stderr"},
-		{env: EnvOTelTracesEndpoint, in: cmdServers, kind: external{desc: "an `http://` or `https://` URL"},
+		{env: envOTelTracesEndpoint, in: cmdServers, kind: external{desc: "an `http://` or `https://` URL"},
 			def: "none: tracing is off",
-			meaning: "OTLP/HTTP endpoint of the traces, used as it is; tracing is on only when it (or " + EnvOTelEndpoint +
-				") is set, and " + EnvOTelSDKDisabled + " is not true"},
-		{env: EnvOTelEndpoint, in: cmdServers, kind: external{desc: "an `http://` or `https://` URL"},
+			meaning: "OTLP/HTTP endpoint of the traces, used as it is; tracing is on only when it (or " + envOTelEndpoint +
+				") is set, and " + envOTelSDKDisabled + " is not true"},
+		{env: envOTelEndpoint, in: cmdServers, kind: external{desc: "an `http://` or `https://` URL"},
 			def:     "none",
-			meaning: "OTLP/HTTP endpoint, which `/v1/traces` is appended to, when " + EnvOTelTracesEndpoint + " is not set"},
-		{env: EnvOTelTracesProtocol, in: cmdServers, kind: external{desc: "`http/protobuf`"},
-			def:     "the value of " + EnvOTelProtocol + ", else http/protobuf",
+			meaning: "OTLP/HTTP endpoint, which `/v1/traces` is appended to, when " + envOTelTracesEndpoint + " is not set"},
+		{env: envOTelTracesProtocol, in: cmdServers, kind: external{desc: "`http/protobuf`"},
+			def:     "the value of " + envOTelProtocol + ", else http/protobuf",
 			meaning: "the OTLP protocol of the traces: searchd exports over HTTP with protobuf alone"},
-		{env: EnvOTelProtocol, in: cmdServers, kind: external{desc: "`http/protobuf`"},
+		{env: envOTelProtocol, in: cmdServers, kind: external{desc: "`http/protobuf`"},
 			def:     "http/protobuf",
-			meaning: "the OTLP protocol, when " + EnvOTelTracesProtocol + " is not set"},
-		{env: EnvOTelTracesExporter, in: cmdServers, kind: external{desc: "`otlp` or `none`"},
+			meaning: "the OTLP protocol, when " + envOTelTracesProtocol + " is not set"},
+		{env: envOTelTracesExporter, in: cmdServers, kind: external{desc: "`otlp` or `none`"},
 			def:     "otlp",
 			meaning: "`none` turns tracing off"},
-		{env: EnvOTelSDKDisabled, in: cmdServers, kind: external{desc: "`true` or `false`"},
+		{env: envOTelSDKDisabled, in: cmdServers, kind: external{desc: "`true` or `false`"},
 			def:     "false",
 			meaning: "`true` turns tracing off"},
-		{env: EnvOTelServiceName, in: cmdServers, kind: external{desc: "a name"},
+		{env: envOTelServiceName, in: cmdServers, kind: external{desc: "a name"},
 			def: "searchd",
 			meaning: "`service.name` of the spans; the SDK's other `OTEL_*` variables apply too (`OTEL_EXPORTER_OTLP_HEADERS`, " +
 				"`_TIMEOUT`, `_COMPRESSION`, `_CERTIFICATE` and their `TRACES_` forms, `OTEL_RESOURCE_ATTRIBUTES`, " +
 				"`OTEL_TRACES_SAMPLER`, `OTEL_BSP_*`)"},
 	}},
 	{"Development", "Read by `searchd dev` alone.", []spec{
-		{env: EnvDevDir, flag: "dev-dir", in: cmdDev,
-			kind:    text{at: func(c *loading) *string { return &c.DevDir }, def: DefaultDevDir, desc: "a directory"},
+		{env: envDevDir, flag: "dev-dir", in: cmdDev,
+			kind:    text{at: func(c *loading) *string { return &c.DevDir }, def: defaultDevDir, desc: "a directory"},
 			meaning: "directory of the local cluster, its log and the dev secret"},
-		{env: EnvPGBin, flag: "pg-bin", in: cmdDev,
+		{env: envPGBin, flag: "pg-bin", in: cmdDev,
 			kind:    text{at: func(c *loading) *string { return &c.PGBin }, desc: "a directory"},
 			def:     "searched: pg_config --bindir, /usr/lib/postgresql/*/bin, PATH",
 			meaning: "directory of `initdb` and `postgres` (the tests read it too)"},
@@ -454,24 +441,28 @@ var settingsTable = []section{
 }
 
 // removedSettings are the variables no longer read, so a deployment that
-// still sets them is told: the limits the admission queue replaced, and
+// still sets them is told: the limits the seat queue replaced, and
 // the sweeper's passes per run, which its budget replaced.
 var removedSettings = []struct{ env, why string }{
 	{"SEARCHD_ORG_MAX_IN_FLIGHT", "the cap on one organization's requests in flight on a process (flag " +
-		"--org-max-in-flight); the admission queue serves each organization in turn instead (docs/admission-control.md)"},
+		"--org-max-in-flight); the seat queue serves each organization in turn instead (docs/seat-queue.md)"},
 	{"SEARCHD_MAX_IN_FLIGHT", "the CPU-pressure rule (flag --max-in-flight), the heaviest organization giving way; " +
-		"to bound concurrency, set " + EnvAdmissionSeats},
+		"to bound concurrency, set " + envSeats},
 	{"SEARCHD_SWEEP_MAX_PASSES", "the most passes a sweeper run made on one table (flag --sweep-max-passes); a run " +
-		"now sweeps until nothing is due or " + EnvSweepBudget + " runs out, and serve runs again at once while a backlog remains"},
+		"now sweeps until nothing is due or " + envSweepBudget + " runs out, and serve runs again at once while a backlog remains"},
 }
 
 // warnRemovedSettings logs a warning for each of removedSettings that is
-// set, saying what replaced it.
-func warnRemovedSettings(logger *slog.Logger, getenv func(string) string) {
+// set, saying what replaced it, and for each old name of a setting used
+// (renamed, from the loaded configuration).
+func warnRemovedSettings(logger *slog.Logger, getenv func(string) string, renamed []string) {
 	for _, r := range removedSettings {
 		if getenv(r.env) != "" {
 			logger.Warn(r.env+" is no longer read: "+r.why, slog.String("setting", r.env))
 		}
+	}
+	for _, msg := range renamed {
+		logger.Warn(msg, slog.String("setting", strings.TrimPrefix(strings.Fields(msg)[0], "--")))
 	}
 }
 
@@ -528,7 +519,7 @@ func databaseURLProblem(s setting) string {
 		return "is not a valid PostgreSQL connection string (postgres://user:password@host:port/database)"
 	}
 	if strings.HasPrefix(s.name, "--") && holdsPassword(s.value) {
-		return "holds a password, which every local user can read in the process list; set " + EnvDatabaseURL +
+		return "holds a password, which every local user can read in the process list; set " + envDatabaseURL +
 			" instead, or give the password in PGPASSWORD or a ~/.pgpass file"
 	}
 	return ""

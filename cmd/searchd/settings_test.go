@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
@@ -46,9 +46,9 @@ var serveSettings = []helpSetting{
 	{"database-url", "DATABASE_URL", "required"},
 	{"db-max-conns", "SEARCHD_DB_MAX_CONNS", "pool_max_conns of the URL, else 16"},
 	{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "15s"},
-	{"admission-seats", "SEARCHD_ADMISSION_SEATS", "the pool's size (--db-max-conns)"},
-	{"admission-queue-length", "SEARCHD_ADMISSION_QUEUE_LENGTH", "512"},
-	{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "10s"},
+	{"seats", "SEARCHD_SEATS", "the pool's size (--db-max-conns)"},
+	{"seat-queue-length", "SEARCHD_SEAT_QUEUE_LENGTH", "512"},
+	{"seat-max-wait", "SEARCHD_SEAT_MAX_WAIT", "10s"},
 	{"addr", "SEARCHD_ADDR", ":8080"},
 	{"", "SEARCHD_JWT_SECRET", "required unless SEARCHD_OIDC_ISSUER is set"},
 	{"", "SEARCHD_PROVIDER_SECRETS", "none: no provider may call back"},
@@ -100,7 +100,7 @@ func TestServeHelpListsEverySetting(t *testing.T) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	serverFlags(fs)
 	fs.VisitAll(func(f *flag.Flag) {
-		if !strings.Contains(help, "--"+f.Name+", ") {
+		if !strings.Contains(help, "--"+f.Name+", ") && !strings.Contains(help, "(--"+f.Name+")") { // an old name in ()
 			t.Errorf("flag --%s is not in serve --help", f.Name)
 		}
 	})
@@ -168,16 +168,16 @@ func TestEverySettingIsReadFromItsFlagAndItsVariable(t *testing.T) {
 		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "long", `"long" is not a duration`},
 		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "2h", "2h0m0s is out of range: whole milliseconds from 0s to 1h0m0s"},
 		{"db-statement-timeout", "SEARCHD_DB_STATEMENT_TIMEOUT", "1500us", "1.5ms is out of range"},
-		{"admission-seats", "SEARCHD_ADMISSION_SEATS", "lots", `"lots" is not a whole number of requests`},
-		{"admission-seats", "SEARCHD_ADMISSION_SEATS", "0", "0 is out of range: from 1 to 10000"},
-		{"admission-seats", "SEARCHD_ADMISSION_SEATS", "10001", "10001 is out of range: from 1 to 10000"},
-		{"admission-queue-length", "SEARCHD_ADMISSION_QUEUE_LENGTH", "many", `"many" is not a whole number of requests`},
-		{"admission-queue-length", "SEARCHD_ADMISSION_QUEUE_LENGTH", "0", "0 is out of range: from 1 to 100000"},
-		{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "forever", `"forever" is not a duration`},
-		{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "0s", "0s is out of range: more than 0s and at most 5m0s"},
-		{"admission-max-wait", "SEARCHD_ADMISSION_MAX_WAIT", "6m", "6m0s is out of range: more than 0s and at most 5m0s"},
-		{"runtime-url", "SEARCHD_RUNTIME_URL", "ftp://runtime", "is not an absolute http or https URL"},
-		{"runtime-url", "SEARCHD_RUNTIME_URL", "runtime:8080/x", "is not an absolute http or https URL"},
+		{"seats", "SEARCHD_SEATS", "lots", `"lots" is not a whole number of requests`},
+		{"seats", "SEARCHD_SEATS", "0", "0 is out of range: from 1 to 10000"},
+		{"seats", "SEARCHD_SEATS", "10001", "10001 is out of range: from 1 to 10000"},
+		{"seat-queue-length", "SEARCHD_SEAT_QUEUE_LENGTH", "many", `"many" is not a whole number of requests`},
+		{"seat-queue-length", "SEARCHD_SEAT_QUEUE_LENGTH", "0", "0 is out of range: from 1 to 100000"},
+		{"seat-max-wait", "SEARCHD_SEAT_MAX_WAIT", "forever", `"forever" is not a duration`},
+		{"seat-max-wait", "SEARCHD_SEAT_MAX_WAIT", "0s", "0s is out of range: more than 0s and at most 5m0s"},
+		{"seat-max-wait", "SEARCHD_SEAT_MAX_WAIT", "6m", "6m0s is out of range: more than 0s and at most 5m0s"},
+		{"runtime-url", "SEARCHD_RUNTIME_URL", "ftp://runtime", "dispatch: Config.URL is not an absolute http or https URL"},
+		{"runtime-url", "SEARCHD_RUNTIME_URL", "runtime:8080/x", "dispatch: Config.URL is not an absolute http or https URL"},
 		{"runtime-timeout", "SEARCHD_RUNTIME_TIMEOUT", "soon", `"soon" is not a duration`},
 		{"runtime-timeout", "SEARCHD_RUNTIME_TIMEOUT", "0s", "0s is out of range: more than 0s and at most 5m0s"},
 		{"runtime-timeout", "SEARCHD_RUNTIME_TIMEOUT", "6m", "6m0s is out of range: more than 0s and at most 5m0s"},
@@ -264,8 +264,8 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 		t.Errorf("flags over variables: wait %s, conns %d, url %q, lease %s", cfg.MaxPreferWait, cfg.DBMaxConns, cfg.DatabaseURL, cfg.SavedSearchLease)
 	}
 	// The limit itself is a lease.
-	if cfg = load(env, false, "--saved-search-lease", MaxSavedSearchLease.String()); cfg.SavedSearchLease != 5*time.Minute {
-		t.Errorf("--saved-search-lease %s: lease %s, want the limit accepted", MaxSavedSearchLease, cfg.SavedSearchLease)
+	if cfg = load(env, false, "--saved-search-lease", maxSavedSearchLease.String()); cfg.SavedSearchLease != 5*time.Minute {
+		t.Errorf("--saved-search-lease %s: lease %s, want the limit accepted", maxSavedSearchLease, cfg.SavedSearchLease)
 	}
 	// The callback body limit: 1 MiB, or the body limit when lower; set,
 	// the flag over the variable.
@@ -300,25 +300,25 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 	}
 	delete(env, "SEARCHD_CALLBACK_BODY_BUDGET")
 	delete(env, "SEARCHD_CALLBACK_BODY_TIMEOUT")
-	// The admission queue: its seats zero (the pool's size), the rest
-	// fairq's defaults, unless set, the flag over the variable.
-	if cfg = load(env, false); cfg.Admission != (admissionConfig{QueueLength: fairq.DefaultQueueLength, MaxWait: fairq.DefaultMaxWait}) {
-		t.Errorf("default admission %+v, want the pool's size (zero) and fairq's defaults", cfg.Admission)
+	// The seat queue: its seats zero (the pool's size), the rest
+	// seatq's defaults, unless set, the flag over the variable.
+	if cfg = load(env, false); cfg.Seats != (seatq.Config{QueueLength: seatq.DefaultQueueLength, MaxWait: seatq.DefaultMaxWait}) {
+		t.Errorf("default admission %+v, want the pool's size (zero) and seatq's defaults", cfg.Seats)
 	}
-	env["SEARCHD_ADMISSION_SEATS"], env["SEARCHD_ADMISSION_QUEUE_LENGTH"], env["SEARCHD_ADMISSION_MAX_WAIT"] = "12", "7", "2s"
-	env["SEARCHD_ADMISSION_WIDE_SEATS"] = "6"
-	if cfg = load(env, false); cfg.Admission != (admissionConfig{Seats: 12, QueueLength: 7, MaxWait: 2 * time.Second, WideSeats: 6}) {
-		t.Errorf("admission variables: %+v", cfg.Admission)
+	env["SEARCHD_SEATS"], env["SEARCHD_SEAT_QUEUE_LENGTH"], env["SEARCHD_SEAT_MAX_WAIT"] = "12", "7", "2s"
+	env["SEARCHD_WIDE_SEATS"] = "6"
+	if cfg = load(env, false); cfg.Seats != (seatq.Config{Seats: 12, QueueLength: 7, MaxWait: 2 * time.Second, WideSeats: 6}) {
+		t.Errorf("admission variables: %+v", cfg.Seats)
 	}
-	if cfg = load(env, false, "--admission-seats", "5", "--admission-queue-length", "3", "--admission-max-wait", "250ms",
-		"--admission-wide-seats", "2"); cfg.Admission !=
-		(admissionConfig{Seats: 5, QueueLength: 3, MaxWait: 250 * time.Millisecond, WideSeats: 2}) {
-		t.Errorf("admission flags over the variables: %+v", cfg.Admission)
+	if cfg = load(env, false, "--seats", "5", "--seat-queue-length", "3", "--seat-max-wait", "250ms",
+		"--wide-seats", "2"); cfg.Seats !=
+		(seatq.Config{Seats: 5, QueueLength: 3, MaxWait: 250 * time.Millisecond, WideSeats: 2}) {
+		t.Errorf("admission flags over the variables: %+v", cfg.Seats)
 	}
-	delete(env, "SEARCHD_ADMISSION_SEATS")
-	delete(env, "SEARCHD_ADMISSION_QUEUE_LENGTH")
-	delete(env, "SEARCHD_ADMISSION_MAX_WAIT")
-	delete(env, "SEARCHD_ADMISSION_WIDE_SEATS")
+	delete(env, "SEARCHD_SEATS")
+	delete(env, "SEARCHD_SEAT_QUEUE_LENGTH")
+	delete(env, "SEARCHD_SEAT_MAX_WAIT")
+	delete(env, "SEARCHD_WIDE_SEATS")
 	// Authentication: HS256 alone by default; a provider when its issuer
 	// is set, the claims as configured; the console's token sign-in off
 	// under serve and on under dev.
@@ -398,7 +398,7 @@ func TestPoolSizeSetting(t *testing.T) {
 		{dbURL + sep + "pool_max_conns=5", 0, 5},
 		{dbURL + sep + "pool_max_conns=5", 3, 3},
 		{dbURL, 2, 2},
-		{dbURL, 0, DefaultDBMaxConns}, // sized for commits, not pgx's max(4, CPUs)
+		{dbURL, 0, defaultDBMaxConns}, // sized for commits, not pgx's max(4, CPUs)
 	} {
 		pool, err := openPool(context.Background(), serverConfig{DatabaseURL: tt.url, DBMaxConns: tt.conns})
 		if err != nil {

@@ -52,8 +52,12 @@ func registerOptions(fs *flag.FlagSet, c command) {
 	settingFlags := map[string]bool{}
 	for _, s := range allSettings() {
 		if s.in&c.reads != 0 && s.flag != "" {
-			fs.String(s.flag, "", plain(s.meaning))
+			fs.String(s.flag, "", plain(s.about()))
 			settingFlags[s.flag] = true
+			if s.was.flag != "" {
+				fs.String(s.was.flag, "", "deprecated: use --"+s.flag)
+				settingFlags[s.was.flag] = true
+			}
 		}
 	}
 	fs.Usage = func() { printUsage(fs, c, settingFlags) }
@@ -101,7 +105,7 @@ func printOption(w io.Writer, s spec, dev bool) {
 	for _, line := range wrap("values: "+plain(s.valuesText()), 70) {
 		fmt.Fprintf(w, "        %s\n", line)
 	}
-	for _, line := range wrap(plain(s.meaning), 70) {
+	for _, line := range wrap(plain(s.about()), 70) {
 		fmt.Fprintf(w, "        %s\n", line)
 	}
 }
@@ -217,7 +221,7 @@ prints it for the binary at hand).
 		for _, s := range sec.settings {
 			flag := s.given("`--"+s.flag+"`", "none: a secret", "none")
 			fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s | %s |\n", s.env, flag, s.in, defaultCell(s),
-				markdown(s.valuesText()), markdown(s.meaning))
+				markdown(s.valuesText()), markdown(s.about()))
 		}
 	}
 	fmt.Fprint(w, "\n## Removed settings\n\nNo longer read: `serve`, `dev` and `sweep` log a warning naming each one still set, "+
@@ -267,7 +271,7 @@ func writeExampleEnv(w io.Writer) {
 			fmt.Fprintln(w)
 			comment(s.env + s.given(" (flag --"+s.flag, " (a secret: environment only, no flag", " (environment only") +
 				"; read by " + s.in.String() + ")")
-			comment(sentence(s.meaning) + ".")
+			comment(sentence(s.about()) + ".")
 			comment("Values: " + s.valuesText() + ".")
 			comment("Default: " + s.defaults(s.defaultText) + ".")
 			if s.example != "" {

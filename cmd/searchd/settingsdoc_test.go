@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSettingsDocsAreCurrent: docs/settings.md and searchd.example.env
@@ -78,6 +79,9 @@ func TestEveryVariableReadIsInTheSettingsTable(t *testing.T) {
 			t.Errorf("%s is in the settings table twice", s.env)
 		}
 		known[s.env] = true
+		if s.was.env != "" {
+			known[s.was.env] = true
+		}
 	}
 	for _, r := range removedSettings {
 		known[r.env] = true
@@ -161,7 +165,7 @@ func isEnvRead(fun ast.Expr) bool {
 // serve and under dev, so the documented defaults are the ones in force.
 func TestDocumentedDefaultsAreTheDefaults(t *testing.T) {
 	t.Parallel()
-	required := map[string]string{EnvDatabaseURL: "postgres://searchd@localhost:5432/searchd", EnvJWTSecret: goodSecret}
+	required := map[string]string{envDatabaseURL: "postgres://searchd@localhost:5432/searchd", envJWTSecret: goodSecret}
 	for _, c := range []cmds{cmdServe, cmdDev, cmdSweep, cmdToken} {
 		dev := c == cmdDev
 		withDefaults := maps.Clone(required)
@@ -184,6 +188,9 @@ func TestDocumentedDefaultsAreTheDefaults(t *testing.T) {
 		}
 		got, want := reflect.ValueOf(load(withDefaults)), reflect.ValueOf(load(required))
 		for i := range got.NumField() {
+			if !got.Type().Field(i).IsExported() {
+				continue
+			}
 			if g, w := got.Field(i).Interface(), want.Field(i).Interface(); !reflect.DeepEqual(g, w) {
 				t.Errorf("%s: every setting at its documented default loads %s %+v; nothing set loads %+v",
 					c, got.Type().Field(i).Name, g, w)
@@ -220,11 +227,11 @@ func TestExampleEnvSetsOnlyRequiredSettings(t *testing.T) {
 	if defaults != len(allSettings()) {
 		t.Errorf("the example env has %d NAME= lines, want one per setting, %d", defaults, len(allSettings()))
 	}
-	if len(env) != 2 || env[EnvDatabaseURL] == "" || env[EnvJWTSecret] == "" {
+	if len(env) != 2 || env[envDatabaseURL] == "" || env[envJWTSecret] == "" {
 		t.Errorf("the example env sets %v, want DATABASE_URL and SEARCHD_JWT_SECRET alone", env)
 	}
 	h := newHarness(env)
-	if code := h.run("serve"); code != 2 || !strings.Contains(h.stderr.String(), EnvJWTSecret+": is 9 bytes long") {
+	if code := h.run("serve"); code != 2 || !strings.Contains(h.stderr.String(), envJWTSecret+": auth: Config.Secret is 9 bytes long") {
 		t.Errorf("serve with the example env as written = %d %q, want 2 refusing the placeholder secret", code, h.stderr.String())
 	}
 }
@@ -249,5 +256,78 @@ func TestEverySettingIsDocumented(t *testing.T) {
 			t.Errorf("%s: default %q, values %q, meaning %q: want each", s.env, s.defaultText(false), s.valuesText(), s.meaning)
 		}
 		flags[s.flag] = true
+	}
+}
+
+// notYetFields are the settings whose default and range are still written
+// in their row (a kind with def, min, max), as their Config (package main's
+// own, or one with no Validate of that range yet) does not hold them. The
+// list only shrinks: a new setting is a [field] row.
+var notYetFields = strings.Fields(`DATABASE_URL SEARCHD_DB_MAX_CONNS SEARCHD_DB_IDLE_IN_TRANSACTION_TIMEOUT
+	SEARCHD_DB_LOCK_TIMEOUT SEARCHD_DB_STATEMENT_TIMEOUT SEARCHD_DB_ANSWER_TIMEOUT SEARCHD_ADDR SEARCHD_SHUTDOWN_GRACE
+	SEARCHD_MAX_BODY_BYTES SEARCHD_MAX_HEADER_BYTES SEARCHD_MAX_PREFER_WAIT SEARCHD_SEATS
+	SEARCHD_WIDE_SEATS SEARCHD_SAVED_SEARCH_LEASE SEARCHD_TOKEN_MAX_LIFETIME SEARCHD_OIDC_ORG_CLAIM
+	SEARCHD_OIDC_ACTOR_CLAIM SEARCHD_OIDC_ROLE_CLAIM SEARCHD_OIDC_SCOPES SEARCHD_CONSOLE_SESSION_LIFETIME
+	SEARCHD_CONSOLE_TOKEN_SIGN_IN SEARCHD_CALLBACK_BODY_TIMEOUT SEARCHD_PROVIDER_WEBHOOK_LEASE
+	SEARCHD_SCHEDULE_MAX_PER_ORG SEARCHD_WEBHOOK_ALLOW_HTTP_LOOPBACK
+	SEARCHD_SWEEP_INTERVAL SEARCHD_SWEEP_BOUND SEARCHD_SWEEP_MAX_BOUND SEARCHD_SWEEP_BUDGET SEARCHD_DEV_DIR`)
+
+// TestNoSettingSaysItsDefaultOrRangeTwice: a setting's default and range
+// are written once, in its package's Config. It fails when a row writes a
+// default or a range of its own (a kind with def, min or max) for a field
+// whose Config already has a default (it would be a second source), or
+// when any row but those of notYetFields does; and when a field row's
+// documented default and range are not what the Config's WithDefaults and
+// Validate say.
+func TestNoSettingSaysItsDefaultOrRangeTwice(t *testing.T) {
+	t.Parallel()
+	notYet := map[string]bool{}
+	for _, env := range notYetFields {
+		notYet[env] = true
+	}
+	d := defaults(false)
+	fields := 0
+	for _, s := range allSettings() {
+		var at any // the field the row writes a default or range of
+		switch k := s.kind.(type) {
+		case field[int], field[time.Duration]:
+			fields++
+			if s.def != "" || s.devDef != "" || s.values != "" {
+				t.Errorf("%s: a field row writes its default or values (%q, %q, %q): its Config says them", s.env, s.def, s.devDef, s.values)
+			}
+			if s.kind.literal(false) == "" || s.kind.literal(false) == "0" || s.kind.values() == "" {
+				t.Errorf("%s: the Config gives no default (%q) or no range (%q): is its Validate's error "+
+					`"pkg: Config.Field is V; it must be R"?`, s.env, s.kind.literal(false), s.kind.values())
+			}
+			continue
+		case durationKind:
+			at = k.at(d)
+		case integer[int]:
+			at = k.at(d)
+		case integer[int32]:
+			at = k.at(d)
+		case integer[int64]:
+			at = k.at(d)
+		case boolean:
+			at = k.at(d)
+		case text:
+			if k.def == "" && k.devDef == "" {
+				continue // no default written (a check of its form is not a range)
+			}
+			at = k.at(d)
+		default:
+			continue // custom and external: parsed by a function of their own
+		}
+		if !reflect.ValueOf(at).Elem().IsZero() {
+			t.Errorf("%s: its row writes a default or a range, but its Config's defaults already hold %s: make it a field row",
+				s.env, fieldName(d, at))
+		}
+		if !notYet[s.env] {
+			t.Errorf("%s: its row writes a default or a range of its own: put them in its package's Config "+
+				"(WithDefaults, Validate) and make the row a field", s.env)
+		}
+	}
+	if fields < 12 {
+		t.Errorf("%d field rows, want at least 12: the table is broken", fields)
 	}
 }

@@ -17,12 +17,12 @@ import (
 
 // Environment variables of the sweeper's settings.
 const (
-	EnvSweepInterval = "SEARCHD_SWEEP_INTERVAL"
-	EnvSweepJitter   = "SEARCHD_SWEEP_JITTER"
-	EnvSweepBound    = "SEARCHD_SWEEP_BOUND"
-	EnvSweepMaxBound = "SEARCHD_SWEEP_MAX_BOUND"
-	EnvSweepBudget   = "SEARCHD_SWEEP_BUDGET"
-	EnvSweepDuty     = "SEARCHD_SWEEP_DUTY"
+	envSweepInterval = "SEARCHD_SWEEP_INTERVAL"
+	envSweepJitter   = "SEARCHD_SWEEP_JITTER"
+	envSweepBound    = "SEARCHD_SWEEP_BOUND"
+	envSweepMaxBound = "SEARCHD_SWEEP_MAX_BOUND"
+	envSweepBudget   = "SEARCHD_SWEEP_BUDGET"
+	envSweepDuty     = "SEARCHD_SWEEP_DUTY"
 )
 
 var sweepCommand = command{"searchd sweep [flags]",
@@ -67,13 +67,13 @@ func parseSweepDuty(r *reader, s setting) string {
 // over its ceiling is refused, never clamped. The settings are each in
 // range when it runs; otherwise their own messages say enough.
 func checkSweepBound(r *reader) {
-	if !r.ok(EnvSweepInterval, EnvSweepJitter, EnvSweepBound, EnvSweepMaxBound, EnvSweepBudget, EnvSweepDuty) {
+	if !r.ok(envSweepInterval, envSweepJitter, envSweepBound, envSweepMaxBound, envSweepBudget, envSweepDuty) {
 		return
 	}
 	if err := r.cfg.Sweep.Validate(); err != nil {
 		msg := strings.TrimPrefix(err.Error(), sweeper.ErrInvalidConfig.Error()+": ")
-		bound := r.given[EnvSweepBound]
-		r.bad(bound, "%s (Bound is %s, MaxBound is %s)", msg, bound.name, r.name(EnvSweepMaxBound))
+		bound := r.given[envSweepBound]
+		r.bad(bound, "%s (Bound is %s, MaxBound is %s)", msg, bound.name, r.name(envSweepMaxBound))
 	}
 }
 
@@ -132,7 +132,7 @@ func (a *app) sweep(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	warnRemovedSettings(logger, a.getenv)
+	warnRemovedSettings(logger, a.getenv, cfg.renamed)
 	scfg.Logger = logger
 	scfg.Recorder = sweeper.NewRunLog(pool, sweeper.ViaSweep, a.dbClock, recordFailed(logger))
 	scfg.Clock = a.dbClock

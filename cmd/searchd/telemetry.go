@@ -22,13 +22,13 @@ import (
 // _COMPRESSION, _CERTIFICATE (and their TRACES_ forms),
 // OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER(_ARG), OTEL_BSP_*.
 const (
-	EnvOTelSDKDisabled    = "OTEL_SDK_DISABLED"
-	EnvOTelTracesExporter = "OTEL_TRACES_EXPORTER"
-	EnvOTelEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
-	EnvOTelTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-	EnvOTelProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
-	EnvOTelTracesProtocol = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-	EnvOTelServiceName    = "OTEL_SERVICE_NAME"
+	envOTelSDKDisabled    = "OTEL_SDK_DISABLED"
+	envOTelTracesExporter = "OTEL_TRACES_EXPORTER"
+	envOTelEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	envOTelTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	envOTelProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	envOTelTracesProtocol = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	envOTelServiceName    = "OTEL_SERVICE_NAME"
 )
 
 // otlpTracesPath is what OTLP/HTTP appends to OTEL_EXPORTER_OTLP_ENDPOINT
@@ -41,7 +41,7 @@ const traceFlushTimeout = 5 * time.Second
 // observability is what serve and dev observe the service with.
 type observability struct {
 	// metrics is shared by the API, the plane, the provider jobs, the
-	// admission queue and the background loops; never nil.
+	// seat queue and the background loops; never nil.
 	metrics *telemetry.Metrics
 	// tracer is nil when tracing is off.
 	tracer *sdktrace.TracerProvider
@@ -67,32 +67,32 @@ func newObservability(ctx context.Context, getenv func(string) string) (observab
 // OTEL_TRACES_EXPORTER is none.
 func tracingConfig(getenv func(string) string) (telemetry.TracingConfig, bool, error) {
 	var cfg telemetry.TracingConfig
-	if strings.EqualFold(strings.TrimSpace(getenv(EnvOTelSDKDisabled)), "true") {
+	if strings.EqualFold(strings.TrimSpace(getenv(envOTelSDKDisabled)), "true") {
 		return cfg, false, nil
 	}
-	switch exp := strings.TrimSpace(getenv(EnvOTelTracesExporter)); exp {
+	switch exp := strings.TrimSpace(getenv(envOTelTracesExporter)); exp {
 	case "none":
 		return cfg, false, nil
 	case "", "otlp":
 	default:
-		return cfg, false, usagef("%s: %q is not an exporter searchd has: use otlp or none", EnvOTelTracesExporter, exp)
+		return cfg, false, usagef("%s: %q is not an exporter searchd has: use otlp or none", envOTelTracesExporter, exp)
 	}
-	name, endpoint := firstSet(getenv, EnvOTelTracesEndpoint, EnvOTelEndpoint)
+	name, endpoint := firstSet(getenv, envOTelTracesEndpoint, envOTelEndpoint)
 	switch {
 	case endpoint == "":
 		return cfg, false, nil
-	case name == EnvOTelEndpoint:
+	case name == envOTelEndpoint:
 		endpoint = strings.TrimSuffix(endpoint, "/") + otlpTracesPath
 	}
 	if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return cfg, false, usagef("%s: %q is not an http:// or https:// URL", name, getenv(name))
 	}
-	protoName, proto := firstSet(getenv, EnvOTelTracesProtocol, EnvOTelProtocol)
+	protoName, proto := firstSet(getenv, envOTelTracesProtocol, envOTelProtocol)
 	if p := cmp.Or(proto, "http/protobuf"); p != "http/protobuf" {
 		return cfg, false, usagef("%s: %q is not supported: searchd exports traces over http/protobuf", protoName, p)
 	}
 	cfg.EndpointURL = endpoint
-	cfg.ServiceName = getenv(EnvOTelServiceName)
+	cfg.ServiceName = getenv(envOTelServiceName)
 	return cfg, true, nil
 }
 

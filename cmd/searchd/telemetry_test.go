@@ -33,31 +33,31 @@ func TestTracingConfigFromTheOTELVariables(t *testing.T) {
 		err      string // a part of the usage error; "" for none
 	}{
 		{name: "nothing set", env: nil},
-		{name: "base endpoint", env: map[string]string{EnvOTelEndpoint: "http://collector:4318"},
+		{name: "base endpoint", env: map[string]string{envOTelEndpoint: "http://collector:4318"},
 			on: true, endpoint: "http://collector:4318/v1/traces"},
-		{name: "base endpoint with a path", env: map[string]string{EnvOTelEndpoint: "https://otel.example/prefix/"},
+		{name: "base endpoint with a path", env: map[string]string{envOTelEndpoint: "https://otel.example/prefix/"},
 			on: true, endpoint: "https://otel.example/prefix/v1/traces"},
 		{name: "traces endpoint as is, over the base", env: map[string]string{
-			EnvOTelEndpoint: "http://base:4318", EnvOTelTracesEndpoint: "http://traces:4318/custom"},
+			envOTelEndpoint: "http://base:4318", envOTelTracesEndpoint: "http://traces:4318/custom"},
 			on: true, endpoint: "http://traces:4318/custom"},
-		{name: "service name", env: map[string]string{EnvOTelEndpoint: "http://c:4318", EnvOTelServiceName: "search-eu"},
+		{name: "service name", env: map[string]string{envOTelEndpoint: "http://c:4318", envOTelServiceName: "search-eu"},
 			on: true, endpoint: "http://c:4318/v1/traces", service: "search-eu"},
-		{name: "explicit otlp over http/protobuf", env: map[string]string{EnvOTelEndpoint: "http://c:4318",
-			EnvOTelTracesExporter: "otlp", EnvOTelProtocol: "http/protobuf"}, on: true, endpoint: "http://c:4318/v1/traces"},
-		{name: "SDK disabled", env: map[string]string{EnvOTelEndpoint: "http://c:4318", EnvOTelSDKDisabled: "TRUE"}},
-		{name: "SDK not disabled", env: map[string]string{EnvOTelEndpoint: "http://c:4318", EnvOTelSDKDisabled: "false"},
+		{name: "explicit otlp over http/protobuf", env: map[string]string{envOTelEndpoint: "http://c:4318",
+			envOTelTracesExporter: "otlp", envOTelProtocol: "http/protobuf"}, on: true, endpoint: "http://c:4318/v1/traces"},
+		{name: "SDK disabled", env: map[string]string{envOTelEndpoint: "http://c:4318", envOTelSDKDisabled: "TRUE"}},
+		{name: "SDK not disabled", env: map[string]string{envOTelEndpoint: "http://c:4318", envOTelSDKDisabled: "false"},
 			on: true, endpoint: "http://c:4318/v1/traces"},
-		{name: "exporter none", env: map[string]string{EnvOTelEndpoint: "http://c:4318", EnvOTelTracesExporter: "none"}},
-		{name: "another exporter", env: map[string]string{EnvOTelEndpoint: "http://c:4318", EnvOTelTracesExporter: "zipkin"},
-			err: EnvOTelTracesExporter + `: "zipkin" is not an exporter`},
-		{name: "grpc", env: map[string]string{EnvOTelEndpoint: "http://c:4317", EnvOTelProtocol: "grpc"},
-			err: EnvOTelProtocol + `: "grpc" is not supported`},
-		{name: "grpc for traces alone", env: map[string]string{EnvOTelEndpoint: "http://c:4317", EnvOTelTracesProtocol: "grpc"},
-			err: EnvOTelTracesProtocol + `: "grpc" is not supported`},
-		{name: "not a URL", env: map[string]string{EnvOTelEndpoint: "collector:4318"},
-			err: EnvOTelEndpoint + `: "collector:4318" is not an http:// or https:// URL`},
-		{name: "no host", env: map[string]string{EnvOTelTracesEndpoint: "http:///v1/traces"},
-			err: EnvOTelTracesEndpoint + `: "http:///v1/traces" is not`},
+		{name: "exporter none", env: map[string]string{envOTelEndpoint: "http://c:4318", envOTelTracesExporter: "none"}},
+		{name: "another exporter", env: map[string]string{envOTelEndpoint: "http://c:4318", envOTelTracesExporter: "zipkin"},
+			err: envOTelTracesExporter + `: "zipkin" is not an exporter`},
+		{name: "grpc", env: map[string]string{envOTelEndpoint: "http://c:4317", envOTelProtocol: "grpc"},
+			err: envOTelProtocol + `: "grpc" is not supported`},
+		{name: "grpc for traces alone", env: map[string]string{envOTelEndpoint: "http://c:4317", envOTelTracesProtocol: "grpc"},
+			err: envOTelTracesProtocol + `: "grpc" is not supported`},
+		{name: "not a URL", env: map[string]string{envOTelEndpoint: "collector:4318"},
+			err: envOTelEndpoint + `: "collector:4318" is not an http:// or https:// URL`},
+		{name: "no host", env: map[string]string{envOTelTracesEndpoint: "http:///v1/traces"},
+			err: envOTelTracesEndpoint + `: "http:///v1/traces" is not`},
 	} {
 		cfg, on, err := tracingConfig(func(k string) string { return tt.env[k] })
 		var uerr *usageError
@@ -80,11 +80,11 @@ func TestServeRefusesAnUnusableOTELSetting(t *testing.T) {
 	h := newHarness(map[string]string{
 		"DATABASE_URL":       "postgres://searchd@localhost:5432/searchd",
 		"SEARCHD_JWT_SECRET": goodSecret,
-		EnvOTelEndpoint:      "http://c:4317",
-		EnvOTelProtocol:      "grpc",
+		envOTelEndpoint:      "http://c:4317",
+		envOTelProtocol:      "grpc",
 	})
-	if code := h.run("serve"); code != 2 || !strings.Contains(h.stderr.String(), EnvOTelProtocol) {
-		t.Errorf("serve with %s=grpc = %d %q, want 2 naming the variable", EnvOTelProtocol, code, h.stderr.String())
+	if code := h.run("serve"); code != 2 || !strings.Contains(h.stderr.String(), envOTelProtocol) {
+		t.Errorf("serve with %s=grpc = %d %q, want 2 naming the variable", envOTelProtocol, code, h.stderr.String())
 	}
 }
 
@@ -127,8 +127,8 @@ func TestServeTracesAndMeasuresWhenConfigured(t *testing.T) {
 		"DATABASE_URL":       pgtest.NewDBURL(t),
 		"SEARCHD_JWT_SECRET": goodSecret,
 		"SEARCHD_ADDR":       "127.0.0.1:0",
-		EnvOTelEndpoint:      col.URL,
-		EnvOTelServiceName:   "searchd-under-test",
+		envOTelEndpoint:      col.URL,
+		envOTelServiceName:   "searchd-under-test",
 	})
 	addr, stop := h.start(t, "serve")
 	base := "http://" + addr

@@ -31,11 +31,11 @@ func (a *app) token(_ context.Context, args []string) error {
 	// the lifetime the server accepts.
 	if maxTTL := cfg.Auth.MaxLifetime; *ttl <= 0 || *ttl > maxTTL {
 		problems = append(problems, fmt.Sprintf("--ttl: %s is out of range: more than 0s, at most %s, the longest lifetime the server accepts (%s)",
-			*ttl, maxTTL, EnvTokenMaxLifetime))
+			*ttl, maxTTL, envTokenMaxLifetime))
 	}
 	secret := cfg.JWTSecret
 	if secret == "" {
-		problems = append(problems, EnvJWTSecret+": is required: the secret the server verifies tokens with")
+		problems = append(problems, envJWTSecret+": is required: the secret the server verifies tokens with")
 	}
 	if *asOperator && *sub == "" {
 		problems = append(problems, "--sub: is required with --operator: it names the operator in every release recorded")

@@ -11,11 +11,11 @@ import (
 // Environment variables of the delivery of Run events to webhook
 // endpoints (docs/webhooks.md).
 const (
-	EnvWebhookTimeout           = "SEARCHD_WEBHOOK_TIMEOUT"
-	EnvWebhookConcurrency       = "SEARCHD_WEBHOOK_CONCURRENCY"
-	EnvWebhookMaxBackoff        = "SEARCHD_WEBHOOK_MAX_BACKOFF"
-	EnvWebhookDisableAfter      = "SEARCHD_WEBHOOK_DISABLE_AFTER"
-	EnvWebhookAllowHTTPLoopback = "SEARCHD_WEBHOOK_ALLOW_HTTP_LOOPBACK"
+	envWebhookTimeout           = "SEARCHD_WEBHOOK_TIMEOUT"
+	envWebhookConcurrency       = "SEARCHD_WEBHOOK_CONCURRENCY"
+	envWebhookMaxBackoff        = "SEARCHD_WEBHOOK_MAX_BACKOFF"
+	envWebhookDisableAfter      = "SEARCHD_WEBHOOK_DISABLE_AFTER"
+	envWebhookAllowHTTPLoopback = "SEARCHD_WEBHOOK_ALLOW_HTTP_LOOPBACK"
 )
 
 // webhookConfig is what serve reads of the webhook settings.
@@ -42,29 +42,29 @@ func (s server) webhookWorker() (func(context.Context), error) {
 	return func(ctx context.Context) { _ = w.Run(ctx) }, nil
 }
 
+func webhooksValid(c *loading) error { return c.Webhooks.Worker.Validate() }
+
 // webhookSpecs are the settings of the webhook worker.
 var webhookSpecs = []spec{
-	{env: EnvWebhookTimeout, flag: "webhook-timeout", in: cmdServers,
-		kind: durationKind{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.Timeout }, def: webhooks.DefaultTimeout,
-			above: true, max: webhooks.MaxTimeout, like: "10s or 30s"},
+	{env: envWebhookTimeout, flag: "webhook-timeout", in: cmdServers,
+		kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.Timeout }, valid: webhooksValid,
+			like: "10s or 30s"},
 		meaning: "how long one delivery waits for the endpoint's answer; no answer in time is a failed attempt, retried"},
-	{env: EnvWebhookConcurrency, flag: "webhook-concurrency", in: cmdServers,
-		kind: integer[int]{at: func(c *loading) *int { return &c.Webhooks.Worker.Concurrency }, def: webhooks.DefaultConcurrency,
-			min: 1, max: webhooks.MaxConcurrency},
+	{env: envWebhookConcurrency, flag: "webhook-concurrency", in: cmdServers,
+		kind:    field[int]{at: func(c *loading) *int { return &c.Webhooks.Worker.Concurrency }, valid: webhooksValid},
 		meaning: "most webhook deliveries in flight in this process"},
-	{env: EnvWebhookMaxBackoff, flag: "webhook-max-backoff", in: cmdServers,
-		kind: durationKind{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.MaxBackoff }, def: webhooks.DefaultMaxBackoff,
-			min: webhooks.DefaultMinBackoff, max: webhooks.MaxMaxBackoff, like: "10m or 1h",
-			desc: "from " + webhooks.DefaultMinBackoff.String() + " (the first wait) to " + webhooks.MaxMaxBackoff.String()},
+	{env: envWebhookMaxBackoff, flag: "webhook-max-backoff", in: cmdServers,
+		kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.MaxBackoff }, valid: webhooksValid,
+			like: "10m or 1h"},
 		meaning: "the longest wait before a failed delivery is tried again; the wait is " + webhooks.DefaultMinBackoff.String() +
 			" after the first failed attempt and doubles, drawn between half and all of it; an endpoint's `Retry-After` is " +
 			"honoured up to this"},
-	{env: EnvWebhookDisableAfter, flag: "webhook-disable-after", in: cmdServers,
-		kind: durationKind{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.DisableAfter }, def: webhooks.DefaultDisableAfter,
-			min: webhooks.MinDisableAfter, max: webhooks.MaxDisableAfter, like: "72h or 24h"},
+	{env: envWebhookDisableAfter, flag: "webhook-disable-after", in: cmdServers,
+		kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.DisableAfter }, valid: webhooksValid,
+			like: "72h or 24h"},
 		meaning: "how long an endpoint may fail every attempt before it is disabled (with the reason); its deliveries then " +
 			"wait until someone enables it again"},
-	{env: EnvWebhookAllowHTTPLoopback, flag: "webhook-allow-http-loopback", in: cmdServers,
+	{env: envWebhookAllowHTTPLoopback, flag: "webhook-allow-http-loopback", in: cmdServers,
 		kind: boolean{at: func(c *loading) *bool { return &c.Webhooks.AllowHTTPLoopback }, devDef: true},
 		meaning: "whether a webhook endpoint may be `http://` to a loopback host (localhost, 127.0.0.1, ::1), for development; " +
 			"otherwise every endpoint is https (`searchd dev` turns it on)"},

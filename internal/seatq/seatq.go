@@ -262,28 +262,43 @@ type Seat struct {
 	ctx seatContext
 }
 
-// New returns a queue configured by cfg, or an error naming a field out of
-// range.
-func New(cfg Config) (*Queue, error) {
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	c.Seats = cmp.Or(c.Seats, DefaultSeats)
+	c.QueueLength = cmp.Or(c.QueueLength, DefaultQueueLength)
+	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
+	c.WideSeats = cmp.Or(c.WideSeats, max(c.Seats/2, 1))
+	return c
+}
+
+// Validate returns an error naming the first field out of range, with its
+// defaults: "seatq: Config.F is V; it must be R".
+func (c Config) Validate() error {
+	c = c.WithDefaults()
 	switch {
-	case cfg.Seats < 0 || cfg.Seats > MaxSeats:
-		return nil, fmt.Errorf("seatq: Config.Seats is %d; it must be 1 to %d (0 for the default %d)", cfg.Seats, MaxSeats, DefaultSeats)
-	case cfg.QueueLength < 0 || cfg.QueueLength > MaxQueueLength:
-		return nil, fmt.Errorf("seatq: Config.QueueLength is %d; it must be 1 to %d (0 for the default %d)",
-			cfg.QueueLength, MaxQueueLength, DefaultQueueLength)
-	case cfg.WideSeats < 0 || cfg.WideSeats > cmp.Or(cfg.Seats, DefaultSeats):
-		return nil, fmt.Errorf("seatq: Config.WideSeats is %d; it must be 1 to the seats, %d (0 for half of them)",
-			cfg.WideSeats, cmp.Or(cfg.Seats, DefaultSeats))
-	case cfg.MaxWait < 0 || cfg.MaxWait > MaxMaxWait:
-		return nil, fmt.Errorf("seatq: Config.MaxWait is %s; it must be above 0s and at most %s (0s for the default %s)",
-			cfg.MaxWait, MaxMaxWait, DefaultMaxWait)
+	case c.Seats < 1 || c.Seats > MaxSeats:
+		return fmt.Errorf("seatq: Config.Seats is %d; it must be from 1 to %d", c.Seats, MaxSeats)
+	case c.QueueLength < 1 || c.QueueLength > MaxQueueLength:
+		return fmt.Errorf("seatq: Config.QueueLength is %d; it must be from 1 to %d", c.QueueLength, MaxQueueLength)
+	case c.WideSeats < 1 || c.WideSeats > c.Seats:
+		return fmt.Errorf("seatq: Config.WideSeats is %d; it must be from 1 to the seats, %d", c.WideSeats, c.Seats)
+	case c.MaxWait <= 0 || c.MaxWait > MaxMaxWait:
+		return fmt.Errorf("seatq: Config.MaxWait is %s; it must be more than 0s and at most %s", c.MaxWait, MaxMaxWait)
 	}
-	seats := cmp.Or(cfg.Seats, DefaultSeats)
+	return nil
+}
+
+// New returns a queue configured by cfg, or [Config.Validate]'s error.
+func New(cfg Config) (*Queue, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
 	q := &Queue{
-		seats:       seats,
-		wideSeats:   cmp.Or(cfg.WideSeats, max(seats/2, 1)),
-		queueLength: cmp.Or(cfg.QueueLength, DefaultQueueLength),
-		maxWait:     cmp.Or(cfg.MaxWait, DefaultMaxWait),
+		seats:       cfg.Seats,
+		wideSeats:   cfg.WideSeats,
+		queueLength: cfg.QueueLength,
+		maxWait:     cfg.MaxWait,
 		obs:         cfg.Observer,
 		flows:       map[Flow]*flow{},
 	}

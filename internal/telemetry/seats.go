@@ -73,7 +73,7 @@ func (m *Metrics) WatchSeats(q *seatq.Queue) error {
 		return newStatMetric("admission", name, help, prometheus.GaugeValue, value)
 	}
 	return m.reg.Register(&statCollector[seatq.Stats]{stat: func() seatq.Stats { return q.Stats(0) }, metrics: []statMetric[seatq.Stats]{
-		gauge("seats", "Requests the process serves at once (SEARCHD_ADMISSION_SEATS).",
+		gauge("seats", "Requests the process serves at once (SEARCHD_SEATS).",
 			func(s seatq.Stats) float64 { return float64(s.Seats) }),
 		gauge("seats_in_use", "Seats taken by requests being served now.",
 			func(s seatq.Stats) float64 { return float64(s.InUse) }),

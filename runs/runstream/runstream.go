@@ -32,6 +32,8 @@ const (
 	DefaultPoll        = time.Second
 	DefaultHeartbeat   = 15 * time.Second
 	DefaultMaxDuration = 15 * time.Minute
+	// MaxMaxStreams bounds [Config.MaxStreams].
+	MaxMaxStreams = 100000
 	// Retry is the SSE retry: delay sent to the client.
 	Retry = 2 * time.Second
 	// writeTimeout bounds each write; a stalled client ends the stream.
@@ -63,17 +65,19 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate returns an error naming the first field out of range.
+// Validate returns an error naming the first field out of range, with its
+// defaults: "runstream: Config.F is V; it must be R".
 func (c Config) Validate() error {
+	c = c.WithDefaults()
 	switch {
-	case c.MaxStreams < 0:
-		return fmt.Errorf("runstream: MaxStreams is %d; it must be 0 (the default) or more", c.MaxStreams)
-	case c.Poll < 0 || (c.Poll > 0 && c.Poll < 100*time.Millisecond):
-		return fmt.Errorf("runstream: Poll is %s; it must be at least 100ms", c.Poll)
+	case c.MaxStreams < 1 || c.MaxStreams > MaxMaxStreams:
+		return fmt.Errorf("runstream: Config.MaxStreams is %d; it must be from 1 to %d", c.MaxStreams, MaxMaxStreams)
+	case c.Poll < 100*time.Millisecond || c.Poll > time.Minute:
+		return fmt.Errorf("runstream: Config.Poll is %s; it must be from 100ms to 1m0s", c.Poll)
 	case c.Heartbeat < 0:
-		return fmt.Errorf("runstream: Heartbeat is %s; it must not be negative", c.Heartbeat)
-	case c.MaxDuration < 0:
-		return fmt.Errorf("runstream: MaxDuration is %s; it must not be negative", c.MaxDuration)
+		return fmt.Errorf("runstream: Config.Heartbeat is %s; it must not be negative", c.Heartbeat)
+	case c.MaxDuration <= 0 || c.MaxDuration > 24*time.Hour:
+		return fmt.Errorf("runstream: Config.MaxDuration is %s; it must be more than 0s and at most 24h0m0s", c.MaxDuration)
 	}
 	return nil
 }

@@ -113,7 +113,7 @@ func (r *replica) Start(ctx context.Context) error {
 		// The provider inbox: a delivery's lease is the suite's lease, so
 		// the applier takes over a stalled replica's within seconds.
 		"SEARCHD_PROVIDER_SECRETS=acme=" + providerSecret,
-		"SEARCHD_WEBHOOK_LEASE=" + r.lease.String(),
+		"SEARCHD_PROVIDER_WEBHOOK_LEASE=" + r.lease.String(),
 		"SEARCHD_DB_IDLE_IN_TRANSACTION_TIMEOUT=" + idleBound.String(),
 		"SEARCHD_LOG_FORMAT=text",
 		// warn: the 503s with their cause and every 500, not the access log.

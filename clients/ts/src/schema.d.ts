@@ -2068,7 +2068,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description rate_limited: every seat of the server is taken and the request could not be served in time: its organization (or, for a callback, its provider) already has the most requests waiting that the server queues for one (SEARCHD_ADMISSION_QUEUE_LENGTH, 512 by default), or it waited the longest a request waits for a seat (SEARCHD_ADMISSION_MAX_WAIT, 10s by default). Nothing was done. Retry after Retry-After seconds, estimated from the observed service rate. A server with a free seat never answers this. */
+        /** @description rate_limited: every seat of the server is taken and the request could not be served in time: its organization (or, for a callback, its provider) already has the most requests waiting that the server queues for one (SEARCHD_SEAT_QUEUE_LENGTH, 512 by default), or it waited the longest a request waits for a seat (SEARCHD_SEAT_MAX_WAIT, 10s by default). Nothing was done. Retry after Retry-After seconds, estimated from the observed service rate. A server with a free seat never answers this. */
         RateLimited: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];

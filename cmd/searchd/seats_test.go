@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"net/http"
 	"net/url"
@@ -16,22 +17,22 @@ import (
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/errs"
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/schedule"
 )
 
-// TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue serves with one
+// TestServeGivesTheAPIAndTheConsoleOneSeatQueue serves with one
 // seat. An API request holding it (a PATCH waiting on a row lock the test
 // holds) makes a console page of another organization wait: the console
 // and the API share one queue. The metrics show the seat taken and the
 // page waiting, and name no organization; when the lock goes both are
 // answered.
-func TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue(t *testing.T) {
+func TestServeGivesTheAPIAndTheConsoleOneSeatQueue(t *testing.T) {
 	t.Parallel()
 	dbURL := emptyDatabase(t)
 	env := map[string]string{"DATABASE_URL": dbURL, "SEARCHD_JWT_SECRET": goodSecret,
 		"SEARCHD_ADDR": "127.0.0.1:0", "SEARCHD_SWEEP_INTERVAL": "0s", "SEARCHD_APPLIER_INTERVAL": "0s",
-		"SEARCHD_ADMISSION_SEATS": "1", "SEARCHD_CONSOLE_TOKEN_SIGN_IN": "true"}
+		"SEARCHD_SEATS": "1", "SEARCHD_CONSOLE_TOKEN_SIGN_IN": "true"}
 	if h := newHarness(env); h.run("migrate") != 0 {
 		t.Fatalf("migrate: %s", h.stderr.String())
 	}
@@ -156,11 +157,56 @@ func TestServeGivesTheAPIAndTheConsoleOneAdmissionQueue(t *testing.T) {
 	}
 }
 
+// TestTheOldNamesOfRenamedSettingsStillWork: each renamed setting is
+// still read under its old variable and its old flag, with one warning
+// naming the new name; the old and the new set together are refused.
+func TestTheOldNamesOfRenamedSettingsStillWork(t *testing.T) {
+	t.Parallel()
+	load := func(env map[string]string, args ...string) (serverConfig, []string) {
+		t.Helper()
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		serverFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		env["DATABASE_URL"], env["SEARCHD_JWT_SECRET"] = "postgres://u@localhost/db", strings.Repeat("s", 32)
+		return loadSettings(fs, func(k string) string { return env[k] }, cmdServe)
+	}
+	old := map[string]string{"SEARCHD_ADMISSION_SEATS": "12", "SEARCHD_ADMISSION_QUEUE_LENGTH": "7",
+		"SEARCHD_ADMISSION_MAX_WAIT": "2s", "SEARCHD_ADMISSION_WIDE_SEATS": "6", "SEARCHD_WEBHOOK_LEASE": "9s"}
+	cfg, problems := load(old)
+	if len(problems) > 0 || cfg.Seats != (seatq.Config{Seats: 12, QueueLength: 7, MaxWait: 2 * time.Second, WideSeats: 6}) ||
+		cfg.Inbox.Lease != 9*time.Second {
+		t.Fatalf("the old variables: %+v, lease %s, problems %q", cfg.Seats, cfg.Inbox.Lease, problems)
+	}
+	var buf bytes.Buffer
+	warnRemovedSettings(newLogger(&buf, serverConfig{LogFormat: "text"}), func(string) string { return "" }, cfg.renamed)
+	for _, want := range []string{"SEARCHD_ADMISSION_SEATS is deprecated: set SEARCHD_SEATS instead",
+		"SEARCHD_WEBHOOK_LEASE is deprecated: set SEARCHD_PROVIDER_WEBHOOK_LEASE instead"} {
+		if got := buf.String(); strings.Count(got, want) != 1 || strings.Count(got, "level=WARN") != 5 {
+			t.Errorf("warnings = %q, want one %q among 5", got, want)
+		}
+	}
+	cfg, problems = load(map[string]string{}, "--admission-seats", "5", "--webhook-lease", "3s")
+	if len(problems) > 0 || cfg.Seats.Seats != 5 || cfg.Inbox.Lease != 3*time.Second ||
+		!strings.Contains(strings.Join(cfg.renamed, "\n"), "--admission-seats is deprecated: set --seats instead") {
+		t.Errorf("the old flags: %+v, lease %s, renamed %q, problems %q", cfg.Seats, cfg.Inbox.Lease, cfg.renamed, problems)
+	}
+	_, problems = load(map[string]string{"SEARCHD_ADMISSION_SEATS": "12", "SEARCHD_SEATS": "12"})
+	if len(problems) != 1 || problems[0] != "SEARCHD_SEATS: SEARCHD_ADMISSION_SEATS is its old name: set one of them" {
+		t.Errorf("both names set: problems %q, want one naming both", problems)
+	}
+	_, problems = load(map[string]string{"SEARCHD_ADMISSION_SEATS": "0"})
+	if len(problems) != 1 || !strings.HasPrefix(problems[0], "SEARCHD_ADMISSION_SEATS: 0 is out of range") {
+		t.Errorf("a bad value under the old name: problems %q, want it named as given", problems)
+	}
+}
+
 func TestTheRemovedLimitsAreNamedWhenStillSet(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	env := map[string]string{"SEARCHD_ORG_MAX_IN_FLIGHT": "4"}
-	warnRemovedSettings(newLogger(&buf, serverConfig{LogFormat: "text"}), func(k string) string { return env[k] })
+	warnRemovedSettings(newLogger(&buf, serverConfig{LogFormat: "text"}), func(k string) string { return env[k] }, nil)
 	if got := buf.String(); !strings.Contains(got, "SEARCHD_ORG_MAX_IN_FLIGHT is no longer read") || strings.Contains(got, "SEARCHD_MAX_IN_FLIGHT ") {
 		t.Errorf("warnings = %q, want one naming SEARCHD_ORG_MAX_IN_FLIGHT alone", got)
 	}
@@ -173,12 +219,12 @@ func TestTheRemovedLimitsAreNamedWhenStillSet(t *testing.T) {
 // again later), never as a refusal of the occurrence.
 func TestTheDrainsStartsTakeASeatOfTheirOrganization(t *testing.T) {
 	t.Parallel()
-	q, err := fairq.New(fairq.Config{Seats: 1, MaxWait: 50 * time.Millisecond})
+	q, err := seatq.New(seatq.Config{Seats: 1, MaxWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	org := uuid.New()
-	var during fairq.Stats
+	var during seatq.Stats
 	calls := 0
 	start := seated(q, func(context.Context, admission.SavedSearchStart) (admission.Result, error) {
 		calls++
@@ -189,13 +235,13 @@ func TestTheDrainsStartsTakeASeatOfTheirOrganization(t *testing.T) {
 		t.Fatalf("a start with a free seat: %v", err)
 	}
 	if calls != 1 || during.InUse != 1 || len(during.Flows) != 1 ||
-		during.Flows[0].Flow != (fairq.Flow{Kind: fairq.KindOrganization, Name: org.String()}) {
+		during.Flows[0].Flow != (seatq.Flow{Kind: seatq.KindOrganization, Name: org.String()}) {
 		t.Errorf("during the start: %d calls, stats %+v; want one call holding its organization's seat", calls, during)
 	}
 	if st := q.Stats(10); st.InUse != 0 {
 		t.Errorf("after the start %d seats in use, want 0", st.InUse)
 	}
-	held, err := q.Acquire(context.Background(), fairq.Flow{Kind: fairq.KindOrganization, Name: "the-api"}, 1)
+	held, err := q.Acquire(context.Background(), seatq.Flow{Kind: seatq.KindOrganization, Name: "the-api"}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,8 +266,8 @@ func TestWideRequestsShareAtMostTwiceTheProcessors(t *testing.T) {
 		}
 	}
 	_, pool := newDB(t)
-	if _, err := newAdmission(admissionConfig{Seats: 4, WideSeats: 5}, pool, nil); err == nil ||
-		!strings.Contains(err.Error(), EnvAdmissionWideSeats) || !strings.Contains(err.Error(), EnvAdmissionSeats) {
+	if _, err := newSeatQueue(seatq.Config{Seats: 4, WideSeats: 5}, pool, nil); err == nil ||
+		!strings.Contains(err.Error(), envWideSeats) || !strings.Contains(err.Error(), envSeats) {
 		t.Errorf("a wide share over the seats: %v, want an error naming both settings", err)
 	}
 }

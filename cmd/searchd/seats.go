@@ -4,32 +4,21 @@ import (
 	"cmp"
 	"fmt"
 	"runtime"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/internal/fairq"
+	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/telemetry"
 )
 
-// Environment variables of the admission queue (package fairq), which
-// the API, the console and the provider callbacks of one process share.
+// Environment variables of the seat queue (package seatq), which the
+// API, the console and the provider callbacks of one process share.
 const (
-	EnvAdmissionSeats       = "SEARCHD_ADMISSION_SEATS"
-	EnvAdmissionQueueLength = "SEARCHD_ADMISSION_QUEUE_LENGTH"
-	EnvAdmissionMaxWait     = "SEARCHD_ADMISSION_MAX_WAIT"
-	EnvAdmissionWideSeats   = "SEARCHD_ADMISSION_WIDE_SEATS"
+	envSeats           = "SEARCHD_SEATS"
+	envSeatQueueLength = "SEARCHD_SEAT_QUEUE_LENGTH"
+	envSeatMaxWait     = "SEARCHD_SEAT_MAX_WAIT"
+	envWideSeats       = "SEARCHD_WIDE_SEATS"
 )
-
-// admissionConfig is the admission queue's configuration; a zero field is
-// its default (Seats: the pool's size).
-type admissionConfig struct {
-	Seats       int
-	QueueLength int
-	MaxWait     time.Duration
-	// WideSeats is zero for wideSeats' default.
-	WideSeats int
-}
 
 // wideSeats is the default share of the seats wide requests hold
 // together: half the seats, and at most twice the processors the
@@ -43,23 +32,23 @@ func wideSeats(seats, procs int) int {
 	return max(min(seats/2, 2*procs), 1)
 }
 
-// newAdmission builds the one admission queue of the process, shared by
+// newSeatQueue builds the one seat queue of the process, shared by
 // the API and the console, its seats by default as many as pool has
 // connections: a seated request then rarely waits for one, and requests
 // beyond what the database can serve wait in their own organization's
 // queue rather than in the pool's, which serves whoever comes first. Its
 // waits and refusals count in metrics, and its seats and queues are read
 // there at each scrape.
-func newAdmission(cfg admissionConfig, pool *pgxpool.Pool, metrics *telemetry.Metrics) (*fairq.Queue, error) {
+func newSeatQueue(cfg seatq.Config, pool *pgxpool.Pool, metrics *telemetry.Metrics) (*seatq.Queue, error) {
 	seats := cmp.Or(cfg.Seats, int(pool.Config().MaxConns))
 	if cfg.WideSeats > seats {
-		return nil, fmt.Errorf("%s is %d, more than the %d seats (%s)", EnvAdmissionWideSeats, cfg.WideSeats, seats, EnvAdmissionSeats)
+		return nil, fmt.Errorf("%s is %d, more than the %d seats (%s)", envWideSeats, cfg.WideSeats, seats, envSeats)
 	}
-	q, err := fairq.New(fairq.Config{Seats: seats, QueueLength: cfg.QueueLength, MaxWait: cfg.MaxWait,
-		WideSeats: cmp.Or(cfg.WideSeats, wideSeats(seats, runtime.GOMAXPROCS(0))), Observer: metrics})
+	cfg.Seats, cfg.WideSeats, cfg.Observer = seats, cmp.Or(cfg.WideSeats, wideSeats(seats, runtime.GOMAXPROCS(0))), metrics
+	q, err := seatq.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	_ = metrics.WatchAdmission(q) // one queue per registry; a second server in a test keeps the first's
+	_ = metrics.WatchSeats(q) // one queue per registry; a second server in a test keeps the first's
 	return q, nil
 }
