@@ -25,10 +25,7 @@ const (
 // BacklogObserver receives what a [Watcher] reads; *telemetry.Metrics is
 // one. Its methods must not block.
 type BacklogObserver interface {
-	// ObserveDispatchBacklog reports the pending and failed dispatches and
-	// the age of the oldest pending one.
 	ObserveDispatchBacklog(pending, failed int64, oldest time.Duration)
-	// ObserveDispatching reports whether this process dispatches.
 	ObserveDispatching(on bool)
 }
 
@@ -60,22 +57,17 @@ type WatchConfig struct {
 // Backlog is what a [Watcher] read last.
 type Backlog struct {
 	Stats
-	// Dispatching reports whether this process dispatches.
 	Dispatching bool
-	// Read reports whether Stats were read: false until the first read
-	// succeeds.
-	Read bool
+	Read        bool // false until the first read succeeds
 }
 
 // Stranded reports whether Runs are pending while this process does not
 // dispatch: unless another replica has a runtime, they stay queued.
 func (b Backlog) Stranded() bool { return !b.Dispatching && b.Pending > 0 }
 
-// Watcher reads the outbox's backlog at an interval, in every serve
-// process whether or not it dispatches, for the metrics, the log and the
-// console ([Watcher.Backlog]). Each read is two index-backed statements
-// (see [Store.Stats]). It is safe for concurrent use; [Watcher.Run] runs
-// it.
+// Watcher reads the outbox's backlog at an interval for the metrics, the
+// log and the console, whether or not this process dispatches. It is safe
+// for concurrent use.
 type Watcher struct {
 	store *Store
 	cfg   WatchConfig
@@ -86,8 +78,8 @@ type Watcher struct {
 	warnedAt time.Time // when the warning was last logged; zero: not since Runs were last pending
 }
 
-// NewWatcher returns a watcher of store's backlog configured by cfg, or an
-// error naming the field of cfg out of its range.
+// NewWatcher returns a watcher of store's backlog, or an error naming the
+// field of cfg out of its range.
 func NewWatcher(store *Store, cfg WatchConfig) (*Watcher, error) {
 	switch {
 	case store == nil:
@@ -109,18 +101,16 @@ func NewWatcher(store *Store, cfg WatchConfig) (*Watcher, error) {
 	return w, nil
 }
 
-// Backlog returns what the watcher read last, without reading: Read is
-// false until a read has succeeded.
+// Backlog returns what the watcher read last, without reading.
 func (w *Watcher) Backlog() Backlog {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last
 }
 
-// Run reads the backlog at once, then an Interval after each read until ctx
-// ends, and returns nil. A read that fails (the database down) is logged
-// at DEBUG and leaves the last backlog in place: the dispatcher and the
-// requests say so louder.
+// Run reads the backlog at once, then every Interval until ctx ends, and
+// returns nil. A failed read is logged at DEBUG (the dispatcher and the
+// requests say so louder) and keeps the last backlog.
 func (w *Watcher) Run(ctx context.Context) error {
 	loop.Loop{}.Run(ctx, func(ctx context.Context) (loop.Next, error) {
 		w.read(ctx)

@@ -40,18 +40,14 @@ const (
 )
 
 // LeaseFor returns the lease of a delivery whose HTTP request may take
-// timeout: the timeout plus a quarter of it, at least 5 s, for reading the
-// message before and recording the answer after. A live dispatcher so
-// always ends its attempt before its lease passes, and another takes a
-// dispatch over only from one that died or stalled.
+// timeout: long enough for a live dispatcher to read the message and
+// record the answer, so another takes a dispatch over only from one that
+// died or stalled.
 func LeaseFor(timeout time.Duration) time.Duration { return timeout + max(5*time.Second, timeout/4) }
 
 // Observer receives the dispatcher's measurements; *telemetry.Metrics is
 // one. Its methods must not block.
 type Observer interface {
-	// ObserveDispatchAttempt counts an ended attempt by outcome
-	// (delivered, retry, failed) and its duration. (The backlog is a
-	// [Watcher]'s, which every serve runs, dispatching or not.)
 	ObserveDispatchAttempt(outcome string, d time.Duration)
 }
 
@@ -144,7 +140,7 @@ func (c Config) Validate() error {
 }
 
 // Dispatcher delivers the outbox's due dispatches to the runtime. It is
-// safe for concurrent use; [Dispatcher.Run] runs it.
+// safe for concurrent use.
 type Dispatcher struct {
 	store  *Store
 	cfg    Config
@@ -156,8 +152,8 @@ type Dispatcher struct {
 	clock  func(context.Context, time.Duration) bool // tests' stub of the waits of Run
 }
 
-// NewDispatcher returns a dispatcher of store's outbox configured by cfg,
-// or an error naming the field of cfg that cannot work.
+// NewDispatcher returns a dispatcher of store's outbox, or an error naming
+// the field of cfg that cannot work.
 func NewDispatcher(store *Store, cfg Config) (*Dispatcher, error) {
 	if store == nil {
 		return nil, errors.New("dispatch: a Dispatcher needs a Store")
@@ -181,8 +177,8 @@ func NewDispatcher(store *Store, cfg Config) (*Dispatcher, error) {
 // Lease returns the lease of one delivery, LeaseFor(Config.Timeout).
 func (d *Dispatcher) Lease() time.Duration { return d.lease }
 
-// Wake makes a running dispatcher pass now rather than at its next
-// interval: an admission in this process calls it. It never blocks.
+// Wake makes a running dispatcher pass now; an admission in this process
+// calls it. It never blocks.
 func (d *Dispatcher) Wake() {
 	select {
 	case d.wake <- struct{}{}:
@@ -191,12 +187,10 @@ func (d *Dispatcher) Wake() {
 }
 
 // Run delivers due dispatches until ctx ends, then waits for the
-// deliveries in flight (each bounded by its lease) and returns nil. Each
-// pass leases at most the free delivery slots (and Batch); a pass that
-// filled its batch is followed at once by the next, one that leased less
-// waits for the Interval, a Wake, or (when slots were the bound) a slot. A
-// pass that fails (the database down) is logged and retried after a wait
-// that doubles up to 30 s. Every serve process runs one; they share the
+// deliveries in flight and returns nil. A pass leases at most the free
+// slots (and Batch); a full pass is followed at once by the next, a short
+// one waits for the Interval, a Wake or a freed slot. A failed pass is
+// logged and retried after a wait doubling up to 30 s. Replicas share the
 // outbox through SKIP LOCKED.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	l := loop.Loop{Interval: d.cfg.Interval, MaxBackoff: maxFailWait, Wake: d.wake, Clock: d.clock,
@@ -209,9 +203,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	return nil
 }
 
-// Deliver makes one attempt of a leased dispatch and records how it ended:
-// what [Dispatcher.Run] does for each dispatch it leases, for a caller that
-// runs its own passes (a benchmark, a test). It returns the outcome, or ""
+// Deliver makes one attempt of a leased dispatch and records how it ended,
+// for a caller that runs its own passes. It returns the outcome, or ""
 // when nothing was sent (the Run is gone, or its message could not be
 // read: the dispatch is leased again after its lease).
 func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
@@ -239,9 +232,8 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 	if out == OutcomeRetry {
 		e.RetryIn = outbound.Retry(l.Attempt, d.cfg.MinBackoff, d.cfg.MaxBackoff, a.RetryAfter)
 	}
-	// The answer is recorded on a deadline of its own, not the lease's: a
-	// dispatcher that stalled past its lease still records what it got on
-	// its own attempt (its fence keeps it from changing the dispatch).
+	// Not the lease's deadline: a dispatcher that stalled past its lease
+	// still records its attempt (the fence keeps the dispatch safe).
 	ectx, ecancel := context.WithTimeout(base, recordTimeout)
 	defer ecancel()
 	held, err := d.store.End(ectx, e)
@@ -274,9 +266,7 @@ func outcome(a outbound.Answer) Outcome {
 	case code == 0, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
 		return OutcomeRetry
 	default:
-		// A 4xx says the request itself is refused, and a redirect that
-		// the runtime's URL is not where it is: the same request again
-		// cannot help. A person looks, and retries once it is fixed.
+		// Retrying the same request cannot help; an operator retries.
 		return OutcomeFailed
 	}
 }

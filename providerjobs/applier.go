@@ -54,31 +54,23 @@ func (c ApplierConfig) Validate() error {
 
 // PassReport is what one pass of the applier did.
 type PassReport struct {
-	// Taken is the number of arrivals the pass leased.
 	Taken int
-	// Applied, Dropped and Failed count how they ended: applied, dropped
-	// with a reason, or left pending for a later attempt (a failure, or a
-	// claim another worker holds live).
+	// Failed counts the arrivals left pending for a later attempt (a
+	// failure, or a claim another worker holds live).
 	Applied, Dropped, Failed int
 }
 
-// inboxPass is the applier's pass over the inbox: on a cluster, one lease
-// statement per shard that holds arrivals due, each locking rows of its
-// shard alone (see internal/shardpass).
 var inboxPass = shardpass.New("agent.provider_inbox", inboxDue)
 
 // ApplyPending is one pass of the applier: it leases at most batch pending
-// arrivals whose lease has passed (a handler that crashed, stalled or
-// failed mid-apply, or a failed attempt whose backoff is over), with FOR
-// UPDATE SKIP LOCKED so that replicas take disjoint batches and never wait
-// on one another ([inboxPass] on a cluster), then applies each through the
-// plane exactly as the handler does. An arrival whose attempt fails stays
-// pending, with its next attempt after a backoff. The plane's claim makes
-// the apply happen at most once whatever races: a handler that wakes after
-// its lease finds its fence gone.
+// arrivals whose lease has passed (SKIP LOCKED, so replicas take disjoint
+// batches) and applies each as the webhook handler does. A failed arrival
+// stays pending until its backoff is over. The idempotency claim applies
+// each at most once: a handler that wakes after its lease finds its fence
+// gone.
 //
-// It returns an error only when a lease statement fails; the arrivals the
-// other statements leased are applied first.
+// It returns an error only when a lease statement fails, after applying
+// what the other statements leased.
 func (s *Service) ApplyPending(ctx context.Context, batch int) (_ PassReport, err error) {
 	defer dberr.Annotate(&err)
 	var rep PassReport
@@ -124,13 +116,10 @@ func (s *Service) ApplyPending(ctx context.Context, batch int) (_ PassReport, er
 	return rep, nil
 }
 
-// RunApplier runs the background applier until ctx ends: every Interval
-// (with a random tenth added, so replicas do not poll in lock-step), or
-// when woken, it makes passes of [Service.ApplyPending] until a pass takes
-// less than a full batch, then reports the inbox's pending count and lag to
-// the observer. After a pass that failed it waits longer, doubling up to
-// MaxIdleBackoff, so a database that is down is not polled in a loop. Every
-// serve process runs one; they share the work through SKIP LOCKED.
+// RunApplier runs the applier until ctx ends: every Interval (plus up to a
+// tenth) or when woken, it makes passes of [Service.ApplyPending] until one
+// takes less than a batch. After a failed pass the wait doubles up to
+// MaxIdleBackoff.
 func (s *Service) RunApplier(ctx context.Context, cfg ApplierConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err

@@ -22,30 +22,24 @@ import (
 	"github.com/searchd/searchd/snapshot"
 )
 
-// ErrOverLimits is what a start refused because its organization is over
-// its limits matches with errors.Is: a gate in front of the start (the
-// seat queue of the HTTP edge, when the drain is routed through it)
-// wraps it, and the drain records the occurrence refused, over_limits.
+// ErrOverLimits is what a [StartFunc] wraps when the organization is over
+// its limits; the drain records the occurrence refused, over_limits.
 var ErrOverLimits = errors.New("schedule: the organization is over its limits")
 
-// StartFunc starts one occurrence: the normal saved-search start
-// (admission.Starter.StartSavedSearch), or that start behind the gates
-// every other call passes. The drain calls it once per attempt of an
-// occurrence, with the occurrence's key, its schedule's actor and the
-// schedule origin.
+// StartFunc starts one occurrence, once per attempt: the saved-search
+// start (admission.Starter.StartSavedSearch), possibly behind the edge's
+// gates.
 type StartFunc func(ctx context.Context, p admission.SavedSearchStart) (admission.Result, error)
 
 // Observer receives what the drain does; a *telemetry.Metrics is one. Its
-// methods must not block. No label names an organization.
+// methods must not block.
 type Observer interface {
-	// ObserveCameDue counts n occurrences planned as due.
 	ObserveCameDue(n int)
-	// ObserveOutcome counts one outcome: outcome is a status (started,
-	// refused, not_ready, missed), reason its reason or "".
+	// ObserveOutcome counts one outcome: a status (started, refused,
+	// not_ready, missed) and its reason or "".
 	ObserveOutcome(outcome, reason string)
-	// ObserveDrain reports, after a tick that took d, the open
-	// occurrences due now and the drain's lag: how long the oldest due
-	// work (an occurrence to take, a schedule to plan) has waited.
+	// ObserveDrain reports, after a tick that took d, what [Drain.Stats]
+	// answers.
 	ObserveDrain(due int64, lag, d time.Duration)
 }
 
@@ -159,20 +153,16 @@ type Runs interface {
 
 // DrainDeps are what a [Drain] runs on; every field is required.
 type DrainDeps struct {
-	// Pool runs the drain's passes and records.
-	Pool *pgxpool.Pool
-	// Start starts an occurrence (see [StartFunc]).
+	Pool  *pgxpool.Pool
 	Start StartFunc
-	// Runs answers whether an occurrence past its catch-up window, whose
-	// earlier attempt may have admitted its Run before its drain died,
-	// did so: then it is started, with that Run, rather than missed. It
-	// must run at the drain's clock.
+	// Runs finds the Run an earlier attempt of an occurrence past its
+	// catch-up window may have admitted; it must use the drain's clock.
 	Runs Runs
 }
 
-// Drain plans and starts the occurrences of every schedule. Any number of
-// drains, in one process or many, may run on one database: they take
-// disjoint occurrences. It is safe for concurrent use.
+// Drain plans and starts the occurrences of every schedule. It is safe for
+// concurrent use, and any number of drains may run on one database: they
+// take disjoint occurrences. docs/schedules.md describes the drain.
 type Drain struct {
 	db    *pgxpool.Pool
 	start StartFunc
@@ -181,8 +171,8 @@ type Drain struct {
 	clock func(context.Context, time.Duration) bool // tests' stub of the waits of Run
 }
 
-// NewDrain returns a drain on d. It returns an error naming the field when
-// a dependency is missing or cfg fails [DrainConfig.Validate].
+// NewDrain returns a drain on d, or an error naming the field when a
+// dependency is missing or cfg fails [DrainConfig.Validate].
 func NewDrain(d DrainDeps, cfg DrainConfig) (*Drain, error) {
 	switch {
 	case d.Pool == nil:
@@ -200,21 +190,17 @@ func NewDrain(d DrainDeps, cfg DrainConfig) (*Drain, error) {
 
 // TickReport is what one tick did.
 type TickReport struct {
-	// Planned counts the occurrences that came due and were written, of
-	// which PlannedMissed were beyond their catch-up window already.
+	// Planned counts the occurrences written as due, of which
+	// PlannedMissed were already past their catch-up window.
 	Planned, PlannedMissed int
-	// Taken counts the open occurrences the tick took, at most Batch.
-	Taken int
-	// Their outcomes: each taken occurrence has one, but those the tick
-	// left to its lease (it ran out of lease, or was stopped) and those
-	// whose fence was lost (another drain took them over meanwhile).
+	Taken                  int
+	// The outcomes of the taken occurrences, but those left to their
+	// lease or whose fence was lost.
 	Started, Refused, NotReady, Missed int
 	Left, FenceLost                    int
 }
 
-// taken is an occurrence a tick holds: its key, its state and what the
-// start needs from its schedule. (The take also answers its id and
-// attempts, which the drain does not read.)
+// taken is an occurrence a tick holds, with what its start needs.
 type taken struct {
 	org, savedSearchID uuid.UUID
 	dueAt              time.Time
@@ -223,19 +209,16 @@ type taken struct {
 	hasSchedule        bool
 	paused             bool
 	actor              *string
-	// options are the start options the occurrence was planned with.
-	options admission.StartOptions
+	options            admission.StartOptions
 }
 
-// Tick plans the occurrences that came due and takes at most Batch open
-// ones, whose next attempt has come, with FOR UPDATE SKIP LOCKED and a
-// lease; it closes those past their catch-up window as missed, and starts
-// each of the others through the StartFunc, at most Width at once, and
-// records its outcome under the lease's fence. It returns an error only
-// when the pass's statements fail (on a cluster, where the pass runs per
-// shard, after starting what the shards that answered gave it), or an
-// outcome could not be recorded; an occurrence's start failing is its
-// outcome.
+// Tick plans the occurrences that came due, takes at most Batch open ones
+// under a lease (SKIP LOCKED), closes those past their catch-up window as
+// missed, starts the others at most Width at once, and records each
+// outcome under the lease's fence. It returns an error only when the
+// pass's statements fail (on a cluster, after starting what the shards
+// that answered gave it) or an outcome could not be recorded; a failed
+// start is an outcome.
 func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 	defer dberr.Annotate(&err)
 	var rep TickReport
@@ -246,9 +229,7 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 		retention: runs.Retention, maxPlanned: maxPlanned,
 	})
 	if passErr != nil {
-		// On a cluster one shard's step may fail (its worker is down)
-		// while the others' went through: what they took is started all
-		// the same, and the failure returned at the end.
+		// One shard failing does not stop what the others took.
 		passErr = fmt.Errorf("schedule: drain pass: %w", passErr)
 		if len(res.taken) == 0 && res.planned == 0 {
 			return rep, passErr
@@ -262,8 +243,7 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 	for range rep.PlannedMissed {
 		d.cfg.Observer.ObserveOutcome(StatusMissed, "")
 	}
-	// The starts must end inside the lease, or another drain takes the
-	// occurrences over while they run; a quarter of it is the margin.
+	// The starts must end inside the lease; a quarter is left to record.
 	sctx, cancel := context.WithDeadline(ctx, leasedAt.Add(d.cfg.Lease-d.cfg.Lease/4))
 	defer cancel()
 	var (
@@ -353,24 +333,21 @@ func countOpen(ts []taken) (n int) {
 	return n
 }
 
-// ErrBusy is what a [StartFunc] wraps when it was refused a seat of the
-// seat queue: the occurrence is not ready, [ReasonBusy], and tried
-// again at the next tick.
+// ErrBusy is what a [StartFunc] wraps when it was refused a seat: the
+// occurrence is not ready, [ReasonBusy], and tried again at the next tick.
 var ErrBusy = errors.New("schedule: the seat queue refused the start a seat")
 
-// errFenceLost reports an outcome the fence refused: the occurrence's
-// lease passed and another drain took it (and its outcome) over.
+// errFenceLost reports an outcome the fence refused: another drain took
+// the occurrence over.
 var errFenceLost = errors.New("schedule: occurrence fence lost")
 
-// attempt starts o once and records its outcome under token: one call of
-// the StartFunc, whose answer (or refusal) the outcome records.
+// attempt starts o once and records its outcome under token.
 func (d *Drain) attempt(ctx context.Context, o taken, token uuid.UUID) (status, reason string, err error) {
 	var out outcome
 	switch {
 	case o.late:
-		// Past the catch-up window, it is never started again; an earlier
-		// attempt whose drain died before recording may have admitted
-		// its Run, and then it was started.
+		// Past the catch-up window it is never started again, but an
+		// earlier attempt may have admitted its Run before its drain died.
 		run, _, err := d.runs.LookupStart(ctx, o.org, runs.SavedSearchStartKey(IdempotencyKey(o.savedSearchID, o.dueAt)))
 		switch {
 		case err == nil:
@@ -407,8 +384,7 @@ func (d *Drain) attempt(ctx context.Context, o taken, token uuid.UUID) (status, 
 		}
 		out = classify(res, serr)
 	}
-	// The outcome is recorded even when the start used up the tick's
-	// deadline: the margin left of the lease is its time.
+	// Recorded even when the start used up the tick's deadline.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Lease/4)
 	defer cancel()
 	ok, err := d.record(rctx, o, token, out)
@@ -421,7 +397,6 @@ func (d *Drain) attempt(ctx context.Context, o taken, token uuid.UUID) (status, 
 	return out.status, out.reason, nil
 }
 
-// outcome is what an attempt records.
 type outcome struct {
 	status, reason string
 	runID          *uuid.UUID
@@ -429,10 +404,8 @@ type outcome struct {
 	lastError      *string
 }
 
-// classify turns a start's answer into an outcome: a Run is started; a
-// refusal that would repeat (the saved search archived, the organization
-// over its limits, invalid input) is refused; anything else is a
-// transient failure, not ready, retried later.
+// classify turns a start's answer into an outcome: started; refused when
+// a retry would be refused again; else not ready, retried later.
 func classify(res admission.Result, err error) outcome {
 	if err == nil {
 		return outcome{status: StatusStarted, runID: &res.Run.ID, retainUntil: &res.Run.RetainUntil}
@@ -464,19 +437,16 @@ func classify(res admission.Result, err error) outcome {
 }
 
 // IdempotencyKey returns the Idempotency-Key of the start of the
-// occurrence of saved search savedSearchID due at dueAt: derived from the
-// occurrence's natural key (the organization is the start key's own), so
-// every attempt of one occurrence, by any drain, starts under one key and
-// admits at most one Run. It holds U+00B7, which no HTTP Idempotency-Key
-// can (the API takes printable ASCII), so no client start shares it.
+// occurrence of savedSearchID due at dueAt, so every attempt of one
+// occurrence admits at most one Run. It holds U+00B7, which the API
+// refuses, so no client start shares it.
 func IdempotencyKey(savedSearchID uuid.UUID, dueAt time.Time) string {
 	return "schedule\u00b7" + savedSearchID.String() + "\u00b7" + dueAt.UTC().Format(time.RFC3339Nano)
 }
 
-// Stats returns the open occurrences due now and the drain's lag: how
-// long the oldest due work (an open occurrence whose attempt has come, a
-// schedule whose next occurrence is not yet planned) has waited, by the
-// database clock; zero when none waits.
+// Stats returns the open occurrences due now and the drain's lag: how long
+// the oldest due work (an occurrence to take, a schedule to plan) has
+// waited; zero when none waits.
 func (d *Drain) Stats(ctx context.Context) (due int64, lag time.Duration, err error) {
 	defer dberr.Annotate(&err)
 	var secs float64
@@ -486,10 +456,8 @@ func (d *Drain) Stats(ctx context.Context) (due int64, lag time.Duration, err er
 	return due, time.Duration(max(secs, 0) * float64(time.Second)), nil
 }
 
-// Run ticks until ctx ends: every Interval plus up to a tenth of it. After
-// a tick that failed it waits longer, doubling up to MaxIdleBackoff, so a
-// database that is down is not polled in a loop. Every serve process runs
-// one; they share the work through SKIP LOCKED.
+// Run ticks until ctx ends, every Interval plus up to a tenth; after a
+// failed tick the wait doubles up to MaxIdleBackoff.
 func (d *Drain) Run(ctx context.Context) {
 	loop.Loop{Interval: d.cfg.Interval, Backoff: 2 * d.cfg.Interval, MaxBackoff: d.cfg.MaxIdleBackoff,
 		First: loop.Jitter(d.cfg.Interval), Clock: d.clock,

@@ -15,10 +15,9 @@ import (
 	"github.com/searchd/searchd/internal/keyset"
 )
 
-// Recorder is told about every run when it ends, with what it did; set
-// [Config.Recorder] to a [RunLog] to keep them in agent.sweeper_runs for
-// the console. It is called from the goroutine running the sweep, on a
-// context that outlives the run's own (a run cut short is recorded too).
+// Recorder is told of every run when it ends, from the sweeping goroutine,
+// on a context that outlives the run's (a run cut short is recorded too).
+// [RunLog] is one.
 type Recorder interface {
 	RecordRun(ctx context.Context, r RunRecord)
 }
@@ -26,25 +25,22 @@ type Recorder interface {
 // RunRecord is one finished run as a [Recorder] is told of it.
 type RunRecord struct {
 	Report Report
-	// Err is the run's error, nil when it succeeded.
-	Err error
-	// Bound is the run's bound on a pass.
-	Bound int
+	Err    error
+	Bound  int
 }
 
-// RunLog records runs in agent.sweeper_runs and reads them back. It is
-// safe for concurrent use.
+// RunLog records runs in agent.sweeper_runs, for the console, and reads
+// them back. It is safe for concurrent use.
 type RunLog struct {
-	db    RunLogDB
-	via   string
-	clock *dbclock.Clock
-	// onError, when set, is told of a run that could not be recorded.
+	db      RunLogDB
+	via     string
+	clock   *dbclock.Clock
 	onError func(error)
 	cursors keyset.Key
 }
 
-// RunLogDB is what a [RunLog] needs of the database; a *pgxpool.Pool has
-// it.
+// RunLogDB is what a [RunLog] needs of the database, usually a
+// *pgxpool.Pool.
 type RunLogDB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -57,31 +53,25 @@ const (
 )
 
 // RunRetention is how long a recorded run is kept; each recorded run
-// deletes at most 100 older ones, so the log stays bounded without a
-// pass of its own.
+// deletes at most 100 older ones.
 const RunRetention = 30 * 24 * time.Hour
 
 // NewRunLog returns a run log on db recording runs as made by via
 // (ViaServe or ViaSweep). onError, when not nil, is told of a run that
-// could not be recorded (the run itself is unaffected). Its statements run
-// at clock: nil (production) is the database's now(), a stub is for tests.
+// could not be recorded. A nil clock is the database's now().
 func NewRunLog(db RunLogDB, via string, clock *dbclock.Clock, onError func(error)) *RunLog {
 	return &RunLog{db: db, via: via, clock: clock, onError: onError}
 }
 
 func (l *RunLog) nowArg() any { return l.clock.Arg() }
 
-// Cursors returns a copy of l whose lists sign and verify their cursors
-// with k, the database's cursor key in production; without it they use
-// the zero [keyset.Key], whose cursors no other process accepts.
+// Cursors returns a copy of l whose lists sign their cursors with k.
 func (l *RunLog) Cursors(k keyset.Key) *RunLog {
 	c := *l
 	c.cursors = k
 	return &c
 }
 
-// tableJSON is one table of a recorded run, as agent.sweeper_runs.tables
-// holds it.
 type tableJSON struct {
 	Table      string `json:"table"`
 	Read       int    `json:"read"`
@@ -91,8 +81,7 @@ type tableJSON struct {
 	Backlog    bool   `json:"backlog"`
 }
 
-// RecordRun inserts r into agent.sweeper_runs. The run's start is the
-// database clock less the run's duration.
+// RecordRun inserts r into agent.sweeper_runs.
 func (l *RunLog) RecordRun(ctx context.Context, r RunRecord) {
 	tables := make([]tableJSON, 0, 4)
 	for _, tr := range r.Report.Tables() {
@@ -123,16 +112,12 @@ type RunEntry struct {
 	FinishedAt time.Time
 	Via        string
 	Bound      int
-	// MaxPasses is the most passes per table the run was allowed, from
-	// the days a run was bounded by its passes; 0 for a run bounded by its
-	// time budget, as every run is now (agent.sweeper_runs.max_passes is
-	// kept, and written 0, so that a replica of the earlier release still
-	// reads the log).
+	// MaxPasses is 0 but for runs recorded by an older release, which
+	// bounded a run by its passes rather than its time.
 	MaxPasses int
 	Tables    []TableReport
 	Backlog   bool
-	// Error is the run's error, "" when it succeeded.
-	Error string
+	Error     string // "" when the run succeeded
 }
 
 // ErrInvalidCursor reports a [RunLog.List] cursor this package did not
@@ -140,9 +125,8 @@ type RunEntry struct {
 var ErrInvalidCursor = keyset.InvalidCursor("sweeper")
 
 // List returns a page of recorded runs, newest first, of at most limit
-// (1 to 200; zero or less is 50) and the cursor of the next page ("" after
-// the last). backlogOnly keeps the runs that left a backlog. It returns
-// [ErrInvalidCursor] for a cursor it did not write.
+// (1 to 200; zero or less is 50) and the next page's cursor ("" after the
+// last). It returns [ErrInvalidCursor] for a cursor it did not write.
 func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor string) ([]RunEntry, string, error) {
 	q, err := l.cursors.Read(keyset.List{Name: "sweeper.runs"}, cursor, limit, 50, 200)
 	if err != nil {
@@ -170,9 +154,7 @@ func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor s
 }
 
 // sweeperRunInsert records a run and prunes at most 100 runs past
-// RunRetention. $1 id, $2 via, $3 bound, $4 max_passes (0: no pass limit,
-// the run was bounded by its time budget), $5 tables,
-// $6 backlog, $7 error, $8 duration µs, $9 retention µs, $10 now.
+// RunRetention. $8 is the duration and $9 the retention, in µs.
 const sweeperRunInsert = `
 WITH c AS (SELECT coalesce($10::timestamptz, now()) AS now),
 pruned AS (

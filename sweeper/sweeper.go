@@ -23,36 +23,24 @@ import (
 // The tables the sweeper deletes from, as [TableReport.Table] and
 // [Observer] name them.
 const (
-	TableClaims    = "agent.idempotency_keys"
-	TableRuns      = "agent.runs"
-	TableSnapshots = "agent.saved_search_snapshots"
-	TableDrops     = "agent.webhook_drops"
-	// TableResolutions holds the resolutions of uncertain tool calls,
-	// kept tools.ResolutionRetention.
+	TableClaims      = "agent.idempotency_keys"
+	TableRuns        = "agent.runs"
+	TableSnapshots   = "agent.saved_search_snapshots"
+	TableDrops       = "agent.webhook_drops"
 	TableResolutions = "agent.tool_call_resolutions"
 	TableInbox       = "agent.provider_inbox"
-	// TableOccurrences holds the occurrences of schedules, kept as long
-	// as their Run.
 	TableOccurrences = "agent.schedule_occurrences"
-	// TableSessions holds the console's sessions, deleted at their
-	// expiry.
-	TableSessions = "agent.console_sessions"
-	// TableDirectory holds the provider job directory: an entry names its
-	// job until the Run retention after its registration.
-	TableDirectory = "agent.provider_job_directory"
+	TableSessions    = "agent.console_sessions"
+	TableDirectory   = "agent.provider_job_directory"
 )
 
-// SnapshotMinAge is how old a snapshot must be before it may be deleted: the
-// retention of the surface.saved_search.start claim that answers with it,
-// plus an hour. The claim is completed in the transaction that freezes the
-// snapshot, so for the claim's whole retention the snapshot is younger than
-// that; the hour covers a start that read the completed claim just before it
-// expired and is admitting its Run on the snapshot right now.
+// SnapshotMinAge is how old a snapshot must be before it may be deleted:
+// the start claim's retention, plus an hour for a start that read the
+// claim just before it expired and is admitting its Run right now.
 const SnapshotMinAge = idempotency.SavedSearchStartRetention + time.Hour
 
 // DB is what the sweeper needs of a database handle, usually a
-// *pgxpool.Pool: a read of what is due, then one transaction per pass (per
-// shard, on a cluster).
+// *pgxpool.Pool.
 type DB interface {
 	shardpass.DB
 	Begin(ctx context.Context) (pgx.Tx, error)
@@ -60,53 +48,38 @@ type DB interface {
 
 // TableReport is what one run did to one table.
 type TableReport struct {
-	// Table is TableClaims, TableOccurrences, TableRuns, TableDirectory,
-	// TableSnapshots, TableDrops, TableResolutions, TableInbox or
-	// TableSessions.
-	Table string
-	// Read is the number of rows the passes selected as past retention.
-	Read int
-	// Deleted is the number of rows the passes deleted: Read, less the
-	// rows that changed between a pass's read and its delete.
+	Table string // one of the Table* constants
+	// Read counts the rows the passes selected as past retention;
+	// Deleted, those of them still past it at the delete.
+	Read    int
 	Deleted int
-	// Passes is the number of passes made, 0 when the run ended before the
-	// first.
-	Passes int
-	// Duration is the time the run spent on the table: its passes and the
-	// rests after them (the passes of the other tables in between are
-	// theirs).
+	Passes  int
+	// Duration is the time spent on the table: its passes and the rests
+	// after them.
 	Duration time.Duration
-	// Backlog reports whether the last pass read a full bound: the run's
-	// budget ran out (or its context ended) before the table was drained,
-	// and rows past retention were left for the next run.
+	// Backlog reports whether the last pass read a full bound, leaving
+	// rows past retention for the next run.
 	Backlog bool
-	// FullPasses is the number of passes whose read filled the bound,
-	// counted as they happen ([BacklogObserver]) whatever the passes after
-	// them did: a run that drains its table still had a backlog to catch
-	// up with.
+	// FullPasses counts the passes whose read filled the bound, even when
+	// later passes drained the table.
 	FullPasses int
 }
 
 // Report is what one run did.
 type Report struct {
-	Claims TableReport
-	Runs   TableReport
-	// Directory is the report of TableDirectory.
-	Directory TableReport
-	Snapshots TableReport
-	Drops     TableReport
-	// Resolutions is the report of TableResolutions.
+	Claims      TableReport
+	Runs        TableReport
+	Directory   TableReport
+	Snapshots   TableReport
+	Drops       TableReport
 	Resolutions TableReport
 	Inbox       TableReport
-	// Occurrences is the report of TableOccurrences.
 	Occurrences TableReport
-	// Sessions is the report of TableSessions.
-	Sessions TableReport
-	// Duration is the time the whole run took.
-	Duration time.Duration
+	Sessions    TableReport
+	Duration    time.Duration
 
-	// rest is the rest the run's last pass asked for when the run ended
-	// on its budget: what [Sweeper.Run] waits before the next run.
+	// rest is the rest the last pass asked for when the run ended on its
+	// budget: what [Sweeper.Run] waits before the next run.
 	rest time.Duration
 }
 
@@ -120,12 +93,8 @@ func (r Report) Backlog() bool {
 	return slices.ContainsFunc(r.Tables(), func(t TableReport) bool { return t.Backlog })
 }
 
-// target is one table's pass (internal/shardpass: what is due, found
-// oldest first and grouped by shard) and the pair of statements each of its
-// steps runs. The statements take named arguments: @now, @all, @keys,
-// @limit, the read's @ctids and @ids for the delete (a ctid names a row in
-// one table; the copies of a reference table delete by id), and the
-// target's own.
+// target is one table's pass and its statements, with the named arguments
+// of its own beyond @now, @all, @keys, @limit, @ctids and @ids.
 type target struct {
 	table  string
 	pass   *shardpass.Pass
@@ -140,13 +109,13 @@ func newTarget(table string, sql statements, extra pgx.NamedArgs, report func(*R
 
 var targets = []target{
 	newTarget(TableClaims, claimExpired, nil, func(r *Report) *TableReport { return &r.Claims }),
-	// Before the Runs, in each round: an occurrence is kept as long as
-	// its Run (retain_until is the Run's), so both go in the same run.
+	// Before the Runs: an occurrence has its Run's retain_until, so both
+	// go in the same run.
 	newTarget(TableOccurrences, occurrenceExpired, nil, func(r *Report) *TableReport { return &r.Occurrences }),
 	newTarget(TableRuns, runExpired, nil, func(r *Report) *TableReport { return &r.Runs }),
 	newTarget(TableDirectory, directoryExpired, nil, func(r *Report) *TableReport { return &r.Directory }),
-	// After the Runs, in each round, so the snapshots of Runs a round
-	// deletes go in its own snapshot pass.
+	// After the Runs, so the snapshots of Runs a round deletes go in the
+	// same round.
 	newTarget(TableSnapshots, snapshotOrphan,
 		pgx.NamedArgs{"min_age_us": SnapshotMinAge.Microseconds(), "scope": idempotency.ScopeSavedSearchStart},
 		func(r *Report) *TableReport { return &r.Snapshots }),
@@ -161,17 +130,16 @@ var targets = []target{
 	newTarget(TableSessions, sessionExpired, nil, func(r *Report) *TableReport { return &r.Sessions }),
 }
 
-// Sweeper deletes rows past their retention in bounded passes. It is safe for
-// concurrent use, and any number of sweepers, in one process or many, may run
-// on one database at once.
+// Sweeper deletes rows past their retention in bounded passes. It is safe
+// for concurrent use, and any number of sweepers may run on one database
+// at once.
 type Sweeper struct {
 	db  DB
 	cfg Config
 	log *slog.Logger
 }
 
-// New returns a sweeper running its passes on db. It returns the error of
-// [Config.Validate] when cfg, with its defaults applied, cannot run.
+// New returns a sweeper on db, or the error of [Config.Validate].
 func New(db DB, cfg Config) (*Sweeper, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -183,23 +151,15 @@ func New(db DB, cfg Config) (*Sweeper, error) {
 // Config returns the sweeper's configuration, with its defaults applied.
 func (s *Sweeper) Config() Config { return s.cfg }
 
-// RunOnce drains what is due: it sweeps the tables in rounds, each round
-// one pass on every table whose last pass read a full bound, in the order
-// claims, occurrences of schedules, Runs, the provider job directory,
-// snapshots, dropped deliveries, resolutions of uncertain tool calls, the
-// inbox's finished arrivals, expired console sessions. A table is done when
-// a pass reads less than Bound. After a pass that read a full bound the run
-// rests as Duty asks before its next pass. The first round is always made
-// in full, so every table is swept at least once by every run; after it,
-// the run stops when Budget has passed since it started, and the tables
-// still full are left with a backlog for the next run. It logs a summary
-// per table, a warning for every table it leaves with a backlog.
+// RunOnce drains what is due: it sweeps the tables round-robin, one pass
+// per table per round, until each pass reads less than Bound, resting
+// after full passes as Duty asks. The first round is always made in full;
+// after it the run stops once Budget has passed, leaving the tables still
+// full with a backlog (logged as a warning).
 //
-// It returns the report of what it did, complete or partial, and an error
-// joining the failures of the tables that failed; a failed table is done
-// for the run and does not stop the others, and what a failed pass read is
-// not deleted. It stops at ctx's end and returns ctx's error with the
-// report so far.
+// It returns the report, complete or partial, and the failures of the
+// tables that failed, joined; a failed table does not stop the others.
+// When ctx ends it returns ctx's error with the report so far.
 func (s *Sweeper) RunOnce(ctx context.Context) (Report, error) { return s.run(ctx, nil) }
 
 // run is [Sweeper.RunOnce] on the tables only names, or on every table when
@@ -219,11 +179,8 @@ func (s *Sweeper) run(ctx context.Context, only map[string]bool) (Report, error)
 	for i, t := range targets {
 		tables[i] = &tableRun{target: t, report: TableReport{Table: t.table}, done: only != nil && !only[t.table]}
 	}
-	// Round-robin rather than one table drained after another: a table
-	// with a huge backlog takes one pass in turn with the others, so it
-	// cannot hold them off for the whole budget, run after run. Within a
-	// round the order is the one the dependencies ask for (occurrences
-	// before their Runs, Runs before their snapshots).
+	// Round-robin, so one table's backlog cannot hold the others off for
+	// the whole budget.
 run:
 	for round := 0; ; round++ {
 		swept := false
@@ -277,13 +234,11 @@ run:
 type tableRun struct {
 	target target
 	report TableReport
-	// done is set once a pass read less than the bound, or failed.
-	done bool
+	done   bool // a pass read less than the bound, or failed
 }
 
-// sweepPass makes one pass on tb, counts it in tb's report and tells the
-// Observer. It returns the pass's duration, or an error naming the table
-// and the pass.
+// sweepPass makes one pass on tb and counts it. It returns the pass's
+// duration, or an error naming the table and the pass.
 func (s *Sweeper) sweepPass(ctx context.Context, tb *tableRun) (time.Duration, error) {
 	tr, t := &tb.report, tb.target
 	start := time.Now()
@@ -300,9 +255,6 @@ func (s *Sweeper) sweepPass(ctx context.Context, tb *tableRun) (time.Duration, e
 	tr.Backlog = read >= s.cfg.Bound
 	s.cfg.Observer.ObservePass(t.table, read, deleted, d)
 	if tr.Backlog {
-		// Counted as it happens, whatever the passes after it do: a
-		// backlog the run drains is still one the sweeper had to catch up
-		// with, and the metric shows how often.
 		tr.FullPasses++
 		if bo, ok := s.cfg.Observer.(BacklogObserver); ok {
 			bo.ObserveBacklogPass(t.table)
@@ -314,8 +266,6 @@ func (s *Sweeper) sweepPass(ctx context.Context, tb *tableRun) (time.Duration, e
 	return d, nil
 }
 
-// logTable logs what a run did to one table: a warning when it left a
-// backlog, else a summary.
 func (s *Sweeper) logTable(ctx context.Context, tr TableReport) {
 	if tr.Passes == 0 && !tr.Backlog {
 		return // not reached: the run was stopped before it
@@ -325,8 +275,7 @@ func (s *Sweeper) logTable(ctx context.Context, tr TableReport) {
 		slog.Int("passes", tr.Passes), slog.Int("full_passes", tr.FullPasses), slog.Int("bound", s.cfg.Bound),
 		slog.Duration("duration", tr.Duration),
 	}
-	// The log context outlives ctx: a warning about a backlog matters most
-	// when the run was cut short.
+	// A backlog warning matters most when the run was cut short.
 	lctx := context.WithoutCancel(ctx)
 	switch {
 	case tr.Backlog:
@@ -341,10 +290,8 @@ func (s *Sweeper) logTable(ctx context.Context, tr TableReport) {
 }
 
 // pass reads at most Bound rows of t past retention, locking them, and
-// deletes those still past it: in one transaction on PostgreSQL, in one per
-// shard that holds rows due on a cluster (internal/shardpass), each
-// locking and deleting rows of its shard alone. A failed transaction is
-// rolled back and counts nothing; the others count, and the failures are
+// deletes those still past it, in one transaction per shard (one on
+// PostgreSQL). A failed transaction counts nothing; the failures are
 // returned joined.
 func (s *Sweeper) pass(ctx context.Context, t target) (read, deleted int, err error) {
 	args := pgx.NamedArgs{"now": s.nowArg(), "bound": s.cfg.Bound}
@@ -357,8 +304,7 @@ func (s *Sweeper) pass(ctx context.Context, t target) (read, deleted int, err er
 	return read, deleted, err
 }
 
-// step is one transaction of a pass: the read of the rows of one group,
-// locked, and the delete of those still past retention.
+// step is one transaction of a pass, on one shard group.
 func (s *Sweeper) step(ctx context.Context, t target, args pgx.NamedArgs) (read, deleted int, err error) {
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, t.sql.read, args)
@@ -401,8 +347,8 @@ func (s *Sweeper) step(ctx context.Context, t target, args pgx.NamedArgs) (read,
 	return read, deleted, nil
 }
 
-// restAfter returns the rest owed after a pass that took d and read a full
-// bound: d×(1/Duty−1), so that passes take at most Duty of the run's time.
+// restAfter returns the rest after a full pass that took d, so that passes
+// take at most Duty of the run's time.
 func (s *Sweeper) restAfter(d time.Duration) time.Duration {
 	if s.cfg.Duty >= 1 {
 		return 0
@@ -410,13 +356,12 @@ func (s *Sweeper) restAfter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (1/s.cfg.Duty - 1))
 }
 
-// rest waits d between two passes, and reports false when ctx ended first.
+// rest waits d between two passes; it reports false when ctx ended first.
 func (s *Sweeper) rest(ctx context.Context, d time.Duration) bool {
 	return sleep(ctx, d, s.cfg.rest)
 }
 
-// sleep waits d, or calls hook (a test's) instead when it is set, and
-// reports false when ctx ended first.
+// sleep is [loop.Sleep], or a test's hook when set.
 func sleep(ctx context.Context, d time.Duration, hook func(context.Context, time.Duration) bool) bool {
 	if hook != nil {
 		return hook(ctx, d)
@@ -424,28 +369,16 @@ func sleep(ctx context.Context, d time.Duration, hook func(context.Context, time
 	return loop.Sleep(ctx, d)
 }
 
-// nowArg is the @now argument: NULL in production, the stub in tests. One
-// value serves every statement of a pass.
+// nowArg is the @now argument: NULL in production, the stub in tests.
 func (s *Sweeper) nowArg() any { return s.cfg.Clock.Arg() }
 
-// Run sweeps until ctx ends: first after a random delay of at most Jitter;
-// then, while the last run left a backlog (its Budget ran out), again at
-// once, after the rest its last pass asked for (Duty); and once a run
-// drained everything, after the time in which half a Bound of rows came
-// due at the pace the run found them, at least [MinWait] and at most
-// Interval, plus a random delay of at most a tenth of that wait (Jitter
-// once it is the Interval), so replicas started together do not sweep in
-// lock-step, and a process restarted more often than Interval still
-// sweeps. A database where rows keep coming due is so swept about every
-// half bound: rows past retention stay below one pass's bound, instead of
-// growing for an Interval between runs. Such a quick run sweeps only the
-// tables the run before it deleted from; every table is swept at least
-// every Interval (plus jitter), so a table whose pass is costly and that
-// rarely has rows due (the orphaned snapshots, found by a scan) is not
-// read every second. A failed run is logged as a warning and the next one
-// retries; nothing is lost by waiting, because every pass re-reads what is
-// past retention. Run returns when ctx ends, abandoning a run in progress
-// (its current pass rolls back).
+// Run sweeps until ctx ends: first after up to Jitter; again at once while
+// a run leaves a backlog; otherwise after the time half a Bound took to
+// come due (within [MinWait] and Interval, plus up to a tenth at random).
+// A quick run sweeps only the tables the last run deleted from, so a
+// costly table with rarely anything due is still read only every
+// Interval. A failed run is logged and the next retries. Run returns when
+// ctx ends; the pass in progress rolls back.
 func (s *Sweeper) Run(ctx context.Context) {
 	var (
 		since = s.cfg.now() // the start of the window the next run sweeps
@@ -475,22 +408,13 @@ func (s *Sweeper) Run(ctx context.Context) {
 	})
 }
 
-// MinWait is the shortest wait of [Sweeper.Run] between two runs that
-// left no backlog, however fast rows come due: each run reads every table
-// it sweeps once, and a second between them keeps that cost small.
+// MinWait is the shortest wait of [Sweeper.Run] between two runs that left
+// no backlog, however fast rows come due.
 const MinWait = time.Second
 
-// next returns the wait of [Sweeper.Run] after a run that reported rep,
-// whose rows came due over window (from the previous run's start to this
-// one's), and the tables the next run sweeps (nil: every table): after a
-// backlog, the rest its last pass asked for, every table; else, when the
-// run deleted rows, the time in which half a Bound comes due at the pace
-// of the table that deleted most, within MinWait and Interval, plus
-// jitter, and the tables that deleted rows; else Interval plus jitter,
-// every table. A run that left a backlog made a full pass and committed
-// it, so running again at once always makes progress; a run that failed
-// without one (the database is down) or deleted nothing waits the
-// interval.
+// next returns the wait of [Sweeper.Run] after rep, whose rows came due
+// over window, and the tables the next run sweeps (nil: all). A run that
+// failed without a backlog (the database is down) waits the Interval.
 func (s *Sweeper) next(rep Report, window time.Duration) (time.Duration, map[string]bool) {
 	if rep.Backlog() {
 		return rep.rest, nil
@@ -505,7 +429,6 @@ func (s *Sweeper) next(rep Report, window time.Duration) (time.Duration, map[str
 	if most == 0 || window <= 0 {
 		return s.cfg.Interval + s.jitter(), nil
 	}
-	// window × (Bound/2) / most: when half a bound came due at this pace.
 	half := time.Duration(float64(window) * float64(s.cfg.Bound) / 2 / float64(most))
 	if half >= s.cfg.Interval {
 		return s.cfg.Interval + s.jitter(), nil
@@ -514,7 +437,6 @@ func (s *Sweeper) next(rep Report, window time.Duration) (time.Duration, map[str
 	return w + rand.N(w/10+1), deleted
 }
 
-// jitter returns a random delay from 0 to Jitter.
 func (s *Sweeper) jitter() time.Duration {
 	if s.cfg.Jitter <= 0 {
 		return 0

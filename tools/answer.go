@@ -8,7 +8,7 @@ import (
 	"github.com/searchd/searchd/internal/canonjson"
 )
 
-// answer is the stored response of a completed call. The resource lives in
+// answer is the stored response of a completed call; the resource is in
 // the claim's own columns.
 type answer struct {
 	OK            bool            `json:"ok"`
@@ -16,14 +16,11 @@ type answer struct {
 	Output        json.RawMessage `json:"output,omitempty"`
 	OutputOmitted bool            `json:"output_omitted,omitempty"`
 	Message       string          `json:"message,omitempty"`
-	// ResolvedBy names the person who resolved an uncertain call as
-	// delivered; see [Resolver].
-	ResolvedBy string `json:"resolved_by,omitempty"`
+	ResolvedBy    string          `json:"resolved_by,omitempty"`
 }
 
 // EncodeAnswer returns the stored form of res: JSON without HTML escaping,
-// so the canonical Output is stored byte for byte (encoding/json would write
-// each <, > and & of it as six bytes).
+// so the canonical Output is stored byte for byte.
 func EncodeAnswer(res Result) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -42,17 +39,15 @@ func EncodeAnswer(res Result) ([]byte, error) {
 }
 
 // DecodeAnswer returns the Result a stored answer body holds, with the
-// resource named by the claim's own columns (empty for none). Its Output
-// is in canonical form. It returns an error for a body that is not an
-// answer.
+// resource of the claim's columns, and its Output in canonical form. It
+// returns an error for a body that is not an answer.
 func DecodeAnswer(body json.RawMessage, resourceType, resourceID string) (Result, error) {
 	var a answer
 	if err := json.Unmarshal(body, &a); err != nil {
 		return Result{}, fmt.Errorf("decoding the stored answer: %w", err)
 	}
 	if len(a.Output) > 0 {
-		// jsonb keeps its own key order; the canonical form is the one
-		// the live result carried.
+		// jsonb reorders keys.
 		canon, err := canonjson.Canonicalize(a.Output)
 		if err != nil {
 			return Result{}, fmt.Errorf("decoding the stored answer: %w", err)

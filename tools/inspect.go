@@ -13,32 +13,21 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// The reads a person needs to decide about uncertain calls: the calls
-// awaiting a decision, with the evidence the journal holds, and the
-// decisions made. They span every organization (an operator's view) unless
-// filtered; the decision itself is [Resolver.Resolve].
-
 // ErrInvalidCursor reports a page cursor this package did not write.
 var ErrInvalidCursor = keyset.InvalidCursor("tools")
 
-// UncertainCall is a call the journal recorded as uncertain and no person
-// has resolved: the evidence for a decision.
+// UncertainCall is an unresolved uncertain call, with the evidence for a
+// decision.
 type UncertainCall struct {
 	ClaimID        uuid.UUID
 	OrganizationID uuid.UUID
 	Scope          string
 	Key            string
-	// RequestHash is the hash of the call's canonical input.
-	RequestHash string
-	// ClaimedAt is when the call was (last) claimed, RetainUntil when its
-	// answer is forgotten (the journal's 30 days).
-	ClaimedAt   time.Time
-	RetainUntil time.Time
-	// Answer is the stored uncertain answer: what the tool said of the
-	// call (Message), any Output, and the resource it named.
-	Answer Result
-	// Raw is the stored answer as the journal holds it.
-	Raw json.RawMessage
+	RequestHash    string // of the call's canonical input
+	ClaimedAt      time.Time
+	RetainUntil    time.Time
+	Answer         Result
+	Raw            json.RawMessage // the answer as stored
 }
 
 // PastResolution is a recorded decision.
@@ -54,23 +43,21 @@ type InspectDB interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// Inspector reads uncertain calls and their resolutions. It is safe for
-// concurrent use.
+// Inspector reads uncertain calls and their resolutions, across
+// organizations unless filtered. It is safe for concurrent use.
 type Inspector struct {
 	db      InspectDB
 	clock   *dbclock.Clock
 	cursors keyset.Key
 }
 
-// NewInspector returns an inspector on db whose statements run at clock:
-// nil (production) is the database's now(), a stub is for tests.
+// NewInspector returns an inspector on db; a nil clock is the database's
+// now().
 func NewInspector(db InspectDB, clock *dbclock.Clock) *Inspector {
 	return &Inspector{db: db, clock: clock}
 }
 
-// Cursors returns a copy of in whose lists sign and verify their cursors
-// with k, the database's cursor key in production; without it they use
-// the zero [keyset.Key], whose cursors no other process accepts.
+// Cursors returns a copy of in whose lists sign their cursors with k.
 func (in *Inspector) Cursors(k keyset.Key) *Inspector {
 	c := *in
 	c.cursors = k
@@ -80,10 +67,9 @@ func (in *Inspector) Cursors(k keyset.Key) *Inspector {
 // InspectParams narrow and page the lists; zero filters match everything.
 type InspectParams struct {
 	OrganizationID uuid.UUID
-	// Scope keeps one tool's calls (tool.<name>).
-	Scope string
-	// Limit is 1 to 200; zero or less is 50. Cursor is the next cursor of
-	// the previous page, "" for the first.
+	Scope          string // tool.<name>
+	// Limit is 1 to 200; zero or less is 50. Cursor is "" for the first
+	// page.
 	Limit  int
 	Cursor string
 }
@@ -128,11 +114,9 @@ func (in *Inspector) Resolutions(ctx context.Context, p InspectParams) ([]PastRe
 		func(pr PastResolution) keyset.Position { return keyset.Position{CreatedAt: pr.ResolvedAt, ID: pr.ID} })
 }
 
-// readPage runs query, one keyset page of what, with the lead arguments
-// followed by the cursor's position, the limit plus one, and p's filters;
-// scan reads a row and pos names a row's place. It returns
-// [ErrInvalidCursor] for a cursor in's key did not sign for list l (the
-// inspector's lists run across organizations: l names none).
+// readPage runs query, one keyset page of what, with the lead arguments,
+// the cursor's position, the limit plus one, and p's filters. It returns
+// [ErrInvalidCursor] for a cursor in's key did not sign for list l.
 func readPage[T any](ctx context.Context, in *Inspector, l keyset.List, what, query string, lead []any, p InspectParams,
 	scan pgx.RowToFunc[T], pos func(T) keyset.Position) ([]T, string, error) {
 	q, err := in.cursors.Read(l, p.Cursor, p.Limit, 50, 200)
@@ -150,10 +134,8 @@ func deref(s *string) string {
 	return *s
 }
 
-// uncertainPage reads uncertain calls oldest first after ($2 claimed_at,
-// $3 id): completed tool claims whose answer is uncertain and whose
-// retention holds. $1 now, $4 limit, $5 organization, $6 scope: NULL for
-// any.
+// uncertainPage reads retained uncertain calls oldest first after
+// ($2 claimed_at, $3 id); a NULL $5 organization or $6 scope is any.
 const uncertainPage = `
 SELECT k.id, k.organization_id, k.scope, k.key, k.request_hash, k.resource_type, k.resource_id,
 	k.response, k.claimed_at, k.retain_until
@@ -167,7 +149,7 @@ ORDER BY k.claimed_at, k.id
 LIMIT $4`
 
 // resolutionPage reads decisions newest first after ($1 resolved_at,
-// $2 id). $3 limit, $4 organization, $5 scope: NULL for any.
+// $2 id); a NULL $4 organization or $5 scope is any.
 const resolutionPage = `
 SELECT r.id, r.organization_id, r.scope, r.key, r.claim_id, r.resolution, r.actor, r.reason,
 	r.uncertain_answer, r.resolved_at

@@ -22,21 +22,17 @@ import (
 type Resolution string
 
 const (
-	// ResolutionDelivered: the call had its effect (the person checked,
-	// say in the vendor's console). The stored answer becomes a success
-	// naming the actor in ResolvedBy, and every repeat of the call replays
-	// it without calling the tool.
+	// ResolutionDelivered: the call had its effect. The stored answer
+	// becomes a success naming the actor in ResolvedBy, which every repeat
+	// of the call replays.
 	ResolutionDelivered Resolution = "delivered"
-	// ResolutionRetry: the call had no effect, and may be made once more
-	// with the same key. The uncertain answer leaves the journal, so the
-	// next Execute of the call claims its key and calls the tool; what that
-	// attempt answers is stored under the key as any answer is, and one
-	// that is uncertain again waits for a person again.
+	// ResolutionRetry: the call had no effect. The uncertain answer is
+	// removed, so the next attempt under the key calls the tool again.
 	ResolutionRetry Resolution = "retry"
 )
 
-// ResolutionRetention is how long a resolution is recorded: as long as a Run
-// is kept (396 days), for a resolution is part of what the Run did.
+// ResolutionRetention is how long a resolution is recorded: as long as
+// its Run.
 const ResolutionRetention = 396 * 24 * time.Hour
 
 // Limits of [ResolveParams].
@@ -46,47 +42,39 @@ const (
 )
 
 var (
-	// ErrNoCall reports that the journal holds no answer under the key: no
-	// claim, or one past its retention.
+	// ErrNoCall reports that no retained answer is stored under the key.
 	ErrNoCall = errors.New("tools: no call is stored under the key")
-	// ErrNotUncertain reports that the call under the key is not uncertain:
-	// it is still in flight, or its answer is a success or a business
-	// failure, or a person resolved it already. Nothing was written.
+	// ErrNotUncertain reports that the call is in flight, answered, or
+	// resolved already.
 	ErrNotUncertain = errors.New("tools: the call is not uncertain")
 )
 
 // ResolveParams name an uncertain call and what a person decided about it.
 type ResolveParams struct {
 	OrganizationID uuid.UUID
-	// Scope is the call's claim scope, "tool.<name>".
-	Scope string
-	// Key is the call's key, as stored.
-	Key        string
-	Resolution Resolution
-	// Actor names the person who decided: 1 to [MaxActorLen] characters of
-	// one line. It is recorded, and a delivered answer carries it.
+	Scope          string // "tool.<name>"
+	Key            string
+	Resolution     Resolution
+	// Actor names the person who decided: one line of 1 to [MaxActorLen]
+	// characters.
 	Actor string
-	// Reason says why, with the evidence: 1 to [MaxReasonLen] characters of
-	// one line. It is recorded.
+	// Reason says why: one line of 1 to [MaxReasonLen] characters.
 	Reason string
 }
 
 // Resolved is a recorded resolution.
 type Resolved struct {
-	// ID is the resolution's id in agent.tool_call_resolutions.
-	ID uuid.UUID
-	// ClaimID is the id of the claim that held the uncertain answer.
+	ID         uuid.UUID
 	ClaimID    uuid.UUID
 	Resolution Resolution
 	Actor      string
 	Reason     string
 	ResolvedAt time.Time
-	// Uncertain is the answer the call had before, as a replay answered it.
-	Uncertain Result
+	Uncertain  Result // the answer before the resolution
 }
 
 // ResolverDB is what a [Resolver] needs of a database handle, usually a
-// *pgxpool.Pool: each resolution is one transaction.
+// *pgxpool.Pool.
 type ResolverDB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
@@ -99,9 +87,9 @@ type ResolverConfig struct {
 	Clock *dbclock.Clock
 }
 
-// Resolver records a person's resolution of an uncertain call: the one way an
-// uncertain answer changes. It is the store behind `searchd claims resolve`,
-// and what an API for the console would call. It is safe for concurrent use.
+// Resolver records a person's resolution of an uncertain call, the one
+// way an uncertain answer changes (`searchd claims resolve`). It is safe
+// for concurrent use.
 type Resolver struct {
 	db    ResolverDB
 	clock *dbclock.Clock
@@ -153,16 +141,13 @@ func oneLine(s string, n int) string {
 	return ""
 }
 
-// Resolve records p: it marks the uncertain call delivered, or authorizes one
-// retry of it with the same key, and records who did it, why, and the
-// uncertain answer, in one transaction. Two resolutions of one call
-// serialize on its claim's row lock, so only the first finds it uncertain.
+// Resolve records p, with the uncertain answer, in one transaction. Two
+// resolutions of one call serialize on its claim's row lock, so only the
+// first finds it uncertain.
 //
-// Errors: an error wrapping [ErrInvalid] for params [ResolveParams.Validate]
-// refuses, before any SQL; [ErrNoCall] when no retained answer is stored
-// under the key; [ErrNotUncertain] when the call is not uncertain (in
-// flight, answered, or resolved already). Nothing is written on any error.
-// Others come from the database.
+// It returns an error wrapping [ErrInvalid] for params
+// [ResolveParams.Validate] refuses, [ErrNoCall], [ErrNotUncertain], or the
+// database's error; nothing is written on any error.
 func (r *Resolver) Resolve(ctx context.Context, p ResolveParams) (*Resolved, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -198,7 +183,6 @@ func (r *Resolver) Resolve(ctx context.Context, p ResolveParams) (*Resolved, err
 			return fmt.Errorf("%w: its answer is %s", ErrNotUncertain, prev.Outcome)
 		}
 
-		// Validate let only the two resolutions through.
 		sql, args := callAuthorizeRetry, []any{p.OrganizationID, claimID}
 		if p.Resolution == ResolutionDelivered {
 			body, err := EncodeAnswer(Result{OK: true, Outcome: OutcomeOK, ResolvedBy: p.Actor})

@@ -112,7 +112,7 @@ func (c WorkerConfig) Validate() error {
 }
 
 // Worker delivers the due deliveries of every organization's endpoints.
-// Every serve runs one; they share the deliveries through SKIP LOCKED.
+// Replicas share the deliveries through SKIP LOCKED.
 type Worker struct {
 	store  *Store
 	cfg    WorkerConfig
@@ -153,9 +153,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// Deliver makes one attempt of a leased delivery and records it: what
-// [Worker.Run] does for each, for a caller running its own passes. It
-// reports whether the endpoint answered 2xx.
+// Deliver makes one attempt of a leased delivery and records it, for a
+// caller running its own passes. It reports whether the endpoint answered
+// 2xx.
 func (w *Worker) Deliver(ctx context.Context, l Leased) bool {
 	base := ctx
 	start := time.Now()
@@ -191,7 +191,6 @@ func Body(l Leased) ([]byte, error) {
 	return json.Marshal(Message{Type: l.Event.Type, Timestamp: l.Event.OccurredAt, Data: l.Event})
 }
 
-// post sends l's message to its endpoint, signed with its secret.
 func (w *Worker) post(ctx context.Context, l Leased) outbound.Answer {
 	body, err := Body(l)
 	if err != nil {

@@ -1,13 +1,6 @@
-// Package loop runs the server's background loops, and holds the one
-// cancellable sleep.
-//
-// A [Loop] runs a pass, waits, and runs it again until its context ends:
-// after a pass that succeeded it waits the Interval plus up to a tenth of
-// it (so replicas do not poll in lock-step), or what the pass asked for
-// ([Next]); after a failed pass it backs off, from Backoff doubling with
-// each failure in a row up to MaxBackoff, so a database that is down is not
-// polled in a loop. A signal on Wake ends any wait early. Each caller keeps
-// its own pass logic; tests stub the waits with Clock.
+// Package loop runs the server's background loops: a pass every interval
+// with jitter, a doubling back-off after failures, an early wake on a
+// signal, until the context ends.
 package loop
 
 import (
@@ -33,42 +26,35 @@ func Jitter(d time.Duration) time.Duration { return d + rand.N(d/10+1) }
 
 // Next is what a pass that succeeded asks of the wait after it.
 type Next struct {
-	// Now runs the next pass at once (a pass that filled its batch).
-	Now bool
-	// Wait, when positive, is the wait instead of the Interval, taken as
-	// it is, without jitter (a pass that plans its own wait).
+	Now bool // run the next pass at once
+	// Wait, when positive, replaces the Interval, without jitter.
 	Wait time.Duration
-	// Wake, when set, also ends the wait (a delivery slot freed).
+	// Wake, when set, also ends the wait.
 	Wake <-chan struct{}
 }
 
-// Loop is the schedule of a background loop; [Loop.Run] runs it.
+// Loop is the schedule of a background loop. Every wait but First and
+// [Next.Wait] gets up to a tenth more at random, so replicas drift apart.
 type Loop struct {
-	// Interval is the wait after a pass that succeeded, plus up to a
-	// tenth of it.
+	// Interval is the wait after a pass that succeeded.
 	Interval time.Duration
-	// Backoff is the wait after a failed pass, doubling with each failed
-	// pass in a row, at most MaxBackoff, plus up to a tenth of it. Zero
-	// is the Interval; a MaxBackoff below it keeps the wait from doubling.
+	// Backoff is the wait after a failed pass, doubling with each failure
+	// in a row up to MaxBackoff. Zero is the Interval.
 	Backoff, MaxBackoff time.Duration
-	// First is the wait before the first pass, as it is; zero passes at
-	// once.
+	// First is the wait before the first pass.
 	First time.Duration
 	// Wake ends any wait early; nil never does.
 	Wake <-chan struct{}
-	// Failed, when set, is told of each failed pass (unless the context
-	// has ended) and the back-off that follows, before its jitter: the
-	// caller logs it.
+	// Failed, when set, is told of each failed pass and the back-off that
+	// follows (unless the context has ended).
 	Failed func(ctx context.Context, err error, next time.Duration)
-	// Clock, set by tests alone, replaces every wait: it is called with
-	// the wait before its jitter, instead of the timer and the wake
-	// signals, and returning false ends the loop. It is the stub clock.
+	// Clock, for tests, replaces every wait (timer and wake signals): it
+	// gets the wait before jitter, and returning false ends the loop.
 	Clock func(ctx context.Context, d time.Duration) bool
 }
 
-// Run runs pass, then again after each wait, until ctx ends; a pass that
-// returns an error failed. It returns when ctx ends, after the pass in
-// progress returns.
+// Run runs pass, then again after each wait, until ctx ends; it returns
+// after the pass in progress returns.
 func (l Loop) Run(ctx context.Context, pass func(context.Context) (Next, error)) {
 	if l.First > 0 && !l.wait(ctx, l.First, false, nil) {
 		return
@@ -115,8 +101,8 @@ func (l Loop) backoff(failed int) time.Duration {
 	return min(b, ceiling)
 }
 
-// wait waits d (plus its jitter), until a wake signal, or until ctx ends,
-// and reports whether the loop goes on.
+// wait waits d or until a wake signal, and reports whether the loop goes
+// on.
 func (l Loop) wait(ctx context.Context, d time.Duration, jitter bool, wake <-chan struct{}) bool {
 	if l.Clock != nil {
 		return l.Clock(ctx, d)

@@ -7,15 +7,13 @@ import (
 	"github.com/searchd/searchd/internal/loop"
 )
 
-// Deliver runs l on lease passes of an outbound delivery worker until ctx
-// ends, then waits for the deliveries in flight. Each pass leases at most
-// the free slots of concurrency, and batch, with lease, and delivers each
-// leased item with deliver on a goroutine of its own holding a slot, on a
-// context that outlives ctx (one cancelled mid-request would leave its
-// answer unknown: each is bounded by its lease instead). What a failed pass
-// leased is delivered too. A pass that filled its batch is followed at once
-// by the next; one that leased less waits for the Interval or a wake, and
-// one bound by the slots also for a slot freed.
+// Deliver runs l's passes until ctx ends, then waits for the deliveries in
+// flight. Each pass leases at most min(free slots, batch) items and
+// delivers each on a goroutine holding a slot, on a context that outlives
+// ctx: a request cancelled midway would leave its answer unknown, so each
+// is bounded by its lease instead. What a failed pass leased is delivered
+// too. A full pass is followed at once by the next; a pass bound by the
+// slots also wakes on a freed slot.
 func Deliver[T any](ctx context.Context, l loop.Loop, concurrency, batch int,
 	lease func(ctx context.Context, n int) ([]T, error), deliver func(ctx context.Context, item T)) {
 	var wg sync.WaitGroup

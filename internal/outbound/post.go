@@ -15,11 +15,10 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
-// answerBytes is how much of a receiver's answer is read and kept.
 const answerBytes = 1 << 10
 
-// Client returns the default client of a sender of concurrency deliveries
-// at once: it follows no redirects.
+// Client returns a client for concurrency deliveries at once that follows
+// no redirects.
 func Client(concurrency int) *http.Client {
 	return &http.Client{
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -30,11 +29,9 @@ func Client(concurrency int) *http.Client {
 
 // Answer is how a receiver answered one POST.
 type Answer struct {
-	// Sent reports whether the request was sent: false when it could not
-	// be built or signed (Text says why).
+	// Sent is false when the request could not be built or signed.
 	Sent bool
-	// Status is the answer's HTTP status; 0 when none came (Text says
-	// why: a timeout, a refused connection).
+	// Status is 0 when no answer came (a timeout, a refused connection).
 	Status int
 	// Text is the status line and the answer's first KiB, or why there is
 	// none.

@@ -1,8 +1,6 @@
-// Package outbound is what the server's two senders of signed POSTs, the
-// dispatcher (package dispatch) and the Run-webhook worker (package
-// webhooks), share: the loop of their lease passes and delivery slots
-// ([Deliver]), the POST itself ([Post]), the wait before a retry ([Retry],
-// [RetryAfter]) and the answer as kept ([Clean]).
+// Package outbound holds what the senders of signed POSTs (packages
+// dispatch and webhooks) share: the lease-pass loop, the POST, the retry
+// wait and the cleaning of answers.
 package outbound
 
 import (
@@ -28,10 +26,9 @@ func RetryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// Retry is the wait before the delivery attempt after attempt (counted
-// from 1): lo doubling per attempt up to hi, drawn between half and all of
-// it (so replicas' retries spread), and at least the receiver's
-// Retry-After, after, up to hi.
+// Retry is the wait before the attempt after attempt (counted from 1): lo
+// doubling per attempt up to hi, drawn between half and all of it, and at
+// least after (the receiver's Retry-After), up to hi.
 func Retry(attempt int, lo, hi, after time.Duration) time.Duration {
 	delay := hi
 	if shift := attempt - 1; shift >= 0 && shift < 32 {
@@ -46,9 +43,8 @@ func Retry(attempt int, lo, hi, after time.Duration) time.Duration {
 	return delay
 }
 
-// Clean returns s as storable text of at most n characters: valid UTF-8
-// (invalid bytes replaced), control characters but newline and tab
-// replaced by spaces. Deliveries keep a receiver's answer so.
+// Clean returns s as storable text of at most n characters: valid UTF-8,
+// with control characters but newline and tab replaced by spaces.
 func Clean(s string, n int) string {
 	var b strings.Builder
 	count := 0

@@ -1,10 +1,7 @@
-// Package readiness decides whether searchd can take traffic: its database
-// answers and the schema has every migration of this binary applied. A
-// schema newer than the binary (a newer release migrated first, during a
-// rolling upgrade) is ready: migrations are expand-then-contract (see
-// package migrations), so this binary serves it correctly. The binary builds a
-// check here and hands its Ready to the HTTP edge (api.Deps.Ready), which
-// only asks it and knows no database.
+// Package readiness answers whether searchd can take traffic: the
+// database answers and the schema has every migration of this binary. A
+// newer schema (a rolling upgrade) is ready too: migrations are
+// expand-then-contract.
 package readiness
 
 import (
@@ -31,38 +28,26 @@ const DefaultInterval = 2 * time.Second
 // than hanging the check.
 const Timeout = 3 * time.Second
 
-// ConnectTimeout bounds making the checker's connection when it has none,
-// apart from the check's Timeout. On a busy machine a new connection can
-// take longer than a check may, and a checker that gave up on connecting
-// would connect afresh and give up at every check, answering not ready
-// while the database serves every request (the fault suite saw /readyz
-// 503 for half a minute after a blackhole healed, with two CPU hogs).
-// While it connects, Ready reports the last result for a check's Timeout,
-// and not ready after it: a database that does not answer (a blackholed
-// primary) reads as not ready within an interval and the Timeout, as it
-// would if the whole check were bounded by the Timeout.
+// ConnectTimeout bounds making the checker's connection, apart from the
+// check's Timeout: on a busy machine connecting can take longer than a
+// check may, and a checker that gave up would stay not ready while the
+// database serves. Ready still reports not ready once a check, connecting
+// included, has run past Timeout.
 const ConnectTimeout = 15 * time.Second
 
-// errNotCheckedYet is the readiness of a checker whose first check has not
-// finished.
 var errNotCheckedYet = errors.New("readiness: not checked yet")
 
-// Checker checks readiness (the database answers and its schema has
-// every migration of this binary) in the background, every interval, on one
-// connection of its own, and answers /readyz from the last result. A probe
-// then costs no round trip on the request pool, however many probers there
-// are, and a pool held by slow requests does not make readiness flap. It
-// is safe for concurrent use.
+// Checker checks readiness in the background, every interval, on one
+// connection of its own, and answers from the last result: a probe costs
+// no round trip, and a pool held by slow requests does not make readiness
+// flap. It is safe for concurrent use.
 type Checker struct {
 	db       *sql.DB
 	interval time.Duration
 	last     atomic.Pointer[readyResult]
-	// checking is when the check under way began, in Unix nanoseconds;
-	// 0 when none is.
-	checking atomic.Int64
+	checking atomic.Int64 // start of the check under way, Unix ns; 0 if none
 	logger   *slog.Logger
-	// newerLogged is the newer schema version last logged, so a replica
-	// says it once per version rather than every interval.
+	// newerLogged is the newer schema version last logged.
 	newerLogged atomic.Int64
 }
 
@@ -71,11 +56,10 @@ type readyResult struct {
 	at  time.Time
 }
 
-// NewChecker returns a checker that connects with cfg (a copy; the
-// caller may pass a pool's ConnConfig) and checks every interval (zero is
-// [DefaultInterval]). It logs to logger (nil: nowhere) once per version
-// when the schema is newer than this binary. It opens no connection until
-// [Checker.Run].
+// NewChecker returns a checker that connects with a copy of cfg and checks
+// every interval (zero is [DefaultInterval]). It logs to logger (nil:
+// nowhere) once per version when the schema is newer than this binary. It
+// connects only when it checks.
 func NewChecker(cfg *pgx.ConnConfig, interval time.Duration, logger *slog.Logger) *Checker {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -94,8 +78,7 @@ func NewChecker(cfg *pgx.ConnConfig, interval time.Duration, logger *slog.Logger
 	return r
 }
 
-// Run checks at once and then an interval after each check until ctx ends,
-// then closes its connection and returns.
+// Run checks every interval until ctx ends, then closes its connection.
 func (r *Checker) Run(ctx context.Context) {
 	defer r.db.Close()
 	loop.Loop{}.Run(ctx, func(ctx context.Context) (loop.Next, error) {
@@ -104,13 +87,13 @@ func (r *Checker) Run(ctx context.Context) {
 	})
 }
 
-// Check checks once, now, and keeps the result for [Checker.Ready]:
-// a server checks before it serves, so it is ready from its first probe.
+// Check checks once and keeps the result for [Checker.Ready]; a server
+// checks before it serves, so it is ready from its first probe.
 func (r *Checker) Check(ctx context.Context) {
 	r.checking.Store(time.Now().UnixNano())
 	defer r.checking.Store(0)
-	// The one connection first, made if it is not there: it returns to
-	// the pool as its idle connection, which the check then uses.
+	// Connect first, under its own timeout; the check reuses the idle
+	// connection.
 	cctx, ccancel := context.WithTimeout(ctx, ConnectTimeout)
 	conn, err := r.db.Conn(cctx)
 	ccancel()
@@ -131,7 +114,7 @@ func (r *Checker) Check(ctx context.Context) {
 }
 
 // logNewer logs, once per version, that the schema is newer than this
-// binary: ready all the same, but a replica left behind by an upgrade.
+// binary.
 func (r *Checker) logNewer(s migrations.Schema) {
 	if !s.Newer() || r.newerLogged.Swap(s.Version) == s.Version {
 		return
@@ -141,12 +124,9 @@ func (r *Checker) logNewer(s migrations.Schema) {
 }
 
 // Ready returns the result of the last check: nil when the database
-// answered and its schema had every migration of this binary (a newer
-// schema included). A check under way for longer than
-// Timeout (waiting for a database that does not answer, or connecting to
-// it) is an error, and so is a result older than three intervals plus the
-// check's timeouts, so a checker that stopped does not keep answering
-// ready. It never touches the database; ctx is unused.
+// answered and its schema was current or newer. A check under way for
+// longer than Timeout is an error, and so is a result too old (a checker
+// that stopped). It never touches the database.
 func (r *Checker) Ready(context.Context) error {
 	if since := r.checking.Load(); since != 0 {
 		if d := time.Since(time.Unix(0, since)); d > Timeout {
@@ -160,12 +140,9 @@ func (r *Checker) Ready(context.Context) error {
 	return last.err
 }
 
-// Pool returns a check that pings pool and checks that its schema has
-// every migration of this binary, on every call: the readiness of a server
-// that runs no [Checker]. It returns nil when the database answered and
-// its schema had every migration (a newer schema included, silently). Each call borrows a connection of pool through a
-// database/sql handle of its own, closed before it returns (closing it
-// leaves pool open), so a check that is dropped leaves no goroutine behind.
+// Pool returns a readiness check that pings pool and checks its schema on
+// every call, for a server that runs no [Checker]. Closing the
+// database/sql handle it opens per call leaves pool open.
 func Pool(pool *pgxpool.Pool) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		if err := pool.Ping(ctx); err != nil {
