@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/searchd/searchd/internal/dberr"
-	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/loop"
+	"github.com/searchd/searchd/internal/seatq"
 )
 
 // NotifyChannel carries the end of a waited-for claim (see
