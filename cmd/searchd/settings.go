@@ -143,17 +143,17 @@ var settingsTable = []section{
 				"only to leave room for something else in it. Read by the Go runtime; `serve` logs the limit in effect"},
 	}},
 	{"Seat queue", "The seat queue the API, the console and provider callbacks share (docs/seat-queue.md).", []spec{
-		{env: envSeats, flag: "seats", was: renamed{"SEARCHD_SEATS", "admission-seats"}, in: cmdServers,
+		{env: envSeats, flag: "seats", was: renamed{"SEARCHD_ADMISSION_SEATS", "admission-seats"}, in: cmdServers,
 			kind: integer[int]{at: func(c *loading) *int { return &c.Seats.Seats }, min: 1, max: seatq.MaxSeats, of: "requests", zero: true},
 			def:  "the pool's size (--db-max-conns)",
 			meaning: "requests served at once by the API, the console and provider callbacks together; a free seat is taken " +
 				"at once by whoever asks, and when all are taken each organization (operator, provider) waits in its own " +
 				"queue, served in turn"},
-		{env: envSeatQueueLength, flag: "seat-queue-length", was: renamed{"SEARCHD_SEAT_QUEUE_LENGTH", "admission-queue-length"}, in: cmdServers,
+		{env: envSeatQueueLength, flag: "seat-queue-length", was: renamed{"SEARCHD_ADMISSION_QUEUE_LENGTH", "admission-queue-length"}, in: cmdServers,
 			kind: field[int]{at: func(c *loading) *int { return &c.Seats.QueueLength }, valid: seatsValid, of: "requests"},
 			meaning: "most requests of one organization (operator, provider) waiting for a seat; one more answers 429 " +
 				"`rate_limited` with `Retry-After`"},
-		{env: envSeatMaxWait, flag: "seat-max-wait", was: renamed{"SEARCHD_SEAT_MAX_WAIT", "admission-max-wait"}, in: cmdServers,
+		{env: envSeatMaxWait, flag: "seat-max-wait", was: renamed{"SEARCHD_ADMISSION_MAX_WAIT", "admission-max-wait"}, in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Seats.MaxWait }, valid: seatsValid,
 				like: "10s or 500ms"},
 			meaning: "longest a request waits for a seat, then 429 `rate_limited` with `Retry-After`"},
