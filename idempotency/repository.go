@@ -189,7 +189,6 @@ func (r *Repository) MarkWaited(ctx context.Context, organizationID uuid.UUID, s
 
 func scanRecord(row pgx.Row) (*Record, error) { return scanColumns(row, true) }
 
-// scanColumns scans recordColumns, and the statement's clock if withClock.
 func scanColumns(row pgx.Row, withClock bool) (*Record, error) {
 	var (
 		rec                      Record

@@ -493,7 +493,6 @@ const MaxKeyLen = 255
 // maxHashLen bounds a request hash; a hex SHA-256 is 64 bytes.
 const maxHashLen = 128
 
-// validateKey validates a claim's address and returns its scope's retention.
 func validateKey(organizationID uuid.UUID, scope, key, requestHash string) (time.Duration, error) {
 	if organizationID == uuid.Nil {
 		return 0, &InputError{Field: "organization_id", Reason: "is the nil UUID"}

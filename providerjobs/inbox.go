@@ -339,7 +339,6 @@ func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, e *InboxEntry, org, jo
 	return answer, nil
 }
 
-// release releases claim on a detached context bounded by ReleaseTimeout.
 func (s *Service) release(ctx context.Context, claim *idempotency.Claim) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
 	defer cancel()
@@ -362,7 +361,6 @@ func (s *Service) dropEntry(ctx context.Context, e *InboxEntry, reason DropReaso
 	return Outcome{Reason: reason, JobID: e.JobID}, nil
 }
 
-// dropped audits and counts the drop of e; a failed audit write is logged.
 func (s *Service) dropped(ctx context.Context, e *InboxEntry, reason DropReason) {
 	if err := s.recordDrop(ctx, e.Provider, e.PathJobID, e.DeliveryID, e.RequestHash, reason, e.OrganizationID, e.JobID); err != nil {
 		s.auditFailed(ctx, e.Provider, e.DeliveryID, reason, err)
