@@ -106,6 +106,7 @@ type Summary struct {
 	CreatedAt          time.Time `json:"created_at"`
 }
 
+// Summary returns the summary of s.
 func (s *Snapshot) Summary() Summary {
 	return Summary{
 		ID:                 s.ID,

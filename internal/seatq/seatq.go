@@ -429,6 +429,7 @@ func (s *Seat) Release() {
 	q.mu.Unlock()
 }
 
+// Flow returns the flow the seat is charged to.
 func (s *Seat) Flow() Flow { return s.f.key }
 
 func (q *Queue) releaseLocked(s *Seat) {
