@@ -185,8 +185,8 @@ type DirectStart struct {
 	Actor string
 }
 
-// MaxInputBytes bounds a direct start's input as written, and so what one
-// Run read costs over its retention.
+// MaxInputBytes bounds a direct start's input as written by the caller; it
+// bounds what one Run read costs over the Run's retention.
 const MaxInputBytes = 64 << 10
 
 // Validate checks p's kind, name and input size and shape, not its key or
