@@ -20,10 +20,8 @@ const (
 	MaxNoteLen        = 500
 )
 
-// StartOptions are the options of a saved-search start. Their JSON is the
-// document a Run stores as its options and the request hash covers (see
-// [SavedSearchRequestHash]), so its names never change; an HTTP body is
-// the API's own type, translated with [NewStartOptions].
+// StartOptions are the options of a saved-search start. Their JSON is stored
+// on the Run and covered by [SavedSearchRequestHash], so its names never change.
 type StartOptions struct {
 	// MaxResults is 1 to [MaxMaxResults]; zero means DefaultMaxResults.
 	MaxResults int `json:"max_results"`
@@ -31,21 +29,16 @@ type StartOptions struct {
 	Note string `json:"note"`
 }
 
-// optionRules are the rules of the options, the one place they are
-// stated: a field given (non-nil) must be in range; a field omitted takes
-// its default. The validator's errors name the Go fields (MaxResults,
-// Note), which an edge spells as it spells its own inputs.
+// optionRules are the options' rules: a field given (non-nil) must be in
+// range; one omitted takes its default.
 type optionRules struct {
 	MaxResults *int    `validate:"omitnil,min=1,max=1000"`
 	Note       *string `validate:"omitnil,max=500"`
 }
 
-// NewStartOptions returns the options of a start that gives maxResults
-// and note, nil for one omitted (its default). It returns an error of
-// kind errs.Invalid wrapping [ErrInvalid] and the validator.ValidationErrors
-// that name each refused field when a given value is out of range: a
-// max_results of 0 given explicitly is refused, since omitting it is how
-// a caller asks for the default.
+// NewStartOptions returns the options of a start; a nil argument takes its
+// default. A given value out of range (an explicit max_results of 0 too) is
+// an errs.Invalid error wrapping [ErrInvalid] and validator.ValidationErrors.
 func NewStartOptions(maxResults *int, note *string) (StartOptions, error) {
 	var o StartOptions
 	if maxResults != nil {
@@ -60,8 +53,7 @@ func NewStartOptions(maxResults *int, note *string) (StartOptions, error) {
 	return o, nil
 }
 
-// Normalize returns o with its defaults applied, so that an omitted field
-// and the same field set to its default are one request.
+// Normalize returns o with its defaults applied.
 func (o StartOptions) Normalize() StartOptions {
 	if o.MaxResults == 0 {
 		o.MaxResults = DefaultMaxResults
@@ -69,27 +61,19 @@ func (o StartOptions) Normalize() StartOptions {
 	return o
 }
 
-// Request-hash domains: a saved-search hash and a direct hash can never be
-// equal by accident, and a later encoding gets a new version.
+// Request-hash domains keep a saved-search and a direct hash apart; a later
+// encoding gets a new version.
 const (
 	savedSearchHashDomain = "searchd.saved_search.start.v1\n"
 	directHashDomain      = "searchd.direct.start.v1\n"
 )
 
-// SavedSearchRequestHash returns the request hash of a saved-search start:
-// the hex SHA-256 of the canonical JSON of the saved search id and the
-// normalized options. Requests written differently (key order, white space,
-// an omitted field equal to its default) decode to the same options and
-// hash the same; requests that differ in any option or in the saved search
-// hash differently.
+// SavedSearchRequestHash returns the hex SHA-256 of the canonical JSON of the
+// saved search id and the normalized options.
 func SavedSearchRequestHash(savedSearchID uuid.UUID, o StartOptions) string {
 	o = o.Normalize()
-	// The document is three known fields, so it is written directly: the
-	// bytes canonjson would write (keys sorted, no white space), without
-	// its reflection, decode and re-encode, which were most of what a
-	// replay spent in Go. A note that needs escaping takes canonjson's
-	// path, so every hash stays what it always was; a test pins the two
-	// paths to the same bytes.
+	// The canonjson bytes, written directly for speed; a note needing
+	// escaping goes through canonjson. A test pins both paths to the same bytes.
 	if plainJSONString(o.Note) {
 		var buf [160]byte
 		doc := append(buf[:0], `{"options":{"max_results":`...)
@@ -104,22 +88,19 @@ func SavedSearchRequestHash(savedSearchID uuid.UUID, o StartOptions) string {
 	return hashDoc(savedSearchHashDomain, canonicalSavedSearchRequest(savedSearchID, o))
 }
 
-// canonicalSavedSearchRequest is the canonical document of a saved-search
-// request, through canonjson.
 func canonicalSavedSearchRequest(savedSearchID uuid.UUID, o StartOptions) []byte {
 	doc, err := canonjson.Marshal(struct {
 		SavedSearchID uuid.UUID    `json:"saved_search_id"`
 		Options       StartOptions `json:"options"`
 	}{savedSearchID, o})
 	if err != nil {
-		// A uuid, an int and a string always encode.
 		panic(fmt.Sprintf("admission: encoding a saved-search request: %v", err))
 	}
 	return doc
 }
 
-// plainJSONString reports whether s is written as a JSON string by copying
-// it between quotes: printable ASCII without a quote or a backslash.
+// plainJSONString reports whether s is printable ASCII without a quote or
+// a backslash, so copying it between quotes is its JSON.
 func plainJSONString(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
@@ -129,11 +110,9 @@ func plainJSONString(s string) bool {
 	return true
 }
 
-// DirectRequestHash returns the request hash of a direct start: the hex
-// SHA-256 of the canonical JSON (sorted keys, no white space, numbers as
-// written) of kind, name and input. An empty or null input is the empty
-// object. It returns an error wrapping [ErrInvalid] when input is not a JSON
-// object.
+// DirectRequestHash returns the hex SHA-256 of the canonical JSON of kind,
+// name and input (empty or null input is {}). It returns an error wrapping
+// [ErrInvalid] when input is not a JSON object.
 func DirectRequestHash(kind, name string, input json.RawMessage) (string, error) {
 	canon, err := canonicalInput(input)
 	if err != nil {
@@ -154,8 +133,7 @@ func directHash(kind, name string, canonInput json.RawMessage) string {
 	return hashDoc(directHashDomain, doc)
 }
 
-// canonicalInput returns the canonical form of a direct start's input, the
-// form both hashed and stored. Empty and null are the empty object.
+// canonicalInput returns the input as hashed and stored; empty and null are {}.
 func canonicalInput(input json.RawMessage) (json.RawMessage, error) {
 	if len(input) == 0 {
 		return json.RawMessage(`{}`), nil
@@ -181,8 +159,6 @@ func hashDoc(domain string, doc []byte) string {
 	return hex.EncodeToString(h.Sum(sum[:0]))
 }
 
-// validate checks o, normalized, against [optionRules]: nil, or an error
-// wrapping [ErrInvalid] and the validator's errors.
 func (o StartOptions) validate() error {
 	return check(optionRules{MaxResults: &o.MaxResults, Note: &o.Note})
 }

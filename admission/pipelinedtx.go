@@ -10,18 +10,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// pipelinedTx is one transaction sent as pipelined batches on one
-// connection, with BEGIN and COMMIT riding in the first and last batch, so
-// it costs one round trip per batch.
+// pipelinedTx is one transaction sent as pipelined batches, BEGIN and COMMIT
+// riding in the first and last: one round trip per batch.
 type pipelinedTx struct {
 	conn  *pgxpool.Conn
 	begun bool
 }
 
-// inPipelinedTx runs fn with a pipelinedTx on a pooled connection. Whatever
-// fn does, an open or aborted transaction is rolled back (detached,
-// bounded by rollbackTimeout) before the connection is returned. Nothing is
-// kept unless fn calls [pipelinedTx.commit].
+// inPipelinedTx runs fn in a pipelinedTx on a pooled connection. Nothing is
+// kept unless fn commits; an open transaction is rolled back (detached,
+// bounded by rollbackTimeout) before the connection is returned.
 func inPipelinedTx(ctx context.Context, pool *pgxpool.Pool, rollbackTimeout time.Duration, fn func(*pipelinedTx) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -39,7 +37,6 @@ func inPipelinedTx(ctx context.Context, pool *pgxpool.Pool, rollbackTimeout time
 	return fn(&pipelinedTx{conn: conn})
 }
 
-// batch returns a new batch; the first one begins the transaction.
 func (tx *pipelinedTx) batch() *pgx.Batch {
 	b := &pgx.Batch{}
 	if !tx.begun {
@@ -49,13 +46,12 @@ func (tx *pipelinedTx) batch() *pgx.Batch {
 	return b
 }
 
-// send sends b and returns its first statement error, which aborts the
-// transaction.
+// send returns b's first statement error, which aborts the transaction.
 func (tx *pipelinedTx) send(ctx context.Context, b *pgx.Batch) error {
 	return tx.conn.SendBatch(ctx, b).Close()
 }
 
-// commit appends COMMIT to b and sends it. It fails unless the server
+// commit appends COMMIT to b and sends it; it fails unless the server
 // answered COMMIT (an aborted transaction answers ROLLBACK).
 func (tx *pipelinedTx) commit(ctx context.Context, b *pgx.Batch) error {
 	b.Queue("commit").Exec(func(tag pgconn.CommandTag) error {

@@ -87,18 +87,13 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Deps are the stores a [Starter] is built on, constructed once by the
-// caller. Every field is required.
+// Deps are the stores a [Starter] is built on; every field is required.
 type Deps struct {
-	// Pool runs the freeze transaction.
-	Pool *pgxpool.Pool
-	// Plane claims the preparations.
-	Plane *idempotency.Service
-	// SavedSearches checks that a saved search is live before any claim.
+	Pool          *pgxpool.Pool
+	Plane         *idempotency.Service
 	SavedSearches *savedsearch.Store
-	// Snapshots reads the snapshot a replayed start carries.
-	Snapshots *snapshot.Store
-	// Runs admits and looks up Runs. It must run at Plane's database clock.
+	Snapshots     *snapshot.Store
+	// Runs must run at Plane's database clock.
 	Runs *runs.Store
 }
 
@@ -110,21 +105,17 @@ type Starter struct {
 	snapshots *snapshot.Store
 	runs      *runs.Store
 	cfg       Config
-	// hooks are set by tests only (export_test.go).
-	hooks testHooks
+	hooks     testHooks
 }
 
 // testHooks let a test stop a start inside its preparation.
 type testHooks struct {
-	// beforeFreeze runs before the freeze transaction; an error fails it.
 	beforeFreeze func(ctx context.Context) error
-	// afterFreeze runs after this call froze, completed and admitted.
-	afterFreeze func(ctx context.Context)
+	afterFreeze  func(ctx context.Context)
 }
 
-// NewStarter returns a starter built on d. It returns an error naming the
-// field when a dependency is missing, d.Runs and d.Plane use different
-// clocks, or cfg fails [Config.Validate].
+// NewStarter returns a starter built on d, or an error naming a missing
+// dependency, a clock mismatch between d.Runs and d.Plane, or a bad cfg.
 func NewStarter(d Deps, cfg Config) (*Starter, error) {
 	switch {
 	case d.Pool == nil:
@@ -155,11 +146,9 @@ func NewStarter(d Deps, cfg Config) (*Starter, error) {
 
 // Result is the answer of a start.
 type Result struct {
-	Run *runs.Run
-	// Snapshot is a saved-search Run's frozen input; nil for a direct one.
+	Run      *runs.Run
 	Snapshot *snapshot.Summary
-	// Created reports whether this call made the start (201): for a
-	// saved-search start, the call that froze the snapshot. False is a
+	// Created reports whether this call made the start (201); false is a
 	// replay (200).
 	Created bool
 }
@@ -170,29 +159,25 @@ type SavedSearchStart struct {
 	SavedSearchID uuid.UUID
 	// IdempotencyKey is the client's key, unquoted: 1 to 255 bytes.
 	IdempotencyKey string
-	// Options are normalized before they are hashed and stored.
-	Options StartOptions
+	Options        StartOptions
 	// Actor is recorded on the snapshot and the Run; empty records NULL.
 	Actor string
-	// Origin is recorded on the snapshot: snapshot.OriginAPI (or empty) or
-	// snapshot.OriginSchedule. It is not part of the request hash.
+	// Origin is snapshot.OriginAPI (or empty) or snapshot.OriginSchedule;
+	// it is not part of the request hash.
 	Origin string
 	// Wait is how long to wait for another caller's live preparation of the
-	// same key to end instead of answering in progress at once. Zero, or a
-	// Starter without [Config.Hub], does not wait.
+	// key; zero, or no [Config.Hub], answers in progress at once.
 	Wait time.Duration
 }
 
-// DirectStart are the inputs of [Starter.StartDirect]; see
-// [DirectStart.Validate].
+// DirectStart are the inputs of [Starter.StartDirect].
 type DirectStart struct {
 	Org uuid.UUID
 	// Kind is "capability" or "definition".
 	Kind string `validate:"required,oneof=capability definition"`
 	// Name is 1 to 200 characters.
 	Name string `validate:"required,max=200"`
-	// Input is a JSON object of at most [MaxInputBytes] bytes; empty or null
-	// is {}.
+	// Input is a JSON object of at most [MaxInputBytes]; empty or null is {}.
 	Input json.RawMessage
 	// IdempotencyKey is the client's key, unquoted: 1 to 255 bytes.
 	IdempotencyKey string
@@ -204,10 +189,9 @@ type DirectStart struct {
 // bounds what one Run read costs over the Run's retention.
 const MaxInputBytes = 64 << 10
 
-// Validate checks p's kind, name and input (not its key). It returns nil or
-// an error wrapping [ErrInvalid], with validator.ValidationErrors naming
-// Kind and Name, or an errs.Field "input" for a non-object or oversized
-// input. Input is not parsed here; StartDirect reports malformed JSON.
+// Validate checks p's kind, name and input size and shape, not its key or
+// JSON syntax. It returns nil or an error wrapping [ErrInvalid], with
+// validator.ValidationErrors or an errs.Field "input".
 func (p DirectStart) Validate() error {
 	if err := check(p); err != nil {
 		return err
@@ -222,7 +206,6 @@ func (p DirectStart) Validate() error {
 	return nil
 }
 
-// invalidInput refuses a direct start's input for reason.
 func invalidInput(reason string) error {
 	return &errs.Error{Kind: errs.Invalid, Message: "admission: invalid start: input " + reason,
 		Fields: []errs.Field{{Name: "input", Message: reason}}, Err: ErrInvalid}
@@ -245,21 +228,14 @@ func checkKey(key string) error {
 }
 
 // StartSavedSearch starts a Run on a frozen copy of the saved search, or
-// replays the Run the same Idempotency-Key already started:
+// replays the Run the same Idempotency-Key started. A Run under the start
+// key answers first; otherwise the preparation is claimed with
+// [Config.Lease], frozen (or its stored snapshot reused) and the Run admitted.
 //
-//  1. A Run under the start key answers first: a replay, or ErrKeyReused
-//     for a different request.
-//  2. A saved search org does not have live answers ErrNotFound.
-//  3. The preparation is claimed with [Config.Lease]. Claimed: freeze and
-//     complete in one transaction. Completed: reuse the stored snapshot.
-//     Processing: wait up to p.Wait if there is a hub, else
-//     *idempotency.InFlightError. Conflict: ErrKeyReused.
-//  4. The Run is admitted under the start key with the snapshot.
-//
-// Errors: an error wrapping [ErrInvalid] for a bad key or options;
-// [ErrNotFound]; an [*idempotency.InFlightError] while another caller holds
-// the preparation; [ErrKeyReused]. Any other error is retryable: a claim
-// this call held has been released.
+// Errors: [ErrInvalid] for a bad key or options; [ErrNotFound];
+// [*idempotency.InFlightError] while another caller holds the preparation
+// (after up to p.Wait with a hub); [ErrKeyReused]. Any other error is
+// retryable: a claim this call held has been released.
 func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (_ Result, err error) {
 	defer dberr.Annotate(&err)
 	if err := checkKey(p.IdempotencyKey); err != nil {
@@ -297,16 +273,14 @@ func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (_ R
 	return s.prepare(ctx, admit{SavedSearchStart: p, hash: hash, options: options})
 }
 
-// admit is a saved-search start's inputs, request hash and normalized
-// options.
+// admit is a saved-search start's inputs, request hash and normalized options.
 type admit struct {
 	SavedSearchStart
 	hash    string
 	options json.RawMessage
 }
 
-// params returns the Run admission on snapshot snapID, named name (empty
-// stores NULL).
+// params returns the Run admission on snapshot snapID; empty name stores NULL.
 func (a admit) params(snapID uuid.UUID, name string) runs.AdmitParams {
 	var n *string
 	if name != "" {
@@ -332,15 +306,14 @@ type prepared struct {
 	Error string `json:"error,omitempty"`
 	// Snapshot holds the whole snapshot; one over the store limit is stored
 	// as an idempotency.ResourceRef instead.
-	Snapshot *snapshot.Summary `json:"snapshot,omitempty"`
-	// SavedSearchName names the Run.
-	SavedSearchName string `json:"saved_search_name,omitempty"`
+	Snapshot        *snapshot.Summary `json:"snapshot,omitempty"`
+	SavedSearchName string            `json:"saved_search_name,omitempty"`
 }
 
 const answerNotFound = "not_found"
 
-// prepare claims a's preparation, then freezes it (own claim) or admits
-// the stored answer (completed claim).
+// prepare claims a's preparation, then freezes it (own claim) or admits the
+// stored answer (completed claim).
 func (s *Starter) prepare(ctx context.Context, a admit) (Result, error) {
 	// Without a hub nobody would wake the wait.
 	wait := a.Wait
@@ -369,16 +342,11 @@ func (s *Starter) prepare(ctx context.Context, a admit) (Result, error) {
 	return Result{}, fmt.Errorf("admission: claim answered %s", out.Kind)
 }
 
-// freeze freezes the snapshot, admits the Run and completes the claim in
-// one transaction of two round trips, so all three exist together or not
-// at all:
-//   - a saved search gone since the check completes the claim with that
-//     answer, so every repeat answers ErrNotFound;
-//   - a lost fence aborts the transaction; the answer is in progress;
-//   - any other failure releases the claim so the next attempt runs.
-//
-// A Run already admitted under the start key (from an expired earlier
-// claim) is read and answered.
+// freeze freezes the snapshot, admits the Run and completes the claim in one
+// transaction, so all three exist together or not at all. A saved search
+// gone since the check is completed as ErrNotFound for every repeat; a lost
+// fence answers in progress; any other failure releases the claim. A Run
+// already under the start key (an expired earlier claim) is answered.
 func (s *Starter) freeze(ctx context.Context, a admit, claim *idempotency.Claim) (Result, error) {
 	f, err := s.freezeTx(ctx, a, claim)
 	switch {
@@ -414,8 +382,7 @@ type frozen struct {
 	run             *runs.Run
 }
 
-// freezeTx runs freeze's transaction. A saved search gone since the check
-// completes the claim with that answer and returns [ErrNotFound].
+// freezeTx runs freeze's transaction.
 func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Claim) (frozen, error) {
 	if s.hooks.beforeFreeze != nil {
 		if err := s.hooks.beforeFreeze(ctx); err != nil {
@@ -424,7 +391,6 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 	}
 	var f frozen
 	err := inPipelinedTx(ctx, s.pool, s.cfg.ReleaseTimeout, func(tx *pipelinedTx) error {
-		// Round trip 1: BEGIN and the freeze read.
 		first := tx.batch()
 		read := snapshot.QueueRead(first, a.Org, a.SavedSearchID, a.Actor, a.Origin)
 		if err := tx.send(ctx, first); err != nil {
@@ -436,8 +402,7 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 			return err
 		}
 
-		// Round trip 2: snapshot, Run, fenced completion, COMMIT. The
-		// completion goes last because from it to COMMIT we hold the claim's
+		// The completion goes last: from it to COMMIT we hold the claim's
 		// row lock, which a concurrent claim of the key waits on.
 		second := tx.batch()
 		var admitted *runs.QueuedAdmit
@@ -471,8 +436,7 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 	return f, err
 }
 
-// answer returns the claim response for snap: the snapshot and the saved
-// search's name.
+// answer returns the claim response for snap.
 func answer(snap *snapshot.Snapshot) (json.RawMessage, error) {
 	return json.Marshal(struct {
 		Snapshot        *snapshot.Snapshot `json:"snapshot"`
@@ -480,8 +444,7 @@ func answer(snap *snapshot.Snapshot) (json.RawMessage, error) {
 	}{snap, snap.SavedSearchName})
 }
 
-// storedAnswer reads a completed claim's answer, inline or through its
-// reference to the snapshot record.
+// storedAnswer reads a completed claim's answer, inline or by reference.
 func (s *Starter) storedAnswer(ctx context.Context, org uuid.UUID, out idempotency.Outcome) (*prepared, error) {
 	if out.Ref != nil {
 		id, err := uuid.Parse(out.Ref.ID)
@@ -514,8 +477,7 @@ func inFlight(key string, retryAfter time.Duration) error {
 	return &idempotency.InFlightError{Scope: idempotency.ScopeSavedSearchStart, Key: key, RetryAfter: retryAfter}
 }
 
-// admitSavedSearch admits the Run of a preparation another caller
-// completed; usually the Run exists and this is a replay.
+// admitSavedSearch admits the Run of a preparation another caller completed.
 func (s *Starter) admitSavedSearch(ctx context.Context, a admit, prep *prepared) (Result, error) {
 	// Only the start that froze the snapshot answers 201; this is a repeat
 	// and answers 200, even if its insert admits the Run.
@@ -535,12 +497,10 @@ func (s *Starter) admitSavedSearch(ctx context.Context, a admit, prep *prepared)
 	return Result{Run: run, Snapshot: sum}, nil
 }
 
-// StartDirect starts a capability or definition Run, or replays the Run
-// the same Idempotency-Key started.
-//
-// Errors: an error wrapping [ErrInvalid] for a bad key, kind, name or input
-// (see [DirectStart.Validate]); [ErrKeyReused] when the key started a
-// different Run. Other errors are retryable.
+// StartDirect starts a capability or definition Run, or replays the Run the
+// same Idempotency-Key started. Errors: [ErrInvalid] (see
+// [DirectStart.Validate]); [ErrKeyReused] for a different request under the
+// key. Other errors are retryable.
 func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (_ Result, err error) {
 	defer dberr.Annotate(&err)
 	if err := checkKey(p.IdempotencyKey); err != nil {

@@ -33,17 +33,13 @@ type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// errCreateFenceLost reports that another request took the key over.
 var errCreateFenceLost = errors.New("idempotency: keyed create: claim fence lost")
 
 // CreateOnce runs create at most once per key and returns the created id and
-// whether this call created it. create runs in a transaction that also
-// completes the claim, so the resource exists exactly when the claim names
-// it; on failure the transaction rolls back and the claim is released.
-//
-// A replay returns the stored id with created false. A live claim, or one
-// taken over, returns an [*InFlightError]; a key used for another request
-// returns [ErrKeyReused]. Errors from create are returned unchanged.
+// whether this call created it. create runs in the transaction that completes
+// the claim; on failure it rolls back and the claim is released. A replay
+// returns the stored id; a live or taken-over claim an [*InFlightError]; a
+// different request [ErrKeyReused]; create's errors are returned unchanged.
 func (s *Service) CreateOnce(ctx context.Context, db Beginner, kc KeyedCreate,
 	create func(ctx context.Context, tx pgx.Tx) (id string, err error)) (_ string, _ bool, err error) {
 	defer dberr.Annotate(&err)
@@ -98,11 +94,9 @@ func (s *Service) CreateOnce(ctx context.Context, db Beginner, kc KeyedCreate,
 	return id, true, nil
 }
 
-// RequestHash returns the hash of a keyed create's request: the hex SHA-256
-// of domain, a newline and the canonical JSON of v (what the request asks
-// for), so requests written differently that ask for the same thing hash
-// the same. domain names the request and its encoding's version
-// ("searchd.saved_search.create.v1"): stored claims hold these hashes, so
+// RequestHash returns the hex SHA-256 of domain, a newline and the canonical
+// JSON of v. domain names the request and its encoding's version
+// ("searchd.saved_search.create.v1"); stored claims hold these hashes, so
 // neither may change.
 func RequestHash(domain string, v any) (string, error) {
 	doc, err := canonjson.Marshal(v)

@@ -8,25 +8,23 @@ import (
 	"github.com/searchd/searchd/errs"
 )
 
-// Errors carry the kinds of package errs. A transient database failure from a
-// [Service] method is an errs.Unavailable that still wraps the driver error.
+// Errors carry the kinds of package errs; a transient database failure is an
+// errs.Unavailable wrapping the driver error.
 var (
 	// ErrInvalid is wrapped by every [*InputError].
 	ErrInvalid = errs.New(errs.Invalid, "idempotency: invalid input")
 	// ErrUnknownScope reports a scope the registry does not name.
 	ErrUnknownScope = errors.New("idempotency: unknown scope")
-	// ErrClaimInFlight reports that another worker holds a live lease on the
-	// key. [*InFlightError] matches it.
+	// ErrClaimInFlight reports another worker's live lease on the key.
 	ErrClaimInFlight = errs.New(errs.InProgress, "idempotency: claim in flight")
-	// ErrFenceLost reports that a completion queued with
-	// [Service.QueueComplete] found the lease taken over or the claim ended;
-	// its transaction was aborted, so nothing was written. Do not retry.
+	// ErrFenceLost reports that a [Service.QueueComplete] completion found the
+	// lease taken over or the claim ended; its transaction was aborted and
+	// nothing written. Do not retry.
 	ErrFenceLost = errors.New("idempotency: claim fence lost")
 	// ErrKeyReused reports a key already claimed for a different request.
 	ErrKeyReused = errs.New(errs.KeyReused, "idempotency: key reused for a different request")
 )
 
-// sqlStateFenceLost is the SQLSTATE raised by agent.idempotency_fence_lost.
 const sqlStateFenceLost = "SD409"
 
 // InputError names a refused input field and why. It matches [ErrInvalid].
@@ -42,7 +40,7 @@ func (e *InputError) Error() string {
 // Is reports whether target is [ErrInvalid].
 func (e *InputError) Is(target error) bool { return target == ErrInvalid }
 
-// InFlightError is a processing outcome as an error. RetryAfter is the time
+// InFlightError is a processing outcome as an error; RetryAfter is the time
 // until the holder's lease passes. It matches [ErrClaimInFlight].
 type InFlightError struct {
 	Scope      string
@@ -80,7 +78,7 @@ func (e *InputError) ErrorDetail() string {
 func (e *InFlightError) ErrorKind() errs.Kind { return errs.InProgress }
 
 // RetryAfterSeconds returns d rounded up to whole seconds, at least 1, so a
-// client is never told to retry at once into the same live lease.
+// client never retries at once into the same live lease.
 func RetryAfterSeconds(d time.Duration) int {
 	return int(max(time.Second, (d+time.Second-1).Truncate(time.Second)) / time.Second)
 }

@@ -50,7 +50,7 @@ type Record struct {
 	// its end is announced on [NotifyChannel].
 	Waited bool
 	// ObservedAt is the database clock when the row was read (zero from
-	// [Repository.Complete]). Lease and retention are judged against it.
+	// [Repository.Complete]); lease and retention are judged against it.
 	ObservedAt time.Time
 }
 
@@ -58,11 +58,10 @@ type Record struct {
 func (r *Record) LeaseLive() bool { return r.LeaseExpiresAt.After(r.ObservedAt) }
 
 // Retained reports whether the retention had not passed when the row was
-// read, whether or not the sweeper has deleted it yet.
+// read, whether or not the sweeper has deleted it.
 func (r *Record) Retained() bool { return r.RetainUntil.After(r.ObservedAt) }
 
-// ClaimParams are the inputs of [Repository.TryClaim],
-// [Repository.Reclaim] and [Repository.ReplaceExpired].
+// ClaimParams are the inputs of the claiming statements.
 type ClaimParams struct {
 	// ID is the new row's id; Reclaim keeps the existing id.
 	ID             uuid.UUID
@@ -73,13 +72,12 @@ type ClaimParams struct {
 	// LeaseToken is a fresh fence for every claim and reclaim.
 	LeaseToken uuid.UUID
 	Lease      time.Duration
-	// Retention is the longer of Retention and Lease, so retain_until >=
-	// lease_expires_at holds. A reclaim never shortens retain_until.
+	// Retention is at least Lease; a reclaim never shortens retain_until.
 	Retention time.Duration
 }
 
 // Repository runs the claim SQL, one statement per method, without retries
-// or conflict handling (that is the [Service]'s job).
+// or conflict handling.
 type Repository struct {
 	db    DBTX
 	clock *dbclock.Clock
@@ -97,7 +95,6 @@ func (r *Repository) WithTx(tx DBTX) *Repository {
 
 func (r *Repository) nowArg() any { return r.clock.Arg() }
 
-// claimArgs are the parameters of the claim statements; withID adds p.ID.
 func (r *Repository) claimArgs(p ClaimParams, withID bool) pgx.StrictNamedArgs {
 	args := pgx.StrictNamedArgs{
 		"org": p.OrganizationID, "scope": p.Scope, "key": p.Key, "request_hash": p.RequestHash,
@@ -110,40 +107,36 @@ func (r *Repository) claimArgs(p ClaimParams, withID bool) pgx.StrictNamedArgs {
 	return args
 }
 
-// TryClaim inserts a new processing claim. It returns nil, nil when the key
-// is already stored.
+// TryClaim inserts a processing claim, or returns nil, nil when the key exists.
 func (r *Repository) TryClaim(ctx context.Context, p ClaimParams) (*Record, error) {
 	rec, err := scanRecord(r.db.QueryRow(ctx, claimInsert, r.claimArgs(p, true)))
 	return orNil(rec, err, "try claim")
 }
 
 // Reclaim takes over a retained processing claim with the same hash whose
-// lease has passed, moving it to p.LeaseToken. It returns nil, nil when the
-// row is not reclaimable. The id is kept; retain_until never shrinks.
+// lease has passed, keeping its id; nil, nil when it is not reclaimable.
 func (r *Repository) Reclaim(ctx context.Context, p ClaimParams) (*Record, error) {
 	rec, err := scanRecord(r.db.QueryRow(ctx, claimReclaim, r.claimArgs(p, false)))
 	return orNil(rec, err, "reclaim")
 }
 
-// ReplaceExpired replaces a row past its retention with a new claim. It
-// returns nil, nil when the row is absent or still retained.
+// ReplaceExpired replaces a row past its retention with a new claim; nil,
+// nil when the row is absent or still retained.
 func (r *Repository) ReplaceExpired(ctx context.Context, p ClaimParams) (*Record, error) {
 	rec, err := scanRecord(r.db.QueryRow(ctx, claimReplaceExpired, r.claimArgs(p, true)))
 	return orNil(rec, err, "replace expired claim")
 }
 
-// Get returns the stored claim, or nil, nil. Rows past retention are
-// returned as they are.
+// Get returns the stored claim, even past retention, or nil, nil.
 func (r *Repository) Get(ctx context.Context, organizationID uuid.UUID, scope, key string) (*Record, error) {
 	rec, err := scanRecord(r.db.QueryRow(ctx, claimGet, organizationID, scope, key, r.nowArg()))
 	return orNil(rec, err, "get claim")
 }
 
-// Complete stores the answer of a processing claim held with leaseToken and
-// returns the row. It returns nil, nil when the lease was taken over or the
-// claim ended; the caller must then do nothing. Empty strings and a nil
-// response store NULL. If a waiter marked the claim, its end is announced
-// on the same handle (at commit, in a transaction); best effort.
+// Complete stores the answer of a processing claim held with leaseToken; nil,
+// nil when the lease was taken over or the claim ended, and the caller must
+// then do nothing. Empty strings and a nil response store NULL. A marked
+// claim's end is announced on the same handle, best effort.
 func (r *Repository) Complete(ctx context.Context, organizationID, claimID, leaseToken uuid.UUID, resourceType, resourceID string, response json.RawMessage) (*Record, error) {
 	rec, err := scanColumns(r.db.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
 		"org": organizationID, "id": claimID, "lease_token": leaseToken,
@@ -157,8 +150,8 @@ func (r *Repository) Complete(ctx context.Context, organizationID, claimID, leas
 	return rec, err
 }
 
-// Release deletes an unfinished claim held with leaseToken. It reports false
-// when the lease was taken over; the caller must then do nothing.
+// Release deletes an unfinished claim held with leaseToken; false when the
+// lease was taken over, and the caller must then do nothing.
 func (r *Repository) Release(ctx context.Context, organizationID, claimID, leaseToken uuid.UUID) (bool, error) {
 	var scope, key string
 	var waited bool
@@ -175,8 +168,8 @@ func (r *Repository) Release(ctx context.Context, organizationID, claimID, lease
 	return true, nil
 }
 
-// announceEnd notifies the key's waiters on db. NOTIFY touches no table, so
-// on Citus it runs on the coordinator, where the waiters listen.
+// announceEnd notifies the key's waiters; NOTIFY touches no table, so on
+// Citus it runs on the coordinator, where they listen.
 func (r *Repository) announceEnd(ctx context.Context, db DBTX, organizationID uuid.UUID, scope, key string) error {
 	if _, err := db.Exec(ctx, claimEnded, NotifyChannel, notifyPayload(organizationID, scope, key)); err != nil {
 		return fmt.Errorf("idempotency: announce the end of a waited claim: %w", err)
@@ -184,8 +177,8 @@ func (r *Repository) announceEnd(ctx context.Context, db DBTX, organizationID uu
 	return nil
 }
 
-// MarkWaited marks the key's processing claim as waited for. It reports
-// false when there is no processing claim: reread instead of waiting.
+// MarkWaited marks the key's processing claim as waited for; false when there
+// is none: reread instead of waiting.
 func (r *Repository) MarkWaited(ctx context.Context, organizationID uuid.UUID, scope, key string) (bool, error) {
 	tag, err := r.db.Exec(ctx, claimMarkWaited, organizationID, scope, key)
 	if err != nil {
@@ -196,7 +189,6 @@ func (r *Repository) MarkWaited(ctx context.Context, organizationID uuid.UUID, s
 
 func scanRecord(row pgx.Row) (*Record, error) { return scanColumns(row, true) }
 
-// scanColumns scans recordColumns, and the statement's clock if withClock.
 func scanColumns(row pgx.Row, withClock bool) (*Record, error) {
 	var (
 		rec                      Record

@@ -28,12 +28,11 @@ const (
 	// KindAbsent: nothing retained, or a processing claim whose lease passed.
 	// Only [Service.Read] answers it.
 	KindAbsent Kind = iota + 1
-	// KindClaimed: the caller owns the key. Execute, then Complete or Release.
+	// KindClaimed: the caller owns the key; Complete or Release it.
 	KindClaimed
-	// KindCompleted: the stored answer. Return it and mark the call replayed.
+	// KindCompleted: the stored answer, to replay.
 	KindCompleted
-	// KindProcessing: another worker holds a live lease. Retry later; never
-	// treat it as a result.
+	// KindProcessing: another worker's live lease; retry later.
 	KindProcessing
 	// KindConflict: the key is stored for a different request hash.
 	KindConflict
@@ -57,7 +56,6 @@ type Claim struct {
 	Scope          string
 	Key            string
 	RequestHash    string
-	// LeaseToken fences Complete and Release.
 	LeaseToken     uuid.UUID
 	ClaimedAt      time.Time
 	LeaseExpiresAt time.Time
@@ -66,7 +64,7 @@ type Claim struct {
 	Reclaimed bool
 }
 
-// Outcome is what Read and Claim answer. Fields other than Kind are zero
+// Outcome is what Read and Claim answer; fields other than Kind are zero
 // unless their comment names the kind.
 type Outcome struct {
 	Kind Kind
@@ -76,8 +74,7 @@ type Outcome struct {
 	Response     json.RawMessage
 	ResourceType string
 	ResourceID   string
-	// Ref is set for KindCompleted when the response was over the store limit;
-	// the caller reads the body from the referenced resource.
+	// Ref is set for KindCompleted when the response was over the store limit.
 	Ref *ResourceRef
 	// RetryAfter is set for KindProcessing: the time until the lease passes.
 	RetryAfter time.Duration
@@ -92,7 +89,6 @@ type ResourceRef struct {
 
 var refPrefix = []byte(`{"resource_ref":`)
 
-// parseRef returns the reference a stored response holds, or nil.
 func parseRef(response json.RawMessage) *ResourceRef {
 	if !bytes.HasPrefix(response, refPrefix) {
 		return nil
@@ -115,11 +111,11 @@ func (o Outcome) InFlight(scope, key string) error {
 }
 
 // Completion is the answer a claim stores: a resource (type and id), a
-// Response, or both; neither is refused.
+// Response, or both.
 type Completion struct {
 	ResourceType string
 	ResourceID   string
-	// Response must be a JSON object. One over [Config.MaxResponseBytes] is
+	// Response must be a JSON object; one over [Config.MaxResponseBytes] is
 	// stored as a [ResourceRef], so the completion must then name a resource.
 	Response json.RawMessage
 }
@@ -144,14 +140,13 @@ type Config struct {
 	OrphanReleaseTimeout time.Duration
 }
 
-// Observer receives claim metrics. It is called synchronously on the claim
-// path and must not block.
+// Observer receives claim metrics, synchronously; it must not block.
 type Observer interface {
-	// ObserveClaim is called for each successful Claim with the outcome kind;
-	// reclaimed reports a takeover of a passed lease.
+	// ObserveClaim is called for each successful Claim; reclaimed reports a
+	// takeover of a passed lease.
 	ObserveClaim(scope, kind string, reclaimed bool)
-	// ObserveFenceLost is called when Complete or Release ("complete",
-	// "release") finds the lease taken over.
+	// ObserveFenceLost is called when Complete or Release finds the lease
+	// taken over.
 	ObserveFenceLost(scope, op string)
 }
 
@@ -178,15 +173,14 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Service implements claim semantics on a [Repository]. It is safe for
-// concurrent use.
+// Service implements claims on a [Repository]. It is safe for concurrent use.
 type Service struct {
 	repo *Repository
 	cfg  Config // with its defaults, and a nopObserver for a nil Observer
 }
 
-// NewService returns a service on db, usually a *pgxpool.Pool. It panics if
-// cfg fails [Config.Validate]: config is set in code, so that is a bug.
+// NewService returns a service on db. It panics if cfg fails
+// [Config.Validate]: config is set in code.
 func NewService(db DBTX, cfg Config) *Service {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
@@ -207,13 +201,13 @@ func (s *Service) Clock() *dbclock.Clock { return s.repo.clock }
 // MaxResponseBytes returns the effective store limit of a response.
 func (s *Service) MaxResponseBytes() int { return s.cfg.MaxResponseBytes }
 
-// maxClaimRounds bounds Claim's retries when other workers keep changing the
-// row between its statements; running out answers processing.
+// maxClaimRounds bounds Claim's retries while others keep changing the row;
+// running out answers processing.
 const maxClaimRounds = 4
 
-// Read reports what is stored for the key without writing. It answers absent
-// when nothing is retained or a processing claim's lease has passed. Invalid
-// input returns an error wrapping [ErrInvalid] or [ErrUnknownScope].
+// Read reports what is stored for the key without writing; absent when
+// nothing is retained or a processing lease passed. Invalid input returns an
+// error wrapping [ErrInvalid] or [ErrUnknownScope].
 func (s *Service) Read(ctx context.Context, organizationID uuid.UUID, scope, key, requestHash string) (_ Outcome, err error) {
 	defer dberr.Annotate(&err)
 	if _, err := validateKey(organizationID, scope, key, requestHash); err != nil {
@@ -232,16 +226,12 @@ func (s *Service) Read(ctx context.Context, organizationID uuid.UUID, scope, key
 	return Outcome{Kind: KindAbsent}, nil // processing, lease passed: reclaimable
 }
 
-// Claim claims the key for requestHash with the given lease, or reports what
-// holds it: completed, processing (a live lease) or conflict (another hash).
-// A passed lease with the same hash is reclaimed by exactly one of racing
-// callers; a row past retention is replaced. Retention is the scope's
-// [Retention], raised to the lease if longer.
-//
-// Invalid input returns an error wrapping [ErrInvalid] or [ErrUnknownScope]
-// before any SQL runs. If the reply to the writing statement is lost, the
-// claim it may have committed is released before Claim returns the error, so
-// a retry need not wait a whole lease.
+// Claim claims the key for requestHash with lease, or reports what holds it.
+// Of racing callers exactly one reclaims a passed lease with the same hash; a
+// row past retention is replaced; retention is the scope's, raised to the
+// lease. Invalid input returns an error wrapping [ErrInvalid] or
+// [ErrUnknownScope] before any SQL. If the writing statement's reply is
+// lost, the claim it may have committed is released before returning.
 func (s *Service) Claim(ctx context.Context, organizationID uuid.UUID, scope, key, requestHash string, lease time.Duration) (_ Outcome, err error) {
 	defer dberr.Annotate(&err)
 	out, err := s.claim(ctx, organizationID, scope, key, requestHash, lease)
@@ -268,7 +258,6 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		Retention:      retention,
 	}
 	for range maxClaimRounds {
-		// The id is time-ordered; the lease token is random.
 		p.ID, p.LeaseToken = ids.New(), uuid.New()
 		if out, done, err := s.write(ctx, s.repo.TryClaim, p, p.ID, false); done {
 			return out, err
@@ -290,8 +279,8 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 		if out, settled := judge(rec, requestHash); settled {
 			return out, nil
 		}
-		// Processing with a passed lease: reclaim. The update is conditional, so
-		// one racer wins and the others loop and see its live lease.
+		// Reclaim a passed lease; the update is conditional, so one racer
+		// wins and the others loop and see its live lease.
 		p.LeaseToken = uuid.New()
 		if out, done, err := s.write(ctx, s.repo.Reclaim, p, rec.ID, true); done {
 			return out, err
@@ -300,9 +289,8 @@ func (s *Service) claim(ctx context.Context, organizationID uuid.UUID, scope, ke
 	return Outcome{Kind: KindProcessing, RetryAfter: time.Second}, nil
 }
 
-// write runs stmt, which may write the claim (rowID, p.LeaseToken). done is
-// false when nothing was written; on error it releases a possibly written
-// claim first.
+// write runs stmt; done is false when nothing was written. On error it
+// releases a possibly written claim first.
 func (s *Service) write(ctx context.Context, stmt func(context.Context, ClaimParams) (*Record, error),
 	p ClaimParams, rowID uuid.UUID, reclaimed bool) (_ Outcome, done bool, _ error) {
 	rec, err := stmt(ctx, p)
@@ -315,7 +303,7 @@ func (s *Service) write(ctx context.Context, stmt func(context.Context, ClaimPar
 	return claimed(rec, reclaimed), true, nil
 }
 
-// judge classifies a retained row. settled is false for a processing row
+// judge classifies a retained row; settled is false for a processing row
 // whose lease has passed.
 func judge(rec *Record, requestHash string) (Outcome, bool) {
 	switch {
@@ -350,28 +338,25 @@ func claimed(rec *Record, reclaimed bool) Outcome {
 	}}
 }
 
-// Complete stores c as the answer of claim. It reports false, and the caller
-// must do nothing more, when the lease was taken over or the claim ended.
-// An invalid completion returns an error wrapping [ErrInvalid].
+// Complete stores c as the answer of claim. On false (lease taken over or
+// claim ended) the caller must do nothing more. An invalid completion returns
+// an error wrapping [ErrInvalid].
 func (s *Service) Complete(ctx context.Context, claim *Claim, c Completion) (_ bool, err error) {
 	defer dberr.Annotate(&err)
 	return s.complete(ctx, s.repo, claim, c)
 }
 
-// CompleteTx is [Service.Complete] in the caller's transaction tx. On false
-// the caller should roll back: the key belongs to another worker.
+// CompleteTx is [Service.Complete] in tx; on false roll back.
 func (s *Service) CompleteTx(ctx context.Context, tx DBTX, claim *Claim, c Completion) (_ bool, err error) {
 	defer dberr.Annotate(&err)
 	return s.complete(ctx, s.repo.WithTx(tx), claim, c)
 }
 
-// QueueComplete queues the fenced completion of claim on b, so it commits in
-// one round trip with the caller's writes. Since the COMMIT is already sent,
-// a lost fence cannot be reported as false: the statement raises, aborting
-// the transaction, and the batch returns an error wrapping [ErrFenceLost].
-// The caller then rolls back and does not retry. After a successful commit,
-// call [QueuedCompletion.Announce]. An invalid completion returns an error
-// wrapping [ErrInvalid] and queues nothing.
+// QueueComplete queues the fenced completion of claim on b, to commit in one
+// round trip with the caller's writes. A lost fence aborts the transaction:
+// the batch returns an error wrapping [ErrFenceLost]; roll back, do not
+// retry. After the commit, call [QueuedCompletion.Announce]. An invalid
+// completion returns an error wrapping [ErrInvalid] and queues nothing.
 func (s *Service) QueueComplete(b *pgx.Batch, claim *Claim, c Completion) (*QueuedCompletion, error) {
 	c, err := s.storedCompletion(claim, c)
 	if err != nil {
@@ -402,17 +387,16 @@ type QueuedCompletion struct {
 	waited bool // set when the batch ran the completion
 }
 
-// Announce notifies waiters that the claim ended, if any marked it. Call it
-// on the batch's connection after its COMMIT succeeded. Best effort: an
-// unnotified waiter rereads when the lease passes.
+// Announce notifies waiters, if any marked the claim, on the batch's
+// connection after its COMMIT succeeded; best effort (waiters reread at
+// lease end).
 func (q *QueuedCompletion) Announce(ctx context.Context, db DBTX) {
 	if q.waited {
 		_ = q.repo.announceEnd(ctx, db, q.claim.OrganizationID, q.claim.Scope, q.claim.Key)
 	}
 }
 
-// storedCompletion validates c and replaces an oversized response with a
-// [ResourceRef].
+// storedCompletion validates c, replacing an oversized response by a [ResourceRef].
 func (s *Service) storedCompletion(claim *Claim, c Completion) (Completion, error) {
 	if claim == nil {
 		return c, &InputError{Field: "claim", Reason: "is nil; only a claimed outcome can be completed"}
@@ -451,8 +435,8 @@ func (s *Service) complete(ctx context.Context, repo *Repository, claim *Claim, 
 	return rec != nil, nil
 }
 
-// Release deletes claim after a failure that made no effect. It reports
-// false, and the caller must do nothing more, when the lease was taken over.
+// Release deletes claim after a failure that made no effect. On false (lease
+// taken over) the caller must do nothing more.
 func (s *Service) Release(ctx context.Context, claim *Claim) (_ bool, err error) {
 	defer dberr.Annotate(&err)
 	if claim == nil {
@@ -479,29 +463,25 @@ func (s *Service) releaseRetrying(ctx context.Context, org, id, token uuid.UUID,
 	return ok, err
 }
 
-// releaseOrphan handles a claiming statement that failed without a server
-// answer: it may have committed, leaving a claim nobody holds for a whole
-// lease. It releases that exact claim (id and token were minted beforehand)
-// on a detached context bounded by [Config.OrphanReleaseTimeout]. A server
-// error ([dberr.Answered]) means nothing was written. It returns cause,
-// joined with the release error if any.
+// releaseOrphan releases the claim a statement may have committed when its
+// reply was lost (id and token were minted beforehand), on a detached context
+// bounded by [Config.OrphanReleaseTimeout]; a server error ([dberr.Answered])
+// wrote nothing. It returns cause, joined with the release error if any.
 func (s *Service) releaseOrphan(ctx context.Context, org, id, token uuid.UUID, cause error) error {
 	if dberr.Answered(cause) {
 		return cause
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OrphanReleaseTimeout)
 	defer cancel()
-	// More attempts than a Release: the failure that lost the reply (a cut
-	// network, a restarted server) has usually taken every idle connection
-	// of the pool with it, and each attempt may draw one that is dead.
+	// More attempts: the lost reply usually took the pool's idle
+	// connections with it, and each attempt may draw a dead one.
 	if _, err := s.releaseRetrying(rctx, org, id, token, orphanReleaseAttempts); err != nil {
 		return errors.Join(cause, fmt.Errorf("idempotency: release the claim the failed statement may have written: %w", err))
 	}
 	return cause
 }
 
-// releaseAttempts bounds the attempts of one Release, and
-// orphanReleaseAttempts those of the release after a lost reply.
+// Attempts of one Release and of the release after a lost reply.
 const (
 	releaseAttempts       = 3
 	orphanReleaseAttempts = 10
@@ -513,7 +493,6 @@ const MaxKeyLen = 255
 // maxHashLen bounds a request hash; a hex SHA-256 is 64 bytes.
 const maxHashLen = 128
 
-// validateKey validates a claim's address and returns its scope's retention.
 func validateKey(organizationID uuid.UUID, scope, key, requestHash string) (time.Duration, error) {
 	if organizationID == uuid.Nil {
 		return 0, &InputError{Field: "organization_id", Reason: "is the nil UUID"}

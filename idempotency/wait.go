@@ -17,10 +17,9 @@ import (
 	"github.com/searchd/searchd/internal/seatq"
 )
 
-// NotifyChannel carries the end of a waited-for claim (see
-// [Service.ClaimWait]). It is sent from the connection that ended the claim,
-// not by a trigger: on Citus a trigger fires on the shard's worker, while
-// waiters listen on the coordinator.
+// NotifyChannel carries the end of a waited-for claim. It is sent from the
+// connection that ended the claim, not a trigger: on Citus a trigger fires on
+// the worker, while waiters listen on the coordinator.
 const NotifyChannel = "searchd_claim_ended"
 
 // notifyPayload is md5(organization_id/scope/key) in hex.
@@ -30,9 +29,8 @@ func notifyPayload(organizationID uuid.UUID, scope, key string) string {
 }
 
 // Hub wakes callers waiting for a claim to end, over one shared LISTEN
-// connection. When the connection drops it wakes every waiter, since
-// notifications were lost. It is safe for concurrent use; [Hub.Run] must be
-// running for waiters to wake early.
+// connection; a dropped connection wakes every waiter. It is safe for
+// concurrent use; [Hub.Run] must run for waiters to wake early.
 type Hub struct {
 	connect func(ctx context.Context) (*pgx.Conn, error)
 	logger  *slog.Logger
@@ -53,8 +51,7 @@ func NewHub(cfg *pgx.ConnConfig, logger *slog.Logger) *Hub {
 	}
 }
 
-// Run listens until ctx ends, reconnecting with backoff when the connection
-// fails, and returns ctx's error.
+// Run listens until ctx ends, reconnecting with backoff, and returns ctx's error.
 func (h *Hub) Run(ctx context.Context) error {
 	loop.Loop{Interval: 100 * time.Millisecond, MaxBackoff: 5 * time.Second,
 		Failed: func(ctx context.Context, err error, next time.Duration) {
@@ -77,8 +74,7 @@ func (h *Hub) listen(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
 		return err
 	}
-	// Waiters that subscribed before LISTEN took effect may have missed
-	// their notification.
+	// Waiters subscribed before LISTEN took effect may have missed theirs.
 	h.wakeAll()
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -89,8 +85,8 @@ func (h *Hub) listen(ctx context.Context) error {
 	}
 }
 
-// subscribe returns a channel signalled when the key's claim may have ended.
-// Call cancel when done waiting.
+// subscribe returns a channel signalled when the key's claim may have ended;
+// call cancel when done.
 func (h *Hub) subscribe(organizationID uuid.UUID, scope, key string) (<-chan struct{}, func()) {
 	topic := notifyPayload(organizationID, scope, key)
 	ch := make(chan struct{}, 1)
@@ -140,14 +136,12 @@ func signal(ch chan struct{}) {
 // ErrNoHub is returned by [Service.ClaimWait] asked to wait without a hub.
 var ErrNoHub = errors.New("idempotency: waiting needs a Hub")
 
-// ClaimWait is [Service.Claim] that, when another worker holds a live lease,
-// waits up to wait for that claim to end. It rereads when hub wakes it, when
-// the lease passes, and when hub reconnects. It returns the first outcome
-// that is not processing, or processing when wait or ctx runs out. Only
-// [ScopeSavedSearchStart] claims notify; others are reread at lease end.
-//
-// While waiting it holds no connection and gives up its seatq seat.
-// A wait <= 0 is Claim. Errors are Claim's, and [ErrNoHub] if hub is nil.
+// ClaimWait is [Service.Claim] that waits up to wait for another worker's
+// live claim to end, rereading when hub wakes it, reconnects, or the lease
+// passes; it returns the first outcome that is not processing, or processing
+// when wait or ctx runs out. Only [ScopeSavedSearchStart] claims notify.
+// While waiting it holds no connection and gives up its seatq seat. A wait
+// <= 0 is Claim. Errors are Claim's, and [ErrNoHub] for a nil hub.
 func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.UUID, scope, key, requestHash string, lease, wait time.Duration) (_ Outcome, err error) {
 	defer dberr.Annotate(&err)
 	if wait <= 0 {
@@ -164,8 +158,7 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 	for {
 		out, err := s.Claim(ctx, organizationID, scope, key, requestHash, lease)
 		if err != nil && last.Kind == KindProcessing && ctx.Err() != nil {
-			// Cut off as it read again after a wake: the wait ended
-			// without the outcome, which is still processing, as below.
+			// Cut off rereading after a wake: still processing.
 			return last, nil
 		}
 		if err != nil || out.Kind != KindProcessing {
@@ -176,8 +169,8 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 		if left <= 0 {
 			return out, nil
 		}
-		// Completions notify only marked claims, so unwaited starts avoid
-		// NOTIFY's lock. The claim's row lock orders mark and completion.
+		// Only marked claims notify, so unwaited starts avoid NOTIFY's
+		// lock; the row lock orders mark and completion.
 		if scope == ScopeSavedSearchStart {
 			marked, err := s.repo.MarkWaited(ctx, organizationID, scope, key)
 			switch {
@@ -189,16 +182,16 @@ func (s *Service) ClaimWait(ctx context.Context, hub *Hub, organizationID uuid.U
 				continue
 			}
 		}
-		// Past the holder's lease the claim is ours to reclaim; the small
-		// margin keeps us from reading a lease that has not quite passed.
+		// Past the lease the claim is ours; the margin avoids reading a
+		// lease that has not quite passed.
 		if !doze(ctx, woken, min(left, out.RetryAfter+10*time.Millisecond)) {
 			return out, nil // cut off while waiting: the answer is still processing
 		}
 	}
 }
 
-// doze waits d, or until woken or ctx ends, without holding a seatq seat.
-// It reports false if ctx ended or no seat came back.
+// doze waits d, or until woken or ctx ends, without a seatq seat; false if
+// ctx ended or no seat came back.
 func doze(ctx context.Context, woken <-chan struct{}, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()

@@ -23,8 +23,8 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// Audit reads an organization's jobs and their deliveries for the console.
-// It is safe for concurrent use.
+// Audit reads an organization's jobs and deliveries for the console. It is
+// safe for concurrent use.
 type Audit struct {
 	db      Querier
 	cursors keyset.Key
@@ -33,8 +33,8 @@ type Audit struct {
 // NewAudit returns the audit reads on db.
 func NewAudit(db Querier) *Audit { return &Audit{db: db} }
 
-// Cursors returns a copy of a that signs its cursors with k. Without it,
-// the zero [keyset.Key] is used, which no other process accepts.
+// Cursors returns a copy of a that signs its cursors with k; the default
+// zero key is accepted by no other process.
 func (a *Audit) Cursors(k keyset.Key) *Audit {
 	c := *a
 	c.cursors = k
@@ -53,8 +53,7 @@ type JobListParams struct {
 }
 
 // Jobs returns a page of org's jobs, newest first, without results, and the
-// next cursor ("" after the last). It returns [ErrInvalidCursor] for a
-// foreign cursor.
+// next cursor ("" after the last), or [ErrInvalidCursor].
 func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []Job, _ string, err error) {
 	defer dberr.Annotate(&err)
 	return readPage(ctx, a, keyset.List{Name: "providerjobs.jobs", Org: org}, "list", jobAuditList, p.Cursor, p.Limit, []any{org},
@@ -63,9 +62,8 @@ func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []J
 		func(j Job) keyset.Position { return keyset.Position{CreatedAt: j.CreatedAt, ID: j.ID} })
 }
 
-// readPage reads a keyset page of query and the next cursor. Its arguments
-// are lead, the cursor position, limit+1, then tail. It returns
-// [ErrInvalidCursor] for a cursor not signed for l.
+// readPage reads a keyset page of query (arguments lead, the cursor
+// position, limit+1, tail) and the next cursor, or [ErrInvalidCursor].
 func readPage[T any](ctx context.Context, a *Audit, l keyset.List, what, query, cursor string, limit int, lead, tail []any,
 	scan pgx.RowToFunc[T], pos func(T) keyset.Position) ([]T, string, error) {
 	q, err := a.cursors.Read(l, cursor, limit, 50, 200)
@@ -75,10 +73,8 @@ func readPage[T any](ctx context.Context, a *Audit, l keyset.List, what, query, 
 	return keyset.Query(ctx, a.db, "providerjobs: "+what, q, scan, pos, query, slices.Concat(lead, []any{q.At, q.ID, q.Limit + 1}, tail)...)
 }
 
-// AppliedDelivery is a completed delivery claim of a job, kept for the
-// webhook retention.
+// AppliedDelivery is a completed delivery claim of a job.
 type AppliedDelivery struct {
-	// DeliveryID is the claim key.
 	DeliveryID  string
 	RequestHash string
 	ClaimedAt   time.Time
@@ -91,9 +87,8 @@ type AppliedDelivery struct {
 // AuditResultBytes is the largest result, as JSON text, [Audit.Job] returns.
 const AuditResultBytes = 128 << 10
 
-// Job is [Service.Get] with the result only when it is at most
-// [AuditResultBytes], plus the stored result's size (0 if none). It returns
-// [ErrNotFound] when org has no such job.
+// Job is [Service.Get] with the result only up to [AuditResultBytes], and the
+// stored result's size (0 if none).
 func (a *Audit) Job(ctx context.Context, org, id uuid.UUID) (_ *Job, resultBytes int64, err error) {
 	defer dberr.Annotate(&err)
 	rows, _ := a.db.Query(ctx, jobAuditGet, org, id, AuditResultBytes)
@@ -104,8 +99,8 @@ func (a *Audit) Job(ctx context.Context, org, id uuid.UUID) (_ *Job, resultBytes
 	return j, resultBytes, nil
 }
 
-// Deliveries returns j's remembered applied deliveries, newest first, at
-// most limit (1 to 200; zero or less is 50).
+// Deliveries returns j's remembered applied deliveries, newest first, at most
+// limit (1 to 200; zero or less is 50).
 func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) (_ []AppliedDelivery, err error) {
 	defer dberr.Annotate(&err)
 	rows, _ := a.db.Query(ctx, deliveryAuditList, j.OrganizationID, Scope(j.Provider), j.ID.String(), keyset.Limit(limit, 50, 200))
@@ -129,16 +124,15 @@ func (a *Audit) Deliveries(ctx context.Context, j *Job, limit int) (_ []AppliedD
 	return list, nil
 }
 
-// Drops returns a page of the drops of org's job jobID, newest first, and
-// the next cursor. It returns [ErrInvalidCursor] for a foreign cursor.
+// Drops returns a page of job jobID's drops, newest first, and the next
+// cursor, or [ErrInvalidCursor].
 func (a *Audit) Drops(ctx context.Context, org, jobID uuid.UUID, limit int, cursor string) (_ []Drop, _ string, err error) {
 	defer dberr.Annotate(&err)
 	return readPage(ctx, a, keyset.List{Name: "providerjobs.drops", Org: org, Parent: jobID}, "drops", dropAuditList, cursor, limit, []any{org, jobID}, nil,
 		pgx.RowToStructByPos[Drop], func(d Drop) keyset.Position { return keyset.Position{CreatedAt: d.ReceivedAt, ID: d.ID} })
 }
 
-// jobAuditGet reads a job with its result if at most $3 bytes of JSON,
-// and the result's size. $1 org, $2 id.
+// jobAuditGet reads a job, its result only if at most $3 bytes. $1 org, $2 id.
 const jobAuditGet = `
 SELECT j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id, j.status,
 	CASE WHEN octet_length(j.result::text) <= $3 THEN j.result END,
@@ -146,8 +140,8 @@ SELECT j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id, j.statu
 FROM agent.provider_jobs j
 WHERE j.organization_id = $1 AND j.id = $2`
 
-// jobAuditList: $1 org, $2 created_at, $3 id (the cursor), $4 limit, $5
-// run, $6 provider, $7 status (NULL for any). Results are read as NULL.
+// jobAuditList: $1 org, $2 created_at, $3 id (the cursor), $4 limit, $5 run,
+// $6 provider, $7 status (NULL for any). Results read as NULL.
 const jobAuditList = `
 SELECT j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id,
 	j.status, NULL::jsonb, j.version, j.created_at, j.updated_at
@@ -161,8 +155,7 @@ WHERE j.organization_id = $1
 ORDER BY j.created_at DESC, j.id DESC
 LIMIT $4`
 
-// deliveryAuditList reads a job's completed delivery claims. $1 org,
-// $2 scope, $3 job id, $4 limit.
+// deliveryAuditList: $1 org, $2 scope, $3 job id, $4 limit.
 const deliveryAuditList = `
 SELECT k.key, k.request_hash, k.claimed_at, k.response
 FROM agent.idempotency_keys k
@@ -172,8 +165,7 @@ WHERE k.organization_id = $1 AND k.scope = $2
 ORDER BY k.claimed_at DESC
 LIMIT $4`
 
-// dropAuditList reads a job's drops newest first. $1 org, $2 job id,
-// $3 received_at, $4 id (the cursor), $5 limit.
+// dropAuditList: $1 org, $2 job id, $3 received_at, $4 id (the cursor), $5 limit.
 const dropAuditList = `
 SELECT d.id, d.delivery_id, d.reason, d.request_hash, d.received_at
 FROM agent.webhook_drops d

@@ -15,9 +15,8 @@ import (
 type Drop struct {
 	ID uuid.UUID `json:"id"`
 	// DeliveryID is the delivery's webhook-id.
-	DeliveryID string `json:"delivery_id"`
-	// Reason is why it was not applied.
-	Reason DropReason `json:"reason"`
+	DeliveryID string     `json:"delivery_id"`
+	Reason     DropReason `json:"reason"`
 	// RequestHash is the hex SHA-256 of the raw body.
 	RequestHash string    `json:"request_hash"`
 	ReceivedAt  time.Time `json:"received_at"`
@@ -27,7 +26,7 @@ type Drop struct {
 const MaxDropsListed = 500
 
 // ListDrops returns the newest drops (at most [MaxDropsListed]) of job id of
-// org, newest first. It returns [ErrNotFound] when org has no such job.
+// org, or [ErrNotFound].
 func (s *Service) ListDrops(ctx context.Context, org, id uuid.UUID) (_ []Drop, err error) {
 	defer dberr.Annotate(&err)
 	job, err := s.Get(ctx, org, id)

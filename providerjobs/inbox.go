@@ -42,35 +42,28 @@ type InboxEntry struct {
 	ID         uuid.UUID
 	Provider   string
 	DeliveryID string
-	// PathJobID is the path's {job_id} as received (made storable).
-	PathJobID string
-	// JobID and OrganizationID are the job the path resolved to; nil UUIDs
-	// when it named none.
+	PathJobID  string
+	// JobID and OrganizationID are nil UUIDs when the path named no job.
 	JobID          uuid.UUID
 	OrganizationID uuid.UUID
 	RequestHash    string
-	// Update is the parsed body.
-	Update     Update
-	ReceivedAt time.Time
-	Status     InboxStatus
-	// Reason is set for a dropped arrival.
-	Reason DropReason
-	// AppliedBy is ByHandler or ByApplier once finished.
-	AppliedBy  string
-	FinishedAt *time.Time
+	Update         Update
+	ReceivedAt     time.Time
+	Status         InboxStatus
+	Reason         DropReason
+	AppliedBy      string
+	FinishedAt     *time.Time
 	// LeaseExpiresAt is, while pending, when the current worker loses the
 	// arrival or the next attempt is due.
 	LeaseExpiresAt time.Time
 	Attempts       int
-	// LastError is the last failed attempt's error, while pending.
-	LastError string
-	// Copies counts dropped copies by reason; set only by the [Audit] lists.
+	LastError      string
+	// Copies is set only by the [Audit] lists.
 	Copies Copies
 }
 
 var entryValue = keyset.Value(func(r pgx.Row) (*InboxEntry, error) { return scanEntry(r) })
 
-// scanEntry scans inboxColumns, then extra.
 func scanEntry(row pgx.Row, extra ...any) (*InboxEntry, error) {
 	var e InboxEntry
 	// NULL job_id and organization_id scan as the nil UUID.
@@ -83,13 +76,10 @@ func scanEntry(row pgx.Row, extra ...any) (*InboxEntry, error) {
 }
 
 // Receive lands and applies an authenticated delivery and reports how it
-// ended; nothing is acknowledged before the arrival (or the drop of an
-// unlanded delivery) is committed. If the immediate apply fails or meets
-// another worker's claim, the outcome is [Outcome.Queued] and the applier
-// applies it later.
-//
-// Errors: an error wrapping [ErrInvalid] for input the caller should have
-// refused; any other error means the delivery was not stored and the
+// ended; nothing is acknowledged before the arrival (or an unlanded drop) is
+// committed. If the immediate apply fails or meets another worker's claim,
+// the outcome is [Outcome.Queued]. Errors: [ErrInvalid] for input the caller
+// should have refused; any other error means nothing was stored and the
 // provider must redeliver.
 func (s *Service) Receive(ctx context.Context, d Delivery) (_ Outcome, err error) {
 	defer dberr.Annotate(&err)
@@ -113,9 +103,8 @@ func (s *Service) Receive(ctx context.Context, d Delivery) (_ Outcome, err error
 	if !fresh {
 		return s.copied(ctx, e, d), nil
 	}
-	// The arrival is durable, so every ending from here is acknowledged. The
-	// apply is detached from the request so a provider hanging up does not
-	// cut it short.
+	// The arrival is durable, so every ending from here is acknowledged;
+	// the apply is detached so a provider hanging up does not cut it short.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ApplyTimeout)
 	defer cancel()
 	out, err := s.applyEntry(actx, e, ByHandler)
@@ -129,9 +118,8 @@ func (s *Service) Receive(ctx context.Context, d Delivery) (_ Outcome, err error
 }
 
 // resolve returns the organization, job and provider job id the path's
-// {job_id} names under provider, through the directory; nil UUIDs when it
-// names none. The path decides the job (only its organization knows it);
-// the caller then checks that the body names the same job.
+// {job_id} names under provider; nil UUIDs when none. The path decides the
+// job; the caller checks that the body names the same one.
 func (s *Service) resolve(ctx context.Context, provider, pathJobID string) (org, jobID uuid.UUID, providerJobID string, err error) {
 	id, err := uuid.Parse(pathJobID)
 	if err != nil || id.String() != pathJobID {
@@ -147,8 +135,8 @@ func (s *Service) resolve(ctx context.Context, provider, pathJobID string) (org,
 	return org, id, providerJobID, nil
 }
 
-// refuse records the drop of an unlanded delivery. The drop is its only
-// record, so a failure to write it is an error and the provider redelivers.
+// refuse records the drop of an unlanded delivery; the drop is its only
+// record, so a failed write is an error and the provider redelivers.
 func (s *Service) refuse(ctx context.Context, d Delivery, reason DropReason, org, jobID uuid.UUID) (Outcome, error) {
 	if err := s.recordDrop(ctx, d.Provider, d.JobID, d.DeliveryID, RequestHash(d.Body), reason, org, jobID); err != nil {
 		return Outcome{}, err
@@ -157,9 +145,8 @@ func (s *Service) refuse(ctx context.Context, d Delivery, reason DropReason, org
 	return Outcome{Reason: reason, JobID: jobID}, nil
 }
 
-// land stores d's arrival and reports whether this call inserted it,
-// otherwise returning the stored one. It reads first, since a read waits
-// for no lock even while a stalled worker holds the row.
+// land stores d's arrival, or returns the stored one with false. It reads
+// first: a read waits for no lock even while a stalled worker holds the row.
 func (s *Service) land(ctx context.Context, d Delivery, org, jobID uuid.UUID) (*InboxEntry, bool, error) {
 	e, err := scanEntry(s.db.QueryRow(ctx, inboxGet, org, d.Provider, d.DeliveryID))
 	switch {
@@ -189,9 +176,8 @@ func (s *Service) land(ctx context.Context, d Delivery, org, jobID uuid.UUID) (*
 	return e, false, nil
 }
 
-// copied answers a copy of the stored arrival e: it compares the hash
-// first, counts the copy, and audits the first copy of each reason.
-// Recording failures are logged, never answered.
+// copied answers a copy of the stored arrival e: it compares the hash, counts
+// the copy, and audits the first copy of each reason. Failures are logged.
 func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome {
 	hash := RequestHash(d.Body)
 	reason := DropDuplicate
@@ -199,8 +185,8 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 	case e.RequestHash != hash:
 		reason = DropHashMismatch
 	case e.PathJobID != storable(d.JobID, MaxJobIDLen):
-		// Another path whose job the body also names: the arrival's job went
-		// with its Run and the pair was registered again.
+		// Another path whose job the body also names: the arrival's job
+		// went with its Run and the pair was registered again.
 		reason = DropPathMismatch
 	}
 	s.observer.ObserveCopy(d.Provider, string(reason))
@@ -226,7 +212,6 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 	return Outcome{Reason: reason, JobID: e.JobID}
 }
 
-// auditFailed logs and counts a drop the audit could not record.
 func (s *Service) auditFailed(ctx context.Context, provider, deliveryID string, reason DropReason, err error) {
 	s.observer.ObserveAuditFailure(provider, string(reason))
 	s.cfg.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelError, "providerjobs: the drop audit could not record a drop; the delivery was acknowledged",
@@ -234,24 +219,21 @@ func (s *Service) auditFailed(ctx context.Context, provider, deliveryID string, 
 		slog.String("reason", string(reason)), slog.String("error", err.Error()))
 }
 
-// errFenceLost reports that another worker took the claim over.
 var errFenceLost = errors.New("providerjobs: claim fence lost")
 
-// errFinished reports an arrival another worker finished first.
 var errFinished = errors.New("providerjobs: arrival finished by another worker")
 
-// errInFlight reports an arrival whose claim another worker holds, live.
+// errInFlight reports an arrival whose claim another worker holds live.
 type errInFlight struct{ retryAfter time.Duration }
 
 func (e *errInFlight) Error() string {
 	return fmt.Sprintf("providerjobs: another worker holds the delivery's claim; lease passes in %s", e.retryAfter)
 }
 
-// applyEntry applies the pending arrival e through a claim, or drops it,
-// and finishes the arrival in the same transaction. A job gone since
-// landing drops as [DropUnknownJob]. On a database error or another
-// worker's live claim ([*errInFlight]) it returns an error, leaves e
-// pending and releases any claim it held.
+// applyEntry applies the pending arrival e through a claim, or drops it (a
+// job gone since landing is [DropUnknownJob]), finishing the arrival in the
+// same transaction. On a database error or another worker's live claim
+// ([*errInFlight]) it leaves e pending and releases any claim it held.
 func (s *Service) applyEntry(ctx context.Context, e *InboxEntry, by string) (Outcome, error) {
 	org, jobID := e.OrganizationID, e.JobID
 	claimed, err := s.plane.Claim(ctx, org, Scope(e.Provider), e.DeliveryID, e.RequestHash, s.cfg.Lease)
@@ -292,8 +274,8 @@ func (s *Service) apply(ctx context.Context, e *InboxEntry, org, jobID uuid.UUID
 		s.dropped(ctx, e, DropDuplicate)
 		return Outcome{Reason: DropDuplicate, JobID: jobID}, nil
 	case errors.Is(err, errFinished):
-		// Another worker dropped the arrival; ours rolled back. Release our
-		// claim so it is not left processing.
+		// Another worker dropped the arrival; release our claim so it is not
+		// left processing.
 		_ = s.release(ctx, claim)
 		s.cfg.Observer.ObserveDrop(e.Provider, string(DropDuplicate))
 		return Outcome{Reason: DropDuplicate, JobID: jobID}, nil
@@ -306,8 +288,8 @@ func (s *Service) apply(ctx context.Context, e *InboxEntry, org, jobID uuid.UUID
 	return Outcome{}, fmt.Errorf("providerjobs: apply delivery: %w", err)
 }
 
-// applyTx is apply's transaction. It returns errFenceLost when the lease
-// was taken over and errFinished when another worker finished the arrival.
+// applyTx is apply's transaction; errFenceLost when the lease was taken
+// over, errFinished when another worker finished the arrival.
 func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, e *InboxEntry, org, jobID uuid.UUID, claim *idempotency.Claim, by string) (answer claimAnswer, err error) {
 	if s.cfg.beforeApply != nil {
 		if err := s.cfg.beforeApply(ctx, tx); err != nil {
@@ -357,7 +339,6 @@ func (s *Service) applyTx(ctx context.Context, tx pgx.Tx, e *InboxEntry, org, jo
 	return answer, nil
 }
 
-// release releases claim on a detached context bounded by ReleaseTimeout.
 func (s *Service) release(ctx context.Context, claim *idempotency.Claim) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
 	defer cancel()
@@ -365,8 +346,8 @@ func (s *Service) release(ctx context.Context, claim *idempotency.Claim) error {
 	return err
 }
 
-// dropEntry finishes e as dropped and records the drop. If another worker
-// finished it first, it answers that worker's outcome.
+// dropEntry finishes e as dropped and records the drop, or answers the
+// outcome of a worker that finished it first.
 func (s *Service) dropEntry(ctx context.Context, e *InboxEntry, reason DropReason, by string) (Outcome, error) {
 	tag, err := s.db.Exec(ctx, inboxFinish, e.OrganizationID, e.ID, string(InboxDropped), string(reason), by, s.nowArg())
 	if err != nil {
@@ -380,7 +361,6 @@ func (s *Service) dropEntry(ctx context.Context, e *InboxEntry, reason DropReaso
 	return Outcome{Reason: reason, JobID: e.JobID}, nil
 }
 
-// dropped audits and counts the drop of e; a failed audit write is logged.
 func (s *Service) dropped(ctx context.Context, e *InboxEntry, reason DropReason) {
 	if err := s.recordDrop(ctx, e.Provider, e.PathJobID, e.DeliveryID, e.RequestHash, reason, e.OrganizationID, e.JobID); err != nil {
 		s.auditFailed(ctx, e.Provider, e.DeliveryID, reason, err)
@@ -388,8 +368,7 @@ func (s *Service) dropped(ctx context.Context, e *InboxEntry, reason DropReason)
 	s.cfg.Observer.ObserveDrop(e.Provider, string(reason))
 }
 
-// recordDrop writes a drop to the audit; org and job are nil for
-// unknown_job.
+// recordDrop writes a drop to the audit; org and job are nil for unknown_job.
 func (s *Service) recordDrop(ctx context.Context, provider, pathJobID, deliveryID, hash string, reason DropReason, org, jobID uuid.UUID) error {
 	if s.cfg.beforeAudit != nil {
 		if err := s.cfg.beforeAudit(); err != nil {
@@ -411,8 +390,8 @@ func (s *Service) recordDrop(ctx context.Context, provider, pathJobID, deliveryI
 	return nil
 }
 
-// retryLater schedules e's next attempt after delay. Best effort: on failure
-// the applier takes e when its current lease passes.
+// retryLater schedules e's next attempt after delay; best effort, since the
+// applier takes e when its lease passes anyway.
 func (s *Service) retryLater(ctx context.Context, e *InboxEntry, delay time.Duration, cause error) {
 	var inFlight *errInFlight
 	if errors.As(cause, &inFlight) {
@@ -434,8 +413,7 @@ func (s *Service) backoff(attempts int) time.Duration {
 	return min(time.Second<<min(max(attempts-1, 0), 33), s.cfg.MaxBackoff)
 }
 
-// FindArrivals returns the arrivals of a delivery id in every organization,
-// oldest first.
+// FindArrivals returns a delivery id's arrivals in every organization, oldest first.
 func (s *Service) FindArrivals(ctx context.Context, provider, deliveryID string) (_ []InboxEntry, err error) {
 	defer dberr.Annotate(&err)
 	rows, _ := s.db.Query(ctx, inboxFind, provider, deliveryID)
@@ -449,7 +427,7 @@ func (s *Service) FindArrivals(ctx context.Context, provider, deliveryID string)
 // Copies counts the dropped copies of one arrival by reason.
 type Copies struct {
 	Duplicates, HashMismatches, PathMismatches int64
-	// LastAt is when the last copy arrived; nil if none.
+	// LastAt is nil if no copy arrived.
 	LastAt *time.Time
 }
 
@@ -472,7 +450,7 @@ type ListArrivalsParams struct {
 	Limit int
 }
 
-// ListArrivals returns arrivals newest first. It returns an error wrapping
+// ListArrivals returns arrivals newest first, or an error wrapping
 // [ErrInvalid] for a bad limit or status.
 func (s *Service) ListArrivals(ctx context.Context, p ListArrivalsParams) (_ []InboxEntry, err error) {
 	defer dberr.Annotate(&err)
@@ -493,8 +471,6 @@ func (s *Service) ListArrivals(ctx context.Context, p ListArrivalsParams) (_ []I
 	return out, nil
 }
 
-// checkInboxStatus returns an error wrapping [ErrInvalid] unless s is an
-// inbox status or "".
 func checkInboxStatus(s InboxStatus) error {
 	switch s {
 	case "", InboxPending, InboxApplied, InboxDropped:

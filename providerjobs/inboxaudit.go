@@ -12,15 +12,12 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// The inbox as the console reads it, across providers and organizations.
-
-// InboxStats returns the number of pending arrivals and the age of the
-// oldest, by the database clock.
+// InboxStats returns the number of pending arrivals and the oldest's age, by
+// the database clock.
 func (a *Audit) InboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error) {
 	return readInboxStats(ctx, a.db, nil)
 }
 
-// readInboxStats is [Audit.InboxStats] on db at now (nil: now()).
 func readInboxStats(ctx context.Context, db Querier, now any) (pending int64, oldest time.Duration, err error) {
 	defer dberr.Annotate(&err)
 	rows, _ := db.Query(ctx, inboxStats, now)
@@ -43,16 +40,15 @@ type InboxListParams struct {
 }
 
 // InboxPending returns a page of pending arrivals, next attempt first, and
-// the next cursor. It returns [ErrInvalidCursor] for a foreign cursor.
+// the next cursor, or [ErrInvalidCursor].
 func (a *Audit) InboxPending(ctx context.Context, p InboxListParams) (_ []InboxEntry, _ string, err error) {
 	defer dberr.Annotate(&err)
 	return readPage(ctx, a, keyset.List{Name: "providerjobs.inbox.pending"}, "inbox", inboxPendingPage, p.Cursor, p.Limit, nil, []any{sqlarg.Null(p.Provider), nil},
 		scanCopied, func(e InboxEntry) keyset.Position { return keyset.Position{CreatedAt: e.LeaseExpiresAt, ID: e.ID} })
 }
 
-// InboxArrivals returns a page of arrivals, newest first, and the next
-// cursor. It returns an error wrapping [ErrInvalid] for an unknown status
-// and [ErrInvalidCursor] for a foreign cursor.
+// InboxArrivals returns a page of arrivals, newest first, and the next cursor,
+// or an error wrapping [ErrInvalid] for an unknown status, or [ErrInvalidCursor].
 func (a *Audit) InboxArrivals(ctx context.Context, p InboxListParams) (_ []InboxEntry, _ string, err error) {
 	defer dberr.Annotate(&err)
 	if err := checkInboxStatus(p.Status); err != nil {

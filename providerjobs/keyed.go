@@ -10,17 +10,14 @@ import (
 	"github.com/searchd/searchd/idempotency"
 )
 
-// registerHashDomain names the request hash of a keyed registration; stored
-// claims hold it, so it must not change.
+// registerHashDomain is stored in claims, so it must not change.
 const registerHashDomain = "searchd.provider_job.register.v1"
 
-// RegisterOnce registers p at most once per idempotency key: the
-// registration and the claim's completion commit together. A repeat returns
-// the job as it is now, with replayed true.
-//
-// Errors: those of [Service.Register]; [idempotency.ErrKeyReused] when key
-// was used for a different registration; an [*idempotency.InFlightError]
-// while the first request is in flight.
+// RegisterOnce registers p at most once per idempotency key, the registration
+// and the claim's completion committing together; a repeat returns the job as
+// it is now with replayed true. Errors: those of [Service.Register],
+// [idempotency.ErrKeyReused], and [*idempotency.InFlightError] while the
+// first request is in flight.
 func (s *Service) RegisterOnce(ctx context.Context, org uuid.UUID, key string, p RegisterParams) (_ *Job, created, replayed bool, err error) {
 	hash, err := idempotency.RequestHash(registerHashDomain, p)
 	if err != nil {

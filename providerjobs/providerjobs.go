@@ -24,8 +24,8 @@ import (
 	"github.com/searchd/searchd/runs"
 )
 
-// Errors carry the kinds of package errs. Methods that run SQL return a
-// transient database failure as errs.Unavailable wrapping the driver error.
+// Errors carry the kinds of package errs; a transient database failure is an
+// errs.Unavailable wrapping the driver error.
 var (
 	// ErrNotFound reports a job that does not exist in the organization.
 	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "providerjobs: job not found",
@@ -57,8 +57,8 @@ const (
 // Terminal reports whether s is a status a job never leaves.
 func (s Status) Terminal() bool { return s == StatusSucceeded || s == StatusFailed }
 
-// reported reports whether a delivery may report s (pending is set only by
-// registration).
+// reported reports whether a delivery may report s; pending is set only by
+// registration.
 func (s Status) reported() bool { return s == StatusRunning || s.Terminal() }
 
 // Job is a job searchd started at a provider for a Run.
@@ -69,11 +69,10 @@ type Job struct {
 	RunID          uuid.UUID `json:"run_id"`
 	// Provider names the provider; its claim scope is webhook.<provider>.
 	Provider string `json:"provider"`
-	// ProviderJobID is the provider's id of the job, unique per organization
-	// and provider.
+	// ProviderJobID is unique per organization and provider.
 	ProviderJobID string `json:"provider_job_id"`
 	Status        Status `json:"status"`
-	// Result is the last applied delivery's result; null until one has one.
+	// Result is the last applied delivery's result, if any.
 	Result json.RawMessage `json:"result"`
 	// Version is 1 at registration and grows with every applied delivery.
 	Version   int64     `json:"version"`
@@ -83,7 +82,6 @@ type Job struct {
 
 // RegisterParams are the inputs of [Service.Register].
 type RegisterParams struct {
-	// RunID is a Run of the organization.
 	RunID uuid.UUID
 	// Provider is a provider name; see [ValidateProvider].
 	Provider string
@@ -94,9 +92,8 @@ type RegisterParams struct {
 // MaxJobIDLen is the longest provider job id, in characters.
 const MaxJobIDLen = 255
 
-// DropRetention is how long drops and finished arrivals are kept: the
-// longest claim retention, so a drop's audit outlives any claim it could be
-// compared with.
+// DropRetention is how long drops and finished arrivals are kept: the longest
+// claim retention, so a drop outlives any claim it could be compared with.
 const DropRetention = idempotency.ToolRetention
 
 // ValidateProvider returns an error wrapping [ErrInvalid] unless name is a
@@ -122,8 +119,7 @@ func ValidateJobID(id string) error {
 	return nil
 }
 
-// DB is a database handle that can begin transactions, such as a
-// *pgxpool.Pool.
+// DB can begin transactions; a *pgxpool.Pool is one.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -183,8 +179,8 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Service registers and reads provider jobs and receives their callbacks.
-// It is safe for concurrent use.
+// Service registers and reads provider jobs and receives their callbacks. It
+// is safe for concurrent use.
 type Service struct {
 	db       DB
 	plane    *idempotency.Service
@@ -194,8 +190,8 @@ type Service struct {
 	applierClock func(context.Context, time.Duration) bool
 }
 
-// New returns a service on db that claims deliveries through plane and runs
-// at plane's database clock.
+// New returns a service on db that claims deliveries through plane, at its
+// database clock.
 func New(db DB, plane *idempotency.Service, cfg Config) *Service {
 	cfg = cfg.WithDefaults()
 	obs, ok := cfg.Observer.(InboxObserver)
@@ -207,18 +203,15 @@ func New(db DB, plane *idempotency.Service, cfg Config) *Service {
 
 func (s *Service) nowArg() any { return s.plane.Clock().Arg() }
 
-// registerAttempts bounds retries when the conflicting job vanished with
-// its Run between the insert and the lookup.
+// registerAttempts bounds retries when the conflicting job vanished with its
+// Run between insert and lookup.
 const registerAttempts = 3
 
-// Register registers a pending job for Run p.RunID of org and reports
-// whether this call created it. Retrying is safe: if org registered the pair
-// for the same Run already, Register returns that job and false. The job and
-// its directory entry are written in one transaction.
-//
-// Errors: [ErrInvalid] (wrapped) for bad input, before any SQL;
-// [ErrRunNotFound] when org has no such Run; [ErrAlreadyRegistered] when org
-// registered the pair for another Run.
+// Register registers a pending job for Run p.RunID of org, with its directory
+// entry in one transaction, and reports whether this call created it; the
+// pair already registered for the same Run returns that job. Errors:
+// [ErrInvalid] before any SQL, [ErrRunNotFound], [ErrAlreadyRegistered] for
+// the pair registered for another Run.
 func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams) (_ *Job, _ bool, err error) {
 	defer dberr.Annotate(&err)
 	switch {
@@ -250,9 +243,9 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return nil, false, fmt.Errorf("providerjobs: register: %w", err)
 		}
-		// Nothing inserted: no such Run, or a conflict. The insert uses ON
-		// CONFLICT DO NOTHING so retries log no error; this read sees the
-		// conflicting job even if committed after the insert began.
+		// Nothing inserted: no such Run, or a conflict (DO NOTHING, so retries
+		// log no error). This read sees a conflicting job committed after the
+		// insert began.
 		var runFound bool
 		var existingID, existingRun *uuid.UUID
 		if err := s.db.QueryRow(ctx, jobRegistered, org, p.RunID, p.Provider, p.ProviderJobID).
@@ -280,8 +273,7 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 	return nil, false, fmt.Errorf("providerjobs: register: the job (%s, %q) kept changing; retry", p.Provider, p.ProviderJobID)
 }
 
-// insertJob inserts the job and its directory entry on tx. It returns
-// pgx.ErrNoRows when nothing was inserted.
+// insertJob inserts the job and its directory entry, or returns pgx.ErrNoRows.
 func (s *Service) insertJob(ctx context.Context, tx pgx.Tx, org uuid.UUID, p RegisterParams) (*Job, error) {
 	job, err := scanJob(tx.QueryRow(ctx, jobInsert, pgx.StrictNamedArgs{
 		"id": ids.New(), "org": org, "run_id": p.RunID, "provider": p.Provider,
@@ -309,7 +301,6 @@ func (s *Service) Get(ctx context.Context, org, id uuid.UUID) (_ *Job, err error
 	return job, nil
 }
 
-// scanJob scans jobColumns, then extra.
 func scanJob(row pgx.Row, extra ...any) (*Job, error) {
 	var j Job
 	if err := row.Scan(append([]any{&j.ID, &j.OrganizationID, &j.RunID, &j.Provider, &j.ProviderJobID,

@@ -1,16 +1,15 @@
 package providerjobs
 
-// Statements that write a time use coalesce($now::timestamptz, now()), or
-// agent.clock($now) when updating a distributed table (Citus refuses the
-// former there). Production passes NULL.
+// Times are coalesce($now::timestamptz, now()), or agent.clock($now) when
+// updating a distributed table (Citus refuses the former there); NULL in
+// production.
 
 const jobColumns = `j.id, j.organization_id, j.run_id, j.provider, j.provider_job_id,
 	j.status, j.result, j.version, j.created_at, j.updated_at`
 
-// jobInsert registers a pending job for a Run of the organization. It
-// inserts nothing for another organization's Run or an already registered
-// pair; jobRegistered tells which. Parameters are typed because Citus plans
-// INSERT ... SELECT before it sees them.
+// jobInsert registers a pending job for a Run of the organization; nothing
+// for another organization's Run or a registered pair (jobRegistered tells
+// which). Typed parameters: Citus plans INSERT ... SELECT before seeing them.
 const jobInsert = `
 INSERT INTO agent.provider_jobs AS j
 	(id, organization_id, run_id, provider, provider_job_id, status, created_at, updated_at)
@@ -20,23 +19,21 @@ WHERE r.organization_id = @org::uuid AND r.id = @run_id::uuid
 ON CONFLICT (organization_id, provider, provider_job_id) DO NOTHING
 RETURNING ` + jobColumns
 
-// directoryInsert writes the directory entry of a new job, kept for the
-// Run retention (@retention_us).
+// directoryInsert writes a new job's directory entry, kept @retention_us.
 const directoryInsert = `
 INSERT INTO agent.provider_job_directory
 	(provider, provider_job_id, organization_id, job_id, registered_at, retain_until)
 VALUES (@provider::text, @provider_job_id::text, @org::uuid, @job_id::uuid,
 	@registered_at::timestamptz, @registered_at::timestamptz + @retention_us::bigint * interval '1 microsecond')`
 
-// directoryResolve finds the job a callback path names, with its
-// organization and provider job id. An entry past retention resolves until
-// swept. $1 job id, $2 provider.
+// directoryResolve finds the job a callback path names; an entry past
+// retention resolves until swept. $1 job id, $2 provider.
 const directoryResolve = `
 SELECT d.organization_id, d.provider_job_id
 FROM agent.provider_job_directory d
 WHERE d.job_id = $1 AND d.provider = $2`
 
-// jobRegistered explains why jobInsert inserted nothing. A separate
+// jobRegistered explains why jobInsert inserted nothing; a separate
 // statement, so it sees a conflicting job committed after the insert's
 // snapshot. $1 org, $2 run_id, $3 provider, $4 provider_job_id.
 const jobRegistered = `
@@ -52,10 +49,9 @@ SELECT ` + jobColumns + `
 FROM agent.provider_jobs j
 WHERE j.organization_id = $1 AND j.id = $2`
 
-// jobApply sets the job's status and result unless it is terminal; the row
-// lock serializes concurrent deliveries. An unchanged status and result
-// leave version and updated_at alone. The clock is a function in FROM
-// because Citus refuses one inside a CASE of a modifying statement.
+// jobApply sets status and result unless terminal, under the row lock; no
+// change leaves version and updated_at alone. The clock is a function in
+// FROM because Citus refuses one in a modifying CASE.
 // $1 org, $2 id, $3 status, $4 result, $5 now.
 const jobApply = `
 UPDATE agent.provider_jobs AS j
@@ -77,8 +73,8 @@ SELECT j.status
 FROM agent.provider_jobs j
 WHERE j.organization_id = $1 AND j.id = $2`
 
-// dropInsert records a dropped delivery; org and job_id are NULL for
-// unknown_job. The unique index keeps one row per delivery and reason.
+// dropInsert records a dropped delivery, one row per delivery and reason;
+// org and job_id are NULL for unknown_job.
 const dropInsert = `
 INSERT INTO agent.webhook_drops
 	(id, provider, path_job_id, delivery_id, request_hash, reason, organization_id, job_id, received_at)
@@ -86,15 +82,13 @@ VALUES (@id::uuid, @provider::text, @path_job_id::text, @delivery_id::text, @req
 	@org::uuid, @job_id::uuid, coalesce(@now::timestamptz, now()))
 ON CONFLICT (provider, delivery_id, reason) WHERE reason IN ('unknown_job', 'job_mismatch') DO NOTHING`
 
-// The inbox.
-
 const inboxColumns = `i.id, i.provider, i.delivery_id, i.path_job_id, i.job_id, i.organization_id,
 	i.request_hash, i.body_job_id, i.body_status, i.body_result, i.received_at, i.status,
 	coalesce(i.reason, ''), coalesce(i.applied_by, ''), i.finished_at, i.lease_expires_at, i.attempts,
 	coalesce(i.last_error, '')`
 
-// inboxInsert lands an arrival, or does nothing when it is stored already
-// (the caller read it first). The lease, in microseconds, is the handler's.
+// inboxInsert lands an arrival with the handler's lease (µs), or does nothing
+// when it is stored.
 const inboxInsert = `
 INSERT INTO agent.provider_inbox AS i
 	(id, provider, delivery_id, path_job_id, job_id, organization_id, request_hash,
@@ -111,8 +105,7 @@ SELECT ` + inboxColumns + `
 FROM agent.provider_inbox i
 WHERE i.organization_id = $1 AND i.provider = $2 AND i.delivery_id = $3`
 
-// inboxFind reads a delivery id's arrivals in every organization.
-// $1 provider, $2 delivery_id.
+// inboxFind reads a delivery id's arrivals in every organization. $1 provider, $2 delivery_id.
 const inboxFind = `
 SELECT ` + inboxColumns + `
 FROM agent.provider_inbox i
@@ -120,8 +113,8 @@ WHERE i.provider = $1 AND i.delivery_id = $2
 ORDER BY i.received_at, i.id`
 
 // inboxCopy counts a dropped copy (one of $3, $4, $5 is 1) and returns the
-// three counts. The caller picks the reason because Citus mis-deparses a
-// CASE on a parameter here. $1 org, $2 inbox id, $6 now.
+// counts; the caller picks the reason because Citus mis-deparses a CASE on a
+// parameter here. $1 org, $2 inbox id, $6 now.
 const inboxCopy = `
 INSERT INTO agent.provider_inbox_copies AS c
 	(organization_id, inbox_id, duplicates, hash_mismatches, path_mismatches, first_copy_at, last_copy_at)
@@ -134,18 +127,15 @@ ON CONFLICT (inbox_id, organization_id) DO UPDATE SET
 	last_copy_at = greatest(c.last_copy_at, EXCLUDED.last_copy_at)
 RETURNING c.duplicates, c.hash_mismatches, c.path_mismatches`
 
-// inboxFinish marks a pending arrival applied or dropped; only one of two
-// racing workers succeeds. $1 org, $2 id, $3 status, $4 reason,
-// $5 applied_by, $6 now.
+// inboxFinish marks a pending arrival applied or dropped; one of racing
+// workers succeeds. $1 org, $2 id, $3 status, $4 reason, $5 applied_by, $6 now.
 const inboxFinish = `
 UPDATE agent.provider_inbox AS i
 SET status = $3, reason = $4, applied_by = $5, finished_at = agent.clock($6), last_error = NULL
 WHERE i.organization_id = $1 AND i.id = $2 AND i.status = 'pending'`
 
-// inboxDue is the applier's shardpass.Pass: the organizations of the
-// pending arrivals whose lease has passed, oldest lease first, on
-// provider_inbox_pending_idx. Named parameters: @now, and @limit from the
-// pass.
+// inboxDue is the applier's shardpass.Pass: organizations with pending
+// arrivals past their lease, oldest first. Named parameters @now, @limit.
 const inboxDue = `
 SELECT i.organization_id::text
 FROM agent.provider_inbox i
@@ -153,12 +143,10 @@ WHERE i.status = 'pending' AND i.lease_expires_at <= coalesce(@now::timestamptz,
 ORDER BY i.lease_expires_at
 LIMIT @limit`
 
-// inboxTake leases at most @limit pending arrivals whose lease has passed,
-// of the organizations of one shard (@all: every organization), for the
-// applier, oldest lease first. SKIP LOCKED: the applier never waits on an
-// arrival another worker is taking or finishing, and replicas take disjoint
-// batches. Named parameters: @now, @lease_us, and @all, @keys, @limit of
-// the shard's group.
+// inboxTake leases at most @limit pending arrivals past their lease, of one
+// shard's organizations (@all: every one), oldest lease first. SKIP LOCKED:
+// the applier never waits on an arrival another worker holds, and replicas
+// take disjoint batches. Named parameters @now, @lease_us, @all, @keys, @limit.
 const inboxTake = `
 UPDATE agent.provider_inbox AS i
 SET lease_expires_at = agent.clock(@now) + @lease_us::bigint * interval '1 microsecond',
@@ -194,8 +182,7 @@ SELECT coalesce(c.duplicates, 0), coalesce(c.hash_mismatches, 0), coalesce(c.pat
 FROM (SELECT) AS one
 LEFT JOIN agent.provider_inbox_copies c ON c.organization_id = $1 AND c.inbox_id = $2`
 
-// inboxList reads arrivals newest first. $1 provider, $2 status (NULL for
-// all), $3 limit.
+// inboxList reads arrivals newest first. $1 provider, $2 status (NULL for all), $3 limit.
 const inboxList = `
 SELECT ` + inboxColumns + `
 FROM agent.provider_inbox i

@@ -18,22 +18,21 @@ import (
 // DropReason says why a delivery was not applied.
 type DropReason string
 
-// The reasons a delivery is dropped. None is an error.
+// The reasons a delivery is dropped; none is an error.
 const (
 	// DropDuplicate: the delivery id is claimed for this body already,
 	// completed or in flight.
 	DropDuplicate DropReason = "duplicate"
 	// DropHashMismatch: the delivery id is claimed for a different body.
 	DropHashMismatch DropReason = "hash_mismatch"
-	// DropUnknownJob: the path names no job of the provider. Recorded without
-	// an organization.
+	// DropUnknownJob: the path names no job of the provider; recorded
+	// without an organization.
 	DropUnknownJob DropReason = "unknown_job"
-	// DropJobMismatch: the body names another provider job id than the path's
-	// job. Not landed, so the delivery can still arrive on its own path.
+	// DropJobMismatch: the body names another provider job id than the
+	// path's job; not landed, so it can still arrive on its own path.
 	DropJobMismatch DropReason = "job_mismatch"
-	// DropPathMismatch: a copy of a stored arrival came on another path of the
-	// organization whose job the body also names (the first job went with its
-	// Run and the pair was registered again).
+	// DropPathMismatch: a copy of a stored arrival came on another path of
+	// the organization whose job the body also names.
 	DropPathMismatch DropReason = "path_mismatch"
 )
 
@@ -41,15 +40,14 @@ const (
 // id is the job's id.
 const ResourceType = "provider_job"
 
-// Observer counts drops by provider and reason, after they are recorded.
-// Implementations must be safe for concurrent use and must not block.
+// Observer counts drops by provider and reason, after they are recorded. It
+// must be safe for concurrent use and must not block.
 type Observer interface {
 	ObserveDrop(provider, reason string)
 }
 
-// InboxObserver is the optional extension of [Observer] for inbox metrics:
-// applies, copies, failed audit writes, and the applier's backlog.
-// Implementations must be safe for concurrent use and must not block.
+// InboxObserver is the optional extension of [Observer] for inbox metrics,
+// with the same rules.
 type InboxObserver interface {
 	ObserveApplied(provider, by string)
 	ObserveCopy(provider, reason string)
@@ -68,16 +66,13 @@ func (NopObserver) ObserveInbox(int64, time.Duration)  {}
 
 // Delivery is one authenticated callback of a provider.
 type Delivery struct {
-	// Provider is the provider that signed the delivery.
 	Provider string
 	// JobID is [Job.ID] as the path names it, unparsed.
 	JobID string
 	// DeliveryID is the provider's id of the delivery, the claim key.
 	DeliveryID string
-	// Body is the raw body.
-	Body []byte
-	// Update is the parsed body.
-	Update Update
+	Body       []byte
+	Update     Update
 }
 
 // Update is the content of a delivery.
@@ -90,11 +85,11 @@ type Update struct {
 	Result json.RawMessage
 }
 
-// Outcome is the ending of a delivery. Exactly one of Accepted, Queued and
+// Outcome is the ending of a delivery; exactly one of Accepted, Queued and
 // Reason is set.
 type Outcome struct {
-	// Queued reports that the delivery is landed but not yet applied; the
-	// applier will apply or drop it. Acknowledging it is safe.
+	// Queued reports that the delivery is landed but not yet applied;
+	// acknowledging it is safe.
 	Queued bool
 	// Accepted reports that this call claimed and completed the delivery.
 	Accepted bool
@@ -102,14 +97,13 @@ type Outcome struct {
 	Applied bool
 	// Status is the job's status afterwards (Accepted only).
 	Status Status
-	// Reason says why the delivery was dropped.
 	Reason DropReason
-	// JobID is the resolved job's id; nil for an unknown job.
+	// JobID is nil for an unknown job.
 	JobID uuid.UUID
 }
 
-// RequestHash returns the hex SHA-256 of a raw delivery body. Raw, not
-// canonical: the signature covers these exact bytes.
+// RequestHash returns the hex SHA-256 of a raw delivery body, not canonical:
+// the signature covers these bytes.
 func RequestHash(body []byte) string {
 	sum := sha256.Sum256(body)
 	return hex.EncodeToString(sum[:])
@@ -123,8 +117,8 @@ type claimAnswer struct {
 	Dropped DropReason `json:"dropped,omitempty"`
 }
 
-// storable makes s fit PostgreSQL text: invalid UTF-8 and NUL become
-// U+FFFD, cut to limit characters.
+// storable makes s fit PostgreSQL text: invalid UTF-8 and NUL become U+FFFD,
+// cut to limit characters.
 func storable(s string, limit int) string {
 	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 	if utf8.RuneCountInString(s) > limit {

@@ -19,16 +19,15 @@ const MaxCancelReasonLen = 500
 
 // CancelRequest is a caller's cancel of a Run.
 type CancelRequest struct {
-	// Actor is who cancelled (the token's sub); "" records none. At most
-	// MaxReporterBytes bytes.
+	// Actor is the token's sub, at most MaxReporterBytes; "" records none.
 	Actor string
-	// Reason is a human-readable reason sent to the runtime; "" for none. At
-	// most MaxCancelReasonLen characters.
+	// Reason is sent to the runtime, at most MaxCancelReasonLen characters;
+	// "" for none.
 	Reason string
 }
 
-// Validate returns nil or an error wrapping [ErrInvalid] naming each
-// refused field as the API spells it.
+// Validate returns nil or an error wrapping [ErrInvalid] naming each refused
+// field as the API spells it.
 func (c CancelRequest) Validate() error {
 	var fields []errs.Field
 	if !storable(c.Reason) || utf8.RuneCountInString(c.Reason) > MaxCancelReasonLen {
@@ -45,21 +44,13 @@ func (c CancelRequest) Validate() error {
 	return &errs.Error{Kind: errs.Invalid, Message: "runs: invalid cancel", Fields: fields, Err: ErrInvalid}
 }
 
-// Cancel cancels Run id of org and returns the Run afterwards.
-//
-// A Run the runtime does not have yet (queued or failed dispatch) is
-// cancelled at once: its dispatch is stopped and its status set in one
-// transaction, so it is never dispatched. If a delivery attempt was made,
-// the runtime may have it and is sent a cancel request too. A Run the
-// runtime has gets CancelRequestedAt and a cancel request, delivered at
-// least once; it keeps its status until the runtime reports how it ended.
-//
-// Cancel is idempotent: a repeat writes and sends nothing; the first
-// cancel's actor and reason stay.
-//
-// Errors: an error wrapping [ErrInvalid] for a request Validate refuses;
-// [ErrNotFound]; a [*FinishedError] for a Run that succeeded or failed.
-// Retrying is safe.
+// Cancel cancels Run id of org and returns the Run afterwards. A Run the
+// runtime does not have yet is cancelled at once, its dispatch stopped in the
+// same transaction; a Run the runtime has (or may have, after an attempt)
+// gets CancelRequestedAt and a cancel request delivered at least once, and
+// keeps its status until the runtime reports. A repeat writes and sends
+// nothing. Errors: [ErrInvalid], [ErrNotFound], a [*FinishedError] for a
+// Run that succeeded or failed. Retrying is safe.
 func (s *Store) Cancel(ctx context.Context, org, id uuid.UUID, c CancelRequest) (_ *Run, err error) {
 	defer dberr.Annotate(&err)
 	if err := c.Validate(); err != nil {
@@ -69,7 +60,6 @@ func (s *Store) Cancel(ctx context.Context, org, id uuid.UUID, c CancelRequest) 
 	var run *Run
 	err = sendInTx(ctx, s.db, func(b *pgx.Batch) {
 		b.Queue(runDispatchStop, pgx.StrictNamedArgs{"org": org, "id": id})
-		// Cancelling before dispatch is a status change like a runtime's report.
 		b.Queue(runStatusSet, pgx.StrictNamedArgs{
 			"org": org, "id": id, "status": StatusCancelled, "result_ref": nil,
 			"error_code": nil, "error_message": nil, "now": s.nowArg(), "stopped": true,
@@ -100,7 +90,6 @@ func (s *Store) Cancel(ctx context.Context, org, id uuid.UUID, c CancelRequest) 
 	case run.Status == StatusCancelled || run.CancelRequestedAt != nil:
 		return run, nil
 	}
-	// Admission always writes a dispatch; only Runs admitted before dispatch
-	// existed lack one.
+	// Only Runs admitted before dispatch existed lack one.
 	return nil, fmt.Errorf("runs: cancel: the Run is %s and has no dispatch to stop", run.Status)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/searchd/searchd/internal/dberr"
 )
 
-// Event types: run.admitted for admission, then one per status reached.
+// Event types.
 const (
 	EventAdmitted   = "run.admitted"
 	EventDispatched = "run.dispatched"
@@ -31,25 +31,21 @@ func EventType(status string) string {
 }
 
 // Event is one step of a Run's history, as the events endpoint and webhooks
-// send it. Seq is the Run's version after the step, so a reader holding
-// seq n asks for the events after n.
+// send it. Seq is the Run's version after the step.
 type Event struct {
 	RunID      uuid.UUID `json:"run_id"`
 	Seq        int64     `json:"seq"`
 	Type       string    `json:"type"`
 	Status     string    `json:"status"`
 	OccurredAt time.Time `json:"occurred_at"`
-	// ResultRef is a succeeded Run's result reference, if any.
-	ResultRef *string `json:"result_ref,omitempty"`
-	// Error is how a failed or cancelled Run ended, if reported.
-	Error *RunError `json:"error,omitempty"`
+	ResultRef  *string   `json:"result_ref,omitempty"`
+	Error      *RunError `json:"error,omitempty"`
 }
 
 // Terminal reports whether e is a Run's last event.
 func (e Event) Terminal() bool { return Terminal(e.Status) }
 
-// Version returns the version and status of Run id of org, the cheap read
-// an event stream polls. It returns [ErrNotFound] when org has no Run id.
+// Version returns the version and status of Run id of org, or [ErrNotFound].
 func (s *Store) Version(ctx context.Context, org, id uuid.UUID) (version int64, status string, err error) {
 	defer dberr.Annotate(&err)
 	if err := s.db.QueryRow(ctx, runVersion, org, id).Scan(&version, &status); err != nil {
@@ -58,9 +54,8 @@ func (s *Store) Version(ctx context.Context, org, id uuid.UUID) (version int64, 
 	return version, status, nil
 }
 
-// Events returns the events of Run id of org with seq > after, oldest
-// first (at most five). An unknown Run has none; call [Store.Version] to
-// tell. A negative after reads all.
+// Events returns the events of Run id of org with seq > after, oldest first
+// (at most five); negative after reads all. An unknown Run has none.
 func (s *Store) Events(ctx context.Context, org, id uuid.UUID, after int64) (_ []Event, err error) {
 	defer dberr.Annotate(&err)
 	rows, err := s.db.Query(ctx, runEvents, org, id, after)

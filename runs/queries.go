@@ -2,13 +2,13 @@ package runs
 
 import "github.com/searchd/searchd/internal/runevents"
 
-// Statements that write a time use coalesce($now::timestamptz, now()):
-// production passes NULL. Durations are microseconds.
+// Times are coalesce($now::timestamptz, now()), NULL in production.
+// Durations are microseconds.
 
 const runColumns = runColumnsHead + `r.input` + runColumnsTail
 
 // runColumnsHead and runColumnsTail surround the input column, which the
-// console's reads replace; one list keeps every read in step.
+// console's reads replace.
 const (
 	runColumnsHead = `r.id, r.organization_id, r.kind, r.start_key, r.request_hash,
 	r.saved_search_id, r.snapshot_id, r.name, r.status, r.options, `
@@ -18,13 +18,10 @@ const (
 	r.cancel_requested_at`
 )
 
-// runInsert admits a Run, or does nothing when its start key is taken (the
-// caller reads the existing Run; no row lock is taken). Named parameters.
-//
-// dispatchInsert follows in the same transaction and writes the Run's
-// pending dispatch, so the dispatch commits exactly with the Run. Two
-// statements rather than a data-modifying WITH, which Citus would route
-// through the coordinator.
+// runInsert admits a Run, or does nothing (no row lock) when its start key is
+// taken. dispatchInsert follows in the same transaction: two statements
+// rather than a data-modifying WITH, which Citus would route through the
+// coordinator. Named parameters.
 const runInsert = `
 INSERT INTO agent.runs AS r
 	(id, organization_id, kind, start_key, request_hash, saved_search_id, snapshot_id,
@@ -43,13 +40,11 @@ SELECT r.id, r.organization_id, r.created_at, r.created_at
 FROM agent.runs r
 WHERE r.organization_id = @org::uuid AND r.id = @id::uuid`
 
-// eventInsert writes a change's webhook deliveries in the change's
-// transaction (internal/runevents). Named parameters @org and @id.
+// eventInsert writes a change's webhook deliveries in its transaction.
 var eventInsert = runevents.Insert
 
-// runGetByStartKey reads the Run under a start key while retained, so
-// replay does not depend on when the sweeper ran. $1 org, $2 start_key,
-// $3 now.
+// runGetByStartKey reads the Run under a start key while retained, so replay
+// does not depend on the sweeper. $1 org, $2 start_key, $3 now.
 const runGetByStartKey = `
 SELECT ` + runColumns + `
 FROM agent.runs r
@@ -57,7 +52,7 @@ WHERE r.organization_id = $1 AND r.start_key = $2
 	AND r.retain_until > coalesce($3::timestamptz, now())`
 
 // runWithSnapshotByStartKey is runGetByStartKey with the snapshot summary
-// (NULLs for a direct Run): a whole replay in one statement.
+// (NULLs for a direct Run).
 const runWithSnapshotByStartKey = `
 SELECT ` + runColumns + `,
 	sn.id, sn.saved_search_id, sn.saved_search_version, sn.content_hash, sn.created_at
@@ -67,9 +62,8 @@ LEFT JOIN agent.saved_search_snapshots sn
 WHERE r.organization_id = $1 AND r.start_key = $2
 	AND r.retain_until > coalesce($3::timestamptz, now())`
 
-// runDeleteExpiredByStartKey deletes the Run under a start key once its
-// retention passed, so a new start is admitted. Rechecked under the row
-// lock. $1 org, $2 start_key, $3 now.
+// runDeleteExpiredByStartKey deletes the Run under a start key past its
+// retention, rechecked under the row lock. $1 org, $2 start_key, $3 now.
 const runDeleteExpiredByStartKey = `
 DELETE FROM agent.runs r
 WHERE r.organization_id = $1 AND r.start_key = $2
@@ -81,15 +75,14 @@ SELECT ` + runColumns + `
 FROM agent.runs r
 WHERE r.organization_id = $1 AND r.id = $2`
 
-// runListColumns are a list's columns: the input's size stands in for the
-// input.
+// runListColumns: the input's size stands in for the input.
 const runListColumns = `r.id, r.organization_id, r.kind, r.saved_search_id, r.snapshot_id,
 	r.name, r.status, r.options, r.input_bytes, r.created_at, r.retain_until,
 	r.version, coalesce(r.updated_at, r.created_at)`
 
 // runListHead and runListTail form a list, newest first, after ($2
-// created_at, $3 id; NULLs for the start). $1 org, $4 limit. runListQuery
-// inserts runListFilter conditions between them, numbered from $5.
+// created_at, $3 id; NULLs for the start), $1 org, $4 limit, with
+// runListFilter conditions between them from $5.
 const (
 	runListHead = `
 SELECT ` + runListColumns + `
@@ -100,9 +93,9 @@ WHERE r.organization_id = $1`
 		coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
 ORDER BY r.created_at DESC, r.id DESC
 LIMIT $4`
-	// runListKeyHead reads a key's (at most two) Runs by the unique
-	// start_key index in a materialized CTE first; otherwise a generic plan
-	// walks the organization's Runs.
+	// runListKeyHead reads a key's (at most two) Runs by the start_key
+	// index in a materialized CTE; otherwise a generic plan walks the
+	// organization's Runs.
 	runListKeyHead = `
 WITH r AS MATERIALIZED (
 	SELECT * FROM agent.runs r
@@ -113,12 +106,9 @@ FROM r
 WHERE true`
 )
 
-// runListFilter are the filter conditions, %d the parameter number. A
-// condition is included only when its filter is set (never "$n IS NULL
-// OR ..."), so a generic plan can use the index: runs_org_created_idx,
-// runs_org_saved_search_created_idx, runs_org_status_created_idx, or the
-// start_key index for a key (an IN of two values, whose length the plan
-// knows).
+// runListFilter are the filter conditions, %d the parameter number. Only set
+// filters are included (never "$n IS NULL OR ..."), so a generic plan can
+// use the matching index.
 var runListFilter = struct{ savedSearch, status, after, before string }{
 	savedSearch: `r.saved_search_id = $%d::uuid`,
 	status:      `r.status = $%d::text`,
@@ -126,16 +116,12 @@ var runListFilter = struct{ savedSearch, status, after, before string }{
 	before:      `r.created_at < $%d::timestamptz`,
 }
 
-// runStatusSet applies a status report that moves the Run forward: to
-// running from queued or dispatched, to a terminal status from any other.
-// With @stopped (cancel before dispatch) it applies only if runDispatchStop
+// runStatusSet moves the Run forward: to running from queued or dispatched,
+// to a terminal status from any other; with @stopped only if runDispatchStop
 // stopped the dispatch in this transaction. The WHERE is the transition
-// rule, so a concurrent report rechecks against the winner's row. No row:
-// nothing changed; runGet says why.
-//
-// statusChangeInsert follows and records the change keyed by its version;
-// an existing version conflicts and writes nothing. Two statements rather
-// than a data-modifying WITH, for Citus routing. Named parameters.
+// rule, so a concurrent report rechecks against the winner's row; no row
+// means nothing changed. statusChangeInsert follows, keyed by version (a
+// conflict writes nothing); two statements for Citus routing. Named parameters.
 const runStatusSet = `
 UPDATE agent.runs AS r
 SET status = @status::text, version = r.version + 1, updated_at = agent.clock(@now),
@@ -156,19 +142,17 @@ FROM agent.runs r
 WHERE r.organization_id = @org::uuid AND r.id = @id::uuid AND r.version > 1
 ON CONFLICT DO NOTHING`
 
-// runStatusChanges reads a Run's status changes, oldest first (at most
-// three). $1 org, $2 Run id.
+// runStatusChanges reads a Run's status changes, oldest first. $1 org, $2 Run id.
 const runStatusChanges = `
 SELECT c.version, c.status, c.changed_at, c.reported_by, c.result_ref, c.error_code, c.error_message
 FROM agent.run_status_changes c
 WHERE c.run_id = $2 AND c.organization_id = $1
 ORDER BY c.version`
 
-// runDispatchStop cancels the dispatch of a Run still queued (pending or
-// failed). It takes the row lock the dispatcher's lease takes: a lease that
-// committed first is rechecked and stopped; a recorded delivery leaves the
-// dispatch alone (the cancel then goes to the runtime). After commit, an
-// attempt in flight cannot mark the Run dispatched.
+// runDispatchStop cancels the dispatch of a Run still queued. It takes the
+// row lock the dispatcher's lease takes, so a committed lease is rechecked
+// and stopped, a recorded delivery left alone (the cancel goes to the
+// runtime), and after commit no attempt can mark the Run dispatched.
 const runDispatchStop = `
 UPDATE agent.run_dispatches AS d
 SET state = 'cancelled', failed_at = NULL
@@ -177,8 +161,7 @@ WHERE d.organization_id = @org::uuid AND d.run_id = @id::uuid
 	AND r.organization_id = @org::uuid AND r.id = @id::uuid
 	AND r.status = 'queued' AND d.state IN ('pending', 'failed')`
 
-// runCancelRequest records the first time a cancel was asked for; repeats
-// change nothing.
+// runCancelRequest records the first cancel request; repeats change nothing.
 const runCancelRequest = `
 UPDATE agent.runs AS r
 SET cancel_requested_at = agent.clock(@now)
@@ -187,9 +170,8 @@ WHERE r.organization_id = @org::uuid AND r.id = @id::uuid AND r.cancel_requested
 		SELECT FROM agent.run_dispatches d
 		WHERE d.organization_id = @org::uuid AND d.run_id = @id::uuid AND d.state = 'cancelled')))`
 
-// cancelInsert writes the cancel and its message to the runtime, once per
-// Run, for a Run the runtime has or may have; skipped for one cancelled
-// before any attempt. A repeat writes nothing.
+// cancelInsert writes the cancel for the runtime once per Run, for a Run the
+// runtime has or may have.
 const cancelInsert = `
 INSERT INTO agent.run_cancels
 	(run_id, organization_id, requested_at, requested_by, reason, state, next_attempt_at)
@@ -208,7 +190,7 @@ FROM agent.runs r
 WHERE r.organization_id = $1 AND r.id = $2`
 
 // runEvents reads a Run's events after seq $3, oldest first: the admission
-// from the Run row and each status change. $1 org, $2 Run id.
+// and each status change. $1 org, $2 Run id.
 const runEvents = `
 SELECT 1::bigint, 'queued'::text, r.created_at, NULL::text, NULL::text, NULL::text
 FROM agent.runs r

@@ -46,9 +46,8 @@ const (
 	KindDefinition  = "definition"
 )
 
-// Statuses of a Run: queued, then dispatched when the runtime acknowledges
-// delivery, then running and one terminal status. Status only moves
-// forward (see [Rank]).
+// Statuses of a Run: queued, dispatched (the runtime acknowledged delivery),
+// running, then one terminal status. Status only moves forward ([Rank]).
 const (
 	StatusQueued     = "queued"
 	StatusDispatched = "dispatched"
@@ -90,17 +89,14 @@ const (
 // SavedSearchStartKey returns the start key of a saved-search start.
 func SavedSearchStartKey(idempotencyKey string) string { return savedSearchPrefix + idempotencyKey }
 
-// DirectStartKey returns the start key of a direct (capability or
-// definition) start.
+// DirectStartKey returns the start key of a direct start.
 func DirectStartKey(idempotencyKey string) string { return directPrefix + idempotencyKey }
 
-// Run is an admitted Run. Fields that do not apply to its kind are nil
-// (null in JSON).
+// Run is an admitted Run. Fields that do not apply to its kind are nil.
 type Run struct {
 	ID             uuid.UUID `json:"id"`
 	OrganizationID uuid.UUID `json:"organization_id"`
-	// Kind is KindSavedSearch, KindCapability or KindDefinition.
-	Kind string `json:"kind"`
+	Kind           string    `json:"kind"`
 	// SavedSearchID and SnapshotID are set for saved-search Runs only.
 	SavedSearchID *uuid.UUID `json:"saved_search_id"`
 	SnapshotID    *uuid.UUID `json:"snapshot_id"`
@@ -109,20 +105,16 @@ type Run struct {
 	Name   *string `json:"name"`
 	Status string  `json:"status"`
 	// Options are a saved-search Run's normalized start options.
-	Options json.RawMessage `json:"options"`
-	// Input is a direct Run's canonical input.
+	Options     json.RawMessage `json:"options"`
 	Input       json.RawMessage `json:"input"`
 	CreatedAt   time.Time       `json:"created_at"`
 	RetainUntil time.Time       `json:"retain_until"`
-	// Version is 1 at admission and grows with every status change;
-	// UpdatedAt is the last change's time.
+	// Version is 1 at admission and grows with every status change.
 	Version   int64     `json:"version"`
 	UpdatedAt time.Time `json:"updated_at"`
-	// ResultRef is a succeeded Run's reported result reference.
-	ResultRef *string `json:"result_ref"`
-	// Error is how a failed or cancelled Run ended, as reported.
-	Error *RunError `json:"error"`
-	// CancelRequestedAt is when a cancel was first asked for; nil if never.
+	ResultRef *string   `json:"result_ref"`
+	Error     *RunError `json:"error"`
+	// CancelRequestedAt is when a cancel was first asked for.
 	CancelRequestedAt *time.Time `json:"cancel_requested_at"`
 
 	// StartKey, RequestHash and CreatedBy are not in the Run's JSON.
@@ -131,20 +123,17 @@ type Run struct {
 	CreatedBy   *string `json:"-"`
 }
 
-// ListItem is a Run without its input but with the input's size, so a page
-// is bounded.
+// ListItem is a Run with its input's size instead of its input.
 type ListItem struct {
-	ID             uuid.UUID  `json:"id"`
-	OrganizationID uuid.UUID  `json:"organization_id"`
-	Kind           string     `json:"kind"`
-	SavedSearchID  *uuid.UUID `json:"saved_search_id"`
-	SnapshotID     *uuid.UUID `json:"snapshot_id"`
-	Name           *string    `json:"name"`
-	Status         string     `json:"status"`
-	// Options are a saved-search Run's normalized start options.
-	Options json.RawMessage `json:"options"`
-	// InputBytes is a direct Run's input size as JSON text; nil for a
-	// saved-search Run.
+	ID             uuid.UUID       `json:"id"`
+	OrganizationID uuid.UUID       `json:"organization_id"`
+	Kind           string          `json:"kind"`
+	SavedSearchID  *uuid.UUID      `json:"saved_search_id"`
+	SnapshotID     *uuid.UUID      `json:"snapshot_id"`
+	Name           *string         `json:"name"`
+	Status         string          `json:"status"`
+	Options        json.RawMessage `json:"options"`
+	// InputBytes is a direct Run's input size as JSON text.
 	InputBytes  *int64    `json:"input_bytes"`
 	CreatedAt   time.Time `json:"created_at"`
 	RetainUntil time.Time `json:"retain_until"`
@@ -154,15 +143,13 @@ type ListItem struct {
 
 // RunError is how a failed or cancelled Run ended, as its runtime reported.
 type RunError struct {
-	// Code is 1 to 100 characters of a-z, 0-9, '_', '.' and '-', starting
-	// with a letter or digit.
+	// Code is 1 to 100 of a-z, 0-9, '_', '.' and '-', starting alphanumeric.
 	Code string `json:"code"`
 	// Message is at most 2000 characters; nil if none.
 	Message *string `json:"message"`
 }
 
-// IdempotencyKey returns the client's Idempotency-Key: the start key
-// without its namespace.
+// IdempotencyKey returns the start key without its namespace.
 func (r *Run) IdempotencyKey() string {
 	for _, prefix := range []string{savedSearchPrefix, directPrefix} {
 		if strings.HasPrefix(r.StartKey, prefix) {
@@ -172,15 +159,12 @@ func (r *Run) IdempotencyKey() string {
 	return r.StartKey
 }
 
-// MarshalJSON writes the Run with its actor (created_by: the token's sub,
-// null when it had none) and the client's idempotency_key, so the audit
-// trail of who started what, and with which key, reads without SQL.
+// MarshalJSON writes the Run with created_by and idempotency_key, so the
+// audit trail reads without SQL.
 func (r Run) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil) }
 
-// AppendJSON appends the Run's JSON (as MarshalJSON writes it) to b,
-// without reflection: every start and replay answers with it. Its error is
-// encoding/json's for a stored options or input that is not JSON, or a
-// time with no RFC 3339 form.
+// AppendJSON appends the Run's JSON to b without reflection. It fails for
+// stored options or input that is not JSON, or a time with no RFC 3339 form.
 func (r Run) AppendJSON(b []byte) (_ []byte, err error) {
 	b = append(b, `{"id":`...)
 	b = jsonenc.UUID(b, r.ID)
@@ -246,15 +230,12 @@ func (r Run) AppendJSON(b []byte) (_ []byte, err error) {
 // AdmitParams are the inputs of [Store.Admit].
 type AdmitParams struct {
 	OrganizationID uuid.UUID
-	// Kind is KindSavedSearch, KindCapability or KindDefinition.
-	Kind string
-	// StartKey comes from SavedSearchStartKey or DirectStartKey.
-	StartKey string
-	// RequestHash identifies the request; another hash with the same
+	Kind           string
+	StartKey       string
+	// RequestHash identifies the request; another hash under the same
 	// StartKey answers ErrKeyReused.
 	RequestHash string
-	// SavedSearchID and SnapshotID are required for a saved-search Run and
-	// nil for a direct one.
+	// SavedSearchID and SnapshotID are required for a saved-search Run only.
 	SavedSearchID *uuid.UUID
 	SnapshotID    *uuid.UUID
 	// Name is required for a direct Run.
@@ -268,19 +249,16 @@ type AdmitParams struct {
 
 // ListParams are the inputs of [Store.List]; zero filters list every Run.
 type ListParams struct {
-	// SavedSearchID keeps one saved search's Runs.
 	SavedSearchID *uuid.UUID
-	// Status keeps the Runs in this status.
-	Status string
-	// IdempotencyKey keeps the Runs started with this key on either surface.
+	Status        string
+	// IdempotencyKey matches either start-key namespace.
 	IdempotencyKey string
-	// CreatedAfter and CreatedBefore, when set, bound created_at
-	// exclusively, within [keyset.MinInstant, keyset.MaxInstant].
+	// CreatedAfter and CreatedBefore bound created_at exclusively, within
+	// [keyset.MinInstant, keyset.MaxInstant].
 	CreatedAfter, CreatedBefore time.Time
-	// Limit is the page size, capped at MaxListLimit; zero or less means
-	// DefaultListLimit.
+	// Limit is capped at MaxListLimit; zero or less means DefaultListLimit.
 	Limit int
-	// Cursor is the previous page's next cursor; empty for the first page.
+	// Cursor is the previous page's next cursor; empty for the first.
 	Cursor string
 }
 
@@ -314,11 +292,11 @@ type Store struct {
 	cursors keyset.Key
 }
 
-// NewStore returns a store on db, usually a *pgxpool.Pool.
+// NewStore returns a store on db.
 func NewStore(db DBTX, cfg Config) *Store { return &Store{db: db, clock: cfg.Clock} }
 
-// Cursors returns a copy of s that signs its cursors with k. Without it,
-// the zero [keyset.Key] is used, which no other process accepts.
+// Cursors returns a copy of s that signs its cursors with k; the default
+// zero key is accepted by no other process.
 func (s *Store) Cursors(k keyset.Key) *Store {
 	c := *s
 	c.cursors = k
@@ -330,24 +308,20 @@ func (s *Store) Clock() *dbclock.Clock { return s.clock }
 
 func (s *Store) nowArg() any { return s.clock.Arg() }
 
-// maxAdmitRounds bounds Admit's retries when the Run holding the key
-// vanishes between insert and read.
+// maxAdmitRounds bounds Admit's retries when the key's Run vanishes between
+// insert and read.
 const maxAdmitRounds = 3
 
-// Admit inserts a Run and reports created true, or returns the Run already
-// admitted under p.StartKey with created false. A Run past its retention is
-// deleted and a new one admitted.
-//
-// It returns [ErrKeyReused] when the existing Run has a different request
-// hash, and an error wrapping [ErrInvalid] for params the store or the
-// table refuses.
+// Admit inserts a Run and reports created, or returns the Run already
+// admitted under p.StartKey; one past its retention is replaced. Errors:
+// [ErrKeyReused] for a different request hash, [ErrInvalid] for params the
+// store or the table refuses.
 func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created bool, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.validate(); err != nil {
 		return nil, false, err
 	}
 	for range maxAdmitRounds {
-		// The Run and its outbox row commit together, in one round trip.
 		var q *QueuedAdmit
 		if err := sendInTx(ctx, s.db, func(b *pgx.Batch) { q = s.queueAdmit(b, p) }); err != nil {
 			return nil, false, err
@@ -357,7 +331,6 @@ func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created boo
 		}
 		run, err = s.GetByStartKey(ctx, p.OrganizationID, p.StartKey)
 		if errors.Is(err, ErrNotFound) {
-			// Gone or past retention: delete it and admit again.
 			if _, err := s.db.Exec(ctx, runDeleteExpiredByStartKey, p.OrganizationID, p.StartKey, s.nowArg()); err != nil {
 				return nil, false, translate("admit: delete expired", err)
 			}
@@ -374,10 +347,9 @@ func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created boo
 	return nil, false, fmt.Errorf("runs: admit: the Run under start key %q kept disappearing", p.StartKey)
 }
 
-// sendInTx sends queue's batch in a transaction: db's when db is a pgx.Tx,
-// else BEGIN and COMMIT within the batch, still one round trip. An
-// implicit pipeline transaction is not enough on Citus, which commits each
-// statement on its worker.
+// sendInTx sends queue's batch in db's transaction, or between BEGIN and
+// COMMIT in the batch: Citus commits each statement of an implicit pipeline
+// transaction on its own.
 func sendInTx(ctx context.Context, db DBTX, queue func(b *pgx.Batch)) error {
 	b := &pgx.Batch{}
 	_, inTx := db.(pgx.Tx)
@@ -397,11 +369,9 @@ type QueuedAdmit struct {
 	done bool
 }
 
-// QueueAdmit queues [Store.Admit]'s inserts on b, so the Run commits with
-// the caller's writes in one round trip. b must run inside the caller's
-// transaction. [QueuedAdmit.Run] answers once b's results are closed. A
-// refused insert fails the batch and aborts the transaction. Invalid
-// params return an error wrapping [ErrInvalid] and queue nothing.
+// QueueAdmit queues [Store.Admit]'s inserts on b, which must run in the
+// caller's transaction. A refused insert aborts it. Invalid params return an
+// error wrapping [ErrInvalid] and queue nothing.
 func (s *Store) QueueAdmit(b *pgx.Batch, p AdmitParams) (*QueuedAdmit, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
@@ -409,7 +379,6 @@ func (s *Store) QueueAdmit(b *pgx.Batch, p AdmitParams) (*QueuedAdmit, error) {
 	return s.queueAdmit(b, p), nil
 }
 
-// queueAdmit is QueueAdmit for valid params.
 func (s *Store) queueAdmit(b *pgx.Batch, p AdmitParams) *QueuedAdmit {
 	q := &QueuedAdmit{}
 	args := s.insertArgs(p)
@@ -430,9 +399,8 @@ func (s *Store) queueAdmit(b *pgx.Batch, p AdmitParams) *QueuedAdmit {
 	return q
 }
 
-// Run returns the admitted Run, or nil, nil when the start key was already
-// taken ([Store.Admit] then answers it). It returns an error when the batch
-// failed before the insert.
+// Run returns the admitted Run after b's results are closed; nil, nil when
+// the start key was taken; an error when the batch failed first.
 func (q *QueuedAdmit) Run() (*Run, error) {
 	if !q.done {
 		return nil, errors.New("runs: the queued admission has not run")
@@ -468,8 +436,8 @@ func (p AdmitParams) validate() error {
 	return nil
 }
 
-// GetByStartKey returns the Run under startKey in org, or [ErrNotFound]
-// when there is none or its retention has passed.
+// GetByStartKey returns the Run under startKey in org, or [ErrNotFound] when
+// there is none or it is past retention.
 func (s *Store) GetByStartKey(ctx context.Context, org uuid.UUID, startKey string) (_ *Run, err error) {
 	defer dberr.Annotate(&err)
 	run, err := scanRun(s.db.QueryRow(ctx, runGetByStartKey, org, startKey, s.nowArg()))
@@ -479,13 +447,11 @@ func (s *Store) GetByStartKey(ctx context.Context, org uuid.UUID, startKey strin
 	return run, nil
 }
 
-// LookupStart returns the Run under startKey in org with its snapshot
-// summary (nil for a direct Run), in one statement. It returns
-// [ErrNotFound] when there is none or its retention has passed.
+// LookupStart is [Store.GetByStartKey] with the snapshot summary (nil for a
+// direct Run), in one statement.
 func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string) (_ *Run, _ *snapshot.Summary, err error) {
 	defer dberr.Annotate(&err)
-	// Hot path: scan UUIDs with pgx's binary codec, avoiding uuid.UUID's
-	// driver.Valuer and sql.Scanner round trips.
+	// Hot path: pgx's binary UUID codec, not uuid.UUID's Valuer and Scanner.
 	var (
 		run                 Run
 		searchID, runSnap   pgtype.UUID
@@ -534,10 +500,8 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Run, err error) 
 }
 
 // List returns a page of org's Runs matching p, newest first, and the next
-// cursor ("" after the last). A cursor keeps its position under other
-// filters. It returns [ErrInvalidCursor] for a foreign cursor, and an
-// error wrapping [ErrInvalid] for an unknown status, an over-long key or an
-// instant out of range, before any SQL runs.
+// cursor ("" after the last). It returns [ErrInvalidCursor], or before any
+// SQL an error wrapping [ErrInvalid] for a bad status, key or instant.
 func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []ListItem, _ string, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.validate(); err != nil {
@@ -551,9 +515,8 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []List
 	return keyset.Query(ctx, s.db, "runs: list", q, pgx.RowToStructByPos[ListItem], ListItem.position, query, args...)
 }
 
-// runListQuery returns the list statement for p's filters and its
-// arguments; each filter combination is its own statement so its plan can
-// use the right index.
+// runListQuery returns the list statement for p's filters, one per
+// combination so each plan uses its index, and its arguments.
 func runListQuery(p ListParams, args []any) (string, []any) {
 	head := runListHead
 	if p.IdempotencyKey != "" {
@@ -601,7 +564,6 @@ func (it ListItem) position() keyset.Position {
 	return keyset.Position{CreatedAt: it.CreatedAt, ID: it.ID}
 }
 
-// runScan holds a Run and its error columns, folded by [runScan.run].
 type runScan struct {
 	Run
 	errCode, errMessage *string
@@ -635,8 +597,8 @@ func runError(code, message *string) *RunError {
 	return &RunError{Code: *code, Message: message}
 }
 
-// translate maps driver errors: no row is ErrNotFound, a refused check or
-// foreign key is ErrInvalid.
+// translate maps no row to ErrNotFound and a refused check or foreign key to
+// ErrInvalid.
 func translate(op string, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound

@@ -13,14 +13,12 @@ import (
 
 // SearchParams filter [Store.Search]; zero values match every Run.
 type SearchParams struct {
-	// SavedSearchID and SnapshotID keep one saved search's or snapshot's Runs.
 	SavedSearchID uuid.UUID
 	SnapshotID    uuid.UUID
-	// Actor keeps the Runs started by this token sub.
+	// Actor is the starting token's sub.
 	Actor string
-	// Key keeps the Runs started with this Idempotency-Key, on either surface.
-	Key string
-	// Status keeps the Runs in this status.
+	// Key matches either start-key namespace.
+	Key    string
 	Status string
 	// From and To bound created_at: at or after From, before To.
 	From, To time.Time
@@ -30,8 +28,7 @@ type SearchParams struct {
 }
 
 // Search returns a page of org's Runs matching p, newest first, without
-// inputs, and the next cursor ("" after the last). It returns
-// [ErrInvalidCursor] for a foreign cursor.
+// inputs, and the next cursor ("" after the last), or [ErrInvalidCursor].
 func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) (_ []Run, _ string, err error) {
 	defer dberr.Annotate(&err)
 	q, err := s.cursors.Read(keyset.List{Name: "runs.search", Org: org}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
@@ -47,13 +44,12 @@ func (s *Store) Search(ctx context.Context, org uuid.UUID, p SearchParams) (_ []
 		sqlarg.Null(p.Actor), keys, sqlarg.Null(p.Status), sqlarg.Null(p.From), sqlarg.Null(p.To))
 }
 
-// AuditInputBytes is the largest input, as JSON text, [Store.GetAudit]
-// returns: twice the 64 KiB a start accepts, since jsonb text adds spaces.
+// AuditInputBytes is the largest input [Store.GetAudit] returns: twice a
+// start's 64 KiB, since jsonb text adds spaces.
 const AuditInputBytes = 128 << 10
 
-// GetAudit is [Store.Get] with the input only when it is at most
-// AuditInputBytes, plus the stored input's size (0 if none). It returns
-// [ErrNotFound] when org has no such Run.
+// GetAudit is [Store.Get] with the input only up to AuditInputBytes, and the
+// stored input's size (0 if none).
 func (s *Store) GetAudit(ctx context.Context, org, id uuid.UUID) (_ *Run, inputBytes int64, err error) {
 	defer dberr.Annotate(&err)
 	var (
@@ -71,16 +67,15 @@ func (s *Store) GetAudit(ctx context.Context, org, id uuid.UUID) (_ *Run, inputB
 
 const runAuditColumns = runColumnsHead + `NULL::jsonb` + runColumnsTail
 
-// runAuditGet reads a Run with its input if at most $3 bytes, and the
-// input's size. $1 org, $2 id.
+// runAuditGet reads a Run, its input only if at most $3 bytes. $1 org, $2 id.
 const runAuditGet = `
 SELECT ` + runColumnsHead + `CASE WHEN r.input_bytes <= $3 THEN r.input END` + runColumnsTail + `, r.input_bytes
 FROM agent.runs r
 WHERE r.organization_id = $1 AND r.id = $2`
 
 // runSearch is runList with optional filters (NULL for none): $5
-// saved_search_id, $6 snapshot_id, $7 created_by, $8 start keys, $9
-// status, $10 from, $11 to.
+// saved_search_id, $6 snapshot_id, $7 created_by, $8 start keys, $9 status,
+// $10 from, $11 to.
 const runSearch = `
 SELECT ` + runAuditColumns + `
 FROM agent.runs r

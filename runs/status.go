@@ -32,22 +32,20 @@ const (
 
 var errorCodePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 
-// StatusReport is a runtime's report of a Run's status. It sets a value,
-// so the same report twice changes nothing.
+// StatusReport is a runtime's report of a Run's status; it sets a value, so
+// the same report twice changes nothing.
 type StatusReport struct {
-	// Status is running, succeeded, failed or cancelled.
 	Status string
-	// ResultRef names a succeeded Run's result (1 to MaxResultRefBytes bytes);
-	// only with succeeded.
+	// ResultRef names a succeeded Run's result, 1 to MaxResultRefBytes bytes.
 	ResultRef string
-	// Error is how a failed or cancelled Run ended; only with those.
+	// Error is how a failed or cancelled Run ended.
 	Error *RunError
 	// Reporter is the runtime credential's sub; "" records none.
 	Reporter string
 }
 
-// Validate returns nil or an error wrapping [ErrInvalid] naming each
-// refused field as the API spells it.
+// Validate returns nil or an error wrapping [ErrInvalid] naming each refused
+// field as the API spells it.
 func (r StatusReport) Validate() error {
 	var fields []errs.Field
 	bad := func(name, msg string) { fields = append(fields, errs.Field{Name: name, Message: msg}) }
@@ -98,7 +96,6 @@ func (r StatusReport) Validate() error {
 	return &errs.Error{Kind: errs.Invalid, Message: "runs: invalid status report", Fields: fields, Err: ErrInvalid}
 }
 
-// storable reports whether s can be stored as PostgreSQL text.
 func storable(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
@@ -111,10 +108,9 @@ func storable(s string) bool {
 	return true
 }
 
-// FinishedError reports a change to a Run that already finished; a
-// finished Run never changes. Its kind is errs.Conflict, code run_finished.
+// FinishedError reports a change to a finished Run, which never changes
+// (errs.Conflict, run_finished).
 type FinishedError struct {
-	// Status and Version are the finished Run's.
 	Status  string
 	Version int64
 	// Cancel is set when the finished Run met a [Store.Cancel].
@@ -146,14 +142,11 @@ func (e *FinishedError) CurrentVersion() int64 { return e.Version }
 func (e *FinishedError) CurrentStatus() string { return e.Status }
 
 // Report sets the status of Run id of org to r when that moves it forward:
-// to running from queued or dispatched, to a terminal status (with r's
-// result or error) from any non-terminal one. It returns the Run afterwards
-// and whether this report changed it. A report that changes nothing is
-// answered, not refused, so repeats and races change the Run once.
-//
-// Errors: an error wrapping [ErrInvalid] for a report Validate refuses;
-// [ErrNotFound]; a [*FinishedError] for a report that would change a
-// finished Run, including running after it finished. Retrying is safe.
+// to running from queued or dispatched, to a terminal status from any
+// non-terminal one. It returns the Run afterwards and whether this report
+// changed it; a report that changes nothing is answered, so repeats and
+// races change the Run once. Errors: [ErrInvalid], [ErrNotFound], a
+// [*FinishedError] for a change to a finished Run. Retrying is safe.
 func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (_ *Run, changed bool, err error) {
 	defer dberr.Annotate(&err)
 	if err := r.Validate(); err != nil {
@@ -166,7 +159,6 @@ func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (
 			message = *r.Error.Message
 		}
 	}
-	// The change and its record commit together, in one round trip.
 	var run *Run
 	err = sendInTx(ctx, s.db, func(b *pgx.Batch) {
 		b.Queue(runStatusSet, pgx.StrictNamedArgs{
@@ -189,7 +181,7 @@ func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (
 	if run != nil {
 		return run, true, nil
 	}
-	// Nothing changed. The Run read now tells a repeat from a late report.
+	// Nothing changed: the Run tells a repeat from a late report.
 	run, err = s.Get(ctx, org, id)
 	if err != nil {
 		return nil, false, err
@@ -204,7 +196,6 @@ func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (
 	return nil, false, fmt.Errorf("runs: report status: the Run is %s, which the report %s should have moved", run.Status, r.Status)
 }
 
-// sameStatus reports whether run already has r's status, result and error.
 func sameStatus(run *Run, r StatusReport) bool {
 	if run.Status != r.Status || deref(run.ResultRef) != r.ResultRef || (run.Error == nil) != (r.Error == nil) {
 		return false
@@ -223,21 +214,20 @@ func deref(s *string) string {
 	return *s
 }
 
-// StatusChange is one status change after admission: the dispatcher's move
-// to dispatched (Reporter nil) or a runtime's report.
+// StatusChange is one status change after admission: the dispatcher's
+// (Reporter nil) or a runtime's report.
 type StatusChange struct {
 	// Version is the version the change made: 2 for the first.
 	Version   int64
 	Status    string
 	ChangedAt time.Time
-	// Reporter is the runtime credential's sub; nil for the dispatcher.
 	Reporter  *string
 	ResultRef *string
 	Error     *RunError
 }
 
-// StatusChanges returns the status changes of Run id of org, oldest first
-// (at most three); none for an unknown Run.
+// StatusChanges returns the status changes of Run id of org, oldest first;
+// none for an unknown Run.
 func (s *Store) StatusChanges(ctx context.Context, org, id uuid.UUID) (_ []StatusChange, err error) {
 	defer dberr.Annotate(&err)
 	rows, err := s.db.Query(ctx, runStatusChanges, org, id)

@@ -16,16 +16,14 @@ import (
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
-// The console's audit reads, which include archived saved searches. Every
-// answer is bounded in size whatever the rows hold; baseline items are read
-// a page at a time by [Store.BaselineItems].
+// The console's audit reads include archived saved searches; every answer
+// is bounded in size.
 
 // AuditBriefBytes is the largest brief, as JSON text, [Store.GetEntry]
 // reads whole: twice MaxBriefBytes, since jsonb text adds spaces. A larger
 // (older) brief is read as its query alone.
 const AuditBriefBytes = 2 * MaxBriefBytes
 
-// maxItemLenSQL is MaxItemLen for the page of items.
 const maxItemLenSQL = "200"
 
 // Entry is a saved search, archived or not, without its baseline items.
@@ -34,20 +32,18 @@ type Entry struct {
 	OrganizationID uuid.UUID
 	Name           string
 	// Brief is the whole brief, or only its query (cut to MaxQueryLen) when
-	// over AuditBriefBytes; see BriefCut.
-	Brief Brief
-	// BriefBytes is the stored brief's size as JSON text.
+	// [Entry.BriefCut].
+	Brief      Brief
 	BriefBytes int64
 	Version    int64
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
-	// BaselineItems counts the baseline's items; BaselineCursor is cut to
-	// MaxCursorBytes.
+	// BaselineCursor is cut to MaxCursorBytes.
 	BaselineItems  int64
 	BaselineCursor *string
-	// CreatedBy is the creating actor; nil when unknown.
+	// CreatedBy is nil when unknown.
 	CreatedBy *string
-	// ArchivedAt is when it was archived; nil while live.
+	// ArchivedAt is nil while live.
 	ArchivedAt *time.Time
 }
 
@@ -57,25 +53,23 @@ func (e *Entry) BriefCut() bool { return e.BriefBytes > AuditBriefBytes }
 // AuditSummary is a [Summary] with its creator.
 type AuditSummary struct {
 	Summary
-	// CreatedBy is the creating actor; nil when unknown.
+	// CreatedBy is nil when unknown.
 	CreatedBy *string
 }
 
 // AuditListParams are the inputs of [Store.ListAll].
 type AuditListParams struct {
 	// Name keeps names containing it, ignoring case; at most MaxNameLen.
-	Name string
-	// IncludeArchived lists archived saved searches too.
+	Name            string
 	IncludeArchived bool
 	// Limit and Cursor are as in [ListParams].
 	Limit  int
 	Cursor string
 }
 
-// ListAll returns a page of org's saved-search summaries, newest first,
-// and the next cursor ("" after the last). It returns [ErrInvalidCursor]
-// for a foreign cursor and an error wrapping [ErrInvalid] for a name filter
-// over MaxNameLen.
+// ListAll returns a page of org's saved-search summaries, newest first, and
+// the next cursor ("" after the last), or [ErrInvalidCursor], or an error
+// wrapping [ErrInvalid] for a name filter over MaxNameLen.
 func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (_ []AuditSummary, _ string, err error) {
 	defer dberr.Annotate(&err)
 	q, err := s.cursors.Read(keyset.List{Name: "savedsearch.all", Org: org}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
@@ -94,7 +88,7 @@ func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (
 }
 
 // GetEntry returns org's saved search id, archived or not, without its
-// baseline items. It returns [ErrNotFound] when org has none.
+// baseline items, or [ErrNotFound].
 func (s *Store) GetEntry(ctx context.Context, org, id uuid.UUID) (_ *Entry, err error) {
 	defer dberr.Annotate(&err)
 	var (
@@ -113,10 +107,9 @@ func (s *Store) GetEntry(ctx context.Context, org, id uuid.UUID) (_ *Entry, err 
 	return &e, nil
 }
 
-// BaselineItems returns up to limit (1 to MaxListLimit) baseline items of
-// org's saved search id after position after, each cut to MaxItemLen
-// (older longer ones end in "…"), and the next position, 0 on the last
-// page. An unknown saved search has no items.
+// BaselineItems returns up to limit (1 to MaxListLimit) baseline items after
+// position after, each cut to MaxItemLen (ending in "…"), and the next
+// position, 0 on the last page. An unknown saved search has no items.
 func (s *Store) BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) (_ []string, next int64, err error) {
 	defer dberr.Annotate(&err)
 	limit = max(1, min(limit, MaxListLimit))
@@ -133,8 +126,8 @@ func (s *Store) BaselineItems(ctx context.Context, org, id uuid.UUID, after int6
 
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
-// savedSearchAuditList: $1 org, $2 created_at, $3 id (the cursor),
-// $4 limit, $5 include archived, $6 LIKE pattern or NULL.
+// savedSearchAuditList: $1 org, $2 created_at, $3 id (the cursor), $4 limit,
+// $5 include archived, $6 LIKE pattern or NULL.
 const savedSearchAuditList = `
 SELECT s.id, s.organization_id, s.name, coalesce(left(s.brief ->> 'query', ` + maxQueryLenSQL + `), ''), s.version,
 	s.created_at, s.updated_at, s.brief_bytes, b.item_count, s.archived_at, s.created_by
@@ -148,9 +141,8 @@ WHERE s.organization_id = $1
 ORDER BY s.created_at DESC, s.id DESC
 LIMIT $4`
 
-// savedSearchAuditGet reads a saved search, archived or not, with its brief
-// whole if at most $3 bytes (else its query), and the baseline's size and
-// cut cursor. $1 org, $2 id.
+// savedSearchAuditGet reads a saved search, archived or not, its brief whole
+// if at most $3 bytes (else its query). $1 org, $2 id.
 const savedSearchAuditGet = `
 SELECT s.id, s.organization_id, s.name,
 	CASE WHEN s.brief_bytes <= $3 THEN s.brief
@@ -161,8 +153,7 @@ FROM agent.saved_searches s
 JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2`
 
-// savedSearchAuditItems reads baseline items after position $3, at most
-// $4, cut to MaxItemLen. $1 org, $2 id.
+// savedSearchAuditItems reads items after position $3, at most $4. $1 org, $2 id.
 const savedSearchAuditItems = `
 SELECT CASE WHEN char_length(x.item) > ` + maxItemLenSQL + ` THEN left(x.item, ` + maxItemLenSQL + `) || '…' ELSE x.item END
 FROM agent.saved_search_baselines b, unnest(b.items) WITH ORDINALITY x(item, pos)
@@ -170,6 +161,5 @@ WHERE b.organization_id = $1 AND b.saved_search_id = $2 AND x.pos > $3
 ORDER BY x.pos
 LIMIT $4`
 
-// maxCursorBytesSQL is MaxCursorBytes in characters (left counts
-// characters, so at most four times as many bytes).
+// maxCursorBytesSQL is MaxCursorBytes in characters (left counts characters).
 const maxCursorBytesSQL = "4096"

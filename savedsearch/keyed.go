@@ -10,18 +10,14 @@ import (
 	"github.com/searchd/searchd/idempotency"
 )
 
-// createHashDomain names the request hash of a keyed create; stored claims
-// hold it, so it must not change.
+// createHashDomain is stored in claims, so it must not change.
 const createHashDomain = "searchd.saved_search.create.v1"
 
-// CreateOnce creates p at most once per idempotency key; the insert and
-// the claim's completion commit together. It reports whether this call
-// created it; a repeat returns the saved search as it is now (archived
-// too) and false.
-//
-// Errors: those of [Store.Create]; [idempotency.ErrKeyReused] when key was
-// used for a different request; an [*idempotency.InFlightError] while the
-// first request is in flight.
+// CreateOnce creates p at most once per idempotency key, the insert and the
+// claim's completion committing together, and reports whether this call
+// created it; a repeat returns the saved search as it is now (archived too).
+// Errors: those of [Store.Create], [idempotency.ErrKeyReused], and
+// [*idempotency.InFlightError] while the first request is in flight.
 func (s *Store) CreateOnce(ctx context.Context, plane *idempotency.Service, org uuid.UUID, key string, p CreateParams) (_ *SavedSearch, created bool, err error) {
 	if p.Baseline.Items == nil {
 		p.Baseline.Items = []string{} // omitted and empty ask for the same

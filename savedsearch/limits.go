@@ -39,7 +39,7 @@ type LimitError struct {
 	Fields []FieldError
 }
 
-// ErrorFields names the refused fields, for errs.FieldsOf.
+// ErrorFields returns the refused fields, for errs.FieldsOf.
 func (e *LimitError) ErrorFields() []errs.Field { return e.Fields }
 
 func (e *LimitError) Error() string {
@@ -77,8 +77,7 @@ func checkBaselineLimits(b *Baseline, field string) []FieldError {
 	if b.Cursor != nil && len(*b.Cursor) > MaxCursorBytes {
 		return refused(field, "cursor", "must be at most %d bytes (the cursor limit); it is %d", MaxCursorBytes, len(*b.Cursor))
 	}
-	// Compute the JSON size without encoding: bytes, quotes and a comma per
-	// item, plus escapes.
+	// The JSON size without encoding: quotes and a comma per item, plus escapes.
 	size := len(`{"items":[],"cursor":null}`)
 	for _, it := range b.Items {
 		size += jsonStringLen(it) + 1
@@ -95,12 +94,10 @@ func checkBaselineLimits(b *Baseline, field string) []FieldError {
 	return nil
 }
 
-// refused returns one refusal at JSON path "field.name".
 func refused(field, name, format string, args ...any) []FieldError {
 	return []FieldError{{Name: strings.Trim(field+"."+name, "."), Message: fmt.Sprintf(format, args...)}}
 }
 
-// jsonStringLen returns the length of s as encoding/json writes it.
 func jsonStringLen(s string) int {
 	n := 2
 	for i := 0; i < len(s); i++ {
@@ -119,8 +116,7 @@ func jsonStringLen(s string) int {
 	return n
 }
 
-// filterShape returns the nesting depth and member count of the JSON
-// object raw.
+// filterShape returns the nesting depth and member count of the object raw.
 func filterShape(raw []byte) (depth, keys int) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	var stack []bool // true for an object
@@ -149,7 +145,6 @@ func filterShape(raw []byte) (depth, keys int) {
 	}
 }
 
-// limitError wraps fields, if any, as an error matching [ErrInvalid].
 func limitError(fields []FieldError) error {
 	if len(fields) == 0 {
 		return nil

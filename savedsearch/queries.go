@@ -1,15 +1,14 @@
 package savedsearch
 
-// Time comes from the database. Every statement names the organization,
-// the distribution column on Citus, so it routes to one shard group.
+// Time comes from the database. Every statement names the organization, the
+// Citus distribution column.
 
 // savedSearchColumns are read with the saved search as s and its baseline as b.
 const savedSearchColumns = `s.id, s.organization_id, s.name, s.brief, s.version,
 	s.created_at, s.updated_at, b.items, b.cursor`
 
-// savedSearchInsert and baselineInsert create a saved search and its
-// baseline in one transaction. Two statements rather than a data-modifying
-// WITH, for Citus routing. Named parameters.
+// savedSearchInsert and baselineInsert: two statements rather than a
+// data-modifying WITH, for Citus routing. Named parameters.
 const savedSearchInsert = `
 INSERT INTO agent.saved_searches AS s
 	(id, organization_id, name, brief, created_by, created_at, updated_at)
@@ -21,8 +20,7 @@ INSERT INTO agent.saved_search_baselines AS b (saved_search_id, organization_id,
 VALUES (@id::uuid, @org::uuid, @items::text[], @cursor::text, now())
 RETURNING b.items, b.cursor`
 
-// savedSearchGet reads a live saved search with its baseline, from one
-// snapshot. $1 org, $2 id.
+// savedSearchGet reads a live saved search with its baseline. $1 org, $2 id.
 const savedSearchGet = `
 SELECT ` + savedSearchColumns + `
 FROM agent.saved_searches s
@@ -30,8 +28,7 @@ JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 
 // savedSearchList reads live summaries newest first after ($2 created_at,
-// $3 id; NULLs for the start): sizes and the query, never filters or
-// items. $1 org, $4 limit.
+// $3 id; NULLs for the start), never filters or items. $1 org, $4 limit.
 const savedSearchList = `
 SELECT s.id, s.organization_id, s.name, left(s.brief ->> 'query', ` + maxQueryLenSQL + `), s.version,
 	s.created_at, s.updated_at, s.brief_bytes, b.item_count, NULL::timestamptz
@@ -48,11 +45,10 @@ LIMIT $4`
 const savedSearchChanged = `(coalesce($3::text, s.name) IS DISTINCT FROM s.name
 	OR coalesce($4::jsonb, s.brief)::text IS DISTINCT FROM s.brief::text)`
 
-// savedSearchUpdate sets the name and brief (NULL keeps each) and bumps
-// the version only when a value changes. With both NULL it starts a
-// baseline replace: its row lock orders every writer. The clock is a
-// function in FROM because Citus refuses now() in a modifying CASE.
-// $1 org, $2 id, $3 name, $4 brief.
+// savedSearchUpdate sets the name and brief (NULL keeps each), bumping the
+// version only on a change; with both NULL it only locks the row for a
+// baseline replace. The clock is a function in FROM because Citus refuses
+// now() in a modifying CASE. $1 org, $2 id, $3 name, $4 brief.
 const savedSearchUpdate = `
 UPDATE agent.saved_searches AS s
 SET name = coalesce($3::text, s.name),
@@ -63,15 +59,13 @@ FROM agent.clock(NULL) AS c(now)
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL
 RETURNING s.id, s.organization_id, s.name, s.brief, s.version, s.created_at, s.updated_at`
 
-// baselineGet reads a baseline, after savedSearchUpdate locked the row.
-// $1 org, $2 saved_search_id.
+// baselineGet reads a baseline, the row locked. $1 org, $2 saved_search_id.
 const baselineGet = `
 SELECT b.items, b.cursor FROM agent.saved_search_baselines b
 WHERE b.organization_id = $1 AND b.saved_search_id = $2`
 
-// baselineReplace sets the baseline and bumps the version when it
-// differs; otherwise no row. Run after savedSearchUpdate locked the row.
-// $1 org, $2 saved_search_id, $3 items, $4 cursor.
+// baselineReplace sets a differing baseline and bumps the version; else no
+// row. The row locked. $1 org, $2 saved_search_id, $3 items, $4 cursor.
 const baselineReplace = `
 WITH b AS (
 	UPDATE agent.saved_search_baselines AS b
@@ -88,8 +82,7 @@ WITH b AS (
 )
 SELECT b.items, b.cursor, s.version, s.updated_at FROM b, s`
 
-// savedSearchArchive archives a live saved search and bumps its version.
-// $1 org, $2 id.
+// savedSearchArchive archives a live saved search and bumps its version. $1 org, $2 id.
 const savedSearchArchive = `
 UPDATE agent.saved_searches AS s
 SET archived_at = now(), version = s.version + 1, updated_at = now()
@@ -101,16 +94,14 @@ SELECT EXISTS (
 	SELECT 1 FROM agent.saved_searches s
 	WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL)`
 
-// savedSearchGetAny reads a saved search, live or archived, with its
-// baseline and archived_at. $1 org, $2 id.
+// savedSearchGetAny reads a saved search, live or archived. $1 org, $2 id.
 const savedSearchGetAny = `
 SELECT ` + savedSearchColumns + `, s.archived_at
 FROM agent.saved_searches s
 JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2`
 
-// savedSearchListArchived is savedSearchList for archived saved searches,
-// with archived_at. $1 org, $2 created_at, $3 id, $4 limit.
+// savedSearchListArchived is savedSearchList for archived ones. $1 org, $2 created_at, $3 id, $4 limit.
 const savedSearchListArchived = `
 SELECT s.id, s.organization_id, s.name, left(s.brief ->> 'query', ` + maxQueryLenSQL + `), s.version,
 	s.created_at, s.updated_at, s.brief_bytes, b.item_count, s.archived_at
@@ -122,13 +113,11 @@ WHERE s.organization_id = $1 AND s.archived_at IS NOT NULL
 ORDER BY s.created_at DESC, s.id DESC
 LIMIT $4`
 
-// savedSearchLockGet is savedSearchGet with FOR UPDATE, for
-// Store.UpdateFunc. $1 org, $2 id.
+// savedSearchLockGet is savedSearchGet FOR UPDATE. $1 org, $2 id.
 const savedSearchLockGet = savedSearchGet + `
 FOR UPDATE OF s`
 
-// savedSearchLockVersion locks a live saved search and reads its version.
-// $1 org, $2 id.
+// savedSearchLockVersion locks a live saved search and reads its version. $1 org, $2 id.
 const savedSearchLockVersion = `
 SELECT s.version FROM agent.saved_searches s
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL

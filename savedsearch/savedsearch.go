@@ -26,14 +26,13 @@ var (
 	// ErrNotFound reports a saved search that does not exist, is another
 	// organization's, or is archived.
 	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "savedsearch: not found", Detail: "no such saved search in your organization"}
-	// ErrInvalid is wrapped by every input error, returned before any SQL,
-	// together with the validator.ValidationErrors naming the fields.
+	// ErrInvalid is wrapped, with validator.ValidationErrors, by every input
+	// error, returned before any SQL.
 	ErrInvalid = errs.New(errs.Invalid, "savedsearch: invalid input")
 	// ErrInvalidCursor reports a list cursor this package did not write.
 	ErrInvalidCursor = keyset.InvalidCursor("savedsearch")
 )
 
-// maxQueryLenSQL is MaxQueryLen for the list query.
 const maxQueryLenSQL = "2000"
 
 // Limits of a saved search, as the validate tags state them.
@@ -51,8 +50,8 @@ type Brief struct {
 	Filters map[string]any `json:"filters,omitempty"`
 }
 
-// UnmarshalJSON decodes a brief keeping Filters' numbers as json.Number,
-// so they round-trip exactly (float64 would round large integers).
+// UnmarshalJSON keeps Filters' numbers as json.Number, so large integers
+// round-trip exactly.
 func (b *Brief) UnmarshalJSON(data []byte) error {
 	type plain Brief
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -67,14 +66,13 @@ func (b *Brief) UnmarshalJSON(data []byte) error {
 
 // Baseline is the results a saved search has already seen.
 type Baseline struct {
-	// Items holds at most 10000 strings of 1 to 200 characters; [] when
-	// empty, never null.
+	// Items holds at most 10000 strings of 1 to 200 characters; never null.
 	Items []string `json:"items" validate:"max=10000,dive,required,max=200"`
 	// Cursor is where the last search stopped; nil if it has not run.
 	Cursor *string `json:"cursor"`
 }
 
-// MarshalJSON writes the baseline with Items as [] when empty.
+// MarshalJSON writes empty Items as [].
 func (b Baseline) MarshalJSON() ([]byte, error) {
 	type plain Baseline
 	if b.Items == nil {
@@ -90,29 +88,25 @@ type SavedSearch struct {
 	Name           string    `json:"name"`
 	Brief          Brief     `json:"brief"`
 	Baseline       Baseline  `json:"baseline"`
-	// Version starts at 1 and grows with every change to the name, brief or
-	// baseline.
+	// Version starts at 1 and grows with every change.
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
-	// ArchivedAt is when it was archived; nil while live. Only
-	// [Store.GetAny] and the archived list read it.
+	// ArchivedAt is nil while live; only [Store.GetAny] and the archived list read it.
 	ArchivedAt *time.Time `json:"archived_at"`
 }
 
-// Summary is a saved search in a list: bounded fields only, without
-// filters or baseline ([Store.Get] has those).
+// Summary is a saved search in a list, without filters or baseline.
 type Summary struct {
 	ID             uuid.UUID `json:"id"`
 	OrganizationID uuid.UUID `json:"organization_id"`
 	Name           string    `json:"name"`
-	// Query is the brief's query, at most MaxQueryLen characters.
+	// Query is at most MaxQueryLen characters.
 	Query     string    `json:"query"`
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
-	// BriefBytes is the stored brief's size as JSON text; BaselineItems
-	// counts the baseline's items.
+	// BriefBytes is the stored brief's size as JSON text.
 	BriefBytes    int64 `json:"brief_bytes"`
 	BaselineItems int64 `json:"baseline_items"`
 	// ArchivedAt is set in the archived list only.
@@ -121,13 +115,11 @@ type Summary struct {
 
 func (s Summary) position() keyset.Position { return keyset.Position{CreatedAt: s.CreatedAt, ID: s.ID} }
 
-// CreateParams are the inputs of [Store.Create], with the HTTP body's json
-// names.
+// CreateParams are the inputs of [Store.Create].
 type CreateParams struct {
 	// Name is 1 to 200 characters.
-	Name  string `json:"name" validate:"required,max=200"`
-	Brief Brief  `json:"brief"`
-	// Baseline defaults to no items and no cursor.
+	Name     string   `json:"name" validate:"required,max=200"`
+	Brief    Brief    `json:"brief"`
 	Baseline Baseline `json:"baseline"`
 	// Actor is recorded as created_by; empty records NULL.
 	Actor string `json:"-"`
@@ -145,16 +137,14 @@ func (p CreateParams) Validate() error {
 // UpdateParams are the inputs of [Store.Update]; a nil field is kept.
 type UpdateParams struct {
 	// Name, when set, is 1 to 200 characters.
-	Name *string `json:"name" validate:"omitnil,min=1,max=200"`
-	// Brief, when set, replaces the whole brief.
-	Brief *Brief `json:"brief"`
-	// IfMatch, when set, is called with the stored version under the row
-	// lock; false changes nothing and returns a [*VersionMismatchError].
+	Name  *string `json:"name" validate:"omitnil,min=1,max=200"`
+	Brief *Brief  `json:"brief"`
+	// IfMatch is called with the stored version under the row lock; false
+	// changes nothing and returns a [*VersionMismatchError].
 	IfMatch func(version int64) bool `json:"-"`
 }
 
-// Validate returns nil, an error wrapping [ErrInvalid] and the
-// validator.ValidationErrors, or a [*LimitError] for a brief over a limit.
+// Validate returns nil, an error wrapping [ErrInvalid], or a [*LimitError].
 func (p UpdateParams) Validate() error {
 	if err := check(p); err != nil {
 		return err
@@ -165,9 +155,7 @@ func (p UpdateParams) Validate() error {
 	return limitError(checkBriefLimits(p.Brief, "brief"))
 }
 
-// Validate returns nil, an error wrapping [ErrInvalid] and the
-// validator.ValidationErrors, or a [*LimitError] for a baseline over a
-// limit.
+// Validate returns nil, an error wrapping [ErrInvalid], or a [*LimitError].
 func (b Baseline) Validate() error {
 	if err := check(b); err != nil {
 		return err
@@ -177,12 +165,10 @@ func (b Baseline) Validate() error {
 
 // ListParams are the inputs of [Store.List].
 type ListParams struct {
-	// Limit is the page size, capped at MaxListLimit; zero or less means
-	// DefaultListLimit.
+	// Limit is capped at MaxListLimit; zero or less means DefaultListLimit.
 	Limit int
-	// Cursor is the previous page's next cursor; empty for the first page.
-	Cursor string
-	// Archived lists archived saved searches instead of live ones.
+	// Cursor is the previous page's next cursor; empty for the first.
+	Cursor   string
 	Archived bool
 }
 
@@ -217,16 +203,16 @@ type Store struct {
 // NewStore returns a store on db.
 func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
 
-// Cursors returns a copy of s that signs its cursors with k. Without it,
-// the zero [keyset.Key] is used, which no other process accepts.
+// Cursors returns a copy of s that signs its cursors with k; the default
+// zero key is accepted by no other process.
 func (s *Store) Cursors(k keyset.Key) *Store {
 	c := *s
 	c.cursors = k
 	return &c
 }
 
-// Create stores a new saved search at version 1 with its baseline. It
-// returns an error wrapping [ErrInvalid] for input Validate refuses.
+// Create stores a new saved search at version 1, or returns an error
+// wrapping [ErrInvalid].
 func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (ss *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.Validate(); err != nil {
@@ -239,8 +225,7 @@ func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (ss *
 	return ss, err
 }
 
-// CreateIn is [Store.Create] in the caller's transaction tx, in one round
-// trip.
+// CreateIn is [Store.Create] in tx, in one round trip.
 func (s *Store) CreateIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p CreateParams) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.Validate(); err != nil {
@@ -282,8 +267,7 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *SavedSearch, err
 }
 
 // List returns a page of org's live saved searches, newest first, and the
-// next cursor ("" after the last). It returns [ErrInvalidCursor] for a
-// foreign cursor.
+// next cursor ("" after the last), or [ErrInvalidCursor].
 func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summary, _ string, err error) {
 	defer dberr.Annotate(&err)
 	q, err := s.cursors.Read(keyset.List{Name: "savedsearch.list", Org: org}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
@@ -306,10 +290,8 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summ
 	}, Summary.position, query, org, q.At, q.ID, q.Limit+1)
 }
 
-// Update changes the name and/or brief of a live saved search, bumps its
-// version and returns it. Unchanged values change nothing, not even the
-// version. It returns an error wrapping [ErrInvalid] for input Validate
-// refuses, and [ErrNotFound] as [Store.Get].
+// Update changes the name and/or brief of a live saved search and returns
+// it; the version moves only on a change. Errors: [ErrInvalid], [ErrNotFound].
 func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.Validate(); err != nil {
@@ -333,16 +315,12 @@ func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (
 	return ss, nil
 }
 
-// UpdateFunc is [Store.Update] with the parameters change computes from
-// the stored saved search (their IfMatch is ignored). The read, ifMatch,
-// change and the write run in one transaction holding the row lock (FOR
-// UPDATE), so a read-modify-write such as a merge patch never overwrites a
-// version it did not read, and concurrent calls serialize. change runs
-// under the lock, so it must only compute.
-//
-// It returns [ErrNotFound], a [*VersionMismatchError] when ifMatch refuses,
-// change's error unchanged, or [Store.Update]'s errors; on any error
-// nothing is written.
+// UpdateFunc is [Store.Update] with parameters change computes from the
+// stored saved search (their IfMatch ignored). Read, ifMatch, change and
+// write run in one transaction under the row lock, so concurrent calls
+// serialize and no version is overwritten unread; change must only compute.
+// It returns [ErrNotFound], [*VersionMismatchError], change's error, or
+// Update's errors; on any error nothing is written.
 func (s *Store) UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(version int64) bool,
 	change func(cur *SavedSearch) (UpdateParams, error)) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
@@ -381,8 +359,7 @@ func (s *Store) UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(
 	return ss, nil
 }
 
-// update sets p's name and/or brief in the writer's transaction and
-// returns the saved search with its baseline, or ErrNotFound.
+// update sets p's name and/or brief in tx, or returns ErrNotFound.
 func update(ctx context.Context, tx DBTX, org, id uuid.UUID, p UpdateParams) (*SavedSearch, error) {
 	var brief any
 	if p.Brief != nil {
@@ -403,17 +380,15 @@ func update(ctx context.Context, tx DBTX, org, id uuid.UUID, p UpdateParams) (*S
 	return ss, nil
 }
 
-// ReplaceBaseline replaces the baseline of a live saved search, bumps its
-// version and returns it; an equal baseline changes nothing. It returns an
-// error wrapping [ErrInvalid] when [Baseline.Validate] refuses b, and
-// [ErrNotFound] as [Store.Get].
+// ReplaceBaseline replaces the baseline of a live saved search and returns
+// it; an equal baseline changes nothing. Errors: [ErrInvalid], [ErrNotFound].
 func (s *Store) ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b Baseline) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	return s.ReplaceBaselineIf(ctx, org, id, b, nil)
 }
 
-// ReplaceBaselineIf is [Store.ReplaceBaseline] with the version
-// precondition ifMatch, as [UpdateParams.IfMatch]. Nil is none.
+// ReplaceBaselineIf is [Store.ReplaceBaseline] with the precondition ifMatch
+// ([UpdateParams.IfMatch]); nil is none.
 func (s *Store) ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b Baseline, ifMatch func(version int64) bool) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	if err := b.Validate(); err != nil {
@@ -425,15 +400,13 @@ func (s *Store) ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b Base
 			return err
 		}
 		var err error
-		// Lock the saved search first: this orders every writer, and the
-		// version bump commits with the baseline.
+		// Lock first: this orders every writer.
 		if ss, err = updateSavedSearch(ctx, tx, org, id, nil, nil); err != nil {
 			return err
 		}
 		err = tx.QueryRow(ctx, baselineReplace, org, id, items(b.Items), b.Cursor).
 			Scan(&ss.Baseline.Items, &ss.Baseline.Cursor, &ss.Version, &ss.UpdatedAt)
 		if errors.Is(err, pgx.ErrNoRows) {
-			// Equal to the stored baseline: nothing changed.
 			ss.Baseline = Baseline{Items: b.Items, Cursor: b.Cursor}
 			return nil
 		}
@@ -447,15 +420,13 @@ func (s *Store) ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b Base
 }
 
 // Archive archives a live saved search; its snapshots and Runs stay
-// readable. It returns [ErrNotFound] as [Store.Get], so a second archive
-// answers ErrNotFound.
+// readable. A second archive answers [ErrNotFound].
 func (s *Store) Archive(ctx context.Context, org, id uuid.UUID) (err error) {
 	defer dberr.Annotate(&err)
 	return s.ArchiveIf(ctx, org, id, nil)
 }
 
-// ArchiveIf is [Store.Archive] with the version precondition ifMatch, as
-// [UpdateParams.IfMatch]. Nil is none.
+// ArchiveIf is [Store.Archive] with the precondition ifMatch; nil is none.
 func (s *Store) ArchiveIf(ctx context.Context, org, id uuid.UUID, ifMatch func(version int64) bool) (err error) {
 	defer dberr.Annotate(&err)
 	if ifMatch != nil {
@@ -490,8 +461,7 @@ func (s *Store) Exists(ctx context.Context, org, id uuid.UUID) (_ bool, err erro
 	return ok, nil
 }
 
-// GetAny returns org's saved search id, live or archived (see ArchivedAt),
-// or [ErrNotFound].
+// GetAny returns org's saved search id, live or archived, or [ErrNotFound].
 func (s *Store) GetAny(ctx context.Context, org, id uuid.UUID) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	ss, err := scanSavedSearch(s.db.QueryRow(ctx, savedSearchGetAny, org, id), true)
@@ -519,10 +489,8 @@ func (e *VersionMismatchError) Unwrap() error { return ErrVersionMismatch }
 // CurrentVersion returns Current.
 func (e *VersionMismatchError) CurrentVersion() int64 { return e.Current }
 
-// checkVersion locks the live saved search in the writer's transaction and
-// judges ifMatch against its version, so the version cannot move before
-// the change. Nil checks and locks nothing. It returns ErrNotFound when
-// there is no live saved search.
+// checkVersion locks the live saved search in tx and judges ifMatch against
+// its version (nil checks and locks nothing), or returns ErrNotFound.
 func checkVersion(ctx context.Context, tx DBTX, org, id uuid.UUID, ifMatch func(int64) bool) error {
 	if ifMatch == nil {
 		return nil
@@ -549,7 +517,6 @@ func getSavedSearch(ctx context.Context, db DBTX, org, id uuid.UUID) (*SavedSear
 	return ss, nil
 }
 
-// updateSavedSearch runs savedSearchUpdate; the result has no baseline.
 func updateSavedSearch(ctx context.Context, db DBTX, org, id uuid.UUID, name *string, brief any) (*SavedSearch, error) {
 	var (
 		ss  SavedSearch
@@ -569,8 +536,7 @@ func updateSavedSearch(ctx context.Context, db DBTX, org, id uuid.UUID, name *st
 	return &ss, nil
 }
 
-// scanSavedSearch scans savedSearchGet's columns, plus archived_at when
-// archivable.
+// scanSavedSearch scans savedSearchGet's columns, plus archived_at if archivable.
 func scanSavedSearch(row pgx.Row, archivable bool) (*SavedSearch, error) {
 	var (
 		ss  SavedSearch
@@ -605,7 +571,7 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("savedsearch: %s: %w", op, err)
 }
 
-// items stores a nil baseline as the empty array the column requires.
+// items stores nil as the empty array the column requires.
 func items(v []string) []string {
 	if v == nil {
 		return []string{}

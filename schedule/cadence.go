@@ -36,12 +36,11 @@ var (
 	LastDue  = LastTime.Add(-MaxCatchUp)
 )
 
-// cronParser reads standard five-field cron and descriptors (@daily...).
-// Time zones are handled by cadence.after, not the library.
+// cronParser reads five-field cron and descriptors; zones are cadence.after's.
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// cadence is a parsed schedule rule: every interval from start, or a cron
-// expression's wall-clock times in loc from start.
+// cadence is every interval from start, or a cron expression's wall-clock
+// times in loc from start.
 type cadence struct {
 	interval time.Duration // zero for a cron schedule
 	spec     cron.Schedule // nil for an interval schedule
@@ -49,7 +48,7 @@ type cadence struct {
 	start    time.Time // whole seconds
 }
 
-// parseCron parses expr, refusing a time zone prefix and @every, which the
+// parseCron parses expr, refusing a zone prefix and @every, which the
 // schedule states in its own fields.
 func parseCron(expr string) (cron.Schedule, error) {
 	switch e := strings.TrimSpace(expr); {
@@ -69,7 +68,6 @@ func parseCron(expr string) (cron.Schedule, error) {
 	return spec, nil
 }
 
-// loadZone loads an IANA time zone.
 func loadZone(name string) (*time.Location, error) {
 	switch {
 	case name == "":
@@ -87,8 +85,8 @@ func loadZone(name string) (*time.Location, error) {
 	return loc, nil
 }
 
-// newCadence returns the cadence of a schedule: cron's times when cron is
-// non-empty, else every interval seconds.
+// newCadence returns cron's cadence when cron is non-empty, else every
+// interval seconds.
 func newCadence(interval *int64, cron *string, zone string, start time.Time) (cadence, error) {
 	loc, err := loadZone(zone)
 	if err != nil {
@@ -106,21 +104,16 @@ func newCadence(interval *int64, cron *string, zone string, start time.Time) (ca
 	return c, nil
 }
 
-// atOrAfter returns the first occurrence at or after t; false if none.
 func (c cadence) atOrAfter(t time.Time) (time.Time, bool) {
 	return c.after(t.Add(-time.Nanosecond))
 }
 
-// after returns the first occurrence after t; false if none (a cron
-// expression that matches no date within five years, or none by LastDue).
-//
-// Intervals are absolute time, so a 24-hour interval shifts an hour on the
-// local clock across DST. Cron times are wall-clock times in the zone: a
-// repeated local time (DST ends) runs once, at its first instant; a skipped
-// one (DST begins) runs at the instant it would have had without the shift
-// (02:30 becomes 03:30). robfig/cron matches on wall times written as UTC;
-// instants are decided here because the library runs a repeated time twice
-// and skips a skipped one.
+// after returns the first occurrence after t; false if none (no match
+// within five years, or none by LastDue). Intervals are absolute time. Cron
+// times are wall-clock in the zone: a repeated local time runs once, at its
+// first instant; a skipped one at its pre-shift instant (02:30 becomes 03:30).
+// robfig/cron would run a repeated time twice and skip a skipped one, so
+// instants are decided here.
 func (c cadence) after(t time.Time) (time.Time, bool) {
 	at, ok := c.next(t)
 	if !ok || at.After(LastDue) {
@@ -129,8 +122,7 @@ func (c cadence) after(t time.Time) (time.Time, bool) {
 	return at, true
 }
 
-// field names the setting to blame when the cadence never comes due: the
-// start for intervals or a start past LastDue, else the cron expression.
+// field names the setting to blame when the cadence never comes due.
 func (c cadence) field() string {
 	if c.spec == nil || c.start.After(LastDue) {
 		return "start_at"
@@ -138,7 +130,6 @@ func (c cadence) field() string {
 	return "cron"
 }
 
-// next is after without the LastDue bound.
 func (c cadence) next(t time.Time) (time.Time, bool) {
 	if c.spec == nil {
 		if t.Before(c.start) {
@@ -150,8 +141,8 @@ func (c cadence) next(t time.Time) (time.Time, bool) {
 	if t.Before(c.start) {
 		t = c.start.Add(-time.Nanosecond)
 	}
-	// Across a skipped hour instants are not monotonic in wall time, so the
-	// walk starts a few hours back and keeps the earliest instant after t.
+	// Across a skipped hour instants are not monotonic in wall time: start a
+	// few hours back and keep the earliest instant after t.
 	var back time.Duration
 	_, before := t.Add(-24 * time.Hour).In(c.loc).Zone()
 	_, later := t.Add(24 * time.Hour).In(c.loc).Zone()
@@ -176,18 +167,16 @@ func (c cadence) next(t time.Time) (time.Time, bool) {
 	return best, !best.IsZero()
 }
 
-// wall returns t's wall-clock reading as a UTC time.
 func wall(t time.Time) time.Time {
 	y, mo, d := t.Date()
 	h, mi, s := t.Clock()
 	return time.Date(y, mo, d, h, mi, s, 0, time.UTC)
 }
 
-// instant returns the instant the wall time w (written as UTC) names in
-// loc: the first of a repeated time, or the pre-shift instant of a skipped
-// one. lowest is a lower bound for the instants of later wall times. No zone
-// changes offset twice within two days, so the offsets a day either side
-// are the candidates.
+// instant returns the instant the wall time w (written as UTC) names in loc:
+// the first of a repeated time, or the pre-shift instant of a skipped one;
+// lowest bounds the instants of later wall times. No zone changes offset
+// twice within two days, so the offsets a day either side are the candidates.
 func instant(w time.Time, loc *time.Location) (at, lowest time.Time) {
 	base := w.Unix()
 	_, early := time.Unix(base-86400, 0).In(loc).Zone()

@@ -12,8 +12,7 @@ import (
 	"github.com/searchd/searchd/internal/keyset"
 )
 
-// Statuses of an occurrence. Pending and NotReady are open; the others are
-// final.
+// Statuses of an occurrence; Pending and NotReady are open.
 const (
 	// StatusPending: not yet attempted, or held by a drain now.
 	StatusPending = "pending"
@@ -30,11 +29,10 @@ const (
 
 // Reasons of a refused occurrence.
 const (
-	// ReasonSavedSearchArchived: the saved search was archived.
 	ReasonSavedSearchArchived = "saved_search_archived"
 	// ReasonOverLimits: the organization is over its limits ([ErrOverLimits]).
 	ReasonOverLimits = "over_limits"
-	// ReasonInvalid: the start refused its input; it would refuse again.
+	// ReasonInvalid: the start refused its input for good.
 	ReasonInvalid = "invalid"
 	// ReasonSchedulePaused and ReasonScheduleRemoved: the schedule was paused
 	// or removed before the occurrence started.
@@ -44,40 +42,32 @@ const (
 
 // Reasons of a not-ready occurrence.
 const (
-	// ReasonUnavailable: the database could not be used.
 	ReasonUnavailable = "unavailable"
 	// ReasonInProgress: another start with the same key holds a live claim.
 	ReasonInProgress = "in_progress"
 	// ReasonTimeout: the start did not finish within the drain's lease.
 	ReasonTimeout = "timeout"
-	// ReasonBusy: the start got no seat ([ErrBusy]). Retried at the next
-	// tick rather than after RetryAfter, since seats free quickly.
-	ReasonBusy = "busy"
-	// ReasonInternal: any other failure.
+	// ReasonBusy: the start got no seat ([ErrBusy]); retried at the next
+	// tick, since seats free quickly.
+	ReasonBusy     = "busy"
 	ReasonInternal = "internal"
 )
 
 // Occurrence is one time a schedule came due.
 type Occurrence struct {
-	ID            uuid.UUID `json:"id"`
-	SavedSearchID uuid.UUID `json:"saved_search_id"`
-	// DueAt is when the schedule came due; part of the natural key.
-	DueAt  time.Time `json:"due_at"`
-	Status string    `json:"status"`
-	// Reason is set for refused and not-ready occurrences.
-	Reason *string `json:"reason"`
-	// RunID is the Run a started occurrence admitted.
-	RunID *uuid.UUID `json:"run_id"`
-	// Attempts counts the starts tried.
-	Attempts int `json:"attempts"`
+	ID            uuid.UUID  `json:"id"`
+	SavedSearchID uuid.UUID  `json:"saved_search_id"`
+	DueAt         time.Time  `json:"due_at"`
+	Status        string     `json:"status"`
+	Reason        *string    `json:"reason"`
+	RunID         *uuid.UUID `json:"run_id"`
+	Attempts      int        `json:"attempts"`
 	// Deadline is DueAt plus the catch-up window.
 	Deadline time.Time `json:"deadline"`
-	// NextAttemptAt is when a drain may take an open occurrence; nil once
-	// closed.
+	// NextAttemptAt is when a drain may take an open occurrence.
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
 	CreatedAt     time.Time  `json:"created_at"`
-	// ClosedAt is when it got its final status; nil while open.
-	ClosedAt *time.Time `json:"closed_at"`
+	ClosedAt      *time.Time `json:"closed_at"`
 }
 
 // Page sizes of [Store.Occurrences].
@@ -88,17 +78,15 @@ const (
 
 // ListParams are the inputs of [Store.Occurrences].
 type ListParams struct {
-	// Limit is the page size, capped at MaxListLimit; zero or less means
-	// DefaultListLimit.
+	// Limit is capped at MaxListLimit; zero or less means DefaultListLimit.
 	Limit int
-	// Cursor is the previous page's next cursor; empty for the first page.
+	// Cursor is the previous page's next cursor; empty for the first.
 	Cursor string
 }
 
 // Occurrences returns a page of the occurrences of org's saved search id
 // (live or archived), latest due first, and the next cursor ("" after the
-// last). It returns [ErrSavedSearchNotFound] when org has no such saved
-// search and [ErrInvalidCursor] for a foreign cursor.
+// last), or [ErrSavedSearchNotFound] or [ErrInvalidCursor].
 func (s *Store) Occurrences(ctx context.Context, org, id uuid.UUID, p ListParams) (_ []Occurrence, _ string, err error) {
 	defer dberr.Annotate(&err)
 	q, err := s.cursors.Read(keyset.List{Name: "schedule.occurrences", Org: org, Parent: id}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
@@ -118,7 +106,6 @@ func (s *Store) Occurrences(ctx context.Context, org, id uuid.UUID, p ListParams
 		occurrenceList, org, id, q.At, q.Limit+1)
 }
 
-// scanOccurrence scans occurrenceColumns.
 func scanOccurrence(row pgx.CollectableRow) (Occurrence, error) {
 	var o Occurrence
 	err := row.Scan(&o.ID, &o.SavedSearchID, &o.DueAt, &o.Status, &o.Reason, &o.RunID, &o.Attempts, &o.Deadline,
@@ -136,9 +123,8 @@ type Summary struct {
 	Last            *Occurrence `json:"last_occurrence"`
 }
 
-// List returns a page of org's schedules, newest first, each with its
-// latest occurrence, and the next cursor ("" after the last). Limit is as in
-// [ListParams]. It returns [ErrInvalidCursor] for a foreign cursor.
+// List returns a page of org's schedules, newest first, each with its latest
+// occurrence, and the next cursor ("" after the last), or [ErrInvalidCursor].
 func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summary, _ string, err error) {
 	defer dberr.Annotate(&err)
 	q, err := s.cursors.Read(keyset.List{Name: "schedule.list", Org: org}, p.Cursor, p.Limit, DefaultListLimit, MaxListLimit)
@@ -152,8 +138,6 @@ func (s *Store) List(ctx context.Context, org uuid.UUID, p ListParams) (_ []Summ
 		scheduleList, org, q.At, q.ID, q.Limit+1)
 }
 
-// scanSummary scans a scheduleList row; the occurrence columns are NULL
-// before the first.
 func scanSummary(row pgx.CollectableRow) (Summary, error) {
 	var (
 		sm       Summary

@@ -26,8 +26,8 @@ SELECT ` + scheduleColumns + `
 FROM agent.saved_search_schedules sc
 WHERE sc.organization_id = $1 AND sc.saved_search_id = $2`
 
-// scheduleLock reads and locks a schedule; every writer and the drain's plan
-// take it. $1 org, $2 saved_search_id.
+// scheduleLock reads and locks a schedule; every writer and the plan take
+// it. $1 org, $2 saved_search_id.
 const scheduleLock = scheduleGet + `
 FOR UPDATE`
 
@@ -40,8 +40,7 @@ SELECT coalesce($3::timestamptz, now()),
 	(SELECT max(o.due_at) FROM agent.schedule_occurrences o
 		WHERE o.organization_id = $1 AND o.saved_search_id = $2)`
 
-// scheduleInsert creates a schedule; no row when another writer created it
-// first. Named parameters.
+// scheduleInsert creates a schedule; no row when another writer won. Named parameters.
 const scheduleInsert = `
 INSERT INTO agent.saved_search_schedules AS sc
 	(organization_id, saved_search_id, interval_seconds, cron, time_zone, start_at, catch_up_seconds,
@@ -64,13 +63,11 @@ SET interval_seconds = @interval::bigint, cron = @cron::text, time_zone = @time_
 WHERE sc.organization_id = @org::uuid AND sc.saved_search_id = @id::uuid
 RETURNING ` + scheduleColumns
 
-// scheduleDelete removes a schedule; its occurrences stay. $1 org, $2
-// saved_search_id.
+// scheduleDelete removes a schedule; its occurrences stay. $1 org, $2 saved_search_id.
 const scheduleDelete = `
 DELETE FROM agent.saved_search_schedules sc WHERE sc.organization_id = $1 AND sc.saved_search_id = $2`
 
-// savedSearchKnown reports whether org has the saved search, archived or
-// not. $1 org, $2 id.
+// savedSearchKnown reports whether org has the saved search, archived or not.
 const savedSearchKnown = `
 SELECT EXISTS (SELECT 1 FROM agent.saved_searches s WHERE s.organization_id = $1 AND s.id = $2)`
 
@@ -87,9 +84,8 @@ WHERE o.organization_id = $1 AND o.saved_search_id = $2
 ORDER BY o.due_at DESC
 LIMIT $4`
 
-// scheduleList reads an organization's schedules newest first after
-// ($2, $3) (NULLs: from the start), each with its saved search and latest
-// occurrence. $1 org, $4 limit.
+// scheduleList reads schedules newest first after ($2, $3) (NULLs: from the
+// start), with saved search and latest occurrence. $1 org, $4 limit.
 const scheduleList = `
 SELECT ` + scheduleColumns + `, s.name, s.archived_at, ` + occurrenceColumns + `
 FROM agent.saved_search_schedules sc
@@ -107,15 +103,13 @@ ORDER BY sc.created_at DESC, sc.saved_search_id DESC
 LIMIT $4`
 
 // The drain serves organizations in turn: rows are ranked per organization
-// by time and taken by rank, then time, so one organization's many
-// schedules cannot delay another's. The rank is partitioned by the
-// distribution column so Citus computes it per shard.
+// (the distribution column, so Citus ranks per shard) and taken by rank,
+// then time, so one organization cannot delay another.
 
-// scheduleCreateLock serializes creates of organization $1's schedules
-// until commit, so the count and the insert are one step.
+// scheduleCreateLock serializes org $1's creates until commit, so count and
+// insert are one step.
 const scheduleCreateLock = `SELECT pg_advisory_xact_lock(hashtextextended('searchd.schedules:' || $1::text, 0))`
 
-// scheduleCount counts the schedules of organization $1.
 const scheduleCount = `SELECT count(*) FROM agent.saved_search_schedules WHERE organization_id = $1`
 
 // scheduleDue finds due schedules, by turn, without a lock.
@@ -129,8 +123,8 @@ ORDER BY d.turn, d.at
 LIMIT @limit`
 
 // planRead reads and locks at most @limit due schedules of a shard (@keys;
-// all with @all), by turn, with their saved search's archive state and the
-// plan's clock. SKIP LOCKED leaves schedules being changed to their owner.
+// all with @all), by turn, with the archive state and the plan's clock. SKIP
+// LOCKED leaves schedules being changed to their owner.
 const planRead = `
 SELECT agent.clock(@now), sc.organization_id, sc.saved_search_id, sc.interval_seconds,
 	coalesce(sc.cron, ''), sc.time_zone, sc.start_at, sc.catch_up_seconds, sc.next_due_at,
@@ -150,9 +144,9 @@ LIMIT @limit
 FOR UPDATE OF sc SKIP LOCKED`
 
 // planInsert writes due occurrences from parallel arrays at $1 (the plan's
-// clock): $2 org, $3 saved_search_id, $4 due_at, $5 deadline,
-// $7 max_results, $8 note. One already past its deadline is written missed,
-// kept $6 µs. Existing occurrences are skipped. It returns each status.
+// clock): $2 org, $3 saved_search_id, $4 due_at, $5 deadline, $7
+// max_results, $8 note; one past its deadline is written missed, kept $6 µs.
+// Existing ones are skipped. It returns each status.
 const planInsert = `
 INSERT INTO agent.schedule_occurrences AS o
 	(organization_id, saved_search_id, due_at, id, status, deadline, next_attempt_at, created_at,
@@ -176,8 +170,7 @@ FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS v(org, saved_search_id
 WHERE sc.organization_id = ANY($1::uuid[])
 	AND sc.organization_id = v.org AND sc.saved_search_id = v.saved_search_id`
 
-// occurrenceDue finds open occurrences whose next attempt has come, by
-// turn, without a lock.
+// occurrenceDue finds due open occurrences, by turn, without a lock.
 const occurrenceDue = `
 SELECT d.org::text
 FROM (SELECT o.organization_id AS org, o.next_attempt_at AS at,
@@ -187,13 +180,12 @@ FROM (SELECT o.organization_id AS org, o.next_attempt_at AS at,
 ORDER BY d.turn, d.at
 LIMIT @limit`
 
-// occurrenceTake takes at most @limit due open occurrences of a shard
-// (@keys; all with @all), by turn, FOR UPDATE SKIP LOCKED. One past its
-// deadline and never attempted is closed as missed; the rest are leased
-// under @token until @lease_end. It returns each with whether it is late
-// (an attempted late one may have admitted its Run, which the caller looks
-// up), its schedule's state and actor. The clock and derived times are
-// parameters because Citus refuses them in a modifying statement's CASE.
+// occurrenceTake takes at most @limit due open occurrences of a shard (@keys;
+// all with @all), by turn, FOR UPDATE SKIP LOCKED: one past its deadline and
+// never attempted is closed missed, the rest leased under @token until
+// @lease_end. It returns each with whether it is late (an attempted late one
+// may have admitted its Run), its schedule's state and actor. Clock-derived
+// times are parameters because Citus refuses them in a modifying CASE.
 const occurrenceTake = `
 WITH due AS (
 	SELECT o.organization_id, o.saved_search_id, o.due_at,
@@ -236,10 +228,9 @@ LEFT JOIN agent.saved_search_schedules sc
 	AND sc.organization_id = t.organization_id AND sc.saved_search_id = t.saved_search_id`
 
 // occurrenceRecordRetry, occurrenceRecordClose and occurrenceRecordStarted
-// record an attempt's outcome, fenced by the lease token. Retry stays open
-// @retry µs; the others close it, kept like its Run (@run_retain_until) or
-// @retention µs. Three statements, since Citus refuses a clock inside a
-// modifying statement's CASE.
+// record an attempt's outcome, fenced by the lease token: open for @retry
+// µs, or closed and kept @run_retain_until or @retention µs. Three
+// statements, since Citus refuses a clock in a modifying CASE.
 const occurrenceRecordRetry = `
 UPDATE agent.schedule_occurrences AS o
 SET status = @status::text, reason = @reason::text, run_id = NULL, lease_token = NULL,
@@ -266,8 +257,8 @@ const occurrenceFenced = `
 WHERE o.organization_id = @org::uuid AND o.saved_search_id = @saved_search_id::uuid AND o.due_at = @due_at::timestamptz
 	AND o.lease_token = @token::uuid AND o.closed_at IS NULL`
 
-// drainStats counts due open occurrences, up to drainStatsCap, and the
-// drain's lag in seconds (0 when nothing is due). $1 now.
+// drainStats counts due open occurrences, up to drainStatsCap, and the lag
+// in seconds (0 when nothing is due). $1 now.
 const drainStats = `
 SELECT (SELECT count(*) FROM (SELECT 1 FROM agent.schedule_occurrences o
 		WHERE o.closed_at IS NULL AND o.next_attempt_at <= coalesce($1::timestamptz, now())
@@ -276,10 +267,8 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM agent.schedule_occurrences o
 		(SELECT min(o.next_attempt_at) FROM agent.schedule_occurrences o WHERE o.closed_at IS NULL),
 		(SELECT min(sc.next_due_at) FROM agent.saved_search_schedules sc WHERE sc.next_due_at IS NOT NULL))), 0)::float8`
 
-// drainStatsCap bounds the count of drainStats.
 const drainStatsCap = "100000"
 
-// passParams are the inputs of boundedPass.
 type passParams struct {
 	now        any // the database clock's argument
 	bound      int
@@ -289,30 +278,24 @@ type passParams struct {
 	maxPlanned int
 }
 
-// passResult is what boundedPass did.
 type passResult struct {
 	planned, plannedMissed int
 	taken                  []taken
 }
 
-// The drain's two passes (internal/shardpass): what came due is read
-// first, without a lock, oldest first and at most the bound; then each
-// shard that holds some is planned, or taken from, in a statement or a
-// transaction of its own, routed to that shard on a cluster, where a row
-// lock, and FOR UPDATE SKIP LOCKED, can only be taken. On PostgreSQL each
-// pass is one step over the whole table, as it always was.
+// The drain's two passes (internal/shardpass): what came due is read first,
+// without a lock, oldest first and bounded; then each shard holding some is
+// planned or taken from in its own statement or transaction, routed to that
+// shard (where row locks can be taken). On PostgreSQL each pass is one step.
 var (
 	planPass = shardpass.New("agent.saved_search_schedules", scheduleDue)
 	takePass = shardpass.New("agent.schedule_occurrences", occurrenceDue)
 )
 
-// boundedPass is the drain's bounded pass over the database: it plans (the
-// schedules that came due, at most bound of them and maxPlanned
-// occurrences each, are locked with SKIP LOCKED, their occurrences written
-// and their next_due_at moved on, in one transaction per shard), then
-// takes at most bound open occurrences (occurrenceTake, one statement per
-// shard). A shard whose step fails does not stop the others: what the
-// others planned and took is returned with the failures joined, so the
+// boundedPass plans (locks at most bound due schedules, writes up to
+// maxPlanned occurrences each and moves next_due_at, one transaction per
+// shard), then takes at most bound open occurrences. A failing shard does not
+// stop the others: their work is returned with the failures joined, so the
 // drain still starts what it took (its lease would otherwise hold it).
 func boundedPass(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, error) {
 	res, planErr := plan(ctx, db, p)
@@ -321,8 +304,7 @@ func boundedPass(ctx context.Context, db *pgxpool.Pool, p passParams) (passResul
 	return res, errors.Join(planErr, takeErr)
 }
 
-// plan is boundedPass's first half: it writes the occurrences that came
-// due and moves their schedules on.
+// plan writes the occurrences that came due and moves their schedules on.
 func plan(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, error) {
 	var res passResult
 	err := planPass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": p.now}, func(ctx context.Context, g shardpass.Group) error {
@@ -350,18 +332,16 @@ type planRow struct {
 	Note       string
 }
 
-// dues returns the occurrences of r from next_due_at to now (most of them
-// at the most) and the new next_due_at: the first one left, nil when the
-// schedule will not come due again.
+// dues returns r's occurrences from next_due_at to now (at most most) and
+// the new next_due_at, nil when it will not come due again.
 func (r planRow) dues(most int) (dues []time.Time, next *time.Time) {
 	c, cerr := newCadence(r.Interval, &r.Expr, r.Zone, r.Start)
 	d := r.Next
 	for len(dues) < most && !d.After(r.Now) {
 		dues = append(dues, d)
 		if r.Archived || cerr != nil {
-			// An archived saved search comes due once more, so its
-			// schedule's end is on record (the start refuses it), and
-			// never again.
+			// An archived saved search comes due once more, so the end is
+			// on record (the start refuses it), and never again.
 			return dues, nil
 		}
 		var ok bool
@@ -372,7 +352,7 @@ func (r planRow) dues(most int) (dues []time.Time, next *time.Time) {
 	return dues, &d
 }
 
-// planShard plans the schedules of one group, in one transaction.
+// planShard plans one group's schedules in one transaction.
 func planShard(ctx context.Context, db *pgxpool.Pool, p passParams, g shardpass.Group) (planned, plannedMissed int, err error) {
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		planned, plannedMissed = 0, 0
@@ -423,7 +403,7 @@ func planShard(ctx context.Context, db *pgxpool.Pool, p passParams, g shardpass.
 	return planned, plannedMissed, err
 }
 
-// take is boundedPass's second half: occurrenceTake, once per shard.
+// take runs occurrenceTake once per shard.
 func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) {
 	clock, err := shardpass.Clock(ctx, db, p.now)
 	if err != nil {
@@ -453,9 +433,8 @@ func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) 
 	return all, nil
 }
 
-// record records out, the outcome of an attempt of o under the lease
-// token, and reports whether the fence held (false: another drain took the
-// occurrence over).
+// record records out for o under token; false when another drain took the
+// occurrence over.
 func (d *Drain) record(ctx context.Context, o taken, token uuid.UUID, out outcome) (bool, error) {
 	var reason any
 	if out.reason != "" {

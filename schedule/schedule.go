@@ -25,8 +25,8 @@ var (
 	// ErrNotFound reports a saved search with no schedule.
 	ErrNotFound = &errs.Error{Kind: errs.NotFound, Message: "schedule: the saved search has no schedule",
 		Detail: "this saved search has no schedule"}
-	// ErrSavedSearchNotFound reports a saved search the organization does not
-	// have, or has archived when the change would start it.
+	// ErrSavedSearchNotFound reports a saved search the organization does
+	// not have, or has archived when the change would start it.
 	ErrSavedSearchNotFound = &errs.Error{Kind: errs.NotFound, Message: "schedule: saved search not found",
 		Detail: "no such saved search in your organization (a schedule is set on a live one)"}
 	// ErrInvalid is wrapped by every refusal of a schedule's fields.
@@ -42,8 +42,8 @@ var (
 			"read it again (its ETag) and reapply the change"}
 )
 
-// VersionMismatchError reports a change refused by its version
-// precondition (If-Match). Current is the version judged, 0 if none.
+// VersionMismatchError reports a change refused by its version precondition
+// (If-Match); Current is the version judged, 0 if none.
 type VersionMismatchError struct{ Current int64 }
 
 func (e *VersionMismatchError) Error() string {
@@ -63,27 +63,21 @@ func (e *VersionMismatchError) CurrentVersion() int64 { return e.Current }
 type Schedule struct {
 	SavedSearchID  uuid.UUID `json:"saved_search_id"`
 	OrganizationID uuid.UUID `json:"organization_id"`
-	// IntervalSeconds and Cron are the cadence; exactly one is set.
+	// IntervalSeconds and Cron: exactly one is set.
 	IntervalSeconds *int64  `json:"interval_seconds"`
 	Cron            *string `json:"cron"`
-	// TimeZone is the IANA zone cron is read in.
-	TimeZone string `json:"time_zone"`
-	// StartAt is the first instant the schedule may come due, in whole
-	// seconds.
+	TimeZone        string  `json:"time_zone"`
+	// StartAt is in whole seconds.
 	StartAt        time.Time `json:"start_at"`
 	CatchUpSeconds int64     `json:"catch_up_seconds"`
 	Paused         bool      `json:"paused"`
-	// MaxResults and Note are the start options of its Runs, as of when each
-	// occurrence came due.
+	// MaxResults and Note are its Runs' start options.
 	MaxResults int    `json:"max_results"`
 	Note       string `json:"note"`
-	// NextDueAt is the next due time; nil while paused or when it will not
-	// come due again.
+	// NextDueAt is nil while paused or when it will not come due again.
 	NextDueAt *time.Time `json:"next_due_at"`
-	// Version starts at 1 and grows by one on every change.
-	Version int64 `json:"version"`
-	// UpdatedBy is the actor who last set the schedule, recorded on its
-	// starts; nil when unknown.
+	Version   int64      `json:"version"`
+	// UpdatedBy is recorded on its starts; nil when unknown.
 	UpdatedBy *string   `json:"updated_by"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -93,9 +87,8 @@ func (s *Schedule) cadence() (cadence, error) {
 	return newCadence(s.IntervalSeconds, s.Cron, s.TimeZone, s.StartAt)
 }
 
-// SetParams are the inputs of [Store.Set], with the HTTP body's json names.
-// A set replaces the whole schedule: omitted fields take their defaults,
-// except StartAt, which keeps the stored value.
+// SetParams are the inputs of [Store.Set]. A set replaces the whole schedule:
+// omitted fields take their defaults, except StartAt, which keeps the stored one.
 type SetParams struct {
 	// IntervalSeconds is 60 to 31622400; exactly one of it and Cron is set.
 	IntervalSeconds *int64 `json:"interval_seconds"`
@@ -104,28 +97,24 @@ type SetParams struct {
 	Cron *string `json:"cron"`
 	// TimeZone is an IANA zone name, at most 64 bytes; default UTC.
 	TimeZone *string `json:"time_zone"`
-	// StartAt is cut to the second; default the stored one, or for a new
-	// schedule now rounded up (so an interval schedule comes due at once).
-	// The past is never back-filled.
+	// StartAt is cut to the second; default the stored one, or now rounded
+	// up for a new schedule. The past is never back-filled.
 	StartAt *time.Time `json:"start_at"`
 	// CatchUpSeconds is 60 to 604800; default 86400.
 	CatchUpSeconds *int64 `json:"catch_up_seconds"`
-	// Paused stops occurrences; default false.
-	Paused *bool `json:"paused"`
-	// MaxResults and Note are the start options of its Runs, with a start's
-	// limits and defaults (see admission.StartOptions).
+	Paused         *bool  `json:"paused"`
+	// MaxResults and Note have a start's limits and defaults
+	// (admission.StartOptions).
 	MaxResults *int    `json:"max_results"`
 	Note       *string `json:"note"`
 
 	// Actor is recorded as updated_by and on its starts; empty records NULL.
 	Actor string `json:"-"`
-	// IfMatch, when set, is a version precondition judged under the row lock;
-	// if it fails, or there is no schedule, Set returns a
-	// [*VersionMismatchError] and changes nothing.
+	// IfMatch is a version precondition judged under the row lock; failing
+	// it, or no schedule, returns a [*VersionMismatchError] and changes nothing.
 	IfMatch func(version int64) bool `json:"-"`
 }
 
-// settings are SetParams with defaults applied, as stored.
 type settings struct {
 	interval       *int64
 	cron           *string
@@ -136,9 +125,8 @@ type settings struct {
 	options        admission.StartOptions
 }
 
-// Validate returns an error wrapping [ErrInvalid] naming every refused
-// field, or nil. [Store.Set] also refuses a cron expression that never
-// comes due again.
+// Validate returns an error wrapping [ErrInvalid] naming every refused field,
+// or nil. [Store.Set] also refuses a cron expression that never comes due.
 func (p SetParams) Validate() error {
 	_, _, err := p.settings()
 	return err
@@ -179,8 +167,7 @@ func (p SetParams) settings() (settings, cadence, error) {
 	return st, c, nil
 }
 
-// withDefaults applies the defaults, reporting an out-of-range start_at to
-// bad.
+// withDefaults applies the defaults, reporting an out-of-range start_at to bad.
 func (p SetParams) withDefaults(bad func(name, msg string)) settings {
 	st := settings{interval: p.IntervalSeconds, cron: p.Cron, timeZone: DefaultTimeZone,
 		catchUpSeconds: int64(DefaultCatchUp / time.Second)}
@@ -210,7 +197,6 @@ func (p SetParams) withDefaults(bad func(name, msg string)) settings {
 	return st
 }
 
-// checkCadence reports a missing, doubled or out-of-range cadence to bad.
 func (p SetParams) checkCadence(bad func(name, msg string)) {
 	switch {
 	case p.IntervalSeconds == nil && p.Cron == nil:
@@ -230,8 +216,7 @@ func (p SetParams) checkCadence(bad func(name, msg string)) {
 	}
 }
 
-// Store reads and writes schedules and their occurrences. It is safe for
-// concurrent use.
+// Store reads and writes schedules and occurrences. It is safe for concurrent use.
 type Store struct {
 	db      *pgxpool.Pool
 	clock   *dbclock.Clock
@@ -248,16 +233,15 @@ func NewStore(db *pgxpool.Pool, clock *dbclock.Clock) *Store {
 	return &Store{db: db, clock: clock, most: DefaultMaxPerOrganization}
 }
 
-// Limit returns a copy of s allowing most schedules per organization (at
-// least 1).
+// Limit returns a copy of s allowing most schedules per organization (at least 1).
 func (s *Store) Limit(most int) *Store {
 	c := *s
 	c.most = max(most, 1)
 	return &c
 }
 
-// Cursors returns a copy of s that signs its cursors with k. Without it,
-// the zero [keyset.Key] is used, which no other process accepts.
+// Cursors returns a copy of s that signs its cursors with k; the default
+// zero key is accepted by no other process.
 func (s *Store) Cursors(k keyset.Key) *Store {
 	c := *s
 	c.cursors = k
@@ -279,14 +263,11 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Schedule, err er
 }
 
 // Set creates or replaces the schedule of org's live saved search id and
-// reports whether it created it. Setting the current values changes
-// nothing, not even the version. A new or changed cadence, or a resume,
-// first comes due at or after now and after existing occurrences: nothing
-// is back-filled.
-//
-// Errors: an error wrapping [ErrInvalid] for bad fields or a cron
-// expression that never comes due again; [ErrSavedSearchNotFound];
-// [*VersionMismatchError] when p.IfMatch refuses.
+// reports whether it created it; the current values change nothing, not
+// even the version. A new or changed cadence, or a resume, first comes due
+// at or after now and after existing occurrences. Errors: [ErrInvalid]
+// (also for a cron expression that never comes due),
+// [ErrSavedSearchNotFound], [*VersionMismatchError].
 func (s *Store) Set(ctx context.Context, org, id uuid.UUID, p SetParams) (_ *Schedule, created bool, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.Validate(); err != nil {
@@ -304,17 +285,14 @@ func (s *Store) Set(ctx context.Context, org, id uuid.UUID, p SetParams) (_ *Sch
 	return sc, created, nil
 }
 
-// setHashDomain names the request hash of a keyed set; stored claims hold
-// it, so it must not change.
+// setHashDomain is stored in claims, so it must not change.
 const setHashDomain = "searchd.schedule.set.v1"
 
-// SetOnce is [Store.Set] at most once per idempotency key; the write and
-// the claim's completion commit together. A repeat returns the schedule as
-// it is now, with replayed true.
-//
-// Errors: those of [Store.Set]; [ErrNotFound] for a repeat whose schedule
-// was removed; [idempotency.ErrKeyReused] when key was used for another
-// request; an [*idempotency.InFlightError] while the first is in flight.
+// SetOnce is [Store.Set] at most once per idempotency key, the write and the
+// claim's completion committing together; a repeat returns the schedule as
+// it is now with replayed true. Errors: those of [Store.Set], [ErrNotFound]
+// for a repeat whose schedule was removed, [idempotency.ErrKeyReused], and
+// [*idempotency.InFlightError] while the first is in flight.
 func (s *Store) SetOnce(ctx context.Context, plane *idempotency.Service, org, id uuid.UUID, key string, p SetParams) (_ *Schedule, created, replayed bool, err error) {
 	defer dberr.Annotate(&err)
 	if err := p.Validate(); err != nil {
@@ -352,9 +330,8 @@ func (s *Store) SetOnce(ctx context.Context, plane *idempotency.Service, org, id
 }
 
 // Pause pauses and returns the schedule; an open occurrence is refused
-// (schedule_paused) when the drain takes it. ifMatch is as
-// [SetParams.IfMatch]. Errors: [ErrNotFound], [ErrSavedSearchNotFound],
-// [*VersionMismatchError].
+// (schedule_paused) when taken. ifMatch is as [SetParams.IfMatch]. Errors:
+// [ErrNotFound], [ErrSavedSearchNotFound], [*VersionMismatchError].
 func (s *Store) Pause(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (_ *Schedule, err error) {
 	defer dberr.Annotate(&err)
 	return s.change(ctx, org, id, ifMatch, func(tx pgx.Tx, cur *Schedule, _ readState) (*Schedule, error) {
@@ -365,9 +342,8 @@ func (s *Store) Pause(ctx context.Context, org, id uuid.UUID, ifMatch func(int64
 	})
 }
 
-// Resume resumes and returns the schedule; it next comes due at or after
-// now, without back-filling. Errors as [Store.Pause], and an error wrapping
-// [ErrInvalid] when the cron expression never comes due again.
+// Resume resumes and returns the schedule, next due at or after now. Errors
+// as [Store.Pause], and [ErrInvalid] when the cron never comes due again.
 func (s *Store) Resume(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (_ *Schedule, err error) {
 	defer dberr.Annotate(&err)
 	return s.change(ctx, org, id, ifMatch, func(tx pgx.Tx, cur *Schedule, rs readState) (*Schedule, error) {
@@ -386,9 +362,9 @@ func (s *Store) Resume(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 	})
 }
 
-// Remove deletes the schedule of org's saved search id, live or archived.
-// Its occurrences stay; an open one is refused (schedule_removed) when the
-// drain takes it. Errors: [ErrNotFound], [*VersionMismatchError].
+// Remove deletes the schedule of org's saved search id, live or archived;
+// its occurrences stay, an open one refused (schedule_removed) when taken.
+// Errors: [ErrNotFound], [*VersionMismatchError].
 func (s *Store) Remove(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (err error) {
 	defer dberr.Annotate(&err)
 	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
@@ -406,8 +382,8 @@ func (s *Store) Remove(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 	})
 }
 
-// readState is read under the lock before a change: the clock and the
-// latest occurrence, which a new first occurrence must follow.
+// readState is read under the lock before a change: the clock and the latest
+// occurrence, which a new first occurrence must follow.
 type readState struct {
 	now     time.Time
 	lastDue *time.Time
@@ -431,14 +407,13 @@ func (s *Store) change(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 	return out, nil
 }
 
-// setIn is Set's work on tx.
 func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams) (*Schedule, bool, error) {
 	st, c, err := p.settings()
 	if err != nil {
 		return nil, false, err
 	}
 	// A second attempt follows a create another writer won between our lock
-	// and our insert; it keeps the start the first settled on.
+	// and insert; it keeps the start the first settled on.
 	for range 2 {
 		sc, created, err := s.setOnce(ctx, tx, org, id, p, &st, &c)
 		if !errors.Is(err, errCreatedMeanwhile) {
@@ -448,11 +423,9 @@ func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetPa
 	return nil, false, errors.New("schedule: set: the schedule was created and removed under this change")
 }
 
-// errCreatedMeanwhile reports an insert that lost to another writer.
 var errCreatedMeanwhile = errors.New("schedule: created meanwhile")
 
-// setOnce is one attempt of setIn. It returns errCreatedMeanwhile when its
-// insert lost to another writer.
+// setOnce is one attempt of setIn; errCreatedMeanwhile when its insert lost.
 func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams, st *settings, c *cadence) (*Schedule, bool, error) {
 	cur, rs, err := s.lock(ctx, tx, org, id, p.IfMatch, false)
 	if err != nil {
@@ -481,9 +454,8 @@ func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p Set
 	return sc, err == nil, err
 }
 
-// room returns [ErrTooMany] when org is at its limit. It takes
-// scheduleCreateLock first so concurrent creates cannot both take the last
-// place.
+// room returns [ErrTooMany] when org is at its limit, under
+// scheduleCreateLock so concurrent creates cannot both take the last place.
 func (s *Store) room(ctx context.Context, tx pgx.Tx, org uuid.UUID) error {
 	if _, err := tx.Exec(ctx, scheduleCreateLock, org); err != nil {
 		return fmt.Errorf("schedule: lock the organization's creates: %w", err)
@@ -498,10 +470,9 @@ func (s *Store) room(ctx context.Context, tx pgx.Tx, org uuid.UUID) error {
 	return nil
 }
 
-// lock locks the schedule (nil if none; [ErrNotFound] when required),
-// reads the [readState] under the lock so no plan writes an occurrence in
-// between ([ErrSavedSearchNotFound] unless the saved search is live), and
-// judges ifMatch.
+// lock locks the schedule (nil if none; [ErrNotFound] when required) and
+// reads the [readState] under the lock, so no plan writes an occurrence in
+// between ([ErrSavedSearchNotFound] unless live), then judges ifMatch.
 func (s *Store) lock(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, ifMatch func(int64) bool, required bool) (*Schedule, readState, error) {
 	cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
 	if err != nil && (required || !errors.Is(err, pgx.ErrNoRows)) {
@@ -518,8 +489,7 @@ func (s *Store) lock(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, ifMatch 
 	return cur, rs, precondition(cur, ifMatch)
 }
 
-// precondition judges ifMatch (nil: none) against cur (nil matches no
-// version).
+// precondition judges ifMatch (nil: none) against cur (nil matches no version).
 func precondition(cur *Schedule, ifMatch func(version int64) bool) error {
 	switch {
 	case ifMatch == nil:
@@ -548,8 +518,8 @@ func settleStart(st *settings, cur *Schedule, now time.Time) {
 	}
 }
 
-// nextDue is when c next comes due as cur becomes st: nil while paused,
-// cur's next when the cadence is unchanged, else firstDue.
+// nextDue is nil while paused, cur's next when the cadence is unchanged,
+// else firstDue.
 func nextDue(c cadence, st settings, cur *Schedule, rs readState) (*time.Time, error) {
 	switch {
 	case st.paused:
@@ -564,8 +534,7 @@ func nextDue(c cadence, st settings, cur *Schedule, rs readState) (*time.Time, e
 	return &at, nil
 }
 
-// firstDue is the first due time of a new, changed or resumed cadence: at
-// or after the clock and after the latest occurrence.
+// firstDue is at or after the clock and after the latest occurrence.
 func firstDue(c cadence, rs readState) (time.Time, error) {
 	at, ok := c.atOrAfter(rs.now)
 	if ok && rs.lastDue != nil && !at.After(*rs.lastDue) {
@@ -580,20 +549,17 @@ func firstDue(c cadence, rs readState) (time.Time, error) {
 	return at, nil
 }
 
-// settingsOf returns cur's stored settings with paused.
 func settingsOf(cur *Schedule, paused bool) settings {
 	return settings{interval: cur.IntervalSeconds, cron: cur.Cron, timeZone: cur.TimeZone, startAt: &cur.StartAt,
 		catchUpSeconds: cur.CatchUpSeconds, paused: paused,
 		options: admission.StartOptions{MaxResults: cur.MaxResults, Note: cur.Note}}
 }
 
-// sameCadence reports whether st names the same times as cur.
 func sameCadence(cur *Schedule, st settings) bool {
 	return eqPtr(cur.IntervalSeconds, st.interval) && eqPtr(cur.Cron, st.cron) && cur.TimeZone == st.timeZone &&
 		cur.StartAt.Equal(*st.startAt)
 }
 
-// sameSettings reports whether st would change nothing of cur.
 func sameSettings(cur *Schedule, st settings) bool {
 	return sameCadence(cur, st) && cur.CatchUpSeconds == st.catchUpSeconds && cur.Paused == st.paused &&
 		cur.MaxResults == st.options.MaxResults && cur.Note == st.options.Note
@@ -603,8 +569,8 @@ func eqPtr[T comparable](a, b *T) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
-// write runs scheduleInsert or scheduleUpdate and returns the schedule.
-// A non-nil actor sets updated_by (empty: NULL); nil keeps it.
+// write runs scheduleInsert or scheduleUpdate; a non-nil actor sets
+// updated_by (empty: NULL), nil keeps it.
 func (s *Store) write(ctx context.Context, tx pgx.Tx, query string, cur *Schedule, st settings, next *time.Time, actor *string) (*Schedule, error) {
 	args := pgx.NamedArgs{
 		"org": cur.OrganizationID, "id": cur.SavedSearchID, "interval": st.interval, "cron": st.cron,
@@ -618,7 +584,6 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, query string, cur *Schedul
 	return scanSchedule(tx.QueryRow(ctx, query, args))
 }
 
-// scanSchedule scans scheduleColumns.
 func scanSchedule(row pgx.Row) (*Schedule, error) {
 	var sc Schedule
 	err := row.Scan(&sc.OrganizationID, &sc.SavedSearchID, &sc.IntervalSeconds, &sc.Cron, &sc.TimeZone, &sc.StartAt,

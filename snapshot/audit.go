@@ -14,10 +14,8 @@ import (
 	"github.com/searchd/searchd/savedsearch"
 )
 
-// The console's audit reads. A snapshot may hold a megabyte of baseline, so
-// these never read it whole: [Store.Header] omits the items,
-// [Store.BaselineItems] pages them, and [Store.DiffBaselines] compares two
-// baselines in the database. Every answer is bounded in size.
+// The console's audit reads never read a baseline (up to a megabyte) whole;
+// every answer is bounded in size.
 
 // Header is a snapshot without its baseline items.
 type Header struct {
@@ -26,8 +24,7 @@ type Header struct {
 	SavedSearchID      uuid.UUID
 	SavedSearchVersion int64
 	SavedSearchName    string
-	// Brief is the whole brief, or only its query when over
-	// savedsearch.AuditBriefBytes; see BriefCut.
+	// Brief is the whole brief, or only its query when [Header.BriefCut].
 	Brief savedsearch.Brief
 	// BriefBytes is the stored brief's size as JSON text.
 	BriefBytes int64
@@ -36,9 +33,8 @@ type Header struct {
 	BaselineItems  int64
 	BaselineCursor *string
 	ContentHash    string
-	// CreatedBy is the actor that started the freeze; nil when unknown.
+	// CreatedBy is nil when unknown.
 	CreatedBy *string
-	// Origin is [OriginAPI] or [OriginSchedule].
 	Origin    string
 	CreatedAt time.Time
 }
@@ -46,8 +42,7 @@ type Header struct {
 // BriefCut reports whether Brief holds only the query.
 func (h *Header) BriefCut() bool { return h.BriefBytes > savedsearch.AuditBriefBytes }
 
-// Header returns snapshot id of org without its baseline items, or
-// [ErrNotFound].
+// Header returns snapshot id of org without its baseline items, or [ErrNotFound].
 func (s *Store) Header(ctx context.Context, org, id uuid.UUID) (_ *Header, err error) {
 	defer dberr.Annotate(&err)
 	var (
@@ -66,10 +61,9 @@ func (s *Store) Header(ctx context.Context, org, id uuid.UUID) (_ *Header, err e
 	return &h, nil
 }
 
-// BaselineItems returns up to limit (1 to MaxListLimit) baseline items of
-// org's snapshot id after position after, each cut to
-// savedsearch.MaxItemLen (older longer ones end in "…"), and the next
-// position, 0 on the last page. An unknown snapshot has no items.
+// BaselineItems returns up to limit (1 to MaxListLimit) baseline items after
+// position after, each cut to savedsearch.MaxItemLen (ending in "…"), and
+// the next position, 0 on the last page. An unknown snapshot has no items.
 func (s *Store) BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) (_ []string, next int64, err error) {
 	defer dberr.Annotate(&err)
 	after, limit = max(after, 0), max(1, min(limit, MaxListLimit))
@@ -105,9 +99,8 @@ type BaselineDiff struct {
 	AddedCount, RemovedCount, KeptCount int64
 }
 
-// DiffBaselines compares the baselines of org's snapshots older and newer
-// and returns the counts and a page of each side. An unknown snapshot has
-// no items, so check both with [Store.Header] first.
+// DiffBaselines compares the baselines of org's snapshots older and newer.
+// An unknown snapshot has no items, so check both with [Store.Header] first.
 func (s *Store) DiffBaselines(ctx context.Context, org, older, newer uuid.UUID, p DiffParams) (_ *BaselineDiff, err error) {
 	defer dberr.Annotate(&err)
 	limit := max(1, min(p.Limit, MaxListLimit))
@@ -127,7 +120,6 @@ func (s *Store) DiffBaselines(ctx context.Context, org, older, newer uuid.UUID, 
 		lastAdded, lastRemoved int64
 	)
 	_, err = pgx.ForEachRow(rows, []any{&added, &pos, &item}, func() error {
-		// One extra row means the side has another page.
 		switch {
 		case added && len(d.Added) == limit:
 			d.AddedNext = lastAdded

@@ -3,17 +3,15 @@ package snapshot
 // Time comes from the database.
 
 // savedSearchFreezeRead reads the live saved search, its baseline and the
-// clock in one statement, so they come from one MVCC snapshot. now() is the
-// transaction's start, so created_at is known before the insert is sent.
-// $1 org, $2 id.
+// clock in one statement (one MVCC snapshot); now() is the transaction's
+// start, so created_at is known before the insert. $1 org, $2 id.
 const savedSearchFreezeRead = `
 SELECT s.name, s.brief, s.version, b.items, b.cursor, now()
 FROM agent.saved_searches s
 JOIN agent.saved_search_baselines b ON b.organization_id = s.organization_id AND b.saved_search_id = s.id
 WHERE s.organization_id = $1 AND s.id = $2 AND s.archived_at IS NULL`
 
-// snapshotInsert writes a snapshot; created_at is the freeze read's clock,
-// claim_id the claim it answers (NULL for none). Named parameters.
+// snapshotInsert writes a snapshot; claim_id is NULL for none. Named parameters.
 const snapshotInsert = `
 INSERT INTO agent.saved_search_snapshots
 	(id, organization_id, saved_search_id, saved_search_version, saved_search_name,
@@ -31,9 +29,8 @@ SELECT ` + snapshotColumns + `
 FROM agent.saved_search_snapshots sn
 WHERE sn.organization_id = $1 AND sn.id = $2`
 
-// snapshotListBySavedSearch reads a saved search's snapshot summaries,
-// newest first, after ($3 created_at, $4 id; NULLs for the start): sizes
-// only. $1 org, $2 saved_search_id, $5 limit.
+// snapshotListBySavedSearch reads snapshot summaries newest first after
+// ($3 created_at, $4 id; NULLs for the start). $1 org, $2 saved_search_id, $5 limit.
 const snapshotListBySavedSearch = `
 SELECT sn.id, sn.saved_search_id, sn.saved_search_version, sn.content_hash, sn.created_by, sn.origin,
 	sn.created_at, sn.brief_bytes, sn.baseline_bytes, sn.baseline_items
@@ -44,15 +41,13 @@ WHERE sn.organization_id = $1 AND sn.saved_search_id = $2
 ORDER BY sn.created_at DESC, sn.id DESC
 LIMIT $5`
 
-// savedSearchKnown reports whether org has the saved search, archived or
-// not. $1 org, $2 id.
+// savedSearchKnown reports whether org has the saved search, archived or not.
 const savedSearchKnown = `
 SELECT EXISTS (
 	SELECT 1 FROM agent.saved_searches s WHERE s.organization_id = $1 AND s.id = $2)`
 
-// snapshotAuditHeader reads a snapshot without its items: the brief whole
-// if at most $3 bytes (else its query), the item count and cut cursor.
-// $1 org, $2 id.
+// snapshotAuditHeader reads a snapshot without its items; the brief whole if
+// at most $3 bytes, else its query. $1 org, $2 id.
 const snapshotAuditHeader = `
 SELECT sn.id, sn.organization_id, sn.saved_search_id, sn.saved_search_version, sn.saved_search_name,
 	CASE WHEN sn.brief_bytes <= $3 THEN sn.brief

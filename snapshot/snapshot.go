@@ -37,7 +37,7 @@ var (
 	ErrInvalidCursor = keyset.InvalidCursor("snapshot")
 )
 
-// Origins of a snapshot: who started the freeze.
+// Origins of a snapshot.
 const (
 	// OriginAPI is a client's start.
 	OriginAPI = "api"
@@ -53,27 +53,23 @@ const (
 
 // ListParams are the inputs of [Store.ListBySavedSearch].
 type ListParams struct {
-	// Limit is the page size, capped at MaxListLimit; zero or less means
-	// DefaultListLimit.
+	// Limit is capped at MaxListLimit; zero or less means DefaultListLimit.
 	Limit int
-	// Cursor is the previous page's next cursor; empty for the first page.
+	// Cursor is the previous page's next cursor; empty for the first.
 	Cursor string
 }
 
-// ListItem is a snapshot in a list: bounded fields only, without brief and
-// baseline.
+// ListItem is a snapshot in a list, without brief and baseline.
 type ListItem struct {
 	ID                 uuid.UUID `json:"id"`
 	SavedSearchID      uuid.UUID `json:"saved_search_id"`
 	SavedSearchVersion int64     `json:"saved_search_version"`
 	ContentHash        string    `json:"content_hash"`
-	// CreatedBy is the actor that started the freeze; nil when unknown.
-	CreatedBy *string `json:"created_by"`
-	// Origin is [OriginAPI] or [OriginSchedule].
+	// CreatedBy is nil when unknown.
+	CreatedBy *string   `json:"created_by"`
 	Origin    string    `json:"origin"`
 	CreatedAt time.Time `json:"created_at"`
-	// BriefBytes and BaselineBytes are the stored sizes as JSON text;
-	// BaselineItems counts the baseline's items.
+	// BriefBytes and BaselineBytes are the stored sizes as JSON text.
 	BriefBytes    int64 `json:"brief_bytes"`
 	BaselineBytes int64 `json:"baseline_bytes"`
 	BaselineItems int64 `json:"baseline_items"`
@@ -84,20 +80,16 @@ type Snapshot struct {
 	ID             uuid.UUID `json:"id"`
 	OrganizationID uuid.UUID `json:"organization_id"`
 	SavedSearchID  uuid.UUID `json:"saved_search_id"`
-	// SavedSearchVersion is the version both brief and baseline were copied
-	// at.
+	// SavedSearchVersion is the version brief and baseline were copied at.
 	SavedSearchVersion int64 `json:"saved_search_version"`
-	// SavedSearchName is the name at the freeze, which names the Run; not in
-	// the JSON.
+	// SavedSearchName is the name at the freeze; not in the JSON.
 	SavedSearchName string               `json:"-"`
 	Brief           savedsearch.Brief    `json:"brief"`
 	Baseline        savedsearch.Baseline `json:"baseline"`
-	// ContentHash is [ContentHash] of Brief and Baseline, independent of the
-	// version.
+	// ContentHash is [ContentHash] of Brief and Baseline.
 	ContentHash string `json:"content_hash"`
-	// CreatedBy is the actor that started the freeze; nil when unknown.
-	CreatedBy *string `json:"created_by"`
-	// Origin is [OriginAPI] or [OriginSchedule].
+	// CreatedBy is nil when unknown.
+	CreatedBy *string   `json:"created_by"`
 	Origin    string    `json:"origin"`
 	CreatedAt time.Time `json:"created_at"`
 
@@ -125,11 +117,9 @@ func (s *Snapshot) Summary() Summary {
 	}
 }
 
-// ContentHash returns the hex SHA-256 of the canonical JSON (see
-// internal/canonjson: sorted keys, no white space, numbers as written) of
-// {"baseline": baseline, "brief": brief}, with empty items written as []
-// and empty filters omitted. It returns an error only for a brief whose
-// filters cannot be encoded as JSON.
+// ContentHash returns the hex SHA-256 of the canonical JSON (internal/canonjson)
+// of {"baseline": baseline, "brief": brief}, empty items as [] and empty
+// filters omitted. It fails only for filters that cannot be encoded as JSON.
 func ContentHash(brief savedsearch.Brief, baseline savedsearch.Baseline) (string, error) {
 	doc, err := contentDoc(brief, baseline)
 	if err != nil {
@@ -139,12 +129,9 @@ func ContentHash(brief savedsearch.Brief, baseline savedsearch.Baseline) (string
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// contentDoc writes the canonical document ContentHash hashes directly:
-// the bytes canonjson writes for it (keys sorted, no white space, strings
-// escaped as encoding/json does without HTML escaping), but only the
-// brief's free-form filters go through canonjson. Every freeze hashes its
-// whole baseline, and canonjson's reflection, decode and re-encode of up
-// to 10,000 items were most of a new start's Go time. A test pins the two
+// contentDoc writes canonjson's bytes for ContentHash's document directly,
+// only the brief's filters going through canonjson: canonjson on a
+// 10,000-item baseline was most of a start's Go time. A test pins the two
 // writers to the same bytes.
 func contentDoc(brief savedsearch.Brief, baseline savedsearch.Baseline) ([]byte, error) {
 	doc := make([]byte, 0, 64+len(brief.Query)+len(baseline.Items)*48)
@@ -176,9 +163,7 @@ func contentDoc(brief savedsearch.Brief, baseline savedsearch.Baseline) ([]byte,
 	return append(doc, "}}"...), nil
 }
 
-// appendJSONString appends s as canonjson writes a JSON string: copied
-// between quotes when it is printable ASCII without a quote or a
-// backslash, else through encoding/json without HTML escaping.
+// appendJSONString appends s as canonjson writes a JSON string.
 func appendJSONString(dst []byte, s string) []byte {
 	plain := true
 	for i := 0; i < len(s) && plain; i++ {
@@ -204,15 +189,11 @@ type DBTX interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Freeze copies org's live saved search savedSearchID into a new snapshot
-// on tx and returns it; actor is recorded as created_by (empty: NULL), and
-// claim (uuid.Nil for none) is the claim the snapshot answers. The copy is
-// one statement, so it is consistent at any isolation level. Pass the
-// transaction that completes the claim, so both commit together.
-//
-// It returns [ErrNotFound] when org has no live saved search savedSearchID;
-// tx stays usable. [QueueRead] and [QueueInsert] are the same two
-// statements for callers that pipeline.
+// Freeze copies org's live saved search into a new snapshot on tx, in one
+// statement (consistent at any isolation level). actor is recorded as
+// created_by (empty: NULL); claim (uuid.Nil for none) is the claim the
+// snapshot answers: pass the transaction that completes it. It returns
+// [ErrNotFound] when there is no live saved search; tx stays usable.
 func Freeze(ctx context.Context, tx DBTX, org, savedSearchID uuid.UUID, actor string, claim uuid.UUID) (*Snapshot, error) {
 	r := newRead(org, savedSearchID, actor, OriginAPI)
 	if err := r.scan(tx.QueryRow(ctx, savedSearchFreezeRead, org, savedSearchID)); err != nil {
@@ -232,7 +213,7 @@ func Freeze(ctx context.Context, tx DBTX, org, savedSearchID uuid.UUID, actor st
 	return snap, nil
 }
 
-// Read is a queued freeze read. [Read.Snapshot] answers once the batch's
+// Read is a queued freeze read; [Read.Snapshot] answers once the batch's
 // results are closed.
 type Read struct {
 	snap  Snapshot
@@ -249,10 +230,9 @@ func newRead(org, savedSearchID uuid.UUID, actor, origin string) *Read {
 	return r
 }
 
-// QueueRead queues [Freeze]'s read on b, inside the transaction that will
-// store the snapshot; queue [QueueInsert] in the next batch. actor is
-// recorded as created_by (empty: NULL); origin is [OriginAPI] (the
-// default) or [OriginSchedule].
+// QueueRead queues [Freeze]'s read on b in the transaction that will store
+// the snapshot; queue [QueueInsert] in the next batch. origin is [OriginAPI]
+// (the default) or [OriginSchedule].
 func QueueRead(b *pgx.Batch, org, savedSearchID uuid.UUID, actor, origin string) *Read {
 	if origin == "" {
 		origin = OriginAPI
@@ -268,7 +248,6 @@ func QueueRead(b *pgx.Batch, org, savedSearchID uuid.UUID, actor, origin string)
 	return r
 }
 
-// scan scans the freeze read's row; no row is ErrNotFound.
 func (r *Read) scan(row pgx.Row) error {
 	r.done = true
 	err := row.Scan(&r.snap.SavedSearchName, &r.brief, &r.snap.SavedSearchVersion,
@@ -279,9 +258,8 @@ func (r *Read) scan(row pgx.Row) error {
 	return r.err
 }
 
-// Snapshot returns the copied snapshot, not yet stored, with its id,
-// content hash and created_at set. It returns [ErrNotFound] when there was
-// no live saved search, or an error when the read failed.
+// Snapshot returns the copied snapshot, not yet stored, or [ErrNotFound]
+// when there was no live saved search, or the read's error.
 func (r *Read) Snapshot() (*Snapshot, error) {
 	switch {
 	case !r.done:
@@ -310,9 +288,8 @@ func (r *Read) Snapshot() (*Snapshot, error) {
 }
 
 // QueueInsert queues the insert of snap, from [Read.Snapshot], on b. claim
-// (uuid.Nil for none) is the claim completed in the same transaction; the
-// sweeper uses it to check the claim's retention. Insert errors surface in
-// the batch's results.
+// (uuid.Nil for none) lets the sweeper check the claim's retention. Errors
+// surface in the batch's results.
 func QueueInsert(b *pgx.Batch, snap *Snapshot, claim uuid.UUID) {
 	b.Queue(snapshotInsert, snap.insertArgs(claim)).Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() != 1 {
@@ -340,8 +317,8 @@ type Store struct {
 // NewStore returns a store on db.
 func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
 
-// Cursors returns a copy of s that signs its cursors with k. Without it,
-// the zero [keyset.Key] is used, which no other process accepts.
+// Cursors returns a copy of s that signs its cursors with k; the default
+// zero key is accepted by no other process.
 func (s *Store) Cursors(k keyset.Key) *Store {
 	c := *s
 	c.cursors = k
@@ -359,9 +336,8 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Snapshot, err er
 }
 
 // ListBySavedSearch returns a page of the snapshots of org's saved search
-// savedSearchID (archived too), newest first, and the next cursor (""
-// after the last). It returns [ErrSavedSearchNotFound] when org has no
-// such saved search and [ErrInvalidCursor] for a foreign cursor.
+// (archived too), newest first, and the next cursor ("" after the last),
+// or [ErrSavedSearchNotFound] or [ErrInvalidCursor].
 func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.UUID, p ListParams) (_ []ListItem, _ string, err error) {
 	defer dberr.Annotate(&err)
 	q, err := s.cursors.Read(keyset.List{Name: "snapshot.list", Org: org, Parent: savedSearchID},

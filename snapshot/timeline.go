@@ -21,11 +21,9 @@ type TimelineEntry struct {
 	SavedSearchVersion int64
 	SavedSearchName    string
 	ContentHash        string
-	// BaselineItems is how many baseline items it froze.
-	BaselineItems int
-	// CreatedBy is the starting actor; nil when unknown.
+	BaselineItems      int
+	// CreatedBy is nil when unknown.
 	CreatedBy *string
-	// Origin is OriginAPI or OriginSchedule.
 	Origin    string
 	CreatedAt time.Time
 	// Runs is how many Runs were admitted on it.
@@ -44,10 +42,9 @@ type TimelineParams struct {
 	Cursor string
 }
 
-// Timeline returns a page of the snapshots of org's saved search
-// savedSearchID, archived or not, newest first, with their Run counts, and
-// the next cursor ("" after the last). It returns [ErrNotFound] when org
-// has no such saved search and [ErrInvalidCursor] for a foreign cursor.
+// Timeline returns a page of the snapshots of org's saved search (archived
+// too), newest first, with their Run counts, and the next cursor ("" after
+// the last), or [ErrNotFound] or [ErrInvalidCursor].
 func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p TimelineParams) (_ []TimelineEntry, _ string, err error) {
 	defer dberr.Annotate(&err)
 	q, err := s.cursors.Read(keyset.List{Name: "snapshot.timeline", Org: org, Parent: savedSearchID}, p.Cursor, p.Limit, 50, 200)
@@ -66,10 +63,9 @@ func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p Ti
 		snapshotTimeline, org, savedSearchID, q.At, q.ID, q.Limit+1, sqlarg.Null(p.Actor), sqlarg.Null(p.From), sqlarg.Null(p.To))
 }
 
-// snapshotTimeline reads a saved search's snapshots newest first with
-// their Run counts. The count names the organization itself so Citus routes
-// the whole statement to one shard group. $1 org, $2 saved_search_id,
-// $3 created_at, $4 id (the cursor), $5 limit, $6 actor, $7 from, $8 to.
+// snapshotTimeline reads snapshots newest first with their Run counts; the
+// count names the organization so Citus routes it to one shard group.
+// $1 org, $2 saved_search_id, $3 created_at, $4 id, $5 limit, $6 actor, $7 from, $8 to.
 const snapshotTimeline = `
 SELECT sn.id, sn.saved_search_id, sn.saved_search_version, sn.saved_search_name, sn.content_hash,
 	coalesce(jsonb_array_length(sn.baseline -> 'items'), 0), sn.created_by, sn.origin, sn.created_at,

@@ -1,28 +1,12 @@
-// Package seatq is a per-process fair queue of seats in front of the
-// database, shared by the API, the console and provider callbacks. It is
-// modelled on Kubernetes API Priority and Fairness with one priority level.
-// See docs/seat-queue.md.
+// Package seatq is a per-process fair queue of database seats shared by the
+// API, the console and provider callbacks, after Kubernetes API Priority and
+// Fairness with one priority level; see docs/seat-queue.md.
 //
-//   - Capacity is [Config.Seats]. A request holds its seats from
-//     [Queue.Acquire] to [Seat.Release]: one, or more for a known heavy
-//     request. [Seat.Charge] reports a cost above the seats taken; the excess
-//     becomes a debt the flow's next requests pay in extra seats.
-//   - Wide requests (more than one seat) together hold at most
-//     [Config.WideSeats], so narrow requests never wait behind heavy ones.
-//   - Work-conserving: if nobody waits and seats are free, Acquire seats at
-//     once, so one flow alone may use every seat.
-//   - Fair: otherwise a request waits in its [Flow]'s FIFO queue, and freed
-//     seats go round robin to the oldest request of the next waiting flow.
-//     Nobody overtakes the request whose turn it is, so wide requests are
-//     not starved.
-//   - Bounded: [Config.QueueLength] waiters per flow ([ErrQueueFull]) and
-//     [Config.MaxWait] per wait ([ErrWaitTimeout]), both as a [*Refusal].
-//     A request whose context ends leaves the queue at once.
-//   - A seated request that waits for something other than the database
-//     gives its seat up with [Idle] and resumes at the head of its flow's
-//     queue, exempt from both bounds.
-//   - No I/O: Acquire and Release are a mutex, a map and, for a waiter, a
-//     channel and a timer.
+// Acquire seats at once when seats are free and nobody waits; otherwise
+// requests wait FIFO per [Flow] and flows are served round robin, nobody
+// overtaking the request whose turn it is. Wide requests together hold at
+// most [Config.WideSeats]. Waits are bounded per flow and in time (a
+// [*Refusal]); [Idle] gives a seat up for a wait off the database.
 package seatq
 
 import (
@@ -66,15 +50,13 @@ const (
 	MaxMaxWait     = 5 * time.Minute
 )
 
-// Bounds of a [Refusal]'s RetryAfter, in whole seconds; more than a minute
-// would tell clients to go away.
+// Bounds of a [Refusal]'s RetryAfter.
 const (
 	minRetryAfter = time.Second
 	maxRetryAfter = time.Minute
 )
 
-// holdWeight is the moving average's weight for the newest hold time: 1/16,
-// so the estimate follows load without jumping on one slow request.
+// holdWeight: the newest hold time weighs 1/16 in the moving average.
 const holdWeight = 16
 
 // Kind is what a [Flow] is.
@@ -96,7 +78,6 @@ func Kinds() []Kind { return []Kind{KindOrganization, KindOperator, KindProvider
 // String returns organization, operator or provider.
 func (k Kind) String() string { return name(k, "organization", "operator", "provider") }
 
-// name returns the i-th (from 1) of names, or "unknown".
 func name[T ~uint8](i T, names ...string) string {
 	if i < 1 || int(i) > len(names) {
 		return "unknown"
@@ -108,8 +89,7 @@ func name[T ~uint8](i T, names ...string) string {
 // take turns.
 type Flow struct {
 	Kind Kind
-	// Name is the organization's id, the operator's sub or the provider's
-	// name.
+	// Name is the organization's id, the operator's sub or the provider's name.
 	Name string
 }
 
@@ -141,8 +121,7 @@ type Config struct {
 // MaxWidth is the most seats one request takes.
 const MaxWidth = 8
 
-// BytesPerSeat is how many bytes read or rendered one seat stands for in
-// [BytesWidth]; encoding and decoding cost processor time under the seat.
+// BytesPerSeat is how many bytes read or rendered one seat stands for.
 const BytesPerSeat = 64 << 10
 
 // BytesWidth returns the seats n bytes stand for: one per [BytesPerSeat]
@@ -189,10 +168,9 @@ var (
 // would be served: the flow's waiters times the waiting flows times the
 // mean hold time, divided by the seats, clamped to one second to a minute.
 type Refusal struct {
-	Reason     error
-	Flow       Flow
-	RetryAfter time.Duration
-	// QueueLength and MaxWait are the queue's bounds, for the message.
+	Reason      error
+	Flow        Flow
+	RetryAfter  time.Duration
 	QueueLength int
 	MaxWait     time.Duration
 }
@@ -213,35 +191,28 @@ type Queue struct {
 	mu     sync.Mutex
 	inUse  int
 	queued int
-	// flows holds exactly the flows with a seat in use or a request waiting.
-	flows map[Flow]*flow
-	// round holds the flows with waiters (*flow), in serving order.
+	flows  map[Flow]*flow
+	// round holds the flows with waiters, in serving order.
 	round list.List
 	// wideSeats is the wide requests' share; wideInUse what they hold.
 	wideSeats, wideInUse int
-	// meanHold is the moving average hold time; zero before a release.
-	meanHold time.Duration
+	meanHold             time.Duration
 }
 
-// flow is the state of one [Flow].
 type flow struct {
 	key   Flow
 	inUse int
-	// debt is the extra seats its next requests take (see Seat.Charge), at
-	// most maxDebt.
+	// debt is the extra seats its next requests take, at most maxDebt.
 	debt int
-	// waiting holds its waiters (*waiter), oldest first; resumes go first.
+	// waiting is oldest first; resumes go first.
 	waiting list.List
-	// inRound is its element of Queue.round; nil when nothing waits.
 	inRound *list.Element
 }
 
-// waiter is one request waiting for a seat.
 type waiter struct {
-	seat  *Seat
-	since time.Time
-	elem  *list.Element
-	// ready is closed when the request is seated.
+	seat   *Seat
+	since  time.Time
+	elem   *list.Element
 	ready  chan struct{}
 	seated bool
 }
@@ -251,15 +222,12 @@ type waiter struct {
 type Seat struct {
 	q *Queue
 	f *flow
-	// asked is the requested width; width the seats taken, of which paid
-	// came from the flow's debt (returned if never seated); cost what Charge
-	// reported.
+	// paid is the part of width taken from the flow's debt.
 	asked, width, paid, cost int
 	since                    time.Time
 	// held is false after Release and while idle. Guarded by q.mu.
 	held bool
-	// ctx is NewContext's context, embedded to avoid an allocation.
-	ctx seatContext
+	ctx  seatContext
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
@@ -308,8 +276,7 @@ func New(cfg Config) (*Queue, error) {
 // Seats returns how many requests the queue serves at once.
 func (q *Queue) Seats() int { return q.seats }
 
-// WideSeats returns the wide requests' share ([Config.WideSeats]), which is
-// also the widest a request can be.
+// WideSeats returns [Config.WideSeats], also the widest a request can be.
 func (q *Queue) WideSeats() int { return q.wideSeats }
 
 // QueueLength returns how many requests of one flow may wait.
@@ -331,8 +298,7 @@ func (q *Queue) Acquire(ctx context.Context, f Flow, width int) (*Seat, error) {
 	return s, nil
 }
 
-// take seats s in flow key, waiting at the back of the flow's queue, or at
-// its front when resuming.
+// take seats s, waiting at the back of its flow's queue, or at the front when resuming.
 func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error {
 	if err := ctx.Err(); err != nil {
 		return err // gone already: no seat for nobody
@@ -340,13 +306,11 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 	q.mu.Lock()
 	f := q.flowLocked(s, key)
 	if !resume {
-		// The flow's debt rides on its next requests.
 		s.width = min(s.asked+f.debt, MaxWidth, q.wideSeats)
 		s.paid = s.width - s.asked
 		f.debt -= s.paid
 	}
-	// Take free seats at once unless someone waits ahead (nobody overtakes
-	// the request whose turn it is).
+	// Nobody overtakes the request whose turn it is.
 	if q.round.Len() == 0 && q.fitsLocked(s.width) {
 		q.seatLocked(f, s)
 		q.mu.Unlock()
@@ -371,7 +335,6 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 		f.inRound = q.round.PushBack(f)
 	}
 	q.queued++
-	// Free seats may fit a request behind ones waiting for the wide share.
 	q.dispatchLocked()
 	seated := w.seated
 	q.mu.Unlock()
@@ -398,8 +361,7 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 	}
 }
 
-// flowLocked returns and sets s's flow: its own if it has one (restored if
-// forgotten while idle), else flow key's, created if needed.
+// flowLocked sets and returns s's flow, restoring or creating it in q.flows.
 func (q *Queue) flowLocked(s *Seat, key Flow) *flow {
 	if s.f != nil {
 		key = s.f.key
@@ -413,9 +375,8 @@ func (q *Queue) flowLocked(s *Seat, key Flow) *flow {
 	return s.f
 }
 
-// leave removes w from its flow's queue after its wait ended for why and
-// returns the error to return. A seat granted meanwhile is kept on timeout
-// and given back when the request is gone.
+// leave removes w from its queue after its wait ended for why. A seat granted
+// meanwhile is kept on timeout and given back when the request is gone.
 func (q *Queue) leave(w *waiter, why error) error {
 	s := w.seat
 	f := s.f
@@ -433,7 +394,6 @@ func (q *Queue) leave(w *waiter, why error) error {
 	}
 	q.dequeueLocked(f, w)
 	q.repayLocked(s)
-	// w may have blocked the turn waiting for more seats: the next may fit.
 	q.dispatchLocked()
 	err, outcome := why, Gone
 	if why == ErrWaitTimeout {
@@ -445,15 +405,12 @@ func (q *Queue) leave(w *waiter, why error) error {
 	return err
 }
 
-// refusalLocked returns the refusal of a request of f, with RetryAfter as
-// [Refusal] describes.
 func (q *Queue) refusalLocked(f *flow, reason error) *Refusal {
 	turns := q.round.Len()
 	if f.inRound == nil {
 		turns++ // the flow would join the round
 	}
 	backlog := f.waiting.Len() + 1
-	// Floating point so the product clamps rather than overflows.
 	est := float64(backlog) * float64(turns) * float64(q.meanHold) / float64(q.seats)
 	after := maxRetryAfter
 	if est < float64(maxRetryAfter) {
@@ -499,13 +456,11 @@ func (q *Queue) releaseLocked(s *Seat) {
 	q.forgetLocked(s.f)
 }
 
-// maxDebt bounds a flow's debt: four of its widest requests.
+// maxDebt is four of the widest requests.
 const maxDebt = 4 * MaxWidth
 
-// Charge reports the request's cost in seats, such as from the bytes it
-// read and rendered. A cost above the seats taken becomes a debt of its
-// flow, paid by its next requests (see [Queue.Acquire]). Call it before
-// [Seat.Release]; the last call counts.
+// Charge reports the request's cost in seats; a cost above the seats taken
+// becomes its flow's debt. The last call before [Seat.Release] counts.
 func (s *Seat) Charge(cost int) {
 	s.q.mu.Lock()
 	s.cost = cost
@@ -515,14 +470,11 @@ func (s *Seat) Charge(cost int) {
 // Width returns the seats the request holds (or held).
 func (s *Seat) Width() int { return s.width }
 
-// repayLocked returns s's debt to the flow when s was never seated.
 func (q *Queue) repayLocked(s *Seat) {
 	s.f.debt += s.paid
 	s.paid = 0
 }
 
-// fitsLocked reports whether width seats are free, within the wide share
-// when wide.
 func (q *Queue) fitsLocked(width int) bool {
 	return q.inUse+width <= q.seats && (width == 1 || q.wideInUse+width <= q.wideSeats)
 }
@@ -536,11 +488,9 @@ func (q *Queue) seatLocked(f *flow, s *Seat) {
 	s.held, s.since, s.paid = true, time.Now(), 0
 }
 
-// dispatchLocked seats the oldest request of the flow whose turn it is,
-// moving the flow to the end of the round, while requests fit. It stops at
-// the first that does not fit, so nobody overtakes it, except a wide
-// request blocked only by the wide share: narrow requests cannot delay
-// that, so the round skips it (it keeps its place).
+// dispatchLocked seats waiters in turn while they fit, stopping at the first
+// that does not, except that a wide request blocked only by the wide share
+// keeps its place and is skipped (narrow requests cannot delay it).
 func (q *Queue) dispatchLocked() {
 	for e := q.round.Front(); e != nil; {
 		f := e.Value.(*flow)
@@ -562,8 +512,7 @@ func (q *Queue) dispatchLocked() {
 	}
 }
 
-// dequeueLocked removes w from f's queue, and f from the round when
-// nothing of it waits.
+// dequeueLocked removes w, and f from the round when nothing of it waits.
 func (q *Queue) dequeueLocked(f *flow, w *waiter) {
 	f.waiting.Remove(w.elem)
 	q.queued--
@@ -573,8 +522,6 @@ func (q *Queue) dequeueLocked(f *flow, w *waiter) {
 	}
 }
 
-// forgetLocked drops f from the map when it holds no seat and has no
-// waiters.
 func (q *Queue) forgetLocked(f *flow) {
 	if f.inUse == 0 && f.waiting.Len() == 0 && q.flows[f.key] == f {
 		delete(q.flows, f.key)
@@ -589,7 +536,6 @@ func (q *Queue) observe(k Kind, o Outcome, waited time.Duration) {
 
 type seatKey struct{}
 
-// seatContext is a context carrying a seat, like context.WithValue.
 type seatContext struct {
 	context.Context
 	seat *Seat
@@ -618,15 +564,10 @@ func FromContext(ctx context.Context) *Seat {
 	return s
 }
 
-// Idle gives up the seat ctx carries, if any, for a wait that uses no
-// database connection, and returns resume, which retakes a seat before the
-// caller uses the database again: in the same flow, at the head of its
-// queue, exempt from both bounds. resume returns ctx's error if ctx ends
-// first. Without a seat, Idle does nothing and resume returns nil.
-//
-//	resume := seatq.Idle(ctx)
-//	select { case <-woken: case <-ctx.Done(): }
-//	if err := resume(); err != nil { return err }
+// Idle gives up ctx's seat, if any, for a wait off the database, and returns
+// resume, which must retake a seat before the database is used again: at the
+// head of the flow's queue, exempt from both bounds. resume returns ctx's
+// error if ctx ends first.
 func Idle(ctx context.Context) (resume func() error) {
 	s := FromContext(ctx)
 	if s == nil {
@@ -645,26 +586,21 @@ func Idle(ctx context.Context) (resume func() error) {
 
 // Stats is a snapshot of the queue.
 type Stats struct {
-	// Seats is the capacity; InUse the seats taken (not idle ones).
+	// InUse excludes idle seats.
 	Seats, InUse int
-	// Queued counts waiting requests; Waiting the flows they belong to.
+	// Waiting counts the flows of the Queued requests.
 	Queued, Waiting int
-	// MeanHold is the moving average hold time (zero before a release).
-	MeanHold time.Duration
-	// Flows are the busy flows, most waiting first, then most seats, at
-	// most the limit asked for.
-	Flows []FlowStats
-	// FlowsTotal counts all busy flows.
+	MeanHold        time.Duration
+	// Flows are the busy flows, most waiting first, then most seats.
+	Flows      []FlowStats
 	FlowsTotal int
 }
 
 // FlowStats is one flow's part of [Stats].
 type FlowStats struct {
-	Flow Flow
-	// InUse is the seats its requests hold.
-	InUse   int
-	Waiting int
-	// OldestWait is how long its oldest waiter has waited.
+	Flow       Flow
+	InUse      int
+	Waiting    int
 	OldestWait time.Duration
 }
 
@@ -678,7 +614,6 @@ func (q *Queue) Stats(limit int) Stats {
 		st.Flows = make([]FlowStats, 0, min(limit, len(q.flows)))
 		for _, f := range q.flows {
 			fs := FlowStats{Flow: f.key, InUse: f.inUse, Waiting: f.waiting.Len()}
-			// Oldest first, except resumes at the front: check each.
 			for e := f.waiting.Front(); e != nil; e = e.Next() {
 				fs.OldestWait = max(fs.OldestWait, now.Sub(e.Value.(*waiter).since))
 			}
