@@ -27,16 +27,7 @@ const (
 	envConsoleTokenSignIn     = "SEARCHD_CONSOLE_TOKEN_SIGN_IN"
 )
 
-// Defaults and limits of those settings.
-const (
-	defaultTokenMaxLifetime       = auth.DefaultMaxLifetime
-	defaultConsoleSessionLifetime = 8 * time.Hour
-	minTokenMaxLifetime           = time.Minute
-	maxTokenMaxLifetime           = 30 * 24 * time.Hour
-	minConsoleSessionLifetime     = time.Minute
-	maxConsoleSessionLifetime     = 7 * 24 * time.Hour
-	maxClaimNameLen               = 100
-)
+const maxClaimNameLen = 100
 
 // authConfig is how serve and dev authenticate.
 type authConfig struct {
@@ -56,8 +47,8 @@ type authConfig struct {
 
 // claimName is the kind of the settings that name a claim of the
 // provider's tokens.
-func claimName(at func(*loading) *string, def string) text {
-	return text{at: at, def: def, desc: fmt.Sprintf("a claim name: at most %d bytes, no spaces", maxClaimNameLen),
+func claimName(at func(*loading) *string) text {
+	return text{at: at, desc: fmt.Sprintf("a claim name: at most %d bytes, no spaces", maxClaimNameLen),
 		check: func(s setting) string {
 			if len(s.value) > maxClaimNameLen || strings.ContainsFunc(s.value, isSpaceOrControl) {
 				return fmt.Sprintf("%q is not a claim name: at most %d bytes, no spaces", s.value, maxClaimNameLen)

@@ -39,28 +39,12 @@ const (
 	envCallbackBodyTimeout  = "SEARCHD_CALLBACK_BODY_TIMEOUT"
 )
 
-// Defaults of the settings.
+// Limits of the callback body settings, which depend on others: the
+// budget is at least twice the callback limit (api.Deps.CallbackBodyBudget)
+// and at most 16 GiB.
 const (
-	defaultAddr          = ":8080"
-	defaultDevAddr       = "127.0.0.1:8080"
-	defaultShutdownGrace = 10 * time.Second
-	defaultDevDir        = ".searchd-dev"
-	// defaultMaxHeaderBytes bounds a request's header: a bearer token of
-	// 8 KiB (auth.MaxTokenBytes) and a console cookie fit with room.
-	defaultMaxHeaderBytes = 16 << 10
-
-	minMaxBodyBytes = 1 << 10
-	maxMaxBodyBytes = 1 << 30
-	// A header limit from 4 KiB to Go's default, 1 MiB.
-	minMaxHeaderBytes = 4 << 10
-	maxMaxHeaderBytes = 1 << 20
-	maxShutdownGrace  = time.Hour
-	// The callback body budget is at least twice the callback limit (see
-	// api.Deps.CallbackBodyBudget) and at most 16 GiB; the body timeout
-	// from 1s to the server's read timeout.
-	maxCallbackBodyBudget  = 16 << 30
-	minCallbackBodyTimeout = time.Second
-	maxCallbackBodyTimeout = readTimeout
+	minMaxBodyBytes       = 1 << 10
+	maxCallbackBodyBudget = 16 << 30
 )
 
 // usageError is a mistake in the command line or the configuration: the
@@ -132,6 +116,51 @@ type serverConfig struct {
 	Streams runstream.Config
 	// renamed says which old names of settings were used, one warning each.
 	renamed []string
+}
+
+// validate returns the first of cmd/searchd's own settings out of range,
+// as "searchd: Config.F is V; it must be R"; a zero that means a default
+// (DBMaxConns, WideSeats) is in range. The rows of [settingsTable] take
+// their range from it.
+func (c serverConfig) validate() error {
+	ms := func(d time.Duration) bool { return d >= 0 && d <= time.Hour && d%time.Millisecond == 0 }
+	in := func(d, lo, hi time.Duration) bool { return d >= lo && d <= hi }
+	msRange := "whole milliseconds from 0s to " + time.Hour.String()
+	for _, f := range []struct {
+		name string
+		v    any
+		ok   bool
+		rng  string
+	}{
+		{"DBMaxConns", c.DBMaxConns, c.DBMaxConns >= 0 && c.DBMaxConns <= 1000, "from 1 to 1000"},
+		{"IdleInTransaction", c.Session.IdleInTransaction, ms(c.Session.IdleInTransaction), msRange},
+		{"Lock", c.Session.Lock, ms(c.Session.Lock), msRange},
+		{"Statement", c.Session.Statement, ms(c.Session.Statement), msRange},
+		{"Answer", c.DBWait.Answer, c.DBWait.Answer == 0 || in(c.DBWait.Answer, time.Second, time.Hour), "0s (none), or from 1s to 1h0m0s"},
+		{"ShutdownGrace", c.ShutdownGrace, in(c.ShutdownGrace, 0, time.Hour), "from 0s to 1h0m0s"},
+		{"MaxBodyBytes", c.MaxBodyBytes, c.MaxBodyBytes >= minMaxBodyBytes && c.MaxBodyBytes <= 1<<30,
+			fmt.Sprintf("from %d to %d", minMaxBodyBytes, 1<<30)},
+		{"MaxHeaderBytes", c.MaxHeaderBytes, c.MaxHeaderBytes >= 4<<10 && c.MaxHeaderBytes <= 1<<20, // Go's default, 1 MiB
+			fmt.Sprintf("from %d to %d", 4<<10, 1<<20)},
+		{"MaxPreferWait", c.MaxPreferWait, in(c.MaxPreferWait, 0, api.PreferWaitLimit) && c.MaxPreferWait%time.Second == 0,
+			"whole seconds from 0s to " + api.PreferWaitLimit.String()},
+		{"WideSeats", c.Seats.WideSeats, c.Seats.WideSeats >= 0 && c.Seats.WideSeats <= seatq.MaxSeats,
+			fmt.Sprintf("from 1 to %d", seatq.MaxSeats)},
+		// After a crash a saved-search key is blocked for a whole lease.
+		{"SavedSearchLease", c.SavedSearchLease, in(c.SavedSearchLease, 1, 5*time.Minute), "more than 0s and at most 5m0s"},
+		{"MaxLifetime", c.Auth.MaxLifetime, in(c.Auth.MaxLifetime, time.Minute, 30*24*time.Hour), "from 1m0s to 720h0m0s"},
+		{"SessionLifetime", c.Auth.SessionLifetime, in(c.Auth.SessionLifetime, time.Minute, 7*24*time.Hour), "from 1m0s to 168h0m0s"},
+		{"CallbackBodyTimeout", c.CallbackBodyTimeout, in(c.CallbackBodyTimeout, time.Second, readTimeout), "from 1s to " + readTimeout.String()},
+		{"Lease", c.Inbox.Lease, in(c.Inbox.Lease, 1, 10*time.Minute), "more than 0s and at most 10m0s"},
+		{"ScheduleMax", c.ScheduleMax, c.ScheduleMax >= 1 && c.ScheduleMax <= 1_000_000, "from 1 to 1000000"},
+		{"Interval", c.Sweep.Interval, c.Sweep.Interval >= 0, "0s (no sweeper) or more"},
+		{"Budget", c.Sweep.Budget, c.Sweep.Budget >= time.Second, "1s or more"},
+	} {
+		if !f.ok {
+			return fmt.Errorf("searchd: Config.%s is %v; it must be %s", f.name, f.v, f.rng)
+		}
+	}
+	return nil
 }
 
 // setting is one configuration value and where it came from, so a message

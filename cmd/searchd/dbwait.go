@@ -29,13 +29,10 @@ import (
 // hogs beside it.
 const envDBAnswerTimeout = "SEARCHD_DB_ANSWER_TIMEOUT"
 
-// Default and limit of the answer timeout: the statement timeout's default
-// and 5 s more, as PostgreSQL ends a statement that runs longer itself
-// and says so, so no answer by then means the database is not there.
-const (
-	defaultDBAnswerTimeout = defaultStatementTimeout + 5*time.Second
-	maxDBAnswerTimeout     = time.Hour
-)
+// defaultDBAnswerTimeout is the statement timeout's default, 15 s, and 5 s
+// more: PostgreSQL ends a statement that runs longer itself and says so,
+// so no answer by then means the database is not there.
+const defaultDBAnswerTimeout = 20 * time.Second
 
 // dbWait is the client-side bound; zero is none.
 type dbWait struct {

@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/providerjobs"
 )
 
@@ -17,23 +16,6 @@ const (
 	envIdleInTransactionTimeout = "SEARCHD_DB_IDLE_IN_TRANSACTION_TIMEOUT"
 	envLockTimeout              = "SEARCHD_DB_LOCK_TIMEOUT"
 	envStatementTimeout         = "SEARCHD_DB_STATEMENT_TIMEOUT"
-)
-
-// Defaults and limits of those settings. The session bounds are seconds:
-// a replica stopped (SIGSTOP, a long pause, a partition) inside an open
-// transaction keeps its row locks for as long as PostgreSQL keeps its
-// session, so the session is ended after 5 s idle in a transaction, and
-// its claims fall to the lease rules. A statement waits for a lock at most
-// 10 s, longer than that, so a waiter outlasts a stalled holder rather
-// than failing first; no statement runs longer than 15 s, so one slow
-// statement (a tenant's heavy list) cannot hold a pool connection long.
-const (
-	defaultWebhookLease             = idempotency.WebhookLease
-	defaultIdleInTransactionTimeout = 5 * time.Second
-	defaultLockTimeout              = 10 * time.Second
-	defaultStatementTimeout         = 15 * time.Second
-	maxWebhookLease                 = 10 * time.Minute
-	maxSessionTimeout               = time.Hour
 )
 
 // inboxConfig configures the provider inbox of serve and dev.

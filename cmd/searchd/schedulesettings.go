@@ -22,20 +22,16 @@ const (
 	envScheduleWidth = "SEARCHD_SCHEDULE_WIDTH"
 )
 
-// Defaults and limits of those settings.
-const (
-	// defaultScheduleLease is the lease when the saved-search lease is
-	// the default 30 s: the default is twice the saved-search lease.
-	defaultScheduleLease = time.Minute
-	maxScheduleMax       = 1_000_000
-)
-
 // parseScheduleLease reads the schedule lease, which is twice the
 // saved-search lease (read before it) by default.
 func parseScheduleLease(r *reader, s setting) string {
-	k := durationKind{at: func(c *loading) *time.Duration { return &c.Schedule.Lease },
-		def: max(2*r.cfg.SavedSearchLease, schedule.MinLease), min: schedule.MinLease, max: schedule.MaxLease, like: "1s or 1m"}
-	return k.set(r, s)
+	parse := time.ParseDuration
+	return setValue(&r.cfg.Schedule.Lease, s, max(2*r.cfg.SavedSearchLease, schedule.MinLease), parse, "a duration (write it like 1s or 1m)", func(d time.Duration) string {
+		if d < schedule.MinLease || d > schedule.MaxLease {
+			return fmt.Sprintf("%s is out of range: from %s to %s", d, schedule.MinLease, schedule.MaxLease)
+		}
+		return ""
+	})
 }
 
 // checkScheduleLease checks that a drain that runs holds what it took

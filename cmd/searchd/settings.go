@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"net/url"
 	"regexp"
@@ -13,11 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
-	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
 )
@@ -33,30 +30,13 @@ const (
 	envEventStreamMaxDuration = "SEARCHD_EVENT_STREAM_MAX_DURATION"
 )
 
-// Defaults and limits of those settings.
-const (
-	// defaultDBMaxConns sizes the pool when neither the setting nor the
-	// URL's pool_max_conns does. A start is a few short statements and a
-	// commit, and a commit waits for its WAL flush (fsync) with no CPU
-	// used on either side, so the work is bound by commit latency, not by
-	// cores: connections beyond the CPU count keep the CPUs busy while
-	// others wait on the disk, and PostgreSQL flushes the commits waiting
-	// together in one fsync (group commit). pgx's max(4, CPUs) left a
-	// 2-core server at 4, which four slow requests of one tenant filled.
-	defaultDBMaxConns    = 16
-	defaultMaxPreferWait = api.PreferWaitLimit
-	// defaultSavedSearchLease is the saved-search start's lease, 30 s.
-	defaultSavedSearchLease = idempotency.SavedSearchStartLease
-	// maxSavedSearchLease bounds the saved-search lease. A preparation is
-	// one short transaction, so the lease matters only after a crash: it is
-	// how long the crashed replica's claim blocks every retry of its key.
-	// The retention is raised to a longer lease, so without this bound one
-	// crash could block a key for the plane's MaxLease of 30 days (beyond
-	// which admission.Config refuses a lease). Five minutes is ten times
-	// the default 30 s.
-	maxSavedSearchLease = 5 * time.Minute
-	maxDBMaxConns       = 1000
-)
+// defaultDBMaxConns sizes the pool when neither the setting nor the URL's
+// pool_max_conns does. The work is bound by commit latency, not by cores:
+// connections beyond the CPU count keep the CPUs busy while others wait on
+// their WAL flush, which PostgreSQL shares among the commits waiting
+// together (group commit). pgx's max(4, CPUs) left a 2-core server at 4,
+// which four slow requests of one tenant filled.
+const defaultDBMaxConns = 16
 
 // settingsTable declares every setting of searchd, once, in the order
 // they are read, listed by --help and documented (docs/settings.md,
@@ -78,27 +58,27 @@ var settingsTable = []section{
 				"`~/.pgpass` file. Without it, `dev` runs a local cluster under the dev directory",
 			example: "postgres://searchd:CHANGE-ME@db.example.com:5432/searchd"},
 		{env: envDBMaxConns, flag: "db-max-conns", in: cmdServers,
-			kind: integer[int32]{at: func(c *loading) *int32 { return &c.DBMaxConns }, min: 1, max: maxDBMaxConns, of: "connections", zero: true},
+			kind: field[int32]{at: func(c *loading) *int32 { return &c.DBMaxConns }, valid: ownValid, of: "connections"},
 			def:  "pool_max_conns of the URL, else " + strconv.Itoa(defaultDBMaxConns),
 			meaning: "most connections in the database pool; with waiting on, one more listens for claims, and `/readyz` " +
 				"checks on one more of its own. The default is sized for commits, not CPUs (docs/operations.md says why)"},
 		{env: envIdleInTransactionTimeout, flag: "db-idle-in-transaction-timeout", in: cmdServers,
-			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.IdleInTransaction }, defaultIdleInTransactionTimeout),
+			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.IdleInTransaction }),
 			meaning: "PostgreSQL `idle_in_transaction_session_timeout` of every session of the pool (it overrides the URL's): " +
 				"a replica stopped inside a transaction (SIGSTOP, a long pause, a partition) loses its session and its row " +
 				"locks after this long, and its claims fall to the lease rules; `0s` for none"},
 		{env: envLockTimeout, flag: "db-lock-timeout", in: cmdServers,
-			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.Lock }, defaultLockTimeout),
+			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.Lock }),
 			meaning: "PostgreSQL `lock_timeout` of every session: the longest a statement waits for a row lock (then 503), " +
 				"longer than the idle-in-transaction timeout, so a waiter outlasts a stalled holder rather than failing " +
 				"first; `0s` for none"},
 		{env: envStatementTimeout, flag: "db-statement-timeout", in: cmdServers,
-			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.Statement }, defaultStatementTimeout),
+			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.Statement }),
 			meaning: "PostgreSQL `statement_timeout` of every session: the longest a statement runs (then 503), so one slow " +
 				"statement (a tenant's heavy list) cannot hold a pool connection long; `0s` for none"},
 		{env: envDBAnswerTimeout, flag: "db-answer-timeout", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.DBWait.Answer }, def: defaultDBAnswerTimeout,
-				none: true, min: time.Second, max: maxDBAnswerTimeout, like: "5s or 1m", desc: "0s (none), or from 1s to " + maxDBAnswerTimeout.String()},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.DBWait.Answer }, valid: ownValid,
+				none: true, like: "5s or 1m"},
 			meaning: "the longest searchd waits for any one answer of the database (a statement, a batch, a commit, a " +
 				"connection from the pool) before it counts the database unreachable (a partition, a blackholed primary): " +
 				"the call fails, its connection is closed and the request answers 503. The default is the statement " +
@@ -106,26 +86,24 @@ var settingsTable = []section{
 	}},
 	{"HTTP", "", []spec{
 		{env: envAddr, flag: "addr", in: cmdServers,
-			kind: text{at: func(c *loading) *string { return &c.Addr }, def: defaultAddr, devDef: defaultDevAddr,
+			kind: text{at: func(c *loading) *string { return &c.Addr },
 				check: addrProblem, desc: "host:port, the port from 0 to 65535"},
 			meaning: "address to listen on"},
 		{env: envShutdownGrace, flag: "shutdown-grace", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.ShutdownGrace }, def: defaultShutdownGrace,
-				max: maxShutdownGrace, like: "10s or 1m30s"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.ShutdownGrace }, valid: ownValid,
+				none: true, like: "10s or 1m30s"},
 			meaning: "on SIGTERM or SIGINT, how long requests in flight may finish before they are cancelled (their claims released)"},
 		{env: envMaxBodyBytes, flag: "max-body-bytes", in: cmdServers,
-			kind: integer[int64]{at: func(c *loading) *int64 { return &c.MaxBodyBytes }, def: api.DefaultMaxBodyBytes,
-				min: minMaxBodyBytes, max: maxMaxBodyBytes, of: "bytes"},
+			kind:    field[int64]{at: func(c *loading) *int64 { return &c.MaxBodyBytes }, valid: ownValid, of: "bytes"},
 			meaning: "largest request body (1 KiB to 1 GiB); every body the API's size limits allow fits in the default"},
 		{env: envMaxHeaderBytes, flag: "max-header-bytes", in: cmdServers,
-			kind: integer[int64]{at: func(c *loading) *int64 { return &c.MaxHeaderBytes }, def: defaultMaxHeaderBytes,
-				min: minMaxHeaderBytes, max: maxMaxHeaderBytes, of: "bytes"},
+			kind: field[int64]{at: func(c *loading) *int64 { return &c.MaxHeaderBytes }, valid: ownValid, of: "bytes"},
 			meaning: "largest request header, the request line and every field together (4 KiB to 1 MiB); a larger one " +
 				"is answered 431 before it is read further, and its connection closed. It bounds the number of fields " +
 				"too (one per 4 bytes at most), and so the memory a request's header takes. Go reads up to 4 KiB past it"},
 		{env: envMaxPreferWait, flag: "max-prefer-wait", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.MaxPreferWait }, def: defaultMaxPreferWait,
-				max: api.PreferWaitLimit, whole: time.Second, like: "30s, or 0s to never wait"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.MaxPreferWait }, valid: ownValid,
+				none: true, like: "30s, or 0s to never wait"},
 			meaning: "longest `Prefer: wait=N` a start honours (a longer N is cut to it); `0s` never waits, and then no " +
 				"connection listens for claims"},
 		{env: envCORSOrigins, flag: "cors-origins", in: cmdServers,
@@ -144,7 +122,7 @@ var settingsTable = []section{
 	}},
 	{"Seat queue", "The seat queue the API, the console and provider callbacks share (docs/seat-queue.md).", []spec{
 		{env: envSeats, flag: "seats", was: renamed{"SEARCHD_ADMISSION_SEATS", "admission-seats"}, in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Seats.Seats }, min: 1, max: seatq.MaxSeats, of: "requests", zero: true},
+			kind: field[int]{at: func(c *loading) *int { return &c.Seats.Seats }, valid: seatsValid, of: "requests"},
 			def:  "the pool's size (--db-max-conns)",
 			meaning: "requests served at once by the API, the console and provider callbacks together; a free seat is taken " +
 				"at once by whoever asks, and when all are taken each organization (operator, provider) waits in its own " +
@@ -158,7 +136,7 @@ var settingsTable = []section{
 				like: "10s or 500ms"},
 			meaning: "longest a request waits for a seat, then 429 `rate_limited` with `Retry-After`"},
 		{env: envWideSeats, flag: "wide-seats", was: renamed{"SEARCHD_ADMISSION_WIDE_SEATS", "admission-wide-seats"}, in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.Seats.WideSeats }, min: 1, max: seatq.MaxSeats, of: "seats", zero: true},
+			kind: field[int]{at: func(c *loading) *int { return &c.Seats.WideSeats }, valid: ownValid, of: "seats"},
 			def:  "half the seats, at most twice the processors (GOMAXPROCS)",
 			meaning: "seats that wide requests (long lists, large bodies and answers, the console's heavy pages: more than " +
 				"one seat each) hold together, and the widest a request can be; the other seats stay for narrow requests " +
@@ -183,9 +161,8 @@ var settingsTable = []section{
 	}},
 	{"Saved-search starts", "", []spec{
 		{env: envSavedSearchLease, flag: "saved-search-lease", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.SavedSearchLease }, def: defaultSavedSearchLease,
-				above: true, max: maxSavedSearchLease, like: "30s or 3s",
-				why: ", the limit of a saved-search lease (after a crash the key is blocked for a whole lease)"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.SavedSearchLease }, valid: ownValid,
+				like: "30s or 3s"},
 			meaning: "lease of a saved-search preparation: how long a start waits before it reclaims the key of a crashed " +
 				"replica. A preparation is one short transaction, so the lease matters only after a crash; the retention " +
 				"is raised to a longer lease, and the limit keeps one crash from blocking a key for long. For tests and " +
@@ -200,8 +177,8 @@ var settingsTable = []section{
 				"`searchd token` signs with it",
 			example: "CHANGE-ME"},
 		{env: envTokenMaxLifetime, flag: "token-max-lifetime", in: cmdServers | cmdToken,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Auth.MaxLifetime }, def: defaultTokenMaxLifetime,
-				min: minTokenMaxLifetime, max: maxTokenMaxLifetime, like: "8h or 30m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Auth.MaxLifetime }, valid: ownValid,
+				like: "8h or 30m"},
 			meaning: "longest a bearer token may live, HS256 or the provider's: `exp − iat`, and `exp − now`, at most this " +
 				"(a longer token is refused); `searchd token --ttl` is held to it"},
 		{env: envOIDCIssuer, flag: "oidc-issuer", in: cmdServers,
@@ -213,13 +190,13 @@ var settingsTable = []section{
 			def:     "none (required with the issuer)",
 			meaning: "the identifier the provider gives searchd's API: an access token's `aud` must contain it"},
 		{env: envOIDCOrgClaim, flag: "oidc-org-claim", in: cmdServers,
-			kind:    claimName(func(c *loading) *string { return &c.oidc.OrgClaim }, "org_id"),
+			kind:    claimName(func(c *loading) *string { return &c.oidc.OrgClaim }),
 			meaning: "claim holding the organization's UUID"},
 		{env: envOIDCActorClaim, flag: "oidc-actor-claim", in: cmdServers,
-			kind:    claimName(func(c *loading) *string { return &c.oidc.ActorClaim }, "sub"),
+			kind:    claimName(func(c *loading) *string { return &c.oidc.ActorClaim }),
 			meaning: "claim naming the actor recorded with what a caller does"},
 		{env: envOIDCRoleClaim, flag: "oidc-role-claim", in: cmdServers,
-			kind:    claimName(func(c *loading) *string { return &c.oidc.RoleClaim }, "roles"),
+			kind:    claimName(func(c *loading) *string { return &c.oidc.RoleClaim }),
 			meaning: "claim holding the person's roles: a string or an array of strings"},
 		{env: envOIDCOperatorRole, flag: "oidc-operator-role", in: cmdServers,
 			kind:    text{at: func(c *loading) *string { return &c.oidc.OperatorRole }, desc: "a value of the role claim"},
@@ -245,14 +222,14 @@ var settingsTable = []section{
 			def:     "none (required with the client id)",
 			meaning: "the console's callback, as registered at the provider"},
 		{env: envOIDCScopes, flag: "oidc-scopes", in: cmdServers,
-			kind:    text{at: func(c *loading) *string { return &c.scopes }, def: "openid", desc: "scopes separated by spaces"},
+			kind:    text{at: func(c *loading) *string { return &c.scopes }, desc: "scopes separated by spaces"},
 			meaning: "scopes the console asks for; `openid` is always asked for"},
 		{env: envConsoleSessionLifetime, flag: "console-session-lifetime", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Auth.SessionLifetime }, def: defaultConsoleSessionLifetime,
-				min: minConsoleSessionLifetime, max: maxConsoleSessionLifetime, like: "8h or 30m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Auth.SessionLifetime }, valid: ownValid,
+				like: "8h or 30m"},
 			meaning: "longest a console session lives (a pasted token's own `exp` may end it sooner)"},
 		{env: envConsoleTokenSignIn, flag: "console-token-sign-in", in: cmdServers,
-			kind: boolean{at: func(c *loading) *bool { return &c.Auth.TokenSignIn }, devDef: true},
+			kind: boolean{at: func(c *loading) *bool { return &c.Auth.TokenSignIn }},
 			meaning: "whether a person may sign in to the console by pasting a bearer token: for development " +
 				"(`searchd dev` turns it on)"},
 	}},
@@ -276,12 +253,12 @@ var settingsTable = []section{
 			meaning: "most bytes all callback bodies awaiting their signature check hold together; a body it cannot take " +
 				"answers 503 `unavailable` at once, unread; bodies over 64 KiB share three quarters of it"},
 		{env: envCallbackBodyTimeout, flag: "callback-body-timeout", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.CallbackBodyTimeout }, def: api.DefaultCallbackBodyTimeout,
-				min: minCallbackBodyTimeout, max: maxCallbackBodyTimeout, like: "10s"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.CallbackBodyTimeout }, valid: ownValid,
+				like: "10s"},
 			meaning: "longest a callback body may take to arrive after its headers; a slower one answers 503 `unavailable`"},
 		{env: envProviderWebhookLease, flag: "provider-webhook-lease", was: renamed{"SEARCHD_WEBHOOK_LEASE", "webhook-lease"}, in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Inbox.Lease }, def: defaultWebhookLease,
-				above: true, max: maxWebhookLease, like: "5s or 1m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Inbox.Lease }, valid: ownValid,
+				like: "5s or 1m"},
 			meaning: "lease of a provider delivery: how long a replica applying it holds its claim and its inbox arrival " +
 				"before another replica's applier takes it over; for tests and tuning"},
 		{env: envApplierInterval, flag: "applier-interval", in: cmdServers,
@@ -308,7 +285,7 @@ var settingsTable = []section{
 		{env: envScheduleLease, flag: "schedule-lease", in: cmdServers,
 			kind: custom{parse: parseScheduleLease,
 				desc: "from " + schedule.MinLease.String() + " to " + schedule.MaxLease.String() + ", and longer than " + envSavedSearchLease},
-			def: "twice the saved-search lease (" + defaultScheduleLease.String() + ")",
+			def: "twice the saved-search lease (" + (2 * idempotency.SavedSearchStartLease).String() + ")",
 			meaning: "how long a tick holds the occurrences it took before another replica takes them over; it bounds the " +
 				"tick's starts, and is longer than the saved-search lease, so that whoever takes over finds a dead " +
 				"replica's claim reclaimable"},
@@ -318,8 +295,7 @@ var settingsTable = []section{
 			meaning: "when an occurrence whose start failed for a transient reason (`not_ready`) is tried again; for tests " +
 				"and tuning"},
 		{env: envScheduleMax, flag: "schedule-max-per-org", in: cmdServers,
-			kind: integer[int]{at: func(c *loading) *int { return &c.ScheduleMax }, def: schedule.DefaultMaxPerOrganization,
-				min: 1, max: maxScheduleMax},
+			kind:    field[int]{at: func(c *loading) *int { return &c.ScheduleMax }, valid: ownValid},
 			meaning: "most schedules one organization may have; setting one more answers 409 `schedule_limit`"},
 	}},
 	{"Dispatch to the runtime", "How every admitted Run reaches the runtime that executes it (docs/runtime.md). Every " +
@@ -364,8 +340,8 @@ var settingsTable = []section{
 		"passes until none is left or its budget runs out: inside serve and dev every interval (at once again while a " +
 		"backlog remains), or once per `searchd sweep` from an outside scheduler.", []spec{
 		{env: envSweepInterval, flag: "sweep-interval", in: cmdServers,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Sweep.Interval }, def: sweeper.DefaultInterval,
-				max: math.MaxInt64, short: true, like: "1h or 30m, or 0s to run no sweeper", desc: "0s (no sweeper) or more"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Sweep.Interval }, valid: ownValid,
+				none: true, short: true, like: "1h or 30m, or 0s to run no sweeper"},
 			meaning: "time between a run of the in-process sweeper that drained everything and the next (after a run whose " +
 				"budget ran out, the next starts at once); the first run is within the jitter of start. `0s` " +
 				"runs no sweeper: then run `searchd sweep` from an outside scheduler (cron, a Kubernetes CronJob)"},
@@ -375,17 +351,17 @@ var settingsTable = []section{
 				shortDuration(sweeper.DefaultInterval)),
 			meaning: "most random delay added to each wait of the sweeper, so replicas started together do not sweep in lock-step"},
 		{env: envSweepBound, flag: "sweep-bound", in: cmdServers | cmdSweep,
-			kind:   integer[int]{at: func(c *loading) *int { return &c.Sweep.Bound }, min: 1, zero: true},
+			kind:   field[int]{at: func(c *loading) *int { return &c.Sweep.Bound }, valid: sweepValid},
 			def:    fmt.Sprintf("%d, or the ceiling when that is lower", sweeper.DefaultBound),
 			values: "from 1 to the ceiling (--sweep-max-bound)",
 			meaning: "most rows one sweeper pass reads, and so deletes, from one table. A bound over the ceiling is " +
 				"refused at start-up (exit status 2), never clamped"},
 		{env: envSweepMaxBound, flag: "sweep-max-bound", in: cmdServers | cmdSweep,
-			kind:    integer[int]{at: func(c *loading) *int { return &c.Sweep.MaxBound }, def: sweeper.DefaultMaxBound, min: 1},
+			kind:    field[int]{at: func(c *loading) *int { return &c.Sweep.MaxBound }, valid: sweepValid},
 			meaning: "ceiling on the sweep bound: a guard against a bound set by mistake so large that one pass would hold its table for long"},
 		{env: envSweepBudget, flag: "sweep-budget", in: cmdServers | cmdSweep,
-			kind: durationKind{at: func(c *loading) *time.Duration { return &c.Sweep.Budget }, def: sweeper.DefaultBudget,
-				min: time.Second, max: math.MaxInt64, short: true, like: "15m or 1h", desc: "1s or more"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Sweep.Budget }, valid: ownValid,
+				short: true, like: "15m or 1h"},
 			meaning: "how long one sweeper run goes on making passes while rows past retention remain (every table is " +
 				"swept at least once, whatever it is). A run that drains everything ends sooner; one whose budget runs out " +
 				"leaves a backlog and logs a warning, and serve starts its next run at once. A run is logged and recorded " +
@@ -431,7 +407,7 @@ var settingsTable = []section{
 	}},
 	{"Development", "Read by `searchd dev` alone.", []spec{
 		{env: envDevDir, flag: "dev-dir", in: cmdDev,
-			kind:    text{at: func(c *loading) *string { return &c.DevDir }, def: defaultDevDir, desc: "a directory"},
+			kind:    text{at: func(c *loading) *string { return &c.DevDir }, desc: "a directory"},
 			meaning: "directory of the local cluster, its log and the dev secret"},
 		{env: envPGBin, flag: "pg-bin", in: cmdDev,
 			kind:    text{at: func(c *loading) *string { return &c.PGBin }, desc: "a directory"},
@@ -474,10 +450,10 @@ var settingChecks = []settingCheck{
 	{cmdServers | cmdSweep, checkSweepBound},
 }
 
-// sessionTimeout is the kind of PostgreSQL's session bounds: whole
-// milliseconds, as PostgreSQL takes them, from 0s (none) to an hour.
-func sessionTimeout(at func(*loading) *time.Duration, def time.Duration) durationKind {
-	return durationKind{at: at, def: def, max: maxSessionTimeout, whole: time.Millisecond, like: "5s or 1m"}
+// sessionTimeout is the kind of PostgreSQL's session bounds, whole
+// milliseconds as PostgreSQL takes them; 0s is none.
+func sessionTimeout(at func(*loading) *time.Duration) field[time.Duration] {
+	return field[time.Duration]{at: at, valid: ownValid, none: true, like: "5s or 1m"}
 }
 
 // addrProblem checks a listen address.

@@ -65,7 +65,7 @@ var webhookSpecs = []spec{
 		meaning: "how long an endpoint may fail every attempt before it is disabled (with the reason); its deliveries then " +
 			"wait until someone enables it again"},
 	{env: envWebhookAllowHTTPLoopback, flag: "webhook-allow-http-loopback", in: cmdServers,
-		kind: boolean{at: func(c *loading) *bool { return &c.Webhooks.AllowHTTPLoopback }, devDef: true},
+		kind: boolean{at: func(c *loading) *bool { return &c.Webhooks.AllowHTTPLoopback }},
 		meaning: "whether a webhook endpoint may be `http://` to a loopback host (localhost, 127.0.0.1, ::1), for development; " +
 			"otherwise every endpoint is https (`searchd dev` turns it on)"},
 }
