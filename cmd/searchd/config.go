@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs/runstream"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
+	"github.com/searchd/searchd/webhooks"
 )
 
 // Environment variables searchd reads. Each setting also has a flag on the
@@ -23,20 +25,58 @@ import (
 // secrets: a flag's value is in the process list for every local user to
 // read. [settingsTable] declares each.
 const (
-	envDatabaseURL          = "DATABASE_URL"
-	envAddr                 = "SEARCHD_ADDR"
-	envJWTSecret            = "SEARCHD_JWT_SECRET"
-	envShutdownGrace        = "SEARCHD_SHUTDOWN_GRACE"
-	envMaxBodyBytes         = "SEARCHD_MAX_BODY_BYTES"
-	envMaxHeaderBytes       = "SEARCHD_MAX_HEADER_BYTES"
-	envLogLevel             = "SEARCHD_LOG_LEVEL"
-	envLogFormat            = "SEARCHD_LOG_FORMAT"
-	envDevDir               = "SEARCHD_DEV_DIR"
-	envPGBin                = "SEARCHD_PG_BIN"
-	envProviderSecrets      = "SEARCHD_PROVIDER_SECRETS"
-	envCallbackMaxBodyBytes = "SEARCHD_CALLBACK_MAX_BODY_BYTES"
-	envCallbackBodyBudget   = "SEARCHD_CALLBACK_BODY_BUDGET"
-	envCallbackBodyTimeout  = "SEARCHD_CALLBACK_BODY_TIMEOUT"
+	envDatabaseURL              = "DATABASE_URL"
+	envAddr                     = "SEARCHD_ADDR"
+	envJWTSecret                = "SEARCHD_JWT_SECRET"
+	envShutdownGrace            = "SEARCHD_SHUTDOWN_GRACE"
+	envMaxBodyBytes             = "SEARCHD_MAX_BODY_BYTES"
+	envMaxHeaderBytes           = "SEARCHD_MAX_HEADER_BYTES"
+	envLogLevel                 = "SEARCHD_LOG_LEVEL"
+	envLogFormat                = "SEARCHD_LOG_FORMAT"
+	envDevDir                   = "SEARCHD_DEV_DIR"
+	envPGBin                    = "SEARCHD_PG_BIN"
+	envProviderSecrets          = "SEARCHD_PROVIDER_SECRETS"
+	envCallbackMaxBodyBytes     = "SEARCHD_CALLBACK_MAX_BODY_BYTES"
+	envCallbackBodyBudget       = "SEARCHD_CALLBACK_BODY_BUDGET"
+	envCallbackBodyTimeout      = "SEARCHD_CALLBACK_BODY_TIMEOUT"
+	envTokenMaxLifetime         = "SEARCHD_TOKEN_MAX_LIFETIME"
+	envOIDCIssuer               = "SEARCHD_OIDC_ISSUER"
+	envOIDCAudience             = "SEARCHD_OIDC_AUDIENCE"
+	envOIDCOrgClaim             = "SEARCHD_OIDC_ORG_CLAIM"
+	envOIDCActorClaim           = "SEARCHD_OIDC_ACTOR_CLAIM"
+	envOIDCRoleClaim            = "SEARCHD_OIDC_ROLE_CLAIM"
+	envOIDCOperatorRole         = "SEARCHD_OIDC_OPERATOR_ROLE"
+	envOIDCAdminRole            = "SEARCHD_OIDC_ADMIN_ROLE"
+	envOIDCClientID             = "SEARCHD_OIDC_CLIENT_ID"
+	envOIDCClientSecret         = "SEARCHD_OIDC_CLIENT_SECRET"
+	envOIDCRedirectURL          = "SEARCHD_OIDC_REDIRECT_URL"
+	envOIDCScopes               = "SEARCHD_OIDC_SCOPES"
+	envConsoleSessionLifetime   = "SEARCHD_CONSOLE_SESSION_LIFETIME"
+	envConsoleTokenSignIn       = "SEARCHD_CONSOLE_TOKEN_SIGN_IN"
+	envRuntimeURL               = "SEARCHD_RUNTIME_URL"
+	envRuntimeSecret            = "SEARCHD_RUNTIME_SECRET"
+	envRuntimeTimeout           = "SEARCHD_RUNTIME_TIMEOUT"
+	envDispatchInterval         = "SEARCHD_DISPATCH_INTERVAL"
+	envDispatchBatch            = "SEARCHD_DISPATCH_BATCH"
+	envDispatchConcurrency      = "SEARCHD_DISPATCH_CONCURRENCY"
+	envDispatchMaxBackoff       = "SEARCHD_DISPATCH_MAX_BACKOFF"
+	envScheduleTick             = "SEARCHD_SCHEDULE_TICK"
+	envScheduleBatch            = "SEARCHD_SCHEDULE_BATCH"
+	envScheduleLease            = "SEARCHD_SCHEDULE_LEASE"
+	envScheduleRetry            = "SEARCHD_SCHEDULE_RETRY"
+	envScheduleMax              = "SEARCHD_SCHEDULE_MAX_PER_ORG"
+	envScheduleWidth            = "SEARCHD_SCHEDULE_WIDTH"
+	envWebhookTimeout           = "SEARCHD_WEBHOOK_TIMEOUT"
+	envWebhookConcurrency       = "SEARCHD_WEBHOOK_CONCURRENCY"
+	envWebhookMaxBackoff        = "SEARCHD_WEBHOOK_MAX_BACKOFF"
+	envWebhookDisableAfter      = "SEARCHD_WEBHOOK_DISABLE_AFTER"
+	envWebhookAllowHTTPLoopback = "SEARCHD_WEBHOOK_ALLOW_HTTP_LOOPBACK"
+	envProviderWebhookLease     = "SEARCHD_PROVIDER_WEBHOOK_LEASE"
+	envApplierInterval          = "SEARCHD_APPLIER_INTERVAL"
+	envApplierBatch             = "SEARCHD_APPLIER_BATCH"
+	envIdleInTransactionTimeout = "SEARCHD_DB_IDLE_IN_TRANSACTION_TIMEOUT"
+	envLockTimeout              = "SEARCHD_DB_LOCK_TIMEOUT"
+	envStatementTimeout         = "SEARCHD_DB_STATEMENT_TIMEOUT"
 )
 
 // Limits of the callback body settings, which depend on others: the
@@ -306,3 +346,42 @@ func providerSecret(secret string) ([]byte, error) {
 
 // errHelp is returned for -h: usage was printed, and the exit status is 0.
 var errHelp = errors.New("help requested")
+
+// authConfig is how serve and dev authenticate.
+type authConfig struct {
+	// MaxLifetime is auth.Config.MaxLifetime.
+	MaxLifetime time.Duration
+	// OIDC is the provider of the API's tokens; nil for none.
+	OIDC *auth.OIDCConfig
+	// SignIn registers the console at the provider; nil when people do
+	// not sign in through it.
+	SignIn *auth.SignInConfig
+	// SessionLifetime is the longest a console session lives.
+	SessionLifetime time.Duration
+	// TokenSignIn lets a person paste a token into the console's sign-in
+	// form.
+	TokenSignIn bool
+}
+
+// inboxConfig configures the provider inbox of serve and dev.
+type inboxConfig struct {
+	// Lease is providerjobs.Config.Lease.
+	Lease time.Duration
+	// Applier configures the background applier; an Interval of zero
+	// runs none.
+	Applier providerjobs.ApplierConfig
+}
+
+// sessionBounds are the server-side bounds set on every session of the
+// pool: PostgreSQL's idle_in_transaction_session_timeout, lock_timeout and
+// statement_timeout. Zero leaves one off.
+type sessionBounds struct {
+	IdleInTransaction, Lock, Statement time.Duration
+}
+
+// webhookConfig is what serve reads of the webhook settings.
+type webhookConfig struct {
+	Worker webhooks.WorkerConfig
+	// AllowHTTPLoopback accepts http:// endpoints on a loopback host.
+	AllowHTTPLoopback bool
+}

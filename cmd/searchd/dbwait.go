@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,4 +52,14 @@ func (w dbWait) apply(pc *pgxpool.Config) {
 		return
 	}
 	pc.ConnConfig.Tracer = multitracer.New(pc.ConnConfig.Tracer, pgx.QueryTracer(deadline))
+}
+
+// runtimeParams returns the bounds as the startup parameters of a session.
+func (b sessionBounds) runtimeParams() map[string]string {
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+	return map[string]string{
+		"idle_in_transaction_session_timeout": ms(b.IdleInTransaction),
+		"lock_timeout":                        ms(b.Lock),
+		"statement_timeout":                   ms(b.Statement),
+	}
 }

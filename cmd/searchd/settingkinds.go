@@ -516,3 +516,4 @@ func scheduleValid(c *loading) error { return c.Schedule.Validate() }
 func applierValid(c *loading) error  { return c.Inbox.Applier.Validate() }
 func seatsValid(c *loading) error    { return c.Seats.Validate() }
 func sweepValid(c *loading) error    { return c.Sweep.Validate() }
+func webhooksValid(c *loading) error { return c.Webhooks.Worker.Validate() }

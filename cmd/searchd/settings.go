@@ -17,6 +17,7 @@ import (
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
+	"github.com/searchd/searchd/webhooks"
 )
 
 // Environment variables of the pool, waiting and the saved-search lease.
@@ -335,7 +336,30 @@ var settingsTable = []section{
 				"and all of it, and a `Retry-After` of the runtime is honoured up to this"},
 	}},
 	{"Webhooks", "How Run events reach the webhook endpoints organizations create (docs/webhooks.md). Every replica runs " +
-		"a worker; they share the deliveries.", webhookSpecs},
+		"a worker; they share the deliveries.", []spec{
+		{env: envWebhookTimeout, flag: "webhook-timeout", in: cmdServers,
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.Timeout }, valid: webhooksValid,
+				like: "10s or 30s"},
+			meaning: "how long one delivery waits for the endpoint's answer; no answer in time is a failed attempt, retried"},
+		{env: envWebhookConcurrency, flag: "webhook-concurrency", in: cmdServers,
+			kind:    field[int]{at: func(c *loading) *int { return &c.Webhooks.Worker.Concurrency }, valid: webhooksValid},
+			meaning: "most webhook deliveries in flight in this process"},
+		{env: envWebhookMaxBackoff, flag: "webhook-max-backoff", in: cmdServers,
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.MaxBackoff }, valid: webhooksValid,
+				like: "10m or 1h"},
+			meaning: "the longest wait before a failed delivery is tried again; the wait is " + webhooks.DefaultMinBackoff.String() +
+				" after the first failed attempt and doubles, drawn between half and all of it; an endpoint's `Retry-After` is " +
+				"honoured up to this"},
+		{env: envWebhookDisableAfter, flag: "webhook-disable-after", in: cmdServers,
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.DisableAfter }, valid: webhooksValid,
+				like: "72h or 24h"},
+			meaning: "how long an endpoint may fail every attempt before it is disabled (with the reason); its deliveries then " +
+				"wait until someone enables it again"},
+		{env: envWebhookAllowHTTPLoopback, flag: "webhook-allow-http-loopback", in: cmdServers,
+			kind: boolean{at: func(c *loading) *bool { return &c.Webhooks.AllowHTTPLoopback }},
+			meaning: "whether a webhook endpoint may be `http://` to a loopback host (localhost, 127.0.0.1, ::1), for development; " +
+				"otherwise every endpoint is https (`searchd dev` turns it on)"},
+	}},
 	{"Sweeper", "The sweeper deletes the claims, Runs, snapshots and dropped deliveries past their retention, in bounded " +
 		"passes until none is left or its budget runs out: inside serve and dev every interval (at once again while a " +
 		"backlog remains), or once per `searchd sweep` from an outside scheduler.", []spec{
@@ -527,4 +551,152 @@ func parseLogFormat(r *reader, s setting) string {
 		return fmt.Sprintf("%q is not a log format: use json or text", s.value)
 	}
 	return ""
+}
+
+const maxClaimNameLen = 100
+
+// claimName is the kind of the settings that name a claim of the
+// provider's tokens.
+func claimName(at func(*loading) *string) text {
+	return text{at: at, desc: fmt.Sprintf("a claim name: at most %d bytes, no spaces", maxClaimNameLen),
+		check: func(s setting) string {
+			if len(s.value) > maxClaimNameLen || strings.ContainsFunc(s.value, isSpaceOrControl) {
+				return fmt.Sprintf("%q is not a claim name: at most %d bytes, no spaces", s.value, maxClaimNameLen)
+			}
+			return ""
+		}}
+}
+
+func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
+
+// jwtSecretProblem checks the length of the HS256 secret.
+func jwtSecretProblem(s setting) string {
+	if err := (auth.Config{Secret: []byte(s.value)}).Validate(); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// checkAuthSettings assembles the provider of the API's tokens and the
+// console's registration at it from their settings, when they are set,
+// and checks what the settings say of one another: the secret is
+// required unless a provider is configured (or dev generates it).
+func checkAuthSettings(r *reader) {
+	c := r.cfg
+	c.Auth.OIDC = checkOIDCSettings(r)
+	c.Auth.SignIn = checkSignInSettings(r, c.Auth.OIDC)
+	if c.JWTSecret == "" && !r.dev && c.Auth.OIDC == nil {
+		r.bad(r.given[envJWTSecret], "is required (unless %s is set): at least %d bytes of secret for HS256 tokens "+
+			"(generate one with `openssl rand -base64 48`)", envOIDCIssuer, auth.MinSecretLen)
+	}
+}
+
+// checkOIDCSettings returns the provider of the API's tokens: nil when no
+// issuer is set.
+func checkOIDCSettings(r *reader) *auth.OIDCConfig {
+	issuer, audience := r.given[envOIDCIssuer], r.given[envOIDCAudience]
+	switch {
+	case issuer.value == "" && audience.value != "":
+		r.bad(audience, "is set without %s: name the provider whose tokens carry it", envOIDCIssuer)
+		return nil
+	case issuer.value == "":
+		return nil
+	}
+	if err := auth.CheckProviderURL(issuer.value); err != nil {
+		r.bad(issuer, "%v", err)
+	}
+	if audience.value == "" {
+		r.bad(audience, "is required with %s: the identifier the provider gives searchd's API (an access token's aud)", envOIDCIssuer)
+	}
+	o := r.cfg.oidc
+	return &o
+}
+
+// checkSignInSettings returns the console's registration at the provider
+// o: nil when neither the client id nor the redirect URL is set.
+func checkSignInSettings(r *reader, o *auth.OIDCConfig) *auth.SignInConfig {
+	client, redirect := r.given[envOIDCClientID], r.given[envOIDCRedirectURL]
+	if client.value == "" && redirect.value == "" {
+		return nil
+	}
+	switch {
+	case o == nil:
+		r.bad(client, "needs %s: the console signs in through the provider it names", envOIDCIssuer)
+	case client.value == "":
+		r.bad(client, "is required with %s", envOIDCRedirectURL)
+	case client.value == o.Audience:
+		r.bad(client, "is the API's audience (%s): the console's ID tokens would be bearer tokens of the API; "+
+			"register the console as a client of its own", envOIDCAudience)
+	}
+	if err := auth.CheckProviderURL(redirect.value); err != nil {
+		r.bad(redirect, "%v (the console's callback, https://HOST/console/oidc/callback)", err)
+	}
+	si := r.cfg.signIn
+	si.Scopes = strings.Fields(r.cfg.scopes)
+	return &si
+}
+
+// runtimeURLProblem checks the runtime's endpoint, as dispatch.Config
+// does; a flag's must hold no credentials. No message quotes it.
+func runtimeURLProblem(s setting) string {
+	if err := dispatchProblem(dispatch.Config{URL: s.value}, "URL"); err != "" {
+		return err
+	}
+	if u, _ := url.Parse(s.value); strings.HasPrefix(s.name, "--") && u.User != nil {
+		return "holds credentials, which every local user can read in the process list; set " + envRuntimeURL + " instead"
+	}
+	return ""
+}
+
+// dispatchProblem is what c's Validate says of its field name, or "".
+func dispatchProblem(c dispatch.Config, name string) string {
+	if err := c.Validate(); err != nil && strings.HasPrefix(err.Error(), "dispatch: Config."+name+" ") {
+		return err.Error()
+	}
+	return ""
+}
+
+// parseRuntimeSecret reads the secret deliveries are signed with, which
+// the runtime's URL (read before it) requires, and which is set with it
+// alone. No message quotes it.
+func parseRuntimeSecret(r *reader, s setting) string {
+	key, err := providerSecret(s.value)
+	switch u := r.given[envRuntimeURL]; {
+	case u.value == "" && s.value != "":
+		return "is set but " + envRuntimeURL + " is not: set both to turn dispatch on, or neither"
+	case u.value == "":
+		return ""
+	case s.value == "":
+		return fmt.Sprintf("is required with %s: the secret the runtime verifies every delivery with "+
+			"(whsec_ and the base64 of %d random bytes or more: echo whsec_$(openssl rand -base64 32))", u.name, dispatch.MinSecretLen)
+	case err != nil:
+		return err.Error()
+	case dispatchProblem(dispatch.Config{URL: u.value, Secret: key}, "Secret") != "":
+		return dispatchProblem(dispatch.Config{URL: u.value, Secret: key}, "Secret")
+	}
+	r.cfg.Dispatch.Secret = key
+	return ""
+}
+
+// parseScheduleLease reads the schedule lease, which is twice the
+// saved-search lease (read before it) by default.
+func parseScheduleLease(r *reader, s setting) string {
+	parse := time.ParseDuration
+	return setValue(&r.cfg.Schedule.Lease, s, max(2*r.cfg.SavedSearchLease, schedule.MinLease), parse, "a duration (write it like 1s or 1m)", func(d time.Duration) string {
+		if d < schedule.MinLease || d > schedule.MaxLease {
+			return fmt.Sprintf("%s is out of range: from %s to %s", d, schedule.MinLease, schedule.MaxLease)
+		}
+		return ""
+	})
+}
+
+// checkScheduleLease checks that a drain that runs holds what it took
+// longer than the saved-search lease.
+func checkScheduleLease(r *reader) {
+	c := r.cfg
+	if c.Schedule.Interval > 0 && c.Schedule.Lease <= c.SavedSearchLease {
+		r.bad(r.given[envScheduleLease], "%s must be longer than the saved-search lease, %s (%s): a replica "+
+			"that takes over an occurrence must find the start claim of one that died reclaimable",
+			c.Schedule.Lease, r.name(envSavedSearchLease), c.SavedSearchLease)
+	}
 }
