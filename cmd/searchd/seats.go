@@ -14,10 +14,8 @@ import (
 // Environment variables of the seat queue (package seatq), which the
 // API, the console and the provider callbacks of one process share.
 const (
-	envSeats           = "SEARCHD_SEATS"
-	envSeatQueueLength = "SEARCHD_SEAT_QUEUE_LENGTH"
-	envSeatMaxWait     = "SEARCHD_SEAT_MAX_WAIT"
-	envWideSeats       = "SEARCHD_WIDE_SEATS"
+	envSeats     = "SEARCHD_SEATS"
+	envWideSeats = "SEARCHD_WIDE_SEATS"
 )
 
 // wideSeats is the default share of the seats wide requests hold

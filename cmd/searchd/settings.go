@@ -20,17 +20,6 @@ import (
 	"github.com/searchd/searchd/webhooks"
 )
 
-// Environment variables of the pool, waiting and the saved-search lease.
-const (
-	envDBMaxConns       = "SEARCHD_DB_MAX_CONNS"
-	envMaxPreferWait    = "SEARCHD_MAX_PREFER_WAIT"
-	envSavedSearchLease = "SEARCHD_SAVED_SEARCH_LEASE"
-	// The Runs' event streams (package runstream).
-	envEventStreamsMax        = "SEARCHD_EVENT_STREAMS_MAX"
-	envEventStreamPoll        = "SEARCHD_EVENT_STREAM_POLL"
-	envEventStreamMaxDuration = "SEARCHD_EVENT_STREAM_MAX_DURATION"
-)
-
 // defaultDBMaxConns sizes the pool when neither the setting nor the URL's
 // pool_max_conns does. The work is bound by commit latency, not by cores:
 // connections beyond the CPU count keep the CPUs busy while others wait on
@@ -58,7 +47,7 @@ var settingsTable = []section{
 				"pair). As a flag it must hold no password (`ps` shows flags): give it in the variable, `PGPASSWORD` or a " +
 				"`~/.pgpass` file. Without it, `dev` runs a local cluster under the dev directory",
 			example: "postgres://searchd:CHANGE-ME@db.example.com:5432/searchd"},
-		{env: envDBMaxConns, flag: "db-max-conns", in: cmdServers,
+		{env: "SEARCHD_DB_MAX_CONNS", flag: "db-max-conns", in: cmdServers,
 			kind: field[int32]{at: func(c *loading) *int32 { return &c.DBMaxConns }, valid: ownValid, of: "connections"},
 			def:  "pool_max_conns of the URL, else " + strconv.Itoa(defaultDBMaxConns),
 			meaning: "most connections in the database pool; with waiting on, one more listens for claims, and `/readyz` " +
@@ -73,7 +62,7 @@ var settingsTable = []section{
 			meaning: "PostgreSQL `lock_timeout` of every session: the longest a statement waits for a row lock (then 503), " +
 				"longer than the idle-in-transaction timeout, so a waiter outlasts a stalled holder rather than failing " +
 				"first; `0s` for none"},
-		{env: envStatementTimeout, flag: "db-statement-timeout", in: cmdServers,
+		{env: "SEARCHD_DB_STATEMENT_TIMEOUT", flag: "db-statement-timeout", in: cmdServers,
 			kind: sessionTimeout(func(c *loading) *time.Duration { return &c.Session.Statement }),
 			meaning: "PostgreSQL `statement_timeout` of every session: the longest a statement runs (then 503), so one slow " +
 				"statement (a tenant's heavy list) cannot hold a pool connection long; `0s` for none"},
@@ -90,19 +79,19 @@ var settingsTable = []section{
 			kind: text{at: func(c *loading) *string { return &c.Addr },
 				check: addrProblem, desc: "host:port, the port from 0 to 65535"},
 			meaning: "address to listen on"},
-		{env: envShutdownGrace, flag: "shutdown-grace", in: cmdServers,
+		{env: "SEARCHD_SHUTDOWN_GRACE", flag: "shutdown-grace", in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.ShutdownGrace }, valid: ownValid,
 				none: true, like: "10s or 1m30s"},
 			meaning: "on SIGTERM or SIGINT, how long requests in flight may finish before they are cancelled (their claims released)"},
 		{env: envMaxBodyBytes, flag: "max-body-bytes", in: cmdServers,
 			kind:    field[int64]{at: func(c *loading) *int64 { return &c.MaxBodyBytes }, valid: ownValid, of: "bytes"},
 			meaning: "largest request body (1 KiB to 1 GiB); every body the API's size limits allow fits in the default"},
-		{env: envMaxHeaderBytes, flag: "max-header-bytes", in: cmdServers,
+		{env: "SEARCHD_MAX_HEADER_BYTES", flag: "max-header-bytes", in: cmdServers,
 			kind: field[int64]{at: func(c *loading) *int64 { return &c.MaxHeaderBytes }, valid: ownValid, of: "bytes"},
 			meaning: "largest request header, the request line and every field together (4 KiB to 1 MiB); a larger one " +
 				"is answered 431 before it is read further, and its connection closed. It bounds the number of fields " +
 				"too (one per 4 bytes at most), and so the memory a request's header takes. Go reads up to 4 KiB past it"},
-		{env: envMaxPreferWait, flag: "max-prefer-wait", in: cmdServers,
+		{env: "SEARCHD_MAX_PREFER_WAIT", flag: "max-prefer-wait", in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.MaxPreferWait }, valid: ownValid,
 				none: true, like: "30s, or 0s to never wait"},
 			meaning: "longest `Prefer: wait=N` a start honours (a longer N is cut to it); `0s` never waits, and then no " +
@@ -128,11 +117,11 @@ var settingsTable = []section{
 			meaning: "requests served at once by the API, the console and provider callbacks together; a free seat is taken " +
 				"at once by whoever asks, and when all are taken each organization (operator, provider) waits in its own " +
 				"queue, served in turn"},
-		{env: envSeatQueueLength, flag: "seat-queue-length", was: renamed{"SEARCHD_ADMISSION_QUEUE_LENGTH", "admission-queue-length"}, in: cmdServers,
+		{env: "SEARCHD_SEAT_QUEUE_LENGTH", flag: "seat-queue-length", was: renamed{"SEARCHD_ADMISSION_QUEUE_LENGTH", "admission-queue-length"}, in: cmdServers,
 			kind: field[int]{at: func(c *loading) *int { return &c.Seats.QueueLength }, valid: seatsValid, of: "requests"},
 			meaning: "most requests of one organization (operator, provider) waiting for a seat; one more answers 429 " +
 				"`rate_limited` with `Retry-After`"},
-		{env: envSeatMaxWait, flag: "seat-max-wait", was: renamed{"SEARCHD_ADMISSION_MAX_WAIT", "admission-max-wait"}, in: cmdServers,
+		{env: "SEARCHD_SEAT_MAX_WAIT", flag: "seat-max-wait", was: renamed{"SEARCHD_ADMISSION_MAX_WAIT", "admission-max-wait"}, in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Seats.MaxWait }, valid: seatsValid,
 				like: "10s or 500ms"},
 			meaning: "longest a request waits for a seat, then 429 `rate_limited` with `Retry-After`"},
@@ -145,16 +134,16 @@ var settingsTable = []section{
 				"request beside them; at most the seats"},
 	}},
 	{"Run event streams", "GET /v1/runs/{id}/events and the console's Run page (docs/api.md, Watching a Run).", []spec{
-		{env: envEventStreamsMax, flag: "event-streams-max", in: cmdServers,
+		{env: "SEARCHD_EVENT_STREAMS_MAX", flag: "event-streams-max", in: cmdServers,
 			kind: field[int]{at: func(c *loading) *int { return &c.Streams.MaxStreams }, valid: streamsValid, of: "streams"},
 			meaning: "most event streams this server keeps open at once, the API's and the console's together; one more " +
 				"answers 503 `too_many_streams` with `Retry-After`. Each open stream costs a connection, a little memory and " +
 				"one primary-key lookup per poll, and holds no seat while it waits"},
-		{env: envEventStreamPoll, flag: "event-stream-poll", in: cmdServers,
+		{env: "SEARCHD_EVENT_STREAM_POLL", flag: "event-stream-poll", in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Streams.Poll }, valid: streamsValid, like: "1s or 500ms"},
 			meaning: "how often an open stream looks up its Run's version (one primary-key lookup): how late an event " +
 				"arrives at most, and the database's load from streams (`--event-streams-max` / this, lookups a second)"},
-		{env: envEventStreamMaxDuration, flag: "event-stream-max-duration", in: cmdServers,
+		{env: "SEARCHD_EVENT_STREAM_MAX_DURATION", flag: "event-stream-max-duration", in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Streams.MaxDuration }, valid: streamsValid,
 				like: "15m or 1h"},
 			meaning: "longest an event stream stays open; the client then reconnects with `Last-Event-ID` (the stream " +
@@ -190,20 +179,20 @@ var settingsTable = []section{
 			kind:    text{at: func(c *loading) *string { return &c.oidc.Audience }, desc: "a string, as the provider names the API"},
 			def:     "none (required with the issuer)",
 			meaning: "the identifier the provider gives searchd's API: an access token's `aud` must contain it"},
-		{env: envOIDCOrgClaim, flag: "oidc-org-claim", in: cmdServers,
+		{env: "SEARCHD_OIDC_ORG_CLAIM", flag: "oidc-org-claim", in: cmdServers,
 			kind:    claimName(func(c *loading) *string { return &c.oidc.OrgClaim }),
 			meaning: "claim holding the organization's UUID"},
-		{env: envOIDCActorClaim, flag: "oidc-actor-claim", in: cmdServers,
+		{env: "SEARCHD_OIDC_ACTOR_CLAIM", flag: "oidc-actor-claim", in: cmdServers,
 			kind:    claimName(func(c *loading) *string { return &c.oidc.ActorClaim }),
 			meaning: "claim naming the actor recorded with what a caller does"},
-		{env: envOIDCRoleClaim, flag: "oidc-role-claim", in: cmdServers,
+		{env: "SEARCHD_OIDC_ROLE_CLAIM", flag: "oidc-role-claim", in: cmdServers,
 			kind:    claimName(func(c *loading) *string { return &c.oidc.RoleClaim }),
 			meaning: "claim holding the person's roles: a string or an array of strings"},
-		{env: envOIDCOperatorRole, flag: "oidc-operator-role", in: cmdServers,
+		{env: "SEARCHD_OIDC_OPERATOR_ROLE", flag: "oidc-operator-role", in: cmdServers,
 			kind:    text{at: func(c *loading) *string { return &c.oidc.OperatorRole }, desc: "a value of the role claim"},
 			def:     "none: no provider token is an operator's",
 			meaning: "value of the role claim that makes a person an operator of searchd (every organization's claims in the console)"},
-		{env: envOIDCAdminRole, flag: "oidc-admin-role", in: cmdServers,
+		{env: "SEARCHD_OIDC_ADMIN_ROLE", flag: "oidc-admin-role", in: cmdServers,
 			kind:    text{at: func(c *loading) *string { return &c.oidc.AdminRole }, desc: "a value of the role claim"},
 			def:     "none: no provider token is an admin's",
 			meaning: "value of the role claim that makes a person an admin of their organization, who creates, lists and revokes its service keys (/v1/service-keys)"},
@@ -214,7 +203,7 @@ var settingsTable = []section{
 			def:  "none: the console does not sign in through the provider",
 			meaning: "the console's client id at the provider; it must not be the audience (the console's ID tokens would " +
 				"be bearer tokens of the API)"},
-		{env: envOIDCClientSecret, secret: true, in: cmdServers,
+		{env: "SEARCHD_OIDC_CLIENT_SECRET", secret: true, in: cmdServers,
 			kind:    text{at: func(c *loading) *string { return &c.signIn.ClientSecret }, desc: "a string, as the provider issued it"},
 			def:     "none: a public client (PKCE alone)",
 			meaning: "the console's client secret at the provider"},
@@ -222,10 +211,10 @@ var settingsTable = []section{
 			kind:    text{at: func(c *loading) *string { return &c.signIn.RedirectURL }, desc: "`https://HOST/console/oidc/callback`"},
 			def:     "none (required with the client id)",
 			meaning: "the console's callback, as registered at the provider"},
-		{env: envOIDCScopes, flag: "oidc-scopes", in: cmdServers,
+		{env: "SEARCHD_OIDC_SCOPES", flag: "oidc-scopes", in: cmdServers,
 			kind:    text{at: func(c *loading) *string { return &c.scopes }, desc: "scopes separated by spaces"},
 			meaning: "scopes the console asks for; `openid` is always asked for"},
-		{env: envConsoleSessionLifetime, flag: "console-session-lifetime", in: cmdServers,
+		{env: "SEARCHD_CONSOLE_SESSION_LIFETIME", flag: "console-session-lifetime", in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Auth.SessionLifetime }, valid: ownValid,
 				like: "8h or 30m"},
 			meaning: "longest a console session lives (a pasted token's own `exp` may end it sooner)"},
@@ -235,7 +224,7 @@ var settingsTable = []section{
 				"(`searchd dev` turns it on)"},
 	}},
 	{"Provider callbacks", "Deliveries providers send back to searchd, and the inbox that keeps them.", []spec{
-		{env: envProviderSecrets, secret: true, in: cmdServers,
+		{env: "SEARCHD_PROVIDER_SECRETS", secret: true, in: cmdServers,
 			kind: custom{parse: parseProviderSecretsSetting,
 				desc: "`provider=secret` pairs separated by commas, such as `acme=secret1,other=whsec_BASE64`; a name is " +
 					"a lower-case dotted identifier"},
@@ -247,13 +236,13 @@ var settingsTable = []section{
 			def:  "1048576, or the body limit when lower",
 			meaning: "largest provider callback body: anyone can send a callback, and its body is held until its " +
 				"signature is checked"},
-		{env: envCallbackBodyBudget, flag: "callback-body-budget", in: cmdServers,
+		{env: "SEARCHD_CALLBACK_BODY_BUDGET", flag: "callback-body-budget", in: cmdServers,
 			kind: custom{parse: parseCallbackBodyBudget,
 				desc: fmt.Sprintf("from twice the callback limit to %d (16 GiB)", int64(maxCallbackBodyBudget))},
 			def: "67108864, or twice the callback limit when more",
 			meaning: "most bytes all callback bodies awaiting their signature check hold together; a body it cannot take " +
 				"answers 503 `unavailable` at once, unread; bodies over 64 KiB share three quarters of it"},
-		{env: envCallbackBodyTimeout, flag: "callback-body-timeout", in: cmdServers,
+		{env: "SEARCHD_CALLBACK_BODY_TIMEOUT", flag: "callback-body-timeout", in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.CallbackBodyTimeout }, valid: ownValid,
 				like: "10s"},
 			meaning: "longest a callback body may take to arrive after its headers; a slower one answers 503 `unavailable`"},
@@ -272,14 +261,14 @@ var settingsTable = []section{
 			meaning: "most deliveries one poll of the applier takes"},
 	}},
 	{"Scheduled starts", "The drain that starts the saved searches whose schedule came due (docs/schedules.md).", []spec{
-		{env: envScheduleTick, flag: "schedule-tick", in: cmdServers,
+		{env: "SEARCHD_SCHEDULE_TICK", flag: "schedule-tick", in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Schedule.Interval }, valid: scheduleValid,
 				none: true, like: "1s or 1m"},
 			meaning: "time between two ticks of the drain (plus up to a tenth); `0s` runs none in this process"},
-		{env: envScheduleBatch, flag: "schedule-batch", in: cmdServers,
+		{env: "SEARCHD_SCHEDULE_BATCH", flag: "schedule-batch", in: cmdServers,
 			kind:    field[int]{at: func(c *loading) *int { return &c.Schedule.Batch }, valid: scheduleValid},
 			meaning: "most occurrences one tick takes to start (and schedules it plans)"},
-		{env: envScheduleWidth, flag: "schedule-width", in: cmdServers,
+		{env: "SEARCHD_SCHEDULE_WIDTH", flag: "schedule-width", in: cmdServers,
 			kind: field[int]{at: func(c *loading) *int { return &c.Schedule.Width }, valid: scheduleValid},
 			meaning: "how many of a tick's occurrences are started at once; each start also takes a seat of its " +
 				"organization in the seat queue"},
@@ -290,12 +279,12 @@ var settingsTable = []section{
 			meaning: "how long a tick holds the occurrences it took before another replica takes them over; it bounds the " +
 				"tick's starts, and is longer than the saved-search lease, so that whoever takes over finds a dead " +
 				"replica's claim reclaimable"},
-		{env: envScheduleRetry, flag: "schedule-retry", in: cmdServers,
+		{env: "SEARCHD_SCHEDULE_RETRY", flag: "schedule-retry", in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Schedule.RetryAfter }, valid: scheduleValid,
 				like: "1s or 1m"},
 			meaning: "when an occurrence whose start failed for a transient reason (`not_ready`) is tried again; for tests " +
 				"and tuning"},
-		{env: envScheduleMax, flag: "schedule-max-per-org", in: cmdServers,
+		{env: "SEARCHD_SCHEDULE_MAX_PER_ORG", flag: "schedule-max-per-org", in: cmdServers,
 			kind:    field[int]{at: func(c *loading) *int { return &c.ScheduleMax }, valid: ownValid},
 			meaning: "most schedules one organization may have; setting one more answers 409 `schedule_limit`"},
 	}},
@@ -316,20 +305,20 @@ var settingsTable = []section{
 					"or at least %d bytes used as they are", dispatch.MinSecretLen, dispatch.MinSecretLen)},
 			def:     "required with " + envRuntimeURL,
 			meaning: "the secret deliveries are signed with (Standard Webhooks), which the runtime verifies every delivery with"},
-		{env: envRuntimeTimeout, flag: "runtime-timeout", in: cmdServers,
+		{env: "SEARCHD_RUNTIME_TIMEOUT", flag: "runtime-timeout", in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.Timeout }, valid: dispatchValid, like: "10s or 1m"},
 			meaning: "how long one delivery waits for the runtime's answer; no answer in time is a retry. A delivery's " +
 				"lease is this plus a quarter of it, at least 5 s more (15 s by default)"},
 		{env: envDispatchInterval, flag: "dispatch-interval", in: cmdServers,
 			kind:    field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.Interval }, valid: dispatchValid, like: "10s or 1m"},
 			meaning: "time between two lease passes of the dispatcher while nothing is due; a start on the same replica wakes it at once"},
-		{env: envDispatchBatch, flag: "dispatch-batch", in: cmdServers,
+		{env: "SEARCHD_DISPATCH_BATCH", flag: "dispatch-batch", in: cmdServers,
 			kind:    field[int]{at: func(c *loading) *int { return &c.Dispatch.Batch }, valid: dispatchValid},
 			meaning: "most dispatches one lease pass takes"},
-		{env: envDispatchConcurrency, flag: "dispatch-concurrency", in: cmdServers,
+		{env: "SEARCHD_DISPATCH_CONCURRENCY", flag: "dispatch-concurrency", in: cmdServers,
 			kind:    field[int]{at: func(c *loading) *int { return &c.Dispatch.Concurrency }, valid: dispatchValid},
 			meaning: "most deliveries in flight in this process; a pass leases no more than the free slots, so nothing leased waits for one"},
-		{env: envDispatchMaxBackoff, flag: "dispatch-max-backoff", in: cmdServers,
+		{env: "SEARCHD_DISPATCH_MAX_BACKOFF", flag: "dispatch-max-backoff", in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.MaxBackoff }, valid: dispatchValid, like: "30s or 5m"},
 			meaning: "the longest wait before a delivery is retried (after a 5xx, 408, 429, timeout or cut connection); the " +
 				"wait is " + dispatch.DefaultMinBackoff.String() + " after the first attempt and doubles, drawn between half " +
@@ -337,25 +326,25 @@ var settingsTable = []section{
 	}},
 	{"Webhooks", "How Run events reach the webhook endpoints organizations create (docs/webhooks.md). Every replica runs " +
 		"a worker; they share the deliveries.", []spec{
-		{env: envWebhookTimeout, flag: "webhook-timeout", in: cmdServers,
+		{env: "SEARCHD_WEBHOOK_TIMEOUT", flag: "webhook-timeout", in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.Timeout }, valid: webhooksValid,
 				like: "10s or 30s"},
 			meaning: "how long one delivery waits for the endpoint's answer; no answer in time is a failed attempt, retried"},
-		{env: envWebhookConcurrency, flag: "webhook-concurrency", in: cmdServers,
+		{env: "SEARCHD_WEBHOOK_CONCURRENCY", flag: "webhook-concurrency", in: cmdServers,
 			kind:    field[int]{at: func(c *loading) *int { return &c.Webhooks.Worker.Concurrency }, valid: webhooksValid},
 			meaning: "most webhook deliveries in flight in this process"},
-		{env: envWebhookMaxBackoff, flag: "webhook-max-backoff", in: cmdServers,
+		{env: "SEARCHD_WEBHOOK_MAX_BACKOFF", flag: "webhook-max-backoff", in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.MaxBackoff }, valid: webhooksValid,
 				like: "10m or 1h"},
 			meaning: "the longest wait before a failed delivery is tried again; the wait is " + webhooks.DefaultMinBackoff.String() +
 				" after the first failed attempt and doubles, drawn between half and all of it; an endpoint's `Retry-After` is " +
 				"honoured up to this"},
-		{env: envWebhookDisableAfter, flag: "webhook-disable-after", in: cmdServers,
+		{env: "SEARCHD_WEBHOOK_DISABLE_AFTER", flag: "webhook-disable-after", in: cmdServers,
 			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.DisableAfter }, valid: webhooksValid,
 				like: "72h or 24h"},
 			meaning: "how long an endpoint may fail every attempt before it is disabled (with the reason); its deliveries then " +
 				"wait until someone enables it again"},
-		{env: envWebhookAllowHTTPLoopback, flag: "webhook-allow-http-loopback", in: cmdServers,
+		{env: "SEARCHD_WEBHOOK_ALLOW_HTTP_LOOPBACK", flag: "webhook-allow-http-loopback", in: cmdServers,
 			kind: boolean{at: func(c *loading) *bool { return &c.Webhooks.AllowHTTPLoopback }},
 			meaning: "whether a webhook endpoint may be `http://` to a loopback host (localhost, 127.0.0.1, ::1), for development; " +
 				"otherwise every endpoint is https (`searchd dev` turns it on)"},
@@ -398,10 +387,10 @@ var settingsTable = []section{
 				"`1` runs passes back to back"},
 	}},
 	{"Logs and traces", "", []spec{
-		{env: envLogLevel, flag: "log-level", in: cmdLogging,
+		{env: "SEARCHD_LOG_LEVEL", flag: "log-level", in: cmdLogging,
 			kind:    custom{parse: parseLogLevel, lit: "info", desc: "`debug`, `info`, `warn` or `error`"},
 			meaning: "the least severe level logged, on stderr"},
-		{env: envLogFormat, flag: "log-format", in: cmdLogging,
+		{env: "SEARCHD_LOG_FORMAT", flag: "log-format", in: cmdLogging,
 			kind:    custom{parse: parseLogFormat, lit: "json", devLit: "text", desc: "`json` or `text`"},
 			meaning: "the format of the log on stderr"},
 		{env: envOTelTracesEndpoint, in: cmdServers, kind: external{desc: "an `http://` or `https://` URL"},
@@ -433,7 +422,7 @@ var settingsTable = []section{
 		{env: envDevDir, flag: "dev-dir", in: cmdDev,
 			kind:    text{at: func(c *loading) *string { return &c.DevDir }, desc: "a directory"},
 			meaning: "directory of the local cluster, its log and the dev secret"},
-		{env: envPGBin, flag: "pg-bin", in: cmdDev,
+		{env: "SEARCHD_PG_BIN", flag: "pg-bin", in: cmdDev,
 			kind:    text{at: func(c *loading) *string { return &c.PGBin }, desc: "a directory"},
 			def:     "searched: pg_config --bindir, /usr/lib/postgresql/*/bin, PATH",
 			meaning: "directory of `initdb` and `postgres` (the tests read it too)"},
