@@ -361,13 +361,12 @@ func (s spec) about() string {
 
 // field is a setting held in a Config (a package's, or cmd/searchd's own
 // [serverConfig]), which says it once: its default is what [defaults]
-// holds, its range what valid, the Config's Validate, accepts. Validate's
+// holds, its range what the Config's Validate accepts. Validate's
 // errors read "pkg: Config.Field is V; it must be R".
 type field[T int | int32 | int64 | time.Duration] struct {
-	at    func(*loading) *T
-	valid func(*loading) error
-	of    string // what a number counts, for the message: "bytes"
-	like  string // how to write a duration: "10s or 1m"
+	at   func(*loading) *T
+	of   string // what a number counts, for the message: "bytes"
+	like string // how to write a duration: "10s or 1m"
 	// none marks 0 as a value of its own, checked as it is; otherwise the
 	// Config would read 0 as its default, and 0 is refused.
 	none  bool
@@ -417,8 +416,10 @@ func (k field[T]) probe(c *loading, v T) error {
 	old := *p
 	*p = v
 	defer func() { *p = old }()
-	if err := k.valid(c); err != nil && strings.Contains(err.Error(), "Config."+fieldName(c, p)+" is ") {
-		return err
+	for _, err := range c.problems() {
+		if err != nil && strings.Contains(err.Error(), "Config."+fieldName(c, p)+" is ") {
+			return err
+		}
 	}
 	return nil
 }
@@ -508,12 +509,8 @@ func defaults(dev bool) *loading {
 	}
 }
 
-// The Validate of the Configs settings hold.
-func ownValid(c *loading) error      { return c.validate() }
-func dispatchValid(c *loading) error { return c.Dispatch.Validate() }
-func streamsValid(c *loading) error  { return c.Streams.Validate() }
-func scheduleValid(c *loading) error { return c.Schedule.Validate() }
-func applierValid(c *loading) error  { return c.Inbox.Applier.Validate() }
-func seatsValid(c *loading) error    { return c.Seats.Validate() }
-func sweepValid(c *loading) error    { return c.Sweep.Validate() }
-func webhooksValid(c *loading) error { return c.Webhooks.Worker.Validate() }
+// problems are the errors of the Validate of every Config settings hold.
+func (c *loading) problems() []error {
+	return []error{c.validate(), c.Dispatch.Validate(), c.Streams.Validate(), c.Schedule.Validate(), c.Inbox.Applier.Validate(),
+		c.Seats.Validate(), c.Sweep.Validate(), c.Webhooks.Worker.Validate()}
+}

@@ -48,7 +48,7 @@ var settingsTable = []section{
 				"`~/.pgpass` file. Without it, `dev` runs a local cluster under the dev directory",
 			example: "postgres://searchd:CHANGE-ME@db.example.com:5432/searchd"},
 		{env: "SEARCHD_DB_MAX_CONNS", flag: "db-max-conns", in: cmdServers,
-			kind: field[int32]{at: func(c *loading) *int32 { return &c.DBMaxConns }, valid: ownValid, of: "connections"},
+			kind: field[int32]{at: func(c *loading) *int32 { return &c.DBMaxConns }, of: "connections"},
 			def:  "pool_max_conns of the URL, else " + strconv.Itoa(defaultDBMaxConns),
 			meaning: "most connections in the database pool; with waiting on, one more listens for claims, and `/readyz` " +
 				"checks on one more of its own. The default is sized for commits, not CPUs (docs/operations.md says why)"},
@@ -67,8 +67,7 @@ var settingsTable = []section{
 			meaning: "PostgreSQL `statement_timeout` of every session: the longest a statement runs (then 503), so one slow " +
 				"statement (a tenant's heavy list) cannot hold a pool connection long; `0s` for none"},
 		{env: envDBAnswerTimeout, flag: "db-answer-timeout", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.DBWait.Answer }, valid: ownValid,
-				none: true, like: "5s or 1m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.DBWait.Answer }, none: true, like: "5s or 1m"},
 			meaning: "the longest searchd waits for any one answer of the database (a statement, a batch, a commit, a " +
 				"connection from the pool) before it counts the database unreachable (a partition, a blackholed primary): " +
 				"the call fails, its connection is closed and the request answers 503. The default is the statement " +
@@ -80,20 +79,18 @@ var settingsTable = []section{
 				check: addrProblem, desc: "host:port, the port from 0 to 65535"},
 			meaning: "address to listen on"},
 		{env: "SEARCHD_SHUTDOWN_GRACE", flag: "shutdown-grace", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.ShutdownGrace }, valid: ownValid,
-				none: true, like: "10s or 1m30s"},
+			kind:    field[time.Duration]{at: func(c *loading) *time.Duration { return &c.ShutdownGrace }, none: true, like: "10s or 1m30s"},
 			meaning: "on SIGTERM or SIGINT, how long requests in flight may finish before they are cancelled (their claims released)"},
 		{env: envMaxBodyBytes, flag: "max-body-bytes", in: cmdServers,
-			kind:    field[int64]{at: func(c *loading) *int64 { return &c.MaxBodyBytes }, valid: ownValid, of: "bytes"},
+			kind:    field[int64]{at: func(c *loading) *int64 { return &c.MaxBodyBytes }, of: "bytes"},
 			meaning: "largest request body (1 KiB to 1 GiB); every body the API's size limits allow fits in the default"},
 		{env: "SEARCHD_MAX_HEADER_BYTES", flag: "max-header-bytes", in: cmdServers,
-			kind: field[int64]{at: func(c *loading) *int64 { return &c.MaxHeaderBytes }, valid: ownValid, of: "bytes"},
+			kind: field[int64]{at: func(c *loading) *int64 { return &c.MaxHeaderBytes }, of: "bytes"},
 			meaning: "largest request header, the request line and every field together (4 KiB to 1 MiB); a larger one " +
 				"is answered 431 before it is read further, and its connection closed. It bounds the number of fields " +
 				"too (one per 4 bytes at most), and so the memory a request's header takes. Go reads up to 4 KiB past it"},
 		{env: "SEARCHD_MAX_PREFER_WAIT", flag: "max-prefer-wait", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.MaxPreferWait }, valid: ownValid,
-				none: true, like: "30s, or 0s to never wait"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.MaxPreferWait }, none: true, like: "30s, or 0s to never wait"},
 			meaning: "longest `Prefer: wait=N` a start honours (a longer N is cut to it); `0s` never waits, and then no " +
 				"connection listens for claims"},
 		{env: envCORSOrigins, flag: "cors-origins", in: cmdServers,
@@ -112,21 +109,20 @@ var settingsTable = []section{
 	}},
 	{"Seat queue", "The seat queue the API, the console and provider callbacks share (docs/seat-queue.md).", []spec{
 		{env: envSeats, flag: "seats", was: renamed{"SEARCHD_ADMISSION_SEATS", "admission-seats"}, in: cmdServers,
-			kind: field[int]{at: func(c *loading) *int { return &c.Seats.Seats }, valid: seatsValid, of: "requests"},
+			kind: field[int]{at: func(c *loading) *int { return &c.Seats.Seats }, of: "requests"},
 			def:  "the pool's size (--db-max-conns)",
 			meaning: "requests served at once by the API, the console and provider callbacks together; a free seat is taken " +
 				"at once by whoever asks, and when all are taken each organization (operator, provider) waits in its own " +
 				"queue, served in turn"},
 		{env: "SEARCHD_SEAT_QUEUE_LENGTH", flag: "seat-queue-length", was: renamed{"SEARCHD_ADMISSION_QUEUE_LENGTH", "admission-queue-length"}, in: cmdServers,
-			kind: field[int]{at: func(c *loading) *int { return &c.Seats.QueueLength }, valid: seatsValid, of: "requests"},
+			kind: field[int]{at: func(c *loading) *int { return &c.Seats.QueueLength }, of: "requests"},
 			meaning: "most requests of one organization (operator, provider) waiting for a seat; one more answers 429 " +
 				"`rate_limited` with `Retry-After`"},
 		{env: "SEARCHD_SEAT_MAX_WAIT", flag: "seat-max-wait", was: renamed{"SEARCHD_ADMISSION_MAX_WAIT", "admission-max-wait"}, in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Seats.MaxWait }, valid: seatsValid,
-				like: "10s or 500ms"},
+			kind:    field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Seats.MaxWait }, like: "10s or 500ms"},
 			meaning: "longest a request waits for a seat, then 429 `rate_limited` with `Retry-After`"},
 		{env: envWideSeats, flag: "wide-seats", was: renamed{"SEARCHD_ADMISSION_WIDE_SEATS", "admission-wide-seats"}, in: cmdServers,
-			kind: field[int]{at: func(c *loading) *int { return &c.Seats.WideSeats }, valid: ownValid, of: "seats"},
+			kind: field[int]{at: func(c *loading) *int { return &c.Seats.WideSeats }, of: "seats"},
 			def:  "half the seats, at most twice the processors (GOMAXPROCS)",
 			meaning: "seats that wide requests (long lists, large bodies and answers, the console's heavy pages: more than " +
 				"one seat each) hold together, and the widest a request can be; the other seats stay for narrow requests " +
@@ -135,24 +131,22 @@ var settingsTable = []section{
 	}},
 	{"Run event streams", "GET /v1/runs/{id}/events and the console's Run page (docs/api.md, Watching a Run).", []spec{
 		{env: "SEARCHD_EVENT_STREAMS_MAX", flag: "event-streams-max", in: cmdServers,
-			kind: field[int]{at: func(c *loading) *int { return &c.Streams.MaxStreams }, valid: streamsValid, of: "streams"},
+			kind: field[int]{at: func(c *loading) *int { return &c.Streams.MaxStreams }, of: "streams"},
 			meaning: "most event streams this server keeps open at once, the API's and the console's together; one more " +
 				"answers 503 `too_many_streams` with `Retry-After`. Each open stream costs a connection, a little memory and " +
 				"one primary-key lookup per poll, and holds no seat while it waits"},
 		{env: "SEARCHD_EVENT_STREAM_POLL", flag: "event-stream-poll", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Streams.Poll }, valid: streamsValid, like: "1s or 500ms"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Streams.Poll }, like: "1s or 500ms"},
 			meaning: "how often an open stream looks up its Run's version (one primary-key lookup): how late an event " +
 				"arrives at most, and the database's load from streams (`--event-streams-max` / this, lookups a second)"},
 		{env: "SEARCHD_EVENT_STREAM_MAX_DURATION", flag: "event-stream-max-duration", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Streams.MaxDuration }, valid: streamsValid,
-				like: "15m or 1h"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Streams.MaxDuration }, like: "15m or 1h"},
 			meaning: "longest an event stream stays open; the client then reconnects with `Last-Event-ID` (the stream " +
 				"set `retry:`) and misses nothing. Keep it below your proxies' idle and total timeouts"},
 	}},
 	{"Saved-search starts", "", []spec{
 		{env: envSavedSearchLease, flag: "saved-search-lease", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.SavedSearchLease }, valid: ownValid,
-				like: "30s or 3s"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.SavedSearchLease }, like: "30s or 3s"},
 			meaning: "lease of a saved-search preparation: how long a start waits before it reclaims the key of a crashed " +
 				"replica. A preparation is one short transaction, so the lease matters only after a crash; the retention " +
 				"is raised to a longer lease, and the limit keeps one crash from blocking a key for long. For tests and " +
@@ -167,8 +161,7 @@ var settingsTable = []section{
 				"`searchd token` signs with it",
 			example: "CHANGE-ME"},
 		{env: envTokenMaxLifetime, flag: "token-max-lifetime", in: cmdServers | cmdToken,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Auth.MaxLifetime }, valid: ownValid,
-				like: "8h or 30m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Auth.MaxLifetime }, like: "8h or 30m"},
 			meaning: "longest a bearer token may live, HS256 or the provider's: `exp − iat`, and `exp − now`, at most this " +
 				"(a longer token is refused); `searchd token --ttl` is held to it"},
 		{env: envOIDCIssuer, flag: "oidc-issuer", in: cmdServers,
@@ -215,8 +208,7 @@ var settingsTable = []section{
 			kind:    text{at: func(c *loading) *string { return &c.scopes }, desc: "scopes separated by spaces"},
 			meaning: "scopes the console asks for; `openid` is always asked for"},
 		{env: "SEARCHD_CONSOLE_SESSION_LIFETIME", flag: "console-session-lifetime", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Auth.SessionLifetime }, valid: ownValid,
-				like: "8h or 30m"},
+			kind:    field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Auth.SessionLifetime }, like: "8h or 30m"},
 			meaning: "longest a console session lives (a pasted token's own `exp` may end it sooner)"},
 		{env: envConsoleTokenSignIn, flag: "console-token-sign-in", in: cmdServers,
 			kind: boolean{at: func(c *loading) *bool { return &c.Auth.TokenSignIn }},
@@ -243,33 +235,29 @@ var settingsTable = []section{
 			meaning: "most bytes all callback bodies awaiting their signature check hold together; a body it cannot take " +
 				"answers 503 `unavailable` at once, unread; bodies over 64 KiB share three quarters of it"},
 		{env: "SEARCHD_CALLBACK_BODY_TIMEOUT", flag: "callback-body-timeout", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.CallbackBodyTimeout }, valid: ownValid,
-				like: "10s"},
+			kind:    field[time.Duration]{at: func(c *loading) *time.Duration { return &c.CallbackBodyTimeout }, like: "10s"},
 			meaning: "longest a callback body may take to arrive after its headers; a slower one answers 503 `unavailable`"},
 		{env: envProviderWebhookLease, flag: "provider-webhook-lease", was: renamed{"SEARCHD_WEBHOOK_LEASE", "webhook-lease"}, in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Inbox.Lease }, valid: ownValid,
-				like: "5s or 1m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Inbox.Lease }, like: "5s or 1m"},
 			meaning: "lease of a provider delivery: how long a replica applying it holds its claim and its inbox arrival " +
 				"before another replica's applier takes it over; for tests and tuning"},
 		{env: envApplierInterval, flag: "applier-interval", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Inbox.Applier.Interval }, valid: applierValid,
-				none: true, like: "5s or 1m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Inbox.Applier.Interval }, none: true, like: "5s or 1m"},
 			meaning: "time between two polls (plus up to a tenth) of the background applier, which applies the stored " +
 				"provider deliveries a replica did not finish (crashed, stalled, failed); `0s` runs none in this process"},
 		{env: envApplierBatch, flag: "applier-batch", in: cmdServers,
-			kind:    field[int]{at: func(c *loading) *int { return &c.Inbox.Applier.Batch }, valid: applierValid},
+			kind:    field[int]{at: func(c *loading) *int { return &c.Inbox.Applier.Batch }},
 			meaning: "most deliveries one poll of the applier takes"},
 	}},
 	{"Scheduled starts", "The drain that starts the saved searches whose schedule came due (docs/schedules.md).", []spec{
 		{env: "SEARCHD_SCHEDULE_TICK", flag: "schedule-tick", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Schedule.Interval }, valid: scheduleValid,
-				none: true, like: "1s or 1m"},
+			kind:    field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Schedule.Interval }, none: true, like: "1s or 1m"},
 			meaning: "time between two ticks of the drain (plus up to a tenth); `0s` runs none in this process"},
 		{env: "SEARCHD_SCHEDULE_BATCH", flag: "schedule-batch", in: cmdServers,
-			kind:    field[int]{at: func(c *loading) *int { return &c.Schedule.Batch }, valid: scheduleValid},
+			kind:    field[int]{at: func(c *loading) *int { return &c.Schedule.Batch }},
 			meaning: "most occurrences one tick takes to start (and schedules it plans)"},
 		{env: "SEARCHD_SCHEDULE_WIDTH", flag: "schedule-width", in: cmdServers,
-			kind: field[int]{at: func(c *loading) *int { return &c.Schedule.Width }, valid: scheduleValid},
+			kind: field[int]{at: func(c *loading) *int { return &c.Schedule.Width }},
 			meaning: "how many of a tick's occurrences are started at once; each start also takes a seat of its " +
 				"organization in the seat queue"},
 		{env: envScheduleLease, flag: "schedule-lease", in: cmdServers,
@@ -280,12 +268,11 @@ var settingsTable = []section{
 				"tick's starts, and is longer than the saved-search lease, so that whoever takes over finds a dead " +
 				"replica's claim reclaimable"},
 		{env: "SEARCHD_SCHEDULE_RETRY", flag: "schedule-retry", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Schedule.RetryAfter }, valid: scheduleValid,
-				like: "1s or 1m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Schedule.RetryAfter }, like: "1s or 1m"},
 			meaning: "when an occurrence whose start failed for a transient reason (`not_ready`) is tried again; for tests " +
 				"and tuning"},
 		{env: "SEARCHD_SCHEDULE_MAX_PER_ORG", flag: "schedule-max-per-org", in: cmdServers,
-			kind:    field[int]{at: func(c *loading) *int { return &c.ScheduleMax }, valid: ownValid},
+			kind:    field[int]{at: func(c *loading) *int { return &c.ScheduleMax }},
 			meaning: "most schedules one organization may have; setting one more answers 409 `schedule_limit`"},
 	}},
 	{"Dispatch to the runtime", "How every admitted Run reaches the runtime that executes it (docs/runtime.md). Every " +
@@ -306,20 +293,20 @@ var settingsTable = []section{
 			def:     "required with " + envRuntimeURL,
 			meaning: "the secret deliveries are signed with (Standard Webhooks), which the runtime verifies every delivery with"},
 		{env: "SEARCHD_RUNTIME_TIMEOUT", flag: "runtime-timeout", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.Timeout }, valid: dispatchValid, like: "10s or 1m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.Timeout }, like: "10s or 1m"},
 			meaning: "how long one delivery waits for the runtime's answer; no answer in time is a retry. A delivery's " +
 				"lease is this plus a quarter of it, at least 5 s more (15 s by default)"},
 		{env: envDispatchInterval, flag: "dispatch-interval", in: cmdServers,
-			kind:    field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.Interval }, valid: dispatchValid, like: "10s or 1m"},
+			kind:    field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.Interval }, like: "10s or 1m"},
 			meaning: "time between two lease passes of the dispatcher while nothing is due; a start on the same replica wakes it at once"},
 		{env: "SEARCHD_DISPATCH_BATCH", flag: "dispatch-batch", in: cmdServers,
-			kind:    field[int]{at: func(c *loading) *int { return &c.Dispatch.Batch }, valid: dispatchValid},
+			kind:    field[int]{at: func(c *loading) *int { return &c.Dispatch.Batch }},
 			meaning: "most dispatches one lease pass takes"},
 		{env: "SEARCHD_DISPATCH_CONCURRENCY", flag: "dispatch-concurrency", in: cmdServers,
-			kind:    field[int]{at: func(c *loading) *int { return &c.Dispatch.Concurrency }, valid: dispatchValid},
+			kind:    field[int]{at: func(c *loading) *int { return &c.Dispatch.Concurrency }},
 			meaning: "most deliveries in flight in this process; a pass leases no more than the free slots, so nothing leased waits for one"},
 		{env: "SEARCHD_DISPATCH_MAX_BACKOFF", flag: "dispatch-max-backoff", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.MaxBackoff }, valid: dispatchValid, like: "30s or 5m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Dispatch.MaxBackoff }, like: "30s or 5m"},
 			meaning: "the longest wait before a delivery is retried (after a 5xx, 408, 429, timeout or cut connection); the " +
 				"wait is " + dispatch.DefaultMinBackoff.String() + " after the first attempt and doubles, drawn between half " +
 				"and all of it, and a `Retry-After` of the runtime is honoured up to this"},
@@ -327,21 +314,18 @@ var settingsTable = []section{
 	{"Webhooks", "How Run events reach the webhook endpoints organizations create (docs/webhooks.md). Every replica runs " +
 		"a worker; they share the deliveries.", []spec{
 		{env: "SEARCHD_WEBHOOK_TIMEOUT", flag: "webhook-timeout", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.Timeout }, valid: webhooksValid,
-				like: "10s or 30s"},
+			kind:    field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.Timeout }, like: "10s or 30s"},
 			meaning: "how long one delivery waits for the endpoint's answer; no answer in time is a failed attempt, retried"},
 		{env: "SEARCHD_WEBHOOK_CONCURRENCY", flag: "webhook-concurrency", in: cmdServers,
-			kind:    field[int]{at: func(c *loading) *int { return &c.Webhooks.Worker.Concurrency }, valid: webhooksValid},
+			kind:    field[int]{at: func(c *loading) *int { return &c.Webhooks.Worker.Concurrency }},
 			meaning: "most webhook deliveries in flight in this process"},
 		{env: "SEARCHD_WEBHOOK_MAX_BACKOFF", flag: "webhook-max-backoff", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.MaxBackoff }, valid: webhooksValid,
-				like: "10m or 1h"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.MaxBackoff }, like: "10m or 1h"},
 			meaning: "the longest wait before a failed delivery is tried again; the wait is " + webhooks.DefaultMinBackoff.String() +
 				" after the first failed attempt and doubles, drawn between half and all of it; an endpoint's `Retry-After` is " +
 				"honoured up to this"},
 		{env: "SEARCHD_WEBHOOK_DISABLE_AFTER", flag: "webhook-disable-after", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.DisableAfter }, valid: webhooksValid,
-				like: "72h or 24h"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Webhooks.Worker.DisableAfter }, like: "72h or 24h"},
 			meaning: "how long an endpoint may fail every attempt before it is disabled (with the reason); its deliveries then " +
 				"wait until someone enables it again"},
 		{env: "SEARCHD_WEBHOOK_ALLOW_HTTP_LOOPBACK", flag: "webhook-allow-http-loopback", in: cmdServers,
@@ -353,8 +337,7 @@ var settingsTable = []section{
 		"passes until none is left or its budget runs out: inside serve and dev every interval (at once again while a " +
 		"backlog remains), or once per `searchd sweep` from an outside scheduler.", []spec{
 		{env: envSweepInterval, flag: "sweep-interval", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Sweep.Interval }, valid: ownValid,
-				none: true, short: true, like: "1h or 30m, or 0s to run no sweeper"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Sweep.Interval }, none: true, short: true, like: "1h or 30m, or 0s to run no sweeper"},
 			meaning: "time between a run of the in-process sweeper that drained everything and the next (after a run whose " +
 				"budget ran out, the next starts at once); the first run is within the jitter of start. `0s` " +
 				"runs no sweeper: then run `searchd sweep` from an outside scheduler (cron, a Kubernetes CronJob)"},
@@ -364,17 +347,16 @@ var settingsTable = []section{
 				shortDuration(sweeper.DefaultInterval)),
 			meaning: "most random delay added to each wait of the sweeper, so replicas started together do not sweep in lock-step"},
 		{env: envSweepBound, flag: "sweep-bound", in: cmdServers | cmdSweep,
-			kind:   field[int]{at: func(c *loading) *int { return &c.Sweep.Bound }, valid: sweepValid},
+			kind:   field[int]{at: func(c *loading) *int { return &c.Sweep.Bound }},
 			def:    fmt.Sprintf("%d, or the ceiling when that is lower", sweeper.DefaultBound),
 			values: "from 1 to the ceiling (--sweep-max-bound)",
 			meaning: "most rows one sweeper pass reads, and so deletes, from one table. A bound over the ceiling is " +
 				"refused at start-up (exit status 2), never clamped"},
 		{env: envSweepMaxBound, flag: "sweep-max-bound", in: cmdServers | cmdSweep,
-			kind:    field[int]{at: func(c *loading) *int { return &c.Sweep.MaxBound }, valid: sweepValid},
+			kind:    field[int]{at: func(c *loading) *int { return &c.Sweep.MaxBound }},
 			meaning: "ceiling on the sweep bound: a guard against a bound set by mistake so large that one pass would hold its table for long"},
 		{env: envSweepBudget, flag: "sweep-budget", in: cmdServers | cmdSweep,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Sweep.Budget }, valid: ownValid,
-				short: true, like: "15m or 1h"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Sweep.Budget }, short: true, like: "15m or 1h"},
 			meaning: "how long one sweeper run goes on making passes while rows past retention remain (every table is " +
 				"swept at least once, whatever it is). A run that drains everything ends sooner; one whose budget runs out " +
 				"leaves a backlog and logs a warning, and serve starts its next run at once. A run is logged and recorded " +
@@ -466,7 +448,7 @@ var settingChecks = []settingCheck{
 // sessionTimeout is the kind of PostgreSQL's session bounds, whole
 // milliseconds as PostgreSQL takes them; 0s is none.
 func sessionTimeout(at func(*loading) *time.Duration) field[time.Duration] {
-	return field[time.Duration]{at: at, valid: ownValid, none: true, like: "5s or 1m"}
+	return field[time.Duration]{at: at, none: true, like: "5s or 1m"}
 }
 
 // addrProblem checks a listen address.
