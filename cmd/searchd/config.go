@@ -65,67 +65,49 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
-// serverConfig is the configuration of `searchd serve` and `searchd dev`.
-// Each field holds the setting of [settingsTable] that names it; the
-// comments say what the table does not.
+// serverConfig is the configuration of `searchd serve` and `searchd dev`:
+// each field holds the setting of [settingsTable] that names it, and
+// [defaults] and [serverConfig.validate] hold the default and the range
+// of those that are cmd/searchd's own.
 type serverConfig struct {
-	Addr string
-	// DatabaseURL is empty in dev when dev runs its own cluster.
-	DatabaseURL string
-	// JWTSecret verifies the HS256 bearer tokens, as raw bytes; empty
-	// when only the provider's tokens are accepted (dev uses its
-	// generated secret).
-	JWTSecret string
-	// Auth is the rest of authentication: the provider, the token
-	// lifetime, the console's sign-in (authsettings.go).
-	Auth          authConfig
-	ShutdownGrace time.Duration
-	MaxBodyBytes  int64
-	// MaxHeaderBytes is the http.Server's MaxHeaderBytes.
+	Addr        string
+	DatabaseURL string // empty in dev when dev runs its own cluster
+	// JWTSecret verifies the HS256 bearer tokens; empty when only the
+	// provider's tokens are accepted.
+	JWTSecret      string
+	Auth           authConfig
+	ShutdownGrace  time.Duration
+	MaxBodyBytes   int64
 	MaxHeaderBytes int64
-	// CallbackMaxBodyBytes is at most MaxBodyBytes; it, CallbackBodyBudget
-	// and CallbackBodyTimeout are never zero once loaded (api.Deps).
+	// The callback body settings are never zero once loaded (api.Deps).
 	CallbackMaxBodyBytes int64
 	CallbackBodyBudget   int64
 	CallbackBodyTimeout  time.Duration
 	LogLevel             slog.Level
 	LogFormat            string // "json" or "text"
 	DevDir, PGBin        string // dev alone; PGBin empty to search
-	// ProviderSecrets maps each provider to the secret its callbacks are
-	// signed with; empty when no provider may call back.
-	ProviderSecrets map[string][]byte
-	// DBMaxConns zero leaves the pool's size to the connection string
-	// (pool_max_conns), else defaultDBMaxConns.
+	ProviderSecrets      map[string][]byte
+	// DBMaxConns zero leaves the pool's size to the URL's pool_max_conns,
+	// else defaultDBMaxConns.
 	DBMaxConns int32
-	// Seats configures the seat queue; its zero Seats is the pool's size,
-	// its zero WideSeats a share of the processors (seats.go).
-	Seats seatq.Config
-	// MaxPreferWait zero never waits, and then no claim listener runs.
-	MaxPreferWait    time.Duration
+	// Seats' zero Seats is the pool's size, its zero WideSeats a share of
+	// the processors (seats.go).
+	Seats            seatq.Config
+	MaxPreferWait    time.Duration // zero never waits: no claim listener runs
 	SavedSearchLease time.Duration
-	// Sweep configures the in-process sweeper, but for what the server
-	// sets. Its Interval is always explicit: zero runs no sweeper (rather
-	// than the sweeper's default hour), for a deployment that runs searchd
-	// sweep from an outside scheduler.
-	Sweep   sweeper.Config
-	Inbox   inboxConfig
-	Session sessionBounds
-	DBWait  dbWait
-	// Schedule and Dispatch configure the drain of scheduled starts and
-	// the dispatcher, but for what the server sets; a zero Interval, an
-	// empty URL, runs none.
-	Schedule schedule.DrainConfig
-	// ScheduleMax is the most schedules an organization may have.
+	// Sweep's Interval zero runs no sweeper, rather than the sweeper's
+	// default hour.
+	Sweep       sweeper.Config
+	Inbox       inboxConfig
+	Session     sessionBounds
+	DBWait      dbWait
+	Schedule    schedule.DrainConfig // a zero Interval runs no drain
 	ScheduleMax int
 	CORSOrigins []string
-	Dispatch    dispatch.Config
-	// Webhooks configures the delivery of Run events to the
-	// organizations' webhook endpoints, which every serve runs.
-	Webhooks webhookConfig
-	// Streams bounds the Runs' event streams (package runstream).
-	Streams runstream.Config
-	// renamed says which old names of settings were used, one warning each.
-	renamed []string
+	Dispatch    dispatch.Config // an empty URL runs no dispatcher
+	Webhooks    webhookConfig
+	Streams     runstream.Config
+	renamed     []string // the old names of settings used, one warning each
 }
 
 // validate returns the first of cmd/searchd's own settings out of range,
@@ -317,41 +299,30 @@ func providerSecret(secret string) ([]byte, error) {
 // errHelp is returned for -h: usage was printed, and the exit status is 0.
 var errHelp = errors.New("help requested")
 
-// authConfig is how serve and dev authenticate.
+// authConfig is how serve and dev authenticate: OIDC is the provider of
+// the API's tokens and SignIn the console's registration at it, each nil
+// for none.
 type authConfig struct {
-	// MaxLifetime is auth.Config.MaxLifetime.
-	MaxLifetime time.Duration
-	// OIDC is the provider of the API's tokens; nil for none.
-	OIDC *auth.OIDCConfig
-	// SignIn registers the console at the provider; nil when people do
-	// not sign in through it.
-	SignIn *auth.SignInConfig
-	// SessionLifetime is the longest a console session lives.
+	MaxLifetime     time.Duration // auth.Config.MaxLifetime
+	OIDC            *auth.OIDCConfig
+	SignIn          *auth.SignInConfig
 	SessionLifetime time.Duration
-	// TokenSignIn lets a person paste a token into the console's sign-in
-	// form.
-	TokenSignIn bool
+	TokenSignIn     bool
 }
 
-// inboxConfig configures the provider inbox of serve and dev.
+// inboxConfig configures the provider inbox; an Applier.Interval of zero
+// runs no applier.
 type inboxConfig struct {
-	// Lease is providerjobs.Config.Lease.
-	Lease time.Duration
-	// Applier configures the background applier; an Interval of zero
-	// runs none.
+	Lease   time.Duration // providerjobs.Config.Lease
 	Applier providerjobs.ApplierConfig
 }
 
-// sessionBounds are the server-side bounds set on every session of the
-// pool: PostgreSQL's idle_in_transaction_session_timeout, lock_timeout and
-// statement_timeout. Zero leaves one off.
-type sessionBounds struct {
-	IdleInTransaction, Lock, Statement time.Duration
-}
+// sessionBounds are PostgreSQL's idle_in_transaction_session_timeout,
+// lock_timeout and statement_timeout on every session of the pool; zero
+// leaves one off.
+type sessionBounds struct{ IdleInTransaction, Lock, Statement time.Duration }
 
-// webhookConfig is what serve reads of the webhook settings.
 type webhookConfig struct {
-	Worker webhooks.WorkerConfig
-	// AllowHTTPLoopback accepts http:// endpoints on a loopback host.
-	AllowHTTPLoopback bool
+	Worker            webhooks.WorkerConfig
+	AllowHTTPLoopback bool // http:// endpoints on a loopback host
 }

@@ -21,41 +21,33 @@ import (
 	"github.com/searchd/searchd/webhooks"
 )
 
-// spec declares one setting of searchd, once: where it is read from, its
-// default, the values it takes, what it means, and, through its kind, how
-// it is parsed into the configuration. [settingsTable] lists them all; the
+// spec is one row of [settingsTable]: a setting's names, its kind (how
+// it is parsed, its default and range), and its documentation. The
 // loader, --help, docs/settings.md and searchd.example.env are made from
 // it.
 type spec struct {
 	env  string
 	flag string // without dashes; "" for a setting read from the environment alone
-	// was is the setting's old name, still read, with a warning.
-	was renamed
-	// secret marks a value nobody else may read: it has no flag (a
-	// flag's value is in the process list for every local user to read)
-	// and no message quotes it.
+	was  renamed
+	// secret marks a value that has no flag (`ps` shows flags) and that no
+	// message quotes.
 	secret bool
-	// in are the commands that read the setting.
-	in cmds
-	// kind parses the value into its place and knows its typed default
-	// and its range.
-	kind kind
-	// def and devDef are the defaults as documented, when the kind's
-	// literal default does not say it (it depends on another setting,
-	// or the setting is required); devDef only where dev's differs.
+	in     cmds // the commands that read it
+	kind   kind
+	// def and devDef document a default the kind cannot write (it depends
+	// on another setting, or there is none); devDef only where dev's differs.
 	def, devDef string
-	// values overrides the kind's description of the values it takes.
-	values string
-	// meaning says what the setting does, in text where `code` is marked
-	// with backticks and docs/NAME.md names a document.
+	values      string // overrides the kind's description of its values
+	// meaning says what the setting does; `code` is marked with backticks
+	// and docs/NAME.md names a document.
 	meaning string
-	// example is the value searchd.example.env sets a required setting
-	// to: a placeholder to replace (a secret's is refused until it is).
+	// example is the placeholder searchd.example.env sets a required
+	// setting to.
 	example string
 }
 
-// renamed is a setting's old variable and flag, still read (a deployment
-// that sets one is warned at start) unless the new name is set too.
+// renamed is a setting's old variable and flag, still read with a
+// warning unless the new name is set too.
 type renamed struct{ env, flag string }
 
 // section is a group of settings under a heading of their own.
