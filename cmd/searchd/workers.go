@@ -21,13 +21,10 @@ import (
 const dispatchRemedy = "set " + envRuntimeURL + " and " + envRuntimeSecret + " on this replica to deliver them (docs/runtime.md)"
 
 // dispatcher returns the run of the backlog's watcher and, when a runtime
-// is configured, of the dispatcher of the outbox; it returns when both
-// have (the dispatcher once its deliveries in flight, each bounded by its
-// lease, have). Without a runtime, dispatch is off: admitted Runs stay
-// queued, their dispatches pending until a replica with a runtime delivers
-// them. That is said with a WARN at start, and the watcher says it again
-// (count, oldest age, the settings to set) every few minutes while Runs
-// are pending, and reports it in the metrics and the console.
+// is configured, of the outbox's dispatcher; it returns once both have
+// (deliveries in flight are bounded by their lease). Without a runtime,
+// admitted Runs stay queued: serve warns at start, and the watcher again
+// every few minutes while Runs are pending, in metrics and the console.
 func (s server) dispatcher() (func(context.Context), error) {
 	st := s.st
 	st.wakeDispatcher = func() {}
@@ -61,16 +58,12 @@ func (s server) dispatcher() (func(context.Context), error) {
 	}, nil
 }
 
-// drain returns the run of the drain of scheduled starts: nil when its
-// Interval is zero. It starts each occurrence with a saved-search start of
-// its own on the stores (no Prefer: wait; the drain never waits on a
-// claim), one call per attempt, behind the queue as every request is: each
-// start takes a seat in its organization's flow, so a burst of due
-// occurrences waits its turn beside the API's requests rather than ahead
-// of them. A refusal of the queue (every seat taken for longer than its
-// longest wait) is a transient failure, not ready, tried again later. A
-// Run it admits wakes this process's dispatcher, as a start through the
-// API does (so make the dispatcher first).
+// drain returns the run of the drain of scheduled starts, nil when its
+// Interval is zero. Each occurrence is a saved-search start that never
+// waits on a claim and takes a seat of its organization, so a burst of due
+// occurrences waits beside the API's requests, not ahead of them; a
+// refusal of the queue is not ready, tried again later. A Run it admits
+// wakes the dispatcher (so make the dispatcher first).
 func (s server) drain() (func(context.Context), error) {
 	st, cfg := s.st, s.cfg
 	dcfg := cfg.Schedule
