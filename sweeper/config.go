@@ -126,33 +126,40 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate returns an error wrapping [ErrInvalidConfig] that names the field
-// and its allowed range when c, with its defaults applied, cannot run. A Bound
-// above MaxBound is refused with both numbers in the message.
+// Validate returns an error wrapping [ErrInvalidConfig] that names the
+// first field of c, with its defaults, out of range: "sweeper: Config.F is
+// V; it must be R". A Bound above MaxBound is refused, never clamped, with
+// both numbers in the message.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	invalid := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+		return invalidConfig(fmt.Sprintf("sweeper: "+format, args...))
 	}
 	switch {
 	case c.MaxBound < 1:
-		return invalid("MaxBound %d: must be at least 1", c.MaxBound)
+		return invalid("Config.MaxBound is %d; it must be at least 1", c.MaxBound)
 	case c.Bound < 1:
-		return invalid("Bound %d: must be 1 to MaxBound (%d)", c.Bound, c.MaxBound)
+		return invalid("Config.Bound is %d; it must be from 1 to MaxBound, %d", c.Bound, c.MaxBound)
 	case c.Bound > c.MaxBound:
 		return invalid("Bound %d exceeds MaxBound %d: a larger bound is refused, not clamped; "+
 			"lower Bound, or raise MaxBound with it", c.Bound, c.MaxBound)
 	case c.Budget < 0:
-		return invalid("Budget %s: must be positive", c.Budget)
+		return invalid("Config.Budget is %s; it must be at least 0s", c.Budget)
 	case !(c.Duty > 0 && c.Duty <= 1):
-		return invalid("Duty %g: must be above 0 and at most 1", c.Duty)
+		return invalid("Config.Duty is %g; it must be above 0 and at most 1", c.Duty)
 	case c.Interval < 0:
-		return invalid("Interval %s: must be positive", c.Interval)
+		return invalid("Config.Interval is %s; it must be at least 0s", c.Interval)
 	case c.Jitter > c.Interval:
-		return invalid("Jitter %s: must be at most Interval (%s)", c.Jitter, c.Interval)
+		return invalid("Config.Jitter is %s; it must be at most Interval, %s", c.Jitter, c.Interval)
 	}
 	return nil
 }
+
+// invalidConfig is an error of [Config.Validate]: it is [ErrInvalidConfig].
+type invalidConfig string
+
+func (e invalidConfig) Error() string        { return string(e) }
+func (e invalidConfig) Is(target error) bool { return target == ErrInvalidConfig }
 
 // Observer is told about every pass the sweeper makes and commits, so metrics
 // can be attached (counters of rows read and deleted per table, a histogram of pass

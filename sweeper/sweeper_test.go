@@ -183,19 +183,19 @@ func TestConfigRefusesABoundAboveItsCeiling(t *testing.T) {
 		{Config{Bound: 1001}, []string{"Bound 1001", "MaxBound 1000", "refused"}},
 		{Config{Bound: 5000, MaxBound: 2000}, []string{"Bound 5000", "MaxBound 2000"}},
 		{Config{Bound: 2000, MaxBound: 2000}, nil},
-		{Config{Bound: -1}, []string{"Bound -1"}},
-		{Config{MaxBound: -5}, []string{"MaxBound -5"}},
-		{Config{Budget: -time.Second}, []string{"Budget -1s", "must be positive"}},
+		{Config{Bound: -1}, []string{"Config.Bound is -1"}},
+		{Config{MaxBound: -5}, []string{"Config.MaxBound is -5"}},
+		{Config{Budget: -time.Second}, []string{"sweeper: Config.Budget is -1s; it must be at least 0s"}},
 		{Config{Budget: time.Nanosecond}, nil},
-		{Config{Interval: -time.Second}, []string{"Interval -1s"}},
-		{Config{Interval: time.Minute, Jitter: 2 * time.Minute}, []string{"Jitter 2m0s", "Interval (1m0s)"}},
+		{Config{Interval: -time.Second}, []string{"Config.Interval is -1s"}},
+		{Config{Interval: time.Minute, Jitter: 2 * time.Minute}, []string{"Config.Jitter is 2m0s; it must be at most Interval, 1m0s"}},
 		{Config{Jitter: -1}, nil}, // no jitter
 		{Config{Duty: 1}, nil},
 		{Config{Duty: 0.01}, nil},
-		{Config{Duty: -0.5}, []string{"Duty -0.5", "above 0 and at most 1"}},
-		{Config{Duty: 1.5}, []string{"Duty 1.5"}},
-		{Config{Duty: math.NaN()}, []string{"Duty NaN"}},
-		{Config{Duty: math.Inf(1)}, []string{"Duty +Inf"}},
+		{Config{Duty: -0.5}, []string{"Config.Duty is -0.5; it must be above 0 and at most 1"}},
+		{Config{Duty: 1.5}, []string{"Duty is 1.5"}},
+		{Config{Duty: math.NaN()}, []string{"Duty is NaN"}},
+		{Config{Duty: math.Inf(1)}, []string{"Duty is +Inf"}},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()

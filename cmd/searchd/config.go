@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/api"
+	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs/runstream"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/sweeper"
+	"github.com/searchd/searchd/webhooks"
 )
 
 // Environment variables searchd reads. Each setting also has a flag on the
@@ -23,44 +25,36 @@ import (
 // secrets: a flag's value is in the process list for every local user to
 // read. [settingsTable] declares each.
 const (
-	envDatabaseURL          = "DATABASE_URL"
-	envAddr                 = "SEARCHD_ADDR"
-	envJWTSecret            = "SEARCHD_JWT_SECRET"
-	envShutdownGrace        = "SEARCHD_SHUTDOWN_GRACE"
-	envMaxBodyBytes         = "SEARCHD_MAX_BODY_BYTES"
-	envMaxHeaderBytes       = "SEARCHD_MAX_HEADER_BYTES"
-	envLogLevel             = "SEARCHD_LOG_LEVEL"
-	envLogFormat            = "SEARCHD_LOG_FORMAT"
-	envDevDir               = "SEARCHD_DEV_DIR"
-	envPGBin                = "SEARCHD_PG_BIN"
-	envProviderSecrets      = "SEARCHD_PROVIDER_SECRETS"
-	envCallbackMaxBodyBytes = "SEARCHD_CALLBACK_MAX_BODY_BYTES"
-	envCallbackBodyBudget   = "SEARCHD_CALLBACK_BODY_BUDGET"
-	envCallbackBodyTimeout  = "SEARCHD_CALLBACK_BODY_TIMEOUT"
+	envSavedSearchLease         = "SEARCHD_SAVED_SEARCH_LEASE"
+	envDatabaseURL              = "DATABASE_URL"
+	envAddr                     = "SEARCHD_ADDR"
+	envJWTSecret                = "SEARCHD_JWT_SECRET"
+	envMaxBodyBytes             = "SEARCHD_MAX_BODY_BYTES"
+	envDevDir                   = "SEARCHD_DEV_DIR"
+	envCallbackMaxBodyBytes     = "SEARCHD_CALLBACK_MAX_BODY_BYTES"
+	envTokenMaxLifetime         = "SEARCHD_TOKEN_MAX_LIFETIME"
+	envOIDCIssuer               = "SEARCHD_OIDC_ISSUER"
+	envOIDCAudience             = "SEARCHD_OIDC_AUDIENCE"
+	envOIDCClientID             = "SEARCHD_OIDC_CLIENT_ID"
+	envOIDCRedirectURL          = "SEARCHD_OIDC_REDIRECT_URL"
+	envConsoleTokenSignIn       = "SEARCHD_CONSOLE_TOKEN_SIGN_IN"
+	envRuntimeURL               = "SEARCHD_RUNTIME_URL"
+	envRuntimeSecret            = "SEARCHD_RUNTIME_SECRET"
+	envDispatchInterval         = "SEARCHD_DISPATCH_INTERVAL"
+	envScheduleLease            = "SEARCHD_SCHEDULE_LEASE"
+	envProviderWebhookLease     = "SEARCHD_PROVIDER_WEBHOOK_LEASE"
+	envApplierInterval          = "SEARCHD_APPLIER_INTERVAL"
+	envApplierBatch             = "SEARCHD_APPLIER_BATCH"
+	envIdleInTransactionTimeout = "SEARCHD_DB_IDLE_IN_TRANSACTION_TIMEOUT"
+	envLockTimeout              = "SEARCHD_DB_LOCK_TIMEOUT"
 )
 
-// Defaults of the settings.
+// Limits of the callback body settings, which depend on others: the
+// budget is at least twice the callback limit (api.Deps.CallbackBodyBudget)
+// and at most 16 GiB.
 const (
-	defaultAddr          = ":8080"
-	defaultDevAddr       = "127.0.0.1:8080"
-	defaultShutdownGrace = 10 * time.Second
-	defaultDevDir        = ".searchd-dev"
-	// defaultMaxHeaderBytes bounds a request's header: a bearer token of
-	// 8 KiB (auth.MaxTokenBytes) and a console cookie fit with room.
-	defaultMaxHeaderBytes = 16 << 10
-
-	minMaxBodyBytes = 1 << 10
-	maxMaxBodyBytes = 1 << 30
-	// A header limit from 4 KiB to Go's default, 1 MiB.
-	minMaxHeaderBytes = 4 << 10
-	maxMaxHeaderBytes = 1 << 20
-	maxShutdownGrace  = time.Hour
-	// The callback body budget is at least twice the callback limit (see
-	// api.Deps.CallbackBodyBudget) and at most 16 GiB; the body timeout
-	// from 1s to the server's read timeout.
-	maxCallbackBodyBudget  = 16 << 30
-	minCallbackBodyTimeout = time.Second
-	maxCallbackBodyTimeout = readTimeout
+	minMaxBodyBytes       = 1 << 10
+	maxCallbackBodyBudget = 16 << 30
 )
 
 // usageError is a mistake in the command line or the configuration: the
@@ -71,67 +65,94 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
-// serverConfig is the configuration of `searchd serve` and `searchd dev`.
-// Each field holds the setting of [settingsTable] that names it; the
-// comments say what the table does not.
+// serverConfig is the configuration of `searchd serve` and `searchd dev`:
+// each field holds the setting of [settingsTable] that names it, and
+// [defaults] and [serverConfig.validate] hold the default and the range
+// of those that are cmd/searchd's own.
 type serverConfig struct {
-	Addr string
-	// DatabaseURL is empty in dev when dev runs its own cluster.
-	DatabaseURL string
-	// JWTSecret verifies the HS256 bearer tokens, as raw bytes; empty
-	// when only the provider's tokens are accepted (dev uses its
-	// generated secret).
-	JWTSecret string
-	// Auth is the rest of authentication: the provider, the token
-	// lifetime, the console's sign-in (authsettings.go).
-	Auth          authConfig
-	ShutdownGrace time.Duration
-	MaxBodyBytes  int64
-	// MaxHeaderBytes is the http.Server's MaxHeaderBytes.
+	Addr        string
+	DatabaseURL string // empty in dev when dev runs its own cluster
+	// JWTSecret verifies the HS256 bearer tokens; empty when only the
+	// provider's tokens are accepted.
+	JWTSecret      string
+	Auth           authConfig
+	ShutdownGrace  time.Duration
+	MaxBodyBytes   int64
 	MaxHeaderBytes int64
-	// CallbackMaxBodyBytes is at most MaxBodyBytes; it, CallbackBodyBudget
-	// and CallbackBodyTimeout are never zero once loaded (api.Deps).
+	// The callback body settings are never zero once loaded (api.Deps).
 	CallbackMaxBodyBytes int64
 	CallbackBodyBudget   int64
 	CallbackBodyTimeout  time.Duration
 	LogLevel             slog.Level
 	LogFormat            string // "json" or "text"
 	DevDir, PGBin        string // dev alone; PGBin empty to search
-	// ProviderSecrets maps each provider to the secret its callbacks are
-	// signed with; empty when no provider may call back.
-	ProviderSecrets map[string][]byte
-	// DBMaxConns zero leaves the pool's size to the connection string
-	// (pool_max_conns), else defaultDBMaxConns.
+	ProviderSecrets      map[string][]byte
+	// DBMaxConns zero leaves the pool's size to the URL's pool_max_conns,
+	// else defaultDBMaxConns.
 	DBMaxConns int32
-	// Seats configures the seat queue; its zero Seats is the pool's size,
-	// its zero WideSeats a share of the processors (seats.go).
-	Seats seatq.Config
-	// MaxPreferWait zero never waits, and then no claim listener runs.
-	MaxPreferWait    time.Duration
+	// Seats' zero Seats is the pool's size, its zero WideSeats a share of
+	// the processors (seats.go).
+	Seats            seatq.Config
+	MaxPreferWait    time.Duration // zero never waits: no claim listener runs
 	SavedSearchLease time.Duration
-	// Sweep configures the in-process sweeper, but for what the server
-	// sets. Its Interval is always explicit: zero runs no sweeper (rather
-	// than the sweeper's default hour), for a deployment that runs searchd
-	// sweep from an outside scheduler.
-	Sweep   sweeper.Config
-	Inbox   inboxConfig
-	Session sessionBounds
-	DBWait  dbWait
-	// Schedule and Dispatch configure the drain of scheduled starts and
-	// the dispatcher, but for what the server sets; a zero Interval, an
-	// empty URL, runs none.
-	Schedule schedule.DrainConfig
-	// ScheduleMax is the most schedules an organization may have.
+	// Sweep's Interval zero runs no sweeper, rather than the sweeper's
+	// default hour.
+	Sweep       sweeper.Config
+	Inbox       inboxConfig
+	Session     sessionBounds
+	DBWait      dbWait
+	Schedule    schedule.DrainConfig // a zero Interval runs no drain
 	ScheduleMax int
 	CORSOrigins []string
-	Dispatch    dispatch.Config
-	// Webhooks configures the delivery of Run events to the
-	// organizations' webhook endpoints, which every serve runs.
-	Webhooks webhookConfig
-	// Streams bounds the Runs' event streams (package runstream).
-	Streams runstream.Config
-	// renamed says which old names of settings were used, one warning each.
-	renamed []string
+	Dispatch    dispatch.Config // an empty URL runs no dispatcher
+	Webhooks    webhookConfig
+	Streams     runstream.Config
+	renamed     []string // the old names of settings used, one warning each
+}
+
+// validate returns the first of cmd/searchd's own settings out of range,
+// as "searchd: Config.F is V; it must be R"; a zero that means a default
+// (DBMaxConns, WideSeats) is in range. The rows of [settingsTable] take
+// their range from it.
+func (c serverConfig) validate() error {
+	ms := func(d time.Duration) bool { return d >= 0 && d <= time.Hour && d%time.Millisecond == 0 }
+	in := func(d, lo, hi time.Duration) bool { return d >= lo && d <= hi }
+	msRange := "whole milliseconds from 0s to " + time.Hour.String()
+	for _, f := range []struct {
+		name string
+		v    any
+		ok   bool
+		rng  string
+	}{
+		{"DBMaxConns", c.DBMaxConns, c.DBMaxConns >= 0 && c.DBMaxConns <= 1000, "from 1 to 1000"},
+		{"IdleInTransaction", c.Session.IdleInTransaction, ms(c.Session.IdleInTransaction), msRange},
+		{"Lock", c.Session.Lock, ms(c.Session.Lock), msRange},
+		{"Statement", c.Session.Statement, ms(c.Session.Statement), msRange},
+		{"Answer", c.DBWait.Answer, c.DBWait.Answer == 0 || in(c.DBWait.Answer, time.Second, time.Hour), "0s (none), or from 1s to 1h0m0s"},
+		{"ShutdownGrace", c.ShutdownGrace, in(c.ShutdownGrace, 0, time.Hour), "from 0s to 1h0m0s"},
+		{"MaxBodyBytes", c.MaxBodyBytes, c.MaxBodyBytes >= minMaxBodyBytes && c.MaxBodyBytes <= 1<<30,
+			fmt.Sprintf("from %d to %d", minMaxBodyBytes, 1<<30)},
+		{"MaxHeaderBytes", c.MaxHeaderBytes, c.MaxHeaderBytes >= 4<<10 && c.MaxHeaderBytes <= 1<<20, // Go's default, 1 MiB
+			fmt.Sprintf("from %d to %d", 4<<10, 1<<20)},
+		{"MaxPreferWait", c.MaxPreferWait, in(c.MaxPreferWait, 0, api.PreferWaitLimit) && c.MaxPreferWait%time.Second == 0,
+			"whole seconds from 0s to " + api.PreferWaitLimit.String()},
+		{"WideSeats", c.Seats.WideSeats, c.Seats.WideSeats >= 0 && c.Seats.WideSeats <= seatq.MaxSeats,
+			fmt.Sprintf("from 1 to %d", seatq.MaxSeats)},
+		// After a crash a saved-search key is blocked for a whole lease.
+		{"SavedSearchLease", c.SavedSearchLease, in(c.SavedSearchLease, 1, 5*time.Minute), "more than 0s and at most 5m0s"},
+		{"MaxLifetime", c.Auth.MaxLifetime, in(c.Auth.MaxLifetime, time.Minute, 30*24*time.Hour), "from 1m0s to 720h0m0s"},
+		{"SessionLifetime", c.Auth.SessionLifetime, in(c.Auth.SessionLifetime, time.Minute, 7*24*time.Hour), "from 1m0s to 168h0m0s"},
+		{"CallbackBodyTimeout", c.CallbackBodyTimeout, in(c.CallbackBodyTimeout, time.Second, readTimeout), "from 1s to " + readTimeout.String()},
+		{"Lease", c.Inbox.Lease, in(c.Inbox.Lease, 1, 10*time.Minute), "more than 0s and at most 10m0s"},
+		{"ScheduleMax", c.ScheduleMax, c.ScheduleMax >= 1 && c.ScheduleMax <= 1_000_000, "from 1 to 1000000"},
+		{"Interval", c.Sweep.Interval, c.Sweep.Interval >= 0, "0s (no sweeper) or more"},
+		{"Budget", c.Sweep.Budget, c.Sweep.Budget >= time.Second, "1s or more"},
+	} {
+		if !f.ok {
+			return fmt.Errorf("searchd: Config.%s is %v; it must be %s", f.name, f.v, f.rng)
+		}
+	}
+	return nil
 }
 
 // setting is one configuration value and where it came from, so a message
@@ -277,3 +298,31 @@ func providerSecret(secret string) ([]byte, error) {
 
 // errHelp is returned for -h: usage was printed, and the exit status is 0.
 var errHelp = errors.New("help requested")
+
+// authConfig is how serve and dev authenticate: OIDC is the provider of
+// the API's tokens and SignIn the console's registration at it, each nil
+// for none.
+type authConfig struct {
+	MaxLifetime     time.Duration // auth.Config.MaxLifetime
+	OIDC            *auth.OIDCConfig
+	SignIn          *auth.SignInConfig
+	SessionLifetime time.Duration
+	TokenSignIn     bool
+}
+
+// inboxConfig configures the provider inbox; an Applier.Interval of zero
+// runs no applier.
+type inboxConfig struct {
+	Lease   time.Duration // providerjobs.Config.Lease
+	Applier providerjobs.ApplierConfig
+}
+
+// sessionBounds are PostgreSQL's idle_in_transaction_session_timeout,
+// lock_timeout and statement_timeout on every session of the pool; zero
+// leaves one off.
+type sessionBounds struct{ IdleInTransaction, Lock, Statement time.Duration }
+
+type webhookConfig struct {
+	Worker            webhooks.WorkerConfig
+	AllowHTTPLoopback bool // http:// endpoints on a loopback host
+}

@@ -14,31 +14,23 @@ import (
 // Environment variables of the seat queue (package seatq), which the
 // API, the console and the provider callbacks of one process share.
 const (
-	envSeats           = "SEARCHD_SEATS"
-	envSeatQueueLength = "SEARCHD_SEAT_QUEUE_LENGTH"
-	envSeatMaxWait     = "SEARCHD_SEAT_MAX_WAIT"
-	envWideSeats       = "SEARCHD_WIDE_SEATS"
+	envSeats     = "SEARCHD_SEATS"
+	envWideSeats = "SEARCHD_WIDE_SEATS"
 )
 
 // wideSeats is the default share of the seats wide requests hold
-// together: half the seats, and at most twice the processors the
-// runtime schedules on (GOMAXPROCS, its container's), at least one. Wide
-// requests (long lists, large bodies and answers, the console's heavy
-// pages) are bound by the processor, not by commits: more of them at once
-// than the processors can run only slows every request beside them (issue
-// 36: on 2 processors, 4 heavy console pages at once took a light
-// organization's p99 start to 5.2 times its p99 alone).
+// together: half the seats, at most twice the processors (GOMAXPROCS), at
+// least one. Wide requests are bound by the processor, so more of them at
+// once only slows every request beside them (issue 36).
 func wideSeats(seats, procs int) int {
 	return max(min(seats/2, 2*procs), 1)
 }
 
-// newSeatQueue builds the one seat queue of the process, shared by
-// the API and the console, its seats by default as many as pool has
-// connections: a seated request then rarely waits for one, and requests
-// beyond what the database can serve wait in their own organization's
-// queue rather than in the pool's, which serves whoever comes first. Its
-// waits and refusals count in metrics, and its seats and queues are read
-// there at each scrape.
+// newSeatQueue builds the process's one seat queue, shared by the API,
+// the console and provider callbacks, with as many seats as the pool has
+// connections unless set: requests beyond what the database serves wait
+// in their organization's queue rather than in the pool's. Its waits,
+// refusals, seats and queues are in metrics.
 func newSeatQueue(cfg seatq.Config, pool *pgxpool.Pool, metrics *telemetry.Metrics) (*seatq.Queue, error) {
 	seats := cmp.Or(cfg.Seats, int(pool.Config().MaxConns))
 	if cfg.WideSeats > seats {

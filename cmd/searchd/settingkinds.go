@@ -9,50 +9,45 @@ import (
 	"strings"
 	"time"
 
+	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/dispatch"
+	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs/runstream"
 	"github.com/searchd/searchd/schedule"
+	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/webhooks"
 )
 
-// spec declares one setting of searchd, once: where it is read from, its
-// default, the values it takes, what it means, and, through its kind, how
-// it is parsed into the configuration. [settingsTable] lists them all; the
+// spec is one row of [settingsTable]: a setting's names, its kind (how
+// it is parsed, its default and range), and its documentation. The
 // loader, --help, docs/settings.md and searchd.example.env are made from
 // it.
 type spec struct {
 	env  string
 	flag string // without dashes; "" for a setting read from the environment alone
-	// was is the setting's old name, still read, with a warning.
-	was renamed
-	// secret marks a value nobody else may read: it has no flag (a
-	// flag's value is in the process list for every local user to read)
-	// and no message quotes it.
+	was  renamed
+	// secret marks a value that has no flag (`ps` shows flags) and that no
+	// message quotes.
 	secret bool
-	// in are the commands that read the setting.
-	in cmds
-	// kind parses the value into its place and knows its typed default
-	// and its range.
-	kind kind
-	// def and devDef are the defaults as documented, when the kind's
-	// literal default does not say it (it depends on another setting,
-	// or the setting is required); devDef only where dev's differs.
+	in     cmds // the commands that read it
+	kind   kind
+	// def and devDef document a default the kind cannot write (it depends
+	// on another setting, or there is none); devDef only where dev's differs.
 	def, devDef string
-	// values overrides the kind's description of the values it takes.
-	values string
-	// meaning says what the setting does, in text where `code` is marked
-	// with backticks and docs/NAME.md names a document.
+	values      string // overrides the kind's description of its values
+	// meaning says what the setting does; `code` is marked with backticks
+	// and docs/NAME.md names a document.
 	meaning string
-	// example is the value searchd.example.env sets a required setting
-	// to: a placeholder to replace (a secret's is refused until it is).
+	// example is the placeholder searchd.example.env sets a required
+	// setting to.
 	example string
 }
 
-// renamed is a setting's old variable and flag, still read (a deployment
-// that sets one is warned at start) unless the new name is set too.
+// renamed is a setting's old variable and flag, still read with a
+// warning unless the new name is set too.
 type renamed struct{ env, flag string }
 
 // section is a group of settings under a heading of their own.
@@ -246,36 +241,6 @@ func loadSettings(fs *flag.FlagSet, getenv func(string) string, c cmds) (serverC
 	return r.cfg.serverConfig, r.problems
 }
 
-// durationKind is a time.Duration in a closed range, or one open below.
-type durationKind struct {
-	at       func(*loading) *time.Duration
-	def      time.Duration
-	min, max time.Duration
-	above    bool          // more than min, not from it
-	none     bool          // 0s (none) is taken too, below min
-	whole    time.Duration // a whole number of these, or any when 0
-	like     string        // how to write one: "10s or 1m30s"
-	short    bool          // written without trailing zero units: 1h, not 1h0m0s
-	why      string        // appended to the message of a value out of range
-	desc     string        // the values it takes, when the range does not say it
-}
-
-func (k durationKind) str(d time.Duration) string {
-	if k.short {
-		return shortDuration(d)
-	}
-	return d.String()
-}
-
-func (k durationKind) set(r *reader, s setting) string {
-	return setValue(k.at(r.cfg), s, k.def, time.ParseDuration, "a duration (write it like "+k.like+")", func(d time.Duration) string {
-		if (d != 0 || !k.none) && (d < k.min || (k.above && d == k.min) || d > k.max || (k.whole > 0 && d%k.whole != 0)) {
-			return fmt.Sprintf("%s is out of range: %s%s", k.str(d), k.values(), k.why)
-		}
-		return ""
-	})
-}
-
 // setValue reads s into *p: def when s is empty, else what parse makes of
 // the value, when check (its range; nil for none) finds no problem. notA
 // completes the message `"value" is not ` of a value parse refuses. It
@@ -298,93 +263,24 @@ func setValue[T any](p *T, s setting, def T, parse func(string) (T, error), notA
 	return ""
 }
 
-func (k durationKind) literal(bool) string { return k.str(k.def) }
-
-func (k durationKind) values() string {
-	var unit string
-	switch k.whole {
-	case time.Second:
-		unit = "whole seconds "
-	case time.Millisecond:
-		unit = "whole milliseconds "
-	}
-	switch {
-	case k.desc != "":
-		return k.desc
-	case k.above:
-		return unit + "more than " + k.str(k.min) + " and at most " + k.str(k.max)
-	}
-	return unit + "from " + k.str(k.min) + " to " + k.str(k.max)
-}
-
-// integer is a whole number in a range.
-type integer[T int | int32 | int64] struct {
-	at       func(*loading) *T
-	def      T
-	min, max T      // no ceiling when max is 0
-	of       string // what it counts, for the message: "bytes"
-	zero     bool   // the default is 0, which the component reads as its own default
-}
-
-func (k integer[T]) set(r *reader, s setting) string {
-	notA := "a whole number"
-	if k.of != "" {
-		notA += " of " + k.of
-	}
-	n := int64(k.def) // checked in range before it is a T
-	problem := setValue(&n, s, n, parseWhole, notA, func(n int64) string {
-		if n < int64(k.min) || (k.max != 0 && n > int64(k.max)) {
-			return fmt.Sprintf("%d is out of range: %s", n, k.values())
-		}
-		return ""
-	})
-	*k.at(r.cfg) = T(n)
-	return problem
-}
-
 func parseWhole(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) }
 
-func (k integer[T]) literal(bool) string {
-	if k.zero {
-		return ""
-	}
-	return strconv.FormatInt(int64(k.def), 10)
-}
-
-func (k integer[T]) values() string {
-	if k.max == 0 {
-		return fmt.Sprintf("at least %d", k.min)
-	}
-	return fmt.Sprintf("from %d to %d", k.min, k.max)
-}
-
-// boolean is true or false.
-type boolean struct {
-	at          func(*loading) *bool
-	def, devDef bool
-}
+// boolean is true or false; its default is what [defaults] holds.
+type boolean struct{ at func(*loading) *bool }
 
 func (k boolean) set(r *reader, s setting) string {
-	def := k.def
-	if r.dev {
-		def = k.devDef
-	}
-	return setValue(k.at(r.cfg), s, def, strconv.ParseBool, "true or false", nil)
+	p := k.at(r.cfg)
+	return setValue(p, s, *p, strconv.ParseBool, "true or false", nil)
 }
 
-func (k boolean) literal(dev bool) string {
-	if dev {
-		return strconv.FormatBool(k.devDef)
-	}
-	return strconv.FormatBool(k.def)
-}
+func (k boolean) literal(dev bool) string { return strconv.FormatBool(*k.at(defaults(dev))) }
 
 func (boolean) values() string { return "true or false" }
 
-// text is a string, checked when it is not empty.
+// text is a string, checked when it is not empty; its default is what
+// [defaults] holds.
 type text struct {
-	at          func(*loading) *string
-	def, devDef string
+	at func(*loading) *string
 	// check returns what is wrong with a value that is not empty, or "".
 	check func(s setting) string
 	// required, when not "", makes the setting required but in dev, and
@@ -395,7 +291,7 @@ type text struct {
 
 func (k text) set(r *reader, s setting) string {
 	p := k.at(r.cfg)
-	*p = cmp.Or(s.value, k.literal(r.dev))
+	*p = cmp.Or(s.value, *p)
 	switch {
 	case *p == "" && k.required != "" && !r.dev:
 		return "is required: " + k.required
@@ -405,7 +301,9 @@ func (k text) set(r *reader, s setting) string {
 	return k.check(setting{name: s.name, value: *p})
 }
 
-func (k text) literal(dev bool) string { return devOr(dev, k.devDef, k.def) }
+func (k text) literal(dev bool) string { return *k.at(defaults(dev)) }
+
+func (k text) values() string { return k.desc }
 
 // devOr is devDef in dev when it is set, else def.
 func devOr(dev bool, devDef, def string) string {
@@ -414,8 +312,6 @@ func devOr(dev bool, devDef, def string) string {
 	}
 	return def
 }
-
-func (k text) values() string { return k.desc }
 
 // custom is a setting parsed by a function of its own: one whose value
 // is a list, or whose range depends on another setting.
@@ -455,16 +351,18 @@ func (s spec) about() string {
 	return s.meaning + "; formerly `" + s.was.env + "` (`--" + s.was.flag + "`), still read with a warning"
 }
 
-// field is a setting held in a package's Config, which says it once: its
-// default is what the Config's defaults hold (see [defaults]), its range
-// what the Config's Validate (valid) accepts. Validate's errors read
-// "pkg: Config.Field is V; it must be R".
-type field[T int | time.Duration] struct {
-	at    func(*loading) *T
-	valid func(*loading) error
-	of    string // what a number counts, for the message: "bytes"
-	like  string // how to write a duration: "10s or 1m"
-	none  bool   // 0 is taken, as none (the Config reads 0 as its default)
+// field is a setting held in a Config (a package's, or cmd/searchd's own
+// [serverConfig]), which says it once: its default is what [defaults]
+// holds, its range what the Config's Validate accepts. Validate's
+// errors read "pkg: Config.Field is V; it must be R".
+type field[T int | int32 | int64 | time.Duration] struct {
+	at   func(*loading) *T
+	of   string // what a number counts, for the message: "bytes"
+	like string // how to write a duration: "10s or 1m"
+	// none marks 0 as a value of its own, checked as it is; otherwise the
+	// Config would read 0 as its default, and 0 is refused.
+	none  bool
+	short bool // a duration written without trailing zero units: 1h, not 1h0m0s
 }
 
 func (k field[T]) set(r *reader, s setting) string {
@@ -473,51 +371,70 @@ func (k field[T]) set(r *reader, s setting) string {
 	}
 	var v T
 	var err error
-	switch p := any(&v).(type) {
-	case *time.Duration:
+	if p, ok := any(&v).(*time.Duration); ok {
 		*p, err = time.ParseDuration(s.value)
-	case *int:
-		*p, err = strconv.Atoi(s.value)
+	} else {
+		var n int64
+		n, err = strconv.ParseInt(s.value, 10, 64)
+		if v = T(n); err == nil && int64(v) != n {
+			return fmt.Sprintf("%d is out of range: %s", n, k.values())
+		}
 	}
 	if err != nil && k.like != "" {
 		return fmt.Sprintf("%q is not a duration (write it like %s)", s.value, k.like)
 	} else if err != nil {
 		return fmt.Sprintf("%q is not a whole number%s", s.value, strings.TrimSuffix(" of "+k.of, " of "))
 	}
-	if d := defaults(r.dev); v == 0 && k.none {
-		*k.at(r.cfg) = 0
-	} else if v == 0 && *k.at(d) != 0 { // the Config would read 0 as its default
-		err = k.probe(d, k.at(d), ^T(0)) // -1, for the range
-	} else {
-		err = k.probe(r.cfg, k.at(r.cfg), v)
+	probe := v
+	if v == 0 && !k.none {
+		probe = ^T(0) // -1: the Config would read 0 as its default
 	}
-	if err != nil {
+	if err := k.probe(r.cfg, probe); err != nil {
 		field, _, _ := strings.Cut(err.Error(), " is ")
 		_, rng, _ := strings.Cut(err.Error(), "; it must be ")
-		return fmt.Sprintf("%v is out of range: %s (%s)", v, rng, field)
+		if strings.HasPrefix(field, "searchd:") {
+			return fmt.Sprintf("%s is out of range: %s", k.str(v), rng)
+		}
+		return fmt.Sprintf("%s is out of range: %s (%s)", k.str(v), rng, field)
 	}
+	*k.at(r.cfg) = v
 	return ""
 }
 
-// probe puts v in *p, a field of c, and returns the error of the Config's
-// Validate about that field; then *p is as it was, so the next settings
-// are checked against a Config in range.
-func (k field[T]) probe(c *loading, p *T, v T) error {
+// probe puts v in c's field and returns the error of the Config's Validate
+// about that field; then the field is as it was.
+func (k field[T]) probe(c *loading, v T) error {
+	p := k.at(c)
 	old := *p
 	*p = v
-	if err := k.valid(c); err != nil && strings.Contains(err.Error(), "Config."+fieldName(c, p)+" ") {
-		*p = old
-		return err
+	defer func() { *p = old }()
+	for _, err := range c.problems() {
+		if err != nil && strings.Contains(err.Error(), "Config."+fieldName(c, p)+" is ") {
+			return err
+		}
 	}
 	return nil
 }
 
-func (k field[T]) literal(dev bool) string { return fmt.Sprint(*k.at(defaults(dev))) }
+// literal is the default: "" for a zero one that is refused (it depends
+// on another setting, which the row's def says).
+func (k field[T]) literal(dev bool) string {
+	if v := *k.at(defaults(dev)); v != 0 || k.none {
+		return k.str(v)
+	}
+	return ""
+}
+
+func (k field[T]) str(v T) string {
+	if d, ok := any(v).(time.Duration); ok && k.short {
+		return shortDuration(d)
+	}
+	return fmt.Sprint(v)
+}
 
 // values is the range, asked of the Config's Validate with a value below any.
 func (k field[T]) values() string {
-	c := defaults(false)
-	if err := k.probe(c, k.at(c), ^T(0)); err != nil { // -1
+	if err := k.probe(defaults(false), ^T(0)); err != nil { // -1
 		_, rng, _ := strings.Cut(err.Error(), "; it must be ")
 		return rng
 	}
@@ -545,25 +462,47 @@ func fieldName(c *loading, p any) string {
 	return find(reflect.ValueOf(c).Elem())
 }
 
-// defaults is the configuration before any setting is read: the defaults
-// of each package's Config, which are the settings' defaults.
-func defaults(bool) *loading {
-	q := seatq.Config{}.WithDefaults()
-	return &loading{serverConfig: serverConfig{
-		Dispatch: dispatch.Config{}.WithDefaults(),
-		Streams:  runstream.Config{}.WithDefaults(),
-		Schedule: schedule.DrainConfig{}.WithDefaults(),
-		Webhooks: webhookConfig{Worker: webhooks.WorkerConfig{}.WithDefaults()},
-		Inbox:    inboxConfig{Applier: providerjobs.ApplierConfig{}.WithDefaults()},
-		// The seats are the pool's size and the wide seats a share of the
-		// processors, unless set (seats.go).
-		Seats: seatq.Config{QueueLength: q.QueueLength, MaxWait: q.MaxWait},
-	}}
+// defaults is the configuration before any setting is read: the settings'
+// defaults, from each package's Config and cmd/searchd's own, in dev when
+// dev is set. A zero default depends on another setting (the row says
+// which).
+func defaults(dev bool) *loading {
+	q, sw := seatq.Config{}.WithDefaults(), sweeper.Config{}.WithDefaults()
+	addr := ":8080"
+	if dev {
+		addr = "127.0.0.1:8080"
+	}
+	return &loading{
+		serverConfig: serverConfig{
+			Addr:                addr,
+			ShutdownGrace:       10 * time.Second,
+			MaxBodyBytes:        api.DefaultMaxBodyBytes,
+			MaxHeaderBytes:      16 << 10, // a bearer token of 8 KiB (auth.MaxTokenBytes) and a console cookie fit
+			CallbackBodyTimeout: api.DefaultCallbackBodyTimeout,
+			MaxPreferWait:       api.PreferWaitLimit,
+			SavedSearchLease:    idempotency.SavedSearchStartLease,
+			ScheduleMax:         schedule.DefaultMaxPerOrganization,
+			DevDir:              ".searchd-dev",
+			Session:             sessionBounds{IdleInTransaction: 5 * time.Second, Lock: 10 * time.Second, Statement: 15 * time.Second},
+			DBWait:              dbWait{Answer: defaultDBAnswerTimeout},
+			Auth:                authConfig{MaxLifetime: auth.DefaultMaxLifetime, SessionLifetime: 8 * time.Hour, TokenSignIn: dev},
+			Dispatch:            dispatch.Config{}.WithDefaults(),
+			Streams:             runstream.Config{}.WithDefaults(),
+			Schedule:            schedule.DrainConfig{}.WithDefaults(),
+			Webhooks:            webhookConfig{Worker: webhooks.WorkerConfig{}.WithDefaults(), AllowHTTPLoopback: dev},
+			Inbox:               inboxConfig{Lease: idempotency.WebhookLease, Applier: providerjobs.ApplierConfig{}.WithDefaults()},
+			// The seats are the pool's size and the wide seats a share of the
+			// processors, and the sweep bound at most its ceiling, unless set.
+			Seats: seatq.Config{QueueLength: q.QueueLength, MaxWait: q.MaxWait},
+			Sweep: sweeper.Config{Interval: sw.Interval, MaxBound: sw.MaxBound, Budget: sw.Budget, Duty: sw.Duty},
+		},
+		oidc:   auth.OIDCConfig{OrgClaim: "org_id", ActorClaim: "sub", RoleClaim: "roles"},
+		scopes: "openid",
+	}
 }
 
-// dispatchValid and the others are the Validate of the Configs settings hold.
-func dispatchValid(c *loading) error { return c.Dispatch.Validate() }
-func streamsValid(c *loading) error  { return c.Streams.Validate() }
-func scheduleValid(c *loading) error { return c.Schedule.Validate() }
-func applierValid(c *loading) error  { return c.Inbox.Applier.Validate() }
-func seatsValid(c *loading) error    { return c.Seats.Validate() }
+// problems are the errors of the Validate of every Config settings hold.
+func (c *loading) problems() []error {
+	return []error{c.validate(), c.Dispatch.Validate(), c.Streams.Validate(), c.Schedule.Validate(), c.Inbox.Applier.Validate(),
+		c.Seats.Validate(), c.Sweep.Validate(), c.Webhooks.Worker.Validate()}
+}

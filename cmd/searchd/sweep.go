@@ -71,7 +71,7 @@ func checkSweepBound(r *reader) {
 		return
 	}
 	if err := r.cfg.Sweep.Validate(); err != nil {
-		msg := strings.TrimPrefix(err.Error(), sweeper.ErrInvalidConfig.Error()+": ")
+		msg := strings.TrimPrefix(err.Error(), "sweeper: ")
 		bound := r.given[envSweepBound]
 		r.bad(bound, "%s (Bound is %s, MaxBound is %s)", msg, bound.name, r.name(envSweepMaxBound))
 	}

@@ -290,7 +290,7 @@ func TestSweepSettingsAreCheckedAndNamed(t *testing.T) {
 		flag, env, bad, want string
 	}{
 		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "lots", `"lots" is not a whole number`},
-		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "0", "0 is out of range: at least 1"},
+		{"sweep-bound", "SEARCHD_SWEEP_BOUND", "0", "0 is out of range: from 1 to MaxBound, 1000 (sweeper: Config.Bound)"},
 		{"sweep-max-bound", "SEARCHD_SWEEP_MAX_BOUND", "-5", "-5 is out of range: at least 1"},
 		{"sweep-budget", "SEARCHD_SWEEP_BUDGET", "0s", "0s is out of range: 1s or more"},
 		{"sweep-budget", "SEARCHD_SWEEP_BUDGET", "soon", `"soon" is not a duration (write it like 15m or 1h)`},
