@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -131,5 +132,49 @@ func TestLayering(t *testing.T) {
 		if strings.HasPrefix(dir, "internal/") && !testOnly(dir) && !linked[dir] {
 			t.Errorf("%s is in production internal/ but the binary does not link it; tests-only code belongs in internal/testkit/", dir)
 		}
+	}
+}
+
+// perRequestTimers are the production files that may own a timer outside
+// internal/loop, each a wait of one request or process, not a background
+// loop's.
+var perRequestTimers = map[string]string{
+	"api/callbackbody.go":           "a callback's wait for room in the body budget",
+	"console/operator.go":           "a page's wait for the shared overview read",
+	"idempotency/wait.go":           "a start's wait for a claim's end",
+	"internal/seatq/seatq.go":       "a request's wait for a seat",
+	"runs/runstream/runstream.go":   "one stream's poll, heartbeat and longest duration",
+	"internal/pgcluster/process.go": "the wait for a child process to exit",
+}
+
+// TestBackgroundLoopsRunOnLoop holds every background loop to
+// internal/loop (its interval, jitter, back-off, wake and cancellable
+// sleep): no other production file owns a timer or a ticker, but the
+// per-request waits listed in perRequestTimers.
+func TestBackgroundLoopsRunOnLoop(t *testing.T) {
+	timer := regexp.MustCompile(`\btime\.(NewTimer|NewTicker|After|Tick|Sleep)\(`)
+	seen := 0
+	for dir := range pkgImports(t) {
+		if testOnly(dir) || dir == "internal/loop" {
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		for _, name := range files {
+			name = filepath.ToSlash(name)
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen++
+			if timer.Match(src) && perRequestTimers[name] == "" {
+				t.Errorf("%s owns a timer: a background loop runs on internal/loop (loop.Loop, loop.Sleep); a per-request wait goes in perRequestTimers with its reason", name)
+			}
+		}
+	}
+	if seen < 100 {
+		t.Fatalf("read %d production files; is the test run from the module's root?", seen)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/auth"
+	"github.com/searchd/searchd/internal/loop"
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
@@ -380,22 +381,13 @@ const parentPoll = 250 * time.Millisecond
 func exitWithParent(ctx context.Context, logger *slog.Logger) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	parent := os.Getppid()
-	go func() {
-		t := time.NewTicker(parentPoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if os.Getppid() != parent {
-					logger.Info("the process that started dev exited; stopping", slog.Int("parent_pid", parent))
-					cancel()
-					return
-				}
-			}
+	go loop.Loop{Interval: parentPoll}.Run(ctx, func(context.Context) (loop.Next, error) {
+		if os.Getppid() != parent {
+			logger.Info("the process that started dev exited; stopping", slog.Int("parent_pid", parent))
+			cancel()
 		}
-	}()
+		return loop.Next{}, nil
+	})
 	return ctx, cancel
 }
 
