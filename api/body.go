@@ -90,10 +90,51 @@ func (s *Server) decodeBody(c echo.Context, dst any, required bodyRequired) erro
 	if err := decodeJSON(buf, dst); err != nil {
 		return err
 	}
+	if !hasRules(reflect.TypeOf(dst)) {
+		return nil
+	}
 	if err := validate.Struct(dst); err != nil {
 		return validationProblem(err)
 	}
 	return nil
+}
+
+// rulesCache maps a type to whether validate has a rule anywhere in it.
+var rulesCache sync.Map // reflect.Type → bool
+
+// hasRules reports whether type t holds a validate tag anywhere, in its
+// fields or in the types they hold: a struct without one (a saved-search
+// start's options) needs no walk by the validator, which finds nothing.
+// validate has no struct-level or custom rules, so the tags are all.
+func hasRules(t reflect.Type) bool {
+	if v, ok := rulesCache.Load(t); ok {
+		return v.(bool)
+	}
+	has := typeHasRules(t, map[reflect.Type]bool{})
+	rulesCache.Store(t, has)
+	return has
+}
+
+func typeHasRules(t reflect.Type, seen map[reflect.Type]bool) bool {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		if t.Kind() == reflect.Map && typeHasRules(t.Key(), seen) {
+			return true
+		}
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] {
+		return false
+	}
+	seen[t] = true
+	for f := range t.Fields() {
+		if tag, ok := f.Tag.Lookup("validate"); ok && tag != "" && tag != "-" {
+			return true
+		}
+		if typeHasRules(f.Type, seen) {
+			return true
+		}
+	}
+	return false
 }
 
 // malformedJSON is the 400 malformed_json problem saying detail.
