@@ -17,6 +17,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/dispatch"
+	"github.com/searchd/searchd/internal/outbound"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/internal/testkit/pgtest/benchkit"
 	"github.com/searchd/searchd/runs"
@@ -53,7 +54,7 @@ func TestDispatchBench(t *testing.T) {
 	fmt.Printf("\ndispatch throughput to a local runtime: the Dispatcher against bare signed POSTs of the same bodies\n")
 	fmt.Printf("database    %s\n", pgtest.DurableSettings(t))
 	fmt.Printf("load        load average %s; %d rounds of %d Runs per system, alternating, first system rotating\n", benchkit.LoadAverage(), rounds, n)
-	fmt.Printf("dispatcher  its defaults: concurrency %d, batch %d, timeout %s\n", dispatch.DefaultConcurrency, dispatch.DefaultBatch, dispatch.DefaultTimeout)
+	fmt.Printf("dispatcher  its defaults: concurrency %d, batch %d, timeout %s\n", outbound.DefaultConcurrency, outbound.DefaultBatch, outbound.DefaultTimeout)
 
 	store := runs.NewStore(admin, runs.Config{})
 	org := uuid.New()
@@ -149,12 +150,12 @@ func TestDispatchBench(t *testing.T) {
 		return took, tr.Counts().Sub(before)
 	}
 	wh, _ := standardwebhooks.NewWebhookRaw(secret)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: dispatch.DefaultConcurrency}}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: outbound.DefaultConcurrency}}
 	bare := func() time.Duration {
 		began := time.Now()
 		var wg sync.WaitGroup
 		work := make(chan int)
-		for range dispatch.DefaultConcurrency {
+		for range outbound.DefaultConcurrency {
 			wg.Go(func() {
 				for i := range work {
 					id := ids[i].String()

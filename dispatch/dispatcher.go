@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,38 +11,18 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/searchd/searchd/internal/loop"
 	"github.com/searchd/searchd/internal/outbound"
 )
 
-// Defaults and limits of a [Config].
+// Defaults and limits of a [Config] beside those of [outbound.Config].
 const (
-	DefaultTimeout     = 10 * time.Second
-	DefaultInterval    = time.Second
-	DefaultBatch       = 100
-	DefaultConcurrency = 16
-	DefaultMinBackoff  = time.Second
-	DefaultMaxBackoff  = 5 * time.Minute
-	MaxTimeout         = 5 * time.Minute
-	MaxInterval        = time.Hour
-	MaxBatch           = 1000
-	MaxConcurrency     = 1000
-	MaxMaxBackoff      = 24 * time.Hour
+	DefaultMinBackoff = time.Second
+	DefaultMaxBackoff = 5 * time.Minute
+	MaxTimeout        = 5 * time.Minute
 	// MinSecretLen is the shortest signing key accepted, in bytes: the
 	// Standard Webhooks specification asks for 24 to 64 random bytes.
 	MinSecretLen = 24
-	// maxFailWait bounds the wait after lease passes that failed (the
-	// database down), which doubles from the Interval.
-	maxFailWait = 30 * time.Second
-	// recordTimeout bounds recording how an attempt ended.
-	recordTimeout = 10 * time.Second
 )
-
-// LeaseFor returns the lease of a delivery whose HTTP request may take
-// timeout: long enough for a live dispatcher to read the message and
-// record the answer, so another takes a dispatch over only from one that
-// died or stalled.
-func LeaseFor(timeout time.Duration) time.Duration { return timeout + max(5*time.Second, timeout/4) }
 
 // Observer receives the dispatcher's measurements; *telemetry.Metrics is
 // one. Its methods must not block.
@@ -52,59 +31,25 @@ type Observer interface {
 }
 
 // Config configures a [Dispatcher]. URL and Secret are required; the zero
-// value of every other field is its default.
+// value of every other field is its default. Timeout is at most
+// MaxTimeout; the back-off waits default to DefaultMinBackoff and
+// DefaultMaxBackoff. Interval is the wait while nothing is due; a local
+// admission wakes the dispatcher sooner ([Dispatcher.Wake]).
 type Config struct {
+	outbound.Config
 	// URL is the runtime's endpoint every delivery is POSTed to: http or
 	// https, absolute. Redirects are not followed.
 	URL string
 	// Secret is the Standard Webhooks signing key (the decoded bytes of a
 	// whsec_ secret), at least MinSecretLen bytes.
 	Secret []byte
-	// Timeout bounds one delivery's HTTP request, from connecting to the
-	// answer's first bytes; no answer within it is a retry. Default 10 s,
-	// at most MaxTimeout. The lease is LeaseFor(Timeout).
-	Timeout time.Duration
-	// Interval is the time between two lease passes while nothing is due
-	// (plus up to a tenth, so replicas do not poll in lock-step); a local
-	// admission wakes the dispatcher sooner ([Dispatcher.Wake]). Default
-	// 1 s, at most MaxInterval.
-	Interval time.Duration
-	// Batch is the most dispatches one lease pass takes. Default 100,
-	// 1 to MaxBatch.
-	Batch int
-	// Concurrency is the most deliveries in flight at once; a pass leases
-	// no more than the free slots, so nothing leased waits for a slot.
-	// Default 16, 1 to MaxConcurrency.
-	Concurrency int
-	// MinBackoff and MaxBackoff bound the wait before a retry: MinBackoff
-	// after the first attempt, doubling with each, at most MaxBackoff,
-	// each drawn between half and all of it; a Retry-After the runtime
-	// sends is honoured up to MaxBackoff. Defaults 1 s and 5 min.
-	MinBackoff, MaxBackoff time.Duration
-	// Logger receives a line per failed dispatch and per failed pass; nil
-	// discards them.
-	Logger *slog.Logger
 	// Observer receives the measurements; nil drops them.
 	Observer Observer
-	// Client sends the deliveries; nil is a client that follows no
-	// redirects. Its own timeout, if any, adds to Timeout.
-	Client *http.Client
-	// UserAgent is sent with every delivery; default "searchd".
-	UserAgent string
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
-	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
-	c.Interval = cmp.Or(c.Interval, DefaultInterval)
-	c.Batch = cmp.Or(c.Batch, DefaultBatch)
-	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
-	c.MinBackoff = cmp.Or(c.MinBackoff, DefaultMinBackoff)
-	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
-	c.UserAgent = cmp.Or(c.UserAgent, "searchd")
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Config = c.Config.WithDefaults(DefaultMinBackoff, DefaultMaxBackoff)
 	return c
 }
 
@@ -114,21 +59,11 @@ func (c Config) WithDefaults() Config {
 // still tells whether its other fields are in range (cmd/searchd asks).
 func (c Config) Validate() error {
 	c = c.WithDefaults()
+	if err := c.Check("dispatch: Config", MaxTimeout); err != nil {
+		return err
+	}
 	u, err := url.Parse(c.URL)
 	switch {
-	case c.Timeout < 0 || c.Timeout > MaxTimeout:
-		return fmt.Errorf("dispatch: Config.Timeout is %s; it must be more than 0s and at most %s", c.Timeout, MaxTimeout)
-	case c.Interval < 0 || c.Interval > MaxInterval:
-		return fmt.Errorf("dispatch: Config.Interval is %s; it must be more than 0s and at most %s", c.Interval, MaxInterval)
-	case c.Batch < 1 || c.Batch > MaxBatch:
-		return fmt.Errorf("dispatch: Config.Batch is %d; it must be from 1 to %d", c.Batch, MaxBatch)
-	case c.Concurrency < 1 || c.Concurrency > MaxConcurrency:
-		return fmt.Errorf("dispatch: Config.Concurrency is %d; it must be from 1 to %d", c.Concurrency, MaxConcurrency)
-	case c.MinBackoff < 0 || c.MinBackoff > MaxMaxBackoff:
-		return fmt.Errorf("dispatch: Config.MinBackoff is %s; it must be more than 0s and at most %s", c.MinBackoff, MaxMaxBackoff)
-	case c.MaxBackoff < c.MinBackoff || c.MaxBackoff > MaxMaxBackoff:
-		return fmt.Errorf("dispatch: Config.MaxBackoff is %s; it must be from %s (the first wait) to %s",
-			c.MaxBackoff, c.MinBackoff, MaxMaxBackoff)
 	case c.URL == "":
 		return errors.New("dispatch: Config.URL is required")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
@@ -146,8 +81,6 @@ type Dispatcher struct {
 	cfg    Config
 	lease  time.Duration
 	signer *standardwebhooks.Webhook
-	client *http.Client
-	log    *slog.Logger
 	wake   chan struct{}
 	clock  func(context.Context, time.Duration) bool // tests' stub of the waits of Run
 }
@@ -166,15 +99,13 @@ func NewDispatcher(store *Store, cfg Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: %w", err)
 	}
-	client := cfg.Client
-	if client == nil {
-		client = outbound.Client(cfg.Concurrency)
+	if cfg.Client == nil {
+		cfg.Client = outbound.Client(cfg.Concurrency)
 	}
-	return &Dispatcher{store: store, cfg: cfg, lease: LeaseFor(cfg.Timeout), signer: signer, client: client,
-		log: cfg.Logger, wake: make(chan struct{}, 1)}, nil
+	return &Dispatcher{store: store, cfg: cfg, lease: outbound.LeaseFor(cfg.Timeout), signer: signer, wake: make(chan struct{}, 1)}, nil
 }
 
-// Lease returns the lease of one delivery, LeaseFor(Config.Timeout).
+// Lease returns the lease of one delivery, outbound.LeaseFor(Config.Timeout).
 func (d *Dispatcher) Lease() time.Duration { return d.lease }
 
 // Wake makes a running dispatcher pass now; an admission in this process
@@ -193,13 +124,8 @@ func (d *Dispatcher) Wake() {
 // logged and retried after a wait doubling up to 30 s. Replicas share the
 // outbox through SKIP LOCKED.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	l := loop.Loop{Interval: d.cfg.Interval, MaxBackoff: maxFailWait, Wake: d.wake, Clock: d.clock,
-		Failed: func(ctx context.Context, err error, next time.Duration) {
-			d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: lease pass failed; backing off",
-				slog.String("error", err.Error()), slog.Duration("next", next))
-		}}
 	lease := func(ctx context.Context, n int) ([]Leased, error) { return d.store.LeasePass(ctx, n, d.lease) }
-	outbound.Deliver(ctx, l, d.cfg.Concurrency, d.cfg.Batch, lease, func(ctx context.Context, l Leased) { d.Deliver(ctx, l) })
+	outbound.Run(ctx, "dispatch", d.cfg.Config, d.wake, d.clock, lease, func(ctx context.Context, l Leased) { d.Deliver(ctx, l) })
 	return nil
 }
 
@@ -221,11 +147,11 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 		return "" // swept with its Run meanwhile: nothing to deliver
 	}
 	if err != nil {
-		d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: reading the message failed; the dispatch is delivered again after its lease",
+		d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "dispatch: reading the message failed; the dispatch is delivered again after its lease",
 			slog.String("run_id", l.RunID.String()), slog.Int("attempt", l.Attempt), slog.String("error", err.Error()))
 		return ""
 	}
-	a := outbound.Post(ctx, d.client, d.signer, d.cfg.URL, d.cfg.UserAgent, id, body, d.cfg.Timeout)
+	a := outbound.Post(ctx, d.cfg.Client, d.signer, d.cfg.URL, d.cfg.UserAgent, id, body, d.cfg.Timeout)
 	out := outcome(a)
 	e := End{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt, Cancel: l.Cancel, Outcome: out,
 		StatusCode: a.Status, Answer: a.Text}
@@ -234,7 +160,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 	}
 	// Not the lease's deadline: a dispatcher that stalled past its lease
 	// still records its attempt (the fence keeps the dispatch safe).
-	ectx, ecancel := context.WithTimeout(base, recordTimeout)
+	ectx, ecancel := context.WithTimeout(base, outbound.RecordTimeout)
 	defer ecancel()
 	held, err := d.store.End(ectx, e)
 	if d.cfg.Observer != nil {
@@ -244,14 +170,14 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 		slog.String("outcome", string(out)), slog.Int("status", a.Status), slog.String("answer", a.Text)}
 	switch {
 	case err != nil:
-		d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: recording the attempt failed; the dispatch is delivered again after its lease",
+		d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "dispatch: recording the attempt failed; the dispatch is delivered again after its lease",
 			append(attrs, slog.String("error", err.Error()))...)
 	case !held:
-		d.log.LogAttrs(ctx, slog.LevelInfo, "dispatch: the lease had passed; another attempt owns the dispatch", attrs...)
+		d.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "dispatch: the lease had passed; another attempt owns the dispatch", attrs...)
 	case out == OutcomeFailed:
-		d.log.LogAttrs(ctx, slog.LevelWarn, "dispatch: the runtime refused the Run; the dispatch is failed until an operator retries it", attrs...)
+		d.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "dispatch: the runtime refused the Run; the dispatch is failed until an operator retries it", attrs...)
 	default:
-		d.log.LogAttrs(ctx, slog.LevelDebug, "dispatch: attempt", append(attrs, slog.Duration("retry_in", e.RetryIn))...)
+		d.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "dispatch: attempt", append(attrs, slog.Duration("retry_in", e.RetryIn))...)
 	}
 	return out
 }

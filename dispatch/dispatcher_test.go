@@ -18,6 +18,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/searchd/searchd/dispatch"
+	"github.com/searchd/searchd/internal/outbound"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/runs"
 )
@@ -83,7 +84,7 @@ func (rt *runtime) got() []delivery {
 
 func (b *bundle) dispatcher(t *testing.T, url string, edit func(*dispatch.Config)) *dispatch.Dispatcher {
 	t.Helper()
-	cfg := dispatch.Config{URL: url, Secret: secret, Timeout: time.Second}
+	cfg := dispatch.Config{URL: url, Secret: secret, Config: outbound.Config{Timeout: time.Second}}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -301,10 +302,10 @@ func TestConfigValidation(t *testing.T) {
 		{dispatch.Config{URL: "ftp://x", Secret: secret}, "http or https"},
 		{dispatch.Config{URL: "/relative", Secret: secret}, "http or https"},
 		{dispatch.Config{URL: "http://x", Secret: []byte("short")}, "Secret"},
-		{dispatch.Config{URL: "http://x", Secret: secret, Timeout: time.Hour}, "Timeout"},
-		{dispatch.Config{URL: "http://x", Secret: secret, Batch: 5000}, "Batch"},
-		{dispatch.Config{URL: "http://x", Secret: secret, Concurrency: -1}, "Concurrency"},
-		{dispatch.Config{URL: "http://x", Secret: secret, MinBackoff: time.Minute, MaxBackoff: time.Second}, "MaxBackoff"},
+		{dispatch.Config{URL: "http://x", Secret: secret, Config: outbound.Config{Timeout: time.Hour}}, "Timeout"},
+		{dispatch.Config{URL: "http://x", Secret: secret, Config: outbound.Config{Batch: 5000}}, "Batch"},
+		{dispatch.Config{URL: "http://x", Secret: secret, Config: outbound.Config{Concurrency: -1}}, "Concurrency"},
+		{dispatch.Config{URL: "http://x", Secret: secret, Config: outbound.Config{MinBackoff: time.Minute, MaxBackoff: time.Second}}, "MaxBackoff"},
 	} {
 		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate(%+v) = %v, want an error naming %q", tc.cfg, err, tc.want)
@@ -313,10 +314,10 @@ func TestConfigValidation(t *testing.T) {
 	if err := (dispatch.Config{URL: "https://runtime.example/hooks", Secret: secret}).Validate(); err != nil {
 		t.Errorf("a valid config: %v", err)
 	}
-	if l := dispatch.LeaseFor(10 * time.Second); l != 15*time.Second {
+	if l := outbound.LeaseFor(10 * time.Second); l != 15*time.Second {
 		t.Errorf("LeaseFor(10s) = %s, want 15s", l)
 	}
-	if l := dispatch.LeaseFor(time.Minute); l != 75*time.Second {
+	if l := outbound.LeaseFor(time.Minute); l != 75*time.Second {
 		t.Errorf("LeaseFor(1m) = %s, want 1m15s", l)
 	}
 }
@@ -330,8 +331,8 @@ func TestAFailingLeasePassBacksOffDoubling(t *testing.T) {
 	b := setup(t)
 	var log pgtest.SyncBuffer
 	d, err := dispatch.NewDispatcher(dispatch.NewStore(pgtest.ClosedPool(t, b.db), b.clock.Clock()), dispatch.Config{
-		URL: "http://127.0.0.1:1/runs", Secret: secret, Interval: 5 * time.Millisecond,
-		Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+		URL: "http://127.0.0.1:1/runs", Secret: secret,
+		Config: outbound.Config{Interval: 5 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(&log, nil))}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/searchd/searchd/internal/outbound"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/internal/testkit/pgtest/benchkit"
 	"github.com/searchd/searchd/runs"
@@ -49,7 +50,7 @@ func TestEventsBench(t *testing.T) {
 	fmt.Printf("\nRun events to a local endpoint: the webhooks Worker against bare signed POSTs of the same bodies\n")
 	fmt.Printf("database    %s\n", pgtest.DurableSettings(t))
 	fmt.Printf("load        load average %s; %d rounds of %d events per system, alternating, first system rotating\n", benchkit.LoadAverage(), rounds, n)
-	fmt.Printf("worker      its defaults: concurrency %d, batch %d, timeout %s\n", webhooks.DefaultConcurrency, webhooks.DefaultBatch, webhooks.DefaultTimeout)
+	fmt.Printf("worker      its defaults: concurrency %d, batch %d, timeout %s\n", outbound.DefaultConcurrency, outbound.DefaultBatch, outbound.DefaultTimeout)
 
 	var (
 		mu       sync.Mutex
@@ -141,12 +142,12 @@ func TestEventsBench(t *testing.T) {
 		return took, tr.Counts().Sub(before)
 	}
 	wh, _ := standardwebhooks.NewWebhook(ep.Secret)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: webhooks.DefaultConcurrency}}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: outbound.DefaultConcurrency}}
 	bare := func() time.Duration {
 		began := time.Now()
 		var wg sync.WaitGroup
 		work := make(chan int)
-		for range webhooks.DefaultConcurrency {
+		for range outbound.DefaultConcurrency {
 			wg.Go(func() {
 				for i := range work {
 					now := time.Now()

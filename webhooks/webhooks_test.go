@@ -25,6 +25,7 @@ import (
 	"github.com/searchd/searchd/dbclock/dbclocktest"
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/errs"
+	"github.com/searchd/searchd/internal/outbound"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/webhooks"
@@ -338,9 +339,9 @@ func TestDeliveredOnceEachInEffectInOrder(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	var wg sync.WaitGroup
 	for range 2 {
-		w, err := webhooks.NewWorker(b.hooks, webhooks.WorkerConfig{Timeout: 200 * time.Millisecond,
+		w, err := webhooks.NewWorker(b.hooks, webhooks.WorkerConfig{Config: outbound.Config{Timeout: 200 * time.Millisecond,
 			Interval: 20 * time.Millisecond, MinBackoff: 5 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
-			Concurrency: 4})
+			Concurrency: 4}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -458,7 +459,7 @@ func TestEndpointIsDisabledAfterTheFailureWindow(t *testing.T) {
 	ep := b.endpoint(t, srv.URL)
 	b.admit(t, b.org)
 	b.admit(t, b.org)
-	w, _ := webhooks.NewWorker(b.hooks, webhooks.WorkerConfig{DisableAfter: time.Hour, MaxBackoff: time.Minute})
+	w, _ := webhooks.NewWorker(b.hooks, webhooks.WorkerConfig{DisableAfter: time.Hour, Config: outbound.Config{MaxBackoff: time.Minute}})
 	pass := func() int {
 		t.Helper()
 		l, err := b.hooks.LeasePass(b.ctx, 10, time.Minute)
@@ -628,7 +629,7 @@ func TestAFailingLeasePassBacksOffDoubling(t *testing.T) {
 	b := setup(t, nil)
 	var log pgtest.SyncBuffer
 	w, err := webhooks.NewWorker(webhooks.NewStore(pgtest.ClosedPool(t, b.db), webhooks.Config{}),
-		webhooks.WorkerConfig{Interval: 4 * time.Second, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+		webhooks.WorkerConfig{Config: outbound.Config{Interval: 4 * time.Second, Logger: slog.New(slog.NewJSONHandler(&log, nil))}})
 	if err != nil {
 		t.Fatal(err)
 	}
