@@ -112,32 +112,16 @@ func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (
 	}
 	// Cancel requests first: they are few, and each stops work the
 	// runtime would do for nothing.
-	err = leaseCancelsDue.Run(ctx, s.db, limit, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
-		rows, err := s.db.Query(ctx, cancelLease, g.Args(pgx.NamedArgs{"clock": clock, "lease_end": clock.Add(lease)}))
-		if err != nil {
-			return err
-		}
-		leased, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Leased])
-		all = append(all, leased...)
-		return err
-	})
+	all, err = outbound.Lease(ctx, s.db, leaseCancelsDue, limit, clock, lease, cancelLease, nil, pgx.RowToStructByPos[Leased])
 	if err != nil {
 		return all, fmt.Errorf("dispatch: lease cancel requests: %w", err)
 	}
 	if limit -= len(all); limit == 0 {
 		return all, nil
 	}
-	err = leaseDue.Run(ctx, s.db, limit, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
-		rows, err := s.db.Query(ctx, dispatchLease, g.Args(pgx.NamedArgs{
-			"clock": clock, "lease_end": clock.Add(lease), "kept": KeptAttempts,
-		}))
-		if err != nil {
-			return err
-		}
-		leased, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Leased])
-		all = append(all, leased...)
-		return err
-	})
+	leased, err := outbound.Lease(ctx, s.db, leaseDue, limit, clock, lease, dispatchLease,
+		pgx.NamedArgs{"kept": KeptAttempts}, pgx.RowToStructByPos[Leased])
+	all = append(all, leased...)
 	if err != nil {
 		return all, fmt.Errorf("dispatch: lease: %w", err)
 	}
@@ -273,13 +257,7 @@ func (s *Store) End(ctx context.Context, e End) (held bool, err error) {
 	default:
 		return false, fmt.Errorf("%w: outcome %q", ErrInvalid, e.Outcome)
 	}
-	var code, answer any
-	if e.StatusCode != 0 {
-		code = e.StatusCode
-	}
-	if a := outbound.Clean(e.Answer, MaxAnswerLen); a != "" {
-		answer = a
-	}
+	code, answer := outbound.EndArgs(e.StatusCode, e.Answer, MaxAnswerLen)
 	clock, err := shardpass.Clock(ctx, s.db, s.clock.Arg())
 	if err != nil {
 		return false, fmt.Errorf("dispatch: end attempt: read the clock: %w", err)

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -286,7 +287,7 @@ func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (
 	args := pgx.StrictNamedArgs{"org": org, "id": id, "now": s.cfg.Clock.Arg(),
 		"set_url": p.URL != nil, "url": nil, "set_description": p.Description != nil, "description": nil,
 		"set_event_types": p.EventTypes != nil, "event_types": nil, "state": nil,
-		"reason": "disabled by " + cmpOr(p.Actor, "a user")}
+		"reason": "disabled by " + cmp.Or(p.Actor, "a user")}
 	if p.URL != nil {
 		if err := s.checkURL(*p.URL); err != nil {
 			return nil, err
@@ -316,13 +317,6 @@ func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (
 		return nil, sqlarg.RowError(err, ErrNotFound, "webhooks: update")
 	}
 	return e, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Delete deletes endpoint id of org with its deliveries, or returns
@@ -477,14 +471,8 @@ func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: lease: read the clock: %w", err)
 	}
-	err = leaseDue.Run(ctx, s.db, limit, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
-		rows, err := s.db.Query(ctx, deliveryLease, g.Args(pgx.NamedArgs{
-			"clock": clock, "lease_end": clock.Add(lease), "kept": KeptAttempts,
-		}))
-		if err != nil {
-			return err
-		}
-		leased, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Leased, error) {
+	all, err = outbound.Lease(ctx, s.db, leaseDue, limit, clock, lease, deliveryLease, pgx.NamedArgs{"kept": KeptAttempts},
+		func(row pgx.CollectableRow) (Leased, error) {
 			var (
 				l             Leased
 				code, message *string
@@ -498,9 +486,6 @@ func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (
 			}
 			return l, err
 		})
-		all = append(all, leased...)
-		return err
-	})
 	if err != nil {
 		return all, fmt.Errorf("webhooks: lease: %w", err)
 	}
@@ -533,13 +518,7 @@ func (s *Store) End(ctx context.Context, e End) (held, disabled bool, err error)
 	if err != nil {
 		return false, false, fmt.Errorf("webhooks: end attempt: read the clock: %w", err)
 	}
-	var code, answer any
-	if e.StatusCode != 0 {
-		code = e.StatusCode
-	}
-	if a := outbound.Clean(e.Answer, MaxAnswerLen); a != "" {
-		answer = a
-	}
+	code, answer := outbound.EndArgs(e.StatusCode, e.Answer, MaxAnswerLen)
 	args := pgx.StrictNamedArgs{
 		"org": e.OrganizationID, "endpoint": e.EndpointID, "run": e.RunID, "seq": e.Seq, "attempt": e.Attempt,
 		"state": "pending", "next_attempt_at": clock.Add(max(e.RetryIn, 0).Truncate(time.Microsecond)),
