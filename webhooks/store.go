@@ -176,22 +176,35 @@ func invalid(field, msg string) error {
 		Fields: []errs.Field{{Name: field, Message: msg}}}
 }
 
-func checkTypes(types []string) error {
-	for _, t := range types {
-		if !slices.Contains(EventTypes, t) {
-			return invalid("event_types", "must name only "+strings.Join(EventTypes, ", "))
+// check returns the field error of the first set field of p that an
+// endpoint may not have.
+func (s *Store) check(p UpdateParams) error {
+	if p.URL != nil {
+		if err := s.checkURL(*p.URL); err != nil {
+			return err
 		}
+	}
+	if p.Description != nil && len([]rune(*p.Description)) > MaxDescriptionLen {
+		return invalid("description", fmt.Sprintf("must be at most %d characters", MaxDescriptionLen))
+	}
+	if p.EventTypes != nil && slices.ContainsFunc(*p.EventTypes, func(t string) bool { return !slices.Contains(EventTypes, t) }) {
+		return invalid("event_types", "must name only "+strings.Join(EventTypes, ", "))
+	}
+	if p.State != nil && *p.State != StateEnabled && *p.State != StateDisabled {
+		return invalid("state", "must be enabled or disabled")
 	}
 	return nil
 }
 
-func typesArg(types []string) any {
-	if len(types) == 0 {
+// typesArg is the stored form of event types: sorted and unique, NULL
+// (every type) when none or not set.
+func typesArg(types *[]string) any {
+	if types == nil || len(*types) == 0 {
 		return nil
 	}
-	types = slices.Clone(types)
-	slices.Sort(types)
-	return slices.Compact(types)
+	sorted := slices.Clone(*types)
+	slices.Sort(sorted)
+	return slices.Compact(sorted)
 }
 
 // NewSecret returns a fresh signing key: whsec_ and the standard base64
@@ -209,13 +222,7 @@ func NewSecret() string {
 // and an error wrapping [ErrTooMany] beyond MaxEndpoints.
 func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (_ *Endpoint, err error) {
 	defer dberr.Annotate(&err)
-	if err := s.checkURL(p.URL); err != nil {
-		return nil, err
-	}
-	if len([]rune(p.Description)) > MaxDescriptionLen {
-		return nil, invalid("description", fmt.Sprintf("must be at most %d characters", MaxDescriptionLen))
-	}
-	if err := checkTypes(p.EventTypes); err != nil {
+	if err := s.check(UpdateParams{URL: &p.URL, Description: &p.Description, EventTypes: &p.EventTypes}); err != nil {
 		return nil, err
 	}
 	if p.Actor == "" {
@@ -235,10 +242,11 @@ func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (_ *E
 		if n >= MaxEndpoints {
 			return ErrTooMany
 		}
-		e, err = scanEndpoint(tx.QueryRow(ctx, endpointInsert, pgx.StrictNamedArgs{
-			"org": org, "id": ids.New(), "url": p.URL, "description": p.Description, "event_types": typesArg(p.EventTypes),
+		rows, _ := tx.Query(ctx, endpointInsert, pgx.StrictNamedArgs{
+			"org": org, "id": ids.New(), "url": p.URL, "description": p.Description, "event_types": typesArg(&p.EventTypes),
 			"secret": NewSecret(), "actor": p.Actor, "now": s.cfg.Clock.Arg(),
-		}))
+		})
+		e, err = pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByPos[Endpoint])
 		return err
 	})
 	if err != nil {
@@ -250,7 +258,8 @@ func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (_ *E
 // Get returns endpoint id of org, with its secret, or [ErrNotFound].
 func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Endpoint, err error) {
 	defer dberr.Annotate(&err)
-	e, err := scanEndpoint(s.db.QueryRow(ctx, endpointGet, org, id))
+	rows, _ := s.db.Query(ctx, endpointGet, org, id)
+	e, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByPos[Endpoint])
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "webhooks: get")
 	}
@@ -261,20 +270,13 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Endpoint, err er
 // without their secrets.
 func (s *Store) List(ctx context.Context, org uuid.UUID) (_ []Endpoint, err error) {
 	defer dberr.Annotate(&err)
-	rows, err := s.db.Query(ctx, endpointList, org, MaxEndpoints)
+	rows, _ := s.db.Query(ctx, endpointList, org, MaxEndpoints)
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Endpoint])
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: list: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Endpoint, error) {
-		e, err := scanEndpoint(row)
-		if err != nil {
-			return Endpoint{}, err
-		}
-		e.Secret = ""
-		return *e, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("webhooks: list: %w", err)
+	for i := range list {
+		list[i].Secret = ""
 	}
 	return list, nil
 }
@@ -284,35 +286,14 @@ func (s *Store) List(ctx context.Context, org uuid.UUID) (_ []Endpoint, err erro
 // enabled or disabled), or [ErrNotFound].
 func (s *Store) Update(ctx context.Context, org, id uuid.UUID, p UpdateParams) (_ *Endpoint, err error) {
 	defer dberr.Annotate(&err)
-	args := pgx.StrictNamedArgs{"org": org, "id": id, "now": s.cfg.Clock.Arg(),
-		"set_url": p.URL != nil, "url": nil, "set_description": p.Description != nil, "description": nil,
-		"set_event_types": p.EventTypes != nil, "event_types": nil, "state": nil,
-		"reason": "disabled by " + cmp.Or(p.Actor, "a user")}
-	if p.URL != nil {
-		if err := s.checkURL(*p.URL); err != nil {
-			return nil, err
-		}
-		args["url"] = *p.URL
+	if err := s.check(p); err != nil {
+		return nil, err
 	}
-	if p.Description != nil {
-		if len([]rune(*p.Description)) > MaxDescriptionLen {
-			return nil, invalid("description", fmt.Sprintf("must be at most %d characters", MaxDescriptionLen))
-		}
-		args["description"] = *p.Description
-	}
-	if p.EventTypes != nil {
-		if err := checkTypes(*p.EventTypes); err != nil {
-			return nil, err
-		}
-		args["event_types"] = typesArg(*p.EventTypes)
-	}
-	if p.State != nil {
-		if *p.State != StateEnabled && *p.State != StateDisabled {
-			return nil, invalid("state", "must be enabled or disabled")
-		}
-		args["state"] = *p.State
-	}
-	e, err := scanEndpoint(s.db.QueryRow(ctx, endpointUpdate, args))
+	rows, _ := s.db.Query(ctx, endpointUpdate, pgx.StrictNamedArgs{"org": org, "id": id, "now": s.cfg.Clock.Arg(),
+		"set_url": p.URL != nil, "url": p.URL, "set_description": p.Description != nil, "description": p.Description,
+		"set_event_types": p.EventTypes != nil, "event_types": typesArg(p.EventTypes), "state": p.State,
+		"reason": "disabled by " + cmp.Or(p.Actor, "a user")})
+	e, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByPos[Endpoint])
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "webhooks: update")
 	}
@@ -331,16 +312,6 @@ func (s *Store) Delete(ctx context.Context, org, id uuid.UUID) (err error) {
 		return ErrNotFound
 	}
 	return nil
-}
-
-func scanEndpoint(row pgx.Row) (*Endpoint, error) {
-	var e Endpoint
-	err := row.Scan(&e.OrganizationID, &e.ID, &e.URL, &e.Description, &e.EventTypes, &e.Secret, &e.State,
-		&e.DisabledReason, &e.DisabledAt, &e.FailingSince, &e.CreatedAt, &e.CreatedBy, &e.UpdatedAt)
-	if err != nil {
-		return nil, err
-	}
-	return &e, nil
 }
 
 // RunError is a failed or cancelled Run's error, as the Run has it.
