@@ -91,10 +91,7 @@ func NewWatcher(store *Store, cfg WatchConfig) (*Watcher, error) {
 	}
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultWatchInterval)
 	cfg.WarnEvery = cmp.Or(cfg.WarnEvery, DefaultWarnEvery)
-	w := &Watcher{store: store, cfg: cfg, log: cfg.Logger, last: Backlog{Dispatching: cfg.Dispatching}}
-	if w.log == nil {
-		w.log = slog.New(slog.DiscardHandler)
-	}
+	w := &Watcher{store: store, cfg: cfg, log: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), last: Backlog{Dispatching: cfg.Dispatching}}
 	if cfg.Observer != nil {
 		cfg.Observer.ObserveDispatching(cfg.Dispatching)
 	}

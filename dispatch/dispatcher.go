@@ -117,12 +117,9 @@ func (d *Dispatcher) Wake() {
 	}
 }
 
-// Run delivers due dispatches until ctx ends, then waits for the
-// deliveries in flight and returns nil. A pass leases at most the free
-// slots (and Batch); a full pass is followed at once by the next, a short
-// one waits for the Interval, a Wake or a freed slot. A failed pass is
-// logged and retried after a wait doubling up to 30 s. Replicas share the
-// outbox through SKIP LOCKED.
+// Run delivers due dispatches as [outbound.Run] does, a Wake waking it
+// too, until ctx ends, and returns nil. Replicas share the outbox through
+// SKIP LOCKED.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	lease := func(ctx context.Context, n int) ([]Leased, error) { return d.store.LeasePass(ctx, n, d.lease) }
 	outbound.Run(ctx, "dispatch", d.cfg.Config, d.wake, d.clock, lease, func(ctx context.Context, l Leased) { d.Deliver(ctx, l) })

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/searchd/searchd/internal/outbound"
 )
 
 // MessageType is the type of every delivery: a Run was admitted and is
@@ -14,11 +16,7 @@ const MessageType = "run.admitted"
 // Message is the body of a delivery, a Standard Webhooks message. It holds
 // only what never changes about a Run (its timestamp is the admission), so
 // every redelivery is the same bytes.
-type Message struct {
-	Type      string      `json:"type"`
-	Timestamp time.Time   `json:"timestamp"`
-	Data      MessageData `json:"data"`
-}
+type Message = outbound.Message[MessageData]
 
 // MessageData is what the runtime needs to execute and report on a Run.
 type MessageData struct {
@@ -65,11 +63,7 @@ const CancelMessageType = "run.cancel_requested"
 
 // CancelMessage is the body of a cancel request; its timestamp is when
 // the cancel was asked for, so every redelivery is the same bytes.
-type CancelMessage struct {
-	Type      string            `json:"type"`
-	Timestamp time.Time         `json:"timestamp"`
-	Data      CancelMessageData `json:"data"`
-}
+type CancelMessage = outbound.Message[CancelMessageData]
 
 // CancelMessageData names the Run to stop and where to report it.
 type CancelMessageData struct {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/errs"
@@ -69,11 +68,7 @@ const (
 )
 
 // DBTX is a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+type DBTX = shardpass.DB
 
 // Store reads and writes the outbox. It is safe for concurrent use.
 type Store struct {

@@ -333,11 +333,7 @@ type Event struct {
 }
 
 // Message is the body of a delivery: a Standard Webhooks message.
-type Message struct {
-	Type      string    `json:"type"`
-	Timestamp time.Time `json:"timestamp"`
-	Data      Event     `json:"data"`
-}
+type Message = outbound.Message[Event]
 
 // MessageID is the webhook-id of a Run's event seq: the same for every
 // attempt and every endpoint, so a receiver drops what it has seen.
@@ -379,9 +375,7 @@ type Delivery struct {
 // wrapping [ErrInvalid] for a limit out of 1 to MaxDeliveriesLimit.
 func (s *Store) Deliveries(ctx context.Context, org, id uuid.UUID, limit int) (_ []Delivery, err error) {
 	defer dberr.Annotate(&err)
-	if limit == 0 {
-		limit = DefaultListLimit
-	}
+	limit = cmp.Or(limit, DefaultListLimit)
 	if limit < 1 || limit > MaxDeliveriesLimit {
 		return nil, invalid("limit", fmt.Sprintf("must be 1 to %d", MaxDeliveriesLimit))
 	}

@@ -80,9 +80,8 @@ func NewWorker(store *Store, cfg WorkerConfig) (*Worker, error) {
 	return &Worker{store: store, cfg: cfg, lease: outbound.LeaseFor(cfg.Timeout)}, nil
 }
 
-// Run delivers due deliveries until ctx ends, then waits for those in
-// flight (each bounded by its lease) and returns nil. A failed pass (the
-// database down) is logged and retried after a wait doubling up to 30 s.
+// Run delivers due deliveries as [outbound.Run] does until ctx ends, and
+// returns nil.
 func (w *Worker) Run(ctx context.Context) error {
 	lease := func(ctx context.Context, n int) ([]Leased, error) { return w.store.LeasePass(ctx, n, w.lease) }
 	outbound.Run(ctx, "webhooks", w.cfg.Config, nil, w.clock, lease, func(ctx context.Context, l Leased) { w.Deliver(ctx, l) })

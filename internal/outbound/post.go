@@ -83,3 +83,11 @@ func Post(ctx context.Context, client *http.Client, signer *standardwebhooks.Web
 
 // Delivered reports whether the receiver answered 2xx.
 func (a Answer) Delivered() bool { return a.Status >= 200 && a.Status < 300 }
+
+// Message is the body of a Standard Webhooks message: its type, its
+// timestamp and the data D of its type.
+type Message[D any] struct {
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	Data      D         `json:"data"`
+}

@@ -41,7 +41,7 @@ import (
 const (
 	dispatchTimeout    = 2 * time.Second
 	dispatchMaxBackoff = 2 * time.Second
-	// dispatchLease is dispatch.LeaseFor(dispatchTimeout).
+	// dispatchLease is outbound.LeaseFor(dispatchTimeout).
 	dispatchLease = dispatchTimeout + 5*time.Second
 )
 
