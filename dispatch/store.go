@@ -89,13 +89,10 @@ type Leased struct {
 }
 
 // LeasePass leases at most limit due cancel requests and dispatches (the
-// cancel requests first) for lease, in one
-// statement per shard that holds some (one over the whole table on
-// PostgreSQL; see internal/shardpass), and starts an attempt for each; see
-// dispatchLease. Replicas running passes at once lease disjoint sets. It
-// returns the leased dispatches, none when nothing is due; on a cluster a
-// shard whose statement fails does not stop the others: what they leased
-// is returned, with the failures joined.
+// cancel requests first) for lease and starts an attempt for each (see
+// dispatchLease), one statement per shard as [outbound.Lease]. Replicas
+// running passes at once lease disjoint sets. It returns what it leased,
+// none when nothing is due, with the failures of a cluster's shards joined.
 func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (all []Leased, err error) {
 	defer dberr.Annotate(&err)
 	if limit < 1 || lease <= 0 {
