@@ -224,12 +224,15 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 	var rep TickReport
 	token := uuid.New()
 	leasedAt := time.Now()
-	res, passErr := boundedPass(ctx, d.db, passParams{
-		now: d.cfg.Clock.Arg(), bound: d.cfg.Batch, lease: d.cfg.Lease, token: token,
-		retention: runs.Retention, maxPlanned: maxPlanned,
-	})
+	p := passParams{now: d.cfg.Clock.Arg(), bound: d.cfg.Batch, lease: d.cfg.Lease, token: token,
+		retention: runs.Retention, maxPlanned: maxPlanned}
+	res, planErr := plan(ctx, d.db, p)
+	var takeErr error
+	res.taken, takeErr = take(ctx, d.db, p)
+	passErr := errors.Join(planErr, takeErr)
 	if passErr != nil {
-		// One shard failing does not stop what the others took.
+		// One shard failing does not stop what the others took: start it, as
+		// its lease would otherwise hold it.
 		passErr = fmt.Errorf("schedule: drain pass: %w", passErr)
 		if len(res.taken) == 0 && res.planned == 0 {
 			return rep, passErr
@@ -254,22 +257,13 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 		wg      sync.WaitGroup
 		width   = make(chan struct{}, d.cfg.Width)
 	)
-	count := func(status string) { // under mu
-		switch status {
-		case StatusMissed:
-			rep.Missed++
-		case StatusStarted:
-			rep.Started++
-		case StatusRefused:
-			rep.Refused++
-		case StatusNotReady:
-			rep.NotReady++
-		}
-	}
+	// count maps an outcome's status to its counter, under mu.
+	count := map[string]*int{StatusMissed: &rep.Missed, StatusStarted: &rep.Started,
+		StatusRefused: &rep.Refused, StatusNotReady: &rep.NotReady}
 	for i, o := range res.taken {
 		if o.status == StatusMissed {
 			mu.Lock()
-			count(StatusMissed)
+			rep.Missed++
 			mu.Unlock()
 			d.cfg.Observer.ObserveOutcome(StatusMissed, "")
 			continue
@@ -279,7 +273,11 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 		halt := stop || sctx.Err() != nil
 		if halt {
 			// Left held: another drain takes them when the lease passes.
-			rep.Left += countOpen(res.taken[i:])
+			for _, o := range res.taken[i:] {
+				if o.status != StatusMissed {
+					rep.Left++
+				}
+			}
 		}
 		mu.Unlock()
 		if halt {
@@ -311,26 +309,14 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 				return
 			}
 			d.cfg.Observer.ObserveOutcome(status, reason)
-			count(status)
+			*count[status]++
 		})
 	}
 	wg.Wait()
-	switch {
-	case crashed:
-		return rep, nil
-	case failed != nil:
+	if failed != nil && !crashed {
 		return rep, fmt.Errorf("schedule: drain: recording an outcome: %w", failed)
 	}
 	return rep, nil
-}
-
-func countOpen(ts []taken) (n int) {
-	for _, o := range ts {
-		if o.status != StatusMissed {
-			n++
-		}
-	}
-	return n
 }
 
 // ErrBusy is what a [StartFunc] wraps when it was refused a seat: the

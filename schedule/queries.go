@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -292,19 +291,9 @@ var (
 	takePass = shardpass.New("agent.schedule_occurrences", occurrenceDue)
 )
 
-// boundedPass plans (locks at most bound due schedules, writes up to
-// maxPlanned occurrences each and moves next_due_at, one transaction per
-// shard), then takes at most bound open occurrences. A failing shard does not
-// stop the others: their work is returned with the failures joined, so the
-// drain still starts what it took (its lease would otherwise hold it).
-func boundedPass(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, error) {
-	res, planErr := plan(ctx, db, p)
-	var takeErr error
-	res.taken, takeErr = take(ctx, db, p)
-	return res, errors.Join(planErr, takeErr)
-}
-
-// plan writes the occurrences that came due and moves their schedules on.
+// plan locks at most bound due schedules, writes up to maxPlanned
+// occurrences each and moves next_due_at, one transaction per shard; a
+// failing shard does not stop the others.
 func plan(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, error) {
 	var res passResult
 	err := planPass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": p.now}, func(ctx context.Context, g shardpass.Group) error {
@@ -381,18 +370,16 @@ func planShard(ctx context.Context, db *pgxpool.Pool, p passParams, g shardpass.
 		}
 		now := schedules[len(schedules)-1].Now
 		b := &pgx.Batch{}
+		var status string
 		b.Queue(planInsert, now, orgs, ids, dues, deadlines, p.retention.Microseconds(), maxResults, notes).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var status string
-				if err := rows.Scan(&status); err != nil {
-					return err
-				}
+			_, err := pgx.ForEachRow(rows, []any{&status}, func() error {
 				planned++
 				if status == StatusMissed {
 					plannedMissed++
 				}
-			}
-			return rows.Err()
+				return nil
+			})
+			return err
 		})
 		b.Queue(planAdvance, advOrgs, advID, nexts)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {

@@ -138,8 +138,9 @@ func (p SetParams) settings() (settings, cadence, error) {
 	var fields []errs.Field
 	bad := func(name, msg string) { fields = append(fields, errs.Field{Name: name, Message: msg}) }
 	st := p.withDefaults(bad)
-	p.checkCadence(bad)
-	if _, err := loadZone(st.timeZone); err != nil {
+	c := p.checkCadence(bad)
+	var err error
+	if c.loc, err = loadZone(st.timeZone); err != nil {
 		bad("time_zone", err.Error())
 	}
 	if p.MaxResults != nil && (*p.MaxResults < 1 || *p.MaxResults > admission.MaxMaxResults) {
@@ -156,13 +157,8 @@ func (p SetParams) settings() (settings, cadence, error) {
 		return st, cadence{}, &errs.Error{Kind: errs.Invalid, Message: "schedule: invalid schedule: " + fields[0].Name +
 			" " + fields[0].Message, Fields: fields, Err: ErrInvalid}
 	}
-	var start time.Time
 	if st.startAt != nil {
-		start = *st.startAt
-	}
-	c, err := newCadence(st.interval, st.cron, st.timeZone, start)
-	if err != nil {
-		return st, cadence{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		c.start = *st.startAt
 	}
 	return st, c, nil
 }
@@ -197,7 +193,8 @@ func (p SetParams) withDefaults(bad func(name, msg string)) settings {
 	return st
 }
 
-func (p SetParams) checkCadence(bad func(name, msg string)) {
+// checkCadence reports p's cadence fields to bad and returns their cadence.
+func (p SetParams) checkCadence(bad func(name, msg string)) (c cadence) {
 	switch {
 	case p.IntervalSeconds == nil && p.Cron == nil:
 		bad("interval_seconds", "is required when cron is absent")
@@ -209,11 +206,14 @@ func (p SetParams) checkCadence(bad func(name, msg string)) {
 			bad("interval_seconds", fmt.Sprintf("must be from %d to %d (a minute to 366 days)",
 				int64(MinInterval/time.Second), int64(MaxInterval/time.Second)))
 		}
+		c.interval = time.Duration(*p.IntervalSeconds) * time.Second
 	default:
-		if _, err := parseCron(*p.Cron); err != nil {
+		var err error
+		if c.spec, err = parseCron(*p.Cron); err != nil {
 			bad("cron", err.Error())
 		}
 	}
+	return c
 }
 
 // Store reads and writes schedules and occurrences. It is safe for concurrent use.
@@ -248,9 +248,6 @@ func (s *Store) Cursors(k keyset.Key) *Store {
 	return &c
 }
 
-// Clock returns the database clock the store runs at.
-func (s *Store) Clock() *dbclock.Clock { return s.clock }
-
 // Get returns the schedule of org's saved search id, live or archived, or
 // [ErrNotFound].
 func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Schedule, err error) {
@@ -270,13 +267,14 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Schedule, err er
 // [ErrSavedSearchNotFound], [*VersionMismatchError].
 func (s *Store) Set(ctx context.Context, org, id uuid.UUID, p SetParams) (_ *Schedule, created bool, err error) {
 	defer dberr.Annotate(&err)
-	if err := p.Validate(); err != nil {
+	st, c, err := p.settings()
+	if err != nil {
 		return nil, false, err
 	}
 	var sc *Schedule
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		var err error
-		sc, created, err = s.setIn(ctx, tx, org, id, p)
+		sc, created, err = s.setIn(ctx, tx, org, id, p, st, c)
 		return err
 	})
 	if err != nil {
@@ -295,7 +293,8 @@ const setHashDomain = "searchd.schedule.set.v1"
 // [*idempotency.InFlightError] while the first is in flight.
 func (s *Store) SetOnce(ctx context.Context, plane *idempotency.Service, org, id uuid.UUID, key string, p SetParams) (_ *Schedule, created, replayed bool, err error) {
 	defer dberr.Annotate(&err)
-	if err := p.Validate(); err != nil {
+	st, c, err := p.settings()
+	if err != nil {
 		return nil, false, false, err
 	}
 	// Hash the saved search and p's json fields (not Actor or IfMatch).
@@ -311,7 +310,7 @@ func (s *Store) SetOnce(ctx context.Context, plane *idempotency.Service, org, id
 		Org: org, Scope: idempotency.ScopeScheduleSet, Key: key, RequestHash: hash, ResourceType: "saved_search_schedule",
 	}, func(ctx context.Context, tx pgx.Tx) (string, error) {
 		var err error
-		sc, created, err = s.setIn(ctx, tx, org, id, p)
+		sc, created, err = s.setIn(ctx, tx, org, id, p, st, c)
 		if err != nil {
 			return "", err
 		}
@@ -372,8 +371,8 @@ func (s *Store) Remove(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 		if err != nil {
 			return sqlarg.RowError(err, ErrNotFound, "schedule: remove")
 		}
-		if ifMatch != nil && !ifMatch(cur.Version) {
-			return &VersionMismatchError{Current: cur.Version}
+		if err := precondition(cur, ifMatch); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, scheduleDelete, org, id); err != nil {
 			return fmt.Errorf("schedule: remove: %w", err)
@@ -407,11 +406,8 @@ func (s *Store) change(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 	return out, nil
 }
 
-func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams) (*Schedule, bool, error) {
-	st, c, err := p.settings()
-	if err != nil {
-		return nil, false, err
-	}
+// setIn sets p, whose settings st and cadence c are valid, in tx.
+func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams, st settings, c cadence) (*Schedule, bool, error) {
 	// A second attempt follows a create another writer won between our lock
 	// and insert; it keeps the start the first settled on.
 	for range 2 {
