@@ -115,12 +115,8 @@ func (c DrainConfig) WithDefaults() DrainConfig {
 	c.Lease = cmp.Or(c.Lease, time.Minute)
 	c.RetryAfter = cmp.Or(c.RetryAfter, time.Hour)
 	c.MaxIdleBackoff = cmp.Or(c.MaxIdleBackoff, 30*time.Second)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Observer == nil {
-		c.Observer = nopObserver{}
-	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	c.Observer = cmp.Or[Observer](c.Observer, nopObserver{})
 	return c
 }
 
@@ -226,20 +222,20 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 	leasedAt := time.Now()
 	p := passParams{now: d.cfg.Clock.Arg(), bound: d.cfg.Batch, lease: d.cfg.Lease, token: token,
 		retention: runs.Retention, maxPlanned: maxPlanned}
-	res, planErr := plan(ctx, d.db, p)
-	var takeErr error
-	res.taken, takeErr = take(ctx, d.db, p)
+	var planErr error
+	rep.Planned, rep.PlannedMissed, planErr = plan(ctx, d.db, p)
+	held, takeErr := take(ctx, d.db, p)
+	rep.Taken = len(held)
 	passErr := errors.Join(planErr, takeErr)
 	if passErr != nil {
 		// One shard failing does not stop what the others took: start it, as
 		// its lease would otherwise hold it.
 		passErr = fmt.Errorf("schedule: drain pass: %w", passErr)
-		if len(res.taken) == 0 && res.planned == 0 {
+		if rep.Taken == 0 && rep.Planned == 0 {
 			return rep, passErr
 		}
 	}
 	defer func() { err = errors.Join(err, passErr) }()
-	rep.Planned, rep.PlannedMissed, rep.Taken = res.planned, res.plannedMissed, len(res.taken)
 	if rep.Planned > 0 {
 		d.cfg.Observer.ObserveCameDue(rep.Planned)
 	}
@@ -260,7 +256,7 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 	// count maps an outcome's status to its counter, under mu.
 	count := map[string]*int{StatusMissed: &rep.Missed, StatusStarted: &rep.Started,
 		StatusRefused: &rep.Refused, StatusNotReady: &rep.NotReady}
-	for i, o := range res.taken {
+	for i, o := range held {
 		if o.status == StatusMissed {
 			mu.Lock()
 			rep.Missed++
@@ -273,7 +269,7 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 		halt := stop || sctx.Err() != nil
 		if halt {
 			// Left held: another drain takes them when the lease passes.
-			for _, o := range res.taken[i:] {
+			for _, o := range held[i:] {
 				if o.status != StatusMissed {
 					rep.Left++
 				}
@@ -348,16 +344,12 @@ func (d *Drain) attempt(ctx context.Context, o taken, token uuid.UUID) (status, 
 	case o.paused:
 		out = outcome{status: StatusRefused, reason: ReasonSchedulePaused}
 	default:
-		var actor string
-		if o.actor != nil {
-			actor = *o.actor
-		}
 		res, serr := d.start(ctx, admission.SavedSearchStart{
 			Org:            o.org,
 			SavedSearchID:  o.savedSearchID,
 			IdempotencyKey: IdempotencyKey(o.savedSearchID, o.dueAt),
 			Options:        o.options,
-			Actor:          actor,
+			Actor:          valueOr(o.actor, ""),
 			Origin:         snapshot.OriginSchedule,
 		})
 		if d.cfg.afterStart != nil {

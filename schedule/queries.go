@@ -277,11 +277,6 @@ type passParams struct {
 	maxPlanned int
 }
 
-type passResult struct {
-	planned, plannedMissed int
-	taken                  []taken
-}
-
 // The drain's two passes (internal/shardpass): what came due is read first,
 // without a lock, oldest first and bounded; then each shard holding some is
 // planned or taken from in its own statement or transaction, routed to that
@@ -294,17 +289,16 @@ var (
 // plan locks at most bound due schedules, writes up to maxPlanned
 // occurrences each and moves next_due_at, one transaction per shard; a
 // failing shard does not stop the others.
-func plan(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, error) {
-	var res passResult
-	err := planPass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": p.now}, func(ctx context.Context, g shardpass.Group) error {
-		planned, missed, err := planShard(ctx, db, p, g)
-		res.planned, res.plannedMissed = res.planned+planned, res.plannedMissed+missed
+func plan(ctx context.Context, db *pgxpool.Pool, p passParams) (planned, plannedMissed int, err error) {
+	err = planPass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": p.now}, func(ctx context.Context, g shardpass.Group) error {
+		n, missed, err := planShard(ctx, db, p, g)
+		planned, plannedMissed = planned+n, plannedMissed+missed
 		return err
 	})
 	if err != nil {
-		return res, fmt.Errorf("plan: %w", err)
+		return planned, plannedMissed, fmt.Errorf("plan: %w", err)
 	}
-	return res, nil
+	return planned, plannedMissed, nil
 }
 
 // planRow is a schedule as planRead reads it, with the plan's clock.

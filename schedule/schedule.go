@@ -165,24 +165,9 @@ func (p SetParams) settings() (settings, cadence, error) {
 
 // withDefaults applies the defaults, reporting an out-of-range start_at to bad.
 func (p SetParams) withDefaults(bad func(name, msg string)) settings {
-	st := settings{interval: p.IntervalSeconds, cron: p.Cron, timeZone: DefaultTimeZone,
-		catchUpSeconds: int64(DefaultCatchUp / time.Second)}
-	if p.TimeZone != nil {
-		st.timeZone = *p.TimeZone
-	}
-	if p.CatchUpSeconds != nil {
-		st.catchUpSeconds = *p.CatchUpSeconds
-	}
-	if p.Paused != nil {
-		st.paused = *p.Paused
-	}
-	if p.MaxResults != nil {
-		st.options.MaxResults = *p.MaxResults
-	}
-	if p.Note != nil {
-		st.options.Note = *p.Note
-	}
-	st.options = st.options.Normalize()
+	st := settings{interval: p.IntervalSeconds, cron: p.Cron, timeZone: valueOr(p.TimeZone, DefaultTimeZone),
+		catchUpSeconds: valueOr(p.CatchUpSeconds, int64(DefaultCatchUp/time.Second)), paused: valueOr(p.Paused, false),
+		options: admission.StartOptions{MaxResults: valueOr(p.MaxResults, 0), Note: valueOr(p.Note, "")}.Normalize()}
 	if p.StartAt != nil {
 		at := p.StartAt.UTC().Truncate(time.Second)
 		if at.Year() < 1970 || at.Year() > 9999 {
@@ -559,6 +544,14 @@ func sameCadence(cur *Schedule, st settings) bool {
 func sameSettings(cur *Schedule, st settings) bool {
 	return sameCadence(cur, st) && cur.CatchUpSeconds == st.catchUpSeconds && cur.Paused == st.paused &&
 		cur.MaxResults == st.options.MaxResults && cur.Note == st.options.Note
+}
+
+// valueOr returns *p, or def when p is nil.
+func valueOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
 }
 
 func eqPtr[T comparable](a, b *T) bool {
