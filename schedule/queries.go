@@ -392,12 +392,9 @@ func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) 
 	}
 	var all []taken
 	err = takePass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
-		rows, err := db.Query(ctx, occurrenceTake, g.Args(pgx.NamedArgs{
+		rows, _ := db.Query(ctx, occurrenceTake, g.Args(pgx.NamedArgs{
 			"clock": clock, "token": p.token, "lease_end": clock.Add(p.lease), "retain_end": clock.Add(p.retention),
 		}))
-		if err != nil {
-			return err
-		}
 		ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taken, error) {
 			var t taken
 			err := r.Scan(&t.org, &t.savedSearchID, &t.dueAt, nil, &t.status, nil, &t.late, &t.hasSchedule,

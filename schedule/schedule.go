@@ -115,16 +115,6 @@ type SetParams struct {
 	IfMatch func(version int64) bool `json:"-"`
 }
 
-type settings struct {
-	interval       *int64
-	cron           *string
-	timeZone       string
-	startAt        *time.Time
-	catchUpSeconds int64
-	paused         bool
-	options        admission.StartOptions
-}
-
 // Validate returns an error wrapping [ErrInvalid] naming every refused field,
 // or nil. [Store.Set] also refuses a cron expression that never comes due.
 func (p SetParams) Validate() error {
@@ -132,15 +122,15 @@ func (p SetParams) Validate() error {
 	return err
 }
 
-// settings applies p's defaults and returns the cadence (zero start when p
-// sets none).
-func (p SetParams) settings() (settings, cadence, error) {
+// settings applies p's defaults and returns the settings (a zero StartAt
+// when p sets none) and the cadence.
+func (p SetParams) settings() (Schedule, cadence, error) {
 	var fields []errs.Field
 	bad := func(name, msg string) { fields = append(fields, errs.Field{Name: name, Message: msg}) }
 	st := p.withDefaults(bad)
 	c := p.checkCadence(bad)
 	var err error
-	if c.loc, err = loadZone(st.timeZone); err != nil {
+	if c.loc, err = loadZone(st.TimeZone); err != nil {
 		bad("time_zone", err.Error())
 	}
 	if p.MaxResults != nil && (*p.MaxResults < 1 || *p.MaxResults > admission.MaxMaxResults) {
@@ -149,7 +139,7 @@ func (p SetParams) settings() (settings, cadence, error) {
 	if p.Note != nil && utf8.RuneCountInString(*p.Note) > admission.MaxNoteLen {
 		bad("note", fmt.Sprintf("must be at most %d characters", admission.MaxNoteLen))
 	}
-	if st.catchUpSeconds < int64(MinCatchUp/time.Second) || st.catchUpSeconds > int64(MaxCatchUp/time.Second) {
+	if st.CatchUpSeconds < int64(MinCatchUp/time.Second) || st.CatchUpSeconds > int64(MaxCatchUp/time.Second) {
 		bad("catch_up_seconds", fmt.Sprintf("must be from %d to %d (a minute to a week)",
 			int64(MinCatchUp/time.Second), int64(MaxCatchUp/time.Second)))
 	}
@@ -157,23 +147,21 @@ func (p SetParams) settings() (settings, cadence, error) {
 		return st, cadence{}, &errs.Error{Kind: errs.Invalid, Message: "schedule: invalid schedule: " + fields[0].Name +
 			" " + fields[0].Message, Fields: fields, Err: ErrInvalid}
 	}
-	if st.startAt != nil {
-		c.start = *st.startAt
-	}
+	c.start = st.StartAt
 	return st, c, nil
 }
 
 // withDefaults applies the defaults, reporting an out-of-range start_at to bad.
-func (p SetParams) withDefaults(bad func(name, msg string)) settings {
-	st := settings{interval: p.IntervalSeconds, cron: p.Cron, timeZone: valueOr(p.TimeZone, DefaultTimeZone),
-		catchUpSeconds: valueOr(p.CatchUpSeconds, int64(DefaultCatchUp/time.Second)), paused: valueOr(p.Paused, false),
-		options: admission.StartOptions{MaxResults: valueOr(p.MaxResults, 0), Note: valueOr(p.Note, "")}.Normalize()}
+func (p SetParams) withDefaults(bad func(name, msg string)) Schedule {
+	opts := admission.StartOptions{MaxResults: valueOr(p.MaxResults, 0), Note: valueOr(p.Note, "")}.Normalize()
+	st := Schedule{IntervalSeconds: p.IntervalSeconds, Cron: p.Cron, TimeZone: valueOr(p.TimeZone, DefaultTimeZone),
+		CatchUpSeconds: valueOr(p.CatchUpSeconds, int64(DefaultCatchUp/time.Second)), Paused: valueOr(p.Paused, false),
+		MaxResults: opts.MaxResults, Note: opts.Note}
 	if p.StartAt != nil {
-		at := p.StartAt.UTC().Truncate(time.Second)
-		if at.Year() < 1970 || at.Year() > 9999 {
+		st.StartAt = p.StartAt.UTC().Truncate(time.Second)
+		if st.StartAt.Year() < 1970 || st.StartAt.Year() > 9999 {
 			bad("start_at", "must be a time from 1970 to 9999")
 		}
-		st.startAt = &at
 	}
 	return st
 }
@@ -322,7 +310,9 @@ func (s *Store) Pause(ctx context.Context, org, id uuid.UUID, ifMatch func(int64
 		if cur.Paused {
 			return cur, nil
 		}
-		return s.write(ctx, tx, scheduleUpdate, cur, settingsOf(cur, true), nil, nil)
+		st := *cur
+		st.Paused = true
+		return s.write(ctx, tx, scheduleUpdate, cur, st, nil, nil)
 	})
 }
 
@@ -342,7 +332,9 @@ func (s *Store) Resume(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 		if err != nil {
 			return nil, err
 		}
-		return s.write(ctx, tx, scheduleUpdate, cur, settingsOf(cur, false), &next, nil)
+		st := *cur
+		st.Paused = false
+		return s.write(ctx, tx, scheduleUpdate, cur, st, &next, nil)
 	})
 }
 
@@ -392,7 +384,7 @@ func (s *Store) change(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 }
 
 // setIn sets p, whose settings st and cadence c are valid, in tx.
-func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams, st settings, c cadence) (*Schedule, bool, error) {
+func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams, st Schedule, c cadence) (*Schedule, bool, error) {
 	// A second attempt follows a create another writer won between our lock
 	// and insert; it keeps the start the first settled on.
 	for range 2 {
@@ -407,13 +399,13 @@ func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetPa
 var errCreatedMeanwhile = errors.New("schedule: created meanwhile")
 
 // setOnce is one attempt of setIn; errCreatedMeanwhile when its insert lost.
-func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams, st *settings, c *cadence) (*Schedule, bool, error) {
+func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams, st *Schedule, c *cadence) (*Schedule, bool, error) {
 	cur, rs, err := s.lock(ctx, tx, org, id, p.IfMatch, false)
 	if err != nil {
 		return nil, false, err
 	}
 	settleStart(st, cur, rs.now)
-	c.start = *st.startAt
+	c.start = st.StartAt
 	if cur != nil && sameSettings(cur, *st) {
 		return cur, false, nil
 	}
@@ -485,25 +477,24 @@ func precondition(cur *Schedule, ifMatch func(version int64) bool) error {
 
 // settleStart defaults st's start to cur's, or for a new schedule to now
 // rounded up, so a new interval schedule comes due at once.
-func settleStart(st *settings, cur *Schedule, now time.Time) {
+func settleStart(st *Schedule, cur *Schedule, now time.Time) {
 	switch {
-	case st.startAt != nil:
+	case !st.StartAt.IsZero():
 	case cur != nil:
-		st.startAt = &cur.StartAt
+		st.StartAt = cur.StartAt
 	default:
-		at := now.UTC().Truncate(time.Second)
-		if at.Before(now) {
-			at = at.Add(time.Second)
+		st.StartAt = now.UTC().Truncate(time.Second)
+		if st.StartAt.Before(now) {
+			st.StartAt = st.StartAt.Add(time.Second)
 		}
-		st.startAt = &at
 	}
 }
 
 // nextDue is nil while paused, cur's next when the cadence is unchanged,
 // else firstDue.
-func nextDue(c cadence, st settings, cur *Schedule, rs readState) (*time.Time, error) {
+func nextDue(c cadence, st Schedule, cur *Schedule, rs readState) (*time.Time, error) {
 	switch {
-	case st.paused:
+	case st.Paused:
 		return nil, nil
 	case cur != nil && !cur.Paused && cur.NextDueAt != nil && sameCadence(cur, st):
 		return cur.NextDueAt, nil
@@ -530,20 +521,14 @@ func firstDue(c cadence, rs readState) (time.Time, error) {
 	return at, nil
 }
 
-func settingsOf(cur *Schedule, paused bool) settings {
-	return settings{interval: cur.IntervalSeconds, cron: cur.Cron, timeZone: cur.TimeZone, startAt: &cur.StartAt,
-		catchUpSeconds: cur.CatchUpSeconds, paused: paused,
-		options: admission.StartOptions{MaxResults: cur.MaxResults, Note: cur.Note}}
+func sameCadence(cur *Schedule, st Schedule) bool {
+	return eqPtr(cur.IntervalSeconds, st.IntervalSeconds) && eqPtr(cur.Cron, st.Cron) && cur.TimeZone == st.TimeZone &&
+		cur.StartAt.Equal(st.StartAt)
 }
 
-func sameCadence(cur *Schedule, st settings) bool {
-	return eqPtr(cur.IntervalSeconds, st.interval) && eqPtr(cur.Cron, st.cron) && cur.TimeZone == st.timeZone &&
-		cur.StartAt.Equal(*st.startAt)
-}
-
-func sameSettings(cur *Schedule, st settings) bool {
-	return sameCadence(cur, st) && cur.CatchUpSeconds == st.catchUpSeconds && cur.Paused == st.paused &&
-		cur.MaxResults == st.options.MaxResults && cur.Note == st.options.Note
+func sameSettings(cur *Schedule, st Schedule) bool {
+	return sameCadence(cur, st) && cur.CatchUpSeconds == st.CatchUpSeconds && cur.Paused == st.Paused &&
+		cur.MaxResults == st.MaxResults && cur.Note == st.Note
 }
 
 // valueOr returns *p, or def when p is nil.
@@ -558,14 +543,14 @@ func eqPtr[T comparable](a, b *T) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
-// write runs scheduleInsert or scheduleUpdate; a non-nil actor sets
-// updated_by (empty: NULL), nil keeps it.
-func (s *Store) write(ctx context.Context, tx pgx.Tx, query string, cur *Schedule, st settings, next *time.Time, actor *string) (*Schedule, error) {
+// write runs scheduleInsert or scheduleUpdate of cur's row with st's
+// settings; a non-nil actor sets updated_by (empty: NULL), nil keeps it.
+func (s *Store) write(ctx context.Context, tx pgx.Tx, query string, cur *Schedule, st Schedule, next *time.Time, actor *string) (*Schedule, error) {
 	args := pgx.NamedArgs{
-		"org": cur.OrganizationID, "id": cur.SavedSearchID, "interval": st.interval, "cron": st.cron,
-		"time_zone": st.timeZone, "start_at": *st.startAt, "catch_up": st.catchUpSeconds, "paused": st.paused,
+		"org": cur.OrganizationID, "id": cur.SavedSearchID, "interval": st.IntervalSeconds, "cron": st.Cron,
+		"time_zone": st.TimeZone, "start_at": st.StartAt, "catch_up": st.CatchUpSeconds, "paused": st.Paused,
 		"next_due_at": next, "now": s.clock.Arg(), "actor": nil, "set_actor": actor != nil,
-		"max_results": st.options.MaxResults, "note": st.options.Note,
+		"max_results": st.MaxResults, "note": st.Note,
 	}
 	if actor != nil && *actor != "" {
 		args["actor"] = *actor
