@@ -365,12 +365,8 @@ func (d *Drain) attempt(ctx context.Context, o taken, token uuid.UUID) (status, 
 	// Recorded even when the start used up the tick's deadline.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Lease/4)
 	defer cancel()
-	ok, err := d.record(rctx, o, token, out)
-	if err != nil {
+	if err := d.record(rctx, o, token, out); err != nil {
 		return "", "", err
-	}
-	if !ok {
-		return "", "", errFenceLost
 	}
 	return out.status, out.reason, nil
 }

@@ -411,9 +411,9 @@ func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) 
 	return all, nil
 }
 
-// record records out for o under token; false when another drain took the
-// occurrence over.
-func (d *Drain) record(ctx context.Context, o taken, token uuid.UUID, out outcome) (bool, error) {
+// record records out for o under token; errFenceLost when another drain
+// took the occurrence over.
+func (d *Drain) record(ctx context.Context, o taken, token uuid.UUID, out outcome) error {
 	var reason any
 	if out.reason != "" {
 		reason = out.reason
@@ -437,8 +437,8 @@ func (d *Drain) record(ctx context.Context, o taken, token uuid.UUID, out outcom
 		record, args["retention"] = occurrenceRecordClose, runs.Retention.Microseconds()
 	}
 	tag, err := d.db.Exec(ctx, record, args)
-	if err != nil {
-		return false, err
+	if err == nil && tag.RowsAffected() != 1 {
+		return errFenceLost
 	}
-	return tag.RowsAffected() == 1, nil
+	return err
 }

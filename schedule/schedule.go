@@ -225,7 +225,7 @@ func (s *Store) Cursors(k keyset.Key) *Store {
 // [ErrNotFound].
 func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Schedule, err error) {
 	defer dberr.Annotate(&err)
-	sc, err := scanSchedule(s.db.QueryRow(ctx, scheduleGet, org, id))
+	sc, err := scanSchedule(s.db.Query(ctx, scheduleGet, org, id))
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "schedule: get")
 	}
@@ -344,7 +344,7 @@ func (s *Store) Resume(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 func (s *Store) Remove(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (err error) {
 	defer dberr.Annotate(&err)
 	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
+		cur, err := scanSchedule(tx.Query(ctx, scheduleLock, org, id))
 		if err != nil {
 			return sqlarg.RowError(err, ErrNotFound, "schedule: remove")
 		}
@@ -447,7 +447,7 @@ func (s *Store) room(ctx context.Context, tx pgx.Tx, org uuid.UUID) error {
 // reads the [readState] under the lock, so no plan writes an occurrence in
 // between ([ErrSavedSearchNotFound] unless live), then judges ifMatch.
 func (s *Store) lock(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, ifMatch func(int64) bool, required bool) (*Schedule, readState, error) {
-	cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
+	cur, err := scanSchedule(tx.Query(ctx, scheduleLock, org, id))
 	if err != nil && (required || !errors.Is(err, pgx.ErrNoRows)) {
 		return nil, readState{}, sqlarg.RowError(err, ErrNotFound, "schedule: lock")
 	}
@@ -555,17 +555,16 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, query string, cur *Schedul
 	if actor != nil && *actor != "" {
 		args["actor"] = *actor
 	}
-	return scanSchedule(tx.QueryRow(ctx, query, args))
+	return scanSchedule(tx.Query(ctx, query, args))
 }
 
-func scanSchedule(row pgx.Row) (*Schedule, error) {
-	var sc Schedule
-	err := row.Scan(&sc.OrganizationID, &sc.SavedSearchID, &sc.IntervalSeconds, &sc.Cron, &sc.TimeZone, &sc.StartAt,
-		&sc.CatchUpSeconds, &sc.Paused, &sc.NextDueAt, &sc.Version, &sc.UpdatedBy, &sc.CreatedAt, &sc.UpdatedAt,
-		&sc.MaxResults, &sc.Note)
+// scanSchedule reads the one row of a query of scheduleColumns, which name
+// Schedule's fields; pgx.ErrNoRows when there is none.
+func scanSchedule(rows pgx.Rows, _ error) (*Schedule, error) {
+	sc, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByName[Schedule])
 	if err != nil {
 		return nil, err
 	}
 	sc.StartAt = sc.StartAt.UTC()
-	return &sc, nil
+	return sc, nil
 }
