@@ -127,7 +127,16 @@ func (p SetParams) Validate() error {
 func (p SetParams) settings() (Schedule, cadence, error) {
 	var fields []errs.Field
 	bad := func(name, msg string) { fields = append(fields, errs.Field{Name: name, Message: msg}) }
-	st := p.withDefaults(bad)
+	opts := admission.StartOptions{MaxResults: valueOr(p.MaxResults, 0), Note: valueOr(p.Note, "")}.Normalize()
+	st := Schedule{IntervalSeconds: p.IntervalSeconds, Cron: p.Cron, TimeZone: valueOr(p.TimeZone, DefaultTimeZone),
+		CatchUpSeconds: valueOr(p.CatchUpSeconds, int64(DefaultCatchUp/time.Second)), Paused: valueOr(p.Paused, false),
+		MaxResults: opts.MaxResults, Note: opts.Note}
+	if p.StartAt != nil {
+		st.StartAt = p.StartAt.UTC().Truncate(time.Second)
+		if st.StartAt.Year() < 1970 || st.StartAt.Year() > 9999 {
+			bad("start_at", "must be a time from 1970 to 9999")
+		}
+	}
 	c := p.checkCadence(bad)
 	var err error
 	if c.loc, err = loadZone(st.TimeZone); err != nil {
@@ -149,21 +158,6 @@ func (p SetParams) settings() (Schedule, cadence, error) {
 	}
 	c.start = st.StartAt
 	return st, c, nil
-}
-
-// withDefaults applies the defaults, reporting an out-of-range start_at to bad.
-func (p SetParams) withDefaults(bad func(name, msg string)) Schedule {
-	opts := admission.StartOptions{MaxResults: valueOr(p.MaxResults, 0), Note: valueOr(p.Note, "")}.Normalize()
-	st := Schedule{IntervalSeconds: p.IntervalSeconds, Cron: p.Cron, TimeZone: valueOr(p.TimeZone, DefaultTimeZone),
-		CatchUpSeconds: valueOr(p.CatchUpSeconds, int64(DefaultCatchUp/time.Second)), Paused: valueOr(p.Paused, false),
-		MaxResults: opts.MaxResults, Note: opts.Note}
-	if p.StartAt != nil {
-		st.StartAt = p.StartAt.UTC().Truncate(time.Second)
-		if st.StartAt.Year() < 1970 || st.StartAt.Year() > 9999 {
-			bad("start_at", "must be a time from 1970 to 9999")
-		}
-	}
-	return st
 }
 
 // checkCadence reports p's cadence fields to bad and returns their cadence.
