@@ -83,10 +83,6 @@ type Schedule struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-func (s *Schedule) cadence() (cadence, error) {
-	return newCadence(s.IntervalSeconds, s.Cron, s.TimeZone, s.StartAt)
-}
-
 // SetParams are the inputs of [Store.Set]. A set replaces the whole schedule:
 // omitted fields take their defaults, except StartAt, which keeps the stored one.
 type SetParams struct {
@@ -318,7 +314,7 @@ func (s *Store) Resume(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 		if !cur.Paused {
 			return cur, nil
 		}
-		c, err := cur.cadence()
+		c, err := newCadence(cur.IntervalSeconds, cur.Cron, cur.TimeZone, cur.StartAt)
 		if err != nil {
 			return nil, err
 		}
