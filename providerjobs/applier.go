@@ -77,10 +77,7 @@ func (s *Service) ApplyPending(ctx context.Context, batch int) (_ PassReport, er
 	var taken []*InboxEntry
 	take := pgx.NamedArgs{"now": s.nowArg(), "lease_us": s.cfg.Lease.Microseconds()}
 	passErr := inboxPass.Run(ctx, s.db, batch, pgx.NamedArgs{"now": s.nowArg()}, func(ctx context.Context, g shardpass.Group) error {
-		rows, err := s.db.Query(ctx, inboxTake, g.Args(take))
-		if err != nil {
-			return err
-		}
+		rows, _ := s.db.Query(ctx, inboxTake, g.Args(take))
 		leased, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*InboxEntry, error) { return scanEntry(r) })
 		taken = append(taken, leased...)
 		return err

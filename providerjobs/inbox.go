@@ -414,12 +414,16 @@ func (s *Service) backoff(attempts int) time.Duration {
 }
 
 // FindArrivals returns a delivery id's arrivals in every organization, oldest first.
-func (s *Service) FindArrivals(ctx context.Context, provider, deliveryID string) (_ []InboxEntry, err error) {
+func (s *Service) FindArrivals(ctx context.Context, provider, deliveryID string) ([]InboxEntry, error) {
+	return s.arrivals(ctx, "find arrivals", inboxFind, provider, deliveryID)
+}
+
+func (s *Service) arrivals(ctx context.Context, what, query string, args ...any) (_ []InboxEntry, err error) {
 	defer dberr.Annotate(&err)
-	rows, _ := s.db.Query(ctx, inboxFind, provider, deliveryID)
+	rows, _ := s.db.Query(ctx, query, args...)
 	out, err := pgx.CollectRows(rows, entryValue)
 	if err != nil {
-		return nil, fmt.Errorf("providerjobs: find arrivals: %w", err)
+		return nil, fmt.Errorf("providerjobs: %s: %w", what, err)
 	}
 	return out, nil
 }
@@ -452,8 +456,7 @@ type ListArrivalsParams struct {
 
 // ListArrivals returns arrivals newest first, or an error wrapping
 // [ErrInvalid] for a bad limit or status.
-func (s *Service) ListArrivals(ctx context.Context, p ListArrivalsParams) (_ []InboxEntry, err error) {
-	defer dberr.Annotate(&err)
+func (s *Service) ListArrivals(ctx context.Context, p ListArrivalsParams) ([]InboxEntry, error) {
 	if p.Limit == 0 {
 		p.Limit = 50
 	}
@@ -463,12 +466,7 @@ func (s *Service) ListArrivals(ctx context.Context, p ListArrivalsParams) (_ []I
 	if err := checkInboxStatus(p.Status); err != nil {
 		return nil, err
 	}
-	rows, _ := s.db.Query(ctx, inboxList, sqlarg.Null(p.Provider), sqlarg.Null(string(p.Status)), p.Limit)
-	out, err := pgx.CollectRows(rows, entryValue)
-	if err != nil {
-		return nil, fmt.Errorf("providerjobs: list the inbox: %w", err)
-	}
-	return out, nil
+	return s.arrivals(ctx, "list the inbox", inboxList, sqlarg.Null(p.Provider), sqlarg.Null(string(p.Status)), p.Limit)
 }
 
 func checkInboxStatus(s InboxStatus) error {

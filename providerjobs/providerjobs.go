@@ -57,10 +57,6 @@ const (
 // Terminal reports whether s is a status a job never leaves.
 func (s Status) Terminal() bool { return s == StatusSucceeded || s == StatusFailed }
 
-// reported reports whether a delivery may report s; pending is set only by
-// registration.
-func (s Status) reported() bool { return s == StatusRunning || s.Terminal() }
-
 // Job is a job searchd started at a provider for a Run.
 type Job struct {
 	// ID is searchd's id of the job, named by its callback path.
@@ -166,16 +162,12 @@ type Config struct {
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
-	if c.Observer == nil {
-		c.Observer = NopObserver{}
-	}
+	c.Observer = cmp.Or[Observer](c.Observer, NopObserver{})
 	c.ReleaseTimeout = cmp.Or(c.ReleaseTimeout, 5*time.Second)
 	c.Lease = cmp.Or(c.Lease, idempotency.WebhookLease)
 	c.ApplyTimeout = cmp.Or(c.ApplyTimeout, c.Lease/2)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, time.Minute)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 
@@ -220,10 +212,7 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 	case p.RunID == uuid.Nil:
 		return nil, false, fmt.Errorf("%w: run id is the nil UUID", ErrInvalid)
 	}
-	if err := ValidateProvider(p.Provider); err != nil {
-		return nil, false, err
-	}
-	if err := ValidateJobID(p.ProviderJobID); err != nil {
+	if err := cmp.Or(ValidateProvider(p.Provider), ValidateJobID(p.ProviderJobID)); err != nil {
 		return nil, false, err
 	}
 	for range registerAttempts {

@@ -135,7 +135,7 @@ func (d Delivery) validate() error {
 		return fmt.Errorf("%w: delivery id: %w", ErrInvalid, err)
 	}
 	switch {
-	case !d.Update.Status.reported():
+	case d.Update.Status != StatusRunning && !d.Update.Status.Terminal(): // pending is set only by registration
 		return fmt.Errorf("%w: status %q is not one a delivery reports (running, succeeded, failed)", ErrInvalid, d.Update.Status)
 	case d.Update.ProviderJobID == "":
 		return fmt.Errorf("%w: the body names no job", ErrInvalid)

@@ -74,12 +74,10 @@ func loadZone(name string) (*time.Location, error) {
 		return nil, fmt.Errorf("is empty")
 	case len(name) > MaxTimeZoneLen:
 		return nil, fmt.Errorf("must be at most %d bytes", MaxTimeZoneLen)
-	case name == "Local":
-		// Local is the server's zone, which clients cannot know.
-		return nil, fmt.Errorf("must be an IANA time zone name such as Europe/Paris or UTC")
 	}
+	// Local is the server's zone, which clients cannot know.
 	loc, err := time.LoadLocation(name)
-	if err != nil {
+	if err != nil || name == "Local" {
 		return nil, fmt.Errorf("must be an IANA time zone name such as Europe/Paris or UTC")
 	}
 	return loc, nil

@@ -115,12 +115,8 @@ func (c DrainConfig) WithDefaults() DrainConfig {
 	c.Lease = cmp.Or(c.Lease, time.Minute)
 	c.RetryAfter = cmp.Or(c.RetryAfter, time.Hour)
 	c.MaxIdleBackoff = cmp.Or(c.MaxIdleBackoff, 30*time.Second)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Observer == nil {
-		c.Observer = nopObserver{}
-	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	c.Observer = cmp.Or[Observer](c.Observer, nopObserver{})
 	return c
 }
 
@@ -224,19 +220,22 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 	var rep TickReport
 	token := uuid.New()
 	leasedAt := time.Now()
-	res, passErr := boundedPass(ctx, d.db, passParams{
-		now: d.cfg.Clock.Arg(), bound: d.cfg.Batch, lease: d.cfg.Lease, token: token,
-		retention: runs.Retention, maxPlanned: maxPlanned,
-	})
+	p := passParams{now: d.cfg.Clock.Arg(), bound: d.cfg.Batch, lease: d.cfg.Lease, token: token,
+		retention: runs.Retention, maxPlanned: maxPlanned}
+	var planErr error
+	rep.Planned, rep.PlannedMissed, planErr = plan(ctx, d.db, p)
+	held, takeErr := take(ctx, d.db, p)
+	rep.Taken = len(held)
+	passErr := errors.Join(planErr, takeErr)
 	if passErr != nil {
-		// One shard failing does not stop what the others took.
+		// One shard failing does not stop what the others took: start it, as
+		// its lease would otherwise hold it.
 		passErr = fmt.Errorf("schedule: drain pass: %w", passErr)
-		if len(res.taken) == 0 && res.planned == 0 {
+		if rep.Taken == 0 && rep.Planned == 0 {
 			return rep, passErr
 		}
 	}
 	defer func() { err = errors.Join(err, passErr) }()
-	rep.Planned, rep.PlannedMissed, rep.Taken = res.planned, res.plannedMissed, len(res.taken)
 	if rep.Planned > 0 {
 		d.cfg.Observer.ObserveCameDue(rep.Planned)
 	}
@@ -254,22 +253,13 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 		wg      sync.WaitGroup
 		width   = make(chan struct{}, d.cfg.Width)
 	)
-	count := func(status string) { // under mu
-		switch status {
-		case StatusMissed:
-			rep.Missed++
-		case StatusStarted:
-			rep.Started++
-		case StatusRefused:
-			rep.Refused++
-		case StatusNotReady:
-			rep.NotReady++
-		}
-	}
-	for i, o := range res.taken {
+	// count maps an outcome's status to its counter, under mu.
+	count := map[string]*int{StatusMissed: &rep.Missed, StatusStarted: &rep.Started,
+		StatusRefused: &rep.Refused, StatusNotReady: &rep.NotReady}
+	for i, o := range held {
 		if o.status == StatusMissed {
 			mu.Lock()
-			count(StatusMissed)
+			rep.Missed++
 			mu.Unlock()
 			d.cfg.Observer.ObserveOutcome(StatusMissed, "")
 			continue
@@ -279,7 +269,11 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 		halt := stop || sctx.Err() != nil
 		if halt {
 			// Left held: another drain takes them when the lease passes.
-			rep.Left += countOpen(res.taken[i:])
+			for _, o := range held[i:] {
+				if o.status != StatusMissed {
+					rep.Left++
+				}
+			}
 		}
 		mu.Unlock()
 		if halt {
@@ -311,26 +305,14 @@ func (d *Drain) Tick(ctx context.Context) (_ TickReport, err error) {
 				return
 			}
 			d.cfg.Observer.ObserveOutcome(status, reason)
-			count(status)
+			*count[status]++
 		})
 	}
 	wg.Wait()
-	switch {
-	case crashed:
-		return rep, nil
-	case failed != nil:
+	if failed != nil && !crashed {
 		return rep, fmt.Errorf("schedule: drain: recording an outcome: %w", failed)
 	}
 	return rep, nil
-}
-
-func countOpen(ts []taken) (n int) {
-	for _, o := range ts {
-		if o.status != StatusMissed {
-			n++
-		}
-	}
-	return n
 }
 
 // ErrBusy is what a [StartFunc] wraps when it was refused a seat: the
@@ -362,16 +344,12 @@ func (d *Drain) attempt(ctx context.Context, o taken, token uuid.UUID) (status, 
 	case o.paused:
 		out = outcome{status: StatusRefused, reason: ReasonSchedulePaused}
 	default:
-		var actor string
-		if o.actor != nil {
-			actor = *o.actor
-		}
 		res, serr := d.start(ctx, admission.SavedSearchStart{
 			Org:            o.org,
 			SavedSearchID:  o.savedSearchID,
 			IdempotencyKey: IdempotencyKey(o.savedSearchID, o.dueAt),
 			Options:        o.options,
-			Actor:          actor,
+			Actor:          valueOr(o.actor, ""),
 			Origin:         snapshot.OriginSchedule,
 		})
 		if d.cfg.afterStart != nil {
@@ -387,12 +365,8 @@ func (d *Drain) attempt(ctx context.Context, o taken, token uuid.UUID) (status, 
 	// Recorded even when the start used up the tick's deadline.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Lease/4)
 	defer cancel()
-	ok, err := d.record(rctx, o, token, out)
-	if err != nil {
+	if err := d.record(rctx, o, token, out); err != nil {
 		return "", "", err
-	}
-	if !ok {
-		return "", "", errFenceLost
 	}
 	return out.status, out.reason, nil
 }

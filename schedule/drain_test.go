@@ -241,9 +241,9 @@ func TestMissedPastTheCatchUpWindow(t *testing.T) {
 	// died), so both stay pending, never attempted; then a drain tries
 	// one, which is not ready.
 	b.clock.Set(t0)
-	if res, err := plan(b.ctx, b.db, passParams{now: b.clock.Clock().Arg(), bound: 10, maxPlanned: maxPlanned,
-		retention: time.Hour}); err != nil || res.planned != 2 {
-		t.Fatalf("plan = %+v, %v; want two occurrences", res, err)
+	if planned, _, err := plan(b.ctx, b.db, passParams{now: b.clock.Clock().Arg(), bound: 10, maxPlanned: maxPlanned,
+		retention: time.Hour}); err != nil || planned != 2 {
+		t.Fatalf("plan = %d, %v; want two occurrences", planned, err)
 	}
 	one := b.drain(t, drainOpts{batch: 1, start: func(context.Context, admission.SavedSearchStart) (admission.Result, error) {
 		return admission.Result{}, errs.Wrap(errs.Unavailable, errors.New("database down"))
@@ -707,7 +707,7 @@ func TestStatsAndTheRunLoop(t *testing.T) {
 	if err != nil || due != 0 || lag != 30*time.Second {
 		t.Fatalf("Stats before the plan = %d, %s, %v; want 0 due, a 30 s lag", due, lag, err)
 	}
-	if _, err := plan(b.ctx, b.db, passParams{now: b.clock.Clock().Arg(), bound: 10, maxPlanned: maxPlanned, retention: time.Hour}); err != nil {
+	if _, _, err := plan(b.ctx, b.db, passParams{now: b.clock.Clock().Arg(), bound: 10, maxPlanned: maxPlanned, retention: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if due, lag, err = d.Stats(b.ctx); err != nil || due != 1 || lag != 30*time.Second {

@@ -107,9 +107,7 @@ func (s *Store) Occurrences(ctx context.Context, org, id uuid.UUID, p ListParams
 }
 
 func scanOccurrence(row pgx.CollectableRow) (Occurrence, error) {
-	var o Occurrence
-	err := row.Scan(&o.ID, &o.SavedSearchID, &o.DueAt, &o.Status, &o.Reason, &o.RunID, &o.Attempts, &o.Deadline,
-		&o.NextAttemptAt, &o.CreatedAt, &o.ClosedAt)
+	o, err := pgx.RowToStructByPos[Occurrence](row) // occurrenceColumns are in field order
 	o.DueAt = o.DueAt.UTC()
 	return o, err
 }

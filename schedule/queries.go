@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -278,11 +277,6 @@ type passParams struct {
 	maxPlanned int
 }
 
-type passResult struct {
-	planned, plannedMissed int
-	taken                  []taken
-}
-
 // The drain's two passes (internal/shardpass): what came due is read first,
 // without a lock, oldest first and bounded; then each shard holding some is
 // planned or taken from in its own statement or transaction, routed to that
@@ -292,30 +286,19 @@ var (
 	takePass = shardpass.New("agent.schedule_occurrences", occurrenceDue)
 )
 
-// boundedPass plans (locks at most bound due schedules, writes up to
-// maxPlanned occurrences each and moves next_due_at, one transaction per
-// shard), then takes at most bound open occurrences. A failing shard does not
-// stop the others: their work is returned with the failures joined, so the
-// drain still starts what it took (its lease would otherwise hold it).
-func boundedPass(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, error) {
-	res, planErr := plan(ctx, db, p)
-	var takeErr error
-	res.taken, takeErr = take(ctx, db, p)
-	return res, errors.Join(planErr, takeErr)
-}
-
-// plan writes the occurrences that came due and moves their schedules on.
-func plan(ctx context.Context, db *pgxpool.Pool, p passParams) (passResult, error) {
-	var res passResult
-	err := planPass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": p.now}, func(ctx context.Context, g shardpass.Group) error {
-		planned, missed, err := planShard(ctx, db, p, g)
-		res.planned, res.plannedMissed = res.planned+planned, res.plannedMissed+missed
+// plan locks at most bound due schedules, writes up to maxPlanned
+// occurrences each and moves next_due_at, one transaction per shard; a
+// failing shard does not stop the others.
+func plan(ctx context.Context, db *pgxpool.Pool, p passParams) (planned, plannedMissed int, err error) {
+	err = planPass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": p.now}, func(ctx context.Context, g shardpass.Group) error {
+		n, missed, err := planShard(ctx, db, p, g)
+		planned, plannedMissed = planned+n, plannedMissed+missed
 		return err
 	})
 	if err != nil {
-		return res, fmt.Errorf("plan: %w", err)
+		return planned, plannedMissed, fmt.Errorf("plan: %w", err)
 	}
-	return res, nil
+	return planned, plannedMissed, nil
 }
 
 // planRow is a schedule as planRead reads it, with the plan's clock.
@@ -381,18 +364,16 @@ func planShard(ctx context.Context, db *pgxpool.Pool, p passParams, g shardpass.
 		}
 		now := schedules[len(schedules)-1].Now
 		b := &pgx.Batch{}
+		var status string
 		b.Queue(planInsert, now, orgs, ids, dues, deadlines, p.retention.Microseconds(), maxResults, notes).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var status string
-				if err := rows.Scan(&status); err != nil {
-					return err
-				}
+			_, err := pgx.ForEachRow(rows, []any{&status}, func() error {
 				planned++
 				if status == StatusMissed {
 					plannedMissed++
 				}
-			}
-			return rows.Err()
+				return nil
+			})
+			return err
 		})
 		b.Queue(planAdvance, advOrgs, advID, nexts)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -411,12 +392,9 @@ func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) 
 	}
 	var all []taken
 	err = takePass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
-		rows, err := db.Query(ctx, occurrenceTake, g.Args(pgx.NamedArgs{
+		rows, _ := db.Query(ctx, occurrenceTake, g.Args(pgx.NamedArgs{
 			"clock": clock, "token": p.token, "lease_end": clock.Add(p.lease), "retain_end": clock.Add(p.retention),
 		}))
-		if err != nil {
-			return err
-		}
 		ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taken, error) {
 			var t taken
 			err := r.Scan(&t.org, &t.savedSearchID, &t.dueAt, nil, &t.status, nil, &t.late, &t.hasSchedule,
@@ -433,9 +411,9 @@ func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) 
 	return all, nil
 }
 
-// record records out for o under token; false when another drain took the
-// occurrence over.
-func (d *Drain) record(ctx context.Context, o taken, token uuid.UUID, out outcome) (bool, error) {
+// record records out for o under token; errFenceLost when another drain
+// took the occurrence over.
+func (d *Drain) record(ctx context.Context, o taken, token uuid.UUID, out outcome) error {
 	var reason any
 	if out.reason != "" {
 		reason = out.reason
@@ -459,8 +437,8 @@ func (d *Drain) record(ctx context.Context, o taken, token uuid.UUID, out outcom
 		record, args["retention"] = occurrenceRecordClose, runs.Retention.Microseconds()
 	}
 	tag, err := d.db.Exec(ctx, record, args)
-	if err != nil {
-		return false, err
+	if err == nil && tag.RowsAffected() != 1 {
+		return errFenceLost
 	}
-	return tag.RowsAffected() == 1, nil
+	return err
 }

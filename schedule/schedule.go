@@ -83,10 +83,6 @@ type Schedule struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-func (s *Schedule) cadence() (cadence, error) {
-	return newCadence(s.IntervalSeconds, s.Cron, s.TimeZone, s.StartAt)
-}
-
 // SetParams are the inputs of [Store.Set]. A set replaces the whole schedule:
 // omitted fields take their defaults, except StartAt, which keeps the stored one.
 type SetParams struct {
@@ -115,16 +111,6 @@ type SetParams struct {
 	IfMatch func(version int64) bool `json:"-"`
 }
 
-type settings struct {
-	interval       *int64
-	cron           *string
-	timeZone       string
-	startAt        *time.Time
-	catchUpSeconds int64
-	paused         bool
-	options        admission.StartOptions
-}
-
 // Validate returns an error wrapping [ErrInvalid] naming every refused field,
 // or nil. [Store.Set] also refuses a cron expression that never comes due.
 func (p SetParams) Validate() error {
@@ -132,14 +118,24 @@ func (p SetParams) Validate() error {
 	return err
 }
 
-// settings applies p's defaults and returns the cadence (zero start when p
-// sets none).
-func (p SetParams) settings() (settings, cadence, error) {
+// settings applies p's defaults and returns the settings (a zero StartAt
+// when p sets none) and the cadence.
+func (p SetParams) settings() (Schedule, cadence, error) {
 	var fields []errs.Field
 	bad := func(name, msg string) { fields = append(fields, errs.Field{Name: name, Message: msg}) }
-	st := p.withDefaults(bad)
-	p.checkCadence(bad)
-	if _, err := loadZone(st.timeZone); err != nil {
+	opts := admission.StartOptions{MaxResults: valueOr(p.MaxResults, 0), Note: valueOr(p.Note, "")}.Normalize()
+	st := Schedule{IntervalSeconds: p.IntervalSeconds, Cron: p.Cron, TimeZone: valueOr(p.TimeZone, DefaultTimeZone),
+		CatchUpSeconds: valueOr(p.CatchUpSeconds, int64(DefaultCatchUp/time.Second)), Paused: valueOr(p.Paused, false),
+		MaxResults: opts.MaxResults, Note: opts.Note}
+	if p.StartAt != nil {
+		st.StartAt = p.StartAt.UTC().Truncate(time.Second)
+		if st.StartAt.Year() < 1970 || st.StartAt.Year() > 9999 {
+			bad("start_at", "must be a time from 1970 to 9999")
+		}
+	}
+	c := p.checkCadence(bad)
+	var err error
+	if c.loc, err = loadZone(st.TimeZone); err != nil {
 		bad("time_zone", err.Error())
 	}
 	if p.MaxResults != nil && (*p.MaxResults < 1 || *p.MaxResults > admission.MaxMaxResults) {
@@ -148,7 +144,7 @@ func (p SetParams) settings() (settings, cadence, error) {
 	if p.Note != nil && utf8.RuneCountInString(*p.Note) > admission.MaxNoteLen {
 		bad("note", fmt.Sprintf("must be at most %d characters", admission.MaxNoteLen))
 	}
-	if st.catchUpSeconds < int64(MinCatchUp/time.Second) || st.catchUpSeconds > int64(MaxCatchUp/time.Second) {
+	if st.CatchUpSeconds < int64(MinCatchUp/time.Second) || st.CatchUpSeconds > int64(MaxCatchUp/time.Second) {
 		bad("catch_up_seconds", fmt.Sprintf("must be from %d to %d (a minute to a week)",
 			int64(MinCatchUp/time.Second), int64(MaxCatchUp/time.Second)))
 	}
@@ -156,48 +152,12 @@ func (p SetParams) settings() (settings, cadence, error) {
 		return st, cadence{}, &errs.Error{Kind: errs.Invalid, Message: "schedule: invalid schedule: " + fields[0].Name +
 			" " + fields[0].Message, Fields: fields, Err: ErrInvalid}
 	}
-	var start time.Time
-	if st.startAt != nil {
-		start = *st.startAt
-	}
-	c, err := newCadence(st.interval, st.cron, st.timeZone, start)
-	if err != nil {
-		return st, cadence{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
+	c.start = st.StartAt
 	return st, c, nil
 }
 
-// withDefaults applies the defaults, reporting an out-of-range start_at to bad.
-func (p SetParams) withDefaults(bad func(name, msg string)) settings {
-	st := settings{interval: p.IntervalSeconds, cron: p.Cron, timeZone: DefaultTimeZone,
-		catchUpSeconds: int64(DefaultCatchUp / time.Second)}
-	if p.TimeZone != nil {
-		st.timeZone = *p.TimeZone
-	}
-	if p.CatchUpSeconds != nil {
-		st.catchUpSeconds = *p.CatchUpSeconds
-	}
-	if p.Paused != nil {
-		st.paused = *p.Paused
-	}
-	if p.MaxResults != nil {
-		st.options.MaxResults = *p.MaxResults
-	}
-	if p.Note != nil {
-		st.options.Note = *p.Note
-	}
-	st.options = st.options.Normalize()
-	if p.StartAt != nil {
-		at := p.StartAt.UTC().Truncate(time.Second)
-		if at.Year() < 1970 || at.Year() > 9999 {
-			bad("start_at", "must be a time from 1970 to 9999")
-		}
-		st.startAt = &at
-	}
-	return st
-}
-
-func (p SetParams) checkCadence(bad func(name, msg string)) {
+// checkCadence reports p's cadence fields to bad and returns their cadence.
+func (p SetParams) checkCadence(bad func(name, msg string)) (c cadence) {
 	switch {
 	case p.IntervalSeconds == nil && p.Cron == nil:
 		bad("interval_seconds", "is required when cron is absent")
@@ -209,11 +169,14 @@ func (p SetParams) checkCadence(bad func(name, msg string)) {
 			bad("interval_seconds", fmt.Sprintf("must be from %d to %d (a minute to 366 days)",
 				int64(MinInterval/time.Second), int64(MaxInterval/time.Second)))
 		}
+		c.interval = time.Duration(*p.IntervalSeconds) * time.Second
 	default:
-		if _, err := parseCron(*p.Cron); err != nil {
+		var err error
+		if c.spec, err = parseCron(*p.Cron); err != nil {
 			bad("cron", err.Error())
 		}
 	}
+	return c
 }
 
 // Store reads and writes schedules and occurrences. It is safe for concurrent use.
@@ -248,14 +211,11 @@ func (s *Store) Cursors(k keyset.Key) *Store {
 	return &c
 }
 
-// Clock returns the database clock the store runs at.
-func (s *Store) Clock() *dbclock.Clock { return s.clock }
-
 // Get returns the schedule of org's saved search id, live or archived, or
 // [ErrNotFound].
 func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Schedule, err error) {
 	defer dberr.Annotate(&err)
-	sc, err := scanSchedule(s.db.QueryRow(ctx, scheduleGet, org, id))
+	sc, err := scanSchedule(s.db.Query(ctx, scheduleGet, org, id))
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "schedule: get")
 	}
@@ -270,13 +230,14 @@ func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Schedule, err er
 // [ErrSavedSearchNotFound], [*VersionMismatchError].
 func (s *Store) Set(ctx context.Context, org, id uuid.UUID, p SetParams) (_ *Schedule, created bool, err error) {
 	defer dberr.Annotate(&err)
-	if err := p.Validate(); err != nil {
+	st, c, err := p.settings()
+	if err != nil {
 		return nil, false, err
 	}
 	var sc *Schedule
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		var err error
-		sc, created, err = s.setIn(ctx, tx, org, id, p)
+		sc, created, err = s.setIn(ctx, tx, org, id, p, st, c)
 		return err
 	})
 	if err != nil {
@@ -295,7 +256,8 @@ const setHashDomain = "searchd.schedule.set.v1"
 // [*idempotency.InFlightError] while the first is in flight.
 func (s *Store) SetOnce(ctx context.Context, plane *idempotency.Service, org, id uuid.UUID, key string, p SetParams) (_ *Schedule, created, replayed bool, err error) {
 	defer dberr.Annotate(&err)
-	if err := p.Validate(); err != nil {
+	st, c, err := p.settings()
+	if err != nil {
 		return nil, false, false, err
 	}
 	// Hash the saved search and p's json fields (not Actor or IfMatch).
@@ -311,7 +273,7 @@ func (s *Store) SetOnce(ctx context.Context, plane *idempotency.Service, org, id
 		Org: org, Scope: idempotency.ScopeScheduleSet, Key: key, RequestHash: hash, ResourceType: "saved_search_schedule",
 	}, func(ctx context.Context, tx pgx.Tx) (string, error) {
 		var err error
-		sc, created, err = s.setIn(ctx, tx, org, id, p)
+		sc, created, err = s.setIn(ctx, tx, org, id, p, st, c)
 		if err != nil {
 			return "", err
 		}
@@ -338,7 +300,9 @@ func (s *Store) Pause(ctx context.Context, org, id uuid.UUID, ifMatch func(int64
 		if cur.Paused {
 			return cur, nil
 		}
-		return s.write(ctx, tx, scheduleUpdate, cur, settingsOf(cur, true), nil, nil)
+		st := *cur
+		st.Paused = true
+		return s.write(ctx, tx, scheduleUpdate, cur, st, nil, nil)
 	})
 }
 
@@ -350,7 +314,7 @@ func (s *Store) Resume(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 		if !cur.Paused {
 			return cur, nil
 		}
-		c, err := cur.cadence()
+		c, err := newCadence(cur.IntervalSeconds, cur.Cron, cur.TimeZone, cur.StartAt)
 		if err != nil {
 			return nil, err
 		}
@@ -358,7 +322,9 @@ func (s *Store) Resume(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 		if err != nil {
 			return nil, err
 		}
-		return s.write(ctx, tx, scheduleUpdate, cur, settingsOf(cur, false), &next, nil)
+		st := *cur
+		st.Paused = false
+		return s.write(ctx, tx, scheduleUpdate, cur, st, &next, nil)
 	})
 }
 
@@ -368,12 +334,12 @@ func (s *Store) Resume(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 func (s *Store) Remove(ctx context.Context, org, id uuid.UUID, ifMatch func(int64) bool) (err error) {
 	defer dberr.Annotate(&err)
 	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
+		cur, err := scanSchedule(tx.Query(ctx, scheduleLock, org, id))
 		if err != nil {
 			return sqlarg.RowError(err, ErrNotFound, "schedule: remove")
 		}
-		if ifMatch != nil && !ifMatch(cur.Version) {
-			return &VersionMismatchError{Current: cur.Version}
+		if err := precondition(cur, ifMatch); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, scheduleDelete, org, id); err != nil {
 			return fmt.Errorf("schedule: remove: %w", err)
@@ -407,11 +373,8 @@ func (s *Store) change(ctx context.Context, org, id uuid.UUID, ifMatch func(int6
 	return out, nil
 }
 
-func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams) (*Schedule, bool, error) {
-	st, c, err := p.settings()
-	if err != nil {
-		return nil, false, err
-	}
+// setIn sets p, whose settings st and cadence c are valid, in tx.
+func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams, st Schedule, c cadence) (*Schedule, bool, error) {
 	// A second attempt follows a create another writer won between our lock
 	// and insert; it keeps the start the first settled on.
 	for range 2 {
@@ -426,13 +389,13 @@ func (s *Store) setIn(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetPa
 var errCreatedMeanwhile = errors.New("schedule: created meanwhile")
 
 // setOnce is one attempt of setIn; errCreatedMeanwhile when its insert lost.
-func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams, st *settings, c *cadence) (*Schedule, bool, error) {
+func (s *Store) setOnce(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, p SetParams, st *Schedule, c *cadence) (*Schedule, bool, error) {
 	cur, rs, err := s.lock(ctx, tx, org, id, p.IfMatch, false)
 	if err != nil {
 		return nil, false, err
 	}
 	settleStart(st, cur, rs.now)
-	c.start = *st.startAt
+	c.start = st.StartAt
 	if cur != nil && sameSettings(cur, *st) {
 		return cur, false, nil
 	}
@@ -474,7 +437,7 @@ func (s *Store) room(ctx context.Context, tx pgx.Tx, org uuid.UUID) error {
 // reads the [readState] under the lock, so no plan writes an occurrence in
 // between ([ErrSavedSearchNotFound] unless live), then judges ifMatch.
 func (s *Store) lock(ctx context.Context, tx pgx.Tx, org, id uuid.UUID, ifMatch func(int64) bool, required bool) (*Schedule, readState, error) {
-	cur, err := scanSchedule(tx.QueryRow(ctx, scheduleLock, org, id))
+	cur, err := scanSchedule(tx.Query(ctx, scheduleLock, org, id))
 	if err != nil && (required || !errors.Is(err, pgx.ErrNoRows)) {
 		return nil, readState{}, sqlarg.RowError(err, ErrNotFound, "schedule: lock")
 	}
@@ -504,25 +467,24 @@ func precondition(cur *Schedule, ifMatch func(version int64) bool) error {
 
 // settleStart defaults st's start to cur's, or for a new schedule to now
 // rounded up, so a new interval schedule comes due at once.
-func settleStart(st *settings, cur *Schedule, now time.Time) {
+func settleStart(st *Schedule, cur *Schedule, now time.Time) {
 	switch {
-	case st.startAt != nil:
+	case !st.StartAt.IsZero():
 	case cur != nil:
-		st.startAt = &cur.StartAt
+		st.StartAt = cur.StartAt
 	default:
-		at := now.UTC().Truncate(time.Second)
-		if at.Before(now) {
-			at = at.Add(time.Second)
+		st.StartAt = now.UTC().Truncate(time.Second)
+		if st.StartAt.Before(now) {
+			st.StartAt = st.StartAt.Add(time.Second)
 		}
-		st.startAt = &at
 	}
 }
 
 // nextDue is nil while paused, cur's next when the cadence is unchanged,
 // else firstDue.
-func nextDue(c cadence, st settings, cur *Schedule, rs readState) (*time.Time, error) {
+func nextDue(c cadence, st Schedule, cur *Schedule, rs readState) (*time.Time, error) {
 	switch {
-	case st.paused:
+	case st.Paused:
 		return nil, nil
 	case cur != nil && !cur.Paused && cur.NextDueAt != nil && sameCadence(cur, st):
 		return cur.NextDueAt, nil
@@ -549,49 +511,50 @@ func firstDue(c cadence, rs readState) (time.Time, error) {
 	return at, nil
 }
 
-func settingsOf(cur *Schedule, paused bool) settings {
-	return settings{interval: cur.IntervalSeconds, cron: cur.Cron, timeZone: cur.TimeZone, startAt: &cur.StartAt,
-		catchUpSeconds: cur.CatchUpSeconds, paused: paused,
-		options: admission.StartOptions{MaxResults: cur.MaxResults, Note: cur.Note}}
+func sameCadence(cur *Schedule, st Schedule) bool {
+	return eqPtr(cur.IntervalSeconds, st.IntervalSeconds) && eqPtr(cur.Cron, st.Cron) && cur.TimeZone == st.TimeZone &&
+		cur.StartAt.Equal(st.StartAt)
 }
 
-func sameCadence(cur *Schedule, st settings) bool {
-	return eqPtr(cur.IntervalSeconds, st.interval) && eqPtr(cur.Cron, st.cron) && cur.TimeZone == st.timeZone &&
-		cur.StartAt.Equal(*st.startAt)
+func sameSettings(cur *Schedule, st Schedule) bool {
+	return sameCadence(cur, st) && cur.CatchUpSeconds == st.CatchUpSeconds && cur.Paused == st.Paused &&
+		cur.MaxResults == st.MaxResults && cur.Note == st.Note
 }
 
-func sameSettings(cur *Schedule, st settings) bool {
-	return sameCadence(cur, st) && cur.CatchUpSeconds == st.catchUpSeconds && cur.Paused == st.paused &&
-		cur.MaxResults == st.options.MaxResults && cur.Note == st.options.Note
+// valueOr returns *p, or def when p is nil.
+func valueOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
 }
 
 func eqPtr[T comparable](a, b *T) bool {
 	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
-// write runs scheduleInsert or scheduleUpdate; a non-nil actor sets
-// updated_by (empty: NULL), nil keeps it.
-func (s *Store) write(ctx context.Context, tx pgx.Tx, query string, cur *Schedule, st settings, next *time.Time, actor *string) (*Schedule, error) {
+// write runs scheduleInsert or scheduleUpdate of cur's row with st's
+// settings; a non-nil actor sets updated_by (empty: NULL), nil keeps it.
+func (s *Store) write(ctx context.Context, tx pgx.Tx, query string, cur *Schedule, st Schedule, next *time.Time, actor *string) (*Schedule, error) {
 	args := pgx.NamedArgs{
-		"org": cur.OrganizationID, "id": cur.SavedSearchID, "interval": st.interval, "cron": st.cron,
-		"time_zone": st.timeZone, "start_at": *st.startAt, "catch_up": st.catchUpSeconds, "paused": st.paused,
+		"org": cur.OrganizationID, "id": cur.SavedSearchID, "interval": st.IntervalSeconds, "cron": st.Cron,
+		"time_zone": st.TimeZone, "start_at": st.StartAt, "catch_up": st.CatchUpSeconds, "paused": st.Paused,
 		"next_due_at": next, "now": s.clock.Arg(), "actor": nil, "set_actor": actor != nil,
-		"max_results": st.options.MaxResults, "note": st.options.Note,
+		"max_results": st.MaxResults, "note": st.Note,
 	}
 	if actor != nil && *actor != "" {
 		args["actor"] = *actor
 	}
-	return scanSchedule(tx.QueryRow(ctx, query, args))
+	return scanSchedule(tx.Query(ctx, query, args))
 }
 
-func scanSchedule(row pgx.Row) (*Schedule, error) {
-	var sc Schedule
-	err := row.Scan(&sc.OrganizationID, &sc.SavedSearchID, &sc.IntervalSeconds, &sc.Cron, &sc.TimeZone, &sc.StartAt,
-		&sc.CatchUpSeconds, &sc.Paused, &sc.NextDueAt, &sc.Version, &sc.UpdatedBy, &sc.CreatedAt, &sc.UpdatedAt,
-		&sc.MaxResults, &sc.Note)
+// scanSchedule reads the one row of a query of scheduleColumns, which name
+// Schedule's fields; pgx.ErrNoRows when there is none.
+func scanSchedule(rows pgx.Rows, _ error) (*Schedule, error) {
+	sc, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByName[Schedule])
 	if err != nil {
 		return nil, err
 	}
 	sc.StartAt = sc.StartAt.UTC()
-	return &sc, nil
+	return sc, nil
 }
