@@ -314,27 +314,26 @@ func devOr(dev bool, devDef, def string) string {
 }
 
 // custom is a setting parsed by a function of its own: one whose value
-// is a list, or whose range depends on another setting.
+// is a list, or whose range depends on another setting. With no parse
+// function it is read elsewhere, by name (the standard OpenTelemetry
+// variables, which telemetry.go and the SDK read), and in the table for
+// its documentation.
 type custom struct {
 	lit, devLit string // the default as a value, "" for none
 	desc        string
 	parse       func(r *reader, s setting) string
 }
 
-func (k custom) set(r *reader, s setting) string { return k.parse(r, s) }
+func (k custom) set(r *reader, s setting) string {
+	if k.parse == nil {
+		return ""
+	}
+	return k.parse(r, s)
+}
 
 func (k custom) literal(dev bool) string { return devOr(dev, k.devLit, k.lit) }
 
 func (k custom) values() string { return k.desc }
-
-// external is a setting read elsewhere, by name: the standard
-// OpenTelemetry variables, which telemetry.go and the SDK read. It is in
-// the table for its documentation.
-type external struct{ desc string }
-
-func (external) set(*reader, setting) string { return "" }
-func (external) literal(bool) string         { return "" }
-func (k external) values() string            { return k.desc }
 
 // settingCheck is a check of what settings say of one another, run after
 // every setting of a command in was read.
@@ -391,11 +390,10 @@ func (k field[T]) set(r *reader, s setting) string {
 	}
 	if err := k.probe(r.cfg, probe); err != nil {
 		field, _, _ := strings.Cut(err.Error(), " is ")
-		_, rng, _ := strings.Cut(err.Error(), "; it must be ")
 		if strings.HasPrefix(field, "searchd:") {
-			return fmt.Sprintf("%s is out of range: %s", k.str(v), rng)
+			return fmt.Sprintf("%s is out of range: %s", k.str(v), rangeOf(err))
 		}
-		return fmt.Sprintf("%s is out of range: %s (%s)", k.str(v), rng, field)
+		return fmt.Sprintf("%s is out of range: %s (%s)", k.str(v), rangeOf(err), field)
 	}
 	*k.at(r.cfg) = v
 	return ""
@@ -433,12 +431,15 @@ func (k field[T]) str(v T) string {
 }
 
 // values is the range, asked of the Config's Validate with a value below any.
-func (k field[T]) values() string {
-	if err := k.probe(defaults(false), ^T(0)); err != nil { // -1
-		_, rng, _ := strings.Cut(err.Error(), "; it must be ")
-		return rng
+func (k field[T]) values() string { return rangeOf(k.probe(defaults(false), ^T(0))) } // -1
+
+// rangeOf is the range a Validate error states, "" for none.
+func rangeOf(err error) string {
+	if err == nil {
+		return ""
 	}
-	return ""
+	_, rng, _ := strings.Cut(err.Error(), "; it must be ")
+	return rng
 }
 
 // fieldName is the name of the field of c that p points to, "" for none.
@@ -467,7 +468,8 @@ func fieldName(c *loading, p any) string {
 // dev is set. A zero default depends on another setting (the row says
 // which).
 func defaults(dev bool) *loading {
-	q, sw := seatq.Config{}.WithDefaults(), sweeper.Config{}.WithDefaults()
+	q, sw, sd := seatq.Config{}.WithDefaults(), sweeper.Config{}.WithDefaults(), schedule.DrainConfig{}.WithDefaults()
+	sd.Lease = 0 // twice the saved-search lease unless set (checkScheduleLease)
 	addr := ":8080"
 	if dev {
 		addr = "127.0.0.1:8080"
@@ -488,7 +490,7 @@ func defaults(dev bool) *loading {
 			Auth:                authConfig{MaxLifetime: auth.DefaultMaxLifetime, SessionLifetime: 8 * time.Hour, TokenSignIn: dev},
 			Dispatch:            dispatch.Config{}.WithDefaults(),
 			Streams:             runstream.Config{}.WithDefaults(),
-			Schedule:            schedule.DrainConfig{}.WithDefaults(),
+			Schedule:            sd,
 			Webhooks:            webhookConfig{Worker: webhooks.WorkerConfig{}.WithDefaults(), AllowHTTPLoopback: dev},
 			Inbox:               inboxConfig{Lease: idempotency.WebhookLease, Applier: providerjobs.ApplierConfig{}.WithDefaults()},
 			// The seats are the pool's size and the wide seats a share of the

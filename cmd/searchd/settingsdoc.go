@@ -233,16 +233,15 @@ prints it for the binary at hand).
 
 // anchor is the fragment GitHub gives a heading.
 func anchor(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(heading) {
+	return strings.Map(func(r rune) rune {
 		switch {
 		case r == ' ':
-			b.WriteRune('-')
+			return '-'
 		case r == '-' || r == '_' || ('a' <= r && r <= 'z') || ('0' <= r && r <= '9'):
-			b.WriteRune(r)
+			return r
 		}
-	}
-	return b.String()
+		return -1
+	}, strings.ToLower(heading))
 }
 
 // writeExampleEnv writes searchd.example.env: every setting commented
