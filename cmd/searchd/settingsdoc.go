@@ -114,19 +114,12 @@ func printOption(w io.Writer, s spec, dev bool) {
 // longer than width stands on a line of its own.
 func wrap(text string, width int) []string {
 	var lines []string
-	line := ""
 	for _, word := range strings.Fields(text) {
-		if line != "" && len(line)+1+len(word) > width {
-			lines = append(lines, line)
-			line = ""
+		if n := len(lines); n > 0 && len(lines[n-1])+1+len(word) <= width {
+			lines[n-1] += " " + word
+		} else {
+			lines = append(lines, word)
 		}
-		if line != "" {
-			line += " "
-		}
-		line += word
-	}
-	if line != "" {
-		lines = append(lines, line)
 	}
 	return lines
 }
