@@ -272,15 +272,11 @@ func parseProviderSecrets(value string) (map[string][]byte, []string) {
 	return secrets, problems
 }
 
-// standardWebhooksSecretPrefix starts a secret written as Standard Webhooks
-// prints them: the prefix, then the key in standard base64.
-const standardWebhooksSecretPrefix = "whsec_"
-
 // providerSecret returns the key of a provider secret as written: its raw
 // bytes, or the decoded key of a "whsec_" secret. The error completes "the
 // secret of provider ... " and never quotes the secret.
 func providerSecret(secret string) ([]byte, error) {
-	encoded, ok := strings.CutPrefix(secret, standardWebhooksSecretPrefix)
+	encoded, ok := strings.CutPrefix(secret, "whsec_")
 	if !ok {
 		return []byte(secret), nil
 	}

@@ -214,11 +214,7 @@ func loadSettings(fs *flag.FlagSet, getenv func(string) string, c cmds) (serverC
 			r.bad(given, "%s", p)
 		}
 	}
-	for _, check := range settingChecks {
-		if check.in&c != 0 {
-			check.run(r)
-		}
-	}
+	checkSettings(r, c)
 	return r.cfg.serverConfig, r.problems
 }
 
@@ -312,13 +308,6 @@ func (k custom) set(r *reader, s setting) string {
 func (k custom) literal(dev bool) string { return devOr(dev, k.devLit, k.lit) }
 
 func (k custom) values() string { return k.desc }
-
-// settingCheck checks what settings say of one another, after every
-// setting of a command in was read.
-type settingCheck struct {
-	in  cmds
-	run func(r *reader)
-}
 
 func (s spec) about() string {
 	if s.was.env == "" {

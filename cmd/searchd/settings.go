@@ -36,7 +36,7 @@ const defaultDBMaxConns = 16
 // when they differ from what this table makes). A setting that depends on
 // another (its default or its range) comes after it. A new setting is a
 // row here, with its place in [serverConfig]; what settings say of one
-// another is in [settingChecks].
+// another is in [checkSettings].
 var settingsTable = []section{
 	{"Database", "", []spec{
 		{env: envDatabaseURL, flag: "database-url", in: cmdConnected,
@@ -438,12 +438,16 @@ func warnRemovedSettings(logger *slog.Logger, getenv func(string) string, rename
 	}
 }
 
-// settingChecks are what settings say of one another, checked once every
-// setting of a command was read.
-var settingChecks = []settingCheck{
-	{cmdServers, checkAuthSettings},
-	{cmdServers, checkScheduleLease},
-	{cmdServers | cmdSweep, checkSweepBound},
+// checkSettings checks what the settings of command c say of one
+// another, once every one was read.
+func checkSettings(r *reader, c cmds) {
+	if c&cmdServers != 0 {
+		checkAuthSettings(r)
+		checkScheduleLease(r)
+	}
+	if c&(cmdServers|cmdSweep) != 0 {
+		checkSweepBound(r)
+	}
 }
 
 // sessionTimeout is the kind of PostgreSQL's session bounds, whole
@@ -521,14 +525,12 @@ const maxClaimNameLen = 100
 func claimName(at func(*loading) *string) text {
 	return text{at: at, desc: fmt.Sprintf("a claim name: at most %d bytes, no spaces", maxClaimNameLen),
 		check: func(s setting) string {
-			if len(s.value) > maxClaimNameLen || strings.ContainsFunc(s.value, isSpaceOrControl) {
+			if len(s.value) > maxClaimNameLen || strings.ContainsFunc(s.value, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 				return fmt.Sprintf("%q is not a claim name: at most %d bytes, no spaces", s.value, maxClaimNameLen)
 			}
 			return ""
 		}}
 }
-
-func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
 
 // jwtSecretProblem checks the length of the HS256 secret.
 func jwtSecretProblem(s setting) string {

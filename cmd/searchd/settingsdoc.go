@@ -145,9 +145,6 @@ func markdown(s string) string {
 	return docLink.ReplaceAllString(s, "[docs/$1]($1)")
 }
 
-// settingsFormats are the forms `searchd settings` prints.
-var settingsFormats = map[string]func(io.Writer){"env": writeExampleEnv, "markdown": writeSettingsMarkdown}
-
 // settings runs `searchd settings`: it prints the reference of every
 // setting, made from the table this binary reads them by.
 func (a *app) settings(_ context.Context, args []string) error {
@@ -156,7 +153,7 @@ func (a *app) settings(_ context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	write, ok := settingsFormats[*format]
+	write, ok := map[string]func(io.Writer){"env": writeExampleEnv, "markdown": writeSettingsMarkdown}[*format]
 	if !ok {
 		return usagef("--format: %q is not a format: use env or markdown", *format)
 	}
