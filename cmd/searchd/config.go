@@ -112,7 +112,7 @@ type serverConfig struct {
 
 // validate returns the first of cmd/searchd's own settings out of range,
 // as "searchd: Config.F is V; it must be R"; a zero that means a default
-// (DBMaxConns, WideSeats) is in range. The rows of [settingsTable] take
+// (DBMaxConns) is in range. The rows of [settingsTable] take
 // their range from it.
 func (c serverConfig) validate() error {
 	ms := func(d time.Duration) bool { return d >= 0 && d <= time.Hour && d%time.Millisecond == 0 }
@@ -136,8 +136,6 @@ func (c serverConfig) validate() error {
 			fmt.Sprintf("from %d to %d", 4<<10, 1<<20)},
 		{"MaxPreferWait", c.MaxPreferWait, in(c.MaxPreferWait, 0, api.PreferWaitLimit) && c.MaxPreferWait%time.Second == 0,
 			"whole seconds from 0s to " + api.PreferWaitLimit.String()},
-		{"WideSeats", c.Seats.WideSeats, c.Seats.WideSeats >= 0 && c.Seats.WideSeats <= seatq.MaxSeats,
-			fmt.Sprintf("from 1 to %d", seatq.MaxSeats)},
 		// After a crash a saved-search key is blocked for a whole lease.
 		{"SavedSearchLease", c.SavedSearchLease, in(c.SavedSearchLease, 1, 5*time.Minute), "more than 0s and at most 5m0s"},
 		{"MaxLifetime", c.Auth.MaxLifetime, in(c.Auth.MaxLifetime, time.Minute, 30*24*time.Hour), "from 1m0s to 720h0m0s"},
@@ -274,15 +272,11 @@ func parseProviderSecrets(value string) (map[string][]byte, []string) {
 	return secrets, problems
 }
 
-// standardWebhooksSecretPrefix starts a secret written as Standard Webhooks
-// prints them: the prefix, then the key in standard base64.
-const standardWebhooksSecretPrefix = "whsec_"
-
 // providerSecret returns the key of a provider secret as written: its raw
 // bytes, or the decoded key of a "whsec_" secret. The error completes "the
 // secret of provider ... " and never quotes the secret.
 func providerSecret(secret string) ([]byte, error) {
-	encoded, ok := strings.CutPrefix(secret, standardWebhooksSecretPrefix)
+	encoded, ok := strings.CutPrefix(secret, "whsec_")
 	if !ok {
 		return []byte(secret), nil
 	}

@@ -33,13 +33,10 @@ func wideSeats(seats, procs int) int {
 // refusals, seats and queues are in metrics.
 func newSeatQueue(cfg seatq.Config, pool *pgxpool.Pool, metrics *telemetry.Metrics) (*seatq.Queue, error) {
 	seats := cmp.Or(cfg.Seats, int(pool.Config().MaxConns))
-	if cfg.WideSeats > seats {
-		return nil, fmt.Errorf("%s is %d, more than the %d seats (%s)", envWideSeats, cfg.WideSeats, seats, envSeats)
-	}
 	cfg.Seats, cfg.WideSeats, cfg.Observer = seats, cmp.Or(cfg.WideSeats, wideSeats(seats, runtime.GOMAXPROCS(0))), metrics
 	q, err := seatq.New(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s, %s: %w", envSeats, envWideSeats, err)
 	}
 	_ = metrics.WatchSeats(q) // one queue per registry; a second server in a test keeps the first's
 	return q, nil

@@ -22,9 +22,7 @@ import (
 )
 
 // spec is one row of [settingsTable]: a setting's names, its kind (how
-// it is parsed, its default and range), and its documentation. The
-// loader, --help, docs/settings.md and searchd.example.env are made from
-// it.
+// it is parsed, its default and range), and its documentation.
 type spec struct {
 	env  string
 	flag string // without dashes; "" for a setting read from the environment alone
@@ -34,29 +32,24 @@ type spec struct {
 	secret bool
 	in     cmds // the commands that read it
 	kind   kind
-	// def and devDef document a default the kind cannot write (it depends
-	// on another setting, or there is none); devDef only where dev's differs.
+	// def and devDef document a default the kind cannot write; devDef only
+	// where dev's differs.
 	def, devDef string
 	values      string // overrides the kind's description of its values
-	// meaning says what the setting does; `code` is marked with backticks
-	// and docs/NAME.md names a document.
+	// meaning says what the setting does, `code` in backticks.
 	meaning string
-	// example is the placeholder searchd.example.env sets a required
-	// setting to.
-	example string
+	example string // the placeholder searchd.example.env sets a required setting to
 }
 
 // renamed is a setting's old variable and flag, still read with a
 // warning unless the new name is set too.
 type renamed struct{ env, flag string }
 
-// section is a group of settings under a heading of their own.
 type section struct {
 	title, about string
 	settings     []spec
 }
 
-// allSettings returns every setting of [settingsTable], in its order.
 func allSettings() []spec {
 	var all []spec
 	for _, sec := range settingsTable {
@@ -65,10 +58,9 @@ func allSettings() []spec {
 	return all
 }
 
-// cmds is a set of commands.
+// cmds is a set of the commands that read settings.
 type cmds uint16
 
-// The commands that read settings.
 const (
 	cmdServe cmds = 1 << iota
 	cmdDev
@@ -98,7 +90,6 @@ var cmdNames = []struct {
 	{cmdRunsList, "runs dispatch list"}, {cmdRunsRetry, "runs dispatch retry"}, {cmdKeys, "keys"},
 }
 
-// String names the commands of cs, separated by commas.
 func (cs cmds) String() string {
 	if cs == cmdConnected {
 		return "every command that connects to the database"
@@ -118,8 +109,8 @@ func (s spec) defaultText(dev bool) string {
 	return cmp.Or(devOr(dev, s.devDef, s.def), s.kind.literal(dev), "none")
 }
 
-// given is flag, the text for a setting given by its flag, or secret or
-// env for a setting read from the environment alone, a secret or not.
+// given is flag, or secret or env for a setting with no flag, a secret
+// or not.
 func (s spec) given(flag, secret, env string) string {
 	switch {
 	case s.secret:
@@ -140,21 +131,18 @@ func (s spec) defaults(text func(dev bool) string) string {
 	return d
 }
 
-// valuesText describes the values the setting takes.
 func (s spec) valuesText() string { return cmp.Or(s.values, s.kind.values()) }
 
-// kind is the type of a setting: it parses a value into the setting's
-// place in the configuration being loaded, and states the typed default
-// and the values it takes.
+// kind is how a setting is parsed into the configuration being loaded,
+// its default and the values it takes.
 type kind interface {
 	// set puts s.value, or the default when it is "", in its place in
 	// r.cfg, and returns what is wrong with it, without the setting's
 	// name (it never quotes a secret), or "".
 	set(r *reader, s setting) string
-	// literal is the default written as a value ("" when it has none that
-	// can be written: it depends on another setting, or there is none).
+	// literal is the default written as a value, "" when it has none that
+	// can be written.
 	literal(dev bool) string
-	// values describes the values taken.
 	values() string
 }
 
@@ -168,28 +156,22 @@ type loading struct {
 	scopes string
 }
 
-// reader reads the settings of one command.
 type reader struct {
-	fs     *flag.FlagSet
-	getenv func(string) string
-	dev    bool
-	cfg    *loading
+	dev bool
+	cfg *loading
 	// given holds every setting read so far, by variable, named as the
 	// user gave it: a message about one setting may name another.
 	given    map[string]setting
-	old      []string // the old names used, for [warnRenamedSettings]
 	problems []string
 	failed   map[string]bool // the settings with a problem, by name
 }
 
-// bad records a problem with the setting s.
 func (r *reader) bad(s setting, format string, args ...any) {
 	r.problems = append(r.problems, s.name+": "+fmt.Sprintf(format, args...))
 	r.failed[s.name] = true
 }
 
-// ok reports whether the settings of the variables envs were read without
-// a problem.
+// ok reports whether the settings of envs were read without a problem.
 func (r *reader) ok(envs ...string) bool {
 	for _, env := range envs {
 		if r.failed[r.name(env)] {
@@ -209,7 +191,7 @@ func (r *reader) name(env string) string { return cmp.Or(r.given[env].name, env)
 // returns every problem, one line per setting, each naming the setting as
 // the user gave it.
 func loadSettings(fs *flag.FlagSet, getenv func(string) string, c cmds) (serverConfig, []string) {
-	r := &reader{fs: fs, getenv: getenv, dev: c == cmdDev, cfg: defaults(c == cmdDev), given: map[string]setting{}, failed: map[string]bool{}}
+	r := &reader{dev: c == cmdDev, cfg: defaults(c == cmdDev), given: map[string]setting{}, failed: map[string]bool{}}
 	for _, s := range allSettings() {
 		if s.in&c == 0 {
 			continue
@@ -223,7 +205,7 @@ func loadSettings(fs *flag.FlagSet, getenv func(string) string, c cmds) (serverC
 				if strings.HasPrefix(old.name, "--") {
 					now = "--" + s.flag
 				}
-				r.old = append(r.old, old.name+" is deprecated: set "+now+" instead")
+				r.cfg.renamed = append(r.cfg.renamed, old.name+" is deprecated: set "+now+" instead")
 				given = old
 			}
 		}
@@ -232,12 +214,7 @@ func loadSettings(fs *flag.FlagSet, getenv func(string) string, c cmds) (serverC
 			r.bad(given, "%s", p)
 		}
 	}
-	for _, check := range settingChecks {
-		if check.in&c != 0 {
-			check.run(r)
-		}
-	}
-	r.cfg.renamed = r.old
+	checkSettings(r, c)
 	return r.cfg.serverConfig, r.problems
 }
 
@@ -265,7 +242,6 @@ func setValue[T any](p *T, s setting, def T, parse func(string) (T, error), notA
 
 func parseWhole(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) }
 
-// boolean is true or false; its default is what [defaults] holds.
 type boolean struct{ at func(*loading) *bool }
 
 func (k boolean) set(r *reader, s setting) string {
@@ -277,8 +253,7 @@ func (k boolean) literal(dev bool) string { return strconv.FormatBool(*k.at(defa
 
 func (boolean) values() string { return "true or false" }
 
-// text is a string, checked when it is not empty; its default is what
-// [defaults] holds.
+// text is a string, checked when it is not empty.
 type text struct {
 	at func(*loading) *string
 	// check returns what is wrong with a value that is not empty, or "".
@@ -305,7 +280,6 @@ func (k text) literal(dev bool) string { return *k.at(defaults(dev)) }
 
 func (k text) values() string { return k.desc }
 
-// devOr is devDef in dev when it is set, else def.
 func devOr(dev bool, devDef, def string) string {
 	if dev && devDef != "" {
 		return devDef
@@ -314,36 +288,27 @@ func devOr(dev bool, devDef, def string) string {
 }
 
 // custom is a setting parsed by a function of its own: one whose value
-// is a list, or whose range depends on another setting.
+// is a list, or whose range depends on another setting. With no parse
+// function it is read elsewhere, by name (the standard OpenTelemetry
+// variables, which telemetry.go and the SDK read), and in the table for
+// its documentation.
 type custom struct {
 	lit, devLit string // the default as a value, "" for none
 	desc        string
 	parse       func(r *reader, s setting) string
 }
 
-func (k custom) set(r *reader, s setting) string { return k.parse(r, s) }
+func (k custom) set(r *reader, s setting) string {
+	if k.parse == nil {
+		return ""
+	}
+	return k.parse(r, s)
+}
 
 func (k custom) literal(dev bool) string { return devOr(dev, k.devLit, k.lit) }
 
 func (k custom) values() string { return k.desc }
 
-// external is a setting read elsewhere, by name: the standard
-// OpenTelemetry variables, which telemetry.go and the SDK read. It is in
-// the table for its documentation.
-type external struct{ desc string }
-
-func (external) set(*reader, setting) string { return "" }
-func (external) literal(bool) string         { return "" }
-func (k external) values() string            { return k.desc }
-
-// settingCheck is a check of what settings say of one another, run after
-// every setting of a command in was read.
-type settingCheck struct {
-	in  cmds
-	run func(r *reader)
-}
-
-// about is the setting's meaning, and its old name when it was renamed.
 func (s spec) about() string {
 	if s.was.env == "" {
 		return s.meaning
@@ -391,18 +356,17 @@ func (k field[T]) set(r *reader, s setting) string {
 	}
 	if err := k.probe(r.cfg, probe); err != nil {
 		field, _, _ := strings.Cut(err.Error(), " is ")
-		_, rng, _ := strings.Cut(err.Error(), "; it must be ")
 		if strings.HasPrefix(field, "searchd:") {
-			return fmt.Sprintf("%s is out of range: %s", k.str(v), rng)
+			return fmt.Sprintf("%s is out of range: %s", k.str(v), rangeOf(err))
 		}
-		return fmt.Sprintf("%s is out of range: %s (%s)", k.str(v), rng, field)
+		return fmt.Sprintf("%s is out of range: %s (%s)", k.str(v), rangeOf(err), field)
 	}
 	*k.at(r.cfg) = v
 	return ""
 }
 
-// probe puts v in c's field and returns the error of the Config's Validate
-// about that field; then the field is as it was.
+// probe returns the error of the Config's Validate about k's field set
+// to v; the field is left as it was.
 func (k field[T]) probe(c *loading, v T) error {
 	p := k.at(c)
 	old := *p
@@ -416,8 +380,8 @@ func (k field[T]) probe(c *loading, v T) error {
 	return nil
 }
 
-// literal is the default: "" for a zero one that is refused (it depends
-// on another setting, which the row's def says).
+// literal is "" for a zero default that is refused (it depends on
+// another setting, which the row's def says).
 func (k field[T]) literal(dev bool) string {
 	if v := *k.at(defaults(dev)); v != 0 || k.none {
 		return k.str(v)
@@ -432,13 +396,16 @@ func (k field[T]) str(v T) string {
 	return fmt.Sprint(v)
 }
 
-// values is the range, asked of the Config's Validate with a value below any.
-func (k field[T]) values() string {
-	if err := k.probe(defaults(false), ^T(0)); err != nil { // -1
-		_, rng, _ := strings.Cut(err.Error(), "; it must be ")
-		return rng
+// values asks the Config's Validate for the range with a value below any.
+func (k field[T]) values() string { return rangeOf(k.probe(defaults(false), ^T(0))) } // -1
+
+// rangeOf is the range a Validate error states, "" for none.
+func rangeOf(err error) string {
+	if err == nil {
+		return ""
 	}
-	return ""
+	_, rng, _ := strings.Cut(err.Error(), "; it must be ")
+	return rng
 }
 
 // fieldName is the name of the field of c that p points to, "" for none.
@@ -462,12 +429,12 @@ func fieldName(c *loading, p any) string {
 	return find(reflect.ValueOf(c).Elem())
 }
 
-// defaults is the configuration before any setting is read: the settings'
-// defaults, from each package's Config and cmd/searchd's own, in dev when
-// dev is set. A zero default depends on another setting (the row says
-// which).
+// defaults is the configuration before any setting is read, from each
+// package's Config and cmd/searchd's own. A zero default depends on
+// another setting (the row says which).
 func defaults(dev bool) *loading {
-	q, sw := seatq.Config{}.WithDefaults(), sweeper.Config{}.WithDefaults()
+	q, sw, sd := seatq.Config{}.WithDefaults(), sweeper.Config{}.WithDefaults(), schedule.DrainConfig{}.WithDefaults()
+	sd.Lease = 0 // twice the saved-search lease unless set (checkScheduleLease)
 	addr := ":8080"
 	if dev {
 		addr = "127.0.0.1:8080"
@@ -488,7 +455,7 @@ func defaults(dev bool) *loading {
 			Auth:                authConfig{MaxLifetime: auth.DefaultMaxLifetime, SessionLifetime: 8 * time.Hour, TokenSignIn: dev},
 			Dispatch:            dispatch.Config{}.WithDefaults(),
 			Streams:             runstream.Config{}.WithDefaults(),
-			Schedule:            schedule.DrainConfig{}.WithDefaults(),
+			Schedule:            sd,
 			Webhooks:            webhookConfig{Worker: webhooks.WorkerConfig{}.WithDefaults(), AllowHTTPLoopback: dev},
 			Inbox:               inboxConfig{Lease: idempotency.WebhookLease, Applier: providerjobs.ApplierConfig{}.WithDefaults()},
 			// The seats are the pool's size and the wide seats a share of the

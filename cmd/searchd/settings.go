@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -34,7 +36,7 @@ const defaultDBMaxConns = 16
 // when they differ from what this table makes). A setting that depends on
 // another (its default or its range) comes after it. A new setting is a
 // row here, with its place in [serverConfig]; what settings say of one
-// another is in [settingChecks].
+// another is in [checkSettings].
 var settingsTable = []section{
 	{"Database", "", []spec{
 		{env: envDatabaseURL, flag: "database-url", in: cmdConnected,
@@ -100,7 +102,7 @@ var settingsTable = []section{
 				"`http://127.0.0.1:5173,https://app.example.com`; `*` allows every origin; none (the default) allows no other origin"},
 	}},
 	{"Memory", "", []spec{
-		{env: envGoMemLimit, in: cmdServe, kind: external{desc: "a size in Go's syntax, such as `460MiB`"},
+		{env: envGoMemLimit, in: cmdServe, kind: custom{desc: "a size in Go's syntax, such as `460MiB`"},
 			def: "90 % of the container's memory limit (its cgroup's), or none outside a container",
 			meaning: "the Go runtime's soft memory limit: past it the collector works harder rather than let the heap " +
 				"grow. The memory tests hold `serve` at its defaults under 256 MiB resident under every attack they " +
@@ -127,7 +129,7 @@ var settingsTable = []section{
 			meaning: "seats that wide requests (long lists, large bodies and answers, the console's heavy pages: more than " +
 				"one seat each) hold together, and the widest a request can be; the other seats stay for narrow requests " +
 				"such as starts. Wide requests are bound by the processor, so more of them at once only slows every " +
-				"request beside them; at most the seats"},
+				"request beside them"},
 	}},
 	{"Run event streams", "GET /v1/runs/{id}/events and the console's Run page (docs/api.md, Watching a Run).", []spec{
 		{env: "SEARCHD_EVENT_STREAMS_MAX", flag: "event-streams-max", in: cmdServers,
@@ -261,9 +263,8 @@ var settingsTable = []section{
 			meaning: "how many of a tick's occurrences are started at once; each start also takes a seat of its " +
 				"organization in the seat queue"},
 		{env: envScheduleLease, flag: "schedule-lease", in: cmdServers,
-			kind: custom{parse: parseScheduleLease,
-				desc: "from " + schedule.MinLease.String() + " to " + schedule.MaxLease.String() + ", and longer than " + envSavedSearchLease},
-			def: "twice the saved-search lease (" + (2 * idempotency.SavedSearchStartLease).String() + ")",
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.Schedule.Lease }, like: "1s or 1m"},
+			def:  "twice the saved-search lease (" + (2 * idempotency.SavedSearchStartLease).String() + ")",
 			meaning: "how long a tick holds the occurrences it took before another replica takes them over; it bounds the " +
 				"tick's starts, and is longer than the saved-search lease, so that whoever takes over finds a dead " +
 				"replica's claim reclaimable"},
@@ -375,26 +376,26 @@ var settingsTable = []section{
 		{env: "SEARCHD_LOG_FORMAT", flag: "log-format", in: cmdLogging,
 			kind:    custom{parse: parseLogFormat, lit: "json", devLit: "text", desc: "`json` or `text`"},
 			meaning: "the format of the log on stderr"},
-		{env: envOTelTracesEndpoint, in: cmdServers, kind: external{desc: "an `http://` or `https://` URL"},
+		{env: envOTelTracesEndpoint, in: cmdServers, kind: custom{desc: "an `http://` or `https://` URL"},
 			def: "none: tracing is off",
 			meaning: "OTLP/HTTP endpoint of the traces, used as it is; tracing is on only when it (or " + envOTelEndpoint +
 				") is set, and " + envOTelSDKDisabled + " is not true"},
-		{env: envOTelEndpoint, in: cmdServers, kind: external{desc: "an `http://` or `https://` URL"},
+		{env: envOTelEndpoint, in: cmdServers, kind: custom{desc: "an `http://` or `https://` URL"},
 			def:     "none",
 			meaning: "OTLP/HTTP endpoint, which `/v1/traces` is appended to, when " + envOTelTracesEndpoint + " is not set"},
-		{env: envOTelTracesProtocol, in: cmdServers, kind: external{desc: "`http/protobuf`"},
+		{env: envOTelTracesProtocol, in: cmdServers, kind: custom{desc: "`http/protobuf`"},
 			def:     "the value of " + envOTelProtocol + ", else http/protobuf",
 			meaning: "the OTLP protocol of the traces: searchd exports over HTTP with protobuf alone"},
-		{env: envOTelProtocol, in: cmdServers, kind: external{desc: "`http/protobuf`"},
+		{env: envOTelProtocol, in: cmdServers, kind: custom{desc: "`http/protobuf`"},
 			def:     "http/protobuf",
 			meaning: "the OTLP protocol, when " + envOTelTracesProtocol + " is not set"},
-		{env: envOTelTracesExporter, in: cmdServers, kind: external{desc: "`otlp` or `none`"},
+		{env: envOTelTracesExporter, in: cmdServers, kind: custom{desc: "`otlp` or `none`"},
 			def:     "otlp",
 			meaning: "`none` turns tracing off"},
-		{env: envOTelSDKDisabled, in: cmdServers, kind: external{desc: "`true` or `false`"},
+		{env: envOTelSDKDisabled, in: cmdServers, kind: custom{desc: "`true` or `false`"},
 			def:     "false",
 			meaning: "`true` turns tracing off"},
-		{env: envOTelServiceName, in: cmdServers, kind: external{desc: "a name"},
+		{env: envOTelServiceName, in: cmdServers, kind: custom{desc: "a name"},
 			def: "searchd",
 			meaning: "`service.name` of the spans; the SDK's other `OTEL_*` variables apply too (`OTEL_EXPORTER_OTLP_HEADERS`, " +
 				"`_TIMEOUT`, `_COMPRESSION`, `_CERTIFICATE` and their `TRACES_` forms, `OTEL_RESOURCE_ATTRIBUTES`, " +
@@ -437,12 +438,16 @@ func warnRemovedSettings(logger *slog.Logger, getenv func(string) string, rename
 	}
 }
 
-// settingChecks are what settings say of one another, checked once every
-// setting of a command was read.
-var settingChecks = []settingCheck{
-	{cmdServers, checkAuthSettings},
-	{cmdServers, checkScheduleLease},
-	{cmdServers | cmdSweep, checkSweepBound},
+// checkSettings checks what the settings of command c say of one
+// another, once every one was read.
+func checkSettings(r *reader, c cmds) {
+	if c&cmdServers != 0 {
+		checkAuthSettings(r)
+		checkScheduleLease(r)
+	}
+	if c&(cmdServers|cmdSweep) != 0 {
+		checkSweepBound(r)
+	}
 }
 
 // sessionTimeout is the kind of PostgreSQL's session bounds, whole
@@ -498,30 +503,19 @@ func databaseURLProblem(s setting) string {
 
 // parseLogLevel reads the log level: info by default.
 func parseLogLevel(r *reader, s setting) string {
-	r.cfg.LogLevel = slog.LevelInfo
-	if s.value == "" {
-		return ""
-	}
-	if err := r.cfg.LogLevel.UnmarshalText([]byte(s.value)); err != nil {
-		return fmt.Sprintf("%q is not a level: use debug, info, warn or error", s.value)
-	}
-	return ""
+	parse := func(v string) (l slog.Level, err error) { return l, l.UnmarshalText([]byte(v)) }
+	return setValue(&r.cfg.LogLevel, s, slog.LevelInfo, parse, "a level: use debug, info, warn or error", nil)
 }
 
 // parseLogFormat reads the log format: json by default, text in dev.
 func parseLogFormat(r *reader, s setting) string {
-	switch f := strings.ToLower(s.value); f {
-	case "":
-		r.cfg.LogFormat = "json"
-		if r.dev {
-			r.cfg.LogFormat = "text"
+	parse := func(v string) (string, error) {
+		if f := strings.ToLower(v); f == "json" || f == "text" {
+			return f, nil
 		}
-	case "json", "text":
-		r.cfg.LogFormat = f
-	default:
-		return fmt.Sprintf("%q is not a log format: use json or text", s.value)
+		return "", errors.ErrUnsupported
 	}
-	return ""
+	return setValue(&r.cfg.LogFormat, s, devOr(r.dev, "text", "json"), parse, "a log format: use json or text", nil)
 }
 
 const maxClaimNameLen = 100
@@ -531,14 +525,12 @@ const maxClaimNameLen = 100
 func claimName(at func(*loading) *string) text {
 	return text{at: at, desc: fmt.Sprintf("a claim name: at most %d bytes, no spaces", maxClaimNameLen),
 		check: func(s setting) string {
-			if len(s.value) > maxClaimNameLen || strings.ContainsFunc(s.value, isSpaceOrControl) {
+			if len(s.value) > maxClaimNameLen || strings.ContainsFunc(s.value, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 				return fmt.Sprintf("%q is not a claim name: at most %d bytes, no spaces", s.value, maxClaimNameLen)
 			}
 			return ""
 		}}
 }
-
-func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
 
 // jwtSecretProblem checks the length of the HS256 secret.
 func jwtSecretProblem(s setting) string {
@@ -632,7 +624,8 @@ func dispatchProblem(c dispatch.Config, name string) string {
 // alone. No message quotes it.
 func parseRuntimeSecret(r *reader, s setting) string {
 	key, err := providerSecret(s.value)
-	switch u := r.given[envRuntimeURL]; {
+	u := r.given[envRuntimeURL]
+	switch {
 	case u.value == "" && s.value != "":
 		return "is set but " + envRuntimeURL + " is not: set both to turn dispatch on, or neither"
 	case u.value == "":
@@ -642,29 +635,20 @@ func parseRuntimeSecret(r *reader, s setting) string {
 			"(whsec_ and the base64 of %d random bytes or more: echo whsec_$(openssl rand -base64 32))", u.name, dispatch.MinSecretLen)
 	case err != nil:
 		return err.Error()
-	case dispatchProblem(dispatch.Config{URL: u.value, Secret: key}, "Secret") != "":
-		return dispatchProblem(dispatch.Config{URL: u.value, Secret: key}, "Secret")
+	}
+	if p := dispatchProblem(dispatch.Config{URL: u.value, Secret: key}, "Secret"); p != "" {
+		return p
 	}
 	r.cfg.Dispatch.Secret = key
 	return ""
 }
 
-// parseScheduleLease reads the schedule lease, which is twice the
-// saved-search lease (read before it) by default.
-func parseScheduleLease(r *reader, s setting) string {
-	parse := time.ParseDuration
-	return setValue(&r.cfg.Schedule.Lease, s, max(2*r.cfg.SavedSearchLease, schedule.MinLease), parse, "a duration (write it like 1s or 1m)", func(d time.Duration) string {
-		if d < schedule.MinLease || d > schedule.MaxLease {
-			return fmt.Sprintf("%s is out of range: from %s to %s", d, schedule.MinLease, schedule.MaxLease)
-		}
-		return ""
-	})
-}
-
-// checkScheduleLease checks that a drain that runs holds what it took
+// checkScheduleLease sets the schedule lease's default, twice the
+// saved-search lease, and checks that a drain that runs holds what it took
 // longer than the saved-search lease.
 func checkScheduleLease(r *reader) {
 	c := r.cfg
+	c.Schedule.Lease = cmp.Or(c.Schedule.Lease, max(2*c.SavedSearchLease, schedule.MinLease))
 	if c.Schedule.Interval > 0 && c.Schedule.Lease <= c.SavedSearchLease {
 		r.bad(r.given[envScheduleLease], "%s must be longer than the saved-search lease, %s (%s): a replica "+
 			"that takes over an occurrence must find the start claim of one that died reclaimable",

@@ -318,7 +318,19 @@ func TestSettingsTakeFlagsOverVariablesAndDefaults(t *testing.T) {
 	delete(env, "SEARCHD_SEATS")
 	delete(env, "SEARCHD_SEAT_QUEUE_LENGTH")
 	delete(env, "SEARCHD_SEAT_MAX_WAIT")
+	// Wide seats beyond seatq's default seats are taken while the seats
+	// are the pool's, sized at start-up (newSeatQueue checks them then).
+	if cfg = load(env, false, "--wide-seats", "40"); cfg.Seats.Seats != 0 || cfg.Seats.WideSeats != 40 {
+		t.Errorf("--wide-seats 40 with the pool's seats: %+v", cfg.Seats)
+	}
 	delete(env, "SEARCHD_WIDE_SEATS")
+	// The schedule lease is twice the saved-search lease unless set.
+	if cfg = load(env, false, "--saved-search-lease", "45s"); cfg.Schedule.Lease != 90*time.Second {
+		t.Errorf("schedule lease with a 45s saved-search lease = %s, want 1m30s", cfg.Schedule.Lease)
+	}
+	if cfg = load(env, false, "--schedule-lease", "2m"); cfg.Schedule.Lease != 2*time.Minute {
+		t.Errorf("--schedule-lease 2m = %s", cfg.Schedule.Lease)
+	}
 	// Authentication: HS256 alone by default; a provider when its issuer
 	// is set, the claims as configured; the console's token sign-in off
 	// under serve and on under dev.

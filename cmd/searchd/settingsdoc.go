@@ -114,19 +114,12 @@ func printOption(w io.Writer, s spec, dev bool) {
 // longer than width stands on a line of its own.
 func wrap(text string, width int) []string {
 	var lines []string
-	line := ""
 	for _, word := range strings.Fields(text) {
-		if line != "" && len(line)+1+len(word) > width {
-			lines = append(lines, line)
-			line = ""
+		if n := len(lines); n > 0 && len(lines[n-1])+1+len(word) <= width {
+			lines[n-1] += " " + word
+		} else {
+			lines = append(lines, word)
 		}
-		if line != "" {
-			line += " "
-		}
-		line += word
-	}
-	if line != "" {
-		lines = append(lines, line)
 	}
 	return lines
 }
@@ -152,9 +145,6 @@ func markdown(s string) string {
 	return docLink.ReplaceAllString(s, "[docs/$1]($1)")
 }
 
-// settingsFormats are the forms `searchd settings` prints.
-var settingsFormats = map[string]func(io.Writer){"env": writeExampleEnv, "markdown": writeSettingsMarkdown}
-
 // settings runs `searchd settings`: it prints the reference of every
 // setting, made from the table this binary reads them by.
 func (a *app) settings(_ context.Context, args []string) error {
@@ -163,7 +153,7 @@ func (a *app) settings(_ context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	write, ok := settingsFormats[*format]
+	write, ok := map[string]func(io.Writer){"env": writeExampleEnv, "markdown": writeSettingsMarkdown}[*format]
 	if !ok {
 		return usagef("--format: %q is not a format: use env or markdown", *format)
 	}
@@ -233,16 +223,15 @@ prints it for the binary at hand).
 
 // anchor is the fragment GitHub gives a heading.
 func anchor(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(heading) {
+	return strings.Map(func(r rune) rune {
 		switch {
 		case r == ' ':
-			b.WriteRune('-')
+			return '-'
 		case r == '-' || r == '_' || ('a' <= r && r <= 'z') || ('0' <= r && r <= '9'):
-			b.WriteRune(r)
+			return r
 		}
-	}
-	return b.String()
+		return -1
+	}, strings.ToLower(heading))
 }
 
 // writeExampleEnv writes searchd.example.env: every setting commented

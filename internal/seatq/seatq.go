@@ -110,9 +110,11 @@ type Config struct {
 	// at most [MaxMaxWait]; then it is refused. Zero is [DefaultMaxWait].
 	MaxWait time.Duration
 	// WideSeats is how many seats wide requests (of more than one seat)
-	// may hold together, 1 to Seats; it is also the widest a request can
-	// be. Zero is half the seats (at least one). cmd/searchd gives at most
-	// twice the processors: wide requests are the processor-bound ones.
+	// may hold together, 1 to Seats (to [MaxSeats] while Seats is zero,
+	// which the caller or New sizes later); it is also the widest a
+	// request can be. Zero is half the seats (at least one). cmd/searchd
+	// gives at most twice the processors: wide requests are the
+	// processor-bound ones.
 	WideSeats int
 	// Observer is told how each request's wait ended; nil tells nobody.
 	Observer Observer
@@ -242,14 +244,15 @@ func (c Config) WithDefaults() Config {
 // Validate returns an error naming the first field out of range, with its
 // defaults: "seatq: Config.F is V; it must be R".
 func (c Config) Validate() error {
+	seats := cmp.Or(c.Seats, MaxSeats)
 	c = c.WithDefaults()
 	switch {
 	case c.Seats < 1 || c.Seats > MaxSeats:
 		return fmt.Errorf("seatq: Config.Seats is %d; it must be from 1 to %d", c.Seats, MaxSeats)
 	case c.QueueLength < 1 || c.QueueLength > MaxQueueLength:
 		return fmt.Errorf("seatq: Config.QueueLength is %d; it must be from 1 to %d", c.QueueLength, MaxQueueLength)
-	case c.WideSeats < 1 || c.WideSeats > c.Seats:
-		return fmt.Errorf("seatq: Config.WideSeats is %d; it must be from 1 to the seats, %d", c.WideSeats, c.Seats)
+	case c.WideSeats < 1 || c.WideSeats > seats:
+		return fmt.Errorf("seatq: Config.WideSeats is %d; it must be from 1 to the seats, at most %d", c.WideSeats, seats)
 	case c.MaxWait <= 0 || c.MaxWait > MaxMaxWait:
 		return fmt.Errorf("seatq: Config.MaxWait is %s; it must be more than 0s and at most %s", c.MaxWait, MaxMaxWait)
 	}
@@ -258,10 +261,10 @@ func (c Config) Validate() error {
 
 // New returns a queue configured by cfg, or [Config.Validate]'s error.
 func New(cfg Config) (*Queue, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
 	q := &Queue{
 		seats:       cfg.Seats,
 		wideSeats:   cfg.WideSeats,

@@ -627,6 +627,7 @@ func TestNewRefusesOutOfRangeSettings(t *testing.T) {
 		{seatq.Config{MaxWait: seatq.MaxMaxWait + 1}, "Config.MaxWait"},
 		{seatq.Config{WideSeats: -1}, "Config.WideSeats"},
 		{seatq.Config{Seats: 4, WideSeats: 5}, "Config.WideSeats"},
+		{seatq.Config{WideSeats: seatq.DefaultSeats + 1}, "Config.WideSeats"}, // more than the default seats
 	} {
 		if _, err := seatq.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", c.cfg, err, c.want)
