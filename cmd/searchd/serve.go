@@ -195,13 +195,7 @@ func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(cont
 	// Registered once per registry: a second server on the same metrics
 	// (tests) keeps the first's, which says the same.
 	_ = s.obs.metrics.SetBuildInfo(b.Version, b.Commit, b.GoVersion)
-	starter, err := admission.NewStarter(admission.Deps{
-		Pool:          st.pool,
-		Plane:         st.plane,
-		SavedSearches: st.savedSearches,
-		Snapshots:     st.snapshots,
-		Runs:          st.runs,
-	}, admission.Config{Hub: hub, Lease: cfg.SavedSearchLease, Admitted: st.wakeDispatcher})
+	starter, err := s.starter(hub)
 	if err != nil {
 		return nil, err
 	}
@@ -235,6 +229,16 @@ func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(cont
 		CORSOrigins:          cfg.CORSOrigins,
 		Streams:              streams,
 	})
+}
+
+// starter returns the saved-search starter of the API and the drain, on
+// the stores; its starts wait on Prefer: wait only with hub set, and wake
+// the dispatcher (so make the dispatcher first).
+func (s server) starter(hub *idempotency.Hub) (*admission.Starter, error) {
+	st := s.st
+	return admission.NewStarter(admission.Deps{
+		Pool: st.pool, Plane: st.plane, SavedSearches: st.savedSearches, Snapshots: st.snapshots, Runs: st.runs,
+	}, admission.Config{Hub: hub, Lease: s.cfg.SavedSearchLease, Admitted: st.wakeDispatcher})
 }
 
 // newLogger returns the logger of cfg's level and format. A line logged
