@@ -150,9 +150,10 @@ func (a *app) runsDispatchRetry(ctx context.Context, args []string) error {
 		problems = append(problems, fmt.Sprintf("--run: %q is not a Run id (a UUID)", *run))
 	}
 	orgID := readOrg(&problems, *org, false)
-	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the dispatch is retried (what was fixed); it is recorded",
-		dispatch.MaxReasonLen, dispatch.MaxActorBytes)
-	pool, logger, err := a.connect(ctx, fs, cmdRunsRetry, append(problems, whoProblems...))
+	why := strings.TrimSpace(*reason)
+	checkLine(&problems, "reason", why, "say why the dispatch is retried (what was fixed); it is recorded", dispatch.MaxReasonLen)
+	actor := a.readActor(&problems, *actorFlag, dispatch.MaxActorBytes)
+	pool, logger, err := a.connect(ctx, fs, cmdRunsRetry, problems)
 	if err != nil {
 		return err
 	}
