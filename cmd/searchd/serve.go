@@ -121,9 +121,8 @@ type server struct {
 // runServer serves the API on ln until ctx ends, then drains: requests in
 // flight get cfg.ShutdownGrace to finish, new connections are refused, and
 // what still runs is cancelled (see serveHTTP). The claim listener of
-// Prefer: wait runs for as long as the server does; the sweeper, the
-// inbox's applier, the dispatcher, the webhook worker and the drain of scheduled starts until
-// ctx ends. All have returned when runServer does, so the caller may close
+// Prefer: wait runs for as long as the server does; the background loops
+// until ctx ends. All have returned when runServer does, so the caller may close
 // the pool. Everything runs on st, and reports to obs's metrics
 // (newObservability's, never nil).
 func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, st *stores, logger *slog.Logger, obs observability) error {
@@ -185,8 +184,8 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	return serveHTTP(ctx, ln, con.Mount(srv.Handler()), httpLimits{Grace: cfg.ShutdownGrace, MaxHeaderBytes: int(cfg.MaxHeaderBytes)}, logger)
 }
 
-// api wires the domain services of the stores into the API. Starts wait
-// on Prefer: wait when hub is set, and not at all when it is nil. /readyz
+// api wires the domain services of the stores into the API; starts wait
+// on Prefer: wait only with hub set (see [server.starter]). /readyz
 // answers from ready. Every request takes a seat in the queue first (see
 // newSeatQueue).
 func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(context.Context) error, streams *runstream.Hub) (*api.Server, error) {
