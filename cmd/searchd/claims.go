@@ -97,13 +97,8 @@ func readClaimAddress(org, scope, key string) (claimAddress, []string) {
 	}
 	if key == "" {
 		problems = append(problems, "--key: is required: the idempotency key")
-	} else if err := idempotency.ValidateKey(key); err != nil {
-		var ie *idempotency.InputError
-		if errors.As(err, &ie) {
-			problems = append(problems, "--key: "+ie.Reason)
-		} else {
-			problems = append(problems, "--key: is invalid")
-		}
+	} else if ie, ok := errors.AsType[*idempotency.InputError](idempotency.ValidateKey(key)); ok {
+		problems = append(problems, "--key: "+ie.Reason)
 	}
 	return claimAddress{org: id, scope: scope, key: key}, problems
 }
