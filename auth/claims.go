@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -32,29 +33,15 @@ func (c *claims) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &members); err != nil {
 		return errLooseJSON
 	}
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		if raw, ok := members[name]; ok && !isJSONNumber(raw) {
+			return fmt.Errorf("%w: %s is not a number", errLooseJSON, name)
+		}
+	}
 	*c = claims{members: members}
-	for _, f := range []struct {
-		name string
-		dst  any
-	}{
-		{"sub", &c.Subject},
-		{"iss", &c.Issuer},
-		{"jti", &c.ID},
-		{"aud", &c.Audience},
-		{"exp", &c.ExpiresAt},
-		{"nbf", &c.NotBefore},
-		{"iat", &c.IssuedAt},
-	} {
-		raw, ok := members[f.name]
-		if !ok {
-			continue
-		}
-		if _, date := f.dst.(**jwt.NumericDate); date && !isJSONNumber(raw) {
-			return fmt.Errorf("%w: %s is not a number", errLooseJSON, f.name)
-		}
-		if err := json.Unmarshal(raw, f.dst); err != nil {
-			return fmt.Errorf("%w: %s", errLooseJSON, f.name)
-		}
+	// json v2 matches names exactly; invalid UTF-8 passes, as above.
+	if err := jsonv2.Unmarshal(data, &c.RegisteredClaims, jsontext.AllowInvalidUTF8(true)); err != nil {
+		return fmt.Errorf("%w: %v", errLooseJSON, err)
 	}
 	return nil
 }

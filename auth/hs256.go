@@ -41,24 +41,23 @@ func SignOperatorToken(secret []byte, org uuid.UUID, actor string, now time.Time
 
 // SignAdminToken is [SignToken] with [RoleAdmin]; actor is required.
 func SignAdminToken(secret []byte, org uuid.UUID, actor string, now time.Time, ttl time.Duration) (string, error) {
-	switch {
-	case org == uuid.Nil:
-		return "", errors.New("auth: an admin token needs an organization")
-	case actor == "":
-		return "", errors.New("auth: an admin token needs a sub of 1 to 255 bytes of UTF-8 without NUL")
-	}
-	return sign(secret, Claims{OrgID: org.String(), Role: RoleAdmin}, actor, now, ttl)
+	return signOrgRole(secret, org, actor, now, ttl, RoleAdmin, "an admin")
 }
 
 // SignRuntimeToken is [SignToken] with [RoleRuntime]; actor is required.
 func SignRuntimeToken(secret []byte, org uuid.UUID, actor string, now time.Time, ttl time.Duration) (string, error) {
+	return signOrgRole(secret, org, actor, now, ttl, RoleRuntime, "a runtime")
+}
+
+// signOrgRole signs role's token for org and actor, both required.
+func signOrgRole(secret []byte, org uuid.UUID, actor string, now time.Time, ttl time.Duration, role Role, who string) (string, error) {
 	switch {
 	case org == uuid.Nil:
-		return "", errors.New("auth: a runtime token needs an organization")
+		return "", errors.New("auth: " + who + " token needs an organization")
 	case actor == "":
-		return "", errors.New("auth: a runtime token needs a sub of 1 to 255 bytes of UTF-8 without NUL")
+		return "", errors.New("auth: " + who + " token needs a sub of 1 to 255 bytes of UTF-8 without NUL")
 	}
-	return sign(secret, Claims{OrgID: org.String(), Role: RoleRuntime}, actor, now, ttl)
+	return sign(secret, Claims{OrgID: org.String(), Role: role}, actor, now, ttl)
 }
 
 func sign(secret []byte, c Claims, actor string, now time.Time, ttl time.Duration) (string, error) {

@@ -156,6 +156,7 @@ func TestStrictRulesForHS256(t *testing.T) {
 		{"exp as a string", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"iat":%d,"exp":"%d"}`, org, iat, exp))},
 		{"iat as a string", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"iat":"%d","exp":%d}`, org, iat, exp))},
 		{"nbf as a string", rawToken(secret, hsHeader, claims(fmt.Sprintf(`,"nbf":"%d"`, iat)))},
+		{"exp named EXP", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"iat":%d,"EXP":%d}`, org, iat, exp))},
 		{"exp null", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"exp":null}`, org))},
 		{"no exp", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"iat":%d}`, org, iat))},
 		{"exp 2^53", rawToken(secret, hsHeader, fmt.Sprintf(`{"org_id":%q,"exp":%d}`, org, int64(1)<<53))},

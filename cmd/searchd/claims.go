@@ -97,13 +97,8 @@ func readClaimAddress(org, scope, key string) (claimAddress, []string) {
 	}
 	if key == "" {
 		problems = append(problems, "--key: is required: the idempotency key")
-	} else if err := idempotency.ValidateKey(key); err != nil {
-		var ie *idempotency.InputError
-		if errors.As(err, &ie) {
-			problems = append(problems, "--key: "+ie.Reason)
-		} else {
-			problems = append(problems, "--key: is invalid")
-		}
+	} else if ie, ok := errors.AsType[*idempotency.InputError](idempotency.ValidateKey(key)); ok {
+		problems = append(problems, "--key: "+ie.Reason)
 	}
 	return claimAddress{org: id, scope: scope, key: key}, problems
 }
@@ -268,9 +263,10 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 		return err
 	}
 	at, problems := readClaimAddress(*org, *scope, *key)
-	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the claim is released; it is logged",
-		operator.MaxReasonLen, operator.MaxActorLen)
-	pool, logger, err := a.connect(ctx, fs, cmdClaimsChange, append(problems, whoProblems...))
+	why := strings.TrimSpace(*reason)
+	checkLine(&problems, "reason", why, "say why the claim is released; it is logged", operator.MaxReasonLen)
+	actor := a.readActor(&problems, *actorFlag, operator.MaxActorLen)
+	pool, logger, err := a.connect(ctx, fs, cmdClaimsChange, problems)
 	if err != nil {
 		return err
 	}
@@ -369,18 +365,6 @@ func (a *app) claimsResolve(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "recorded as resolution %s at %s\n", res.ID, res.ResolvedAt.UTC().Format(time.RFC3339))
 	return nil
-}
-
-// readWhoAndWhy checks the --reason and --actor of an operator's action
-// that is recorded: the reason is required (need says what it is for), one
-// line of at most maxReason characters; the actor defaults to $USER, else
-// "cli", and is one line of at most maxActor bytes. It returns both,
-// trimmed, and every problem, each naming its flag.
-func (a *app) readWhoAndWhy(reason, actorFlag, need string, maxReason, maxActor int) (why, actor string, problems []string) {
-	why = strings.TrimSpace(reason)
-	checkLine(&problems, "reason", why, need, maxReason)
-	actor = a.readActor(&problems, actorFlag, maxActor)
-	return why, actor, problems
 }
 
 // readActor reads --actor: the flag, else $USER, else "cli"; valid UTF-8

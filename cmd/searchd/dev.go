@@ -160,13 +160,8 @@ func (a *app) devJWTSecret(cfg serverConfig, dir string) ([]byte, error) {
 		return []byte(cfg.JWTSecret), nil
 	}
 	path := filepath.Join(dir, devSecretFile)
-	b, err := os.ReadFile(path)
-	s := strings.TrimSpace(string(b))
+	s, err := keptSecret(path, "dev secret", 48, false)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
-		if s, err = storeNewSecret(path, "dev secret", 48); err != nil {
-			return nil, err
-		}
 	case err != nil:
 		return nil, err
 	case len(s) < auth.MinSecretLen:
@@ -263,9 +258,17 @@ Serving on %s (Ctrl-C stops the server and PostgreSQL; so does the end of the pr
 		base, b.opToken, base)
 }
 
-// storeNewSecret stores n random bytes, in base64, in path and returns
-// them; what names the secret in the error.
-func storeNewSecret(path, what string, n int) (string, error) {
+// keptSecret returns the secret kept in path, trimmed. When path is
+// missing (or empty, with renewEmpty) it stores n random bytes there, in
+// base64, and returns them; what names the secret in the error.
+func keptSecret(path, what string, n int, renewEmpty bool) (string, error) {
+	b, err := os.ReadFile(path)
+	switch s := strings.TrimSpace(string(b)); {
+	case err == nil && (s != "" || !renewEmpty):
+		return s, nil
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return "", err
+	}
 	raw := make([]byte, n)
 	_, _ = rand.Read(raw) // never fails
 	s := base64.RawURLEncoding.EncodeToString(raw)
@@ -334,15 +337,8 @@ func (a *app) demoProviderSecret(dir string, cfg *serverConfig) (string, error) 
 	if s, ok := cfg.ProviderSecrets[demoProvider]; ok {
 		return string(s), nil
 	}
-	path := filepath.Join(dir, fmt.Sprintf(demoProviderSecretFmt, demoProvider))
-	b, err := os.ReadFile(path)
-	s := strings.TrimSpace(string(b))
-	switch {
-	case errors.Is(err, os.ErrNotExist) || (err == nil && s == ""):
-		if s, err = storeNewSecret(path, "demo provider secret", 32); err != nil {
-			return "", err
-		}
-	case err != nil:
+	s, err := keptSecret(filepath.Join(dir, fmt.Sprintf(demoProviderSecretFmt, demoProvider)), "demo provider secret", 32, true)
+	if err != nil {
 		return "", err
 	}
 	if cfg.ProviderSecrets == nil {

@@ -138,21 +138,15 @@ func (a *app) keysList(ctx context.Context, args []string) error {
 }
 
 func printKeys(w io.Writer, list []servicekeys.Key) error {
-	ts := func(t *time.Time) string {
-		if t == nil {
-			return "-"
-		}
-		return t.UTC().Format(time.RFC3339)
-	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "prefix\tid\tname\tscopes\tcreated\tby\texpires\tlast used\trevoked")
 	for _, k := range list {
-		revoked := ts(k.RevokedAt)
+		revoked := stamp(k.RevokedAt)
 		if k.RevokedBy != nil {
 			revoked += " by " + *k.RevokedBy
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Prefix, k.ID, strings.ReplaceAll(k.Name, "\t", " "),
-			joinScopes(k.Scopes), ts(&k.CreatedAt), k.CreatedBy, ts(k.ExpiresAt), ts(k.LastUsedAt), revoked)
+			joinScopes(k.Scopes), stamp(&k.CreatedAt), k.CreatedBy, stamp(k.ExpiresAt), stamp(k.LastUsedAt), revoked)
 	}
 	_ = tw.Flush()
 	if len(list) == 0 {

@@ -25,17 +25,14 @@ func (a *app) migrateUp(ctx context.Context, dbURL string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(a.stdout, appliedMessage(applied))
-	return nil
-}
-
-func appliedMessage(applied []int64) string {
 	if len(applied) == 0 {
-		return "migrations: schema already at the newest version; nothing applied"
+		fmt.Fprintln(a.stdout, "migrations: schema already at the newest version; nothing applied")
+		return nil
 	}
 	vs := make([]string, len(applied))
 	for i, v := range applied {
 		vs[i] = strconv.FormatInt(v, 10)
 	}
-	return "migrations: applied version " + strings.Join(vs, ", ")
+	fmt.Fprintln(a.stdout, "migrations: applied version "+strings.Join(vs, ", "))
+	return nil
 }

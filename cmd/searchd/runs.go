@@ -106,12 +106,6 @@ func (a *app) runsDispatchList(ctx context.Context, args []string) error {
 }
 
 func printDispatches(w io.Writer, list []dispatch.Dispatch) error {
-	ts := func(t *time.Time) string {
-		if t == nil {
-			return "-"
-		}
-		return t.UTC().Format(time.RFC3339)
-	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "run\torganization\tstate\tattempts\tretries\tsince\tlast answer")
 	for _, d := range list {
@@ -129,7 +123,7 @@ func printDispatches(w io.Writer, list []dispatch.Dispatch) error {
 		if d.LastStatusCode != nil {
 			answer = fmt.Sprintf("[%d] %s", *d.LastStatusCode, answer)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.RunID, d.OrganizationID, d.State, d.Attempts, d.Retries, ts(since), answer)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.RunID, d.OrganizationID, d.State, d.Attempts, d.Retries, stamp(since), answer)
 	}
 	_ = tw.Flush()
 	if len(list) == 0 {
@@ -156,9 +150,10 @@ func (a *app) runsDispatchRetry(ctx context.Context, args []string) error {
 		problems = append(problems, fmt.Sprintf("--run: %q is not a Run id (a UUID)", *run))
 	}
 	orgID := readOrg(&problems, *org, false)
-	why, actor, whoProblems := a.readWhoAndWhy(*reason, *actorFlag, "say why the dispatch is retried (what was fixed); it is recorded",
-		dispatch.MaxReasonLen, dispatch.MaxActorBytes)
-	pool, logger, err := a.connect(ctx, fs, cmdRunsRetry, append(problems, whoProblems...))
+	why := strings.TrimSpace(*reason)
+	checkLine(&problems, "reason", why, "say why the dispatch is retried (what was fixed); it is recorded", dispatch.MaxReasonLen)
+	actor := a.readActor(&problems, *actorFlag, dispatch.MaxActorBytes)
+	pool, logger, err := a.connect(ctx, fs, cmdRunsRetry, problems)
 	if err != nil {
 		return err
 	}

@@ -121,9 +121,8 @@ type server struct {
 // runServer serves the API on ln until ctx ends, then drains: requests in
 // flight get cfg.ShutdownGrace to finish, new connections are refused, and
 // what still runs is cancelled (see serveHTTP). The claim listener of
-// Prefer: wait runs for as long as the server does; the sweeper, the
-// inbox's applier, the dispatcher, the webhook worker and the drain of scheduled starts until
-// ctx ends. All have returned when runServer does, so the caller may close
+// Prefer: wait runs for as long as the server does; the background loops
+// until ctx ends. All have returned when runServer does, so the caller may close
 // the pool. Everything runs on st, and reports to obs's metrics
 // (newObservability's, never nil).
 func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, st *stores, logger *slog.Logger, obs observability) error {
@@ -185,8 +184,8 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	return serveHTTP(ctx, ln, con.Mount(srv.Handler()), httpLimits{Grace: cfg.ShutdownGrace, MaxHeaderBytes: int(cfg.MaxHeaderBytes)}, logger)
 }
 
-// api wires the domain services of the stores into the API. Starts wait
-// on Prefer: wait when hub is set, and not at all when it is nil. /readyz
+// api wires the domain services of the stores into the API; starts wait
+// on Prefer: wait only with hub set (see [server.starter]). /readyz
 // answers from ready. Every request takes a seat in the queue first (see
 // newSeatQueue).
 func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(context.Context) error, streams *runstream.Hub) (*api.Server, error) {
@@ -195,13 +194,7 @@ func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(cont
 	// Registered once per registry: a second server on the same metrics
 	// (tests) keeps the first's, which says the same.
 	_ = s.obs.metrics.SetBuildInfo(b.Version, b.Commit, b.GoVersion)
-	starter, err := admission.NewStarter(admission.Deps{
-		Pool:          st.pool,
-		Plane:         st.plane,
-		SavedSearches: st.savedSearches,
-		Snapshots:     st.snapshots,
-		Runs:          st.runs,
-	}, admission.Config{Hub: hub, Lease: cfg.SavedSearchLease, Admitted: st.wakeDispatcher})
+	starter, err := s.starter(hub)
 	if err != nil {
 		return nil, err
 	}
@@ -235,6 +228,16 @@ func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(cont
 		CORSOrigins:          cfg.CORSOrigins,
 		Streams:              streams,
 	})
+}
+
+// starter returns the saved-search starter of the API and the drain, on
+// the stores; its starts wait on Prefer: wait only with hub set, and wake
+// the dispatcher (so make the dispatcher first).
+func (s server) starter(hub *idempotency.Hub) (*admission.Starter, error) {
+	st := s.st
+	return admission.NewStarter(admission.Deps{
+		Pool: st.pool, Plane: st.plane, SavedSearches: st.savedSearches, Snapshots: st.snapshots, Runs: st.runs,
+	}, admission.Config{Hub: hub, Lease: s.cfg.SavedSearchLease, Admitted: st.wakeDispatcher})
 }
 
 // newLogger returns the logger of cfg's level and format. A line logged

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -83,6 +84,14 @@ func printList[T, V any](a *app, asJSON bool, list []T, view func(*T) V, table f
 		views[i] = view(&list[i])
 	}
 	return a.printJSON(views)
+}
+
+// stamp writes t for a table, to the second in UTC; nil is "-".
+func stamp(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // checkLimit checks --limit, from 1 to most. A problem is added to

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/searchd/searchd/auth"
 )
 
@@ -37,29 +39,30 @@ func (a *app) token(_ context.Context, args []string) error {
 	if secret == "" {
 		problems = append(problems, envJWTSecret+": is required: the secret the server verifies tokens with")
 	}
-	if *asOperator && *sub == "" {
-		problems = append(problems, "--sub: is required with --operator: it names the operator in every release recorded")
+	// One role at most; each needs --sub, which names who acts.
+	sign, roles := auth.SignToken, 0
+	for _, r := range []struct {
+		on         bool
+		flag, what string
+		sign       func([]byte, uuid.UUID, string, time.Time, time.Duration) (string, error)
+	}{
+		{*asOperator, "--operator", "the operator in every release recorded", auth.SignOperatorToken},
+		{*asRuntime, "--runtime", "the runtime in every status change recorded", auth.SignRuntimeToken},
+		{*asAdmin, "--admin", "the admin on every key they create or revoke", auth.SignAdminToken},
+	} {
+		if !r.on {
+			continue
+		}
+		roles, sign = roles+1, r.sign
+		if *sub == "" {
+			problems = append(problems, "--sub: is required with "+r.flag+": it names "+r.what)
+		}
 	}
-	if *asRuntime && *sub == "" {
-		problems = append(problems, "--sub: is required with --runtime: it names the runtime in every status change recorded")
-	}
-	if *asAdmin && *sub == "" {
-		problems = append(problems, "--sub: is required with --admin: it names the admin on every key they create or revoke")
-	}
-	if n := countTrue(*asRuntime, *asOperator, *asAdmin); n > 1 {
+	if roles > 1 {
 		problems = append(problems, "--runtime, --operator and --admin: choose one role")
 	}
 	if len(problems) > 0 {
 		return invalid(problems)
-	}
-	sign := auth.SignToken
-	switch {
-	case *asOperator:
-		sign = auth.SignOperatorToken
-	case *asRuntime:
-		sign = auth.SignRuntimeToken
-	case *asAdmin:
-		sign = auth.SignAdminToken
 	}
 	tok, err := sign([]byte(secret), orgID, *sub, a.now(), *ttl)
 	if err != nil {
@@ -67,15 +70,4 @@ func (a *app) token(_ context.Context, args []string) error {
 	}
 	fmt.Fprintln(a.stdout, tok)
 	return nil
-}
-
-// countTrue counts the true values of bs.
-func countTrue(bs ...bool) int {
-	n := 0
-	for _, b := range bs {
-		if b {
-			n++
-		}
-	}
-	return n
 }

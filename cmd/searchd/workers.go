@@ -62,17 +62,13 @@ func (s server) dispatcher() (func(context.Context), error) {
 // Interval is zero. Each occurrence is a saved-search start that never
 // waits on a claim and takes a seat of its organization, so a burst of due
 // occurrences waits beside the API's requests, not ahead of them; a
-// refusal of the queue is not ready, tried again later. A Run it admits
-// wakes the dispatcher (so make the dispatcher first).
+// refusal of the queue is not ready, tried again later.
 func (s server) drain() (func(context.Context), error) {
-	st, cfg := s.st, s.cfg
-	dcfg := cfg.Schedule
+	st, dcfg := s.st, s.cfg.Schedule
 	if dcfg.Interval <= 0 {
 		return nil, nil
 	}
-	starter, err := admission.NewStarter(admission.Deps{
-		Pool: st.pool, Plane: st.plane, SavedSearches: st.savedSearches, Snapshots: st.snapshots, Runs: st.runs,
-	}, admission.Config{Lease: cfg.SavedSearchLease, Admitted: st.wakeDispatcher})
+	starter, err := s.starter(nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package pgcluster
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -70,21 +71,10 @@ func isExecutable(path string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
-// compareVersions orders dotted numeric versions; non-numeric parts count
-// as 0.
+// compareVersions orders the versions that name PostgreSQL's directories:
+// 16, or 9.6 before PostgreSQL 10. One that is not a number counts as 0.
 func compareVersions(a, b string) int {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := range max(len(as), len(bs)) {
-		var x, y int
-		if i < len(as) {
-			x, _ = strconv.Atoi(as[i])
-		}
-		if i < len(bs) {
-			y, _ = strconv.Atoi(bs[i])
-		}
-		if x != y {
-			return x - y
-		}
-	}
-	return 0
+	x, _ := strconv.ParseFloat(a, 64)
+	y, _ := strconv.ParseFloat(b, 64)
+	return cmp.Compare(x, y)
 }

@@ -70,28 +70,24 @@ func JoinCitus(ctx context.Context, coordinatorURL string, coordinator CitusNode
 			return fmt.Errorf("pgcluster: creating the citus extension: %w", err)
 		}
 	}
-	conn, err := pgx.Connect(ctx, coordinatorURL)
-	if err != nil {
-		return fmt.Errorf("pgcluster: connecting to the coordinator: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "SELECT citus_set_coordinator_host($1, $2)", coordinator.Host, coordinator.Port); err != nil {
+	if err := execOnce(ctx, coordinatorURL, "SELECT citus_set_coordinator_host($1, $2)", coordinator.Host, coordinator.Port); err != nil {
 		return fmt.Errorf("pgcluster: recording the coordinator: %w", err)
 	}
 	for _, w := range workers {
-		if _, err := conn.Exec(ctx, "SELECT citus_add_node($1, $2)", w.Host, w.Port); err != nil {
+		if err := execOnce(ctx, coordinatorURL, "SELECT citus_add_node($1, $2)", w.Host, w.Port); err != nil {
 			return fmt.Errorf("pgcluster: adding worker %s:%d: %w", w.Host, w.Port, err)
 		}
 	}
 	return nil
 }
 
-func execOnce(ctx context.Context, url, sql string) error {
+// execOnce runs sql with args on a connection of its own to url.
+func execOnce(ctx context.Context, url, sql string, args ...any) error {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql)
+	_, err = conn.Exec(ctx, sql, args...)
 	return err
 }

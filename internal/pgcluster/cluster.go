@@ -99,7 +99,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		return nil, err
 	}
 	dataDir := filepath.Join(dir, "data")
-	if pid, ok := livePostmaster(dataDir); ok {
+	if pid, ok := ReadPID(filepath.Join(dataDir, "postmaster.pid")); ok && Alive(pid) {
 		return nil, fmt.Errorf("pgcluster: a PostgreSQL server (pid %d) already runs on %s; stop it (or the other `searchd dev`) first", pid, dataDir)
 	}
 
@@ -297,12 +297,6 @@ func checkReachable(dir string, cred *syscall.Credential) error {
 			return nil
 		}
 	}
-}
-
-// livePostmaster reports the pid of a server still running on dataDir.
-func livePostmaster(dataDir string) (int, bool) {
-	pid, ok := ReadPID(filepath.Join(dataDir, "postmaster.pid"))
-	return pid, ok && Alive(pid)
 }
 
 // ReadPID parses the first line of the file at path as a pid.

@@ -51,22 +51,6 @@ func StartProcess(cmd *exec.Cmd, logPath string, attr *syscall.SysProcAttr) (*Pr
 	return p, nil
 }
 
-// RunProcess runs cmd like [StartProcess] and waits, killing it when ctx
-// ends first. It returns cmd.Wait's error, or ctx's.
-func RunProcess(ctx context.Context, cmd *exec.Cmd, logPath string, attr *syscall.SysProcAttr) error {
-	p, err := StartProcess(cmd, logPath, attr)
-	if err != nil {
-		return err
-	}
-	select {
-	case <-p.done:
-		return p.err
-	case <-ctx.Done():
-		p.Kill()
-		return ctx.Err()
-	}
-}
-
 // Pid is the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 

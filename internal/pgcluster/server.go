@@ -43,8 +43,17 @@ func InitDB(ctx context.Context, cfg InitConfig) error {
 	cmd := exec.Command(cfg.Initdb, args...)
 	cmd.Dir = cfg.Dir
 	cmd.Env = ChildEnv()
-	attr := &syscall.SysProcAttr{Credential: cfg.Credential, Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := RunProcess(ctx, cmd, cfg.LogPath, attr); err != nil {
+	p, err := StartProcess(cmd, cfg.LogPath, &syscall.SysProcAttr{Credential: cfg.Credential, Setpgid: true, Pdeathsig: syscall.SIGKILL})
+	if err == nil {
+		select {
+		case <-p.done:
+			err = p.err
+		case <-ctx.Done():
+			p.Kill()
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("pgcluster: %s failed: %w\n%s", cfg.Initdb, err, LogTail(cfg.LogPath))
 	}
 	return nil
