@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/internal/loop"
 )
 
 // Defaults of [Config].
@@ -95,8 +96,8 @@ type Config struct {
 	// and its delete, while the pass holds the locks of its batch; an error
 	// it returns fails the pass.
 	beforeDelete func(ctx context.Context, table string, ids []uuid.UUID) error
-	// rest, set by tests alone, replaces the timer of the rest between two
-	// passes; it reports false when the run should stop.
+	// rest waits between two passes and reports false when the run should
+	// stop: [loop.Sleep], or a test's stub.
 	rest func(ctx context.Context, d time.Duration) bool
 	// wait, set by tests alone, replaces the timer of [Sweeper.Run]'s wait
 	// before each run; it reports false when Run should return.
@@ -122,6 +123,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if c.rest == nil {
+		c.rest = loop.Sleep
 	}
 	return c
 }

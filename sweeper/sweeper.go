@@ -192,7 +192,7 @@ run:
 				break run
 			}
 			if owed > 0 {
-				if !s.rest(ctx, owed) {
+				if !s.cfg.rest(ctx, owed) {
 					break run
 				}
 				owner.report.Duration += owed
@@ -356,19 +356,6 @@ func (s *Sweeper) restAfter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (1/s.cfg.Duty - 1))
 }
 
-// rest waits d between two passes; it reports false when ctx ended first.
-func (s *Sweeper) rest(ctx context.Context, d time.Duration) bool {
-	return sleep(ctx, d, s.cfg.rest)
-}
-
-// sleep is [loop.Sleep], or a test's hook when set.
-func sleep(ctx context.Context, d time.Duration, hook func(context.Context, time.Duration) bool) bool {
-	if hook != nil {
-		return hook(ctx, d)
-	}
-	return loop.Sleep(ctx, d)
-}
-
 // nowArg is the @now argument: NULL in production, the stub in tests.
 func (s *Sweeper) nowArg() any { return s.cfg.Clock.Arg() }
 
@@ -385,10 +372,7 @@ func (s *Sweeper) Run(ctx context.Context) {
 		full  = since       // the start of the last run of every table
 		only  map[string]bool
 	)
-	if !sleep(ctx, s.jitter(), s.cfg.wait) {
-		return
-	}
-	loop.Loop{Clock: s.cfg.wait}.Run(ctx, func(ctx context.Context) (loop.Next, error) {
+	loop.Loop{First: s.jitter(), Clock: s.cfg.wait}.Run(ctx, func(ctx context.Context) (loop.Next, error) {
 		start := s.cfg.now()
 		if only == nil {
 			full = start

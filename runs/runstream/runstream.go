@@ -118,9 +118,6 @@ func New(cfg Config, src Source, log *slog.Logger) (*Hub, error) {
 		slots: make(chan struct{}, cfg.MaxStreams), closed: make(chan struct{})}, nil
 }
 
-// Config returns the hub's configuration, defaults filled in.
-func (h *Hub) Config() Config { return h.cfg }
-
 // Open reserves a stream; the caller calls release when the stream ends.
 // It returns [ErrFull] when MaxStreams are open and [ErrClosed] after
 // [Hub.Close].
