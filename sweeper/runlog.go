@@ -63,8 +63,6 @@ func NewRunLog(db RunLogDB, via string, clock *dbclock.Clock, onError func(error
 	return &RunLog{db: db, via: via, clock: clock, onError: onError}
 }
 
-func (l *RunLog) nowArg() any { return l.clock.Arg() }
-
 // Cursors returns a copy of l whose lists sign their cursors with k.
 func (l *RunLog) Cursors(k keyset.Key) *RunLog {
 	c := *l
@@ -98,7 +96,7 @@ func (l *RunLog) RecordRun(ctx context.Context, r RunRecord) {
 			msg = &s
 		}
 		_, err = l.db.Exec(ctx, sweeperRunInsert, ids.New(), l.via, r.Bound, 0, string(doc),
-			r.Report.Backlog(), msg, r.Report.Duration.Microseconds(), RunRetention.Microseconds(), l.nowArg())
+			r.Report.Backlog(), msg, r.Report.Duration.Microseconds(), RunRetention.Microseconds(), l.clock.Arg())
 	}
 	if err != nil && l.onError != nil {
 		l.onError(fmt.Errorf("sweeper: record the run: %w", err))
@@ -134,14 +132,10 @@ func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor s
 	}
 	return keyset.Query(ctx, l.db, "sweeper: list runs", q, func(row pgx.CollectableRow) (RunEntry, error) {
 		var (
-			e   RunEntry
-			doc []byte
+			e      RunEntry
+			tables []tableJSON
 		)
-		if err := row.Scan(&e.ID, &e.StartedAt, &e.FinishedAt, &e.Via, &e.Bound, &e.MaxPasses, &doc, &e.Backlog, &e.Error); err != nil {
-			return e, err
-		}
-		var tables []tableJSON
-		if err := json.Unmarshal(doc, &tables); err != nil {
+		if err := row.Scan(&e.ID, &e.StartedAt, &e.FinishedAt, &e.Via, &e.Bound, &e.MaxPasses, &tables, &e.Backlog, &e.Error); err != nil {
 			return e, err
 		}
 		for _, t := range tables {
