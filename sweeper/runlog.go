@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/internal/ids"
@@ -32,18 +32,11 @@ type RunRecord struct {
 // RunLog records runs in agent.sweeper_runs, for the console, and reads
 // them back. It is safe for concurrent use.
 type RunLog struct {
-	db      RunLogDB
+	db      *pgxpool.Pool
 	via     string
 	clock   *dbclock.Clock
 	onError func(error)
 	cursors keyset.Key
-}
-
-// RunLogDB is what a [RunLog] needs of the database, usually a
-// *pgxpool.Pool.
-type RunLogDB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // Who ran the sweeper, as [RunLog] records it.
@@ -59,7 +52,7 @@ const RunRetention = 30 * 24 * time.Hour
 // NewRunLog returns a run log on db recording runs as made by via
 // (ViaServe or ViaSweep). onError, when not nil, is told of a run that
 // could not be recorded. A nil clock is the database's now().
-func NewRunLog(db RunLogDB, via string, clock *dbclock.Clock, onError func(error)) *RunLog {
+func NewRunLog(db *pgxpool.Pool, via string, clock *dbclock.Clock, onError func(error)) *RunLog {
 	return &RunLog{db: db, via: via, clock: clock, onError: onError}
 }
 
