@@ -163,7 +163,7 @@ func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (
 	err = sendInTx(ctx, s.db, func(b *pgx.Batch) {
 		b.Queue(runStatusSet, pgx.StrictNamedArgs{
 			"org": org, "id": id, "status": r.Status, "result_ref": sqlarg.Null(r.ResultRef),
-			"error_code": code, "error_message": message, "now": s.nowArg(), "stopped": false,
+			"error_code": code, "error_message": message, "now": s.clock.Arg(), "stopped": false,
 		}).QueryRow(func(row pgx.Row) error {
 			changed, err := scanRun(row)
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {

@@ -294,7 +294,7 @@ func (s *Sweeper) logTable(ctx context.Context, tr TableReport) {
 // PostgreSQL). A failed transaction counts nothing; the failures are
 // returned joined.
 func (s *Sweeper) pass(ctx context.Context, t target) (read, deleted int, err error) {
-	args := pgx.NamedArgs{"now": s.nowArg(), "bound": s.cfg.Bound}
+	args := pgx.NamedArgs{"now": s.cfg.Clock.Arg(), "bound": s.cfg.Bound}
 	maps.Copy(args, t.extra)
 	err = t.pass.Run(ctx, s.db, s.cfg.Bound, args, func(ctx context.Context, g shardpass.Group) error {
 		r, d, err := s.step(ctx, t, g.Args(args))
@@ -355,9 +355,6 @@ func (s *Sweeper) restAfter(d time.Duration) time.Duration {
 	}
 	return time.Duration(float64(d) * (1/s.cfg.Duty - 1))
 }
-
-// nowArg is the @now argument: NULL in production, the stub in tests.
-func (s *Sweeper) nowArg() any { return s.cfg.Clock.Arg() }
 
 // Run sweeps until ctx ends: first after up to Jitter; again at once while
 // a run leaves a backlog; otherwise after the time half a Bound took to
