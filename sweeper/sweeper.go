@@ -136,7 +136,6 @@ var targets = []target{
 type Sweeper struct {
 	db  DB
 	cfg Config
-	log *slog.Logger
 }
 
 // New returns a sweeper on db, or the error of [Config.Validate].
@@ -145,7 +144,7 @@ func New(db DB, cfg Config) (*Sweeper, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	return &Sweeper{db: db, cfg: cfg, log: cfg.Logger}, nil
+	return &Sweeper{db: db, cfg: cfg}, nil
 }
 
 // Config returns the sweeper's configuration, with its defaults applied.
@@ -260,7 +259,7 @@ func (s *Sweeper) sweepPass(ctx context.Context, tb *tableRun) (time.Duration, e
 			bo.ObserveBacklogPass(t.table)
 		}
 	}
-	s.log.LogAttrs(ctx, slog.LevelDebug, "sweeper: pass",
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "sweeper: pass",
 		slog.String("table", t.table), slog.Int("pass", tr.Passes), slog.Int("read", read),
 		slog.Int("deleted", deleted), slog.Bool("full", tr.Backlog), slog.Duration("duration", d))
 	return d, nil
@@ -279,13 +278,13 @@ func (s *Sweeper) logTable(ctx context.Context, tr TableReport) {
 	lctx := context.WithoutCancel(ctx)
 	switch {
 	case tr.Backlog:
-		s.log.LogAttrs(lctx, slog.LevelWarn,
+		s.cfg.Logger.LogAttrs(lctx, slog.LevelWarn,
 			"sweeper: backlog remains: the run ended on a pass that read a full bound, rows past retention are left for the next run",
 			append(attrs, slog.Duration("budget", s.cfg.Budget))...)
 	case tr.Read > 0:
-		s.log.LogAttrs(lctx, slog.LevelInfo, "sweeper: swept", attrs...)
+		s.cfg.Logger.LogAttrs(lctx, slog.LevelInfo, "sweeper: swept", attrs...)
 	default:
-		s.log.LogAttrs(lctx, slog.LevelDebug, "sweeper: nothing past retention", attrs...)
+		s.cfg.Logger.LogAttrs(lctx, slog.LevelDebug, "sweeper: nothing past retention", attrs...)
 	}
 }
 
@@ -376,7 +375,7 @@ func (s *Sweeper) Run(ctx context.Context) {
 		}
 		rep, err := s.run(ctx, only)
 		if err != nil && ctx.Err() == nil {
-			s.log.LogAttrs(ctx, slog.LevelWarn, "sweeper: run failed; the next run retries",
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sweeper: run failed; the next run retries",
 				slog.String("error", err.Error()))
 		}
 		var wait time.Duration
