@@ -513,13 +513,12 @@ func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (_ Result, err
 	if err != nil {
 		return Result{}, err
 	}
-	name := p.Name
 	run, created, err := s.runs.Admit(ctx, runs.AdmitParams{
 		OrganizationID: p.Org,
 		Kind:           p.Kind,
 		StartKey:       runs.DirectStartKey(p.IdempotencyKey),
 		RequestHash:    directHash(p.Kind, p.Name, input),
-		Name:           &name,
+		Name:           &p.Name,
 		Input:          input,
 		Actor:          p.Actor,
 	})

@@ -93,13 +93,11 @@ func (r *Repository) WithTx(tx DBTX) *Repository {
 	return &Repository{db: tx, clock: r.clock}
 }
 
-func (r *Repository) nowArg() any { return r.clock.Arg() }
-
 func (r *Repository) claimArgs(p ClaimParams, withID bool) pgx.StrictNamedArgs {
 	args := pgx.StrictNamedArgs{
 		"org": p.OrganizationID, "scope": p.Scope, "key": p.Key, "request_hash": p.RequestHash,
 		"lease_token": p.LeaseToken, "lease_us": p.Lease.Microseconds(),
-		"retention_us": p.Retention.Microseconds(), "now": r.nowArg(),
+		"retention_us": p.Retention.Microseconds(), "now": r.clock.Arg(),
 	}
 	if withID {
 		args["id"] = p.ID
@@ -129,7 +127,7 @@ func (r *Repository) ReplaceExpired(ctx context.Context, p ClaimParams) (*Record
 
 // Get returns the stored claim, even past retention, or nil, nil.
 func (r *Repository) Get(ctx context.Context, organizationID uuid.UUID, scope, key string) (*Record, error) {
-	rec, err := scanRecord(r.db.QueryRow(ctx, claimGet, organizationID, scope, key, r.nowArg()))
+	rec, err := scanRecord(r.db.QueryRow(ctx, claimGet, organizationID, scope, key, r.clock.Arg()))
 	return orNil(rec, err, "get claim")
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -533,12 +534,7 @@ func ValidateKey(key string) error {
 }
 
 func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x21 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
+	return !strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e })
 }
 
 const maxResourceLen = 255
@@ -560,14 +556,6 @@ func validateCompletion(c Completion) error {
 }
 
 func isJSONObject(b json.RawMessage) bool {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		case '{':
-			return json.Valid(b)
-		}
-		return false
-	}
-	return false
+	trimmed := bytes.TrimLeft(b, " \t\n\r")
+	return len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(b)
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/errs"
@@ -82,26 +82,17 @@ func CheckReason(reason string) (string, error) {
 	return why, nil
 }
 
-// DB runs statements and transactions; a *pgxpool.Pool is one.
-type DB interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // Store reads claims across organizations and force-releases them. It is
 // safe for concurrent use.
 type Store struct {
-	db      DB
+	db      *pgxpool.Pool
 	clock   *dbclock.Clock
 	cursors keyset.Key
 }
 
-// NewStore returns a store on db, which must be a pool
-// ([Store.Overview] uses two connections at once). A nil clock means the
-// database's now().
-func NewStore(db DB, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
+// NewStore returns a store on db ([Store.Overview] uses two connections at
+// once). A nil clock means the database's now().
+func NewStore(db *pgxpool.Pool, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
 
 // Cursors returns a copy of s that signs its list cursors with k.
 func (s *Store) Cursors(k keyset.Key) *Store {

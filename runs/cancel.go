@@ -56,13 +56,13 @@ func (s *Store) Cancel(ctx context.Context, org, id uuid.UUID, c CancelRequest) 
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	args := pgx.StrictNamedArgs{"org": org, "id": id, "now": s.nowArg()}
+	args := pgx.StrictNamedArgs{"org": org, "id": id, "now": s.clock.Arg()}
 	var run *Run
 	err = sendInTx(ctx, s.db, func(b *pgx.Batch) {
 		b.Queue(runDispatchStop, pgx.StrictNamedArgs{"org": org, "id": id})
 		b.Queue(runStatusSet, pgx.StrictNamedArgs{
 			"org": org, "id": id, "status": StatusCancelled, "result_ref": nil,
-			"error_code": nil, "error_message": nil, "now": s.nowArg(), "stopped": true,
+			"error_code": nil, "error_message": nil, "now": s.clock.Arg(), "stopped": true,
 		})
 		b.Queue(statusChangeInsert, pgx.StrictNamedArgs{"org": org, "id": id, "reported_by": sqlarg.Null(c.Actor)})
 		// Only a Run cancelled at once emits run.cancelled.

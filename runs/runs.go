@@ -306,8 +306,6 @@ func (s *Store) Cursors(k keyset.Key) *Store {
 // Clock returns the database clock the store runs at.
 func (s *Store) Clock() *dbclock.Clock { return s.clock }
 
-func (s *Store) nowArg() any { return s.clock.Arg() }
-
 // maxAdmitRounds bounds Admit's retries when the key's Run vanishes between
 // insert and read.
 const maxAdmitRounds = 3
@@ -331,7 +329,7 @@ func (s *Store) Admit(ctx context.Context, p AdmitParams) (run *Run, created boo
 		}
 		run, err = s.GetByStartKey(ctx, p.OrganizationID, p.StartKey)
 		if errors.Is(err, ErrNotFound) {
-			if _, err := s.db.Exec(ctx, runDeleteExpiredByStartKey, p.OrganizationID, p.StartKey, s.nowArg()); err != nil {
+			if _, err := s.db.Exec(ctx, runDeleteExpiredByStartKey, p.OrganizationID, p.StartKey, s.clock.Arg()); err != nil {
 				return nil, false, translate("admit: delete expired", err)
 			}
 			continue
@@ -413,7 +411,7 @@ func (s *Store) insertArgs(p AdmitParams) pgx.StrictNamedArgs {
 		"id": ids.New(), "org": p.OrganizationID, "kind": p.Kind, "start_key": p.StartKey,
 		"request_hash": p.RequestHash, "saved_search_id": p.SavedSearchID, "snapshot_id": p.SnapshotID,
 		"name": p.Name, "options": sqlarg.JSON(p.Options), "input": sqlarg.JSON(p.Input),
-		"created_by": sqlarg.Null(p.Actor), "retention_us": Retention.Microseconds(), "now": s.nowArg(),
+		"created_by": sqlarg.Null(p.Actor), "retention_us": Retention.Microseconds(), "now": s.clock.Arg(),
 	}
 }
 
@@ -440,7 +438,7 @@ func (p AdmitParams) validate() error {
 // there is none or it is past retention.
 func (s *Store) GetByStartKey(ctx context.Context, org uuid.UUID, startKey string) (_ *Run, err error) {
 	defer dberr.Annotate(&err)
-	run, err := scanRun(s.db.QueryRow(ctx, runGetByStartKey, org, startKey, s.nowArg()))
+	run, err := scanRun(s.db.QueryRow(ctx, runGetByStartKey, org, startKey, s.clock.Arg()))
 	if err != nil {
 		return nil, translate("get by start key", err)
 	}
@@ -461,7 +459,7 @@ func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string)
 		createdAt           *time.Time
 		errCode, errMessage *string
 	)
-	err = s.db.QueryRow(ctx, runWithSnapshotByStartKey, pgtype.UUID{Bytes: org, Valid: true}, startKey, s.nowArg()).Scan(
+	err = s.db.QueryRow(ctx, runWithSnapshotByStartKey, pgtype.UUID{Bytes: org, Valid: true}, startKey, s.clock.Arg()).Scan(
 		(*[16]byte)(&run.ID), (*[16]byte)(&run.OrganizationID), &run.Kind, &run.StartKey, &run.RequestHash,
 		&searchID, &runSnap, &run.Name, &run.Status, &run.Options, &run.Input,
 		&run.CreatedBy, &run.CreatedAt, &run.RetainUntil,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -96,17 +97,7 @@ func (r StatusReport) Validate() error {
 	return &errs.Error{Kind: errs.Invalid, Message: "runs: invalid status report", Fields: fields, Err: ErrInvalid}
 }
 
-func storable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for i := range len(s) {
-		if s[i] == 0 {
-			return false
-		}
-	}
-	return true
-}
+func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // FinishedError reports a change to a finished Run, which never changes
 // (errs.Conflict, run_finished).
@@ -163,7 +154,7 @@ func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (
 	err = sendInTx(ctx, s.db, func(b *pgx.Batch) {
 		b.Queue(runStatusSet, pgx.StrictNamedArgs{
 			"org": org, "id": id, "status": r.Status, "result_ref": sqlarg.Null(r.ResultRef),
-			"error_code": code, "error_message": message, "now": s.nowArg(), "stopped": false,
+			"error_code": code, "error_message": message, "now": s.clock.Arg(), "stopped": false,
 		}).QueryRow(func(row pgx.Row) error {
 			changed, err := scanRun(row)
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {

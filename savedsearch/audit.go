@@ -2,7 +2,6 @@ package savedsearch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -91,18 +90,12 @@ func (s *Store) ListAll(ctx context.Context, org uuid.UUID, p AuditListParams) (
 // baseline items, or [ErrNotFound].
 func (s *Store) GetEntry(ctx context.Context, org, id uuid.UUID) (_ *Entry, err error) {
 	defer dberr.Annotate(&err)
-	var (
-		e   Entry
-		raw []byte
-	)
+	var e Entry
 	err = s.db.QueryRow(ctx, savedSearchAuditGet, org, id, AuditBriefBytes).Scan(&e.ID, &e.OrganizationID, &e.Name,
-		&raw, &e.BriefBytes, &e.Version, &e.CreatedAt, &e.UpdatedAt, &e.BaselineItems, &e.BaselineCursor,
+		&e.Brief, &e.BriefBytes, &e.Version, &e.CreatedAt, &e.UpdatedAt, &e.BaselineItems, &e.BaselineCursor,
 		&e.CreatedBy, &e.ArchivedAt)
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "savedsearch: get any")
-	}
-	if err := json.Unmarshal(raw, &e.Brief); err != nil {
-		return nil, fmt.Errorf("savedsearch: get any: decode brief: %w", err)
 	}
 	return &e, nil
 }

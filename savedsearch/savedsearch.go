@@ -240,10 +240,9 @@ func (s *Store) CreateIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p Create
 		"created_by": sqlarg.Null(p.Actor),
 	}
 	var ss SavedSearch
-	var raw []byte
 	b := &pgx.Batch{}
 	b.Queue(savedSearchInsert, args).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&ss.ID, &ss.OrganizationID, &ss.Name, &raw, &ss.Version, &ss.CreatedAt, &ss.UpdatedAt)
+		return row.Scan(&ss.ID, &ss.OrganizationID, &ss.Name, &ss.Brief, &ss.Version, &ss.CreatedAt, &ss.UpdatedAt)
 	})
 	b.Queue(baselineInsert, pgx.StrictNamedArgs{
 		"id": args["id"], "org": org, "items": items(p.Baseline.Items), "cursor": p.Baseline.Cursor,
@@ -253,9 +252,6 @@ func (s *Store) CreateIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p Create
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("savedsearch: create: %w", err)
 	}
-	if err := json.Unmarshal(raw, &ss.Brief); err != nil {
-		return nil, fmt.Errorf("savedsearch: create: decode brief: %w", err)
-	}
 	ss.Baseline.Items = items(ss.Baseline.Items)
 	return &ss, nil
 }
@@ -263,7 +259,8 @@ func (s *Store) CreateIn(ctx context.Context, tx pgx.Tx, org uuid.UUID, p Create
 // Get returns org's live saved search id, or [ErrNotFound].
 func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
-	return getSavedSearch(ctx, s.db, org, id)
+	ss, err := scanSavedSearch(s.db.QueryRow(ctx, savedSearchGet, org, id), false)
+	return ss, wrap("get", err)
 }
 
 // List returns a page of org's live saved searches, newest first, and the
@@ -465,10 +462,7 @@ func (s *Store) Exists(ctx context.Context, org, id uuid.UUID) (_ bool, err erro
 func (s *Store) GetAny(ctx context.Context, org, id uuid.UUID) (_ *SavedSearch, err error) {
 	defer dberr.Annotate(&err)
 	ss, err := scanSavedSearch(s.db.QueryRow(ctx, savedSearchGetAny, org, id), true)
-	if err != nil {
-		return nil, wrap("get", err)
-	}
-	return ss, nil
+	return ss, wrap("get", err)
 }
 
 // ErrVersionMismatch is wrapped by every [*VersionMismatchError].
@@ -509,49 +503,29 @@ func checkVersion(ctx context.Context, tx DBTX, org, id uuid.UUID, ifMatch func(
 	return nil
 }
 
-func getSavedSearch(ctx context.Context, db DBTX, org, id uuid.UUID) (*SavedSearch, error) {
-	ss, err := scanSavedSearch(db.QueryRow(ctx, savedSearchGet, org, id), false)
-	if err != nil {
-		return nil, wrap("get", err)
-	}
-	return ss, nil
-}
-
 func updateSavedSearch(ctx context.Context, db DBTX, org, id uuid.UUID, name *string, brief any) (*SavedSearch, error) {
-	var (
-		ss  SavedSearch
-		raw []byte
-	)
+	var ss SavedSearch
 	err := db.QueryRow(ctx, savedSearchUpdate, org, id, name, brief).Scan(
-		&ss.ID, &ss.OrganizationID, &ss.Name, &raw, &ss.Version, &ss.CreatedAt, &ss.UpdatedAt)
+		&ss.ID, &ss.OrganizationID, &ss.Name, &ss.Brief, &ss.Version, &ss.CreatedAt, &ss.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(raw, &ss.Brief); err != nil {
-		return nil, fmt.Errorf("decode brief: %w", err)
-	}
 	return &ss, nil
 }
 
 // scanSavedSearch scans savedSearchGet's columns, plus archived_at if archivable.
 func scanSavedSearch(row pgx.Row, archivable bool) (*SavedSearch, error) {
-	var (
-		ss  SavedSearch
-		raw []byte
-	)
-	dest := []any{&ss.ID, &ss.OrganizationID, &ss.Name, &raw, &ss.Version,
+	var ss SavedSearch
+	dest := []any{&ss.ID, &ss.OrganizationID, &ss.Name, &ss.Brief, &ss.Version,
 		&ss.CreatedAt, &ss.UpdatedAt, &ss.Baseline.Items, &ss.Baseline.Cursor}
 	if archivable {
 		dest = append(dest, &ss.ArchivedAt)
 	}
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
-	}
-	if err := json.Unmarshal(raw, &ss.Brief); err != nil {
-		return nil, fmt.Errorf("decode brief: %w", err)
 	}
 	ss.Baseline.Items = items(ss.Baseline.Items)
 	return &ss, nil

@@ -29,6 +29,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/errs"
@@ -95,21 +96,14 @@ type Key struct {
 // Actor is what the key's actions record as their actor: key:<prefix>.
 func (k *Key) Actor() string { return "key:" + k.Prefix }
 
-// DB is the store's database handle, usually a *pgxpool.Pool.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // Store keeps service keys. It is safe for concurrent use.
 type Store struct {
-	db    DB
+	db    *pgxpool.Pool
 	clock *dbclock.Clock
 }
 
 // NewStore returns a store on db; a nil clock means the database's.
-func NewStore(db DB, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
+func NewStore(db *pgxpool.Pool, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
 
 // CreateParams are a new key.
 type CreateParams struct {
@@ -186,10 +180,6 @@ func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (toke
 	if org == uuid.Nil {
 		return "", nil, fmt.Errorf("%w: no organization", ErrInvalid)
 	}
-	scopes := make([]string, len(p.Scopes))
-	for i, sc := range p.Scopes {
-		scopes[i] = string(sc)
-	}
 	// Retry a rare 40-bit prefix collision a few times.
 	for range 3 {
 		b := make([]byte, 5+secretLen)
@@ -200,7 +190,7 @@ func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (toke
 		if p.ExpiresAt != nil {
 			expires = *p.ExpiresAt
 		}
-		k, err := scanKey(s.db.QueryRow(ctx, keyInsert, org, ids.New(), prefix, hash[:], p.Name, scopes,
+		k, err := scanKey(s.db.QueryRow(ctx, keyInsert, org, ids.New(), prefix, hash[:], p.Name, p.Scopes,
 			p.Actor, expires, s.clock.Arg()))
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.ConstraintName == "service_keys_prefix_key" {
@@ -222,13 +212,7 @@ func (s *Store) List(ctx context.Context, org uuid.UUID) (_ []Key, err error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) {
-		k, err := scanKey(r)
-		if err != nil {
-			return Key{}, err
-		}
-		return *k, nil
-	})
+	keys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Key])
 	if keys == nil && err == nil {
 		keys = []Key{}
 	}
@@ -278,15 +262,10 @@ func parseToken(raw string) (org uuid.UUID, prefix string, hash [32]byte, ok boo
 
 func scanKey(row pgx.Row, before ...any) (*Key, error) {
 	var k Key
-	var scopes []string
-	dst := append(before, &k.ID, &k.OrganizationID, &k.Prefix, &k.Name, &scopes, &k.CreatedAt, &k.CreatedBy,
+	dst := append(before, &k.ID, &k.OrganizationID, &k.Prefix, &k.Name, &k.Scopes, &k.CreatedAt, &k.CreatedBy,
 		&k.ExpiresAt, &k.LastUsedAt, &k.RevokedAt, &k.RevokedBy)
 	if err := row.Scan(dst...); err != nil {
 		return nil, err
-	}
-	k.Scopes = make([]Scope, len(scopes))
-	for i, s := range scopes {
-		k.Scopes[i] = Scope(s)
 	}
 	return &k, nil
 }

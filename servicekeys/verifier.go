@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/internal/dberr"
@@ -129,7 +130,7 @@ type Service struct {
 
 // NewService returns a store on db (nil clock: the database's) and its
 // verifier.
-func NewService(db DB, clock *dbclock.Clock) *Service {
+func NewService(db *pgxpool.Pool, clock *dbclock.Clock) *Service {
 	s := NewStore(db, clock)
 	return &Service{Store: s, Verifier: NewVerifier(s)}
 }

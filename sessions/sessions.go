@@ -22,8 +22,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/errs"
@@ -64,20 +64,14 @@ type Session struct {
 	ExpiresAt      time.Time
 }
 
-// DB is the store's database handle, usually a *pgxpool.Pool.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // Store keeps sessions. It is safe for concurrent use.
 type Store struct {
-	db    DB
+	db    *pgxpool.Pool
 	clock *dbclock.Clock
 }
 
 // NewStore returns a store on db; a nil clock means the database's.
-func NewStore(db DB, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
+func NewStore(db *pgxpool.Pool, clock *dbclock.Clock) *Store { return &Store{db: db, clock: clock} }
 
 // CreateParams are a new session.
 type CreateParams struct {

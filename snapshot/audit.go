@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -45,18 +44,12 @@ func (h *Header) BriefCut() bool { return h.BriefBytes > savedsearch.AuditBriefB
 // Header returns snapshot id of org without its baseline items, or [ErrNotFound].
 func (s *Store) Header(ctx context.Context, org, id uuid.UUID) (_ *Header, err error) {
 	defer dberr.Annotate(&err)
-	var (
-		h   Header
-		raw []byte
-	)
+	var h Header
 	err = s.db.QueryRow(ctx, snapshotAuditHeader, org, id, savedsearch.AuditBriefBytes).Scan(&h.ID, &h.OrganizationID,
-		&h.SavedSearchID, &h.SavedSearchVersion, &h.SavedSearchName, &raw, &h.BriefBytes, &h.BaselineItems,
+		&h.SavedSearchID, &h.SavedSearchVersion, &h.SavedSearchName, &h.Brief, &h.BriefBytes, &h.BaselineItems,
 		&h.BaselineCursor, &h.ContentHash, &h.CreatedBy, &h.Origin, &h.CreatedAt)
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "snapshot: header")
-	}
-	if err := json.Unmarshal(raw, &h.Brief); err != nil {
-		return nil, fmt.Errorf("snapshot: header: decode brief: %w", err)
 	}
 	return &h, nil
 }

@@ -216,10 +216,9 @@ func Freeze(ctx context.Context, tx DBTX, org, savedSearchID uuid.UUID, actor st
 // Read is a queued freeze read; [Read.Snapshot] answers once the batch's
 // results are closed.
 type Read struct {
-	snap  Snapshot
-	brief []byte
-	err   error
-	done  bool
+	snap Snapshot
+	err  error
+	done bool
 }
 
 func newRead(org, savedSearchID uuid.UUID, actor, origin string) *Read {
@@ -250,7 +249,7 @@ func QueueRead(b *pgx.Batch, org, savedSearchID uuid.UUID, actor, origin string)
 
 func (r *Read) scan(row pgx.Row) error {
 	r.done = true
-	err := row.Scan(&r.snap.SavedSearchName, &r.brief, &r.snap.SavedSearchVersion,
+	err := row.Scan(&r.snap.SavedSearchName, &r.snap.Brief, &r.snap.SavedSearchVersion,
 		&r.snap.Baseline.Items, &r.snap.Baseline.Cursor, &r.snap.CreatedAt)
 	if err != nil {
 		r.err = sqlarg.RowError(err, ErrNotFound, "snapshot: freeze: read saved search")
@@ -268,9 +267,6 @@ func (r *Read) Snapshot() (*Snapshot, error) {
 		return nil, r.err
 	}
 	snap := r.snap
-	if err := json.Unmarshal(r.brief, &snap.Brief); err != nil {
-		return nil, fmt.Errorf("snapshot: freeze: decode brief: %w", err)
-	}
 	if snap.Baseline.Items == nil {
 		snap.Baseline.Items = []string{}
 	}
@@ -345,33 +341,33 @@ func (s *Store) ListBySavedSearch(ctx context.Context, org, savedSearchID uuid.U
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	var known bool
-	if err := s.db.QueryRow(ctx, savedSearchKnown, org, savedSearchID).Scan(&known); err != nil {
-		return nil, "", fmt.Errorf("snapshot: list: %w", err)
-	}
-	if !known {
-		return nil, "", ErrSavedSearchNotFound
+	if err := s.known(ctx, "list", org, savedSearchID, ErrSavedSearchNotFound); err != nil {
+		return nil, "", err
 	}
 	return keyset.Query(ctx, s.db, "snapshot: list", q, pgx.RowToStructByPos[ListItem],
 		func(it ListItem) keyset.Position { return keyset.Position{CreatedAt: it.CreatedAt, ID: it.ID} },
 		snapshotListBySavedSearch, org, savedSearchID, q.At, q.ID, q.Limit+1)
 }
 
+// known returns nil when org has saved search id (archived too), else
+// missing, or the read's error naming op.
+func (s *Store) known(ctx context.Context, op string, org, id uuid.UUID, missing error) error {
+	var known bool
+	if err := s.db.QueryRow(ctx, savedSearchKnown, org, id).Scan(&known); err != nil {
+		return fmt.Errorf("snapshot: %s: %w", op, err)
+	}
+	if !known {
+		return missing
+	}
+	return nil
+}
+
 func scanSnapshot(row pgx.Row) (*Snapshot, error) {
-	var (
-		snap            Snapshot
-		brief, baseline []byte
-	)
+	var snap Snapshot
 	err := row.Scan(&snap.ID, &snap.OrganizationID, &snap.SavedSearchID, &snap.SavedSearchVersion,
-		&snap.SavedSearchName, &brief, &baseline, &snap.ContentHash, &snap.CreatedBy, &snap.Origin, &snap.CreatedAt)
+		&snap.SavedSearchName, &snap.Brief, &snap.Baseline, &snap.ContentHash, &snap.CreatedBy, &snap.Origin, &snap.CreatedAt)
 	if err != nil {
 		return nil, err
-	}
-	if err := json.Unmarshal(brief, &snap.Brief); err != nil {
-		return nil, fmt.Errorf("decode brief: %w", err)
-	}
-	if err := json.Unmarshal(baseline, &snap.Baseline); err != nil {
-		return nil, fmt.Errorf("decode baseline: %w", err)
 	}
 	if snap.Baseline.Items == nil {
 		snap.Baseline.Items = []string{}

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -51,12 +50,8 @@ func (s *Store) Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p Ti
 	if err != nil {
 		return nil, "", ErrInvalidCursor
 	}
-	var known bool
-	if err := s.db.QueryRow(ctx, savedSearchKnown, org, savedSearchID).Scan(&known); err != nil {
-		return nil, "", fmt.Errorf("snapshot: timeline: %w", err)
-	}
-	if !known {
-		return nil, "", ErrNotFound
+	if err := s.known(ctx, "timeline", org, savedSearchID, ErrNotFound); err != nil {
+		return nil, "", err
 	}
 	return keyset.Query(ctx, s.db, "snapshot: timeline", q, pgx.RowToStructByPos[TimelineEntry],
 		func(e TimelineEntry) keyset.Position { return keyset.Position{CreatedAt: e.CreatedAt, ID: e.ID} },

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/dbclock"
+	"github.com/searchd/searchd/internal/loop"
 )
 
 // Defaults of [Config].
@@ -21,15 +22,9 @@ const (
 	// MaxBound allows it.
 	DefaultBound = 1000
 	// DefaultBudget is the default time after which a run stops making
-	// passes (past its first round) and leaves what is still due to the
-	// next run. It is no brake on retention: [Sweeper.Run] starts the next
-	// run at once while one leaves a backlog, and a run drains a million
-	// expired rows well within it (docs/benchmarks.md). What it bounds is
-	// how long one run goes unreported: a run is logged, recorded for the
-	// console (RunLog) and its report printed by `searchd sweep` when it
-	// ends, so a drain of tens of millions of rows shows progress every
-	// quarter of an hour. A quarter of an hour also keeps a `searchd sweep`
-	// of an hourly CronJob well inside its schedule.
+	// passes (past its first round). It bounds how long a run goes
+	// unreported, not retention: [Sweeper.Run] starts the next run at once
+	// while one leaves a backlog.
 	DefaultBudget = 15 * time.Minute
 	// DefaultInterval is the time between two runs of [Sweeper.Run]: an
 	// hour, 24 times finer than the shortest retention it enforces.
@@ -57,17 +52,13 @@ type Config struct {
 	// last pass read a full bound are left with a backlog for the next
 	// run. A run ends sooner when every table is drained (a pass read less
 	// than Bound). Default DefaultBudget (15 min); it must be positive.
-	// The number of passes is not bounded: the bound keeps each pass
-	// short, Duty keeps their share of the time, and Budget the run's.
 	Budget time.Duration
 	// Duty is the most of a run's time spent in passes, from above 0 to 1:
 	// after a pass that took d and read a full bound, the run rests
-	// d×(1/Duty−1) before its next pass. A pass is quick
-	// (milliseconds for a full bound) but busy, and back-to-back passes
-	// take a core of the database away from the claim path; resting in
-	// proportion to each pass bounds that share, and backs off by itself
-	// when a loaded database makes passes slow. 1 runs passes back to
-	// back. Default DefaultDuty (0.25).
+	// d×(1/Duty−1) before its next pass, so passes cannot take a core of
+	// the database from the claim path, and back off by themselves when a
+	// loaded database makes them slow. 1 runs passes back to back.
+	// Default DefaultDuty (0.25).
 	Duty float64
 	// Interval is the time between two runs of [Sweeper.Run]. Default
 	// DefaultInterval (1 h).
@@ -95,8 +86,8 @@ type Config struct {
 	// and its delete, while the pass holds the locks of its batch; an error
 	// it returns fails the pass.
 	beforeDelete func(ctx context.Context, table string, ids []uuid.UUID) error
-	// rest, set by tests alone, replaces the timer of the rest between two
-	// passes; it reports false when the run should stop.
+	// rest waits between two passes and reports false when the run should
+	// stop: [loop.Sleep], or a test's stub.
 	rest func(ctx context.Context, d time.Duration) bool
 	// wait, set by tests alone, replaces the timer of [Sweeper.Run]'s wait
 	// before each run; it reports false when Run should return.
@@ -122,6 +113,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if c.rest == nil {
+		c.rest = loop.Sleep
 	}
 	return c
 }
@@ -161,12 +155,9 @@ type invalidConfig string
 func (e invalidConfig) Error() string        { return string(e) }
 func (e invalidConfig) Is(target error) bool { return target == ErrInvalidConfig }
 
-// Observer is told about every pass the sweeper makes and commits, so metrics
-// can be attached (counters of rows read and deleted per table, a histogram of pass
-// durations). table is one of [TableClaims], [TableRuns], [TableSnapshots],
-// [TableDrops], [TableResolutions].
-// Calls come from the goroutine running the sweep; an implementation must
-// not block.
+// Observer is told about every pass the sweeper makes and commits, for
+// metrics; table is one of the Table* constants. Calls come from the
+// goroutine running the sweep; an implementation must not block.
 type Observer interface {
 	ObservePass(table string, read, deleted int, d time.Duration)
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dbclock"
 	"github.com/searchd/searchd/internal/ids"
@@ -32,18 +32,11 @@ type RunRecord struct {
 // RunLog records runs in agent.sweeper_runs, for the console, and reads
 // them back. It is safe for concurrent use.
 type RunLog struct {
-	db      RunLogDB
+	db      *pgxpool.Pool
 	via     string
 	clock   *dbclock.Clock
 	onError func(error)
 	cursors keyset.Key
-}
-
-// RunLogDB is what a [RunLog] needs of the database, usually a
-// *pgxpool.Pool.
-type RunLogDB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // Who ran the sweeper, as [RunLog] records it.
@@ -59,11 +52,9 @@ const RunRetention = 30 * 24 * time.Hour
 // NewRunLog returns a run log on db recording runs as made by via
 // (ViaServe or ViaSweep). onError, when not nil, is told of a run that
 // could not be recorded. A nil clock is the database's now().
-func NewRunLog(db RunLogDB, via string, clock *dbclock.Clock, onError func(error)) *RunLog {
+func NewRunLog(db *pgxpool.Pool, via string, clock *dbclock.Clock, onError func(error)) *RunLog {
 	return &RunLog{db: db, via: via, clock: clock, onError: onError}
 }
-
-func (l *RunLog) nowArg() any { return l.clock.Arg() }
 
 // Cursors returns a copy of l whose lists sign their cursors with k.
 func (l *RunLog) Cursors(k keyset.Key) *RunLog {
@@ -98,7 +89,7 @@ func (l *RunLog) RecordRun(ctx context.Context, r RunRecord) {
 			msg = &s
 		}
 		_, err = l.db.Exec(ctx, sweeperRunInsert, ids.New(), l.via, r.Bound, 0, string(doc),
-			r.Report.Backlog(), msg, r.Report.Duration.Microseconds(), RunRetention.Microseconds(), l.nowArg())
+			r.Report.Backlog(), msg, r.Report.Duration.Microseconds(), RunRetention.Microseconds(), l.clock.Arg())
 	}
 	if err != nil && l.onError != nil {
 		l.onError(fmt.Errorf("sweeper: record the run: %w", err))
@@ -134,14 +125,10 @@ func (l *RunLog) List(ctx context.Context, backlogOnly bool, limit int, cursor s
 	}
 	return keyset.Query(ctx, l.db, "sweeper: list runs", q, func(row pgx.CollectableRow) (RunEntry, error) {
 		var (
-			e   RunEntry
-			doc []byte
+			e      RunEntry
+			tables []tableJSON
 		)
-		if err := row.Scan(&e.ID, &e.StartedAt, &e.FinishedAt, &e.Via, &e.Bound, &e.MaxPasses, &doc, &e.Backlog, &e.Error); err != nil {
-			return e, err
-		}
-		var tables []tableJSON
-		if err := json.Unmarshal(doc, &tables); err != nil {
+		if err := row.Scan(&e.ID, &e.StartedAt, &e.FinishedAt, &e.Via, &e.Bound, &e.MaxPasses, &tables, &e.Backlog, &e.Error); err != nil {
 			return e, err
 		}
 		for _, t := range tables {

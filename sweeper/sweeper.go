@@ -136,7 +136,6 @@ var targets = []target{
 type Sweeper struct {
 	db  DB
 	cfg Config
-	log *slog.Logger
 }
 
 // New returns a sweeper on db, or the error of [Config.Validate].
@@ -145,7 +144,7 @@ func New(db DB, cfg Config) (*Sweeper, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	return &Sweeper{db: db, cfg: cfg, log: cfg.Logger}, nil
+	return &Sweeper{db: db, cfg: cfg}, nil
 }
 
 // Config returns the sweeper's configuration, with its defaults applied.
@@ -192,7 +191,7 @@ run:
 				break run
 			}
 			if owed > 0 {
-				if !s.rest(ctx, owed) {
+				if !s.cfg.rest(ctx, owed) {
 					break run
 				}
 				owner.report.Duration += owed
@@ -260,7 +259,7 @@ func (s *Sweeper) sweepPass(ctx context.Context, tb *tableRun) (time.Duration, e
 			bo.ObserveBacklogPass(t.table)
 		}
 	}
-	s.log.LogAttrs(ctx, slog.LevelDebug, "sweeper: pass",
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "sweeper: pass",
 		slog.String("table", t.table), slog.Int("pass", tr.Passes), slog.Int("read", read),
 		slog.Int("deleted", deleted), slog.Bool("full", tr.Backlog), slog.Duration("duration", d))
 	return d, nil
@@ -279,13 +278,13 @@ func (s *Sweeper) logTable(ctx context.Context, tr TableReport) {
 	lctx := context.WithoutCancel(ctx)
 	switch {
 	case tr.Backlog:
-		s.log.LogAttrs(lctx, slog.LevelWarn,
+		s.cfg.Logger.LogAttrs(lctx, slog.LevelWarn,
 			"sweeper: backlog remains: the run ended on a pass that read a full bound, rows past retention are left for the next run",
 			append(attrs, slog.Duration("budget", s.cfg.Budget))...)
 	case tr.Read > 0:
-		s.log.LogAttrs(lctx, slog.LevelInfo, "sweeper: swept", attrs...)
+		s.cfg.Logger.LogAttrs(lctx, slog.LevelInfo, "sweeper: swept", attrs...)
 	default:
-		s.log.LogAttrs(lctx, slog.LevelDebug, "sweeper: nothing past retention", attrs...)
+		s.cfg.Logger.LogAttrs(lctx, slog.LevelDebug, "sweeper: nothing past retention", attrs...)
 	}
 }
 
@@ -294,7 +293,7 @@ func (s *Sweeper) logTable(ctx context.Context, tr TableReport) {
 // PostgreSQL). A failed transaction counts nothing; the failures are
 // returned joined.
 func (s *Sweeper) pass(ctx context.Context, t target) (read, deleted int, err error) {
-	args := pgx.NamedArgs{"now": s.nowArg(), "bound": s.cfg.Bound}
+	args := pgx.NamedArgs{"now": s.cfg.Clock.Arg(), "bound": s.cfg.Bound}
 	maps.Copy(args, t.extra)
 	err = t.pass.Run(ctx, s.db, s.cfg.Bound, args, func(ctx context.Context, g shardpass.Group) error {
 		r, d, err := s.step(ctx, t, g.Args(args))
@@ -356,22 +355,6 @@ func (s *Sweeper) restAfter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (1/s.cfg.Duty - 1))
 }
 
-// rest waits d between two passes; it reports false when ctx ended first.
-func (s *Sweeper) rest(ctx context.Context, d time.Duration) bool {
-	return sleep(ctx, d, s.cfg.rest)
-}
-
-// sleep is [loop.Sleep], or a test's hook when set.
-func sleep(ctx context.Context, d time.Duration, hook func(context.Context, time.Duration) bool) bool {
-	if hook != nil {
-		return hook(ctx, d)
-	}
-	return loop.Sleep(ctx, d)
-}
-
-// nowArg is the @now argument: NULL in production, the stub in tests.
-func (s *Sweeper) nowArg() any { return s.cfg.Clock.Arg() }
-
 // Run sweeps until ctx ends: first after up to Jitter; again at once while
 // a run leaves a backlog; otherwise after the time half a Bound took to
 // come due (within [MinWait] and Interval, plus up to a tenth at random).
@@ -385,17 +368,14 @@ func (s *Sweeper) Run(ctx context.Context) {
 		full  = since       // the start of the last run of every table
 		only  map[string]bool
 	)
-	if !sleep(ctx, s.jitter(), s.cfg.wait) {
-		return
-	}
-	loop.Loop{Clock: s.cfg.wait}.Run(ctx, func(ctx context.Context) (loop.Next, error) {
+	loop.Loop{First: s.jitter(), Clock: s.cfg.wait}.Run(ctx, func(ctx context.Context) (loop.Next, error) {
 		start := s.cfg.now()
 		if only == nil {
 			full = start
 		}
 		rep, err := s.run(ctx, only)
 		if err != nil && ctx.Err() == nil {
-			s.log.LogAttrs(ctx, slog.LevelWarn, "sweeper: run failed; the next run retries",
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sweeper: run failed; the next run retries",
 				slog.String("error", err.Error()))
 		}
 		var wait time.Duration

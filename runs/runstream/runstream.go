@@ -118,9 +118,6 @@ func New(cfg Config, src Source, log *slog.Logger) (*Hub, error) {
 		slots: make(chan struct{}, cfg.MaxStreams), closed: make(chan struct{})}, nil
 }
 
-// Config returns the hub's configuration, defaults filled in.
-func (h *Hub) Config() Config { return h.cfg }
-
 // Open reserves a stream; the caller calls release when the stream ends.
 // It returns [ErrFull] when MaxStreams are open and [ErrClosed] after
 // [Hub.Close].
@@ -152,13 +149,9 @@ func ParseLastEventID(v string) (seq int64, ok bool) {
 	if v == "" {
 		return 0, true
 	}
-	for i := range len(v) {
-		if v[i] < '0' || v[i] > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	return n, err == nil
+	// ParseUint takes no sign; 63 bits is int64's range.
+	n, err := strconv.ParseUint(v, 10, 63)
+	return int64(n), err == nil
 }
 
 // Stream is what [Hub.Begin] read for a stream's start.
