@@ -75,7 +75,7 @@ type savedSearchPage struct {
 }
 
 func (c *Console) savedSearch(r *http.Request, f *filters) (view, error) {
-	ctx, org, id := r.Context(), orgOf(r), f.pathID()
+	ctx, org, id := r.Context(), orgOf(r), pathID(r)
 	from, to := f.time("from"), f.time("to")
 	p := savedSearchPage{Actor: f.text("actor", maxFilterLen), From: localInput(from), To: localInput(to),
 		Cursor: f.cursor("cursor"), itemsPage: itemsPage{ItemsAt: f.position("items")}, OccCursor: f.cursor("occ")}
@@ -133,7 +133,7 @@ type comparePage struct {
 }
 
 func (c *Console) compare(r *http.Request, f *filters) (view, error) {
-	ctx, org, id := r.Context(), orgOf(r), f.pathID()
+	ctx, org, id := r.Context(), orgOf(r), pathID(r)
 	a, b := f.id("a"), f.id("b")
 	if a == uuid.Nil || b == uuid.Nil {
 		f.bad("a, b", "choose two snapshots to compare")
@@ -173,7 +173,7 @@ type snapshotPage struct {
 }
 
 func (c *Console) snapshot(r *http.Request, f *filters) (view, error) {
-	ctx, org, id := r.Context(), orgOf(r), f.pathID()
+	ctx, org, id := r.Context(), orgOf(r), pathID(r)
 	p := snapshotPage{Cursor: f.cursor("cursor"), itemsPage: itemsPage{ItemsAt: f.position("items")}}
 	if err := f.err(); err != nil {
 		return view{}, err
@@ -242,10 +242,7 @@ type runPage struct {
 }
 
 func (c *Console) run(r *http.Request, f *filters) (view, error) {
-	ctx, org, id := r.Context(), orgOf(r), f.pathID()
-	if err := f.err(); err != nil {
-		return view{}, err
-	}
+	ctx, org, id := r.Context(), orgOf(r), pathID(r)
 	run, inputBytes, err := c.d.Runs.GetAudit(ctx, org, id)
 	if err != nil {
 		return view{}, err
@@ -307,7 +304,7 @@ type jobPage struct {
 }
 
 func (c *Console) providerJob(r *http.Request, f *filters) (view, error) {
-	ctx, org, id := r.Context(), orgOf(r), f.pathID()
+	ctx, org, id := r.Context(), orgOf(r), pathID(r)
 	p := jobPage{Cursor: f.cursor("cursor")}
 	if err := f.err(); err != nil {
 		return view{}, err

@@ -101,11 +101,7 @@ func (c *Console) createServiceKey(w http.ResponseWriter, r *http.Request) {
 // the session's actor; revoking a revoked key changes nothing.
 func (c *Console) revokeServiceKey(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	if !ok {
-		c.notFound(w, r)
-		return
-	}
+	id := pathID(r)
 	k, err := c.d.ServiceKeys.Revoke(r.Context(), s.OrganizationID, id, s.Actor)
 	switch {
 	case errors.Is(err, servicekeys.ErrNotFound):

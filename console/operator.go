@@ -313,11 +313,7 @@ func (c *Console) claimCounts(w http.ResponseWriter, r *http.Request) {
 // operator saw.
 func (c *Console) releaseClaim(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	if !ok {
-		c.notFound(w, r)
-		return
-	}
+	id := pathID(r)
 	refused := func(code string) { redirectOutcome(w, r, "/console/operator/claims", "refused", code) }
 	reason, err := operator.CheckReason(r.PostFormValue("reason"))
 	if err != nil {

@@ -152,7 +152,13 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 			// Warm the claims page's counts for an operator.
 			c.overview.warm(ctx)
 		}
-		next(w, r.WithContext(ctx))
+		r = r.WithContext(ctx)
+		// A path id that is not a UUID names nothing, as in the API.
+		if v := r.PathValue("id"); v != "" && uuid.Validate(v) != nil {
+			c.notFound(w, r)
+			return
+		}
+		next(w, r)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/google/uuid"
-
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/runs/runstream"
@@ -24,11 +22,6 @@ import (
 // reconnecting. A Last-Event-ID that is not a seq answers 400, another
 // organization's Run 404, a full server 503 with Retry-After.
 func (c *Console) runEvents(w http.ResponseWriter, r *http.Request) {
-	id, err := uuid.Parse(r.PathValue("id"))
-	if err != nil {
-		c.notFound(w, r)
-		return
-	}
 	// The header (an EventSource's reconnection) or, for the first
 	// connection, which an EventSource cannot give a header, the
 	// version the page shows.
@@ -54,7 +47,7 @@ func (c *Console) runEvents(w http.ResponseWriter, r *http.Request) {
 		c.seatRefused(w, r, err)
 		return
 	}
-	st, err := c.d.Streams.Begin(r.Context(), org, id, after)
+	st, err := c.d.Streams.Begin(r.Context(), org, pathID(r), after)
 	seat.Release()
 	switch {
 	case errs.Is(err, errs.NotFound):

@@ -127,11 +127,7 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request) {
 // setWebhookState enables or disables an endpoint; another state is a 400.
 func (c *Console) setWebhookState(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	if !ok {
-		c.notFound(w, r)
-		return
-	}
+	id := pathID(r)
 	state := r.PostFormValue("state")
 	_, err := c.d.Webhooks.Update(r.Context(), s.OrganizationID, id, webhooks.UpdateParams{State: &state, Actor: s.Actor})
 	if err == nil {
@@ -146,11 +142,7 @@ func (c *Console) setWebhookState(w http.ResponseWriter, r *http.Request) {
 // page answers 400 and nothing is deleted.
 func (c *Console) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	if !ok {
-		c.notFound(w, r)
-		return
-	}
+	id := pathID(r)
 	if r.PostFormValue("confirm") != "yes" {
 		c.webhookChanged(w, r, &errs.Error{Kind: errs.Invalid, Err: webhooks.ErrInvalid,
 			Fields: []errs.Field{{Name: "confirm", Message: "must be ticked to delete the endpoint"}}}, "", "Nothing was deleted: ")
