@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/felixge/httpsnoop"
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/auth"
@@ -376,45 +377,20 @@ func securityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter remembers the status a handler wrote.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
 // logRequests gives each request an id and logs one line naming its
 // route pattern, never the path, query, headers or cookies.
 func (c *Console) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
 		id := uuid.NewString()
 		w.Header().Set("X-Request-Id", id)
 		r = r.WithContext(telemetry.WithRequestID(r.Context(), id))
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
+		m := httpsnoop.CaptureMetrics(next, w, r)
 		c.log.LogAttrs(context.WithoutCancel(r.Context()), slog.LevelInfo, "console request",
 			slog.String("request_id", id),
 			slog.String("method", r.Method),
 			slog.String("route", r.Pattern),
-			slog.Int("status", sw.status),
-			slog.Duration("duration", time.Since(start)))
+			slog.Int("status", m.Code),
+			slog.Duration("duration", m.Duration))
 	})
 }
 
