@@ -2,14 +2,12 @@ package console
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/servicekeys"
 )
 
@@ -68,11 +66,7 @@ func (c *Console) createServiceKey(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if refused == "" {
 		token, k, err = c.d.ServiceKeys.Create(r.Context(), s.OrganizationID, p)
-		if errs.Is(err, errs.Invalid) {
-			for _, f := range errs.FieldsOf(err) {
-				refused = f.Name + " " + f.Message
-				break
-			}
+		if refused = refusal(err); refused != "" {
 			err = nil
 		}
 	}
@@ -103,14 +97,9 @@ func (c *Console) revokeServiceKey(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
 	id := pathID(r)
 	k, err := c.d.ServiceKeys.Revoke(r.Context(), s.OrganizationID, id, s.Actor)
-	switch {
-	case errors.Is(err, servicekeys.ErrNotFound):
-		redirectOutcome(w, r, "/console/service-keys", "revoked", "gone")
-	case err != nil:
-		c.internal(w, r, err)
-	default:
+	if err == nil {
 		c.log.WarnContext(r.Context(), "service key revoked in the console", "organization_id", s.OrganizationID.String(),
 			"prefix", k.Prefix, "actor", s.Actor)
-		redirectOutcome(w, r, "/console/service-keys", "revoked", "revoked")
 	}
+	c.redirectChange(w, r, err, servicekeys.ErrNotFound, "/console/service-keys", "revoked", "revoked")
 }

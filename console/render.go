@@ -246,12 +246,6 @@ var funcs = template.FuncMap{
 		return fmt.Sprintf("%s\n… (cut: %d bytes in all)", buf.Bytes()[:i], len(b))
 	},
 	"query": link,
-	"uuidstr": func(p *uuid.UUID) string {
-		if p == nil {
-			return ""
-		}
-		return p.String()
-	},
 	"nonnil": func(id uuid.UUID) bool { return id != uuid.Nil },
 	"flag": func(b bool) string {
 		if b {
@@ -303,7 +297,6 @@ var funcs = template.FuncMap{
 	"keyOf": idempotencyKey,
 	// left writes the time from now to t: a lease's time left.
 	"left":  func(now, t time.Time) string { return nbsp(humanDuration(t.Sub(now))) },
-	"since": func(a, b time.Time) time.Duration { return b.Sub(a) },
 	// table passes rows and now to a shared table partial.
 	"table": func(rows any, now time.Time) any {
 		return struct {

@@ -75,8 +75,8 @@ func (c *Console) readWebhooks(r *http.Request, p webhooksPage) (webhooksPage, e
 	return p, nil
 }
 
-// refusal is the first field error of a refused input, "" for any other
-// error.
+// refusal is why an input was refused: the first field error, or
+// webhooks.ErrTooMany; "" for any other error.
 func refusal(err error) string {
 	if errors.Is(err, webhooks.ErrTooMany) {
 		return fmt.Sprintf("the organization has %d endpoints, the most it may have; delete one first", webhooks.MaxEndpoints)
@@ -169,12 +169,5 @@ func (c *Console) webhookChanged(w http.ResponseWriter, r *http.Request, err err
 		c.render(w, r, http.StatusBadRequest, "webhooks", "Webhooks", page)
 		return
 	}
-	switch {
-	case errors.Is(err, webhooks.ErrNotFound):
-		redirectOutcome(w, r, "/console/webhooks", "changed", "gone")
-	case err != nil:
-		c.internal(w, r, err)
-	default:
-		redirectOutcome(w, r, "/console/webhooks", "changed", code)
-	}
+	c.redirectChange(w, r, err, webhooks.ErrNotFound, "/console/webhooks", "changed", code)
 }
