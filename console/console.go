@@ -257,10 +257,8 @@ func New(d Deps) (*Console, error) {
 	case d.SessionLifetime < 0:
 		return nil, errors.New("console: Deps.SessionLifetime is negative")
 	}
-	c := &Console{d: d, sessionLifetime: cmp.Or(d.SessionLifetime, DefaultSessionLifetime), log: d.Logger, now: d.Now}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
-	}
+	c := &Console{d: d, sessionLifetime: cmp.Or(d.SessionLifetime, DefaultSessionLifetime),
+		log: cmp.Or(d.Logger, slog.New(slog.DiscardHandler)), now: d.Now}
 	if c.now == nil {
 		c.now = time.Now
 	}

@@ -245,7 +245,7 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%s\n… (cut: %d bytes in all)", buf.Bytes()[:i], len(b))
 	},
-	"query": link,
+	"query":  link,
 	"nonnil": func(id uuid.UUID) bool { return id != uuid.Nil },
 	"flag": func(b bool) string {
 		if b {
@@ -296,7 +296,7 @@ var funcs = template.FuncMap{
 	"int":   func(n int64) int { return int(n) },
 	"keyOf": idempotencyKey,
 	// left writes the time from now to t: a lease's time left.
-	"left":  func(now, t time.Time) string { return nbsp(humanDuration(t.Sub(now))) },
+	"left": func(now, t time.Time) string { return nbsp(humanDuration(t.Sub(now))) },
 	// table passes rows and now to a shared table partial.
 	"table": func(rows any, now time.Time) any {
 		return struct {

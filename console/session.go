@@ -130,7 +130,11 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 			if g == operatorOnly {
 				flow = seatq.Flow{Kind: seatq.KindOperator, Name: s.Actor}
 			}
-			seat, err := c.d.Seats.Acquire(ctx, flow, pageWidth(r))
+			width := pageSeats
+			if r.Method == http.MethodPost {
+				width = 1
+			}
+			seat, err := c.d.Seats.Acquire(ctx, flow, width)
 			if err != nil {
 				c.seatRefused(w, r, err)
 				return
@@ -165,13 +169,6 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 // pageSeats is the seats a page takes up front, about an API list of a
 // hundred rows; a POST takes one. The actual cost is charged after.
 const pageSeats = 2
-
-func pageWidth(r *http.Request) int {
-	if r.Method == http.MethodPost {
-		return 1
-	}
-	return pageSeats
-}
 
 // seatRefused answers an unseated request: 429 with Retry-After, or
 // 503 when the client left.

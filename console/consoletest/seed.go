@@ -368,8 +368,7 @@ func (sd *seeder) scheduled(ctx context.Context) (err error) {
 	defer func() { err = failed("the scheduled saved search", err) }()
 	pool, w := sd.pool, sd.w
 	clock := dbclocktest.New(time.Now().UTC().Truncate(24 * time.Hour).Add(-72 * time.Hour))
-	store := savedsearch.NewStore(pool)
-	ss, err := store.Create(ctx, w.OrgA, savedsearch.CreateParams{Name: ScheduledName,
+	ss, err := sd.store.Create(ctx, w.OrgA, savedsearch.CreateParams{Name: ScheduledName,
 		Brief: savedsearch.Brief{Query: "golang backend", Filters: map[string]any{"remote": true}}, Actor: "alice"})
 	if err != nil {
 		return err
@@ -383,7 +382,7 @@ func (sd *seeder) scheduled(ctx context.Context) (err error) {
 	}
 	rs := runs.NewStore(pool, runs.Config{Clock: clock.Clock()})
 	starter, err := admission.NewStarter(admission.Deps{Pool: pool, Plane: idempotency.NewService(pool, idempotency.Config{Clock: clock.Clock()}),
-		SavedSearches: store, Snapshots: snapshot.NewStore(pool), Runs: rs}, admission.Config{})
+		SavedSearches: sd.store, Snapshots: snapshot.NewStore(pool), Runs: rs}, admission.Config{})
 	if err != nil {
 		return err
 	}
