@@ -33,13 +33,16 @@ type keysPage struct {
 
 // serviceKeys lists the organization's keys, revoked ones too.
 func (c *Console) serviceKeys(r *http.Request, _ *filters) (view, error) {
-	s := sessionOf(r.Context())
-	keys, err := c.d.ServiceKeys.List(r.Context(), s.OrganizationID)
-	if err != nil {
-		return view{}, err
-	}
-	return view{name: "service-keys", title: "Service keys", data: keysPage{Keys: keys, Scopes: servicekeys.Scopes(),
-		Revoked: outcome(r, "key-revoked", "revoked"), Now: c.now()}}, nil
+	p, err := c.readKeys(r, keysPage{Revoked: outcome(r, "key-revoked", "revoked")})
+	return view{"service-keys", "Service keys", p}, err
+}
+
+// readKeys fills p with the organization's keys.
+func (c *Console) readKeys(r *http.Request, p keysPage) (keysPage, error) {
+	var err error
+	p.Keys, err = c.d.ServiceKeys.List(r.Context(), sessionOf(r.Context()).OrganizationID)
+	p.Scopes, p.Now = servicekeys.Scopes(), c.now()
+	return p, err
 }
 
 // createServiceKey creates a key of the session's organization from the
@@ -52,43 +55,38 @@ func (c *Console) createServiceKey(w http.ResponseWriter, r *http.Request) {
 	for _, sc := range r.PostForm["scope"] {
 		p.Scopes = append(p.Scopes, servicekeys.Scope(sc))
 	}
-	var refused string
+	var page keysPage
 	if d := r.PostFormValue("expires_days"); d != "" {
 		n, err := strconv.Atoi(d)
 		if err != nil || n < 1 || n > 3650 {
-			refused = "expires in: a whole number of days from 1 to 3650, or empty for never"
+			page.Refused = "expires in: a whole number of days from 1 to 3650, or empty for never"
 		}
 		at := c.now().Add(time.Duration(n) * 24 * time.Hour)
 		p.ExpiresAt = &at
 	}
-	var token string
-	var k *servicekeys.Key
 	var err error
-	if refused == "" {
-		token, k, err = c.d.ServiceKeys.Create(r.Context(), s.OrganizationID, p)
-		if refused = refusal(err); refused != "" {
+	if page.Refused == "" {
+		page.Token, page.Created, err = c.d.ServiceKeys.Create(r.Context(), s.OrganizationID, p)
+		if page.Refused = refusal(err); page.Refused != "" {
 			err = nil
 		}
 	}
-	if err != nil {
-		c.internal(w, r, err)
-		return
+	if err == nil {
+		page, err = c.readKeys(r, page)
 	}
-	keys, err := c.d.ServiceKeys.List(r.Context(), s.OrganizationID)
 	if err != nil {
 		c.internal(w, r, err)
 		return
 	}
 	status := http.StatusCreated
-	if refused != "" {
+	if page.Refused != "" {
 		status = http.StatusBadRequest
 	} else {
 		c.log.InfoContext(r.Context(), "service key created in the console", "organization_id", s.OrganizationID.String(),
-			"prefix", k.Prefix, "actor", s.Actor)
+			"prefix", page.Created.Prefix, "actor", s.Actor)
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	c.render(w, r, status, "service-keys", "Service keys", keysPage{Keys: keys, Scopes: servicekeys.Scopes(),
-		Created: k, Token: token, Refused: refused, Now: c.now()})
+	c.render(w, r, status, "service-keys", "Service keys", page)
 }
 
 // revokeServiceKey revokes a key of the session's organization, recording
