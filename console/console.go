@@ -31,7 +31,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -39,7 +38,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/auth"
-	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/operator"
@@ -52,6 +51,7 @@ import (
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/tools"
+	"github.com/searchd/searchd/webhooks"
 )
 
 //go:embed templates/*.html
@@ -63,112 +63,39 @@ var staticFS embed.FS
 // Prefix is the path the console is served under.
 const Prefix = "/console/"
 
-// SavedSearches is what the console reads of saved searches; a
-// *savedsearch.Store is one. Every read is bounded in size (maxPageBytes).
-type SavedSearches interface {
-	ListAll(ctx context.Context, org uuid.UUID, p savedsearch.AuditListParams) ([]savedsearch.AuditSummary, string, error)
-	GetEntry(ctx context.Context, org, id uuid.UUID) (*savedsearch.Entry, error)
-	BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) ([]string, int64, error)
-}
-
-// Snapshots is what the console reads of snapshots; a *snapshot.Store is one.
-type Snapshots interface {
-	Header(ctx context.Context, org, id uuid.UUID) (*snapshot.Header, error)
-	BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) ([]string, int64, error)
-	DiffBaselines(ctx context.Context, org, older, newer uuid.UUID, p snapshot.DiffParams) (*snapshot.BaselineDiff, error)
-	Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p snapshot.TimelineParams) ([]snapshot.TimelineEntry, string, error)
-}
-
-// Runs is what the console reads of Runs; a *runs.Store has it.
-type Runs interface {
-	GetAudit(ctx context.Context, org, id uuid.UUID) (*runs.Run, int64, error)
-	Search(ctx context.Context, org uuid.UUID, p runs.SearchParams) ([]runs.Run, string, error)
-	// StatusChanges reads a Run's status history for its timeline.
-	StatusChanges(ctx context.Context, org, id uuid.UUID) ([]runs.StatusChange, error)
-}
-
-// JobAudit reads provider jobs; a *providerjobs.Audit is one.
-type JobAudit interface {
-	Job(ctx context.Context, org, id uuid.UUID) (*providerjobs.Job, int64, error)
-	Jobs(ctx context.Context, org uuid.UUID, p providerjobs.JobListParams) ([]providerjobs.Job, string, error)
-	Deliveries(ctx context.Context, j *providerjobs.Job, limit int) ([]providerjobs.AppliedDelivery, error)
-	Drops(ctx context.Context, org, jobID uuid.UUID, limit int, cursor string) ([]providerjobs.Drop, string, error)
-}
-
-// Operator is the operator's reads and force-release; an *operator.Store
-// is one.
-type Operator interface {
-	Claim(ctx context.Context, id uuid.UUID) (*idempotency.Record, error)
-	Overview(ctx context.Context, hours int) (*operator.Overview, error)
-	InFlight(ctx context.Context, f operator.ClaimFilter, p operator.PageParams) ([]idempotency.Record, string, error)
-	Stuck(ctx context.Context, f operator.ClaimFilter, p operator.PageParams) ([]idempotency.Record, string, error)
-	Releases(ctx context.Context, f operator.ReleaseFilter, p operator.PageParams) ([]operator.Release, string, error)
-	ForceRelease(ctx context.Context, rec *idempotency.Record, p operator.ReleaseParams) (*operator.Release, error)
-}
-
-// Inbox reads the provider inbox; a *providerjobs.Audit is one.
-type Inbox interface {
-	InboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error)
-	InboxPending(ctx context.Context, p providerjobs.InboxListParams) ([]providerjobs.InboxEntry, string, error)
-	InboxArrivals(ctx context.Context, p providerjobs.InboxListParams) ([]providerjobs.InboxEntry, string, error)
-}
-
-// UncertainCalls reads uncertain tool calls and their decisions; a
-// *tools.Inspector is one.
-type UncertainCalls interface {
-	Uncertain(ctx context.Context, p tools.InspectParams) ([]tools.UncertainCall, string, error)
-	Resolutions(ctx context.Context, p tools.InspectParams) ([]tools.PastResolution, string, error)
-}
-
-// Resolver records a person's decision about an uncertain call; a
-// *tools.Resolver is one.
-type Resolver interface {
-	Resolve(ctx context.Context, p tools.ResolveParams) (*tools.Resolved, error)
-}
-
-// Schedules reads schedules and occurrences; a *schedule.Store is one.
-type Schedules interface {
-	Get(ctx context.Context, org, id uuid.UUID) (*schedule.Schedule, error)
-	Occurrences(ctx context.Context, org, id uuid.UUID, p schedule.ListParams) ([]schedule.Occurrence, string, error)
-	List(ctx context.Context, org uuid.UUID, p schedule.ListParams) ([]schedule.Summary, string, error)
-}
-
-// SweeperRuns reads the sweeper's recorded runs; a *sweeper.RunLog is one.
-type SweeperRuns interface {
-	List(ctx context.Context, backlogOnly bool, limit int, cursor string) ([]sweeper.RunEntry, string, error)
-}
-
 // Deps are what a [Console] is built from. Fields documented as nil-able
 // are optional; the rest are required.
 type Deps struct {
-	SavedSearches SavedSearches
-	Snapshots     Snapshots
-	Runs          Runs
-	JobAudit      JobAudit
-	Operator      Operator
-	SweeperRuns   SweeperRuns
-	// Dispatches serves the Run page's dispatch timeline.
-	Dispatches Dispatches
-	// Backlog (a *dispatch.Watcher) adds a notice when Runs wait and this
-	// process does not dispatch. Nil shows none.
-	Backlog Backlog
+	// The auditor's pages read these with the session's organization.
+	SavedSearches *savedsearch.Store
+	Snapshots     *snapshot.Store
+	Runs          *runs.Store
+	JobAudit      *providerjobs.Audit
+	// Operator serves the operator's reads and force-release.
+	Operator    *operator.Store
+	SweeperRuns *sweeper.RunLog
+	// Dispatches serves the Run page's dispatch timeline and retry.
+	Dispatches *dispatch.Store
+	// Backlog adds a notice when Runs wait and this process does not
+	// dispatch. Nil shows none.
+	Backlog *dispatch.Watcher
 	// Inbox serves the operator's "Inbound" panel; nil hides it.
-	Inbox Inbox
+	Inbox *providerjobs.Audit
 	// Schedules serves schedules and occurrences; nil hides them.
-	Schedules Schedules
+	Schedules *schedule.Store
 	// Webhooks serves the webhook endpoints page; nil hides it.
-	Webhooks Webhooks
+	Webhooks *webhooks.Store
 	// Uncertain and Resolver serve the "Tool calls to decide" panel,
 	// shown only when both are set.
-	Uncertain UncertainCalls
-	Resolver  Resolver
-	Sessions  Sessions
+	Uncertain *tools.Inspector
+	Resolver  *tools.Resolver
+	Sessions  *sessions.Store
 	// SignIn signs in through the OIDC provider; nil without one.
-	SignIn SignIn
+	SignIn *auth.SignIn
 	// TokenSignIn allows signing in with a pasted bearer token, checked
 	// by Verifier (development).
 	TokenSignIn bool
-	Verifier    Verifier
+	Verifier    *auth.Verifier
 	// SessionLifetime is the longest a session lives; zero is
 	// DefaultSessionLifetime.
 	SessionLifetime time.Duration
@@ -193,25 +120,6 @@ type Deps struct {
 	// Streams serves the Run page's live updates, sharing the API's cap;
 	// nil serves none.
 	Streams *runstream.Hub
-}
-
-// Sessions stores the console's sessions; a *sessions.Store is one.
-type Sessions interface {
-	Create(ctx context.Context, p sessions.CreateParams) (secret string, s *sessions.Session, err error)
-	Lookup(ctx context.Context, secret string) (*sessions.Session, error)
-	Delete(ctx context.Context, secret string) error
-}
-
-// SignIn is a sign-in through the provider; an *auth.SignIn is one.
-type SignIn interface {
-	Start() (f auth.Flow, authURL string)
-	Finish(ctx context.Context, f auth.Flow, callback url.Values) (auth.Principal, error)
-	AuthorizationOrigin() string
-}
-
-// Verifier verifies a pasted token; an *auth.Verifier is one.
-type Verifier interface {
-	Verify(ctx context.Context, raw string) (auth.Principal, error)
 }
 
 // DefaultSessionLifetime is the default [Deps.SessionLifetime].

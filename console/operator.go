@@ -130,7 +130,7 @@ type overviewCache struct {
 	// outlives the starter's seat.
 	seats *seatq.Queue
 	// op reads the overview by now's clock; log gets a failed read.
-	op  Operator
+	op  *operator.Store
 	now func() time.Time
 	log *slog.Logger
 }

@@ -9,28 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/runs"
 )
-
-// Dispatches reads the hand-off of Runs to the runtime; a *dispatch.Store
-// has it.
-type Dispatches interface {
-	Get(ctx context.Context, org, runID uuid.UUID) (*dispatch.Dispatch, error)
-	Attempts(ctx context.Context, org, runID uuid.UUID) ([]dispatch.Attempt, error)
-	Retries(ctx context.Context, org, runID uuid.UUID) ([]dispatch.Retry, error)
-	// Retry retries a failed dispatch, for an operator (the Run page's
-	// form).
-	Retry(ctx context.Context, p dispatch.RetryParams) (*dispatch.Dispatch, error)
-}
-
-// Backlog is the outbox's backlog as last read; a *dispatch.Watcher has
-// it.
-type Backlog interface {
-	Backlog() dispatch.Backlog
-}
 
 // dispatchNotice is the notice every page carries while this process does
 // not dispatch and Runs are pending: an operator reads the count and the

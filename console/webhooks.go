@@ -1,25 +1,13 @@
 package console
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 
-	"github.com/google/uuid"
-
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/webhooks"
 )
-
-// Webhooks reads and manages webhook endpoints; a *webhooks.Store is one.
-type Webhooks interface {
-	List(ctx context.Context, org uuid.UUID) ([]webhooks.Endpoint, error)
-	Deliveries(ctx context.Context, org, id uuid.UUID, limit int) ([]webhooks.Delivery, error)
-	Create(ctx context.Context, org uuid.UUID, p webhooks.CreateParams) (*webhooks.Endpoint, error)
-	Update(ctx context.Context, org, id uuid.UUID, p webhooks.UpdateParams) (*webhooks.Endpoint, error)
-	Delete(ctx context.Context, org, id uuid.UUID) error
-}
 
 // webhookDeliveriesShown is how many of each endpoint's newest
 // deliveries the page shows.
