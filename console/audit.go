@@ -30,11 +30,10 @@ const itemsPageSize = 200
 // so another organization's record answers not found, exactly as on /v1.
 
 type savedSearchesPage struct {
-	Items    []savedsearch.AuditSummary
-	Name     string
-	Archived bool
-	Cursor   string
-	Next     string
+	Items        []savedsearch.AuditSummary
+	Name         string
+	Archived     bool
+	Cursor, Next string
 }
 
 func (c *Console) savedSearches(r *http.Request, f *filters) (view, error) {
@@ -58,11 +57,10 @@ type itemsPage struct {
 type savedSearchPage struct {
 	Search *savedsearch.Entry
 	itemsPage
-	Timeline []snapshot.TimelineEntry
-	Actor    string
-	From, To string
-	Cursor   string
-	Next     string
+	Timeline     []snapshot.TimelineEntry
+	Actor        string
+	From, To     string
+	Cursor, Next string
 	// Runs are the newest Runs of the saved search.
 	Runs []runs.Run
 	// Schedules says whether the console reads schedules at all;
@@ -167,9 +165,8 @@ func (c *Console) compare(r *http.Request, f *filters) (view, error) {
 type snapshotPage struct {
 	Snapshot *snapshot.Header
 	itemsPage
-	Runs   []runs.Run
-	Cursor string
-	Next   string
+	Runs         []runs.Run
+	Cursor, Next string
 }
 
 func (c *Console) snapshot(r *http.Request, f *filters) (view, error) {

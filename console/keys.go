@@ -78,10 +78,9 @@ func (c *Console) createServiceKey(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, err)
 		return
 	}
-	status := http.StatusCreated
-	if page.Refused != "" {
-		status = http.StatusBadRequest
-	} else {
+	status := http.StatusBadRequest
+	if page.Refused == "" {
+		status = http.StatusCreated
 		c.log.InfoContext(r.Context(), "service key created in the console", "organization_id", s.OrganizationID.String(),
 			"prefix", page.Created.Prefix, "actor", s.Actor)
 	}

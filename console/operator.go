@@ -51,12 +51,11 @@ func (c *Console) operatorPanels() []panel {
 const chartHours = 24
 
 type claimsPage struct {
-	Overview              countsView
-	Stuck, InFlight       []idempotency.Record
-	StuckNext, FlightNext string
-	StuckCursor           string
-	FlightCursor          string
-	Org, Scope, Key       string
+	Overview                  countsView
+	Stuck, InFlight           []idempotency.Record
+	StuckNext, FlightNext     string
+	StuckCursor, FlightCursor string
+	Org, Scope, Key           string
 	// Released is the recorded release the page returns with; Refused
 	// says why a release was refused (outcome.go).
 	Released *operator.Release

@@ -251,10 +251,6 @@ func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status in
 	c.render(w, r, status, "sign-in", "Sign in", signInPage{Error: msg, Provider: c.d.SignIn != nil, Token: c.d.TokenSignIn})
 }
 
-func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
-	c.renderSignIn(w, r, http.StatusOK, "")
-}
-
 // signIn exchanges a pasted token (in the POST body) for a session that
 // ends at the token's exp or the session lifetime, whichever is first.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {

@@ -86,13 +86,13 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request) {
 	p := webhooks.CreateParams{URL: r.PostFormValue("url"), Description: r.PostFormValue("description"),
 		EventTypes: r.PostForm["event_type"], Actor: s.Actor}
 	e, err := c.d.Webhooks.Create(r.Context(), s.OrganizationID, p)
-	page := webhooksPage{Created: e}
-	refused := http.StatusBadRequest
-	if errors.Is(err, webhooks.ErrTooMany) {
-		refused = http.StatusConflict
-	}
+	page, status := webhooksPage{Created: e}, http.StatusCreated
 	if why := refusal(err); why != "" {
-		page.Refused, page.Form, err = "No endpoint was created: "+why, p, nil
+		page.Refused, page.Form, status = "No endpoint was created: "+why, p, http.StatusBadRequest
+		if errors.Is(err, webhooks.ErrTooMany) {
+			status = http.StatusConflict
+		}
+		err = nil
 	}
 	if err == nil {
 		page, err = c.readWebhooks(r, page)
@@ -101,10 +101,7 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, err)
 		return
 	}
-	status := http.StatusCreated
-	if page.Refused != "" {
-		status = refused
-	} else {
+	if page.Refused == "" {
 		c.log.InfoContext(r.Context(), "webhook endpoint created in the console", "organization_id", s.OrganizationID.String(),
 			"endpoint_id", e.ID.String(), "actor", s.Actor)
 	}
