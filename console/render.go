@@ -52,22 +52,19 @@ func (c *Console) nav(s *session) []navEntry {
 		return nil
 	}
 	var out []navEntry
-	if s.OrganizationID != uuid.Nil {
-		out = append(out,
-			navEntry{"Audit", "Saved searches", "/console/saved-searches", "saved-searches"},
-		)
-		if c.d.Schedules != nil {
-			out = append(out, navEntry{"Audit", "Schedules", "/console/schedules", "schedules"})
-		}
-		out = append(out,
-			navEntry{"Audit", "Runs", "/console/runs", "runs"},
-			navEntry{"Audit", "Provider jobs", "/console/provider-jobs", "provider-jobs"},
-		)
-		if c.d.ServiceKeys != nil && (s.IsAdmin() || s.IsOperator()) {
-			out = append(out, navEntry{"Audit", "Service keys", "/console/service-keys", "service-keys"})
-		}
-		if c.d.Webhooks != nil {
-			out = append(out, navEntry{"Audit", "Webhooks", "/console/webhooks", "webhooks"})
+	for _, e := range []struct {
+		shown          bool
+		label, section string
+	}{
+		{true, "Saved searches", "saved-searches"},
+		{c.d.Schedules != nil, "Schedules", "schedules"},
+		{true, "Runs", "runs"},
+		{true, "Provider jobs", "provider-jobs"},
+		{c.d.ServiceKeys != nil && (s.IsAdmin() || s.IsOperator()), "Service keys", "service-keys"},
+		{c.d.Webhooks != nil, "Webhooks", "webhooks"},
+	} {
+		if e.shown && s.OrganizationID != uuid.Nil {
+			out = append(out, navEntry{"Audit", e.label, "/console/" + e.section, e.section})
 		}
 	}
 	if s.IsOperator() {
