@@ -346,14 +346,14 @@ var errNotFound = errors.New("console: not found")
 // whether there was one: not found for another organization's records, a
 // 400 for filters or a cursor the store did not write, else a logged 500.
 func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) bool {
-	var bad filterError
+	const badFilters = "Filters not understood"
 	switch {
 	case err == nil:
 		return false
-	case errors.As(err, &bad):
-		c.badFilters(w, r, bad)
+	case errors.As(err, new(filterError)):
+		c.fail(w, r, http.StatusBadRequest, badFilters, err.Error())
 	case errors.Is(err, operator.ErrInvalid):
-		c.badFilters(w, r, errors.New(strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": ")))
+		c.fail(w, r, http.StatusBadRequest, badFilters, strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": "))
 	case errors.Is(err, errNotFound), errors.Is(err, savedsearch.ErrNotFound), errors.Is(err, snapshot.ErrNotFound),
 		errors.Is(err, runs.ErrNotFound), errors.Is(err, providerjobs.ErrNotFound),
 		errors.Is(err, schedule.ErrSavedSearchNotFound):
@@ -361,7 +361,7 @@ func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) 
 	case errors.Is(err, keyset.ErrInvalid): // every list's cursor, decoded in one place
 		c.fail(w, r, http.StatusBadRequest, "Page not found", "That page link is not one of this console's. Start again from the first page.")
 	case errors.Is(err, savedsearch.ErrInvalid):
-		c.badFilters(w, r, err)
+		c.fail(w, r, http.StatusBadRequest, badFilters, err.Error())
 	case errors.As(err, new(*seatq.Refusal)):
 		c.seatRefused(w, r, err) // the claims' counts were refused a seat
 	default:

@@ -119,10 +119,6 @@ func (f *filters) err() error {
 	return filterError(strings.Join(f.problems, "; "))
 }
 
-func (c *Console) badFilters(w http.ResponseWriter, r *http.Request, err error) {
-	c.fail(w, r, http.StatusBadRequest, "Filters not understood", err.Error())
-}
-
 // clip shortens a value quoted back in a message.
 func clip(s string) string {
 	if len(s) > 40 {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 
@@ -25,11 +26,7 @@ func (c *Console) runEvents(w http.ResponseWriter, r *http.Request) {
 	// The header (an EventSource's reconnection) or, for the first
 	// connection, which an EventSource cannot give a header, the
 	// version the page shows.
-	v := r.Header.Get("Last-Event-ID")
-	if v == "" {
-		v = r.URL.Query().Get("last_event_id")
-	}
-	after, ok := runstream.ParseLastEventID(v)
+	after, ok := runstream.ParseLastEventID(cmp.Or(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("last_event_id")))
 	if !ok {
 		c.fail(w, r, http.StatusBadRequest, "Bad Last-Event-ID", "Last-Event-ID must be the seq of an event: a whole number from 0.")
 		return

@@ -81,18 +81,16 @@ func (c *Console) timeline(ctx context.Context, run *runs.Run, now time.Time) (*
 		if err != nil {
 			return nil, err
 		}
-		retries, err := c.d.Dispatches.Retries(ctx, org, id)
-		if err != nil {
+		if tl.Retries, err = c.d.Dispatches.Retries(ctx, org, id); err != nil {
 			return nil, err
 		}
-		tl.Retries = retries
 		if len(attempts) > 0 {
 			tl.Pruned = attempts[0].Attempt - 1
 		}
 		for _, a := range attempts {
 			tl.Events = append(tl.Events, attemptEvent(a, d, now))
 		}
-		for _, r := range retries {
+		for _, r := range tl.Retries {
 			tl.Events = append(tl.Events, timelineEvent{At: r.RetriedAt, What: "retried", Badge: "retry", Class: "b-changed",
 				Detail: r.Reason, Who: r.Actor, Answer: deref(r.PreviousError)})
 		}
