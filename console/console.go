@@ -170,18 +170,13 @@ func New(d Deps) (*Console, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	c.overview = overviewCache{ttl: cmp.Or(d.OverviewTTL, DefaultOverviewTTL), wait: cmp.Or(d.OverviewWait, DefaultOverviewWait),
-		seats: d.Seats, op: d.Operator, now: c.now, log: c.log}
+	c.overview = overviewCache{ttl: cmp.Or(d.OverviewTTL, DefaultOverviewTTL), wait: cmp.Or(d.OverviewWait, DefaultOverviewWait), c: c}
 	c.overview.staleFor = overviewStaleFactor * c.overview.ttl
 	var err error
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
-	static, err := fs.Sub(staticFS, "static")
-	if err != nil {
-		return nil, err
-	}
-	if c.static, err = newStaticFiles(static, c.notFound); err != nil {
+	if c.static, err = newStaticFiles(c.notFound); err != nil {
 		return nil, fmt.Errorf("console: static files: %w", err)
 	}
 	c.handler = c.routes()
@@ -308,18 +303,19 @@ type staticFiles struct {
 	notFound http.HandlerFunc
 }
 
-// newStaticFiles reads every file of fsys once.
-func newStaticFiles(fsys fs.FS, notFound http.HandlerFunc) (*staticFiles, error) {
+// newStaticFiles reads every file of staticFS once.
+func newStaticFiles(notFound http.HandlerFunc) (*staticFiles, error) {
 	s := &staticFiles{files: map[string][]byte{}, etags: map[string]string{}, notFound: notFound}
-	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(staticFS, "static", func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		b, err := fs.ReadFile(fsys, name)
+		b, err := fs.ReadFile(staticFS, name)
 		if err != nil {
 			return err
 		}
 		sum := sha256.Sum256(b)
+		name = strings.TrimPrefix(name, "static/")
 		s.files[name], s.etags[name] = b, `"`+hex.EncodeToString(sum[:8])+`"`
 		return nil
 	})

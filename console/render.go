@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -274,19 +275,7 @@ var funcs = template.FuncMap{
 	},
 	"add": func(a, b int) int { return a + b },
 	// occBadge is the badge class of an occurrence's status.
-	"occBadge": func(status string) string {
-		switch status {
-		case schedule.StatusStarted:
-			return "b-succeeded"
-		case schedule.StatusRefused:
-			return "b-failed"
-		case schedule.StatusMissed:
-			return "b-archived"
-		case schedule.StatusNotReady:
-			return "b-stuck"
-		}
-		return "b-pending"
-	},
+	"occBadge": func(status string) string { return cmp.Or(occBadges[status], "b-pending") },
 	// every writes an interval schedule's cadence for a person.
 	"every": func(seconds int64) string { return humanDuration(time.Duration(seconds) * time.Second) },
 	"sub":   func(a, b int) int { return a - b },
@@ -302,6 +291,9 @@ var funcs = template.FuncMap{
 		}{rows, now}
 	},
 }
+
+var occBadges = map[string]string{schedule.StatusStarted: "b-succeeded", schedule.StatusRefused: "b-failed",
+	schedule.StatusMissed: "b-archived", schedule.StatusNotReady: "b-stuck"}
 
 // ago writes "3 min ago" with no-break spaces.
 func ago(now, t time.Time) string {
