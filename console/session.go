@@ -153,7 +153,6 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 			}()
 		}
 		if s.IsOperator() && r.Method == http.MethodGet {
-			// Warm the claims page's counts for an operator.
 			c.overview.warm(ctx)
 		}
 		r = r.WithContext(ctx)
