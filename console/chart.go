@@ -32,9 +32,8 @@ type chartPanel struct {
 }
 
 type chartRect struct {
-	X, Y, W, H float64
-	Class      string
-	Title      string
+	X, Y, W, H   float64
+	Class, Title string
 }
 
 type chartLine struct {

@@ -183,9 +183,6 @@ func New(d Deps) (*Console, error) {
 	return c, nil
 }
 
-// Handler returns the http.Handler of the console: mount it at [Prefix].
-func (c *Console) Handler() http.Handler { return c.handler }
-
 // Mount serves the console under [Prefix] and everything else with next.
 // It dispatches on the path alone: a ServeMux would set r.Pattern, which
 // the API's tracing reads.

@@ -87,7 +87,7 @@ func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL t
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.Handler()
+	return c.Mount(http.NotFoundHandler())
 }
 
 // admissionFor returns an seat queue at its defaults, its seats as

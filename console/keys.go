@@ -22,13 +22,11 @@ type ServiceKeys interface {
 // keysPage is the service keys page: the organization's keys, and after
 // a create the new key's token, shown this once.
 type keysPage struct {
-	Keys    []servicekeys.Key
-	Scopes  []servicekeys.Scope
-	Created *servicekeys.Key
-	Token   string
-	Refused string
-	Revoked string
-	Now     time.Time
+	Keys                    []servicekeys.Key
+	Scopes                  []servicekeys.Scope
+	Created                 *servicekeys.Key
+	Token, Refused, Revoked string
+	Now                     time.Time
 }
 
 // serviceKeys lists the organization's keys, revoked ones too.

@@ -252,7 +252,6 @@ func (c *Console) claims(r *http.Request, f *filters) (view, error) {
 	}
 	p.Filtered = p.Org != "" || p.Scope != "" || p.Key != ""
 	ctx := r.Context()
-	// Read the overview and the two lists concurrently.
 	var (
 		wg     sync.WaitGroup
 		ov     *operator.Overview

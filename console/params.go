@@ -133,7 +133,6 @@ func pathID(r *http.Request) uuid.UUID {
 	return id
 }
 
-// orgOf is the organization of r's session.
 func orgOf(r *http.Request) uuid.UUID { return sessionOf(r.Context()).OrganizationID }
 
 // idText writes a filter's id, "" for none.

@@ -156,7 +156,6 @@ type failPage struct {
 	Detail  string
 }
 
-// fail renders an error page.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, heading, detail string) {
 	c.render(w, r, status, "error", heading, failPage{Status: status, Heading: heading, Detail: detail})
 }
@@ -184,7 +183,6 @@ func shortID(id uuid.UUID) string {
 }
 
 var funcs = template.FuncMap{
-	// has says whether list holds v.
 	"has": slices.Contains[[]string],
 	// plural is n and the word for it: "1 item", "0 items", "2 items".
 	"plural": plural,
@@ -310,7 +308,6 @@ func ago(now, t time.Time) string {
 	return nbsp(humanDuration(now.Sub(t)) + " ago")
 }
 
-// nbsp replaces the spaces of s with no-break spaces.
 func nbsp(s string) string { return strings.ReplaceAll(s, " ", "\u00a0") }
 
 // humanDuration rounds d for reading: 42 s, 7 min, 3 h 5 min, 2 d 4 h.

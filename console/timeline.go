@@ -38,11 +38,8 @@ func (c *Console) dispatchNotice(s *session) *dispatchNotice {
 // timelineEvent is one line of a Run's timeline: when, what (a badge and
 // its class, one the stylesheet has), and the detail.
 type timelineEvent struct {
-	At     time.Time
-	What   string
-	Badge  string
-	Class  string
-	Detail string
+	At                         time.Time
+	What, Badge, Class, Detail string
 	// Answer is a runtime's answer or an error, shown as code.
 	Answer string
 	// Who did it (an operator, a runtime), when known.
@@ -154,7 +151,6 @@ func attemptEvent(a dispatch.Attempt, d *dispatch.Dispatch, now time.Time) timel
 	return ev
 }
 
-// deref is *p, the zero value for nil.
 func deref[T any](p *T) (v T) {
 	if p != nil {
 		v = *p

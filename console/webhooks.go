@@ -21,12 +21,11 @@ type webhookEndpointView struct {
 // webhooksPage is the Webhooks page; after a create it shows the new
 // endpoint's secret, this once.
 type webhooksPage struct {
-	Endpoints  []webhookEndpointView
-	Manage     bool
-	EventTypes []string
-	Created    *webhooks.Endpoint
-	Refused    string
-	Changed    string
+	Endpoints        []webhookEndpointView
+	Manage           bool
+	EventTypes       []string
+	Created          *webhooks.Endpoint
+	Refused, Changed string
 	// Form is what a refused create was sent, written back into the form.
 	Form webhooks.CreateParams
 }
