@@ -357,11 +357,7 @@ func (c *Console) providerCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	to := landing(p)
 	w.Header().Set("Refresh", "0; url="+to)
-	c.render(w, r, http.StatusOK, "signed-in", "Signed in", signedInPage{Next: to, Actor: p.Actor})
-}
-
-type signedInPage struct {
-	Next, Actor string
+	c.render(w, r, http.StatusOK, "signed-in", "Signed in", struct{ Next, Actor string }{to, p.Actor})
 }
 
 // signOut deletes the session, voiding the cookie on every replica.
