@@ -710,6 +710,10 @@ func TestBadFiltersAndPathsAnswer4xx(t *testing.T) {
 			t.Errorf("operator GET %s = %d, want %d", target, rec.Code, want)
 		}
 	}
+	// A path id that is not a UUID names nothing on a form's POST too.
+	if rec := b.do("POST", "/console/operator/claims/not-a-uuid/release", op, b.stuckForm(t, op), nil); rec.Code != http.StatusNotFound {
+		t.Errorf("POST a release of not-a-uuid = %d, want 404", rec.Code)
+	}
 }
 
 func TestRunListsPageThroughEveryRun(t *testing.T) {
