@@ -30,11 +30,10 @@ const itemsPageSize = 200
 // so another organization's record answers not found, exactly as on /v1.
 
 type savedSearchesPage struct {
-	Items    []savedsearch.AuditSummary
-	Name     string
-	Archived bool
-	Cursor   string
-	Next     string
+	Items        []savedsearch.AuditSummary
+	Name         string
+	Archived     bool
+	Cursor, Next string
 }
 
 func (c *Console) savedSearches(r *http.Request, f *filters) (view, error) {
@@ -58,11 +57,10 @@ type itemsPage struct {
 type savedSearchPage struct {
 	Search *savedsearch.Entry
 	itemsPage
-	Timeline []snapshot.TimelineEntry
-	Actor    string
-	From, To string
-	Cursor   string
-	Next     string
+	Timeline     []snapshot.TimelineEntry
+	Actor        string
+	From, To     string
+	Cursor, Next string
 	// Runs are the newest Runs of the saved search.
 	Runs []runs.Run
 	// Schedules says whether the console reads schedules at all;
@@ -75,7 +73,7 @@ type savedSearchPage struct {
 }
 
 func (c *Console) savedSearch(r *http.Request, f *filters) (view, error) {
-	ctx, org, id := r.Context(), orgOf(r), f.pathID()
+	ctx, org, id := r.Context(), orgOf(r), pathID(r)
 	from, to := f.time("from"), f.time("to")
 	p := savedSearchPage{Actor: f.text("actor", maxFilterLen), From: localInput(from), To: localInput(to),
 		Cursor: f.cursor("cursor"), itemsPage: itemsPage{ItemsAt: f.position("items")}, OccCursor: f.cursor("occ")}
@@ -133,7 +131,7 @@ type comparePage struct {
 }
 
 func (c *Console) compare(r *http.Request, f *filters) (view, error) {
-	ctx, org, id := r.Context(), orgOf(r), f.pathID()
+	ctx, org, id := r.Context(), orgOf(r), pathID(r)
 	a, b := f.id("a"), f.id("b")
 	if a == uuid.Nil || b == uuid.Nil {
 		f.bad("a, b", "choose two snapshots to compare")
@@ -167,13 +165,12 @@ func (c *Console) compare(r *http.Request, f *filters) (view, error) {
 type snapshotPage struct {
 	Snapshot *snapshot.Header
 	itemsPage
-	Runs   []runs.Run
-	Cursor string
-	Next   string
+	Runs         []runs.Run
+	Cursor, Next string
 }
 
 func (c *Console) snapshot(r *http.Request, f *filters) (view, error) {
-	ctx, org, id := r.Context(), orgOf(r), f.pathID()
+	ctx, org, id := r.Context(), orgOf(r), pathID(r)
 	p := snapshotPage{Cursor: f.cursor("cursor"), itemsPage: itemsPage{ItemsAt: f.position("items")}}
 	if err := f.err(); err != nil {
 		return view{}, err
@@ -242,10 +239,7 @@ type runPage struct {
 }
 
 func (c *Console) run(r *http.Request, f *filters) (view, error) {
-	ctx, org, id := r.Context(), orgOf(r), f.pathID()
-	if err := f.err(); err != nil {
-		return view{}, err
-	}
+	ctx, org, id := r.Context(), orgOf(r), pathID(r)
 	run, inputBytes, err := c.d.Runs.GetAudit(ctx, org, id)
 	if err != nil {
 		return view{}, err
@@ -307,7 +301,7 @@ type jobPage struct {
 }
 
 func (c *Console) providerJob(r *http.Request, f *filters) (view, error) {
-	ctx, org, id := r.Context(), orgOf(r), f.pathID()
+	ctx, org, id := r.Context(), orgOf(r), pathID(r)
 	p := jobPage{Cursor: f.cursor("cursor")}
 	if err := f.err(); err != nil {
 		return view{}, err
@@ -352,14 +346,14 @@ var errNotFound = errors.New("console: not found")
 // whether there was one: not found for another organization's records, a
 // 400 for filters or a cursor the store did not write, else a logged 500.
 func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) bool {
-	var bad filterError
+	const badFilters = "Filters not understood"
 	switch {
 	case err == nil:
 		return false
-	case errors.As(err, &bad):
-		c.badFilters(w, r, bad)
+	case errors.As(err, new(filterError)):
+		c.fail(w, r, http.StatusBadRequest, badFilters, err.Error())
 	case errors.Is(err, operator.ErrInvalid):
-		c.badFilters(w, r, errors.New(strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": ")))
+		c.fail(w, r, http.StatusBadRequest, badFilters, strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": "))
 	case errors.Is(err, errNotFound), errors.Is(err, savedsearch.ErrNotFound), errors.Is(err, snapshot.ErrNotFound),
 		errors.Is(err, runs.ErrNotFound), errors.Is(err, providerjobs.ErrNotFound),
 		errors.Is(err, schedule.ErrSavedSearchNotFound):
@@ -367,7 +361,7 @@ func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) 
 	case errors.Is(err, keyset.ErrInvalid): // every list's cursor, decoded in one place
 		c.fail(w, r, http.StatusBadRequest, "Page not found", "That page link is not one of this console's. Start again from the first page.")
 	case errors.Is(err, savedsearch.ErrInvalid):
-		c.badFilters(w, r, err)
+		c.fail(w, r, http.StatusBadRequest, badFilters, err.Error())
 	case errors.As(err, new(*seatq.Refusal)):
 		c.seatRefused(w, r, err) // the claims' counts were refused a seat
 	default:

@@ -27,14 +27,13 @@ type chartPanel struct {
 	Title  string
 	Grid   []chartLine
 	Bars   []chartRect
-	Legend []chartLegend
+	Legend []chartSeries
 	TitleY int
 }
 
 type chartRect struct {
-	X, Y, W, H float64
-	Class      string
-	Title      string
+	X, Y, W, H   float64
+	Class, Title string
 }
 
 type chartLine struct {
@@ -45,11 +44,6 @@ type chartLine struct {
 type chartText struct {
 	X    float64
 	Text string
-}
-
-type chartLegend struct {
-	Class string
-	Text  string
 }
 
 const (
@@ -67,8 +61,9 @@ const (
 	chartHeight      = dropsTop + dropsH + 26
 )
 
-// chartSeries is a series of a panel: what it counts, its class and label.
-type chartSeries struct{ what, class, label string }
+// chartSeries is a series of a panel: what it counts, its class and label
+// (its legend's too).
+type chartSeries struct{ What, Class, Label string }
 
 // series of each panel, bottom to top.
 var (
@@ -142,12 +137,12 @@ func buildChart(buckets []operator.Bucket, now time.Time, hours, width int) char
 // layoutPanel lays out a panel: data's series stacked in an hour's slot
 // each, from the hour first.
 func layoutPanel(title string, top, height int, data []map[string]int64, series []chartSeries, first time.Time, slot float64) chartPanel {
-	p := chartPanel{Title: title, TitleY: top - 10}
+	p := chartPanel{Title: title, TitleY: top - 10, Legend: series}
 	var peak int64
 	for _, m := range data {
 		var sum int64
 		for _, s := range series {
-			sum += m[s.what]
+			sum += m[s.What]
 		}
 		peak = max(peak, sum)
 	}
@@ -163,19 +158,16 @@ func layoutPanel(title string, top, height int, data []map[string]int64, series 
 		x := float64(chartLeft) + float64(i)*slot + slot*0.15
 		base := float64(top + height)
 		for _, s := range series {
-			n := m[s.what]
+			n := m[s.What]
 			if n == 0 {
 				continue
 			}
 			h := float64(n) / float64(scale) * float64(height)
 			base -= h
 			hour := first.Add(time.Duration(i) * time.Hour)
-			p.Bars = append(p.Bars, chartRect{X: x, Y: base, W: slot * 0.7, H: h, Class: s.class,
-				Title: fmt.Sprintf("%s–%s UTC, %s: %d", hour.Format("15:04"), hour.Add(time.Hour).Format("15:04"), s.label, n)})
+			p.Bars = append(p.Bars, chartRect{X: x, Y: base, W: slot * 0.7, H: h, Class: s.Class,
+				Title: fmt.Sprintf("%s–%s UTC, %s: %d", hour.Format("15:04"), hour.Add(time.Hour).Format("15:04"), s.Label, n)})
 		}
-	}
-	for _, s := range series {
-		p.Legend = append(p.Legend, chartLegend{Class: s.class, Text: s.label})
 	}
 	return p
 }

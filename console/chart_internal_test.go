@@ -58,7 +58,7 @@ func TestChartDrawsEveryDropReason(t *testing.T) {
 	}
 	var legend []string
 	for _, l := range drops.Legend {
-		legend = append(legend, l.Text)
+		legend = append(legend, l.Label)
 	}
 	for _, want := range []string{"duplicate", "hash mismatch", "unknown job", "job mismatch", "path mismatch", "force-released"} {
 		if !slices.Contains(legend, want) {

@@ -31,14 +31,14 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
+	"github.com/felixge/httpsnoop"
 	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/auth"
-	"github.com/searchd/searchd/idempotency"
+	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/operator"
@@ -51,6 +51,7 @@ import (
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
 	"github.com/searchd/searchd/tools"
+	"github.com/searchd/searchd/webhooks"
 )
 
 //go:embed templates/*.html
@@ -62,112 +63,39 @@ var staticFS embed.FS
 // Prefix is the path the console is served under.
 const Prefix = "/console/"
 
-// SavedSearches is what the console reads of saved searches; a
-// *savedsearch.Store is one. Every read is bounded in size (maxPageBytes).
-type SavedSearches interface {
-	ListAll(ctx context.Context, org uuid.UUID, p savedsearch.AuditListParams) ([]savedsearch.AuditSummary, string, error)
-	GetEntry(ctx context.Context, org, id uuid.UUID) (*savedsearch.Entry, error)
-	BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) ([]string, int64, error)
-}
-
-// Snapshots is what the console reads of snapshots; a *snapshot.Store is one.
-type Snapshots interface {
-	Header(ctx context.Context, org, id uuid.UUID) (*snapshot.Header, error)
-	BaselineItems(ctx context.Context, org, id uuid.UUID, after int64, limit int) ([]string, int64, error)
-	DiffBaselines(ctx context.Context, org, older, newer uuid.UUID, p snapshot.DiffParams) (*snapshot.BaselineDiff, error)
-	Timeline(ctx context.Context, org, savedSearchID uuid.UUID, p snapshot.TimelineParams) ([]snapshot.TimelineEntry, string, error)
-}
-
-// Runs is what the console reads of Runs; a *runs.Store has it.
-type Runs interface {
-	GetAudit(ctx context.Context, org, id uuid.UUID) (*runs.Run, int64, error)
-	Search(ctx context.Context, org uuid.UUID, p runs.SearchParams) ([]runs.Run, string, error)
-	// StatusChanges reads a Run's status history for its timeline.
-	StatusChanges(ctx context.Context, org, id uuid.UUID) ([]runs.StatusChange, error)
-}
-
-// JobAudit reads provider jobs; a *providerjobs.Audit is one.
-type JobAudit interface {
-	Job(ctx context.Context, org, id uuid.UUID) (*providerjobs.Job, int64, error)
-	Jobs(ctx context.Context, org uuid.UUID, p providerjobs.JobListParams) ([]providerjobs.Job, string, error)
-	Deliveries(ctx context.Context, j *providerjobs.Job, limit int) ([]providerjobs.AppliedDelivery, error)
-	Drops(ctx context.Context, org, jobID uuid.UUID, limit int, cursor string) ([]providerjobs.Drop, string, error)
-}
-
-// Operator is the operator's reads and force-release; an *operator.Store
-// is one.
-type Operator interface {
-	Claim(ctx context.Context, id uuid.UUID) (*idempotency.Record, error)
-	Overview(ctx context.Context, hours int) (*operator.Overview, error)
-	InFlight(ctx context.Context, f operator.ClaimFilter, p operator.PageParams) ([]idempotency.Record, string, error)
-	Stuck(ctx context.Context, f operator.ClaimFilter, p operator.PageParams) ([]idempotency.Record, string, error)
-	Releases(ctx context.Context, f operator.ReleaseFilter, p operator.PageParams) ([]operator.Release, string, error)
-	ForceRelease(ctx context.Context, rec *idempotency.Record, p operator.ReleaseParams) (*operator.Release, error)
-}
-
-// Inbox reads the provider inbox; a *providerjobs.Audit is one.
-type Inbox interface {
-	InboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error)
-	InboxPending(ctx context.Context, p providerjobs.InboxListParams) ([]providerjobs.InboxEntry, string, error)
-	InboxArrivals(ctx context.Context, p providerjobs.InboxListParams) ([]providerjobs.InboxEntry, string, error)
-}
-
-// UncertainCalls reads uncertain tool calls and their decisions; a
-// *tools.Inspector is one.
-type UncertainCalls interface {
-	Uncertain(ctx context.Context, p tools.InspectParams) ([]tools.UncertainCall, string, error)
-	Resolutions(ctx context.Context, p tools.InspectParams) ([]tools.PastResolution, string, error)
-}
-
-// Resolver records a person's decision about an uncertain call; a
-// *tools.Resolver is one.
-type Resolver interface {
-	Resolve(ctx context.Context, p tools.ResolveParams) (*tools.Resolved, error)
-}
-
-// Schedules reads schedules and occurrences; a *schedule.Store is one.
-type Schedules interface {
-	Get(ctx context.Context, org, id uuid.UUID) (*schedule.Schedule, error)
-	Occurrences(ctx context.Context, org, id uuid.UUID, p schedule.ListParams) ([]schedule.Occurrence, string, error)
-	List(ctx context.Context, org uuid.UUID, p schedule.ListParams) ([]schedule.Summary, string, error)
-}
-
-// SweeperRuns reads the sweeper's recorded runs; a *sweeper.RunLog is one.
-type SweeperRuns interface {
-	List(ctx context.Context, backlogOnly bool, limit int, cursor string) ([]sweeper.RunEntry, string, error)
-}
-
 // Deps are what a [Console] is built from. Fields documented as nil-able
 // are optional; the rest are required.
 type Deps struct {
-	SavedSearches SavedSearches
-	Snapshots     Snapshots
-	Runs          Runs
-	JobAudit      JobAudit
-	Operator      Operator
-	SweeperRuns   SweeperRuns
-	// Dispatches serves the Run page's dispatch timeline.
-	Dispatches Dispatches
-	// Backlog (a *dispatch.Watcher) adds a notice when Runs wait and this
-	// process does not dispatch. Nil shows none.
-	Backlog Backlog
+	// The auditor's pages read these with the session's organization.
+	SavedSearches *savedsearch.Store
+	Snapshots     *snapshot.Store
+	Runs          *runs.Store
+	JobAudit      *providerjobs.Audit
+	// Operator serves the operator's reads and force-release.
+	Operator    *operator.Store
+	SweeperRuns *sweeper.RunLog
+	// Dispatches serves the Run page's dispatch timeline and retry.
+	Dispatches *dispatch.Store
+	// Backlog adds a notice when Runs wait and this process does not
+	// dispatch. Nil shows none.
+	Backlog *dispatch.Watcher
 	// Inbox serves the operator's "Inbound" panel; nil hides it.
-	Inbox Inbox
+	Inbox *providerjobs.Audit
 	// Schedules serves schedules and occurrences; nil hides them.
-	Schedules Schedules
+	Schedules *schedule.Store
 	// Webhooks serves the webhook endpoints page; nil hides it.
-	Webhooks Webhooks
+	Webhooks *webhooks.Store
 	// Uncertain and Resolver serve the "Tool calls to decide" panel,
 	// shown only when both are set.
-	Uncertain UncertainCalls
-	Resolver  Resolver
-	Sessions  Sessions
+	Uncertain *tools.Inspector
+	Resolver  *tools.Resolver
+	Sessions  *sessions.Store
 	// SignIn signs in through the OIDC provider; nil without one.
-	SignIn SignIn
+	SignIn *auth.SignIn
 	// TokenSignIn allows signing in with a pasted bearer token, checked
 	// by Verifier (development).
 	TokenSignIn bool
-	Verifier    Verifier
+	Verifier    *auth.Verifier
 	// SessionLifetime is the longest a session lives; zero is
 	// DefaultSessionLifetime.
 	SessionLifetime time.Duration
@@ -192,25 +120,6 @@ type Deps struct {
 	// Streams serves the Run page's live updates, sharing the API's cap;
 	// nil serves none.
 	Streams *runstream.Hub
-}
-
-// Sessions stores the console's sessions; a *sessions.Store is one.
-type Sessions interface {
-	Create(ctx context.Context, p sessions.CreateParams) (secret string, s *sessions.Session, err error)
-	Lookup(ctx context.Context, secret string) (*sessions.Session, error)
-	Delete(ctx context.Context, secret string) error
-}
-
-// SignIn is a sign-in through the provider; an *auth.SignIn is one.
-type SignIn interface {
-	Start() (f auth.Flow, authURL string)
-	Finish(ctx context.Context, f auth.Flow, callback url.Values) (auth.Principal, error)
-	AuthorizationOrigin() string
-}
-
-// Verifier verifies a pasted token; an *auth.Verifier is one.
-type Verifier interface {
-	Verify(ctx context.Context, raw string) (auth.Principal, error)
 }
 
 // DefaultSessionLifetime is the default [Deps.SessionLifetime].
@@ -256,33 +165,23 @@ func New(d Deps) (*Console, error) {
 	case d.SessionLifetime < 0:
 		return nil, errors.New("console: Deps.SessionLifetime is negative")
 	}
-	c := &Console{d: d, sessionLifetime: cmp.Or(d.SessionLifetime, DefaultSessionLifetime), log: d.Logger, now: d.Now}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
-	}
+	c := &Console{d: d, sessionLifetime: cmp.Or(d.SessionLifetime, DefaultSessionLifetime),
+		log: cmp.Or(d.Logger, slog.New(slog.DiscardHandler)), now: d.Now}
 	if c.now == nil {
 		c.now = time.Now
 	}
-	c.overview = overviewCache{ttl: cmp.Or(d.OverviewTTL, DefaultOverviewTTL), wait: cmp.Or(d.OverviewWait, DefaultOverviewWait),
-		seats: d.Seats, op: d.Operator, now: c.now, log: c.log}
+	c.overview = overviewCache{ttl: cmp.Or(d.OverviewTTL, DefaultOverviewTTL), wait: cmp.Or(d.OverviewWait, DefaultOverviewWait), c: c}
 	c.overview.staleFor = overviewStaleFactor * c.overview.ttl
 	var err error
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
-	static, err := fs.Sub(staticFS, "static")
-	if err != nil {
-		return nil, err
-	}
-	if c.static, err = newStaticFiles(static, c.notFound); err != nil {
+	if c.static, err = newStaticFiles(c.notFound); err != nil {
 		return nil, fmt.Errorf("console: static files: %w", err)
 	}
 	c.handler = c.routes()
 	return c, nil
 }
-
-// Handler returns the http.Handler of the console: mount it at [Prefix].
-func (c *Console) Handler() http.Handler { return c.handler }
 
 // Mount serves the console under [Prefix] and everything else with next.
 // It dispatches on the path alone: a ServeMux would set r.Pattern, which
@@ -305,7 +204,7 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET /console/static/{name}", c.static)
 
 	mux.HandleFunc("GET /console/{$}", c.home)
-	mux.HandleFunc("GET /console/sign-in", c.signInForm)
+	mux.HandleFunc("GET /console/sign-in", func(w http.ResponseWriter, r *http.Request) { c.renderSignIn(w, r, http.StatusOK, "") })
 	mux.HandleFunc("POST /console/sign-in", c.signIn)
 	mux.HandleFunc("POST /console/sign-in/provider", c.startProviderSignIn)
 	mux.HandleFunc("GET "+oidcPath+"callback", c.providerCallback)
@@ -376,45 +275,20 @@ func securityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter remembers the status a handler wrote.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
 // logRequests gives each request an id and logs one line naming its
 // route pattern, never the path, query, headers or cookies.
 func (c *Console) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
 		id := uuid.NewString()
 		w.Header().Set("X-Request-Id", id)
 		r = r.WithContext(telemetry.WithRequestID(r.Context(), id))
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
+		m := httpsnoop.CaptureMetrics(next, w, r)
 		c.log.LogAttrs(context.WithoutCancel(r.Context()), slog.LevelInfo, "console request",
 			slog.String("request_id", id),
 			slog.String("method", r.Method),
 			slog.String("route", r.Pattern),
-			slog.Int("status", sw.status),
-			slog.Duration("duration", time.Since(start)))
+			slog.Int("status", m.Code),
+			slog.Duration("duration", m.Duration))
 	})
 }
 
@@ -426,18 +300,19 @@ type staticFiles struct {
 	notFound http.HandlerFunc
 }
 
-// newStaticFiles reads every file of fsys once.
-func newStaticFiles(fsys fs.FS, notFound http.HandlerFunc) (*staticFiles, error) {
+// newStaticFiles reads every file of staticFS once.
+func newStaticFiles(notFound http.HandlerFunc) (*staticFiles, error) {
 	s := &staticFiles{files: map[string][]byte{}, etags: map[string]string{}, notFound: notFound}
-	err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(staticFS, "static", func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		b, err := fs.ReadFile(fsys, name)
+		b, err := fs.ReadFile(staticFS, name)
 		if err != nil {
 			return err
 		}
 		sum := sha256.Sum256(b)
+		name = strings.TrimPrefix(name, "static/")
 		s.files[name], s.etags[name] = b, `"`+hex.EncodeToString(sum[:8])+`"`
 		return nil
 	})

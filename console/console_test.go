@@ -87,7 +87,7 @@ func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL t
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.Handler()
+	return c.Mount(http.NotFoundHandler())
 }
 
 // admissionFor returns an seat queue at its defaults, its seats as
@@ -709,6 +709,10 @@ func TestBadFiltersAndPathsAnswer4xx(t *testing.T) {
 		if rec := b.do("GET", target, op, nil, nil); rec.Code != want {
 			t.Errorf("operator GET %s = %d, want %d", target, rec.Code, want)
 		}
+	}
+	// A path id that is not a UUID names nothing on a form's POST too.
+	if rec := b.do("POST", "/console/operator/claims/not-a-uuid/release", op, b.stuckForm(t, op), nil); rec.Code != http.StatusNotFound {
+		t.Errorf("POST a release of not-a-uuid = %d, want 404", rec.Code)
 	}
 }
 

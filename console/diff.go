@@ -73,15 +73,6 @@ func diffBriefs(a, b *snapshot.Header, baseline *snapshot.BaselineDiff) snapshot
 // jsonText is v as canonical JSON: equal values, equal text; a nil value
 // (JSON null, or no cursor) is null.
 func jsonText(v any) string {
-	if p, ok := v.(*string); ok {
-		if p == nil {
-			return "null"
-		}
-		v = *p
-	}
-	if v == nil {
-		return "null"
-	}
 	b, err := canonjson.Marshal(v)
 	if err != nil {
 		return "?"

@@ -40,7 +40,7 @@ func TestPagesSayWhenDispatchIsOffAndRunsWait(t *testing.T) {
 			var w *dispatch.Watcher
 			b := setupAt(t, 0, nil, func(d *console.Deps) {
 				var err error
-				if w, err = dispatch.NewWatcher(d.Dispatches.(*dispatch.Store), dispatch.WatchConfig{
+				if w, err = dispatch.NewWatcher(d.Dispatches, dispatch.WatchConfig{
 					Dispatching: tc.dispatching, Interval: time.Hour}); err != nil {
 					t.Fatal(err)
 				}

@@ -18,17 +18,15 @@ import (
 const inboxLagWarning = time.Minute
 
 type inboundPage struct {
-	Pending      int64
-	Lag          time.Duration
-	LagWarning   bool
-	Backlog      []providerjobs.InboxEntry
-	Arrivals     []providerjobs.InboxEntry
-	Provider     string
-	Status       string
-	PendCursor   string
-	PendNext     string
-	Cursor, Next string
-	Statuses     []string
+	Pending              int64
+	Lag                  time.Duration
+	LagWarning           bool
+	Backlog              []providerjobs.InboxEntry
+	Arrivals             []providerjobs.InboxEntry
+	Provider, Status     string
+	PendCursor, PendNext string
+	Cursor, Next         string
+	Statuses             []string
 }
 
 var inboxStatuses = []string{"pending", "applied", "dropped"}

@@ -2,14 +2,12 @@ package console
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/servicekeys"
 )
 
@@ -24,24 +22,25 @@ type ServiceKeys interface {
 // keysPage is the service keys page: the organization's keys, and after
 // a create the new key's token, shown this once.
 type keysPage struct {
-	Keys    []servicekeys.Key
-	Scopes  []servicekeys.Scope
-	Created *servicekeys.Key
-	Token   string
-	Refused string
-	Revoked string
-	Now     time.Time
+	Keys                    []servicekeys.Key
+	Scopes                  []servicekeys.Scope
+	Created                 *servicekeys.Key
+	Token, Refused, Revoked string
+	Now                     time.Time
 }
 
 // serviceKeys lists the organization's keys, revoked ones too.
 func (c *Console) serviceKeys(r *http.Request, _ *filters) (view, error) {
-	s := sessionOf(r.Context())
-	keys, err := c.d.ServiceKeys.List(r.Context(), s.OrganizationID)
-	if err != nil {
-		return view{}, err
-	}
-	return view{name: "service-keys", title: "Service keys", data: keysPage{Keys: keys, Scopes: servicekeys.Scopes(),
-		Revoked: outcome(r, "key-revoked", "revoked"), Now: c.now()}}, nil
+	p, err := c.readKeys(r, keysPage{Revoked: outcome(r, "key-revoked", "revoked")})
+	return view{"service-keys", "Service keys", p}, err
+}
+
+// readKeys fills p with the organization's keys.
+func (c *Console) readKeys(r *http.Request, p keysPage) (keysPage, error) {
+	var err error
+	p.Keys, err = c.d.ServiceKeys.List(r.Context(), sessionOf(r.Context()).OrganizationID)
+	p.Scopes, p.Now = servicekeys.Scopes(), c.now()
+	return p, err
 }
 
 // createServiceKey creates a key of the session's organization from the
@@ -54,67 +53,48 @@ func (c *Console) createServiceKey(w http.ResponseWriter, r *http.Request) {
 	for _, sc := range r.PostForm["scope"] {
 		p.Scopes = append(p.Scopes, servicekeys.Scope(sc))
 	}
-	var refused string
+	var page keysPage
 	if d := r.PostFormValue("expires_days"); d != "" {
 		n, err := strconv.Atoi(d)
 		if err != nil || n < 1 || n > 3650 {
-			refused = "expires in: a whole number of days from 1 to 3650, or empty for never"
+			page.Refused = "expires in: a whole number of days from 1 to 3650, or empty for never"
 		}
 		at := c.now().Add(time.Duration(n) * 24 * time.Hour)
 		p.ExpiresAt = &at
 	}
-	var token string
-	var k *servicekeys.Key
 	var err error
-	if refused == "" {
-		token, k, err = c.d.ServiceKeys.Create(r.Context(), s.OrganizationID, p)
-		if errs.Is(err, errs.Invalid) {
-			for _, f := range errs.FieldsOf(err) {
-				refused = f.Name + " " + f.Message
-				break
-			}
+	if page.Refused == "" {
+		page.Token, page.Created, err = c.d.ServiceKeys.Create(r.Context(), s.OrganizationID, p)
+		if page.Refused = refusal(err); page.Refused != "" {
 			err = nil
 		}
 	}
+	if err == nil {
+		page, err = c.readKeys(r, page)
+	}
 	if err != nil {
 		c.internal(w, r, err)
 		return
 	}
-	keys, err := c.d.ServiceKeys.List(r.Context(), s.OrganizationID)
-	if err != nil {
-		c.internal(w, r, err)
-		return
-	}
-	status := http.StatusCreated
-	if refused != "" {
-		status = http.StatusBadRequest
-	} else {
+	status := http.StatusBadRequest
+	if page.Refused == "" {
+		status = http.StatusCreated
 		c.log.InfoContext(r.Context(), "service key created in the console", "organization_id", s.OrganizationID.String(),
-			"prefix", k.Prefix, "actor", s.Actor)
+			"prefix", page.Created.Prefix, "actor", s.Actor)
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	c.render(w, r, status, "service-keys", "Service keys", keysPage{Keys: keys, Scopes: servicekeys.Scopes(),
-		Created: k, Token: token, Refused: refused, Now: c.now()})
+	c.render(w, r, status, "service-keys", "Service keys", page)
 }
 
 // revokeServiceKey revokes a key of the session's organization, recording
 // the session's actor; revoking a revoked key changes nothing.
 func (c *Console) revokeServiceKey(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	if !ok {
-		c.notFound(w, r)
-		return
-	}
+	id := pathID(r)
 	k, err := c.d.ServiceKeys.Revoke(r.Context(), s.OrganizationID, id, s.Actor)
-	switch {
-	case errors.Is(err, servicekeys.ErrNotFound):
-		redirectOutcome(w, r, "/console/service-keys", "revoked", "gone")
-	case err != nil:
-		c.internal(w, r, err)
-	default:
+	if err == nil {
 		c.log.WarnContext(r.Context(), "service key revoked in the console", "organization_id", s.OrganizationID.String(),
 			"prefix", k.Prefix, "actor", s.Actor)
-		redirectOutcome(w, r, "/console/service-keys", "revoked", "revoked")
 	}
+	c.redirectChange(w, r, err, servicekeys.ErrNotFound, "/console/service-keys", "revoked", "revoked")
 }

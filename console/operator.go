@@ -51,12 +51,11 @@ func (c *Console) operatorPanels() []panel {
 const chartHours = 24
 
 type claimsPage struct {
-	Overview              countsView
-	Stuck, InFlight       []idempotency.Record
-	StuckNext, FlightNext string
-	StuckCursor           string
-	FlightCursor          string
-	Org, Scope, Key       string
+	Overview                  countsView
+	Stuck, InFlight           []idempotency.Record
+	StuckNext, FlightNext     string
+	StuckCursor, FlightCursor string
+	Org, Scope, Key           string
 	// Released is the recorded release the page returns with; Refused
 	// says why a release was refused (outcome.go).
 	Released *operator.Release
@@ -120,19 +119,14 @@ func newCountsView(ov *operator.Overview, readAt, now time.Time) countsView {
 type overviewCache struct {
 	// A negative wait waits until the read lands.
 	ttl, staleFor, wait time.Duration
+	// c reads with its Operator, at its clock, seated in its Seats.
+	c *Console
 
 	mu     sync.Mutex // guards the fields below; never held across a read
 	at     time.Time
 	latest *operator.Overview
 	// reading is the one running read, if any.
 	reading *overviewRead
-	// seats each read under its starter's flow, since the read
-	// outlives the starter's seat.
-	seats *seatq.Queue
-	// op reads the overview by now's clock; log gets a failed read.
-	op  Operator
-	now func() time.Time
-	log *slog.Logger
 }
 
 // overviewRead is one read; ov, at and err are set before done closes.
@@ -162,12 +156,13 @@ func (oc *overviewCache) read(ctx context.Context, r *overviewRead) {
 	defer cancel()
 	var seat *seatq.Seat
 	if started := seatq.FromContext(ctx); started != nil {
-		// Its own seat: the starting page may hold one while it waits.
-		seat, r.err = oc.seats.Acquire(ctx, started.Flow(), 1)
+		// Its own seat under the starter's flow: the read outlives the
+		// starter's seat, and the page may hold one while it waits.
+		seat, r.err = oc.c.d.Seats.Acquire(ctx, started.Flow(), 1)
 	}
 	if r.err == nil {
-		r.at = oc.now()
-		r.ov, r.err = oc.op.Overview(ctx, chartHours)
+		r.at = oc.c.now()
+		r.ov, r.err = oc.c.d.Operator.Overview(ctx, chartHours)
 	}
 	if seat != nil {
 		seat.Release()
@@ -180,7 +175,7 @@ func (oc *overviewCache) read(ctx context.Context, r *overviewRead) {
 	oc.mu.Unlock()
 	close(r.done)
 	if r.err != nil {
-		oc.log.Warn("console: read of the claims overview failed", "error", r.err)
+		oc.c.log.Warn("console: read of the claims overview failed", "error", r.err)
 	}
 }
 
@@ -191,7 +186,7 @@ func (oc *overviewCache) warm(ctx context.Context) {
 	}
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
-	if oc.latest == nil || oc.now().Sub(oc.at) >= oc.staleFor {
+	if oc.latest == nil || oc.c.now().Sub(oc.at) >= oc.staleFor {
 		oc.startLocked(ctx)
 	}
 }
@@ -199,8 +194,8 @@ func (oc *overviewCache) warm(ctx context.Context) {
 // reread refreshes the copy and waits, after a release, so the next page
 // shows it; a failed read drops the copy.
 func (oc *overviewCache) reread(ctx context.Context) {
-	t := oc.now()
-	ov, err := oc.op.Overview(ctx, chartHours)
+	t := oc.c.now()
+	ov, err := oc.c.d.Operator.Overview(ctx, chartHours)
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
 	if err != nil {
@@ -221,7 +216,7 @@ func (oc *overviewCache) storeLocked(ov *operator.Overview, at time.Time) {
 // within wait (negative: no limit). Its error is the read's or ctx's.
 func (oc *overviewCache) get(ctx context.Context, wait time.Duration) (*operator.Overview, time.Time, error) {
 	oc.mu.Lock()
-	if age := oc.now().Sub(oc.at); oc.latest != nil && oc.ttl > 0 && age < max(oc.ttl, oc.staleFor) {
+	if age := oc.c.now().Sub(oc.at); oc.latest != nil && oc.ttl > 0 && age < max(oc.ttl, oc.staleFor) {
 		if age >= oc.ttl {
 			oc.startLocked(ctx) // stale: served while a background read replaces it
 		}
@@ -257,7 +252,6 @@ func (c *Console) claims(r *http.Request, f *filters) (view, error) {
 	}
 	p.Filtered = p.Org != "" || p.Scope != "" || p.Key != ""
 	ctx := r.Context()
-	// Read the overview and the two lists concurrently.
 	var (
 		wg     sync.WaitGroup
 		ov     *operator.Overview
@@ -313,11 +307,7 @@ func (c *Console) claimCounts(w http.ResponseWriter, r *http.Request) {
 // operator saw.
 func (c *Console) releaseClaim(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	if !ok {
-		c.notFound(w, r)
-		return
-	}
+	id := pathID(r)
 	refused := func(code string) { redirectOutcome(w, r, "/console/operator/claims", "refused", code) }
 	reason, err := operator.CheckReason(r.PostFormValue("reason"))
 	if err != nil {

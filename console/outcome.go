@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 )
@@ -56,4 +57,18 @@ func outcome(r *http.Request, kind, param string) string {
 // redirectOutcome sends the browser back to page with code in param.
 func redirectOutcome(w http.ResponseWriter, r *http.Request, page, param, code string) {
 	http.Redirect(w, r, page+"?"+url.Values{param: {code}}.Encode(), http.StatusSeeOther)
+}
+
+// redirectChange answers a form that changed a record: back to page with
+// code in param, or "gone" when err is notFound; another error is a
+// logged 500.
+func (c *Console) redirectChange(w http.ResponseWriter, r *http.Request, err, notFound error, page, param, code string) {
+	switch {
+	case errors.Is(err, notFound):
+		redirectOutcome(w, r, page, param, "gone")
+	case err != nil:
+		c.internal(w, r, err)
+	default:
+		redirectOutcome(w, r, page, param, code)
+	}
 }

@@ -23,14 +23,11 @@ const (
 // filters reads a request's query parameters and collects what is wrong
 // with them, one message per parameter.
 type filters struct {
-	r        *http.Request
 	q        url.Values
 	problems []string
-	// noPath is a path {id} that is not a UUID.
-	noPath bool
 }
 
-func newFilters(r *http.Request) *filters { return &filters{r: r, q: r.URL.Query()} }
+func newFilters(r *http.Request) *filters { return &filters{q: r.URL.Query()} }
 
 func (f *filters) bad(name, format string, args ...any) {
 	f.problems = append(f.problems, name+": "+fmt.Sprintf(format, args...))
@@ -114,20 +111,12 @@ type filterError string
 
 func (e filterError) Error() string { return string(e) }
 
-// err returns errNotFound for a path id that is not a UUID, else the
-// problems as one filterError, nil when there are none.
+// err returns the problems as one filterError, nil when there are none.
 func (f *filters) err() error {
-	switch {
-	case f.noPath:
-		return errNotFound
-	case len(f.problems) == 0:
+	if len(f.problems) == 0 {
 		return nil
 	}
 	return filterError(strings.Join(f.problems, "; "))
-}
-
-func (c *Console) badFilters(w http.ResponseWriter, r *http.Request, err error) {
-	c.fail(w, r, http.StatusBadRequest, "Filters not understood", err.Error())
 }
 
 // clip shortens a value quoted back in a message.
@@ -138,21 +127,12 @@ func clip(s string) string {
 	return s
 }
 
-// pathID reads the {id} of the path; a path id that is not a UUID names
-// nothing, as in the API.
-func pathID(r *http.Request) (uuid.UUID, bool) {
-	id, err := uuid.Parse(r.PathValue("id"))
-	return id, err == nil
-}
-
-// pathID is pathID(f.r); one that names nothing makes f.err errNotFound.
-func (f *filters) pathID() uuid.UUID {
-	id, ok := pathID(f.r)
-	f.noPath = f.noPath || !ok
+// pathID is the {id} of the path, which [Console.session] found a UUID.
+func pathID(r *http.Request) uuid.UUID {
+	id, _ := uuid.Parse(r.PathValue("id"))
 	return id
 }
 
-// orgOf is the organization of r's session.
 func orgOf(r *http.Request) uuid.UUID { return sessionOf(r.Context()).OrganizationID }
 
 // idText writes a filter's id, "" for none.

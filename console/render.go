@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -52,22 +53,19 @@ func (c *Console) nav(s *session) []navEntry {
 		return nil
 	}
 	var out []navEntry
-	if s.OrganizationID != uuid.Nil {
-		out = append(out,
-			navEntry{"Audit", "Saved searches", "/console/saved-searches", "saved-searches"},
-		)
-		if c.d.Schedules != nil {
-			out = append(out, navEntry{"Audit", "Schedules", "/console/schedules", "schedules"})
-		}
-		out = append(out,
-			navEntry{"Audit", "Runs", "/console/runs", "runs"},
-			navEntry{"Audit", "Provider jobs", "/console/provider-jobs", "provider-jobs"},
-		)
-		if c.d.ServiceKeys != nil && (s.IsAdmin() || s.IsOperator()) {
-			out = append(out, navEntry{"Audit", "Service keys", "/console/service-keys", "service-keys"})
-		}
-		if c.d.Webhooks != nil {
-			out = append(out, navEntry{"Audit", "Webhooks", "/console/webhooks", "webhooks"})
+	for _, e := range []struct {
+		shown          bool
+		label, section string
+	}{
+		{true, "Saved searches", "saved-searches"},
+		{c.d.Schedules != nil, "Schedules", "schedules"},
+		{true, "Runs", "runs"},
+		{true, "Provider jobs", "provider-jobs"},
+		{c.d.ServiceKeys != nil && (s.IsAdmin() || s.IsOperator()), "Service keys", "service-keys"},
+		{c.d.Webhooks != nil, "Webhooks", "webhooks"},
+	} {
+		if e.shown && s.OrganizationID != uuid.Nil {
+			out = append(out, navEntry{"Audit", e.label, "/console/" + e.section, e.section})
 		}
 	}
 	if s.IsOperator() {
@@ -158,7 +156,6 @@ type failPage struct {
 	Detail  string
 }
 
-// fail renders an error page.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, heading, detail string) {
 	c.render(w, r, status, "error", heading, failPage{Status: status, Heading: heading, Detail: detail})
 }
@@ -186,7 +183,6 @@ func shortID(id uuid.UUID) string {
 }
 
 var funcs = template.FuncMap{
-	// has says whether list holds v.
 	"has": slices.Contains[[]string],
 	// plural is n and the word for it: "1 item", "0 items", "2 items".
 	"plural": plural,
@@ -245,13 +241,7 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%s\n… (cut: %d bytes in all)", buf.Bytes()[:i], len(b))
 	},
-	"query": link,
-	"uuidstr": func(p *uuid.UUID) string {
-		if p == nil {
-			return ""
-		}
-		return p.String()
-	},
+	"query":  link,
 	"nonnil": func(id uuid.UUID) bool { return id != uuid.Nil },
 	"flag": func(b bool) string {
 		if b {
@@ -283,27 +273,14 @@ var funcs = template.FuncMap{
 	},
 	"add": func(a, b int) int { return a + b },
 	// occBadge is the badge class of an occurrence's status.
-	"occBadge": func(status string) string {
-		switch status {
-		case schedule.StatusStarted:
-			return "b-succeeded"
-		case schedule.StatusRefused:
-			return "b-failed"
-		case schedule.StatusMissed:
-			return "b-archived"
-		case schedule.StatusNotReady:
-			return "b-stuck"
-		}
-		return "b-pending"
-	},
+	"occBadge": func(status string) string { return cmp.Or(occBadges[status], "b-pending") },
 	// every writes an interval schedule's cadence for a person.
 	"every": func(seconds int64) string { return humanDuration(time.Duration(seconds) * time.Second) },
 	"sub":   func(a, b int) int { return a - b },
 	"int":   func(n int64) int { return int(n) },
 	"keyOf": idempotencyKey,
 	// left writes the time from now to t: a lease's time left.
-	"left":  func(now, t time.Time) string { return nbsp(humanDuration(t.Sub(now))) },
-	"since": func(a, b time.Time) time.Duration { return b.Sub(a) },
+	"left": func(now, t time.Time) string { return nbsp(humanDuration(t.Sub(now))) },
 	// table passes rows and now to a shared table partial.
 	"table": func(rows any, now time.Time) any {
 		return struct {
@@ -312,6 +289,9 @@ var funcs = template.FuncMap{
 		}{rows, now}
 	},
 }
+
+var occBadges = map[string]string{schedule.StatusStarted: "b-succeeded", schedule.StatusRefused: "b-failed",
+	schedule.StatusMissed: "b-archived", schedule.StatusNotReady: "b-stuck"}
 
 // ago writes "3 min ago" with no-break spaces.
 func ago(now, t time.Time) string {
@@ -328,7 +308,6 @@ func ago(now, t time.Time) string {
 	return nbsp(humanDuration(now.Sub(t)) + " ago")
 }
 
-// nbsp replaces the spaces of s with no-break spaces.
 func nbsp(s string) string { return strings.ReplaceAll(s, " ", "\u00a0") }
 
 // humanDuration rounds d for reading: 42 s, 7 min, 3 h 5 min, 2 d 4 h.

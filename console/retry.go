@@ -63,12 +63,8 @@ func checkRetryReason(reason string) (string, string) {
 // get).
 func (c *Console) retryDispatch(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	switch {
-	case !ok:
-		c.notFound(w, r)
-		return
-	case !s.IsOperator():
+	id := pathID(r)
+	if !s.IsOperator() {
 		c.fail(w, r, http.StatusForbidden, "Operators only",
 			"Retrying a failed dispatch is for operators of the platform: it needs the operator role, which an organization's member never has.")
 		return

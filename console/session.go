@@ -130,7 +130,11 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 			if g == operatorOnly {
 				flow = seatq.Flow{Kind: seatq.KindOperator, Name: s.Actor}
 			}
-			seat, err := c.d.Seats.Acquire(ctx, flow, pageWidth(r))
+			width := pageSeats
+			if r.Method == http.MethodPost {
+				width = 1
+			}
+			seat, err := c.d.Seats.Acquire(ctx, flow, width)
 			if err != nil {
 				c.seatRefused(w, r, err)
 				return
@@ -149,23 +153,21 @@ func (c *Console) session(g gate, next http.HandlerFunc) http.HandlerFunc {
 			}()
 		}
 		if s.IsOperator() && r.Method == http.MethodGet {
-			// Warm the claims page's counts for an operator.
 			c.overview.warm(ctx)
 		}
-		next(w, r.WithContext(ctx))
+		r = r.WithContext(ctx)
+		// A path id that is not a UUID names nothing, as in the API.
+		if v := r.PathValue("id"); v != "" && uuid.Validate(v) != nil {
+			c.notFound(w, r)
+			return
+		}
+		next(w, r)
 	}
 }
 
 // pageSeats is the seats a page takes up front, about an API list of a
 // hundred rows; a POST takes one. The actual cost is charged after.
 const pageSeats = 2
-
-func pageWidth(r *http.Request) int {
-	if r.Method == http.MethodPost {
-		return 1
-	}
-	return pageSeats
-}
 
 // seatRefused answers an unseated request: 429 with Retry-After, or
 // 503 when the client left.
@@ -246,10 +248,6 @@ func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status in
 			strings.Replace(contentSecurityPolicy, "form-action 'self'", "form-action 'self' "+c.d.SignIn.AuthorizationOrigin(), 1))
 	}
 	c.render(w, r, status, "sign-in", "Sign in", signInPage{Error: msg, Provider: c.d.SignIn != nil, Token: c.d.TokenSignIn})
-}
-
-func (c *Console) signInForm(w http.ResponseWriter, r *http.Request) {
-	c.renderSignIn(w, r, http.StatusOK, "")
 }
 
 // signIn exchanges a pasted token (in the POST body) for a session that
@@ -359,11 +357,7 @@ func (c *Console) providerCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	to := landing(p)
 	w.Header().Set("Refresh", "0; url="+to)
-	c.render(w, r, http.StatusOK, "signed-in", "Signed in", signedInPage{Next: to, Actor: p.Actor})
-}
-
-type signedInPage struct {
-	Next, Actor string
+	c.render(w, r, http.StatusOK, "signed-in", "Signed in", struct{ Next, Actor string }{to, p.Actor})
 }
 
 // signOut deletes the session, voiding the cookie on every replica.

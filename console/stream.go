@@ -1,10 +1,9 @@
 package console
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
-
-	"github.com/google/uuid"
 
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/seatq"
@@ -24,19 +23,10 @@ import (
 // reconnecting. A Last-Event-ID that is not a seq answers 400, another
 // organization's Run 404, a full server 503 with Retry-After.
 func (c *Console) runEvents(w http.ResponseWriter, r *http.Request) {
-	id, err := uuid.Parse(r.PathValue("id"))
-	if err != nil {
-		c.notFound(w, r)
-		return
-	}
 	// The header (an EventSource's reconnection) or, for the first
 	// connection, which an EventSource cannot give a header, the
 	// version the page shows.
-	v := r.Header.Get("Last-Event-ID")
-	if v == "" {
-		v = r.URL.Query().Get("last_event_id")
-	}
-	after, ok := runstream.ParseLastEventID(v)
+	after, ok := runstream.ParseLastEventID(cmp.Or(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("last_event_id")))
 	if !ok {
 		c.fail(w, r, http.StatusBadRequest, "Bad Last-Event-ID", "Last-Event-ID must be the seq of an event: a whole number from 0.")
 		return
@@ -54,7 +44,7 @@ func (c *Console) runEvents(w http.ResponseWriter, r *http.Request) {
 		c.seatRefused(w, r, err)
 		return
 	}
-	st, err := c.d.Streams.Begin(r.Context(), org, id, after)
+	st, err := c.d.Streams.Begin(r.Context(), org, pathID(r), after)
 	seat.Release()
 	switch {
 	case errs.Is(err, errs.NotFound):

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/searchd/searchd/console"
-	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/runs/runstream"
 )
 
@@ -19,7 +18,7 @@ import (
 func TestTheRunPageStream(t *testing.T) {
 	t.Parallel()
 	b := setupAt(t, 0, nil, func(d *console.Deps) {
-		h, err := runstream.New(runstream.Config{Poll: 100 * time.Millisecond, MaxDuration: time.Second}, d.Runs.(*runs.Store), nil)
+		h, err := runstream.New(runstream.Config{Poll: 100 * time.Millisecond, MaxDuration: time.Second}, d.Runs, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,28 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/runs"
 )
-
-// Dispatches reads the hand-off of Runs to the runtime; a *dispatch.Store
-// has it.
-type Dispatches interface {
-	Get(ctx context.Context, org, runID uuid.UUID) (*dispatch.Dispatch, error)
-	Attempts(ctx context.Context, org, runID uuid.UUID) ([]dispatch.Attempt, error)
-	Retries(ctx context.Context, org, runID uuid.UUID) ([]dispatch.Retry, error)
-	// Retry retries a failed dispatch, for an operator (the Run page's
-	// form).
-	Retry(ctx context.Context, p dispatch.RetryParams) (*dispatch.Dispatch, error)
-}
-
-// Backlog is the outbox's backlog as last read; a *dispatch.Watcher has
-// it.
-type Backlog interface {
-	Backlog() dispatch.Backlog
-}
 
 // dispatchNotice is the notice every page carries while this process does
 // not dispatch and Runs are pending: an operator reads the count and the
@@ -57,11 +38,8 @@ func (c *Console) dispatchNotice(s *session) *dispatchNotice {
 // timelineEvent is one line of a Run's timeline: when, what (a badge and
 // its class, one the stylesheet has), and the detail.
 type timelineEvent struct {
-	At     time.Time
-	What   string
-	Badge  string
-	Class  string
-	Detail string
+	At                         time.Time
+	What, Badge, Class, Detail string
 	// Answer is a runtime's answer or an error, shown as code.
 	Answer string
 	// Who did it (an operator, a runtime), when known.
@@ -100,18 +78,16 @@ func (c *Console) timeline(ctx context.Context, run *runs.Run, now time.Time) (*
 		if err != nil {
 			return nil, err
 		}
-		retries, err := c.d.Dispatches.Retries(ctx, org, id)
-		if err != nil {
+		if tl.Retries, err = c.d.Dispatches.Retries(ctx, org, id); err != nil {
 			return nil, err
 		}
-		tl.Retries = retries
 		if len(attempts) > 0 {
 			tl.Pruned = attempts[0].Attempt - 1
 		}
 		for _, a := range attempts {
 			tl.Events = append(tl.Events, attemptEvent(a, d, now))
 		}
-		for _, r := range retries {
+		for _, r := range tl.Retries {
 			tl.Events = append(tl.Events, timelineEvent{At: r.RetriedAt, What: "retried", Badge: "retry", Class: "b-changed",
 				Detail: r.Reason, Who: r.Actor, Answer: deref(r.PreviousError)})
 		}
@@ -175,7 +151,6 @@ func attemptEvent(a dispatch.Attempt, d *dispatch.Dispatch, now time.Time) timel
 	return ev
 }
 
-// deref is *p, the zero value for nil.
 func deref[T any](p *T) (v T) {
 	if p != nil {
 		v = *p

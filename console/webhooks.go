@@ -1,25 +1,13 @@
 package console
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 
-	"github.com/google/uuid"
-
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/webhooks"
 )
-
-// Webhooks reads and manages webhook endpoints; a *webhooks.Store is one.
-type Webhooks interface {
-	List(ctx context.Context, org uuid.UUID) ([]webhooks.Endpoint, error)
-	Deliveries(ctx context.Context, org, id uuid.UUID, limit int) ([]webhooks.Delivery, error)
-	Create(ctx context.Context, org uuid.UUID, p webhooks.CreateParams) (*webhooks.Endpoint, error)
-	Update(ctx context.Context, org, id uuid.UUID, p webhooks.UpdateParams) (*webhooks.Endpoint, error)
-	Delete(ctx context.Context, org, id uuid.UUID) error
-}
 
 // webhookDeliveriesShown is how many of each endpoint's newest
 // deliveries the page shows.
@@ -33,12 +21,11 @@ type webhookEndpointView struct {
 // webhooksPage is the Webhooks page; after a create it shows the new
 // endpoint's secret, this once.
 type webhooksPage struct {
-	Endpoints  []webhookEndpointView
-	Manage     bool
-	EventTypes []string
-	Created    *webhooks.Endpoint
-	Refused    string
-	Changed    string
+	Endpoints        []webhookEndpointView
+	Manage           bool
+	EventTypes       []string
+	Created          *webhooks.Endpoint
+	Refused, Changed string
 	// Form is what a refused create was sent, written back into the form.
 	Form webhooks.CreateParams
 }
@@ -75,8 +62,8 @@ func (c *Console) readWebhooks(r *http.Request, p webhooksPage) (webhooksPage, e
 	return p, nil
 }
 
-// refusal is the first field error of a refused input, "" for any other
-// error.
+// refusal is why an input was refused: the first field error, or
+// webhooks.ErrTooMany; "" for any other error.
 func refusal(err error) string {
 	if errors.Is(err, webhooks.ErrTooMany) {
 		return fmt.Sprintf("the organization has %d endpoints, the most it may have; delete one first", webhooks.MaxEndpoints)
@@ -98,13 +85,13 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request) {
 	p := webhooks.CreateParams{URL: r.PostFormValue("url"), Description: r.PostFormValue("description"),
 		EventTypes: r.PostForm["event_type"], Actor: s.Actor}
 	e, err := c.d.Webhooks.Create(r.Context(), s.OrganizationID, p)
-	page := webhooksPage{Created: e}
-	refused := http.StatusBadRequest
-	if errors.Is(err, webhooks.ErrTooMany) {
-		refused = http.StatusConflict
-	}
+	page, status := webhooksPage{Created: e}, http.StatusCreated
 	if why := refusal(err); why != "" {
-		page.Refused, page.Form, err = "No endpoint was created: "+why, p, nil
+		page.Refused, page.Form, status = "No endpoint was created: "+why, p, http.StatusBadRequest
+		if errors.Is(err, webhooks.ErrTooMany) {
+			status = http.StatusConflict
+		}
+		err = nil
 	}
 	if err == nil {
 		page, err = c.readWebhooks(r, page)
@@ -113,10 +100,7 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, err)
 		return
 	}
-	status := http.StatusCreated
-	if page.Refused != "" {
-		status = refused
-	} else {
+	if page.Refused == "" {
 		c.log.InfoContext(r.Context(), "webhook endpoint created in the console", "organization_id", s.OrganizationID.String(),
 			"endpoint_id", e.ID.String(), "actor", s.Actor)
 	}
@@ -127,11 +111,7 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request) {
 // setWebhookState enables or disables an endpoint; another state is a 400.
 func (c *Console) setWebhookState(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	if !ok {
-		c.notFound(w, r)
-		return
-	}
+	id := pathID(r)
 	state := r.PostFormValue("state")
 	_, err := c.d.Webhooks.Update(r.Context(), s.OrganizationID, id, webhooks.UpdateParams{State: &state, Actor: s.Actor})
 	if err == nil {
@@ -146,11 +126,7 @@ func (c *Console) setWebhookState(w http.ResponseWriter, r *http.Request) {
 // page answers 400 and nothing is deleted.
 func (c *Console) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
-	id, ok := pathID(r)
-	if !ok {
-		c.notFound(w, r)
-		return
-	}
+	id := pathID(r)
 	if r.PostFormValue("confirm") != "yes" {
 		c.webhookChanged(w, r, &errs.Error{Kind: errs.Invalid, Err: webhooks.ErrInvalid,
 			Fields: []errs.Field{{Name: "confirm", Message: "must be ticked to delete the endpoint"}}}, "", "Nothing was deleted: ")
@@ -177,12 +153,5 @@ func (c *Console) webhookChanged(w http.ResponseWriter, r *http.Request, err err
 		c.render(w, r, http.StatusBadRequest, "webhooks", "Webhooks", page)
 		return
 	}
-	switch {
-	case errors.Is(err, webhooks.ErrNotFound):
-		redirectOutcome(w, r, "/console/webhooks", "changed", "gone")
-	case err != nil:
-		c.internal(w, r, err)
-	default:
-		redirectOutcome(w, r, "/console/webhooks", "changed", code)
-	}
+	c.redirectChange(w, r, err, webhooks.ErrNotFound, "/console/webhooks", "changed", code)
 }

@@ -55,9 +55,8 @@ type World struct {
 	// PendingDelivery is a callback of the job stalled in the inbox: four
 	// failed attempts, the next due in 10 minutes, received 12 minutes ago.
 	PendingDelivery string
-	// SearchB is org B's saved search.
-	SearchB     uuid.UUID
-	SearchBName string
+	// SearchB is org B's saved search, named SearchBName.
+	SearchB uuid.UUID
 	// DirectRun is org A's direct Run, whose dispatch the runtime refused
 	// (422); SecondRun's was delivered on its second attempt (the first
 	// answered 503) and reported running, then succeeded with ResultRef.
@@ -89,7 +88,7 @@ const (
 // sweeper run. It returns an error naming what failed.
 func Seed(ctx context.Context, pool *pgxpool.Pool) (*World, error) {
 	w := &World{OrgA: uuid.New(), OrgB: uuid.New(), AddedItem: "https://jobs.example.com/postings/1003",
-		RemovedItem: "https://jobs.example.com/postings/1002", SearchBName: SearchBName}
+		RemovedItem: "https://jobs.example.com/postings/1002"}
 	plane := idempotency.NewService(pool, idempotency.Config{})
 	store := savedsearch.NewStore(pool)
 	starter, err := admission.NewStarter(admission.Deps{Pool: pool, Plane: plane, SavedSearches: store,
@@ -368,8 +367,7 @@ func (sd *seeder) scheduled(ctx context.Context) (err error) {
 	defer func() { err = failed("the scheduled saved search", err) }()
 	pool, w := sd.pool, sd.w
 	clock := dbclocktest.New(time.Now().UTC().Truncate(24 * time.Hour).Add(-72 * time.Hour))
-	store := savedsearch.NewStore(pool)
-	ss, err := store.Create(ctx, w.OrgA, savedsearch.CreateParams{Name: ScheduledName,
+	ss, err := sd.store.Create(ctx, w.OrgA, savedsearch.CreateParams{Name: ScheduledName,
 		Brief: savedsearch.Brief{Query: "golang backend", Filters: map[string]any{"remote": true}}, Actor: "alice"})
 	if err != nil {
 		return err
@@ -383,7 +381,7 @@ func (sd *seeder) scheduled(ctx context.Context) (err error) {
 	}
 	rs := runs.NewStore(pool, runs.Config{Clock: clock.Clock()})
 	starter, err := admission.NewStarter(admission.Deps{Pool: pool, Plane: idempotency.NewService(pool, idempotency.Config{Clock: clock.Clock()}),
-		SavedSearches: store, Snapshots: snapshot.NewStore(pool), Runs: rs}, admission.Config{})
+		SavedSearches: sd.store, Snapshots: snapshot.NewStore(pool), Runs: rs}, admission.Config{})
 	if err != nil {
 		return err
 	}
