@@ -162,7 +162,7 @@ type Deps struct {
 	// signed callback one charged to its provider. Required.
 	Seats *seatq.Queue
 	// Streams serves Run event streams; share it with the console and
-	// close it on shutdown. Nil makes a default one ([Server.Streams]).
+	// close it on shutdown. Nil makes a default one.
 	Streams *runstream.Hub
 }
 
@@ -243,9 +243,6 @@ func New(d Deps) (*Server, error) {
 	s.knownRoutes = routeSet(s.echo)
 	return s, nil
 }
-
-// Streams returns Deps.Streams or the hub New made.
-func (s *Server) Streams() *runstream.Hub { return s.d.Streams }
 
 // Handler returns the http.Handler that serves the API.
 func (s *Server) Handler() http.Handler { return s.echo }
