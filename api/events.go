@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/internal/seatq"
@@ -23,11 +24,7 @@ const lastEventIDParam = "last_event_id"
 //
 // It is not behind admit, which would hold the never-ending answer; the
 // stream holds a seat for its first read only.
-func (s *Server) streamRunEvents(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) streamRunEvents(c echo.Context, id uuid.UUID) error {
 	r := c.Request()
 	v, field := r.Header.Get("Last-Event-ID"), "Last-Event-ID"
 	if v == "" {

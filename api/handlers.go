@@ -64,29 +64,27 @@ func refusedInput(err error) error {
 
 var errNoSuchPath = &apiError{status: http.StatusNotFound, code: CodeNotFound, detail: "no such resource"}
 
-// pathID returns the route's :id; a non-UUID answers 404.
-func pathID(c echo.Context) (uuid.UUID, error) {
-	id, err := uuid.Parse(c.Param("id"))
-	if err != nil {
-		return uuid.Nil, errNoSuchPath
+// withID passes h the route's :id; a non-UUID answers 404.
+func withID(h func(c echo.Context, id uuid.UUID) error) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := uuid.Parse(c.Param("id"))
+		if err != nil {
+			return errNoSuchPath
+		}
+		return h(c, id)
 	}
-	return id, nil
 }
 
 // readByID returns a handler that reads :id for the caller's organization
 // with get and writes it with answer.
 func readByID[T any](get func(ctx context.Context, org, id uuid.UUID) (T, error), answer func(echo.Context, T) error) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id, err := pathID(c)
-		if err != nil {
-			return err
-		}
+	return withID(func(c echo.Context, id uuid.UUID) error {
 		v, err := get(c.Request().Context(), principal(c).OrganizationID, id)
 		if err != nil {
 			return err
 		}
 		return answer(c, v)
-	}
+	})
 }
 
 // conditional is a store's change of one resource; ifMatch is nil
@@ -216,11 +214,7 @@ func (s *Server) listSavedSearches(c echo.Context) error {
 
 // getSavedSearch reads a saved search with its ETag; ?archived=true also
 // finds archived ones.
-func (s *Server) getSavedSearch(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) getSavedSearch(c echo.Context, id uuid.UUID) error {
 	archived, err := archivedQuery(c)
 	if err != nil {
 		return err
@@ -240,11 +234,7 @@ const MediaTypeMergePatch = "application/merge-patch+json"
 // replaces each member given (at least one), application/merge-patch+json
 // applies an RFC 7396 patch, anything else is 415. If-Match makes it
 // conditional (412); the answer carries the new ETag.
-func (s *Server) updateSavedSearch(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) updateSavedSearch(c echo.Context, id uuid.UUID) error {
 	ct := c.Request().Header.Get(echo.HeaderContentType)
 	if mt, _, _ := mime.ParseMediaType(ct); mt == MediaTypeMergePatch {
 		return s.mergePatchSavedSearch(c, id)
@@ -341,11 +331,7 @@ func mergePatch(cur *savedsearch.SavedSearch, raw []byte) (savedsearch.UpdatePar
 
 // replaceBaseline replaces the whole baseline, honouring If-Match; the
 // answer carries the new ETag.
-func (s *Server) replaceBaseline(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) replaceBaseline(c echo.Context, id uuid.UUID) error {
 	var req savedsearch.Baseline
 	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
 		return err
@@ -355,11 +341,7 @@ func (s *Server) replaceBaseline(c echo.Context) error {
 	return answerSavedSearch(c, ss, err)
 }
 
-func (s *Server) listSnapshots(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) listSnapshots(c echo.Context, id uuid.UUID) error {
 	limit, cursor, err := listQuery(c, snapshot.MaxListLimit)
 	if err != nil {
 		return err
@@ -372,11 +354,7 @@ func (s *Server) listSnapshots(c echo.Context) error {
 // startSavedSearch admits a Run on a frozen copy of the saved search,
 // checking path, key and body before any claim. Prefer: wait=N waits for
 // an in-flight start of the same key instead of answering 409.
-func (s *Server) startSavedSearch(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) startSavedSearch(c echo.Context, id uuid.UUID) error {
 	key, err := idempotencyKey(c.Request().Header)
 	if err != nil {
 		return err
@@ -539,11 +517,7 @@ func (s *Server) listRuns(c echo.Context) error {
 	return answerPage(c, items, next, err)
 }
 
-func (s *Server) getRun(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) getRun(c echo.Context, id uuid.UUID) error {
 	ctx, org := c.Request().Context(), principal(c).OrganizationID
 	run, err := s.d.Runs.Get(ctx, org, id)
 	if err != nil {

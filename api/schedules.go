@@ -74,11 +74,7 @@ func answerScheduleOK(c echo.Context, sc *schedule.Schedule) error {
 
 // setSchedule creates (201) or replaces (200) a schedule, honouring
 // If-Match and Idempotency-Key.
-func (s *Server) setSchedule(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) setSchedule(c echo.Context, id uuid.UUID) error {
 	key, hasKey, err := s.optionalKey(c)
 	if err != nil {
 		return err
@@ -122,11 +118,7 @@ func (s *Server) setSchedule(c echo.Context) error {
 const MaxOccurrencePageBytes = 128 << 10
 
 // listOccurrences lists a saved search's occurrences, latest due first.
-func (s *Server) listOccurrences(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) listOccurrences(c echo.Context, id uuid.UUID) error {
 	limit, cursor, err := listQuery(c, schedule.MaxListLimit)
 	if err != nil {
 		return err

@@ -74,11 +74,7 @@ func (s *Server) listWebhookEndpoints(c echo.Context) error {
 
 // updateWebhookEndpoint changes an endpoint: its URL, description, types,
 // or state (enabled, disabled).
-func (s *Server) updateWebhookEndpoint(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) updateWebhookEndpoint(c echo.Context, id uuid.UUID) error {
 	var req endpointRequest
 	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
 		return err
@@ -100,11 +96,7 @@ func (s *Server) deleteWebhookEndpoint(c echo.Context) error {
 
 // listWebhookDeliveries answers an endpoint's newest deliveries, each with
 // its kept attempts.
-func (s *Server) listWebhookDeliveries(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) listWebhookDeliveries(c echo.Context, id uuid.UUID) error {
 	limit, _, err := listQuery(c, webhooks.MaxDeliveriesLimit)
 	if err != nil {
 		return err
