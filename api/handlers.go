@@ -6,7 +6,6 @@ import (
 	"errors"
 	"mime"
 	"net/http"
-	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -160,8 +159,8 @@ func (s *Server) createSavedSearch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req savedsearch.CreateParams
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[savedsearch.CreateParams](s, c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	p := principal(c)
@@ -242,8 +241,8 @@ func (s *Server) updateSavedSearch(c echo.Context, id uuid.UUID) error {
 		return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
 			detail: "PATCH takes application/json (name and/or brief replaced whole) or application/merge-patch+json (RFC 7396)"}
 	}
-	var req savedsearch.UpdateParams
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[savedsearch.UpdateParams](s, c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	if req.Name == nil && req.Brief == nil {
@@ -278,8 +277,8 @@ type savedSearchPatch struct {
 // mergePatchSavedSearch applies an RFC 7396 patch under the row lock, so
 // concurrent patches serialize and If-Match is judged under the lock.
 func (s *Server) mergePatchSavedSearch(c echo.Context, id uuid.UUID) error {
-	var body savedSearchPatch
-	if err := s.decodeBody(c, &body, bodyMandatory); err != nil {
+	body, err := decodeBody[savedSearchPatch](s, c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	if body.Name == nil && body.Brief == nil {
@@ -311,7 +310,7 @@ func mergePatch(cur *savedsearch.SavedSearch, raw []byte) (savedsearch.UpdatePar
 	if err != nil {
 		return req, malformedJSON("the merge patch could not be applied: " + err.Error())
 	}
-	if err := checkJSON(merged, reflect.TypeOf(&req)); err != nil {
+	if err := decodeJSON(merged, new(*savedsearch.UpdateParams)); err != nil {
 		return req, err
 	}
 	if err := json.Unmarshal(merged, &req); err != nil {
@@ -332,8 +331,8 @@ func mergePatch(cur *savedsearch.SavedSearch, raw []byte) (savedsearch.UpdatePar
 // replaceBaseline replaces the whole baseline, honouring If-Match; the
 // answer carries the new ETag.
 func (s *Server) replaceBaseline(c echo.Context, id uuid.UUID) error {
-	var req savedsearch.Baseline
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[savedsearch.Baseline](s, c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	ss, err := s.d.SavedSearches.ReplaceBaselineIf(c.Request().Context(), principal(c).OrganizationID, id, req,
@@ -359,8 +358,8 @@ func (s *Server) startSavedSearch(c echo.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	var req startRequest
-	if err := s.decodeBody(c, &req, bodyOptional); err != nil {
+	req, err := decodeBody[startRequest](s, c, bodyOptional)
+	if err != nil {
 		return err
 	}
 	opts, err := admission.NewStartOptions(req.MaxResults, req.Note)
@@ -393,8 +392,8 @@ func (s *Server) startDirect(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req directStartRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[directStartRequest](s, c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	p := principal(c)

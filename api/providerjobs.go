@@ -110,8 +110,8 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req registerProviderJobRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[registerProviderJobRequest](s, c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	var fields []FieldError

@@ -33,8 +33,8 @@ type statusReportError struct {
 // forward and answers the Run, 200; a repeat answers the same Run. A
 // change to a finished Run is 409 run_finished.
 func (s *Server) reportRunStatus(c echo.Context, id uuid.UUID) error {
-	var req statusReportRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[statusReportRequest](s, c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	p := principal(c)
@@ -84,8 +84,8 @@ type cancelRequest struct {
 // request for the runtime, and answers 200 with the Run; it is
 // idempotent. A succeeded or failed Run is 409 run_finished.
 func (s *Server) cancelRun(c echo.Context, id uuid.UUID) error {
-	var req cancelRequest
-	if err := s.decodeBody(c, &req, bodyOptional); err != nil {
+	req, err := decodeBody[cancelRequest](s, c, bodyOptional)
+	if err != nil {
 		return err
 	}
 	r := runs.CancelRequest{Actor: principal(c).Actor, Reason: req.Reason}

@@ -79,8 +79,8 @@ func (s *Server) setSchedule(c echo.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	var req scheduleRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[scheduleRequest](s, c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	p, err := req.params()

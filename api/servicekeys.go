@@ -39,8 +39,8 @@ type createdServiceKey struct {
 // createServiceKey answers 201 with a new key and its token, shown only
 // this once; a repeat creates another key.
 func (s *Server) createServiceKey(c echo.Context) error {
-	var req serviceKeyRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[serviceKeyRequest](s, c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	pr := principal(c)

@@ -35,8 +35,8 @@ func webhookEndpointPath(id uuid.UUID) string { return "/v1/webhook-endpoints/" 
 
 // createWebhookEndpoint creates an enabled endpoint, 201 with its secret.
 func (s *Server) createWebhookEndpoint(c echo.Context) error {
-	var req endpointRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[endpointRequest](s, c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	if req.URL == nil {
@@ -75,8 +75,8 @@ func (s *Server) listWebhookEndpoints(c echo.Context) error {
 // updateWebhookEndpoint changes an endpoint: its URL, description, types,
 // or state (enabled, disabled).
 func (s *Server) updateWebhookEndpoint(c echo.Context, id uuid.UUID) error {
-	var req endpointRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[endpointRequest](s, c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	e, err := s.d.Webhooks.Update(c.Request().Context(), principal(c).OrganizationID, id, webhooks.UpdateParams{
