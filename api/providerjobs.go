@@ -59,20 +59,16 @@ const (
 	callbackQueued = "queued"
 )
 
-// callbackPath returns job's callback path, named by searchd's job id
-// because several organizations may register one provider job id.
-func callbackPath(job *providerjobs.Job) string {
-	return "/v1/callbacks/" + job.Provider + "/jobs/" + job.ID.String()
-}
-
-// providerJobResponse is a job with its callback path.
+// providerJobResponse is a job with its callback path, named by
+// searchd's job id because several organizations may register one
+// provider job id.
 type providerJobResponse struct {
 	*providerjobs.Job
 	CallbackPath string `json:"callback_path"`
 }
 
 func jobResponse(job *providerjobs.Job) providerJobResponse {
-	return providerJobResponse{Job: job, CallbackPath: callbackPath(job)}
+	return providerJobResponse{Job: job, CallbackPath: "/v1/callbacks/" + job.Provider + "/jobs/" + job.ID.String()}
 }
 
 // answerJob answers 200 with job and its callback path.

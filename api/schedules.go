@@ -64,9 +64,6 @@ func scheduleIfMatch(h http.Header) func(int64) bool {
 	return ifMatchOr(h, func(int64) bool { return true })
 }
 
-// schedulePath is the Location of a saved search's schedule.
-func schedulePath(id uuid.UUID) string { return "/v1/saved-searches/" + id.String() + "/schedule" }
-
 // answerScheduleOK is answerSchedule's 200, to a read or a change.
 func answerScheduleOK(c echo.Context, sc *schedule.Schedule) error {
 	return answerSchedule(c, http.StatusOK, sc)
@@ -109,7 +106,7 @@ func (s *Server) setSchedule(c echo.Context, id uuid.UUID) error {
 		return err
 	}
 	if created {
-		c.Response().Header().Set(echo.HeaderLocation, schedulePath(id))
+		c.Response().Header().Set(echo.HeaderLocation, "/v1/saved-searches/"+id.String()+"/schedule")
 	}
 	return answerSchedule(c, keyedStatus(c, created, replayed), sc)
 }

@@ -30,9 +30,6 @@ type endpointRequest struct {
 	State       *string   `json:"state"`
 }
 
-// webhookEndpointPath is the Location of an endpoint.
-func webhookEndpointPath(id uuid.UUID) string { return "/v1/webhook-endpoints/" + id.String() }
-
 // createWebhookEndpoint creates an enabled endpoint, 201 with its secret.
 func (s *Server) createWebhookEndpoint(c echo.Context) error {
 	req, err := decodeBody[endpointRequest](s, c, bodyMandatory)
@@ -56,7 +53,7 @@ func (s *Server) createWebhookEndpoint(c echo.Context) error {
 	if err != nil {
 		return refusedInput(err)
 	}
-	c.Response().Header().Set(echo.HeaderLocation, webhookEndpointPath(e.ID))
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/webhook-endpoints/"+e.ID.String())
 	return c.JSON(http.StatusCreated, e)
 }
 
