@@ -50,29 +50,22 @@ const (
 )
 
 // decodeBody decodes and validates c's JSON body into a T. With
-// bodyOptional an empty body is T's zero value. Refusals, in the order
-// a client can fix them: 415 for a non-JSON or missing Content-Type; 413
-// over the limit (enforced while reading); 400 malformed_json; 400
-// validation_failed for the first unknown, duplicate, mistyped, too deep
-// or NUL-holding field; then 400 validation_failed listing rule failures.
-func decodeBody[T any](s *Server, c echo.Context, required bodyRequired) (dst T, err error) {
+// bodyOptional an empty body is T's zero value. A body over the limit was
+// refused by admit, which read it. Refusals, in the order a client can
+// fix them: 415 for a non-JSON or missing Content-Type; 400
+// malformed_json; 400 validation_failed for the first unknown, duplicate,
+// mistyped, too deep or NUL-holding field; then 400 validation_failed
+// listing rule failures.
+func decodeBody[T any](c echo.Context, required bodyRequired) (dst T, err error) {
 	r := c.Request()
 	ct := r.Header.Get(echo.HeaderContentType)
 	if ct != "" && !isJSONMediaType(ct) {
 		return dst, &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
 			detail: "the request body must be JSON: send Content-Type: application/json"}
 	}
-	if r.ContentLength > s.d.MaxBodyBytes {
-		return dst, tooLarge("request", s.d.MaxBodyBytes)
-	}
 	var buf []byte
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		buf, err = io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, s.d.MaxBodyBytes))
-		var tooLong *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLong):
-			return dst, tooLarge("request", s.d.MaxBodyBytes)
-		case err != nil:
+		if buf, err = io.ReadAll(r.Body); err != nil {
 			return dst, malformedJSON("the request body could not be read")
 		}
 	}

@@ -159,7 +159,7 @@ func (s *Server) createSavedSearch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeBody[savedsearch.CreateParams](s, c, bodyMandatory)
+	req, err := decodeBody[savedsearch.CreateParams](c, bodyMandatory)
 	if err != nil {
 		return err
 	}
@@ -241,7 +241,7 @@ func (s *Server) updateSavedSearch(c echo.Context, id uuid.UUID) error {
 		return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
 			detail: "PATCH takes application/json (name and/or brief replaced whole) or application/merge-patch+json (RFC 7396)"}
 	}
-	req, err := decodeBody[savedsearch.UpdateParams](s, c, bodyMandatory)
+	req, err := decodeBody[savedsearch.UpdateParams](c, bodyMandatory)
 	if err != nil {
 		return err
 	}
@@ -277,7 +277,7 @@ type savedSearchPatch struct {
 // mergePatchSavedSearch applies an RFC 7396 patch under the row lock, so
 // concurrent patches serialize and If-Match is judged under the lock.
 func (s *Server) mergePatchSavedSearch(c echo.Context, id uuid.UUID) error {
-	body, err := decodeBody[savedSearchPatch](s, c, bodyMandatory)
+	body, err := decodeBody[savedSearchPatch](c, bodyMandatory)
 	if err != nil {
 		return err
 	}
@@ -331,7 +331,7 @@ func mergePatch(cur *savedsearch.SavedSearch, raw []byte) (savedsearch.UpdatePar
 // replaceBaseline replaces the whole baseline, honouring If-Match; the
 // answer carries the new ETag.
 func (s *Server) replaceBaseline(c echo.Context, id uuid.UUID) error {
-	req, err := decodeBody[savedsearch.Baseline](s, c, bodyMandatory)
+	req, err := decodeBody[savedsearch.Baseline](c, bodyMandatory)
 	if err != nil {
 		return err
 	}
@@ -358,7 +358,7 @@ func (s *Server) startSavedSearch(c echo.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeBody[startRequest](s, c, bodyOptional)
+	req, err := decodeBody[startRequest](c, bodyOptional)
 	if err != nil {
 		return err
 	}
@@ -392,7 +392,7 @@ func (s *Server) startDirect(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeBody[directStartRequest](s, c, bodyMandatory)
+	req, err := decodeBody[directStartRequest](c, bodyMandatory)
 	if err != nil {
 		return err
 	}

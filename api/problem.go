@@ -223,17 +223,12 @@ func snakePath(path string) string {
 	return b.String()
 }
 
-// echoProblems answer echo's own errors by status.
+// echoProblems answer the errors of echo's router, the only echo errors
+// this server meets (it uses no binder, body limit or auth of echo's).
 var echoProblems = map[int]*apiError{
 	http.StatusNotFound: errNoSuchPath,
 	http.StatusMethodNotAllowed: {status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
 		detail: "this resource does not support the request method"},
-	http.StatusRequestEntityTooLarge: {status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
-		detail: "the request body is too large"},
-	http.StatusUnsupportedMediaType: {status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
-		detail: "the request body must be JSON"},
-	http.StatusUnauthorized: {status: http.StatusUnauthorized, code: CodeUnauthorized,
-		detail: "a valid bearer token is required"},
 }
 
 // handleError renders every error as a problem; an unrecognised one is

@@ -106,7 +106,7 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeBody[registerProviderJobRequest](s, c, bodyMandatory)
+	req, err := decodeBody[registerProviderJobRequest](c, bodyMandatory)
 	if err != nil {
 		return err
 	}

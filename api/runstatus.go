@@ -33,7 +33,7 @@ type statusReportError struct {
 // forward and answers the Run, 200; a repeat answers the same Run. A
 // change to a finished Run is 409 run_finished.
 func (s *Server) reportRunStatus(c echo.Context, id uuid.UUID) error {
-	req, err := decodeBody[statusReportRequest](s, c, bodyMandatory)
+	req, err := decodeBody[statusReportRequest](c, bodyMandatory)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ type cancelRequest struct {
 // request for the runtime, and answers 200 with the Run; it is
 // idempotent. A succeeded or failed Run is 409 run_finished.
 func (s *Server) cancelRun(c echo.Context, id uuid.UUID) error {
-	req, err := decodeBody[cancelRequest](s, c, bodyOptional)
+	req, err := decodeBody[cancelRequest](c, bodyOptional)
 	if err != nil {
 		return err
 	}

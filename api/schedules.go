@@ -76,7 +76,7 @@ func (s *Server) setSchedule(c echo.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeBody[scheduleRequest](s, c, bodyMandatory)
+	req, err := decodeBody[scheduleRequest](c, bodyMandatory)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ type createdServiceKey struct {
 // createServiceKey answers 201 with a new key and its token, shown only
 // this once; a repeat creates another key.
 func (s *Server) createServiceKey(c echo.Context) error {
-	req, err := decodeBody[serviceKeyRequest](s, c, bodyMandatory)
+	req, err := decodeBody[serviceKeyRequest](c, bodyMandatory)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ type endpointRequest struct {
 
 // createWebhookEndpoint creates an enabled endpoint, 201 with its secret.
 func (s *Server) createWebhookEndpoint(c echo.Context) error {
-	req, err := decodeBody[endpointRequest](s, c, bodyMandatory)
+	req, err := decodeBody[endpointRequest](c, bodyMandatory)
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (s *Server) listWebhookEndpoints(c echo.Context) error {
 // updateWebhookEndpoint changes an endpoint: its URL, description, types,
 // or state (enabled, disabled).
 func (s *Server) updateWebhookEndpoint(c echo.Context, id uuid.UUID) error {
-	req, err := decodeBody[endpointRequest](s, c, bodyMandatory)
+	req, err := decodeBody[endpointRequest](c, bodyMandatory)
 	if err != nil {
 		return err
 	}
