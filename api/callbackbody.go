@@ -131,7 +131,7 @@ func (b *bodyBudget) serveLocked() {
 	}
 }
 
-// Failures of [bodyBudget.read].
+// Failures of [bodyBudget.read], besides the reader's own.
 var (
 	// errBudgetSpent: the budget could not take the body, left unread.
 	errBudgetSpent = errors.New("api: the body budget is spent")
@@ -139,8 +139,6 @@ var (
 	errBodyTooLarge = errors.New("api: the body is over its limit")
 	// errBodyLate: the body did not arrive within its timeout.
 	errBodyLate = errors.New("api: the body did not arrive in time")
-	// errBodyUnread: reading the body failed otherwise.
-	errBodyUnread = errors.New("api: the body could not be read")
 )
 
 // read reads r's body within timeout into a buffer charged to b, copying
@@ -201,7 +199,7 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit, untimed
 		case errors.Is(rerr, os.ErrDeadlineExceeded):
 			return nil, charged, errBodyLate
 		default:
-			return nil, charged, errBodyUnread
+			return nil, charged, rerr // the body could not be read
 		}
 	}
 }

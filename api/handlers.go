@@ -112,6 +112,14 @@ func answerNoContent(c echo.Context, _ struct{}) error { return c.NoContent(http
 // answerOK answers v, 200.
 func answerOK[T any](c echo.Context, v T) error { return c.JSON(http.StatusOK, v) }
 
+// answerItems answers an unpaged list, 200: a job's dropped deliveries,
+// an organization's webhook endpoints, an endpoint's deliveries.
+func answerItems[T any](c echo.Context, items []T) error {
+	return answerOK(c, struct {
+		Items []T `json:"items"`
+	}{items})
+}
+
 // Ceilings of list answers in bytes, as docs/api.md states them: the
 // items' bounded fields, fully escaped, times MaxListLimit.
 const (

@@ -148,13 +148,6 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	return c.JSON(keyedStatus(c, created, replayed), jobResponse(job))
 }
 
-// answerDrops answers a job's dropped deliveries, newest first.
-func answerDrops(c echo.Context, drops []providerjobs.Drop) error {
-	return answerOK(c, struct {
-		Items []providerjobs.Drop `json:"items"`
-	}{drops})
-}
-
 // callbackAnswer is the body of every signed callback's 200.
 type callbackAnswer struct {
 	Status string `json:"status"`

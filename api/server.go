@@ -291,7 +291,7 @@ func (s *Server) routes() *echo.Echo {
 	get("/v1/snapshots/:id", readByID(s.d.Snapshots.Get, answerOK), read, limit)
 	e.POST("/v1/provider-jobs", s.registerProviderJob, write, limit)
 	get("/v1/provider-jobs/:id", readByID(s.d.ProviderJobs.Get, answerJob), read, limit)
-	get("/v1/provider-jobs/:id/drops", readByID(s.d.ProviderJobs.ListDrops, answerDrops), read, limit)
+	get("/v1/provider-jobs/:id/drops", readByID(s.d.ProviderJobs.ListDrops, answerItems), read, limit)
 	if s.d.Schedules != nil {
 		get("/v1/saved-searches/:id/schedule", readByID(s.d.Schedules.Get, answerScheduleOK), read, limit)
 		e.PUT("/v1/saved-searches/:id/schedule", withID(s.setSchedule), write, limit)

@@ -64,9 +64,7 @@ func (s *Server) listWebhookEndpoints(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return answerOK(c, struct {
-		Items []webhooks.Endpoint `json:"items"`
-	}{list})
+	return answerItems(c, list)
 }
 
 // updateWebhookEndpoint changes an endpoint: its URL, description, types,
@@ -102,7 +100,5 @@ func (s *Server) listWebhookDeliveries(c echo.Context, id uuid.UUID) error {
 	if err != nil {
 		return refusedInput(err)
 	}
-	return answerOK(c, struct {
-		Items []webhooks.Delivery `json:"items"`
-	}{list})
+	return answerItems(c, list)
 }
