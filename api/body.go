@@ -49,54 +49,46 @@ const (
 	bodyOptional  bodyRequired = false
 )
 
-// decodeBody decodes and validates c's JSON body into dst. With
-// bodyOptional an empty body leaves dst untouched. Refusals, in the order
-// a client can fix them: 415 for a non-JSON or missing Content-Type; 413
-// over the limit (enforced while reading); 400 malformed_json; 400
-// validation_failed for the first unknown, duplicate, mistyped, too deep
-// or NUL-holding field; then 400 validation_failed listing rule failures.
-func (s *Server) decodeBody(c echo.Context, dst any, required bodyRequired) error {
+// decodeBody decodes and validates c's JSON body into a T. With
+// bodyOptional an empty body is T's zero value. A body over the limit was
+// refused by admit, which read it. Refusals, in the order a client can
+// fix them: 415 for a non-JSON or missing Content-Type; 400
+// malformed_json; 400 validation_failed for the first unknown, duplicate,
+// mistyped, too deep or NUL-holding field; then 400 validation_failed
+// listing rule failures.
+func decodeBody[T any](c echo.Context, required bodyRequired) (dst T, err error) {
 	r := c.Request()
 	ct := r.Header.Get(echo.HeaderContentType)
 	if ct != "" && !isJSONMediaType(ct) {
-		return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
+		return dst, &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
 			detail: "the request body must be JSON: send Content-Type: application/json"}
-	}
-	if r.ContentLength > s.d.MaxBodyBytes {
-		return tooLarge("request", s.d.MaxBodyBytes)
 	}
 	var buf []byte
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		var err error
-		buf, err = io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, s.d.MaxBodyBytes))
-		var tooLong *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLong):
-			return tooLarge("request", s.d.MaxBodyBytes)
-		case err != nil:
-			return malformedJSON("the request body could not be read")
+		if buf, err = io.ReadAll(r.Body); err != nil {
+			return dst, malformedJSON("the request body could not be read")
 		}
 	}
 	if len(bytes.TrimSpace(buf)) == 0 {
 		if required == bodyOptional {
-			return nil
+			return dst, nil
 		}
-		return malformedJSON("the request body is empty; this operation needs a JSON object")
+		return dst, malformedJSON("the request body is empty; this operation needs a JSON object")
 	}
 	if ct == "" {
-		return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
+		return dst, &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
 			detail: "the request has a body but no Content-Type: send Content-Type: application/json"}
 	}
-	if err := decodeJSON(buf, dst); err != nil {
-		return err
+	if err := decodeJSON(buf, &dst); err != nil {
+		return dst, err
 	}
-	if !hasRules(reflect.TypeOf(dst)) {
-		return nil
+	if !hasRules(reflect.TypeOf(&dst)) {
+		return dst, nil
 	}
-	if err := validate.Struct(dst); err != nil {
-		return validationProblem(err)
+	if err := validate.Struct(&dst); err != nil {
+		return dst, validationProblem(err)
 	}
-	return nil
+	return dst, nil
 }
 
 // rulesCache maps a type to whether validate has a rule anywhere in it.
@@ -199,11 +191,6 @@ func decodeJSON(buf []byte, dst any) error {
 		return fieldRefused(buf, sem.JSONPointer, r)
 	}
 	return fieldRefused(buf, sem.JSONPointer, typeRefusal(sem))
-}
-
-// checkJSON is decodeJSON into a new value of type t, which it drops.
-func checkJSON(buf []byte, t reflect.Type) error {
-	return decodeJSON(buf, reflect.New(t).Interface())
 }
 
 // bodyOptions match names exactly, refuse unknown and duplicate names,

@@ -71,27 +71,17 @@ func (b *bodyBudget) fitsLocked(n, held int64) bool {
 	return b.used+n <= limit
 }
 
-// take charges n more bytes without waiting and reports whether they
-// fit. It does not jump the queue, except for small bodies.
-func (b *bodyBudget) take(n, held int64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.fitsLocked(n, held) && (b.waiting.Len() == 0 || held <= smallCallbackBody) {
-		b.used += n
-		return true
-	}
-	return false
-}
-
-// takeWaiting is take, queueing up to b.wait or until ctx ends.
-func (b *bodyBudget) takeWaiting(ctx context.Context, n, held int64) bool {
+// take charges n more bytes for a body holding held in all and reports
+// whether they fit. It does not jump the queue, except for small bodies,
+// and queues up to wait (zero: not at all) or until ctx ends.
+func (b *bodyBudget) take(ctx context.Context, n, held int64, wait time.Duration) bool {
 	b.mu.Lock()
 	if b.fitsLocked(n, held) && (b.waiting.Len() == 0 || held <= smallCallbackBody) {
 		b.used += n
 		b.mu.Unlock()
 		return true
 	}
-	if b.wait == 0 {
+	if wait == 0 {
 		b.mu.Unlock()
 		return false
 	}
@@ -99,7 +89,7 @@ func (b *bodyBudget) takeWaiting(ctx context.Context, n, held int64) bool {
 	e := b.waiting.PushBack(w)
 	b.mu.Unlock()
 
-	t := time.NewTimer(b.wait)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-w.ready:
@@ -141,7 +131,7 @@ func (b *bodyBudget) serveLocked() {
 	}
 }
 
-// Failures of [bodyBudget.read].
+// Failures of [bodyBudget.read], besides the reader's own.
 var (
 	// errBudgetSpent: the budget could not take the body, left unread.
 	errBudgetSpent = errors.New("api: the body budget is spent")
@@ -149,8 +139,6 @@ var (
 	errBodyTooLarge = errors.New("api: the body is over its limit")
 	// errBodyLate: the body did not arrive within its timeout.
 	errBodyLate = errors.New("api: the body did not arrive in time")
-	// errBodyUnread: reading the body failed otherwise.
-	errBodyUnread = errors.New("api: the body could not be read")
 )
 
 // read reads r's body within timeout into a buffer charged to b, copying
@@ -170,7 +158,7 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit, untimed
 		size = r.ContentLength + 1
 	}
 	size = min(size, limit+1)
-	if !b.takeWaiting(r.Context(), size, size) {
+	if !b.take(r.Context(), size, size, b.wait) {
 		return nil, 0, errBudgetSpent
 	}
 	charged = size
@@ -188,7 +176,7 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit, untimed
 			if next <= int64(cap(buf)) {
 				return nil, charged, errBodyTooLarge
 			}
-			if !b.take(next-int64(cap(buf)), next) {
+			if !b.take(r.Context(), next-int64(cap(buf)), next, 0) {
 				return nil, charged, errBudgetSpent
 			}
 			charged = next
@@ -211,7 +199,7 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit, untimed
 		case errors.Is(rerr, os.ErrDeadlineExceeded):
 			return nil, charged, errBodyLate
 		default:
-			return nil, charged, errBodyUnread
+			return nil, charged, rerr // the body could not be read
 		}
 	}
 }
@@ -225,7 +213,8 @@ func (s *Server) readCallbackBody(c echo.Context, mac io.Writer) (body []byte, c
 	case err == nil:
 		return body, charged, nil
 	case errors.Is(err, errBudgetSpent):
-		return nil, 0, budgetSpent(c)
+		c.Response().Header().Set(echo.HeaderConnection, "close")
+		return nil, 0, unavailable("too many callback bodies are awaiting their signature check; redeliver after Retry-After")
 	case errors.Is(err, errBodyTooLarge):
 		return nil, 0, tooLarge("callback", s.d.CallbackMaxBodyBytes)
 	case errors.Is(err, errBodyLate):
@@ -233,10 +222,4 @@ func (s *Server) readCallbackBody(c echo.Context, mac io.Writer) (body []byte, c
 			s.d.CallbackBodyTimeout))
 	}
 	return nil, 0, malformedJSON("the request body could not be read")
-}
-
-// budgetSpent answers a callback the budget cannot take.
-func budgetSpent(c echo.Context) error {
-	c.Response().Header().Set(echo.HeaderConnection, "close")
-	return unavailable("too many callback bodies are awaiting their signature check; redeliver after Retry-After")
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -48,12 +49,12 @@ var docsTemplate = template.Must(template.New("docs").Parse(`<!doctype html>
 {{if .Params}}<h4>Parameters</h4><ul>{{range .Params}}<li><code>{{.Name}}</code> ({{.In}}, {{if .Required}}required{{else}}optional{{end}}, {{.Type}}){{if .Description}}: {{.Description}}{{end}}</li>
 {{end}}</ul>{{end}}
 {{with .Body}}<h4>Request body{{if .Required}} (required){{end}}</h4>{{if .Description}}<p>{{.Description}}</p>{{end}}
-{{range .Media}}<p><code>{{.ContentType}}</code>: {{.Schema}}</p>{{range .Examples}}{{if .Title}}<p>Example <em>{{.Title}}</em></p>{{end}}<pre>{{.Text}}</pre>{{end}}{{end}}{{end}}
+{{template "media" .}}{{end}}
 <h4>Responses</h4>{{range .Responses}}<p><strong>{{.Status}}</strong> {{.Description}}</p>
-{{range .Media}}<p><code>{{.ContentType}}</code>: {{.Schema}}</p>{{range .Examples}}{{if .Title}}<p>Example <em>{{.Title}}</em></p>{{end}}<pre>{{.Text}}</pre>{{end}}{{end}}{{end}}
+{{template "media" .}}{{end}}
 </section>
 {{end}}{{end}}</body></html>
-`))
+{{define "media"}}{{range .Media}}<p><code>{{.ContentType}}</code>: {{.Schema}}</p>{{range .Examples}}{{if .Title}}<p>Example <em>{{.Title}}</em></p>{{end}}<pre>{{.Text}}</pre>{{end}}{{end}}{{end}}`))
 
 type docsPage struct {
 	Title, Version, Description string
@@ -68,9 +69,10 @@ type docsTag struct {
 
 type docsOp struct {
 	Anchor, Method, Path, Summary, Description string
+	Tags                                       []string
 	Params                                     []docsParam
 	Body                                       *docsBody
-	Responses                                  []docsResponse
+	Responses                                  []docsBody
 }
 
 type docsParam struct {
@@ -78,14 +80,10 @@ type docsParam struct {
 	Required                    bool
 }
 
+// docsBody is a request body, or a response under its Status.
 type docsBody struct {
-	Description string
-	Required    bool
-	Media       []docsMedia
-}
-
-type docsResponse struct {
 	Status, Description string
+	Required            bool
 	Media               []docsMedia
 }
 
@@ -141,11 +139,11 @@ func renderDocs(doc []byte) ([]byte, error) {
 		}
 		for _, op := range ops {
 			tag := "other"
-			if len(op.tags) > 0 {
-				tag = op.tags[0]
+			if len(op.Tags) > 0 {
+				tag = op.Tags[0]
 			}
 			t := tagOf(tag, "")
-			t.Ops = append(t.Ops, op.docsOp)
+			t.Ops = append(t.Ops, op)
 		}
 	}
 	var b bytes.Buffer
@@ -219,30 +217,21 @@ func orderedKeys(raw json.RawMessage) ([]keyValue, error) {
 	return kvs, nil
 }
 
-type taggedOp struct {
-	docsOp
-	tags []string
-}
-
 var docsMethods = []string{"get", "head", "post", "put", "patch", "delete", "options", "trace"}
 
 // operations renders the operations of one path item, in document order.
-func (o *oapi) operations(path string, item json.RawMessage) ([]taggedOp, error) {
+func (o *oapi) operations(path string, item json.RawMessage) ([]docsOp, error) {
 	members, err := orderedKeys(item)
 	if err != nil {
 		return nil, err
 	}
-	var shared []json.RawMessage
-	var ops []taggedOp
-	for _, m := range members {
-		if m.key == "parameters" {
-			if err := json.Unmarshal(m.value, &shared); err != nil {
-				return nil, err
-			}
-		}
+	var shared struct{ Parameters []json.RawMessage }
+	if err := json.Unmarshal(item, &shared); err != nil {
+		return nil, err
 	}
+	var ops []docsOp
 	for _, m := range members {
-		if !isMethod(m.key) {
+		if !slices.Contains(docsMethods, m.key) {
 			continue
 		}
 		var raw struct {
@@ -256,12 +245,12 @@ func (o *oapi) operations(path string, item json.RawMessage) ([]taggedOp, error)
 		if err := json.Unmarshal(m.value, &raw); err != nil {
 			return nil, err
 		}
-		op := taggedOp{tags: raw.Tags, docsOp: docsOp{Anchor: raw.OperationID, Method: m.key, Path: path,
-			Summary: raw.Summary, Description: raw.Description}}
+		op := docsOp{Anchor: raw.OperationID, Method: m.key, Path: path, Summary: raw.Summary,
+			Description: raw.Description, Tags: raw.Tags}
 		if op.Anchor == "" {
 			op.Anchor = m.key + strings.NewReplacer("/", "-", "{", "", "}", "").Replace(path)
 		}
-		for _, p := range append(append([]json.RawMessage(nil), shared...), raw.Parameters...) {
+		for _, p := range append(slices.Clone(shared.Parameters), raw.Parameters...) {
 			var param struct {
 				Name, In, Description string
 				Required              bool
@@ -274,50 +263,41 @@ func (o *oapi) operations(path string, item json.RawMessage) ([]taggedOp, error)
 				Description: param.Description, Type: schemaSummary(param.Schema)})
 		}
 		if len(raw.RequestBody) > 0 {
-			var body struct {
-				Description string
-				Required    bool
-				Content     json.RawMessage
-			}
-			if err := o.deref(raw.RequestBody, &body); err != nil {
-				return nil, err
-			}
-			media, err := docsContent(body.Content)
+			body, err := o.body("", raw.RequestBody)
 			if err != nil {
 				return nil, err
 			}
-			op.Body = &docsBody{Description: body.Description, Required: body.Required, Media: media}
+			op.Body = &body
 		}
 		responses, err := orderedKeys(raw.Responses)
 		if err != nil {
 			return nil, fmt.Errorf("%s responses: %w", m.key, err)
 		}
 		for _, r := range responses {
-			var resp struct {
-				Description string
-				Content     json.RawMessage
-			}
-			if err := o.deref(r.value, &resp); err != nil {
-				return nil, err
-			}
-			media, err := docsContent(resp.Content)
+			resp, err := o.body(r.key, r.value)
 			if err != nil {
 				return nil, err
 			}
-			op.Responses = append(op.Responses, docsResponse{Status: r.key, Description: resp.Description, Media: media})
+			op.Responses = append(op.Responses, resp)
 		}
 		ops = append(ops, op)
 	}
 	return ops, nil
 }
 
-func isMethod(key string) bool {
-	for _, m := range docsMethods {
-		if m == key {
-			return true
-		}
+// body renders a request body, or the response of status, following its
+// $ref.
+func (o *oapi) body(status string, raw json.RawMessage) (docsBody, error) {
+	var b struct {
+		Description string
+		Required    bool
+		Content     json.RawMessage
 	}
-	return false
+	if err := o.deref(raw, &b); err != nil {
+		return docsBody{}, err
+	}
+	media, err := docsContent(b.Content)
+	return docsBody{Status: status, Description: b.Description, Required: b.Required, Media: media}, err
 }
 
 // docsContent renders a content map: each media type, its schema's summary
@@ -332,14 +312,7 @@ func docsContent(content json.RawMessage) ([]docsMedia, error) {
 	}
 	var media []docsMedia
 	for _, t := range types {
-		var m struct {
-			Schema   json.RawMessage
-			Example  json.RawMessage
-			Examples map[string]struct {
-				Summary string
-				Value   json.RawMessage
-			}
-		}
+		var m struct{ Schema, Example, Examples json.RawMessage }
 		if err := json.Unmarshal(t.value, &m); err != nil {
 			return nil, err
 		}
@@ -347,22 +320,21 @@ func docsContent(content json.RawMessage) ([]docsMedia, error) {
 		if len(m.Example) > 0 {
 			d.Examples = append(d.Examples, docsExample{Text: exampleText(m.Example)})
 		}
-		named, err := orderedKeys(t.value)
-		if err != nil {
-			return nil, err
-		}
-		for _, kv := range named {
-			if kv.key != "examples" {
-				continue
-			}
-			list, err := orderedKeys(kv.value)
-			if err != nil {
+		var named []keyValue
+		if len(m.Examples) > 0 {
+			if named, err = orderedKeys(m.Examples); err != nil {
 				return nil, err
 			}
-			for _, e := range list {
-				ex := m.Examples[e.key]
-				d.Examples = append(d.Examples, docsExample{Title: strings.TrimSuffix(e.key+": "+ex.Summary, ": "), Text: exampleText(ex.Value)})
+		}
+		for _, e := range named {
+			var ex struct {
+				Summary string
+				Value   json.RawMessage
 			}
+			if err := json.Unmarshal(e.value, &ex); err != nil {
+				return nil, err
+			}
+			d.Examples = append(d.Examples, docsExample{Title: strings.TrimSuffix(e.key+": "+ex.Summary, ": "), Text: exampleText(ex.Value)})
 		}
 		media = append(media, d)
 	}

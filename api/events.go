@@ -2,9 +2,9 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/searchd/searchd/internal/seatq"
@@ -23,11 +23,7 @@ const lastEventIDParam = "last_event_id"
 //
 // It is not behind admit, which would hold the never-ending answer; the
 // stream holds a seat for its first read only.
-func (s *Server) streamRunEvents(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) streamRunEvents(c echo.Context, id uuid.UUID) error {
 	r := c.Request()
 	v, field := r.Header.Get("Last-Event-ID"), "Last-Event-ID"
 	if v == "" {
@@ -38,8 +34,12 @@ func (s *Server) streamRunEvents(c echo.Context) error {
 		return validationFailed(FieldError{Field: field, Message: "must be the seq of an event: a whole number from 0"})
 	}
 	release, err := s.d.Streams.Open()
-	if err != nil {
-		return streamsRefused(err)
+	switch {
+	case errors.Is(err, runstream.ErrClosed):
+		return unavailable("the server is shutting down; reconnect with Last-Event-ID")
+	case err != nil:
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeTooManyStreams, retryAfter: runstream.Retry,
+			detail: "this server has its most event streams open; retry after Retry-After, or poll GET /v1/runs/{id}"}
 	}
 	defer release()
 	org := principal(c).OrganizationID
@@ -62,14 +62,4 @@ func (s *Server) streamRunEvents(c echo.Context) error {
 	}
 	s.d.Streams.Serve(c.Response(), r, st)
 	return nil
-}
-
-// streamsRefused is the 503 of a stream the hub would not open.
-func streamsRefused(err error) error {
-	if errors.Is(err, runstream.ErrClosed) {
-		return unavailable("the server is shutting down; reconnect with Last-Event-ID")
-	}
-	return &apiError{status: http.StatusServiceUnavailable, code: CodeTooManyStreams, retryAfter: runstream.Retry,
-		detail: fmt.Sprintf("this server has its most event streams open; retry after Retry-After, " +
-			"or poll GET /v1/runs/{id}")}
 }

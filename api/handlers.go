@@ -6,7 +6,6 @@ import (
 	"errors"
 	"mime"
 	"net/http"
-	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -64,29 +63,27 @@ func refusedInput(err error) error {
 
 var errNoSuchPath = &apiError{status: http.StatusNotFound, code: CodeNotFound, detail: "no such resource"}
 
-// pathID returns the route's :id; a non-UUID answers 404.
-func pathID(c echo.Context) (uuid.UUID, error) {
-	id, err := uuid.Parse(c.Param("id"))
-	if err != nil {
-		return uuid.Nil, errNoSuchPath
+// withID passes h the route's :id; a non-UUID answers 404.
+func withID(h func(c echo.Context, id uuid.UUID) error) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := uuid.Parse(c.Param("id"))
+		if err != nil {
+			return errNoSuchPath
+		}
+		return h(c, id)
 	}
-	return id, nil
 }
 
 // readByID returns a handler that reads :id for the caller's organization
 // with get and writes it with answer.
 func readByID[T any](get func(ctx context.Context, org, id uuid.UUID) (T, error), answer func(echo.Context, T) error) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id, err := pathID(c)
-		if err != nil {
-			return err
-		}
+	return withID(func(c echo.Context, id uuid.UUID) error {
 		v, err := get(c.Request().Context(), principal(c).OrganizationID, id)
 		if err != nil {
 			return err
 		}
 		return answer(c, v)
-	}
+	})
 }
 
 // conditional is a store's change of one resource; ifMatch is nil
@@ -114,6 +111,14 @@ func answerNoContent(c echo.Context, _ struct{}) error { return c.NoContent(http
 
 // answerOK answers v, 200.
 func answerOK[T any](c echo.Context, v T) error { return c.JSON(http.StatusOK, v) }
+
+// answerItems answers an unpaged list, 200: a job's dropped deliveries,
+// an organization's webhook endpoints, an endpoint's deliveries.
+func answerItems[T any](c echo.Context, items []T) error {
+	return answerOK(c, struct {
+		Items []T `json:"items"`
+	}{items})
+}
 
 // Ceilings of list answers in bytes, as docs/api.md states them: the
 // items' bounded fields, fully escaped, times MaxListLimit.
@@ -162,8 +167,8 @@ func (s *Server) createSavedSearch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req savedsearch.CreateParams
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[savedsearch.CreateParams](c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	p := principal(c)
@@ -216,11 +221,7 @@ func (s *Server) listSavedSearches(c echo.Context) error {
 
 // getSavedSearch reads a saved search with its ETag; ?archived=true also
 // finds archived ones.
-func (s *Server) getSavedSearch(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) getSavedSearch(c echo.Context, id uuid.UUID) error {
 	archived, err := archivedQuery(c)
 	if err != nil {
 		return err
@@ -240,11 +241,7 @@ const MediaTypeMergePatch = "application/merge-patch+json"
 // replaces each member given (at least one), application/merge-patch+json
 // applies an RFC 7396 patch, anything else is 415. If-Match makes it
 // conditional (412); the answer carries the new ETag.
-func (s *Server) updateSavedSearch(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) updateSavedSearch(c echo.Context, id uuid.UUID) error {
 	ct := c.Request().Header.Get(echo.HeaderContentType)
 	if mt, _, _ := mime.ParseMediaType(ct); mt == MediaTypeMergePatch {
 		return s.mergePatchSavedSearch(c, id)
@@ -252,8 +249,8 @@ func (s *Server) updateSavedSearch(c echo.Context) error {
 		return &apiError{status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
 			detail: "PATCH takes application/json (name and/or brief replaced whole) or application/merge-patch+json (RFC 7396)"}
 	}
-	var req savedsearch.UpdateParams
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[savedsearch.UpdateParams](c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	if req.Name == nil && req.Brief == nil {
@@ -288,8 +285,8 @@ type savedSearchPatch struct {
 // mergePatchSavedSearch applies an RFC 7396 patch under the row lock, so
 // concurrent patches serialize and If-Match is judged under the lock.
 func (s *Server) mergePatchSavedSearch(c echo.Context, id uuid.UUID) error {
-	var body savedSearchPatch
-	if err := s.decodeBody(c, &body, bodyMandatory); err != nil {
+	body, err := decodeBody[savedSearchPatch](c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	if body.Name == nil && body.Brief == nil {
@@ -321,7 +318,7 @@ func mergePatch(cur *savedsearch.SavedSearch, raw []byte) (savedsearch.UpdatePar
 	if err != nil {
 		return req, malformedJSON("the merge patch could not be applied: " + err.Error())
 	}
-	if err := checkJSON(merged, reflect.TypeOf(&req)); err != nil {
+	if err := decodeJSON(merged, new(*savedsearch.UpdateParams)); err != nil {
 		return req, err
 	}
 	if err := json.Unmarshal(merged, &req); err != nil {
@@ -341,13 +338,9 @@ func mergePatch(cur *savedsearch.SavedSearch, raw []byte) (savedsearch.UpdatePar
 
 // replaceBaseline replaces the whole baseline, honouring If-Match; the
 // answer carries the new ETag.
-func (s *Server) replaceBaseline(c echo.Context) error {
-	id, err := pathID(c)
+func (s *Server) replaceBaseline(c echo.Context, id uuid.UUID) error {
+	req, err := decodeBody[savedsearch.Baseline](c, bodyMandatory)
 	if err != nil {
-		return err
-	}
-	var req savedsearch.Baseline
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
 		return err
 	}
 	ss, err := s.d.SavedSearches.ReplaceBaselineIf(c.Request().Context(), principal(c).OrganizationID, id, req,
@@ -355,11 +348,7 @@ func (s *Server) replaceBaseline(c echo.Context) error {
 	return answerSavedSearch(c, ss, err)
 }
 
-func (s *Server) listSnapshots(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) listSnapshots(c echo.Context, id uuid.UUID) error {
 	limit, cursor, err := listQuery(c, snapshot.MaxListLimit)
 	if err != nil {
 		return err
@@ -372,17 +361,13 @@ func (s *Server) listSnapshots(c echo.Context) error {
 // startSavedSearch admits a Run on a frozen copy of the saved search,
 // checking path, key and body before any claim. Prefer: wait=N waits for
 // an in-flight start of the same key instead of answering 409.
-func (s *Server) startSavedSearch(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) startSavedSearch(c echo.Context, id uuid.UUID) error {
 	key, err := idempotencyKey(c.Request().Header)
 	if err != nil {
 		return err
 	}
-	var req startRequest
-	if err := s.decodeBody(c, &req, bodyOptional); err != nil {
+	req, err := decodeBody[startRequest](c, bodyOptional)
+	if err != nil {
 		return err
 	}
 	opts, err := admission.NewStartOptions(req.MaxResults, req.Note)
@@ -415,8 +400,8 @@ func (s *Server) startDirect(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req directStartRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[directStartRequest](c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	p := principal(c)
@@ -539,11 +524,7 @@ func (s *Server) listRuns(c echo.Context) error {
 	return answerPage(c, items, next, err)
 }
 
-func (s *Server) getRun(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) getRun(c echo.Context, id uuid.UUID) error {
 	ctx, org := c.Request().Context(), principal(c).OrganizationID
 	run, err := s.d.Runs.Get(ctx, org, id)
 	if err != nil {

@@ -113,25 +113,20 @@ func unavailable(detail string) *apiError {
 	return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, detail: detail, retryAfter: unavailableRetryAfter}
 }
 
-// kindAnswer is a kind's status and default code and detail.
-type kindAnswer struct {
-	status int
-	code   string
-	detail string
-}
-
 // kindAnswers maps every errs kind but errs.Internal (a logged 500) to
-// its answer. An error's own code and detail (errs.CodeOf, errs.DetailOf)
-// win over the row's.
-var kindAnswers = map[errs.Kind]kindAnswer{
-	errs.Invalid:    {http.StatusBadRequest, CodeValidationFailed, validationFailedDetail},
-	errs.NotFound:   {http.StatusNotFound, CodeNotFound, "no such resource"},
-	errs.Conflict:   {http.StatusConflict, CodeAlreadyRegistered, "the name is taken in your organization already"},
-	errs.KeyReused:  {http.StatusUnprocessableEntity, CodeKeyReused, "this Idempotency-Key was already used for a different request; use a new key"},
-	errs.InProgress: {http.StatusConflict, CodeInProgress, "a request with this Idempotency-Key is still being prepared; retry after the Retry-After delay"},
-	errs.PreconditionFailed: {http.StatusPreconditionFailed, CodePreconditionFailed,
-		"the resource changed since the version If-Match names; read it again (its ETag) and reapply the change"},
-	errs.Unavailable: {http.StatusServiceUnavailable, CodeUnavailable, "the service cannot reach its database; retry later"},
+// its status and default code and detail. An error's own code and
+// detail (errs.CodeOf, errs.DetailOf) win over the row's.
+var kindAnswers = map[errs.Kind]apiError{
+	errs.Invalid:  {status: http.StatusBadRequest, code: CodeValidationFailed, detail: validationFailedDetail},
+	errs.NotFound: {status: http.StatusNotFound, code: CodeNotFound, detail: "no such resource"},
+	errs.Conflict: {status: http.StatusConflict, code: CodeAlreadyRegistered, detail: "the name is taken in your organization already"},
+	errs.KeyReused: {status: http.StatusUnprocessableEntity, code: CodeKeyReused,
+		detail: "this Idempotency-Key was already used for a different request; use a new key"},
+	errs.InProgress: {status: http.StatusConflict, code: CodeInProgress,
+		detail: "a request with this Idempotency-Key is still being prepared; retry after the Retry-After delay"},
+	errs.PreconditionFailed: {status: http.StatusPreconditionFailed, code: CodePreconditionFailed,
+		detail: "the resource changed since the version If-Match names; read it again (its ETag) and reapply the change"},
+	errs.Unavailable: {status: http.StatusServiceUnavailable, code: CodeUnavailable, detail: "the service cannot reach its database; retry later"},
 }
 
 // judged is a domain error naming the version (0: none), and optionally
@@ -154,11 +149,11 @@ func problemFor(err error) *apiError {
 		return echoProblems[he.Code] // nil for anything else: a 500
 	}
 	kind := errs.KindOf(err)
-	row, ok := kindAnswers[kind]
+	p, ok := kindAnswers[kind]
 	if !ok {
 		return nil
 	}
-	p := &apiError{status: row.status, code: cmp.Or(errs.CodeOf(err), row.code), detail: cmp.Or(errs.DetailOf(err), row.detail)}
+	p.code, p.detail = cmp.Or(errs.CodeOf(err), p.code), cmp.Or(errs.DetailOf(err), p.detail)
 	if j, ok := errors.AsType[judged](err); ok && j.CurrentVersion() > 0 {
 		v := j.CurrentVersion()
 		p.currentVersion = &v
@@ -190,7 +185,7 @@ func problemFor(err error) *apiError {
 	case errs.Unavailable:
 		p.retryAfter = unavailableRetryAfter
 	}
-	return p
+	return &p
 }
 
 // invalidFields names an [errs.Invalid] error's fields: the domain's
@@ -228,17 +223,12 @@ func snakePath(path string) string {
 	return b.String()
 }
 
-// echoProblems answer echo's own errors by status.
+// echoProblems answer the errors of echo's router, the only echo errors
+// this server meets (it uses no binder, body limit or auth of echo's).
 var echoProblems = map[int]*apiError{
-	http.StatusNotFound: {status: http.StatusNotFound, code: CodeNotFound, detail: "no such resource"},
+	http.StatusNotFound: errNoSuchPath,
 	http.StatusMethodNotAllowed: {status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
 		detail: "this resource does not support the request method"},
-	http.StatusRequestEntityTooLarge: {status: http.StatusRequestEntityTooLarge, code: CodePayloadTooLarge,
-		detail: "the request body is too large"},
-	http.StatusUnsupportedMediaType: {status: http.StatusUnsupportedMediaType, code: CodeUnsupportedMediaType,
-		detail: "the request body must be JSON"},
-	http.StatusUnauthorized: {status: http.StatusUnauthorized, code: CodeUnauthorized,
-		detail: "a valid bearer token is required"},
 }
 
 // handleError renders every error as a problem; an unrecognised one is
@@ -274,7 +264,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 func (s *Server) writeProblem(c echo.Context, p *apiError, reqID string) {
 	body := Problem{
 		Type:           ProblemTypeBase + p.code,
-		Title:          titles[p.code],
+		Title:          problemDocByCode[p.code].Title,
 		Status:         p.status,
 		Detail:         p.detail,
 		Code:           p.code,

@@ -83,16 +83,15 @@ func TestProblemForMapsEveryDomainOutcome(t *testing.T) {
 }
 
 // TestEveryProblemCodeHasItsPage: the page a problem's type names exists
-// for every code the API answers with (titles holds them all).
+// for every code the API answers with (problemDocByCode holds them all).
 func TestEveryProblemCodeHasItsPage(t *testing.T) {
-	for code := range titles {
-		doc, ok := problemDocFor(code)
-		if !ok || doc.Meaning == "" || doc.Action == "" || doc.Status < 400 {
+	for code, doc := range problemDocByCode {
+		if doc.Meaning == "" || doc.Action == "" || doc.Status < 400 {
 			t.Errorf("problem code %s has no documentation page (problemDocs)", code)
 		}
 	}
-	if len(problemDocs) != len(titles) {
-		t.Errorf("%d problem pages for %d codes", len(problemDocs), len(titles))
+	if len(problemDocs) != len(problemDocByCode) {
+		t.Errorf("%d problem pages for %d codes", len(problemDocs), len(problemDocByCode))
 	}
 }
 
@@ -110,7 +109,7 @@ func TestEveryKindHasOneAnswer(t *testing.T) {
 		case k == errs.Internal:
 		case !ok:
 			t.Errorf("kind %q has no row in kindAnswers", k)
-		case row.status < 400 || row.detail == "" || titles[row.code] == "":
+		case row.status < 400 || row.detail == "" || problemDocByCode[row.code].Title == "":
 			t.Errorf("kind %q answers %+v: want a 4xx or 5xx, a detail and a code with a title", k, row)
 		}
 		if p := problemFor(errs.New(k, "x")); ok != (p != nil) || (p != nil && (p.status != row.status || p.code != row.code)) {

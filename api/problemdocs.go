@@ -3,7 +3,6 @@ package api
 import (
 	"html/template"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -73,22 +72,15 @@ var problemDocs = []problemDoc{
 		"The provider must send one printable webhook-id per delivery, the same on every redelivery."},
 }
 
-// titles holds the fixed title of each code, from problemDocs.
-var titles = func() map[string]string {
-	m := make(map[string]string, len(problemDocs))
+// problemDocByCode indexes problemDocs by code; its Title is every
+// problem's title.
+var problemDocByCode = func() map[string]problemDoc {
+	m := make(map[string]problemDoc, len(problemDocs))
 	for _, d := range problemDocs {
-		m[d.Code] = d.Title
+		m[d.Code] = d
 	}
 	return m
 }()
-
-func problemDocFor(code string) (problemDoc, bool) {
-	i := slices.IndexFunc(problemDocs, func(d problemDoc) bool { return d.Code == code })
-	if i < 0 {
-		return problemDoc{}, false
-	}
-	return problemDocs[i], true
-}
 
 var problemPages = template.Must(template.New("page").Funcs(template.FuncMap{
 	"status": http.StatusText,
@@ -118,7 +110,7 @@ func (s *Server) serveProblemIndex(c echo.Context) error {
 // serveProblemPage serves the page a problem's type names; an unknown code
 // is a 404 problem.
 func (s *Server) serveProblemPage(c echo.Context) error {
-	doc, ok := problemDocFor(strings.TrimSuffix(c.Param("code"), ".html"))
+	doc, ok := problemDocByCode[strings.TrimSuffix(c.Param("code"), ".html")]
 	if !ok {
 		return errNoSuchPath
 	}

@@ -59,20 +59,16 @@ const (
 	callbackQueued = "queued"
 )
 
-// callbackPath returns job's callback path, named by searchd's job id
-// because several organizations may register one provider job id.
-func callbackPath(job *providerjobs.Job) string {
-	return "/v1/callbacks/" + job.Provider + "/jobs/" + job.ID.String()
-}
-
-// providerJobResponse is a job with its callback path.
+// providerJobResponse is a job with its callback path, named by
+// searchd's job id because several organizations may register one
+// provider job id.
 type providerJobResponse struct {
 	*providerjobs.Job
 	CallbackPath string `json:"callback_path"`
 }
 
 func jobResponse(job *providerjobs.Job) providerJobResponse {
-	return providerJobResponse{Job: job, CallbackPath: callbackPath(job)}
+	return providerJobResponse{Job: job, CallbackPath: "/v1/callbacks/" + job.Provider + "/jobs/" + job.ID.String()}
 }
 
 // answerJob answers 200 with job and its callback path.
@@ -110,8 +106,8 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req registerProviderJobRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[registerProviderJobRequest](c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	var fields []FieldError
@@ -150,13 +146,6 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/provider-jobs/"+job.ID.String())
 	return c.JSON(keyedStatus(c, created, replayed), jobResponse(job))
-}
-
-// answerDrops answers a job's dropped deliveries, newest first.
-func answerDrops(c echo.Context, drops []providerjobs.Drop) error {
-	return answerOK(c, struct {
-		Items []providerjobs.Drop `json:"items"`
-	}{drops})
 }
 
 // callbackAnswer is the body of every signed callback's 200.

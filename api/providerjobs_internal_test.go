@@ -27,12 +27,12 @@ func TestProblemForMapsProviderJobOutcomes(t *testing.T) {
 		{"domain refuses input", providerjobs.ValidateProvider("Nope"), http.StatusBadRequest, CodeValidationFailed},
 	} {
 		p := problemFor(tt.err)
-		if p == nil || p.status != tt.status || p.code != tt.code || titles[p.code] == "" {
+		if p == nil || p.status != tt.status || p.code != tt.code || problemDocByCode[p.code].Title == "" {
 			t.Errorf("%s: problemFor(%v) = %+v, want %d %s with a title", tt.name, tt.err, p, tt.status, tt.code)
 		}
 	}
 	for _, code := range []string{CodeMissingDeliveryID, CodeInvalidDeliveryID} {
-		if titles[code] == "" {
+		if problemDocByCode[code].Title == "" {
 			t.Errorf("code %s has no title", code)
 		}
 	}

@@ -32,13 +32,9 @@ type statusReportError struct {
 // reportRunStatus applies a runtime's report when it moves the Run
 // forward and answers the Run, 200; a repeat answers the same Run. A
 // change to a finished Run is 409 run_finished.
-func (s *Server) reportRunStatus(c echo.Context) error {
-	id, err := pathID(c)
+func (s *Server) reportRunStatus(c echo.Context, id uuid.UUID) error {
+	req, err := decodeBody[statusReportRequest](c, bodyMandatory)
 	if err != nil {
-		return err
-	}
-	var req statusReportRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
 		return err
 	}
 	p := principal(c)
@@ -87,13 +83,9 @@ type cancelRequest struct {
 // cancelRun cancels an undispatched Run at once, or records a cancel
 // request for the runtime, and answers 200 with the Run; it is
 // idempotent. A succeeded or failed Run is 409 run_finished.
-func (s *Server) cancelRun(c echo.Context) error {
-	id, err := pathID(c)
+func (s *Server) cancelRun(c echo.Context, id uuid.UUID) error {
+	req, err := decodeBody[cancelRequest](c, bodyOptional)
 	if err != nil {
-		return err
-	}
-	var req cancelRequest
-	if err := s.decodeBody(c, &req, bodyOptional); err != nil {
 		return err
 	}
 	r := runs.CancelRequest{Actor: principal(c).Actor, Reason: req.Reason}

@@ -64,9 +64,6 @@ func scheduleIfMatch(h http.Header) func(int64) bool {
 	return ifMatchOr(h, func(int64) bool { return true })
 }
 
-// schedulePath is the Location of a saved search's schedule.
-func schedulePath(id uuid.UUID) string { return "/v1/saved-searches/" + id.String() + "/schedule" }
-
 // answerScheduleOK is answerSchedule's 200, to a read or a change.
 func answerScheduleOK(c echo.Context, sc *schedule.Schedule) error {
 	return answerSchedule(c, http.StatusOK, sc)
@@ -74,17 +71,13 @@ func answerScheduleOK(c echo.Context, sc *schedule.Schedule) error {
 
 // setSchedule creates (201) or replaces (200) a schedule, honouring
 // If-Match and Idempotency-Key.
-func (s *Server) setSchedule(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) setSchedule(c echo.Context, id uuid.UUID) error {
 	key, hasKey, err := s.optionalKey(c)
 	if err != nil {
 		return err
 	}
-	var req scheduleRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[scheduleRequest](c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	p, err := req.params()
@@ -113,7 +106,7 @@ func (s *Server) setSchedule(c echo.Context) error {
 		return err
 	}
 	if created {
-		c.Response().Header().Set(echo.HeaderLocation, schedulePath(id))
+		c.Response().Header().Set(echo.HeaderLocation, "/v1/saved-searches/"+id.String()+"/schedule")
 	}
 	return answerSchedule(c, keyedStatus(c, created, replayed), sc)
 }
@@ -122,11 +115,7 @@ func (s *Server) setSchedule(c echo.Context) error {
 const MaxOccurrencePageBytes = 128 << 10
 
 // listOccurrences lists a saved search's occurrences, latest due first.
-func (s *Server) listOccurrences(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) listOccurrences(c echo.Context, id uuid.UUID) error {
 	limit, cursor, err := listQuery(c, schedule.MaxListLimit)
 	if err != nil {
 		return err

@@ -162,7 +162,7 @@ type Deps struct {
 	// signed callback one charged to its provider. Required.
 	Seats *seatq.Queue
 	// Streams serves Run event streams; share it with the console and
-	// close it on shutdown. Nil makes a default one ([Server.Streams]).
+	// close it on shutdown. Nil makes a default one.
 	Streams *runstream.Hub
 }
 
@@ -244,9 +244,6 @@ func New(d Deps) (*Server, error) {
 	return s, nil
 }
 
-// Streams returns Deps.Streams or the hub New made.
-func (s *Server) Streams() *runstream.Hub { return s.d.Streams }
-
 // Handler returns the http.Handler that serves the API.
 func (s *Server) Handler() http.Handler { return s.echo }
 
@@ -278,44 +275,44 @@ func (s *Server) routes() *echo.Echo {
 	read, write, limit := s.open(servicekeys.ScopeRead), s.open(servicekeys.ScopeStartsWrite), s.admit
 	e.POST("/v1/saved-searches", s.createSavedSearch, write, limit)
 	get("/v1/saved-searches", s.listSavedSearches, read, limit)
-	get("/v1/saved-searches/:id", s.getSavedSearch, read, limit)
-	e.PATCH("/v1/saved-searches/:id", s.updateSavedSearch, write, limit)
+	get("/v1/saved-searches/:id", withID(s.getSavedSearch), read, limit)
+	e.PATCH("/v1/saved-searches/:id", withID(s.updateSavedSearch), write, limit)
 	e.DELETE("/v1/saved-searches/:id", changeByID(removal(s.d.SavedSearches.ArchiveIf), ifMatch, answerNoContent), write, noBody, limit)
-	e.PUT("/v1/saved-searches/:id/baseline", s.replaceBaseline, write, limit)
-	e.POST("/v1/saved-searches/:id/start", s.startSavedSearch, write, limit)
-	get("/v1/saved-searches/:id/snapshots", s.listSnapshots, read, limit)
+	e.PUT("/v1/saved-searches/:id/baseline", withID(s.replaceBaseline), write, limit)
+	e.POST("/v1/saved-searches/:id/start", withID(s.startSavedSearch), write, limit)
+	get("/v1/saved-searches/:id/snapshots", withID(s.listSnapshots), read, limit)
 	e.POST("/v1/runs", s.startDirect, write, limit)
 	get("/v1/runs", s.listRuns, read, limit)
-	get("/v1/runs/:id", s.getRun, read, limit)
-	e.POST("/v1/runs/:id/cancel", s.cancelRun, write, limit)
+	get("/v1/runs/:id", withID(s.getRun), read, limit)
+	e.POST("/v1/runs/:id/cancel", withID(s.cancelRun), write, limit)
 	// A stream takes a seat for its first read only (events.go).
-	get("/v1/runs/:id/events", s.streamRunEvents, read, noBody)
-	e.PUT("/v1/runs/:id/status", s.reportRunStatus, s.openRuntime(), limit)
+	get("/v1/runs/:id/events", withID(s.streamRunEvents), read, noBody)
+	e.PUT("/v1/runs/:id/status", withID(s.reportRunStatus), s.openRuntime(), limit)
 	get("/v1/snapshots/:id", readByID(s.d.Snapshots.Get, answerOK), read, limit)
 	e.POST("/v1/provider-jobs", s.registerProviderJob, write, limit)
 	get("/v1/provider-jobs/:id", readByID(s.d.ProviderJobs.Get, answerJob), read, limit)
-	get("/v1/provider-jobs/:id/drops", readByID(s.d.ProviderJobs.ListDrops, answerDrops), read, limit)
+	get("/v1/provider-jobs/:id/drops", readByID(s.d.ProviderJobs.ListDrops, answerItems), read, limit)
 	if s.d.Schedules != nil {
 		get("/v1/saved-searches/:id/schedule", readByID(s.d.Schedules.Get, answerScheduleOK), read, limit)
-		e.PUT("/v1/saved-searches/:id/schedule", s.setSchedule, write, limit)
+		e.PUT("/v1/saved-searches/:id/schedule", withID(s.setSchedule), write, limit)
 		e.DELETE("/v1/saved-searches/:id/schedule", changeByID(removal(s.d.Schedules.Remove), scheduleIfMatch, answerNoContent), write, noBody, limit)
 		e.POST("/v1/saved-searches/:id/schedule/pause", changeByID(s.d.Schedules.Pause, scheduleIfMatch, answerScheduleOK), write, noBody, limit)
 		e.POST("/v1/saved-searches/:id/schedule/resume", changeByID(s.d.Schedules.Resume, scheduleIfMatch, answerScheduleOK), write, noBody, limit)
-		get("/v1/saved-searches/:id/occurrences", s.listOccurrences, read, limit)
+		get("/v1/saved-searches/:id/occurrences", withID(s.listOccurrences), read, limit)
 	}
 	admin := s.openAdmin()
 	if s.d.ServiceKeys != nil {
 		e.POST("/v1/service-keys", s.createServiceKey, admin, limit)
 		get("/v1/service-keys", s.listServiceKeys, admin, limit)
-		e.DELETE("/v1/service-keys/:id", s.revokeServiceKey, admin, noBody, limit)
+		e.DELETE("/v1/service-keys/:id", withID(s.revokeServiceKey), admin, noBody, limit)
 	}
 	if s.d.Webhooks != nil {
 		e.POST("/v1/webhook-endpoints", s.createWebhookEndpoint, admin, limit)
 		get("/v1/webhook-endpoints", s.listWebhookEndpoints, admin, limit)
 		get("/v1/webhook-endpoints/:id", readByID(s.d.Webhooks.Get, answerOK), admin, limit)
-		e.PATCH("/v1/webhook-endpoints/:id", s.updateWebhookEndpoint, admin, limit)
+		e.PATCH("/v1/webhook-endpoints/:id", withID(s.updateWebhookEndpoint), admin, limit)
 		e.DELETE("/v1/webhook-endpoints/:id", s.deleteWebhookEndpoint, admin, noBody, limit)
-		get("/v1/webhook-endpoints/:id/deliveries", s.listWebhookDeliveries, admin, limit)
+		get("/v1/webhook-endpoints/:id/deliveries", withID(s.listWebhookDeliveries), admin, limit)
 	}
 	return e
 }

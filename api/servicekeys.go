@@ -39,8 +39,8 @@ type createdServiceKey struct {
 // createServiceKey answers 201 with a new key and its token, shown only
 // this once; a repeat creates another key.
 func (s *Server) createServiceKey(c echo.Context) error {
-	var req serviceKeyRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[serviceKeyRequest](c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	pr := principal(c)
@@ -69,11 +69,7 @@ func (s *Server) listServiceKeys(c echo.Context) error {
 }
 
 // revokeServiceKey revokes a key, idempotently, and answers it, 200.
-func (s *Server) revokeServiceKey(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) revokeServiceKey(c echo.Context, id uuid.UUID) error {
 	pr := principal(c)
 	k, err := s.d.ServiceKeys.Revoke(c.Request().Context(), pr.OrganizationID, id, pr.Actor)
 	if err != nil {

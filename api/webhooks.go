@@ -30,13 +30,10 @@ type endpointRequest struct {
 	State       *string   `json:"state"`
 }
 
-// webhookEndpointPath is the Location of an endpoint.
-func webhookEndpointPath(id uuid.UUID) string { return "/v1/webhook-endpoints/" + id.String() }
-
 // createWebhookEndpoint creates an enabled endpoint, 201 with its secret.
 func (s *Server) createWebhookEndpoint(c echo.Context) error {
-	var req endpointRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
+	req, err := decodeBody[endpointRequest](c, bodyMandatory)
+	if err != nil {
 		return err
 	}
 	if req.URL == nil {
@@ -56,7 +53,7 @@ func (s *Server) createWebhookEndpoint(c echo.Context) error {
 	if err != nil {
 		return refusedInput(err)
 	}
-	c.Response().Header().Set(echo.HeaderLocation, webhookEndpointPath(e.ID))
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/webhook-endpoints/"+e.ID.String())
 	return c.JSON(http.StatusCreated, e)
 }
 
@@ -67,20 +64,14 @@ func (s *Server) listWebhookEndpoints(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return answerOK(c, struct {
-		Items []webhooks.Endpoint `json:"items"`
-	}{list})
+	return answerItems(c, list)
 }
 
 // updateWebhookEndpoint changes an endpoint: its URL, description, types,
 // or state (enabled, disabled).
-func (s *Server) updateWebhookEndpoint(c echo.Context) error {
-	id, err := pathID(c)
+func (s *Server) updateWebhookEndpoint(c echo.Context, id uuid.UUID) error {
+	req, err := decodeBody[endpointRequest](c, bodyMandatory)
 	if err != nil {
-		return err
-	}
-	var req endpointRequest
-	if err := s.decodeBody(c, &req, bodyMandatory); err != nil {
 		return err
 	}
 	e, err := s.d.Webhooks.Update(c.Request().Context(), principal(c).OrganizationID, id, webhooks.UpdateParams{
@@ -100,11 +91,7 @@ func (s *Server) deleteWebhookEndpoint(c echo.Context) error {
 
 // listWebhookDeliveries answers an endpoint's newest deliveries, each with
 // its kept attempts.
-func (s *Server) listWebhookDeliveries(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
+func (s *Server) listWebhookDeliveries(c echo.Context, id uuid.UUID) error {
 	limit, _, err := listQuery(c, webhooks.MaxDeliveriesLimit)
 	if err != nil {
 		return err
@@ -113,7 +100,5 @@ func (s *Server) listWebhookDeliveries(c echo.Context) error {
 	if err != nil {
 		return refusedInput(err)
 	}
-	return answerOK(c, struct {
-		Items []webhooks.Delivery `json:"items"`
-	}{list})
+	return answerItems(c, list)
 }
