@@ -295,21 +295,15 @@ func (c *Cluster) dropDB(name string) error {
 func (c *Cluster) template(ctx context.Context) (string, error) {
 	c.tmplMu.Lock()
 	defer c.tmplMu.Unlock()
-	if c.tmplName != "" {
-		return c.tmplName, nil
+	if c.tmplName != "" || c.tmplErr != nil {
+		return c.tmplName, c.tmplErr
 	}
-	if c.tmplErr != nil {
-		return "", c.tmplErr
-	}
-	name, err := c.ensureTemplate(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			c.tmplErr = err
-		}
-		return "", err
+	name, err := c.ensureTemplate(ctx) // "" on error
+	if err != nil && ctx.Err() == nil {
+		c.tmplErr = err
 	}
 	c.tmplName = name
-	return name, nil
+	return name, err
 }
 
 // ensureTemplate returns the name of the template for the current
