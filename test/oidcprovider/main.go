@@ -20,7 +20,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -73,7 +72,7 @@ func run(raw string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ln, err := net.Listen("tcp", cmp.Or(cfg.Addr, "127.0.0.1:0"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
