@@ -17,6 +17,7 @@ import (
 
 	"github.com/searchd/searchd/api"
 	"github.com/searchd/searchd/internal/seatq"
+	"github.com/searchd/searchd/internal/testkit/seatqtest"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/runs/runstream"
 )
@@ -255,11 +256,7 @@ func TestRunEventsCapAndShutdown(t *testing.T) {
 	streams := opts.deps
 	opts.deps = func(d *api.Deps) {
 		streams(d)
-		q, err := seatq.New(seatq.Config{Seats: 1, MaxWait: 2 * time.Second})
-		if err != nil {
-			panic(err)
-		}
-		d.Seats = q
+		d.Seats = seatqtest.New(t, seatq.Config{Seats: 1, MaxWait: 2 * time.Second})
 	}
 	w := newWorld(t, opts)
 	res1, one := openEvents(t, w, w.runID, "", "1", "")

@@ -27,6 +27,7 @@ import (
 	"github.com/searchd/searchd/internal/pgcluster"
 	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/testkit/pgtest/benchkit"
+	"github.com/searchd/searchd/internal/testkit/seatqtest"
 	"github.com/searchd/searchd/migrations"
 	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
@@ -151,10 +152,7 @@ func TestFairnessBench(t *testing.T) {
 	} else {
 		seatsNote = "(CHANGED by SEARCHD_BENCH_SEATS, to compare with the default, the pool's size)"
 	}
-	queue, err := seatq.New(seatq.Config{Seats: seats})
-	if err != nil {
-		t.Fatal(err)
-	}
+	queue := seatqtest.New(t, seatq.Config{Seats: seats})
 	st := newStores(pool, nil)
 	d := st.deps(t, providerjobs.Config{})
 	d.Plane, d.Logger, d.Seats = st.plane, slog.New(slog.DiscardHandler), queue

@@ -23,6 +23,7 @@ import (
 	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/telemetry"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
+	"github.com/searchd/searchd/internal/testkit/seatqtest"
 )
 
 // fairBundle is a server whose pool (and so its seats) has a known size,
@@ -60,10 +61,7 @@ func fairSetup(t *testing.T, conns int32, cfg seatq.Config, change ...func(*api.
 		cfg.Seats = int(conns)
 	}
 	cfg.Observer = metrics
-	q, err := seatq.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := seatqtest.New(t, cfg)
 	if err := metrics.WatchSeats(q); err != nil {
 		t.Fatal(err)
 	}

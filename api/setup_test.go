@@ -32,6 +32,7 @@ import (
 	"github.com/searchd/searchd/internal/readiness"
 	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
+	"github.com/searchd/searchd/internal/testkit/seatqtest"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/runs/runstream"
@@ -191,21 +192,13 @@ func setupDown(t testing.TB) *bundle {
 // many as pool has connections, as cmd/searchd's newAdmission builds it.
 func admissionFor(t testing.TB, pool *pgxpool.Pool) *seatq.Queue {
 	t.Helper()
-	q, err := seatq.New(seatq.Config{Seats: int(pool.Config().MaxConns)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q
+	return seatqtest.New(t, seatq.Config{Seats: int(pool.Config().MaxConns)})
 }
 
 // defaultAdmission returns an seat queue at seatq's defaults.
 func defaultAdmission(t testing.TB) *seatq.Queue {
 	t.Helper()
-	q, err := seatq.New(seatq.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q
+	return seatqtest.New(t, seatq.Config{})
 }
 
 // testVerifier returns a verifier of the tokens testSecret signs, judged

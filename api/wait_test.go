@@ -16,6 +16,7 @@ import (
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/seatq"
 	"github.com/searchd/searchd/internal/testkit/pgtest"
+	"github.com/searchd/searchd/internal/testkit/seatqtest"
 	"github.com/searchd/searchd/providerjobs"
 )
 
@@ -275,10 +276,7 @@ func TestManyWaitersAreAllAnsweredOnBoundedConnections(t *testing.T) {
 	// This test is of the connections waiters hold, not of admission
 	// (admission_test.go), so the wait for a seat is raised to 2 minutes.
 	b := waitSetup(t, 8, func(d *api.Deps) {
-		q, err := seatq.New(seatq.Config{Seats: 8, MaxWait: 2 * time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := seatqtest.New(t, seatq.Config{Seats: 8, MaxWait: 2 * time.Minute})
 		d.Seats = q
 	})
 	ss := b.seedSavedSearch(seedOpts{})

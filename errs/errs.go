@@ -8,10 +8,7 @@
 // internal/dberr). Modelled on github.com/benbjohnson/wtf's error.go.
 package errs
 
-import (
-	"errors"
-	"fmt"
-)
+import "errors"
 
 // Kind is the kind of a domain error: what a caller can do about it.
 type Kind string
@@ -66,12 +63,6 @@ type Error struct {
 
 // New returns an error of kind k with message msg, for sentinels.
 func New(k Kind, msg string) *Error { return &Error{Kind: k, Message: msg} }
-
-// Errorf returns an error of kind k whose message is formatted; a %w verb
-// wraps its operand as the cause.
-func Errorf(k Kind, format string, args ...any) *Error {
-	return &Error{Kind: k, Err: fmt.Errorf(format, args...)}
-}
 
 // Wrap returns err as an error of kind k, or nil when err is nil.
 func Wrap(k Kind, err error) error {

@@ -54,7 +54,6 @@ func TestErrorKeepsItsCauseAndReadsAsBefore(t *testing.T) {
 		message string
 	}{
 		{errs.Wrap(errs.Unavailable, cause), "driver: connection reset"},
-		{errs.Errorf(errs.Unavailable, "store: get: %w", cause), "store: get: driver: connection reset"},
 		{&errs.Error{Kind: errs.Unavailable, Message: "store: down", Err: cause}, "store: down"},
 	} {
 		if tt.err.Error() != tt.message {

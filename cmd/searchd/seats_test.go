@@ -18,6 +18,7 @@ import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/internal/seatq"
+	"github.com/searchd/searchd/internal/testkit/seatqtest"
 	"github.com/searchd/searchd/schedule"
 )
 
@@ -219,10 +220,7 @@ func TestTheRemovedLimitsAreNamedWhenStillSet(t *testing.T) {
 // again later), never as a refusal of the occurrence.
 func TestTheDrainsStartsTakeASeatOfTheirOrganization(t *testing.T) {
 	t.Parallel()
-	q, err := seatq.New(seatq.Config{Seats: 1, MaxWait: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := seatqtest.New(t, seatq.Config{Seats: 1, MaxWait: 50 * time.Millisecond})
 	org := uuid.New()
 	var during seatq.Stats
 	calls := 0

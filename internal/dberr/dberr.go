@@ -130,19 +130,14 @@ func Code(err error) string {
 	return ""
 }
 
-// DataException reports whether err is a data exception (class 22).
-func DataException(err error) bool {
-	return strings.HasPrefix(Code(err), "22")
-}
-
 // UnstorableField is the [errs.Field] [Interpret] gives a data exception.
 var UnstorableField = errs.Field{Name: "", Message: "holds a value that cannot be stored"}
 
 // Interpret wraps err in a domain kind at a store's boundary: a
-// [Transient] error becomes [errs.Unavailable], a [DataException] becomes
-// [errs.Invalid] with [UnstorableField] (bad input the store's checks
-// missed, not a 500). Nil, errors that already have a kind, and the rest
-// are returned unchanged.
+// [Transient] error becomes [errs.Unavailable], a data exception (class
+// 22) becomes [errs.Invalid] with [UnstorableField] (bad input the store's
+// checks missed, not a 500). Nil, errors that already have a kind, and the
+// rest are returned unchanged.
 func Interpret(err error) error {
 	if err == nil {
 		return nil
@@ -153,7 +148,7 @@ func Interpret(err error) error {
 	switch {
 	case Transient(err):
 		return errs.Wrap(errs.Unavailable, err)
-	case DataException(err):
+	case strings.HasPrefix(Code(err), "22"):
 		return &errs.Error{Kind: errs.Invalid, Fields: []errs.Field{UnstorableField}, Err: err}
 	}
 	return err

@@ -37,7 +37,8 @@ func Query[T any](ctx context.Context, db Querier, what string, q Request, scan 
 // Request is a decoded cursor and limit, with the list and key that mint
 // the next page's cursor.
 type Request struct {
-	// At and ID are the (created_at, id) arguments from [Args].
+	// At and ID are the (created_at, id) arguments of the page after the
+	// cursor's position; NULLs for the first page.
 	At, ID any
 	// Limit is the page size, bounded by [Limit].
 	Limit int
@@ -53,8 +54,11 @@ func (k Key) Read(l List, cursor string, limit, def, most int) (Request, error) 
 	if err != nil {
 		return Request{}, err
 	}
-	at, id := Args(pos)
-	return Request{At: at, ID: id, Limit: Limit(limit, def, most), key: k, list: l}, nil
+	r := Request{Limit: Limit(limit, def, most), key: k, list: l}
+	if pos != nil {
+		r.At, r.ID = pos.CreatedAt, pos.ID
+	}
+	return r, nil
 }
 
 // Value adapts scan, which fills a new *T, to a pgx.RowToFunc yielding T.

@@ -155,15 +155,6 @@ func (k Key) Decode(l List, cursor string) (*Position, error) {
 	return &p, nil
 }
 
-// Args returns the (created_at, id) arguments for the page after p; NULLs
-// for the first page.
-func Args(p *Position) (createdAt, id any) {
-	if p == nil {
-		return nil, nil
-	}
-	return p.CreatedAt, p.ID
-}
-
 // Page cuts rows, read with one extra, to q.Limit and returns the next
 // page's cursor, or "" on the last page. pos returns rows[i]'s position.
 func Page[T any](q Request, rows []T, pos func(i int) Position) ([]T, string) {

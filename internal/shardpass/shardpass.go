@@ -107,11 +107,8 @@ func (p *Pass) Run(ctx context.Context, db DB, bound int, args pgx.NamedArgs, st
 	if !distributed {
 		return step(ctx, Group{All: true, Limit: bound})
 	}
-	read := maps.Clone(args)
-	if read == nil {
-		read = pgx.NamedArgs{}
-	}
-	read["table"], read["limit"], read["all"], read["keys"] = p.table, bound, true, []string{}
+	read := Group{All: true, Limit: bound}.Args(args)
+	read["table"] = p.table
 	rows, err := db.Query(ctx, p.grouped, read)
 	if err != nil {
 		return fmt.Errorf("shardpass: %s: read the due rows: %w", p.table, err)

@@ -20,7 +20,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -73,7 +72,7 @@ func run(raw string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ln, err := net.Listen("tcp", cmp.Or(cfg.Addr, "127.0.0.1:0"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
@@ -176,19 +175,12 @@ func newProvider(cfg oidctest.Config) (*provider, error) {
 	return p, nil
 }
 
-// userStore holds the configured users.
+// userStore holds the configured users by id, which is their username.
 type userStore map[string]*storage.User
 
-func (u userStore) GetUserByID(id string) *storage.User { return u[id] }
-func (u userStore) GetUserByUsername(name string) *storage.User {
-	for _, user := range u {
-		if user.Username == name {
-			return user
-		}
-	}
-	return nil
-}
-func (u userStore) ExampleClientID() string { return storage.ServiceUserID }
+func (u userStore) GetUserByID(id string) *storage.User         { return u[id] }
+func (u userStore) GetUserByUsername(name string) *storage.User { return u[name] }
+func (u userStore) ExampleClientID() string                     { return storage.ServiceUserID }
 
 // SigningKey is the newest RSA key.
 func (p *provider) SigningKey(context.Context) (op.SigningKey, error) {
@@ -322,10 +314,14 @@ func (p *provider) answer(line string, hits int64) string {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	keys := map[string]*key{"rsa": p.rsaKeys[len(p.rsaKeys)-1], "ec": p.ec, "ed": p.ed, "unpublished": p.unpublished}
 	switch {
 	case f[0] == "keys" && len(f) == 1:
-		out, _ := json.Marshal(map[string]string{"rsa": p.rsaKeys[len(p.rsaKeys)-1].id, "ec": p.ec.id, "ed": p.ed.id,
-			"unpublished": p.unpublished.id})
+		ids := map[string]string{}
+		for name, k := range keys {
+			ids[name] = k.id
+		}
+		out, _ := json.Marshal(ids)
 		return string(out)
 	case f[0] == "rotate" && len(f) == 1:
 		k, err := newKey(jose.RS256)
@@ -337,7 +333,6 @@ func (p *provider) answer(line string, hits int64) string {
 	case f[0] == "hits" && len(f) == 1:
 		return fmt.Sprint(hits)
 	case f[0] == "sign" && len(f) == 4:
-		keys := map[string]*key{"rsa": p.rsaKeys[len(p.rsaKeys)-1], "ec": p.ec, "ed": p.ed, "unpublished": p.unpublished}
 		k, ok := keys[f[1]]
 		if !ok {
 			return "error: no key " + f[1]

@@ -30,11 +30,10 @@ import (
 	"github.com/searchd/searchd/internal/pgcluster"
 )
 
-// Config configures the provider: its clients and users. It is encoded
-// as the provider's -config.
+// Config configures the provider, which listens on an OS-chosen port of
+// 127.0.0.1: its clients and users. It is encoded as the provider's
+// -config.
 type Config struct {
-	// Addr is where it listens; "" is an OS-chosen port on 127.0.0.1.
-	Addr    string   `json:"addr,omitempty"`
 	Clients []Client `json:"clients"`
 	Users   []User   `json:"users"`
 }

@@ -75,16 +75,7 @@ type Cluster struct {
 	stopErr  error
 }
 
-// Start returns a new Cluster for non-test callers such as benchmarks;
-// tests use NewDB or NewDBURL. It connects to EnvDatabaseURL (else
-// DATABASE_URL) if set, else starts a throwaway cluster the caller must
-// Stop. On error nothing is left running; a server that does not accept
-// connections within 30 seconds yields an error with its log's tail.
-func Start(ctx context.Context) (*Cluster, error) {
-	return StartWith(ctx, Options{})
-}
-
-// Options configure [StartWith].
+// Options configure [StartWith]; the zero value is a single server.
 type Options struct {
 	// Durable runs with fsync, synchronous_commit and full_page_writes on,
 	// as production does; the default turns them off. Benchmarks set it. An
@@ -99,7 +90,11 @@ type Options struct {
 	ShardCount int
 }
 
-// StartWith is [Start] with options.
+// StartWith returns a new Cluster for non-test callers such as benchmarks;
+// tests use NewDB or NewDBURL. It connects to EnvDatabaseURL (else
+// DATABASE_URL) if set, else starts a throwaway cluster the caller must
+// Stop. On error nothing is left running; a server that does not accept
+// connections within 30 seconds yields an error with its log's tail.
 func StartWith(ctx context.Context, opts Options) (*Cluster, error) {
 	c := &Cluster{}
 	if u := cmp.Or(os.Getenv(EnvDatabaseURL), os.Getenv("DATABASE_URL")); u != "" {
@@ -243,7 +238,7 @@ func (c *Cluster) createDB(ctx context.Context) (string, func() error, error) {
 	// metadata names shards that have the same names in each clone.
 	for _, admin := range append(slices.Clone(c.workerAdmins), c.admin) {
 		// The template refuses connections, so 55006 (in use) is transient.
-		if err := retryInUse(ctx, func() error { _, err := admin.Exec(ctx, sql); return err }); err != nil {
+		if err := retryInUse(ctx, createRetries, func() error { _, err := admin.Exec(ctx, sql); return err }); err != nil {
 			_ = c.dropDB(name)
 			return "", nil, fmt.Errorf("pgtest: creating database %s from template %s: %w", name, tmpl, err)
 		}
@@ -280,47 +275,35 @@ func (c *Cluster) dropDB(name string) error {
 	}
 	var errs []error
 	for _, admin := range admins {
-		if err := dropOn(ctx, admin, name); err != nil {
+		// Retried until ctx ends: a Citus daemon busy on a remote call can
+		// outlast the forced drop's wait.
+		err := retryInUse(ctx, 0, func() error {
+			_, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)")
+			if dberr.Code(err) == "55006" {
+				_, _ = admin.Exec(ctx, terminateSessions, name)
+			}
+			return err
+		})
+		if err != nil {
 			errs = append(errs, fmt.Errorf("pgtest: dropping database %s: %w", name, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// dropOn drops database name on one server, retrying until ctx ends: a
-// Citus daemon busy on a remote call can outlast the forced drop's wait.
-func dropOn(ctx context.Context, admin *pgxpool.Pool, name string) error {
-	for attempt := 1; ; attempt++ {
-		_, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)")
-		if err == nil || dberr.Code(err) != "55006" {
-			return err
-		}
-		_, _ = admin.Exec(ctx, terminateSessions, name)
-		if !loop.Sleep(ctx, time.Duration(min(attempt, 10))*100*time.Millisecond) {
-			return err
-		}
-	}
-}
-
 // template returns the migrated template's name, building it if needed.
 func (c *Cluster) template(ctx context.Context) (string, error) {
 	c.tmplMu.Lock()
 	defer c.tmplMu.Unlock()
-	if c.tmplName != "" {
-		return c.tmplName, nil
+	if c.tmplName != "" || c.tmplErr != nil {
+		return c.tmplName, c.tmplErr
 	}
-	if c.tmplErr != nil {
-		return "", c.tmplErr
-	}
-	name, err := c.ensureTemplate(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			c.tmplErr = err
-		}
-		return "", err
+	name, err := c.ensureTemplate(ctx) // "" on error
+	if err != nil && ctx.Err() == nil {
+		c.tmplErr = err
 	}
 	c.tmplName = name
-	return name, nil
+	return name, err
 }
 
 // ensureTemplate returns the name of the template for the current
@@ -382,8 +365,9 @@ func (c *Cluster) ensureTemplate(ctx context.Context) (name string, err error) {
 	return name, nil
 }
 
-// migrateTemplate creates build on every Citus worker, joins the nodes,
-// migrates build and publishes the workers' copies as name.
+// migrateTemplate creates build on every Citus worker, joins the nodes by
+// their socket directories, migrates build and publishes the workers'
+// copies as name.
 func (c *Cluster) migrateTemplate(ctx context.Context, create, build, name string) error {
 	for _, w := range c.workerAdmins {
 		if _, err := w.Exec(ctx, create); err != nil {
@@ -395,8 +379,14 @@ func (c *Cluster) migrateTemplate(ctx context.Context, create, build, name strin
 		return err
 	}
 	if c.Citus() {
-		if err := c.joinCitus(ctx, build); err != nil {
-			return err
+		var urls []string
+		var nodes []pgcluster.CitusNode
+		for _, w := range c.workers {
+			urls = append(urls, w.URL(build))
+			nodes = append(nodes, w.Node())
+		}
+		if err := pgcluster.JoinCitus(ctx, c.local.URL(build), c.local.Node(), urls, nodes); err != nil {
+			return fmt.Errorf("pgtest: making %s a Citus cluster: %w", build, err)
 		}
 	}
 	if _, err := migrations.Up(ctx, buildURL); err != nil {
@@ -418,7 +408,7 @@ func publishTemplate(ctx context.Context, db interface {
 	if _, err := db.Exec(ctx, "ALTER DATABASE "+quoteIdent(build)+" WITH ALLOW_CONNECTIONS false"); err != nil {
 		return fmt.Errorf("pgtest: closing template %s to connections: %w", build, err)
 	}
-	err := retryInUse(ctx, func() error {
+	err := retryInUse(ctx, createRetries, func() error {
 		if _, err := db.Exec(ctx, terminateSessions, build); err != nil {
 			return err
 		}
@@ -427,21 +417,6 @@ func publishTemplate(ctx context.Context, db interface {
 	})
 	if err != nil {
 		return fmt.Errorf("pgtest: renaming %s to %s: %w", build, name, err)
-	}
-	return nil
-}
-
-// joinCitus joins the workers' copies of build to the coordinator, each by
-// its socket directory.
-func (c *Cluster) joinCitus(ctx context.Context, build string) error {
-	var urls []string
-	var nodes []pgcluster.CitusNode
-	for _, w := range c.workers {
-		urls = append(urls, w.URL(build))
-		nodes = append(nodes, w.Node())
-	}
-	if err := pgcluster.JoinCitus(ctx, c.local.URL(build), c.local.Node(), urls, nodes); err != nil {
-		return fmt.Errorf("pgtest: making %s a Citus cluster: %w", build, err)
 	}
 	return nil
 }
@@ -524,27 +499,22 @@ func serverSettings(opts Options, r role) map[string]string {
 	if opts.Durable {
 		durability = "on"
 	}
-	settings := []string{
-		"fsync=" + durability,
-		"synchronous_commit=" + durability,
-		"full_page_writes=" + durability,
-		"max_connections=300",
-		"shared_buffers=128MB",
-	}
+	m := map[string]string{"fsync": durability, "synchronous_commit": durability, "full_page_writes": durability,
+		"max_connections": "300", "shared_buffers": "128MB"}
+	var citus []string
 	switch r {
 	case roleCoordinator:
-		settings = append(settings, pgcluster.CitusSettings(300)...)
+		citus = pgcluster.CitusSettings(300)
 		if opts.ShardCount > 0 {
-			settings = append(settings, fmt.Sprintf("citus.shard_count=%d", opts.ShardCount))
+			m["citus.shard_count"] = strconv.Itoa(opts.ShardCount)
 		}
 	case roleWorker:
 		// A worker serves every test database's coordinator connections:
 		// more connections, less memory.
-		settings = append(settings, "shared_buffers=64MB")
-		settings = append(settings, pgcluster.CitusSettings(500)...)
+		m["shared_buffers"] = "64MB"
+		citus = pgcluster.CitusSettings(500)
 	}
-	m := map[string]string{} // a later setting overrides an earlier one
-	for _, s := range settings {
+	for _, s := range citus {
 		k, v, _ := strings.Cut(s, "=")
 		m[k] = v
 	}
@@ -612,16 +582,16 @@ func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
 const terminateSessions = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()"
 
 // retryInUse runs f until it succeeds, fails with anything but 55006
-// (object in use), or has failed createRetries times, backing off. It
-// returns f's last error, or ctx's.
-func retryInUse(ctx context.Context, f func() error) error {
+// (object in use), has failed tries times (0: until ctx ends) or ctx ends,
+// backing off up to a second. It returns f's last error.
+func retryInUse(ctx context.Context, tries int, f func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := f()
-		if err == nil || dberr.Code(err) != "55006" || attempt == createRetries {
+		if err == nil || dberr.Code(err) != "55006" || attempt == tries {
 			return err
 		}
-		if !loop.Sleep(ctx, time.Duration(attempt)*50*time.Millisecond) {
-			return ctx.Err()
+		if !loop.Sleep(ctx, time.Duration(min(attempt, 20))*50*time.Millisecond) {
+			return err
 		}
 	}
 }

@@ -173,7 +173,7 @@ func TestStart(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := pgtest.Start(ctx)
+	c, err := pgtest.StartWith(ctx, pgtest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

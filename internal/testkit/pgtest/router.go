@@ -62,9 +62,9 @@ func (l *StatementLog) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, d pg
 // TraceBatchEnd does nothing.
 func (l *StatementLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-// Distinct returns one statement per SQL text, with its first arguments,
+// distinct returns one statement per SQL text, with its first arguments,
 // in order first sent.
-func (l *StatementLog) Distinct() []Statement {
+func (l *StatementLog) distinct() []Statement {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	seen := map[string]bool{}
@@ -78,13 +78,17 @@ func (l *StatementLog) Distinct() []Statement {
 	return out
 }
 
-// WantRouted EXPLAINs each statement on a Citus cluster and fails t for any
-// that is not a router query (more than one task, or distributed
-// subplans). It returns how many were routed to one shard; statements
-// without a Citus scan run on the coordinator, and ones that cannot be
-// EXPLAINed are skipped.
-func WantRouted(t testing.TB, ctx context.Context, db *pgxpool.Pool, statements []Statement) (routed int) {
+// WantRouted EXPLAINs on db, a Citus cluster, each distinct statement l
+// recorded, with its first arguments, and fails t for any that is not a
+// router query (more than one task, or distributed subplans) or cannot be
+// EXPLAINed, and when fewer than minRouted were routed to one shard: the
+// recording missed the path under test. Statements without a Citus scan
+// run on the coordinator; transaction control is not EXPLAINed.
+func (l *StatementLog) WantRouted(t testing.TB, db *pgxpool.Pool, minRouted int) {
 	t.Helper()
+	ctx := context.Background()
+	statements := l.distinct()
+	routed := 0
 	for _, s := range statements {
 		tasks, subplans, err := explainTasks(ctx, db, s)
 		switch {
@@ -98,7 +102,11 @@ func WantRouted(t testing.TB, ctx context.Context, db *pgxpool.Pool, statements 
 			routed++
 		}
 	}
-	return routed
+	if routed < minRouted {
+		t.Errorf("%d of %d recorded statements read a distributed table, want at least %d: the recording is broken or missed the path under test",
+			routed, len(statements), minRouted)
+	}
+	t.Logf("%d distinct statements, %d routed to one shard, %d on the coordinator alone", len(statements), routed, len(statements)-routed)
 }
 
 // explainTasks returns the task count of each Citus scan in s's plan and
