@@ -81,8 +81,9 @@ func (p Pool) Open(t testing.TB, url string) *pgxpool.Pool {
 
 // Clients runs call(c, i) from clients goroutines, each calling back to
 // back until d has passed or stop closes (a nil stop never does); c is the
-// client, from 0, and i its call's number, from 0. A client ends at its
-// first error. Clients returns the latency of every call that succeeded
+// client, from 0, and i its call's number, from 0. Unless stop is closed,
+// every client makes at least one call, however late it starts. A client
+// ends at its first error. Clients returns the latency of every call that succeeded
 // (in no order), the time from the start to the last client's end, and
 // the first error.
 func Clients(clients int, d time.Duration, stop <-chan struct{}, call func(c, i int) error) (lat []time.Duration, elapsed time.Duration, err error) {
@@ -104,7 +105,7 @@ func Clients(clients int, d time.Duration, stop <-chan struct{}, call func(c, i 
 					err = failed
 				}
 			}()
-			for i := 0; time.Now().Before(deadline); i++ {
+			for i := 0; i == 0 || time.Now().Before(deadline); i++ {
 				select {
 				case <-stop:
 					return

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -79,14 +80,21 @@ func TestClients(t *testing.T) {
 	// A client ends at its first error, the others go on, and the first
 	// error is returned with the latencies of the calls that succeeded.
 	boom := errors.New("boom")
+	var made [2]atomic.Int64
 	lat, _, err = Clients(2, 50*time.Millisecond, nil, func(c, i int) error {
-		if c == 0 && i == 2 {
+		made[c].Add(1)
+		if c == 0 {
 			return boom
 		}
 		return nil
 	})
-	if !errors.Is(err, boom) || len(lat) < 3 {
-		t.Errorf("Clients with a failing client = %d latencies, %v; want boom and the other client's calls", len(lat), err)
+	if !errors.Is(err, boom) || made[0].Load() != 1 || made[1].Load() < 1 || int64(len(lat)) != made[1].Load() {
+		t.Errorf("Clients with a failing client = %d latencies (calls %d, %d), %v; want boom after client 0's first call and a latency for each of client 1's calls", len(lat), made[0].Load(), made[1].Load(), err)
+	}
+
+	// A client that starts after the time is up still makes its one call.
+	if lat, _, err := Clients(3, 0, nil, func(int, int) error { return nil }); len(lat) != 3 || err != nil {
+		t.Errorf("Clients(3, 0) = %d latencies, %v; want one call from each client", len(lat), err)
 	}
 
 	// A closed stop ends every client before its time is up.
