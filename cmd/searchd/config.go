@@ -98,17 +98,19 @@ type serverConfig struct {
 	SavedSearchLease time.Duration
 	// Sweep's Interval zero runs no sweeper, rather than the sweeper's
 	// default hour.
-	Sweep       sweeper.Config
-	Inbox       inboxConfig
-	Session     sessionBounds
-	DBWait      dbWait
-	Schedule    schedule.DrainConfig // a zero Interval runs no drain
-	ScheduleMax int
-	CORSOrigins []string
-	Dispatch    dispatch.Config // an empty URL runs no dispatcher
-	Webhooks    webhookConfig
-	Streams     runstream.Config
-	renamed     []string // the old names of settings used, one warning each
+	Sweep   sweeper.Config
+	Inbox   inboxConfig
+	Session sessionBounds
+	// DBAnswerTimeout is the client-side bound on waiting for the
+	// database (dbwait.go); zero is none.
+	DBAnswerTimeout time.Duration
+	Schedule        schedule.DrainConfig // a zero Interval runs no drain
+	ScheduleMax     int
+	CORSOrigins     []string
+	Dispatch        dispatch.Config // an empty URL runs no dispatcher
+	Webhooks        webhookConfig
+	Streams         runstream.Config
+	renamed         []string // the old names of settings used, one warning each
 }
 
 // validate returns the first of cmd/searchd's own settings out of range,
@@ -130,7 +132,7 @@ func (c serverConfig) validate() error {
 		{"IdleInTransaction", c.Session.IdleInTransaction, ms(c.Session.IdleInTransaction), msRange},
 		{"Lock", c.Session.Lock, ms(c.Session.Lock), msRange},
 		{"Statement", c.Session.Statement, ms(c.Session.Statement), msRange},
-		{"Answer", c.DBWait.Answer, c.DBWait.Answer == 0 || in(c.DBWait.Answer, time.Second, time.Hour), "0s (none), or from 1s to 1h0m0s"},
+		{"DBAnswerTimeout", c.DBAnswerTimeout, c.DBAnswerTimeout == 0 || in(c.DBAnswerTimeout, time.Second, time.Hour), "0s (none), or from 1s to 1h0m0s"},
 		{"ShutdownGrace", c.ShutdownGrace, in(c.ShutdownGrace, 0, time.Hour), "from 0s to 1h0m0s"},
 		{"MaxBodyBytes", c.MaxBodyBytes, c.MaxBodyBytes >= minMaxBodyBytes && c.MaxBodyBytes <= 1<<30,
 			fmt.Sprintf("from %d to %d", minMaxBodyBytes, 1<<30)},

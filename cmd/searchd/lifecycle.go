@@ -40,7 +40,7 @@ func openPool(ctx context.Context, cfg serverConfig, prepare ...func(*pgxpool.Co
 	}
 	// Client-side bounds (dbwait.go), after prepare so that the deadline
 	// tracer joins the tracer prepare set.
-	cfg.DBWait.apply(pc)
+	applyAnswerTimeout(pc, cfg.DBAnswerTimeout)
 	return pgxpool.NewWithConfig(ctx, pc)
 }
 

@@ -455,7 +455,7 @@ func defaults(dev bool) *loading {
 			ScheduleMax:         schedule.DefaultMaxPerOrganization,
 			DevDir:              ".searchd-dev",
 			Session:             sessionBounds{IdleInTransaction: 5 * time.Second, Lock: 10 * time.Second, Statement: 15 * time.Second},
-			DBWait:              dbWait{Answer: defaultDBAnswerTimeout},
+			DBAnswerTimeout:     defaultDBAnswerTimeout,
 			Auth:                authConfig{MaxLifetime: auth.DefaultMaxLifetime, SessionLifetime: 8 * time.Hour, TokenSignIn: dev},
 			Dispatch:            dispatch.Config{}.WithDefaults(),
 			Streams:             runstream.Config{}.WithDefaults(),

@@ -69,7 +69,7 @@ var settingsTable = []section{
 			meaning: "PostgreSQL `statement_timeout` of every session: the longest a statement runs (then 503), so one slow " +
 				"statement (a tenant's heavy list) cannot hold a pool connection long; `0s` for none"},
 		{env: envDBAnswerTimeout, flag: "db-answer-timeout", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.DBWait.Answer }, none: true, like: "5s or 1m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.DBAnswerTimeout }, none: true, like: "5s or 1m"},
 			meaning: "the longest searchd waits for any one answer of the database (a statement, a batch, a commit, a " +
 				"connection from the pool) before it counts the database unreachable (a partition, a blackholed primary): " +
 				"the call fails, its connection is closed and the request answers 503. The default is the statement " +
