@@ -85,10 +85,10 @@ var settingsTable = []section{
 			meaning: "on SIGTERM or SIGINT, how long requests in flight may finish before they are cancelled (their claims released)"},
 		{env: envMaxBodyBytes, flag: "max-body-bytes", in: cmdServers,
 			kind:    field[int64]{at: func(c *loading) *int64 { return &c.MaxBodyBytes }, of: "bytes"},
-			meaning: "largest request body (1 KiB to 1 GiB); every body the API's size limits allow fits in the default"},
+			meaning: "largest request body; every body the API's size limits allow fits in the default"},
 		{env: "SEARCHD_MAX_HEADER_BYTES", flag: "max-header-bytes", in: cmdServers,
 			kind: field[int64]{at: func(c *loading) *int64 { return &c.MaxHeaderBytes }, of: "bytes"},
-			meaning: "largest request header, the request line and every field together (4 KiB to 1 MiB); a larger one " +
+			meaning: "largest request header, the request line and every field together; a larger one " +
 				"is answered 431 before it is read further, and its connection closed. It bounds the number of fields " +
 				"too (one per 4 bytes at most), and so the memory a request's header takes. Go reads up to 4 KiB past it"},
 		{env: "SEARCHD_MAX_PREFER_WAIT", flag: "max-prefer-wait", in: cmdServers,
