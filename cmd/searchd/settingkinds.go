@@ -439,13 +439,9 @@ func fieldName(c *loading, p any) string {
 func defaults(dev bool) *loading {
 	q, sw, sd := seatq.Config{}.WithDefaults(), sweeper.Config{}.WithDefaults(), schedule.DrainConfig{}.WithDefaults()
 	sd.Lease = 0 // twice the saved-search lease unless set (checkScheduleLease)
-	addr := ":8080"
-	if dev {
-		addr = "127.0.0.1:8080"
-	}
 	return &loading{
 		serverConfig: serverConfig{
-			Addr:                addr,
+			Addr:                devOr(dev, "127.0.0.1:8080", ":8080"),
 			ShutdownGrace:       10 * time.Second,
 			MaxBodyBytes:        api.DefaultMaxBodyBytes,
 			MaxHeaderBytes:      16 << 10, // a bearer token of 8 KiB (auth.MaxTokenBytes) and a console cookie fit
