@@ -150,12 +150,11 @@ func NewVerifier(ctx context.Context, cfg Config) (*Verifier, error) {
 	}
 	v.parser = jwt.NewParser(jwt.WithValidMethods(algorithms), jwt.WithStrictDecoding(), jwt.WithExpirationRequired(),
 		jwt.WithTimeFunc(v.now))
+	var err error
 	if cfg.OIDC != nil {
-		p, err := discover(ctx, *cfg.OIDC)
-		if err != nil {
+		if v.oidc, err = discover(ctx, *cfg.OIDC); err != nil {
 			return nil, err
 		}
-		v.oidc = p
 	}
 	return v, nil
 }

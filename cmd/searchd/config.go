@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -97,27 +98,30 @@ type serverConfig struct {
 	SavedSearchLease time.Duration
 	// Sweep's Interval zero runs no sweeper, rather than the sweeper's
 	// default hour.
-	Sweep       sweeper.Config
-	Inbox       inboxConfig
-	Session     sessionBounds
-	DBWait      dbWait
-	Schedule    schedule.DrainConfig // a zero Interval runs no drain
-	ScheduleMax int
-	CORSOrigins []string
-	Dispatch    dispatch.Config // an empty URL runs no dispatcher
-	Webhooks    webhookConfig
-	Streams     runstream.Config
-	renamed     []string // the old names of settings used, one warning each
+	Sweep   sweeper.Config
+	Inbox   inboxConfig
+	Session sessionBounds
+	// DBAnswerTimeout is the client-side bound on waiting for the
+	// database (dbwait.go); zero is none.
+	DBAnswerTimeout time.Duration
+	Schedule        schedule.DrainConfig // a zero Interval runs no drain
+	ScheduleMax     int
+	CORSOrigins     []string
+	Dispatch        dispatch.Config // an empty URL runs no dispatcher
+	Webhooks        webhookConfig
+	Streams         runstream.Config
+	renamed         []string // the old names of settings used, one warning each
 }
 
 // validate returns the first of cmd/searchd's own settings out of range,
 // as "searchd: Config.F is V; it must be R"; a zero that means a default
-// (DBMaxConns) is in range. The rows of [settingsTable] take
+// (DBMaxConns, the callback body settings) is in range. The rows of [settingsTable] take
 // their range from it.
 func (c serverConfig) validate() error {
 	ms := func(d time.Duration) bool { return d >= 0 && d <= time.Hour && d%time.Millisecond == 0 }
 	in := func(d, lo, hi time.Duration) bool { return d >= lo && d <= hi }
 	msRange := "whole milliseconds from 0s to " + time.Hour.String()
+	limit, budget := c.callbackLimits()
 	for _, f := range []struct {
 		name string
 		v    any
@@ -128,12 +132,16 @@ func (c serverConfig) validate() error {
 		{"IdleInTransaction", c.Session.IdleInTransaction, ms(c.Session.IdleInTransaction), msRange},
 		{"Lock", c.Session.Lock, ms(c.Session.Lock), msRange},
 		{"Statement", c.Session.Statement, ms(c.Session.Statement), msRange},
-		{"Answer", c.DBWait.Answer, c.DBWait.Answer == 0 || in(c.DBWait.Answer, time.Second, time.Hour), "0s (none), or from 1s to 1h0m0s"},
+		{"DBAnswerTimeout", c.DBAnswerTimeout, c.DBAnswerTimeout == 0 || in(c.DBAnswerTimeout, time.Second, time.Hour), "0s (none), or from 1s to 1h0m0s"},
 		{"ShutdownGrace", c.ShutdownGrace, in(c.ShutdownGrace, 0, time.Hour), "from 0s to 1h0m0s"},
 		{"MaxBodyBytes", c.MaxBodyBytes, c.MaxBodyBytes >= minMaxBodyBytes && c.MaxBodyBytes <= 1<<30,
 			fmt.Sprintf("from %d to %d", minMaxBodyBytes, 1<<30)},
 		{"MaxHeaderBytes", c.MaxHeaderBytes, c.MaxHeaderBytes >= 4<<10 && c.MaxHeaderBytes <= 1<<20, // Go's default, 1 MiB
 			fmt.Sprintf("from %d to %d", 4<<10, 1<<20)},
+		{"CallbackMaxBodyBytes", c.CallbackMaxBodyBytes, limit >= minMaxBodyBytes && limit <= c.MaxBodyBytes,
+			fmt.Sprintf("from %d to the body limit, %s (%d)", minMaxBodyBytes, envMaxBodyBytes, c.MaxBodyBytes)},
+		{"CallbackBodyBudget", c.CallbackBodyBudget, budget >= 2*limit && budget <= maxCallbackBodyBudget,
+			fmt.Sprintf("from twice the callback limit, %s (%d), to %d", envCallbackMaxBodyBytes, 2*limit, int64(maxCallbackBodyBudget))},
 		{"MaxPreferWait", c.MaxPreferWait, in(c.MaxPreferWait, 0, api.PreferWaitLimit) && c.MaxPreferWait%time.Second == 0,
 			"whole seconds from 0s to " + api.PreferWaitLimit.String()},
 		// After a crash a saved-search key is blocked for a whole lease.
@@ -151,6 +159,15 @@ func (c serverConfig) validate() error {
 		}
 	}
 	return nil
+}
+
+// callbackLimits are the callback body limit and budget, or for zero
+// their defaults: 1 MiB, or the body limit when lower (set above it, the
+// limit would be none of its own); 64 MiB, or twice the limit when more
+// (one body of the limit must fit beside the quarter kept for small ones).
+func (c serverConfig) callbackLimits() (limit, budget int64) {
+	limit = cmp.Or(c.CallbackMaxBodyBytes, min(api.DefaultCallbackMaxBodyBytes, c.MaxBodyBytes))
+	return limit, cmp.Or(c.CallbackBodyBudget, max(api.DefaultCallbackBodyBudget, 2*limit))
 }
 
 // setting is one configuration value and where it came from, so a message
@@ -197,34 +214,6 @@ func parseProviderSecretsSetting(r *reader, s setting) string {
 		r.bad(s, "%s", p)
 	}
 	return ""
-}
-
-// parseCallbackMaxBodyBytes reads the callback body limit, which is 1 MiB,
-// or the body limit when that is lower, by default; set above the body
-// limit, it would be no limit of its own.
-func parseCallbackMaxBodyBytes(r *reader, s setting) string {
-	c := r.cfg
-	return setValue(&c.CallbackMaxBodyBytes, s, min(api.DefaultCallbackMaxBodyBytes, c.MaxBodyBytes), parseWhole, "a whole number of bytes", func(n int64) string {
-		if n < minMaxBodyBytes || n > c.MaxBodyBytes {
-			return fmt.Sprintf("%d is out of range: from %d to the body limit, %s (%d)", n, minMaxBodyBytes, r.name(envMaxBodyBytes), c.MaxBodyBytes)
-		}
-		return ""
-	})
-}
-
-// parseCallbackBodyBudget reads the callback body budget, which is 64 MiB,
-// or twice the callback limit when that is more, by default: one body of
-// the limit must fit beside the quarter kept for small ones.
-func parseCallbackBodyBudget(r *reader, s setting) string {
-	c := r.cfg
-	least := 2 * c.CallbackMaxBodyBytes
-	return setValue(&c.CallbackBodyBudget, s, max(api.DefaultCallbackBodyBudget, least), parseWhole, "a whole number of bytes", func(n int64) string {
-		if n < least || n > maxCallbackBodyBudget {
-			return fmt.Sprintf("%d is out of range: from twice the callback limit, %s (%d), to %d",
-				n, r.name(envCallbackMaxBodyBytes), least, int64(maxCallbackBodyBudget))
-		}
-		return ""
-	})
 }
 
 // parseProviderSecrets reads provider callback secrets written as

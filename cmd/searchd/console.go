@@ -35,12 +35,11 @@ func (s server) console(verifier *auth.Verifier, streams *runstream.Hub) (*conso
 		Seats:           s.queue,
 		Streams:         streams,
 	}
+	var err error
 	if cfg.Auth.SignIn != nil {
-		signIn, err := auth.NewSignIn(verifier, *cfg.Auth.SignIn)
-		if err != nil {
+		if d.SignIn, err = auth.NewSignIn(verifier, *cfg.Auth.SignIn); err != nil {
 			return nil, err
 		}
-		d.SignIn = signIn
 	}
 	if cfg.Auth.TokenSignIn {
 		logger.Warn("console: token sign-in is on: anyone with a bearer token may sign in to the console by pasting it " +

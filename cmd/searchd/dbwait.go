@@ -26,18 +26,14 @@ const envDBAnswerTimeout = "SEARCHD_DB_ANSWER_TIMEOUT"
 // so no answer by then means the database is not there.
 const defaultDBAnswerTimeout = 20 * time.Second
 
-// dbWait is the client-side bound; zero is none.
-type dbWait struct {
-	// Answer is the deadline of every call (dbdeadline.Tracer).
-	Answer time.Duration
-}
-
-// apply sets the bound on the pool config pc, keeping the tracer it has.
-func (w dbWait) apply(pc *pgxpool.Config) {
-	if w.Answer <= 0 {
+// applyAnswerTimeout sets the bound d, the deadline of every call
+// (dbdeadline.Tracer), on the pool config pc, keeping the tracer it has;
+// zero is none.
+func applyAnswerTimeout(pc *pgxpool.Config, d time.Duration) {
+	if d <= 0 {
 		return
 	}
-	deadline := dbdeadline.Tracer{Timeout: w.Answer}
+	deadline := dbdeadline.Tracer{Timeout: d}
 	if pc.ConnConfig.Tracer == nil {
 		pc.ConnConfig.Tracer = deadline
 		return

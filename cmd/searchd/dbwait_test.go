@@ -33,10 +33,9 @@ func TestDBWaitSettings(t *testing.T) {
 		env := map[string]string{envDBAnswerTimeout: tt.value,
 			envDatabaseURL: "postgres://searchd@localhost:5432/searchd", envJWTSecret: goodSecret}
 		cfg, problems := loadSettings(fs, func(k string) string { return env[k] }, cmdServe)
-		w := cfg.DBWait
 		msg := strings.Join(problems, "\n")
-		if w.Answer != tt.want || (tt.problem == "") != (len(problems) == 0) || !strings.Contains(msg, tt.problem) {
-			t.Errorf("%s=%q: %s, %q; want %s, %q", envDBAnswerTimeout, tt.value, w.Answer, msg, tt.want, tt.problem)
+		if cfg.DBAnswerTimeout != tt.want || (tt.problem == "") != (len(problems) == 0) || !strings.Contains(msg, tt.problem) {
+			t.Errorf("%s=%q: %s, %q; want %s, %q", envDBAnswerTimeout, tt.value, cfg.DBAnswerTimeout, msg, tt.want, tt.problem)
 		}
 	}
 }
@@ -46,7 +45,7 @@ func TestDBWaitSettings(t *testing.T) {
 // with the tracing tracer set too, and answers the error as a 503 would.
 func TestServePoolWaitsAtMostTheAnswerTimeout(t *testing.T) {
 	t.Parallel()
-	cfg := serverConfig{DatabaseURL: pgtest.NewDBURL(t), DBWait: dbWait{Answer: 500 * time.Millisecond}}
+	cfg := serverConfig{DatabaseURL: pgtest.NewDBURL(t), DBAnswerTimeout: 500 * time.Millisecond}
 	traced := false
 	pool, err := openPool(context.Background(), cfg, func(pc *pgxpool.Config) {
 		traced = true

@@ -323,10 +323,9 @@ func dialable(addr net.Addr) string {
 
 // The demo provider dev configures, and the job it registers for it.
 const (
-	demoProvider          = "demo"
-	demoProviderJobID     = "demo-job-1"
-	demoProviderSecretFmt = "provider-secret-%s"
-	demoRunKey            = "dev-demo-provider-run"
+	demoProvider      = "demo"
+	demoProviderJobID = "demo-job-1"
+	demoRunKey        = "dev-demo-provider-run"
 )
 
 // demoProviderSecret returns the secret of the demo provider and adds it
@@ -337,7 +336,7 @@ func (a *app) demoProviderSecret(dir string, cfg *serverConfig) (string, error) 
 	if s, ok := cfg.ProviderSecrets[demoProvider]; ok {
 		return string(s), nil
 	}
-	s, err := keptSecret(filepath.Join(dir, fmt.Sprintf(demoProviderSecretFmt, demoProvider)), "demo provider secret", 32, true)
+	s, err := keptSecret(filepath.Join(dir, "provider-secret-"+demoProvider), "demo provider secret", 32, true)
 	if err != nil {
 		return "", err
 	}

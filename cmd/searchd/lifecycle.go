@@ -40,7 +40,7 @@ func openPool(ctx context.Context, cfg serverConfig, prepare ...func(*pgxpool.Co
 	}
 	// Client-side bounds (dbwait.go), after prepare so that the deadline
 	// tracer joins the tracer prepare set.
-	cfg.DBWait.apply(pc)
+	applyAnswerTimeout(pc, cfg.DBAnswerTimeout)
 	return pgxpool.NewWithConfig(ctx, pc)
 }
 
@@ -100,15 +100,6 @@ func background(ctx context.Context, run func(context.Context)) (stop func()) {
 // own, bounded by admission's release timeout (5 s); this adds a margin.
 const cancelTimeout = 10 * time.Second
 
-// httpLimits are the server's settings serveHTTP applies: the shutdown's
-// grace and the largest request header (http.Server.MaxHeaderBytes: Go
-// answers a larger one 431 and closes the connection, having read at most
-// 4 KiB past it).
-type httpLimits struct {
-	Grace          time.Duration
-	MaxHeaderBytes int
-}
-
 // serveHTTP serves h on ln until ctx ends, then shuts down:
 //
 //  1. it stops accepting and lets the requests in flight finish, for up
@@ -122,10 +113,11 @@ type httpLimits struct {
 //     to be written, then closes every connection.
 //
 // Requests run on a base context of their own rather than ctx, so that
-// the signal does not cancel them before their grace. It returns an error
-// when serving fails or when requests had to be cancelled.
-func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, limits httpLimits, logger *slog.Logger) error {
-	grace := limits.Grace
+// the signal does not cancel them before their grace. A request header
+// over maxHeaderBytes (http.Server.MaxHeaderBytes) is answered 431 and its
+// connection closed, Go having read at most 4 KiB past it. It returns an
+// error when serving fails or when requests had to be cancelled.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, maxHeaderBytes int, logger *slog.Logger) error {
 	base, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	var running atomic.Int64
@@ -136,7 +128,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, limits http
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    limits.MaxHeaderBytes,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)

@@ -181,7 +181,7 @@ func (a *app) runServer(ctx context.Context, cfg serverConfig, ln net.Listener, 
 	if a.ready != nil {
 		a.ready(ln.Addr().String())
 	}
-	return serveHTTP(ctx, ln, con.Mount(srv.Handler()), httpLimits{Grace: cfg.ShutdownGrace, MaxHeaderBytes: int(cfg.MaxHeaderBytes)}, logger)
+	return serveHTTP(ctx, ln, con.Mount(srv.Handler()), cfg.ShutdownGrace, int(cfg.MaxHeaderBytes), logger)
 }
 
 // api wires the domain services of the stores into the API; starts wait
@@ -197,10 +197,6 @@ func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(cont
 	starter, err := s.starter(hub)
 	if err != nil {
 		return nil, err
-	}
-	maxWait := cfg.MaxPreferWait
-	if hub == nil {
-		maxWait = 0
 	}
 	return api.New(api.Deps{
 		Ready:                ready,
@@ -221,7 +217,7 @@ func (s server) api(verifier api.Verifier, hub *idempotency.Hub, ready func(cont
 		CallbackMaxBodyBytes: cfg.CallbackMaxBodyBytes,
 		CallbackBodyBudget:   cfg.CallbackBodyBudget,
 		CallbackBodyTimeout:  cfg.CallbackBodyTimeout,
-		MaxPreferWait:        maxWait,
+		MaxPreferWait:        cfg.MaxPreferWait,
 		Metrics:              s.obs.metrics,
 		TracerProvider:       s.obs.tracerProvider(),
 		Plane:                st.plane,

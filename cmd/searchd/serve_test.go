@@ -111,7 +111,7 @@ func serveOne(t *testing.T, h http.HandlerFunc, grace time.Duration) (addr strin
 		served <- serveHTTP(ctx, ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			close(entered)
 			h(w, r)
-		}), httpLimits{Grace: grace}, slog.New(slog.DiscardHandler))
+		}), grace, 0, slog.New(slog.DiscardHandler))
 	}()
 	go func() {
 		res, err := http.Get("http://" + ln.Addr().String() + "/slow")

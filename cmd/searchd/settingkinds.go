@@ -320,10 +320,10 @@ func (s spec) about() string {
 // [serverConfig]), which says it once: its default is what [defaults]
 // holds, its range what the Config's Validate accepts. Validate's
 // errors read "pkg: Config.Field is V; it must be R".
-type field[T int | int32 | int64 | time.Duration] struct {
+type field[T int | int32 | int64 | float64 | time.Duration] struct {
 	at   func(*loading) *T
-	of   string // what a number counts, for the message: "bytes"
-	like string // how to write a duration: "10s or 1m"
+	of   string // what a whole number counts, for the message: "bytes"
+	like string // how to write a duration ("10s or 1m") or a decimal ("0.25")
 	// none marks 0 as a value of its own, checked as it is; otherwise the
 	// Config would read 0 as its default, and 0 is refused.
 	none  bool
@@ -336,23 +336,27 @@ func (k field[T]) set(r *reader, s setting) string {
 	}
 	var v T
 	var err error
-	if p, ok := any(&v).(*time.Duration); ok {
+	notA := "a whole number" + strings.TrimSuffix(" of "+k.of, " of ")
+	switch p := any(&v).(type) {
+	case *time.Duration:
 		*p, err = time.ParseDuration(s.value)
-	} else {
+		notA = "a duration (write it like " + k.like + ")"
+	case *float64:
+		*p, err = strconv.ParseFloat(s.value, 64)
+		notA = "a number (write it like " + k.like + ")"
+	default:
 		var n int64
 		n, err = strconv.ParseInt(s.value, 10, 64)
 		if v = T(n); err == nil && int64(v) != n {
 			return fmt.Sprintf("%d is out of range: %s", n, k.values())
 		}
 	}
-	if err != nil && k.like != "" {
-		return fmt.Sprintf("%q is not a duration (write it like %s)", s.value, k.like)
-	} else if err != nil {
-		return fmt.Sprintf("%q is not a whole number%s", s.value, strings.TrimSuffix(" of "+k.of, " of "))
+	if err != nil {
+		return fmt.Sprintf("%q is not %s", s.value, notA)
 	}
 	probe := v
 	if v == 0 && !k.none {
-		probe = ^T(0) // -1: the Config would read 0 as its default
+		probe = -1 // the Config would read 0 as its default
 	}
 	if err := k.probe(r.cfg, probe); err != nil {
 		field, _, _ := strings.Cut(err.Error(), " is ")
@@ -397,7 +401,7 @@ func (k field[T]) str(v T) string {
 }
 
 // values asks the Config's Validate for the range with a value below any.
-func (k field[T]) values() string { return rangeOf(k.probe(defaults(false), ^T(0))) } // -1
+func (k field[T]) values() string { return rangeOf(k.probe(defaults(false), -1)) }
 
 // rangeOf is the range a Validate error states, "" for none.
 func rangeOf(err error) string {
@@ -435,13 +439,9 @@ func fieldName(c *loading, p any) string {
 func defaults(dev bool) *loading {
 	q, sw, sd := seatq.Config{}.WithDefaults(), sweeper.Config{}.WithDefaults(), schedule.DrainConfig{}.WithDefaults()
 	sd.Lease = 0 // twice the saved-search lease unless set (checkScheduleLease)
-	addr := ":8080"
-	if dev {
-		addr = "127.0.0.1:8080"
-	}
 	return &loading{
 		serverConfig: serverConfig{
-			Addr:                addr,
+			Addr:                devOr(dev, "127.0.0.1:8080", ":8080"),
 			ShutdownGrace:       10 * time.Second,
 			MaxBodyBytes:        api.DefaultMaxBodyBytes,
 			MaxHeaderBytes:      16 << 10, // a bearer token of 8 KiB (auth.MaxTokenBytes) and a console cookie fit
@@ -451,7 +451,7 @@ func defaults(dev bool) *loading {
 			ScheduleMax:         schedule.DefaultMaxPerOrganization,
 			DevDir:              ".searchd-dev",
 			Session:             sessionBounds{IdleInTransaction: 5 * time.Second, Lock: 10 * time.Second, Statement: 15 * time.Second},
-			DBWait:              dbWait{Answer: defaultDBAnswerTimeout},
+			DBAnswerTimeout:     defaultDBAnswerTimeout,
 			Auth:                authConfig{MaxLifetime: auth.DefaultMaxLifetime, SessionLifetime: 8 * time.Hour, TokenSignIn: dev},
 			Dispatch:            dispatch.Config{}.WithDefaults(),
 			Streams:             runstream.Config{}.WithDefaults(),

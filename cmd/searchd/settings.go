@@ -69,7 +69,7 @@ var settingsTable = []section{
 			meaning: "PostgreSQL `statement_timeout` of every session: the longest a statement runs (then 503), so one slow " +
 				"statement (a tenant's heavy list) cannot hold a pool connection long; `0s` for none"},
 		{env: envDBAnswerTimeout, flag: "db-answer-timeout", in: cmdServers,
-			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.DBWait.Answer }, none: true, like: "5s or 1m"},
+			kind: field[time.Duration]{at: func(c *loading) *time.Duration { return &c.DBAnswerTimeout }, none: true, like: "5s or 1m"},
 			meaning: "the longest searchd waits for any one answer of the database (a statement, a batch, a commit, a " +
 				"connection from the pool) before it counts the database unreachable (a partition, a blackholed primary): " +
 				"the call fails, its connection is closed and the request answers 503. The default is the statement " +
@@ -85,10 +85,10 @@ var settingsTable = []section{
 			meaning: "on SIGTERM or SIGINT, how long requests in flight may finish before they are cancelled (their claims released)"},
 		{env: envMaxBodyBytes, flag: "max-body-bytes", in: cmdServers,
 			kind:    field[int64]{at: func(c *loading) *int64 { return &c.MaxBodyBytes }, of: "bytes"},
-			meaning: "largest request body (1 KiB to 1 GiB); every body the API's size limits allow fits in the default"},
+			meaning: "largest request body; every body the API's size limits allow fits in the default"},
 		{env: "SEARCHD_MAX_HEADER_BYTES", flag: "max-header-bytes", in: cmdServers,
 			kind: field[int64]{at: func(c *loading) *int64 { return &c.MaxHeaderBytes }, of: "bytes"},
-			meaning: "largest request header, the request line and every field together (4 KiB to 1 MiB); a larger one " +
+			meaning: "largest request header, the request line and every field together; a larger one " +
 				"is answered 431 before it is read further, and its connection closed. It bounds the number of fields " +
 				"too (one per 4 bytes at most), and so the memory a request's header takes. Go reads up to 4 KiB past it"},
 		{env: "SEARCHD_MAX_PREFER_WAIT", flag: "max-prefer-wait", in: cmdServers,
@@ -226,14 +226,15 @@ var settingsTable = []section{
 			meaning: "secrets provider callbacks are signed with (Standard Webhooks): a secret is used as its raw bytes, or, " +
 				"written `whsec_` and base64 as Standard Webhooks prints them, as the decoded key"},
 		{env: envCallbackMaxBodyBytes, flag: "callback-max-body-bytes", in: cmdServers,
-			kind: custom{parse: parseCallbackMaxBodyBytes, desc: fmt.Sprintf("from %d to the body limit (%s)", minMaxBodyBytes, envMaxBodyBytes)},
-			def:  "1048576, or the body limit when lower",
+			kind:   field[int64]{at: func(c *loading) *int64 { return &c.CallbackMaxBodyBytes }, of: "bytes"},
+			def:    "1048576, or the body limit when lower",
+			values: fmt.Sprintf("from %d to the body limit (%s)", minMaxBodyBytes, envMaxBodyBytes),
 			meaning: "largest provider callback body: anyone can send a callback, and its body is held until its " +
 				"signature is checked"},
 		{env: "SEARCHD_CALLBACK_BODY_BUDGET", flag: "callback-body-budget", in: cmdServers,
-			kind: custom{parse: parseCallbackBodyBudget,
-				desc: fmt.Sprintf("from twice the callback limit to %d (16 GiB)", int64(maxCallbackBodyBudget))},
-			def: "67108864, or twice the callback limit when more",
+			kind:   field[int64]{at: func(c *loading) *int64 { return &c.CallbackBodyBudget }, of: "bytes"},
+			def:    "67108864, or twice the callback limit when more",
+			values: fmt.Sprintf("from twice the callback limit to %d (16 GiB)", int64(maxCallbackBodyBudget)),
 			meaning: "most bytes all callback bodies awaiting their signature check hold together; a body it cannot take " +
 				"answers 503 `unavailable` at once, unread; bodies over 64 KiB share three quarters of it"},
 		{env: "SEARCHD_CALLBACK_BODY_TIMEOUT", flag: "callback-body-timeout", in: cmdServers,
@@ -363,8 +364,7 @@ var settingsTable = []section{
 				"leaves a backlog and logs a warning, and serve starts its next run at once. A run is logged and recorded " +
 				"for the console when it ends, so the budget is how often a long drain reports"},
 		{env: envSweepDuty, flag: "sweep-duty", in: cmdServers | cmdSweep,
-			kind: custom{parse: parseSweepDuty, lit: strconv.FormatFloat(sweeper.DefaultDuty, 'g', -1, 64),
-				desc: "above 0 and at most 1"},
+			kind: field[float64]{at: func(c *loading) *float64 { return &c.Sweep.Duty }, like: "0.25"},
 			meaning: "most of a run's time spent in passes: after each pass that reads a full bound the run rests in " +
 				"proportion (0.25 rests three times the pass), so a long sweep leaves the database to the claim path; " +
 				"`1` runs passes back to back"},
@@ -442,6 +442,7 @@ func warnRemovedSettings(logger *slog.Logger, getenv func(string) string, rename
 // another, once every one was read.
 func checkSettings(r *reader, c cmds) {
 	if c&cmdServers != 0 {
+		r.cfg.CallbackMaxBodyBytes, r.cfg.CallbackBodyBudget = r.cfg.callbackLimits()
 		checkAuthSettings(r)
 		checkScheduleLease(r)
 	}

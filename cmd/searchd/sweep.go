@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -49,17 +48,6 @@ func parseSweepJitter(r *reader, s setting) string {
 		c.Jitter = -1
 	}
 	return problem
-}
-
-// parseSweepDuty reads the sweeper's duty.
-func parseSweepDuty(r *reader, s setting) string {
-	parse := func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }
-	return setValue(&r.cfg.Sweep.Duty, s, sweeper.DefaultDuty, parse, "a number (write it like 0.25)", func(f float64) string {
-		if !(f > 0 && f <= 1) {
-			return fmt.Sprintf("%s is out of range: above 0 and at most 1", s.value)
-		}
-		return ""
-	})
 }
 
 // checkSweepBound checks the sweep bound against its ceiling, with

@@ -56,10 +56,8 @@ func newObservability(ctx context.Context, getenv func(string) string) (observab
 	if err != nil || !on {
 		return o, err
 	}
-	if o.tracer, err = telemetry.NewTracerProvider(ctx, cfg); err != nil {
-		return o, err
-	}
-	return o, nil
+	o.tracer, err = telemetry.NewTracerProvider(ctx, cfg)
+	return o, err
 }
 
 // tracingConfig reads the OTEL_* variables. Tracing is on when an OTLP
