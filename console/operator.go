@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/seatq"
@@ -121,62 +122,54 @@ type overviewCache struct {
 	ttl, staleFor, wait time.Duration
 	// c reads with its Operator, at its clock, seated in its Seats.
 	c *Console
+	// reads runs one read at a time; its result is an overviewRead.
+	reads singleflight.Group
 
 	mu     sync.Mutex // guards the fields below; never held across a read
 	at     time.Time
 	latest *operator.Overview
-	// reading is the one running read, if any.
-	reading *overviewRead
 }
 
-// overviewRead is one read; ov, at and err are set before done closes.
+// overviewRead is one read's overview and when it was read.
 type overviewRead struct {
-	done chan struct{}
-	ov   *operator.Overview
-	at   time.Time
-	err  error
+	ov *operator.Overview
+	at time.Time
 }
 
 // overviewReadTimeout bounds a read, which outlives its request.
 const overviewReadTimeout = 30 * time.Second
 
-// startLocked starts a read or returns the running one; oc.mu is held.
-func (oc *overviewCache) startLocked(ctx context.Context) *overviewRead {
-	if oc.reading == nil {
-		oc.reading = &overviewRead{done: make(chan struct{})}
-		go oc.read(context.WithoutCancel(ctx), oc.reading)
-	}
-	return oc.reading
+// start starts a read or joins the running one.
+func (oc *overviewCache) start(ctx context.Context) <-chan singleflight.Result {
+	return oc.reads.DoChan("", func() (any, error) { return oc.read(context.WithoutCancel(ctx)) })
 }
 
 // read reads and keeps the overview; a failure is logged and the old
 // copy ages out.
-func (oc *overviewCache) read(ctx context.Context, r *overviewRead) {
+func (oc *overviewCache) read(ctx context.Context) (_ overviewRead, err error) {
 	ctx, cancel := context.WithTimeout(ctx, overviewReadTimeout)
 	defer cancel()
-	var seat *seatq.Seat
+	defer func() {
+		if err != nil {
+			oc.c.log.Warn("console: read of the claims overview failed", "error", err)
+		}
+	}()
 	if started := seatq.FromContext(ctx); started != nil {
 		// Its own seat under the starter's flow: the read outlives the
 		// starter's seat, and the page may hold one while it waits.
-		seat, r.err = oc.c.d.Seats.Acquire(ctx, started.Flow(), 1)
+		seat, err := oc.c.d.Seats.Acquire(ctx, started.Flow(), 1)
+		if err != nil {
+			return overviewRead{}, err
+		}
+		defer seat.Release()
 	}
-	if r.err == nil {
-		r.at = oc.c.now()
-		r.ov, r.err = oc.c.d.Operator.Overview(ctx, chartHours)
-	}
-	if seat != nil {
-		seat.Release()
-	}
-	oc.mu.Lock()
-	if r.err == nil {
+	r := overviewRead{at: oc.c.now()}
+	if r.ov, err = oc.c.d.Operator.Overview(ctx, chartHours); err == nil {
+		oc.mu.Lock()
 		oc.storeLocked(r.ov, r.at)
+		oc.mu.Unlock()
 	}
-	oc.reading = nil
-	oc.mu.Unlock()
-	close(r.done)
-	if r.err != nil {
-		oc.c.log.Warn("console: read of the claims overview failed", "error", r.err)
-	}
+	return r, err
 }
 
 // warm starts a read when no copy is servable and none is running.
@@ -187,7 +180,7 @@ func (oc *overviewCache) warm(ctx context.Context) {
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
 	if oc.latest == nil || oc.c.now().Sub(oc.at) >= oc.staleFor {
-		oc.startLocked(ctx)
+		oc.start(ctx)
 	}
 }
 
@@ -218,13 +211,13 @@ func (oc *overviewCache) get(ctx context.Context, wait time.Duration) (*operator
 	oc.mu.Lock()
 	if age := oc.c.now().Sub(oc.at); oc.latest != nil && oc.ttl > 0 && age < max(oc.ttl, oc.staleFor) {
 		if age >= oc.ttl {
-			oc.startLocked(ctx) // stale: served while a background read replaces it
+			oc.start(ctx) // stale: served while a background read replaces it
 		}
 		ov, at := oc.latest, oc.at
 		oc.mu.Unlock()
 		return ov, at, nil
 	}
-	r := oc.startLocked(ctx)
+	read := oc.start(ctx)
 	oc.mu.Unlock()
 	var timeout <-chan time.Time
 	if wait >= 0 {
@@ -233,8 +226,9 @@ func (oc *overviewCache) get(ctx context.Context, wait time.Duration) (*operator
 		timeout = t.C
 	}
 	select {
-	case <-r.done:
-		return r.ov, r.at, r.err
+	case res := <-read:
+		r, _ := res.Val.(overviewRead)
+		return r.ov, r.at, res.Err
 	case <-timeout:
 		return nil, time.Time{}, nil
 	case <-ctx.Done():
