@@ -62,7 +62,6 @@ type claimsPage struct {
 	Released *operator.Release
 	Refused  string
 	Filtered bool
-	Now      time.Time
 	Seats    seatsView
 }
 
@@ -271,8 +270,7 @@ func (c *Console) claims(r *http.Request, f *filters) (view, error) {
 	if err := cmp.Or(ovErr, stuckErr, flightErr); err != nil {
 		return view{}, err
 	}
-	p.Now = c.now()
-	p.Overview = newCountsView(ov, readAt, p.Now)
+	p.Overview = newCountsView(ov, readAt, c.now())
 	p.Seats = c.seatsView()
 	return view{"claims", "Claims", p}, nil
 }
@@ -354,12 +352,11 @@ type releasesPage struct {
 func (c *Console) releases(r *http.Request, f *filters) (view, error) {
 	org := f.id("org")
 	p := releasesPage{Org: idText(org), Actor: f.text("actor", maxFilterLen), Cursor: f.cursor("cursor")}
-	if err := f.err(); err != nil {
-		return view{}, err
+	err := f.err()
+	if err == nil {
+		p.Releases, p.Next, err = c.d.Operator.Releases(r.Context(), operator.ReleaseFilter{OrganizationID: org, Actor: p.Actor},
+			operator.PageParams{Limit: pageSize, Cursor: p.Cursor})
 	}
-	var err error
-	p.Releases, p.Next, err = c.d.Operator.Releases(r.Context(), operator.ReleaseFilter{OrganizationID: org, Actor: p.Actor},
-		operator.PageParams{Limit: pageSize, Cursor: p.Cursor})
 	return view{"releases", "Force-releases", p}, err
 }
 
@@ -370,11 +367,10 @@ type sweeperPage struct {
 	// Latest is the newest run, and Warning says it left a backlog.
 	Latest  *sweeper.RunEntry
 	Warning bool
-	Now     time.Time
 }
 
 func (c *Console) sweeperRuns(r *http.Request, f *filters) (view, error) {
-	p := sweeperPage{BacklogOnly: f.oneOf("backlog", "1") == "1", Cursor: f.cursor("cursor"), Now: c.now()}
+	p := sweeperPage{BacklogOnly: f.oneOf("backlog", "1") == "1", Cursor: f.cursor("cursor")}
 	if err := f.err(); err != nil {
 		return view{}, err
 	}
