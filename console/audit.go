@@ -346,7 +346,7 @@ func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) 
 	switch {
 	case err == nil:
 		return false
-	case errors.As(err, new(filterError)):
+	case errors.As(err, new(filterError)), errors.Is(err, savedsearch.ErrInvalid):
 		c.fail(w, r, http.StatusBadRequest, badFilters, err.Error())
 	case errors.Is(err, operator.ErrInvalid):
 		c.fail(w, r, http.StatusBadRequest, badFilters, strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": "))
@@ -356,8 +356,6 @@ func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) 
 		c.notFound(w, r)
 	case errors.Is(err, keyset.ErrInvalid): // every list's cursor, decoded in one place
 		c.fail(w, r, http.StatusBadRequest, "Page not found", "That page link is not one of this console's. Start again from the first page.")
-	case errors.Is(err, savedsearch.ErrInvalid):
-		c.fail(w, r, http.StatusBadRequest, badFilters, err.Error())
 	case errors.As(err, new(*seatq.Refusal)):
 		c.seatRefused(w, r, err) // the claims' counts were refused a seat
 	default:

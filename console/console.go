@@ -203,7 +203,7 @@ func (c *Console) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /console/static/{name}", c.static)
 
-	mux.HandleFunc("GET /console/{$}", c.home)
+	mux.HandleFunc("GET /console/{$}", c.session(anyone, c.home))
 	mux.HandleFunc("GET /console/sign-in", func(w http.ResponseWriter, r *http.Request) { c.renderSignIn(w, r, http.StatusOK, "") })
 	mux.HandleFunc("POST /console/sign-in", c.signIn)
 	mux.HandleFunc("POST /console/sign-in/provider", c.startProviderSignIn)
