@@ -81,7 +81,6 @@ func (c *Console) createServiceKey(w http.ResponseWriter, r *http.Request) {
 		c.log.InfoContext(r.Context(), "service key created in the console", "organization_id", s.OrganizationID.String(),
 			"prefix", page.Created.Prefix, "actor", s.Actor)
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	c.render(w, r, status, "service-keys", "Service keys", page)
 }
 

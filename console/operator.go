@@ -37,10 +37,7 @@ func (c *Console) operatorPanels() []panel {
 	panels := []panel{{"Claims", "claims", c.claims, []route{
 		{"GET /console/operator/claims/counts", c.claimCounts},
 		{"POST /console/operator/claims/{id}/release", c.releaseClaim},
-	}}}
-	if c.d.Inbox != nil {
-		panels = append(panels, panel{"Inbound", "inbound", c.inbound, nil})
-	}
+	}}, {"Inbound", "inbound", c.inbound, nil}}
 	if c.d.Uncertain != nil && c.d.Resolver != nil {
 		panels = append(panels, panel{"Tool calls to decide", "uncertain", c.uncertain,
 			[]route{{"POST /console/operator/uncertain/resolve", c.resolve}}})

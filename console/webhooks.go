@@ -101,7 +101,6 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request) {
 		c.log.InfoContext(r.Context(), "webhook endpoint created in the console", "organization_id", s.OrganizationID.String(),
 			"endpoint_id", e.ID.String(), "actor", s.Actor)
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	c.render(w, r, status, "webhooks", "Webhooks", page)
 }
 
