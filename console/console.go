@@ -200,8 +200,10 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /console/{$}", c.session(anyone, c.home))
 	mux.HandleFunc("GET /console/sign-in", func(w http.ResponseWriter, r *http.Request) { c.renderSignIn(w, r, http.StatusOK, "") })
 	mux.HandleFunc("POST /console/sign-in", c.signIn)
-	mux.HandleFunc("POST /console/sign-in/provider", c.startProviderSignIn)
-	mux.HandleFunc("GET "+oidcPath+"callback", c.providerCallback)
+	if c.d.SignIn != nil {
+		mux.HandleFunc("POST /console/sign-in/provider", c.startProviderSignIn)
+		mux.HandleFunc("GET "+oidcPath+"callback", c.providerCallback)
+	}
 	mux.HandleFunc("POST /console/sign-out", c.session(anyone, c.signOut))
 
 	// The auditor's views: one organization's records.
