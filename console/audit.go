@@ -38,12 +38,11 @@ type savedSearchesPage struct {
 
 func (c *Console) savedSearches(r *http.Request, f *filters) (view, error) {
 	p := savedSearchesPage{Name: f.text("name", maxNameLen), Archived: f.oneOf("archived", "1") == "1", Cursor: f.cursor("cursor")}
-	if err := f.err(); err != nil {
-		return view{}, err
+	err := f.err()
+	if err == nil {
+		p.Items, p.Next, err = c.d.SavedSearches.ListAll(r.Context(), orgOf(r),
+			savedsearch.AuditListParams{Name: p.Name, IncludeArchived: p.Archived, Limit: pageSize, Cursor: p.Cursor})
 	}
-	var err error
-	p.Items, p.Next, err = c.d.SavedSearches.ListAll(r.Context(), orgOf(r),
-		savedsearch.AuditListParams{Name: p.Name, IncludeArchived: p.Archived, Limit: pageSize, Cursor: p.Cursor})
 	return view{"saved-searches", "Saved searches", p}, err
 }
 
@@ -114,11 +113,10 @@ type schedulesPage struct {
 // latest occurrence, the newest set first.
 func (c *Console) schedules(r *http.Request, f *filters) (view, error) {
 	p := schedulesPage{Cursor: f.cursor("cursor")}
-	if err := f.err(); err != nil {
-		return view{}, err
+	err := f.err()
+	if err == nil {
+		p.Schedules, p.Next, err = c.d.Schedules.List(r.Context(), orgOf(r), schedule.ListParams{Limit: pageSize, Cursor: p.Cursor})
 	}
-	var err error
-	p.Schedules, p.Next, err = c.d.Schedules.List(r.Context(), orgOf(r), schedule.ListParams{Limit: pageSize, Cursor: p.Cursor})
 	return view{"schedules", "Schedules", p}, err
 }
 
@@ -205,14 +203,13 @@ func (c *Console) runs(r *http.Request, f *filters) (view, error) {
 		Status: f.oneOf("status", runStatuses...), Cursor: f.cursor("cursor"), Statuses: runStatuses,
 		From: localInput(from), To: localInput(to), SavedSearch: idText(ssID),
 	}
-	if err := f.err(); err != nil {
-		return view{}, err
+	err := f.err()
+	if err == nil {
+		p.Runs, p.Next, err = c.d.Runs.Search(r.Context(), orgOf(r), runs.SearchParams{
+			SavedSearchID: ssID, Actor: p.Actor, Key: p.Key, Status: p.Status, From: from, To: to,
+			Limit: pageSize, Cursor: p.Cursor,
+		})
 	}
-	var err error
-	p.Runs, p.Next, err = c.d.Runs.Search(r.Context(), orgOf(r), runs.SearchParams{
-		SavedSearchID: ssID, Actor: p.Actor, Key: p.Key, Status: p.Status, From: from, To: to,
-		Limit: pageSize, Cursor: p.Cursor,
-	})
 	return view{"runs", "Runs", p}, err
 }
 
@@ -281,12 +278,11 @@ func (c *Console) providerJobs(r *http.Request, f *filters) (view, error) {
 	run := f.id("run")
 	p := jobsPage{Provider: f.text("provider", maxFilterLen), Status: f.oneOf("status", jobStatuses...),
 		Cursor: f.cursor("cursor"), Statuses: jobStatuses, Run: idText(run)}
-	if err := f.err(); err != nil {
-		return view{}, err
+	err := f.err()
+	if err == nil {
+		p.Jobs, p.Next, err = c.d.JobAudit.Jobs(r.Context(), orgOf(r), providerjobs.JobListParams{
+			RunID: run, Provider: p.Provider, Status: providerjobs.Status(p.Status), Limit: pageSize, Cursor: p.Cursor})
 	}
-	var err error
-	p.Jobs, p.Next, err = c.d.JobAudit.Jobs(r.Context(), orgOf(r), providerjobs.JobListParams{
-		RunID: run, Provider: p.Provider, Status: providerjobs.Status(p.Status), Limit: pageSize, Cursor: p.Cursor})
 	return view{"provider-jobs", "Provider jobs", p}, err
 }
 
@@ -350,7 +346,7 @@ func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) 
 	switch {
 	case err == nil:
 		return false
-	case errors.As(err, new(filterError)):
+	case errors.As(err, new(filterError)), errors.Is(err, savedsearch.ErrInvalid):
 		c.fail(w, r, http.StatusBadRequest, badFilters, err.Error())
 	case errors.Is(err, operator.ErrInvalid):
 		c.fail(w, r, http.StatusBadRequest, badFilters, strings.TrimPrefix(err.Error(), operator.ErrInvalid.Error()+": "))
@@ -360,8 +356,6 @@ func (c *Console) readFailed(w http.ResponseWriter, r *http.Request, err error) 
 		c.notFound(w, r)
 	case errors.Is(err, keyset.ErrInvalid): // every list's cursor, decoded in one place
 		c.fail(w, r, http.StatusBadRequest, "Page not found", "That page link is not one of this console's. Start again from the first page.")
-	case errors.Is(err, savedsearch.ErrInvalid):
-		c.fail(w, r, http.StatusBadRequest, badFilters, err.Error())
 	case errors.As(err, new(*seatq.Refusal)):
 		c.seatRefused(w, r, err) // the claims' counts were refused a seat
 	default:

@@ -66,7 +66,8 @@ const Prefix = "/console/"
 // Deps are what a [Console] is built from. Fields documented as nil-able
 // are optional; the rest are required.
 type Deps struct {
-	// The auditor's pages read these with the session's organization.
+	// The auditor's pages read these with the session's organization;
+	// JobAudit also serves the operator's "Inbound" panel.
 	SavedSearches *savedsearch.Store
 	Snapshots     *snapshot.Store
 	Runs          *runs.Store
@@ -79,8 +80,6 @@ type Deps struct {
 	// Backlog adds a notice when Runs wait and this process does not
 	// dispatch. Nil shows none.
 	Backlog *dispatch.Watcher
-	// Inbox serves the operator's "Inbound" panel; nil hides it.
-	Inbox *providerjobs.Audit
 	// Schedules serves schedules and occurrences; nil hides them.
 	Schedules *schedule.Store
 	// Webhooks serves the webhook endpoints page; nil hides it.
@@ -148,18 +147,13 @@ type Console struct {
 	static          *staticFiles
 }
 
-// New returns the console built on d, or an error naming the first
-// missing dependency.
+// New returns the console built on d, or an error naming the required
+// dependencies when one is missing, or the first other problem.
 func New(d Deps) (*Console, error) {
 	switch {
-	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.JobAudit == nil, d.Dispatches == nil:
-		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs, JobAudit and Dispatches are required")
-	case d.Operator == nil, d.SweeperRuns == nil:
-		return nil, errors.New("console: Deps.Operator and SweeperRuns are required")
-	case d.Seats == nil:
-		return nil, errors.New("console: Deps.Seats is required")
-	case d.Sessions == nil:
-		return nil, errors.New("console: Deps.Sessions is required")
+	case d.SavedSearches == nil, d.Snapshots == nil, d.Runs == nil, d.JobAudit == nil, d.Dispatches == nil,
+		d.Operator == nil, d.SweeperRuns == nil, d.Seats == nil, d.Sessions == nil:
+		return nil, errors.New("console: Deps.SavedSearches, Snapshots, Runs, JobAudit, Dispatches, Operator, SweeperRuns, Seats and Sessions are required")
 	case d.TokenSignIn && d.Verifier == nil:
 		return nil, errors.New("console: Deps.Verifier is required with TokenSignIn")
 	case d.SessionLifetime < 0:
@@ -203,11 +197,13 @@ func (c *Console) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /console/static/{name}", c.static)
 
-	mux.HandleFunc("GET /console/{$}", c.home)
+	mux.HandleFunc("GET /console/{$}", c.session(anyone, c.home))
 	mux.HandleFunc("GET /console/sign-in", func(w http.ResponseWriter, r *http.Request) { c.renderSignIn(w, r, http.StatusOK, "") })
 	mux.HandleFunc("POST /console/sign-in", c.signIn)
-	mux.HandleFunc("POST /console/sign-in/provider", c.startProviderSignIn)
-	mux.HandleFunc("GET "+oidcPath+"callback", c.providerCallback)
+	if c.d.SignIn != nil {
+		mux.HandleFunc("POST /console/sign-in/provider", c.startProviderSignIn)
+		mux.HandleFunc("GET "+oidcPath+"callback", c.providerCallback)
+	}
 	mux.HandleFunc("POST /console/sign-out", c.session(anyone, c.signOut))
 
 	// The auditor's views: one organization's records.

@@ -66,7 +66,6 @@ func newConsoleAt(t testing.TB, pool *pgxpool.Pool, log io.Writer, overviewTTL t
 		Operator:      operator.NewStore(pool, nil),
 		SweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, nil, nil),
 		Dispatches:    dispatch.NewStore(pool, nil),
-		Inbox:         providerjobs.NewAudit(pool),
 		Schedules:     schedule.NewStore(pool, nil),
 		Webhooks:      webhooks.NewStore(pool, webhooks.Config{AllowHTTPLoopback: true}),
 		Uncertain:     tools.NewInspector(pool, nil),

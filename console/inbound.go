@@ -39,15 +39,15 @@ func (c *Console) inbound(r *http.Request, f *filters) (view, error) {
 	}
 	ctx := r.Context()
 	var err error
-	if p.Pending, p.Lag, err = c.d.Inbox.InboxStats(ctx); err != nil {
+	if p.Pending, p.Lag, err = c.d.JobAudit.InboxStats(ctx); err != nil {
 		return view{}, err
 	}
 	p.LagWarning = p.Lag > inboxLagWarning
-	p.Backlog, p.PendNext, err = c.d.Inbox.InboxPending(ctx, providerjobs.InboxListParams{Provider: p.Provider, Limit: pageSize, Cursor: p.PendCursor})
+	p.Backlog, p.PendNext, err = c.d.JobAudit.InboxPending(ctx, providerjobs.InboxListParams{Provider: p.Provider, Limit: pageSize, Cursor: p.PendCursor})
 	if err != nil {
 		return view{}, err
 	}
-	p.Arrivals, p.Next, err = c.d.Inbox.InboxArrivals(ctx, providerjobs.InboxListParams{Provider: p.Provider,
+	p.Arrivals, p.Next, err = c.d.JobAudit.InboxArrivals(ctx, providerjobs.InboxListParams{Provider: p.Provider,
 		Status: providerjobs.InboxStatus(p.Status), Limit: pageSize, Cursor: p.Cursor})
 	return view{"inbound", "Inbound", p}, err
 }

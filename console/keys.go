@@ -26,7 +26,6 @@ type keysPage struct {
 	Scopes                  []servicekeys.Scope
 	Created                 *servicekeys.Key
 	Token, Refused, Revoked string
-	Now                     time.Time
 }
 
 // serviceKeys lists the organization's keys, revoked ones too.
@@ -39,7 +38,7 @@ func (c *Console) serviceKeys(r *http.Request, _ *filters) (view, error) {
 func (c *Console) readKeys(r *http.Request, p keysPage) (keysPage, error) {
 	var err error
 	p.Keys, err = c.d.ServiceKeys.List(r.Context(), sessionOf(r.Context()).OrganizationID)
-	p.Scopes, p.Now = servicekeys.Scopes(), c.now()
+	p.Scopes = servicekeys.Scopes()
 	return p, err
 }
 
@@ -82,7 +81,6 @@ func (c *Console) createServiceKey(w http.ResponseWriter, r *http.Request) {
 		c.log.InfoContext(r.Context(), "service key created in the console", "organization_id", s.OrganizationID.String(),
 			"prefix", page.Created.Prefix, "actor", s.Actor)
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	c.render(w, r, status, "service-keys", "Service keys", page)
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/seatq"
@@ -36,10 +37,7 @@ func (c *Console) operatorPanels() []panel {
 	panels := []panel{{"Claims", "claims", c.claims, []route{
 		{"GET /console/operator/claims/counts", c.claimCounts},
 		{"POST /console/operator/claims/{id}/release", c.releaseClaim},
-	}}}
-	if c.d.Inbox != nil {
-		panels = append(panels, panel{"Inbound", "inbound", c.inbound, nil})
-	}
+	}}, {"Inbound", "inbound", c.inbound, nil}}
 	if c.d.Uncertain != nil && c.d.Resolver != nil {
 		panels = append(panels, panel{"Tool calls to decide", "uncertain", c.uncertain,
 			[]route{{"POST /console/operator/uncertain/resolve", c.resolve}}})
@@ -61,7 +59,6 @@ type claimsPage struct {
 	Released *operator.Release
 	Refused  string
 	Filtered bool
-	Now      time.Time
 	Seats    seatsView
 }
 
@@ -121,62 +118,54 @@ type overviewCache struct {
 	ttl, staleFor, wait time.Duration
 	// c reads with its Operator, at its clock, seated in its Seats.
 	c *Console
+	// reads runs one read at a time; its result is an overviewRead.
+	reads singleflight.Group
 
 	mu     sync.Mutex // guards the fields below; never held across a read
 	at     time.Time
 	latest *operator.Overview
-	// reading is the one running read, if any.
-	reading *overviewRead
 }
 
-// overviewRead is one read; ov, at and err are set before done closes.
+// overviewRead is one read's overview and when it was read.
 type overviewRead struct {
-	done chan struct{}
-	ov   *operator.Overview
-	at   time.Time
-	err  error
+	ov *operator.Overview
+	at time.Time
 }
 
 // overviewReadTimeout bounds a read, which outlives its request.
 const overviewReadTimeout = 30 * time.Second
 
-// startLocked starts a read or returns the running one; oc.mu is held.
-func (oc *overviewCache) startLocked(ctx context.Context) *overviewRead {
-	if oc.reading == nil {
-		oc.reading = &overviewRead{done: make(chan struct{})}
-		go oc.read(context.WithoutCancel(ctx), oc.reading)
-	}
-	return oc.reading
+// start starts a read or joins the running one.
+func (oc *overviewCache) start(ctx context.Context) <-chan singleflight.Result {
+	return oc.reads.DoChan("", func() (any, error) { return oc.read(context.WithoutCancel(ctx)) })
 }
 
 // read reads and keeps the overview; a failure is logged and the old
 // copy ages out.
-func (oc *overviewCache) read(ctx context.Context, r *overviewRead) {
+func (oc *overviewCache) read(ctx context.Context) (_ overviewRead, err error) {
 	ctx, cancel := context.WithTimeout(ctx, overviewReadTimeout)
 	defer cancel()
-	var seat *seatq.Seat
+	defer func() {
+		if err != nil {
+			oc.c.log.Warn("console: read of the claims overview failed", "error", err)
+		}
+	}()
 	if started := seatq.FromContext(ctx); started != nil {
 		// Its own seat under the starter's flow: the read outlives the
 		// starter's seat, and the page may hold one while it waits.
-		seat, r.err = oc.c.d.Seats.Acquire(ctx, started.Flow(), 1)
+		seat, err := oc.c.d.Seats.Acquire(ctx, started.Flow(), 1)
+		if err != nil {
+			return overviewRead{}, err
+		}
+		defer seat.Release()
 	}
-	if r.err == nil {
-		r.at = oc.c.now()
-		r.ov, r.err = oc.c.d.Operator.Overview(ctx, chartHours)
-	}
-	if seat != nil {
-		seat.Release()
-	}
-	oc.mu.Lock()
-	if r.err == nil {
+	r := overviewRead{at: oc.c.now()}
+	if r.ov, err = oc.c.d.Operator.Overview(ctx, chartHours); err == nil {
+		oc.mu.Lock()
 		oc.storeLocked(r.ov, r.at)
+		oc.mu.Unlock()
 	}
-	oc.reading = nil
-	oc.mu.Unlock()
-	close(r.done)
-	if r.err != nil {
-		oc.c.log.Warn("console: read of the claims overview failed", "error", r.err)
-	}
+	return r, err
 }
 
 // warm starts a read when no copy is servable and none is running.
@@ -187,7 +176,7 @@ func (oc *overviewCache) warm(ctx context.Context) {
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
 	if oc.latest == nil || oc.c.now().Sub(oc.at) >= oc.staleFor {
-		oc.startLocked(ctx)
+		oc.start(ctx)
 	}
 }
 
@@ -218,13 +207,13 @@ func (oc *overviewCache) get(ctx context.Context, wait time.Duration) (*operator
 	oc.mu.Lock()
 	if age := oc.c.now().Sub(oc.at); oc.latest != nil && oc.ttl > 0 && age < max(oc.ttl, oc.staleFor) {
 		if age >= oc.ttl {
-			oc.startLocked(ctx) // stale: served while a background read replaces it
+			oc.start(ctx) // stale: served while a background read replaces it
 		}
 		ov, at := oc.latest, oc.at
 		oc.mu.Unlock()
 		return ov, at, nil
 	}
-	r := oc.startLocked(ctx)
+	read := oc.start(ctx)
 	oc.mu.Unlock()
 	var timeout <-chan time.Time
 	if wait >= 0 {
@@ -233,8 +222,9 @@ func (oc *overviewCache) get(ctx context.Context, wait time.Duration) (*operator
 		timeout = t.C
 	}
 	select {
-	case <-r.done:
-		return r.ov, r.at, r.err
+	case res := <-read:
+		r, _ := res.Val.(overviewRead)
+		return r.ov, r.at, res.Err
 	case <-timeout:
 		return nil, time.Time{}, nil
 	case <-ctx.Done():
@@ -277,8 +267,7 @@ func (c *Console) claims(r *http.Request, f *filters) (view, error) {
 	if err := cmp.Or(ovErr, stuckErr, flightErr); err != nil {
 		return view{}, err
 	}
-	p.Now = c.now()
-	p.Overview = newCountsView(ov, readAt, p.Now)
+	p.Overview = newCountsView(ov, readAt, c.now())
 	p.Seats = c.seatsView()
 	return view{"claims", "Claims", p}, nil
 }
@@ -360,12 +349,11 @@ type releasesPage struct {
 func (c *Console) releases(r *http.Request, f *filters) (view, error) {
 	org := f.id("org")
 	p := releasesPage{Org: idText(org), Actor: f.text("actor", maxFilterLen), Cursor: f.cursor("cursor")}
-	if err := f.err(); err != nil {
-		return view{}, err
+	err := f.err()
+	if err == nil {
+		p.Releases, p.Next, err = c.d.Operator.Releases(r.Context(), operator.ReleaseFilter{OrganizationID: org, Actor: p.Actor},
+			operator.PageParams{Limit: pageSize, Cursor: p.Cursor})
 	}
-	var err error
-	p.Releases, p.Next, err = c.d.Operator.Releases(r.Context(), operator.ReleaseFilter{OrganizationID: org, Actor: p.Actor},
-		operator.PageParams{Limit: pageSize, Cursor: p.Cursor})
 	return view{"releases", "Force-releases", p}, err
 }
 
@@ -376,11 +364,10 @@ type sweeperPage struct {
 	// Latest is the newest run, and Warning says it left a backlog.
 	Latest  *sweeper.RunEntry
 	Warning bool
-	Now     time.Time
 }
 
 func (c *Console) sweeperRuns(r *http.Request, f *filters) (view, error) {
-	p := sweeperPage{BacklogOnly: f.oneOf("backlog", "1") == "1", Cursor: f.cursor("cursor"), Now: c.now()}
+	p := sweeperPage{BacklogOnly: f.oneOf("backlog", "1") == "1", Cursor: f.cursor("cursor")}
 	if err := f.err(); err != nil {
 		return view{}, err
 	}

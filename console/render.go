@@ -249,12 +249,9 @@ var funcs = template.FuncMap{
 		}
 		return ""
 	},
-	// pager links the pages of a list at base, keeping the filters kv.
-	"pager": func(base, cursor, next string, kv ...string) pagerLinks {
-		return newPager(base, "cursor", cursor, next, kv...)
-	},
-	// pagerNamed is pager with a custom cursor parameter.
-	"pagerNamed": newPager,
+	// pager links the pages of a list at base, whose cursor is parameter
+	// param, keeping the filters kv.
+	"pager": newPager,
 	// itemsPager links the pages of baseline items; next is 0 on the
 	// last page.
 	"itemsPager": func(base, param string, at, next int64, shown int, total int64, kv ...string) itemsPagerLinks {

@@ -32,10 +32,7 @@ type webhooksPage struct {
 
 // webhooksPage lists endpoints with their newest deliveries and attempts,
 // never a secret.
-func (c *Console) webhooksPage(r *http.Request, f *filters) (view, error) {
-	if err := f.err(); err != nil {
-		return view{}, err
-	}
+func (c *Console) webhooksPage(r *http.Request, _ *filters) (view, error) {
 	p, err := c.readWebhooks(r, webhooksPage{Changed: outcome(r, "webhook-changed", "changed")})
 	return view{"webhooks", "Webhooks", p}, err
 }
@@ -104,7 +101,6 @@ func (c *Console) createWebhook(w http.ResponseWriter, r *http.Request) {
 		c.log.InfoContext(r.Context(), "webhook endpoint created in the console", "organization_id", s.OrganizationID.String(),
 			"endpoint_id", e.ID.String(), "actor", s.Actor)
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	c.render(w, r, status, "webhooks", "Webhooks", page)
 }
 

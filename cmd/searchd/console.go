@@ -21,7 +21,6 @@ func (s server) console(verifier *auth.Verifier, streams *runstream.Hub) (*conso
 		SweeperRuns:     st.sweeperRuns,
 		Dispatches:      st.dispatches,
 		Backlog:         st.backlog,
-		Inbox:           st.jobAudit,
 		Schedules:       st.schedules,
 		Webhooks:        st.webhooks,
 		Uncertain:       st.uncertain,
