@@ -412,22 +412,7 @@ func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) (_ 
 		releasePage, q.At, q.ID, q.Limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Actor), sqlarg.Null(f.ClaimID))
 }
 
+// scanRecord scans a claim read with claimColumns and the clock.
 func scanRecord(row pgx.Row) (*idempotency.Record, error) {
-	var (
-		rec                      idempotency.Record
-		resourceType, resourceID *string
-	)
-	err := row.Scan(&rec.ID, &rec.OrganizationID, &rec.Scope, &rec.Key, &rec.RequestHash, &rec.Status,
-		&rec.LeaseToken, &resourceType, &resourceID, &rec.Response,
-		&rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.RetainUntil, &rec.ObservedAt)
-	if err != nil {
-		return nil, err
-	}
-	if resourceType != nil {
-		rec.ResourceType = *resourceType
-	}
-	if resourceID != nil {
-		rec.ResourceID = *resourceID
-	}
-	return &rec, nil
+	return idempotency.ScanRecord(row, false, true)
 }
