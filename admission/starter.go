@@ -99,13 +99,9 @@ type Deps struct {
 
 // Starter starts Runs. It is safe for concurrent use.
 type Starter struct {
-	pool      *pgxpool.Pool
-	plane     *idempotency.Service
-	searches  *savedsearch.Store
-	snapshots *snapshot.Store
-	runs      *runs.Store
-	cfg       Config
-	hooks     testHooks
+	deps  Deps
+	cfg   Config
+	hooks testHooks
 }
 
 // testHooks let a test stop a start inside its preparation.
@@ -134,14 +130,7 @@ func NewStarter(d Deps, cfg Config) (*Starter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Starter{
-		pool:      d.Pool,
-		plane:     d.Plane,
-		searches:  d.SavedSearches,
-		snapshots: d.Snapshots,
-		runs:      d.Runs,
-		cfg:       cfg.WithDefaults(),
-	}, nil
+	return &Starter{deps: d, cfg: cfg.WithDefaults()}, nil
 }
 
 // Result is the answer of a start.
@@ -248,7 +237,7 @@ func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (_ R
 	hash := SavedSearchRequestHash(p.SavedSearchID, opts)
 	startKey := runs.SavedSearchStartKey(p.IdempotencyKey)
 
-	run, sum, err := s.runs.LookupStart(ctx, p.Org, startKey)
+	run, sum, err := s.deps.Runs.LookupStart(ctx, p.Org, startKey)
 	switch {
 	case err == nil && run.RequestHash != hash:
 		return Result{}, ErrKeyReused
@@ -258,7 +247,7 @@ func (s *Starter) StartSavedSearch(ctx context.Context, p SavedSearchStart) (_ R
 		return Result{}, err
 	}
 
-	live, err := s.searches.Exists(ctx, p.Org, p.SavedSearchID)
+	live, err := s.deps.SavedSearches.Exists(ctx, p.Org, p.SavedSearchID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -320,7 +309,7 @@ func (s *Starter) prepare(ctx context.Context, a admit) (Result, error) {
 	if s.cfg.Hub == nil {
 		wait = 0
 	}
-	out, err := s.plane.ClaimWait(ctx, s.cfg.Hub, a.Org, idempotency.ScopeSavedSearchStart, a.IdempotencyKey, a.hash,
+	out, err := s.deps.Plane.ClaimWait(ctx, s.cfg.Hub, a.Org, idempotency.ScopeSavedSearchStart, a.IdempotencyKey, a.hash,
 		s.cfg.Lease, wait)
 	if err != nil {
 		return Result{}, fmt.Errorf("admission: claim: %w", err)
@@ -368,7 +357,7 @@ func (s *Starter) freeze(ctx context.Context, a admit, claim *idempotency.Claim)
 	// conditional; a retry then finds the Run.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ReleaseTimeout)
 	defer cancel()
-	if _, rerr := s.plane.Release(rctx, claim); rerr != nil {
+	if _, rerr := s.deps.Plane.Release(rctx, claim); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("release claim: %w", rerr))
 	}
 	return Result{}, fmt.Errorf("admission: prepare: %w", err)
@@ -390,7 +379,7 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 		}
 	}
 	var f frozen
-	err := inPipelinedTx(ctx, s.pool, s.cfg.ReleaseTimeout, func(tx *pipelinedTx) error {
+	err := inPipelinedTx(ctx, s.deps.Pool, s.cfg.ReleaseTimeout, func(tx *pipelinedTx) error {
 		first := tx.batch()
 		read := snapshot.QueueRead(first, a.Org, a.SavedSearchID, a.Actor, a.Origin)
 		if err := tx.send(ctx, first); err != nil {
@@ -413,11 +402,11 @@ func (s *Starter) freezeTx(ctx context.Context, a admit, claim *idempotency.Clai
 				return err
 			}
 			snapshot.QueueInsert(second, snap, claim.ID)
-			if admitted, err = s.runs.QueueAdmit(second, a.params(snap.ID, snap.SavedSearchName)); err != nil {
+			if admitted, err = s.deps.Runs.QueueAdmit(second, a.params(snap.ID, snap.SavedSearchName)); err != nil {
 				return err
 			}
 		}
-		completion, err := s.plane.QueueComplete(second, claim, c)
+		completion, err := s.deps.Plane.QueueComplete(second, claim, c)
 		if err != nil {
 			return err
 		}
@@ -451,7 +440,7 @@ func (s *Starter) storedAnswer(ctx context.Context, org uuid.UUID, out idempoten
 		if out.Ref.Type != ResourceType || err != nil {
 			return nil, fmt.Errorf("admission: the stored answer refers to %s %q, not a snapshot", out.Ref.Type, out.Ref.ID)
 		}
-		snap, err := s.snapshots.Get(ctx, org, id)
+		snap, err := s.deps.Snapshots.Get(ctx, org, id)
 		if err != nil {
 			return nil, fmt.Errorf("admission: reading the referred snapshot: %w", err)
 		}
@@ -481,14 +470,14 @@ func inFlight(key string, retryAfter time.Duration) error {
 func (s *Starter) admitSavedSearch(ctx context.Context, a admit, prep *prepared) (Result, error) {
 	// Only the start that froze the snapshot answers 201; this is a repeat
 	// and answers 200, even if its insert admits the Run.
-	run, _, err := s.runs.Admit(ctx, a.params(prep.Snapshot.ID, prep.SavedSearchName))
+	run, _, err := s.deps.Runs.Admit(ctx, a.params(prep.Snapshot.ID, prep.SavedSearchName))
 	if err != nil {
 		return Result{}, err
 	}
 	sum := prep.Snapshot
 	if run.SnapshotID != nil && *run.SnapshotID != sum.ID {
 		// Admitted from an earlier, expired claim: use that Run's snapshot.
-		snap, err := s.snapshots.Get(ctx, a.Org, *run.SnapshotID)
+		snap, err := s.deps.Snapshots.Get(ctx, a.Org, *run.SnapshotID)
 		if err != nil {
 			return Result{}, fmt.Errorf("admission: reading the Run's snapshot: %w", err)
 		}
@@ -513,7 +502,7 @@ func (s *Starter) StartDirect(ctx context.Context, p DirectStart) (_ Result, err
 	if err != nil {
 		return Result{}, err
 	}
-	run, created, err := s.runs.Admit(ctx, runs.AdmitParams{
+	run, created, err := s.deps.Runs.Admit(ctx, runs.AdmitParams{
 		OrganizationID: p.Org,
 		Kind:           p.Kind,
 		StartKey:       runs.DirectStartKey(p.IdempotencyKey),

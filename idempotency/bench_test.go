@@ -103,10 +103,10 @@ func TestBenchReport(t *testing.T) {
 				if err != nil || rec == nil {
 					return fmt.Errorf("raw claim: %v", err)
 				}
-				_, err = scanColumns(pool.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
+				_, err = ScanRecord(pool.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
 					"org": org, "id": rec.ID, "lease_token": rec.LeaseToken, "resource_type": completion.ResourceType,
 					"resource_id": completion.ResourceID, "response": string(completion.Response),
-				}), false)
+				}), true, false)
 				return err
 			}),
 		},

@@ -136,11 +136,11 @@ func (r *Repository) Get(ctx context.Context, organizationID uuid.UUID, scope, k
 // then do nothing. Empty strings and a nil response store NULL. A marked
 // claim's end is announced on the same handle, best effort.
 func (r *Repository) Complete(ctx context.Context, organizationID, claimID, leaseToken uuid.UUID, resourceType, resourceID string, response json.RawMessage) (*Record, error) {
-	rec, err := scanColumns(r.db.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
+	rec, err := ScanRecord(r.db.QueryRow(ctx, claimComplete, pgx.StrictNamedArgs{
 		"org": organizationID, "id": claimID, "lease_token": leaseToken,
 		"resource_type": sqlarg.Null(resourceType), "resource_id": sqlarg.Null(resourceID),
 		"response": sqlarg.JSON(response),
-	}), false)
+	}), true, false)
 	rec, err = orNil(rec, err, "complete claim")
 	if err == nil && rec != nil && rec.Waited {
 		_ = r.announceEnd(ctx, r.db, rec.OrganizationID, rec.Scope, rec.Key)
@@ -185,25 +185,28 @@ func (r *Repository) MarkWaited(ctx context.Context, organizationID uuid.UUID, s
 	return tag.RowsAffected() == 1, nil
 }
 
-func scanRecord(row pgx.Row) (*Record, error) { return scanColumns(row, true) }
+func scanRecord(row pgx.Row) (*Record, error) { return ScanRecord(row, true, true) }
 
-func scanColumns(row pgx.Row, withClock bool) (*Record, error) {
+// ScanRecord scans a claim read as agent.idempotency_keys' columns id to
+// retain_until in table order, then waited when waited is set, then the
+// read's database clock (ObservedAt) when clock is set.
+func ScanRecord(row pgx.Row, waited, clock bool) (*Record, error) {
 	var (
 		rec                      Record
-		status                   string
 		resourceType, resourceID *string
 	)
-	dest := []any{&rec.ID, &rec.OrganizationID, &rec.Scope, &rec.Key, &rec.RequestHash, &status,
+	dest := []any{&rec.ID, &rec.OrganizationID, &rec.Scope, &rec.Key, &rec.RequestHash, &rec.Status,
 		&rec.LeaseToken, &resourceType, &resourceID, &rec.Response,
-		&rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.RetainUntil, &rec.Waited}
-	if withClock {
+		&rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.RetainUntil}
+	if waited {
+		dest = append(dest, &rec.Waited)
+	}
+	if clock {
 		dest = append(dest, &rec.ObservedAt)
 	}
-	err := row.Scan(dest...)
-	if err != nil {
+	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
-	rec.Status = Status(status)
 	if resourceType != nil {
 		rec.ResourceType = *resourceType
 	}

@@ -524,11 +524,8 @@ func ValidateKey(key string) error {
 		return &InputError{Field: "key", Reason: "is longer than 255 bytes"}
 	case !utf8.ValidString(key):
 		return &InputError{Field: "key", Reason: "is not valid UTF-8"}
-	}
-	for _, r := range key {
-		if unicode.IsControl(r) {
-			return &InputError{Field: "key", Reason: "holds a control character"}
-		}
+	case strings.ContainsFunc(key, unicode.IsControl):
+		return &InputError{Field: "key", Reason: "holds a control character"}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"cmp"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
@@ -41,12 +42,9 @@ type Hub struct {
 
 // NewHub returns a hub that connects with cfg. A nil logger discards.
 func NewHub(cfg *pgx.ConnConfig, logger *slog.Logger) *Hub {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	return &Hub{
 		connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg.Copy()) },
-		logger:  logger,
+		logger:  cmp.Or(logger, slog.New(slog.DiscardHandler)),
 		waiters: map[string]map[chan struct{}]struct{}{},
 	}
 }

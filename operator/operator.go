@@ -322,20 +322,19 @@ type PageParams struct {
 // first, and the next cursor ("" on the last page). Time left is
 // LeaseExpiresAt minus ObservedAt. It returns [ErrInvalidCursor] for a
 // foreign cursor.
-func (s *Store) InFlight(ctx context.Context, f ClaimFilter, p PageParams) (_ []idempotency.Record, _ string, err error) {
-	defer dberr.Annotate(&err)
+func (s *Store) InFlight(ctx context.Context, f ClaimFilter, p PageParams) ([]idempotency.Record, string, error) {
 	return s.processing(ctx, true, f, p)
 }
 
 // Stuck returns a page of retained claims whose lease passed, longest
 // stuck first, and the next cursor. It returns [ErrInvalidCursor] for a
 // foreign cursor.
-func (s *Store) Stuck(ctx context.Context, f ClaimFilter, p PageParams) (_ []idempotency.Record, _ string, err error) {
-	defer dberr.Annotate(&err)
+func (s *Store) Stuck(ctx context.Context, f ClaimFilter, p PageParams) ([]idempotency.Record, string, error) {
 	return s.processing(ctx, false, f, p)
 }
 
-func (s *Store) processing(ctx context.Context, live bool, f ClaimFilter, p PageParams) ([]idempotency.Record, string, error) {
+func (s *Store) processing(ctx context.Context, live bool, f ClaimFilter, p PageParams) (_ []idempotency.Record, _ string, err error) {
+	defer dberr.Annotate(&err)
 	// The operator's lists run across organizations: no Org.
 	list := keyset.List{Name: "operator.stuck"}
 	if live {
@@ -412,22 +411,7 @@ func (s *Store) Releases(ctx context.Context, f ReleaseFilter, p PageParams) (_ 
 		releasePage, q.At, q.ID, q.Limit+1, sqlarg.Null(f.OrganizationID), sqlarg.Null(f.Actor), sqlarg.Null(f.ClaimID))
 }
 
+// scanRecord scans a claim read with claimColumns and the clock.
 func scanRecord(row pgx.Row) (*idempotency.Record, error) {
-	var (
-		rec                      idempotency.Record
-		resourceType, resourceID *string
-	)
-	err := row.Scan(&rec.ID, &rec.OrganizationID, &rec.Scope, &rec.Key, &rec.RequestHash, &rec.Status,
-		&rec.LeaseToken, &resourceType, &resourceID, &rec.Response,
-		&rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.RetainUntil, &rec.ObservedAt)
-	if err != nil {
-		return nil, err
-	}
-	if resourceType != nil {
-		rec.ResourceType = *resourceType
-	}
-	if resourceID != nil {
-		rec.ResourceID = *resourceID
-	}
-	return &rec, nil
+	return idempotency.ScanRecord(row, false, true)
 }

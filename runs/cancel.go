@@ -56,7 +56,6 @@ func (s *Store) Cancel(ctx context.Context, org, id uuid.UUID, c CancelRequest) 
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	args := pgx.StrictNamedArgs{"org": org, "id": id, "now": s.clock.Arg()}
 	var run *Run
 	err = sendInTx(ctx, s.db, func(b *pgx.Batch) {
 		b.Queue(runDispatchStop, pgx.StrictNamedArgs{"org": org, "id": id})
@@ -67,7 +66,7 @@ func (s *Store) Cancel(ctx context.Context, org, id uuid.UUID, c CancelRequest) 
 		b.Queue(statusChangeInsert, pgx.StrictNamedArgs{"org": org, "id": id, "reported_by": sqlarg.Null(c.Actor)})
 		// Only a Run cancelled at once emits run.cancelled.
 		b.Queue(eventInsert, pgx.StrictNamedArgs{"org": org, "id": id})
-		b.Queue(runCancelRequest, args)
+		b.Queue(runCancelRequest, pgx.StrictNamedArgs{"org": org, "id": id, "now": s.clock.Arg()})
 		b.Queue(cancelInsert, pgx.StrictNamedArgs{"org": org, "id": id,
 			"requested_by": sqlarg.Null(c.Actor), "reason": sqlarg.Null(c.Reason)})
 		b.Queue(runGet, org, id).QueryRow(func(row pgx.Row) error {

@@ -439,10 +439,7 @@ func (p AdmitParams) validate() error {
 func (s *Store) GetByStartKey(ctx context.Context, org uuid.UUID, startKey string) (_ *Run, err error) {
 	defer dberr.Annotate(&err)
 	run, err := scanRun(s.db.QueryRow(ctx, runGetByStartKey, org, startKey, s.clock.Arg()))
-	if err != nil {
-		return nil, translate("get by start key", err)
-	}
-	return run, nil
+	return run, translate("get by start key", err)
 }
 
 // LookupStart is [Store.GetByStartKey] with the snapshot summary (nil for a
@@ -491,10 +488,7 @@ func (s *Store) LookupStart(ctx context.Context, org uuid.UUID, startKey string)
 func (s *Store) Get(ctx context.Context, org, id uuid.UUID) (_ *Run, err error) {
 	defer dberr.Annotate(&err)
 	run, err := scanRun(s.db.QueryRow(ctx, runGet, org, id))
-	if err != nil {
-		return nil, translate("get", err)
-	}
-	return run, nil
+	return run, translate("get", err)
 }
 
 // List returns a page of org's Runs matching p, newest first, and the next
@@ -596,8 +590,11 @@ func runError(code, message *string) *RunError {
 }
 
 // translate maps no row to ErrNotFound and a refused check or foreign key to
-// ErrInvalid.
+// ErrInvalid; nil stays nil.
 func translate(op string, err error) error {
+	if err == nil {
+		return nil
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}

@@ -396,3 +396,21 @@ func TestListPagesNewestFirstAndFiltersBySavedSearch(t *testing.T) {
 		t.Errorf("List(bad cursor) = %v, want ErrInvalidCursor", err)
 	}
 }
+
+// TestGetAuditReadsTheInputAndItsSize checks that the audit read returns a
+// small input whole with its stored size, and 0 for a Run without input.
+func TestGetAuditReadsTheInputAndItsSize(t *testing.T) {
+	b := setup(t)
+	run := b.admit(t, direct(b.org, "with-input", "h1"))
+	got, size, err := b.store.GetAudit(b.ctx, b.org, run.ID)
+	// jsonb text of {"domain":"example.com"} adds a space after the colon.
+	if want := int64(len(`{"domain": "example.com"}`)); err != nil || size != want || string(got.Input) != string(run.Input) {
+		t.Errorf("GetAudit(with input) = %s, %d, %v; want %s, %d", got.Input, size, err, run.Input, want)
+	}
+	p := direct(b.org, "without-input", "h2")
+	p.Input = nil
+	bare := b.admit(t, p)
+	if got, size, err := b.store.GetAudit(b.ctx, b.org, bare.ID); err != nil || size != 0 || got.Input != nil {
+		t.Errorf("GetAudit(no input) = %s, %d, %v; want no input, 0", got.Input, size, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
@@ -54,15 +55,12 @@ func (s *Store) GetAudit(ctx context.Context, org, id uuid.UUID) (_ *Run, inputB
 	defer dberr.Annotate(&err)
 	var (
 		run   runScan
-		bytes *int64
+		bytes pgtype.Int8 // NULL (no input) is 0
 	)
 	if err := s.db.QueryRow(ctx, runAuditGet, org, id, AuditInputBytes).Scan(append(run.scanDest(), &bytes)...); err != nil {
 		return nil, 0, translate("get", err)
 	}
-	if bytes != nil {
-		inputBytes = *bytes
-	}
-	return run.run(), inputBytes, nil
+	return run.run(), bytes.Int64, nil
 }
 
 const runAuditColumns = runColumnsHead + `NULL::jsonb` + runColumnsTail

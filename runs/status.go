@@ -143,12 +143,9 @@ func (s *Store) Report(ctx context.Context, org, id uuid.UUID, r StatusReport) (
 	if err := r.Validate(); err != nil {
 		return nil, false, err
 	}
-	var code, message any
+	var code, message any // NULL without an error; a nil Message is NULL too
 	if r.Error != nil {
-		code = r.Error.Code
-		if r.Error.Message != nil {
-			message = *r.Error.Message
-		}
+		code, message = r.Error.Code, r.Error.Message
 	}
 	var run *Run
 	err = sendInTx(ctx, s.db, func(b *pgx.Batch) {

@@ -51,8 +51,6 @@ func (s *Store) CreateOnce(ctx context.Context, plane *idempotency.Service, org 
 	if err != nil {
 		return nil, false, fmt.Errorf("savedsearch: the claim names saved search %q: %w", id, err)
 	}
-	if ss, err = s.GetAny(ctx, org, ssID); err != nil {
-		return nil, false, err
-	}
-	return ss, false, nil
+	ss, err = s.GetAny(ctx, org, ssID)
+	return ss, false, err
 }

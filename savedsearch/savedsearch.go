@@ -328,7 +328,6 @@ func (s *Store) UpdateFunc(ctx context.Context, org, id uuid.UUID, ifMatch func(
 		if err != nil {
 			return err
 		}
-		cur.Baseline.Items = items(cur.Baseline.Items)
 		if ifMatch != nil && !ifMatch(cur.Version) {
 			return &VersionMismatchError{Current: cur.Version}
 		}
@@ -379,8 +378,7 @@ func update(ctx context.Context, tx DBTX, org, id uuid.UUID, p UpdateParams) (*S
 
 // ReplaceBaseline replaces the baseline of a live saved search and returns
 // it; an equal baseline changes nothing. Errors: [ErrInvalid], [ErrNotFound].
-func (s *Store) ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b Baseline) (_ *SavedSearch, err error) {
-	defer dberr.Annotate(&err)
+func (s *Store) ReplaceBaseline(ctx context.Context, org, id uuid.UUID, b Baseline) (*SavedSearch, error) {
 	return s.ReplaceBaselineIf(ctx, org, id, b, nil)
 }
 
@@ -418,8 +416,7 @@ func (s *Store) ReplaceBaselineIf(ctx context.Context, org, id uuid.UUID, b Base
 
 // Archive archives a live saved search; its snapshots and Runs stay
 // readable. A second archive answers [ErrNotFound].
-func (s *Store) Archive(ctx context.Context, org, id uuid.UUID) (err error) {
-	defer dberr.Annotate(&err)
+func (s *Store) Archive(ctx context.Context, org, id uuid.UUID) error {
 	return s.ArchiveIf(ctx, org, id, nil)
 }
 

@@ -186,12 +186,8 @@ func (s *Store) Create(ctx context.Context, org uuid.UUID, p CreateParams) (toke
 		_, _ = rand.Read(b) // never fails (crypto/rand)
 		prefix, secret := prefixEncoding.EncodeToString(b[:5]), base64.RawURLEncoding.EncodeToString(b[5:])
 		hash := hashSecret(secret)
-		var expires any
-		if p.ExpiresAt != nil {
-			expires = *p.ExpiresAt
-		}
 		k, err := scanKey(s.db.QueryRow(ctx, keyInsert, org, ids.New(), prefix, hash[:], p.Name, p.Scopes,
-			p.Actor, expires, s.clock.Arg()))
+			p.Actor, p.ExpiresAt, s.clock.Arg()))
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.ConstraintName == "service_keys_prefix_key" {
 			continue

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -233,10 +234,7 @@ func newRead(org, savedSearchID uuid.UUID, actor, origin string) *Read {
 // the snapshot; queue [QueueInsert] in the next batch. origin is [OriginAPI]
 // (the default) or [OriginSchedule].
 func QueueRead(b *pgx.Batch, org, savedSearchID uuid.UUID, actor, origin string) *Read {
-	if origin == "" {
-		origin = OriginAPI
-	}
-	r := newRead(org, savedSearchID, actor, origin)
+	r := newRead(org, savedSearchID, actor, cmp.Or(origin, OriginAPI))
 	b.Queue(savedSearchFreezeRead, org, savedSearchID).QueryRow(func(row pgx.Row) error {
 		r.done = true
 		if err := r.scan(row); err != nil && !errors.Is(err, ErrNotFound) {

@@ -105,9 +105,7 @@ func (c Config) WithDefaults() Config {
 	c.Duty = cmp.Or(c.Duty, DefaultDuty)
 	c.Interval = cmp.Or(c.Interval, DefaultInterval)
 	c.Jitter = cmp.Or(c.Jitter, c.Interval/10)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Observer == nil {
 		c.Observer = ObserverFunc(func(string, int, int, time.Duration) {})
 	}

@@ -83,10 +83,9 @@ func (l *RunLog) RecordRun(ctx context.Context, r RunRecord) {
 	}
 	doc, err := json.Marshal(tables)
 	if err == nil {
-		var msg *string
+		var msg any // NULL when the run succeeded
 		if r.Err != nil {
-			s := r.Err.Error()
-			msg = &s
+			msg = r.Err.Error()
 		}
 		_, err = l.db.Exec(ctx, sweeperRunInsert, ids.New(), l.via, r.Bound, 0, string(doc),
 			r.Report.Backlog(), msg, r.Report.Duration.Microseconds(), RunRetention.Microseconds(), l.clock.Arg())

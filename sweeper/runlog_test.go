@@ -69,3 +69,28 @@ func TestARecordedRunIsListedWithItsCounts(t *testing.T) {
 		t.Errorf("List with a bad cursor = %v, want ErrInvalidCursor", err)
 	}
 }
+
+// TestARecordedRunKeepsItsError checks that a failed run's error text is
+// recorded and listed, and a successful run's is empty.
+func TestARecordedRunKeepsItsError(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := context.Background()
+	var recordErr error
+	log := NewRunLog(pool, ViaServe, nil, func(err error) { recordErr = err })
+	log.RecordRun(ctx, RunRecord{Bound: 1})
+	log.RecordRun(ctx, RunRecord{Bound: 2, Err: errors.New("sweeper: agent.runs pass 1: boom")})
+	if recordErr != nil {
+		t.Fatalf("recording failed: %v", recordErr)
+	}
+	all, _, err := log.List(ctx, false, 10, "")
+	if err != nil || len(all) != 2 {
+		t.Fatalf("List = %d runs, %v; want 2", len(all), err)
+	}
+	for _, e := range all {
+		want := map[int]string{1: "", 2: "sweeper: agent.runs pass 1: boom"}[e.Bound]
+		if e.Error != want {
+			t.Errorf("run of bound %d lists error %q, want %q", e.Bound, e.Error, want)
+		}
+	}
+}
