@@ -222,12 +222,8 @@ func nullRaw(b json.RawMessage) json.RawMessage {
 
 // End is how one attempt ended, for [Store.End].
 type End struct {
-	OrganizationID uuid.UUID
-	RunID          uuid.UUID
-	// Attempt is the fence [Store.LeasePass] returned.
-	Attempt int
-	// Cancel is [Leased.Cancel].
-	Cancel bool
+	// Leased is the attempt [Store.LeasePass] returned; Attempt is its fence.
+	Leased
 	// Outcome is OutcomeDelivered, OutcomeRetry or OutcomeFailed.
 	Outcome Outcome
 	// StatusCode is the runtime's HTTP status; 0 when none came.

@@ -125,7 +125,7 @@ type DB interface {
 
 // Config configures a [Service].
 type Config struct {
-	// Observer counts drops. Default [NopObserver].
+	// Observer counts drops and the inbox's work. Default [NopObserver].
 	Observer Observer
 	// ReleaseTimeout bounds releasing a claim after a failure. The release
 	// runs on a context detached from the caller's, which may be the very
@@ -174,10 +174,9 @@ func (c Config) WithDefaults() Config {
 // Service registers and reads provider jobs and receives their callbacks. It
 // is safe for concurrent use.
 type Service struct {
-	db       DB
-	plane    *idempotency.Service
-	cfg      Config
-	observer InboxObserver
+	db    DB
+	plane *idempotency.Service
+	cfg   Config
 	// applierClock, set by tests alone, stubs the waits of RunApplier.
 	applierClock func(context.Context, time.Duration) bool
 }
@@ -185,12 +184,7 @@ type Service struct {
 // New returns a service on db that claims deliveries through plane, at its
 // database clock.
 func New(db DB, plane *idempotency.Service, cfg Config) *Service {
-	cfg = cfg.WithDefaults()
-	obs, ok := cfg.Observer.(InboxObserver)
-	if !ok {
-		obs = NopObserver{}
-	}
-	return &Service{db: db, plane: plane, cfg: cfg, observer: obs}
+	return &Service{db: db, plane: plane, cfg: cfg.WithDefaults()}
 }
 
 func (s *Service) nowArg() any { return s.plane.Clock().Arg() }
