@@ -196,13 +196,12 @@ type Cancel struct {
 // [ErrNotFound] when nobody cancelled it.
 func (s *Store) GetCancel(ctx context.Context, org, runID uuid.UUID) (_ *Cancel, err error) {
 	defer dberr.Annotate(&err)
-	var c Cancel
-	err = s.db.QueryRow(ctx, cancelGet, org, runID).Scan(&c.RequestedAt, &c.RequestedBy, &c.Reason, &c.State,
-		&c.Attempts, &c.DeliveredAt, &c.FailedAt, &c.LastStatusCode, &c.LastError)
+	rows, _ := s.db.Query(ctx, cancelGet, org, runID)
+	c, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByPos[Cancel]) // cancelGet's columns are in field order
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "dispatch: get cancel request")
 	}
-	return &c, nil
+	return c, nil
 }
 
 // idempotencyKey strips the namespace from a runs start key.

@@ -57,7 +57,8 @@ const (
 // Terminal reports whether s is a status a job never leaves.
 func (s Status) Terminal() bool { return s == StatusSucceeded || s == StatusFailed }
 
-// Job is a job searchd started at a provider for a Run.
+// Job is a job searchd started at a provider for a Run. Its fields are in
+// the order of jobColumns, which rows are read by.
 type Job struct {
 	// ID is searchd's id of the job, named by its callback path.
 	ID             uuid.UUID `json:"id"`
@@ -258,10 +259,11 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 
 // insertJob inserts the job and its directory entry, or returns pgx.ErrNoRows.
 func (s *Service) insertJob(ctx context.Context, tx pgx.Tx, org uuid.UUID, p RegisterParams) (*Job, error) {
-	job, err := scanJob(tx.QueryRow(ctx, jobInsert, pgx.StrictNamedArgs{
+	rows, _ := tx.Query(ctx, jobInsert, pgx.StrictNamedArgs{
 		"id": ids.New(), "org": org, "run_id": p.RunID, "provider": p.Provider,
 		"provider_job_id": p.ProviderJobID, "now": s.nowArg(),
-	}))
+	})
+	job, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByPos[Job])
 	if err != nil {
 		return nil, err
 	}
@@ -277,18 +279,10 @@ func (s *Service) insertJob(ctx context.Context, tx pgx.Tx, org uuid.UUID, p Reg
 // Get returns job id of org, or [ErrNotFound].
 func (s *Service) Get(ctx context.Context, org, id uuid.UUID) (_ *Job, err error) {
 	defer dberr.Annotate(&err)
-	job, err := scanJob(s.db.QueryRow(ctx, jobGet, org, id))
+	rows, _ := s.db.Query(ctx, jobGet, org, id)
+	job, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByPos[Job])
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "providerjobs: get")
 	}
 	return job, nil
-}
-
-func scanJob(row pgx.Row, extra ...any) (*Job, error) {
-	var j Job
-	if err := row.Scan(append([]any{&j.ID, &j.OrganizationID, &j.RunID, &j.Provider, &j.ProviderJobID,
-		&j.Status, &j.Result, &j.Version, &j.CreatedAt, &j.UpdatedAt}, extra...)...); err != nil {
-		return nil, err
-	}
-	return &j, nil
 }
