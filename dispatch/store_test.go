@@ -428,8 +428,8 @@ func TestMessageIsTheSameBytesEveryTime(t *testing.T) {
 		}
 		switch run {
 		case saved:
-			if m.Data.Snapshot == nil || m.Data.Snapshot.ID != *run.SnapshotID || string(m.Data.Snapshot.Baseline) == "" ||
-				string(m.Data.Run.Input) != "null" {
+			if sn := m.Data.Snapshot; sn == nil || sn.ID != *run.SnapshotID || string(sn.Baseline) == "" ||
+				len(sn.ContentHash) != 64 || sn.SavedSearchVersion < 1 || sn.CreatedAt.IsZero() || string(m.Data.Run.Input) != "null" {
 				t.Errorf("saved-search message = %s, want the whole snapshot", one)
 			}
 		case direct:
