@@ -12,6 +12,7 @@ import (
 
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/shardpass"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
@@ -19,9 +20,7 @@ import (
 var ErrInvalidCursor = keyset.InvalidCursor("providerjobs")
 
 // Querier runs queries; a *pgxpool.Pool is one.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
+type Querier = shardpass.DB
 
 // Audit reads an organization's jobs and deliveries for the console. It is
 // safe for concurrent use.
