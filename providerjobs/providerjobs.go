@@ -118,9 +118,8 @@ func ValidateJobID(id string) error {
 
 // DB can begin transactions; a *pgxpool.Pool is one.
 type DB interface {
+	Querier
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
