@@ -62,8 +62,6 @@ type InboxEntry struct {
 	Copies Copies
 }
 
-var entryValue = keyset.Value(func(r pgx.Row) (*InboxEntry, error) { return scanEntry(r) })
-
 func scanEntry(row pgx.Row, extra ...any) (*InboxEntry, error) {
 	var e InboxEntry
 	// NULL job_id and organization_id scan as the nil UUID.
@@ -421,7 +419,7 @@ func (s *Service) FindArrivals(ctx context.Context, provider, deliveryID string)
 func (s *Service) arrivals(ctx context.Context, what, query string, args ...any) (_ []InboxEntry, err error) {
 	defer dberr.Annotate(&err)
 	rows, _ := s.db.Query(ctx, query, args...)
-	out, err := pgx.CollectRows(rows, entryValue)
+	out, err := pgx.CollectRows(rows, keyset.Value(func(r pgx.Row) (*InboxEntry, error) { return scanEntry(r) }))
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: %s: %w", what, err)
 	}
