@@ -37,6 +37,7 @@ var (
 
 // dropCounter is an Observer that counts drops by provider and reason.
 type dropCounter struct {
+	providerjobs.NopObserver
 	mu sync.Mutex
 	n  map[string]int
 }

@@ -207,8 +207,8 @@ func TestGetRunShowsTheDispatch(t *testing.T) {
 			break
 		}
 		for _, l := range leased {
-			if _, err := store.End(t.Context(), dispatch.End{OrganizationID: l.OrganizationID, RunID: l.RunID,
-				Attempt: l.Attempt, Outcome: dispatch.OutcomeFailed, StatusCode: 422, Answer: "422 unknown kind"}); err != nil {
+			if _, err := store.End(t.Context(), dispatch.End{Leased: dispatch.Leased{OrganizationID: l.OrganizationID, RunID: l.RunID,
+				Attempt: l.Attempt}, Outcome: dispatch.OutcomeFailed, StatusCode: 422, Answer: "422 unknown kind"}); err != nil {
 				t.Fatal(err)
 			}
 		}

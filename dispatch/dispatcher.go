@@ -150,8 +150,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, l Leased) Outcome {
 	}
 	a := outbound.Post(ctx, d.cfg.Client, d.signer, d.cfg.URL, d.cfg.UserAgent, id, body, d.cfg.Timeout)
 	out := outcome(a)
-	e := End{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt, Cancel: l.Cancel, Outcome: out,
-		StatusCode: a.Status, Answer: a.Text}
+	e := End{Leased: l, Outcome: out, StatusCode: a.Status, Answer: a.Text}
 	if out == OutcomeRetry {
 		e.RetryIn = outbound.Retry(l.Attempt, d.cfg.MinBackoff, d.cfg.MaxBackoff, a.RetryAfter)
 	}

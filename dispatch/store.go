@@ -124,29 +124,28 @@ func (s *Store) LeasePass(ctx context.Context, limit int, lease time.Duration) (
 // time, or [ErrNotFound] when org has no such Run.
 func (s *Store) Message(ctx context.Context, org, runID uuid.UUID) (_ []byte, err error) {
 	defer dberr.Annotate(&err)
-	var (
-		run                 MessageRun
-		startKey            string
-		snapVersion         *int64
-		brief, baseline     json.RawMessage
-		snapHash, snapActor *string
-		snapCreated         *time.Time
-	)
-	err = s.db.QueryRow(ctx, dispatchMessage, org, runID).Scan(
-		&run.ID, &run.OrganizationID, &run.Kind, &run.Name, &run.SavedSearchID, &run.SnapshotID, &run.Options, &run.Input,
-		&run.CreatedBy, &run.CreatedAt, &startKey,
-		&snapVersion, &brief, &baseline, &snapHash, &snapActor, &snapCreated)
+	// dispatchMessage's columns in order: the Run (the start key read into
+	// IdempotencyKey), then its snapshot's, NULL for a direct Run.
+	rows, _ := s.db.Query(ctx, dispatchMessage, org, runID)
+	r, err := pgx.CollectOneRow(rows, pgx.RowToStructByPos[struct {
+		MessageRun
+		Version         *int64
+		Brief, Baseline json.RawMessage
+		Hash, Actor     *string
+		At              *time.Time
+	}])
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "dispatch: reading the message")
 	}
+	run := r.MessageRun
 	run.Options, run.Input = nullRaw(run.Options), nullRaw(run.Input)
-	run.IdempotencyKey = idempotencyKey(startKey)
+	run.IdempotencyKey = idempotencyKey(run.IdempotencyKey)
 	run.CreatedAt = run.CreatedAt.UTC()
 	m := Message{Type: MessageType, Timestamp: run.CreatedAt, Data: MessageData{Run: run, StatusURL: StatusPath(runID)}}
-	if run.SnapshotID != nil && snapVersion != nil {
+	if run.SnapshotID != nil && r.Version != nil {
 		m.Data.Snapshot = &MessageSnapshot{
-			ID: *run.SnapshotID, SavedSearchID: *run.SavedSearchID, SavedSearchVersion: *snapVersion,
-			Brief: brief, Baseline: baseline, ContentHash: *snapHash, CreatedBy: snapActor, CreatedAt: snapCreated.UTC(),
+			ID: *run.SnapshotID, SavedSearchID: *run.SavedSearchID, SavedSearchVersion: *r.Version,
+			Brief: r.Brief, Baseline: r.Baseline, ContentHash: *r.Hash, CreatedBy: r.Actor, CreatedAt: r.At.UTC(),
 		}
 	}
 	return json.Marshal(m)
@@ -196,13 +195,12 @@ type Cancel struct {
 // [ErrNotFound] when nobody cancelled it.
 func (s *Store) GetCancel(ctx context.Context, org, runID uuid.UUID) (_ *Cancel, err error) {
 	defer dberr.Annotate(&err)
-	var c Cancel
-	err = s.db.QueryRow(ctx, cancelGet, org, runID).Scan(&c.RequestedAt, &c.RequestedBy, &c.Reason, &c.State,
-		&c.Attempts, &c.DeliveredAt, &c.FailedAt, &c.LastStatusCode, &c.LastError)
+	rows, _ := s.db.Query(ctx, cancelGet, org, runID)
+	c, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByPos[Cancel]) // cancelGet's columns are in field order
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "dispatch: get cancel request")
 	}
-	return &c, nil
+	return c, nil
 }
 
 // idempotencyKey strips the namespace from a runs start key.
@@ -222,12 +220,8 @@ func nullRaw(b json.RawMessage) json.RawMessage {
 
 // End is how one attempt ended, for [Store.End].
 type End struct {
-	OrganizationID uuid.UUID
-	RunID          uuid.UUID
-	// Attempt is the fence [Store.LeasePass] returned.
-	Attempt int
-	// Cancel is [Leased.Cancel].
-	Cancel bool
+	// Leased is the attempt [Store.LeasePass] returned; Attempt is its fence.
+	Leased
 	// Outcome is OutcomeDelivered, OutcomeRetry or OutcomeFailed.
 	Outcome Outcome
 	// StatusCode is the runtime's HTTP status; 0 when none came.

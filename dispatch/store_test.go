@@ -210,7 +210,7 @@ func TestEndRecordsTheOutcomeUnderTheFence(t *testing.T) {
 	l := b.lease(t, 1)[0]
 	end := func(a int, o dispatch.Outcome, code int, answer string, retry time.Duration) bool {
 		t.Helper()
-		held, err := b.store.End(b.ctx, dispatch.End{OrganizationID: b.org, RunID: run.ID, Attempt: a, Outcome: o,
+		held, err := b.store.End(b.ctx, dispatch.End{Leased: dispatch.Leased{OrganizationID: b.org, RunID: run.ID, Attempt: a}, Outcome: o,
 			StatusCode: code, Answer: answer, RetryIn: retry})
 		if err != nil {
 			t.Fatal(err)
@@ -288,7 +288,7 @@ func TestDeliveryNeverMovesAStatusTheRuntimeReportedBack(t *testing.T) {
 	if _, _, err := b.runs.Report(b.ctx, b.org, run.ID, runs.StatusReport{Status: runs.StatusSucceeded, Reporter: "rt"}); err != nil {
 		t.Fatal(err)
 	}
-	if held, err := b.store.End(b.ctx, dispatch.End{OrganizationID: b.org, RunID: run.ID, Attempt: l.Attempt,
+	if held, err := b.store.End(b.ctx, dispatch.End{Leased: dispatch.Leased{OrganizationID: b.org, RunID: run.ID, Attempt: l.Attempt},
 		Outcome: dispatch.OutcomeDelivered, StatusCode: 200}); !held || err != nil {
 		t.Fatalf("End = %v, %v", held, err)
 	}
@@ -309,7 +309,7 @@ func TestFailedDispatchIsRetriedOnlyByAPersonWithAReason(t *testing.T) {
 	// The other Run is admitted after the lease: on a cluster a lease pass
 	// goes shard by shard, so "the oldest of two" is not which it takes.
 	other := b.admit(t, uuid.New())
-	if held, err := b.store.End(b.ctx, dispatch.End{OrganizationID: b.org, RunID: run.ID, Attempt: l.Attempt,
+	if held, err := b.store.End(b.ctx, dispatch.End{Leased: dispatch.Leased{OrganizationID: b.org, RunID: run.ID, Attempt: l.Attempt},
 		Outcome: dispatch.OutcomeFailed, StatusCode: 422, Answer: "422 Unprocessable Entity {\"error\":\"unknown kind\"}"}); !held || err != nil {
 		t.Fatalf("End = %v, %v", held, err)
 	}
@@ -360,7 +360,7 @@ func TestAttemptsKeepTheNewestAndCountAll(t *testing.T) {
 		if len(l) != 1 {
 			t.Fatalf("attempt %d: nothing leased", i+1)
 		}
-		if _, err := b.store.End(b.ctx, dispatch.End{OrganizationID: b.org, RunID: run.ID, Attempt: l[0].Attempt,
+		if _, err := b.store.End(b.ctx, dispatch.End{Leased: dispatch.Leased{OrganizationID: b.org, RunID: run.ID, Attempt: l[0].Attempt},
 			Outcome: dispatch.OutcomeRetry, Answer: fmt.Sprintf("try %d", i+1)}); err != nil {
 			t.Fatal(err)
 		}
@@ -387,8 +387,8 @@ func TestStatsCountTheBacklog(t *testing.T) {
 	l := b.lease(t, 10)
 	for _, x := range l {
 		if x.RunID == failed.ID {
-			if _, err := b.store.End(b.ctx, dispatch.End{OrganizationID: x.OrganizationID, RunID: x.RunID,
-				Attempt: x.Attempt, Outcome: dispatch.OutcomeFailed, StatusCode: 400}); err != nil {
+			if _, err := b.store.End(b.ctx, dispatch.End{Leased: dispatch.Leased{OrganizationID: x.OrganizationID, RunID: x.RunID,
+				Attempt: x.Attempt}, Outcome: dispatch.OutcomeFailed, StatusCode: 400}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -428,8 +428,8 @@ func TestMessageIsTheSameBytesEveryTime(t *testing.T) {
 		}
 		switch run {
 		case saved:
-			if m.Data.Snapshot == nil || m.Data.Snapshot.ID != *run.SnapshotID || string(m.Data.Snapshot.Baseline) == "" ||
-				string(m.Data.Run.Input) != "null" {
+			if sn := m.Data.Snapshot; sn == nil || sn.ID != *run.SnapshotID || string(sn.Baseline) == "" ||
+				len(sn.ContentHash) != 64 || sn.SavedSearchVersion < 1 || sn.CreatedAt.IsZero() || string(m.Data.Run.Input) != "null" {
 				t.Errorf("saved-search message = %s, want the whole snapshot", one)
 			}
 		case direct:

@@ -58,20 +58,12 @@ func provider(db *sql.DB, opts ...goose.ProviderOption) (*goose.Provider, error)
 	return p, nil
 }
 
-func open(databaseURL string) (*sql.DB, error) {
-	db, err := sql.Open("pgx", databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("migrations: open database: %w", err)
-	}
-	return db, nil
-}
-
 // Up applies pending migrations to the database at databaseURL and returns
 // the versions applied. A failed migration is rolled back whole.
 func Up(ctx context.Context, databaseURL string) ([]int64, error) {
-	db, err := open(databaseURL)
+	db, err := sql.Open("pgx", databaseURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("migrations: open database: %w", err)
 	}
 	defer db.Close()
 	p, err := provider(db)
@@ -93,9 +85,9 @@ func Up(ctx context.Context, databaseURL string) ([]int64, error) {
 // schema passes (see [Schema.Newer]); a missing migration of this binary
 // returns an error wrapping [ErrNotCurrent] naming both versions.
 func Check(ctx context.Context, databaseURL string) (Schema, error) {
-	db, err := open(databaseURL)
+	db, err := sql.Open("pgx", databaseURL)
 	if err != nil {
-		return Schema{}, err
+		return Schema{}, fmt.Errorf("migrations: open database: %w", err)
 	}
 	defer db.Close()
 	return CheckDB(ctx, db)

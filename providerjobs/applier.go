@@ -149,7 +149,7 @@ func (s *Service) applierPass(ctx context.Context, batch int) (loop.Next, error)
 		}
 	}
 	if pending, oldest, err := readInboxStats(ctx, s.db, s.nowArg()); err == nil {
-		s.observer.ObserveInbox(pending, oldest)
+		s.cfg.Observer.ObserveInbox(pending, oldest)
 	}
 	return loop.Next{}, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/searchd/searchd/internal/dberr"
 	"github.com/searchd/searchd/internal/keyset"
+	"github.com/searchd/searchd/internal/shardpass"
 	"github.com/searchd/searchd/internal/sqlarg"
 )
 
@@ -19,9 +20,7 @@ import (
 var ErrInvalidCursor = keyset.InvalidCursor("providerjobs")
 
 // Querier runs queries; a *pgxpool.Pool is one.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
+type Querier = shardpass.DB
 
 // Audit reads an organization's jobs and deliveries for the console. It is
 // safe for concurrent use.
@@ -58,7 +57,7 @@ func (a *Audit) Jobs(ctx context.Context, org uuid.UUID, p JobListParams) (_ []J
 	defer dberr.Annotate(&err)
 	return readPage(ctx, a, keyset.List{Name: "providerjobs.jobs", Org: org}, "list", jobAuditList, p.Cursor, p.Limit, []any{org},
 		[]any{sqlarg.Null(p.RunID), sqlarg.Null(p.Provider), sqlarg.Null(string(p.Status))},
-		keyset.Value(func(r pgx.Row) (*Job, error) { return scanJob(r) }),
+		pgx.RowToStructByPos[Job],
 		func(j Job) keyset.Position { return keyset.Position{CreatedAt: j.CreatedAt, ID: j.ID} })
 }
 
@@ -92,11 +91,14 @@ const AuditResultBytes = 128 << 10
 func (a *Audit) Job(ctx context.Context, org, id uuid.UUID) (_ *Job, resultBytes int64, err error) {
 	defer dberr.Annotate(&err)
 	rows, _ := a.db.Query(ctx, jobAuditGet, org, id, AuditResultBytes)
-	j, err := pgx.CollectOneRow(rows, func(r pgx.CollectableRow) (*Job, error) { return scanJob(r, &resultBytes) })
+	j, err := pgx.CollectOneRow(rows, pgx.RowToStructByPos[struct {
+		Job
+		ResultBytes int64
+	}])
 	if err != nil {
 		return nil, 0, sqlarg.RowError(err, ErrNotFound, "providerjobs: audit job")
 	}
-	return j, resultBytes, nil
+	return &j.Job, j.ResultBytes, nil
 }
 
 // Deliveries returns j's remembered applied deliveries, newest first, at most

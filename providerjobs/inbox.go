@@ -62,8 +62,6 @@ type InboxEntry struct {
 	Copies Copies
 }
 
-var entryValue = keyset.Value(func(r pgx.Row) (*InboxEntry, error) { return scanEntry(r) })
-
 func scanEntry(row pgx.Row, extra ...any) (*InboxEntry, error) {
 	var e InboxEntry
 	// NULL job_id and organization_id scan as the nil UUID.
@@ -189,7 +187,7 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 		// went with its Run and the pair was registered again.
 		reason = DropPathMismatch
 	}
-	s.observer.ObserveCopy(d.Provider, string(reason))
+	s.cfg.Observer.ObserveCopy(d.Provider, string(reason))
 	s.cfg.Observer.ObserveDrop(d.Provider, string(reason))
 	// inboxCopy returns the three counters in this order.
 	i := slices.Index([]DropReason{DropDuplicate, DropHashMismatch, DropPathMismatch}, reason)
@@ -213,7 +211,7 @@ func (s *Service) copied(ctx context.Context, e *InboxEntry, d Delivery) Outcome
 }
 
 func (s *Service) auditFailed(ctx context.Context, provider, deliveryID string, reason DropReason, err error) {
-	s.observer.ObserveAuditFailure(provider, string(reason))
+	s.cfg.Observer.ObserveAuditFailure(provider, string(reason))
 	s.cfg.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelError, "providerjobs: the drop audit could not record a drop; the delivery was acknowledged",
 		slog.String("provider", provider), slog.String("delivery_id", deliveryID),
 		slog.String("reason", string(reason)), slog.String("error", err.Error()))
@@ -267,7 +265,7 @@ func (s *Service) apply(ctx context.Context, e *InboxEntry, org, jobID uuid.UUID
 		s.dropped(ctx, e, answer.Dropped)
 		return Outcome{Reason: answer.Dropped, JobID: jobID}, nil
 	case err == nil:
-		s.observer.ObserveApplied(e.Provider, by)
+		s.cfg.Observer.ObserveApplied(e.Provider, by)
 		return Outcome{Accepted: true, Applied: answer.Applied, Status: answer.Status, JobID: jobID}, nil
 	case errors.Is(err, errFenceLost):
 		// Another worker took over after our lease passed; ours rolled back.
@@ -421,7 +419,7 @@ func (s *Service) FindArrivals(ctx context.Context, provider, deliveryID string)
 func (s *Service) arrivals(ctx context.Context, what, query string, args ...any) (_ []InboxEntry, err error) {
 	defer dberr.Annotate(&err)
 	rows, _ := s.db.Query(ctx, query, args...)
-	out, err := pgx.CollectRows(rows, entryValue)
+	out, err := pgx.CollectRows(rows, keyset.Value(func(r pgx.Row) (*InboxEntry, error) { return scanEntry(r) }))
 	if err != nil {
 		return nil, fmt.Errorf("providerjobs: %s: %w", what, err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/searchd/searchd/internal/testkit/pgtest"
 )
 
-// inboxCounter is an InboxObserver on top of counter.
+// inboxCounter is an Observer of the inbox on top of counter.
 type inboxCounter struct {
 	counter
 	applied, copies, auditFailures atomic.Int64

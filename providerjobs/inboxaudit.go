@@ -20,9 +20,8 @@ func (a *Audit) InboxStats(ctx context.Context) (pending int64, oldest time.Dura
 
 func readInboxStats(ctx context.Context, db Querier, now any) (pending int64, oldest time.Duration, err error) {
 	defer dberr.Annotate(&err)
-	rows, _ := db.Query(ctx, inboxStats, now)
 	var secs float64
-	if _, err := pgx.ForEachRow(rows, []any{&pending, &secs}, func() error { return nil }); err != nil {
+	if err := db.QueryRow(ctx, inboxStats, now).Scan(&pending, &secs); err != nil {
 		return 0, 0, fmt.Errorf("providerjobs: inbox stats: %w", err)
 	}
 	return pending, time.Duration(secs * float64(time.Second)), nil

@@ -57,7 +57,8 @@ const (
 // Terminal reports whether s is a status a job never leaves.
 func (s Status) Terminal() bool { return s == StatusSucceeded || s == StatusFailed }
 
-// Job is a job searchd started at a provider for a Run.
+// Job is a job searchd started at a provider for a Run. Its fields are in
+// the order of jobColumns, which rows are read by.
 type Job struct {
 	// ID is searchd's id of the job, named by its callback path.
 	ID             uuid.UUID `json:"id"`
@@ -117,15 +118,14 @@ func ValidateJobID(id string) error {
 
 // DB can begin transactions; a *pgxpool.Pool is one.
 type DB interface {
+	Querier
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // Config configures a [Service].
 type Config struct {
-	// Observer counts drops. Default [NopObserver].
+	// Observer counts drops and the inbox's work. Default [NopObserver].
 	Observer Observer
 	// ReleaseTimeout bounds releasing a claim after a failure. The release
 	// runs on a context detached from the caller's, which may be the very
@@ -174,10 +174,9 @@ func (c Config) WithDefaults() Config {
 // Service registers and reads provider jobs and receives their callbacks. It
 // is safe for concurrent use.
 type Service struct {
-	db       DB
-	plane    *idempotency.Service
-	cfg      Config
-	observer InboxObserver
+	db    DB
+	plane *idempotency.Service
+	cfg   Config
 	// applierClock, set by tests alone, stubs the waits of RunApplier.
 	applierClock func(context.Context, time.Duration) bool
 }
@@ -185,12 +184,7 @@ type Service struct {
 // New returns a service on db that claims deliveries through plane, at its
 // database clock.
 func New(db DB, plane *idempotency.Service, cfg Config) *Service {
-	cfg = cfg.WithDefaults()
-	obs, ok := cfg.Observer.(InboxObserver)
-	if !ok {
-		obs = NopObserver{}
-	}
-	return &Service{db: db, plane: plane, cfg: cfg, observer: obs}
+	return &Service{db: db, plane: plane, cfg: cfg.WithDefaults()}
 }
 
 func (s *Service) nowArg() any { return s.plane.Clock().Arg() }
@@ -264,10 +258,11 @@ func (s *Service) Register(ctx context.Context, org uuid.UUID, p RegisterParams)
 
 // insertJob inserts the job and its directory entry, or returns pgx.ErrNoRows.
 func (s *Service) insertJob(ctx context.Context, tx pgx.Tx, org uuid.UUID, p RegisterParams) (*Job, error) {
-	job, err := scanJob(tx.QueryRow(ctx, jobInsert, pgx.StrictNamedArgs{
+	rows, _ := tx.Query(ctx, jobInsert, pgx.StrictNamedArgs{
 		"id": ids.New(), "org": org, "run_id": p.RunID, "provider": p.Provider,
 		"provider_job_id": p.ProviderJobID, "now": s.nowArg(),
-	}))
+	})
+	job, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByPos[Job])
 	if err != nil {
 		return nil, err
 	}
@@ -283,18 +278,10 @@ func (s *Service) insertJob(ctx context.Context, tx pgx.Tx, org uuid.UUID, p Reg
 // Get returns job id of org, or [ErrNotFound].
 func (s *Service) Get(ctx context.Context, org, id uuid.UUID) (_ *Job, err error) {
 	defer dberr.Annotate(&err)
-	job, err := scanJob(s.db.QueryRow(ctx, jobGet, org, id))
+	rows, _ := s.db.Query(ctx, jobGet, org, id)
+	job, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByPos[Job])
 	if err != nil {
 		return nil, sqlarg.RowError(err, ErrNotFound, "providerjobs: get")
 	}
 	return job, nil
-}
-
-func scanJob(row pgx.Row, extra ...any) (*Job, error) {
-	var j Job
-	if err := row.Scan(append([]any{&j.ID, &j.OrganizationID, &j.RunID, &j.Provider, &j.ProviderJobID,
-		&j.Status, &j.Result, &j.Version, &j.CreatedAt, &j.UpdatedAt}, extra...)...); err != nil {
-		return nil, err
-	}
-	return &j, nil
 }

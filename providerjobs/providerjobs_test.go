@@ -26,6 +26,7 @@ func TestMain(m *testing.M) { pgtest.MainNoLeaks(m) }
 
 // counter is an Observer counting drops by "provider/reason".
 type counter struct {
+	NopObserver
 	mu sync.Mutex
 	n  map[string]int
 }

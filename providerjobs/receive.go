@@ -40,15 +40,11 @@ const (
 // id is the job's id.
 const ResourceType = "provider_job"
 
-// Observer counts drops by provider and reason, after they are recorded. It
-// must be safe for concurrent use and must not block.
+// Observer counts drops by provider and reason, after they are recorded,
+// and the inbox's work. It must be safe for concurrent use and must not
+// block.
 type Observer interface {
 	ObserveDrop(provider, reason string)
-}
-
-// InboxObserver is the optional extension of [Observer] for inbox metrics,
-// with the same rules.
-type InboxObserver interface {
 	ObserveApplied(provider, by string)
 	ObserveCopy(provider, reason string)
 	ObserveAuditFailure(provider, reason string)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/searchd/searchd/internal/outbound"
 	"github.com/searchd/searchd/internal/shardpass"
 	"github.com/searchd/searchd/runs"
 )
@@ -390,21 +391,14 @@ func take(ctx context.Context, db *pgxpool.Pool, p passParams) ([]taken, error) 
 	if err != nil {
 		return nil, fmt.Errorf("take: read the clock: %w", err)
 	}
-	var all []taken
-	err = takePass.Run(ctx, db, p.bound, pgx.NamedArgs{"now": clock}, func(ctx context.Context, g shardpass.Group) error {
-		rows, _ := db.Query(ctx, occurrenceTake, g.Args(pgx.NamedArgs{
-			"clock": clock, "token": p.token, "lease_end": clock.Add(p.lease), "retain_end": clock.Add(p.retention),
-		}))
-		ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (taken, error) {
+	all, err := outbound.Lease(ctx, db, takePass, p.bound, clock, p.lease, occurrenceTake,
+		pgx.NamedArgs{"token": p.token, "retain_end": clock.Add(p.retention)}, func(r pgx.CollectableRow) (taken, error) {
 			var t taken
 			err := r.Scan(&t.org, &t.savedSearchID, &t.dueAt, nil, &t.status, nil, &t.late, &t.hasSchedule,
 				&t.paused, &t.actor, &t.options.MaxResults, &t.options.Note)
 			t.dueAt = t.dueAt.UTC()
 			return t, err
 		})
-		all = append(all, ts...)
-		return err
-	})
 	if err != nil {
 		return all, fmt.Errorf("take: %w", err)
 	}

@@ -100,8 +100,8 @@ func TestADispatchIsSweptWithItsRun(t *testing.T) {
 		if err != nil || len(leased) != 1 {
 			t.Fatalf("LeasePass = %v, %v", leased, err)
 		}
-		if _, err := outbox.End(b.ctx, dispatch.End{OrganizationID: leased[0].OrganizationID, RunID: leased[0].RunID,
-			Attempt: leased[0].Attempt, Outcome: dispatch.OutcomeFailed, StatusCode: 400}); err != nil {
+		if _, err := outbox.End(b.ctx, dispatch.End{Leased: dispatch.Leased{OrganizationID: leased[0].OrganizationID, RunID: leased[0].RunID,
+			Attempt: leased[0].Attempt}, Outcome: dispatch.OutcomeFailed, StatusCode: 400}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := outbox.Retry(b.ctx, dispatch.RetryParams{RunID: leased[0].RunID, Actor: "op", Reason: "r"}); err != nil {

@@ -76,10 +76,9 @@ type Config struct {
 
 // DBTX is a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
 type DBTX interface {
+	shardpass.DB
 	Begin(ctx context.Context) (pgx.Tx, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // Store keeps webhook endpoints and their deliveries. It is safe for

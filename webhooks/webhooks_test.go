@@ -155,7 +155,7 @@ func TestEventsAreWrittenInTheRunsTransaction(t *testing.T) {
 	if err != nil || len(l) != 1 {
 		t.Fatalf("dispatch lease = %v, %v", l, err)
 	}
-	if held, err := ds.End(b.ctx, dispatch.End{OrganizationID: b.org, RunID: run.ID, Attempt: l[0].Attempt,
+	if held, err := ds.End(b.ctx, dispatch.End{Leased: dispatch.Leased{OrganizationID: b.org, RunID: run.ID, Attempt: l[0].Attempt},
 		Outcome: dispatch.OutcomeDelivered, StatusCode: 202}); err != nil || !held {
 		t.Fatalf("dispatch End = %v, %v", held, err)
 	}

@@ -308,7 +308,7 @@ func seedDispatches(ctx context.Context, pool *pgxpool.Pool, w *World, at time.T
 	w.ResultRef = "s3://results/" + w.SecondRun.String()[28:] + "/matches.json"
 	end := func(l dispatch.Leased, o dispatch.Outcome, code int, answer string) error {
 		clock.Advance(40 * time.Millisecond) // the runtime's answer takes a moment
-		_, err := outbox.End(ctx, dispatch.End{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt,
+		_, err := outbox.End(ctx, dispatch.End{Leased: dispatch.Leased{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt},
 			Outcome: o, StatusCode: code, Answer: answer, RetryIn: 2 * time.Second})
 		return err
 	}

@@ -76,9 +76,7 @@ func (c Config) WithDefaults(minBackoff, maxBackoff time.Duration) Config {
 	c.MinBackoff = cmp.Or(c.MinBackoff, minBackoff)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, maxBackoff)
 	c.UserAgent = cmp.Or(c.UserAgent, "searchd")
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c
 }
 

@@ -1,6 +1,7 @@
 // Package outbound holds what the senders of signed POSTs (packages
 // dispatch and webhooks) share: the lease-pass loop, the POST, the retry
-// wait and the cleaning of answers.
+// wait and the cleaning of answers; the schedule drain also takes its
+// occurrences with [Lease].
 package outbound
 
 import (

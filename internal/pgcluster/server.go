@@ -94,11 +94,6 @@ type ServerConfig struct {
 	StartTimeout time.Duration
 }
 
-// URL returns the URL of database as postgres over the unix socket.
-func (cfg ServerConfig) URL(database string) string {
-	return SocketURL(cfg.SocketDir, cfg.Port, database)
-}
-
 // StartServer starts postgres and waits until it accepts a connection on
 // the unix socket; stop the returned postmaster with [Process.Stop]. On
 // failure nothing is left running and the error carries the log's tail.
@@ -118,7 +113,7 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Process, error) {
 		return nil, fmt.Errorf("pgcluster: starting %s: %w", cfg.Postgres, err)
 	}
 	err = p.Await(ctx, cmp.Or(cfg.StartTimeout, DefaultStartTimeout), func(ctx context.Context) error {
-		conn, err := pgx.Connect(ctx, cfg.URL("postgres"))
+		conn, err := pgx.Connect(ctx, SocketURL(cfg.SocketDir, cfg.Port, "postgres"))
 		if err == nil {
 			err = conn.Close(ctx)
 		}

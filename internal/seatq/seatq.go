@@ -185,10 +185,7 @@ func (r *Refusal) Unwrap() error { return r.Reason }
 
 // Queue is one process's seat queue. It is safe for concurrent use.
 type Queue struct {
-	seats       int
-	queueLength int
-	maxWait     time.Duration
-	obs         Observer
+	cfg Config // with its defaults
 
 	mu     sync.Mutex
 	inUse  int
@@ -196,9 +193,9 @@ type Queue struct {
 	flows  map[Flow]*flow
 	// round holds the flows with waiters, in serving order.
 	round list.List
-	// wideSeats is the wide requests' share; wideInUse what they hold.
-	wideSeats, wideInUse int
-	meanHold             time.Duration
+	// wideInUse is what wide requests hold of their share, cfg.WideSeats.
+	wideInUse int
+	meanHold  time.Duration
 }
 
 type flow struct {
@@ -265,28 +262,20 @@ func New(cfg Config) (*Queue, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	q := &Queue{
-		seats:       cfg.Seats,
-		wideSeats:   cfg.WideSeats,
-		queueLength: cfg.QueueLength,
-		maxWait:     cfg.MaxWait,
-		obs:         cfg.Observer,
-		flows:       map[Flow]*flow{},
-	}
-	return q, nil
+	return &Queue{cfg: cfg, flows: map[Flow]*flow{}}, nil
 }
 
 // Seats returns how many requests the queue serves at once.
-func (q *Queue) Seats() int { return q.seats }
+func (q *Queue) Seats() int { return q.cfg.Seats }
 
 // WideSeats returns [Config.WideSeats], also the widest a request can be.
-func (q *Queue) WideSeats() int { return q.wideSeats }
+func (q *Queue) WideSeats() int { return q.cfg.WideSeats }
 
 // QueueLength returns how many requests of one flow may wait.
-func (q *Queue) QueueLength() int { return q.queueLength }
+func (q *Queue) QueueLength() int { return q.cfg.QueueLength }
 
 // MaxWait returns how long a request may wait for a seat.
-func (q *Queue) MaxWait() time.Duration { return q.maxWait }
+func (q *Queue) MaxWait() time.Duration { return q.cfg.MaxWait }
 
 // Acquire seats a request of f with width seats plus f's debt, clamped to
 // 1..[MaxWidth] and [Queue.WideSeats]: at once if they are free and nobody
@@ -294,7 +283,7 @@ func (q *Queue) MaxWait() time.Duration { return q.maxWait }
 // It returns a [*Refusal] when f's queue is full or the wait times out, or
 // ctx's error; the request then holds no seat and f's debt is unchanged.
 func (q *Queue) Acquire(ctx context.Context, f Flow, width int) (*Seat, error) {
-	s := &Seat{q: q, asked: min(max(width, 1), MaxWidth, q.wideSeats)}
+	s := &Seat{q: q, asked: min(max(width, 1), MaxWidth, q.cfg.WideSeats)}
 	if err := q.take(ctx, s, f, false); err != nil {
 		return nil, err
 	}
@@ -309,7 +298,7 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 	q.mu.Lock()
 	f := q.flowLocked(s, key)
 	if !resume {
-		s.width = min(s.asked+f.debt, MaxWidth, q.wideSeats)
+		s.width = min(s.asked+f.debt, MaxWidth, q.cfg.WideSeats)
 		s.paid = s.width - s.asked
 		f.debt -= s.paid
 	}
@@ -320,7 +309,7 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 		q.observe(f.key.Kind, Seated, 0)
 		return nil
 	}
-	if !resume && f.waiting.Len() >= q.queueLength {
+	if !resume && f.waiting.Len() >= q.cfg.QueueLength {
 		err := q.refusalLocked(f, ErrQueueFull)
 		q.repayLocked(s)
 		q.forgetLocked(f)
@@ -349,7 +338,7 @@ func (q *Queue) take(ctx context.Context, s *Seat, key Flow, resume bool) error 
 	// A resume has no timeout: the request was admitted once.
 	var timeout <-chan time.Time
 	if !resume {
-		timer := time.NewTimer(q.maxWait)
+		timer := time.NewTimer(q.cfg.MaxWait)
 		defer timer.Stop()
 		timeout = timer.C
 	}
@@ -414,13 +403,13 @@ func (q *Queue) refusalLocked(f *flow, reason error) *Refusal {
 		turns++ // the flow would join the round
 	}
 	backlog := f.waiting.Len() + 1
-	est := float64(backlog) * float64(turns) * float64(q.meanHold) / float64(q.seats)
+	est := float64(backlog) * float64(turns) * float64(q.meanHold) / float64(q.cfg.Seats)
 	after := maxRetryAfter
 	if est < float64(maxRetryAfter) {
 		after = max(time.Duration(est), minRetryAfter)
 	}
 	return &Refusal{Reason: reason, Flow: f.key, RetryAfter: after,
-		QueueLength: q.queueLength, MaxWait: q.maxWait}
+		QueueLength: q.cfg.QueueLength, MaxWait: q.cfg.MaxWait}
 }
 
 // Release gives the seat to the next waiting request, or frees it. It does
@@ -479,7 +468,7 @@ func (q *Queue) repayLocked(s *Seat) {
 }
 
 func (q *Queue) fitsLocked(width int) bool {
-	return q.inUse+width <= q.seats && (width == 1 || q.wideInUse+width <= q.wideSeats)
+	return q.inUse+width <= q.cfg.Seats && (width == 1 || q.wideInUse+width <= q.cfg.WideSeats)
 }
 
 func (q *Queue) seatLocked(f *flow, s *Seat) {
@@ -498,11 +487,11 @@ func (q *Queue) dispatchLocked() {
 	for e := q.round.Front(); e != nil; {
 		f := e.Value.(*flow)
 		w := f.waiting.Front().Value.(*waiter)
-		if w.seat.width > 1 && q.wideInUse+w.seat.width > q.wideSeats {
+		if w.seat.width > 1 && q.wideInUse+w.seat.width > q.cfg.WideSeats {
 			e = e.Next() // waits for the wide share first
 			continue
 		}
-		if q.inUse+w.seat.width > q.seats {
+		if q.inUse+w.seat.width > q.cfg.Seats {
 			return
 		}
 		if q.dequeueLocked(f, w); f.inRound != nil {
@@ -532,8 +521,8 @@ func (q *Queue) forgetLocked(f *flow) {
 }
 
 func (q *Queue) observe(k Kind, o Outcome, waited time.Duration) {
-	if q.obs != nil {
-		q.obs.ObserveSeat(k, o, waited)
+	if q.cfg.Observer != nil {
+		q.cfg.Observer.ObserveSeat(k, o, waited)
 	}
 }
 
@@ -611,7 +600,7 @@ type FlowStats struct {
 func (q *Queue) Stats(limit int) Stats {
 	now := time.Now()
 	q.mu.Lock()
-	st := Stats{Seats: q.seats, InUse: q.inUse, Queued: q.queued, Waiting: q.round.Len(),
+	st := Stats{Seats: q.cfg.Seats, InUse: q.inUse, Queued: q.queued, Waiting: q.round.Len(),
 		MeanHold: q.meanHold, FlowsTotal: len(q.flows)}
 	if limit > 0 {
 		st.Flows = make([]FlowStats, 0, min(limit, len(q.flows)))

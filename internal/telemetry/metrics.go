@@ -192,22 +192,22 @@ func (m *Metrics) ObserveDrop(provider, reason string) {
 	m.webhookDrops.WithLabelValues(provider, reason).Inc()
 }
 
-// ObserveApplied implements providerjobs.InboxObserver.
+// ObserveApplied implements providerjobs.Observer.
 func (m *Metrics) ObserveApplied(provider, by string) {
 	m.inboxApplied.WithLabelValues(provider, by).Inc()
 }
 
-// ObserveCopy implements providerjobs.InboxObserver.
+// ObserveCopy implements providerjobs.Observer.
 func (m *Metrics) ObserveCopy(provider, reason string) {
 	m.inboxCopies.WithLabelValues(provider, reason).Inc()
 }
 
-// ObserveAuditFailure implements providerjobs.InboxObserver.
+// ObserveAuditFailure implements providerjobs.Observer.
 func (m *Metrics) ObserveAuditFailure(provider, reason string) {
 	m.auditFailures.WithLabelValues(provider, reason).Inc()
 }
 
-// ObserveInbox implements providerjobs.InboxObserver.
+// ObserveInbox implements providerjobs.Observer.
 func (m *Metrics) ObserveInbox(pending int64, oldest time.Duration) {
 	m.inboxPending.Set(float64(pending))
 	m.inboxLag.Set(oldest.Seconds())

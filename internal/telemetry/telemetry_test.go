@@ -383,7 +383,7 @@ func TestLogHandlerAddsTheRequestAndTraceIDs(t *testing.T) {
 func TestMetricsCountTheInbox(t *testing.T) {
 	t.Parallel()
 	m := NewMetrics()
-	var _ providerjobs.InboxObserver = m
+	var _ providerjobs.Observer = m
 	m.ObserveApplied("acme", providerjobs.ByHandler)
 	m.ObserveApplied("acme", providerjobs.ByApplier)
 	m.ObserveApplied("acme", providerjobs.ByApplier)
