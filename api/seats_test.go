@@ -355,7 +355,10 @@ func TestRefusalsAnswer429WithRetryAfterAndAreCounted(t *testing.T) {
 func TestAWaitPastTheLongestWhileTheDatabaseDoesNotAnswerIs503(t *testing.T) {
 	t.Parallel()
 	var down atomic.Bool
-	b := fairSetup(t, 2, seatq.Config{QueueLength: 1, MaxWait: 500 * time.Millisecond}, func(d *api.Deps) {
+	// The longest wait is the window in which the request beyond the queue
+	// must be refused while the first one waits: 5 s, so a loaded machine
+	// (seen at 500 ms) cannot let the waiting request time out first.
+	b := fairSetup(t, 2, seatq.Config{QueueLength: 1, MaxWait: 5 * time.Second}, func(d *api.Deps) {
 		ready := d.Ready
 		d.Ready = func(ctx context.Context) error {
 			if down.Load() {
