@@ -320,16 +320,13 @@ func deliveryIDHeader(h http.Header) (string, error) {
 // using the reference library, which copies the whole body again.
 func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, sig string) ([]byte, error) {
 	r := c.Request()
-	if r.ContentLength > s.d.CallbackMaxBodyBytes {
-		return nil, tooLarge("callback", s.d.CallbackMaxBodyBytes)
-	}
 	mac := hmac.New(sha256.New, secret)
 	_, _ = io.WriteString(mac, deliveryID+"."+ts+".")
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
 		var charged int64
 		var err error
-		if body, charged, err = s.readCallbackBody(c, mac); err != nil {
+		if body, charged, err = s.callbackBodies.read(c, s.d.CallbackMaxBodyBytes, 0, s.d.CallbackBodyTimeout, mac); err != nil {
 			return nil, err
 		}
 		defer s.callbackBodies.give(charged)

@@ -236,8 +236,8 @@ func New(d Deps) (*Server, error) {
 	}
 	// Request bodies wait for budget as long as for a seat; callback
 	// bodies are refused at once, since providers redeliver.
-	s := &Server{d: d, callbackBodies: newBodyBudget(budget, 0),
-		requestBodies: newBodyBudget(max(DefaultBodyBudget, 2*(maxBody+1)), d.Seats.MaxWait()), docs: docs}
+	s := &Server{d: d, callbackBodies: newBodyBudget(budget, 0, callbackRefusals),
+		requestBodies: newBodyBudget(max(DefaultBodyBudget, 2*(maxBody+1)), d.Seats.MaxWait(), requestRefusals), docs: docs}
 	s.initTelemetry()
 	s.echo = s.routes()
 	s.knownRoutes = routeSet(s.echo)
