@@ -49,7 +49,20 @@ type bodyBudget struct {
 	large int64 // bodies over smallCallbackBody together: three quarters
 	// waiting queues *budgetWaiter first come, first served.
 	waiting list.List
+	bodyRefusals
 }
+
+// bodyRefusals word a budget's refusals: what names its bodies in a 413,
+// spent is the 503 detail when it cannot take one, and late the format
+// of the 503 detail of one that misses its timeout.
+type bodyRefusals struct{ what, spent, late string }
+
+var (
+	requestRefusals = bodyRefusals{"request", "too many request bodies are being read or served; retry after Retry-After",
+		"the request body did not arrive within %s"}
+	callbackRefusals = bodyRefusals{"callback", "too many callback bodies are awaiting their signature check; redeliver after Retry-After",
+		"the callback body did not arrive within %s; redeliver after Retry-After"}
+)
 
 // budgetWaiter is a waiting body; ready closes once its bytes are taken.
 type budgetWaiter struct {
@@ -57,8 +70,8 @@ type budgetWaiter struct {
 	ready   chan struct{}
 }
 
-func newBodyBudget(total int64, wait time.Duration) *bodyBudget {
-	return &bodyBudget{total: total, large: total - total/4, wait: wait}
+func newBodyBudget(total int64, wait time.Duration, r bodyRefusals) *bodyBudget {
+	return &bodyBudget{total: total, large: total - total/4, wait: wait, bodyRefusals: r}
 }
 
 // fitsLocked reports whether n more bytes fit for a body holding held in
@@ -131,27 +144,28 @@ func (b *bodyBudget) serveLocked() {
 	}
 }
 
-// Failures of [bodyBudget.read], besides the reader's own.
-var (
-	// errBudgetSpent: the budget could not take the body, left unread.
-	errBudgetSpent = errors.New("api: the body budget is spent")
-	// errBodyTooLarge: the body is longer than its limit.
-	errBodyTooLarge = errors.New("api: the body is over its limit")
-	// errBodyLate: the body did not arrive within its timeout.
-	errBodyLate = errors.New("api: the body did not arrive in time")
-)
-
-// read reads r's body within timeout into a buffer charged to b, copying
+// read reads c's body within timeout into a buffer charged to b, copying
 // to tee if non-nil. It returns the body and the charge, which the caller
 // gives back when done (zero on error). Bodies declared at most untimed
-// bytes skip the per-request deadline and its timer update.
-func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit, untimed int64, timeout time.Duration, tee io.Writer) (body []byte, charged int64, err error) {
+// bytes skip the per-request deadline and its timer update. It answers
+// 413 over limit, 503 with Retry-After when the budget is spent (closing
+// the connection, body unread) or the body misses timeout, and 400 when
+// the body cannot be read.
+func (b *bodyBudget) read(c echo.Context, limit, untimed int64, timeout time.Duration, tee io.Writer) (body []byte, charged int64, err error) {
+	w, r := c.Response(), c.Request()
 	defer func() {
+		if errors.Is(err, errBudgetSpent) {
+			w.Header().Set(echo.HeaderConnection, "close")
+			err = unavailable(b.spent)
+		}
 		if err != nil {
 			b.give(charged)
 			charged = 0
 		}
 	}()
+	if r.ContentLength > limit {
+		return nil, 0, tooLarge(b.what, limit)
+	}
 	size := int64(firstUnknownBody)
 	if r.ContentLength >= 0 {
 		// One allocation for an honest body and the read that sees EOF.
@@ -174,7 +188,7 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit, untimed
 			// Only a body of unknown length gets here.
 			next := min(2*int64(cap(buf)), limit+1)
 			if next <= int64(cap(buf)) {
-				return nil, charged, errBodyTooLarge
+				return nil, charged, tooLarge(b.what, limit)
 			}
 			if !b.take(r.Context(), next-int64(cap(buf)), next, 0) {
 				return nil, charged, errBudgetSpent
@@ -195,31 +209,14 @@ func (b *bodyBudget) read(w http.ResponseWriter, r *http.Request, limit, untimed
 			return buf, charged, nil
 		case rerr == nil:
 		case errors.As(rerr, &tooLong):
-			return nil, charged, errBodyTooLarge
+			return nil, charged, tooLarge(b.what, limit)
 		case errors.Is(rerr, os.ErrDeadlineExceeded):
-			return nil, charged, errBodyLate
+			return nil, charged, unavailable(fmt.Sprintf(b.late, timeout))
 		default:
-			return nil, charged, rerr // the body could not be read
+			return nil, charged, malformedJSON("the request body could not be read")
 		}
 	}
 }
 
-// readCallbackBody is [bodyBudget.read] for a callback, feeding mac. It
-// answers 413 over the limit, and 503 with Retry-After when the budget is
-// spent (closing the connection, body unread) or the body is late.
-func (s *Server) readCallbackBody(c echo.Context, mac io.Writer) (body []byte, charged int64, err error) {
-	body, charged, err = s.callbackBodies.read(c.Response(), c.Request(), s.d.CallbackMaxBodyBytes, 0, s.d.CallbackBodyTimeout, mac)
-	switch {
-	case err == nil:
-		return body, charged, nil
-	case errors.Is(err, errBudgetSpent):
-		c.Response().Header().Set(echo.HeaderConnection, "close")
-		return nil, 0, unavailable("too many callback bodies are awaiting their signature check; redeliver after Retry-After")
-	case errors.Is(err, errBodyTooLarge):
-		return nil, 0, tooLarge("callback", s.d.CallbackMaxBodyBytes)
-	case errors.Is(err, errBodyLate):
-		return nil, 0, unavailable(fmt.Sprintf("the callback body did not arrive within %s; redeliver after Retry-After",
-			s.d.CallbackBodyTimeout))
-	}
-	return nil, 0, malformedJSON("the request body could not be read")
-}
+// errBudgetSpent is read's word for a budget that cannot take the body.
+var errBudgetSpent = errors.New("api: the body budget is spent")

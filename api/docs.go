@@ -101,9 +101,9 @@ var renderedDocs = sync.OnceValues(func() ([]byte, error) { return renderDocs(Op
 // renderDocs renders the page of the OpenAPI document doc. It returns an
 // error when the document is not JSON or a $ref names nothing in it.
 func renderDocs(doc []byte) ([]byte, error) {
-	o, err := newOAPI(doc)
-	if err != nil {
-		return nil, err
+	var o oapi
+	if err := json.Unmarshal(doc, &o.root); err != nil {
+		return nil, fmt.Errorf("api: the OpenAPI document: %w", err)
 	}
 	var top struct {
 		Info struct{ Title, Version, Description string }
@@ -156,14 +156,6 @@ func renderDocs(doc []byte) ([]byte, error) {
 // oapi resolves the document's local $refs.
 type oapi struct{ root map[string]any }
 
-func newOAPI(doc []byte) (*oapi, error) {
-	var root map[string]any
-	if err := json.Unmarshal(doc, &root); err != nil {
-		return nil, fmt.Errorf("api: the OpenAPI document: %w", err)
-	}
-	return &oapi{root}, nil
-}
-
 // deref decodes raw into v, first following raw's $ref when it has one.
 func (o *oapi) deref(raw json.RawMessage, v any) error {
 	var ref struct {
@@ -196,8 +188,11 @@ type keyValue struct {
 }
 
 // orderedKeys returns the members of the JSON object raw in document
-// order, which a map would lose.
+// order, which a map would lose; none when raw is empty.
 func orderedKeys(raw json.RawMessage) ([]keyValue, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, errors.New("api: not a JSON object")
@@ -303,9 +298,6 @@ func (o *oapi) body(status string, raw json.RawMessage) (docsBody, error) {
 // docsContent renders a content map: each media type, its schema's summary
 // and its examples as indented JSON (a string example as it is).
 func docsContent(content json.RawMessage) ([]docsMedia, error) {
-	if len(content) == 0 {
-		return nil, nil
-	}
 	types, err := orderedKeys(content)
 	if err != nil {
 		return nil, err
@@ -320,11 +312,9 @@ func docsContent(content json.RawMessage) ([]docsMedia, error) {
 		if len(m.Example) > 0 {
 			d.Examples = append(d.Examples, docsExample{Text: exampleText(m.Example)})
 		}
-		var named []keyValue
-		if len(m.Examples) > 0 {
-			if named, err = orderedKeys(m.Examples); err != nil {
-				return nil, err
-			}
+		named, err := orderedKeys(m.Examples)
+		if err != nil {
+			return nil, err
 		}
 		for _, e := range named {
 			var ex struct {

@@ -79,11 +79,16 @@ func withID(h func(c echo.Context, id uuid.UUID) error) echo.HandlerFunc {
 func readByID[T any](get func(ctx context.Context, org, id uuid.UUID) (T, error), answer func(echo.Context, T) error) echo.HandlerFunc {
 	return withID(func(c echo.Context, id uuid.UUID) error {
 		v, err := get(c.Request().Context(), principal(c).OrganizationID, id)
-		if err != nil {
-			return err
-		}
-		return answer(c, v)
+		return answerOr(c, v, err, answer)
 	})
+}
+
+// answerOr writes v with answer, or returns err.
+func answerOr[T any](c echo.Context, v T, err error, answer func(echo.Context, T) error) error {
+	if err != nil {
+		return err
+	}
+	return answer(c, v)
 }
 
 // conditional is a store's change of one resource; ifMatch is nil

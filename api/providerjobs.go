@@ -51,14 +51,6 @@ const CallbackTolerance = 5 * time.Minute
 // signatureVersion starts every signature this server verifies.
 const signatureVersion = "v1"
 
-// Callback answers' "status" values.
-const (
-	callbackAccepted = "accepted"
-	callbackDropped  = "dropped"
-	// callbackQueued: stored in the inbox, applied later.
-	callbackQueued = "queued"
-)
-
 // providerJobResponse is a job with its callback path, named by
 // searchd's job id because several organizations may register one
 // provider job id.
@@ -148,7 +140,8 @@ func (s *Server) registerProviderJob(c echo.Context) error {
 	return c.JSON(keyedStatus(c, created, replayed), jobResponse(job))
 }
 
-// callbackAnswer is the body of every signed callback's 200.
+// callbackAnswer is the body of every signed callback's 200; Status is
+// accepted, queued (stored in the inbox, applied later) or dropped.
 type callbackAnswer struct {
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
@@ -230,17 +223,17 @@ func (s *Server) receiveCallback(c echo.Context) error {
 		return err
 	}
 	if out.Accepted {
-		return c.JSON(http.StatusOK, callbackAnswer{Status: callbackAccepted})
+		return c.JSON(http.StatusOK, callbackAnswer{Status: "accepted"})
 	}
 	if out.Queued {
-		return c.JSON(http.StatusOK, callbackAnswer{Status: callbackQueued})
+		return c.JSON(http.StatusOK, callbackAnswer{Status: "queued"})
 	}
 	s.d.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "callback dropped",
 		slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
 		slog.String("provider", provider),
 		slog.String("delivery_id", deliveryID),
 		slog.String("reason", string(out.Reason)))
-	return c.JSON(http.StatusOK, callbackAnswer{Status: callbackDropped, Reason: string(out.Reason)})
+	return c.JSON(http.StatusOK, callbackAnswer{Status: "dropped", Reason: string(out.Reason)})
 }
 
 // pathParam returns the path parameter name unescaped: echo hands it out
@@ -289,10 +282,9 @@ func (s *Server) timestampHeader(h http.Header) (string, error) {
 	if err != nil || secs < 0 || strconv.FormatInt(secs, 10) != v {
 		return "", errBadTimestamp
 	}
-	now := s.d.Now()
 	// Compare in seconds so an absurd timestamp cannot overflow a Duration.
 	limit := int64(CallbackTolerance / time.Second)
-	if d := now.Unix() - secs; d > limit || d < -limit {
+	if d := s.d.Now().Unix() - secs; d > limit || d < -limit {
 		return "", errStaleTimestamp
 	}
 	return v, nil
@@ -320,16 +312,13 @@ func deliveryIDHeader(h http.Header) (string, error) {
 // using the reference library, which copies the whole body again.
 func (s *Server) readSignedBody(c echo.Context, secret []byte, deliveryID, ts, sig string) ([]byte, error) {
 	r := c.Request()
-	if r.ContentLength > s.d.CallbackMaxBodyBytes {
-		return nil, tooLarge("callback", s.d.CallbackMaxBodyBytes)
-	}
 	mac := hmac.New(sha256.New, secret)
 	_, _ = io.WriteString(mac, deliveryID+"."+ts+".")
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
 		var charged int64
 		var err error
-		if body, charged, err = s.readCallbackBody(c, mac); err != nil {
+		if body, charged, err = s.callbackBodies.read(c, s.d.CallbackMaxBodyBytes, 0, s.d.CallbackBodyTimeout, mac); err != nil {
 			return nil, err
 		}
 		defer s.callbackBodies.give(charged)

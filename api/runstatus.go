@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -52,10 +51,7 @@ func (s *Server) reportRunStatus(c echo.Context, id uuid.UUID) error {
 		return refusedInput(err)
 	}
 	run, _, err := s.d.Runs.Report(c.Request().Context(), p.OrganizationID, id, r)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, run)
+	return answerOr(c, run, err, answerOK)
 }
 
 // runWithDispatch writes a Run as GET /v1/runs/{id} answers it: the Run,
@@ -93,8 +89,5 @@ func (s *Server) cancelRun(c echo.Context, id uuid.UUID) error {
 		return refusedInput(err)
 	}
 	run, err := s.d.Runs.Cancel(c.Request().Context(), principal(c).OrganizationID, id, r)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, run)
+	return answerOr(c, run, err, answerOK)
 }

@@ -9,10 +9,9 @@ import (
 )
 
 // Every /v1 route names its access in server.go with one of the
-// middlewares below, each authenticating first: [Server.open] (user tokens
-// and keys with the scope), [Server.openRuntime] (runtime credentials and
-// runs:report keys; a user cannot forge a Run's outcome) and
-// [Server.openAdmin] (admins and operators; no service key, so a leaked
+// middlewares below, each authenticating first: [Server.open] (keys with
+// the scope, and user tokens, or for runs:report runtime credentials; a
+// user cannot forge a Run's outcome) and [Server.openAdmin] (admins and operators; no service key, so a leaked
 // key cannot mint successors).
 
 // insufficientScopeChallenge is the WWW-Authenticate of a 403
@@ -40,7 +39,8 @@ func errScope(scope servicekeys.Scope) error {
 		challenge: insufficientScopeChallenge}
 }
 
-// open admits a user token (not a runtime's) or a key with scope.
+// open admits a key with scope, or a token: a runtime credential for
+// runs:report, else a user token (not a runtime's).
 func (s *Server) open(scope servicekeys.Scope) echo.MiddlewareFunc {
 	return s.allow(func(c echo.Context) error {
 		if k, ok := serviceKey(c); ok {
@@ -49,24 +49,11 @@ func (s *Server) open(scope servicekeys.Scope) echo.MiddlewareFunc {
 			}
 			return nil
 		}
-		if principal(c).IsRuntime() {
-			return errRuntimeCredential
-		}
-		return nil
-	})
-}
-
-// openRuntime admits a runtime credential or a runs:report key.
-func (s *Server) openRuntime() echo.MiddlewareFunc {
-	return s.allow(func(c echo.Context) error {
-		if k, ok := serviceKey(c); ok {
-			if !k.Has(servicekeys.ScopeRunsReport) {
-				return errScope(servicekeys.ScopeRunsReport)
-			}
-			return nil
-		}
-		if !principal(c).IsRuntime() {
+		switch runtime := principal(c).IsRuntime(); {
+		case scope == servicekeys.ScopeRunsReport && !runtime:
 			return errUserCredential
+		case scope != servicekeys.ScopeRunsReport && runtime:
+			return errRuntimeCredential
 		}
 		return nil
 	})

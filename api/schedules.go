@@ -53,20 +53,16 @@ func (r scheduleRequest) params() (schedule.SetParams, error) {
 	return p, nil
 }
 
-// answerSchedule answers sc with status and its version's ETag.
-func answerSchedule(c echo.Context, status int, sc *schedule.Schedule) error {
+// answerSchedule answers sc, 200, with its version's ETag: to a read or a
+// change.
+func answerSchedule(c echo.Context, sc *schedule.Schedule) error {
 	c.Response().Header().Set(HeaderETag, etag(sc.Version))
-	return c.JSON(status, sc)
+	return c.JSON(http.StatusOK, sc)
 }
 
 // scheduleIfMatch is [ifMatch] where "*" requires the schedule to exist.
 func scheduleIfMatch(h http.Header) func(int64) bool {
 	return ifMatchOr(h, func(int64) bool { return true })
-}
-
-// answerScheduleOK is answerSchedule's 200, to a read or a change.
-func answerScheduleOK(c echo.Context, sc *schedule.Schedule) error {
-	return answerSchedule(c, http.StatusOK, sc)
 }
 
 // setSchedule creates (201) or replaces (200) a schedule, honouring
@@ -108,7 +104,8 @@ func (s *Server) setSchedule(c echo.Context, id uuid.UUID) error {
 	if created {
 		c.Response().Header().Set(echo.HeaderLocation, "/v1/saved-searches/"+id.String()+"/schedule")
 	}
-	return answerSchedule(c, keyedStatus(c, created, replayed), sc)
+	c.Response().Header().Set(HeaderETag, etag(sc.Version))
+	return c.JSON(keyedStatus(c, created, replayed), sc)
 }
 
 // MaxOccurrencePageBytes is the ceiling of an occurrence list answer.

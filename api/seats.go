@@ -77,20 +77,9 @@ func (s *Server) readBody(c echo.Context) (n int64, charged int64, err error) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return 0, 0, nil
 	}
-	if r.ContentLength > s.d.MaxBodyBytes {
-		return 0, 0, tooLarge("request", s.d.MaxBodyBytes)
-	}
-	body, charged, err := s.requestBodies.read(c.Response(), r, s.d.MaxBodyBytes, untimedBody, s.d.BodyTimeout, nil)
-	switch {
-	case errors.Is(err, errBudgetSpent):
-		c.Response().Header().Set(echo.HeaderConnection, "close")
-		return 0, 0, unavailable("too many request bodies are being read or served; retry after Retry-After")
-	case errors.Is(err, errBodyTooLarge):
-		return 0, 0, tooLarge("request", s.d.MaxBodyBytes)
-	case errors.Is(err, errBodyLate):
-		return 0, 0, unavailable(fmt.Sprintf("the request body did not arrive within %s", s.d.BodyTimeout))
-	case err != nil:
-		return 0, 0, malformedJSON("the request body could not be read")
+	body, charged, err := s.requestBodies.read(c, s.d.MaxBodyBytes, untimedBody, s.d.BodyTimeout, nil)
+	if err != nil {
+		return 0, 0, err
 	}
 	// Closing closes the original.
 	r.Body = struct {

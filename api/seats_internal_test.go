@@ -51,7 +51,7 @@ func (f *failing) Read(p []byte) (int, error) {
 func TestReadBodyReadsTheWholeBodyAheadOfTheSeat(t *testing.T) {
 	t.Parallel()
 	const limit = 1 << 20
-	s := &Server{d: Deps{MaxBodyBytes: limit, BodyTimeout: DefaultBodyTimeout}, requestBodies: newBodyBudget(4*(limit+1), 0)}
+	s := &Server{d: Deps{MaxBodyBytes: limit, BodyTimeout: DefaultBodyTimeout}, requestBodies: newBodyBudget(4*(limit+1), 0, requestRefusals)}
 	big := strings.Repeat("x", 600_000)
 	for _, tt := range []struct {
 		name   string
@@ -119,7 +119,7 @@ func TestABodyWaitsForTheBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const limit = 1 << 20
 		s := &Server{d: Deps{MaxBodyBytes: limit, BodyTimeout: DefaultBodyTimeout},
-			requestBodies: newBodyBudget(4*(limit+1), time.Second)}
+			requestBodies: newBodyBudget(4*(limit+1), time.Second, requestRefusals)}
 		read := func() chan error {
 			done := make(chan error, 1)
 			go func() {

@@ -236,8 +236,8 @@ func New(d Deps) (*Server, error) {
 	}
 	// Request bodies wait for budget as long as for a seat; callback
 	// bodies are refused at once, since providers redeliver.
-	s := &Server{d: d, callbackBodies: newBodyBudget(budget, 0),
-		requestBodies: newBodyBudget(max(DefaultBodyBudget, 2*(maxBody+1)), d.Seats.MaxWait()), docs: docs}
+	s := &Server{d: d, callbackBodies: newBodyBudget(budget, 0, callbackRefusals),
+		requestBodies: newBodyBudget(max(DefaultBodyBudget, 2*(maxBody+1)), d.Seats.MaxWait(), requestRefusals), docs: docs}
 	s.initTelemetry()
 	s.echo = s.routes()
 	s.knownRoutes = routeSet(s.echo)
@@ -287,17 +287,17 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/runs/:id/cancel", withID(s.cancelRun), write, limit)
 	// A stream takes a seat for its first read only (events.go).
 	get("/v1/runs/:id/events", withID(s.streamRunEvents), read, noBody)
-	e.PUT("/v1/runs/:id/status", withID(s.reportRunStatus), s.openRuntime(), limit)
+	e.PUT("/v1/runs/:id/status", withID(s.reportRunStatus), s.open(servicekeys.ScopeRunsReport), limit)
 	get("/v1/snapshots/:id", readByID(s.d.Snapshots.Get, answerOK), read, limit)
 	e.POST("/v1/provider-jobs", s.registerProviderJob, write, limit)
 	get("/v1/provider-jobs/:id", readByID(s.d.ProviderJobs.Get, answerJob), read, limit)
 	get("/v1/provider-jobs/:id/drops", readByID(s.d.ProviderJobs.ListDrops, answerItems), read, limit)
 	if s.d.Schedules != nil {
-		get("/v1/saved-searches/:id/schedule", readByID(s.d.Schedules.Get, answerScheduleOK), read, limit)
+		get("/v1/saved-searches/:id/schedule", readByID(s.d.Schedules.Get, answerSchedule), read, limit)
 		e.PUT("/v1/saved-searches/:id/schedule", withID(s.setSchedule), write, limit)
 		e.DELETE("/v1/saved-searches/:id/schedule", changeByID(removal(s.d.Schedules.Remove), scheduleIfMatch, answerNoContent), write, noBody, limit)
-		e.POST("/v1/saved-searches/:id/schedule/pause", changeByID(s.d.Schedules.Pause, scheduleIfMatch, answerScheduleOK), write, noBody, limit)
-		e.POST("/v1/saved-searches/:id/schedule/resume", changeByID(s.d.Schedules.Resume, scheduleIfMatch, answerScheduleOK), write, noBody, limit)
+		e.POST("/v1/saved-searches/:id/schedule/pause", changeByID(s.d.Schedules.Pause, scheduleIfMatch, answerSchedule), write, noBody, limit)
+		e.POST("/v1/saved-searches/:id/schedule/resume", changeByID(s.d.Schedules.Resume, scheduleIfMatch, answerSchedule), write, noBody, limit)
 		get("/v1/saved-searches/:id/occurrences", withID(s.listOccurrences), read, limit)
 	}
 	admin := s.openAdmin()

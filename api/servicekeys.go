@@ -72,8 +72,5 @@ func (s *Server) listServiceKeys(c echo.Context) error {
 func (s *Server) revokeServiceKey(c echo.Context, id uuid.UUID) error {
 	pr := principal(c)
 	k, err := s.d.ServiceKeys.Revoke(c.Request().Context(), pr.OrganizationID, id, pr.Actor)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, k)
+	return answerOr(c, k, err, answerOK)
 }

@@ -61,10 +61,7 @@ func (s *Server) createWebhookEndpoint(c echo.Context) error {
 // their secrets.
 func (s *Server) listWebhookEndpoints(c echo.Context) error {
 	list, err := s.d.Webhooks.List(c.Request().Context(), principal(c).OrganizationID)
-	if err != nil {
-		return err
-	}
-	return answerItems(c, list)
+	return answerOr(c, list, err, answerItems)
 }
 
 // updateWebhookEndpoint changes an endpoint: its URL, description, types,
@@ -76,10 +73,7 @@ func (s *Server) updateWebhookEndpoint(c echo.Context, id uuid.UUID) error {
 	}
 	e, err := s.d.Webhooks.Update(c.Request().Context(), principal(c).OrganizationID, id, webhooks.UpdateParams{
 		URL: req.URL, Description: req.Description, EventTypes: req.EventTypes, State: req.State, Actor: principal(c).Actor})
-	if err != nil {
-		return refusedInput(err)
-	}
-	return answerOK(c, e)
+	return answerOr(c, e, refusedInput(err), answerOK)
 }
 
 // deleteWebhookEndpoint deletes an endpoint with its deliveries, 204.
@@ -97,8 +91,5 @@ func (s *Server) listWebhookDeliveries(c echo.Context, id uuid.UUID) error {
 		return err
 	}
 	list, err := s.d.Webhooks.Deliveries(c.Request().Context(), principal(c).OrganizationID, id, limit)
-	if err != nil {
-		return refusedInput(err)
-	}
-	return answerItems(c, list)
+	return answerOr(c, list, refusedInput(err), answerItems)
 }
