@@ -78,7 +78,7 @@ func TestCitusStartBench(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		t.Cleanup(drop)
+		t.Cleanup(func() { _ = drop() })
 		cfg, err := pgxpool.ParseConfig(dbURL)
 		if err != nil {
 			t.Fatal(err)
