@@ -263,12 +263,10 @@ func (p *provider) CreateAccessAndRefreshTokens(ctx context.Context, r op.TokenR
 	return p.Storage.CreateAccessAndRefreshTokens(ctx, unwrap(r), current)
 }
 
-// searchdClaims are the org_id and roles claims of user's tokens.
+// searchdClaims are the org_id and roles claims of user's tokens; an
+// unknown user's are none.
 func (p *provider) searchdClaims(userID string) map[string]any {
-	u, ok := p.users[userID]
-	if !ok {
-		return nil
-	}
+	u := p.users[userID]
 	c := map[string]any{}
 	if u.Org != "" {
 		c["org_id"] = u.Org
