@@ -75,12 +75,9 @@ var (
 	buildErr  error
 )
 
-// Binary returns $SEARCHD_OIDC_PROVIDER if set, else a provider binary
-// built once per process into a temporary directory (see [Cleanup]).
+// Binary returns the provider binary, built once per process into a
+// temporary directory (see [Cleanup]).
 func Binary() (string, error) {
-	if bin := os.Getenv("SEARCHD_OIDC_PROVIDER"); bin != "" {
-		return bin, nil
-	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "searchd-oidcprovider-")
 		if err != nil {

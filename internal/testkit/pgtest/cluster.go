@@ -196,7 +196,6 @@ func (c *Cluster) startCitus(ctx context.Context, opts Options) (_ *localServer,
 	defer func() {
 		if err != nil {
 			_ = c.stopLocal()
-			c.workers, c.workerAdmins = nil, nil
 		}
 	}()
 	for range 2 {
