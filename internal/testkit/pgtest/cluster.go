@@ -174,15 +174,6 @@ func (c *Cluster) stopLocal() error {
 // started.
 func (c *Cluster) Citus() bool { return len(c.workers) > 0 }
 
-// Workers returns the admin URLs of a Citus cluster's workers.
-func (c *Cluster) Workers() []string {
-	var out []string
-	for _, w := range c.workers {
-		out = append(out, w.URL("postgres"))
-	}
-	return out
-}
-
 // startCitus starts a Citus coordinator and workers with admin pools on the
 // workers and returns the coordinator. On error nothing is left running.
 func (c *Cluster) startCitus(ctx context.Context, opts Options) (_ *localServer, err error) {
