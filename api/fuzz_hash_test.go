@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -396,7 +397,7 @@ func FuzzDirectStartRequestHash(f *testing.F) {
 		}
 		differ("member added", body(kind, name, w.Value(jsonforms.With(obj, key, json.Number("0")))))
 		if len(obj) > 0 {
-			keys := jsonforms.SortedKeys(obj)
+			keys := slices.Sorted(maps.Keys(obj))
 			differ("member removed", body(kind, name, w.Value(jsonforms.Without(obj, keys[0]))))
 		}
 		if m, ok := jsonforms.MutateFirst(v, jsonforms.NumberLeaf); ok {

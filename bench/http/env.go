@@ -190,7 +190,7 @@ func setUp(ctx context.Context, cfg config) (_ *env, err error) {
 		if err != nil {
 			return nil, err
 		}
-		e.closers = append(e.closers, drop)
+		e.closers = append(e.closers, func() { _ = drop() })
 		dbURL = url
 		if cluster.External() {
 			e.dbDescription = "a fresh database on the server named by SEARCHD_TEST_DATABASE_URL or DATABASE_URL"

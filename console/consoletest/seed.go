@@ -306,36 +306,33 @@ func seedDispatches(ctx context.Context, pool *pgxpool.Pool, w *World, at time.T
 	outbox := dispatch.NewStore(pool, clock.Clock())
 	store := runs.NewStore(pool, runs.Config{Clock: clock.Clock()})
 	w.ResultRef = "s3://results/" + w.SecondRun.String()[28:] + "/matches.json"
-	end := func(l dispatch.Leased, o dispatch.Outcome, code int, answer string) error {
-		clock.Advance(40 * time.Millisecond) // the runtime's answer takes a moment
-		_, err := outbox.End(ctx, dispatch.End{Leased: dispatch.Leased{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt},
-			Outcome: o, StatusCode: code, Answer: answer, RetryIn: 2 * time.Second})
-		return err
+	// Each pass leases what is due and answers as the runtime would.
+	type answer struct {
+		outcome dispatch.Outcome
+		code    int
+		text    string
 	}
-	leased, err := outbox.LeasePass(ctx, 10, 15*time.Second)
-	if err != nil {
-		return err
-	}
-	for _, l := range leased {
-		switch l.RunID {
-		case w.FirstRun:
-			err = end(l, dispatch.OutcomeDelivered, 202, "202 Accepted")
-		case w.SecondRun:
-			err = end(l, dispatch.OutcomeRetry, 503, "503 Service Unavailable runtime warming up")
-		case w.DirectRun:
-			err = end(l, dispatch.OutcomeFailed, 422, `422 Unprocessable Entity {"error":"unknown capability enrich.company"}`)
+	accepted := answer{dispatch.OutcomeDelivered, 202, "202 Accepted"}
+	for i, pass := range []map[uuid.UUID]answer{
+		{w.FirstRun: accepted, w.SecondRun: {dispatch.OutcomeRetry, 503, "503 Service Unavailable runtime warming up"},
+			w.DirectRun: {dispatch.OutcomeFailed, 422, `422 Unprocessable Entity {"error":"unknown capability enrich.company"}`}},
+		{w.SecondRun: accepted},
+	} {
+		if i > 0 {
+			clock.Advance(3 * time.Second) // past the retry's 2 s
 		}
+		leased, err := outbox.LeasePass(ctx, 10, 15*time.Second)
 		if err != nil {
 			return err
 		}
-	}
-	clock.Advance(3 * time.Second)
-	if leased, err = outbox.LeasePass(ctx, 10, 15*time.Second); err != nil {
-		return err
-	}
-	for _, l := range leased {
-		if l.RunID == w.SecondRun {
-			if err := end(l, dispatch.OutcomeDelivered, 202, "202 Accepted"); err != nil {
+		for _, l := range leased {
+			a, ok := pass[l.RunID]
+			if !ok {
+				continue
+			}
+			clock.Advance(40 * time.Millisecond) // the runtime's answer takes a moment
+			if _, err := outbox.End(ctx, dispatch.End{Leased: dispatch.Leased{OrganizationID: l.OrganizationID, RunID: l.RunID, Attempt: l.Attempt},
+				Outcome: a.outcome, StatusCode: a.code, Answer: a.text, RetryIn: 2 * time.Second}); err != nil {
 				return err
 			}
 		}

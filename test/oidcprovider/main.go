@@ -27,15 +27,12 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"encoding/asn1"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -47,6 +44,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/zitadel/oidc/v3/example/server/exampleop"
 	"github.com/zitadel/oidc/v3/example/server/storage"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
@@ -265,12 +263,10 @@ func (p *provider) CreateAccessAndRefreshTokens(ctx context.Context, r op.TokenR
 	return p.Storage.CreateAccessAndRefreshTokens(ctx, unwrap(r), current)
 }
 
-// searchdClaims are the org_id and roles claims of user's tokens.
+// searchdClaims are the org_id and roles claims of user's tokens; an
+// unknown user's are none.
 func (p *provider) searchdClaims(userID string) map[string]any {
-	u, ok := p.users[userID]
-	if !ok {
-		return nil
-	}
+	u := p.users[userID]
 	c := map[string]any{}
 	if u.Org != "" {
 		c["org_id"] = u.Org
@@ -350,19 +346,7 @@ func (p *provider) answer(line string, hits int64) string {
 // k by k's algorithm, and returns the JWS compact serialization.
 func signRaw(k *key, header, claims string) (string, error) {
 	input := header + "." + claims
-	digest, opts := []byte(input), crypto.Hash(0) // Ed25519 signs the input itself
-	if k.alg != jose.EdDSA {
-		h := sha256.Sum256(digest)
-		digest, opts = h[:], crypto.SHA256 // RSA: PKCS #1 v1.5
-	}
-	sig, err := k.priv.Sign(rand.Reader, digest, opts)
-	if err == nil && k.alg == jose.ES256 {
-		// JWS wants r and s side by side, not the ASN.1 the signer gives.
-		var rs struct{ R, S *big.Int }
-		if _, err = asn1.Unmarshal(sig, &rs); err == nil {
-			sig = append(rs.R.FillBytes(make([]byte, 32)), rs.S.FillBytes(make([]byte, 32))...)
-		}
-	}
+	sig, err := jwt.GetSigningMethod(string(k.alg)).Sign(input, k.priv)
 	if err != nil {
 		return "", err
 	}

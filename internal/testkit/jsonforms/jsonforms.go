@@ -6,7 +6,9 @@ package jsonforms
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -50,7 +52,7 @@ func (w Writer) write(b *strings.Builder, v any) {
 		b.WriteString(w.WS() + "]")
 	case map[string]any:
 		// Sort first so the shuffle alone decides the order.
-		keys := SortedKeys(x)
+		keys := slices.Sorted(maps.Keys(x))
 		w.Rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 		b.WriteByte('{')
 		for i, k := range keys {

@@ -25,11 +25,6 @@ func Without(m map[string]any, k string) map[string]any {
 	return out
 }
 
-// SortedKeys returns the member names of m in sorted order.
-func SortedKeys(m map[string]any) []string {
-	return slices.Sorted(maps.Keys(m))
-}
-
 // LeafKind names the kind of leaf [MutateFirst] changes.
 type LeafKind int
 
@@ -63,7 +58,7 @@ func MutateFirst(v any, kind LeafKind) (any, bool) {
 			}
 		}
 	case map[string]any:
-		for _, k := range SortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			if m, ok := MutateFirst(x[k], kind); ok {
 				return With(x, k, m), true
 			}

@@ -69,32 +69,22 @@ type Provider struct {
 	stdout *bufio.Scanner
 }
 
-var (
-	buildOnce sync.Once
-	built     string
-	buildErr  error
-)
+// built is the binary [Binary] built, once it has.
+var built string
 
-// Binary returns $SEARCHD_OIDC_PROVIDER if set, else a provider binary
-// built once per process into a temporary directory (see [Cleanup]).
-func Binary() (string, error) {
-	if bin := os.Getenv("SEARCHD_OIDC_PROVIDER"); bin != "" {
-		return bin, nil
+// Binary returns the provider binary, built once per process into a
+// temporary directory (see [Cleanup]).
+var Binary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "searchd-oidcprovider-")
+	if err != nil {
+		return "", err
 	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "searchd-oidcprovider-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		built = filepath.Join(dir, "oidcprovider")
-		out, err := exec.Command("go", "build", "-o", built, "github.com/searchd/searchd/test/oidcprovider").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("building the test provider: %v\n%s", err, out)
-		}
-	})
-	return built, buildErr
-}
+	built = filepath.Join(dir, "oidcprovider")
+	if out, err := exec.Command("go", "build", "-o", built, "github.com/searchd/searchd/test/oidcprovider").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the test provider: %v\n%s", err, out)
+	}
+	return built, nil
+})
 
 // Cleanup removes the binary [Binary] built, if any.
 func Cleanup() {

@@ -174,15 +174,6 @@ func (c *Cluster) stopLocal() error {
 // started.
 func (c *Cluster) Citus() bool { return len(c.workers) > 0 }
 
-// Workers returns the admin URLs of a Citus cluster's workers.
-func (c *Cluster) Workers() []string {
-	var out []string
-	for _, w := range c.workers {
-		out = append(out, w.URL("postgres"))
-	}
-	return out
-}
-
 // startCitus starts a Citus coordinator and workers with admin pools on the
 // workers and returns the coordinator. On error nothing is left running.
 func (c *Cluster) startCitus(ctx context.Context, opts Options) (_ *localServer, err error) {
@@ -196,7 +187,6 @@ func (c *Cluster) startCitus(ctx context.Context, opts Options) (_ *localServer,
 	defer func() {
 		if err != nil {
 			_ = c.stopLocal()
-			c.workers, c.workerAdmins = nil, nil
 		}
 	}()
 	for range 2 {
@@ -215,19 +205,10 @@ func (c *Cluster) startCitus(ctx context.Context, opts Options) (_ *localServer,
 }
 
 // CreateDB clones the migrated template (built on first use) into a new
-// database and returns its URL and an idempotent, best-effort drop. A
-// template build failure is remembered and returned by later calls, unless
-// caused by ctx ending.
-func (c *Cluster) CreateDB(ctx context.Context) (url string, drop func(), err error) {
-	url, dropErr, err := c.createDB(ctx)
-	if err != nil {
-		return "", nil, err
-	}
-	return url, func() { _ = dropErr() }, nil
-}
-
-// createDB is CreateDB with a drop that reports its error.
-func (c *Cluster) createDB(ctx context.Context) (string, func() error, error) {
+// database and returns its URL and an idempotent drop, whose error reports
+// a failed drop. A template build failure is remembered and returned by
+// later calls, unless caused by ctx ending.
+func (c *Cluster) CreateDB(ctx context.Context) (url string, drop func() error, err error) {
 	tmpl, err := c.template(ctx)
 	if err != nil {
 		return "", nil, err
@@ -248,13 +229,7 @@ func (c *Cluster) createDB(ctx context.Context) (string, func() error, error) {
 		_ = c.dropDB(name)
 		return "", nil, err
 	}
-	var once sync.Once
-	var dropErr error
-	drop := func() error {
-		once.Do(func() { dropErr = c.dropDB(name) })
-		return dropErr
-	}
-	return dbURL, drop, nil
+	return dbURL, sync.OnceValue(func() error { return c.dropDB(name) }), nil
 }
 
 // dropDB drops the named database on every node, coordinator first. Citus

@@ -19,13 +19,9 @@ type Querier interface {
 // Citus it asks every node (citus_stat_activity), since a routed statement
 // waits on its worker.
 func LockWaits(ctx context.Context, db Querier) (int, error) {
-	var citus bool
-	if err := db.QueryRow(ctx, `SELECT to_regclass('pg_catalog.citus_stat_activity') IS NOT NULL`).Scan(&citus); err != nil {
+	var view string
+	if err := db.QueryRow(ctx, `SELECT coalesce(to_regclass('pg_catalog.citus_stat_activity')::text, 'pg_stat_activity')`).Scan(&view); err != nil {
 		return 0, err
-	}
-	view := "pg_stat_activity"
-	if citus {
-		view = "citus_stat_activity"
 	}
 	var n int
 	err := db.QueryRow(ctx, `SELECT count(*) FROM `+view+`

@@ -143,7 +143,7 @@ func (s *sharedServer) createDB() (string, func() error, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	return c.createDB(ctx)
+	return c.CreateDB(ctx)
 }
 
 func newDBURL(t testing.TB, s *sharedServer) string {

@@ -113,10 +113,8 @@ func (t *Tracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, d pgx.Trac
 		sqls[i] = q.SQL
 	}
 	t.record(sqls...)
-	st := &traceStart{at: time.Now(), autocommit: conn.PgConn().TxStatus() == 'I'}
-	if len(sqls) > 0 && strings.EqualFold(strings.TrimSpace(sqls[0]), "begin") {
-		st.explicit = true
-	}
+	st := &traceStart{at: time.Now(), autocommit: conn.PgConn().TxStatus() == 'I',
+		explicit: len(sqls) > 0 && strings.EqualFold(strings.TrimSpace(sqls[0]), "begin")}
 	return context.WithValue(ctx, traceKey{}, st)
 }
 
