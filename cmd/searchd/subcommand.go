@@ -52,18 +52,22 @@ func (a *app) dispatchSubcommand(ctx context.Context, command, usage string, arg
 	return usagef("%s: unknown subcommand %q: use %s", command, args[0], choice)
 }
 
-// connect reads the settings of command c from fs and the environment
+// withDB reads the settings of command c from fs and the environment
 // and, when neither they nor the command's own flags have a problem (given
-// in problems), opens a pool of one connection on the database (see
-// [openSmallPool]), and returns it with the logger the settings ask for.
-// Every problem is answered at once, in a usage error.
-func (a *app) connect(ctx context.Context, fs *flag.FlagSet, c cmds, problems []string) (*pgxpool.Pool, *slog.Logger, error) {
+// in problems), runs run on a pool of one connection on the database (see
+// [openSmallPool]), with the logger the settings ask for, and closes the
+// pool. Every problem is answered at once, in a usage error.
+func (a *app) withDB(ctx context.Context, fs *flag.FlagSet, c cmds, problems []string, run func(*pgxpool.Pool, *slog.Logger) error) error {
 	cfg, settingProblems := loadSettings(fs, a.getenv, c)
 	if problems = append(problems, settingProblems...); len(problems) > 0 {
-		return nil, nil, invalid(problems)
+		return invalid(problems)
 	}
 	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
-	return pool, newLogger(a.stderr, cfg), err
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return run(pool, newLogger(a.stderr, cfg))
 }
 
 // printJSON writes v on stdout as indented JSON.
