@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
@@ -216,9 +215,8 @@ func (a *app) inboxList(ctx context.Context, args []string) error {
 }
 
 // printArrivals writes arrivals for a person, a row each.
-func printArrivals(w io.Writer, list []providerjobs.InboxEntry) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "received at\tprovider\tdelivery id\tstatus\tattempts\tjob")
+func printArrivals(w io.Writer, list []providerjobs.InboxEntry) {
+	fmt.Fprintln(w, "received at\tprovider\tdelivery id\tstatus\tattempts\tjob")
 	for _, e := range list {
 		state := string(e.Status)
 		if e.Reason != "" {
@@ -228,7 +226,6 @@ func printArrivals(w io.Writer, list []providerjobs.InboxEntry) error {
 		if e.JobID != uuid.Nil {
 			job = e.JobID.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%q\t%s\t%d\t%s\n", e.ReceivedAt.UTC().Format(time.RFC3339), e.Provider, e.DeliveryID, state, e.Attempts, job)
+		fmt.Fprintf(w, "%s\t%s\t%q\t%s\t%d\t%s\n", e.ReceivedAt.UTC().Format(time.RFC3339), e.Provider, e.DeliveryID, state, e.Attempts, job)
 	}
-	return tw.Flush()
 }

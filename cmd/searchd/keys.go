@@ -8,8 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -133,22 +131,19 @@ func (a *app) keysList(ctx context.Context, args []string) error {
 	})
 }
 
-func printKeys(w io.Writer, list []servicekeys.Key) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "prefix\tid\tname\tscopes\tcreated\tby\texpires\tlast used\trevoked")
+func printKeys(w io.Writer, list []servicekeys.Key) {
+	fmt.Fprintln(w, "prefix\tid\tname\tscopes\tcreated\tby\texpires\tlast used\trevoked")
 	for _, k := range list {
 		revoked := stamp(k.RevokedAt)
 		if k.RevokedBy != nil {
 			revoked += " by " + *k.RevokedBy
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Prefix, k.ID, strings.ReplaceAll(k.Name, "\t", " "),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Prefix, k.ID, strings.ReplaceAll(k.Name, "\t", " "),
 			joinScopes(k.Scopes), stamp(&k.CreatedAt), k.CreatedBy, stamp(k.ExpiresAt), stamp(k.LastUsedAt), revoked)
 	}
-	_ = tw.Flush()
 	if len(list) == 0 {
 		fmt.Fprintln(w, "(none)")
 	}
-	return nil
 }
 
 func joinScopes(scopes []servicekeys.Scope) string {
@@ -183,7 +178,7 @@ func (a *app) keysRevoke(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Fprintf(a.stdout, "revoked: service key %s (%s) of organization %s, at %s by %s; every replica refuses it within %s\n",
-			k.Prefix, k.ID, k.OrganizationID, k.RevokedAt.UTC().Format(time.RFC3339), *k.RevokedBy, servicekeys.RevocationBound)
+			k.Prefix, k.ID, k.OrganizationID, stamp(k.RevokedAt), *k.RevokedBy, servicekeys.RevocationBound)
 		return nil
 	})
 }

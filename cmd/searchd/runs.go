@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
@@ -103,9 +102,8 @@ func (a *app) runsDispatchList(ctx context.Context, args []string) error {
 	})
 }
 
-func printDispatches(w io.Writer, list []dispatch.Dispatch) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "run\torganization\tstate\tattempts\tretries\tsince\tlast answer")
+func printDispatches(w io.Writer, list []dispatch.Dispatch) {
+	fmt.Fprintln(w, "run\torganization\tstate\tattempts\tretries\tsince\tlast answer")
 	for _, d := range list {
 		since := d.FailedAt
 		if d.State == dispatch.StatePending {
@@ -121,13 +119,11 @@ func printDispatches(w io.Writer, list []dispatch.Dispatch) error {
 		if d.LastStatusCode != nil {
 			answer = fmt.Sprintf("[%d] %s", *d.LastStatusCode, answer)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.RunID, d.OrganizationID, d.State, d.Attempts, d.Retries, stamp(since), answer)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.RunID, d.OrganizationID, d.State, d.Attempts, d.Retries, stamp(since), answer)
 	}
-	_ = tw.Flush()
 	if len(list) == 0 {
 		fmt.Fprintln(w, "(none)")
 	}
-	return nil
 }
 
 func (a *app) runsDispatchRetry(ctx context.Context, args []string) error {
