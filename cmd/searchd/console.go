@@ -17,21 +17,20 @@ import (
 // there.
 func (s server) console(verifier *auth.Verifier, streams *runstream.Hub) (*console.Console, error) {
 	st, cfg, logger := s.st, s.cfg, s.logger
-	pool, clock, cursors := st.pool, st.clock, st.cursors
 	d := console.Deps{
 		SavedSearches:   st.savedSearches,
 		Snapshots:       st.snapshots,
 		Runs:            st.runs,
-		JobAudit:        providerjobs.NewAudit(pool).Cursors(cursors),
-		Operator:        operator.NewStore(pool, clock).Cursors(cursors),
+		JobAudit:        providerjobs.NewAudit(st.pool).Cursors(st.cursors),
+		Operator:        operator.NewStore(st.pool, st.clock).Cursors(st.cursors),
 		SweeperRuns:     st.sweeperRuns,
 		Dispatches:      st.dispatches,
 		Backlog:         st.backlog,
 		Schedules:       st.schedules,
 		Webhooks:        st.webhooks,
-		Uncertain:       tools.NewInspector(pool, clock).Cursors(cursors),
-		Resolver:        tools.NewResolver(pool, tools.ResolverConfig{Clock: clock}),
-		Sessions:        sessions.NewStore(pool, clock),
+		Uncertain:       tools.NewInspector(st.pool, st.clock).Cursors(st.cursors),
+		Resolver:        tools.NewResolver(st.pool, tools.ResolverConfig{Clock: st.clock}),
+		Sessions:        sessions.NewStore(st.pool, st.clock),
 		ServiceKeys:     st.serviceKeys,
 		TokenSignIn:     cfg.Auth.TokenSignIn,
 		Verifier:        verifier,

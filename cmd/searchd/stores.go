@@ -45,8 +45,7 @@ type stores struct {
 	wake         chan struct{}
 	sweeperRuns  *sweeper.RunLog
 	schedules    *schedule.Store
-	// cursors signs and verifies the cursors of every store that lists;
-	// the console's own stores (see [server.console]) are made with it.
+	// cursors is the key every store that lists signs its cursors with.
 	cursors keyset.Key
 	// serviceKeys verifies service keys (one cache per process) and
 	// serves their management.
