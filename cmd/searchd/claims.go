@@ -145,20 +145,17 @@ func (a *app) claimsShow(ctx context.Context, args []string) error {
 		return err
 	}
 	at, problems := readClaimAddress(*org, *scope, *key)
-	pool, _, err := a.connect(ctx, fs, cmdClaimsShow, problems)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	rec, err := getClaim(ctx, idempotency.NewRepository(pool, a.dbClock), at)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return a.printJSON(claimView(rec))
-	}
-	printClaim(a.stdout, rec)
-	return nil
+	return a.withDB(ctx, fs, cmdClaimsShow, problems, func(pool *pgxpool.Pool, _ *slog.Logger) error {
+		rec, err := getClaim(ctx, idempotency.NewRepository(pool, a.dbClock), at)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return a.printJSON(claimView(rec))
+		}
+		printClaim(a.stdout, rec)
+		return nil
+	})
 }
 
 // claimJSON is the --json form of a claim. It leaves out the lease token
@@ -266,20 +263,17 @@ func (a *app) claimsRelease(ctx context.Context, args []string) error {
 	why := strings.TrimSpace(*reason)
 	checkLine(&problems, "reason", why, "say why the claim is released; it is logged", operator.MaxReasonLen)
 	actor := a.readActor(&problems, *actorFlag, operator.MaxActorLen)
-	pool, logger, err := a.connect(ctx, fs, cmdClaimsChange, problems)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	rec, err := getClaim(ctx, idempotency.NewRepository(pool, a.dbClock), at)
-	if err != nil {
-		return err
-	}
-	if err := releaseClaim(ctx, operator.NewStore(pool, a.dbClock), rec, why, actor, logger); err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "released claim %s (%s); the next attempt with this key runs afresh\n", rec.ID, at)
-	return nil
+	return a.withDB(ctx, fs, cmdClaimsChange, problems, func(pool *pgxpool.Pool, logger *slog.Logger) error {
+		rec, err := getClaim(ctx, idempotency.NewRepository(pool, a.dbClock), at)
+		if err != nil {
+			return err
+		}
+		if err := releaseClaim(ctx, operator.NewStore(pool, a.dbClock), rec, why, actor, logger); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "released claim %s (%s); the next attempt with this key runs afresh\n", rec.ID, at)
+		return nil
+	})
 }
 
 // releaseClaim force-releases rec, as read, with store (see
@@ -332,39 +326,36 @@ func (a *app) claimsResolve(ctx context.Context, args []string) error {
 	}
 	checkLine(&problems, "actor", p.Actor, "it is recorded with the resolution", tools.MaxActorLen)
 	checkLine(&problems, "reason", p.Reason, "it is recorded with the resolution", tools.MaxReasonLen)
-	pool, logger, err := a.connect(ctx, fs, cmdClaimsChange, problems)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	res, err := tools.NewResolver(pool, tools.ResolverConfig{Clock: a.dbClock}).Resolve(ctx, p)
-	switch {
-	case errors.Is(err, tools.ErrNoCall):
-		return fmt.Errorf("%w for %s", errNoClaim, at)
-	case errors.Is(err, tools.ErrNotUncertain):
-		return fmt.Errorf("%s: %w; run searchd claims show to see it", at, err)
-	case err != nil:
-		return err
-	}
-	logger.LogAttrs(ctx, slog.LevelWarn, "uncertain tool call resolved by a person",
-		slog.String("organization_id", at.org.String()),
-		slog.String("scope", at.scope),
-		slog.String("key", at.key),
-		slog.String("claim_id", res.ClaimID.String()),
-		slog.String("resolution", string(res.Resolution)),
-		slog.String("actor", res.Actor),
-		slog.String("reason", res.Reason),
-		slog.String("resolution_id", res.ID.String()))
-	switch res.Resolution {
-	case tools.ResolutionDelivered:
-		fmt.Fprintf(a.stdout, "resolved claim %s (%s) as delivered by %s; every repeat of the call now answers ok and calls nothing\n",
-			res.ClaimID, at, res.Actor)
-	default:
-		fmt.Fprintf(a.stdout, "authorized one retry of claim %s (%s) by %s; the next attempt of the call makes it again with the same key\n",
-			res.ClaimID, at, res.Actor)
-	}
-	fmt.Fprintf(a.stdout, "recorded as resolution %s at %s\n", res.ID, res.ResolvedAt.UTC().Format(time.RFC3339))
-	return nil
+	return a.withDB(ctx, fs, cmdClaimsChange, problems, func(pool *pgxpool.Pool, logger *slog.Logger) error {
+		res, err := tools.NewResolver(pool, tools.ResolverConfig{Clock: a.dbClock}).Resolve(ctx, p)
+		switch {
+		case errors.Is(err, tools.ErrNoCall):
+			return fmt.Errorf("%w for %s", errNoClaim, at)
+		case errors.Is(err, tools.ErrNotUncertain):
+			return fmt.Errorf("%s: %w; run searchd claims show to see it", at, err)
+		case err != nil:
+			return err
+		}
+		logger.LogAttrs(ctx, slog.LevelWarn, "uncertain tool call resolved by a person",
+			slog.String("organization_id", at.org.String()),
+			slog.String("scope", at.scope),
+			slog.String("key", at.key),
+			slog.String("claim_id", res.ClaimID.String()),
+			slog.String("resolution", string(res.Resolution)),
+			slog.String("actor", res.Actor),
+			slog.String("reason", res.Reason),
+			slog.String("resolution_id", res.ID.String()))
+		switch res.Resolution {
+		case tools.ResolutionDelivered:
+			fmt.Fprintf(a.stdout, "resolved claim %s (%s) as delivered by %s; every repeat of the call now answers ok and calls nothing\n",
+				res.ClaimID, at, res.Actor)
+		default:
+			fmt.Fprintf(a.stdout, "authorized one retry of claim %s (%s) by %s; the next attempt of the call makes it again with the same key\n",
+				res.ClaimID, at, res.Actor)
+		}
+		fmt.Fprintf(a.stdout, "recorded as resolution %s at %s\n", res.ID, res.ResolvedAt.UTC().Format(time.RFC3339))
+		return nil
+	})
 }
 
 // readActor reads --actor: the flag, else $USER, else "cli"; valid UTF-8

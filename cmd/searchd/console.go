@@ -3,11 +3,16 @@ package main
 import (
 	"github.com/searchd/searchd/auth"
 	"github.com/searchd/searchd/console"
+	"github.com/searchd/searchd/operator"
+	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs/runstream"
+	"github.com/searchd/searchd/sessions"
+	"github.com/searchd/searchd/tools"
 )
 
 // console wires the console (served under /console/ beside the API) on
-// the same stores, verifier and seat queue as the API, signing
+// the same stores, verifier and seat queue as the API, with the stores
+// only it reads made here on their pool, clock and cursor key, signing
 // people in through the provider when the settings register the console
 // there.
 func (s server) console(verifier *auth.Verifier, streams *runstream.Hub) (*console.Console, error) {
@@ -16,16 +21,16 @@ func (s server) console(verifier *auth.Verifier, streams *runstream.Hub) (*conso
 		SavedSearches:   st.savedSearches,
 		Snapshots:       st.snapshots,
 		Runs:            st.runs,
-		JobAudit:        st.jobAudit,
-		Operator:        st.operator,
+		JobAudit:        providerjobs.NewAudit(st.pool).Cursors(st.cursors),
+		Operator:        operator.NewStore(st.pool, st.clock).Cursors(st.cursors),
 		SweeperRuns:     st.sweeperRuns,
 		Dispatches:      st.dispatches,
 		Backlog:         st.backlog,
 		Schedules:       st.schedules,
 		Webhooks:        st.webhooks,
-		Uncertain:       st.uncertain,
-		Resolver:        st.resolver,
-		Sessions:        st.sessions,
+		Uncertain:       tools.NewInspector(st.pool, st.clock).Cursors(st.cursors),
+		Resolver:        tools.NewResolver(st.pool, tools.ResolverConfig{Clock: st.clock}),
+		Sessions:        sessions.NewStore(st.pool, st.clock),
 		ServiceKeys:     st.serviceKeys,
 		TokenSignIn:     cfg.Auth.TokenSignIn,
 		Verifier:        verifier,

@@ -85,16 +85,11 @@ func (a *app) dev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer obs.shutdown(logger)
-	pool, err := obs.openPool(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("opening the database pool: %w", err)
-	}
-	defer pool.Close()
-	cursors, err := loadCursorKey(ctx, pool)
+	st, err := a.openStores(ctx, cfg, logger, obs)
 	if err != nil {
 		return err
 	}
-	st := newStores(pool, a.dbClock, cursors, cfg, logger, obs)
+	defer st.pool.Close()
 	banner, err := a.devDemo(ctx, st, secret, dir, &cfg)
 	if err != nil {
 		return err

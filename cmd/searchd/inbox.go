@@ -5,10 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/providerjobs"
@@ -94,14 +95,12 @@ func arrivalView(e *providerjobs.InboxEntry, c *providerjobs.Copies) arrivalJSON
 	return v
 }
 
-// openInbox opens a one-connection pool (see [app.connect]) and the
-// service that reads the inbox on it.
-func (a *app) openInbox(ctx context.Context, fs *flag.FlagSet, problems []string) (*providerjobs.Service, func(), error) {
-	pool, _, err := a.connect(ctx, fs, cmdInbox, problems)
-	if err != nil {
-		return nil, nil, err
-	}
-	return providerjobs.New(pool, idempotency.NewService(pool, idempotency.Config{Clock: a.dbClock}), providerjobs.Config{}), pool.Close, nil
+// withInbox runs run on the service that reads the inbox, on a
+// one-connection pool (see [app.withDB]).
+func (a *app) withInbox(ctx context.Context, fs *flag.FlagSet, problems []string, run func(*providerjobs.Service) error) error {
+	return a.withDB(ctx, fs, cmdInbox, problems, func(pool *pgxpool.Pool, _ *slog.Logger) error {
+		return run(providerjobs.New(pool, idempotency.NewService(pool, idempotency.Config{Clock: a.dbClock}), providerjobs.Config{}))
+	})
 }
 
 func (a *app) inboxShow(ctx context.Context, args []string) error {
@@ -119,38 +118,35 @@ func (a *app) inboxShow(ctx context.Context, args []string) error {
 	if err := idempotency.ValidateKey(*deliveryID); err != nil {
 		problems = append(problems, "--delivery-id: is required: 1 to 255 bytes of UTF-8 without control characters")
 	}
-	svc, closeDB, err := a.openInbox(ctx, fs, problems)
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-	found, err := svc.FindArrivals(ctx, *provider, *deliveryID)
-	if err != nil {
-		return err
-	}
-	if len(found) == 0 {
-		return fmt.Errorf("no arrival is stored for provider %s, delivery id %q", *provider, *deliveryID)
-	}
-	// A delivery id is unique per organization (of the job its body
-	// names): nearly always one arrival, each printed on its own.
-	for i := range found {
-		e := &found[i]
-		c, err := svc.ArrivalCopies(ctx, e.OrganizationID, e.ID)
+	return a.withInbox(ctx, fs, problems, func(svc *providerjobs.Service) error {
+		found, err := svc.FindArrivals(ctx, *provider, *deliveryID)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			if err := a.printJSON(arrivalView(e, &c)); err != nil {
+		if len(found) == 0 {
+			return fmt.Errorf("no arrival is stored for provider %s, delivery id %q", *provider, *deliveryID)
+		}
+		// A delivery id is unique per organization (of the job its body
+		// names): nearly always one arrival, each printed on its own.
+		for i := range found {
+			e := &found[i]
+			c, err := svc.ArrivalCopies(ctx, e.OrganizationID, e.ID)
+			if err != nil {
 				return err
 			}
-			continue
+			if *asJSON {
+				if err := a.printJSON(arrivalView(e, &c)); err != nil {
+					return err
+				}
+				continue
+			}
+			if i > 0 {
+				fmt.Fprintln(a.stdout)
+			}
+			printArrival(a.stdout, e, c)
 		}
-		if i > 0 {
-			fmt.Fprintln(a.stdout)
-		}
-		printArrival(a.stdout, e, c)
-	}
-	return nil
+		return nil
+	})
 }
 
 func printArrival(w io.Writer, e *providerjobs.InboxEntry, c providerjobs.Copies) {
@@ -208,23 +204,19 @@ func (a *app) inboxList(ctx context.Context, args []string) error {
 		problems = append(problems, fmt.Sprintf("--status: %q is not a state: use pending, applied or dropped", *status))
 	}
 	checkLimit(&problems, *limit, 1000)
-	svc, closeDB, err := a.openInbox(ctx, fs, problems)
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-	list, err := svc.ListArrivals(ctx, providerjobs.ListArrivalsParams{
-		Provider: *provider, Status: providerjobs.InboxStatus(*status), Limit: *limit})
-	if err != nil {
-		return err
-	}
-	return printList(a, *asJSON, list, func(e *providerjobs.InboxEntry) arrivalJSON { return arrivalView(e, nil) }, printArrivals)
+	return a.withInbox(ctx, fs, problems, func(svc *providerjobs.Service) error {
+		list, err := svc.ListArrivals(ctx, providerjobs.ListArrivalsParams{
+			Provider: *provider, Status: providerjobs.InboxStatus(*status), Limit: *limit})
+		if err != nil {
+			return err
+		}
+		return printList(a, *asJSON, list, func(e *providerjobs.InboxEntry) arrivalJSON { return arrivalView(e, nil) }, printArrivals)
+	})
 }
 
 // printArrivals writes arrivals for a person, a row each.
-func printArrivals(w io.Writer, list []providerjobs.InboxEntry) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "received at\tprovider\tdelivery id\tstatus\tattempts\tjob")
+func printArrivals(w io.Writer, list []providerjobs.InboxEntry) {
+	fmt.Fprintln(w, "received at\tprovider\tdelivery id\tstatus\tattempts\tjob")
 	for _, e := range list {
 		state := string(e.Status)
 		if e.Reason != "" {
@@ -234,7 +226,6 @@ func printArrivals(w io.Writer, list []providerjobs.InboxEntry) error {
 		if e.JobID != uuid.Nil {
 			job = e.JobID.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%q\t%s\t%d\t%s\n", e.ReceivedAt.UTC().Format(time.RFC3339), e.Provider, e.DeliveryID, state, e.Attempts, job)
+		fmt.Fprintf(w, "%s\t%s\t%q\t%s\t%d\t%s\n", e.ReceivedAt.UTC().Format(time.RFC3339), e.Provider, e.DeliveryID, state, e.Attempts, job)
 	}
-	return tw.Flush()
 }

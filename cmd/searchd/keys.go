@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/errs"
 	"github.com/searchd/searchd/servicekeys"
@@ -74,33 +74,30 @@ func (a *app) keysCreate(ctx context.Context, args []string) error {
 		problems = append(problems, "--expires-in: must not be negative")
 	}
 	actor := a.readActor(&problems, *actorFlag, servicekeys.MaxActorLen)
-	pool, _, err := a.connect(ctx, fs, cmdKeys, problems)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	p := servicekeys.CreateParams{Name: *name, Scopes: scopes, Actor: actor}
-	if *expiresIn > 0 {
-		at := a.now().Add(*expiresIn)
-		p.ExpiresAt = &at
-	}
-	token, k, err := servicekeys.NewStore(pool, a.dbClock).Create(ctx, orgID, p)
-	if errors.Is(err, servicekeys.ErrInvalid) {
-		return invalid(flagProblems(err))
-	}
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return a.printJSON(struct {
-			servicekeys.Key
-			Token string `json:"token"`
-		}{*k, token})
-	}
-	fmt.Fprintf(a.stderr, "created service key %s (%s) of organization %s, scopes %s; its token, shown this once:\n",
-		k.Prefix, k.ID, k.OrganizationID, joinScopes(k.Scopes))
-	fmt.Fprintln(a.stdout, token)
-	return nil
+	return a.withDB(ctx, fs, cmdKeys, problems, func(pool *pgxpool.Pool, _ *slog.Logger) error {
+		p := servicekeys.CreateParams{Name: *name, Scopes: scopes, Actor: actor}
+		if *expiresIn > 0 {
+			at := a.now().Add(*expiresIn)
+			p.ExpiresAt = &at
+		}
+		token, k, err := servicekeys.NewStore(pool, a.dbClock).Create(ctx, orgID, p)
+		if errors.Is(err, servicekeys.ErrInvalid) {
+			return invalid(flagProblems(err))
+		}
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return a.printJSON(struct {
+				servicekeys.Key
+				Token string `json:"token"`
+			}{*k, token})
+		}
+		fmt.Fprintf(a.stderr, "created service key %s (%s) of organization %s, scopes %s; its token, shown this once:\n",
+			k.Prefix, k.ID, k.OrganizationID, joinScopes(k.Scopes))
+		fmt.Fprintln(a.stdout, token)
+		return nil
+	})
 }
 
 // flagProblems names the flags of the fields a refused create names.
@@ -125,34 +122,28 @@ func (a *app) keysList(ctx context.Context, args []string) error {
 	}
 	var problems []string
 	orgID := readOrg(&problems, *org, true)
-	pool, _, err := a.connect(ctx, fs, cmdKeys, problems)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	list, err := servicekeys.NewStore(pool, a.dbClock).List(ctx, orgID)
-	if err != nil {
-		return err
-	}
-	return printList(a, *asJSON, list, func(k *servicekeys.Key) servicekeys.Key { return *k }, printKeys)
+	return a.withDB(ctx, fs, cmdKeys, problems, func(pool *pgxpool.Pool, _ *slog.Logger) error {
+		list, err := servicekeys.NewStore(pool, a.dbClock).List(ctx, orgID)
+		if err != nil {
+			return err
+		}
+		return printList(a, *asJSON, list, func(k *servicekeys.Key) servicekeys.Key { return *k }, printKeys)
+	})
 }
 
-func printKeys(w io.Writer, list []servicekeys.Key) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "prefix\tid\tname\tscopes\tcreated\tby\texpires\tlast used\trevoked")
+func printKeys(w io.Writer, list []servicekeys.Key) {
+	fmt.Fprintln(w, "prefix\tid\tname\tscopes\tcreated\tby\texpires\tlast used\trevoked")
 	for _, k := range list {
 		revoked := stamp(k.RevokedAt)
 		if k.RevokedBy != nil {
 			revoked += " by " + *k.RevokedBy
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Prefix, k.ID, strings.ReplaceAll(k.Name, "\t", " "),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Prefix, k.ID, strings.ReplaceAll(k.Name, "\t", " "),
 			joinScopes(k.Scopes), stamp(&k.CreatedAt), k.CreatedBy, stamp(k.ExpiresAt), stamp(k.LastUsedAt), revoked)
 	}
-	_ = tw.Flush()
 	if len(list) == 0 {
 		fmt.Fprintln(w, "(none)")
 	}
-	return nil
 }
 
 func joinScopes(scopes []servicekeys.Scope) string {
@@ -178,19 +169,16 @@ func (a *app) keysRevoke(ctx context.Context, args []string) error {
 		problems = append(problems, fmt.Sprintf("--id: %q is not a key id (a UUID)", *id))
 	}
 	actor := a.readActor(&problems, *actorFlag, servicekeys.MaxActorLen)
-	pool, _, err := a.connect(ctx, fs, cmdKeys, problems)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	k, err := servicekeys.NewStore(pool, a.dbClock).Revoke(ctx, orgID, keyID, actor)
-	if errors.Is(err, servicekeys.ErrNotFound) {
-		return fmt.Errorf("no service key %s in organization %s", keyID, orgID)
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "revoked: service key %s (%s) of organization %s, at %s by %s; every replica refuses it within %s\n",
-		k.Prefix, k.ID, k.OrganizationID, k.RevokedAt.UTC().Format(time.RFC3339), *k.RevokedBy, servicekeys.RevocationBound)
-	return nil
+	return a.withDB(ctx, fs, cmdKeys, problems, func(pool *pgxpool.Pool, _ *slog.Logger) error {
+		k, err := servicekeys.NewStore(pool, a.dbClock).Revoke(ctx, orgID, keyID, actor)
+		if errors.Is(err, servicekeys.ErrNotFound) {
+			return fmt.Errorf("no service key %s in organization %s", keyID, orgID)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "revoked: service key %s (%s) of organization %s, at %s by %s; every replica refuses it within %s\n",
+			k.Prefix, k.ID, k.OrganizationID, stamp(k.RevokedAt), *k.RevokedBy, servicekeys.RevocationBound)
+		return nil
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -32,9 +33,7 @@ func openPool(ctx context.Context, cfg serverConfig, prepare ...func(*pgxpool.Co
 	}
 	pc.MinConns = min(pc.MinConns, pc.MaxConns)
 	// Server-side bounds on every session (why: at their defaults).
-	for k, v := range cfg.Session.runtimeParams() {
-		pc.ConnConfig.RuntimeParams[k] = v
-	}
+	maps.Copy(pc.ConnConfig.RuntimeParams, cfg.Session.runtimeParams())
 	for _, p := range prepare {
 		p(pc)
 	}
@@ -120,9 +119,13 @@ const cancelTimeout = 10 * time.Second
 func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, maxHeaderBytes int, logger *slog.Logger) error {
 	base, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
-	var running atomic.Int64
+	var running atomic.Int64 // the requests being served, for the log
 	srv := &http.Server{
-		Handler:           track(&running, h),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			running.Add(1)
+			defer running.Add(-1)
+			h.ServeHTTP(w, r)
+		}),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
@@ -163,13 +166,4 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.
 			grace, running.Load(), cancelTimeout)
 	}
 	return fmt.Errorf("requests still running after the %s grace were cut off: %d cancelled, and each answered", grace, n)
-}
-
-// track counts the requests h is serving in n, for the shutdown's log.
-func track(n *atomic.Int64, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		defer n.Add(-1)
-		h.ServeHTTP(w, r)
-	})
 }

@@ -7,10 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/dispatch"
 )
@@ -93,21 +93,17 @@ func (a *app) runsDispatchList(ctx context.Context, args []string) error {
 	}
 	orgID := readOrg(&problems, *org, false)
 	checkLimit(&problems, *limit, dispatch.MaxListLimit)
-	pool, _, err := a.connect(ctx, fs, cmdRunsList, problems)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	list, err := dispatch.NewStore(pool, a.dbClock).List(ctx, dispatch.ListParams{State: *state, OrganizationID: orgID, Limit: *limit})
-	if err != nil {
-		return err
-	}
-	return printList(a, *asJSON, list, dispatchView, printDispatches)
+	return a.withDB(ctx, fs, cmdRunsList, problems, func(pool *pgxpool.Pool, _ *slog.Logger) error {
+		list, err := dispatch.NewStore(pool, a.dbClock).List(ctx, dispatch.ListParams{State: *state, OrganizationID: orgID, Limit: *limit})
+		if err != nil {
+			return err
+		}
+		return printList(a, *asJSON, list, dispatchView, printDispatches)
+	})
 }
 
-func printDispatches(w io.Writer, list []dispatch.Dispatch) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "run\torganization\tstate\tattempts\tretries\tsince\tlast answer")
+func printDispatches(w io.Writer, list []dispatch.Dispatch) {
+	fmt.Fprintln(w, "run\torganization\tstate\tattempts\tretries\tsince\tlast answer")
 	for _, d := range list {
 		since := d.FailedAt
 		if d.State == dispatch.StatePending {
@@ -123,13 +119,11 @@ func printDispatches(w io.Writer, list []dispatch.Dispatch) error {
 		if d.LastStatusCode != nil {
 			answer = fmt.Sprintf("[%d] %s", *d.LastStatusCode, answer)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.RunID, d.OrganizationID, d.State, d.Attempts, d.Retries, stamp(since), answer)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.RunID, d.OrganizationID, d.State, d.Attempts, d.Retries, stamp(since), answer)
 	}
-	_ = tw.Flush()
 	if len(list) == 0 {
 		fmt.Fprintln(w, "(none)")
 	}
-	return nil
 }
 
 func (a *app) runsDispatchRetry(ctx context.Context, args []string) error {
@@ -153,26 +147,23 @@ func (a *app) runsDispatchRetry(ctx context.Context, args []string) error {
 	why := strings.TrimSpace(*reason)
 	checkLine(&problems, "reason", why, "say why the dispatch is retried (what was fixed); it is recorded", dispatch.MaxReasonLen)
 	actor := a.readActor(&problems, *actorFlag, dispatch.MaxActorBytes)
-	pool, logger, err := a.connect(ctx, fs, cmdRunsRetry, problems)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	d, err := dispatch.NewStore(pool, a.dbClock).Retry(ctx, dispatch.RetryParams{RunID: runID, OrganizationID: orgID, Actor: actor, Reason: why})
-	switch {
-	case errors.Is(err, dispatch.ErrNotFound) && orgID != uuid.Nil:
-		return fmt.Errorf("no dispatch of Run %s in organization %s", runID, orgID)
-	case errors.Is(err, dispatch.ErrNotFound):
-		return fmt.Errorf("no dispatch of Run %s", runID)
-	case errors.Is(err, dispatch.ErrNotFailed):
-		return fmt.Errorf("refused: %w; nothing was written", err)
-	case err != nil:
-		return err
-	}
-	logger.LogAttrs(ctx, slog.LevelWarn, "dispatch retried by an operator",
-		slog.String("run_id", d.RunID.String()), slog.String("organization_id", d.OrganizationID.String()),
-		slog.String("actor", actor), slog.String("reason", why), slog.Int("attempts", d.Attempts), slog.Int("retries", d.Retries))
-	fmt.Fprintf(a.stdout, "retried: the dispatch of Run %s (organization %s) is pending, due now; retry %d, recorded with --actor %q\n",
-		d.RunID, d.OrganizationID, d.Retries, actor)
-	return nil
+	return a.withDB(ctx, fs, cmdRunsRetry, problems, func(pool *pgxpool.Pool, logger *slog.Logger) error {
+		d, err := dispatch.NewStore(pool, a.dbClock).Retry(ctx, dispatch.RetryParams{RunID: runID, OrganizationID: orgID, Actor: actor, Reason: why})
+		switch {
+		case errors.Is(err, dispatch.ErrNotFound) && orgID != uuid.Nil:
+			return fmt.Errorf("no dispatch of Run %s in organization %s", runID, orgID)
+		case errors.Is(err, dispatch.ErrNotFound):
+			return fmt.Errorf("no dispatch of Run %s", runID)
+		case errors.Is(err, dispatch.ErrNotFailed):
+			return fmt.Errorf("refused: %w; nothing was written", err)
+		case err != nil:
+			return err
+		}
+		logger.LogAttrs(ctx, slog.LevelWarn, "dispatch retried by an operator",
+			slog.String("run_id", d.RunID.String()), slog.String("organization_id", d.OrganizationID.String()),
+			slog.String("actor", actor), slog.String("reason", why), slog.Int("attempts", d.Attempts), slog.Int("retries", d.Retries))
+		fmt.Fprintf(a.stdout, "retried: the dispatch of Run %s (organization %s) is pending, due now; retry %d, recorded with --actor %q\n",
+			d.RunID, d.OrganizationID, d.Retries, actor)
+		return nil
+	})
 }

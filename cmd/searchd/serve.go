@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/searchd/searchd/admission"
 	"github.com/searchd/searchd/api"
@@ -58,33 +57,36 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if err := checkSchema(ctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	pool, err := obs.openPool(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("opening the database pool: %w", err)
-	}
-	defer pool.Close() // last: after the hub has stopped and every request ended
-	cursors, err := loadCursorKey(ctx, pool)
+	st, err := a.openStores(ctx, cfg, logger, obs)
 	if err != nil {
 		return err
 	}
+	defer st.pool.Close() // last: after the hub has stopped and every request ended
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("%s=%s: cannot listen: %w", envAddr, cfg.Addr, err)
 	}
-	return a.runServer(ctx, cfg, ln, newStores(pool, a.dbClock, cursors, cfg, logger, obs), logger, obs)
+	return a.runServer(ctx, cfg, ln, st, logger, obs)
 }
 
-// loadCursorKey reads the key every list cursor is signed with from the
-// database (migration 00022), once at startup, so that every replica,
-// before and after a restart, accepts the cursors any other minted.
-func loadCursorKey(ctx context.Context, pool *pgxpool.Pool) (keyset.Key, error) {
-	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	defer cancel()
-	k, err := keyset.LoadKey(ctx, pool)
+// openStores opens the pool of serve and dev (see [observability.openPool])
+// and constructs the stores on it. Their cursors are signed with the key
+// read from the database (migration 00022), once at startup, so that every
+// replica, before and after a restart, accepts the cursors any other
+// minted. The caller closes the stores' pool.
+func (a *app) openStores(ctx context.Context, cfg serverConfig, logger *slog.Logger, obs observability) (*stores, error) {
+	pool, err := obs.openPool(ctx, cfg)
 	if err != nil {
-		return keyset.Key{}, fmt.Errorf("cannot read the cursor key from the database named by %s: %w", envDatabaseURL, err)
+		return nil, fmt.Errorf("opening the database pool: %w", err)
 	}
-	return k, nil
+	keyCtx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	cursors, err := keyset.LoadKey(keyCtx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cannot read the cursor key from the database named by %s: %w", envDatabaseURL, err)
+	}
+	return newStores(pool, a.dbClock, cursors, cfg, logger, obs), nil
 }
 
 // checkSchema refuses a database that lacks a migration of this binary:

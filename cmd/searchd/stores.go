@@ -9,16 +9,13 @@ import (
 	"github.com/searchd/searchd/dispatch"
 	"github.com/searchd/searchd/idempotency"
 	"github.com/searchd/searchd/internal/keyset"
-	"github.com/searchd/searchd/operator"
 	"github.com/searchd/searchd/providerjobs"
 	"github.com/searchd/searchd/runs"
 	"github.com/searchd/searchd/savedsearch"
 	"github.com/searchd/searchd/schedule"
 	"github.com/searchd/searchd/servicekeys"
-	"github.com/searchd/searchd/sessions"
 	"github.com/searchd/searchd/snapshot"
 	"github.com/searchd/searchd/sweeper"
-	"github.com/searchd/searchd/tools"
 	"github.com/searchd/searchd/webhooks"
 )
 
@@ -46,13 +43,10 @@ type stores struct {
 	// to wake when a copy meets an arrival whose worker is gone.
 	providerJobs *providerjobs.Service
 	wake         chan struct{}
-	jobAudit     *providerjobs.Audit
-	operator     *operator.Store
 	sweeperRuns  *sweeper.RunLog
-	uncertain    *tools.Inspector
-	resolver     *tools.Resolver
 	schedules    *schedule.Store
-	sessions     *sessions.Store
+	// cursors is the key every store that lists signs its cursors with.
+	cursors keyset.Key
 	// serviceKeys verifies service keys (one cache per process) and
 	// serves their management.
 	serviceKeys *servicekeys.Service
@@ -64,7 +58,7 @@ type stores struct {
 // newStores constructs the stores of serve and dev on pool, at clock. The
 // plane and the provider jobs report to obs's metrics (never nil). Every
 // store that lists signs and verifies its cursors with cursors, the
-// database's key ([loadCursorKey]).
+// database's key ([app.openStores]).
 func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cursors keyset.Key, cfg serverConfig, logger *slog.Logger,
 	obs observability) *stores {
 	st := &stores{
@@ -76,13 +70,9 @@ func newStores(pool *pgxpool.Pool, clock *dbclock.Clock, cursors keyset.Key, cfg
 		runs:          runs.NewStore(pool, runs.Config{Clock: clock}).Cursors(cursors),
 		dispatches:    dispatch.NewStore(pool, clock),
 		wake:          make(chan struct{}, 1),
-		jobAudit:      providerjobs.NewAudit(pool).Cursors(cursors),
-		operator:      operator.NewStore(pool, clock).Cursors(cursors),
 		sweeperRuns:   sweeper.NewRunLog(pool, sweeper.ViaServe, clock, recordFailed(logger)).Cursors(cursors),
-		uncertain:     tools.NewInspector(pool, clock).Cursors(cursors),
-		resolver:      tools.NewResolver(pool, tools.ResolverConfig{Clock: clock}),
 		schedules:     schedule.NewStore(pool, clock).Limit(cfg.ScheduleMax).Cursors(cursors),
-		sessions:      sessions.NewStore(pool, clock),
+		cursors:       cursors,
 		serviceKeys:   servicekeys.NewService(pool, clock),
 		webhooks: webhooks.NewStore(pool, webhooks.Config{Clock: clock,
 			AllowHTTPLoopback: cfg.Webhooks.AllowHTTPLoopback}),

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -22,8 +23,8 @@ type subcommand struct {
 	run  func(context.Context, []string) error
 }
 
-// dispatchSubcommand runs the subcommand args[0] names among subs with the
-// rest of args. "help", "-h", "-help" and "--help" print usage on stdout;
+// dispatchSubcommand runs the subcommand args[0] names among subs (two at
+// least) with the rest of args. "help", "-h", "-help" and "--help" print usage on stdout;
 // no subcommand prints it on stderr and, like an unknown one, answers a
 // usage error prefixed by command ("claims", "runs dispatch").
 func (a *app) dispatchSubcommand(ctx context.Context, command, usage string, args []string, subs ...subcommand) error {
@@ -31,10 +32,8 @@ func (a *app) dispatchSubcommand(ctx context.Context, command, usage string, arg
 	for i, s := range subs {
 		names[i] = s.name
 	}
-	choice := names[0]
-	if n := len(names); n > 1 {
-		choice = strings.Join(names[:n-1], ", ") + " or " + names[n-1]
-	}
+	n := len(names)
+	choice := strings.Join(names[:n-1], ", ") + " or " + names[n-1]
 	if len(args) == 0 {
 		fmt.Fprint(a.stderr, usage)
 		return usagef("%s: name a subcommand: %s", command, choice)
@@ -52,18 +51,22 @@ func (a *app) dispatchSubcommand(ctx context.Context, command, usage string, arg
 	return usagef("%s: unknown subcommand %q: use %s", command, args[0], choice)
 }
 
-// connect reads the settings of command c from fs and the environment
+// withDB reads the settings of command c from fs and the environment
 // and, when neither they nor the command's own flags have a problem (given
-// in problems), opens a pool of one connection on the database (see
-// [openSmallPool]), and returns it with the logger the settings ask for.
-// Every problem is answered at once, in a usage error.
-func (a *app) connect(ctx context.Context, fs *flag.FlagSet, c cmds, problems []string) (*pgxpool.Pool, *slog.Logger, error) {
+// in problems), runs run on a pool of one connection on the database (see
+// [openSmallPool]), with the logger the settings ask for, and closes the
+// pool. Every problem is answered at once, in a usage error.
+func (a *app) withDB(ctx context.Context, fs *flag.FlagSet, c cmds, problems []string, run func(*pgxpool.Pool, *slog.Logger) error) error {
 	cfg, settingProblems := loadSettings(fs, a.getenv, c)
 	if problems = append(problems, settingProblems...); len(problems) > 0 {
-		return nil, nil, invalid(problems)
+		return invalid(problems)
 	}
 	pool, err := openSmallPool(ctx, cfg.DatabaseURL)
-	return pool, newLogger(a.stderr, cfg), err
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return run(pool, newLogger(a.stderr, cfg))
 }
 
 // printJSON writes v on stdout as indented JSON.
@@ -74,10 +77,13 @@ func (a *app) printJSON(v any) error {
 }
 
 // printList writes list on stdout: with asJSON as a JSON array of each
-// item's view, else as table writes it for a person.
-func printList[T, V any](a *app, asJSON bool, list []T, view func(*T) V, table func(io.Writer, []T) error) error {
+// item's view, else as table writes it for a person, its cells ended by
+// tabs aligned in columns.
+func printList[T, V any](a *app, asJSON bool, list []T, view func(*T) V, table func(io.Writer, []T)) error {
 	if !asJSON {
-		return table(a.stdout, list)
+		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+		table(tw, list)
+		return tw.Flush()
 	}
 	views := make([]V, len(list))
 	for i := range list {

@@ -71,19 +71,18 @@ func checkSweepBound(r *reader) {
 // signal: the sweeper has no request to drain, and a run cut short rolls
 // its pass back.
 func (s server) sweeper() (func(context.Context), error) {
-	logger := s.logger
 	if s.cfg.Sweep.Interval <= 0 {
-		logger.Info("sweeper off: the sweep interval is 0s; run searchd sweep from an outside scheduler to enforce retention")
+		s.logger.Info("sweeper off: the sweep interval is 0s; run searchd sweep from an outside scheduler to enforce retention")
 		return nil, nil
 	}
 	scfg := s.cfg.Sweep
-	scfg.Logger, scfg.Recorder, scfg.Clock, scfg.Observer = logger, s.st.sweeperRuns, s.st.clock, s.obs.metrics
+	scfg.Logger, scfg.Recorder, scfg.Clock, scfg.Observer = s.logger, s.st.sweeperRuns, s.st.clock, s.obs.metrics
 	sw, err := sweeper.New(s.st.pool, scfg)
 	if err != nil {
 		return nil, err
 	}
 	c := sw.Config()
-	logger.Info("sweeper scheduled",
+	s.logger.Info("sweeper scheduled",
 		slog.Duration("interval", c.Interval), slog.Duration("jitter", max(c.Jitter, 0)),
 		slog.Int("bound", c.Bound), slog.Int("max_bound", c.MaxBound), slog.Duration("budget", c.Budget),
 		slog.Float64("duty", c.Duty))
@@ -144,10 +143,9 @@ func logSweepReport(ctx context.Context, logger *slog.Logger, rep sweeper.Report
 		tr   sweeper.TableReport
 	}{{"claims", rep.Claims}, {"occurrences", rep.Occurrences}, {"runs", rep.Runs}, {"snapshots", rep.Snapshots},
 		{"drops", rep.Drops}, {"resolutions", rep.Resolutions}, {"inbox", rep.Inbox}, {"sessions", rep.Sessions}} {
-		tr := t.tr
 		attrs = append(attrs, slog.Group(t.name,
-			slog.String("table", tr.Table), slog.Int("read", tr.Read), slog.Int("deleted", tr.Deleted),
-			slog.Int("passes", tr.Passes), slog.Duration("duration", tr.Duration), slog.Bool("backlog", tr.Backlog)))
+			slog.String("table", t.tr.Table), slog.Int("read", t.tr.Read), slog.Int("deleted", t.tr.Deleted),
+			slog.Int("passes", t.tr.Passes), slog.Duration("duration", t.tr.Duration), slog.Bool("backlog", t.tr.Backlog)))
 	}
 	attrs = append(attrs, slog.Duration("duration", rep.Duration))
 	ctx = context.WithoutCancel(ctx) // a run a signal stopped is still reported

@@ -35,8 +35,7 @@ func (a *app) token(_ context.Context, args []string) error {
 		problems = append(problems, fmt.Sprintf("--ttl: %s is out of range: more than 0s, at most %s, the longest lifetime the server accepts (%s)",
 			*ttl, maxTTL, envTokenMaxLifetime))
 	}
-	secret := cfg.JWTSecret
-	if secret == "" {
+	if cfg.JWTSecret == "" {
 		problems = append(problems, envJWTSecret+": is required: the secret the server verifies tokens with")
 	}
 	// One role at most; each needs --sub, which names who acts.
@@ -64,7 +63,7 @@ func (a *app) token(_ context.Context, args []string) error {
 	if len(problems) > 0 {
 		return invalid(problems)
 	}
-	tok, err := sign([]byte(secret), orgID, *sub, a.now(), *ttl)
+	tok, err := sign([]byte(cfg.JWTSecret), orgID, *sub, a.now(), *ttl)
 	if err != nil {
 		return err
 	}

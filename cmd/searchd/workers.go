@@ -87,9 +87,8 @@ func (s server) drain() (func(context.Context), error) {
 func seated(queue *seatq.Queue, start schedule.StartFunc) schedule.StartFunc {
 	return func(ctx context.Context, p admission.SavedSearchStart) (admission.Result, error) {
 		seat, err := queue.Acquire(ctx, seatq.Flow{Kind: seatq.KindOrganization, Name: p.Org.String()}, 1)
-		var refusal *seatq.Refusal
 		switch {
-		case errors.As(err, &refusal):
+		case errors.As(err, new(*seatq.Refusal)):
 			return admission.Result{}, errs.Wrap(errs.Unavailable, fmt.Errorf("%w: %w", schedule.ErrBusy, err))
 		case err != nil:
 			return admission.Result{}, err
